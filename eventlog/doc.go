@@ -1,0 +1,7 @@
+// Package eventlog defines the event log seam: the append-only, per-session ordered
+// store of every event Troupe records. Session actors append batches of sequenced
+// envelopes; recovery, replay and the HTTP API read them back by session and seq.
+//
+// Implementations: package eventlog/sqlite (embedded, the default) and, later,
+// ClickHouse for clusters. Both run the conformance suite in eventlog/eventlogtest.
+package eventlog

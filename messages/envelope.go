@@ -1,0 +1,160 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Type names a message or event type on the wire. Values are stable strings: they are
+// stored in event logs and must never be renamed.
+type Type string
+
+// The message and event types.
+const (
+	TypeTaskSubmitted     Type = "task.submitted"
+	TypeModelRequested    Type = "model.requested"
+	TypeModelResponded    Type = "model.responded"
+	TypeToolCallRequested Type = "tool.requested"
+	TypeToolCallCompleted Type = "tool.completed"
+	TypeTaskCompleted     Type = "task.completed"
+	TypeTaskFailed        Type = "task.failed"
+)
+
+// Versions is the current schema version of each type. Decoding an envelope whose
+// version is newer than this fails with ErrFutureVersion; older versions decode.
+var versions = map[Type]int{
+	TypeTaskSubmitted:     1,
+	TypeModelRequested:    1,
+	TypeModelResponded:    1,
+	TypeToolCallRequested: 1,
+	TypeToolCallCompleted: 1,
+	TypeTaskCompleted:     1,
+	TypeTaskFailed:        1,
+}
+
+// CurrentVersion reports the schema version this build writes for t, and whether t is known.
+func CurrentVersion(t Type) (int, bool) {
+	v, ok := versions[t]
+	return v, ok
+}
+
+// Errors returned by decoding. Each is wrapped with the envelope's session and seq.
+var (
+	ErrCorrupt       = errors.New("messages: corrupt envelope")
+	ErrUnknownType   = errors.New("messages: unknown message type")
+	ErrFutureVersion = errors.New("messages: schema version newer than this build")
+)
+
+// Envelope carries one message or event. A message becomes an event once the session
+// actor that owns SessionID assigns it a Seq and appends it to the event log.
+type Envelope struct {
+	// ID is unique per message; handlers deduplicate on it (at-least-once delivery).
+	ID string `json:"id"`
+	// SessionID keys the message: one session actor owns it, and the bus partitions by it.
+	SessionID string `json:"session_id"`
+	// Seq is the position in the session's log, starting at 1, gap-free; 0 until sequenced.
+	Seq uint64 `json:"seq"`
+	// Type says which payload type Payload holds.
+	Type Type `json:"type"`
+	// Version is the schema version of Payload.
+	Version int `json:"v"`
+	// CausationID is the ID of the message that caused this one.
+	CausationID string `json:"causation_id,omitempty"`
+	// CorrelationID groups everything that belongs to one task (the task message's ID).
+	CorrelationID string `json:"correlation_id,omitempty"`
+	// TS is the time the message was created, in Unix microseconds.
+	TS int64 `json:"ts"`
+	// Actor names the producer, e.g. "session", "model/offline", "tool/calculator".
+	Actor string `json:"actor"`
+	// Payload is the JSON encoding of the type named by Type.
+	Payload json.RawMessage `json:"payload"`
+}
+
+// Payload is implemented by every concrete payload type in this package.
+type Payload interface {
+	MessageType() Type
+}
+
+// NewEnvelope encodes p as the payload of a new envelope with the current schema version.
+// The caller fills in IDs, Seq, TS and Actor.
+func NewEnvelope(p Payload) (Envelope, error) {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return Envelope{}, fmt.Errorf("messages: encode %s: %w", p.MessageType(), err)
+	}
+	return Envelope{Type: p.MessageType(), Version: versions[p.MessageType()], Payload: b}, nil
+}
+
+// Marshal encodes an envelope. The encoding is deterministic.
+func Marshal(e Envelope) ([]byte, error) {
+	if err := e.validate(); err != nil {
+		return nil, err
+	}
+	return json.Marshal(e)
+}
+
+// Unmarshal decodes and validates an envelope (not its payload: see Decode).
+func Unmarshal(b []byte) (Envelope, error) {
+	var e Envelope
+	d := json.NewDecoder(bytes.NewReader(b))
+	if err := d.Decode(&e); err != nil {
+		return Envelope{}, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if d.More() {
+		return Envelope{}, fmt.Errorf("%w: trailing data after envelope", ErrCorrupt)
+	}
+	if err := e.validate(); err != nil {
+		return Envelope{}, err
+	}
+	return e, nil
+}
+
+func (e Envelope) validate() error {
+	switch {
+	case e.ID == "":
+		return fmt.Errorf("%w: missing id", ErrCorrupt)
+	case e.SessionID == "":
+		return fmt.Errorf("%w: message %s: missing session_id", ErrCorrupt, e.ID)
+	case e.Type == "":
+		return fmt.Errorf("%w: message %s: missing type", ErrCorrupt, e.ID)
+	case len(e.Payload) == 0 || !json.Valid(e.Payload):
+		return fmt.Errorf("%w: session %s seq %d: payload is not valid JSON", ErrCorrupt, e.SessionID, e.Seq)
+	}
+	return nil
+}
+
+// Decode decodes the payload into its concrete type. Unknown types and versions newer
+// than this build are errors that name the session and seq.
+func (e Envelope) Decode() (Payload, error) {
+	cur, ok := versions[e.Type]
+	if !ok {
+		return nil, fmt.Errorf("%w %q (session %s seq %d)", ErrUnknownType, e.Type, e.SessionID, e.Seq)
+	}
+	if e.Version > cur {
+		return nil, fmt.Errorf("%w: %s v%d, this build reads up to v%d (session %s seq %d)",
+			ErrFutureVersion, e.Type, e.Version, cur, e.SessionID, e.Seq)
+	}
+	var p Payload
+	switch e.Type {
+	case TypeTaskSubmitted:
+		p = &TaskSubmitted{}
+	case TypeModelRequested:
+		p = &ModelRequested{}
+	case TypeModelResponded:
+		p = &ModelResponded{}
+	case TypeToolCallRequested:
+		p = &ToolCallRequested{}
+	case TypeToolCallCompleted:
+		p = &ToolCallCompleted{}
+	case TypeTaskCompleted:
+		p = &TaskCompleted{}
+	case TypeTaskFailed:
+		p = &TaskFailed{}
+	}
+	if err := json.Unmarshal(e.Payload, p); err != nil {
+		return nil, fmt.Errorf("%w: session %s seq %d: %s payload: %v", ErrCorrupt, e.SessionID, e.Seq, e.Type, err)
+	}
+	return p, nil
+}

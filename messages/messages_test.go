@@ -1,0 +1,154 @@
+package messages_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/ (only when a schema change is intended)")
+
+// samples holds one fully populated value of every payload type. The golden file of
+// each is testdata/<type>.json; regenerate with `go test ./messages -update`.
+func samples() []messages.Payload {
+	usage := messages.Usage{PromptTokens: 120, CompletionTokens: 30, CachedTokens: 64, CostUSD: 0.00042}
+	return []messages.Payload{
+		&messages.TaskSubmitted{Input: "What is 12 * (7 + 5)?", Agent: "default", Model: "offline", MaxSteps: 8, DeadlineUS: 1767225600000000, ReplyTopic: "replies"},
+		&messages.ModelRequested{Key: "s-1/m/2", Model: "offline", Step: 1, Messages: 2, PromptHash: "9f86d081884c7d65", Tools: []string{"calculator", "clock"}},
+		&messages.ModelResponded{Key: "s-1/m/2", Model: "offline", Message: messages.ChatMessage{
+			Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"12 * (7 + 5)"}`}},
+		}, Usage: usage, LatencyUS: 812, Cached: true},
+		&messages.ToolCallRequested{Key: "s-1/t/call_1", CallID: "call_1", Tool: "calculator", Arguments: `{"expression":"12 * (7 + 5)"}`, Step: 1},
+		&messages.ToolCallCompleted{Key: "s-1/t/call_1", CallID: "call_1", Tool: "calculator", Result: "144", Error: "", LatencyUS: 35},
+		&messages.TaskCompleted{Output: "144", Steps: 2, Usage: usage},
+		&messages.TaskFailed{Reason: messages.ReasonMaxSteps, Error: "stopped after 8 steps", Steps: 8, Usage: usage},
+	}
+}
+
+func envelope(t *testing.T, p messages.Payload) messages.Envelope {
+	t.Helper()
+	e, err := messages.NewEnvelope(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID = "01J0000000000000000000000" + string(p.MessageType())
+	e.SessionID = "s-1"
+	e.Seq = 7
+	e.CausationID = "cause-1"
+	e.CorrelationID = "task-1"
+	e.TS = 1767225600123456
+	e.Actor = "session"
+	return e
+}
+
+func TestGoldenEncoding(t *testing.T) {
+	for _, p := range samples() {
+		t.Run(string(p.MessageType()), func(t *testing.T) {
+			e := envelope(t, p)
+			got, err := messages.Marshal(e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", string(p.MessageType())+".json")
+			if *update {
+				if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("golden file: %v (run go test ./messages -update once to create it)", err)
+			}
+			if !bytes.Equal(got, bytes.TrimSpace(want)) {
+				t.Fatalf("encoding changed for %s:\n got %s\nwant %s\nA changed encoding breaks replay of recorded sessions: bump the schema version instead.", p.MessageType(), got, want)
+			}
+			// The golden bytes decode back to exactly the sample.
+			back, err := messages.Unmarshal(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(back, e) {
+				t.Fatalf("envelope round trip:\n got %+v\nwant %+v", back, e)
+			}
+			dec, err := back.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(dec, p) {
+				t.Fatalf("payload round trip:\n got %+v\nwant %+v", dec, p)
+			}
+		})
+	}
+}
+
+func TestEveryTypeHasAGoldenSample(t *testing.T) {
+	seen := map[messages.Type]bool{}
+	for _, p := range samples() {
+		seen[p.MessageType()] = true
+	}
+	for _, typ := range []messages.Type{
+		messages.TypeTaskSubmitted, messages.TypeModelRequested, messages.TypeModelResponded,
+		messages.TypeToolCallRequested, messages.TypeToolCallCompleted, messages.TypeTaskCompleted, messages.TypeTaskFailed,
+	} {
+		if _, ok := messages.CurrentVersion(typ); !ok {
+			t.Errorf("%s has no schema version", typ)
+		}
+		if !seen[typ] {
+			t.Errorf("%s has no golden sample", typ)
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	good := envelope(t, &messages.TaskCompleted{Output: "x"})
+	cases := map[string]struct {
+		edit func(*messages.Envelope)
+		raw  string
+		want error
+	}{
+		"truncated":      {raw: `{"id":"a","session_id":"s","seq":1,"type":"task.completed","v":1,"payload":{"out`, want: messages.ErrCorrupt},
+		"trailing data":  {raw: `{"id":"a","session_id":"s","seq":1,"type":"task.completed","v":1,"ts":1,"actor":"x","payload":{}} {}`, want: messages.ErrCorrupt},
+		"missing id":     {edit: func(e *messages.Envelope) { e.ID = "" }, want: messages.ErrCorrupt},
+		"missing sess":   {edit: func(e *messages.Envelope) { e.SessionID = "" }, want: messages.ErrCorrupt},
+		"unknown type":   {edit: func(e *messages.Envelope) { e.Type = "task.teleported" }, want: messages.ErrUnknownType},
+		"future version": {edit: func(e *messages.Envelope) { e.Version = 99 }, want: messages.ErrFutureVersion},
+		"wrong payload":  {edit: func(e *messages.Envelope) { e.Payload = json.RawMessage(`{"output":17}`) }, want: messages.ErrCorrupt},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			raw := []byte(c.raw)
+			if c.edit != nil {
+				e := good
+				c.edit(&e)
+				b, err := json.Marshal(e) // bypass Marshal's validation to produce bad bytes
+				if err != nil {
+					t.Fatal(err)
+				}
+				raw = b
+			}
+			e, err := messages.Unmarshal(raw)
+			if err == nil {
+				_, err = e.Decode()
+			}
+			if !errors.Is(err, c.want) {
+				t.Fatalf("got %v, want %v", err, c.want)
+			}
+		})
+	}
+}
+
+func TestFutureVersionErrorNamesSessionAndSeq(t *testing.T) {
+	e := envelope(t, &messages.TaskCompleted{Output: "x"})
+	e.Version = 2
+	_, err := e.Decode()
+	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("session s-1 seq 7")) {
+		t.Fatalf("error should name session and seq: %v", err)
+	}
+}

@@ -1,0 +1,163 @@
+package messages
+
+import "encoding/json"
+
+// Role is the author of a chat message.
+type Role string
+
+// Chat roles, as OpenAI-compatible APIs name them.
+const (
+	RoleSystem    Role = "system"
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+	RoleTool      Role = "tool"
+)
+
+// ChatMessage is one message of a model conversation.
+type ChatMessage struct {
+	Role       Role       `json:"role"`
+	Content    string     `json:"content,omitempty"`
+	ToolCalls  []ToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string     `json:"tool_call_id,omitempty"`
+	Name       string     `json:"name,omitempty"`
+}
+
+// ToolCall is a model's request to run one tool. Arguments is the model's raw text,
+// which may be malformed: tools validate it and malformed input becomes an error result.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// ToolSpec describes a tool to a model. Parameters is a JSON Schema object.
+type ToolSpec struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Parameters  json.RawMessage `json:"parameters,omitempty"`
+}
+
+// Usage counts the tokens of one model call (or of a task, summed).
+type Usage struct {
+	PromptTokens     int     `json:"prompt_tokens"`
+	CompletionTokens int     `json:"completion_tokens"`
+	CachedTokens     int     `json:"cached_tokens,omitempty"`
+	CostUSD          float64 `json:"cost_usd,omitempty"`
+}
+
+// Add returns the sum of two usages.
+func (u Usage) Add(o Usage) Usage {
+	return Usage{
+		PromptTokens:     u.PromptTokens + o.PromptTokens,
+		CompletionTokens: u.CompletionTokens + o.CompletionTokens,
+		CachedTokens:     u.CachedTokens + o.CachedTokens,
+		CostUSD:          u.CostUSD + o.CostUSD,
+	}
+}
+
+// TaskSubmitted asks a session to run a task. It is the ingress message (HTTP, CLI,
+// Kafka) and, once sequenced, the first event of a task.
+type TaskSubmitted struct {
+	Input string `json:"input"`
+	// Agent names the agent configuration to run; empty means the node's default.
+	Agent string `json:"agent,omitempty"`
+	// Model overrides the agent's model; empty means the node's default.
+	Model string `json:"model,omitempty"`
+	// MaxSteps bounds the model calls of this task; 0 means the agent's default.
+	MaxSteps int `json:"max_steps,omitempty"`
+	// DeadlineUS is an absolute deadline in Unix microseconds; 0 means none.
+	DeadlineUS int64 `json:"deadline_us,omitempty"`
+	// ReplyTopic, when set, receives the task's result.
+	ReplyTopic string `json:"reply_topic,omitempty"`
+}
+
+// ModelRequested records that the session asked a model for its next step.
+type ModelRequested struct {
+	// Key is the idempotency key of the call; a re-issued call carries the same key.
+	Key   string `json:"key"`
+	Model string `json:"model"`
+	Step  int    `json:"step"`
+	// Messages is the number of conversation messages sent.
+	Messages int `json:"messages"`
+	// PromptHash is a SHA-256 over the request (messages and tools), hex-encoded; replay
+	// verification compares it to detect a changed prompt.
+	PromptHash string   `json:"prompt_hash"`
+	Tools      []string `json:"tools,omitempty"`
+}
+
+// ModelResponded records a model's answer. Recovery and replay never call the model
+// again for a Key that has a ModelResponded.
+type ModelResponded struct {
+	Key       string      `json:"key"`
+	Model     string      `json:"model"`
+	Message   ChatMessage `json:"message"`
+	Usage     Usage       `json:"usage"`
+	LatencyUS int64       `json:"latency_us"`
+	// Error is set when the model call failed for good (after retries).
+	Error  string `json:"error,omitempty"`
+	Cached bool   `json:"cached,omitempty"`
+}
+
+// ToolCallRequested records that the session asked a tool to run.
+type ToolCallRequested struct {
+	// Key is the idempotency key: tools with side effects perform them once per key.
+	Key       string `json:"key"`
+	CallID    string `json:"call_id"`
+	Tool      string `json:"tool"`
+	Arguments string `json:"arguments"`
+	Step      int    `json:"step"`
+}
+
+// ToolCallCompleted records a tool's result or error.
+type ToolCallCompleted struct {
+	Key       string `json:"key"`
+	CallID    string `json:"call_id"`
+	Tool      string `json:"tool"`
+	Result    string `json:"result,omitempty"`
+	Error     string `json:"error,omitempty"`
+	LatencyUS int64  `json:"latency_us"`
+}
+
+// TaskCompleted records a task's final answer.
+type TaskCompleted struct {
+	Output string `json:"output"`
+	Steps  int    `json:"steps"`
+	Usage  Usage  `json:"usage"`
+}
+
+// Reasons a task fails.
+const (
+	ReasonMaxSteps   = "max_steps"
+	ReasonDeadline   = "deadline"
+	ReasonCancelled  = "cancelled"
+	ReasonModelError = "model_error"
+)
+
+// TaskFailed records that a task stopped without an answer.
+type TaskFailed struct {
+	Reason string `json:"reason"`
+	Error  string `json:"error"`
+	Steps  int    `json:"steps"`
+	Usage  Usage  `json:"usage"`
+}
+
+// MessageType implements Payload.
+func (*TaskSubmitted) MessageType() Type { return TypeTaskSubmitted }
+
+// MessageType implements Payload.
+func (*ModelRequested) MessageType() Type { return TypeModelRequested }
+
+// MessageType implements Payload.
+func (*ModelResponded) MessageType() Type { return TypeModelResponded }
+
+// MessageType implements Payload.
+func (*ToolCallRequested) MessageType() Type { return TypeToolCallRequested }
+
+// MessageType implements Payload.
+func (*ToolCallCompleted) MessageType() Type { return TypeToolCallCompleted }
+
+// MessageType implements Payload.
+func (*TaskCompleted) MessageType() Type { return TypeTaskCompleted }
+
+// MessageType implements Payload.
+func (*TaskFailed) MessageType() Type { return TypeTaskFailed }

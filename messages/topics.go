@@ -1,0 +1,32 @@
+package messages
+
+// Bus topics. Every message on them is keyed by session ID.
+const (
+	// TopicTasks carries TaskSubmitted envelopes into the cluster.
+	TopicTasks = "troupe.tasks"
+	// TopicEvents carries every event of every session once it is sequenced.
+	TopicEvents = "troupe.events"
+	// TopicResults carries one TaskResult per finished task.
+	TopicResults = "troupe.results"
+)
+
+// Session and task statuses, as the HTTP API and the results topic report them.
+const (
+	StatusRunning   = "running"
+	StatusCompleted = "completed"
+	StatusFailed    = "failed"
+)
+
+// TaskResult is the body published on TopicResults and returned by GET /v1/sessions/{id}.
+type TaskResult struct {
+	SessionID string `json:"session_id"`
+	Status    string `json:"status"`
+	Output    string `json:"output,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Metadata keys set on every bus message, so routers and partitioners need not decode.
+const (
+	MetaSessionID = "session_id"
+	MetaType      = "type"
+)
