@@ -1,0 +1,150 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// OfflineName is the name the offline model reports in events and output.
+const OfflineName = "offline"
+
+// Offline is a deterministic, rule-based planner — not a language model. It exists so
+// that a fresh node with no API key still runs real tasks through the real agent loop,
+// tools and event log. It understands exactly these tasks (case-insensitive):
+//
+//   - arithmetic ("What is 12 * (7 + 5)?", "compute sqrt(2)^2"): it calls the
+//     calculator tool with the expression, then answers with the tool's result;
+//   - the current time or date ("what time is it?", "what's the date in Asia/Tokyo?"):
+//     it calls the clock tool, with an IANA zone when one is named;
+//   - echo ("echo hello"): it answers with the text after "echo".
+//
+// Anything else gets an answer that says what the offline model can do and how to
+// configure a real model. The rules look only at the latest user message and at tool
+// results that follow it, so the same conversation always yields the same response.
+type Offline struct{}
+
+var _ Model = Offline{}
+
+// Name implements Model.
+func (Offline) Name() string { return OfflineName }
+
+var (
+	// A run of characters that can form an arithmetic expression.
+	mathRun = regexp.MustCompile(`[-+*/%^().,\d\s a-z]*\d[-+*/%^().,\d\s a-z]*`)
+	mathOp  = regexp.MustCompile(`\d\s*[-+*/%^]\s*[\d(a-z]|\b(sqrt|abs|round|floor|ceil|min|max|pow|ln|log|exp|sin|cos|tan)\s*\(`)
+	ianaTZ  = regexp.MustCompile(`\b([A-Z][A-Za-z_]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?|UTC)\b`)
+	timeAsk = regexp.MustCompile(`(?i)\b(time|date|day is it|what day|today)\b`)
+	alpha   = regexp.MustCompile(`[a-z_]+`)
+	mathFns = map[string]bool{"sqrt": true, "abs": true, "round": true, "floor": true, "ceil": true, "min": true, "max": true,
+		"pow": true, "ln": true, "log": true, "exp": true, "sin": true, "cos": true, "tan": true, "pi": true, "e": true}
+)
+
+// Generate implements Model.
+func (Offline) Generate(ctx context.Context, req Request) (Response, error) {
+	if err := ctx.Err(); err != nil {
+		return Response{}, err
+	}
+	last := -1
+	for i, m := range req.Messages {
+		if m.Role == messages.RoleUser {
+			last = i
+		}
+	}
+	if last < 0 {
+		return Response{}, fmt.Errorf("llm: offline model: the conversation has no user message")
+	}
+	input := strings.TrimSpace(req.Messages[last].Content)
+	var results []messages.ChatMessage
+	for _, m := range req.Messages[last+1:] {
+		if m.Role == messages.RoleTool {
+			results = append(results, m)
+		}
+	}
+	msg := offlinePlan(input, results, req.Step, hasTool(req.Tools))
+	return Response{Message: msg, Usage: messages.Usage{
+		PromptTokens:     EstimateTokens(req.Messages),
+		CompletionTokens: EstimateTokens([]messages.ChatMessage{msg}),
+	}}, nil
+}
+
+func hasTool(specs []messages.ToolSpec) func(string) bool {
+	return func(name string) bool {
+		for _, s := range specs {
+			if s.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func offlinePlan(input string, results []messages.ChatMessage, step int, has func(string) bool) messages.ChatMessage {
+	answer := func(s string) messages.ChatMessage {
+		return messages.ChatMessage{Role: messages.RoleAssistant, Content: s}
+	}
+	call := func(tool string, args any) messages.ChatMessage {
+		b, _ := json.Marshal(args) // maps of strings always encode
+		return messages.ChatMessage{Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{
+			{ID: fmt.Sprintf("call_%d_1", step), Name: tool, Arguments: string(b)},
+		}}
+	}
+	if len(results) > 0 {
+		r := results[len(results)-1]
+		switch r.Name {
+		case "calculator":
+			if strings.HasPrefix(r.Content, "error: ") {
+				return answer("The calculator could not evaluate that: " + strings.TrimPrefix(r.Content, "error: "))
+			}
+			return answer(r.Content)
+		case "clock":
+			if strings.HasPrefix(r.Content, "error: ") {
+				return answer("The clock could not answer: " + strings.TrimPrefix(r.Content, "error: "))
+			}
+			return answer("It is " + r.Content + ".")
+		}
+		return answer(r.Content)
+	}
+	lower := strings.ToLower(input)
+	if rest, ok := strings.CutPrefix(lower, "echo"); ok && (rest == "" || rest[0] == ' ' || rest[0] == ':') {
+		return answer(strings.TrimSpace(strings.TrimLeft(input[4:], ": ")))
+	}
+	if expr := findExpression(lower); expr != "" && has("calculator") {
+		return call("calculator", map[string]string{"expression": expr})
+	}
+	if timeAsk.MatchString(input) && has("clock") {
+		args := map[string]string{}
+		if tz := ianaTZ.FindString(input); tz != "" {
+			args["timezone"] = tz
+		}
+		return call("clock", args)
+	}
+	return answer("I am Troupe's offline model, a rule-based planner rather than a language model: " +
+		"I can do arithmetic with the calculator (\"What is 12 * (7 + 5)?\"), tell the time with the clock " +
+		"(\"What time is it in Europe/Paris?\"), and echo text (\"echo hello\"). " +
+		"Set OPENAI_API_KEY (or another provider's key) to run tasks on a real model.")
+}
+
+// findExpression extracts an arithmetic expression from a question, or "".
+func findExpression(lower string) string {
+	s := strings.NewReplacer("?", " ", "=", " ", "×", "*", "÷", "/", " x ", " * ", "plus", "+", "minus", "-", "times", "*", "divided by", "/").Replace(lower)
+	// Words that are not function names or constants separate expressions.
+	s = alpha.ReplaceAllStringFunc(s, func(w string) string {
+		if mathFns[w] {
+			return w
+		}
+		return "|"
+	})
+	best := ""
+	for _, m := range mathRun.FindAllString(s, -1) {
+		m = strings.Trim(m, " .,\t\n")
+		if mathOp.MatchString(m) && len(m) > len(best) {
+			best = m
+		}
+	}
+	return strings.Join(strings.Fields(best), " ")
+}

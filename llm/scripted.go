@@ -1,0 +1,92 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Scripted replays a fixed list of responses: the response for a call is chosen by the
+// call's Step (the first model call of a task gets Steps[0], and so on), so many
+// sessions can share one script and each sees the same conversation regardless of how
+// their calls interleave. It is what tests and benchmarks run against.
+type Scripted struct {
+	name  string
+	steps []Response
+}
+
+var _ Model = (*Scripted)(nil)
+
+// ScriptStep is one response in a script file.
+type ScriptStep struct {
+	Content   string              `json:"content,omitempty"`
+	ToolCalls []messages.ToolCall `json:"tool_calls,omitempty"`
+	Usage     messages.Usage      `json:"usage,omitempty"`
+}
+
+// Script is the JSON form of a scripted model: {"name": "...", "steps": [...]}.
+type Script struct {
+	Name  string       `json:"name"`
+	Steps []ScriptStep `json:"steps"`
+}
+
+// NewScripted builds a scripted model from a script.
+func NewScripted(s Script) (*Scripted, error) {
+	if len(s.Steps) == 0 {
+		return nil, fmt.Errorf("llm: script %q has no steps", s.Name)
+	}
+	name := s.Name
+	if name == "" {
+		name = "scripted"
+	}
+	m := &Scripted{name: name}
+	for i, st := range s.Steps {
+		if st.Content == "" && len(st.ToolCalls) == 0 {
+			return nil, fmt.Errorf("llm: script %q step %d has neither content nor tool calls", name, i+1)
+		}
+		for j, c := range st.ToolCalls {
+			if c.ID == "" || c.Name == "" {
+				return nil, fmt.Errorf("llm: script %q step %d tool call %d needs an id and a name", name, i+1, j+1)
+			}
+		}
+		m.steps = append(m.steps, Response{
+			Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: st.Content, ToolCalls: st.ToolCalls},
+			Usage:   st.Usage,
+		})
+	}
+	return m, nil
+}
+
+// LoadScript reads a script file.
+func LoadScript(path string) (*Scripted, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("llm: read script: %w", err)
+	}
+	var s Script
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("llm: script %s: %w", path, err)
+	}
+	return NewScripted(s)
+}
+
+// Name implements Model.
+func (m *Scripted) Name() string { return m.name }
+
+// Generate implements Model.
+func (m *Scripted) Generate(ctx context.Context, req Request) (Response, error) {
+	if err := ctx.Err(); err != nil {
+		return Response{}, err
+	}
+	if req.Step < 1 || req.Step > len(m.steps) {
+		return Response{}, fmt.Errorf("%w: step %d of %d", ErrScriptExhausted, req.Step, len(m.steps))
+	}
+	r := m.steps[req.Step-1]
+	if r.Usage == (messages.Usage{}) {
+		r.Usage = messages.Usage{PromptTokens: EstimateTokens(req.Messages), CompletionTokens: EstimateTokens([]messages.ChatMessage{r.Message})}
+	}
+	return r, nil
+}
