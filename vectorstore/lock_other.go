@@ -1,0 +1,18 @@
+//go:build !(darwin || dragonfly || freebsd || linux || netbsd || openbsd)
+
+package vectorstore
+
+import (
+	"fmt"
+	"os"
+)
+
+// lockFile opens path without locking it: on this platform nothing stops two stores
+// from opening the same log, and callers must make sure only one does.
+func lockFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("vectorstore: %w", err)
+	}
+	return f, nil
+}
