@@ -3,5 +3,7 @@
 // envelopes; recovery, replay and the HTTP API read them back by session and seq.
 //
 // Implementations: package eventlog/sqlite (embedded, the default) and, later,
-// ClickHouse for clusters. Both run the conformance suite in eventlog/eventlogtest.
+// ClickHouse for clusters. Both run the conformance suite in eventlog/eventlogtest,
+// and share CheckBatch (validation and in-batch duplicates) and TaskStatus (how
+// task.* events set a session's status), so that they agree on the edge cases.
 package eventlog

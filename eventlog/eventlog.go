@@ -2,7 +2,9 @@ package eventlog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/troupe-run/troupe/messages"
 )
@@ -10,18 +12,27 @@ import (
 // Log is the append-only event log seam. Implementations are safe for concurrent use.
 type Log interface {
 	// Append writes a batch atomically: all events become visible, or none do.
-	// Every event must have an ID, a SessionID and a Seq > 0. Appending an event whose
-	// ID is already stored is a no-op (at-least-once safe). Appending a different event
-	// at a (session, seq) that is taken fails with ErrSeqConflict and writes nothing.
+	// Every event must have an ID, a SessionID, a Seq > 0, a Type and a payload that
+	// is valid JSON; otherwise Append fails with ErrInvalidEvent and writes nothing.
+	// Appending an event whose ID is already stored at the same (session, seq) is a
+	// no-op (at-least-once safe), also when it comes inside a batch of new events.
+	// Appending a different event at a (session, seq) that is taken, or an ID that is
+	// stored at another (session, seq), fails with ErrSeqConflict and writes nothing.
+	// An empty batch is a no-op.
+	//
+	// When ctx ends while Append waits, Append returns an error wrapping ctx.Err()
+	// and the batch may or may not have been written; retrying it is safe because
+	// Append is idempotent.
 	Append(ctx context.Context, events []messages.Envelope) error
-	// Read returns the events of a session with Seq >= fromSeq, in Seq order. An
-	// unknown session returns no events and no error. A stored event that cannot be
-	// decoded is returned as an error wrapping messages.ErrCorrupt that names the
-	// session and seq; it is never skipped.
+	// Read returns the events of a session with Seq >= fromSeq, in Seq order, exactly
+	// as appended (payload bytes included). An unknown session returns no events and
+	// no error. A stored event that cannot be decoded is returned as an error wrapping
+	// messages.ErrCorrupt that names the session and seq; it is never skipped.
 	Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error)
-	// Sessions lists sessions, most recently started first.
+	// Sessions lists sessions, most recently started first (ties by ascending ID).
 	Sessions(ctx context.Context, f Filter) ([]SessionInfo, error)
-	// Close releases the log. It is idempotent.
+	// Close releases the log. It is idempotent; after it, the other methods fail
+	// with an error wrapping ErrClosed.
 	Close() error
 }
 
@@ -29,7 +40,7 @@ type Log interface {
 type Filter struct {
 	// SinceUS keeps sessions started at or after this Unix-microsecond time.
 	SinceUS int64
-	// Limit bounds the number of sessions; 0 means no bound.
+	// Limit bounds the number of sessions; 0 means no bound. Negative is invalid.
 	Limit int
 }
 
@@ -37,13 +48,16 @@ type Filter struct {
 type SessionInfo struct {
 	ID string `json:"session_id"`
 	// Status is messages.StatusRunning, StatusCompleted or StatusFailed, from the
-	// session's latest task.* event.
+	// session's latest (highest-seq) task.* event; see TaskStatus. A session with
+	// no task.* event yet is running.
 	Status string `json:"status"`
 	// Events is the number of events; LastSeq the highest seq.
 	Events  int    `json:"events"`
 	LastSeq uint64 `json:"last_seq"`
 	// Steps is the number of model calls requested (model.requested events).
-	Steps     int   `json:"steps"`
+	Steps int `json:"steps"`
+	// StartedUS and UpdatedUS are the smallest and the largest TS of the session's
+	// events: the first and the last event's TS, since a session's TS grows with seq.
 	StartedUS int64 `json:"started_us"`
 	UpdatedUS int64 `json:"updated_us"`
 }
@@ -52,8 +66,110 @@ type SessionInfo struct {
 var (
 	// ErrSeqConflict means another event already holds that (session, seq): two writers.
 	ErrSeqConflict = errors.New("eventlog: seq already taken by a different event")
-	// ErrInvalidEvent means an event lacks an ID, a session or a seq.
+	// ErrInvalidEvent means an event lacks an ID, a session, a seq or a type, or its
+	// payload is not valid JSON.
 	ErrInvalidEvent = errors.New("eventlog: invalid event")
 	// ErrLocked means another process holds the log's data directory.
 	ErrLocked = errors.New("eventlog: data directory is locked by another process")
+	// ErrClosed means the log was closed.
+	ErrClosed = errors.New("eventlog: log is closed")
 )
+
+// TaskStatus maps a task.* event type to the session status it sets: task.submitted
+// to running, task.completed to completed and task.failed to failed. Other types do
+// not change a session's status and report false.
+func TaskStatus(t messages.Type) (string, bool) {
+	switch t {
+	case messages.TypeTaskSubmitted:
+		return messages.StatusRunning, true
+	case messages.TypeTaskCompleted:
+		return messages.StatusCompleted, true
+	case messages.TypeTaskFailed:
+		return messages.StatusFailed, true
+	}
+	return "", false
+}
+
+// CheckBatch validates a batch before it is appended and resolves repeats inside it.
+// It returns the batch without the second and later copies of an event (same ID at
+// the same session and seq), in the order given. It fails with ErrInvalidEvent if an
+// event is invalid (see Log.Append), and with ErrSeqConflict if two different events
+// of the batch claim one (session, seq) or one ID appears at two positions.
+// Implementations of Log call it first; it does not look at stored events.
+func CheckBatch(events []messages.Envelope) ([]messages.Envelope, error) {
+	for i, e := range events {
+		if err := validate(e); err != nil {
+			return nil, fmt.Errorf("%w: event %d of %d: %s", ErrInvalidEvent, i+1, len(events), err)
+		}
+	}
+	// Batches are small (one agent step writes about four events): a linear scan
+	// over the events kept so far beats building maps until a batch grows large.
+	type position struct {
+		session string
+		seq     uint64
+	}
+	var (
+		byID  map[string]position
+		byPos map[position]string
+		out   = make([]messages.Envelope, 0, len(events))
+	)
+	if len(events) > 16 {
+		byID = make(map[string]position, len(events))
+		byPos = make(map[position]string, len(events))
+	}
+	find := func(e messages.Envelope) (sameID, samePos *messages.Envelope) {
+		if byID == nil {
+			for i := range out {
+				if out[i].ID == e.ID {
+					sameID = &out[i]
+				}
+				if out[i].SessionID == e.SessionID && out[i].Seq == e.Seq {
+					samePos = &out[i]
+				}
+			}
+			return sameID, samePos
+		}
+		if p, ok := byID[e.ID]; ok {
+			sameID = &messages.Envelope{ID: e.ID, SessionID: p.session, Seq: p.seq}
+		}
+		if id, ok := byPos[position{e.SessionID, e.Seq}]; ok {
+			samePos = &messages.Envelope{ID: id, SessionID: e.SessionID, Seq: e.Seq}
+		}
+		return sameID, samePos
+	}
+	for _, e := range events {
+		sameID, samePos := find(e)
+		switch {
+		case sameID != nil && (sameID.SessionID != e.SessionID || sameID.Seq != e.Seq):
+			return nil, fmt.Errorf("%w: event %s appears at session %s seq %d and at session %s seq %d of one batch",
+				ErrSeqConflict, e.ID, sameID.SessionID, sameID.Seq, e.SessionID, e.Seq)
+		case sameID != nil:
+			continue // a repeated copy of an event already in the batch
+		case samePos != nil:
+			return nil, fmt.Errorf("%w: session %s seq %d is claimed by events %s and %s of one batch",
+				ErrSeqConflict, e.SessionID, e.Seq, samePos.ID, e.ID)
+		}
+		if byID != nil {
+			byID[e.ID] = position{e.SessionID, e.Seq}
+			byPos[position{e.SessionID, e.Seq}] = e.ID
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func validate(e messages.Envelope) error {
+	switch {
+	case e.ID == "":
+		return fmt.Errorf("session %q seq %d: missing id", e.SessionID, e.Seq)
+	case e.SessionID == "":
+		return fmt.Errorf("event %s: missing session_id", e.ID)
+	case e.Seq == 0:
+		return fmt.Errorf("event %s of session %s: seq 0 (not sequenced)", e.ID, e.SessionID)
+	case e.Type == "":
+		return fmt.Errorf("event %s (session %s seq %d): missing type", e.ID, e.SessionID, e.Seq)
+	case !json.Valid(e.Payload):
+		return fmt.Errorf("event %s (session %s seq %d): payload is not valid JSON", e.ID, e.SessionID, e.Seq)
+	}
+	return nil
+}

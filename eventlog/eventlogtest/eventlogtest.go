@@ -1,0 +1,895 @@
+package eventlogtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Features describes what an implementation guarantees where the Log contract leaves
+// room. The zero value is the strictest: everything visible as soon as Append returns.
+type Features struct {
+	// VisibilityTimeout bounds how long appended events may take to show in Read and
+	// Sessions after Append returned. Zero means read-your-writes, and the suite
+	// checks at once; otherwise it polls until the bound and then checks exactly.
+	VisibilityTimeout time.Duration
+	// SeqRaceUndetected is true when two concurrent Appends of different events at one
+	// free (session, seq) may both succeed. The suite then skips the racing-writers
+	// test; conflicts with events already visible must still be reported.
+	SeqRaceUndetected bool
+	// OpTimeout bounds each operation of the suite; zero means one minute.
+	OpTimeout time.Duration
+}
+
+// Run runs the conformance suite against the Log implementation that newLog builds.
+// Each call of newLog must return a new, empty log, and register its own cleanup (the
+// suite closes some logs itself, so Close must be idempotent anyway). Subtests run in
+// parallel.
+func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
+	t.Helper()
+	s := &suite{f: f, newLog: newLog}
+	if s.f.OpTimeout <= 0 {
+		s.f.OpTimeout = time.Minute
+	}
+	tests := []struct {
+		name string
+		run  func(t *testing.T)
+	}{
+		{"AppendRead", s.testAppendRead},
+		{"ReadFromSeq", s.testReadFromSeq},
+		{"OrderWithinBatch", s.testOrderWithinBatch},
+		{"OrderAcrossBatches", s.testOrderAcrossBatches},
+		{"UnknownSession", s.testUnknownSession},
+		{"EmptyBatch", s.testEmptyBatch},
+		{"DuplicateAlone", s.testDuplicateAlone},
+		{"DuplicateInBatch", s.testDuplicateInBatch},
+		{"DuplicateWithinBatch", s.testDuplicateWithinBatch},
+		{"SeqConflictAtomic", s.testSeqConflictAtomic},
+		{"SeqConflictMovedID", s.testSeqConflictMovedID},
+		{"SeqConflictWithinBatch", s.testSeqConflictWithinBatch},
+		{"InvalidEvents", s.testInvalidEvents},
+		{"ConcurrentSessions", s.testConcurrentSessions},
+		{"RacingWriters", s.testRacingWriters},
+		{"ConflictsIsolated", s.testConflictsIsolated},
+		{"SessionsSummary", s.testSessionsSummary},
+		{"SessionsStatusOutOfOrder", s.testSessionsStatusOutOfOrder},
+		{"SessionsFilter", s.testSessionsFilter},
+		{"LargePayload", s.testLargePayload},
+		{"Close", s.testClose},
+		{"CanceledContext", s.testCanceledContext},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.run(t)
+		})
+	}
+}
+
+type suite struct {
+	f      Features
+	newLog func(t *testing.T) eventlog.Log
+}
+
+// ctx returns the context of one operation of a test.
+func (s *suite) ctx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), s.f.OpTimeout)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (s *suite) append(t *testing.T, l eventlog.Log, events ...messages.Envelope) {
+	t.Helper()
+	if err := l.Append(s.ctx(t), events); err != nil {
+		t.Fatalf("Append(%s): %v", describe(events), err)
+	}
+}
+
+// appendErr appends a batch that must fail with an error wrapping want.
+func (s *suite) appendErr(t *testing.T, l eventlog.Log, want error, events ...messages.Envelope) {
+	t.Helper()
+	err := l.Append(s.ctx(t), events)
+	if !errors.Is(err, want) {
+		t.Fatalf("Append(%s) = %v, want an error wrapping %q", describe(events), err, want)
+	}
+}
+
+// wantRead checks that Read(session, from) returns exactly want. With eventual
+// visibility it polls until as many events as wanted are visible, then compares: an
+// event that should not have been written still shows as a difference.
+func (s *suite) wantRead(t *testing.T, l eventlog.Log, session string, from uint64, want []messages.Envelope) {
+	t.Helper()
+	var (
+		got      []messages.Envelope
+		err      error
+		ctx      = s.ctx(t)
+		deadline = time.Now().Add(s.f.VisibilityTimeout)
+	)
+	for {
+		got, err = l.Read(ctx, session, from)
+		if err != nil {
+			t.Fatalf("Read(%q, %d): %v", session, from, err)
+		}
+		if len(got) >= len(want) || !time.Now().Before(deadline) {
+			break
+		}
+		pause(t, 20*time.Millisecond)
+	}
+	if len(got) == 0 && len(want) == 0 {
+		return
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Read(%q, %d) returned %s\nwant %s%s", session, from, describe(got), describe(want), firstDifference(got, want))
+	}
+}
+
+// wantSessions checks that Sessions(f) returns exactly want, polling with eventual
+// visibility.
+func (s *suite) wantSessions(t *testing.T, l eventlog.Log, f eventlog.Filter, want []eventlog.SessionInfo) {
+	t.Helper()
+	var (
+		got      []eventlog.SessionInfo
+		err      error
+		ctx      = s.ctx(t)
+		deadline = time.Now().Add(s.f.VisibilityTimeout)
+	)
+	for {
+		got, err = l.Sessions(ctx, f)
+		if err != nil {
+			t.Fatalf("Sessions(%+v): %v", f, err)
+		}
+		if (len(got) == 0 && len(want) == 0) || reflect.DeepEqual(got, want) {
+			return
+		}
+		if !time.Now().Before(deadline) {
+			break
+		}
+		pause(t, 20*time.Millisecond)
+	}
+	t.Fatalf("Sessions(%+v) returned\n%s\nwant\n%s", f, describeSessions(got), describeSessions(want))
+}
+
+// pause waits d, or fails the test if its context ends first.
+func pause(t *testing.T, d time.Duration) {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+	case <-t.Context().Done():
+		t.Fatal("test context ended while waiting for events to become visible")
+	}
+}
+
+// waitDone waits for done to close within d.
+func waitDone(t *testing.T, done <-chan struct{}, d time.Duration, what string) {
+	t.Helper()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-done:
+	case <-timer.C:
+		t.Fatalf("%s did not finish within %s", what, d)
+	}
+}
+
+// session builds the events of one session: IDs "<session>/<seq>", causation chained
+// to the previous event, correlation to the first, TS growing by 1ms per seq from base.
+type session struct {
+	id   string
+	base int64
+	seq  uint64
+	prev string
+}
+
+func newSession(id string, baseUS int64) *session { return &session{id: id, base: baseUS} }
+
+func (b *session) event(t *testing.T, seq uint64, p messages.Payload) messages.Envelope {
+	t.Helper()
+	e, err := messages.NewEnvelope(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID = fmt.Sprintf("%s/%d", b.id, seq)
+	e.SessionID = b.id
+	e.Seq = seq
+	e.CorrelationID = b.id + "/1"
+	if seq > 1 {
+		e.CausationID = fmt.Sprintf("%s/%d", b.id, seq-1)
+	}
+	e.TS = b.base + int64(seq)*1000
+	e.Actor = actorOf(p.MessageType())
+	return e
+}
+
+// next returns the next event of the session.
+func (b *session) next(t *testing.T, p messages.Payload) messages.Envelope {
+	t.Helper()
+	b.seq++
+	return b.event(t, b.seq, p)
+}
+
+// other returns a different event (another ID and payload) at seq.
+func (b *session) other(t *testing.T, seq uint64) messages.Envelope {
+	t.Helper()
+	e := b.event(t, seq, &messages.ToolCallCompleted{Key: "other", CallID: "other", Tool: "clock", Result: "other writer"})
+	e.ID += "-other"
+	return e
+}
+
+func actorOf(typ messages.Type) string {
+	switch typ {
+	case messages.TypeModelResponded:
+		return "model/offline"
+	case messages.TypeToolCallCompleted:
+		return "tool/calculator"
+	}
+	return "session"
+}
+
+// task returns the events of one finished task with two model calls and a tool call.
+func (b *session) task(t *testing.T, end messages.Payload) []messages.Envelope {
+	t.Helper()
+	usage := messages.Usage{PromptTokens: 120, CompletionTokens: 30, CachedTokens: 64, CostUSD: 0.00042}
+	call := messages.ToolCall{ID: "call_1", Name: "calculator", Arguments: `{"expression":"12 * (7 + 5)"}`}
+	key := b.id + "/m"
+	events := []messages.Envelope{
+		b.next(t, &messages.TaskSubmitted{Input: "What is 12 * (7 + 5)? «ünïcode» \"quoted\" \\ <tag> &", Agent: "default", MaxSteps: 8}),
+		b.next(t, &messages.ModelRequested{Key: key + "1", Model: "offline", Step: 1, Messages: 2, PromptHash: "9f86d081", Tools: []string{"calculator"}}),
+		b.next(t, &messages.ModelResponded{Key: key + "1", Model: "offline", Message: messages.ChatMessage{Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{call}}, Usage: usage, LatencyUS: 812}),
+		b.next(t, &messages.ToolCallRequested{Key: b.id + "/t/call_1", CallID: "call_1", Tool: "calculator", Arguments: call.Arguments, Step: 1}),
+		b.next(t, &messages.ToolCallCompleted{Key: b.id + "/t/call_1", CallID: "call_1", Tool: "calculator", Result: "144", LatencyUS: 35}),
+		b.next(t, &messages.ModelRequested{Key: key + "2", Model: "offline", Step: 2, Messages: 4, PromptHash: "5d41402a"}),
+		b.next(t, &messages.ModelResponded{Key: key + "2", Model: "offline", Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "144"}, Usage: usage, LatencyUS: 640}),
+	}
+	if end != nil {
+		events = append(events, b.next(t, end))
+	}
+	return events
+}
+
+func completed() messages.Payload {
+	return &messages.TaskCompleted{Output: "144", Steps: 2, Usage: messages.Usage{PromptTokens: 240, CompletionTokens: 60}}
+}
+
+func failed() messages.Payload {
+	return &messages.TaskFailed{Reason: messages.ReasonMaxSteps, Error: "stopped after 2 steps", Steps: 2}
+}
+
+func (s *suite) testAppendRead(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1_767_225_600_000_000)
+	events := a.task(t, completed())
+	// A payload in a non-canonical encoding must come back byte for byte.
+	odd := a.next(t, &messages.ToolCallCompleted{})
+	odd.Payload = []byte("{ \"key\" : \"k\",\n\t\"call_id\":\"c\", \"tool\":\"clock\", \"result\":\"\\u00e9t\u00e9\", \"latency_us\": 1e3 }")
+	events = append(events, odd)
+	// A neighbour whose ID shares a prefix must not leak into s-1.
+	b := newSession("s-10", 1_767_225_600_000_000)
+	neighbour := b.next(t, &messages.TaskSubmitted{Input: "other"})
+
+	s.append(t, l, events[:4]...)
+	s.append(t, l, append(append([]messages.Envelope{}, events[4:]...), neighbour)...)
+	s.wantRead(t, l, "s-1", 0, events)
+	s.wantRead(t, l, "s-1", 1, events)
+	s.wantRead(t, l, "s-10", 0, []messages.Envelope{neighbour})
+	for _, e := range events[:len(events)-1] {
+		if _, err := e.Decode(); err != nil {
+			t.Fatalf("stored event does not decode: %v", err)
+		}
+	}
+}
+
+func (s *suite) testReadFromSeq(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	events := a.task(t, completed())
+	s.append(t, l, events...)
+	s.wantRead(t, l, "s-1", 4, events[3:])
+	s.wantRead(t, l, "s-1", uint64(len(events)), events[len(events)-1:])
+	s.wantRead(t, l, "s-1", uint64(len(events))+1, nil)
+	s.wantRead(t, l, "s-1", 1<<63, nil)
+}
+
+func (s *suite) testOrderWithinBatch(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	events := a.task(t, completed())
+	shuffled := make([]messages.Envelope, 0, len(events))
+	for _, i := range []int{5, 0, 7, 2, 6, 1, 4, 3} {
+		shuffled = append(shuffled, events[i])
+	}
+	s.append(t, l, shuffled...)
+	s.wantRead(t, l, "s-1", 0, events)
+}
+
+func (s *suite) testOrderAcrossBatches(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	b := newSession("s-2", 2000)
+	ea, eb := a.task(t, completed()), b.task(t, failed())
+	// Later seqs first, and two sessions interleaved in one batch.
+	s.append(t, l, ea[4:]...)
+	s.append(t, l, eb[2], ea[0], eb[0], ea[2], eb[1], ea[3], ea[1])
+	s.append(t, l, eb[3:]...)
+	s.wantRead(t, l, "s-1", 0, ea)
+	s.wantRead(t, l, "s-2", 0, eb)
+}
+
+func (s *suite) testUnknownSession(t *testing.T) {
+	l := s.newLog(t)
+	s.wantRead(t, l, "nobody", 0, nil)
+	a := newSession("s-1", 1000)
+	events := a.task(t, nil)
+	s.append(t, l, events...)
+	s.wantRead(t, l, "s-1", 0, events)
+	got, err := l.Read(s.ctx(t), "nobody", 0)
+	if err != nil || len(got) != 0 {
+		t.Fatalf("Read(unknown session) = %s, %v; want no events and no error", describe(got), err)
+	}
+}
+
+func (s *suite) testEmptyBatch(t *testing.T) {
+	l := s.newLog(t)
+	s.append(t, l)
+	s.append(t, l, []messages.Envelope{}...)
+	s.wantSessions(t, l, eventlog.Filter{}, nil)
+}
+
+func (s *suite) testDuplicateAlone(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	events := a.task(t, completed())
+	s.append(t, l, events...)
+	s.append(t, l, events[3])
+	s.append(t, l, events[0])
+	s.append(t, l, events...)
+	s.wantRead(t, l, "s-1", 0, events)
+	s.wantSessions(t, l, eventlog.Filter{}, []eventlog.SessionInfo{summary("s-1", messages.StatusCompleted, events)})
+}
+
+func (s *suite) testDuplicateInBatch(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	events := a.task(t, completed())
+	s.append(t, l, events[:3]...)
+	// A redelivered batch that overlaps the stored events and brings new ones.
+	s.append(t, l, events[1:6]...)
+	s.append(t, l, events[5], events[6], events[7], events[2])
+	s.wantRead(t, l, "s-1", 0, events)
+	s.wantSessions(t, l, eventlog.Filter{}, []eventlog.SessionInfo{summary("s-1", messages.StatusCompleted, events)})
+}
+
+func (s *suite) testDuplicateWithinBatch(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	events := a.task(t, nil)
+	s.append(t, l, events[0], events[1], events[0], events[2], events[1])
+	s.wantRead(t, l, "s-1", 0, events[:3])
+	s.wantSessions(t, l, eventlog.Filter{}, []eventlog.SessionInfo{summary("s-1", messages.StatusRunning, events[:3])})
+}
+
+func (s *suite) testSeqConflictAtomic(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	events := a.task(t, completed())
+	s.append(t, l, events[:2]...)
+	// New events at seq 3 and 4 and, last, another writer's event at the taken seq 2:
+	// nothing of the batch may be written, nor may another session in it.
+	b := newSession("s-2", 2000)
+	s.appendErr(t, l, eventlog.ErrSeqConflict, events[2], b.next(t, &messages.TaskSubmitted{Input: "x"}), events[3], a.other(t, 2))
+	s.appendErr(t, l, eventlog.ErrSeqConflict, a.other(t, 1))
+	s.wantRead(t, l, "s-1", 0, events[:2])
+	s.wantRead(t, l, "s-2", 0, nil)
+	// Seq 3 and 4 are still free: another writer can take them.
+	o3, o4 := a.other(t, 3), a.other(t, 4)
+	s.append(t, l, o3, o4)
+	s.wantRead(t, l, "s-1", 0, []messages.Envelope{events[0], events[1], o3, o4})
+	s.wantRead(t, l, "s-2", 0, nil)
+	// The stored events are unchanged and the original writer is now the conflicting one.
+	s.appendErr(t, l, eventlog.ErrSeqConflict, events[2])
+	s.wantSessions(t, l, eventlog.Filter{}, []eventlog.SessionInfo{
+		summary("s-1", messages.StatusRunning, []messages.Envelope{events[0], events[1], o3, o4}),
+	})
+}
+
+func (s *suite) testSeqConflictMovedID(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	events := a.task(t, nil)
+	s.append(t, l, events[:2]...)
+	// The event stored at seq 2 comes again at seq 3: a writer lost track of seqs.
+	moved := events[1]
+	moved.Seq = 3
+	s.appendErr(t, l, eventlog.ErrSeqConflict, events[2], moved)
+	// The same ID in another session is a conflict too: IDs are unique in the log.
+	elsewhere := events[1]
+	elsewhere.SessionID = "s-2"
+	s.appendErr(t, l, eventlog.ErrSeqConflict, elsewhere)
+	s.wantRead(t, l, "s-1", 0, events[:2])
+	s.wantRead(t, l, "s-2", 0, nil)
+	s.append(t, l, events[2])
+	s.wantRead(t, l, "s-1", 0, events[:3])
+}
+
+func (s *suite) testSeqConflictWithinBatch(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	events := a.task(t, nil)
+	s.appendErr(t, l, eventlog.ErrSeqConflict, events[0], events[1], a.other(t, 2))
+	moved := events[0]
+	moved.Seq = 3
+	s.appendErr(t, l, eventlog.ErrSeqConflict, events[0], events[1], moved)
+	s.wantRead(t, l, "s-1", 0, nil)
+	s.append(t, l, events...)
+	s.wantRead(t, l, "s-1", 0, events)
+}
+
+func (s *suite) testInvalidEvents(t *testing.T) {
+	l := s.newLog(t)
+	cases := []struct {
+		name  string
+		spoil func(e *messages.Envelope)
+	}{
+		{"MissingID", func(e *messages.Envelope) { e.ID = "" }},
+		{"MissingSession", func(e *messages.Envelope) { e.SessionID = "" }},
+		{"SeqZero", func(e *messages.Envelope) { e.Seq = 0 }},
+		{"MissingType", func(e *messages.Envelope) { e.Type = "" }},
+		{"EmptyPayload", func(e *messages.Envelope) { e.Payload = nil }},
+		{"PayloadNotJSON", func(e *messages.Envelope) { e.Payload = []byte(`{"input":`) }},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := newSession(fmt.Sprintf("s-%d", i+1), int64(i+1)*1000)
+			events := a.task(t, nil)
+			bad := events[1]
+			tc.spoil(&bad)
+			s.appendErr(t, l, eventlog.ErrInvalidEvent, events[0], bad, events[2])
+			s.appendErr(t, l, eventlog.ErrInvalidEvent, bad)
+			s.wantRead(t, l, a.id, 0, nil)
+			// Nothing holds seq 1: a different event can take it.
+			o := a.other(t, 1)
+			s.append(t, l, o)
+			s.wantRead(t, l, a.id, 0, []messages.Envelope{o})
+		})
+	}
+}
+
+func (s *suite) testConcurrentSessions(t *testing.T) {
+	l := s.newLog(t)
+	const writers, perWriter = 16, 40
+	type result struct {
+		events []messages.Envelope
+		err    error
+	}
+	results := make([]result, writers)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for w := range writers {
+		a := newSession(fmt.Sprintf("c-%02d", w), int64(w+1)*1_000_000)
+		var events []messages.Envelope
+		for len(events) < perWriter {
+			events = append(events, a.next(t, &messages.ModelRequested{Key: fmt.Sprintf("k-%d", a.seq+1), Model: "offline", Step: int(a.seq + 1)}))
+		}
+		wg.Go(func() {
+			<-start
+			ctx, cancel := context.WithTimeout(t.Context(), s.f.OpTimeout)
+			defer cancel()
+			for i, size := 0, 1; i < len(events); i, size = i+size, size%4+1 {
+				batch := events[i:min(i+size, len(events))]
+				if err := l.Append(ctx, batch); err != nil {
+					results[w].err = fmt.Errorf("writer %d: Append(%s): %w", w, describe(batch), err)
+					return
+				}
+			}
+			results[w].events = events
+		})
+	}
+	close(start)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	waitDone(t, done, s.f.OpTimeout, "concurrent appends")
+	var want []eventlog.SessionInfo
+	for w := writers - 1; w >= 0; w-- {
+		if results[w].err != nil {
+			t.Fatal(results[w].err)
+		}
+		events := results[w].events
+		s.wantRead(t, l, events[0].SessionID, 0, events)
+		for i, e := range events {
+			if e.Seq != uint64(i+1) {
+				t.Fatalf("session %s: event %d has seq %d", e.SessionID, i, e.Seq)
+			}
+		}
+		info := summary(events[0].SessionID, messages.StatusRunning, events)
+		want = append(want, info)
+	}
+	s.wantSessions(t, l, eventlog.Filter{}, want)
+}
+
+func (s *suite) testRacingWriters(t *testing.T) {
+	if s.f.SeqRaceUndetected {
+		t.Skip("the implementation does not detect racing writers (Features.SeqRaceUndetected)")
+	}
+	l := s.newLog(t)
+	const writers, rounds = 8, 5
+	a := newSession("s-1", 1000)
+	var winners []messages.Envelope
+	for seq := uint64(1); seq <= rounds; seq++ {
+		errs := make([]error, writers)
+		candidates := make([]messages.Envelope, writers)
+		for w := range writers {
+			candidates[w] = a.event(t, seq, &messages.TaskSubmitted{Input: fmt.Sprintf("writer %d", w)})
+			candidates[w].ID = fmt.Sprintf("s-1/%d/writer-%d", seq, w)
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for w := range writers {
+			wg.Go(func() {
+				<-start
+				ctx, cancel := context.WithTimeout(t.Context(), s.f.OpTimeout)
+				defer cancel()
+				errs[w] = l.Append(ctx, candidates[w:w+1])
+			})
+		}
+		close(start)
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		waitDone(t, done, s.f.OpTimeout, "racing appends")
+		winner := -1
+		for w, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("seq %d: writers %d and %d both succeeded", seq, winner, w)
+			case err == nil:
+				winner = w
+			case !errors.Is(err, eventlog.ErrSeqConflict):
+				t.Fatalf("seq %d: writer %d: %v, want ErrSeqConflict", seq, w, err)
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("seq %d: no writer succeeded", seq)
+		}
+		winners = append(winners, candidates[winner])
+	}
+	s.wantRead(t, l, "s-1", 0, winners)
+}
+
+// testConflictsIsolated has writers with good batches race writers with conflicting
+// ones on the same sessions: every caller gets its own batch's outcome, so a
+// conflicting batch never fails, nor leaks into, another caller's.
+func (s *suite) testConflictsIsolated(t *testing.T) {
+	l := s.newLog(t)
+	const sessions, rounds = 12, 10
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make(chan error, 2*sessions*rounds)
+		want  = make([][]messages.Envelope, sessions)
+	)
+	for i := range sessions {
+		a := newSession(fmt.Sprintf("i-%02d", i), int64(i+1)*1_000_000)
+		head := []messages.Envelope{a.next(t, &messages.TaskSubmitted{Input: "x"}), a.next(t, &messages.ModelRequested{Key: "k0"})}
+		s.append(t, l, head...)
+		good := make([][]messages.Envelope, rounds)
+		bad := make([][]messages.Envelope, rounds)
+		for r := range rounds {
+			good[r] = []messages.Envelope{a.next(t, &messages.ModelRequested{Key: "k", Step: r}), a.next(t, &messages.ModelResponded{Key: "k"})}
+			// Another writer: a new event far ahead, then one at the taken seq 2.
+			far, taken := a.other(t, 1000+uint64(r)), a.other(t, 2)
+			taken.ID = fmt.Sprintf("%s/taken-%d", a.id, r)
+			bad[r] = []messages.Envelope{far, taken}
+		}
+		want[i] = slices.Concat(append([][]messages.Envelope{head}, good...)...)
+		wg.Go(func() {
+			<-start
+			ctx, cancel := context.WithTimeout(t.Context(), s.f.OpTimeout)
+			defer cancel()
+			for r := range rounds {
+				if err := l.Append(ctx, good[r]); err != nil {
+					errs <- fmt.Errorf("session %s round %d: good batch: %w", a.id, r, err)
+				}
+			}
+		})
+		wg.Go(func() {
+			<-start
+			ctx, cancel := context.WithTimeout(t.Context(), s.f.OpTimeout)
+			defer cancel()
+			for r := range rounds {
+				if err := l.Append(ctx, bad[r]); !errors.Is(err, eventlog.ErrSeqConflict) {
+					errs <- fmt.Errorf("session %s round %d: conflicting batch = %v, want ErrSeqConflict", a.id, r, err)
+				}
+			}
+		})
+	}
+	close(start)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	waitDone(t, done, s.f.OpTimeout, "racing good and conflicting appends")
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	for _, events := range want {
+		s.wantRead(t, l, events[0].SessionID, 0, events)
+	}
+}
+
+// summary is the SessionInfo of a session made of events (each stored once).
+func summary(id, status string, events []messages.Envelope) eventlog.SessionInfo {
+	info := eventlog.SessionInfo{ID: id, Status: status, Events: len(events)}
+	for i, e := range events {
+		if i == 0 || e.TS < info.StartedUS {
+			info.StartedUS = e.TS
+		}
+		info.UpdatedUS = max(info.UpdatedUS, e.TS)
+		info.LastSeq = max(info.LastSeq, e.Seq)
+		if e.Type == messages.TypeModelRequested {
+			info.Steps++
+		}
+	}
+	return info
+}
+
+func (s *suite) testSessionsSummary(t *testing.T) {
+	l := s.newLog(t)
+	done := newSession("done", 1_000_000)
+	fail := newSession("fail", 2_000_000)
+	busy := newSession("busy", 3_000_000)
+	again := newSession("again", 4_000_000)
+	quiet := newSession("quiet", 5_000_000)
+
+	ed := done.task(t, completed())
+	ef := fail.task(t, failed())
+	eb := busy.task(t, nil)[:3]
+	ea := append(again.task(t, completed()), again.next(t, &messages.TaskSubmitted{Input: "and now?"}),
+		again.next(t, &messages.ModelRequested{Key: "again/m3", Model: "offline", Step: 1}))
+	eq := []messages.Envelope{quiet.next(t, &messages.ModelRequested{Key: "quiet/m1", Model: "offline", Step: 1})}
+
+	// Several batches per session, interleaved, and every batch redelivered once.
+	batches := [][]messages.Envelope{ed[:1], ef[:3], ed[1:5], eb, ea[:8], ef[3:], ea[8:], ed[5:], eq}
+	for _, batch := range batches {
+		s.append(t, l, batch...)
+	}
+	for _, batch := range batches {
+		s.append(t, l, batch...)
+	}
+	want := []eventlog.SessionInfo{
+		summary("quiet", messages.StatusRunning, eq),
+		summary("again", messages.StatusRunning, ea),
+		summary("busy", messages.StatusRunning, eb),
+		summary("fail", messages.StatusFailed, ef),
+		summary("done", messages.StatusCompleted, ed),
+	}
+	if want[1].Steps != 3 || want[4].Steps != 2 || want[4].Events != 8 || want[4].LastSeq != 8 ||
+		want[4].StartedUS != 1_001_000 || want[4].UpdatedUS != 1_008_000 {
+		t.Fatalf("the suite's own expectations are off: %+v", want)
+	}
+	s.wantSessions(t, l, eventlog.Filter{}, want)
+	s.wantSessions(t, l, eventlog.Filter{Limit: 100}, want)
+}
+
+func (s *suite) testSessionsStatusOutOfOrder(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	events := a.task(t, failed())
+	// The task's end arrives before its start: status follows the highest seq.
+	s.append(t, l, events[7], events[5])
+	s.append(t, l, events[:5]...)
+	s.append(t, l, events[6])
+	s.wantSessions(t, l, eventlog.Filter{}, []eventlog.SessionInfo{summary("s-1", messages.StatusFailed, events)})
+	next := a.next(t, &messages.TaskSubmitted{Input: "retry"})
+	s.append(t, l, next)
+	s.wantSessions(t, l, eventlog.Filter{}, []eventlog.SessionInfo{summary("s-1", messages.StatusRunning, append(events, next))})
+}
+
+func (s *suite) testSessionsFilter(t *testing.T) {
+	l := s.newLog(t)
+	var all []eventlog.SessionInfo // most recently started first
+	for i := range 6 {
+		// Started at 10s, 20s, … but appended in a scrambled order.
+		n := []int{3, 0, 5, 1, 4, 2}[i]
+		a := newSession(fmt.Sprintf("f-%d", n), int64(n+1)*10_000_000)
+		events := a.task(t, completed())
+		s.append(t, l, events...)
+		all = append(all, summary(a.id, messages.StatusCompleted, events))
+	}
+	// Two sessions started at the same microsecond list by ascending ID.
+	twinB, twinA := newSession("twin-b", 35_000_000), newSession("twin-a", 35_000_000)
+	eb, ea := twinB.task(t, nil), twinA.task(t, nil)
+	s.append(t, l, eb...)
+	s.append(t, l, ea...)
+	all = append(all, summary("twin-a", messages.StatusRunning, ea), summary("twin-b", messages.StatusRunning, eb))
+	sortByStart(all)
+
+	s.wantSessions(t, l, eventlog.Filter{}, all)
+	since := all[3].StartedUS // twin-a and twin-b are all[3] and all[4]
+	s.wantSessions(t, l, eventlog.Filter{SinceUS: since}, all[:5])
+	s.wantSessions(t, l, eventlog.Filter{SinceUS: since + 1}, all[:3])
+	s.wantSessions(t, l, eventlog.Filter{Limit: 2}, all[:2])
+	s.wantSessions(t, l, eventlog.Filter{Limit: 4}, all[:4])
+	s.wantSessions(t, l, eventlog.Filter{SinceUS: since, Limit: 4}, all[:4])
+	s.wantSessions(t, l, eventlog.Filter{SinceUS: since, Limit: 9}, all[:5])
+	s.wantSessions(t, l, eventlog.Filter{SinceUS: all[0].StartedUS + 1}, nil)
+	if _, err := l.Sessions(s.ctx(t), eventlog.Filter{Limit: -1}); err == nil {
+		t.Fatal("Sessions(Limit: -1) succeeded, want an error")
+	}
+}
+
+func sortByStart(infos []eventlog.SessionInfo) {
+	for i := 1; i < len(infos); i++ {
+		for j := i; j > 0 && before(infos[j], infos[j-1]); j-- {
+			infos[j], infos[j-1] = infos[j-1], infos[j]
+		}
+	}
+}
+
+func before(a, b eventlog.SessionInfo) bool {
+	if a.StartedUS != b.StartedUS {
+		return a.StartedUS > b.StartedUS
+	}
+	return a.ID < b.ID
+}
+
+func (s *suite) testLargePayload(t *testing.T) {
+	l := s.newLog(t)
+	const size = 5 << 20
+	var input strings.Builder
+	input.Grow(size)
+	for i := 0; input.Len() < size; i++ {
+		fmt.Fprintf(&input, "%09d,", i) // every offset differs, so truncation or a shift shows
+	}
+	a := newSession("big", 1000)
+	first := a.next(t, &messages.TaskSubmitted{Input: input.String()})
+	second := a.next(t, &messages.ToolCallCompleted{Key: "k", CallID: "c", Tool: "fetch", Result: input.String()[:size/2]})
+	if len(first.Payload) < size {
+		t.Fatalf("payload is %d bytes, want at least %d", len(first.Payload), size)
+	}
+	third := a.next(t, completed())
+	s.append(t, l, first)
+	s.append(t, l, second, third)
+	got, err := l.Read(s.ctx(t), "big", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 3 && (len(got[0].Payload) != len(first.Payload) || len(got[1].Payload) != len(second.Payload)) {
+		t.Fatalf("payloads came back with %d and %d bytes, want %d and %d",
+			len(got[0].Payload), len(got[1].Payload), len(first.Payload), len(second.Payload))
+	}
+	s.wantRead(t, l, "big", 0, []messages.Envelope{first, second, third})
+}
+
+func (s *suite) testClose(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	s.append(t, l, a.next(t, &messages.TaskSubmitted{Input: "x"}))
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	ctx := s.ctx(t)
+	if err := l.Append(ctx, []messages.Envelope{a.next(t, &messages.TaskSubmitted{Input: "y"})}); !errors.Is(err, eventlog.ErrClosed) {
+		t.Fatalf("Append after Close = %v, want ErrClosed", err)
+	}
+	if _, err := l.Read(ctx, "s-1", 0); !errors.Is(err, eventlog.ErrClosed) {
+		t.Fatalf("Read after Close = %v, want ErrClosed", err)
+	}
+	if _, err := l.Sessions(ctx, eventlog.Filter{}); !errors.Is(err, eventlog.ErrClosed) {
+		t.Fatalf("Sessions after Close = %v, want ErrClosed", err)
+	}
+
+	// Close while appends are in flight: each one either succeeds or fails, none hangs.
+	l = s.newLog(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*20)
+	for w := range 8 {
+		b := newSession(fmt.Sprintf("w-%d", w), 1000)
+		events := make([]messages.Envelope, 20)
+		for i := range events {
+			events[i] = b.next(t, &messages.TaskSubmitted{Input: "x"})
+		}
+		wg.Go(func() {
+			for i := range events {
+				ctx, cancel := context.WithTimeout(t.Context(), s.f.OpTimeout)
+				err := l.Append(ctx, events[i:i+1])
+				cancel()
+				if err != nil && !errors.Is(err, eventlog.ErrClosed) {
+					errs <- err
+				}
+			}
+		})
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close during appends: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	waitDone(t, done, s.f.OpTimeout, "appends racing Close")
+	close(errs)
+	for err := range errs {
+		t.Errorf("Append racing Close = %v, want nil or ErrClosed", err)
+	}
+}
+
+func (s *suite) testCanceledContext(t *testing.T) {
+	l := s.newLog(t)
+	a := newSession("s-1", 1000)
+	events := a.task(t, nil)
+	s.append(t, l, events[0])
+
+	canceled, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := l.Append(canceled, events[1:3]); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Append(canceled ctx) = %v, want context.Canceled", err)
+	}
+	if _, err := l.Read(canceled, "s-1", 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Read(canceled ctx) = %v, want context.Canceled", err)
+	}
+	if _, err := l.Sessions(canceled, eventlog.Filter{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sessions(canceled ctx) = %v, want context.Canceled", err)
+	}
+	expired, cancel := context.WithDeadline(t.Context(), time.Unix(0, 0))
+	defer cancel()
+	if err := l.Append(expired, events[1:3]); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Append(expired ctx) = %v, want context.DeadlineExceeded", err)
+	}
+	// A batch refused for its context was not written: others can take its seqs.
+	o2 := a.other(t, 2)
+	s.append(t, l, o2)
+	s.wantRead(t, l, "s-1", 0, []messages.Envelope{events[0], o2})
+}
+
+func describe(events []messages.Envelope) string {
+	if len(events) == 0 {
+		return "[]"
+	}
+	parts := make([]string, len(events))
+	for i, e := range events {
+		parts[i] = fmt.Sprintf("%s@%s#%d(%s, %dB)", e.ID, e.SessionID, e.Seq, e.Type, len(e.Payload))
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func describeSessions(infos []eventlog.SessionInfo) string {
+	if len(infos) == 0 {
+		return "  (none)"
+	}
+	var b strings.Builder
+	for _, i := range infos {
+		fmt.Fprintf(&b, "  %+v\n", i)
+	}
+	return b.String()
+}
+
+func firstDifference(got, want []messages.Envelope) string {
+	for i := range min(len(got), len(want)) {
+		if reflect.DeepEqual(got[i], want[i]) {
+			continue
+		}
+		g, w := got[i], want[i]
+		g.Payload, w.Payload = nil, nil
+		if !reflect.DeepEqual(g, w) {
+			return fmt.Sprintf("\nfirst difference at index %d:\n got  %+v\n want %+v", i, g, w)
+		}
+		gp, wp := got[i].Payload, want[i].Payload
+		for j := range min(len(gp), len(wp)) {
+			if gp[j] != wp[j] {
+				return fmt.Sprintf("\nfirst difference at index %d: payload byte %d (%d and %d bytes)", i, j, len(gp), len(wp))
+			}
+		}
+		return fmt.Sprintf("\nfirst difference at index %d: payload of %d bytes, want %d", i, len(gp), len(wp))
+	}
+	return ""
+}

@@ -1,0 +1,100 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// Config configures an embedded event log. Only Dir is required; a zero field takes
+// the default named in its comment.
+type Config struct {
+	// Dir is the data directory. Open creates it if needed; it holds the database
+	// (events.db with its -wal and -shm files) and the LOCK file.
+	Dir string
+	// BusyTimeout is how long a connection waits for a database lock held by another
+	// connection, such as a checkpoint or an external sqlite3 shell. Default 5s.
+	BusyTimeout time.Duration
+	// SyncFull makes every commit wait for fsync (PRAGMA synchronous=FULL), so that
+	// commits survive an operating-system crash or power loss too. The default,
+	// synchronous=NORMAL in WAL mode, makes a commit durable across a crash of the
+	// process (kill -9, panic, OOM kill) but not of the machine: a power loss can roll
+	// back the last commits, never corrupt the database.
+	SyncFull bool
+	// MaxGroupEvents bounds the events the writer coalesces from concurrent Append
+	// calls into one transaction (group commit). A single larger batch still goes in
+	// one transaction. Default 1024.
+	MaxGroupEvents int
+	// QueueSize bounds the Append calls waiting for the writer; further calls block
+	// (back-pressure) until their ctx ends. Default 1024.
+	QueueSize int
+	// ReadConns bounds the connections serving Read and Sessions concurrently. WAL
+	// mode lets readers run beside the writer. Default 4.
+	ReadConns int
+	// CloseTimeout bounds how long Close waits for queued appends to be written.
+	// Default 10s.
+	CloseTimeout time.Duration
+	// Logger receives what the log cannot return to a caller, such as a failed
+	// background checkpoint. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultBusyTimeout    = 5 * time.Second
+	DefaultMaxGroupEvents = 1024
+	DefaultQueueSize      = 1024
+	DefaultReadConns      = 4
+	DefaultCloseTimeout   = 10 * time.Second
+)
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.BusyTimeout == 0 {
+		c.BusyTimeout = DefaultBusyTimeout
+	}
+	if c.MaxGroupEvents == 0 {
+		c.MaxGroupEvents = DefaultMaxGroupEvents
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.ReadConns == 0 {
+		c.ReadConns = DefaultReadConns
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = DefaultCloseTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports every invalid field of c. Zero fields are valid: they take defaults.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Dir == "" {
+		errs = append(errs, errors.New("Dir is required (the directory that holds the event log)"))
+	}
+	if c.BusyTimeout < 0 {
+		errs = append(errs, fmt.Errorf("BusyTimeout is %s, want >= 0", c.BusyTimeout))
+	}
+	if c.MaxGroupEvents < 0 {
+		errs = append(errs, fmt.Errorf("MaxGroupEvents is %d, want >= 0", c.MaxGroupEvents))
+	}
+	if c.QueueSize < 0 {
+		errs = append(errs, fmt.Errorf("QueueSize is %d, want >= 0", c.QueueSize))
+	}
+	if c.ReadConns < 0 {
+		errs = append(errs, fmt.Errorf("ReadConns is %d, want >= 0", c.ReadConns))
+	}
+	if c.CloseTimeout < 0 {
+		errs = append(errs, fmt.Errorf("CloseTimeout is %s, want >= 0", c.CloseTimeout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("eventlog/sqlite: invalid config: %w", err)
+	}
+	return nil
+}

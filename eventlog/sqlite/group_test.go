@@ -1,0 +1,197 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+func TestSchemaVersionMatchesMigrations(t *testing.T) {
+	if len(migrations) != SchemaVersion {
+		t.Fatalf("SchemaVersion is %d but there are %d migrations", SchemaVersion, len(migrations))
+	}
+}
+
+// heldWriter holds the writer at its next group until released, so that a test can
+// queue appends behind it and know exactly which groups the writer will see.
+type heldWriter struct {
+	t       *testing.T
+	armed   atomic.Bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (h *heldWriter) hook(group []*appendReq) {
+	if !h.armed.CompareAndSwap(true, false) {
+		return
+	}
+	h.held <- struct{}{}
+	select {
+	case <-h.release:
+	case <-h.t.Context().Done():
+	}
+}
+
+// hold makes the writer stop at its next group and returns the function that lets it go.
+func (h *heldWriter) hold() (released func()) {
+	h.held, h.release = make(chan struct{}, 1), make(chan struct{})
+	h.armed.Store(true)
+	return func() { close(h.release) }
+}
+
+func (h *heldWriter) waitHeld() {
+	h.t.Helper()
+	select {
+	case <-h.held:
+	case <-time.After(time.Minute):
+		h.t.Fatal("the writer did not reach its next group within a minute")
+	}
+}
+
+// waitQueued waits until n appends are queued for the writer.
+func waitQueued(t *testing.T, l *Log, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for len(l.reqs) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d appends queued after a minute, want %d", len(l.reqs), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func testEvent(t *testing.T, session string, seq uint64, actor string) messages.Envelope {
+	t.Helper()
+	e, err := messages.NewEnvelope(&messages.ToolCallCompleted{Key: "k", CallID: "c", Tool: "calculator", Result: "144"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID, e.SessionID, e.Seq, e.TS, e.Actor = fmt.Sprintf("%s/%d/%s", session, seq, actor), session, seq, int64(seq), actor
+	return e
+}
+
+// TestGroupCommit queues appends behind a held writer and checks that they are
+// written as one transaction, that a conflicting batch in the group fails alone
+// (its savepoint is rolled back, the others commit), and that when the group's
+// transaction fails as a whole, each batch is retried alone and gets its own outcome.
+func TestGroupCommit(t *testing.T) {
+	h := &heldWriter{t: t}
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	l, err := open(ctx, Config{Dir: dir}, h.hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+
+	type call struct {
+		batch []messages.Envelope
+		want  error // nil, or the sentinel the error must wrap
+		msg   string
+	}
+	run := func(calls []call) {
+		t.Helper()
+		release := h.hold()
+		first := make(chan error, 1)
+		go func() { first <- l.Append(ctx, []messages.Envelope{testEvent(t, "first", 1, "session")}) }()
+		h.waitHeld()
+		errs := make([]error, len(calls))
+		var wg sync.WaitGroup
+		for i, c := range calls {
+			wg.Go(func() { errs[i] = l.Append(ctx, c.batch) })
+		}
+		waitQueued(t, l, len(calls))
+		release()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			t.Fatal("appends did not finish within a minute")
+		}
+		if err := <-first; err != nil && !errors.Is(err, eventlog.ErrSeqConflict) {
+			t.Fatalf("first append: %v", err)
+		}
+		for i, c := range calls {
+			switch {
+			case c.msg != "":
+				if errs[i] == nil || !strings.Contains(errs[i].Error(), c.msg) {
+					t.Errorf("append %d (%s) = %v, want it to say %q", i, c.batch[0].ID, errs[i], c.msg)
+				}
+			case c.want == nil && errs[i] != nil:
+				t.Errorf("append %d (%s): %v", i, c.batch[0].ID, errs[i])
+			case c.want != nil && !errors.Is(errs[i], c.want):
+				t.Errorf("append %d (%s) = %v, want an error wrapping %q", i, c.batch[0].ID, errs[i], c.want)
+			}
+		}
+	}
+
+	// Phase 1: 16 good batches and 4 that conflict with the event the held group writes.
+	var calls []call
+	for i := range 16 {
+		s := fmt.Sprintf("good-%02d", i)
+		calls = append(calls, call{batch: []messages.Envelope{testEvent(t, s, 1, "session"), testEvent(t, s, 2, "session")}})
+	}
+	for i := range 4 {
+		s := fmt.Sprintf("bad-%d", i)
+		calls = append(calls, call{batch: []messages.Envelope{testEvent(t, s, 1, "session"), testEvent(t, "first", 1, s)}, want: eventlog.ErrSeqConflict})
+	}
+	before := l.Stats()
+	run(calls)
+	after := l.Stats()
+	if txs := after.Transactions - before.Transactions; txs != 2 {
+		t.Errorf("the held group and the 20 appends queued behind it took %d transactions, want 2", txs)
+	}
+	if n := after.Events - before.Events; n != 1+16*2 {
+		t.Errorf("%d events written, want %d", n, 1+16*2)
+	}
+	for i := range 4 {
+		if got, err := l.Read(ctx, fmt.Sprintf("bad-%d", i), 0); err != nil || len(got) != 0 {
+			t.Errorf("a conflicting batch leaked: %d events, %v", len(got), err)
+		}
+	}
+
+	// Phase 2: a trigger makes one batch fail with a database error, which aborts the
+	// whole transaction; the others must still be written, each in its own.
+	db, err := sql.Open("sqlite", filepath.Join(dir, dbFile)+"?_pragma=busy_timeout(5000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE TRIGGER poison BEFORE INSERT ON events WHEN NEW.actor = 'poison'
+		BEGIN SELECT RAISE(ABORT, 'poisoned event'); END`); err != nil {
+		t.Fatal(err)
+	}
+	calls = calls[:0]
+	for i := range 6 {
+		s := fmt.Sprintf("after-%d", i)
+		calls = append(calls, call{batch: []messages.Envelope{testEvent(t, s, 1, "session")}})
+	}
+	calls = append(calls,
+		call{batch: []messages.Envelope{testEvent(t, "poisoned", 1, "session"), testEvent(t, "poisoned", 2, "poison")}, msg: "poisoned event"},
+		call{batch: []messages.Envelope{testEvent(t, "good-00", 1, "other")}, want: eventlog.ErrSeqConflict})
+	run(calls)
+	for i := range 6 {
+		if got, err := l.Read(ctx, fmt.Sprintf("after-%d", i), 0); err != nil || len(got) != 1 {
+			t.Errorf("after-%d: %d events, %v", i, len(got), err)
+		}
+	}
+	if got, err := l.Read(ctx, "poisoned", 0); err != nil || len(got) != 0 {
+		t.Errorf("the poisoned batch was partly written: %d events, %v", len(got), err)
+	}
+}

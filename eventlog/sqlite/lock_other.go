@@ -1,0 +1,26 @@
+//go:build !unix
+
+package sqlite
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// lockDir creates <dir>/LOCK but takes no lock: flock exists on Unix only, so on
+// other systems nothing stops two processes from opening one data directory.
+func lockDir(dir string) (*os.File, error) {
+	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: open lock file: %w", err)
+	}
+	return f, nil
+}
+
+func unlockDir(f *os.File) error {
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("eventlog/sqlite: release lock: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,158 @@
+//go:build unix
+
+package sqlite_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// flock locks belong to the open file description, so a second Open in the same
+// process conflicts just as one from another process does.
+func TestLockInProcess(t *testing.T) {
+	dir := t.TempDir()
+	first := open(t, sqlite.Config{Dir: dir})
+	_, err := sqlite.Open(testCtx(t), sqlite.Config{Dir: dir})
+	if !errors.Is(err, eventlog.ErrLocked) {
+		t.Fatalf("second Open = %v, want ErrLocked", err)
+	}
+	for _, want := range []string{dir, "stop the other node", fmt.Sprintf("pid %d", os.Getpid())} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	// The failed Open left the first Log working.
+	ctx := testCtx(t)
+	if err := first.Append(ctx, []messages.Envelope{event(t, "s-1", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Close(); err != nil {
+		t.Fatal(err)
+	}
+	second := open(t, sqlite.Config{Dir: dir})
+	if got, err := second.Read(ctx, "s-1", 0); err != nil || len(got) != 1 {
+		t.Fatalf("Read after reopen = %d events, %v", len(got), err)
+	}
+}
+
+// helperEnv tells a re-executed test binary to act as TestHelperProcess.
+const helperEnv = "TROUPE_EVENTLOG_SQLITE_HELPER_DIR"
+
+// TestHelperProcess is not a test: TestLockAcrossProcesses runs the test binary
+// again with helperEnv set, and this function then plays the other node. It opens
+// the log, appends the events its parent asked for, says "ready", and waits for
+// its stdin to close; the parent kills it with SIGKILL long before that.
+func TestHelperProcess(t *testing.T) {
+	dir := os.Getenv(helperEnv)
+	if dir == "" {
+		t.Skip("helper process of TestLockAcrossProcesses")
+	}
+	n, _ := strconv.Atoi(os.Getenv(helperEnv + "_EVENTS"))
+	ctx := testCtx(t)
+	l, err := sqlite.Open(ctx, sqlite.Config{Dir: dir})
+	if err != nil {
+		fmt.Println("helper: open:", err)
+		os.Exit(2)
+	}
+	for seq := 1; seq <= n; seq++ {
+		if err := l.Append(ctx, []messages.Envelope{event(t, "helper", uint64(seq))}); err != nil {
+			fmt.Println("helper: append:", err)
+			os.Exit(2)
+		}
+	}
+	fmt.Println("helper: ready")
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
+	_ = l.Close()
+}
+
+// TestLockAcrossProcesses runs a second node as a child process on the same data
+// directory: while it lives, Open fails with ErrLocked naming the directory and the
+// child's pid. Then the child is killed with SIGKILL, mid-flight: the kernel releases
+// its lock, and every append it saw succeed is in the log (synchronous=NORMAL in WAL
+// mode is durable across a process crash).
+func TestLockAcrossProcesses(t *testing.T) {
+	if os.Getenv(helperEnv) != "" {
+		t.Skip("running as the helper process")
+	}
+	const events = 50
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"="+dir, helperEnv+"_EVENTS="+strconv.Itoa(events))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdin.Close()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		var out []string
+		for sc.Scan() {
+			if sc.Text() == "helper: ready" {
+				ready <- nil
+				return
+			}
+			out = append(out, sc.Text())
+		}
+		ready <- fmt.Errorf("helper exited before it was ready: %s", strings.Join(out, "\n"))
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the helper process was not ready within two minutes")
+	}
+
+	_, err = sqlite.Open(ctx, sqlite.Config{Dir: dir})
+	if !errors.Is(err, eventlog.ErrLocked) {
+		t.Fatalf("Open while another process holds the directory = %v, want ErrLocked", err)
+	}
+	for _, want := range []string{dir, "stop the other node", fmt.Sprintf("pid %d", cmd.Process.Pid)} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+
+	if err := cmd.Process.Kill(); err != nil { // SIGKILL: no Close, no deferred code
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+
+	l := open(t, sqlite.Config{Dir: dir})
+	got, err := l.Read(ctx, "helper", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != events {
+		t.Fatalf("after kill -9 the log holds %d of the %d events the helper appended", len(got), events)
+	}
+	infos, err := l.Sessions(ctx, eventlog.Filter{})
+	if err != nil || len(infos) != 1 || infos[0].Events != events || infos[0].LastSeq != events {
+		t.Fatalf("Sessions after kill -9 = %+v, %v", infos, err)
+	}
+}

@@ -1,0 +1,78 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+)
+
+// migrations[i] moves the schema from version i to i+1; PRAGMA user_version holds
+// the version reached. Migrations are append-only: never edit a released one.
+var migrations = [][]string{
+	// 1: events, and a per-session summary kept in the same transaction as the events
+	// so that listing sessions reads one row per session. Every page a commit touches
+	// costs a WAL frame, so the hot path touches few: the events row and its two
+	// indexes, and one sessions row (WITHOUT ROWID: small rows, keyed by session),
+	// whose started_us, and so sessions_by_start, changes only when an earlier event
+	// of the session arrives late.
+	{
+		`CREATE TABLE events (
+			session_id     TEXT    NOT NULL,
+			seq            INTEGER NOT NULL,
+			id             TEXT    NOT NULL UNIQUE,
+			type           TEXT    NOT NULL,
+			version        INTEGER NOT NULL,
+			causation_id   TEXT    NOT NULL,
+			correlation_id TEXT    NOT NULL,
+			ts             INTEGER NOT NULL,
+			actor          TEXT    NOT NULL,
+			payload        BLOB    NOT NULL,
+			PRIMARY KEY (session_id, seq)
+		)`,
+		`CREATE TABLE sessions (
+			session_id TEXT    NOT NULL PRIMARY KEY,
+			status     TEXT    NOT NULL,
+			status_seq INTEGER NOT NULL, -- seq of the task.* event that set status, 0 if none
+			events     INTEGER NOT NULL,
+			steps      INTEGER NOT NULL,
+			last_seq   INTEGER NOT NULL,
+			started_us INTEGER NOT NULL,
+			updated_us INTEGER NOT NULL
+		) WITHOUT ROWID`,
+		`CREATE INDEX sessions_by_start ON sessions (started_us DESC, session_id)`,
+	},
+}
+
+// SchemaVersion is the schema version this build writes.
+const SchemaVersion = 1 // = len(migrations), checked by a test
+
+// migrate brings the database on conn to SchemaVersion, one transaction per step. It
+// is idempotent, and refuses a database written by a newer build.
+func migrate(ctx context.Context, conn *sql.Conn, path string) error {
+	var v int
+	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+		return fmt.Errorf("eventlog/sqlite: read schema version of %s: %w", path, err)
+	}
+	if v > SchemaVersion {
+		return fmt.Errorf("eventlog/sqlite: %s has schema version %d, this build knows up to %d: run a newer build",
+			path, v, SchemaVersion)
+	}
+	for ; v < SchemaVersion; v++ {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("eventlog/sqlite: migrate %s to schema %d: %w", path, v+1, err)
+		}
+		stmts := slices.Concat(migrations[v], []string{fmt.Sprintf("PRAGMA user_version = %d", v+1)})
+		for _, stmt := range stmts {
+			if _, err := tx.ExecContext(ctx, stmt); err != nil {
+				_ = tx.Rollback()
+				return fmt.Errorf("eventlog/sqlite: migrate %s to schema %d: %w", path, v+1, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("eventlog/sqlite: migrate %s to schema %d: %w", path, v+1, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,421 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Files in the data directory.
+const (
+	dbFile   = "events.db"
+	lockFile = "LOCK"
+)
+
+// Log is the embedded event log: one SQLite database in WAL mode, written by a single
+// writer goroutine that commits concurrent Append calls together, and read through a
+// pool of read connections. It is safe for concurrent use.
+type Log struct {
+	cfg  Config
+	path string
+	lock *os.File
+
+	wdb    *sql.DB   // two connections: the writer's and the checkpointer's
+	wconn  *sql.Conn // owned by the writer goroutine
+	w      writeStmts
+	ckconn *sql.Conn // owned by the checkpointer goroutine
+	rdb    *sql.DB   // read pool
+	read   *sql.Stmt
+	list   *sql.Stmt
+
+	reqs       chan *appendReq
+	closing    chan struct{}            // closed by Close
+	writerDone chan struct{}            // closed when the writer goroutine returns
+	ckWanted   chan struct{}            // the writer asks for a checkpoint (capacity 1)
+	ckDone     chan struct{}            // closed when the checkpointer goroutine returns
+	sinceCk    struct{ txs, bytes int } // writer-owned: work since the last ask
+	closeOnce  sync.Once
+	closeErr   error
+
+	stats struct{ appends, transactions, events atomic.Uint64 }
+
+	// beforeGroup, set by tests only, runs in the writer before each group is written.
+	beforeGroup func(group []*appendReq)
+}
+
+var _ eventlog.Log = (*Log)(nil)
+
+// Open opens (creating if needed) the event log in cfg.Dir. It takes the directory's
+// lock first: if another Log holds it, in this process or another, Open fails with an
+// error wrapping eventlog.ErrLocked. It then brings the schema to SchemaVersion.
+func Open(ctx context.Context, cfg Config) (*Log, error) {
+	return open(ctx, cfg, nil)
+}
+
+func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *Log, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: data directory %s: %w", cfg.Dir, err)
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: create data directory: %w", err)
+	}
+	l := &Log{
+		cfg:         cfg,
+		path:        filepath.Join(dir, dbFile),
+		reqs:        make(chan *appendReq, cfg.QueueSize),
+		closing:     make(chan struct{}),
+		writerDone:  make(chan struct{}),
+		ckWanted:    make(chan struct{}, 1),
+		ckDone:      make(chan struct{}),
+		beforeGroup: beforeGroup,
+	}
+	if l.lock, err = lockDir(dir); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, l.release())
+		}
+	}()
+
+	synchronous := "NORMAL"
+	if cfg.SyncFull {
+		synchronous = "FULL"
+	}
+	busy := fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds())
+	if l.wdb, err = sql.Open("sqlite", dsn(l.path, busy, "journal_mode(WAL)", "synchronous("+synchronous+")",
+		fmt.Sprintf("wal_autocheckpoint(%d)", backstopCheckpointPages))); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
+	}
+	l.wdb.SetMaxOpenConns(2)
+	l.wdb.SetMaxIdleConns(2)
+	l.wdb.SetConnMaxLifetime(0)
+	l.wdb.SetConnMaxIdleTime(0)
+	if l.wconn, err = l.wdb.Conn(ctx); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
+	}
+	var mode string
+	if err := l.wconn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: %s: read journal mode: %w", l.path, err)
+	}
+	if mode != "wal" {
+		return nil, fmt.Errorf("eventlog/sqlite: %s: journal mode is %q, want wal (is the file system one SQLite can share memory on?)", l.path, mode)
+	}
+	if l.ckconn, err = l.wdb.Conn(ctx); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
+	}
+	if err := migrate(ctx, l.wconn, l.path); err != nil {
+		return nil, err
+	}
+	if err := l.w.prepare(ctx, l.wconn); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", l.path, err)
+	}
+
+	if l.rdb, err = sql.Open("sqlite", dsn(l.path, busy, "query_only(1)")); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
+	}
+	l.rdb.SetMaxOpenConns(cfg.ReadConns)
+	l.rdb.SetMaxIdleConns(cfg.ReadConns)
+	if l.read, err = l.rdb.PrepareContext(ctx, `SELECT id, seq, type, version, causation_id, correlation_id, ts, actor, payload
+		FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq`); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: %s: prepare read: %w", l.path, err)
+	}
+	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, status, events, last_seq, steps, started_us, updated_us
+		FROM sessions WHERE started_us >= ? ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
+	}
+
+	go l.runWriter()
+	go l.runCheckpointer()
+	return l, nil
+}
+
+// dsn is the modernc.org/sqlite data source name of the database at path with pragmas.
+func dsn(path string, pragmas ...string) string {
+	q := url.Values{"_pragma": pragmas}
+	u := url.URL{Scheme: "file", Path: filepath.ToSlash(path), RawQuery: q.Encode()}
+	return u.String()
+}
+
+// Append implements eventlog.Log. The batch is validated here, then handed to the
+// writer goroutine, which may commit it in one transaction together with batches of
+// concurrent callers; each caller gets the outcome of its own batch.
+func (l *Log) Append(ctx context.Context, events []messages.Envelope) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("eventlog/sqlite: append: %w", err)
+	}
+	if l.isClosed() {
+		return fmt.Errorf("eventlog/sqlite: append: %w", eventlog.ErrClosed)
+	}
+	batch, err := eventlog.CheckBatch(events)
+	if err != nil {
+		return err
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	for _, e := range batch {
+		if e.Seq > math.MaxInt64 {
+			return fmt.Errorf("%w: event %s (session %s): seq %d is beyond what SQLite stores (2^63-1)",
+				eventlog.ErrInvalidEvent, e.ID, e.SessionID, e.Seq)
+		}
+	}
+	req := &appendReq{ctx: ctx, events: batch, done: make(chan error, 1)}
+	select {
+	case l.reqs <- req:
+	case <-l.closing:
+		return fmt.Errorf("eventlog/sqlite: append: %w", eventlog.ErrClosed)
+	case <-ctx.Done():
+		return fmt.Errorf("eventlog/sqlite: append: %w", ctx.Err())
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("eventlog/sqlite: append: %w (the batch may or may not have been written)", ctx.Err())
+	case <-l.writerDone:
+		// The writer answers every request it takes before it stops: no answer
+		// means the request was queued after the writer's last look at the queue.
+		select {
+		case err := <-req.done:
+			return err
+		default:
+			return fmt.Errorf("eventlog/sqlite: append: %w", eventlog.ErrClosed)
+		}
+	}
+}
+
+// Read implements eventlog.Log.
+func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: read session %s: %w", sessionID, err)
+	}
+	if l.isClosed() {
+		return nil, fmt.Errorf("eventlog/sqlite: read session %s: %w", sessionID, eventlog.ErrClosed)
+	}
+	if fromSeq > math.MaxInt64 {
+		return nil, nil // no stored seq is that high
+	}
+	rows, err := l.read.QueryContext(ctx, sessionID, int64(fromSeq))
+	if err != nil {
+		return nil, l.readErr(fmt.Sprintf("read session %s", sessionID), err)
+	}
+	defer rows.Close()
+	var (
+		events []messages.Envelope
+		last   int64
+	)
+	for rows.Next() {
+		var r storedEvent
+		if err := rows.Scan(&r.id, &r.seq, &r.typ, &r.version, &r.causation, &r.correlation, &r.ts, &r.actor, &r.payload); err != nil {
+			return nil, fmt.Errorf("eventlog/sqlite: session %s, event after seq %d: %w: %v", sessionID, last, messages.ErrCorrupt, err)
+		}
+		e, err := r.envelope(sessionID)
+		if err != nil {
+			if seq, ok := r.seq.(int64); ok {
+				return nil, fmt.Errorf("eventlog/sqlite: session %s seq %d: %w: %v", sessionID, seq, messages.ErrCorrupt, err)
+			}
+			return nil, fmt.Errorf("eventlog/sqlite: session %s, event after seq %d: %w: %v", sessionID, last, messages.ErrCorrupt, err)
+		}
+		last = int64(e.Seq)
+		events = append(events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.readErr(fmt.Sprintf("read session %s after seq %d", sessionID, last), err)
+	}
+	return events, nil
+}
+
+// storedEvent is one row of the events table as scanned. Integers are scanned into
+// any and text into NullString, so that any value a damaged or hand-edited file holds
+// scans, and envelope can say what is wrong with it.
+type storedEvent struct {
+	id, typ, causation, correlation, actor sql.NullString
+	seq, version, ts                       any
+	payload                                []byte
+}
+
+// envelope returns the stored event, or what is wrong with it.
+func (r *storedEvent) envelope(sessionID string) (messages.Envelope, error) {
+	seq, seqOK := r.seq.(int64)
+	version, versionOK := r.version.(int64)
+	ts, tsOK := r.ts.(int64)
+	switch {
+	case !seqOK || seq <= 0:
+		return messages.Envelope{}, fmt.Errorf("seq %v is not a positive integer", r.seq)
+	case !r.id.Valid || r.id.String == "":
+		return messages.Envelope{}, errors.New("missing id")
+	case !r.typ.Valid || r.typ.String == "":
+		return messages.Envelope{}, errors.New("missing type")
+	case !versionOK:
+		return messages.Envelope{}, fmt.Errorf("version %v is not an integer", r.version)
+	case !tsOK:
+		return messages.Envelope{}, fmt.Errorf("ts %v is not an integer", r.ts)
+	case !r.causation.Valid || !r.correlation.Valid || !r.actor.Valid:
+		return messages.Envelope{}, errors.New("NULL causation_id, correlation_id or actor")
+	case !json.Valid(r.payload):
+		return messages.Envelope{}, fmt.Errorf("payload (%d bytes) is not valid JSON", len(r.payload))
+	}
+	return messages.Envelope{
+		ID:            r.id.String,
+		SessionID:     sessionID,
+		Seq:           uint64(seq),
+		Type:          messages.Type(r.typ.String),
+		Version:       int(version),
+		CausationID:   r.causation.String,
+		CorrelationID: r.correlation.String,
+		TS:            ts,
+		Actor:         r.actor.String,
+		Payload:       r.payload,
+	}, nil
+}
+
+// Sessions implements eventlog.Log. It reads the summary table: one row per session.
+func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.SessionInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: list sessions: %w", err)
+	}
+	if l.isClosed() {
+		return nil, fmt.Errorf("eventlog/sqlite: list sessions: %w", eventlog.ErrClosed)
+	}
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("eventlog/sqlite: list sessions: negative limit %d", f.Limit)
+	}
+	since, limit := f.SinceUS, int64(f.Limit)
+	if since == 0 {
+		since = math.MinInt64 // the zero Filter lists every session, even one started before 1970
+	}
+	if limit == 0 {
+		limit = -1 // no bound
+	}
+	rows, err := l.list.QueryContext(ctx, since, limit)
+	if err != nil {
+		return nil, l.readErr("list sessions", err)
+	}
+	defer rows.Close()
+	var infos []eventlog.SessionInfo
+	for rows.Next() {
+		var (
+			i       eventlog.SessionInfo
+			lastSeq int64
+		)
+		if err := rows.Scan(&i.ID, &i.Status, &i.Events, &lastSeq, &i.Steps, &i.StartedUS, &i.UpdatedUS); err != nil {
+			return nil, fmt.Errorf("eventlog/sqlite: list sessions: %w: %v", messages.ErrCorrupt, err)
+		}
+		i.LastSeq = uint64(lastSeq)
+		infos = append(infos, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.readErr("list sessions", err)
+	}
+	return infos, nil
+}
+
+// readErr wraps an error of the read pool, as ErrClosed if Close raced the read.
+func (l *Log) readErr(what string, err error) error {
+	if l.isClosed() && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("eventlog/sqlite: %s: %w (%v)", what, eventlog.ErrClosed, err)
+	}
+	return fmt.Errorf("eventlog/sqlite: %s: %w", what, err)
+}
+
+// Stats counts the work of a Log since Open.
+type Stats struct {
+	// Appends is the number of Append calls the writer finished, written or refused.
+	Appends uint64
+	// Transactions is the number of write transactions committed. Appends divided by
+	// Transactions is how many calls group commit coalesced on average.
+	Transactions uint64
+	// Events is the number of events written; duplicates that were skipped are not.
+	Events uint64
+}
+
+// Stats returns the counters of l.
+func (l *Log) Stats() Stats {
+	return Stats{
+		Appends:      l.stats.appends.Load(),
+		Transactions: l.stats.transactions.Load(),
+		Events:       l.stats.events.Load(),
+	}
+}
+
+func (l *Log) isClosed() bool {
+	select {
+	case <-l.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close implements eventlog.Log: it stops taking appends, waits up to
+// Config.CloseTimeout for the queued ones to be written, then closes the database
+// and releases the directory lock. It is idempotent and returns the first call's
+// result. If the writer does not finish in time, the lock is kept (another process
+// must not write while this one still might) and Close says so.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		close(l.closing)
+		timer := time.NewTimer(l.cfg.CloseTimeout)
+		defer timer.Stop()
+		select {
+		case <-all(l.writerDone, l.ckDone):
+		case <-timer.C:
+			l.closeErr = fmt.Errorf("eventlog/sqlite: close %s: the writer did not finish within %s; the data directory stays locked until this process exits",
+				l.path, l.cfg.CloseTimeout)
+			return
+		}
+		l.closeErr = l.release()
+	})
+	return l.closeErr
+}
+
+// release closes whatever Open opened, the lock last.
+func (l *Log) release() error {
+	var errs []error
+	if l.read != nil {
+		errs = append(errs, l.read.Close())
+	}
+	if l.list != nil {
+		errs = append(errs, l.list.Close())
+	}
+	if l.rdb != nil {
+		errs = append(errs, l.rdb.Close())
+	}
+	errs = append(errs, l.w.close())
+	if l.wconn != nil {
+		errs = append(errs, l.wconn.Close())
+	}
+	if l.ckconn != nil {
+		errs = append(errs, l.ckconn.Close())
+	}
+	if l.wdb != nil {
+		errs = append(errs, l.wdb.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		errs = []error{fmt.Errorf("eventlog/sqlite: close %s: %w", l.path, err)}
+	}
+	if l.lock != nil {
+		errs = append(errs, unlockDir(l.lock))
+	}
+	return errors.Join(errs...)
+}

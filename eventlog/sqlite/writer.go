@@ -1,0 +1,335 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// maxGroupBytes bounds the payload bytes the writer coalesces into one transaction,
+// so that a few large payloads do not make one huge transaction of many callers.
+const maxGroupBytes = 16 << 20
+
+// appendReq is one Append call waiting for the writer.
+type appendReq struct {
+	ctx    context.Context
+	events []messages.Envelope // checked by eventlog.CheckBatch
+	done   chan error          // buffered: the writer never blocks on it
+}
+
+// writeStmts are the statements of the writer, prepared once on its connection.
+// Transactions are driven with plain BEGIN/COMMIT statements on that connection:
+// only the writer goroutine uses it, so database/sql need not track them.
+type writeStmts struct {
+	begin, commit, rollback        *sql.Stmt
+	savepoint, release, undo       *sql.Stmt
+	insert, byID, byPos, summarize *sql.Stmt
+	restart                        *sql.Stmt
+}
+
+func (w *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
+	for _, s := range []struct {
+		stmt  **sql.Stmt
+		query string
+	}{
+		{&w.begin, "BEGIN IMMEDIATE"},
+		{&w.commit, "COMMIT"},
+		{&w.rollback, "ROLLBACK"},
+		{&w.savepoint, "SAVEPOINT batch"},
+		{&w.release, "RELEASE batch"},
+		{&w.undo, "ROLLBACK TO batch"},
+		// DO NOTHING on either key: the writer then finds out which key was taken.
+		{&w.insert, `INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&w.byID, `SELECT session_id, seq FROM events WHERE id = ?`},
+		{&w.byPos, `SELECT id FROM events WHERE session_id = ? AND seq = ?`},
+		// SET expressions all see the row as it was before the update. started_us is
+		// left out, so that the sessions_by_start index is not rewritten on every
+		// append: the statement returns the stored value, and restart lowers it in the
+		// rare case that an earlier event of the session arrives late.
+		{&w.summarize, `INSERT INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (session_id) DO UPDATE SET
+				status     = CASE WHEN excluded.status_seq > sessions.status_seq THEN excluded.status ELSE sessions.status END,
+				status_seq = max(sessions.status_seq, excluded.status_seq),
+				events     = sessions.events + excluded.events,
+				steps      = sessions.steps + excluded.steps,
+				last_seq   = max(sessions.last_seq, excluded.last_seq),
+				updated_us = max(sessions.updated_us, excluded.updated_us)
+			RETURNING started_us`},
+		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ?`},
+	} {
+		stmt, err := conn.PrepareContext(ctx, s.query)
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", s.query, err)
+		}
+		*s.stmt = stmt
+	}
+	return nil
+}
+
+func (w *writeStmts) close() error {
+	var errs []error
+	for _, s := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.undo, w.insert, w.byID, w.byPos, w.summarize, w.restart} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// runWriter is the writer goroutine: it takes the requests waiting in the queue,
+// as many as one group allows, and commits them together. Group commit needs no
+// timer: while one transaction commits, the next callers queue up and form the next
+// group. After Close it writes what is still queued, then returns.
+func (l *Log) runWriter() {
+	defer close(l.writerDone)
+	for {
+		select {
+		case r := <-l.reqs:
+			l.writeGroup(l.gather(r))
+		case <-l.closing:
+			for {
+				select {
+				case r := <-l.reqs:
+					l.writeGroup(l.gather(r))
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// gather returns first and the requests queued behind it, within the group bounds.
+func (l *Log) gather(first *appendReq) []*appendReq {
+	group := []*appendReq{first}
+	events, bytes := len(first.events), payloadBytes(first.events)
+	yielded := false
+	for events < l.cfg.MaxGroupEvents && bytes < maxGroupBytes {
+		select {
+		case r := <-l.reqs:
+			group = append(group, r)
+			events += len(r.events)
+			bytes += payloadBytes(r.events)
+		default:
+			if yielded {
+				return group
+			}
+			// Let callers that are runnable, such as those the last commit just
+			// answered, queue their next batch and join this group. Cheap when
+			// nobody else is runnable, and no timer: latency does not grow.
+			yielded = true
+			runtime.Gosched()
+		}
+	}
+	return group
+}
+
+func payloadBytes(events []messages.Envelope) int {
+	n := 0
+	for _, e := range events {
+		n += len(e.Payload)
+	}
+	return n
+}
+
+// writeGroup writes a group of requests and answers each one. Normally the group is
+// one transaction, each request inside its own savepoint: a request whose batch
+// conflicts is rolled back to its savepoint and answered ErrSeqConflict while the
+// others commit. If the transaction fails as a whole (an I/O error, a full disk),
+// every request is retried alone, so that each caller gets its own batch's outcome.
+func (l *Log) writeGroup(group []*appendReq) {
+	if l.beforeGroup != nil {
+		l.beforeGroup(group)
+	}
+	live := group[:0]
+	for _, r := range group {
+		if err := r.ctx.Err(); err != nil {
+			r.done <- fmt.Errorf("eventlog/sqlite: append: %w", err) // not written
+			continue
+		}
+		live = append(live, r)
+	}
+	if len(live) == 0 {
+		return
+	}
+	errs, err := l.commit(live)
+	if err != nil && len(live) > 1 {
+		for _, r := range live {
+			l.writeGroup([]*appendReq{r})
+		}
+		return
+	}
+	l.stats.appends.Add(uint64(len(live)))
+	for i, r := range live {
+		if err != nil {
+			r.done <- err
+		} else {
+			r.done <- errs[i]
+		}
+	}
+}
+
+// commit writes the requests in one transaction. It returns each request's own
+// outcome (nil or an ErrSeqConflict), or an error if the transaction failed as a
+// whole, in which case nothing was written.
+func (l *Log) commit(reqs []*appendReq) ([]error, error) {
+	ctx := context.Background() // the group outlives any one caller's ctx
+	if _, err := l.w.begin.ExecContext(ctx); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: append: begin: %w", err)
+	}
+	abort := func(err error) ([]error, error) {
+		if _, rerr := l.w.rollback.ExecContext(ctx); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("rollback: %w", rerr))
+		}
+		return nil, err
+	}
+	var (
+		errs       = make([]error, len(reqs))
+		savepoints = len(reqs) > 1
+		written    uint64
+	)
+	for i, r := range reqs {
+		if savepoints {
+			if _, err := l.w.savepoint.ExecContext(ctx); err != nil {
+				return abort(fmt.Errorf("eventlog/sqlite: append: savepoint: %w", err))
+			}
+		}
+		n, err := l.apply(ctx, r.events)
+		switch {
+		case errors.Is(err, eventlog.ErrSeqConflict) && !savepoints:
+			if _, rerr := l.w.rollback.ExecContext(ctx); rerr != nil {
+				return nil, fmt.Errorf("eventlog/sqlite: append: rollback: %w", rerr)
+			}
+			return []error{err}, nil
+		case errors.Is(err, eventlog.ErrSeqConflict):
+			errs[i] = err
+			if _, err := l.w.undo.ExecContext(ctx); err != nil {
+				return abort(fmt.Errorf("eventlog/sqlite: append: rollback to savepoint: %w", err))
+			}
+		case err != nil:
+			return abort(err)
+		default:
+			written += n
+		}
+		if savepoints {
+			if _, err := l.w.release.ExecContext(ctx); err != nil {
+				return abort(fmt.Errorf("eventlog/sqlite: append: release savepoint: %w", err))
+			}
+		}
+	}
+	if _, err := l.w.commit.ExecContext(ctx); err != nil {
+		return abort(fmt.Errorf("eventlog/sqlite: append: commit: %w", err))
+	}
+	l.stats.transactions.Add(1)
+	l.stats.events.Add(written)
+	bytes := 0
+	for _, r := range reqs {
+		bytes += payloadBytes(r.events)
+	}
+	l.committed(bytes)
+	return errs, nil
+}
+
+// sessionDelta is what one batch adds to a session's summary row.
+type sessionDelta struct {
+	id                   string
+	status               string
+	statusSeq            uint64
+	events, steps        int
+	lastSeq              uint64
+	startedUS, updatedUS int64
+}
+
+// apply inserts a batch's events and updates the summaries of their sessions. It
+// returns the number of events written, or an error wrapping ErrSeqConflict if the
+// batch conflicts with stored events, or an error of the database (which never wraps
+// ErrSeqConflict). The caller undoes the batch on either error.
+func (l *Log) apply(ctx context.Context, events []messages.Envelope) (uint64, error) {
+	var (
+		deltas  []sessionDelta // batches rarely span more than one session
+		written uint64
+	)
+	for _, e := range events {
+		res, err := l.w.insert.ExecContext(ctx, e.SessionID, int64(e.Seq), e.ID, string(e.Type), e.Version,
+			e.CausationID, e.CorrelationID, e.TS, e.Actor, []byte(e.Payload))
+		if err != nil {
+			return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return 0, fmt.Errorf("eventlog/sqlite: append event %s: %w", e.ID, err)
+		}
+		if n == 0 {
+			if err := l.classify(ctx, e); err != nil {
+				return 0, err
+			}
+			continue // stored before, at the same position: at-least-once delivery
+		}
+		written++
+		i := 0
+		for i < len(deltas) && deltas[i].id != e.SessionID {
+			i++
+		}
+		if i == len(deltas) {
+			deltas = append(deltas, sessionDelta{id: e.SessionID, status: messages.StatusRunning, startedUS: e.TS, updatedUS: e.TS})
+		}
+		d := &deltas[i]
+		d.events++
+		if e.Type == messages.TypeModelRequested {
+			d.steps++
+		}
+		if status, ok := eventlog.TaskStatus(e.Type); ok && e.Seq > d.statusSeq {
+			d.status, d.statusSeq = status, e.Seq
+		}
+		d.lastSeq = max(d.lastSeq, e.Seq)
+		d.startedUS = min(d.startedUS, e.TS)
+		d.updatedUS = max(d.updatedUS, e.TS)
+	}
+	for _, d := range deltas {
+		var started int64
+		if err := l.w.summarize.QueryRowContext(ctx, d.id, d.status, int64(d.statusSeq), d.events, d.steps,
+			int64(d.lastSeq), d.startedUS, d.updatedUS).Scan(&started); err != nil {
+			return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
+		}
+		if d.startedUS < started {
+			if _, err := l.w.restart.ExecContext(ctx, d.startedUS, d.id); err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
+			}
+		}
+	}
+	return written, nil
+}
+
+// classify explains why e was not inserted: it is already stored at its position
+// (nil), or it conflicts with a stored event (an error wrapping ErrSeqConflict), or
+// the database failed.
+func (l *Log) classify(ctx context.Context, e messages.Envelope) error {
+	var (
+		session string
+		seq     int64
+	)
+	err := l.w.byID.QueryRowContext(ctx, e.ID).Scan(&session, &seq)
+	switch {
+	case err == nil && session == e.SessionID && uint64(seq) == e.Seq:
+		return nil
+	case err == nil:
+		return fmt.Errorf("%w: event %s is stored at session %s seq %d, appended at session %s seq %d",
+			eventlog.ErrSeqConflict, e.ID, session, seq, e.SessionID, e.Seq)
+	case !errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("eventlog/sqlite: append event %s: look up id: %w", e.ID, err)
+	}
+	var holder string
+	if err := l.w.byPos.QueryRowContext(ctx, e.SessionID, int64(e.Seq)).Scan(&holder); err != nil {
+		return fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): insert ignored but neither key is taken: %w",
+			e.ID, e.SessionID, e.Seq, err)
+	}
+	return fmt.Errorf("%w: session %s seq %d holds event %s, appended %s",
+		eventlog.ErrSeqConflict, e.SessionID, e.Seq, holder, e.ID)
+}
