@@ -1,0 +1,20 @@
+// Package actors holds Troupe's actors (protoactor-go): the SessionHost that spawns and
+// passivates one SessionActor per session, the SessionActor that runs an agent as a
+// state machine folded from its events, the ModelActor every model call goes through,
+// and one ToolActor per tool.
+//
+// Messages enter as a TaskSubmitted envelope forwarded to the SessionHost (by the node's
+// bus router) and as results from model and tool actors; they leave as sequenced events
+// appended to the event log and published on the bus topic messages.TopicEvents.
+//
+// The agent's decisions (SessionState.Apply and SessionState.Decide) are pure: no clock,
+// no randomness, no map-order dependence. Recovery after a panic or a killed process is
+// "read the events, fold them, re-issue only effects that were requested and never
+// answered, with the same idempotency key".
+//
+// Supervision policies, stated per actor: session actors are restarted by the
+// SessionHost (OneForOne, up to 5 restarts in 10 s, then stopped and left resumable in
+// the log); the model and tool actors are restarted on failure (OneForOne, 10 in 10 s),
+// and they run user code in recovered goroutines so that a panicking tool or model
+// becomes an error result, never a crashed session.
+package actors

@@ -1,0 +1,354 @@
+package actors
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Agent configures the function-calling agent a session runs.
+type Agent struct {
+	// Name is recorded on events; "default" when empty.
+	Name string
+	// SystemPrompt opens every conversation.
+	SystemPrompt string
+	// Model is the model's name as recorded on ModelRequested events.
+	Model string
+	// Tools offered to the model, in the order given (keep it stable: it is part of
+	// the prompt prefix).
+	Tools []messages.ToolSpec
+	// MaxSteps bounds the model calls of one task (default 10).
+	MaxSteps int
+}
+
+func (a Agent) maxSteps(t *taskState) int {
+	if t.Spec.MaxSteps > 0 {
+		return t.Spec.MaxSteps
+	}
+	if a.MaxSteps > 0 {
+		return a.MaxSteps
+	}
+	return 10
+}
+
+func (a Agent) hasTool(name string) bool {
+	for _, s := range a.Tools {
+		if s.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+func (a Agent) toolNames() []string {
+	n := make([]string, len(a.Tools))
+	for i, s := range a.Tools {
+		n[i] = s.Name
+	}
+	return n
+}
+
+// phase is where a task stands in the function-calling loop.
+type phase int
+
+const (
+	phaseQueued     phase = iota // submitted while another task runs
+	phaseNeedModel               // next: ask the model
+	phaseAwaitModel              // a ModelRequested has no ModelResponded yet
+	phaseGotReply                // a ModelResponded has not been acted on yet
+	phaseAwaitTools              // some ToolCallRequested have no ToolCallCompleted
+	phaseDone
+)
+
+type callState struct {
+	eventID string
+	req     messages.ToolCallRequested
+	done    bool
+	result  messages.ToolCallCompleted
+}
+
+type taskState struct {
+	ID      string // the TaskSubmitted event ID; the correlation ID of the task's events
+	Seq     uint64
+	Spec    messages.TaskSubmitted
+	phase   phase
+	Steps   int
+	Usage   messages.Usage
+	Status  string
+	Output  string
+	Error   string
+	modelID string // event ID of the pending ModelRequested
+	model   messages.ModelRequested
+	reply   messages.ModelResponded
+	replyID string
+	calls   []*callState
+}
+
+// SessionState is a session folded from its events. The zero value is not usable:
+// start from NewSessionState.
+type SessionState struct {
+	SessionID string
+	// LastSeq is the seq of the latest applied event.
+	LastSeq uint64
+	// LastTS is the timestamp of the latest applied event.
+	LastTS  int64
+	history []messages.ChatMessage
+	tasks   []*taskState
+	active  *taskState
+	seen    map[string]struct{}
+}
+
+// NewSessionState returns the state of a session with no events.
+func NewSessionState(sessionID string) *SessionState {
+	return &SessionState{SessionID: sessionID, seen: map[string]struct{}{}}
+}
+
+// Seen reports whether an event with this ID was applied (ingress deduplication).
+func (s *SessionState) Seen(id string) bool {
+	_, ok := s.seen[id]
+	return ok
+}
+
+// Active reports the running task's ID, or "" when the session is idle.
+func (s *SessionState) Active() string {
+	if s.active == nil {
+		return ""
+	}
+	return s.active.ID
+}
+
+// Status reports the session's status: the status of its latest task.
+func (s *SessionState) Status() (status, output, errMsg string) {
+	if len(s.tasks) == 0 {
+		return "", "", ""
+	}
+	t := s.tasks[len(s.tasks)-1]
+	return t.Status, t.Output, t.Error
+}
+
+// Apply folds one event into the state. Events must come in seq order without gaps.
+func (s *SessionState) Apply(e messages.Envelope) error {
+	if e.SessionID != s.SessionID {
+		return fmt.Errorf("actors: event %s of session %s applied to session %s", e.ID, e.SessionID, s.SessionID)
+	}
+	if e.Seq != s.LastSeq+1 {
+		return fmt.Errorf("actors: session %s: event seq %d follows %d: the log has a gap or a duplicate", s.SessionID, e.Seq, s.LastSeq)
+	}
+	p, err := e.Decode()
+	if err != nil {
+		return err
+	}
+	s.LastSeq = e.Seq
+	s.LastTS = e.TS
+	s.seen[e.ID] = struct{}{}
+	t := s.active
+	switch p := p.(type) {
+	case *messages.TaskSubmitted:
+		nt := &taskState{ID: e.ID, Seq: e.Seq, Spec: *p, phase: phaseQueued, Status: messages.StatusRunning}
+		s.tasks = append(s.tasks, nt)
+		if s.active == nil {
+			s.activate(nt)
+		}
+	case *messages.ModelRequested:
+		if t == nil || e.CorrelationID != t.ID {
+			return nil
+		}
+		t.phase, t.Steps, t.model, t.modelID = phaseAwaitModel, p.Step, *p, e.ID
+	case *messages.ModelResponded:
+		if t == nil || t.phase != phaseAwaitModel || p.Key != t.model.Key {
+			return nil // a stale or duplicate answer
+		}
+		t.phase, t.reply, t.replyID = phaseGotReply, *p, e.ID
+		t.Usage = t.Usage.Add(p.Usage)
+		if p.Error == "" {
+			s.history = append(s.history, p.Message)
+		}
+	case *messages.ToolCallRequested:
+		if t == nil || e.CorrelationID != t.ID {
+			return nil
+		}
+		if t.phase == phaseGotReply {
+			t.calls = t.calls[:0]
+		}
+		t.phase = phaseAwaitTools
+		t.calls = append(t.calls, &callState{eventID: e.ID, req: *p})
+	case *messages.ToolCallCompleted:
+		if t == nil || t.phase != phaseAwaitTools {
+			return nil
+		}
+		all := true
+		for _, c := range t.calls {
+			if c.req.Key == p.Key && !c.done {
+				c.done, c.result = true, *p
+			}
+			all = all && c.done
+		}
+		if all {
+			for _, c := range t.calls {
+				s.history = append(s.history, toolMessage(c.result))
+			}
+			t.phase = phaseNeedModel
+		}
+	case *messages.TaskCompleted:
+		if t != nil && e.CorrelationID == t.ID {
+			t.phase, t.Status, t.Output = phaseDone, messages.StatusCompleted, p.Output
+			s.next()
+		}
+	case *messages.TaskFailed:
+		if t != nil && e.CorrelationID == t.ID {
+			t.phase, t.Status, t.Error = phaseDone, messages.StatusFailed, p.Error
+			s.next()
+		}
+	}
+	return nil
+}
+
+func toolMessage(r messages.ToolCallCompleted) messages.ChatMessage {
+	content := r.Result
+	if r.Error != "" {
+		content = "error: " + r.Error
+	}
+	return messages.ChatMessage{Role: messages.RoleTool, ToolCallID: r.CallID, Name: r.Tool, Content: content}
+}
+
+func (s *SessionState) activate(t *taskState) {
+	s.active = t
+	t.phase = phaseNeedModel
+	s.history = append(s.history, messages.ChatMessage{Role: messages.RoleUser, Content: t.Spec.Input})
+}
+
+func (s *SessionState) next() {
+	s.active = nil
+	for _, t := range s.tasks {
+		if t.phase == phaseQueued {
+			s.activate(t)
+			return
+		}
+	}
+}
+
+// Decision is an event the agent decided to record next: its payload, the event that
+// caused it and the task it belongs to.
+type Decision struct {
+	Payload     messages.Payload
+	CausationID string
+	TaskID      string
+}
+
+// Decide returns the next event the agent records, or nil when it waits for an effect
+// (a model or tool result) or has nothing to do. nextSeq is the seq the event will get;
+// nowUS is the current time in Unix microseconds (only deadlines read it). Decide is
+// pure: the same state, nextSeq and nowUS always give the same decision.
+func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
+	t := s.active
+	if t == nil {
+		return nil
+	}
+	d := func(p messages.Payload, cause string) *Decision {
+		return &Decision{Payload: p, CausationID: cause, TaskID: t.ID}
+	}
+	if t.Spec.DeadlineUS > 0 && nowUS >= t.Spec.DeadlineUS {
+		return d(&messages.TaskFailed{Reason: messages.ReasonDeadline, Error: "the task's deadline passed", Steps: t.Steps, Usage: t.Usage}, t.ID)
+	}
+	switch t.phase {
+	case phaseNeedModel:
+		if max := a.maxSteps(t); t.Steps >= max {
+			return d(&messages.TaskFailed{Reason: messages.ReasonMaxSteps, Error: fmt.Sprintf("stopped after %d model calls without a final answer", max), Steps: t.Steps, Usage: t.Usage}, t.ID)
+		}
+		req := s.Request(a)
+		req.Step = t.Steps + 1
+		return d(&messages.ModelRequested{
+			Key: effectKey(s.SessionID, nextSeq), Model: a.Model, Step: t.Steps + 1,
+			Messages: len(req.Messages), PromptHash: llm.PromptHash(req), Tools: a.toolNames(),
+		}, t.ID)
+	case phaseGotReply:
+		r := t.reply
+		if r.Error != "" {
+			return d(&messages.TaskFailed{Reason: messages.ReasonModelError, Error: r.Error, Steps: t.Steps, Usage: t.Usage}, t.replyID)
+		}
+		if len(r.Message.ToolCalls) == 0 {
+			return d(&messages.TaskCompleted{Output: r.Message.Content, Steps: t.Steps, Usage: t.Usage}, t.replyID)
+		}
+		c := r.Message.ToolCalls[0]
+		return d(&messages.ToolCallRequested{Key: effectKey(s.SessionID, nextSeq), CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Step: t.Steps}, t.replyID)
+	case phaseAwaitTools:
+		// Request the remaining calls of the reply, one decision each.
+		if calls := t.reply.Message.ToolCalls; len(t.calls) < len(calls) {
+			c := calls[len(t.calls)]
+			return d(&messages.ToolCallRequested{Key: effectKey(s.SessionID, nextSeq), CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Step: t.Steps}, t.replyID)
+		}
+		// A call to a tool the agent does not have is answered here, without an effect.
+		for _, c := range t.calls {
+			if !c.done && !a.hasTool(c.req.Tool) {
+				return d(&messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool,
+					Error: fmt.Sprintf("unknown tool %q; available tools: %s", c.req.Tool, strings.Join(a.toolNames(), ", "))}, c.eventID)
+			}
+		}
+	}
+	return nil
+}
+
+// effectKey is the idempotency key of the effect requested by the event at seq: unique
+// per session, and the same whenever the fold reaches the same decision.
+func effectKey(sessionID string, seq uint64) string {
+	return fmt.Sprintf("%s/%d", sessionID, seq)
+}
+
+// Request builds the model request for the active task's next step from the state.
+func (s *SessionState) Request(a Agent) llm.Request {
+	msgs := make([]messages.ChatMessage, 0, len(s.history)+1)
+	if a.SystemPrompt != "" {
+		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleSystem, Content: a.SystemPrompt})
+	}
+	msgs = append(msgs, s.history...)
+	req := llm.Request{Messages: msgs, Tools: a.Tools}
+	if s.active != nil {
+		req.Step = s.active.Steps
+		if s.active.phase == phaseAwaitModel {
+			req.Key = s.active.model.Key
+		}
+	}
+	return req
+}
+
+// PendingModel returns the model call that was requested and not answered, if any.
+func (s *SessionState) PendingModel() (messages.ModelRequested, string, bool) {
+	if t := s.active; t != nil && t.phase == phaseAwaitModel {
+		return t.model, t.modelID, true
+	}
+	return messages.ModelRequested{}, "", false
+}
+
+// PendingCalls returns the tool calls that were requested and not answered, in order,
+// with the IDs of their request events.
+func (s *SessionState) PendingCalls() []PendingCall {
+	t := s.active
+	if t == nil || t.phase != phaseAwaitTools {
+		return nil
+	}
+	var out []PendingCall
+	for _, c := range t.calls {
+		if !c.done {
+			out = append(out, PendingCall{EventID: c.eventID, Request: c.req})
+		}
+	}
+	return out
+}
+
+// PendingCall is a requested, unanswered tool call.
+type PendingCall struct {
+	EventID string
+	Request messages.ToolCallRequested
+}
+
+// TaskOf returns the task whose ID is id, for callers that need its outcome.
+func (s *SessionState) Task(id string) (status, output, errMsg string, ok bool) {
+	for _, t := range s.tasks {
+		if t.ID == id {
+			return t.Status, t.Output, t.Error, true
+		}
+	}
+	return "", "", "", false
+}

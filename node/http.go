@@ -1,0 +1,284 @@
+package node
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// maxBody bounds a request body; the input itself is bounded by Task.Validate.
+const maxBody = 2 << 20
+
+// Handler returns the node's HTTP API:
+//
+//	POST /v1/tasks                     submit a task → 202 {"session_id"}
+//	GET  /v1/sessions                  list sessions
+//	GET  /v1/sessions/{id}             status, output, error
+//	GET  /v1/sessions/{id}/events      the session's events in seq order
+//	GET  /v1/sessions/{id}/stream      the same as Server-Sent Events, live
+//	POST /v1/sessions/{id}/cancel      cancel the running task
+//	GET  /healthz
+func (n *Node) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/tasks", n.postTask)
+	mux.HandleFunc("GET /v1/sessions", n.listSessions)
+	mux.HandleFunc("GET /v1/sessions/{id}", n.getSession)
+	mux.HandleFunc("GET /v1/sessions/{id}/events", n.getEvents)
+	mux.HandleFunc("GET /v1/sessions/{id}/stream", n.stream)
+	mux.HandleFunc("POST /v1/sessions/{id}/cancel", n.cancel)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	return mux
+}
+
+type apiError struct {
+	Error string `json:"error"`
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, apiError{Error: fmt.Sprintf(format, args...)})
+}
+
+func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", maxBody)
+		return
+	}
+	t, err := DecodeTask(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	id, err := n.Submit(r.Context(), t)
+	switch {
+	case errors.Is(err, ErrBadTask):
+		writeError(w, http.StatusBadRequest, "%v", err)
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "the task was not accepted: %v", err)
+	default:
+		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id})
+	}
+}
+
+// DecodeTask parses a task body strictly: unknown fields, trailing data and wrong
+// types are errors wrapping ErrBadTask that say what was wrong.
+func DecodeTask(body []byte) (Task, error) {
+	var t Task
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&t); err != nil {
+		return Task{}, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
+	}
+	if d.More() {
+		return Task{}, fmt.Errorf("%w: trailing data after the JSON object", ErrBadTask)
+	}
+	return t, t.Validate()
+}
+
+// SessionStatus is the body of GET /v1/sessions/{id}.
+type SessionStatus = messages.TaskResult
+
+// Status folds a session's events into its status; ok is false for an unknown session.
+func (n *Node) Status(r *http.Request, id string) (SessionStatus, bool, error) {
+	events, err := n.log.Read(r.Context(), id, 1)
+	if err != nil || len(events) == 0 {
+		return SessionStatus{}, false, err
+	}
+	st := actors.NewSessionState(id)
+	for _, e := range events {
+		if err := st.Apply(e); err != nil {
+			return SessionStatus{}, true, err
+		}
+	}
+	status, out, errMsg := st.Status()
+	return SessionStatus{SessionID: id, Status: status, Output: out, Error: errMsg}, true, nil
+}
+
+func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	s, ok, err := n.Status(r, id)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
+	case !ok:
+		writeError(w, http.StatusNotFound, "no session %q", id)
+	default:
+		writeJSON(w, http.StatusOK, s)
+	}
+}
+
+func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
+	limit := 100
+	if v := r.URL.Query().Get("limit"); v != "" {
+		l, err := strconv.Atoi(v)
+		if err != nil || l < 1 || l > 10000 {
+			writeError(w, http.StatusBadRequest, "limit must be an integer between 1 and 10000")
+			return
+		}
+		limit = l
+	}
+	infos, err := n.log.Sessions(r.Context(), eventlog.Filter{Limit: limit})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	if infos == nil {
+		infos = []eventlog.SessionInfo{}
+	}
+	writeJSON(w, http.StatusOK, infos)
+}
+
+func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	events, err := n.log.Read(r.Context(), id, 1)
+	switch {
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
+	case len(events) == 0:
+		writeError(w, http.StatusNotFound, "no session %q", id)
+	default:
+		writeJSON(w, http.StatusOK, events)
+	}
+}
+
+func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, ok, err := n.Status(r, id); err != nil || !ok {
+		writeError(w, http.StatusNotFound, "no session %q", id)
+		return
+	}
+	err := n.Cancel(r.Context(), id, "cancelled through the HTTP API")
+	switch {
+	case errors.Is(err, actors.ErrNoRunningTask):
+		writeError(w, http.StatusConflict, "session %s has no running task", id)
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+	default:
+		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "status": "cancelling"})
+	}
+}
+
+// stream sends a session's events as Server-Sent Events: first those in the log after
+// Last-Event-ID (the seq), then live ones, in seq order without duplicates. A watcher
+// that falls behind the live feed catches up from the log.
+func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming is not supported by this connection")
+		return
+	}
+	var last uint64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		seq, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "Last-Event-ID must be a seq number")
+			return
+		}
+		last = seq
+	}
+	live, stop := n.Watch(id)
+	defer func() { stop() }()
+	backlog, err := n.log.Read(r.Context(), id, last+1)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
+		return
+	}
+	if len(backlog) == 0 && last == 0 {
+		writeError(w, http.StatusNotFound, "no session %q", id)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	send := func(e messages.Envelope) bool {
+		if e.Seq <= last {
+			return true
+		}
+		b, err := messages.Marshal(e)
+		if err != nil {
+			return false
+		}
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b); err != nil {
+			return false
+		}
+		last = e.Seq
+		return true
+	}
+	for _, e := range backlog {
+		if !send(e) {
+			return
+		}
+	}
+	fl.Flush()
+	heartbeat := time.NewTicker(15 * time.Second)
+	defer heartbeat.Stop()
+	pending := map[uint64]messages.Envelope{}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-n.streamsDone:
+			return
+		case <-heartbeat.C:
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		case e, open := <-live:
+			if !open {
+				// Fell behind (or the node is closing): catch up from the log.
+				if n.hub.isClosed() {
+					return
+				}
+				live, stop = n.Watch(id)
+				more, err := n.log.Read(r.Context(), id, last+1)
+				if err != nil {
+					return
+				}
+				for _, e := range more {
+					if !send(e) {
+						return
+					}
+				}
+				fl.Flush()
+				continue
+			}
+			// Live events can overtake the backlog read; keep them in seq order.
+			pending[e.Seq] = e
+			for {
+				next, ok := pending[last+1]
+				if !ok {
+					break
+				}
+				delete(pending, last+1)
+				if !send(next) {
+					return
+				}
+			}
+			for seq := range pending {
+				if seq <= last {
+					delete(pending, seq)
+				}
+			}
+			fl.Flush()
+		}
+	}
+}

@@ -1,0 +1,391 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// TopicPoison receives bus messages that could not be handled, with the reason in
+// their metadata (key "reason_poisoned").
+const TopicPoison = "troupe.poison"
+
+// DefaultSystemPrompt is the default agent's system prompt.
+const DefaultSystemPrompt = "You are a helpful agent running on Troupe. Use the tools when they help; answer concisely."
+
+// Config configures a node. The zero value runs an embedded node in ./.troupe on the
+// offline model with the calculator and clock tools.
+type Config struct {
+	// DataDir holds the embedded event log (default ./.troupe).
+	DataDir string
+	// Log overrides the event log; when nil, a SQLite log is opened in DataDir.
+	Log eventlog.Log
+	// Model answers every model call (default llm.Offline).
+	Model llm.Model
+	// Tools are offered to the agent (default calculator and clock).
+	Tools []tools.Tool
+	// SystemPrompt opens every conversation (default DefaultSystemPrompt).
+	SystemPrompt string
+	// MaxSteps bounds the model calls of a task (default 10).
+	MaxSteps int
+	// MaxParallelTools bounds one session's tool calls in flight (default 4).
+	MaxParallelTools int
+	// ToolTimeout bounds one tool call (default 30 s).
+	ToolTimeout time.Duration
+	// ModelTimeout bounds one model call (default 2 minutes).
+	ModelTimeout time.Duration
+	// IdleTimeout passivates idle session actors (default 1 minute).
+	IdleTimeout time.Duration
+	// SubmitTimeout bounds how long ingress waits for a task to be recorded (default 30 s).
+	SubmitTimeout time.Duration
+	Clock         actors.Clock
+	IDs           actors.IDs
+	Logger        *slog.Logger
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 {
+		return errors.New("node: limits and timeouts must not be negative")
+	}
+	seen := map[string]bool{}
+	for _, t := range c.Tools {
+		n := t.Spec().Name
+		if seen[n] {
+			return fmt.Errorf("node: two tools are named %q", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.DataDir == "" {
+		c.DataDir = ".troupe"
+	}
+	if c.Model == nil {
+		c.Model = llm.Offline{}
+	}
+	if c.Tools == nil {
+		c.Tools = []tools.Tool{tools.Calculator{}, tools.NewClock(c.Clock)}
+	}
+	if c.SystemPrompt == "" {
+		c.SystemPrompt = DefaultSystemPrompt
+	}
+	if c.SubmitTimeout <= 0 {
+		c.SubmitTimeout = 30 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = actors.SystemClock{}
+	}
+	if c.IDs == nil {
+		c.IDs = actors.UUIDv7{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Node is one running Troupe node.
+type Node struct {
+	cfg    Config
+	log    eventlog.Log
+	ownLog bool
+	bus    *gochannel.GoChannel
+	system *actor.ActorSystem
+	host   *actor.PID
+	effect []*actor.PID
+	router *message.Router
+	hub    *Hub
+
+	streamsOnce sync.Once
+	streamsDone chan struct{}
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New builds a node. It opens (and locks) the event log; nothing runs until Run.
+func New(ctx context.Context, cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{})}
+	if n.log == nil {
+		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
+		if err != nil {
+			return nil, err
+		}
+		n.log, n.ownLog = l, true
+	}
+	wlog := watermill.NewSlogLogger(cfg.Logger)
+	// BlockPublishUntilSubscriberAck keeps per-session order: GoChannel otherwise hands
+	// each message to its own goroutine.
+	n.bus = gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 1024, BlockPublishUntilSubscriberAck: true}, wlog)
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
+
+	specs := make([]messages.ToolSpec, 0, len(cfg.Tools))
+	toolPIDs := map[string]*actor.PID{}
+	for _, t := range cfg.Tools {
+		spec := t.Spec()
+		specs = append(specs, spec)
+		pid, err := n.system.Root.SpawnNamed(actors.NewToolActorProps(actors.ToolActorConfig{Tool: t, Timeout: cfg.ToolTimeout, Logger: cfg.Logger}), "tool/"+spec.Name)
+		if err != nil {
+			return nil, n.fail(fmt.Errorf("node: spawn tool %s: %w", spec.Name, err))
+		}
+		toolPIDs[spec.Name] = pid
+		n.effect = append(n.effect, pid)
+	}
+	model, err := n.system.Root.SpawnNamed(actors.NewModelActorProps(actors.ModelActorConfig{Model: cfg.Model, Timeout: cfg.ModelTimeout, Logger: cfg.Logger}), "model")
+	if err != nil {
+		return nil, n.fail(fmt.Errorf("node: spawn model actor: %w", err))
+	}
+	n.effect = append(n.effect, model)
+	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
+		Store: n.log, Publisher: n.bus, Model: model, Tools: toolPIDs, Clock: cfg.Clock,
+		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
+		Agent: actors.Agent{Name: "default", SystemPrompt: cfg.SystemPrompt, Model: cfg.Model.Name(), Tools: specs, MaxSteps: cfg.MaxSteps},
+	}), "sessions")
+	if err != nil {
+		return nil, n.fail(fmt.Errorf("node: spawn session host: %w", err))
+	}
+
+	n.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, wlog)
+	if err != nil {
+		return nil, n.fail(err)
+	}
+	poison, err := middleware.PoisonQueueWithFilter(n.bus, TopicPoison, func(err error) bool { return errors.Is(err, errPermanent) })
+	if err != nil {
+		return nil, n.fail(err)
+	}
+	n.router.AddMiddleware(
+		middleware.Recoverer,
+		poison,
+		middleware.Retry{MaxRetries: 5, InitialInterval: 50 * time.Millisecond, MaxInterval: 2 * time.Second, Multiplier: 2,
+			ShouldRetry: func(params middleware.RetryParams) bool { return !errors.Is(params.Err, errPermanent) },
+			Logger:      wlog}.Middleware,
+	)
+	n.router.AddConsumerHandler("tasks", messages.TopicTasks, n.bus, n.handleTask)
+	n.hub = newHub()
+	n.router.AddConsumerHandler("events-hub", messages.TopicEvents, n.bus, n.hub.handle)
+	return n, nil
+}
+
+func (n *Node) fail(err error) error {
+	_ = n.Close()
+	return err
+}
+
+// errPermanent marks a bus message that can never be handled: it goes to TopicPoison.
+var errPermanent = errors.New("permanent failure")
+
+func (n *Node) handleTask(msg *message.Message) error {
+	env, err := messages.Unmarshal(msg.Payload)
+	if err != nil {
+		return fmt.Errorf("%w: task message %s: %w", errPermanent, msg.UUID, err)
+	}
+	res, err := n.system.Root.RequestFuture(n.host, &actors.SubmitTask{Envelope: env}, n.cfg.SubmitTimeout).Result()
+	if err != nil {
+		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
+	}
+	if err, ok := res.(error); ok {
+		return fmt.Errorf("%w: task %s for session %s: %w", errPermanent, env.ID, env.SessionID, err)
+	}
+	return nil
+}
+
+// Run serves until ctx is done: it resumes sessions left running by an earlier
+// process, then routes tasks. It returns after the router stopped.
+func (n *Node) Run(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- n.router.Run(ctx) }()
+	select {
+	case <-n.router.Running():
+	case err := <-errc:
+		return err
+	}
+	if err := n.resume(ctx); err != nil {
+		n.cfg.Logger.Error("resume sessions", "err", err)
+	}
+	return <-errc
+}
+
+// Running is closed once the node routes tasks.
+func (n *Node) Running() <-chan struct{} { return n.router.Running() }
+
+// resume wakes every session whose latest task is unfinished.
+func (n *Node) resume(ctx context.Context) error {
+	infos, err := n.log.Sessions(ctx, eventlog.Filter{})
+	if err != nil {
+		return err
+	}
+	count := 0
+	for _, s := range infos {
+		if s.Status == messages.StatusRunning {
+			n.system.Root.Send(n.host, &actors.ResumeSession{SessionID: s.ID})
+			count++
+		}
+	}
+	if count > 0 {
+		n.cfg.Logger.Info("resuming unfinished sessions", "count", count)
+	}
+	return nil
+}
+
+// Task is what ingress accepts: the body of POST /v1/tasks and of a troupe.tasks message.
+type Task struct {
+	Input     string `json:"input"`
+	SessionID string `json:"session_id,omitempty"`
+	Agent     string `json:"agent,omitempty"`
+	MaxSteps  int    `json:"max_steps,omitempty"`
+	// DeadlineMS is a relative deadline in milliseconds from submission.
+	DeadlineMS int64  `json:"deadline_ms,omitempty"`
+	ReplyTopic string `json:"reply_topic,omitempty"`
+}
+
+var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
+
+// ErrBadTask is wrapped by every validation error of a submitted task.
+var ErrBadTask = errors.New("bad task")
+
+// Validate reports what is wrong with a task, if anything.
+func (t Task) Validate() error {
+	switch {
+	case t.Input == "":
+		return fmt.Errorf("%w: input is required", ErrBadTask)
+	case len(t.Input) > 1<<20:
+		return fmt.Errorf("%w: input is %d bytes, the limit is 1 MiB", ErrBadTask, len(t.Input))
+	case t.SessionID != "" && !sessionIDPattern.MatchString(t.SessionID):
+		return fmt.Errorf("%w: session_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit", ErrBadTask)
+	case t.MaxSteps < 0 || t.MaxSteps > 1000:
+		return fmt.Errorf("%w: max_steps must be between 0 and 1000", ErrBadTask)
+	case t.DeadlineMS < 0:
+		return fmt.Errorf("%w: deadline_ms must not be negative", ErrBadTask)
+	case t.Agent != "" && t.Agent != "default":
+		return fmt.Errorf("%w: unknown agent %q (this node runs \"default\")", ErrBadTask, t.Agent)
+	}
+	return nil
+}
+
+// Submit validates a task, publishes it on messages.TopicTasks and returns once the
+// session recorded it. It returns the session ID (a new one when the task names none).
+func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
+	if err := t.Validate(); err != nil {
+		return "", err
+	}
+	if t.SessionID == "" {
+		t.SessionID = n.cfg.IDs.NewID()
+	}
+	p := &messages.TaskSubmitted{Input: t.Input, Agent: t.Agent, MaxSteps: t.MaxSteps, ReplyTopic: t.ReplyTopic}
+	now := n.cfg.Clock.Now()
+	if t.DeadlineMS > 0 {
+		p.DeadlineUS = now.Add(time.Duration(t.DeadlineMS) * time.Millisecond).UnixMicro()
+	}
+	env, err := messages.NewEnvelope(p)
+	if err != nil {
+		return "", err
+	}
+	env.ID, env.SessionID, env.TS, env.Actor = n.cfg.IDs.NewID(), t.SessionID, now.UnixMicro(), "ingress"
+	b, err := messages.Marshal(env)
+	if err != nil {
+		return "", err
+	}
+	msg := message.NewMessage(env.ID, b)
+	msg.Metadata.Set(messages.MetaSessionID, env.SessionID)
+	msg.Metadata.Set(messages.MetaType, string(env.Type))
+	msg.SetContext(ctx)
+	if err := n.bus.Publish(messages.TopicTasks, msg); err != nil {
+		return "", fmt.Errorf("node: publish task: %w", err)
+	}
+	return t.SessionID, nil
+}
+
+// Cancel stops a session's running task.
+func (n *Node) Cancel(ctx context.Context, sessionID, reason string) error {
+	res, err := n.system.Root.RequestFuture(n.host, &actors.CancelTask{SessionID: sessionID, Reason: reason}, n.cfg.SubmitTimeout).Result()
+	if err != nil {
+		return err
+	}
+	if err, ok := res.(error); ok {
+		return err
+	}
+	return nil
+}
+
+// Log returns the node's event log.
+func (n *Node) Log() eventlog.Log { return n.log }
+
+// Bus returns the node's publisher and subscriber (the embedded GoChannel).
+func (n *Node) Bus() *gochannel.GoChannel { return n.bus }
+
+// Watch subscribes to a session's live events. The channel closes when cancel is
+// called or when the subscriber fell behind (read the log from the last seq seen).
+func (n *Node) Watch(sessionID string) (<-chan messages.Envelope, func()) {
+	return n.hub.subscribe(sessionID)
+}
+
+// CloseStreams ends every live SSE stream; an HTTP server calls it when it shuts down.
+func (n *Node) CloseStreams() {
+	n.streamsOnce.Do(func() { close(n.streamsDone) })
+}
+
+// Close stops the node: ingress first, then the session actors (each finishes the
+// message it is handling, so nothing is half-written; unfinished tasks stay resumable
+// from the log), then the effect actors, the bus and the log. It is idempotent.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		var errs []error
+		n.CloseStreams()
+		if n.router != nil {
+			errs = append(errs, n.router.Close())
+		}
+		if n.system != nil {
+			if n.host != nil {
+				_ = n.system.Root.PoisonFuture(n.host).Wait()
+			}
+			for _, pid := range n.effect {
+				n.system.Root.Stop(pid)
+			}
+			n.system.Shutdown()
+		}
+		if n.hub != nil {
+			n.hub.close()
+		}
+		if n.bus != nil {
+			errs = append(errs, n.bus.Close())
+		}
+		if n.ownLog {
+			errs = append(errs, n.log.Close())
+		}
+		n.closeErr = errors.Join(errs...)
+	})
+	return n.closeErr
+}
+
+// DataDir returns the absolute data directory of an embedded node.
+func (n *Node) DataDir() string {
+	abs, err := filepath.Abs(n.cfg.DataDir)
+	if err != nil {
+		return n.cfg.DataDir
+	}
+	return abs
+}
