@@ -10,9 +10,19 @@ import (
 // Config configures an embedded event log. Only Dir is required; a zero field takes
 // the default named in its comment.
 type Config struct {
-	// Dir is the data directory. Open creates it if needed; it holds the database
+	// Dir is the data directory. Open creates it if needed (unless ReadOnly); it holds the database
 	// (events.db with its -wal and -shm files) and the LOCK file.
 	Dir string
+	// ReadOnly opens an existing log for reading only, such as to replay or inspect a
+	// data directory while a node holds it. A read-only Log takes no lock, creates no
+	// directory or database, starts no writer, and never writes the database file:
+	// Append fails with ErrReadOnly, Read and Sessions see what the writer committed,
+	// also after the open. A missing directory or database, or one without a schema
+	// yet, is an error wrapping ErrNoLog; a schema older than SchemaVersion must be
+	// migrated by opening the log once without ReadOnly. As a WAL reader it shares
+	// the -shm file with the writer, creating it (and -wal) if they are missing. The
+	// write options (SyncFull, MaxGroupEvents, QueueSize, CloseTimeout) are ignored.
+	ReadOnly bool
 	// BusyTimeout is how long a connection waits for a database lock held by another
 	// connection, such as a checkpoint or an external sqlite3 shell. Default 5s.
 	BusyTimeout time.Duration
@@ -81,17 +91,19 @@ func (c Config) Validate() error {
 	if c.BusyTimeout < 0 {
 		errs = append(errs, fmt.Errorf("BusyTimeout is %s, want >= 0", c.BusyTimeout))
 	}
-	if c.MaxGroupEvents < 0 {
-		errs = append(errs, fmt.Errorf("MaxGroupEvents is %d, want >= 0", c.MaxGroupEvents))
-	}
-	if c.QueueSize < 0 {
-		errs = append(errs, fmt.Errorf("QueueSize is %d, want >= 0", c.QueueSize))
-	}
 	if c.ReadConns < 0 {
 		errs = append(errs, fmt.Errorf("ReadConns is %d, want >= 0", c.ReadConns))
 	}
-	if c.CloseTimeout < 0 {
-		errs = append(errs, fmt.Errorf("CloseTimeout is %s, want >= 0", c.CloseTimeout))
+	if !c.ReadOnly { // a read-only Log ignores the write options
+		if c.MaxGroupEvents < 0 {
+			errs = append(errs, fmt.Errorf("MaxGroupEvents is %d, want >= 0", c.MaxGroupEvents))
+		}
+		if c.QueueSize < 0 {
+			errs = append(errs, fmt.Errorf("QueueSize is %d, want >= 0", c.QueueSize))
+		}
+		if c.CloseTimeout < 0 {
+			errs = append(errs, fmt.Errorf("CloseTimeout is %s, want >= 0", c.CloseTimeout))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("eventlog/sqlite: invalid config: %w", err)

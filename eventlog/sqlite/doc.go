@@ -24,6 +24,15 @@
 // Checkpoints, which copy the WAL into events.db and pay the fsyncs, run on a
 // background connection so that no Append waits for them.
 //
+// # Read-only mode
+//
+// Config.ReadOnly opens the log of a data directory for reading only, while a node
+// may hold it (the replay command, tests): no lock, no writer, no files created but
+// SQLite's shared -shm/-wal, and the database file opened with mode=ro and
+// query_only. Readers in WAL mode see every transaction committed before each read,
+// also after the open. Append fails with ErrReadOnly; a directory without a log
+// fails Open with ErrNoLog.
+//
 // # Schema
 //
 // Table events holds one row per event: PRIMARY KEY (session_id, seq), UNIQUE id,

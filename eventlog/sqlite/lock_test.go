@@ -4,11 +4,13 @@ package sqlite_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,14 +52,13 @@ func TestLockInProcess(t *testing.T) {
 // helperEnv tells a re-executed test binary to act as TestHelperProcess.
 const helperEnv = "TROUPE_EVENTLOG_SQLITE_HELPER_DIR"
 
-// TestHelperProcess is not a test: TestLockAcrossProcesses runs the test binary
-// again with helperEnv set, and this function then plays the other node. It opens
+// TestHelperProcess is not a test: startHelper runs the test binary again with helperEnv set, and this function then plays the other node. It opens
 // the log, appends the events its parent asked for, says "ready", and waits for
 // its stdin to close; the parent kills it with SIGKILL long before that.
 func TestHelperProcess(t *testing.T) {
 	dir := os.Getenv(helperEnv)
 	if dir == "" {
-		t.Skip("helper process of TestLockAcrossProcesses")
+		t.Skip("helper process of TestLockAcrossProcesses and TestReadOnlyAcrossProcesses")
 	}
 	n, _ := strconv.Atoi(os.Getenv(helperEnv + "_EVENTS"))
 	ctx := testCtx(t)
@@ -77,26 +78,18 @@ func TestHelperProcess(t *testing.T) {
 	_ = l.Close()
 }
 
-// TestLockAcrossProcesses runs a second node as a child process on the same data
-// directory: while it lives, Open fails with ErrLocked naming the directory and the
-// child's pid. Then the child is killed with SIGKILL, mid-flight: the kernel releases
-// its lock, and every append it saw succeed is in the log (synchronous=NORMAL in WAL
-// mode is durable across a process crash).
-func TestLockAcrossProcesses(t *testing.T) {
-	if os.Getenv(helperEnv) != "" {
-		t.Skip("running as the helper process")
-	}
-	const events = 50
-	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
+// startHelper runs the test binary again as TestHelperProcess on dir, and returns
+// once the helper has appended events events and holds the directory. The helper is
+// killed at the end of the test.
+func startHelper(ctx context.Context, t *testing.T, dir string, events int) *exec.Cmd {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), helperEnv+"="+dir, helperEnv+"_EVENTS="+strconv.Itoa(events))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer stdin.Close()
+	t.Cleanup(func() { _ = stdin.Close() })
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +97,7 @@ func TestLockAcrossProcesses(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
 	ready := make(chan error, 1)
 	go func() {
@@ -125,10 +118,27 @@ func TestLockAcrossProcesses(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-ctx.Done():
-		t.Fatal("the helper process was not ready within two minutes")
+		t.Fatal("the helper process was not ready in time")
 	}
+	return cmd
+}
 
-	_, err = sqlite.Open(ctx, sqlite.Config{Dir: dir})
+// TestLockAcrossProcesses runs a second node as a child process on the same data
+// directory: while it lives, Open fails with ErrLocked naming the directory and the
+// child's pid. Then the child is killed with SIGKILL, mid-flight: the kernel releases
+// its lock, and every append it saw succeed is in the log (synchronous=NORMAL in WAL
+// mode is durable across a process crash).
+func TestLockAcrossProcesses(t *testing.T) {
+	if os.Getenv(helperEnv) != "" {
+		t.Skip("running as the helper process")
+	}
+	const events = 50
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := startHelper(ctx, t, dir, events)
+
+	_, err := sqlite.Open(ctx, sqlite.Config{Dir: dir})
 	if !errors.Is(err, eventlog.ErrLocked) {
 		t.Fatalf("Open while another process holds the directory = %v, want ErrLocked", err)
 	}
@@ -154,5 +164,73 @@ func TestLockAcrossProcesses(t *testing.T) {
 	infos, err := l.Sessions(ctx, eventlog.Filter{})
 	if err != nil || len(infos) != 1 || infos[0].Events != events || infos[0].LastSeq != events {
 		t.Fatalf("Sessions after kill -9 = %+v, %v", infos, err)
+	}
+}
+
+// TestReadOnlyAcrossProcesses opens read-only a data directory that a node in
+// another process holds: it reads the events the node committed, without the lock.
+// Then the node is killed with SIGKILL, leaving its -wal and -shm files behind: a
+// read-only Log still reads every event, from the WAL, without recovering into the
+// database file.
+func TestReadOnlyAcrossProcesses(t *testing.T) {
+	if os.Getenv(helperEnv) != "" {
+		t.Skip("running as the helper process")
+	}
+	const events = 30
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	cmd := startHelper(ctx, t, dir, events)
+
+	r, err := sqlite.Open(ctx, sqlite.Config{Dir: dir, ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only Open while another process holds the directory: %v", err)
+	}
+	got, err := r.Read(ctx, "helper", 0)
+	if err != nil || len(got) != events {
+		t.Fatalf("read-only Read = %d events, %v; want %d", len(got), err, events)
+	}
+	if _, err := sqlite.Open(ctx, sqlite.Config{Dir: dir}); !errors.Is(err, eventlog.ErrLocked) {
+		t.Fatalf("Open beside the helper = %v, want ErrLocked: the read-only open must not disturb its lock", err)
+	}
+
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "events.db-wal")); err != nil || fi.Size() == 0 {
+		t.Fatalf("after kill -9 the -wal file should hold the events: %v, %v", fi, err)
+	}
+
+	db := filepath.Join(dir, "events.db")
+	before, err := os.ReadFile(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := sqlite.Open(ctx, sqlite.Config{Dir: dir, ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only Open after the writer died: %v", err)
+	}
+	got, err = r2.Read(ctx, "helper", 0)
+	if err != nil || len(got) != events {
+		t.Fatalf("read-only Read after kill -9 = %d events, %v; want %d", len(got), err, events)
+	}
+	infos, err := r2.Sessions(ctx, eventlog.Filter{})
+	if err != nil || len(infos) != 1 || infos[0].Events != events {
+		t.Fatalf("read-only Sessions after kill -9 = %+v, %v", infos, err)
+	}
+	if err := r2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after, err := os.ReadFile(db); err != nil || !bytes.Equal(before, after) {
+		t.Fatalf("a read-only open after kill -9 changed events.db (%v)", err)
+	}
+	// The next writer recovers the WAL as usual.
+	w := open(t, sqlite.Config{Dir: dir})
+	if got, err := w.Read(ctx, "helper", 0); err != nil || len(got) != events {
+		t.Fatalf("writer after the read-only opens reads %d events, %v; want %d", len(got), err, events)
 	}
 }

@@ -62,6 +62,9 @@ var _ eventlog.Log = (*Log)(nil)
 // Open opens (creating if needed) the event log in cfg.Dir. It takes the directory's
 // lock first: if another Log holds it, in this process or another, Open fails with an
 // error wrapping eventlog.ErrLocked. It then brings the schema to SchemaVersion.
+//
+// With cfg.ReadOnly, Open instead opens an existing log for reading only, beside the
+// node that may hold it: see Config.ReadOnly.
 func Open(ctx context.Context, cfg Config) (*Log, error) {
 	return open(ctx, cfg, nil)
 }
@@ -71,6 +74,9 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
+	if cfg.ReadOnly {
+		return openReadOnly(ctx, cfg)
+	}
 	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: data directory %s: %w", cfg.Dir, err)
@@ -135,18 +141,26 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	}
 	l.rdb.SetMaxOpenConns(cfg.ReadConns)
 	l.rdb.SetMaxIdleConns(cfg.ReadConns)
-	if l.read, err = l.rdb.PrepareContext(ctx, `SELECT id, seq, type, version, causation_id, correlation_id, ts, actor, payload
-		FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq`); err != nil {
-		return nil, fmt.Errorf("eventlog/sqlite: %s: prepare read: %w", l.path, err)
-	}
-	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, status, events, last_seq, steps, started_us, updated_us
-		FROM sessions WHERE started_us >= ? ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
-		return nil, fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
+	if err := l.prepareReads(ctx); err != nil {
+		return nil, err
 	}
 
 	go l.runWriter()
 	go l.runCheckpointer()
 	return l, nil
+}
+
+// prepareReads prepares the statements of Read and Sessions on the read pool.
+func (l *Log) prepareReads(ctx context.Context) (err error) {
+	if l.read, err = l.rdb.PrepareContext(ctx, `SELECT id, seq, type, version, causation_id, correlation_id, ts, actor, payload
+		FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq`); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: prepare read: %w", l.path, err)
+	}
+	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, status, events, last_seq, steps, started_us, updated_us
+		FROM sessions WHERE started_us >= ? ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
+	}
+	return nil
 }
 
 // dsn is the modernc.org/sqlite data source name of the database at path with pragmas.
@@ -158,13 +172,17 @@ func dsn(path string, pragmas ...string) string {
 
 // Append implements eventlog.Log. The batch is validated here, then handed to the
 // writer goroutine, which may commit it in one transaction together with batches of
-// concurrent callers; each caller gets the outcome of its own batch.
+// concurrent callers; each caller gets the outcome of its own batch. On a read-only
+// Log every Append, even of an empty batch, fails with an error wrapping ErrReadOnly.
 func (l *Log) Append(ctx context.Context, events []messages.Envelope) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("eventlog/sqlite: append: %w", err)
 	}
 	if l.isClosed() {
 		return fmt.Errorf("eventlog/sqlite: append: %w", eventlog.ErrClosed)
+	}
+	if l.cfg.ReadOnly {
+		return fmt.Errorf("eventlog/sqlite: append to %s: %w", l.path, ErrReadOnly)
 	}
 	batch, err := eventlog.CheckBatch(events)
 	if err != nil {
@@ -375,6 +393,10 @@ func (l *Log) isClosed() bool {
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		close(l.closing)
+		if l.cfg.ReadOnly { // no writer, no checkpointer, no lock
+			l.closeErr = l.release()
+			return
+		}
 		timer := time.NewTimer(l.cfg.CloseTimeout)
 		defer timer.Stop()
 		select {
