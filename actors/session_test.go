@@ -26,7 +26,9 @@ type funcTool struct {
 	fn   func(ctx context.Context, c tools.Call) (string, error)
 }
 
-func (f funcTool) Spec() messages.ToolSpec { return messages.ToolSpec{Name: f.name, Description: "test tool"} }
+func (f funcTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: f.name, Description: "test tool"}
+}
 func (f funcTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	return f.fn(ctx, c)
 }

@@ -104,6 +104,16 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// NewEmbeddedBus returns the in-process bus of an embedded node: Watermill's GoChannel
+// configured to keep per-session order. By default GoChannel hands each message to
+// its own goroutine, so two messages of one session can overtake each other;
+// BlockPublishUntilSubscriberAck makes Publish wait until every subscriber acked, so
+// a publisher's messages arrive in the order it published them, and a nacked message
+// is redelivered before the next one.
+func NewEmbeddedBus(logger watermill.LoggerAdapter) *gochannel.GoChannel {
+	return gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 1024, BlockPublishUntilSubscriberAck: true}, logger)
+}
+
 // Node is one running Troupe node.
 type Node struct {
 	cfg    Config
@@ -138,9 +148,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		n.log, n.ownLog = l, true
 	}
 	wlog := watermill.NewSlogLogger(cfg.Logger)
-	// BlockPublishUntilSubscriberAck keeps per-session order: GoChannel otherwise hands
-	// each message to its own goroutine.
-	n.bus = gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 1024, BlockPublishUntilSubscriberAck: true}, wlog)
+	n.bus = NewEmbeddedBus(wlog)
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
 
 	specs := make([]messages.ToolSpec, 0, len(cfg.Tools))

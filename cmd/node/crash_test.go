@@ -1,0 +1,357 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// The crash test runs real node processes: this test binary re-executed with
+// TROUPE_CRASH_CHILD=1 is `node serve` plus a recording tool and a model that logs its
+// calls, so the parent can kill it with SIGKILL and count what happened.
+func TestMain(m *testing.M) {
+	if os.Getenv("TROUPE_CRASH_CHILD") == "1" {
+		ctx, stop := signalContext()
+		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, options{
+			extraTools: []tools.Tool{&recordTool{path: os.Getenv("TROUPE_RECORD_FILE")}},
+			wrapModel: func(m llm.Model) llm.Model {
+				return &loggedModel{Model: m, path: os.Getenv("TROUPE_MODEL_LOG")}
+			},
+		})
+		stop()
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+// recordTool performs a side effect once per idempotency key: it appends
+// "effect <key>" to a file the first time it sees a key, and "call <key>" on every
+// invocation, then takes a while to answer (so a kill can land mid-call).
+type recordTool struct {
+	path string
+	mu   sync.Mutex
+}
+
+func (r *recordTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "record", Description: "records a side effect once per key"}
+}
+
+func (r *recordTool) Call(ctx context.Context, c tools.Call) (string, error) {
+	r.mu.Lock()
+	b, err := os.ReadFile(r.path)
+	if err != nil && !os.IsNotExist(err) {
+		r.mu.Unlock()
+		return "", err
+	}
+	line := "call " + c.Key + "\n"
+	if !bytes.Contains(b, []byte("effect "+c.Key+"\n")) {
+		line += "effect " + c.Key + "\n"
+	}
+	err = appendLine(r.path, line)
+	r.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	select {
+	case <-time.After(150 * time.Millisecond):
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	return "recorded " + c.Arguments, nil
+}
+
+// loggedModel appends "<key>" to a file before each model call.
+type loggedModel struct {
+	llm.Model
+	path string
+	mu   sync.Mutex
+}
+
+func (m *loggedModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	err := appendLine(m.path, r.Key+"\n")
+	m.mu.Unlock()
+	if err != nil {
+		return llm.Response{}, err
+	}
+	return m.Model.Generate(ctx, r)
+}
+
+func appendLine(path, s string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(s); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+type child struct {
+	cmd    *exec.Cmd
+	addr   string
+	stderr *bytes.Buffer
+}
+
+func startChild(t *testing.T, dir, script, records, modelLog string) *child {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(os.Args[0], "serve", "--data", filepath.Join(dir, "data"), "--http", addr, "--model", "scripted:"+script)
+	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, addr: addr, stderr: &stderr}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return c
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("node did not come up: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (c *child) post(t *testing.T, body string) string {
+	t.Helper()
+	resp, err := http.Post("http://"+c.addr+"/v1/tasks", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		SessionID string `json:"session_id"`
+	}
+	if resp.StatusCode != http.StatusAccepted || json.NewDecoder(resp.Body).Decode(&out) != nil {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("POST /v1/tasks: %d %s", resp.StatusCode, b)
+	}
+	return out.SessionID
+}
+
+func (c *child) status(t *testing.T, id string) messages.TaskResult {
+	t.Helper()
+	resp, err := http.Get("http://" + c.addr + "/v1/sessions/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r messages.TaskResult
+	_ = json.NewDecoder(resp.Body).Decode(&r)
+	return r
+}
+
+func countLines(t *testing.T, path, prefix string) map[string]int {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return map[string]int{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]int{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, ok := strings.CutPrefix(sc.Text(), prefix); ok {
+			out[k]++
+		}
+	}
+	return out
+}
+
+// recordedEffects reads the log (read-only) and returns the keys of model calls and
+// tool calls whose results are recorded.
+func recordedEffects(t *testing.T, dataDir string) (model, tool map[string]bool, events map[string][]messages.Envelope) {
+	t.Helper()
+	ctx := context.Background()
+	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: dataDir, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	infos, err := lg.Sessions(ctx, eventlogFilter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, tool, events = map[string]bool{}, map[string]bool{}, map[string][]messages.Envelope{}
+	for _, s := range infos {
+		evs, err := lg.Read(ctx, s.ID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		events[s.ID] = evs
+		for _, e := range evs {
+			p, err := e.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch p := p.(type) {
+			case *messages.ModelResponded:
+				model[p.Key] = true
+			case *messages.ToolCallCompleted:
+				tool[p.Key] = true
+			}
+		}
+	}
+	return model, tool, events
+}
+
+func TestKillNineMidSessionResumesWithoutRepeatingEffects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills node processes")
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script.json")
+	steps := `{"name":"scripted","steps":[
+		{"tool_calls":[{"id":"a","name":"record","arguments":"{\"n\":1}"},{"id":"b","name":"record","arguments":"{\"n\":2}"}]},
+		{"tool_calls":[{"id":"c","name":"record","arguments":"{\"n\":3}"}]},
+		{"content":"all recorded"}]}`
+	if err := os.WriteFile(script, []byte(steps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	records, modelLog := filepath.Join(dir, "records.txt"), filepath.Join(dir, "model.txt")
+	const sessions = 12
+
+	first := startChild(t, dir, script, records, modelLog)
+	ids := make([]string, sessions)
+	for i := range ids {
+		ids[i] = first.post(t, fmt.Sprintf(`{"input":"record three things","session_id":"crash-%02d"}`, i))
+	}
+	// Kill once the work is well under way: every session's first tool calls ran and
+	// some second-step calls are running, so results are recorded for some calls and
+	// missing for others.
+	deadline := time.Now().Add(20 * time.Second)
+	for len(countLines(t, records, "effect ")) < 2*sessions+sessions/2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("tools never ran:\n%s", first.stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.cmd.Wait()
+
+	modelDone, toolDone, before := recordedEffects(t, filepath.Join(dir, "data"))
+	unfinished := 0
+	for _, evs := range before {
+		if last := evs[len(evs)-1].Type; last != messages.TypeTaskCompleted && last != messages.TypeTaskFailed {
+			unfinished++
+		}
+	}
+	if unfinished == 0 {
+		t.Fatal("the kill landed after every session had finished; the test proves nothing")
+	}
+	t.Logf("killed with %d of %d sessions unfinished; %d model answers and %d tool results recorded", unfinished, sessions, len(modelDone), len(toolDone))
+
+	second := startChild(t, dir, script, records, modelLog)
+	defer func() {
+		_ = second.cmd.Process.Signal(syscall.SIGTERM)
+		_ = second.cmd.Wait()
+	}()
+	deadline = time.Now().Add(30 * time.Second)
+	for _, id := range ids {
+		for {
+			st := second.status(t, id)
+			if st.Status == messages.StatusCompleted {
+				if st.Output != "all recorded" {
+					t.Fatalf("session %s: %+v", id, st)
+				}
+				break
+			}
+			if st.Status == messages.StatusFailed || time.Now().After(deadline) {
+				t.Fatalf("session %s did not complete: %+v\n%s", id, st, second.stderr.String())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	modelCalls := countLines(t, modelLog, "")
+	toolCalls := countLines(t, records, "call ")
+	effects := countLines(t, records, "effect ")
+	for key := range modelDone {
+		if modelCalls[key] != 1 {
+			t.Errorf("model call %s had a recorded answer before the kill but was made %d times", key, modelCalls[key])
+		}
+	}
+	for key := range toolDone {
+		if toolCalls[key] != 1 {
+			t.Errorf("tool call %s had a recorded result before the kill but ran %d times", key, toolCalls[key])
+		}
+	}
+	if len(effects) != 3*sessions {
+		t.Errorf("%d distinct tool side effects, want %d", len(effects), 3*sessions)
+	}
+	for key, n := range effects {
+		if n != 1 {
+			t.Errorf("side effect %s happened %d times", key, n)
+		}
+	}
+	if len(modelCalls) != 3*sessions {
+		t.Errorf("%d distinct model calls, want %d", len(modelCalls), 3*sessions)
+	}
+	reissuedModel, reissuedTool := 0, 0
+	for _, n := range modelCalls {
+		reissuedModel += n - 1
+	}
+	for _, n := range toolCalls {
+		reissuedTool += n - 1
+	}
+	t.Logf("after restart: %d model calls re-issued, %d tool calls re-issued (all unanswered at the kill, same keys)", reissuedModel, reissuedTool)
+
+	_, _, after := recordedEffects(t, filepath.Join(dir, "data"))
+	for id, evs := range after {
+		for i, e := range evs {
+			if e.Seq != uint64(i+1) {
+				t.Fatalf("session %s: seq %d at position %d", id, e.Seq, i)
+			}
+		}
+	}
+}
+
+func eventlogFilter() eventlog.Filter { return eventlog.Filter{} }

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// recordSession runs one task on an embedded node in dir and returns its session ID.
+func recordSession(t *testing.T, dir, input string) string {
+	t.Helper()
+	n, err := node.New(context.Background(), node.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	<-n.Running()
+	defer func() {
+		cancel()
+		_ = n.Close()
+		<-done
+	}()
+	id := fmt.Sprintf("rec-%d", time.Now().UnixNano())
+	events, stop := n.Watch(id)
+	defer stop()
+	if _, err := n.Submit(context.Background(), node.Task{Input: input, SessionID: id}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-events:
+			if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
+				return id
+			}
+		case <-timeout:
+			t.Fatal("task did not finish")
+		}
+	}
+}
+
+func replay(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestListAndShow(t *testing.T) {
+	dir := t.TempDir()
+	id := recordSession(t, dir, "What is 12 * (7 + 5)?")
+
+	code, out, errs := replay(t, "list", "--data", dir)
+	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, "completed") {
+		t.Fatalf("list: %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = replay(t, "list", "--data", dir, "--json")
+	var infos []eventlog.SessionInfo
+	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 1 || infos[0].Steps != 2 {
+		t.Fatalf("list --json: %d %s %s", code, out, errs)
+	}
+
+	code, out, errs = replay(t, "show", id, "--data", dir)
+	if code != 0 {
+		t.Fatalf("show: %d %s", code, errs)
+	}
+	for _, want := range []string{"task.submitted", "calculator(", "calculator → 144", "completed: 144", "tokens"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("show output lacks %q:\n%s", want, out)
+		}
+	}
+	// The tool result is nested under its request, which is nested under the model's reply.
+	lines := strings.Split(out, "\n")
+	indent := func(sub string) int {
+		for _, l := range lines {
+			if strings.Contains(l, sub) {
+				return len(l) - len(strings.TrimLeft(l[6:], " "))
+			}
+		}
+		t.Fatalf("no line with %q", sub)
+		return 0
+	}
+	if !(indent("tool.requested") > indent("model.responded") && indent("tool.completed") > indent("tool.requested")) {
+		t.Fatalf("timeline not nested by causation:\n%s", out)
+	}
+
+	code, out, _ = replay(t, "show", "--json", "--data", dir, id)
+	var tl Timeline
+	if code != 0 || json.Unmarshal([]byte(out), &tl) != nil || tl.Events != 8 || tl.Status != messages.StatusCompleted {
+		t.Fatalf("show --json: %d %s", code, out)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	recordSession(t, dir, "echo hi")
+	if code, _, errs := replay(t, "show", "missing", "--data", dir); code != 1 || !strings.Contains(errs, `no session "missing"`) {
+		t.Fatalf("unknown session: %d %s", code, errs)
+	}
+	if code, _, errs := replay(t, "list", "--data", t.TempDir()+"/nowhere"); code != 1 || !strings.Contains(errs, "no event log") {
+		t.Fatalf("missing log: %d %s", code, errs)
+	}
+	if code, _, _ := replay(t, "frobnicate"); code != 2 {
+		t.Fatalf("unknown command: %d", code)
+	}
+	if code, _, _ := replay(t, "show", "--data", dir); code != 2 {
+		t.Fatalf("show without an ID: %d", code)
+	}
+}
+
+// A long session renders without recursion trouble and in one pass.
+func TestTimelineOfALongSession(t *testing.T) {
+	var events []messages.Envelope
+	add := func(p messages.Payload, cause string) string {
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := uint64(len(events) + 1)
+		e.ID, e.SessionID, e.Seq, e.CausationID, e.TS, e.Actor = fmt.Sprintf("long/%d", seq), "long", seq, cause, int64(seq)*10, "session"
+		events = append(events, e)
+		return e.ID
+	}
+	task := add(&messages.TaskSubmitted{Input: "loop"}, "")
+	for len(events) < 10000 {
+		req := add(&messages.ModelRequested{Key: "k", Model: "m", Step: len(events)}, task)
+		resp := add(&messages.ModelResponded{Key: "k", Model: "m", Message: messages.ChatMessage{Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{{ID: "c", Name: "calculator"}}}}, req)
+		call := add(&messages.ToolCallRequested{Key: "t", CallID: "c", Tool: "calculator", Arguments: "{}"}, resp)
+		add(&messages.ToolCallCompleted{Key: "t", CallID: "c", Tool: "calculator", Result: "1"}, call)
+	}
+	tl, err := BuildTimeline(events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	tl.Render(&out)
+	if got := strings.Count(out.String(), "\n"); got != len(events)+1 {
+		t.Fatalf("%d lines for %d events", got, len(events))
+	}
+}
+
+func BenchmarkTimeline10k(b *testing.B) {
+	var events []messages.Envelope
+	for i := 1; i <= 10000; i++ {
+		e, _ := messages.NewEnvelope(&messages.ToolCallCompleted{Key: "t", CallID: "c", Tool: "calculator", Result: "1", LatencyUS: 5})
+		e.ID, e.SessionID, e.Seq, e.CausationID, e.TS = fmt.Sprintf("s/%d", i), "s", uint64(i), fmt.Sprintf("s/%d", max(1, i/4*4)), int64(i)
+		events = append(events, e)
+	}
+	for b.Loop() {
+		tl, err := BuildTimeline(events)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var out bytes.Buffer
+		tl.Render(&out)
+	}
+}
