@@ -302,6 +302,12 @@ func (a *SessionActor) mustStep(ctx actor.Context, e messages.Envelope) {
 }
 
 func (a *SessionActor) event(p messages.Payload, cause, task string, seq uint64) (messages.Envelope, error) {
+	return a.eventAt(p, cause, task, seq, a.deps.Clock.Now().UnixMicro())
+}
+
+// eventAt builds an event with the given timestamp. Decisions carry the time the agent
+// decided at, so replay verification judges deadlines exactly as the live run did.
+func (a *SessionActor) eventAt(p messages.Payload, cause, task string, seq uint64, ts int64) (messages.Envelope, error) {
 	e, err := messages.NewEnvelope(p)
 	if err != nil {
 		return e, err
@@ -311,7 +317,7 @@ func (a *SessionActor) event(p messages.Payload, cause, task string, seq uint64)
 	e.Seq = seq
 	e.CausationID = cause
 	e.CorrelationID = task
-	e.TS = a.deps.Clock.Now().UnixMicro()
+	e.TS = ts
 	e.Actor = "session"
 	return e, nil
 }
@@ -333,7 +339,7 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 		if d == nil {
 			break
 		}
-		e, err := a.event(d.Payload, d.CausationID, d.TaskID, a.state.LastSeq+1)
+		e, err := a.eventAt(d.Payload, d.CausationID, d.TaskID, a.state.LastSeq+1, now)
 		if err != nil {
 			return err
 		}

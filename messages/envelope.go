@@ -20,6 +20,7 @@ const (
 	TypeToolCallCompleted Type = "tool.completed"
 	TypeTaskCompleted     Type = "task.completed"
 	TypeTaskFailed        Type = "task.failed"
+	TypeSessionForked     Type = "session.forked"
 )
 
 // Versions is the current schema version of each type. Decoding an envelope whose
@@ -32,6 +33,7 @@ var versions = map[Type]int{
 	TypeToolCallCompleted: 1,
 	TypeTaskCompleted:     1,
 	TypeTaskFailed:        1,
+	TypeSessionForked:     1,
 }
 
 // CurrentVersion reports the schema version this build writes for t, and whether t is known.
@@ -152,6 +154,8 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &TaskCompleted{}
 	case TypeTaskFailed:
 		p = &TaskFailed{}
+	case TypeSessionForked:
+		p = &SessionForked{}
 	}
 	if err := json.Unmarshal(e.Payload, p); err != nil {
 		return nil, fmt.Errorf("%w: session %s seq %d: %s payload: %v", ErrCorrupt, e.SessionID, e.Seq, e.Type, err)

@@ -29,6 +29,7 @@ func samples() []messages.Payload {
 		&messages.ToolCallCompleted{Key: "s-1/t/call_1", CallID: "call_1", Tool: "calculator", Result: "144", Error: "", LatencyUS: 35},
 		&messages.TaskCompleted{Output: "144", Steps: 2, Usage: usage},
 		&messages.TaskFailed{Reason: messages.ReasonMaxSteps, Error: "stopped after 8 steps", Steps: 8, Usage: usage},
+		&messages.SessionForked{ParentID: "s-0", AtSeq: 6},
 	}
 }
 
@@ -95,7 +96,7 @@ func TestEveryTypeHasAGoldenSample(t *testing.T) {
 	}
 	for _, typ := range []messages.Type{
 		messages.TypeTaskSubmitted, messages.TypeModelRequested, messages.TypeModelResponded,
-		messages.TypeToolCallRequested, messages.TypeToolCallCompleted, messages.TypeTaskCompleted, messages.TypeTaskFailed,
+		messages.TypeToolCallRequested, messages.TypeToolCallCompleted, messages.TypeTaskCompleted, messages.TypeTaskFailed, messages.TypeSessionForked,
 	} {
 		if _, ok := messages.CurrentVersion(typ); !ok {
 			t.Errorf("%s has no schema version", typ)

@@ -141,6 +141,16 @@ type TaskFailed struct {
 	Usage  Usage  `json:"usage"`
 }
 
+// SessionForked records that a session began as a copy of another session's first
+// AtSeq events (replay fork). It follows the copied events.
+type SessionForked struct {
+	ParentID string `json:"parent_id"`
+	AtSeq    uint64 `json:"at_seq"`
+}
+
+// MessageType implements Payload.
+func (*SessionForked) MessageType() Type { return TypeSessionForked }
+
 // MessageType implements Payload.
 func (*TaskSubmitted) MessageType() Type { return TypeTaskSubmitted }
 

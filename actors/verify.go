@@ -1,0 +1,102 @@
+package actors
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Divergence is the first place where an agent's decisions differ from a recorded
+// session's.
+type Divergence struct {
+	// Seq is the recorded event the agent should have produced.
+	Seq uint64 `json:"seq"`
+	// Step is the task's model-call step at that point.
+	Step int `json:"step"`
+	// Expected is the recorded event (type and payload); Actual is what the agent
+	// decided instead ("nothing" when it decided to wait).
+	Expected string `json:"expected"`
+	Actual   string `json:"actual"`
+}
+
+func (d *Divergence) String() string {
+	return fmt.Sprintf("diverges at seq %d (step %d):\n  recorded: %s\n  now:      %s", d.Seq, d.Step, d.Expected, d.Actual)
+}
+
+// Verify re-runs the agent's decisions against a recorded session: every recorded
+// input and effect result (tasks, model answers, tool results, cancellations) is fed
+// from the log — no model is called and no tool runs — and every event the agent
+// decided (model and tool requests, completions, failures) must come out the same.
+// It returns nil when the agent is deterministic against the recording, or the first
+// divergence. Deadlines are judged at each recorded event's own timestamp.
+func Verify(a Agent, events []messages.Envelope) (*Divergence, error) {
+	if len(events) == 0 {
+		return nil, fmt.Errorf("actors: verify: the session has no events")
+	}
+	st := NewSessionState(events[0].SessionID)
+	for _, e := range events {
+		p, err := e.Decode()
+		if err != nil {
+			return nil, err
+		}
+		if decided(e, p) {
+			step := 0
+			if st.active != nil {
+				step = st.active.Steps
+			}
+			d := st.Decide(a, e.Seq, e.TS)
+			if div := compare(d, e, p, step); div != nil {
+				return div, nil
+			}
+		}
+		if err := st.Apply(e); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// decided reports whether the agent (Decide) produced this event, as opposed to an
+// input or an effect's result.
+func decided(e messages.Envelope, p messages.Payload) bool {
+	switch p := p.(type) {
+	case *messages.ModelRequested, *messages.ToolCallRequested, *messages.TaskCompleted:
+		return true
+	case *messages.TaskFailed:
+		return p.Reason != messages.ReasonCancelled
+	case *messages.ToolCallCompleted:
+		return e.Actor == "session" // answered by the agent itself (unknown tool)
+	}
+	return false
+}
+
+func compare(d *Decision, e messages.Envelope, recorded messages.Payload, step int) *Divergence {
+	want := describe(e.Type, recorded)
+	if d == nil {
+		return &Divergence{Seq: e.Seq, Step: step, Expected: want, Actual: "nothing (the agent waits)"}
+	}
+	got := describe(d.Payload.MessageType(), d.Payload)
+	if d.Payload.MessageType() != e.Type || !sameJSON(recorded, d.Payload) || d.CausationID != e.CausationID {
+		if want == got && d.CausationID != e.CausationID {
+			got += fmt.Sprintf(" (caused by %s, recorded %s)", d.CausationID, e.CausationID)
+		}
+		return &Divergence{Seq: e.Seq, Step: step, Expected: want, Actual: got}
+	}
+	return nil
+}
+
+func sameJSON(a, b messages.Payload) bool {
+	x, err1 := json.Marshal(a)
+	y, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
+}
+
+func describe(t messages.Type, p messages.Payload) string {
+	b, err := json.Marshal(p)
+	if err != nil {
+		return string(t)
+	}
+	return fmt.Sprintf("%s %s", t, b)
+}

@@ -1,0 +1,75 @@
+package actors_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// recorded runs a real session through the actors and returns its events and agent.
+func recorded(t *testing.T) ([]messages.Envelope, actors.Agent) {
+	t.Helper()
+	add := funcTool{"add", func(_ context.Context, c tools.Call) (string, error) { return "3", nil }}
+	mul := funcTool{"mul", func(_ context.Context, c tools.Call) (string, error) { return "6", nil }}
+	h := newHarness(t, harnessOpts{tools: []tools.Tool{add, mul}, model: script(t,
+		calls(messages.ToolCall{ID: "1", Name: "add", Arguments: `{"a":1,"b":2}`}, messages.ToolCall{ID: "2", Name: "mul", Arguments: `{"a":2,"b":3}`}),
+		calls(messages.ToolCall{ID: "3", Name: "nope", Arguments: `{}`}),
+		llm.ScriptStep{Content: "3 and 6"})})
+	h.submit("v", "task-v", "compute")
+	events := h.wait("v")
+	agent := actors.Agent{Model: "scripted", SystemPrompt: "test", Tools: []messages.ToolSpec{add.Spec(), mul.Spec()}}
+	return events, agent
+}
+
+func TestVerifyARecordedSessionIsDeterministic(t *testing.T) {
+	events, agent := recorded(t)
+	div, err := actors.Verify(agent, events)
+	if err != nil || div != nil {
+		t.Fatalf("verify: %v %v", div, err)
+	}
+}
+
+func TestVerifyReportsAChangedPromptAtItsStep(t *testing.T) {
+	events, agent := recorded(t)
+	agent.SystemPrompt = "You are terse."
+	div, err := actors.Verify(agent, events)
+	if err != nil || div == nil {
+		t.Fatalf("a changed prompt must diverge: %v %v", div, err)
+	}
+	if div.Seq != 2 || !strings.Contains(div.Expected, "model.requested") || !strings.Contains(div.Actual, "prompt_hash") {
+		t.Fatalf("divergence: %s", div)
+	}
+}
+
+func TestVerifyReportsAChangedToolOrder(t *testing.T) {
+	events, agent := recorded(t)
+	agent.Tools[0], agent.Tools[1] = agent.Tools[1], agent.Tools[0]
+	div, err := actors.Verify(agent, events)
+	if err != nil || div == nil || div.Seq != 2 {
+		t.Fatalf("divergence: %v %v", div, err)
+	}
+}
+
+func TestVerifyReportsALaterDivergenceAtItsStep(t *testing.T) {
+	// With a lower step limit the first two steps agree; the third model request is
+	// where the new code parts from the recording.
+	events, agent := recorded(t)
+	agent.MaxSteps = 2
+	div, err := actors.Verify(agent, events)
+	if err != nil || div == nil || div.Step != 2 || !strings.Contains(div.Expected, "model.requested") || !strings.Contains(div.Actual, "task.failed") {
+		t.Fatalf("max steps divergence: %v %v", div, err)
+	}
+}
+
+func TestVerifyRejectsACorruptLog(t *testing.T) {
+	events, agent := recorded(t)
+	events[3].Payload = []byte(`{"key":`)
+	if _, err := actors.Verify(agent, events); err == nil || !strings.Contains(err.Error(), "seq 4") {
+		t.Fatalf("corrupt event: %v", err)
+	}
+}
