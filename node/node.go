@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -114,6 +115,17 @@ func NewEmbeddedBus(logger watermill.LoggerAdapter) *gochannel.GoChannel {
 	return gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 1024, BlockPublishUntilSubscriberAck: true}, logger)
 }
 
+// Agent returns the agent this configuration runs: the code whose decisions replay
+// verification checks against recorded sessions.
+func (c Config) Agent() actors.Agent {
+	c.setDefaults()
+	specs := make([]messages.ToolSpec, 0, len(c.Tools))
+	for _, t := range c.Tools {
+		specs = append(specs, t.Spec())
+	}
+	return actors.Agent{Name: "default", SystemPrompt: c.SystemPrompt, Model: c.Model.Name(), Tools: specs, MaxSteps: c.MaxSteps}
+}
+
 // Node is one running Troupe node.
 type Node struct {
 	cfg    Config
@@ -126,6 +138,7 @@ type Node struct {
 	router *message.Router
 	hub    *Hub
 
+	ran         atomic.Bool
 	streamsOnce sync.Once
 	streamsDone chan struct{}
 
@@ -151,11 +164,10 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.bus = NewEmbeddedBus(wlog)
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
 
-	specs := make([]messages.ToolSpec, 0, len(cfg.Tools))
+	agent := cfg.Agent()
 	toolPIDs := map[string]*actor.PID{}
 	for _, t := range cfg.Tools {
 		spec := t.Spec()
-		specs = append(specs, spec)
 		pid, err := n.system.Root.SpawnNamed(actors.NewToolActorProps(actors.ToolActorConfig{Tool: t, Timeout: cfg.ToolTimeout, Logger: cfg.Logger}), "tool/"+spec.Name)
 		if err != nil {
 			return nil, n.fail(fmt.Errorf("node: spawn tool %s: %w", spec.Name, err))
@@ -171,7 +183,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
 		Store: n.log, Publisher: n.bus, Model: model, Tools: toolPIDs, Clock: cfg.Clock,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
-		Agent: actors.Agent{Name: "default", SystemPrompt: cfg.SystemPrompt, Model: cfg.Model.Name(), Tools: specs, MaxSteps: cfg.MaxSteps},
+		Agent: agent,
 	}), "sessions")
 	if err != nil {
 		return nil, n.fail(fmt.Errorf("node: spawn session host: %w", err))
@@ -224,6 +236,7 @@ func (n *Node) handleTask(msg *message.Message) error {
 // Run serves until ctx is done: it resumes sessions left running by an earlier
 // process, then routes tasks. It returns after the router stopped.
 func (n *Node) Run(ctx context.Context) error {
+	n.ran.Store(true)
 	errc := make(chan error, 1)
 	go func() { errc <- n.router.Run(ctx) }()
 	select {
@@ -363,7 +376,9 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
 		n.CloseStreams()
-		if n.router != nil {
+		// A router that never ran has nothing to drain (and its Close would wait out
+		// its timeout for handlers that never started).
+		if n.router != nil && n.ran.Load() {
 			errs = append(errs, n.router.Close())
 		}
 		if n.system != nil {

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 	// Zone data in the binary: the clock tool answers for any IANA zone, even in bare containers.
@@ -18,7 +17,6 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
-	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -60,7 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		level = slog.LevelDebug
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	model, err := pickModel(*modelFlag)
+	model, err := llm.FromSpec(*modelFlag)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
@@ -99,16 +97,6 @@ func envOr(key, def string) string {
 	return def
 }
 
-func pickModel(spec string) (llm.Model, error) {
-	switch {
-	case spec == "" || spec == llm.OfflineName:
-		return llm.Offline{}, nil
-	case strings.HasPrefix(spec, "scripted:"):
-		return llm.LoadScript(strings.TrimPrefix(spec, "scripted:"))
-	}
-	return nil, fmt.Errorf("unknown model %q: use offline or scripted:FILE (OpenAI-compatible providers arrive with the model layer)", spec)
-}
-
 func runTask(ctx context.Context, cfg node.Config, input string, stdout, stderr io.Writer) int {
 	n, err := node.New(ctx, cfg)
 	if err != nil {
@@ -144,59 +132,12 @@ func runTask(ctx context.Context, cfg node.Config, input string, stdout, stderr 
 				fmt.Fprintln(stderr, "error: lost the live event feed")
 				return 1
 			}
-			if code, done := printStep(stdout, e); done {
+			if code, done := node.PrintStep(stdout, e); done {
 				fmt.Fprintf(stdout, "session %s\n", id)
 				return code
 			}
 		}
 	}
-}
-
-// printStep prints one event as a step line; done reports a finished task.
-func printStep(w io.Writer, e messages.Envelope) (code int, done bool) {
-	p, err := e.Decode()
-	if err != nil {
-		fmt.Fprintf(w, "  [%d] %s (undecodable: %v)\n", e.Seq, e.Type, err)
-		return 0, false
-	}
-	switch p := p.(type) {
-	case *messages.TaskSubmitted:
-		fmt.Fprintf(w, "  [%d] task: %s\n", e.Seq, p.Input)
-	case *messages.ModelRequested:
-		fmt.Fprintf(w, "  [%d] model %s: step %d, %d messages\n", e.Seq, p.Model, p.Step, p.Messages)
-	case *messages.ModelResponded:
-		what := "answer"
-		if len(p.Message.ToolCalls) > 0 {
-			names := make([]string, len(p.Message.ToolCalls))
-			for i, c := range p.Message.ToolCalls {
-				names[i] = c.Name
-			}
-			what = "call " + strings.Join(names, ", ")
-		}
-		if p.Error != "" {
-			what = "error: " + p.Error
-		}
-		fmt.Fprintf(w, "  [%d] model %s → %s (%d+%d tokens, %s)\n", e.Seq, p.Model, what, p.Usage.PromptTokens, p.Usage.CompletionTokens, micros(p.LatencyUS))
-	case *messages.ToolCallRequested:
-		fmt.Fprintf(w, "  [%d] tool %s(%s)\n", e.Seq, p.Tool, p.Arguments)
-	case *messages.ToolCallCompleted:
-		if p.Error != "" {
-			fmt.Fprintf(w, "  [%d] tool %s → error: %s (%s)\n", e.Seq, p.Tool, p.Error, micros(p.LatencyUS))
-		} else {
-			fmt.Fprintf(w, "  [%d] tool %s → %s (%s)\n", e.Seq, p.Tool, p.Result, micros(p.LatencyUS))
-		}
-	case *messages.TaskCompleted:
-		fmt.Fprintf(w, "  [%d] done in %d steps\nanswer: %s\n", e.Seq, p.Steps, p.Output)
-		return 0, true
-	case *messages.TaskFailed:
-		fmt.Fprintf(w, "  [%d] failed (%s): %s\n", e.Seq, p.Reason, p.Error)
-		return 1, true
-	}
-	return 0, false
-}
-
-func micros(us int64) string {
-	return (time.Duration(us) * time.Microsecond).String()
 }
 
 func serve(ctx context.Context, cfg node.Config, addr string, stderr io.Writer) int {

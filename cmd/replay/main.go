@@ -27,6 +27,10 @@ func main() {
 const usage = `usage:
   replay list [--data DIR] [--limit N] [--json]
   replay show <session-id> [--data DIR] [--json]
+  replay verify <session-id> [--data DIR] [--json]
+  replay fork <session-id> --at SEQ [--data DIR] [--model offline|scripted:FILE] [--input TEXT] [--session NEW-ID]
+  replay export <session-id> [--data DIR] [--out FILE]
+  replay import <file> [--data DIR]
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -39,6 +43,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	data := fs.String("data", envOr("TROUPE_DATA", ".troupe"), "data directory of the embedded event log")
 	asJSON := fs.Bool("json", false, "print JSON for machines")
 	limit := fs.Int("limit", 50, "list: at most this many sessions")
+	at := fs.Uint64("at", 0, "fork: the last seq copied into the fork")
+	modelFlag := fs.String("model", envOr("TROUPE_MODEL", "offline"), "fork: the model that continues the fork (offline or scripted:FILE)")
+	input := fs.String("input", "", "fork: a task to run in the fork after it resumes")
+	newID := fs.String("session", "", "fork: the new session's ID (default <parent>-fork-<n>)")
+	outFile := fs.String("out", "", "export: write to this file instead of standard output")
 	// Flags may come before or after the session ID.
 	var positional []string
 	rest := args[1:]
@@ -52,8 +61,31 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
+	one := func() (string, bool) {
+		if len(positional) != 1 {
+			fmt.Fprint(stderr, usage)
+			return "", false
+		}
+		return positional[0], true
+	}
 	switch args[0] {
-	case "list", "show":
+	case "list", "show", "verify", "export":
+	case "fork":
+		id, ok := one()
+		if !ok {
+			return 2
+		}
+		if *at == 0 {
+			fmt.Fprintln(stderr, "error: fork needs --at SEQ (the last event copied from the parent)")
+			return 2
+		}
+		return fork(ctx, *data, id, *at, *modelFlag, *input, *newID, stdout, stderr)
+	case "import":
+		file, ok := one()
+		if !ok {
+			return 2
+		}
+		return importFile(ctx, *data, file, stdout, stderr)
 	default:
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -81,6 +113,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return show(ctx, log, positional[0], *asJSON, stdout, stderr)
+	case "verify":
+		id, ok := one()
+		if !ok {
+			return 2
+		}
+		return verify(ctx, log, id, *asJSON, stdout, stderr)
+	case "export":
+		id, ok := one()
+		if !ok {
+			return 2
+		}
+		return export(ctx, log, id, *outFile, stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return 2

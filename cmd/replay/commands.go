@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+func readSession(ctx context.Context, log eventlog.Log, id string) ([]messages.Envelope, error) {
+	events, err := log.Read(ctx, id, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(events) == 0 {
+		return nil, fmt.Errorf("no session %q", id)
+	}
+	return events, nil
+}
+
+// verifyResult is the JSON form of replay verify.
+type verifyResult struct {
+	SessionID     string             `json:"session_id"`
+	Deterministic bool               `json:"deterministic"`
+	Events        int                `json:"events"`
+	Divergence    *actors.Divergence `json:"divergence,omitempty"`
+}
+
+// verify re-runs the default agent's decisions against the recorded session. No model
+// is called and no tool runs: every result comes from the log.
+func verify(ctx context.Context, log eventlog.Log, id string, asJSON bool, stdout, stderr io.Writer) int {
+	events, err := readSession(ctx, log, id)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	agent := node.Config{}.Agent()
+	// The model is the runtime's choice, not the agent's code: take the recorded one.
+	for _, e := range events {
+		if e.Type == messages.TypeModelRequested {
+			if p, err := e.Decode(); err == nil {
+				agent.Model = p.(*messages.ModelRequested).Model
+			}
+			break
+		}
+	}
+	div, err := actors.Verify(agent, events)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	res := verifyResult{SessionID: id, Deterministic: div == nil, Events: len(events), Divergence: div}
+	if asJSON {
+		if code := writeJSON(stdout, stderr, res); code != 0 {
+			return code
+		}
+	} else if div == nil {
+		fmt.Fprintf(stdout, "session %s: deterministic (%d events re-decided against their recorded results)\n", id, len(events))
+	} else {
+		fmt.Fprintf(stdout, "session %s %s\n", id, div)
+	}
+	if div != nil {
+		return 1
+	}
+	return 0
+}
+
+func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stderr io.Writer) int {
+	events, err := readSession(ctx, log, id)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	w := stdout
+	if out != "" {
+		f, err := os.Create(out)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		defer f.Close()
+		w = f
+	}
+	if err := writeExport(w, events); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	if out != "" {
+		fmt.Fprintf(stderr, "exported %d events of session %s to %s\n", len(events), id, out)
+	}
+	return 0
+}
+
+// importFile loads an export into the log. Nothing is written unless the whole file is
+// valid and the session is new to this log.
+func importFile(ctx context.Context, data, file string, stdout, stderr io.Writer) int {
+	f, err := os.Open(file)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	defer f.Close()
+	events, err := readExport(f)
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %s: %v\n", file, err)
+		return 1
+	}
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: data})
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	defer log.Close()
+	id := events[0].SessionID
+	if existing, err := log.Read(ctx, id, 1); err != nil || len(existing) > 0 {
+		if err == nil {
+			err = fmt.Errorf("session %s already exists in %s; fork it instead, or import into another --data directory", id, data)
+		}
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	if err := log.Append(ctx, events); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "imported session %s (%d events)\n", id, len(events))
+	return 0
+}
+
+// fork copies a session up to a seq into a new session and continues it live.
+func fork(ctx context.Context, data, parentID string, at uint64, modelSpec, input, newID string, stdout, stderr io.Writer) int {
+	model, err := llm.FromSpec(modelSpec)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	if _, err := os.Stat(data); err != nil {
+		fmt.Fprintf(stderr, "error: no event log at %s (use --data DIR)\n", data)
+		return 1
+	}
+	n, err := node.New(ctx, node.Config{DataDir: data, Model: model})
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	defer n.Close()
+	parent, err := readSession(ctx, n.Log(), parentID)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	if newID == "" {
+		newID = fmt.Sprintf("%s-fork-%d", parentID, time.Now().UnixMilli())
+	}
+	if err := (node.Task{Input: "x", SessionID: newID}).Validate(); err != nil {
+		fmt.Fprintln(stderr, "error: --session:", err)
+		return 2
+	}
+	if existing, err := n.Log().Read(ctx, newID, 1); err != nil || len(existing) > 0 {
+		if err == nil {
+			err = fmt.Errorf("session %s already exists", newID)
+		}
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	events, err := forkEvents(parent, at, newID, time.Now().UnixMicro())
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	if err := n.Log().Append(ctx, events); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "session %s forked from %s at seq %d (model: %s)\n", newID, parentID, at, model.Name())
+
+	st := actors.NewSessionState(newID)
+	for _, e := range events {
+		if err := st.Apply(e); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+	}
+	if st.Active() == "" && input == "" {
+		fmt.Fprintln(stdout, "nothing to continue at that point: pass --input to run a task in the fork")
+		return 0
+	}
+	// Watch before Run: Run resumes the fork at once and its first events must not be missed.
+	live, stop := n.Watch(newID)
+	defer stop()
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- n.Run(runCtx) }()
+	select {
+	case <-n.Running():
+	case err := <-runErr:
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	// Run resumed the fork (its task is unfinished) or will on Submit.
+	waitFor := 1
+	if st.Active() != "" && input != "" {
+		waitFor = 2 // the resumed task, then the new one
+	}
+	if input != "" {
+		if _, err := n.Submit(ctx, node.Task{Input: input, SessionID: newID}); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+	}
+	code := 0
+	for waitFor > 0 {
+		select {
+		case <-ctx.Done():
+			return 130
+		case e, ok := <-live:
+			if !ok {
+				fmt.Fprintln(stderr, "error: lost the live event feed")
+				return 1
+			}
+			if c, done := node.PrintStep(stdout, e); done {
+				code = max(code, c)
+				waitFor--
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "session %s\n", newID)
+	return code
+}

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// The export format: JSON lines. The first line is a header; each further line is one
+// event envelope exactly as messages.Marshal encodes it, in seq order. Golden files in
+// testdata/ pin it.
+const (
+	exportFormat  = "troupe.session"
+	exportVersion = 1
+)
+
+type exportHeader struct {
+	Format    string `json:"format"`
+	Version   int    `json:"version"`
+	SessionID string `json:"session_id"`
+	Events    int    `json:"events"`
+}
+
+// ErrBadExport is wrapped by every error about an export file's content.
+var ErrBadExport = errors.New("bad session export")
+
+func writeExport(w io.Writer, events []messages.Envelope) error {
+	bw := bufio.NewWriter(w)
+	h, err := json.Marshal(exportHeader{Format: exportFormat, Version: exportVersion, SessionID: events[0].SessionID, Events: len(events)})
+	if err != nil {
+		return err
+	}
+	bw.Write(h)
+	bw.WriteByte('\n')
+	for _, e := range events {
+		b, err := messages.Marshal(e)
+		if err != nil {
+			return err
+		}
+		bw.Write(b)
+		bw.WriteByte('\n')
+	}
+	return bw.Flush()
+}
+
+// readExport parses and fully validates an export: the header, every envelope and its
+// payload (unknown types and future schema versions are errors), one session, seqs
+// 1..n without gaps, and the event count. It returns nothing unless all of it is sound.
+func readExport(r io.Reader) ([]messages.Envelope, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 256<<20)
+	if !sc.Scan() {
+		if err := sc.Err(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadExport, err)
+		}
+		return nil, fmt.Errorf("%w: the file is empty", ErrBadExport)
+	}
+	var h exportHeader
+	d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&h); err != nil {
+		return nil, fmt.Errorf("%w: line 1 is not an export header: %v", ErrBadExport, err)
+	}
+	switch {
+	case h.Format != exportFormat:
+		return nil, fmt.Errorf("%w: line 1: format %q, want %q", ErrBadExport, h.Format, exportFormat)
+	case h.Version > exportVersion:
+		return nil, fmt.Errorf("%w: export format version %d is newer than this build reads (%d)", ErrBadExport, h.Version, exportVersion)
+	case h.Version < 1:
+		return nil, fmt.Errorf("%w: export format version %d is invalid", ErrBadExport, h.Version)
+	case h.SessionID == "":
+		return nil, fmt.Errorf("%w: the header names no session", ErrBadExport)
+	}
+	var events []messages.Envelope
+	line := 1
+	for sc.Scan() {
+		line++
+		if len(strings.TrimSpace(sc.Text())) == 0 {
+			continue
+		}
+		e, err := messages.Unmarshal(sc.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+		}
+		if _, err := e.Decode(); err != nil {
+			return nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+		}
+		if e.SessionID != h.SessionID {
+			return nil, fmt.Errorf("%w: line %d: event of session %q in an export of %q", ErrBadExport, line, e.SessionID, h.SessionID)
+		}
+		if want := uint64(len(events) + 1); e.Seq != want {
+			return nil, fmt.Errorf("%w: line %d: seq %d where %d was expected (events missing or out of order)", ErrBadExport, line, e.Seq, want)
+		}
+		events = append(events, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: line %d: %v", ErrBadExport, line+1, err)
+	}
+	if len(events) != h.Events {
+		return nil, fmt.Errorf("%w: the header promises %d events, the file has %d (truncated?)", ErrBadExport, h.Events, len(events))
+	}
+	if len(events) == 0 {
+		return nil, fmt.Errorf("%w: no events", ErrBadExport)
+	}
+	return events, nil
+}
+
+// forkEvents copies a session's first at events into a new session: event IDs,
+// causation and correlation IDs and idempotency keys are re-derived for the new
+// session (so its effects are its own), payloads are otherwise identical, and a
+// session.forked event at at+1 links it to its parent.
+func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) ([]messages.Envelope, error) {
+	if at < 1 || at > uint64(len(parent)) {
+		return nil, fmt.Errorf("--at %d is outside the session's events 1..%d", at, len(parent))
+	}
+	oldID := parent[0].SessionID
+	ids := make(map[string]string, at)
+	rekey := func(k string) string {
+		if rest, ok := strings.CutPrefix(k, oldID+"/"); ok {
+			return newID + "/" + rest
+		}
+		return k
+	}
+	out := make([]messages.Envelope, 0, at+1)
+	for _, e := range parent[:at] {
+		p, err := e.Decode()
+		if err != nil {
+			return nil, err
+		}
+		switch p := p.(type) {
+		case *messages.ModelRequested:
+			p.Key = rekey(p.Key)
+		case *messages.ModelResponded:
+			p.Key = rekey(p.Key)
+		case *messages.ToolCallRequested:
+			p.Key = rekey(p.Key)
+		case *messages.ToolCallCompleted:
+			p.Key = rekey(p.Key)
+		}
+		ne, err := messages.NewEnvelope(p)
+		if err != nil {
+			return nil, err
+		}
+		ne.Version = e.Version
+		if !hasKey(p) {
+			ne.Payload = e.Payload // nothing to re-derive: copy the bytes as recorded
+		}
+		ne.ID = fmt.Sprintf("%s/%d", newID, e.Seq)
+		ids[e.ID] = ne.ID
+		ne.SessionID, ne.Seq, ne.TS, ne.Actor = newID, e.Seq, e.TS, e.Actor
+		ne.CausationID = mapID(ids, e.CausationID)
+		ne.CorrelationID = mapID(ids, e.CorrelationID)
+		out = append(out, ne)
+	}
+	link, err := messages.NewEnvelope(&messages.SessionForked{ParentID: oldID, AtSeq: at})
+	if err != nil {
+		return nil, err
+	}
+	link.ID, link.SessionID, link.Seq, link.TS, link.Actor = fmt.Sprintf("%s/%d", newID, at+1), newID, at+1, ts, "replay"
+	link.CausationID = out[len(out)-1].ID
+	return append(out, link), nil
+}
+
+func hasKey(p messages.Payload) bool {
+	switch p.(type) {
+	case *messages.ModelRequested, *messages.ModelResponded, *messages.ToolCallRequested, *messages.ToolCallCompleted:
+		return true
+	}
+	return false
+}
+
+func mapID(ids map[string]string, id string) string {
+	if n, ok := ids[id]; ok {
+		return n
+	}
+	return id
+}
