@@ -31,6 +31,7 @@ const usage = `usage:
   replay fork <session-id> --at SEQ [--data DIR] [--model offline|scripted:FILE] [--input TEXT] [--session NEW-ID]
   replay export <session-id> [--data DIR] [--out FILE]
   replay import <file> [--data DIR]
+  replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -48,6 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	input := fs.String("input", "", "fork: a task to run in the fork after it resumes")
 	newID := fs.String("session", "", "fork: the new session's ID (default <parent>-fork-<n>)")
 	outFile := fs.String("out", "", "export: write to this file instead of standard output")
+	since := fs.String("since", "", "stats: only events since this long ago (e.g. 24h) or this date (2006-01-02 or RFC 3339)")
+	agentFlag := fs.String("agent", "", "stats: only sessions of this agent")
 	// Flags may come before or after the session ID.
 	var positional []string
 	rest := args[1:]
@@ -69,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return positional[0], true
 	}
 	switch args[0] {
-	case "list", "show", "verify", "export":
+	case "list", "show", "verify", "export", "stats":
 	case "fork":
 		id, ok := one()
 		if !ok {
@@ -125,6 +128,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		return export(ctx, log, id, *outFile, stdout, stderr)
+	case "stats":
+		if len(positional) != 0 {
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		return stats(ctx, log, *since, *agentFlag, *asJSON, stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return 2

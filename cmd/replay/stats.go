@@ -1,0 +1,72 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+)
+
+// parseSince reads --since: a duration back from now, or a date.
+func parseSince(s string, now time.Time) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d).UnixMicro(), nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UnixMicro(), nil
+		}
+	}
+	return 0, fmt.Errorf("--since %q: want a duration such as 24h, or a date such as 2026-11-01", s)
+}
+
+func stats(ctx context.Context, log eventlog.Log, since, agent string, asJSON bool, stdout, stderr io.Writer) int {
+	a, ok := log.(eventlog.Analytics)
+	if !ok {
+		fmt.Fprintln(stderr, "error: this event log has no analytics")
+		return 1
+	}
+	sinceUS, err := parseSince(since, time.Now())
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	s, err := a.Report(ctx, eventlog.StatsFilter{SinceUS: sinceUS, Agent: agent})
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	if asJSON {
+		return writeJSON(stdout, stderr, s)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "MODELS\tDAY\tAGENT\tMODEL\tCALLS\tPROMPT\tCOMPLETION\tCACHED\tCOST USD\t")
+	for _, m := range s.Models {
+		fmt.Fprintf(tw, "\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%.6f\t\n", m.Day, m.Agent, m.Model, m.Calls, m.PromptTokens, m.CompletionTokens, m.CachedTokens, m.CostUSD)
+	}
+	fmt.Fprintln(tw, "TOOLS\tTOOL\tCALLS\tERRORS\tERROR RATE\tP50\tP95\t")
+	for _, t := range s.Tools {
+		fmt.Fprintf(tw, "\t%s\t%d\t%d\t%.1f%%\t%s\t%s\t\n", t.Tool, t.Calls, t.Errors, 100*t.ErrorRate, us(t.P50US), us(t.P95US))
+	}
+	fmt.Fprintln(tw, "SESSIONS\tAGENT\tSESSIONS\tCOMPLETED\tFAILED\tRUNNING\tAVG STEPS\tP50 DURATION\tP95 DURATION\t")
+	for _, a := range s.Sessions {
+		fmt.Fprintf(tw, "\t%s\t%d\t%d\t%d\t%d\t%.1f\t%s\t%s\t\n", a.Agent, a.Sessions, a.Completed, a.Failed, a.Running, a.AvgSteps, us(a.P50DurationUS), us(a.P95DurationUS))
+	}
+	fmt.Fprintln(tw, "MEMORY\tTIER\tOP\tCOUNT\t")
+	for _, m := range s.Memory {
+		fmt.Fprintf(tw, "\t%s\t%s\t%d\t\n", m.Tier, m.Op, m.Count)
+	}
+	if err := tw.Flush(); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	return 0
+}
+
+func us(v int64) string { return (time.Duration(v) * time.Microsecond).String() }

@@ -1,0 +1,102 @@
+package eventlog
+
+import (
+	"context"
+	"sort"
+)
+
+// Analytics is an optional capability of a Log: the fleet figures `replay stats`
+// prints. Both the SQLite and the ClickHouse logs have it; find it by type assertion.
+type Analytics interface {
+	Report(ctx context.Context, f StatsFilter) (*Stats, error)
+}
+
+// StatsFilter narrows Stats. The zero value covers every session.
+type StatsFilter struct {
+	// SinceUS keeps events at or after this Unix-microsecond time.
+	SinceUS int64
+	// Agent keeps sessions of this agent ("default" for tasks that named none).
+	Agent string
+}
+
+// Stats are the figures of a log. Every list is sorted so output is stable.
+type Stats struct {
+	Models   []ModelUsage   `json:"models"`
+	Tools    []ToolUsage    `json:"tools"`
+	Sessions []SessionUsage `json:"sessions"`
+	Memory   []MemoryOps    `json:"memory"`
+}
+
+// ModelUsage is the tokens and cost of one model for one agent on one UTC day.
+type ModelUsage struct {
+	Day              string  `json:"day"` // YYYY-MM-DD, UTC
+	Agent            string  `json:"agent"`
+	Model            string  `json:"model"`
+	Calls            int64   `json:"calls"`
+	PromptTokens     int64   `json:"prompt_tokens"`
+	CompletionTokens int64   `json:"completion_tokens"`
+	CachedTokens     int64   `json:"cached_tokens"`
+	CostUSD          float64 `json:"cost_usd"`
+}
+
+// ToolUsage is the calls, errors and latency of one tool.
+type ToolUsage struct {
+	Tool      string  `json:"tool"`
+	Calls     int64   `json:"calls"`
+	Errors    int64   `json:"errors"`
+	ErrorRate float64 `json:"error_rate"`
+	P50US     int64   `json:"p50_us"`
+	P95US     int64   `json:"p95_us"`
+}
+
+// SessionUsage is the sessions of one agent: how many, how they ended, how long and
+// how many steps they took (duration: first to last event).
+type SessionUsage struct {
+	Agent         string  `json:"agent"`
+	Sessions      int64   `json:"sessions"`
+	Completed     int64   `json:"completed"`
+	Failed        int64   `json:"failed"`
+	Running       int64   `json:"running"`
+	AvgSteps      float64 `json:"avg_steps"`
+	P50DurationUS int64   `json:"p50_duration_us"`
+	P95DurationUS int64   `json:"p95_duration_us"`
+}
+
+// MemoryOps counts memory operations (memory.* events) by tier and operation.
+type MemoryOps struct {
+	Tier  string `json:"tier"`
+	Op    string `json:"op"`
+	Count int64  `json:"count"`
+}
+
+// Sort orders every list of s by its keys.
+func (s *Stats) Sort() {
+	sort.Slice(s.Models, func(i, j int) bool {
+		a, b := s.Models[i], s.Models[j]
+		if a.Day != b.Day {
+			return a.Day < b.Day
+		}
+		if a.Agent != b.Agent {
+			return a.Agent < b.Agent
+		}
+		return a.Model < b.Model
+	})
+	sort.Slice(s.Tools, func(i, j int) bool { return s.Tools[i].Tool < s.Tools[j].Tool })
+	sort.Slice(s.Sessions, func(i, j int) bool { return s.Sessions[i].Agent < s.Sessions[j].Agent })
+	sort.Slice(s.Memory, func(i, j int) bool {
+		if s.Memory[i].Tier != s.Memory[j].Tier {
+			return s.Memory[i].Tier < s.Memory[j].Tier
+		}
+		return s.Memory[i].Op < s.Memory[j].Op
+	})
+}
+
+// Quantile returns the q-quantile (0..1) of sorted values by the nearest-rank method,
+// or 0 for no values. Logs without a quantile function in SQL use it.
+func Quantile(sorted []int64, q float64) int64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q*float64(len(sorted))+0.999999) - 1
+	return sorted[max(0, min(i, len(sorted)-1))]
+}

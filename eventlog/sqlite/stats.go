@@ -1,0 +1,151 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/troupe-run/troupe/eventlog"
+)
+
+var _ eventlog.Analytics = (*Log)(nil)
+
+// sessionAgent is the agent of a session: that of its first task ("default" when the
+// task named none).
+const sessionAgent = `COALESCE(NULLIF((SELECT json_extract(CAST(t.payload AS TEXT), '$.agent') FROM events t
+	WHERE t.session_id = e.session_id AND t.type = 'task.submitted' ORDER BY t.seq LIMIT 1), ''), 'default')`
+
+// Report implements eventlog.Analytics with SQL over the events table (JSON payloads
+// read with json_extract); quantiles are computed from the fetched latencies.
+func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Stats, error) {
+	if l.isClosed() {
+		return nil, fmt.Errorf("eventlog/sqlite: stats: %w", eventlog.ErrClosed)
+	}
+	since := f.SinceUS
+	if since == 0 {
+		since = math.MinInt64
+	}
+	s := &eventlog.Stats{}
+	q := func(query string, scan func(scan func(...any) error) error) error {
+		rows, err := l.rdb.QueryContext(ctx, query, since, f.Agent, f.Agent)
+		if err != nil {
+			return fmt.Errorf("eventlog/sqlite: stats: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows.Scan); err != nil {
+				return fmt.Errorf("eventlog/sqlite: stats: %w", err)
+			}
+		}
+		return rows.Err()
+	}
+	where := `e.ts >= ? AND (? = '' OR ` + sessionAgent + ` = ?)`
+	err := q(`SELECT date(e.ts / 1000000, 'unixepoch'), `+sessionAgent+`, json_extract(CAST(e.payload AS TEXT), '$.model'),
+			count(*), total(json_extract(CAST(e.payload AS TEXT), '$.usage.prompt_tokens')),
+			total(json_extract(CAST(e.payload AS TEXT), '$.usage.completion_tokens')),
+			total(json_extract(CAST(e.payload AS TEXT), '$.usage.cached_tokens')),
+			total(json_extract(CAST(e.payload AS TEXT), '$.usage.cost_usd'))
+		FROM events e WHERE e.type = 'model.responded' AND `+where+` GROUP BY 1, 2, 3`,
+		func(scan func(...any) error) error {
+			var m eventlog.ModelUsage
+			var p, c, k float64
+			if err := scan(&m.Day, &m.Agent, &m.Model, &m.Calls, &p, &c, &k, &m.CostUSD); err != nil {
+				return err
+			}
+			m.PromptTokens, m.CompletionTokens, m.CachedTokens = int64(p), int64(c), int64(k)
+			s.Models = append(s.Models, m)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	lat := map[string][]int64{}
+	tools := map[string]*eventlog.ToolUsage{}
+	err = q(`SELECT json_extract(CAST(e.payload AS TEXT), '$.tool'), COALESCE(json_extract(CAST(e.payload AS TEXT), '$.latency_us'), 0),
+			COALESCE(json_extract(CAST(e.payload AS TEXT), '$.error'), '') != ''
+		FROM events e WHERE e.type = 'tool.completed' AND `+where,
+		func(scan func(...any) error) error {
+			var name string
+			var us int64
+			var failed bool
+			if err := scan(&name, &us, &failed); err != nil {
+				return err
+			}
+			t := tools[name]
+			if t == nil {
+				t = &eventlog.ToolUsage{Tool: name}
+				tools[name] = t
+			}
+			t.Calls++
+			if failed {
+				t.Errors++
+			}
+			lat[name] = append(lat[name], us)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	for name, t := range tools {
+		v := lat[name]
+		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+		t.P50US, t.P95US = eventlog.Quantile(v, 0.5), eventlog.Quantile(v, 0.95)
+		t.ErrorRate = float64(t.Errors) / float64(t.Calls)
+		s.Tools = append(s.Tools, *t)
+	}
+	agents := map[string]*eventlog.SessionUsage{}
+	durations := map[string][]int64{}
+	steps := map[string]int64{}
+	err = q(`SELECT `+sessionAgent+`, s.status, s.steps, s.updated_us - s.started_us
+		FROM sessions s JOIN events e ON e.session_id = s.session_id AND e.seq = 1 WHERE `+where,
+		func(scan func(...any) error) error {
+			var agent, status string
+			var st, dur int64
+			if err := scan(&agent, &status, &st, &dur); err != nil {
+				return err
+			}
+			a := agents[agent]
+			if a == nil {
+				a = &eventlog.SessionUsage{Agent: agent}
+				agents[agent] = a
+			}
+			a.Sessions++
+			switch status {
+			case "completed":
+				a.Completed++
+			case "failed":
+				a.Failed++
+			default:
+				a.Running++
+			}
+			steps[agent] += st
+			durations[agent] = append(durations[agent], dur)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	for name, a := range agents {
+		v := durations[name]
+		sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+		a.P50DurationUS, a.P95DurationUS = eventlog.Quantile(v, 0.5), eventlog.Quantile(v, 0.95)
+		a.AvgSteps = float64(steps[name]) / float64(a.Sessions)
+		s.Sessions = append(s.Sessions, *a)
+	}
+	err = q(`SELECT COALESCE(json_extract(CAST(e.payload AS TEXT), '$.tier'), ''), substr(e.type, 8), count(*)
+		FROM events e WHERE e.type LIKE 'memory.%' AND `+where+` GROUP BY 1, 2`,
+		func(scan func(...any) error) error {
+			var m eventlog.MemoryOps
+			if err := scan(&m.Tier, &m.Op, &m.Count); err != nil {
+				return err
+			}
+			s.Memory = append(s.Memory, m)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	s.Sort()
+	return s, nil
+}
