@@ -258,7 +258,11 @@ func (a *SessionActor) onModel(ctx actor.Context, m *ModelResult) {
 		return
 	}
 	a.modelKey = ""
-	p := &messages.ModelResponded{Key: m.Key, Model: m.Model, Message: m.Response.Message, Usage: m.Response.Usage, LatencyUS: m.LatencyUS}
+	model := m.Model
+	if m.Response.Model != "" {
+		model = m.Response.Model
+	}
+	p := &messages.ModelResponded{Key: m.Key, Model: model, Message: m.Response.Message, Usage: m.Response.Usage, LatencyUS: m.LatencyUS, Cached: m.Response.Cached}
 	if m.Err != nil {
 		p.Error = m.Err.Error()
 	}
@@ -266,7 +270,7 @@ func (a *SessionActor) onModel(ctx actor.Context, m *ModelResult) {
 	if err != nil {
 		panic(err)
 	}
-	e.Actor = "model/" + m.Model
+	e.Actor = "model/" + model
 	a.mustStep(ctx, e)
 }
 
@@ -367,6 +371,7 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 		a.modelKey = req.Key
 		r := a.state.Request(a.deps.Agent)
 		r.Step = req.Step
+		r.Scope = llm.Scope{Agent: a.deps.Agent.Name}
 		ctx.Send(a.deps.Model, &ModelCall{Request: r, ReplyTo: ctx.Self(), SessionID: a.id})
 	}
 	a.queue = a.queue[:0]

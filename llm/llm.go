@@ -29,12 +29,57 @@ type Request struct {
 	Step     int
 	Messages []messages.ChatMessage
 	Tools    []messages.ToolSpec
+	// Scope says on whose behalf the call is made, for quotas and cache namespaces.
+	Scope Scope
+	// NoCache bypasses the gateway's response caches for this call.
+	NoCache bool
+}
+
+// Scope identifies who a model call is for. Empty fields are "unspecified".
+type Scope struct {
+	Agent string
+	Team  string
+	// Key names the API key or tenant the call is billed to (a name, never the secret).
+	Key string
 }
 
 // Response is a model's answer.
 type Response struct {
 	Message messages.ChatMessage
 	Usage   messages.Usage
+	// Model names the model that answered, when it differs from the Model called (a
+	// gateway's fallback chain); empty means the Model called.
+	Model string
+	// Cached is true when the answer came from a cache, not from a model.
+	Cached bool
+}
+
+// Capabilities says what a model can do natively.
+type Capabilities struct {
+	// NativeTools: the model takes tool definitions and returns structured tool calls.
+	// Models without it get tools through the text (ReAct) protocol.
+	NativeTools bool
+	Streaming   bool
+	JSONMode    bool
+}
+
+// CapabilityReporter is implemented by models that know their capabilities. A model
+// that does not implement it is assumed to call tools natively.
+type CapabilityReporter interface {
+	Capabilities() Capabilities
+}
+
+// CapabilitiesOf returns m's capabilities (native tools when m does not say).
+func CapabilitiesOf(m Model) Capabilities {
+	if r, ok := m.(CapabilityReporter); ok {
+		return r.Capabilities()
+	}
+	return Capabilities{NativeTools: true}
+}
+
+// Embedder turns texts into vectors, one per text, in order.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
 }
 
 // Errors of the model layer.
