@@ -1,0 +1,191 @@
+package gateway
+
+import (
+	"context"
+	"math"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// CacheConfig configures the exact-match cache: an answer is reused for a request
+// with the same model, messages and tools (the same llm.PromptHash), in the same
+// namespace (the request's agent), within TTL.
+type CacheConfig struct {
+	TTL time.Duration
+	// MaxEntries bounds the cache (default 10,000); the oldest entries go first.
+	MaxEntries int
+}
+
+type cacheEntry struct {
+	resp    llm.Response
+	expires time.Time
+}
+
+type exactCache struct {
+	cfg   CacheConfig
+	clock func() time.Time
+	mu    sync.Mutex
+	m     map[string]cacheEntry
+	order []string
+}
+
+func newExactCache(cfg CacheConfig, clock func() time.Time) *exactCache {
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = 10000
+	}
+	return &exactCache{cfg: cfg, clock: clock, m: map[string]cacheEntry{}}
+}
+
+func exactKey(model string, req llm.Request) string {
+	return req.Scope.Agent + "\x00" + model + "\x00" + llm.PromptHash(req)
+}
+
+func (c *exactCache) get(model string, req llm.Request) (llm.Response, bool) {
+	k := exactKey(model, req)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || !c.clock().Before(e.expires) {
+		return llm.Response{}, false
+	}
+	r := e.resp
+	r.Cached = true
+	return r, true
+}
+
+func (c *exactCache) put(model string, req llm.Request, resp llm.Response) {
+	k := exactKey(model, req)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.m[k]; !ok {
+		c.order = append(c.order, k)
+	}
+	c.m[k] = cacheEntry{resp: resp, expires: c.clock().Add(c.cfg.TTL)}
+	for len(c.order) > c.cfg.MaxEntries {
+		delete(c.m, c.order[0])
+		c.order = c.order[1:]
+	}
+}
+
+// SemanticConfig configures the semantic cache: the opening request of a task (the
+// conversation ends with a user message) is answered from a cached answer when its
+// user message embeds within Threshold cosine similarity of a cached one, for the same
+// model, system prompt and tools, in the same namespace (the request's agent).
+type SemanticConfig struct {
+	Embedder  llm.Embedder
+	Threshold float64 // e.g. 0.95
+	TTL       time.Duration
+	// MaxEntries bounds each namespace (default 1,000).
+	MaxEntries int
+}
+
+type semanticEntry struct {
+	vec     []float32
+	prefix  string
+	resp    llm.Response
+	expires time.Time
+}
+
+type semanticCache struct {
+	cfg   SemanticConfig
+	clock func() time.Time
+	mu    sync.Mutex
+	ns    map[string][]semanticEntry
+}
+
+func newSemanticCache(cfg SemanticConfig, clock func() time.Time) *semanticCache {
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = 1000
+	}
+	return &semanticCache{cfg: cfg, clock: clock, ns: map[string][]semanticEntry{}}
+}
+
+// semanticParts returns the text to embed (the final user message) and the exact
+// prefix that must match (model, system prompt, tools), or ok=false when the request
+// is not a task's opening request.
+func semanticParts(model string, req llm.Request) (text, prefix string, ok bool) {
+	n := len(req.Messages)
+	if n == 0 || req.Messages[n-1].Role != messages.RoleUser {
+		return "", "", false
+	}
+	var b strings.Builder
+	b.WriteString(model)
+	for _, m := range req.Messages[:n-1] {
+		if m.Role == messages.RoleSystem {
+			b.WriteString("\x00" + m.Content)
+		}
+	}
+	for _, t := range req.Tools {
+		b.WriteString("\x00" + t.Name)
+	}
+	return req.Messages[n-1].Content, b.String(), true
+}
+
+func (c *semanticCache) get(ctx context.Context, model string, req llm.Request) (llm.Response, bool) {
+	text, prefix, ok := semanticParts(model, req)
+	if !ok {
+		return llm.Response{}, false
+	}
+	vecs, err := c.cfg.Embedder.Embed(ctx, []string{text})
+	if err != nil || len(vecs) != 1 {
+		return llm.Response{}, false // a cache miss, not a failure
+	}
+	now := c.clock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	best, bestScore := -1, c.cfg.Threshold
+	entries := c.ns[req.Scope.Agent]
+	for i, e := range entries {
+		if e.prefix != prefix || !now.Before(e.expires) {
+			continue
+		}
+		if s := cosine(vecs[0], e.vec); s >= bestScore {
+			best, bestScore = i, s
+		}
+	}
+	if best < 0 {
+		return llm.Response{}, false
+	}
+	r := entries[best].resp
+	r.Cached = true
+	return r, true
+}
+
+func (c *semanticCache) put(ctx context.Context, model string, req llm.Request, resp llm.Response) {
+	text, prefix, ok := semanticParts(model, req)
+	if !ok {
+		return
+	}
+	vecs, err := c.cfg.Embedder.Embed(ctx, []string{text})
+	if err != nil || len(vecs) != 1 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ns := req.Scope.Agent
+	entries := append(c.ns[ns], semanticEntry{vec: vecs[0], prefix: prefix, resp: resp, expires: c.clock().Add(c.cfg.TTL)})
+	if len(entries) > c.cfg.MaxEntries {
+		entries = entries[len(entries)-c.cfg.MaxEntries:]
+	}
+	c.ns[ns] = entries
+}
+
+func cosine(a, b []float32) float64 {
+	if len(a) != len(b) || len(a) == 0 {
+		return -1
+	}
+	var dot, na, nb float64
+	for i := range a {
+		dot += float64(a[i]) * float64(b[i])
+		na += float64(a[i]) * float64(a[i])
+		nb += float64(b[i]) * float64(b[i])
+	}
+	if na == 0 || nb == 0 {
+		return -1
+	}
+	return dot / (math.Sqrt(na) * math.Sqrt(nb))
+}
