@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"runtime/debug"
 	"time"
 
@@ -33,16 +32,15 @@ type ModelActorConfig struct {
 	Model llm.Model
 	// Timeout bounds one model call (default 2 minutes).
 	Timeout time.Duration
-	// Retries is the number of retries of transient failures (default 3).
-	Retries int
 	// Concurrency bounds calls in flight across the node (default 64).
 	Concurrency int
 	Logger      *slog.Logger
 }
 
-// ModelActor is the gateway every model call goes through. It runs each call on its
-// own recovered goroutine, bounded by Concurrency, retries transient failures with
-// exponential backoff and jitter, and answers with a *ModelResult.
+// ModelActor is the actor every model call of a node goes through. It runs each call
+// on its own recovered goroutine, bounded by Concurrency and Timeout, and answers with
+// a *ModelResult. Retries, fallback, quotas, cost and caching belong to the model it
+// is given: the node gives it a gateway.Gateway.
 type ModelActor struct {
 	cfg ModelActorConfig
 	sem chan struct{}
@@ -52,11 +50,6 @@ type ModelActor struct {
 func NewModelActorProps(cfg ModelActorConfig) *actor.Props {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 2 * time.Minute
-	}
-	if cfg.Retries < 0 {
-		cfg.Retries = 0
-	} else if cfg.Retries == 0 {
-		cfg.Retries = 3
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 64
@@ -80,23 +73,10 @@ func (m *ModelActor) Receive(ctx actor.Context) {
 		m.sem <- struct{}{}
 		defer func() { <-m.sem }()
 		start := time.Now()
-		resp, err := m.generate(call)
+		resp, err := m.once(call)
 		root.Send(call.ReplyTo, &ModelResult{Key: call.Request.Key, Model: m.cfg.Model.Name(), Response: resp, Err: err,
 			LatencyUS: time.Since(start).Microseconds()})
 	}()
-}
-
-func (m *ModelActor) generate(call *ModelCall) (resp llm.Response, err error) {
-	backoff := 100 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		resp, err = m.once(call)
-		if err == nil || !errors.Is(err, llm.ErrTransient) || attempt >= m.cfg.Retries {
-			return resp, err
-		}
-		m.cfg.Logger.Warn("model call failed, retrying", "session", call.SessionID, "key", call.Request.Key, "attempt", attempt+1, "err", err)
-		time.Sleep(backoff/2 + rand.N(backoff))
-		backoff *= 2
-	}
 }
 
 func (m *ModelActor) once(call *ModelCall) (resp llm.Response, err error) {

@@ -21,6 +21,8 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/gateway"
+	"github.com/troupe-run/troupe/llm/react"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -39,8 +41,14 @@ type Config struct {
 	DataDir string
 	// Log overrides the event log; when nil, a SQLite log is opened in DataDir.
 	Log eventlog.Log
-	// Model answers every model call (default llm.Offline).
+	// Model answers every model call (default llm.Offline). A model that cannot call
+	// tools natively is given them through the ReAct text protocol.
 	Model llm.Model
+	// Fallbacks are tried in order when Model fails (after its retries).
+	Fallbacks []llm.Model
+	// Gateway configures retries, quotas, prices and caches of model calls; its Chain
+	// is made of Model and Fallbacks.
+	Gateway gateway.Config
 	// Tools are offered to the agent (default calculator and clock).
 	Tools []tools.Tool
 	// SystemPrompt opens every conversation (default DefaultSystemPrompt).
@@ -175,7 +183,22 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		toolPIDs[spec.Name] = pid
 		n.effect = append(n.effect, pid)
 	}
-	model, err := n.system.Root.SpawnNamed(actors.NewModelActorProps(actors.ModelActorConfig{Model: cfg.Model, Timeout: cfg.ModelTimeout, Logger: cfg.Logger}), "model")
+	gwCfg := cfg.Gateway
+	gwCfg.Chain = nil
+	for _, m := range append([]llm.Model{cfg.Model}, cfg.Fallbacks...) {
+		if !llm.CapabilitiesOf(m).NativeTools {
+			m = react.Wrap(m, react.Options{})
+		}
+		gwCfg.Chain = append(gwCfg.Chain, m)
+	}
+	if gwCfg.Logger == nil {
+		gwCfg.Logger = cfg.Logger
+	}
+	gw, err := gateway.New(gwCfg)
+	if err != nil {
+		return nil, n.fail(err)
+	}
+	model, err := n.system.Root.SpawnNamed(actors.NewModelActorProps(actors.ModelActorConfig{Model: gw, Timeout: cfg.ModelTimeout, Logger: cfg.Logger}), "model")
 	if err != nil {
 		return nil, n.fail(fmt.Errorf("node: spawn model actor: %w", err))
 	}

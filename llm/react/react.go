@@ -1,0 +1,289 @@
+package react
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// ErrUnparseable is wrapped when a model's replies stayed unparseable after retries.
+var ErrUnparseable = errors.New("react: the model's reply could not be parsed")
+
+// Options configures the protocol.
+type Options struct {
+	// MaxRetries is how often an unparseable reply is sent back with the parse error
+	// (default 2).
+	MaxRetries int
+}
+
+// Model is a llm.Model that speaks the ReAct text protocol to the model it wraps.
+type Model struct {
+	inner llm.Model
+	opts  Options
+}
+
+var _ llm.Model = (*Model)(nil)
+
+// Wrap returns m speaking the text protocol.
+func Wrap(m llm.Model, opts Options) *Model {
+	if opts.MaxRetries <= 0 {
+		opts.MaxRetries = 2
+	}
+	return &Model{inner: m, opts: opts}
+}
+
+// Name implements llm.Model.
+func (m *Model) Name() string { return m.inner.Name() }
+
+// Capabilities reports native tools: the wrapper turns text into tool calls.
+func (m *Model) Capabilities() llm.Capabilities {
+	c := llm.CapabilitiesOf(m.inner)
+	c.NativeTools = true
+	return c
+}
+
+// Generate implements llm.Model.
+func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if len(req.Tools) == 0 {
+		return m.inner.Generate(ctx, req)
+	}
+	text := req
+	text.Tools = nil
+	text.Messages = Render(req.Messages, req.Tools)
+	var usage messages.Usage
+	for attempt := 0; ; attempt++ {
+		resp, err := m.inner.Generate(ctx, text)
+		if err != nil {
+			return llm.Response{}, err
+		}
+		usage = usage.Add(resp.Usage)
+		msg, perr := Parse(resp.Message.Content, req.Tools, req.Step)
+		if perr == nil {
+			resp.Message, resp.Usage = msg, usage
+			return resp, nil
+		}
+		if attempt >= m.opts.MaxRetries {
+			return llm.Response{}, fmt.Errorf("%w after %d attempts: %v; last reply: %q", ErrUnparseable, attempt+1, perr, clip(resp.Message.Content))
+		}
+		text.Messages = append(text.Messages,
+			messages.ChatMessage{Role: messages.RoleAssistant, Content: resp.Message.Content},
+			messages.ChatMessage{Role: messages.RoleUser, Content: fmt.Sprintf(
+				"Your reply could not be parsed: %v. Reply with \"Thought: …\" followed by exactly one line \"Action: tool_name[input]\" or \"Finish[final answer]\".", perr)})
+	}
+}
+
+func clip(s string) string {
+	if len(s) > 200 {
+		return s[:197] + "..."
+	}
+	return s
+}
+
+// Render turns a native conversation into the text protocol: the tools are described
+// after the system prompt, tool calls become "Action:" lines and tool results become
+// "Observation:" messages from the user.
+func Render(msgs []messages.ChatMessage, tools []messages.ToolSpec) []messages.ChatMessage {
+	var b strings.Builder
+	b.WriteString("You can use these tools:\n")
+	for _, t := range tools {
+		fmt.Fprintf(&b, "- %s: %s", t.Name, strings.TrimSpace(t.Description))
+		if len(t.Parameters) > 0 {
+			fmt.Fprintf(&b, " Input: a JSON object matching %s", t.Parameters)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString(`
+Reply in exactly this format:
+Thought: what you think about the task
+Action: tool_name[input]
+Then stop: the tool's result comes back as "Observation: …". When you know the answer, reply:
+Thought: why you know it
+Finish[the final answer]`)
+	protocol := b.String()
+	out := make([]messages.ChatMessage, 0, len(msgs)+1)
+	sawSystem := false
+	for _, msg := range msgs {
+		switch msg.Role {
+		case messages.RoleSystem:
+			if !sawSystem {
+				msg.Content = strings.TrimSpace(msg.Content + "\n\n" + protocol)
+				sawSystem = true
+			}
+			out = append(out, msg)
+		case messages.RoleAssistant:
+			var s strings.Builder
+			if msg.Content != "" {
+				s.WriteString("Thought: " + msg.Content + "\n")
+			}
+			for _, c := range msg.ToolCalls {
+				fmt.Fprintf(&s, "Action: %s[%s]\n", c.Name, c.Arguments)
+			}
+			if len(msg.ToolCalls) == 0 {
+				s.Reset()
+				fmt.Fprintf(&s, "Finish[%s]", msg.Content)
+			}
+			out = append(out, messages.ChatMessage{Role: messages.RoleAssistant, Content: strings.TrimSpace(s.String())})
+		case messages.RoleTool:
+			out = append(out, messages.ChatMessage{Role: messages.RoleUser, Content: "Observation: " + msg.Content})
+		default:
+			out = append(out, msg)
+		}
+	}
+	if !sawSystem {
+		out = append([]messages.ChatMessage{{Role: messages.RoleSystem, Content: protocol}}, out...)
+	}
+	return out
+}
+
+var (
+	fence       = regexp.MustCompile("(?s)```[a-zA-Z]*\\s*(.*?)```")
+	finishRe    = regexp.MustCompile(`(?is)finish\s*\[(.*)`)
+	finalRe     = regexp.MustCompile(`(?is)final answer\s*:\s*(.+)`)
+	actionRe    = regexp.MustCompile(`(?is)action\s*:\s*[` + "`" + `"']?([a-zA-Z0-9_.-]+)[` + "`" + `"']?\s*(\[(.*)\])?`)
+	actionInput = regexp.MustCompile(`(?is)action\s+input\s*:\s*(.+)`)
+	thoughtRe   = regexp.MustCompile(`(?is)thought\s*:\s*(.*?)(?:\n\s*(?:action|finish)|$)`)
+	kvRe        = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(.+?)\s*$`)
+)
+
+// Parse reads one text-protocol reply: an action becomes a tool call (its ID derived
+// from step, so it is deterministic), Finish becomes the final answer.
+func Parse(reply string, tools []messages.ToolSpec, step int) (messages.ChatMessage, error) {
+	text := strings.TrimSpace(reply)
+	if m := fence.FindStringSubmatch(text); m != nil && !strings.Contains(strings.ToLower(text[:strings.Index(text, "```")]), "action") {
+		text = strings.TrimSpace(strings.Replace(text, m[0], m[1], 1))
+	}
+	thought := ""
+	if m := thoughtRe.FindStringSubmatch(text); m != nil {
+		thought = strings.TrimSpace(m[1])
+	}
+	a := actionRe.FindStringSubmatchIndex(text)
+	f := finishRe.FindStringSubmatchIndex(text)
+	if f != nil && (a == nil || f[0] < a[0]) {
+		return messages.ChatMessage{Role: messages.RoleAssistant, Content: strings.TrimSpace(balanced(text[f[2]:f[3]]))}, nil
+	}
+	if a == nil {
+		if m := finalRe.FindStringSubmatch(text); m != nil {
+			return messages.ChatMessage{Role: messages.RoleAssistant, Content: strings.TrimSpace(m[1])}, nil
+		}
+		if text == "" {
+			return messages.ChatMessage{}, errors.New("the reply is empty")
+		}
+		return messages.ChatMessage{}, errors.New("it has neither an \"Action: tool[input]\" line nor \"Finish[answer]\"")
+	}
+	name := text[a[2]:a[3]]
+	var input string
+	switch {
+	case a[6] >= 0:
+		input = text[a[6]:a[7]]
+		// Keep the input up to its own closing bracket when more text follows.
+		input = balanced(input)
+	default:
+		m := actionInput.FindStringSubmatch(text[a[1]:])
+		if m == nil {
+			return messages.ChatMessage{}, fmt.Errorf("the action %q has no input: write it as %s[input]", name, name)
+		}
+		input = firstLineOrJSON(m[1])
+	}
+	spec, ok := findTool(tools, name)
+	if !ok {
+		names := make([]string, len(tools))
+		for i, t := range tools {
+			names[i] = t.Name
+		}
+		return messages.ChatMessage{}, fmt.Errorf("there is no tool %q (tools: %s)", name, strings.Join(names, ", "))
+	}
+	args, err := arguments(strings.TrimSpace(input), spec)
+	if err != nil {
+		return messages.ChatMessage{}, err
+	}
+	return messages.ChatMessage{Role: messages.RoleAssistant, Content: thought, ToolCalls: []messages.ToolCall{
+		{ID: fmt.Sprintf("react_%d", step), Name: spec.Name, Arguments: args}}}, nil
+}
+
+func balanced(s string) string {
+	depth := 0
+	for i, r := range s {
+		switch r {
+		case '[', '{', '(':
+			depth++
+		case ']', '}', ')':
+			if depth == 0 && r == ']' {
+				return s[:i]
+			}
+			depth--
+		}
+	}
+	return s
+}
+
+func firstLineOrJSON(s string) string {
+	s = strings.TrimSpace(s)
+	if strings.HasPrefix(s, "{") {
+		d := json.NewDecoder(strings.NewReader(s))
+		var raw json.RawMessage
+		if d.Decode(&raw) == nil {
+			return string(raw)
+		}
+	}
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func findTool(tools []messages.ToolSpec, name string) (messages.ToolSpec, bool) {
+	for _, t := range tools {
+		if strings.EqualFold(t.Name, name) {
+			return t, true
+		}
+	}
+	return messages.ToolSpec{}, false
+}
+
+// arguments turns an action input into the JSON arguments of a tool: a JSON object as
+// is; key=value pairs as an object; anything else as the tool's single string
+// parameter when its schema has exactly one, else as {"input": …}.
+func arguments(input string, spec messages.ToolSpec) (string, error) {
+	input = strings.Trim(input, "`")
+	if strings.HasPrefix(input, "{") {
+		var obj map[string]any
+		if err := json.Unmarshal([]byte(input), &obj); err != nil {
+			return "", fmt.Errorf("the input of %s looks like JSON but is not valid: %v", spec.Name, err)
+		}
+		b, _ := json.Marshal(obj)
+		return string(b), nil
+	}
+	if pairs := splitPairs(input); pairs != nil {
+		b, _ := json.Marshal(pairs)
+		return string(b), nil
+	}
+	key := "input"
+	var schema struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(spec.Parameters, &schema) == nil && len(schema.Properties) == 1 {
+		for k := range schema.Properties {
+			key = k
+		}
+	}
+	b, _ := json.Marshal(map[string]string{key: strings.Trim(input, `"'`)})
+	return string(b), nil
+}
+
+// splitPairs reads "a=1, b=two" (or "a: 1") into a map, or returns nil.
+func splitPairs(s string) map[string]string {
+	parts := strings.Split(s, ",")
+	out := map[string]string{}
+	for _, p := range parts {
+		m := kvRe.FindStringSubmatch(p)
+		if m == nil {
+			return nil
+		}
+		out[m[1]] = strings.Trim(m[2], `"'`)
+	}
+	return out
+}
