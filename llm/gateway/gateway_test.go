@@ -118,7 +118,9 @@ func TestGivesUpAfterMaxAttemptsAndFallsBack(t *testing.T) {
 		t.Fatal(g.Name())
 	}
 	// Every model failing is one error naming both.
-	backup.fn = func(int, llm.Request) (llm.Response, error) { return llm.Response{}, &llm.APIError{StatusCode: 401, Message: "bad key"} }
+	backup.fn = func(int, llm.Request) (llm.Response, error) {
+		return llm.Response{}, &llm.APIError{StatusCode: 401, Message: "bad key"}
+	}
 	_, err = g.Generate(context.Background(), ask("q2"))
 	if !errors.Is(err, gateway.ErrAllFailed) || !strings.Contains(err.Error(), "bad key") {
 		t.Fatalf("all failed: %v", err)
