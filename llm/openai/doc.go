@@ -1,0 +1,46 @@
+// Package openai runs Troupe's llm.Model against any OpenAI-compatible chat
+// completions API — OpenAI itself, DeepSeek, Qwen (DashScope), Zhipu, Moonshot,
+// SiliconFlow, ModelScope, Ollama, vLLM — through the official openai-go SDK.
+//
+// An llm.Request enters Model.Generate and becomes one POST {BaseURL}/chat/completions:
+// system, user, assistant (with tool_calls) and tool (with tool_call_id) messages map
+// one to one, and each messages.ToolSpec becomes a function tool whose parameters are
+// its JSON Schema, sent byte for byte (an empty schema becomes
+// {"type":"object","properties":{}}). The first choice comes back as one assistant
+// llm.Response: its text, its tool calls (several when the model calls tools in
+// parallel; a missing call id is replaced by "call_<step>_<n>"), and its usage,
+// including cached prompt tokens. A provider that reports no usage leaves Usage zero,
+// for the gateway's tokenizer to fill in.
+//
+//	m, err := openai.New(openai.Config{Provider: "deepseek", BaseURL: "https://api.deepseek.com/v1",
+//		APIKey: key, Model: "deepseek-chat", Timeout: time.Minute})
+//	resp, err := m.Generate(ctx, llm.Request{Step: 1, Messages: msgs, Tools: specs})
+//
+// Optional capabilities, found by type assertion: Stream (the Streamer interface)
+// delivers Deltas as they arrive and returns the same Response Generate would;
+// Capabilities (llm.CapabilityReporter) reports native tools, streaming and JSON
+// mode; Provider (the gateway's ProviderNamer) names the provider. Embedder is an
+// llm.Embedder that turns texts into vectors through /embeddings, in batches, in order.
+//
+// # Errors
+//
+// One call is one HTTP attempt: the SDK's own retries are off, because retries,
+// fallback and quotas belong to the gateway. Every error names the provider and model
+// and is classified for it:
+//
+//   - an HTTP error is an *llm.APIError (wrapped) with the status, the provider's
+//     message (API key redacted) and RetryAfter from retry-after-ms, Retry-After
+//     (seconds or HTTP date) or, on 429, x-ratelimit-reset-*; 408, 409, 429 and 5xx
+//     are transient (errors.Is(err, llm.ErrTransient));
+//   - a call that runs past Config.Timeout, a refused or dropped connection, a stream
+//     cut short (ErrTruncatedStream) or an error event mid-stream wrap llm.ErrTransient;
+//   - when the caller's ctx ends first, the error wraps ctx.Err() and is not transient;
+//   - ErrMalformedResponse (a body that is not the expected JSON or event stream) and
+//     ErrInvalidRequest (a conversation that cannot be sent) are not transient.
+//
+// Config, Model and Embedder print without the API key, under every fmt verb and in
+// slog, and provider messages that echo the key have it redacted.
+//
+// Package openaitest holds the fake OpenAI-compatible server the tests run against;
+// other packages' tests may use it too.
+package openai

@@ -1,0 +1,265 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/troupe-run/troupe/llm"
+)
+
+// Errors of this package. Each wraps into a longer message naming the provider and
+// model; test with errors.Is.
+var (
+	// ErrMalformedResponse means the provider answered with a body this client cannot
+	// understand (invalid JSON, no choices, an event stream that is not one). It is not
+	// transient: the same request tends to get the same answer, so the gateway should
+	// fall back rather than retry.
+	ErrMalformedResponse = errors.New("llm/openai: malformed response")
+	// ErrTruncatedStream means an event stream ended (the connection closed) before
+	// the provider finished the answer and sent [DONE]. It also wraps llm.ErrTransient.
+	ErrTruncatedStream = errors.New("llm/openai: stream ended before the answer was complete")
+	// ErrInvalidRequest means the request cannot be sent as it is (a tool message
+	// without a tool_call_id, a tool schema that is not JSON, ...). Not transient.
+	ErrInvalidRequest = errors.New("llm/openai: invalid request")
+)
+
+// errCallTimeout is the cause of a call context that ran past Config.Timeout.
+var errCallTimeout = errors.New("llm/openai: call timeout")
+
+// maxErrorBody bounds how much of an error response is read.
+const maxErrorBody = 64 << 10
+
+// maxRetryAfter caps a provider's Retry-After hint (it also keeps absurd values from
+// overflowing a time.Duration).
+const maxRetryAfter = 24 * time.Hour
+
+const redacted = "[REDACTED]"
+
+// exchange records what happened on the wire during one call, so that errors can be
+// classified by what the server did rather than by the text of the SDK's errors. It is
+// installed as SDK middleware; the SDK makes exactly one attempt (no retries).
+type exchange struct {
+	mu      sync.Mutex
+	sent    bool
+	status  int
+	header  http.Header
+	body    []byte // the body of an error response (bounded)
+	readErr error  // a transport error while reading a successful response's body
+}
+
+func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	x.mu.Lock()
+	x.sent = true
+	x.mu.Unlock()
+	res, err := next(req)
+	if err != nil || res == nil {
+		return res, err
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.status = res.StatusCode
+	x.header = res.Header.Clone()
+	if res.StatusCode >= 400 {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+		_ = res.Body.Close()
+		x.body = b
+		res.Body = io.NopCloser(bytes.NewReader(b))
+		return res, nil
+	}
+	res.Body = &watchedBody{rc: res.Body, x: x}
+	return res, nil
+}
+
+func (x *exchange) snapshot() (sent bool, status int, header http.Header, body []byte, readErr error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.sent, x.status, x.header, x.body, x.readErr
+}
+
+// watchedBody records transport errors (resets, unexpected EOF, timeouts) while the
+// SDK reads a successful response, to tell a dropped connection (transient) from a
+// body that arrived whole but does not parse (malformed).
+type watchedBody struct {
+	rc io.ReadCloser
+	x  *exchange
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if err != nil && err != io.EOF {
+		b.x.mu.Lock()
+		if b.x.readErr == nil {
+			b.x.readErr = err
+		}
+		b.x.mu.Unlock()
+	}
+	return n, err
+}
+
+func (b *watchedBody) Close() error { return b.rc.Close() }
+
+// caller identifies a call in error messages.
+type caller struct {
+	provider, model, apiKey string
+	callTimeout             time.Duration
+}
+
+func (c caller) errorf(op, format string, args ...any) error {
+	return fmt.Errorf("llm/openai: %s %s: %s: "+format, append([]any{c.provider, c.model, op}, args...)...)
+}
+
+// classify turns an SDK error into this package's errors: *llm.APIError for HTTP
+// errors, ErrTransient for timeouts and dropped connections, the caller's context
+// error when the caller gave up, ErrMalformedResponse otherwise.
+func (c caller) classify(op string, parent, call context.Context, x *exchange, err error) error {
+	sent, status, header, body, readErr := x.snapshot()
+	switch {
+	case status >= 400:
+		return fmt.Errorf("llm/openai: %s: %w", op, c.apiError(status, header, body, err))
+	case context.Cause(call) == errCallTimeout && parent.Err() == nil:
+		return c.timeout(op)
+	case parent.Err() != nil:
+		return c.errorf(op, "%w", parent.Err())
+	case !sent:
+		return c.errorf(op, "%w: %w", ErrInvalidRequest, err)
+	case status == 0, readErr != nil:
+		return c.errorf(op, "%w: %w", llm.ErrTransient, err)
+	}
+	return c.errorf(op, "%w: %w", ErrMalformedResponse, err)
+}
+
+func (c caller) timeout(op string) error {
+	return c.errorf(op, "no complete answer within %s: %w (%w)", c.callTimeout, llm.ErrTransient, context.DeadlineExceeded)
+}
+
+// apiError builds the gateway-facing error for an HTTP error response.
+func (c caller) apiError(status int, header http.Header, body []byte, sdkErr error) *llm.APIError {
+	msg := ""
+	var e *sdk.Error
+	if errors.As(sdkErr, &e) && e.Message != "" {
+		msg = e.Message
+	} else {
+		msg = errorMessage(body)
+	}
+	return &llm.APIError{
+		Provider:   c.provider,
+		Model:      c.model,
+		StatusCode: status,
+		RetryAfter: retryAfter(status, header, time.Now()),
+		Message:    redact(msg, c.apiKey),
+	}
+}
+
+// errorMessage extracts a human-readable message from an error body in any of the
+// shapes OpenAI-compatible servers use: {"error":{"message":...}}, {"error":"..."},
+// {"message":...}, {"detail":...}, or plain text.
+func errorMessage(body []byte) string {
+	var shaped struct {
+		Error   json.RawMessage `json:"error"`
+		Message string          `json:"message"`
+		Detail  json.RawMessage `json:"detail"`
+	}
+	if json.Unmarshal(body, &shaped) == nil {
+		var inner struct {
+			Message string `json:"message"`
+		}
+		var s string
+		switch {
+		case json.Unmarshal(shaped.Error, &inner) == nil && inner.Message != "":
+			return clip(inner.Message)
+		case json.Unmarshal(shaped.Error, &s) == nil && s != "":
+			return clip(s)
+		case shaped.Message != "":
+			return clip(shaped.Message)
+		case json.Unmarshal(shaped.Detail, &s) == nil && s != "":
+			return clip(s)
+		case len(shaped.Detail) > 0:
+			return clip(string(shaped.Detail))
+		}
+	}
+	return clip(strings.Join(strings.Fields(string(body)), " "))
+}
+
+// clip shortens a message to a log-friendly length on a rune boundary.
+func clip(s string) string {
+	const max = 300
+	if len(s) <= max {
+		return s
+	}
+	s = s[:max]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
+
+// retryAfter reads a provider's retry hint: retry-after-ms, then Retry-After (seconds
+// or an HTTP date, relative to now), then, for 429 only, OpenAI's
+// x-ratelimit-reset-{requests,tokens} for whichever limit is exhausted. 0 means no hint.
+func retryAfter(status int, h http.Header, now time.Time) time.Duration {
+	if d, ok := parseSeconds(h.Get("Retry-After-Ms"), time.Millisecond); ok {
+		return d
+	}
+	if v := strings.TrimSpace(h.Get("Retry-After")); v != "" {
+		if d, ok := parseSeconds(v, time.Second); ok {
+			return d
+		}
+		if t, err := http.ParseTime(v); err == nil {
+			return clampRetry(t.Sub(now))
+		}
+	}
+	if status == http.StatusTooManyRequests {
+		for _, kind := range []string{"requests", "tokens"} {
+			if h.Get("X-Ratelimit-Remaining-"+kind) != "0" {
+				continue
+			}
+			if d, err := time.ParseDuration(h.Get("X-Ratelimit-Reset-" + kind)); err == nil {
+				return clampRetry(d)
+			}
+		}
+	}
+	return 0
+}
+
+func parseSeconds(v string, unit time.Duration) (time.Duration, bool) {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || math.IsNaN(f) || f < 0 {
+		return 0, false
+	}
+	if f*float64(unit) > float64(maxRetryAfter) {
+		return maxRetryAfter, true
+	}
+	return time.Duration(f * float64(unit)), true
+}
+
+func clampRetry(d time.Duration) time.Duration {
+	switch {
+	case d < 0:
+		return 0
+	case d > maxRetryAfter:
+		return maxRetryAfter
+	}
+	return d
+}
+
+// redact replaces every occurrence of a secret in s.
+func redact(s, secret string) string {
+	if secret == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, secret, redacted)
+}

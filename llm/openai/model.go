@@ -1,0 +1,314 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/http"
+	"slices"
+	"strconv"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Model is a chat model behind an OpenAI-compatible API. It is immutable and safe
+// for concurrent use. Each call makes one HTTP request, bounded by Config.Timeout and
+// by the caller's context.
+type Model struct {
+	cfg  Config
+	chat sdk.ChatCompletionService
+	who  caller
+}
+
+var (
+	_ llm.Model              = (*Model)(nil)
+	_ llm.CapabilityReporter = (*Model)(nil)
+)
+
+// New builds a model from cfg. It sends nothing over the network.
+func New(cfg Config) (*Model, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.Provider = cfg.providerName()
+	cfg.ExtraHeaders = maps.Clone(cfg.ExtraHeaders)
+	cfg.ExtraBody = maps.Clone(cfg.ExtraBody)
+	cfg.Stop = slices.Clone(cfg.Stop)
+	return &Model{
+		cfg:  cfg,
+		chat: sdk.NewChatCompletionService(clientOptions(cfg.BaseURL, cfg.APIKey, cfg.ExtraHeaders, cfg.HTTPClient)...),
+		who:  caller{provider: cfg.Provider, model: cfg.Model, apiKey: cfg.APIKey, callTimeout: cfg.timeout()},
+	}, nil
+}
+
+// WithResponseFormat returns a copy of m that asks for rf (nil: text). m is unchanged.
+func (m *Model) WithResponseFormat(rf *ResponseFormat) (*Model, error) {
+	cfg := m.cfg
+	cfg.ResponseFormat = rf
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := *m
+	c.cfg = cfg
+	return &c, nil
+}
+
+// clientOptions configures the SDK explicitly: it never reads OPENAI_* environment
+// variables, and it never retries (retries belong to the gateway).
+func clientOptions(base, key string, headers map[string]string, hc *http.Client) []option.RequestOption {
+	if hc == nil {
+		hc = &http.Client{}
+	}
+	opts := []option.RequestOption{option.WithBaseURL(base), option.WithHTTPClient(hc), option.WithMaxRetries(0)}
+	if key != "" {
+		opts = append(opts, option.WithAPIKey(key))
+	}
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
+		opts = append(opts, option.WithHeader(k, headers[k]))
+	}
+	return opts
+}
+
+// Name implements llm.Model: the provider's model name, e.g. "gpt-4o-mini".
+func (m *Model) Name() string { return m.cfg.Model }
+
+// Provider names the provider the model runs at, e.g. "deepseek".
+func (m *Model) Provider() string { return m.cfg.Provider }
+
+// Capabilities implements llm.CapabilityReporter: native tools (function calling,
+// parallel calls), streaming (Stream) and JSON mode (Config.ResponseFormat). Whether
+// a given provider's model honours them is the provider's business; an unsupported
+// feature comes back as a 400 *llm.APIError.
+func (m *Model) Capabilities() llm.Capabilities {
+	return llm.Capabilities{NativeTools: true, Streaming: true, JSONMode: true}
+}
+
+// String describes the model without its API key.
+func (m Model) String() string {
+	return fmt.Sprintf("openai.Model{%s %s at %s}", m.cfg.Provider, m.cfg.Model, m.cfg.BaseURL)
+}
+
+// Format makes every fmt verb print String, never the key.
+func (m Model) Format(f fmt.State, _ rune) { _, _ = fmt.Fprint(f, m.String()) }
+
+// LogValue implements slog.LogValuer without the key.
+func (m Model) LogValue() slog.Value { return m.cfg.LogValue() }
+
+// Generate implements llm.Model with one chat completion. Errors: *llm.APIError
+// (wrapped) for HTTP errors, llm.ErrTransient for timeouts and dropped connections,
+// the context's error when ctx ends first, ErrMalformedResponse, ErrInvalidRequest.
+func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if err := ctx.Err(); err != nil {
+		return llm.Response{}, m.who.errorf("chat", "%w", err)
+	}
+	params, err := m.params("chat", req)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	call, cancel := context.WithTimeoutCause(ctx, m.who.callTimeout, errCallTimeout)
+	defer cancel()
+	x := &exchange{}
+	cc, err := m.chat.New(call, params, option.WithMiddleware(x.middleware))
+	if err != nil {
+		return llm.Response{}, m.who.classify("chat", ctx, call, x, err)
+	}
+	if cc == nil || len(cc.Choices) == 0 {
+		return llm.Response{}, m.who.errorf("chat", "%w: the response has no choices", ErrMalformedResponse)
+	}
+	msg, err := m.message(req, cc.Choices[0].Message)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	return llm.Response{Message: msg, Usage: usage(cc.Usage)}, nil
+}
+
+// params builds the chat request body.
+func (m *Model) params(op string, req llm.Request) (sdk.ChatCompletionNewParams, error) {
+	msgs, err := chatMessages(req.Messages)
+	if err != nil {
+		return sdk.ChatCompletionNewParams{}, m.who.errorf(op, "%w", err)
+	}
+	tools, err := toolParams(req.Tools)
+	if err != nil {
+		return sdk.ChatCompletionNewParams{}, m.who.errorf(op, "%w", err)
+	}
+	c := m.cfg
+	p := sdk.ChatCompletionNewParams{Model: c.Model, Messages: msgs, Tools: tools}
+	if len(tools) > 0 && c.ParallelToolCalls != nil {
+		p.ParallelToolCalls = sdk.Bool(*c.ParallelToolCalls)
+	}
+	if c.Temperature != nil {
+		p.Temperature = sdk.Float(*c.Temperature)
+	}
+	if c.TopP != nil {
+		p.TopP = sdk.Float(*c.TopP)
+	}
+	if c.MaxTokens != nil {
+		p.MaxTokens = sdk.Int(int64(*c.MaxTokens))
+	}
+	if c.Seed != nil {
+		p.Seed = sdk.Int(*c.Seed)
+	}
+	if len(c.Stop) > 0 {
+		p.Stop.OfStringArray = c.Stop
+	}
+	if rf := c.ResponseFormat; rf != nil {
+		switch rf.Type {
+		case FormatJSONObject:
+			p.ResponseFormat.OfJSONObject = &shared.ResponseFormatJSONObjectParam{}
+		case FormatJSONSchema:
+			js := shared.ResponseFormatJSONSchemaJSONSchemaParam{Name: rf.Name, Schema: json.RawMessage(rf.Schema)}
+			if rf.Description != "" {
+				js.Description = sdk.String(rf.Description)
+			}
+			if rf.Strict {
+				js.Strict = sdk.Bool(true)
+			}
+			p.ResponseFormat.OfJSONSchema = &shared.ResponseFormatJSONSchemaParam{JSONSchema: js}
+		}
+	}
+	if len(c.ExtraBody) > 0 {
+		extra := make(map[string]any, len(c.ExtraBody))
+		for k, v := range c.ExtraBody {
+			extra[k] = v
+		}
+		p.SetExtraFields(extra)
+	}
+	return p, nil
+}
+
+// chatMessages maps the conversation to the API's message union, role by role.
+func chatMessages(in []messages.ChatMessage) ([]sdk.ChatCompletionMessageParamUnion, error) {
+	if len(in) == 0 {
+		return nil, fmt.Errorf("%w: the conversation is empty", ErrInvalidRequest)
+	}
+	out := make([]sdk.ChatCompletionMessageParamUnion, 0, len(in))
+	for i, m := range in {
+		switch m.Role {
+		case messages.RoleSystem:
+			p := sdk.ChatCompletionSystemMessageParam{}
+			p.Content.OfString = sdk.String(m.Content)
+			if m.Name != "" {
+				p.Name = sdk.String(m.Name)
+			}
+			out = append(out, sdk.ChatCompletionMessageParamUnion{OfSystem: &p})
+		case messages.RoleUser:
+			p := sdk.ChatCompletionUserMessageParam{}
+			p.Content.OfString = sdk.String(m.Content)
+			if m.Name != "" {
+				p.Name = sdk.String(m.Name)
+			}
+			out = append(out, sdk.ChatCompletionMessageParamUnion{OfUser: &p})
+		case messages.RoleAssistant:
+			p := sdk.ChatCompletionAssistantMessageParam{}
+			// An assistant turn that only calls tools has no content (null on the wire).
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				p.Content.OfString = sdk.String(m.Content)
+			}
+			if m.Name != "" {
+				p.Name = sdk.String(m.Name)
+			}
+			for j, c := range m.ToolCalls {
+				if c.ID == "" || c.Name == "" {
+					return nil, fmt.Errorf("%w: message %d: tool call %d needs an id and a name", ErrInvalidRequest, i, j)
+				}
+				p.ToolCalls = append(p.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
+						ID:       c.ID,
+						Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: c.Arguments},
+					},
+				})
+			}
+			out = append(out, sdk.ChatCompletionMessageParamUnion{OfAssistant: &p})
+		case messages.RoleTool:
+			if m.ToolCallID == "" {
+				return nil, fmt.Errorf("%w: message %d: a tool result needs the tool_call_id it answers", ErrInvalidRequest, i)
+			}
+			p := sdk.ChatCompletionToolMessageParam{ToolCallID: m.ToolCallID}
+			p.Content.OfString = sdk.String(m.Content)
+			out = append(out, sdk.ChatCompletionMessageParamUnion{OfTool: &p})
+		default:
+			return nil, fmt.Errorf("%w: message %d has unknown role %q", ErrInvalidRequest, i, m.Role)
+		}
+	}
+	return out, nil
+}
+
+// emptySchema is the parameters of a tool that takes none.
+var emptySchema = json.RawMessage(`{"type":"object","properties":{}}`)
+
+// toolParams maps tool specs to function definitions. Parameters is a JSON Schema
+// object, sent byte for byte (compacted): the SDK's own map encoding would turn
+// json.Number into strings and float64 would round big integers.
+func toolParams(specs []messages.ToolSpec) ([]sdk.ChatCompletionToolUnionParam, error) {
+	var out []sdk.ChatCompletionToolUnionParam
+	for _, s := range specs {
+		if s.Name == "" {
+			return nil, fmt.Errorf("%w: a tool has no name", ErrInvalidRequest)
+		}
+		schema := emptySchema
+		if raw := bytes.TrimSpace(s.Parameters); len(raw) > 0 && !bytes.Equal(raw, []byte("null")) {
+			var obj map[string]json.RawMessage
+			var buf bytes.Buffer
+			if json.Unmarshal(raw, &obj) != nil || obj == nil || json.Compact(&buf, raw) != nil {
+				return nil, fmt.Errorf("%w: tool %q: parameters must be a JSON Schema object", ErrInvalidRequest, s.Name)
+			}
+			if len(obj) > 0 {
+				schema = buf.Bytes()
+			}
+		}
+		def := struct {
+			Name        string          `json:"name"`
+			Description string          `json:"description,omitempty"`
+			Parameters  json.RawMessage `json:"parameters"`
+		}{s.Name, s.Description, schema}
+		b, err := json.Marshal(def)
+		if err != nil {
+			return nil, fmt.Errorf("%w: tool %q: %w", ErrInvalidRequest, s.Name, err)
+		}
+		out = append(out, sdk.ChatCompletionFunctionTool(param.Override[shared.FunctionDefinitionParam](json.RawMessage(b))))
+	}
+	return out, nil
+}
+
+// message maps the first choice's message back. Tool calls without an id (some local
+// servers omit them) get a deterministic one from the step and position.
+func (m *Model) message(req llm.Request, in sdk.ChatCompletionMessage) (messages.ChatMessage, error) {
+	out := messages.ChatMessage{Role: messages.RoleAssistant, Content: in.Content}
+	if out.Content == "" && in.Refusal != "" {
+		out.Content = in.Refusal
+	}
+	for i, c := range in.ToolCalls {
+		if c.Function.Name == "" {
+			return messages.ChatMessage{}, m.who.errorf("chat", "%w: tool call %d has no function name", ErrMalformedResponse, i)
+		}
+		id := c.ID
+		if id == "" {
+			id = fmt.Sprintf("call_%d_%d", req.Step, i+1)
+		}
+		out.ToolCalls = append(out.ToolCalls, messages.ToolCall{ID: id, Name: c.Function.Name, Arguments: c.Function.Arguments})
+	}
+	return out, nil
+}
+
+// usage maps the provider's token counts, including cached prompt tokens
+// (prompt_tokens_details.cached_tokens, or DeepSeek's prompt_cache_hit_tokens). A
+// provider that reports no usage leaves it zero, for the gateway's tokenizer to fill.
+func usage(u sdk.CompletionUsage) messages.Usage {
+	cached := u.PromptTokensDetails.CachedTokens
+	if cached == 0 {
+		if f, ok := u.JSON.ExtraFields["prompt_cache_hit_tokens"]; ok {
+			cached, _ = strconv.ParseInt(f.Raw(), 10, 64)
+		}
+	}
+	return messages.Usage{PromptTokens: int(u.PromptTokens), CompletionTokens: int(u.CompletionTokens), CachedTokens: int(cached)}
+}

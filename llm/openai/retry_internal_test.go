@@ -1,0 +1,50 @@
+package openai
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRetryAfterParsing(t *testing.T) {
+	now := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+	h := func(kv ...string) http.Header {
+		x := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			x.Set(kv[i], kv[i+1])
+		}
+		return x
+	}
+	for _, c := range []struct {
+		status int
+		header http.Header
+		want   time.Duration
+	}{
+		{429, h("Retry-After", "12"), 12 * time.Second},
+		{429, h("Retry-After", "0.5"), 500 * time.Millisecond},
+		{503, h("Retry-After", "Sat, 01 Mar 2025 12:00:30 GMT"), 30 * time.Second},
+		{503, h("Retry-After", "Saturday, 01-Mar-25 12:01:00 GMT"), time.Minute}, // RFC 850
+		{503, h("Retry-After", "Sat, 01 Mar 2025 11:00:00 GMT"), 0},              // in the past
+		{429, h("Retry-After-Ms", "250"), 250 * time.Millisecond},
+		{429, h("Retry-After", "1e30"), maxRetryAfter},
+		{429, h("Retry-After", "-3"), 0},
+		{429, h("Retry-After", "soon"), 0},
+		{429, h("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1.5s"), 1500 * time.Millisecond},
+		{429, h("X-Ratelimit-Remaining-Requests", "3", "X-Ratelimit-Reset-Requests", "1.5s"), 0},
+		{500, h("X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1.5s"), 0},
+		{429, h(), 0},
+	} {
+		if got := retryAfter(c.status, c.header, now); got != c.want {
+			t.Errorf("%d %v: got %s, want %s", c.status, c.header, got, c.want)
+		}
+	}
+}
+
+func TestErrorMessageIsClipped(t *testing.T) {
+	long := strings.Repeat("é", 400)
+	got := errorMessage([]byte(long))
+	if len(got) > 310 || !strings.HasSuffix(got, "…") || !strings.HasPrefix(got, "éé") {
+		t.Fatalf("%d bytes: %q", len(got), got)
+	}
+}

@@ -1,0 +1,182 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"mime"
+	"net/http"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/troupe-run/troupe/llm"
+)
+
+// Delta is one increment of a streamed answer, in the order the provider sent it.
+// A text increment has Content set and the tool fields empty. A tool-call increment
+// names the call by ToolCallIndex (its position in the final message's ToolCalls);
+// ToolCallID and ToolName usually arrive only with a call's first increment and
+// ArgumentsDelta is the next piece of its JSON arguments. Parallel tool calls may
+// interleave. Concatenating the increments gives the final Response's message.
+type Delta struct {
+	Content        string
+	ToolCallIndex  int
+	ToolCallID     string
+	ToolName       string
+	ArgumentsDelta string
+}
+
+// Streamer is the optional streaming capability of a model, found by type assertion.
+type Streamer interface {
+	// Stream generates like llm.Model.Generate, calling onDelta with each increment
+	// as it arrives, on the calling goroutine, and returns the assembled response.
+	Stream(ctx context.Context, req llm.Request, onDelta func(Delta) error) (llm.Response, error)
+}
+
+var _ Streamer = (*Model)(nil)
+
+// Stream implements Streamer with a streamed chat completion (stream_options
+// include_usage). The response is assembled by the SDK's ChatCompletionAccumulator.
+// The stream must end with a finish_reason and [DONE]: a stream the connection cuts
+// short fails with ErrTruncatedStream (transient) and never returns a partial answer;
+// one that stalls fails at Config.Timeout. When Stream fails, the increments already
+// delivered belong to no answer: a retry streams again from the start. An error from
+// onDelta stops the stream and is returned (wrapped) as is.
+func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta) error) (llm.Response, error) {
+	const op = "stream"
+	if err := ctx.Err(); err != nil {
+		return llm.Response{}, m.who.errorf(op, "%w", err)
+	}
+	params, err := m.params(op, req)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	params.StreamOptions.IncludeUsage = sdk.Bool(true)
+	call, cancel := context.WithTimeoutCause(ctx, m.who.callTimeout, errCallTimeout)
+	defer cancel()
+	x := &exchange{}
+	var raw *http.Response
+	// The response body is decoded here (not by NewStreaming) to see whether the
+	// stream really ended with [DONE].
+	_, err = m.chat.New(call, params, option.WithMiddleware(x.middleware),
+		option.WithJSONSet("stream", true), option.WithResponseBodyInto(&raw))
+	if err != nil {
+		return llm.Response{}, m.who.classify(op, ctx, call, x, err)
+	}
+	if raw == nil || raw.Body == nil {
+		return llm.Response{}, m.who.errorf(op, "%w: no response body", ErrMalformedResponse)
+	}
+	defer raw.Body.Close()
+	if mt, _, _ := mime.ParseMediaType(raw.Header.Get("Content-Type")); mt != "text/event-stream" {
+		_, _ = io.Copy(io.Discard, io.LimitReader(raw.Body, maxErrorBody))
+		return llm.Response{}, m.who.errorf(op, "%w: expected an event stream, got Content-Type %q", ErrMalformedResponse, mt)
+	}
+	dec := &doneDecoder{Decoder: ssestream.NewDecoder(raw)}
+	stream := ssestream.NewStream[sdk.ChatCompletionChunk](dec, nil)
+	defer stream.Close()
+
+	var acc sdk.ChatCompletionAccumulator
+	var u sdk.CompletionUsage
+	for stream.Next() {
+		chunk := stream.Current()
+		if !acc.AddChunk(chunk) {
+			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, clip(chunk.RawJSON()))
+		}
+		if chunk.JSON.Usage.Valid() {
+			u = chunk.Usage
+		}
+		if onDelta == nil {
+			continue
+		}
+		for _, ch := range chunk.Choices {
+			if ch.Index != 0 {
+				continue
+			}
+			for _, d := range deltas(ch.Delta) {
+				if err := onDelta(d); err != nil {
+					return llm.Response{}, m.who.errorf(op, "delta callback: %w", err)
+				}
+			}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		var se *ssestream.StreamError
+		if errors.As(err, &se) {
+			return llm.Response{}, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
+				redact(errorMessage(se.Event.Data), m.who.apiKey), llm.ErrTransient)
+		}
+		return llm.Response{}, m.who.classify(op, ctx, call, x, err)
+	}
+	if err := call.Err(); err != nil {
+		return llm.Response{}, m.who.classify(op, ctx, call, x, err)
+	}
+	cc := acc.ChatCompletion
+	switch {
+	case len(cc.Choices) == 0 || cc.Choices[0].FinishReason == "":
+		return llm.Response{}, m.who.errorf(op, "%w (no finish_reason): %w", ErrTruncatedStream, llm.ErrTransient)
+	case !dec.done:
+		return llm.Response{}, m.who.errorf(op, "%w (no [DONE]): %w", ErrTruncatedStream, llm.ErrTransient)
+	}
+	msg, err := m.message(req, cc.Choices[0].Message)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	return llm.Response{Message: msg, Usage: usage(u)}, nil
+}
+
+// deltas lists a chunk's increments: content (or refusal), then tool-call pieces.
+func deltas(d sdk.ChatCompletionChunkChoiceDelta) []Delta {
+	var out []Delta
+	if d.Content != "" {
+		out = append(out, Delta{Content: d.Content})
+	} else if d.Refusal != "" {
+		out = append(out, Delta{Content: d.Refusal})
+	}
+	for _, tc := range d.ToolCalls {
+		idx := int(tc.Index)
+		if idx < 0 { // some servers send -1 for a lone call; the accumulator reads it as 0
+			idx = 0
+		}
+		if tc.ID == "" && tc.Function.Name == "" && tc.Function.Arguments == "" {
+			continue
+		}
+		out = append(out, Delta{ToolCallIndex: idx, ToolCallID: tc.ID, ToolName: tc.Function.Name, ArgumentsDelta: tc.Function.Arguments})
+	}
+	return out
+}
+
+// doneDecoder notes whether the event stream reached its [DONE] sentinel; the SDK's
+// stream ends the same way on [DONE] and on a closed connection.
+type doneDecoder struct {
+	ssestream.Decoder
+	done bool
+}
+
+func (d *doneDecoder) Next() bool {
+	if d.Decoder == nil || !d.Decoder.Next() {
+		return false
+	}
+	if bytes.HasPrefix(d.Event().Data, []byte("[DONE]")) {
+		d.done = true
+	}
+	return true
+}
+
+func (d *doneDecoder) Event() ssestream.Event { return d.Decoder.Event() }
+
+func (d *doneDecoder) Err() error {
+	if d.Decoder == nil {
+		return nil
+	}
+	return d.Decoder.Err()
+}
+
+func (d *doneDecoder) Close() error {
+	if d.Decoder == nil {
+		return nil
+	}
+	return d.Decoder.Close()
+}

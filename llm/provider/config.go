@@ -1,0 +1,219 @@
+package provider
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/troupe-run/troupe/llm/openai"
+)
+
+// Environment variables read by Load and Detect (besides each provider's KeyEnv).
+const (
+	EnvProvider       = "TROUPE_LLM_PROVIDER"
+	EnvAPIKey         = "LLM_API_KEY"
+	EnvBaseURL        = "LLM_BASE_URL"
+	EnvModel          = "LLM_MODEL"
+	EnvEmbeddingModel = "LLM_EMBEDDING_MODEL"
+	// EnvTimeout is a Go duration, e.g. "45s".
+	EnvTimeout = "LLM_TIMEOUT"
+)
+
+// DefaultConfigFile is the conventional configuration file name.
+const DefaultConfigFile = ".troupe.json"
+
+// Config is what the user configured; empty fields are left to Detect. It prints
+// without its API key.
+type Config struct {
+	// Provider names a known provider (or alias), "openai-compatible" or "offline".
+	Provider string
+	// APIKey is the generic key (LLM_API_KEY); a provider's own variable also works.
+	APIKey  string
+	BaseURL string
+	Model   string
+	// EmbeddingModel overrides the provider's default embedding model.
+	EmbeddingModel string
+	// Timeout bounds each model call.
+	Timeout time.Duration
+	// ExtraHeaders are sent with every request.
+	ExtraHeaders map[string]string
+	// DisableProbe skips looking for a local Ollama or vLLM server.
+	DisableProbe bool
+}
+
+// DefaultConfig is the configuration before any file or environment variable.
+func DefaultConfig() Config { return Config{Timeout: openai.DefaultTimeout} }
+
+// Validate reports settings that can never work.
+func (c Config) Validate() error {
+	if c.Provider != "" {
+		if _, ok := Lookup(c.Provider); !ok && !isPseudo(c.Provider) {
+			return fmt.Errorf("llm/provider: unknown provider %q (known: %s, %s, %s)", c.Provider, strings.Join(names(), ", "), OpenAICompatible, Offline)
+		}
+	}
+	if c.BaseURL != "" {
+		u, err := url.Parse(c.BaseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("llm/provider: base URL %q must be an absolute http or https URL", c.BaseURL)
+		}
+	}
+	if c.Timeout < 0 {
+		return fmt.Errorf("llm/provider: negative timeout %s", c.Timeout)
+	}
+	return nil
+}
+
+func isPseudo(name string) bool {
+	n := strings.ToLower(name)
+	return n == OpenAICompatible || n == Offline
+}
+
+func names() []string {
+	var out []string
+	for _, p := range Providers() {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+// fileConfig is the JSON form of Config, alone or as the "llm" object of a larger
+// file:
+//
+//	{"llm": {"provider": "deepseek", "model": "deepseek-chat", "timeout": "45s",
+//	         "api_key_env": "MY_DEEPSEEK_KEY"}}
+type fileConfig struct {
+	Provider       string            `json:"provider"`
+	APIKey         string            `json:"api_key"`
+	APIKeyEnv      string            `json:"api_key_env"`
+	BaseURL        string            `json:"base_url"`
+	Model          string            `json:"model"`
+	EmbeddingModel string            `json:"embedding_model"`
+	Timeout        string            `json:"timeout"`
+	ExtraHeaders   map[string]string `json:"extra_headers"`
+	DisableProbe   bool              `json:"disable_probe"`
+}
+
+// Load builds a Config from the defaults, then the JSON file at path (skipped when
+// path is empty; a missing file is an error), then the environment: EnvProvider,
+// EnvAPIKey, EnvBaseURL, EnvModel, EnvEmbeddingModel, EnvTimeout and, when a
+// provider is set but no key, that provider's KeyEnv. env is os.Getenv when nil.
+func Load(path string, env func(string) string) (Config, error) {
+	if env == nil {
+		env = os.Getenv
+	}
+	cfg := DefaultConfig()
+	if path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return Config{}, fmt.Errorf("llm/provider: read config: %w", err)
+		}
+		if cfg, err = cfg.withFile(b, env); err != nil {
+			return Config{}, fmt.Errorf("llm/provider: config %s: %w", path, err)
+		}
+	}
+	cfg, err := cfg.withEnv(env)
+	if err != nil {
+		return Config{}, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func (c Config) withFile(b []byte, env func(string) string) (Config, error) {
+	var wrapper map[string]json.RawMessage
+	if err := json.Unmarshal(b, &wrapper); err != nil {
+		return c, err
+	}
+	if section, ok := wrapper["llm"]; ok {
+		b = section
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var f fileConfig
+	if err := dec.Decode(&f); err != nil {
+		return c, err
+	}
+	set(&c.Provider, f.Provider)
+	set(&c.APIKey, f.APIKey)
+	if f.APIKeyEnv != "" {
+		set(&c.APIKey, env(f.APIKeyEnv))
+	}
+	set(&c.BaseURL, f.BaseURL)
+	set(&c.Model, f.Model)
+	set(&c.EmbeddingModel, f.EmbeddingModel)
+	if f.Timeout != "" {
+		d, err := time.ParseDuration(f.Timeout)
+		if err != nil {
+			return c, fmt.Errorf("timeout: %w", err)
+		}
+		c.Timeout = d
+	}
+	if len(f.ExtraHeaders) > 0 {
+		c.ExtraHeaders = maps.Clone(f.ExtraHeaders)
+	}
+	c.DisableProbe = c.DisableProbe || f.DisableProbe
+	return c, nil
+}
+
+// withEnv applies the environment over c; it is idempotent.
+func (c Config) withEnv(env func(string) string) (Config, error) {
+	get := func(k string) string { return strings.TrimSpace(env(k)) }
+	set(&c.Provider, get(EnvProvider))
+	set(&c.APIKey, get(EnvAPIKey))
+	set(&c.BaseURL, get(EnvBaseURL))
+	set(&c.Model, get(EnvModel))
+	set(&c.EmbeddingModel, get(EnvEmbeddingModel))
+	if v := get(EnvTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return c, fmt.Errorf("llm/provider: %s: %w", EnvTimeout, err)
+		}
+		c.Timeout = d
+	}
+	if p, ok := Lookup(c.Provider); ok && c.APIKey == "" && p.KeyEnv != "" {
+		c.APIKey = get(p.KeyEnv)
+	}
+	return c, nil
+}
+
+func set(dst *string, v string) {
+	if v != "" {
+		*dst = v
+	}
+}
+
+// String describes the configuration with the key redacted.
+func (c Config) String() string {
+	return fmt.Sprintf("provider.Config{Provider:%s BaseURL:%s Model:%s EmbeddingModel:%s APIKey:%s Timeout:%s}",
+		c.Provider, c.BaseURL, c.Model, c.EmbeddingModel, keyState(c.APIKey), c.Timeout)
+}
+
+// Format makes every fmt verb print String.
+func (c Config) Format(f fmt.State, _ rune) { _, _ = fmt.Fprint(f, c.String()) }
+
+// LogValue implements slog.LogValuer without the key.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("provider", c.Provider), slog.String("base_url", c.BaseURL),
+		slog.String("model", c.Model), slog.Bool("api_key_set", c.APIKey != ""), slog.Duration("timeout", c.Timeout))
+}
+
+// MarshalJSON encodes the configuration with the key redacted.
+func (c Config) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]any{"provider": c.Provider, "base_url": c.BaseURL, "model": c.Model,
+		"embedding_model": c.EmbeddingModel, "api_key": keyState(c.APIKey), "timeout": c.Timeout.String()})
+}
+
+func keyState(key string) string {
+	if key == "" {
+		return "none"
+	}
+	return Redacted
+}

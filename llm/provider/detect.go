@@ -1,0 +1,280 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/openai"
+)
+
+// ErrNoEmbedder means the resolved provider offers no embedding model.
+var ErrNoEmbedder = errors.New("llm/provider: no embedding model")
+
+// Probe reports whether an OpenAI-compatible server answers at baseURL. It must
+// return promptly (well within a second or two) and never block past ctx.
+type Probe func(ctx context.Context, baseURL string) bool
+
+// DefaultProbeTimeout bounds one HTTPProbe request.
+const DefaultProbeTimeout = time.Second
+
+// HTTPProbe is the default Probe: GET {baseURL}/models must answer 2xx within
+// timeout (DefaultProbeTimeout when 0). client is http.DefaultClient when nil.
+func HTTPProbe(client *http.Client, timeout time.Duration) Probe {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	if timeout <= 0 {
+		timeout = DefaultProbeTimeout
+	}
+	return func(ctx context.Context, baseURL string) bool {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(baseURL, "/")+"/models", nil)
+		if err != nil {
+			return false
+		}
+		res, err := client.Do(req)
+		if err != nil {
+			return false
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, 1<<20))
+		_ = res.Body.Close()
+		return res.StatusCode >= 200 && res.StatusCode < 300
+	}
+}
+
+// Resolved is the model configuration Detect settled on, and why. It prints (String,
+// every fmt verb, slog, JSON) with the API key redacted.
+type Resolved struct {
+	// Provider is a known provider's name, OpenAICompatible or Offline.
+	Provider       string
+	BaseURL        string
+	Model          string
+	EmbeddingModel string
+	// APIKey is never printed.
+	APIKey       string
+	Timeout      time.Duration
+	ExtraHeaders map[string]string
+	// Reason says which setting chose the provider, or why none was found.
+	Reason string
+}
+
+// Detect decides which model to run, from cfg and the environment (env wins over
+// cfg for the variables Load reads; env is os.Getenv when nil). The first rule that
+// applies wins:
+//
+//  1. an explicit provider (EnvProvider or the config file);
+//  2. a provider's own key variable, in the order of Providers (OPENAI_API_KEY,
+//     DEEPSEEK_API_KEY, ...); when a base URL is configured, only the key of the
+//     provider that URL belongs to counts — a key is never sent to another host;
+//  3. the generic key (LLM_API_KEY): the provider is inferred from the base URL's
+//     host, else "openai-compatible" (which needs a model); no base URL means OpenAI;
+//  4. a base URL alone: the provider its host (or local port) belongs to, without key;
+//  5. a local server that answers probe (nil: HTTPProbe), Ollama then vLLM, unless
+//     cfg.DisableProbe;
+//  6. the offline model, with a Reason saying what was looked for.
+//
+// An explicit but unusable setting (a provider with no key, an unknown host with no
+// model) is an error rather than a silent fallback.
+func Detect(ctx context.Context, cfg Config, env func(string) string, probe Probe) (Resolved, error) {
+	if env == nil {
+		env = os.Getenv
+	}
+	if probe == nil {
+		probe = HTTPProbe(nil, 0)
+	}
+	cfg, err := cfg.withEnv(env)
+	if err != nil {
+		return Resolved{}, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return Resolved{}, err
+	}
+	resolve := func(p Provider, key, reason string) (Resolved, error) {
+		r := Resolved{Provider: p.Name, BaseURL: first(cfg.BaseURL, p.BaseURL), Model: first(cfg.Model, p.DefaultModel),
+			EmbeddingModel: first(cfg.EmbeddingModel, p.DefaultEmbeddingModel), APIKey: key, Timeout: cfg.Timeout,
+			ExtraHeaders: maps.Clone(cfg.ExtraHeaders), Reason: reason}
+		if r.Model == "" {
+			return r, fmt.Errorf("llm/provider: %s: no model configured: set %s to the model to use", reason, EnvModel)
+		}
+		return r, nil
+	}
+	compatible := Provider{Name: OpenAICompatible}
+	hostP, hostKnown := ByBaseURL(cfg.BaseURL)
+
+	// 1. An explicit provider.
+	if cfg.Provider != "" {
+		reason := fmt.Sprintf("provider %q is configured", cfg.Provider)
+		switch strings.ToLower(cfg.Provider) {
+		case Offline:
+			return offline(reason), nil
+		case OpenAICompatible:
+			if cfg.BaseURL == "" {
+				return Resolved{}, fmt.Errorf("llm/provider: %s but no base URL: set %s", reason, EnvBaseURL)
+			}
+			return resolve(compatible, cfg.APIKey, reason)
+		}
+		p, _ := Lookup(cfg.Provider) // Validate checked the name
+		if hostKnown && hostP.Name != p.Name {
+			return Resolved{}, fmt.Errorf("llm/provider: %s but the base URL %s belongs to %s", reason, cfg.BaseURL, hostP.Name)
+		}
+		key := first(cfg.APIKey, strings.TrimSpace(env(p.KeyEnv)))
+		if p.KeyEnv != "" && key == "" {
+			return Resolved{}, fmt.Errorf("llm/provider: %s but neither %s nor %s holds an API key", reason, p.KeyEnv, EnvAPIKey)
+		}
+		return resolve(p, key, reason)
+	}
+
+	// 2. A provider's own key variable.
+	for _, p := range Providers() {
+		if p.KeyEnv == "" {
+			continue
+		}
+		key := strings.TrimSpace(env(p.KeyEnv))
+		if key == "" || (cfg.BaseURL != "" && (!hostKnown || hostP.Name != p.Name)) {
+			continue
+		}
+		return resolve(p, key, p.KeyEnv+" is set")
+	}
+
+	// 3. The generic key.
+	if cfg.APIKey != "" {
+		switch {
+		case cfg.BaseURL == "":
+			p, _ := Lookup(OpenAI)
+			return resolve(p, cfg.APIKey, fmt.Sprintf("%s is set without %s: using OpenAI's API", EnvAPIKey, EnvBaseURL))
+		case hostKnown:
+			return resolve(hostP, cfg.APIKey, fmt.Sprintf("%s is set and the base URL belongs to %s", EnvAPIKey, hostP.Name))
+		}
+		return resolve(compatible, cfg.APIKey, fmt.Sprintf("%s is set and the base URL %s belongs to no known provider", EnvAPIKey, cfg.BaseURL))
+	}
+
+	// 4. A base URL alone.
+	if cfg.BaseURL != "" {
+		if !hostKnown {
+			return resolve(compatible, "", fmt.Sprintf("the base URL %s belongs to no known provider; no API key is set", cfg.BaseURL))
+		}
+		if hostP.KeyEnv != "" {
+			return Resolved{}, fmt.Errorf("llm/provider: the base URL belongs to %s but neither %s nor %s holds an API key",
+				hostP.Name, hostP.KeyEnv, EnvAPIKey)
+		}
+		return resolve(hostP, "", fmt.Sprintf("the base URL belongs to %s", hostP.Name))
+	}
+
+	// 5. A local server.
+	var local []string
+	for _, p := range Providers() {
+		if !p.Local {
+			continue
+		}
+		local = append(local, fmt.Sprintf("%s (%s)", p.Name, p.BaseURL))
+		if cfg.DisableProbe || !probe(ctx, p.BaseURL) {
+			continue
+		}
+		return resolve(p, "", fmt.Sprintf("no API key is set and a local %s answered at %s", p.Name, p.BaseURL))
+	}
+
+	// 6. Offline.
+	var keys []string
+	for _, p := range Providers() {
+		if p.KeyEnv != "" {
+			keys = append(keys, p.KeyEnv)
+		}
+	}
+	localPart := "no local server answered: " + strings.Join(local, ", ")
+	if cfg.DisableProbe {
+		localPart = "probing for local servers is disabled"
+	}
+	return offline(fmt.Sprintf("no API key found in %s or %s; %s; using the offline rule-based model",
+		strings.Join(keys, ", "), EnvAPIKey, localPart)), nil
+}
+
+func offline(reason string) Resolved {
+	return Resolved{Provider: Offline, Model: llm.OfflineName, Reason: reason}
+}
+
+func first(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// NewModel builds the resolved chat model: llm.Offline for the offline provider,
+// otherwise an *openai.Model (which also streams and reports Capabilities).
+func (r Resolved) NewModel() (llm.Model, error) {
+	if r.Provider == Offline {
+		return llm.Offline{}, nil
+	}
+	m, err := openai.New(openai.Config{Provider: r.Provider, BaseURL: r.BaseURL, APIKey: r.APIKey, Model: r.Model,
+		Timeout: r.Timeout, ExtraHeaders: r.ExtraHeaders})
+	if err != nil {
+		return nil, fmt.Errorf("llm/provider: %s: %w", r.Provider, err)
+	}
+	return m, nil
+}
+
+// NewEmbedder builds the resolved provider's embedder: an *openai.Embedder, or
+// llm.HashingEmbedder (lexical, not semantic) for the offline provider. A provider
+// with no embedding model (none by default and none configured) is ErrNoEmbedder.
+func (r Resolved) NewEmbedder() (llm.Embedder, error) {
+	if r.Provider == Offline {
+		return llm.HashingEmbedder{}, nil
+	}
+	if r.EmbeddingModel == "" {
+		return nil, fmt.Errorf("%w for provider %s: set %s", ErrNoEmbedder, r.Provider, EnvEmbeddingModel)
+	}
+	e, err := openai.NewEmbedder(openai.EmbedderConfig{Provider: r.Provider, BaseURL: r.BaseURL, APIKey: r.APIKey,
+		Model: r.EmbeddingModel, Timeout: r.Timeout, ExtraHeaders: r.ExtraHeaders})
+	if err != nil {
+		return nil, fmt.Errorf("llm/provider: %s: %w", r.Provider, err)
+	}
+	return e, nil
+}
+
+// String describes the resolution with the key redacted, e.g.
+// "provider=deepseek model=deepseek-chat base_url=https://api.deepseek.com/v1
+// api_key=[REDACTED] (DEEPSEEK_API_KEY is set)".
+func (r Resolved) String() string {
+	s := fmt.Sprintf("provider=%s model=%s", r.Provider, r.Model)
+	if r.BaseURL != "" {
+		s += fmt.Sprintf(" base_url=%s api_key=%s", r.BaseURL, keyState(r.APIKey))
+	}
+	if r.Reason != "" {
+		s += " (" + r.Reason + ")"
+	}
+	return s
+}
+
+// Format makes every fmt verb (%v, %+v, %#v, %s, %q) print String.
+func (r Resolved) Format(f fmt.State, verb rune) {
+	if verb == 'q' {
+		_, _ = fmt.Fprintf(f, "%q", r.String())
+		return
+	}
+	_, _ = fmt.Fprint(f, r.String())
+}
+
+// LogValue implements slog.LogValuer without the key.
+func (r Resolved) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("provider", r.Provider), slog.String("model", r.Model),
+		slog.String("base_url", r.BaseURL), slog.Bool("api_key_set", r.APIKey != ""), slog.String("reason", r.Reason))
+}
+
+// MarshalJSON encodes the resolution with the key redacted.
+func (r Resolved) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]any{"provider": r.Provider, "model": r.Model, "embedding_model": r.EmbeddingModel,
+		"base_url": r.BaseURL, "api_key": keyState(r.APIKey), "timeout": r.Timeout.String(), "reason": r.Reason})
+}
