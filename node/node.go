@@ -194,6 +194,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if gwCfg.Logger == nil {
 		gwCfg.Logger = cfg.Logger
 	}
+	if gwCfg.Tokenizer == nil {
+		gwCfg.Tokenizer = &gateway.LazyTiktoken{}
+	}
 	gw, err := gateway.New(gwCfg)
 	if err != nil {
 		return nil, n.fail(err)
