@@ -38,7 +38,10 @@ type SessionDeps struct {
 	MaxParallelTools int
 	// IdleTimeout passivates a session with no running task (default 1 minute).
 	IdleTimeout time.Duration
-	Logger      *slog.Logger
+	// Redactor removes secrets from tasks and effect results before they are applied,
+	// recorded or published (default: token-shaped strings only).
+	Redactor *SecretRedactor
+	Logger   *slog.Logger
 }
 
 func (d *SessionDeps) withDefaults() {
@@ -56,6 +59,9 @@ func (d *SessionDeps) withDefaults() {
 	}
 	if d.Logger == nil {
 		d.Logger = slog.New(slog.DiscardHandler)
+	}
+	if d.Redactor == nil {
+		d.Redactor = NewSecretRedactor()
 	}
 }
 
@@ -332,8 +338,10 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 	// Apply to a scratch copy first? Apply is cheap to redo: on a failed append the
 	// actor restarts and refolds from the log, so the in-memory state never survives
 	// a write it does not reflect.
-	for _, e := range batch {
-		if err := a.state.Apply(e); err != nil {
+	for i := range batch {
+		// Inputs and effect results may carry secrets; decisions are built from them.
+		batch[i].Payload = a.deps.Redactor.Redact(batch[i].Payload)
+		if err := a.state.Apply(batch[i]); err != nil {
 			return err
 		}
 	}

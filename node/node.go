@@ -63,6 +63,9 @@ type Config struct {
 	ModelTimeout time.Duration
 	// IdleTimeout passivates idle session actors (default 1 minute).
 	IdleTimeout time.Duration
+	// Secrets (API keys, tokens) are replaced by "[REDACTED]" wherever they would
+	// enter an event; strings shaped like keys and bearer tokens always are.
+	Secrets []string
 	// SubmitTimeout bounds how long ingress waits for a task to be recorded (default 30 s).
 	SubmitTimeout time.Duration
 	Clock         actors.Clock
@@ -146,6 +149,7 @@ type Node struct {
 	router *message.Router
 	hub    *Hub
 
+	redactor    *actors.SecretRedactor
 	ran         atomic.Bool
 	streamsOnce sync.Once
 	streamsDone chan struct{}
@@ -160,7 +164,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), redactor: actors.NewSecretRedactor(cfg.Secrets...)}
 	if n.log == nil {
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
 		if err != nil {
@@ -209,7 +213,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
 		Store: n.log, Publisher: n.bus, Model: model, Tools: toolPIDs, Clock: cfg.Clock,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
-		Agent: agent,
+		Redactor: n.redactor,
+		Agent:    agent,
 	}), "sessions")
 	if err != nil {
 		return nil, n.fail(fmt.Errorf("node: spawn session host: %w", err))
@@ -342,7 +347,9 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 	if t.SessionID == "" {
 		t.SessionID = n.cfg.IDs.NewID()
 	}
-	p := &messages.TaskSubmitted{Input: t.Input, Agent: t.Agent, MaxSteps: t.MaxSteps, ReplyTopic: t.ReplyTopic}
+	// Secrets never reach the bus, let alone the log.
+	input := string(n.redactor.Redact([]byte(t.Input)))
+	p := &messages.TaskSubmitted{Input: input, Agent: t.Agent, MaxSteps: t.MaxSteps, ReplyTopic: t.ReplyTopic}
 	now := n.cfg.Clock.Now()
 	if t.DeadlineMS > 0 {
 		p.DeadlineUS = now.Add(time.Duration(t.DeadlineMS) * time.Millisecond).UnixMicro()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 	// Zone data in the binary: the clock tool answers for any IANA zone, even in bare containers.
@@ -17,6 +18,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -35,8 +37,18 @@ type options struct {
 }
 
 const usage = `usage:
-  node run [--data DIR] [--model offline|scripted:FILE] "<task>"
-  node serve [--data DIR] [--http ADDR] [--model offline|scripted:FILE]
+  node run [flags] "<task>"
+  node serve [flags]
+
+flags:
+  --config FILE          JSON configuration (default .troupe.json when present)
+  --data DIR             data directory of the embedded event log (TROUPE_DATA, default .troupe)
+  --http ADDR            HTTP listen address for serve (TROUPE_HTTP_ADDR, default 127.0.0.1:8080)
+  --model SPEC           auto | offline | scripted:FILE | PROVIDER[:MODEL] (TROUPE_MODEL, default auto)
+  --fallback SPECS       comma-separated models tried when the first fails
+  --clickhouse HOST:PORT write the event log to ClickHouse (TROUPE_CLICKHOUSE;
+                         database TROUPE_CLICKHOUSE_DATABASE, default troupe)
+  -v                     log at debug level
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
@@ -44,11 +56,48 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	fs := flag.NewFlagSet("node "+args[0], flag.ContinueOnError)
+	cmd := args[0]
+	if cmd != "run" && cmd != "serve" {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	// The configuration file sits below the environment and the flags, so it is read first.
+	configPath := ""
+	for i, a := range args[1:] {
+		if v, ok := strings.CutPrefix(a, "--config="); ok {
+			configPath = v
+		} else if (a == "--config" || a == "-config") && i+2 < len(args) {
+			configPath = args[i+2]
+		}
+	}
+	if configPath == "" {
+		if _, err := os.Stat(provider.DefaultConfigFile); err == nil {
+			configPath = provider.DefaultConfigFile
+		}
+	}
+	fc, err := loadFile(configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	or := func(key, file, def string) string {
+		if v := os.Getenv(key); v != "" {
+			return v
+		}
+		if file != "" {
+			return file
+		}
+		return def
+	}
+	fs := flag.NewFlagSet("node "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	data := fs.String("data", envOr("TROUPE_DATA", ".troupe"), "data directory of the embedded event log")
-	addr := fs.String("http", envOr("TROUPE_HTTP_ADDR", "127.0.0.1:8080"), "HTTP listen address (serve)")
-	modelFlag := fs.String("model", envOr("TROUPE_MODEL", "offline"), "model: offline, or scripted:FILE")
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	fs.String("config", configPath, "configuration file")
+	data := fs.String("data", or("TROUPE_DATA", fc.Data, ".troupe"), "data directory of the embedded event log")
+	addr := fs.String("http", or("TROUPE_HTTP_ADDR", fc.HTTP, "127.0.0.1:8080"), "HTTP listen address (serve)")
+	modelFlag := fs.String("model", or("TROUPE_MODEL", fc.Model, "auto"), "model spec")
+	fallbacks := fs.String("fallback", or("TROUPE_FALLBACK", strings.Join(fc.Fallbacks, ","), ""), "fallback model specs, comma-separated")
+	chAddr := fs.String("clickhouse", or("TROUPE_CLICKHOUSE", fc.ClickHouse, ""), "ClickHouse native address for the event log")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -57,36 +106,76 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if *verbose {
 		level = slog.LevelDebug
 	}
+	if cmd == "run" && !*verbose {
+		level = slog.LevelWarn
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	model, err := llm.FromSpec(*modelFlag)
-	if err != nil {
-		fmt.Fprintln(stderr, err)
+
+	var llmBase provider.Config
+	if configPath != "" && len(fc.LLM) > 0 {
+		if llmBase, err = provider.Load(configPath, nil); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+	} else if llmBase, err = provider.Load("", nil); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
 		return 2
+	}
+	model, why, key, err := resolveModel(ctx, *modelFlag, llmBase, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	secrets := []string{key, llmBase.APIKey}
+	var fallback []llm.Model
+	for _, spec := range strings.Split(*fallbacks, ",") {
+		if spec = strings.TrimSpace(spec); spec == "" {
+			continue
+		}
+		m, _, fkey, err := resolveModel(ctx, spec, provider.Config{}, nil)
+		if err != nil {
+			fmt.Fprintf(stderr, "error: fallback %s: %v\n", spec, err)
+			return 2
+		}
+		fallback = append(fallback, m)
+		secrets = append(secrets, fkey)
 	}
 	if opt.wrapModel != nil {
 		model = opt.wrapModel(model)
 	}
-	cfg := node.Config{DataDir: *data, Model: model, Logger: logger}
+	gw, err := fc.Gateway.config()
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
+		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps}
 	if len(opt.extraTools) > 0 {
 		cfg.Tools = append([]tools.Tool{tools.Calculator{}, tools.NewClock(nil)}, opt.extraTools...)
 	}
-	switch args[0] {
+	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	if log != nil {
+		cfg.Log = log
+		defer log.Close()
+	}
+	switch cmd {
 	case "run":
 		if fs.NArg() != 1 {
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
-		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		return runTask(ctx, cfg, fs.Arg(0), stdout, stderr)
-	case "serve":
+		return runTask(ctx, cfg, fs.Arg(0), why, stdout, stderr)
+	default:
 		if fs.NArg() != 0 {
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
+		logger.Info("model", "name", model.Name(), "why", why)
 		return serve(ctx, cfg, *addr, stderr)
-	default:
-		fmt.Fprint(stderr, usage)
-		return 2
 	}
 }
 
@@ -97,7 +186,7 @@ func envOr(key, def string) string {
 	return def
 }
 
-func runTask(ctx context.Context, cfg node.Config, input string, stdout, stderr io.Writer) int {
+func runTask(ctx context.Context, cfg node.Config, input, why string, stdout, stderr io.Writer) int {
 	n, err := node.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -117,7 +206,7 @@ func runTask(ctx context.Context, cfg node.Config, input string, stdout, stderr 
 	id := "cli-" + actors.UUIDv7{}.NewID()
 	events, stop := n.Watch(id)
 	defer stop()
-	fmt.Fprintf(stdout, "session %s (model: %s)\n", id, cfg.Model.Name())
+	fmt.Fprintf(stdout, "session %s (model: %s — %s)\n", id, cfg.Model.Name(), why)
 	if _, err := n.Submit(ctx, node.Task{Input: input, SessionID: id}); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1

@@ -197,7 +197,7 @@ func (g *Gateway) Generate(ctx context.Context, req llm.Request) (llm.Response, 
 		return llm.Response{}, err
 	}
 	var errs []error
-	for _, m := range g.cfg.Chain {
+	for i, m := range g.cfg.Chain {
 		resp, err := g.callWithRetries(ctx, m, req)
 		if err == nil {
 			resp = g.account(m, req, resp)
@@ -213,7 +213,9 @@ func (g *Gateway) Generate(ctx context.Context, req llm.Request) (llm.Response, 
 			return llm.Response{}, err
 		}
 		errs = append(errs, err)
-		g.logger.Warn("model failed, falling back", "model", m.Name(), "err", err)
+		if i < len(g.cfg.Chain)-1 {
+			g.logger.Warn("model failed, falling back", "model", m.Name(), "next", g.cfg.Chain[i+1].Name(), "err", err)
+		}
 	}
 	if len(errs) == 1 {
 		return llm.Response{}, errs[0]

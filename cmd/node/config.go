@@ -1,0 +1,149 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/gateway"
+	"github.com/troupe-run/troupe/llm/provider"
+)
+
+// fileConfig is the node's configuration file (JSON). Every field is optional; the
+// environment overrides the file and flags override both. The "llm" section is
+// llm/provider's (provider, model, base_url, api_key_env, timeout, …).
+type fileConfig struct {
+	Data               string          `json:"data"`
+	HTTP               string          `json:"http"`
+	Model              string          `json:"model"`
+	Fallbacks          []string        `json:"fallbacks"`
+	ClickHouse         string          `json:"clickhouse"`
+	ClickHouseDatabase string          `json:"clickhouse_database"`
+	SystemPrompt       string          `json:"system_prompt"`
+	MaxSteps           int             `json:"max_steps"`
+	Gateway            gatewayFile     `json:"gateway"`
+	LLM                json.RawMessage `json:"llm"`
+}
+
+type gatewayFile struct {
+	Prices      map[string]gateway.Price `json:"prices"`
+	Concurrency map[string]int           `json:"concurrency"`
+	Quotas      []struct {
+		Scope  string `json:"scope"`
+		Tokens int64  `json:"tokens"`
+		Window string `json:"window"`
+	} `json:"quotas"`
+	CacheTTL      string `json:"cache_ttl"`
+	SemanticCache *struct {
+		Threshold float64 `json:"threshold"`
+		TTL       string  `json:"ttl"`
+	} `json:"semantic_cache"`
+}
+
+func loadFile(path string) (fileConfig, error) {
+	var fc fileConfig
+	if path == "" {
+		return fc, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fc, fmt.Errorf("config: %w", err)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&fc); err != nil {
+		return fc, fmt.Errorf("config %s: %w", path, err)
+	}
+	return fc, nil
+}
+
+func (g gatewayFile) config() (gateway.Config, error) {
+	cfg := gateway.Config{Prices: g.Prices, Concurrency: g.Concurrency}
+	for _, q := range g.Quotas {
+		w, err := time.ParseDuration(q.Window)
+		if err != nil {
+			return cfg, fmt.Errorf("config: quota %s: window: %w", q.Scope, err)
+		}
+		cfg.Quotas = append(cfg.Quotas, gateway.Quota{Scope: q.Scope, Tokens: q.Tokens, Window: w})
+	}
+	if g.CacheTTL != "" {
+		ttl, err := time.ParseDuration(g.CacheTTL)
+		if err != nil {
+			return cfg, fmt.Errorf("config: cache_ttl: %w", err)
+		}
+		cfg.Cache = &gateway.CacheConfig{TTL: ttl}
+	}
+	if s := g.SemanticCache; s != nil {
+		ttl, err := time.ParseDuration(s.TTL)
+		if err != nil {
+			return cfg, fmt.Errorf("config: semantic_cache.ttl: %w", err)
+		}
+		// The offline hashing embedder is lexical; a configured embeddings endpoint
+		// would make this cache semantic in earnest.
+		cfg.Semantic = &gateway.SemanticConfig{Embedder: llm.HashingEmbedder{}, Threshold: s.Threshold, TTL: ttl}
+	}
+	return cfg, nil
+}
+
+// resolveModel turns a model spec into a model and a sentence saying why it was chosen:
+//
+//	auto              provider auto-detection (keys in the environment, a local
+//	                  Ollama or vLLM, else the offline model)
+//	offline           the offline rule-based planner
+//	scripted:FILE     a script of responses
+//	PROVIDER[:MODEL]  a named provider (openai, deepseek, qwen, zhipu, moonshot,
+//	                  siliconflow, modelscope, ollama, vllm), optionally with a model
+//
+// It also returns the API key the model uses, so that it can be redacted from events.
+func resolveModel(ctx context.Context, spec string, base provider.Config, env func(string) string) (llm.Model, string, string, error) {
+	switch {
+	case spec == "offline":
+		return llm.Offline{}, "the offline rule-based model (--model offline)", "", nil
+	case strings.HasPrefix(spec, "scripted:"):
+		m, err := llm.FromSpec(spec)
+		return m, "a scripted model (" + spec + ")", "", err
+	case spec == "" || spec == "auto":
+	default:
+		name, model, _ := strings.Cut(spec, ":")
+		if _, ok := provider.Lookup(name); !ok {
+			return nil, "", "", fmt.Errorf("unknown model %q: use auto, offline, scripted:FILE or PROVIDER[:MODEL]", spec)
+		}
+		base.Provider = name
+		if model != "" {
+			base.Model = model
+		}
+	}
+	r, err := provider.Detect(ctx, base, env, nil)
+	if err != nil {
+		return nil, "", "", err
+	}
+	m, err := r.NewModel()
+	if err != nil {
+		return nil, "", "", err
+	}
+	return m, r.Reason, r.APIKey, nil
+}
+
+// openLog opens the ClickHouse event log when an address is configured; nil means the
+// node's embedded SQLite log.
+func openLog(ctx context.Context, addr, database string) (eventlog.Log, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	cfg := clickhouse.Config{Addr: clickhouse.SplitAddr(addr), Database: database}
+	if cfg.Database == "" {
+		cfg.Database = "troupe"
+	}
+	l, err := clickhouse.Open(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse %s: %w", addr, err)
+	}
+	return l, nil
+}
