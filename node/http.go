@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
@@ -26,6 +28,7 @@ const maxBody = 2 << 20
 //	GET  /v1/sessions/{id}/events      the session's events in seq order
 //	GET  /v1/sessions/{id}/stream      the same as Server-Sent Events, live
 //	POST /v1/sessions/{id}/cancel      cancel the running task
+//	GET  /metrics                      Prometheus metrics
 //	GET  /healthz
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -35,6 +38,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{id}/events", n.getEvents)
 	mux.HandleFunc("GET /v1/sessions/{id}/stream", n.stream)
 	mux.HandleFunc("POST /v1/sessions/{id}/cancel", n.cancel)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})

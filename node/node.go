@@ -150,6 +150,7 @@ type Node struct {
 	hub    *Hub
 
 	redactor    *actors.SecretRedactor
+	metrics     *Metrics
 	ran         atomic.Bool
 	streamsOnce sync.Once
 	streamsDone chan struct{}
@@ -164,7 +165,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), redactor: actors.NewSecretRedactor(cfg.Secrets...)}
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), redactor: actors.NewSecretRedactor(cfg.Secrets...), metrics: newMetrics()}
 	if n.log == nil {
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
 		if err != nil {
@@ -224,16 +225,27 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.fail(err)
 	}
-	poison, err := middleware.PoisonQueueWithFilter(n.bus, TopicPoison, func(err error) bool { return errors.Is(err, errPermanent) })
+	// Middleware, outermost first: observe, poison (permanent failures, with the
+	// reason in the message's metadata), retry (transient failures, with backoff),
+	// deduplicate by message ID, and recover panics into errors.
+	poison, err := middleware.PoisonQueueWithFilter(n.bus, TopicPoison, n.metrics.isPermanent("tasks", cfg.Logger))
 	if err != nil {
 		return nil, n.fail(err)
 	}
 	n.router.AddMiddleware(
-		middleware.Recoverer,
+		n.metrics.observe,
 		poison,
 		middleware.Retry{MaxRetries: 5, InitialInterval: 50 * time.Millisecond, MaxInterval: 2 * time.Second, Multiplier: 2,
-			ShouldRetry: func(params middleware.RetryParams) bool { return !errors.Is(params.Err, errPermanent) },
-			Logger:      wlog}.Middleware,
+			ShouldRetry: func(params middleware.RetryParams) bool {
+				retry := !errors.Is(params.Err, errPermanent)
+				if retry {
+					n.metrics.retries.WithLabelValues("tasks").Inc()
+				}
+				return retry
+			},
+			Logger: wlog}.Middleware,
+		newDeduplicator(n.metrics, 10*time.Minute).middleware,
+		n.metrics.recoverPanics,
 	)
 	n.router.AddConsumerHandler("tasks", messages.TopicTasks, n.bus, n.handleTask)
 	n.hub = newHub()
@@ -384,6 +396,9 @@ func (n *Node) Cancel(ctx context.Context, sessionID, reason string) error {
 	}
 	return nil
 }
+
+// Metrics returns the node's metrics.
+func (n *Node) Metrics() *Metrics { return n.metrics }
 
 // Log returns the node's event log.
 func (n *Node) Log() eventlog.Log { return n.log }

@@ -1,0 +1,128 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are a node's Prometheus metrics, in a registry of its own (served at
+// GET /metrics).
+type Metrics struct {
+	Registry   *prometheus.Registry
+	retries    *prometheus.CounterVec
+	poisoned   *prometheus.CounterVec
+	duplicates *prometheus.CounterVec
+	panics     *prometheus.CounterVec
+	handled    *prometheus.HistogramVec
+}
+
+func newMetrics() *Metrics {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: reg,
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
+			Name: "retries_total", Help: "Handler retries of bus messages after a transient error."}, []string{"handler"}),
+		poisoned: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
+			Name: "poisoned_total", Help: "Bus messages sent to the poison topic."}, []string{"handler"}),
+		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
+			Name: "duplicates_total", Help: "Redelivered bus messages skipped by ID."}, []string{"handler"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
+			Name: "panics_total", Help: "Handler panics recovered."}, []string{"handler"}),
+		handled: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "troupe", Subsystem: "bus",
+			Name: "handler_seconds", Help: "Time to handle a bus message, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10)}, []string{"handler", "outcome"}),
+	}
+	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled)
+	return m
+}
+
+// recoverPanics turns a handler panic into an error (which Retry and the poison
+// queue then handle) and counts it.
+func (m *Metrics) recoverPanics(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) (out []*message.Message, err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				m.panics.WithLabelValues(message.HandlerNameFromCtx(msg.Context())).Inc()
+				err = fmt.Errorf("%w: handler panicked: %v\n%s", errPermanent, r, debug.Stack())
+			}
+		}()
+		return h(msg)
+	}
+}
+
+// observe records each handling's duration and outcome.
+func (m *Metrics) observe(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		start := time.Now()
+		out, err := h(msg)
+		outcome := "ok"
+		if err != nil {
+			outcome = "error"
+		}
+		m.handled.WithLabelValues(message.HandlerNameFromCtx(msg.Context()), outcome).Observe(time.Since(start).Seconds())
+		return out, err
+	}
+}
+
+// deduplicator skips a message whose ID was handled successfully within TTL: bus
+// delivery is at least once. It is a fast path in front of the durable check each
+// session makes against its log (a task ID seen before is never recorded twice).
+type deduplicator struct {
+	m    *Metrics
+	ttl  time.Duration
+	mu   sync.Mutex
+	seen map[string]time.Time
+	last time.Time
+}
+
+func newDeduplicator(m *Metrics, ttl time.Duration) *deduplicator {
+	return &deduplicator{m: m, ttl: ttl, seen: map[string]time.Time{}}
+}
+
+func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		now := time.Now()
+		d.mu.Lock()
+		if now.Sub(d.last) > d.ttl {
+			for id, at := range d.seen {
+				if now.Sub(at) > d.ttl {
+					delete(d.seen, id)
+				}
+			}
+			d.last = now
+		}
+		_, dup := d.seen[msg.UUID]
+		d.mu.Unlock()
+		if dup {
+			d.m.duplicates.WithLabelValues(message.HandlerNameFromCtx(msg.Context())).Inc()
+			return nil, nil
+		}
+		out, err := h(msg)
+		if err == nil {
+			d.mu.Lock()
+			d.seen[msg.UUID] = now
+			d.mu.Unlock()
+		}
+		return out, err
+	}
+}
+
+// isPermanent decides which errors go to the poison topic; it counts and logs them
+// (on the embedded bus, a poison topic nobody subscribes to keeps nothing).
+func (m *Metrics) isPermanent(handler string, logger *slog.Logger) func(error) bool {
+	return func(err error) bool {
+		if errors.Is(err, errPermanent) {
+			m.poisoned.WithLabelValues(handler).Inc()
+			logger.Error("bus message sent to the poison topic", "handler", handler, "topic", TopicPoison, "reason", err)
+			return true
+		}
+		return false
+	}
+}
