@@ -31,9 +31,14 @@ func NewSessionHostProps(deps SessionDeps) *actor.Props {
 	}, actor.WithSupervisor(actor.NewOneForOneStrategy(5, 10*time.Second, actor.DefaultDecider)))
 }
 
+// CountSessions asks a SessionHost how many session actors are alive; the reply is an int.
+type CountSessions struct{}
+
 // Receive implements actor.Actor.
 func (h *SessionHost) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *CountSessions:
+		ctx.Respond(len(h.sessions))
 	case *SubmitTask:
 		h.forward(ctx, m.Envelope.SessionID)
 	case *CancelTask:

@@ -444,9 +444,22 @@ func TestIdleSessionsPassivateAndComeBack(t *testing.T) {
 	}})
 	h.submit("s", "t1", "echo a")
 	h.wait("s")
-	// Give the actor time to passivate, then talk to the session again: a new actor
+	// Wait until the actor passivated, then talk to the session again: a new actor
 	// folds the log and continues with the next seq.
-	time.Sleep(100 * time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := h.system.Root.RequestFuture(h.host, &actors.CountSessions{}, time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n.(int) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the idle session never passivated")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	acc := h.submit("s", "t2", "echo b")
 	if acc.Seq != 5 {
 		t.Fatalf("the new incarnation assigned seq %d, want 5", acc.Seq)
