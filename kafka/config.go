@@ -1,0 +1,361 @@
+package kafka
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Defaults applied by PublisherConfig and SubscriberConfig to zero fields.
+const (
+	DefaultPartitions        = 12 // as deploy/kafka/topics.txt
+	DefaultReplicationFactor = 1  // one local broker; use 3 in a cluster
+	DefaultClientID          = "troupe"
+)
+
+// TopicConfig is how a topic is created when InitializeTopics is on. Zero fields
+// take DefaultPartitions and DefaultReplicationFactor.
+type TopicConfig struct {
+	Partitions        int
+	ReplicationFactor int
+	// Configs are topic-level settings, e.g. "retention.ms".
+	Configs map[string]string
+}
+
+func (t TopicConfig) withDefaults(def TopicConfig) TopicConfig {
+	if t.Partitions == 0 {
+		t.Partitions = def.Partitions
+	}
+	if t.Partitions == 0 {
+		t.Partitions = DefaultPartitions
+	}
+	if t.ReplicationFactor == 0 {
+		t.ReplicationFactor = def.ReplicationFactor
+	}
+	if t.ReplicationFactor == 0 {
+		t.ReplicationFactor = DefaultReplicationFactor
+	}
+	if t.Configs == nil {
+		t.Configs = def.Configs
+	}
+	return t
+}
+
+func (t TopicConfig) validate(name string) error {
+	if t.Partitions < 0 || t.ReplicationFactor < 0 {
+		return fmt.Errorf("kafka: topic %q: partitions and replication factor must not be negative", name)
+	}
+	return nil
+}
+
+// TopicLayout says whether and how a Publisher or Subscriber creates the topics it
+// uses. Topics are created on first use (the first Publish to a topic, Subscribe or
+// SubscribeInitialize); a topic that already exists is left as it is.
+type TopicLayout struct {
+	// InitializeTopics creates missing topics. Off by default: in a cluster, topics
+	// come from deploy/kafka/topics.txt (deploy/kafka.sh topics).
+	InitializeTopics bool
+	// Topics configures named topics; others use Default.
+	Topics map[string]TopicConfig
+	// Default configures every topic not in Topics (zero fields: 12 partitions,
+	// replication factor 1).
+	Default TopicConfig
+}
+
+// topic returns the configuration topic is created with.
+func (l TopicLayout) topic(name string) TopicConfig {
+	def := l.Default.withDefaults(TopicConfig{})
+	if t, ok := l.Topics[name]; ok {
+		return t.withDefaults(def)
+	}
+	return def
+}
+
+func (l TopicLayout) validate() error {
+	if err := l.Default.validate("default"); err != nil {
+		return err
+	}
+	for name, t := range l.Topics {
+		if name == "" {
+			return errors.New("kafka: a topic in TopicLayout.Topics has an empty name")
+		}
+		if err := t.validate(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ParseTopics reads the topic layout format of deploy/kafka/topics.txt: one topic a
+// line, "name partitions replication retention_ms", blank lines and lines starting
+// with # ignored. The retention becomes the "retention.ms" config.
+func ParseTopics(r io.Reader) (map[string]TopicConfig, error) {
+	out := map[string]TopicConfig{}
+	sc := bufio.NewScanner(r)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 4 {
+			return nil, fmt.Errorf("kafka: topics line %d: want 4 fields (name partitions replication retention_ms), got %d", n, len(f))
+		}
+		parts, err1 := strconv.Atoi(f[1])
+		repl, err2 := strconv.Atoi(f[2])
+		ret, err3 := strconv.ParseInt(f[3], 10, 64)
+		if err := errors.Join(err1, err2, err3); err != nil || parts <= 0 || repl <= 0 || ret < -1 {
+			return nil, fmt.Errorf("kafka: topics line %d: partitions and replication must be positive integers, retention_ms an integer >= -1: %q", n, line)
+		}
+		if _, dup := out[f[0]]; dup {
+			return nil, fmt.Errorf("kafka: topics line %d: topic %q listed twice", n, f[0])
+		}
+		out[f[0]] = TopicConfig{Partitions: parts, ReplicationFactor: repl, Configs: map[string]string{"retention.ms": f[3]}}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("kafka: read topics: %w", err)
+	}
+	return out, nil
+}
+
+// PublisherConfig configures a Publisher. Zero fields take the documented defaults.
+type PublisherConfig struct {
+	// Brokers are the bootstrap addresses (host:port). Required.
+	Brokers []string
+	// Marshaler turns Watermill messages into Kafka records (default
+	// DefaultMarshaler{}: key from the "session_id" metadata).
+	Marshaler Marshaler
+	// Topics creates missing topics on first publish when InitializeTopics is on.
+	Topics TopicLayout
+
+	// BatchTimeout is how long a partition's batch waits for more messages from
+	// concurrent Publish calls before it is sent (default 1 ms). The messages of one
+	// Publish call always go in one batch per partition (up to BatchSize/BatchBytes).
+	BatchTimeout time.Duration
+	// BatchSize caps the messages in one produce batch per partition (default 1000).
+	BatchSize int
+	// BatchBytes caps the bytes of one produce batch per partition (default 1 MiB,
+	// Kafka's default message.max.bytes). A larger single message is rejected.
+	BatchBytes int64
+	// MaxAttempts is how many times a batch is sent before Publish fails (default 10).
+	MaxAttempts int
+	// RetryBackoffMin and RetryBackoffMax bound the wait between attempts (defaults
+	// 100 ms and 1 s).
+	RetryBackoffMin time.Duration
+	RetryBackoffMax time.Duration
+	// WriteTimeout bounds one produce request (default 10 s).
+	WriteTimeout time.Duration
+	// PublishTimeout bounds one Publish call, retries and topic creation included
+	// (default 60 s).
+	PublishTimeout time.Duration
+	// DialTimeout bounds a connection attempt (default 5 s).
+	DialTimeout time.Duration
+	// CloseTimeout bounds Close (default 30 s).
+	CloseTimeout time.Duration
+	// ClientID names this client to the brokers (default "troupe").
+	ClientID string
+}
+
+func (c *PublisherConfig) setDefaults() {
+	if c.Marshaler == nil {
+		c.Marshaler = DefaultMarshaler{}
+	}
+	if c.BatchTimeout == 0 {
+		c.BatchTimeout = time.Millisecond
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 1000
+	}
+	if c.BatchBytes == 0 {
+		c.BatchBytes = 1 << 20
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 10
+	}
+	if c.RetryBackoffMin == 0 {
+		c.RetryBackoffMin = 100 * time.Millisecond
+	}
+	if c.RetryBackoffMax == 0 {
+		c.RetryBackoffMax = time.Second
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 10 * time.Second
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = time.Minute
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = 30 * time.Second
+	}
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c PublisherConfig) Validate() error {
+	if err := validateBrokers(c.Brokers); err != nil {
+		return err
+	}
+	if c.BatchTimeout < 0 || c.BatchSize < 0 || c.BatchBytes < 0 || c.MaxAttempts < 0 ||
+		c.RetryBackoffMin < 0 || c.RetryBackoffMax < 0 || c.WriteTimeout < 0 ||
+		c.PublishTimeout < 0 || c.DialTimeout < 0 || c.CloseTimeout < 0 {
+		return errors.New("kafka: publisher sizes, attempts and timeouts must not be negative")
+	}
+	if c.RetryBackoffMin > 0 && c.RetryBackoffMax > 0 && c.RetryBackoffMax < c.RetryBackoffMin {
+		return errors.New("kafka: RetryBackoffMax is smaller than RetryBackoffMin")
+	}
+	return c.Topics.validate()
+}
+
+// InitialOffset is where a consumer starts on a partition that has no committed
+// offset: a new consumer group, or a subscriber without a group.
+type InitialOffset int
+
+const (
+	// FromEarliest reads a partition from its oldest retained record (the default):
+	// nothing published before the first subscription is missed.
+	FromEarliest InitialOffset = iota
+	// FromLatest reads only records published after the subscription started.
+	FromLatest
+)
+
+// NoNackResendSleep makes a nacked message come back at once.
+const NoNackResendSleep time.Duration = -1
+
+// SubscriberConfig configures a Subscriber. Zero fields take the documented defaults.
+type SubscriberConfig struct {
+	// Brokers are the bootstrap addresses (host:port). Required.
+	Brokers []string
+	// ConsumerGroup is the Kafka consumer group of every Subscribe call. Members of a
+	// group share a topic's partitions, and a message's offset is committed for the
+	// group once the handler acked it. Empty means no group: every Subscribe reads
+	// every partition from InitialOffset, and nothing is committed.
+	ConsumerGroup string
+	// InitialOffset is where a partition without a committed offset starts (default
+	// FromEarliest). It also applies to partitions a topic gains later.
+	InitialOffset InitialOffset
+	// Marshaler turns Kafka records into Watermill messages (default DefaultMarshaler{}).
+	Marshaler Marshaler
+	// Topics creates missing topics on Subscribe when InitializeTopics is on.
+	Topics TopicLayout
+
+	// NackResendSleep is the pause before a nacked message is delivered again
+	// (default 100 ms; NoNackResendSleep for none).
+	NackResendSleep time.Duration
+
+	// HeartbeatInterval is how often a group member heartbeats; a rebalance is
+	// noticed at the next heartbeat (default 3 s).
+	HeartbeatInterval time.Duration
+	// SessionTimeout is how long the coordinator waits for a heartbeat before it
+	// evicts a member (default 30 s; the broker bounds it).
+	SessionTimeout time.Duration
+	// RebalanceTimeout is how long the coordinator waits for members to rejoin in a
+	// rebalance (default 30 s). A member that is giving up a partition waits up to
+	// half of it for the handler to ack the message in flight.
+	RebalanceTimeout time.Duration
+	// JoinGroupBackoff is the pause before joining again after a failed join
+	// (default 1 s).
+	JoinGroupBackoff time.Duration
+	// PartitionWatchInterval is how often partition counts are checked, so that
+	// partitions added to a topic are consumed (default 5 s).
+	PartitionWatchInterval time.Duration
+	// CoordinatorTimeout bounds one request to the group coordinator, e.g. an
+	// offset commit (default 5 s).
+	CoordinatorTimeout time.Duration
+
+	// FetchMaxWait is how long a fetch waits for new records (default 500 ms). It
+	// also bounds how long stopping a partition consumer can take.
+	FetchMaxWait time.Duration
+	// FetchMaxBytes caps one fetch (default 1 MiB).
+	FetchMaxBytes int
+	// DialTimeout bounds a connection attempt (default 5 s).
+	DialTimeout time.Duration
+	// CloseTimeout bounds Close (default 30 s).
+	CloseTimeout time.Duration
+	// ClientID names this client to the brokers (default "troupe").
+	ClientID string
+}
+
+func (c *SubscriberConfig) setDefaults() {
+	if c.Marshaler == nil {
+		c.Marshaler = DefaultMarshaler{}
+	}
+	if c.NackResendSleep == 0 {
+		c.NackResendSleep = 100 * time.Millisecond
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = 3 * time.Second
+	}
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = 30 * time.Second
+	}
+	if c.RebalanceTimeout == 0 {
+		c.RebalanceTimeout = 30 * time.Second
+	}
+	if c.JoinGroupBackoff == 0 {
+		c.JoinGroupBackoff = time.Second
+	}
+	if c.PartitionWatchInterval == 0 {
+		c.PartitionWatchInterval = 5 * time.Second
+	}
+	if c.CoordinatorTimeout == 0 {
+		c.CoordinatorTimeout = 5 * time.Second
+	}
+	if c.FetchMaxWait == 0 {
+		c.FetchMaxWait = 500 * time.Millisecond
+	}
+	if c.FetchMaxBytes == 0 {
+		c.FetchMaxBytes = 1 << 20
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.CloseTimeout == 0 {
+		c.CloseTimeout = 30 * time.Second
+	}
+	if c.ClientID == "" {
+		c.ClientID = DefaultClientID
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c SubscriberConfig) Validate() error {
+	if err := validateBrokers(c.Brokers); err != nil {
+		return err
+	}
+	if c.InitialOffset != FromEarliest && c.InitialOffset != FromLatest {
+		return fmt.Errorf("kafka: unknown InitialOffset %d", c.InitialOffset)
+	}
+	if c.NackResendSleep < 0 && c.NackResendSleep != NoNackResendSleep {
+		return errors.New("kafka: NackResendSleep must not be negative (use NoNackResendSleep)")
+	}
+	if c.HeartbeatInterval < 0 || c.SessionTimeout < 0 || c.RebalanceTimeout < 0 || c.JoinGroupBackoff < 0 ||
+		c.PartitionWatchInterval < 0 || c.CoordinatorTimeout < 0 || c.FetchMaxWait < 0 || c.FetchMaxBytes < 0 ||
+		c.DialTimeout < 0 || c.CloseTimeout < 0 {
+		return errors.New("kafka: subscriber sizes and timeouts must not be negative")
+	}
+	if c.HeartbeatInterval > 0 && c.SessionTimeout > 0 && c.HeartbeatInterval >= c.SessionTimeout {
+		return errors.New("kafka: HeartbeatInterval must be shorter than SessionTimeout")
+	}
+	return c.Topics.validate()
+}
+
+func validateBrokers(brokers []string) error {
+	if len(brokers) == 0 {
+		return errors.New("kafka: no brokers configured")
+	}
+	for _, b := range brokers {
+		if strings.TrimSpace(b) == "" {
+			return errors.New("kafka: an empty broker address")
+		}
+	}
+	return nil
+}

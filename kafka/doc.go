@@ -1,0 +1,83 @@
+// Package kafka is Troupe's distributed bus: a Watermill message.Publisher and
+// message.Subscriber on Kafka, written on github.com/segmentio/kafka-go. It is the
+// Kafka side of the bus seam whose embedded side is Watermill's GoChannel
+// (node.NewEmbeddedBus); both pass Watermill's universal test suite
+// (github.com/ThreeDotsLabs/watermill/pubsub/tests).
+//
+// Messages enter through Publisher.Publish, become Kafka records (DefaultMarshaler:
+// payload as the value, UUID and metadata as headers, the "session_id" metadata as
+// the key) and leave through the channel Subscriber.Subscribe returns.
+//
+// # Partitioner
+//
+// Every producer that writes to Troupe topics must put a key on the same partition,
+// or one session's messages end up on two partitions, are consumed by two nodes and
+// lose their order. The common defaults disagree: for key "s-9" on 3 partitions,
+// kafka-go's Hash (FNV-1a) picks 2, librdkafka's and kcat's consistent_random
+// (CRC32) picks 1, and the Java client's murmur2 picks 0. Troupe uses the Java
+// client's partitioner, toPositive(murmur2(key)) % partitions, as Balancer returns
+// it (kafka-go's Murmur2Balancer; the tests check it against a transcription of the
+// Java code). Other producers: the Java client, Kafka's tools and franz-go's default
+// partitioner already hash keys this way; librdkafka clients and kcat need
+// partitioner=murmur2_random (kcat -X partitioner=murmur2_random). A record without
+// a key goes to a random partition, as with murmur2_random (the Java client spreads
+// such records too). Partition computes a key's partition.
+//
+// # Delivery
+//
+// Publish is synchronous: it returns once the records are on every in-sync replica
+// (RequiredAcks = all). The messages of one call go out as one batch per partition;
+// a failed batch is retried (PublisherConfig.MaxAttempts, with backoff). kafka-go
+// has no idempotent producer, so a retry after a lost response, or a caller
+// publishing again after an error, can write a record twice: delivery is at least
+// once, and consumers dedupe by message UUID (records from other clients get the
+// stable UUID "kafka:<topic>/<partition>/<offset>"). Records of one partition keep
+// the order in which their Publish calls returned.
+//
+// Subscribe delivers the records of each partition one at a time: the next only
+// after the handler acked the previous one. A Nack delivers the same message again
+// (after SubscriberConfig.NackResendSleep) before anything later in its partition.
+// Different partitions are delivered concurrently. With a ConsumerGroup, a
+// message's offset is committed only after its Ack; commits run in the background
+// while the next message is handled, and a partition's consumer waits for them
+// before it gives the partition up (on Close, or in a rebalance, after waiting up to
+// half of RebalanceTimeout for the message in flight to be acked), so the next owner
+// starts right after the last acked message. If a commit fails, the generation ends
+// and the messages acked since the last commit are delivered again. Without a group,
+// each Subscribe reads every partition from InitialOffset and commits nothing.
+//
+// InitialOffset (default FromEarliest) applies to a partition without a committed
+// offset. With FromLatest, records published between Subscribe and the moment a
+// partition's consumer starts may be skipped.
+//
+// # Topics
+//
+// With TopicLayout.InitializeTopics, a topic is created on first use with its
+// partitions, replication factor and configs from TopicLayout.Topics, or
+// TopicLayout.Default (12 partitions, replication factor 1). ParseTopics reads
+// deploy/kafka/topics.txt, the layout deploy/kafka.sh creates.
+//
+// # Limits
+//
+// Group membership is kafka-go's ConsumerGroup, with its limits:
+//   - Rebalances are eager: every join or leave stops all members, which rejoin at
+//     their next heartbeat (HeartbeatInterval); there is no cooperative or KIP-848
+//     protocol, no static membership.
+//   - A member closed while a rebalance is in progress may not send LeaveGroup; the
+//     group then waits SessionTimeout for it before it rebalances again.
+//   - Partitions a topic gains start at InitialOffset like new ones (kafka-go's
+//     StartOffset), so with FromLatest their first records can be skipped.
+//
+// Each Subscribe call is one group member with one connection to the coordinator and
+// one per assigned partition. A record the Marshaler cannot decode is logged and
+// skipped (committed), so that it cannot stall its partition; DefaultMarshaler
+// decodes any record. Publish does not consult the messages' contexts; it is bounded
+// by PublisherConfig.PublishTimeout. There are no metrics yet.
+//
+// # Tests
+//
+// The tests run against kfake (franz-go's in-process Kafka) unless
+// TROUPE_TEST_KAFKA names a broker; TROUPE_TEST_KAFKA_CONTROL=1 also lets them
+// restart that broker with deploy/kafka.sh; TROUPE_TEST_KAFKA_LOG=1 prints the
+// adapter's log.
+package kafka

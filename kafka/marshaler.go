@@ -1,0 +1,117 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// HeaderUUID is the record header that carries the Watermill message UUID. It is
+// the header Watermill's own Kafka adapter uses, so the two can read each other's
+// records.
+const HeaderUUID = "_watermill_message_uuid"
+
+// Marshaler converts between Watermill messages and Kafka records.
+type Marshaler interface {
+	// Marshal builds the record for msg on topic. The record's Key decides its
+	// partition (see Balancer).
+	Marshal(topic string, msg *message.Message) (kafkago.Message, error)
+	// Unmarshal builds the message for a consumed record.
+	Unmarshal(rec kafkago.Message) (*message.Message, error)
+}
+
+// DefaultMarshaler puts the payload in the record value, the UUID in the
+// HeaderUUID header and every metadata entry in a header of its own. The record key
+// is the value of the metadata entry KeyMetadata, so all messages of one session
+// land on one partition.
+type DefaultMarshaler struct {
+	// KeyMetadata names the metadata entry used as the record key (default
+	// messages.MetaSessionID, "session_id"). A message without it gets no key and
+	// goes to a random partition.
+	KeyMetadata string
+}
+
+var _ Marshaler = DefaultMarshaler{}
+
+func (m DefaultMarshaler) keyMetadata() string {
+	if m.KeyMetadata == "" {
+		return messages.MetaSessionID
+	}
+	return m.KeyMetadata
+}
+
+// Marshal implements Marshaler.
+func (m DefaultMarshaler) Marshal(topic string, msg *message.Message) (kafkago.Message, error) {
+	if msg.UUID == "" {
+		return kafkago.Message{}, fmt.Errorf("kafka: message on %s has no UUID", topic)
+	}
+	headers := make([]kafkago.Header, 0, len(msg.Metadata)+1)
+	headers = append(headers, kafkago.Header{Key: HeaderUUID, Value: []byte(msg.UUID)})
+	for k, v := range msg.Metadata {
+		if k == HeaderUUID {
+			continue
+		}
+		headers = append(headers, kafkago.Header{Key: k, Value: []byte(v)})
+	}
+	var key []byte
+	if v, ok := msg.Metadata[m.keyMetadata()]; ok {
+		key = []byte(v)
+	}
+	return kafkago.Message{Topic: topic, Key: key, Value: msg.Payload, Headers: headers}, nil
+}
+
+// Unmarshal implements Marshaler. It also reads records that other producers wrote
+// (kcat, a Java client): a record without a UUID header gets the ID
+// "kafka:<topic>/<partition>/<offset>", stable across redeliveries, and a keyed
+// record without the key metadata gets it from the key.
+func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, error) {
+	md := make(message.Metadata, len(rec.Headers))
+	id := ""
+	for _, h := range rec.Headers {
+		if h.Key == HeaderUUID {
+			id = string(h.Value)
+			continue
+		}
+		md[h.Key] = string(h.Value)
+	}
+	if id == "" {
+		id = fmt.Sprintf("kafka:%s/%d/%d", rec.Topic, rec.Partition, rec.Offset)
+	}
+	if k := m.keyMetadata(); rec.Key != nil {
+		if _, ok := md[k]; !ok {
+			md[k] = string(rec.Key)
+		}
+	}
+	msg := message.NewMessage(id, rec.Value)
+	msg.Metadata = md
+	return msg, nil
+}
+
+// RecordInfo is where a consumed message sits in Kafka.
+type RecordInfo struct {
+	Topic     string
+	Partition int
+	Offset    int64
+	Key       []byte
+	Time      time.Time
+}
+
+type recordInfoKey struct{}
+
+// Record returns the Kafka position of a message a Subscriber delivered, from the
+// message's context.
+func Record(ctx context.Context) (RecordInfo, bool) {
+	ri, ok := ctx.Value(recordInfoKey{}).(RecordInfo)
+	return ri, ok
+}
+
+func withRecord(ctx context.Context, rec kafkago.Message) context.Context {
+	return context.WithValue(ctx, recordInfoKey{}, RecordInfo{
+		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Time: rec.Time,
+	})
+}

@@ -1,0 +1,31 @@
+package kafka
+
+import (
+	kafkago "github.com/segmentio/kafka-go"
+)
+
+// Balancer returns the partitioner of every Troupe producer: the Java client's
+// murmur2 (see the package doc). Anything else that writes to Troupe topics must
+// pick partitions the same way; kcat does with -X partitioner=murmur2_random.
+func Balancer() kafkago.Balancer {
+	return kafkago.Murmur2Balancer{}
+}
+
+// Partition returns the partition a record with key goes to on a topic with
+// numPartitions partitions: toPositive(murmur2(key)) % numPartitions, as the Java
+// client computes it. A nil key is hashed like an empty one here, although a
+// producer puts a record without a key on a random partition. It panics if
+// numPartitions < 1.
+func Partition(key []byte, numPartitions int) int {
+	if numPartitions < 1 {
+		panic("kafka: Partition needs at least one partition")
+	}
+	if key == nil {
+		key = []byte{} // a nil key would be placed at random
+	}
+	parts := make([]int, numPartitions)
+	for i := range parts {
+		parts[i] = i
+	}
+	return Balancer().Balance(kafkago.Message{Key: key}, parts...)
+}

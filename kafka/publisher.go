@@ -1,0 +1,197 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	kafkago "github.com/segmentio/kafka-go"
+)
+
+// ErrPublisherClosed is returned by Publish after Close.
+var ErrPublisherClosed = errors.New("kafka: publisher is closed")
+
+// topicWait bounds how long the first Publish to a topic waits for the cluster's
+// metadata to show it.
+const topicWait = 10 * time.Second
+
+// Publisher publishes Watermill messages to Kafka through one kafka-go Writer. It is
+// safe for concurrent use.
+type Publisher struct {
+	cfg       PublisherConfig
+	logger    watermill.LoggerAdapter
+	transport *kafkago.Transport
+	writer    *kafkago.Writer
+	admin     admin
+	ready     sync.Map // topic -> struct{}: created (when configured) and known
+
+	mu       sync.RWMutex
+	closed   bool
+	inflight sync.WaitGroup
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ message.Publisher = (*Publisher)(nil)
+
+// NewPublisher returns a Publisher. It does not connect until the first Publish.
+func NewPublisher(cfg PublisherConfig, logger watermill.LoggerAdapter) (*Publisher, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if logger == nil {
+		logger = watermill.NopLogger{}
+	}
+	logger = logger.With(watermill.LogFields{"component": "kafka.Publisher"})
+	tr := newTransport(cfg.Brokers, cfg.ClientID, cfg.DialTimeout)
+	addr := kafkago.TCP(cfg.Brokers...)
+	p := &Publisher{
+		cfg:       cfg,
+		logger:    logger,
+		transport: tr,
+		admin:     admin{client: &kafkago.Client{Addr: addr, Transport: tr, Timeout: cfg.WriteTimeout}, layout: cfg.Topics},
+		writer: &kafkago.Writer{
+			Addr:            addr,
+			Balancer:        Balancer(),
+			MaxAttempts:     cfg.MaxAttempts,
+			WriteBackoffMin: cfg.RetryBackoffMin,
+			WriteBackoffMax: cfg.RetryBackoffMax,
+			BatchSize:       cfg.BatchSize,
+			BatchBytes:      cfg.BatchBytes,
+			BatchTimeout:    cfg.BatchTimeout,
+			ReadTimeout:     cfg.WriteTimeout,
+			WriteTimeout:    cfg.WriteTimeout,
+			RequiredAcks:    kafkago.RequireAll,
+			Transport:       tr,
+			Logger:          traceLogger(logger),
+			ErrorLogger:     debugLogger(logger),
+		},
+	}
+	return p, nil
+}
+
+// Publish writes msgs to topic and returns once every in-sync replica of each
+// partition has the records (acks=all), or with an error. The messages of one call
+// are sent as one batch per partition; kafka-go retries a failed batch up to
+// MaxAttempts times. On error, some of the messages may have been written: publish
+// them again (consumers dedupe by message UUID). Publish does not look at the
+// messages' contexts; PublishTimeout bounds it.
+func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
+	if topic == "" {
+		return errors.New("kafka: publish to an empty topic name")
+	}
+	p.mu.RLock()
+	if p.closed {
+		p.mu.RUnlock()
+		return ErrPublisherClosed
+	}
+	p.inflight.Add(1)
+	p.mu.RUnlock()
+	defer p.inflight.Done()
+	if len(msgs) == 0 {
+		return nil
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
+	defer cancel()
+	if err := p.prepare(ctx, topic); err != nil {
+		return err
+	}
+	recs := make([]kafkago.Message, len(msgs))
+	for i, msg := range msgs {
+		rec, err := p.cfg.Marshaler.Marshal(topic, msg)
+		if err != nil {
+			return fmt.Errorf("kafka: marshal message %s for %s: %w", msg.UUID, topic, err)
+		}
+		rec.Topic = topic
+		rec.Partition, rec.Offset = 0, 0
+		recs[i] = rec
+	}
+	if err := p.writer.WriteMessages(ctx, recs...); err != nil {
+		return publishError(topic, msgs, err)
+	}
+	if len(msgs) == 1 {
+		p.logger.Trace("published", watermill.LogFields{"topic": topic, "message_uuid": msgs[0].UUID})
+	} else {
+		p.logger.Trace("published", watermill.LogFields{"topic": topic, "messages": len(msgs)})
+	}
+	return nil
+}
+
+// prepare creates topic if the layout says so and waits until the cluster
+// metadata knows it, once per topic.
+func (p *Publisher) prepare(ctx context.Context, topic string) error {
+	if _, ok := p.ready.Load(topic); ok {
+		return nil
+	}
+	if err := p.admin.ensureTopic(ctx, topic); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, topicWait)
+	defer cancel()
+	if _, err := p.admin.partitions(wctx, topic); err != nil {
+		return err
+	}
+	p.ready.Store(topic, struct{}{})
+	return nil
+}
+
+func publishError(topic string, msgs []*message.Message, err error) error {
+	var werr kafkago.WriteErrors
+	if !errors.As(err, &werr) {
+		return fmt.Errorf("kafka: publish %d messages to %s: %w", len(msgs), topic, err)
+	}
+	var first error
+	for _, e := range werr {
+		if e != nil {
+			first = e
+			break
+		}
+	}
+	return fmt.Errorf("kafka: publish to %s: %d of %d messages failed (others may be written): %w", topic, werr.Count(), len(msgs), first)
+}
+
+// Close stops accepting messages, waits for the Publish calls in flight (each is
+// synchronous, so nothing else is buffered) and releases the connections. It is
+// idempotent and returns within CloseTimeout.
+func (p *Publisher) Close() error {
+	p.closeOnce.Do(func() {
+		p.mu.Lock()
+		p.closed = true
+		p.mu.Unlock()
+		done := make(chan error, 1)
+		go func() {
+			p.inflight.Wait()
+			err := p.writer.Close()
+			p.transport.CloseIdleConnections()
+			done <- err
+		}()
+		t := time.NewTimer(p.cfg.CloseTimeout)
+		defer t.Stop()
+		select {
+		case err := <-done:
+			p.closeErr = err
+		case <-t.C:
+			p.closeErr = fmt.Errorf("kafka: publisher close: publishes still in flight after %s", p.cfg.CloseTimeout)
+		}
+	})
+	return p.closeErr
+}
+
+func traceLogger(l watermill.LoggerAdapter) kafkago.Logger {
+	return kafkago.LoggerFunc(func(msg string, args ...any) {
+		l.Trace("kafka-go: "+fmt.Sprintf(msg, args...), nil)
+	})
+}
+
+func debugLogger(l watermill.LoggerAdapter) kafkago.Logger {
+	return kafkago.LoggerFunc(func(msg string, args ...any) {
+		l.Debug("kafka-go: "+fmt.Sprintf(msg, args...), nil)
+	})
+}

@@ -1,0 +1,536 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	kafkago "github.com/segmentio/kafka-go"
+)
+
+// ErrSubscriberClosed is returned by Subscribe after Close.
+var ErrSubscriberClosed = errors.New("kafka: subscriber is closed")
+
+// subscribeSetupTimeout bounds topic creation in Subscribe and SubscribeInitialize.
+const subscribeSetupTimeout = 30 * time.Second
+
+// Subscriber consumes Kafka topics as Watermill message channels. It is safe for
+// concurrent use. Every Subscribe call is a consumer of its own: with a
+// ConsumerGroup, a member of that group.
+type Subscriber struct {
+	cfg       SubscriberConfig
+	logger    watermill.LoggerAdapter
+	transport *kafkago.Transport
+	dialer    *kafkago.Dialer
+	admin     admin
+
+	closing   chan struct{}
+	mu        sync.Mutex
+	closed    bool
+	subs      sync.WaitGroup // subscriptions; done once their channel is closed
+	cleanup   sync.WaitGroup // kafka-go teardown: leaving groups, closing readers
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var (
+	_ message.Subscriber           = (*Subscriber)(nil)
+	_ message.SubscribeInitializer = (*Subscriber)(nil)
+)
+
+// NewSubscriber returns a Subscriber. It does not connect until Subscribe.
+func NewSubscriber(cfg SubscriberConfig, logger watermill.LoggerAdapter) (*Subscriber, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if logger == nil {
+		logger = watermill.NopLogger{}
+	}
+	logger = logger.With(watermill.LogFields{"component": "kafka.Subscriber", "consumer_group": cfg.ConsumerGroup})
+	tr := newTransport(cfg.Brokers, cfg.ClientID, cfg.DialTimeout)
+	return &Subscriber{
+		cfg:       cfg,
+		logger:    logger,
+		transport: tr,
+		dialer:    newDialer(cfg.ClientID, cfg.DialTimeout),
+		admin: admin{
+			client: &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Transport: tr, Timeout: cfg.CoordinatorTimeout},
+			layout: cfg.Topics,
+		},
+		closing: make(chan struct{}),
+	}, nil
+}
+
+// SubscribeInitialize creates topic (with the configured layout, even when
+// InitializeTopics is off: it is an explicit request) and waits until the cluster
+// knows it.
+func (s *Subscriber) SubscribeInitialize(topic string) error {
+	if topic == "" {
+		return errors.New("kafka: subscribe to an empty topic name")
+	}
+	ctx, cancel := s.untilClosed(context.Background(), subscribeSetupTimeout)
+	defer cancel()
+	a := s.admin
+	a.layout.InitializeTopics = true
+	if err := a.ensureTopic(ctx, topic); err != nil {
+		return err
+	}
+	_, err := a.partitions(ctx, topic)
+	return err
+}
+
+// Subscribe returns the messages of topic. Messages of one partition come one at a
+// time: the next only after the previous was acked. Partitions are consumed
+// concurrently. With a ConsumerGroup, a message's offset is committed after its
+// Ack, in the background; a partition's consumer waits for its commits before it
+// gives the partition up or stops. A Nack delivers the same message again (after
+// NackResendSleep) before anything later in its partition. The channel is closed when ctx is done or Close is called; the
+// messages' contexts derive from ctx and are canceled on Ack, Nack and Close.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	if topic == "" {
+		return nil, errors.New("kafka: subscribe to an empty topic name")
+	}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil, ErrSubscriberClosed
+	}
+	s.subs.Add(1)
+	s.mu.Unlock()
+
+	setup, cancelSetup := s.untilClosed(ctx, subscribeSetupTimeout)
+	err := s.admin.ensureTopic(setup, topic)
+	cancelSetup()
+	var group *kafkago.ConsumerGroup
+	if err == nil && s.cfg.ConsumerGroup != "" {
+		group, err = kafkago.NewConsumerGroup(s.groupConfig(topic))
+	}
+	if err != nil {
+		s.subs.Done()
+		return nil, fmt.Errorf("kafka: subscribe to %s: %w", topic, err)
+	}
+
+	run, cancel := s.untilClosed(ctx, 0)
+	sub := &subscription{
+		s:      s,
+		topic:  topic,
+		out:    make(chan *message.Message),
+		logger: s.logger.With(watermill.LogFields{"topic": topic}),
+	}
+	go func() {
+		defer s.subs.Done()
+		defer close(sub.out)
+		defer cancel()
+		if group != nil {
+			sub.runGroup(run, group)
+		} else {
+			sub.runAll(run)
+		}
+		sub.logger.Debug("subscription stopped", nil)
+	}()
+	return sub.out, nil
+}
+
+// Close closes every subscription and its channel, waits for the offset commits of
+// acked messages, leaves the consumer groups and releases the connections. Messages
+// delivered but not acked are delivered again later. Close is idempotent and
+// returns within CloseTimeout.
+func (s *Subscriber) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		close(s.closing)
+		done := make(chan struct{})
+		go func() {
+			s.subs.Wait()
+			s.cleanup.Wait()
+			s.transport.CloseIdleConnections()
+			close(done)
+		}()
+		t := time.NewTimer(s.cfg.CloseTimeout)
+		defer t.Stop()
+		select {
+		case <-done:
+		case <-t.C:
+			s.closeErr = fmt.Errorf("kafka: subscriber close: consumers still stopping after %s", s.cfg.CloseTimeout)
+		}
+	})
+	return s.closeErr
+}
+
+// untilClosed returns a context canceled when parent is done, when the Subscriber
+// closes, or after timeout (if positive).
+func (s *Subscriber) untilClosed(parent context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(parent)
+	if timeout > 0 {
+		var cancelT context.CancelFunc
+		ctx, cancelT = context.WithTimeout(ctx, timeout)
+		prev := cancel
+		cancel = func() { cancelT(); prev() }
+	}
+	go func() {
+		select {
+		case <-s.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+func (s *Subscriber) startOffset() int64 {
+	if s.cfg.InitialOffset == FromLatest {
+		return kafkago.LastOffset
+	}
+	return kafkago.FirstOffset
+}
+
+func (s *Subscriber) groupConfig(topic string) kafkago.ConsumerGroupConfig {
+	return kafkago.ConsumerGroupConfig{
+		ID:                     s.cfg.ConsumerGroup,
+		Brokers:                s.cfg.Brokers,
+		Dialer:                 s.dialer,
+		Topics:                 []string{topic},
+		HeartbeatInterval:      s.cfg.HeartbeatInterval,
+		SessionTimeout:         s.cfg.SessionTimeout,
+		RebalanceTimeout:       s.cfg.RebalanceTimeout,
+		JoinGroupBackoff:       s.cfg.JoinGroupBackoff,
+		WatchPartitionChanges:  true,
+		PartitionWatchInterval: s.cfg.PartitionWatchInterval,
+		StartOffset:            s.startOffset(),
+		Timeout:                s.cfg.CoordinatorTimeout,
+		Logger:                 traceLogger(s.logger),
+		ErrorLogger:            debugLogger(s.logger),
+	}
+}
+
+// subscription is one Subscribe call.
+type subscription struct {
+	s      *Subscriber
+	topic  string
+	out    chan *message.Message
+	logger watermill.LoggerAdapter
+}
+
+// runGroup consumes the partitions the group assigns to this member, generation
+// after generation, until ctx is done.
+func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGroup) {
+	var parts sync.WaitGroup
+	defer func() {
+		parts.Wait()
+		sub.s.cleanup.Add(1)
+		go func() {
+			defer sub.s.cleanup.Done()
+			_ = group.Close() // leaves the group; bounded by the coordinator timeout
+		}()
+	}()
+	for {
+		gen, err := group.Next(ctx)
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, kafkago.ErrGroupClosed) {
+				return
+			}
+			// kafka-go joins again by itself (after JoinGroupBackoff).
+			sub.logger.Info("consumer group: join failed, retrying", watermill.LogFields{"err": err.Error()})
+			continue
+		}
+		assigned := gen.Assignments[sub.topic]
+		sub.logger.Debug("consumer group: generation started", watermill.LogFields{
+			"generation": gen.ID, "member": gen.MemberID, "partitions": len(assigned),
+		})
+		commits := newCommitter(gen, sub.topic)
+		for _, a := range assigned {
+			parts.Add(1)
+			gen.Start(func(gctx context.Context) {
+				defer parts.Done()
+				sub.consume(ctx, gctx, commits, a.ID, a.Offset)
+			})
+		}
+	}
+}
+
+// runAll consumes every partition of the topic without a group, and the partitions
+// it gains later.
+func (sub *subscription) runAll(ctx context.Context) {
+	var parts sync.WaitGroup
+	defer parts.Wait()
+	started := map[int]bool{}
+	start := sub.s.startOffset()
+	for {
+		n, err := sub.s.admin.partitionsOnce(ctx, sub.topic)
+		if err != nil && ctx.Err() == nil {
+			sub.logger.Debug("partitions not known yet", watermill.LogFields{"err": err.Error()})
+		}
+		for p := range n {
+			if started[p] {
+				continue
+			}
+			started[p] = true
+			parts.Add(1)
+			go func(offset int64) {
+				defer parts.Done()
+				sub.consume(ctx, nil, nil, p, offset)
+			}(start)
+		}
+		// Partitions found later appeared after the subscription started: all of
+		// their records are new.
+		start = kafkago.FirstOffset
+		if !sleepCtx(ctx, nil, sub.s.cfg.PartitionWatchInterval) {
+			return
+		}
+	}
+}
+
+// consume delivers one partition's records from offset, one at a time, until ctx or
+// gctx (the group generation, nil without a group) is done. With a group, each acked
+// record's offset is committed before the next record is delivered.
+func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, partition int, offset int64) {
+	cfg := sub.s.cfg
+	logger := sub.logger.With(watermill.LogFields{"partition": partition})
+	rd := kafkago.NewReader(kafkago.ReaderConfig{
+		Brokers:     cfg.Brokers,
+		Topic:       sub.topic,
+		Partition:   partition,
+		Dialer:      sub.s.dialer,
+		MinBytes:    1,
+		MaxBytes:    cfg.FetchMaxBytes,
+		MaxWait:     cfg.FetchMaxWait,
+		Logger:      traceLogger(logger),
+		ErrorLogger: debugLogger(logger),
+	})
+	defer func() {
+		sub.s.cleanup.Add(1)
+		go func() {
+			defer sub.s.cleanup.Done()
+			_ = rd.Close() // waits for a fetch in flight, at most FetchMaxWait
+		}()
+	}()
+	if err := rd.SetOffset(offset); err != nil {
+		logger.Error("set start offset", err, watermill.LogFields{"offset": offset})
+		return
+	}
+	var genDone <-chan struct{}
+	fetchCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if gctx != nil {
+		genDone = gctx.Done()
+		stop := context.AfterFunc(gctx, cancel)
+		defer stop()
+	}
+	logger.Debug("consuming partition", watermill.LogFields{"offset": offset})
+	if commits != nil {
+		defer func() {
+			if err := commits.flush(partition); err != nil {
+				// The generation is over. The partition's next owner (maybe this
+				// member) starts from the last committed offset and delivers the
+				// messages acked since then again.
+				logger.Info("offset commit failed; messages acked since the last commit will be delivered again",
+					watermill.LogFields{"err": err.Error()})
+			}
+		}()
+	}
+
+	for {
+		rec, err := rd.FetchMessage(fetchCtx)
+		if err != nil {
+			if fetchCtx.Err() != nil {
+				return
+			}
+			// The reader reconnects by itself; this reports a failed attempt.
+			logger.Info("fetch failed, retrying", watermill.LogFields{"err": err.Error()})
+			if !sleepCtx(fetchCtx, nil, time.Second) {
+				return
+			}
+			continue
+		}
+		msg, err := cfg.Marshaler.Unmarshal(rec)
+		if err != nil {
+			logger.Error("cannot decode record, skipping it", err, watermill.LogFields{"offset": rec.Offset})
+		} else if !sub.deliver(ctx, genDone, rec, msg, logger) {
+			return
+		}
+		if commits == nil {
+			continue
+		}
+		if err := commits.add(partition, rec.Offset+1); err != nil {
+			return // logged by the deferred flush
+		}
+	}
+}
+
+// deliver hands msg to the subscriber's channel until it is acked (true), or until
+// the subscription stops or the partition is revoked (false). A nacked message is
+// delivered again. When the generation ends while the message is out, it waits up to
+// half of RebalanceTimeout for the Ack, so that the partition's next owner starts
+// after it.
+func (sub *subscription) deliver(ctx context.Context, genDone <-chan struct{}, rec kafkago.Message, msg *message.Message, logger watermill.LoggerAdapter) bool {
+	fields := watermill.LogFields{"offset": rec.Offset, "message_uuid": msg.UUID}
+	for {
+		msgCtx, cancelMsg := context.WithCancel(withRecord(ctx, rec))
+		msg.SetContext(msgCtx)
+		select {
+		case sub.out <- msg:
+		case <-ctx.Done():
+			cancelMsg()
+			return false
+		case <-genDone:
+			cancelMsg()
+			return false
+		}
+		logger.Trace("message delivered", fields)
+
+		acked, again := sub.awaitAck(ctx, genDone, msg, logger, fields)
+		cancelMsg()
+		if acked {
+			return true
+		}
+		if !again {
+			return false
+		}
+		if sleep := sub.s.cfg.NackResendSleep; sleep > 0 && !sleepCtx(ctx, genDone, sleep) {
+			return false
+		}
+		msg = msg.Copy() // fresh Ack/Nack state, same UUID, metadata and payload
+	}
+}
+
+// awaitAck waits for msg's Ack or Nack. again reports a Nack while the partition is
+// still ours.
+func (sub *subscription) awaitAck(ctx context.Context, genDone <-chan struct{}, msg *message.Message, logger watermill.LoggerAdapter, fields watermill.LogFields) (acked, again bool) {
+	revoked := genDone
+	var handoff <-chan time.Time
+	for {
+		select {
+		case <-msg.Acked():
+			return true, false
+		case <-msg.Nacked():
+			logger.Trace("message nacked", fields)
+			select {
+			case <-genDone:
+				return false, false
+			default:
+				return false, true
+			}
+		case <-ctx.Done():
+			return isAcked(msg), false
+		case <-revoked:
+			revoked = nil
+			t := time.NewTimer(sub.s.cfg.RebalanceTimeout / 2)
+			defer t.Stop()
+			handoff = t.C
+		case <-handoff:
+			if isAcked(msg) {
+				return true, false
+			}
+			logger.Info("partition revoked and the message in flight was not acked in time; its next owner delivers it again", fields)
+			return false, false
+		}
+	}
+}
+
+// isAcked reports an Ack that raced with a stop signal: an acked message is
+// committed even while its consumer stops.
+func isAcked(msg *message.Message) bool {
+	select {
+	case <-msg.Acked():
+		return true
+	default:
+		return false
+	}
+}
+
+// sleepCtx waits d; false if ctx or stop ended the wait.
+func sleepCtx(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-stop:
+		return false
+	}
+}
+
+// committer commits the offsets of one generation's partitions in the background,
+// so that the next message can be delivered while the previous offset is being
+// committed. Offsets added while a commit is in flight go together in the next
+// request (one request at a time: kafka-go's coordinator connection busy-waits on
+// concurrent requests). A partition's consumer flushes its offsets before it stops,
+// so the partition's next owner starts right after the last acked message.
+type committer struct {
+	gen   *kafkago.Generation
+	topic string
+
+	mu        sync.Mutex
+	cond      *sync.Cond
+	running   bool
+	pending   map[int]int64 // partition -> offset not yet sent
+	wanted    map[int]int64 // partition -> highest offset added
+	committed map[int]int64 // partition -> highest offset committed
+	err       error         // the first failed commit: the generation is over
+}
+
+func newCommitter(gen *kafkago.Generation, topic string) *committer {
+	c := &committer{gen: gen, topic: topic, pending: map[int]int64{}, wanted: map[int]int64{}, committed: map[int]int64{}}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+// add queues offset (the next record to read) of partition for commit. It returns
+// the error of an earlier failed commit.
+func (c *committer) add(partition int, offset int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	c.pending[partition] = max(c.pending[partition], offset)
+	c.wanted[partition] = max(c.wanted[partition], offset)
+	if !c.running {
+		c.running = true
+		go c.run()
+	}
+	return nil
+}
+
+// flush waits until every offset added for partition is committed, or a commit
+// failed. Each commit request is bounded by the coordinator timeout.
+func (c *committer) flush(partition int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.err == nil && c.committed[partition] < c.wanted[partition] {
+		c.cond.Wait()
+	}
+	return c.err
+}
+
+func (c *committer) run() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for len(c.pending) > 0 && c.err == nil {
+		batch := c.pending
+		c.pending = map[int]int64{}
+		c.mu.Unlock()
+		err := c.gen.CommitOffsets(map[string]map[int]int64{c.topic: batch})
+		c.mu.Lock()
+		if err != nil {
+			c.err = err
+		}
+		for p, o := range batch {
+			if err == nil {
+				c.committed[p] = max(c.committed[p], o)
+			}
+		}
+		c.cond.Broadcast()
+	}
+	c.running = false
+	c.cond.Broadcast()
+}

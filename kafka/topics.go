@@ -1,0 +1,107 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sort"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
+)
+
+func newTransport(brokers []string, clientID string, dialTimeout time.Duration) *kafkago.Transport {
+	return &kafkago.Transport{
+		Dial:        (&net.Dialer{Timeout: dialTimeout}).DialContext,
+		DialTimeout: dialTimeout,
+		ClientID:    clientID,
+	}
+}
+
+func newDialer(clientID string, timeout time.Duration) *kafkago.Dialer {
+	return &kafkago.Dialer{ClientID: clientID, Timeout: timeout, DualStack: true}
+}
+
+// admin creates topics and reads partition counts.
+type admin struct {
+	client *kafkago.Client
+	layout TopicLayout
+}
+
+// ensureTopic creates topic when the layout says so; an existing topic is fine.
+func (a admin) ensureTopic(ctx context.Context, topic string) error {
+	if !a.layout.InitializeTopics {
+		return nil
+	}
+	tc := a.layout.topic(topic)
+	entries := make([]kafkago.ConfigEntry, 0, len(tc.Configs))
+	for k, v := range tc.Configs {
+		entries = append(entries, kafkago.ConfigEntry{ConfigName: k, ConfigValue: v})
+	}
+	sort.Slice(entries, func(i, j int) bool { return entries[i].ConfigName < entries[j].ConfigName })
+	res, err := a.client.CreateTopics(ctx, &kafkago.CreateTopicsRequest{
+		Topics: []kafkago.TopicConfig{{
+			Topic: topic, NumPartitions: tc.Partitions, ReplicationFactor: tc.ReplicationFactor, ConfigEntries: entries,
+		}},
+	})
+	if err == nil {
+		err = res.Errors[topic]
+	}
+	if err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
+		return fmt.Errorf("kafka: create topic %s (%d partitions, replication %d): %w", topic, tc.Partitions, tc.ReplicationFactor, err)
+	}
+	return nil
+}
+
+// partitions returns the number of partitions of topic, waiting (until ctx is done)
+// while the cluster does not know it yet: a topic just created, or created by
+// another client since the last metadata refresh.
+func (a admin) partitions(ctx context.Context, topic string) (int, error) {
+	wait := 50 * time.Millisecond
+	for {
+		n, err := a.partitionsOnce(ctx, topic)
+		if err == nil && n > 0 {
+			return n, nil
+		}
+		if err == nil {
+			err = kafkago.UnknownTopicOrPartition
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return 0, fmt.Errorf("kafka: partitions of topic %s: %w (waited until %w)", topic, err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func (a admin) partitionsOnce(ctx context.Context, topic string) (int, error) {
+	// The transport answers metadata requests from a cache it refreshes every few
+	// seconds. A request that allows auto-creation skips the cache for a topic the
+	// cache does not know and refreshes it; it is sent only when this client may
+	// create topics anyway (the topic was just created or found to exist).
+	res, err := a.client.Transport.RoundTrip(ctx, a.client.Addr, &metadataAPI.Request{
+		TopicNames:             []string{topic},
+		AllowAutoTopicCreation: a.layout.InitializeTopics,
+	})
+	if err != nil {
+		return 0, err
+	}
+	md, ok := res.(*metadataAPI.Response)
+	if !ok {
+		return 0, fmt.Errorf("kafka: unexpected metadata response %T", res)
+	}
+	for _, t := range md.Topics {
+		if t.Name == topic {
+			if t.ErrorCode != 0 {
+				return 0, kafkago.Error(t.ErrorCode)
+			}
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, kafkago.UnknownTopicOrPartition
+}
