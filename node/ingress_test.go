@@ -37,7 +37,7 @@ func TestBadBusMessagesArePoisonedAndDuplicatesSkipped(t *testing.T) {
 	select {
 	case p := <-poisoned:
 		p.Ack()
-		if p.UUID != "bad-1" || !strings.Contains(p.Metadata.Get(middleware.ReasonForPoisonedKey), "corrupt envelope") {
+		if p.UUID != "bad-1" || !strings.Contains(p.Metadata.Get(middleware.ReasonForPoisonedKey), "malformed JSON") {
 			t.Fatalf("poisoned %s: %q", p.UUID, p.Metadata.Get(middleware.ReasonForPoisonedKey))
 		}
 	case <-ctx.Done():

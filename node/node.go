@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +68,9 @@ type Config struct {
 	// Secrets (API keys, tokens) are replaced by "[REDACTED]" wherever they would
 	// enter an event; strings shaped like keys and bearer tokens always are.
 	Secrets []string
+	// Bus replaces the embedded in-process bus, e.g. with Kafka (package kafka). Nil
+	// means the embedded GoChannel.
+	Bus *Bus
 	// SubmitTimeout bounds how long ingress waits for a task to be recorded (default 30 s).
 	SubmitTimeout time.Duration
 	Clock         actors.Clock
@@ -116,6 +121,17 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// Bus is a node's connection to a shared bus. The node closes none of it.
+type Bus struct {
+	Publisher message.Publisher
+	// Tasks consumes messages.TopicTasks. In a cluster it is a consumer group shared by
+	// the nodes, so that each session's partition, and so the session, has one owner.
+	Tasks message.Subscriber
+	// Live consumes messages.TopicEvents for this node's live streams (SSE, node run):
+	// every partition, from the latest offset, in no consumer group.
+	Live message.Subscriber
+}
+
 // NewEmbeddedBus returns the in-process bus of an embedded node: Watermill's GoChannel
 // configured to keep per-session order. By default GoChannel hands each message to
 // its own goroutine, so two messages of one session can overtake each other;
@@ -139,15 +155,17 @@ func (c Config) Agent() actors.Agent {
 
 // Node is one running Troupe node.
 type Node struct {
-	cfg    Config
-	log    eventlog.Log
-	ownLog bool
-	bus    *gochannel.GoChannel
-	system *actor.ActorSystem
-	host   *actor.PID
-	effect []*actor.PID
-	router *message.Router
-	hub    *Hub
+	cfg               Config
+	log               eventlog.Log
+	ownLog            bool
+	bus               *gochannel.GoChannel // the embedded bus, when the node owns one
+	pub               message.Publisher
+	tasksSub, liveSub message.Subscriber
+	system            *actor.ActorSystem
+	host              *actor.PID
+	effect            []*actor.PID
+	router            *message.Router
+	hub               *Hub
 
 	redactor    *actors.SecretRedactor
 	metrics     *Metrics
@@ -174,7 +192,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		n.log, n.ownLog = l, true
 	}
 	wlog := watermill.NewSlogLogger(cfg.Logger)
-	n.bus = NewEmbeddedBus(wlog)
+	if cfg.Bus != nil {
+		n.pub, n.tasksSub, n.liveSub = cfg.Bus.Publisher, cfg.Bus.Tasks, cfg.Bus.Live
+	} else {
+		n.bus = NewEmbeddedBus(wlog)
+		n.pub, n.tasksSub, n.liveSub = n.bus, n.bus, n.bus
+	}
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
 
 	agent := cfg.Agent()
@@ -212,7 +235,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.effect = append(n.effect, model)
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
-		Store: n.log, Publisher: n.bus, Model: model, Tools: toolPIDs, Clock: cfg.Clock,
+		Store: n.log, Publisher: n.pub, Model: model, Tools: toolPIDs, Clock: cfg.Clock,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor,
 		Agent:    agent,
@@ -228,7 +251,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	// Middleware, outermost first: observe, poison (permanent failures, with the
 	// reason in the message's metadata), retry (transient failures, with backoff),
 	// deduplicate by message ID, and recover panics into errors.
-	poison, err := middleware.PoisonQueueWithFilter(n.bus, TopicPoison, n.metrics.isPermanent("tasks", cfg.Logger))
+	poison, err := middleware.PoisonQueueWithFilter(n.pub, TopicPoison, n.metrics.isPermanent("tasks", cfg.Logger))
 	if err != nil {
 		return nil, n.fail(err)
 	}
@@ -247,9 +270,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		newDeduplicator(n.metrics, 10*time.Minute).middleware,
 		n.metrics.recoverPanics,
 	)
-	n.router.AddConsumerHandler("tasks", messages.TopicTasks, n.bus, n.handleTask)
+	n.router.AddConsumerHandler("tasks", messages.TopicTasks, n.tasksSub, n.handleTask)
 	n.hub = newHub()
-	n.router.AddConsumerHandler("events-hub", messages.TopicEvents, n.bus, n.hub.handle)
+	n.router.AddConsumerHandler("events-hub", messages.TopicEvents, n.liveSub, n.hub.handle)
 	return n, nil
 }
 
@@ -262,7 +285,7 @@ func (n *Node) fail(err error) error {
 var errPermanent = errors.New("permanent failure")
 
 func (n *Node) handleTask(msg *message.Message) error {
-	env, err := messages.Unmarshal(msg.Payload)
+	env, err := n.taskEnvelope(msg)
 	if err != nil {
 		return fmt.Errorf("%w: task message %s: %w", errPermanent, msg.UUID, err)
 	}
@@ -274,6 +297,35 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return fmt.Errorf("%w: task %s for session %s: %w", errPermanent, env.ID, env.SessionID, err)
 	}
 	return nil
+}
+
+// taskEnvelope reads a tasks-topic message: the envelope ingress publishes, or the
+// plain JSON task any Kafka client may publish (the body of POST /v1/tasks), which
+// becomes a task.submitted envelope whose ID is the message's ID — so a redelivered
+// message is recognised — and whose session is the task's session_id, else the
+// message's key, else derived from the message ID.
+func (n *Node) taskEnvelope(msg *message.Message) (messages.Envelope, error) {
+	var probe struct {
+		Type    *string          `json:"type"`
+		Payload *json.RawMessage `json:"payload"`
+	}
+	if json.Unmarshal(msg.Payload, &probe) == nil && probe.Type != nil && probe.Payload != nil {
+		return messages.Unmarshal(msg.Payload)
+	}
+	t, err := DecodeTask(msg.Payload)
+	if err != nil {
+		return messages.Envelope{}, err
+	}
+	if t.SessionID == "" {
+		t.SessionID = msg.Metadata.Get(messages.MetaSessionID)
+	}
+	if t.SessionID == "" {
+		t.SessionID = "task-" + strings.NewReplacer("/", "-", ":", "-").Replace(msg.UUID)
+	}
+	if !sessionIDPattern.MatchString(t.SessionID) {
+		return messages.Envelope{}, fmt.Errorf("%w: session %q: not a valid session ID", ErrBadTask, t.SessionID)
+	}
+	return n.envelope(t, msg.UUID)
 }
 
 // Run serves until ctx is done: it resumes sessions left running by an earlier
@@ -359,18 +411,10 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 	if t.SessionID == "" {
 		t.SessionID = n.cfg.IDs.NewID()
 	}
-	// Secrets never reach the bus, let alone the log.
-	input := string(n.redactor.Redact([]byte(t.Input)))
-	p := &messages.TaskSubmitted{Input: input, Agent: t.Agent, MaxSteps: t.MaxSteps, ReplyTopic: t.ReplyTopic}
-	now := n.cfg.Clock.Now()
-	if t.DeadlineMS > 0 {
-		p.DeadlineUS = now.Add(time.Duration(t.DeadlineMS) * time.Millisecond).UnixMicro()
-	}
-	env, err := messages.NewEnvelope(p)
+	env, err := n.envelope(t, n.cfg.IDs.NewID())
 	if err != nil {
 		return "", err
 	}
-	env.ID, env.SessionID, env.TS, env.Actor = n.cfg.IDs.NewID(), t.SessionID, now.UnixMicro(), "ingress"
 	b, err := messages.Marshal(env)
 	if err != nil {
 		return "", err
@@ -379,10 +423,27 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 	msg.Metadata.Set(messages.MetaSessionID, env.SessionID)
 	msg.Metadata.Set(messages.MetaType, string(env.Type))
 	msg.SetContext(ctx)
-	if err := n.bus.Publish(messages.TopicTasks, msg); err != nil {
+	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
 		return "", fmt.Errorf("node: publish task: %w", err)
 	}
 	return t.SessionID, nil
+}
+
+// envelope turns a validated task into a task.submitted envelope with the given ID.
+// Secrets in the input are redacted here: they never reach the bus, let alone the log.
+func (n *Node) envelope(t Task, id string) (messages.Envelope, error) {
+	input := string(n.redactor.Redact([]byte(t.Input)))
+	p := &messages.TaskSubmitted{Input: input, Agent: t.Agent, MaxSteps: t.MaxSteps, ReplyTopic: t.ReplyTopic}
+	now := n.cfg.Clock.Now()
+	if t.DeadlineMS > 0 {
+		p.DeadlineUS = now.Add(time.Duration(t.DeadlineMS) * time.Millisecond).UnixMicro()
+	}
+	env, err := messages.NewEnvelope(p)
+	if err != nil {
+		return env, err
+	}
+	env.ID, env.SessionID, env.TS, env.Actor = id, t.SessionID, now.UnixMicro(), "ingress"
+	return env, nil
 }
 
 // Cancel stops a session's running task.
@@ -404,7 +465,11 @@ func (n *Node) Metrics() *Metrics { return n.metrics }
 func (n *Node) Log() eventlog.Log { return n.log }
 
 // Bus returns the node's publisher and subscriber (the embedded GoChannel).
+// It is nil when the node runs on a bus given in Config.Bus.
 func (n *Node) Bus() *gochannel.GoChannel { return n.bus }
+
+// Publisher returns the publisher of the node's bus.
+func (n *Node) Publisher() message.Publisher { return n.pub }
 
 // Watch subscribes to a session's live events. The channel closes when cancel is
 // called or when the subscriber fell behind (read the log from the last seq seen).
