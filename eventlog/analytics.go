@@ -91,12 +91,13 @@ func (s *Stats) Sort() {
 	})
 }
 
-// Quantile returns the q-quantile (0..1) of sorted values by the nearest-rank method,
-// or 0 for no values. Logs without a quantile function in SQL use it.
+// Quantile returns the q-quantile (0..1) of sorted values as ClickHouse's
+// quantileExact defines it — the element at index floor(q·n) — so both logs report
+// the same figures; 0 for no values. Logs without a quantile function in SQL use it.
 func Quantile(sorted []int64, q float64) int64 {
 	if len(sorted) == 0 {
 		return 0
 	}
-	i := int(q*float64(len(sorted))+0.999999) - 1
+	i := int(q * float64(len(sorted)))
 	return sorted[max(0, min(i, len(sorted)-1))]
 }
