@@ -1,0 +1,433 @@
+package clickhouse
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Log is the ClickHouse event log. A single writer goroutine gathers the batches of
+// concurrent Append calls and writes them with few large INSERTs; Read and Sessions
+// query the server directly. It is safe for concurrent use.
+type Log struct {
+	cfg  Config
+	conn driver.Conn
+
+	mu        sync.Mutex
+	queue     []*appendReq  // FIFO of queued requests (canceled ones are skipped)
+	qEvents   int           // events of the queued requests
+	qBytes    int           // payload bytes of the queued requests
+	bufEvents int           // events queued or being written: bounded by MaxBuffered
+	bufBytes  int           // their payload bytes: bounded by MaxBufferedBytes
+	space     chan struct{} // closed when buffer room frees up; nil if nobody waits
+	closed    bool
+
+	wake       chan struct{} // tells the writer that the queue has work (capacity 1)
+	closing    chan struct{} // closed by Close
+	writerDone chan struct{} // closed when the writer goroutine returns
+	gone       chan struct{} // closed when Close returns: nobody will answer any more
+	abort      context.CancelFunc
+	closeOnce  sync.Once
+	closeErr   error
+
+	stats struct {
+		appends, inserts, events, retries, failures, waits atomic.Uint64
+	}
+}
+
+var _ eventlog.Log = (*Log)(nil)
+
+// abortGrace is how long Close waits for the writer to stop after it aborted it.
+const abortGrace = 5 * time.Second
+
+// Open connects to ClickHouse, creates the database and brings its schema to
+// SchemaVersion (see Migrations), and starts the writer. While the server cannot be
+// reached, Open retries with the configured backoff until ctx ends.
+func Open(ctx context.Context, cfg Config) (*Log, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	opts := options(cfg)
+	var conn driver.Conn
+	for attempt := 0; ; attempt++ {
+		var err error
+		conn, err = connect(ctx, opts, cfg.Database)
+		if err == nil {
+			break
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		wait := backoff(cfg, attempt)
+		cfg.Logger.Warn("eventlog/clickhouse: cannot open the event log, retrying", "err", err, "attempt", attempt+1, "retry_in", wait.Round(time.Millisecond))
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		}
+	}
+	wctx, abort := context.WithCancel(context.Background())
+	l := &Log{
+		cfg:        cfg,
+		conn:       conn,
+		wake:       make(chan struct{}, 1),
+		closing:    make(chan struct{}),
+		writerDone: make(chan struct{}),
+		gone:       make(chan struct{}),
+		abort:      abort,
+	}
+	go l.runWriter(wctx)
+	return l, nil
+}
+
+// connect opens a connection pool to the database, creating and migrating it.
+func connect(ctx context.Context, opts *ch.Options, database string) (driver.Conn, error) {
+	where := strings.Join(opts.Addr, ",")
+	if err := createDatabase(ctx, opts, database); err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: create database %s on %s: %w", database, where, err)
+	}
+	conn, err := ch.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: connect to %s: %w", where, err)
+	}
+	if err := conn.Ping(ctx); err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("eventlog/clickhouse: connect to %s: %w", where, err)
+	}
+	if err := migrate(ctx, conn, database); err != nil {
+		_ = conn.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// options translates cfg (with defaults) into clickhouse-go options: the native
+// protocol, since HTTP fails against ClickHouse 18.16.
+func options(cfg Config) *ch.Options {
+	o := &ch.Options{
+		Protocol:        ch.Native,
+		Addr:            cfg.Addr,
+		Auth:            ch.Auth{Database: cfg.Database, Username: cfg.Username, Password: cfg.Password},
+		TLS:             cfg.TLS,
+		DialTimeout:     cfg.DialTimeout,
+		ReadTimeout:     cfg.QueryTimeout,
+		MaxOpenConns:    cfg.MaxOpenConns,
+		MaxIdleConns:    cfg.MaxOpenConns,
+		ConnMaxLifetime: time.Hour,
+		ClientInfo: ch.ClientInfo{Products: []struct{ Name, Version string }{
+			{Name: "troupe-eventlog", Version: fmt.Sprint(SchemaVersion)},
+		}},
+	}
+	switch cfg.Compression {
+	case "lz4":
+		o.Compression = &ch.Compression{Method: ch.CompressionLZ4}
+	case "zstd":
+		o.Compression = &ch.Compression{Method: ch.CompressionZSTD}
+	}
+	return o
+}
+
+// Append implements eventlog.Log. The batch is validated here and buffered; the
+// writer goroutine writes it, usually in one INSERT together with the batches of
+// concurrent callers, and Append returns once ClickHouse accepted that INSERT (or
+// the batch was refused). While ClickHouse is unreachable Append blocks, and the
+// writer retries, until the write succeeds or ctx ends. See the package doc for
+// what is atomic and what is not.
+func (l *Log) Append(ctx context.Context, events []messages.Envelope) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("eventlog/clickhouse: append: %w (not written)", err)
+	}
+	if l.isClosed() {
+		return fmt.Errorf("eventlog/clickhouse: append: %w", eventlog.ErrClosed)
+	}
+	batch, err := eventlog.CheckBatch(events)
+	if err != nil {
+		return err
+	}
+	if len(batch) == 0 {
+		return nil
+	}
+	// The writer may still read a batch after Append returned (when ctx ended while
+	// it was being written): it works on copies of the payloads, which the caller owns.
+	req := &appendReq{ctx: ctx, events: batch, payloads: make([]string, len(batch)), done: make(chan error, 1)}
+	for i := range batch {
+		req.payloads[i] = string(batch[i].Payload)
+		batch[i].Payload = nil
+		req.bytes += len(req.payloads[i])
+	}
+	if err := l.enqueue(ctx, req); err != nil {
+		return err
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-l.gone:
+		select {
+		case err := <-req.done:
+			return err
+		default:
+			return fmt.Errorf("eventlog/clickhouse: append: %w (the batch may or may not have been written)", eventlog.ErrClosed)
+		}
+	case <-ctx.Done():
+		if l.cancel(req) {
+			return fmt.Errorf("eventlog/clickhouse: append: %w (not written)", ctx.Err())
+		}
+		select {
+		case err := <-req.done:
+			return err
+		default:
+			return fmt.Errorf("eventlog/clickhouse: append: %w (the batch may or may not have been written)", ctx.Err())
+		}
+	}
+}
+
+// readQuery reads a session without FINAL: rows of an event written twice that
+// have not merged yet are collapsed by Read, which also notices two different
+// events at one seq instead of letting the merge pick one.
+const readQuery = `SELECT seq, id, type, version, causation_id, correlation_id, ts, actor, payload
+FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq, id`
+
+// Read implements eventlog.Log.
+func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: read session %s: %w", sessionID, err)
+	}
+	if l.isClosed() {
+		return nil, fmt.Errorf("eventlog/clickhouse: read session %s: %w", sessionID, eventlog.ErrClosed)
+	}
+	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	rows, err := l.conn.Query(qctx, readQuery, sessionID, fromSeq)
+	if err != nil {
+		return nil, l.readErr(ctx, fmt.Sprintf("read session %s", sessionID), err)
+	}
+	defer rows.Close()
+	var events []messages.Envelope
+	for rows.Next() {
+		var (
+			e       = messages.Envelope{SessionID: sessionID}
+			typ     string
+			version int64
+			payload string
+		)
+		if err := rows.Scan(&e.Seq, &e.ID, &typ, &version, &e.CausationID, &e.CorrelationID, &e.TS, &e.Actor, &payload); err != nil {
+			return nil, fmt.Errorf("eventlog/clickhouse: session %s, event after seq %d: %w: %v", sessionID, lastSeq(events), messages.ErrCorrupt, err)
+		}
+		e.Type, e.Version, e.Payload = messages.Type(typ), int(version), json.RawMessage(payload)
+		if n := len(events); n > 0 && events[n-1].Seq == e.Seq {
+			if events[n-1].ID == e.ID {
+				continue // written twice, not merged yet
+			}
+			return nil, fmt.Errorf("eventlog/clickhouse: session %s seq %d: %w: two events hold it, %s and %s (two writers raced)",
+				sessionID, e.Seq, messages.ErrCorrupt, events[n-1].ID, e.ID)
+		}
+		if err := checkStored(e); err != nil {
+			return nil, fmt.Errorf("eventlog/clickhouse: session %s seq %d: %w: %s", sessionID, e.Seq, messages.ErrCorrupt, err)
+		}
+		events = append(events, e)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.readErr(ctx, fmt.Sprintf("read session %s after seq %d", sessionID, lastSeq(events)), err)
+	}
+	return events, nil
+}
+
+func lastSeq(events []messages.Envelope) uint64 {
+	if len(events) == 0 {
+		return 0
+	}
+	return events[len(events)-1].Seq
+}
+
+// checkStored says what is wrong with a stored event, if anything.
+func checkStored(e messages.Envelope) error {
+	switch {
+	case e.Seq == 0:
+		return errors.New("seq 0")
+	case e.ID == "":
+		return errors.New("missing id")
+	case e.Type == "":
+		return errors.New("missing type")
+	case !json.Valid(e.Payload):
+		return fmt.Errorf("payload (%d bytes) is not valid JSON", len(e.Payload))
+	}
+	return nil
+}
+
+// sessionsQuery merges the per-session summaries (the sessions table, which a
+// materialized view fills from every insert into events). The aliases differ
+// from the column names on purpose: ClickHouse resolves aliases everywhere in a
+// query, and an alias named like the column it aggregates would refer to itself.
+const sessionsQuery = `SELECT session_id,
+	uniqExactMerge(events) AS n_events,
+	uniqExactIfMerge(steps) AS n_steps,
+	maxMerge(last_seq) AS max_seq,
+	argMaxIfMerge(status_type) AS latest_task_type,
+	minMerge(started_us) AS first_us,
+	maxMerge(updated_us) AS last_us
+FROM sessions
+GROUP BY session_id`
+
+// Sessions implements eventlog.Log. It reads the sessions summary table: one row
+// per session once its parts merged, a few more before.
+func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.SessionInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: %w", err)
+	}
+	if l.isClosed() {
+		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: %w", eventlog.ErrClosed)
+	}
+	if f.Limit < 0 {
+		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: negative limit %d", f.Limit)
+	}
+	q := sessionsQuery
+	var args []any
+	if f.SinceUS != 0 { // the zero Filter lists every session, even one started before 1970
+		q += "\nHAVING first_us >= ?"
+		args = append(args, f.SinceUS)
+	}
+	q += "\nORDER BY first_us DESC, session_id"
+	if f.Limit > 0 {
+		q += fmt.Sprintf("\nLIMIT %d", f.Limit)
+	}
+	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	rows, err := l.conn.Query(qctx, q, args...)
+	if err != nil {
+		return nil, l.readErr(ctx, "list sessions", err)
+	}
+	defer rows.Close()
+	var infos []eventlog.SessionInfo
+	for rows.Next() {
+		var (
+			i             eventlog.SessionInfo
+			events, steps uint64
+			taskType      string
+		)
+		if err := rows.Scan(&i.ID, &events, &steps, &i.LastSeq, &taskType, &i.StartedUS, &i.UpdatedUS); err != nil {
+			return nil, fmt.Errorf("eventlog/clickhouse: list sessions: %w: %v", messages.ErrCorrupt, err)
+		}
+		i.Events, i.Steps = int(events), int(steps)
+		i.Status = messages.StatusRunning
+		if status, ok := eventlog.TaskStatus(messages.Type(taskType)); ok {
+			i.Status = status
+		}
+		infos = append(infos, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.readErr(ctx, "list sessions", err)
+	}
+	return infos, nil
+}
+
+// readErr wraps an error of a query: as ctx's error if the caller's ctx ended,
+// and as ErrClosed if Close raced the query.
+func (l *Log) readErr(ctx context.Context, what string, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("eventlog/clickhouse: %s: %w (%v)", what, cerr, err)
+	}
+	if l.isClosed() && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("eventlog/clickhouse: %s: %w (%v)", what, eventlog.ErrClosed, err)
+	}
+	return fmt.Errorf("eventlog/clickhouse: %s: %w", what, err)
+}
+
+// Stats counts the work of a Log since Open.
+type Stats struct {
+	// Appends is the number of Append calls the writer finished: written, found
+	// already stored, or refused for a conflict.
+	Appends uint64
+	// Inserts is the number of INSERTs that wrote events; Appends divided by
+	// Inserts is how many calls one insert carried on average.
+	Inserts uint64
+	// Events is the number of events inserted, including those inserted again
+	// after a failed attempt (they collapse in storage); duplicates that the
+	// writer found already stored are not inserted and not counted.
+	Events uint64
+	// Retries is the number of failed write attempts that were retried, and
+	// Failures the number of Append calls failed by a permanent error.
+	Retries, Failures uint64
+	// Waits is the number of times an Append call waited for buffer room.
+	Waits uint64
+	// Buffered is the number of events waiting to be written or being written.
+	Buffered int
+}
+
+// Stats returns the counters of l.
+func (l *Log) Stats() Stats {
+	l.mu.Lock()
+	buffered := l.bufEvents
+	l.mu.Unlock()
+	return Stats{
+		Appends:  l.stats.appends.Load(),
+		Inserts:  l.stats.inserts.Load(),
+		Events:   l.stats.events.Load(),
+		Retries:  l.stats.retries.Load(),
+		Failures: l.stats.failures.Load(),
+		Waits:    l.stats.waits.Load(),
+		Buffered: buffered,
+	}
+}
+
+func (l *Log) isClosed() bool {
+	select {
+	case <-l.closing:
+		return true
+	default:
+		return false
+	}
+}
+
+// Close implements eventlog.Log: it stops taking appends, lets the writer write
+// what is buffered for up to Config.CloseTimeout (retrying while ClickHouse
+// fails), fails what is still unwritten then with an error wrapping
+// eventlog.ErrClosed, and closes the connections. It is idempotent and returns
+// the first call's result: an error if buffered appends could not be written.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.mu.Lock()
+		l.closed = true
+		l.mu.Unlock()
+		close(l.closing)
+		timer := time.NewTimer(l.cfg.CloseTimeout)
+		defer timer.Stop()
+		var errs []error
+		select {
+		case <-l.writerDone:
+		case <-timer.C:
+			before := l.Stats()
+			l.abort()
+			// Every wait of the writer ends with its ctx; a query the client does
+			// not abort promptly gets a grace period, then Close stops waiting.
+			grace := time.NewTimer(abortGrace)
+			defer grace.Stop()
+			select {
+			case <-l.writerDone:
+			case <-grace.C:
+			}
+			errs = append(errs, fmt.Errorf("eventlog/clickhouse: close: buffered appends (%d events) were not written within %s and failed with ErrClosed",
+				before.Buffered, l.cfg.CloseTimeout))
+		}
+		l.abort()
+		close(l.gone)
+		if err := l.conn.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("eventlog/clickhouse: close: %w", err))
+		}
+		l.closeErr = errors.Join(errs...)
+	})
+	return l.closeErr
+}

@@ -1,0 +1,205 @@
+package clickhouse
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Config configures a ClickHouse event log. The zero value is valid: every zero
+// field takes the default named in its comment, and Open then talks to a local
+// server (deploy/clickhouse.sh) and uses the database "troupe".
+type Config struct {
+	// Addr lists the servers' native-protocol addresses (host:port, usually port
+	// 9000); the client connects to the first that answers. HTTP is not supported.
+	// Default ["127.0.0.1:9000"]. SplitAddr turns "h1:9000,h2:9000" into a list.
+	Addr []string
+	// Database holds the log's tables; Open creates it and them when missing. It
+	// must be a plain identifier (letters, digits, underscores). Default "troupe".
+	Database string
+	// Username and Password authenticate; Username defaults to "default".
+	Username string
+	Password string
+	// TLS, when set, encrypts the connection (the server's tcp_port_secure).
+	TLS *tls.Config
+	// Compression of the native protocol's data blocks: "lz4" (the default),
+	// "zstd" or "none". Both methods work with ClickHouse 18.16 and later.
+	Compression string
+	// DialTimeout bounds connecting to a server. Default 5s.
+	DialTimeout time.Duration
+	// QueryTimeout bounds one query: a Read, a Sessions listing, or one attempt to
+	// write a batch (the conflict check and the insert). A write attempt that
+	// times out is retried like any other failure. Default 60s.
+	QueryTimeout time.Duration
+	// MaxOpenConns bounds the connections to ClickHouse, shared by the writer and
+	// by Read and Sessions. Default 8.
+	MaxOpenConns int
+
+	// BatchSize is the number of events the writer gathers from concurrent Append
+	// calls into one INSERT: it writes as soon as this many wait, or when the
+	// oldest waiting call has waited FlushInterval. One Append call is never split
+	// (so a single larger call goes in one INSERT alone). Default 10000.
+	BatchSize int
+	// MaxBatchBytes bounds the payload bytes of one INSERT in the same way, so that
+	// a few large payloads do not make one huge insert. Default 32 MiB.
+	MaxBatchBytes int
+	// FlushInterval is how long the first Append call of a batch may wait for more
+	// calls to join it. ClickHouse prefers few large inserts to many small ones
+	// (each insert makes a part to merge): raise it when many nodes share a server.
+	// Default 20ms.
+	FlushInterval time.Duration
+	// MaxBuffered bounds the events waiting to be written or being written, and
+	// MaxBufferedBytes their payload bytes. When either is reached, Append blocks
+	// (back-pressure) until the writer makes room or the caller's ctx ends. A
+	// single call larger than the bound is admitted when nothing else is buffered.
+	// Defaults 100000 events and 256 MiB.
+	MaxBuffered      int
+	MaxBufferedBytes int
+	// RetryInitialBackoff and RetryMaxBackoff shape the writer's retries while
+	// ClickHouse fails: the first retry waits RetryInitialBackoff, each next one
+	// twice as long (with ±20% jitter), up to RetryMaxBackoff. The writer retries
+	// until the write succeeds, every caller of the batch gave up, or Close gives
+	// up. Defaults 100ms and 5s.
+	RetryInitialBackoff time.Duration
+	RetryMaxBackoff     time.Duration
+	// CloseTimeout bounds how long Close waits for buffered appends to be written
+	// before it fails them with eventlog.ErrClosed. Default 10s.
+	CloseTimeout time.Duration
+	// Logger receives what the log cannot return to a caller: failed write attempts
+	// that will be retried, and recovery after them. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Defaults of Config.
+const (
+	DefaultAddr                = "127.0.0.1:9000"
+	DefaultDatabase            = "troupe"
+	DefaultUsername            = "default"
+	DefaultCompression         = "lz4"
+	DefaultDialTimeout         = 5 * time.Second
+	DefaultQueryTimeout        = time.Minute
+	DefaultMaxOpenConns        = 8
+	DefaultBatchSize           = 10_000
+	DefaultMaxBatchBytes       = 32 << 20
+	DefaultFlushInterval       = 20 * time.Millisecond
+	DefaultMaxBuffered         = 100_000
+	DefaultMaxBufferedBytes    = 256 << 20
+	DefaultRetryInitialBackoff = 100 * time.Millisecond
+	DefaultRetryMaxBackoff     = 5 * time.Second
+	DefaultCloseTimeout        = 10 * time.Second
+)
+
+// SplitAddr splits a comma-separated list of addresses, such as the value of an
+// environment variable, dropping empty entries and spaces.
+func SplitAddr(s string) []string {
+	var addrs []string
+	for a := range strings.SplitSeq(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if len(c.Addr) == 0 {
+		c.Addr = []string{DefaultAddr}
+	}
+	if c.Database == "" {
+		c.Database = DefaultDatabase
+	}
+	if c.Username == "" {
+		c.Username = DefaultUsername
+	}
+	if c.Compression == "" {
+		c.Compression = DefaultCompression
+	}
+	setDuration(&c.DialTimeout, DefaultDialTimeout)
+	setDuration(&c.QueryTimeout, DefaultQueryTimeout)
+	setInt(&c.MaxOpenConns, DefaultMaxOpenConns)
+	setInt(&c.BatchSize, DefaultBatchSize)
+	setInt(&c.MaxBatchBytes, DefaultMaxBatchBytes)
+	setDuration(&c.FlushInterval, DefaultFlushInterval)
+	setInt(&c.MaxBuffered, DefaultMaxBuffered)
+	setInt(&c.MaxBufferedBytes, DefaultMaxBufferedBytes)
+	setDuration(&c.RetryInitialBackoff, DefaultRetryInitialBackoff)
+	setDuration(&c.RetryMaxBackoff, max(DefaultRetryMaxBackoff, c.RetryInitialBackoff))
+	setDuration(&c.CloseTimeout, DefaultCloseTimeout)
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+func setInt(v *int, d int) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+func setDuration(v *time.Duration, d time.Duration) {
+	if *v == 0 {
+		*v = d
+	}
+}
+
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate reports every invalid field of c. Zero fields are valid: they take defaults.
+func (c Config) Validate() error {
+	var errs []error
+	for i, a := range c.Addr {
+		if strings.TrimSpace(a) == "" || strings.Contains(a, "://") {
+			errs = append(errs, fmt.Errorf("Addr[%d] is %q, want host:port of the native protocol", i, a))
+		}
+	}
+	if c.Database != "" && !identifier.MatchString(c.Database) {
+		errs = append(errs, fmt.Errorf("Database is %q, want letters, digits and underscores, not starting with a digit", c.Database))
+	}
+	switch c.Compression {
+	case "", "lz4", "zstd", "none":
+	default:
+		errs = append(errs, fmt.Errorf("Compression is %q, want lz4, zstd or none", c.Compression))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"DialTimeout", c.DialTimeout},
+		{"QueryTimeout", c.QueryTimeout},
+		{"FlushInterval", c.FlushInterval},
+		{"RetryInitialBackoff", c.RetryInitialBackoff},
+		{"RetryMaxBackoff", c.RetryMaxBackoff},
+		{"CloseTimeout", c.CloseTimeout},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s is %s, want >= 0", d.name, d.v))
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{
+		{"MaxOpenConns", c.MaxOpenConns},
+		{"BatchSize", c.BatchSize},
+		{"MaxBatchBytes", c.MaxBatchBytes},
+		{"MaxBuffered", c.MaxBuffered},
+		{"MaxBufferedBytes", c.MaxBufferedBytes},
+	} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("%s is %d, want >= 0", n.name, n.v))
+		}
+	}
+	if c.RetryInitialBackoff > 0 && c.RetryMaxBackoff > 0 && c.RetryMaxBackoff < c.RetryInitialBackoff {
+		errs = append(errs, fmt.Errorf("RetryMaxBackoff (%s) is below RetryInitialBackoff (%s)", c.RetryMaxBackoff, c.RetryInitialBackoff))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("eventlog/clickhouse: invalid config: %w", err)
+	}
+	return nil
+}

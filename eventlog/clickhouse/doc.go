@@ -1,0 +1,101 @@
+// Package clickhouse is the distributed event log: an eventlog.Log stored in
+// ClickHouse, through clickhouse-go/v2 over the native protocol. Nodes of a
+// cluster share one database; the embedded default is eventlog/sqlite, and both
+// pass the conformance suite in eventlog/eventlogtest.
+//
+// Data enters through Append: the event sink hands it batches of sequenced
+// messages.Envelope values (about four per agent step). A single writer goroutine
+// gathers the batches of concurrent calls, by size (Config.BatchSize events,
+// Config.MaxBatchBytes) and by time (Config.FlushInterval), and writes each group
+// with one INSERT. Data leaves through Read (one session's events from a seq, in
+// seq order, byte for byte as appended) and Sessions (one summary per session).
+//
+// # When Append returns
+//
+// Append returns nil only after ClickHouse accepted the INSERT that holds the
+// batch (or found every event of it already stored), so the sink may commit its
+// bus offsets then. While ClickHouse is unreachable or failing with an error
+// that may pass, the writer retries the group with exponential backoff
+// (Config.RetryInitialBackoff up to Config.RetryMaxBackoff), logs every failed
+// attempt, and Append blocks until the write succeeds or its ctx ends. Events
+// are never dropped: a caller either gets nil, or an error, and then its batch
+// was not written ("not written" in the message: refused before the writer took
+// it), or may have been (its ctx ended or Close gave up while the writer was
+// writing it). Appending the batch again is always safe, because Append is
+// idempotent on event IDs.
+//
+// Buffering is bounded: Config.MaxBuffered events and Config.MaxBufferedBytes
+// bytes may wait for or be in the writer. Beyond that, Append blocks until there
+// is room or its ctx ends, so an outage backs work up into the bus rather than
+// into memory. Stats reports the buffered events, retries and waits.
+//
+// # Idempotency and conflicts
+//
+// ClickHouse has no transactions and no unique keys. Before it inserts a group,
+// the writer looks up, in one query, what is stored at the group's (session_id,
+// seq) positions and where the group's IDs are stored, and decides each call's
+// batch as a whole: an event already stored at its position is skipped (at-least-
+// once delivery), and a batch with a different event at a taken position, or
+// with an ID stored at another position, fails with eventlog.ErrSeqConflict and
+// nothing of it is written. Calls in the same group are decided in order against
+// each other too. The groups of one Log are checked and inserted one after the
+// other (the next group's lookup overlaps the current INSERT, and is completed
+// with that INSERT's rows before it is used), so racing writers through one Log
+// are detected, and the conformance suite runs with its strictest Features.
+//
+// The check is not atomic across Logs: two processes appending different events
+// at one free position at the same moment can both succeed. That is two writers
+// for one session, which the single-writer invariant (Kafka gives each session
+// one owner) rules out; conflicts with events another process already wrote are
+// detected. If it happens anyway, Read reports the position as corrupt
+// (messages.ErrCorrupt naming the session and seq) instead of picking one, until
+// a background merge of the events table keeps one of the two rows.
+//
+// An INSERT whose outcome the writer cannot know (the connection broke while it
+// ran) is retried, and may then be stored twice. Every table collapses such
+// duplicates: events and event_ids are ReplacingMergeTree tables ordered by
+// position and by ID, so their copies merge into one row, and until they do, Read
+// skips the repeated row; the sessions summary counts distinct seqs. So an event
+// is never visible twice, although count() on the raw events table may count a
+// row twice until its parts merge (FINAL, or OPTIMIZE … FINAL, shows the
+// collapsed state).
+//
+// # Schema
+//
+// Open creates Config.Database and applies the numbered files of schema/ that
+// the schema_migrations table does not list yet (see Migrations); the same
+// files are the deployable DDL (deploy/clickhouse/README.md). They stay within
+// what ClickHouse 18.16 (Debian's package, used by deploy/clickhouse.sh) and
+// current releases both accept: the envelope's ts as Int64 Unix microseconds (no
+// DateTime64), String columns (no LowCardinality), no TTL or codecs, and no
+// JSONExtract*: query payloads with visitParamExtract*, for example
+//
+//	SELECT visitParamExtractString(payload, 'model'), count()
+//	FROM events FINAL WHERE type = 'model.requested' GROUP BY 1
+//
+// Table events holds one row per event, ordered by (session_id, seq). Table
+// event_ids lists the events whose ID is not "<session_id>/<seq>" (the IDs
+// session actors give), ordered by ID, for the conflict check. Table sessions
+// holds per-session aggregate states (distinct events and steps, last seq,
+// latest task.* type, first and last ts), filled by a materialized view, so
+// that Sessions reads one row per session.
+//
+// # Large payloads
+//
+// A payload is a String column value: it is stored and returned byte for byte,
+// never truncated. The native protocol and String type set no limit of their
+// own; payloads of 5 MiB are part of the conformance suite, and 256 MiB were
+// written and read back against ClickHouse 18.16 here. What bounds them is
+// memory: the server's max_memory_usage per query (10 GB by default, 2 GB on the
+// development server of deploy/) and the node's, since the writer holds a copy
+// of each buffered payload and Read returns whole sessions. Keep event payloads
+// small (well under 1 MiB): every Read of a session carries them and every merge
+// rewrites them. Put big blobs, such as fetched documents or files, in a blob
+// store and record a reference in the event.
+//
+// # Compatibility notes
+//
+// Use the native port (9000); clickhouse-go's HTTP mode fails against 18.16.
+// Inserts go through PrepareBatch with an explicit column list (Exec of INSERT …
+// VALUES hangs against 18.16), and LZ4 and ZSTD compression both work.
+package clickhouse

@@ -1,0 +1,256 @@
+package clickhouse_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Environment variables of the tests.
+const (
+	// envAddr holds the native address of a ClickHouse server, such as 127.0.0.1:9000.
+	envAddr = "TROUPE_TEST_CLICKHOUSE"
+	// envControl, set to 1, lets the outage test stop and start that server with
+	// deploy/clickhouse.sh.
+	envControl = "TROUPE_TEST_CLICKHOUSE_CONTROL"
+	// envOutage sets how long the outage test keeps the server stopped (default 60s).
+	envOutage = "TROUPE_TEST_CLICKHOUSE_OUTAGE"
+)
+
+// serverAddr returns the server's addresses, or skips the test.
+func serverAddr(t testing.TB) []string {
+	t.Helper()
+	v := os.Getenv(envAddr)
+	if v == "" {
+		t.Skipf("%s is not set: start ClickHouse (bash deploy/clickhouse.sh install && bash deploy/clickhouse.sh start && bash deploy/clickhouse.sh wait) and set %s=127.0.0.1:9000 to run this test",
+			envAddr, envAddr)
+	}
+	return clickhouse.SplitAddr(v)
+}
+
+// testCtx returns a context that ends with the test or after d.
+func testCtx(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// rawConn connects to the server with the default database, the way an operator
+// with clickhouse-client would.
+func rawConn(t testing.TB, addr []string) driver.Conn {
+	t.Helper()
+	conn, err := ch.Open(&ch.Options{Addr: addr, Protocol: ch.Native, DialTimeout: 5 * time.Second, ReadTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+// newDatabase returns a database name of the test's own, dropped when the test ends.
+func newDatabase(t testing.TB, conn driver.Conn) string {
+	t.Helper()
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	db := "troupe_test_" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db); err != nil {
+			t.Errorf("drop database %s: %v", db, err)
+		}
+	})
+	return db
+}
+
+// openLog opens a Log on a new database of the test's own and returns it with the
+// database's name. cfg.Addr defaults to the test server; Close is registered.
+func openLog(t testing.TB, cfg clickhouse.Config) (*clickhouse.Log, string) {
+	t.Helper()
+	addr := serverAddr(t)
+	if cfg.Database == "" {
+		cfg.Database = newDatabase(t, rawConn(t, addr))
+	}
+	if len(cfg.Addr) == 0 {
+		cfg.Addr = addr
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(t)
+	}
+	l, err := clickhouse.Open(testCtx(t, time.Minute), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return l, cfg.Database
+}
+
+// testLogger returns a logger that writes to the test's log.
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
+
+// event returns event seq of session, with a real payload of the type a session
+// step writes.
+func event(t testing.TB, session string, seq uint64) messages.Envelope {
+	t.Helper()
+	var p messages.Payload = &messages.ModelRequested{Key: fmt.Sprintf("%s/m%d", session, seq), Model: "offline", Step: int(seq), Messages: 2 * int(seq), PromptHash: "9f86d081884c7d65"}
+	switch seq % 4 {
+	case 1:
+		p = &messages.TaskSubmitted{Input: "What is 12 * (7 + 5)?", Agent: "default"}
+	case 3:
+		p = &messages.ModelResponded{Key: fmt.Sprintf("%s/m%d", session, seq-1), Model: "offline",
+			Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "144"}, LatencyUS: 812}
+	case 0:
+		p = &messages.ToolCallCompleted{Key: "k", CallID: "call_1", Tool: "calculator", Result: "144", LatencyUS: 35}
+	}
+	e, err := messages.NewEnvelope(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID = fmt.Sprintf("%s/%d", session, seq)
+	e.SessionID = session
+	e.Seq = seq
+	e.CorrelationID = session + "/1"
+	if seq > 1 {
+		e.CausationID = fmt.Sprintf("%s/%d", session, seq-1)
+	}
+	e.TS = 1_767_225_600_000_000 + int64(seq)
+	e.Actor = "session"
+	return e
+}
+
+// proxy forwards TCP connections to a server, and can be taken down (every
+// connection cut, new ones refused) and up again on the same port: an outage of the
+// network between a node and ClickHouse, without touching the server.
+type proxy struct {
+	t      testing.TB
+	target string
+	addr   string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+func newProxy(t testing.TB, target string) *proxy {
+	t.Helper()
+	p := &proxy{t: t, target: target, conns: map[net.Conn]struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.addr = ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(func() {
+		p.down()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Go(func() { p.forward(c) })
+		}
+	})
+}
+
+func (p *proxy) forward(c net.Conn) {
+	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.ln == nil { // went down meanwhile
+		p.mu.Unlock()
+		_ = c.Close()
+		_ = s.Close()
+		return
+	}
+	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	pipe := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		_ = dst.Close()
+		_ = src.Close()
+	}
+	wg.Go(func() { pipe(s, c) })
+	wg.Go(func() { pipe(c, s) })
+	wg.Wait()
+	p.mu.Lock()
+	delete(p.conns, c)
+	delete(p.conns, s)
+	p.mu.Unlock()
+}
+
+// down cuts every connection and refuses new ones.
+func (p *proxy) down() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ln != nil {
+		_ = p.ln.Close()
+		p.ln = nil
+	}
+	for c := range p.conns {
+		_ = c.Close()
+	}
+}
+
+// up listens again on the same address.
+func (p *proxy) up() {
+	p.t.Helper()
+	var (
+		ln  net.Listener
+		err error
+	)
+	for range 50 { // the port is ours, but the kernel may take a moment to free it
+		if ln, err = net.Listen("tcp", p.addr); err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		p.t.Fatalf("proxy: listen on %s again: %v", p.addr, err)
+	}
+	p.serve(ln)
+}

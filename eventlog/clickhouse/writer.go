@@ -1,0 +1,716 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// reqState is where an Append call's batch is; guarded by Log.mu.
+type reqState uint8
+
+const (
+	queued   reqState = iota // in the queue, not yet taken by the writer
+	taken                    // in a group the writer is writing
+	canceled                 // its caller gave up while it was queued: never written
+)
+
+// appendReq is one Append call's batch.
+type appendReq struct {
+	ctx      context.Context
+	events   []messages.Envelope // checked by eventlog.CheckBatch
+	payloads []string            // copies of the events' payloads, which callers own
+	bytes    int                 // payload bytes
+	enq      time.Time           // when it was queued
+	state    reqState
+	done     chan error // buffered: the writer never blocks on it
+}
+
+// position is an event's place in the log.
+type position struct {
+	session string
+	seq     uint64
+}
+
+// enqueue admits req into the buffer, waiting while the buffer is full.
+func (l *Log) enqueue(ctx context.Context, req *appendReq) error {
+	n, b := len(req.events), req.bytes
+	for {
+		l.mu.Lock()
+		if l.closed {
+			l.mu.Unlock()
+			return fmt.Errorf("eventlog/clickhouse: append: %w", eventlog.ErrClosed)
+		}
+		if l.bufEvents == 0 || (l.bufEvents+n <= l.cfg.MaxBuffered && l.bufBytes+b <= l.cfg.MaxBufferedBytes) {
+			req.enq = time.Now()
+			wasEmpty := l.qEvents == 0
+			l.queue = append(l.queue, req)
+			l.qEvents += n
+			l.qBytes += b
+			l.bufEvents += n
+			l.bufBytes += b
+			full := l.qEvents >= l.cfg.BatchSize || l.qBytes >= l.cfg.MaxBatchBytes
+			l.mu.Unlock()
+			if wasEmpty || full {
+				select {
+				case l.wake <- struct{}{}:
+				default:
+				}
+			}
+			return nil
+		}
+		if l.space == nil {
+			l.space = make(chan struct{})
+		}
+		space := l.space
+		l.mu.Unlock()
+		l.stats.waits.Add(1)
+		select {
+		case <-space:
+		case <-ctx.Done():
+			return fmt.Errorf("eventlog/clickhouse: append: %w (waiting for buffer space; not written)", ctx.Err())
+		case <-l.closing:
+			return fmt.Errorf("eventlog/clickhouse: append: %w", eventlog.ErrClosed)
+		}
+	}
+}
+
+// cancel withdraws req if the writer has not taken it yet, and reports whether it did.
+func (l *Log) cancel(req *appendReq) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if req.state != queued {
+		return false
+	}
+	req.state = canceled
+	l.qEvents -= len(req.events)
+	l.qBytes -= req.bytes
+	l.releaseLocked(len(req.events), req.bytes)
+	return true
+}
+
+// answer gives req its outcome and frees its room in the buffer.
+func (l *Log) answer(req *appendReq, err error) {
+	req.done <- err
+	l.mu.Lock()
+	l.releaseLocked(len(req.events), req.bytes)
+	l.mu.Unlock()
+}
+
+func (l *Log) releaseLocked(n, b int) {
+	l.bufEvents -= n
+	l.bufBytes -= b
+	if l.space != nil {
+		close(l.space)
+		l.space = nil
+	}
+}
+
+// runWriter is the writer goroutine: it gathers queued Append calls into groups
+// (by size and by time) and writes each group with one INSERT, retrying while
+// ClickHouse fails. After Close it writes what is queued without waiting for the
+// flush interval; when ctx ends (Close gave up), it fails what is left.
+//
+// Groups go through a two-stage pipeline: while one group's INSERT runs, the
+// writer takes the next group and looks up its stored events, so that the server
+// works on both at once. The next group is decided only once the INSERT before it
+// succeeded, with that group's rows added to its lookup (the lookup may have run
+// before they landed): decisions are the same as if the groups ran one after the
+// other. If the INSERT fails, the pipeline stops, the group is retried on its own,
+// and the next group is looked up again.
+func (l *Log) runWriter(ctx context.Context) {
+	defer close(l.writerDone)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var (
+		next       []*appendReq  // the group taken while the last INSERT ran
+		nextStored *storedEvents // its lookup, if that succeeded
+	)
+	for {
+		group, stored := next, nextStored
+		next, nextStored = nil, nil
+		if group == nil {
+			if group, _, _ = l.nextGroup(ctx, timer, nil); group == nil {
+				break
+			}
+		}
+		if group = l.dropAbandoned(group, false); len(group) == 0 {
+			continue
+		}
+		if stored == nil {
+			var err error
+			if stored, err = l.lookupGroup(ctx, group); err != nil {
+				l.writeGroup(ctx, group, err)
+				continue
+			}
+		}
+		d := decide(group, stored, false)
+		if len(d.rows) == 0 {
+			l.finish(group, d)
+			continue
+		}
+		done := make(chan error, 1)
+		go func() { done <- l.insertRows(ctx, d.rows) }()
+		var (
+			insertErr error
+			finished  bool
+		)
+		next, insertErr, finished = l.nextGroup(ctx, timer, done)
+		if next != nil {
+			if next = l.dropAbandoned(next, false); len(next) > 0 {
+				nextStored, _ = l.lookupGroup(ctx, next) // on failure, looked up again later
+			} else {
+				next = nil
+			}
+		}
+		if !finished {
+			insertErr = <-done
+		}
+		if insertErr != nil {
+			nextStored = nil // it may have been decided against rows that did not land
+			l.writeGroup(ctx, group, insertErr)
+			continue
+		}
+		l.finish(group, d)
+		if nextStored != nil {
+			nextStored.prior = &d
+		}
+	}
+	l.mu.Lock()
+	left := l.queue
+	l.queue = nil
+	for _, r := range left {
+		if r.state == queued {
+			r.state = taken
+		}
+	}
+	l.mu.Unlock()
+	for _, r := range left {
+		if r.state == taken {
+			l.answer(r, fmt.Errorf("eventlog/clickhouse: append: %w before the batch was written (not written)", eventlog.ErrClosed))
+		}
+	}
+}
+
+// nextGroup waits until a group is due and takes it from the queue. It returns
+// nil when the log is closing and the queue is empty, or when ctx ends. With a
+// non-nil insert, it also returns (nil, its result, true) when the INSERT that
+// insert reports on finishes before a group is due.
+func (l *Log) nextGroup(ctx context.Context, timer *time.Timer, insert <-chan error) ([]*appendReq, error, bool) {
+	for {
+		l.mu.Lock()
+		for len(l.queue) > 0 && l.queue[0].state == canceled {
+			l.queue[0] = nil
+			l.queue = l.queue[1:]
+		}
+		closing := l.closed
+		if len(l.queue) == 0 {
+			l.mu.Unlock()
+			if (closing && insert == nil) || ctx.Err() != nil {
+				return nil, nil, false
+			}
+			select {
+			case <-l.wake:
+			case <-l.closing:
+				if insert != nil {
+					err := <-insert
+					return nil, err, true
+				}
+			case err := <-insert:
+				return nil, err, true
+			case <-ctx.Done():
+			}
+			continue
+		}
+		wait := l.cfg.FlushInterval - time.Since(l.queue[0].enq)
+		if closing || wait <= 0 || l.qEvents >= l.cfg.BatchSize || l.qBytes >= l.cfg.MaxBatchBytes || ctx.Err() != nil {
+			group := l.takeLocked()
+			l.mu.Unlock()
+			return group, nil, false
+		}
+		l.mu.Unlock()
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-l.wake:
+			timer.Stop()
+		case <-l.closing:
+			timer.Stop()
+		case err := <-insert:
+			timer.Stop()
+			return nil, err, true
+		case <-ctx.Done():
+			timer.Stop()
+		}
+	}
+}
+
+// takeLocked takes the oldest queued requests, as many as one group holds (at
+// least one).
+func (l *Log) takeLocked() []*appendReq {
+	var (
+		group         []*appendReq
+		events, bytes int
+		i             int
+	)
+	for ; i < len(l.queue); i++ {
+		r := l.queue[i]
+		if r.state == canceled {
+			continue
+		}
+		if len(group) > 0 && (events+len(r.events) > l.cfg.BatchSize || bytes+r.bytes > l.cfg.MaxBatchBytes) {
+			break
+		}
+		r.state = taken
+		group = append(group, r)
+		events += len(r.events)
+		bytes += r.bytes
+	}
+	clear(l.queue[:i])
+	l.queue = l.queue[i:]
+	l.qEvents -= events
+	l.qBytes -= bytes
+	return group
+}
+
+// finish answers the requests of a group that was written.
+func (l *Log) finish(group []*appendReq, d decision) {
+	l.stats.appends.Add(uint64(len(group)))
+	l.stats.events.Add(uint64(len(d.rows)))
+	if len(d.rows) > 0 {
+		l.stats.inserts.Add(1)
+	}
+	for i, r := range group {
+		l.answer(r, d.errs[i])
+	}
+}
+
+// writeGroup writes a group on its own after an attempt failed with err, and
+// answers each request. While ClickHouse fails with an error that may pass (it is
+// down, restarting, overloaded), it retries with exponential backoff; requests
+// whose callers gave up are dropped from the next attempt. A permanent error of a
+// group of several requests is retried one request at a time, so that each
+// caller gets its own batch's outcome.
+func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
+	var (
+		attempt   int
+		firstFail = time.Now()
+		live      = group
+	)
+	for {
+		if ctx.Err() != nil { // Close gave up waiting
+			for _, r := range live {
+				l.answer(r, fmt.Errorf("eventlog/clickhouse: append: %w while the batch was being written (it may or may not have been written): %v",
+					eventlog.ErrClosed, err))
+			}
+			return
+		}
+		if !retryable(err) {
+			if len(live) > 1 {
+				for _, r := range live {
+					l.writeAlone(ctx, r)
+				}
+				return
+			}
+			l.stats.failures.Add(1)
+			l.answer(live[0], err)
+			return
+		}
+		wait := backoff(l.cfg, attempt)
+		attempt++
+		l.stats.retries.Add(1)
+		l.cfg.Logger.Warn("eventlog/clickhouse: write failed, retrying",
+			"err", err, "attempt", attempt, "retry_in", wait.Round(time.Millisecond),
+			"failing_for", time.Since(firstFail).Round(time.Millisecond), "appends", len(live), "buffered_events", l.Stats().Buffered)
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+		}
+		if live = l.dropAbandoned(live, true); len(live) == 0 {
+			return
+		}
+		var d decision
+		if d, err = l.tryWrite(ctx, live, true); err == nil {
+			l.cfg.Logger.Info("eventlog/clickhouse: write succeeded after retries",
+				"attempts", attempt+1, "outage", time.Since(firstFail).Round(time.Millisecond), "appends", len(live))
+			l.finish(live, d)
+			return
+		}
+	}
+}
+
+// writeAlone writes one request on its own, retrying like writeGroup.
+func (l *Log) writeAlone(ctx context.Context, r *appendReq) {
+	group := []*appendReq{r}
+	d, err := l.tryWrite(ctx, group, true)
+	if err != nil {
+		l.writeGroup(ctx, group, err)
+		return
+	}
+	l.finish(group, d)
+}
+
+// dropAbandoned answers and removes the requests whose callers gave up.
+func (l *Log) dropAbandoned(reqs []*appendReq, tried bool) []*appendReq {
+	live := reqs[:0:0]
+	for _, r := range reqs {
+		if err := r.ctx.Err(); err != nil {
+			note := "not written"
+			if tried {
+				note = "a failed attempt may have written it"
+			}
+			l.answer(r, fmt.Errorf("eventlog/clickhouse: append: %w (%s)", err, note))
+			continue
+		}
+		live = append(live, r)
+	}
+	return live
+}
+
+// backoff returns the wait before retry attempt+1.
+func backoff(cfg Config, attempt int) time.Duration {
+	d := cfg.RetryInitialBackoff
+	for range attempt {
+		if d >= cfg.RetryMaxBackoff/2 {
+			d = cfg.RetryMaxBackoff
+			break
+		}
+		d *= 2
+	}
+	d = min(d, cfg.RetryMaxBackoff)
+	jitter := 0.8 + 0.4*rand.Float64()
+	return time.Duration(float64(d) * jitter)
+}
+
+// tryWrite makes one attempt to write reqs: it looks up their stored events,
+// decides each request's outcome, and inserts the events of the requests that do
+// not conflict.
+func (l *Log) tryWrite(ctx context.Context, reqs []*appendReq, retry bool) (decision, error) {
+	stored, err := l.lookupGroup(ctx, reqs)
+	if err != nil {
+		return decision{}, err
+	}
+	d := decide(reqs, stored, retry)
+	if len(d.rows) > 0 {
+		if err := l.insertRows(ctx, d.rows); err != nil {
+			return decision{}, err
+		}
+	}
+	return d, nil
+}
+
+// decision is the outcome of a group: each request's error (nil or an
+// ErrSeqConflict), the rows to insert, and the positions and IDs of the events
+// of the requests that do not conflict (inserted now or stored before).
+type decision struct {
+	errs  []error
+	rows  []row
+	at    map[position]string
+	where map[string]position
+}
+
+// row is one event to insert.
+type row struct {
+	e       *messages.Envelope
+	payload string
+}
+
+// decide decides each request of a group against the stored events and the
+// requests before it in the group. An event found stored (its ID at its position)
+// is not inserted again, unless retry says that an earlier attempt of these
+// requests failed, possibly after its insert reached the server: the earlier
+// insert may have written the events table but not the tables its materialized
+// views fill, so everything is inserted again. Duplicates collapse (see the
+// package doc).
+func decide(reqs []*appendReq, stored *storedEvents, retry bool) decision {
+	n := 0
+	for _, r := range reqs {
+		n += len(r.events)
+	}
+	d := decision{errs: make([]error, len(reqs)), rows: make([]row, 0, n), at: make(map[position]string, n), where: make(map[string]position, n)}
+	for i, r := range reqs {
+		if d.errs[i] = stored.conflict(r.events, d.at, d.where); d.errs[i] != nil {
+			continue
+		}
+		for j := range r.events {
+			e := &r.events[j]
+			p := position{e.SessionID, e.Seq}
+			if _, ok := d.at[p]; ok {
+				continue // an earlier request of the group has the same event
+			}
+			d.at[p], d.where[e.ID] = e.ID, p
+			if !retry && stored.has(e) {
+				continue // delivered again: already stored
+			}
+			d.rows = append(d.rows, row{e, r.payloads[j]})
+		}
+	}
+	return d
+}
+
+// lookupGroup looks up the stored events of a group, within the query timeout.
+func (l *Log) lookupGroup(ctx context.Context, reqs []*appendReq) (*storedEvents, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	return l.lookup(ctx, reqs)
+}
+
+// insertRows inserts rows, within the query timeout.
+func (l *Log) insertRows(ctx context.Context, rows []row) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	return l.insert(ctx, rows)
+}
+
+// storedEvents is what a lookup found about a group's events.
+type storedEvents struct {
+	// at holds the ID stored at each position looked up (events table); twice
+	// marks a position that holds two different IDs (two writers raced).
+	at    map[position]string
+	twice map[position]bool
+	// where holds the position of each ID found stored, from both tables, and
+	// indexed the positions the event_ids table lists.
+	where   map[string]position
+	indexed map[string]position
+	// prior is the group written just before, whose rows the lookup may have
+	// missed: it may have run while they were being inserted.
+	prior *decision
+}
+
+// canonicalID is the ID session actors give the event at p: "<session_id>/<seq>".
+func canonicalID(p position) string {
+	return p.session + "/" + strconv.FormatUint(p.seq, 10)
+}
+
+// canonicalPosition returns the position whose canonical ID id is, if any.
+func canonicalPosition(id string) (position, bool) {
+	i := strings.LastIndexByte(id, '/')
+	if i < 0 {
+		return position{}, false
+	}
+	seq, err := strconv.ParseUint(id[i+1:], 10, 64)
+	if err != nil || seq == 0 {
+		return position{}, false
+	}
+	p := position{id[:i], seq}
+	return p, canonicalID(p) == id // rejects "+7", "07" and the like
+}
+
+// has reports whether e is stored: its ID at its position, and listed in
+// event_ids if its ID is not canonical.
+func (s *storedEvents) has(e *messages.Envelope) bool {
+	p := position{e.SessionID, e.Seq}
+	if s.prior != nil && s.prior.at[p] == e.ID {
+		return true
+	}
+	if id, ok := s.at[p]; !ok || id != e.ID || s.twice[p] {
+		return false
+	}
+	if e.ID == canonicalID(p) {
+		return true
+	}
+	q, ok := s.indexed[e.ID]
+	return ok && q == p
+}
+
+// conflict returns an error wrapping ErrSeqConflict if an event of batch
+// conflicts with a stored event or with one claimed by an earlier request.
+func (s *storedEvents) conflict(batch []messages.Envelope, claimedAt map[position]string, claimedID map[string]position) error {
+	for _, e := range batch {
+		p := position{e.SessionID, e.Seq}
+		if id, ok := s.at[p]; ok && (id != e.ID || s.twice[p]) {
+			return fmt.Errorf("%w: session %s seq %d holds event %s, appended %s",
+				eventlog.ErrSeqConflict, e.SessionID, e.Seq, id, e.ID)
+		}
+		if q, ok := s.where[e.ID]; ok && q != p {
+			return fmt.Errorf("%w: event %s is stored at session %s seq %d, appended at session %s seq %d",
+				eventlog.ErrSeqConflict, e.ID, q.session, q.seq, e.SessionID, e.Seq)
+		}
+		if s.prior != nil {
+			if id, ok := s.prior.at[p]; ok && id != e.ID {
+				return fmt.Errorf("%w: session %s seq %d holds event %s, appended %s",
+					eventlog.ErrSeqConflict, e.SessionID, e.Seq, id, e.ID)
+			}
+			if q, ok := s.prior.where[e.ID]; ok && q != p {
+				return fmt.Errorf("%w: event %s is stored at session %s seq %d, appended at session %s seq %d",
+					eventlog.ErrSeqConflict, e.ID, q.session, q.seq, e.SessionID, e.Seq)
+			}
+		}
+		if id, ok := claimedAt[p]; ok && id != e.ID {
+			return fmt.Errorf("%w: session %s seq %d is claimed by event %s of a concurrent append, appended %s",
+				eventlog.ErrSeqConflict, e.SessionID, e.Seq, id, e.ID)
+		}
+		if q, ok := claimedID[e.ID]; ok && q != p {
+			return fmt.Errorf("%w: event %s is claimed at session %s seq %d by a concurrent append, appended at session %s seq %d",
+				eventlog.ErrSeqConflict, e.ID, q.session, q.seq, e.SessionID, e.Seq)
+		}
+	}
+	return nil
+}
+
+// lookupQuery finds, in one round trip, what is stored at the appended
+// positions, and where the appended IDs are stored. The appended keys travel as
+// an external table (sent with the query, not parsed as SQL text), and both
+// halves use the primary key. Positions are matched by a hash, which ClickHouse
+// 18.16 checks several times faster than a (session_id, seq) tuple; a collision
+// only returns an extra row, which decide ignores since it compares positions.
+//
+// An ID is stored either canonically (it is "<session_id>/<seq>" of its own
+// position: found in events at that position) or listed in event_ids. So for an
+// appended event whose ID is the canonical ID of another position, that position
+// is looked up too.
+const lookupQuery = `SELECT 1 AS src, session_id, seq, id FROM events
+WHERE session_id IN (SELECT session_id FROM appended)
+  AND cityHash64(session_id, seq) IN (SELECT cityHash64(session_id, seq) FROM appended)
+UNION ALL
+SELECT 2 AS src, session_id, seq, id FROM event_ids
+WHERE id IN (SELECT id FROM appended)`
+
+func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, error) {
+	tbl, err := ext.NewTable("appended",
+		ext.Column("session_id", column.Type("String")),
+		ext.Column("seq", column.Type("UInt64")),
+		ext.Column("id", column.Type("String")))
+	if err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
+	}
+	for _, r := range reqs {
+		for _, e := range r.events {
+			if err := tbl.Append(e.SessionID, e.Seq, e.ID); err != nil {
+				return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
+			}
+			if p, ok := canonicalPosition(e.ID); ok && p != (position{e.SessionID, e.Seq}) {
+				if err := tbl.Append(p.session, p.seq, e.ID); err != nil {
+					return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
+				}
+			}
+		}
+	}
+	rows, err := l.conn.Query(ch.Context(ctx, ch.WithExternalTable(tbl)), lookupQuery)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: append: look up stored events: %w", err)
+	}
+	defer rows.Close()
+	s := &storedEvents{at: map[position]string{}, twice: map[position]bool{}, where: map[string]position{}, indexed: map[string]position{}}
+	for rows.Next() {
+		var (
+			src     uint8
+			session string
+			seq     uint64
+			id      string
+		)
+		if err := rows.Scan(&src, &session, &seq, &id); err != nil {
+			return nil, fmt.Errorf("eventlog/clickhouse: append: look up stored events: %w", err)
+		}
+		p := position{session, seq}
+		s.where[id] = p
+		if src == 2 {
+			s.indexed[id] = p
+			continue
+		}
+		if old, ok := s.at[p]; ok && old != id {
+			s.twice[p] = true
+		}
+		s.at[p] = id
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: append: look up stored events: %w", err)
+	}
+	return s, nil
+}
+
+// insertQuery names its columns: ClickHouse 18.16 needs the list for batch inserts.
+const insertQuery = "INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload)"
+
+// insert writes rows with one INSERT, column by column.
+func (l *Log) insert(ctx context.Context, rows []row) (err error) {
+	n := len(rows)
+	var (
+		sessions, ids, types, causes, corrs, actors, payloads = make([]string, n), make([]string, n),
+			make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		seqs     = make([]uint64, n)
+		versions = make([]int64, n)
+		tss      = make([]int64, n)
+	)
+	for i, r := range rows {
+		e := r.e
+		sessions[i], seqs[i], ids[i], types[i] = e.SessionID, e.Seq, e.ID, string(e.Type)
+		versions[i], causes[i], corrs[i] = int64(e.Version), e.CausationID, e.CorrelationID
+		tss[i], actors[i], payloads[i] = e.TS, e.Actor, r.payload
+	}
+	b, err := l.conn.PrepareBatch(ctx, insertQuery)
+	if err != nil {
+		return fmt.Errorf("eventlog/clickhouse: append: prepare insert: %w", err)
+	}
+	defer func() {
+		if cerr := b.Close(); cerr != nil && err == nil && !b.IsSent() {
+			err = fmt.Errorf("eventlog/clickhouse: append: %w", cerr)
+		}
+	}()
+	for i, col := range []any{sessions, seqs, ids, types, versions, causes, corrs, tss, actors, payloads} {
+		if err := b.Column(i).Append(col); err != nil {
+			return fmt.Errorf("eventlog/clickhouse: append: column %d: %w", i, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return fmt.Errorf("eventlog/clickhouse: append: insert %d events: %w", n, err)
+	}
+	return nil
+}
+
+// Error codes of ClickHouse exceptions that may pass: the write is retried.
+var transientCodes = map[int32]bool{
+	159: true, // TIMEOUT_EXCEEDED
+	164: true, // READONLY
+	202: true, // TOO_MANY_SIMULTANEOUS_QUERIES
+	203: true, // NO_FREE_CONNECTION
+	209: true, // SOCKET_TIMEOUT
+	210: true, // NETWORK_ERROR
+	241: true, // MEMORY_LIMIT_EXCEEDED
+	242: true, // TABLE_IS_READ_ONLY
+	252: true, // TOO_MANY_PARTS
+	285: true, // TOO_FEW_LIVE_REPLICAS
+	319: true, // UNKNOWN_STATUS_OF_INSERT
+	394: true, // QUERY_WAS_CANCELLED
+	425: true, // SYSTEM_ERROR
+	999: true, // KEEPER_EXCEPTION
+}
+
+// retryable reports whether a failed operation may succeed later. ClickHouse
+// exceptions are classified by code; errors of the client's own making (a value it
+// cannot convert) and of this package's (a schema it refuses) are permanent;
+// anything else, such as a refused or broken connection or an attempt that timed
+// out, is taken for an outage and retried.
+func retryable(err error) bool {
+	var exc *ch.Exception
+	if errors.As(err, &exc) {
+		return transientCodes[exc.Code]
+	}
+	var conv *column.ColumnConverterError
+	var perm *permanentError
+	if errors.As(err, &conv) || errors.As(err, &perm) {
+		return false
+	}
+	return true
+}
+
+// permanentError marks an error that retrying cannot cure.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+func permanent(err error) error { return &permanentError{err} }
