@@ -26,6 +26,7 @@ type fileConfig struct {
 	Fallbacks          []string        `json:"fallbacks"`
 	ClickHouse         string          `json:"clickhouse"`
 	ClickHouseDatabase string          `json:"clickhouse_database"`
+	Kafka              string          `json:"kafka"`
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`
 	Gateway            gatewayFile     `json:"gateway"`

@@ -16,7 +16,10 @@ import (
 	// Zone data in the binary: the clock tool answers for any IANA zone, even in bare containers.
 	_ "time/tzdata"
 
+	"github.com/ThreeDotsLabs/watermill"
+
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/node"
@@ -46,6 +49,8 @@ flags:
   --http ADDR            HTTP listen address for serve (TROUPE_HTTP_ADDR, default 127.0.0.1:8080)
   --model SPEC           auto | offline | scripted:FILE | PROVIDER[:MODEL] (TROUPE_MODEL, default auto)
   --fallback SPECS       comma-separated models tried when the first fails
+  --kafka HOST:PORT,...  run on Kafka instead of the in-process bus (TROUPE_KAFKA): tasks
+                         from troupe.tasks, results to troupe.results, events to troupe.events
   --clickhouse HOST:PORT write the event log to ClickHouse (TROUPE_CLICKHOUSE;
                          database TROUPE_CLICKHOUSE_DATABASE, default troupe)
   -v                     log at debug level
@@ -98,6 +103,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	modelFlag := fs.String("model", or("TROUPE_MODEL", fc.Model, "auto"), "model spec")
 	fallbacks := fs.String("fallback", or("TROUPE_FALLBACK", strings.Join(fc.Fallbacks, ","), ""), "fallback model specs, comma-separated")
 	chAddr := fs.String("clickhouse", or("TROUPE_CLICKHOUSE", fc.ClickHouse, ""), "ClickHouse native address for the event log")
+	kafkaAddr := fs.String("kafka", or("TROUPE_KAFKA", fc.Kafka, ""), "Kafka brokers")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -161,6 +167,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if log != nil {
 		cfg.Log = log
 		defer log.Close()
+	}
+	if *kafkaAddr != "" {
+		clients, err := kafka.DialNode(strings.Split(*kafkaAddr, ","), "troupe-sessions",
+			kafka.TopicLayout{InitializeTopics: true}, watermill.NewSlogLogger(logger))
+		if err != nil {
+			fmt.Fprintln(stderr, "error: kafka:", err)
+			return 1
+		}
+		defer clients.Close()
+		cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}
 	}
 	switch cmd {
 	case "run":

@@ -9,7 +9,6 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
-	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -101,7 +100,7 @@ func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stder
 
 // importFile loads an export into the log. Nothing is written unless the whole file is
 // valid and the session is new to this log.
-func importFile(ctx context.Context, data, file string, stdout, stderr io.Writer) int {
+func importFile(ctx context.Context, st store, file string, stdout, stderr io.Writer) int {
 	f, err := os.Open(file)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -113,7 +112,7 @@ func importFile(ctx context.Context, data, file string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "error: %s: %v\n", file, err)
 		return 1
 	}
-	log, err := sqlite.Open(ctx, sqlite.Config{Dir: data})
+	log, err := st.open(ctx, false)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -122,7 +121,7 @@ func importFile(ctx context.Context, data, file string, stdout, stderr io.Writer
 	id := events[0].SessionID
 	if existing, err := log.Read(ctx, id, 1); err != nil || len(existing) > 0 {
 		if err == nil {
-			err = fmt.Errorf("session %s already exists in %s; fork it instead, or import into another --data directory", id, data)
+			err = fmt.Errorf("session %s already exists in this log; fork it instead, or import into another log", id)
 		}
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -136,17 +135,26 @@ func importFile(ctx context.Context, data, file string, stdout, stderr io.Writer
 }
 
 // fork copies a session up to a seq into a new session and continues it live.
-func fork(ctx context.Context, data, parentID string, at uint64, modelSpec, input, newID string, stdout, stderr io.Writer) int {
+func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, input, newID string, stdout, stderr io.Writer) int {
 	model, err := llm.FromSpec(modelSpec)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	if _, err := os.Stat(data); err != nil {
-		fmt.Fprintf(stderr, "error: no event log at %s (use --data DIR)\n", data)
+	cfg := node.Config{DataDir: st.data, Model: model}
+	if st.clickhouse != "" {
+		log, err := st.open(ctx, false)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		defer log.Close()
+		cfg.Log = log
+	} else if _, err := os.Stat(st.data); err != nil {
+		fmt.Fprintf(stderr, "error: no event log at %s (use --data DIR)\n", st.data)
 		return 1
 	}
-	n, err := node.New(ctx, node.Config{DataDir: data, Model: model})
+	n, err := node.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -182,14 +190,14 @@ func fork(ctx context.Context, data, parentID string, at uint64, modelSpec, inpu
 	}
 	fmt.Fprintf(stdout, "session %s forked from %s at seq %d (model: %s)\n", newID, parentID, at, model.Name())
 
-	st := actors.NewSessionState(newID)
+	state := actors.NewSessionState(newID)
 	for _, e := range events {
-		if err := st.Apply(e); err != nil {
+		if err := state.Apply(e); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
 	}
-	if st.Active() == "" && input == "" {
+	if state.Active() == "" && input == "" {
 		fmt.Fprintln(stdout, "nothing to continue at that point: pass --input to run a task in the fork")
 		return 0
 	}
@@ -208,7 +216,7 @@ func fork(ctx context.Context, data, parentID string, at uint64, modelSpec, inpu
 	}
 	// Run resumed the fork (its task is unfinished) or will on Submit.
 	waitFor := 1
-	if st.Active() != "" && input != "" {
+	if state.Active() != "" && input != "" {
 		waitFor = 2 // the resumed task, then the new one
 	}
 	if input != "" {

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
-	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -25,6 +24,8 @@ func main() {
 }
 
 const usage = `usage:
+  every command reads --data DIR (the embedded log, default .troupe) or --clickhouse HOST:PORT
+
   replay list [--data DIR] [--limit N] [--json]
   replay show <session-id> [--data DIR] [--json]
   replay verify <session-id> [--data DIR] [--json]
@@ -42,6 +43,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replay "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	data := fs.String("data", envOr("TROUPE_DATA", ".troupe"), "data directory of the embedded event log")
+	chAddr := fs.String("clickhouse", envOr("TROUPE_CLICKHOUSE", ""), "read and write the ClickHouse event log at HOST:PORT instead")
 	asJSON := fs.Bool("json", false, "print JSON for machines")
 	limit := fs.Int("limit", 50, "list: at most this many sessions")
 	at := fs.Uint64("at", 0, "fork: the last seq copied into the fork")
@@ -64,6 +66,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
+	st := func() store {
+		return store{data: *data, clickhouse: *chAddr, database: envOr("TROUPE_CLICKHOUSE_DATABASE", "troupe")}
+	}
 	one := func() (string, bool) {
 		if len(positional) != 1 {
 			fmt.Fprint(stderr, usage)
@@ -82,22 +87,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "error: fork needs --at SEQ (the last event copied from the parent)")
 			return 2
 		}
-		return fork(ctx, *data, id, *at, *modelFlag, *input, *newID, stdout, stderr)
+		return fork(ctx, st(), id, *at, *modelFlag, *input, *newID, stdout, stderr)
 	case "import":
 		file, ok := one()
 		if !ok {
 			return 2
 		}
-		return importFile(ctx, *data, file, stdout, stderr)
+		return importFile(ctx, st(), file, stdout, stderr)
 	default:
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	if _, err := os.Stat(*data); err != nil {
-		fmt.Fprintf(stderr, "error: no event log at %s (use --data DIR)\n", *data)
-		return 1
-	}
-	log, err := sqlite.Open(ctx, sqlite.Config{Dir: *data, ReadOnly: true})
+	log, err := st().open(ctx, true)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1

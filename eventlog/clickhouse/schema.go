@@ -25,7 +25,7 @@ var schemaFS embed.FS
 
 // SchemaVersion is the schema version this build writes: the number of the last
 // file in schema/.
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // Migration is one numbered schema file.
 type Migration struct {

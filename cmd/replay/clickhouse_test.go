@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+
+	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// The replay commands against the ClickHouse event log, which a node writes to.
+// Needs TROUPE_TEST_CLICKHOUSE (host:port of a real server; .ci/run starts one).
+func TestReplayAgainstClickHouse(t *testing.T) {
+	addr := os.Getenv("TROUPE_TEST_CLICKHOUSE")
+	if addr == "" {
+		t.Skip("TROUPE_TEST_CLICKHOUSE is not set: no ClickHouse server to test against")
+	}
+	db := fmt.Sprintf("troupe_replay_test_%d", time.Now().UnixNano())
+	t.Setenv("TROUPE_CLICKHOUSE_DATABASE", db)
+	ctx := context.Background()
+	log, err := clickhouse.Open(ctx, clickhouse.Config{Addr: clickhouse.SplitAddr(addr), Database: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn, err := ch.Open(&ch.Options{Addr: clickhouse.SplitAddr(addr)})
+		if err == nil {
+			_ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
+			_ = conn.Close()
+		}
+	})
+	n, err := node.New(ctx, node.Config{DataDir: t.TempDir(), Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- n.Run(runCtx) }()
+	<-n.Running()
+	live, stop := n.Watch("ch-1")
+	if _, err := n.Submit(ctx, node.Task{Input: "What is 12 * (7 + 5)?", SessionID: "ch-1"}); err != nil {
+		t.Fatal(err)
+	}
+	for e := range live {
+		if e.Type == messages.TypeTaskCompleted {
+			break
+		}
+	}
+	stop()
+	cancel()
+	_ = n.Close()
+	<-done
+	_ = log.Close()
+
+	code, out, errs := replay(t, "list", "--clickhouse", addr)
+	if code != 0 || !strings.Contains(out, "ch-1") || !strings.Contains(out, "completed") {
+		t.Fatalf("list: %d %s %s", code, out, errs)
+	}
+	if code, out, errs := replay(t, "show", "ch-1", "--clickhouse", addr); code != 0 || !strings.Contains(out, "calculator → 144") {
+		t.Fatalf("show: %d %s %s", code, out, errs)
+	}
+	if code, out, errs := replay(t, "verify", "ch-1", "--clickhouse", addr); code != 0 || !strings.Contains(out, "deterministic") {
+		t.Fatalf("verify: %d %s %s", code, out, errs)
+	}
+	if code, out, errs := replay(t, "fork", "ch-1", "--at", "3", "--session", "ch-fork", "--clickhouse", addr); code != 0 || !strings.Contains(out, "answer: 144") {
+		t.Fatalf("fork: %d %s %s", code, out, errs)
+	}
+	if code, out, errs := replay(t, "stats", "--clickhouse", addr, "--json"); code != 0 || !strings.Contains(out, `"tool": "calculator"`) {
+		t.Fatalf("stats: %d %s %s", code, out, errs)
+	}
+}
+
+// The same sessions give the same figures from either log.
+func TestStatsAgreeAcrossLogs(t *testing.T) {
+	addr := os.Getenv("TROUPE_TEST_CLICKHOUSE")
+	if addr == "" {
+		t.Skip("TROUPE_TEST_CLICKHOUSE is not set: no ClickHouse server to test against")
+	}
+	db := fmt.Sprintf("troupe_stats_test_%d", time.Now().UnixNano())
+	t.Setenv("TROUPE_CLICKHOUSE_DATABASE", db)
+	t.Cleanup(func() {
+		conn, err := ch.Open(&ch.Options{Addr: clickhouse.SplitAddr(addr)})
+		if err == nil {
+			_ = conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
+			_ = conn.Close()
+		}
+	})
+	dir := t.TempDir()
+	src := t.TempDir()
+	for _, in := range []string{"What is 12 * (7 + 5)?", "what is 1/0", "echo hi"} {
+		id := recordSession(t, src, in)
+		file := t.TempDir() + "/s.jsonl"
+		if code, _, errs := replay(t, "export", id, "--data", src, "--out", file); code != 0 {
+			t.Fatal(errs)
+		}
+		if code, _, errs := replay(t, "import", file, "--data", dir); code != 0 {
+			t.Fatal(errs)
+		}
+		if code, _, errs := replay(t, "import", file, "--clickhouse", addr); code != 0 {
+			t.Fatal(errs)
+		}
+	}
+	_, fromSQLite, _ := replay(t, "stats", "--data", dir, "--json")
+	_, fromClickHouse, errs := replay(t, "stats", "--clickhouse", addr, "--json")
+	if fromSQLite != fromClickHouse {
+		t.Fatalf("stats differ:\nSQLite:\n%s\nClickHouse:\n%s\n%s", fromSQLite, fromClickHouse, errs)
+	}
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+)
+
+// store names the event log a command works on: the embedded log in a data
+// directory, or ClickHouse when an address is given.
+type store struct {
+	data       string
+	clickhouse string
+	database   string
+}
+
+// open opens the log. A read-only embedded log takes no lock, so it can be read while
+// a node serves from the same directory.
+func (s store) open(ctx context.Context, readOnly bool) (eventlog.Log, error) {
+	if s.clickhouse != "" {
+		db := s.database
+		if db == "" {
+			db = "troupe"
+		}
+		l, err := clickhouse.Open(ctx, clickhouse.Config{Addr: clickhouse.SplitAddr(s.clickhouse), Database: db})
+		if err != nil {
+			return nil, fmt.Errorf("clickhouse %s: %w", s.clickhouse, err)
+		}
+		return l, nil
+	}
+	if readOnly {
+		if _, err := os.Stat(s.data); err != nil {
+			return nil, fmt.Errorf("no event log at %s (use --data DIR or --clickhouse HOST:PORT)", s.data)
+		}
+	}
+	return sqlite.Open(ctx, sqlite.Config{Dir: s.data, ReadOnly: readOnly})
+}

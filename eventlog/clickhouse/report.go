@@ -1,0 +1,124 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/troupe-run/troupe/eventlog"
+)
+
+var _ eventlog.Analytics = (*Log)(nil)
+
+// deduped is the events at or after a time, one row per (session, seq) even before
+// ReplacingMergeTree merged a duplicate away, with each session's agent (that of its
+// first task; "default" when the task named none). Parameters: since, since.
+const deduped = `(SELECT session_id, seq, e_type AS type, e_ts AS ts, e_payload AS payload, agent FROM
+	(SELECT session_id, seq, any(type) AS e_type, any(ts) AS e_ts, any(payload) AS e_payload
+	 FROM events WHERE ts >= ? GROUP BY session_id, seq)
+	ANY LEFT JOIN
+	(SELECT session_id, if(argMin(visitParamExtractString(payload, 'agent'), seq) = '', 'default',
+	        argMin(visitParamExtractString(payload, 'agent'), seq)) AS agent
+	 FROM events WHERE type = 'task.submitted' AND ts >= ? GROUP BY session_id)
+	USING session_id)`
+
+// Report implements eventlog.Analytics with SQL over the events table; payload fields
+// are read with visitParamExtract*, which ClickHouse 18.16 and current versions have.
+func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Stats, error) {
+	if l.isClosed() {
+		return nil, fmt.Errorf("eventlog/clickhouse: stats: %w", eventlog.ErrClosed)
+	}
+	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	s := &eventlog.Stats{}
+	args := []any{f.SinceUS, f.SinceUS, f.Agent, f.Agent}
+	agentCond := `(? = '' OR agent = ?)`
+	query := func(q string, scan func(scan func(...any) error) error) error {
+		rows, err := l.conn.Query(qctx, q, args...)
+		if err != nil {
+			return fmt.Errorf("eventlog/clickhouse: stats: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			if err := scan(rows.Scan); err != nil {
+				return fmt.Errorf("eventlog/clickhouse: stats: %w", err)
+			}
+		}
+		return rows.Err()
+	}
+	err := query(`SELECT toString(toDate(toDateTime(intDiv(ts, 1000000)))) AS day, agent,
+			visitParamExtractString(payload, 'model') AS model, count(),
+			sum(visitParamExtractInt(payload, 'prompt_tokens')), sum(visitParamExtractInt(payload, 'completion_tokens')),
+			sum(visitParamExtractInt(payload, 'cached_tokens')), sum(visitParamExtractFloat(payload, 'cost_usd'))
+		FROM `+deduped+` WHERE type = 'model.responded' AND `+agentCond+`
+		GROUP BY day, agent, model`,
+		func(scan func(...any) error) error {
+			var m eventlog.ModelUsage
+			var calls uint64
+			if err := scan(&m.Day, &m.Agent, &m.Model, &calls, &m.PromptTokens, &m.CompletionTokens, &m.CachedTokens, &m.CostUSD); err != nil {
+				return err
+			}
+			m.Calls = int64(calls)
+			s.Models = append(s.Models, m)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	err = query(`SELECT visitParamExtractString(payload, 'tool') AS tool, count(),
+			countIf(visitParamExtractString(payload, 'error') != ''),
+			quantileExact(0.5)(visitParamExtractInt(payload, 'latency_us')),
+			quantileExact(0.95)(visitParamExtractInt(payload, 'latency_us'))
+		FROM `+deduped+` WHERE type = 'tool.completed' AND `+agentCond+`
+		GROUP BY tool`,
+		func(scan func(...any) error) error {
+			var t eventlog.ToolUsage
+			var calls, errs uint64
+			if err := scan(&t.Tool, &calls, &errs, &t.P50US, &t.P95US); err != nil {
+				return err
+			}
+			t.Calls, t.Errors = int64(calls), int64(errs)
+			t.ErrorRate = float64(errs) / float64(calls)
+			s.Tools = append(s.Tools, t)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	err = query(`SELECT agent, count(), countIf(status = 'task.completed'), countIf(status = 'task.failed'),
+			avg(steps), quantileExact(0.5)(duration), quantileExact(0.95)(duration)
+		FROM (SELECT session_id, any(agent) AS agent, argMaxIf(type, seq, type LIKE 'task.%') AS status,
+		             countIf(type = 'model.requested') AS steps, max(ts) - min(ts) AS duration
+		      FROM `+deduped+` GROUP BY session_id)
+		WHERE `+agentCond+` GROUP BY agent`,
+		func(scan func(...any) error) error {
+			var a eventlog.SessionUsage
+			var n, completed, failed uint64
+			if err := scan(&a.Agent, &n, &completed, &failed, &a.AvgSteps, &a.P50DurationUS, &a.P95DurationUS); err != nil {
+				return err
+			}
+			a.Sessions, a.Completed, a.Failed = int64(n), int64(completed), int64(failed)
+			a.Running = a.Sessions - a.Completed - a.Failed
+			s.Sessions = append(s.Sessions, a)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	err = query(`SELECT visitParamExtractString(payload, 'tier') AS tier, substring(type, 8) AS op, count()
+		FROM `+deduped+` WHERE type LIKE 'memory.%' AND `+agentCond+` GROUP BY tier, op`,
+		func(scan func(...any) error) error {
+			var m eventlog.MemoryOps
+			var n uint64
+			if err := scan(&m.Tier, &m.Op, &n); err != nil {
+				return err
+			}
+			m.Count = int64(n)
+			s.Memory = append(s.Memory, m)
+			return nil
+		})
+	if err != nil {
+		return nil, err
+	}
+	s.Sort()
+	return s, nil
+}
