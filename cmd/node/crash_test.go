@@ -30,6 +30,12 @@ import (
 // TROUPE_CRASH_CHILD=1 is `node serve` plus a recording tool and a model that logs its
 // calls, so the parent can kill it with SIGKILL and count what happened.
 func TestMain(m *testing.M) {
+	// The tests choose their own log, bus and model: settings in the environment (a
+	// developer's, or those deploy/services.sh exports) must not redirect them.
+	for _, v := range []string{"TROUPE_KAFKA", "TROUPE_CLICKHOUSE", "TROUPE_CLICKHOUSE_DATABASE", "TROUPE_DATA",
+		"TROUPE_MODEL", "TROUPE_FALLBACK", "TROUPE_HTTP_ADDR", "TROUPE_LLM_PROVIDER"} {
+		os.Unsetenv(v)
+	}
 	if os.Getenv("TROUPE_CRASH_CHILD") == "1" {
 		ctx, stop := signalContext()
 		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, options{
