@@ -69,15 +69,11 @@ func benchNode(b *testing.B) *node.Node {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	<-n.Running()
-	b.Cleanup(func() {
-		cancel()
-		_ = n.Close()
-		<-done
-	})
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(stop)
 	return n
 }
 

@@ -50,11 +50,11 @@ func runNode(t *testing.T, cfg node.Config) *node.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	<-n.Running()
-	t.Cleanup(func() { cancel(); _ = n.Close(); <-done })
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
 	return n
 }
 

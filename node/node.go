@@ -345,6 +345,21 @@ func (n *Node) Run(ctx context.Context) error {
 	return <-errc
 }
 
+// Start runs the node in the background until stop is called, returning once it
+// routes tasks. stop cancels Run and waits for it.
+func (n *Node) Start(ctx context.Context) (stop func(), err error) {
+	runCtx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- n.Run(runCtx) }()
+	select {
+	case <-n.Running():
+		return func() { cancel(); _ = n.Close(); <-errc }, nil
+	case err := <-errc:
+		cancel()
+		return nil, err
+	}
+}
+
 // Running is closed once the node routes tasks.
 func (n *Node) Running() <-chan struct{} { return n.router.Running() }
 

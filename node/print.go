@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -58,4 +60,26 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 
 func micros(us int64) string {
 	return (time.Duration(us) * time.Microsecond).String()
+}
+
+// Follow prints a session's live events with PrintStep until tasks tasks finished,
+// and returns the exit code a command should return (1 if any failed). It returns an
+// error when ctx ends or the live feed closes first.
+func Follow(ctx context.Context, w io.Writer, live <-chan messages.Envelope, tasks int) (int, error) {
+	code := 0
+	for tasks > 0 {
+		select {
+		case <-ctx.Done():
+			return 130, ctx.Err()
+		case e, ok := <-live:
+			if !ok {
+				return 1, errors.New("lost the live event feed")
+			}
+			if c, done := PrintStep(w, e); done {
+				code = max(code, c)
+				tasks--
+			}
+		}
+	}
+	return code, nil
 }

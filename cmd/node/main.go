@@ -209,16 +209,12 @@ func runTask(ctx context.Context, cfg node.Config, input, why string, stdout, st
 		return 1
 	}
 	defer n.Close()
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	runErr := make(chan error, 1)
-	go func() { runErr <- n.Run(runCtx) }()
-	select {
-	case <-n.Running():
-	case err := <-runErr:
+	stopNode, err := n.Start(ctx)
+	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
+	defer stopNode()
 	id := "cli-" + actors.UUIDv7{}.NewID()
 	events, stop := n.Watch(id)
 	defer stop()
@@ -227,22 +223,16 @@ func runTask(ctx context.Context, cfg node.Config, input, why string, stdout, st
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			fmt.Fprintf(stderr, "interrupted; the session is recorded and resumes with: node serve --data %s\n", n.DataDir())
-			return 130
-		case e, ok := <-events:
-			if !ok {
-				fmt.Fprintln(stderr, "error: lost the live event feed")
-				return 1
-			}
-			if code, done := node.PrintStep(stdout, e); done {
-				fmt.Fprintf(stdout, "session %s\n", id)
-				return code
-			}
-		}
+	code, err := node.Follow(ctx, stdout, events, 1)
+	switch {
+	case ctx.Err() != nil:
+		fmt.Fprintf(stderr, "interrupted; the session is recorded and resumes with: node serve --data %s\n", n.DataDir())
+	case err != nil:
+		fmt.Fprintln(stderr, "error:", err)
+	default:
+		fmt.Fprintf(stdout, "session %s\n", id)
 	}
+	return code
 }
 
 func serve(ctx context.Context, cfg node.Config, addr string, stderr io.Writer) int {

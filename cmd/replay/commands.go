@@ -204,16 +204,12 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	// Watch before Run: Run resumes the fork at once and its first events must not be missed.
 	live, stop := n.Watch(newID)
 	defer stop()
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	runErr := make(chan error, 1)
-	go func() { runErr <- n.Run(runCtx) }()
-	select {
-	case <-n.Running():
-	case err := <-runErr:
+	stopNode, err := n.Start(ctx)
+	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
+	defer stopNode()
 	// Run resumed the fork (its task is unfinished) or will on Submit.
 	waitFor := 1
 	if state.Active() != "" && input != "" {
@@ -225,21 +221,10 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 			return 1
 		}
 	}
-	code := 0
-	for waitFor > 0 {
-		select {
-		case <-ctx.Done():
-			return 130
-		case e, ok := <-live:
-			if !ok {
-				fmt.Fprintln(stderr, "error: lost the live event feed")
-				return 1
-			}
-			if c, done := node.PrintStep(stdout, e); done {
-				code = max(code, c)
-				waitFor--
-			}
-		}
+	code, err := node.Follow(ctx, stdout, live, waitFor)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return code
 	}
 	fmt.Fprintf(stdout, "session %s\n", newID)
 	return code

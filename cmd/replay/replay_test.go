@@ -21,15 +21,11 @@ func recordSession(t *testing.T, dir, input string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	<-n.Running()
-	defer func() {
-		cancel()
-		_ = n.Close()
-		<-done
-	}()
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
 	id := fmt.Sprintf("rec-%d", time.Now().UnixNano())
 	events, stop := n.Watch(id)
 	defer stop()
