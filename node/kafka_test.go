@@ -161,3 +161,30 @@ func TestKcatPublishesATaskAndReadsTheResult(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// An oversized task is refused by the broker: the producer gets a clear error and
+// nothing is half-accepted, and the partition keeps moving. (The node's own limit, 1 MiB
+// of input, sits just under the broker's default record limit; over it a task that a
+// broker with a larger limit lets through goes to the poison topic like any bad task:
+// see TestBadBusMessagesArePoisonedAndDuplicatesSkipped and Task.Validate.)
+func TestOversizedTasks(t *testing.T) {
+	b := brokers(t)
+	kafkaNode(t, b)
+	session := "big-" + time.Now().Format("150405.000000")
+	w := &kgo.Writer{Addr: kgo.TCP(b...), Topic: messages.TopicTasks, Balancer: kafka.Balancer(), RequiredAcks: kgo.RequireAll, BatchBytes: 8 << 20}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	huge := `{"input":"` + strings.Repeat("x", 4<<20) + `"}`
+	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte(session), Value: []byte(huge)}); err == nil {
+		t.Fatal("the broker accepted a 4 MiB record")
+	} else if !strings.Contains(strings.ToLower(err.Error()), "too large") {
+		t.Fatalf("unclear error for an oversized record: %v", err)
+	}
+	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo still moving","session_id":"` + session + `"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	if res := readResult(t, b, session); res.Output != "still moving" {
+		t.Fatalf("result: %+v", res)
+	}
+}
