@@ -1,10 +1,16 @@
 package main
 
 import (
+	"log/slog"
+
+	"github.com/ThreeDotsLabs/watermill"
+
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/node"
 	"os"
 	"strings"
 	"time"
@@ -147,4 +153,34 @@ func openLog(ctx context.Context, addr, database string) (eventlog.Log, error) {
 		return nil, fmt.Errorf("clickhouse %s: %w", addr, err)
 	}
 	return l, nil
+}
+
+// startSink runs an event sink from troupe.events into the ClickHouse log at addr,
+// in the consumer group troupe-sink; stop ends it and closes what it opened.
+func startSink(ctx context.Context, brokers []string, addr, database string, logger *slog.Logger) (stop func(), err error) {
+	log, err := openLog(ctx, addr, database)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: "troupe-sink",
+		Topics: kafka.TopicLayout{InitializeTopics: true}}, watermill.NewSlogLogger(logger))
+	if err != nil {
+		log.Close()
+		return nil, err
+	}
+	sink, err := node.NewSink(node.SinkConfig{Subscriber: sub, Log: log, Logger: logger})
+	if err != nil {
+		sub.Close()
+		log.Close()
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- sink.Run(runCtx) }()
+	return func() {
+		cancel()
+		<-done
+		_ = sub.Close()
+		_ = log.Close()
+	}, nil
 }

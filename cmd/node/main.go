@@ -51,6 +51,8 @@ flags:
   --fallback SPECS       comma-separated models tried when the first fails
   --kafka HOST:PORT,...  run on Kafka instead of the in-process bus (TROUPE_KAFKA): tasks
                          from troupe.tasks, results to troupe.results, events to troupe.events
+  --sink HOST:PORT       with --kafka: also copy every event of troupe.events into the
+                         ClickHouse log at HOST:PORT (consumer group troupe-sink)
   --clickhouse HOST:PORT write the event log to ClickHouse (TROUPE_CLICKHOUSE;
                          database TROUPE_CLICKHOUSE_DATABASE, default troupe)
   -v                     log at debug level
@@ -104,6 +106,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	fallbacks := fs.String("fallback", or("TROUPE_FALLBACK", strings.Join(fc.Fallbacks, ","), ""), "fallback model specs, comma-separated")
 	chAddr := fs.String("clickhouse", or("TROUPE_CLICKHOUSE", fc.ClickHouse, ""), "ClickHouse native address for the event log")
 	kafkaAddr := fs.String("kafka", or("TROUPE_KAFKA", fc.Kafka, ""), "Kafka brokers")
+	sinkAddr := fs.String("sink", or("TROUPE_SINK_CLICKHOUSE", "", ""), "ClickHouse the event sink writes to (with --kafka)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -177,6 +180,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		}
 		defer clients.Close()
 		cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}
+		if *sinkAddr != "" {
+			stopSink, err := startSink(ctx, strings.Split(*kafkaAddr, ","), *sinkAddr,
+				or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"), logger)
+			if err != nil {
+				fmt.Fprintln(stderr, "error: sink:", err)
+				return 1
+			}
+			defer stopSink()
+		}
+	} else if *sinkAddr != "" {
+		fmt.Fprintln(stderr, "error: --sink needs --kafka: it copies troupe.events")
+		return 2
 	}
 	switch cmd {
 	case "run":
