@@ -1,25 +1,24 @@
 package main
 
 import (
-	"log/slog"
-
-	"github.com/ThreeDotsLabs/watermill"
-
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/troupe-run/troupe/kafka"
-	"github.com/troupe-run/troupe/node"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
+
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/node"
 )
 
 // fileConfig is the node's configuration file (JSON). Every field is optional; the
