@@ -210,13 +210,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 }
 
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
-}
-
 func runTask(ctx context.Context, cfg node.Config, input, why string, stdout, stderr io.Writer) int {
 	n, err := node.New(ctx, cfg)
 	if err != nil {
