@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -17,7 +16,6 @@ import (
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
-	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/node"
 )
 
@@ -96,45 +94,6 @@ func (g gatewayFile) config() (gateway.Config, error) {
 		cfg.Semantic = &gateway.SemanticConfig{Embedder: llm.HashingEmbedder{}, Threshold: s.Threshold, TTL: ttl}
 	}
 	return cfg, nil
-}
-
-// resolveModel turns a model spec into a model and a sentence saying why it was chosen:
-//
-//	auto              provider auto-detection (keys in the environment, a local
-//	                  Ollama or vLLM, else the offline model)
-//	offline           the offline rule-based planner
-//	scripted:FILE     a script of responses
-//	PROVIDER[:MODEL]  a named provider (openai, deepseek, qwen, zhipu, moonshot,
-//	                  siliconflow, modelscope, ollama, vllm), optionally with a model
-//
-// It also returns the API key the model uses, so that it can be redacted from events.
-func resolveModel(ctx context.Context, spec string, base provider.Config, env func(string) string) (llm.Model, string, string, error) {
-	switch {
-	case spec == "offline":
-		return llm.Offline{}, "the offline rule-based model (--model offline)", "", nil
-	case strings.HasPrefix(spec, "scripted:"):
-		m, err := llm.FromSpec(spec)
-		return m, "a scripted model (" + spec + ")", "", err
-	case spec == "" || spec == "auto":
-	default:
-		name, model, _ := strings.Cut(spec, ":")
-		if _, ok := provider.Lookup(name); !ok {
-			return nil, "", "", fmt.Errorf("unknown model %q: use auto, offline, scripted:FILE or PROVIDER[:MODEL]", spec)
-		}
-		base.Provider = name
-		if model != "" {
-			base.Model = model
-		}
-	}
-	r, err := provider.Detect(ctx, base, env, nil)
-	if err != nil {
-		return nil, "", "", err
-	}
-	m, err := r.NewModel()
-	if err != nil {
-		return nil, "", "", err
-	}
-	return m, r.Reason, r.APIKey, nil
 }
 
 // openLog opens the ClickHouse event log when an address is configured; nil means the

@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	model, why, key, err := resolveModel(ctx, *modelFlag, llmBase, nil)
+	model, why, key, err := provider.FromSpec(ctx, *modelFlag, llmBase, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
@@ -141,7 +141,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		if spec = strings.TrimSpace(spec); spec == "" {
 			continue
 		}
-		m, _, fkey, err := resolveModel(ctx, spec, provider.Config{}, nil)
+		m, _, fkey, err := provider.FromSpec(ctx, spec, provider.Config{}, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "error: fallback %s: %v\n", spec, err)
 			return 2

@@ -9,7 +9,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
-	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 )
@@ -136,12 +136,17 @@ func importFile(ctx context.Context, st store, file string, stdout, stderr io.Wr
 
 // fork copies a session up to a seq into a new session and continues it live.
 func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, input, newID string, stdout, stderr io.Writer) int {
-	model, err := llm.FromSpec(modelSpec)
+	base, err := provider.Load("", nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	cfg := node.Config{DataDir: st.data, Model: model}
+	model, why, key, err := provider.FromSpec(ctx, modelSpec, base, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	cfg := node.Config{DataDir: st.data, Model: model, Secrets: []string{key}}
 	if st.clickhouse != "" {
 		log, err := st.open(ctx, false)
 		if err != nil {
@@ -188,7 +193,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	fmt.Fprintf(stdout, "session %s forked from %s at seq %d (model: %s)\n", newID, parentID, at, model.Name())
+	fmt.Fprintf(stdout, "session %s forked from %s at seq %d (model: %s — %s)\n", newID, parentID, at, model.Name(), why)
 
 	state := actors.NewSessionState(newID)
 	for _, e := range events {

@@ -29,7 +29,7 @@ const usage = `usage:
   replay list [--data DIR] [--limit N] [--json]
   replay show <session-id> [--data DIR] [--json]
   replay verify <session-id> [--data DIR] [--json]
-  replay fork <session-id> --at SEQ [--data DIR] [--model offline|scripted:FILE] [--input TEXT] [--session NEW-ID]
+  replay fork <session-id> --at SEQ [--data DIR] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]
   replay export <session-id> [--data DIR] [--out FILE]
   replay import <file> [--data DIR]
   replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]
@@ -47,7 +47,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON for machines")
 	limit := fs.Int("limit", 50, "list: at most this many sessions")
 	at := fs.Uint64("at", 0, "fork: the last seq copied into the fork")
-	modelFlag := fs.String("model", envOr("TROUPE_MODEL", "offline"), "fork: the model that continues the fork (offline or scripted:FILE)")
+	modelFlag := fs.String("model", envOr("TROUPE_MODEL", "auto"), "fork: the model that continues the fork (auto, offline, scripted:FILE or PROVIDER[:MODEL])")
 	input := fs.String("input", "", "fork: a task to run in the fork after it resumes")
 	newID := fs.String("session", "", "fork: the new session's ID (default <parent>-fork-<n>)")
 	outFile := fs.String("out", "", "export: write to this file instead of standard output")
