@@ -10,6 +10,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -38,6 +39,8 @@ type SessionDeps struct {
 	MaxParallelTools int
 	// IdleTimeout passivates a session with no running task (default 1 minute).
 	IdleTimeout time.Duration
+	// Stopping is closed when the node shuts down; it ends retries of a failing log.
+	Stopping <-chan struct{}
 	// Redactor removes secrets from tasks and effect results before they are applied,
 	// recorded or published (default: token-shaped strings only).
 	Redactor *SecretRedactor
@@ -361,17 +364,42 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 		batch = append(batch, e)
 	}
 	if len(batch) > 0 {
-		c, cancel := a.ioCtx()
-		err := a.deps.Store.Append(c, batch)
-		cancel()
-		if err != nil {
-			// Memory is ahead of the log now; refold on restart.
-			panic(fmt.Errorf("session %s: append %d events at seq %d: %w", a.id, len(batch), batch[0].Seq, err))
-		}
+		a.appendDurably(batch)
 		a.publish(batch)
 	}
 	a.issueEffects(ctx)
 	return nil
+}
+
+// appendDurably writes a batch to the log. A log that is down (an outage, a full
+// disk) is retried in place with backoff, for as long as it takes: nothing can go on
+// before the batch is durable, and appends are idempotent on event ID, so a retry
+// of a write whose outcome was unknown is safe. A batch the log refuses for its
+// content, or a node that is stopping, panics instead: the supervisor restarts the
+// actor, which refolds from what is durable.
+func (a *SessionActor) appendDurably(batch []messages.Envelope) {
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		c, cancel := a.ioCtx()
+		err := a.deps.Store.Append(c, batch)
+		cancel()
+		if err == nil {
+			if attempt > 1 {
+				a.deps.Logger.Info("event log write succeeded after retries", "session", a.id, "attempts", attempt)
+			}
+			return
+		}
+		if errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrInvalidEvent) {
+			panic(fmt.Errorf("session %s: append %d events at seq %d: %w", a.id, len(batch), batch[0].Seq, err))
+		}
+		a.deps.Logger.Warn("event log write failed; retrying", "session", a.id, "seq", batch[0].Seq, "attempt", attempt, "retry_in", backoff, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-a.deps.Stopping:
+			panic(fmt.Errorf("session %s: node stopping with %d events at seq %d unwritten: %w", a.id, len(batch), batch[0].Seq, err))
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
 }
 
 func (a *SessionActor) issueEffects(ctx actor.Context) {

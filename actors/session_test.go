@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -331,12 +332,15 @@ func TestTasksOfOneSessionRunInOrderAndShareHistory(t *testing.T) {
 	}
 }
 
-// flakyStore fails the first append of a session's third write, as a full disk would.
+// flakyStore fails one append (the failAt-th), as a full disk or a conflicting writer
+// would; reads counts the folds.
 type flakyStore struct {
 	actors.EventStore
 	mu     sync.Mutex
 	writes int
 	failAt int
+	err    error
+	reads  atomic.Int32
 }
 
 func (f *flakyStore) Append(ctx context.Context, events []messages.Envelope) error {
@@ -345,32 +349,56 @@ func (f *flakyStore) Append(ctx context.Context, events []messages.Envelope) err
 	fail := f.writes == f.failAt
 	f.mu.Unlock()
 	if fail {
-		return errors.New("disk full")
+		return f.err
 	}
 	return f.EventStore.Append(ctx, events)
 }
 
-func TestSessionActorRestartsAndRefoldsAfterALogFailure(t *testing.T) {
-	var invocations atomic.Int32
-	counter := funcTool{"count", func(context.Context, tools.Call) (string, error) { invocations.Add(1); return "1", nil }}
-	model := &countingModel{Model: script(t, calls(messages.ToolCall{ID: "1", Name: "count", Arguments: "{}"}), llm.ScriptStep{Content: "done"})}
-	h := newHarness(t, harnessOpts{model: model, tools: []tools.Tool{counter}, store: func(l *sqlite.Log) actors.EventStore {
-		return &flakyStore{EventStore: l, failAt: 3} // submit, model reply + tool request, then the tool result fails
-	}})
-	h.submit("s", "t", "go")
-	events := h.wait("s")
-	assertGapFree(t, events)
-	if decode[*messages.TaskCompleted](t, events[len(events)-1]).Output != "done" {
-		t.Fatal("the task must complete after the restart")
-	}
-	// The model's first answer was recorded before the failure: it is never asked again.
-	if model.total() != 2 {
-		t.Fatalf("model calls: %v", model.calls)
-	}
-	// The tool's result was lost with the failed write, so the call is re-issued with the
-	// same key: at most one extra invocation, never for a recorded result.
-	if n := invocations.Load(); n < 1 || n > 2 {
-		t.Fatalf("tool invocations: %d", n)
+func (f *flakyStore) Read(ctx context.Context, id string, from uint64) ([]messages.Envelope, error) {
+	f.reads.Add(1)
+	return f.EventStore.Read(ctx, id, from)
+}
+
+func TestSessionActorRidesOutALogOutageAndRefoldsAfterAConflict(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		err   error
+		folds int32
+	}{
+		// A log that is down is retried in place: no restart, one fold.
+		{"outage", errors.New("disk full"), 1},
+		// A batch the log refuses for its content restarts the actor, which refolds.
+		{"conflict", fmt.Errorf("wrapped: %w", eventlog.ErrSeqConflict), 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var invocations atomic.Int32
+			counter := funcTool{"count", func(context.Context, tools.Call) (string, error) { invocations.Add(1); return "1", nil }}
+			model := &countingModel{Model: script(t, calls(messages.ToolCall{ID: "1", Name: "count", Arguments: "{}"}), llm.ScriptStep{Content: "done"})}
+			var store *flakyStore
+			h := newHarness(t, harnessOpts{model: model, tools: []tools.Tool{counter}, store: func(l *sqlite.Log) actors.EventStore {
+				// submit, model reply + tool request, then the tool result's write fails
+				store = &flakyStore{EventStore: l, failAt: 3, err: c.err}
+				return store
+			}})
+			h.submit("s", "t", "go")
+			events := h.wait("s")
+			assertGapFree(t, events)
+			if decode[*messages.TaskCompleted](t, events[len(events)-1]).Output != "done" {
+				t.Fatal("the task must complete")
+			}
+			// The model's first answer was recorded before the failure: it is never asked again.
+			if model.total() != 2 {
+				t.Fatalf("model calls: %v", model.calls)
+			}
+			// A lost tool result is re-issued with the same key: at most one extra
+			// invocation, never for a recorded result.
+			if n := invocations.Load(); n < 1 || n > 2 {
+				t.Fatalf("tool invocations: %d", n)
+			}
+			if got := store.reads.Load(); got != c.folds {
+				t.Fatalf("folds: %d, want %d", got, c.folds)
+			}
+		})
 	}
 }
 

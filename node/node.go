@@ -168,6 +168,7 @@ type Node struct {
 	hub               *Hub
 
 	redactor    *actors.SecretRedactor
+	stopping    chan struct{}
 	metrics     *Metrics
 	ran         atomic.Bool
 	streamsOnce sync.Once
@@ -183,7 +184,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), redactor: actors.NewSecretRedactor(cfg.Secrets...), metrics: newMetrics()}
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: actors.NewSecretRedactor(cfg.Secrets...), metrics: newMetrics()}
 	if n.log == nil {
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
 		if err != nil {
@@ -237,8 +238,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
 		Store: n.log, Publisher: n.pub, Model: model, Tools: toolPIDs, Clock: cfg.Clock,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
-		Redactor: n.redactor,
-		Agent:    agent,
+		Redactor: n.redactor, Stopping: n.stopping,
+		Agent: agent,
 	}), "sessions")
 	if err != nil {
 		return nil, n.fail(fmt.Errorf("node: spawn session host: %w", err))
@@ -503,6 +504,7 @@ func (n *Node) CloseStreams() {
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
+		close(n.stopping)
 		n.CloseStreams()
 		// A router that never ran has nothing to drain (and its Close would wait out
 		// its timeout for handlers that never started).
