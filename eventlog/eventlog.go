@@ -42,6 +42,9 @@ type Filter struct {
 	SinceUS int64
 	// Limit bounds the number of sessions; 0 means no bound. Negative is invalid.
 	Limit int
+	// Status keeps sessions with this status (messages.StatusRunning, StatusCompleted
+	// or StatusFailed); empty keeps every session. Another value is an error.
+	Status string
 }
 
 // SessionInfo summarises one session of the log.

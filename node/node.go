@@ -366,19 +366,15 @@ func (n *Node) Running() <-chan struct{} { return n.router.Running() }
 
 // resume wakes every session whose latest task is unfinished.
 func (n *Node) resume(ctx context.Context) error {
-	infos, err := n.log.Sessions(ctx, eventlog.Filter{})
+	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning})
 	if err != nil {
 		return err
 	}
-	count := 0
 	for _, s := range infos {
-		if s.Status == messages.StatusRunning {
-			n.system.Root.Send(n.host, &actors.ResumeSession{SessionID: s.ID})
-			count++
-		}
+		n.system.Root.Send(n.host, &actors.ResumeSession{SessionID: s.ID})
 	}
-	if count > 0 {
-		n.cfg.Logger.Info("resuming unfinished sessions", "count", count)
+	if len(infos) > 0 {
+		n.cfg.Logger.Info("resuming unfinished sessions", "count", len(infos))
 	}
 	return nil
 }

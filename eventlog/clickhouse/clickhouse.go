@@ -295,10 +295,25 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: negative limit %d", f.Limit)
 	}
 	q := sessionsQuery
-	var args []any
+	var args, having []any
+	var conds []string
 	if f.SinceUS != 0 { // the zero Filter lists every session, even one started before 1970
-		q += "\nHAVING first_us >= ?"
-		args = append(args, f.SinceUS)
+		conds = append(conds, "first_us >= ?")
+		having = append(having, f.SinceUS)
+	}
+	switch f.Status {
+	case "":
+	case messages.StatusCompleted, messages.StatusFailed:
+		conds = append(conds, "latest_task_type = ?")
+		having = append(having, "task."+f.Status)
+	case messages.StatusRunning:
+		conds = append(conds, "latest_task_type NOT IN ('task.completed', 'task.failed')")
+	default:
+		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: unknown status %q", f.Status)
+	}
+	if len(conds) > 0 {
+		q += "\nHAVING " + strings.Join(conds, " AND ")
+		args = append(args, having...)
 	}
 	q += "\nORDER BY first_us DESC, session_id"
 	if f.Limit > 0 {

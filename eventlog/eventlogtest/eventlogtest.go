@@ -677,6 +677,14 @@ func (s *suite) testSessionsSummary(t *testing.T) {
 	}
 	s.wantSessions(t, l, eventlog.Filter{}, want)
 	s.wantSessions(t, l, eventlog.Filter{Limit: 100}, want)
+	// By status (a node resumes the running ones when it starts), before the limit.
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusRunning}, want[:3])
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusRunning, Limit: 2}, want[:2])
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusFailed}, want[3:4])
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusCompleted}, want[4:])
+	if _, err := l.Sessions(s.ctx(t), eventlog.Filter{Status: "sleeping"}); err == nil {
+		t.Fatal("Sessions(Status: sleeping) succeeded, want an error")
+	}
 }
 
 func (s *suite) testSessionsStatusOutOfOrder(t *testing.T) {

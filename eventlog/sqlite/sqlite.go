@@ -157,7 +157,7 @@ func (l *Log) prepareReads(ctx context.Context) (err error) {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare read: %w", l.path, err)
 	}
 	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, status, events, last_seq, steps, started_us, updated_us
-		FROM sessions WHERE started_us >= ? ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
+		FROM sessions WHERE started_us >= ? AND (? = '' OR status = ?) ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
 	}
 	return nil
@@ -325,7 +325,12 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	if limit == 0 {
 		limit = -1 // no bound
 	}
-	rows, err := l.list.QueryContext(ctx, since, limit)
+	switch f.Status {
+	case "", messages.StatusRunning, messages.StatusCompleted, messages.StatusFailed:
+	default:
+		return nil, fmt.Errorf("eventlog/sqlite: list sessions: unknown status %q", f.Status)
+	}
+	rows, err := l.list.QueryContext(ctx, since, f.Status, f.Status, limit)
 	if err != nil {
 		return nil, l.readErr("list sessions", err)
 	}
