@@ -10,6 +10,7 @@ import (
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -65,16 +66,7 @@ func BenchmarkLoopBare(b *testing.B) {
 
 func benchNode(b *testing.B) *node.Node {
 	b.Helper()
-	n, err := node.New(context.Background(), node.Config{DataDir: b.TempDir(), Model: benchScript(b)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	stop, err := n.Start(context.Background())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(stop)
-	return n
+	return nodetest.Start(b, node.Config{Model: benchScript(b)})
 }
 
 func runTask(b *testing.B, n *node.Node, id string) {

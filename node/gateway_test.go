@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // textOnly is a model without native tool calling: it answers in the ReAct text
@@ -43,45 +44,6 @@ func (f *failing) Generate(context.Context, llm.Request) (llm.Response, error) {
 	return llm.Response{}, &llm.APIError{Provider: "fake", StatusCode: 401, Message: "invalid key"}
 }
 
-func runNode(t *testing.T, cfg node.Config) *node.Node {
-	t.Helper()
-	cfg.DataDir = t.TempDir()
-	n, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	return n
-}
-
-func runTaskEvents(t *testing.T, n *node.Node, id, input string) []messages.Envelope {
-	t.Helper()
-	live, stop := n.Watch(id)
-	defer stop()
-	if _, err := n.Submit(context.Background(), node.Task{Input: input, SessionID: id}); err != nil {
-		t.Fatal(err)
-	}
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case e := <-live:
-			if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
-				events, err := n.Log().Read(context.Background(), id, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				return events
-			}
-		case <-timeout:
-			t.Fatal("task did not finish")
-		}
-	}
-}
-
 func responses(t *testing.T, events []messages.Envelope) []*messages.ModelResponded {
 	var out []*messages.ModelResponded
 	for _, e := range events {
@@ -98,8 +60,8 @@ func responses(t *testing.T, events []messages.Envelope) []*messages.ModelRespon
 
 func TestTextProtocolModelCallsToolsThroughTheLoop(t *testing.T) {
 	m := &textOnly{}
-	n := runNode(t, node.Config{Model: m})
-	events := runTaskEvents(t, n, "react", "What is 6 times 7?")
+	n := nodetest.Start(t, node.Config{Model: m})
+	events := nodetest.Run(t, n, "react", "What is 6 times 7?")
 	last, _ := events[len(events)-1].Decode()
 	if c, ok := last.(*messages.TaskCompleted); !ok || c.Output != "42" {
 		t.Fatalf("result: %+v", last)
@@ -113,12 +75,12 @@ func TestTextProtocolModelCallsToolsThroughTheLoop(t *testing.T) {
 
 func TestFallbackCacheAndQuotaAreRecorded(t *testing.T) {
 	down := &failing{}
-	n := runNode(t, node.Config{Model: down, Fallbacks: []llm.Model{llm.Offline{}}, Gateway: gateway.Config{
+	n := nodetest.Start(t, node.Config{Model: down, Fallbacks: []llm.Model{llm.Offline{}}, Gateway: gateway.Config{
 		Cache:  &gateway.CacheConfig{TTL: time.Hour},
 		Quotas: []gateway.Quota{{Scope: "agent:default", Tokens: 400, Window: time.Hour}},
 		Prices: map[string]gateway.Price{"offline": {Prompt: 1, Completion: 2}},
 	}})
-	first := responses(t, runTaskEvents(t, n, "one", "What is 12 * (7 + 5)?"))
+	first := responses(t, nodetest.Run(t, n, "one", "What is 12 * (7 + 5)?"))
 	if len(first) != 2 || first[0].Model != "offline" || first[0].Cached || first[0].Usage.CostUSD <= 0 {
 		t.Fatalf("fallback: %+v", first[0])
 	}
@@ -126,13 +88,13 @@ func TestFallbackCacheAndQuotaAreRecorded(t *testing.T) {
 		t.Fatalf("a 401 must not be retried: %d calls", down.calls)
 	}
 	// The same opening request in another session comes from the exact cache.
-	second := responses(t, runTaskEvents(t, n, "two", "What is 12 * (7 + 5)?"))
+	second := responses(t, nodetest.Run(t, n, "two", "What is 12 * (7 + 5)?"))
 	if !second[0].Cached {
 		t.Fatalf("second session's first step should be cached: %+v", second[0])
 	}
 	// Keep spending until the agent's quota refuses: the task fails with a clear reason.
 	for i := 0; i < 20; i++ {
-		events := runTaskEvents(t, n, "q"+string(rune('a'+i)), "echo "+strings.Repeat("word ", 40)+string(rune('a'+i)))
+		events := nodetest.Run(t, n, "q"+string(rune('a'+i)), "echo "+strings.Repeat("word ", 40)+string(rune('a'+i)))
 		last, _ := events[len(events)-1].Decode()
 		if f, ok := last.(*messages.TaskFailed); ok {
 			if f.Reason != messages.ReasonModelError || !strings.Contains(f.Error, "token quota exceeded for agent:default") {
@@ -151,9 +113,9 @@ func TestRequestsKeepAByteIdenticalPrefix(t *testing.T) {
 	var mu sync.Mutex
 	var reqs []llm.Request
 	rec := recordingModel{Model: llm.Offline{}, fn: func(r llm.Request) { mu.Lock(); reqs = append(reqs, r); mu.Unlock() }}
-	n := runNode(t, node.Config{Model: rec})
-	runTaskEvents(t, n, "prefix", "What is 2^10?")
-	runTaskEvents(t, n, "prefix", "What is 3^3?")
+	n := nodetest.Start(t, node.Config{Model: rec})
+	nodetest.Run(t, n, "prefix", "What is 2^10?")
+	nodetest.Run(t, n, "prefix", "What is 3^3?")
 	if len(reqs) != 4 {
 		t.Fatalf("%d requests", len(reqs))
 	}

@@ -14,12 +14,13 @@ import (
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // A malformed message on the tasks topic goes to the poison topic with its reason and
 // does not block the messages behind it; a redelivered message is handled once.
 func TestBadBusMessagesArePoisonedAndDuplicatesSkipped(t *testing.T) {
-	n := runNode(t, node.Config{})
+	n := nodetest.Start(t, node.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	poisoned, err := n.Bus().Subscribe(ctx, node.TopicPoison)
@@ -48,7 +49,7 @@ func TestBadBusMessagesArePoisonedAndDuplicatesSkipped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := runTaskEvents(t, n, "after-poison-2", "echo two")
+	events := nodetest.Run(t, n, "after-poison-2", "echo two")
 	if len(events) == 0 {
 		t.Fatal("no events")
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // brokers returns the real Kafka named by TROUPE_TEST_KAFKA, or an in-process kfake.
@@ -44,7 +45,7 @@ func kafkaNode(t *testing.T, b []string) *node.Node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = clients.Close() })
-	return runNode(t, node.Config{Bus: &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}})
+	return nodetest.Start(t, node.Config{Bus: &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}})
 }
 
 // findRecord waits for a record with this key on a topic, reading every partition

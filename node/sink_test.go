@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // failingLog refuses its first writes, as a log in an outage would.
@@ -60,7 +61,7 @@ func TestSinkCopiesEveryEventThroughAnOutage(t *testing.T) {
 	prefix := "sink-" + time.Now().Format("150405.000000")
 	const sessions = 8
 	for i := 0; i < sessions; i++ {
-		runTaskEvents(t, n, fmt.Sprintf("%s-%d", prefix, i), "What is 6 * 7?")
+		nodetest.Run(t, n, fmt.Sprintf("%s-%d", prefix, i), "What is 6 * 7?")
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for i := 0; i < sessions; i++ {

@@ -11,8 +11,8 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
-	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // The replay commands against the ClickHouse event log, which a node writes to.
@@ -40,23 +40,12 @@ func TestReplayAgainstClickHouse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- n.Run(runCtx) }()
-	<-n.Running()
-	live, stop := n.Watch("ch-1")
-	if _, err := n.Submit(ctx, node.Task{Input: "What is 12 * (7 + 5)?", SessionID: "ch-1"}); err != nil {
+	stop, err := n.Start(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
-	for e := range live {
-		if e.Type == messages.TypeTaskCompleted {
-			break
-		}
-	}
+	nodetest.Run(t, n, "ch-1", "What is 12 * (7 + 5)?")
 	stop()
-	cancel()
-	_ = n.Close()
-	<-done
 	_ = log.Close()
 
 	code, out, errs := replay(t, "list", "--clickhouse", addr)

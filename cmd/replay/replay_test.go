@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // recordSession runs one task on an embedded node in dir and returns its session ID.
@@ -27,22 +28,8 @@ func recordSession(t *testing.T, dir, input string) string {
 	}
 	defer stop()
 	id := fmt.Sprintf("rec-%d", time.Now().UnixNano())
-	events, stop := n.Watch(id)
-	defer stop()
-	if _, err := n.Submit(context.Background(), node.Task{Input: input, SessionID: id}); err != nil {
-		t.Fatal(err)
-	}
-	timeout := time.After(10 * time.Second)
-	for {
-		select {
-		case e := <-events:
-			if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
-				return id
-			}
-		case <-timeout:
-			t.Fatal("task did not finish")
-		}
-	}
+	nodetest.Run(t, n, id, input)
+	return id
 }
 
 func replay(t *testing.T, args ...string) (int, string, string) {
