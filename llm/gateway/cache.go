@@ -44,8 +44,7 @@ func exactKey(model string, req llm.Request) string {
 	return req.Scope.Agent + "\x00" + model + "\x00" + llm.PromptHash(req)
 }
 
-func (c *exactCache) get(model string, req llm.Request) (llm.Response, bool) {
-	k := exactKey(model, req)
+func (c *exactCache) get(k string) (llm.Response, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[k]
@@ -57,8 +56,7 @@ func (c *exactCache) get(model string, req llm.Request) (llm.Response, bool) {
 	return r, true
 }
 
-func (c *exactCache) put(model string, req llm.Request, resp llm.Response) {
-	k := exactKey(model, req)
+func (c *exactCache) put(k string, resp llm.Response) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.m[k]; !ok {
@@ -125,25 +123,39 @@ func semanticParts(model string, req llm.Request) (text, prefix string, ok bool)
 	return req.Messages[n-1].Content, b.String(), true
 }
 
-func (c *semanticCache) get(ctx context.Context, model string, req llm.Request) (llm.Response, bool) {
+// semanticKey is what the semantic cache looks a request up by, and stores its answer
+// under: computed (and the text embedded) once per call.
+type semanticKey struct {
+	ns, prefix string
+	vec        []float32 // nil when the request is not cacheable or embedding failed
+}
+
+func (c *semanticCache) key(ctx context.Context, model string, req llm.Request) semanticKey {
 	text, prefix, ok := semanticParts(model, req)
 	if !ok {
-		return llm.Response{}, false
+		return semanticKey{}
 	}
 	vecs, err := c.cfg.Embedder.Embed(ctx, []string{text})
 	if err != nil || len(vecs) != 1 {
-		return llm.Response{}, false // a cache miss, not a failure
+		return semanticKey{} // a cache miss, not a failure
+	}
+	return semanticKey{ns: req.Scope.Agent, prefix: prefix, vec: vecs[0]}
+}
+
+func (c *semanticCache) get(k semanticKey) (llm.Response, bool) {
+	if k.vec == nil {
+		return llm.Response{}, false
 	}
 	now := c.clock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	best, bestScore := -1, c.cfg.Threshold
-	entries := c.ns[req.Scope.Agent]
+	entries := c.ns[k.ns]
 	for i, e := range entries {
-		if e.prefix != prefix || !now.Before(e.expires) {
+		if e.prefix != k.prefix || !now.Before(e.expires) {
 			continue
 		}
-		if s := cosine(vecs[0], e.vec); s >= bestScore {
+		if s := cosine(k.vec, e.vec); s >= bestScore {
 			best, bestScore = i, s
 		}
 	}
@@ -155,23 +167,17 @@ func (c *semanticCache) get(ctx context.Context, model string, req llm.Request) 
 	return r, true
 }
 
-func (c *semanticCache) put(ctx context.Context, model string, req llm.Request, resp llm.Response) {
-	text, prefix, ok := semanticParts(model, req)
-	if !ok {
-		return
-	}
-	vecs, err := c.cfg.Embedder.Embed(ctx, []string{text})
-	if err != nil || len(vecs) != 1 {
+func (c *semanticCache) put(k semanticKey, resp llm.Response) {
+	if k.vec == nil {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	ns := req.Scope.Agent
-	entries := append(c.ns[ns], semanticEntry{vec: vecs[0], prefix: prefix, resp: resp, expires: c.clock().Add(c.cfg.TTL)})
+	entries := append(c.ns[k.ns], semanticEntry{vec: k.vec, prefix: k.prefix, resp: resp, expires: c.clock().Add(c.cfg.TTL)})
 	if len(entries) > c.cfg.MaxEntries {
 		entries = entries[len(entries)-c.cfg.MaxEntries:]
 	}
-	c.ns[ns] = entries
+	c.ns[k.ns] = entries
 }
 
 func cosine(a, b []float32) float64 {

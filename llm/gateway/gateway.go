@@ -188,10 +188,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 
 // Generate implements llm.Model.
 func (g *Gateway) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	var keys cacheKeys
 	if !req.NoCache {
-		if r, ok := g.lookup(ctx, req); ok {
+		r, k, ok := g.lookup(ctx, req)
+		if ok {
 			return r, nil
 		}
+		keys = k
 	}
 	if err := g.checkQuota(req.Scope); err != nil {
 		return llm.Response{}, err
@@ -205,7 +208,7 @@ func (g *Gateway) Generate(ctx context.Context, req llm.Request) (llm.Response, 
 				resp.Model = m.Name()
 			}
 			if !req.NoCache {
-				g.store(ctx, req, resp)
+				g.store(keys, resp)
 			}
 			return resp, nil
 		}
@@ -371,25 +374,35 @@ func (g *Gateway) charge(s llm.Scope, tokens int64) {
 	}
 }
 
-func (g *Gateway) lookup(ctx context.Context, req llm.Request) (llm.Response, bool) {
-	if g.exact != nil {
-		if r, ok := g.exact.get(g.name, req); ok {
-			return r, true
-		}
-	}
-	if g.seman != nil {
-		if r, ok := g.seman.get(ctx, g.name, req); ok {
-			return r, true
-		}
-	}
-	return llm.Response{}, false
+// cacheKeys are a request's keys in the caches, computed once per call: hashing the
+// prompt and embedding the question are the costly part of a lookup.
+type cacheKeys struct {
+	exact    string
+	semantic semanticKey
 }
 
-func (g *Gateway) store(ctx context.Context, req llm.Request, resp llm.Response) {
+func (g *Gateway) lookup(ctx context.Context, req llm.Request) (llm.Response, cacheKeys, bool) {
+	var k cacheKeys
 	if g.exact != nil {
-		g.exact.put(g.name, req, resp)
+		k.exact = exactKey(g.name, req)
+		if r, ok := g.exact.get(k.exact); ok {
+			return r, k, true
+		}
 	}
 	if g.seman != nil {
-		g.seman.put(ctx, g.name, req, resp)
+		k.semantic = g.seman.key(ctx, g.name, req)
+		if r, ok := g.seman.get(k.semantic); ok {
+			return r, k, true
+		}
+	}
+	return llm.Response{}, k, false
+}
+
+func (g *Gateway) store(k cacheKeys, resp llm.Response) {
+	if g.exact != nil {
+		g.exact.put(k.exact, resp)
+	}
+	if g.seman != nil {
+		g.seman.put(k.semantic, resp)
 	}
 }
