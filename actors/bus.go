@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"encoding/json"
-
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/messages"
@@ -17,5 +15,3 @@ func busMessage(id, sessionID string, typ messages.Type, payload []byte) *messag
 	}
 	return m
 }
-
-func marshalResult(r messages.TaskResult) ([]byte, error) { return json.Marshal(r) }

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -338,9 +339,9 @@ func (a *SessionActor) eventAt(p messages.Payload, cause, task string, seq uint6
 // step applies the given events, lets the agent decide until it waits on an effect,
 // appends everything as one batch, publishes it, then issues the new effects.
 func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error {
-	// Apply to a scratch copy first? Apply is cheap to redo: on a failed append the
-	// actor restarts and refolds from the log, so the in-memory state never survives
-	// a write it does not reflect.
+	// The state is updated before the batch is durable. That is safe: a write that
+	// fails for good restarts the actor, which refolds from the log, so in-memory
+	// state never outlives a write it does not reflect.
 	for i := range batch {
 		// Inputs and effect results may carry secrets; decisions are built from them.
 		batch[i].Payload = a.deps.Redactor.Redact(batch[i].Payload)
@@ -467,7 +468,7 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 		msgs = append(msgs, busMessage(e.ID, e.SessionID, e.Type, b))
 		if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
 			status, output, errMsg, _ := a.state.Task(e.CorrelationID)
-			r, err := marshalResult(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg})
+			r, err := json.Marshal(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg})
 			if err == nil {
 				results = append(results, busMessage(e.ID+"/result", a.id, "", r))
 				replyTopics = append(replyTopics, a.replyTopic(e.CorrelationID))

@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,8 +101,8 @@ func DecodeTask(body []byte) (Task, error) {
 type SessionStatus = messages.TaskResult
 
 // Status folds a session's events into its status; ok is false for an unknown session.
-func (n *Node) Status(r *http.Request, id string) (SessionStatus, bool, error) {
-	events, err := n.log.Read(r.Context(), id, 1)
+func (n *Node) Status(ctx context.Context, id string) (SessionStatus, bool, error) {
+	events, err := n.log.Read(ctx, id, 1)
 	if err != nil || len(events) == 0 {
 		return SessionStatus{}, false, err
 	}
@@ -117,7 +118,7 @@ func (n *Node) Status(r *http.Request, id string) (SessionStatus, bool, error) {
 
 func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	s, ok, err := n.Status(r, id)
+	s, ok, err := n.Status(r.Context(), id)
 	switch {
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
@@ -164,7 +165,7 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	if _, ok, err := n.Status(r, id); err != nil || !ok {
+	if _, ok, err := n.Status(r.Context(), id); err != nil || !ok {
 		writeError(w, http.StatusNotFound, "no session %q", id)
 		return
 	}
