@@ -1,0 +1,161 @@
+package messages
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Internal topics of a cluster. Session actors on one node ask nodes with the tools or
+// models role to perform effects through them; the answer comes back on TopicReplies
+// to the node that asked (metadata MetaReplyNode), correlated by the request's message
+// ID (metadata MetaCorrelationID) and matched to the session by the effect's Key.
+const (
+	// TopicToolRequests carries EffectRequests with a Tool, keyed by session ID.
+	TopicToolRequests = "troupe.tool.requests"
+	// TopicModelRequests carries EffectRequests with a Model call, keyed by session ID.
+	TopicModelRequests = "troupe.model.requests"
+	// TopicReplies carries EffectReplies, keyed by session ID.
+	TopicReplies = "troupe.replies"
+)
+
+// Metadata keys of internal messages.
+const (
+	// MetaReplyNode names the node an EffectReply is for.
+	MetaReplyNode = "reply_node"
+	// MetaCorrelationID is set on a reply to the ID of the message it answers.
+	MetaCorrelationID = "correlation_id"
+	// TypeCancelRequested marks (in MetaType) a CancelRequest on TopicTasks.
+	TypeCancelRequested = "task.cancel"
+)
+
+// CommandVersion is the schema version of the commands in this file (EffectRequest,
+// EffectReply, CancelRequest). They are never stored as events, but nodes of two
+// builds talk through them during a rolling upgrade: a node refuses a newer version
+// with ErrFutureVersion instead of misreading it.
+const CommandVersion = 1
+
+// EffectRequest asks for one effect (a tool call or a model call) on behalf of a
+// session hosted on another node. Key is the effect's idempotency key: a request
+// delivered twice, or issued again by the session's next owner after a crash, carries
+// the same Key, and tools perform their side effect once per Key.
+type EffectRequest struct {
+	V          int    `json:"v"`
+	SessionID  string `json:"session_id"`
+	Key        string `json:"key"`
+	ReplyTopic string `json:"reply_topic"`
+	ReplyNode  string `json:"reply_node"`
+	// Exactly one of Tool and Model is set.
+	Tool  *ToolCallRequested `json:"tool,omitempty"`
+	Model *ModelCall         `json:"model,omitempty"`
+}
+
+// ModelCall is the model request of an EffectRequest: the conversation and tools the
+// session's agent sends, and on whose behalf (for quotas, prices and caches).
+type ModelCall struct {
+	Step     int           `json:"step"`
+	Messages []ChatMessage `json:"messages"`
+	Tools    []ToolSpec    `json:"tools,omitempty"`
+	Agent    string        `json:"agent,omitempty"`
+	Team     string        `json:"team,omitempty"`
+	// ScopeKey names the API key or tenant billed (a name, never the secret).
+	ScopeKey string `json:"scope_key,omitempty"`
+	NoCache  bool   `json:"no_cache,omitempty"`
+}
+
+// EffectReply answers an EffectRequest. Output is a tool's result; Model, Message,
+// Usage and Cached a model's answer; Error says the effect failed for good.
+type EffectReply struct {
+	V         int          `json:"v"`
+	SessionID string       `json:"session_id"`
+	Key       string       `json:"key"`
+	Output    string       `json:"output,omitempty"`
+	Model     string       `json:"model,omitempty"`
+	Message   *ChatMessage `json:"message,omitempty"`
+	Usage     Usage        `json:"usage"`
+	Cached    bool         `json:"cached,omitempty"`
+	Error     string       `json:"error,omitempty"`
+	LatencyUS int64        `json:"latency_us"`
+}
+
+// CancelRequest asks the node that owns a session to cancel its running task. It
+// travels on TopicTasks (MetaType TypeCancelRequested), so it reaches the owner in
+// order with the session's tasks.
+type CancelRequest struct {
+	V         int    `json:"v"`
+	SessionID string `json:"session_id"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// EncodeCommand encodes an EffectRequest, EffectReply or CancelRequest, stamping the
+// current CommandVersion.
+func EncodeCommand(c any) ([]byte, error) {
+	switch v := c.(type) {
+	case *EffectRequest:
+		v.V = CommandVersion
+	case *EffectReply:
+		v.V = CommandVersion
+	case *CancelRequest:
+		v.V = CommandVersion
+	default:
+		return nil, fmt.Errorf("messages: %T is not a command", c)
+	}
+	return json.Marshal(c)
+}
+
+// DecodeEffectRequest decodes and validates an EffectRequest.
+func DecodeEffectRequest(b []byte) (EffectRequest, error) {
+	var r EffectRequest
+	if err := decodeCommand(b, &r, &r.V); err != nil {
+		return r, err
+	}
+	switch {
+	case r.SessionID == "" || r.Key == "":
+		return r, fmt.Errorf("%w: effect request without session_id or key", ErrCorrupt)
+	case r.ReplyTopic == "" || r.ReplyNode == "":
+		return r, fmt.Errorf("%w: effect request %s without reply_topic or reply_node", ErrCorrupt, r.Key)
+	case (r.Tool == nil) == (r.Model == nil):
+		return r, fmt.Errorf("%w: effect request %s must name exactly one of tool and model", ErrCorrupt, r.Key)
+	case r.Tool != nil && (r.Tool.Tool == "" || r.Tool.Key != r.Key):
+		return r, fmt.Errorf("%w: effect request %s: tool call without a name or with another key", ErrCorrupt, r.Key)
+	}
+	return r, nil
+}
+
+// DecodeEffectReply decodes and validates an EffectReply.
+func DecodeEffectReply(b []byte) (EffectReply, error) {
+	var r EffectReply
+	if err := decodeCommand(b, &r, &r.V); err != nil {
+		return r, err
+	}
+	if r.SessionID == "" || r.Key == "" {
+		return r, fmt.Errorf("%w: effect reply without session_id or key", ErrCorrupt)
+	}
+	return r, nil
+}
+
+// DecodeCancelRequest decodes and validates a CancelRequest.
+func DecodeCancelRequest(b []byte) (CancelRequest, error) {
+	var r CancelRequest
+	if err := decodeCommand(b, &r, &r.V); err != nil {
+		return r, err
+	}
+	if r.SessionID == "" {
+		return r, fmt.Errorf("%w: cancel request without session_id", ErrCorrupt)
+	}
+	return r, nil
+}
+
+func decodeCommand(b []byte, into any, version *int) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	if err := d.Decode(into); err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	if d.More() {
+		return fmt.Errorf("%w: trailing data after command", ErrCorrupt)
+	}
+	if *version > CommandVersion {
+		return fmt.Errorf("%w: command v%d, this build reads up to v%d", ErrFutureVersion, *version, CommandVersion)
+	}
+	return nil
+}

@@ -1,0 +1,94 @@
+package messages_test
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// TestCommandGolden pins the encoding of the internal commands nodes exchange: nodes
+// of two builds talk through them during a rolling upgrade.
+func TestCommandGolden(t *testing.T) {
+	msg := messages.ChatMessage{Role: messages.RoleAssistant, Content: "144"}
+	cases := []struct {
+		name   string
+		cmd    any
+		decode func([]byte) (any, error)
+	}{
+		{"effect.request.tool", &messages.EffectRequest{SessionID: "s-1", Key: "s-1/5", ReplyTopic: messages.TopicReplies, ReplyNode: "node-a",
+			Tool: &messages.ToolCallRequested{Key: "s-1/5", CallID: "call_1", Tool: "calculator", Arguments: `{"expression":"2+2"}`, Step: 1}},
+			func(b []byte) (any, error) { r, err := messages.DecodeEffectRequest(b); return &r, err }},
+		{"effect.request.model", &messages.EffectRequest{SessionID: "s-1", Key: "s-1/3", ReplyTopic: messages.TopicReplies, ReplyNode: "node-a",
+			Model: &messages.ModelCall{Step: 1, Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: "2+2?"}},
+				Tools: []messages.ToolSpec{{Name: "calculator", Description: "evaluates"}}, Agent: "default", Team: "t", ScopeKey: "k", NoCache: true}},
+			func(b []byte) (any, error) { r, err := messages.DecodeEffectRequest(b); return &r, err }},
+		{"effect.reply", &messages.EffectReply{SessionID: "s-1", Key: "s-1/3", Model: "offline", Message: &msg,
+			Usage: messages.Usage{PromptTokens: 10, CompletionTokens: 2}, Cached: true, LatencyUS: 812},
+			func(b []byte) (any, error) { r, err := messages.DecodeEffectReply(b); return &r, err }},
+		{"task.cancel", &messages.CancelRequest{SessionID: "s-1", Reason: "user asked"},
+			func(b []byte) (any, error) { r, err := messages.DecodeCancelRequest(b); return &r, err }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := messages.EncodeCommand(c.cmd)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join("testdata", "command."+c.name+".json")
+			if *update {
+				if err := os.WriteFile(path, append(got, '\n'), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("golden file: %v (run go test ./messages -update once to create it)", err)
+			}
+			if !bytes.Equal(got, bytes.TrimSpace(want)) {
+				t.Fatalf("encoding changed:\n got %s\nwant %s", got, want)
+			}
+			back, err := c.decode(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(back, c.cmd) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", back, c.cmd)
+			}
+		})
+	}
+}
+
+func TestCommandRejects(t *testing.T) {
+	bad := map[string]string{
+		"not json":          `{"v":1,`,
+		"trailing data":     `{"v":1,"session_id":"s","key":"k","reply_topic":"r","reply_node":"n","tool":{"key":"k","tool":"x"}} {}`,
+		"no key":            `{"v":1,"session_id":"s","reply_topic":"r","reply_node":"n","tool":{"key":"k","tool":"x"}}`,
+		"no reply node":     `{"v":1,"session_id":"s","key":"k","reply_topic":"r","tool":{"key":"k","tool":"x"}}`,
+		"tool and model":    `{"v":1,"session_id":"s","key":"k","reply_topic":"r","reply_node":"n","tool":{"key":"k","tool":"x"},"model":{"step":1,"messages":[]}}`,
+		"neither":           `{"v":1,"session_id":"s","key":"k","reply_topic":"r","reply_node":"n"}`,
+		"tool key mismatch": `{"v":1,"session_id":"s","key":"k","reply_topic":"r","reply_node":"n","tool":{"key":"other","tool":"x"}}`,
+	}
+	for name, b := range bad {
+		if _, err := messages.DecodeEffectRequest([]byte(b)); !errors.Is(err, messages.ErrCorrupt) {
+			t.Errorf("%s: err = %v, want ErrCorrupt", name, err)
+		}
+	}
+	future := `{"v":2,"session_id":"s","key":"k","reply_topic":"r","reply_node":"n","tool":{"key":"k","tool":"x"}}`
+	if _, err := messages.DecodeEffectRequest([]byte(future)); !errors.Is(err, messages.ErrFutureVersion) {
+		t.Errorf("future version: err = %v, want ErrFutureVersion", err)
+	}
+	if _, err := messages.DecodeEffectReply([]byte(`{"v":1,"key":"k"}`)); !errors.Is(err, messages.ErrCorrupt) {
+		t.Errorf("reply without session: err = %v", err)
+	}
+	if _, err := messages.DecodeCancelRequest([]byte(`{"v":1}`)); !errors.Is(err, messages.ErrCorrupt) {
+		t.Errorf("cancel without session: err = %v", err)
+	}
+	if _, err := messages.EncodeCommand(struct{}{}); err == nil {
+		t.Error("EncodeCommand of a non-command: no error")
+	}
+}
