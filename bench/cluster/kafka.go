@@ -1,0 +1,416 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+var benchTopics = []string{messages.TopicTasks, messages.TopicEvents, messages.TopicResults}
+
+func layout(partitions int) kafka.TopicLayout {
+	return kafka.TopicLayout{InitializeTopics: true, Default: kafka.TopicConfig{Partitions: partitions}}
+}
+
+// ensureTopics creates the troupe topics that are missing (an existing topic is left
+// as it is) and waits until the cluster knows them.
+func ensureTopics(ctx context.Context, brokers []string, partitions int) error {
+	s, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, Topics: layout(partitions)}, watermill.NopLogger{})
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	for _, t := range benchTopics {
+		if err := s.SubscribeInitialize(t); err != nil {
+			return fmt.Errorf("create topic %s: %w", t, err)
+		}
+	}
+	return ctx.Err()
+}
+
+func adminClient(brokers []string) *kafkago.Client {
+	return &kafkago.Client{Addr: kafkago.TCP(brokers...), Timeout: 10 * time.Second}
+}
+
+// partitionCount returns the number of partitions of topic.
+func partitionCount(ctx context.Context, c *kafkago.Client, topic string) (int, error) {
+	md, err := c.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
+	if err != nil {
+		return 0, err
+	}
+	for _, t := range md.Topics {
+		if t.Name == topic {
+			if t.Error != nil {
+				return 0, fmt.Errorf("metadata of %s: %w", topic, t.Error)
+			}
+			return len(t.Partitions), nil
+		}
+	}
+	return 0, fmt.Errorf("metadata of %s: topic not found", topic)
+}
+
+// startGroupAtEnd commits, for a consumer group no one has joined yet, the current
+// end of every partition of topic: the group's members then skip whatever earlier
+// runs left on the topic, and start with the tasks this run publishes.
+func startGroupAtEnd(ctx context.Context, c *kafkago.Client, group, topic string, partitions int) error {
+	req := &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{}}
+	for p := range partitions {
+		req.Topics[topic] = append(req.Topics[topic], kafkago.LastOffsetOf(p))
+	}
+	offs, err := c.ListOffsets(ctx, req)
+	if err != nil {
+		return fmt.Errorf("list offsets of %s: %w", topic, err)
+	}
+	commit := &kafkago.OffsetCommitRequest{GroupID: group, GenerationID: -1, Topics: map[string][]kafkago.OffsetCommit{}}
+	for _, po := range offs.Topics[topic] {
+		if po.Error != nil {
+			return fmt.Errorf("end offset of %s/%d: %w", topic, po.Partition, po.Error)
+		}
+		commit.Topics[topic] = append(commit.Topics[topic], kafkago.OffsetCommit{Partition: po.Partition, Offset: po.LastOffset})
+	}
+	if n := len(commit.Topics[topic]); n != partitions {
+		return fmt.Errorf("end offsets of %s: got %d partitions, want %d", topic, n, partitions)
+	}
+	res, err := c.OffsetCommit(ctx, commit)
+	if err != nil {
+		return fmt.Errorf("commit start offsets for group %s: %w", group, err)
+	}
+	for _, p := range res.Topics[topic] {
+		if p.Error != nil {
+			return fmt.Errorf("commit start offset of %s/%d for group %s: %w", topic, p.Partition, group, p.Error)
+		}
+	}
+	return nil
+}
+
+// waitForGroup waits until the group is stable with members members that between
+// them are assigned every partition of topic, so that no rebalance runs while tasks
+// are measured.
+func waitForGroup(ctx context.Context, c *kafkago.Client, group, topic string, members, partitions int) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := "not described yet"
+	for {
+		res, err := c.DescribeGroups(ctx, &kafkago.DescribeGroupsRequest{GroupIDs: []string{group}})
+		if err != nil {
+			last = err.Error()
+		} else {
+			for _, g := range res.Groups {
+				if g.GroupID != group {
+					continue
+				}
+				assigned := map[int]bool{}
+				for _, m := range g.Members {
+					for _, t := range m.MemberAssignments.Topics {
+						if t.Topic == topic {
+							for _, p := range t.Partitions {
+								assigned[p] = true
+							}
+						}
+					}
+				}
+				last = fmt.Sprintf("state %s, %d members, %d of %d partitions assigned (err %v)", g.GroupState, len(g.Members), len(assigned), partitions, g.Error)
+				if g.Error == nil && g.GroupState == "Stable" && len(g.Members) == members && len(assigned) == partitions {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("consumer group %s did not settle: %s: %w", group, last, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// arrival is a result read from troupe.results and when it was read.
+type arrival struct {
+	at  time.Time
+	res messages.TaskResult
+}
+
+// kafkaClient is what an external Kafka client does: publish plain JSON tasks to
+// troupe.tasks, keyed by session ID, and read their results from troupe.results.
+type kafkaClient struct {
+	pub *kafka.Publisher
+	sub *kafka.Subscriber
+
+	mu      sync.Mutex
+	waiting map[string]chan arrival
+
+	measuredPrefix string
+	unmatched      atomic.Int64 // results of measured sessions nobody waited for (duplicates)
+	undecodable    atomic.Int64
+	done           chan struct{}
+}
+
+// newKafkaClient subscribes to troupe.results from the latest offset, in no group,
+// and dispatches results to the tasks waiting for them.
+func newKafkaClient(ctx context.Context, brokers []string, partitions int, measuredPrefix string) (*kafkaClient, error) {
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Topics: layout(partitions)}, watermill.NopLogger{})
+	if err != nil {
+		return nil, err
+	}
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, InitialOffset: kafka.FromLatest, Topics: layout(partitions)}, watermill.NopLogger{})
+	if err != nil {
+		return nil, errors.Join(err, pub.Close())
+	}
+	results, err := sub.Subscribe(ctx, messages.TopicResults)
+	if err != nil {
+		return nil, errors.Join(err, sub.Close(), pub.Close())
+	}
+	c := &kafkaClient{pub: pub, sub: sub, waiting: map[string]chan arrival{}, measuredPrefix: measuredPrefix, done: make(chan struct{})}
+	go c.dispatch(results)
+	return c, nil
+}
+
+func (c *kafkaClient) dispatch(results <-chan *message.Message) {
+	defer close(c.done)
+	for msg := range results {
+		at := time.Now()
+		msg.Ack()
+		var r messages.TaskResult
+		if err := json.Unmarshal(msg.Payload, &r); err != nil || r.SessionID == "" {
+			c.undecodable.Add(1)
+			continue
+		}
+		c.mu.Lock()
+		ch, ok := c.waiting[r.SessionID]
+		if ok {
+			delete(c.waiting, r.SessionID)
+		}
+		c.mu.Unlock()
+		if ok {
+			ch <- arrival{at: at, res: r} // buffered, one result per waiter
+		} else if strings.HasPrefix(r.SessionID, c.measuredPrefix) {
+			c.unmatched.Add(1)
+		}
+	}
+}
+
+func (c *kafkaClient) close() error {
+	err := c.sub.Close()
+	<-c.done
+	return errors.Join(err, c.pub.Close())
+}
+
+// run publishes a task for a new session and waits for its result; the latency is
+// from just before Publish to the moment the result was read.
+func (c *kafkaClient) run(ctx context.Context, id string) (time.Duration, error) {
+	ch := make(chan arrival, 1)
+	c.mu.Lock()
+	c.waiting[id] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.waiting, id)
+		c.mu.Unlock()
+	}()
+	body, err := json.Marshal(node.Task{Input: taskInput, SessionID: id})
+	if err != nil {
+		return 0, err
+	}
+	msg := message.NewMessage(watermill.NewUUID(), body)
+	msg.Metadata.Set(messages.MetaSessionID, id) // the record key
+	start := time.Now()
+	if err := c.pub.Publish(messages.TopicTasks, msg); err != nil {
+		return 0, fmt.Errorf("session %s: publish task: %w", id, err)
+	}
+	select {
+	case a := <-ch:
+		if a.res.Status != messages.StatusCompleted || a.res.Output != taskOutput {
+			return 0, fmt.Errorf("session %s: result %+v, want status %s and output %q", id, a.res, messages.StatusCompleted, taskOutput)
+		}
+		return a.at.Sub(start), nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("session %s: no result on %s: %w", id, messages.TopicResults, ctx.Err())
+	}
+}
+
+// errNoResult is a task whose result did not come in time.
+var errNoResult = errors.New("no result in time")
+
+// cover runs tasks in sessions chosen so that, together, they use every partition of
+// troupe.tasks and of troupe.results, until each partition carried a task and a
+// result that arrived. A result published before the results subscriber's consumer
+// of its partition started is skipped (FromLatest), so a task whose result does not
+// come within a few seconds is run again in another session on the same partitions.
+// It returns the number of sessions it started.
+func (c *kafkaClient) cover(ctx context.Context, prefix string, taskParts, resultParts int) (int, error) {
+	needT, needR := map[int]bool{}, map[int]bool{}
+	for p := range taskParts {
+		needT[p] = true
+	}
+	for p := range resultParts {
+		needR[p] = true
+	}
+	started := 0
+	for round := 0; len(needT)+len(needR) > 0; round++ {
+		if round == 10 {
+			return started, fmt.Errorf("partitions without a result after %d rounds: tasks %v, results %v", round, keys(needT), keys(needR))
+		}
+		// Sessions that cover the missing partitions, fresh IDs every round.
+		type pick struct {
+			id     string
+			tp, rp int
+		}
+		var picks []pick
+		gotT, gotR := map[int]bool{}, map[int]bool{}
+		for i := 0; len(gotT) < len(needT) || len(gotR) < len(needR); i++ {
+			id := fmt.Sprintf("%s-r%d-%04d", prefix, round, i)
+			tp, rp := kafka.Partition([]byte(id), taskParts), kafka.Partition([]byte(id), resultParts)
+			if (needT[tp] && !gotT[tp]) || (needR[rp] && !gotR[rp]) {
+				picks = append(picks, pick{id, tp, rp})
+				if needT[tp] {
+					gotT[tp] = true
+				}
+				if needR[rp] {
+					gotR[rp] = true
+				}
+			}
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var firstErr error
+		for _, p := range picks {
+			started++
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				_, err := c.run(tctx, p.id)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err == nil:
+					delete(needT, p.tp)
+					delete(needR, p.rp)
+				case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+					// try again next round
+				case firstErr == nil:
+					firstErr = err
+				}
+			}()
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return started, firstErr
+		}
+	}
+	return started, nil
+}
+
+func keys(m map[int]bool) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// runKafka measures nodes nodes on Kafka, in one fresh consumer group and sharing
+// one SQLite event log, with tasks published and results read as an external
+// Kafka client would.
+func runKafka(ctx context.Context, o options, scenario string, round, nodes int, brokers []string, runID string) (result, error) {
+	admin := adminClient(brokers)
+	taskParts, err := partitionCount(ctx, admin, messages.TopicTasks)
+	if err != nil {
+		return result{}, err
+	}
+	resultParts, err := partitionCount(ctx, admin, messages.TopicResults)
+	if err != nil {
+		return result{}, err
+	}
+	prefix := fmt.Sprintf("bench-%s-%s-r%d", runID, scenario, round)
+	group := "troupe-" + prefix
+	if err := startGroupAtEnd(ctx, admin, group, messages.TopicTasks, taskParts); err != nil {
+		return result{}, err
+	}
+
+	client, err := newKafkaClient(ctx, brokers, o.partitions, prefix+"-run")
+	if err != nil {
+		return result{}, err
+	}
+	defer func() {
+		if err := client.close(); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: close client: %v\n", scenario, err)
+		}
+	}()
+
+	dir, err := os.MkdirTemp("", "troupe-bench-"+scenario+"-")
+	if err != nil {
+		return result{}, err
+	}
+	defer os.RemoveAll(dir)
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: dir})
+	if err != nil {
+		return result{}, err
+	}
+	defer log.Close()
+
+	var ns []*node.Node
+	for i := range nodes {
+		clients, err := kafka.DialNode(brokers, group, layout(o.partitions), watermill.NopLogger{})
+		if err != nil {
+			return result{}, fmt.Errorf("node %d: %w", i+1, err)
+		}
+		defer clients.Close() // after the node stopped (defers run in reverse)
+		cfg, err := nodeConfig()
+		if err != nil {
+			return result{}, err
+		}
+		cfg.Log = log
+		cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}
+		n, err := node.New(ctx, cfg)
+		if err != nil {
+			return result{}, fmt.Errorf("node %d: %w", i+1, err)
+		}
+		stop, err := n.Start(ctx)
+		if err != nil {
+			_ = n.Close()
+			return result{}, fmt.Errorf("node %d: %w", i+1, err)
+		}
+		defer stop()
+		ns = append(ns, n)
+	}
+	if err := waitForGroup(ctx, admin, group, messages.TopicTasks, nodes, taskParts); err != nil {
+		return result{}, err
+	}
+	covered, err := client.cover(ctx, prefix+"-cover", taskParts, resultParts)
+	if err != nil {
+		return result{}, fmt.Errorf("warm-up over every partition: %w", err)
+	}
+
+	r, err := measure(ctx, o, fmt.Sprintf("%s-r%d", scenario, round), client.run, prefix)
+	if err != nil {
+		return r, err
+	}
+	summary, err := checkLog(ctx, log, covered+o.warmup+o.tasks)
+	r.notes = append(r.notes, summary)
+	for i, n := range ns {
+		r.notes = append(r.notes, fmt.Sprintf("node %d: %s", i+1, handlerStats(n)))
+	}
+	r.notes = append(r.notes, fmt.Sprintf("topics: %s %d partitions, %s %d; %d warm-up sessions to cover them; duplicate results of measured sessions: %d; undecodable results: %d",
+		messages.TopicTasks, taskParts, messages.TopicResults, resultParts, covered, client.unmatched.Load(), client.undecodable.Load()))
+	return r, err
+}
