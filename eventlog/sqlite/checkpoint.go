@@ -11,6 +11,14 @@ import (
 // for a PASSIVE checkpoint, which runs beside new commits and never blocks them.
 // SQLite's automatic checkpoint stays as a backstop, at a much larger WAL, in case
 // the checkpointer falls behind.
+//
+// Both are PASSIVE, which is what makes them safe when several processes share the
+// log (Config.Shared): a PASSIVE checkpoint copies what no reader of any process
+// still needs, never waits for a reader or a writer, and when another process is
+// checkpointing it returns at once (PRAGMA wal_checkpoint reports it busy, not as
+// an error). FULL, RESTART and TRUNCATE wait for other processes' writers and
+// readers, so this package never runs them. Each process asks for checkpoints
+// after its own commits; whichever runs copies the commits of all of them.
 const (
 	// checkpointTxs and checkpointBytes are the writer's work after which it asks for
 	// a checkpoint: a few MiB of WAL.
@@ -36,7 +44,8 @@ func (l *Log) committed(bytes int) {
 }
 
 // runCheckpointer is the checkpointer goroutine. It stops at Close; closing the last
-// connection then checkpoints what is left.
+// connection then checkpoints what is left, unless another process still has the
+// database open (Config.Shared), whose checkpoints then take it.
 func (l *Log) runCheckpointer() {
 	defer close(l.ckDone)
 	for {

@@ -21,10 +21,29 @@ type Config struct {
 	// yet, is an error wrapping ErrNoLog; a schema older than SchemaVersion must be
 	// migrated by opening the log once without ReadOnly. As a WAL reader it shares
 	// the -shm file with the writer, creating it (and -wal) if they are missing. The
-	// write options (SyncFull, MaxGroupEvents, QueueSize, CloseTimeout) are ignored.
+	// write options (Shared, SyncFull, MaxGroupEvents, QueueSize, CloseTimeout) are
+	// ignored.
 	ReadOnly bool
+	// Shared lets several processes on one host write this log at once (a cluster of
+	// nodes on one machine). Open then takes a shared flock on LOCK instead of an
+	// exclusive one: shared openers coexist, an opener without Shared is refused with
+	// eventlog.ErrLocked while any shared one holds the directory, and a shared opener
+	// is refused while one without Shared holds it. Each process keeps its own writer
+	// and group commit; SQLite's write lock (BEGIN IMMEDIATE, waited for up to
+	// BusyTimeout) serializes the transactions of all processes, and every conflict
+	// is decided against the database inside the write transaction: of two processes
+	// appending different events at one (session, seq), exactly one succeeds and the
+	// other gets eventlog.ErrSeqConflict, while appending an event already stored by
+	// any process is a no-op. An append that still finds the database locked after
+	// BusyTimeout fails with an error wrapping ErrBusy: nothing was written, and a
+	// retry may succeed. Read, Sessions and Report see what every process committed;
+	// Stats counts this Log's own work. The processes must share one host and a local
+	// file system: SQLite's WAL mode coordinates them through shared memory (the -shm
+	// file), which network file systems do not provide.
+	Shared bool
 	// BusyTimeout is how long a connection waits for a database lock held by another
-	// connection, such as a checkpoint or an external sqlite3 shell. Default 5s.
+	// connection, such as a checkpoint, an external sqlite3 shell or, with Shared,
+	// the writer of another process. Default 5s.
 	BusyTimeout time.Duration
 	// SyncFull makes every commit wait for fsync (PRAGMA synchronous=FULL), so that
 	// commits survive an operating-system crash or power loss too. The default,

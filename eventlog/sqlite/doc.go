@@ -16,13 +16,35 @@
 // Config.Dir holds events.db (with its -wal and -shm files) and LOCK. Open takes an
 // exclusive flock on LOCK, so a second node on the same directory fails with
 // eventlog.ErrLocked instead of corrupting it; the kernel releases the lock when the
-// process dies. The database runs in WAL mode with synchronous=NORMAL: when Append
+// process dies. (Nodes that mean to share the directory say so: see Shared below.)
+// The database runs in WAL mode with synchronous=NORMAL: when Append
 // returns, the batch survives a crash of the process (kill -9, panic, OOM kill),
 // because the WAL is already in the operating system's hands. An operating-system
 // crash or power loss may roll back the last commits, never corrupt the file; set
 // Config.SyncFull to fsync every commit when that matters more than throughput.
 // Checkpoints, which copy the WAL into events.db and pay the fsyncs, run on a
 // background connection so that no Append waits for them.
+//
+// # Several processes (Shared)
+//
+// Config.Shared lets several node processes on one host write one log at once, such
+// as a cluster on loopback that shares its sessions through Kafka partitions. Each
+// takes a shared flock on LOCK: shared openers coexist, while an opener without
+// Shared is refused with eventlog.ErrLocked as long as a shared one holds the
+// directory, and the other way round. Each process runs its own writer goroutine and
+// group commit; SQLite serializes the transactions of all of them, each begun with
+// BEGIN IMMEDIATE, which waits up to Config.BusyTimeout for the write lock. Nothing
+// about the stored events is cached in memory: inside the transaction, an insert
+// that a key refuses (ON CONFLICT DO NOTHING) is classified by looking the event up
+// again, so an event already stored by any process is a no-op, and a different event
+// at a taken (session, seq) fails with eventlog.ErrSeqConflict; of two processes
+// racing for one (session, seq), exactly one wins. The session summaries are
+// updated in SQL from their stored values, in the same transaction. An Append that
+// finds the database still locked after the timeout fails with ErrBusy, having
+// written nothing: callers retry it like any outage. Readers see every process's
+// commits, and checkpoints are PASSIVE, which never wait for another process. The
+// processes must share a local file system: WAL mode coordinates them through
+// shared memory (the -shm file).
 //
 // # Read-only mode
 //

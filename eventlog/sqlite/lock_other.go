@@ -8,9 +8,10 @@ import (
 	"path/filepath"
 )
 
-// lockDir creates <dir>/LOCK but takes no lock: flock exists on Unix only, so on
-// other systems nothing stops two processes from opening one data directory.
-func lockDir(dir string) (*os.File, error) {
+// lockDir creates <dir>/LOCK but takes no lock, shared or exclusive: flock exists on
+// Unix only, so on other systems nothing stops two processes from opening one data
+// directory.
+func lockDir(dir string, _ bool) (*os.File, error) {
 	f, err := os.OpenFile(filepath.Join(dir, lockFile), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: open lock file: %w", err)
@@ -18,7 +19,7 @@ func lockDir(dir string) (*os.File, error) {
 	return f, nil
 }
 
-func unlockDir(f *os.File) error {
+func unlockDir(f *os.File, _ bool) error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("eventlog/sqlite: release lock: %w", err)
 	}

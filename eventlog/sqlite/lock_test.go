@@ -5,6 +5,7 @@ package sqlite_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -53,22 +54,29 @@ func TestLockInProcess(t *testing.T) {
 const helperEnv = "TROUPE_EVENTLOG_SQLITE_HELPER_DIR"
 
 // TestHelperProcess is not a test: startHelper runs the test binary again with helperEnv set, and this function then plays the other node. It opens
-// the log, appends the events its parent asked for, says "ready", and waits for
-// its stdin to close; the parent kills it with SIGKILL long before that.
+// the log (with Config.Shared if helperEnv_SHARED is set), appends the events its
+// parent asked for to session helperEnv_SESSION ("helper" if unset), says "ready",
+// and waits for its stdin to close; the parent kills it with SIGKILL long before
+// that. If Open fails it prints the error, saying "locked" if it wraps ErrLocked.
 func TestHelperProcess(t *testing.T) {
 	dir := os.Getenv(helperEnv)
 	if dir == "" {
-		t.Skip("helper process of TestLockAcrossProcesses and TestReadOnlyAcrossProcesses")
+		t.Skip("helper process of TestLockAcrossProcesses, TestReadOnlyAcrossProcesses and TestSharedLockAcrossProcesses")
 	}
 	n, _ := strconv.Atoi(os.Getenv(helperEnv + "_EVENTS"))
+	session := cmp.Or(os.Getenv(helperEnv+"_SESSION"), "helper")
 	ctx := testCtx(t)
-	l, err := sqlite.Open(ctx, sqlite.Config{Dir: dir})
+	l, err := sqlite.Open(ctx, sqlite.Config{Dir: dir, Shared: os.Getenv(helperEnv+"_SHARED") != ""})
+	if errors.Is(err, eventlog.ErrLocked) {
+		fmt.Println("helper: locked:", err)
+		os.Exit(2)
+	}
 	if err != nil {
 		fmt.Println("helper: open:", err)
 		os.Exit(2)
 	}
 	for seq := 1; seq <= n; seq++ {
-		if err := l.Append(ctx, []messages.Envelope{event(t, "helper", uint64(seq))}); err != nil {
+		if err := l.Append(ctx, []messages.Envelope{event(t, session, uint64(seq))}); err != nil {
 			fmt.Println("helper: append:", err)
 			os.Exit(2)
 		}
@@ -78,13 +86,34 @@ func TestHelperProcess(t *testing.T) {
 	_ = l.Close()
 }
 
+// helper says how startHelper runs TestHelperProcess.
+type helper struct {
+	events  int    // appended before it says ready
+	session string // "helper" if empty
+	shared  bool   // Config.Shared
+}
+
 // startHelper runs the test binary again as TestHelperProcess on dir, and returns
 // once the helper has appended events events and holds the directory. The helper is
 // killed at the end of the test.
 func startHelper(ctx context.Context, t *testing.T, dir string, events int) *exec.Cmd {
 	t.Helper()
+	cmd, err := spawnHelper(ctx, t, dir, helper{events: events})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd
+}
+
+// spawnHelper runs TestHelperProcess as h says, and returns once it is ready, or
+// an error with its output if it exits before.
+func spawnHelper(ctx context.Context, t *testing.T, dir string, h helper) (*exec.Cmd, error) {
+	t.Helper()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
-	cmd.Env = append(os.Environ(), helperEnv+"="+dir, helperEnv+"_EVENTS="+strconv.Itoa(events))
+	cmd.Env = append(os.Environ(), helperEnv+"="+dir, helperEnv+"_EVENTS="+strconv.Itoa(h.events), helperEnv+"_SESSION="+h.session)
+	if h.shared {
+		cmd.Env = append(cmd.Env, helperEnv+"_SHARED=1")
+	}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -114,13 +143,11 @@ func startHelper(ctx context.Context, t *testing.T, dir string, events int) *exe
 	}()
 	select {
 	case err := <-ready:
-		if err != nil {
-			t.Fatal(err)
-		}
+		return cmd, err
 	case <-ctx.Done():
 		t.Fatal("the helper process was not ready in time")
+		return nil, nil
 	}
-	return cmd
 }
 
 // TestLockAcrossProcesses runs a second node as a child process on the same data

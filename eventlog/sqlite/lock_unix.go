@@ -14,45 +14,75 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 )
 
-// lockDir takes an exclusive flock on <dir>/LOCK and writes this process's pid into
-// it. flock locks belong to the open file description, so a second lockDir on the same
-// directory fails whether it comes from another process or from this one. The kernel
-// releases the lock when the process dies, however it dies.
-func lockDir(dir string) (*os.File, error) {
+// lockDir takes a flock on <dir>/LOCK: an exclusive one, or with shared a shared one
+// (Config.Shared), which other shared openers may hold too. An exclusive holder
+// writes its pid into the file, for the error of whoever it refuses; shared holders
+// leave the file alone. flock locks belong to the open file description, so a
+// conflicting lockDir on the same directory fails whether it comes from another
+// process or from this one. The kernel releases the lock when the process dies,
+// however it dies.
+func lockDir(dir string, shared bool) (*os.File, error) {
 	path := filepath.Join(dir, lockFile)
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: open lock file: %w", err)
 	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
+	how := syscall.LOCK_EX
+	if shared {
+		how = syscall.LOCK_SH
 	}
-	if err != nil {
+	if err := flock(f, how); err != nil {
+		defer f.Close()
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("eventlog/sqlite: lock %s: %w", path, err)
+		}
+		// Who holds it? A shared lock that f can take too means shared holders
+		// (they may have changed since, which only makes the message stale).
+		if !shared && flock(f, syscall.LOCK_SH) == nil {
+			return nil, fmt.Errorf("%w: %s (shared by nodes opened with Config.Shared): stop the other nodes using this data directory, open this one with Shared too, or give it another",
+				eventlog.ErrLocked, dir)
+		}
 		holder := ""
 		if b, rerr := os.ReadFile(path); rerr == nil {
 			if pid, perr := strconv.Atoi(string(bytes.TrimSpace(b))); perr == nil {
-				holder = fmt.Sprintf(" (held by pid %d)", pid)
+				holder = fmt.Sprintf("pid %d", pid)
 			}
 		}
-		_ = f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: %s%s: stop the other node using this data directory, or give this one another",
-				eventlog.ErrLocked, dir, holder)
+		switch {
+		case shared && holder != "":
+			holder = " (held by " + holder + ", opened without Config.Shared)"
+		case shared:
+			holder = " (held by a node opened without Config.Shared)"
+		case holder != "":
+			holder = " (held by " + holder + ")"
 		}
-		return nil, fmt.Errorf("eventlog/sqlite: lock %s: %w", path, err)
+		return nil, fmt.Errorf("%w: %s%s: stop the other node using this data directory, or give this one another",
+			eventlog.ErrLocked, dir, holder)
 	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	if !shared {
+		if err := f.Truncate(0); err == nil {
+			_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		}
 	}
 	return f, nil
 }
 
-// unlockDir releases the lock taken by lockDir.
-func unlockDir(f *os.File) error {
-	_ = f.Truncate(0)
+// flock takes a lock of kind how (LOCK_EX or LOCK_SH) on f without waiting.
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// unlockDir releases the lock taken by lockDir, clearing the pid an exclusive holder
+// wrote.
+func unlockDir(f *os.File, shared bool) error {
+	if !shared {
+		_ = f.Truncate(0)
+	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("eventlog/sqlite: release lock: %w", err)
 	}

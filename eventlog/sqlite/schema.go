@@ -48,31 +48,56 @@ var migrations = [][]string{
 const SchemaVersion = 1 // = len(migrations), checked by a test
 
 // migrate brings the database on conn to SchemaVersion, one transaction per step. It
-// is idempotent, and refuses a database written by a newer build.
+// is idempotent, and refuses a database written by a newer build. Each step takes
+// the write lock first (BEGIN IMMEDIATE) and reads the version again inside it, so
+// that processes opening one fresh Shared log at once migrate it once.
 func migrate(ctx context.Context, conn *sql.Conn, path string) error {
-	var v int
-	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
-		return fmt.Errorf("eventlog/sqlite: read schema version of %s: %w", path, err)
-	}
-	if v > SchemaVersion {
-		return fmt.Errorf("eventlog/sqlite: %s has schema version %d, this build knows up to %d: run a newer build",
-			path, v, SchemaVersion)
-	}
-	for ; v < SchemaVersion; v++ {
-		tx, err := conn.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("eventlog/sqlite: migrate %s to schema %d: %w", path, v+1, err)
+	version := func() (int, error) {
+		var v int
+		if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			return 0, fmt.Errorf("eventlog/sqlite: read schema version of %s: %w", path, err)
 		}
-		stmts := slices.Concat(migrations[v], []string{fmt.Sprintf("PRAGMA user_version = %d", v+1)})
-		for _, stmt := range stmts {
-			if _, err := tx.ExecContext(ctx, stmt); err != nil {
-				_ = tx.Rollback()
-				return fmt.Errorf("eventlog/sqlite: migrate %s to schema %d: %w", path, v+1, err)
+		if v > SchemaVersion {
+			return 0, fmt.Errorf("eventlog/sqlite: %s has schema version %d, this build knows up to %d: run a newer build",
+				path, v, SchemaVersion)
+		}
+		return v, nil
+	}
+	if v, err := version(); err != nil || v == SchemaVersion {
+		return err // up to date: no write lock needed
+	}
+	for {
+		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+			return fmt.Errorf("eventlog/sqlite: migrate %s: begin: %w", path, err)
+		}
+		v, err := version()
+		if err == nil && v == SchemaVersion { // done, by this loop or by another process
+			if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+				return fmt.Errorf("eventlog/sqlite: migrate %s: commit: %w", path, err)
+			}
+			return nil
+		}
+		if err == nil {
+			err = migrateStep(ctx, conn, v)
+			if err != nil {
+				err = fmt.Errorf("eventlog/sqlite: migrate %s to schema %d: %w", path, v+1, err)
 			}
 		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("eventlog/sqlite: migrate %s to schema %d: %w", path, v+1, err)
+		if err != nil {
+			_, _ = conn.ExecContext(ctx, "ROLLBACK")
+			return err
 		}
 	}
-	return nil
+}
+
+// migrateStep moves the schema from version v to v+1 and commits, inside the
+// transaction that migrate began.
+func migrateStep(ctx context.Context, conn *sql.Conn, v int) error {
+	for _, stmt := range slices.Concat(migrations[v], []string{fmt.Sprintf("PRAGMA user_version = %d", v+1)}) {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	_, err := conn.ExecContext(ctx, "COMMIT")
+	return err
 }

@@ -28,7 +28,8 @@ const (
 
 // Log is the embedded event log: one SQLite database in WAL mode, written by a single
 // writer goroutine that commits concurrent Append calls together, and read through a
-// pool of read connections. It is safe for concurrent use.
+// pool of read connections. It is safe for concurrent use, and with Config.Shared
+// several processes may each hold a Log of the same directory.
 type Log struct {
 	cfg  Config
 	path string
@@ -61,7 +62,9 @@ var _ eventlog.Log = (*Log)(nil)
 
 // Open opens (creating if needed) the event log in cfg.Dir. It takes the directory's
 // lock first: if another Log holds it, in this process or another, Open fails with an
-// error wrapping eventlog.ErrLocked. It then brings the schema to SchemaVersion.
+// error wrapping eventlog.ErrLocked. With cfg.Shared the lock is a shared one, which
+// other Logs opened with Shared may hold at the same time (see Config.Shared). Open
+// then brings the schema to SchemaVersion.
 //
 // With cfg.ReadOnly, Open instead opens an existing log for reading only, beside the
 // node that may hold it: see Config.ReadOnly.
@@ -94,7 +97,7 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 		ckDone:      make(chan struct{}),
 		beforeGroup: beforeGroup,
 	}
-	if l.lock, err = lockDir(dir); err != nil {
+	if l.lock, err = lockDir(dir, cfg.Shared); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -116,8 +119,8 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	l.wdb.SetMaxIdleConns(2)
 	l.wdb.SetConnMaxLifetime(0)
 	l.wdb.SetConnMaxIdleTime(0)
-	if l.wconn, err = l.wdb.Conn(ctx); err != nil {
-		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
+	if l.wconn, err = l.wdb.Conn(ctx); err != nil { // sets the pragmas, WAL mode first of all
+		return nil, l.busyErr(fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err))
 	}
 	var mode string
 	if err := l.wconn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
@@ -130,7 +133,7 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
 	}
 	if err := migrate(ctx, l.wconn, l.path); err != nil {
-		return nil, err
+		return nil, l.busyErr(err)
 	}
 	if err := l.w.prepare(ctx, l.wconn); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", l.path, err)
@@ -353,15 +356,18 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	return infos, nil
 }
 
-// readErr wraps an error of the read pool, as ErrClosed if Close raced the read.
+// readErr wraps an error of the read pool, as ErrClosed if Close raced the read, or
+// as ErrBusy if the database stayed locked.
 func (l *Log) readErr(what string, err error) error {
+	err = l.busyErr(err)
 	if l.isClosed() && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("eventlog/sqlite: %s: %w (%v)", what, eventlog.ErrClosed, err)
 	}
 	return fmt.Errorf("eventlog/sqlite: %s: %w", what, err)
 }
 
-// Stats counts the work of a Log since Open.
+// Stats counts the work of a Log since Open: its own appends, not those of other
+// processes sharing the log (Config.Shared).
 type Stats struct {
 	// Appends is the number of Append calls the writer finished, written or refused.
 	Appends uint64
@@ -442,7 +448,7 @@ func (l *Log) release() error {
 		errs = []error{fmt.Errorf("eventlog/sqlite: close %s: %w", l.path, err)}
 	}
 	if l.lock != nil {
-		errs = append(errs, unlockDir(l.lock))
+		errs = append(errs, unlockDir(l.lock, l.cfg.Shared))
 	}
 	return errors.Join(errs...)
 }

@@ -33,6 +33,107 @@ func TestConformanceNoGroupCommit(t *testing.T) {
 	})
 }
 
+func TestConformanceShared(t *testing.T) {
+	eventlogtest.Run(t, eventlogtest.Features{}, func(t *testing.T) eventlog.Log {
+		return open(t, sqlite.Config{Dir: t.TempDir(), Shared: true})
+	})
+}
+
+// TestConformanceSharedWriters runs the suite against three Logs opened with Shared
+// on one directory, as three processes would hold it: appends go to each in turn,
+// reads to a fourth. Racing writers then race across Logs, each with its own
+// writer, group commit and connections, and only SQLite serializes them.
+func TestConformanceSharedWriters(t *testing.T) {
+	eventlogtest.Run(t, eventlogtest.Features{}, func(t *testing.T) eventlog.Log {
+		dir := t.TempDir()
+		s := &sharedLogs{reader: open(t, sqlite.Config{Dir: dir, Shared: true})}
+		for range 3 {
+			s.writers = append(s.writers, open(t, sqlite.Config{Dir: dir, Shared: true}))
+		}
+		return s
+	})
+}
+
+// sharedLogs is one eventlog.Log made of several Logs opened with Shared on one
+// directory: Append goes to each writer in turn, Read and Sessions to the reader.
+type sharedLogs struct {
+	writers []*sqlite.Log
+	reader  *sqlite.Log
+	next    atomic.Uint64
+}
+
+func (s *sharedLogs) Append(ctx context.Context, events []messages.Envelope) error {
+	return s.writers[s.next.Add(1)%uint64(len(s.writers))].Append(ctx, events)
+}
+
+func (s *sharedLogs) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
+	return s.reader.Read(ctx, sessionID, fromSeq)
+}
+
+func (s *sharedLogs) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.SessionInfo, error) {
+	return s.reader.Sessions(ctx, f)
+}
+
+func (s *sharedLogs) Close() error {
+	errs := []error{s.reader.Close()}
+	for _, w := range s.writers {
+		errs = append(errs, w.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// TestBusyIsRetryable holds SQLite's write lock from another connection, as the
+// writer of another process sharing the log does while it commits: Appends wait
+// for BusyTimeout, then fail with ErrBusy, which is neither ErrSeqConflict nor
+// ErrInvalidEvent (callers retry it), and write nothing. Reads go on meanwhile. Once
+// the lock is released, the same appends succeed.
+func TestBusyIsRetryable(t *testing.T) {
+	dir := t.TempDir()
+	l := open(t, sqlite.Config{Dir: dir, Shared: true, BusyTimeout: 50 * time.Millisecond})
+	ctx := testCtx(t)
+	appendSeqs(t, l, "s", 1, 2)
+	conn, err := rawDB(t, dir).Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+
+	const callers = 4 // concurrent, so that some share a group
+	batches := make([][]messages.Envelope, callers)
+	for i := range batches {
+		batches[i] = []messages.Envelope{event(t, "s", uint64(3+i))}
+	}
+	var (
+		wg   sync.WaitGroup
+		errs = make([]error, callers)
+	)
+	for i := range callers {
+		wg.Go(func() { errs[i] = l.Append(ctx, batches[i]) })
+	}
+	waitGroup(t, &wg, time.Minute)
+	for i, err := range errs {
+		if !errors.Is(err, sqlite.ErrBusy) || errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrInvalidEvent) {
+			t.Fatalf("Append %d while another connection holds the write lock = %v, want ErrBusy only", i, err)
+		}
+	}
+	if got, err := l.Read(ctx, "s", 0); err != nil || len(got) != 2 {
+		t.Fatalf("Read while another connection holds the write lock = %d events, %v; want the 2 committed before", len(got), err)
+	}
+
+	if _, err := conn.ExecContext(ctx, "ROLLBACK"); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range batches { // the retry a caller makes
+		if err := l.Append(ctx, b); err != nil {
+			t.Fatalf("retried Append = %v", err)
+		}
+	}
+	wantEvents(t, l, "s", 2+callers)
+}
+
 func open(t testing.TB, cfg sqlite.Config) *sqlite.Log {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -374,7 +475,8 @@ func TestCloseWritesQueuedAppends(t *testing.T) {
 	}
 }
 
-// BenchmarkAppend measures appends of small real events. Compare runs with benchstat.
+// BenchmarkAppend measures appends of small real events, each case also on a Log
+// opened with Config.Shared (suffix /shared). Compare runs with benchstat.
 func BenchmarkAppend(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
@@ -386,53 +488,63 @@ func BenchmarkAppend(b *testing.B) {
 		{"parallel=32xP/batch=1", 1, 32},
 		{"parallel=32xP/batch=4", 4, 32},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			l := open(b, sqlite.Config{Dir: b.TempDir()})
-			ctx := testCtx(b)
-			var sessions atomic.Int64
-			templates := []messages.Envelope{event(b, "t", 1), event(b, "t", 2), event(b, "t", 3), event(b, "t", 4)}
-			// events builds a batch from templates: the benchmark measures the log,
-			// not JSON encoding.
-			events := func(session string, seq uint64) []messages.Envelope {
-				batch := make([]messages.Envelope, bc.batch)
-				for i := range batch {
-					e := templates[(seq+uint64(i)-1)%4]
-					e.SessionID, e.Seq = session, seq+uint64(i)
-					e.ID = session + "/" + strconv.FormatUint(e.Seq, 10)
-					batch[i] = e
-				}
-				return batch
+		for _, shared := range []bool{false, true} {
+			name := bc.name
+			if shared {
+				name += "/shared"
 			}
-			b.ReportAllocs()
-			b.ResetTimer()
-			if bc.parallel == 0 {
-				seq := uint64(1)
-				for b.Loop() {
-					if err := l.Append(ctx, events("bench", seq)); err != nil {
-						b.Fatal(err)
-					}
-					seq += uint64(bc.batch)
-				}
-			} else {
-				b.SetParallelism(bc.parallel)
-				b.RunParallel(func(pb *testing.PB) {
-					session := fmt.Sprintf("bench-%d", sessions.Add(1))
-					seq := uint64(1)
-					for pb.Next() {
-						if err := l.Append(ctx, events(session, seq)); err != nil {
-							b.Error(err)
-							return
-						}
-						seq += uint64(bc.batch)
-					}
-				})
+			b.Run(name, func(b *testing.B) { benchmarkAppend(b, bc.batch, bc.parallel, shared) })
+		}
+	}
+}
+
+// benchmarkAppend measures Append of batches of batchSize events, sequential or from
+// parallel goroutines per GOMAXPROCS, on a Log opened with Config.Shared or not.
+func benchmarkAppend(b *testing.B, batchSize, parallel int, shared bool) {
+	l := open(b, sqlite.Config{Dir: b.TempDir(), Shared: shared})
+	ctx := testCtx(b)
+	var sessions atomic.Int64
+	templates := []messages.Envelope{event(b, "t", 1), event(b, "t", 2), event(b, "t", 3), event(b, "t", 4)}
+	// events builds a batch from templates: the benchmark measures the log,
+	// not JSON encoding.
+	events := func(session string, seq uint64) []messages.Envelope {
+		batch := make([]messages.Envelope, batchSize)
+		for i := range batch {
+			e := templates[(seq+uint64(i)-1)%4]
+			e.SessionID, e.Seq = session, seq+uint64(i)
+			e.ID = session + "/" + strconv.FormatUint(e.Seq, 10)
+			batch[i] = e
+		}
+		return batch
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	if parallel == 0 {
+		seq := uint64(1)
+		for b.Loop() {
+			if err := l.Append(ctx, events("bench", seq)); err != nil {
+				b.Fatal(err)
 			}
-			b.StopTimer()
-			st := l.Stats()
-			b.ReportMetric(float64(st.Events)/b.Elapsed().Seconds(), "events/s")
-			if st.Transactions > 0 {
-				b.ReportMetric(float64(st.Appends)/float64(st.Transactions), "appends/tx")
+			seq += uint64(batchSize)
+		}
+	} else {
+		b.SetParallelism(parallel)
+		b.RunParallel(func(pb *testing.PB) {
+			session := fmt.Sprintf("bench-%d", sessions.Add(1))
+			seq := uint64(1)
+			for pb.Next() {
+				if err := l.Append(ctx, events(session, seq)); err != nil {
+					b.Error(err)
+					return
+				}
+				seq += uint64(batchSize)
 			}
 		})
+	}
+	b.StopTimer()
+	st := l.Stats()
+	b.ReportMetric(float64(st.Events)/b.Elapsed().Seconds(), "events/s")
+	if st.Transactions > 0 {
+		b.ReportMetric(float64(st.Appends)/float64(st.Transactions), "appends/tx")
 	}
 }

@@ -7,9 +7,30 @@ import (
 	"fmt"
 	"runtime"
 
+	msqlite "modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 )
+
+// ErrBusy means the database stayed locked by another connection for longer than
+// Config.BusyTimeout: the writer of another process sharing the log (Config.Shared)
+// that holds it for long, a checkpoint, an sqlite3 shell. An Append that fails with
+// it wrote nothing; it is neither ErrSeqConflict nor ErrInvalidEvent, and retrying
+// it may succeed.
+var ErrBusy = errors.New("eventlog/sqlite: database is busy")
+
+// busyErr marks err with ErrBusy if SQLite reported SQLITE_BUSY (in any of its
+// extended forms) once the busy timeout ran out.
+func (l *Log) busyErr(err error) error {
+	var e *msqlite.Error
+	if !errors.As(err, &e) || e.Code()&0xff != sqlite3.SQLITE_BUSY || errors.Is(err, ErrBusy) {
+		return err
+	}
+	return fmt.Errorf("%w: another connection, such as another process sharing %s, held it for longer than BusyTimeout (%s); retry: %w",
+		ErrBusy, l.path, l.cfg.BusyTimeout, err)
+}
 
 // maxGroupBytes bounds the payload bytes the writer coalesces into one transaction,
 // so that a few large payloads do not make one huge transaction of many callers.
@@ -143,7 +164,10 @@ func payloadBytes(events []messages.Envelope) int {
 // one transaction, each request inside its own savepoint: a request whose batch
 // conflicts is rolled back to its savepoint and answered ErrSeqConflict while the
 // others commit. If the transaction fails as a whole (an I/O error, a full disk),
-// every request is retried alone, so that each caller gets its own batch's outcome.
+// every request is retried alone, so that each caller gets its own batch's outcome;
+// except when the database stayed locked (ErrBusy), which says nothing about any one
+// batch: every request is answered ErrBusy at once rather than each waiting out the
+// busy timeout again.
 func (l *Log) writeGroup(group []*appendReq) {
 	if l.beforeGroup != nil {
 		l.beforeGroup(group)
@@ -160,7 +184,7 @@ func (l *Log) writeGroup(group []*appendReq) {
 		return
 	}
 	errs, err := l.commit(live)
-	if err != nil && len(live) > 1 {
+	if err != nil && len(live) > 1 && !errors.Is(err, ErrBusy) {
 		for _, r := range live {
 			l.writeGroup([]*appendReq{r})
 		}
@@ -179,12 +203,19 @@ func (l *Log) writeGroup(group []*appendReq) {
 // commit writes the requests in one transaction. It returns each request's own
 // outcome (nil or an ErrSeqConflict), or an error if the transaction failed as a
 // whole, in which case nothing was written.
+//
+// BEGIN IMMEDIATE takes SQLite's write lock before the transaction reads anything,
+// waiting up to BusyTimeout while another connection (another process, with
+// Config.Shared) holds it. The transaction then reads the latest commit of every
+// process, and holds the lock until COMMIT: the conflict checks of apply, made
+// against the database inside it, are final. No seq or ID is cached in memory.
 func (l *Log) commit(reqs []*appendReq) ([]error, error) {
 	ctx := context.Background() // the group outlives any one caller's ctx
 	if _, err := l.w.begin.ExecContext(ctx); err != nil {
-		return nil, fmt.Errorf("eventlog/sqlite: append: begin: %w", err)
+		return nil, l.busyErr(fmt.Errorf("eventlog/sqlite: append: begin: %w", err))
 	}
 	abort := func(err error) ([]error, error) {
+		err = l.busyErr(err)
 		if _, rerr := l.w.rollback.ExecContext(ctx); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("rollback: %w", rerr))
 		}
