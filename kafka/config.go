@@ -224,6 +224,10 @@ const (
 	// nothing published before the first subscription is missed.
 	FromEarliest InitialOffset = iota
 	// FromLatest reads only records published after the subscription started.
+	// Without a group, Subscribe fixes every partition's start at its end offset
+	// before it returns, so a record published after Subscribe returned is read.
+	// With a group, a partition without a committed offset starts at its end offset
+	// when its consumer starts, so records published in between are skipped.
 	FromLatest
 )
 
@@ -240,8 +244,12 @@ type SubscriberConfig struct {
 	// every partition from InitialOffset, and nothing is committed.
 	ConsumerGroup string
 	// InitialOffset is where a partition without a committed offset starts (default
-	// FromEarliest). It also applies to partitions a topic gains later.
+	// FromEarliest). With a ConsumerGroup it also applies to partitions a topic
+	// gains later; without one, those are read from their first record (every
+	// record of theirs is newer than the subscription).
 	InitialOffset InitialOffset
+	// Rebalance, with a ConsumerGroup, is told when this member's partitions change.
+	Rebalance RebalanceListener
 	// Marshaler turns Kafka records into Watermill messages (default DefaultMarshaler{}).
 	Marshaler Marshaler
 	// Topics creates missing topics on Subscribe when InitializeTopics is on.
@@ -333,6 +341,9 @@ func (c SubscriberConfig) Validate() error {
 	}
 	if c.InitialOffset != FromEarliest && c.InitialOffset != FromLatest {
 		return fmt.Errorf("kafka: unknown InitialOffset %d", c.InitialOffset)
+	}
+	if c.Rebalance != nil && c.ConsumerGroup == "" {
+		return errors.New("kafka: a Rebalance listener needs a ConsumerGroup")
 	}
 	if c.NackResendSleep < 0 && c.NackResendSleep != NoNackResendSleep {
 		return errors.New("kafka: NackResendSleep must not be negative (use NoNackResendSleep)")

@@ -28,11 +28,12 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 	for name, cfg := range map[string]kafka.SubscriberConfig{
-		"no brokers":        {},
-		"initial offset":    {Brokers: brokers, InitialOffset: 7},
-		"nack sleep":        {Brokers: brokers, NackResendSleep: -2 * time.Second},
-		"heartbeat/session": {Brokers: brokers, HeartbeatInterval: 10 * time.Second, SessionTimeout: 6 * time.Second},
-		"empty topic name":  {Brokers: brokers, Topics: kafka.TopicLayout{Topics: map[string]kafka.TopicConfig{"": {}}}},
+		"no brokers":         {},
+		"initial offset":     {Brokers: brokers, InitialOffset: 7},
+		"nack sleep":         {Brokers: brokers, NackResendSleep: -2 * time.Second},
+		"heartbeat/session":  {Brokers: brokers, HeartbeatInterval: 10 * time.Second, SessionTimeout: 6 * time.Second},
+		"empty topic name":   {Brokers: brokers, Topics: kafka.TopicLayout{Topics: map[string]kafka.TopicConfig{"": {}}}},
+		"listener, no group": {Brokers: brokers, Rebalance: memberListener{}},
 	} {
 		if err := cfg.Validate(); err == nil {
 			t.Errorf("subscriber config %q: Validate accepted it", name)

@@ -333,3 +333,38 @@ func TestTopicLayout(t *testing.T) {
 		t.Errorf("published to %s, which does not exist, with topic creation off", missing)
 	}
 }
+
+// TestFromLatestSubscribe: without a group, FromLatest starts where each partition
+// ended when Subscribe returned, so a message published right after Subscribe is
+// received and one published before it is not. Twenty rounds on fresh topics, so
+// that a start offset resolved later than Subscribe would show.
+func TestFromLatestSubscribe(t *testing.T) {
+	c := newCluster(t)
+	pub := c.publisher(t, nil)
+	sub := c.subscriber(t, "", func(cfg *kafka.SubscriberConfig) { cfg.InitialOffset = kafka.FromLatest })
+	defer closeAll(t, pub, sub)
+	for round := range 20 {
+		topic := uniqueName(t, "troupe.test.latest.")
+		sid := fmt.Sprintf("s-%d", round)
+		if err := pub.Publish(topic, sessionMessage(sid, "before")); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		ch, err := sub.Subscribe(ctx, topic)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		after := sessionMessage(sid, "after")
+		if err := pub.Publish(topic, after); err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		got := receive(t, ch, 30*time.Second)
+		got.Ack()
+		cancel()
+		if got.UUID != after.UUID {
+			t.Fatalf("round %d: received %q first, want the message published after Subscribe", round, got.Payload)
+		}
+	}
+}

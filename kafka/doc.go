@@ -47,8 +47,34 @@
 // each Subscribe reads every partition from InitialOffset and commits nothing.
 //
 // InitialOffset (default FromEarliest) applies to a partition without a committed
-// offset. With FromLatest, records published between Subscribe and the moment a
-// partition's consumer starts may be skipped.
+// offset. Without a group, FromLatest is resolved in Subscribe: it returns once
+// every partition's end offset is read (it waits, up to 30 s, until the cluster
+// knows the topic), and each partition's consumer starts there, so every record
+// published after Subscribe returned is delivered (partitions the topic gains
+// later are read from their first record). With a group, FromLatest is resolved
+// when a partition's consumer starts, so records published between Subscribe and
+// that moment may be skipped.
+//
+// # Rebalances
+//
+// In cluster mode, nodes share sessions by partition: the node whose group member
+// owns a partition owns the sessions keyed to it. SubscriberConfig.Rebalance (a
+// RebalanceListener) follows that ownership. For each generation of the group, a
+// subscription calls Assigned with the member's partitions of the topic (sorted,
+// maybe none) and the topic's partition count (read from a broker for each
+// generation, so it includes partitions just added), before any message of that
+// generation is delivered. When the generation ends (a rebalance, a lost session,
+// Close, or the subscription's context), it calls Revoked with the same
+// Assignment, after the generation's partition consumers stopped and flushed their
+// offset commits, and before the member joins the next generation: kafka-go joins
+// again only after every function of the generation returned, and the coordinator
+// completes the rebalance only when every member rejoined (it evicts a member that
+// has not after RebalanceTimeout, or after SessionTimeout without a heartbeat, and
+// kafka-go does not heartbeat between generations). So a partition's next owner
+// gets its Assigned only after the previous owner's Revoked returned, as long as
+// Revoked returns well within both timeouts. The calls of one subscription come in
+// order and never overlap. Rebalances are eager: every member's partitions are
+// revoked, then assigned again, even those that stay with it.
 //
 // # Topics
 //

@@ -88,9 +88,14 @@ func (s *Subscriber) SubscribeInitialize(topic string) error {
 // time: the next only after the previous was acked. Partitions are consumed
 // concurrently. With a ConsumerGroup, a message's offset is committed after its
 // Ack, in the background; a partition's consumer waits for its commits before it
-// gives the partition up or stops. A Nack delivers the same message again (after
-// NackResendSleep) before anything later in its partition. The channel is closed when ctx is done or Close is called; the
-// messages' contexts derive from ctx and are canceled on Ack, Nack and Close.
+// gives the partition up or stops, and the Rebalance listener is told about each
+// generation's partitions. A Nack delivers the same message again (after
+// NackResendSleep) before anything later in its partition. Without a group and
+// with FromLatest, Subscribe returns once every partition's start is fixed at its
+// end offset (waiting until the cluster knows the topic), so every record published
+// after it returned is delivered. The channel is closed when ctx is done or Close is
+// called; the messages' contexts derive from ctx and are canceled on Ack, Nack and
+// Close.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	if topic == "" {
 		return nil, errors.New("kafka: subscribe to an empty topic name")
@@ -105,11 +110,20 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 
 	setup, cancelSetup := s.untilClosed(ctx, subscribeSetupTimeout)
 	err := s.admin.ensureTopic(setup, topic)
-	cancelSetup()
-	var group *kafkago.ConsumerGroup
-	if err == nil && s.cfg.ConsumerGroup != "" {
+	var (
+		group  *kafkago.ConsumerGroup
+		starts map[int]int64 // partition -> first offset to read, without a group
+	)
+	switch {
+	case err != nil:
+	case s.cfg.ConsumerGroup != "":
 		group, err = kafkago.NewConsumerGroup(s.groupConfig(topic))
+	case s.cfg.InitialOffset == FromLatest:
+		// Fixed now, not when each partition's reader starts, so that a record
+		// published after Subscribe returned is not skipped.
+		starts, err = s.admin.endOffsets(setup, topic)
 	}
+	cancelSetup()
 	if err != nil {
 		s.subs.Done()
 		return nil, fmt.Errorf("kafka: subscribe to %s: %w", topic, err)
@@ -129,7 +143,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		if group != nil {
 			sub.runGroup(run, group)
 		} else {
-			sub.runAll(run)
+			sub.runAll(run, starts)
 		}
 		sub.logger.Debug("subscription stopped", nil)
 	}()
@@ -221,9 +235,9 @@ type subscription struct {
 // runGroup consumes the partitions the group assigns to this member, generation
 // after generation, until ctx is done.
 func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGroup) {
-	var parts sync.WaitGroup
+	var running sync.WaitGroup // every generation's partition consumers and watcher
 	defer func() {
-		parts.Wait()
+		running.Wait()
 		sub.s.cleanup.Add(1)
 		go func() {
 			defer sub.s.cleanup.Done()
@@ -240,28 +254,21 @@ func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGr
 			sub.logger.Info("consumer group: join failed, retrying", watermill.LogFields{"err": err.Error()})
 			continue
 		}
-		assigned := gen.Assignments[sub.topic]
-		sub.logger.Debug("consumer group: generation started", watermill.LogFields{
-			"generation": gen.ID, "member": gen.MemberID, "partitions": len(assigned),
-		})
-		commits := newCommitter(gen, sub.topic)
-		for _, a := range assigned {
-			parts.Add(1)
-			gen.Start(func(gctx context.Context) {
-				defer parts.Done()
-				sub.consume(ctx, gctx, commits, a.ID, a.Offset)
-			})
+		if ctx.Err() != nil {
+			return // Next may pick a generation over a done ctx; Close ends it
 		}
+		sub.runGeneration(ctx, gen, &running)
 	}
 }
 
 // runAll consumes every partition of the topic without a group, and the partitions
-// it gains later.
-func (sub *subscription) runAll(ctx context.Context) {
+// it gains later. A partition in starts begins at that offset, any other at the
+// earliest one: with FromEarliest all of them, with FromLatest those that were not
+// there when Subscribe fixed the start offsets (all of their records are new).
+func (sub *subscription) runAll(ctx context.Context, starts map[int]int64) {
 	var parts sync.WaitGroup
 	defer parts.Wait()
 	started := map[int]bool{}
-	start := sub.s.startOffset()
 	for {
 		n, err := sub.s.admin.partitionsOnce(ctx, sub.topic)
 		if err != nil && ctx.Err() == nil {
@@ -272,15 +279,16 @@ func (sub *subscription) runAll(ctx context.Context) {
 				continue
 			}
 			started[p] = true
+			offset, ok := starts[p]
+			if !ok {
+				offset = kafkago.FirstOffset
+			}
 			parts.Add(1)
-			go func(offset int64) {
+			go func() {
 				defer parts.Done()
 				sub.consume(ctx, nil, nil, p, offset)
-			}(start)
+			}()
 		}
-		// Partitions found later appeared after the subscription started: all of
-		// their records are new.
-		start = kafkago.FirstOffset
 		if !sleepCtx(ctx, nil, sub.s.cfg.PartitionWatchInterval) {
 			return
 		}

@@ -105,3 +105,56 @@ func (a admin) partitionsOnce(ctx context.Context, topic string) (int, error) {
 	}
 	return 0, kafkago.UnknownTopicOrPartition
 }
+
+// endOffsets returns, for every partition topic has now, the offset its next record
+// will get (the high watermark: every record whose Publish returned is below it).
+// It waits (until ctx is done) while the cluster does not know the topic or a
+// partition has no leader yet.
+func (a admin) endOffsets(ctx context.Context, topic string) (map[int]int64, error) {
+	n, err := a.partitions(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	reqs := make([]kafkago.OffsetRequest, n)
+	for p := range n {
+		reqs[p] = kafkago.LastOffsetOf(p)
+	}
+	wait := 50 * time.Millisecond
+	for {
+		offsets, err := a.endOffsetsOnce(ctx, topic, reqs)
+		if err == nil {
+			return offsets, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("kafka: end offsets of topic %s: %w (waited until %w)", topic, err, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+func (a admin) endOffsetsOnce(ctx context.Context, topic string, reqs []kafkago.OffsetRequest) (map[int]int64, error) {
+	res, err := a.client.ListOffsets(ctx, &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{topic: reqs}})
+	if err != nil {
+		return nil, err
+	}
+	offsets := make(map[int]int64, len(reqs))
+	for _, po := range res.Topics[topic] {
+		if po.Error != nil {
+			return nil, fmt.Errorf("partition %d: %w", po.Partition, po.Error)
+		}
+		if po.LastOffset < 0 {
+			return nil, fmt.Errorf("partition %d: no end offset in the response", po.Partition)
+		}
+		offsets[po.Partition] = po.LastOffset
+	}
+	for _, r := range reqs {
+		if _, ok := offsets[r.Partition]; !ok {
+			return nil, fmt.Errorf("partition %d: missing from the response", r.Partition)
+		}
+	}
+	return offsets, nil
+}
