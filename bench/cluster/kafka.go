@@ -369,6 +369,7 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 	defer log.Close()
 
 	var ns []*node.Node
+	var pubs []*timedPublisher
 	for i := range nodes {
 		clients, err := kafka.DialNode(brokers, group, layout(o.partitions), watermill.NopLogger{})
 		if err != nil {
@@ -380,7 +381,9 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 			return result{}, err
 		}
 		cfg.Log = log
-		cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}
+		pub := &timedPublisher{Publisher: clients.Publisher, stats: map[string]*publishStats{}}
+		pubs = append(pubs, pub)
+		cfg.Bus = &node.Bus{Publisher: pub, Tasks: clients.Group, Live: clients.Live}
 		n, err := node.New(ctx, cfg)
 		if err != nil {
 			return result{}, fmt.Errorf("node %d: %w", i+1, err)
@@ -408,9 +411,51 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 	summary, err := checkLog(ctx, log, covered+o.warmup+o.tasks)
 	r.notes = append(r.notes, summary)
 	for i, n := range ns {
-		r.notes = append(r.notes, fmt.Sprintf("node %d: %s", i+1, handlerStats(n)))
+		r.notes = append(r.notes, fmt.Sprintf("node %d: %s; its Publish calls: %s", i+1, handlerStats(n), pubs[i]))
 	}
 	r.notes = append(r.notes, fmt.Sprintf("topics: %s %d partitions, %s %d; %d warm-up sessions to cover them; duplicate results of measured sessions: %d; undecodable results: %d",
 		messages.TopicTasks, taskParts, messages.TopicResults, resultParts, covered, client.unmatched.Load(), client.undecodable.Load()))
 	return r, err
+}
+
+// timedPublisher counts a node's Publish calls and their time, by topic: the session
+// actors publish every batch of events (and each result) synchronously, so this is
+// time a session spends waiting on Kafka.
+type timedPublisher struct {
+	message.Publisher
+	mu    sync.Mutex
+	stats map[string]*publishStats
+}
+
+type publishStats struct {
+	calls, msgs int
+	total       time.Duration
+}
+
+func (p *timedPublisher) Publish(topic string, msgs ...*message.Message) error {
+	start := time.Now()
+	err := p.Publisher.Publish(topic, msgs...)
+	d := time.Since(start)
+	p.mu.Lock()
+	st := p.stats[topic]
+	if st == nil {
+		st = &publishStats{}
+		p.stats[topic] = st
+	}
+	st.calls++
+	st.msgs += len(msgs)
+	st.total += d
+	p.mu.Unlock()
+	return err
+}
+
+func (p *timedPublisher) String() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var parts []string
+	for topic, st := range p.stats {
+		parts = append(parts, fmt.Sprintf("%s %d calls (%d messages) mean %s", topic, st.calls, st.msgs, fmtDur(st.total/time.Duration(max(st.calls, 1)))))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
 }
