@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -11,11 +13,32 @@ import (
 // supervisor of the session actors: a session that panics is restarted and refolds
 // its events, up to 5 times in 10 s; past that it is stopped, and the session stays
 // resumable in the log (a later message or node start wakes it again).
+//
+// On a sharded node (a cluster, where Kafka partitions spread sessions over nodes) the
+// host runs only the sessions it owns: SetOwnership says which, and ReleaseSessions
+// stops every session actor when the node's partitions are revoked.
 type SessionHost struct {
 	deps     *SessionDeps
 	sessions map[string]*hosted
 	byPID    map[string]string
+	// owns reports the sessions this host may run; nil means every session.
+	owns func(sessionID string) bool
 }
+
+// ErrNotOwner answers a message for a session this node does not own (its partition
+// belongs to another node, or is being moved).
+var ErrNotOwner = errors.New("actors: this node does not own the session")
+
+// SetOwnership tells a SessionHost which sessions it may run from now on; nil Owns
+// means every session. The reply is nil.
+type SetOwnership struct {
+	Owns func(sessionID string) bool
+}
+
+// ReleaseSessions stops every session actor and makes the host own nothing until the
+// next SetOwnership. The reply is a []*actor.Future, one per stopped actor, each done
+// once that actor finished the message it was handling and stopped.
+type ReleaseSessions struct{}
 
 type hosted struct {
 	pid       *actor.PID
@@ -39,11 +62,32 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *CountSessions:
 		ctx.Respond(len(h.sessions))
+	case *SetOwnership:
+		h.owns = m.Owns
+		ctx.Respond(nil)
+	case *ReleaseSessions:
+		h.owns = func(string) bool { return false }
+		futures := make([]*actor.Future, 0, len(h.sessions))
+		for id, s := range h.sessions {
+			futures = append(futures, ctx.StopFuture(s.pid))
+			delete(h.sessions, id)
+			delete(h.byPID, s.pid.Id)
+		}
+		ctx.Respond(futures)
 	case *SubmitTask:
+		if h.refuse(ctx, m.Envelope.SessionID) {
+			return
+		}
 		h.forward(ctx, m.Envelope.SessionID)
 	case *CancelTask:
+		if h.refuse(ctx, m.SessionID) {
+			return
+		}
 		h.forward(ctx, m.SessionID)
 	case *ResumeSession:
+		if h.owns != nil && !h.owns(m.SessionID) {
+			return
+		}
 		h.forward(ctx, m.SessionID)
 	case *passivate:
 		id, ok := h.byPID[ctx.Sender().Id]
@@ -61,6 +105,15 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 			delete(h.byPID, m.Who.Id)
 		}
 	}
+}
+
+// refuse answers ErrNotOwner for a session this host does not own.
+func (h *SessionHost) refuse(ctx actor.Context, id string) bool {
+	if h.owns == nil || h.owns(id) {
+		return false
+	}
+	ctx.Respond(fmt.Errorf("%w: session %s", ErrNotOwner, id))
+	return true
 }
 
 func (h *SessionHost) forward(ctx actor.Context, id string) {

@@ -2,38 +2,112 @@ package kafka
 
 import (
 	"errors"
+	"sync/atomic"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 )
 
-// NodeClients are the Kafka clients one Troupe node uses: a publisher, a subscriber
-// in the consumer group the nodes share (so each partition, and each session keyed to
-// it, has one owner), and a subscriber in no group that reads every partition from the
-// latest offset (for the node's live event streams).
+// NodeClients are the Kafka clients one Troupe node uses:
+//   - Publisher;
+//   - Group: the consumer group the nodes share on troupe.tasks, so each partition,
+//     and each session keyed to it, has one owner; its rebalances are reported to the
+//     Owner set with SetOwner;
+//   - Tools and Models: consumer groups of their own (<group>.tools, <group>.models) on
+//     the internal request topics, so nodes that serve tools or models can come and go
+//     without moving sessions;
+//   - Live: no group, every partition from the latest offset, for the node's live event
+//     streams and the replies to its effect requests.
 type NodeClients struct {
 	Publisher *Publisher
 	Group     *Subscriber
+	Tools     *Subscriber
+	Models    *Subscriber
 	Live      *Subscriber
+
+	owner *ownerListener
 }
 
-// DialNode builds a node's clients. group names the shared consumer group.
+// Owner is told which partitions of the tasks topic a node owns; node.Node is one.
+type Owner interface {
+	// Assigned: the node owns partitions (of total) until the next Revoked.
+	Assigned(partitions []int, total int)
+	// Revoked: the node owns nothing; it returns once its work on them stopped.
+	Revoked()
+}
+
+// Group timing of a node's consumer groups: a node that dies is noticed after
+// SessionTimeout, and its partitions move then.
+const (
+	nodeHeartbeat        = time.Second
+	nodeSessionTimeout   = 10 * time.Second
+	nodeRebalanceTimeout = 30 * time.Second
+)
+
+// DialNode builds a node's clients. group names the consumer group the nodes share.
 func DialNode(brokers []string, group string, topics TopicLayout, logger watermill.LoggerAdapter) (*NodeClients, error) {
-	pub, err := NewPublisher(PublisherConfig{Brokers: brokers, Topics: topics}, logger)
-	if err != nil {
+	c := &NodeClients{owner: &ownerListener{}}
+	var err error
+	if c.Publisher, err = NewPublisher(PublisherConfig{Brokers: brokers, Topics: topics}, logger); err != nil {
 		return nil, err
 	}
-	sub, err := NewSubscriber(SubscriberConfig{Brokers: brokers, ConsumerGroup: group, Topics: topics}, logger)
-	if err != nil {
-		return nil, errors.Join(err, pub.Close())
+	groupCfg := func(name string, l RebalanceListener) SubscriberConfig {
+		return SubscriberConfig{Brokers: brokers, ConsumerGroup: name, Topics: topics, Rebalance: l,
+			HeartbeatInterval: nodeHeartbeat, SessionTimeout: nodeSessionTimeout, RebalanceTimeout: nodeRebalanceTimeout}
 	}
-	live, err := NewSubscriber(SubscriberConfig{Brokers: brokers, InitialOffset: FromLatest, Topics: topics}, logger)
-	if err != nil {
-		return nil, errors.Join(err, pub.Close(), sub.Close())
+	for _, s := range []struct {
+		sub *(*Subscriber)
+		cfg SubscriberConfig
+	}{
+		{&c.Group, groupCfg(group, c.owner)},
+		{&c.Tools, groupCfg(group+".tools", nil)},
+		{&c.Models, groupCfg(group+".models", nil)},
+		{&c.Live, SubscriberConfig{Brokers: brokers, InitialOffset: FromLatest, Topics: topics}},
+	} {
+		if *s.sub, err = NewSubscriber(s.cfg, logger); err != nil {
+			return nil, errors.Join(err, c.Close())
+		}
 	}
-	return &NodeClients{Publisher: pub, Group: sub, Live: live}, nil
+	return c, nil
 }
+
+// SetOwner names the node told about Group's partitions. Call it before the node
+// subscribes (a node is built after its clients and subscribes when it runs).
+func (c *NodeClients) SetOwner(o Owner) { c.owner.o.Store(&o) }
 
 // Close closes the subscribers, then the publisher (which flushes).
 func (c *NodeClients) Close() error {
-	return errors.Join(c.Group.Close(), c.Live.Close(), c.Publisher.Close())
+	var errs []error
+	for _, s := range []*Subscriber{c.Group, c.Tools, c.Models, c.Live} {
+		if s != nil {
+			errs = append(errs, s.Close())
+		}
+	}
+	if c.Publisher != nil {
+		errs = append(errs, c.Publisher.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// PartitionOf is Partition for a string key: the partition of topic's numPartitions
+// that a session's messages go to.
+func PartitionOf(sessionID string, numPartitions int) int {
+	return Partition([]byte(sessionID), numPartitions)
+}
+
+// ownerListener forwards a subscription's rebalances to the Owner set later.
+type ownerListener struct {
+	o atomic.Pointer[Owner]
+}
+
+func (l *ownerListener) Assigned(a Assignment) {
+	if o := l.o.Load(); o != nil {
+		(*o).Assigned(a.Partitions, a.Total)
+	}
+}
+
+func (l *ownerListener) Revoked(Assignment) {
+	if o := l.o.Load(); o != nil {
+		(*o).Revoked()
+	}
 }

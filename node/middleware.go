@@ -21,6 +21,9 @@ type Metrics struct {
 	duplicates *prometheus.CounterVec
 	panics     *prometheus.CounterVec
 	handled    *prometheus.HistogramVec
+	partitions prometheus.Gauge
+	total      prometheus.Gauge
+	effectHits prometheus.Counter
 }
 
 func newMetrics() *Metrics {
@@ -38,8 +41,14 @@ func newMetrics() *Metrics {
 		handled: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "troupe", Subsystem: "bus",
 			Name: "handler_seconds", Help: "Time to handle a bus message, by outcome.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 4, 10)}, []string{"handler", "outcome"}),
+		partitions: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "partitions_owned", Help: "Partitions of troupe.tasks this node owns (sharded nodes only)."}),
+		total: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "partitions_total", Help: "Partitions of troupe.tasks in the cluster (sharded nodes only)."}),
+		effectHits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "effect_requests_coalesced_total", Help: "Effect requests answered from an earlier or concurrent performance of the same key."}),
 	}
-	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled)
+	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.effectHits)
 	return m
 }
 

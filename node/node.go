@@ -73,6 +73,12 @@ type Config struct {
 	Bus *Bus
 	// SubmitTimeout bounds how long ingress waits for a task to be recorded (default 30 s).
 	SubmitTimeout time.Duration
+	// NodeID names the node in a cluster: effect replies are addressed to it (default
+	// host-pid, unique among live nodes).
+	NodeID string
+	// Roles says what the node does in a cluster (default all). A node without the
+	// tools or models role sends those effects to nodes that have it, over the bus.
+	Roles         Role
 	Clock         actors.Clock
 	IDs           actors.IDs
 	Logger        *slog.Logger
@@ -80,6 +86,12 @@ type Config struct {
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
+	if c.Bus == nil && c.Roles != 0 && c.Roles != RoleAll {
+		return errors.New("node: roles need a shared bus (Kafka); an embedded node does everything")
+	}
+	if c.Bus != nil && c.Bus.Sharded && c.Bus.Partition == nil {
+		return errors.New("node: a sharded bus needs its Partition function")
+	}
 	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 {
 		return errors.New("node: limits and timeouts must not be negative")
 	}
@@ -119,6 +131,15 @@ func (c *Config) setDefaults() {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.NodeID == "" {
+		c.NodeID = defaultNodeID()
+	}
+	if c.ToolTimeout <= 0 {
+		c.ToolTimeout = 30 * time.Second
+	}
+	if c.ModelTimeout <= 0 {
+		c.ModelTimeout = 2 * time.Minute
+	}
 }
 
 // Bus is a node's connection to a shared bus. The node closes none of it.
@@ -128,8 +149,23 @@ type Bus struct {
 	// the nodes, so that each session's partition, and so the session, has one owner.
 	Tasks message.Subscriber
 	// Live consumes messages.TopicEvents for this node's live streams (SSE, node run):
-	// every partition, from the latest offset, in no consumer group.
+	// every partition, from the latest offset, in no consumer group. It also consumes
+	// messages.TopicReplies, the answers to this node's effect requests.
 	Live message.Subscriber
+	// Tools and Models consume messages.TopicToolRequests and TopicModelRequests on
+	// nodes with the tools or models role: each a consumer group shared by the nodes
+	// with that role (a group of its own, so that tool nodes joining or leaving do not
+	// move sessions). Nil disables serving that topic.
+	Tools, Models message.Subscriber
+	// Sharded says Tasks is a consumer group that spreads sessions over several nodes
+	// sharing one event log. The node then runs only the sessions of the partitions it
+	// is assigned, which the caller reports through Assigned and Revoked (the kafka
+	// package's RebalanceListener), and sends cancellations to a session's owner over
+	// messages.TopicTasks.
+	Sharded bool
+	// Partition maps a session ID to its partition of messages.TopicTasks; every
+	// producer must use the same function (kafka.Partition). Required when Sharded.
+	Partition func(sessionID string, partitions int) int
 }
 
 // NewEmbeddedBus returns the in-process bus of an embedded node: Watermill's GoChannel
@@ -164,6 +200,10 @@ type Node struct {
 	system            *actor.ActorSystem
 	host              *actor.PID
 	effect            []*actor.PID
+	model, remote     *actor.PID
+	toolPIDs          map[string]*actor.PID
+	own               ownership
+	effects           *effectResults
 	router            *message.Router
 	hub               *Hub
 
@@ -185,6 +225,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	cfg.setDefaults()
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: actors.NewSecretRedactor(cfg.Secrets...), metrics: newMetrics()}
+	n.effects = newEffectResults(10*time.Minute, 100_000, n.metrics.effectHits.Inc)
 	if n.log == nil {
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
 		if err != nil {
@@ -203,6 +244,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 
 	agent := cfg.Agent()
 	toolPIDs := map[string]*actor.PID{}
+	n.toolPIDs = toolPIDs
 	for _, t := range cfg.Tools {
 		spec := t.Spec()
 		pid, err := n.system.Root.SpawnNamed(actors.NewToolActorProps(actors.ToolActorConfig{Tool: t, Timeout: cfg.ToolTimeout, Logger: cfg.Logger}), "tool/"+spec.Name)
@@ -235,8 +277,28 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.fail(fmt.Errorf("node: spawn model actor: %w", err))
 	}
 	n.effect = append(n.effect, model)
+	n.model = model
+	// A node without the tools or models role asks the nodes that have it, over the bus.
+	sessionModel, sessionTools := model, toolPIDs
+	if !cfg.Roles.Has(RoleTools) || !cfg.Roles.Has(RoleModels) {
+		n.remote, err = n.system.Root.SpawnNamed(actors.NewRemoteEffectsProps(actors.RemoteEffectsConfig{
+			Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger}), "remote")
+		if err != nil {
+			return nil, n.fail(fmt.Errorf("node: spawn remote effects: %w", err))
+		}
+		n.effect = append(n.effect, n.remote)
+		if !cfg.Roles.Has(RoleModels) {
+			sessionModel = n.remote
+		}
+		if !cfg.Roles.Has(RoleTools) {
+			sessionTools = map[string]*actor.PID{}
+			for name := range toolPIDs {
+				sessionTools[name] = n.remote
+			}
+		}
+	}
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
-		Store: n.log, Publisher: n.pub, Model: model, Tools: toolPIDs, Clock: cfg.Clock,
+		Store: n.log, Publisher: n.pub, Model: sessionModel, Tools: sessionTools, Clock: cfg.Clock,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agent,
@@ -271,7 +333,24 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		newDeduplicator(n.metrics, 10*time.Minute).middleware,
 		n.metrics.recoverPanics,
 	)
-	n.router.AddConsumerHandler("tasks", messages.TopicTasks, n.tasksSub, n.handleTask)
+	if n.sharded() {
+		// A sharded node owns no session until Kafka assigns it partitions.
+		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: func(string) bool { return false }}, cfg.SubmitTimeout).Result(); err != nil {
+			return nil, n.fail(err)
+		}
+	}
+	if cfg.Roles.Has(RoleSessions) {
+		n.router.AddConsumerHandler("tasks", messages.TopicTasks, n.tasksSub, n.handleTask)
+	}
+	if cfg.Bus != nil && cfg.Roles.Has(RoleTools) && cfg.Bus.Tools != nil {
+		n.router.AddConsumerHandler("tool-requests", messages.TopicToolRequests, cfg.Bus.Tools, n.handleEffect)
+	}
+	if cfg.Bus != nil && cfg.Roles.Has(RoleModels) && cfg.Bus.Models != nil {
+		n.router.AddConsumerHandler("model-requests", messages.TopicModelRequests, cfg.Bus.Models, n.handleEffect)
+	}
+	if n.remote != nil {
+		n.router.AddConsumerHandler("replies", messages.TopicReplies, n.liveSub, n.handleReply)
+	}
 	n.hub = newHub()
 	n.router.AddConsumerHandler("events-hub", messages.TopicEvents, n.liveSub, n.hub.handle)
 	return n, nil
@@ -286,6 +365,9 @@ func (n *Node) fail(err error) error {
 var errPermanent = errors.New("permanent failure")
 
 func (n *Node) handleTask(msg *message.Message) error {
+	if msg.Metadata.Get(messages.MetaType) == messages.TypeCancelRequested {
+		return n.handleCancel(msg)
+	}
 	env, err := n.taskEnvelope(msg)
 	if err != nil {
 		return fmt.Errorf("%w: task message %s: %w", errPermanent, msg.UUID, err)
@@ -295,6 +377,10 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
 	}
 	if err, ok := res.(error); ok {
+		if errors.Is(err, actors.ErrNotOwner) {
+			// The partition is moving: its next owner reads the task again.
+			return fmt.Errorf("task %s: %w", env.ID, err)
+		}
 		return fmt.Errorf("%w: task %s for session %s: %w", errPermanent, env.ID, env.SessionID, err)
 	}
 	return nil
@@ -340,8 +426,11 @@ func (n *Node) Run(ctx context.Context) error {
 	case err := <-errc:
 		return err
 	}
-	if err := n.resume(ctx); err != nil {
-		n.cfg.Logger.Error("resume sessions", "err", err)
+	// A sharded node resumes the sessions of the partitions it is assigned instead.
+	if !n.sharded() && n.cfg.Roles.Has(RoleSessions) {
+		if err := n.resume(ctx); err != nil {
+			n.cfg.Logger.Error("resume sessions", "err", err)
+		}
 	}
 	return <-errc
 }
@@ -458,8 +547,12 @@ func (n *Node) envelope(t Task, id string) (messages.Envelope, error) {
 	return env, nil
 }
 
-// Cancel stops a session's running task.
+// Cancel stops a session's running task. On a sharded node the cancellation goes to
+// the session's owner over the bus, and Cancel returns once it is published.
 func (n *Node) Cancel(ctx context.Context, sessionID, reason string) error {
+	if n.sharded() {
+		return n.publishCancel(ctx, sessionID, reason)
+	}
 	res, err := n.system.Root.RequestFuture(n.host, &actors.CancelTask{SessionID: sessionID, Reason: reason}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
 		return err

@@ -30,6 +30,9 @@ type fileConfig struct {
 	ClickHouse         string          `json:"clickhouse"`
 	ClickHouseDatabase string          `json:"clickhouse_database"`
 	Kafka              string          `json:"kafka"`
+	Group              string          `json:"group"`
+	Roles              string          `json:"roles"`
+	NodeID             string          `json:"node_id"`
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`
 	Gateway            gatewayFile     `json:"gateway"`

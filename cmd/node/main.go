@@ -19,6 +19,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/provider"
@@ -49,8 +50,18 @@ flags:
   --http ADDR            HTTP listen address for serve (TROUPE_HTTP_ADDR, default 127.0.0.1:8080)
   --model SPEC           auto | offline | scripted:FILE | PROVIDER[:MODEL] (TROUPE_MODEL, default auto)
   --fallback SPECS       comma-separated models tried when the first fails
-  --kafka HOST:PORT,...  run on Kafka instead of the in-process bus (TROUPE_KAFKA): tasks
-                         from troupe.tasks, results to troupe.results, events to troupe.events
+  --kafka HOST:PORT,...  join the cluster on Kafka instead of the in-process bus (TROUPE_KAFKA):
+                         tasks from troupe.tasks, results to troupe.results, events to
+                         troupe.events; sessions are spread over the nodes by partition.
+                         The nodes share one event log: ClickHouse (--clickhouse), or on
+                         one host the same --data directory
+  --group NAME           with --kafka: the consumer group of the cluster's nodes
+                         (TROUPE_KAFKA_GROUP, default troupe)
+  --roles LIST           with --kafka: sessions, tools, models or all (TROUPE_ROLES,
+                         default all); a node without tools or models asks the nodes
+                         that have the role, over troupe.tool.requests/model.requests
+  --node-id ID           with --kafka: this node's name, unique in the cluster
+                         (TROUPE_NODE_ID, default host-pid)
   --sink HOST:PORT       with --kafka: also copy every event of troupe.events into the
                          ClickHouse log at HOST:PORT (consumer group troupe-sink)
   --clickhouse HOST:PORT write the event log to ClickHouse (TROUPE_CLICKHOUSE;
@@ -107,6 +118,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	chAddr := fs.String("clickhouse", or("TROUPE_CLICKHOUSE", fc.ClickHouse, ""), "ClickHouse native address for the event log")
 	kafkaAddr := fs.String("kafka", or("TROUPE_KAFKA", fc.Kafka, ""), "Kafka brokers")
 	sinkAddr := fs.String("sink", or("TROUPE_SINK_CLICKHOUSE", "", ""), "ClickHouse the event sink writes to (with --kafka)")
+	group := fs.String("group", or("TROUPE_KAFKA_GROUP", fc.Group, "troupe"), "consumer group of the cluster's nodes (with --kafka)")
+	rolesFlag := fs.String("roles", or("TROUPE_ROLES", fc.Roles, "all"), "roles of this node (with --kafka)")
+	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -171,15 +185,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		cfg.Log = log
 		defer log.Close()
 	}
+	roles, err := node.ParseRoles(*rolesFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	attach := func(*node.Node) {}
 	if *kafkaAddr != "" {
-		clients, err := kafka.DialNode(strings.Split(*kafkaAddr, ","), "troupe-sessions",
+		clients, err := kafka.DialNode(strings.Split(*kafkaAddr, ","), *group,
 			kafka.TopicLayout{InitializeTopics: true}, watermill.NewSlogLogger(logger))
 		if err != nil {
 			fmt.Fprintln(stderr, "error: kafka:", err)
 			return 1
 		}
 		defer clients.Close()
-		cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}
+		cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
+			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf}
+		cfg.NodeID, cfg.Roles = *nodeID, roles
+		attach = func(n *node.Node) { clients.SetOwner(n) }
+		if cfg.Log == nil {
+			// Nodes on one host share the data directory's log; on several hosts,
+			// they share ClickHouse.
+			l, err := sqlite.Open(ctx, sqlite.Config{Dir: *data, Shared: true})
+			if err != nil {
+				fmt.Fprintln(stderr, "error:", err)
+				return 1
+			}
+			defer l.Close()
+			cfg.Log = l
+		}
 		if *sinkAddr != "" {
 			stopSink, err := startSink(ctx, strings.Split(*kafkaAddr, ","), *sinkAddr,
 				or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"), logger)
@@ -192,6 +226,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	} else if *sinkAddr != "" {
 		fmt.Fprintln(stderr, "error: --sink needs --kafka: it copies troupe.events")
 		return 2
+	} else if roles != node.RoleAll {
+		fmt.Fprintln(stderr, "error: --roles needs --kafka: an embedded node does everything")
+		return 2
 	}
 	switch cmd {
 	case "run":
@@ -199,24 +236,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
-		return runTask(ctx, cfg, fs.Arg(0), why, stdout, stderr)
+		return runTask(ctx, cfg, attach, fs.Arg(0), why, stdout, stderr)
 	default:
 		if fs.NArg() != 0 {
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
 		logger.Info("model", "name", model.Name(), "why", why)
-		return serve(ctx, cfg, *addr, stderr)
+		return serve(ctx, cfg, attach, *addr, stderr)
 	}
 }
 
-func runTask(ctx context.Context, cfg node.Config, input, why string, stdout, stderr io.Writer) int {
+func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), input, why string, stdout, stderr io.Writer) int {
 	n, err := node.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
 	defer n.Close()
+	attach(n)
 	stopNode, err := n.Start(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -243,12 +281,13 @@ func runTask(ctx context.Context, cfg node.Config, input, why string, stdout, st
 	return code
 }
 
-func serve(ctx context.Context, cfg node.Config, addr string, stderr io.Writer) int {
+func serve(ctx context.Context, cfg node.Config, attach func(*node.Node), addr string, stderr io.Writer) int {
 	n, err := node.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
+	attach(n)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		n.Close()
@@ -264,7 +303,7 @@ func serve(ctx context.Context, cfg node.Config, addr string, stderr io.Writer) 
 	go func() { runErr <- n.Run(runCtx) }()
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
-	cfg.Logger.Info("node serving", "http", ln.Addr().String(), "data", n.DataDir(), "model", cfg.Model.Name())
+	cfg.Logger.Info("node serving", "http", ln.Addr().String(), "data", n.DataDir(), "model", cfg.Model.Name(), "roles", cfg.Roles.String())
 	code := 0
 	select {
 	case <-ctx.Done():

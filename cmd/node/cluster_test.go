@@ -1,0 +1,321 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// clusterEnv is where a cluster test's nodes meet: Kafka (real when TROUPE_TEST_KAFKA
+// names it, else an in-process kfake broker the node processes reach over loopback)
+// and the event log they share (ClickHouse when TROUPE_TEST_CLICKHOUSE names it, in a
+// database of the test's own, else one SQLite data directory).
+type clusterEnv struct {
+	brokers    string
+	group      string
+	dataDir    string
+	clickhouse string
+	database   string
+}
+
+func newClusterEnv(t *testing.T, dir string) clusterEnv {
+	t.Helper()
+	env := clusterEnv{dataDir: filepath.Join(dir, "data"), group: fmt.Sprintf("troupe-cluster-test-%d", time.Now().UnixNano())}
+	if addr := os.Getenv("TROUPE_TEST_KAFKA"); addr != "" {
+		env.brokers = addr
+	} else {
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(12))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(c.Close)
+		env.brokers = strings.Join(c.ListenAddrs(), ",")
+	}
+	if addr := os.Getenv("TROUPE_TEST_CLICKHOUSE"); addr != "" {
+		env.clickhouse, env.database = addr, fmt.Sprintf("troupe_cluster_%d", time.Now().UnixNano())
+	}
+	return env
+}
+
+// openLog opens the shared log for the test's own checks.
+func (e clusterEnv) openLog(t *testing.T) eventlog.Log {
+	t.Helper()
+	ctx := context.Background()
+	var (
+		l   eventlog.Log
+		err error
+	)
+	if e.clickhouse != "" {
+		l, err = clickhouse.Open(ctx, clickhouse.Config{Addr: clickhouse.SplitAddr(e.clickhouse), Database: e.database})
+	} else {
+		l, err = sqlite.Open(ctx, sqlite.Config{Dir: e.dataDir, ReadOnly: true})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+// startClusterNode starts `node serve` in the cluster with the given roles.
+func startClusterNode(t *testing.T, env clusterEnv, name, roles, script, records, modelLog string) *child {
+	t.Helper()
+	addr := freeAddr(t)
+	args := []string{"serve", "--kafka", env.brokers, "--group", env.group, "--node-id", name, "--roles", roles,
+		"--data", env.dataDir, "--http", addr, "--model", "scripted:" + script}
+	if env.clickhouse != "" {
+		args = append(args, "--clickhouse", env.clickhouse)
+	}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog,
+		"TROUPE_CLICKHOUSE_DATABASE="+env.database)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{cmd: cmd, addr: addr, stderr: &stderr}
+	t.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			_ = c.cmd.Process.Signal(syscall.SIGTERM)
+			_ = c.cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("node %s stderr (tail):\n%s", name, tail(stderr.String(), 4000))
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return c
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			t.Fatalf("node %s did not come up: %v\n%s", name, err, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitOwned waits until the nodes own all partitions between them, each some.
+func waitOwned(t *testing.T, nodes ...*child) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		sum, each, total := 0, true, 0
+		for _, c := range nodes {
+			n := c.gauge(t, "troupe_cluster_partitions_owned")
+			sum += n
+			each = each && n > 0
+			total = c.gauge(t, "troupe_cluster_partitions_total")
+		}
+		if each && sum == total {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group did not settle: %d of %d partitions owned", sum, total)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// gauge reads one of the node's metrics.
+func (c *child) gauge(t *testing.T, name string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + c.addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// TestClusterKillNine runs three `node serve` processes in one cluster: two run
+// sessions and models, one runs sessions and the (slow) tool, so the other two call
+// the tool over troupe.tool.requests, and it calls the models over
+// troupe.model.requests. 100 sessions start; one agents node is killed with SIGKILL
+// mid-run. Its partitions move to the other nodes, which fold the sessions from the
+// shared log and finish them: every session completes, every tool side effect
+// happens once, and no effect whose result was recorded is performed again.
+func TestClusterKillNine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills node processes")
+	}
+	dir := t.TempDir()
+	env := newClusterEnv(t, dir)
+	script := filepath.Join(dir, "script.json")
+	steps := `{"name":"scripted","steps":[
+		{"tool_calls":[{"id":"a","name":"record","arguments":"{\"n\":1}"},{"id":"b","name":"record","arguments":"{\"n\":2}"}]},
+		{"tool_calls":[{"id":"c","name":"record","arguments":"{\"n\":3}"}]},
+		{"content":"all recorded"}]}`
+	if err := os.WriteFile(script, []byte(steps), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	records, modelLog := filepath.Join(dir, "records.txt"), filepath.Join(dir, "model.txt")
+	const sessions = 100
+
+	victim := startClusterNode(t, env, "n1", "sessions,models", script, records, modelLog)
+	survivor := startClusterNode(t, env, "n2", "sessions,models", script, records, modelLog)
+	third := startClusterNode(t, env, "n3", "sessions,tools", script, records, modelLog)
+	// Start the work once the group settled: every node owns some of the 12 partitions.
+	waitOwned(t, victim, survivor, third)
+
+	prefix := fmt.Sprintf("cluster-%d-", time.Now().UnixNano())
+	ids := make([]string, sessions)
+	for i := range ids {
+		ids[i] = victim.post(t, fmt.Sprintf(`{"input":"record three things","session_id":"%s%03d"}`, prefix, i))
+	}
+	// Kill n1 once the work is under way but far from done.
+	deadline := time.Now().Add(120 * time.Second)
+	for len(countLines(t, records, "effect ")) < sessions {
+		if time.Now().After(deadline) {
+			t.Fatalf("tools never ran:\n%s", tail(victim.stderr.String(), 4000))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = victim.cmd.Wait()
+
+	log := env.openLog(t)
+	defer log.Close()
+	modelDone, toolDone, unfinished := recordedIn(t, log, ids)
+	if unfinished == 0 {
+		t.Fatal("the kill landed after every session had finished; the test proves nothing")
+	}
+	t.Logf("killed n1 with %d of %d sessions unfinished; %d model answers and %d tool results recorded", unfinished, sessions, len(modelDone), len(toolDone))
+
+	deadline = time.Now().Add(180 * time.Second)
+	for _, id := range ids {
+		for {
+			st := survivor.status(t, id)
+			if st.Status == messages.StatusCompleted {
+				if st.Output != "all recorded" {
+					t.Fatalf("session %s: %+v", id, st)
+				}
+				break
+			}
+			if st.Status == messages.StatusFailed || time.Now().After(deadline) {
+				t.Fatalf("session %s did not complete: %+v", id, st)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+
+	modelCalls := countLines(t, modelLog, "")
+	toolCalls := countLines(t, records, "call ")
+	effects := countLines(t, records, "effect ")
+	for key := range modelDone {
+		if modelCalls[key] != 1 {
+			t.Errorf("model call %s had a recorded answer before the kill but was made %d times", key, modelCalls[key])
+		}
+	}
+	for key := range toolDone {
+		if toolCalls[key] != 1 {
+			t.Errorf("tool call %s had a recorded result before the kill but ran %d times", key, toolCalls[key])
+		}
+	}
+	if len(effects) != 3*sessions {
+		t.Errorf("%d distinct tool side effects, want %d", len(effects), 3*sessions)
+	}
+	duplicates := 0
+	for key, n := range effects {
+		if n != 1 {
+			duplicates += n - 1
+			t.Errorf("side effect %s happened %d times", key, n)
+		}
+	}
+	if len(modelCalls) != 3*sessions {
+		t.Errorf("%d distinct model calls, want %d", len(modelCalls), 3*sessions)
+	}
+	reissuedModel, reissuedTool := 0, 0
+	for _, n := range modelCalls {
+		reissuedModel += n - 1
+	}
+	for _, n := range toolCalls {
+		reissuedTool += n - 1
+	}
+	_, _, left := recordedIn(t, log, ids)
+	if left != 0 {
+		t.Errorf("%d sessions unfinished in the log", left)
+	}
+	for _, id := range ids {
+		evs, err := log.Read(context.Background(), id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range evs {
+			if e.Seq != uint64(i+1) {
+				t.Fatalf("session %s: seq %d at position %d", id, e.Seq, i+1)
+			}
+		}
+	}
+	t.Logf("sessions %d, kills 1, completed %d, side effects %d (duplicates %d), re-issued after the kill: %d model calls, %d tool calls (unanswered at the kill, same keys)",
+		sessions, sessions, len(effects), duplicates, reissuedModel, reissuedTool)
+}
+
+// recordedIn returns the keys of model calls and tool calls whose results the log
+// records for the sessions, and how many of them are unfinished.
+func recordedIn(t *testing.T, log eventlog.Log, ids []string) (model, tool map[string]bool, unfinished int) {
+	t.Helper()
+	model, tool = map[string]bool{}, map[string]bool{}
+	for _, id := range ids {
+		evs, err := log.Read(context.Background(), id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 0 {
+			unfinished++
+			continue
+		}
+		if last := evs[len(evs)-1].Type; last != messages.TypeTaskCompleted && last != messages.TypeTaskFailed {
+			unfinished++
+		}
+		for _, e := range evs {
+			p, err := e.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch p := p.(type) {
+			case *messages.ModelResponded:
+				model[p.Key] = true
+			case *messages.ToolCallCompleted:
+				tool[p.Key] = true
+			}
+		}
+	}
+	return model, tool, unfinished
+}

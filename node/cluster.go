@@ -1,0 +1,406 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Role is what a node does in a cluster. Nodes run the same binary; roles let tool
+// execution (or model calls) scale apart from the agents.
+type Role uint8
+
+// The roles. The zero Role means all of them.
+const (
+	// RoleSessions consumes troupe.tasks and runs the session actors of the
+	// partitions the node is assigned.
+	RoleSessions Role = 1 << iota
+	// RoleTools serves tool calls: those of its own sessions, and requests on
+	// troupe.tool.requests from nodes without the role.
+	RoleTools
+	// RoleModels serves model calls the same way, on troupe.model.requests.
+	RoleModels
+
+	RoleAll = RoleSessions | RoleTools | RoleModels
+)
+
+var roleNames = []struct {
+	r    Role
+	name string
+}{{RoleSessions, "sessions"}, {RoleTools, "tools"}, {RoleModels, "models"}}
+
+// ParseRoles reads a comma-separated list of roles ("sessions,tools"), or "all".
+func ParseRoles(s string) (Role, error) {
+	var r Role
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "all" {
+			r |= RoleAll
+			continue
+		}
+		found := false
+		for _, rn := range roleNames {
+			if rn.name == part {
+				r |= rn.r
+				found = true
+			}
+		}
+		if !found {
+			return 0, fmt.Errorf("node: unknown role %q (roles: sessions, tools, models, all)", part)
+		}
+	}
+	return r, nil
+}
+
+// Has reports whether r includes role; the zero Role includes every role.
+func (r Role) Has(role Role) bool { return r == 0 || r&role == role }
+
+func (r Role) String() string {
+	if r == 0 {
+		r = RoleAll
+	}
+	var names []string
+	for _, rn := range roleNames {
+		if r&rn.r != 0 {
+			names = append(names, rn.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
+// defaultNodeID names a node by host and process, which is unique among live nodes.
+func defaultNodeID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "node"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// ownership is the partition set of troupe.tasks a sharded node owns.
+type ownership struct {
+	mu         sync.Mutex
+	generation int64
+	partitions map[int]bool
+	total      int
+}
+
+// Assigned tells a sharded node (Bus.Sharded) that it owns the given partitions of
+// troupe.tasks, out of total, until the next Revoked: it runs their sessions and
+// resumes those left unfinished by their previous owner (a node that crashed or
+// left), by folding their events from the shared log. Kafka's consumer group calls it
+// through the kafka package's RebalanceListener before it delivers any task of the
+// new generation.
+func (n *Node) Assigned(partitions []int, total int) {
+	if !n.sharded() || total <= 0 {
+		return
+	}
+	set := make(map[int]bool, len(partitions))
+	for _, p := range partitions {
+		set[p] = true
+	}
+	n.own.mu.Lock()
+	n.own.generation++
+	gen := n.own.generation
+	n.own.partitions, n.own.total = set, total
+	n.own.mu.Unlock()
+	partition := n.cfg.Bus.Partition
+	owns := func(id string) bool { return set[partition(id, total)] }
+	if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns}, n.cfg.SubmitTimeout).Result(); err != nil {
+		n.cfg.Logger.Error("set session ownership", "err", err)
+	}
+	n.metrics.partitions.Set(float64(len(partitions)))
+	n.metrics.total.Set(float64(total))
+	n.cfg.Logger.Info("partitions assigned", "node", n.cfg.NodeID, "partitions", partitions, "of", total)
+	if len(partitions) == 0 {
+		return
+	}
+	// Resuming reads the log; it runs beside the tasks of the new generation (both
+	// reach a session through the host, which runs each session once).
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := n.resumeOwned(ctx, gen, owns); err != nil {
+			n.cfg.Logger.Error("resume sessions of assigned partitions", "err", err)
+		}
+	}()
+}
+
+// Revoked tells a sharded node that it owns no partition any more: it stops every
+// session actor and returns once each finished the message it was handling, so that
+// nothing this node does overlaps with the partitions' next owners. Events are durable
+// before effects are issued, so the next owner folds the sessions exactly where they
+// stopped.
+func (n *Node) Revoked() {
+	if !n.sharded() {
+		return
+	}
+	n.own.mu.Lock()
+	n.own.generation++
+	n.own.partitions = nil
+	n.own.mu.Unlock()
+	n.metrics.partitions.Set(0)
+	res, err := n.system.Root.RequestFuture(n.host, &actors.ReleaseSessions{}, n.cfg.SubmitTimeout).Result()
+	if err != nil {
+		n.cfg.Logger.Error("release sessions", "err", err)
+		return
+	}
+	futures, _ := res.([]*actor.Future)
+	for _, f := range futures {
+		_ = f.Wait()
+	}
+	n.cfg.Logger.Info("partitions revoked; sessions released", "node", n.cfg.NodeID, "sessions", len(futures))
+}
+
+// resumeOwned wakes every unfinished session this node owns, unless ownership changed
+// meanwhile (the host would ignore them anyway).
+func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) bool) error {
+	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning})
+	if err != nil {
+		return err
+	}
+	count := 0
+	for _, s := range infos {
+		n.own.mu.Lock()
+		current := n.own.generation == gen
+		n.own.mu.Unlock()
+		if !current {
+			return nil
+		}
+		if owns(s.ID) {
+			n.system.Root.Send(n.host, &actors.ResumeSession{SessionID: s.ID})
+			count++
+		}
+	}
+	if count > 0 {
+		n.cfg.Logger.Info("resuming unfinished sessions of assigned partitions", "count", count)
+	}
+	return nil
+}
+
+func (n *Node) sharded() bool { return n.cfg.Bus != nil && n.cfg.Bus.Sharded }
+
+// handleEffect serves an effect request from a node without the tools or models role:
+// it performs the effect here and publishes the reply. The request is acked only after
+// the reply is published, so a node that dies mid-call leaves the request to another
+// node, which performs it with the same idempotency key.
+func (n *Node) handleEffect(msg *message.Message) error {
+	req, err := messages.DecodeEffectRequest(msg.Payload)
+	if err != nil {
+		return fmt.Errorf("%w: effect request %s: %w", errPermanent, msg.UUID, err)
+	}
+	// A request delivered again (its first performer died before committing it) may
+	// already be answered in the session's log: the session has the result, and
+	// performing it again would repeat a recorded effect.
+	if done, err := n.answered(msg.Context(), req); err != nil {
+		return err // retried
+	} else if done {
+		return nil
+	}
+	rep, err := n.effects.do(msg.Context(), req.Key, func(ctx context.Context) (messages.EffectReply, error) {
+		wait := n.cfg.ToolTimeout
+		if req.Model != nil {
+			wait = n.cfg.ModelTimeout
+		}
+		rep, err := actors.PerformEffect(ctx, n.system, n.model, n.toolPIDs, req, wait+10*time.Second)
+		if errors.Is(err, actors.ErrNoSuchTool) {
+			// The session waits for an answer: tell it, rather than poison the request.
+			rep.Error, err = err.Error(), nil
+		}
+		return rep, err
+	})
+	if err != nil {
+		return err // retried, then delivered again
+	}
+	rep.SessionID = req.SessionID
+	b, err := messages.EncodeCommand(&rep)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errPermanent, err)
+	}
+	out := message.NewMessage(watermill.NewUUID(), b)
+	out.Metadata.Set(messages.MetaSessionID, req.SessionID)
+	out.Metadata.Set(messages.MetaReplyNode, req.ReplyNode)
+	out.Metadata.Set(messages.MetaCorrelationID, msg.UUID)
+	if err := n.pub.Publish(req.ReplyTopic, out); err != nil {
+		return fmt.Errorf("publish effect reply for %s: %w", req.Key, err)
+	}
+	return nil
+}
+
+// answered reports whether the session's log records the result of the request's
+// effect. Its key is "<session>/<seq>" of the request event; the result follows it.
+func (n *Node) answered(ctx context.Context, req messages.EffectRequest) (bool, error) {
+	i := strings.LastIndexByte(req.Key, '/')
+	seq, err := strconv.ParseUint(req.Key[i+1:], 10, 64)
+	if i < 0 || err != nil || req.Key[:i] != req.SessionID {
+		return false, nil // not a key this build issues: nothing to look up
+	}
+	events, err := n.log.Read(ctx, req.SessionID, seq+1)
+	if err != nil {
+		return false, fmt.Errorf("read session %s: %w", req.SessionID, err)
+	}
+	want := messages.TypeToolCallCompleted
+	if req.Model != nil {
+		want = messages.TypeModelResponded
+	}
+	for _, e := range events {
+		if e.Type != want || e.CausationID != req.Key {
+			continue
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
+// handleReply hands a reply addressed to this node to its RemoteEffects actor.
+func (n *Node) handleReply(msg *message.Message) error {
+	if msg.Metadata.Get(messages.MetaReplyNode) != n.cfg.NodeID {
+		return nil
+	}
+	rep, err := messages.DecodeEffectReply(msg.Payload)
+	if err != nil {
+		n.cfg.Logger.Warn("dropping a malformed effect reply", "message", msg.UUID, "err", err)
+		return nil // the session issues the effect again once it is recovered
+	}
+	n.system.Root.Send(n.remote, &actors.RemoteReply{Reply: rep})
+	return nil
+}
+
+// publishCancel sends a cancellation to the session's owner over troupe.tasks.
+func (n *Node) publishCancel(ctx context.Context, sessionID, reason string) error {
+	status, ok, err := n.Status(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	if !ok || status.Status != messages.StatusRunning {
+		return actors.ErrNoRunningTask
+	}
+	b, err := messages.EncodeCommand(&messages.CancelRequest{SessionID: sessionID, Reason: reason})
+	if err != nil {
+		return err
+	}
+	msg := message.NewMessage(n.cfg.IDs.NewID(), b)
+	msg.Metadata.Set(messages.MetaSessionID, sessionID)
+	msg.Metadata.Set(messages.MetaType, messages.TypeCancelRequested)
+	msg.SetContext(ctx)
+	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
+		return fmt.Errorf("node: publish cancellation: %w", err)
+	}
+	return nil
+}
+
+// handleCancel runs a CancelRequest read from troupe.tasks on the session's owner.
+func (n *Node) handleCancel(msg *message.Message) error {
+	c, err := messages.DecodeCancelRequest(msg.Payload)
+	if err != nil {
+		return fmt.Errorf("%w: cancel message %s: %w", errPermanent, msg.UUID, err)
+	}
+	res, err := n.system.Root.RequestFuture(n.host, &actors.CancelTask{SessionID: c.SessionID, Reason: c.Reason}, n.cfg.SubmitTimeout).Result()
+	if err != nil {
+		return fmt.Errorf("cancel session %s: %w", c.SessionID, err) // retried
+	}
+	if err, ok := res.(error); ok {
+		if errors.Is(err, actors.ErrNoRunningTask) {
+			return nil // finished meanwhile: nothing to cancel
+		}
+		return fmt.Errorf("cancel session %s: %w", c.SessionID, err)
+	}
+	return nil
+}
+
+// PartitionsOwned returns how many partitions of troupe.tasks a sharded node owns now.
+func (n *Node) PartitionsOwned() int {
+	n.own.mu.Lock()
+	defer n.own.mu.Unlock()
+	return len(n.own.partitions)
+}
+
+// effectResults makes a node that serves effect requests perform each effect once per
+// key: a request for a key being performed waits for that performance, and one for a
+// key performed recently gets its answer again. Requests are issued again when a
+// session moves to another node while its effect is in flight (the answer went to the
+// old owner), and the new owner's request lands on the same partition of the request
+// topic, so on the same node, which answers it without calling the tool or model again.
+// The tool's own idempotency on the key remains the guarantee across nodes and restarts;
+// this saves the repeated call.
+type effectResults struct {
+	ttl time.Duration
+	max int
+
+	mu      sync.Mutex
+	flights map[string]*effectFlight
+	swept   time.Time
+	hits    func()
+}
+
+type effectFlight struct {
+	done chan struct{}
+	rep  messages.EffectReply
+	err  error
+	at   time.Time // when it finished; zero while in flight
+}
+
+func newEffectResults(ttl time.Duration, max int, hit func()) *effectResults {
+	return &effectResults{ttl: ttl, max: max, flights: map[string]*effectFlight{}, hits: hit}
+}
+
+// do returns key's answer: a recent one, the one being computed, or perform's.
+// A failed perform is not kept: the next request for the key performs it again.
+func (r *effectResults) do(ctx context.Context, key string, perform func(context.Context) (messages.EffectReply, error)) (messages.EffectReply, error) {
+	now := time.Now()
+	r.mu.Lock()
+	r.sweep(now)
+	if f, ok := r.flights[key]; ok {
+		r.mu.Unlock()
+		r.hits()
+		select {
+		case <-f.done:
+			if f.err == nil {
+				return f.rep, nil
+			}
+			return r.do(ctx, key, perform)
+		case <-ctx.Done():
+			return messages.EffectReply{}, ctx.Err()
+		}
+	}
+	f := &effectFlight{done: make(chan struct{})}
+	r.flights[key] = f
+	r.mu.Unlock()
+
+	f.rep, f.err = perform(ctx)
+	r.mu.Lock()
+	if f.err != nil {
+		delete(r.flights, key)
+	} else {
+		f.at = time.Now()
+	}
+	r.mu.Unlock()
+	close(f.done)
+	return f.rep, f.err
+}
+
+// sweep drops answers older than ttl, and the oldest ones past max.
+func (r *effectResults) sweep(now time.Time) {
+	if len(r.flights) <= r.max && now.Sub(r.swept) < r.ttl/10 {
+		return
+	}
+	r.swept = now
+	for k, f := range r.flights {
+		if !f.at.IsZero() && (now.Sub(f.at) > r.ttl || len(r.flights) > r.max) {
+			delete(r.flights, k)
+		}
+	}
+}

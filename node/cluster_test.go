@@ -1,0 +1,381 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// ledger stands for an external service with side effects that honours idempotency
+// keys: it performs an effect once per key however often it is called. It also
+// checks the invariant "recovery never repeats a recorded effect": a call whose key
+// already has a tool.completed in the log is a violation.
+type ledger struct {
+	log   eventlog.Log
+	delay time.Duration
+
+	mu         sync.Mutex
+	calls      map[string]int
+	effects    map[string]int
+	by         map[string]string // key -> node that performed the effect
+	violations []string
+}
+
+func newLedger(log eventlog.Log, delay time.Duration) *ledger {
+	return &ledger{log: log, delay: delay, calls: map[string]int{}, effects: map[string]int{}, by: map[string]string{}}
+}
+
+// tool returns the ledger as a tool of the named node.
+func (l *ledger) tool(nodeName string) tools.Tool { return ledgerTool{l, nodeName} }
+
+type ledgerTool struct {
+	l    *ledger
+	node string
+}
+
+func (t ledgerTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "ledger", Description: "records a payment once per idempotency key"}
+}
+
+func (t ledgerTool) Call(ctx context.Context, c tools.Call) (string, error) {
+	l := t.l
+	if recorded(l.log, c.Key, messages.TypeToolCallCompleted) {
+		l.mu.Lock()
+		l.violations = append(l.violations, "tool call repeated after its result was recorded: "+c.Key)
+		l.mu.Unlock()
+	}
+	l.mu.Lock()
+	l.calls[c.Key]++
+	if l.effects[c.Key] == 0 {
+		l.effects[c.Key] = 1
+		l.by[c.Key] = t.node
+	}
+	l.mu.Unlock()
+	select {
+	case <-time.After(l.delay):
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	return "paid " + c.Arguments, nil
+}
+
+// recorded reports whether the log holds an event of type typ for effect key.
+func recorded(log eventlog.Log, key string, typ messages.Type) bool {
+	session := key[:strings.LastIndex(key, "/")]
+	events, err := log.Read(context.Background(), session, 1)
+	if err != nil {
+		return false
+	}
+	for _, e := range events {
+		if e.Type == typ && strings.Contains(string(e.Payload), `"key":"`+key+`"`) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkedModel answers step 1 with a ledger call and step 2 with the answer, counts
+// its calls by node, and reports a call whose response is already in the log.
+type checkedModel struct {
+	*llm.Scripted
+	log  eventlog.Log
+	node string
+
+	mu         *sync.Mutex
+	callsBy    map[string]int
+	violations *[]string
+}
+
+func (m checkedModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	violated := recorded(m.log, r.Key, messages.TypeModelResponded)
+	m.mu.Lock()
+	m.callsBy[m.node]++
+	if violated {
+		*m.violations = append(*m.violations, "model call repeated after its response was recorded: "+r.Key)
+	}
+	m.mu.Unlock()
+	return m.Scripted.Generate(ctx, r)
+}
+
+type modelCalls struct {
+	mu         sync.Mutex
+	by         map[string]int
+	violations []string
+}
+
+func (c *modelCalls) model(t *testing.T, log eventlog.Log, nodeName string) llm.Model {
+	s, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{{ID: "call_1", Name: "ledger", Arguments: `{"amount":7}`}}},
+		{Content: "paid"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return checkedModel{Scripted: s, log: log, node: nodeName, mu: &c.mu, callsBy: c.by, violations: &c.violations}
+}
+
+// clusterNode starts a sharded node on Kafka in group, writing to the shared log.
+func clusterNode(t *testing.T, b []string, group string, log eventlog.Log, name string, roles node.Role, tl []tools.Tool, model llm.Model) (*node.Node, func()) {
+	t.Helper()
+	clients, err := kafka.DialNode(b, group, kafka.TopicLayout{InitializeTopics: true, Default: kafka.TopicConfig{Partitions: 6}}, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(context.Background(), node.Config{
+		Log: log, NodeID: name, Roles: roles, Tools: tl, Model: model, MaxSteps: 4,
+		Bus: &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
+			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf},
+	})
+	if err != nil {
+		_ = clients.Close()
+		t.Fatal(err)
+	}
+	clients.SetOwner(n)
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	closeAll := func() { once.Do(func() { stop(); _ = clients.Close() }) }
+	t.Cleanup(closeAll)
+	return n, closeAll
+}
+
+func sharedLog(t *testing.T) eventlog.Log {
+	t.Helper()
+	l, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	return l
+}
+
+// waitCompleted waits until every session finished, and fails on any that did not complete.
+func waitCompleted(t *testing.T, n *node.Node, sessions []string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for _, id := range sessions {
+		for {
+			st, ok, err := n.Status(context.Background(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok && st.Status != messages.StatusRunning {
+				if st.Status != messages.StatusCompleted {
+					t.Fatalf("session %s: %s (%s)", id, st.Status, st.Error)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("session %s did not finish within %s (status %q, known %v)", id, within, st.Status, ok)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func uniqueGroup(t *testing.T) string {
+	return "troupe-" + strings.ReplaceAll(t.Name(), "/", "-") + time.Now().Format("150405.000000")
+}
+
+// TestClusterRoles runs the agents on one node and the tools and models on another:
+// every effect of the sessions node goes over troupe.tool.requests and
+// troupe.model.requests and comes back on troupe.replies.
+func TestClusterRoles(t *testing.T) {
+	b := brokers(t)
+	log := sharedLog(t)
+	led := newLedger(log, 0)
+	calls := &modelCalls{by: map[string]int{}}
+	group := uniqueGroup(t)
+	sessionsNode, _ := clusterNode(t, b, group, log, "agents", node.RoleSessions, []tools.Tool{led.tool("agents")}, calls.model(t, log, "agents"))
+	clusterNode(t, b, group, log, "workers", node.RoleTools|node.RoleModels, []tools.Tool{led.tool("workers")}, calls.model(t, log, "workers"))
+
+	prefix := fmt.Sprintf("roles-%d-", time.Now().UnixNano())
+	var sessions []string
+	for i := range 8 {
+		id, err := sessionsNode.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: fmt.Sprintf("%s%d", prefix, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, id)
+	}
+	waitCompleted(t, sessionsNode, sessions, 90*time.Second)
+
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	if len(led.effects) != len(sessions) {
+		t.Fatalf("%d effects for %d sessions", len(led.effects), len(sessions))
+	}
+	for key, by := range led.by {
+		if by != "workers" {
+			t.Errorf("tool call %s ran on %s, want the tools node", key, by)
+		}
+	}
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	if calls.by["agents"] != 0 || calls.by["workers"] != 2*len(sessions) {
+		t.Errorf("model calls by node = %v, want all %d on workers", calls.by, 2*len(sessions))
+	}
+	if v := append(led.violations, calls.violations...); len(v) > 0 {
+		t.Errorf("recorded effects repeated: %v", v)
+	}
+	for _, id := range sessions {
+		events, err := log.Read(context.Background(), id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(events[len(events)-1].Payload), "paid") {
+			t.Errorf("session %s: last event %s", id, events[len(events)-1].Payload)
+		}
+	}
+}
+
+// TestClusterRebalance stops one of two nodes while their sessions wait on slow tool
+// calls: the other node is assigned the partitions and finishes every session from the
+// log, with each side effect once and no recorded effect repeated.
+func TestClusterRebalance(t *testing.T) {
+	b := brokers(t)
+	log := sharedLog(t)
+	led := newLedger(log, 400*time.Millisecond)
+	calls := &modelCalls{by: map[string]int{}}
+	group := uniqueGroup(t)
+	a, stopA := clusterNode(t, b, group, log, "a", 0, []tools.Tool{led.tool("a")}, calls.model(t, log, "a"))
+	bn, _ := clusterNode(t, b, group, log, "b", 0, []tools.Tool{led.tool("b")}, calls.model(t, log, "b"))
+
+	// Wait until both nodes own partitions, so that both run sessions.
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		return partitionsOwned(t, a) > 0 && partitionsOwned(t, bn) > 0
+	})
+	prefix := fmt.Sprintf("rebalance-%d-", time.Now().UnixNano())
+	var sessions []string
+	for i := range 24 {
+		id, err := bn.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: fmt.Sprintf("%s%d", prefix, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, id)
+	}
+	waitFor(t, 60*time.Second, "tool calls on node a", func() bool {
+		led.mu.Lock()
+		defer led.mu.Unlock()
+		n := 0
+		for _, by := range led.by {
+			if by == "a" {
+				n++
+			}
+		}
+		return n > 0
+	})
+	stopA()
+	waitCompleted(t, bn, sessions, 120*time.Second)
+
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	if len(led.effects) != len(sessions) {
+		t.Errorf("%d distinct effects for %d sessions", len(led.effects), len(sessions))
+	}
+	onA := 0
+	for _, by := range led.by {
+		if by == "a" {
+			onA++
+		}
+	}
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	if v := append(led.violations, calls.violations...); len(v) > 0 {
+		t.Errorf("recorded effects repeated: %v", v)
+	}
+	for _, id := range sessions {
+		events, err := log.Read(context.Background(), id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range events {
+			if e.Seq != uint64(i+1) {
+				t.Fatalf("session %s: seq %d at position %d", id, e.Seq, i+1)
+			}
+		}
+	}
+	t.Logf("%d sessions, %d tool effects performed on the stopped node, tool calls %d, model calls by node %v", len(sessions), onA, sum(led.calls), calls.by)
+}
+
+func sum(m map[string]int) int {
+	n := 0
+	for _, v := range m {
+		n += v
+	}
+	return n
+}
+
+func partitionsOwned(t *testing.T, n *node.Node) int { return n.PartitionsOwned() }
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestClusterCancel cancels a running session through a node of the cluster: the
+// cancellation travels on troupe.tasks to whichever node owns the session.
+func TestClusterCancel(t *testing.T) {
+	b := brokers(t)
+	log := sharedLog(t)
+	led := newLedger(log, 30*time.Second)
+	calls := &modelCalls{by: map[string]int{}}
+	group := uniqueGroup(t)
+	a, _ := clusterNode(t, b, group, log, "a", 0, []tools.Tool{led.tool("a")}, calls.model(t, log, "a"))
+	bn, _ := clusterNode(t, b, group, log, "b", 0, []tools.Tool{led.tool("b")}, calls.model(t, log, "b"))
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		return a.PartitionsOwned() > 0 && bn.PartitionsOwned() > 0
+	})
+	prefix := fmt.Sprintf("cancel-%d-", time.Now().UnixNano())
+	var sessions []string
+	for i := range 4 {
+		id, err := a.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: fmt.Sprintf("%s%d", prefix, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, id)
+	}
+	waitFor(t, 60*time.Second, "every session calling its tool", func() bool {
+		led.mu.Lock()
+		defer led.mu.Unlock()
+		return len(led.calls) == len(sessions)
+	})
+	for i, id := range sessions {
+		via := []*node.Node{a, bn}[i%2]
+		if err := via.Cancel(context.Background(), id, "the user changed their mind"); err != nil {
+			t.Fatalf("cancel %s: %v", id, err)
+		}
+	}
+	for _, id := range sessions {
+		waitFor(t, 60*time.Second, "session "+id+" cancelled", func() bool {
+			st, ok, err := a.Status(context.Background(), id)
+			return err == nil && ok && st.Status == messages.StatusFailed && strings.Contains(st.Error, "changed their mind")
+		})
+		if err := bn.Cancel(context.Background(), id, "again"); !errors.Is(err, actors.ErrNoRunningTask) {
+			t.Errorf("cancelling a finished session: err = %v, want ErrNoRunningTask", err)
+		}
+	}
+}
