@@ -24,6 +24,7 @@ type Metrics struct {
 	partitions prometheus.Gauge
 	total      prometheus.Gauge
 	effectHits prometheus.Counter
+	pubFailed  prometheus.Counter
 }
 
 func newMetrics() *Metrics {
@@ -47,8 +48,10 @@ func newMetrics() *Metrics {
 			Name: "partitions_total", Help: "Partitions of troupe.tasks in the cluster (sharded nodes only)."}),
 		effectHits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "effect_requests_coalesced_total", Help: "Effect requests answered from an earlier or concurrent performance of the same key."}),
+		pubFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
+			Name: "publish_failures_total", Help: "Batches of session events or results the bus refused after retries (the log has the events)."}),
 	}
-	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.effectHits)
+	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.effectHits, m.pubFailed)
 	return m
 }
 
@@ -107,7 +110,10 @@ func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 			}
 			d.last = now
 		}
-		_, dup := d.seen[msg.UUID]
+		// Handlers dedupe apart: a plain JSON task's message ID is also the ID of the
+		// task.submitted event it becomes, which the live-events handler must still see.
+		key := message.HandlerNameFromCtx(msg.Context()) + "\x00" + msg.UUID
+		_, dup := d.seen[key]
 		d.mu.Unlock()
 		if dup {
 			d.m.duplicates.WithLabelValues(message.HandlerNameFromCtx(msg.Context())).Inc()
@@ -116,7 +122,7 @@ func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 		out, err := h(msg)
 		if err == nil {
 			d.mu.Lock()
-			d.seen[msg.UUID] = now
+			d.seen[key] = now
 			d.mu.Unlock()
 		}
 		return out, err

@@ -204,6 +204,7 @@ type Node struct {
 	toolPIDs          map[string]*actor.PID
 	own               ownership
 	effects           *effectResults
+	outbox            *outbox
 	router            *message.Router
 	hub               *Hub
 
@@ -297,8 +298,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 			}
 		}
 	}
+	n.outbox = newOutbox(n.pub, 8192, cfg.Logger, n.metrics.pubFailed.Inc)
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
-		Store: n.log, Publisher: n.pub, Model: sessionModel, Tools: sessionTools, Clock: cfg.Clock,
+		Store: n.log, Publisher: n.outbox, Model: sessionModel, Tools: sessionTools, Clock: cfg.Clock,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agent,
@@ -608,6 +610,10 @@ func (n *Node) Close() error {
 				n.system.Root.Stop(pid)
 			}
 			n.system.Shutdown()
+		}
+		if n.outbox != nil {
+			// The sessions are stopped: publish what they handed over, then close the bus.
+			errs = append(errs, n.outbox.Close())
 		}
 		if n.hub != nil {
 			n.hub.close()

@@ -1,0 +1,125 @@
+package node
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
+// outbox publishes what session actors hand it (their events on troupe.events, task
+// results on troupe.results and reply topics) in the background, so that a session
+// does not wait for the broker after each step: its events are durable in the log
+// already, and the bus copy feeds live watchers, the sink and Kafka clients.
+//
+// Messages are published in the order they were handed over (so each session's events
+// stay in order), and whatever is queued when the publisher is free goes out together:
+// one Publish per topic, which on Kafka is one produce request per partition instead
+// of one round trip per step of every session. A full queue blocks the sessions
+// (back-pressure); a failed publish is retried with backoff, then logged and counted.
+type outbox struct {
+	pub     message.Publisher
+	logger  *slog.Logger
+	failed  func()
+	retries int
+
+	queue     chan outMsg
+	done      chan struct{}
+	closeOnce sync.Once
+	mu        sync.RWMutex // held for reading by Publish, for writing by Close
+	closed    bool
+}
+
+type outMsg struct {
+	topic string
+	msg   *message.Message
+}
+
+// errOutboxClosed is returned by Publish after Close.
+var errOutboxClosed = errors.New("node: outbox is closed")
+
+const outboxBatch = 1024
+
+func newOutbox(pub message.Publisher, capacity int, logger *slog.Logger, failed func()) *outbox {
+	o := &outbox{pub: pub, logger: logger, failed: failed, retries: 5, queue: make(chan outMsg, capacity), done: make(chan struct{})}
+	go o.run()
+	return o
+}
+
+// Publish queues msgs for topic; it blocks while the queue is full.
+func (o *outbox) Publish(topic string, msgs ...*message.Message) error {
+	o.mu.RLock()
+	defer o.mu.RUnlock()
+	if o.closed {
+		return errOutboxClosed
+	}
+	for _, m := range msgs {
+		o.queue <- outMsg{topic, m}
+	}
+	return nil
+}
+
+// Close publishes what is queued, then stops. Call it once nothing publishes any more.
+func (o *outbox) Close() error {
+	o.closeOnce.Do(func() {
+		o.mu.Lock()
+		o.closed = true
+		close(o.queue)
+		o.mu.Unlock()
+		<-o.done
+	})
+	return nil
+}
+
+func (o *outbox) run() {
+	defer close(o.done)
+	batch := make([]outMsg, 0, outboxBatch)
+	for first := range o.queue {
+		batch = append(batch[:0], first)
+	fill:
+		for len(batch) < outboxBatch {
+			select {
+			case m, ok := <-o.queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		o.flush(batch)
+	}
+}
+
+// flush publishes a batch, one Publish per topic in the order the topics first appear.
+func (o *outbox) flush(batch []outMsg) {
+	var topics []string
+	byTopic := map[string][]*message.Message{}
+	for _, m := range batch {
+		if _, ok := byTopic[m.topic]; !ok {
+			topics = append(topics, m.topic)
+		}
+		byTopic[m.topic] = append(byTopic[m.topic], m.msg)
+	}
+	for _, topic := range topics {
+		msgs := byTopic[topic]
+		backoff := 50 * time.Millisecond
+		for attempt := 1; ; attempt++ {
+			err := o.pub.Publish(topic, msgs...)
+			if err == nil {
+				break
+			}
+			if attempt == o.retries {
+				o.failed()
+				o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
+				break
+			}
+			o.logger.Warn("bus publish failed; retrying", "topic", topic, "messages", len(msgs), "attempt", attempt, "err", err)
+			time.Sleep(backoff)
+			backoff = min(backoff*2, 2*time.Second)
+		}
+	}
+}
