@@ -17,8 +17,11 @@ import (
 // Messages are published in the order they were handed over (so each session's events
 // stay in order), and whatever is queued when the publisher is free goes out together:
 // one Publish per topic, which on Kafka is one produce request per partition instead
-// of one round trip per step of every session. A full queue blocks the sessions
-// (back-pressure); a failed publish is retried with backoff, then logged and counted.
+// of one round trip per step of every session. A failed publish (a broker outage) is
+// retried with backoff for as long as it takes; meanwhile the queue fills and then
+// blocks the sessions (back-pressure), so results wait for the broker instead of being
+// dropped. Only once the node is closing does a publish give up after a few attempts,
+// logged and counted.
 type outbox struct {
 	pub     message.Publisher
 	logger  *slog.Logger
@@ -26,6 +29,7 @@ type outbox struct {
 	retries int
 
 	queue     chan outMsg
+	closing   chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
 	mu        sync.RWMutex // held for reading by Publish, for writing by Close
@@ -43,7 +47,7 @@ var errOutboxClosed = errors.New("node: outbox is closed")
 const outboxBatch = 1024
 
 func newOutbox(pub message.Publisher, capacity int, logger *slog.Logger, failed func()) *outbox {
-	o := &outbox{pub: pub, logger: logger, failed: failed, retries: 5, queue: make(chan outMsg, capacity), done: make(chan struct{})}
+	o := &outbox{pub: pub, logger: logger, failed: failed, retries: 5, queue: make(chan outMsg, capacity), closing: make(chan struct{}), done: make(chan struct{})}
 	go o.run()
 	return o
 }
@@ -64,6 +68,7 @@ func (o *outbox) Publish(topic string, msgs ...*message.Message) error {
 // Close publishes what is queued, then stops. Call it once nothing publishes any more.
 func (o *outbox) Close() error {
 	o.closeOnce.Do(func() {
+		close(o.closing)
 		o.mu.Lock()
 		o.closed = true
 		close(o.queue)
@@ -112,14 +117,26 @@ func (o *outbox) flush(batch []outMsg) {
 			if err == nil {
 				break
 			}
-			if attempt == o.retries {
+			if attempt >= o.retries && o.isClosing() {
 				o.failed()
 				o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
 				break
 			}
+			if attempt == o.retries {
+				o.failed()
+			}
 			o.logger.Warn("bus publish failed; retrying", "topic", topic, "messages", len(msgs), "attempt", attempt, "err", err)
 			time.Sleep(backoff)
-			backoff = min(backoff*2, 2*time.Second)
+			backoff = min(backoff*2, 5*time.Second)
 		}
+	}
+}
+
+func (o *outbox) isClosing() bool {
+	select {
+	case <-o.closing:
+		return true
+	default:
+		return false
 	}
 }
