@@ -52,14 +52,28 @@ func (t TopicConfig) validate(name string) error {
 	return nil
 }
 
-// TopicLayout says whether and how a Publisher or Subscriber creates the topics it
-// uses. Topics are created on first use (the first Publish to a topic, Subscribe or
-// SubscribeInitialize); a topic that already exists is left as it is.
+// TopicLayout says how the topic names a Publisher or Subscriber is given map to
+// Kafka topics, and whether and how it creates them. Topics are created on first use
+// (the first Publish to a topic, Subscribe or SubscribeInitialize); a topic that
+// already exists is left as it is.
 type TopicLayout struct {
+	// Prefix is put before every topic name used through this Publisher or
+	// Subscriber on the wire: with "prod.", troupe.tasks is the Kafka topic
+	// "prod.troupe.tasks". Watermill callers keep using the logical names (Publish,
+	// Subscribe, SubscribeInitialize, Marshaler.Marshal and Assignment.Topic see
+	// troupe.tasks); what Kafka sees, and what Record reports, is the prefixed name.
+	// Clusters, or test runs, that share a broker and use different prefixes do not
+	// see each other's records. Consumer group names are not prefixed: two clusters
+	// with one ConsumerGroup name share the group (each still consumes only its own
+	// topics, but their rebalances are joint), so give each cluster its own group too.
+	// The prefix may hold only ASCII letters, digits, '.', '_' and '-', as Kafka topic
+	// names, and the prefixed name may be at most 249 characters long. Empty: no prefix.
+	Prefix string
 	// InitializeTopics creates missing topics. Off by default: in a cluster, topics
 	// come from deploy/kafka/topics.txt (deploy/kafka.sh topics).
 	InitializeTopics bool
-	// Topics configures named topics; others use Default.
+	// Topics configures named topics, by their logical names (troupe.tasks, also
+	// with a Prefix; as deploy/kafka/topics.txt lists them); others use Default.
 	Topics map[string]TopicConfig
 	// Default configures every topic not in Topics (zero fields: 12 partitions,
 	// replication factor 1).
@@ -75,7 +89,23 @@ func (l TopicLayout) topic(name string) TopicConfig {
 	return def
 }
 
-func (l TopicLayout) validate() error {
+// MaxTopicNameLength is the longest topic name Kafka accepts, prefix included.
+const MaxTopicNameLength = 249
+
+// ErrInvalidTopic is returned for a topic name Kafka would refuse: empty, longer
+// than MaxTopicNameLength with its prefix, or with a character other than ASCII
+// letters, digits, '.', '_' and '-'; also for such a TopicLayout.Prefix.
+var ErrInvalidTopic = errors.New("kafka: invalid topic name")
+
+// Validate reports a layout that cannot work: a Prefix Kafka would refuse, an
+// unnamed topic in Topics, negative partitions or replication factors.
+func (l TopicLayout) Validate() error {
+	if c, bad := invalidTopicChar(l.Prefix); bad {
+		return fmt.Errorf("%w: topic prefix %q has %q; Kafka topic names allow ASCII letters, digits, '.', '_' and '-'", ErrInvalidTopic, l.Prefix, c)
+	}
+	if len(l.Prefix) >= MaxTopicNameLength {
+		return fmt.Errorf("%w: topic prefix %q is %d characters long; with the topic name it must stay within %d", ErrInvalidTopic, l.Prefix, len(l.Prefix), MaxTopicNameLength)
+	}
 	if err := l.Default.validate("default"); err != nil {
 		return err
 	}
@@ -88,6 +118,40 @@ func (l TopicLayout) validate() error {
 		}
 	}
 	return nil
+}
+
+// wire returns the Kafka name of topic: Prefix + topic, or ErrInvalidTopic.
+func (l TopicLayout) wire(topic string) (string, error) {
+	if topic == "" {
+		return "", fmt.Errorf("%w: empty", ErrInvalidTopic)
+	}
+	name := l.Prefix + topic
+	if c, bad := invalidTopicChar(topic); bad {
+		return "", fmt.Errorf("%w: %q has %q; Kafka topic names allow ASCII letters, digits, '.', '_' and '-'", ErrInvalidTopic, topic, c)
+	}
+	if len(name) > MaxTopicNameLength {
+		if l.Prefix != "" {
+			return "", fmt.Errorf("%w: topic %q with prefix %q is %d characters long, more than Kafka's %d", ErrInvalidTopic, topic, l.Prefix, len(name), MaxTopicNameLength)
+		}
+		return "", fmt.Errorf("%w: %q is %d characters long, more than Kafka's %d", ErrInvalidTopic, topic, len(name), MaxTopicNameLength)
+	}
+	if name == "." || name == ".." {
+		return "", fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+	}
+	return name, nil
+}
+
+// invalidTopicChar returns the first character of s that a Kafka topic name cannot
+// hold.
+func invalidTopicChar(s string) (rune, bool) {
+	for _, c := range s {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return c, true
+		}
+	}
+	return 0, false
 }
 
 // ParseTopics reads the topic layout format of deploy/kafka/topics.txt: one topic a
@@ -212,7 +276,7 @@ func (c PublisherConfig) Validate() error {
 	if c.RetryBackoffMin > 0 && c.RetryBackoffMax > 0 && c.RetryBackoffMax < c.RetryBackoffMin {
 		return errors.New("kafka: RetryBackoffMax is smaller than RetryBackoffMin")
 	}
-	return c.Topics.validate()
+	return c.Topics.Validate()
 }
 
 // InitialOffset is where a consumer starts on a partition that has no committed
@@ -356,7 +420,7 @@ func (c SubscriberConfig) Validate() error {
 	if c.HeartbeatInterval > 0 && c.SessionTimeout > 0 && c.HeartbeatInterval >= c.SessionTimeout {
 		return errors.New("kafka: HeartbeatInterval must be shorter than SessionTimeout")
 	}
-	return c.Topics.validate()
+	return c.Topics.Validate()
 }
 
 func validateBrokers(brokers []string) error {

@@ -313,7 +313,11 @@ func TestTopicLayout(t *testing.T) {
 	if err := sub.SubscribeInitialize(other); err != nil {
 		t.Fatal(err)
 	}
-	client := &kafkago.Client{Addr: kafkago.TCP(c.brokers...), Timeout: 10 * time.Second}
+	// A transport of its own: kafka-go's default one is shared in the process and
+	// caches metadata for seconds, without the topics just created.
+	tr := &kafkago.Transport{}
+	defer tr.CloseIdleConnections()
+	client := &kafkago.Client{Addr: kafkago.TCP(c.brokers...), Timeout: 10 * time.Second, Transport: tr}
 	md, err := client.Metadata(testContext(t, 30*time.Second), &kafkago.MetadataRequest{Topics: []string{named, other}})
 	if err != nil {
 		t.Fatal(err)

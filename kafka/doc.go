@@ -83,6 +83,16 @@
 // TopicLayout.Default (12 partitions, replication factor 1). ParseTopics reads
 // deploy/kafka/topics.txt, the layout deploy/kafka.sh creates.
 //
+// TopicLayout.Prefix separates clusters, or test runs, that share a broker: with
+// Prefix "prod.", Publish(messages.TopicTasks, …) writes to the Kafka topic
+// "prod.troupe.tasks", and Subscribe(ctx, messages.TopicTasks) reads it. Callers use
+// the logical names throughout (Publish, Subscribe, SubscribeInitialize, the
+// Marshaler, Assignment.Topic, and the keys of TopicLayout.Topics); the prefixed name
+// is what Kafka, other clients (kcat) and RecordInfo.Topic see. Consumer group names
+// are not prefixed. A topic name that Kafka would refuse (characters other than
+// [a-zA-Z0-9._-], more than 249 with the prefix) fails with ErrInvalidTopic before
+// anything is sent.
+//
 // # Limits
 //
 // Group membership is kafka-go's ConsumerGroup, with its limits:

@@ -18,10 +18,12 @@ const HeaderUUID = "_watermill_message_uuid"
 
 // Marshaler converts between Watermill messages and Kafka records.
 type Marshaler interface {
-	// Marshal builds the record for msg on topic. The record's Key decides its
-	// partition (see Balancer).
+	// Marshal builds the record for msg on topic, the name Publish was given
+	// (without TopicLayout.Prefix; Publish sets the record's Topic to the Kafka
+	// name). The record's Key decides its partition (see Balancer).
 	Marshal(topic string, msg *message.Message) (kafkago.Message, error)
-	// Unmarshal builds the message for a consumed record.
+	// Unmarshal builds the message for a consumed record (its Topic is the Kafka
+	// name, with the prefix).
 	Unmarshal(rec kafkago.Message) (*message.Message, error)
 }
 
@@ -94,7 +96,7 @@ func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, erro
 
 // RecordInfo is where a consumed message sits in Kafka.
 type RecordInfo struct {
-	Topic     string
+	Topic     string // the Kafka name, with TopicLayout.Prefix
 	Partition int
 	Offset    int64
 	Key       []byte

@@ -76,15 +76,19 @@ func NewPublisher(cfg PublisherConfig, logger watermill.LoggerAdapter) (*Publish
 	return p, nil
 }
 
-// Publish writes msgs to topic and returns once every in-sync replica of each
-// partition has the records (acks=all), or with an error. The messages of one call
-// are sent as one batch per partition; kafka-go retries a failed batch up to
-// MaxAttempts times. On error, some of the messages may have been written: publish
-// them again (consumers dedupe by message UUID). Publish does not look at the
-// messages' contexts; PublishTimeout bounds it.
+// Publish writes msgs to topic (the Kafka topic Topics.Prefix + topic) and returns
+// once every in-sync replica of each partition has the records (acks=all), or with
+// an error. The messages of one call are sent as one batch per partition; kafka-go
+// retries a failed batch up to MaxAttempts times. On error, some of the messages may
+// have been written: publish them again (consumers dedupe by message UUID). Publish
+// does not look at the messages' contexts; PublishTimeout bounds it.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	if topic == "" {
 		return errors.New("kafka: publish to an empty topic name")
+	}
+	wire, err := p.cfg.Topics.wire(topic)
+	if err != nil {
+		return err
 	}
 	p.mu.RLock()
 	if p.closed {
@@ -100,7 +104,7 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
 	defer cancel()
-	if err := p.prepare(ctx, topic); err != nil {
+	if err := p.prepare(ctx, topic, wire); err != nil {
 		return err
 	}
 	recs := make([]kafkago.Message, len(msgs))
@@ -109,36 +113,36 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		if err != nil {
 			return fmt.Errorf("kafka: marshal message %s for %s: %w", msg.UUID, topic, err)
 		}
-		rec.Topic = topic
+		rec.Topic = wire
 		rec.Partition, rec.Offset = 0, 0
 		recs[i] = rec
 	}
 	if err := p.writer.WriteMessages(ctx, recs...); err != nil {
-		return publishError(topic, msgs, err)
+		return publishError(wire, msgs, err)
 	}
 	if len(msgs) == 1 {
-		p.logger.Trace("published", watermill.LogFields{"topic": topic, "message_uuid": msgs[0].UUID})
+		p.logger.Trace("published", watermill.LogFields{"topic": wire, "message_uuid": msgs[0].UUID})
 	} else {
-		p.logger.Trace("published", watermill.LogFields{"topic": topic, "messages": len(msgs)})
+		p.logger.Trace("published", watermill.LogFields{"topic": wire, "messages": len(msgs)})
 	}
 	return nil
 }
 
-// prepare creates topic if the layout says so and waits until the cluster
-// metadata knows it, once per topic.
-func (p *Publisher) prepare(ctx context.Context, topic string) error {
-	if _, ok := p.ready.Load(topic); ok {
+// prepare creates the Kafka topic wire (topic with the prefix) if the layout says
+// so and waits until the cluster metadata knows it, once per topic.
+func (p *Publisher) prepare(ctx context.Context, topic, wire string) error {
+	if _, ok := p.ready.Load(wire); ok {
 		return nil
 	}
-	if err := p.admin.ensureTopic(ctx, topic); err != nil {
+	if err := p.admin.ensureTopic(ctx, topic, wire); err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, topicWait)
 	defer cancel()
-	if _, err := p.admin.partitions(wctx, topic); err != nil {
+	if _, err := p.admin.partitions(wctx, wire); err != nil {
 		return err
 	}
-	p.ready.Store(topic, struct{}{})
+	p.ready.Store(wire, struct{}{})
 	return nil
 }
 

@@ -21,7 +21,9 @@ func groupFor(t *testing.T) string {
 	return "cg-" + hex.EncodeToString(sum[:8])
 }
 
-// TestPubSub runs Watermill's universal suite with consumer groups.
+// TestPubSub runs Watermill's universal suite with consumer groups, on a topic
+// prefix (TopicLayout.Prefix): the suite's topic names are logical names, each a
+// prefixed Kafka topic. The other suites run without a prefix.
 //
 // Declared features:
 //   - ConsumerGroups: groups share partitions and commit offsets.
@@ -39,11 +41,12 @@ func TestPubSub(t *testing.T) {
 		ConsumerGroups: true,
 		Persistent:     true,
 	}
+	prefix := c.topicPrefix(t, "suite.")
 	ctor := func(t *testing.T) (message.Publisher, message.Subscriber) {
-		return c.publisher(t, nil), c.subscriber(t, groupFor(t), nil)
+		return c.publisher(t, pubPrefix(prefix)), c.subscriber(t, groupFor(t), subPrefix(prefix))
 	}
 	groupCtor := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-		return c.publisher(t, nil), c.subscriber(t, group, nil)
+		return c.publisher(t, pubPrefix(prefix)), c.subscriber(t, group, subPrefix(prefix))
 	}
 	tests.TestPubSub(t, features, ctor, groupCtor)
 }

@@ -13,7 +13,7 @@ import (
 
 // Assignment is the set of a topic's partitions one group member owns in one generation.
 type Assignment struct {
-	Topic      string
+	Topic      string // as Subscribe was given it, without TopicLayout.Prefix
 	Generation int32
 	Partitions []int // owned by this member, sorted ascending; may be empty
 	Total      int   // the topic's partition count
@@ -59,7 +59,7 @@ type RebalanceListener interface {
 // gen.Start, so kafka-go joins the next generation only after they returned. The
 // consumers and the watcher are counted in running until they stopped.
 func (sub *subscription) runGeneration(ctx context.Context, gen *kafkago.Generation, running *sync.WaitGroup) {
-	assigned := gen.Assignments[sub.topic]
+	assigned := gen.Assignments[sub.wire]
 	partitions := make([]int, 0, len(assigned))
 	for _, pa := range assigned {
 		partitions = append(partitions, pa.ID)
@@ -117,7 +117,7 @@ func (sub *subscription) runGeneration(ctx context.Context, gen *kafkago.Generat
 			atLeast = partitions[len(partitions)-1] + 1
 		}
 		lookup, cancel := context.WithTimeout(ctx, sub.s.cfg.CoordinatorTimeout)
-		total, err := sub.s.partitionCount(lookup, sub.topic, atLeast)
+		total, err := sub.s.partitionCount(lookup, sub.wire, atLeast)
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
@@ -130,7 +130,7 @@ func (sub *subscription) runGeneration(ctx context.Context, gen *kafkago.Generat
 		listener.Assigned(Assignment{Topic: a.Topic, Generation: a.Generation, Partitions: slices.Clone(partitions), Total: a.Total})
 	}
 	sub.logger.Debug("consumer group: generation started", fields)
-	commits := newCommitter(gen, sub.topic)
+	commits := newCommitter(gen, sub.wire)
 	for _, pa := range assigned {
 		parts.Add(1)
 		running.Add(1)
@@ -143,10 +143,10 @@ func (sub *subscription) runGeneration(ctx context.Context, gen *kafkago.Generat
 	started <- &a
 }
 
-// partitionCount reads the partition count of topic from a broker, as kafka-go's
-// group leader does to assign partitions: over a connection of its own, not from
-// the transport's metadata cache, which can be seconds old when partitions were
-// just added. Its metadata request lets a broker with auto.create.topics.enable
+// partitionCount reads the partition count of topic (a Kafka name) from a broker,
+// as kafka-go's group leader does to assign partitions: over a connection of its
+// own, not from the transport's metadata cache, which can be seconds old when
+// partitions were just added. Its metadata request lets a broker with auto.create.topics.enable
 // create the topic, as kafka-go's group does anyway. It waits (until ctx is done)
 // for a count of at least atLeast, since one broker's metadata can lag another's.
 func (s *Subscriber) partitionCount(ctx context.Context, topic string, atLeast int) (int, error) {

@@ -66,27 +66,31 @@ func NewSubscriber(cfg SubscriberConfig, logger watermill.LoggerAdapter) (*Subsc
 	}, nil
 }
 
-// SubscribeInitialize creates topic (with the configured layout, even when
-// InitializeTopics is off: it is an explicit request) and waits until the cluster
-// knows it.
+// SubscribeInitialize creates topic (the Kafka topic Topics.Prefix + topic, with the
+// configured layout, even when InitializeTopics is off: it is an explicit request)
+// and waits until the cluster knows it.
 func (s *Subscriber) SubscribeInitialize(topic string) error {
 	if topic == "" {
 		return errors.New("kafka: subscribe to an empty topic name")
+	}
+	wire, err := s.cfg.Topics.wire(topic)
+	if err != nil {
+		return err
 	}
 	ctx, cancel := s.untilClosed(context.Background(), subscribeSetupTimeout)
 	defer cancel()
 	a := s.admin
 	a.layout.InitializeTopics = true
-	if err := a.ensureTopic(ctx, topic); err != nil {
+	if err := a.ensureTopic(ctx, topic, wire); err != nil {
 		return err
 	}
-	_, err := a.partitions(ctx, topic)
+	_, err = a.partitions(ctx, wire)
 	return err
 }
 
-// Subscribe returns the messages of topic. Messages of one partition come one at a
-// time: the next only after the previous was acked. Partitions are consumed
-// concurrently. With a ConsumerGroup, a message's offset is committed after its
+// Subscribe returns the messages of topic (the Kafka topic Topics.Prefix + topic).
+// Messages of one partition come one at a time: the next only after the previous
+// was acked. Partitions are consumed concurrently. With a ConsumerGroup, a message's offset is committed after its
 // Ack, in the background; a partition's consumer waits for its commits before it
 // gives the partition up or stops, and the Rebalance listener is told about each
 // generation's partitions. A Nack delivers the same message again (after
@@ -100,6 +104,10 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if topic == "" {
 		return nil, errors.New("kafka: subscribe to an empty topic name")
 	}
+	wire, err := s.cfg.Topics.wire(topic)
+	if err != nil {
+		return nil, err
+	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -109,7 +117,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	s.mu.Unlock()
 
 	setup, cancelSetup := s.untilClosed(ctx, subscribeSetupTimeout)
-	err := s.admin.ensureTopic(setup, topic)
+	err = s.admin.ensureTopic(setup, topic, wire)
 	var (
 		group  *kafkago.ConsumerGroup
 		starts map[int]int64 // partition -> first offset to read, without a group
@@ -117,24 +125,25 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	switch {
 	case err != nil:
 	case s.cfg.ConsumerGroup != "":
-		group, err = kafkago.NewConsumerGroup(s.groupConfig(topic))
+		group, err = kafkago.NewConsumerGroup(s.groupConfig(wire))
 	case s.cfg.InitialOffset == FromLatest:
 		// Fixed now, not when each partition's reader starts, so that a record
 		// published after Subscribe returned is not skipped.
-		starts, err = s.admin.endOffsets(setup, topic)
+		starts, err = s.admin.endOffsets(setup, wire)
 	}
 	cancelSetup()
 	if err != nil {
 		s.subs.Done()
-		return nil, fmt.Errorf("kafka: subscribe to %s: %w", topic, err)
+		return nil, fmt.Errorf("kafka: subscribe to %s: %w", wire, err)
 	}
 
 	run, cancel := s.untilClosed(ctx, 0)
 	sub := &subscription{
 		s:      s,
 		topic:  topic,
+		wire:   wire,
 		out:    make(chan *message.Message),
-		logger: s.logger.With(watermill.LogFields{"topic": topic}),
+		logger: s.logger.With(watermill.LogFields{"topic": wire}),
 	}
 	go func() {
 		defer s.subs.Done()
@@ -205,12 +214,13 @@ func (s *Subscriber) startOffset() int64 {
 	return kafkago.FirstOffset
 }
 
-func (s *Subscriber) groupConfig(topic string) kafkago.ConsumerGroupConfig {
+// groupConfig configures the group of one subscription to wire, a Kafka topic name.
+func (s *Subscriber) groupConfig(wire string) kafkago.ConsumerGroupConfig {
 	return kafkago.ConsumerGroupConfig{
 		ID:                     s.cfg.ConsumerGroup,
 		Brokers:                s.cfg.Brokers,
 		Dialer:                 s.dialer,
-		Topics:                 []string{topic},
+		Topics:                 []string{wire},
 		HeartbeatInterval:      s.cfg.HeartbeatInterval,
 		SessionTimeout:         s.cfg.SessionTimeout,
 		RebalanceTimeout:       s.cfg.RebalanceTimeout,
@@ -227,7 +237,8 @@ func (s *Subscriber) groupConfig(topic string) kafkago.ConsumerGroupConfig {
 // subscription is one Subscribe call.
 type subscription struct {
 	s      *Subscriber
-	topic  string
+	topic  string // as Subscribe was given it
+	wire   string // topic's name in Kafka, with the prefix
 	out    chan *message.Message
 	logger watermill.LoggerAdapter
 }
@@ -270,7 +281,7 @@ func (sub *subscription) runAll(ctx context.Context, starts map[int]int64) {
 	defer parts.Wait()
 	started := map[int]bool{}
 	for {
-		n, err := sub.s.admin.partitionsOnce(ctx, sub.topic)
+		n, err := sub.s.admin.partitionsOnce(ctx, sub.wire)
 		if err != nil && ctx.Err() == nil {
 			sub.logger.Debug("partitions not known yet", watermill.LogFields{"err": err.Error()})
 		}
@@ -303,7 +314,7 @@ func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, 
 	logger := sub.logger.With(watermill.LogFields{"partition": partition})
 	rd := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers:     cfg.Brokers,
-		Topic:       sub.topic,
+		Topic:       sub.wire,
 		Partition:   partition,
 		Dialer:      sub.s.dialer,
 		MinBytes:    1,
@@ -475,7 +486,7 @@ func sleepCtx(ctx context.Context, stop <-chan struct{}, d time.Duration) bool {
 // so the partition's next owner starts right after the last acked message.
 type committer struct {
 	gen   *kafkago.Generation
-	topic string
+	topic string // the Kafka name
 
 	mu        sync.Mutex
 	cond      *sync.Cond

@@ -24,14 +24,18 @@ func newDialer(clientID string, timeout time.Duration) *kafkago.Dialer {
 	return &kafkago.Dialer{ClientID: clientID, Timeout: timeout, DualStack: true}
 }
 
-// admin creates topics and reads partition counts.
+// admin creates topics and reads partition counts. Its methods take the topic's
+// Kafka name (with the layout's Prefix); ensureTopic also the logical name, which
+// picks the topic's configuration.
 type admin struct {
 	client *kafkago.Client
 	layout TopicLayout
 }
 
-// ensureTopic creates topic when the layout says so; an existing topic is fine.
-func (a admin) ensureTopic(ctx context.Context, topic string) error {
+// ensureTopic creates the Kafka topic wire, the name of topic with the layout's
+// prefix, when the layout says so, with the configuration the layout has for topic;
+// an existing topic is fine.
+func (a admin) ensureTopic(ctx context.Context, topic, wire string) error {
 	if !a.layout.InitializeTopics {
 		return nil
 	}
@@ -43,14 +47,14 @@ func (a admin) ensureTopic(ctx context.Context, topic string) error {
 	sort.Slice(entries, func(i, j int) bool { return entries[i].ConfigName < entries[j].ConfigName })
 	res, err := a.client.CreateTopics(ctx, &kafkago.CreateTopicsRequest{
 		Topics: []kafkago.TopicConfig{{
-			Topic: topic, NumPartitions: tc.Partitions, ReplicationFactor: tc.ReplicationFactor, ConfigEntries: entries,
+			Topic: wire, NumPartitions: tc.Partitions, ReplicationFactor: tc.ReplicationFactor, ConfigEntries: entries,
 		}},
 	})
 	if err == nil {
-		err = res.Errors[topic]
+		err = res.Errors[wire]
 	}
 	if err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
-		return fmt.Errorf("kafka: create topic %s (%d partitions, replication %d): %w", topic, tc.Partitions, tc.ReplicationFactor, err)
+		return fmt.Errorf("kafka: create topic %s (%d partitions, replication %d): %w", wire, tc.Partitions, tc.ReplicationFactor, err)
 	}
 	return nil
 }

@@ -129,10 +129,11 @@ func (c *modelCalls) model(t *testing.T, log eventlog.Log, nodeName string) llm.
 	return checkedModel{Scripted: s, log: log, node: nodeName, mu: &c.mu, callsBy: c.by, violations: &c.violations}
 }
 
-// clusterNode starts a sharded node on Kafka in group, writing to the shared log.
-func clusterNode(t *testing.T, b []string, group string, log eventlog.Log, name string, roles node.Role, tl []tools.Tool, model llm.Model) (*node.Node, func()) {
+// clusterNode starts a sharded node on Kafka, on k's topics, in group, writing to the
+// shared log.
+func clusterNode(t *testing.T, k kafkaEnv, group string, log eventlog.Log, name string, roles node.Role, tl []tools.Tool, model llm.Model) (*node.Node, func()) {
 	t.Helper()
-	clients, err := kafka.DialNode(b, group, kafka.TopicLayout{InitializeTopics: true, Default: kafka.TopicConfig{Partitions: 6}}, watermill.NopLogger{})
+	clients, err := kafka.DialNode(k.brokers, group, k.layout(6), watermill.NopLogger{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,13 +199,13 @@ func uniqueGroup(t *testing.T) string {
 // every effect of the sessions node goes over troupe.tool.requests and
 // troupe.model.requests and comes back on troupe.replies.
 func TestClusterRoles(t *testing.T) {
-	b := brokers(t)
+	k := newKafkaEnv(t)
 	log := sharedLog(t)
 	led := newLedger(log, 0)
 	calls := &modelCalls{by: map[string]int{}}
 	group := uniqueGroup(t)
-	sessionsNode, _ := clusterNode(t, b, group, log, "agents", node.RoleSessions, []tools.Tool{led.tool("agents")}, calls.model(t, log, "agents"))
-	clusterNode(t, b, group, log, "workers", node.RoleTools|node.RoleModels, []tools.Tool{led.tool("workers")}, calls.model(t, log, "workers"))
+	sessionsNode, _ := clusterNode(t, k, group, log, "agents", node.RoleSessions, []tools.Tool{led.tool("agents")}, calls.model(t, log, "agents"))
+	clusterNode(t, k, group, log, "workers", node.RoleTools|node.RoleModels, []tools.Tool{led.tool("workers")}, calls.model(t, log, "workers"))
 
 	prefix := fmt.Sprintf("roles-%d-", time.Now().UnixNano())
 	var sessions []string
@@ -250,13 +251,13 @@ func TestClusterRoles(t *testing.T) {
 // calls: the other node is assigned the partitions and finishes every session from the
 // log, with each side effect once and no recorded effect repeated.
 func TestClusterRebalance(t *testing.T) {
-	b := brokers(t)
+	k := newKafkaEnv(t)
 	log := sharedLog(t)
 	led := newLedger(log, 400*time.Millisecond)
 	calls := &modelCalls{by: map[string]int{}}
 	group := uniqueGroup(t)
-	a, stopA := clusterNode(t, b, group, log, "a", 0, []tools.Tool{led.tool("a")}, calls.model(t, log, "a"))
-	bn, _ := clusterNode(t, b, group, log, "b", 0, []tools.Tool{led.tool("b")}, calls.model(t, log, "b"))
+	a, stopA := clusterNode(t, k, group, log, "a", 0, []tools.Tool{led.tool("a")}, calls.model(t, log, "a"))
+	bn, _ := clusterNode(t, k, group, log, "b", 0, []tools.Tool{led.tool("b")}, calls.model(t, log, "b"))
 
 	// Wait until both nodes own partitions, so that both run sessions.
 	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
@@ -339,13 +340,13 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // TestClusterCancel cancels a running session through a node of the cluster: the
 // cancellation travels on troupe.tasks to whichever node owns the session.
 func TestClusterCancel(t *testing.T) {
-	b := brokers(t)
+	k := newKafkaEnv(t)
 	log := sharedLog(t)
 	led := newLedger(log, 30*time.Second)
 	calls := &modelCalls{by: map[string]int{}}
 	group := uniqueGroup(t)
-	a, _ := clusterNode(t, b, group, log, "a", 0, []tools.Tool{led.tool("a")}, calls.model(t, log, "a"))
-	bn, _ := clusterNode(t, b, group, log, "b", 0, []tools.Tool{led.tool("b")}, calls.model(t, log, "b"))
+	a, _ := clusterNode(t, k, group, log, "a", 0, []tools.Tool{led.tool("a")}, calls.model(t, log, "a"))
+	bn, _ := clusterNode(t, k, group, log, "b", 0, []tools.Tool{led.tool("b")}, calls.model(t, log, "b"))
 	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
 		return a.PartitionsOwned() > 0 && bn.PartitionsOwned() > 0
 	})

@@ -2,7 +2,10 @@ package node_test
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -34,24 +37,107 @@ func brokers(t *testing.T) []string {
 	return c.ListenAddrs()
 }
 
-// kafkaNode runs a node on Kafka in a consumer group of its own. Troupe's topic names
-// are fixed, so on a shared real broker a test sees records of earlier runs too: it
-// matches results by its own, unique session ID.
-func kafkaNode(t *testing.T, b []string) *node.Node {
+// kafkaEnv is a test's Kafka: the brokers, and a topic prefix of the test's own
+// (kafka.TopicLayout.Prefix), so that tests running at once against one real broker,
+// or runs one after the other, never see each other's records.
+type kafkaEnv struct {
+	brokers []string
+	prefix  string
+}
+
+func newKafkaEnv(t *testing.T) kafkaEnv {
 	t.Helper()
-	clients, err := kafka.DialNode(b, "troupe-test-"+strings.ReplaceAll(t.Name(), "/", "-")+time.Now().Format("150405.000000"),
-		kafka.TopicLayout{InitializeTopics: true, Default: kafka.TopicConfig{Partitions: 3}}, watermill.NopLogger{})
+	return kafkaEnv{brokers: brokers(t), prefix: uniqueTopicPrefix(t)}
+}
+
+// uniqueTopicPrefix returns a topic prefix no other test or run uses: "t", the time
+// in nanoseconds, a random suffix and a dot.
+func uniqueTopicPrefix(t *testing.T) string {
+	t.Helper()
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("t%d%s.", time.Now().UnixNano(), hex.EncodeToString(b))
+}
+
+// topic returns the Kafka name of a Troupe topic, for clients other than the
+// adapter (raw kafka-go, kcat).
+func (k kafkaEnv) topic(name string) string { return k.prefix + name }
+
+// layout is the topic layout of the test's adapter clients.
+func (k kafkaEnv) layout(partitions int) kafka.TopicLayout {
+	return kafka.TopicLayout{Prefix: k.prefix, InitializeTopics: true, Default: kafka.TopicConfig{Partitions: partitions}}
+}
+
+// node runs a node on Kafka, on the env's topics, in a consumer group of its own. It
+// returns once the broker knows the node's tasks topic, so that other clients can
+// write to it (a topic just created is not in every broker's metadata yet).
+func (k kafkaEnv) node(t *testing.T) *node.Node {
+	t.Helper()
+	clients, err := kafka.DialNode(k.brokers, "troupe-test-"+strings.ReplaceAll(t.Name(), "/", "-")+time.Now().Format("150405.000000"),
+		k.layout(3), watermill.NopLogger{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = clients.Close() })
-	return nodetest.Start(t, node.Config{Bus: &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}})
+	n := nodetest.Start(t, node.Config{Bus: &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}})
+	k.waitTopic(t, messages.TopicTasks)
+	return n
 }
 
-// findRecord waits for a record with this key on a topic, reading every partition
-// (the topic's partition count depends on the broker's setup).
-func findRecord(t *testing.T, b []string, topic, key string) kgo.Message {
+// writer returns a plain kafka-go producer to the Troupe topic name, with the
+// partitioner every Troupe producer uses. It has a transport of its own: kafka-go's
+// default transport is shared by the process and caches topic metadata for seconds,
+// so it would not know a topic that an earlier test's writer did not see.
+func (k kafkaEnv) writer(t *testing.T, name string) *kgo.Writer {
+	tr := &kgo.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &kgo.Writer{Addr: kgo.TCP(k.brokers...), Topic: k.topic(name), Balancer: kafka.Balancer(), RequiredAcks: kgo.RequireAll, Transport: tr}
+}
+
+// waitTopic waits until the first broker knows the Troupe topic name (without the
+// prefix) with all its partitions led.
+func (k kafkaEnv) waitTopic(t *testing.T, name string) {
 	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		conn, err := kgo.DialContext(ctx, "tcp", k.brokers[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts, err := conn.ReadPartitions(k.topic(name))
+		conn.Close()
+		led := err == nil && len(parts) > 0
+		for _, p := range parts {
+			led = led && p.Leader.Host != ""
+		}
+		if led {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("topic %s unknown to %s: %v", k.topic(name), k.brokers[0], err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kafkaNode runs a node on Kafka, on the unprefixed topics, for tests that read them
+// with clients of their own (sink_test.go). On a shared real broker such a test sees
+// records of earlier runs too: it must match what it reads by its own session IDs.
+// New tests use newKafkaEnv(t).node(t).
+func kafkaNode(t *testing.T, b []string) *node.Node {
+	t.Helper()
+	return kafkaEnv{brokers: b}.node(t)
+}
+
+// findRecord waits for a record with this key on a Troupe topic (without the
+// prefix), reading every partition (the topic's partition count depends on the
+// broker's setup).
+func findRecord(t *testing.T, k kafkaEnv, name, key string) kgo.Message {
+	t.Helper()
+	b, topic := k.brokers, k.topic(name)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
@@ -86,9 +172,9 @@ func findRecord(t *testing.T, b []string, topic, key string) kgo.Message {
 	}
 }
 
-func readResult(t *testing.T, b []string, session string) messages.TaskResult {
+func readResult(t *testing.T, k kafkaEnv, session string) messages.TaskResult {
 	t.Helper()
-	m := findRecord(t, b, messages.TopicResults, session)
+	m := findRecord(t, k, messages.TopicResults, session)
 	var res messages.TaskResult
 	if err := json.Unmarshal(m.Value, &res); err != nil {
 		t.Fatalf("result %s: %v", m.Value, err)
@@ -97,10 +183,10 @@ func readResult(t *testing.T, b []string, session string) messages.TaskResult {
 }
 
 func TestKafkaIngressPlainJSONTaskToResult(t *testing.T) {
-	b := brokers(t)
-	kafkaNode(t, b)
+	k := newKafkaEnv(t)
+	k.node(t)
 	session := "kafka-" + time.Now().Format("150405.000000")
-	w := &kgo.Writer{Addr: kgo.TCP(b...), Topic: messages.TopicTasks, Balancer: kafka.Balancer(), RequiredAcks: kgo.RequireAll}
+	w := k.writer(t, messages.TopicTasks)
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -111,11 +197,11 @@ func TestKafkaIngressPlainJSONTaskToResult(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	res := readResult(t, b, session)
+	res := readResult(t, k, session)
 	if res.Status != messages.StatusCompleted || res.Output != "144" {
 		t.Fatalf("result: %+v", res)
 	}
-	m := findRecord(t, b, node.TopicPoison, session)
+	m := findRecord(t, k, node.TopicPoison, session)
 	reason := ""
 	for _, h := range m.Headers {
 		if h.Key == "reason_poisoned" {
@@ -133,11 +219,11 @@ func TestKcatPublishesATaskAndReadsTheResult(t *testing.T) {
 	if err != nil {
 		t.Skip("kcat is not installed (.ci/run installs it from Debian's kcat package)")
 	}
-	b := brokers(t)
-	kafkaNode(t, b)
+	k := newKafkaEnv(t)
+	k.node(t)
 	session := "kcat-" + time.Now().Format("150405.000000")
 	// -X partitioner=murmur2_random: the partitioner every Troupe producer uses.
-	pub := exec.Command(kcat, "-b", strings.Join(b, ","), "-P", "-t", messages.TopicTasks, "-K", "|", "-X", "partitioner=murmur2_random")
+	pub := exec.Command(kcat, "-b", strings.Join(k.brokers, ","), "-P", "-t", k.topic(messages.TopicTasks), "-K", "|", "-X", "partitioner=murmur2_random")
 	pub.Stdin = strings.NewReader(session + `|{"input":"What is 2^10?"}` + "\n")
 	if out, err := pub.CombinedOutput(); err != nil {
 		t.Fatalf("kcat -P: %v\n%s", err, out)
@@ -145,7 +231,7 @@ func TestKcatPublishesATaskAndReadsTheResult(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for {
-		cons := exec.CommandContext(ctx, kcat, "-b", strings.Join(b, ","), "-C", "-t", messages.TopicResults, "-o", "beginning", "-e", "-q", "-f", "%k|%s\n")
+		cons := exec.CommandContext(ctx, kcat, "-b", strings.Join(k.brokers, ","), "-C", "-t", k.topic(messages.TopicResults), "-o", "beginning", "-e", "-q", "-f", "%k|%s\n")
 		out, err := cons.Output()
 		if err != nil && ctx.Err() != nil {
 			t.Fatalf("kcat -C: %v", err)
@@ -169,10 +255,11 @@ func TestKcatPublishesATaskAndReadsTheResult(t *testing.T) {
 // broker with a larger limit lets through goes to the poison topic like any bad task:
 // see TestBadBusMessagesArePoisonedAndDuplicatesSkipped and Task.Validate.)
 func TestOversizedTasks(t *testing.T) {
-	b := brokers(t)
-	kafkaNode(t, b)
+	k := newKafkaEnv(t)
+	k.node(t)
 	session := "big-" + time.Now().Format("150405.000000")
-	w := &kgo.Writer{Addr: kgo.TCP(b...), Topic: messages.TopicTasks, Balancer: kafka.Balancer(), RequiredAcks: kgo.RequireAll, BatchBytes: 8 << 20}
+	w := k.writer(t, messages.TopicTasks)
+	w.BatchBytes = 8 << 20
 	defer w.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -185,7 +272,7 @@ func TestOversizedTasks(t *testing.T) {
 	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte(session), Value: []byte(`{"input":"echo still moving","session_id":"` + session + `"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if res := readResult(t, b, session); res.Output != "still moving" {
+	if res := readResult(t, k, session); res.Output != "still moving" {
 		t.Fatalf("result: %+v", res)
 	}
 }

@@ -24,14 +24,17 @@ import (
 
 var benchTopics = []string{messages.TopicTasks, messages.TopicEvents, messages.TopicResults}
 
-func layout(partitions int) kafka.TopicLayout {
-	return kafka.TopicLayout{InitializeTopics: true, Default: kafka.TopicConfig{Partitions: partitions}}
+// runTopics is the topic layout of one run: topics of its own, whose names start
+// with a prefix named after the run (kafka.TopicLayout.Prefix), so that a run on a
+// real broker never reads what earlier or concurrent runs left there.
+func runTopics(runID string, partitions int) kafka.TopicLayout {
+	return kafka.TopicLayout{Prefix: "bench" + runID + ".", InitializeTopics: true, Default: kafka.TopicConfig{Partitions: partitions}}
 }
 
 // ensureTopics creates the troupe topics that are missing (an existing topic is left
 // as it is) and waits until the cluster knows them.
-func ensureTopics(ctx context.Context, brokers []string, partitions int) error {
-	s, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, Topics: layout(partitions)}, watermill.NopLogger{})
+func ensureTopics(ctx context.Context, brokers []string, topics kafka.TopicLayout) error {
+	s, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, Topics: topics}, watermill.NopLogger{})
 	if err != nil {
 		return err
 	}
@@ -48,7 +51,8 @@ func adminClient(brokers []string) *kafkago.Client {
 	return &kafkago.Client{Addr: kafkago.TCP(brokers...), Timeout: 10 * time.Second}
 }
 
-// partitionCount returns the number of partitions of topic.
+// partitionCount returns the number of partitions of topic (a Kafka name, with the
+// prefix).
 func partitionCount(ctx context.Context, c *kafkago.Client, topic string) (int, error) {
 	md, err := c.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
@@ -66,8 +70,9 @@ func partitionCount(ctx context.Context, c *kafkago.Client, topic string) (int, 
 }
 
 // startGroupAtEnd commits, for a consumer group no one has joined yet, the current
-// end of every partition of topic: the group's members then skip whatever earlier
-// runs left on the topic, and start with the tasks this run publishes.
+// end of every partition of topic (a Kafka name): the group's members then skip
+// whatever earlier scenarios of the run left on the topic, and start with the tasks
+// this scenario publishes.
 func startGroupAtEnd(ctx context.Context, c *kafkago.Client, group, topic string, partitions int) error {
 	req := &kafkago.ListOffsetsRequest{Topics: map[string][]kafkago.OffsetRequest{}}
 	for p := range partitions {
@@ -100,7 +105,7 @@ func startGroupAtEnd(ctx context.Context, c *kafkago.Client, group, topic string
 }
 
 // waitForGroup waits until the group is stable with members members that between
-// them are assigned every partition of topic, so that no rebalance runs while tasks
+// them are assigned every partition of topic (a Kafka name), so that no rebalance runs while tasks
 // are measured.
 func waitForGroup(ctx context.Context, c *kafkago.Client, group, topic string, members, partitions int) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
@@ -164,12 +169,12 @@ type kafkaClient struct {
 
 // newKafkaClient subscribes to troupe.results from the latest offset, in no group,
 // and dispatches results to the tasks waiting for them.
-func newKafkaClient(ctx context.Context, brokers []string, partitions int, measuredPrefix string) (*kafkaClient, error) {
-	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Topics: layout(partitions)}, watermill.NopLogger{})
+func newKafkaClient(ctx context.Context, brokers []string, topics kafka.TopicLayout, measuredPrefix string) (*kafkaClient, error) {
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: brokers, Topics: topics}, watermill.NopLogger{})
 	if err != nil {
 		return nil, err
 	}
-	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, InitialOffset: kafka.FromLatest, Topics: layout(partitions)}, watermill.NopLogger{})
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, InitialOffset: kafka.FromLatest, Topics: topics}, watermill.NopLogger{})
 	if err != nil {
 		return nil, errors.Join(err, pub.Close())
 	}
@@ -328,26 +333,27 @@ func keys(m map[int]bool) []int {
 	return out
 }
 
-// runKafka measures nodes nodes on Kafka, in one fresh consumer group and sharing
-// one SQLite event log, with tasks published and results read as an external
-// Kafka client would.
-func runKafka(ctx context.Context, o options, scenario string, round, nodes int, brokers []string, runID string) (result, error) {
+// runKafka measures nodes nodes on Kafka, on the run's topics, in one fresh
+// consumer group and sharing one SQLite event log, with tasks published and results
+// read as an external Kafka client would.
+func runKafka(ctx context.Context, o options, scenario string, round, nodes int, brokers []string, topics kafka.TopicLayout, runID string) (result, error) {
 	admin := adminClient(brokers)
-	taskParts, err := partitionCount(ctx, admin, messages.TopicTasks)
+	tasksTopic, resultsTopic := topics.Prefix+messages.TopicTasks, topics.Prefix+messages.TopicResults
+	taskParts, err := partitionCount(ctx, admin, tasksTopic)
 	if err != nil {
 		return result{}, err
 	}
-	resultParts, err := partitionCount(ctx, admin, messages.TopicResults)
+	resultParts, err := partitionCount(ctx, admin, resultsTopic)
 	if err != nil {
 		return result{}, err
 	}
 	prefix := fmt.Sprintf("bench-%s-%s-r%d", runID, scenario, round)
 	group := "troupe-" + prefix
-	if err := startGroupAtEnd(ctx, admin, group, messages.TopicTasks, taskParts); err != nil {
+	if err := startGroupAtEnd(ctx, admin, group, tasksTopic, taskParts); err != nil {
 		return result{}, err
 	}
 
-	client, err := newKafkaClient(ctx, brokers, o.partitions, prefix+"-run")
+	client, err := newKafkaClient(ctx, brokers, topics, prefix+"-run")
 	if err != nil {
 		return result{}, err
 	}
@@ -371,7 +377,7 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 	var ns []*node.Node
 	var pubs []*timedPublisher
 	for i := range nodes {
-		clients, err := kafka.DialNode(brokers, group, layout(o.partitions), watermill.NopLogger{})
+		clients, err := kafka.DialNode(brokers, group, topics, watermill.NopLogger{})
 		if err != nil {
 			return result{}, fmt.Errorf("node %d: %w", i+1, err)
 		}
@@ -396,7 +402,7 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 		defer stop()
 		ns = append(ns, n)
 	}
-	if err := waitForGroup(ctx, admin, group, messages.TopicTasks, nodes, taskParts); err != nil {
+	if err := waitForGroup(ctx, admin, group, tasksTopic, nodes, taskParts); err != nil {
 		return result{}, err
 	}
 	covered, err := client.cover(ctx, prefix+"-cover", taskParts, resultParts)
@@ -414,7 +420,7 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 		r.notes = append(r.notes, fmt.Sprintf("node %d: %s; its Publish calls: %s", i+1, handlerStats(n), pubs[i]))
 	}
 	r.notes = append(r.notes, fmt.Sprintf("topics: %s %d partitions, %s %d; %d warm-up sessions to cover them; duplicate results of measured sessions: %d; undecodable results: %d",
-		messages.TopicTasks, taskParts, messages.TopicResults, resultParts, covered, client.unmatched.Load(), client.undecodable.Load()))
+		tasksTopic, taskParts, resultsTopic, resultParts, covered, client.unmatched.Load(), client.undecodable.Load()))
 	return r, err
 }
 

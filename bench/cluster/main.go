@@ -42,7 +42,7 @@ func main() {
 	flag.StringVar(&scenarios, "scenarios", "embedded,kafka-1,kafka-2", "comma-separated scenarios: embedded, kafka-1, kafka-2")
 	flag.StringVar(&o.kafka, "kafka", os.Getenv("TROUPE_KAFKA"), "Kafka bootstrap servers host:port[,host:port] (default $TROUPE_KAFKA; empty: an in-process kfake)")
 	flag.IntVar(&o.rounds, "rounds", 1, "run the scenarios this many times, interleaved (each round's ratios are against that round's embedded)")
-	flag.IntVar(&o.partitions, "partitions", 12, "partitions of the troupe.* topics when this program creates them (always with kfake; on a real broker only missing topics are created)")
+	flag.IntVar(&o.partitions, "partitions", 12, "partitions of the troupe.* topics, which every run creates with a prefix of its own")
 	flag.DurationVar(&o.timeout, "timeout", time.Minute, "how long one task may take before it counts as an error")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each scenario's measured phase to PREFIX-<scenario>-r<round>.pprof")
 	flag.Parse()
@@ -93,6 +93,7 @@ func kafkaNodes(scenario string) (int, bool) {
 func run(ctx context.Context, o options) error {
 	runID := time.Now().UTC().Format("20060102T150405.000000")
 	runID = strings.ReplaceAll(runID, ".", "")
+	topics := runTopics(runID, o.partitions)
 	broker := o.kafka
 	var brokers []string
 	needKafka := false
@@ -113,7 +114,7 @@ func run(ctx context.Context, o options) error {
 			brokers = c.ListenAddrs()
 			broker = "kfake in this process (" + strings.Join(brokers, ",") + ")"
 		}
-		if err := ensureTopics(ctx, brokers, o.partitions); err != nil {
+		if err := ensureTopics(ctx, brokers, topics); err != nil {
 			return err
 		}
 	}
@@ -121,7 +122,7 @@ func run(ctx context.Context, o options) error {
 	fmt.Printf("GOMAXPROCS=%d NumCPU=%d %s %s/%s, load average at the start: %s\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), runtime.Version(), runtime.GOOS, runtime.GOARCH, loadAvg())
 	fmt.Printf("tasks=%d concurrency=%d warmup=%d task=%q (2 model calls, 1 calculator call)\n", o.tasks, o.concurrency, o.warmup, taskInput)
 	if needKafka {
-		fmt.Printf("kafka: %s, run %s\n", broker, runID)
+		fmt.Printf("kafka: %s, run %s, topics %s*\n", broker, runID, topics.Prefix)
 	}
 	fmt.Println()
 
@@ -140,7 +141,7 @@ func run(ctx context.Context, o options) error {
 			var r result
 			var err error
 			if k, ok := kafkaNodes(s); ok {
-				r, err = runKafka(ctx, o, s, round, k, brokers, runID)
+				r, err = runKafka(ctx, o, s, round, k, brokers, topics, runID)
 			} else {
 				r, err = runEmbedded(ctx, o, round)
 			}

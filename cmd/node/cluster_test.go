@@ -24,12 +24,14 @@ import (
 )
 
 // clusterEnv is where a cluster test's nodes meet: Kafka (real when TROUPE_TEST_KAFKA
-// names it, else an in-process kfake broker the node processes reach over loopback)
-// and the event log they share (ClickHouse when TROUPE_TEST_CLICKHOUSE names it, in a
-// database of the test's own, else one SQLite data directory).
+// names it, else an in-process kfake broker the node processes reach over loopback),
+// in a consumer group and on topics (--topic-prefix) of the test's own, and the event
+// log they share (ClickHouse when TROUPE_TEST_CLICKHOUSE names it, in a database of
+// the test's own, else one SQLite data directory).
 type clusterEnv struct {
 	brokers    string
 	group      string
+	prefix     string
 	dataDir    string
 	clickhouse string
 	database   string
@@ -37,7 +39,8 @@ type clusterEnv struct {
 
 func newClusterEnv(t *testing.T, dir string) clusterEnv {
 	t.Helper()
-	env := clusterEnv{dataDir: filepath.Join(dir, "data"), group: fmt.Sprintf("troupe-cluster-test-%d", time.Now().UnixNano())}
+	now := time.Now().UnixNano()
+	env := clusterEnv{dataDir: filepath.Join(dir, "data"), group: fmt.Sprintf("troupe-cluster-test-%d", now), prefix: fmt.Sprintf("t%d.", now)}
 	if addr := os.Getenv("TROUPE_TEST_KAFKA"); addr != "" {
 		env.brokers = addr
 	} else {
@@ -77,7 +80,7 @@ func (e clusterEnv) openLog(t *testing.T) eventlog.Log {
 func startClusterNode(t *testing.T, env clusterEnv, name, roles, script, records, modelLog string) *child {
 	t.Helper()
 	addr := freeAddr(t)
-	args := []string{"serve", "--kafka", env.brokers, "--group", env.group, "--node-id", name, "--roles", roles,
+	args := []string{"serve", "--kafka", env.brokers, "--group", env.group, "--topic-prefix", env.prefix, "--node-id", name, "--roles", roles,
 		"--data", env.dataDir, "--http", addr, "--model", "scripted:" + script}
 	if env.clickhouse != "" {
 		args = append(args, "--clickhouse", env.clickhouse)
@@ -318,4 +321,32 @@ func recordedIn(t *testing.T, log eventlog.Log, ids []string) (model, tool map[s
 		}
 	}
 	return model, tool, unfinished
+}
+
+// TestTopicPrefixOptions: with --kafka, a topic prefix Kafka would refuse is a usage
+// error, whether it comes from the flag, the environment or the config file's
+// topic_prefix (in that order of precedence).
+func TestTopicPrefixOptions(t *testing.T) {
+	config := filepath.Join(t.TempDir(), "troupe.json")
+	if err := os.WriteFile(config, []byte(`{"topic_prefix":"file/."}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		env  string
+		args []string
+		want string
+	}{
+		{"", []string{"--topic-prefix", "bad prefix."}, `invalid topic name: topic prefix "bad prefix."`},
+		{"env/.", nil, `topic prefix "env/."`},
+		{"", []string{"--config", config}, `topic prefix "file/."`},
+		{"env/.", []string{"--config", config}, `topic prefix "env/."`},
+		{"env/.", []string{"--config", config, "--topic-prefix", "flag/."}, `topic prefix "flag/."`},
+	} {
+		t.Setenv("TROUPE_KAFKA_TOPIC_PREFIX", c.env)
+		var out, errb bytes.Buffer
+		args := append([]string{"serve", "--model", "offline", "--data", t.TempDir(), "--kafka", "127.0.0.1:1"}, c.args...)
+		if code := run(context.Background(), args, &out, &errb, options{}); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("env %q, %v: exit %d, stderr %q; want 2 and %q", c.env, c.args, code, errb.String(), c.want)
+		}
+	}
 }

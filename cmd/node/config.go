@@ -31,6 +31,7 @@ type fileConfig struct {
 	ClickHouseDatabase string          `json:"clickhouse_database"`
 	Kafka              string          `json:"kafka"`
 	Group              string          `json:"group"`
+	TopicPrefix        string          `json:"topic_prefix"`
 	Roles              string          `json:"roles"`
 	NodeID             string          `json:"node_id"`
 	SystemPrompt       string          `json:"system_prompt"`
@@ -116,15 +117,16 @@ func openLog(ctx context.Context, addr, database string) (eventlog.Log, error) {
 	return l, nil
 }
 
-// startSink runs an event sink from troupe.events into the ClickHouse log at addr,
-// in the consumer group troupe-sink; stop ends it and closes what it opened.
-func startSink(ctx context.Context, brokers []string, addr, database string, logger *slog.Logger) (stop func(), err error) {
+// startSink runs an event sink from troupe.events (with the prefix of topics) into
+// the ClickHouse log at addr, in the consumer group troupe-sink; stop ends it and
+// closes what it opened.
+func startSink(ctx context.Context, brokers []string, topics kafka.TopicLayout, addr, database string, logger *slog.Logger) (stop func(), err error) {
 	log, err := openLog(ctx, addr, database)
 	if err != nil {
 		return nil, err
 	}
-	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: "troupe-sink",
-		Topics: kafka.TopicLayout{InitializeTopics: true}}, watermill.NewSlogLogger(logger))
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: "troupe-sink", Topics: topics},
+		watermill.NewSlogLogger(logger))
 	if err != nil {
 		log.Close()
 		return nil, err

@@ -57,6 +57,11 @@ flags:
                          one host the same --data directory
   --group NAME           with --kafka: the consumer group of the cluster's nodes
                          (TROUPE_KAFKA_GROUP, default troupe)
+  --topic-prefix P       with --kafka: put P before every topic name on the wire
+                         (TROUPE_KAFKA_TOPIC_PREFIX, default none): with prod.,
+                         troupe.tasks is prod.troupe.tasks, so clusters or test runs
+                         that share a Kafka do not see each other's records (give
+                         each its own --group too: groups are not prefixed)
   --roles LIST           with --kafka: sessions, tools, models or all (TROUPE_ROLES,
                          default all); a node without tools or models asks the nodes
                          that have the role, over troupe.tool.requests/model.requests
@@ -119,10 +124,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	kafkaAddr := fs.String("kafka", or("TROUPE_KAFKA", fc.Kafka, ""), "Kafka brokers")
 	sinkAddr := fs.String("sink", or("TROUPE_SINK_CLICKHOUSE", "", ""), "ClickHouse the event sink writes to (with --kafka)")
 	group := fs.String("group", or("TROUPE_KAFKA_GROUP", fc.Group, "troupe"), "consumer group of the cluster's nodes (with --kafka)")
+	topicPrefix := fs.String("topic-prefix", or("TROUPE_KAFKA_TOPIC_PREFIX", fc.TopicPrefix, ""), "prefix of every Kafka topic name (with --kafka)")
 	rolesFlag := fs.String("roles", or("TROUPE_ROLES", fc.Roles, "all"), "roles of this node (with --kafka)")
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	// Like --group, the prefix means nothing without --kafka.
+	topics := kafka.TopicLayout{Prefix: *topicPrefix, InitializeTopics: true}
+	if err := topics.Validate(); err != nil && *kafkaAddr != "" {
+		fmt.Fprintln(stderr, "error: --topic-prefix:", err)
 		return 2
 	}
 	level := slog.LevelInfo
@@ -192,8 +204,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	attach := func(*node.Node) {}
 	if *kafkaAddr != "" {
-		clients, err := kafka.DialNode(strings.Split(*kafkaAddr, ","), *group,
-			kafka.TopicLayout{InitializeTopics: true}, watermill.NewSlogLogger(logger))
+		clients, err := kafka.DialNode(strings.Split(*kafkaAddr, ","), *group, topics, watermill.NewSlogLogger(logger))
 		if err != nil {
 			fmt.Fprintln(stderr, "error: kafka:", err)
 			return 1
@@ -215,7 +226,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			cfg.Log = l
 		}
 		if *sinkAddr != "" {
-			stopSink, err := startSink(ctx, strings.Split(*kafkaAddr, ","), *sinkAddr,
+			stopSink, err := startSink(ctx, strings.Split(*kafkaAddr, ","), topics, *sinkAddr,
 				or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"), logger)
 			if err != nil {
 				fmt.Fprintln(stderr, "error: sink:", err)
