@@ -123,15 +123,6 @@ func (k kafkaEnv) waitTopic(t *testing.T, name string) {
 	}
 }
 
-// kafkaNode runs a node on Kafka, on the unprefixed topics, for tests that read them
-// with clients of their own (sink_test.go). On a shared real broker such a test sees
-// records of earlier runs too: it must match what it reads by its own session IDs.
-// New tests use newKafkaEnv(t).node(t).
-func kafkaNode(t *testing.T, b []string) *node.Node {
-	t.Helper()
-	return kafkaEnv{brokers: b}.node(t)
-}
-
 // findRecord waits for a record with this key on a Troupe topic (without the
 // prefix), reading every partition (the topic's partition count depends on the
 // broker's setup).

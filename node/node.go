@@ -78,10 +78,10 @@ type Config struct {
 	NodeID string
 	// Roles says what the node does in a cluster (default all). A node without the
 	// tools or models role sends those effects to nodes that have it, over the bus.
-	Roles         Role
-	Clock         actors.Clock
-	IDs           actors.IDs
-	Logger        *slog.Logger
+	Roles  Role
+	Clock  actors.Clock
+	IDs    actors.IDs
+	Logger *slog.Logger
 }
 
 // Validate reports a configuration that cannot work.

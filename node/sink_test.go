@@ -34,8 +34,8 @@ func (f *failingLog) Append(ctx context.Context, events []messages.Envelope) err
 // The sink copies every event from troupe.events into another log, through a log
 // outage, with nothing lost and nothing doubled.
 func TestSinkCopiesEveryEventThroughAnOutage(t *testing.T) {
-	b := brokers(t)
-	n := kafkaNode(t, b)
+	k := newKafkaEnv(t)
+	n := k.node(t)
 	target, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -43,8 +43,8 @@ func TestSinkCopiesEveryEventThroughAnOutage(t *testing.T) {
 	t.Cleanup(func() { _ = target.Close() })
 	flaky := &failingLog{Log: target}
 	flaky.failures.Store(3)
-	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: b, ConsumerGroup: "sink-" + time.Now().Format("150405.000000"),
-		Topics: kafka.TopicLayout{InitializeTopics: true, Default: kafka.TopicConfig{Partitions: 3}}}, watermill.NopLogger{})
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: k.brokers, ConsumerGroup: "sink-" + time.Now().Format("150405.000000"),
+		Topics: k.layout(3)}, watermill.NopLogger{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func startClusterNode(t *testing.T, env clusterEnv, name, roles, script, records
 	}
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog,
-		"TROUPE_CLICKHOUSE_DATABASE="+env.database)
+		"TROUPE_CHILD_CLICKHOUSE_DATABASE="+env.database)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

@@ -37,6 +37,10 @@ func TestMain(m *testing.M) {
 		os.Unsetenv(v)
 	}
 	if os.Getenv("TROUPE_CRASH_CHILD") == "1" {
+		// A cluster test names its own ClickHouse database for its nodes.
+		if db := os.Getenv("TROUPE_CHILD_CLICKHOUSE_DATABASE"); db != "" {
+			os.Setenv("TROUPE_CLICKHOUSE_DATABASE", db)
+		}
 		ctx, stop := signalContext()
 		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, options{
 			extraTools: []tools.Tool{&recordTool{path: os.Getenv("TROUPE_RECORD_FILE")}},
