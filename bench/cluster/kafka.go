@@ -389,11 +389,16 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 		cfg.Log = log
 		pub := &timedPublisher{Publisher: clients.Publisher, stats: map[string]*publishStats{}}
 		pubs = append(pubs, pub)
-		cfg.Bus = &node.Bus{Publisher: pub, Tasks: clients.Group, Live: clients.Live}
+		// Wired as `node serve --kafka` wires a node: sharded by partition, the nodes
+		// sharing one log.
+		cfg.Bus = &node.Bus{Publisher: pub, Tasks: clients.Group, Live: clients.Live,
+			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf}
+		cfg.NodeID = fmt.Sprintf("bench-node-%d", i+1)
 		n, err := node.New(ctx, cfg)
 		if err != nil {
 			return result{}, fmt.Errorf("node %d: %w", i+1, err)
 		}
+		clients.SetOwner(n)
 		stop, err := n.Start(ctx)
 		if err != nil {
 			_ = n.Close()
@@ -424,9 +429,9 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 	return r, err
 }
 
-// timedPublisher counts a node's Publish calls and their time, by topic: the session
-// actors publish every batch of events (and each result) synchronously, so this is
-// time a session spends waiting on Kafka.
+// timedPublisher counts a node's Publish calls and their time, by topic: the node's
+// outbox publishes the session actors' events and results in batches, in the
+// background, so this is the bus's time, not time a session waits.
 type timedPublisher struct {
 	message.Publisher
 	mu    sync.Mutex
