@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
@@ -378,5 +379,89 @@ func TestClusterCancel(t *testing.T) {
 		if err := bn.Cancel(context.Background(), id, "again"); !errors.Is(err, actors.ErrNoRunningTask) {
 			t.Errorf("cancelling a finished session: err = %v, want ErrNoRunningTask", err)
 		}
+	}
+}
+
+// TestClusterMalformedEffectRequest sends a tools node a request it cannot read and a
+// request for a tool it does not have, then a good one, on one partition: the first
+// goes to the poison topic with its reason, the second is answered with a clear error
+// (the asking session must not wait forever), and the partition keeps moving.
+func TestClusterMalformedEffectRequest(t *testing.T) {
+	k := newKafkaEnv(t)
+	log := sharedLog(t)
+	led := newLedger(log, 0)
+	calls := &modelCalls{by: map[string]int{}}
+	clusterNode(t, k, uniqueGroup(t), log, "workers", node.RoleTools, []tools.Tool{led.tool("workers")}, calls.model(t, log, "workers"))
+
+	layout := k.layout(6)
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: k.brokers, InitialOffset: kafka.FromLatest, Topics: layout}, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	replies, err := sub.Subscribe(ctx, messages.TopicReplies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := kafka.NewPublisher(kafka.PublisherConfig{Brokers: k.brokers, Topics: layout}, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	session := fmt.Sprintf("bad-effect-%d", time.Now().UnixNano())
+	request := func(body string) *message.Message {
+		m := message.NewMessage(watermill.NewUUID(), []byte(body))
+		m.Metadata.Set(messages.MetaSessionID, session)
+		return m
+	}
+	good := func(key, tool string) string {
+		b, err := messages.EncodeCommand(&messages.EffectRequest{SessionID: session, Key: key, ReplyTopic: messages.TopicReplies, ReplyNode: "asker",
+			Tool: &messages.ToolCallRequested{Key: key, CallID: "c", Tool: tool, Arguments: `{"amount":1}`}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	if err := pub.Publish(messages.TopicToolRequests,
+		request(`{"v":1,"session_id":"`+session+`","key":`),
+		request(good(session+"/2", "no-such-tool")),
+		request(good(session+"/3", "ledger")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	answers := map[string]messages.EffectReply{}
+	for len(answers) < 2 {
+		select {
+		case m := <-replies:
+			m.Ack()
+			rep, err := messages.DecodeEffectReply(m.Payload)
+			if err != nil || rep.SessionID != session {
+				continue
+			}
+			if m.Metadata.Get(messages.MetaReplyNode) != "asker" || m.Metadata.Get(messages.MetaCorrelationID) == "" {
+				t.Errorf("reply metadata %v", m.Metadata)
+			}
+			answers[rep.Key] = rep
+		case <-ctx.Done():
+			t.Fatalf("replies: got %v", answers)
+		}
+	}
+	if rep := answers[session+"/2"]; !strings.Contains(rep.Error, "no such tool") {
+		t.Errorf("request for a missing tool answered %+v", rep)
+	}
+	if rep := answers[session+"/3"]; rep.Error != "" || rep.Output != `paid {"amount":1}` {
+		t.Errorf("good request answered %+v", rep)
+	}
+	m := findRecord(t, k, node.TopicPoison, session)
+	reason := ""
+	for _, h := range m.Headers {
+		if h.Key == "reason_poisoned" {
+			reason = string(h.Value)
+		}
+	}
+	if !strings.Contains(reason, "effect request") || !strings.Contains(reason, "corrupt") {
+		t.Errorf("poison reason %q", reason)
 	}
 }
