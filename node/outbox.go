@@ -99,7 +99,7 @@ func (o *outbox) run() {
 	}
 }
 
-// flush publishes a batch, one Publish per topic in the order the topics first appear.
+// flush publishes a batch: one Publish per topic.
 func (o *outbox) flush(batch []outMsg) {
 	var topics []string
 	byTopic := map[string][]*message.Message{}
@@ -109,26 +109,38 @@ func (o *outbox) flush(batch []outMsg) {
 		}
 		byTopic[m.topic] = append(byTopic[m.topic], m.msg)
 	}
+	// Topics go out at once (a task's result need not wait for its events); within a
+	// topic, messages keep their order.
+	var wg sync.WaitGroup
 	for _, topic := range topics {
-		msgs := byTopic[topic]
-		backoff := 50 * time.Millisecond
-		for attempt := 1; ; attempt++ {
-			err := o.pub.Publish(topic, msgs...)
-			if err == nil {
-				break
-			}
-			if attempt >= o.retries && o.isClosing() {
-				o.failed()
-				o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
-				break
-			}
-			if attempt == o.retries {
-				o.failed()
-			}
-			o.logger.Warn("bus publish failed; retrying", "topic", topic, "messages", len(msgs), "attempt", attempt, "err", err)
-			time.Sleep(backoff)
-			backoff = min(backoff*2, 5*time.Second)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o.publish(topic, byTopic[topic])
+		}()
+	}
+	wg.Wait()
+}
+
+// publish publishes msgs on topic, retrying until the broker takes them or the outbox closes.
+func (o *outbox) publish(topic string, msgs []*message.Message) {
+	backoff := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := o.pub.Publish(topic, msgs...)
+		if err == nil {
+			return
 		}
+		if attempt >= o.retries && o.isClosing() {
+			o.failed()
+			o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
+			return
+		}
+		if attempt == o.retries {
+			o.failed()
+		}
+		o.logger.Warn("bus publish failed; retrying", "topic", topic, "messages", len(msgs), "attempt", attempt, "err", err)
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
