@@ -153,6 +153,9 @@ func (n *Node) Revoked() {
 	n.own.partitions = nil
 	n.own.mu.Unlock()
 	n.metrics.partitions.Set(0)
+	if n.hostStopped.Load() {
+		return // the node closed: its sessions are stopped already
+	}
 	res, err := n.system.Root.RequestFuture(n.host, &actors.ReleaseSessions{}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
 		n.cfg.Logger.Error("release sessions", "err", err)

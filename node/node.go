@@ -204,6 +204,7 @@ type Node struct {
 	toolPIDs          map[string]*actor.PID
 	own               ownership
 	effects           *effectResults
+	hostStopped       atomic.Bool
 	outbox            *outbox
 	router            *message.Router
 	hub               *Hub
@@ -605,6 +606,7 @@ func (n *Node) Close() error {
 		if n.system != nil {
 			if n.host != nil {
 				_ = n.system.Root.PoisonFuture(n.host).Wait()
+				n.hostStopped.Store(true)
 			}
 			for _, pid := range n.effect {
 				n.system.Root.Stop(pid)
