@@ -242,7 +242,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		n.bus = NewEmbeddedBus(wlog)
 		n.pub, n.tasksSub, n.liveSub = n.bus, n.bus, n.bus
 	}
-	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return cfg.Logger }))
+	actorLogger := slog.New(deadLetters{cfg.Logger.Handler()})
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
 
 	agent := cfg.Agent()
 	toolPIDs := map[string]*actor.PID{}
