@@ -35,9 +35,9 @@ type SetOwnership struct {
 	Owns func(sessionID string) bool
 }
 
-// ReleaseSessions stops every session actor and makes the host own nothing until the
-// next SetOwnership. The reply is a []*actor.Future, one per stopped actor, each done
-// once that actor finished the message it was handling and stopped.
+// ReleaseSessions hands every session actor over to the caller and makes the host own
+// nothing until the next SetOwnership: the host forwards nothing to them any more. The
+// reply is a []*actor.PID; the caller drains each (Drain) and stops it.
 type ReleaseSessions struct{}
 
 type hosted struct {
@@ -67,13 +67,13 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 		ctx.Respond(nil)
 	case *ReleaseSessions:
 		h.owns = func(string) bool { return false }
-		futures := make([]*actor.Future, 0, len(h.sessions))
+		pids := make([]*actor.PID, 0, len(h.sessions))
 		for id, s := range h.sessions {
-			futures = append(futures, ctx.StopFuture(s.pid))
+			pids = append(pids, s.pid)
 			delete(h.sessions, id)
 			delete(h.byPID, s.pid.Id)
 		}
-		ctx.Respond(futures)
+		ctx.Respond(pids)
 	case *SubmitTask:
 		if h.refuse(ctx, m.Envelope.SessionID) {
 			return

@@ -127,6 +127,16 @@ type (
 	}
 )
 
+// Drain asks a session to issue no more effects and to answer with *Drained once none
+// of its effects is in flight: results that arrive meanwhile are recorded, and effects
+// decided meanwhile are recorded as requested, for the session's next owner to issue.
+// A node hands its sessions over this way when Kafka moves their partitions, so that
+// tool calls in flight finish and are recorded instead of being performed again.
+type Drain struct{}
+
+// Drained answers Drain.
+type Drained struct{}
+
 // deadlineTick wakes a session to check its running task's deadline.
 type deadlineTick struct{}
 
@@ -145,6 +155,9 @@ type SessionActor struct {
 	queue    []PendingCall
 	modelKey string
 	timer    *time.Timer
+	// draining is set by Drain; drainer waits for Drained.
+	draining bool
+	drainer  *actor.PID
 }
 
 var _ actor.Actor = (*SessionActor)(nil)
@@ -172,10 +185,16 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		a.cancel(ctx, m)
 	case *ResumeSession:
 		a.handled++
+	case *Drain:
+		a.draining, a.drainer = true, ctx.Sender()
+		a.stopTimer()
+		a.maybeDrained(ctx)
 	case *ModelResult:
 		a.onModel(ctx, m)
+		a.maybeDrained(ctx)
 	case *ToolResult:
 		a.onTool(ctx, m)
+		a.maybeDrained(ctx)
 	case *deadlineTick:
 		a.step(ctx, nil)
 	}
@@ -403,7 +422,18 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) {
 	}
 }
 
+// maybeDrained answers Drain once nothing is in flight.
+func (a *SessionActor) maybeDrained(ctx actor.Context) {
+	if a.draining && a.drainer != nil && a.modelKey == "" && len(a.inflight) == 0 {
+		ctx.Send(a.drainer, &Drained{})
+		a.drainer = nil
+	}
+}
+
 func (a *SessionActor) issueEffects(ctx actor.Context) {
+	if a.draining {
+		return // the session's next owner issues what is requested and unanswered
+	}
 	if req, _, ok := a.state.PendingModel(); ok && a.modelKey != req.Key {
 		a.modelKey = req.Key
 		r := a.state.Request(a.deps.Agent)
@@ -422,6 +452,9 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 }
 
 func (a *SessionActor) dispatchTools(ctx actor.Context) {
+	if a.draining {
+		return
+	}
 	for len(a.queue) > 0 && len(a.inflight) < a.deps.MaxParallelTools {
 		pc := a.queue[0]
 		a.queue = a.queue[1:]

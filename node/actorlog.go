@@ -35,4 +35,6 @@ func (h deadLetters) WithAttrs(attrs []slog.Attr) slog.Handler {
 	return deadLetters{h.Handler.WithAttrs(attrs)}
 }
 
-func (h deadLetters) WithGroup(name string) slog.Handler { return deadLetters{h.Handler.WithGroup(name)} }
+func (h deadLetters) WithGroup(name string) slog.Handler {
+	return deadLetters{h.Handler.WithGroup(name)}
+}

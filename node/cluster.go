@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -139,11 +140,13 @@ func (n *Node) Assigned(partitions []int, total int) {
 	}()
 }
 
-// Revoked tells a sharded node that it owns no partition any more: it stops every
-// session actor and returns once each finished the message it was handling, so that
-// nothing this node does overlaps with the partitions' next owners. Events are durable
-// before effects are issued, so the next owner folds the sessions exactly where they
-// stopped.
+// Revoked tells a sharded node that it owns no partition any more. It hands its
+// sessions over: each stops issuing effects, gets up to Config.HandoffGrace for those
+// in flight to answer (their results are recorded, so the next owner does not perform
+// them again), and is stopped. Revoked returns once every session actor stopped, so
+// that nothing this node does overlaps with the partitions' next owners; events are
+// durable before effects are issued, so those owners fold the sessions exactly where
+// they stopped.
 func (n *Node) Revoked() {
 	if !n.sharded() {
 		return
@@ -161,11 +164,23 @@ func (n *Node) Revoked() {
 		n.cfg.Logger.Error("release sessions", "err", err)
 		return
 	}
-	futures, _ := res.([]*actor.Future)
-	for _, f := range futures {
-		_ = f.Wait()
+	pids, _ := res.([]*actor.PID)
+	start := time.Now()
+	var wg sync.WaitGroup
+	var late atomic.Int64
+	for _, pid := range pids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := n.system.Root.RequestFuture(pid, &actors.Drain{}, n.cfg.HandoffGrace).Result(); err != nil {
+				late.Add(1) // still waiting on an effect: its next owner issues it again
+			}
+			_ = n.system.Root.StopFuture(pid).Wait()
+		}()
 	}
-	n.cfg.Logger.Info("partitions revoked; sessions released", "node", n.cfg.NodeID, "sessions", len(futures))
+	wg.Wait()
+	n.cfg.Logger.Info("partitions revoked; sessions handed over", "node", n.cfg.NodeID, "sessions", len(pids),
+		"effects_abandoned_sessions", late.Load(), "took", time.Since(start).Round(time.Millisecond))
 }
 
 // resumeOwned wakes every unfinished session this node owns, unless ownership changed

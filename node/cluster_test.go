@@ -35,6 +35,7 @@ type ledger struct {
 	effects    map[string]int
 	by         map[string]string // key -> node that performed the effect
 	violations []string
+	trace      []string
 }
 
 func newLedger(log eventlog.Log, delay time.Duration) *ledger {
@@ -62,6 +63,7 @@ func (t ledgerTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	}
 	l.mu.Lock()
 	l.calls[c.Key]++
+	l.trace = append(l.trace, fmt.Sprintf("%s %s %s", time.Now().Format("05.000"), t.node, c.Key))
 	if l.effects[c.Key] == 0 {
 		l.effects[c.Key] = 1
 		l.by[c.Key] = t.node
@@ -464,4 +466,61 @@ func TestClusterMalformedEffectRequest(t *testing.T) {
 	if !strings.Contains(reason, "effect request") || !strings.Contains(reason, "corrupt") {
 		t.Errorf("poison reason %q", reason)
 	}
+}
+
+// TestClusterScaleOut adds two nodes while the first one is mid-run: the rebalance
+// moves sessions to the new nodes, which finish them from the log, each side effect
+// once and no recorded effect repeated.
+func TestClusterScaleOut(t *testing.T) {
+	k := newKafkaEnv(t)
+	log := sharedLog(t)
+	led := newLedger(log, 2*time.Second)
+	calls := &modelCalls{by: map[string]int{}}
+	group := uniqueGroup(t)
+	a, _ := clusterNode(t, k, group, log, "a", 0, []tools.Tool{led.tool("a")}, calls.model(t, log, "a"))
+	waitFor(t, 60*time.Second, "node a owns partitions", func() bool { return a.PartitionsOwned() > 0 })
+	prefix := fmt.Sprintf("scale-%d-", time.Now().UnixNano())
+	var sessions []string
+	for i := range 12 { // within the tool actor's 16 concurrent calls: all in flight at once
+		id, err := a.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: fmt.Sprintf("%s%d", prefix, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, id)
+	}
+	waitFor(t, 60*time.Second, "tool calls under way", func() bool {
+		led.mu.Lock()
+		defer led.mu.Unlock()
+		return len(led.calls) >= 5
+	})
+	b, _ := clusterNode(t, k, group, log, "b", 0, []tools.Tool{led.tool("b")}, calls.model(t, log, "b"))
+	c, _ := clusterNode(t, k, group, log, "c", 0, []tools.Tool{led.tool("c")}, calls.model(t, log, "c"))
+	waitCompleted(t, a, sessions, 120*time.Second)
+	waitFor(t, 60*time.Second, "every node owns partitions", func() bool {
+		return a.PartitionsOwned() > 0 && b.PartitionsOwned() > 0 && c.PartitionsOwned() > 0
+	})
+
+	led.mu.Lock()
+	defer led.mu.Unlock()
+	calls.mu.Lock()
+	defer calls.mu.Unlock()
+	if len(led.effects) != len(sessions) {
+		t.Errorf("%d distinct effects for %d sessions", len(led.effects), len(sessions))
+	}
+	if v := append(led.violations, calls.violations...); len(v) > 0 {
+		t.Errorf("recorded effects repeated: %v", v)
+	}
+	if calls.by["b"]+calls.by["c"] == 0 {
+		t.Error("no session moved to the new nodes")
+	}
+	// The tool takes 2 s, within the 5 s handoff grace: calls in flight at the
+	// rebalance finish and are recorded, so none is performed again.
+	if n := sum(led.calls); n != len(sessions) {
+		t.Errorf("%d tool calls for %d sessions: calls in flight at the rebalance were not handed over\n%s", n, len(sessions), strings.Join(led.trace, "\n"))
+	}
+	by := map[string]int{}
+	for _, n := range led.by {
+		by[n]++
+	}
+	t.Logf("%d sessions; side effects performed by node %v; tool calls %d; model calls by node %v", len(sessions), by, sum(led.calls), calls.by)
 }

@@ -73,6 +73,11 @@ type Config struct {
 	Bus *Bus
 	// SubmitTimeout bounds how long ingress waits for a task to be recorded (default 30 s).
 	SubmitTimeout time.Duration
+	// HandoffGrace bounds how long a sharded node that loses its partitions waits for
+	// effects in flight to answer before it stops their sessions (default 5 s). Kafka
+	// evicts a member that has not rejoined within its session timeout (10 s for a
+	// node's groups), so keep it well below that.
+	HandoffGrace time.Duration
 	// NodeID names the node in a cluster: effect replies are addressed to it (default
 	// host-pid, unique among live nodes).
 	NodeID string
@@ -133,6 +138,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.NodeID == "" {
 		c.NodeID = defaultNodeID()
+	}
+	if c.HandoffGrace <= 0 {
+		c.HandoffGrace = 5 * time.Second
 	}
 	if c.ToolTimeout <= 0 {
 		c.ToolTimeout = 30 * time.Second

@@ -99,7 +99,7 @@ func startClusterNode(t *testing.T, env clusterEnv, name, roles, script, records
 			_ = c.cmd.Process.Signal(syscall.SIGTERM)
 			_ = c.cmd.Wait()
 		}
-		if t.Failed() {
+		if t.Failed() || os.Getenv("TROUPE_TEST_SHOW_NODE_LOGS") != "" {
 			t.Logf("node %s stderr (tail):\n%s", name, tail(stderr.String(), 4000))
 		}
 	})
