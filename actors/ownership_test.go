@@ -1,0 +1,122 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// A host that owns a session refuses others with ErrNotOwner; released, a session
+// drains: it waits for its tool call in flight, records the result, issues nothing
+// new (the next model call stays requested for the next owner) and only then answers
+// Drained.
+func TestOwnershipReleaseAndDrain(t *testing.T) {
+	release := make(chan struct{})
+	tool := funcTool{name: "slow", fn: func(ctx context.Context, c tools.Call) (string, error) {
+		select {
+		case <-release:
+			return "done", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}}
+	model := &countingModel{Model: script(t, calls(messages.ToolCall{ID: "a", Name: "slow", Arguments: "{}"}), llm.ScriptStep{Content: "finished"})}
+	h := newHarness(t, harnessOpts{model: model, tools: []tools.Tool{tool}})
+	root := h.system.Root
+
+	if _, err := root.RequestFuture(h.host, &actors.SetOwnership{Owns: func(id string) bool { return id == "mine" }}, time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID, e.SessionID, e.Actor = "t-other", "other", "test"
+	res, err := root.RequestFuture(h.host, &actors.SubmitTask{Envelope: e}, time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err, ok := res.(error); !ok || !errors.Is(err, actors.ErrNotOwner) {
+		t.Fatalf("a session the host does not own: %v, want ErrNotOwner", res)
+	}
+
+	h.submit("mine", "t-1", "go")
+	waitUntil(t, "the tool call is in flight", func() bool {
+		events, _ := h.log.Read(context.Background(), "mine", 1)
+		return len(events) > 0 && events[len(events)-1].Type == messages.TypeToolCallRequested
+	})
+	res, err = root.RequestFuture(h.host, &actors.ReleaseSessions{}, time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := res.([]*actor.PID)
+	if len(pids) != 1 {
+		t.Fatalf("released %d sessions, want 1", len(pids))
+	}
+	drained := root.RequestFuture(pids[0], &actors.Drain{}, 10*time.Second)
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-futureDone(drained):
+		t.Fatal("drained while the tool call was still in flight")
+	default:
+	}
+	close(release)
+	if _, err := drained.Result(); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	_ = root.StopFuture(pids[0]).Wait()
+
+	events, err := h.log.Read(context.Background(), "mine", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := events[len(events)-1]
+	if last.Type != messages.TypeModelRequested {
+		t.Fatalf("after the drain the log ends with %s, want the next model call requested (and not issued): %s", last.Type, types(events))
+	}
+	if n := model.total(); n != 1 {
+		t.Fatalf("model called %d times, want 1: the drained session must not issue its next call", n)
+	}
+	// Released, the host owns nothing: the session is refused until ownership returns.
+	res, _ = root.RequestFuture(h.host, &actors.SubmitTask{Envelope: e}, time.Second).Result()
+	if err, ok := res.(error); !ok || !errors.Is(err, actors.ErrNotOwner) {
+		t.Fatalf("after release: %v, want ErrNotOwner", res)
+	}
+	// Owned again (this node, or the next owner), the session resumes from the log.
+	if _, err := root.RequestFuture(h.host, &actors.SetOwnership{}, time.Second).Result(); err != nil {
+		t.Fatal(err)
+	}
+	root.Send(h.host, &actors.ResumeSession{SessionID: "mine"})
+	events = h.wait("mine")
+	if got := events[len(events)-1].Type; got != messages.TypeTaskCompleted {
+		t.Fatalf("resumed session ended with %s: %s", got, types(events))
+	}
+	if n := model.total(); n != 2 {
+		t.Fatalf("model called %d times in all, want 2", n)
+	}
+}
+
+func futureDone(f *actor.Future) <-chan struct{} {
+	done := make(chan struct{})
+	go func() { _ = f.Wait(); close(done) }()
+	return done
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
