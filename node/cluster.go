@@ -36,6 +36,11 @@ const (
 	RoleModels
 
 	RoleAll = RoleSessions | RoleTools | RoleModels
+
+	// RoleClient runs nothing: the node submits tasks to the cluster and follows their
+	// events (`node run --kafka`), without joining any consumer group, so it moves no
+	// sessions when it comes and goes.
+	RoleClient Role = 1 << 7
 )
 
 var roleNames = []struct {
@@ -72,6 +77,9 @@ func (r Role) Has(role Role) bool { return r == 0 || r&role == role }
 func (r Role) String() string {
 	if r == 0 {
 		r = RoleAll
+	}
+	if r == RoleClient {
+		return "client"
 	}
 	var names []string
 	for _, rn := range roleNames {
@@ -125,6 +133,7 @@ func (n *Node) Assigned(partitions []int, total int) {
 	}
 	n.metrics.partitions.Set(float64(len(partitions)))
 	n.metrics.total.Set(float64(total))
+	n.metrics.assigned.Inc()
 	n.cfg.Logger.Info("partitions assigned", "node", n.cfg.NodeID, "partitions", partitions, "of", total)
 	if len(partitions) == 0 {
 		return

@@ -23,6 +23,7 @@ type Metrics struct {
 	handled    *prometheus.HistogramVec
 	partitions prometheus.Gauge
 	total      prometheus.Gauge
+	assigned   prometheus.Counter
 	effectHits prometheus.Counter
 	pubFailed  prometheus.Counter
 }
@@ -46,12 +47,14 @@ func newMetrics() *Metrics {
 			Name: "partitions_owned", Help: "Partitions of troupe.tasks this node owns (sharded nodes only)."}),
 		total: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "partitions_total", Help: "Partitions of troupe.tasks in the cluster (sharded nodes only)."}),
+		assigned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "assignments_total", Help: "Partition assignments this node received (one per rebalance of the sessions group)."}),
 		effectHits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "effect_requests_coalesced_total", Help: "Effect requests answered from an earlier or concurrent performance of the same key."}),
 		pubFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
 			Name: "publish_failures_total", Help: "Batches of session events or results the bus kept refusing (retried until the broker is back; dropped only at shutdown; the log has the events)."}),
 	}
-	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.effectHits, m.pubFailed)
+	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed)
 	return m
 }
 

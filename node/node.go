@@ -291,7 +291,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.model = model
 	// A node without the tools or models role asks the nodes that have it, over the bus.
 	sessionModel, sessionTools := model, toolPIDs
-	if !cfg.Roles.Has(RoleTools) || !cfg.Roles.Has(RoleModels) {
+	if cfg.Roles.Has(RoleSessions) && (!cfg.Roles.Has(RoleTools) || !cfg.Roles.Has(RoleModels)) {
 		n.remote, err = n.system.Root.SpawnNamed(actors.NewRemoteEffectsProps(actors.RemoteEffectsConfig{
 			Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger}), "remote")
 		if err != nil {

@@ -350,3 +350,51 @@ func TestTopicPrefixOptions(t *testing.T) {
 		}
 	}
 }
+
+// TestRunOnACluster: `node run --kafka` submits its task to the cluster and follows it
+// to the answer, running nothing itself (its own log stays empty) and joining no
+// consumer group (the serving node keeps all its partitions).
+func TestRunOnACluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node process")
+	}
+	dir := t.TempDir()
+	env := newClusterEnv(t, dir)
+	script := filepath.Join(dir, "script.json")
+	if err := os.WriteFile(script, []byte(`{"name":"scripted","steps":[{"tool_calls":[{"id":"a","name":"record","arguments":"{}"}]},{"content":"all recorded"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	records, modelLog := filepath.Join(dir, "records.txt"), filepath.Join(dir, "model.txt")
+	server := startClusterNode(t, env, "n1", "all", script, records, modelLog)
+	waitOwned(t, server)
+	owned := server.gauge(t, "troupe_cluster_partitions_owned")
+	assignments := server.gauge(t, "troupe_cluster_assignments_total")
+
+	runDir := filepath.Join(dir, "run-data")
+	var out, errb bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	args := []string{"run", "--kafka", env.brokers, "--group", env.group, "--topic-prefix", env.prefix, "--data", runDir, "--model", "offline", "record something"}
+	if code := run(ctx, args, &out, &errb, options{}); code != 0 {
+		t.Fatalf("node run exited %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(out.String(), "answer: all recorded") || !strings.Contains(out.String(), "a node of the cluster runs it") {
+		t.Fatalf("stdout:\n%s", out.String())
+	}
+	// Had the run joined the group, the server would have been assigned partitions
+	// again when it joined and when it left; give such rebalances time to show.
+	time.Sleep(3 * time.Second)
+	if n := server.gauge(t, "troupe_cluster_assignments_total"); n != assignments {
+		t.Errorf("the serving node was assigned partitions %d times during the run: the run joined the group", n-assignments)
+	}
+	if n := server.gauge(t, "troupe_cluster_partitions_owned"); n != owned {
+		t.Errorf("the serving node owns %d partitions after the run, %d before", n, owned)
+	}
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: runDir, ReadOnly: true})
+	if err == nil {
+		defer lg.Close()
+		if infos, err := lg.Sessions(context.Background(), eventlog.Filter{}); err != nil || len(infos) != 0 {
+			t.Errorf("the run's own log holds %d sessions (%v): it ran the task itself", len(infos), err)
+		}
+	}
+}

@@ -54,7 +54,8 @@ flags:
                          tasks from troupe.tasks, results to troupe.results, events to
                          troupe.events; sessions are spread over the nodes by partition.
                          The nodes share one event log: ClickHouse (--clickhouse), or on
-                         one host the same --data directory
+                         one host the same --data directory. "run --kafka" only submits
+                         the task and follows it: the serving nodes run it
   --group NAME           with --kafka: the consumer group of the cluster's nodes
                          (TROUPE_KAFKA_GROUP, default troupe)
   --topic-prefix P       with --kafka: put P before every topic name on the wire
@@ -259,6 +260,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 }
 
 func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), input, why string, stdout, stderr io.Writer) int {
+	if cfg.Bus != nil {
+		// On a cluster, run submits the task and follows it: a node of the cluster runs
+		// it. Joining the cluster's groups for the length of one task would move every
+		// node's sessions twice.
+		cfg.Roles = node.RoleClient
+	}
 	n, err := node.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -275,13 +282,19 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), inpu
 	id := "cli-" + actors.UUIDv7{}.NewID()
 	events, stop := n.Watch(id)
 	defer stop()
-	fmt.Fprintf(stdout, "session %s (model: %s — %s)\n", id, cfg.Model.Name(), why)
+	if cfg.Bus != nil {
+		fmt.Fprintf(stdout, "session %s (submitted to troupe.tasks: a node of the cluster runs it)\n", id)
+	} else {
+		fmt.Fprintf(stdout, "session %s (model: %s — %s)\n", id, cfg.Model.Name(), why)
+	}
 	if _, err := n.Submit(ctx, node.Task{Input: input, SessionID: id}); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
 	code, err := node.Follow(ctx, stdout, events, 1)
 	switch {
+	case ctx.Err() != nil && cfg.Bus != nil:
+		fmt.Fprintf(stderr, "interrupted; the cluster goes on with session %s\n", id)
 	case ctx.Err() != nil:
 		fmt.Fprintf(stderr, "interrupted; the session is recorded and resumes with: node serve --data %s\n", n.DataDir())
 	case err != nil:
