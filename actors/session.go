@@ -422,9 +422,11 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) {
 	}
 }
 
-// maybeDrained answers Drain once nothing is in flight.
+// maybeDrained answers Drain once nothing is in flight, or nothing in flight matters:
+// the answers to a finished (or cancelled) task are not recorded.
 func (a *SessionActor) maybeDrained(ctx actor.Context) {
-	if a.draining && a.drainer != nil && a.modelKey == "" && len(a.inflight) == 0 {
+	idle := a.modelKey == "" && len(a.inflight) == 0
+	if a.draining && a.drainer != nil && (idle || a.state.Active() == "") {
 		ctx.Send(a.drainer, &Drained{})
 		a.drainer = nil
 	}
