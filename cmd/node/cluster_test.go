@@ -77,7 +77,7 @@ func (e clusterEnv) openLog(t *testing.T) eventlog.Log {
 }
 
 // startClusterNode starts `node serve` in the cluster with the given roles.
-func startClusterNode(t *testing.T, env clusterEnv, name, roles, script, records, modelLog string) *child {
+func startClusterNode(t *testing.T, env clusterEnv, name, roles, script, records, modelLog string, extra ...string) *child {
 	t.Helper()
 	addr := freeAddr(t)
 	args := []string{"serve", "--kafka", env.brokers, "--group", env.group, "--topic-prefix", env.prefix, "--node-id", name, "--roles", roles,
@@ -85,6 +85,7 @@ func startClusterNode(t *testing.T, env clusterEnv, name, roles, script, records
 	if env.clickhouse != "" {
 		args = append(args, "--clickhouse", env.clickhouse)
 	}
+	args = append(args, extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog,
 		"TROUPE_CHILD_CLICKHOUSE_DATABASE="+env.database)
@@ -396,5 +397,38 @@ func TestRunOnACluster(t *testing.T) {
 		if infos, err := lg.Sessions(context.Background(), eventlog.Filter{}); err != nil || len(infos) != 0 {
 			t.Errorf("the run's own log holds %d sessions (%v): it ran the task itself", len(infos), err)
 		}
+	}
+}
+
+// TestTopicsFile: --topics creates the topics with the file's layout (here 5
+// partitions for troupe.tasks), and a malformed file is a usage error.
+func TestTopicsFile(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node process")
+	}
+	dir := t.TempDir()
+	env := newClusterEnv(t, dir)
+	layout := filepath.Join(dir, "topics.txt")
+	if err := os.WriteFile(layout, []byte("# name partitions replication retention_ms\ntroupe.tasks 5 1 86400000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "script.json")
+	if err := os.WriteFile(script, []byte(`{"steps":[{"content":"ok"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := startClusterNode(t, env, "n1", "all", script, filepath.Join(dir, "r.txt"), filepath.Join(dir, "m.txt"), "--topics", layout)
+	waitOwned(t, n)
+	if total := n.gauge(t, "troupe_cluster_partitions_total"); total != 5 {
+		t.Fatalf("troupe.tasks has %d partitions, want the file's 5", total)
+	}
+
+	bad := filepath.Join(dir, "bad.txt")
+	if err := os.WriteFile(bad, []byte("troupe.tasks five 1 -1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--kafka", env.brokers, "--topics", bad}, &out, &errb, options{})
+	if code != 2 || !strings.Contains(errb.String(), "topics line 1") {
+		t.Fatalf("malformed topics file: exit %d, stderr %q", code, errb.String())
 	}
 }

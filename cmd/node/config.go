@@ -34,6 +34,7 @@ type fileConfig struct {
 	TopicPrefix        string          `json:"topic_prefix"`
 	Roles              string          `json:"roles"`
 	NodeID             string          `json:"node_id"`
+	TopicsFile         string          `json:"topics_file"`
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`
 	Gateway            gatewayFile     `json:"gateway"`

@@ -66,6 +66,9 @@ flags:
   --roles LIST           with --kafka: sessions, tools, models or all (TROUPE_ROLES,
                          default all); a node without tools or models asks the nodes
                          that have the role, over troupe.tool.requests/model.requests
+  --topics FILE          with --kafka: partitions, replication and retention of the topics
+                         the node creates, in the format of deploy/kafka/topics.txt
+                         (TROUPE_KAFKA_TOPICS; default 12 partitions, 1 replica)
   --node-id ID           with --kafka: this node's name, unique in the cluster
                          (TROUPE_NODE_ID, default host-pid)
   --sink HOST:PORT       with --kafka: also copy every event of troupe.events into the
@@ -128,6 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	topicPrefix := fs.String("topic-prefix", or("TROUPE_KAFKA_TOPIC_PREFIX", fc.TopicPrefix, ""), "prefix of every Kafka topic name (with --kafka)")
 	rolesFlag := fs.String("roles", or("TROUPE_ROLES", fc.Roles, "all"), "roles of this node (with --kafka)")
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
+	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -137,6 +141,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if err := topics.Validate(); err != nil && *kafkaAddr != "" {
 		fmt.Fprintln(stderr, "error: --topic-prefix:", err)
 		return 2
+	}
+	if *topicsFile != "" && *kafkaAddr != "" {
+		// Topics the node creates get the file's partitions, replication and
+		// retention; the others (and every topic without a file) get 12 partitions,
+		// one replica.
+		f, err := os.Open(*topicsFile)
+		if err != nil {
+			fmt.Fprintln(stderr, "error: --topics:", err)
+			return 2
+		}
+		topics.Topics, err = kafka.ParseTopics(f)
+		f.Close()
+		if err == nil {
+			err = topics.Validate()
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "error: --topics %s: %v\n", *topicsFile, err)
+			return 2
+		}
 	}
 	level := slog.LevelInfo
 	if *verbose {
