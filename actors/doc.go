@@ -17,4 +17,11 @@
 // the log); the model and tool actors are restarted on failure (OneForOne, 10 in 10 s),
 // and they run user code in recovered goroutines so that a panicking tool or model
 // becomes an error result, never a crashed session.
+//
+// In a cluster, the SessionHost runs only the sessions its node owns (SetOwnership),
+// hands them over when their partitions move (ReleaseSessions, then Drain on each:
+// no new effects, calls in flight answered and recorded), and RemoteEffects stands in
+// for the model or tool actors on a node without that role: it publishes each call as
+// a messages.EffectRequest and turns the reply into the result the session waits for;
+// PerformEffect is the serving side.
 package actors

@@ -8,5 +8,9 @@
 // visitParamExtract* functions read JSON payloads directly, so analytics need no decoder.
 // Golden files in testdata/ pin the encoding: an old session must decode forever.
 //
+// commands.go holds the internal commands nodes of a cluster exchange — EffectRequest,
+// EffectReply, CancelRequest — versioned by CommandVersion and pinned by golden files
+// too; they are never stored as events.
+//
 // The package holds types and their encoding only, no behaviour.
 package messages

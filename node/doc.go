@@ -9,4 +9,13 @@
 // TaskResult on messages.TopicResults. An embedded node (the default) runs on
 // Watermill's in-process GoChannel and a SQLite log in its data directory; Config.Bus
 // puts it on Kafka (package kafka) and Config.Log on ClickHouse.
+//
+// In a cluster (Bus.Sharded) the nodes share one log and Kafka's consumer group on
+// messages.TopicTasks spreads the sessions: Assigned resumes the unfinished sessions of
+// the partitions a node gets, Revoked drains and stops them before the partitions move.
+// Roles split the work: a node without the tools or models role sends those calls as
+// messages.EffectRequest on messages.TopicToolRequests / TopicModelRequests, and nodes
+// with the role answer on messages.TopicReplies (cluster.go). Session events and
+// results reach the bus through an outbox that publishes in order and in batches, in
+// the background (outbox.go).
 package node
