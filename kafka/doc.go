@@ -110,6 +110,17 @@
 // decodes any record. Publish does not consult the messages' contexts; it is bounded
 // by PublisherConfig.PublishTimeout. There are no metrics yet.
 //
+// # A node's clients
+//
+// DialNode builds what one Troupe node uses: a Publisher; Group, the consumer group
+// the nodes share on troupe.tasks, whose rebalances go to the Owner set with
+// NodeClients.SetOwner (a node: it resumes the sessions of the partitions it gets and
+// hands over those it loses); Tools and Models, groups of their own (<group>.tools,
+// <group>.models) on the internal request topics, so that nodes serving tools can come
+// and go without moving sessions; and Live, every partition from the latest offset in
+// no group, for live event streams and the replies to a node's own requests. The groups
+// heartbeat every second and notice a dead member after 10 s.
+//
 // # Tests
 //
 // The tests run against kfake (franz-go's in-process Kafka) unless
