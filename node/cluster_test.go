@@ -210,15 +210,7 @@ func TestClusterRoles(t *testing.T) {
 	sessionsNode, _ := clusterNode(t, k, group, log, "agents", node.RoleSessions, []tools.Tool{led.tool("agents")}, calls.model(t, log, "agents"))
 	clusterNode(t, k, group, log, "workers", node.RoleTools|node.RoleModels, []tools.Tool{led.tool("workers")}, calls.model(t, log, "workers"))
 
-	prefix := fmt.Sprintf("roles-%d-", time.Now().UnixNano())
-	var sessions []string
-	for i := range 8 {
-		id, err := sessionsNode.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: fmt.Sprintf("%s%d", prefix, i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sessions = append(sessions, id)
-	}
+	sessions := submitTasks(t, sessionsNode, "roles", 8)
 	waitCompleted(t, sessionsNode, sessions, 90*time.Second)
 
 	led.mu.Lock()
@@ -264,17 +256,9 @@ func TestClusterRebalance(t *testing.T) {
 
 	// Wait until both nodes own partitions, so that both run sessions.
 	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
-		return partitionsOwned(t, a) > 0 && partitionsOwned(t, bn) > 0
+		return a.PartitionsOwned() > 0 && bn.PartitionsOwned() > 0
 	})
-	prefix := fmt.Sprintf("rebalance-%d-", time.Now().UnixNano())
-	var sessions []string
-	for i := range 24 {
-		id, err := bn.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: fmt.Sprintf("%s%d", prefix, i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sessions = append(sessions, id)
-	}
+	sessions := submitTasks(t, bn, "rebalance", 24)
 	waitFor(t, 60*time.Second, "tool calls on node a", func() bool {
 		led.mu.Lock()
 		defer led.mu.Unlock()
@@ -319,6 +303,21 @@ func TestClusterRebalance(t *testing.T) {
 	t.Logf("%d sessions, %d tool effects performed on the stopped node, tool calls %d, model calls by node %v", len(sessions), onA, sum(led.calls), calls.by)
 }
 
+// submitTasks submits count "pay 7" tasks through n, to sessions named prefix-<time>-<i>.
+func submitTasks(t *testing.T, n *node.Node, prefix string, count int) []string {
+	t.Helper()
+	base := fmt.Sprintf("%s-%d-", prefix, time.Now().UnixNano())
+	sessions := make([]string, 0, count)
+	for i := range count {
+		id, err := n.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: fmt.Sprintf("%s%d", base, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, id)
+	}
+	return sessions
+}
+
 func sum(m map[string]int) int {
 	n := 0
 	for _, v := range m {
@@ -326,8 +325,6 @@ func sum(m map[string]int) int {
 	}
 	return n
 }
-
-func partitionsOwned(t *testing.T, n *node.Node) int { return n.PartitionsOwned() }
 
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
@@ -353,15 +350,7 @@ func TestClusterCancel(t *testing.T) {
 	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
 		return a.PartitionsOwned() > 0 && bn.PartitionsOwned() > 0
 	})
-	prefix := fmt.Sprintf("cancel-%d-", time.Now().UnixNano())
-	var sessions []string
-	for i := range 4 {
-		id, err := a.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: fmt.Sprintf("%s%d", prefix, i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sessions = append(sessions, id)
-	}
+	sessions := submitTasks(t, a, "cancel", 4)
 	waitFor(t, 60*time.Second, "every session calling its tool", func() bool {
 		led.mu.Lock()
 		defer led.mu.Unlock()
@@ -479,15 +468,8 @@ func TestClusterScaleOut(t *testing.T) {
 	group := uniqueGroup(t)
 	a, _ := clusterNode(t, k, group, log, "a", 0, []tools.Tool{led.tool("a")}, calls.model(t, log, "a"))
 	waitFor(t, 60*time.Second, "node a owns partitions", func() bool { return a.PartitionsOwned() > 0 })
-	prefix := fmt.Sprintf("scale-%d-", time.Now().UnixNano())
-	var sessions []string
-	for i := range 12 { // within the tool actor's 16 concurrent calls: all in flight at once
-		id, err := a.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: fmt.Sprintf("%s%d", prefix, i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sessions = append(sessions, id)
-	}
+	// 12: within the tool actor's 16 concurrent calls, so all are in flight at once.
+	sessions := submitTasks(t, a, "scale", 12)
 	waitFor(t, 60*time.Second, "tool calls under way", func() bool {
 		led.mu.Lock()
 		defer led.mu.Unlock()

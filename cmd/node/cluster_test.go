@@ -20,7 +20,6 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
-	"github.com/troupe-run/troupe/messages"
 )
 
 // clusterEnv is where a cluster test's nodes meet: Kafka (real when TROUPE_TEST_KAFKA
@@ -222,106 +221,15 @@ func TestClusterKillNine(t *testing.T) {
 	}
 	t.Logf("killed n1 with %d of %d sessions unfinished; %d model answers and %d tool results recorded", unfinished, sessions, len(modelDone), len(toolDone))
 
-	deadline = time.Now().Add(180 * time.Second)
-	for _, id := range ids {
-		for {
-			st := survivor.status(t, id)
-			if st.Status == messages.StatusCompleted {
-				if st.Output != "all recorded" {
-					t.Fatalf("session %s: %+v", id, st)
-				}
-				break
-			}
-			if st.Status == messages.StatusFailed || time.Now().After(deadline) {
-				t.Fatalf("session %s did not complete: %+v", id, st)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	waitCompleted(t, survivor, ids, "all recorded", 180*time.Second)
 
-	modelCalls := countLines(t, modelLog, "")
-	toolCalls := countLines(t, records, "call ")
-	effects := countLines(t, records, "effect ")
-	for key := range modelDone {
-		if modelCalls[key] != 1 {
-			t.Errorf("model call %s had a recorded answer before the kill but was made %d times", key, modelCalls[key])
-		}
-	}
-	for key := range toolDone {
-		if toolCalls[key] != 1 {
-			t.Errorf("tool call %s had a recorded result before the kill but ran %d times", key, toolCalls[key])
-		}
-	}
-	if len(effects) != 3*sessions {
-		t.Errorf("%d distinct tool side effects, want %d", len(effects), 3*sessions)
-	}
-	duplicates := 0
-	for key, n := range effects {
-		if n != 1 {
-			duplicates += n - 1
-			t.Errorf("side effect %s happened %d times", key, n)
-		}
-	}
-	if len(modelCalls) != 3*sessions {
-		t.Errorf("%d distinct model calls, want %d", len(modelCalls), 3*sessions)
-	}
-	reissuedModel, reissuedTool := 0, 0
-	for _, n := range modelCalls {
-		reissuedModel += n - 1
-	}
-	for _, n := range toolCalls {
-		reissuedTool += n - 1
-	}
-	_, _, left := recordedIn(t, log, ids)
-	if left != 0 {
+	r := checkAfterKill(t, records, modelLog, modelDone, toolDone, 3*sessions)
+	if _, _, left := recordedIn(t, log, ids); left != 0 {
 		t.Errorf("%d sessions unfinished in the log", left)
 	}
-	for _, id := range ids {
-		evs, err := log.Read(context.Background(), id, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, e := range evs {
-			if e.Seq != uint64(i+1) {
-				t.Fatalf("session %s: seq %d at position %d", id, e.Seq, i+1)
-			}
-		}
-	}
+	assertGapFree(t, log, ids)
 	t.Logf("sessions %d, kills 1, completed %d, side effects %d (duplicates %d), re-issued after the kill: %d model calls, %d tool calls (unanswered at the kill, same keys)",
-		sessions, sessions, len(effects), duplicates, reissuedModel, reissuedTool)
-}
-
-// recordedIn returns the keys of model calls and tool calls whose results the log
-// records for the sessions, and how many of them are unfinished.
-func recordedIn(t *testing.T, log eventlog.Log, ids []string) (model, tool map[string]bool, unfinished int) {
-	t.Helper()
-	model, tool = map[string]bool{}, map[string]bool{}
-	for _, id := range ids {
-		evs, err := log.Read(context.Background(), id, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(evs) == 0 {
-			unfinished++
-			continue
-		}
-		if last := evs[len(evs)-1].Type; last != messages.TypeTaskCompleted && last != messages.TypeTaskFailed {
-			unfinished++
-		}
-		for _, e := range evs {
-			p, err := e.Decode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			switch p := p.(type) {
-			case *messages.ModelResponded:
-				model[p.Key] = true
-			case *messages.ToolCallCompleted:
-				tool[p.Key] = true
-			}
-		}
-	}
-	return model, tool, unfinished
+		sessions, sessions, r.effects, r.duplicates, r.reissuedModel, r.reissuedTool)
 }
 
 // TestTopicPrefixOptions: with --kafka, a topic prefix Kafka would refuse is a usage

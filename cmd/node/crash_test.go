@@ -214,27 +214,23 @@ func countLines(t *testing.T, path, prefix string) map[string]int {
 	return out
 }
 
-// recordedEffects reads the log (read-only) and returns the keys of model calls and
-// tool calls whose results are recorded.
-func recordedEffects(t *testing.T, dataDir string) (model, tool map[string]bool, events map[string][]messages.Envelope) {
+// recordedIn returns the keys of model calls and tool calls whose results the log
+// records for the sessions, and how many of them are unfinished.
+func recordedIn(t *testing.T, log eventlog.Log, ids []string) (model, tool map[string]bool, unfinished int) {
 	t.Helper()
-	ctx := context.Background()
-	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: dataDir, ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lg.Close()
-	infos, err := lg.Sessions(ctx, eventlogFilter())
-	if err != nil {
-		t.Fatal(err)
-	}
-	model, tool, events = map[string]bool{}, map[string]bool{}, map[string][]messages.Envelope{}
-	for _, s := range infos {
-		evs, err := lg.Read(ctx, s.ID, 1)
+	model, tool = map[string]bool{}, map[string]bool{}
+	for _, id := range ids {
+		evs, err := log.Read(context.Background(), id, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		events[s.ID] = evs
+		if len(evs) == 0 {
+			unfinished++
+			continue
+		}
+		if last := evs[len(evs)-1].Type; last != messages.TypeTaskCompleted && last != messages.TypeTaskFailed {
+			unfinished++
+		}
 		for _, e := range evs {
 			p, err := e.Decode()
 			if err != nil {
@@ -248,7 +244,89 @@ func recordedEffects(t *testing.T, dataDir string) (model, tool map[string]bool,
 			}
 		}
 	}
-	return model, tool, events
+	return model, tool, unfinished
+}
+
+// assertGapFree fails unless every session's seqs run 1, 2, 3, … in the log.
+func assertGapFree(t *testing.T, log eventlog.Log, ids []string) {
+	t.Helper()
+	for _, id := range ids {
+		evs, err := log.Read(context.Background(), id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, e := range evs {
+			if e.Seq != uint64(i+1) {
+				t.Fatalf("session %s: seq %d at position %d", id, e.Seq, i+1)
+			}
+		}
+	}
+}
+
+// waitCompleted polls c until every session completed with output.
+func waitCompleted(t *testing.T, c *child, ids []string, output string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for _, id := range ids {
+		for {
+			st := c.status(t, id)
+			if st.Status == messages.StatusCompleted {
+				if st.Output != output {
+					t.Fatalf("session %s: %+v", id, st)
+				}
+				break
+			}
+			if st.Status == messages.StatusFailed || time.Now().After(deadline) {
+				t.Fatalf("session %s did not complete: %+v", id, st)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// afterKill is what the record files say once every session completed.
+type afterKill struct {
+	effects, duplicates, reissuedModel, reissuedTool int
+}
+
+// checkAfterKill fails if a model or tool call whose result the log held at the kill
+// (modelDone, toolDone) was made again, or if the calls and side effects are not
+// want distinct ones each, every side effect once.
+func checkAfterKill(t *testing.T, records, modelLog string, modelDone, toolDone map[string]bool, want int) afterKill {
+	t.Helper()
+	modelCalls := countLines(t, modelLog, "")
+	toolCalls := countLines(t, records, "call ")
+	effects := countLines(t, records, "effect ")
+	for key := range modelDone {
+		if modelCalls[key] != 1 {
+			t.Errorf("model call %s had a recorded answer before the kill but was made %d times", key, modelCalls[key])
+		}
+	}
+	for key := range toolDone {
+		if toolCalls[key] != 1 {
+			t.Errorf("tool call %s had a recorded result before the kill but ran %d times", key, toolCalls[key])
+		}
+	}
+	if len(effects) != want {
+		t.Errorf("%d distinct tool side effects, want %d", len(effects), want)
+	}
+	if len(modelCalls) != want {
+		t.Errorf("%d distinct model calls, want %d", len(modelCalls), want)
+	}
+	r := afterKill{effects: len(effects)}
+	for key, n := range effects {
+		if n != 1 {
+			r.duplicates += n - 1
+			t.Errorf("side effect %s happened %d times", key, n)
+		}
+	}
+	for _, n := range modelCalls {
+		r.reissuedModel += n - 1
+	}
+	for _, n := range toolCalls {
+		r.reissuedTool += n - 1
+	}
+	return r
 }
 
 func TestKillNineMidSessionResumesWithoutRepeatingEffects(t *testing.T) {
@@ -287,13 +365,13 @@ func TestKillNineMidSessionResumesWithoutRepeatingEffects(t *testing.T) {
 	}
 	_ = first.cmd.Wait()
 
-	modelDone, toolDone, before := recordedEffects(t, filepath.Join(dir, "data"))
-	unfinished := 0
-	for _, evs := range before {
-		if last := evs[len(evs)-1].Type; last != messages.TypeTaskCompleted && last != messages.TypeTaskFailed {
-			unfinished++
-		}
+	ctx := context.Background()
+	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: filepath.Join(dir, "data"), ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer lg.Close()
+	modelDone, toolDone, unfinished := recordedIn(t, lg, ids)
 	if unfinished == 0 {
 		t.Fatal("the kill landed after every session had finished; the test proves nothing")
 	}
@@ -304,64 +382,9 @@ func TestKillNineMidSessionResumesWithoutRepeatingEffects(t *testing.T) {
 		_ = second.cmd.Process.Signal(syscall.SIGTERM)
 		_ = second.cmd.Wait()
 	}()
-	deadline = time.Now().Add(30 * time.Second)
-	for _, id := range ids {
-		for {
-			st := second.status(t, id)
-			if st.Status == messages.StatusCompleted {
-				if st.Output != "all recorded" {
-					t.Fatalf("session %s: %+v", id, st)
-				}
-				break
-			}
-			if st.Status == messages.StatusFailed || time.Now().After(deadline) {
-				t.Fatalf("session %s did not complete: %+v\n%s", id, st, second.stderr.String())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+	waitCompleted(t, second, ids, "all recorded", 30*time.Second)
 
-	modelCalls := countLines(t, modelLog, "")
-	toolCalls := countLines(t, records, "call ")
-	effects := countLines(t, records, "effect ")
-	for key := range modelDone {
-		if modelCalls[key] != 1 {
-			t.Errorf("model call %s had a recorded answer before the kill but was made %d times", key, modelCalls[key])
-		}
-	}
-	for key := range toolDone {
-		if toolCalls[key] != 1 {
-			t.Errorf("tool call %s had a recorded result before the kill but ran %d times", key, toolCalls[key])
-		}
-	}
-	if len(effects) != 3*sessions {
-		t.Errorf("%d distinct tool side effects, want %d", len(effects), 3*sessions)
-	}
-	for key, n := range effects {
-		if n != 1 {
-			t.Errorf("side effect %s happened %d times", key, n)
-		}
-	}
-	if len(modelCalls) != 3*sessions {
-		t.Errorf("%d distinct model calls, want %d", len(modelCalls), 3*sessions)
-	}
-	reissuedModel, reissuedTool := 0, 0
-	for _, n := range modelCalls {
-		reissuedModel += n - 1
-	}
-	for _, n := range toolCalls {
-		reissuedTool += n - 1
-	}
-	t.Logf("after restart: %d model calls re-issued, %d tool calls re-issued (all unanswered at the kill, same keys)", reissuedModel, reissuedTool)
-
-	_, _, after := recordedEffects(t, filepath.Join(dir, "data"))
-	for id, evs := range after {
-		for i, e := range evs {
-			if e.Seq != uint64(i+1) {
-				t.Fatalf("session %s: seq %d at position %d", id, e.Seq, i)
-			}
-		}
-	}
+	r := checkAfterKill(t, records, modelLog, modelDone, toolDone, 3*sessions)
+	t.Logf("after restart: %d model calls re-issued, %d tool calls re-issued (all unanswered at the kill, same keys)", r.reissuedModel, r.reissuedTool)
+	assertGapFree(t, lg, ids)
 }
-
-func eventlogFilter() eventlog.Filter { return eventlog.Filter{} }
