@@ -132,6 +132,29 @@ func (c *modelCalls) model(t *testing.T, log eventlog.Log, nodeName string) llm.
 	return checkedModel{Scripted: s, log: log, node: nodeName, mu: &c.mu, callsBy: c.by, violations: &c.violations}
 }
 
+// testCluster is one test's cluster: its topics and consumer group, the shared log,
+// the ledger every node's tool writes to, and the model calls of every node.
+type testCluster struct {
+	t     *testing.T
+	k     kafkaEnv
+	group string
+	log   eventlog.Log
+	led   *ledger
+	calls *modelCalls
+}
+
+func newTestCluster(t *testing.T, toolDelay time.Duration) *testCluster {
+	t.Helper()
+	log := sharedLog(t)
+	return &testCluster{t: t, k: newKafkaEnv(t), group: uniqueGroup(t), log: log, led: newLedger(log, toolDelay), calls: &modelCalls{by: map[string]int{}}}
+}
+
+// node starts a cluster node named name with roles (0: all), the ledger as its tool.
+func (c *testCluster) node(name string, roles node.Role) (*node.Node, func()) {
+	c.t.Helper()
+	return clusterNode(c.t, c.k, c.group, c.log, name, roles, []tools.Tool{c.led.tool(name)}, c.calls.model(c.t, c.log, name))
+}
+
 // clusterNode starts a sharded node on Kafka, on k's topics, in group, writing to the
 // shared log.
 func clusterNode(t *testing.T, k kafkaEnv, group string, log eventlog.Log, name string, roles node.Role, tl []tools.Tool, model llm.Model) (*node.Node, func()) {
@@ -202,13 +225,10 @@ func uniqueGroup(t *testing.T) string {
 // every effect of the sessions node goes over troupe.tool.requests and
 // troupe.model.requests and comes back on troupe.replies.
 func TestClusterRoles(t *testing.T) {
-	k := newKafkaEnv(t)
-	log := sharedLog(t)
-	led := newLedger(log, 0)
-	calls := &modelCalls{by: map[string]int{}}
-	group := uniqueGroup(t)
-	sessionsNode, _ := clusterNode(t, k, group, log, "agents", node.RoleSessions, []tools.Tool{led.tool("agents")}, calls.model(t, log, "agents"))
-	clusterNode(t, k, group, log, "workers", node.RoleTools|node.RoleModels, []tools.Tool{led.tool("workers")}, calls.model(t, log, "workers"))
+	c := newTestCluster(t, 0)
+	log, led, calls := c.log, c.led, c.calls
+	sessionsNode, _ := c.node("agents", node.RoleSessions)
+	c.node("workers", node.RoleTools|node.RoleModels)
 
 	sessions := submitTasks(t, sessionsNode, "roles", 8)
 	waitCompleted(t, sessionsNode, sessions, 90*time.Second)
@@ -246,13 +266,10 @@ func TestClusterRoles(t *testing.T) {
 // calls: the other node is assigned the partitions and finishes every session from the
 // log, with each side effect once and no recorded effect repeated.
 func TestClusterRebalance(t *testing.T) {
-	k := newKafkaEnv(t)
-	log := sharedLog(t)
-	led := newLedger(log, 400*time.Millisecond)
-	calls := &modelCalls{by: map[string]int{}}
-	group := uniqueGroup(t)
-	a, stopA := clusterNode(t, k, group, log, "a", 0, []tools.Tool{led.tool("a")}, calls.model(t, log, "a"))
-	bn, _ := clusterNode(t, k, group, log, "b", 0, []tools.Tool{led.tool("b")}, calls.model(t, log, "b"))
+	c := newTestCluster(t, 400*time.Millisecond)
+	log, led, calls := c.log, c.led, c.calls
+	a, stopA := c.node("a", 0)
+	bn, _ := c.node("b", 0)
 
 	// Wait until both nodes own partitions, so that both run sessions.
 	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
@@ -340,13 +357,10 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // TestClusterCancel cancels a running session through a node of the cluster: the
 // cancellation travels on troupe.tasks to whichever node owns the session.
 func TestClusterCancel(t *testing.T) {
-	k := newKafkaEnv(t)
-	log := sharedLog(t)
-	led := newLedger(log, 30*time.Second)
-	calls := &modelCalls{by: map[string]int{}}
-	group := uniqueGroup(t)
-	a, _ := clusterNode(t, k, group, log, "a", 0, []tools.Tool{led.tool("a")}, calls.model(t, log, "a"))
-	bn, _ := clusterNode(t, k, group, log, "b", 0, []tools.Tool{led.tool("b")}, calls.model(t, log, "b"))
+	c := newTestCluster(t, 30*time.Second)
+	led := c.led
+	a, _ := c.node("a", 0)
+	bn, _ := c.node("b", 0)
 	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
 		return a.PartitionsOwned() > 0 && bn.PartitionsOwned() > 0
 	})
@@ -378,11 +392,9 @@ func TestClusterCancel(t *testing.T) {
 // goes to the poison topic with its reason, the second is answered with a clear error
 // (the asking session must not wait forever), and the partition keeps moving.
 func TestClusterMalformedEffectRequest(t *testing.T) {
-	k := newKafkaEnv(t)
-	log := sharedLog(t)
-	led := newLedger(log, 0)
-	calls := &modelCalls{by: map[string]int{}}
-	clusterNode(t, k, uniqueGroup(t), log, "workers", node.RoleTools, []tools.Tool{led.tool("workers")}, calls.model(t, log, "workers"))
+	c := newTestCluster(t, 0)
+	k := c.k
+	c.node("workers", node.RoleTools)
 
 	layout := k.layout(6)
 	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: k.brokers, InitialOffset: kafka.FromLatest, Topics: layout}, watermill.NopLogger{})
@@ -461,12 +473,9 @@ func TestClusterMalformedEffectRequest(t *testing.T) {
 // moves sessions to the new nodes, which finish them from the log, each side effect
 // once and no recorded effect repeated.
 func TestClusterScaleOut(t *testing.T) {
-	k := newKafkaEnv(t)
-	log := sharedLog(t)
-	led := newLedger(log, 2*time.Second)
-	calls := &modelCalls{by: map[string]int{}}
-	group := uniqueGroup(t)
-	a, _ := clusterNode(t, k, group, log, "a", 0, []tools.Tool{led.tool("a")}, calls.model(t, log, "a"))
+	cl := newTestCluster(t, 2*time.Second)
+	led, calls := cl.led, cl.calls
+	a, _ := cl.node("a", 0)
 	waitFor(t, 60*time.Second, "node a owns partitions", func() bool { return a.PartitionsOwned() > 0 })
 	// 12: within the tool actor's 16 concurrent calls, so all are in flight at once.
 	sessions := submitTasks(t, a, "scale", 12)
@@ -475,8 +484,8 @@ func TestClusterScaleOut(t *testing.T) {
 		defer led.mu.Unlock()
 		return len(led.calls) >= 5
 	})
-	b, _ := clusterNode(t, k, group, log, "b", 0, []tools.Tool{led.tool("b")}, calls.model(t, log, "b"))
-	c, _ := clusterNode(t, k, group, log, "c", 0, []tools.Tool{led.tool("c")}, calls.model(t, log, "c"))
+	b, _ := cl.node("b", 0)
+	c, _ := cl.node("c", 0)
 	waitCompleted(t, a, sessions, 120*time.Second)
 	waitFor(t, 60*time.Second, "every node owns partitions", func() bool {
 		return a.PartitionsOwned() > 0 && b.PartitionsOwned() > 0 && c.PartitionsOwned() > 0

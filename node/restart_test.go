@@ -17,7 +17,6 @@ import (
 
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/messages"
-	"github.com/troupe-run/troupe/tools"
 )
 
 // TestBrokerRestartTasks restarts the real Kafka broker while a Kafka client keeps
@@ -29,11 +28,9 @@ func TestBrokerRestartTasks(t *testing.T) {
 	if os.Getenv("TROUPE_TEST_KAFKA") == "" || os.Getenv("TROUPE_TEST_KAFKA_CONTROL") != "1" {
 		t.Skip("needs a real broker the test may restart: set TROUPE_TEST_KAFKA and TROUPE_TEST_KAFKA_CONTROL=1")
 	}
-	k := newKafkaEnv(t)
-	log := sharedLog(t)
-	led := newLedger(log, 0)
-	calls := &modelCalls{by: map[string]int{}}
-	n, _ := clusterNode(t, k, uniqueGroup(t), log, "n1", 0, []tools.Tool{led.tool("n1")}, calls.model(t, log, "n1"))
+	c := newTestCluster(t, 0)
+	k, led, calls := c.k, c.led, c.calls
+	n, _ := c.node("n1", 0)
 	waitFor(t, 60*time.Second, "the node owns partitions", func() bool { return n.PartitionsOwned() > 0 })
 
 	// A Kafka client: publishes plain JSON tasks and reads results.
