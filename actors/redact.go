@@ -44,8 +44,28 @@ func (r *SecretRedactor) Redact(payload []byte) []byte {
 			out = bytes.ReplaceAll(out, s, []byte(Redacted))
 		}
 	}
-	if tokenShapes.Match(out) {
+	if mayHoldToken(out) && tokenShapes.Match(out) {
 		out = tokenShapes.ReplaceAll(out, []byte(Redacted))
 	}
 	return out
+}
+
+// mayHoldToken reports whether b holds the start of any of tokenShapes' forms ("sk-",
+// "bearer" in any case, "AKIA", "gh" and one of p, o, u, s, r and "_"). It is a scan
+// of the bytes, much cheaper than the regular expression, which runs only when it
+// reports true: most payloads hold no token.
+func mayHoldToken(b []byte) bool {
+	for i := 0; i+3 <= len(b); i++ {
+		switch c := b[i]; {
+		case c == 's' && b[i+1] == 'k' && b[i+2] == '-':
+			return true
+		case c == 'A' && i+4 <= len(b) && b[i+1] == 'K' && b[i+2] == 'I' && b[i+3] == 'A':
+			return true
+		case c == 'g' && b[i+1] == 'h' && b[i+2] != 0 && i+4 <= len(b) && bytes.IndexByte([]byte("pousr"), b[i+2]) >= 0 && b[i+3] == '_':
+			return true
+		case c|0x20 == 'b' && i+6 <= len(b) && b[i+1]|0x20 == 'e' && b[i+2]|0x20 == 'a' && b[i+3]|0x20 == 'r' && b[i+4]|0x20 == 'e' && b[i+5]|0x20 == 'r':
+			return true
+		}
+	}
+	return false
 }
