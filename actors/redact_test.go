@@ -9,7 +9,7 @@ import (
 func TestRedactorFindsEveryTokenShape(t *testing.T) {
 	r := NewSecretRedactor("my-own-secret-value")
 	cases := map[string]string{
-		`{"content":"use sk-abcdefghijklmnop1234 please"}`:          `{"content":"use [REDACTED] please"}`,
+		`{"content":"use sk-abcdefghijklmnop1234 please"}`:           `{"content":"use [REDACTED] please"}`,
 		`{"h":"Authorization: Bearer abcdefghijklmnopqrstuvwx"}`:     `{"h":"Authorization: [REDACTED]"}`,
 		`{"h":"authorization: BEARER abcdefghijklmnopqrstuvwx=="}`:   `{"h":"authorization: [REDACTED]"}`,
 		`{"aws":"AKIAABCDEFGHIJKLMNOP"}`:                             `{"aws":"[REDACTED]"}`,
