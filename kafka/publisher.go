@@ -134,7 +134,7 @@ func (p *Publisher) prepare(ctx context.Context, topic, wire string) error {
 	if _, ok := p.ready.Load(wire); ok {
 		return nil
 	}
-	if err := p.admin.ensureTopic(ctx, topic, wire); err != nil {
+	if _, err := p.admin.ensureTopic(ctx, topic, wire); err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, topicWait)

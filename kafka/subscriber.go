@@ -81,7 +81,7 @@ func (s *Subscriber) SubscribeInitialize(topic string) error {
 	defer cancel()
 	a := s.admin
 	a.layout.InitializeTopics = true
-	if err := a.ensureTopic(ctx, topic, wire); err != nil {
+	if _, err := a.ensureTopic(ctx, topic, wire); err != nil {
 		return err
 	}
 	_, err = a.partitions(ctx, wire)
@@ -117,7 +117,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	s.mu.Unlock()
 
 	setup, cancelSetup := s.untilClosed(ctx, subscribeSetupTimeout)
-	err = s.admin.ensureTopic(setup, topic, wire)
+	created, err := s.admin.ensureTopic(setup, topic, wire)
 	var (
 		group  *kafkago.ConsumerGroup
 		starts map[int]int64 // partition -> first offset to read, without a group
@@ -126,6 +126,13 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	case err != nil:
 	case s.cfg.ConsumerGroup != "":
 		group, err = kafkago.NewConsumerGroup(s.groupConfig(wire))
+	case s.cfg.InitialOffset == FromLatest && created > 0:
+		// Created just now: every partition ends at offset 0. Asking the cluster
+		// would wait for its metadata to learn of the topic (seconds, on some brokers).
+		starts = make(map[int]int64, created)
+		for p := range created {
+			starts[p] = 0
+		}
 	case s.cfg.InitialOffset == FromLatest:
 		// Fixed now, not when each partition's reader starts, so that a record
 		// published after Subscribe returned is not skipped.

@@ -34,10 +34,11 @@ type admin struct {
 
 // ensureTopic creates the Kafka topic wire, the name of topic with the layout's
 // prefix, when the layout says so, with the configuration the layout has for topic;
-// an existing topic is fine.
-func (a admin) ensureTopic(ctx context.Context, topic, wire string) error {
+// an existing topic is fine. created is the partition count when this call created
+// the topic (it holds no record older than the call), else 0.
+func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int, err error) {
 	if !a.layout.InitializeTopics {
-		return nil
+		return 0, nil
 	}
 	tc := a.layout.topic(topic)
 	entries := make([]kafkago.ConfigEntry, 0, len(tc.Configs))
@@ -53,10 +54,14 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) error {
 	if err == nil {
 		err = res.Errors[wire]
 	}
-	if err != nil && !errors.Is(err, kafkago.TopicAlreadyExists) {
-		return fmt.Errorf("kafka: create topic %s (%d partitions, replication %d): %w", wire, tc.Partitions, tc.ReplicationFactor, err)
+	switch {
+	case err == nil:
+		return tc.Partitions, nil
+	case errors.Is(err, kafkago.TopicAlreadyExists):
+		return 0, nil
+	default:
+		return 0, fmt.Errorf("kafka: create topic %s (%d partitions, replication %d): %w", wire, tc.Partitions, tc.ReplicationFactor, err)
 	}
-	return nil
 }
 
 // partitions returns the number of partitions of topic, waiting (until ctx is done)
