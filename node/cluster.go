@@ -237,7 +237,7 @@ func (n *Node) handleEffect(msg *message.Message) error {
 	} else if done {
 		return nil
 	}
-	rep, err := n.effects.do(msg.Context(), req.Key, func(ctx context.Context) (messages.EffectReply, error) {
+	rep, err := n.effects.Do(msg.Context(), req.Key, func(ctx context.Context) (messages.EffectReply, error) {
 		wait := n.cfg.ToolTimeout
 		if req.Model != nil {
 			wait = n.cfg.ModelTimeout
@@ -353,81 +353,4 @@ func (n *Node) PartitionsOwned() int {
 	n.own.mu.Lock()
 	defer n.own.mu.Unlock()
 	return len(n.own.partitions)
-}
-
-// effectResults makes a node that serves effect requests perform each effect once per
-// key: a request for a key being performed waits for that performance, and one for a
-// key performed recently gets its answer again. Requests are issued again when a
-// session moves to another node while its effect is in flight (the answer went to the
-// old owner), and the new owner's request lands on the same partition of the request
-// topic, so on the same node, which answers it without calling the tool or model again.
-// The tool's own idempotency on the key remains the guarantee across nodes and restarts;
-// this saves the repeated call.
-type effectResults struct {
-	ttl time.Duration
-	max int
-
-	mu      sync.Mutex
-	flights map[string]*effectFlight
-	swept   time.Time
-	hits    func()
-}
-
-type effectFlight struct {
-	done chan struct{}
-	rep  messages.EffectReply
-	err  error
-	at   time.Time // when it finished; zero while in flight
-}
-
-func newEffectResults(ttl time.Duration, max int, hit func()) *effectResults {
-	return &effectResults{ttl: ttl, max: max, flights: map[string]*effectFlight{}, hits: hit}
-}
-
-// do returns key's answer: a recent one, the one being computed, or perform's.
-// A failed perform is not kept: the next request for the key performs it again.
-func (r *effectResults) do(ctx context.Context, key string, perform func(context.Context) (messages.EffectReply, error)) (messages.EffectReply, error) {
-	now := time.Now()
-	r.mu.Lock()
-	r.sweep(now)
-	if f, ok := r.flights[key]; ok {
-		r.mu.Unlock()
-		r.hits()
-		select {
-		case <-f.done:
-			if f.err == nil {
-				return f.rep, nil
-			}
-			return r.do(ctx, key, perform)
-		case <-ctx.Done():
-			return messages.EffectReply{}, ctx.Err()
-		}
-	}
-	f := &effectFlight{done: make(chan struct{})}
-	r.flights[key] = f
-	r.mu.Unlock()
-
-	f.rep, f.err = perform(ctx)
-	r.mu.Lock()
-	if f.err != nil {
-		delete(r.flights, key)
-	} else {
-		f.at = time.Now()
-	}
-	r.mu.Unlock()
-	close(f.done)
-	return f.rep, f.err
-}
-
-// sweep drops answers older than ttl, and the oldest ones past max.
-func (r *effectResults) sweep(now time.Time) {
-	if len(r.flights) <= r.max && now.Sub(r.swept) < r.ttl/10 {
-		return
-	}
-	r.swept = now
-	for k, f := range r.flights {
-		if !f.at.IsZero() && (now.Sub(f.at) > r.ttl || len(r.flights) > r.max) {
-			delete(r.flights, k)
-		}
-	}
 }

@@ -211,7 +211,7 @@ type Node struct {
 	model, remote     *actor.PID
 	toolPIDs          map[string]*actor.PID
 	own               ownership
-	effects           *effectResults
+	effects           *actors.EffectResults
 	hostStopped       atomic.Bool
 	outbox            *outbox
 	router            *message.Router
@@ -235,7 +235,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	cfg.setDefaults()
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: actors.NewSecretRedactor(cfg.Secrets...), metrics: newMetrics()}
-	n.effects = newEffectResults(10*time.Minute, 100_000, n.metrics.effectHits.Inc)
+	n.effects = actors.NewEffectResults(10*time.Minute, 100_000, n.metrics.effectHits.Inc)
 	if n.log == nil {
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
 		if err != nil {
@@ -289,8 +289,20 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.effect = append(n.effect, model)
 	n.model = model
-	// A node without the tools or models role asks the nodes that have it, over the bus.
-	sessionModel, sessionTools := model, toolPIDs
+	// The node's own sessions reach its model and tools through the per-key answers it
+	// shares with the requests it serves for other nodes; a node without the tools or
+	// models role asks the nodes that have it, over the bus.
+	cached, err := n.system.Root.SpawnNamed(actors.NewCachedEffectsProps(actors.CachedEffectsConfig{
+		Model: model, Tools: toolPIDs, Results: n.effects,
+		ToolWait: cfg.ToolTimeout + 10*time.Second, ModelWait: cfg.ModelTimeout + 10*time.Second}), "effects")
+	if err != nil {
+		return nil, n.fail(fmt.Errorf("node: spawn effects cache: %w", err))
+	}
+	n.effect = append(n.effect, cached)
+	sessionModel, sessionTools := cached, map[string]*actor.PID{}
+	for name := range toolPIDs {
+		sessionTools[name] = cached
+	}
 	if cfg.Roles.Has(RoleSessions) && (!cfg.Roles.Has(RoleTools) || !cfg.Roles.Has(RoleModels)) {
 		n.remote, err = n.system.Root.SpawnNamed(actors.NewRemoteEffectsProps(actors.RemoteEffectsConfig{
 			Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger}), "remote")
@@ -455,7 +467,8 @@ func (n *Node) Start(ctx context.Context) (stop func(), err error) {
 	go func() { errc <- n.Run(runCtx) }()
 	select {
 	case <-n.Running():
-		return func() { cancel(); _ = n.Close(); <-errc }, nil
+		// Close before canceling Run: see Close.
+		return func() { _ = n.Close(); cancel(); <-errc }, nil
 	case err := <-errc:
 		cancel()
 		return nil, err
@@ -599,7 +612,9 @@ func (n *Node) CloseStreams() {
 	n.streamsOnce.Do(func() { close(n.streamsDone) })
 }
 
-// Close stops the node: ingress first, then the session actors (each finishes the
+// Close stops the node: ingress first (call it before canceling Run's context: the
+// router then finishes subscribing a handler it is starting and stops it, where a
+// canceled context would leave that handler waited for until the close timeout), then the session actors (each finishes the
 // message it is handling, so nothing is half-written; unfinished tasks stay resumable
 // from the log), then the effect actors, the bus and the log. It is idempotent.
 func (n *Node) Close() error {

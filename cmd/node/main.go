@@ -367,11 +367,14 @@ func serve(ctx context.Context, cfg node.Config, attach func(*node.Node), addr s
 	if err := srv.Shutdown(shutCtx); err != nil {
 		cfg.Logger.Warn("http shutdown", "err", err)
 	}
-	cancel()
+	// Close first: the router finishes subscribing a handler it is starting, then
+	// stops them all. Canceling Run's context first would abandon that subscription,
+	// and the router would wait out its close timeout for a handler that never ran.
 	if err := n.Close(); err != nil {
 		cfg.Logger.Error("close node", "err", err)
 		code = 1
 	}
+	cancel()
 	cfg.Logger.Info("stopped")
 	return code
 }
