@@ -45,6 +45,10 @@ class FixedPortsConfig(MilvusServerConfig):
         return port_start, sock
 
 
+# ROOT_COORD_PORT is the root coordinator's port, below the ephemeral range.
+ROOT_COORD_PORT = 19532
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", required=True, help="base dir for the binaries, config, data and logs")
@@ -56,10 +60,14 @@ def main() -> int:
     config = FixedPortsConfig(data_dir=args.data)
     # A port given to config.update must bind, or start() fails: pin all of
     # them to the package's defaults (etcd 2379, proxy 19529/19530, query
-    # coord 19531, root coord 53100, data coord 13333, index coord 22930,
-    # nodes 21121-21124), with the gRPC port from the command line.
+    # coord 19531, data coord 13333, index coord 22930, nodes 21121-21124),
+    # with the gRPC port from the command line, except the root coordinator's:
+    # the package's 53100 lies in Linux's ephemeral range (32768-60999), where
+    # any client socket on the machine (Kafka's own connections, say) may hold
+    # it for a while, and then the server cannot start. 19532 is outside it.
     ports = {key: config.get(key) for key in config.configurable_items if key.endswith("_port")}
     ports["proxy_port"] = args.port
+    ports["root_coord_port"] = ROOT_COORD_PORT
     config.update(**ports)
     for component in COMPONENTS:
         config.set(f"{component}.ip", "127.0.0.1")
