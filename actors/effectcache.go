@@ -120,23 +120,13 @@ func NewCachedEffectsProps(cfg CachedEffectsConfig) *actor.Props {
 
 // Receive implements actor.Actor.
 func (c *CachedEffects) Receive(ctx actor.Context) {
-	var (
-		req     messages.EffectRequest
-		call    remoteCall
-		wait    time.Duration
-		replyTo *actor.PID
-	)
-	switch m := ctx.Message().(type) {
-	case *ModelCall:
-		mc := ModelCallOf(m.Request)
-		req = messages.EffectRequest{SessionID: m.SessionID, Key: m.Request.Key, Model: &mc}
-		call, wait, replyTo = remoteCall{model: true}, c.cfg.ModelWait, m.ReplyTo
-	case *ToolCall:
-		tc := m.Request
-		req = messages.EffectRequest{SessionID: sessionOfKey(tc.Key), Key: tc.Key, Tool: &tc}
-		call, wait, replyTo = remoteCall{tool: tc.Tool}, c.cfg.ToolWait, m.ReplyTo
-	default:
+	req, call, ok := effectOf(ctx.Message())
+	if !ok {
 		return
+	}
+	wait := c.cfg.ToolWait
+	if call.model {
+		wait = c.cfg.ModelWait
 	}
 	sys, cfg := ctx.ActorSystem(), c.cfg
 	go func() {
@@ -146,6 +136,6 @@ func (c *CachedEffects) Receive(ctx actor.Context) {
 		if err != nil {
 			rep = messages.EffectReply{SessionID: req.SessionID, Key: req.Key, Error: err.Error()}
 		}
-		sys.Root.Send(replyTo, resultOf(call, rep))
+		sys.Root.Send(call.replyTo, resultOf(call, rep))
 	}()
 }

@@ -77,14 +77,13 @@ func NewRemoteEffectsProps(cfg RemoteEffectsConfig) *actor.Props {
 // Receive implements actor.Actor.
 func (r *RemoteEffects) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *ModelCall:
-		mc := ModelCallOf(m.Request)
-		r.request(ctx, messages.TopicModelRequests, remoteCall{replyTo: m.ReplyTo, model: true},
-			messages.EffectRequest{SessionID: m.SessionID, Key: m.Request.Key, Model: &mc})
-	case *ToolCall:
-		tc := m.Request
-		r.request(ctx, messages.TopicToolRequests, remoteCall{replyTo: m.ReplyTo, tool: tc.Tool},
-			messages.EffectRequest{SessionID: sessionOfKey(tc.Key), Key: tc.Key, Tool: &tc})
+	case *ModelCall, *ToolCall:
+		req, call, _ := effectOf(m)
+		topic := messages.TopicToolRequests
+		if call.model {
+			topic = messages.TopicModelRequests
+		}
+		r.request(ctx, topic, call, req)
 	case *RemoteReply:
 		call, ok := r.pending[m.Reply.Key]
 		if !ok {
@@ -132,6 +131,20 @@ func (r *RemoteEffects) request(ctx actor.Context, topic string, call remoteCall
 			backoff = min(backoff*2, 2*time.Second)
 		}
 	}()
+}
+
+// effectOf turns a session's *ModelCall or *ToolCall into the request for its effect
+// and the caller to answer; ok is false for any other message.
+func effectOf(msg any) (req messages.EffectRequest, call remoteCall, ok bool) {
+	switch m := msg.(type) {
+	case *ModelCall:
+		mc := ModelCallOf(m.Request)
+		return messages.EffectRequest{SessionID: m.SessionID, Key: m.Request.Key, Model: &mc}, remoteCall{replyTo: m.ReplyTo, model: true}, true
+	case *ToolCall:
+		tc := m.Request
+		return messages.EffectRequest{SessionID: sessionOfKey(tc.Key), Key: tc.Key, Tool: &tc}, remoteCall{replyTo: m.ReplyTo, tool: tc.Tool}, true
+	}
+	return req, call, false
 }
 
 func resultOf(call remoteCall, rep messages.EffectReply) any {
