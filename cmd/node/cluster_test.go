@@ -178,15 +178,7 @@ func TestClusterKillNine(t *testing.T) {
 	}
 	dir := t.TempDir()
 	env := newClusterEnv(t, dir)
-	script := filepath.Join(dir, "script.json")
-	steps := `{"name":"scripted","steps":[
-		{"tool_calls":[{"id":"a","name":"record","arguments":"{\"n\":1}"},{"id":"b","name":"record","arguments":"{\"n\":2}"}]},
-		{"tool_calls":[{"id":"c","name":"record","arguments":"{\"n\":3}"}]},
-		{"content":"all recorded"}]}`
-	if err := os.WriteFile(script, []byte(steps), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	records, modelLog := filepath.Join(dir, "records.txt"), filepath.Join(dir, "model.txt")
+	script, records, modelLog := threeRecordsScript(t, dir)
 	const sessions = 100
 
 	victim := startClusterNode(t, env, "n1", "sessions,models", script, records, modelLog)

@@ -329,12 +329,12 @@ func checkAfterKill(t *testing.T, records, modelLog string, modelDone, toolDone 
 	return r
 }
 
-func TestKillNineMidSessionResumesWithoutRepeatingEffects(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts and kills node processes")
-	}
-	dir := t.TempDir()
-	script := filepath.Join(dir, "script.json")
+// threeRecordsScript writes the crash tests' model script into dir: three calls of the
+// record tool over two steps, then the answer "all recorded". It returns the script
+// and the paths of the record tool's file and the model's call log.
+func threeRecordsScript(t *testing.T, dir string) (script, records, modelLog string) {
+	t.Helper()
+	script = filepath.Join(dir, "script.json")
 	steps := `{"name":"scripted","steps":[
 		{"tool_calls":[{"id":"a","name":"record","arguments":"{\"n\":1}"},{"id":"b","name":"record","arguments":"{\"n\":2}"}]},
 		{"tool_calls":[{"id":"c","name":"record","arguments":"{\"n\":3}"}]},
@@ -342,7 +342,15 @@ func TestKillNineMidSessionResumesWithoutRepeatingEffects(t *testing.T) {
 	if err := os.WriteFile(script, []byte(steps), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	records, modelLog := filepath.Join(dir, "records.txt"), filepath.Join(dir, "model.txt")
+	return script, filepath.Join(dir, "records.txt"), filepath.Join(dir, "model.txt")
+}
+
+func TestKillNineMidSessionResumesWithoutRepeatingEffects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills node processes")
+	}
+	dir := t.TempDir()
+	script, records, modelLog := threeRecordsScript(t, dir)
 	const sessions = 12
 
 	first := startChild(t, dir, script, records, modelLog)
