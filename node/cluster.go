@@ -229,26 +229,30 @@ func (n *Node) handleEffect(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: effect request %s: %w", errPermanent, msg.UUID, err)
 	}
-	// A request delivered again (its first performer died before committing it) may
-	// already be answered in the session's log: the session has the result, and
-	// performing it again would repeat a recorded effect.
-	if done, err := n.answered(msg.Context(), req); err != nil {
-		return err // retried
-	} else if done {
-		return nil
-	}
 	rep, err := n.effects.Do(msg.Context(), req.Key, func(ctx context.Context) (messages.EffectReply, error) {
-		wait := n.cfg.ToolTimeout
-		if req.Model != nil {
-			wait = n.cfg.ModelTimeout
+		// Not performed here lately: a request delivered again (its first performer
+		// died before committing it) may still be answered in the session's log. The
+		// session has the result, and performing it again would repeat a recorded
+		// effect. (An answer this node keeps is sent again without reading the log.)
+		if done, err := n.answered(ctx, req); err != nil {
+			return messages.EffectReply{}, err // retried
+		} else if done {
+			return messages.EffectReply{}, errRecorded
 		}
-		rep, err := actors.PerformEffect(ctx, n.system, n.model, n.toolPIDs, req, wait+10*time.Second)
+		wait := n.cfg.ToolTimeout + effectWaitMargin
+		if req.Model != nil {
+			wait = n.cfg.ModelTimeout + effectWaitMargin
+		}
+		rep, err := actors.PerformEffect(ctx, n.system, n.model, n.toolPIDs, req, wait)
 		if errors.Is(err, actors.ErrNoSuchTool) {
 			// The session waits for an answer: tell it, rather than poison the request.
 			rep.Error, err = err.Error(), nil
 		}
 		return rep, err
 	})
+	if errors.Is(err, errRecorded) {
+		return nil
+	}
 	if err != nil {
 		return err // retried, then delivered again
 	}
@@ -266,6 +270,13 @@ func (n *Node) handleEffect(msg *message.Message) error {
 	}
 	return nil
 }
+
+// effectWaitMargin is how much longer than the tool or model timeout a node waits for
+// an effect's answer: the tool and model actors time out first and answer the error.
+const effectWaitMargin = 10 * time.Second
+
+// errRecorded ends the performance of an effect whose result the session recorded.
+var errRecorded = errors.New("the effect's result is recorded")
 
 // answered reports whether the session's log records the result of the request's
 // effect. Its key is "<session>/<seq>" of the request event; the result follows it.

@@ -294,7 +294,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	// models role asks the nodes that have it, over the bus.
 	cached, err := n.system.Root.SpawnNamed(actors.NewCachedEffectsProps(actors.CachedEffectsConfig{
 		Model: model, Tools: toolPIDs, Results: n.effects,
-		ToolWait: cfg.ToolTimeout + 10*time.Second, ModelWait: cfg.ModelTimeout + 10*time.Second}), "effects")
+		ToolWait: cfg.ToolTimeout + effectWaitMargin, ModelWait: cfg.ModelTimeout + effectWaitMargin}), "effects")
 	if err != nil {
 		return nil, n.fail(fmt.Errorf("node: spawn effects cache: %w", err))
 	}
