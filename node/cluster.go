@@ -104,7 +104,6 @@ type ownership struct {
 	mu         sync.Mutex
 	generation int64
 	partitions map[int]bool
-	total      int
 }
 
 // Assigned tells a sharded node (Bus.Sharded) that it owns the given partitions of
@@ -124,7 +123,7 @@ func (n *Node) Assigned(partitions []int, total int) {
 	n.own.mu.Lock()
 	n.own.generation++
 	gen := n.own.generation
-	n.own.partitions, n.own.total = set, total
+	n.own.partitions = set
 	n.own.mu.Unlock()
 	partition := n.cfg.Bus.Partition
 	owns := func(id string) bool { return set[partition(id, total)] }
