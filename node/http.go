@@ -192,7 +192,8 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 	}
 	var last uint64
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		seq, err := strconv.ParseUint(v, 10, 64)
+		// Seqs are stored as signed 64-bit integers.
+		seq, err := strconv.ParseUint(v, 10, 63)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "Last-Event-ID must be a seq number")
 			return
@@ -206,10 +207,26 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
 		return
 	}
-	if len(backlog) == 0 && last == 0 {
-		writeError(w, http.StatusNotFound, "no session %q", id)
-		return
+	if len(backlog) == 0 {
+		known, err := n.sessionKnown(r.Context(), id, last)
+		switch {
+		case err != nil:
+			writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
+			return
+		case !known:
+			writeError(w, http.StatusNotFound, "no session %q", id)
+			return
+		}
 	}
+	// A stream outlives the server's read and write timeouts: the request has no body
+	// left to read, and each write gets a deadline of its own. Heartbeats come often
+	// enough to extend the deadline before it passes (HTTP/2 resets a stream whose
+	// deadline passed even between writes).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	writeTimeout := n.cfg.HTTP.WriteTimeout
+	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
+	extend()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -221,6 +238,7 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			return false
 		}
+		extend()
 		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", e.Seq, e.Type, b); err != nil {
 			return false
 		}
@@ -233,7 +251,7 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fl.Flush()
-	heartbeat := time.NewTicker(15 * time.Second)
+	heartbeat := time.NewTicker(max(min(15*time.Second, writeTimeout/2), time.Millisecond))
 	defer heartbeat.Stop()
 	pending := map[uint64]messages.Envelope{}
 	for {
@@ -243,6 +261,7 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		case <-n.streamsDone:
 			return
 		case <-heartbeat.C:
+			extend()
 			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
 				return
 			}
@@ -286,4 +305,19 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 			fl.Flush()
 		}
 	}
+}
+
+// sessionKnown reports whether the log has a session, for a stream whose client has
+// read up to seq last (0: nothing) and found nothing after it.
+func (n *Node) sessionKnown(ctx context.Context, id string, last uint64) (bool, error) {
+	if last > 0 {
+		// The usual case: the client has read to the end.
+		events, err := n.log.Read(ctx, id, last)
+		if err != nil || len(events) > 0 {
+			return len(events) > 0, err
+		}
+	}
+	// The client is ahead of the log, or the session does not exist.
+	events, err := n.log.Read(ctx, id, 1)
+	return len(events) > 0, err
 }

@@ -78,6 +78,9 @@ type Config struct {
 	// evicts a member that has not rejoined within its session timeout (10 s for a
 	// node's groups), so keep it well below that.
 	HandoffGrace time.Duration
+	// HTTP bounds the HTTP server of the node's API (HTTPServer): timeouts and the
+	// number of connections served at once.
+	HTTP HTTPConfig
 	// NodeID names the node in a cluster: effect replies are addressed to it (default
 	// host-pid, unique among live nodes).
 	NodeID string
@@ -99,6 +102,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 {
 		return errors.New("node: limits and timeouts must not be negative")
+	}
+	if err := c.HTTP.Validate(); err != nil {
+		return err
 	}
 	seen := map[string]bool{}
 	for _, t := range c.Tools {
@@ -148,6 +154,7 @@ func (c *Config) setDefaults() {
 	if c.ModelTimeout <= 0 {
 		c.ModelTimeout = 2 * time.Minute
 	}
+	c.HTTP.setDefaults()
 }
 
 // Bus is a node's connection to a shared bus. The node closes none of it.

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -48,6 +47,8 @@ flags:
   --config FILE          JSON configuration (default .troupe.json when present)
   --data DIR             data directory of the embedded event log (TROUPE_DATA, default .troupe)
   --http ADDR            HTTP listen address for serve (TROUPE_HTTP_ADDR, default 127.0.0.1:8080)
+  --http-max-conns N     connections the HTTP server serves at once; more wait to be
+                         accepted (TROUPE_HTTP_MAX_CONNS, default 4096)
   --model SPEC           auto | offline | scripted:FILE | PROVIDER[:MODEL] (TROUPE_MODEL, default auto)
   --fallback SPECS       comma-separated models tried when the first fails
   --kafka HOST:PORT,...  join the cluster on Kafka instead of the in-process bus (TROUPE_KAFKA):
@@ -122,6 +123,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	fs.String("config", configPath, "configuration file")
 	data := fs.String("data", or("TROUPE_DATA", fc.Data, ".troupe"), "data directory of the embedded event log")
 	addr := fs.String("http", or("TROUPE_HTTP_ADDR", fc.HTTP, "127.0.0.1:8080"), "HTTP listen address (serve)")
+	maxConns := fs.Int("http-max-conns", node.DefaultMaxConnections, "connections the HTTP server serves at once (serve)")
+	if v := os.Getenv("TROUPE_HTTP_MAX_CONNS"); v != "" {
+		if err := fs.Set("http-max-conns", v); err != nil {
+			fmt.Fprintln(stderr, "error: TROUPE_HTTP_MAX_CONNS:", err)
+			return 2
+		}
+	}
 	modelFlag := fs.String("model", or("TROUPE_MODEL", fc.Model, "auto"), "model spec")
 	fallbacks := fs.String("fallback", or("TROUPE_FALLBACK", strings.Join(fc.Fallbacks, ","), ""), "fallback model specs, comma-separated")
 	chAddr := fs.String("clickhouse", or("TROUPE_CLICKHOUSE", fc.ClickHouse, ""), "ClickHouse native address for the event log")
@@ -134,6 +142,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if *maxConns < 1 {
+		fmt.Fprintln(stderr, "error: --http-max-conns must be at least 1")
 		return 2
 	}
 	// Like --group, the prefix means nothing without --kafka.
@@ -209,6 +221,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
 		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps}
+	cfg.HTTP.MaxConnections = *maxConns
 	if len(opt.extraTools) > 0 {
 		cfg.Tools = append([]tools.Tool{tools.Calculator{}, tools.NewClock(nil)}, opt.extraTools...)
 	}
@@ -341,9 +354,8 @@ func serve(ctx context.Context, cfg node.Config, attach func(*node.Node), addr s
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	srv := &http.Server{Handler: n.Handler(), ReadHeaderTimeout: 10 * time.Second}
-	// Live streams never end on their own: end them when shutdown begins.
-	srv.RegisterOnShutdown(n.CloseStreams)
+	// Timeouts and a connection limit (cfg.HTTP); live streams end when shutdown begins.
+	srv := n.HTTPServer()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	runErr := make(chan error, 1)

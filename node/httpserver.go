@@ -1,0 +1,142 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// HTTPConfig bounds the node's HTTP server (Node.HTTPServer). Zero fields take the
+// defaults.
+type HTTPConfig struct {
+	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included (default 30 s): a
+	// client that sends its request slower has its connection closed.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing a response (default 30 s). A live stream (SSE)
+	// extends it before each write, so it bounds each write, not the stream.
+	WriteTimeout time.Duration
+	// IdleTimeout closes a kept-alive connection that sends no next request
+	// (default 2 minutes).
+	IdleTimeout time.Duration
+	// MaxConnections bounds the connections served at once (default
+	// DefaultMaxConnections); further clients wait to be accepted until one closes.
+	// Keep it well below the process's file descriptor limit: the event log and the
+	// bus need descriptors too.
+	MaxConnections int
+}
+
+// DefaultMaxConnections is the default of HTTPConfig.MaxConnections.
+const DefaultMaxConnections = 4096
+
+// Validate reports limits that cannot work.
+func (c HTTPConfig) Validate() error {
+	if c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxConnections < 0 {
+		return errors.New("node: HTTP timeouts and the connection limit must not be negative")
+	}
+	return nil
+}
+
+func (c *HTTPConfig) setDefaults() {
+	if c.ReadHeaderTimeout == 0 {
+		c.ReadHeaderTimeout = 10 * time.Second
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = 30 * time.Second
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 30 * time.Second
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 2 * time.Minute
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = DefaultMaxConnections
+	}
+}
+
+// HTTPServer serves the node's HTTP API (Handler) within the bounds of Config.HTTP.
+type HTTPServer struct {
+	srv *http.Server
+	cfg HTTPConfig
+}
+
+// HTTPServer returns a server of the node's HTTP API. Shutting it down ends the
+// node's live streams.
+func (n *Node) HTTPServer() *HTTPServer {
+	cfg := n.cfg.HTTP
+	srv := &http.Server{
+		Handler:           n.Handler(),
+		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
+		ReadTimeout:       cfg.ReadTimeout,
+		WriteTimeout:      cfg.WriteTimeout,
+		IdleTimeout:       cfg.IdleTimeout,
+	}
+	// Live streams never end on their own: end them when shutdown begins.
+	srv.RegisterOnShutdown(n.CloseStreams)
+	return &HTTPServer{srv: srv, cfg: cfg}
+}
+
+// Serve accepts connections on ln until Shutdown or Close; it returns
+// http.ErrServerClosed then.
+func (s *HTTPServer) Serve(ln net.Listener) error {
+	return s.srv.Serve(limitListener(ln, s.cfg.MaxConnections))
+}
+
+// Shutdown stops accepting connections, ends live streams and waits (until ctx is
+// done) for the requests in flight.
+func (s *HTTPServer) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+
+// Close closes the listeners and every connection at once.
+func (s *HTTPServer) Close() error { return s.srv.Close() }
+
+// limitListener returns a listener that has at most max connections open at once:
+// Accept waits for one of them to close before it accepts another (which waits in
+// the kernel's accept queue meanwhile, holding no descriptor of the process).
+func limitListener(ln net.Listener, max int) net.Listener {
+	return &connLimit{Listener: ln, slots: make(chan struct{}, max), closed: make(chan struct{})}
+}
+
+type connLimit struct {
+	net.Listener
+	slots     chan struct{}
+	closeOnce sync.Once
+	closed    chan struct{}
+}
+
+func (l *connLimit) Accept() (net.Conn, error) {
+	select {
+	case l.slots <- struct{}{}:
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.slots
+		return nil, err
+	}
+	return &limitedConn{Conn: c, release: func() { <-l.slots }}, nil
+}
+
+func (l *connLimit) Close() error {
+	err := l.Listener.Close()
+	l.closeOnce.Do(func() { close(l.closed) })
+	return err
+}
+
+// limitedConn gives its slot back when it is first closed.
+type limitedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}
