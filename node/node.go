@@ -190,7 +190,28 @@ type Bus struct {
 // a publisher's messages arrive in the order it published them, and a nacked message
 // is redelivered before the next one.
 func NewEmbeddedBus(logger watermill.LoggerAdapter) *gochannel.GoChannel {
-	return gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 1024, BlockPublishUntilSubscriberAck: true}, logger)
+	return gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 1024, BlockPublishUntilSubscriberAck: true}, quietNoSubscribers{logger})
+}
+
+// noSubscribers is what GoChannel logs, at INFO, for each message published to a topic
+// nobody subscribes to.
+const noSubscribers = "No subscribers to send message"
+
+// quietNoSubscribers demotes GoChannel's noSubscribers record to DEBUG: an embedded
+// node publishes every task's result to troupe.results, which nobody in the process
+// reads (Kafka clients do, in a cluster), so at INFO it logged a line per task.
+type quietNoSubscribers struct{ watermill.LoggerAdapter }
+
+func (l quietNoSubscribers) Info(msg string, fields watermill.LogFields) {
+	if msg == noSubscribers {
+		l.LoggerAdapter.Debug(msg, fields)
+		return
+	}
+	l.LoggerAdapter.Info(msg, fields)
+}
+
+func (l quietNoSubscribers) With(fields watermill.LogFields) watermill.LoggerAdapter {
+	return quietNoSubscribers{l.LoggerAdapter.With(fields)}
 }
 
 // Agent returns the agent this configuration runs: the code whose decisions replay

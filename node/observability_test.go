@@ -1,0 +1,85 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// /metrics carries the Go runtime and process collectors next to the node's own.
+func TestMetricsHaveGoRuntimeAndProcessCollectors(t *testing.T) {
+	_, base, _ := serveHTTP(t, node.Config{})
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, name := range []string{"\ngo_goroutines ", "\nprocess_resident_memory_bytes ", "\ngo_memstats_heap_alloc_bytes ", "\nprocess_open_fds "} {
+		if !bytes.Contains(b, []byte(name)) {
+			t.Errorf("/metrics has no %s", strings.TrimSpace(name))
+		}
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the node's goroutines to log into.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A finished task's result goes to troupe.results, which nobody subscribes to on an
+// embedded node; the bus must not log that at INFO for every task.
+func TestFinishedTasksDoNotLogNoSubscribersAtInfo(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelInfo, slog.LevelDebug} {
+		var buf syncBuffer
+		logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
+		n, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), Logger: logger})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop, err := n.Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			nodetest.Run(t, n, "quiet-"+strconv.Itoa(i), "echo done")
+		}
+		stop() // the outbox has published every result when the node is closed
+		out := buf.String()
+		switch level {
+		case slog.LevelInfo:
+			if strings.Contains(out, "No subscribers") {
+				t.Fatalf("at INFO the log has:\n%s", out)
+			}
+		case slog.LevelDebug:
+			// Still there for whoever debugs the bus, at DEBUG.
+			if !strings.Contains(out, `level=DEBUG msg="No subscribers to send message"`) {
+				t.Fatalf("at DEBUG the log lacks the demoted record:\n%s", out)
+			}
+		}
+	}
+}
