@@ -7,8 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
+	"net"
 	"net/http"
+	"reflect"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -61,9 +65,28 @@ func writeError(w http.ResponseWriter, code int, format string, args ...any) {
 }
 
 func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
+	// JSON only: a web page can send text/plain or a form cross-site without asking
+	// (no CORS preflight), and a node on localhost must not run what it sends.
+	if err := checkJSONContentType(r.Header.Get("Content-Type")); err != nil {
+		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
+		return
+	}
+	if r.ContentLength > maxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", maxBody)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", maxBody)
+		var tooLarge *http.MaxBytesError
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooLarge):
+			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", maxBody)
+		case errors.As(err, &netErr) && netErr.Timeout():
+			writeError(w, http.StatusRequestTimeout, "the request body was not sent in time")
+		default:
+			writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
+		}
 		return
 	}
 	t, err := DecodeTask(body)
@@ -82,19 +105,83 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// DecodeTask parses a task body strictly: unknown fields, trailing data and wrong
-// types are errors wrapping ErrBadTask that say what was wrong.
+// checkJSONContentType accepts application/json, with a UTF-8 charset if any.
+func checkJSONContentType(ct string) error {
+	if ct == "" {
+		return errors.New("Content-Type must be application/json; the request has none")
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return fmt.Errorf("Content-Type must be application/json, not %q", ct)
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return fmt.Errorf("Content-Type must be application/json in UTF-8, not charset %q", cs)
+	}
+	return nil
+}
+
+// DecodeTask parses a task body strictly, for every ingress (HTTP and the tasks
+// topic): a single JSON object whose keys are Task's field names, spelled exactly
+// (encoding/json alone would take "INPUT" for "input") and each given once; values of
+// the right types; nothing after the object; no deadline_ms of 0 or null (leave it
+// out for no deadline). Every error wraps ErrBadTask and says what was wrong; the task
+// is then validated (Task.Validate).
 func DecodeTask(body []byte) (Task, error) {
-	var t Task
-	d := json.NewDecoder(bytes.NewReader(body))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&t); err != nil {
+	if err := json.Unmarshal(body, new(json.RawMessage)); err != nil {
 		return Task{}, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
 	}
-	if d.More() {
-		return Task{}, fmt.Errorf("%w: trailing data after the JSON object", ErrBadTask)
+	keys, err := taskKeys(body)
+	if err != nil {
+		return Task{}, err
+	}
+	var t Task
+	if err := json.Unmarshal(body, &t); err != nil {
+		return Task{}, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
+	}
+	if raw, ok := keys["deadline_ms"]; ok && t.DeadlineMS == 0 {
+		return Task{}, badDeadline(string(raw))
 	}
 	return t, t.Validate()
+}
+
+// taskKeys reads the top-level keys of a task body (valid JSON) with their raw
+// values.
+func taskKeys(body []byte) (map[string]json.RawMessage, error) {
+	d := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return nil, fmt.Errorf("%w: the body must be a JSON object", ErrBadTask)
+	}
+	names := map[string]bool{}
+	tt := reflect.TypeFor[Task]()
+	for i := range tt.NumField() {
+		name, _, _ := strings.Cut(tt.Field(i).Tag.Get("json"), ",")
+		names[name] = true
+	}
+	keys := map[string]json.RawMessage{}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return nil, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
+		}
+		key, _ := tok.(string)
+		if !names[key] {
+			for name := range names {
+				if strings.EqualFold(name, key) {
+					return nil, fmt.Errorf("%w: unknown field %q (field names are case-sensitive: %q)", ErrBadTask, key, name)
+				}
+			}
+			return nil, fmt.Errorf("%w: unknown field %q", ErrBadTask, key)
+		}
+		if _, dup := keys[key]; dup {
+			return nil, fmt.Errorf("%w: duplicate key %q", ErrBadTask, key)
+		}
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
+		}
+		keys[key] = v
+	}
+	return keys, nil
 }
 
 // SessionStatus is the body of GET /v1/sessions/{id}.

@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
@@ -90,4 +91,55 @@ func mustEnvelope(t *testing.T, e messages.Envelope) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// A task from the bus (a Kafka client's plain JSON, or an envelope) passes the same
+// validation as POST /v1/tasks: an overflowing deadline_ms or a reply_topic that is
+// one of the node's own topics sends it to the poison topic with the reason, and no
+// session is written.
+func TestBusTasksWithBadDeadlineOrReplyTopicArePoisoned(t *testing.T) {
+	n := nodetest.Start(t, node.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	poisoned, err := n.Bus().Subscribe(ctx, node.TopicPoison)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "echo x", ReplyTopic: messages.TopicTasks})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loop.ID, loop.SessionID, loop.TS, loop.Actor = "env-loop", "env-loop", 1, "ingress"
+	cases := []struct {
+		id, body, reason string
+	}{
+		{"json-deadline", `{"input":"echo x","session_id":"json-deadline","deadline_ms":9223372036854775807}`, "deadline_ms"},
+		{"json-loop", `{"input":"echo x","session_id":"json-loop","reply_topic":"troupe.tasks"}`, "reply_topic"},
+		{"json-prefixed", `{"input":"echo x","session_id":"json-prefixed","reply_topic":"prod.troupe.results"}`, "reply_topic"},
+		{"json-slash", `{"input":"echo x","session_id":"json-slash","reply_topic":"a/b"}`, "reply_topic"},
+		{"json-blank", `{"input":"   ","session_id":"json-blank"}`, "input"},
+		{"json-dup", `{"input":"echo x","input":"echo y","session_id":"json-dup"}`, "duplicate key"},
+		{"env-loop", string(mustEnvelope(t, loop)), "reply_topic"},
+	}
+	for _, c := range cases {
+		msg := message.NewMessage(c.id, []byte(c.body))
+		go func() {
+			if err := n.Bus().Publish(messages.TopicTasks, msg); err != nil {
+				t.Error(err)
+			}
+		}()
+		select {
+		case p := <-poisoned:
+			p.Ack()
+			if reason := p.Metadata.Get(middleware.ReasonForPoisonedKey); p.UUID != c.id || !strings.Contains(reason, c.reason) {
+				t.Errorf("%s: poisoned %s with %q, want a reason naming %s", c.id, p.UUID, reason, c.reason)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s never reached the poison topic", c.id)
+		}
+	}
+	infos, err := n.Log().Sessions(ctx, eventlog.Filter{})
+	if err != nil || len(infos) != 0 {
+		t.Fatalf("poisoned tasks wrote sessions: %v %v", infos, err)
+	}
 }

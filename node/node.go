@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -449,7 +450,21 @@ func (n *Node) taskEnvelope(msg *message.Message) (messages.Envelope, error) {
 		Payload *json.RawMessage `json:"payload"`
 	}
 	if json.Unmarshal(msg.Payload, &probe) == nil && probe.Type != nil && probe.Payload != nil {
-		return messages.Unmarshal(msg.Payload)
+		env, err := messages.Unmarshal(msg.Payload)
+		if err != nil || env.Type != messages.TypeTaskSubmitted {
+			return env, err
+		}
+		// An envelope from any Kafka client passes the checks a plain task does (its
+		// deadline is absolute already, and its session ID is the envelope's).
+		p, err := env.Decode()
+		if err != nil {
+			return messages.Envelope{}, err
+		}
+		ts := p.(*messages.TaskSubmitted)
+		if err := (Task{Input: ts.Input, Agent: ts.Agent, MaxSteps: ts.MaxSteps, ReplyTopic: ts.ReplyTopic}).Validate(); err != nil {
+			return messages.Envelope{}, err
+		}
+		return env, nil
 	}
 	t, err := DecodeTask(msg.Payload)
 	if err != nil {
@@ -527,31 +542,87 @@ type Task struct {
 	SessionID string `json:"session_id,omitempty"`
 	Agent     string `json:"agent,omitempty"`
 	MaxSteps  int    `json:"max_steps,omitempty"`
-	// DeadlineMS is a relative deadline in milliseconds from submission.
-	DeadlineMS int64  `json:"deadline_ms,omitempty"`
+	// DeadlineMS is a relative deadline in milliseconds from submission, at most
+	// MaxDeadline; 0 means none.
+	DeadlineMS int64 `json:"deadline_ms,omitempty"`
+	// ReplyTopic, when set, also receives the task's result: a legal Kafka topic name
+	// that is none of the node's own topics.
 	ReplyTopic string `json:"reply_topic,omitempty"`
 }
+
+// MaxDeadline bounds a task's relative deadline (Task.DeadlineMS).
+const MaxDeadline = 30 * 24 * time.Hour
+
+// maxTopicName is the longest topic name Kafka accepts (kafka.MaxTopicNameLength).
+const maxTopicName = 249
+
+// ownTopics are the topics of the node's layout (deploy/kafka/topics.txt and the
+// poison topic). A reply topic must be none of them, with or without a prefix.
+func ownTopics() []string {
+	return []string{messages.TopicTasks, messages.TopicEvents, messages.TopicResults,
+		messages.TopicToolRequests, messages.TopicModelRequests, messages.TopicReplies, TopicPoison}
+}
+
+// ownNamespace starts the name of every topic of the node's own.
+const ownNamespace = "troupe."
 
 var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
 // ErrBadTask is wrapped by every validation error of a submitted task.
 var ErrBadTask = errors.New("bad task")
 
-// Validate reports what is wrong with a task, if anything.
+// Validate reports what is wrong with a task, if anything. Every ingress calls it:
+// Submit (the CLI, POST /v1/tasks) and the tasks topic, for plain JSON tasks and
+// task.submitted envelopes alike.
 func (t Task) Validate() error {
 	switch {
 	case t.Input == "":
 		return fmt.Errorf("%w: input is required", ErrBadTask)
+	case strings.TrimSpace(t.Input) == "":
+		return fmt.Errorf("%w: input is blank (only white space)", ErrBadTask)
 	case len(t.Input) > 1<<20:
 		return fmt.Errorf("%w: input is %d bytes, the limit is 1 MiB", ErrBadTask, len(t.Input))
 	case t.SessionID != "" && !sessionIDPattern.MatchString(t.SessionID):
 		return fmt.Errorf("%w: session_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit", ErrBadTask)
 	case t.MaxSteps < 0 || t.MaxSteps > 1000:
 		return fmt.Errorf("%w: max_steps must be between 0 and 1000", ErrBadTask)
-	case t.DeadlineMS < 0:
-		return fmt.Errorf("%w: deadline_ms must not be negative", ErrBadTask)
+	case t.DeadlineMS < 0 || t.DeadlineMS > MaxDeadline.Milliseconds():
+		return badDeadline(strconv.FormatInt(t.DeadlineMS, 10))
 	case t.Agent != "" && t.Agent != "default":
 		return fmt.Errorf("%w: unknown agent %q (this node runs \"default\")", ErrBadTask, t.Agent)
+	case t.ReplyTopic != "":
+		return checkReplyTopic(t.ReplyTopic)
+	}
+	return nil
+}
+
+func badDeadline(got string) error {
+	return fmt.Errorf("%w: deadline_ms must be between 1 and %d (30 days), or left out for no deadline; got %s",
+		ErrBadTask, MaxDeadline.Milliseconds(), got)
+}
+
+// checkReplyTopic reports a reply topic Kafka would refuse, or one of the node's own
+// topics: a result published to troupe.tasks would come back as a task, and with a
+// topic prefix (prod.troupe.tasks) into another cluster's ingress.
+func checkReplyTopic(topic string) error {
+	if len(topic) > maxTopicName {
+		return fmt.Errorf("%w: reply_topic is %d characters long; Kafka allows at most %d", ErrBadTask, len(topic), maxTopicName)
+	}
+	for _, c := range topic {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("%w: reply_topic %q has %q; Kafka topic names allow only ASCII letters, digits, '.', '_' and '-'", ErrBadTask, topic, c)
+		}
+	}
+	if topic == "." || topic == ".." {
+		return fmt.Errorf("%w: reply_topic %q is not a legal Kafka topic name", ErrBadTask, topic)
+	}
+	if strings.HasPrefix(topic, ownNamespace) {
+		return fmt.Errorf("%w: reply_topic %q is in the node's own %q namespace", ErrBadTask, topic, ownNamespace)
+	}
+	for _, own := range ownTopics() {
+		if strings.HasSuffix(topic, own) {
+			return fmt.Errorf("%w: reply_topic %q is the node's own topic %s behind a prefix", ErrBadTask, topic, own)
+		}
 	}
 	return nil
 }
