@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -391,4 +392,79 @@ func TestConfluentKafkaPythonProducerOnThreeNodes(t *testing.T) {
 			t.Errorf("session %s: %+v", id, r)
 		}
 	}
+}
+
+// partitionsOf returns the partitions of the Troupe topic name (without the prefix)
+// that each member of the consumer group owns now.
+func partitionsOf(t *testing.T, k kafkaEnv, group, name string) [][]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cl := &kgo.Client{Addr: kgo.TCP(k.brokers...), Transport: &kgo.Transport{}}
+	resp, err := cl.DescribeGroups(ctx, &kgo.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owned [][]int
+	for _, g := range resp.Groups {
+		if g.Error != nil {
+			t.Fatalf("describe group %s: %v", group, g.Error)
+		}
+		for _, m := range g.Members {
+			var ps []int
+			for _, tp := range m.MemberAssignments.Topics {
+				if tp.Topic == k.topic(name) {
+					ps = append(ps, tp.Partitions...)
+				}
+			}
+			owned = append(owned, ps)
+		}
+	}
+	return owned
+}
+
+// TestClusterCancelOnAnyPartition cancels a running session with a cancellation that
+// a Kafka client wrote (header type: task.cancel) to a partition owned by the node
+// that does not run the session: it reaches the session's owner.
+func TestClusterCancelOnAnyPartition(t *testing.T) {
+	c := newTestCluster(t, time.Minute)
+	k := c.k
+	a, _ := c.node("a", 0)
+	bn, _ := c.node("b", 0)
+	waitFor(t, 60*time.Second, "both nodes owning partitions", func() bool {
+		return a.PartitionsOwned() > 0 && bn.PartitionsOwned() > 0 && a.PartitionsOwned()+bn.PartitionsOwned() == forwardPartitions
+	})
+	session := submitTasks(t, a, "cancel-any", 1)[0]
+	waitFor(t, 60*time.Second, "the session calling its tool", func() bool {
+		c.led.mu.Lock()
+		defer c.led.mu.Unlock()
+		return len(c.led.calls) == 1
+	})
+	// A partition of the node that does not own the session's.
+	right, wrong := kafka.PartitionOf(session, forwardPartitions), -1
+	for _, ps := range partitionsOf(t, k, c.group, messages.TopicTasks) {
+		if len(ps) > 0 && !slices.Contains(ps, right) {
+			wrong = ps[0]
+		}
+	}
+	if wrong < 0 {
+		t.Fatalf("no member of group %s owns a partition without %d", c.group, right)
+	}
+	w := &kgo.Writer{Addr: kgo.TCP(k.brokers...), Topic: k.topic(messages.TopicTasks), Balancer: partitionedBalancer(),
+		RequiredAcks: kgo.RequireAll, Transport: &kgo.Transport{}}
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte(session),
+		Value: []byte(`{"session_id":"` + session + `","reason":"cancelled from another client"}`),
+		Headers: []kgo.Header{
+			{Key: messages.MetaType, Value: []byte(messages.TypeCancelRequested)},
+			{Key: partitionHeader, Value: []byte(strconv.Itoa(wrong))},
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "session "+session+" cancelled", func() bool {
+		st, ok, err := a.Status(context.Background(), session)
+		return err == nil && ok && st.Status == messages.StatusFailed && strings.Contains(st.Error, "cancelled from another client")
+	})
 }
