@@ -37,7 +37,7 @@ const forwardPartitions = 6
 func misplacedSessions(prefix string, count int) []string {
 	var ids []string
 	seen := map[[2]int]bool{}
-	for i := 0; len(ids) < min(count, forwardPartitions*(forwardPartitions-1)); i++ {
+	for i := 0; len(ids) < min(count, forwardPartitions*(forwardPartitions-1)) && i < 1_000_000; i++ {
 		id := fmt.Sprintf("%s-%d", prefix, i)
 		pair := [2]int{int(crc32.ChecksumIEEE([]byte(id)) % forwardPartitions), kafka.PartitionOf(id, forwardPartitions)}
 		if pair[0] == pair[1] || seen[pair] {
