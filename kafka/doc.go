@@ -10,18 +10,21 @@
 //
 // # Partitioner
 //
-// Every producer that writes to Troupe topics must put a key on the same partition,
-// or one session's messages end up on two partitions, are consumed by two nodes and
-// lose their order. The common defaults disagree: for key "s-9" on 3 partitions,
+// One session's messages belong on one partition, or they are consumed by two nodes
+// and lose their order. The common defaults disagree: for key "s-9" on 3 partitions,
 // kafka-go's Hash (FNV-1a) picks 2, librdkafka's and kcat's consistent_random
 // (CRC32) picks 1, and the Java client's murmur2 picks 0. Troupe uses the Java
 // client's partitioner, toPositive(murmur2(key)) % partitions, as Balancer returns
 // it (kafka-go's Murmur2Balancer; the tests check it against a transcription of the
 // Java code). Other producers: the Java client, Kafka's tools and franz-go's default
-// partitioner already hash keys this way; librdkafka clients and kcat need
-// partitioner=murmur2_random (kcat -X partitioner=murmur2_random). A record without
-// a key goes to a random partition, as with murmur2_random (the Java client spreads
-// such records too). Partition computes a key's partition.
+// partitioner hash keys this way; librdkafka clients and kcat do with
+// partitioner=murmur2_random (kcat -X partitioner=murmur2_random), and by CRC32
+// by default. A record without a key goes to a random partition, as with
+// murmur2_random (the Java client spreads such records too). Partition computes a
+// key's partition. Users' producers write only troupe.tasks, and there a node
+// forwards a record read from a partition other than its session's to the right one
+// (package node): another partitioner, or no key, costs a hop; Subscriber's
+// MessagePartition tells a node where a message was read.
 //
 // # Delivery
 //

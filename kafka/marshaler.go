@@ -112,6 +112,14 @@ func Record(ctx context.Context) (RecordInfo, bool) {
 	return ri, ok
 }
 
+// MessagePartition returns the partition of its topic a message this Subscriber
+// delivered was read from (Record's Partition). A sharded node (node.Bus) uses it
+// to tell a task that a producer put on a partition other than its session's.
+func (s *Subscriber) MessagePartition(msg *message.Message) (int, bool) {
+	ri, ok := Record(msg.Context())
+	return ri.Partition, ok
+}
+
 func withRecord(ctx context.Context, rec kafkago.Message) context.Context {
 	return context.WithValue(ctx, recordInfoKey{}, RecordInfo{
 		Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Key: rec.Key, Time: rec.Time,

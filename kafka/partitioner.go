@@ -5,8 +5,9 @@ import (
 )
 
 // Balancer returns the partitioner of every Troupe producer: the Java client's
-// murmur2 (see the package doc). Anything else that writes to Troupe topics must
-// pick partitions the same way; kcat does with -X partitioner=murmur2_random.
+// murmur2 (see the package doc). Records of other producers that land elsewhere on
+// troupe.tasks (kcat's default hashes keys with CRC32) cost a node a forward to the
+// session's partition; kcat's -X partitioner=murmur2_random puts them there directly.
 func Balancer() kafkago.Balancer {
 	return kafkago.Murmur2Balancer{}
 }

@@ -104,6 +104,7 @@ type ownership struct {
 	mu         sync.Mutex
 	generation int64
 	partitions map[int]bool
+	total      int // the topic's partitions at the last assignment
 }
 
 // Assigned tells a sharded node (Bus.Sharded) that it owns the given partitions of
@@ -124,6 +125,7 @@ func (n *Node) Assigned(partitions []int, total int) {
 	n.own.generation++
 	gen := n.own.generation
 	n.own.partitions = set
+	n.own.total = total
 	n.own.mu.Unlock()
 	partition := n.cfg.Bus.Partition
 	owns := func(id string) bool { return set[partition(id, total)] }
@@ -345,6 +347,9 @@ func (n *Node) handleCancel(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: cancel message %s: %w", errPermanent, msg.UUID, err)
 	}
+	if forwarded, err := n.forward(msg, c.SessionID); forwarded || err != nil {
+		return err
+	}
 	res, err := n.system.Root.RequestFuture(n.host, &actors.CancelTask{SessionID: c.SessionID, Reason: c.Reason}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
 		return fmt.Errorf("cancel session %s: %w", c.SessionID, err) // retried
@@ -363,4 +368,57 @@ func (n *Node) PartitionsOwned() int {
 	n.own.mu.Lock()
 	defer n.own.mu.Unlock()
 	return len(n.own.partitions)
+}
+
+// forward publishes a message read from troupe.tasks on a partition other than its
+// session's to the session's partition, and reports whether it did; the caller then
+// acks the misplaced copy (so its offset is committed only after the forward was
+// acknowledged by the broker) or, if the forward failed, returns the error to be
+// retried. Producers other than Troupe's place keys by their own partitioner
+// (librdkafka clients, kcat among them, by CRC32 of the key) or write no key at all;
+// Troupe's sessions live on their murmur2 partition (Bus.Partition), whose owner
+// alone runs them.
+//
+// The copy keeps the message's ID, payload and metadata, with the session as its key,
+// so the owner reads exactly what this node read (a task's session named after its
+// message, for one without a key or session_id, too), and a copy forwarded twice (this
+// node crashed between forwarding and committing, and the message was read again)
+// is skipped by ID on the owner, and by the session's log.
+func (n *Node) forward(msg *message.Message, sessionID string) (bool, error) {
+	if !n.sharded() {
+		return false, nil
+	}
+	reader, ok := n.tasksSub.(PartitionReader)
+	if !ok {
+		return false, nil
+	}
+	from, ok := reader.MessagePartition(msg)
+	if !ok {
+		return false, nil
+	}
+	n.own.mu.Lock()
+	total := n.own.total
+	n.own.mu.Unlock()
+	if total <= 0 {
+		return false, nil // never assigned: the session host refuses the message
+	}
+	to := n.cfg.Bus.Partition(sessionID, total)
+	if to == from {
+		return false, nil
+	}
+	out := message.NewMessage(msg.UUID, msg.Payload)
+	for k, v := range msg.Metadata {
+		out.Metadata.Set(k, v)
+	}
+	out.Metadata.Set(messages.MetaSessionID, sessionID)
+	out.SetContext(msg.Context())
+	if err := n.pub.Publish(messages.TopicTasks, out); err != nil {
+		return true, fmt.Errorf("forward message %s of session %s from partition %d of %s to partition %d: %w",
+			msg.UUID, sessionID, from, messages.TopicTasks, to, err) // retried, then delivered again
+	}
+	markForwarded(msg)
+	n.metrics.forwarded.Inc()
+	n.cfg.Logger.Debug("forwarded a message to its session's partition", "message", msg.UUID, "session", sessionID,
+		"from", from, "to", to)
+	return true, nil
 }

@@ -15,6 +15,10 @@
 // In a cluster (Bus.Sharded) the nodes share one log and Kafka's consumer group on
 // messages.TopicTasks spreads the sessions: Assigned resumes the unfinished sessions of
 // the partitions a node gets, Revoked drains and stops them before the partitions move.
+// A session's partition is murmur2 of its ID (Bus.Partition); a task or cancellation
+// read from another partition (a librdkafka client's CRC32, or a record without a
+// key) is forwarded to the session's partition with its message ID, and committed
+// only once the forward is acknowledged (cluster.go).
 // Roles split the work: a node without the tools or models role sends those calls as
 // messages.EffectRequest on messages.TopicToolRequests / TopicModelRequests, and nodes
 // with the role answer on messages.TopicReplies (cluster.go). Session events and

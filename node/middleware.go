@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,6 +28,7 @@ type Metrics struct {
 	assigned   prometheus.Counter
 	effectHits prometheus.Counter
 	pubFailed  prometheus.Counter
+	forwarded  prometheus.Counter
 }
 
 func newMetrics() *Metrics {
@@ -54,8 +56,10 @@ func newMetrics() *Metrics {
 			Name: "effect_requests_coalesced_total", Help: "Effect requests answered from an earlier or concurrent performance of the same key."}),
 		pubFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
 			Name: "publish_failures_total", Help: "Batches of session events or results the bus kept refusing (retried until the broker is back; dropped only at shutdown; the log has the events)."}),
+		forwarded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "tasks_forwarded_total", Help: "Messages read from a partition of troupe.tasks other than their session's (a producer with another partitioner than murmur2, or without a key) and forwarded to it."}),
 	}
-	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed)
+	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed, m.forwarded)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -126,7 +130,9 @@ func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 			return nil, nil
 		}
 		out, err := h(msg)
-		if err == nil {
+		// A message forwarded to its session's partition was not handled here: its
+		// copy, with the same ID, may come back to this node.
+		if err == nil && !forwarded(msg) {
 			d.mu.Lock()
 			d.seen[key] = now
 			d.mu.Unlock()
@@ -146,4 +152,17 @@ func (m *Metrics) isPermanent(handler string, logger *slog.Logger) func(error) b
 		}
 		return false
 	}
+}
+
+type forwardedKey struct{}
+
+// markForwarded records on a message that its handler forwarded it rather than
+// handled it (see Node.forward).
+func markForwarded(msg *message.Message) {
+	msg.SetContext(context.WithValue(msg.Context(), forwardedKey{}, true))
+}
+
+func forwarded(msg *message.Message) bool {
+	v, _ := msg.Context().Value(forwardedKey{}).(bool)
+	return v
 }

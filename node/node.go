@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,6 +103,11 @@ func (c Config) Validate() error {
 	if c.Bus != nil && c.Bus.Sharded && c.Bus.Partition == nil {
 		return errors.New("node: a sharded bus needs its Partition function")
 	}
+	if c.Bus != nil && c.Bus.Sharded && c.Roles.Has(RoleSessions) {
+		if _, ok := c.Bus.Tasks.(PartitionReader); !ok {
+			return fmt.Errorf("node: a sharded bus's Tasks subscriber (%T) must tell the partition of each message (node.PartitionReader; kafka.Subscriber does)", c.Bus.Tasks)
+		}
+	}
 	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 {
 		return errors.New("node: limits and timeouts must not be negative")
 	}
@@ -162,7 +169,8 @@ func (c *Config) setDefaults() {
 type Bus struct {
 	Publisher message.Publisher
 	// Tasks consumes messages.TopicTasks. In a cluster it is a consumer group shared by
-	// the nodes, so that each session's partition, and so the session, has one owner.
+	// the nodes, so that each session's partition, and so the session, has one owner;
+	// a sharded node's Tasks is also a PartitionReader.
 	Tasks message.Subscriber
 	// Live consumes messages.TopicEvents for this node's live streams (SSE, node run):
 	// every partition, from the latest offset, in no consumer group. It also consumes
@@ -179,9 +187,18 @@ type Bus struct {
 	// package's RebalanceListener), and sends cancellations to a session's owner over
 	// messages.TopicTasks.
 	Sharded bool
-	// Partition maps a session ID to its partition of messages.TopicTasks; every
-	// producer must use the same function (kafka.Partition). Required when Sharded.
+	// Partition maps a session ID to its partition of messages.TopicTasks (kafka.Partition,
+	// murmur2). Required when Sharded. Producers that place keys otherwise (librdkafka
+	// clients such as kcat hash by CRC32) or write no key still reach the session: a
+	// message read from a partition other than its session's is forwarded there.
 	Partition func(sessionID string, partitions int) int
+}
+
+// PartitionReader tells which partition of its topic a subscriber read a delivered
+// message from (kafka.Subscriber.MessagePartition). A sharded node's Bus.Tasks must be
+// one: the node forwards a message read from a partition other than its session's.
+type PartitionReader interface {
+	MessagePartition(msg *message.Message) (partition int, ok bool)
 }
 
 // NewEmbeddedBus returns the in-process bus of an embedded node: Watermill's GoChannel
@@ -425,6 +442,9 @@ func (n *Node) handleTask(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: task message %s: %w", errPermanent, msg.UUID, err)
 	}
+	if forwarded, err := n.forward(msg, env.SessionID); forwarded || err != nil {
+		return err
+	}
 	res, err := n.system.Root.RequestFuture(n.host, &actors.SubmitTask{Envelope: env}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
@@ -474,12 +494,27 @@ func (n *Node) taskEnvelope(msg *message.Message) (messages.Envelope, error) {
 		t.SessionID = msg.Metadata.Get(messages.MetaSessionID)
 	}
 	if t.SessionID == "" {
-		t.SessionID = "task-" + strings.NewReplacer("/", "-", ":", "-").Replace(msg.UUID)
+		t.SessionID = n.messageSession(msg.UUID)
 	}
 	if !sessionIDPattern.MatchString(t.SessionID) {
 		return messages.Envelope{}, fmt.Errorf("%w: session %q: not a valid session ID", ErrBadTask, t.SessionID)
 	}
 	return n.envelope(t, msg.UUID)
+}
+
+// messageSession names the session of a task that names none and has no key after
+// its message's ID, so that a redelivery, or the copy a node forwards to the session's
+// partition, is the same session: "task." and the ID ("kafka:<topic>/<partition>/<offset>"
+// for a record without a Troupe UUID header) with '/' and ':' as '-'. Where that is not
+// a valid session ID (too long) or has the shape of a secret (it would be redacted in
+// the session's events, and its effect keys with it), the name is a hash of the ID.
+func (n *Node) messageSession(msgID string) string {
+	id := "task." + strings.NewReplacer("/", "-", ":", "-").Replace(msgID)
+	if sessionIDPattern.MatchString(id) && string(n.redactor.Redact([]byte(id))) == id {
+		return id
+	}
+	sum := sha256.Sum256([]byte(msgID))
+	return "task." + hex.EncodeToString(sum[:16])
 }
 
 // Run serves until ctx is done: it resumes sessions left running by an earlier
