@@ -84,6 +84,12 @@ type Config struct {
 	// HTTP bounds the HTTP server of the node's API (HTTPServer): timeouts and the
 	// number of connections served at once.
 	HTTP HTTPConfig
+	// Resume picks which of the unfinished sessions in the log an embedded node
+	// resumes when Run starts: nil resumes every one (node serve), ResumeNone none
+	// (node run, which runs only its own task and leaves the others to a node that
+	// serves the directory). A session left out stays unfinished, for the next node
+	// that resumes it. A sharded node resumes the sessions of its partitions instead.
+	Resume func(sessionID string) bool
 	// NodeID names the node in a cluster: effect replies are addressed to it (default
 	// host-pid, unique among live nodes).
 	NodeID string
@@ -496,7 +502,7 @@ func (n *Node) taskEnvelope(msg *message.Message) (messages.Envelope, error) {
 	if t.SessionID == "" {
 		t.SessionID = n.messageSession(msg.UUID)
 	}
-	if !sessionIDPattern.MatchString(t.SessionID) {
+	if !ValidSessionID(t.SessionID) {
 		return messages.Envelope{}, fmt.Errorf("%w: session %q: not a valid session ID", ErrBadTask, t.SessionID)
 	}
 	return n.envelope(t, msg.UUID)
@@ -556,17 +562,25 @@ func (n *Node) Start(ctx context.Context) (stop func(), err error) {
 // Running is closed once the node routes tasks.
 func (n *Node) Running() <-chan struct{} { return n.router.Running() }
 
-// resume wakes every session whose latest task is unfinished.
+// ResumeNone is a Config.Resume that resumes no session.
+func ResumeNone(string) bool { return false }
+
+// resume wakes every session whose latest task is unfinished and that Config.Resume picks.
 func (n *Node) resume(ctx context.Context) error {
 	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning})
 	if err != nil {
 		return err
 	}
+	count := 0
 	for _, s := range infos {
+		if n.cfg.Resume != nil && !n.cfg.Resume(s.ID) {
+			continue
+		}
 		n.system.Root.Send(n.host, &actors.ResumeSession{SessionID: s.ID})
+		count++
 	}
-	if len(infos) > 0 {
-		n.cfg.Logger.Info("resuming unfinished sessions", "count", len(infos))
+	if count > 0 {
+		n.cfg.Logger.Info("resuming unfinished sessions", "count", count)
 	}
 	return nil
 }
@@ -603,6 +617,13 @@ const ownNamespace = "troupe."
 
 var sessionIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`)
 
+// SessionIDRule says which strings ValidSessionID accepts, for error messages.
+const SessionIDRule = "1-128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit"
+
+// ValidSessionID reports whether id can name a session (SessionIDRule). Every way a
+// session enters a log checks it: ingress (HTTP, the tasks topic), replay import and fork.
+func ValidSessionID(id string) bool { return sessionIDPattern.MatchString(id) }
+
 // ErrBadTask is wrapped by every validation error of a submitted task.
 var ErrBadTask = errors.New("bad task")
 
@@ -617,8 +638,8 @@ func (t Task) Validate() error {
 		return fmt.Errorf("%w: input is blank (only white space)", ErrBadTask)
 	case len(t.Input) > 1<<20:
 		return fmt.Errorf("%w: input is %d bytes, the limit is 1 MiB", ErrBadTask, len(t.Input))
-	case t.SessionID != "" && !sessionIDPattern.MatchString(t.SessionID):
-		return fmt.Errorf("%w: session_id must be 1-128 characters of letters, digits, '.', '_', ':' or '-', starting with a letter or digit", ErrBadTask)
+	case t.SessionID != "" && !ValidSessionID(t.SessionID):
+		return fmt.Errorf("%w: session_id must be %s", ErrBadTask, SessionIDRule)
 	case t.MaxSteps < 0 || t.MaxSteps > 1000:
 		return fmt.Errorf("%w: max_steps must be between 0 and 1000", ErrBadTask)
 	case t.DeadlineMS < 0 || t.DeadlineMS > MaxDeadline.Milliseconds():

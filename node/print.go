@@ -7,24 +7,31 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/messages"
 )
 
 // PrintStep prints one event as a human-readable step line, as `node run` shows
 // them; done reports that the event finished a task, and code is the exit code a
-// command should return for it (0 completed, 1 failed).
+// command should return for it (0 completed, 1 failed). Its text goes through
+// EscapeControls: tasks and model output reach the terminal as text, never as its
+// commands.
 func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
+	printf := func(format string, args ...any) {
+		io.WriteString(w, EscapeControls(fmt.Sprintf(format, args...)))
+	}
 	p, err := e.Decode()
 	if err != nil {
-		fmt.Fprintf(w, "  [%d] %s (undecodable: %v)\n", e.Seq, e.Type, err)
+		printf("  [%d] %s (undecodable: %v)\n", e.Seq, e.Type, err)
 		return 0, false
 	}
 	switch p := p.(type) {
 	case *messages.TaskSubmitted:
-		fmt.Fprintf(w, "  [%d] task: %s\n", e.Seq, p.Input)
+		printf("  [%d] task: %s\n", e.Seq, p.Input)
 	case *messages.ModelRequested:
-		fmt.Fprintf(w, "  [%d] model %s: step %d, %d messages\n", e.Seq, p.Model, p.Step, p.Messages)
+		printf("  [%d] model %s: step %d, %d messages\n", e.Seq, p.Model, p.Step, p.Messages)
 	case *messages.ModelResponded:
 		what := "answer"
 		if len(p.Message.ToolCalls) > 0 {
@@ -37,25 +44,91 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 		if p.Error != "" {
 			what = "error: " + p.Error
 		}
-		fmt.Fprintf(w, "  [%d] model %s → %s (%d+%d tokens, %s)\n", e.Seq, p.Model, what, p.Usage.PromptTokens, p.Usage.CompletionTokens, micros(p.LatencyUS))
+		printf("  [%d] model %s → %s (%d+%d tokens, %s)\n", e.Seq, p.Model, what, p.Usage.PromptTokens, p.Usage.CompletionTokens, micros(p.LatencyUS))
 	case *messages.ToolCallRequested:
-		fmt.Fprintf(w, "  [%d] tool %s(%s)\n", e.Seq, p.Tool, p.Arguments)
+		printf("  [%d] tool %s(%s)\n", e.Seq, p.Tool, p.Arguments)
 	case *messages.ToolCallCompleted:
 		if p.Error != "" {
-			fmt.Fprintf(w, "  [%d] tool %s → error: %s (%s)\n", e.Seq, p.Tool, p.Error, micros(p.LatencyUS))
+			printf("  [%d] tool %s → error: %s (%s)\n", e.Seq, p.Tool, p.Error, micros(p.LatencyUS))
 		} else {
-			fmt.Fprintf(w, "  [%d] tool %s → %s (%s)\n", e.Seq, p.Tool, p.Result, micros(p.LatencyUS))
+			printf("  [%d] tool %s → %s (%s)\n", e.Seq, p.Tool, p.Result, micros(p.LatencyUS))
 		}
 	case *messages.TaskCompleted:
-		fmt.Fprintf(w, "  [%d] done in %d steps\nanswer: %s\n", e.Seq, p.Steps, p.Output)
+		printf("  [%d] done in %d steps\nanswer: %s\n", e.Seq, p.Steps, p.Output)
 		return 0, true
 	case *messages.TaskFailed:
-		fmt.Fprintf(w, "  [%d] failed (%s): %s\n", e.Seq, p.Reason, p.Error)
+		printf("  [%d] failed (%s): %s\n", e.Seq, p.Reason, p.Error)
 		return 1, true
 	case *messages.SessionForked:
-		fmt.Fprintf(w, "  [%d] forked from %s at seq %d\n", e.Seq, p.ParentID, p.AtSeq)
+		printf("  [%d] forked from %s at seq %d\n", e.Seq, p.ParentID, p.AtSeq)
 	}
 	return 0, false
+}
+
+// EscapeControls makes text safe to print to a terminal: every character that a
+// terminal may take as a command rather than text is written as an escape sequence.
+// C0 controls other than newline and tab, DEL and C1 controls become \a \b \f \r \v
+// or \xNN (ESC is \x1b) and \u0080-\u009f; bidirectional overrides and isolates and
+// the line and paragraph separators become \uNNNN (U+202E is \u202e); bytes that are
+// not UTF-8 become \xNN (a lone 0x9b is CSI to some terminals). Everything else,
+// newlines and any script included, is kept. The CLIs print tasks, model output and
+// tool results through it; JSON output needs no such care.
+func EscapeControls(s string) string {
+	i := 0
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if needsEscape(r, size) {
+			break
+		}
+		i += size
+	}
+	if i == len(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:i])
+	for i < len(s) {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if !needsEscape(r, size) {
+			b.WriteString(s[i : i+size])
+			i += size
+			continue
+		}
+		switch {
+		case r == utf8.RuneError:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\a':
+			b.WriteString(`\a`)
+		case r == '\b':
+			b.WriteString(`\b`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\v':
+			b.WriteString(`\v`)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// needsEscape reports whether EscapeControls escapes the rune r of size bytes.
+func needsEscape(r rune, size int) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case r == utf8.RuneError && size == 1: // not UTF-8
+		return true
+	case r < 0x80:
+		return r < 0x20 || r == 0x7f
+	}
+	return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) || r == '\u2028' || r == '\u2029'
 }
 
 func micros(us int64) string {

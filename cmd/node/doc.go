@@ -4,7 +4,9 @@
 //	node serve [--data DIR] [--http ADDR] [--model …]
 //
 // run starts an embedded node in process, submits one task, prints each step as it
-// happens and exits 0 when the task completes (1 when it fails, 2 on bad usage).
+// happens and exits 0 when the task completes (1 when it fails, 2 on bad usage or an
+// invalid task). run runs that task only: other sessions left unfinished in the data
+// directory wait for serve, which resumes them.
 // serve serves the HTTP API until SIGINT or SIGTERM, then shuts down gracefully.
 // Environment: TROUPE_DATA (data directory, default ./.troupe), TROUPE_HTTP_ADDR
 // (default 127.0.0.1:8080), TROUPE_MODEL; flags override them.

@@ -148,6 +148,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error: --http-max-conns must be at least 1")
 		return 2
 	}
+	if cmd == "run" {
+		// The task is checked before anything starts, so that a bad one leaves nothing
+		// behind: no data directory, no session ID printed for a session that never runs.
+		if fs.NArg() != 1 {
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		if err := (node.Task{Input: fs.Arg(0)}).Validate(); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+	}
 	// Like --group, the prefix means nothing without --kafka.
 	topics := kafka.TopicLayout{Prefix: *topicPrefix, InitializeTopics: true}
 	if err := topics.Validate(); err != nil && *kafkaAddr != "" {
@@ -280,10 +292,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	switch cmd {
 	case "run":
-		if fs.NArg() != 1 {
-			fmt.Fprint(stderr, usage)
-			return 2
-		}
 		return runTask(ctx, cfg, attach, fs.Arg(0), why, stdout, stderr)
 	default:
 		if fs.NArg() != 0 {
@@ -302,6 +310,10 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), inpu
 		// node's sessions twice.
 		cfg.Roles = node.RoleClient
 	}
+	// run runs its own task only: the other unfinished sessions of the data directory
+	// are left to node serve (resuming them here would repeat their model calls, and
+	// leave them half-run when this task ends).
+	cfg.Resume = node.ResumeNone
 	n, err := node.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)

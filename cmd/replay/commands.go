@@ -64,7 +64,7 @@ func verify(ctx context.Context, log eventlog.Log, id string, asJSON bool, stdou
 	} else if div == nil {
 		fmt.Fprintf(stdout, "session %s: deterministic (%d events re-decided against their recorded results)\n", id, len(events))
 	} else {
-		fmt.Fprintf(stdout, "session %s %s\n", id, div)
+		fmt.Fprint(stdout, node.EscapeControls(fmt.Sprintf("session %s %s\n", id, div)))
 	}
 	if div != nil {
 		return 1
@@ -146,7 +146,17 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	cfg := node.Config{DataDir: st.data, Model: model, Secrets: []string{key}}
+	if newID == "" {
+		newID = fmt.Sprintf("%s-fork-%d", parentID, time.Now().UnixMilli())
+	}
+	if !node.ValidSessionID(newID) {
+		fmt.Fprintf(stderr, "error: --session %q: a session ID is %s\n", newID, node.SessionIDRule)
+		return 2
+	}
+	// The node resumes the fork only: the other unfinished sessions of the log are
+	// left to the node that serves it.
+	cfg := node.Config{DataDir: st.data, Model: model, Secrets: []string{key},
+		Resume: func(id string) bool { return id == newID }}
 	if st.clickhouse != "" {
 		log, err := st.open(ctx, false)
 		if err != nil {
@@ -155,8 +165,8 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		}
 		defer log.Close()
 		cfg.Log = log
-	} else if _, err := os.Stat(st.data); err != nil {
-		fmt.Fprintf(stderr, "error: no event log at %s (use --data DIR)\n", st.data)
+	} else if err := st.checkDir(); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
 	n, err := node.New(ctx, cfg)
@@ -170,13 +180,6 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	if newID == "" {
-		newID = fmt.Sprintf("%s-fork-%d", parentID, time.Now().UnixMilli())
-	}
-	if err := (node.Task{Input: "x", SessionID: newID}).Validate(); err != nil {
-		fmt.Fprintln(stderr, "error: --session:", err)
-		return 2
-	}
 	if existing, err := n.Log().Read(ctx, newID, 1); err != nil || len(existing) > 0 {
 		if err == nil {
 			err = fmt.Errorf("session %s already exists", newID)
@@ -189,12 +192,6 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	if err := n.Log().Append(ctx, events); err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "session %s forked from %s at seq %d (model: %s — %s)\n", newID, parentID, at, model.Name(), why)
-
 	state := actors.NewSessionState(newID)
 	for _, e := range events {
 		if err := state.Apply(e); err != nil {
@@ -203,9 +200,15 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		}
 	}
 	if state.Active() == "" && input == "" {
-		fmt.Fprintln(stdout, "nothing to continue at that point: pass --input to run a task in the fork")
-		return 0
+		// A fork that would only sit there is not made.
+		fmt.Fprintf(stderr, "error: nothing to continue at seq %d of %s: its task is finished there; pass --input to run a new task in the fork (no fork was made)\n", at, parentID)
+		return 1
 	}
+	if err := n.Log().Append(ctx, events); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "session %s forked from %s at seq %d (model: %s — %s)\n", newID, parentID, at, model.Name(), why)
 	// Watch before Run: Run resumes the fork at once and its first events must not be missed.
 	live, stop := n.Watch(newID)
 	defer stop()

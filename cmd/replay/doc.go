@@ -6,5 +6,7 @@
 // list prints sessions with status, step count and start time; show prints a session
 // as a timeline nested by causation, with each step's type, actor, latency and tokens.
 // Both read the embedded event log (read-only, so they work while a node serves from
-// the same directory).
+// the same directory, and on a copy of events.db in a directory they cannot write).
+// Text meant for a person goes through node.EscapeControls, so that a recorded task
+// or answer cannot act on the terminal; --json prints it as recorded.
 package main

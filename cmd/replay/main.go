@@ -11,9 +11,11 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
 )
 
 func main() {
@@ -35,24 +37,63 @@ const usage = `usage:
   replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]
 `
 
+// commandUsage is each command's line of usage.
+var commandUsage = map[string]string{
+	"list":   "replay list [--data DIR] [--limit N] [--json]",
+	"show":   "replay show <session-id> [--data DIR] [--json]",
+	"verify": "replay verify <session-id> [--data DIR] [--json]",
+	"fork":   "replay fork <session-id> --at SEQ [--data DIR] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]",
+	"export": "replay export <session-id> [--data DIR] [--out FILE]",
+	"import": "replay import <file> [--data DIR]",
+	"stats":  "replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]",
+}
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
-	fs := flag.NewFlagSet("replay "+args[0], flag.ContinueOnError)
+	cmd := args[0]
+	if _, ok := commandUsage[cmd]; !ok {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	// Each command has a flag set of its own flags, so that its usage lists them and
+	// a flag of another command is an error.
+	fs := flag.NewFlagSet("replay "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	data := fs.String("data", envOr("TROUPE_DATA", ".troupe"), "data directory of the embedded event log")
-	chAddr := fs.String("clickhouse", envOr("TROUPE_CLICKHOUSE", ""), "read and write the ClickHouse event log at HOST:PORT instead")
-	asJSON := fs.Bool("json", false, "print JSON for machines")
-	limit := fs.Int("limit", 50, "list: at most this many sessions")
-	at := fs.Uint64("at", 0, "fork: the last seq copied into the fork")
-	modelFlag := fs.String("model", envOr("TROUPE_MODEL", "auto"), "fork: the model that continues the fork (auto, offline, scripted:FILE or PROVIDER[:MODEL])")
-	input := fs.String("input", "", "fork: a task to run in the fork after it resumes")
-	newID := fs.String("session", "", "fork: the new session's ID (default <parent>-fork-<n>)")
-	outFile := fs.String("out", "", "export: write to this file instead of standard output")
-	since := fs.String("since", "", "stats: only events since this long ago (e.g. 24h) or this date (2006-01-02 or RFC 3339)")
-	agentFlag := fs.String("agent", "", "stats: only sessions of this agent")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage:\n  %s\n\nflags:\n", commandUsage[cmd])
+		fs.PrintDefaults()
+	}
+	var (
+		data, chAddr              string
+		asJSON                    bool
+		limit                     = 50
+		at                        uint64
+		modelFlag, input, newID   string
+		outFile, since, agentFlag string
+	)
+	fs.StringVar(&data, "data", envOr("TROUPE_DATA", ".troupe"), "data directory of the embedded event log")
+	fs.StringVar(&chAddr, "clickhouse", envOr("TROUPE_CLICKHOUSE", ""), "read and write the ClickHouse event log at HOST:PORT instead")
+	switch cmd {
+	case "list", "show", "verify", "stats":
+		fs.BoolVar(&asJSON, "json", false, "print JSON for machines")
+	}
+	switch cmd {
+	case "list":
+		fs.IntVar(&limit, "limit", limit, "at most this many sessions")
+	case "fork":
+		fs.Uint64Var(&at, "at", 0, "the last seq copied into the fork")
+		fs.StringVar(&modelFlag, "model", envOr("TROUPE_MODEL", "auto"), "the model that continues the fork (auto, offline, scripted:FILE or PROVIDER[:MODEL])")
+		fs.StringVar(&input, "input", "", "a task to run in the fork after it resumes")
+		fs.StringVar(&newID, "session", "", "the new session's ID (default <parent>-fork-<n>)")
+	case "export":
+		fs.StringVar(&outFile, "out", "", "write to this file instead of standard output")
+	case "stats":
+		fs.StringVar(&since, "since", "", "only events since this long ago (e.g. 24h) or this date (2006-01-02 or RFC 3339)")
+		fs.StringVar(&agentFlag, "agent", "", "only sessions of this agent")
+	}
 	// Flags may come before or after the session ID.
 	var positional []string
 	rest := args[1:]
@@ -66,78 +107,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		positional = append(positional, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	st := func() store {
-		return store{data: *data, clickhouse: *chAddr, database: envOr("TROUPE_CLICKHOUSE_DATABASE", "troupe")}
+	want := 1 // the session ID, or import's file
+	if cmd == "list" || cmd == "stats" {
+		want = 0
 	}
-	one := func() (string, bool) {
-		if len(positional) != 1 {
-			fmt.Fprint(stderr, usage)
-			return "", false
-		}
-		return positional[0], true
+	if len(positional) != want {
+		fs.Usage()
+		return 2
 	}
-	switch args[0] {
-	case "list", "show", "verify", "export", "stats":
+	st := store{data: data, clickhouse: chAddr, database: envOr("TROUPE_CLICKHOUSE_DATABASE", "troupe")}
+	switch cmd {
 	case "fork":
-		id, ok := one()
-		if !ok {
-			return 2
-		}
-		if *at == 0 {
+		if at == 0 {
 			fmt.Fprintln(stderr, "error: fork needs --at SEQ (the last event copied from the parent)")
 			return 2
 		}
-		return fork(ctx, st(), id, *at, *modelFlag, *input, *newID, stdout, stderr)
+		return fork(ctx, st, positional[0], at, modelFlag, input, newID, stdout, stderr)
 	case "import":
-		file, ok := one()
-		if !ok {
-			return 2
-		}
-		return importFile(ctx, st(), file, stdout, stderr)
-	default:
-		fmt.Fprint(stderr, usage)
-		return 2
+		return importFile(ctx, st, positional[0], stdout, stderr)
 	}
-	log, err := st().open(ctx, true)
+	log, err := st.open(ctx, true)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
 	defer log.Close()
-	switch args[0] {
+	switch cmd {
 	case "list":
-		if len(positional) != 0 {
-			fmt.Fprint(stderr, usage)
-			return 2
-		}
-		return list(ctx, log, *limit, *asJSON, stdout, stderr)
+		return list(ctx, log, limit, asJSON, stdout, stderr)
 	case "show":
-		if len(positional) != 1 {
-			fmt.Fprint(stderr, usage)
-			return 2
-		}
-		return show(ctx, log, positional[0], *asJSON, stdout, stderr)
+		return show(ctx, log, positional[0], asJSON, stdout, stderr)
 	case "verify":
-		id, ok := one()
-		if !ok {
-			return 2
-		}
-		return verify(ctx, log, id, *asJSON, stdout, stderr)
+		return verify(ctx, log, positional[0], asJSON, stdout, stderr)
 	case "export":
-		id, ok := one()
-		if !ok {
-			return 2
-		}
-		return export(ctx, log, id, *outFile, stdout, stderr)
-	case "stats":
-		if len(positional) != 0 {
-			fmt.Fprint(stderr, usage)
-			return 2
-		}
-		return stats(ctx, log, *since, *agentFlag, *asJSON, stdout, stderr)
+		return export(ctx, log, positional[0], outFile, stdout, stderr)
+	default: // stats
+		return stats(ctx, log, since, agentFlag, asJSON, stdout, stderr)
 	}
-	fmt.Fprint(stderr, usage)
-	return 2
 }
 
 func envOr(key, def string) string {
@@ -162,7 +168,7 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SESSION\tSTATUS\tSTEPS\tEVENTS\tSTARTED")
 	for _, s := range infos {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", s.ID, s.Status, s.Steps, s.Events, time.UnixMicro(s.StartedUS).UTC().Format(time.RFC3339))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", node.EscapeControls(s.ID), node.EscapeControls(s.Status), s.Steps, s.Events, time.UnixMicro(s.StartedUS).UTC().Format(time.RFC3339))
 	}
 	tw.Flush()
 	return 0
@@ -284,7 +290,11 @@ func summary(p messages.Payload) string {
 	clip := func(s string) string {
 		s = strings.ReplaceAll(s, "\n", " ")
 		if len(s) > 120 {
-			return s[:117] + "..."
+			cut := 117
+			for cut > 0 && !utf8.RuneStart(s[cut]) { // not inside a character
+				cut--
+			}
+			return s[:cut] + "..."
 		}
 		return s
 	}
@@ -320,9 +330,11 @@ func summary(p messages.Payload) string {
 	return ""
 }
 
-// Render prints the timeline as an indented tree.
+// Render prints the timeline as an indented tree, for a human: its text goes
+// through node.EscapeControls, so that what a task or a model said cannot act on the
+// terminal. (The JSON form carries it as recorded.)
 func (tl *Timeline) Render(w io.Writer) {
-	fmt.Fprintf(w, "session %s  %s  %d events  tokens %d+%d\n", tl.SessionID, tl.Status, tl.Events, tl.Usage.PromptTokens, tl.Usage.CompletionTokens)
+	fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("session %s  %s  %d events  tokens %d+%d\n", tl.SessionID, tl.Status, tl.Events, tl.Usage.PromptTokens, tl.Usage.CompletionTokens)))
 	var walk func(s *Step, depth int)
 	walk = func(s *Step, depth int) {
 		extra := ""
@@ -332,7 +344,7 @@ func (tl *Timeline) Render(w io.Writer) {
 		if s.Tokens != nil {
 			extra += fmt.Sprintf("  %d+%d tokens", s.Tokens.PromptTokens, s.Tokens.CompletionTokens)
 		}
-		fmt.Fprintf(w, "%5d %s%-16s %-18s %s%s\n", s.Seq, strings.Repeat("  ", depth), s.Type, s.Actor, s.Summary, extra)
+		fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%5d %s%-16s %-18s %s%s\n", s.Seq, strings.Repeat("  ", depth), s.Type, s.Actor, s.Summary, extra)))
 		for _, c := range s.Children {
 			walk(c, depth+1)
 		}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"os"
 	"testing"
 )
+
+// replayChildEnv makes this test binary run as the replay command (see unprivilegedReplay).
+const replayChildEnv = "TROUPE_REPLAY_CHILD"
 
 // The tests choose their own logs and model: settings in the environment (a developer's, or
 // those deploy/services.sh exports) must not redirect them.
@@ -13,5 +17,9 @@ func TestMain(m *testing.M) {
 	}
 	// Forks continue on the offline model, whatever keys the environment holds.
 	os.Setenv("TROUPE_MODEL", "offline")
+	if os.Getenv(replayChildEnv) == "1" {
+		// This test binary, started by a test as the replay command (see unprivilegedReplay).
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
 	os.Exit(m.Run())
 }

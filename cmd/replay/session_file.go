@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
 )
 
 // The export format: JSON lines. The first line is a header; each further line is one
@@ -49,20 +50,61 @@ func writeExport(w io.Writer, events []messages.Envelope) error {
 	return bw.Flush()
 }
 
-// readExport parses and fully validates an export: the header, every envelope and its
-// payload (unknown types and future schema versions are errors), one session, seqs
-// 1..n without gaps, and the event count. It returns nothing unless all of it is sound.
-func readExport(r io.Reader) ([]messages.Envelope, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 256<<20)
-	if !sc.Scan() {
-		if err := sc.Err(); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrBadExport, err)
+// maxExportLine bounds one line of an export, so that a hostile or broken file
+// costs a bounded amount of memory per line. The events a node records stay far
+// below it: a task's input is at most 1 MiB.
+const maxExportLine = 4 << 20
+
+// lineReader reads the lines of an export, each at most maxExportLine bytes,
+// refusing a longer one as soon as the limit is passed instead of reading it whole.
+type lineReader struct {
+	r    *bufio.Reader
+	line int // number of the line last returned, from 1
+}
+
+// next returns the next line without its line ending, or io.EOF after the last.
+func (lr *lineReader) next() ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := lr.r.ReadSlice('\n')
+		content := len(frag)
+		if err == nil {
+			content-- // the newline
 		}
+		if len(line)+content > maxExportLine {
+			return nil, fmt.Errorf("line %d is longer than %d MiB, the limit of a line", lr.line+1, maxExportLine>>20)
+		}
+		line = append(line, frag...)
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF && len(line) == 0:
+			return nil, io.EOF
+		case err != nil && err != io.EOF:
+			return nil, fmt.Errorf("line %d: %w", lr.line+1, err)
+		}
+		lr.line++
+		line = bytes.TrimSuffix(line, []byte("\n"))
+		return bytes.TrimSuffix(line, []byte("\r")), nil
+	}
+}
+
+// readExport parses and fully validates an export: the header, every envelope and its
+// payload (unknown types and future schema versions are errors), one session whose ID
+// ingress would accept (node.ValidSessionID), seqs 1..n without gaps, and the event
+// count. No line may be longer than maxExportLine. It returns nothing unless all of it
+// is sound.
+func readExport(r io.Reader) ([]messages.Envelope, error) {
+	lr := &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
+	first, err := lr.next()
+	if err == io.EOF {
 		return nil, fmt.Errorf("%w: the file is empty", ErrBadExport)
 	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadExport, err)
+	}
 	var h exportHeader
-	d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+	d := json.NewDecoder(bytes.NewReader(first))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&h); err != nil {
 		return nil, fmt.Errorf("%w: line 1 is not an export header: %v", ErrBadExport, err)
@@ -76,15 +118,23 @@ func readExport(r io.Reader) ([]messages.Envelope, error) {
 		return nil, fmt.Errorf("%w: export format version %d is invalid", ErrBadExport, h.Version)
 	case h.SessionID == "":
 		return nil, fmt.Errorf("%w: the header names no session", ErrBadExport)
+	case !node.ValidSessionID(h.SessionID):
+		return nil, fmt.Errorf("%w: line 1: session ID %q: a session ID is %s", ErrBadExport, h.SessionID, node.SessionIDRule)
 	}
 	var events []messages.Envelope
-	line := 1
-	for sc.Scan() {
-		line++
-		if len(strings.TrimSpace(sc.Text())) == 0 {
+	for {
+		b, err := lr.next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadExport, err)
+		}
+		line := lr.line
+		if len(bytes.TrimSpace(b)) == 0 {
 			continue
 		}
-		e, err := messages.Unmarshal(sc.Bytes())
+		e, err := messages.Unmarshal(b)
 		if err != nil {
 			return nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
@@ -98,9 +148,6 @@ func readExport(r io.Reader) ([]messages.Envelope, error) {
 			return nil, fmt.Errorf("%w: line %d: seq %d where %d was expected (events missing or out of order)", ErrBadExport, line, e.Seq, want)
 		}
 		events = append(events, e)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: line %d: %v", ErrBadExport, line+1, err)
 	}
 	if len(events) != h.Events {
 		return nil, fmt.Errorf("%w: the header promises %d events, the file has %d (truncated?)", ErrBadExport, h.Events, len(events))

@@ -33,9 +33,21 @@ func (s store) open(ctx context.Context, readOnly bool) (eventlog.Log, error) {
 		return l, nil
 	}
 	if readOnly {
-		if _, err := os.Stat(s.data); err != nil {
-			return nil, fmt.Errorf("no event log at %s (use --data DIR or --clickhouse HOST:PORT)", s.data)
+		if err := s.checkDir(); err != nil {
+			return nil, err
 		}
 	}
 	return sqlite.Open(ctx, sqlite.Config{Dir: s.data, ReadOnly: readOnly})
+}
+
+// checkDir makes sure the data directory exists and is a directory.
+func (s store) checkDir() error {
+	fi, err := os.Stat(s.data)
+	switch {
+	case err != nil:
+		return fmt.Errorf("no event log at %s (use --data DIR or --clickhouse HOST:PORT)", s.data)
+	case !fi.IsDir():
+		return fmt.Errorf("no event log at %s: it is a file, not a directory (--data names the data directory that holds events.db)", s.data)
+	}
+	return nil
 }

@@ -20,9 +20,12 @@ type Config struct {
 	// also after the open. A missing directory or database, or one without a schema
 	// yet, is an error wrapping ErrNoLog; a schema older than SchemaVersion must be
 	// migrated by opening the log once without ReadOnly. As a WAL reader it shares
-	// the -shm file with the writer, creating it (and -wal) if they are missing. The
-	// write options (Shared, SyncFull, MaxGroupEvents, QueueSize, CloseTimeout) are
-	// ignored.
+	// the -shm file with the writer, creating it (and -wal) if they are missing. Where
+	// -shm is missing and the directory is not writable (a read-only copy of a log,
+	// a read-only mount), the database is opened immutable and read alone, creating
+	// nothing; unless a -wal file beside it holds commits or a node holds the
+	// directory, which Open reports as an error saying so. The write options
+	// (Shared, SyncFull, MaxGroupEvents, QueueSize, CloseTimeout) are ignored.
 	ReadOnly bool
 	// Shared lets several processes on one host write this log at once (a cluster of
 	// nodes on one machine). Open then takes a shared flock on LOCK instead of an

@@ -53,7 +53,10 @@
 // SQLite's shared -shm/-wal, and the database file opened with mode=ro and
 // query_only. Readers in WAL mode see every transaction committed before each read,
 // also after the open. Append fails with ErrReadOnly; a directory without a log
-// fails Open with ErrNoLog.
+// fails Open with ErrNoLog. A copy of events.db without its -shm file in a directory
+// the reader cannot write (where SQLite cannot create -shm) is opened immutable, as
+// the whole log, when no -wal file holds commits and no node holds the directory;
+// otherwise Open says which of the two is in the way.
 //
 // # Schema
 //

@@ -88,3 +88,21 @@ func unlockDir(f *os.File, shared bool) error {
 	}
 	return nil
 }
+
+// dirWritable reports whether this process may create files in dir.
+func dirWritable(dir string) bool {
+	const wOK = 2 // W_OK of access(2)
+	return syscall.Access(dir, wOK) == nil
+}
+
+// lockHeld reports whether a Log holds dir: a writer holds a flock on LOCK (an
+// exclusive one, or with Shared a shared one) as long as it is open. The probe takes
+// an exclusive flock on a read-only descriptor and releases it at once.
+func lockHeld(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, lockFile))
+	if err != nil {
+		return false // no LOCK file: no Log ever held dir, or this is a copy without it
+	}
+	defer f.Close()
+	return errors.Is(flock(f, syscall.LOCK_EX), syscall.EWOULDBLOCK)
+}

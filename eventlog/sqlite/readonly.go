@@ -23,17 +23,21 @@ var (
 // database file: its connections open it with mode=ro and run with query_only.
 // SQLite's WAL readers still share the -shm file (the wal-index) with the writer,
 // and create it if it is missing, so that a WAL left by a writer that is gone is read too.
+// Where the -shm file is missing and cannot be created (a read-only copy or mount),
+// the database is opened immutable instead, when that loses nothing: see readOnlyCopy.
 func openReadOnly(ctx context.Context, cfg Config) (_ *Log, err error) {
 	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: data directory %s: %w", cfg.Dir, err)
 	}
 	path := filepath.Join(dir, dbFile)
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		if err == nil || errors.Is(err, os.ErrNotExist) {
+	if fi, err := os.Stat(dir); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("%w in %s: the data directory does not exist", ErrNoLog, dir)
 		}
 		return nil, fmt.Errorf("eventlog/sqlite: data directory %s: %w", dir, err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("%w in %s: it is a file, not a data directory", ErrNoLog, dir)
 	}
 	if _, err := os.Stat(path); err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -53,8 +57,15 @@ func openReadOnly(ctx context.Context, cfg Config) (_ *Log, err error) {
 		}
 	}()
 	busy := fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds())
+	immutable, err := readOnlyCopy(dir, path)
+	if err != nil {
+		return nil, err
+	}
 	u := dsn(path, busy, "query_only(1)")
 	u += "&mode=ro" // SQLite's own URI parameter: the database file is opened O_RDONLY
+	if immutable {
+		u += "&immutable=1" // no locks, no -shm, no -wal: the file is all there is
+	}
 	if l.rdb, err = sql.Open("sqlite", u); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: open %s read-only: %w", path, err)
 	}
@@ -87,4 +98,30 @@ func checkSchema(ctx context.Context, db *sql.DB, dir, path string) error {
 			path, v, SchemaVersion)
 	}
 	return nil
+}
+
+// readOnlyCopy reports whether the database at path is to be opened immutable. A WAL
+// reader needs the -shm file beside the database and creates it when it is missing;
+// where it cannot (the directory is not writable: a read-only copy of a log, a
+// read-only mount), SQLite fails with "attempt to write a readonly database".
+// Opened immutable, SQLite uses neither -shm nor -wal nor locks and reads the
+// database file alone, which is then the whole log when no -wal file holds commits
+// and no node holds the directory. Otherwise readOnlyCopy says why the log cannot be read.
+func readOnlyCopy(dir, path string) (bool, error) {
+	if _, err := os.Lstat(path + "-shm"); !errors.Is(err, os.ErrNotExist) {
+		return false, nil // there (or unknown): SQLite uses it
+	}
+	if dirWritable(dir) {
+		return false, nil // SQLite creates it
+	}
+	if fi, err := os.Stat(path + "-wal"); err == nil && fi.Size() > 0 {
+		return false, fmt.Errorf("eventlog/sqlite: cannot read %s: %s-wal holds commits not yet in the database, and reading them "+
+			"needs %s-shm, which is missing and cannot be created in the read-only directory %s: copy the log with its -wal and -shm "+
+			"files, or read it where its directory is writable", path, dbFile, dbFile, dir)
+	}
+	if lockHeld(dir) {
+		return false, fmt.Errorf("eventlog/sqlite: cannot read %s: a node holds %s, but %s-shm, through which it shares its "+
+			"commits with readers, is missing and cannot be created in the read-only directory", path, dir, dbFile)
+	}
+	return true, nil
 }

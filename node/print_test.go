@@ -1,0 +1,47 @@
+package node_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+func TestEscapeControls(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain text, déjà vu, 日本語, emoji 🎭": "plain text, déjà vu, 日本語, emoji 🎭",
+		"two\nlines\tand a tab":             "two\nlines\tand a tab",
+		"\x1b[2Jcleared":                    `\x1b[2Jcleared`,
+		"\x1b]0;title\x07":                  `\x1b]0;title\a`,
+		"over\rwrite":                       `over\rwrite`,
+		"nul\x00 del\x7f bs\b ff\f vt\v":    `nul\x00 del\x7f bs\b ff\f vt\v`,
+		"c1 csi \u009b31m nel \u0085":       `c1 csi \u009b31m nel \u0085`,
+		"file\u202egnp.exe":                 `file\u202egnp.exe`,
+		"iso\u2066late\u2069 lrm\u200e":     `iso\u2066late\u2069 lrm\u200e`,
+		"line\u2028sep":                     `line\u2028sep`,
+		"raw byte \x9b31m and \xff":         `raw byte \x9b31m and \xff`,
+		"a real \ufffd stays":               "a real \ufffd stays",
+		"":                                  "",
+	} {
+		if got := node.EscapeControls(in); got != want {
+			t.Errorf("EscapeControls(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// PrintStep, which node run and replay fork print with, escapes what it prints.
+func TestPrintStepEscapesControls(t *testing.T) {
+	e, err := messages.NewEnvelope(&messages.TaskCompleted{Output: "done\x1b[2J\u202e", Steps: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if code, done := node.PrintStep(&out, e); code != 0 || !done {
+		t.Fatalf("PrintStep = %d, %v", code, done)
+	}
+	if got := out.String(); strings.ContainsAny(got, "\x1b\u202e") || !strings.Contains(got, `answer: done\x1b[2J\u202e`+"\n") {
+		t.Fatalf("PrintStep printed %q", got)
+	}
+}
