@@ -130,7 +130,7 @@ func (c *CachedEffects) Receive(ctx actor.Context) {
 	}
 	sys, cfg := ctx.ActorSystem(), c.cfg
 	go func() {
-		rep, err := cfg.Results.Do(context.Background(), req.Key, func(pctx context.Context) (messages.EffectReply, error) {
+		rep, err := cfg.Results.Do(context.Background(), req.Key.String(), func(pctx context.Context) (messages.EffectReply, error) {
 			return PerformEffect(pctx, sys, cfg.Model, cfg.Tools, req, wait)
 		})
 		if err != nil {

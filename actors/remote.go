@@ -85,11 +85,11 @@ func (r *RemoteEffects) Receive(ctx actor.Context) {
 		}
 		r.request(ctx, topic, call, req)
 	case *RemoteReply:
-		call, ok := r.pending[m.Reply.Key]
+		call, ok := r.pending[m.Reply.Key.String()]
 		if !ok {
 			return
 		}
-		delete(r.pending, m.Reply.Key)
+		delete(r.pending, m.Reply.Key.String())
 		ctx.Send(call.replyTo, resultOf(call, m.Reply))
 	case *remoteFailed:
 		call, ok := r.pending[m.key]
@@ -97,16 +97,16 @@ func (r *RemoteEffects) Receive(ctx actor.Context) {
 			return
 		}
 		delete(r.pending, m.key)
-		ctx.Send(call.replyTo, resultOf(call, messages.EffectReply{Key: m.key, Error: m.err.Error()}))
+		ctx.Send(call.replyTo, resultOf(call, messages.EffectReply{Key: mustKey(m.key), Error: m.err.Error()}))
 	}
 }
 
 func (r *RemoteEffects) request(ctx actor.Context, topic string, call remoteCall, req messages.EffectRequest) {
-	r.pending[req.Key] = call
+	r.pending[req.Key.String()] = call
 	req.ReplyTopic, req.ReplyNode = messages.TopicReplies, r.cfg.NodeID
 	b, err := messages.EncodeCommand(&req)
 	if err != nil {
-		ctx.Send(ctx.Self(), &remoteFailed{key: req.Key, err: err})
+		ctx.Send(ctx.Self(), &remoteFailed{key: req.Key.String(), err: err})
 		return
 	}
 	msg := message.NewMessage(watermill.NewUUID(), b)
@@ -123,7 +123,7 @@ func (r *RemoteEffects) request(ctx actor.Context, topic string, call remoteCall
 			}
 			if attempt == retries {
 				logger.Error("effect request not published", "topic", topic, "key", req.Key, "attempts", attempt, "err", err)
-				root.Send(self, &remoteFailed{key: req.Key, err: fmt.Errorf("request to %s not published: %w", topic, err)})
+				root.Send(self, &remoteFailed{key: req.Key.String(), err: fmt.Errorf("request to %s not published: %w", topic, err)})
 				return
 			}
 			logger.Warn("publish effect request failed; retrying", "topic", topic, "key", req.Key, "attempt", attempt, "err", err)
@@ -139,10 +139,10 @@ func effectOf(msg any) (req messages.EffectRequest, call remoteCall, ok bool) {
 	switch m := msg.(type) {
 	case *ModelCall:
 		mc := ModelCallOf(m.Request)
-		return messages.EffectRequest{SessionID: m.SessionID, Key: m.Request.Key, Model: &mc}, remoteCall{replyTo: m.ReplyTo, model: true}, true
+		return messages.EffectRequest{SessionID: m.SessionID, Key: mustKey(m.Request.Key), Model: &mc}, remoteCall{replyTo: m.ReplyTo, model: true}, true
 	case *ToolCall:
 		tc := m.Request
-		return messages.EffectRequest{SessionID: sessionOfKey(tc.Key), Key: tc.Key, Tool: &tc}, remoteCall{replyTo: m.ReplyTo, tool: tc.Tool}, true
+		return messages.EffectRequest{SessionID: mustKey(tc.Key).SessionID, Key: mustKey(tc.Key), Tool: &tc}, remoteCall{replyTo: m.ReplyTo, tool: tc.Tool}, true
 	}
 	return req, call, false
 }
@@ -153,24 +153,20 @@ func resultOf(call remoteCall, rep messages.EffectReply) any {
 		err = errors.New(rep.Error)
 	}
 	if call.model {
-		res := &ModelResult{Key: rep.Key, Model: rep.Model, Err: err, LatencyUS: rep.LatencyUS}
+		res := &ModelResult{Key: rep.Key.String(), Model: rep.Model, Err: err, LatencyUS: rep.LatencyUS}
 		res.Response = llm.Response{Usage: rep.Usage, Model: rep.Model, Cached: rep.Cached}
 		if rep.Message != nil {
 			res.Response.Message = *rep.Message
 		}
 		return res
 	}
-	return &ToolResult{Key: rep.Key, Output: rep.Output, Err: err, LatencyUS: rep.LatencyUS}
+	return &ToolResult{Key: rep.Key.String(), Output: rep.Output, Err: err, LatencyUS: rep.LatencyUS}
 }
 
-// sessionOfKey returns the session of an effect key "<session>/<seq>".
-func sessionOfKey(key string) string {
-	for i := len(key) - 1; i >= 0; i-- {
-		if key[i] == '/' {
-			return key[:i]
-		}
-	}
-	return key
+// mustKey parses an effect key the session state made.
+func mustKey(key string) messages.EffectKey {
+	k, _ := messages.ParseEffectKey(key)
+	return k
 }
 
 // ModelCallOf converts a model request to its wire form.
@@ -199,7 +195,7 @@ func PerformEffect(ctx context.Context, sys *actor.ActorSystem, model *actor.PID
 		if model == nil {
 			return rep, errors.New("actors: this node has no model actor")
 		}
-		sys.Root.Send(model, &ModelCall{Request: RequestOf(req.Key, *req.Model), ReplyTo: f.PID(), SessionID: req.SessionID})
+		sys.Root.Send(model, &ModelCall{Request: RequestOf(req.Key.String(), *req.Model), ReplyTo: f.PID(), SessionID: req.SessionID})
 	case req.Tool != nil:
 		pid, ok := toolPIDs[req.Tool.Tool]
 		if !ok {

@@ -66,9 +66,9 @@ func TestRemoteEffects(t *testing.T) {
 	}
 
 	msg := messages.ChatMessage{Role: messages.RoleAssistant, Content: "hello"}
-	sys.Root.Send(remote, &actors.RemoteReply{Reply: messages.EffectReply{SessionID: "s-1", Key: "s-1/9", Output: "nobody asked"}})
-	sys.Root.Send(remote, &actors.RemoteReply{Reply: messages.EffectReply{SessionID: "s-1", Key: "s-1/4", Output: "paid", LatencyUS: 7}})
-	sys.Root.Send(remote, &actors.RemoteReply{Reply: messages.EffectReply{SessionID: "s-1", Key: "s-1/2", Model: "m", Message: &msg}})
+	sys.Root.Send(remote, &actors.RemoteReply{Reply: messages.EffectReply{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 9}, Output: "nobody asked"}})
+	sys.Root.Send(remote, &actors.RemoteReply{Reply: messages.EffectReply{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 4}, Output: "paid", LatencyUS: 7}})
+	sys.Root.Send(remote, &actors.RemoteReply{Reply: messages.EffectReply{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 2}, Model: "m", Message: &msg}})
 	res, err := toolReply.Result()
 	if tr, ok := res.(*actors.ToolResult); err != nil || !ok || tr.Output != "paid" || tr.Key != "s-1/4" || tr.Err != nil {
 		t.Fatalf("tool result %#v, %v", res, err)

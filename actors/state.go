@@ -290,10 +290,10 @@ func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
 	return nil
 }
 
-// effectKey is the idempotency key of the effect requested by the event at seq: unique
-// per session, and the same whenever the fold reaches the same decision.
+// effectKey is the text of the idempotency key of the effect requested by the event
+// at seq (messages.EffectKey).
 func effectKey(sessionID string, seq uint64) string {
-	return fmt.Sprintf("%s/%d", sessionID, seq)
+	return messages.EffectKey{SessionID: sessionID, Seq: seq}.String()
 }
 
 // Request builds the model request for the active task's next step from the state.

@@ -40,11 +40,11 @@ const CommandVersion = 1
 // delivered twice, or issued again by the session's next owner after a crash, carries
 // the same Key, and tools perform their side effect once per Key.
 type EffectRequest struct {
-	V          int    `json:"v"`
-	SessionID  string `json:"session_id"`
-	Key        string `json:"key"`
-	ReplyTopic string `json:"reply_topic"`
-	ReplyNode  string `json:"reply_node"`
+	V          int       `json:"v"`
+	SessionID  string    `json:"session_id"`
+	Key        EffectKey `json:"key"`
+	ReplyTopic string    `json:"reply_topic"`
+	ReplyNode  string    `json:"reply_node"`
 	// Exactly one of Tool and Model is set.
 	Tool  *ToolCallRequested `json:"tool,omitempty"`
 	Model *ModelCall         `json:"model,omitempty"`
@@ -68,7 +68,7 @@ type ModelCall struct {
 type EffectReply struct {
 	V         int          `json:"v"`
 	SessionID string       `json:"session_id"`
-	Key       string       `json:"key"`
+	Key       EffectKey    `json:"key"`
 	Output    string       `json:"output,omitempty"`
 	Model     string       `json:"model,omitempty"`
 	Message   *ChatMessage `json:"message,omitempty"`
@@ -110,13 +110,15 @@ func DecodeEffectRequest(b []byte) (EffectRequest, error) {
 		return r, err
 	}
 	switch {
-	case r.SessionID == "" || r.Key == "":
+	case r.SessionID == "" || r.Key.IsZero():
 		return r, fmt.Errorf("%w: effect request without session_id or key", ErrCorrupt)
+	case r.Key.SessionID != r.SessionID:
+		return r, fmt.Errorf("%w: effect request %s for session %s: the key is another session's", ErrCorrupt, r.Key, r.SessionID)
 	case r.ReplyTopic == "" || r.ReplyNode == "":
 		return r, fmt.Errorf("%w: effect request %s without reply_topic or reply_node", ErrCorrupt, r.Key)
 	case (r.Tool == nil) == (r.Model == nil):
 		return r, fmt.Errorf("%w: effect request %s must name exactly one of tool and model", ErrCorrupt, r.Key)
-	case r.Tool != nil && (r.Tool.Tool == "" || r.Tool.Key != r.Key):
+	case r.Tool != nil && (r.Tool.Tool == "" || r.Tool.Key != r.Key.String()):
 		return r, fmt.Errorf("%w: effect request %s: tool call without a name or with another key", ErrCorrupt, r.Key)
 	}
 	return r, nil
@@ -128,8 +130,11 @@ func DecodeEffectReply(b []byte) (EffectReply, error) {
 	if err := decodeCommand(b, &r, &r.V); err != nil {
 		return r, err
 	}
-	if r.SessionID == "" || r.Key == "" {
+	if r.SessionID == "" || r.Key.IsZero() {
 		return r, fmt.Errorf("%w: effect reply without session_id or key", ErrCorrupt)
+	}
+	if r.Key.SessionID != r.SessionID {
+		return r, fmt.Errorf("%w: effect reply %s for session %s: the key is another session's", ErrCorrupt, r.Key, r.SessionID)
 	}
 	return r, nil
 }

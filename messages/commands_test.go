@@ -20,14 +20,14 @@ func TestCommandGolden(t *testing.T) {
 		cmd    any
 		decode func([]byte) (any, error)
 	}{
-		{"effect.request.tool", &messages.EffectRequest{SessionID: "s-1", Key: "s-1/5", ReplyTopic: messages.TopicReplies, ReplyNode: "node-a",
+		{"effect.request.tool", &messages.EffectRequest{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 5}, ReplyTopic: messages.TopicReplies, ReplyNode: "node-a",
 			Tool: &messages.ToolCallRequested{Key: "s-1/5", CallID: "call_1", Tool: "calculator", Arguments: `{"expression":"2+2"}`, Step: 1}},
 			func(b []byte) (any, error) { r, err := messages.DecodeEffectRequest(b); return &r, err }},
-		{"effect.request.model", &messages.EffectRequest{SessionID: "s-1", Key: "s-1/3", ReplyTopic: messages.TopicReplies, ReplyNode: "node-a",
+		{"effect.request.model", &messages.EffectRequest{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 3}, ReplyTopic: messages.TopicReplies, ReplyNode: "node-a",
 			Model: &messages.ModelCall{Step: 1, Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: "2+2?"}},
 				Tools: []messages.ToolSpec{{Name: "calculator", Description: "evaluates"}}, Agent: "default", Team: "t", ScopeKey: "k", NoCache: true}},
 			func(b []byte) (any, error) { r, err := messages.DecodeEffectRequest(b); return &r, err }},
-		{"effect.reply", &messages.EffectReply{SessionID: "s-1", Key: "s-1/3", Model: "offline", Message: &msg,
+		{"effect.reply", &messages.EffectReply{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 3}, Model: "offline", Message: &msg,
 			Usage: messages.Usage{PromptTokens: 10, CompletionTokens: 2}, Cached: true, LatencyUS: 812},
 			func(b []byte) (any, error) { r, err := messages.DecodeEffectReply(b); return &r, err }},
 		{"task.cancel", &messages.CancelRequest{SessionID: "s-1", Reason: "user asked"},
@@ -66,24 +66,29 @@ func TestCommandGolden(t *testing.T) {
 func TestCommandRejects(t *testing.T) {
 	bad := map[string]string{
 		"not json":          `{"v":1,`,
-		"trailing data":     `{"v":1,"session_id":"s","key":"k","reply_topic":"r","reply_node":"n","tool":{"key":"k","tool":"x"}} {}`,
-		"no key":            `{"v":1,"session_id":"s","reply_topic":"r","reply_node":"n","tool":{"key":"k","tool":"x"}}`,
-		"no reply node":     `{"v":1,"session_id":"s","key":"k","reply_topic":"r","tool":{"key":"k","tool":"x"}}`,
-		"tool and model":    `{"v":1,"session_id":"s","key":"k","reply_topic":"r","reply_node":"n","tool":{"key":"k","tool":"x"},"model":{"step":1,"messages":[]}}`,
-		"neither":           `{"v":1,"session_id":"s","key":"k","reply_topic":"r","reply_node":"n"}`,
-		"tool key mismatch": `{"v":1,"session_id":"s","key":"k","reply_topic":"r","reply_node":"n","tool":{"key":"other","tool":"x"}}`,
+		"trailing data":     `{"v":1,"session_id":"s","key":"s/1","reply_topic":"r","reply_node":"n","tool":{"key":"s/1","tool":"x"}} {}`,
+		"no key":            `{"v":1,"session_id":"s","reply_topic":"r","reply_node":"n","tool":{"key":"s/1","tool":"x"}}`,
+		"no reply node":     `{"v":1,"session_id":"s","key":"s/1","reply_topic":"r","tool":{"key":"s/1","tool":"x"}}`,
+		"tool and model":    `{"v":1,"session_id":"s","key":"s/1","reply_topic":"r","reply_node":"n","tool":{"key":"s/1","tool":"x"},"model":{"step":1,"messages":[]}}`,
+		"neither":           `{"v":1,"session_id":"s","key":"s/1","reply_topic":"r","reply_node":"n"}`,
+		"malformed key":     `{"v":1,"session_id":"s","key":"s/01","reply_topic":"r","reply_node":"n","tool":{"key":"s/01","tool":"x"}}`,
+		"another's key":     `{"v":1,"session_id":"s","key":"t/1","reply_topic":"r","reply_node":"n","tool":{"key":"t/1","tool":"x"}}`,
+		"tool key mismatch": `{"v":1,"session_id":"s","key":"s/1","reply_topic":"r","reply_node":"n","tool":{"key":"s/9","tool":"x"}}`,
 	}
 	for name, b := range bad {
 		if _, err := messages.DecodeEffectRequest([]byte(b)); !errors.Is(err, messages.ErrCorrupt) {
 			t.Errorf("%s: err = %v, want ErrCorrupt", name, err)
 		}
 	}
-	future := `{"v":2,"session_id":"s","key":"k","reply_topic":"r","reply_node":"n","tool":{"key":"k","tool":"x"}}`
+	future := `{"v":2,"session_id":"s","key":"s/1","reply_topic":"r","reply_node":"n","tool":{"key":"s/1","tool":"x"}}`
 	if _, err := messages.DecodeEffectRequest([]byte(future)); !errors.Is(err, messages.ErrFutureVersion) {
 		t.Errorf("future version: err = %v, want ErrFutureVersion", err)
 	}
-	if _, err := messages.DecodeEffectReply([]byte(`{"v":1,"key":"k"}`)); !errors.Is(err, messages.ErrCorrupt) {
+	if _, err := messages.DecodeEffectReply([]byte(`{"v":1,"key":"s/1"}`)); !errors.Is(err, messages.ErrCorrupt) {
 		t.Errorf("reply without session: err = %v", err)
+	}
+	if _, err := messages.DecodeEffectReply([]byte(`{"v":1,"session_id":"s","key":"t/1"}`)); !errors.Is(err, messages.ErrCorrupt) {
+		t.Errorf("reply with another session's key: err = %v", err)
 	}
 	if _, err := messages.DecodeCancelRequest([]byte(`{"v":1}`)); !errors.Is(err, messages.ErrCorrupt) {
 		t.Errorf("cancel without session: err = %v", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -230,7 +229,7 @@ func (n *Node) handleEffect(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: effect request %s: %w", errPermanent, msg.UUID, err)
 	}
-	rep, err := n.effects.Do(msg.Context(), req.Key, func(ctx context.Context) (messages.EffectReply, error) {
+	rep, err := n.effects.Do(msg.Context(), req.Key.String(), func(ctx context.Context) (messages.EffectReply, error) {
 		// Not performed here lately: a request delivered again (its first performer
 		// died before committing it) may still be answered in the session's log. The
 		// session has the result, and performing it again would repeat a recorded
@@ -280,14 +279,9 @@ const effectWaitMargin = 10 * time.Second
 var errRecorded = errors.New("the effect's result is recorded")
 
 // answered reports whether the session's log records the result of the request's
-// effect. Its key is "<session>/<seq>" of the request event; the result follows it.
+// effect. Its key names the seq of the request event; the result follows it.
 func (n *Node) answered(ctx context.Context, req messages.EffectRequest) (bool, error) {
-	i := strings.LastIndexByte(req.Key, '/')
-	seq, err := strconv.ParseUint(req.Key[i+1:], 10, 64)
-	if i < 0 || err != nil || req.Key[:i] != req.SessionID {
-		return false, nil // not a key this build issues: nothing to look up
-	}
-	events, err := n.log.Read(ctx, req.SessionID, seq+1)
+	events, err := n.log.Read(ctx, req.SessionID, req.Key.Seq+1)
 	if err != nil {
 		return false, fmt.Errorf("read session %s: %w", req.SessionID, err)
 	}
@@ -296,7 +290,7 @@ func (n *Node) answered(ctx context.Context, req messages.EffectRequest) (bool, 
 		want = messages.TypeModelResponded
 	}
 	for _, e := range events {
-		if e.Type != want || e.CausationID != req.Key {
+		if e.Type != want || e.CausationID != req.Key.String() {
 			continue
 		}
 		return true, nil

@@ -419,8 +419,9 @@ func TestClusterMalformedEffectRequest(t *testing.T) {
 		m.Metadata.Set(messages.MetaSessionID, session)
 		return m
 	}
-	good := func(key, tool string) string {
-		b, err := messages.EncodeCommand(&messages.EffectRequest{SessionID: session, Key: key, ReplyTopic: messages.TopicReplies, ReplyNode: "asker",
+	good := func(seq uint64, tool string) string {
+		key := messages.EffectKey{SessionID: session, Seq: seq}.String()
+		b, err := messages.EncodeCommand(&messages.EffectRequest{SessionID: session, Key: messages.EffectKey{SessionID: session, Seq: seq}, ReplyTopic: messages.TopicReplies, ReplyNode: "asker",
 			Tool: &messages.ToolCallRequested{Key: key, CallID: "c", Tool: tool, Arguments: `{"amount":1}`}})
 		if err != nil {
 			t.Fatal(err)
@@ -429,8 +430,8 @@ func TestClusterMalformedEffectRequest(t *testing.T) {
 	}
 	if err := pub.Publish(messages.TopicToolRequests,
 		request(`{"v":1,"session_id":"`+session+`","key":`),
-		request(good(session+"/2", "no-such-tool")),
-		request(good(session+"/3", "ledger")),
+		request(good(2, "no-such-tool")),
+		request(good(3, "ledger")),
 	); err != nil {
 		t.Fatal(err)
 	}
@@ -446,7 +447,7 @@ func TestClusterMalformedEffectRequest(t *testing.T) {
 			if m.Metadata.Get(messages.MetaReplyNode) != "asker" || m.Metadata.Get(messages.MetaCorrelationID) == "" {
 				t.Errorf("reply metadata %v", m.Metadata)
 			}
-			answers[rep.Key] = rep
+			answers[rep.Key.String()] = rep
 		case <-ctx.Done():
 			t.Fatalf("replies: got %v", answers)
 		}

@@ -1,0 +1,100 @@
+package messages
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// EffectKey is the idempotency key of an effect: the session that requested it and
+// the seq of the event that recorded the request. It is unique per session, and the
+// same whenever a fold of the session's events reaches the same decision, so a call
+// issued again (after a crash, a restart or a move to another node) carries the same
+// key, and whoever performs it can perform it once per key.
+//
+// Its text form, "<session>/<seq>", is what events (ModelRequested.Key,
+// ToolCallRequested.Key and their answers), commands and tools (tools.Call.Key) carry;
+// String and ParseEffectKey convert, and ParseEffectKey(k.String()) == k for every
+// valid key. The zero EffectKey means "no key".
+type EffectKey struct {
+	SessionID string
+	Seq       uint64
+}
+
+// ErrBadEffectKey is wrapped by every error of ParseEffectKey.
+var ErrBadEffectKey = errors.New("messages: malformed effect key")
+
+// maxEffectKeyLen bounds the text of a key: session IDs are at most 128 characters,
+// and a seq at most 20 digits; anything longer is not a key this runtime made.
+const maxEffectKeyLen = 512
+
+// String returns the key's text form, "<session>/<seq>", or "" for the zero key.
+func (k EffectKey) String() string {
+	if k.IsZero() {
+		return ""
+	}
+	return k.SessionID + "/" + strconv.FormatUint(k.Seq, 10)
+}
+
+// IsZero reports whether k is the zero key.
+func (k EffectKey) IsZero() bool { return k == EffectKey{} }
+
+// Valid reports whether k is a key ParseEffectKey would return: a session ID of
+// printable ASCII characters other than '/', and a seq of at least 1.
+func (k EffectKey) Valid() bool {
+	p, err := ParseEffectKey(k.String())
+	return err == nil && p == k
+}
+
+// ParseEffectKey reads the text form of a key: a non-empty session ID of printable
+// ASCII characters other than '/', a '/', and the seq in canonical decimal (1 or more,
+// no sign, no leading zero, at most 2^64-1).
+func ParseEffectKey(s string) (EffectKey, error) {
+	if len(s) > maxEffectKeyLen {
+		return EffectKey{}, fmt.Errorf("%w: %d bytes long, at most %d", ErrBadEffectKey, len(s), maxEffectKeyLen)
+	}
+	i := strings.LastIndexByte(s, '/')
+	if i < 0 {
+		return EffectKey{}, fmt.Errorf("%w: %q has no '/' between session and seq", ErrBadEffectKey, s)
+	}
+	session, seqText := s[:i], s[i+1:]
+	if session == "" {
+		return EffectKey{}, fmt.Errorf("%w: %q has no session", ErrBadEffectKey, s)
+	}
+	for j := 0; j < len(session); j++ {
+		if c := session[j]; c <= ' ' || c >= 0x7f || c == '/' {
+			return EffectKey{}, fmt.Errorf("%w: %q: session has the byte %q (only printable ASCII but '/')", ErrBadEffectKey, s, c)
+		}
+	}
+	if seqText == "" || seqText[0] < '1' || seqText[0] > '9' {
+		return EffectKey{}, fmt.Errorf("%w: %q: seq must be a decimal number from 1, without sign or leading zero", ErrBadEffectKey, s)
+	}
+	for j := 0; j < len(seqText); j++ {
+		if c := seqText[j]; c < '0' || c > '9' {
+			return EffectKey{}, fmt.Errorf("%w: %q: seq must be a decimal number from 1, without sign or leading zero", ErrBadEffectKey, s)
+		}
+	}
+	seq, err := strconv.ParseUint(seqText, 10, 64)
+	if err != nil {
+		return EffectKey{}, fmt.Errorf("%w: %q: seq out of range", ErrBadEffectKey, s)
+	}
+	return EffectKey{SessionID: session, Seq: seq}, nil
+}
+
+// MarshalText encodes the key as its text form.
+func (k EffectKey) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText decodes the text form; "" gives the zero key.
+func (k *EffectKey) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*k = EffectKey{}
+		return nil
+	}
+	p, err := ParseEffectKey(string(b))
+	if err != nil {
+		return err
+	}
+	*k = p
+	return nil
+}

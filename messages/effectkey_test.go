@@ -1,0 +1,85 @@
+package messages_test
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+func TestEffectKeyRoundTrip(t *testing.T) {
+	for _, k := range []messages.EffectKey{
+		{SessionID: "s", Seq: 1},
+		{SessionID: "s-1", Seq: 42},
+		{SessionID: "task.0f3a:b_c-d", Seq: 18446744073709551615},
+	} {
+		text := k.String()
+		back, err := messages.ParseEffectKey(text)
+		if err != nil || back != k {
+			t.Errorf("ParseEffectKey(%q) = %+v, %v; want %+v", text, back, err, k)
+		}
+		if !k.Valid() {
+			t.Errorf("%+v: not Valid", k)
+		}
+		b, err := json.Marshal(struct {
+			K messages.EffectKey `json:"k"`
+		}{k})
+		if err != nil || string(b) != `{"k":"`+text+`"}` {
+			t.Errorf("JSON of %+v: %s, %v", k, b, err)
+		}
+		var got struct {
+			K messages.EffectKey `json:"k"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil || got.K != k {
+			t.Errorf("JSON round trip of %+v: %+v, %v", k, got.K, err)
+		}
+	}
+	if s := (messages.EffectKey{}).String(); s != "" {
+		t.Errorf("zero key prints %q", s)
+	}
+	if (messages.EffectKey{SessionID: "s"}).Valid() || (messages.EffectKey{Seq: 1}).Valid() || (messages.EffectKey{}).Valid() {
+		t.Error("a key without session or seq is Valid")
+	}
+}
+
+func TestParseEffectKeyRejectsHostileInput(t *testing.T) {
+	for _, s := range []string{
+		"", "/", "s", "s/", "/1", "//1", "s/0", "s/01", "s/+1", "s/-1", "s/1x", "s/x1", "s/ 1", "s/1 ",
+		"a/b/7", "s/0x10", "s/1e3", "s/1.0", "s/١", // Arabic-Indic digit one
+		"s/18446744073709551616", "s/99999999999999999999999",
+		"s 1/1", "s\x00/1", "s\n/1", "\xff/1", "sé/1",
+		strings.Repeat("a", 600) + "/1",
+	} {
+		k, err := messages.ParseEffectKey(s)
+		if err == nil {
+			t.Errorf("ParseEffectKey(%q) = %+v, want an error", s, k)
+			continue
+		}
+		if !errors.Is(err, messages.ErrBadEffectKey) {
+			t.Errorf("ParseEffectKey(%q): %v does not wrap ErrBadEffectKey", s, err)
+		}
+	}
+	var k messages.EffectKey
+	if err := json.Unmarshal([]byte(`"s/00"`), &k); err == nil {
+		t.Errorf("JSON key s/00 decoded to %+v", k)
+	}
+}
+
+// FuzzParseEffectKey: whatever the input, ParseEffectKey either fails or returns a
+// key whose text is exactly the input.
+func FuzzParseEffectKey(f *testing.F) {
+	for _, s := range []string{"s/1", "a/b/2", "//1", "s/0", "s/", "/1", "x/18446744073709551615", "x/18446744073709551616"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := messages.ParseEffectKey(s)
+		if err != nil {
+			return
+		}
+		if k.String() != s || !k.Valid() {
+			t.Fatalf("ParseEffectKey(%q) = %+v, which prints %q", s, k, k.String())
+		}
+	})
+}
