@@ -1,11 +1,22 @@
 // Package actors holds Troupe's actors (protoactor-go): the SessionHost that spawns and
-// passivates one SessionActor per session, the SessionActor that runs an agent as a
-// state machine folded from its events, the ModelActor every model call goes through,
-// and one ToolActor per tool.
+// passivates one SessionActor per session, and the SessionActor that runs an agent as
+// a state machine folded from its events; and the Effects port every effect of a
+// session goes through.
 //
 // Messages enter as a TaskSubmitted envelope forwarded to the SessionHost (by the node's
-// bus router) and as results from model and tool actors; they leave as sequenced events
-// appended to the event log and published on the bus topic messages.TopicEvents.
+// bus router) and as effect replies; they leave as sequenced events appended to the
+// event log and published on the bus topic messages.TopicEvents, and as effect
+// requests.
+//
+// An effect (a model call, a tool call, and every kind to come) has one request shape,
+// messages.EffectRequest, keyed by its messages.EffectKey, and one reply shape,
+// messages.EffectReply, from the session to the performer and back. The session hands
+// requests to an Effects: LocalEffects performs them on this node (one performer per
+// kind, with a concurrency bound, a queue, a timeout, and a context Cancel and Close
+// end); BusEffects asks the nodes with the role over the bus; EffectsByKind splits a
+// node's effects between the two. When a task ends while an effect is in flight
+// (cancelled, or past its deadline), the session cancels the effect: the model's HTTP
+// request is closed, the tool sees its context end.
 //
 // The agent's decisions (SessionState.Apply and SessionState.Decide) are pure: no clock,
 // no randomness, no map-order dependence. Recovery after a panic or a killed process is
@@ -14,14 +25,13 @@
 //
 // Supervision policies, stated per actor: session actors are restarted by the
 // SessionHost (OneForOne, up to 5 restarts in 10 s, then stopped and left resumable in
-// the log); the model and tool actors are restarted on failure (OneForOne, 10 in 10 s),
-// and they run user code in recovered goroutines so that a panicking tool or model
-// becomes an error result, never a crashed session.
+// the log). Effects run user code in recovered goroutines, never on an actor's, so
+// that a panicking tool or model becomes an error reply, never a crashed session.
 //
 // In a cluster, the SessionHost runs only the sessions its node owns (SetOwnership),
 // hands them over when their partitions move (ReleaseSessions, then Drain on each:
-// no new effects, calls in flight answered and recorded), and RemoteEffects stands in
-// for the model or tool actors on a node without that role: it publishes each call as
-// a messages.EffectRequest and turns the reply into the result the session waits for;
-// PerformEffect is the serving side.
+// no new effects, calls in flight answered and recorded), and BusEffects stands in for
+// the model or the tools on a node without that role: it publishes each request, and
+// the node hands it the replies; the node that serves the request performs it with its
+// LocalEffects.
 package actors

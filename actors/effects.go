@@ -6,164 +6,440 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
+	"sync"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
 
-// ErrToolPanicked is the error a tool call returns when the tool panicked.
-var ErrToolPanicked = errors.New("tool panicked")
-
-// ErrToolTimeout is the error a tool call returns when it ran past its timeout.
-var ErrToolTimeout = errors.New("tool timed out")
-
-// effectStrategy is the supervision policy of model and tool actors: restart the
-// actor on failure, at most 10 times in 10 seconds. User code never runs on the
-// actor's own goroutine, so in practice these actors fail only on bugs of their own.
-func effectStrategy() actor.SupervisorStrategy {
-	return actor.NewOneForOneStrategy(10, 10*time.Second, actor.DefaultDecider)
+// Effects is the one port a session's effects go through: model calls, tool calls and
+// every kind to come. A request (messages.EffectRequest) and its reply
+// (messages.EffectReply) keep their shape from the session to whoever performs the
+// effect and back, whether this node performs it (LocalEffects) or another node with
+// the role does (BusEffects). A new kind of effect adds a performer to LocalEffects,
+// not a path.
+//
+// Implementations are safe for concurrent use.
+type Effects interface {
+	// Perform starts the effect req asks for and returns at once (it takes no ctx: the
+	// effect outlives the call, and Cancel ends it). Its reply comes through reply,
+	// exactly once, on any goroutine, with req's SessionID and Key; an effect that
+	// failed is a reply with Error set. The one exception is an implementation closed
+	// while the effect runs (the node stops): then no reply comes, as if the process
+	// had died, and the session's next incarnation issues the effect again with the
+	// same key.
+	Perform(req messages.EffectRequest, reply func(messages.EffectReply))
+	// Cancel ends the effect with this key: the context it runs under is cancelled (a
+	// model's HTTP request is closed, a tool sees ctx.Done()), one still queued never
+	// starts, and its caller is answered at once with an Error wrapping
+	// ErrEffectCancelled. Cancelling an effect that is not here does nothing.
+	Cancel(key messages.EffectKey)
 }
 
-// ModelActorConfig configures the ModelActor.
-type ModelActorConfig struct {
+// Errors an effect's reply may carry (as text, in EffectReply.Error).
+var (
+	// ErrEffectCancelled answers an effect ended by Effects.Cancel.
+	ErrEffectCancelled = errors.New("effect cancelled")
+	// ErrToolPanicked answers a tool call whose tool panicked.
+	ErrToolPanicked = errors.New("tool panicked")
+	// ErrToolTimeout answers a tool call that ran past its timeout.
+	ErrToolTimeout = errors.New("tool timed out")
+	// ErrModelTimeout answers a model call that ran past its timeout.
+	ErrModelTimeout = errors.New("model call timed out")
+	// ErrNoSuchTool answers a tool call for a tool the performing node does not have.
+	ErrNoSuchTool = errors.New("actors: no such tool on this node")
+	// ErrNoModel answers a model call on a node that has no model.
+	ErrNoModel = errors.New("actors: this node has no model")
+	// ErrEffectsClosed is the cause of the context of the effects still running when
+	// their performer closes (the node stops).
+	ErrEffectsClosed = errors.New("actors: the node's effects are closed")
+)
+
+// LocalEffectsConfig configures LocalEffects.
+type LocalEffectsConfig struct {
+	// Model performs model calls; nil: model calls are answered with ErrNoModel.
+	// Retries, fallback, quotas, cost and caching belong to it: the node gives it a
+	// gateway.Gateway.
 	Model llm.Model
-	// Timeout bounds one model call (default 2 minutes).
-	Timeout time.Duration
-	// Concurrency bounds calls in flight across the node (default 64).
-	Concurrency int
-	Logger      *slog.Logger
+	// Tools performs tool calls, one performer per tool.
+	Tools *tools.Registry
+	// ModelTimeout bounds one model call (default 2 minutes); ToolTimeout one tool
+	// call (default 30 s). They count from the call's start, not its time in the queue.
+	ModelTimeout, ToolTimeout time.Duration
+	// ModelConcurrency bounds the model calls running at once (default 64);
+	// ToolConcurrency the calls of each tool (default 16). Calls past the bound wait in
+	// a queue, not in goroutines.
+	ModelConcurrency, ToolConcurrency int
+	// Remember is how long an answer (or a cancellation) is kept to answer its key
+	// again (default 10 minutes); at most MaxRemembered answers are kept (default 100 000).
+	Remember      time.Duration
+	MaxRemembered int
+	// OnRepeat is called for each request answered by an earlier or concurrent
+	// performance of its key (nil: none).
+	OnRepeat func()
+	Logger   *slog.Logger
 }
 
-// ModelActor is the actor every model call of a node goes through. It runs each call
-// on its own recovered goroutine, bounded by Concurrency and Timeout, and answers with
-// a *ModelResult. Retries, fallback, quotas, cost and caching belong to the model it
-// is given: the node gives it a gateway.Gateway.
-type ModelActor struct {
-	cfg ModelActorConfig
-	sem chan struct{}
+func (c *LocalEffectsConfig) setDefaults() {
+	if c.ModelTimeout <= 0 {
+		c.ModelTimeout = 2 * time.Minute
+	}
+	if c.ToolTimeout <= 0 {
+		c.ToolTimeout = 30 * time.Second
+	}
+	if c.ModelConcurrency <= 0 {
+		c.ModelConcurrency = 64
+	}
+	if c.ToolConcurrency <= 0 {
+		c.ToolConcurrency = 16
+	}
+	if c.Remember <= 0 {
+		c.Remember = 10 * time.Minute
+	}
+	if c.MaxRemembered <= 0 {
+		c.MaxRemembered = 100_000
+	}
+	if c.OnRepeat == nil {
+		c.OnRepeat = func() {}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
 }
 
-// NewModelActorProps returns the props of a ModelActor with its supervision policy.
-func NewModelActorProps(cfg ModelActorConfig) *actor.Props {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 2 * time.Minute
-	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 64
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	sem := make(chan struct{}, cfg.Concurrency)
-	return actor.PropsFromProducer(func() actor.Actor { return &ModelActor{cfg: cfg, sem: sem} },
-		actor.WithSupervisor(effectStrategy()))
+// LocalEffects performs effects on this node: for the node's own sessions, and for
+// the requests it serves for nodes without its roles (the node's bus handler calls
+// Perform with the request it read).
+//
+// Each kind of effect has a performer (the model, each tool) with a concurrency bound
+// and a timeout. A request takes a slot of its performer before a goroutine starts
+// for it; past the bound it waits in the performer's queue. Each call runs under a
+// context derived from a root context that Close cancels, with its timeout, and
+// registered by key: Cancel cancels it. User code runs on that goroutine with panic
+// recovery; a call that ignores its context is abandoned when the context ends (its
+// reply says why, and its slot is free again), so a hanging tool or model never
+// holds a session.
+//
+// Each key is performed once: a request for a key being performed waits for that
+// performance, and one for a key performed (or cancelled) within Remember gets its
+// answer again. Calls are made again when a session restarts or moves while its effect
+// is in flight; when this node serves the call again it answers without calling the
+// tool or model a second time. The tool's own idempotency on the key remains the
+// guarantee across nodes and restarts; this saves the repeated call.
+type LocalEffects struct {
+	cfg  LocalEffectsConfig
+	root context.Context
+	stop context.CancelCauseFunc
+
+	mu      sync.Mutex
+	closed  bool
+	model   *performer
+	tools   map[string]*performer
+	flights map[messages.EffectKey]*flight
+	swept   time.Time
 }
 
-// Receive implements actor.Actor.
-func (m *ModelActor) Receive(ctx actor.Context) {
-	call, ok := ctx.Message().(*ModelCall)
-	if !ok {
+var _ Effects = (*LocalEffects)(nil)
+
+// performer performs one kind of effect: its calls, their bound and their queue.
+type performer struct {
+	timeout time.Duration
+	limit   int
+	running int
+	queue   []*flight
+	// perform runs one call under ctx; user code runs inside it.
+	perform func(ctx context.Context, req messages.EffectRequest) messages.EffectReply
+	// failed is the reply of a call that ended with err instead (its context ended, or
+	// it panicked).
+	failed func(err error) messages.EffectReply
+	// panicked is the error of a call that panicked with r.
+	panicked func(r any) error
+	// timedOut is the error of a call that ran past the timeout.
+	timedOut error
+}
+
+// flight is one key's performance: queued, running, or done (and remembered).
+type flight struct {
+	req     messages.EffectRequest
+	p       *performer
+	waiters []func(messages.EffectReply)
+	cancel  context.CancelCauseFunc // set when it starts
+	done    bool
+	rep     messages.EffectReply
+	at      time.Time // when it was done
+}
+
+// NewLocalEffects returns the effects of a node that performs them itself.
+func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
+	cfg.setDefaults()
+	root, stop := context.WithCancelCause(context.Background())
+	e := &LocalEffects{cfg: cfg, root: root, stop: stop, tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}}
+	if m := cfg.Model; m != nil {
+		name := m.Name()
+		e.model = &performer{
+			timeout: cfg.ModelTimeout, limit: cfg.ModelConcurrency, timedOut: ErrModelTimeout,
+			perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
+				resp, err := m.Generate(ctx, llm.RequestOf(req.Key.String(), *req.Model))
+				rep := messages.EffectReply{Model: name, Message: &resp.Message, Usage: resp.Usage, Cached: resp.Cached}
+				if resp.Model != "" {
+					rep.Model = resp.Model
+				}
+				if err != nil {
+					rep.Error = err.Error()
+				}
+				return rep
+			},
+			failed:   func(err error) messages.EffectReply { return messages.EffectReply{Model: name, Error: err.Error()} },
+			panicked: func(r any) error { return fmt.Errorf("model %s panicked: %v", name, r) },
+		}
+	}
+	for _, name := range cfg.Tools.Names() {
+		t, _ := cfg.Tools.Get(name)
+		e.tools[name] = &performer{
+			timeout: cfg.ToolTimeout, limit: cfg.ToolConcurrency, timedOut: ErrToolTimeout,
+			perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
+				out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments})
+				rep := messages.EffectReply{Output: out}
+				if err != nil {
+					rep.Error = err.Error()
+				}
+				return rep
+			},
+			failed:   func(err error) messages.EffectReply { return messages.EffectReply{Error: err.Error()} },
+			panicked: func(r any) error { return fmt.Errorf("%w: %v", ErrToolPanicked, r) },
+		}
+	}
+	return e
+}
+
+// performerOf returns the performer of req, or the error that answers it.
+func (e *LocalEffects) performerOf(req messages.EffectRequest) (*performer, error) {
+	switch {
+	case req.Model != nil:
+		if e.model == nil {
+			return nil, ErrNoModel
+		}
+		return e.model, nil
+	case req.Tool != nil:
+		p, ok := e.tools[req.Tool.Tool]
+		if !ok {
+			return nil, fmt.Errorf("%w: %q", ErrNoSuchTool, req.Tool.Tool)
+		}
+		return p, nil
+	}
+	return nil, fmt.Errorf("actors: effect request %s asks for nothing this node performs", req.Key)
+}
+
+// Perform implements Effects.
+func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
 		return
 	}
-	root := ctx.ActorSystem().Root
-	go func() {
-		m.sem <- struct{}{}
-		defer func() { <-m.sem }()
-		start := time.Now()
-		resp, err := m.once(call)
-		root.Send(call.ReplyTo, &ModelResult{Key: call.Request.Key, Model: m.cfg.Model.Name(), Response: resp, Err: err,
-			LatencyUS: time.Since(start).Microseconds()})
-	}()
+	e.sweep(time.Now())
+	if f, ok := e.flights[req.Key]; ok {
+		if !f.done {
+			f.waiters = append(f.waiters, reply)
+			e.mu.Unlock()
+			e.cfg.OnRepeat()
+			return
+		}
+		rep := f.rep
+		e.mu.Unlock()
+		e.cfg.OnRepeat()
+		reply(rep)
+		return
+	}
+	p, err := e.performerOf(req)
+	if err != nil {
+		e.mu.Unlock()
+		reply(answer(req, messages.EffectReply{Error: err.Error()}))
+		return
+	}
+	f := &flight{req: req, p: p, waiters: []func(messages.EffectReply){reply}}
+	e.flights[req.Key] = f
+	if p.running < p.limit {
+		e.start(f)
+	} else {
+		p.queue = append(p.queue, f)
+	}
+	e.mu.Unlock()
 }
 
-func (m *ModelActor) once(call *ModelCall) (resp llm.Response, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("model %s panicked: %v", m.cfg.Model.Name(), r)
-			m.cfg.Logger.Error("model panicked", "session", call.SessionID, "panic", r, "stack", string(debug.Stack()))
+// answer stamps a reply with its request's session and key.
+func answer(req messages.EffectRequest, rep messages.EffectReply) messages.EffectReply {
+	rep.SessionID, rep.Key = req.SessionID, req.Key
+	return rep
+}
+
+// start runs f on a goroutine of its own, under a context Cancel and Close can end.
+// The caller holds e.mu, and f's performer has a free slot.
+func (e *LocalEffects) start(f *flight) {
+	p := f.p
+	p.running++
+	ctx, cancel := context.WithCancelCause(e.root)
+	f.cancel = cancel
+	ctx, stopTimer := context.WithTimeoutCause(ctx, p.timeout, fmt.Errorf("%w after %s", p.timedOut, p.timeout))
+	began := time.Now()
+	var once sync.Once
+	finish := func(rep messages.EffectReply) {
+		once.Do(func() {
+			stopTimer()
+			rep = answer(f.req, rep)
+			rep.LatencyUS = time.Since(began).Microseconds()
+			e.finish(f, rep)
+		})
+	}
+	// Whichever comes first answers: the call, or the end of its context, with its
+	// cause (a call that ignores its context is abandoned; its late result is dropped).
+	stopWatch := context.AfterFunc(ctx, func() { finish(p.failed(context.Cause(ctx))) })
+	go func() {
+		rep := e.run(ctx, f)
+		if stopWatch() {
+			finish(rep)
 		}
 	}()
-	c, cancel := context.WithTimeout(context.Background(), m.cfg.Timeout)
-	defer cancel()
-	return m.cfg.Model.Generate(c, call.Request)
 }
 
-// ToolActorConfig configures one ToolActor.
-type ToolActorConfig struct {
-	Tool tools.Tool
-	// Timeout bounds one call (default 30 s). A call past it answers ErrToolTimeout;
-	// its goroutine is abandoned once the tool returns (tools must honour ctx).
-	Timeout time.Duration
-	// Concurrency bounds this tool's calls in flight across the node (default 16).
-	Concurrency int
-	Logger      *slog.Logger
+// run performs f's call, turning a panic into an error reply.
+func (e *LocalEffects) run(ctx context.Context, f *flight) (rep messages.EffectReply) {
+	defer func() {
+		if r := recover(); r != nil {
+			e.cfg.Logger.Error("effect panicked", "key", f.req.Key, "panic", r, "stack", string(debug.Stack()))
+			rep = f.p.failed(f.p.panicked(r))
+		}
+	}()
+	return f.p.perform(ctx, f.req)
 }
 
-// ToolActor runs one tool. Each call runs on its own goroutine with a timeout and
-// panic recovery: a tool that panics or hangs becomes an error result for the model.
-type ToolActor struct {
-	cfg ToolActorConfig
-	sem chan struct{}
-}
-
-// NewToolActorProps returns the props of a ToolActor with its supervision policy.
-func NewToolActorProps(cfg ToolActorConfig) *actor.Props {
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 30 * time.Second
-	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = 16
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	sem := make(chan struct{}, cfg.Concurrency)
-	return actor.PropsFromProducer(func() actor.Actor { return &ToolActor{cfg: cfg, sem: sem} },
-		actor.WithSupervisor(effectStrategy()))
-}
-
-// Receive implements actor.Actor.
-func (t *ToolActor) Receive(ctx actor.Context) {
-	call, ok := ctx.Message().(*ToolCall)
-	if !ok {
+// finish records f's answer, frees its slot for the next queued call and answers its
+// waiters; after Close, nobody is answered.
+func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
+	e.mu.Lock()
+	p := f.p
+	p.running--
+	if e.closed {
+		e.mu.Unlock()
+		f.cancel(nil)
 		return
 	}
-	root := ctx.ActorSystem().Root
-	go func() {
-		t.sem <- struct{}{}
-		defer func() { <-t.sem }()
-		start := time.Now()
-		out, err := t.run(call)
-		root.Send(call.ReplyTo, &ToolResult{Key: call.Request.Key, Output: out, Err: err, LatencyUS: time.Since(start).Microseconds()})
-	}()
+	for p.running < p.limit && len(p.queue) > 0 {
+		next := p.queue[0]
+		p.queue = p.queue[1:]
+		e.start(next)
+	}
+	waiters := e.done(f, rep)
+	e.mu.Unlock()
+	f.cancel(nil)
+	for _, w := range waiters {
+		w(rep)
+	}
 }
 
-type toolOutcome struct {
-	out string
-	err error
+// done marks f answered with rep and returns its waiters. The caller holds e.mu.
+func (e *LocalEffects) done(f *flight, rep messages.EffectReply) []func(messages.EffectReply) {
+	f.done, f.rep, f.at = true, rep, time.Now()
+	w := f.waiters
+	f.waiters = nil
+	return w
 }
 
-func (t *ToolActor) run(call *ToolCall) (string, error) {
-	c, cancel := context.WithTimeout(context.Background(), t.cfg.Timeout)
-	defer cancel()
-	done := make(chan toolOutcome, 1)
-	go func() {
-		defer func() {
-			if r := recover(); r != nil {
-				t.cfg.Logger.Error("tool panicked", "tool", call.Request.Tool, "key", call.Request.Key, "panic", r, "stack", string(debug.Stack()))
-				done <- toolOutcome{err: fmt.Errorf("%w: %v", ErrToolPanicked, r)}
-			}
-		}()
-		out, err := t.cfg.Tool.Call(c, tools.Call{Key: call.Request.Key, Arguments: call.Request.Arguments})
-		done <- toolOutcome{out, err}
-	}()
-	select {
-	case o := <-done:
-		return o.out, o.err
-	case <-c.Done():
-		return "", fmt.Errorf("%w after %s", ErrToolTimeout, t.cfg.Timeout)
+// Cancel implements Effects. A key this node has not seen is remembered as
+// cancelled (for Remember): a request that arrives after its cancellation, as one
+// from another node may, is answered cancelled without being performed.
+func (e *LocalEffects) Cancel(key messages.EffectKey) {
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		return
+	}
+	cancelled := messages.EffectReply{SessionID: key.SessionID, Key: key, Error: ErrEffectCancelled.Error()}
+	f, ok := e.flights[key]
+	switch {
+	case !ok:
+		e.flights[key] = &flight{done: true, rep: cancelled, at: time.Now()}
+	case f.done:
+	case f.cancel != nil:
+		// The call's context ends; the watch on it answers the waiters.
+		f.cancel(ErrEffectCancelled)
+	default:
+		f.p.queue = slices.DeleteFunc(f.p.queue, func(q *flight) bool { return q == f })
+		waiters := e.done(f, cancelled)
+		e.mu.Unlock()
+		for _, w := range waiters {
+			w(cancelled)
+		}
+		return
+	}
+	e.mu.Unlock()
+}
+
+// Known reports whether a performance of key is running, queued or remembered here.
+func (e *LocalEffects) Known(key messages.EffectKey) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, ok := e.flights[key]
+	return ok
+}
+
+// Close cancels every call in flight (their context's cause is ErrEffectsClosed) and
+// drops the queued ones, unanswered; later requests are not performed. It does not
+// wait for the calls to return. It is idempotent.
+func (e *LocalEffects) Close() error {
+	e.mu.Lock()
+	e.closed = true
+	if e.model != nil {
+		e.model.queue = nil
+	}
+	for _, p := range e.tools {
+		p.queue = nil
+	}
+	e.mu.Unlock()
+	e.stop(ErrEffectsClosed)
+	return nil
+}
+
+// sweep drops answers older than Remember, and answers past MaxRemembered. The caller
+// holds e.mu.
+func (e *LocalEffects) sweep(now time.Time) {
+	ttl, max := e.cfg.Remember, e.cfg.MaxRemembered
+	if len(e.flights) <= max && now.Sub(e.swept) < ttl/10 {
+		return
+	}
+	e.swept = now
+	for k, f := range e.flights {
+		if f.done && (now.Sub(f.at) > ttl || len(e.flights) > max) {
+			delete(e.flights, k)
+		}
+	}
+}
+
+// EffectsByKind sends model calls to Model and every other effect to Tools: a node
+// without the models or the tools role performs one kind itself (LocalEffects) and
+// asks the nodes with the role for the other (BusEffects).
+type EffectsByKind struct {
+	Model, Tools Effects
+}
+
+var _ Effects = EffectsByKind{}
+
+// Perform implements Effects.
+func (e EffectsByKind) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
+	if req.Model != nil {
+		e.Model.Perform(req, reply)
+		return
+	}
+	e.Tools.Perform(req, reply)
+}
+
+// Cancel implements Effects: the key is cancelled wherever it runs.
+func (e EffectsByKind) Cancel(key messages.EffectKey) {
+	e.Model.Cancel(key)
+	if e.Tools != e.Model {
+		e.Tools.Cancel(key)
 	}
 }

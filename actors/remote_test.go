@@ -5,13 +5,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/actors"
-	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -40,49 +37,77 @@ func (p *recordingPublisher) count(topic string) int {
 	return len(p.got[topic])
 }
 
-// RemoteEffects publishes a session's calls as requests and answers the session with
-// the reply; a reply nobody waits for is dropped; a request that cannot be published
-// answers the session with an error instead of leaving it waiting.
-func TestRemoteEffects(t *testing.T) {
-	sys := actor.NewActorSystem()
-	defer sys.Shutdown()
-	pub := &recordingPublisher{got: map[string][]*message.Message{}}
-	remote := sys.Root.Spawn(actors.NewRemoteEffectsProps(actors.RemoteEffectsConfig{Publisher: pub, NodeID: "n1"}))
+func (p *recordingPublisher) payload(topic string, i int) []byte {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.got[topic][i].Payload
+}
 
-	toolReply := actor.NewFuture(sys, 5*time.Second)
-	sys.Root.Send(remote, &actors.ToolCall{Request: messages.ToolCallRequested{Key: "s-1/4", CallID: "c", Tool: "ledger", Arguments: "{}"}, ReplyTo: toolReply.PID()})
-	modelReply := actor.NewFuture(sys, 5*time.Second)
-	sys.Root.Send(remote, &actors.ModelCall{Request: llm.Request{Key: "s-1/2", Step: 1, Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: "hi"}}}, ReplyTo: modelReply.PID(), SessionID: "s-1"})
+// BusEffects publishes each request as it is and answers with the reply handed to
+// Deliver; a reply nobody waits for is dropped; a request that cannot be published is
+// answered with an error instead of leaving the session waiting; Cancel answers at
+// once, and Close drops what is pending.
+func TestBusEffects(t *testing.T) {
+	pub := &recordingPublisher{got: map[string][]*message.Message{}}
+	b := actors.NewBusEffects(actors.BusEffectsConfig{Publisher: pub, NodeID: "n1"})
+	r := newReplies()
+	tool, model := toolRequest("s-1", 4, "ledger"), modelRequest("s-1", 2)
+	b.Perform(tool, r.to)
+	b.Perform(model, r.to)
 	waitUntil(t, "both requests published", func() bool {
 		return pub.count(messages.TopicToolRequests) == 1 && pub.count(messages.TopicModelRequests) == 1
 	})
-	req, err := messages.DecodeEffectRequest(pub.got[messages.TopicToolRequests][0].Payload)
-	if err != nil || req.SessionID != "s-1" || req.ReplyNode != "n1" || req.ReplyTopic != messages.TopicReplies || req.Tool == nil {
+	req, err := messages.DecodeEffectRequest(pub.payload(messages.TopicToolRequests, 0))
+	if err != nil || req.Key != tool.Key || req.SessionID != "s-1" || req.ReplyNode != "n1" || req.ReplyTopic != messages.TopicReplies || req.Tool == nil {
 		t.Fatalf("tool request %+v, %v", req, err)
 	}
-	mreq, err := messages.DecodeEffectRequest(pub.got[messages.TopicModelRequests][0].Payload)
+	mreq, err := messages.DecodeEffectRequest(pub.payload(messages.TopicModelRequests, 0))
 	if err != nil || mreq.Model == nil || mreq.Model.Messages[0].Content != "hi" {
 		t.Fatalf("model request %+v, %v", mreq, err)
 	}
 
 	msg := messages.ChatMessage{Role: messages.RoleAssistant, Content: "hello"}
-	sys.Root.Send(remote, &actors.RemoteReply{Reply: messages.EffectReply{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 9}, Output: "nobody asked"}})
-	sys.Root.Send(remote, &actors.RemoteReply{Reply: messages.EffectReply{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 4}, Output: "paid", LatencyUS: 7}})
-	sys.Root.Send(remote, &actors.RemoteReply{Reply: messages.EffectReply{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 2}, Model: "m", Message: &msg}})
-	res, err := toolReply.Result()
-	if tr, ok := res.(*actors.ToolResult); err != nil || !ok || tr.Output != "paid" || tr.Key != "s-1/4" || tr.Err != nil {
-		t.Fatalf("tool result %#v, %v", res, err)
+	b.Deliver(messages.EffectReply{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 9}, Output: "nobody asked"})
+	b.Deliver(messages.EffectReply{SessionID: "s-1", Key: tool.Key, Output: "paid", LatencyUS: 7})
+	b.Deliver(messages.EffectReply{SessionID: "s-1", Key: model.Key, Model: "m", Message: &msg})
+	b.Deliver(messages.EffectReply{SessionID: "s-1", Key: tool.Key, Output: "a duplicate"})
+	if got := r.of(tool.Key); len(got) != 1 || got[0].Output != "paid" {
+		t.Errorf("tool answered %+v", got)
 	}
-	res, err = modelReply.Result()
-	if mr, ok := res.(*actors.ModelResult); err != nil || !ok || mr.Response.Message.Content != "hello" || mr.Model != "m" {
-		t.Fatalf("model result %#v, %v", res, err)
+	if got := r.of(model.Key); len(got) != 1 || got[0].Message.Content != "hello" || got[0].Model != "m" {
+		t.Errorf("model answered %+v", got)
+	}
+	if n := r.count(); n != 2 {
+		t.Errorf("%d answers, want 2", n)
 	}
 
-	down := sys.Root.Spawn(actors.NewRemoteEffectsProps(actors.RemoteEffectsConfig{Publisher: &recordingPublisher{refuse: true}, NodeID: "n1", PublishRetries: 2}))
-	failed := actor.NewFuture(sys, 10*time.Second)
-	sys.Root.Send(down, &actors.ToolCall{Request: messages.ToolCallRequested{Key: "s-2/4", CallID: "c", Tool: "ledger"}, ReplyTo: failed.PID()})
-	res, err = failed.Result()
-	if tr, ok := res.(*actors.ToolResult); err != nil || !ok || tr.Err == nil || !strings.Contains(tr.Err.Error(), "not published") {
-		t.Fatalf("unpublishable request answered %#v, %v", res, err)
+	cancelled := toolRequest("s-1", 6, "ledger")
+	b.Perform(cancelled, r.to)
+	b.Cancel(cancelled.Key)
+	if got := r.of(cancelled.Key); len(got) != 1 || got[0].Error != actors.ErrEffectCancelled.Error() {
+		t.Errorf("cancelled request answered %+v", got)
+	}
+	b.Deliver(messages.EffectReply{SessionID: "s-1", Key: cancelled.Key, Output: "late"})
+	if got := r.of(cancelled.Key); len(got) != 1 {
+		t.Errorf("a reply after the cancellation reached the caller: %+v", got)
+	}
+
+	closing := toolRequest("s-1", 8, "ledger")
+	b.Perform(closing, r.to)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b.Deliver(messages.EffectReply{SessionID: "s-1", Key: closing.Key, Output: "after close"})
+	if got := r.of(closing.Key); len(got) != 0 {
+		t.Errorf("answered after Close: %+v", got)
+	}
+
+	down := actors.NewBusEffects(actors.BusEffectsConfig{Publisher: &recordingPublisher{refuse: true}, NodeID: "n1", PublishRetries: 2})
+	t.Cleanup(func() { _ = down.Close() })
+	failed := toolRequest("s-2", 4, "ledger")
+	down.Perform(failed, r.to)
+	waitUntil(t, "the unpublishable request answered", func() bool { return len(r.of(failed.Key)) == 1 })
+	if got := r.of(failed.Key)[0]; !strings.Contains(got.Error, "not published") {
+		t.Errorf("unpublishable request answered %+v", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -30,10 +31,9 @@ type SessionDeps struct {
 	// result on messages.TopicResults (and on the task's reply topic). It may be nil.
 	Publisher message.Publisher
 	Agent     Agent
-	// Model is the ModelActor; Tools maps tool names to ToolActors.
-	Model *actor.PID
-	Tools map[string]*actor.PID
-	Clock Clock
+	// Effects performs the session's model and tool calls.
+	Effects Effects
+	Clock   Clock
 	// IOTimeout bounds each append and read (default 30 s).
 	IOTimeout time.Duration
 	// MaxParallelTools bounds a session's tool calls in flight (default 4).
@@ -97,36 +97,6 @@ type ResumeSession struct {
 // ErrNoRunningTask answers CancelTask on an idle session.
 var ErrNoRunningTask = errors.New("actors: the session has no running task")
 
-// Messages between a session and the model and tool actors.
-type (
-	// ModelCall asks the ModelActor for one response; the answer is a *ModelResult sent to ReplyTo.
-	ModelCall struct {
-		Request   llm.Request
-		ReplyTo   *actor.PID
-		SessionID string
-	}
-	// ModelResult is the ModelActor's answer.
-	ModelResult struct {
-		Key       string
-		Model     string
-		Response  llm.Response
-		Err       error
-		LatencyUS int64
-	}
-	// ToolCall asks a ToolActor to run; the answer is a *ToolResult sent to ReplyTo.
-	ToolCall struct {
-		Request messages.ToolCallRequested
-		ReplyTo *actor.PID
-	}
-	// ToolResult is a ToolActor's answer.
-	ToolResult struct {
-		Key       string
-		Output    string
-		Err       error
-		LatencyUS int64
-	}
-)
-
 // Drain asks a session to issue no more effects and to answer with *Drained once none
 // of its effects is in flight: results that arrive meanwhile are recorded, and effects
 // decided meanwhile are recorded as requested, for the session's next owner to issue.
@@ -151,10 +121,12 @@ type SessionActor struct {
 	state   *SessionState
 	handled int
 	// inflight counts dispatched, unanswered tool calls; queue holds the rest.
-	inflight map[string]bool
+	inflight map[messages.EffectKey]bool
 	queue    []PendingCall
-	modelKey string
-	timer    *time.Timer
+	modelKey messages.EffectKey
+	// reply hands an effect's reply to this actor (Effects.Perform).
+	reply func(messages.EffectReply)
+	timer *time.Timer
 	// draining is set by Drain; drainer waits for Drained.
 	draining bool
 	drainer  *actor.PID
@@ -189,11 +161,15 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		a.draining, a.drainer = true, ctx.Sender()
 		a.stopTimer()
 		a.maybeDrained(ctx)
-	case *ModelResult:
-		a.onModel(ctx, m)
-		a.maybeDrained(ctx)
-	case *ToolResult:
-		a.onTool(ctx, m)
+	case *messages.EffectReply:
+		switch {
+		case !a.modelKey.IsZero() && m.Key == a.modelKey:
+			a.onModel(ctx, m)
+		case a.inflight[m.Key]:
+			a.onTool(ctx, m)
+		}
+		// Otherwise: an answer to a call this incarnation did not make or cancelled,
+		// or a duplicate.
 		a.maybeDrained(ctx)
 	case *deadlineTick:
 		a.step(ctx, nil)
@@ -207,9 +183,11 @@ func (a *SessionActor) ioCtx() (context.Context, context.CancelFunc) {
 // recover folds the session's events and re-issues unanswered effects.
 func (a *SessionActor) recover(ctx actor.Context) {
 	a.state = NewSessionState(a.id)
-	a.inflight = map[string]bool{}
+	a.inflight = map[messages.EffectKey]bool{}
 	a.queue = nil
-	a.modelKey = ""
+	a.modelKey = messages.EffectKey{}
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	a.reply = func(rep messages.EffectReply) { root.Send(self, &rep) }
 	c, cancel := a.ioCtx()
 	events, err := a.deps.Store.Read(c, a.id, 1)
 	cancel()
@@ -266,7 +244,8 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 	if reason == "" {
 		reason = "cancelled by request"
 	}
-	e, err := a.event(&messages.TaskFailed{Reason: messages.ReasonCancelled, Error: reason, Steps: a.state.active.Steps, Usage: a.state.active.Usage}, task, task, a.state.LastSeq+1)
+	steps, usage := a.state.Progress()
+	e, err := a.event(&messages.TaskFailed{Reason: messages.ReasonCancelled, Error: reason, Steps: steps, Usage: usage}, task, task, a.state.LastSeq+1)
 	if err != nil {
 		ctx.Respond(err)
 		return
@@ -278,44 +257,31 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 	ctx.Respond(&TaskAccepted{SessionID: a.id, Seq: e.Seq})
 }
 
-func (a *SessionActor) onModel(ctx actor.Context, m *ModelResult) {
-	if m.Key != a.modelKey {
-		return // an answer to a call this incarnation did not make, or a duplicate
-	}
-	req, reqID, ok := a.state.PendingModel()
-	if !ok || req.Key != m.Key {
+func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
+	key, reqID, ok := a.state.PendingModel()
+	if !ok || key != m.Key {
 		return
 	}
-	a.modelKey = ""
-	model := m.Model
-	if m.Response.Model != "" {
-		model = m.Response.Model
-	}
-	p := &messages.ModelResponded{Key: m.Key, Model: model, Message: m.Response.Message, Usage: m.Response.Usage, LatencyUS: m.LatencyUS, Cached: m.Response.Cached}
-	if m.Err != nil {
-		p.Error = m.Err.Error()
+	a.modelKey = messages.EffectKey{}
+	p := &messages.ModelResponded{Key: m.Key.String(), Model: m.Model, Usage: m.Usage, LatencyUS: m.LatencyUS, Cached: m.Cached, Error: m.Error}
+	if m.Message != nil {
+		p.Message = *m.Message
 	}
 	e, err := a.event(p, reqID, a.state.Active(), a.state.LastSeq+1)
 	if err != nil {
 		panic(err)
 	}
-	e.Actor = "model/" + model
+	e.Actor = "model/" + m.Model
 	a.mustStep(ctx, e)
 }
 
-func (a *SessionActor) onTool(ctx actor.Context, m *ToolResult) {
-	if !a.inflight[m.Key] {
-		return
-	}
+func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
 	delete(a.inflight, m.Key)
 	for _, pc := range a.state.PendingCalls() {
-		if pc.Request.Key != m.Key {
+		if pc.Key != m.Key {
 			continue
 		}
-		p := &messages.ToolCallCompleted{Key: m.Key, CallID: pc.Request.CallID, Tool: pc.Request.Tool, Result: m.Output, LatencyUS: m.LatencyUS}
-		if m.Err != nil {
-			p.Error = m.Err.Error()
-		}
+		p := &messages.ToolCallCompleted{Key: pc.Request.Key, CallID: pc.Request.CallID, Tool: pc.Request.Tool, Result: m.Output, Error: m.Error, LatencyUS: m.LatencyUS}
 		e, err := a.event(p, pc.EventID, a.state.Active(), a.state.LastSeq+1)
 		if err != nil {
 			panic(err)
@@ -425,7 +391,7 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) {
 // maybeDrained answers Drain once nothing is in flight, or nothing in flight matters:
 // the answers to a finished (or cancelled) task are not recorded.
 func (a *SessionActor) maybeDrained(ctx actor.Context) {
-	idle := a.modelKey == "" && len(a.inflight) == 0
+	idle := a.modelKey.IsZero() && len(a.inflight) == 0
 	if a.draining && a.drainer != nil && (idle || a.state.Active() == "") {
 		ctx.Send(a.drainer, &Drained{})
 		a.drainer = nil
@@ -433,19 +399,20 @@ func (a *SessionActor) maybeDrained(ctx actor.Context) {
 }
 
 func (a *SessionActor) issueEffects(ctx actor.Context) {
+	a.cancelAbandoned()
 	if a.draining {
 		return // the session's next owner issues what is requested and unanswered
 	}
-	if req, _, ok := a.state.PendingModel(); ok && a.modelKey != req.Key {
-		a.modelKey = req.Key
+	if key, _, ok := a.state.PendingModel(); ok && a.modelKey != key {
+		a.modelKey = key
 		r := a.state.Request(a.deps.Agent)
-		r.Step = req.Step
 		r.Scope = llm.Scope{Agent: a.deps.Agent.Name}
-		ctx.Send(a.deps.Model, &ModelCall{Request: r, ReplyTo: ctx.Self(), SessionID: a.id})
+		call := r.Call()
+		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call}, a.reply)
 	}
 	a.queue = a.queue[:0]
 	for _, pc := range a.state.PendingCalls() {
-		if !a.inflight[pc.Request.Key] && a.deps.Agent.hasTool(pc.Request.Tool) {
+		if !a.inflight[pc.Key] && a.deps.Agent.hasTool(pc.Request.Tool) {
 			a.queue = append(a.queue, pc)
 		}
 	}
@@ -460,22 +427,41 @@ func (a *SessionActor) dispatchTools(ctx actor.Context) {
 	for len(a.queue) > 0 && len(a.inflight) < a.deps.MaxParallelTools {
 		pc := a.queue[0]
 		a.queue = a.queue[1:]
-		pid, ok := a.deps.Tools[pc.Request.Tool]
-		if !ok {
-			continue
+		a.inflight[pc.Key] = true
+		call := pc.Request
+		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: pc.Key, Tool: &call}, a.reply)
+	}
+}
+
+// cancelAbandoned cancels the effects in flight that no task waits for any more: the
+// task they were for was cancelled or ran out of time. A model's request is closed, a
+// tool sees its context end. It runs after the events that ended the task are durable.
+func (a *SessionActor) cancelAbandoned() {
+	if !a.modelKey.IsZero() {
+		if key, _, ok := a.state.PendingModel(); !ok || key != a.modelKey {
+			a.deps.Effects.Cancel(a.modelKey)
+			a.modelKey = messages.EffectKey{}
 		}
-		a.inflight[pc.Request.Key] = true
-		ctx.Send(pid, &ToolCall{Request: pc.Request, ReplyTo: ctx.Self()})
+	}
+	if len(a.inflight) == 0 {
+		return
+	}
+	pending := a.state.PendingCalls()
+	for key := range a.inflight {
+		if !slices.ContainsFunc(pending, func(pc PendingCall) bool { return pc.Key == key }) {
+			a.deps.Effects.Cancel(key)
+			delete(a.inflight, key)
+		}
 	}
 }
 
 func (a *SessionActor) armDeadline(ctx actor.Context) {
 	a.stopTimer()
-	t := a.state.active
-	if t == nil || t.Spec.DeadlineUS == 0 {
+	deadline := a.state.Deadline()
+	if deadline == 0 {
 		return
 	}
-	wait := time.Duration(t.Spec.DeadlineUS-a.deps.Clock.Now().UnixMicro()) * time.Microsecond
+	wait := time.Duration(deadline-a.deps.Clock.Now().UnixMicro()) * time.Microsecond
 	self, sys := ctx.Self(), ctx.ActorSystem()
 	a.timer = time.AfterFunc(max(wait, 0), func() { sys.Root.Send(self, &deadlineTick{}) })
 }
@@ -506,7 +492,7 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 			r, err := json.Marshal(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg})
 			if err == nil {
 				results = append(results, busMessage(e.ID+"/result", a.id, "", r))
-				replyTopics = append(replyTopics, a.replyTopic(e.CorrelationID))
+				replyTopics = append(replyTopics, a.state.ReplyTopic(e.CorrelationID))
 			}
 		}
 	}
@@ -525,13 +511,4 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 			}
 		}
 	}
-}
-
-func (a *SessionActor) replyTopic(task string) string {
-	for _, t := range a.state.tasks {
-		if t.ID == task {
-			return t.Spec.ReplyTopic
-		}
-	}
-	return ""
 }

@@ -62,11 +62,12 @@ func (m *countingModel) total() int {
 }
 
 type harness struct {
-	t      *testing.T
-	system *actor.ActorSystem
-	host   *actor.PID
-	log    *sqlite.Log
-	store  actors.EventStore
+	t       *testing.T
+	system  *actor.ActorSystem
+	host    *actor.PID
+	log     *sqlite.Log
+	store   actors.EventStore
+	effects *actors.LocalEffects
 }
 
 type harnessOpts struct {
@@ -94,20 +95,19 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		store = o.store(lg)
 	}
 	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
-	pids := map[string]*actor.PID{}
-	var specs []messages.ToolSpec
-	for _, tl := range o.tools {
-		pids[tl.Spec().Name] = sys.Root.Spawn(actors.NewToolActorProps(actors.ToolActorConfig{Tool: tl, Timeout: o.toolTimeout}))
-		specs = append(specs, tl.Spec())
+	reg, err := tools.NewRegistry(o.tools...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	model := sys.Root.Spawn(actors.NewModelActorProps(actors.ModelActorConfig{Model: o.model}))
+	effects := actors.NewLocalEffects(actors.LocalEffectsConfig{Model: o.model, Tools: reg, ToolTimeout: o.toolTimeout})
 	host := sys.Root.Spawn(actors.NewSessionHostProps(actors.SessionDeps{
-		Store: store, Model: model, Tools: pids, IdleTimeout: o.idle,
-		Agent: actors.Agent{Model: o.model.Name(), SystemPrompt: "test", Tools: specs, MaxSteps: o.maxSteps},
+		Store: store, Effects: effects, IdleTimeout: o.idle,
+		Agent: actors.Agent{Model: o.model.Name(), SystemPrompt: "test", Tools: reg.Specs(), MaxSteps: o.maxSteps},
 	}))
-	h := &harness{t: t, system: sys, host: host, log: lg, store: store}
+	h := &harness{t: t, system: sys, host: host, log: lg, store: store, effects: effects}
 	t.Cleanup(func() {
 		_ = sys.Root.PoisonFuture(host).Wait()
+		_ = effects.Close()
 		sys.Shutdown()
 		_ = lg.Close()
 	})

@@ -64,26 +64,28 @@ const (
 
 type callState struct {
 	eventID string
+	key     messages.EffectKey
 	req     messages.ToolCallRequested
 	done    bool
 	result  messages.ToolCallCompleted
 }
 
 type taskState struct {
-	ID      string // the TaskSubmitted event ID; the correlation ID of the task's events
-	Seq     uint64
-	Spec    messages.TaskSubmitted
-	phase   phase
-	Steps   int
-	Usage   messages.Usage
-	Status  string
-	Output  string
-	Error   string
-	modelID string // event ID of the pending ModelRequested
-	model   messages.ModelRequested
-	reply   messages.ModelResponded
-	replyID string
-	calls   []*callState
+	ID       string // the TaskSubmitted event ID; the correlation ID of the task's events
+	Seq      uint64
+	Spec     messages.TaskSubmitted
+	phase    phase
+	Steps    int
+	Usage    messages.Usage
+	Status   string
+	Output   string
+	Error    string
+	modelID  string // event ID of the pending ModelRequested
+	model    messages.ModelRequested
+	modelKey messages.EffectKey
+	reply    messages.ModelResponded
+	replyID  string
+	calls    []*callState
 }
 
 // SessionState is a session folded from its events. The zero value is not usable:
@@ -152,10 +154,14 @@ func (s *SessionState) Apply(e messages.Envelope) error {
 			s.activate(nt)
 		}
 	case *messages.ModelRequested:
+		key, err := s.effectKeyOf(e, p.Key)
+		if err != nil {
+			return err
+		}
 		if t == nil || e.CorrelationID != t.ID {
 			return nil
 		}
-		t.phase, t.Steps, t.model, t.modelID = phaseAwaitModel, p.Step, *p, e.ID
+		t.phase, t.Steps, t.model, t.modelID, t.modelKey = phaseAwaitModel, p.Step, *p, e.ID, key
 	case *messages.ModelResponded:
 		if t == nil || t.phase != phaseAwaitModel || p.Key != t.model.Key {
 			return nil // a stale or duplicate answer
@@ -166,6 +172,10 @@ func (s *SessionState) Apply(e messages.Envelope) error {
 			s.history = append(s.history, p.Message)
 		}
 	case *messages.ToolCallRequested:
+		key, err := s.effectKeyOf(e, p.Key)
+		if err != nil {
+			return err
+		}
 		if t == nil || e.CorrelationID != t.ID {
 			return nil
 		}
@@ -173,7 +183,7 @@ func (s *SessionState) Apply(e messages.Envelope) error {
 			t.calls = t.calls[:0]
 		}
 		t.phase = phaseAwaitTools
-		t.calls = append(t.calls, &callState{eventID: e.ID, req: *p})
+		t.calls = append(t.calls, &callState{eventID: e.ID, key: key, req: *p})
 	case *messages.ToolCallCompleted:
 		if t == nil || t.phase != phaseAwaitTools {
 			return nil
@@ -203,6 +213,20 @@ func (s *SessionState) Apply(e messages.Envelope) error {
 		}
 	}
 	return nil
+}
+
+// effectKeyOf reads the key of the effect an event requests: a key of this session
+// (Decide makes them; a fork re-derives them for the new session). Anything else is
+// a corrupt log: the effect could not be issued with its key.
+func (s *SessionState) effectKeyOf(e messages.Envelope, text string) (messages.EffectKey, error) {
+	k, err := messages.ParseEffectKey(text)
+	if err != nil {
+		return k, fmt.Errorf("actors: session %s: event %d requests an effect: %w", s.SessionID, e.Seq, err)
+	}
+	if k.SessionID != s.SessionID {
+		return k, fmt.Errorf("actors: session %s: event %d requests an effect keyed %s, of another session", s.SessionID, e.Seq, text)
+	}
+	return k, nil
 }
 
 func toolMessage(r messages.ToolCallCompleted) messages.ChatMessage {
@@ -313,12 +337,13 @@ func (s *SessionState) Request(a Agent) llm.Request {
 	return req
 }
 
-// PendingModel returns the model call that was requested and not answered, if any.
-func (s *SessionState) PendingModel() (messages.ModelRequested, string, bool) {
+// PendingModel returns the key of the model call that was requested and not
+// answered, if any, and the ID of its request event.
+func (s *SessionState) PendingModel() (key messages.EffectKey, eventID string, ok bool) {
 	if t := s.active; t != nil && t.phase == phaseAwaitModel {
-		return t.model, t.modelID, true
+		return t.modelKey, t.modelID, true
 	}
-	return messages.ModelRequested{}, "", false
+	return messages.EffectKey{}, "", false
 }
 
 // PendingCalls returns the tool calls that were requested and not answered, in order,
@@ -331,7 +356,7 @@ func (s *SessionState) PendingCalls() []PendingCall {
 	var out []PendingCall
 	for _, c := range t.calls {
 		if !c.done {
-			out = append(out, PendingCall{EventID: c.eventID, Request: c.req})
+			out = append(out, PendingCall{EventID: c.eventID, Key: c.key, Request: c.req})
 		}
 	}
 	return out
@@ -340,10 +365,39 @@ func (s *SessionState) PendingCalls() []PendingCall {
 // PendingCall is a requested, unanswered tool call.
 type PendingCall struct {
 	EventID string
+	Key     messages.EffectKey
 	Request messages.ToolCallRequested
 }
 
-// TaskOf returns the task whose ID is id, for callers that need its outcome.
+// Progress reports the running task's model calls and token usage so far (zero when
+// the session is idle).
+func (s *SessionState) Progress() (steps int, usage messages.Usage) {
+	if s.active == nil {
+		return 0, messages.Usage{}
+	}
+	return s.active.Steps, s.active.Usage
+}
+
+// Deadline reports the running task's deadline in Unix microseconds, or 0 when it has
+// none or the session is idle.
+func (s *SessionState) Deadline() int64 {
+	if s.active == nil {
+		return 0
+	}
+	return s.active.Spec.DeadlineUS
+}
+
+// ReplyTopic reports the topic the task with this ID asked its result to be sent to.
+func (s *SessionState) ReplyTopic(taskID string) string {
+	for _, t := range s.tasks {
+		if t.ID == taskID {
+			return t.Spec.ReplyTopic
+		}
+	}
+	return ""
+}
+
+// Task returns the outcome of the task whose ID is id.
 func (s *SessionState) Task(id string) (status, output, errMsg string, ok bool) {
 	for _, t := range s.tasks {
 		if t.ID == id {

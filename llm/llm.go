@@ -35,6 +35,22 @@ type Request struct {
 	NoCache bool
 }
 
+// Call returns the request's wire form, the Model of a messages.EffectRequest, which
+// carries a model call to whoever performs it (this node or another). The key travels
+// beside it, in the request. RequestOf converts back; adding a field to Request means
+// adding it to messages.ModelCall and to these two functions (TestRequestWireRoundTrip
+// fails until then).
+func (r Request) Call() messages.ModelCall {
+	return messages.ModelCall{Step: r.Step, Messages: r.Messages, Tools: r.Tools,
+		Agent: r.Scope.Agent, Team: r.Scope.Team, ScopeKey: r.Scope.Key, NoCache: r.NoCache}
+}
+
+// RequestOf returns the request whose wire form is c, with its idempotency key.
+func RequestOf(key string, c messages.ModelCall) Request {
+	return Request{Key: key, Step: c.Step, Messages: c.Messages, Tools: c.Tools,
+		Scope: Scope{Agent: c.Agent, Team: c.Team, Key: c.ScopeKey}, NoCache: c.NoCache}
+}
+
 // Scope identifies who a model call is for. Empty fields are "unspecified".
 type Scope struct {
 	Agent string

@@ -3,6 +3,7 @@ package llm_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 
 	"github.com/troupe-run/troupe/llm"
@@ -97,5 +98,58 @@ func TestPromptHashIsStable(t *testing.T) {
 	b.Messages = user("y")
 	if llm.PromptHash(a) == llm.PromptHash(b) {
 		t.Fatal("different request, same hash")
+	}
+}
+
+// TestRequestWireRoundTrip fills every field of a Request (by reflection, so a field
+// added later is filled too) and checks that its wire form carries it back.
+func TestRequestWireRoundTrip(t *testing.T) {
+	var r llm.Request
+	fill(t, reflect.ValueOf(&r).Elem(), "r")
+	back := llm.RequestOf(r.Key, r.Call())
+	if !reflect.DeepEqual(back, r) {
+		t.Fatalf("a field of llm.Request does not survive its wire form (messages.ModelCall):\n got %+v\nwant %+v", back, r)
+	}
+}
+
+// fill sets every field reachable from v to a non-zero value derived from path.
+func fill(t *testing.T, v reflect.Value, path string) {
+	t.Helper()
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(path)
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int64, reflect.Int32:
+		v.SetInt(int64(len(path)))
+	case reflect.Uint, reflect.Uint64, reflect.Uint32:
+		v.SetUint(uint64(len(path)))
+	case reflect.Float64:
+		v.SetFloat(float64(len(path)) + 0.5)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			fill(t, v.Field(i), path+"."+v.Type().Field(i).Name)
+		}
+	case reflect.Slice:
+		if v.Type().Elem().Kind() == reflect.Uint8 {
+			v.SetBytes([]byte(`{"p":"` + path + `"}`))
+			return
+		}
+		s := reflect.MakeSlice(v.Type(), 1, 1)
+		fill(t, s.Index(0), path+"[0]")
+		v.Set(s)
+	case reflect.Pointer:
+		p := reflect.New(v.Type().Elem())
+		fill(t, p.Elem(), path)
+		v.Set(p)
+	case reflect.Map:
+		m := reflect.MakeMap(v.Type())
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
+		fill(t, k, path+".key")
+		fill(t, e, path+".value")
+		m.SetMapIndex(k, e)
+		v.Set(m)
+	default:
+		t.Fatalf("fill: %s has kind %s; teach fill about it", path, v.Kind())
 	}
 }

@@ -221,42 +221,37 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) boo
 func (n *Node) sharded() bool { return n.cfg.Bus != nil && n.cfg.Bus.Sharded }
 
 // handleEffect serves an effect request from a node without the tools or models role:
-// it performs the effect here and publishes the reply. The request is acked only after
-// the reply is published, so a node that dies mid-call leaves the request to another
-// node, which performs it with the same idempotency key.
+// it performs the effect here (Node.local, shared with this node's own sessions) and
+// publishes the reply. The request is acked only after the reply is published, so a
+// node that dies mid-call leaves the request to another node, which performs it with
+// the same idempotency key. A node that stops cancels the call and leaves the request
+// unacked, for the same reason.
 func (n *Node) handleEffect(msg *message.Message) error {
 	req, err := messages.DecodeEffectRequest(msg.Payload)
 	if err != nil {
 		return fmt.Errorf("%w: effect request %s: %w", errPermanent, msg.UUID, err)
 	}
-	rep, err := n.effects.Do(msg.Context(), req.Key.String(), func(ctx context.Context) (messages.EffectReply, error) {
+	if !n.local.Known(req.Key) {
 		// Not performed here lately: a request delivered again (its first performer
 		// died before committing it) may still be answered in the session's log. The
 		// session has the result, and performing it again would repeat a recorded
 		// effect. (An answer this node keeps is sent again without reading the log.)
-		if done, err := n.answered(ctx, req); err != nil {
-			return messages.EffectReply{}, err // retried
+		if done, err := n.answered(msg.Context(), req); err != nil {
+			return err // retried
 		} else if done {
-			return messages.EffectReply{}, errRecorded
+			return nil
 		}
-		wait := n.cfg.ToolTimeout + effectWaitMargin
-		if req.Model != nil {
-			wait = n.cfg.ModelTimeout + effectWaitMargin
-		}
-		rep, err := actors.PerformEffect(ctx, n.system, n.model, n.toolPIDs, req, wait)
-		if errors.Is(err, actors.ErrNoSuchTool) {
-			// The session waits for an answer: tell it, rather than poison the request.
-			rep.Error, err = err.Error(), nil
-		}
-		return rep, err
-	})
-	if errors.Is(err, errRecorded) {
-		return nil
 	}
-	if err != nil {
-		return err // retried, then delivered again
+	replied := make(chan messages.EffectReply, 1)
+	n.local.Perform(req, func(rep messages.EffectReply) { replied <- rep })
+	var rep messages.EffectReply
+	select {
+	case rep = <-replied:
+	case <-n.stopping:
+		return fmt.Errorf("effect %s: %w", req.Key, errStopping)
+	case <-msg.Context().Done():
+		return fmt.Errorf("effect %s: %w", req.Key, msg.Context().Err())
 	}
-	rep.SessionID = req.SessionID
 	b, err := messages.EncodeCommand(&rep)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errPermanent, err)
@@ -271,12 +266,10 @@ func (n *Node) handleEffect(msg *message.Message) error {
 	return nil
 }
 
-// effectWaitMargin is how much longer than the tool or model timeout a node waits for
-// an effect's answer: the tool and model actors time out first and answer the error.
-const effectWaitMargin = 10 * time.Second
-
-// errRecorded ends the performance of an effect whose result the session recorded.
-var errRecorded = errors.New("the effect's result is recorded")
+// errStopping ends the handling of a bus message because the node stops: it is not
+// retried here, and not acked, so the message is delivered again (to the next owner
+// of its partition).
+var errStopping = errors.New("the node is stopping")
 
 // answered reports whether the session's log records the result of the request's
 // effect. Its key names the seq of the request event; the result follows it.
@@ -298,7 +291,7 @@ func (n *Node) answered(ctx context.Context, req messages.EffectRequest) (bool, 
 	return false, nil
 }
 
-// handleReply hands a reply addressed to this node to its RemoteEffects actor.
+// handleReply hands a reply addressed to this node to its BusEffects.
 func (n *Node) handleReply(msg *message.Message) error {
 	if msg.Metadata.Get(messages.MetaReplyNode) != n.cfg.NodeID {
 		return nil
@@ -308,7 +301,7 @@ func (n *Node) handleReply(msg *message.Message) error {
 		n.cfg.Logger.Warn("dropping a malformed effect reply", "message", msg.UUID, "err", err)
 		return nil // the session issues the effect again once it is recovered
 	}
-	n.system.Root.Send(n.remote, &actors.RemoteReply{Reply: rep})
+	n.remote.Deliver(rep)
 	return nil
 }
 

@@ -478,7 +478,7 @@ func TestClusterScaleOut(t *testing.T) {
 	led, calls := cl.led, cl.calls
 	a, _ := cl.node("a", 0)
 	waitFor(t, 60*time.Second, "node a owns partitions", func() bool { return a.PartitionsOwned() > 0 })
-	// 12: within the tool actor's 16 concurrent calls, so all are in flight at once.
+	// 12: within the 16 concurrent calls of a tool on a node, so all are in flight at once.
 	sessions := submitTasks(t, a, "scale", 12)
 	waitFor(t, 60*time.Second, "tool calls under way", func() bool {
 		led.mu.Lock()

@@ -1,7 +1,9 @@
 // Package node assembles one Troupe node: the bus, the event log, the actor system
-// (session host, model actor behind the gateway, tool actors), the bus router with its
-// middleware (retry, poison topic, dedupe, panic recovery, metrics) that hands tasks
-// to sessions, the live event hub, the event sink, and the HTTP API.
+// (session host and session actors), the node's effects (the model behind the gateway
+// and the tools, performed here or, for a role the node lacks, by other nodes over the
+// bus), the bus router with its middleware (retry, poison topic, dedupe, panic
+// recovery, metrics) that hands tasks to sessions, the live event hub, the event sink,
+// and the HTTP API.
 //
 // Tasks enter through Submit, POST /v1/tasks or the bus topic messages.TopicTasks (an
 // envelope, or the plain JSON task any Kafka client can publish); they leave as

@@ -259,15 +259,15 @@ type Node struct {
 	tasksSub, liveSub message.Subscriber
 	system            *actor.ActorSystem
 	host              *actor.PID
-	effect            []*actor.PID
-	model, remote     *actor.PID
-	toolPIDs          map[string]*actor.PID
-	own               ownership
-	effects           *actors.EffectResults
-	hostStopped       atomic.Bool
-	outbox            *outbox
-	router            *message.Router
-	hub               *Hub
+	// local performs effects on this node; remote, on a node without the tools or
+	// models role, asks the nodes that have it.
+	local       *actors.LocalEffects
+	remote      *actors.BusEffects
+	own         ownership
+	hostStopped atomic.Bool
+	outbox      *outbox
+	router      *message.Router
+	hub         *Hub
 
 	redactor    *actors.SecretRedactor
 	stopping    chan struct{}
@@ -287,7 +287,6 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	cfg.setDefaults()
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: actors.NewSecretRedactor(cfg.Secrets...), metrics: newMetrics()}
-	n.effects = actors.NewEffectResults(10*time.Minute, 100_000, n.metrics.effectHits.Inc)
 	if n.log == nil {
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
 		if err != nil {
@@ -305,18 +304,11 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	actorLogger := slog.New(deadLetters{cfg.Logger.Handler()})
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
 
-	agent := cfg.Agent()
-	toolPIDs := map[string]*actor.PID{}
-	n.toolPIDs = toolPIDs
-	for _, t := range cfg.Tools {
-		spec := t.Spec()
-		pid, err := n.system.Root.SpawnNamed(actors.NewToolActorProps(actors.ToolActorConfig{Tool: t, Timeout: cfg.ToolTimeout, Logger: cfg.Logger}), "tool/"+spec.Name)
-		if err != nil {
-			return nil, n.fail(fmt.Errorf("node: spawn tool %s: %w", spec.Name, err))
-		}
-		toolPIDs[spec.Name] = pid
-		n.effect = append(n.effect, pid)
+	reg, err := tools.NewRegistry(cfg.Tools...)
+	if err != nil {
+		return nil, n.fail(fmt.Errorf("node: %w", err))
 	}
+	agent := cfg.Agent()
 	gwCfg := cfg.Gateway
 	gwCfg.Chain = nil
 	for _, m := range append([]llm.Model{cfg.Model}, cfg.Fallbacks...) {
@@ -335,46 +327,26 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.fail(err)
 	}
-	model, err := n.system.Root.SpawnNamed(actors.NewModelActorProps(actors.ModelActorConfig{Model: gw, Timeout: cfg.ModelTimeout, Logger: cfg.Logger}), "model")
-	if err != nil {
-		return nil, n.fail(fmt.Errorf("node: spawn model actor: %w", err))
-	}
-	n.effect = append(n.effect, model)
-	n.model = model
-	// The node's own sessions reach its model and tools through the per-key answers it
-	// shares with the requests it serves for other nodes; a node without the tools or
+	// The node's own sessions and the requests it serves for other nodes share its
+	// effects, so a key is performed once on the node; a node without the tools or
 	// models role asks the nodes that have it, over the bus.
-	cached, err := n.system.Root.SpawnNamed(actors.NewCachedEffectsProps(actors.CachedEffectsConfig{
-		Model: model, Tools: toolPIDs, Results: n.effects,
-		ToolWait: cfg.ToolTimeout + effectWaitMargin, ModelWait: cfg.ModelTimeout + effectWaitMargin}), "effects")
-	if err != nil {
-		return nil, n.fail(fmt.Errorf("node: spawn effects cache: %w", err))
-	}
-	n.effect = append(n.effect, cached)
-	sessionModel, sessionTools := cached, map[string]*actor.PID{}
-	for name := range toolPIDs {
-		sessionTools[name] = cached
-	}
+	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg,
+		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger})
+	var sessionEffects actors.Effects = n.local
 	if cfg.Roles.Has(RoleSessions) && (!cfg.Roles.Has(RoleTools) || !cfg.Roles.Has(RoleModels)) {
-		n.remote, err = n.system.Root.SpawnNamed(actors.NewRemoteEffectsProps(actors.RemoteEffectsConfig{
-			Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger}), "remote")
-		if err != nil {
-			return nil, n.fail(fmt.Errorf("node: spawn remote effects: %w", err))
-		}
-		n.effect = append(n.effect, n.remote)
+		n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger})
+		byKind := actors.EffectsByKind{Model: n.local, Tools: n.local}
 		if !cfg.Roles.Has(RoleModels) {
-			sessionModel = n.remote
+			byKind.Model = n.remote
 		}
 		if !cfg.Roles.Has(RoleTools) {
-			sessionTools = map[string]*actor.PID{}
-			for name := range toolPIDs {
-				sessionTools[name] = n.remote
-			}
+			byKind.Tools = n.remote
 		}
+		sessionEffects = byKind
 	}
 	n.outbox = newOutbox(n.pub, 8192, cfg.Logger, n.metrics.pubFailed.Inc)
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
-		Store: n.log, Publisher: n.outbox, Model: sessionModel, Tools: sessionTools, Clock: cfg.Clock,
+		Store: n.log, Publisher: n.outbox, Effects: sessionEffects, Clock: cfg.Clock,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agent,
@@ -399,7 +371,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		poison,
 		middleware.Retry{MaxRetries: 5, InitialInterval: 50 * time.Millisecond, MaxInterval: 2 * time.Second, Multiplier: 2,
 			ShouldRetry: func(params middleware.RetryParams) bool {
-				retry := !errors.Is(params.Err, errPermanent)
+				retry := !errors.Is(params.Err, errPermanent) && !errors.Is(params.Err, errStopping)
 				if retry {
 					n.metrics.retries.WithLabelValues("tasks").Inc()
 				}
@@ -771,7 +743,9 @@ func (n *Node) CloseStreams() {
 // router then finishes subscribing a handler it is starting and stops it, where a
 // canceled context would leave that handler waited for until the close timeout), then the session actors (each finishes the
 // message it is handling, so nothing is half-written; unfinished tasks stay resumable
-// from the log), then the effect actors, the bus and the log. It is idempotent.
+// from the log), then the effects still running (their contexts are cancelled: a
+// model's HTTP request is closed, a tool sees ctx.Done(); nobody records their end, so
+// the sessions' next owners issue them again), the bus and the log. It is idempotent.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
@@ -787,10 +761,17 @@ func (n *Node) Close() error {
 				_ = n.system.Root.PoisonFuture(n.host).Wait()
 				n.hostStopped.Store(true)
 			}
-			for _, pid := range n.effect {
-				n.system.Root.Stop(pid)
-			}
 			n.system.Shutdown()
+		}
+		// The sessions are stopped: the calls they waited on, and those served for
+		// other nodes, are cancelled (a model's HTTP request is closed, a tool sees
+		// its context end), and nobody records their end: the sessions' next owners
+		// issue them again.
+		if n.local != nil {
+			_ = n.local.Close()
+		}
+		if n.remote != nil {
+			_ = n.remote.Close()
 		}
 		if n.outbox != nil {
 			// The sessions are stopped: publish what they handed over, then close the bus.

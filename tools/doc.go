@@ -12,6 +12,6 @@
 // Registry.Specs lists the tools sorted by name with compacted JSON Schemas, so the
 // tool section of a prompt is byte-identical from step to step.
 //
-// Tool actors in package actors run tools with timeouts and panic recovery; this
-// package holds only the tools themselves.
+// actors.LocalEffects runs tools with timeouts, bounded concurrency, cancellation and
+// panic recovery; this package holds only the tools themselves.
 package tools

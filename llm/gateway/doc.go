@@ -8,5 +8,5 @@
 // A Request enters Generate; it leaves as the first successful answer of the chain,
 // with Usage filled in (counted offline when the provider reported none) and CostUSD
 // priced, Model set to the model that answered, and Cached set when a cache answered.
-// The ModelActor in package actors runs every model call of a node through one Gateway.
+// The LocalEffects of package actors runs every model call of a node through one Gateway.
 package gateway
