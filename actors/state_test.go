@@ -83,6 +83,24 @@ func TestApplyRejectsGapsAndForeignEvents(t *testing.T) {
 	}
 }
 
+// An effect request whose key is not an effect key of the session cannot be issued
+// with its key: the log is corrupt.
+func TestApplyRejectsForeignOrMalformedEffectKeys(t *testing.T) {
+	for _, p := range []messages.Payload{
+		&messages.ModelRequested{Key: "other/2", Model: "m", Step: 1},
+		&messages.ModelRequested{Key: "s/02", Model: "m", Step: 1},
+		&messages.ToolCallRequested{Key: "s", CallID: "c", Tool: "x"},
+	} {
+		st := actors.NewSessionState("s")
+		if err := st.Apply(env(t, &messages.TaskSubmitted{Input: "x"}, "s", 1, "t")); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Apply(env(t, p, "s", 2, "t")); err == nil {
+			t.Errorf("%s %+v applied", p.MessageType(), p)
+		}
+	}
+}
+
 func TestStopConditions(t *testing.T) {
 	agent := actors.Agent{Model: "m", MaxSteps: 1}
 	st := actors.NewSessionState("s")

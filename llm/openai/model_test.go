@@ -298,3 +298,32 @@ func TestEnvironmentIsIgnored(t *testing.T) {
 		t.Fatalf("environment leaked into the request: %v", h)
 	}
 }
+
+// Cancelling a call's context closes its HTTP request: the provider sees the client
+// go away (and stops spending tokens on an answer nobody reads).
+func TestCancelClosesTheProviderRequest(t *testing.T) {
+	srv := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply { return openaitest.Reply{Hold: true} })
+	m := newModel(t, srv)
+	ctx, cancel := context.WithCancel(deadline(t))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Generate(ctx, llm.Request{Step: 1, Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: "hi"}}})
+		errc <- err
+	}()
+	for len(srv.Requests()) == 0 {
+		select {
+		case <-ctx.Done():
+			t.Fatal("the request never reached the server")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	cancel()
+	select {
+	case <-srv.Disconnected():
+	case <-time.After(time.Second):
+		t.Fatal("the server did not see the request closed within a second of the cancel")
+	}
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("Generate: %v, want context.Canceled", err)
+	}
+}

@@ -1,7 +1,8 @@
 // Package openaitest is a fake OpenAI-compatible HTTP server for tests of code that
 // talks to model providers: it records every request and answers from a script of
 // replies — completions, event streams, HTTP errors with Retry-After, slow answers,
-// stalled or cut-off streams. It never touches the network beyond loopback.
+// stalled or cut-off streams, requests held open until the client goes away (to see a
+// cancellation reach the provider). It never touches the network beyond loopback.
 //
 // A test builds a Server with a handler (often Sequence(...)), points a client at
 // Server.URL, and then asserts on Server.Requests().
@@ -57,6 +58,10 @@ type Reply struct {
 	Stall bool
 	// Abort cuts the connection after Events, mid-response.
 	Abort bool
+	// Hold keeps the request open without answering until the client goes away (it
+	// cancels the request or closes the connection), then reports the request on
+	// Server.Disconnected; or until the server closes.
+	Hold bool
 }
 
 // Done is the event that ends an OpenAI event stream.
@@ -70,6 +75,7 @@ type Server struct {
 	srv    *httptest.Server
 	handle func(Request) Reply
 	stop   chan struct{}
+	gone   chan Request
 
 	mu   sync.Mutex
 	reqs []Request
@@ -79,7 +85,7 @@ type Server struct {
 // may be called concurrently.
 func NewServer(t testing.TB, handle func(Request) Reply) *Server {
 	t.Helper()
-	s := &Server{handle: handle, stop: make(chan struct{})}
+	s := &Server{handle: handle, stop: make(chan struct{}), gone: make(chan Request, 64)}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	s.URL = s.srv.URL + "/v1"
 	t.Cleanup(func() {
@@ -97,6 +103,10 @@ func (s *Server) Requests() []Request {
 	return append([]Request(nil), s.reqs...)
 }
 
+// Disconnected receives every held request (Reply.Hold) once its client went away:
+// the client cancelled it or closed its connection. (It keeps the latest 64 unread.)
+func (s *Server) Disconnected() <-chan Request { return s.gone }
+
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
@@ -104,6 +114,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	s.reqs = append(s.reqs, req)
 	s.mu.Unlock()
 	rep := s.handle(req)
+	if rep.Hold {
+		select {
+		case <-r.Context().Done():
+			select {
+			case s.gone <- req:
+			default:
+			}
+		case <-s.stop:
+		}
+		return
+	}
 	if rep.Delay > 0 {
 		t := time.NewTimer(rep.Delay)
 		defer t.Stop()
