@@ -28,7 +28,8 @@ type BusEffectsConfig struct {
 // BusEffects has effects performed by the nodes that have the role (tools, models):
 // it publishes each request as it is, a messages.EffectRequest, and answers with the
 // messages.EffectReply the node hands to Deliver (read from messages.TopicReplies).
-// Cancel answers at once.
+// Cancel answers at once and publishes a messages.EffectCancel, which the performing
+// node turns into the cancellation of the call's context.
 //
 // A request is published with a fresh message ID each time it is issued, so a
 // session's next owner that issues it again (same key) is not mistaken for a duplicate
@@ -123,16 +124,27 @@ func (b *BusEffects) Deliver(rep messages.EffectReply) {
 	}
 }
 
-// Cancel implements Effects: the caller is answered at once, and a reply that comes
-// later is dropped.
+// Cancel implements Effects: the caller is answered at once, and the nodes that may
+// perform the effect are told on messages.TopicEffectCancels.
 func (b *BusEffects) Cancel(key messages.EffectKey) {
 	b.mu.Lock()
 	reply, ok := b.pending[key]
 	delete(b.pending, key)
 	b.mu.Unlock()
-	if ok {
-		reply(messages.EffectReply{SessionID: key.SessionID, Key: key, Error: ErrEffectCancelled.Error()})
+	if !ok {
+		return
 	}
+	reply(messages.EffectReply{SessionID: key.SessionID, Key: key, Error: ErrEffectCancelled.Error()})
+	payload, err := messages.EncodeCommand(&messages.EffectCancel{SessionID: key.SessionID, Key: key})
+	if err != nil {
+		b.cfg.Logger.Error("encode effect cancellation", "key", key, "err", err)
+		return
+	}
+	go func() {
+		if err := b.publish(messages.TopicEffectCancels, key.SessionID, payload); err != nil {
+			b.cfg.Logger.Warn("effect cancellation not published; the call runs to its end or timeout", "key", key, "err", err)
+		}
+	}()
 }
 
 // Close drops every pending effect, unanswered, and stops publishing retries. The

@@ -91,6 +91,15 @@ func TestBusEffects(t *testing.T) {
 	if got := r.of(cancelled.Key); len(got) != 1 {
 		t.Errorf("a reply after the cancellation reached the caller: %+v", got)
 	}
+	waitUntil(t, "the cancellation published", func() bool { return pub.count(messages.TopicEffectCancels) == 1 })
+	if c, err := messages.DecodeEffectCancel(pub.payload(messages.TopicEffectCancels, 0)); err != nil || c.Key != cancelled.Key {
+		t.Errorf("effect cancel %+v, %v", c, err)
+	}
+	b.Cancel(messages.EffectKey{SessionID: "s-1", Seq: 77}) // nothing pending: nothing published
+
+	if n := pub.count(messages.TopicEffectCancels); n != 1 {
+		t.Errorf("%d cancellations published, want 1", n)
+	}
 
 	closing := toolRequest("s-1", 8, "ledger")
 	b.Perform(closing, r.to)

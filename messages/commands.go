@@ -17,6 +17,10 @@ const (
 	TopicModelRequests = "troupe.model.requests"
 	// TopicReplies carries EffectReplies, keyed by session ID.
 	TopicReplies = "troupe.replies"
+	// TopicEffectCancels carries EffectCancels, keyed by session ID. Every node that
+	// performs effects for others reads all of it (no consumer group): the one
+	// performing the effect cancels it.
+	TopicEffectCancels = "troupe.effect.cancels"
 )
 
 // Metadata keys of internal messages.
@@ -30,7 +34,7 @@ const (
 )
 
 // CommandVersion is the schema version of the commands in this file (EffectRequest,
-// EffectReply, CancelRequest). They are never stored as events, but nodes of two
+// EffectReply, EffectCancel, CancelRequest). They are never stored as events, but nodes of two
 // builds talk through them during a rolling upgrade: a node refuses a newer version
 // with ErrFutureVersion instead of misreading it.
 const CommandVersion = 1
@@ -78,6 +82,16 @@ type EffectReply struct {
 	LatencyUS int64        `json:"latency_us"`
 }
 
+// EffectCancel asks the node performing an effect for another node's session to
+// cancel it: the call's context is cancelled (a model's HTTP request is closed, a tool
+// sees ctx.Done()). The session answered the effect itself and dropped its reply;
+// a node that reads the cancellation before the request answers the request cancelled.
+type EffectCancel struct {
+	V         int       `json:"v"`
+	SessionID string    `json:"session_id"`
+	Key       EffectKey `json:"key"`
+}
+
 // CancelRequest asks the node that owns a session to cancel its running task. It
 // travels on TopicTasks (MetaType TypeCancelRequested), so it reaches the owner in
 // order with the session's tasks.
@@ -87,19 +101,21 @@ type CancelRequest struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
-// EncodeCommand encodes an EffectRequest, EffectReply or CancelRequest, stamping the
-// current CommandVersion.
-func EncodeCommand(c any) ([]byte, error) {
-	switch v := c.(type) {
-	case *EffectRequest:
-		v.V = CommandVersion
-	case *EffectReply:
-		v.V = CommandVersion
-	case *CancelRequest:
-		v.V = CommandVersion
-	default:
-		return nil, fmt.Errorf("messages: %T is not a command", c)
-	}
+// Command is one of the commands in this file: *EffectRequest, *EffectReply,
+// *EffectCancel or *CancelRequest. Its method is unexported: no other type is one.
+type Command interface {
+	// stamp sets the command's version to CommandVersion.
+	stamp()
+}
+
+func (r *EffectRequest) stamp() { r.V = CommandVersion }
+func (r *EffectReply) stamp()   { r.V = CommandVersion }
+func (r *EffectCancel) stamp()  { r.V = CommandVersion }
+func (r *CancelRequest) stamp() { r.V = CommandVersion }
+
+// EncodeCommand encodes a command, stamping the current CommandVersion on it.
+func EncodeCommand(c Command) ([]byte, error) {
+	c.stamp()
 	return json.Marshal(c)
 }
 
@@ -137,6 +153,21 @@ func DecodeEffectReply(b []byte) (EffectReply, error) {
 		return r, fmt.Errorf("%w: effect reply %s for session %s: the key is another session's", ErrCorrupt, r.Key, r.SessionID)
 	}
 	return r, nil
+}
+
+// DecodeEffectCancel decodes and validates an EffectCancel.
+func DecodeEffectCancel(b []byte) (EffectCancel, error) {
+	var c EffectCancel
+	if err := decodeCommand(b, &c, &c.V); err != nil {
+		return c, err
+	}
+	switch {
+	case c.SessionID == "" || c.Key.IsZero():
+		return c, fmt.Errorf("%w: effect cancel without session_id or key", ErrCorrupt)
+	case c.Key.SessionID != c.SessionID:
+		return c, fmt.Errorf("%w: effect cancel %s for session %s: the key is another session's", ErrCorrupt, c.Key, c.SessionID)
+	}
+	return c, nil
 }
 
 // DecodeCancelRequest decodes and validates a CancelRequest.

@@ -17,7 +17,7 @@ func TestCommandGolden(t *testing.T) {
 	msg := messages.ChatMessage{Role: messages.RoleAssistant, Content: "144"}
 	cases := []struct {
 		name   string
-		cmd    any
+		cmd    messages.Command
 		decode func([]byte) (any, error)
 	}{
 		{"effect.request.tool", &messages.EffectRequest{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 5}, ReplyTopic: messages.TopicReplies, ReplyNode: "node-a",
@@ -30,6 +30,8 @@ func TestCommandGolden(t *testing.T) {
 		{"effect.reply", &messages.EffectReply{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 3}, Model: "offline", Message: &msg,
 			Usage: messages.Usage{PromptTokens: 10, CompletionTokens: 2}, Cached: true, LatencyUS: 812},
 			func(b []byte) (any, error) { r, err := messages.DecodeEffectReply(b); return &r, err }},
+		{"effect.cancel", &messages.EffectCancel{SessionID: "s-1", Key: messages.EffectKey{SessionID: "s-1", Seq: 5}},
+			func(b []byte) (any, error) { r, err := messages.DecodeEffectCancel(b); return &r, err }},
 		{"task.cancel", &messages.CancelRequest{SessionID: "s-1", Reason: "user asked"},
 			func(b []byte) (any, error) { r, err := messages.DecodeCancelRequest(b); return &r, err }},
 	}
@@ -93,7 +95,13 @@ func TestCommandRejects(t *testing.T) {
 	if _, err := messages.DecodeCancelRequest([]byte(`{"v":1}`)); !errors.Is(err, messages.ErrCorrupt) {
 		t.Errorf("cancel without session: err = %v", err)
 	}
-	if _, err := messages.EncodeCommand(struct{}{}); err == nil {
-		t.Error("EncodeCommand of a non-command: no error")
+	for name, b := range map[string]string{
+		"no key":        `{"v":1,"session_id":"s"}`,
+		"another's key": `{"v":1,"session_id":"s","key":"t/1"}`,
+		"malformed key": `{"v":1,"session_id":"s","key":"s/x"}`,
+	} {
+		if _, err := messages.DecodeEffectCancel([]byte(b)); !errors.Is(err, messages.ErrCorrupt) {
+			t.Errorf("effect cancel, %s: err = %v, want ErrCorrupt", name, err)
+		}
 	}
 }

@@ -9,8 +9,9 @@
 // Golden files in testdata/ pin the encoding: an old session must decode forever.
 //
 // commands.go holds the internal commands nodes of a cluster exchange — EffectRequest,
-// EffectReply, CancelRequest — versioned by CommandVersion and pinned by golden files
-// too; they are never stored as events.
+// EffectReply, EffectCancel, CancelRequest — versioned by CommandVersion and pinned by
+// golden files too; they are never stored as events. An effect's idempotency key is
+// one type, EffectKey, with its text form and parser beside it.
 //
 // The package holds types and their encoding only, no behaviour.
 package messages

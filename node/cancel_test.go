@@ -269,3 +269,33 @@ func TestBusCancelClosesTheModelRequest(t *testing.T) {
 	noneOf(t, waitFailed(t, a, session, messages.ReasonCancelled), messages.TypeModelResponded)
 	waitClosed(t, srv, "after the session recorded the cancellation it read from troupe.tasks")
 }
+
+// A node with only the tools role, serving a tool call for a session on another node,
+// cancels the call's context when the session's task is cancelled: the session's node
+// publishes a messages.EffectCancel, which the tools node reads.
+func TestCancelReachesARemoteTool(t *testing.T) {
+	k, log, group := newKafkaEnv(t), sharedLog(t), uniqueGroup(t)
+	local, remote := newBlockingTool(), newBlockingTool()
+	agents, _ := clusterNode(t, k, group, log, "agents", node.RoleSessions|node.RoleModels, []tools.Tool{local}, blockScript(t))
+	clusterNode(t, k, group, log, "workers", node.RoleTools, []tools.Tool{remote}, blockScript(t))
+	waitFor(t, 60*time.Second, "the agents node owns partitions", func() bool { return agents.PartitionsOwned() > 0 })
+	session := fmt.Sprintf("remote-tool-%d", time.Now().UnixNano())
+	if _, err := agents.Submit(context.Background(), node.Task{Input: "block", SessionID: session}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-remote.started:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the tools node never ran the tool")
+	}
+	if err := agents.Cancel(context.Background(), session, "enough"); err != nil {
+		t.Fatal(err)
+	}
+	noneOf(t, waitFailed(t, agents, session, messages.ReasonCancelled), messages.TypeToolCallCompleted)
+	// Two hops on the bus: the cancellation to the session's owner, then the effect's
+	// cancellation to the tools node.
+	waitCancelled(t, remote, 30*time.Second)
+	if len(local.started) != 0 {
+		t.Error("the agents node ran the tool itself")
+	}
+}

@@ -305,6 +305,20 @@ func (n *Node) handleReply(msg *message.Message) error {
 	return nil
 }
 
+// handleEffectCancel cancels an effect this node performs for another node's session
+// (or, when its request has not arrived yet, answers that request cancelled). Every
+// node serving effects reads every cancellation; those for calls elsewhere cost a
+// lookup.
+func (n *Node) handleEffectCancel(msg *message.Message) error {
+	c, err := messages.DecodeEffectCancel(msg.Payload)
+	if err != nil {
+		n.cfg.Logger.Warn("dropping a malformed effect cancellation", "message", msg.UUID, "err", err)
+		return nil // the call runs to its end or its timeout
+	}
+	n.local.Cancel(c.Key)
+	return nil
+}
+
 // publishCancel sends a cancellation to the session's owner over troupe.tasks.
 func (n *Node) publishCancel(ctx context.Context, sessionID, reason string) error {
 	status, ok, err := n.Status(ctx, sessionID)

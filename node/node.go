@@ -180,7 +180,8 @@ type Bus struct {
 	Tasks message.Subscriber
 	// Live consumes messages.TopicEvents for this node's live streams (SSE, node run):
 	// every partition, from the latest offset, in no consumer group. It also consumes
-	// messages.TopicReplies, the answers to this node's effect requests.
+	// messages.TopicReplies, the answers to this node's effect requests, and, on a node
+	// that serves effects, messages.TopicEffectCancels.
 	Live message.Subscriber
 	// Tools and Models consume messages.TopicToolRequests and TopicModelRequests on
 	// nodes with the tools or models role: each a consumer group shared by the nodes
@@ -396,6 +397,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Bus != nil && cfg.Roles.Has(RoleModels) && cfg.Bus.Models != nil {
 		n.router.AddConsumerHandler("model-requests", messages.TopicModelRequests, cfg.Bus.Models, n.handleEffect)
 	}
+	if cfg.Bus != nil && (cfg.Roles.Has(RoleTools) && cfg.Bus.Tools != nil || cfg.Roles.Has(RoleModels) && cfg.Bus.Models != nil) {
+		n.router.AddConsumerHandler("effect-cancels", messages.TopicEffectCancels, n.liveSub, n.handleEffectCancel)
+	}
 	if n.remote != nil {
 		n.router.AddConsumerHandler("replies", messages.TopicReplies, n.liveSub, n.handleReply)
 	}
@@ -581,7 +585,7 @@ const maxTopicName = 249
 // poison topic). A reply topic must be none of them, with or without a prefix.
 func ownTopics() []string {
 	return []string{messages.TopicTasks, messages.TopicEvents, messages.TopicResults,
-		messages.TopicToolRequests, messages.TopicModelRequests, messages.TopicReplies, TopicPoison}
+		messages.TopicToolRequests, messages.TopicModelRequests, messages.TopicReplies, messages.TopicEffectCancels, TopicPoison}
 }
 
 // ownNamespace starts the name of every topic of the node's own.

@@ -137,8 +137,8 @@ func TestReplyTopicIsRestricted(t *testing.T) {
 	n, base, _ := serveHTTP(t, node.Config{})
 	bad := []string{
 		messages.TopicTasks, messages.TopicEvents, messages.TopicResults, messages.TopicToolRequests,
-		messages.TopicModelRequests, messages.TopicReplies, node.TopicPoison,
-		"prod." + messages.TopicTasks, "prod-" + messages.TopicResults, "troupe.future",
+		messages.TopicModelRequests, messages.TopicReplies, messages.TopicEffectCancels, node.TopicPoison,
+		"prod." + messages.TopicTasks, "prod." + messages.TopicEffectCancels, "prod-" + messages.TopicResults, "troupe.future",
 		"has space", "a/b", "ünïcode", ".", "..", strings.Repeat("a", 250), "tab\t",
 	}
 	for _, topic := range bad {
