@@ -54,7 +54,8 @@ type Config struct {
 	// Gateway configures retries, quotas, prices and caches of model calls; its Chain
 	// is made of Model and Fallbacks.
 	Gateway gateway.Config
-	// Tools are offered to the agent (default calculator and clock).
+	// Tools are offered to the agent (default calculator and clock), sorted by name
+	// whatever their order here (tools.Registry).
 	Tools []tools.Tool
 	// SystemPrompt opens every conversation (default DefaultSystemPrompt).
 	SystemPrompt string
@@ -120,13 +121,8 @@ func (c Config) Validate() error {
 	if err := c.HTTP.Validate(); err != nil {
 		return err
 	}
-	seen := map[string]bool{}
-	for _, t := range c.Tools {
-		n := t.Spec().Name
-		if seen[n] {
-			return fmt.Errorf("node: two tools are named %q", n)
-		}
-		seen[n] = true
+	if _, err := tools.NewRegistry(c.Tools...); err != nil {
+		return fmt.Errorf("node: %w", err)
 	}
 	return nil
 }
@@ -240,14 +236,22 @@ func (l quietNoSubscribers) With(fields watermill.LogFields) watermill.LoggerAda
 }
 
 // Agent returns the agent this configuration runs: the code whose decisions replay
-// verification checks against recorded sessions.
-func (c Config) Agent() actors.Agent {
+// verification checks against recorded sessions. It fails on tools the registry
+// refuses (tools.NewRegistry), as Validate does.
+func (c Config) Agent() (actors.Agent, error) {
 	c.setDefaults()
-	specs := make([]messages.ToolSpec, 0, len(c.Tools))
-	for _, t := range c.Tools {
-		specs = append(specs, t.Spec())
+	reg, err := tools.NewRegistry(c.Tools...)
+	if err != nil {
+		return actors.Agent{}, fmt.Errorf("node: %w", err)
 	}
-	return actors.Agent{Name: "default", SystemPrompt: c.SystemPrompt, Model: c.Model.Name(), Tools: specs, MaxSteps: c.MaxSteps}
+	return c.agent(reg), nil
+}
+
+// agent is the agent of this configuration with the tools of reg: sorted by name with
+// compacted schemas, so the tool section of every prompt is byte-identical whatever
+// order the tools were configured in. The caller has set the defaults.
+func (c Config) agent(reg *tools.Registry) actors.Agent {
+	return actors.Agent{Name: "default", SystemPrompt: c.SystemPrompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps}
 }
 
 // Node is one running Troupe node.
@@ -309,7 +313,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.fail(fmt.Errorf("node: %w", err))
 	}
-	agent := cfg.Agent()
+	agent := cfg.agent(reg)
 	gwCfg := cfg.Gateway
 	gwCfg.Chain = nil
 	for _, m := range append([]llm.Model{cfg.Model}, cfg.Fallbacks...) {

@@ -41,7 +41,11 @@ func verify(ctx context.Context, log eventlog.Log, id string, asJSON bool, stdou
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	agent := node.Config{}.Agent()
+	agent, err := node.Config{}.Agent()
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
 	// The model is the runtime's choice, not the agent's code: take the recorded one.
 	for _, e := range events {
 		if e.Type == messages.TypeModelRequested {
