@@ -279,7 +279,7 @@ func answer(req messages.EffectRequest, rep messages.EffectReply) messages.Effec
 // start runs f on a goroutine of its own, under a context Cancel and Close can end.
 // The caller holds e.mu, and f's performer has a free slot.
 func (e *LocalEffects) start(f *flight) {
-	p := f.p
+	p, req := f.p, f.req
 	p.running++
 	ctx, cancel := context.WithCancelCause(e.root)
 	f.cancel = cancel
@@ -289,7 +289,7 @@ func (e *LocalEffects) start(f *flight) {
 	finish := func(rep messages.EffectReply) {
 		once.Do(func() {
 			stopTimer()
-			rep = answer(f.req, rep)
+			rep = answer(req, rep)
 			rep.LatencyUS = time.Since(began).Microseconds()
 			e.finish(f, rep)
 		})
@@ -298,22 +298,22 @@ func (e *LocalEffects) start(f *flight) {
 	// cause (a call that ignores its context is abandoned; its late result is dropped).
 	stopWatch := context.AfterFunc(ctx, func() { finish(p.failed(context.Cause(ctx))) })
 	go func() {
-		rep := e.run(ctx, f)
+		rep := e.run(ctx, p, req)
 		if stopWatch() {
 			finish(rep)
 		}
 	}()
 }
 
-// run performs f's call, turning a panic into an error reply.
-func (e *LocalEffects) run(ctx context.Context, f *flight) (rep messages.EffectReply) {
+// run performs a call, turning a panic into an error reply.
+func (e *LocalEffects) run(ctx context.Context, p *performer, req messages.EffectRequest) (rep messages.EffectReply) {
 	defer func() {
 		if r := recover(); r != nil {
-			e.cfg.Logger.Error("effect panicked", "key", f.req.Key, "panic", r, "stack", string(debug.Stack()))
-			rep = f.p.failed(f.p.panicked(r))
+			e.cfg.Logger.Error("effect panicked", "key", req.Key, "panic", r, "stack", string(debug.Stack()))
+			rep = p.failed(p.panicked(r))
 		}
 	}()
-	return f.p.perform(ctx, f.req)
+	return p.perform(ctx, req)
 }
 
 // finish records f's answer, frees its slot for the next queued call and answers its
@@ -340,9 +340,11 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 	}
 }
 
-// done marks f answered with rep and returns its waiters. The caller holds e.mu.
+// done marks f answered with rep and returns its waiters; only the reply is kept
+// (a model call's request holds the whole conversation). The caller holds e.mu.
 func (e *LocalEffects) done(f *flight, rep messages.EffectReply) []func(messages.EffectReply) {
 	f.done, f.rep, f.at = true, rep, time.Now()
+	f.req = messages.EffectRequest{}
 	w := f.waiters
 	f.waiters = nil
 	return w
@@ -357,11 +359,13 @@ func (e *LocalEffects) Cancel(key messages.EffectKey) {
 		e.mu.Unlock()
 		return
 	}
+	now := time.Now()
+	e.sweep(now)
 	cancelled := messages.EffectReply{SessionID: key.SessionID, Key: key, Error: ErrEffectCancelled.Error()}
 	f, ok := e.flights[key]
 	switch {
 	case !ok:
-		e.flights[key] = &flight{done: true, rep: cancelled, at: time.Now()}
+		e.flights[key] = &flight{done: true, rep: cancelled, at: now}
 	case f.done:
 	case f.cancel != nil:
 		// The call's context ends; the watch on it answers the waiters.

@@ -40,9 +40,11 @@ type BusEffects struct {
 	cfg  BusEffectsConfig
 	stop chan struct{}
 
-	mu      sync.Mutex
-	closed  bool
-	pending map[messages.EffectKey]func(messages.EffectReply)
+	mu     sync.Mutex
+	closed bool
+	// pending holds the callers waiting on each key (a session's restarted
+	// incarnation may issue a key its previous one is waiting on).
+	pending map[messages.EffectKey][]func(messages.EffectReply)
 }
 
 var _ Effects = (*BusEffects)(nil)
@@ -55,7 +57,7 @@ func NewBusEffects(cfg BusEffectsConfig) *BusEffects {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &BusEffects{cfg: cfg, stop: make(chan struct{}), pending: map[messages.EffectKey]func(messages.EffectReply){}}
+	return &BusEffects{cfg: cfg, stop: make(chan struct{}), pending: map[messages.EffectKey][]func(messages.EffectReply){}}
 }
 
 // Perform implements Effects. The request is published in the background (the
@@ -66,7 +68,7 @@ func (b *BusEffects) Perform(req messages.EffectRequest, reply func(messages.Eff
 		b.mu.Unlock()
 		return
 	}
-	b.pending[req.Key] = reply
+	b.pending[req.Key] = append(b.pending[req.Key], reply)
 	b.mu.Unlock()
 	topic := messages.TopicToolRequests
 	if req.Model != nil {
@@ -116,10 +118,10 @@ func (b *BusEffects) publish(topic, sessionID string, payload []byte) error {
 // nobody waits for is dropped.
 func (b *BusEffects) Deliver(rep messages.EffectReply) {
 	b.mu.Lock()
-	reply, ok := b.pending[rep.Key]
+	waiters := b.pending[rep.Key]
 	delete(b.pending, rep.Key)
 	b.mu.Unlock()
-	if ok {
+	for _, reply := range waiters {
 		reply(rep)
 	}
 }
@@ -128,13 +130,15 @@ func (b *BusEffects) Deliver(rep messages.EffectReply) {
 // perform the effect are told on messages.TopicEffectCancels.
 func (b *BusEffects) Cancel(key messages.EffectKey) {
 	b.mu.Lock()
-	reply, ok := b.pending[key]
+	waiters, ok := b.pending[key]
 	delete(b.pending, key)
 	b.mu.Unlock()
 	if !ok {
 		return
 	}
-	reply(messages.EffectReply{SessionID: key.SessionID, Key: key, Error: ErrEffectCancelled.Error()})
+	for _, reply := range waiters {
+		reply(messages.EffectReply{SessionID: key.SessionID, Key: key, Error: ErrEffectCancelled.Error()})
+	}
 	payload, err := messages.EncodeCommand(&messages.EffectCancel{SessionID: key.SessionID, Key: key})
 	if err != nil {
 		b.cfg.Logger.Error("encode effect cancellation", "key", key, "err", err)
@@ -155,7 +159,7 @@ func (b *BusEffects) Close() error {
 	defer b.mu.Unlock()
 	if !b.closed {
 		b.closed = true
-		b.pending = map[messages.EffectKey]func(messages.EffectReply){}
+		b.pending = map[messages.EffectKey][]func(messages.EffectReply){}
 		close(b.stop)
 	}
 	return nil

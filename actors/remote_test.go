@@ -54,8 +54,9 @@ func TestBusEffects(t *testing.T) {
 	tool, model := toolRequest("s-1", 4, "ledger"), modelRequest("s-1", 2)
 	b.Perform(tool, r.to)
 	b.Perform(model, r.to)
-	waitUntil(t, "both requests published", func() bool {
-		return pub.count(messages.TopicToolRequests) == 1 && pub.count(messages.TopicModelRequests) == 1
+	b.Perform(tool, r.to) // issued again (a restarted session): both callers are answered
+	waitUntil(t, "the requests published", func() bool {
+		return pub.count(messages.TopicToolRequests) == 2 && pub.count(messages.TopicModelRequests) == 1
 	})
 	req, err := messages.DecodeEffectRequest(pub.payload(messages.TopicToolRequests, 0))
 	if err != nil || req.Key != tool.Key || req.SessionID != "s-1" || req.ReplyNode != "n1" || req.ReplyTopic != messages.TopicReplies || req.Tool == nil {
@@ -71,14 +72,14 @@ func TestBusEffects(t *testing.T) {
 	b.Deliver(messages.EffectReply{SessionID: "s-1", Key: tool.Key, Output: "paid", LatencyUS: 7})
 	b.Deliver(messages.EffectReply{SessionID: "s-1", Key: model.Key, Model: "m", Message: &msg})
 	b.Deliver(messages.EffectReply{SessionID: "s-1", Key: tool.Key, Output: "a duplicate"})
-	if got := r.of(tool.Key); len(got) != 1 || got[0].Output != "paid" {
+	if got := r.of(tool.Key); len(got) != 2 || got[0].Output != "paid" || got[1].Output != "paid" {
 		t.Errorf("tool answered %+v", got)
 	}
 	if got := r.of(model.Key); len(got) != 1 || got[0].Message.Content != "hello" || got[0].Model != "m" {
 		t.Errorf("model answered %+v", got)
 	}
-	if n := r.count(); n != 2 {
-		t.Errorf("%d answers, want 2", n)
+	if n := r.count(); n != 3 {
+		t.Errorf("%d answers, want 3", n)
 	}
 
 	cancelled := toolRequest("s-1", 6, "ledger")

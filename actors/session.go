@@ -399,7 +399,8 @@ func (a *SessionActor) maybeDrained(ctx actor.Context) {
 }
 
 func (a *SessionActor) issueEffects(ctx actor.Context) {
-	a.cancelAbandoned()
+	pending := a.state.PendingCalls()
+	a.cancelAbandoned(pending)
 	if a.draining {
 		return // the session's next owner issues what is requested and unanswered
 	}
@@ -411,7 +412,7 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call}, a.reply)
 	}
 	a.queue = a.queue[:0]
-	for _, pc := range a.state.PendingCalls() {
+	for _, pc := range pending {
 		if !a.inflight[pc.Key] && a.deps.Agent.hasTool(pc.Request.Tool) {
 			a.queue = append(a.queue, pc)
 		}
@@ -436,17 +437,14 @@ func (a *SessionActor) dispatchTools(ctx actor.Context) {
 // cancelAbandoned cancels the effects in flight that no task waits for any more: the
 // task they were for was cancelled or ran out of time. A model's request is closed, a
 // tool sees its context end. It runs after the events that ended the task are durable.
-func (a *SessionActor) cancelAbandoned() {
+// pending are the tool calls the session still waits on.
+func (a *SessionActor) cancelAbandoned(pending []PendingCall) {
 	if !a.modelKey.IsZero() {
 		if key, _, ok := a.state.PendingModel(); !ok || key != a.modelKey {
 			a.deps.Effects.Cancel(a.modelKey)
 			a.modelKey = messages.EffectKey{}
 		}
 	}
-	if len(a.inflight) == 0 {
-		return
-	}
-	pending := a.state.PendingCalls()
 	for key := range a.inflight {
 		if !slices.ContainsFunc(pending, func(pc PendingCall) bool { return pc.Key == key }) {
 			a.deps.Effects.Cancel(key)
