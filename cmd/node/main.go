@@ -191,11 +191,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		if spec = strings.TrimSpace(spec); spec == "" {
 			continue
 		}
-		m, _, fkey, err := provider.FromSpec(ctx, spec, provider.Config{}, nil)
+		m, fwhy, fkey, err := provider.FallbackFromSpec(ctx, spec, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "error: fallback %s: %v\n", spec, err)
 			return 2
 		}
+		why += "; fallback " + spec + ": " + fwhy
 		fallback = append(fallback, m)
 		secrets = append(secrets, fkey)
 	}

@@ -33,9 +33,23 @@ const DefaultConfigFile = ".troupe.json"
 type Config struct {
 	// Provider names a known provider (or alias), "openai-compatible" or "offline".
 	Provider string
-	// APIKey is the generic key (LLM_API_KEY); a provider's own variable also works.
-	APIKey  string
-	BaseURL string
+	// APIKey is the user's own key: LLM_API_KEY, the config file's llm.api_key, or
+	// the variable its llm.api_key_env names. A provider's own key variable
+	// (OPENAI_API_KEY, ...) is not copied here: Detect reads it, for that provider's
+	// hosts only.
+	APIKey string
+	// APIKeySource names where APIKey came from, for messages (never the value):
+	// "LLM_API_KEY", the variable llm.api_key_env names, or "llm.api_key".
+	APIKeySource string
+	// APIKeyBaseURL is the base URL the user paired APIKey with: LLM_BASE_URL set
+	// beside LLM_API_KEY, or llm.base_url beside llm.api_key_env (or llm.api_key) in
+	// the config file. APIKey goes to BaseURL only when BaseURL is this URL; with no
+	// BaseURL it goes to the provider's own.
+	APIKeyBaseURL string
+	// APIKeyEnv is the variable the config file's llm.api_key_env names; its value is
+	// a secret to redact whichever key the model uses.
+	APIKeyEnv string
+	BaseURL   string
 	Model   string
 	// EmbeddingModel overrides the provider's default embedding model.
 	EmbeddingModel string
@@ -101,8 +115,8 @@ type fileConfig struct {
 
 // Load builds a Config from the defaults, then the JSON file at path (skipped when
 // path is empty; a missing file is an error), then the environment: EnvProvider,
-// EnvAPIKey, EnvBaseURL, EnvModel, EnvEmbeddingModel, EnvTimeout and, when a
-// provider is set but no key, that provider's KeyEnv. env is os.Getenv when nil.
+// EnvAPIKey, EnvBaseURL, EnvModel, EnvEmbeddingModel and EnvTimeout. A provider's
+// own key variable is left to Detect. env is os.Getenv when nil.
 func Load(path string, env func(string) string) (Config, error) {
 	if env == nil {
 		env = os.Getenv
@@ -142,9 +156,14 @@ func (c Config) withFile(b []byte, env func(string) string) (Config, error) {
 		return c, err
 	}
 	set(&c.Provider, f.Provider)
-	set(&c.APIKey, f.APIKey)
+	if f.APIKey != "" {
+		c.APIKey, c.APIKeySource, c.APIKeyBaseURL = f.APIKey, "llm.api_key", f.BaseURL
+	}
 	if f.APIKeyEnv != "" {
-		set(&c.APIKey, env(f.APIKeyEnv))
+		c.APIKeyEnv = f.APIKeyEnv
+		if v := strings.TrimSpace(env(f.APIKeyEnv)); v != "" {
+			c.APIKey, c.APIKeySource, c.APIKeyBaseURL = v, f.APIKeyEnv, f.BaseURL
+		}
 	}
 	set(&c.BaseURL, f.BaseURL)
 	set(&c.Model, f.Model)
@@ -167,7 +186,11 @@ func (c Config) withFile(b []byte, env func(string) string) (Config, error) {
 func (c Config) withEnv(env func(string) string) (Config, error) {
 	get := func(k string) string { return strings.TrimSpace(env(k)) }
 	set(&c.Provider, get(EnvProvider))
-	set(&c.APIKey, get(EnvAPIKey))
+	// LLM_API_KEY is paired with LLM_BASE_URL, and with nothing else. Applying the
+	// same key from the same variable again keeps the pairing.
+	if k := get(EnvAPIKey); k != "" && (k != c.APIKey || c.APIKeySource != EnvAPIKey) {
+		c.APIKey, c.APIKeySource, c.APIKeyBaseURL = k, EnvAPIKey, get(EnvBaseURL)
+	}
 	set(&c.BaseURL, get(EnvBaseURL))
 	set(&c.Model, get(EnvModel))
 	set(&c.EmbeddingModel, get(EnvEmbeddingModel))
@@ -177,9 +200,6 @@ func (c Config) withEnv(env func(string) string) (Config, error) {
 			return c, fmt.Errorf("llm/provider: %s: %w", EnvTimeout, err)
 		}
 		c.Timeout = d
-	}
-	if p, ok := Lookup(c.Provider); ok && c.APIKey == "" && p.KeyEnv != "" {
-		c.APIKey = get(p.KeyEnv)
 	}
 	return c, nil
 }
