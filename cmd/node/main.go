@@ -185,7 +185,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	secrets := []string{key, llmBase.APIKey}
+	secrets := append(llmBase.Secrets(nil), key)
 	var fallback []llm.Model
 	for _, spec := range strings.Split(*fallbacks, ",") {
 		if spec = strings.TrimSpace(spec); spec == "" {

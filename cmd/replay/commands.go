@@ -146,7 +146,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	cfg := node.Config{DataDir: st.data, Model: model, Secrets: []string{key}}
+	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key)}
 	if st.clickhouse != "" {
 		log, err := st.open(ctx, false)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/llm/openai"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // Environment variables read by Load and Detect (besides each provider's KeyEnv).
@@ -50,7 +51,7 @@ type Config struct {
 	// a secret to redact whichever key the model uses.
 	APIKeyEnv string
 	BaseURL   string
-	Model   string
+	Model     string
 	// EmbeddingModel overrides the provider's default embedding model.
 	EmbeddingModel string
 	// Timeout bounds each model call.
@@ -235,5 +236,29 @@ func keyState(key string) string {
 	if key == "" {
 		return "none"
 	}
-	return Redacted
+	return redact.Redacted
+}
+
+// Secrets returns every API key a node must keep out of its events, logs and output,
+// whichever model it runs: the values in env (os.Getenv when nil) of every provider's
+// key variable (KeyVars), of EnvAPIKey and of the variable llm.api_key_env names, and
+// the configured key itself.
+func (c Config) Secrets(env func(string) string) []string {
+	if env == nil {
+		env = os.Getenv
+	}
+	vars := append(KeyVars(), EnvAPIKey)
+	if c.APIKeyEnv != "" {
+		vars = append(vars, c.APIKeyEnv)
+	}
+	var out []string
+	for _, v := range vars {
+		if s := strings.TrimSpace(env(v)); s != "" {
+			out = append(out, s)
+		}
+	}
+	if c.APIKey != "" {
+		out = append(out, c.APIKey)
+	}
+	return out
 }

@@ -179,3 +179,27 @@ func TestFallbackUsesItsOwnProviderAndKey(t *testing.T) {
 		t.Fatal("a fallback was sent to the primary's host")
 	}
 }
+
+// Secrets lists every key in the environment, whichever model runs: each provider's
+// variable, LLM_API_KEY and the variable llm.api_key_env names, even when
+// LLM_API_KEY overrides it.
+func TestSecretsListsEveryKeyVariable(t *testing.T) {
+	kv := []string{"LLM_API_KEY", "v-generic", "HOUSE_KEY", "v-house", "UNRELATED", "v-unrelated"}
+	for _, name := range provider.KeyVars() {
+		kv = append(kv, name, "v-"+name)
+	}
+	env := envOf(kv...)
+	cfg, err := provider.Load(writeFile(t, `{"llm": {"api_key_env": "HOUSE_KEY"}}`), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(cfg.Secrets(env), " ")
+	for i := 1; i < len(kv); i += 2 {
+		if want := kv[i] != "v-unrelated"; strings.Contains(got, kv[i]) != want {
+			t.Errorf("Secrets() = %s: %s listed: %v", got, kv[i-1], !want)
+		}
+	}
+	if n := len(provider.KeyVars()); n != 7 {
+		t.Fatalf("%d key variables: %v", n, provider.KeyVars())
+	}
+}
