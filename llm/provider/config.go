@@ -3,11 +3,15 @@ package provider
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net/url"
 	"os"
+	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -65,23 +69,34 @@ type Config struct {
 // DefaultConfig is the configuration before any file or environment variable.
 func DefaultConfig() Config { return Config{Timeout: openai.DefaultTimeout} }
 
-// Validate reports settings that can never work.
+// MaxTimeout bounds Config.Timeout.
+const MaxTimeout = time.Hour
+
+// Validate reports settings that can never work, each naming the setting (the config
+// file's field and the environment variable), the value and what is allowed.
 func (c Config) Validate() error {
+	var errs []error
 	if c.Provider != "" {
 		if _, ok := Lookup(c.Provider); !ok && !isPseudo(c.Provider) {
-			return fmt.Errorf("llm/provider: unknown provider %q (known: %s, %s, %s)", c.Provider, strings.Join(names(), ", "), OpenAICompatible, Offline)
+			errs = append(errs, fmt.Errorf("llm/provider: provider (llm.provider, %s) %q is not known: want one of %s", EnvProvider, c.Provider, knownProviders()))
 		}
 	}
-	if c.BaseURL != "" {
-		u, err := url.Parse(c.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("llm/provider: base URL %q must be an absolute http or https URL", c.BaseURL)
-		}
+	if c.BaseURL != "" && !isHTTPURL(c.BaseURL) {
+		errs = append(errs, fmt.Errorf("llm/provider: base URL (llm.base_url, %s) %q: want an absolute http or https URL, e.g. https://api.example.com/v1", EnvBaseURL, c.BaseURL))
 	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("llm/provider: negative timeout %s", c.Timeout)
+	if c.Timeout < 0 || c.Timeout > MaxTimeout {
+		errs = append(errs, fmt.Errorf("llm/provider: timeout (llm.timeout, %s) %s is out of range: want 1s to 1h (0: the default, %s)", EnvTimeout, c.Timeout, openai.DefaultTimeout))
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+func knownProviders() string {
+	return strings.Join(append(names(), OpenAICompatible, Offline), ", ")
+}
+
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 func isPseudo(name string) bool {
@@ -114,6 +129,62 @@ type fileConfig struct {
 	DisableProbe   bool              `json:"disable_probe"`
 }
 
+var (
+	envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// jsonFields lists the JSON names of T's fields.
+func jsonFields[T any]() string {
+	var names []string
+	for f := range reflect.TypeFor[T]().Fields() {
+		names = append(names, strings.Split(f.Tag.Get("json"), ",")[0])
+	}
+	return strings.Join(names, ", ")
+}
+
+// validate checks the file's values; prefix ("llm." or "") names the section.
+func (f fileConfig) validate(prefix string) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf(prefix+field+": "+format, args...))
+	}
+	if f.Provider != "" {
+		if _, ok := Lookup(f.Provider); !ok && !isPseudo(f.Provider) {
+			bad("provider", "%q is not known: want one of %s", f.Provider, knownProviders())
+		}
+	}
+	if f.BaseURL != "" && !isHTTPURL(f.BaseURL) {
+		bad("base_url", "%q: want an absolute http or https URL, e.g. https://api.example.com/v1", f.BaseURL)
+	}
+	for field, v := range map[string]string{"model": f.Model, "embedding_model": f.EmbeddingModel, "api_key": f.APIKey} {
+		if v != "" && strings.TrimSpace(v) == "" {
+			bad(field, "is blank: leave it out, or name a value")
+		}
+	}
+	if f.APIKeyEnv != "" && !envVarName.MatchString(f.APIKeyEnv) {
+		bad("api_key_env", "%q is not an environment variable name: want letters, digits and underscores, not starting with a digit", f.APIKeyEnv)
+	}
+	if f.Timeout != "" {
+		d, err := time.ParseDuration(f.Timeout)
+		switch {
+		case err != nil:
+			bad("timeout", "%q is not a duration: want 1s to 1h, e.g. \"45s\"", f.Timeout)
+		case d < time.Second || d > MaxTimeout:
+			bad("timeout", "%q is out of range: want 1s to 1h", f.Timeout)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.ExtraHeaders)) {
+		switch v := f.ExtraHeaders[name]; {
+		case !headerName.MatchString(name):
+			bad("extra_headers", "%q is not an HTTP header name: want letters, digits and !#$%%&'*+-.^_`|~", name)
+		case strings.ContainsAny(v, "\r\n\x00"):
+			bad("extra_headers", "the value of %s holds a line break or NUL: want one line", name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Load builds a Config from the defaults, then the JSON file at path (skipped when
 // path is empty; a missing file is an error), then the environment: EnvProvider,
 // EnvAPIKey, EnvBaseURL, EnvModel, EnvEmbeddingModel and EnvTimeout. A provider's
@@ -143,17 +214,27 @@ func Load(path string, env func(string) string) (Config, error) {
 }
 
 func (c Config) withFile(b []byte, env func(string) string) (Config, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return c, errors.New("the file is empty: want a JSON object")
+	}
 	var wrapper map[string]json.RawMessage
 	if err := json.Unmarshal(b, &wrapper); err != nil {
 		return c, err
 	}
+	prefix := ""
 	if section, ok := wrapper["llm"]; ok {
-		b = section
+		b, prefix = section, "llm."
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var f fileConfig
 	if err := dec.Decode(&f); err != nil {
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return c, fmt.Errorf("unknown field \"%s%s\": the fields are %s", prefix, strings.Trim(name, `"`), jsonFields[fileConfig]())
+		}
+		return c, err
+	}
+	if err := f.validate(prefix); err != nil {
 		return c, err
 	}
 	set(&c.Provider, f.Provider)
@@ -170,11 +251,7 @@ func (c Config) withFile(b []byte, env func(string) string) (Config, error) {
 	set(&c.Model, f.Model)
 	set(&c.EmbeddingModel, f.EmbeddingModel)
 	if f.Timeout != "" {
-		d, err := time.ParseDuration(f.Timeout)
-		if err != nil {
-			return c, fmt.Errorf("timeout: %w", err)
-		}
-		c.Timeout = d
+		c.Timeout, _ = time.ParseDuration(f.Timeout) // validate parsed it
 	}
 	if len(f.ExtraHeaders) > 0 {
 		c.ExtraHeaders = maps.Clone(f.ExtraHeaders)

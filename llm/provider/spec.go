@@ -30,10 +30,10 @@ func FromSpec(ctx context.Context, spec string, base Config, env func(string) st
 		return m, "a scripted model (" + spec + ")", "", err
 	case spec == "" || spec == "auto":
 	default:
-		name, model, _ := strings.Cut(spec, ":")
-		if _, ok := Lookup(name); !ok {
-			return nil, "", "", fmt.Errorf("unknown model %q: use auto, offline, scripted:FILE or PROVIDER[:MODEL]", spec)
+		if err := CheckSpec(spec); err != nil {
+			return nil, "", "", fmt.Errorf("model: %w", err)
 		}
+		name, model, _ := strings.Cut(spec, ":")
 		base.Provider = name
 		if model != "" {
 			base.Model = model
@@ -55,6 +55,29 @@ func fromResolved(r Resolved, err error) (llm.Model, string, string, error) {
 		why += "; " + route
 	}
 	return m, why, r.APIKey, nil
+}
+
+// CheckSpec reports whether FromSpec understands spec (it does not look for keys or
+// files): auto, offline, scripted:FILE, or PROVIDER[:MODEL] with a known provider.
+func CheckSpec(spec string) error {
+	const want = "want auto, offline, scripted:FILE or PROVIDER[:MODEL]"
+	switch {
+	case spec == "auto" || spec == "offline":
+		return nil
+	case strings.HasPrefix(spec, "scripted:"):
+		if strings.TrimSpace(strings.TrimPrefix(spec, "scripted:")) == "" {
+			return fmt.Errorf("%q: scripted:FILE needs the path of a script file", spec)
+		}
+		return nil
+	}
+	name, model, hasModel := strings.Cut(spec, ":")
+	if _, ok := Lookup(name); !ok || strings.TrimSpace(name) != name {
+		return fmt.Errorf("%q is not a model spec: %s, with PROVIDER one of %s", spec, want, strings.Join(names(), ", "))
+	}
+	if hasModel && strings.TrimSpace(model) == "" {
+		return fmt.Errorf("%q has no model after the colon: %s", spec, want)
+	}
+	return nil
 }
 
 // FallbackFromSpec is FromSpec for a fallback model. A fallback that names a
