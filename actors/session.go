@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // EventStore is what a session actor needs of the event log: append its events and
@@ -44,7 +45,7 @@ type SessionDeps struct {
 	Stopping <-chan struct{}
 	// Redactor removes secrets from tasks and effect results before they are applied,
 	// recorded or published (default: token-shaped strings only).
-	Redactor *SecretRedactor
+	Redactor *redact.Redactor
 	Logger   *slog.Logger
 }
 
@@ -65,7 +66,7 @@ func (d *SessionDeps) withDefaults() {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	if d.Redactor == nil {
-		d.Redactor = NewSecretRedactor()
+		d.Redactor = redact.New()
 	}
 }
 
@@ -363,7 +364,7 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 	// state never outlives a write it does not reflect.
 	for i := range batch {
 		// Inputs and effect results may carry secrets; decisions are built from them.
-		batch[i].Payload = a.deps.Redactor.Redact(batch[i].Payload)
+		batch[i].Payload = a.deps.Redactor.Bytes(batch[i].Payload)
 		if err := a.state.Apply(batch[i]); err != nil {
 			return err
 		}

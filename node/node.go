@@ -29,6 +29,7 @@ import (
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/react"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -69,7 +70,8 @@ type Config struct {
 	// IdleTimeout passivates idle session actors (default 1 minute).
 	IdleTimeout time.Duration
 	// Secrets (API keys, tokens) are replaced by "[REDACTED]" wherever they would
-	// enter an event; strings shaped like keys and bearer tokens always are.
+	// enter an event; strings shaped like keys and bearer tokens always are (package
+	// redact). cmd/node passes every key variable of the environment.
 	Secrets []string
 	// Bus replaces the embedded in-process bus, e.g. with Kafka (package kafka). Nil
 	// means the embedded GoChannel.
@@ -269,7 +271,7 @@ type Node struct {
 	router            *message.Router
 	hub               *Hub
 
-	redactor    *actors.SecretRedactor
+	redactor    *redact.Redactor
 	stopping    chan struct{}
 	metrics     *Metrics
 	ran         atomic.Bool
@@ -286,7 +288,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: actors.NewSecretRedactor(cfg.Secrets...), metrics: newMetrics()}
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics()}
 	n.effects = actors.NewEffectResults(10*time.Minute, 100_000, n.metrics.effectHits.Inc)
 	if n.log == nil {
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
@@ -516,7 +518,7 @@ func (n *Node) taskEnvelope(msg *message.Message) (messages.Envelope, error) {
 // the session's events, and its effect keys with it), the name is a hash of the ID.
 func (n *Node) messageSession(msgID string) string {
 	id := "task." + strings.NewReplacer("/", "-", ":", "-").Replace(msgID)
-	if sessionIDPattern.MatchString(id) && string(n.redactor.Redact([]byte(id))) == id {
+	if sessionIDPattern.MatchString(id) && n.redactor.String(id) == id {
 		return id
 	}
 	sum := sha256.Sum256([]byte(msgID))
@@ -713,7 +715,7 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 // envelope turns a validated task into a task.submitted envelope with the given ID.
 // Secrets in the input are redacted here: they never reach the bus, let alone the log.
 func (n *Node) envelope(t Task, id string) (messages.Envelope, error) {
-	input := string(n.redactor.Redact([]byte(t.Input)))
+	input := string(n.redactor.Bytes([]byte(t.Input)))
 	p := &messages.TaskSubmitted{Input: input, Agent: t.Agent, MaxSteps: t.MaxSteps, ReplyTopic: t.ReplyTopic}
 	now := n.cfg.Clock.Now()
 	if t.DeadlineMS > 0 {

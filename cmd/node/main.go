@@ -209,17 +209,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	secrets := []string{key, llmBase.APIKey}
+	secrets := append(llmBase.Secrets(nil), key)
 	var fallback []llm.Model
 	for _, spec := range strings.Split(*fallbacks, ",") {
 		if spec = strings.TrimSpace(spec); spec == "" {
 			continue
 		}
-		m, _, fkey, err := provider.FromSpec(ctx, spec, provider.Config{}, nil)
+		m, fwhy, fkey, err := provider.FallbackFromSpec(ctx, spec, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "error: fallback %s: %v\n", spec, err)
 			return 2
 		}
+		why += "; fallback " + spec + ": " + fwhy
 		fallback = append(fallback, m)
 		secrets = append(secrets, fkey)
 	}

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -103,10 +106,53 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.Retry.MaxAttempts < 0 {
-		errs = append(errs, errors.New("gateway: negative MaxAttempts"))
+		errs = append(errs, fmt.Errorf("gateway: Retry.MaxAttempts = %d: want 0 (the default, 4) or more", c.Retry.MaxAttempts))
 	}
-	if c.Semantic != nil && c.Semantic.Embedder == nil {
-		errs = append(errs, errors.New("gateway: the semantic cache needs an embedder"))
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"Initial", c.Retry.Initial}, {"Max", c.Retry.Max}, {"MaxRetryAfter", c.Retry.MaxRetryAfter}} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("gateway: Retry.%s = %s: want 0 (the default) or more", d.name, d.v))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.Concurrency)) {
+		if n := c.Concurrency[name]; n < 1 {
+			errs = append(errs, fmt.Errorf("gateway: Concurrency[%q] = %d: want at least 1 call in flight (leave the provider out for 64)", name, n))
+		}
+	}
+	for _, model := range slices.Sorted(maps.Keys(c.Prices)) {
+		p := c.Prices[model]
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"Prompt", p.Prompt}, {"Completion", p.Completion}, {"Cached", p.Cached}} {
+			if !(f.v >= 0) || math.IsInf(f.v, 0) {
+				errs = append(errs, fmt.Errorf("gateway: Prices[%q].%s = %g: want a finite price of 0 or more", model, f.name, f.v))
+			}
+		}
+	}
+	if c.Cache != nil {
+		if c.Cache.TTL <= 0 {
+			errs = append(errs, fmt.Errorf("gateway: Cache.TTL = %s: want a positive duration", c.Cache.TTL))
+		}
+		if c.Cache.MaxEntries < 0 {
+			errs = append(errs, fmt.Errorf("gateway: Cache.MaxEntries = %d: want 0 (the default, 10,000) or more", c.Cache.MaxEntries))
+		}
+	}
+	if s := c.Semantic; s != nil {
+		if s.Embedder == nil {
+			errs = append(errs, errors.New("gateway: the semantic cache needs an embedder"))
+		}
+		if !(s.Threshold > 0 && s.Threshold <= 1) {
+			errs = append(errs, fmt.Errorf("gateway: Semantic.Threshold = %g: want a cosine similarity above 0 and at most 1, e.g. 0.95", s.Threshold))
+		}
+		if s.TTL <= 0 {
+			errs = append(errs, fmt.Errorf("gateway: Semantic.TTL = %s: want a positive duration", s.TTL))
+		}
+		if s.MaxEntries < 0 {
+			errs = append(errs, fmt.Errorf("gateway: Semantic.MaxEntries = %d: want 0 (the default, 1,000) or more", s.MaxEntries))
+		}
 	}
 	return errors.Join(errs...)
 }
