@@ -82,8 +82,8 @@ func (r *retrying) Generate(ctx context.Context, req llm.Request) (llm.Response,
 			wait = max(wait, hint)
 		}
 		r.logger.Info("retrying model call", "model", r.Name(), "attempt", attempt, "wait", wait, "err", err)
-		if err := r.sleep(ctx, wait); err != nil {
-			return llm.Response{}, stopped(ctx, err)
+		if serr := r.sleep(ctx, wait); serr != nil {
+			return llm.Response{}, stopped(ctx, fmt.Errorf("%w; waiting %s to retry: %w", err, wait, serr))
 		}
 		backoff = min(backoff*2, r.p.Max)
 	}
