@@ -15,18 +15,24 @@ import (
 // ErrQuotaExceeded. A call that is let through and answered is charged the answer's
 // Usage (prompt + completion tokens), so the model it wraps must report real counts:
 // wrap a model that counts them (CountTokens) when a provider may report none. A call
-// that fails is not charged. Scopes that Config.Validate refuses never match. The
-// spend is kept in memory, shared by every model the middleware wraps.
+// that fails is not charged. Each quota keeps its own spend, over its own window, even
+// where two apply to one scope ("agent:*" and "agent:a"). Scopes that Config.Validate
+// refuses never match. The spend is kept in memory, shared by every model the
+// middleware wraps.
 func Quotas(quotas []Quota, clock func() time.Time) Middleware {
 	if clock == nil {
 		clock = time.Now
 	}
-	q := &quotaBook{quotas: quotas, clock: clock, usage: map[string][]spend{}}
+	b := &quotaBook{clock: clock}
+	for _, q := range quotas {
+		kind, name, _ := strings.Cut(q.Scope, ":")
+		b.quotas = append(b.quotas, quotaLedgers{Quota: q, kind: kind, name: name, spent: map[string]*ledger{}})
+	}
 	return func(next llm.Model) llm.Model {
 		if len(quotas) == 0 {
 			return next
 		}
-		return &quotaModel{Model: next, book: q}
+		return &quotaModel{Model: next, book: b}
 	}
 }
 
@@ -47,12 +53,25 @@ func (m *quotaModel) Generate(ctx context.Context, req llm.Request) (llm.Respons
 	return resp, nil
 }
 
-// quotaBook is the tokens spent per quota scope key ("agent:a").
+// quotaBook is the tokens spent under each quota.
 type quotaBook struct {
-	quotas []Quota
 	clock  func() time.Time
 	mu     sync.Mutex
-	usage  map[string][]spend
+	quotas []quotaLedgers
+}
+
+// quotaLedgers is one quota and its spend per scope it applies to: per agent for
+// "agent:*", one ledger for "agent:a".
+type quotaLedgers struct {
+	Quota
+	kind, name string
+	spent      map[string]*ledger // by the request's agent, team or key
+}
+
+// ledger is the spends of one scope under one quota, oldest first, and their sum.
+type ledger struct {
+	spends []spend
+	used   int64
 }
 
 type spend struct {
@@ -60,55 +79,51 @@ type spend struct {
 	tokens int64
 }
 
-// scopes returns the quota keys a request counts against, with their quotas.
-func (b *quotaBook) scopes(s llm.Scope) []Quota {
-	var out []Quota
-	for _, q := range b.quotas {
-		kind, name, _ := strings.Cut(q.Scope, ":")
-		var have string
-		switch kind {
-		case "agent":
-			have = s.Agent
-		case "team":
-			have = s.Team
-		case "key":
-			have = s.Key
-		}
-		if have == "" || (name != "*" && name != have) {
-			continue
-		}
-		q.Scope = kind + ":" + have
-		out = append(out, q)
+// scope returns the name of s that q applies to ("a" for agent:* and agent "a"), or
+// false when it does not apply.
+func (q *quotaLedgers) scope(s llm.Scope) (string, bool) {
+	var have string
+	switch q.kind {
+	case "agent":
+		have = s.Agent
+	case "team":
+		have = s.Team
+	case "key":
+		have = s.Key
 	}
-	return out
+	return have, have != "" && (q.name == "*" || q.name == have)
 }
 
 func (b *quotaBook) check(s llm.Scope) error {
 	now := b.clock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, q := range b.scopes(s) {
-		used := b.usedLocked(q, now)
+	for i := range b.quotas {
+		q := &b.quotas[i]
+		have, ok := q.scope(s)
+		if !ok {
+			continue
+		}
+		var used int64
+		if l := q.spent[have]; l != nil {
+			l.expire(now, q.Window)
+			used = l.used
+		}
 		if used >= q.Tokens {
-			return fmt.Errorf("%w for %s: %d of %d tokens used in the last %s", ErrQuotaExceeded, q.Scope, used, q.Tokens, q.Window)
+			return fmt.Errorf("%w for %s:%s: %d of %d tokens used in the last %s", ErrQuotaExceeded, q.kind, have, used, q.Tokens, q.Window)
 		}
 	}
 	return nil
 }
 
-func (b *quotaBook) usedLocked(q Quota, now time.Time) int64 {
-	spends := b.usage[q.Scope]
+// expire drops the spends older than the window.
+func (l *ledger) expire(now time.Time, window time.Duration) {
 	cut := 0
-	for cut < len(spends) && now.Sub(spends[cut].at) >= q.Window {
+	for cut < len(l.spends) && now.Sub(l.spends[cut].at) >= window {
+		l.used -= l.spends[cut].tokens
 		cut++
 	}
-	spends = spends[cut:]
-	b.usage[q.Scope] = spends
-	var used int64
-	for _, s := range spends {
-		used += s.tokens
-	}
-	return used
+	l.spends = l.spends[cut:]
 }
 
 func (b *quotaBook) charge(s llm.Scope, tokens int64) {
@@ -118,7 +133,19 @@ func (b *quotaBook) charge(s llm.Scope, tokens int64) {
 	now := b.clock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for _, q := range b.scopes(s) {
-		b.usage[q.Scope] = append(b.usage[q.Scope], spend{at: now, tokens: tokens})
+	for i := range b.quotas {
+		q := &b.quotas[i]
+		have, ok := q.scope(s)
+		if !ok {
+			continue
+		}
+		l := q.spent[have]
+		if l == nil {
+			l = &ledger{}
+			q.spent[have] = l
+		}
+		l.expire(now, q.Window)
+		l.spends = append(l.spends, spend{at: now, tokens: tokens})
+		l.used += tokens
 	}
 }

@@ -99,3 +99,26 @@ func TestQuotasOfEveryScopeApply(t *testing.T) {
 		t.Fatal("no quotas must leave the model unwrapped")
 	}
 }
+
+// Two quotas that apply to one agent ("agent:*" and "agent:a") each count its spend
+// once, over their own window: neither doubles the other's spend nor forgets spends
+// that the other's shorter window no longer counts.
+func TestQuotasOfOneScopeKeepTheirOwnWindows(t *testing.T) {
+	c := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	m := answering("m", "ok") // 15 tokens a call
+	q := gateway.Quotas([]gateway.Quota{
+		{Scope: "agent:*", Tokens: 40, Window: time.Hour},
+		{Scope: "agent:a", Tokens: 1000, Window: time.Minute},
+	}, c.Now)(m)
+	ctx := context.Background()
+	for i := 0; i < 3; i++ { // 0, 15, 30 tokens used of the hourly 40
+		if _, err := q.Generate(ctx, ask("q")); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		c.add(2 * time.Minute) // past the minute window, well inside the hour
+	}
+	_, err := q.Generate(ctx, ask("q"))
+	if !errors.Is(err, gateway.ErrQuotaExceeded) || !strings.Contains(err.Error(), "agent:a: 45 of 40 tokens used in the last 1h0m0s") {
+		t.Fatalf("err %v: want the hourly quota to count each of the 3 calls once", err)
+	}
+}
