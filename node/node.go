@@ -492,6 +492,9 @@ func (n *Node) taskEnvelope(msg *message.Message) (messages.Envelope, error) {
 		if err := (Task{Input: ts.Input, Agent: ts.Agent, MaxSteps: ts.MaxSteps, ReplyTopic: ts.ReplyTopic}).Validate(); err != nil {
 			return messages.Envelope{}, err
 		}
+		if err := n.checkSessionShape(env.SessionID); err != nil {
+			return messages.Envelope{}, err
+		}
 		return env, nil
 	}
 	t, err := DecodeTask(msg.Payload)
@@ -715,6 +718,9 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 // envelope turns a validated task into a task.submitted envelope with the given ID.
 // Secrets in the input are redacted here: they never reach the bus, let alone the log.
 func (n *Node) envelope(t Task, id string) (messages.Envelope, error) {
+	if err := n.checkSessionShape(t.SessionID); err != nil {
+		return messages.Envelope{}, err
+	}
 	input := string(n.redactor.Bytes([]byte(t.Input)))
 	p := &messages.TaskSubmitted{Input: input, Agent: t.Agent, MaxSteps: t.MaxSteps, ReplyTopic: t.ReplyTopic}
 	now := n.cfg.Clock.Now()
@@ -727,6 +733,16 @@ func (n *Node) envelope(t Task, id string) (messages.Envelope, error) {
 	}
 	env.ID, env.SessionID, env.TS, env.Actor = id, t.SessionID, now.UnixMicro(), "ingress"
 	return env, nil
+}
+
+// checkSessionShape refuses a session ID the redactor would change (one shaped like a
+// credential, or holding a secret's value): the session's effect keys carry its ID,
+// and a redacted key would never match its answer.
+func (n *Node) checkSessionShape(id string) error {
+	if n.redactor.String(id) != id {
+		return fmt.Errorf("%w: session_id %q has the shape of a credential or holds a secret, which would be redacted from its events; choose another", ErrBadTask, n.redactor.String(id))
+	}
+	return nil
 }
 
 // Cancel stops a session's running task. On a sharded node the cancellation goes to

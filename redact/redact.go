@@ -130,8 +130,9 @@ var shapes = regexp.MustCompile(`` +
 // redactShapes replaces credential-shaped strings in b. A cheap byte scan
 // (mayHoldShape) rules most text out before the regular expression runs.
 //
-// The shapes added for ModelScope, JWTs, Slack and Zhipu are common enough inside
-// ordinary identifiers ("items-<uuid>", a long hex digest) that a match counts only
+// The "sk-" keys and the shapes of ModelScope, JWTs, Slack and Zhipu are common enough
+// inside ordinary identifiers ("desk-support-ticket-1234567", "items-<uuid>", a long
+// hex digest) that a match counts only
 // when it starts a token: at the start, after a byte that is not a letter or digit,
 // or after an escape (\n in JSON, %0A in a URL); the fixed-length ones must also end
 // one.
@@ -165,6 +166,8 @@ func redactShapes(b []byte) []byte {
 // whether it is of fixed length (and so must end one too).
 func boundedShape(m []byte) (bounded, fixed bool) {
 	switch {
+	case bytes.HasPrefix(m, []byte("sk-")):
+		return true, false // not inside a word: "desk-support-ticket-1234567" is no key
 	case bytes.HasPrefix(m, []byte("ms-")):
 		return true, true
 	case bytes.HasPrefix(m, []byte("eyJ")), bytes.HasPrefix(m, []byte("xox")), bytes.HasPrefix(m, []byte("xapp")):

@@ -79,6 +79,7 @@ func TestLeavesOrdinaryTextAlone(t *testing.T) {
 		`{"content":"Slack's xoxo-gossip channel; the mass-market; axoxb-123456789012"}`,
 		`{"session":"cli-01a23129-167f-7350-8c5c-1e130b937423"}`,
 		`{"content":"1.5 and 3.25, e.g. or i.e. a.b.c"}`,
+		`{"session":"desk-support-ticket-1234567","key":"risk-assessment-2026-report-q4/3"}`, // "sk-" inside a word
 	} {
 		if got := r.String(in); got != in {
 			t.Errorf("String(%s) = %s", in, got)
