@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -98,15 +99,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			configPath = args[i+2]
 		}
 	}
+	autoLoaded := false
 	if configPath == "" {
 		if _, err := os.Stat(provider.DefaultConfigFile); err == nil {
-			configPath = provider.DefaultConfigFile
+			configPath, autoLoaded = provider.DefaultConfigFile, true
 		}
 	}
 	fc, err := loadFile(configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
+	}
+	if autoLoaded {
+		// A .troupe.json comes with whatever directory the node runs in (a cloned
+		// repository): it may not pick an environment variable to send to its base URL.
+		var llmSection struct {
+			APIKeyEnv string `json:"api_key_env"`
+		}
+		if json.Unmarshal(fc.LLM, &llmSection) == nil && llmSection.APIKeyEnv != "" {
+			fmt.Fprintf(stderr, "error: %s was loaded because it is in the working directory, and it names llm.api_key_env %q: "+
+				"a key variable is paired with a base URL only from a file given with --config, or with LLM_API_KEY and LLM_BASE_URL\n",
+				provider.DefaultConfigFile, llmSection.APIKeyEnv)
+			return 2
+		}
 	}
 	or := func(key, file, def string) string {
 		if v := os.Getenv(key); v != "" {
