@@ -37,6 +37,7 @@ type fileConfig struct {
 	TopicsFile         string          `json:"topics_file"`
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`
+	IdleTimeout        string          `json:"idle_timeout"`
 	Gateway            gatewayFile     `json:"gateway"`
 	LLM                json.RawMessage `json:"llm"`
 }
@@ -71,6 +72,23 @@ func loadFile(path string) (fileConfig, error) {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
 	return fc, nil
+}
+
+// parseIdleTimeout reads the idle timeout of session actors (--idle-timeout,
+// TROUPE_IDLE_TIMEOUT or "idle_timeout"): a positive Go duration; empty means the
+// node's default.
+func parseIdleTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("--idle-timeout %q: not a duration such as 90s or 5m: %w", s, err)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("--idle-timeout %q: must be positive", s)
+	}
+	return d, nil
 }
 
 func (g gatewayFile) config() (gateway.Config, error) {
