@@ -115,6 +115,7 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 		delete(h.sessions, m.session)
 		delete(h.byPID, s.pid.Id)
 		ctx.Stop(s.pid)
+		h.deps.Logger.Debug("session passivated", "session", m.session)
 	case *actor.Terminated:
 		if id, ok := h.byPID[m.Who.Id]; ok {
 			delete(h.sessions, id)
