@@ -14,7 +14,9 @@
 //
 // Supervision policies, stated per actor: session actors are restarted by the
 // SessionHost (OneForOne, up to 5 restarts in 10 s, then stopped and left resumable in
-// the log); the model and tool actors are restarted on failure (OneForOne, 10 in 10 s),
+// the log); the SessionHost itself is resumed after a failure, never restarted, as a
+// restart would stop every session it hosts; the model and tool actors are restarted
+// on failure (OneForOne, 10 in 10 s),
 // and they run user code in recovered goroutines so that a panicking tool or model
 // becomes an error result, never a crashed session.
 //

@@ -141,9 +141,14 @@ type Drained struct{}
 // deadlineTick wakes a session to check its running task's deadline.
 type deadlineTick struct{}
 
-// passivate is sent by a session to its host when it has been idle; handled is the
-// number of host-forwarded messages it has processed.
-type passivate struct{ handled int }
+// passivate is sent by a session to its host when it has been idle: the session's ID
+// and PID name the sender (it is sent with Send, so the host sees no Sender), and
+// handled is the number of host-forwarded messages it has processed.
+type passivate struct {
+	session string
+	pid     *actor.PID
+	handled int
+}
 
 // SessionActor owns one session: it is the only writer of the session's events.
 type SessionActor struct {
@@ -175,8 +180,12 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 	case *actor.Restarting, *actor.Stopping:
 		a.stopTimer()
 	case *actor.ReceiveTimeout:
+		// protoactor disarms the receive timeout when it fires: arm it again, or a
+		// session that was once idle-timed while busy (a long call) or whose host kept
+		// it (a message in flight) would never passivate.
+		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
 		if a.state.Active() == "" {
-			ctx.Send(ctx.Parent(), &passivate{handled: a.handled})
+			ctx.Send(ctx.Parent(), &passivate{session: a.id, pid: ctx.Self(), handled: a.handled})
 		}
 	case *SubmitTask:
 		a.handled++

@@ -50,9 +50,9 @@ type Filter struct {
 // SessionInfo summarises one session of the log.
 type SessionInfo struct {
 	ID string `json:"session_id"`
-	// Status is messages.StatusRunning, StatusCompleted or StatusFailed, from the
-	// session's latest (highest-seq) task.* event; see TaskStatus. A session with
-	// no task.* event yet is running.
+	// Status is messages.StatusRunning, StatusCompleted or StatusFailed; see
+	// SessionStatus: running while a submitted task has not ended, else the status
+	// of the session's latest (highest-seq) task.* event.
 	Status string `json:"status"`
 	// Events is the number of events; LastSeq the highest seq.
 	Events  int    `json:"events"`
@@ -91,6 +91,23 @@ func TaskStatus(t messages.Type) (string, bool) {
 		return messages.StatusFailed, true
 	}
 	return "", false
+}
+
+// SessionStatus derives a session's status from its task.* events: latest is the
+// status TaskStatus gives its highest-seq task.* event ("" when it has none),
+// submitted the number of its task.submitted events and ended that of its
+// task.completed and task.failed events (each event counted once). A session runs its
+// tasks one at a time, in order, and a task submitted while another runs waits its
+// turn: so the session is running while it has more tasks than ends, even when its
+// highest-seq task.* event is the end of an earlier task; a node resumes it when it
+// starts. Otherwise it has the status of its latest task.* event.
+//
+// Logs filter by status in their query language; each states this same rule there.
+func SessionStatus(latest string, submitted, ended uint64) string {
+	if latest == "" || submitted > ended {
+		return messages.StatusRunning
+	}
+	return latest
 }
 
 // CheckBatch validates a batch before it is appended and resolves repeats inside it.

@@ -48,6 +48,7 @@ type fileConfig struct {
 	TopicsFile         string          `json:"topics_file"`
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`
+	IdleTimeout        string          `json:"idle_timeout"`
 	Gateway            gatewayFile     `json:"gateway"`
 	LLM                json.RawMessage `json:"llm"`
 }
@@ -189,6 +190,11 @@ func (fc fileConfig) Validate() error {
 	for field, v := range map[string]string{"data": fc.Data, "topics_file": fc.TopicsFile} {
 		if v != "" && strings.TrimSpace(v) == "" || strings.ContainsRune(v, 0) {
 			bad(field, "%q is not a usable path: want a directory or file path", v)
+		}
+	}
+	if fc.IdleTimeout != "" {
+		if d, err := time.ParseDuration(fc.IdleTimeout); err != nil || d <= 0 {
+			bad("idle_timeout", "%q is not a positive duration (e.g. 90s or 5m)", fc.IdleTimeout)
 		}
 	}
 	if fc.HTTP != "" {
@@ -340,6 +346,23 @@ func shortDuration(d time.Duration) string {
 		}
 	}
 	return s
+}
+
+// parseIdleTimeout reads the idle timeout of session actors (--idle-timeout,
+// TROUPE_IDLE_TIMEOUT or "idle_timeout"): a positive Go duration; empty means the
+// node's default.
+func parseIdleTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("--idle-timeout %q: not a duration such as 90s or 5m: %w", s, err)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("--idle-timeout %q: must be positive", s)
+	}
+	return d, nil
 }
 
 func (g gatewayFile) config() (gateway.Config, error) {

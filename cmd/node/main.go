@@ -77,6 +77,9 @@ flags:
                          ClickHouse log at HOST:PORT (consumer group troupe-sink)
   --clickhouse HOST:PORT write the event log to ClickHouse (TROUPE_CLICKHOUSE;
                          database TROUPE_CLICKHOUSE_DATABASE, default troupe)
+  --idle-timeout D       stop a session's actor after it has been idle this long, a
+                         positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
+                         default 1m); its next task folds it back from the log
   -v                     log at debug level
 `
 
@@ -155,6 +158,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	rolesFlag := fs.String("roles", or("TROUPE_ROLES", fc.Roles, "all"), "roles of this node (with --kafka)")
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
+	idleFlag := fs.String("idle-timeout", or("TROUPE_IDLE_TIMEOUT", fc.IdleTimeout, ""), "passivate a session's actor after this long idle")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -174,6 +178,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
+	}
+	idle, err := parseIdleTimeout(*idleFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
 	}
 	// Like --group, the prefix means nothing without --kafka.
 	topics := kafka.TopicLayout{Prefix: *topicPrefix, InitializeTopics: true}
@@ -248,7 +257,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
-		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps}
+		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps, IdleTimeout: idle}
 	cfg.HTTP.MaxConnections = *maxConns
 	if len(opt.extraTools) > 0 {
 		cfg.Tools = append([]tools.Tool{tools.Calculator{}, tools.NewClock(nil)}, opt.extraTools...)

@@ -269,10 +269,13 @@ func checkStored(e messages.Envelope) error {
 }
 
 // sessionsQuery merges the per-session summaries (the sessions table, which a
-// materialized view fills from every insert into events). The aliases differ
-// from the column names on purpose: ClickHouse resolves aliases everywhere in a
-// query, and an alias named like the column it aggregates would refer to itself.
-const sessionsQuery = `SELECT session_id,
+// materialized view fills from every insert into events) with their task counts
+// (session_tasks, likewise). The aliases differ from the column names on purpose:
+// ClickHouse resolves aliases everywhere in a query, and an alias named like the
+// column it aggregates would refer to itself. A session without task events has
+// no session_tasks row: the LEFT JOIN gives it zero counts.
+const sessionsQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended
+FROM (SELECT session_id,
 	uniqExactMerge(events) AS n_events,
 	uniqExactIfMerge(steps) AS n_steps,
 	maxMerge(last_seq) AS max_seq,
@@ -280,7 +283,18 @@ const sessionsQuery = `SELECT session_id,
 	minMerge(started_us) AS first_us,
 	maxMerge(updated_us) AS last_us
 FROM sessions
-GROUP BY session_id`
+GROUP BY session_id)
+ANY LEFT JOIN (SELECT session_id,
+	uniqExactIfMerge(tasks) AS n_tasks,
+	uniqExactIfMerge(ended) AS n_ended
+FROM session_tasks
+GROUP BY session_id) USING session_id`
+
+// The status filters of Sessions: eventlog.SessionStatus in SQL.
+const (
+	runningCond = "(n_tasks > n_ended OR latest_task_type NOT IN ('task.completed', 'task.failed'))"
+	endedCond   = "n_tasks <= n_ended AND latest_task_type = ?"
+)
 
 // Sessions implements eventlog.Log. It reads the sessions summary table: one row
 // per session once its parts merged, a few more before.
@@ -295,25 +309,25 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: negative limit %d", f.Limit)
 	}
 	q := sessionsQuery
-	var args, having []any
+	var args, condArgs []any
 	var conds []string
 	if f.SinceUS != 0 { // the zero Filter lists every session, even one started before 1970
 		conds = append(conds, "first_us >= ?")
-		having = append(having, f.SinceUS)
+		condArgs = append(condArgs, f.SinceUS)
 	}
 	switch f.Status {
 	case "":
 	case messages.StatusCompleted, messages.StatusFailed:
-		conds = append(conds, "latest_task_type = ?")
-		having = append(having, "task."+f.Status)
+		conds = append(conds, endedCond)
+		condArgs = append(condArgs, "task."+f.Status)
 	case messages.StatusRunning:
-		conds = append(conds, "latest_task_type NOT IN ('task.completed', 'task.failed')")
+		conds = append(conds, runningCond)
 	default:
 		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: unknown status %q", f.Status)
 	}
 	if len(conds) > 0 {
-		q += "\nHAVING " + strings.Join(conds, " AND ")
-		args = append(args, having...)
+		q += "\nWHERE " + strings.Join(conds, " AND ")
+		args = append(args, condArgs...)
 	}
 	q += "\nORDER BY first_us DESC, session_id"
 	if f.Limit > 0 {
@@ -331,16 +345,15 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		var (
 			i             eventlog.SessionInfo
 			events, steps uint64
+			tasks, ended  uint64
 			taskType      string
 		)
-		if err := rows.Scan(&i.ID, &events, &steps, &i.LastSeq, &taskType, &i.StartedUS, &i.UpdatedUS); err != nil {
+		if err := rows.Scan(&i.ID, &events, &steps, &i.LastSeq, &taskType, &i.StartedUS, &i.UpdatedUS, &tasks, &ended); err != nil {
 			return nil, fmt.Errorf("eventlog/clickhouse: list sessions: %w: %v", messages.ErrCorrupt, err)
 		}
 		i.Events, i.Steps = int(events), int(steps)
-		i.Status = messages.StatusRunning
-		if status, ok := eventlog.TaskStatus(messages.Type(taskType)); ok {
-			i.Status = status
-		}
+		latest, _ := eventlog.TaskStatus(messages.Type(taskType))
+		i.Status = eventlog.SessionStatus(latest, tasks, ended)
 		infos = append(infos, i)
 	}
 	if err := rows.Err(); err != nil {

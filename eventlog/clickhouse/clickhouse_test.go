@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -84,8 +85,12 @@ func TestMigrations(t *testing.T) {
 	}
 	for _, m := range ms {
 		for _, s := range m.Statements {
-			if !strings.HasPrefix(s, "CREATE ") || !strings.Contains(s, " IF NOT EXISTS ") || strings.Contains(s, ";") {
-				t.Errorf("%s: statement is not one idempotent CREATE: %q", m.Name, s)
+			create := strings.HasPrefix(s, "CREATE ") && strings.Contains(s, " IF NOT EXISTS ")
+			drop := strings.HasPrefix(s, "DROP TABLE IF EXISTS ")
+			// A backfill of aggregate states that count distinct values: applying it twice counts nothing twice.
+			backfill := strings.HasPrefix(s, "INSERT INTO ") && strings.Contains(s, "uniqExactIfState(") && !strings.Contains(s, "VALUES")
+			if !(create || drop || backfill) || strings.Contains(s, ";") {
+				t.Errorf("%s: statement is not one idempotent CREATE, DROP or backfill: %q", m.Name, s)
 			}
 		}
 	}
@@ -100,6 +105,11 @@ func TestMigrations(t *testing.T) {
 	want := "type IN (" + strings.Join(statusTypes, ", ") + ")"
 	if sql := strings.Join(ms[3].Statements, "\n"); !strings.Contains(sql, want) {
 		t.Errorf("%s does not list the status types as %s", ms[3].Name, want)
+	}
+	// The task counts follow them too: submitted, and the two that end a task.
+	want = "type IN (" + strings.Join(statusTypes[1:], ", ") + ")"
+	if sql := strings.Join(ms[5].Statements, "\n"); statusTypes[0] != "'task.submitted'" || !strings.Contains(sql, want) {
+		t.Errorf("%s does not count %s ending tasks as %s", ms[5].Name, statusTypes, want)
 	}
 }
 
@@ -120,11 +130,11 @@ func TestSchema(t *testing.T) {
 		}
 	}
 	tables := queryStrings(t, conn, "SELECT name FROM system.tables WHERE database = ? ORDER BY name", db)
-	if want := []string{"event_ids", "event_ids_mv", "events", "memory_ops", "model_usage", "schema_migrations", "session_agents", "session_outcomes", "sessions", "sessions_mv", "tool_usage"}; !slices.Equal(tables, want) {
+	if want := []string{"event_ids", "event_ids_mv", "events", "memory_ops", "model_usage", "schema_migrations", "session_agents", "session_outcomes", "session_tasks", "session_tasks_mv", "sessions", "sessions_mv", "tool_usage"}; !slices.Equal(tables, want) {
 		t.Fatalf("tables %q, want %q", tables, want)
 	}
 	versions := queryStrings(t, conn, "SELECT toString(version) FROM "+db+".schema_migrations FINAL ORDER BY version")
-	if !slices.Equal(versions, []string{"1", "2", "3", "4", "5"}) {
+	if !slices.Equal(versions, []string{"1", "2", "3", "4", "5", "6"}) {
 		t.Fatalf("schema_migrations holds %v", versions)
 	}
 	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".schema_migrations (version, name, applied_us)")
@@ -614,5 +624,102 @@ func TestIDConflicts(t *testing.T) {
 	ids := queryStrings(t, rawConn(t, serverAddr(t)), "SELECT id FROM "+db+".event_ids FINAL ORDER BY id")
 	if !slices.Equal(ids, []string{odd.ID, misnamed.ID}) {
 		t.Fatalf("event_ids lists %q, want the two IDs that are not canonical", ids)
+	}
+}
+
+// A database of schema 5 lists a session with tasks queued behind an ended one as
+// completed; Open migrates it to schema 6 and counts the tasks already stored, so
+// that the session lists (and reports) as running until its last task ends.
+func TestMigrationCountsQueuedTasks(t *testing.T) {
+	addr := serverAddr(t)
+	conn := rawConn(t, addr)
+	db := newDatabase(t, conn)
+	ctx := testCtx(t, time.Minute)
+	if err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ch.Open(&ch.Options{Addr: addr, Protocol: ch.Native, Auth: ch.Auth{Database: db}, DialTimeout: 5 * time.Second, ReadTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	ms, err := clickhouse.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:5] {
+		for _, stmt := range m.Statements {
+			if err := old.Exec(ctx, stmt); err != nil {
+				t.Fatalf("%s: %v", m.Name, err)
+			}
+		}
+		b, err := old.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_us)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Append(uint32(m.Version), m.Name, int64(0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Session q: tasks 1 and 2 submitted, task 1 ended. Session done: one task, ended.
+	var events []messages.Envelope
+	add := func(session string, seq uint64, p messages.Payload) {
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = fmt.Sprintf("%s/%d", session, seq), session, seq, int64(seq), "session"
+		events = append(events, e)
+	}
+	add("q", 1, &messages.TaskSubmitted{Input: "one"})
+	add("q", 2, &messages.TaskSubmitted{Input: "two"})
+	add("q", 3, &messages.TaskCompleted{Output: "1"})
+	add("done", 1, &messages.TaskSubmitted{Input: "one"})
+	add("done", 2, &messages.TaskFailed{Reason: messages.ReasonModelError, Error: "down"})
+	insertRaw(t, db, events...)
+
+	l, _ := openLog(t, clickhouse.Config{Database: db})
+	status := func() map[string]string {
+		infos, err := l.Sessions(ctx, eventlog.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, i := range infos {
+			out[i.ID] = i.Status
+		}
+		return out
+	}
+	if got := status(); got["q"] != messages.StatusRunning || got["done"] != messages.StatusFailed {
+		t.Fatalf("after the migration: %v, want q running and done failed", got)
+	}
+	running, err := l.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning})
+	if err != nil || len(running) != 1 || running[0].ID != "q" {
+		t.Fatalf("running sessions after the migration: %+v, %v", running, err)
+	}
+	st, err := l.Report(ctx, eventlog.StatsFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Sessions) != 1 || st.Sessions[0].Running != 1 || st.Sessions[0].Failed != 1 || st.Sessions[0].Completed != 0 {
+		t.Fatalf("Report sessions: %+v, want one running and one failed", st.Sessions)
+	}
+	var viewRunning int64
+	if err := conn.QueryRow(ctx, "SELECT toInt64(running) FROM "+db+".session_outcomes").Scan(&viewRunning); err != nil || viewRunning != 1 {
+		t.Fatalf("session_outcomes says %d running (%v), want 1", viewRunning, err)
+	}
+	end, err := messages.NewEnvelope(&messages.TaskCompleted{Output: "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end.ID, end.SessionID, end.Seq, end.TS, end.Actor = "q/4", "q", 4, 4, "session"
+	if err := l.Append(ctx, []messages.Envelope{end}); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(); got["q"] != messages.StatusCompleted {
+		t.Fatalf("after the last task ended: %v, want q completed", got)
 	}
 }

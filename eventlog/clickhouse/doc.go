@@ -77,8 +77,9 @@
 // event_ids lists the events whose ID is not "<session_id>/<seq>" (the IDs
 // session actors give), ordered by ID, for the conflict check. Table sessions
 // holds per-session aggregate states (distinct events and steps, last seq,
-// latest task.* type, first and last ts), filled by a materialized view, so
-// that Sessions reads one row per session.
+// latest task.* type, first and last ts) and table session_tasks the number of
+// tasks submitted and ended (a session with a task not ended is running), each
+// filled by a materialized view, so that Sessions reads one row per session.
 //
 // # Large payloads
 //

@@ -17,15 +17,17 @@ import (
 
 // The schema: numbered .sql files, applied in order, each recorded in the
 // schema_migrations table. Files are append-only: never edit a released one, add
-// the next number instead. Every statement is idempotent (IF NOT EXISTS), so
-// applying a file twice, as two nodes starting at once may, is harmless.
+// the next number instead. Every statement is idempotent (CREATE … IF NOT EXISTS,
+// DROP … IF EXISTS of a view a later CREATE replaces, INSERT … SELECT of
+// aggregate states that count distinct values), so applying a file twice, as two
+// nodes starting at once may, is harmless.
 //
 //go:embed schema/*.sql
 var schemaFS embed.FS
 
 // SchemaVersion is the schema version this build writes: the number of the last
 // file in schema/.
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // Migration is one numbered schema file.
 type Migration struct {

@@ -63,6 +63,7 @@
 // Table events holds one row per event: PRIMARY KEY (session_id, seq), UNIQUE id,
 // the envelope's fields as columns and the payload as a BLOB, so that it can be
 // queried with the sqlite3 shell (json_extract(payload, '$.usage.prompt_tokens')).
-// Table sessions holds the summaries. PRAGMA user_version records the schema
+// Table sessions holds the summaries, with the number of tasks submitted and ended
+// (a session with a task not ended is running). PRAGMA user_version records the schema
 // version; Open migrates older files and refuses newer ones.
 package sqlite

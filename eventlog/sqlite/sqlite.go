@@ -159,8 +159,8 @@ func (l *Log) prepareReads(ctx context.Context) (err error) {
 		FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare read: %w", l.path, err)
 	}
-	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, status, events, last_seq, steps, started_us, updated_us
-		FROM sessions WHERE started_us >= ? AND (? = '' OR status = ?) ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
+	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, `+sessionStatus+`, events, last_seq, steps, started_us, updated_us
+		FROM sessions WHERE started_us >= ? AND (? = '' OR `+sessionStatus+` = ?) ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
 	}
 	return nil

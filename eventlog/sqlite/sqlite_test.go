@@ -261,7 +261,7 @@ func TestFutureSchemaRefused(t *testing.T) {
 		t.Fatalf("Open(database of a newer schema) = %v, want a refusal", err)
 	}
 	// The failed Open released the lock: once the version is back, Open works.
-	if _, err := rawDB(t, dir).Exec("PRAGMA user_version = 1"); err != nil {
+	if _, err := rawDB(t, dir).Exec(fmt.Sprintf("PRAGMA user_version = %d", sqlite.SchemaVersion)); err != nil {
 		t.Fatal(err)
 	}
 	open(t, sqlite.Config{Dir: dir})
@@ -381,7 +381,8 @@ func TestSummaryMatchesEvents(t *testing.T) {
 	}
 	rows, err := rawDB(t, dir).Query(`
 		SELECT e.session_id, count(*), max(e.seq), min(e.ts), max(e.ts), sum(e.type = 'model.requested'),
-			coalesce((SELECT type FROM events t WHERE t.session_id = e.session_id AND t.type LIKE 'task.%' ORDER BY seq DESC LIMIT 1), '')
+			coalesce((SELECT type FROM events t WHERE t.session_id = e.session_id AND t.type LIKE 'task.%' ORDER BY seq DESC LIMIT 1), ''),
+			sum(e.type = 'task.submitted'), sum(e.type IN ('task.completed', 'task.failed'))
 		FROM events e GROUP BY e.session_id ORDER BY min(e.ts) DESC, e.session_id`)
 	if err != nil {
 		t.Fatal(err)
@@ -393,15 +394,15 @@ func TestSummaryMatchesEvents(t *testing.T) {
 			i    eventlog.SessionInfo
 			last int64
 			typ  string
+
+			submitted, ended uint64
 		)
-		if err := rows.Scan(&i.ID, &i.Events, &last, &i.StartedUS, &i.UpdatedUS, &i.Steps, &typ); err != nil {
+		if err := rows.Scan(&i.ID, &i.Events, &last, &i.StartedUS, &i.UpdatedUS, &i.Steps, &typ, &submitted, &ended); err != nil {
 			t.Fatal(err)
 		}
 		i.LastSeq = uint64(last)
-		i.Status = messages.StatusRunning
-		if s, ok := eventlog.TaskStatus(messages.Type(typ)); ok {
-			i.Status = s
-		}
+		latest, _ := eventlog.TaskStatus(messages.Type(typ))
+		i.Status = eventlog.SessionStatus(latest, submitted, ended)
 		want = append(want, i)
 	}
 	got, err := l.Sessions(ctx, eventlog.Filter{})

@@ -73,13 +73,15 @@ func (w *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		// left out, so that the sessions_by_start index is not rewritten on every
 		// append: the statement returns the stored value, and restart lowers it in the
 		// rare case that an earlier event of the session arrives late.
-		{&w.summarize, `INSERT INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		{&w.summarize, `INSERT INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (session_id) DO UPDATE SET
 				status     = CASE WHEN excluded.status_seq > sessions.status_seq THEN excluded.status ELSE sessions.status END,
 				status_seq = max(sessions.status_seq, excluded.status_seq),
 				events     = sessions.events + excluded.events,
 				steps      = sessions.steps + excluded.steps,
+				tasks      = sessions.tasks + excluded.tasks,
+				ended      = sessions.ended + excluded.ended,
 				last_seq   = max(sessions.last_seq, excluded.last_seq),
 				updated_us = max(sessions.updated_us, excluded.updated_us)
 			RETURNING started_us`},
@@ -274,6 +276,7 @@ type sessionDelta struct {
 	status               string
 	statusSeq            uint64
 	events, steps        int
+	tasks, ended         int // task.submitted; task.completed and task.failed
 	lastSeq              uint64
 	startedUS, updatedUS int64
 }
@@ -313,8 +316,13 @@ func (l *Log) apply(ctx context.Context, events []messages.Envelope) (uint64, er
 		}
 		d := &deltas[i]
 		d.events++
-		if e.Type == messages.TypeModelRequested {
+		switch e.Type {
+		case messages.TypeModelRequested:
 			d.steps++
+		case messages.TypeTaskSubmitted:
+			d.tasks++
+		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+			d.ended++
 		}
 		if status, ok := eventlog.TaskStatus(e.Type); ok && e.Seq > d.statusSeq {
 			d.status, d.statusSeq = status, e.Seq
@@ -326,7 +334,7 @@ func (l *Log) apply(ctx context.Context, events []messages.Envelope) (uint64, er
 	for _, d := range deltas {
 		var started int64
 		if err := l.w.summarize.QueryRowContext(ctx, d.id, d.status, int64(d.statusSeq), d.events, d.steps,
-			int64(d.lastSeq), d.startedUS, d.updatedUS).Scan(&started); err != nil {
+			int64(d.lastSeq), d.startedUS, d.updatedUS, d.tasks, d.ended).Scan(&started); err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 		}
 		if d.startedUS < started {
