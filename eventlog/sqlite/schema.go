@@ -42,10 +42,25 @@ var migrations = [][]string{
 		) WITHOUT ROWID`,
 		`CREATE INDEX sessions_by_start ON sessions (started_us DESC, session_id)`,
 	},
+	// 2: fencing of stale partition owners (eventlog.Fencing). Each event keeps the
+	// ownership epoch it was appended under (0: Append without a lease, and every
+	// event written before this version); ownership records, per partition of
+	// troupe.tasks, the epochs Own took, the highest being the current one.
+	{
+		`ALTER TABLE events ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0`,
+		`CREATE TABLE ownership (
+			partition INTEGER NOT NULL,
+			epoch     INTEGER NOT NULL,
+			node      TEXT    NOT NULL,
+			ts_us     INTEGER NOT NULL,
+			PRIMARY KEY (partition, epoch)
+		) WITHOUT ROWID`,
+		`CREATE INDEX ownership_by_epoch ON ownership (epoch)`,
+	},
 }
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 1 // = len(migrations), checked by a test
+const SchemaVersion = 2 // = len(migrations), checked by a test
 
 // migrate brings the database on conn to SchemaVersion, one transaction per step. It
 // is idempotent, and refuses a database written by a newer build. Each step takes
