@@ -35,11 +35,11 @@ type Log struct {
 	path string
 	lock *os.File
 
-	wdb    *sql.DB   // two connections: the writer's and the checkpointer's
-	wconn  *sql.Conn // owned by the writer goroutine
-	w      writeStmts
-	ckconn *sql.Conn // owned by the checkpointer goroutine
-	rdb       *sql.DB // read pool
+	wdb       *sql.DB   // two connections: the writer's and the checkpointer's
+	wconn     *sql.Conn // owned by the writer goroutine
+	w         writeStmts
+	ckconn    *sql.Conn // owned by the checkpointer goroutine
+	rdb       *sql.DB   // read pool
 	read      *sql.Stmt
 	readEpoch *sql.Stmt // the highest epoch of a session before a seq
 	list      *sql.Stmt
