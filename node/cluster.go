@@ -104,6 +104,10 @@ type ownership struct {
 	mu         sync.Mutex
 	generation int64
 	partitions map[int]bool
+	total      int
+	// epoch is the node's ownership epoch of the partitions in a log that fences
+	// (fencing.go); 0 until the log recorded it.
+	epoch uint64
 }
 
 // Assigned tells a sharded node (Bus.Sharded) that it owns the given partitions of
@@ -123,18 +127,43 @@ func (n *Node) Assigned(partitions []int, total int) {
 	n.own.mu.Lock()
 	n.own.generation++
 	gen := n.own.generation
-	n.own.partitions = set
+	n.own.partitions, n.own.total, n.own.epoch = set, total, 0
 	n.own.mu.Unlock()
-	partition := n.cfg.Bus.Partition
-	owns := func(id string) bool { return set[partition(id, total)] }
-	if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns}, n.cfg.SubmitTimeout).Result(); err != nil {
-		n.cfg.Logger.Error("set session ownership", "err", err)
-	}
 	n.metrics.partitions.Set(float64(len(partitions)))
 	n.metrics.total.Set(float64(total))
 	n.metrics.assigned.Inc()
 	n.cfg.Logger.Info("partitions assigned", "node", n.cfg.NodeID, "partitions", partitions, "of", total)
-	if len(partitions) == 0 {
+	if len(partitions) > 0 && n.leased != nil {
+		// Fence the partitions' previous owners before running any of their
+		// sessions: they may be alive still, evicted while they hung (fencing.go).
+		if !n.takeLeases(gen, partitions, leaseWait) {
+			go func() {
+				if n.takeLeases(gen, partitions, 0) {
+					n.runAssigned(gen, set, total)
+				}
+			}()
+			return
+		}
+	}
+	n.runAssigned(gen, set, total)
+}
+
+// runAssigned lets the host run the sessions of the partitions of generation gen,
+// and resumes those left unfinished, unless the generation ended meanwhile.
+func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
+	partition := n.cfg.Bus.Partition
+	owns := func(id string) bool { return set[partition(id, total)] }
+	// Holding the lock orders this SetOwnership before the ReleaseSessions of the
+	// generation's Revoked, which changes the generation first.
+	n.own.mu.Lock()
+	current := n.own.generation == gen
+	if current {
+		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns}, n.cfg.SubmitTimeout).Result(); err != nil {
+			n.cfg.Logger.Error("set session ownership", "err", err)
+		}
+	}
+	n.own.mu.Unlock()
+	if !current || len(set) == 0 {
 		return
 	}
 	// Resuming reads the log; it runs beside the tasks of the new generation (both
@@ -161,9 +190,12 @@ func (n *Node) Revoked() {
 	}
 	n.own.mu.Lock()
 	n.own.generation++
-	n.own.partitions = nil
+	n.own.partitions, n.own.epoch = nil, 0
 	n.own.mu.Unlock()
 	n.metrics.partitions.Set(0)
+	if n.leased != nil {
+		defer n.leased.release() // once every session actor stopped
+	}
 	if n.hostStopped.Load() {
 		return // the node closed: its sessions are stopped already
 	}

@@ -26,6 +26,8 @@ type Metrics struct {
 	assigned   prometheus.Counter
 	effectHits prometheus.Counter
 	pubFailed  prometheus.Counter
+	epoch      prometheus.Gauge
+	fenced     prometheus.Counter
 }
 
 func newMetrics() *Metrics {
@@ -53,8 +55,13 @@ func newMetrics() *Metrics {
 			Name: "effect_requests_coalesced_total", Help: "Effect requests answered from an earlier or concurrent performance of the same key."}),
 		pubFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
 			Name: "publish_failures_total", Help: "Batches of session events or results the bus kept refusing (retried until the broker is back; dropped only at shutdown; the log has the events)."}),
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "ownership_epoch", Help: "The ownership epoch this node took for its partitions in the event log at its latest assignment (0 before any)."}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "fenced_appends_total", Help: "Session appends the event log refused because another node took the session's partition since (their session actors stopped)."}),
 	}
-	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed)
+	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed,
+		m.epoch, m.fenced)
 	return m
 }
 
