@@ -45,7 +45,7 @@ type Log interface {
 // implement Fencing; find it with a type assertion.
 //
 // A node assigned partitions calls Own first, which records a new ownership epoch,
-// and appends the events of those partitions' sessions with AppendLeased under that
+// then folds their sessions, and appends their events with AppendLeased under that
 // epoch. Each AppendLeased checks, before it writes, that the lease's epoch is still
 // its partition's current one (the highest recorded), and fails with ErrFenced,
 // writing nothing, when a later Own took the partition; every event it writes is
@@ -53,14 +53,17 @@ type Log interface {
 //
 // Where the check and the write are not one atomic step (ClickHouse has no
 // transactions), a stale owner's batch whose check passed just before the new owner
-// took the partition may still land after it. Read makes such a write harmless: at
-// each seq it returns only the event of the highest epoch that wrote there, and it
-// hides every event whose epoch is lower than that of an event at a lower or equal
-// seq (see Superseded), since the new owner folded the session before it wrote and
-// so never saw what came after. A newer owner may append at a seq that holds only
-// such events: they do not conflict with it. Epoch 0 is that of Append (no lease):
-// it is never fenced nor hidden, so that logs written before fencing, and embedded
-// nodes, read as before.
+// took the partition may still land after it, even after the new owner read the
+// session and wrote the same seqs. Read makes such a write harmless: at each seq it
+// returns only the event of the highest epoch that wrote there, and it hides every
+// event whose epoch is lower than that of an event at a lower seq (see Superseded),
+// since the new owner folded the session before it wrote and so never saw what came
+// after. A newer owner may append at a seq that holds only such events: they do not
+// conflict with it. The stale writer is not told nil: the lease is checked again
+// after the write, and AppendLeased returns nil only when it was still current, so
+// that the next owner (which takes the partition before it reads) folds the batch.
+// Epoch 0 is that of Append (no lease): it is never fenced nor hidden, so that logs
+// written before fencing, and embedded nodes, read as before.
 type Fencing interface {
 	// Own records node as the owner of partitions from now on and returns their
 	// new epoch: greater than every epoch recorded before, of any partition, so that
@@ -73,7 +76,11 @@ type Fencing interface {
 	// lease.Epoch is still the partition's current epoch, or if an event of a higher
 	// epoch is stored at one of the batch's positions. Otherwise it behaves like
 	// Append, with the events stamped with lease.Epoch, and events of lower epochs
-	// at the batch's positions (a stale owner's) do not conflict with it.
+	// at the batch's positions (a stale owner's) do not conflict with it. It
+	// returns nil only if the lease was still current once the batch was written;
+	// if the partition was taken meanwhile, it fails with ErrFenced although the
+	// batch is stored: the new owner folds it if it read the session after the
+	// batch landed, and Read hides it otherwise.
 	AppendLeased(ctx context.Context, lease Lease, events []messages.Envelope) error
 }
 

@@ -45,6 +45,9 @@ type Log struct {
 	stats struct {
 		appends, inserts, events, retries, failures, waits atomic.Uint64
 	}
+
+	// beforeInsert, set by tests only, runs before each INSERT of events.
+	beforeInsert func()
 }
 
 var (

@@ -171,7 +171,13 @@ func (l *Log) runWriter(ctx context.Context) {
 			continue
 		}
 		done := make(chan error, 1)
-		go func() { done <- l.insertRows(ctx, d.rows) }()
+		go func() {
+			err := l.insertRows(ctx, d.rows)
+			if err == nil {
+				l.confirm(ctx, group, &d) // before done: the writer reads d after it
+			}
+			done <- err
+		}()
 		var (
 			insertErr error
 			finished  bool
@@ -418,6 +424,7 @@ func (l *Log) tryWrite(ctx context.Context, reqs []*appendReq, retry bool) (deci
 		if err := l.insertRows(ctx, d.rows); err != nil {
 			return decision{}, err
 		}
+		l.confirm(ctx, reqs, &d)
 	}
 	return d, nil
 }
@@ -490,9 +497,73 @@ func (l *Log) lookupGroup(ctx context.Context, reqs []*appendReq) (*storedEvents
 
 // insertRows inserts rows, within the query timeout.
 func (l *Log) insertRows(ctx context.Context, rows []row) error {
+	if l.beforeInsert != nil {
+		l.beforeInsert()
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
 	defer cancel()
 	return l.insert(ctx, rows)
+}
+
+// confirm checks, after a group's INSERT, that the leases of its accepted
+// requests are still current, and fails those that are not with ErrFenced. The
+// lookup checked them before the INSERT; a partition taken in between (the race
+// window, see the package doc) may have a new owner that read the session before
+// these rows landed: Read hides them then, and their writer must not go on as if
+// they were part of the session. A lease still current after the INSERT was
+// current when it landed, so the next owner, which takes the partition before it
+// reads, folds these rows: AppendLeased returns nil only for such a batch.
+func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
+	var partitions []string
+	for i, r := range reqs {
+		if r.lease != nil && d.errs[i] == nil {
+			partitions = append(partitions, strconv.Itoa(r.lease.Partition))
+		}
+	}
+	if len(partitions) == 0 {
+		return
+	}
+	current, err := l.currentEpochs(ctx, partitions)
+	for i, r := range reqs {
+		if r.lease == nil || d.errs[i] != nil {
+			continue
+		}
+		switch {
+		case err != nil:
+			// Appending again is safe: the rows are found stored, and the lease
+			// checked again.
+			d.errs[i] = fmt.Errorf("eventlog/clickhouse: append under %s: written, but the lease could not be confirmed (append again): %w", r.lease, err)
+		case current[r.lease.Partition] != r.lease.Epoch:
+			d.errs[i] = fmt.Errorf("%w: the partition was taken (epoch %d) while the batch under %s was being written: it is in the log, but hidden from Read unless the new owner read it first",
+				eventlog.ErrFenced, current[r.lease.Partition], r.lease)
+		}
+	}
+}
+
+// currentEpochs reads the current epoch of partitions (decimal numbers).
+func (l *Log) currentEpochs(ctx context.Context, partitions []string) (map[int]uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	rows, err := l.conn.Query(ctx, "SELECT partition, max(epoch) FROM ownership WHERE partition IN ("+strings.Join(partitions, ", ")+") GROUP BY partition")
+	if err != nil {
+		return nil, fmt.Errorf("read the current epochs: %w", err)
+	}
+	defer rows.Close()
+	current := make(map[int]uint64, len(partitions))
+	for rows.Next() {
+		var (
+			p     uint32
+			epoch uint64
+		)
+		if err := rows.Scan(&p, &epoch); err != nil {
+			return nil, fmt.Errorf("read the current epochs: %w", err)
+		}
+		current[int(p)] = epoch
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the current epochs: %w", err)
+	}
+	return current, nil
 }
 
 // storedEvents is what a lookup found about a group's events.
