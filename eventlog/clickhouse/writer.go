@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -141,6 +142,8 @@ func (l *Log) releaseLocked(n, b int) {
 // and the next group is looked up again.
 func (l *Log) runWriter(ctx context.Context) {
 	defer close(l.writerDone)
+	var confirming sync.WaitGroup // groups whose leases are being confirmed
+	defer confirming.Wait()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var (
@@ -171,13 +174,7 @@ func (l *Log) runWriter(ctx context.Context) {
 			continue
 		}
 		done := make(chan error, 1)
-		go func() {
-			err := l.insertRows(ctx, d.rows)
-			if err == nil {
-				l.confirm(ctx, group, &d) // before done: the writer reads d after it
-			}
-			done <- err
-		}()
+		go func() { done <- l.insertRows(ctx, d.rows) }()
 		var (
 			insertErr error
 			finished  bool
@@ -198,7 +195,8 @@ func (l *Log) runWriter(ctx context.Context) {
 			l.writeGroup(ctx, group, insertErr)
 			continue
 		}
-		l.finish(group, d)
+		// The next group is decided with this group's rows, fenced or not: they landed.
+		l.confirmAndFinish(ctx, group, d, &confirming)
 		if nextStored != nil {
 			nextStored.add(d.claims) // its lookup may have run before these rows landed
 		}
@@ -505,6 +503,26 @@ func (l *Log) insertRows(ctx context.Context, rows []row) error {
 	return l.insert(ctx, rows)
 }
 
+// confirmAndFinish answers the requests of a group whose INSERT succeeded, once
+// their leases are confirmed. The confirmation runs beside the next group's
+// INSERT, which does not depend on it.
+func (l *Log) confirmAndFinish(ctx context.Context, group []*appendReq, d decision, confirming *sync.WaitGroup) {
+	leased := false
+	for i, r := range group {
+		leased = leased || (r.lease != nil && d.errs[i] == nil)
+	}
+	if !leased {
+		l.finish(group, d)
+		return
+	}
+	errs := slices.Clone(d.errs) // confirm sets them; the writer goes on with d
+	confirming.Go(func() {
+		d.errs = errs
+		l.confirm(ctx, group, &d)
+		l.finish(group, d)
+	})
+}
+
 // confirm checks, after a group's INSERT, that the leases of its accepted
 // requests are still current, and fails those that are not with ErrFenced. The
 // lookup checked them before the INSERT; a partition taken in between (the race
@@ -729,8 +747,10 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
 	}
+	partitions := map[int]bool{}
 	for _, r := range reqs {
-		if r.lease != nil {
+		if r.lease != nil && !partitions[r.lease.Partition] {
+			partitions[r.lease.Partition] = true
 			if err := leases.Append(uint32(r.lease.Partition)); err != nil {
 				return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
 			}

@@ -205,7 +205,11 @@ func (l *Log) writeGroup(group []*appendReq) {
 		}
 		return
 	}
-	l.stats.appends.Add(uint64(len(live)))
+	for _, r := range live {
+		if r.own == nil { // Own calls are not appends
+			l.stats.appends.Add(1)
+		}
+	}
 	for i, r := range live {
 		if err != nil {
 			r.done <- err
