@@ -105,9 +105,13 @@ type ownership struct {
 	generation int64
 	partitions map[int]bool
 	total      int
-	// epoch is the node's ownership epoch of the partitions in a log that fences
-	// (fencing.go); 0 until the log recorded it.
-	epoch uint64
+	// lease is the node's claim on the partitions in a log that fences (fencing.go),
+	// from the log's recording it until the partitions' session actors stopped.
+	lease lease
+	// revoked is closed when the generation is revoked; taking counts the
+	// goroutines still taking a lease in the background.
+	revoked chan struct{}
+	taking  sync.WaitGroup
 }
 
 // Assigned tells a sharded node (Bus.Sharded) that it owns the given partitions of
@@ -127,7 +131,9 @@ func (n *Node) Assigned(partitions []int, total int) {
 	n.own.mu.Lock()
 	n.own.generation++
 	gen := n.own.generation
-	n.own.partitions, n.own.total, n.own.epoch = set, total, 0
+	n.own.partitions, n.own.total = set, total
+	revoked := make(chan struct{})
+	n.own.revoked = revoked
 	n.own.mu.Unlock()
 	n.metrics.partitions.Set(float64(len(partitions)))
 	n.metrics.total.Set(float64(total))
@@ -136,12 +142,12 @@ func (n *Node) Assigned(partitions []int, total int) {
 	if len(partitions) > 0 && n.leased != nil {
 		// Fence the partitions' previous owners before running any of their
 		// sessions: they may be alive still, evicted while they hung (fencing.go).
-		if !n.takeLeases(gen, partitions, leaseWait) {
-			go func() {
-				if n.takeLeases(gen, partitions, 0) {
+		if !n.takeLeases(gen, partitions, time.Now().Add(leaseWait), revoked) {
+			n.own.taking.Go(func() {
+				if n.takeLeases(gen, partitions, time.Time{}, revoked) {
 					n.runAssigned(gen, set, total)
 				}
-			}()
+			})
 			return
 		}
 	}
@@ -190,12 +196,17 @@ func (n *Node) Revoked() {
 	}
 	n.own.mu.Lock()
 	n.own.generation++
-	n.own.partitions, n.own.epoch = nil, 0
-	n.own.mu.Unlock()
-	n.metrics.partitions.Set(0)
-	if n.leased != nil {
-		defer n.leased.release() // once every session actor stopped
+	n.own.partitions = nil
+	if n.own.revoked != nil {
+		close(n.own.revoked)
+		n.own.revoked = nil
 	}
+	n.own.mu.Unlock()
+	// An Own still running in the background lands before the partitions' next
+	// owners take them (they cannot before Revoked returns), not after.
+	n.own.taking.Wait()
+	n.metrics.partitions.Set(0)
+	defer n.dropLease() // once every session actor stopped: draining sessions append under it
 	if n.hostStopped.Load() {
 		return // the node closed: its sessions are stopped already
 	}

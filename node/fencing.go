@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
@@ -27,51 +26,29 @@ import (
 const leaseWait = 5 * time.Second
 
 // leasedStore is the event store of a sharded node's session actors when its log
-// fences. A session appends under the lease its partition had when the session
-// folded its events (the session actor's Read from seq 1), so that an actor
-// outliving its node's ownership (which Revoked prevents) is fenced too.
+// fences: it appends under the node's lease of the session's partition. The lease
+// lasts from the node's Own (Assigned) until its session actors stopped (the end of
+// Revoked), so that a session draining its effects while its partition is revoked
+// still records their results; no session actor outlives it, since Revoked stops
+// them all before the next Assigned.
 type leasedStore struct {
+	eventlog.Log
 	n       *Node
 	fencing eventlog.Fencing
-
-	mu    sync.Mutex
-	bound map[string]eventlog.Lease // by session; cleared when the node's partitions are revoked
 }
 
 var _ actors.EventStore = (*leasedStore)(nil)
 
-func newLeasedStore(n *Node, f eventlog.Fencing) *leasedStore {
-	return &leasedStore{n: n, fencing: f, bound: map[string]eventlog.Lease{}}
-}
-
-// Read reads the log; a read from the first seq is a session folding its events,
-// which binds the session to the current lease of its partition.
-func (s *leasedStore) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
-	if fromSeq <= 1 {
-		lease, ok := s.n.leaseOf(sessionID)
-		s.mu.Lock()
-		if ok {
-			s.bound[sessionID] = lease
-		} else {
-			delete(s.bound, sessionID)
-		}
-		s.mu.Unlock()
-	}
-	return s.n.log.Read(ctx, sessionID, fromSeq)
-}
-
-// Append appends a session's batch under the lease the session folded under.
+// Append appends a session's batch under the node's lease of its partition.
 func (s *leasedStore) Append(ctx context.Context, events []messages.Envelope) error {
 	if len(events) == 0 {
 		return nil
 	}
 	id := events[0].SessionID
-	s.mu.Lock()
-	lease, ok := s.bound[id]
-	s.mu.Unlock()
+	lease, ok := s.n.leaseOf(id)
 	if !ok {
 		s.n.metrics.fenced.Inc()
-		return fmt.Errorf("%w: session %s: node %s folded it without a lease of its partition", eventlog.ErrFenced, id, s.n.cfg.NodeID)
+		return fmt.Errorf("%w: session %s: node %s holds no lease of its partition", eventlog.ErrFenced, id, s.n.cfg.NodeID)
 	}
 	err := s.fencing.AppendLeased(ctx, lease, events)
 	if errors.Is(err, eventlog.ErrFenced) {
@@ -81,48 +58,61 @@ func (s *leasedStore) Append(ctx context.Context, events []messages.Envelope) er
 	return err
 }
 
-// release forgets every session's lease: the node's partitions were revoked and
-// its session actors stopped.
-func (s *leasedStore) release() {
-	s.mu.Lock()
-	clear(s.bound)
-	s.mu.Unlock()
+// lease is a sharded node's claim on its partitions in a log that fences.
+type lease struct {
+	epoch      uint64
+	partitions map[int]bool
+	total      int
 }
 
-// leaseOf returns the node's current lease of the session's partition.
+// leaseOf returns the node's lease of the session's partition.
 func (n *Node) leaseOf(sessionID string) (eventlog.Lease, bool) {
 	n.own.mu.Lock()
 	defer n.own.mu.Unlock()
-	if n.own.total <= 0 || n.own.epoch == 0 {
+	l := n.own.lease
+	if l.epoch == 0 || l.total <= 0 {
 		return eventlog.Lease{}, false
 	}
-	p := n.cfg.Bus.Partition(sessionID, n.own.total)
-	if !n.own.partitions[p] {
+	p := n.cfg.Bus.Partition(sessionID, l.total)
+	if !l.partitions[p] {
 		return eventlog.Lease{}, false
 	}
-	return eventlog.Lease{Partition: p, Epoch: n.own.epoch}, true
+	return eventlog.Lease{Partition: p, Epoch: l.epoch}, true
+}
+
+// dropLease forgets the node's lease: its partitions were revoked and its session
+// actors stopped.
+func (n *Node) dropLease() {
+	n.own.mu.Lock()
+	n.own.lease = lease{}
+	n.own.mu.Unlock()
 }
 
 // takeLeases records this node as the owner of partitions in the log, under a new
-// epoch, for generation gen; within wait, or, with wait 0, until it succeeds or
-// the generation ended. It reports whether the epoch is the node's now.
-func (n *Node) takeLeases(gen int64, partitions []int, wait time.Duration) bool {
-	ctx, cancel := context.Background(), context.CancelFunc(func() {})
-	if wait > 0 {
-		ctx, cancel = context.WithTimeout(ctx, wait)
+// epoch, for generation gen: until deadline (none if zero), or until it succeeds,
+// the generation is revoked or the node stops. It reports whether the epoch is the
+// node's lease now. Each Own runs to its end (at most leaseWait): an Own given up
+// midway may still be recorded, and would then fence the partitions' next owner.
+func (n *Node) takeLeases(gen int64, partitions []int, deadline time.Time, revoked <-chan struct{}) bool {
+	var expired <-chan time.Time
+	if !deadline.IsZero() {
+		t := time.NewTimer(time.Until(deadline))
+		defer t.Stop()
+		expired = t.C
 	}
-	defer cancel()
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		if !n.isGeneration(gen) {
 			return false
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
 		epoch, err := n.leased.fencing.Own(ctx, n.cfg.NodeID, partitions)
+		cancel()
 		if err == nil {
 			n.own.mu.Lock()
 			current := n.own.generation == gen
 			if current {
-				n.own.epoch = epoch
+				n.own.lease = lease{epoch: epoch, partitions: n.own.partitions, total: n.own.total}
 			}
 			n.own.mu.Unlock()
 			if current {
@@ -133,11 +123,17 @@ func (n *Node) takeLeases(gen int64, partitions []int, wait time.Duration) bool 
 		}
 		n.cfg.Logger.Warn("cannot take ownership of assigned partitions in the event log; their sessions wait", "node", n.cfg.NodeID,
 			"partitions", partitions, "attempt", attempt, "err", err)
+		wait := time.NewTimer(backoff)
 		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
+		case <-wait.C:
+		case <-expired:
+			wait.Stop()
+			return false
+		case <-revoked:
+			wait.Stop()
 			return false
 		case <-n.stopping:
+			wait.Stop()
 			return false
 		}
 		backoff = min(2*backoff, 5*time.Second)

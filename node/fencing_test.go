@@ -2,10 +2,12 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -135,4 +137,62 @@ func metric(t *testing.T, n *node.Node, name string) int {
 		}
 	}
 	return 0
+}
+
+// refusingOwner is a log whose Own fails until open is closed, as a ClickHouse that
+// is down would; ownCalls counts the attempts.
+type refusingOwner struct {
+	eventlog.Log
+	fencing  eventlog.Fencing
+	open     chan struct{}
+	ownCalls atomic.Int32
+}
+
+func (r *refusingOwner) Own(ctx context.Context, node string, partitions []int) (uint64, error) {
+	r.ownCalls.Add(1)
+	select {
+	case <-r.open:
+		return r.fencing.Own(ctx, node, partitions)
+	default:
+		return 0, errors.New("log unreachable")
+	}
+}
+
+func (r *refusingOwner) AppendLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
+	return r.fencing.AppendLeased(ctx, lease, events)
+}
+
+// TestAssignedWaitsForTheLog: a node whose log cannot record its ownership runs
+// none of its partitions' sessions; it keeps trying in the background after
+// Assigned returned, runs them once the log answers, and a Revoked meanwhile stops
+// the attempts.
+func TestAssignedWaitsForTheLog(t *testing.T) {
+	log := sharedLog(t)
+	refusing := &refusingOwner{Log: log, fencing: log.(eventlog.Fencing), open: make(chan struct{})}
+	s, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := shardedNode(t, refusing, "a", s)
+	n.Assigned([]int{0}, 1) // returns after leaseWait, still trying
+	if epoch := metric(t, n, "troupe_cluster_ownership_epoch"); epoch != 0 {
+		t.Fatalf("ownership epoch %d while the log refuses Own", epoch)
+	}
+	n.Revoked() // stops the background attempts, and waits for them
+	tried := refusing.ownCalls.Load()
+	n.Assigned([]int{0}, 1)
+	close(refusing.open)
+	waitFor(t, 30*time.Second, "the node takes its partition once the log answers", func() bool {
+		return metric(t, n, "troupe_cluster_ownership_epoch") > 0
+	})
+	if _, err := n.Submit(context.Background(), node.Task{Input: "hello", SessionID: "s-1"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the session completes", func() bool {
+		st, ok, err := n.Status(context.Background(), "s-1")
+		return err == nil && ok && st.Status == messages.StatusCompleted
+	})
+	if tried < 2 {
+		t.Fatalf("Own was tried %d times before Revoked, want retries", tried)
+	}
 }

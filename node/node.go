@@ -324,7 +324,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.outbox = newOutbox(n.pub, 8192, cfg.Logger, n.metrics.pubFailed.Inc)
 	var store actors.EventStore = n.log
 	if f, ok := n.log.(eventlog.Fencing); ok && n.sharded() {
-		n.leased = newLeasedStore(n, f)
+		n.leased = &leasedStore{Log: n.log, n: n, fencing: f}
 		store = n.leased
 	} else if n.sharded() {
 		cfg.Logger.Warn("the event log does not fence stale partition owners: a node that hangs past the group's session timeout may write beside its partitions' next owner",
