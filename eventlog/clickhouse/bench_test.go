@@ -52,6 +52,9 @@ func BenchmarkAppend(b *testing.B) {
 			b.Fatal(err)
 		}
 		benchAppend(b, leasedLog{l, eventlog.Lease{Partition: 0, Epoch: epoch}}, appenders)
+		if s := l.Stats(); s.Inserts > 0 {
+			b.ReportMetric(float64(s.Events)/float64(s.Inserts), "events/insert")
+		}
 	})
 	b.Run("sqlite", func(b *testing.B) {
 		ctx := testCtx(b, time.Minute)
