@@ -80,14 +80,15 @@
 // epoch's event at a position, or a lower epoch's copy of an ID at another
 // position, is no conflict for it, and its event is inserted beside it. So a
 // session actor never reads two events at one seq, and never loses one of the
-// current owner's. After the INSERT, the writer reads the leases' epochs again and
-// fails a batch whose partition was taken meanwhile with ErrFenced (see confirm):
-// its writer stops instead of publishing it and issuing its effects, and
-// AppendLeased returns nil only for a batch the next owner folds. What the stale rows still reach are the aggregates that do
-// not look at epochs: the sessions summary (a stale event past the new owner's
-// last seq counts in events and last_seq, and its task.* type can set the status
-// until the new owner writes a later one) and the analytics views, which take any
-// event at a seq.
+// current owner's. After the INSERT (beside the next group's), the writer reads
+// the leases' epochs again and fails a batch whose partition was taken meanwhile
+// with ErrFenced (see confirm): its writer stops instead of publishing the batch
+// and issuing its effects, and AppendLeased returns nil only for a batch the next
+// owner folds. What stale rows still reach are the aggregates that do not look at
+// epochs: the sessions summary (a stale event past the new owner's last seq counts
+// in events and last_seq, and its task.* type can set the status until the new
+// owner writes a later one) and the analytics views, which take any event at a
+// seq.
 //
 // An INSERT whose outcome the writer cannot know (the connection broke while it
 // ran) is retried, and may then be stored twice. Every table collapses such
