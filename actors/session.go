@@ -338,7 +338,9 @@ func (a *SessionActor) onTool(ctx actor.Context, m *ToolResult) {
 }
 
 func (a *SessionActor) mustStep(ctx actor.Context, e messages.Envelope) {
-	if err := a.step(ctx, []messages.Envelope{e}); err != nil {
+	if err := a.step(ctx, []messages.Envelope{e}); errors.Is(err, eventlog.ErrFenced) {
+		return // stopping
+	} else if err != nil {
 		// The log refused the write: restart, refold and re-issue from what is durable.
 		panic(fmt.Errorf("session %s: %w", a.id, err))
 	}
@@ -394,11 +396,30 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 		batch = append(batch, e)
 	}
 	if len(batch) > 0 {
-		a.appendDurably(batch)
+		if err := a.appendDurably(batch); err != nil {
+			a.fenced(ctx, err)
+			return fmt.Errorf("%w: session %s: %w", ErrNotOwner, a.id, err)
+		}
 		a.publish(batch)
 	}
 	a.issueEffects(ctx)
 	return nil
+}
+
+// fenced stops a session whose append the log refused with eventlog.ErrFenced:
+// another node owns its partition now (this node hung past the group's session
+// timeout, and Kafka moved the partition). Retrying cannot succeed, and a restart
+// would refold a history the new owner is writing: the actor stops, issuing
+// nothing more, and the task waits on the bus for the new owner.
+func (a *SessionActor) fenced(ctx actor.Context, err error) {
+	a.deps.Logger.Warn("session fenced: another node owns its partition now; stopping", "session", a.id, "err", err)
+	a.stopTimer()
+	if a.drainer != nil {
+		ctx.Send(a.drainer, &Drained{})
+		a.drainer = nil
+	}
+	a.draining = true // issue no more effects
+	ctx.Stop(ctx.Self())
 }
 
 // appendDurably writes a batch to the log. A log that is down (an outage, a full
@@ -406,8 +427,9 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 // before the batch is durable, and appends are idempotent on event ID, so a retry
 // of a write whose outcome was unknown is safe. A batch the log refuses for its
 // content, or a node that is stopping, panics instead: the supervisor restarts the
-// actor, which refolds from what is durable.
-func (a *SessionActor) appendDurably(batch []messages.Envelope) {
+// actor, which refolds from what is durable. A batch refused with
+// eventlog.ErrFenced is returned: the session must stop (fenced).
+func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		c, cancel := a.ioCtx()
@@ -417,7 +439,10 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) {
 			if attempt > 1 {
 				a.deps.Logger.Info("event log write succeeded after retries", "session", a.id, "attempts", attempt)
 			}
-			return
+			return nil
+		}
+		if errors.Is(err, eventlog.ErrFenced) {
+			return err
 		}
 		if errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrInvalidEvent) {
 			panic(fmt.Errorf("session %s: append %d events at seq %d: %w", a.id, len(batch), batch[0].Seq, err))

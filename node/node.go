@@ -265,6 +265,7 @@ type Node struct {
 	model, remote     *actor.PID
 	toolPIDs          map[string]*actor.PID
 	own               ownership
+	leased            *leasedStore // the session actors' store when the node is sharded on a log that fences
 	effects           *actors.EffectResults
 	hostStopped       atomic.Bool
 	outbox            *outbox
@@ -375,8 +376,16 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	n.outbox = newOutbox(n.pub, 8192, cfg.Logger, n.metrics.pubFailed.Inc)
+	var store actors.EventStore = n.log
+	if f, ok := n.log.(eventlog.Fencing); ok && n.sharded() {
+		n.leased = &leasedStore{Log: n.log, n: n, fencing: f}
+		store = n.leased
+	} else if n.sharded() {
+		cfg.Logger.Warn("the event log does not fence stale partition owners: a node that hangs past the group's session timeout may write beside its partitions' next owner",
+			"log", fmt.Sprintf("%T", n.log))
+	}
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
-		Store: n.log, Publisher: n.outbox, Model: sessionModel, Tools: sessionTools, Clock: cfg.Clock,
+		Store: store, Publisher: n.outbox, Model: sessionModel, Tools: sessionTools, Clock: cfg.Clock,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agent,
