@@ -338,14 +338,29 @@ func insertRaw(t testing.TB, db string, rows ...messages.Envelope) {
 // insertRawAt writes rows under epoch into the events table directly.
 func insertRawAt(t testing.TB, db string, epoch uint64, rows ...messages.Envelope) {
 	t.Helper()
+	insertRows(t, db, &epoch, rows...)
+}
+
+// insertRows writes rows into the events table directly; a nil epoch leaves the
+// column out, for a database of a schema before fencing.
+func insertRows(t testing.TB, db string, epoch *uint64, rows ...messages.Envelope) {
+	t.Helper()
 	conn := rawConn(t, serverAddr(t))
 	ctx := testCtx(t, time.Minute)
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)")
+	cols := "session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload"
+	if epoch != nil {
+		cols += ", epoch"
+	}
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".events ("+cols+")")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range rows {
-		if err := b.Append(e.SessionID, e.Seq, e.ID, string(e.Type), int64(e.Version), e.CausationID, e.CorrelationID, e.TS, e.Actor, string(e.Payload), epoch); err != nil {
+		vals := []any{e.SessionID, e.Seq, e.ID, string(e.Type), int64(e.Version), e.CausationID, e.CorrelationID, e.TS, e.Actor, string(e.Payload)}
+		if epoch != nil {
+			vals = append(vals, *epoch)
+		}
+		if err := b.Append(vals...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -838,7 +853,7 @@ func TestMigrationCountsQueuedTasks(t *testing.T) {
 	add("q", 3, &messages.TaskCompleted{Output: "1"})
 	add("done", 1, &messages.TaskSubmitted{Input: "one"})
 	add("done", 2, &messages.TaskFailed{Reason: messages.ReasonModelError, Error: "down"})
-	insertRaw(t, db, events...)
+	insertRows(t, db, nil, events...) // schema 5 has no epoch column
 
 	l, _ := openLog(t, clickhouse.Config{Database: db})
 	status := func() map[string]string {
