@@ -697,8 +697,11 @@ func checkReplyTopic(topic string) error {
 	return nil
 }
 
-// Submit validates a task, publishes it on messages.TopicTasks and returns once the
-// session recorded it. It returns the session ID (a new one when the task names none).
+// Submit validates a task and publishes it on messages.TopicTasks. It returns the
+// session ID (a new one when the task names none). On the embedded bus it returns once
+// the session recorded the task (the in-process publish waits for the handler's ack);
+// on Kafka, once the broker acknowledged the record (acks=all): the task is durable
+// there, and the owning node records it when it consumes the partition.
 func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 	if err := t.Validate(); err != nil {
 		return "", err
