@@ -25,8 +25,10 @@
 //
 // Supervision policies, stated per actor: session actors are restarted by the
 // SessionHost (OneForOne, up to 5 restarts in 10 s, then stopped and left resumable in
-// the log). Effects run user code in recovered goroutines, never on an actor's, so
-// that a panicking tool or model becomes an error reply, never a crashed session.
+// the log); the SessionHost itself is resumed after a failure, never restarted, as a
+// restart would stop every session it hosts. Effects run user code in recovered
+// goroutines, never on an actor's, so that a panicking tool or model becomes an error
+// reply, never a crashed session.
 //
 // In a cluster, the SessionHost runs only the sessions its node owns (SetOwnership),
 // hands them over when their partitions move (ReleaseSessions, then Drain on each:

@@ -3,6 +3,7 @@ package actors
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -13,6 +14,13 @@ import (
 // supervisor of the session actors: a session that panics is restarted and refolds
 // its events, up to 5 times in 10 s; past that it is stopped, and the session stays
 // resumable in the log (a later message or node start wakes it again).
+//
+// The host itself is never restarted: restarting an actor stops its children, which
+// would cut every session's calls in flight and leave their tasks unfinished until
+// the node restarts. A failure of the host (a bug, a malformed message) is logged and
+// the host resumes with its state, and so its sessions, intact; the message it failed
+// on is dropped. Its props carry that policy as their guardian strategy, so spawn the
+// host from the root context, never as a child.
 //
 // On a sharded node (a cluster, where Kafka partitions spread sessions over nodes) the
 // host runs only the sessions it owns: SetOwnership says which, and ReleaseSessions
@@ -45,13 +53,21 @@ type hosted struct {
 	forwarded int
 }
 
-// NewSessionHostProps returns the props of a SessionHost.
+// NewSessionHostProps returns the props of a SessionHost, to spawn from the root
+// context (see SessionHost about its supervision).
 func NewSessionHostProps(deps SessionDeps) *actor.Props {
 	deps.withDefaults()
 	d := &deps
+	logger := d.Logger
+	resume := func(reason any) actor.Directive {
+		logger.Error("session host failed on a message; it goes on with its sessions and drops that message", slog.Any("reason", reason))
+		return actor.ResumeDirective
+	}
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}}
-	}, actor.WithSupervisor(actor.NewOneForOneStrategy(5, 10*time.Second, actor.DefaultDecider)))
+	},
+		actor.WithSupervisor(actor.NewOneForOneStrategy(5, 10*time.Second, actor.DefaultDecider)),
+		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)))
 }
 
 // CountSessions asks a SessionHost how many session actors are alive; the reply is an int.
@@ -90,15 +106,16 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 		}
 		h.forward(ctx, m.SessionID)
 	case *passivate:
-		id, ok := h.byPID[ctx.Sender().Id]
-		if !ok {
+		// Stop the session unless it is a stale incarnation or the host forwarded it
+		// messages it has not handled yet (it then reports idle again later).
+		s, ok := h.sessions[m.session]
+		if !ok || !s.pid.Equal(m.pid) || s.forwarded != m.handled {
 			return
 		}
-		if s := h.sessions[id]; s.forwarded == m.handled {
-			delete(h.sessions, id)
-			delete(h.byPID, s.pid.Id)
-			ctx.Stop(s.pid)
-		}
+		delete(h.sessions, m.session)
+		delete(h.byPID, s.pid.Id)
+		ctx.Stop(s.pid)
+		h.deps.Logger.Debug("session passivated", "session", m.session)
 	case *actor.Terminated:
 		if id, ok := h.byPID[m.Who.Id]; ok {
 			delete(h.sessions, id)

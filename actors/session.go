@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // EventStore is what a session actor needs of the event log: append its events and
@@ -44,7 +45,7 @@ type SessionDeps struct {
 	Stopping <-chan struct{}
 	// Redactor removes secrets from tasks and effect results before they are applied,
 	// recorded or published (default: token-shaped strings only).
-	Redactor *SecretRedactor
+	Redactor *redact.Redactor
 	Logger   *slog.Logger
 }
 
@@ -65,7 +66,7 @@ func (d *SessionDeps) withDefaults() {
 		d.Logger = slog.New(slog.DiscardHandler)
 	}
 	if d.Redactor == nil {
-		d.Redactor = NewSecretRedactor()
+		d.Redactor = redact.New()
 	}
 }
 
@@ -110,9 +111,14 @@ type Drained struct{}
 // deadlineTick wakes a session to check its running task's deadline.
 type deadlineTick struct{}
 
-// passivate is sent by a session to its host when it has been idle; handled is the
-// number of host-forwarded messages it has processed.
-type passivate struct{ handled int }
+// passivate is sent by a session to its host when it has been idle: the session's ID
+// and PID name the sender (it is sent with Send, so the host sees no Sender), and
+// handled is the number of host-forwarded messages it has processed.
+type passivate struct {
+	session string
+	pid     *actor.PID
+	handled int
+}
 
 // SessionActor owns one session: it is the only writer of the session's events.
 type SessionActor struct {
@@ -146,8 +152,12 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 	case *actor.Restarting, *actor.Stopping:
 		a.stopTimer()
 	case *actor.ReceiveTimeout:
+		// protoactor disarms the receive timeout when it fires: arm it again, or a
+		// session that was once idle-timed while busy (a long call) or whose host kept
+		// it (a message in flight) would never passivate.
+		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
 		if a.state.Active() == "" {
-			ctx.Send(ctx.Parent(), &passivate{handled: a.handled})
+			ctx.Send(ctx.Parent(), &passivate{session: a.id, pid: ctx.Self(), handled: a.handled})
 		}
 	case *SubmitTask:
 		a.handled++
@@ -294,7 +304,9 @@ func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
 }
 
 func (a *SessionActor) mustStep(ctx actor.Context, e messages.Envelope) {
-	if err := a.step(ctx, []messages.Envelope{e}); err != nil {
+	if err := a.step(ctx, []messages.Envelope{e}); errors.Is(err, eventlog.ErrFenced) {
+		return // stopping
+	} else if err != nil {
 		// The log refused the write: restart, refold and re-issue from what is durable.
 		panic(fmt.Errorf("session %s: %w", a.id, err))
 	}
@@ -329,7 +341,7 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 	// state never outlives a write it does not reflect.
 	for i := range batch {
 		// Inputs and effect results may carry secrets; decisions are built from them.
-		batch[i].Payload = a.deps.Redactor.Redact(batch[i].Payload)
+		batch[i].Payload = a.deps.Redactor.Bytes(batch[i].Payload)
 		if err := a.state.Apply(batch[i]); err != nil {
 			return err
 		}
@@ -350,11 +362,30 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 		batch = append(batch, e)
 	}
 	if len(batch) > 0 {
-		a.appendDurably(batch)
+		if err := a.appendDurably(batch); err != nil {
+			a.fenced(ctx, err)
+			return fmt.Errorf("%w: session %s: %w", ErrNotOwner, a.id, err)
+		}
 		a.publish(batch)
 	}
 	a.issueEffects(ctx)
 	return nil
+}
+
+// fenced stops a session whose append the log refused with eventlog.ErrFenced:
+// another node owns its partition now (this node hung past the group's session
+// timeout, and Kafka moved the partition). Retrying cannot succeed, and a restart
+// would refold a history the new owner is writing: the actor stops, issuing
+// nothing more, and the task waits on the bus for the new owner.
+func (a *SessionActor) fenced(ctx actor.Context, err error) {
+	a.deps.Logger.Warn("session fenced: another node owns its partition now; stopping", "session", a.id, "err", err)
+	a.stopTimer()
+	if a.drainer != nil {
+		ctx.Send(a.drainer, &Drained{})
+		a.drainer = nil
+	}
+	a.draining = true // issue no more effects
+	ctx.Stop(ctx.Self())
 }
 
 // appendDurably writes a batch to the log. A log that is down (an outage, a full
@@ -362,8 +393,9 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 // before the batch is durable, and appends are idempotent on event ID, so a retry
 // of a write whose outcome was unknown is safe. A batch the log refuses for its
 // content, or a node that is stopping, panics instead: the supervisor restarts the
-// actor, which refolds from what is durable.
-func (a *SessionActor) appendDurably(batch []messages.Envelope) {
+// actor, which refolds from what is durable. A batch refused with
+// eventlog.ErrFenced is returned: the session must stop (fenced).
+func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		c, cancel := a.ioCtx()
@@ -373,7 +405,10 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) {
 			if attempt > 1 {
 				a.deps.Logger.Info("event log write succeeded after retries", "session", a.id, "attempts", attempt)
 			}
-			return
+			return nil
+		}
+		if errors.Is(err, eventlog.ErrFenced) {
+			return err
 		}
 		if errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrInvalidEvent) {
 			panic(fmt.Errorf("session %s: append %d events at seq %d: %w", a.id, len(batch), batch[0].Seq, err))

@@ -402,6 +402,84 @@ func TestSessionActorRidesOutALogOutageAndRefoldsAfterAConflict(t *testing.T) {
 	}
 }
 
+// TestFencedSessionStops: an append refused with eventlog.ErrFenced (another node
+// took the session's partition) stops the session actor: no retry, no restart and
+// refold, no further effect; a task it was recording is answered with an error
+// that says the node does not own the session (the bus redelivers the task to the
+// new owner) rather than a permanent failure.
+func TestFencedSessionStops(t *testing.T) {
+	fenced := fmt.Errorf("wrapped: %w", eventlog.ErrFenced)
+	t.Run("recording a task", func(t *testing.T) {
+		model := &countingModel{Model: script(t, llm.ScriptStep{Content: "done"})}
+		var store *flakyStore
+		h := newHarness(t, harnessOpts{model: model, store: func(l *sqlite.Log) actors.EventStore {
+			store = &flakyStore{EventStore: l, failAt: 1, err: fenced}
+			return store
+		}})
+		e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Actor = "t", "s", "test"
+		res, err := h.system.Root.RequestFuture(h.host, &actors.SubmitTask{Envelope: e}, 10*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err, _ := res.(error); !errors.Is(err, eventlog.ErrFenced) || !errors.Is(err, actors.ErrNotOwner) {
+			t.Fatalf("SubmitTask on a fenced session answered %v, want an error wrapping ErrFenced and ErrNotOwner", res)
+		}
+		h.waitStopped()
+		store.mu.Lock()
+		writes := store.writes
+		store.mu.Unlock()
+		if writes != 1 || store.reads.Load() != 1 || model.total() != 0 {
+			t.Fatalf("after the fenced append: %d appends, %d folds, %d model calls; want 1, 1, 0", writes, store.reads.Load(), model.total())
+		}
+	})
+	t.Run("recording an effect's result", func(t *testing.T) {
+		var invocations atomic.Int32
+		counter := funcTool{"count", func(context.Context, tools.Call) (string, error) { invocations.Add(1); return "1", nil }}
+		model := &countingModel{Model: script(t, calls(messages.ToolCall{ID: "1", Name: "count", Arguments: "{}"}), llm.ScriptStep{Content: "done"})}
+		var store *flakyStore
+		h := newHarness(t, harnessOpts{model: model, tools: []tools.Tool{counter}, store: func(l *sqlite.Log) actors.EventStore {
+			// the task, then the model's answer (with the tool call it asks for) is fenced
+			store = &flakyStore{EventStore: l, failAt: 2, err: fenced}
+			return store
+		}})
+		h.submit("s", "t", "go")
+		h.waitStopped()
+		store.mu.Lock()
+		writes := store.writes
+		store.mu.Unlock()
+		if writes != 2 || store.reads.Load() != 1 || invocations.Load() != 0 {
+			t.Fatalf("after the fenced append: %d appends, %d folds, %d tool calls; want 2, 1, 0", writes, store.reads.Load(), invocations.Load())
+		}
+		events, err := h.log.Read(context.Background(), "s", 1)
+		if err != nil || len(events) != 2 {
+			t.Fatalf("the log holds %s (%v); want the task and the model request only", types(events), err)
+		}
+	})
+}
+
+// waitStopped waits until the host runs no session actor (deadline 10 s).
+func (h *harness) waitStopped() {
+	h.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n, err := h.system.Root.RequestFuture(h.host, &actors.CountSessions{}, time.Second).Result()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("%v session actors still run after 10 s", n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 func TestRecoveryReissuesOnlyUnansweredEffects(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()

@@ -121,10 +121,16 @@ func (s *SessionState) Active() string {
 	return s.active.ID
 }
 
-// Status reports the session's status: the status of its latest task.
+// Status reports the session's status: running while a task has not ended (tasks
+// submitted while another runs wait their turn, and a session resumes them after a
+// restart), else the status, output and error of its latest task; "" for a session
+// without tasks. It agrees with eventlog.SessionStatus.
 func (s *SessionState) Status() (status, output, errMsg string) {
 	if len(s.tasks) == 0 {
 		return "", "", ""
+	}
+	if s.active != nil { // the fold activates the first queued task as soon as one ends
+		return messages.StatusRunning, "", ""
 	}
 	t := s.tasks[len(s.tasks)-1]
 	return t.Status, t.Output, t.Error

@@ -1,6 +1,7 @@
 package actors_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/troupe-run/troupe/actors"
@@ -117,5 +118,50 @@ func TestStopConditions(t *testing.T) {
 	_ = st.Apply(env(t, done, "s", 5, "t"))
 	if f, ok := st.Decide(agent, 6, 0).Payload.(*messages.TaskFailed); !ok || f.Reason != messages.ReasonMaxSteps {
 		t.Fatalf("max steps: %+v", st.Decide(agent, 6, 0).Payload)
+	}
+}
+
+// Tasks submitted while one runs wait their turn: the session stays running until the
+// last one ended, and the fold (live, or on recovery) runs them in submission order.
+func TestQueuedTasksKeepTheSessionRunningAndRunInOrder(t *testing.T) {
+	agent := actors.Agent{Model: "m"}
+	st := actors.NewSessionState("q")
+	seq := uint64(0)
+	apply := func(p messages.Payload, task string) {
+		t.Helper()
+		seq++
+		if err := st.Apply(env(t, p, "q", seq, task)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tasks := []string{"task-1", "task-2", "task-3"}
+	for i, id := range tasks {
+		apply(&messages.TaskSubmitted{Input: fmt.Sprintf("input %d", i+1)}, id)
+	}
+	for i, id := range tasks {
+		if got := st.Active(); got != id {
+			t.Fatalf("task %d: the active task is %q, want %q", i+1, got, id)
+		}
+		if status, _, _ := st.Status(); status != messages.StatusRunning {
+			t.Fatalf("task %d of %d running: status %q", i+1, len(tasks), status)
+		}
+		d := st.Decide(agent, seq+1, 0)
+		mr, ok := d.Payload.(*messages.ModelRequested)
+		if !ok || d.TaskID != id {
+			t.Fatalf("task %d: decided %+v for %s", i+1, d.Payload, d.TaskID)
+		}
+		if req := st.Request(agent); req.Messages[len(req.Messages)-1].Content != fmt.Sprintf("input %d", i+1) {
+			t.Fatalf("task %d: the model is asked about %q", i+1, req.Messages[len(req.Messages)-1].Content)
+		}
+		apply(mr, id)
+		apply(&messages.ModelResponded{Key: mr.Key, Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: fmt.Sprintf("answer %d", i+1)}}, id)
+		d = st.Decide(agent, seq+1, 0)
+		if _, ok := d.Payload.(*messages.TaskCompleted); !ok || d.TaskID != id {
+			t.Fatalf("task %d: decided %+v for %s", i+1, d.Payload, d.TaskID)
+		}
+		apply(d.Payload, id)
+	}
+	if status, out, _ := st.Status(); status != messages.StatusCompleted || out != "answer 3" || st.Active() != "" {
+		t.Fatalf("all ended: status %q output %q active %q", status, out, st.Active())
 	}
 }

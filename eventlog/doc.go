@@ -2,8 +2,11 @@
 // store of every event Troupe records. Session actors append batches of sequenced
 // envelopes; recovery, replay and the HTTP API read them back by session and seq.
 //
-// Implementations: package eventlog/sqlite (embedded, the default) and, later,
-// ClickHouse for clusters. Both run the conformance suite in eventlog/eventlogtest,
-// and share CheckBatch (validation and in-batch duplicates) and TaskStatus (how
-// task.* events set a session's status), so that they agree on the edge cases.
+// Implementations: package eventlog/sqlite (embedded, the default) and
+// eventlog/clickhouse for clusters. Both run the conformance suite in
+// eventlog/eventlogtest, and share CheckBatch (validation and in-batch duplicates),
+// TaskStatus (how task.* events set a session's status) and Superseded (which
+// events of a stale partition owner Read hides), so that they agree on the edge
+// cases. Both also implement Fencing, with which the nodes of a cluster fence a
+// partition's stale owner.
 package eventlog

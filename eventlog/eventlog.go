@@ -36,6 +36,86 @@ type Log interface {
 	Close() error
 }
 
+// Fencing is the optional capability of a Log that the nodes of a cluster share: it
+// fences stale partition owners. Kafka gives each partition of troupe.tasks, and so
+// each session keyed to it, one owner at a time, but a node that hangs (a long GC
+// pause, SIGSTOP, a VM freeze) past its consumer group's session timeout is evicted
+// while it still believes it owns its partitions: when it wakes, it may append to
+// sessions whose new owner already wrote past the same seqs. Both backends
+// implement Fencing; find it with a type assertion.
+//
+// A node assigned partitions calls Own first, which records a new ownership epoch,
+// then folds their sessions, and appends their events with AppendLeased under that
+// epoch. Each AppendLeased checks, before it writes, that the lease's epoch is still
+// its partition's current one (the highest recorded), and fails with ErrFenced,
+// writing nothing, when a later Own took the partition; every event it writes is
+// stored with the epoch. The session actor stops on ErrFenced instead of retrying.
+//
+// Where the check and the write are not one atomic step (ClickHouse has no
+// transactions), a stale owner's batch whose check passed just before the new owner
+// took the partition may still land after it, even after the new owner read the
+// session and wrote the same seqs. Read makes such a write harmless: at each seq it
+// returns only the event of the highest epoch that wrote there, and it hides every
+// event whose epoch is lower than that of an event at a lower seq (see Superseded),
+// since the new owner folded the session before it wrote and so never saw what came
+// after. A newer owner may append at a seq that holds only such events: they do not
+// conflict with it. The stale writer is not told nil: the lease is checked again
+// after the write, and AppendLeased returns nil only when it was still current, so
+// that the next owner (which takes the partition before it reads) folds the batch.
+// Epoch 0 is that of Append (no lease): it is never fenced nor hidden, so that logs
+// written before fencing, and embedded nodes, read as before.
+type Fencing interface {
+	// Own records node as the owner of partitions from now on and returns their
+	// new epoch: greater than every epoch recorded before, of any partition, so that
+	// epochs also order owners across partitions. From then on AppendLeased with an
+	// older lease of any of these partitions fails with ErrFenced. Partitions must be
+	// non-negative and node non-empty.
+	Own(ctx context.Context, node string, partitions []int) (epoch uint64, err error)
+	// AppendLeased is Append by the holder of lease, for sessions of its partition:
+	// it fails with an error wrapping ErrFenced, and writes nothing, unless
+	// lease.Epoch is still the partition's current epoch, or if an event of a higher
+	// epoch is stored at one of the batch's positions. Otherwise it behaves like
+	// Append, with the events stamped with lease.Epoch, and events of lower epochs
+	// at the batch's positions (a stale owner's) do not conflict with it. It
+	// returns nil only if the lease was still current once the batch was written;
+	// if the partition was taken meanwhile, it fails with ErrFenced although the
+	// batch is stored: the new owner folds it if it read the session after the
+	// batch landed, and Read hides it otherwise.
+	AppendLeased(ctx context.Context, lease Lease, events []messages.Envelope) error
+}
+
+// Lease is a writer's claim on a partition: the epoch Fencing.Own returned for it.
+type Lease struct {
+	Partition int
+	Epoch     uint64
+}
+
+func (l Lease) String() string { return fmt.Sprintf("partition %d epoch %d", l.Partition, l.Epoch) }
+
+// Superseded reports whether Read hides a stored event of the given epoch, when the
+// highest epoch of the events Read returns before it (at lower seqs) is before: a
+// fenced writer's event is hidden once an owner with a higher epoch wrote at a
+// lower seq. Within one seq, the events of the highest epoch win. Events of epoch
+// 0 (Append without a lease) are never hidden.
+func Superseded(epoch, before uint64) bool { return epoch != 0 && epoch < before }
+
+// CheckOwn validates the arguments of Fencing.Own: a node name, and at least one
+// partition, none negative.
+func CheckOwn(node string, partitions []int) error {
+	if node == "" {
+		return errors.New("missing node name")
+	}
+	if len(partitions) == 0 {
+		return fmt.Errorf("node %s: no partitions", node)
+	}
+	for _, p := range partitions {
+		if p < 0 {
+			return fmt.Errorf("node %s: negative partition %d", node, p)
+		}
+	}
+	return nil
+}
+
 // Filter narrows Sessions. The zero value lists every session.
 type Filter struct {
 	// SinceUS keeps sessions started at or after this Unix-microsecond time.
@@ -50,9 +130,9 @@ type Filter struct {
 // SessionInfo summarises one session of the log.
 type SessionInfo struct {
 	ID string `json:"session_id"`
-	// Status is messages.StatusRunning, StatusCompleted or StatusFailed, from the
-	// session's latest (highest-seq) task.* event; see TaskStatus. A session with
-	// no task.* event yet is running.
+	// Status is messages.StatusRunning, StatusCompleted or StatusFailed; see
+	// SessionStatus: running while a submitted task has not ended, else the status
+	// of the session's latest (highest-seq) task.* event.
 	Status string `json:"status"`
 	// Events is the number of events; LastSeq the highest seq.
 	Events  int    `json:"events"`
@@ -76,6 +156,9 @@ var (
 	ErrLocked = errors.New("eventlog: data directory is locked by another process")
 	// ErrClosed means the log was closed.
 	ErrClosed = errors.New("eventlog: log is closed")
+	// ErrFenced means a later owner took the partition of the lease an append was
+	// made under (see Fencing): the writer is stale and must stop, not retry.
+	ErrFenced = errors.New("eventlog: fenced: a later owner took the partition")
 )
 
 // TaskStatus maps a task.* event type to the session status it sets: task.submitted
@@ -91,6 +174,23 @@ func TaskStatus(t messages.Type) (string, bool) {
 		return messages.StatusFailed, true
 	}
 	return "", false
+}
+
+// SessionStatus derives a session's status from its task.* events: latest is the
+// status TaskStatus gives its highest-seq task.* event ("" when it has none),
+// submitted the number of its task.submitted events and ended that of its
+// task.completed and task.failed events (each event counted once). A session runs its
+// tasks one at a time, in order, and a task submitted while another runs waits its
+// turn: so the session is running while it has more tasks than ends, even when its
+// highest-seq task.* event is the end of an earlier task; a node resumes it when it
+// starts. Otherwise it has the status of its latest task.* event.
+//
+// Logs filter by status in their query language; each states this same rule there.
+func SessionStatus(latest string, submitted, ended uint64) string {
+	if latest == "" || submitted > ended {
+		return messages.StatusRunning
+	}
+	return latest
 }
 
 // CheckBatch validates a batch before it is appended and resolves repeats inside it.

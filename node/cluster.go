@@ -104,6 +104,13 @@ type ownership struct {
 	generation int64
 	partitions map[int]bool
 	total      int // the topic's partitions at the last assignment
+	// lease is the node's claim on the partitions in a log that fences (fencing.go),
+	// from the log's recording it until the partitions' session actors stopped.
+	lease lease
+	// revoked is closed when the generation is revoked; taking counts the
+	// goroutines still taking a lease in the background.
+	revoked chan struct{}
+	taking  sync.WaitGroup
 }
 
 // Assigned tells a sharded node (Bus.Sharded) that it owns the given partitions of
@@ -123,19 +130,45 @@ func (n *Node) Assigned(partitions []int, total int) {
 	n.own.mu.Lock()
 	n.own.generation++
 	gen := n.own.generation
-	n.own.partitions = set
-	n.own.total = total
+	n.own.partitions, n.own.total = set, total
+	revoked := make(chan struct{})
+	n.own.revoked = revoked
 	n.own.mu.Unlock()
-	partition := n.cfg.Bus.Partition
-	owns := func(id string) bool { return set[partition(id, total)] }
-	if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns}, n.cfg.SubmitTimeout).Result(); err != nil {
-		n.cfg.Logger.Error("set session ownership", "err", err)
-	}
 	n.metrics.partitions.Set(float64(len(partitions)))
 	n.metrics.total.Set(float64(total))
 	n.metrics.assigned.Inc()
 	n.cfg.Logger.Info("partitions assigned", "node", n.cfg.NodeID, "partitions", partitions, "of", total)
-	if len(partitions) == 0 {
+	if len(partitions) > 0 && n.leased != nil {
+		// Fence the partitions' previous owners before running any of their
+		// sessions: they may be alive still, evicted while they hung (fencing.go).
+		if !n.takeLeases(gen, partitions, time.Now().Add(leaseWait), revoked) {
+			n.own.taking.Go(func() {
+				if n.takeLeases(gen, partitions, time.Time{}, revoked) {
+					n.runAssigned(gen, set, total)
+				}
+			})
+			return
+		}
+	}
+	n.runAssigned(gen, set, total)
+}
+
+// runAssigned lets the host run the sessions of the partitions of generation gen,
+// and resumes those left unfinished, unless the generation ended meanwhile.
+func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
+	partition := n.cfg.Bus.Partition
+	owns := func(id string) bool { return set[partition(id, total)] }
+	// Holding the lock orders this SetOwnership before the ReleaseSessions of the
+	// generation's Revoked, which changes the generation first.
+	n.own.mu.Lock()
+	current := n.own.generation == gen
+	if current {
+		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns}, n.cfg.SubmitTimeout).Result(); err != nil {
+			n.cfg.Logger.Error("set session ownership", "err", err)
+		}
+	}
+	n.own.mu.Unlock()
+	if !current || len(set) == 0 {
 		return
 	}
 	// Resuming reads the log; it runs beside the tasks of the new generation (both
@@ -163,8 +196,16 @@ func (n *Node) Revoked() {
 	n.own.mu.Lock()
 	n.own.generation++
 	n.own.partitions = nil
+	if n.own.revoked != nil {
+		close(n.own.revoked)
+		n.own.revoked = nil
+	}
 	n.own.mu.Unlock()
+	// An Own still running in the background lands before the partitions' next
+	// owners take them (they cannot before Revoked returns), not after.
+	n.own.taking.Wait()
 	n.metrics.partitions.Set(0)
+	defer n.dropLease() // once every session actor stopped: draining sessions append under it
 	if n.hostStopped.Load() {
 		return // the node closed: its sessions are stopped already
 	}

@@ -34,7 +34,7 @@ const maxBody = 2 << 20
 //	GET  /v1/sessions/{id}/stream      the same as Server-Sent Events, live
 //	POST /v1/sessions/{id}/cancel      cancel the running task
 //	GET  /metrics                      Prometheus metrics
-//	GET  /healthz
+//	GET  /healthz                      200 {"status":"ok"}, or 503 {"status":"unhealthy","reason"}
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/tasks", n.postTask)
@@ -44,9 +44,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{id}/stream", n.stream)
 	mux.HandleFunc("POST /v1/sessions/{id}/cancel", n.cancel)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
+	mux.HandleFunc("GET /healthz", n.healthz)
 	return mux
 }
 

@@ -29,6 +29,8 @@ type Metrics struct {
 	effectHits prometheus.Counter
 	pubFailed  prometheus.Counter
 	forwarded  prometheus.Counter
+	epoch      prometheus.Gauge
+	fenced     prometheus.Counter
 }
 
 func newMetrics() *Metrics {
@@ -58,8 +60,13 @@ func newMetrics() *Metrics {
 			Name: "publish_failures_total", Help: "Batches of session events or results the bus kept refusing (retried until the broker is back; dropped only at shutdown; the log has the events)."}),
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "tasks_forwarded_total", Help: "Messages read from a partition of troupe.tasks other than their session's (a producer with another partitioner than murmur2, or without a key) and forwarded to it."}),
+		epoch: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "ownership_epoch", Help: "The ownership epoch this node took for its partitions in the event log at its latest assignment (0 before any)."}),
+		fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "fenced_appends_total", Help: "Session appends the event log refused because another node took the session's partition since (their session actors stopped)."}),
 	}
-	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed, m.forwarded)
+	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed, m.forwarded,
+		m.epoch, m.fenced)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

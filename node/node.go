@@ -29,6 +29,7 @@ import (
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/react"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -70,7 +71,8 @@ type Config struct {
 	// IdleTimeout passivates idle session actors (default 1 minute).
 	IdleTimeout time.Duration
 	// Secrets (API keys, tokens) are replaced by "[REDACTED]" wherever they would
-	// enter an event; strings shaped like keys and bearer tokens always are.
+	// enter an event; strings shaped like keys and bearer tokens always are (package
+	// redact). cmd/node passes every key variable of the environment.
 	Secrets []string
 	// Bus replaces the embedded in-process bus, e.g. with Kafka (package kafka). Nil
 	// means the embedded GoChannel.
@@ -273,8 +275,10 @@ type Node struct {
 	outbox      *outbox
 	router      *message.Router
 	hub         *Hub
+	// leased is the session actors' store when the node is sharded on a log that fences.
+	leased *leasedStore
 
-	redactor    *actors.SecretRedactor
+	redactor    *redact.Redactor
 	stopping    chan struct{}
 	metrics     *Metrics
 	ran         atomic.Bool
@@ -291,7 +295,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: actors.NewSecretRedactor(cfg.Secrets...), metrics: newMetrics()}
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics()}
 	if n.log == nil {
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
 		if err != nil {
@@ -350,8 +354,16 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		sessionEffects = byKind
 	}
 	n.outbox = newOutbox(n.pub, 8192, cfg.Logger, n.metrics.pubFailed.Inc)
+	var store actors.EventStore = n.log
+	if f, ok := n.log.(eventlog.Fencing); ok && n.sharded() {
+		n.leased = &leasedStore{Log: n.log, n: n, fencing: f}
+		store = n.leased
+	} else if n.sharded() {
+		cfg.Logger.Warn("the event log does not fence stale partition owners: a node that hangs past the group's session timeout may write beside its partitions' next owner",
+			"log", fmt.Sprintf("%T", n.log))
+	}
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
-		Store: n.log, Publisher: n.outbox, Effects: sessionEffects, Clock: cfg.Clock,
+		Store: store, Publisher: n.outbox, Effects: sessionEffects, Clock: cfg.Clock,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agent,
@@ -470,6 +482,9 @@ func (n *Node) taskEnvelope(msg *message.Message) (messages.Envelope, error) {
 		if err := (Task{Input: ts.Input, Agent: ts.Agent, MaxSteps: ts.MaxSteps, ReplyTopic: ts.ReplyTopic}).Validate(); err != nil {
 			return messages.Envelope{}, err
 		}
+		if err := n.checkSessionShape(env.SessionID); err != nil {
+			return messages.Envelope{}, err
+		}
 		return env, nil
 	}
 	t, err := DecodeTask(msg.Payload)
@@ -496,7 +511,7 @@ func (n *Node) taskEnvelope(msg *message.Message) (messages.Envelope, error) {
 // the session's events, and its effect keys with it), the name is a hash of the ID.
 func (n *Node) messageSession(msgID string) string {
 	id := "task." + strings.NewReplacer("/", "-", ":", "-").Replace(msgID)
-	if sessionIDPattern.MatchString(id) && string(n.redactor.Redact([]byte(id))) == id {
+	if sessionIDPattern.MatchString(id) && n.redactor.String(id) == id {
 		return id
 	}
 	sum := sha256.Sum256([]byte(msgID))
@@ -663,8 +678,11 @@ func checkReplyTopic(topic string) error {
 	return nil
 }
 
-// Submit validates a task, publishes it on messages.TopicTasks and returns once the
-// session recorded it. It returns the session ID (a new one when the task names none).
+// Submit validates a task and publishes it on messages.TopicTasks. It returns the
+// session ID (a new one when the task names none). On the embedded bus it returns once
+// the session recorded the task (the in-process publish waits for the handler's ack);
+// on Kafka, once the broker acknowledged the record (acks=all): the task is durable
+// there, and the owning node records it when it consumes the partition.
 func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 	if err := t.Validate(); err != nil {
 		return "", err
@@ -693,7 +711,10 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 // envelope turns a validated task into a task.submitted envelope with the given ID.
 // Secrets in the input are redacted here: they never reach the bus, let alone the log.
 func (n *Node) envelope(t Task, id string) (messages.Envelope, error) {
-	input := string(n.redactor.Redact([]byte(t.Input)))
+	if err := n.checkSessionShape(t.SessionID); err != nil {
+		return messages.Envelope{}, err
+	}
+	input := string(n.redactor.Bytes([]byte(t.Input)))
 	p := &messages.TaskSubmitted{Input: input, Agent: t.Agent, MaxSteps: t.MaxSteps, ReplyTopic: t.ReplyTopic}
 	now := n.cfg.Clock.Now()
 	if t.DeadlineMS > 0 {
@@ -705,6 +726,16 @@ func (n *Node) envelope(t Task, id string) (messages.Envelope, error) {
 	}
 	env.ID, env.SessionID, env.TS, env.Actor = id, t.SessionID, now.UnixMicro(), "ingress"
 	return env, nil
+}
+
+// checkSessionShape refuses a session ID the redactor would change (one shaped like a
+// credential, or holding a secret's value): the session's effect keys carry its ID,
+// and a redacted key would never match its answer.
+func (n *Node) checkSessionShape(id string) error {
+	if n.redactor.String(id) != id {
+		return fmt.Errorf("%w: session_id %q has the shape of a credential or holds a secret, which would be redacted from its events; choose another", ErrBadTask, n.redactor.String(id))
+	}
+	return nil
 }
 
 // Cancel stops a session's running task. On a sharded node the cancellation goes to

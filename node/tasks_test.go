@@ -156,3 +156,24 @@ func TestReplyTopicIsRestricted(t *testing.T) {
 		}
 	}
 }
+
+// A session ID the redactor would change is refused: its effect keys carry the ID, and
+// a redacted key never matches its answer (the session looped, writing events without
+// end). One with "sk-" inside a word is no key, and runs.
+func TestSessionIDsShapedLikeKeys(t *testing.T) {
+	n, base, _ := serveHTTP(t, node.Config{})
+	for _, id := range []string{"sk-abcdefghijklmnopqrstuvwxyz", "a.sk-proj-AbCdEf0123456789_AbCdEf"} {
+		code, msg := postAs(t, base+"/v1/tasks", "application/json", `{"input":"echo x","session_id":"`+id+`"}`)
+		if code != http.StatusBadRequest || !strings.Contains(msg, "credential") {
+			t.Errorf("session_id %s: %d %q", id, code, msg)
+		}
+	}
+	noSessions(t, n)
+	code, msg := postAs(t, base+"/v1/tasks", "application/json", `{"input":"What is 2*3?","session_id":"desk-support-ticket-1234567"}`)
+	if code != http.StatusAccepted {
+		t.Fatalf("desk-support-ticket-1234567: %d %s", code, msg)
+	}
+	if r := waitDone(t, base, "desk-support-ticket-1234567"); r.Status != messages.StatusCompleted || r.Output != "6" {
+		t.Fatalf("desk-support-ticket-1234567: %+v", r)
+	}
+}

@@ -15,6 +15,7 @@
 // The log is compacted when it grows much larger than the live data. Exact search
 // costs time linear in the collection (BenchmarkSearch: a few milliseconds per 10k
 // vectors of dimension 384 on one core), which suits the collections an agent builds,
-// up to some hundred thousand vectors; beyond that use Milvus, the distributed
-// implementation, which runs the same suite.
+// up to some hundred thousand vectors. Embedded is the only implementation so far: a
+// Milvus one, for clusters and larger collections, is to come and must pass the same
+// suite (deploy/smoke_test.go only checks that the Milvus server .ci/run starts answers).
 package vectorstore

@@ -226,10 +226,15 @@ func TestClusterKillNine(t *testing.T) {
 
 // TestTopicPrefixOptions: with --kafka, a topic prefix Kafka would refuse is a usage
 // error, whether it comes from the flag, the environment or the config file's
-// topic_prefix (in that order of precedence).
+// topic_prefix (in that order of precedence). A config file with a bad prefix is
+// refused as it is read, whatever overrides it.
 func TestTopicPrefixOptions(t *testing.T) {
+	badConfig := filepath.Join(t.TempDir(), "troupe.json")
+	if err := os.WriteFile(badConfig, []byte(`{"topic_prefix":"file/."}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	config := filepath.Join(t.TempDir(), "troupe.json")
-	if err := os.WriteFile(config, []byte(`{"topic_prefix":"file/."}`), 0o644); err != nil {
+	if err := os.WriteFile(config, []byte(`{"topic_prefix":"file."}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -239,7 +244,8 @@ func TestTopicPrefixOptions(t *testing.T) {
 	}{
 		{"", []string{"--topic-prefix", "bad prefix."}, `invalid topic name: topic prefix "bad prefix."`},
 		{"env/.", nil, `topic prefix "env/."`},
-		{"", []string{"--config", config}, `topic prefix "file/."`},
+		{"", []string{"--config", badConfig}, `topic_prefix: kafka: invalid topic name: topic prefix "file/."`},
+		{"env/.", []string{"--config", badConfig}, `topic prefix "file/."`},
 		{"env/.", []string{"--config", config}, `topic prefix "env/."`},
 		{"env/.", []string{"--config", config, "--topic-prefix", "flag/."}, `topic prefix "flag/."`},
 	} {

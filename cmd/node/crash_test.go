@@ -45,7 +45,9 @@ func TestMain(m *testing.M) {
 		code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, options{
 			extraTools: []tools.Tool{&recordTool{path: os.Getenv("TROUPE_RECORD_FILE")}},
 			wrapModel: func(m llm.Model) llm.Model {
-				return &loggedModel{Model: m, path: os.Getenv("TROUPE_MODEL_LOG")}
+				// TROUPE_MODEL_DELAY slows every call down, so that tasks queue up.
+				delay, _ := time.ParseDuration(os.Getenv("TROUPE_MODEL_DELAY"))
+				return &loggedModel{Model: m, path: os.Getenv("TROUPE_MODEL_LOG"), delay: delay}
 			},
 		})
 		stop()
@@ -94,11 +96,13 @@ func (r *recordTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	return "recorded " + c.Arguments, nil
 }
 
-// loggedModel appends "<key>" to a file before each model call.
+// loggedModel appends "<key>" to a file before each model call, then answers after
+// delay.
 type loggedModel struct {
 	llm.Model
-	path string
-	mu   sync.Mutex
+	path  string
+	delay time.Duration
+	mu    sync.Mutex
 }
 
 func (m *loggedModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
@@ -107,6 +111,11 @@ func (m *loggedModel) Generate(ctx context.Context, r llm.Request) (llm.Response
 	m.mu.Unlock()
 	if err != nil {
 		return llm.Response{}, err
+	}
+	select {
+	case <-time.After(m.delay):
+	case <-ctx.Done():
+		return llm.Response{}, ctx.Err()
 	}
 	return m.Model.Generate(ctx, r)
 }
@@ -136,20 +145,26 @@ func freeAddr(t *testing.T) string {
 type child struct {
 	cmd    *exec.Cmd
 	addr   string
-	stderr *bytes.Buffer
+	stderr fmt.Stringer // safe to read while the child runs when it is a *syncBuffer
 }
 
 func startChild(t *testing.T, dir, script, records, modelLog string) *child {
 	t.Helper()
+	return startChildWith(t, dir, script, records, modelLog, nil)
+}
+
+// startChildWith starts a child with more environment variables and serve flags.
+func startChildWith(t *testing.T, dir, script, records, modelLog string, env []string, flags ...string) *child {
+	t.Helper()
 	addr := freeAddr(t)
-	cmd := exec.Command(os.Args[0], "serve", "--data", filepath.Join(dir, "data"), "--http", addr, "--model", "scripted:"+script)
-	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd := exec.Command(os.Args[0], append([]string{"serve", "--data", filepath.Join(dir, "data"), "--http", addr, "--model", "scripted:" + script}, flags...)...)
+	cmd.Env = append(append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog), env...)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, addr: addr, stderr: &stderr}
+	c := &child{cmd: cmd, addr: addr, stderr: stderr}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		resp, err := http.Get("http://" + addr + "/healthz")
@@ -163,6 +178,24 @@ func startChild(t *testing.T, dir, script, records, modelLog string) *child {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// syncBuffer collects a child's output; String may be called while it runs.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func (c *child) post(t *testing.T, body string) string {

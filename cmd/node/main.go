@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -76,6 +77,9 @@ flags:
                          ClickHouse log at HOST:PORT (consumer group troupe-sink)
   --clickhouse HOST:PORT write the event log to ClickHouse (TROUPE_CLICKHOUSE;
                          database TROUPE_CLICKHOUSE_DATABASE, default troupe)
+  --idle-timeout D       stop a session's actor after it has been idle this long, a
+                         positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
+                         default 1m); its next task folds it back from the log
   -v                     log at debug level
 `
 
@@ -98,15 +102,29 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			configPath = args[i+2]
 		}
 	}
+	autoLoaded := false
 	if configPath == "" {
 		if _, err := os.Stat(provider.DefaultConfigFile); err == nil {
-			configPath = provider.DefaultConfigFile
+			configPath, autoLoaded = provider.DefaultConfigFile, true
 		}
 	}
 	fc, err := loadFile(configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
+	}
+	if autoLoaded {
+		// A .troupe.json comes with whatever directory the node runs in (a cloned
+		// repository): it may not pick an environment variable to send to its base URL.
+		var llmSection struct {
+			APIKeyEnv string `json:"api_key_env"`
+		}
+		if json.Unmarshal(fc.LLM, &llmSection) == nil && llmSection.APIKeyEnv != "" {
+			fmt.Fprintf(stderr, "error: %s was loaded because it is in the working directory, and it names llm.api_key_env %q: "+
+				"a key variable is paired with a base URL only from a file given with --config, or with LLM_API_KEY and LLM_BASE_URL\n",
+				provider.DefaultConfigFile, llmSection.APIKeyEnv)
+			return 2
+		}
 	}
 	or := func(key, file, def string) string {
 		if v := os.Getenv(key); v != "" {
@@ -140,6 +158,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	rolesFlag := fs.String("roles", or("TROUPE_ROLES", fc.Roles, "all"), "roles of this node (with --kafka)")
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
+	idleFlag := fs.String("idle-timeout", or("TROUPE_IDLE_TIMEOUT", fc.IdleTimeout, ""), "passivate a session's actor after this long idle")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -159,6 +178,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
+	}
+	idle, err := parseIdleTimeout(*idleFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
 	}
 	// Like --group, the prefix means nothing without --kafka.
 	topics := kafka.TopicLayout{Prefix: *topicPrefix, InitializeTopics: true}
@@ -209,17 +233,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	secrets := []string{key, llmBase.APIKey}
+	secrets := append(llmBase.Secrets(nil), key)
 	var fallback []llm.Model
 	for _, spec := range strings.Split(*fallbacks, ",") {
 		if spec = strings.TrimSpace(spec); spec == "" {
 			continue
 		}
-		m, _, fkey, err := provider.FromSpec(ctx, spec, provider.Config{}, nil)
+		m, fwhy, fkey, err := provider.FallbackFromSpec(ctx, spec, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "error: fallback %s: %v\n", spec, err)
 			return 2
 		}
+		why += "; fallback " + spec + ": " + fwhy
 		fallback = append(fallback, m)
 		secrets = append(secrets, fkey)
 	}
@@ -232,7 +257,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
-		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps}
+		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps, IdleTimeout: idle}
 	cfg.HTTP.MaxConnections = *maxConns
 	if len(opt.extraTools) > 0 {
 		cfg.Tools = append([]tools.Tool{tools.Calculator{}, tools.NewClock(nil)}, opt.extraTools...)

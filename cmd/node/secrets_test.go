@@ -60,3 +60,55 @@ func TestNoSecretInEventsOrLogs(t *testing.T) {
 		t.Fatalf("the echoed key should show as [REDACTED]:\n%s", out.String())
 	}
 }
+
+// `ZHIPU_API_KEY=… node run --model offline "echo $ZHIPU_API_KEY"`: the key of a
+// provider that is not even in use must appear in no output and no byte of the data
+// directory — nor must any other key variable's value, shaped like a key or not.
+func TestEveryKeyVariableIsRedactedWhateverTheModel(t *testing.T) {
+	clearLLMEnv(t)
+	keys := map[string]string{
+		"ZHIPU_API_KEY":    "3f9a0c2e8b7d41f6a5c3e2d1b0a98765.Zk4PqR7sT2uV9wXy",
+		"MOONSHOT_API_KEY": "moonshot-plain-value-6c1f", // shaped like nothing: redacted by value
+		"LLM_API_KEY":      "generic-plain-value-77aa",
+		"HOUSE_KEY":        "house-plain-value-91bd", // named by llm.api_key_env
+	}
+	var input strings.Builder
+	input.WriteString("echo")
+	for k, v := range keys {
+		t.Setenv(k, v)
+		input.WriteString(" " + v)
+	}
+	dir := t.TempDir()
+	config := filepath.Join(dir, "troupe.json")
+	if err := os.WriteFile(config, []byte(`{"llm": {"api_key_env": "HOUSE_KEY"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"run", "-v", "--config", config, "--model", "offline", "--data", data, input.String()}, &out, &errb, options{})
+	if code != 0 {
+		t.Fatalf("run: %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	haystacks := map[string][]byte{"stdout": out.Bytes(), "logs": errb.Bytes()}
+	err := filepath.WalkDir(data, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		haystacks[path] = b
+		return err
+	})
+	if err != nil || len(haystacks) < 3 {
+		t.Fatalf("data directory: %v (%d files)", err, len(haystacks)-2)
+	}
+	for name, b := range haystacks {
+		for k, v := range keys {
+			if n := bytes.Count(b, []byte(v)); n > 0 {
+				t.Errorf("%s holds %s %d times", name, k, n)
+			}
+		}
+	}
+	if !strings.Contains(out.String(), "[REDACTED]") {
+		t.Fatalf("the echoed keys should show as [REDACTED]:\n%s", out.String())
+	}
+}

@@ -159,7 +159,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	}
 	// The node resumes the fork only: the other unfinished sessions of the log are
 	// left to the node that serves it.
-	cfg := node.Config{DataDir: st.data, Model: model, Secrets: []string{key},
+	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key),
 		Resume: func(id string) bool { return id == newID }}
 	if st.clickhouse != "" {
 		log, err := st.open(ctx, false)

@@ -250,7 +250,11 @@ type Step struct {
 // event whose cause is not in the session is a root. Every event is decoded, so a
 // corrupt one is reported with its seq instead of being skipped.
 func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
-	tl := &Timeline{SessionID: events[0].SessionID, Events: len(events), Status: messages.StatusRunning}
+	tl := &Timeline{SessionID: events[0].SessionID, Events: len(events)}
+	var (
+		latest           string // the status of the latest task.* event
+		submitted, ended uint64
+	)
 	byID := make(map[string]*Step, len(events))
 	for _, e := range events {
 		p, err := e.Decode()
@@ -266,12 +270,13 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 			tl.Usage = tl.Usage.Add(u)
 		case *messages.ToolCallCompleted:
 			st.LatencyUS = p.LatencyUS
-		case *messages.TaskCompleted:
-			tl.Status = messages.StatusCompleted
-		case *messages.TaskFailed:
-			tl.Status = messages.StatusFailed
+		case *messages.TaskCompleted, *messages.TaskFailed:
+			ended++
 		case *messages.TaskSubmitted:
-			tl.Status = messages.StatusRunning
+			submitted++
+		}
+		if status, ok := eventlog.TaskStatus(e.Type); ok {
+			latest = status
 		}
 		if parent, ok := byID[e.CausationID]; ok && e.CausationID != e.ID {
 			if st.LatencyUS == 0 && st.TS >= parent.TS {
@@ -283,6 +288,7 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 		}
 		byID[e.ID] = st
 	}
+	tl.Status = eventlog.SessionStatus(latest, submitted, ended)
 	return tl, nil
 }
 

@@ -132,6 +132,39 @@ func TestTimelineOfALongSession(t *testing.T) {
 	}
 }
 
+// A session with tasks queued behind an ended one is running until its last task
+// ends, like the log lists it.
+func TestTimelineStatusWithQueuedTasks(t *testing.T) {
+	var events []messages.Envelope
+	add := func(p messages.Payload) {
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq := uint64(len(events) + 1)
+		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = fmt.Sprintf("q/%d", seq), "q", seq, int64(seq), "session"
+		events = append(events, e)
+	}
+	status := func() string {
+		t.Helper()
+		tl, err := BuildTimeline(events)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tl.Status
+	}
+	add(&messages.TaskSubmitted{Input: "one"})
+	add(&messages.TaskSubmitted{Input: "two"})
+	add(&messages.TaskCompleted{Output: "1"})
+	if got := status(); got != messages.StatusRunning {
+		t.Fatalf("task two queued: status %s, want running", got)
+	}
+	add(&messages.TaskFailed{Reason: messages.ReasonModelError, Error: "down"})
+	if got := status(); got != messages.StatusFailed {
+		t.Fatalf("both ended: status %s, want failed", got)
+	}
+}
+
 func BenchmarkTimeline10k(b *testing.B) {
 	var events []messages.Envelope
 	for i := 1; i <= 10000; i++ {

@@ -43,6 +43,19 @@ func BenchmarkAppend(b *testing.B) {
 			b.ReportMetric(float64(s.Events)/float64(s.Inserts), "events/insert")
 		}
 	})
+	// As a node of a cluster appends: under a lease, checked before and after each
+	// INSERT (eventlog.Fencing).
+	b.Run("clickhouse-leased", func(b *testing.B) {
+		l, _ := openLog(b, clickhouse.Config{})
+		epoch, err := l.Own(testCtx(b, time.Minute), "bench", []int{0})
+		if err != nil {
+			b.Fatal(err)
+		}
+		benchAppend(b, leasedLog{l, eventlog.Lease{Partition: 0, Epoch: epoch}}, appenders)
+		if s := l.Stats(); s.Inserts > 0 {
+			b.ReportMetric(float64(s.Events)/float64(s.Inserts), "events/insert")
+		}
+	})
 	b.Run("sqlite", func(b *testing.B) {
 		ctx := testCtx(b, time.Minute)
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: b.TempDir()})
@@ -56,6 +69,16 @@ func BenchmarkAppend(b *testing.B) {
 		})
 		benchAppend(b, l, appenders)
 	})
+}
+
+// leasedLog appends under a lease.
+type leasedLog struct {
+	*clickhouse.Log
+	lease eventlog.Lease
+}
+
+func (l leasedLog) Append(ctx context.Context, events []messages.Envelope) error {
+	return l.AppendLeased(ctx, l.lease, events)
 }
 
 // benchAppend runs b.N Append calls of 4 events spread over appenders goroutines.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,9 +45,15 @@ type Log struct {
 	stats struct {
 		appends, inserts, events, retries, failures, waits atomic.Uint64
 	}
+
+	// beforeInsert, set by tests only, runs before each INSERT of events.
+	beforeInsert func()
 }
 
-var _ eventlog.Log = (*Log)(nil)
+var (
+	_ eventlog.Log     = (*Log)(nil)
+	_ eventlog.Fencing = (*Log)(nil)
+)
 
 // abortGrace is how long Close waits for the writer to stop after it aborted it.
 const abortGrace = 5 * time.Second
@@ -148,6 +155,10 @@ func options(cfg Config) *ch.Options {
 // writer retries, until the write succeeds or ctx ends. See the package doc for
 // what is atomic and what is not.
 func (l *Log) Append(ctx context.Context, events []messages.Envelope) error {
+	return l.append(ctx, nil, events)
+}
+
+func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("eventlog/clickhouse: append: %w (not written)", err)
 	}
@@ -163,7 +174,10 @@ func (l *Log) Append(ctx context.Context, events []messages.Envelope) error {
 	}
 	// The writer may still read a batch after Append returned (when ctx ended while
 	// it was being written): it works on copies of the payloads, which the caller owns.
-	req := &appendReq{ctx: ctx, events: batch, payloads: make([]string, len(batch)), done: make(chan error, 1)}
+	if lease != nil && (lease.Partition < 0 || lease.Partition > math.MaxUint32) {
+		return fmt.Errorf("%w: %s (partition out of range)", eventlog.ErrFenced, lease)
+	}
+	req := &appendReq{ctx: ctx, lease: lease, events: batch, payloads: make([]string, len(batch)), done: make(chan error, 1)}
 	for i := range batch {
 		req.payloads[i] = string(batch[i].Payload)
 		batch[i].Payload = nil
@@ -197,11 +211,19 @@ func (l *Log) Append(ctx context.Context, events []messages.Envelope) error {
 
 // readQuery reads a session without FINAL: rows of an event written twice that
 // have not merged yet are collapsed by Read, which also notices two different
-// events at one seq instead of letting the merge pick one.
-const readQuery = `SELECT seq, id, type, version, causation_id, correlation_id, ts, actor, payload
-FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq, id`
+// events at one seq and epoch instead of letting the merge pick one, and picks the
+// highest epoch at each seq (eventlog.Fencing).
+const readQuery = `SELECT seq, epoch, id, type, version, causation_id, correlation_id, ts, actor, payload
+FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq, epoch DESC, id`
 
-// Read implements eventlog.Log.
+// readEpochQuery finds the highest epoch of a session's events before a seq: Read
+// from a later seq starts from it (eventlog.Superseded). It is also the highest
+// epoch of the events Read would return before that seq, since an event of the
+// highest epoch is never hidden.
+const readEpochQuery = `SELECT max(epoch) FROM events WHERE session_id = ? AND seq < ?`
+
+// Read implements eventlog.Log. Of the rows at one seq it returns the event of the
+// highest epoch, and it hides a stale owner's events (eventlog.Superseded).
 func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("eventlog/clickhouse: read session %s: %w", sessionID, err)
@@ -211,33 +233,54 @@ func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]mes
 	}
 	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
 	defer cancel()
+	var before uint64 // the highest epoch of the events returned so far
+	if fromSeq > 1 {
+		if err := l.conn.QueryRow(qctx, readEpochQuery, sessionID, fromSeq).Scan(&before); err != nil {
+			return nil, l.readErr(ctx, fmt.Sprintf("read session %s", sessionID), err)
+		}
+	}
 	rows, err := l.conn.Query(qctx, readQuery, sessionID, fromSeq)
 	if err != nil {
 		return nil, l.readErr(ctx, fmt.Sprintf("read session %s", sessionID), err)
 	}
 	defer rows.Close()
-	var events []messages.Envelope
+	var (
+		events []messages.Envelope
+		// The seq of the last row and the highest epoch at it, and whether that
+		// epoch's event was hidden; any is false before the first row.
+		seq, top    uint64
+		hidden, any bool
+	)
 	for rows.Next() {
 		var (
 			e       = messages.Envelope{SessionID: sessionID}
+			epoch   uint64
 			typ     string
 			version int64
 			payload string
 		)
-		if err := rows.Scan(&e.Seq, &e.ID, &typ, &version, &e.CausationID, &e.CorrelationID, &e.TS, &e.Actor, &payload); err != nil {
+		if err := rows.Scan(&e.Seq, &epoch, &e.ID, &typ, &version, &e.CausationID, &e.CorrelationID, &e.TS, &e.Actor, &payload); err != nil {
 			return nil, fmt.Errorf("eventlog/clickhouse: session %s, event after seq %d: %w: %v", sessionID, lastSeq(events), messages.ErrCorrupt, err)
 		}
 		e.Type, e.Version, e.Payload = messages.Type(typ), int(version), json.RawMessage(payload)
-		if n := len(events); n > 0 && events[n-1].Seq == e.Seq {
-			if events[n-1].ID == e.ID {
+		if any && e.Seq == seq {
+			switch {
+			case epoch < top || hidden:
+				continue // a stale owner's event, or one beside it
+			case events[len(events)-1].ID == e.ID:
 				continue // written twice, not merged yet
 			}
-			return nil, fmt.Errorf("eventlog/clickhouse: session %s seq %d: %w: two events hold it, %s and %s (two writers raced)",
-				sessionID, e.Seq, messages.ErrCorrupt, events[n-1].ID, e.ID)
+			return nil, fmt.Errorf("eventlog/clickhouse: session %s seq %d: %w: two events of epoch %d hold it, %s and %s (two writers raced)",
+				sessionID, e.Seq, messages.ErrCorrupt, epoch, events[len(events)-1].ID, e.ID)
+		}
+		any, seq, top = true, e.Seq, epoch
+		if hidden = eventlog.Superseded(epoch, before); hidden {
+			continue
 		}
 		if err := checkStored(e); err != nil {
 			return nil, fmt.Errorf("eventlog/clickhouse: session %s seq %d: %w: %s", sessionID, e.Seq, messages.ErrCorrupt, err)
 		}
+		before = max(before, epoch)
 		events = append(events, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -269,10 +312,13 @@ func checkStored(e messages.Envelope) error {
 }
 
 // sessionsQuery merges the per-session summaries (the sessions table, which a
-// materialized view fills from every insert into events). The aliases differ
-// from the column names on purpose: ClickHouse resolves aliases everywhere in a
-// query, and an alias named like the column it aggregates would refer to itself.
-const sessionsQuery = `SELECT session_id,
+// materialized view fills from every insert into events) with their task counts
+// (session_tasks, likewise). The aliases differ from the column names on purpose:
+// ClickHouse resolves aliases everywhere in a query, and an alias named like the
+// column it aggregates would refer to itself. A session without task events has
+// no session_tasks row: the LEFT JOIN gives it zero counts.
+const sessionsQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended
+FROM (SELECT session_id,
 	uniqExactMerge(events) AS n_events,
 	uniqExactIfMerge(steps) AS n_steps,
 	maxMerge(last_seq) AS max_seq,
@@ -280,7 +326,18 @@ const sessionsQuery = `SELECT session_id,
 	minMerge(started_us) AS first_us,
 	maxMerge(updated_us) AS last_us
 FROM sessions
-GROUP BY session_id`
+GROUP BY session_id)
+ANY LEFT JOIN (SELECT session_id,
+	uniqExactIfMerge(tasks) AS n_tasks,
+	uniqExactIfMerge(ended) AS n_ended
+FROM session_tasks
+GROUP BY session_id) USING session_id`
+
+// The status filters of Sessions: eventlog.SessionStatus in SQL.
+const (
+	runningCond = "(n_tasks > n_ended OR latest_task_type NOT IN ('task.completed', 'task.failed'))"
+	endedCond   = "n_tasks <= n_ended AND latest_task_type = ?"
+)
 
 // Sessions implements eventlog.Log. It reads the sessions summary table: one row
 // per session once its parts merged, a few more before.
@@ -295,25 +352,25 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: negative limit %d", f.Limit)
 	}
 	q := sessionsQuery
-	var args, having []any
+	var args, condArgs []any
 	var conds []string
 	if f.SinceUS != 0 { // the zero Filter lists every session, even one started before 1970
 		conds = append(conds, "first_us >= ?")
-		having = append(having, f.SinceUS)
+		condArgs = append(condArgs, f.SinceUS)
 	}
 	switch f.Status {
 	case "":
 	case messages.StatusCompleted, messages.StatusFailed:
-		conds = append(conds, "latest_task_type = ?")
-		having = append(having, "task."+f.Status)
+		conds = append(conds, endedCond)
+		condArgs = append(condArgs, "task."+f.Status)
 	case messages.StatusRunning:
-		conds = append(conds, "latest_task_type NOT IN ('task.completed', 'task.failed')")
+		conds = append(conds, runningCond)
 	default:
 		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: unknown status %q", f.Status)
 	}
 	if len(conds) > 0 {
-		q += "\nHAVING " + strings.Join(conds, " AND ")
-		args = append(args, having...)
+		q += "\nWHERE " + strings.Join(conds, " AND ")
+		args = append(args, condArgs...)
 	}
 	q += "\nORDER BY first_us DESC, session_id"
 	if f.Limit > 0 {
@@ -331,16 +388,15 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		var (
 			i             eventlog.SessionInfo
 			events, steps uint64
+			tasks, ended  uint64
 			taskType      string
 		)
-		if err := rows.Scan(&i.ID, &events, &steps, &i.LastSeq, &taskType, &i.StartedUS, &i.UpdatedUS); err != nil {
+		if err := rows.Scan(&i.ID, &events, &steps, &i.LastSeq, &taskType, &i.StartedUS, &i.UpdatedUS, &tasks, &ended); err != nil {
 			return nil, fmt.Errorf("eventlog/clickhouse: list sessions: %w: %v", messages.ErrCorrupt, err)
 		}
 		i.Events, i.Steps = int(events), int(steps)
-		i.Status = messages.StatusRunning
-		if status, ok := eventlog.TaskStatus(messages.Type(taskType)); ok {
-			i.Status = status
-		}
+		latest, _ := eventlog.TaskStatus(messages.Type(taskType))
+		i.Status = eventlog.SessionStatus(latest, tasks, ended)
 		infos = append(infos, i)
 	}
 	if err := rows.Err(); err != nil {

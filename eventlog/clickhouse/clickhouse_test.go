@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -24,11 +25,15 @@ import (
 // as it returns, and racing writers of one Log are detected, because one writer
 // goroutine checks and inserts each group in turn (writers in different processes
 // are not: see the package doc).
+//
+// A stale owner's writes (Features.WriteStale) are raw inserts: the rows its
+// writer inserts when its fencing check passed just before a newer owner took
+// the partition, which nothing in ClickHouse refuses.
 func TestConformance(t *testing.T) {
 	serverAddr(t)
-	eventlogtest.Run(t, eventlogtest.Features{}, func(t *testing.T) eventlog.Log {
-		l, _ := openLog(t, clickhouse.Config{})
-		return l
+	dbs := newLogDatabases()
+	eventlogtest.Run(t, dbs.features(), func(t *testing.T) eventlog.Log {
+		return dbs.add(openLog(t, clickhouse.Config{}))
 	})
 }
 
@@ -36,10 +41,40 @@ func TestConformance(t *testing.T) {
 // so small that most Append calls wait for room.
 func TestConformanceTinyBuffers(t *testing.T) {
 	serverAddr(t)
-	eventlogtest.Run(t, eventlogtest.Features{}, func(t *testing.T) eventlog.Log {
-		l, _ := openLog(t, clickhouse.Config{BatchSize: 1, MaxBuffered: 4, MaxBufferedBytes: 1 << 10, FlushInterval: time.Millisecond, MaxOpenConns: 2})
-		return l
+	dbs := newLogDatabases()
+	eventlogtest.Run(t, dbs.features(), func(t *testing.T) eventlog.Log {
+		return dbs.add(openLog(t, clickhouse.Config{BatchSize: 1, MaxBuffered: 4, MaxBufferedBytes: 1 << 10, FlushInterval: time.Millisecond, MaxOpenConns: 2}))
 	})
+}
+
+// logDatabases remembers the database of each log a conformance run opens.
+type logDatabases struct {
+	mu  sync.Mutex
+	dbs map[eventlog.Log]string
+}
+
+func newLogDatabases() *logDatabases { return &logDatabases{dbs: map[eventlog.Log]string{}} }
+
+func (d *logDatabases) add(l *clickhouse.Log, db string) eventlog.Log {
+	d.mu.Lock()
+	d.dbs[l] = db
+	d.mu.Unlock()
+	return l
+}
+
+func (d *logDatabases) features() eventlogtest.Features {
+	return eventlogtest.Features{
+		WriteStale: func(t *testing.T, l eventlog.Log, epoch uint64, events []messages.Envelope) {
+			t.Helper()
+			d.mu.Lock()
+			db, ok := d.dbs[l]
+			d.mu.Unlock()
+			if !ok {
+				t.Fatalf("WriteStale: log %p was not opened by this run", l)
+			}
+			insertRawAt(t, db, epoch, events...)
+		},
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -84,8 +119,14 @@ func TestMigrations(t *testing.T) {
 	}
 	for _, m := range ms {
 		for _, s := range m.Statements {
-			if !strings.HasPrefix(s, "CREATE ") || !strings.Contains(s, " IF NOT EXISTS ") || strings.Contains(s, ";") {
-				t.Errorf("%s: statement is not one idempotent CREATE: %q", m.Name, s)
+			create := strings.HasPrefix(s, "CREATE ") && strings.Contains(s, " IF NOT EXISTS ")
+			drop := strings.HasPrefix(s, "DROP TABLE IF EXISTS ")
+			// A backfill of aggregate states that count distinct values: applying it twice counts nothing twice.
+			backfill := strings.HasPrefix(s, "INSERT INTO ") && strings.Contains(s, "uniqExactIfState(") && !strings.Contains(s, "VALUES")
+			// migrate skips an added column that exists (18.16 has no IF NOT EXISTS there).
+			addColumn := strings.HasPrefix(s, "ALTER TABLE ") && strings.Contains(s, " ADD COLUMN ")
+			if !(create || drop || backfill || addColumn) || strings.Contains(s, ";") {
+				t.Errorf("%s: statement is not one idempotent CREATE, DROP, backfill or ALTER TABLE … ADD COLUMN: %q", m.Name, s)
 			}
 		}
 	}
@@ -100,6 +141,11 @@ func TestMigrations(t *testing.T) {
 	want := "type IN (" + strings.Join(statusTypes, ", ") + ")"
 	if sql := strings.Join(ms[3].Statements, "\n"); !strings.Contains(sql, want) {
 		t.Errorf("%s does not list the status types as %s", ms[3].Name, want)
+	}
+	// The task counts follow them too: submitted, and the two that end a task.
+	want = "type IN (" + strings.Join(statusTypes[1:], ", ") + ")"
+	if sql := strings.Join(ms[5].Statements, "\n"); statusTypes[0] != "'task.submitted'" || !strings.Contains(sql, want) {
+		t.Errorf("%s does not count %s ending tasks as %s", ms[5].Name, statusTypes, want)
 	}
 }
 
@@ -120,11 +166,11 @@ func TestSchema(t *testing.T) {
 		}
 	}
 	tables := queryStrings(t, conn, "SELECT name FROM system.tables WHERE database = ? ORDER BY name", db)
-	if want := []string{"event_ids", "event_ids_mv", "events", "memory_ops", "model_usage", "schema_migrations", "session_agents", "session_outcomes", "sessions", "sessions_mv", "tool_usage"}; !slices.Equal(tables, want) {
+	if want := []string{"event_ids", "event_ids_mv", "events", "memory_ops", "model_usage", "ownership", "schema_migrations", "session_agents", "session_outcomes", "session_tasks", "session_tasks_mv", "sessions", "sessions_mv", "tool_usage"}; !slices.Equal(tables, want) {
 		t.Fatalf("tables %q, want %q", tables, want)
 	}
 	versions := queryStrings(t, conn, "SELECT toString(version) FROM "+db+".schema_migrations FINAL ORDER BY version")
-	if !slices.Equal(versions, []string{"1", "2", "3", "4", "5"}) {
+	if !slices.Equal(versions, []string{"1", "2", "3", "4", "5", "6", "7"}) {
 		t.Fatalf("schema_migrations holds %v", versions)
 	}
 	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".schema_migrations (version, name, applied_us)")
@@ -141,6 +187,123 @@ func TestSchema(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "newer build") {
 		t.Fatalf("Open(database of a newer schema) = %v, want a refusal", err)
 	}
+}
+
+// version5Database returns a database of schema version 5 (before fencing),
+// holding two events of session s-1, and a connection that uses it.
+func version5Database(t *testing.T) (db string, in driver.Conn, old []messages.Envelope) {
+	t.Helper()
+	addr := serverAddr(t)
+	raw := rawConn(t, addr)
+	db = newDatabase(t, raw)
+	ctx := testCtx(t, time.Minute)
+	if err := raw.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := clickhouse.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err = ch.Open(&ch.Options{Addr: addr, Protocol: ch.Native, Auth: ch.Auth{Database: db}, DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = in.Close() })
+	for _, m := range ms[:5] {
+		for _, stmt := range m.Statements {
+			if err := in.Exec(ctx, stmt); err != nil {
+				t.Fatalf("%s: %v", m.Name, err)
+			}
+		}
+		b, err := in.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_us)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Append(uint32(m.Version), m.Name, int64(0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old = []messages.Envelope{event(t, "s-1", 1), event(t, "s-1", 2)}
+	b, err := in.PrepareBatch(ctx, "INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range old {
+		if err := b.Append(e.SessionID, e.Seq, e.ID, string(e.Type), int64(e.Version), e.CausationID, e.CorrelationID, e.TS, e.Actor, string(e.Payload)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
+	return db, in, old
+}
+
+// checkMigrated checks a database migrated from version 5 with l: events is sorted
+// by epoch too, the old events read back under epoch 0, and owners append under
+// their epochs.
+func checkMigrated(t *testing.T, l *clickhouse.Log, db string, old []messages.Envelope) {
+	t.Helper()
+	ctx := testCtx(t, time.Minute)
+	sorting := queryStrings(t, rawConn(t, serverAddr(t)), "SELECT name FROM system.columns WHERE database = ? AND table = 'events' AND is_in_sorting_key ORDER BY name", db)
+	if !slices.Equal(sorting, []string{"epoch", "seq", "session_id"}) {
+		t.Fatalf("events is sorted by %v, want epoch, seq and session_id", sorting)
+	}
+	epoch, err := l.Own(ctx, "node-a", []int{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := event(t, "s-1", 3)
+	if err := l.AppendLeased(ctx, eventlog.Lease{Partition: 0, Epoch: epoch}, []messages.Envelope{next}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := l.Read(ctx, "s-1", 0)
+	if want := append(slices.Clone(old), next); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Read after migrating = %d events, %v; want the 2 old ones and the new one", len(got), err)
+	}
+}
+
+// TestMigrateFromVersion5 opens a database of schema version 5 that holds events
+// with two Logs at once, as two nodes of a cluster upgraded together would: both
+// add the epoch column (or find it added), and the database works.
+func TestMigrateFromVersion5(t *testing.T) {
+	db, _, old := version5Database(t)
+	ctx := testCtx(t, time.Minute)
+	logs := make([]*clickhouse.Log, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range logs {
+		wg.Go(func() {
+			logs[i], errs[i] = clickhouse.Open(ctx, clickhouse.Config{Addr: serverAddr(t), Database: db, Logger: testLogger(t)})
+		})
+	}
+	wg.Wait()
+	for i, l := range logs {
+		if errs[i] != nil {
+			t.Fatalf("Open #%d of a version-5 database: %v", i+1, errs[i])
+		}
+		defer l.Close()
+	}
+	checkMigrated(t, logs[1], db, old)
+}
+
+// TestMigrateColumnAddedBefore: a node that added the epoch column but died
+// before it recorded version 7 leaves a database that the next Open migrates
+// (ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS: migrate checks).
+func TestMigrateColumnAddedBefore(t *testing.T) {
+	db, in, old := version5Database(t)
+	ms, err := clickhouse.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Exec(testCtx(t, time.Minute), ms[6].Statements[0]); err != nil {
+		t.Fatal(err)
+	}
+	l, _ := openLog(t, clickhouse.Config{Database: db})
+	checkMigrated(t, l, db, old)
 }
 
 // queryStrings returns the one String column of a query's rows.
@@ -169,14 +332,35 @@ func queryStrings(t testing.TB, conn driver.Conn, query string, args ...any) []s
 // hand-edited database would hold them.
 func insertRaw(t testing.TB, db string, rows ...messages.Envelope) {
 	t.Helper()
+	insertRawAt(t, db, 0, rows...)
+}
+
+// insertRawAt writes rows under epoch into the events table directly.
+func insertRawAt(t testing.TB, db string, epoch uint64, rows ...messages.Envelope) {
+	t.Helper()
+	insertRows(t, db, &epoch, rows...)
+}
+
+// insertRows writes rows into the events table directly; a nil epoch leaves the
+// column out, for a database of a schema before fencing.
+func insertRows(t testing.TB, db string, epoch *uint64, rows ...messages.Envelope) {
+	t.Helper()
 	conn := rawConn(t, serverAddr(t))
 	ctx := testCtx(t, time.Minute)
-	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload)")
+	cols := "session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload"
+	if epoch != nil {
+		cols += ", epoch"
+	}
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO "+db+".events ("+cols+")")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range rows {
-		if err := b.Append(e.SessionID, e.Seq, e.ID, string(e.Type), int64(e.Version), e.CausationID, e.CorrelationID, e.TS, e.Actor, string(e.Payload)); err != nil {
+		vals := []any{e.SessionID, e.Seq, e.ID, string(e.Type), int64(e.Version), e.CausationID, e.CorrelationID, e.TS, e.Actor, string(e.Payload)}
+		if epoch != nil {
+			vals = append(vals, *epoch)
+		}
+		if err := b.Append(vals...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -614,5 +798,102 @@ func TestIDConflicts(t *testing.T) {
 	ids := queryStrings(t, rawConn(t, serverAddr(t)), "SELECT id FROM "+db+".event_ids FINAL ORDER BY id")
 	if !slices.Equal(ids, []string{odd.ID, misnamed.ID}) {
 		t.Fatalf("event_ids lists %q, want the two IDs that are not canonical", ids)
+	}
+}
+
+// A database of schema 5 lists a session with tasks queued behind an ended one as
+// completed; Open migrates it to schema 6 and counts the tasks already stored, so
+// that the session lists (and reports) as running until its last task ends.
+func TestMigrationCountsQueuedTasks(t *testing.T) {
+	addr := serverAddr(t)
+	conn := rawConn(t, addr)
+	db := newDatabase(t, conn)
+	ctx := testCtx(t, time.Minute)
+	if err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	old, err := ch.Open(&ch.Options{Addr: addr, Protocol: ch.Native, Auth: ch.Auth{Database: db}, DialTimeout: 5 * time.Second, ReadTimeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer old.Close()
+	ms, err := clickhouse.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[:5] {
+		for _, stmt := range m.Statements {
+			if err := old.Exec(ctx, stmt); err != nil {
+				t.Fatalf("%s: %v", m.Name, err)
+			}
+		}
+		b, err := old.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_us)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Append(uint32(m.Version), m.Name, int64(0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Session q: tasks 1 and 2 submitted, task 1 ended. Session done: one task, ended.
+	var events []messages.Envelope
+	add := func(session string, seq uint64, p messages.Payload) {
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = fmt.Sprintf("%s/%d", session, seq), session, seq, int64(seq), "session"
+		events = append(events, e)
+	}
+	add("q", 1, &messages.TaskSubmitted{Input: "one"})
+	add("q", 2, &messages.TaskSubmitted{Input: "two"})
+	add("q", 3, &messages.TaskCompleted{Output: "1"})
+	add("done", 1, &messages.TaskSubmitted{Input: "one"})
+	add("done", 2, &messages.TaskFailed{Reason: messages.ReasonModelError, Error: "down"})
+	insertRows(t, db, nil, events...) // schema 5 has no epoch column
+
+	l, _ := openLog(t, clickhouse.Config{Database: db})
+	status := func() map[string]string {
+		infos, err := l.Sessions(ctx, eventlog.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, i := range infos {
+			out[i.ID] = i.Status
+		}
+		return out
+	}
+	if got := status(); got["q"] != messages.StatusRunning || got["done"] != messages.StatusFailed {
+		t.Fatalf("after the migration: %v, want q running and done failed", got)
+	}
+	running, err := l.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning})
+	if err != nil || len(running) != 1 || running[0].ID != "q" {
+		t.Fatalf("running sessions after the migration: %+v, %v", running, err)
+	}
+	st, err := l.Report(ctx, eventlog.StatsFilter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Sessions) != 1 || st.Sessions[0].Running != 1 || st.Sessions[0].Failed != 1 || st.Sessions[0].Completed != 0 {
+		t.Fatalf("Report sessions: %+v, want one running and one failed", st.Sessions)
+	}
+	var viewRunning int64
+	if err := conn.QueryRow(ctx, "SELECT toInt64(running) FROM "+db+".session_outcomes").Scan(&viewRunning); err != nil || viewRunning != 1 {
+		t.Fatalf("session_outcomes says %d running (%v), want 1", viewRunning, err)
+	}
+	end, err := messages.NewEnvelope(&messages.TaskCompleted{Output: "2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	end.ID, end.SessionID, end.Seq, end.TS, end.Actor = "q/4", "q", 4, 4, "session"
+	if err := l.Append(ctx, []messages.Envelope{end}); err != nil {
+		t.Fatal(err)
+	}
+	if got := status(); got["q"] != messages.StatusCompleted {
+		t.Fatalf("after the last task ended: %v, want q completed", got)
 	}
 }

@@ -47,9 +47,48 @@
 // at one free position at the same moment can both succeed. That is two writers
 // for one session, which the single-writer invariant (Kafka gives each session
 // one owner) rules out; conflicts with events another process already wrote are
-// detected. If it happens anyway, Read reports the position as corrupt
-// (messages.ErrCorrupt naming the session and seq) instead of picking one, until
-// a background merge of the events table keeps one of the two rows.
+// detected. A node that Kafka evicted while it hung is such a second writer: see
+// Fencing, which gives each owner an epoch. If two writers of one epoch race
+// anyway, Read reports the position as corrupt (messages.ErrCorrupt naming the
+// session and seq) instead of picking one, until a background merge of the events
+// table keeps one of the two rows.
+//
+// # Fencing
+//
+// Log implements eventlog.Fencing, for the nodes of a cluster. Own adds a row per
+// partition to the ownership table, under an epoch one above the highest
+// recorded, and reads the partitions' rows back: if another node took one of
+// them at the same or a higher epoch meanwhile, it takes a new epoch (see Own).
+// AppendLeased checks the lease in the lookup that precedes its group's INSERT: the
+// partition's highest recorded epoch must be the lease's, and no event of a higher
+// epoch may hold one of the batch's positions; otherwise the call fails with
+// eventlog.ErrFenced and nothing of it is written. Every row carries the epoch it
+// was written under (0 for Append), and epoch is part of the events table's
+// sorting key, so that rows of different epochs at one position all survive
+// merges.
+//
+// The race window: the check and the INSERT are two statements, and the writer
+// may hold a checked group for as long as the INSERT before it takes (pipelining),
+// or for as long as the process is frozen between them (SIGSTOP, a VM pause, a
+// GC pause, a network partition with the INSERT in flight). A stale owner's group
+// checked before the new owner's Own landed may thus be inserted after the new
+// owner read the session, and even after it wrote the same seqs (with the same
+// canonical IDs, and other content). Read makes that safe: at each seq it returns
+// the event of the highest epoch, and it hides the events of an epoch lower than
+// that of an event at a lower seq (eventlog.Superseded), which the new owner
+// cannot have folded. The new owner's own appends ignore such rows: a lower
+// epoch's event at a position, or a lower epoch's copy of an ID at another
+// position, is no conflict for it, and its event is inserted beside it. So a
+// session actor never reads two events at one seq, and never loses one of the
+// current owner's. After the INSERT (beside the next group's), the writer reads
+// the leases' epochs again and fails a batch whose partition was taken meanwhile
+// with ErrFenced (see confirm): its writer stops instead of publishing the batch
+// and issuing its effects, and AppendLeased returns nil only for a batch the next
+// owner folds. What stale rows still reach are the aggregates that do not look at
+// epochs: the sessions summary (a stale event past the new owner's last seq counts
+// in events and last_seq, and its task.* type can set the status until the new
+// owner writes a later one) and the analytics views, which take any event at a
+// seq.
 //
 // An INSERT whose outcome the writer cannot know (the connection broke while it
 // ran) is retried, and may then be stored twice. Every table collapses such
@@ -73,12 +112,14 @@
 //	SELECT visitParamExtractString(payload, 'model'), count()
 //	FROM events FINAL WHERE type = 'model.requested' GROUP BY 1
 //
-// Table events holds one row per event, ordered by (session_id, seq). Table
+// Table events holds one row per event, ordered by (session_id, seq, epoch). Table
 // event_ids lists the events whose ID is not "<session_id>/<seq>" (the IDs
 // session actors give), ordered by ID, for the conflict check. Table sessions
 // holds per-session aggregate states (distinct events and steps, last seq,
-// latest task.* type, first and last ts), filled by a materialized view, so
-// that Sessions reads one row per session.
+// latest task.* type, first and last ts) and table session_tasks the number of
+// tasks submitted and ended (a session with a task not ended is running), each
+// filled by a materialized view, so that Sessions reads one row per session. Table ownership lists
+// the epochs Own took, per partition.
 //
 // # Large payloads
 //

@@ -84,9 +84,12 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	if err != nil {
 		return nil, err
 	}
-	err = query(`SELECT agent, count(), countIf(status = 'task.completed'), countIf(status = 'task.failed'),
+	// A session is running while it has more tasks than ends (eventlog.SessionStatus).
+	err = query(`SELECT agent, count(), countIf(status = 'task.completed' AND n_tasks <= n_ended),
+			countIf(status = 'task.failed' AND n_tasks <= n_ended),
 			avg(steps), quantileExact(0.5)(duration), quantileExact(0.95)(duration)
 		FROM (SELECT session_id, any(agent) AS agent, argMaxIf(type, seq, type LIKE 'task.%') AS status,
+		             countIf(type = 'task.submitted') AS n_tasks, countIf(type IN ('task.completed', 'task.failed')) AS n_ended,
 		             countIf(type = 'model.requested') AS steps, max(ts) - min(ts) AS duration
 		      FROM `+deduped+` GROUP BY session_id)
 		WHERE `+agentCond+` GROUP BY agent`,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,15 +18,19 @@ import (
 
 // The schema: numbered .sql files, applied in order, each recorded in the
 // schema_migrations table. Files are append-only: never edit a released one, add
-// the next number instead. Every statement is idempotent (IF NOT EXISTS), so
-// applying a file twice, as two nodes starting at once may, is harmless.
+// the next number instead. Every statement is idempotent (CREATE … IF NOT EXISTS,
+// DROP … IF EXISTS of a view a later CREATE replaces, INSERT … SELECT of
+// aggregate states that count distinct values), so applying a file twice, as two
+// nodes starting at once may, is harmless.
+// ClickHouse 18.16 has no ADD COLUMN IF NOT EXISTS, so migrate skips an "ALTER TABLE t
+// ADD COLUMN c …" whose column exists instead (addsColumn).
 //
 //go:embed schema/*.sql
 var schemaFS embed.FS
 
 // SchemaVersion is the schema version this build writes: the number of the last
 // file in schema/.
-const SchemaVersion = 5
+const SchemaVersion = 7
 
 // Migration is one numbered schema file.
 type Migration struct {
@@ -136,11 +141,47 @@ func migrate(ctx context.Context, conn driver.Conn, database string) error {
 
 func apply(ctx context.Context, conn driver.Conn, m Migration) error {
 	for i, stmt := range m.Statements {
+		table, col, adds := addsColumn(stmt)
+		if adds {
+			if has, err := hasColumn(ctx, conn, table, col); err != nil {
+				return fmt.Errorf("apply %s, statement %d: %w", m.Name, i+1, err)
+			} else if has {
+				continue // added before, or by a node migrating at the same time
+			}
+		}
 		if err := conn.Exec(ctx, stmt); err != nil {
+			if adds {
+				if has, herr := hasColumn(ctx, conn, table, col); herr == nil && has {
+					continue // another node added it meanwhile
+				}
+			}
 			return fmt.Errorf("apply %s, statement %d: %w", m.Name, i+1, err)
 		}
 	}
 	return nil
+}
+
+// addColumnPattern matches the statements that add a column: ClickHouse 18.16 has
+// no ADD COLUMN IF NOT EXISTS, so migrate checks for the column itself.
+var addColumnPattern = regexp.MustCompile(`^(?i:ALTER\s+TABLE)\s+(\w+)\s+(?i:ADD\s+COLUMN)\s+(\w+)\s`)
+
+// addsColumn reports the table and column of an ALTER TABLE … ADD COLUMN statement.
+func addsColumn(stmt string) (table, column string, ok bool) {
+	m := addColumnPattern.FindStringSubmatch(stmt)
+	if m == nil {
+		return "", "", false
+	}
+	return m[1], m[2], true
+}
+
+// hasColumn reports whether table of the connection's database has column.
+func hasColumn(ctx context.Context, conn driver.Conn, table, column string) (bool, error) {
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = currentDatabase() AND table = ? AND name = ?",
+		table, column).Scan(&n); err != nil {
+		return false, fmt.Errorf("look up column %s.%s: %w", table, column, err)
+	}
+	return n > 0, nil
 }
 
 func appliedVersions(ctx context.Context, conn driver.Conn) ([]int, error) {

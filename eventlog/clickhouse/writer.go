@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -26,15 +28,24 @@ const (
 	canceled                 // its caller gave up while it was queued: never written
 )
 
-// appendReq is one Append call's batch.
+// appendReq is one Append (or AppendLeased) call's batch.
 type appendReq struct {
 	ctx      context.Context
+	lease    *eventlog.Lease     // AppendLeased's; nil for Append
 	events   []messages.Envelope // checked by eventlog.CheckBatch
 	payloads []string            // copies of the events' payloads, which callers own
 	bytes    int                 // payload bytes
 	enq      time.Time           // when it was queued
 	state    reqState
 	done     chan error // buffered: the writer never blocks on it
+}
+
+// epoch is the epoch r's events are written under: its lease's, 0 without one.
+func (r *appendReq) epoch() uint64 {
+	if r.lease == nil {
+		return 0
+	}
+	return r.lease.Epoch
 }
 
 // position is an event's place in the log.
@@ -131,6 +142,8 @@ func (l *Log) releaseLocked(n, b int) {
 // and the next group is looked up again.
 func (l *Log) runWriter(ctx context.Context) {
 	defer close(l.writerDone)
+	var confirming sync.WaitGroup // groups whose leases are being confirmed
+	defer confirming.Wait()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var (
@@ -182,9 +195,10 @@ func (l *Log) runWriter(ctx context.Context) {
 			l.writeGroup(ctx, group, insertErr)
 			continue
 		}
-		l.finish(group, d)
+		// The next group is decided with this group's rows, fenced or not: they landed.
+		l.confirmAndFinish(ctx, group, d, &confirming)
 		if nextStored != nil {
-			nextStored.prior = &d
+			nextStored.add(d.claims) // its lookup may have run before these rows landed
 		}
 	}
 	l.mu.Lock()
@@ -408,55 +422,66 @@ func (l *Log) tryWrite(ctx context.Context, reqs []*appendReq, retry bool) (deci
 		if err := l.insertRows(ctx, d.rows); err != nil {
 			return decision{}, err
 		}
+		l.confirm(ctx, reqs, &d)
 	}
 	return d, nil
 }
 
-// decision is the outcome of a group: each request's error (nil or an
-// ErrSeqConflict), the rows to insert, and the positions and IDs of the events
-// of the requests that do not conflict (inserted now or stored before).
+// decision is the outcome of a group: each request's error (nil, or one wrapping
+// ErrSeqConflict or ErrFenced), the rows to insert, and the events of the
+// requests that were accepted (inserted now or stored before).
 type decision struct {
-	errs  []error
-	rows  []row
-	at    map[position]string
-	where map[string]position
+	errs   []error
+	rows   []row
+	claims []claim
 }
 
-// row is one event to insert.
+// row is one event to insert, under epoch.
 type row struct {
 	e       *messages.Envelope
 	payload string
+	epoch   uint64
+}
+
+// claim is an event an accepted request holds: at its position, under its epoch.
+type claim struct {
+	p     position
+	id    string
+	epoch uint64
 }
 
 // decide decides each request of a group against the stored events and the
-// requests before it in the group. An event found stored (its ID at its position)
-// is not inserted again, unless retry says that an earlier attempt of these
-// requests failed, possibly after its insert reached the server: the earlier
-// insert may have written the events table but not the tables its materialized
-// views fill, so everything is inserted again. Duplicates collapse (see the
-// package doc).
+// requests before it in the group. An event found stored (its ID at its position,
+// under the request's epoch) is not inserted again, unless retry says that an
+// earlier attempt of these requests failed, possibly after its insert reached the
+// server: the earlier insert may have written the events table but not the tables
+// its materialized views fill, so everything is inserted again. Duplicates
+// collapse (see the package doc).
 func decide(reqs []*appendReq, stored *storedEvents, retry bool) decision {
 	n := 0
 	for _, r := range reqs {
 		n += len(r.events)
 	}
-	d := decision{errs: make([]error, len(reqs)), rows: make([]row, 0, n), at: make(map[position]string, n), where: make(map[string]position, n)}
+	d := decision{errs: make([]error, len(reqs)), rows: make([]row, 0, n), claims: make([]claim, 0, n)}
+	inserted := make(map[claim]bool, n)
 	for i, r := range reqs {
-		if d.errs[i] = stored.conflict(r.events, d.at, d.where); d.errs[i] != nil {
+		if d.errs[i] = stored.check(r); d.errs[i] != nil {
 			continue
 		}
+		epoch, first := r.epoch(), len(d.claims)
 		for j := range r.events {
 			e := &r.events[j]
-			p := position{e.SessionID, e.Seq}
-			if _, ok := d.at[p]; ok {
+			c := claim{position{e.SessionID, e.Seq}, e.ID, epoch}
+			if inserted[c] {
 				continue // an earlier request of the group has the same event
 			}
-			d.at[p], d.where[e.ID] = e.ID, p
-			if !retry && stored.has(e) {
-				continue // delivered again: already stored
+			if !stored.has(e, epoch, r.lease != nil) || retry {
+				d.rows = append(d.rows, row{e, r.payloads[j], epoch})
+				inserted[c] = true
 			}
-			d.rows = append(d.rows, row{e, r.payloads[j]})
+			d.claims = append(d.claims, c)
 		}
+		stored.add(d.claims[first:]) // later requests see them
 	}
 	return d
 }
@@ -470,24 +495,119 @@ func (l *Log) lookupGroup(ctx context.Context, reqs []*appendReq) (*storedEvents
 
 // insertRows inserts rows, within the query timeout.
 func (l *Log) insertRows(ctx context.Context, rows []row) error {
+	if l.beforeInsert != nil {
+		l.beforeInsert()
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
 	defer cancel()
 	return l.insert(ctx, rows)
 }
 
+// confirmAndFinish answers the requests of a group whose INSERT succeeded, once
+// their leases are confirmed. The confirmation runs beside the next group's
+// INSERT, which does not depend on it.
+func (l *Log) confirmAndFinish(ctx context.Context, group []*appendReq, d decision, confirming *sync.WaitGroup) {
+	leased := false
+	for i, r := range group {
+		leased = leased || (r.lease != nil && d.errs[i] == nil)
+	}
+	if !leased {
+		l.finish(group, d)
+		return
+	}
+	errs := slices.Clone(d.errs) // confirm sets them; the writer goes on with d
+	confirming.Go(func() {
+		d.errs = errs
+		l.confirm(ctx, group, &d)
+		l.finish(group, d)
+	})
+}
+
+// confirm checks, after a group's INSERT, that the leases of its accepted
+// requests are still current, and fails those that are not with ErrFenced. The
+// lookup checked them before the INSERT; a partition taken in between (the race
+// window, see the package doc) may have a new owner that read the session before
+// these rows landed: Read hides them then, and their writer must not go on as if
+// they were part of the session. A lease still current after the INSERT was
+// current when it landed, so the next owner, which takes the partition before it
+// reads, folds these rows: AppendLeased returns nil only for such a batch.
+func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
+	var partitions []string
+	for i, r := range reqs {
+		if r.lease != nil && d.errs[i] == nil {
+			partitions = append(partitions, strconv.Itoa(r.lease.Partition))
+		}
+	}
+	if len(partitions) == 0 {
+		return
+	}
+	current, err := l.currentEpochs(ctx, partitions)
+	for i, r := range reqs {
+		if r.lease == nil || d.errs[i] != nil {
+			continue
+		}
+		switch {
+		case err != nil:
+			// Appending again is safe: the rows are found stored, and the lease
+			// checked again.
+			d.errs[i] = fmt.Errorf("eventlog/clickhouse: append under %s: written, but the lease could not be confirmed (append again): %w", r.lease, err)
+		case current[r.lease.Partition] != r.lease.Epoch:
+			d.errs[i] = fmt.Errorf("%w: the partition was taken (epoch %d) while the batch under %s was being written: it is in the log, but hidden from Read unless the new owner read it first",
+				eventlog.ErrFenced, current[r.lease.Partition], r.lease)
+		}
+	}
+}
+
+// currentEpochs reads the current epoch of partitions (decimal numbers).
+func (l *Log) currentEpochs(ctx context.Context, partitions []string) (map[int]uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	rows, err := l.conn.Query(ctx, "SELECT partition, max(epoch) FROM ownership WHERE partition IN ("+strings.Join(partitions, ", ")+") GROUP BY partition")
+	if err != nil {
+		return nil, fmt.Errorf("read the current epochs: %w", err)
+	}
+	defer rows.Close()
+	current := make(map[int]uint64, len(partitions))
+	for rows.Next() {
+		var (
+			p     uint32
+			epoch uint64
+		)
+		if err := rows.Scan(&p, &epoch); err != nil {
+			return nil, fmt.Errorf("read the current epochs: %w", err)
+		}
+		current[int(p)] = epoch
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the current epochs: %w", err)
+	}
+	return current, nil
+}
+
 // storedEvents is what a lookup found about a group's events.
 type storedEvents struct {
-	// at holds the ID stored at each position looked up (events table); twice
-	// marks a position that holds two different IDs (two writers raced).
-	at    map[position]string
-	twice map[position]bool
-	// where holds the position of each ID found stored, from both tables, and
-	// indexed the positions the event_ids table lists.
-	where   map[string]position
-	indexed map[string]position
-	// prior is the group written just before, whose rows the lookup may have
-	// missed: it may have run while they were being inserted.
-	prior *decision
+	// at holds the rows stored at each position looked up (events table), of
+	// every epoch; a stale owner's rows sit beside the new owner's.
+	at map[position][]storedRow
+	// where holds the positions, with their epochs, where the events table holds
+	// the group's IDs, and indexed the (ID, position) pairs event_ids lists.
+	where   map[string][]storedRow
+	indexed map[idAt]bool
+	// current holds the current epoch of each partition the group's leases name.
+	current map[int]uint64
+}
+
+// idAt is an ID at a position.
+type idAt struct {
+	p  position
+	id string
+}
+
+// storedRow is one stored event: its ID and position, and the epoch it was written under.
+type storedRow struct {
+	p     position
+	id    string
+	epoch uint64
 }
 
 // canonicalID is the ID session actors give the event at p: "<session_id>/<seq>".
@@ -509,75 +629,111 @@ func canonicalPosition(id string) (position, bool) {
 	return p, canonicalID(p) == id // rejects "+7", "07" and the like
 }
 
-// has reports whether e is stored: its ID at its position, and listed in
-// event_ids if its ID is not canonical.
-func (s *storedEvents) has(e *messages.Envelope) bool {
-	p := position{e.SessionID, e.Seq}
-	if s.prior != nil && s.prior.at[p] == e.ID {
-		return true
+// add records the events of an accepted request (or of the group written just
+// before, whose rows the lookup may have missed: it may have run while they were
+// being inserted) as stored.
+func (s *storedEvents) add(claims []claim) {
+	for _, c := range claims {
+		r := storedRow{c.p, c.id, c.epoch}
+		s.at[c.p] = append(s.at[c.p], r)
+		s.where[c.id] = append(s.where[c.id], r)
+		s.indexed[idAt{c.p, c.id}] = true // inserted with its event_ids row, or found stored
 	}
-	if id, ok := s.at[p]; !ok || id != e.ID || s.twice[p] {
-		return false
-	}
-	if e.ID == canonicalID(p) {
-		return true
-	}
-	q, ok := s.indexed[e.ID]
-	return ok && q == p
 }
 
-// conflict returns an error wrapping ErrSeqConflict if an event of batch
-// conflicts with a stored event or with one claimed by an earlier request.
-func (s *storedEvents) conflict(batch []messages.Envelope, claimedAt map[position]string, claimedID map[string]position) error {
-	for _, e := range batch {
+// holders returns the IDs stored at p that count for a writer under epoch: the
+// rows of that epoch for a leased writer (lower epochs are a stale owner's, and
+// give way; higher ones fence it), the rows of the highest epoch at p for Append.
+// top is the highest epoch at p.
+func (s *storedEvents) holders(p position, epoch uint64, leased bool) (ids []string, top uint64) {
+	rows := s.at[p]
+	for _, r := range rows {
+		top = max(top, r.epoch)
+	}
+	if !leased {
+		epoch = top
+	}
+	for _, r := range rows {
+		if r.epoch == epoch && !slices.Contains(ids, r.id) {
+			ids = append(ids, r.id)
+		}
+	}
+	return ids, top
+}
+
+// has reports whether e is stored for a writer under epoch: its ID, alone, at its
+// position, and listed in event_ids if its ID is not canonical.
+func (s *storedEvents) has(e *messages.Envelope, epoch uint64, leased bool) bool {
+	p := position{e.SessionID, e.Seq}
+	if ids, _ := s.holders(p, epoch, leased); len(ids) != 1 || ids[0] != e.ID {
+		return false
+	}
+	return e.ID == canonicalID(p) || s.indexed[idAt{p, e.ID}]
+}
+
+// check returns an error wrapping ErrFenced if r's lease is not current, or if an
+// event of a later epoch holds one of its positions; or an error wrapping
+// ErrSeqConflict if an event of r conflicts with a stored event (or one claimed by
+// an earlier request of the group).
+func (s *storedEvents) check(r *appendReq) error {
+	epoch, leased := r.epoch(), r.lease != nil
+	if leased {
+		if current := s.current[r.lease.Partition]; current != epoch {
+			return fmt.Errorf("%w: append under %s refused: the partition's current epoch is %d", eventlog.ErrFenced, r.lease, current)
+		}
+	}
+	for _, e := range r.events {
 		p := position{e.SessionID, e.Seq}
-		if id, ok := s.at[p]; ok && (id != e.ID || s.twice[p]) {
+		ids, top := s.holders(p, epoch, leased)
+		switch {
+		case leased && top > epoch:
+			return fmt.Errorf("%w: session %s seq %d holds an event of epoch %d, appended under %s",
+				eventlog.ErrFenced, e.SessionID, e.Seq, top, r.lease)
+		case len(ids) > 1:
+			return fmt.Errorf("%w: session %s seq %d holds events %s and %s (two writers raced), appended %s",
+				eventlog.ErrSeqConflict, e.SessionID, e.Seq, ids[0], ids[1], e.ID)
+		case len(ids) == 1 && ids[0] != e.ID:
 			return fmt.Errorf("%w: session %s seq %d holds event %s, appended %s",
-				eventlog.ErrSeqConflict, e.SessionID, e.Seq, id, e.ID)
+				eventlog.ErrSeqConflict, e.SessionID, e.Seq, ids[0], e.ID)
 		}
-		if q, ok := s.where[e.ID]; ok && q != p {
+		for _, q := range s.where[e.ID] {
+			if q.p == p || (leased && q.epoch < epoch) {
+				continue // the stale owner's copy, elsewhere, gives way
+			}
 			return fmt.Errorf("%w: event %s is stored at session %s seq %d, appended at session %s seq %d",
-				eventlog.ErrSeqConflict, e.ID, q.session, q.seq, e.SessionID, e.Seq)
-		}
-		if s.prior != nil {
-			if id, ok := s.prior.at[p]; ok && id != e.ID {
-				return fmt.Errorf("%w: session %s seq %d holds event %s, appended %s",
-					eventlog.ErrSeqConflict, e.SessionID, e.Seq, id, e.ID)
-			}
-			if q, ok := s.prior.where[e.ID]; ok && q != p {
-				return fmt.Errorf("%w: event %s is stored at session %s seq %d, appended at session %s seq %d",
-					eventlog.ErrSeqConflict, e.ID, q.session, q.seq, e.SessionID, e.Seq)
-			}
-		}
-		if id, ok := claimedAt[p]; ok && id != e.ID {
-			return fmt.Errorf("%w: session %s seq %d is claimed by event %s of a concurrent append, appended %s",
-				eventlog.ErrSeqConflict, e.SessionID, e.Seq, id, e.ID)
-		}
-		if q, ok := claimedID[e.ID]; ok && q != p {
-			return fmt.Errorf("%w: event %s is claimed at session %s seq %d by a concurrent append, appended at session %s seq %d",
-				eventlog.ErrSeqConflict, e.ID, q.session, q.seq, e.SessionID, e.Seq)
+				eventlog.ErrSeqConflict, e.ID, q.p.session, q.p.seq, e.SessionID, e.Seq)
 		}
 	}
 	return nil
 }
 
-// lookupQuery finds, in one round trip, what is stored at the appended
-// positions, and where the appended IDs are stored. The appended keys travel as
-// an external table (sent with the query, not parsed as SQL text), and both
-// halves use the primary key. Positions are matched by a hash, which ClickHouse
+// lookupQuery finds, in one round trip, what is stored at the appended positions
+// (1), where the appended IDs are listed in event_ids (2) and stored in events (3),
+// and the current epoch of the leases' partitions (4). The appended keys travel
+// as external tables (sent with the query, not parsed as SQL text), and every
+// branch uses a primary key. Positions are matched by a hash, which ClickHouse
 // 18.16 checks several times faster than a (session_id, seq) tuple; a collision
 // only returns an extra row, which decide ignores since it compares positions.
 //
 // An ID is stored either canonically (it is "<session_id>/<seq>" of its own
 // position: found in events at that position) or listed in event_ids. So for an
 // appended event whose ID is the canonical ID of another position, that position
-// is looked up too.
-const lookupQuery = `SELECT 1 AS src, session_id, seq, id FROM events
+// is looked up too; for the others, branch 3 reads their rows, with their
+// epochs, in the sessions event_ids names.
+const lookupQuery = `SELECT 1 AS src, session_id, seq, id, epoch FROM events
 WHERE session_id IN (SELECT session_id FROM appended)
   AND cityHash64(session_id, seq) IN (SELECT cityHash64(session_id, seq) FROM appended)
 UNION ALL
-SELECT 2 AS src, session_id, seq, id FROM event_ids
-WHERE id IN (SELECT id FROM appended)`
+SELECT 2 AS src, session_id, seq, id, toUInt64(0) AS epoch FROM event_ids
+WHERE id IN (SELECT id FROM appended)
+UNION ALL
+SELECT 3 AS src, session_id, seq, id, epoch FROM events
+WHERE session_id IN (SELECT session_id FROM event_ids WHERE id IN (SELECT id FROM appended))
+  AND id IN (SELECT id FROM appended)
+UNION ALL
+SELECT 4 AS src, '' AS session_id, toUInt64(partition) AS seq, '' AS id, max(epoch) AS epoch FROM ownership
+WHERE partition IN (SELECT partition FROM leases)
+GROUP BY partition`
 
 func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, error) {
 	tbl, err := ext.NewTable("appended",
@@ -587,7 +743,18 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
 	}
+	leases, err := ext.NewTable("leases", ext.Column("partition", column.Type("UInt32")))
+	if err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
+	}
+	partitions := map[int]bool{}
 	for _, r := range reqs {
+		if r.lease != nil && !partitions[r.lease.Partition] {
+			partitions[r.lease.Partition] = true
+			if err := leases.Append(uint32(r.lease.Partition)); err != nil {
+				return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
+			}
+		}
 		for _, e := range r.events {
 			if err := tbl.Append(e.SessionID, e.Seq, e.ID); err != nil {
 				return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
@@ -599,32 +766,39 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 			}
 		}
 	}
-	rows, err := l.conn.Query(ch.Context(ctx, ch.WithExternalTable(tbl)), lookupQuery)
+	rows, err := l.conn.Query(ch.Context(ctx, ch.WithExternalTable(tbl, leases)), lookupQuery)
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/clickhouse: append: look up stored events: %w", err)
 	}
 	defer rows.Close()
-	s := &storedEvents{at: map[position]string{}, twice: map[position]bool{}, where: map[string]position{}, indexed: map[string]position{}}
+	s := &storedEvents{at: map[position][]storedRow{}, where: map[string][]storedRow{}, indexed: map[idAt]bool{}, current: map[int]uint64{}}
 	for rows.Next() {
 		var (
 			src     uint8
 			session string
 			seq     uint64
 			id      string
+			epoch   uint64
 		)
-		if err := rows.Scan(&src, &session, &seq, &id); err != nil {
+		if err := rows.Scan(&src, &session, &seq, &id, &epoch); err != nil {
 			return nil, fmt.Errorf("eventlog/clickhouse: append: look up stored events: %w", err)
 		}
-		p := position{session, seq}
-		s.where[id] = p
-		if src == 2 {
-			s.indexed[id] = p
-			continue
+		r := storedRow{position{session, seq}, id, epoch}
+		switch src {
+		case 1:
+			if !slices.Contains(s.at[r.p], r) { // rows written twice and not merged yet
+				s.at[r.p] = append(s.at[r.p], r)
+				s.where[id] = append(s.where[id], r)
+			}
+		case 2:
+			s.indexed[idAt{r.p, id}] = true
+		case 3:
+			if !slices.Contains(s.where[id], r) {
+				s.where[id] = append(s.where[id], r)
+			}
+		case 4:
+			s.current[int(seq)] = epoch
 		}
-		if old, ok := s.at[p]; ok && old != id {
-			s.twice[p] = true
-		}
-		s.at[p] = id
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("eventlog/clickhouse: append: look up stored events: %w", err)
@@ -633,7 +807,7 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 }
 
 // insertQuery names its columns: ClickHouse 18.16 needs the list for batch inserts.
-const insertQuery = "INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload)"
+const insertQuery = "INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)"
 
 // insert writes rows with one INSERT, column by column.
 func (l *Log) insert(ctx context.Context, rows []row) (err error) {
@@ -644,12 +818,13 @@ func (l *Log) insert(ctx context.Context, rows []row) (err error) {
 		seqs     = make([]uint64, n)
 		versions = make([]int64, n)
 		tss      = make([]int64, n)
+		epochs   = make([]uint64, n)
 	)
 	for i, r := range rows {
 		e := r.e
 		sessions[i], seqs[i], ids[i], types[i] = e.SessionID, e.Seq, e.ID, string(e.Type)
 		versions[i], causes[i], corrs[i] = int64(e.Version), e.CausationID, e.CorrelationID
-		tss[i], actors[i], payloads[i] = e.TS, e.Actor, r.payload
+		tss[i], actors[i], payloads[i], epochs[i] = e.TS, e.Actor, r.payload, r.epoch
 	}
 	b, err := l.conn.PrepareBatch(ctx, insertQuery)
 	if err != nil {
@@ -660,7 +835,7 @@ func (l *Log) insert(ctx context.Context, rows []row) (err error) {
 			err = fmt.Errorf("eventlog/clickhouse: append: %w", cerr)
 		}
 	}()
-	for i, col := range []any{sessions, seqs, ids, types, versions, causes, corrs, tss, actors, payloads} {
+	for i, col := range []any{sessions, seqs, ids, types, versions, causes, corrs, tss, actors, payloads, epochs} {
 		if err := b.Column(i).Append(col); err != nil {
 			return fmt.Errorf("eventlog/clickhouse: append: column %d: %w", i, err)
 		}

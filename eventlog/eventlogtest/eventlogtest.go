@@ -28,6 +28,17 @@ type Features struct {
 	SeqRaceUndetected bool
 	// OpTimeout bounds each operation of the suite; zero means one minute.
 	OpTimeout time.Duration
+	// WriteStale writes events stamped with epoch straight into l, a log newLog
+	// built, bypassing the fencing check and the conflict checks: what the write of
+	// a stale owner does when its check passed just before a newer owner took the
+	// partition (see eventlog.Fencing). A store whose keys refuse a taken (session,
+	// seq) may drop such an event instead. Nil skips the tests of stale writes.
+	WriteStale func(t *testing.T, l eventlog.Log, epoch uint64, events []messages.Envelope)
+	// FencingAtomic is true when the fencing check and the write are one atomic
+	// step, so that a stale owner's write never lands (SQLite checks and writes in
+	// one transaction). The suite then skips the test of a newer owner appending at
+	// a seq that a stale write took first, which cannot happen.
+	FencingAtomic bool
 }
 
 // Run runs the conformance suite against the Log implementation that newLog builds.
@@ -62,10 +73,16 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"ConflictsIsolated", s.testConflictsIsolated},
 		{"SessionsSummary", s.testSessionsSummary},
 		{"SessionsStatusOutOfOrder", s.testSessionsStatusOutOfOrder},
+		{"SessionsStatusQueuedTasks", s.testSessionsStatusQueuedTasks},
 		{"SessionsFilter", s.testSessionsFilter},
 		{"LargePayload", s.testLargePayload},
 		{"Close", s.testClose},
 		{"CanceledContext", s.testCanceledContext},
+		{"FencingRefusesStaleOwner", s.testFencingRefusesStaleOwner},
+		{"FencingEpochs", s.testFencingEpochs},
+		{"FencingConcurrentOwners", s.testFencingConcurrentOwners},
+		{"FencingHidesStaleWrites", s.testFencingHidesStaleWrites},
+		{"FencingStaleWriteFirst", s.testFencingStaleWriteFirst},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -699,6 +716,64 @@ func (s *suite) testSessionsStatusOutOfOrder(t *testing.T) {
 	next := a.next(t, &messages.TaskSubmitted{Input: "retry"})
 	s.append(t, l, next)
 	s.wantSessions(t, l, eventlog.Filter{}, []eventlog.SessionInfo{summary("s-1", messages.StatusRunning, append(events, next))})
+}
+
+// A session runs its tasks one at a time: tasks submitted while one runs wait their
+// turn. The session is running while any submitted task has not ended, also when the
+// highest-seq task.* event is the end of an earlier task; a node resumes such a
+// session when it starts, or the queued tasks would never run.
+func (s *suite) testSessionsStatusQueuedTasks(t *testing.T) {
+	l := s.newLog(t)
+	q := newSession("queued", 1_000_000)
+	var all []messages.Envelope
+	add := func(task uint64, p messages.Payload) messages.Envelope {
+		e := q.next(t, p)
+		e.CorrelationID = fmt.Sprintf("queued/%d", task)
+		all = append(all, e)
+		return e
+	}
+	// Three tasks accepted while the first runs (seq 1, 2, 3); the first ends.
+	first := []messages.Envelope{
+		add(1, &messages.TaskSubmitted{Input: "one"}),
+		add(2, &messages.TaskSubmitted{Input: "two"}),
+		add(3, &messages.TaskSubmitted{Input: "three"}),
+		add(1, &messages.ModelRequested{Key: "queued/4", Model: "offline", Step: 1}),
+		add(1, &messages.ModelResponded{Key: "queued/4", Model: "offline", Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "1"}}),
+		add(1, &messages.TaskCompleted{Output: "1", Steps: 1}),
+	}
+	s.append(t, l, first[:3]...)
+	s.append(t, l, first[3:]...)
+	running := func() {
+		t.Helper()
+		want := []eventlog.SessionInfo{summary("queued", messages.StatusRunning, all)}
+		s.wantSessions(t, l, eventlog.Filter{}, want)
+		s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusRunning}, want)
+		s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusCompleted}, nil)
+		s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusFailed}, nil)
+	}
+	running()
+	// The second fails; the third still waits.
+	s.append(t, l,
+		add(2, &messages.ModelRequested{Key: "queued/7", Model: "offline", Step: 1}),
+		add(2, &messages.ModelResponded{Key: "queued/7", Model: "offline", Error: "model down"}),
+		add(2, &messages.TaskFailed{Reason: messages.ReasonModelError, Error: "model down", Steps: 1}))
+	running()
+	// The third ends: now the session's status is that of its last task.
+	last := []messages.Envelope{
+		add(3, &messages.ModelRequested{Key: "queued/10", Model: "offline", Step: 1}),
+		add(3, &messages.ModelResponded{Key: "queued/10", Model: "offline", Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "3"}}),
+		add(3, &messages.TaskCompleted{Output: "3", Steps: 1}),
+	}
+	s.append(t, l, last...)
+	s.append(t, l, last...) // redelivered: an end counted twice must not hide a queued task later
+	want := []eventlog.SessionInfo{summary("queued", messages.StatusCompleted, all)}
+	s.wantSessions(t, l, eventlog.Filter{}, want)
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusCompleted}, want)
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusRunning}, nil)
+	// One more task, and a redelivered copy of an earlier end: running again.
+	s.append(t, l, add(4, &messages.TaskSubmitted{Input: "four"}))
+	s.append(t, l, first[5])
+	s.wantSessions(t, l, eventlog.Filter{Status: messages.StatusRunning}, []eventlog.SessionInfo{summary("queued", messages.StatusRunning, all)})
 }
 
 func (s *suite) testSessionsFilter(t *testing.T) {

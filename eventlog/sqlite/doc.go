@@ -46,6 +46,18 @@
 // processes must share a local file system: WAL mode coordinates them through
 // shared memory (the -shm file).
 //
+// # Fencing
+//
+// Log implements eventlog.Fencing. Own and AppendLeased go through the writer
+// like Append: Own adds a row per partition to the ownership table under an epoch
+// one above the highest recorded, and AppendLeased checks that its lease's epoch
+// is its partition's highest, both inside the write transaction. Since SQLite
+// serializes those transactions across every process sharing the log, a stale
+// owner's batch either commits before the new owner's Own, and the new owner
+// reads it, or fails with eventlog.ErrFenced: a stale write never lands. Each
+// event row keeps the epoch it was appended under (0 for Append), and Read applies
+// eventlog.Superseded like every Log.
+//
 // # Read-only mode
 //
 // Config.ReadOnly opens the log of a data directory for reading only, while a node
@@ -61,8 +73,9 @@
 // # Schema
 //
 // Table events holds one row per event: PRIMARY KEY (session_id, seq), UNIQUE id,
-// the envelope's fields as columns and the payload as a BLOB, so that it can be
+// the envelope's fields and the epoch as columns and the payload as a BLOB, so that it can be
 // queried with the sqlite3 shell (json_extract(payload, '$.usage.prompt_tokens')).
-// Table sessions holds the summaries. PRAGMA user_version records the schema
+// Table sessions holds the summaries, table ownership the epochs Own took, with the number of tasks submitted and ended
+// (a session with a task not ended is running). PRAGMA user_version records the schema
 // version; Open migrates older files and refuses newer ones.
 package sqlite

@@ -42,10 +42,42 @@ var migrations = [][]string{
 		) WITHOUT ROWID`,
 		`CREATE INDEX sessions_by_start ON sessions (started_us DESC, session_id)`,
 	},
+	// 2: the number of tasks a session was given (task.submitted events) and of those
+	// that ended (task.completed and task.failed), so that a session with tasks queued
+	// behind an ended one lists as running (see eventlog.SessionStatus and
+	// sessionStatus), counted from the stored events. No comment inside ADD COLUMN:
+	// SQLite splices the text into the table's CREATE statement.
+	{
+		`ALTER TABLE sessions ADD COLUMN tasks INTEGER NOT NULL DEFAULT 0`,
+		`ALTER TABLE sessions ADD COLUMN ended INTEGER NOT NULL DEFAULT 0`,
+		`UPDATE sessions SET
+			tasks = (SELECT count(*) FROM events e WHERE e.session_id = sessions.session_id AND e.type = 'task.submitted'),
+			ended = (SELECT count(*) FROM events e WHERE e.session_id = sessions.session_id AND e.type IN ('task.completed', 'task.failed'))`,
+	},
+	// 3: fencing of stale partition owners (eventlog.Fencing). Each event keeps the
+	// ownership epoch it was appended under (0: Append without a lease, and every
+	// event written before this version); ownership records, per partition of
+	// troupe.tasks, the epochs Own took, the highest being the current one.
+	{
+		`ALTER TABLE events ADD COLUMN epoch INTEGER NOT NULL DEFAULT 0`,
+		`CREATE TABLE ownership (
+			partition INTEGER NOT NULL,
+			epoch     INTEGER NOT NULL,
+			node      TEXT    NOT NULL,
+			ts_us     INTEGER NOT NULL,
+			PRIMARY KEY (partition, epoch)
+		) WITHOUT ROWID`,
+		`CREATE INDEX ownership_by_epoch ON ownership (epoch)`,
+	},
 }
 
+// sessionStatus is eventlog.SessionStatus over a row of the sessions table, whose
+// status column holds the status of the session's highest-seq task.* event, or
+// running when it has none.
+const sessionStatus = `CASE WHEN tasks > ended THEN 'running' ELSE status END`
+
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 1 // = len(migrations), checked by a test
+const SchemaVersion = 3 // = len(migrations), checked by a test
 
 // migrate brings the database on conn to SchemaVersion, one transaction per step. It
 // is idempotent, and refuses a database written by a newer build. Each step takes

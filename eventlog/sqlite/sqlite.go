@@ -35,13 +35,14 @@ type Log struct {
 	path string
 	lock *os.File
 
-	wdb    *sql.DB   // two connections: the writer's and the checkpointer's
-	wconn  *sql.Conn // owned by the writer goroutine
-	w      writeStmts
-	ckconn *sql.Conn // owned by the checkpointer goroutine
-	rdb    *sql.DB   // read pool
-	read   *sql.Stmt
-	list   *sql.Stmt
+	wdb       *sql.DB   // two connections: the writer's and the checkpointer's
+	wconn     *sql.Conn // owned by the writer goroutine
+	w         writeStmts
+	ckconn    *sql.Conn // owned by the checkpointer goroutine
+	rdb       *sql.DB   // read pool
+	read      *sql.Stmt
+	readEpoch *sql.Stmt // the highest epoch of a session before a seq
+	list      *sql.Stmt
 
 	reqs       chan *appendReq
 	closing    chan struct{}            // closed by Close
@@ -58,7 +59,10 @@ type Log struct {
 	beforeGroup func(group []*appendReq)
 }
 
-var _ eventlog.Log = (*Log)(nil)
+var (
+	_ eventlog.Log     = (*Log)(nil)
+	_ eventlog.Fencing = (*Log)(nil)
+)
 
 // Open opens (creating if needed) the event log in cfg.Dir. It takes the directory's
 // lock first: if another Log holds it, in this process or another, Open fails with an
@@ -155,12 +159,15 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 
 // prepareReads prepares the statements of Read and Sessions on the read pool.
 func (l *Log) prepareReads(ctx context.Context) (err error) {
-	if l.read, err = l.rdb.PrepareContext(ctx, `SELECT id, seq, type, version, causation_id, correlation_id, ts, actor, payload
+	if l.read, err = l.rdb.PrepareContext(ctx, `SELECT id, seq, type, version, causation_id, correlation_id, ts, actor, payload, epoch
 		FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare read: %w", l.path, err)
 	}
-	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, status, events, last_seq, steps, started_us, updated_us
-		FROM sessions WHERE started_us >= ? AND (? = '' OR status = ?) ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
+	if l.readEpoch, err = l.rdb.PrepareContext(ctx, `SELECT coalesce(max(epoch), 0) FROM events WHERE session_id = ? AND seq < ?`); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: prepare read: %w", l.path, err)
+	}
+	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, `+sessionStatus+`, events, last_seq, steps, started_us, updated_us
+		FROM sessions WHERE started_us >= ? AND (? = '' OR `+sessionStatus+` = ?) ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
 	}
 	return nil
@@ -178,6 +185,17 @@ func dsn(path string, pragmas ...string) string {
 // concurrent callers; each caller gets the outcome of its own batch. On a read-only
 // Log every Append, even of an empty batch, fails with an error wrapping ErrReadOnly.
 func (l *Log) Append(ctx context.Context, events []messages.Envelope) error {
+	return l.append(ctx, nil, events)
+}
+
+// AppendLeased implements eventlog.Fencing: the writer checks, in the transaction
+// that writes the batch, that lease.Epoch is the partition's current epoch, so a
+// stale owner's batch either commits before the next Own or fails with ErrFenced.
+func (l *Log) AppendLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
+	return l.append(ctx, &lease, events)
+}
+
+func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("eventlog/sqlite: append: %w", err)
 	}
@@ -200,7 +218,42 @@ func (l *Log) Append(ctx context.Context, events []messages.Envelope) error {
 				eventlog.ErrInvalidEvent, e.ID, e.SessionID, e.Seq)
 		}
 	}
-	req := &appendReq{ctx: ctx, events: batch, done: make(chan error, 1)}
+	if lease != nil && (lease.Partition < 0 || lease.Partition > math.MaxInt32) {
+		return fmt.Errorf("%w: %s (partition out of range)", eventlog.ErrFenced, lease)
+	}
+	return l.submit(ctx, &appendReq{ctx: ctx, events: batch, lease: lease, done: make(chan error, 1)})
+}
+
+// Own implements eventlog.Fencing. The epoch is taken in a write transaction, which
+// SQLite serializes with every other one (of every process sharing the log): no
+// two Own calls get the same epoch, and none overlaps an append's check.
+func (l *Log) Own(ctx context.Context, node string, partitions []int) (uint64, error) {
+	if err := eventlog.CheckOwn(node, partitions); err != nil {
+		return 0, fmt.Errorf("eventlog/sqlite: own: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("eventlog/sqlite: own: %w", err)
+	}
+	if l.isClosed() {
+		return 0, fmt.Errorf("eventlog/sqlite: own: %w", eventlog.ErrClosed)
+	}
+	if l.cfg.ReadOnly {
+		return 0, fmt.Errorf("eventlog/sqlite: own partitions of %s: %w", l.path, ErrReadOnly)
+	}
+	for _, p := range partitions {
+		if p > math.MaxInt32 {
+			return 0, fmt.Errorf("eventlog/sqlite: own: partition %d out of range", p)
+		}
+	}
+	o := &ownReq{node: node, partitions: partitions}
+	if err := l.submit(ctx, &appendReq{ctx: ctx, own: o, done: make(chan error, 1)}); err != nil {
+		return 0, err
+	}
+	return o.epoch, nil
+}
+
+// submit hands req to the writer goroutine and waits for its outcome.
+func (l *Log) submit(ctx context.Context, req *appendReq) error {
 	select {
 	case l.reqs <- req:
 	case <-l.closing:
@@ -236,6 +289,14 @@ func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]mes
 	if fromSeq > math.MaxInt64 {
 		return nil, nil // no stored seq is that high
 	}
+	// Events of a stale owner are hidden after the first event of a later epoch
+	// (eventlog.Superseded): start from the highest epoch before fromSeq.
+	var before int64
+	if fromSeq > 1 {
+		if err := l.readEpoch.QueryRowContext(ctx, sessionID, int64(fromSeq)).Scan(&before); err != nil {
+			return nil, l.readErr(fmt.Sprintf("read session %s", sessionID), err)
+		}
+	}
 	rows, err := l.read.QueryContext(ctx, sessionID, int64(fromSeq))
 	if err != nil {
 		return nil, l.readErr(fmt.Sprintf("read session %s", sessionID), err)
@@ -246,10 +307,17 @@ func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]mes
 		last   int64
 	)
 	for rows.Next() {
-		var r storedEvent
-		if err := rows.Scan(&r.id, &r.seq, &r.typ, &r.version, &r.causation, &r.correlation, &r.ts, &r.actor, &r.payload); err != nil {
+		var (
+			r     storedEvent
+			epoch int64
+		)
+		if err := rows.Scan(&r.id, &r.seq, &r.typ, &r.version, &r.causation, &r.correlation, &r.ts, &r.actor, &r.payload, &epoch); err != nil {
 			return nil, fmt.Errorf("eventlog/sqlite: session %s, event after seq %d: %w: %v", sessionID, last, messages.ErrCorrupt, err)
 		}
+		if eventlog.Superseded(uint64(epoch), uint64(before)) {
+			continue
+		}
+		before = max(before, epoch)
 		e, err := r.envelope(sessionID)
 		if err != nil {
 			if seq, ok := r.seq.(int64); ok {
@@ -427,6 +495,9 @@ func (l *Log) release() error {
 	var errs []error
 	if l.read != nil {
 		errs = append(errs, l.read.Close())
+	}
+	if l.readEpoch != nil {
+		errs = append(errs, l.readEpoch.Close())
 	}
 	if l.list != nil {
 		errs = append(errs, l.list.Close())

@@ -20,50 +20,112 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	eventlogtest.Run(t, eventlogtest.Features{}, func(t *testing.T) eventlog.Log {
-		return open(t, sqlite.Config{Dir: t.TempDir()})
+	dirs := newLogDirs()
+	eventlogtest.Run(t, dirs.features(), func(t *testing.T) eventlog.Log {
+		return dirs.add(t.TempDir(), func(dir string) eventlog.Log { return open(t, sqlite.Config{Dir: dir}) })
 	})
 }
 
 // TestConformanceNoGroupCommit runs the suite with group commit reduced to one
 // event per transaction (each batch still one transaction), and one read connection.
 func TestConformanceNoGroupCommit(t *testing.T) {
-	eventlogtest.Run(t, eventlogtest.Features{}, func(t *testing.T) eventlog.Log {
-		return open(t, sqlite.Config{Dir: t.TempDir(), MaxGroupEvents: 1, ReadConns: 1, QueueSize: 1})
+	dirs := newLogDirs()
+	eventlogtest.Run(t, dirs.features(), func(t *testing.T) eventlog.Log {
+		return dirs.add(t.TempDir(), func(dir string) eventlog.Log {
+			return open(t, sqlite.Config{Dir: dir, MaxGroupEvents: 1, ReadConns: 1, QueueSize: 1})
+		})
 	})
 }
 
 func TestConformanceShared(t *testing.T) {
-	eventlogtest.Run(t, eventlogtest.Features{}, func(t *testing.T) eventlog.Log {
-		return open(t, sqlite.Config{Dir: t.TempDir(), Shared: true})
+	dirs := newLogDirs()
+	eventlogtest.Run(t, dirs.features(), func(t *testing.T) eventlog.Log {
+		return dirs.add(t.TempDir(), func(dir string) eventlog.Log { return open(t, sqlite.Config{Dir: dir, Shared: true}) })
 	})
 }
 
 // TestConformanceSharedWriters runs the suite against three Logs opened with Shared
 // on one directory, as three processes would hold it: appends go to each in turn,
 // reads to a fourth. Racing writers then race across Logs, each with its own
-// writer, group commit and connections, and only SQLite serializes them.
+// writer, group commit and connections, and only SQLite serializes them; so do
+// owners taking partitions and the appends they fence.
 func TestConformanceSharedWriters(t *testing.T) {
-	eventlogtest.Run(t, eventlogtest.Features{}, func(t *testing.T) eventlog.Log {
-		dir := t.TempDir()
-		s := &sharedLogs{reader: open(t, sqlite.Config{Dir: dir, Shared: true})}
-		for range 3 {
-			s.writers = append(s.writers, open(t, sqlite.Config{Dir: dir, Shared: true}))
-		}
-		return s
+	dirs := newLogDirs()
+	eventlogtest.Run(t, dirs.features(), func(t *testing.T) eventlog.Log {
+		return dirs.add(t.TempDir(), func(dir string) eventlog.Log {
+			s := &sharedLogs{reader: open(t, sqlite.Config{Dir: dir, Shared: true})}
+			for range 3 {
+				s.writers = append(s.writers, open(t, sqlite.Config{Dir: dir, Shared: true}))
+			}
+			return s
+		})
 	})
 }
 
+// logDirs remembers the data directory of each log a conformance run opens, so
+// that Features.WriteStale can write into it behind the log's back.
+type logDirs struct {
+	mu   sync.Mutex
+	dirs map[eventlog.Log]string
+}
+
+func newLogDirs() *logDirs { return &logDirs{dirs: map[eventlog.Log]string{}} }
+
+func (d *logDirs) add(dir string, open func(dir string) eventlog.Log) eventlog.Log {
+	l := open(dir)
+	d.mu.Lock()
+	d.dirs[l] = dir
+	d.mu.Unlock()
+	return l
+}
+
+// features are the strictest, with stale writes made by a raw INSERT that does
+// what a stale owner's would, were its check not in the same transaction: the
+// table's keys refuse it at a taken (session, seq).
+func (d *logDirs) features() eventlogtest.Features {
+	return eventlogtest.Features{
+		FencingAtomic: true,
+		WriteStale: func(t *testing.T, l eventlog.Log, epoch uint64, events []messages.Envelope) {
+			t.Helper()
+			d.mu.Lock()
+			dir, ok := d.dirs[l]
+			d.mu.Unlock()
+			if !ok {
+				t.Fatalf("WriteStale: log %p was not opened by this run", l)
+			}
+			db := rawDB(t, dir)
+			for _, e := range events {
+				if _, err := db.Exec(`INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
+					VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+					e.SessionID, int64(e.Seq), e.ID, string(e.Type), e.Version, e.CausationID, e.CorrelationID, e.TS, e.Actor, []byte(e.Payload), int64(epoch)); err != nil {
+					t.Fatalf("WriteStale: %v", err)
+				}
+			}
+		},
+	}
+}
+
 // sharedLogs is one eventlog.Log made of several Logs opened with Shared on one
-// directory: Append goes to each writer in turn, Read and Sessions to the reader.
+// directory: Append, AppendLeased and Own go to each writer in turn, Read and
+// Sessions to the reader.
 type sharedLogs struct {
 	writers []*sqlite.Log
 	reader  *sqlite.Log
 	next    atomic.Uint64
 }
 
+func (s *sharedLogs) writer() *sqlite.Log { return s.writers[s.next.Add(1)%uint64(len(s.writers))] }
+
 func (s *sharedLogs) Append(ctx context.Context, events []messages.Envelope) error {
-	return s.writers[s.next.Add(1)%uint64(len(s.writers))].Append(ctx, events)
+	return s.writer().Append(ctx, events)
+}
+
+func (s *sharedLogs) AppendLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
+	return s.writer().AppendLeased(ctx, lease, events)
+}
+
+func (s *sharedLogs) Own(ctx context.Context, node string, partitions []int) (uint64, error) {
+	return s.writer().Own(ctx, node, partitions)
 }
 
 func (s *sharedLogs) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
@@ -261,7 +323,7 @@ func TestFutureSchemaRefused(t *testing.T) {
 		t.Fatalf("Open(database of a newer schema) = %v, want a refusal", err)
 	}
 	// The failed Open released the lock: once the version is back, Open works.
-	if _, err := rawDB(t, dir).Exec("PRAGMA user_version = 1"); err != nil {
+	if _, err := rawDB(t, dir).Exec(fmt.Sprintf("PRAGMA user_version = %d", sqlite.SchemaVersion)); err != nil {
 		t.Fatal(err)
 	}
 	open(t, sqlite.Config{Dir: dir})
@@ -381,7 +443,8 @@ func TestSummaryMatchesEvents(t *testing.T) {
 	}
 	rows, err := rawDB(t, dir).Query(`
 		SELECT e.session_id, count(*), max(e.seq), min(e.ts), max(e.ts), sum(e.type = 'model.requested'),
-			coalesce((SELECT type FROM events t WHERE t.session_id = e.session_id AND t.type LIKE 'task.%' ORDER BY seq DESC LIMIT 1), '')
+			coalesce((SELECT type FROM events t WHERE t.session_id = e.session_id AND t.type LIKE 'task.%' ORDER BY seq DESC LIMIT 1), ''),
+			sum(e.type = 'task.submitted'), sum(e.type IN ('task.completed', 'task.failed'))
 		FROM events e GROUP BY e.session_id ORDER BY min(e.ts) DESC, e.session_id`)
 	if err != nil {
 		t.Fatal(err)
@@ -393,15 +456,15 @@ func TestSummaryMatchesEvents(t *testing.T) {
 			i    eventlog.SessionInfo
 			last int64
 			typ  string
+
+			submitted, ended uint64
 		)
-		if err := rows.Scan(&i.ID, &i.Events, &last, &i.StartedUS, &i.UpdatedUS, &i.Steps, &typ); err != nil {
+		if err := rows.Scan(&i.ID, &i.Events, &last, &i.StartedUS, &i.UpdatedUS, &i.Steps, &typ, &submitted, &ended); err != nil {
 			t.Fatal(err)
 		}
 		i.LastSeq = uint64(last)
-		i.Status = messages.StatusRunning
-		if s, ok := eventlog.TaskStatus(messages.Type(typ)); ok {
-			i.Status = s
-		}
+		latest, _ := eventlog.TaskStatus(messages.Type(typ))
+		i.Status = eventlog.SessionStatus(latest, submitted, ended)
 		want = append(want, i)
 	}
 	got, err := l.Sessions(ctx, eventlog.Filter{})

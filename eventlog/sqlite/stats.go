@@ -97,7 +97,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	agents := map[string]*eventlog.SessionUsage{}
 	durations := map[string][]int64{}
 	steps := map[string]int64{}
-	err = q(`SELECT `+sessionAgent+`, s.status, s.steps, s.updated_us - s.started_us
+	err = q(`SELECT `+sessionAgent+`, `+sessionStatus+`, s.steps, s.updated_us - s.started_us
 		FROM sessions s JOIN events e ON e.session_id = s.session_id AND e.seq = 1 WHERE `+where,
 		func(scan func(...any) error) error {
 			var agent, status string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -36,11 +37,20 @@ func (l *Log) busyErr(err error) error {
 // so that a few large payloads do not make one huge transaction of many callers.
 const maxGroupBytes = 16 << 20
 
-// appendReq is one Append call waiting for the writer.
+// appendReq is one Append (or AppendLeased, or Own) call waiting for the writer.
 type appendReq struct {
 	ctx    context.Context
 	events []messages.Envelope // checked by eventlog.CheckBatch
+	lease  *eventlog.Lease     // AppendLeased's; nil for Append
+	own    *ownReq             // set for Own, which has no events
 	done   chan error          // buffered: the writer never blocks on it
+}
+
+// ownReq is an Own call: the writer sets epoch before it answers.
+type ownReq struct {
+	node       string
+	partitions []int
+	epoch      uint64
 }
 
 // writeStmts are the statements of the writer, prepared once on its connection.
@@ -51,6 +61,7 @@ type writeStmts struct {
 	savepoint, release, undo       *sql.Stmt
 	insert, byID, byPos, summarize *sql.Stmt
 	restart                        *sql.Stmt
+	current, maxEpoch, takeOwner   *sql.Stmt
 }
 
 func (w *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
@@ -65,21 +76,26 @@ func (w *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.release, "RELEASE batch"},
 		{&w.undo, "ROLLBACK TO batch"},
 		// DO NOTHING on either key: the writer then finds out which key was taken.
-		{&w.insert, `INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`},
-		{&w.byID, `SELECT session_id, seq FROM events WHERE id = ?`},
-		{&w.byPos, `SELECT id FROM events WHERE session_id = ? AND seq = ?`},
+		{&w.insert, `INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&w.byID, `SELECT session_id, seq, epoch FROM events WHERE id = ?`},
+		{&w.byPos, `SELECT id, epoch FROM events WHERE session_id = ? AND seq = ?`},
+		{&w.current, `SELECT coalesce(max(epoch), 0) FROM ownership WHERE partition = ?`},
+		{&w.maxEpoch, `SELECT coalesce(max(epoch), 0) FROM ownership`},
+		{&w.takeOwner, `INSERT INTO ownership (partition, epoch, node, ts_us) VALUES (?, ?, ?, ?)`},
 		// SET expressions all see the row as it was before the update. started_us is
 		// left out, so that the sessions_by_start index is not rewritten on every
 		// append: the statement returns the stored value, and restart lowers it in the
 		// rare case that an earlier event of the session arrives late.
-		{&w.summarize, `INSERT INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+		{&w.summarize, `INSERT INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (session_id) DO UPDATE SET
 				status     = CASE WHEN excluded.status_seq > sessions.status_seq THEN excluded.status ELSE sessions.status END,
 				status_seq = max(sessions.status_seq, excluded.status_seq),
 				events     = sessions.events + excluded.events,
 				steps      = sessions.steps + excluded.steps,
+				tasks      = sessions.tasks + excluded.tasks,
+				ended      = sessions.ended + excluded.ended,
 				last_seq   = max(sessions.last_seq, excluded.last_seq),
 				updated_us = max(sessions.updated_us, excluded.updated_us)
 			RETURNING started_us`},
@@ -96,7 +112,8 @@ func (w *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 
 func (w *writeStmts) close() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.undo, w.insert, w.byID, w.byPos, w.summarize, w.restart} {
+	for _, s := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.undo, w.insert, w.byID, w.byPos, w.summarize, w.restart,
+		w.current, w.maxEpoch, w.takeOwner} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
@@ -190,7 +207,11 @@ func (l *Log) writeGroup(group []*appendReq) {
 		}
 		return
 	}
-	l.stats.appends.Add(uint64(len(live)))
+	for _, r := range live {
+		if r.own == nil { // Own calls are not appends
+			l.stats.appends.Add(1)
+		}
+	}
 	for i, r := range live {
 		if err != nil {
 			r.done <- err
@@ -232,14 +253,23 @@ func (l *Log) commit(reqs []*appendReq) ([]error, error) {
 				return abort(fmt.Errorf("eventlog/sqlite: append: savepoint: %w", err))
 			}
 		}
-		n, err := l.apply(ctx, r.events)
+		var (
+			n   uint64
+			err error
+		)
+		if r.own != nil {
+			err = l.takeOwnership(ctx, r.own)
+		} else {
+			n, err = l.apply(ctx, r.lease, r.events)
+		}
+		refused := errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrFenced)
 		switch {
-		case errors.Is(err, eventlog.ErrSeqConflict) && !savepoints:
+		case refused && !savepoints:
 			if _, rerr := l.w.rollback.ExecContext(ctx); rerr != nil {
 				return nil, fmt.Errorf("eventlog/sqlite: append: rollback: %w", rerr)
 			}
 			return []error{err}, nil
-		case errors.Is(err, eventlog.ErrSeqConflict):
+		case refused:
 			errs[i] = err
 			if _, err := l.w.undo.ExecContext(ctx); err != nil {
 				return abort(fmt.Errorf("eventlog/sqlite: append: rollback to savepoint: %w", err))
@@ -274,22 +304,60 @@ type sessionDelta struct {
 	status               string
 	statusSeq            uint64
 	events, steps        int
+	tasks, ended         int // task.submitted; task.completed and task.failed
 	lastSeq              uint64
 	startedUS, updatedUS int64
 }
 
+// takeOwnership records o.node as the owner of o.partitions under the next epoch
+// (one above the highest recorded, of any partition), inside the writer's transaction.
+func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
+	var top int64
+	if err := l.w.maxEpoch.QueryRowContext(ctx).Scan(&top); err != nil {
+		return fmt.Errorf("eventlog/sqlite: own: read epochs: %w", err)
+	}
+	epoch, now := top+1, time.Now().UnixMicro()
+	for _, p := range o.partitions {
+		if _, err := l.w.takeOwner.ExecContext(ctx, p, epoch, o.node, now); err != nil {
+			return fmt.Errorf("eventlog/sqlite: own partition %d for node %s: %w", p, o.node, err)
+		}
+	}
+	o.epoch = uint64(epoch)
+	return nil
+}
+
+// fence returns an error wrapping ErrFenced unless lease is its partition's
+// current epoch, read inside the writer's transaction.
+func (l *Log) fence(ctx context.Context, lease eventlog.Lease) error {
+	var current int64
+	if err := l.w.current.QueryRowContext(ctx, lease.Partition).Scan(&current); err != nil {
+		return fmt.Errorf("eventlog/sqlite: append under %s: read the current epoch: %w", lease, err)
+	}
+	if uint64(current) != lease.Epoch {
+		return fmt.Errorf("%w: append under %s refused: the partition's current epoch is %d", eventlog.ErrFenced, lease, current)
+	}
+	return nil
+}
+
 // apply inserts a batch's events and updates the summaries of their sessions. It
 // returns the number of events written, or an error wrapping ErrSeqConflict if the
-// batch conflicts with stored events, or an error of the database (which never wraps
-// ErrSeqConflict). The caller undoes the batch on either error.
-func (l *Log) apply(ctx context.Context, events []messages.Envelope) (uint64, error) {
+// batch conflicts with stored events, or ErrFenced if lease is not current, or an
+// error of the database (which wraps neither). The caller undoes the batch on error.
+func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope) (uint64, error) {
 	var (
 		deltas  []sessionDelta // batches rarely span more than one session
 		written uint64
+		epoch   uint64
 	)
+	if lease != nil {
+		if err := l.fence(ctx, *lease); err != nil {
+			return 0, err
+		}
+		epoch = lease.Epoch
+	}
 	for _, e := range events {
 		res, err := l.w.insert.ExecContext(ctx, e.SessionID, int64(e.Seq), e.ID, string(e.Type), e.Version,
-			e.CausationID, e.CorrelationID, e.TS, e.Actor, []byte(e.Payload))
+			e.CausationID, e.CorrelationID, e.TS, e.Actor, []byte(e.Payload), int64(epoch))
 		if err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
 		}
@@ -298,7 +366,7 @@ func (l *Log) apply(ctx context.Context, events []messages.Envelope) (uint64, er
 			return 0, fmt.Errorf("eventlog/sqlite: append event %s: %w", e.ID, err)
 		}
 		if n == 0 {
-			if err := l.classify(ctx, e); err != nil {
+			if err := l.classify(ctx, lease, e); err != nil {
 				return 0, err
 			}
 			continue // stored before, at the same position: at-least-once delivery
@@ -313,8 +381,13 @@ func (l *Log) apply(ctx context.Context, events []messages.Envelope) (uint64, er
 		}
 		d := &deltas[i]
 		d.events++
-		if e.Type == messages.TypeModelRequested {
+		switch e.Type {
+		case messages.TypeModelRequested:
 			d.steps++
+		case messages.TypeTaskSubmitted:
+			d.tasks++
+		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+			d.ended++
 		}
 		if status, ok := eventlog.TaskStatus(e.Type); ok && e.Seq > d.statusSeq {
 			d.status, d.statusSeq = status, e.Seq
@@ -326,7 +399,7 @@ func (l *Log) apply(ctx context.Context, events []messages.Envelope) (uint64, er
 	for _, d := range deltas {
 		var started int64
 		if err := l.w.summarize.QueryRowContext(ctx, d.id, d.status, int64(d.statusSeq), d.events, d.steps,
-			int64(d.lastSeq), d.startedUS, d.updatedUS).Scan(&started); err != nil {
+			int64(d.lastSeq), d.startedUS, d.updatedUS, d.tasks, d.ended).Scan(&started); err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 		}
 		if d.startedUS < started {
@@ -340,14 +413,23 @@ func (l *Log) apply(ctx context.Context, events []messages.Envelope) (uint64, er
 
 // classify explains why e was not inserted: it is already stored at its position
 // (nil), or it conflicts with a stored event (an error wrapping ErrSeqConflict), or
-// the database failed.
-func (l *Log) classify(ctx context.Context, e messages.Envelope) error {
+// an event of a later epoch than lease's holds its position (ErrFenced), or the
+// database failed.
+//
+// The write transaction checked lease first, and holds the write lock, so no event
+// of a stale owner is stored here: a stored event of a lower epoch at e's position
+// was written before lease was taken, and the holder of lease read it.
+func (l *Log) classify(ctx context.Context, lease *eventlog.Lease, e messages.Envelope) error {
 	var (
 		session string
 		seq     int64
+		epoch   int64
 	)
-	err := l.w.byID.QueryRowContext(ctx, e.ID).Scan(&session, &seq)
+	err := l.w.byID.QueryRowContext(ctx, e.ID).Scan(&session, &seq, &epoch)
 	switch {
+	case err == nil && session == e.SessionID && uint64(seq) == e.Seq && lease != nil && uint64(epoch) > lease.Epoch:
+		return fmt.Errorf("%w: session %s seq %d holds event %s of epoch %d, appended under %s",
+			eventlog.ErrFenced, e.SessionID, e.Seq, e.ID, epoch, lease)
 	case err == nil && session == e.SessionID && uint64(seq) == e.Seq:
 		return nil
 	case err == nil:
@@ -357,9 +439,13 @@ func (l *Log) classify(ctx context.Context, e messages.Envelope) error {
 		return fmt.Errorf("eventlog/sqlite: append event %s: look up id: %w", e.ID, err)
 	}
 	var holder string
-	if err := l.w.byPos.QueryRowContext(ctx, e.SessionID, int64(e.Seq)).Scan(&holder); err != nil {
+	if err := l.w.byPos.QueryRowContext(ctx, e.SessionID, int64(e.Seq)).Scan(&holder, &epoch); err != nil {
 		return fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): insert ignored but neither key is taken: %w",
 			e.ID, e.SessionID, e.Seq, err)
+	}
+	if lease != nil && uint64(epoch) > lease.Epoch {
+		return fmt.Errorf("%w: session %s seq %d holds event %s of epoch %d, appended %s under %s",
+			eventlog.ErrFenced, e.SessionID, e.Seq, holder, epoch, e.ID, lease)
 	}
 	return fmt.Errorf("%w: session %s seq %d holds event %s, appended %s",
 		eventlog.ErrSeqConflict, e.SessionID, e.Seq, holder, e.ID)

@@ -67,3 +67,22 @@ func BenchmarkCallGateway(b *testing.B) {
 		}
 	}
 }
+
+// The gateway's own overhead per call, without HTTP: every layer New builds for the
+// Config BenchmarkCallGateway uses, over a model that answers at once.
+func BenchmarkGatewayInProcess(b *testing.B) {
+	m := &fakeModel{name: "fake-model", fn: func(int, llm.Request) (llm.Response, error) { return answer("144"), nil }}
+	g, err := gateway.New(gateway.Config{Chain: []llm.Model{m},
+		Quotas: []gateway.Quota{{Scope: "agent:*", Tokens: 1 << 62, Window: 3600e9}},
+		Prices: map[string]gateway.Price{"fake-model": {Prompt: 1, Completion: 2}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	req := llm.Request{Step: 1, Messages: benchMessages, Scope: llm.Scope{Agent: "bench"}}
+	for b.Loop() {
+		if _, err := g.Generate(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

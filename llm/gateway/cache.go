@@ -2,13 +2,10 @@ package gateway
 
 import (
 	"context"
-	"math"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/troupe-run/troupe/llm"
-	"github.com/troupe-run/troupe/messages"
 )
 
 // CacheConfig configures the exact-match cache: an answer is reused for a request
@@ -18,6 +15,43 @@ type CacheConfig struct {
 	TTL time.Duration
 	// MaxEntries bounds the cache (default 10,000); the oldest entries go first.
 	MaxEntries int
+}
+
+// ExactCache answers a request from the answer to an earlier request with the same
+// model (the wrapped model's name), messages and tools, in the same namespace, within
+// cfg.TTL, without calling the model it wraps; such an answer has Cached set. A request
+// with NoCache set bypasses it. Answers the wrapped model gives are stored, except
+// those that a cache below served (Cached set). The entries are kept in memory (clock
+// nil: time.Now), shared by every model the middleware wraps.
+func ExactCache(cfg CacheConfig, clock func() time.Time) Middleware {
+	if clock == nil {
+		clock = time.Now
+	}
+	c := newExactCache(cfg, clock)
+	return func(next llm.Model) llm.Model {
+		return &exactCached{Model: next, name: next.Name(), cache: c}
+	}
+}
+
+type exactCached struct {
+	llm.Model
+	name  string
+	cache *exactCache
+}
+
+func (m *exactCached) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if req.NoCache {
+		return m.Model.Generate(ctx, req)
+	}
+	key := exactKey(m.name, req)
+	if r, ok := m.cache.get(key); ok {
+		return r, nil
+	}
+	resp, err := m.Model.Generate(ctx, req)
+	if err == nil && !resp.Cached {
+		m.cache.put(key, resp)
+	}
+	return resp, err
 }
 
 type cacheEntry struct {
@@ -67,131 +101,4 @@ func (c *exactCache) put(k string, resp llm.Response) {
 		delete(c.m, c.order[0])
 		c.order = c.order[1:]
 	}
-}
-
-// SemanticConfig configures the semantic cache: the opening request of a task (the
-// conversation ends with a user message) is answered from a cached answer when its
-// user message embeds within Threshold cosine similarity of a cached one, for the same
-// model, system prompt and tools, in the same namespace (the request's agent).
-type SemanticConfig struct {
-	Embedder  llm.Embedder
-	Threshold float64 // e.g. 0.95
-	TTL       time.Duration
-	// MaxEntries bounds each namespace (default 1,000).
-	MaxEntries int
-}
-
-type semanticEntry struct {
-	vec     []float32
-	prefix  string
-	resp    llm.Response
-	expires time.Time
-}
-
-type semanticCache struct {
-	cfg   SemanticConfig
-	clock func() time.Time
-	mu    sync.Mutex
-	ns    map[string][]semanticEntry
-}
-
-func newSemanticCache(cfg SemanticConfig, clock func() time.Time) *semanticCache {
-	if cfg.MaxEntries <= 0 {
-		cfg.MaxEntries = 1000
-	}
-	return &semanticCache{cfg: cfg, clock: clock, ns: map[string][]semanticEntry{}}
-}
-
-// semanticParts returns the text to embed (the final user message) and the exact
-// prefix that must match (model, system prompt, tools), or ok=false when the request
-// is not a task's opening request.
-func semanticParts(model string, req llm.Request) (text, prefix string, ok bool) {
-	n := len(req.Messages)
-	if n == 0 || req.Messages[n-1].Role != messages.RoleUser {
-		return "", "", false
-	}
-	var b strings.Builder
-	b.WriteString(model)
-	for _, m := range req.Messages[:n-1] {
-		if m.Role == messages.RoleSystem {
-			b.WriteString("\x00" + m.Content)
-		}
-	}
-	for _, t := range req.Tools {
-		b.WriteString("\x00" + t.Name)
-	}
-	return req.Messages[n-1].Content, b.String(), true
-}
-
-// semanticKey is what the semantic cache looks a request up by, and stores its answer
-// under: computed (and the text embedded) once per call.
-type semanticKey struct {
-	ns, prefix string
-	vec        []float32 // nil when the request is not cacheable or embedding failed
-}
-
-func (c *semanticCache) key(ctx context.Context, model string, req llm.Request) semanticKey {
-	text, prefix, ok := semanticParts(model, req)
-	if !ok {
-		return semanticKey{}
-	}
-	vecs, err := c.cfg.Embedder.Embed(ctx, []string{text})
-	if err != nil || len(vecs) != 1 {
-		return semanticKey{} // a cache miss, not a failure
-	}
-	return semanticKey{ns: req.Scope.Agent, prefix: prefix, vec: vecs[0]}
-}
-
-func (c *semanticCache) get(k semanticKey) (llm.Response, bool) {
-	if k.vec == nil {
-		return llm.Response{}, false
-	}
-	now := c.clock()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	best, bestScore := -1, c.cfg.Threshold
-	entries := c.ns[k.ns]
-	for i, e := range entries {
-		if e.prefix != k.prefix || !now.Before(e.expires) {
-			continue
-		}
-		if s := cosine(k.vec, e.vec); s >= bestScore {
-			best, bestScore = i, s
-		}
-	}
-	if best < 0 {
-		return llm.Response{}, false
-	}
-	r := entries[best].resp
-	r.Cached = true
-	return r, true
-}
-
-func (c *semanticCache) put(k semanticKey, resp llm.Response) {
-	if k.vec == nil {
-		return
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	entries := append(c.ns[k.ns], semanticEntry{vec: k.vec, prefix: k.prefix, resp: resp, expires: c.clock().Add(c.cfg.TTL)})
-	if len(entries) > c.cfg.MaxEntries {
-		entries = entries[len(entries)-c.cfg.MaxEntries:]
-	}
-	c.ns[k.ns] = entries
-}
-
-func cosine(a, b []float32) float64 {
-	if len(a) != len(b) || len(a) == 0 {
-		return -1
-	}
-	var dot, na, nb float64
-	for i := range a {
-		dot += float64(a[i]) * float64(b[i])
-		na += float64(a[i]) * float64(a[i])
-		nb += float64(b[i]) * float64(b[i])
-	}
-	if na == 0 || nb == 0 {
-		return -1
-	}
-	return dot / (math.Sqrt(na) * math.Sqrt(nb))
 }

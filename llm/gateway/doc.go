@@ -9,4 +9,40 @@
 // with Usage filled in (counted offline when the provider reported none) and CostUSD
 // priced, Model set to the model that answered, and Cached set when a cache answered.
 // The LocalEffects of package actors runs every model call of a node through one Gateway.
+//
+// # Middleware
+//
+// Each concern is a Middleware, a func(llm.Model) llm.Model in a file of its own:
+// ExactCache, SemanticCache, Quotas, Fallback, Pricing, CountTokens, Retry and
+// LimitConcurrency. New composes them, in one place, from a Config; Chain composes
+// any other selection. From the outside in, a request meets:
+//
+//	ExactCache       cache.go     a hit costs nothing else: no embedding, no quota, no call
+//	SemanticCache    semantic.go  a hit costs one embedding and no call
+//	Quotas           quota.go     refuses before any call; charges the answer's tokens
+//	Fallback         fallback.go  tries chain[0], then chain[1], ...
+//	  for each model of the chain, on its own:
+//	  Pricing          pricing.go   CostUSD at the price of the model that answered
+//	  CountTokens      tokens.go    counts the tokens a provider did not report
+//	  Retry            retry.go     retries transient failures of this model
+//	  LimitConcurrency limit.go     one of the provider's slots per attempt
+//	  the model
+//
+// The order is the behaviour:
+//   - The caches are outermost, so a cached answer makes no call, spends no quota and
+//     is served even when the quota is spent; it carries the Model and CostUSD of the
+//     answer it repeats. The exact cache comes first because its key is a hash, the
+//     semantic one's an embedding. An answer a cache served is not stored again.
+//   - Quotas is outside Fallback, so a refusal is not retried nor tried on another
+//     model, and the tokens charged are those of the answer given, whichever model gave
+//     it, as CountTokens counted them when its provider reported none.
+//   - Fallback is outside Retry, so each model spends its retries before the next is
+//     tried; any error that is left falls over (a 4xx too), except a cancelled context.
+//   - Pricing and CountTokens wrap each model of the chain, so an answer is counted and
+//     priced once, as the model that gave it, whatever the retries before it.
+//   - Retry is outside LimitConcurrency, so a call holds its provider's slot during an
+//     attempt, not during the backoff between attempts.
+//
+// Every layer passes the request's context down. A cancelled context stops them all:
+// no further attempt, no wait, no fallback, and the error wraps ctx.Err().
 package gateway

@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -272,5 +273,38 @@ func TestCancellationStopsRetries(t *testing.T) {
 	defer cancel()
 	if _, err := g.Generate(ctx, ask("q")); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// Values that cannot work are refused, each naming the field and the value; zero
+// values that mean "the default" are not.
+func TestValidateNamesTheBadField(t *testing.T) {
+	chain := []llm.Model{llm.Offline{}}
+	cases := []struct {
+		name string
+		cfg  gateway.Config
+		want string
+	}{
+		{"concurrency 0", gateway.Config{Chain: chain, Concurrency: map[string]int{"openai": 0}}, `Concurrency["openai"] = 0`},
+		{"concurrency -1", gateway.Config{Chain: chain, Concurrency: map[string]int{"openai": -1}}, `Concurrency["openai"] = -1`},
+		{"negative price", gateway.Config{Chain: chain, Prices: map[string]gateway.Price{"m": {Prompt: -1}}}, `Prices["m"].Prompt = -1`},
+		{"NaN price", gateway.Config{Chain: chain, Prices: map[string]gateway.Price{"m": {Completion: math.NaN()}}}, `Prices["m"].Completion = NaN`},
+		{"cache TTL", gateway.Config{Chain: chain, Cache: &gateway.CacheConfig{TTL: -5 * time.Minute}}, "Cache.TTL = -5m0s"},
+		{"cache entries", gateway.Config{Chain: chain, Cache: &gateway.CacheConfig{TTL: time.Minute, MaxEntries: -1}}, "Cache.MaxEntries = -1"},
+		{"threshold 7", gateway.Config{Chain: chain, Semantic: &gateway.SemanticConfig{Embedder: llm.HashingEmbedder{}, Threshold: 7, TTL: time.Hour}}, "Semantic.Threshold = 7"},
+		{"threshold 0", gateway.Config{Chain: chain, Semantic: &gateway.SemanticConfig{Embedder: llm.HashingEmbedder{}, TTL: time.Hour}}, "Semantic.Threshold = 0"},
+		{"semantic TTL", gateway.Config{Chain: chain, Semantic: &gateway.SemanticConfig{Embedder: llm.HashingEmbedder{}, Threshold: 0.9}}, "Semantic.TTL = 0s"},
+		{"retry backoff", gateway.Config{Chain: chain, Retry: gateway.RetryPolicy{Initial: -time.Second}}, "Retry.Initial = -1s"},
+	}
+	for _, c := range cases {
+		err := c.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want an error saying %s", c.name, err, c.want)
+		}
+	}
+	ok := gateway.Config{Chain: chain, Concurrency: map[string]int{"openai": 8}, Prices: map[string]gateway.Price{"m": {Prompt: 0.15, Completion: 0.6}},
+		Cache: &gateway.CacheConfig{TTL: time.Minute}, Semantic: &gateway.SemanticConfig{Embedder: llm.HashingEmbedder{}, Threshold: 0.95, TTL: time.Hour}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }

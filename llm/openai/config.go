@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"github.com/troupe-run/troupe/redact"
 )
 
 // DefaultTimeout bounds one call (request, response and, for Stream, the whole event
@@ -166,7 +168,7 @@ func (c Config) timeout() time.Duration {
 func (c Config) String() string {
 	key := "none"
 	if c.APIKey != "" {
-		key = redacted
+		key = redact.Redacted
 	}
 	return fmt.Sprintf("openai.Config{Provider:%s BaseURL:%s Model:%s APIKey:%s Timeout:%s}",
 		c.providerName(), c.BaseURL, c.Model, key, c.timeout())

@@ -39,7 +39,8 @@
 //     ErrInvalidRequest (a conversation that cannot be sent) are not transient.
 //
 // Config, Model and Embedder print without the API key, under every fmt verb and in
-// slog, and provider messages that echo the key have it redacted.
+// slog, and provider messages that echo the key have it redacted (package redact: the
+// key, and any string shaped like a credential).
 //
 // Package openaitest holds the fake OpenAI-compatible server the tests run against;
 // other packages' tests may use it too.

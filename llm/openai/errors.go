@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // Errors of this package. Each wraps into a longer message naming the provider and
@@ -46,8 +47,6 @@ const maxErrorBody = 64 << 10
 // maxRetryAfter caps a provider's Retry-After hint (it also keeps absurd values from
 // overflowing a time.Duration).
 const maxRetryAfter = 24 * time.Hour
-
-const redacted = "[REDACTED]"
 
 // exchange records what happened on the wire during one call, so that errors can be
 // classified by what the server did rather than by the text of the SDK's errors. It is
@@ -160,7 +159,7 @@ func (c caller) apiError(status int, header http.Header, body []byte, sdkErr err
 		Model:      c.model,
 		StatusCode: status,
 		RetryAfter: retryAfter(status, header, time.Now()),
-		Message:    redact(msg, c.apiKey),
+		Message:    redact.New(c.apiKey).String(msg),
 	}
 }
 
@@ -254,12 +253,4 @@ func clampRetry(d time.Duration) time.Duration {
 		return maxRetryAfter
 	}
 	return d
-}
-
-// redact replaces every occurrence of a secret in s.
-func redact(s, secret string) string {
-	if secret == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, secret, redacted)
 }

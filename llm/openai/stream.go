@@ -13,6 +13,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // Delta is one increment of a streamed answer, in the order the provider sent it.
@@ -106,7 +107,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		var se *ssestream.StreamError
 		if errors.As(err, &se) {
 			return llm.Response{}, m.who.errorf(op, "the provider reported an error mid-stream: %s: %w",
-				redact(errorMessage(se.Event.Data), m.who.apiKey), llm.ErrTransient)
+				redact.New(m.who.apiKey).String(errorMessage(se.Event.Data)), llm.ErrTransient)
 		}
 		return llm.Response{}, m.who.classify(op, ctx, call, x, err)
 	}

@@ -3,15 +3,20 @@ package provider
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net/url"
 	"os"
+	"reflect"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/llm/openai"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // Environment variables read by Load and Detect (besides each provider's KeyEnv).
@@ -33,10 +38,24 @@ const DefaultConfigFile = ".troupe.json"
 type Config struct {
 	// Provider names a known provider (or alias), "openai-compatible" or "offline".
 	Provider string
-	// APIKey is the generic key (LLM_API_KEY); a provider's own variable also works.
-	APIKey  string
-	BaseURL string
-	Model   string
+	// APIKey is the user's own key: LLM_API_KEY, the config file's llm.api_key, or
+	// the variable its llm.api_key_env names. A provider's own key variable
+	// (OPENAI_API_KEY, ...) is not copied here: Detect reads it, for that provider's
+	// hosts only.
+	APIKey string
+	// APIKeySource names where APIKey came from, for messages (never the value):
+	// "LLM_API_KEY", the variable llm.api_key_env names, or "llm.api_key".
+	APIKeySource string
+	// APIKeyBaseURL is the base URL the user paired APIKey with: LLM_BASE_URL set
+	// beside LLM_API_KEY, or llm.base_url beside llm.api_key_env (or llm.api_key) in
+	// the config file. APIKey goes to BaseURL only when BaseURL is this URL; with no
+	// BaseURL it goes to the provider's own.
+	APIKeyBaseURL string
+	// APIKeyEnv is the variable the config file's llm.api_key_env names; its value is
+	// a secret to redact whichever key the model uses.
+	APIKeyEnv string
+	BaseURL   string
+	Model     string
 	// EmbeddingModel overrides the provider's default embedding model.
 	EmbeddingModel string
 	// Timeout bounds each model call.
@@ -50,23 +69,34 @@ type Config struct {
 // DefaultConfig is the configuration before any file or environment variable.
 func DefaultConfig() Config { return Config{Timeout: openai.DefaultTimeout} }
 
-// Validate reports settings that can never work.
+// MaxTimeout bounds Config.Timeout.
+const MaxTimeout = time.Hour
+
+// Validate reports settings that can never work, each naming the setting (the config
+// file's field and the environment variable), the value and what is allowed.
 func (c Config) Validate() error {
+	var errs []error
 	if c.Provider != "" {
 		if _, ok := Lookup(c.Provider); !ok && !isPseudo(c.Provider) {
-			return fmt.Errorf("llm/provider: unknown provider %q (known: %s, %s, %s)", c.Provider, strings.Join(names(), ", "), OpenAICompatible, Offline)
+			errs = append(errs, fmt.Errorf("llm/provider: provider (llm.provider, %s) %q is not known: want one of %s", EnvProvider, c.Provider, knownProviders()))
 		}
 	}
-	if c.BaseURL != "" {
-		u, err := url.Parse(c.BaseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("llm/provider: base URL %q must be an absolute http or https URL", c.BaseURL)
-		}
+	if c.BaseURL != "" && !isHTTPURL(c.BaseURL) {
+		errs = append(errs, fmt.Errorf("llm/provider: base URL (llm.base_url, %s) %q: want an absolute http or https URL, e.g. https://api.example.com/v1", EnvBaseURL, c.BaseURL))
 	}
-	if c.Timeout < 0 {
-		return fmt.Errorf("llm/provider: negative timeout %s", c.Timeout)
+	if c.Timeout < 0 || c.Timeout > MaxTimeout {
+		errs = append(errs, fmt.Errorf("llm/provider: timeout (llm.timeout, %s) %s is out of range: want 1s to 1h (0: the default, %s)", EnvTimeout, c.Timeout, openai.DefaultTimeout))
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+func knownProviders() string {
+	return strings.Join(append(names(), OpenAICompatible, Offline), ", ")
+}
+
+func isHTTPURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
 }
 
 func isPseudo(name string) bool {
@@ -99,10 +129,66 @@ type fileConfig struct {
 	DisableProbe   bool              `json:"disable_probe"`
 }
 
+var (
+	envVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+)
+
+// jsonFields lists the JSON names of T's fields.
+func jsonFields[T any]() string {
+	var names []string
+	for f := range reflect.TypeFor[T]().Fields() {
+		names = append(names, strings.Split(f.Tag.Get("json"), ",")[0])
+	}
+	return strings.Join(names, ", ")
+}
+
+// validate checks the file's values; prefix ("llm." or "") names the section.
+func (f fileConfig) validate(prefix string) error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf(prefix+field+": "+format, args...))
+	}
+	if f.Provider != "" {
+		if _, ok := Lookup(f.Provider); !ok && !isPseudo(f.Provider) {
+			bad("provider", "%q is not known: want one of %s", f.Provider, knownProviders())
+		}
+	}
+	if f.BaseURL != "" && !isHTTPURL(f.BaseURL) {
+		bad("base_url", "%q: want an absolute http or https URL, e.g. https://api.example.com/v1", f.BaseURL)
+	}
+	for field, v := range map[string]string{"model": f.Model, "embedding_model": f.EmbeddingModel, "api_key": f.APIKey} {
+		if v != "" && strings.TrimSpace(v) == "" {
+			bad(field, "is blank: leave it out, or name a value")
+		}
+	}
+	if f.APIKeyEnv != "" && !envVarName.MatchString(f.APIKeyEnv) {
+		bad("api_key_env", "%q is not an environment variable name: want letters, digits and underscores, not starting with a digit", f.APIKeyEnv)
+	}
+	if f.Timeout != "" {
+		d, err := time.ParseDuration(f.Timeout)
+		switch {
+		case err != nil:
+			bad("timeout", "%q is not a duration: want 1s to 1h, e.g. \"45s\"", f.Timeout)
+		case d < time.Second || d > MaxTimeout:
+			bad("timeout", "%q is out of range: want 1s to 1h", f.Timeout)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.ExtraHeaders)) {
+		switch v := f.ExtraHeaders[name]; {
+		case !headerName.MatchString(name):
+			bad("extra_headers", "%q is not an HTTP header name: want letters, digits and !#$%%&'*+-.^_`|~", name)
+		case strings.ContainsAny(v, "\r\n\x00"):
+			bad("extra_headers", "the value of %s holds a line break or NUL: want one line", name)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Load builds a Config from the defaults, then the JSON file at path (skipped when
 // path is empty; a missing file is an error), then the environment: EnvProvider,
-// EnvAPIKey, EnvBaseURL, EnvModel, EnvEmbeddingModel, EnvTimeout and, when a
-// provider is set but no key, that provider's KeyEnv. env is os.Getenv when nil.
+// EnvAPIKey, EnvBaseURL, EnvModel, EnvEmbeddingModel and EnvTimeout. A provider's
+// own key variable is left to Detect. env is os.Getenv when nil.
 func Load(path string, env func(string) string) (Config, error) {
 	if env == nil {
 		env = os.Getenv
@@ -128,33 +214,44 @@ func Load(path string, env func(string) string) (Config, error) {
 }
 
 func (c Config) withFile(b []byte, env func(string) string) (Config, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return c, errors.New("the file is empty: want a JSON object")
+	}
 	var wrapper map[string]json.RawMessage
 	if err := json.Unmarshal(b, &wrapper); err != nil {
 		return c, err
 	}
+	prefix := ""
 	if section, ok := wrapper["llm"]; ok {
-		b = section
+		b, prefix = section, "llm."
 	}
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	var f fileConfig
 	if err := dec.Decode(&f); err != nil {
+		if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+			return c, fmt.Errorf("unknown field \"%s%s\": the fields are %s", prefix, strings.Trim(name, `"`), jsonFields[fileConfig]())
+		}
+		return c, err
+	}
+	if err := f.validate(prefix); err != nil {
 		return c, err
 	}
 	set(&c.Provider, f.Provider)
-	set(&c.APIKey, f.APIKey)
+	if f.APIKey != "" {
+		c.APIKey, c.APIKeySource, c.APIKeyBaseURL = f.APIKey, "llm.api_key", f.BaseURL
+	}
 	if f.APIKeyEnv != "" {
-		set(&c.APIKey, env(f.APIKeyEnv))
+		c.APIKeyEnv = f.APIKeyEnv
+		if v := strings.TrimSpace(env(f.APIKeyEnv)); v != "" {
+			c.APIKey, c.APIKeySource, c.APIKeyBaseURL = v, f.APIKeyEnv, f.BaseURL
+		}
 	}
 	set(&c.BaseURL, f.BaseURL)
 	set(&c.Model, f.Model)
 	set(&c.EmbeddingModel, f.EmbeddingModel)
 	if f.Timeout != "" {
-		d, err := time.ParseDuration(f.Timeout)
-		if err != nil {
-			return c, fmt.Errorf("timeout: %w", err)
-		}
-		c.Timeout = d
+		c.Timeout, _ = time.ParseDuration(f.Timeout) // validate parsed it
 	}
 	if len(f.ExtraHeaders) > 0 {
 		c.ExtraHeaders = maps.Clone(f.ExtraHeaders)
@@ -167,7 +264,11 @@ func (c Config) withFile(b []byte, env func(string) string) (Config, error) {
 func (c Config) withEnv(env func(string) string) (Config, error) {
 	get := func(k string) string { return strings.TrimSpace(env(k)) }
 	set(&c.Provider, get(EnvProvider))
-	set(&c.APIKey, get(EnvAPIKey))
+	// LLM_API_KEY is paired with LLM_BASE_URL, and with nothing else. Applying the
+	// same key from the same variable again keeps the pairing.
+	if k := get(EnvAPIKey); k != "" && (k != c.APIKey || c.APIKeySource != EnvAPIKey) {
+		c.APIKey, c.APIKeySource, c.APIKeyBaseURL = k, EnvAPIKey, get(EnvBaseURL)
+	}
 	set(&c.BaseURL, get(EnvBaseURL))
 	set(&c.Model, get(EnvModel))
 	set(&c.EmbeddingModel, get(EnvEmbeddingModel))
@@ -177,9 +278,6 @@ func (c Config) withEnv(env func(string) string) (Config, error) {
 			return c, fmt.Errorf("llm/provider: %s: %w", EnvTimeout, err)
 		}
 		c.Timeout = d
-	}
-	if p, ok := Lookup(c.Provider); ok && c.APIKey == "" && p.KeyEnv != "" {
-		c.APIKey = get(p.KeyEnv)
 	}
 	return c, nil
 }
@@ -215,5 +313,29 @@ func keyState(key string) string {
 	if key == "" {
 		return "none"
 	}
-	return Redacted
+	return redact.Redacted
+}
+
+// Secrets returns every API key a node must keep out of its events, logs and output,
+// whichever model it runs: the values in env (os.Getenv when nil) of every provider's
+// key variable (KeyVars), of EnvAPIKey and of the variable llm.api_key_env names, and
+// the configured key itself.
+func (c Config) Secrets(env func(string) string) []string {
+	if env == nil {
+		env = os.Getenv
+	}
+	vars := append(KeyVars(), EnvAPIKey)
+	if c.APIKeyEnv != "" {
+		vars = append(vars, c.APIKeyEnv)
+	}
+	var out []string
+	for _, v := range vars {
+		if s := strings.TrimSpace(env(v)); s != "" {
+			out = append(out, s)
+		}
+	}
+	if c.APIKey != "" {
+		out = append(out, c.APIKey)
+	}
+	return out
 }

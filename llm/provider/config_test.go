@@ -5,6 +5,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -70,15 +71,20 @@ func TestLoadErrors(t *testing.T) {
 	if _, err := provider.Load(filepath.Join(t.TempDir(), "missing.json"), envOf()); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("missing file: %v", err)
 	}
-	for name, body := range map[string]string{
-		"not json":         `provider: openai`,
-		"typo":             `{"llm": {"modle": "gpt-4o"}}`,
-		"bad timeout":      `{"timeout": "forever"}`,
-		"unknown provider": `{"provider": "acme"}`,
-		"bad url":          `{"base_url": "localhost:11434"}`,
+	for name, c := range map[string]struct{ body, want string }{
+		"empty":            {``, "empty"},
+		"not json":         {`provider: openai`, "invalid character"},
+		"typo":             {`{"llm": {"modle": "gpt-4o"}}`, `unknown field "llm.modle"`},
+		"bad timeout":      {`{"timeout": "forever"}`, `timeout: "forever" is not a duration`},
+		"long timeout":     {`{"llm": {"timeout": "3h"}}`, `llm.timeout: "3h" is out of range: want 1s to 1h`},
+		"unknown provider": {`{"provider": "acme"}`, `provider: "acme" is not known`},
+		"bad url":          {`{"base_url": "localhost:11434"}`, `base_url: "localhost:11434"`},
+		"bad key variable": {`{"llm": {"api_key_env": "$KEY"}}`, `llm.api_key_env: "$KEY"`},
+		"bad header":       {`{"llm": {"extra_headers": {"X-A": "1\nX-B: 2"}}}`, "llm.extra_headers"},
 	} {
-		if cfg, err := provider.Load(writeFile(t, body), envOf()); err == nil {
-			t.Errorf("%s: loaded %v", name, cfg)
+		cfg, err := provider.Load(writeFile(t, c.body), envOf())
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: loaded %v, error %v; want one saying %s", name, cfg, err, c.want)
 		}
 	}
 	if _, err := provider.Load("", envOf("LLM_TIMEOUT", "-5s")); err == nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"time"
@@ -53,6 +54,12 @@ func HTTPProbe(client *http.Client, timeout time.Duration) Probe {
 	}
 }
 
+// ErrKeyNotPaired means a key would have gone to a base URL the user did not pair it
+// with: a provider's key variable with a host that is not that provider's, or
+// LLM_API_KEY with a base URL that did not come from LLM_BASE_URL. Detect refuses
+// rather than send it.
+var ErrKeyNotPaired = errors.New("llm/provider: the API key is not paired with the base URL")
+
 // Resolved is the model configuration Detect settled on, and why. It prints (String,
 // every fmt verb, slog, JSON) with the API key redacted.
 type Resolved struct {
@@ -62,11 +69,27 @@ type Resolved struct {
 	Model          string
 	EmbeddingModel string
 	// APIKey is never printed.
-	APIKey       string
+	APIKey string
+	// KeySource names where APIKey came from: a provider's key variable,
+	// LLM_API_KEY, the variable llm.api_key_env names, or "llm.api_key".
+	KeySource    string
 	Timeout      time.Duration
 	ExtraHeaders map[string]string
 	// Reason says which setting chose the provider, or why none was found.
 	Reason string
+}
+
+// KeyRoute says which key goes to which host, naming the variable, never the value:
+// "OPENAI_API_KEY is sent to api.openai.com", or "no API key is sent to HOST". It is
+// empty for the offline model.
+func (r Resolved) KeyRoute() string {
+	if r.BaseURL == "" {
+		return ""
+	}
+	if r.APIKey == "" {
+		return "no API key is sent to " + hostOf(r.BaseURL)
+	}
+	return sourceName(r.KeySource) + " is sent to " + hostOf(r.BaseURL)
 }
 
 // Detect decides which model to run, from cfg and the environment (env wins over
@@ -76,16 +99,22 @@ type Resolved struct {
 //  1. an explicit provider (EnvProvider or the config file);
 //  2. a provider's own key variable, in the order of Providers (OPENAI_API_KEY,
 //     DEEPSEEK_API_KEY, ...); when a base URL is configured, only the key of the
-//     provider that URL belongs to counts — a key is never sent to another host;
-//  3. the generic key (LLM_API_KEY): the provider is inferred from the base URL's
-//     host, else "openai-compatible" (which needs a model); no base URL means OpenAI;
+//     provider that URL belongs to counts;
+//  3. the user's own key (LLM_API_KEY, or the config file's llm.api_key_env or
+//     llm.api_key): with the base URL it is paired with, the provider is inferred from
+//     that URL's host, else "openai-compatible" (which needs a model); no base URL
+//     means OpenAI;
 //  4. a base URL alone: the provider its host (or local port) belongs to, without key;
 //  5. a local server that answers probe (nil: HTTPProbe), Ollama then vLLM, unless
 //     cfg.DisableProbe;
 //  6. the offline model, with a Reason saying what was looked for.
 //
-// An explicit but unusable setting (a provider with no key, an unknown host with no
-// model) is an error rather than a silent fallback.
+// Keys go only where they belong: a provider's key variable to that provider's hosts,
+// the user's own key to the base URL it is paired with (Config.APIKeyBaseURL) or,
+// with no base URL, to the provider's own. A setting that would send a key anywhere
+// else is ErrKeyNotPaired, naming the variable and the host; Resolved.KeyRoute says
+// where the key goes. An explicit but unusable setting (a provider with no key, an
+// unknown host with no model) is an error rather than a silent fallback.
 func Detect(ctx context.Context, cfg Config, env func(string) string, probe Probe) (Resolved, error) {
 	if env == nil {
 		env = os.Getenv
@@ -100,17 +129,24 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 	if err := cfg.Validate(); err != nil {
 		return Resolved{}, err
 	}
-	resolve := func(p Provider, key, reason string) (Resolved, error) {
+	resolve := func(p Provider, key, source, reason string) (Resolved, error) {
 		r := Resolved{Provider: p.Name, BaseURL: first(cfg.BaseURL, p.BaseURL), Model: first(cfg.Model, p.DefaultModel),
 			EmbeddingModel: first(cfg.EmbeddingModel, p.DefaultEmbeddingModel), APIKey: key, Timeout: cfg.Timeout,
 			ExtraHeaders: maps.Clone(cfg.ExtraHeaders), Reason: reason}
+		if key != "" {
+			r.KeySource = source
+		}
 		if r.Model == "" {
 			return r, fmt.Errorf("llm/provider: %s: no model configured: set %s to the model to use", reason, EnvModel)
 		}
 		return r, nil
 	}
 	compatible := Provider{Name: OpenAICompatible}
-	hostP, hostKnown := ByBaseURL(cfg.BaseURL)
+	base := cfg.BaseURL
+	hostP, hostKnown := ByBaseURL(base)
+	// The user's own key may go to the base URL: it is paired with it, or there is none.
+	ownKeyFits := cfg.APIKey != "" && (base == "" || sameURL(base, cfg.APIKeyBaseURL))
+	ownSource := first(cfg.APIKeySource, "the configured API key")
 
 	// 1. An explicit provider.
 	if cfg.Provider != "" {
@@ -119,20 +155,39 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 		case Offline:
 			return offline(reason), nil
 		case OpenAICompatible:
-			if cfg.BaseURL == "" {
+			if base == "" {
 				return Resolved{}, fmt.Errorf("llm/provider: %s but no base URL: set %s", reason, EnvBaseURL)
 			}
-			return resolve(compatible, cfg.APIKey, reason)
+			if cfg.APIKey != "" && !ownKeyFits {
+				return Resolved{}, notPaired(reason, ownSource, base, nil)
+			}
+			if !ownKeyFits {
+				return resolve(compatible, "", "", reason+"; "+unsentKeys(env, base))
+			}
+			return resolve(compatible, cfg.APIKey, ownSource, reason)
 		}
 		p, _ := Lookup(cfg.Provider) // Validate checked the name
 		if hostKnown && hostP.Name != p.Name {
-			return Resolved{}, fmt.Errorf("llm/provider: %s but the base URL %s belongs to %s", reason, cfg.BaseURL, hostP.Name)
+			return Resolved{}, fmt.Errorf("llm/provider: %s but the base URL %s belongs to %s", reason, base, hostP.Name)
 		}
-		key := first(cfg.APIKey, strings.TrimSpace(env(p.KeyEnv)))
-		if p.KeyEnv != "" && key == "" {
-			return Resolved{}, fmt.Errorf("llm/provider: %s but neither %s nor %s holds an API key", reason, p.KeyEnv, EnvAPIKey)
+		own := base == "" || hostKnown // hostKnown means hostP is p
+		providerKey := ""
+		if p.KeyEnv != "" {
+			providerKey = strings.TrimSpace(env(p.KeyEnv))
 		}
-		return resolve(p, key, reason)
+		switch {
+		case ownKeyFits:
+			return resolve(p, cfg.APIKey, ownSource, reason)
+		case providerKey != "" && own:
+			return resolve(p, providerKey, p.KeyEnv, reason)
+		case p.KeyEnv == "":
+			return resolve(p, "", "", reason) // a local server needs no key
+		case providerKey != "":
+			return Resolved{}, notPaired(reason, p.KeyEnv, base, p.Hosts)
+		case cfg.APIKey != "":
+			return Resolved{}, notPaired(reason, ownSource, base, nil)
+		}
+		return Resolved{}, fmt.Errorf("llm/provider: %s but neither %s nor %s holds an API key", reason, p.KeyEnv, EnvAPIKey)
 	}
 
 	// 2. A provider's own key variable.
@@ -141,34 +196,36 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 			continue
 		}
 		key := strings.TrimSpace(env(p.KeyEnv))
-		if key == "" || (cfg.BaseURL != "" && (!hostKnown || hostP.Name != p.Name)) {
+		if key == "" || (base != "" && (!hostKnown || hostP.Name != p.Name)) {
 			continue
 		}
-		return resolve(p, key, p.KeyEnv+" is set")
+		return resolve(p, key, p.KeyEnv, p.KeyEnv+" is set")
 	}
 
-	// 3. The generic key.
+	// 3. The user's own key.
 	if cfg.APIKey != "" {
 		switch {
-		case cfg.BaseURL == "":
+		case base == "":
 			p, _ := Lookup(OpenAI)
-			return resolve(p, cfg.APIKey, fmt.Sprintf("%s is set without %s: using OpenAI's API", EnvAPIKey, EnvBaseURL))
+			return resolve(p, cfg.APIKey, ownSource, fmt.Sprintf("%s is set without a base URL: using OpenAI's API", ownSource))
+		case !ownKeyFits:
+			return Resolved{}, notPaired(fmt.Sprintf("the base URL is %s", base), ownSource, base, nil)
 		case hostKnown:
-			return resolve(hostP, cfg.APIKey, fmt.Sprintf("%s is set and the base URL belongs to %s", EnvAPIKey, hostP.Name))
+			return resolve(hostP, cfg.APIKey, ownSource, fmt.Sprintf("%s is set and the base URL belongs to %s", ownSource, hostP.Name))
 		}
-		return resolve(compatible, cfg.APIKey, fmt.Sprintf("%s is set and the base URL %s belongs to no known provider", EnvAPIKey, cfg.BaseURL))
+		return resolve(compatible, cfg.APIKey, ownSource, fmt.Sprintf("%s is set and the base URL %s belongs to no known provider", ownSource, base))
 	}
 
 	// 4. A base URL alone.
-	if cfg.BaseURL != "" {
+	if base != "" {
 		if !hostKnown {
-			return resolve(compatible, "", fmt.Sprintf("the base URL %s belongs to no known provider; no API key is set", cfg.BaseURL))
+			return resolve(compatible, "", "", fmt.Sprintf("the base URL %s belongs to no known provider; %s", base, unsentKeys(env, base)))
 		}
 		if hostP.KeyEnv != "" {
 			return Resolved{}, fmt.Errorf("llm/provider: the base URL belongs to %s but neither %s nor %s holds an API key",
 				hostP.Name, hostP.KeyEnv, EnvAPIKey)
 		}
-		return resolve(hostP, "", fmt.Sprintf("the base URL belongs to %s", hostP.Name))
+		return resolve(hostP, "", "", fmt.Sprintf("the base URL belongs to %s", hostP.Name))
 	}
 
 	// 5. A local server.
@@ -181,22 +238,82 @@ func Detect(ctx context.Context, cfg Config, env func(string) string, probe Prob
 		if cfg.DisableProbe || !probe(ctx, p.BaseURL) {
 			continue
 		}
-		return resolve(p, "", fmt.Sprintf("no API key is set and a local %s answered at %s", p.Name, p.BaseURL))
+		return resolve(p, "", "", fmt.Sprintf("no API key is set and a local %s answered at %s", p.Name, p.BaseURL))
 	}
 
 	// 6. Offline.
+	localPart := "no local server answered: " + strings.Join(local, ", ")
+	if cfg.DisableProbe {
+		localPart = "probing for local servers is disabled"
+	}
+	return offline(fmt.Sprintf("no API key found in %s or %s; %s; using the offline rule-based model",
+		strings.Join(KeyVars(), ", "), EnvAPIKey, localPart)), nil
+}
+
+// notPaired is the refusal to send the key from source to baseURL; hosts are where
+// that key does go (none for the user's own key).
+func notPaired(reason, source, baseURL string, hosts []string) error {
+	where := "it is only sent to the base URL it is paired with"
+	if len(hosts) > 0 {
+		where = "it is only sent to " + strings.Join(hosts, ", ")
+	}
+	return fmt.Errorf("%w: %s, but %s is not sent to %s: %s. To send a key there, set %s with %s=%s, "+
+		"or name the key's variable in the config file's llm.api_key_env beside llm.base_url",
+		ErrKeyNotPaired, reason, sourceName(source), hostOf(baseURL), where, EnvAPIKey, EnvBaseURL, baseURL)
+}
+
+// unsentKeys says that no key goes to baseURL, and where the provider keys that are
+// set do go.
+func unsentKeys(env func(string) string, baseURL string) string {
+	s := "no API key is paired with it"
+	for _, p := range Providers() {
+		if p.KeyEnv != "" && strings.TrimSpace(env(p.KeyEnv)) != "" {
+			s += fmt.Sprintf("; %s is only sent to %s", p.KeyEnv, strings.Join(p.Hosts, ", "))
+		}
+	}
+	return s
+}
+
+// sourceName is how messages name a key's source.
+func sourceName(source string) string {
+	switch source {
+	case "":
+		return "the configured API key"
+	case "llm.api_key":
+		return "the config file's llm.api_key"
+	}
+	return source
+}
+
+// hostOf is the host (and port) of a base URL, or the URL itself if it has none.
+func hostOf(baseURL string) string {
+	if u, err := url.Parse(baseURL); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return baseURL
+}
+
+// sameURL reports whether two base URLs are the same endpoint, ignoring a trailing
+// slash and the case of scheme and host.
+func sameURL(a, b string) bool {
+	ua, errA := url.Parse(strings.TrimRight(a, "/"))
+	ub, errB := url.Parse(strings.TrimRight(b, "/"))
+	if errA != nil || errB != nil || b == "" {
+		return false
+	}
+	return strings.EqualFold(ua.Scheme, ub.Scheme) && strings.EqualFold(ua.Host, ub.Host) && ua.Path == ub.Path
+}
+
+// KeyVars returns the environment variables that may hold an API key: every
+// provider's KeyEnv, in the order of Providers.
+func KeyVars() []string {
 	var keys []string
 	for _, p := range Providers() {
 		if p.KeyEnv != "" {
 			keys = append(keys, p.KeyEnv)
 		}
 	}
-	localPart := "no local server answered: " + strings.Join(local, ", ")
-	if cfg.DisableProbe {
-		localPart = "probing for local servers is disabled"
-	}
-	return offline(fmt.Sprintf("no API key found in %s or %s; %s; using the offline rule-based model",
-		strings.Join(keys, ", "), EnvAPIKey, localPart)), nil
+	return keys
 }
 
 func offline(reason string) Resolved {

@@ -16,11 +16,18 @@
 //	slog.Info("model", "llm", res) // the key is redacted
 //	model, err := res.NewModel()
 //
-// Detect's rules, first match wins, are on Detect. Two of them protect keys: a
-// provider's key variable is only used with that provider's own host, and an
-// explicit setting that cannot work (a provider without its key, an unknown host
-// without a model) is an error, never a silent fallback. Resolved and Config print
-// the key as [REDACTED] under every fmt verb, in slog and in JSON; Redact scrubs
-// keys from any other text. Environment and network access are injected (env, Probe),
-// so detection is testable without either.
+// Detect's rules, first match wins, are on Detect. Keys go only where they belong:
+// a provider's key variable to that provider's own hosts; the user's own key
+// (LLM_API_KEY, or the config file's llm.api_key_env) to the base URL it is paired
+// with (LLM_BASE_URL beside LLM_API_KEY, llm.base_url beside llm.api_key_env) or,
+// with no base URL, to the provider's own. Anything else is ErrKeyNotPaired, an error
+// that names the variable and the host, never a key sent; Resolved.KeyRoute says
+// which variable goes to which host, and FromSpec ends its reason with it. A fallback
+// (FallbackFromSpec) names a provider and uses only that provider's URL and key
+// variable. An explicit setting that cannot work (a provider without its key, an
+// unknown host without a model) is an error, never a silent fallback. Resolved and
+// Config print the key as [REDACTED] under every fmt verb, in slog and in JSON;
+// Config.Secrets lists every key in the environment, for the node's redactor.
+// Environment and network access are injected (env, Probe), so detection is testable
+// without either.
 package provider

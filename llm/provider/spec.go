@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/troupe-run/troupe/llm"
@@ -17,7 +18,9 @@ import (
 //	PROVIDER[:MODEL]  a named provider (openai, deepseek, qwen, zhipu, moonshot,
 //	                  siliconflow, modelscope, ollama, vllm), optionally with a model
 //
-// It also returns the API key the model uses, so that it can be redacted from events.
+// The sentence ends with the key route (Resolved.KeyRoute): which variable's key goes
+// to which host. It also returns the API key the model uses, so that it can be
+// redacted from events.
 func FromSpec(ctx context.Context, spec string, base Config, env func(string) string) (llm.Model, string, string, error) {
 	switch {
 	case spec == "offline":
@@ -27,16 +30,19 @@ func FromSpec(ctx context.Context, spec string, base Config, env func(string) st
 		return m, "a scripted model (" + spec + ")", "", err
 	case spec == "" || spec == "auto":
 	default:
-		name, model, _ := strings.Cut(spec, ":")
-		if _, ok := Lookup(name); !ok {
-			return nil, "", "", fmt.Errorf("unknown model %q: use auto, offline, scripted:FILE or PROVIDER[:MODEL]", spec)
+		if err := CheckSpec(spec); err != nil {
+			return nil, "", "", fmt.Errorf("model: %w", err)
 		}
+		name, model, _ := strings.Cut(spec, ":")
 		base.Provider = name
 		if model != "" {
 			base.Model = model
 		}
 	}
-	r, err := Detect(ctx, base, env, nil)
+	return fromResolved(Detect(ctx, base, env, nil))
+}
+
+func fromResolved(r Resolved, err error) (llm.Model, string, string, error) {
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -44,5 +50,57 @@ func FromSpec(ctx context.Context, spec string, base Config, env func(string) st
 	if err != nil {
 		return nil, "", "", err
 	}
-	return m, r.Reason, r.APIKey, nil
+	why := r.Reason
+	if route := r.KeyRoute(); route != "" {
+		why += "; " + route
+	}
+	return m, why, r.APIKey, nil
+}
+
+// CheckSpec reports whether FromSpec understands spec (it does not look for keys or
+// files): auto, offline, scripted:FILE, or PROVIDER[:MODEL] with a known provider.
+func CheckSpec(spec string) error {
+	const want = "want auto, offline, scripted:FILE or PROVIDER[:MODEL]"
+	switch {
+	case spec == "auto" || spec == "offline":
+		return nil
+	case strings.HasPrefix(spec, "scripted:"):
+		if strings.TrimSpace(strings.TrimPrefix(spec, "scripted:")) == "" {
+			return fmt.Errorf("%q: scripted:FILE needs the path of a script file", spec)
+		}
+		return nil
+	}
+	name, model, hasModel := strings.Cut(spec, ":")
+	if _, ok := Lookup(name); !ok || strings.TrimSpace(name) != name {
+		return fmt.Errorf("%q is not a model spec: %s, with PROVIDER one of %s", spec, want, strings.Join(names(), ", "))
+	}
+	if hasModel && strings.TrimSpace(model) == "" {
+		return fmt.Errorf("%q has no model after the colon: %s", spec, want)
+	}
+	return nil
+}
+
+// FallbackFromSpec is FromSpec for a fallback model. A fallback that names a
+// provider (PROVIDER[:MODEL]) runs at that provider's own base URL with that
+// provider's own key variable and nothing else: LLM_BASE_URL, LLM_API_KEY, LLM_MODEL,
+// TROUPE_LLM_PROVIDER and the config file configure the primary model, and its key
+// is not the fallback's to send. auto, offline and scripted:FILE are as in FromSpec.
+func FallbackFromSpec(ctx context.Context, spec string, env func(string) string) (llm.Model, string, string, error) {
+	name, model, _ := strings.Cut(spec, ":")
+	p, ok := Lookup(name)
+	if !ok {
+		return FromSpec(ctx, spec, DefaultConfig(), env)
+	}
+	if env == nil {
+		env = os.Getenv
+	}
+	own := func(k string) string {
+		if k == p.KeyEnv || k == EnvTimeout {
+			return env(k)
+		}
+		return ""
+	}
+	cfg := DefaultConfig()
+	cfg.Provider, cfg.Model, cfg.DisableProbe = p.Name, model, true
+	return fromResolved(Detect(ctx, cfg, own, nil))
 }

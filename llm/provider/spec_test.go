@@ -16,7 +16,7 @@ func TestFromSpec(t *testing.T) {
 	if err != nil || m.Name() != llm.OfflineName || why == "" || key != "" {
 		t.Fatalf("offline: %v %q %q %v", m, why, key, err)
 	}
-	if _, _, _, err := provider.FromSpec(ctx, "teleport:gpt", provider.Config{}, env); err == nil || !strings.Contains(err.Error(), "unknown model") {
+	if _, _, _, err := provider.FromSpec(ctx, "teleport:gpt", provider.Config{}, env); err == nil || !strings.Contains(err.Error(), "is not a model spec") {
 		t.Fatalf("unknown provider: %v", err)
 	}
 	if _, _, _, err := provider.FromSpec(ctx, "scripted:/no/such/file.json", provider.Config{}, env); err == nil {

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Every field of the node's configuration file is checked when it is read: a bad
+// value stops the node (exit 2) with an error that names the field, the value and
+// what is allowed; an empty file and an unknown field say so.
+func TestConfigFileRejectsBadValues(t *testing.T) {
+	clearLLMEnv(t)
+	for _, v := range []string{"TROUPE_HTTP_ADDR", "TROUPE_CLICKHOUSE", "TROUPE_ROLES", "TROUPE_NODE_ID", "TROUPE_KAFKA_GROUP", "TROUPE_KAFKA_TOPIC_PREFIX", "TROUPE_KAFKA_TOPICS"} {
+		t.Setenv(v, "")
+	}
+	cases := []struct {
+		name, body string
+		want       []string // each must appear in the error
+	}{
+		// The file as a whole.
+		{"empty file", ``, []string{"is empty"}},
+		{"blank file", " \n\t\n", []string{"is empty"}},
+		{"not an object", `["offline"]`, []string{"JSON object"}},
+		{"trailing data", `{"max_steps": 5} {"max_steps": 6}`, []string{"after the JSON object"}},
+		{"unknown field", `{"modle": "offline"}`, []string{`unknown field "modle"`, "max_steps"}},
+		{"unknown gateway field", `{"gateway": {"cache": "5m"}}`, []string{`unknown field "gateway.cache"`, "cache_ttl"}},
+		{"unknown llm field", `{"llm": {"modle": "gpt-4o"}}`, []string{`unknown field "llm.modle"`, "embedding_model"}},
+		{"unknown quota field", `{"gateway": {"quotas": [{"scope": "agent:*", "tokens": 5, "window": "1h", "burst": 2}]}}`, []string{`unknown field "burst"`, "gateway.quotas"}},
+		{"wrong type", `{"max_steps": "ten"}`, []string{"max_steps", "string", "1 to 1000"}},
+
+		// The node's fields.
+		{"max_steps huge", `{"max_steps": 100000000}`, []string{"max_steps", "100000000", "1 to 1000"}},
+		{"max_steps exponent", `{"max_steps": 1e8}`, []string{"max_steps", "1e8", "1 to 1000"}},
+		{"max_steps negative", `{"max_steps": -1}`, []string{"max_steps", "-1", "1 to 1000"}},
+		{"data blank", `{"data": "  "}`, []string{"data", `"  "`, "directory"}},
+		{"http without port", `{"http": "localhost"}`, []string{"http", `"localhost"`, "host:port"}},
+		{"http bad port", `{"http": "127.0.0.1:99999"}`, []string{"http", "99999", "0 to 65535"}},
+		{"model unknown", `{"model": "gpt4"}`, []string{"model", `"gpt4"`, "PROVIDER[:MODEL]"}},
+		{"model scripted without file", `{"model": "scripted:"}`, []string{"model", `"scripted:"`, "scripted:FILE"}},
+		{"fallback empty", `{"fallbacks": ["openai", ""]}`, []string{"fallbacks[1]", `""`}},
+		{"fallback unknown", `{"fallbacks": ["acme:large"]}`, []string{"fallbacks[0]", `"acme:large"`, "PROVIDER[:MODEL]"}},
+		{"clickhouse URL", `{"clickhouse": "http://ch:8123"}`, []string{"clickhouse", `"http://ch:8123"`, "host:port"}},
+		{"clickhouse_database", `{"clickhouse_database": "my-db"}`, []string{"clickhouse_database", `"my-db"`, "letters, digits and underscores"}},
+		{"kafka without port", `{"kafka": "broker1:9092,broker2"}`, []string{"kafka", `"broker2"`, "host:port"}},
+		{"group", `{"group": "my group"}`, []string{"group", `"my group"`, "letters, digits"}},
+		{"topic_prefix", `{"topic_prefix": "prod/"}`, []string{"topic_prefix", `"prod/"`, "letters, digits"}},
+		{"roles", `{"roles": "sessions,cooking"}`, []string{"roles", `"sessions,cooking"`, "sessions, tools, models"}},
+		{"node_id", `{"node_id": "node 1"}`, []string{"node_id", `"node 1"`, "letters, digits"}},
+		{"topics_file blank", `{"topics_file": " "}`, []string{"topics_file", `" "`}},
+		{"system_prompt blank", `{"system_prompt": "  \n"}`, []string{"system_prompt", "blank"}},
+
+		// The gateway's fields.
+		{"concurrency 0", `{"gateway": {"concurrency": {"openai": 0}}}`, []string{"gateway.concurrency.openai", " 0", "1 to 10000"}},
+		{"concurrency -1", `{"gateway": {"concurrency": {"openai": -1}}}`, []string{"gateway.concurrency.openai", "-1", "1 to 10000"}},
+		{"concurrency huge", `{"gateway": {"concurrency": {"openai": 1000000}}}`, []string{"gateway.concurrency.openai", "1000000", "1 to 10000"}},
+		{"cache_ttl negative", `{"gateway": {"cache_ttl": "-5m"}}`, []string{"gateway.cache_ttl", "-5m", "1s to 720h"}},
+		{"cache_ttl zero", `{"gateway": {"cache_ttl": "0s"}}`, []string{"gateway.cache_ttl", "0s", "1s to 720h"}},
+		{"cache_ttl not a duration", `{"gateway": {"cache_ttl": "soon"}}`, []string{"gateway.cache_ttl", `"soon"`, "duration"}},
+		{"similarity threshold 7", `{"gateway": {"semantic_cache": {"threshold": 7, "ttl": "1h"}}}`, []string{"gateway.semantic_cache.threshold", "7", "above 0 and at most 1"}},
+		{"similarity threshold 0", `{"gateway": {"semantic_cache": {"threshold": 0, "ttl": "1h"}}}`, []string{"gateway.semantic_cache.threshold", " 0", "above 0 and at most 1"}},
+		{"semantic ttl missing", `{"gateway": {"semantic_cache": {"threshold": 0.9}}}`, []string{"gateway.semantic_cache.ttl", "1s to 720h"}},
+		{"semantic ttl negative", `{"gateway": {"semantic_cache": {"threshold": 0.9, "ttl": "-1h"}}}`, []string{"gateway.semantic_cache.ttl", "-1h", "1s to 720h"}},
+		{"price negative", `{"gateway": {"prices": {"gpt-4o": {"prompt": -2.5, "completion": 10}}}}`, []string{"gateway.prices.gpt-4o.prompt", "-2.5", "0 to 10000"}},
+		{"price huge", `{"gateway": {"prices": {"gpt-4o": {"prompt": 2.5, "completion": 1e9}}}}`, []string{"gateway.prices.gpt-4o.completion", "1e+09", "0 to 10000"}},
+		{"price cached negative", `{"gateway": {"prices": {"gpt-4o": {"cached": -1}}}}`, []string{"gateway.prices.gpt-4o.cached", "-1", "0 to 10000"}},
+		{"price without model", `{"gateway": {"prices": {"": {"prompt": 1}}}}`, []string{"gateway.prices", `""`, "model name"}},
+		{"quota scope", `{"gateway": {"quotas": [{"scope": "user:bob", "tokens": 1000, "window": "1h"}]}}`, []string{"gateway.quotas[0].scope", `"user:bob"`, "agent:NAME"}},
+		{"quota tokens", `{"gateway": {"quotas": [{"scope": "agent:*", "tokens": 0, "window": "1h"}]}}`, []string{"gateway.quotas[0].tokens", " 0", "1 to"}},
+		{"quota window", `{"gateway": {"quotas": [{"scope": "agent:*", "tokens": 10, "window": "-1h"}]}}`, []string{"gateway.quotas[0].window", "-1h", "1s to 8784h"}},
+		{"quota window missing", `{"gateway": {"quotas": [{"scope": "team:red", "tokens": 10}]}}`, []string{"gateway.quotas[0].window", `""`, "duration"}},
+
+		// The llm section (llm/provider's).
+		{"llm provider", `{"llm": {"provider": "acme"}}`, []string{"llm.provider", `"acme"`, "deepseek"}},
+		{"llm base_url", `{"llm": {"base_url": "localhost:11434"}}`, []string{"llm.base_url", `"localhost:11434"`, "http"}},
+		{"llm timeout negative", `{"llm": {"timeout": "-5s"}}`, []string{"llm.timeout", "-5s", "1s to 1h"}},
+		{"llm timeout huge", `{"llm": {"timeout": "2h"}}`, []string{"llm.timeout", "2h", "1s to 1h"}},
+		{"llm timeout not a duration", `{"llm": {"timeout": "soon"}}`, []string{"llm.timeout", `"soon"`}},
+		{"llm api_key_env", `{"llm": {"api_key_env": "MY KEY"}}`, []string{"llm.api_key_env", `"MY KEY"`, "variable name"}},
+		{"llm extra header name", `{"llm": {"extra_headers": {"X Team": "a"}}}`, []string{"llm.extra_headers", `"X Team"`, "header name"}},
+		{"llm extra header value", `{"llm": {"extra_headers": {"X-Team": "a\r\nX-Evil: 1"}}}`, []string{"llm.extra_headers", "X-Team", "line break"}},
+		{"llm model blank", `{"llm": {"model": " "}}`, []string{"llm.model", "blank"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "troupe.json")
+			if err := os.WriteFile(path, []byte(c.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			code := run(context.Background(), []string{"run", "--config", path, "--model", "offline", "--data", filepath.Join(dir, "data"), "1+1"}, &out, &errb, options{})
+			if code != 2 {
+				t.Fatalf("exit %d, want 2\n%s%s", code, out.String(), errb.String())
+			}
+			msg := errb.String()
+			for _, want := range append([]string{path}, c.want...) {
+				if !strings.Contains(msg, want) {
+					t.Errorf("the error does not say %q:\n%s", want, msg)
+				}
+			}
+		})
+	}
+}
+
+// A file with every field set to a good value is accepted, as is an empty object.
+func TestConfigFileAcceptsGoodValues(t *testing.T) {
+	for _, body := range []string{`{}`, `{
+		"data": "DATA", "http": "127.0.0.1:0", "model": "offline", "fallbacks": ["offline"],
+		"clickhouse": "", "clickhouse_database": "troupe_test", "kafka": "", "group": "troupe-a.1",
+		"topic_prefix": "test.", "roles": "all", "node_id": "node-1.host_a", "topics_file": "",
+		"system_prompt": "Be brief.", "max_steps": 12,
+		"gateway": {"prices": {"offline": {"prompt": 0.15, "completion": 0.6, "cached": 0.075}},
+			"concurrency": {"offline": 8}, "quotas": [{"scope": "agent:*", "tokens": 100000, "window": "1h"}],
+			"cache_ttl": "10m", "semantic_cache": {"threshold": 0.95, "ttl": "1h"}},
+		"llm": {"provider": "offline", "timeout": "45s", "extra_headers": {"X-Team": "agents"}}
+	}`} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "troupe.json")
+		body = strings.ReplaceAll(body, "DATA", filepath.ToSlash(filepath.Join(dir, "data")))
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), []string{"run", "--config", path, "What is 2+3?"}, &out, &errb, options{}); code != 0 {
+			t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+		}
+	}
+}
+
+func TestIdleTimeoutIsValidated(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"0s", "-5s", "soon", "10"} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"serve", "--data", dir, "--idle-timeout", v}, &bytes.Buffer{}, &stderr, options{})
+		if code != 2 || !strings.Contains(stderr.String(), "--idle-timeout") {
+			t.Errorf("--idle-timeout %s: exit %d, stderr %q; want 2 naming the flag", v, code, stderr.String())
+		}
+	}
+	cfg := filepath.Join(dir, "node.json")
+	if err := os.WriteFile(cfg, []byte(`{"idle_timeout":"-1m"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--data", dir, "--config", cfg}, &bytes.Buffer{}, &stderr, options{}); code != 2 ||
+		!strings.Contains(stderr.String(), `"-1m"`) {
+		t.Errorf("idle_timeout -1m in the file: exit %d, stderr %q", code, stderr.String())
+	}
+	for in, want := range map[string]time.Duration{"": 0, "90s": 90 * time.Second, "5m": 5 * time.Minute, "250ms": 250 * time.Millisecond} {
+		if got, err := parseIdleTimeout(in); err != nil || got != want {
+			t.Errorf("parseIdleTimeout(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+}

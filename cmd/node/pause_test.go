@@ -1,0 +1,339 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// TestClusterPausedNodeIsFenced runs the crash test's cluster (two nodes with the
+// sessions and models roles, one with sessions and the slow tool) on real Kafka and
+// ClickHouse, and freezes one sessions node with SIGSTOP mid-run, for longer than
+// the group's session timeout: Kafka evicts it and moves its partitions, whose new
+// owners take a new ownership epoch and finish its sessions. Then it wakes up with
+// SIGCONT, still believing it owns them, with effect answers queued and appends in
+// flight. Its appends are fenced (refused, or hidden from Read if one slipped in
+// between its check and its insert), so every session completes with one event at
+// each seq, none lost, each effect performed once; and nothing it publishes on
+// troupe.events after it woke differs from the log.
+func TestClusterPausedNodeIsFenced(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and pauses node processes")
+	}
+	if os.Getenv("TROUPE_TEST_KAFKA") == "" || os.Getenv("TROUPE_TEST_CLICKHOUSE") == "" {
+		t.Skip("TROUPE_TEST_KAFKA and TROUPE_TEST_CLICKHOUSE are not both set: a paused node must be evicted by a real Kafka group, " +
+			"and ClickHouse is the log whose writes are not atomic with their fencing check (start them with deploy/services.sh up, as .ci/run does)")
+	}
+	dir := t.TempDir()
+	env := newClusterEnv(t, dir)
+	script, records, modelLog := threeRecordsScript(t, dir)
+	const sessions = 100
+
+	victim := startClusterNode(t, env, "n1", "sessions,models", script, records, modelLog)
+	// Registered after the node's own cleanup, so it runs first: a stopped process
+	// would not act on the SIGTERM that cleanup sends.
+	t.Cleanup(func() { _ = victim.cmd.Process.Signal(syscall.SIGCONT) })
+	survivor := startClusterNode(t, env, "n2", "sessions,models", script, records, modelLog)
+	third := startClusterNode(t, env, "n3", "sessions,tools", script, records, modelLog)
+	waitOwned(t, victim, survivor, third)
+
+	prefix := fmt.Sprintf("pause-%d-", time.Now().UnixNano())
+	bus := watchEvents(t, env, prefix)
+	ids := make([]string, sessions)
+	for i := range ids {
+		ids[i] = victim.post(t, fmt.Sprintf(`{"input":"record three things","session_id":"%s%03d"}`, prefix, i))
+	}
+	deadline := time.Now().Add(120 * time.Second)
+	for len(countLines(t, records, "effect ")) < sessions {
+		if time.Now().After(deadline) {
+			t.Fatalf("tools never ran:\n%s", tail(victim.stderr.String(), 4000))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	victimEpoch := victim.gauge(t, "troupe_cluster_ownership_epoch")
+	if err := victim.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	log := env.openLog(t)
+	defer log.Close()
+	_, _, unfinished := recordedIn(t, log, ids)
+	if unfinished == 0 {
+		t.Fatal("the pause landed after every session had finished; the test proves nothing")
+	}
+
+	// The group evicts n1 after its session timeout; n2 and n3 take its partitions
+	// under new epochs and go on with its sessions.
+	waitFor(t, 120*time.Second, "n2 and n3 own every partition under epochs above n1's", func() bool {
+		total, owned := survivor.gauge(t, "troupe_cluster_partitions_total"), 0
+		for _, c := range []*child{survivor, third} {
+			if c.gauge(t, "troupe_cluster_ownership_epoch") <= victimEpoch {
+				return false
+			}
+			owned += c.gauge(t, "troupe_cluster_partitions_owned")
+		}
+		return total > 0 && owned == total
+	})
+	effects := len(countLines(t, records, "effect "))
+	waitFor(t, 60*time.Second, "the new owners make progress", func() bool {
+		return len(countLines(t, records, "effect ")) >= min(effects+10, 3*sessions)
+	})
+	if err := victim.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	pause := time.Since(paused)
+
+	waitCompleted(t, survivor, ids, "all recorded", 180*time.Second)
+	// n1 woke up and rejoined; whatever it wrote meanwhile is in the log by now:
+	// its fenced appends failed, and it appends nothing after it stopped them.
+	fenced := victim.gauge(t, "troupe_cluster_fenced_appends_total")
+
+	r := checkAfterKill(t, records, modelLog, nil, nil, 3*sessions)
+	assertGapFree(t, log, ids)
+	assertFolds(t, log, ids)
+	stale := assertOneEventPerSeq(t, env, prefix)
+	bus.assertMatches(t, log, ids)
+	if fenced == 0 && stale == 0 {
+		t.Fatal("n1 neither had an append fenced nor left a stale row after it woke up; the test proves nothing")
+	}
+	t.Logf("sessions %d, n1 paused %s with %d unfinished (epoch %d); after SIGCONT: %d appends of n1 fenced, %d stale rows hidden from Read; "+
+		"completed %d, side effects %d (duplicates %d), model calls re-issued %d, tool calls re-issued %d",
+		sessions, pause.Round(time.Second), unfinished, victimEpoch, fenced, stale, sessions, r.effects, r.duplicates, r.reissuedModel, r.reissuedTool)
+}
+
+// busEvents are the events of a test's sessions that nodes published on
+// troupe.events: copies of what they appended, which live subscribers (SSE, node
+// run, the sink) see.
+type busEvents struct {
+	mu   sync.Mutex
+	seen map[string]map[uint64]map[string]bool // session, seq: distinct events
+}
+
+// watchEvents reads troupe.events from its start, in no consumer group, until the
+// test ends, keeping the events of sessions named with prefix.
+func watchEvents(t *testing.T, env clusterEnv, prefix string) *busEvents {
+	t.Helper()
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: strings.Split(env.brokers, ","),
+		Topics: kafka.TopicLayout{Prefix: env.prefix, InitializeTopics: true}}, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	msgs, err := sub.Subscribe(ctx, messages.TopicEvents)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	b := &busEvents{seen: map[string]map[uint64]map[string]bool{}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for m := range msgs {
+			if e, err := messages.Unmarshal(m.Payload); err == nil && strings.HasPrefix(e.SessionID, prefix) {
+				b.mu.Lock()
+				if b.seen[e.SessionID] == nil {
+					b.seen[e.SessionID] = map[uint64]map[string]bool{}
+				}
+				if b.seen[e.SessionID][e.Seq] == nil {
+					b.seen[e.SessionID][e.Seq] = map[string]bool{}
+				}
+				b.seen[e.SessionID][e.Seq][eventKey(e)] = true
+				b.mu.Unlock()
+			}
+			m.Ack()
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		_ = sub.Close()
+		<-done
+	})
+	return b
+}
+
+func eventKey(e messages.Envelope) string {
+	return fmt.Sprintf("%s %s %d %s", e.ID, e.Type, e.TS, e.Payload)
+}
+
+// assertMatches waits until the bus carried every session's last event, then fails
+// if any event published at a seq differs from the log's event there: a node that
+// appended (or believed it did) beside the session's owner.
+func (b *busEvents) assertMatches(t *testing.T, log eventlog.Log, ids []string) {
+	t.Helper()
+	want := map[string][]messages.Envelope{}
+	for _, id := range ids {
+		events, err := log.Read(context.Background(), id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[id] = events
+	}
+	waitFor(t, 60*time.Second, "every session's last event reaches troupe.events", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for id, events := range want {
+			if len(events) == 0 || !b.seen[id][events[len(events)-1].Seq][eventKey(events[len(events)-1])] {
+				return false
+			}
+		}
+		return true
+	})
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for id, events := range want {
+		for seq, published := range b.seen[id] {
+			if seq == 0 || seq > uint64(len(events)) {
+				t.Errorf("session %s: seq %d was published but the log ends at seq %d", id, seq, len(events))
+				continue
+			}
+			logged := eventKey(events[seq-1])
+			for p := range published {
+				if p != logged {
+					t.Errorf("session %s seq %d: published %.200s, the log holds %.200s", id, seq, p, logged)
+				}
+			}
+		}
+	}
+}
+
+// waitFor polls cond until it holds, or fails the test after within.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %s", what, within)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// assertFolds fails unless every session's events fold (as a session actor folds
+// them) into a completed task in which every model call and tool call requested was
+// answered exactly once: an event lost to another writer's at its seq shows here.
+func assertFolds(t *testing.T, log eventlog.Log, ids []string) {
+	t.Helper()
+	want := map[messages.Type]int{messages.TypeTaskSubmitted: 1, messages.TypeModelRequested: 3, messages.TypeModelResponded: 3,
+		messages.TypeToolCallRequested: 3, messages.TypeToolCallCompleted: 3, messages.TypeTaskCompleted: 1}
+	for _, id := range ids {
+		events, err := log.Read(context.Background(), id, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := actors.NewSessionState(id)
+		got := map[messages.Type]int{}
+		answered := map[string]int{}
+		for _, e := range events {
+			if err := st.Apply(e); err != nil {
+				t.Fatalf("session %s does not fold at seq %d: %v", id, e.Seq, err)
+			}
+			got[e.Type]++
+			p, err := e.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch p := p.(type) {
+			case *messages.ModelResponded:
+				answered["model "+p.Key]++
+			case *messages.ToolCallCompleted:
+				answered["tool "+p.Key]++
+			}
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("session %s holds events %v, want %v", id, got, want)
+		}
+		for key, n := range answered {
+			if n != 1 {
+				t.Errorf("session %s answers %s %d times", id, key, n)
+			}
+		}
+		if st.Active() != "" {
+			t.Errorf("session %s has a task still running after its events", id)
+		}
+	}
+}
+
+// assertOneEventPerSeq reads the events table itself and fails if, at some seq of
+// the test's sessions, Read could be given two different events: rows that differ
+// (in ID, type, timestamp or payload) at the highest epoch written at that seq.
+// (A database written before fencing has no epoch: every row counts then.) It
+// returns how many rows Read hides: those of a lower epoch at a seq, and those
+// eventlog.Superseded hides after a later owner's events.
+func assertOneEventPerSeq(t *testing.T, env clusterEnv, prefix string) (hidden int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := ch.Open(&ch.Options{Addr: clickhouse.SplitAddr(env.clickhouse), Protocol: ch.Native, Auth: ch.Auth{Database: env.database}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var hasEpoch uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = 'events' AND name = 'epoch'", env.database).Scan(&hasEpoch); err != nil {
+		t.Fatal(err)
+	}
+	epoch := "toUInt64(0)"
+	if hasEpoch > 0 {
+		epoch = "epoch"
+	}
+	rows, err := conn.Query(ctx, "SELECT session_id, seq, "+epoch+" AS e, id, type, ts, cityHash64(payload) FROM events WHERE startsWith(session_id, ?) ORDER BY session_id, seq, e DESC", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	type key struct {
+		session string
+		seq     uint64
+	}
+	var (
+		at      key
+		top     uint64
+		visible = map[string]bool{}
+		before  = map[string]uint64{} // per session: the highest epoch Read returned
+		skip    bool
+	)
+	for rows.Next() {
+		var (
+			k       key
+			e, hash uint64
+			id, typ string
+			ts      int64
+		)
+		if err := rows.Scan(&k.session, &k.seq, &e, &id, &typ, &ts, &hash); err != nil {
+			t.Fatal(err)
+		}
+		if k != at {
+			at, top, visible = k, e, map[string]bool{}
+			skip = eventlog.Superseded(e, before[k.session])
+			if !skip {
+				before[k.session] = max(before[k.session], e)
+			}
+		}
+		if e < top || skip {
+			hidden++
+			continue
+		}
+		visible[fmt.Sprintf("%s %s %d %x", id, typ, ts, hash)] = true
+		if len(visible) > 1 {
+			t.Errorf("session %s seq %d holds %d different events at epoch %d: %v", k.session, k.seq, len(visible), e, visible)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return hidden
+}

@@ -1,0 +1,151 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupe-run/troupe/llm"
+)
+
+// Quotas refuses a call, before it reaches the model it wraps, when a quota of its
+// request's scope has spent its tokens in the window; the error wraps
+// ErrQuotaExceeded. A call that is let through and answered is charged the answer's
+// Usage (prompt + completion tokens), so the model it wraps must report real counts:
+// wrap a model that counts them (CountTokens) when a provider may report none. A call
+// that fails is not charged. Each quota keeps its own spend, over its own window, even
+// where two apply to one scope ("agent:*" and "agent:a"). Scopes that Config.Validate
+// refuses never match. The spend is kept in memory, shared by every model the
+// middleware wraps.
+func Quotas(quotas []Quota, clock func() time.Time) Middleware {
+	if clock == nil {
+		clock = time.Now
+	}
+	b := &quotaBook{clock: clock}
+	for _, q := range quotas {
+		kind, name, _ := strings.Cut(q.Scope, ":")
+		b.quotas = append(b.quotas, quotaLedgers{Quota: q, kind: kind, name: name, spent: map[string]*ledger{}})
+	}
+	return func(next llm.Model) llm.Model {
+		if len(quotas) == 0 {
+			return next
+		}
+		return &quotaModel{Model: next, book: b}
+	}
+}
+
+type quotaModel struct {
+	llm.Model
+	book *quotaBook
+}
+
+func (m *quotaModel) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if err := m.book.check(req.Scope); err != nil {
+		return llm.Response{}, err
+	}
+	resp, err := m.Model.Generate(ctx, req)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	m.book.charge(req.Scope, int64(resp.Usage.PromptTokens+resp.Usage.CompletionTokens))
+	return resp, nil
+}
+
+// quotaBook is the tokens spent under each quota.
+type quotaBook struct {
+	clock  func() time.Time
+	mu     sync.Mutex
+	quotas []quotaLedgers
+}
+
+// quotaLedgers is one quota and its spend per scope it applies to: per agent for
+// "agent:*", one ledger for "agent:a".
+type quotaLedgers struct {
+	Quota
+	kind, name string
+	spent      map[string]*ledger // by the request's agent, team or key
+}
+
+// ledger is the spends of one scope under one quota, oldest first, and their sum.
+type ledger struct {
+	spends []spend
+	used   int64
+}
+
+type spend struct {
+	at     time.Time
+	tokens int64
+}
+
+// scope returns the name of s that q applies to ("a" for agent:* and agent "a"), or
+// false when it does not apply.
+func (q *quotaLedgers) scope(s llm.Scope) (string, bool) {
+	var have string
+	switch q.kind {
+	case "agent":
+		have = s.Agent
+	case "team":
+		have = s.Team
+	case "key":
+		have = s.Key
+	}
+	return have, have != "" && (q.name == "*" || q.name == have)
+}
+
+func (b *quotaBook) check(s llm.Scope) error {
+	now := b.clock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.quotas {
+		q := &b.quotas[i]
+		have, ok := q.scope(s)
+		if !ok {
+			continue
+		}
+		var used int64
+		if l := q.spent[have]; l != nil {
+			l.expire(now, q.Window)
+			used = l.used
+		}
+		if used >= q.Tokens {
+			return fmt.Errorf("%w for %s:%s: %d of %d tokens used in the last %s", ErrQuotaExceeded, q.kind, have, used, q.Tokens, q.Window)
+		}
+	}
+	return nil
+}
+
+// expire drops the spends older than the window.
+func (l *ledger) expire(now time.Time, window time.Duration) {
+	cut := 0
+	for cut < len(l.spends) && now.Sub(l.spends[cut].at) >= window {
+		l.used -= l.spends[cut].tokens
+		cut++
+	}
+	l.spends = l.spends[cut:]
+}
+
+func (b *quotaBook) charge(s llm.Scope, tokens int64) {
+	if tokens <= 0 {
+		return
+	}
+	now := b.clock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i := range b.quotas {
+		q := &b.quotas[i]
+		have, ok := q.scope(s)
+		if !ok {
+			continue
+		}
+		l := q.spent[have]
+		if l == nil {
+			l = &ledger{}
+			q.spent[have] = l
+		}
+		l.expire(now, q.Window)
+		l.spends = append(l.spends, spend{at: now, tokens: tokens})
+		l.used += tokens
+	}
+}
