@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
@@ -42,6 +43,12 @@ func (m *gatedModel) Generate(ctx context.Context, r llm.Request) (llm.Response,
 	return m.Model.Generate(ctx, r)
 }
 
+// onePartition is an in-process subscriber whose every message is of partition 0, as
+// a sharded node's tasks subscriber must say (node.PartitionReader).
+type onePartition struct{ message.Subscriber }
+
+func (onePartition) MessagePartition(*message.Message) (int, bool) { return 0, true }
+
 // shardedNode starts a sharded node on an in-process bus of its own, writing to
 // log, with every session in partition 0 of 1. The test plays Kafka: it calls
 // Assigned and Revoked itself.
@@ -51,7 +58,7 @@ func shardedNode(t *testing.T, log eventlog.Log, name string, model llm.Model) *
 	t.Cleanup(func() { _ = bus.Close() })
 	n, err := node.New(context.Background(), node.Config{
 		Log: log, NodeID: name, Model: model,
-		Bus: &node.Bus{Publisher: bus, Tasks: bus, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }},
+		Bus: &node.Bus{Publisher: bus, Tasks: onePartition{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }},
 	})
 	if err != nil {
 		t.Fatal(err)
