@@ -175,7 +175,8 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		a.stopTimer()
 	case *actor.ReceiveTimeout:
 		if a.state.Active() == "" {
-			ctx.Send(ctx.Parent(), &passivate{handled: a.handled})
+			// Request, not Send: the host finds the session by its sender.
+			ctx.Request(ctx.Parent(), &passivate{handled: a.handled})
 		}
 	case *SubmitTask:
 		a.handled++
