@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
@@ -212,6 +214,7 @@ type Node struct {
 	toolPIDs          map[string]*actor.PID
 	own               ownership
 	effects           *actors.EffectResults
+	dedupe            *deduplicator
 	hostStopped       atomic.Bool
 	outbox            *outbox
 	router            *message.Router
@@ -235,7 +238,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	cfg.setDefaults()
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: actors.NewSecretRedactor(cfg.Secrets...), metrics: newMetrics()}
-	n.effects = actors.NewEffectResults(10*time.Minute, 100_000, n.metrics.effectHits.Inc)
+	n.effects = actors.NewEffectResults(cacheTTL, 0, 0, n.metrics.effectHits.Inc)
+	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	if n.log == nil {
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
 		if err != nil {
@@ -330,6 +334,15 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.fail(fmt.Errorf("node: spawn session host: %w", err))
 	}
+	n.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "sessions",
+		Name: "live", Help: "Session actors alive on this node (an idle one passivates after IdleTimeout; NaN when the host does not answer)."},
+		n.liveSessions),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "bus",
+			Name: "dedupe_ids", Help: "Handled bus message IDs remembered to skip redeliveries (bounded; forgotten after 10 minutes)."},
+			func() float64 { return float64(n.dedupe.size()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "effects",
+			Name: "answers_kept", Help: "Effect answers kept (or being computed) to answer a repeated request by key (bounded; forgotten after 10 minutes)."},
+			func() float64 { return float64(n.effects.Len()) }))
 
 	n.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, wlog)
 	if err != nil {
@@ -354,7 +367,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 				return retry
 			},
 			Logger: wlog}.Middleware,
-		newDeduplicator(n.metrics, 10*time.Minute).middleware,
+		n.dedupe.middleware,
 		n.metrics.recoverPanics,
 	)
 	if n.sharded() {
@@ -443,6 +456,10 @@ func (n *Node) taskEnvelope(msg *message.Message) (messages.Envelope, error) {
 // process, then routes tasks. It returns after the router stopped.
 func (n *Node) Run(ctx context.Context) error {
 	n.ran.Store(true)
+	expireCtx, stopExpiring := context.WithCancel(ctx)
+	expired := make(chan struct{})
+	go func() { defer close(expired); n.expireCaches(expireCtx) }()
+	defer func() { stopExpiring(); <-expired }()
 	errc := make(chan error, 1)
 	go func() { errc <- n.router.Run(ctx) }()
 	select {
@@ -457,6 +474,32 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}
 	return <-errc
+}
+
+// cacheTTL is how long a node remembers the ID of a bus message it handled (the
+// deduplicator) and the answer to an effect it performed (EffectResults);
+// expireEvery is how often it forgets older ones when no traffic does it.
+const (
+	cacheTTL    = 10 * time.Minute
+	expireEvery = time.Minute
+)
+
+// expireCaches forgets expired message IDs and effect answers every expireEvery,
+// until ctx is done or the node closes: an idle node gives their memory back.
+func (n *Node) expireCaches(ctx context.Context) {
+	t := time.NewTicker(expireEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.stopping:
+			return
+		case now := <-t.C:
+			n.dedupe.expire(now)
+			n.effects.Expire(now)
+		}
+	}
 }
 
 // Start runs the node in the background until stop is called, returning once it
@@ -586,6 +629,18 @@ func (n *Node) Cancel(ctx context.Context, sessionID, reason string) error {
 		return err
 	}
 	return nil
+}
+
+// liveSessions asks the session host how many session actors are alive.
+func (n *Node) liveSessions() float64 {
+	if n.hostStopped.Load() {
+		return 0
+	}
+	res, err := n.system.Root.RequestFuture(n.host, &actors.CountSessions{}, time.Second).Result()
+	if c, ok := res.(int); ok && err == nil {
+		return float64(c)
+	}
+	return math.NaN()
 }
 
 // Metrics returns the node's metrics.
