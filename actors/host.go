@@ -121,7 +121,20 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 			delete(h.sessions, id)
 			delete(h.byPID, m.Who.Id)
 		}
+		releaseStoppedChildren(ctx)
 	}
+}
+
+// releaseStoppedChildren clears what protoactor's set of an actor's children still
+// holds past its length. Its Remove moves the last child into the hole and shortens
+// the slice without clearing the vacated slot, so the backing array keeps PIDs of
+// stopped children; a PID caches its process, which reaches the mailbox, the context,
+// the actor and its folded state. A host would otherwise keep up to as many stopped
+// sessions alive as it ever ran at once. Children returns that slice itself (were
+// it a copy, this would clear the copy and change nothing).
+func releaseStoppedChildren(ctx actor.Context) {
+	c := ctx.Children()
+	clear(c[len(c):cap(c)])
 }
 
 // refuse answers ErrNotOwner for a session this host does not own.

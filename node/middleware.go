@@ -15,7 +15,8 @@ import (
 )
 
 // Metrics are a node's Prometheus metrics, in a registry of its own (served at
-// GET /metrics).
+// GET /metrics), with the Go runtime's (go_memstats_*, go_goroutines) and the
+// process's (process_resident_memory_bytes, …) beside them.
 type Metrics struct {
 	Registry   *prometheus.Registry
 	retries    *prometheus.CounterVec
@@ -102,35 +103,51 @@ func (m *Metrics) observe(h message.HandlerFunc) message.HandlerFunc {
 
 // deduplicator skips a message whose ID was handled successfully within TTL: bus
 // delivery is at least once. It is a fast path in front of the durable check each
-// session makes against its log (a task ID seen before is never recorded twice).
+// session makes against its log (a task ID seen before is never recorded twice), so
+// it remembers at most max IDs, forgetting the oldest first, and forgets IDs older
+// than TTL whether messages come or not (expire): its memory follows the traffic of
+// the last TTL, up to a bound, instead of growing with every message a node handled.
 type deduplicator struct {
-	m    *Metrics
-	ttl  time.Duration
-	mu   sync.Mutex
-	seen map[string]time.Time
-	last time.Time
+	m   *Metrics
+	ttl time.Duration
+	max int
+
+	mu sync.Mutex
+	// seen maps a handler's message ID to when it was handled (Unix ns); order holds
+	// the same IDs oldest first (from head on).
+	seen  map[string]int64
+	order []seenID
+	head  int
+	// peak is the most IDs seen held since it was last rebuilt: a Go map keeps the
+	// memory of its largest size, so a map that shrank well below it is copied.
+	peak int
 }
 
-func newDeduplicator(m *Metrics, ttl time.Duration) *deduplicator {
-	return &deduplicator{m: m, ttl: ttl, seen: map[string]time.Time{}}
+type seenID struct {
+	key string
+	at  int64
+}
+
+// defaultDedupeIDs bounds the IDs a node's deduplicator remembers (about 200 bytes
+// each, with the map and the queue); a bus message is one ID per handler that
+// receives it, and a one-step task about five (its task message and its events).
+const defaultDedupeIDs = 1 << 15
+
+func newDeduplicator(m *Metrics, ttl time.Duration, max int) *deduplicator {
+	if max <= 0 {
+		max = defaultDedupeIDs
+	}
+	return &deduplicator{m: m, ttl: ttl, max: max, seen: map[string]int64{}}
 }
 
 func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		now := time.Now()
-		d.mu.Lock()
-		if now.Sub(d.last) > d.ttl {
-			for id, at := range d.seen {
-				if now.Sub(at) > d.ttl {
-					delete(d.seen, id)
-				}
-			}
-			d.last = now
-		}
 		// Handlers dedupe apart: a plain JSON task's message ID is also the ID of the
 		// task.submitted event it becomes, which the live-events handler must still see.
 		key := message.HandlerNameFromCtx(msg.Context()) + "\x00" + msg.UUID
-		_, dup := d.seen[key]
+		d.mu.Lock()
+		at, dup := d.seen[key]
+		dup = dup && time.Now().UnixNano()-at <= int64(d.ttl)
 		d.mu.Unlock()
 		if dup {
 			d.m.duplicates.WithLabelValues(message.HandlerNameFromCtx(msg.Context())).Inc()
@@ -140,12 +157,60 @@ func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 		// A message forwarded to its session's partition was not handled here: its
 		// copy, with the same ID, may come back to this node.
 		if err == nil && !forwarded(msg) {
-			d.mu.Lock()
-			d.seen[key] = now
-			d.mu.Unlock()
+			d.add(key, time.Now())
 		}
 		return out, err
 	}
+}
+
+func (d *deduplicator) add(key string, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seen[key] = now.UnixNano()
+	d.order = append(d.order, seenID{key, now.UnixNano()})
+	d.peak = max(d.peak, len(d.seen))
+	d.evict(now)
+}
+
+// expire forgets the IDs handled more than TTL before now.
+func (d *deduplicator) expire(now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.evict(now)
+}
+
+// evict drops the oldest IDs while there are more than max or they are older than
+// TTL, then gives back the memory of a map and queue that shrank.
+func (d *deduplicator) evict(now time.Time) {
+	for d.head < len(d.order) {
+		o := d.order[d.head]
+		if len(d.order)-d.head <= d.max && now.UnixNano()-o.at <= int64(d.ttl) {
+			break
+		}
+		if at, ok := d.seen[o.key]; ok && at == o.at {
+			delete(d.seen, o.key)
+		}
+		d.order[d.head] = seenID{}
+		d.head++
+	}
+	if d.head > 0 && d.head >= len(d.order)/2 {
+		d.order = append(make([]seenID, 0, 2*(len(d.order)-d.head)), d.order[d.head:]...)
+		d.head = 0
+	}
+	if d.peak >= 1024 && len(d.seen) <= d.peak/4 {
+		seen := make(map[string]int64, len(d.seen))
+		for k, at := range d.seen {
+			seen[k] = at
+		}
+		d.seen, d.peak = seen, len(seen)
+	}
+}
+
+// size reports how many IDs the deduplicator remembers.
+func (d *deduplicator) size() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.seen)
 }
 
 // isPermanent decides which errors go to the poison topic; it counts and logs them

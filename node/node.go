@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
@@ -275,6 +277,7 @@ type Node struct {
 	outbox      *outbox
 	router      *message.Router
 	hub         *Hub
+	dedupe      *deduplicator
 	// leased is the session actors' store when the node is sharded on a log that fences.
 	leased *leasedStore
 
@@ -296,6 +299,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	cfg.setDefaults()
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics()}
+	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	if n.log == nil {
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
 		if err != nil {
@@ -371,6 +375,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.fail(fmt.Errorf("node: spawn session host: %w", err))
 	}
+	n.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "sessions",
+		Name: "live", Help: "Session actors alive on this node (an idle one passivates after IdleTimeout; NaN when the host does not answer)."},
+		n.liveSessions),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "bus",
+			Name: "dedupe_ids", Help: "Handled bus message IDs remembered to skip redeliveries (bounded; forgotten after 10 minutes)."},
+			func() float64 { return float64(n.dedupe.size()) }))
 
 	n.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, wlog)
 	if err != nil {
@@ -395,7 +405,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 				return retry
 			},
 			Logger: wlog}.Middleware,
-		newDeduplicator(n.metrics, 10*time.Minute).middleware,
+		n.dedupe.middleware,
 		n.metrics.recoverPanics,
 	)
 	if n.sharded() {
@@ -522,6 +532,10 @@ func (n *Node) messageSession(msgID string) string {
 // process, then routes tasks. It returns after the router stopped.
 func (n *Node) Run(ctx context.Context) error {
 	n.ran.Store(true)
+	expireCtx, stopExpiring := context.WithCancel(ctx)
+	expired := make(chan struct{})
+	go func() { defer close(expired); n.expireCaches(expireCtx) }()
+	defer func() { stopExpiring(); <-expired }()
 	errc := make(chan error, 1)
 	go func() { errc <- n.router.Run(ctx) }()
 	select {
@@ -536,6 +550,31 @@ func (n *Node) Run(ctx context.Context) error {
 		}
 	}
 	return <-errc
+}
+
+// cacheTTL is how long a node remembers the ID of a bus message it handled (the
+// deduplicator) and the answer to an effect it performed (EffectResults);
+// expireEvery is how often it forgets older ones when no traffic does it.
+const (
+	cacheTTL    = 10 * time.Minute
+	expireEvery = time.Minute
+)
+
+// expireCaches forgets expired message IDs every expireEvery,
+// until ctx is done or the node closes: an idle node gives their memory back.
+func (n *Node) expireCaches(ctx context.Context) {
+	t := time.NewTicker(expireEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.stopping:
+			return
+		case now := <-t.C:
+			n.dedupe.expire(now)
+		}
+	}
 }
 
 // Start runs the node in the background until stop is called, returning once it
@@ -752,6 +791,18 @@ func (n *Node) Cancel(ctx context.Context, sessionID, reason string) error {
 		return err
 	}
 	return nil
+}
+
+// liveSessions asks the session host how many session actors are alive.
+func (n *Node) liveSessions() float64 {
+	if n.hostStopped.Load() {
+		return 0
+	}
+	res, err := n.system.Root.RequestFuture(n.host, &actors.CountSessions{}, time.Second).Result()
+	if c, ok := res.(int); ok && err == nil {
+		return float64(c)
+	}
+	return math.NaN()
 }
 
 // Metrics returns the node's metrics.
