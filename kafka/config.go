@@ -200,7 +200,11 @@ type PublisherConfig struct {
 	// concurrent Publish calls before it is sent (default 1 ms). The messages of one
 	// Publish call always go in one batch per partition (up to BatchSize/BatchBytes).
 	BatchTimeout time.Duration
-	// BatchSize caps the messages in one produce batch per partition (default 1000).
+	// BatchSize caps the messages in one produce batch per partition (default 100,
+	// as kafka-go's). kafka-go allocates room for BatchSize records with every batch,
+	// and under load most batches hold a few: a larger cap costs memory and garbage
+	// collection on every Publish. A Publish of more messages to one partition goes out
+	// as several batches, in order.
 	BatchSize int
 	// BatchBytes caps the bytes of one produce batch per partition (default 1 MiB,
 	// Kafka's default message.max.bytes). A larger single message is rejected.
@@ -232,7 +236,7 @@ func (c *PublisherConfig) setDefaults() {
 		c.BatchTimeout = time.Millisecond
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = 1000
+		c.BatchSize = 100
 	}
 	if c.BatchBytes == 0 {
 		c.BatchBytes = 1 << 20

@@ -137,8 +137,8 @@
 // # A node's clients
 //
 // DialNode builds what one Troupe node uses: a Publisher; Group, the consumer group
-// the nodes share on troupe.tasks, whose rebalances go to the Owner set with
-// NodeClients.SetOwner (a node: it resumes the sessions of the partitions it gets and
+// the nodes share on troupe.tasks (NodeTasksInFlight messages in flight per
+// partition), whose rebalances go to the Owner set with NodeClients.SetOwner (a node: it resumes the sessions of the partitions it gets and
 // hands over those it loses); Tools and Models, groups of their own (<group>.tools,
 // <group>.models) on the internal request topics, so that nodes serving tools can come
 // and go without moving sessions; and Live, every partition from the latest offset in
