@@ -232,8 +232,9 @@ func (q *sessionQueues) pop(t *queuedTask) *queuedTask {
 	return ts[0]
 }
 
-// watch waits, in the background, for the handler's Ack or Nack of t's copy. An Ack
-// reaches the bus's message from there, also after the subscription ended.
+// watch waits, in the background, for the handler's Ack or Nack of t's copy (the
+// Router settles every message it was handed). An Ack reaches the bus's message from
+// there, also after the subscription ended.
 func (q *sessionQueues) watch(t *queuedTask) {
 	cur := t.cur
 	go func() {
@@ -245,8 +246,6 @@ func (q *sessionQueues) watch(t *queuedTask) {
 				t.bus.Ack()
 			}
 		case <-cur.Nacked():
-		case <-q.done:
-			return
 		}
 		select {
 		case q.settled <- s:
