@@ -29,8 +29,8 @@
 // # Delivery
 //
 // Publish is synchronous: it returns once the records are on every in-sync replica
-// (RequiredAcks = all). The messages of one call go out as one batch per partition;
-// a failed batch is retried (PublisherConfig.MaxAttempts, with backoff). kafka-go
+// (RequiredAcks = all). The messages of one call go out as one batch per partition
+// (several, in order, past PublisherConfig.BatchSize); a failed batch is retried (PublisherConfig.MaxAttempts, with backoff). kafka-go
 // has no idempotent producer, so a retry after a lost response, or a caller
 // publishing again after an error, can write a record twice: delivery is at least
 // once, and consumers dedupe by message UUID (records from other clients get the
@@ -46,8 +46,9 @@
 // each message on a goroutine of its own) works on several at once, and they may be
 // acked in any order:
 //   - Delivery is in offset order; a nacked message is delivered again, after
-//     NackResendSleep, before any message of its partition not delivered yet (nacked
-//     ones in offset order), while the messages delivered after it stay out. A
+//     NackResendSleep, before any message of its partition not delivered when the
+//     Nack was taken in (the subscriber then cancels the message's context; nacked
+//     ones go in offset order), while the messages delivered after it stay out. A
 //     consumer that needs a key's messages handled in order serializes them itself
 //     (a node does, per session).
 //   - The window advances only at its start: when the first unacked message is
