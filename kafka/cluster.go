@@ -12,7 +12,9 @@ import (
 //   - Publisher;
 //   - Group: the consumer group the nodes share on troupe.tasks, so each partition,
 //     and each session keyed to it, has one owner; its rebalances are reported to the
-//     Owner set with SetOwner;
+//     Owner set with SetOwner; NodeTasksInFlight messages in flight per partition (a
+//     node handles the tasks of different sessions at once, and one session's in
+//     order);
 //   - Tools and Models: consumer groups of their own (<group>.tools, <group>.models) on
 //     the internal request topics, so nodes that serve tools or models can come and go
 //     without moving sessions;
@@ -44,6 +46,10 @@ const (
 	nodeRebalanceTimeout = 30 * time.Second
 )
 
+// NodeTasksInFlight is the MaxInFlight of a node's Group: how many tasks of one
+// partition of troupe.tasks a node has in hand at once.
+const NodeTasksInFlight = 64
+
 // DialNode builds a node's clients. group names the consumer group the nodes share.
 func DialNode(brokers []string, group string, topics TopicLayout, logger watermill.LoggerAdapter) (*NodeClients, error) {
 	c := &NodeClients{owner: &ownerListener{}}
@@ -55,11 +61,13 @@ func DialNode(brokers []string, group string, topics TopicLayout, logger watermi
 		return SubscriberConfig{Brokers: brokers, ConsumerGroup: name, Topics: topics, Rebalance: l,
 			HeartbeatInterval: nodeHeartbeat, SessionTimeout: nodeSessionTimeout, RebalanceTimeout: nodeRebalanceTimeout}
 	}
+	tasksCfg := groupCfg(group, c.owner)
+	tasksCfg.MaxInFlight = NodeTasksInFlight
 	for _, s := range []struct {
 		sub *(*Subscriber)
 		cfg SubscriberConfig
 	}{
-		{&c.Group, groupCfg(group, c.owner)},
+		{&c.Group, tasksCfg},
 		{&c.Tools, groupCfg(group+".tools", nil)},
 		{&c.Models, groupCfg(group+".models", nil)},
 		{&c.Live, SubscriberConfig{Brokers: brokers, InitialOffset: FromLatest, Topics: topics}},

@@ -200,7 +200,11 @@ type PublisherConfig struct {
 	// concurrent Publish calls before it is sent (default 1 ms). The messages of one
 	// Publish call always go in one batch per partition (up to BatchSize/BatchBytes).
 	BatchTimeout time.Duration
-	// BatchSize caps the messages in one produce batch per partition (default 1000).
+	// BatchSize caps the messages in one produce batch per partition (default 100,
+	// as kafka-go's). kafka-go allocates room for BatchSize records with every batch,
+	// and under load most batches hold a few: a larger cap costs memory and garbage
+	// collection on every Publish. A Publish of more messages to one partition goes out
+	// as several batches, in order.
 	BatchSize int
 	// BatchBytes caps the bytes of one produce batch per partition (default 1 MiB,
 	// Kafka's default message.max.bytes). A larger single message is rejected.
@@ -232,7 +236,7 @@ func (c *PublisherConfig) setDefaults() {
 		c.BatchTimeout = time.Millisecond
 	}
 	if c.BatchSize == 0 {
-		c.BatchSize = 1000
+		c.BatchSize = 100
 	}
 	if c.BatchBytes == 0 {
 		c.BatchBytes = 1 << 20
@@ -322,6 +326,17 @@ type SubscriberConfig struct {
 	// NackResendSleep is the pause before a nacked message is delivered again
 	// (default 100 ms; NoNackResendSleep for none).
 	NackResendSleep time.Duration
+	// MaxInFlight bounds how far delivery runs ahead of a partition's first unacked
+	// message: at most MaxInFlight messages of a partition, counted from its first
+	// unacked one, are delivered (acked or not) at a time; the next one comes once
+	// that message is acked. Default 1: a partition's next message only after the
+	// previous one was acked, Watermill's usual semantics, which a Router handler
+	// relies on to see a partition's messages in order (the Router handles each
+	// message it receives on a goroutine of its own). With more, a partition's
+	// messages are still delivered in offset order, but may be handled and acked out
+	// of order; the committed offset never passes an unacked message. See the
+	// package documentation, Delivery.
+	MaxInFlight int
 
 	// HeartbeatInterval is how often a group member heartbeats; a rebalance is
 	// noticed at the next heartbeat (default 3 s).
@@ -362,6 +377,9 @@ func (c *SubscriberConfig) setDefaults() {
 	}
 	if c.NackResendSleep == 0 {
 		c.NackResendSleep = 100 * time.Millisecond
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 1
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = 3 * time.Second
@@ -411,6 +429,9 @@ func (c SubscriberConfig) Validate() error {
 	}
 	if c.NackResendSleep < 0 && c.NackResendSleep != NoNackResendSleep {
 		return errors.New("kafka: NackResendSleep must not be negative (use NoNackResendSleep)")
+	}
+	if c.MaxInFlight < 0 {
+		return fmt.Errorf("kafka: MaxInFlight must not be negative, got %d", c.MaxInFlight)
 	}
 	if c.HeartbeatInterval < 0 || c.SessionTimeout < 0 || c.RebalanceTimeout < 0 || c.JoinGroupBackoff < 0 ||
 		c.PartitionWatchInterval < 0 || c.CoordinatorTimeout < 0 || c.FetchMaxWait < 0 || c.FetchMaxBytes < 0 ||

@@ -31,6 +31,7 @@ func TestConfigValidate(t *testing.T) {
 		"no brokers":         {},
 		"initial offset":     {Brokers: brokers, InitialOffset: 7},
 		"nack sleep":         {Brokers: brokers, NackResendSleep: -2 * time.Second},
+		"max in flight":      {Brokers: brokers, MaxInFlight: -1},
 		"heartbeat/session":  {Brokers: brokers, HeartbeatInterval: 10 * time.Second, SessionTimeout: 6 * time.Second},
 		"empty topic name":   {Brokers: brokers, Topics: kafka.TopicLayout{Topics: map[string]kafka.TopicConfig{"": {}}}},
 		"listener, no group": {Brokers: brokers, Rebalance: memberListener{}},

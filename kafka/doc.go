@@ -29,25 +29,47 @@
 // # Delivery
 //
 // Publish is synchronous: it returns once the records are on every in-sync replica
-// (RequiredAcks = all). The messages of one call go out as one batch per partition;
-// a failed batch is retried (PublisherConfig.MaxAttempts, with backoff). kafka-go
+// (RequiredAcks = all). The messages of one call go out as one batch per partition
+// (several, in order, past PublisherConfig.BatchSize); a failed batch is retried (PublisherConfig.MaxAttempts, with backoff). kafka-go
 // has no idempotent producer, so a retry after a lost response, or a caller
 // publishing again after an error, can write a record twice: delivery is at least
 // once, and consumers dedupe by message UUID (records from other clients get the
 // stable UUID "kafka:<topic>/<partition>/<offset>"). Records of one partition keep
 // the order in which their Publish calls returned.
 //
-// Subscribe delivers the records of each partition one at a time: the next only
-// after the handler acked the previous one. A Nack delivers the same message again
-// (after SubscriberConfig.NackResendSleep) before anything later in its partition.
-// Different partitions are delivered concurrently. With a ConsumerGroup, a
-// message's offset is committed only after its Ack; commits run in the background
-// while the next message is handled, and a partition's consumer waits for them
-// before it gives the partition up (on Close, or in a rebalance, after waiting up to
-// half of RebalanceTimeout for the message in flight to be acked), so the next owner
-// starts right after the last acked message. If a commit fails, the generation ends
-// and the messages acked since the last commit are delivered again. Without a group,
-// each Subscribe reads every partition from InitialOffset and commits nothing.
+// Subscribe delivers each partition's records in offset order. By default
+// (SubscriberConfig.MaxInFlight 1) it delivers them one at a time: the next only
+// after the handler acked the previous one, and a Nack delivers the same message
+// again (after SubscriberConfig.NackResendSleep) before anything later in its
+// partition. With MaxInFlight N, up to N messages of a partition, counted from its
+// first unacked one, are out at a time, so a handler (a Watermill Router handles
+// each message on a goroutine of its own) works on several at once, and they may be
+// acked in any order:
+//   - Delivery is in offset order; a nacked message is delivered again, after
+//     NackResendSleep, before any message of its partition not delivered when the
+//     Nack was taken in (the subscriber then cancels the message's context; nacked
+//     ones go in offset order), while the messages delivered after it stay out. A
+//     consumer that needs a key's messages handled in order serializes them itself
+//     (a node does, per session).
+//   - The window advances only at its start: when the first unacked message is
+//     acked, it and the acked messages right after it leave the window, and as many
+//     later messages can be delivered.
+//   - The committed offset is the contiguous-ack watermark: the offset after the
+//     longest acked prefix of the partition. It never passes a message that was not
+//     acked, so a crash or a rebalance delivers again the first unacked message and
+//     every message after it, acked or not (at least once).
+//
+// Different partitions are delivered concurrently. With a ConsumerGroup, commits
+// run in the background while delivery goes on, and a partition's consumer waits for
+// them before it gives the partition up. In a rebalance it stops delivering at once
+// and waits up to half of RebalanceTimeout for the messages out to be acked or
+// nacked; it then commits the watermark and gives the partition up, so the next
+// owner starts at its first unacked message. An Ack after that is not committed,
+// and a Nack during it does not deliver again: the next owner has those messages.
+// When a consumer stops, it cancels the contexts of the messages it gave up, the
+// partition's last first. If a commit fails, the generation ends and the messages
+// acked since the last commit are delivered again. Without a group, each Subscribe
+// reads every partition from InitialOffset and commits nothing.
 //
 // InitialOffset (default FromEarliest) applies to a partition without a committed
 // offset. Without a group, FromLatest is resolved in Subscribe: it returns once
@@ -116,8 +138,8 @@
 // # A node's clients
 //
 // DialNode builds what one Troupe node uses: a Publisher; Group, the consumer group
-// the nodes share on troupe.tasks, whose rebalances go to the Owner set with
-// NodeClients.SetOwner (a node: it resumes the sessions of the partitions it gets and
+// the nodes share on troupe.tasks (NodeTasksInFlight messages in flight per
+// partition), whose rebalances go to the Owner set with NodeClients.SetOwner (a node: it resumes the sessions of the partitions it gets and
 // hands over those it loses); Tools and Models, groups of their own (<group>.tools,
 // <group>.models) on the internal request topics, so that nodes serving tools can come
 // and go without moving sessions; and Live, every partition from the latest offset in

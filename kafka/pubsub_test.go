@@ -23,7 +23,9 @@ func groupFor(t *testing.T) string {
 
 // TestPubSub runs Watermill's universal suite with consumer groups, on a topic
 // prefix (TopicLayout.Prefix): the suite's topic names are logical names, each a
-// prefixed Kafka topic. The other suites run without a prefix.
+// prefixed Kafka topic. The other suites run without a prefix. Its subscribers have
+// 64 messages in flight per partition (SubscriberConfig.MaxInFlight), as a node's
+// tasks group; TestPubSubWithoutGroup's have the default, one.
 //
 // Declared features:
 //   - ConsumerGroups: groups share partitions and commit offsets.
@@ -42,11 +44,15 @@ func TestPubSub(t *testing.T) {
 		Persistent:     true,
 	}
 	prefix := c.topicPrefix(t, "suite.")
+	sub := func(cfg *kafka.SubscriberConfig) {
+		subPrefix(prefix)(cfg)
+		cfg.MaxInFlight = 64
+	}
 	ctor := func(t *testing.T) (message.Publisher, message.Subscriber) {
-		return c.publisher(t, pubPrefix(prefix)), c.subscriber(t, groupFor(t), subPrefix(prefix))
+		return c.publisher(t, pubPrefix(prefix)), c.subscriber(t, groupFor(t), sub)
 	}
 	groupCtor := func(t *testing.T, group string) (message.Publisher, message.Subscriber) {
-		return c.publisher(t, pubPrefix(prefix)), c.subscriber(t, group, subPrefix(prefix))
+		return c.publisher(t, pubPrefix(prefix)), c.subscriber(t, group, sub)
 	}
 	tests.TestPubSub(t, features, ctor, groupCtor)
 }
@@ -78,7 +84,10 @@ func (m payloadKey) Marshal(topic string, msg *message.Message) (kafkago.Message
 
 // TestPubSubOrdered runs the suite's ordering tests with keyed messages: order is
 // guaranteed per key (one key, one partition), with ten group members sharing the
-// partitions.
+// partitions. Delivery is in offset order with any MaxInFlight: the suite's
+// TestPublishSubscribeInOrder runs with 64 messages in flight per partition. TestNoAck
+// checks that nothing more comes while a message is not acked, which holds with
+// MaxInFlight 1, the default.
 func TestPubSubOrdered(t *testing.T) {
 	c := newCluster(t)
 	features := tests.Features{
@@ -86,17 +95,22 @@ func TestPubSubOrdered(t *testing.T) {
 		Persistent:      true,
 		GuaranteedOrder: true,
 	}
-	ctor := func(t *testing.T) (message.Publisher, message.Subscriber) {
-		pub := c.publisher(t, func(cfg *kafka.PublisherConfig) { cfg.Marshaler = payloadKey{} })
-		return pub, c.subscriber(t, groupFor(t), nil)
+	ctor := func(maxInFlight int) tests.PubSubConstructor {
+		return func(t *testing.T) (message.Publisher, message.Subscriber) {
+			pub := c.publisher(t, func(cfg *kafka.PublisherConfig) { cfg.Marshaler = payloadKey{} })
+			return pub, c.subscriber(t, groupFor(t), func(cfg *kafka.SubscriberConfig) { cfg.MaxInFlight = maxInFlight })
+		}
 	}
-	for name, fn := range map[string]func(*testing.T, tests.TestContext, tests.PubSubConstructor){
-		"TestPublishSubscribeInOrder": tests.TestPublishSubscribeInOrder,
-		"TestNoAck":                   tests.TestNoAck,
+	for name, test := range map[string]struct {
+		fn          func(*testing.T, tests.TestContext, tests.PubSubConstructor)
+		maxInFlight int
+	}{
+		"TestPublishSubscribeInOrder": {tests.TestPublishSubscribeInOrder, 64},
+		"TestNoAck":                   {tests.TestNoAck, 0},
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			fn(t, tests.TestContext{TestID: tests.NewTestID(), Features: features}, ctor)
+			test.fn(t, tests.TestContext{TestID: tests.NewTestID(), Features: features}, ctor(test.maxInFlight))
 		})
 	}
 }

@@ -1,9 +1,11 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -89,17 +91,19 @@ func (s *Subscriber) SubscribeInitialize(topic string) error {
 }
 
 // Subscribe returns the messages of topic (the Kafka topic Topics.Prefix + topic).
-// Messages of one partition come one at a time: the next only after the previous
-// was acked. Partitions are consumed concurrently. With a ConsumerGroup, a message's offset is committed after its
-// Ack, in the background; a partition's consumer waits for its commits before it
-// gives the partition up or stops, and the Rebalance listener is told about each
-// generation's partitions. A Nack delivers the same message again (after
-// NackResendSleep) before anything later in its partition. Without a group and
-// with FromLatest, Subscribe returns once every partition's start is fixed at its
-// end offset (waiting until the cluster knows the topic), so every record published
-// after it returned is delivered. The channel is closed when ctx is done or Close is
-// called; the messages' contexts derive from ctx and are canceled on Ack, Nack and
-// Close.
+// Each partition's messages come in offset order, at most MaxInFlight of them past
+// its first unacked one (by default one at a time: the next only after the previous
+// was acked). Partitions are consumed concurrently. With a ConsumerGroup, the offset
+// after a partition's longest acked prefix is committed, in the background; a
+// partition's consumer waits for its commits before it gives the partition up or
+// stops, and the Rebalance listener is told about each generation's partitions. A
+// Nack delivers the same message again (after NackResendSleep) before anything of
+// its partition not delivered yet. Without a group and with FromLatest, Subscribe
+// returns once every partition's start is fixed at its end offset (waiting until the
+// cluster knows the topic), so every record published after it returned is
+// delivered. The channel is closed when ctx is done or Close is called; the
+// messages' contexts derive from ctx and are canceled on Ack, Nack and Close, and
+// when their partition is given up.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	if topic == "" {
 		return nil, errors.New("kafka: subscribe to an empty topic name")
@@ -313,9 +317,10 @@ func (sub *subscription) runAll(ctx context.Context, starts map[int]int64) {
 	}
 }
 
-// consume delivers one partition's records from offset, one at a time, until ctx or
-// gctx (the group generation, nil without a group) is done. With a group, each acked
-// record's offset is committed before the next record is delivered.
+// consume delivers one partition's records from offset until ctx or gctx (the group
+// generation, nil without a group) is done: in offset order, up to MaxInFlight of
+// them past the first unacked one (see partitionWindow). With a group, the offset
+// after the longest acked prefix is committed, in the background, as it grows.
 func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, partition int, offset int64) {
 	cfg := sub.s.cfg
 	logger := sub.logger.With(watermill.LogFields{"partition": partition})
@@ -330,25 +335,33 @@ func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, 
 		Logger:      traceLogger(logger),
 		ErrorLogger: debugLogger(logger),
 	})
+	fetched := make(chan fetchedRecord)
+	fetcherDone := make(chan struct{})
+	fetchCtx, cancelFetch := context.WithCancel(ctx)
 	defer func() {
+		cancelFetch()
 		sub.s.cleanup.Add(1)
 		go func() {
 			defer sub.s.cleanup.Done()
+			<-fetcherDone
 			_ = rd.Close() // waits for a fetch in flight, at most FetchMaxWait
 		}()
 	}()
 	if err := rd.SetOffset(offset); err != nil {
+		close(fetcherDone)
 		logger.Error("set start offset", err, watermill.LogFields{"offset": offset})
 		return
 	}
 	var genDone <-chan struct{}
-	fetchCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	if gctx != nil {
 		genDone = gctx.Done()
-		stop := context.AfterFunc(gctx, cancel)
+		stop := context.AfterFunc(gctx, cancelFetch)
 		defer stop()
 	}
+	go func() {
+		defer close(fetcherDone)
+		sub.fetch(fetchCtx, rd, fetched, logger)
+	}()
 	logger.Debug("consuming partition", watermill.LogFields{"offset": offset})
 	if commits != nil {
 		defer func() {
@@ -361,103 +374,304 @@ func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, 
 			}
 		}()
 	}
+	w := &partitionWindow{
+		ctx:       ctx,
+		sub:       sub,
+		partition: partition,
+		commits:   commits,
+		logger:    logger,
+		settled:   make(chan settlement),
+		stopped:   make(chan struct{}),
+	}
+	w.run(genDone, fetched)
+}
 
+// fetchedRecord is a record read from a partition, with its message (nil when the
+// Marshaler could not decode it).
+type fetchedRecord struct {
+	rec kafkago.Message
+	msg *message.Message
+}
+
+// fetch reads a partition's records into out, in offset order, until ctx is done.
+func (sub *subscription) fetch(ctx context.Context, rd *kafkago.Reader, out chan<- fetchedRecord, logger watermill.LoggerAdapter) {
 	for {
-		rec, err := rd.FetchMessage(fetchCtx)
+		rec, err := rd.FetchMessage(ctx)
 		if err != nil {
-			if fetchCtx.Err() != nil {
+			if ctx.Err() != nil {
 				return
 			}
 			// The reader reconnects by itself; this reports a failed attempt.
 			logger.Info("fetch failed, retrying", watermill.LogFields{"err": err.Error()})
-			if !sleepCtx(fetchCtx, nil, time.Second) {
+			if !sleepCtx(ctx, nil, time.Second) {
 				return
 			}
 			continue
 		}
-		msg, err := cfg.Marshaler.Unmarshal(rec)
+		msg, err := sub.s.cfg.Marshaler.Unmarshal(rec)
 		if err != nil {
 			logger.Error("cannot decode record, skipping it", err, watermill.LogFields{"offset": rec.Offset})
-		} else if !sub.deliver(ctx, genDone, rec, msg, logger) {
+			msg = nil
+		}
+		select {
+		case out <- fetchedRecord{rec: rec, msg: msg}:
+		case <-ctx.Done():
 			return
 		}
-		if commits == nil {
-			continue
-		}
-		if err := commits.add(partition, rec.Offset+1); err != nil {
-			return // logged by the deferred flush
-		}
 	}
 }
 
-// deliver hands msg to the subscriber's channel until it is acked (true), or until
-// the subscription stops or the partition is revoked (false). A nacked message is
-// delivered again. When the generation ends while the message is out, it waits up to
-// half of RebalanceTimeout for the Ack, so that the partition's next owner starts
-// after it.
-func (sub *subscription) deliver(ctx context.Context, genDone <-chan struct{}, rec kafkago.Message, msg *message.Message, logger watermill.LoggerAdapter) bool {
-	fields := watermill.LogFields{"offset": rec.Offset, "message_uuid": msg.UUID}
-	for {
-		msgCtx, cancelMsg := context.WithCancel(withRecord(ctx, rec))
-		msg.SetContext(msgCtx)
-		select {
-		case sub.out <- msg:
-		case <-ctx.Done():
-			cancelMsg()
-			return false
-		case <-genDone:
-			cancelMsg()
-			return false
-		}
-		logger.Trace("message delivered", fields)
-
-		acked, again := sub.awaitAck(ctx, genDone, msg, logger, fields)
-		cancelMsg()
-		if acked {
-			return true
-		}
-		if !again {
-			return false
-		}
-		if sleep := sub.s.cfg.NackResendSleep; sleep > 0 && !sleepCtx(ctx, genDone, sleep) {
-			return false
-		}
-		msg = msg.Copy() // fresh Ack/Nack state, same UUID, metadata and payload
-	}
+// outstanding is one record of a partition's window: read, and not yet part of the
+// acked prefix of the partition.
+type outstanding struct {
+	rec    kafkago.Message
+	msg    *message.Message // the copy delivered last; nil for a record that could not be decoded
+	state  outstandingState
+	cancel context.CancelFunc // of the delivered copy's context
+	due    time.Time          // when a nacked message is delivered again
 }
 
-// awaitAck waits for msg's Ack or Nack. again reports a Nack while the partition is
-// still ours.
-func (sub *subscription) awaitAck(ctx context.Context, genDone <-chan struct{}, msg *message.Message, logger watermill.LoggerAdapter, fields watermill.LogFields) (acked, again bool) {
-	revoked := genDone
+type outstandingState int
+
+const (
+	queued    outstandingState = iota // read, not delivered yet
+	delivered                         // in the handler's hands
+	acked
+	nacked    // to be delivered again
+	abandoned // nacked while the partition was being given up: its next owner delivers it
+)
+
+// settlement is a delivered message's Ack or Nack.
+type settlement struct {
+	o     *outstanding
+	msg   *message.Message // the copy that was settled
+	acked bool
+}
+
+// partitionWindow delivers one partition's records in offset order and tracks their
+// acks. The window is the records from the first unacked one on; it holds at most
+// MaxInFlight of them, so delivery waits while it is full. When the first records of
+// the window are acked they leave it, and the offset after them (the contiguous-ack
+// watermark) is committed. A nacked message is delivered again, after
+// NackResendSleep, before any record not delivered yet (nacked ones in offset
+// order); messages delivered meanwhile stay out. When the generation ends, the
+// window stops delivering and waits up to half of RebalanceTimeout for the messages
+// out to be settled; the watermark it commits then never passes a message that was
+// not acked, and an Ack that comes later is not committed (the partition's next owner
+// delivers that message, and everything after it, again).
+type partitionWindow struct {
+	ctx       context.Context // the subscription's; messages' contexts derive from it
+	sub       *subscription
+	partition int
+	commits   *committer // nil without a group
+	logger    watermill.LoggerAdapter
+
+	window   []*outstanding // offset order
+	resend   []*outstanding // nacked, offset order
+	fresh    *outstanding   // the record read last, until it is delivered
+	again    *outstanding   // the nacked message being offered again, until it is delivered
+	out      int            // delivered and not settled
+	settled  chan settlement
+	stopped  chan struct{} // closed when run returns: the settlement watchers give up
+	stopping bool
+}
+
+// run delivers until ctx is done, or until genDone is closed and the messages out
+// are settled (or the handoff wait is over).
+func (w *partitionWindow) run(genDone <-chan struct{}, fetched <-chan fetchedRecord) {
+	cfg := w.sub.s.cfg
+	defer w.stop()
 	var handoff <-chan time.Time
 	for {
-		select {
-		case <-msg.Acked():
-			return true, false
-		case <-msg.Nacked():
-			logger.Trace("message nacked", fields)
-			select {
-			case <-genDone:
-				return false, false
-			default:
-				return false, true
+		if w.stopping && w.out == 0 {
+			return
+		}
+		var (
+			offerTo   chan<- *message.Message
+			offer     *message.Message
+			fetch     <-chan fetchedRecord
+			resendAt  <-chan time.Time
+			stopTimer func() bool
+		)
+		// Nacked messages go before the record read last, which waits meanwhile.
+		switch {
+		case w.stopping:
+		case w.again != nil:
+			offerTo, offer = w.sub.out, w.again.msg
+		case len(w.resend) > 0:
+			wait := time.Until(w.resend[0].due)
+			if wait <= 0 {
+				w.offerAgain()
+				continue
 			}
-		case <-ctx.Done():
-			return isAcked(msg), false
-		case <-revoked:
-			revoked = nil
-			t := time.NewTimer(sub.s.cfg.RebalanceTimeout / 2)
+			t := time.NewTimer(wait)
+			resendAt, stopTimer = t.C, t.Stop
+		case w.fresh != nil:
+			offerTo, offer = w.sub.out, w.fresh.msg
+		case len(w.window) < cfg.MaxInFlight:
+			fetch = fetched
+		}
+		select {
+		case offerTo <- offer:
+			if w.again != nil {
+				w.delivered(w.again)
+				w.again = nil
+			} else {
+				w.delivered(w.fresh)
+				w.fresh = nil
+			}
+		case f := <-fetch:
+			if !w.add(f) {
+				return
+			}
+		case s := <-w.settled:
+			if !w.settle(s) {
+				return
+			}
+		case <-resendAt:
+		case <-genDone:
+			genDone = nil
+			w.stopping = true
+			w.fresh, w.again = nil, nil // not delivered: they stay unacked in the window
+			t := time.NewTimer(cfg.RebalanceTimeout / 2)
 			defer t.Stop()
 			handoff = t.C
 		case <-handoff:
-			if isAcked(msg) {
-				return true, false
-			}
-			logger.Info("partition revoked and the message in flight was not acked in time; its next owner delivers it again", fields)
-			return false, false
+			w.logger.Info("partition revoked and messages in flight were not acked in time; its next owner delivers them again",
+				watermill.LogFields{"unsettled": w.out})
+			return
+		case <-w.ctx.Done():
+			return
+		}
+		if stopTimer != nil {
+			stopTimer()
 		}
 	}
+}
+
+// add puts a fetched record at the end of the window and offers it (a record that
+// could not be decoded counts as acked: it is skipped and committed, so that it
+// cannot stall its partition). false: a commit failed, the generation is over.
+func (w *partitionWindow) add(f fetchedRecord) bool {
+	o := &outstanding{rec: f.rec, msg: f.msg}
+	w.window = append(w.window, o)
+	if f.msg == nil {
+		o.state = acked
+		return w.advance()
+	}
+	w.prepare(o)
+	w.fresh = o
+	return true
+}
+
+// prepare gives o's message a context of its own before it is offered.
+func (w *partitionWindow) prepare(o *outstanding) {
+	ctx, cancel := context.WithCancel(withRecord(w.ctx, o.rec))
+	o.msg.SetContext(ctx)
+	o.cancel = cancel
+	o.state = queued
+}
+
+// offerAgain offers the first nacked message again, as a fresh copy (same UUID,
+// metadata and payload; new Ack and Nack state).
+func (w *partitionWindow) offerAgain() {
+	o := w.resend[0]
+	w.resend = w.resend[1:]
+	o.msg = o.msg.Copy()
+	w.prepare(o)
+	w.again = o
+}
+
+// delivered records that the subscriber's channel took o's message, and watches it
+// for its Ack or Nack.
+func (w *partitionWindow) delivered(o *outstanding) {
+	o.state = delivered
+	w.out++
+	msg := o.msg
+	w.sub.logger.Trace("message delivered", watermill.LogFields{"partition": w.partition, "offset": o.rec.Offset, "message_uuid": msg.UUID})
+	go func() {
+		var s settlement
+		select {
+		case <-msg.Acked():
+			s = settlement{o: o, msg: msg, acked: true}
+		case <-msg.Nacked():
+			s = settlement{o: o, msg: msg}
+		case <-w.stopped:
+			return
+		}
+		select {
+		case w.settled <- s:
+		case <-w.stopped:
+		}
+	}()
+}
+
+// settle applies an Ack or Nack. false: a commit failed, the generation is over.
+func (w *partitionWindow) settle(s settlement) bool {
+	o := s.o
+	if o.msg != s.msg || o.state != delivered {
+		return true // a copy given up already
+	}
+	w.out--
+	o.cancel()
+	if s.acked {
+		o.state = acked
+		return w.advance()
+	}
+	w.sub.logger.Trace("message nacked", watermill.LogFields{"partition": w.partition, "offset": o.rec.Offset, "message_uuid": o.msg.UUID})
+	if w.stopping {
+		o.state = abandoned
+		return true
+	}
+	o.state = nacked
+	o.due = time.Now()
+	if d := w.sub.s.cfg.NackResendSleep; d > 0 {
+		o.due = o.due.Add(d)
+	}
+	i, _ := slices.BinarySearchFunc(w.resend, o.rec.Offset, func(e *outstanding, off int64) int { return cmp.Compare(e.rec.Offset, off) })
+	w.resend = slices.Insert(w.resend, i, o)
+	return true
+}
+
+// advance drops the acked records at the start of the window and commits the offset
+// after them. false: a commit failed, the generation is over.
+func (w *partitionWindow) advance() bool {
+	n := 0
+	for n < len(w.window) && w.window[n].state == acked {
+		n++
+	}
+	if n == 0 {
+		return true
+	}
+	next := w.window[n-1].rec.Offset + 1
+	clear(w.window[:n])
+	w.window = w.window[n:]
+	if w.commits == nil {
+		return true
+	}
+	return w.commits.add(w.partition, next) == nil // a failure is logged by consume
+}
+
+// stop ends the window: an Ack that raced with the stop still counts (an acked
+// message is committed even while its consumer stops), then the contexts of the
+// messages still out are canceled, the partition's last first, so that whoever sees
+// a message's context canceled finds those of every later message of the partition
+// canceled too.
+func (w *partitionWindow) stop() {
+	for _, o := range w.window {
+		if o.state == delivered && isAcked(o.msg) {
+			o.state = acked
+			w.out--
+			o.cancel()
+		}
+	}
+	w.advance()
+	for i := len(w.window) - 1; i >= 0; i-- {
+		if c := w.window[i].cancel; c != nil {
+			c()
+		}
+	}
+	close(w.stopped)
 }
 
 // isAcked reports an Ack that raced with a stop signal: an acked message is

@@ -8,7 +8,10 @@
 // Tasks enter through Submit, POST /v1/tasks or the bus topic messages.TopicTasks (an
 // envelope, or the plain JSON task any Kafka client can publish); they leave as
 // events in the event log, as live events on messages.TopicEvents (and SSE), and as a
-// TaskResult on messages.TopicResults. Every ingress checks a task with Task.Validate
+// TaskResult on messages.TopicResults. The tasks handler works on many tasks at once (on
+// Kafka, kafka.NodeTasksInFlight per partition), but on one session's tasks and
+// cancellations one at a time, in the order the bus delivered them, a failed one
+// again before the next (ingest.go). Every ingress checks a task with Task.Validate
 // (DecodeTask for JSON bodies); Node.HTTPServer serves the API with read, write and
 // idle timeouts and a bound on connections (Config.HTTP). An embedded node (the default) runs on
 // Watermill's in-process GoChannel and a SQLite log in its data directory; Config.Bus

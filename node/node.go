@@ -278,6 +278,7 @@ type Node struct {
 	router      *message.Router
 	hub         *Hub
 	dedupe      *deduplicator
+	accepts     acceptances // Submit's waits on the embedded bus
 	// leased is the session actors' store when the node is sharded on a log that fences.
 	leased *leasedStore
 
@@ -415,7 +416,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	if cfg.Roles.Has(RoleSessions) {
-		n.router.AddConsumerHandler("tasks", messages.TopicTasks, n.tasksSub, n.handleTask)
+		// Many tasks at once, one session's in order (ingest.go).
+		tasks := &sessionOrder{sub: n.tasksSub, ackOnArrival: n.bus != nil}
+		n.router.AddConsumerHandler("tasks", messages.TopicTasks, tasks, n.handleTasksTopic)
 	}
 	if cfg.Bus != nil && cfg.Roles.Has(RoleTools) && cfg.Bus.Tools != nil {
 		n.router.AddConsumerHandler("tool-requests", messages.TopicToolRequests, cfg.Bus.Tools, n.handleEffect)
@@ -719,9 +722,10 @@ func checkReplyTopic(topic string) error {
 
 // Submit validates a task and publishes it on messages.TopicTasks. It returns the
 // session ID (a new one when the task names none). On the embedded bus it returns once
-// the session recorded the task (the in-process publish waits for the handler's ack);
-// on Kafka, once the broker acknowledged the record (acks=all): the task is durable
-// there, and the owning node records it when it consumes the partition.
+// the session recorded the task, waiting at most Config.SubmitTimeout, and returns the
+// error a session refused the task with; on Kafka, once the broker acknowledged the
+// record (acks=all): the task is durable there, and the owning node records it when
+// it consumes the partition.
 func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 	if err := t.Validate(); err != nil {
 		return "", err
@@ -741,10 +745,35 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 	msg.Metadata.Set(messages.MetaSessionID, env.SessionID)
 	msg.Metadata.Set(messages.MetaType, string(env.Type))
 	msg.SetContext(ctx)
+	var accepted <-chan error
+	if n.bus != nil {
+		// The embedded bus's tasks handler acks a task once it is queued in its
+		// session's order (sessionOrder), so Publish returns before the session has it.
+		ch, forget := n.accepts.expect(env.ID)
+		defer forget()
+		accepted = ch
+	}
 	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
 		return "", fmt.Errorf("node: publish task: %w", err)
 	}
-	return t.SessionID, nil
+	if accepted == nil {
+		return t.SessionID, nil
+	}
+	timeout := time.NewTimer(n.cfg.SubmitTimeout)
+	defer timeout.Stop()
+	select {
+	case err := <-accepted:
+		if err != nil {
+			return "", fmt.Errorf("node: %w", err)
+		}
+		return t.SessionID, nil
+	case <-ctx.Done():
+		return "", fmt.Errorf("node: task %s for session %s: waiting for the session to record it: %w", env.ID, t.SessionID, ctx.Err())
+	case <-timeout.C:
+		return "", fmt.Errorf("node: task %s for session %s: not recorded within %s (SubmitTimeout)", env.ID, t.SessionID, n.cfg.SubmitTimeout)
+	case <-n.stopping:
+		return "", fmt.Errorf("node: task %s for session %s: the node is closing", env.ID, t.SessionID)
+	}
 }
 
 // envelope turns a validated task into a task.submitted envelope with the given ID.

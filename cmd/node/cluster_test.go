@@ -306,6 +306,35 @@ func TestRunOnACluster(t *testing.T) {
 	}
 }
 
+// TestRunOnAClusterFollowsAnInstantTask: a task the cluster finishes at once (one
+// model call, no tool) is followed to its answer by `node run --kafka`, every time:
+// the run reads the events topic from where it ended before it submitted the task,
+// so none of the task's events can come before the run started reading.
+func TestRunOnAClusterFollowsAnInstantTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node process")
+	}
+	dir := t.TempDir()
+	env := newClusterEnv(t, dir)
+	script := filepath.Join(dir, "script.json")
+	if err := os.WriteFile(script, []byte(`{"name":"scripted","steps":[{"content":"at once"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	server := startClusterNode(t, env, "n1", "all", script, filepath.Join(dir, "records.txt"), filepath.Join(dir, "model.txt"))
+	waitOwned(t, server)
+	for i := range 5 {
+		var out, errb bytes.Buffer
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		args := []string{"run", "--kafka", env.brokers, "--group", env.group, "--topic-prefix", env.prefix,
+			"--data", filepath.Join(dir, fmt.Sprintf("run-%d", i)), "--model", "offline", "be quick"}
+		code := run(ctx, args, &out, &errb, options{})
+		cancel()
+		if code != 0 || !strings.Contains(out.String(), "answer: at once") {
+			t.Fatalf("run %d: exit %d\nstdout:\n%s\nstderr:\n%s", i, code, out.String(), errb.String())
+		}
+	}
+}
+
 // TestTopicsFile: --topics creates the topics with the file's layout (here 5
 // partitions for troupe.tasks), and a malformed file is a usage error.
 func TestTopicsFile(t *testing.T) {

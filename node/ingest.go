@@ -1,0 +1,322 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Ingest pipelining. The Router handles every message its subscriber delivers on a
+// goroutine of its own, so the tasks handler works on as many tasks as the bus hands
+// out at once: on Kafka, kafka.NodeTasksInFlight per partition of troupe.tasks
+// (kafka.SubscriberConfig.MaxInFlight), all partitions at once. A session's tasks and
+// cancellations must still reach it in the order the bus delivered them, so the
+// handler does not see the bus's subscriber directly but a sessionOrder in front of
+// it, which hands over one message per session at a time.
+
+// Limits of a sessionOrder.
+const (
+	// maxQueuedTasks bounds the messages a sessionOrder holds (handed over or
+	// waiting for their session's turn); at the bound it stops reading the bus, which
+	// then holds the rest back (Kafka, by MaxInFlight per partition first).
+	maxQueuedTasks = 4096
+	// taskResendPause is the pause before a message its handler failed on (after the
+	// Retry middleware's attempts) is handed over again, in its session's turn.
+	taskResendPause = 500 * time.Millisecond
+)
+
+// sessionOrder is a message.Subscriber in front of the tasks topic's subscriber. It
+// hands the messages over as the bus delivers them, at once for different sessions,
+// but one at a time per session, in delivery order: a session's next message only
+// once the previous one was acked. A nacked message is handed over again (after
+// taskResendPause) before anything later of its session, so a failure does not
+// reorder a session's tasks, and the bus does not see the Nack.
+//
+// The bus's message is acked when the handler acked the copy it got: on Kafka, the
+// task's offset is committed only after the session recorded it. ackOnArrival acks it
+// as soon as it is queued instead: on the embedded bus, whose Publish waits for the
+// ack (BlockPublishUntilSubscriberAck, which keeps one publisher's messages in order)
+// and would otherwise let one task through at a time; a message of the in-process
+// bus is lost in a crash either way, and Submit waits for the session's acceptance
+// itself (acceptances).
+//
+// A message whose context the bus cancels before its turn (a Kafka partition given
+// up in a rebalance) is dropped, as is one that was nacked after the bus gave it up:
+// the partition's next owner gets them again. The kafka Subscriber cancels a
+// partition's messages from the last back, so a session's later messages are
+// dropped too and none of them overtakes the one dropped.
+type sessionOrder struct {
+	sub          message.Subscriber
+	ackOnArrival bool
+}
+
+var _ message.Subscriber = (*sessionOrder)(nil)
+
+// Subscribe subscribes to topic on the bus and returns the messages in the order
+// described on sessionOrder. The channel closes when the bus's does, or ctx ends.
+func (o *sessionOrder) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	in, err := o.sub.Subscribe(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	q := &sessionQueues{
+		ackOnArrival: o.ackOnArrival,
+		ctx:          ctx,
+		queues:       map[string][]*queuedTask{},
+		settled:      make(chan taskSettlement),
+		done:         make(chan struct{}),
+	}
+	out := make(chan *message.Message)
+	go q.run(in, out)
+	return out, nil
+}
+
+// Close closes the bus's subscriber (the Router closes its handlers' subscribers).
+func (o *sessionOrder) Close() error { return o.sub.Close() }
+
+// orderKey is the session a tasks-topic message belongs to, as handleTask and
+// handleCancel find it: the payload's session_id (a task.submitted envelope's, a
+// plain task's, a cancel request's), else the session_id metadata (a record's key),
+// else none: a task that names no session gets one named after its message ID, so
+// it has no order to keep with any other message but its own redeliveries.
+func orderKey(msg *message.Message) string {
+	var probe struct {
+		SessionID string `json:"session_id"`
+	}
+	if json.Unmarshal(msg.Payload, &probe) == nil && probe.SessionID != "" {
+		return probe.SessionID
+	}
+	if sid := msg.Metadata.Get(messages.MetaSessionID); sid != "" {
+		return sid
+	}
+	return "\x00message:" + msg.UUID
+}
+
+// queuedTask is a bus message a sessionOrder holds.
+type queuedTask struct {
+	key    string
+	bus    *message.Message // as the bus delivered it
+	cur    *message.Message // the copy handed over last
+	cancel context.CancelFunc
+	due    time.Time // when a nacked message is handed over again
+}
+
+type taskSettlement struct {
+	t     *queuedTask
+	cur   *message.Message
+	acked bool
+}
+
+// sessionQueues is the state of one sessionOrder subscription, owned by run.
+type sessionQueues struct {
+	ackOnArrival bool
+	ctx          context.Context // the subscription's
+
+	queues  map[string][]*queuedTask // per session, delivery order; the first is handed over (or waits to be again)
+	held    int                      // messages in queues
+	ready   []*queuedTask            // their session's turn: to be handed over
+	resend  []*queuedTask            // nacked, waiting for their due time
+	settled chan taskSettlement
+	done    chan struct{} // closed when run returns
+}
+
+func (q *sessionQueues) run(in <-chan *message.Message, out chan<- *message.Message) {
+	defer close(out)
+	defer close(q.done)
+	defer func() {
+		// Not handed over: their contexts end here (those in a handler end with the
+		// subscription's).
+		for _, t := range append(q.ready, q.resend...) {
+			t.cancel()
+		}
+	}()
+	for {
+		var (
+			next      *message.Message
+			nextTo    chan<- *message.Message
+			read      <-chan *message.Message
+			resendAt  <-chan time.Time
+			stopTimer func() bool
+		)
+		if len(q.ready) > 0 {
+			next, nextTo = q.ready[0].cur, out
+		}
+		if q.held < maxQueuedTasks {
+			read = in
+		}
+		if len(q.resend) > 0 {
+			wait := time.Until(q.resend[0].due)
+			if wait <= 0 {
+				t := q.resend[0]
+				q.resend = q.resend[1:]
+				q.handOver(t)
+				continue
+			}
+			timer := time.NewTimer(wait)
+			resendAt, stopTimer = timer.C, timer.Stop
+		}
+		select {
+		case msg, ok := <-read:
+			if !ok {
+				return
+			}
+			q.arrive(msg)
+		case nextTo <- next:
+			q.watch(q.ready[0])
+			q.ready = q.ready[1:]
+		case s := <-q.settled:
+			q.settle(s)
+		case <-resendAt:
+		case <-q.ctx.Done():
+			return
+		}
+		if stopTimer != nil {
+			stopTimer()
+		}
+	}
+}
+
+// arrive queues a message in its session's queue, and hands it over if the session
+// has nothing else queued.
+func (q *sessionQueues) arrive(msg *message.Message) {
+	if q.ackOnArrival {
+		msg.Ack()
+	}
+	t := &queuedTask{key: orderKey(msg), bus: msg}
+	q.queues[t.key] = append(q.queues[t.key], t)
+	q.held++
+	if len(q.queues[t.key]) == 1 {
+		q.handOver(t)
+	}
+}
+
+// handOver makes a fresh copy of t's message ready for the handler, or drops t (and
+// hands over its session's next message) if the bus gave it up.
+func (q *sessionQueues) handOver(t *queuedTask) {
+	for t != nil {
+		if q.ackOnArrival || t.bus.Context().Err() == nil {
+			base := t.bus.Context()
+			if q.ackOnArrival {
+				base = context.WithoutCancel(base) // the bus ends it once acked
+			}
+			ctx, cancel := context.WithCancel(base)
+			stop := context.AfterFunc(q.ctx, cancel)
+			t.cur = t.bus.Copy()
+			t.cur.SetContext(ctx)
+			t.cancel = func() { stop(); cancel() }
+			q.ready = append(q.ready, t)
+			return
+		}
+		t = q.pop(t)
+	}
+}
+
+// pop removes t, the first of its session's queue, and returns the session's next
+// message, if any.
+func (q *sessionQueues) pop(t *queuedTask) *queuedTask {
+	ts := q.queues[t.key]
+	ts[0] = nil
+	ts = ts[1:]
+	q.held--
+	if len(ts) == 0 {
+		delete(q.queues, t.key)
+		return nil
+	}
+	q.queues[t.key] = ts
+	return ts[0]
+}
+
+// watch waits, in the background, for the handler's Ack or Nack of t's copy (the
+// Router settles every message it was handed). An Ack reaches the bus's message from
+// there, also after the subscription ended.
+func (q *sessionQueues) watch(t *queuedTask) {
+	cur := t.cur
+	go func() {
+		s := taskSettlement{t: t, cur: cur}
+		select {
+		case <-cur.Acked():
+			s.acked = true
+			if !q.ackOnArrival {
+				t.bus.Ack()
+			}
+		case <-cur.Nacked():
+		}
+		select {
+		case q.settled <- s:
+		case <-q.done:
+		}
+	}()
+}
+
+// settle takes an Ack or Nack in: an acked message leaves its queue and the session's
+// next one is handed over; a nacked one is handed over again after taskResendPause,
+// unless the bus gave it up.
+func (q *sessionQueues) settle(s taskSettlement) {
+	t := s.t
+	if t.cur != s.cur {
+		return
+	}
+	t.cancel()
+	if !s.acked && (q.ackOnArrival || t.bus.Context().Err() == nil) {
+		t.due = time.Now().Add(taskResendPause)
+		q.resend = append(q.resend, t) // one pause for all: due times come in order
+		return
+	}
+	if next := q.pop(t); next != nil {
+		q.handOver(next)
+	}
+}
+
+// handleTasksTopic handles a message of troupe.tasks (handleTask) and tells a Submit
+// waiting for it how it ended.
+func (n *Node) handleTasksTopic(msg *message.Message) error {
+	err := n.handleTask(msg)
+	if err == nil || errors.Is(err, errPermanent) {
+		n.accepts.settle(msg.UUID, err)
+	}
+	return err
+}
+
+// acceptances lets Submit wait until the session accepted its task, on the embedded
+// bus, where the tasks handler acks a message before the session got it
+// (sessionOrder.ackOnArrival). The tasks handler settles each task it handled, by
+// message ID: accepted, or refused for good.
+type acceptances struct {
+	mu      sync.Mutex
+	waiting map[string]chan error
+}
+
+// expect registers a wait for the task of message id; forget ends it.
+func (a *acceptances) expect(id string) (accepted <-chan error, forget func()) {
+	ch := make(chan error, 1)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.waiting == nil {
+		a.waiting = map[string]chan error{}
+	}
+	a.waiting[id] = ch
+	return ch, func() {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if a.waiting[id] == ch {
+			delete(a.waiting, id)
+		}
+	}
+}
+
+// settle tells the waiter of message id, if any, how its task ended: nil once the
+// session recorded it, else why it never will.
+func (a *acceptances) settle(id string, err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ch, ok := a.waiting[id]; ok {
+		delete(a.waiting, id)
+		ch <- err
+	}
+}
