@@ -361,20 +361,20 @@ func (n *Node) handleEffectCancel(msg *message.Message) error {
 }
 
 // publishCancel sends a cancellation to the session's owner over troupe.tasks.
-func (n *Node) publishCancel(ctx context.Context, sessionID, reason string) error {
-	status, ok, err := n.Status(ctx, sessionID)
+func (n *Node) publishCancel(ctx context.Context, c messages.CancelRequest) error {
+	status, ok, err := n.Status(ctx, c.SessionID)
 	if err != nil {
 		return err
 	}
 	if !ok || status.Status != messages.StatusRunning {
 		return actors.ErrNoRunningTask
 	}
-	b, err := messages.EncodeCommand(&messages.CancelRequest{SessionID: sessionID, Reason: reason})
+	b, err := messages.EncodeCommand(&c)
 	if err != nil {
 		return err
 	}
 	msg := message.NewMessage(n.cfg.IDs.NewID(), b)
-	msg.Metadata.Set(messages.MetaSessionID, sessionID)
+	msg.Metadata.Set(messages.MetaSessionID, c.SessionID)
 	msg.Metadata.Set(messages.MetaType, messages.TypeCancelRequested)
 	msg.SetContext(ctx)
 	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
@@ -385,22 +385,19 @@ func (n *Node) publishCancel(ctx context.Context, sessionID, reason string) erro
 
 // handleCancel runs a CancelRequest read from troupe.tasks on the session's owner.
 func (n *Node) handleCancel(msg *message.Message) error {
-	c, err := messages.DecodeCancelRequest(msg.Payload)
+	c, err := n.ingress.DecodeCancel(arrivalOf(msg))
 	if err != nil {
 		return fmt.Errorf("%w: cancel message %s: %w", errPermanent, msg.UUID, err)
 	}
 	if forwarded, err := n.forward(msg, c.SessionID); forwarded || err != nil {
 		return err
 	}
-	res, err := n.system.Root.RequestFuture(n.host, &actors.CancelTask{SessionID: c.SessionID, Reason: c.Reason}, n.cfg.SubmitTimeout).Result()
-	if err != nil {
+	err = n.cancelHere(c)
+	switch {
+	case errors.Is(err, actors.ErrNoRunningTask):
+		return nil // finished meanwhile: nothing to cancel
+	case err != nil:
 		return fmt.Errorf("cancel session %s: %w", c.SessionID, err) // retried
-	}
-	if err, ok := res.(error); ok {
-		if errors.Is(err, actors.ErrNoRunningTask) {
-			return nil // finished meanwhile: nothing to cancel
-		}
-		return fmt.Errorf("cancel session %s: %w", c.SessionID, err)
 	}
 	return nil
 }

@@ -11,8 +11,10 @@
 // TaskResult on messages.TopicResults. The tasks handler works on many tasks at once (on
 // Kafka, kafka.NodeTasksInFlight per partition), but on one session's tasks and
 // cancellations one at a time, in the order the bus delivered them, a failed one
-// again before the next (ingest.go). Every ingress checks a task with Task.Validate
-// (DecodeTask for JSON bodies); Node.HTTPServer serves the API with read, write and
+// again before the next (ingest.go). Every source (Submit and the CLI, HTTP, the
+// tasks topic; next MCP and A2A) is a thin adapter in front of the node's Ingress
+// (ingress.go), which decodes, checks and redacts tasks and cancellations in one
+// place; Node.HTTPServer serves the API with read, write and
 // idle timeouts and a bound on connections (Config.HTTP). An embedded node (the default) runs on
 // Watermill's in-process GoChannel and a SQLite log in its data directory; Config.Bus
 // puts it on Kafka (package kafka) and Config.Log on ClickHouse.

@@ -87,12 +87,7 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	t, err := DecodeTask(body)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
-		return
-	}
-	id, err := n.Submit(r.Context(), t)
+	id, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body})
 	switch {
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)
@@ -118,8 +113,8 @@ func checkJSONContentType(ct string) error {
 	return nil
 }
 
-// DecodeTask parses a task body strictly, for every ingress (HTTP and the tasks
-// topic): a single JSON object whose keys are Task's field names, spelled exactly
+// DecodeTask parses a task body strictly, for every ingress that reads JSON (HTTP,
+// the tasks topic's plain tasks; Ingress.Decode calls it): a single JSON object whose keys are Task's field names, spelled exactly
 // (encoding/json alone would take "INPUT" for "input") and each given once; values of
 // the right types; nothing after the object; no deadline_ms of 0 or null (leave it
 // out for no deadline). Every error wraps ErrBadTask and says what was wrong; the task

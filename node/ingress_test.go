@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -141,5 +142,44 @@ func TestBusTasksWithBadDeadlineOrReplyTopicArePoisoned(t *testing.T) {
 	infos, err := n.Log().Sessions(ctx, eventlog.Filter{})
 	if err != nil || len(infos) != 0 {
 		t.Fatalf("poisoned tasks wrote sessions: %v %v", infos, err)
+	}
+}
+
+// A task.submitted envelope a Kafka client publishes whole on the tasks topic passes
+// the session ID rule a plain task does: a session ID with a '/' or a space, or a
+// credential-shaped one, is poisoned with the reason, and no session is written.
+func TestBusEnvelopeSessionIDFollowsTheRule(t *testing.T) {
+	n := nodetest.Start(t, node.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	poisoned, err := n.Bus().Subscribe(ctx, node.TopicPoison)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sid := range []string{"a/b", "has space", "-leading-dash", strings.Repeat("x", 129), "sk-proj-abcdefghijklmnopqrstuvwxyz012345"} {
+		env, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "echo x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.ID, env.SessionID, env.TS, env.Actor = fmt.Sprintf("env-bad-%d", i), sid, 1, "ingress"
+		msg := message.NewMessage(env.ID, mustEnvelope(t, env))
+		go func() {
+			if err := n.Bus().Publish(messages.TopicTasks, msg); err != nil {
+				t.Error(err)
+			}
+		}()
+		select {
+		case p := <-poisoned:
+			p.Ack()
+			if reason := p.Metadata.Get(middleware.ReasonForPoisonedKey); p.UUID != env.ID || !strings.Contains(reason, "session_id") {
+				t.Errorf("session %q: poisoned %s with %q, want a reason naming session_id", sid, p.UUID, reason)
+			}
+		case <-ctx.Done():
+			t.Fatalf("session %q: the envelope never reached the poison topic", sid)
+		}
+	}
+	infos, err := n.Log().Sessions(ctx, eventlog.Filter{})
+	if err != nil || len(infos) != 0 {
+		t.Fatalf("envelopes with bad session IDs wrote sessions: %v %v", infos, err)
 	}
 }

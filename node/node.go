@@ -2,9 +2,6 @@ package node
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -283,6 +280,7 @@ type Node struct {
 	leased *leasedStore
 
 	redactor    *redact.Redactor
+	ingress     *Ingress
 	stopping    chan struct{}
 	metrics     *Metrics
 	ran         atomic.Bool
@@ -301,6 +299,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	cfg.setDefaults()
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics()}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
+	n.ingress = newIngress(n.redactor, cfg.Clock, cfg.IDs)
 	if n.log == nil {
 		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
 		if err != nil {
@@ -445,11 +444,14 @@ func (n *Node) fail(err error) error {
 // errPermanent marks a bus message that can never be handled: it goes to TopicPoison.
 var errPermanent = errors.New("permanent failure")
 
+// handleTask is the tasks topic's adapter: it hands a message to the ingress (a
+// CancelRequest to handleCancel), forwards it when it was read from a partition
+// other than its session's, and otherwise hands the task to its session.
 func (n *Node) handleTask(msg *message.Message) error {
 	if msg.Metadata.Get(messages.MetaType) == messages.TypeCancelRequested {
 		return n.handleCancel(msg)
 	}
-	env, err := n.taskEnvelope(msg)
+	env, err := n.ingress.Decode(arrivalOf(msg))
 	if err != nil {
 		return fmt.Errorf("%w: task message %s: %w", errPermanent, msg.UUID, err)
 	}
@@ -468,67 +470,6 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return fmt.Errorf("%w: task %s for session %s: %w", errPermanent, env.ID, env.SessionID, err)
 	}
 	return nil
-}
-
-// taskEnvelope reads a tasks-topic message: the envelope ingress publishes, or the
-// plain JSON task any Kafka client may publish (the body of POST /v1/tasks), which
-// becomes a task.submitted envelope whose ID is the message's ID — so a redelivered
-// message is recognised — and whose session is the task's session_id, else the
-// message's key, else derived from the message ID.
-func (n *Node) taskEnvelope(msg *message.Message) (messages.Envelope, error) {
-	var probe struct {
-		Type    *string          `json:"type"`
-		Payload *json.RawMessage `json:"payload"`
-	}
-	if json.Unmarshal(msg.Payload, &probe) == nil && probe.Type != nil && probe.Payload != nil {
-		env, err := messages.Unmarshal(msg.Payload)
-		if err != nil || env.Type != messages.TypeTaskSubmitted {
-			return env, err
-		}
-		// An envelope from any Kafka client passes the checks a plain task does (its
-		// deadline is absolute already, and its session ID is the envelope's).
-		p, err := env.Decode()
-		if err != nil {
-			return messages.Envelope{}, err
-		}
-		ts := p.(*messages.TaskSubmitted)
-		if err := (Task{Input: ts.Input, Agent: ts.Agent, MaxSteps: ts.MaxSteps, ReplyTopic: ts.ReplyTopic}).Validate(); err != nil {
-			return messages.Envelope{}, err
-		}
-		if err := n.checkSessionShape(env.SessionID); err != nil {
-			return messages.Envelope{}, err
-		}
-		return env, nil
-	}
-	t, err := DecodeTask(msg.Payload)
-	if err != nil {
-		return messages.Envelope{}, err
-	}
-	if t.SessionID == "" {
-		t.SessionID = msg.Metadata.Get(messages.MetaSessionID)
-	}
-	if t.SessionID == "" {
-		t.SessionID = n.messageSession(msg.UUID)
-	}
-	if !ValidSessionID(t.SessionID) {
-		return messages.Envelope{}, fmt.Errorf("%w: session %q: not a valid session ID", ErrBadTask, t.SessionID)
-	}
-	return n.envelope(t, msg.UUID)
-}
-
-// messageSession names the session of a task that names none and has no key after
-// its message's ID, so that a redelivery, or the copy a node forwards to the session's
-// partition, is the same session: "task." and the ID ("kafka:<topic>/<partition>/<offset>"
-// for a record without a Troupe UUID header) with '/' and ':' as '-'. Where that is not
-// a valid session ID (too long) or has the shape of a secret (it would be redacted in
-// the session's events, and its effect keys with it), the name is a hash of the ID.
-func (n *Node) messageSession(msgID string) string {
-	id := "task." + strings.NewReplacer("/", "-", ":", "-").Replace(msgID)
-	if sessionIDPattern.MatchString(id) && n.redactor.String(id) == id {
-		return id
-	}
-	sum := sha256.Sum256([]byte(msgID))
-	return "task." + hex.EncodeToString(sum[:16])
 }
 
 // Run serves until ctx is done: it resumes sessions left running by an earlier
@@ -727,16 +668,28 @@ func checkReplyTopic(topic string) error {
 // record (acks=all): the task is durable there, and the owning node records it when
 // it consumes the partition.
 func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
-	if err := t.Validate(); err != nil {
-		return "", err
-	}
-	if t.SessionID == "" {
-		t.SessionID = n.cfg.IDs.NewID()
-	}
-	env, err := n.envelope(t, n.cfg.IDs.NewID())
+	env, err := n.ingress.Admit(t)
 	if err != nil {
 		return "", err
 	}
+	return n.submit(ctx, env)
+}
+
+// SubmitFrom decodes and checks what a source read (Ingress.Decode) and submits the
+// task as Submit does. Every error for a task that breaks a rule wraps ErrBadTask;
+// others say why the task was not accepted.
+func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (string, error) {
+	env, err := n.ingress.Decode(a)
+	if err != nil {
+		return "", err
+	}
+	return n.submit(ctx, env)
+}
+
+// submit publishes an admitted task (Ingress) on messages.TopicTasks, as Submit
+// says: the one way a task from Go code, the CLI, HTTP (and next MCP and A2A)
+// reaches its session.
+func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error) {
 	b, err := messages.Marshal(env)
 	if err != nil {
 		return "", err
@@ -757,7 +710,7 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 		return "", fmt.Errorf("node: publish task: %w", err)
 	}
 	if accepted == nil {
-		return t.SessionID, nil
+		return env.SessionID, nil
 	}
 	timeout := time.NewTimer(n.cfg.SubmitTimeout)
 	defer timeout.Stop()
@@ -766,53 +719,33 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("node: %w", err)
 		}
-		return t.SessionID, nil
+		return env.SessionID, nil
 	case <-ctx.Done():
-		return "", fmt.Errorf("node: task %s for session %s: waiting for the session to record it: %w", env.ID, t.SessionID, ctx.Err())
+		return "", fmt.Errorf("node: task %s for session %s: waiting for the session to record it: %w", env.ID, env.SessionID, ctx.Err())
 	case <-timeout.C:
-		return "", fmt.Errorf("node: task %s for session %s: not recorded within %s (SubmitTimeout)", env.ID, t.SessionID, n.cfg.SubmitTimeout)
+		return "", fmt.Errorf("node: task %s for session %s: not recorded within %s (SubmitTimeout)", env.ID, env.SessionID, n.cfg.SubmitTimeout)
 	case <-n.stopping:
-		return "", fmt.Errorf("node: task %s for session %s: the node is closing", env.ID, t.SessionID)
+		return "", fmt.Errorf("node: task %s for session %s: the node is closing", env.ID, env.SessionID)
 	}
-}
-
-// envelope turns a validated task into a task.submitted envelope with the given ID.
-// Secrets in the input are redacted here: they never reach the bus, let alone the log.
-func (n *Node) envelope(t Task, id string) (messages.Envelope, error) {
-	if err := n.checkSessionShape(t.SessionID); err != nil {
-		return messages.Envelope{}, err
-	}
-	input := string(n.redactor.Bytes([]byte(t.Input)))
-	p := &messages.TaskSubmitted{Input: input, Agent: t.Agent, MaxSteps: t.MaxSteps, ReplyTopic: t.ReplyTopic}
-	now := n.cfg.Clock.Now()
-	if t.DeadlineMS > 0 {
-		p.DeadlineUS = now.Add(time.Duration(t.DeadlineMS) * time.Millisecond).UnixMicro()
-	}
-	env, err := messages.NewEnvelope(p)
-	if err != nil {
-		return env, err
-	}
-	env.ID, env.SessionID, env.TS, env.Actor = id, t.SessionID, now.UnixMicro(), "ingress"
-	return env, nil
-}
-
-// checkSessionShape refuses a session ID the redactor would change (one shaped like a
-// credential, or holding a secret's value): the session's effect keys carry its ID,
-// and a redacted key would never match its answer.
-func (n *Node) checkSessionShape(id string) error {
-	if n.redactor.String(id) != id {
-		return fmt.Errorf("%w: session_id %q has the shape of a credential or holds a secret, which would be redacted from its events; choose another", ErrBadTask, n.redactor.String(id))
-	}
-	return nil
 }
 
 // Cancel stops a session's running task. On a sharded node the cancellation goes to
 // the session's owner over the bus, and Cancel returns once it is published.
 func (n *Node) Cancel(ctx context.Context, sessionID, reason string) error {
-	if n.sharded() {
-		return n.publishCancel(ctx, sessionID, reason)
+	c, err := n.ingress.AdmitCancel(sessionID, reason)
+	if err != nil {
+		return err
 	}
-	res, err := n.system.Root.RequestFuture(n.host, &actors.CancelTask{SessionID: sessionID, Reason: reason}, n.cfg.SubmitTimeout).Result()
+	if n.sharded() {
+		return n.publishCancel(ctx, c)
+	}
+	return n.cancelHere(c)
+}
+
+// cancelHere cancels a session's running task on this node, for Cancel and for a
+// CancelRequest read from the tasks topic (handleCancel).
+func (n *Node) cancelHere(c messages.CancelRequest) error {
+	res, err := n.system.Root.RequestFuture(n.host, &actors.CancelTask{SessionID: c.SessionID, Reason: c.Reason}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
 		return err
 	}

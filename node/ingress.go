@@ -1,0 +1,232 @@
+package node
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
+)
+
+// Ingress in one place. Every source of tasks and cancellations is a thin adapter
+// that reads what its transport carries and hands it to the node's Ingress:
+//
+//   - Go code and the CLI (node run): Node.Submit, Node.Cancel, with a Task;
+//   - HTTP: POST /v1/tasks checks the content type and the body's size (http.go) and
+//     decodes the body as SourceHTTP; POST /v1/sessions/{id}/cancel calls Node.Cancel;
+//   - the tasks topic: handleTask decodes a message as SourceBus (an envelope, or a
+//     plain JSON task with the record's key and the message's ID), handleCancel a
+//     CancelRequest with DecodeCancel;
+//   - next, MCP's run_task and A2A: their arguments are a JSON task body, decoded as
+//     SourceHTTP is.
+//
+// The Ingress applies every rule (Task.Validate's bounds, the session ID rule, the
+// refusal of a credential-shaped session ID, the redaction of secrets from the input
+// and the reason) and builds what travels on: a task.submitted envelope, or a
+// messages.CancelRequest. Node.submit and Node.cancel are then the one way each
+// reaches its session.
+
+// Source is where a task or a cancellation entered the node.
+type Source string
+
+// The sources.
+const (
+	// SourceAPI is Go code calling Node.Submit or Node.Cancel (node run among them).
+	SourceAPI Source = "api"
+	// SourceHTTP is the node's HTTP API: a strict JSON task body (DecodeTask).
+	SourceHTTP Source = "http"
+	// SourceBus is a message of messages.TopicTasks: a task.submitted envelope, or the
+	// plain JSON task any Kafka client can publish.
+	SourceBus Source = "bus"
+)
+
+// Arrival is what an ingress adapter read.
+type Arrival struct {
+	Source  Source
+	Payload []byte
+	// MessageID is the bus message's ID (SourceBus). The task.submitted envelope
+	// keeps it, so that a redelivered message is recognised.
+	MessageID string
+	// Key is the bus message's session key (its messages.MetaSessionID metadata), the
+	// session of a plain task that names none.
+	Key string
+}
+
+// arrivalOf is the Arrival of a message of the tasks topic.
+func arrivalOf(msg *message.Message) Arrival {
+	return Arrival{Source: SourceBus, Payload: msg.Payload, MessageID: msg.UUID, Key: msg.Metadata.Get(messages.MetaSessionID)}
+}
+
+// Ingress holds the rules every task and cancellation passes, whatever its source,
+// and turns what passes into what travels to the session. Every error it returns
+// for a task or a cancellation that breaks a rule wraps ErrBadTask.
+type Ingress struct {
+	redactor *redact.Redactor
+	clock    actors.Clock
+	ids      actors.IDs
+}
+
+func newIngress(redactor *redact.Redactor, clock actors.Clock, ids actors.IDs) *Ingress {
+	return &Ingress{redactor: redactor, clock: clock, ids: ids}
+}
+
+// Ingress returns the node's ingress, for adapters of other sources (MCP, A2A).
+func (n *Node) Ingress() *Ingress { return n.ingress }
+
+// Decode reads a task from what a source carries and returns the task.submitted
+// envelope for its session. SourceBus takes a task.submitted envelope as it is (after
+// the same checks; its deadline is absolute already) or a plain JSON task, whose
+// session is its session_id, else the Arrival's key, else one named after the
+// message ID; every other source takes a strict JSON task body (DecodeTask).
+func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
+	if a.Source == SourceBus && isEnvelope(a.Payload) {
+		return in.admitEnvelope(a.Payload)
+	}
+	t, err := DecodeTask(a.Payload)
+	if err != nil {
+		return messages.Envelope{}, err
+	}
+	return in.admit(t, a)
+}
+
+// Admit checks a task given as a value (Go code, the CLI) and returns its
+// task.submitted envelope, with a new message ID, and a new session when it names none.
+func (in *Ingress) Admit(t Task) (messages.Envelope, error) {
+	return in.admit(t, Arrival{Source: SourceAPI})
+}
+
+// isEnvelope tells a task.submitted envelope (it has a type and a payload) from a
+// plain JSON task.
+func isEnvelope(payload []byte) bool {
+	var probe struct {
+		Type    *string          `json:"type"`
+		Payload *json.RawMessage `json:"payload"`
+	}
+	return json.Unmarshal(payload, &probe) == nil && probe.Type != nil && probe.Payload != nil
+}
+
+// admit applies every rule to a task and builds its envelope: the one place a task
+// from any source is checked. Secrets in the input are redacted here: they never
+// reach the bus, let alone the log.
+func (in *Ingress) admit(t Task, a Arrival) (messages.Envelope, error) {
+	if err := t.Validate(); err != nil {
+		return messages.Envelope{}, err
+	}
+	if t.SessionID == "" {
+		switch {
+		case a.Source != SourceBus:
+			t.SessionID = in.ids.NewID()
+		case a.Key != "":
+			if !ValidSessionID(a.Key) {
+				return messages.Envelope{}, fmt.Errorf("%w: session %q: not a valid session ID", ErrBadTask, a.Key)
+			}
+			t.SessionID = a.Key
+		default:
+			t.SessionID = in.messageSession(a.MessageID)
+		}
+	}
+	if err := in.checkSessionShape(t.SessionID); err != nil {
+		return messages.Envelope{}, err
+	}
+	id := a.MessageID
+	if id == "" {
+		id = in.ids.NewID()
+	}
+	p := &messages.TaskSubmitted{Input: in.redactor.String(t.Input), Agent: t.Agent, MaxSteps: t.MaxSteps, ReplyTopic: t.ReplyTopic}
+	now := in.clock.Now()
+	if t.DeadlineMS > 0 {
+		p.DeadlineUS = now.Add(time.Duration(t.DeadlineMS) * time.Millisecond).UnixMicro()
+	}
+	env, err := messages.NewEnvelope(p)
+	if err != nil {
+		return env, err
+	}
+	env.ID, env.SessionID, env.TS, env.Actor = id, t.SessionID, now.UnixMicro(), "ingress"
+	return env, nil
+}
+
+// admitEnvelope checks a task.submitted envelope a client published whole by the
+// rules a plain task passes (its deadline is absolute already, and its session ID is
+// the envelope's), and redacts its input.
+func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, error) {
+	env, err := messages.Unmarshal(payload)
+	if err != nil {
+		return env, err
+	}
+	if env.Type != messages.TypeTaskSubmitted {
+		return messages.Envelope{}, fmt.Errorf("%w: a %s envelope on %s; a task is a %s envelope or a plain JSON task",
+			ErrBadTask, env.Type, messages.TopicTasks, messages.TypeTaskSubmitted)
+	}
+	p, err := env.Decode()
+	if err != nil {
+		return messages.Envelope{}, err
+	}
+	ts := p.(*messages.TaskSubmitted)
+	t := Task{Input: ts.Input, SessionID: env.SessionID, Agent: ts.Agent, MaxSteps: ts.MaxSteps, ReplyTopic: ts.ReplyTopic}
+	if err := t.Validate(); err != nil {
+		return messages.Envelope{}, err
+	}
+	if err := in.checkSessionShape(env.SessionID); err != nil {
+		return messages.Envelope{}, err
+	}
+	if redacted := in.redactor.String(ts.Input); redacted != ts.Input {
+		ts.Input = redacted
+		b, err := json.Marshal(ts)
+		if err != nil {
+			return messages.Envelope{}, fmt.Errorf("messages: encode %s: %w", env.Type, err)
+		}
+		env.Payload = b
+	}
+	return env, nil
+}
+
+// checkSessionShape refuses a session ID the redactor would change (one shaped like a
+// credential, or holding a secret's value): the session's effect keys carry its ID,
+// and a redacted key would never match its answer.
+func (in *Ingress) checkSessionShape(id string) error {
+	if red := in.redactor.String(id); red != id {
+		return fmt.Errorf("%w: session_id %q has the shape of a credential or holds a secret, which would be redacted from its events; choose another", ErrBadTask, red)
+	}
+	return nil
+}
+
+// messageSession names the session of a task that names none and has no key after
+// its message's ID, so that a redelivery, or the copy a node forwards to the session's
+// partition, is the same session: "task." and the ID ("kafka:<topic>/<partition>/<offset>"
+// for a record without a Troupe UUID header) with '/' and ':' as '-'. Where that is not
+// a valid session ID (too long) or has the shape of a secret (it would be redacted in
+// the session's events, and its effect keys with it), the name is a hash of the ID.
+func (in *Ingress) messageSession(msgID string) string {
+	id := "task." + strings.NewReplacer("/", "-", ":", "-").Replace(msgID)
+	if sessionIDPattern.MatchString(id) && in.redactor.String(id) == id {
+		return id
+	}
+	sum := sha256.Sum256([]byte(msgID))
+	return "task." + hex.EncodeToString(sum[:16])
+}
+
+// AdmitCancel checks a cancellation (its session ID follows SessionIDRule; its reason
+// has secrets redacted: it is published to the session's owner, and recorded) and
+// returns it as it travels.
+func (in *Ingress) AdmitCancel(sessionID, reason string) (messages.CancelRequest, error) {
+	if !ValidSessionID(sessionID) {
+		return messages.CancelRequest{}, fmt.Errorf("%w: cancel: session_id %q: must be %s", ErrBadTask, sessionID, SessionIDRule)
+	}
+	return messages.CancelRequest{SessionID: sessionID, Reason: in.redactor.String(reason)}, nil
+}
+
+// DecodeCancel reads a CancelRequest from the tasks topic.
+func (in *Ingress) DecodeCancel(a Arrival) (messages.CancelRequest, error) {
+	c, err := messages.DecodeCancelRequest(a.Payload)
+	if err != nil {
+		return c, err
+	}
+	return in.AdmitCancel(c.SessionID, c.Reason)
+}
