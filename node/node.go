@@ -16,17 +16,13 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
-	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
-	"github.com/troupe-run/troupe/llm/react"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
@@ -300,139 +296,26 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics()}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	n.ingress = newIngress(n.redactor, cfg.Clock, cfg.IDs)
-	if n.log == nil {
-		l, err := sqlite.Open(ctx, sqlite.Config{Dir: cfg.DataDir})
-		if err != nil {
-			return nil, err
-		}
-		n.log, n.ownLog = l, true
+	if err := n.openLog(ctx); err != nil {
+		return nil, err
 	}
 	wlog := watermill.NewSlogLogger(cfg.Logger)
-	if cfg.Bus != nil {
-		n.pub, n.tasksSub, n.liveSub = cfg.Bus.Publisher, cfg.Bus.Tasks, cfg.Bus.Live
-	} else {
-		n.bus = NewEmbeddedBus(wlog)
-		n.pub, n.tasksSub, n.liveSub = n.bus, n.bus, n.bus
-	}
-	actorLogger := slog.New(deadLetters{cfg.Logger.Handler()})
-	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
-
+	n.openBus(wlog)
+	n.newActorSystem()
 	reg, err := tools.NewRegistry(cfg.Tools...)
 	if err != nil {
 		return nil, n.fail(fmt.Errorf("node: %w", err))
 	}
-	agent := cfg.agent(reg)
-	gwCfg := cfg.Gateway
-	gwCfg.Chain = nil
-	for _, m := range append([]llm.Model{cfg.Model}, cfg.Fallbacks...) {
-		if !llm.CapabilitiesOf(m).NativeTools {
-			m = react.Wrap(m, react.Options{})
-		}
-		gwCfg.Chain = append(gwCfg.Chain, m)
-	}
-	if gwCfg.Logger == nil {
-		gwCfg.Logger = cfg.Logger
-	}
-	if gwCfg.Tokenizer == nil {
-		gwCfg.Tokenizer = &gateway.LazyTiktoken{}
-	}
-	gw, err := gateway.New(gwCfg)
+	effects, err := n.newEffects(reg)
 	if err != nil {
 		return nil, n.fail(err)
 	}
-	// The node's own sessions and the requests it serves for other nodes share its
-	// effects, so a key is performed once on the node; a node without the tools or
-	// models role asks the nodes that have it, over the bus.
-	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg,
-		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger})
-	var sessionEffects actors.Effects = n.local
-	if cfg.Roles.Has(RoleSessions) && (!cfg.Roles.Has(RoleTools) || !cfg.Roles.Has(RoleModels)) {
-		n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger})
-		byKind := actors.EffectsByKind{Model: n.local, Tools: n.local}
-		if !cfg.Roles.Has(RoleModels) {
-			byKind.Model = n.remote
-		}
-		if !cfg.Roles.Has(RoleTools) {
-			byKind.Tools = n.remote
-		}
-		sessionEffects = byKind
-	}
-	n.outbox = newOutbox(n.pub, 8192, cfg.Logger, n.metrics.pubFailed.Inc)
-	var store actors.EventStore = n.log
-	if f, ok := n.log.(eventlog.Fencing); ok && n.sharded() {
-		n.leased = &leasedStore{Log: n.log, n: n, fencing: f}
-		store = n.leased
-	} else if n.sharded() {
-		cfg.Logger.Warn("the event log does not fence stale partition owners: a node that hangs past the group's session timeout may write beside its partitions' next owner",
-			"log", fmt.Sprintf("%T", n.log))
-	}
-	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
-		Store: store, Publisher: n.outbox, Effects: sessionEffects, Clock: cfg.Clock,
-		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
-		Redactor: n.redactor, Stopping: n.stopping,
-		Agent: agent,
-	}), "sessions")
-	if err != nil {
-		return nil, n.fail(fmt.Errorf("node: spawn session host: %w", err))
-	}
-	n.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "sessions",
-		Name: "live", Help: "Session actors alive on this node (an idle one passivates after IdleTimeout; NaN when the host does not answer)."},
-		n.liveSessions),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "bus",
-			Name: "dedupe_ids", Help: "Handled bus message IDs remembered to skip redeliveries (bounded; forgotten after 10 minutes)."},
-			func() float64 { return float64(n.dedupe.size()) }))
-
-	n.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, wlog)
-	if err != nil {
+	if err := n.newSessionHost(cfg.agent(reg), effects); err != nil {
 		return nil, n.fail(err)
 	}
-	// Middleware, outermost first: observe, poison (permanent failures, with the
-	// reason in the message's metadata), retry (transient failures, with backoff),
-	// deduplicate by message ID, and recover panics into errors.
-	poison, err := middleware.PoisonQueueWithFilter(n.pub, TopicPoison, n.metrics.isPermanent("tasks", cfg.Logger))
-	if err != nil {
+	if err := n.newRouter(wlog); err != nil {
 		return nil, n.fail(err)
 	}
-	n.router.AddMiddleware(
-		n.metrics.observe,
-		poison,
-		middleware.Retry{MaxRetries: 5, InitialInterval: 50 * time.Millisecond, MaxInterval: 2 * time.Second, Multiplier: 2,
-			ShouldRetry: func(params middleware.RetryParams) bool {
-				retry := !errors.Is(params.Err, errPermanent) && !errors.Is(params.Err, errStopping)
-				if retry {
-					n.metrics.retries.WithLabelValues("tasks").Inc()
-				}
-				return retry
-			},
-			Logger: wlog}.Middleware,
-		n.dedupe.middleware,
-		n.metrics.recoverPanics,
-	)
-	if n.sharded() {
-		// A sharded node owns no session until Kafka assigns it partitions.
-		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: func(string) bool { return false }}, cfg.SubmitTimeout).Result(); err != nil {
-			return nil, n.fail(err)
-		}
-	}
-	if cfg.Roles.Has(RoleSessions) {
-		// Many tasks at once, one session's in order (ingest.go).
-		tasks := &sessionOrder{sub: n.tasksSub, ackOnArrival: n.bus != nil}
-		n.router.AddConsumerHandler("tasks", messages.TopicTasks, tasks, n.handleTasksTopic)
-	}
-	if cfg.Bus != nil && cfg.Roles.Has(RoleTools) && cfg.Bus.Tools != nil {
-		n.router.AddConsumerHandler("tool-requests", messages.TopicToolRequests, cfg.Bus.Tools, n.handleEffect)
-	}
-	if cfg.Bus != nil && cfg.Roles.Has(RoleModels) && cfg.Bus.Models != nil {
-		n.router.AddConsumerHandler("model-requests", messages.TopicModelRequests, cfg.Bus.Models, n.handleEffect)
-	}
-	if cfg.Bus != nil && (cfg.Roles.Has(RoleTools) && cfg.Bus.Tools != nil || cfg.Roles.Has(RoleModels) && cfg.Bus.Models != nil) {
-		n.router.AddConsumerHandler("effect-cancels", messages.TopicEffectCancels, n.liveSub, n.handleEffectCancel)
-	}
-	if n.remote != nil {
-		n.router.AddConsumerHandler("replies", messages.TopicReplies, n.liveSub, n.handleReply)
-	}
-	n.hub = newHub()
-	n.router.AddConsumerHandler("events-hub", messages.TopicEvents, n.liveSub, n.hub.handle)
 	return n, nil
 }
 

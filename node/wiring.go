@@ -1,0 +1,238 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/gateway"
+	"github.com/troupe-run/troupe/llm/react"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// How New builds a node: openLog → openBus → newActorSystem → newEffects →
+// newSessionHost → newRouter, which attaches the handlers roleHandlers names for the
+// node's roles. Each step leaves what it built in the Node, for Close to undo.
+
+// wiring is what decides which handlers a node attaches: its roles, and the
+// subscribers its bus has.
+type wiring struct {
+	roles Role
+	bus   *Bus
+}
+
+// runsSessions: the node consumes troupe.tasks and runs session actors.
+func (w wiring) runsSessions() bool { return w.roles.Has(RoleSessions) }
+
+// servesTools and servesModels: the node serves other nodes' effect requests of
+// the kind, on a shared bus that consumes their topic.
+func (w wiring) servesTools() bool {
+	return w.bus != nil && w.roles.Has(RoleTools) && w.bus.Tools != nil
+}
+func (w wiring) servesModels() bool {
+	return w.bus != nil && w.roles.Has(RoleModels) && w.bus.Models != nil
+}
+
+// servesEffects: the node serves effect requests of some kind, so it also reads
+// their cancellations.
+func (w wiring) servesEffects() bool { return w.servesTools() || w.servesModels() }
+
+// asksRemote: the node runs sessions but lacks the tools or the models role, so it
+// asks nodes that have it over the bus, and reads their replies.
+func (w wiring) asksRemote() bool {
+	return w.runsSessions() && (!w.roles.Has(RoleTools) || !w.roles.Has(RoleModels))
+}
+
+func always(wiring) bool { return true }
+
+// roleHandler is a handler of a node's router: its name, the topic it consumes,
+// when a node attaches it, the subscriber it reads and how it handles a message.
+type roleHandler struct {
+	name, topic string
+	when        func(wiring) bool
+	sub         func(*Node) message.Subscriber
+	handle      func(*Node, *message.Message) error
+}
+
+// roleHandlers says which handlers a node attaches, by its roles (wiring): the one
+// table of them.
+var roleHandlers = []roleHandler{
+	// Many tasks at once, one session's in order (ingest.go).
+	{"tasks", messages.TopicTasks, wiring.runsSessions,
+		func(n *Node) message.Subscriber { return &sessionOrder{sub: n.tasksSub, ackOnArrival: n.bus != nil} },
+		(*Node).handleTasksTopic},
+	{"tool-requests", messages.TopicToolRequests, wiring.servesTools,
+		func(n *Node) message.Subscriber { return n.cfg.Bus.Tools }, (*Node).handleEffect},
+	{"model-requests", messages.TopicModelRequests, wiring.servesModels,
+		func(n *Node) message.Subscriber { return n.cfg.Bus.Models }, (*Node).handleEffect},
+	{"effect-cancels", messages.TopicEffectCancels, wiring.servesEffects, (*Node).live, (*Node).handleEffectCancel},
+	{"replies", messages.TopicReplies, wiring.asksRemote, (*Node).live, (*Node).handleReply},
+	{"events-hub", messages.TopicEvents, always, (*Node).live, func(n *Node, msg *message.Message) error { return n.hub.handle(msg) }},
+}
+
+// live is the subscriber of the node's live topics (Bus.Live).
+func (n *Node) live() message.Subscriber { return n.liveSub }
+
+func (n *Node) wiring() wiring { return wiring{roles: n.cfg.Roles, bus: n.cfg.Bus} }
+
+// openLog opens the embedded SQLite log in DataDir unless Config.Log gives one.
+func (n *Node) openLog(ctx context.Context) error {
+	if n.log != nil {
+		return nil
+	}
+	l, err := sqlite.Open(ctx, sqlite.Config{Dir: n.cfg.DataDir})
+	if err != nil {
+		return err
+	}
+	n.log, n.ownLog = l, true
+	return nil
+}
+
+// openBus takes Config.Bus, or makes the embedded bus.
+func (n *Node) openBus(wlog watermill.LoggerAdapter) {
+	if b := n.cfg.Bus; b != nil {
+		n.pub, n.tasksSub, n.liveSub = b.Publisher, b.Tasks, b.Live
+		return
+	}
+	n.bus = NewEmbeddedBus(wlog)
+	n.pub, n.tasksSub, n.liveSub = n.bus, n.bus, n.bus
+}
+
+func (n *Node) newActorSystem() {
+	actorLogger := slog.New(deadLetters{n.cfg.Logger.Handler()})
+	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
+}
+
+// newEffects builds the gateway in front of the configured models and the effects
+// the node's sessions use. The node's own sessions and the requests it serves for
+// other nodes share its LocalEffects, so a key is performed once on the node; a node
+// without the tools or models role asks the nodes that have it, over the bus.
+func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
+	cfg := n.cfg
+	gwCfg := cfg.Gateway
+	gwCfg.Chain = nil
+	for _, m := range append([]llm.Model{cfg.Model}, cfg.Fallbacks...) {
+		if !llm.CapabilitiesOf(m).NativeTools {
+			m = react.Wrap(m, react.Options{})
+		}
+		gwCfg.Chain = append(gwCfg.Chain, m)
+	}
+	if gwCfg.Logger == nil {
+		gwCfg.Logger = cfg.Logger
+	}
+	if gwCfg.Tokenizer == nil {
+		gwCfg.Tokenizer = &gateway.LazyTiktoken{}
+	}
+	gw, err := gateway.New(gwCfg)
+	if err != nil {
+		return nil, err
+	}
+	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg,
+		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger})
+	if !n.wiring().asksRemote() {
+		return n.local, nil
+	}
+	n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger})
+	byKind := actors.EffectsByKind{Model: n.local, Tools: n.local}
+	if !cfg.Roles.Has(RoleModels) {
+		byKind.Model = n.remote
+	}
+	if !cfg.Roles.Has(RoleTools) {
+		byKind.Tools = n.remote
+	}
+	return byKind, nil
+}
+
+// newSessionHost spawns the session host, whose session actors append to the log
+// (under the partitions' lease, on a sharded node whose log fences) and publish
+// through the outbox.
+func (n *Node) newSessionHost(agent actors.Agent, effects actors.Effects) error {
+	cfg := n.cfg
+	n.outbox = newOutbox(n.pub, 8192, cfg.Logger, n.metrics.pubFailed.Inc)
+	var store actors.EventStore = n.log
+	if f, ok := n.log.(eventlog.Fencing); ok && n.sharded() {
+		n.leased = &leasedStore{Log: n.log, n: n, fencing: f}
+		store = n.leased
+	} else if n.sharded() {
+		cfg.Logger.Warn("the event log does not fence stale partition owners: a node that hangs past the group's session timeout may write beside its partitions' next owner",
+			"log", fmt.Sprintf("%T", n.log))
+	}
+	var err error
+	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
+		Store: store, Publisher: n.outbox, Effects: effects, Clock: cfg.Clock,
+		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
+		Redactor: n.redactor, Stopping: n.stopping,
+		Agent: agent,
+	}), "sessions")
+	if err != nil {
+		return fmt.Errorf("node: spawn session host: %w", err)
+	}
+	if n.sharded() {
+		// A sharded node owns no session until Kafka assigns it partitions.
+		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: func(string) bool { return false }}, cfg.SubmitTimeout).Result(); err != nil {
+			return err
+		}
+	}
+	n.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "sessions",
+		Name: "live", Help: "Session actors alive on this node (an idle one passivates after IdleTimeout; NaN when the host does not answer)."},
+		n.liveSessions),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "bus",
+			Name: "dedupe_ids", Help: "Handled bus message IDs remembered to skip redeliveries (bounded; forgotten after 10 minutes)."},
+			func() float64 { return float64(n.dedupe.size()) }))
+	return nil
+}
+
+// newRouter builds the bus router with its middleware and attaches the handlers
+// roleHandlers names for the node's roles.
+func (n *Node) newRouter(wlog watermill.LoggerAdapter) error {
+	var err error
+	n.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, wlog)
+	if err != nil {
+		return err
+	}
+	// Middleware, outermost first: observe, poison (permanent failures, with the
+	// reason in the message's metadata), retry (transient failures, with backoff),
+	// deduplicate by message ID, and recover panics into errors.
+	poison, err := middleware.PoisonQueueWithFilter(n.pub, TopicPoison, n.metrics.isPermanent("tasks", n.cfg.Logger))
+	if err != nil {
+		return err
+	}
+	n.router.AddMiddleware(
+		n.metrics.observe,
+		poison,
+		middleware.Retry{MaxRetries: 5, InitialInterval: 50 * time.Millisecond, MaxInterval: 2 * time.Second, Multiplier: 2,
+			ShouldRetry: func(params middleware.RetryParams) bool {
+				retry := !errors.Is(params.Err, errPermanent) && !errors.Is(params.Err, errStopping)
+				if retry {
+					n.metrics.retries.WithLabelValues("tasks").Inc()
+				}
+				return retry
+			},
+			Logger: wlog}.Middleware,
+		n.dedupe.middleware,
+		n.metrics.recoverPanics,
+	)
+	n.hub = newHub()
+	w := n.wiring()
+	for _, h := range roleHandlers {
+		if !h.when(w) {
+			continue
+		}
+		handle := h.handle
+		n.router.AddConsumerHandler(h.name, h.topic, h.sub(n), func(msg *message.Message) error { return handle(n, msg) })
+	}
+	return nil
+}
