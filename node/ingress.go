@@ -30,9 +30,8 @@ import (
 // The Ingress applies every rule (Task.Validate's bounds, the session ID rule, the
 // refusal of a credential-shaped session ID, the redaction of secrets from the input
 // and the reason) and builds what travels on: a task.submitted envelope, or a
-// messages.CancelRequest. Node.submit and Node.cancelHere (or publishCancel, to a
-// sharded session's owner) are then the one way each
-// reaches its session.
+// messages.CancelRequest. Node.submit, and Node.cancelHere (or publishCancel, to a
+// sharded session's owner), are then the one way each reaches its session.
 
 // Source is where a task or a cancellation entered the node.
 type Source string
