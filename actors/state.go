@@ -16,9 +16,13 @@ type Agent struct {
 	SystemPrompt string
 	// Model is the model's name as recorded on ModelRequested events.
 	Model string
-	// Tools offered to the model, in the order given (keep it stable: it is part of
-	// the prompt prefix).
+	// Tools the agent may call, in the order given (keep it stable: it is part of
+	// the prompt prefix). Without Disclosure, every request offers them all.
 	Tools []messages.ToolSpec
+	// Disclosure, when set, picks the tools each request offers (progressive
+	// disclosure: the rest are loaded on the model's demand). A call to any of Tools
+	// is still performed; a call to a tool outside Tools is answered as unknown.
+	Disclosure ToolDisclosure
 	// MaxSteps bounds the model calls of one task (default 10).
 	MaxSteps int
 }
@@ -43,11 +47,47 @@ func (a Agent) hasTool(name string) bool {
 }
 
 func (a Agent) toolNames() []string {
-	n := make([]string, len(a.Tools))
-	for i, s := range a.Tools {
+	return specNames(a.Tools)
+}
+
+func specNames(specs []messages.ToolSpec) []string {
+	n := make([]string, len(specs))
+	for i, s := range specs {
 		n[i] = s.Name
 	}
 	return n
+}
+
+// offer returns the tools a request offers, given the session's recorded loads.
+func (a Agent) offer(loads []ToolLoad) []messages.ToolSpec {
+	if a.Disclosure == nil {
+		return a.Tools
+	}
+	return a.Disclosure.Offer(loads)
+}
+
+// Tools whose recorded results load more tools into a session's requests
+// (ToolDisclosure).
+const (
+	ToolLoadTools   = "load_tools"
+	ToolSearchTools = "search_tools"
+)
+
+// ToolDisclosure picks the tools each model request of a session offers. What a
+// session has loaded is part of its folded state: the results of its successful
+// load_tools and search_tools calls, recorded as ToolCallCompleted events like any
+// tool's, so a session refolded after a restart or in replay offers the same tools.
+type ToolDisclosure interface {
+	// Offer returns the specs a request offers, sorted by name, given the session's
+	// loads in the order they were recorded. It must be a pure function of loads:
+	// the same loads give the same bytes.
+	Offer(loads []ToolLoad) []messages.ToolSpec
+}
+
+// ToolLoad is the recorded result of a load_tools or search_tools call.
+type ToolLoad struct {
+	Tool   string
+	Result string
 }
 
 // phase is where a task stands in the function-calling loop.
@@ -100,6 +140,9 @@ type SessionState struct {
 	tasks   []*taskState
 	active  *taskState
 	seen    map[string]struct{}
+	// loads are the results of the session's successful load_tools and search_tools
+	// calls, in order: what its requests offer (Agent.Disclosure) is folded from them.
+	loads []ToolLoad
 }
 
 // NewSessionState returns the state of a session with no events.
@@ -198,6 +241,9 @@ func (s *SessionState) Apply(e messages.Envelope) error {
 		for _, c := range t.calls {
 			if c.req.Key == p.Key && !c.done {
 				c.done, c.result = true, *p
+				if p.Error == "" && (p.Tool == ToolLoadTools || p.Tool == ToolSearchTools) {
+					s.loads = append(s.loads, ToolLoad{Tool: p.Tool, Result: p.Result})
+				}
 			}
 			all = all && c.done
 		}
@@ -291,7 +337,7 @@ func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
 		req.Step = t.Steps + 1
 		return d(&messages.ModelRequested{
 			Key: effectKey(s.SessionID, nextSeq), Model: a.Model, Step: t.Steps + 1,
-			Messages: len(req.Messages), PromptHash: llm.PromptHash(req), Tools: a.toolNames(),
+			Messages: len(req.Messages), PromptHash: llm.PromptHash(req), Tools: specNames(req.Tools),
 		}, t.ID)
 	case phaseGotReply:
 		r := t.reply
@@ -313,7 +359,7 @@ func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
 		for _, c := range t.calls {
 			if !c.done && !a.hasTool(c.req.Tool) {
 				return d(&messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool,
-					Error: fmt.Sprintf("unknown tool %q; available tools: %s", c.req.Tool, strings.Join(a.toolNames(), ", "))}, c.eventID)
+					Error: fmt.Sprintf("unknown tool %q; available tools: %s", c.req.Tool, strings.Join(specNames(a.offer(s.loads)), ", "))}, c.eventID)
 			}
 		}
 	}
@@ -333,7 +379,7 @@ func (s *SessionState) Request(a Agent) llm.Request {
 		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleSystem, Content: a.SystemPrompt})
 	}
 	msgs = append(msgs, s.history...)
-	req := llm.Request{Messages: msgs, Tools: a.Tools}
+	req := llm.Request{Messages: msgs, Tools: a.offer(s.loads)}
 	if s.active != nil {
 		req.Step = s.active.Steps
 		if s.active.phase == phaseAwaitModel {

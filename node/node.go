@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -26,6 +27,8 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/disclosure"
+	"github.com/troupe-run/troupe/tools/skills"
 )
 
 // TopicPoison receives bus messages that could not be handled, with the reason in
@@ -55,6 +58,13 @@ type Config struct {
 	Tools []tools.Tool
 	// SystemPrompt opens every conversation (default DefaultSystemPrompt).
 	SystemPrompt string
+	// Skills are offered to the agent (package skills): their names and descriptions
+	// in the system prompt, their tools beside Tools. Nil: none.
+	Skills *skills.Set
+	// Disclosure is how the agent's tools reach the model (package disclosure): all
+	// their schemas in every request (disclosure.All, the default), a catalog of
+	// groups loaded on demand, or a search.
+	Disclosure disclosure.Strategy
 	// MaxSteps bounds the model calls of a task (default 10).
 	MaxSteps int
 	// MaxParallelTools bounds one session's tool calls in flight (default 4).
@@ -119,6 +129,9 @@ func (c Config) Validate() error {
 		return err
 	}
 	if _, err := tools.NewRegistry(c.Tools...); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	if _, err := disclosure.ParseStrategy(string(c.Disclosure)); err != nil {
 		return fmt.Errorf("node: %w", err)
 	}
 	return nil
@@ -237,18 +250,39 @@ func (l quietNoSubscribers) With(fields watermill.LogFields) watermill.LoggerAda
 // refuses (tools.NewRegistry), as Validate does.
 func (c Config) Agent() (actors.Agent, error) {
 	c.setDefaults()
-	reg, err := tools.NewRegistry(c.Tools...)
-	if err != nil {
-		return actors.Agent{}, fmt.Errorf("node: %w", err)
-	}
-	return c.agent(reg), nil
+	agent, _, err := c.agent()
+	return agent, err
 }
 
-// agent is the agent of this configuration with the tools of reg: sorted by name with
-// compacted schemas, so the tool section of every prompt is byte-identical whatever
-// order the tools were configured in. The caller has set the defaults.
-func (c Config) agent(reg *tools.Registry) actors.Agent {
-	return actors.Agent{Name: "default", SystemPrompt: c.SystemPrompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps}
+// agent is the agent of this configuration and the registry of its tools: Tools, the
+// skills' tools and the disclosure strategy's, sorted by name with compacted schemas,
+// so the tool section of every prompt is byte-identical whatever order the tools were
+// configured in. The system prompt gains the skills' section and the strategy's. The
+// caller has set the defaults.
+func (c Config) agent() (actors.Agent, *tools.Registry, error) {
+	strategy, err := disclosure.ParseStrategy(string(c.Disclosure))
+	if err != nil {
+		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
+	}
+	d, err := disclosure.New(strategy, append(slices.Clone(c.Tools), c.Skills.Tools()...))
+	if err != nil {
+		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
+	}
+	reg, err := tools.NewRegistry(d.Tools()...)
+	if err != nil {
+		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
+	}
+	prompt := c.SystemPrompt
+	for _, section := range []string{c.Skills.PromptSection(), d.PromptSection()} {
+		if section != "" {
+			prompt += "\n\n" + strings.TrimSuffix(section, "\n")
+		}
+	}
+	agent := actors.Agent{Name: "default", SystemPrompt: prompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps}
+	if strategy != disclosure.All {
+		agent.Disclosure = d
+	}
+	return agent, reg, nil
 }
 
 // Node is one running Troupe node.
@@ -302,15 +336,15 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	wlog := watermill.NewSlogLogger(cfg.Logger)
 	n.openBus(wlog)
 	n.newActorSystem()
-	reg, err := tools.NewRegistry(cfg.Tools...)
+	agent, reg, err := cfg.agent()
 	if err != nil {
-		return nil, n.fail(fmt.Errorf("node: %w", err))
+		return nil, n.fail(err)
 	}
 	effects, err := n.newEffects(reg)
 	if err != nil {
 		return nil, n.fail(err)
 	}
-	if err := n.newSessionHost(cfg.agent(reg), effects); err != nil {
+	if err := n.newSessionHost(agent, effects); err != nil {
 		return nil, n.fail(err)
 	}
 	if err := n.newRouter(wlog); err != nil {

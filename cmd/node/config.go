@@ -26,6 +26,8 @@ import (
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools/disclosure"
+	"github.com/troupe-run/troupe/tools/skills"
 )
 
 // fileConfig is the node's configuration file (JSON). Every field is optional; the
@@ -51,6 +53,29 @@ type fileConfig struct {
 	IdleTimeout        string          `json:"idle_timeout"`
 	Gateway            gatewayFile     `json:"gateway"`
 	LLM                json.RawMessage `json:"llm"`
+	SkillsDir          string          `json:"skills_dir"`
+	Skills             skillsFile      `json:"skills"`
+	Disclosure         string          `json:"disclosure"`
+}
+
+// skillsFile is the "skills" section: what the skills of skills_dir may do.
+type skillsFile struct {
+	AllowScripts  bool   `json:"allow_scripts"`
+	ScriptTimeout string `json:"script_timeout"`
+}
+
+// maxScriptTimeout bounds skills.script_timeout.
+const maxScriptTimeout = 10 * time.Minute
+
+// validate checks the skills section, naming fields as skills.FIELD.
+func (s skillsFile) validate() []error {
+	if s.ScriptTimeout == "" {
+		return nil
+	}
+	if err := checkDuration(s.ScriptTimeout, 100*time.Millisecond, maxScriptTimeout); err != nil {
+		return []error{fmt.Errorf("skills.script_timeout: %w", err)}
+	}
+	return nil
 }
 
 type gatewayFile struct {
@@ -143,6 +168,11 @@ func unknownField(file []byte, name string) error {
 	_ = json.Unmarshal(top["gateway"], &gw)
 	if _, ok := gw[name]; ok {
 		return fmt.Errorf("unknown field \"gateway.%s\": the gateway fields are %s", name, jsonFields[gatewayFile]())
+	}
+	var sk map[string]json.RawMessage
+	_ = json.Unmarshal(top["skills"], &sk)
+	if _, ok := sk[name]; ok {
+		return fmt.Errorf("unknown field \"skills.%s\": the skills fields are %s", name, jsonFields[skillsFile]())
 	}
 	return fmt.Errorf("unknown field %q in gateway.prices (prompt, completion, cached), gateway.quotas (scope, tokens, window) "+
 		"or gateway.semantic_cache (threshold, ttl)", name)
@@ -252,6 +282,13 @@ func (fc fileConfig) Validate() error {
 		bad("max_steps", "%d is out of range: want %s", fc.MaxSteps, fieldRanges["max_steps"])
 	}
 	errs = append(errs, fc.Gateway.validate()...)
+	if fc.SkillsDir != "" && strings.TrimSpace(fc.SkillsDir) == "" || strings.ContainsRune(fc.SkillsDir, 0) {
+		bad("skills_dir", "%q is not a usable path: want the directory that holds the skill folders", fc.SkillsDir)
+	}
+	errs = append(errs, fc.Skills.validate()...)
+	if _, err := disclosure.ParseStrategy(fc.Disclosure); err != nil {
+		bad("disclosure", "%q: want all (every tool schema in every request), catalog or search", fc.Disclosure)
+	}
 	return errors.Join(errs...)
 }
 
@@ -337,12 +374,13 @@ func checkDuration(s string, lo, hi time.Duration) error {
 	return nil
 }
 
-// shortDuration prints 720h rather than 720h0m0s.
+// shortDuration prints 720h rather than 720h0m0s, and 10m rather than 10m0s (a
+// zero is cut only as a whole unit: 10m is not 1).
 func shortDuration(d time.Duration) string {
 	s := d.String()
-	for _, zero := range []string{"0s", "0m"} {
-		if strings.HasSuffix(s, zero) && len(s) > len(zero) && s != zero {
-			s = strings.TrimSuffix(s, zero)
+	for _, zero := range []string{"m0s", "h0m"} {
+		if strings.HasSuffix(s, zero) {
+			s = strings.TrimSuffix(s, zero[1:])
 		}
 	}
 	return s
@@ -363,6 +401,30 @@ func parseIdleTimeout(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("--idle-timeout %q: must be positive", s)
 	}
 	return d, nil
+}
+
+// loadSkills loads the skills of dir (none when dir is empty) with the file's skills
+// section; a skill folder that is not valid is skipped with a warning naming its file.
+func loadSkills(dir string, s skillsFile, logger *slog.Logger) (*skills.Set, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	cfg := skills.Config{Dir: dir, AllowScripts: s.AllowScripts}
+	if s.ScriptTimeout != "" {
+		d, err := time.ParseDuration(s.ScriptTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("skills.script_timeout: %w", err)
+		}
+		cfg.ScriptTimeout = d
+	}
+	set, problems, err := skills.Load(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--skills %s: %w", dir, err)
+	}
+	for _, p := range problems {
+		logger.Warn("skill skipped", "err", p)
+	}
+	return set, nil
 }
 
 func (g gatewayFile) config() (gateway.Config, error) {

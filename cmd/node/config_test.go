@@ -74,6 +74,12 @@ func TestConfigFileRejectsBadValues(t *testing.T) {
 		{"quota window", `{"gateway": {"quotas": [{"scope": "agent:*", "tokens": 10, "window": "-1h"}]}}`, []string{"gateway.quotas[0].window", "-1h", "1s to 8784h"}},
 		{"quota window missing", `{"gateway": {"quotas": [{"scope": "team:red", "tokens": 10}]}}`, []string{"gateway.quotas[0].window", `""`, "duration"}},
 
+		// Skills and tool disclosure.
+		{"disclosure unknown", `{"disclosure": "lazy"}`, []string{"disclosure", `"lazy"`, "all", "catalog", "search"}},
+		{"skills_dir blank", `{"skills_dir": " "}`, []string{"skills_dir", `" "`}},
+		{"script_timeout", `{"skills": {"allow_scripts": true, "script_timeout": "-1s"}}`, []string{"skills.script_timeout", "-1s", "100ms to 10m"}},
+		{"unknown skills field", `{"skills": {"allow_script": true}}`, []string{`unknown field "skills.allow_script"`, "allow_scripts"}},
+
 		// The llm section (llm/provider's).
 		{"llm provider", `{"llm": {"provider": "acme"}}`, []string{"llm.provider", `"acme"`, "deepseek"}},
 		{"llm base_url", `{"llm": {"base_url": "localhost:11434"}}`, []string{"llm.base_url", `"localhost:11434"`, "http"}},
@@ -153,6 +159,18 @@ func TestIdleTimeoutIsValidated(t *testing.T) {
 	for in, want := range map[string]time.Duration{"": 0, "90s": 90 * time.Second, "5m": 5 * time.Minute, "250ms": 250 * time.Millisecond} {
 		if got, err := parseIdleTimeout(in); err != nil || got != want {
 			t.Errorf("parseIdleTimeout(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+}
+
+// shortDuration cuts zero units whole: 10m0s is 10m, not 1.
+func TestShortDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		10 * time.Minute: "10m", 720 * time.Hour: "720h", time.Hour + 30*time.Minute: "1h30m",
+		time.Second: "1s", 100 * time.Millisecond: "100ms", 90 * time.Second: "1m30s", 20 * time.Hour: "20h",
+	} {
+		if got := shortDuration(d); got != want {
+			t.Errorf("shortDuration(%s) = %q, want %q", d, got, want)
 		}
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/disclosure"
 )
 
 func main() {
@@ -80,6 +81,11 @@ flags:
   --idle-timeout D       stop a session's actor after it has been idle this long, a
                          positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
                          default 1m); its next task folds it back from the log
+  --skills DIR           load the Agent Skills of DIR, one folder with a SKILL.md each
+                         (TROUPE_SKILLS, "skills_dir"; scripts run only with
+                         "skills": {"allow_scripts": true})
+  --disclosure S         how tools reach the model: all, catalog or search
+                         (TROUPE_DISCLOSURE, "disclosure", default all)
   -v                     log at debug level
 `
 
@@ -159,6 +165,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
 	idleFlag := fs.String("idle-timeout", or("TROUPE_IDLE_TIMEOUT", fc.IdleTimeout, ""), "passivate a session's actor after this long idle")
+	skillsDir := fs.String("skills", or("TROUPE_SKILLS", fc.SkillsDir, ""), "directory of Agent Skills")
+	disclosureFlag := fs.String("disclosure", or("TROUPE_DISCLOSURE", fc.Disclosure, "all"), "tool disclosure: all, catalog or search")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -259,6 +267,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
 		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps, IdleTimeout: idle}
 	cfg.HTTP.MaxConnections = *maxConns
+	strategy, err := disclosure.ParseStrategy(*disclosureFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "error: --disclosure:", err)
+		return 2
+	}
+	cfg.Disclosure = strategy
+	if cfg.Skills, err = loadSkills(*skillsDir, fc.Skills, logger); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
 	if len(opt.extraTools) > 0 {
 		cfg.Tools = append([]tools.Tool{tools.Calculator{}, tools.NewClock(nil)}, opt.extraTools...)
 	}

@@ -1,0 +1,413 @@
+package skills
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Defaults and limits.
+const (
+	// DefaultScriptTimeout bounds a script's run when Config.ScriptTimeout is zero.
+	DefaultScriptTimeout = 20 * time.Second
+	// DefaultMaxSkillBytes is the largest SKILL.md Load accepts by default.
+	DefaultMaxSkillBytes = 128 << 10
+	// DefaultMaxOutputBytes is how much of a file or a script's output reaches the model.
+	DefaultMaxOutputBytes = 64 << 10
+	// MaxDescription is the longest description, in characters (the Agent Skills limit).
+	MaxDescription = 1024
+	// maxListed is how many files of a folder load_skill lists.
+	maxListed = 100
+)
+
+// FileName is the file that makes a folder a skill.
+const FileName = "SKILL.md"
+
+// Config says where skills are and what they may do.
+type Config struct {
+	// Dir holds one folder per skill.
+	Dir string
+	// AllowScripts lets run_skill_script run a skill's scripts/. Off by default.
+	AllowScripts bool
+	// ScriptTimeout bounds one script's run (default DefaultScriptTimeout).
+	ScriptTimeout time.Duration
+	// MaxSkillBytes is the largest SKILL.md loaded (default DefaultMaxSkillBytes).
+	MaxSkillBytes int
+	// MaxOutputBytes is how much of a file or of a script's output the model gets
+	// (default DefaultMaxOutputBytes); the rest is cut with a note.
+	MaxOutputBytes int
+}
+
+func (c *Config) setDefaults() {
+	if c.ScriptTimeout <= 0 {
+		c.ScriptTimeout = DefaultScriptTimeout
+	}
+	if c.MaxSkillBytes <= 0 {
+		c.MaxSkillBytes = DefaultMaxSkillBytes
+	}
+	if c.MaxOutputBytes <= 0 {
+		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+}
+
+// Skill is one loaded skill: its level-1 metadata and its folder.
+type Skill struct {
+	Name        string
+	Description string
+	// Dir is the skill's folder, absolute.
+	Dir string
+}
+
+// Problem is why a skill folder was skipped.
+type Problem struct {
+	// Path is the file at fault (a SKILL.md, or the folder that lacks one).
+	Path   string
+	Reason string
+}
+
+func (p *Problem) Error() string { return fmt.Sprintf("skill %s: %s", p.Path, p.Reason) }
+
+// Set is the skills of a directory. It is immutable and safe for concurrent use.
+type Set struct {
+	cfg    Config
+	skills []Skill // sorted by name
+}
+
+// namePattern is the Agent Skills name: lowercase letters, digits and single
+// hyphens, neither first nor last.
+var namePattern = regexp.MustCompile(`^[a-z0-9]+(-[a-z0-9]+)*$`)
+
+// Load reads the skills of cfg.Dir: each folder directly in it that holds SKILL.md. A
+// folder that is not a valid skill is skipped and reported among the problems (each
+// a *Problem naming the file); err is set only when cfg.Dir cannot be read.
+func Load(cfg Config) (set *Set, problems []error, err error) {
+	cfg.setDefaults()
+	if cfg.Dir == "" {
+		return nil, nil, errors.New("skills: no skills directory given")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("skills: directory %q: %w", cfg.Dir, err)
+	}
+	cfg.Dir = dir
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("skills: read the skills directory: %w", err)
+	}
+	set = &Set{cfg: cfg}
+	for _, e := range entries { // os.ReadDir sorts by name
+		if strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		folder := filepath.Join(dir, e.Name())
+		if info, err := os.Stat(folder); err != nil || !info.IsDir() {
+			continue // a file beside the skills, e.g. a README
+		}
+		s, err := readSkill(folder, cfg.MaxSkillBytes)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		set.skills = append(set.skills, s)
+	}
+	return set, problems, nil
+}
+
+// readSkill reads and checks the SKILL.md of folder.
+func readSkill(folder string, maxBytes int) (Skill, error) {
+	path := filepath.Join(folder, FileName)
+	fail := func(format string, args ...any) (Skill, error) {
+		return Skill{}, &Problem{Path: path, Reason: fmt.Sprintf(format, args...)}
+	}
+	root, err := os.OpenRoot(folder)
+	if err != nil {
+		return fail("%v", err)
+	}
+	defer root.Close()
+	b, err := readFile(root, FileName, maxBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return Skill{}, &Problem{Path: folder, Reason: "the folder has no " + FileName}
+	}
+	if err != nil {
+		return fail("%v", err)
+	}
+	meta, _, err := parse(b)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if folderName := filepath.Base(folder); meta.Name != folderName {
+		return fail("name %q is not the folder's name %q; the two must be the same", meta.Name, folderName)
+	}
+	return Skill{Name: meta.Name, Description: meta.Description, Dir: folder}, nil
+}
+
+// frontMatter is the YAML header of SKILL.md. Other fields the Agent Skills format
+// allows (license, compatibility, metadata, allowed-tools) are read past.
+type frontMatter struct {
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+}
+
+// parse splits SKILL.md into its front matter, checked, and its body.
+func parse(b []byte) (frontMatter, string, error) {
+	var fm frontMatter
+	if !utf8.Valid(b) {
+		return fm, "", errors.New("the file is not UTF-8 text")
+	}
+	text := strings.ReplaceAll(strings.TrimPrefix(string(b), "\uFEFF"), "\r\n", "\n")
+	rest, ok := strings.CutPrefix(text, "---\n")
+	if !ok {
+		return fm, "", errors.New("no front matter: the file must begin with a line \"---\", then YAML with name and description, then \"---\"")
+	}
+	var header, body string
+	if h, after, found := strings.Cut(rest, "\n---\n"); found {
+		header, body = h, after
+	} else if h, found := strings.CutSuffix(rest, "\n---"); found {
+		header = h
+	} else {
+		return fm, "", errors.New("the front matter is not closed: add a line \"---\" after the YAML")
+	}
+	if err := yaml.Unmarshal([]byte(header), &fm); err != nil {
+		return fm, "", fmt.Errorf("the front matter is not valid YAML: %w", err)
+	}
+	fm.Name, fm.Description = strings.TrimSpace(fm.Name), strings.TrimSpace(fm.Description)
+	switch {
+	case fm.Name == "":
+		return fm, "", errors.New("the front matter has no name")
+	case len(fm.Name) > 64 || !namePattern.MatchString(fm.Name):
+		return fm, "", fmt.Errorf("name %q: want 1 to 64 lowercase letters, digits and hyphens, not starting or ending with a hyphen", fm.Name)
+	case fm.Description == "":
+		return fm, "", errors.New("the front matter has no description")
+	case utf8.RuneCountInString(fm.Description) > MaxDescription:
+		return fm, "", fmt.Errorf("the description has %d characters: want at most %d", utf8.RuneCountInString(fm.Description), MaxDescription)
+	}
+	return fm, strings.TrimSpace(body), nil
+}
+
+// readFile reads name inside root: a regular file of at most max bytes.
+func readFile(root *os.Root, name string, max int) ([]byte, error) {
+	f, err := root.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
+	if info.Size() > int64(max) {
+		return nil, fmt.Errorf("%s has %d bytes: the limit is %d", name, info.Size(), max)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err == nil && len(b) > max {
+		err = fmt.Errorf("%s has more than %d bytes: the limit is %d", name, max, max)
+	}
+	return b, err
+}
+
+// Skills returns the loaded skills, sorted by name.
+func (s *Set) Skills() []Skill {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.skills)
+}
+
+// Get returns the skill with that name.
+func (s *Set) Get(name string) (Skill, bool) {
+	if s == nil {
+		return Skill{}, false
+	}
+	i, ok := slices.BinarySearchFunc(s.skills, name, func(k Skill, n string) int { return strings.Compare(k.Name, n) })
+	if !ok {
+		return Skill{}, false
+	}
+	return s.skills[i], true
+}
+
+// names lists the skills' names for error messages.
+func (s *Set) names() string {
+	n := make([]string, len(s.skills))
+	for i, k := range s.skills {
+		n[i] = k.Name
+	}
+	if len(n) == 0 {
+		return "(none)"
+	}
+	return strings.Join(n, ", ")
+}
+
+// PromptSection is level 1: the skills' names and descriptions, sorted by name, for
+// the system prompt; "" when there are none. The same set gives the same bytes.
+func (s *Set) PromptSection() string {
+	if s == nil || len(s.skills) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("## Skills\n\nThese skills are available. When a task matches one, call load_skill with its name to read its instructions before you act; read_skill_file reads a file its instructions refer to.\n\n")
+	for _, k := range s.skills {
+		b.WriteString("- ")
+		b.WriteString(k.Name)
+		b.WriteString(": ")
+		b.WriteString(strings.Join(strings.Fields(k.Description), " "))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Body is level 2: the skill's instructions (SKILL.md without its front matter), read
+// from disk now, and the files of its folder.
+func (s *Set) Body(name string) (body string, files []string, err error) {
+	k, ok := s.Get(name)
+	if !ok {
+		return "", nil, fmt.Errorf("no skill is named %q; the skills are %s", name, s.names())
+	}
+	root, err := os.OpenRoot(k.Dir)
+	if err != nil {
+		return "", nil, fmt.Errorf("skill %s: %w", name, err)
+	}
+	defer root.Close()
+	b, err := readFile(root, FileName, s.cfg.MaxSkillBytes)
+	if err != nil {
+		return "", nil, fmt.Errorf("skill %s: %w", name, err)
+	}
+	meta, body, err := parse(b)
+	if err != nil {
+		return "", nil, fmt.Errorf("skill %s: %s: %w", name, FileName, err)
+	}
+	if meta.Name != name {
+		return "", nil, fmt.Errorf("skill %s: %s now names %q", name, FileName, meta.Name)
+	}
+	err = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == "." || p == FileName || d.IsDir() {
+			return nil // an unreadable subfolder is left out of the listing
+		}
+		if strings.HasPrefix(d.Name(), ".") {
+			return nil
+		}
+		if len(files) == maxListed {
+			files = append(files, "…")
+			return fs.SkipAll
+		}
+		files = append(files, p)
+		return nil
+	})
+	return body, files, err
+}
+
+// ReadFile is level 3: the file at path (relative to the skill's folder) of skill
+// name, at most MaxOutputBytes of it, with a note when it was cut. The path may not
+// leave the folder, by "..", an absolute path or a symlink.
+func (s *Set) ReadFile(name, path string) (string, error) {
+	k, ok := s.Get(name)
+	if !ok {
+		return "", fmt.Errorf("no skill is named %q; the skills are %s", name, s.names())
+	}
+	rel, err := confine(path)
+	if err != nil {
+		return "", err
+	}
+	root, err := os.OpenRoot(k.Dir)
+	if err != nil {
+		return "", fmt.Errorf("skill %s: %w", name, err)
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("skill %s has no file %q", name, path)
+	}
+	if err != nil {
+		return "", fmt.Errorf("skill %s: %q: %w", name, path, stripRoot(err))
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("skill %s: %q is not a regular file", name, path)
+	}
+	max := s.cfg.MaxOutputBytes
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)))
+	if err != nil {
+		return "", err
+	}
+	if !utf8.Valid(b) && !utf8.Valid(trimPartialRune(b)) {
+		return "", fmt.Errorf("skill %s: %q is a binary file of %d bytes; it cannot be shown as text", name, path, info.Size())
+	}
+	return cut(string(trimPartialRune(b)), info.Size()), nil
+}
+
+// confine checks a model-given path relative to a skill's folder.
+func confine(path string) (string, error) {
+	switch {
+	case strings.TrimSpace(path) == "":
+		return "", errors.New("the path is empty: give a file of the skill's folder, e.g. references/guide.md")
+	case filepath.IsAbs(path) || strings.HasPrefix(path, "/") || strings.HasPrefix(path, `\`):
+		return "", fmt.Errorf("the path %q is absolute: give it relative to the skill's folder", path)
+	case slices.Contains(strings.FieldsFunc(path, func(r rune) bool { return r == '/' || r == '\\' }), ".."):
+		return "", fmt.Errorf("the path %q leaves the skill's folder: \"..\" is not allowed", path)
+	}
+	return filepath.Clean(path), nil
+}
+
+// stripRoot turns os.Root's escape error into words for the model.
+func stripRoot(err error) error {
+	if strings.Contains(err.Error(), "escapes") {
+		return errors.New("it leads out of the skill's folder (a symlink), which is not allowed")
+	}
+	return err
+}
+
+// trimPartialRune drops an incomplete UTF-8 sequence at the end of b (a cut in the
+// middle of a character).
+func trimPartialRune(b []byte) []byte {
+	for i := 0; i < utf8.UTFMax && len(b) > 0; i++ {
+		if utf8.Valid(b) {
+			return b
+		}
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// cut appends a note when text is a head of size bytes.
+func cut(text string, size int64) string {
+	if int64(len(text)) >= size {
+		return text
+	}
+	return fmt.Sprintf("%s\n[cut: showing the first %d of %d bytes]", text, len(text), size)
+}
+
+// limitedBuffer keeps the first max bytes written to it and counts the rest.
+type limitedBuffer struct {
+	buf   bytes.Buffer
+	max   int
+	total int64
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	l.total += int64(len(p))
+	if room := l.max - l.buf.Len(); room > 0 {
+		l.buf.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
+}
+
+func (l *limitedBuffer) String() string {
+	return cut(string(trimPartialRune(l.buf.Bytes())), l.total)
+}
