@@ -51,6 +51,7 @@ type fileConfig struct {
 	IdleTimeout        string          `json:"idle_timeout"`
 	Gateway            gatewayFile     `json:"gateway"`
 	LLM                json.RawMessage `json:"llm"`
+	Tools              toolsFile       `json:"tools"`
 }
 
 type gatewayFile struct {
@@ -143,6 +144,9 @@ func unknownField(file []byte, name string) error {
 	_ = json.Unmarshal(top["gateway"], &gw)
 	if _, ok := gw[name]; ok {
 		return fmt.Errorf("unknown field \"gateway.%s\": the gateway fields are %s", name, jsonFields[gatewayFile]())
+	}
+	if err := unknownToolsField(top["tools"], name); err != nil {
+		return err
 	}
 	return fmt.Errorf("unknown field %q in gateway.prices (prompt, completion, cached), gateway.quotas (scope, tokens, window) "+
 		"or gateway.semantic_cache (threshold, ttl)", name)
@@ -252,6 +256,7 @@ func (fc fileConfig) Validate() error {
 		bad("max_steps", "%d is out of range: want %s", fc.MaxSteps, fieldRanges["max_steps"])
 	}
 	errs = append(errs, fc.Gateway.validate()...)
+	errs = append(errs, fc.Tools.validate()...)
 	return errors.Join(errs...)
 }
 
