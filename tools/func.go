@@ -192,13 +192,3 @@ func (t *FuncTool) Source() string {
 	}
 	return t.source
 }
-
-// renamed returns a copy of t under another name.
-func (t *FuncTool) renamed(name string) *FuncTool {
-	c := *t
-	c.spec.Name = name
-	p := *t.parser
-	p.tool = name
-	c.parser = &p
-	return &c
-}

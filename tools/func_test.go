@@ -273,3 +273,68 @@ func TestValidatedChecksAToolsArgumentsAgainstItsSchema(t *testing.T) {
 		t.Fatal("Validated lost the tool's capabilities")
 	}
 }
+
+// One tool serves many calls at once (the performer runs up to its bound together).
+func TestFuncIsSafeForConcurrentCalls(t *testing.T) {
+	tool := tools.MustFunc("fetch", "d", func(_ context.Context, a fetchArgs) (string, error) { return a.URL, nil })
+	errs := make(chan error, 64)
+	for i := range 64 {
+		go func() {
+			url := strings.Repeat("u", i+1)
+			out, err := tool.Call(context.Background(), tools.Call{Arguments: `url=` + url + `, tries="2"`})
+			if err == nil && out != url {
+				err = errors.New("got " + out)
+			}
+			errs <- err
+		}()
+	}
+	for range 64 {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("calls did not return")
+		}
+	}
+}
+
+func TestSchemaForTags(t *testing.T) {
+	type args struct {
+		Level int      `json:"level" tool:"enum=1|2|3,optional"`
+		Code  string   `json:"code,omitempty" tool:"required,pattern=^[A-Z]{2,3}$"`
+		Ratio *float64 `json:"ratio,omitempty" tool:"exclusiveMinimum=0,exclusiveMaximum=1"`
+		Flags []bool   `json:"flags,omitempty" tool:"minItems=1"`
+		Skip  string   `json:"-"`
+	}
+	s, err := tools.SchemaFor[args]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(s)
+	want := `{"type":"object","properties":{"level":{"type":"integer","enum":[1,2,3]},"code":{"type":"string","pattern":"^[A-Z]{2,3}$"},` +
+		`"ratio":{"type":"number","exclusiveMinimum":0,"exclusiveMaximum":1},"flags":{"type":"array","items":{"type":"boolean"},"minItems":1}},` +
+		`"required":["code"],"additionalProperties":false}`
+	if string(b) != want {
+		t.Fatalf("schema\n%s\nwant\n%s", b, want)
+	}
+	tool := tools.MustFunc("t", "d", func(_ context.Context, a args) (args, error) { return a, nil })
+	for in, want := range map[string]string{
+		`{"code":"AB","level":"2"}`:        `{"level":2,"code":"AB"}`,
+		`{"code":"ABCD"}`:                  `error: "code" does not match the schema: pattern`,
+		`{"code":"AB","level":4}`:          `error: "level" must be one of 1, 2, 3, not 4`,
+		`{"code":"AB","ratio":1}`:          `error: "ratio" must be less than 1, not 1`,
+		`{"code":"AB","flags":[]}`:         `error: "flags" must have at least 1 items, not 0`,
+		`{"code":"AB","flags":["false"]}`:  `{"level":0,"code":"AB","flags":[false]}`,
+		`code=AB, ratio=0.5, flags=[true]`: `{"level":0,"code":"AB","ratio":0.5,"flags":[true]}`,
+	} {
+		out, err := call(t, tool, in)
+		if err != nil {
+			out = "error: " + strings.TrimPrefix(err.Error(), "t: invalid arguments: ")
+		}
+		if !strings.HasPrefix(out, want) {
+			t.Errorf("%s: %s, want %s", in, out, want)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -160,11 +161,11 @@ func applyTag(f reflect.StructField, name, tag string, parent, ps *jsonschema.Sc
 		switch key {
 		case "":
 		case "required":
-			if !containsString(parent.Required, name) {
+			if !slices.Contains(parent.Required, name) {
 				parent.Required = append(parent.Required, name)
 			}
 		case "optional":
-			parent.Required = removeString(parent.Required, name)
+			parent.Required = slices.DeleteFunc(slices.Clone(parent.Required), func(r string) bool { return r == name })
 		case "enum":
 			valueSchema.Enum = nil
 			for v := range strings.SplitSeq(val, "|") {
@@ -246,23 +247,4 @@ func enumValue(t reflect.Type, v string) (any, error) {
 		return n, nil
 	}
 	return nil, fmt.Errorf("enum on a field of kind %s is not supported", t.Kind())
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-func removeString(list []string, s string) []string {
-	out := list[:0:0]
-	for _, x := range list {
-		if x != s {
-			out = append(out, x)
-		}
-	}
-	return out
 }
