@@ -254,13 +254,12 @@ func NewHTTPFetch(cfg HTTPFetchConfig) (*FuncTool, error) {
 	}
 	f := &fetcher{cfg: cfg, policy: policy}
 	transport := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           f.dial,
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          16,
-		IdleConnTimeout:       30 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: cfg.Timeout,
+		Proxy:               nil,
+		DialContext:         f.dial,
+		ForceAttemptHTTP2:   true,
+		MaxIdleConns:        16,
+		IdleConnTimeout:     30 * time.Second,
+		TLSHandshakeTimeout: 10 * time.Second,
 	}
 	f.client = &http.Client{Transport: transport, CheckRedirect: f.checkRedirect}
 	return Func("http_fetch",
