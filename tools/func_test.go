@@ -338,3 +338,27 @@ func TestSchemaForTags(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFuncToolCall measures parsing, coercion and validation of a typical call
+// against calling the function directly.
+func BenchmarkFuncToolCall(b *testing.B) {
+	fn := func(_ context.Context, a fetchArgs) (string, error) { return a.URL, nil }
+	tool := tools.MustFunc("fetch", "d", fn)
+	args := `{"url":"https://example.com/page","method":"GET","tries":"2","tags":["a"]}`
+	b.Run("tool", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := tool.Call(context.Background(), tools.Call{Arguments: args}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("direct", func(b *testing.B) {
+		for b.Loop() {
+			var a fetchArgs
+			if err := json.Unmarshal([]byte(`{"url":"https://example.com/page","method":"GET","tries":2,"tags":["a"]}`), &a); err != nil {
+				b.Fatal(err)
+			}
+			_, _ = fn(context.Background(), a)
+		}
+	})
+}
