@@ -67,10 +67,11 @@ type LocalEffectsConfig struct {
 	// Tools performs tool calls, one performer per tool.
 	Tools *tools.Registry
 	// ModelTimeout bounds one model call (default 2 minutes); ToolTimeout one tool
-	// call (default 30 s). They count from the call's start, not its time in the queue.
+	// call (default 30 s) of a tool that sets no timeout of its own (tools.Limits).
+	// They count from the call's start, not its time in the queue.
 	ModelTimeout, ToolTimeout time.Duration
 	// ModelConcurrency bounds the model calls running at once (default 64);
-	// ToolConcurrency the calls of each tool (default 16). Calls past the bound wait in
+	// ToolConcurrency the calls of each tool that sets no bound of its own (default 16). Calls past the bound wait in
 	// a queue, not in goroutines.
 	ModelConcurrency, ToolConcurrency int
 	// Remember is how long an answer (or a cancellation) is kept to answer its key
@@ -198,21 +199,41 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	}
 	for _, name := range cfg.Tools.Names() {
 		t, _ := cfg.Tools.Get(name)
-		e.tools[name] = &performer{
-			timeout: cfg.ToolTimeout, limit: cfg.ToolConcurrency, timedOut: ErrToolTimeout,
-			perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
-				out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments})
-				rep := messages.EffectReply{Output: out}
-				if err != nil {
-					rep.Error = err.Error()
-				}
-				return rep
-			},
-			failed:   func(err error) messages.EffectReply { return messages.EffectReply{Error: err.Error()} },
-			panicked: func(r any) error { return fmt.Errorf("%w: %v", ErrToolPanicked, r) },
-		}
+		e.tools[name] = toolPerformer(name, t, cfg)
 	}
 	return e
+}
+
+// toolPerformer performs the calls of tool t under its own limits (tools.Limits),
+// cfg's defaults where it sets none: arguments past its size are refused unread, and
+// an output or error past its size reaches the model as its head and a note
+// (tools.Truncate).
+func toolPerformer(name string, t tools.Tool, cfg LocalEffectsConfig) *performer {
+	lim := tools.LimitsOf(t)
+	p := &performer{timeout: cfg.ToolTimeout, limit: cfg.ToolConcurrency, timedOut: ErrToolTimeout}
+	if lim.Timeout > 0 {
+		p.timeout = lim.Timeout
+	}
+	if lim.Concurrency > 0 {
+		p.limit = lim.Concurrency
+	}
+	p.perform = func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
+		if n := len(req.Tool.Arguments); n > lim.MaxArguments {
+			err := &tools.ArgumentError{Tool: name, Reason: fmt.Sprintf("the arguments are %d bytes long; the limit is %d", n, lim.MaxArguments)}
+			return messages.EffectReply{Error: err.Error()}
+		}
+		out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments})
+		rep := messages.EffectReply{Output: tools.Truncate(out, lim.MaxOutput)}
+		if err != nil {
+			rep.Error = tools.Truncate(err.Error(), lim.MaxOutput)
+		}
+		return rep
+	}
+	p.failed = func(err error) messages.EffectReply {
+		return messages.EffectReply{Error: tools.Truncate(err.Error(), lim.MaxOutput)}
+	}
+	p.panicked = func(r any) error { return fmt.Errorf("%w: %v", ErrToolPanicked, r) }
+	return p
 }
 
 // performerOf returns the performer of req, or the error that answers it.

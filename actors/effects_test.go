@@ -304,3 +304,82 @@ func TestEffectsByKind(t *testing.T) {
 	both.Cancel(messages.EffectKey{SessionID: "s", Seq: 2})
 	waitUntil(t, "the tool call cancelled", func() bool { return len(r.of(messages.EffectKey{SessionID: "s", Seq: 2})) == 1 })
 }
+
+// limited is a tool with its own limits (tools.Limits); its calls do what the
+// arguments say.
+type limited struct {
+	name   string
+	limits tools.CallLimits
+	gate   *gate
+}
+
+func (l limited) Spec() messages.ToolSpec  { return messages.ToolSpec{Name: l.name} }
+func (l limited) Limits() tools.CallLimits { return l.limits }
+func (l limited) Call(ctx context.Context, c tools.Call) (string, error) {
+	switch c.Arguments {
+	case "big":
+		return strings.Repeat("x", 10<<20), nil
+	case "big error":
+		return "", errors.New(strings.Repeat("e", 10<<20))
+	case "big panic":
+		panic(strings.Repeat("p", 10<<20))
+	}
+	return l.gate.Call(ctx, c)
+}
+
+func limitedRequest(tool string, seq uint64, args string) messages.EffectRequest {
+	req := toolRequest("s", seq, tool)
+	req.Tool.Arguments = args
+	return req
+}
+
+// A tool's own limits (tools.Limits) override the performer's defaults: its timeout,
+// its concurrency bound, its argument and output sizes; a long output or error
+// reaches the caller as its head and a note.
+func TestLocalEffectsApplyEachToolsLimits(t *testing.T) {
+	slow := limited{name: "slow", limits: tools.CallLimits{Timeout: 20 * time.Millisecond}, gate: newGate()}
+	narrow := limited{name: "narrow", limits: tools.CallLimits{Concurrency: 1, MaxArguments: 10}, gate: newGate()}
+	small := limited{name: "small", limits: tools.CallLimits{MaxOutput: 1000}, gate: newGate()}
+	dflt := limited{name: "default", gate: newGate()}
+	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, slow, narrow, small, dflt), ToolTimeout: time.Hour, ToolConcurrency: 16})
+	t.Cleanup(func() { _ = e.Close() })
+	r := newReplies()
+
+	e.Perform(limitedRequest("slow", 1, "{}"), r.to)
+	waitUntil(t, "the slow call timed out", func() bool { return len(r.of(messages.EffectKey{SessionID: "s", Seq: 1})) == 1 })
+	if rep := r.of(messages.EffectKey{SessionID: "s", Seq: 1})[0]; !strings.Contains(rep.Error, "tool timed out after 20ms") {
+		t.Errorf("slow: %+v", rep)
+	}
+
+	e.Perform(limitedRequest("narrow", 20, `{"a":"long"}`), r.to)
+	waitUntil(t, "long arguments refused", func() bool { return len(r.of(messages.EffectKey{SessionID: "s", Seq: 20})) == 1 })
+	if rep := r.of(messages.EffectKey{SessionID: "s", Seq: 20})[0]; !strings.Contains(rep.Error, "narrow: invalid arguments: the arguments are 12 bytes long; the limit is 10") {
+		t.Errorf("long arguments: %+v", rep)
+	}
+	for i := range 5 {
+		e.Perform(limitedRequest("narrow", uint64(10+i), "{}"), r.to)
+	}
+	waitUntil(t, "one narrow call running", func() bool { return len(narrow.gate.started) == 1 })
+	close(narrow.gate.release)
+	waitUntil(t, "every narrow call answered", func() bool { return r.count() == 7 })
+	narrow.gate.mu.Lock()
+	peak := narrow.gate.peak
+	narrow.gate.mu.Unlock()
+	if peak != 1 || len(narrow.gate.started) != 5 {
+		t.Errorf("narrow: peak %d of %d calls, want 1 of 5", peak, len(narrow.gate.started))
+	}
+
+	for i, c := range []struct {
+		tool, args string
+		max        int
+	}{{"small", "big", 1000}, {"small", "big error", 1000}, {"small", "big panic", 1000}, {"default", "big", tools.DefaultMaxOutput}} {
+		k := messages.EffectKey{SessionID: "s", Seq: uint64(30 + i)}
+		e.Perform(limitedRequest(c.tool, k.Seq, c.args), r.to)
+		waitUntil(t, c.tool+" "+c.args+" answered", func() bool { return len(r.of(k)) == 1 })
+		rep := r.of(k)[0]
+		text := rep.Output + rep.Error
+		if len(text) > c.max+200 || !strings.Contains(text, "[truncated: ") {
+			t.Errorf("%s %s: %d bytes, ending %q", c.tool, c.args, len(text), text[max(0, len(text)-80):])
+		}
+	}
+}

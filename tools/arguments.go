@@ -11,7 +11,10 @@ import (
 // ArgumentError says what was wrong with a tool's arguments, in words a model can act
 // on. It wraps ErrInvalidArguments: errors.Is(err, ErrInvalidArguments) holds.
 type ArgumentError struct {
-	Tool   string
+	Tool string
+	// Field is the path of the (first) field at fault ("url", "items[2].name"), or
+	// empty when the fault is not in one field.
+	Field  string
 	Reason string
 	// Pos is the 1-based character position, inside the argument the reason is about
 	// (the calculator's expression), where the problem is; 0 when there is none.

@@ -691,3 +691,6 @@ var (
 	}
 	knownNames = "pi, e, abs, acos, asin, atan, ceil, cos, exp, floor, ln, log, log10, log2, max, min, pow, round, sin, sqrt, tan"
 )
+
+// SideEffects implements Effectful: evaluating changes nothing.
+func (Calculator) SideEffects() bool { return false }

@@ -95,3 +95,6 @@ func location(name string) (*time.Location, error) {
 	}
 	return loc, nil
 }
+
+// SideEffects implements Effectful: telling the time changes nothing.
+func (*Clock) SideEffects() bool { return false }

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/troupe-run/troupe/messages"
 )
@@ -26,3 +27,87 @@ type Call struct {
 
 // ErrInvalidArguments marks an error caused by the model's arguments (not retryable).
 var ErrInvalidArguments = errors.New("invalid tool arguments")
+
+// Optional capabilities. A Tool may implement any of these; whoever runs or lists
+// tools finds them by type assertion (LimitsOf, SourceOf, HasSideEffects), so a tool
+// that implements none keeps working unchanged.
+
+// Limits is implemented by a tool that sets its own call limits; the fields it
+// leaves zero take the performer's defaults.
+type Limits interface {
+	Limits() CallLimits
+}
+
+// CallLimits bounds the calls of one tool. Zero means the default of whoever
+// performs the call (actors.LocalEffects: its ToolTimeout and ToolConcurrency,
+// DefaultMaxArguments and DefaultMaxOutput).
+type CallLimits struct {
+	// Timeout bounds one call, counted from its start.
+	Timeout time.Duration
+	// Concurrency bounds the calls running at once; more wait in a queue.
+	Concurrency int
+	// MaxArguments bounds the argument text, in bytes: longer arguments are refused
+	// (ErrInvalidArguments) before they are parsed.
+	MaxArguments int
+	// MaxOutput bounds the result (and an error's text), in bytes: a longer one
+	// reaches the model as its head and a note saying how much was cut (Truncate).
+	MaxOutput int
+}
+
+// Defaults of CallLimits used when neither the tool nor its performer sets one.
+const (
+	DefaultMaxArguments = 1 << 20  // 1 MiB
+	DefaultMaxOutput    = 64 << 10 // 64 KiB, about 16k tokens
+)
+
+// LimitsOf returns t's limits (zero when it sets none), with MaxArguments and
+// MaxOutput defaulted.
+func LimitsOf(t Tool) CallLimits {
+	var l CallLimits
+	if lt, ok := t.(Limits); ok {
+		l = lt.Limits()
+	}
+	if l.MaxArguments <= 0 {
+		l.MaxArguments = DefaultMaxArguments
+	}
+	if l.MaxOutput <= 0 {
+		l.MaxOutput = DefaultMaxOutput
+	}
+	return l
+}
+
+// Sourced is implemented by a tool that comes from somewhere other than this
+// binary's Go code: "mcp:<server>" for a tool of an MCP server, "skill:<name>" for
+// one of an Agent Skill.
+type Sourced interface {
+	Source() string
+}
+
+// SourceBuiltin is the source of tools that do not implement Sourced.
+const SourceBuiltin = "builtin"
+
+// SourceOf returns t's source: Source() when it implements Sourced, else "builtin".
+func SourceOf(t Tool) string {
+	if s, ok := t.(Sourced); ok {
+		if src := s.Source(); src != "" {
+			return src
+		}
+	}
+	return SourceBuiltin
+}
+
+// Effectful is implemented by a tool that says whether its calls change the world
+// (write a file, send a message). Every call gets its idempotency key (Call.Key)
+// either way; a tool with side effects must perform them at most once per key.
+type Effectful interface {
+	SideEffects() bool
+}
+
+// HasSideEffects reports whether t says it has side effects. A tool that does not
+// implement Effectful is assumed to have them: the safe assumption.
+func HasSideEffects(t Tool) bool {
+	if e, ok := t.(Effectful); ok {
+		return e.SideEffects()
+	}
+	return true
+}

@@ -56,6 +56,7 @@ type fileConfig struct {
 	SkillsDir          string          `json:"skills_dir"`
 	Skills             skillsFile      `json:"skills"`
 	Disclosure         string          `json:"disclosure"`
+	Tools              toolsFile       `json:"tools"`
 }
 
 // skillsFile is the "skills" section: what the skills of skills_dir may do.
@@ -168,6 +169,9 @@ func unknownField(file []byte, name string) error {
 	_ = json.Unmarshal(top["gateway"], &gw)
 	if _, ok := gw[name]; ok {
 		return fmt.Errorf("unknown field \"gateway.%s\": the gateway fields are %s", name, jsonFields[gatewayFile]())
+	}
+	if err := unknownToolsField(top["tools"], name); err != nil {
+		return err
 	}
 	var sk map[string]json.RawMessage
 	_ = json.Unmarshal(top["skills"], &sk)
@@ -289,6 +293,7 @@ func (fc fileConfig) Validate() error {
 	if _, err := disclosure.ParseStrategy(fc.Disclosure); err != nil {
 		bad("disclosure", "%q: want all (every tool schema in every request), catalog or search", fc.Disclosure)
 	}
+	errs = append(errs, fc.Tools.validate()...)
 	return errors.Join(errs...)
 }
 

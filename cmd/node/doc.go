@@ -2,12 +2,17 @@
 //
 //	node run [--data DIR] [--model offline|scripted:FILE] "<task>"
 //	node serve [--data DIR] [--http ADDR] [--model …]
+//	node tools list [--json] [--config FILE]
+//	node tools call [--config FILE] NAME ['JSON-ARGS' | key=value,... | -]
 //
 // run starts an embedded node in process, submits one task, prints each step as it
 // happens and exits 0 when the task completes (1 when it fails, 2 on bad usage or an
 // invalid task). run runs that task only: other sessions left unfinished in the data
 // directory wait for serve, which resumes them.
 // serve serves the HTTP API until SIGINT or SIGTERM, then shuts down gracefully.
+// tools lists the default agent's tools, or calls one through the node's tool
+// performer (exit 0 with the result, 1 with the error, 2 on bad usage); the config
+// file's "tools" section enables http_fetch and files.
 // Environment: TROUPE_DATA (data directory, default ./.troupe), TROUPE_HTTP_ADDR
 // (default 127.0.0.1:8080), TROUPE_MODEL; flags override them.
 package main

@@ -39,11 +39,13 @@ func main() {
 type options struct {
 	extraTools []tools.Tool
 	wrapModel  func(llm.Model) llm.Model
+	stdin      io.Reader // node tools call -; nil: os.Stdin
 }
 
 const usage = `usage:
   node run [flags] "<task>"
   node serve [flags]
+  node tools list|call ...   (node tools for its usage)
 
 flags:
   --config FILE          JSON configuration (default .troupe.json when present)
@@ -95,6 +97,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	cmd := args[0]
+	if cmd == "tools" {
+		return toolsCmd(ctx, args[1:], stdout, stderr, opt)
+	}
 	if cmd != "run" && cmd != "serve" {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -277,8 +282,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	if len(opt.extraTools) > 0 {
-		cfg.Tools = append([]tools.Tool{tools.Calculator{}, tools.NewClock(nil)}, opt.extraTools...)
+	if cfg.Tools, err = fc.Tools.build(opt.extraTools); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
 	}
 	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
 	if err != nil {

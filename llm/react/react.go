@@ -10,6 +10,7 @@ import (
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // ErrUnparseable is wrapped when a model's replies stayed unparseable after retries.
@@ -148,7 +149,6 @@ var (
 	actionRe    = regexp.MustCompile(`(?is)action\s*:\s*[` + "`" + `"']?([a-zA-Z0-9_.-]+)[` + "`" + `"']?\s*(\[(.*)\])?`)
 	actionInput = regexp.MustCompile(`(?is)action\s+input\s*:\s*(.+)`)
 	thoughtRe   = regexp.MustCompile(`(?is)thought\s*:\s*(.*?)(?:\n\s*(?:action|finish)|$)`)
-	kvRe        = regexp.MustCompile(`^\s*([A-Za-z_][A-Za-z0-9_]*)\s*[=:]\s*(.+?)\s*$`)
 )
 
 // Parse reads one text-protocol reply: an action becomes a tool call (its ID derived
@@ -245,8 +245,10 @@ func findTool(tools []messages.ToolSpec, name string) (messages.ToolSpec, bool) 
 }
 
 // arguments turns an action input into the JSON arguments of a tool: a JSON object as
-// is; key=value pairs as an object; anything else as the tool's single string
-// parameter when its schema has exactly one, else as {"input": …}.
+// is; key=value pairs (tools.ParsePairs: quoted values keep their commas and escapes)
+// as an object of strings, which the tool coerces to its schema's types, when every
+// key is one of the tool's parameters; anything else as the value of the tool's one
+// parameter, or of its one required parameter, else as {"input": …}.
 func arguments(input string, spec messages.ToolSpec) (string, error) {
 	input = strings.Trim(input, "`")
 	if strings.HasPrefix(input, "{") {
@@ -257,33 +259,32 @@ func arguments(input string, spec messages.ToolSpec) (string, error) {
 		b, _ := json.Marshal(obj)
 		return string(b), nil
 	}
-	if pairs := splitPairs(input); pairs != nil {
-		b, _ := json.Marshal(pairs)
-		return string(b), nil
-	}
-	key := "input"
 	var schema struct {
 		Properties map[string]json.RawMessage `json:"properties"`
+		Required   []string                   `json:"required"`
 	}
-	if json.Unmarshal(spec.Parameters, &schema) == nil && len(schema.Properties) == 1 {
+	_ = json.Unmarshal(spec.Parameters, &schema)
+	if pairs, err := tools.ParsePairs(input); err == nil {
+		known := true
+		for k := range pairs {
+			if _, ok := schema.Properties[k]; !ok && len(schema.Properties) > 0 {
+				known = false
+			}
+		}
+		if known {
+			b, _ := json.Marshal(pairs)
+			return string(b), nil
+		}
+	}
+	key := "input"
+	switch {
+	case len(schema.Properties) == 1:
 		for k := range schema.Properties {
 			key = k
 		}
+	case len(schema.Required) == 1:
+		key = schema.Required[0]
 	}
 	b, _ := json.Marshal(map[string]string{key: strings.Trim(input, `"'`)})
 	return string(b), nil
-}
-
-// splitPairs reads "a=1, b=two" (or "a: 1") into a map, or returns nil.
-func splitPairs(s string) map[string]string {
-	parts := strings.Split(s, ",")
-	out := map[string]string{}
-	for _, p := range parts {
-		m := kvRe.FindStringSubmatch(p)
-		if m == nil {
-			return nil
-		}
-		out[m[1]] = strings.Trim(m[2], `"'`)
-	}
-	return out
 }

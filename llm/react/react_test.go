@@ -110,3 +110,25 @@ func TestRenderTurnsToolTurnsIntoText(t *testing.T) {
 		t.Fatalf("%+v", out)
 	}
 }
+
+// key=value inputs keep quoted commas and escapes; an input whose "keys" are not
+// the tool's parameters (a URL's scheme, a "Note:" prefix) is the value of its one
+// required parameter instead.
+func TestParseKeyValueArguments(t *testing.T) {
+	specs := append([]messages.ToolSpec{
+		{Name: "http_fetch", Parameters: []byte(`{"type":"object","properties":{"url":{"type":"string"},"method":{"type":"string"}},"required":["url"]}`)},
+	}, tools...)
+	for input, want := range map[string]string{
+		`search[query="go, actors", limit=3]`:                    `{"limit":"3","query":"go, actors"}`,
+		`search[query='it\'s "quoted"']`:                         `{"query":"it's \"quoted\""}`,
+		`search[query="line\nbreak"]`:                            `{"query":"line\nbreak"}`,
+		`http_fetch[https://example.com/a?b=c]`:                  `{"url":"https://example.com/a?b=c"}`,
+		`http_fetch[url=https://example.com/a?b=c, method=HEAD]`: `{"method":"HEAD","url":"https://example.com/a?b=c"}`,
+		`calculator[note: 2+2]`:                                  `{"expression":"note: 2+2"}`,
+	} {
+		msg, err := react.Parse("Thought: t\nAction: "+input, specs, 1)
+		if err != nil || len(msg.ToolCalls) != 1 || msg.ToolCalls[0].Arguments != want {
+			t.Errorf("%s: %+v, %v; want %s", input, msg.ToolCalls, err, want)
+		}
+	}
+}

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// toolsFile is the "tools" section of the configuration file: the built-in tools the
+// node's agent gets beyond calculator and clock. A section present enables its tool:
+//
+//	"tools": {"http_fetch": {"allow": ["10.0.0.0/8", "intranet.example"]},
+//	          "files": {"root": "./work"}}
+type toolsFile struct {
+	HTTPFetch *httpFetchFile `json:"http_fetch"`
+	Files     *filesFile     `json:"files"`
+}
+
+// httpFetchFile configures http_fetch (tools.HTTPFetchConfig).
+type httpFetchFile struct {
+	// Allow lists CIDRs, addresses and host names reachable beyond the public internet.
+	Allow    []string `json:"allow"`
+	MaxBytes int      `json:"max_bytes"`
+	Timeout  string   `json:"timeout"`
+}
+
+// filesFile configures files (tools.FilesConfig).
+type filesFile struct {
+	// Root is the directory the tool works in, relative to the working directory.
+	Root     string `json:"root"`
+	ReadOnly bool   `json:"read_only"`
+	MaxBytes int    `json:"max_bytes"`
+	// Expand offers files_read, files_write, … instead of one files tool.
+	Expand bool `json:"expand"`
+}
+
+// Limits of the tools section.
+const (
+	maxToolBytes   = 64 << 20
+	maxToolTimeout = 10 * time.Minute
+)
+
+// validate checks the tools section, naming fields as tools.SECTION.FIELD. It does
+// not look at the file system: build does, when the node starts.
+func (t toolsFile) validate() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("tools."+field+": "+format, args...))
+	}
+	if h := t.HTTPFetch; h != nil {
+		if _, err := tools.NewAddressPolicy(h.Allow); err != nil {
+			bad("http_fetch.allow", "%v", err)
+		}
+		if h.MaxBytes < 0 || h.MaxBytes > maxToolBytes {
+			bad("http_fetch.max_bytes", "%d is out of range: want 1 to %d (0 or absent: %d)", h.MaxBytes, maxToolBytes, tools.DefaultFetchMaxBytes)
+		}
+		if h.Timeout != "" {
+			if err := checkDuration(h.Timeout, time.Millisecond, maxToolTimeout); err != nil {
+				bad("http_fetch.timeout", "%v", err)
+			}
+		}
+	}
+	if f := t.Files; f != nil {
+		if strings.TrimSpace(f.Root) == "" || strings.ContainsRune(f.Root, 0) {
+			bad("files.root", "%q is not a usable directory path: the files tool needs the directory it works in", f.Root)
+		}
+		if f.MaxBytes < 0 || f.MaxBytes > maxToolBytes {
+			bad("files.max_bytes", "%d is out of range: want 1 to %d (0 or absent: %d)", f.MaxBytes, maxToolBytes, tools.DefaultFilesMaxBytes)
+		}
+	}
+	return errs
+}
+
+// build returns the tools of the node's default agent: calculator and clock, the
+// built-ins the section enables, then extra.
+func (t toolsFile) build(extra []tools.Tool) ([]tools.Tool, error) {
+	out := []tools.Tool{tools.Calculator{}, tools.NewClock(nil)}
+	if h := t.HTTPFetch; h != nil {
+		cfg := tools.HTTPFetchConfig{Allow: h.Allow, MaxBytes: h.MaxBytes}
+		if h.Timeout != "" {
+			d, err := time.ParseDuration(h.Timeout)
+			if err != nil {
+				return nil, fmt.Errorf("tools.http_fetch.timeout: %w", err)
+			}
+			cfg.Timeout = d
+		}
+		fetch, err := tools.NewHTTPFetch(cfg)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, fetch)
+	}
+	if f := t.Files; f != nil {
+		box, err := tools.NewFiles(tools.FilesConfig{Root: f.Root, ReadOnly: f.ReadOnly, MaxReadBytes: f.MaxBytes, MaxWriteBytes: f.MaxBytes})
+		if err != nil {
+			return nil, fmt.Errorf("tools.files: %w", err)
+		}
+		if f.Expand {
+			out = append(out, box.Expand()...)
+		} else {
+			out = append(out, box)
+		}
+	}
+	return append(out, extra...), nil
+}
+
+// unknownToolsField names an unknown field of the tools section (raw) with where it
+// is, or returns nil when name is not in it.
+func unknownToolsField(raw json.RawMessage, name string) error {
+	var sections map[string]json.RawMessage
+	if json.Unmarshal(raw, &sections) != nil {
+		return nil
+	}
+	if _, ok := sections[name]; ok {
+		return fmt.Errorf("unknown field \"tools.%s\": the tools are %s", name, jsonFields[toolsFile]())
+	}
+	for section, fields := range map[string]string{"http_fetch": jsonFields[httpFetchFile](), "files": jsonFields[filesFile]()} {
+		var m map[string]json.RawMessage
+		if json.Unmarshal(sections[section], &m) == nil {
+			if _, ok := m[name]; ok {
+				return fmt.Errorf("unknown field \"tools.%s.%s\": its fields are %s", section, name, fields)
+			}
+		}
+	}
+	return nil
+}
+
+const toolsUsage = `usage:
+  node tools list [--json] [--config FILE] [--data DIR]
+  node tools call [--config FILE] [--data DIR] NAME ['JSON-ARGS' | key=value,... | -]
+
+list prints every tool the node's default agent can use: name, source (builtin,
+mcp:SERVER, skill:NAME) and description; --json adds each input schema.
+call runs one tool as the node would (its timeout, concurrency and size limits,
+argument validation) and prints its result: exit 0, or 1 with the error. Arguments
+are JSON or key=value pairs; - reads them from standard input; none means {}.
+Tools beyond calculator and clock come from the "tools" section of the
+configuration file (http_fetch, files).
+`
+
+// toolsCmd runs "node tools ...": args are what follows "tools".
+func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "call") {
+		fmt.Fprint(stderr, toolsUsage)
+		return 2
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("node tools "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, toolsUsage) }
+	configPath := fs.String("config", "", "configuration file")
+	fs.String("data", "", "data directory (accepted for symmetry with run and serve)")
+	asJSON := fs.Bool("json", false, "print JSON (list)")
+	// Flags may come before or after the positional arguments.
+	var pos []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if *configPath == "" {
+		if _, err := os.Stat(provider.DefaultConfigFile); err == nil {
+			*configPath = provider.DefaultConfigFile
+		}
+	}
+	fc, err := loadFile(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	list, err := fc.Tools.build(opt.extraTools)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	reg, err := tools.NewRegistry(list...)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	switch sub {
+	case "list":
+		if len(pos) != 0 {
+			fmt.Fprint(stderr, toolsUsage)
+			return 2
+		}
+		return listTools(reg, *asJSON, stdout, stderr)
+	default:
+		if len(pos) < 1 || len(pos) > 2 || *asJSON {
+			fmt.Fprint(stderr, toolsUsage)
+			return 2
+		}
+		arguments := ""
+		if len(pos) == 2 {
+			arguments = pos[1]
+		}
+		if arguments == "-" {
+			stdin := opt.stdin
+			if stdin == nil {
+				stdin = os.Stdin
+			}
+			b, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
+			if err != nil {
+				fmt.Fprintln(stderr, "error: reading the arguments:", err)
+				return 2
+			}
+			arguments = string(b)
+		}
+		if t := strings.TrimSpace(arguments); t != "" && !strings.HasPrefix(t, "{") {
+			// key=value pairs become a JSON object of strings, as the text protocol
+			// makes them (llm/react); the tool coerces them to its schema's types.
+			pairs, err := tools.ParsePairs(t)
+			if err != nil {
+				fmt.Fprintf(stderr, "error: the arguments are neither a JSON object nor key=value pairs: %v\n", err)
+				return 2
+			}
+			b, _ := json.Marshal(pairs)
+			arguments = string(b)
+		}
+		return callTool(ctx, reg, pos[0], arguments, stdout, stderr)
+	}
+}
+
+// toolEntry is one tool in "node tools list --json".
+type toolEntry struct {
+	Name        string          `json:"name"`
+	Source      string          `json:"source"`
+	Description string          `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	SideEffects bool            `json:"side_effects"`
+}
+
+func listTools(reg *tools.Registry, asJSON bool, stdout, stderr io.Writer) int {
+	var entries []toolEntry
+	for _, s := range reg.Specs() {
+		t, _ := reg.Get(s.Name)
+		schema := s.Parameters
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object"}`)
+		}
+		entries = append(entries, toolEntry{Name: s.Name, Source: tools.SourceOf(t), Description: s.Description,
+			InputSchema: schema, SideEffects: tools.HasSideEffects(t)})
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(entries); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		return 0
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tSOURCE\tDESCRIPTION")
+	for _, e := range entries {
+		desc, _, _ := strings.Cut(e.Description, "\n")
+		if len(desc) > 100 {
+			desc = desc[:97] + "..."
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\n", e.Name, e.Source, desc)
+	}
+	if err := w.Flush(); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	return 0
+}
+
+// callTool performs one call through actors.LocalEffects, the node's tool performer.
+func callTool(ctx context.Context, reg *tools.Registry, name, arguments string, stdout, stderr io.Writer) int {
+	if _, ok := reg.Get(name); !ok {
+		fmt.Fprintf(stderr, "error: no tool %q; the tools are: %s\n", name, strings.Join(reg.Names(), ", "))
+		return 2
+	}
+	effects := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: reg})
+	defer effects.Close()
+	id := "cli-tools-" + actors.UUIDv7{}.NewID()
+	key := messages.EffectKey{SessionID: id, Seq: 1}
+	replies := make(chan messages.EffectReply, 1)
+	effects.Perform(messages.EffectRequest{SessionID: id, Key: key, Tool: &messages.ToolCallRequested{
+		Key: key.String(), CallID: "cli", Tool: name, Arguments: arguments}}, func(r messages.EffectReply) { replies <- r })
+	var rep messages.EffectReply
+	select {
+	case rep = <-replies:
+	case <-ctx.Done():
+		effects.Cancel(key)
+		rep = <-replies
+	}
+	if rep.Error != "" {
+		fmt.Fprintln(stderr, "error:", rep.Error)
+		return 1
+	}
+	fmt.Fprintln(stdout, rep.Output)
+	return 0
+}

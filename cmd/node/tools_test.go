@@ -1,0 +1,153 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/tools"
+)
+
+// nodeTools runs "node tools ARGS..." in dir (the working directory of relative
+// paths in the config) and returns its exit code and output.
+func nodeTools(t *testing.T, opt options, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), append([]string{"tools"}, args...), &out, &errb, opt)
+	return code, out.String(), errb.String()
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "troupe.json")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestToolsList(t *testing.T) {
+	t.Chdir(t.TempDir()) // no .troupe.json here
+	code, out, errs := nodeTools(t, options{}, "list")
+	if code != 0 || !strings.HasPrefix(out, "NAME") || !strings.Contains(out, "\ncalculator  builtin  Evaluates") ||
+		!strings.Contains(out, "\nclock       builtin  Returns") || strings.Count(out, "\n") != 3 {
+		t.Fatalf("list: %d\n%s%s", code, out, errs)
+	}
+	root := t.TempDir()
+	cfg := writeConfig(t, `{"tools": {"http_fetch": {"allow": ["10.0.0.0/8"]}, "files": {"root": "`+filepath.ToSlash(root)+`", "expand": true}}}`)
+	code, out, errs = nodeTools(t, options{}, "list", "--json", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("list --json: %d %s", code, errs)
+	}
+	var entries []struct {
+		Name        string          `json:"name"`
+		Source      string          `json:"source"`
+		Description string          `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+		SideEffects bool            `json:"side_effects"`
+	}
+	if err := json.Unmarshal([]byte(out), &entries); err != nil {
+		t.Fatalf("list --json is not JSON: %v\n%s", err, out)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name)
+		var schema map[string]any
+		if e.Source != "builtin" || e.Description == "" || json.Unmarshal(e.InputSchema, &schema) != nil || schema["type"] != "object" {
+			t.Errorf("entry %+v", e)
+		}
+		if e.SideEffects != (e.Name == "files_write") {
+			t.Errorf("%s: side_effects %v", e.Name, e.SideEffects)
+		}
+	}
+	if got := strings.Join(names, " "); got != "calculator clock files_list files_read files_stat files_write http_fetch" {
+		t.Errorf("tools: %s", got)
+	}
+}
+
+func TestToolsCall(t *testing.T) {
+	t.Chdir(t.TempDir())
+	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("from the intranet"))
+	}))
+	t.Cleanup(page.Close)
+	if err := os.Mkdir("work", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, `{"tools": {"http_fetch": {"allow": ["127.0.0.1/32"]}, "files": {"root": "work"}}}`)
+	hung := make(chan struct{})
+	t.Cleanup(func() { close(hung) })
+	type none struct{}
+	extra := options{extraTools: []tools.Tool{
+		tools.MustFunc("hangs", "Hangs.", func(context.Context, none) (string, error) { <-hung; return "", nil }, tools.WithTimeout(30*time.Millisecond)),
+		tools.MustFunc("floods", "Returns 10 MB.", func(context.Context, none) (string, error) { return strings.Repeat("z", 10<<20), nil }),
+	}}
+	for _, c := range []struct {
+		args     []string
+		stdin    string
+		code     int
+		out, err string
+	}{
+		{args: []string{"call", "calculator", `{"expression":"6*7"}`}, out: "42\n"},
+		{args: []string{"call", "calculator", `expression="2 ^ 10"`}, out: "1024\n"},
+		{args: []string{"call", "clock"}, out: ")\n"},
+		{args: []string{"call", "calculator", `{"expression":"1/0"}`}, code: 1, err: "error: calculator: invalid arguments: division by zero"},
+		{args: []string{"call", "--config", cfg, "files", `{"op":"write","args":{"path":"notes/a.txt","content":"hello"}}`}, out: "wrote 5 bytes to notes/a.txt\n"},
+		{args: []string{"call", "files", "--config", cfg, "-"}, stdin: `{"op":"read","args":{"path":"notes/a.txt"}}`, out: "hello\n"},
+		{args: []string{"call", "--config", cfg, "files", `{"op":"read","args":{"path":"../troupe.json"}}`}, code: 1, err: "the path leads outside the root"},
+		{args: []string{"call", "--config", cfg, "http_fetch", "url=" + page.URL}, out: "\n\nfrom the intranet\n"},
+		{args: []string{"call", "--config", cfg, "http_fetch", `{"url":"http://169.254.169.254/"}`}, code: 1, err: "cloud metadata address"},
+		{args: []string{"call", "--config", cfg, "http_fetch", `{"url":"http://example.com","method":"DELETE"}`}, code: 1, err: `"method" must be one of "GET", "HEAD"`},
+		{args: []string{"call", "hangs"}, code: 1, err: "error: tool timed out after 30ms"},
+		{args: []string{"call", "floods"}, out: "\n[truncated: 10485760 bytes, showing the first 65536]\n"},
+		{args: []string{"call", "nope"}, code: 2, err: `no tool "nope"; the tools are: calculator, clock, floods, hangs`},
+		{args: []string{"call"}, code: 2, err: "usage:"},
+		{args: []string{"call", "calculator", "{}", "extra"}, code: 2, err: "usage:"},
+		{args: []string{"call", "calculator", "not pairs"}, code: 2, err: "neither a JSON object nor key=value pairs"},
+		{args: []string{"list", "extra"}, code: 2, err: "usage:"},
+		{args: []string{"frob"}, code: 2, err: "usage:"},
+		{args: []string{}, code: 2, err: "usage:"},
+		{args: []string{"list", "--bogus"}, code: 2, err: "flag provided but not defined"},
+	} {
+		opt := extra
+		opt.stdin = strings.NewReader(c.stdin)
+		code, out, errs := nodeTools(t, opt, c.args...)
+		if code != c.code || !strings.HasSuffix(out, c.out) || !strings.Contains(errs, c.err) || (c.code == 0 && errs != "") {
+			t.Errorf("tools %q: exit %d\nstdout %.300q\nstderr %.300q\nwant exit %d, stdout ending %q, stderr with %q", c.args, code, out, errs, c.code, c.out, c.err)
+		}
+	}
+}
+
+// The tools section of the configuration file is checked like the rest of it.
+func TestToolsConfigIsValidated(t *testing.T) {
+	t.Chdir(t.TempDir())
+	for body, want := range map[string]string{
+		`{"tools": {"http_fetch": {"allow": ["10.0.0.0/33"]}}}`:  `tools.http_fetch.allow: allow entry "10.0.0.0/33"`,
+		`{"tools": {"http_fetch": {"timeout": "forever"}}}`:      `tools.http_fetch.timeout: "forever" is not a duration`,
+		`{"tools": {"http_fetch": {"max_bytes": -1}}}`:           `tools.http_fetch.max_bytes: -1 is out of range`,
+		`{"tools": {"http_fetch": {"alow": []}}}`:                `unknown field "tools.http_fetch.alow": its fields are allow, max_bytes, timeout`,
+		`{"tools": {"shell": {}}}`:                               `unknown field "tools.shell": the tools are http_fetch, files`,
+		`{"tools": {"files": {}}}`:                               `tools.files.root: "" is not a usable directory path`,
+		`{"tools": {"files": {"root": "missing-dir"}}}`:          `tools.files: tools: files: root "missing-dir"`,
+		`{"tools": {"files": {"root": "w", "max_bytes": 1e12}}}`: `tools.files.max_bytes`,
+	} {
+		code, out, errs := nodeTools(t, options{}, "list", "--config", writeConfig(t, body))
+		if code != 2 || !strings.Contains(errs, want) {
+			t.Errorf("%s: exit %d %s%s; want 2 with %q", body, code, out, errs, want)
+		}
+	}
+	// run and serve read the same section.
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--config", writeConfig(t, `{"tools": {"files": {"root": "missing-dir"}}}`), "--model", "offline", "1+1"}, &out, &errb, options{}); code != 2 ||
+		!strings.Contains(errb.String(), `root "missing-dir"`) {
+		t.Errorf("run with a missing files root: %d %s", code, errb.String())
+	}
+}

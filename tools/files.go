@@ -1,0 +1,389 @@
+package tools
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Errors of the files tool; each also wraps ErrInvalidArguments (the path was the
+// model's), so the model reads them and nothing retries them.
+var (
+	// ErrOutsideRoot: the path leads outside the files tool's root, by "..", by an
+	// absolute path, or through a symbolic link.
+	ErrOutsideRoot = errors.New("the path leads outside the root")
+	// ErrNotRegular: the path names a directory, device, named pipe or socket where a
+	// regular file is wanted.
+	ErrNotRegular = errors.New("not a regular file")
+)
+
+// FilesConfig configures the files tool.
+type FilesConfig struct {
+	// Root is the directory the tool works in; it must exist. Nothing outside it
+	// can be read, written or listed.
+	Root string
+	// MaxReadBytes bounds what one read returns (default 1 MiB); a longer file is cut
+	// with a note, and read on with an offset.
+	MaxReadBytes int
+	// MaxWriteBytes bounds what one write writes (default 1 MiB).
+	MaxWriteBytes int
+	// MaxEntries bounds the entries one list returns (default 1000).
+	MaxEntries int
+	// ReadOnly leaves out the write operation.
+	ReadOnly bool
+}
+
+// Defaults of FilesConfig.
+const (
+	DefaultFilesMaxBytes   = 1 << 20
+	DefaultFilesMaxEntries = 1000
+)
+
+type fileReadArgs struct {
+	Path   string `json:"path" jsonschema:"The file's path, relative to the work directory" tool:"minLength=1"`
+	Offset int64  `json:"offset,omitempty" jsonschema:"The byte to start at (default 0), to read on past a truncated read" tool:"minimum=0"`
+}
+
+type fileWriteArgs struct {
+	Path    string `json:"path" jsonschema:"The file's path, relative to the work directory; missing directories are created" tool:"minLength=1"`
+	Content string `json:"content" jsonschema:"The file's whole new content (UTF-8 text)"`
+}
+
+type filePathArgs struct {
+	Path string `json:"path,omitempty" jsonschema:"A path relative to the work directory (default: the work directory itself)"`
+}
+
+// FileInfo is what the stat operation returns.
+type FileInfo struct {
+	Path     string `json:"path"`
+	Type     string `json:"type"`
+	Size     int64  `json:"size"`
+	Mode     string `json:"mode"`
+	Modified string `json:"modified"`
+}
+
+// NewFiles returns the files tool: a Toolbox with the operations read, write, list
+// and stat, confined to cfg.Root.
+//
+// Every path is resolved inside the root through os.Root: ".." that climbs out of
+// it, an absolute path outside it (one inside it is taken relative to it) and a
+// symbolic link that points out of it (or is absolute) are refused with
+// ErrOutsideRoot. Only regular files are read or written: a directory, device, named
+// pipe or socket is refused with ErrNotRegular, and files are opened non-blocking, so
+// a named pipe cannot hang a call. A read returns text (a file holding NUL bytes is
+// refused as binary) of at most MaxReadBytes, with a note when it is cut. A write
+// replaces the whole file atomically (a temporary file renamed over it), so a call
+// made twice with the same key leaves the same file, and refuses to write through a
+// symbolic link. Errors name paths relative to the root, never the host's.
+func NewFiles(cfg FilesConfig) (*Toolbox, error) {
+	if strings.TrimSpace(cfg.Root) == "" {
+		return nil, errors.New("tools: files: the root directory is not set")
+	}
+	abs, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("tools: files: root %q: %w", cfg.Root, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return nil, fmt.Errorf("tools: files: root %q: %w", cfg.Root, err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("tools: files: root %q is not a directory", cfg.Root)
+	}
+	if cfg.MaxReadBytes <= 0 {
+		cfg.MaxReadBytes = DefaultFilesMaxBytes
+	}
+	if cfg.MaxWriteBytes <= 0 {
+		cfg.MaxWriteBytes = DefaultFilesMaxBytes
+	}
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = DefaultFilesMaxEntries
+	}
+	f := &files{cfg: cfg, abs: []string{abs}}
+	if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+		f.abs = append(f.abs, real)
+	}
+	readOnly := WithSideEffects(false)
+	out := WithMaxOutput(cfg.MaxReadBytes + 1024)
+	subs := []SubTool{
+		Sub("read", fmt.Sprintf("Reads a text file (at most %d bytes per call; use offset to read on).", cfg.MaxReadBytes), f.read, readOnly, out),
+		Sub("list", "Lists a directory: one entry per line, directories ending in /.", f.list, readOnly, out),
+		Sub("stat", "Tells a path's type, size, mode and modification time.", f.stat, readOnly),
+	}
+	if !cfg.ReadOnly {
+		subs = slices.Insert(subs, 1, Sub("write", fmt.Sprintf("Writes a text file, replacing its content (at most %d bytes).", cfg.MaxWriteBytes),
+			f.write, WithMaxArguments(cfg.MaxWriteBytes+4096)))
+	}
+	return NewToolbox("files", "Reads, writes and lists files in the agent's work directory; paths are relative to it.", subs...)
+}
+
+type files struct {
+	cfg FilesConfig
+	abs []string // the root's absolute path, and its real path when that differs
+}
+
+// rel turns a path from the model into one relative to the root, refusing what
+// leaves it lexically; os.Root refuses what leaves it through symbolic links.
+func (f *files) rel(p string, dflt string) (string, error) {
+	p = strings.TrimSpace(p)
+	if p == "" {
+		if dflt == "" {
+			return "", &ArgumentError{Tool: "files", Field: "path", Reason: "the path is empty"}
+		}
+		p = dflt
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", &ArgumentError{Tool: "files", Field: "path", Reason: "the path holds a NUL byte"}
+	}
+	if filepath.IsAbs(p) {
+		clean := filepath.Clean(p)
+		for _, root := range f.abs {
+			if r, err := filepath.Rel(root, clean); err == nil && r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+				return r, nil
+			}
+		}
+		return "", f.outside(p)
+	}
+	clean := filepath.Clean(p)
+	if clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+		return "", f.outside(p)
+	}
+	return clean, nil
+}
+
+func (f *files) outside(p string) error {
+	return fmt.Errorf("files: %q: %w, the agent's work directory (%w)", p, ErrOutsideRoot, ErrInvalidArguments)
+}
+
+// fail rephrases an error of os.Root about path p without the host's paths.
+func (f *files) fail(op, p string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	switch {
+	case err.Error() == "path escapes from parent":
+		return f.outside(p)
+	case errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("files: %s %q: no such file or directory (%w)", op, p, ErrInvalidArguments)
+	case errors.Is(err, fs.ErrPermission):
+		return fmt.Errorf("files: %s %q: permission denied (%w)", op, p, ErrInvalidArguments)
+	}
+	return fmt.Errorf("files: %s %q: %v", op, p, err)
+}
+
+func (f *files) open() (*os.Root, error) {
+	r, err := os.OpenRoot(f.abs[0])
+	if err != nil {
+		return nil, fmt.Errorf("files: the work directory cannot be opened: %w", err)
+	}
+	return r, nil
+}
+
+func notRegular(p string, mode fs.FileMode) error {
+	return fmt.Errorf("files: %q is %s: %w (%w)", p, kind(mode), ErrNotRegular, ErrInvalidArguments)
+}
+
+// kind names a file's type.
+func kind(mode fs.FileMode) string {
+	switch {
+	case mode.IsRegular():
+		return "a file"
+	case mode.IsDir():
+		return "a directory"
+	case mode&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case mode&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case mode&fs.ModeSocket != 0:
+		return "a socket"
+	case mode&fs.ModeDevice != 0:
+		return "a device"
+	}
+	return "not a regular file"
+}
+
+func (f *files) read(ctx context.Context, a fileReadArgs) (string, error) {
+	p, err := f.rel(a.Path, "")
+	if err != nil {
+		return "", err
+	}
+	root, err := f.open()
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	// Non-blocking, so that opening a named pipe returns at once; then refused.
+	file, err := root.OpenFile(p, os.O_RDONLY|nonBlock, 0)
+	if err != nil {
+		return "", f.fail("read", a.Path, err)
+	}
+	defer file.Close()
+	st, err := file.Stat()
+	if err != nil {
+		return "", f.fail("read", a.Path, err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", notRegular(a.Path, st.Mode())
+	}
+	if a.Offset > st.Size() {
+		return "", &ArgumentError{Tool: "files", Field: "offset", Reason: fmt.Sprintf("offset %d is past the end of %q (%d bytes)", a.Offset, a.Path, st.Size())}
+	}
+	buf := make([]byte, min(int64(f.cfg.MaxReadBytes)+1, st.Size()-a.Offset+1))
+	n, err := file.ReadAt(buf, a.Offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", f.fail("read", a.Path, err)
+	}
+	buf = buf[:n]
+	truncated := len(buf) > f.cfg.MaxReadBytes
+	if truncated {
+		buf = cutPartialRune(buf[:f.cfg.MaxReadBytes])
+	}
+	if slices.Contains(buf, 0) {
+		return "", fmt.Errorf("files: %q is a binary file; read returns text only (%w)", a.Path, ErrInvalidArguments)
+	}
+	text := strings.ToValidUTF8(string(buf), "\uFFFD")
+	if truncated {
+		next := a.Offset + int64(len(buf))
+		text += fmt.Sprintf("\n[truncated: %d bytes, showing bytes %d to %d; read on with offset %d]", st.Size(), a.Offset, next, next)
+	}
+	return text, ctx.Err()
+}
+
+func (f *files) write(ctx context.Context, a fileWriteArgs) (string, error) {
+	p, err := f.rel(a.Path, "")
+	if err != nil {
+		return "", err
+	}
+	if p == "." {
+		return "", fmt.Errorf("files: %q is the work directory itself, not a file (%w)", a.Path, ErrInvalidArguments)
+	}
+	if len(a.Content) > f.cfg.MaxWriteBytes {
+		return "", &ArgumentError{Tool: "files", Field: "content", Reason: fmt.Sprintf("the content is %d bytes; the limit is %d", len(a.Content), f.cfg.MaxWriteBytes)}
+	}
+	if !utf8.ValidString(a.Content) {
+		return "", &ArgumentError{Tool: "files", Field: "content", Reason: "the content is not UTF-8 text"}
+	}
+	root, err := f.open()
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	if st, err := root.Lstat(p); err == nil && !st.Mode().IsRegular() {
+		return "", notRegular(a.Path, st.Mode())
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", f.fail("write", a.Path, err)
+	}
+	if dir := filepath.Dir(p); dir != "." {
+		if err := root.MkdirAll(dir, 0o755); err != nil {
+			return "", f.fail("write", a.Path, err)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	var suffix [6]byte
+	_, _ = rand.Read(suffix[:])
+	tmp := filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".tmp-"+hex.EncodeToString(suffix[:]))
+	file, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", f.fail("write", a.Path, err)
+	}
+	_, err = io.WriteString(file, a.Content)
+	if cerr := file.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Rename(tmp, p)
+	}
+	if err != nil {
+		_ = root.Remove(tmp)
+		return "", f.fail("write", a.Path, err)
+	}
+	return fmt.Sprintf("wrote %d bytes to %s", len(a.Content), filepath.ToSlash(p)), nil
+}
+
+func (f *files) list(ctx context.Context, a filePathArgs) (string, error) {
+	p, err := f.rel(a.Path, ".")
+	if err != nil {
+		return "", err
+	}
+	root, err := f.open()
+	if err != nil {
+		return "", err
+	}
+	defer root.Close()
+	dir, err := root.Open(p)
+	if err != nil {
+		return "", f.fail("list", a.Path, err)
+	}
+	defer dir.Close()
+	st, err := dir.Stat()
+	if err != nil {
+		return "", f.fail("list", a.Path, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("files: %q is %s, not a directory (%w)", a.Path, kind(st.Mode()), ErrInvalidArguments)
+	}
+	entries, err := dir.ReadDir(-1)
+	if err != nil {
+		return "", f.fail("list", a.Path, err)
+	}
+	slices.SortFunc(entries, func(x, y fs.DirEntry) int { return strings.Compare(x.Name(), y.Name()) })
+	var b strings.Builder
+	for i, e := range entries {
+		if i == f.cfg.MaxEntries {
+			fmt.Fprintf(&b, "[… and %d more entries]\n", len(entries)-i)
+			break
+		}
+		switch t := e.Type(); {
+		case t.IsDir():
+			fmt.Fprintf(&b, "%s/\n", e.Name())
+		case t.IsRegular():
+			size := int64(-1)
+			if info, err := e.Info(); err == nil {
+				size = info.Size()
+			}
+			fmt.Fprintf(&b, "%s (%d bytes)\n", e.Name(), size)
+		default:
+			fmt.Fprintf(&b, "%s (%s)\n", e.Name(), kind(t))
+		}
+	}
+	if b.Len() == 0 {
+		return "(empty directory)", ctx.Err()
+	}
+	return strings.TrimSuffix(b.String(), "\n"), ctx.Err()
+}
+
+func (f *files) stat(ctx context.Context, a filePathArgs) (FileInfo, error) {
+	p, err := f.rel(a.Path, ".")
+	if err != nil {
+		return FileInfo{}, err
+	}
+	root, err := f.open()
+	if err != nil {
+		return FileInfo{}, err
+	}
+	defer root.Close()
+	st, err := root.Stat(p)
+	if err != nil {
+		return FileInfo{}, f.fail("stat", a.Path, err)
+	}
+	return FileInfo{
+		Path:     filepath.ToSlash(p),
+		Type:     strings.TrimPrefix(strings.TrimPrefix(kind(st.Mode()), "a "), "an "),
+		Size:     st.Size(),
+		Mode:     st.Mode().String(),
+		Modified: st.ModTime().UTC().Format(time.RFC3339),
+	}, ctx.Err()
+}

@@ -1,0 +1,837 @@
+package tools
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+)
+
+// MaxArgumentDepth is the deepest nesting of objects and arrays an ArgumentParser
+// reads: arguments nested deeper are refused before they are decoded further.
+const MaxArgumentDepth = 64
+
+// maxProblems bounds the problems one error lists.
+const maxProblems = 8
+
+// ArgumentParser reads a model's arguments for one tool: it parses them, coerces
+// them to the types of the tool's JSON Schema and validates them against it. It is
+// immutable and safe for concurrent use.
+//
+// Arguments are a JSON object, or key=value pairs (the form the text protocol of
+// package llm/react lets models write: `url="https://example.com", method=GET`):
+//
+//   - pairs are separated by commas or line breaks; a key is a letter or '_'
+//     followed by letters, digits, '_' and '-'; ':' may stand for '='.
+//   - a value is double-quoted with JSON's escapes ("a \"b\"\n"), single-quoted
+//     ('it\'s', with \' and \\), or bare: the text up to the next comma or line
+//     break outside brackets and quotes, trimmed ([1, 2] and {"a": 1} stay whole).
+//   - every value is a string until coercion gives it the schema's type.
+//
+// Coercion, where the schema wants one type and the value has another (it never
+// applies when the value's type is one the schema allows):
+//
+//   - integer: a string holding a JSON number with no fraction ("3", "-2", "1e3").
+//   - number: a string holding a JSON number ("2.5").
+//   - boolean: the strings "true" and "false", in any case.
+//   - string: a number becomes its JSON text (12345 → "12345"; the digits are kept
+//     as written), a boolean "true" or "false". Models often leave the quotes off
+//     an identifier or a postal code; nothing is lost.
+//   - array or object: a string holding a JSON array or object (what a key=value
+//     pair carries: tags=["a", "b"]).
+//
+// Nothing else is coerced: "yes" is no boolean, 2.5 no integer, null no string;
+// but null given for an optional field whose schema does not allow null is taken
+// as the field's absence.
+//
+// Validation then checks type, enum, const, required and unknown properties, the
+// bounds of numbers, strings and arrays, and, through github.com/google/jsonschema-go,
+// every other keyword of the schema. An error is an *ArgumentError wrapping
+// ErrInvalidArguments that names each field at fault (as a path: "items[2].name")
+// and what was expected, up to eight problems at once.
+//
+// Limits are checked before the work they bound: arguments longer than the
+// parser's byte limit are refused unread, and JSON nested deeper than
+// MaxArgumentDepth is refused as the token scan reaches that depth.
+type ArgumentParser struct {
+	tool     string
+	schema   *jsonschema.Schema
+	resolved *jsonschema.Resolved
+	maxBytes int
+}
+
+// NewArgumentParser returns the parser of arguments for the schema (a JSON Schema
+// object; empty means any object) of the tool named tool. maxBytes bounds the
+// argument text (0: DefaultMaxArguments). It fails on a schema that is not valid
+// JSON Schema, or whose type is not "object".
+func NewArgumentParser(tool string, schema json.RawMessage, maxBytes int) (*ArgumentParser, error) {
+	s := &jsonschema.Schema{Type: "object"}
+	if len(strings.TrimSpace(string(schema))) > 0 {
+		s = new(jsonschema.Schema)
+		if err := json.Unmarshal(schema, s); err != nil {
+			return nil, fmt.Errorf("tools: tool %q: its parameters are not a JSON Schema: %w", tool, err)
+		}
+	}
+	return newArgumentParser(tool, s, maxBytes)
+}
+
+func newArgumentParser(tool string, s *jsonschema.Schema, maxBytes int) (*ArgumentParser, error) {
+	if t := schemaType(s); t != "" && t != "object" && !slices.Contains(s.Types, "object") {
+		return nil, fmt.Errorf("tools: tool %q: its parameters have the type %q: arguments are a JSON object, so want \"object\"", tool, t)
+	}
+	resolved, err := s.Resolve(nil)
+	if err != nil {
+		return nil, fmt.Errorf("tools: tool %q: its parameters schema: %w", tool, err)
+	}
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxArguments
+	}
+	return &ArgumentParser{tool: tool, schema: s, resolved: resolved, maxBytes: maxBytes}, nil
+}
+
+// Schema returns the parser's schema. It must not be modified.
+func (p *ArgumentParser) Schema() *jsonschema.Schema { return p.schema }
+
+// Parse reads raw (a model's argument text) and returns the arguments as a JSON
+// object: strings, float64 or int64 numbers, booleans, nil, []any and map[string]any,
+// coerced to the schema's types, with the schema's defaults filled in. Empty text and
+// null mean {}.
+func (p *ArgumentParser) Parse(raw string) (map[string]any, error) {
+	if len(raw) > p.maxBytes {
+		return nil, &ArgumentError{Tool: p.tool, Reason: fmt.Sprintf("the arguments are %d bytes long; the limit is %d", len(raw), p.maxBytes)}
+	}
+	text := strings.TrimSpace(raw)
+	var v any
+	switch {
+	case text == "" || text == "null":
+		v = map[string]any{}
+	case text[0] == '{':
+		var err error
+		if v, err = decodeJSON(text, MaxArgumentDepth); err != nil {
+			return nil, &ArgumentError{Tool: p.tool, Reason: err.Error() + "; want a JSON object such as " + p.example()}
+		}
+	case strings.ContainsRune(`["-0123456789`, rune(text[0])) || text == "true" || text == "false":
+		return nil, &ArgumentError{Tool: p.tool, Reason: "the arguments are a JSON " + jsonKindOf(text) + "; want a JSON object such as " + p.example()}
+	default:
+		pairs, err := ParsePairs(text)
+		if err != nil {
+			return nil, &ArgumentError{Tool: p.tool, Reason: "the arguments are neither a JSON object nor key=value pairs (" + err.Error() + "); want a JSON object such as " + p.example()}
+		}
+		m := make(map[string]any, len(pairs))
+		for k, s := range pairs {
+			m[k] = s
+		}
+		v = m
+	}
+	w := walker{p: p}
+	v = w.walk(v, p.schema, "", 0)
+	if len(w.problems) == 0 {
+		if err := p.resolved.Validate(v); err != nil {
+			w.problems = append(w.problems, validatorProblem(err))
+		}
+	}
+	if len(w.problems) > 0 {
+		ae := &ArgumentError{Tool: p.tool, Field: w.field, Reason: strings.Join(w.problems, "; ")}
+		if w.more > 0 {
+			ae.Reason += fmt.Sprintf("; and %d more", w.more)
+		}
+		return nil, ae
+	}
+	m := v.(map[string]any)
+	if err := p.resolved.ApplyDefaults(&m); err != nil {
+		return nil, &ArgumentError{Tool: p.tool, Reason: "the schema's defaults do not apply: " + err.Error()}
+	}
+	return m, nil
+}
+
+// ParseJSON is Parse returning the arguments as compact JSON.
+func (p *ArgumentParser) ParseJSON(raw string) (json.RawMessage, error) {
+	m, err := p.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	return marshalCompact(m)
+}
+
+// example is a short JSON object naming the required properties, for error
+// messages: {"url": ..., "method": ...}.
+func (p *ArgumentParser) example() string {
+	names := p.schema.Required
+	if len(names) == 0 {
+		names = slices.Sorted(maps.Keys(p.schema.Properties))
+	}
+	if len(names) == 0 {
+		return "{}"
+	}
+	if len(names) > 4 {
+		names = names[:4]
+	}
+	parts := make([]string, len(names))
+	for i, n := range names {
+		parts[i] = strconv.Quote(n) + ": …"
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+func jsonKindOf(text string) string {
+	switch text[0] {
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	}
+	return "number"
+}
+
+// decodeJSON reads text as one JSON value, refusing nesting deeper than maxDepth as
+// the token scan reaches it, and duplicate keys. Numbers stay json.Number.
+func decodeJSON(text string, maxDepth int) (any, error) {
+	dec := json.NewDecoder(strings.NewReader(text))
+	dec.UseNumber()
+	v, err := readValue(dec, 0, maxDepth)
+	if err != nil {
+		return nil, jsonProblem(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("unexpected text after the JSON value, at byte %d", dec.InputOffset())
+	}
+	return v, nil
+}
+
+// errTooDeep is returned by readValue when the nesting passes its limit.
+type errTooDeep struct{ limit int }
+
+func (e errTooDeep) Error() string {
+	return fmt.Sprintf("the JSON nests objects and arrays deeper than %d levels", e.limit)
+}
+
+func readValue(dec *json.Decoder, depth, maxDepth int) (any, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	d, ok := tok.(json.Delim)
+	if !ok {
+		return tok, nil // string, json.Number, bool or nil
+	}
+	if depth >= maxDepth {
+		return nil, errTooDeep{maxDepth}
+	}
+	switch d {
+	case '{':
+		m := map[string]any{}
+		for dec.More() {
+			kt, err := dec.Token()
+			if err != nil {
+				return nil, err
+			}
+			k, _ := kt.(string)
+			if _, dup := m[k]; dup {
+				return nil, fmt.Errorf("the key %q appears twice in one object", k)
+			}
+			if m[k], err = readValue(dec, depth+1, maxDepth); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, err
+		}
+		return m, nil
+	case '[':
+		a := []any{}
+		for dec.More() {
+			v, err := readValue(dec, depth+1, maxDepth)
+			if err != nil {
+				return nil, err
+			}
+			a = append(a, v)
+		}
+		if _, err := dec.Token(); err != nil {
+			return nil, err
+		}
+		return a, nil
+	}
+	return nil, fmt.Errorf("unexpected %q", d)
+}
+
+// jsonProblem says what was wrong with JSON text, without Go's vocabulary.
+func jsonProblem(err error) error {
+	var syn *json.SyntaxError
+	var deep errTooDeep
+	switch {
+	case errors.As(err, &deep):
+		return err
+	case errors.As(err, &syn):
+		return fmt.Errorf("malformed JSON at byte %d: %s", syn.Offset, strings.TrimPrefix(syn.Error(), "json: "))
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return errors.New("malformed JSON: the text ends early")
+	}
+	return fmt.Errorf("malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+// walker coerces and checks one value against a schema, collecting problems.
+type walker struct {
+	p        *ArgumentParser
+	problems []string
+	more     int
+	field    string // the path of the first problem
+}
+
+func (w *walker) fail(path, format string, args ...any) {
+	if w.field == "" && len(w.problems) == 0 {
+		w.field = path
+	}
+	if len(w.problems) >= maxProblems {
+		w.more++
+		return
+	}
+	w.problems = append(w.problems, fmt.Sprintf(format, args...))
+}
+
+// walk returns v coerced to s (numbers made float64 or int64), reporting what does
+// not conform. depth is v's nesting depth in the arguments.
+func (w *walker) walk(v any, s *jsonschema.Schema, path string, depth int) any {
+	types := schemaTypes(s)
+	if n, ok := v.(json.Number); ok {
+		if len(types) > 0 && !slices.Contains(types, "number") && !slices.Contains(types, "integer") && slices.Contains(types, "string") {
+			v = string(n) // a number where only a string will do: its text as written
+		} else if v = number(n); v == nil {
+			w.fail(path, "%s is a number too large to represent", name(path))
+			return nil
+		}
+	}
+	if s == nil {
+		return w.plain(v, path, depth)
+	}
+	if never(s) {
+		w.fail(path, "%s is not allowed", name(path))
+		return v
+	}
+	if len(types) > 0 && !typeIn(v, types) {
+		for _, t := range types {
+			if c, ok := coerce(v, t, MaxArgumentDepth-depth); ok {
+				v = c
+				break
+			}
+		}
+		if n, ok := v.(json.Number); ok { // from a string that held JSON
+			v = number(n)
+		}
+		if !typeIn(v, types) {
+			w.fail(path, "%s must be %s, not %s", name(path), wantTypes(types), describe(v))
+			return v
+		}
+	}
+	if len(s.Enum) > 0 && !slices.ContainsFunc(s.Enum, func(e any) bool { return sameJSON(e, v) }) {
+		opts := make([]string, len(s.Enum))
+		for i, e := range s.Enum {
+			opts[i] = jsonText(e)
+		}
+		w.fail(path, "%s must be one of %s, not %s", name(path), strings.Join(opts, ", "), jsonText(v))
+		return v
+	}
+	if s.Const != nil && !sameJSON(*s.Const, v) {
+		w.fail(path, "%s must be %s, not %s", name(path), jsonText(*s.Const), jsonText(v))
+		return v
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for _, r := range s.Required {
+			if _, ok := x[r]; !ok {
+				w.fail(join(path, r), "missing the required field %q", join(path, r))
+			}
+		}
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			ps, known := s.Properties[k]
+			if x[k] == nil && known && !slices.Contains(s.Required, k) && !typeIn(nil, schemaTypes(ps)) && len(schemaTypes(ps)) > 0 {
+				delete(x, k) // null for an optional field: as if absent
+				continue
+			}
+			if !known {
+				if w.patternProperty(s, k) {
+					x[k] = w.plain(x[k], join(path, k), depth+1) // the validator checks it
+					continue
+				}
+				ps = s.AdditionalProperties
+				if never(ps) {
+					fields := "it has none"
+					if len(s.Properties) > 0 {
+						fields = "the fields are " + strings.Join(propertyNames(s), ", ")
+					}
+					w.fail(join(path, k), "unknown field %q (%s)", join(path, k), fields)
+					continue
+				}
+			}
+			x[k] = w.walk(x[k], ps, join(path, k), depth+1)
+		}
+	case []any:
+		if s.MinItems != nil && len(x) < *s.MinItems {
+			w.fail(path, "%s must have at least %d items, not %d", name(path), *s.MinItems, len(x))
+		}
+		if s.MaxItems != nil && len(x) > *s.MaxItems {
+			w.fail(path, "%s must have at most %d items, not %d", name(path), *s.MaxItems, len(x))
+		}
+		for i := range x {
+			var is *jsonschema.Schema
+			if i < len(s.PrefixItems) {
+				is = s.PrefixItems[i]
+			} else if i < len(s.ItemsArray) {
+				is = s.ItemsArray[i]
+			} else if s.ItemsArray == nil {
+				is = s.Items
+			}
+			x[i] = w.walk(x[i], is, fmt.Sprintf("%s[%d]", path, i), depth+1)
+		}
+	case string:
+		n := utf8.RuneCountInString(x)
+		if s.MinLength != nil && n < *s.MinLength {
+			w.fail(path, "%s must be at least %d characters long, not %d", name(path), *s.MinLength, n)
+		}
+		if s.MaxLength != nil && n > *s.MaxLength {
+			w.fail(path, "%s must be at most %d characters long, not %d", name(path), *s.MaxLength, n)
+		}
+	case int64, float64:
+		f := toFloat(x)
+		switch {
+		case s.Minimum != nil && f < *s.Minimum:
+			w.fail(path, "%s must be at least %s, not %s", name(path), FormatNumber(*s.Minimum), jsonText(x))
+		case s.Maximum != nil && f > *s.Maximum:
+			w.fail(path, "%s must be at most %s, not %s", name(path), FormatNumber(*s.Maximum), jsonText(x))
+		case s.ExclusiveMinimum != nil && f <= *s.ExclusiveMinimum:
+			w.fail(path, "%s must be greater than %s, not %s", name(path), FormatNumber(*s.ExclusiveMinimum), jsonText(x))
+		case s.ExclusiveMaximum != nil && f >= *s.ExclusiveMaximum:
+			w.fail(path, "%s must be less than %s, not %s", name(path), FormatNumber(*s.ExclusiveMaximum), jsonText(x))
+		}
+	}
+	return v
+}
+
+// plain converts the numbers inside v, where no schema says more.
+func (w *walker) plain(v any, path string, depth int) any {
+	switch x := v.(type) {
+	case json.Number:
+		if n := number(x); n != nil {
+			return n
+		}
+		w.fail(path, "%s is a number too large to represent", name(path))
+	case map[string]any:
+		for k, e := range x {
+			x[k] = w.plain(e, join(path, k), depth+1)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = w.plain(e, fmt.Sprintf("%s[%d]", path, i), depth+1)
+		}
+	}
+	return v
+}
+
+func (w *walker) patternProperty(s *jsonschema.Schema, key string) bool {
+	for pat := range s.PatternProperties {
+		if re, err := regexp.Compile(pat); err == nil && re.MatchString(key) {
+			return true
+		}
+	}
+	return false
+}
+
+// never reports whether s is the schema that matches nothing (false, as in
+// "additionalProperties": false).
+func never(s *jsonschema.Schema) bool {
+	if s == nil || s.Not == nil {
+		return false
+	}
+	b, err := json.Marshal(s)
+	return err == nil && string(b) == "false"
+}
+
+func propertyNames(s *jsonschema.Schema) []string {
+	names := slices.Clone(s.PropertyOrder)
+	for _, k := range slices.Sorted(maps.Keys(s.Properties)) {
+		if !slices.Contains(names, k) {
+			names = append(names, k)
+		}
+	}
+	return names
+}
+
+func schemaTypes(s *jsonschema.Schema) []string {
+	switch {
+	case s == nil:
+		return nil
+	case s.Type != "":
+		return []string{s.Type}
+	}
+	return s.Types
+}
+
+// number reads a JSON number as int64 when it is an integer that fits, else as
+// float64; nil when it overflows float64.
+func number(n json.Number) any {
+	if i, err := strconv.ParseInt(string(n), 10, 64); err == nil {
+		return i
+	}
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return nil
+	}
+	return f
+}
+
+func toFloat(v any) float64 {
+	switch x := v.(type) {
+	case int64:
+		return float64(x)
+	case float64:
+		return x
+	}
+	return math.NaN()
+}
+
+// typeOf names v's JSON Schema type; a float64 without a fraction is an integer.
+func typeOf(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case bool:
+		return "boolean"
+	case string:
+		return "string"
+	case int64:
+		return "integer"
+	case float64:
+		if x == math.Trunc(x) {
+			return "integer"
+		}
+		return "number"
+	case map[string]any:
+		return "object"
+	case []any:
+		return "array"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func typeIn(v any, types []string) bool {
+	t := typeOf(v)
+	return slices.Contains(types, t) || (t == "integer" && slices.Contains(types, "number"))
+}
+
+var jsonNumber = regexp.MustCompile(`^-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?$`)
+
+// coerce converts v to the type want when the rules of ArgumentParser allow.
+// maxDepth bounds the nesting of JSON read from a string.
+func coerce(v any, want string, maxDepth int) (any, bool) {
+	switch x := v.(type) {
+	case string:
+		t := strings.TrimSpace(x)
+		switch want {
+		case "integer", "number":
+			if !jsonNumber.MatchString(t) {
+				return nil, false
+			}
+			n := number(json.Number(t))
+			if n == nil || (want == "integer" && typeOf(n) != "integer") {
+				return nil, false
+			}
+			return n, true
+		case "boolean":
+			switch strings.ToLower(t) {
+			case "true":
+				return true, true
+			case "false":
+				return false, true
+			}
+		case "array", "object":
+			if (want == "array" && strings.HasPrefix(t, "[")) || (want == "object" && strings.HasPrefix(t, "{")) {
+				if maxDepth < 1 {
+					return nil, false
+				}
+				if j, err := decodeJSON(t, maxDepth); err == nil {
+					return j, true
+				}
+			}
+		}
+	case int64, float64:
+		if want == "string" {
+			return jsonText(x), true
+		}
+	case bool:
+		if want == "string" {
+			return strconv.FormatBool(x), true
+		}
+	}
+	return nil, false
+}
+
+// sameJSON reports whether two JSON values are equal, numbers by value.
+func sameJSON(a, b any) bool {
+	fa, aok := numeric(a)
+	fb, bok := numeric(b)
+	if aok || bok {
+		return aok && bok && fa == fb
+	}
+	return reflect.DeepEqual(a, b)
+}
+
+func numeric(v any) (float64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return float64(x), true
+	case float64:
+		return x, true
+	case int:
+		return float64(x), true
+	case json.Number:
+		f, err := x.Float64()
+		return f, err == nil
+	}
+	return 0, false
+}
+
+// jsonText writes v as compact JSON, clipped for an error message.
+func jsonText(v any) string {
+	var s string
+	switch x := v.(type) {
+	case float64:
+		s = FormatNumber(x)
+	default:
+		b, err := marshalCompact(v)
+		if err != nil {
+			return fmt.Sprint(v)
+		}
+		s = string(b)
+	}
+	if len(s) > 60 {
+		return s[:57] + "…"
+	}
+	return s
+}
+
+// describe names v's type and, for a scalar, its value: `the string "abc"`.
+func describe(v any) string {
+	switch typeOf(v) {
+	case "null":
+		return "null"
+	case "boolean":
+		return jsonText(v)
+	case "string":
+		return "the string " + jsonText(v)
+	case "integer", "number":
+		return "the number " + jsonText(v)
+	case "object":
+		return "an object"
+	case "array":
+		return "an array"
+	}
+	return typeOf(v)
+}
+
+func wantTypes(types []string) string {
+	out := make([]string, 0, len(types))
+	for _, t := range types {
+		switch t {
+		case "integer":
+			out = append(out, "an integer")
+		case "number":
+			out = append(out, "a number")
+		case "string":
+			out = append(out, "a string")
+		case "boolean":
+			out = append(out, "true or false")
+		case "object":
+			out = append(out, "an object")
+		case "array":
+			out = append(out, "an array")
+		default:
+			out = append(out, t)
+		}
+	}
+	return strings.Join(out, " or ")
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// name quotes a field path for a message; the whole arguments have none.
+func name(path string) string {
+	if path == "" {
+		return "the arguments"
+	}
+	return strconv.Quote(path)
+}
+
+// validatorProblem rephrases an error of jsonschema-go's validator: the schema path
+// it names ("/properties/items/items/properties/name") becomes a field path
+// ("items[].name").
+func validatorProblem(err error) string {
+	msg := err.Error()
+	const marker = "validating /"
+	path := ""
+	for {
+		i := strings.Index(msg, marker)
+		if i < 0 {
+			break
+		}
+		rest := msg[i+len("validating "):]
+		p, after, ok := strings.Cut(rest, ": ")
+		if !ok {
+			break
+		}
+		path, msg = p, after
+	}
+	msg = strings.TrimPrefix(msg, "validating root: ")
+	if path == "" {
+		return "the arguments do not match the schema: " + msg
+	}
+	field := strings.NewReplacer("/properties/", ".", "/items", "[]").Replace(path)
+	return fmt.Sprintf("%s does not match the schema: %s", strconv.Quote(strings.TrimPrefix(field, ".")), msg)
+}
+
+// marshalCompact writes v as compact JSON without HTML escaping.
+func marshalCompact(v any) ([]byte, error) {
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return []byte(strings.TrimSuffix(b.String(), "\n")), nil
+}
+
+// ParsePairs reads key=value pairs, the argument form of the text protocol (see
+// ArgumentParser for the grammar). Each value is a string; a key given twice is an
+// error.
+func ParsePairs(s string) (map[string]string, error) {
+	out := map[string]string{}
+	i := 0
+	skip := func() {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r') {
+			i++
+		}
+	}
+	for {
+		for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r' || s[i] == '\n') {
+			i++
+		}
+		if i >= len(s) {
+			break
+		}
+		start := i
+		if !(isLetter(s[i])) {
+			return nil, fmt.Errorf("at byte %d: want a key (a name such as query) followed by '='", i+1)
+		}
+		for i < len(s) && (isLetter(s[i]) || isDigit(s[i]) || s[i] == '-') {
+			i++
+		}
+		key := s[start:i]
+		skip()
+		if i >= len(s) || (s[i] != '=' && s[i] != ':') {
+			return nil, fmt.Errorf("at byte %d: want '=' after the key %q", i+1, key)
+		}
+		i++
+		skip()
+		var val string
+		if i < len(s) && (s[i] == '"' || s[i] == '\'') {
+			v, n, err := quoted(s[i:])
+			if err != nil {
+				return nil, fmt.Errorf("the value of %q: %w", key, err)
+			}
+			val, i = v, i+n
+			skip()
+			if i < len(s) && s[i] != ',' && s[i] != '\n' {
+				return nil, fmt.Errorf("at byte %d: want ',' after the quoted value of %q", i+1, key)
+			}
+		} else {
+			n, err := bare(s[i:])
+			if err != nil {
+				return nil, fmt.Errorf("the value of %q: %w", key, err)
+			}
+			val, i = strings.TrimSpace(s[i:i+n]), i+n
+		}
+		if _, dup := out[key]; dup {
+			return nil, fmt.Errorf("the key %q is given twice", key)
+		}
+		out[key] = strings.ToValidUTF8(val, "\uFFFD") // as encoding/json reads JSON strings
+		if i < len(s) {
+			i++ // the separator
+		}
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no key=value pair")
+	}
+	return out, nil
+}
+
+// quoted reads a quoted string at the start of s and returns its value and the
+// bytes it took. Double quotes take JSON's escapes; single quotes \' and \\.
+func quoted(s string) (string, int, error) {
+	q := s[0]
+	if q == '"' {
+		dec := json.NewDecoder(strings.NewReader(s))
+		var v string
+		if err := dec.Decode(&v); err != nil {
+			return "", 0, fmt.Errorf("an unterminated or malformed double-quoted string: %v", strings.TrimPrefix(err.Error(), "json: "))
+		}
+		return v, int(dec.InputOffset()), nil
+	}
+	var b strings.Builder
+	for i := 1; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && i+1 < len(s) && (s[i+1] == '\'' || s[i+1] == '\\'):
+			b.WriteByte(s[i+1])
+			i++
+		case c == '\'':
+			return b.String(), i + 1, nil
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return "", 0, errors.New("a single-quoted string that does not end")
+}
+
+// bare returns the length of an unquoted value at the start of s: up to the next
+// comma or line break outside brackets and quotes.
+func bare(s string) (int, error) {
+	var stack []byte
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '"':
+			_, n, err := quoted(s[i:])
+			if err != nil {
+				return 0, err
+			}
+			i += n - 1
+		case '[', '{', '(':
+			stack = append(stack, c)
+		case ']', '}', ')':
+			if len(stack) > 0 {
+				stack = stack[:len(stack)-1]
+			}
+		case ',', '\n':
+			if len(stack) == 0 {
+				return i, nil
+			}
+		}
+		if len(stack) > MaxArgumentDepth {
+			return 0, errTooDeep{MaxArgumentDepth}
+		}
+	}
+	return len(s), nil
+}
