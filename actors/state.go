@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/troupe-run/troupe/llm"
@@ -19,6 +20,12 @@ type Agent struct {
 	// Tools offered to the model, in the order given (keep it stable: it is part of
 	// the prompt prefix).
 	Tools []messages.ToolSpec
+	// Catalog, when set, offers more tools, whose set can change while the node runs
+	// (the tools of MCP servers, package mcp). It is read at each decision: the model
+	// is offered Tools and the catalog's tools together, sorted by name (a catalog
+	// tool named like one of Tools is left out), so the tool section stays
+	// byte-identical from step to step until the catalog changes.
+	Catalog ToolCatalog
 	// MaxSteps bounds the model calls of one task (default 10).
 	MaxSteps int
 }
@@ -39,15 +46,42 @@ func (a Agent) hasTool(name string) bool {
 			return true
 		}
 	}
+	if a.Catalog != nil {
+		_, ok := a.Catalog.Tool(name)
+		return ok
+	}
 	return false
 }
 
 func (a Agent) toolNames() []string {
-	n := make([]string, len(a.Tools))
-	for i, s := range a.Tools {
+	specs := a.ToolSpecs()
+	n := make([]string, len(specs))
+	for i, s := range specs {
 		n[i] = s.Name
 	}
 	return n
+}
+
+// ToolSpecs returns the tools offered to the model now: Tools, in their order, when
+// there is no Catalog; otherwise Tools and the catalog's tools sorted by name. The
+// result shares its schemas with Tools and the catalog: do not modify it.
+func (a Agent) ToolSpecs() []messages.ToolSpec {
+	if a.Catalog == nil {
+		return a.Tools
+	}
+	more := a.Catalog.Specs()
+	if len(more) == 0 {
+		return a.Tools
+	}
+	out := make([]messages.ToolSpec, 0, len(a.Tools)+len(more))
+	out = append(out, a.Tools...)
+	for _, s := range more {
+		if !slices.ContainsFunc(a.Tools, func(t messages.ToolSpec) bool { return t.Name == s.Name }) {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(x, y messages.ToolSpec) int { return strings.Compare(x.Name, y.Name) })
+	return out
 }
 
 // phase is where a task stands in the function-calling loop.
@@ -333,7 +367,7 @@ func (s *SessionState) Request(a Agent) llm.Request {
 		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleSystem, Content: a.SystemPrompt})
 	}
 	msgs = append(msgs, s.history...)
-	req := llm.Request{Messages: msgs, Tools: a.Tools}
+	req := llm.Request{Messages: msgs, Tools: a.ToolSpecs()}
 	if s.active != nil {
 		req.Step = s.active.Steps
 		if s.active.phase == phaseAwaitModel {

@@ -60,6 +60,10 @@ type Config struct {
 	// Tools are offered to the agent (default calculator and clock), sorted by name
 	// whatever their order here (tools.Registry).
 	Tools []tools.Tool
+	// ToolCatalog, when set, offers the agent more tools whose set changes while the
+	// node runs (the MCP servers' tools, mcp.Client): read at each model request and
+	// each call, beside Tools (actors.ToolCatalog).
+	ToolCatalog actors.ToolCatalog
 	// SystemPrompt opens every conversation (default DefaultSystemPrompt).
 	SystemPrompt string
 	// MaxSteps bounds the model calls of a task (default 10).
@@ -255,7 +259,8 @@ func (c Config) Agent() (actors.Agent, error) {
 // compacted schemas, so the tool section of every prompt is byte-identical whatever
 // order the tools were configured in. The caller has set the defaults.
 func (c Config) agent(reg *tools.Registry) actors.Agent {
-	return actors.Agent{Name: "default", SystemPrompt: c.SystemPrompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps}
+	return actors.Agent{Name: "default", SystemPrompt: c.SystemPrompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps,
+		Catalog: c.ToolCatalog}
 }
 
 // Node is one running Troupe node.
@@ -280,6 +285,10 @@ type Node struct {
 	dedupe      *deduplicator
 	// leased is the session actors' store when the node is sharded on a log that fences.
 	leased *leasedStore
+	// agent is the default agent: its tools are what ToolSpecs and CallTool offer.
+	agent actors.Agent
+	// routes are the handlers added to the HTTP API (Handle).
+	routes []route
 
 	redactor    *redact.Redactor
 	stopping    chan struct{}
@@ -343,7 +352,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	// The node's own sessions and the requests it serves for other nodes share its
 	// effects, so a key is performed once on the node; a node without the tools or
 	// models role asks the nodes that have it, over the bus.
-	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg,
+	n.agent = agent
+	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Catalog: cfg.ToolCatalog,
 		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger})
 	var sessionEffects actors.Effects = n.local
 	if cfg.Roles.Has(RoleSessions) && (!cfg.Roles.Has(RoleTools) || !cfg.Roles.Has(RoleModels)) {
@@ -723,28 +733,35 @@ func checkReplyTopic(topic string) error {
 // on Kafka, once the broker acknowledged the record (acks=all): the task is durable
 // there, and the owning node records it when it consumes the partition.
 func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
+	id, _, err := n.submit(ctx, t)
+	return id, err
+}
+
+// submit is Submit that also returns the task's ID: the correlation ID of the
+// task's events, its completion included.
+func (n *Node) submit(ctx context.Context, t Task) (sessionID, taskID string, err error) {
 	if err := t.Validate(); err != nil {
-		return "", err
+		return "", "", err
 	}
 	if t.SessionID == "" {
 		t.SessionID = n.cfg.IDs.NewID()
 	}
 	env, err := n.envelope(t, n.cfg.IDs.NewID())
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	b, err := messages.Marshal(env)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	msg := message.NewMessage(env.ID, b)
 	msg.Metadata.Set(messages.MetaSessionID, env.SessionID)
 	msg.Metadata.Set(messages.MetaType, string(env.Type))
 	msg.SetContext(ctx)
 	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
-		return "", fmt.Errorf("node: publish task: %w", err)
+		return "", "", fmt.Errorf("node: publish task: %w", err)
 	}
-	return t.SessionID, nil
+	return t.SessionID, env.ID, nil
 }
 
 // envelope turns a validated task into a task.submitted envelope with the given ID.
