@@ -67,7 +67,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "troupe", Title: "Troupe node", Version: version()}, &sdk.ServerOptions{
 		Instructions: "The tools of a Troupe node's agent, and run_task, which runs a task on the agent and answers with its final output.",
-		Logger:       opts.Logger,
+		Logger:       sdkLogger(opts.Logger),
 		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}},
 	})
 	s.srv.AddTool(&sdk.Tool{Name: RunTask, Title: "Run a task on the Troupe agent",
@@ -245,10 +245,24 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 // the node's HTTP WriteTimeout, and a client's stream of notifications lasts.
 func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
-		&sdk.StreamableHTTPOptions{Logger: s.opts.Logger, SessionTimeout: 30 * time.Minute})
+		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: 30 * time.Minute})
 	protected := http.NewCrossOriginProtection().Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		protected.ServeHTTP(w, r)
 	})
 }
+
+// sdkLogger passes the SDK's warnings and errors to l; its info lines (a line per
+// session and connection) are left out.
+func sdkLogger(l *slog.Logger) *slog.Logger {
+	return slog.New(warnOnly{l.Handler()})
+}
+
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= slog.LevelWarn && h.Handler.Enabled(ctx, level)
+}
+func (h warnOnly) WithAttrs(a []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(a)} }
+func (h warnOnly) WithGroup(g string) slog.Handler      { return warnOnly{h.Handler.WithGroup(g)} }

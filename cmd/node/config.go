@@ -22,6 +22,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/provider"
@@ -51,6 +52,9 @@ type fileConfig struct {
 	IdleTimeout        string          `json:"idle_timeout"`
 	Gateway            gatewayFile     `json:"gateway"`
 	LLM                json.RawMessage `json:"llm"`
+	// MCPServers are the MCP servers whose tools the agent gets (mcp.ServerConfig;
+	// cmd/node/mcp.go).
+	MCPServers map[string]mcp.ServerConfig `json:"mcp_servers"`
 }
 
 type gatewayFile struct {
@@ -143,6 +147,9 @@ func unknownField(file []byte, name string) error {
 	_ = json.Unmarshal(top["gateway"], &gw)
 	if _, ok := gw[name]; ok {
 		return fmt.Errorf("unknown field \"gateway.%s\": the gateway fields are %s", name, jsonFields[gatewayFile]())
+	}
+	if err := unknownMCPField(top["mcp_servers"], name); err != nil {
+		return err
 	}
 	return fmt.Errorf("unknown field %q in gateway.prices (prompt, completion, cached), gateway.quotas (scope, tokens, window) "+
 		"or gateway.semantic_cache (threshold, ttl)", name)
@@ -252,6 +259,7 @@ func (fc fileConfig) Validate() error {
 		bad("max_steps", "%d is out of range: want %s", fc.MaxSteps, fieldRanges["max_steps"])
 	}
 	errs = append(errs, fc.Gateway.validate()...)
+	errs = append(errs, validateMCPServers(fc.MCPServers)...)
 	return errors.Join(errs...)
 }
 

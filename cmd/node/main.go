@@ -34,15 +34,19 @@ func main() {
 	os.Exit(code)
 }
 
-// options lets tests add tools and wrap the model of a real node process.
+// options lets tests add tools and wrap the model of a real node process, and give
+// `node mcp` its input (default os.Stdin).
 type options struct {
 	extraTools []tools.Tool
 	wrapModel  func(llm.Model) llm.Model
+	stdin      io.Reader
 }
 
 const usage = `usage:
   node run [flags] "<task>"
   node serve [flags]
+  node mcp [flags]       serve the agent's tools and run_task to an MCP client on stdin/stdout
+                         (node serve also serves them over Streamable HTTP at /mcp)
 
 flags:
   --config FILE          JSON configuration (default .troupe.json when present)
@@ -89,7 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	cmd := args[0]
-	if cmd != "run" && cmd != "serve" {
+	if cmd != "run" && cmd != "serve" && cmd != "mcp" {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -262,6 +266,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if len(opt.extraTools) > 0 {
 		cfg.Tools = append([]tools.Tool{tools.Calculator{}, tools.NewClock(nil)}, opt.extraTools...)
 	}
+	_, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	defer stopMCP()
 	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -318,6 +328,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	switch cmd {
 	case "run":
 		return runTask(ctx, cfg, attach, fs.Arg(0), why, stdout, stderr)
+	case "mcp":
+		if fs.NArg() != 0 {
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		logger.Info("model", "name", model.Name(), "why", why)
+		if opt.stdin == nil {
+			opt.stdin = os.Stdin
+		}
+		return serveMCP(ctx, cfg, attach, opt.stdin, stdout, stderr)
 	default:
 		if fs.NArg() != 0 {
 			fmt.Fprint(stderr, usage)
@@ -392,9 +412,10 @@ func serve(ctx context.Context, cfg node.Config, attach func(*node.Node), addr s
 		return 1
 	}
 	// Timeouts and a connection limit (cfg.HTTP); live streams end when shutdown begins.
-	srv := n.HTTPServer()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	mountMCP(runCtx, n, cfg)
+	srv := n.HTTPServer()
 	runErr := make(chan error, 1)
 	go func() { runErr <- n.Run(runCtx) }()
 	httpErr := make(chan error, 1)
