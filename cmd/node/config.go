@@ -22,10 +22,10 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/kafka"
-	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/node"
 )
 
