@@ -56,7 +56,9 @@ func (e echo) Spec() messages.ToolSpec {
 	return messages.ToolSpec{Name: e.name, Description: "echoes", Parameters: json.RawMessage(`{"type":"object"}`)}
 }
 
-func (e echo) Call(_ context.Context, c tools.Call) (string, error) { return e.name + " " + c.Arguments, nil }
+func (e echo) Call(_ context.Context, c tools.Call) (string, error) {
+	return e.name + " " + c.Arguments, nil
+}
 
 // The agent offers its own tools and the catalog's, sorted by name, read anew at
 // each request; a catalog tool named like one of its own is left out.
