@@ -371,6 +371,7 @@ func (s *server) serve(ctx context.Context, cs *sdk.ClientSession) error {
 			<-ended
 			return ctx.Err()
 		case err := <-ended:
+			_ = cs.Close() // reaps a stdio server's process
 			if err == nil {
 				err = errors.New("the server closed the connection")
 			}
