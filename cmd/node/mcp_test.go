@@ -314,3 +314,31 @@ func tailOf(s string, n int) string {
 	}
 	return s
 }
+
+// A node whose MCP server is down at start runs without it: the task completes, and
+// the log says the server is down and retried.
+func TestNodeRunsWithItsMCPServerDown(t *testing.T) {
+	clearLLMEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close() // nothing listens there now
+	dir := t.TempDir()
+	path := filepath.Join(dir, "troupe.json")
+	if err := os.WriteFile(path, []byte(`{"mcp_servers": {"remote": {"url": "`+url+`", "headers": {"Authorization": "Bearer s3cr3t-t0ken-value"}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"run", "--config", path, "--model", "offline", "--data", filepath.Join(dir, "data"), "What is 2+3?"}, &out, &errb, options{})
+	if code != 0 || !strings.Contains(out.String(), "answer:") {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(errb.String(), "mcp server is down; retrying") || !strings.Contains(errb.String(), "mcp_server=remote") {
+		t.Errorf("the log does not report the server down:\n%s", errb.String())
+	}
+	if strings.Contains(out.String()+errb.String(), "s3cr3t-t0ken-value") {
+		t.Error("the server's token reached the output")
+	}
+}
