@@ -34,19 +34,16 @@ func main() {
 	os.Exit(code)
 }
 
-// options lets tests add tools and wrap the model of a real node process, and give
-// `node mcp` its input (default os.Stdin).
+// options lets tests add tools and wrap the model of a real node process.
 type options struct {
 	extraTools []tools.Tool
 	wrapModel  func(llm.Model) llm.Model
-	stdin      io.Reader
+	stdin      io.Reader // node mcp's input; nil: os.Stdin
 }
 
 const usage = `usage:
   node run [flags] "<task>"
   node serve [flags]
-  node mcp [flags]       serve the agent's tools and run_task to an MCP client on stdin/stdout
-                         (node serve also serves them over Streamable HTTP at /mcp)
 
 flags:
   --config FILE          JSON configuration (default .troupe.json when present)
@@ -85,6 +82,11 @@ flags:
                          positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
                          default 1m); its next task folds it back from the log
   -v                     log at debug level
+
+node mcp [flags] serves the agent's tools and run_task to one MCP client on stdin and
+stdout (IDEs, other agents); node serve serves them over Streamable HTTP at /mcp. The
+configuration file's "mcp_servers" give the agent the tools of MCP servers (stdio
+commands or Streamable HTTP URLs).
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
@@ -266,12 +268,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if len(opt.extraTools) > 0 {
 		cfg.Tools = append([]tools.Tool{tools.Calculator{}, tools.NewClock(nil)}, opt.extraTools...)
 	}
-	_, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
-	if err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 2
-	}
-	defer stopMCP()
 	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -281,6 +277,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		cfg.Log = log
 		defer log.Close()
 	}
+	// The MCP servers' tools join the agent's (cmd/node/mcp.go).
+	_, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	defer stopMCP()
 	roles, err := node.ParseRoles(*rolesFlag)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -334,10 +337,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			return 2
 		}
 		logger.Info("model", "name", model.Name(), "why", why)
-		if opt.stdin == nil {
-			opt.stdin = os.Stdin
+		in := opt.stdin
+		if in == nil {
+			in = os.Stdin
 		}
-		return serveMCP(ctx, cfg, attach, opt.stdin, stdout, stderr)
+		return serveMCP(ctx, cfg, attach, in, stdout, stderr)
 	default:
 		if fs.NArg() != 0 {
 			fmt.Fprint(stderr, usage)
@@ -412,10 +416,10 @@ func serve(ctx context.Context, cfg node.Config, attach func(*node.Node), addr s
 		return 1
 	}
 	// Timeouts and a connection limit (cfg.HTTP); live streams end when shutdown begins.
+	mountMCP(ctx, n, cfg)
+	srv := n.HTTPServer()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mountMCP(runCtx, n, cfg)
-	srv := n.HTTPServer()
 	runErr := make(chan error, 1)
 	go func() { runErr <- n.Run(runCtx) }()
 	httpErr := make(chan error, 1)
