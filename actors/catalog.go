@@ -40,14 +40,10 @@ func (e *LocalEffects) catalogPerformer(name string) (*performer, bool) {
 	if p, ok := e.catalog[name]; ok {
 		return p, true
 	}
-	cat := e.cfg.Catalog
+	t := catalogTool{cat: e.cfg.Catalog, name: name}
 	p := &performer{
 		timeout: e.cfg.ToolTimeout, limit: e.cfg.ToolConcurrency, timedOut: ErrToolTimeout,
 		perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
-			t, ok := cat.Tool(name)
-			if !ok {
-				return messages.EffectReply{Error: fmt.Errorf("%w: %q (it left the catalog)", ErrNoSuchTool, name).Error()}
-			}
 			out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments})
 			rep := messages.EffectReply{Output: out}
 			if err != nil {
@@ -63,4 +59,26 @@ func (e *LocalEffects) catalogPerformer(name string) (*performer, bool) {
 	}
 	e.catalog[name] = p
 	return p, true
+}
+
+// catalogTool is the tool of a catalog with that name, looked up at each call: the
+// tool as it is now, or ErrNoSuchTool when it left the catalog.
+type catalogTool struct {
+	cat  ToolCatalog
+	name string
+}
+
+func (t catalogTool) Spec() messages.ToolSpec {
+	if tl, ok := t.cat.Tool(t.name); ok {
+		return tl.Spec()
+	}
+	return messages.ToolSpec{Name: t.name}
+}
+
+func (t catalogTool) Call(ctx context.Context, c tools.Call) (string, error) {
+	tl, ok := t.cat.Tool(t.name)
+	if !ok {
+		return "", fmt.Errorf("%w: %q (it left the catalog)", ErrNoSuchTool, t.name)
+	}
+	return tl.Call(ctx, c)
 }
