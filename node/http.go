@@ -35,6 +35,8 @@ const maxBody = 2 << 20
 //	POST /v1/sessions/{id}/cancel      cancel the running task
 //	GET  /metrics                      Prometheus metrics
 //	GET  /healthz                      200 {"status":"ok"}, or 503 {"status":"unhealthy","reason"}
+//
+// and the handlers added with Handle (node serve adds MCP at /mcp).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/tasks", n.postTask)
