@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -64,14 +66,7 @@ func startMCP(ctx context.Context, servers map[string]mcp.ServerConfig, cfg *nod
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, s := range servers {
-		for _, v := range s.Headers {
-			cfg.Secrets = append(cfg.Secrets, v)
-		}
-		for _, v := range s.Env {
-			cfg.Secrets = append(cfg.Secrets, v)
-		}
-	}
+	cfg.Secrets = append(cfg.Secrets, mcpSecrets(servers)...)
 	runCtx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -98,6 +93,31 @@ func startMCP(ctx context.Context, servers map[string]mcp.ServerConfig, cfg *nod
 	cfg.ToolCatalog = client
 	return client, stop, nil
 }
+
+// mcpSecrets are the values of the servers' configuration that events must not
+// hold: every header value (and the token of "Bearer <token>"), and the values of
+// environment variables named like a secret (…KEY, …TOKEN, …SECRET, …PASSWORD, …).
+// Other variables (NODE_ENV=production) are not secrets: redacting their values
+// would blank out common words.
+func mcpSecrets(servers map[string]mcp.ServerConfig) []string {
+	var out []string
+	for _, s := range servers {
+		for _, v := range s.Headers {
+			out = append(out, v)
+			if _, token, ok := strings.Cut(v, " "); ok {
+				out = append(out, strings.TrimSpace(token))
+			}
+		}
+		for k, v := range s.Env {
+			if secretName.MatchString(k) {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
+}
+
+var secretName = regexp.MustCompile(`(?i)(key|token|secret|passw|auth|credential|private)`)
 
 // newMCPServer serves n's tools and run_task over MCP; its tool list follows the
 // MCP client's catalog, when cfg has one.

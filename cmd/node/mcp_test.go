@@ -342,3 +342,66 @@ func TestNodeRunsWithItsMCPServerDown(t *testing.T) {
 		t.Error("the server's token reached the output")
 	}
 }
+
+// everythingScript returns server-everything's dist/index.js and a node to run it, or
+// skips.
+func everythingScript(t *testing.T) (nodeBin, script string) {
+	t.Helper()
+	script = os.Getenv("TROUPE_TEST_MCP_EVERYTHING")
+	if script == "" {
+		t.Skip("TROUPE_TEST_MCP_EVERYTHING is not set (server-everything's dist/index.js; .ci/run installs it)")
+	}
+	nodeBin = os.Getenv("TROUPE_TEST_NODE")
+	if nodeBin == "" {
+		var err error
+		if nodeBin, err = exec.LookPath("node"); err != nil {
+			t.Skip("no node on PATH to run server-everything")
+		}
+	}
+	return nodeBin, script
+}
+
+// An MCP tool's result is recorded like any tool's, without the secrets of the
+// server's configuration: server-everything's get-env answers its whole environment,
+// which holds the API_TOKEN the configuration gave it; NODE_ENV is no secret.
+func TestMCPToolResultIsRecordedWithoutSecrets(t *testing.T) {
+	nodeBin, script := everythingScript(t)
+	clearLLMEnv(t)
+	dir := t.TempDir()
+	const token = "tok-4f9a2c7e1b8d6053"
+	cfg, _ := json.Marshal(map[string]any{"mcp_servers": map[string]any{"everything": map[string]any{
+		"command": nodeBin, "args": []string{script, "stdio"}, "env": map[string]string{"API_TOKEN": token, "NODE_ENV": "troupe-test-env"}}}})
+	script2, _ := json.Marshal(map[string]any{"steps": []any{
+		map[string]any{"tool_calls": []any{map[string]any{"id": "c1", "name": "everything__get-env", "arguments": "{}"}}},
+		map[string]any{"content": "I read the environment."},
+	}})
+	cfgPath, scriptPath := filepath.Join(dir, "troupe.json"), filepath.Join(dir, "script.json")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(scriptPath, script2, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--config", cfgPath, "--model", "scripted:" + scriptPath, "--data", data, "read the env"}, &out, &errb, options{}); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	var result string
+	for _, e := range readSession(t, data, sessionOf(t, out.String())) {
+		if strings.Contains(string(e.Payload), token) {
+			t.Errorf("event %d (%s) holds the token", e.Seq, e.Type)
+		}
+		if p, err := e.Decode(); err == nil {
+			if c, ok := p.(*messages.ToolCallCompleted); ok {
+				result = c.Result + c.Error
+			}
+		}
+	}
+	if !strings.Contains(result, "troupe-test-env") || !strings.Contains(result, "[REDACTED]") {
+		t.Errorf("get-env's recorded result %.400q lacks NODE_ENV or the redaction", result)
+	}
+	if strings.Contains(out.String()+errb.String(), token) {
+		t.Error("the token reached the output")
+	}
+}
