@@ -124,7 +124,8 @@ func TestNodeWithHostileServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := nodetest.Start(t, node.Config{Model: m, ToolCatalog: c, ToolTimeout: 300 * time.Millisecond})
+	// The timeout lets 10 MB cross a pipe on a loaded machine, and ends the hang.
+	n := nodetest.Start(t, node.Config{Model: m, ToolCatalog: c, ToolTimeout: 5 * time.Second})
 	// The agent offers the catalog's tools beside its own, sorted.
 	var offered []string
 	for _, s := range n.ToolSpecs() {

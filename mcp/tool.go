@@ -33,8 +33,7 @@ const (
 	maxDescription    = 2 << 10
 	maxSchemaBytes    = 64 << 10
 	maxListedInDoc    = 2 << 10 // resources or prompts listed in a tool's description
-	maxListedItems    = 1000    // resources, templates or prompts kept from one server
-	maxListPages      = 100
+	maxListedItems    = 1000    // tools, resources, templates or prompts kept from one server
 	descriptionCutSfx = " …"
 )
 
@@ -48,7 +47,7 @@ func (s *server) list(ctx context.Context, cs *sdk.ClientSession) error {
 	var remote []*sdk.Tool
 	if caps.Tools != nil {
 		var err error
-		if remote, err = collect(cs.Tools(ctx, nil)); err != nil {
+		if remote, err = collect(cs.Tools(ctx, nil), s.c.cfg.MaxTools+1); err != nil {
 			return fmt.Errorf("list tools: %w", err)
 		}
 	}
@@ -56,16 +55,16 @@ func (s *server) list(ctx context.Context, cs *sdk.ClientSession) error {
 	var templates []*sdk.ResourceTemplate
 	if caps.Resources != nil {
 		var err error
-		if resources, err = collect(cs.Resources(ctx, nil)); err != nil {
+		if resources, err = collect(cs.Resources(ctx, nil), maxListedItems); err != nil {
 			return fmt.Errorf("list resources: %w", err)
 		}
 		// Templates are optional to servers: one that has none may answer an error.
-		templates, _ = collect(cs.ResourceTemplates(ctx, nil))
+		templates, _ = collect(cs.ResourceTemplates(ctx, nil), maxListedItems)
 	}
 	var prompts []*sdk.Prompt
 	if caps.Prompts != nil {
 		var err error
-		if prompts, err = collect(cs.Prompts(ctx, nil)); err != nil {
+		if prompts, err = collect(cs.Prompts(ctx, nil), maxListedItems); err != nil {
 			return fmt.Errorf("list prompts: %w", err)
 		}
 	}
@@ -80,9 +79,10 @@ func (s *server) list(ctx context.Context, cs *sdk.ClientSession) error {
 	return nil
 }
 
-// collect reads a paginated list, at most maxListPages pages and maxListedItems
-// items (a server that pages forever is cut short).
-func collect[T any](seq func(func(*T, error) bool)) ([]*T, error) {
+// collect reads a paginated list, at most limit items: the rest is left out (a
+// server that pages forever with empty pages is cut off by the deadline of the
+// listing's context).
+func collect[T any](seq func(func(*T, error) bool), limit int) ([]*T, error) {
 	var out []*T
 	var err error
 	seq(func(v *T, e error) bool {
@@ -91,7 +91,7 @@ func collect[T any](seq func(func(*T, error) bool)) ([]*T, error) {
 			return false
 		}
 		out = append(out, v)
-		return len(out) < maxListedItems*maxListPages
+		return len(out) < limit
 	})
 	return out, err
 }
@@ -111,8 +111,8 @@ func (s *server) build(remote []*sdk.Tool, hasResources bool, resources []*sdk.R
 			continue
 		}
 		if len(out) >= s.c.cfg.MaxTools {
-			skipped = append(skipped, fmt.Sprintf("tool %q: the server offers more than %d tools", clipName(t.Name), s.c.cfg.MaxTools))
-			continue
+			skipped = append(skipped, fmt.Sprintf("the server offers more than %d tools: %q and the ones after it (by name) are left out", s.c.cfg.MaxTools, clipName(t.Name)))
+			break
 		}
 		schema, err := objectSchema(t.InputSchema)
 		if err != nil {
@@ -518,14 +518,14 @@ func (t *resourceLister) Call(ctx context.Context, c tools.Call) (string, error)
 	var b strings.Builder
 	err := t.srv.do(ctx, func(cs *sdk.ClientSession) error {
 		b.Reset()
-		resources, err := collect(cs.Resources(ctx, nil))
+		resources, err := collect(cs.Resources(ctx, nil), maxListedItems)
 		if err != nil {
 			return err
 		}
 		for _, r := range resources {
 			fmt.Fprintf(&b, "%s\t%s\t%s\t%s\n", r.URI, r.Name, r.MIMEType, r.Description)
 		}
-		templates, _ := collect(cs.ResourceTemplates(ctx, nil))
+		templates, _ := collect(cs.ResourceTemplates(ctx, nil), maxListedItems)
 		for _, r := range templates {
 			fmt.Fprintf(&b, "template %s\t%s\t%s\t%s\n", r.URITemplate, r.Name, r.MIMEType, r.Description)
 		}
