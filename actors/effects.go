@@ -66,6 +66,8 @@ type LocalEffectsConfig struct {
 	Model llm.Model
 	// Tools performs tool calls, one performer per tool.
 	Tools *tools.Registry
+	// Catalog performs the calls of tools that Tools lacks, when set (ToolCatalog).
+	Catalog ToolCatalog
 	// ModelTimeout bounds one model call (default 2 minutes); ToolTimeout one tool
 	// call (default 30 s) of a tool that sets no timeout of its own (tools.Limits).
 	// They count from the call's start, not its time in the queue.
@@ -139,6 +141,7 @@ type LocalEffects struct {
 	closed  bool
 	model   *performer
 	tools   map[string]*performer
+	catalog map[string]*performer // made on first use (catalogPerformer)
 	flights map[messages.EffectKey]*flight
 	swept   time.Time
 }
@@ -246,6 +249,9 @@ func (e *LocalEffects) performerOf(req messages.EffectRequest) (*performer, erro
 		return e.model, nil
 	case req.Tool != nil:
 		p, ok := e.tools[req.Tool.Tool]
+		if !ok {
+			p, ok = e.catalogPerformer(req.Tool.Tool)
+		}
 		if !ok {
 			return nil, fmt.Errorf("%w: %q", ErrNoSuchTool, req.Tool.Tool)
 		}
@@ -421,6 +427,9 @@ func (e *LocalEffects) Close() error {
 		e.model.queue = nil
 	}
 	for _, p := range e.tools {
+		p.queue = nil
+	}
+	for _, p := range e.catalog {
 		p.queue = nil
 	}
 	e.mu.Unlock()

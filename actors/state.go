@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/troupe-run/troupe/llm"
@@ -23,6 +24,12 @@ type Agent struct {
 	// disclosure: the rest are loaded on the model's demand). A call to any of Tools
 	// is still performed; a call to a tool outside Tools is answered as unknown.
 	Disclosure ToolDisclosure
+	// Catalog, when set, offers more tools, whose set can change while the node runs
+	// (the tools of MCP servers, package mcp). It is read at each decision: the model
+	// is offered Tools and the catalog's tools together, sorted by name (a catalog
+	// tool named like one of Tools is left out), so the tool section stays
+	// byte-identical from step to step until the catalog changes.
+	Catalog ToolCatalog
 	// MaxSteps bounds the model calls of one task (default 10).
 	MaxSteps int
 }
@@ -43,11 +50,15 @@ func (a Agent) hasTool(name string) bool {
 			return true
 		}
 	}
+	if a.Catalog != nil {
+		_, ok := a.Catalog.Tool(name)
+		return ok
+	}
 	return false
 }
 
 func (a Agent) toolNames() []string {
-	return specNames(a.Tools)
+	return specNames(a.ToolSpecs())
 }
 
 func specNames(specs []messages.ToolSpec) []string {
@@ -61,9 +72,14 @@ func specNames(specs []messages.ToolSpec) []string {
 // offer returns the tools a request offers, given the session's recorded loads.
 func (a Agent) offer(loads []ToolLoad) []messages.ToolSpec {
 	if a.Disclosure == nil {
-		return a.Tools
+		return a.ToolSpecs()
 	}
-	return a.Disclosure.Offer(loads)
+	// The catalog's tools (MCP servers') change while the node runs: they are offered
+	// whole beside what the disclosure offers.
+	if a.Catalog == nil {
+		return a.Disclosure.Offer(loads)
+	}
+	return mergeSpecs(a.Disclosure.Offer(loads), a.Catalog.Specs())
 }
 
 // Tools whose recorded results load more tools into a session's requests
@@ -88,6 +104,33 @@ type ToolDisclosure interface {
 type ToolLoad struct {
 	Tool   string
 	Result string
+}
+
+// ToolSpecs returns the tools offered to the model now: Tools, in their order, when
+// there is no Catalog; otherwise Tools and the catalog's tools sorted by name. The
+// result shares its schemas with Tools and the catalog: do not modify it.
+func (a Agent) ToolSpecs() []messages.ToolSpec {
+	if a.Catalog == nil {
+		return a.Tools
+	}
+	return mergeSpecs(a.Tools, a.Catalog.Specs())
+}
+
+// mergeSpecs returns base and the specs of more not named like one of base, sorted
+// by name; base itself when more adds nothing.
+func mergeSpecs(base, more []messages.ToolSpec) []messages.ToolSpec {
+	if len(more) == 0 {
+		return base
+	}
+	out := make([]messages.ToolSpec, 0, len(base)+len(more))
+	out = append(out, base...)
+	for _, s := range more {
+		if !slices.ContainsFunc(base, func(t messages.ToolSpec) bool { return t.Name == s.Name }) {
+			out = append(out, s)
+		}
+	}
+	slices.SortStableFunc(out, func(x, y messages.ToolSpec) int { return strings.Compare(x.Name, y.Name) })
+	return out
 }
 
 // phase is where a task stands in the function-calling loop.

@@ -35,6 +35,8 @@ const maxBody = 2 << 20
 //	POST /v1/sessions/{id}/cancel      cancel the running task
 //	GET  /metrics                      Prometheus metrics
 //	GET  /healthz                      200 {"status":"ok"}, or 503 {"status":"unhealthy","reason"}
+//
+// and the handlers added with Handle (node serve adds MCP at /mcp).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/tasks", n.postTask)
@@ -45,7 +47,22 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/sessions/{id}/cancel", n.cancel)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", n.healthz)
+	for _, r := range n.routes {
+		mux.Handle(r.pattern, r.h)
+	}
 	return mux
+}
+
+// route is a handler added to the API with Handle.
+type route struct {
+	pattern string
+	h       http.Handler
+}
+
+// Handle adds a handler to the node's HTTP API (Handler, HTTPServer) at pattern (a
+// http.ServeMux pattern), e.g. the MCP endpoint at /mcp. Call it before HTTPServer.
+func (n *Node) Handle(pattern string, h http.Handler) {
+	n.routes = append(n.routes, route{pattern, h})
 }
 
 type apiError struct {

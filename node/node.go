@@ -56,6 +56,10 @@ type Config struct {
 	// Tools are offered to the agent (default calculator and clock), sorted by name
 	// whatever their order here (tools.Registry).
 	Tools []tools.Tool
+	// ToolCatalog, when set, offers the agent more tools whose set changes while the
+	// node runs (the MCP servers' tools, mcp.Client): read at each model request and
+	// each call, beside Tools (actors.ToolCatalog).
+	ToolCatalog actors.ToolCatalog
 	// SystemPrompt opens every conversation (default DefaultSystemPrompt).
 	SystemPrompt string
 	// Skills are offered to the agent (package skills): their names and descriptions
@@ -278,7 +282,8 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 			prompt += "\n\n" + strings.TrimSuffix(section, "\n")
 		}
 	}
-	agent := actors.Agent{Name: "default", SystemPrompt: prompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps}
+	agent := actors.Agent{Name: "default", SystemPrompt: prompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps,
+		Catalog: c.ToolCatalog}
 	if strategy != disclosure.All {
 		agent.Disclosure = d
 	}
@@ -308,6 +313,10 @@ type Node struct {
 	accepts     acceptances // Submit's waits on the embedded bus
 	// leased is the session actors' store when the node is sharded on a log that fences.
 	leased *leasedStore
+	// agent is the default agent: its tools are what ToolSpecs and CallTool offer.
+	agent actors.Agent
+	// routes are the handlers added to the HTTP API (Handle).
+	routes []route
 
 	redactor    *redact.Redactor
 	ingress     *Ingress
@@ -340,6 +349,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, n.fail(err)
 	}
+	n.agent = agent
 	effects, err := n.newEffects(reg)
 	if err != nil {
 		return nil, n.fail(err)

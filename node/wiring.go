@@ -140,7 +140,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg,
+	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Catalog: cfg.ToolCatalog,
 		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger})
 	if !n.wiring().asksRemote() {
 		return n.local, nil

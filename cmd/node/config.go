@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools/disclosure"
 	"github.com/troupe-run/troupe/tools/skills"
@@ -57,6 +58,9 @@ type fileConfig struct {
 	Skills             skillsFile      `json:"skills"`
 	Disclosure         string          `json:"disclosure"`
 	Tools              toolsFile       `json:"tools"`
+	// MCPServers are the MCP servers whose tools the agent gets (mcp.ServerConfig;
+	// cmd/node/mcp.go).
+	MCPServers map[string]mcp.ServerConfig `json:"mcp_servers"`
 }
 
 // skillsFile is the "skills" section: what the skills of skills_dir may do.
@@ -178,6 +182,9 @@ func unknownField(file []byte, name string) error {
 	if _, ok := sk[name]; ok {
 		return fmt.Errorf("unknown field \"skills.%s\": the skills fields are %s", name, jsonFields[skillsFile]())
 	}
+	if err := unknownMCPField(top["mcp_servers"], name); err != nil {
+		return err
+	}
 	return fmt.Errorf("unknown field %q in gateway.prices (prompt, completion, cached), gateway.quotas (scope, tokens, window) "+
 		"or gateway.semantic_cache (threshold, ttl)", name)
 }
@@ -294,6 +301,7 @@ func (fc fileConfig) Validate() error {
 		bad("disclosure", "%q: want all (every tool schema in every request), catalog or search", fc.Disclosure)
 	}
 	errs = append(errs, fc.Tools.validate()...)
+	errs = append(errs, validateMCPServers(fc.MCPServers)...)
 	return errors.Join(errs...)
 }
 

@@ -15,4 +15,10 @@
 // file's "tools" section enables http_fetch and files.
 // Environment: TROUPE_DATA (data directory, default ./.troupe), TROUPE_HTTP_ADDR
 // (default 127.0.0.1:8080), TROUPE_MODEL; flags override them.
+//
+// MCP (package mcp; cmd/node/mcp.go): the config file's "mcp_servers" give the agent
+// the tools of MCP servers (for run, serve and mcp). `node mcp [flags]` serves the
+// agent's tools and run_task to one MCP client over stdin and stdout until the client
+// closes stdin; serve also serves them over Streamable HTTP at /mcp (no
+// authentication yet: bind to a loopback address, the default).
 package main

@@ -39,7 +39,7 @@ func main() {
 type options struct {
 	extraTools []tools.Tool
 	wrapModel  func(llm.Model) llm.Model
-	stdin      io.Reader // node tools call -; nil: os.Stdin
+	stdin      io.Reader // node tools call - and node mcp's input; nil: os.Stdin
 }
 
 const usage = `usage:
@@ -89,6 +89,11 @@ flags:
   --disclosure S         how tools reach the model: all, catalog or search
                          (TROUPE_DISCLOSURE, "disclosure", default all)
   -v                     log at debug level
+
+node mcp [flags] serves the agent's tools and run_task to one MCP client on stdin and
+stdout (IDEs, other agents); node serve serves them over Streamable HTTP at /mcp. The
+configuration file's "mcp_servers" give the agent the tools of MCP servers (stdio
+commands or Streamable HTTP URLs).
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
@@ -100,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if cmd == "tools" {
 		return toolsCmd(ctx, args[1:], stdout, stderr, opt)
 	}
-	if cmd != "run" && cmd != "serve" {
+	if cmd != "run" && cmd != "serve" && cmd != "mcp" {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
@@ -295,6 +300,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		cfg.Log = log
 		defer log.Close()
 	}
+	// The MCP servers' tools join the agent's (cmd/node/mcp.go).
+	_, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	defer stopMCP()
 	roles, err := node.ParseRoles(*rolesFlag)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -342,6 +354,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	switch cmd {
 	case "run":
 		return runTask(ctx, cfg, attach, fs.Arg(0), why, stdout, stderr)
+	case "mcp":
+		if fs.NArg() != 0 {
+			fmt.Fprint(stderr, usage)
+			return 2
+		}
+		logger.Info("model", "name", model.Name(), "why", why)
+		in := opt.stdin
+		if in == nil {
+			in = os.Stdin
+		}
+		return serveMCP(ctx, cfg, attach, in, stdout, stderr)
 	default:
 		if fs.NArg() != 0 {
 			fmt.Fprint(stderr, usage)
@@ -420,6 +443,7 @@ func serve(ctx context.Context, cfg node.Config, attach func(*node.Node), addr s
 		return 1
 	}
 	// Timeouts and a connection limit (cfg.HTTP); live streams end when shutdown begins.
+	mountMCP(ctx, n, cfg)
 	srv := n.HTTPServer()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -1,0 +1,407 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// The "mcp_servers" section is checked like the rest of the file: each bad value
+// stops the node (exit 2) naming the field, the value and what is wanted.
+func TestMCPServersConfigIsValidated(t *testing.T) {
+	clearLLMEnv(t)
+	cases := []struct {
+		name, body string
+		want       []string
+	}{
+		{"neither command nor url", `{"mcp_servers": {"a": {}}}`, []string{"mcp_servers.a", `neither "command"`}},
+		{"both", `{"mcp_servers": {"a": {"command": "x", "url": "http://127.0.0.1:1/mcp"}}}`, []string{"mcp_servers.a", `both "command" and "url"`}},
+		{"bad name", `{"mcp_servers": {"my__server": {"command": "x"}}}`, []string{`"my__server"`, "1 to 32 letters"}},
+		{"name with a dot", `{"mcp_servers": {"a.b": {"command": "x"}}}`, []string{`"a.b"`, "1 to 32 letters"}},
+		{"url scheme", `{"mcp_servers": {"r": {"url": "ftp://host/mcp"}}}`, []string{"mcp_servers.r.url", `"ftp://host/mcp"`, "http://"}},
+		{"url without host", `{"mcp_servers": {"r": {"url": "http:///mcp"}}}`, []string{"mcp_servers.r.url", "no host"}},
+		{"header name", `{"mcp_servers": {"r": {"url": "http://h/mcp", "headers": {"Bad Header": "x"}}}}`, []string{"mcp_servers.r.headers", `"Bad Header"`}},
+		{"header value", `{"mcp_servers": {"r": {"url": "http://h/mcp", "headers": {"Authorization": "a\nb"}}}}`, []string{"mcp_servers.r.headers.Authorization", "line break"}},
+		{"reserved header", `{"mcp_servers": {"r": {"url": "http://h/mcp", "headers": {"Mcp-Session-Id": "x"}}}}`, []string{"mcp_servers.r.headers", "MCP transport"}},
+		{"headers on stdio", `{"mcp_servers": {"s": {"command": "x", "headers": {"A": "b"}}}}`, []string{"mcp_servers.s.headers", `"url" server`}},
+		{"env on http", `{"mcp_servers": {"r": {"url": "http://h/mcp", "env": {"A": "b"}}}}`, []string{"mcp_servers.r.env", `"command" server`}},
+		{"env name", `{"mcp_servers": {"s": {"command": "x", "env": {"A=B": "c"}}}}`, []string{"mcp_servers.s.env", `"A=B"`}},
+		{"bad pattern", `{"mcp_servers": {"s": {"command": "x", "allow": ["get-["]}}}`, []string{"mcp_servers.s.allow[0]", `"get-["`, "glob"}},
+		{"empty deny pattern", `{"mcp_servers": {"s": {"command": "x", "deny": [""]}}}`, []string{"mcp_servers.s.deny[0]", `""`}},
+		{"blank command", `{"mcp_servers": {"s": {"command": " npx"}}}`, []string{"mcp_servers.s.command", `" npx"`}},
+		{"unknown field", `{"mcp_servers": {"s": {"command": "x", "argv": ["y"]}}}`, []string{`unknown field "mcp_servers.s.argv"`, "command, args, env, dir, url, headers, allow, deny"}},
+		{"wrong type", `{"mcp_servers": {"s": {"command": "x", "args": "y"}}}`, []string{"args", "string"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "troupe.json")
+			if err := os.WriteFile(path, []byte(c.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			code := run(context.Background(), []string{"run", "--config", path, "--model", "offline", "--data", filepath.Join(dir, "data"), "1+1"}, &out, &errb, options{})
+			if code != 2 {
+				t.Fatalf("exit %d, want 2\n%s%s", code, out.String(), errb.String())
+			}
+			for _, want := range c.want {
+				if !strings.Contains(errb.String(), want) {
+					t.Errorf("the error does not say %q:\n%s", want, errb.String())
+				}
+			}
+		})
+	}
+}
+
+// mcpNode runs `node mcp` in this process with args, and returns an MCP client
+// session on its stdin and stdout; the node stops (exit 0) when the session closes.
+func mcpNode(t *testing.T, args ...string) *sdk.ClientSession {
+	t.Helper()
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var errb syncBuffer
+	ctx, cancel := context.WithCancel(context.Background())
+	exited := make(chan int, 1)
+	go func() {
+		code := run(ctx, append([]string{"mcp", "--model", "offline", "--data", t.TempDir()}, args...), outW, &errb, options{stdin: inR})
+		outW.Close()
+		exited <- code
+	}()
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(cctx, &sdk.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		cancel()
+		t.Fatalf("connect to node mcp: %v\n%s", err, errb.String())
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		inW.Close()
+		select {
+		case code := <-exited:
+			if code != 0 {
+				t.Errorf("node mcp exited %d after its client left\n%s", code, errb.String())
+			}
+		case <-time.After(30 * time.Second):
+			t.Errorf("node mcp did not stop within 30 s of its client leaving\n%s", errb.String())
+		}
+		cancel()
+	})
+	return cs
+}
+
+func listToolNames(t *testing.T, cs *sdk.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func resultText(r *sdk.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// `node mcp` serves the agent's tools and run_task over stdio.
+func TestNodeMCPOverStdio(t *testing.T) {
+	clearLLMEnv(t)
+	cs := mcpNode(t)
+	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock run_task" {
+		t.Fatalf("tools %s", got)
+	}
+	ctx := context.Background()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "calculator", Arguments: map[string]any{"expression": "2^10"}})
+	if err != nil || res.IsError || resultText(res) != "1024" {
+		t.Fatalf("calculator: %v %q", err, resultText(res))
+	}
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "What is 2+3?"}})
+	if err != nil || res.IsError || !strings.Contains(resultText(res), "5") {
+		t.Fatalf("run_task: %v %+v %q", err, res, resultText(res))
+	}
+}
+
+// A node whose configuration declares server-everything offers its tools to its own
+// MCP clients: an MCP client calls server-everything's echo through `node mcp`.
+func TestNodeMCPWithAnMCPServerBehind(t *testing.T) {
+	script := os.Getenv("TROUPE_TEST_MCP_EVERYTHING")
+	if script == "" {
+		t.Skip("TROUPE_TEST_MCP_EVERYTHING is not set (server-everything's dist/index.js; .ci/run installs it)")
+	}
+	nodeBin := os.Getenv("TROUPE_TEST_NODE")
+	if nodeBin == "" {
+		var err error
+		if nodeBin, err = exec.LookPath("node"); err != nil {
+			t.Skip("no node on PATH to run server-everything")
+		}
+	}
+	clearLLMEnv(t)
+	cfg, _ := json.Marshal(map[string]any{"mcp_servers": map[string]any{"everything": map[string]any{
+		"command": nodeBin, "args": []string{script, "stdio"}, "allow": []string{"echo", "get-sum", "read_resource"}}}})
+	path := filepath.Join(t.TempDir(), "troupe.json")
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs := mcpNode(t, "--config", path)
+	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock everything__echo everything__get-sum everything__read_resource run_task" {
+		t.Fatalf("tools %s", got)
+	}
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "everything__echo", Arguments: map[string]any{"message": "through troupe"}})
+	if err != nil || res.IsError || !strings.Contains(resultText(res), "through troupe") {
+		t.Fatalf("echo: %v %q", err, resultText(res))
+	}
+}
+
+// The fixtures of the conformance suite's server scenarios that a tool whose result
+// is text can serve.
+type fixtureTool struct {
+	name, text string
+	fail       bool
+}
+
+func (f fixtureTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: f.name, Description: "conformance fixture", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (f fixtureTool) Call(context.Context, tools.Call) (string, error) {
+	if f.fail {
+		return "", errors.New(f.text)
+	}
+	return f.text, nil
+}
+
+// serveNode runs `node serve` in this process on a free port until the test ends,
+// and returns its base URL.
+func serveNode(t *testing.T, opt options) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var errb syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--http", addr, "--model", "offline", "--data", t.TempDir()}, io.Discard, &errb, opt)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Error("node serve did not stop within 30 s")
+		}
+	})
+	base := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		select {
+		case code := <-exited:
+			t.Fatalf("node serve exited %d\n%s", code, errb.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node serve not healthy within 30 s\n%s", errb.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// `node serve` serves MCP over Streamable HTTP at /mcp.
+func TestServeMCPOverHTTP(t *testing.T) {
+	clearLLMEnv(t)
+	base := serveNode(t, options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: base + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock run_task" {
+		t.Fatalf("tools %s", got)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "What is 6*7?"}})
+	if err != nil || res.IsError || !strings.Contains(resultText(res), "42") {
+		t.Fatalf("run_task: %v %q", err, resultText(res))
+	}
+	// A browser page of another origin may not drive the node's tools.
+	req, _ := http.NewRequest(http.MethodPost, base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a cross-site POST to /mcp got %d, want 403", resp.StatusCode)
+	}
+}
+
+// TestConformanceServer runs the official server suite against /mcp of `node serve`,
+// whose agent has the two fixtures a text tool can serve (test_simple_text,
+// test_error_handling); the scenarios it fails on purpose are in the baseline.
+func TestConformanceServer(t *testing.T) {
+	suite, node22 := os.Getenv("TROUPE_TEST_MCP_CONFORMANCE"), os.Getenv("TROUPE_TEST_NODE22")
+	if suite == "" || node22 == "" {
+		t.Skip("TROUPE_TEST_MCP_CONFORMANCE (the conformance package's dist/index.js) and TROUPE_TEST_NODE22 (a Node 22 binary) are not both set; .ci/run installs them")
+	}
+	clearLLMEnv(t)
+	base := serveNode(t, options{extraTools: []tools.Tool{
+		fixtureTool{name: "test_simple_text", text: "This is a simple text response for testing."},
+		fixtureTool{name: "test_error_handling", text: "This tool intentionally returns an error for testing", fail: true},
+	}})
+	baseline, err := filepath.Abs("../../mcp/testdata/conformance-baseline.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node22, suite, "server", "--url", base+"/mcp", "--expected-failures", baseline)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.CombinedOutput()
+	for _, line := range regexp.MustCompile(`(?m)^\s*([✓✗~] .*|Total: .*|.*[Bb]aseline.*)$`).FindAllString(string(out), -1) {
+		t.Log(strings.TrimSpace(line))
+	}
+	if err != nil {
+		t.Fatalf("conformance server: %v\n%s", err, tailOf(string(out), 6000))
+	}
+}
+
+func tailOf(s string, n int) string {
+	if len(s) > n {
+		return fmt.Sprint("…", s[len(s)-n:])
+	}
+	return s
+}
+
+// A node whose MCP server is down at start runs without it: the task completes, and
+// the log says the server is down and retried.
+func TestNodeRunsWithItsMCPServerDown(t *testing.T) {
+	clearLLMEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close() // nothing listens there now
+	dir := t.TempDir()
+	path := filepath.Join(dir, "troupe.json")
+	if err := os.WriteFile(path, []byte(`{"mcp_servers": {"remote": {"url": "`+url+`", "headers": {"Authorization": "Bearer s3cr3t-t0ken-value"}}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"run", "--config", path, "--model", "offline", "--data", filepath.Join(dir, "data"), "What is 2+3?"}, &out, &errb, options{})
+	if code != 0 || !strings.Contains(out.String(), "answer:") {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(errb.String(), "mcp server is down; retrying") || !strings.Contains(errb.String(), "mcp_server=remote") {
+		t.Errorf("the log does not report the server down:\n%s", errb.String())
+	}
+	if strings.Contains(out.String()+errb.String(), "s3cr3t-t0ken-value") {
+		t.Error("the server's token reached the output")
+	}
+}
+
+// everythingScript returns server-everything's dist/index.js and a node to run it, or
+// skips.
+func everythingScript(t *testing.T) (nodeBin, script string) {
+	t.Helper()
+	script = os.Getenv("TROUPE_TEST_MCP_EVERYTHING")
+	if script == "" {
+		t.Skip("TROUPE_TEST_MCP_EVERYTHING is not set (server-everything's dist/index.js; .ci/run installs it)")
+	}
+	nodeBin = os.Getenv("TROUPE_TEST_NODE")
+	if nodeBin == "" {
+		var err error
+		if nodeBin, err = exec.LookPath("node"); err != nil {
+			t.Skip("no node on PATH to run server-everything")
+		}
+	}
+	return nodeBin, script
+}
+
+// An MCP tool's result is recorded like any tool's, without the secrets of the
+// server's configuration: server-everything's get-env answers its whole environment,
+// which holds the API_TOKEN the configuration gave it; NODE_ENV is no secret.
+func TestMCPToolResultIsRecordedWithoutSecrets(t *testing.T) {
+	nodeBin, script := everythingScript(t)
+	clearLLMEnv(t)
+	dir := t.TempDir()
+	const token = "tok-4f9a2c7e1b8d6053"
+	cfg, _ := json.Marshal(map[string]any{"mcp_servers": map[string]any{"everything": map[string]any{
+		"command": nodeBin, "args": []string{script, "stdio"}, "env": map[string]string{"API_TOKEN": token, "NODE_ENV": "troupe-test-env"}}}})
+	script2, _ := json.Marshal(map[string]any{"steps": []any{
+		map[string]any{"tool_calls": []any{map[string]any{"id": "c1", "name": "everything__get-env", "arguments": "{}"}}},
+		map[string]any{"content": "I read the environment."},
+	}})
+	cfgPath, scriptPath := filepath.Join(dir, "troupe.json"), filepath.Join(dir, "script.json")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(scriptPath, script2, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(dir, "data")
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--config", cfgPath, "--model", "scripted:" + scriptPath, "--data", data, "read the env"}, &out, &errb, options{}); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	var result string
+	for _, e := range readSession(t, data, sessionOf(t, out.String())) {
+		if strings.Contains(string(e.Payload), token) {
+			t.Errorf("event %d (%s) holds the token", e.Seq, e.Type)
+		}
+		if p, err := e.Decode(); err == nil {
+			if c, ok := p.(*messages.ToolCallCompleted); ok {
+				result = c.Result + c.Error
+			}
+		}
+	}
+	if !strings.Contains(result, "troupe-test-env") || !strings.Contains(result, "[REDACTED]") {
+		t.Errorf("get-env's recorded result %.400q lacks NODE_ENV or the redaction", result)
+	}
+	if strings.Contains(out.String()+errb.String(), token) {
+		t.Error("the token reached the output")
+	}
+}

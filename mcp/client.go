@@ -1,0 +1,571 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net/http"
+	"os"
+	"os/exec"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// ErrServerUnavailable answers a call to a server that is down and did not come back
+// within ClientConfig.CallWait.
+var ErrServerUnavailable = errors.New("mcp server unavailable")
+
+// Client connects a node to the MCP servers of its configuration and offers their
+// tools, resources and prompts as tools (see the package documentation for their
+// names). It is an actors.ToolCatalog: its tool set changes as servers connect and
+// send list_changed notifications, and the node reads it at each model request.
+//
+// A server that is down (at start, or after its process died or its HTTP endpoint
+// went away) is retried with backoff and reported by Status; its tools, once known,
+// stay in the catalog while it is reconnecting, so that the tool section of the
+// prompt does not change with every restart, and a call to one waits for the server
+// (ClientConfig.CallWait) or fails with ErrServerUnavailable. No server, down or
+// hostile, stops the node.
+//
+// Run connects and keeps the connections; Close ends them. Client is safe for
+// concurrent use.
+type Client struct {
+	cfg     ClientConfig
+	servers []*server // sorted by name
+
+	mu      sync.Mutex
+	specs   []messages.ToolSpec // the catalog now, sorted by name
+	byName  map[string]tools.Tool
+	changed chan struct{} // closed at the next change of the catalog
+	tried   int           // servers that made their first attempt
+	ready   chan struct{} // closed when every server made its first attempt
+	running bool
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+var _ actors.ToolCatalog = (*Client)(nil)
+
+// NewClient checks cfg (ClientConfig.Validate) and returns a client of its servers;
+// nothing connects until Run.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	c := &Client{cfg: cfg, byName: map[string]tools.Tool{}, changed: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
+		c.servers = append(c.servers, &server{c: c, name: name, cfg: cfg.Servers[name],
+			refresh: make(chan struct{}, 1), kick: make(chan struct{}, 1), up: make(chan struct{}), state: StateConnecting, since: time.Now()})
+	}
+	if len(c.servers) == 0 {
+		close(c.ready)
+	}
+	return c, nil
+}
+
+// Run connects to every server and keeps the connections until ctx ends or Close is
+// called; then it closes them (a stdio server's stdin is closed, and the process is
+// terminated if it does not exit) and returns nil. It may be called once.
+func (c *Client) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.running || c.stop != nil {
+		c.mu.Unlock()
+		return errors.New("mcp: Client.Run called twice, or after Close")
+	}
+	ctx, c.stop = context.WithCancel(ctx)
+	c.running = true
+	c.mu.Unlock()
+	defer close(c.done)
+	var wg sync.WaitGroup
+	for _, s := range c.servers {
+		wg.Go(func() { s.run(ctx) })
+	}
+	wg.Wait()
+	return nil
+}
+
+// Close ends Run and waits for it to close the connections. It is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	running := c.running
+	if c.stop == nil {
+		c.stop = func() {}
+	}
+	stop := c.stop
+	c.mu.Unlock()
+	stop()
+	if running {
+		<-c.done
+	}
+	return nil
+}
+
+// WaitReady returns when every server made its first attempt to connect (and, if it
+// connected, listed its tools), or when ctx ends, with ctx's error.
+func (c *Client) WaitReady(ctx context.Context) error {
+	select {
+	case <-c.ready:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Specs implements actors.ToolCatalog: the tools of every server, sorted by name.
+func (c *Client) Specs() []messages.ToolSpec {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.specs
+}
+
+// Tool implements actors.ToolCatalog.
+func (c *Client) Tool(name string) (tools.Tool, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t, ok := c.byName[name]
+	return t, ok
+}
+
+// Tools returns the catalog's tools now, sorted by name. Each has a Source method
+// returning "mcp:<server>".
+func (c *Client) Tools() []tools.Tool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]tools.Tool, len(c.specs))
+	for i, s := range c.specs {
+		out[i] = c.byName[s.Name]
+	}
+	return out
+}
+
+// Changed returns a channel closed at the next change of the catalog (a server's
+// tools, resources or prompts were listed anew and differ). Call it again after each
+// change.
+func (c *Client) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// The states of a server (ServerStatus.State).
+const (
+	// StateConnecting: the first attempt to connect has not ended.
+	StateConnecting = "connecting"
+	// StateConnected: the server answered and its tools are listed.
+	StateConnected = "connected"
+	// StateDown: the last attempt failed, or the connection was lost; it is retried.
+	StateDown = "down"
+)
+
+// ServerStatus is what Status reports of one server.
+type ServerStatus struct {
+	Name string `json:"name"`
+	// Transport is "stdio" or "http".
+	Transport string `json:"transport"`
+	// State is StateConnecting, StateConnected or StateDown, since Since.
+	State string    `json:"state"`
+	Since time.Time `json:"since"`
+	// Error is why the server is down.
+	Error string `json:"error,omitempty"`
+	// Connects counts the connections made so far (more than 1: it reconnected).
+	Connects int `json:"connects"`
+	// Server is the server's name and version, as it said when it connected.
+	Server string `json:"server,omitempty"`
+	// Tools are the names of its tools in the catalog.
+	Tools []string `json:"tools"`
+	// Skipped says which of its tools were left out, and why (a schema that is not
+	// a JSON Schema object, a name clash, too many tools).
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// Status reports every server, sorted by name.
+func (c *Client) Status() []ServerStatus {
+	out := make([]ServerStatus, 0, len(c.servers))
+	for _, s := range c.servers {
+		out = append(out, s.status())
+	}
+	return out
+}
+
+// rebuild makes the catalog anew from the servers' tools, and signals a change when
+// it differs.
+func (c *Client) rebuild() {
+	var all []tools.Tool
+	for _, s := range c.servers {
+		s.mu.Lock()
+		all = append(all, s.tools...)
+		s.mu.Unlock()
+	}
+	specs := make([]messages.ToolSpec, len(all))
+	byName := make(map[string]tools.Tool, len(all))
+	for i, t := range all {
+		specs[i] = t.Spec()
+		byName[specs[i].Name] = t
+	}
+	slices.SortFunc(specs, func(a, b messages.ToolSpec) int { return strings.Compare(a.Name, b.Name) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if sameSpecs(c.specs, specs) {
+		c.byName = byName
+		return
+	}
+	c.specs, c.byName = specs, byName
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+func sameSpecs(a, b []messages.ToolSpec) bool {
+	return slices.EqualFunc(a, b, func(x, y messages.ToolSpec) bool {
+		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
+	})
+}
+
+// triedOnce counts a server's first attempt.
+func (c *Client) triedOnce() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.tried++
+	if c.tried == len(c.servers) {
+		close(c.ready)
+	}
+}
+
+// server is one configured server and its connection.
+type server struct {
+	c    *Client
+	name string
+	cfg  ServerConfig
+	// refresh asks the connection's loop to list the server's offer again
+	// (list_changed); kick asks it to drop the connection and reconnect at once.
+	refresh, kick chan struct{}
+
+	mu       sync.Mutex
+	cs       *sdk.ClientSession // nil while down
+	up       chan struct{}      // closed while cs is set
+	state    string
+	since    time.Time
+	err      error
+	connects int
+	info     string
+	tools    []tools.Tool
+	skipped  []string
+}
+
+func (s *server) status() ServerStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := ServerStatus{Name: s.name, Transport: "http", State: s.state, Since: s.since, Connects: s.connects, Server: s.info,
+		Tools: make([]string, len(s.tools)), Skipped: slices.Clone(s.skipped)}
+	if s.cfg.Stdio() {
+		st.Transport = "stdio"
+	}
+	if s.err != nil && s.state != StateConnected {
+		st.Error = s.err.Error()
+	}
+	for i, t := range s.tools {
+		st.Tools[i] = t.Spec().Name
+	}
+	return st
+}
+
+// run keeps the server connected until ctx ends.
+func (s *server) run(ctx context.Context) {
+	log := s.c.cfg.Logger.With("mcp_server", s.name)
+	backoff := s.c.cfg.MinBackoff
+	first := true
+	for ctx.Err() == nil {
+		cs, err := s.connect(ctx)
+		if first {
+			s.c.triedOnce()
+			first = false
+		}
+		if err == nil {
+			began := time.Now()
+			log.Info("mcp server connected", "server", s.status().Server, "tools", len(s.status().Tools))
+			err = s.serve(ctx, cs)
+			if time.Since(began) >= time.Minute {
+				backoff = s.c.cfg.MinBackoff
+			}
+		}
+		if ctx.Err() != nil {
+			s.setDown(ctx.Err())
+			return
+		}
+		s.setDown(err)
+		log.Warn("mcp server is down; retrying", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		case <-s.kick:
+		}
+		backoff = min(2*backoff, s.c.cfg.MaxBackoff)
+	}
+}
+
+// connect starts or reaches the server, initializes a session and lists what it
+// offers, within ConnectTimeout.
+func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
+	cctx, cancel := context.WithTimeoutCause(ctx, s.c.cfg.ConnectTimeout,
+		fmt.Errorf("the server did not connect and list its tools within %s", s.c.cfg.ConnectTimeout))
+	defer cancel()
+	client := sdk.NewClient(&sdk.Implementation{Name: "troupe", Version: version()}, &sdk.ClientOptions{
+		Capabilities:               &sdk.ClientCapabilities{},
+		ToolListChangedHandler:     func(context.Context, *sdk.ToolListChangedRequest) { s.askRefresh() },
+		PromptListChangedHandler:   func(context.Context, *sdk.PromptListChangedRequest) { s.askRefresh() },
+		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { s.askRefresh() },
+		Logger:                     slog.New(slog.DiscardHandler),
+		KeepAlive:                  s.c.cfg.PingInterval,
+		KeepAliveFailureThreshold:  2,
+	})
+	cs, err := client.Connect(cctx, s.transport(), nil)
+	if err != nil {
+		if cause := context.Cause(cctx); cause != nil && cctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", cause, err)
+		}
+		return nil, fmt.Errorf("connect: %w", err)
+	}
+	if err := s.list(cctx, cs); err != nil {
+		_ = cs.Close()
+		if cause := context.Cause(cctx); cause != nil && cctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", cause, err)
+		}
+		return nil, err
+	}
+	s.mu.Lock()
+	s.cs, s.state, s.since, s.err = cs, StateConnected, time.Now(), nil
+	s.connects++
+	if r := cs.InitializeResult(); r != nil && r.ServerInfo != nil {
+		s.info = strings.TrimSpace(r.ServerInfo.Name + " " + r.ServerInfo.Version)
+	}
+	close(s.up)
+	s.mu.Unlock()
+	return cs, nil
+}
+
+// serve waits for the session to end, listing the server's offer again when it says
+// it changed. It returns why the session ended.
+func (s *server) serve(ctx context.Context, cs *sdk.ClientSession) error {
+	ended := make(chan error, 1)
+	go func() { ended <- cs.Wait() }()
+	for {
+		select {
+		case <-ctx.Done():
+			_ = cs.Close()
+			<-ended
+			return ctx.Err()
+		case err := <-ended:
+			_ = cs.Close() // reaps a stdio server's process
+			if err == nil {
+				err = errors.New("the server closed the connection")
+			}
+			return fmt.Errorf("connection lost: %w", err)
+		case <-s.kick:
+			_ = cs.Close()
+			<-ended
+			return errors.New("connection lost: a call found it broken")
+		case <-s.refresh:
+			lctx, cancel := context.WithTimeout(ctx, s.c.cfg.ConnectTimeout)
+			err := s.list(lctx, cs)
+			cancel()
+			if err != nil {
+				s.c.cfg.Logger.Warn("mcp server: listing its tools again failed; keeping the last list", "mcp_server", s.name, "err", err)
+			}
+		}
+	}
+}
+
+func (s *server) askRefresh() {
+	select {
+	case s.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// setDown marks the server down with err; its tools stay in the catalog.
+func (s *server) setDown(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cs != nil {
+		s.up = make(chan struct{})
+		s.cs = nil
+	}
+	s.state, s.since, s.err = StateDown, time.Now(), err
+}
+
+// broken drops cs if it is still the server's session (a call found its connection
+// broken) and asks for a reconnection at once.
+func (s *server) broken(cs *sdk.ClientSession) {
+	s.mu.Lock()
+	current := s.cs == cs
+	if current {
+		s.up = make(chan struct{})
+		s.cs = nil
+	}
+	s.mu.Unlock()
+	if current {
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// session returns the server's session, waiting up to CallWait (and ctx) for a
+// server that is connecting or reconnecting.
+func (s *server) session(ctx context.Context) (*sdk.ClientSession, error) {
+	s.mu.Lock()
+	cs, up := s.cs, s.up
+	s.mu.Unlock()
+	if cs != nil {
+		return cs, nil
+	}
+	wait := time.NewTimer(s.c.cfg.CallWait)
+	defer wait.Stop()
+	select {
+	case <-up:
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-wait.C:
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cs != nil {
+		return s.cs, nil
+	}
+	why := "it has not connected yet"
+	if s.err != nil {
+		why = s.err.Error()
+	}
+	return nil, fmt.Errorf("%w: %q is %s since %s (%s); it is being retried", ErrServerUnavailable, s.name, s.state, s.since.Format(time.RFC3339), why)
+}
+
+// do runs f on the server's session. When the connection turns out broken (a stdio
+// server's process died, an HTTP server forgot the session after a restart), it
+// reconnects and runs f once more: the request never reached a live session, and
+// a tool call carries the same idempotency key both times.
+func (s *server) do(ctx context.Context, f func(*sdk.ClientSession) error) error {
+	cs, err := s.session(ctx)
+	if err != nil {
+		return err
+	}
+	err = f(cs)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	var answered *jsonrpc.Error
+	if errors.As(err, &answered) || !isBroken(err) && s.alive(ctx, cs) {
+		return err // the server answered with an error, or is there to answer
+	}
+	s.broken(cs)
+	cs2, err2 := s.session(ctx)
+	if err2 != nil {
+		return fmt.Errorf("%w; reconnecting: %w", err, err2)
+	}
+	return f(cs2)
+}
+
+// isBroken reports an error that means the session's connection is gone.
+func isBroken(err error) bool {
+	return errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, sdk.ErrSessionMissing) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, syscall.EPIPE)
+}
+
+// alive pings the server on cs after a request failed without an answer: an HTTP
+// server that restarted answers 400 or 404 to a session it does not know, which the
+// transport does not always take for the session's end.
+func (s *server) alive(ctx context.Context, cs *sdk.ClientSession) bool {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return cs.Ping(pctx, nil) == nil
+}
+
+// transport is the server's transport, new for each connection.
+func (s *server) transport() sdk.Transport {
+	if s.cfg.Stdio() {
+		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
+		cmd.Dir = s.cfg.Dir
+		if len(s.cfg.Env) > 0 {
+			env := os.Environ()
+			for _, k := range slices.Sorted(maps.Keys(s.cfg.Env)) {
+				env = append(env, k+"="+s.cfg.Env[k])
+			}
+			cmd.Env = env
+		}
+		cmd.Stderr = &lineLogger{log: s.c.cfg.Logger.With("mcp_server", s.name)}
+		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+	}
+	var rt http.RoundTripper = http.DefaultTransport
+	if len(s.cfg.Headers) > 0 {
+		rt = headerTransport{base: rt, headers: s.cfg.Headers}
+	}
+	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}}
+}
+
+// headerTransport adds the configured headers to every request.
+type headerTransport struct {
+	base    http.RoundTripper
+	headers map[string]string
+}
+
+func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	for k, v := range t.headers {
+		r.Header.Set(k, v)
+	}
+	return t.base.RoundTrip(r)
+}
+
+// lineLogger logs what a stdio server writes to its stderr, a line at a time (each
+// cut at 1 KiB), at debug level.
+type lineLogger struct {
+	log *slog.Logger
+	buf []byte
+}
+
+const maxLogLine = 1 << 10
+
+func (l *lineLogger) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		i := bytes.IndexByte(p, '\n')
+		if i < 0 {
+			room := max(0, maxLogLine-len(l.buf))
+			l.buf = append(l.buf, p[:min(room, len(p))]...)
+			break
+		}
+		room := max(0, maxLogLine-len(l.buf))
+		l.buf = append(l.buf, p[:min(room, i)]...)
+		if line := strings.TrimSpace(string(l.buf)); line != "" {
+			l.log.Debug("mcp server stderr", "line", line)
+		}
+		l.buf = l.buf[:0]
+		p = p[i+1:]
+	}
+	return n, nil
+}
+
+// version is the node binary's module version, for the client's and the server's
+// implementation info.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

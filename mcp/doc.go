@@ -1,0 +1,70 @@
+// Package mcp connects Troupe to the Model Context Protocol, both ways, through the
+// official Go SDK (github.com/modelcontextprotocol/go-sdk).
+//
+// # Client: MCP servers' tools in the node's catalog
+//
+// Client connects to the servers of the node's configuration ("mcp_servers":
+// ServerConfig, a command spoken to over stdio or a Streamable HTTP URL with
+// headers) and offers what they have as tools (tools.Tool, each with Source()
+// "mcp:<server>"):
+//
+//   - each tool of the server, named "<server>__<tool>" (characters a model API
+//     refuses become '_'; a name past 64 characters is cut and ends with a hash),
+//     with the server's description and input schema (canonical: sorted keys,
+//     compact, "type":"object" added when absent);
+//   - "<server>__read_resource" {"uri"} and "<server>__list_resources" {} when the
+//     server has resources (the description of read_resource lists them, up to
+//     2 KiB); "<server>__get_prompt" {"name", "arguments"} when it has prompts (its
+//     description lists them with their arguments). Resources and prompts are tools
+//     rather than context items so that the model asks for the ones it needs.
+//
+// Per-server "allow" and "deny" lists (path.Match globs over the server's own tool
+// names, and read_resource, list_resources, get_prompt) choose the tools. A tool
+// whose schema is not a JSON Schema object, or larger than 64 KiB, is left out and
+// reported (ServerStatus.Skipped, and the log); descriptions are cut at 2 KiB and a
+// result at ClientConfig.MaxResultBytes (the model gets the head and a note saying
+// how much was cut). Images, audio and binary resources are described, not passed.
+//
+// A tool call carries its idempotency key in the request's _meta, under
+// "troupe/idempotency_key" (IdempotencyKeyMeta), so a server with side effects can
+// perform them once per key. Calls reach the client through the node's one effect
+// path: the session records the request, actors.LocalEffects performs it with the
+// tool timeout, concurrency bound, cancellation (the request to the server is
+// cancelled, and the SDK tells the server) and panic recovery of every tool, and the
+// session records the answer.
+//
+// The node's tools.Registry is immutable and built at start; the servers' tools are
+// not, so Client is an actors.ToolCatalog that the node reads where it needs it: the
+// agent reads Specs at each model request (merged with the registry's tools, sorted
+// by name: the tool section stays byte-identical from step to step until a server's
+// tools change), and LocalEffects looks a tool up at each call. A server's tools
+// change when it connects and when it sends notifications/tools/list_changed (or the
+// resources' or prompts' list_changed): the client lists them again, rebuilds the
+// catalog, and closes the channel of Changed, which the MCP server below follows.
+//
+// A server that is down at start, whose process died, or whose HTTP endpoint went
+// away, is reconnected with backoff (ClientConfig.MinBackoff doubling up to
+// MaxBackoff); Status reports each server's state, last error, connection count and
+// tools. The tools of a server that was connected stay in the catalog while it
+// reconnects (its restart does not change the prompt); a call to one waits up to
+// CallWait for the server, and a call that finds the connection broken reconnects
+// and is sent once more with the same key. No server stops the node: one that hangs
+// is cut off by ConnectTimeout and the tool timeout, and its calls fail with errors
+// that name the server and the cause.
+//
+// # Server: the node's catalog and agent over MCP
+//
+// NewServer serves a node (Node: its tools, a tool caller, a task runner) as an MCP
+// server: every tool of the node's default agent, with the tool's own name and
+// schema, called through the node's LocalEffects (so timeouts, limits and
+// cancellation apply: a cancelled MCP request cancels the tool's context); the tool
+// list follows the node's catalog (notifications/tools/list_changed to the client
+// when an MCP server behind the node changes its tools); and run_task {"input",
+// "session_id"?, "agent"?}, which submits a task to the node and answers with the
+// task's final output (a failed task is a tool error with the reason). `node mcp`
+// serves it over stdio; `node serve` over Streamable HTTP at /mcp on the node's HTTP
+// server. The node has no authentication yet: /mcp, like the rest of the API, is for
+// the host it binds to (127.0.0.1 by default); the SDK's handler also refuses
+// requests whose Host or Origin is not local when the listener is on loopback
+// (DNS rebinding).
+package mcp

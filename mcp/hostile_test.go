@@ -1,0 +1,164 @@
+package mcp_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
+)
+
+func testServer(t *testing.T, kind string) mcp.ServerConfig {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mcp.ServerConfig{Command: exe, Env: map[string]string{"TROUPE_MCP_TEST_SERVER": kind}}
+}
+
+func TestHostileServer(t *testing.T) {
+	c := startClient(t, map[string]mcp.ServerConfig{"hostile": testServer(t, "hostile")}, func(cfg *mcp.ClientConfig) {
+		cfg.MaxResultBytes = 1 << 10
+	})
+	st := c.Status()[0]
+	if st.State != mcp.StateConnected || st.Server != "hostile 1" {
+		t.Fatalf("status %+v", st)
+	}
+	// Schemas that are not objects leave their tools out, and say why.
+	skipped := strings.Join(st.Skipped, "\n")
+	for _, want := range []string{`tool "bad_schema": its input schema "not a schema" is not a JSON Schema object`, `tool "array_schema": its input schema has type "array"`} {
+		if !strings.Contains(skipped, want) {
+			t.Errorf("skipped:\n%s\nlacks %s", skipped, want)
+		}
+	}
+	want := "hostile__die hostile__fails hostile__grow hostile__hang hostile__huge hostile__meta hostile__ok hostile__weird_name_with_spaces"
+	if got := strings.Join(names(c), " "); got != want {
+		t.Fatalf("catalog %s, want %s", got, want)
+	}
+	ok, _ := c.Tool("hostile__ok")
+	if got := string(ok.Spec().Parameters); got != `{"properties":{},"type":"object"}` {
+		t.Errorf("ok's schema %s, want the canonical object schema", got)
+	}
+
+	// 10 MB: the model gets the head and a note.
+	out := mustCall(t, c, "hostile__huge", "")
+	if len(out) > 1<<10+100 || !strings.Contains(out, "[cut: the result is 10485760 bytes; the first 1024 are shown]") {
+		t.Errorf("huge answered %d bytes ending %q", len(out), out[max(0, len(out)-80):])
+	}
+	// A tool that never answers ends with its context.
+	hang, _ := c.Tool("hostile__hang")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	_, err := hang.Call(ctx, tools.Call{Key: "s/1"})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("hang: %v, want the deadline", err)
+	}
+	if out := mustCall(t, c, "hostile__ok", "{}"); out != "fine" {
+		t.Errorf("ok after hang answered %q", out)
+	}
+	// isError is an error with the server's text; the key travels in _meta.
+	if _, err := call(t, c, "hostile__fails", "{}"); !errors.Is(err, mcp.ErrToolError) || !strings.Contains(err.Error(), "it went wrong on purpose") {
+		t.Errorf("fails: %v", err)
+	}
+	if out := mustCall(t, c, "hostile__meta", "{}"); out != `{"troupe/idempotency_key":"test-session/1"}` {
+		t.Errorf("meta answered %s", out)
+	}
+	// list_changed brings the new tool.
+	changed := c.Changed()
+	mustCall(t, c, "hostile__grow", "{}")
+	select {
+	case <-changed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no catalog change within 10 s of list_changed")
+	}
+	if _, ok := c.Tool("hostile__extra"); !ok {
+		t.Fatalf("no hostile__extra after list_changed: %v", names(c))
+	}
+	// A server that exits mid-call: the call is sent once more, with the same key, to
+	// the server started again, which exits again: the call fails; the server comes
+	// back.
+	if _, err := call(t, c, "hostile__die", "{}"); err == nil {
+		t.Error("die answered")
+	}
+	waitFor(t, 10*time.Second, "reconnected", func() bool {
+		st := c.Status()[0]
+		return st.State == mcp.StateConnected && st.Connects >= 2
+	})
+	if out := mustCall(t, c, "hostile__ok", "{}"); out != "fine" {
+		t.Errorf("ok after die answered %q", out)
+	}
+}
+
+// A server that never answers initialize is down after ConnectTimeout, with the
+// reason; it offers nothing, and is retried.
+func TestMuteServer(t *testing.T) {
+	c := startClient(t, map[string]mcp.ServerConfig{"mute": testServer(t, "mute")}, func(cfg *mcp.ClientConfig) {
+		cfg.ConnectTimeout = 300 * time.Millisecond
+	})
+	st := c.Status()[0]
+	if st.State != mcp.StateDown || !strings.Contains(st.Error, "did not connect and list its tools within 300ms") || len(c.Specs()) != 0 {
+		t.Fatalf("status %+v, catalog %v", st, names(c))
+	}
+}
+
+// A node whose agent calls a hostile server's tools: a 10 MB result reaches the model
+// cut, a tool that hangs times out, and the task goes on to its answer.
+func TestNodeWithHostileServer(t *testing.T) {
+	c := startClient(t, map[string]mcp.ServerConfig{"hostile": testServer(t, "hostile")}, func(cfg *mcp.ClientConfig) {
+		cfg.MaxResultBytes = 4 << 10
+	})
+	m, err := llm.NewScripted(llm.Script{Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "hostile__huge", Arguments: "{}"}, {ID: "c2", Name: "hostile__hang", Arguments: "{}"}}},
+		{ToolCalls: []messages.ToolCall{{ID: "c3", Name: "hostile__ok", Arguments: "{}"}}},
+		{Content: "done despite the server"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The timeout lets 10 MB cross a pipe on a loaded machine, and ends the hang.
+	n := nodetest.Start(t, node.Config{Model: m, ToolCatalog: c, ToolTimeout: 5 * time.Second})
+	// The agent offers the catalog's tools beside its own, sorted.
+	var offered []string
+	for _, s := range n.ToolSpecs() {
+		offered = append(offered, s.Name)
+	}
+	if got := strings.Join(offered, " "); !strings.HasPrefix(got, "calculator clock hostile__die") {
+		t.Errorf("the node offers %s", got)
+	}
+	events := nodetest.Run(t, n, "hostile-1", "use the hostile tools")
+	results := map[string]*messages.ToolCallCompleted{}
+	var final string
+	for _, e := range events {
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch p := p.(type) {
+		case *messages.ToolCallCompleted:
+			results[p.Tool] = p
+		case *messages.TaskCompleted:
+			final = p.Output
+		}
+	}
+	if final != "done despite the server" {
+		t.Fatalf("the task ended with %q; events %v", final, events)
+	}
+	if r := results["hostile__huge"]; r == nil || len(r.Result) > 5<<10 || !strings.Contains(r.Result, "[cut: the result is 10485760 bytes") {
+		t.Errorf("huge's recorded result: %+v", r)
+	}
+	if r := results["hostile__hang"]; r == nil || !strings.Contains(r.Error, "tool timed out") {
+		t.Errorf("hang's recorded result: %+v", r)
+	}
+	if r := results["hostile__ok"]; r == nil || r.Result != "fine" {
+		t.Errorf("ok's recorded result: %+v", r)
+	}
+}

@@ -1,0 +1,268 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// Node is what Server serves; *node.Node implements it.
+type Node interface {
+	// ToolSpecs returns the tools of the node's default agent now, sorted by name.
+	ToolSpecs() []messages.ToolSpec
+	// CallTool calls a tool through the node's effects (timeouts, limits,
+	// cancellation through ctx); key, when not empty, is the call's idempotency key.
+	CallTool(ctx context.Context, key, name, arguments string) (string, error)
+	// RunTask submits a task and waits for its end.
+	RunTask(ctx context.Context, t node.Task) (messages.TaskResult, error)
+}
+
+var _ Node = (*node.Node)(nil)
+
+// RunTask is the name of the tool that runs a task on the node's agent.
+const RunTask = "run_task"
+
+// SessionIDMeta is the _meta key of run_task's result that names the task's session:
+// pass it back as session_id to go on with the conversation.
+const SessionIDMeta = "troupe/session_id"
+
+// ServerOptions configures a Server.
+type ServerOptions struct {
+	// Changed, when set, returns a channel closed at the next change of the node's
+	// tools (Client.Changed): Run then offers the new list, and the SDK tells the
+	// connected clients (notifications/tools/list_changed).
+	Changed func() <-chan struct{}
+	Logger  *slog.Logger
+}
+
+// Server serves a node's tools and run_task over MCP. Serve it over stdio
+// (ServeStdio) or Streamable HTTP (Handler), and keep its tool list current with
+// Run. It is safe for concurrent use.
+type Server struct {
+	n    Node
+	opts ServerOptions
+	srv  *sdk.Server
+
+	mu    sync.Mutex
+	specs map[string]messages.ToolSpec // the node's tools offered now, by name
+}
+
+// NewServer returns a server of n, offering n's tools as they are now and run_task.
+func NewServer(n Node, opts ServerOptions) *Server {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}}
+	s.srv = sdk.NewServer(&sdk.Implementation{Name: "troupe", Title: "Troupe node", Version: version()}, &sdk.ServerOptions{
+		Instructions: "The tools of a Troupe node's agent, and run_task, which runs a task on the agent and answers with its final output.",
+		Logger:       sdkLogger(opts.Logger),
+		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}},
+	})
+	s.srv.AddTool(&sdk.Tool{Name: RunTask, Title: "Run a task on the Troupe agent",
+		Description: "Run a task on the node's agent and answer with its final output. Give session_id (from an earlier answer's _meta " +
+			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"the task, in words"},` +
+			`"session_id":{"type":"string","description":"the session to continue; a new one when absent"},` +
+			`"agent":{"type":"string","description":"the agent to run (this node runs \"default\")"}},"required":["input"],"additionalProperties":false}`),
+		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(true)},
+	}, s.runTask)
+	s.sync()
+	return s
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// Run keeps the offered tools equal to the node's until ctx ends (with
+// ServerOptions.Changed; without it, it only waits for ctx). It returns nil.
+func (s *Server) Run(ctx context.Context) error {
+	if s.opts.Changed == nil {
+		<-ctx.Done()
+		return nil
+	}
+	for {
+		changed := s.opts.Changed()
+		s.sync()
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-changed:
+		}
+	}
+}
+
+// sync offers the node's tools as they are now: new ones are added, changed ones
+// replaced, gone ones removed (each change is announced to clients by the SDK).
+func (s *Server) sync() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := map[string]messages.ToolSpec{}
+	for _, spec := range s.n.ToolSpecs() {
+		if spec.Name == RunTask {
+			s.opts.Logger.Warn("mcp server: the node's tool run_task is hidden by the server's own", "tool", spec.Name)
+			continue
+		}
+		now[spec.Name] = spec
+	}
+	var gone []string
+	for name := range s.specs {
+		if _, ok := now[name]; !ok {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		slices.Sort(gone)
+		s.srv.RemoveTools(gone...)
+		for _, name := range gone {
+			delete(s.specs, name)
+		}
+	}
+	for _, name := range sortedKeys(now) {
+		spec := now[name]
+		if old, ok := s.specs[name]; ok && old.Description == spec.Description && bytes.Equal(old.Parameters, spec.Parameters) {
+			continue
+		}
+		var params any = map[string]any{}
+		if len(spec.Parameters) > 0 {
+			params = json.RawMessage(spec.Parameters)
+		}
+		schema, err := objectSchema(params)
+		if err != nil {
+			s.opts.Logger.Warn("mcp server: tool not offered", "tool", name, "err", err)
+			continue
+		}
+		s.srv.AddTool(&sdk.Tool{Name: name, Description: spec.Description, InputSchema: schema}, s.callTool(name))
+		s.specs[name] = spec
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// callTool is the handler of the node's tool name: the call goes through the node's
+// effects under the request's context, so a cancelled request cancels the tool. A
+// key given in the request's _meta (IdempotencyKeyMeta) is the call's key: a second
+// call with it is answered without calling the tool again, while the node remembers.
+func (s *Server) callTool(name string) sdk.ToolHandler {
+	return func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		args := "{}"
+		if req.Params != nil && len(req.Params.Arguments) > 0 {
+			args = string(req.Params.Arguments)
+		}
+		key := ""
+		if req.Params != nil {
+			if k, ok := req.Params.Meta[IdempotencyKeyMeta].(string); ok {
+				key = k
+			}
+		}
+		out, err := s.n.CallTool(ctx, key, name, args)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return errorResult(err.Error()), nil
+		}
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out}}}, nil
+	}
+}
+
+func errorResult(text string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: text}}}
+}
+
+// runTask is run_task's handler.
+func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	var args struct {
+		Input     string `json:"input"`
+		SessionID string `json:"session_id"`
+		Agent     string `json:"agent"`
+	}
+	raw := "{}"
+	if req.Params != nil && len(req.Params.Arguments) > 0 {
+		raw = string(req.Params.Arguments)
+	}
+	if err := decodeStrict(RunTask, raw, &args, `{"input":"What is 2+2?"}`); err != nil {
+		return errorResult(err.Error()), nil
+	}
+	res, err := s.n.RunTask(ctx, node.Task{Input: args.Input, SessionID: args.SessionID, Agent: args.Agent})
+	meta := sdk.Meta{}
+	if res.SessionID != "" {
+		meta[SessionIDMeta] = res.SessionID
+	}
+	switch {
+	case errors.Is(err, node.ErrBadTask):
+		return errorResult(err.Error()), nil
+	case err != nil && ctx.Err() != nil:
+		return nil, err
+	case err != nil:
+		r := errorResult(fmt.Sprintf("run_task: %v", err))
+		r.Meta = meta
+		return r, nil
+	case res.Status != messages.StatusCompleted:
+		r := errorResult(fmt.Sprintf("the task failed (session %s): %s", res.SessionID, res.Error))
+		r.Meta = meta
+		return r, nil
+	}
+	return &sdk.CallToolResult{Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: res.Output}}}, nil
+}
+
+// ServeStdio serves one client over the process's stdin and stdout until the client
+// disconnects or ctx ends.
+func (s *Server) ServeStdio(ctx context.Context) error {
+	return s.Serve(ctx, &sdk.StdioTransport{})
+}
+
+// Serve serves one client over t until it disconnects or ctx ends.
+func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
+	err := s.srv.Run(ctx, t)
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// Handler serves MCP over Streamable HTTP (mount it at /mcp). Each client gets a
+// session; idle sessions end after 30 minutes. Cross-origin browser requests are
+// refused, and so are requests to a loopback listener whose Host is not local (DNS
+// rebinding). A request's write deadline is lifted: a run_task may take longer than
+// the node's HTTP WriteTimeout, and a client's stream of notifications lasts.
+func (s *Server) Handler() http.Handler {
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
+		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: 30 * time.Minute})
+	protected := http.NewCrossOriginProtection().Handler(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		protected.ServeHTTP(w, r)
+	})
+}
+
+// sdkLogger passes the SDK's warnings and errors to l; its info lines (a line per
+// session and connection) are left out.
+func sdkLogger(l *slog.Logger) *slog.Logger {
+	return slog.New(warnOnly{l.Handler()})
+}
+
+type warnOnly struct{ slog.Handler }
+
+func (h warnOnly) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= slog.LevelWarn && h.Handler.Enabled(ctx, level)
+}
+func (h warnOnly) WithAttrs(a []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(a)} }
+func (h warnOnly) WithGroup(g string) slog.Handler      { return warnOnly{h.Handler.WithGroup(g)} }

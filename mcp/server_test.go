@@ -1,0 +1,233 @@
+package mcp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// blockTool waits for its context to end and reports why; countTool counts its calls.
+type blockTool struct{ started, causes chan error }
+
+func (blockTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "block", Description: "waits", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (b blockTool) Call(ctx context.Context, _ tools.Call) (string, error) {
+	b.started <- nil
+	<-ctx.Done()
+	b.causes <- context.Cause(ctx)
+	return "", ctx.Err()
+}
+
+type countTool struct{ calls *atomic.Int32 }
+
+func (countTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "count", Description: "counts its calls", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (c countTool) Call(context.Context, tools.Call) (string, error) {
+	return "call " + string(rune('0'+c.calls.Add(1))), nil
+}
+
+// connect serves srv to an SDK client over in-memory transports until the test ends.
+func connect(t *testing.T, srv *mcp.Server, opts *sdk.ClientOptions) *sdk.ClientSession {
+	t.Helper()
+	st, ct := sdk.NewInMemoryTransports()
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, st) }()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, opts).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cs.Close()
+		cancel()
+		select {
+		case <-served:
+		case <-time.After(10 * time.Second):
+			t.Error("Serve did not return within 10 s")
+		}
+	})
+	return cs
+}
+
+func toolNames(t *testing.T, cs *sdk.ClientSession) []string {
+	t.Helper()
+	res, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n []string
+	for _, tl := range res.Tools {
+		n = append(n, tl.Name)
+	}
+	slices.Sort(n)
+	return n
+}
+
+func textOf(r *sdk.CallToolResult) string {
+	var parts []string
+	for _, c := range r.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+func answerScript(t *testing.T, answer string) llm.Model {
+	t.Helper()
+	m, err := llm.NewScripted(llm.Script{Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}},
+		{Content: answer},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestServerServesTheNodesTools(t *testing.T) {
+	block := blockTool{started: make(chan error, 1), causes: make(chan error, 1)}
+	var calls atomic.Int32
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "forty-two"),
+		Tools: []tools.Tool{tools.Calculator{}, tools.NewClock(nil), block, countTool{&calls}}})
+	cs := connect(t, mcp.NewServer(n, mcp.ServerOptions{}), nil)
+	ctx := context.Background()
+
+	if got := strings.Join(toolNames(t, cs), " "); got != "block calculator clock count run_task" {
+		t.Fatalf("tools %s", got)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "calculator", Arguments: map[string]any{"expression": "6*7"}})
+	if err != nil || res.IsError || textOf(res) != "42" {
+		t.Fatalf("calculator: %v %+v %q", err, res, textOf(res))
+	}
+	// The tool's argument error comes back as a tool error the caller can read.
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "calculator", Arguments: map[string]any{"expr": "1"}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "invalid arguments") {
+		t.Fatalf("calculator with a wrong field: %v %q", err, textOf(res))
+	}
+	// A key in _meta makes a second call an answer from the node's memory.
+	for range 2 {
+		res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "count", Meta: sdk.Meta{mcp.IdempotencyKeyMeta: "caller-session/7"}})
+		if err != nil || textOf(res) != "call 1" {
+			t.Fatalf("count: %v %q", err, textOf(res))
+		}
+	}
+	if res, _ = cs.CallTool(ctx, &sdk.CallToolParams{Name: "count"}); textOf(res) != "call 2" {
+		t.Errorf("count without a key answered %q, want a new call", textOf(res))
+	}
+	// A cancelled request cancels the tool's context.
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := cs.CallTool(cctx, &sdk.CallToolParams{Name: "block"}); done <- err }()
+	select {
+	case <-block.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not reach the tool within 10 s")
+	}
+	cancel()
+	select {
+	case cause := <-block.causes:
+		if !errors.Is(cause, actors.ErrEffectCancelled) {
+			t.Errorf("the tool's context ended with %v, want actors.ErrEffectCancelled", cause)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tool's context was not cancelled within 10 s of the request's")
+	}
+	<-done
+
+	// run_task runs the agent and answers its output, with the session in _meta.
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "what is 6*7?", "session_id": "mcp-task-1"}})
+	if err != nil || res.IsError || textOf(res) != "forty-two" || res.Meta[mcp.SessionIDMeta] != "mcp-task-1" {
+		t.Fatalf("run_task: %v %+v %q", err, res, textOf(res))
+	}
+	for _, bad := range []map[string]any{{"input": ""}, {"input": "x", "agent": "nobody"}, {"input": "x", "extra": 1}, {}} {
+		res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: bad})
+		if err != nil || !res.IsError || textOf(res) == "" {
+			t.Errorf("run_task %v: %v %q, want a tool error with the reason", bad, err, textOf(res))
+		}
+	}
+}
+
+// run_task answers a failed task as a tool error with the reason.
+func TestServerRunTaskFailed(t *testing.T) {
+	m, err := llm.NewScripted(llm.Script{Steps: []llm.ScriptStep{{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "clock", Arguments: `{}`}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, node.Config{Model: m, MaxSteps: 1})
+	cs := connect(t, mcp.NewServer(n, mcp.ServerOptions{}), nil)
+	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "loop"}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "the task failed") || res.Meta[mcp.SessionIDMeta] == nil {
+		t.Fatalf("run_task: %v %+v %q", err, res, textOf(res))
+	}
+}
+
+// The server follows the node's catalog: an MCP server behind the node that adds a
+// tool reaches the node's own MCP clients as notifications/tools/list_changed.
+func TestServerFollowsTheCatalog(t *testing.T) {
+	c := startClient(t, map[string]mcp.ServerConfig{"hostile": testServer(t, "hostile")}, nil)
+	n := nodetest.Start(t, node.Config{ToolCatalog: c})
+	srv := mcp.NewServer(n, mcp.ServerOptions{Changed: c.Changed})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go srv.Run(ctx)
+	changed := make(chan struct{}, 16)
+	cs := connect(t, srv, &sdk.ClientOptions{ToolListChangedHandler: func(context.Context, *sdk.ToolListChangedRequest) { changed <- struct{}{} }})
+	if got := toolNames(t, cs); !slices.Contains(got, "hostile__grow") || slices.Contains(got, "hostile__extra") {
+		t.Fatalf("tools %v", got)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "hostile__grow"})
+	if err != nil || textOf(res) != "grown" {
+		t.Fatalf("grow: %v %q", err, textOf(res))
+	}
+	waitFor(t, 10*time.Second, "hostile__extra offered", func() bool {
+		select {
+		case <-changed:
+		case <-time.After(100 * time.Millisecond):
+		}
+		return slices.Contains(toolNames(t, cs), "hostile__extra")
+	})
+}
+
+// /mcp on the node's HTTP API serves the same over Streamable HTTP.
+func TestServerOverHTTP(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "over http")})
+	srv := mcp.NewServer(n, mcp.ServerOptions{})
+	n.Handle("/mcp", srv.Handler())
+	hs := httptest.NewServer(n.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if got := strings.Join(toolNames(t, cs), " "); got != "calculator clock run_task" {
+		t.Fatalf("tools %s", got)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "hello"}})
+	if err != nil || res.IsError || textOf(res) != "over http" {
+		t.Fatalf("run_task: %v %q", err, textOf(res))
+	}
+}

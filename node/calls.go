@@ -1,0 +1,153 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Calls from outside any session: a tool called directly (an MCP client of the node,
+// package mcp) and a task run to its end (MCP's run_task). They go through the same
+// paths as the sessions' own: tool calls through the node's LocalEffects, tasks
+// through Submit.
+
+// ToolSpecs returns the tools of the node's default agent now, sorted by name: its
+// registry's and its tool catalog's (Config.ToolCatalog). The caller must not modify
+// the result.
+func (n *Node) ToolSpecs() []messages.ToolSpec {
+	return n.agent.ToolSpecs()
+}
+
+// ErrToolFailed wraps the error a tool answered a direct call with (CallTool).
+var ErrToolFailed = errors.New("tool call failed")
+
+// CallTool calls one tool of the default agent outside any session, through the
+// node's effects (actors.LocalEffects): the tool's timeout, concurrency bound and
+// panic recovery apply, and ctx ending cancels the call (the tool's context ends).
+// The call's idempotency key is key when it is one (messages.ParseEffectKey), under
+// the session "direct:<its session>" so that it meets no session's own key: a call
+// again with it, while the node remembers the answer, is answered without calling
+// the tool again. An empty key is a new one, "direct-<id>/1". A tool's own error comes back
+// wrapping ErrToolFailed, with the tool's text; an unknown tool is an error wrapping
+// actors.ErrNoSuchTool. Calls are not recorded: no session owns them.
+func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (string, error) {
+	known := false
+	for _, s := range n.ToolSpecs() {
+		if s.Name == name {
+			known = true
+			break
+		}
+	}
+	if !known {
+		return "", fmt.Errorf("%w: %q", actors.ErrNoSuchTool, name)
+	}
+	ek := messages.EffectKey{SessionID: "direct-" + n.cfg.IDs.NewID(), Seq: 1}
+	if key != "" {
+		k, err := messages.ParseEffectKey(key)
+		if err != nil {
+			return "", fmt.Errorf("node: idempotency key %q: %w", key, err)
+		}
+		ek = messages.EffectKey{SessionID: "direct:" + k.SessionID, Seq: k.Seq}
+	}
+	req := messages.EffectRequest{V: 1, SessionID: ek.SessionID, Key: ek,
+		Tool: &messages.ToolCallRequested{Key: ek.String(), CallID: ek.SessionID, Tool: name, Arguments: arguments}}
+	replied := make(chan messages.EffectReply, 1)
+	n.local.Perform(req, func(rep messages.EffectReply) { replied <- rep })
+	select {
+	case rep := <-replied:
+		if rep.Error != "" {
+			return "", fmt.Errorf("%w: %s", ErrToolFailed, rep.Error)
+		}
+		return rep.Output, nil
+	case <-ctx.Done():
+		n.local.Cancel(ek)
+		return "", context.Cause(ctx)
+	case <-n.stopping:
+		return "", errors.New("node: the node is stopping")
+	}
+}
+
+// RunTask submits a task (Submit) and waits for its end: the task's result, with
+// Status completed or failed. ctx ending cancels the session's running task (Cancel)
+// and returns ctx's error. It follows the session's live events (Watch), and reads
+// the log when it fell behind them.
+func (n *Node) RunTask(ctx context.Context, t Task) (messages.TaskResult, error) {
+	env, err := n.ingress.Admit(t)
+	if err != nil {
+		return messages.TaskResult{}, err
+	}
+	live, stop := n.Watch(env.SessionID)
+	defer stop()
+	task := env.ID
+	id, err := n.submit(ctx, env)
+	if err != nil {
+		return messages.TaskResult{}, err
+	}
+	res := messages.TaskResult{SessionID: id}
+	cancel := func() (messages.TaskResult, error) {
+		cctx, done := context.WithTimeout(context.Background(), n.cfg.SubmitTimeout)
+		defer done()
+		if err := n.Cancel(cctx, id, "the caller of run_task went away"); err != nil {
+			n.cfg.Logger.Warn("cancel a task whose caller went away", "session", id, "err", err)
+		}
+		return res, context.Cause(ctx)
+	}
+	for live != nil {
+		select {
+		case <-ctx.Done():
+			return cancel()
+		case <-n.stopping:
+			return res, errors.New("node: the node is stopping; the task resumes when the node serves again")
+		case e, ok := <-live:
+			if !ok {
+				live = nil // fell behind: read the log
+				break
+			}
+			if e.CorrelationID != task {
+				continue
+			}
+			switch e.Type {
+			case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+				return n.taskResult(ctx, id, task)
+			}
+		}
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		r, err := n.taskResult(ctx, id, task)
+		if err != nil || r.Status != messages.StatusRunning {
+			return r, err
+		}
+		select {
+		case <-ctx.Done():
+			return cancel()
+		case <-n.stopping:
+			return res, errors.New("node: the node is stopping; the task resumes when the node serves again")
+		case <-tick.C:
+		}
+	}
+}
+
+// taskResult folds a session's log into the status of one of its tasks.
+func (n *Node) taskResult(ctx context.Context, sessionID, task string) (messages.TaskResult, error) {
+	res := messages.TaskResult{SessionID: sessionID, Status: messages.StatusRunning}
+	events, err := n.log.Read(ctx, sessionID, 1)
+	if err != nil {
+		return res, err
+	}
+	st := actors.NewSessionState(sessionID)
+	for _, e := range events {
+		if err := st.Apply(e); err != nil {
+			return res, err
+		}
+	}
+	if status, out, errMsg, ok := st.Task(task); ok {
+		res.Status, res.Output, res.Error = status, out, errMsg
+	}
+	return res, nil
+}
