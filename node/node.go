@@ -343,7 +343,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	// The node's own sessions and the requests it serves for other nodes share its
 	// effects, so a key is performed once on the node; a node without the tools or
 	// models role asks the nodes that have it, over the bus.
-	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg,
+	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Remember: cacheTTL,
 		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger})
 	var sessionEffects actors.Effects = n.local
 	if cfg.Roles.Has(RoleSessions) && (!cfg.Roles.Has(RoleTools) || !cfg.Roles.Has(RoleModels)) {
@@ -380,7 +380,10 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		n.liveSessions),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "bus",
 			Name: "dedupe_ids", Help: "Handled bus message IDs remembered to skip redeliveries (bounded; forgotten after 10 minutes)."},
-			func() float64 { return float64(n.dedupe.size()) }))
+			func() float64 { return float64(n.dedupe.size()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "effects",
+			Name: "answers_kept", Help: "Effect answers and cancellations remembered (or being performed) to answer a repeated request by key (bounded in number and size; forgotten after 10 minutes)."},
+			func() float64 { return float64(n.local.Len()) }))
 
 	n.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, wlog)
 	if err != nil {
@@ -553,14 +556,14 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 // cacheTTL is how long a node remembers the ID of a bus message it handled (the
-// deduplicator) and the answer to an effect it performed (EffectResults);
+// deduplicator) and the answer to an effect it performed (LocalEffects);
 // expireEvery is how often it forgets older ones when no traffic does it.
 const (
 	cacheTTL    = 10 * time.Minute
 	expireEvery = time.Minute
 )
 
-// expireCaches forgets expired message IDs every expireEvery,
+// expireCaches forgets expired message IDs and effect answers every expireEvery,
 // until ctx is done or the node closes: an idle node gives their memory back.
 func (n *Node) expireCaches(ctx context.Context) {
 	t := time.NewTicker(expireEvery)
@@ -573,6 +576,7 @@ func (n *Node) expireCaches(ctx context.Context) {
 			return
 		case now := <-t.C:
 			n.dedupe.expire(now)
+			n.local.Expire(now)
 		}
 	}
 }
