@@ -150,7 +150,13 @@ func (h *SessionHost) forward(ctx actor.Context, id string) {
 	s, ok := h.sessions[id]
 	if !ok {
 		deps := h.deps
-		props := actor.PropsFromProducer(func() actor.Actor { return newSessionActor(id, deps) })
+		props := actor.PropsFromProducer(func() actor.Actor {
+			a := newSessionActor(id, deps)
+			if deps.spawned != nil {
+				deps.spawned(a)
+			}
+			return a
+		})
 		pid := ctx.Spawn(props)
 		s = &hosted{pid: pid}
 		h.sessions[id] = s

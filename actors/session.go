@@ -47,6 +47,9 @@ type SessionDeps struct {
 	// recorded or published (default: token-shaped strings only).
 	Redactor *redact.Redactor
 	Logger   *slog.Logger
+
+	// spawned, when set (by a test), sees each session actor the host creates.
+	spawned func(*SessionActor)
 }
 
 func (d *SessionDeps) withDefaults() {
