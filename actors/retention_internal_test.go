@@ -18,10 +18,18 @@ import (
 	"github.com/troupe-run/troupe/tools"
 )
 
-// Session actors that passivated are garbage: nothing of the host, the actor system
-// or the effects keeps them (or their folded state) reachable. The test holds only
-// weak pointers to them.
+// Session actors that passivated, after their idle timeout or to make room
+// (MaxLiveSessions), are garbage: nothing of the host, the actor system or the effects
+// keeps them (or their folded state) reachable. The test holds only weak pointers to
+// them.
 func TestPassivatedSessionsAreNotRetained(t *testing.T) {
+	t.Run("idle", func(t *testing.T) { testRetention(t, 20*time.Millisecond, 0) })
+	t.Run("evicted", func(t *testing.T) { testRetention(t, time.Hour, 4) })
+}
+
+// testRetention runs one-step tasks on 64 sessions and checks that at most maxLive
+// session actors stay reachable once they passivated.
+func testRetention(t *testing.T, idle time.Duration, maxLive int) {
 	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +43,7 @@ func TestPassivatedSessionsAreNotRetained(t *testing.T) {
 	var mu sync.Mutex
 	var sessions []weak.Pointer[SessionActor]
 	host := sys.Root.Spawn(NewSessionHostProps(SessionDeps{
-		Store: lg, Effects: effects, IdleTimeout: 20 * time.Millisecond,
+		Store: lg, Effects: effects, IdleTimeout: idle, MaxLiveSessions: maxLive,
 		Agent: Agent{Model: llm.OfflineName, SystemPrompt: "test"},
 		spawned: func(a *SessionActor) {
 			mu.Lock()
@@ -83,7 +91,7 @@ func TestPassivatedSessionsAreNotRetained(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if live.(int) == 0 {
+		if live.(int) <= maxLive {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -109,11 +117,11 @@ func TestPassivatedSessionsAreNotRetained(t *testing.T) {
 			}
 		}
 		mu.Unlock()
-		if retained == 0 {
+		if retained <= maxLive {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d passivated session actors are still reachable", retained, n)
+			t.Fatalf("%d of %d session actors are still reachable, want at most %d (the live ones)", retained, n, maxLive)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
