@@ -42,6 +42,11 @@ const TopicPoison = "troupe.poison"
 // DefaultSystemPrompt is the default agent's system prompt.
 const DefaultSystemPrompt = "You are a helpful agent running on Troupe. Use the tools when they help; answer concisely."
 
+// DefaultMaxLiveSessions is the default of Config.MaxLiveSessions. The peak of live
+// session actors is otherwise the task rate times the idle timeout (a session actor
+// takes about 8 KB), and it sets the size of maps that never shrink.
+const DefaultMaxLiveSessions = 10_000
+
 // Config configures a node. The zero value runs an embedded node in ./.troupe on the
 // offline model with the calculator and clock tools.
 type Config struct {
@@ -72,6 +77,12 @@ type Config struct {
 	ModelTimeout time.Duration
 	// IdleTimeout passivates idle session actors (default 1 minute).
 	IdleTimeout time.Duration
+	// MaxLiveSessions bounds the session actors alive at once (default
+	// DefaultMaxLiveSessions): past it, the least recently used idle sessions are
+	// passivated before their idle timeout (their next message folds them back).
+	// Sessions with a running task are never passivated, so with all of them busy the
+	// node runs more (troupe_sessions_over_limit_total counts those starts).
+	MaxLiveSessions int
 	// Secrets (API keys, tokens) are replaced by "[REDACTED]" wherever they would
 	// enter an event; strings shaped like keys and bearer tokens always are (package
 	// redact). cmd/node passes every key variable of the environment.
@@ -119,7 +130,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("node: a sharded bus's Tasks subscriber (%T) must tell the partition of each message (node.PartitionReader; kafka.Subscriber does)", c.Bus.Tasks)
 		}
 	}
-	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 {
+	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 || c.MaxLiveSessions < 0 {
 		return errors.New("node: limits and timeouts must not be negative")
 	}
 	if err := c.HTTP.Validate(); err != nil {
@@ -161,6 +172,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandoffGrace <= 0 {
 		c.HandoffGrace = 5 * time.Second
+	}
+	if c.MaxLiveSessions == 0 {
+		c.MaxLiveSessions = DefaultMaxLiveSessions
 	}
 	if c.ToolTimeout <= 0 {
 		c.ToolTimeout = 30 * time.Second
@@ -366,8 +380,14 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Logger.Warn("the event log does not fence stale partition owners: a node that hangs past the group's session timeout may write beside its partitions' next owner",
 			"log", fmt.Sprintf("%T", n.log))
 	}
+	evicted := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "sessions",
+		Name: "evicted_total", Help: "Idle session actors passivated before their idle timeout to keep within MaxLiveSessions."})
+	overLimit := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "sessions",
+		Name: "over_limit_total", Help: "Session actors started past MaxLiveSessions because every live one was busy (the bound is soft)."})
+	n.metrics.Registry.MustRegister(evicted, overLimit)
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
 		Store: store, Publisher: n.outbox, Effects: sessionEffects, Clock: cfg.Clock,
+		MaxLiveSessions: cfg.MaxLiveSessions, OnSessionEvicted: evicted.Inc, OnSessionsOverLimit: overLimit.Inc,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agent,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -80,6 +81,10 @@ flags:
   --idle-timeout D       stop a session's actor after it has been idle this long, a
                          positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
                          default 1m); its next task folds it back from the log
+  --max-sessions N       keep at most N session actors alive (TROUPE_MAX_SESSIONS,
+                         default 10000): past it the least recently used idle ones
+                         are stopped before their idle timeout; a session with a
+                         running task never is, so with all busy the node runs more
   -v                     log at debug level
 `
 
@@ -159,12 +164,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
 	idleFlag := fs.String("idle-timeout", or("TROUPE_IDLE_TIMEOUT", fc.IdleTimeout, ""), "passivate a session's actor after this long idle")
+	maxSessions := fs.Int("max-sessions", cmp.Or(fc.MaxSessions, node.DefaultMaxLiveSessions), "session actors kept alive at most")
+	if v := os.Getenv("TROUPE_MAX_SESSIONS"); v != "" {
+		if err := fs.Set("max-sessions", v); err != nil {
+			fmt.Fprintln(stderr, "error: TROUPE_MAX_SESSIONS:", err)
+			return 2
+		}
+	}
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
 	if *maxConns < 1 {
 		fmt.Fprintln(stderr, "error: --http-max-conns must be at least 1")
+		return 2
+	}
+	if *maxSessions < 1 || *maxSessions > maxMaxSessions {
+		fmt.Fprintf(stderr, "error: --max-sessions %d is out of range: want 1 to %d\n", *maxSessions, maxMaxSessions)
 		return 2
 	}
 	if cmd == "run" {
@@ -257,7 +273,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
-		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps, IdleTimeout: idle}
+		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps, IdleTimeout: idle, MaxLiveSessions: *maxSessions}
 	cfg.HTTP.MaxConnections = *maxConns
 	if len(opt.extraTools) > 0 {
 		cfg.Tools = append([]tools.Tool{tools.Calculator{}, tools.NewClock(nil)}, opt.extraTools...)
