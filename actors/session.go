@@ -229,7 +229,9 @@ func (a *SessionActor) reportIdle(ctx actor.Context) {
 		a.idleAt = -1
 		return
 	}
-	if a.idleAt != *a.handled {
+	// The host forwards a new actor its first message as it spawns it: a report
+	// before that one is handled would be stale.
+	if a.idleAt != *a.handled && *a.handled > 0 {
 		a.idleAt = *a.handled
 		ctx.Send(ctx.Parent(), &becameIdle{session: a.id, pid: ctx.Self(), handled: a.idleAt})
 	}
