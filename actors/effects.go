@@ -210,7 +210,9 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 			timeout: cfg.ModelTimeout, limit: cfg.ModelConcurrency, timedOut: ErrModelTimeout,
 			perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
 				resp, err := m.Generate(ctx, llm.RequestOf(req.Key.String(), *req.Model))
-				rep := messages.EffectReply{Model: name, Message: &resp.Message, Usage: resp.Usage, Cached: resp.Cached}
+				// A copy: a pointer into resp would keep all of it with the answer.
+				msg := resp.Message
+				rep := messages.EffectReply{Model: name, Message: &msg, Usage: resp.Usage, Cached: resp.Cached}
 				if resp.Model != "" {
 					rep.Model = resp.Model
 				}
@@ -349,9 +351,12 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 	e.mu.Lock()
 	p := f.p
 	p.running--
+	// The remembered answer does not keep the call's context (and its done channel).
+	cancel := f.cancel
+	f.cancel = nil
 	if e.closed {
 		e.mu.Unlock()
-		f.cancel(nil)
+		cancel(nil)
 		return
 	}
 	for p.running < p.limit && len(p.queue) > 0 {
@@ -361,7 +366,7 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 	}
 	waiters := e.done(f, rep)
 	e.mu.Unlock()
-	f.cancel(nil)
+	cancel(nil)
 	for _, w := range waiters {
 		w(rep)
 	}

@@ -2,12 +2,14 @@ package actors_test
 
 import (
 	"context"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -136,4 +138,54 @@ func TestLocalEffectsExpireWithoutCalls(t *testing.T) {
 		t.Fatal("the call in flight was expired")
 	}
 	close(g.release)
+}
+
+// shortModel answers "ok" to every call.
+type shortModel struct{}
+
+func (shortModel) Name() string { return "short" }
+func (shortModel) Generate(context.Context, llm.Request) (llm.Response, error) {
+	return llm.Response{Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "ok"}, Usage: messages.Usage{PromptTokens: 1}}, nil
+}
+
+// The size the byte bound counts for an answer is not below what the answer really
+// holds: with the bound reached, the heap the remembered model answers take stays
+// within MaxRememberedBytes (and a little slack for the map's spare room). A
+// remembered answer keeps its reply only: not the call's contexts, not the model's
+// whole response.
+func TestLocalEffectsRememberedAnswersTakeAtMostMaxBytes(t *testing.T) {
+	const bound = 4 << 20
+	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Model: shortModel{}, Remember: time.Hour,
+		MaxRemembered: 1 << 30, MaxRememberedBytes: bound})
+	t.Cleanup(func() { _ = e.Close() })
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	got := make(chan messages.EffectReply, 1)
+	answered := 0
+	for i := range 20_000 {
+		e.Perform(modelRequest("s", uint64(i+1)), func(rep messages.EffectReply) { got <- rep })
+		select {
+		case rep := <-got:
+			if rep.Error != "" || rep.Message == nil {
+				t.Fatalf("answer %d: %+v", i, rep)
+			}
+			answered++
+		case <-time.After(10 * time.Second):
+			t.Fatalf("call %d not answered in 10 s", i)
+		}
+	}
+	kept := e.Len()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	grown := int64(ms.HeapAlloc) - int64(before)
+	t.Logf("%d answers remembered, %d bytes of heap, %d each", kept, grown, grown/int64(kept))
+	if limit := int64(bound) * 115 / 100; grown > limit {
+		t.Fatalf("%d remembered answers hold %d bytes (%d each), past the bound of %d (+15%%)", kept, grown, grown/int64(kept), bound)
+	}
+	if kept >= answered || kept < 1000 {
+		t.Fatalf("%d of %d answers remembered within %d bytes", kept, answered, bound)
+	}
+	runtime.KeepAlive(e)
 }
