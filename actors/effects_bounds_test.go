@@ -189,3 +189,37 @@ func TestLocalEffectsRememberedAnswersTakeAtMostMaxBytes(t *testing.T) {
 	}
 	runtime.KeepAlive(e)
 }
+
+// Once its answers expired, LocalEffects gives their memory back, the map's included
+// (a Go map keeps the room of its largest size: the map is rebuilt when it shrank).
+func TestLocalEffectsGiveMemoryBackAfterExpiry(t *testing.T) {
+	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Model: shortModel{}, Remember: time.Minute})
+	t.Cleanup(func() { _ = e.Close() })
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	before := ms.HeapAlloc
+	got := make(chan messages.EffectReply, 1)
+	const n = 50_000
+	for i := range n {
+		e.Perform(modelRequest("s", uint64(i+1)), func(rep messages.EffectReply) { got <- rep })
+		select {
+		case <-got:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("call %d not answered in 10 s", i)
+		}
+	}
+	if k := e.Len(); k != n {
+		t.Fatalf("%d answers remembered, want %d", k, n)
+	}
+	e.Expire(time.Now().Add(2 * time.Minute))
+	if k := e.Len(); k != 0 {
+		t.Fatalf("%d answers remembered after they expired", k)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	if grown := int64(ms.HeapAlloc) - int64(before); grown > 256<<10 {
+		t.Fatalf("after %d answers expired, the heap is %d bytes larger than before them", n, grown)
+	}
+	runtime.KeepAlive(e)
+}
