@@ -23,6 +23,10 @@
 // "read the events, fold them, re-issue only effects that were requested and never
 // answered, with the same idempotency key".
 //
+// A session actor lives while its session is in use: it passivates after IdleTimeout
+// idle, or earlier when the host has more than MaxLiveSessions (least recently used
+// idle sessions first, never one with a running task); its next message folds it back.
+//
 // Supervision policies, stated per actor: session actors are restarted by the
 // SessionHost (OneForOne, up to 5 restarts in 10 s, then stopped and left resumable in
 // the log); the SessionHost itself is resumed after a failure, never restarted, as a

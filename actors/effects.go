@@ -77,14 +77,25 @@ type LocalEffectsConfig struct {
 	// a queue, not in goroutines.
 	ModelConcurrency, ToolConcurrency int
 	// Remember is how long an answer (or a cancellation) is kept to answer its key
-	// again (default 10 minutes); at most MaxRemembered answers are kept (default 100 000).
-	Remember      time.Duration
-	MaxRemembered int
+	// again (default 10 minutes). At most MaxRemembered answers and cancellations are
+	// kept (default DefaultMaxRemembered), taking at most about MaxRememberedBytes of
+	// memory (default DefaultMaxRememberedBytes: their outputs and messages plus a
+	// fixed cost each); past either bound the oldest go first. A key being performed
+	// or queued is not an answer yet, and is never dropped.
+	Remember           time.Duration
+	MaxRemembered      int
+	MaxRememberedBytes int
 	// OnRepeat is called for each request answered by an earlier or concurrent
 	// performance of its key (nil: none).
 	OnRepeat func()
 	Logger   *slog.Logger
 }
+
+// Defaults of LocalEffectsConfig's bounds on the answers kept.
+const (
+	DefaultMaxRemembered      = 100_000
+	DefaultMaxRememberedBytes = 32 << 20
+)
 
 func (c *LocalEffectsConfig) setDefaults() {
 	if c.ModelTimeout <= 0 {
@@ -103,7 +114,10 @@ func (c *LocalEffectsConfig) setDefaults() {
 		c.Remember = 10 * time.Minute
 	}
 	if c.MaxRemembered <= 0 {
-		c.MaxRemembered = 100_000
+		c.MaxRemembered = DefaultMaxRemembered
+	}
+	if c.MaxRememberedBytes <= 0 {
+		c.MaxRememberedBytes = DefaultMaxRememberedBytes
 	}
 	if c.OnRepeat == nil {
 		c.OnRepeat = func() {}
@@ -128,7 +142,9 @@ func (c *LocalEffectsConfig) setDefaults() {
 //
 // Each key is performed once: a request for a key being performed waits for that
 // performance, and one for a key performed (or cancelled) within Remember gets its
-// answer again. Calls are made again when a session restarts or moves while its effect
+// answer again, as long as the answer is among the MaxRemembered newest and within
+// MaxRememberedBytes (the node calls Expire so that answers also go when no request
+// comes). Calls are made again when a session restarts or moves while its effect
 // is in flight; when this node serves the call again it answers without calling the
 // tool or model a second time. The tool's own idempotency on the key remains the
 // guarantee across nodes and restarts; this saves the repeated call.
@@ -143,7 +159,14 @@ type LocalEffects struct {
 	tools   map[string]*performer
 	catalog map[string]*performer // made on first use (catalogPerformer)
 	flights map[messages.EffectKey]*flight
-	swept   time.Time
+	// peak is the most flights held since the map was last rebuilt: a Go map keeps
+	// the memory of its largest size, so one that shrank well below it is copied.
+	peak int
+	// oldest and newest end the list of the remembered flights (answered or
+	// cancelled), in the order they were answered; kept counts them and bytes is
+	// their approximate size.
+	oldest, newest *flight
+	kept, bytes    int
 }
 
 var _ Effects = (*LocalEffects)(nil)
@@ -167,6 +190,7 @@ type performer struct {
 
 // flight is one key's performance: queued, running, or done (and remembered).
 type flight struct {
+	key     messages.EffectKey
 	req     messages.EffectRequest
 	p       *performer
 	waiters []func(messages.EffectReply)
@@ -174,6 +198,9 @@ type flight struct {
 	done    bool
 	rep     messages.EffectReply
 	at      time.Time // when it was done
+	size    int       // approximate memory of the remembered answer
+	// newer is the next remembered flight, answered after this one.
+	newer *flight
 }
 
 // NewLocalEffects returns the effects of a node that performs them itself.
@@ -187,7 +214,9 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 			timeout: cfg.ModelTimeout, limit: cfg.ModelConcurrency, timedOut: ErrModelTimeout,
 			perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
 				resp, err := m.Generate(ctx, llm.RequestOf(req.Key.String(), *req.Model))
-				rep := messages.EffectReply{Model: name, Message: &resp.Message, Usage: resp.Usage, Cached: resp.Cached}
+				// A copy: a pointer into resp would keep all of it with the answer.
+				msg := resp.Message
+				rep := messages.EffectReply{Model: name, Message: &msg, Usage: resp.Usage, Cached: resp.Cached}
 				if resp.Model != "" {
 					rep.Model = resp.Model
 				}
@@ -267,7 +296,7 @@ func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.E
 		e.mu.Unlock()
 		return
 	}
-	e.sweep(time.Now())
+	e.evict(time.Now())
 	if f, ok := e.flights[req.Key]; ok {
 		if !f.done {
 			f.waiters = append(f.waiters, reply)
@@ -287,8 +316,8 @@ func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.E
 		reply(answer(req, messages.EffectReply{Error: err.Error()}))
 		return
 	}
-	f := &flight{req: req, p: p, waiters: []func(messages.EffectReply){reply}}
-	e.flights[req.Key] = f
+	f := &flight{key: req.Key, req: req, p: p, waiters: []func(messages.EffectReply){reply}}
+	e.add(f)
 	if p.running < p.limit {
 		e.start(f)
 	} else {
@@ -349,9 +378,12 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 	e.mu.Lock()
 	p := f.p
 	p.running--
+	// The remembered answer does not keep the call's context (and its done channel).
+	cancel := f.cancel
+	f.cancel = nil
 	if e.closed {
 		e.mu.Unlock()
-		f.cancel(nil)
+		cancel(nil)
 		return
 	}
 	for p.running < p.limit && len(p.queue) > 0 {
@@ -361,20 +393,85 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 	}
 	waiters := e.done(f, rep)
 	e.mu.Unlock()
-	f.cancel(nil)
+	cancel(nil)
 	for _, w := range waiters {
 		w(rep)
 	}
 }
 
-// done marks f answered with rep and returns its waiters; only the reply is kept
-// (a model call's request holds the whole conversation). The caller holds e.mu.
+// done marks f answered with rep, remembers it, and returns its waiters; only the
+// reply is kept (a model call's request holds the whole conversation). The caller
+// holds e.mu.
 func (e *LocalEffects) done(f *flight, rep messages.EffectReply) []func(messages.EffectReply) {
-	f.done, f.rep, f.at = true, rep, time.Now()
+	f.done, f.rep = true, rep
 	f.req = messages.EffectRequest{}
 	w := f.waiters
 	f.waiters = nil
+	e.remember(f, time.Now())
 	return w
+}
+
+// add registers f under its key. The caller holds e.mu.
+func (e *LocalEffects) add(f *flight) {
+	e.flights[f.key] = f
+	e.peak = max(e.peak, len(e.flights))
+}
+
+// remember appends the answered flight f to the remembered ones, then drops the
+// oldest past the bounds. The caller holds e.mu.
+func (e *LocalEffects) remember(f *flight, now time.Time) {
+	f.at, f.size = now, answerSize(f.rep)
+	if e.newest == nil {
+		e.oldest = f
+	} else {
+		e.newest.newer = f
+	}
+	e.newest = f
+	e.kept++
+	e.bytes += f.size
+	e.evict(now)
+}
+
+// answerSize approximates the memory a remembered answer holds: its strings, plus a
+// fixed cost for the flight, the reply, the message and their place in the map.
+func answerSize(rep messages.EffectReply) int {
+	n := 512 + 2*len(rep.Key.SessionID) + len(rep.SessionID) + len(rep.Output) + len(rep.Model) + len(rep.Error)
+	if m := rep.Message; m != nil {
+		n += 96 + len(m.Content) + len(m.Name) + len(m.ToolCallID)
+		for _, c := range m.ToolCalls {
+			n += 64 + len(c.ID) + len(c.Name) + len(c.Arguments)
+		}
+	}
+	return n
+}
+
+// evict drops the oldest remembered answers while they are past Remember at now or
+// over MaxRemembered or MaxRememberedBytes, each in O(1); then it gives back the
+// memory of a map that shrank to a quarter of its peak. Flights queued or running are
+// not in the list: they are never dropped. The caller holds e.mu.
+func (e *LocalEffects) evict(now time.Time) {
+	for f := e.oldest; f != nil; f = e.oldest {
+		if e.kept <= e.cfg.MaxRemembered && e.bytes <= e.cfg.MaxRememberedBytes && now.Sub(f.at) <= e.cfg.Remember {
+			break
+		}
+		e.oldest, f.newer = f.newer, nil
+		if e.oldest == nil {
+			e.newest = nil
+		}
+		e.kept--
+		e.bytes -= f.size
+		if e.flights[f.key] == f {
+			delete(e.flights, f.key)
+		}
+	}
+	if e.peak >= 1024 && len(e.flights) <= e.peak/4 {
+		// Not maps.Clone: it copies the map's tables, and so its size.
+		flights := make(map[messages.EffectKey]*flight, len(e.flights))
+		for k, f := range e.flights {
+			flights[k] = f
+		}
+		e.flights, e.peak = flights, len(flights)
+	}
 }
 
 // Cancel implements Effects. A key this node has not seen is remembered as
@@ -387,12 +484,14 @@ func (e *LocalEffects) Cancel(key messages.EffectKey) {
 		return
 	}
 	now := time.Now()
-	e.sweep(now)
+	e.evict(now)
 	cancelled := messages.EffectReply{SessionID: key.SessionID, Key: key, Error: ErrEffectCancelled.Error()}
 	f, ok := e.flights[key]
 	switch {
 	case !ok:
-		e.flights[key] = &flight{done: true, rep: cancelled, at: now}
+		f = &flight{key: key, done: true, rep: cancelled}
+		e.add(f)
+		e.remember(f, now)
 	case f.done:
 	case f.cancel != nil:
 		// The call's context ends; the watch on it answers the waiters.
@@ -417,6 +516,23 @@ func (e *LocalEffects) Known(key messages.EffectKey) bool {
 	return ok
 }
 
+// Len reports how many keys are remembered (answered or cancelled), queued or being
+// performed.
+func (e *LocalEffects) Len() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.flights)
+}
+
+// Expire drops the answers and cancellations older than Remember at now. Requests
+// drop them too as they come; a node calls Expire periodically so that they also go
+// when no request comes.
+func (e *LocalEffects) Expire(now time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.evict(now)
+}
+
 // Close cancels every call in flight (their context's cause is ErrEffectsClosed) and
 // drops the queued ones, unanswered; later requests are not performed. It does not
 // wait for the calls to return. It is idempotent.
@@ -435,21 +551,6 @@ func (e *LocalEffects) Close() error {
 	e.mu.Unlock()
 	e.stop(ErrEffectsClosed)
 	return nil
-}
-
-// sweep drops answers older than Remember, and answers past MaxRemembered. The caller
-// holds e.mu.
-func (e *LocalEffects) sweep(now time.Time) {
-	ttl, max := e.cfg.Remember, e.cfg.MaxRemembered
-	if len(e.flights) <= max && now.Sub(e.swept) < ttl/10 {
-		return
-	}
-	e.swept = now
-	for k, f := range e.flights {
-		if f.done && (now.Sub(f.at) > ttl || len(e.flights) > max) {
-			delete(e.flights, k)
-		}
-	}
 }
 
 // EffectsByKind sends model calls to Model and every other effect to Tools: a node

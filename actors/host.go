@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"container/list"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,9 @@ import (
 // on is dropped. Its props carry that policy as their guardian strategy, so spawn the
 // host from the root context, never as a child.
 //
+// With SessionDeps.MaxLiveSessions, the host also passivates the least recently used
+// idle sessions to keep within that many session actors (see there).
+//
 // On a sharded node (a cluster, where Kafka partitions spread sessions over nodes) the
 // host runs only the sessions it owns: SetOwnership says which, and ReleaseSessions
 // stops every session actor when the node's partitions are revoked.
@@ -29,6 +33,9 @@ type SessionHost struct {
 	deps     *SessionDeps
 	sessions map[string]*hosted
 	byPID    map[string]string
+	// idle lists the sessions that reported idle (becameIdle) and were forwarded
+	// nothing since, least recently used first; only with MaxLiveSessions.
+	idle list.List
 	// owns reports the sessions this host may run; nil means every session.
 	owns func(sessionID string) bool
 }
@@ -49,8 +56,11 @@ type SetOwnership struct {
 type ReleaseSessions struct{}
 
 type hosted struct {
+	id        string
 	pid       *actor.PID
 	forwarded int
+	// idle is the session's place in SessionHost.idle; nil when it is busy.
+	idle *list.Element
 }
 
 // NewSessionHostProps returns the props of a SessionHost, to spawn from the root
@@ -84,10 +94,9 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 	case *ReleaseSessions:
 		h.owns = func(string) bool { return false }
 		pids := make([]*actor.PID, 0, len(h.sessions))
-		for id, s := range h.sessions {
+		for _, s := range h.sessions {
 			pids = append(pids, s.pid)
-			delete(h.sessions, id)
-			delete(h.byPID, s.pid.Id)
+			h.remove(s)
 		}
 		ctx.Respond(pids)
 	case *SubmitTask:
@@ -112,16 +121,58 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 		if !ok || !s.pid.Equal(m.pid) || s.forwarded != m.handled {
 			return
 		}
-		delete(h.sessions, m.session)
-		delete(h.byPID, s.pid.Id)
+		h.remove(s)
 		ctx.Stop(s.pid)
 		h.deps.Logger.Debug("session passivated", "session", m.session)
+	case *becameIdle:
+		// As for passivate: a stale report, or one overtaken by a forwarded message,
+		// says nothing.
+		s, ok := h.sessions[m.session]
+		if !ok || !s.pid.Equal(m.pid) || s.forwarded != m.handled {
+			return
+		}
+		if s.idle != nil {
+			h.idle.MoveToBack(s.idle)
+		} else {
+			s.idle = h.idle.PushBack(s)
+		}
+		h.makeRoom(ctx, 0)
 	case *actor.Terminated:
 		if id, ok := h.byPID[m.Who.Id]; ok {
-			delete(h.sessions, id)
-			delete(h.byPID, m.Who.Id)
+			h.remove(h.sessions[id])
 		}
 		releaseStoppedChildren(ctx)
+	}
+}
+
+// remove forgets a session actor (passivated, stopped or handed over).
+func (h *SessionHost) remove(s *hosted) {
+	delete(h.sessions, s.id)
+	delete(h.byPID, s.pid.Id)
+	if s.idle != nil {
+		h.idle.Remove(s.idle)
+		s.idle = nil
+	}
+}
+
+// makeRoom passivates the least recently used idle sessions until the live ones and
+// the adding about to start are within MaxLiveSessions. Busy sessions are never
+// passivated: a session added while every live one is busy still starts, and
+// OnSessionsOverLimit says so.
+func (h *SessionHost) makeRoom(ctx actor.Context, adding int) {
+	limit := h.deps.MaxLiveSessions
+	if limit <= 0 {
+		return
+	}
+	for len(h.sessions)+adding > limit && h.idle.Len() > 0 {
+		s := h.idle.Front().Value.(*hosted)
+		h.remove(s)
+		ctx.Stop(s.pid)
+		h.deps.OnSessionEvicted()
+		h.deps.Logger.Debug("session passivated to make room", "session", s.id, "max_live_sessions", limit)
+	}
+	if adding > 0 && len(h.sessions)+adding > limit {
+		h.deps.OnSessionsOverLimit()
 	}
 }
 
@@ -149,12 +200,23 @@ func (h *SessionHost) refuse(ctx actor.Context, id string) bool {
 func (h *SessionHost) forward(ctx actor.Context, id string) {
 	s, ok := h.sessions[id]
 	if !ok {
-		deps := h.deps
-		props := actor.PropsFromProducer(func() actor.Actor { return newSessionActor(id, deps) })
+		h.makeRoom(ctx, 1)
+		deps, handled := h.deps, new(int)
+		props := actor.PropsFromProducer(func() actor.Actor {
+			a := newSessionActor(id, deps, handled)
+			if deps.spawned != nil {
+				deps.spawned(a)
+			}
+			return a
+		})
 		pid := ctx.Spawn(props)
-		s = &hosted{pid: pid}
+		s = &hosted{id: id, pid: pid}
 		h.sessions[id] = s
 		h.byPID[pid.Id] = id
+	} else if s.idle != nil {
+		// Busy until it reports idle again.
+		h.idle.Remove(s.idle)
+		s.idle = nil
 	}
 	s.forwarded++
 	ctx.Forward(s.pid)

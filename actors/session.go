@@ -47,6 +47,19 @@ type SessionDeps struct {
 	// recorded or published (default: token-shaped strings only).
 	Redactor *redact.Redactor
 	Logger   *slog.Logger
+	// MaxLiveSessions bounds the session actors alive at once (0: no bound). When a
+	// new session would pass it, or an idle one reports while it is passed, the host
+	// passivates the least recently used idle sessions (no running task, no effect in
+	// flight), as the idle timeout would; never a busy one. With every session busy a
+	// new one starts anyway: the bound is soft.
+	MaxLiveSessions int
+	// OnSessionEvicted is called for each idle session passivated to keep within
+	// MaxLiveSessions; OnSessionsOverLimit for each session started past it because
+	// the others were busy (nil: none).
+	OnSessionEvicted, OnSessionsOverLimit func()
+
+	// spawned, when set (by a test), sees each session actor the host creates.
+	spawned func(*SessionActor)
 }
 
 func (d *SessionDeps) withDefaults() {
@@ -67,6 +80,12 @@ func (d *SessionDeps) withDefaults() {
 	}
 	if d.Redactor == nil {
 		d.Redactor = redact.New()
+	}
+	if d.OnSessionEvicted == nil {
+		d.OnSessionEvicted = func() {}
+	}
+	if d.OnSessionsOverLimit == nil {
+		d.OnSessionsOverLimit = func() {}
 	}
 }
 
@@ -120,12 +139,24 @@ type passivate struct {
 	handled int
 }
 
+// becameIdle is sent by a session to a host that bounds its sessions
+// (MaxLiveSessions) whenever the session has no running task and no effect in flight
+// after handling handled host-forwarded messages: the host may passivate it to make
+// room. Its fields are passivate's.
+type becameIdle passivate
+
 // SessionActor owns one session: it is the only writer of the session's events.
 type SessionActor struct {
-	id      string
-	deps    *SessionDeps
-	state   *SessionState
-	handled int
+	id    string
+	deps  *SessionDeps
+	state *SessionState
+	// handled counts the host-forwarded messages the session processed; its
+	// incarnations share it, so that after a restart it still matches what the host
+	// forwarded, and the session can passivate.
+	handled *int
+	// idleAt is the value of *handled the session last reported idle at (becameIdle);
+	// -1 when it has been busy since.
+	idleAt int
 	// inflight counts dispatched, unanswered tool calls; queue holds the rest.
 	inflight map[messages.EffectKey]bool
 	queue    []PendingCall
@@ -140,8 +171,8 @@ type SessionActor struct {
 
 var _ actor.Actor = (*SessionActor)(nil)
 
-func newSessionActor(id string, deps *SessionDeps) *SessionActor {
-	return &SessionActor{id: id, deps: deps}
+func newSessionActor(id string, deps *SessionDeps, handled *int) *SessionActor {
+	return &SessionActor{id: id, deps: deps, handled: handled, idleAt: -1}
 }
 
 // Receive implements actor.Actor.
@@ -157,16 +188,16 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		// it (a message in flight) would never passivate.
 		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
 		if a.state.Active() == "" {
-			ctx.Send(ctx.Parent(), &passivate{session: a.id, pid: ctx.Self(), handled: a.handled})
+			ctx.Send(ctx.Parent(), &passivate{session: a.id, pid: ctx.Self(), handled: *a.handled})
 		}
 	case *SubmitTask:
-		a.handled++
+		*a.handled++
 		a.submit(ctx, m)
 	case *CancelTask:
-		a.handled++
+		*a.handled++
 		a.cancel(ctx, m)
 	case *ResumeSession:
-		a.handled++
+		*a.handled++
 	case *Drain:
 		a.draining, a.drainer = true, ctx.Sender()
 		a.stopTimer()
@@ -183,6 +214,26 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		a.maybeDrained(ctx)
 	case *deadlineTick:
 		a.step(ctx, nil)
+	}
+	a.reportIdle(ctx)
+}
+
+// reportIdle tells a host that bounds its sessions when this session becomes idle,
+// once per idle spell and host-forwarded message: no running task, no effect in
+// flight.
+func (a *SessionActor) reportIdle(ctx actor.Context) {
+	if _, lifecycle := ctx.Message().(actor.AutoReceiveMessage); lifecycle || a.deps.MaxLiveSessions <= 0 || a.state == nil || a.draining {
+		return
+	}
+	if a.state.Active() != "" || !a.modelKey.IsZero() || len(a.inflight) > 0 {
+		a.idleAt = -1
+		return
+	}
+	// The host forwards a new actor its first message as it spawns it: a report
+	// before that one is handled would be stale.
+	if a.idleAt != *a.handled && *a.handled > 0 {
+		a.idleAt = *a.handled
+		ctx.Send(ctx.Parent(), &becameIdle{session: a.id, pid: ctx.Self(), handled: a.idleAt})
 	}
 }
 

@@ -78,6 +78,8 @@ type harnessOpts struct {
 	idle        time.Duration
 	store       func(*sqlite.Log) actors.EventStore
 	dir         string
+	// deps, when set, adjusts the host's dependencies.
+	deps func(*actors.SessionDeps)
 }
 
 func newHarness(t *testing.T, o harnessOpts) *harness {
@@ -100,10 +102,14 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 		t.Fatal(err)
 	}
 	effects := actors.NewLocalEffects(actors.LocalEffectsConfig{Model: o.model, Tools: reg, ToolTimeout: o.toolTimeout})
-	host := sys.Root.Spawn(actors.NewSessionHostProps(actors.SessionDeps{
+	deps := actors.SessionDeps{
 		Store: store, Effects: effects, IdleTimeout: o.idle,
 		Agent: actors.Agent{Model: o.model.Name(), SystemPrompt: "test", Tools: reg.Specs(), MaxSteps: o.maxSteps},
-	}))
+	}
+	if o.deps != nil {
+		o.deps(&deps)
+	}
+	host := sys.Root.Spawn(actors.NewSessionHostProps(deps))
 	h := &harness{t: t, system: sys, host: host, log: lg, store: store, effects: effects}
 	t.Cleanup(func() {
 		_ = sys.Root.PoisonFuture(host).Wait()

@@ -38,6 +38,11 @@ const TopicPoison = "troupe.poison"
 // DefaultSystemPrompt is the default agent's system prompt.
 const DefaultSystemPrompt = "You are a helpful agent running on Troupe. Use the tools when they help; answer concisely."
 
+// DefaultMaxLiveSessions is the default of Config.MaxLiveSessions. The peak of live
+// session actors is otherwise the task rate times the idle timeout (a session actor
+// takes about 8 KB), and it sets the size of maps that never shrink.
+const DefaultMaxLiveSessions = 10_000
+
 // Config configures a node. The zero value runs an embedded node in ./.troupe on the
 // offline model with the calculator and clock tools.
 type Config struct {
@@ -79,6 +84,12 @@ type Config struct {
 	ModelTimeout time.Duration
 	// IdleTimeout passivates idle session actors (default 1 minute).
 	IdleTimeout time.Duration
+	// MaxLiveSessions bounds the session actors alive at once (default
+	// DefaultMaxLiveSessions): past it, the least recently used idle sessions are
+	// passivated before their idle timeout (their next message folds them back).
+	// Sessions with a running task are never passivated, so with all of them busy the
+	// node runs more (troupe_sessions_over_limit_total counts those starts).
+	MaxLiveSessions int
 	// Secrets (API keys, tokens) are replaced by "[REDACTED]" wherever they would
 	// enter an event; strings shaped like keys and bearer tokens always are (package
 	// redact). cmd/node passes every key variable of the environment.
@@ -126,7 +137,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("node: a sharded bus's Tasks subscriber (%T) must tell the partition of each message (node.PartitionReader; kafka.Subscriber does)", c.Bus.Tasks)
 		}
 	}
-	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 {
+	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 || c.MaxLiveSessions < 0 {
 		return errors.New("node: limits and timeouts must not be negative")
 	}
 	if err := c.HTTP.Validate(); err != nil {
@@ -171,6 +182,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandoffGrace <= 0 {
 		c.HandoffGrace = 5 * time.Second
+	}
+	if c.MaxLiveSessions == 0 {
+		c.MaxLiveSessions = DefaultMaxLiveSessions
 	}
 	if c.ToolTimeout <= 0 {
 		c.ToolTimeout = 30 * time.Second
@@ -424,14 +438,14 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 // cacheTTL is how long a node remembers the ID of a bus message it handled (the
-// deduplicator) and the answer to an effect it performed (EffectResults);
+// deduplicator) and the answer to an effect it performed (LocalEffects);
 // expireEvery is how often it forgets older ones when no traffic does it.
 const (
 	cacheTTL    = 10 * time.Minute
 	expireEvery = time.Minute
 )
 
-// expireCaches forgets expired message IDs every expireEvery,
+// expireCaches forgets expired message IDs and effect answers every expireEvery,
 // until ctx is done or the node closes: an idle node gives their memory back.
 func (n *Node) expireCaches(ctx context.Context) {
 	t := time.NewTicker(expireEvery)
@@ -444,6 +458,7 @@ func (n *Node) expireCaches(ctx context.Context) {
 			return
 		case now := <-t.C:
 			n.dedupe.expire(now)
+			n.local.Expire(now)
 		}
 	}
 }

@@ -140,7 +140,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Catalog: cfg.ToolCatalog,
+	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Catalog: cfg.ToolCatalog, Remember: cacheTTL,
 		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger})
 	if !n.wiring().asksRemote() {
 		return n.local, nil
@@ -170,9 +170,15 @@ func (n *Node) newSessionHost(agent actors.Agent, effects actors.Effects) error 
 		cfg.Logger.Warn("the event log does not fence stale partition owners: a node that hangs past the group's session timeout may write beside its partitions' next owner",
 			"log", fmt.Sprintf("%T", n.log))
 	}
+	evicted := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "sessions",
+		Name: "evicted_total", Help: "Idle session actors passivated before their idle timeout to keep within MaxLiveSessions."})
+	overLimit := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "sessions",
+		Name: "over_limit_total", Help: "Session actors started past MaxLiveSessions because every live one was busy (the bound is soft)."})
+	n.metrics.Registry.MustRegister(evicted, overLimit)
 	var err error
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
 		Store: store, Publisher: n.outbox, Effects: effects, Clock: cfg.Clock,
+		MaxLiveSessions: cfg.MaxLiveSessions, OnSessionEvicted: evicted.Inc, OnSessionsOverLimit: overLimit.Inc,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agent,
@@ -191,7 +197,10 @@ func (n *Node) newSessionHost(agent actors.Agent, effects actors.Effects) error 
 		n.liveSessions),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "bus",
 			Name: "dedupe_ids", Help: "Handled bus message IDs remembered to skip redeliveries (bounded; forgotten after 10 minutes)."},
-			func() float64 { return float64(n.dedupe.size()) }))
+			func() float64 { return float64(n.dedupe.size()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "effects",
+			Name: "answers_kept", Help: "Effect answers and cancellations remembered (or being performed) to answer a repeated request by key (bounded in number and size; forgotten after 10 minutes)."},
+			func() float64 { return float64(n.local.Len()) }))
 	return nil
 }
 

@@ -131,7 +131,7 @@ func startChild(ctx context.Context, o options, dir string) (*child, error) {
 			return nil, err
 		}
 		c.builtin = true
-		c.cmd = exec.Command(exe, "-serve", "-data", data, "-idle-timeout", o.idleTimeout.String())
+		c.cmd = exec.Command(exe, "-serve", "-data", data, "-idle-timeout", o.idleTimeout.String(), "-max-sessions", fmt.Sprint(o.maxSessions))
 		if stdout, err = c.cmd.StdoutPipe(); err != nil {
 			return nil, err
 		}
@@ -359,14 +359,15 @@ func (d *driver) task(ctx context.Context, sid string) error {
 
 func printTable(w io.Writer, snaps []snapshot) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\ttasks\tRSS MiB\tpeak RSS MiB\theap in use MiB\theap alloc MiB\theap objects\tgoroutines\tsession actors\tdedupe IDs\teffect answers\t")
+	fmt.Fprintln(tw, "phase\ttasks\tRSS MiB\tpeak RSS MiB\theap in use MiB\theap alloc MiB\theap objects\tgoroutines\tsession actors\tevicted\tdedupe IDs\teffect answers\t")
 	for _, s := range snaps {
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.phase, s.tasks, mib(s.rssKB*1024), mib(s.hwmKB*1024),
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", s.phase, s.tasks, mib(s.rssKB*1024), mib(s.hwmKB*1024),
 			orNA(s.heapInuse, func(v float64) string { return fmt.Sprintf("%.1f", mib(int64(v))) }),
 			orNA(s.heapAlloc, func(v float64) string { return fmt.Sprintf("%.1f", mib(int64(v))) }),
 			orNA(s.heapObjects, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
 			orNA(s.goroutines, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
 			orNA(s.sessions, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
+			orNA(s.evicted, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
 			orNA(s.dedupeIDs, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
 			orNA(s.answers, func(v float64) string { return fmt.Sprintf("%.0f", v) }))
 	}

@@ -30,6 +30,7 @@ type options struct {
 	hotPerWorker int
 	hotEvery     int
 	idleTimeout  time.Duration
+	maxSessions  int
 	idleWait     time.Duration
 	linger       time.Duration
 	taskTimeout  time.Duration
@@ -54,6 +55,7 @@ func main() {
 	flag.IntVar(&o.hotPerWorker, "hot", 4, "repeated session IDs per client: every -hot-every-th task of a client goes to one of them")
 	flag.IntVar(&o.hotEvery, "hot-every", 10, "send every n-th task of a client to a repeated session (0: every task gets a new session)")
 	flag.DurationVar(&o.idleTimeout, "idle-timeout", 5*time.Second, "session idle timeout of the -serve child")
+	flag.IntVar(&o.maxSessions, "max-sessions", 0, "bound on the live session actors of the -serve child (0: the node's default, 10000)")
 	flag.DurationVar(&o.idleWait, "idle-wait", 3*time.Minute, "how long to wait at a checkpoint for every session actor to passivate")
 	flag.DurationVar(&o.linger, "linger", 0, "after passivation, wait this long more and measure again (e.g. 11m: past the node's 10-minute dedupe and effect-answer TTL)")
 	flag.DurationVar(&o.taskTimeout, "timeout", time.Minute, "how long one task may take")
@@ -89,8 +91,8 @@ func (o options) validate() error {
 		return errors.New("-concurrency must be positive")
 	case o.hotEvery < 0 || o.hotPerWorker < 0 || (o.hotEvery > 0 && o.hotPerWorker == 0):
 		return errors.New("-hot-every must not be negative, and -hot must be positive when it is not 0")
-	case o.idleTimeout <= 0 || o.idleWait <= 0 || o.taskTimeout <= 0 || o.linger < 0:
-		return errors.New("-idle-timeout, -idle-wait and -timeout must be positive, -linger not negative")
+	case o.idleTimeout <= 0 || o.idleWait <= 0 || o.taskTimeout <= 0 || o.linger < 0 || o.maxSessions < 0:
+		return errors.New("-idle-timeout, -idle-wait and -timeout must be positive, -linger and -max-sessions not negative")
 	case o.profile != "" && o.nodeBin != "":
 		return errors.New("-heapprofile needs the built-in -serve child (a node binary serves no pprof)")
 	}

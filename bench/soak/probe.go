@@ -24,18 +24,20 @@ type snapshot struct {
 	heapObjects  float64
 	goroutines   float64
 	sessions     float64
+	evicted      float64 // troupe_sessions_evicted_total
 	dedupeIDs    float64 // troupe_bus_dedupe_ids
 	answers      float64 // troupe_effects_answers_kept
 }
 
 func (s snapshot) String() string {
-	return fmt.Sprintf("%-16s tasks %7d  RSS %6.1f MiB (peak %6.1f)  heap in use %s MiB  allocated %s MiB  objects %s  goroutines %s  session actors %s  dedupe IDs %s  effect answers %s",
+	return fmt.Sprintf("%-16s tasks %7d  RSS %6.1f MiB (peak %6.1f)  heap in use %s MiB  allocated %s MiB  objects %s  goroutines %s  session actors %s (evicted %s)  dedupe IDs %s  effect answers %s",
 		s.phase, s.tasks, mib(s.rssKB*1024), mib(s.hwmKB*1024),
 		orNA(s.heapInuse, func(v float64) string { return fmt.Sprintf("%.1f", mib(int64(v))) }),
 		orNA(s.heapAlloc, func(v float64) string { return fmt.Sprintf("%.1f", mib(int64(v))) }),
 		orNA(s.heapObjects, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
 		orNA(s.goroutines, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
 		orNA(s.sessions, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
+		orNA(s.evicted, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
 		orNA(s.dedupeIDs, func(v float64) string { return fmt.Sprintf("%.0f", v) }),
 		orNA(s.answers, func(v float64) string { return fmt.Sprintf("%.0f", v) }))
 }
@@ -54,7 +56,7 @@ func orNA(v float64, f func(float64) string) string {
 // /debug/pprof/heap?gc=1 (written to PREFIX-<phase>.pprof with -heapprofile) and
 // /debug/vars; a node binary's go_memstats_heap_inuse_bytes on /metrics, without a GC.
 func (c *child) snapshot(ctx context.Context, phase string, tasks int, gc bool, profile string) (snapshot, error) {
-	s := snapshot{phase: phase, tasks: tasks, heapInuse: math.NaN(), heapAlloc: math.NaN(), heapObjects: math.NaN(), goroutines: math.NaN(), sessions: math.NaN(),
+	s := snapshot{phase: phase, tasks: tasks, heapInuse: math.NaN(), heapAlloc: math.NaN(), heapObjects: math.NaN(), goroutines: math.NaN(), sessions: math.NaN(), evicted: math.NaN(),
 		dedupeIDs: math.NaN(), answers: math.NaN()}
 	var err error
 	if s.rssKB, s.hwmKB, err = procStatus(c.cmd.Process.Pid); err != nil {
@@ -69,6 +71,9 @@ func (c *child) snapshot(ctx context.Context, phase string, tasks int, gc bool, 
 	}
 	if v, ok := metrics["troupe_sessions_live"]; ok {
 		s.sessions = v
+	}
+	if v, ok := metrics["troupe_sessions_evicted_total"]; ok {
+		s.evicted = v
 	}
 	if v, ok := metrics["troupe_bus_dedupe_ids"]; ok {
 		s.dedupeIDs = v

@@ -27,6 +27,7 @@ func serveChild(args []string) error {
 	fs := flag.NewFlagSet("soak -serve", flag.ContinueOnError)
 	data := fs.String("data", "", "data directory")
 	idle := fs.Duration("idle-timeout", time.Minute, "session idle timeout")
+	maxSessions := fs.Int("max-sessions", 0, "bound on the live session actors (0: the node's default)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -36,7 +37,7 @@ func serveChild(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	n, err := node.New(ctx, node.Config{DataDir: *data, Model: llm.Offline{}, IdleTimeout: *idle, Logger: logger})
+	n, err := node.New(ctx, node.Config{DataDir: *data, Model: llm.Offline{}, IdleTimeout: *idle, MaxLiveSessions: *maxSessions, Logger: logger})
 	if err != nil {
 		return err
 	}

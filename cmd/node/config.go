@@ -52,6 +52,7 @@ type fileConfig struct {
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`
 	IdleTimeout        string          `json:"idle_timeout"`
+	MaxSessions        int             `json:"max_sessions"`
 	Gateway            gatewayFile     `json:"gateway"`
 	LLM                json.RawMessage `json:"llm"`
 	SkillsDir          string          `json:"skills_dir"`
@@ -192,6 +193,7 @@ func unknownField(file []byte, name string) error {
 // Limits of the file's values.
 const (
 	maxMaxSteps    = 1000
+	maxMaxSessions = 10_000_000
 	maxConcurrency = 10000
 	maxPrice       = 10000 // US dollars per million tokens
 	maxQuotaTokens = 1_000_000_000_000
@@ -202,7 +204,8 @@ const (
 
 // fieldRanges says what each numeric field allows, for Validate and decodeError.
 var fieldRanges = map[string]string{
-	"max_steps": fmt.Sprintf("1 to %d (0 or absent: the node's default)", maxMaxSteps),
+	"max_steps":    fmt.Sprintf("1 to %d (0 or absent: the node's default)", maxMaxSteps),
+	"max_sessions": fmt.Sprintf("1 to %d (0 or absent: the node's default, %d)", maxMaxSessions, node.DefaultMaxLiveSessions),
 }
 
 // jsonFields lists the JSON names of T's fields.
@@ -291,6 +294,9 @@ func (fc fileConfig) Validate() error {
 	}
 	if fc.MaxSteps < 0 || fc.MaxSteps > maxMaxSteps {
 		bad("max_steps", "%d is out of range: want %s", fc.MaxSteps, fieldRanges["max_steps"])
+	}
+	if fc.MaxSessions < 0 || fc.MaxSessions > maxMaxSessions {
+		bad("max_sessions", "%d is out of range: want %s", fc.MaxSessions, fieldRanges["max_sessions"])
 	}
 	errs = append(errs, fc.Gateway.validate()...)
 	if fc.SkillsDir != "" && strings.TrimSpace(fc.SkillsDir) == "" || strings.ContainsRune(fc.SkillsDir, 0) {

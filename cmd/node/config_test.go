@@ -37,6 +37,9 @@ func TestConfigFileRejectsBadValues(t *testing.T) {
 		{"max_steps huge", `{"max_steps": 100000000}`, []string{"max_steps", "100000000", "1 to 1000"}},
 		{"max_steps exponent", `{"max_steps": 1e8}`, []string{"max_steps", "1e8", "1 to 1000"}},
 		{"max_steps negative", `{"max_steps": -1}`, []string{"max_steps", "-1", "1 to 1000"}},
+		{"max_sessions negative", `{"max_sessions": -5}`, []string{"max_sessions", "-5", "1 to 10000000"}},
+		{"max_sessions huge", `{"max_sessions": 100000000}`, []string{"max_sessions", "100000000", "1 to 10000000"}},
+		{"max_sessions wrong type", `{"max_sessions": "many"}`, []string{"max_sessions", "string", "1 to 10000000"}},
 		{"data blank", `{"data": "  "}`, []string{"data", `"  "`, "directory"}},
 		{"http without port", `{"http": "localhost"}`, []string{"http", `"localhost"`, "host:port"}},
 		{"http bad port", `{"http": "127.0.0.1:99999"}`, []string{"http", "99999", "0 to 65535"}},
@@ -119,7 +122,7 @@ func TestConfigFileAcceptsGoodValues(t *testing.T) {
 		"data": "DATA", "http": "127.0.0.1:0", "model": "offline", "fallbacks": ["offline"],
 		"clickhouse": "", "clickhouse_database": "troupe_test", "kafka": "", "group": "troupe-a.1",
 		"topic_prefix": "test.", "roles": "all", "node_id": "node-1.host_a", "topics_file": "",
-		"system_prompt": "Be brief.", "max_steps": 12,
+		"system_prompt": "Be brief.", "max_steps": 12, "max_sessions": 500,
 		"gateway": {"prices": {"offline": {"prompt": 0.15, "completion": 0.6, "cached": 0.075}},
 			"concurrency": {"offline": 8}, "quotas": [{"scope": "agent:*", "tokens": 100000, "window": "1h"}],
 			"cache_ttl": "10m", "semantic_cache": {"threshold": 0.95, "ttl": "1h"}},
@@ -135,6 +138,24 @@ func TestConfigFileAcceptsGoodValues(t *testing.T) {
 		if code := run(context.Background(), []string{"run", "--config", path, "What is 2+3?"}, &out, &errb, options{}); code != 0 {
 			t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
 		}
+	}
+}
+
+// --max-sessions (and TROUPE_MAX_SESSIONS) must be a count from 1 to 10 000 000.
+func TestMaxSessionsIsValidated(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"0", "-3", "many", "20000000"} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"serve", "--data", dir, "--max-sessions", v}, &bytes.Buffer{}, &stderr, options{})
+		if code != 2 || !strings.Contains(stderr.String(), "max-sessions") {
+			t.Errorf("--max-sessions %s: exit %d, stderr %q; want 2 naming the flag", v, code, stderr.String())
+		}
+	}
+	t.Setenv("TROUPE_MAX_SESSIONS", "lots")
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--data", dir}, &bytes.Buffer{}, &stderr, options{}); code != 2 ||
+		!strings.Contains(stderr.String(), "TROUPE_MAX_SESSIONS") {
+		t.Errorf("TROUPE_MAX_SESSIONS=lots: exit %d, stderr %q", code, stderr.String())
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -88,6 +89,10 @@ flags:
                          "skills": {"allow_scripts": true})
   --disclosure S         how tools reach the model: all, catalog or search
                          (TROUPE_DISCLOSURE, "disclosure", default all)
+  --max-sessions N       keep at most N session actors alive (TROUPE_MAX_SESSIONS,
+                         default 10000): past it the least recently used idle ones
+                         are stopped before their idle timeout; a session with a
+                         running task never is, so with all busy the node runs more
   -v                     log at debug level
 
 node mcp [flags] serves the agent's tools and run_task to one MCP client on stdin and
@@ -177,12 +182,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	idleFlag := fs.String("idle-timeout", or("TROUPE_IDLE_TIMEOUT", fc.IdleTimeout, ""), "passivate a session's actor after this long idle")
 	skillsDir := fs.String("skills", or("TROUPE_SKILLS", fc.SkillsDir, ""), "directory of Agent Skills")
 	disclosureFlag := fs.String("disclosure", or("TROUPE_DISCLOSURE", fc.Disclosure, "all"), "tool disclosure: all, catalog or search")
+	maxSessions := fs.Int("max-sessions", cmp.Or(fc.MaxSessions, node.DefaultMaxLiveSessions), "session actors kept alive at most")
+	if v := os.Getenv("TROUPE_MAX_SESSIONS"); v != "" {
+		if err := fs.Set("max-sessions", v); err != nil {
+			fmt.Fprintln(stderr, "error: TROUPE_MAX_SESSIONS:", err)
+			return 2
+		}
+	}
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
 	}
 	if *maxConns < 1 {
 		fmt.Fprintln(stderr, "error: --http-max-conns must be at least 1")
+		return 2
+	}
+	if *maxSessions < 1 || *maxSessions > maxMaxSessions {
+		fmt.Fprintf(stderr, "error: --max-sessions %d is out of range: want 1 to %d\n", *maxSessions, maxMaxSessions)
 		return 2
 	}
 	if cmd == "run" {
@@ -275,7 +291,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
-		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps, IdleTimeout: idle}
+		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps, IdleTimeout: idle, MaxLiveSessions: *maxSessions}
 	cfg.HTTP.MaxConnections = *maxConns
 	strategy, err := disclosure.ParseStrategy(*disclosureFlag)
 	if err != nil {
