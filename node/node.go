@@ -632,6 +632,22 @@ func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (string, error) {
 // says: the one way a task from Go code, the CLI, HTTP (and next MCP and A2A)
 // reaches its session.
 func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error) {
+	if n.bus != nil {
+		// The in-process bus drops what is published before the tasks handler
+		// subscribed: a task that arrives while the node starts (HTTP may listen
+		// first) waits for the router instead of being lost.
+		wait := time.NewTimer(n.cfg.SubmitTimeout)
+		defer wait.Stop()
+		select {
+		case <-n.router.Running():
+		case <-wait.C:
+			return "", fmt.Errorf("node: task %s for session %s: the node did not start within %s (SubmitTimeout)", env.ID, env.SessionID, n.cfg.SubmitTimeout)
+		case <-ctx.Done():
+			return "", fmt.Errorf("node: task %s for session %s: waiting for the node to start: %w", env.ID, env.SessionID, ctx.Err())
+		case <-n.stopping:
+			return "", fmt.Errorf("node: task %s for session %s: the node is closing", env.ID, env.SessionID)
+		}
+	}
 	b, err := messages.Marshal(env)
 	if err != nil {
 		return "", err

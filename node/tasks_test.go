@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 )
@@ -175,5 +177,53 @@ func TestSessionIDsShapedLikeKeys(t *testing.T) {
 	}
 	if r := waitDone(t, base, "desk-support-ticket-1234567"); r.Status != messages.StatusCompleted || r.Output != "6" {
 		t.Fatalf("desk-support-ticket-1234567: %+v", r)
+	}
+}
+
+// A task submitted while the node is still starting (node serve listens for HTTP
+// beside Run) waits for the router: the in-process bus dropped a task published before
+// the tasks handler subscribed, and Submit then waited out its timeout (HTTP cut the
+// request first: the client saw EOF).
+func TestSubmitWhileStartingWaitsForTheNode(t *testing.T) {
+	n, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), SubmitTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := n.Submit(context.Background(), node.Task{Input: "What is 2*3?", SessionID: "early"})
+		errc <- err
+	}()
+	select {
+	case err := <-errc:
+		t.Fatalf("Submit returned before the node ran: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Fatalf("Submit: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Submit did not return within 10 s of the start")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		infos, err := n.Log().Sessions(context.Background(), eventlog.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(infos) == 1 && infos[0].Status == messages.StatusCompleted {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the early task did not complete: %+v", infos)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
