@@ -405,3 +405,54 @@ func TestMCPToolResultIsRecordedWithoutSecrets(t *testing.T) {
 		t.Error("the token reached the output")
 	}
 }
+
+// node tools list shows the MCP servers' tools with their source, and says which
+// server is down; node tools call reaches a server's tool through the node's performer.
+func TestToolsListAndCallSeeMCPServers(t *testing.T) {
+	clearLLMEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "troupe.json")
+	if err := os.WriteFile(path, []byte(`{"mcp_servers": {"remote": {"url": "`+down+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"tools", "list", "--config", path}, &out, &errb, options{}); code != 0 {
+		t.Fatalf("tools list: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(errb.String(), "mcp server remote (http) is down") || !strings.Contains(out.String(), "calculator") {
+		t.Fatalf("tools list with a server down:\n%s\n%s", out.String(), errb.String())
+	}
+
+	nodeBin, script := everythingScript(t)
+	cfg, _ := json.Marshal(map[string]any{"mcp_servers": map[string]any{"everything": map[string]any{
+		"command": nodeBin, "args": []string{script, "stdio"}, "allow": []string{"echo"}}}})
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"tools", "list", "--json", "--config", path}, &out, &errb, options{}); code != 0 {
+		t.Fatalf("tools list: exit %d\n%s", code, errb.String())
+	}
+	var entries []struct{ Name, Source string }
+	if err := json.Unmarshal(out.Bytes(), &entries); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range entries {
+		got = append(got, e.Name+"="+e.Source)
+	}
+	if want := "calculator=builtin clock=builtin everything__echo=mcp:everything"; strings.Join(got, " ") != want {
+		t.Fatalf("tools %s, want %s", strings.Join(got, " "), want)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"tools", "call", "--config", path, "everything__echo", `{"message":"via tools call"}`}, &out, &errb, options{}); code != 0 || !strings.Contains(out.String(), "via tools call") {
+		t.Fatalf("tools call: exit %d %q\n%s", code, out.String(), errb.String())
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -190,6 +193,25 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
+	// The default agent's other tools: its skills' and its MCP servers'.
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	set, err := loadSkills(fc.SkillsDir, fc.Skills, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	list = append(list, set.Tools()...)
+	var cfg node.Config
+	client, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	defer stopMCP()
+	var catalog actors.ToolCatalog
+	if client != nil {
+		catalog = client
+	}
 	reg, err := tools.NewRegistry(list...)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -201,7 +223,16 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 			fmt.Fprint(stderr, toolsUsage)
 			return 2
 		}
-		return listTools(reg, *asJSON, stdout, stderr)
+		code := listTools(reg, catalog, *asJSON, stdout, stderr)
+		if client != nil {
+			// A server that is down is said, not hidden: its tools join when it is back.
+			for _, st := range client.Status() {
+				if st.State != mcp.StateConnected {
+					fmt.Fprintf(stderr, "mcp server %s (%s) is %s: %s\n", st.Name, st.Transport, st.State, st.Error)
+				}
+			}
+		}
+		return code
 	default:
 		if len(pos) < 1 || len(pos) > 2 || *asJSON {
 			fmt.Fprint(stderr, toolsUsage)
@@ -234,7 +265,7 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 			b, _ := json.Marshal(pairs)
 			arguments = string(b)
 		}
-		return callTool(ctx, reg, pos[0], arguments, stdout, stderr)
+		return callTool(ctx, reg, catalog, pos[0], arguments, stdout, stderr)
 	}
 }
 
@@ -247,10 +278,17 @@ type toolEntry struct {
 	SideEffects bool            `json:"side_effects"`
 }
 
-func listTools(reg *tools.Registry, asJSON bool, stdout, stderr io.Writer) int {
+func listTools(reg *tools.Registry, catalog actors.ToolCatalog, asJSON bool, stdout, stderr io.Writer) int {
 	var entries []toolEntry
-	for _, s := range reg.Specs() {
-		t, _ := reg.Get(s.Name)
+	specs := reg.Specs()
+	if catalog != nil {
+		specs = actors.Agent{Tools: specs, Catalog: catalog}.ToolSpecs()
+	}
+	for _, s := range specs {
+		t, ok := reg.Get(s.Name)
+		if !ok && catalog != nil {
+			t, _ = catalog.Tool(s.Name)
+		}
 		schema := s.Parameters
 		if len(schema) == 0 {
 			schema = json.RawMessage(`{"type":"object"}`)
@@ -285,12 +323,22 @@ func listTools(reg *tools.Registry, asJSON bool, stdout, stderr io.Writer) int {
 }
 
 // callTool performs one call through actors.LocalEffects, the node's tool performer.
-func callTool(ctx context.Context, reg *tools.Registry, name, arguments string, stdout, stderr io.Writer) int {
+func callTool(ctx context.Context, reg *tools.Registry, catalog actors.ToolCatalog, name, arguments string, stdout, stderr io.Writer) int {
 	if _, ok := reg.Get(name); !ok {
-		fmt.Fprintf(stderr, "error: no tool %q; the tools are: %s\n", name, strings.Join(reg.Names(), ", "))
-		return 2
+		inCatalog := false
+		if catalog != nil {
+			_, inCatalog = catalog.Tool(name)
+		}
+		if !inCatalog {
+			var names []string
+			for _, s := range (actors.Agent{Tools: reg.Specs(), Catalog: catalog}).ToolSpecs() {
+				names = append(names, s.Name)
+			}
+			fmt.Fprintf(stderr, "error: no tool %q; the tools are: %s\n", name, strings.Join(names, ", "))
+			return 2
+		}
 	}
-	effects := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: reg})
+	effects := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: reg, Catalog: catalog})
 	defer effects.Close()
 	id := "cli-tools-" + actors.UUIDv7{}.NewID()
 	key := messages.EffectKey{SessionID: id, Seq: 1}
