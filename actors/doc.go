@@ -40,4 +40,26 @@
 // the model or the tools on a node without that role: it publishes each request, and
 // the node hands it the replies; the node that serves the request performs it with its
 // LocalEffects.
+//
+// # What is committed before an effect, and why
+//
+// A session appends a step's events and waits for the log to commit them before it
+// acts on them. Which of those waits an effect actually needs:
+//
+//   - task.submitted: before the 202 (or the Kafka ack). An acknowledged task must
+//     survive a crash; this is the acknowledgement.
+//   - tool.requested: before the tool is called. Its seq is the call's idempotency
+//     key, and recovery re-issues exactly the requested-but-unanswered calls with it;
+//     a call made without its request recorded could be made again under another key
+//     by the session's next incarnation.
+//   - model.requested: not needed for exactly-once (a model call has no side effect,
+//     and a model call lost to a crash is simply made again), but kept: the append is
+//     grouped with the step's other events in one commit, and skipping the wait would
+//     save microseconds per step here (SQLite commits in WAL mode without a per-commit
+//     fsync, and the session waits for its next append anyway).
+//   - model.responded and tool.completed: before anything acts on them (the next
+//     request, a tool call the answer asks for, the task's result). An answer acted on
+//     but not recorded would be paid for, or performed, a second time on recovery.
+//   - task.completed / task.failed: before the result is published, so a result a
+//     client saw is never taken back by a recovery.
 package actors
