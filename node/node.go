@@ -356,7 +356,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.openLog(ctx); err != nil {
 		return nil, err
 	}
-	wlog := watermill.NewSlogLogger(cfg.Logger)
+	wlog := newBusLogger(cfg.Logger)
 	n.openBus(wlog)
 	n.newActorSystem()
 	agent, reg, err := cfg.agent()
