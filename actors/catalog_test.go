@@ -134,6 +134,9 @@ func TestLocalEffectsTimesOutCatalogTools(t *testing.T) {
 	if rep := r.of(req.Key)[0]; !strings.Contains(rep.Error, actors.ErrToolTimeout.Error()) {
 		t.Errorf("reply %+v, want a timeout", rep)
 	}
+	// The reply can reach the session before the abandoned tool has seen its
+	// context end, so wait for the tool to record why it ended.
+	waitUntil(t, "the tool to see its context end", func() bool { return g.cause(req.Key.String()) != nil })
 	if cause := g.cause(req.Key.String()); !errors.Is(cause, actors.ErrToolTimeout) {
 		t.Errorf("the tool's context ended with %v", cause)
 	}

@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -226,11 +227,8 @@ func TestClusterRunsTasksOnAnyPartition(t *testing.T) {
 		recs = append(recs, kgo.Message{Key: []byte(dup), Value: []byte(`{"input":"echo dup"}`),
 			Headers: []kgo.Header{{Key: kafka.HeaderUUID, Value: []byte("dup-task-" + dup)}, {Key: partitionHeader, Value: []byte(strconv.Itoa(p))}}})
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := w.WriteMessages(ctx, recs...); err != nil {
-		t.Fatal(err)
-	}
+	k.waitTopic(t, messages.TopicTasks)
+	writeAll(t, w, recs)
 
 	want := map[string]string{dup: "dup", body + "-x": "body"}
 	for _, id := range keyed {
@@ -467,4 +465,36 @@ func TestClusterCancelOnAnyPartition(t *testing.T) {
 		st, ok, err := a.Status(context.Background(), session)
 		return err == nil && ok && st.Status == messages.StatusFailed && strings.Contains(st.Error, "cancelled from another client")
 	})
+}
+
+// writeAll writes recs, writing again only those the broker refused with a
+// retriable error (a leader not yet elected on a topic just created): a record
+// refused was not written, so none is written twice.
+func writeAll(t *testing.T, w *kgo.Writer, recs []kgo.Message) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for attempt := 0; len(recs) > 0; attempt++ {
+		err := w.WriteMessages(ctx, recs...)
+		if err == nil {
+			return
+		}
+		var werrs kgo.WriteErrors
+		if !errors.As(err, &werrs) || attempt == 20 {
+			t.Fatal(err)
+		}
+		var again []kgo.Message
+		for i, e := range werrs {
+			if e == nil {
+				continue
+			}
+			var ke kgo.Error
+			if !errors.As(e, &ke) || !ke.Temporary() {
+				t.Fatalf("record %d: %v", i, e)
+			}
+			again = append(again, recs[i])
+		}
+		recs = again
+		time.Sleep(200 * time.Millisecond)
+	}
 }
