@@ -25,6 +25,22 @@ type ToolCatalog interface {
 	Tool(name string) (tools.Tool, bool)
 }
 
+// CatalogTools returns the tools of c now, sorted by name (nil when c is nil): what a
+// ToolDisclosure discloses of the catalog (Agent.Disclosure).
+func CatalogTools(c ToolCatalog) []tools.Tool {
+	if c == nil {
+		return nil
+	}
+	specs := c.Specs()
+	out := make([]tools.Tool, 0, len(specs))
+	for _, s := range specs {
+		if t, ok := c.Tool(s.Name); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // catalogPerformer returns the performer of the catalog tool name, made on its first
 // call with the bounds of every tool (ToolTimeout, ToolConcurrency) and kept: the
 // tool is looked up again at each call, so a call after the catalog changed runs the

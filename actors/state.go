@@ -7,6 +7,7 @@ import (
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // Agent configures the function-calling agent a session runs.
@@ -25,10 +26,12 @@ type Agent struct {
 	// is still performed; a call to a tool outside Tools is answered as unknown.
 	Disclosure ToolDisclosure
 	// Catalog, when set, offers more tools, whose set can change while the node runs
-	// (the tools of MCP servers, package mcp). It is read at each decision: the model
-	// is offered Tools and the catalog's tools together, sorted by name (a catalog
-	// tool named like one of Tools is left out), so the tool section stays
-	// byte-identical from step to step until the catalog changes.
+	// (the tools of MCP servers, package mcp). It is read at each decision: without
+	// Disclosure the model is offered Tools and the catalog's tools together, sorted
+	// by name (a catalog tool named like one of Tools is left out); with one, the
+	// disclosure is handed the catalog's tools (CatalogTools) and picks among them
+	// too. Either way the tool section stays byte-identical from step to step until
+	// the catalog changes (or, with Disclosure, something is loaded).
 	Catalog ToolCatalog
 	// MaxSteps bounds the model calls of one task (default 10).
 	MaxSteps int
@@ -69,17 +72,13 @@ func specNames(specs []messages.ToolSpec) []string {
 	return n
 }
 
-// offer returns the tools a request offers, given the session's recorded loads.
-func (a Agent) offer(loads []ToolLoad) []messages.ToolSpec {
+// offer returns the tools a request offers, given the session's recorded loads, and
+// the section the disclosure adds to the system prompt.
+func (a Agent) offer(loads []ToolLoad) ([]messages.ToolSpec, string) {
 	if a.Disclosure == nil {
-		return a.ToolSpecs()
+		return a.ToolSpecs(), ""
 	}
-	// The catalog's tools (MCP servers') change while the node runs: they are offered
-	// whole beside what the disclosure offers.
-	if a.Catalog == nil {
-		return a.Disclosure.Offer(loads)
-	}
-	return mergeSpecs(a.Disclosure.Offer(loads), a.Catalog.Specs())
+	return a.Disclosure.Disclose(loads, CatalogTools(a.Catalog))
 }
 
 // Tools whose recorded results load more tools into a session's requests
@@ -94,10 +93,13 @@ const (
 // load_tools and search_tools calls, recorded as ToolCallCompleted events like any
 // tool's, so a session refolded after a restart or in replay offers the same tools.
 type ToolDisclosure interface {
-	// Offer returns the specs a request offers, sorted by name, given the session's
-	// loads in the order they were recorded. It must be a pure function of loads:
-	// the same loads give the same bytes.
-	Offer(loads []ToolLoad) []messages.ToolSpec
+	// Disclose returns the specs a request offers, sorted by name, and the section
+	// the system prompt gains (the groups to load, how to search; "" for none), given
+	// the session's loads in the order they were recorded and the agent's catalog
+	// tools now (CatalogTools; nil without a catalog). It must be a pure function of
+	// the two: the same loads and catalog give the same bytes. The caller must not
+	// modify the specs.
+	Disclose(loads []ToolLoad, catalog []tools.Tool) (specs []messages.ToolSpec, section string)
 }
 
 // ToolLoad is the recorded result of a load_tools or search_tools call.
@@ -402,11 +404,17 @@ func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
 		for _, c := range t.calls {
 			if !c.done && !a.hasTool(c.req.Tool) {
 				return d(&messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool,
-					Error: fmt.Sprintf("unknown tool %q; available tools: %s", c.req.Tool, strings.Join(specNames(a.offer(s.loads)), ", "))}, c.eventID)
+					Error: fmt.Sprintf("unknown tool %q; available tools: %s", c.req.Tool, strings.Join(specNames(s.offered(a)), ", "))}, c.eventID)
 			}
 		}
 	}
 	return nil
+}
+
+// offered returns the tools the session's requests offer now.
+func (s *SessionState) offered(a Agent) []messages.ToolSpec {
+	specs, _ := a.offer(s.loads)
+	return specs
 }
 
 // effectKey is the text of the idempotency key of the effect requested by the event
@@ -417,12 +425,17 @@ func effectKey(sessionID string, seq uint64) string {
 
 // Request builds the model request for the active task's next step from the state.
 func (s *SessionState) Request(a Agent) llm.Request {
+	specs, section := a.offer(s.loads)
+	prompt := a.SystemPrompt
+	if section != "" {
+		prompt = strings.TrimSuffix(prompt+"\n\n"+section, "\n")
+	}
 	msgs := make([]messages.ChatMessage, 0, len(s.history)+1)
-	if a.SystemPrompt != "" {
-		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleSystem, Content: a.SystemPrompt})
+	if prompt != "" {
+		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleSystem, Content: prompt})
 	}
 	msgs = append(msgs, s.history...)
-	req := llm.Request{Messages: msgs, Tools: a.offer(s.loads)}
+	req := llm.Request{Messages: msgs, Tools: specs}
 	if s.active != nil {
 		req.Step = s.active.Steps
 		if s.active.phase == phaseAwaitModel {

@@ -275,14 +275,15 @@ func (c Config) Agent() (actors.Agent, error) {
 // agent is the agent of this configuration and the registry of its tools: Tools, the
 // skills' tools and the disclosure strategy's, sorted by name with compacted schemas,
 // so the tool section of every prompt is byte-identical whatever order the tools were
-// configured in. The system prompt gains the skills' section and the strategy's. The
+// configured in. The system prompt gains the skills' section (the strategy's is added
+// at each request, as it follows the tool catalog: actors.ToolDisclosure). The
 // caller has set the defaults.
 func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 	strategy, err := disclosure.ParseStrategy(string(c.Disclosure))
 	if err != nil {
 		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
 	}
-	d, err := disclosure.New(strategy, append(slices.Clone(c.Tools), c.Skills.Tools()...))
+	d, err := disclosure.New(strategy, append(slices.Clone(c.Tools), c.Skills.Tools()...), disclosure.WithCatalog(c.ToolCatalog))
 	if err != nil {
 		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
 	}
@@ -290,11 +291,11 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 	if err != nil {
 		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
 	}
+	// The strategy's section (the groups to load, how to search) follows the
+	// catalog: the agent adds it at each request (actors.ToolDisclosure).
 	prompt := c.SystemPrompt
-	for _, section := range []string{c.Skills.PromptSection(), d.PromptSection()} {
-		if section != "" {
-			prompt += "\n\n" + strings.TrimSuffix(section, "\n")
-		}
+	if section := c.Skills.PromptSection(); section != "" {
+		prompt += "\n\n" + strings.TrimSuffix(section, "\n")
 	}
 	agent := actors.Agent{Name: "default", SystemPrompt: prompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps,
 		Catalog: c.ToolCatalog}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/messages"
@@ -54,7 +56,7 @@ func SourceOf(t tools.Tool) string {
 	return "builtin"
 }
 
-// entry is one tool of the catalog.
+// entry is one tool the agent may be offered.
 type entry struct {
 	spec  messages.ToolSpec
 	tool  tools.Tool
@@ -67,24 +69,54 @@ type group struct {
 	tools []string // sorted
 }
 
-// Disclosure is an agent's tools disclosed by one strategy. It is immutable and safe
-// for concurrent use; it implements actors.ToolDisclosure.
+// Disclosure is an agent's tools disclosed by one strategy: the tools given to New,
+// and the tools of its catalog (WithCatalog), whose set changes while the node runs.
+// It is safe for concurrent use; it implements actors.ToolDisclosure.
 type Disclosure struct {
 	strategy Strategy
-	entries  []entry // the agent's tools and the strategy's, sorted by name
-	byName   map[string]int
-	groups   []group // sorted by name
-	index    *BM25   // the tools of groups (Search)
+	static   []entry // the agent's tools and the strategy's, sorted by name
 	meta     []tools.Tool
+	catalog  actors.ToolCatalog
+	// view is the disclosure over the catalog as it was last seen: it is made anew
+	// only when the catalog changes.
+	view atomic.Pointer[view]
+}
+
+// view is the disclosure over one state of the catalog: every tool (the static ones
+// and the catalog's not named like one of them), the groups, the search index and
+// the prompt section. It is immutable.
+type view struct {
+	catalog []messages.ToolSpec // the catalog's specs it was made from, in order
+	entries []entry             // sorted by name
+	byName  map[string]int
+	groups  []group // sorted by name
+	index   *BM25   // the tools of groups (Search)
+	section string
+	first   []messages.ToolSpec // what a request offers before any load
 }
 
 var _ actors.ToolDisclosure = (*Disclosure)(nil)
 
+// Option configures a Disclosure (New).
+type Option func(*Disclosure)
+
+// WithCatalog discloses the tools of c too, as they are at each use: a catalog tool
+// named like one of the tools given to New is left out, and the others are grouped
+// by their source ("mcp:<server>"; "catalog" for a tool that does not say). The
+// strategy's tools read c when they are called: load_tools loads a group of the
+// catalog as it is then, search_tools searches it, and call_tool calls its tools.
+func WithCatalog(c actors.ToolCatalog) Option {
+	return func(d *Disclosure) { d.catalog = c }
+}
+
+// CatalogGroup is the group of a catalog tool that does not say its source.
+const CatalogGroup = "catalog"
+
 // New discloses ts by strategy. A tool's group is its source (SourceOf); tools of
 // source "builtin" are offered in every request. It fails on two tools of one name
 // and on a tool named like one of the strategy's own.
-func New(strategy Strategy, ts []tools.Tool) (*Disclosure, error) {
-	d := &Disclosure{strategy: strategy, byName: map[string]int{}}
+func New(strategy Strategy, ts []tools.Tool, opts ...Option) (*Disclosure, error) {
+	d := &Disclosure{strategy: strategy}
 	switch strategy {
 	case All:
 	case Catalog:
@@ -94,98 +126,159 @@ func New(strategy Strategy, ts []tools.Tool) (*Disclosure, error) {
 	default:
 		return nil, fmt.Errorf("disclosure: unknown strategy %q: want all, catalog or search", strategy)
 	}
-	groups := map[string][]string{}
+	for _, o := range opts {
+		o(d)
+	}
+	seen := map[string]bool{}
 	for i, t := range append(slices.Clone(ts), d.meta...) {
 		if t == nil {
 			return nil, fmt.Errorf("disclosure: tool %d is nil", i)
 		}
-		spec := t.Spec()
-		if _, dup := d.byName[spec.Name]; dup {
+		spec := compact(t.Spec())
+		if seen[spec.Name] {
 			return nil, fmt.Errorf("disclosure: two tools are named %q", spec.Name)
 		}
-		var b bytes.Buffer
-		if len(spec.Parameters) > 0 && json.Compact(&b, spec.Parameters) == nil {
-			spec.Parameters = b.Bytes() // as tools.Registry offers it
-		}
+		seen[spec.Name] = true
 		e := entry{spec: spec, tool: t}
 		if src := SourceOf(t); src != "builtin" && i < len(ts) {
 			e.group = src
-			groups[src] = append(groups[src], spec.Name)
 		}
-		d.byName[spec.Name] = -1
-		d.entries = append(d.entries, e)
+		d.static = append(d.static, e)
 	}
-	slices.SortFunc(d.entries, func(a, b entry) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	slices.SortFunc(d.static, func(a, b entry) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	return d, nil
+}
+
+// compact returns spec with its schema compacted, as tools.Registry offers it.
+func compact(spec messages.ToolSpec) messages.ToolSpec {
+	var b bytes.Buffer
+	if len(spec.Parameters) > 0 && json.Compact(&b, spec.Parameters) == nil && b.Len() != len(spec.Parameters) {
+		spec.Parameters = b.Bytes()
+	}
+	return spec
+}
+
+// current returns the view over the catalog as it is now.
+func (d *Disclosure) current() *view {
+	return d.viewOf(actors.CatalogTools(d.catalog))
+}
+
+// viewOf returns the view over the catalog tools cat: the last one made, when cat
+// has the same specs (compared by name, description and schema bytes, which a
+// catalog shares from one reading to the next while it does not change), or a new
+// one.
+func (d *Disclosure) viewOf(cat []tools.Tool) *view {
+	specs := make([]messages.ToolSpec, len(cat))
+	for i, t := range cat {
+		specs[i] = t.Spec()
+	}
+	if v := d.view.Load(); v != nil && slices.EqualFunc(v.catalog, specs, sameSpec) {
+		return v
+	}
+	v := d.build(cat, specs)
+	d.view.Store(v)
+	return v
+}
+
+func sameSpec(a, b messages.ToolSpec) bool {
+	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
+}
+
+// build makes the view over the static tools and the catalog tools cat (whose specs
+// are specs).
+func (d *Disclosure) build(cat []tools.Tool, specs []messages.ToolSpec) *view {
+	v := &view{catalog: specs, byName: map[string]int{}}
+	v.entries = slices.Clone(d.static)
+	for _, e := range d.static {
+		v.byName[e.spec.Name] = -1
+	}
+	for i, t := range cat {
+		spec := compact(specs[i])
+		if _, dup := v.byName[spec.Name]; dup || t == nil {
+			continue // named like a tool of the agent, or twice in the catalog
+		}
+		g := SourceOf(t)
+		if g == "builtin" {
+			g = CatalogGroup
+		}
+		v.byName[spec.Name] = -1
+		v.entries = append(v.entries, entry{spec: spec, tool: t, group: g})
+	}
+	slices.SortFunc(v.entries, func(a, b entry) int { return strings.Compare(a.spec.Name, b.spec.Name) })
+	groups := map[string][]string{}
 	var names, docs []string
-	for i, e := range d.entries {
-		d.byName[e.spec.Name] = i
+	for i, e := range v.entries {
+		v.byName[e.spec.Name] = i
 		if e.group != "" {
+			groups[e.group] = append(groups[e.group], e.spec.Name) // sorted, as entries are
 			names = append(names, e.spec.Name)
 			docs = append(docs, e.spec.Name+" "+e.spec.Name+" "+e.spec.Description+" "+e.group)
 		}
-	}
-	for _, name := range slices.Sorted(func(yield func(string) bool) {
-		for g := range groups {
-			if !yield(g) {
-				return
-			}
+		if d.strategy == All || e.group == "" {
+			v.first = append(v.first, e.spec)
 		}
-	}) {
-		members := groups[name]
-		slices.Sort(members)
-		d.groups = append(d.groups, group{name: name, tools: members})
 	}
-	d.index = NewBM25(names, docs)
-	return d, nil
+	for _, name := range slices.Sorted(maps.Keys(groups)) {
+		v.groups = append(v.groups, group{name: name, tools: groups[name]})
+	}
+	v.index = NewBM25(names, docs)
+	v.section = d.section(v)
+	return v
 }
 
 // Strategy returns the strategy.
 func (d *Disclosure) Strategy() Strategy { return d.strategy }
 
 // Tools returns the agent's tools and the strategy's own (load_tools; search_tools
-// and call_tool), for the agent's registry: every one of them may be called.
+// and call_tool), for the agent's registry: every one of them may be called. The
+// catalog's tools are not among them: its own performer calls them.
 func (d *Disclosure) Tools() []tools.Tool {
-	out := make([]tools.Tool, 0, len(d.entries))
-	for _, e := range d.entries {
+	out := make([]tools.Tool, 0, len(d.static))
+	for _, e := range d.static {
 		out = append(out, e.tool)
 	}
 	return out
 }
 
-// Groups returns the groups' names, sorted.
-func (d *Disclosure) Groups() []string {
-	out := make([]string, len(d.groups))
-	for i, g := range d.groups {
+// Groups returns the groups' names now, sorted.
+func (d *Disclosure) Groups() []string { return d.current().groupNames() }
+
+func (v *view) groupNames() []string {
+	out := make([]string, len(v.groups))
+	for i, g := range v.groups {
 		out[i] = g.name
 	}
 	return out
 }
 
-// PromptSection is what the strategy adds to the system prompt: one line per group
+// PromptSection is what the strategy adds to the system prompt now (Disclose).
+func (d *Disclosure) PromptSection() string { return d.current().section }
+
+// section is what the strategy adds to the system prompt: one line per group
 // (Catalog), a note on search_tools (Search), nothing (All, or no groups).
-func (d *Disclosure) PromptSection() string {
-	if d.strategy == All || len(d.groups) == 0 {
+func (d *Disclosure) section(v *view) string {
+	if d.strategy == All || len(v.groups) == 0 {
 		return ""
 	}
 	var b strings.Builder
 	switch d.strategy {
 	case Catalog:
 		b.WriteString("## Tool groups\n\nMore tools are available in groups. To use one, call load_tools with its group's name: its tools join your tool list for the rest of the session.\n\n")
-		for _, g := range d.groups {
+		for _, g := range v.groups {
 			fmt.Fprintf(&b, "- %s (%d tools): %s\n", g.name, len(g.tools), strings.Join(g.tools, ", "))
 		}
 	case Search:
 		n := 0
-		for _, g := range d.groups {
+		for _, g := range v.groups {
 			n += len(g.tools)
 		}
 		fmt.Fprintf(&b, "## More tools\n\n%d more tools are available (from %s). Call search_tools with a description of what you need: the best matches join your tool list for the rest of the session. call_tool calls any of them by name.\n",
-			n, strings.Join(d.Groups(), ", "))
+			n, strings.Join(v.groupNames(), ", "))
 	}
 	return b.String()
 }
 
-// loadResult is the JSON answer of load_tools and search_tools; Offer reads Loaded.
+// loadResult is the JSON answer of load_tools and search_tools; Disclose reads Loaded.
 type loadResult struct {
 	Group  string   `json:"group,omitempty"`
 	Query  string   `json:"query,omitempty"`
@@ -193,10 +286,18 @@ type loadResult struct {
 	Note   string   `json:"note"`
 }
 
-// Offer implements actors.ToolDisclosure: the always-loaded tools, the strategy's
-// own, and the tools the session's loads name, sorted by name. Names that are not in
-// the catalog (any more) are passed over.
-func (d *Disclosure) Offer(loads []actors.ToolLoad) []messages.ToolSpec {
+// Disclose implements actors.ToolDisclosure: the specs a request offers — the
+// always-loaded tools, the strategy's own, and the tools the session's loads name,
+// sorted by name — and the section the system prompt gains, given the session's
+// recorded loads and the catalog's tools now. It is a pure function of the two: the
+// same loads and catalog give the same bytes, so the tool section of a prompt stays
+// byte-identical from step to step until something is loaded or the catalog
+// changes. Loaded names that are not (any more) among the tools are passed over.
+func (d *Disclosure) Disclose(loads []actors.ToolLoad, catalog []tools.Tool) ([]messages.ToolSpec, string) {
+	v := d.viewOf(catalog)
+	if len(loads) == 0 || d.strategy == All {
+		return v.first, v.section
+	}
 	loaded := map[string]bool{}
 	for _, l := range loads {
 		var r loadResult
@@ -207,18 +308,25 @@ func (d *Disclosure) Offer(loads []actors.ToolLoad) []messages.ToolSpec {
 			loaded[n] = true
 		}
 	}
-	out := make([]messages.ToolSpec, 0, len(d.entries))
-	for _, e := range d.entries {
-		if d.strategy == All || e.group == "" || loaded[e.spec.Name] {
+	out := make([]messages.ToolSpec, 0, len(v.first)+len(loaded))
+	for _, e := range v.entries {
+		if e.group == "" || loaded[e.spec.Name] {
 			out = append(out, e.spec)
 		}
 	}
-	return out
+	return out, v.section
+}
+
+// Offer returns the specs a request offers given loads, over the catalog as it is
+// now (Disclose).
+func (d *Disclosure) Offer(loads []actors.ToolLoad) []messages.ToolSpec {
+	specs, _ := d.Disclose(loads, actors.CatalogTools(d.catalog))
+	return specs
 }
 
 // Search ranks the catalog's grouped tools for query, best first (at most k).
 func (d *Disclosure) Search(query string, k int) []Hit {
-	return d.index.Search(query, k)
+	return d.current().index.Search(query, k)
 }
 
 // loadTools is load_tools (Catalog).
@@ -247,11 +355,12 @@ func (t loadTools) Call(ctx context.Context, c tools.Call) (string, error) {
 	if err := decode(actors.ToolLoadTools, c.Arguments, `{"group": "mcp:github"}`, &a); err != nil {
 		return "", err
 	}
-	i := slices.IndexFunc(t.d.groups, func(g group) bool { return g.name == a.Group })
+	v := t.d.current()
+	i := slices.IndexFunc(v.groups, func(g group) bool { return g.name == a.Group })
 	if i < 0 {
-		return "", &tools.ArgumentError{Tool: actors.ToolLoadTools, Reason: fmt.Sprintf("no group is named %q; the groups are %s", a.Group, strings.Join(t.d.Groups(), ", "))}
+		return "", &tools.ArgumentError{Tool: actors.ToolLoadTools, Reason: fmt.Sprintf("no group is named %q; the groups are %s", a.Group, strings.Join(v.groupNames(), ", "))}
 	}
-	return result(loadResult{Group: a.Group, Loaded: t.d.groups[i].tools, Note: "these tools are in your tool list now"})
+	return result(loadResult{Group: a.Group, Loaded: v.groups[i].tools, Note: "these tools are in your tool list now"})
 }
 
 func (searchTools) Spec() messages.ToolSpec {
@@ -306,7 +415,8 @@ func (t callTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	if err := decode(ToolCallTool, c.Arguments, `{"name": "github_create_issue", "arguments": {"title": "..."}}`, &a); err != nil {
 		return "", err
 	}
-	i, ok := t.d.byName[a.Name]
+	v := t.d.current()
+	i, ok := v.byName[a.Name]
 	if !ok || slices.ContainsFunc(t.d.meta, func(m tools.Tool) bool { return m.Spec().Name == a.Name }) {
 		return "", &tools.ArgumentError{Tool: ToolCallTool, Reason: fmt.Sprintf("%q is not a tool of this agent; find one with search_tools", a.Name)}
 	}
@@ -320,7 +430,7 @@ func (t callTool) Call(ctx context.Context, c tools.Call) (string, error) {
 			args = s
 		}
 	}
-	return t.d.entries[i].tool.Call(ctx, tools.Call{Key: c.Key, Arguments: args})
+	return v.entries[i].tool.Call(ctx, tools.Call{Key: c.Key, Arguments: args})
 }
 
 func result(r loadResult) (string, error) {
