@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -83,4 +84,81 @@ func TestLoadedToolsAreFoldedFromRecordedResults(t *testing.T) {
 	if strings.Join(mr.Tools, ",") != "calculator,load_tools,x_a" {
 		t.Errorf("ModelRequested.Tools = %v", mr.Tools)
 	}
+}
+
+// With a catalog, the disclosure picks among the catalog's tools as they are at each
+// request: the prompt's section names the catalog's servers, a tool the session
+// loaded from it is offered and called like any other, and the tool section is the
+// same bytes from one request to the next until the catalog changes.
+func TestDisclosureFollowsTheCatalog(t *testing.T) {
+	cat := &catalog{}
+	cat.set()
+	d, err := disclosure.New(disclosure.Search, []tools.Tool{tools.Calculator{}}, disclosure.WithCatalog(cat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := actors.Agent{Model: "m", SystemPrompt: "Be brief.", Disclosure: d, Catalog: cat}
+	for _, tl := range d.Tools() {
+		agent.Tools = append(agent.Tools, tl.Spec())
+	}
+	st := actors.NewSessionState("s")
+	seq := uint64(0)
+	apply := func(p messages.Payload) {
+		t.Helper()
+		seq++
+		if err := st.Apply(env(t, p, "s", seq, "task-1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(&messages.TaskSubmitted{Input: "go"})
+	req := st.Request(agent)
+	if got := strings.Join(toolNames(req.Tools), ","); got != "calculator,call_tool,search_tools" || req.Messages[0].Content != "Be brief." {
+		t.Fatalf("before the server joined: %s %q", got, req.Messages[0].Content)
+	}
+
+	cat.set(groupTool{"wx__forecast", "mcp:wx"}, groupTool{"wx__alerts", "mcp:wx"})
+	first, _ := json.Marshal(st.Request(agent))
+	if again, _ := json.Marshal(st.Request(agent)); string(again) != string(first) {
+		t.Fatalf("two requests over one catalog differ:\n%s\n%s", first, again)
+	}
+	req = st.Request(agent)
+	if !strings.HasPrefix(req.Messages[0].Content, "Be brief.\n\n## More tools\n\n2 more tools are available (from mcp:wx)") {
+		t.Errorf("system prompt = %q", req.Messages[0].Content)
+	}
+	// The model searches, the search's answer is recorded, and the tool it loaded
+	// is offered, and called directly, like the agent's own.
+	mr := st.Decide(agent, seq+1, 0).Payload.(*messages.ModelRequested)
+	apply(mr)
+	apply(&messages.ModelResponded{Key: mr.Key, Message: messages.ChatMessage{Role: messages.RoleAssistant,
+		ToolCalls: []messages.ToolCall{{ID: "c1", Name: actors.ToolSearchTools, Arguments: `{"query":"forecast"}`}}}})
+	call := st.Decide(agent, seq+1, 0).Payload.(*messages.ToolCallRequested)
+	apply(call)
+	apply(&messages.ToolCallCompleted{Key: call.Key, CallID: call.CallID, Tool: call.Tool, Result: `{"loaded":["wx__forecast"]}`})
+	if got := strings.Join(toolNames(st.Request(agent).Tools), ","); got != "calculator,call_tool,search_tools,wx__forecast" {
+		t.Errorf("after the search: %s", got)
+	}
+	mr = st.Decide(agent, seq+1, 0).Payload.(*messages.ModelRequested)
+	if strings.Join(mr.Tools, ",") != "calculator,call_tool,search_tools,wx__forecast" {
+		t.Errorf("ModelRequested.Tools = %v", mr.Tools)
+	}
+	apply(mr)
+	apply(&messages.ModelResponded{Key: mr.Key, Message: messages.ChatMessage{Role: messages.RoleAssistant,
+		ToolCalls: []messages.ToolCall{{ID: "c2", Name: "wx__forecast", Arguments: `{}`}}}})
+	if _, ok := st.Decide(agent, seq+1, 0).Payload.(*messages.ToolCallRequested); !ok {
+		t.Fatal("the loaded catalog tool was not requested")
+	}
+
+	// The server leaves: its tool is no longer offered, though the load stays recorded.
+	cat.set()
+	if got := strings.Join(toolNames(st.Request(agent).Tools), ","); got != "calculator,call_tool,search_tools" {
+		t.Errorf("after the server left: %s", got)
+	}
+}
+
+func toolNames(specs []messages.ToolSpec) []string {
+	var n []string
+	for _, s := range specs {
+		n = append(n, s.Name)
+	}
+	return n
 }

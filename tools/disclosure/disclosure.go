@@ -61,6 +61,9 @@ type entry struct {
 	spec  messages.ToolSpec
 	tool  tools.Tool
 	group string // "" for an always-loaded tool
+	// fromCatalog: the tool is the catalog's, looked up again at each call, as the
+	// catalog may hold another tool of that name by then.
+	fromCatalog bool
 }
 
 // group is the tools of one source.
@@ -202,7 +205,7 @@ func (d *Disclosure) build(cat []tools.Tool, specs []messages.ToolSpec) *view {
 			g = CatalogGroup
 		}
 		v.byName[spec.Name] = -1
-		v.entries = append(v.entries, entry{spec: spec, tool: t, group: g})
+		v.entries = append(v.entries, entry{spec: spec, tool: t, group: g, fromCatalog: true})
 	}
 	slices.SortFunc(v.entries, func(a, b entry) int { return strings.Compare(a.spec.Name, b.spec.Name) })
 	groups := map[string][]string{}
@@ -430,7 +433,13 @@ func (t callTool) Call(ctx context.Context, c tools.Call) (string, error) {
 			args = s
 		}
 	}
-	return v.entries[i].tool.Call(ctx, tools.Call{Key: c.Key, Arguments: args})
+	tl := v.entries[i].tool
+	if v.entries[i].fromCatalog {
+		if tl, ok = t.d.catalog.Tool(a.Name); !ok {
+			return "", fmt.Errorf("%w: %q (it left the catalog)", actors.ErrNoSuchTool, a.Name)
+		}
+	}
+	return tl.Call(ctx, tools.Call{Key: c.Key, Arguments: args})
 }
 
 func result(r loadResult) (string, error) {
