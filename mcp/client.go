@@ -176,7 +176,7 @@ const (
 // ServerStatus is what Status reports of one server.
 type ServerStatus struct {
 	Name string `json:"name"`
-	// Transport is "stdio" or "http".
+	// Transport is "stdio", "http" or "in-process" (ServerConfig.Transport).
 	Transport string `json:"transport"`
 	// State is StateConnecting, StateConnected or StateDown, since Since.
 	State string    `json:"state"`
@@ -274,6 +274,8 @@ func (s *server) status() ServerStatus {
 		Tools: make([]string, len(s.tools)), Skipped: slices.Clone(s.skipped)}
 	if s.cfg.Stdio() {
 		st.Transport = "stdio"
+	} else if s.cfg.Transport != nil {
+		st.Transport = "in-process"
 	}
 	if s.err != nil && s.state != StateConnected {
 		st.Error = s.err.Error()
@@ -498,6 +500,9 @@ func (s *server) alive(ctx context.Context, cs *sdk.ClientSession) bool {
 
 // transport is the server's transport, new for each connection.
 func (s *server) transport() sdk.Transport {
+	if s.cfg.Transport != nil {
+		return s.cfg.Transport()
+	}
 	if s.cfg.Stdio() {
 		cmd := exec.Command(s.cfg.Command, s.cfg.Args...)
 		cmd.Dir = s.cfg.Dir

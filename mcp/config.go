@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
 // ServerConfig declares one MCP server: a command the node starts and talks to over
@@ -35,6 +37,12 @@ type ServerConfig struct {
 	// reach its resources and prompts.
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
+	// Transport, instead of Command or URL, reaches a server in the same process
+	// (one embedding Troupe, a test, a benchmark): it is called for each connection
+	// and returns a new client transport, such as one end of the go-sdk's
+	// NewInMemoryTransports whose other end a server is serving. It has no JSON
+	// form.
+	Transport func() sdk.Transport `json:"-"`
 }
 
 // Stdio reports whether the server is started as a command (else it is a URL).
@@ -64,6 +72,9 @@ func (s ServerConfig) Validate(name string) error {
 		errs = append(errs, fmt.Errorf("mcp_servers: the server name %q is not usable: want %s", name, ServerNameRule))
 	}
 	switch {
+	case s.Transport != nil && (s.Command != "" || s.URL != ""):
+		bad("", `has an in-process transport and a "command" or "url": give one`)
+	case s.Transport != nil:
 	case s.Command == "" && s.URL == "":
 		bad("", `has neither "command" (a stdio server) nor "url" (a Streamable HTTP server): give one`)
 	case s.Command != "" && s.URL != "":
