@@ -4,14 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
+	"time"
 
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
 
-// genTool is a generated tool: an MCP server's or a skill's, with a realistic
-// schema. It answers "ok".
+// genTool is a generated skill's tool, with a realistic schema. It answers "ok".
 type genTool struct {
 	spec   messages.ToolSpec
 	source string
@@ -33,7 +37,7 @@ type server struct {
 	nouns       []string
 }
 
-// servers are the generated MCP-like servers: 7 servers, 5 nouns, 5 verbs each.
+// servers are the generated MCP servers: 7 servers, 5 nouns, 5 verbs each.
 var servers = []server{
 	{"github", "GitHub", []string{"issue", "pull request", "repository", "branch", "release"}},
 	{"calendar", "the calendar", []string{"event", "calendar", "attendee", "reminder", "room booking"}},
@@ -111,34 +115,79 @@ func plural(noun string) string {
 	return noun + "s"
 }
 
-// generate returns 200 tools (175 of 7 servers, 25 of 5 skills) and the scripted
-// tasks: one for every fourth server tool and every other skill tool, 57 in all.
-func generate() ([]tools.Tool, []task) {
-	var ts []tools.Tool
-	var tasks []task
+// generated is what the benchmark generates: 200 tools, 175 of them the tools of 7
+// MCP servers (25 each) and 25 the tools of 5 skills (5 each), and the scripted tasks.
+type generated struct {
+	servers map[string]*sdk.Server // by name, each in this process
+	skills  []tools.Tool
+	tasks   []task
+	count   int // tools in all
+}
+
+// generate returns the servers, the skills' tools and the scripted tasks: one for
+// every fourth server tool and every other skill tool, 57 in all. A server's tool
+// "create_issue" of the server "github" is "github__create_issue" in the node's
+// catalog (package mcp).
+func generate() generated {
+	g := generated{servers: map[string]*sdk.Server{}}
 	i := 0
 	for _, s := range servers {
+		srv := sdk.NewServer(&sdk.Implementation{Name: s.name, Version: "1"}, nil)
 		for _, noun := range s.nouns {
 			for _, v := range verbs {
-				name := s.name + "_" + v.name + "_" + strings.ReplaceAll(noun, " ", "_")
-				src := "mcp:" + s.name
-				ts = append(ts, genTool{source: src, spec: messages.ToolSpec{Name: name,
-					Description: fmt.Sprintf(v.description, noun, s.title, plural(noun)),
-					Parameters:  json.RawMessage(fmt.Sprintf(v.params, noun))}})
+				name := v.name + "_" + strings.ReplaceAll(noun, " ", "_")
+				srv.AddTool(&sdk.Tool{Name: name, Description: fmt.Sprintf(v.description, noun, s.title, plural(noun)),
+					InputSchema: json.RawMessage(fmt.Sprintf(v.params, noun))}, answerOK)
 				if i%4 == 0 {
-					tasks = append(tasks, task{text: fmt.Sprintf(v.paraphrase, noun, s.title, plural(noun)), tool: name, group: src})
+					t := task{text: fmt.Sprintf(v.paraphrase, noun, s.title, plural(noun)), tool: s.name + mcp.Separator + name, group: "mcp:" + s.name}
+					g.tasks = append(g.tasks, t)
 				}
 				i++
+				g.count++
 			}
 		}
+		g.servers[s.name] = srv
 	}
 	for j, k := range skillTools {
 		src := "skill:" + k.skill
-		ts = append(ts, genTool{source: src, spec: messages.ToolSpec{Name: k.name, Description: k.description,
+		g.skills = append(g.skills, genTool{source: src, spec: messages.ToolSpec{Name: k.name, Description: k.description,
 			Parameters: json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"Path of the input file"},"output":{"type":"string","description":"Path of the output file"},"options":{"type":"object","description":"Options of the operation"}},"required":["input"]}`)}})
 		if j%2 == 0 {
-			tasks = append(tasks, task{text: k.paraphrase, tool: k.name, group: src})
+			g.tasks = append(g.tasks, task{text: k.paraphrase, tool: k.name, group: src})
+		}
+		g.count++
+	}
+	return g
+}
+
+// answerOK is every server tool's handler.
+func answerOK(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "ok"}}}, nil
+}
+
+// connect returns a client of the generated servers (each over in-memory transports),
+// running until ctx ends, with every server connected and its tools listed.
+func (g generated) connect(ctx context.Context) (*mcp.Client, error) {
+	cfg := mcp.ClientConfig{Servers: map[string]mcp.ServerConfig{}, Logger: slog.New(slog.DiscardHandler)}
+	for name, srv := range g.servers {
+		cfg.Servers[name] = mcp.ServerConfig{Transport: mcp.InProcess(srv)}
+	}
+	c, err := mcp.NewClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	go c.Run(ctx)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.WaitReady(wctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	for _, st := range c.Status() {
+		if st.State != mcp.StateConnected || len(st.Tools) != 25 {
+			c.Close()
+			return nil, fmt.Errorf("mcp server %s: %s, %d tools (%s)", st.Name, st.State, len(st.Tools), st.Error)
 		}
 	}
-	return ts, tasks
+	return c, nil
 }

@@ -2,16 +2,19 @@
 // each model request carries under the strategies all, catalog and search, on the
 // same scripted tasks, run through a real embedded node.
 //
-// It generates 200 tools — 7 MCP-like servers of 25 tools (source mcp:<server>) and
-// 5 skills of 5 tools (source skill:<name>) — and 57 tasks, each a sentence that
-// paraphrases the description of the tool it needs. For each strategy it starts a
-// node with those tools and a scripted model that plays the agent: under all it calls
-// the tool at once; under catalog it loads the tool's group with load_tools, then
-// calls the tool; under search it calls search_tools with the task's text, then calls
-// the tool if the search put it in the tool list (found) and gives up otherwise.
-// Tokens are counted with cl100k_base (llm/gateway's tiktoken, offline): "schemas" is
-// the JSON of the request's tools, "prompt" the section the strategy adds to the
-// system prompt (the catalog's group lines, the search note).
+// It generates 200 tools — 7 MCP servers of 25 tools (go-sdk servers in this process,
+// joined to the node's tool catalog through package mcp over in-memory transports;
+// their tools' source is mcp:<server>) and 5 skills of 5 tools (source skill:<name>)
+// — and 57 tasks, each a sentence that paraphrases the description of the tool it
+// needs. For each strategy it starts a node with those tools and a scripted model
+// that plays the agent: under all it calls the tool at once; under catalog it loads
+// the tool's group with load_tools, then calls the tool; under search it calls
+// search_tools with the task's text, then calls the tool if the search put it in the
+// tool list (found) and gives up otherwise; "called" counts the tasks whose tool
+// answered (through its MCP server, for a server's tool). Tokens are counted with
+// cl100k_base (llm/gateway's tiktoken, offline): "schemas" is the JSON of the
+// request's tools, "prompt" the section the strategy adds to the system prompt (the
+// catalog's group lines, the search note).
 //
 //	go run ./bench/disclosure [-limit 5]
 package main
@@ -51,6 +54,7 @@ func main() {
 type result struct {
 	strategy                 disclosure.Strategy
 	tasks, requests, found   int
+	called                   int // tasks whose tool answered (through its MCP server, or the skill)
 	schemaTokens, promptToks int // summed over requests
 	firstSchema, maxSchema   int
 }
@@ -65,7 +69,15 @@ func measure(limit int) ([]result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ts, tasks := generate()
+	g := generate()
+	tasks := g.tasks
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client, err := g.connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer client.Close()
 	var out []result
 	for _, s := range []disclosure.Strategy{disclosure.All, disclosure.Catalog, disclosure.Search} {
 		m := &agentModel{strategy: s, limit: limit, tk: tk, tasks: map[string]task{}, res: result{strategy: s, tasks: len(tasks), firstSchema: -1}}
@@ -76,7 +88,7 @@ func measure(limit int) ([]result, error) {
 		if err != nil {
 			return nil, err
 		}
-		err = runAll(node.Config{DataDir: dir, Model: m, Tools: ts, Disclosure: s, MaxSteps: 5,
+		err = runAll(node.Config{DataDir: dir, Model: m, Tools: g.skills, ToolCatalog: client, Disclosure: s, MaxSteps: 5,
 			Logger: slog.New(slog.DiscardHandler)}, tasks)
 		os.RemoveAll(dir)
 		if err != nil {
@@ -209,16 +221,21 @@ func (m *agentModel) Generate(_ context.Context, req llm.Request) (llm.Response,
 	case tools == 1 && m.strategy != disclosure.All:
 		return useTool()
 	}
+	if last := req.Messages[len(req.Messages)-1]; last.Role == messages.RoleTool && last.Content == "ok" {
+		m.mu.Lock()
+		m.res.called++
+		m.mu.Unlock()
+	}
 	return answer("done")
 }
 
 func printTable(w io.Writer, results []result) {
 	base := results[0].perRequest()
-	fmt.Fprintf(w, "%d tools (7 MCP-like servers x 25, 5 skills x 5), %d scripted tasks, tokens: cl100k_base\n\n", 200, results[0].tasks)
-	fmt.Fprintf(w, "%-8s %8s %14s %14s %12s %12s %14s %8s %8s\n", "strategy", "requests", "schemas/req", "first request", "max request", "prompt/req", "total/req", "vs all", "found")
+	fmt.Fprintf(w, "%d tools (7 in-process MCP servers x 25, 5 skills x 5), %d scripted tasks, tokens: cl100k_base\n\n", 200, results[0].tasks)
+	fmt.Fprintf(w, "%-8s %8s %14s %14s %12s %12s %14s %8s %8s %8s\n", "strategy", "requests", "schemas/req", "first request", "max request", "prompt/req", "total/req", "vs all", "found", "called")
 	for _, r := range results {
-		fmt.Fprintf(w, "%-8s %8d %14.0f %14d %12d %12.0f %14.0f %7.1f%% %5d/%d\n", r.strategy, r.requests,
+		fmt.Fprintf(w, "%-8s %8d %14.0f %14d %12d %12.0f %14.0f %7.1f%% %5d/%d %5d/%d\n", r.strategy, r.requests,
 			float64(r.schemaTokens)/float64(r.requests), r.firstSchema, r.maxSchema,
-			float64(r.promptToks)/float64(r.requests), r.perRequest(), 100*r.perRequest()/base, r.found, r.tasks)
+			float64(r.promptToks)/float64(r.requests), r.perRequest(), 100*r.perRequest()/base, r.found, r.tasks, r.called, r.tasks)
 	}
 }

@@ -25,22 +25,18 @@ func TestSearchMeetsTheTargets(t *testing.T) {
 	if all.found != all.tasks || catalog.found != catalog.tasks {
 		t.Errorf("all found %d, catalog %d of %d tasks' tools", all.found, catalog.found, all.tasks)
 	}
+	for _, r := range results {
+		if r.called != r.found {
+			t.Errorf("%s: %d tools found, %d answered", r.strategy, r.found, r.called)
+		}
+	}
 	if ratio := search.perRequest() / all.perRequest(); ratio > 0.10 {
 		t.Errorf("search takes %.1f%% of all's tokens per request, want at most 10%%", 100*ratio)
 	}
 	if search.found*100 < 95*search.tasks {
 		t.Errorf("search found %d of %d tasks' tools, want at least 95%%", search.found, search.tasks)
 	}
-	if len(generatedNames()) != 200 {
-		t.Errorf("%d tools generated, want 200", len(generatedNames()))
+	if g := generate(); g.count != 200 || len(g.servers) != 7 {
+		t.Errorf("%d tools over %d servers generated, want 200 over 7", g.count, len(g.servers))
 	}
-}
-
-func generatedNames() map[string]bool {
-	ts, _ := generate()
-	names := map[string]bool{}
-	for _, tl := range ts {
-		names[tl.Spec().Name] = true
-	}
-	return names
 }
