@@ -1,0 +1,70 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// BenchmarkToolCall measures the cost of the effect path around a tool, in one run:
+// the calculator called directly in Go ("direct"); the same call as an effect
+// through actors.LocalEffects, the performer every session's tool calls go through
+// (idempotency key, flight table, timeout, concurrency bound, panic recovery and the
+// reply callback; "effects"); and through the node's API (Node.CallTool, which adds
+// the lookup of the tool among the agent's; "node-api"). Compare the three with
+// benchstat; the ratio is the price of the effect path for the cheapest tool.
+func BenchmarkToolCall(b *testing.B) {
+	const args = `{"expression":"12 * (7 + 5)"}`
+	ctx := context.Background()
+	check := func(b *testing.B, out string, err error) {
+		if err != nil || out != "144" {
+			b.Fatalf("calculator = %q, %v", out, err)
+		}
+	}
+	b.Run("direct", func(b *testing.B) {
+		calc := tools.Calculator{}
+		b.ReportAllocs()
+		for b.Loop() {
+			out, err := calc.Call(ctx, tools.Call{Key: "bench/1", Arguments: args})
+			check(b, out, err)
+		}
+	})
+	b.Run("effects", func(b *testing.B) {
+		reg, err := tools.NewRegistry(tools.Calculator{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: reg})
+		b.Cleanup(func() { e.Close() })
+		replied := make(chan messages.EffectReply, 1)
+		b.ReportAllocs()
+		i := uint64(0)
+		for b.Loop() {
+			i++
+			k := messages.EffectKey{SessionID: "bench", Seq: i}
+			e.Perform(messages.EffectRequest{V: 1, SessionID: k.SessionID, Key: k,
+				Tool: &messages.ToolCallRequested{Key: k.String(), CallID: "c", Tool: "calculator", Arguments: args}},
+				func(rep messages.EffectReply) { replied <- rep })
+			rep := <-replied
+			var err error
+			if rep.Error != "" {
+				err = fmt.Errorf("%s", rep.Error)
+			}
+			check(b, rep.Output, err)
+		}
+	})
+	b.Run("node-api", func(b *testing.B) {
+		n := nodetest.Start(b, node.Config{Model: benchScript(b)})
+		b.ReportAllocs()
+		for b.Loop() {
+			out, err := n.CallTool(ctx, "", "calculator", args)
+			check(b, out, err)
+		}
+	})
+}
