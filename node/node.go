@@ -72,8 +72,13 @@ type Config struct {
 	Skills *skills.Set
 	// Disclosure is how the agent's tools reach the model (package disclosure): all
 	// their schemas in every request (disclosure.All, the default), a catalog of
-	// groups loaded on demand, or a search.
+	// groups loaded on demand, or a search. Catalog and search cover ToolCatalog's
+	// tools too, as they are at each request: an MCP server's tools are one group
+	// ("mcp:<server>").
 	Disclosure disclosure.Strategy
+	// ToolEmbedder, when set, ranks the matches of search_tools (disclosure.Search)
+	// by embedding similarity instead of BM25 (disclosure.WithEmbedder).
+	ToolEmbedder llm.Embedder
 	// MaxSteps bounds the model calls of a task (default 10).
 	MaxSteps int
 	// MaxParallelTools bounds one session's tool calls in flight (default 4).
@@ -283,7 +288,7 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 	if err != nil {
 		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
 	}
-	d, err := disclosure.New(strategy, append(slices.Clone(c.Tools), c.Skills.Tools()...), disclosure.WithCatalog(c.ToolCatalog))
+	d, err := disclosure.New(strategy, append(slices.Clone(c.Tools), c.Skills.Tools()...), disclosure.WithCatalog(c.ToolCatalog), disclosure.WithEmbedder(c.ToolEmbedder))
 	if err != nil {
 		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
 	}

@@ -41,8 +41,9 @@ import (
 
 func main() {
 	limit := flag.Int("limit", disclosure.DefaultSearchResults, "tools search_tools loads per search")
+	hashing := flag.Bool("hashing", false, "also run search ranked by the offline hashing embedder (llm.HashingEmbedder) instead of BM25")
 	flag.Parse()
-	results, err := measure(*limit)
+	results, err := measure(*limit, *hashing)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "disclosure:", err)
 		os.Exit(1)
@@ -53,6 +54,7 @@ func main() {
 // result is one strategy's measurements.
 type result struct {
 	strategy                 disclosure.Strategy
+	label                    string
 	tasks, requests, found   int
 	called                   int // tasks whose tool answered (through its MCP server, or the skill)
 	schemaTokens, promptToks int // summed over requests
@@ -63,8 +65,9 @@ func (r result) perRequest() float64 {
 	return float64(r.schemaTokens+r.promptToks) / float64(r.requests)
 }
 
-// measure runs every task under each strategy.
-func measure(limit int) ([]result, error) {
+// measure runs every task under each strategy, and under search with the hashing
+// embedder too when hashing is set.
+func measure(limit int, hashing bool) ([]result, error) {
 	tk, err := gateway.NewTiktoken("cl100k_base")
 	if err != nil {
 		return nil, err
@@ -78,9 +81,19 @@ func measure(limit int) ([]result, error) {
 		return nil, err
 	}
 	defer client.Close()
+	type run struct {
+		s     disclosure.Strategy
+		label string
+		emb   llm.Embedder
+	}
+	runs := []run{{disclosure.All, "all", nil}, {disclosure.Catalog, "catalog", nil}, {disclosure.Search, "search", nil}}
+	if hashing {
+		runs = append(runs, run{disclosure.Search, "search+hashing", llm.HashingEmbedder{}})
+	}
 	var out []result
-	for _, s := range []disclosure.Strategy{disclosure.All, disclosure.Catalog, disclosure.Search} {
-		m := &agentModel{strategy: s, limit: limit, tk: tk, tasks: map[string]task{}, res: result{strategy: s, tasks: len(tasks), firstSchema: -1}}
+	for _, r := range runs {
+		s := r.s
+		m := &agentModel{strategy: s, limit: limit, tk: tk, tasks: map[string]task{}, res: result{strategy: s, label: r.label, tasks: len(tasks), firstSchema: -1}}
 		for _, t := range tasks {
 			m.tasks[t.text] = t
 		}
@@ -88,11 +101,11 @@ func measure(limit int) ([]result, error) {
 		if err != nil {
 			return nil, err
 		}
-		err = runAll(node.Config{DataDir: dir, Model: m, Tools: g.skills, ToolCatalog: client, Disclosure: s, MaxSteps: 5,
+		err = runAll(node.Config{DataDir: dir, Model: m, Tools: g.skills, ToolCatalog: client, Disclosure: s, ToolEmbedder: r.emb, MaxSteps: 5,
 			Logger: slog.New(slog.DiscardHandler)}, tasks)
 		os.RemoveAll(dir)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", s, err)
+			return nil, fmt.Errorf("%s: %w", r.label, err)
 		}
 		out = append(out, m.res)
 	}
@@ -232,9 +245,9 @@ func (m *agentModel) Generate(_ context.Context, req llm.Request) (llm.Response,
 func printTable(w io.Writer, results []result) {
 	base := results[0].perRequest()
 	fmt.Fprintf(w, "%d tools (7 in-process MCP servers x 25, 5 skills x 5), %d scripted tasks, tokens: cl100k_base\n\n", 200, results[0].tasks)
-	fmt.Fprintf(w, "%-8s %8s %14s %14s %12s %12s %14s %8s %8s %8s\n", "strategy", "requests", "schemas/req", "first request", "max request", "prompt/req", "total/req", "vs all", "found", "called")
+	fmt.Fprintf(w, "%-14s %8s %14s %14s %12s %12s %14s %8s %8s %8s\n", "strategy", "requests", "schemas/req", "first request", "max request", "prompt/req", "total/req", "vs all", "found", "called")
 	for _, r := range results {
-		fmt.Fprintf(w, "%-8s %8d %14.0f %14d %12d %12.0f %14.0f %7.1f%% %5d/%d %5d/%d\n", r.strategy, r.requests,
+		fmt.Fprintf(w, "%-14s %8d %14.0f %14d %12d %12.0f %14.0f %7.1f%% %5d/%d %5d/%d\n", r.label, r.requests,
 			float64(r.schemaTokens)/float64(r.requests), r.firstSchema, r.maxSchema,
 			float64(r.promptToks)/float64(r.requests), r.perRequest(), 100*r.perRequest()/base, r.found, r.tasks, r.called, r.tasks)
 	}

@@ -14,7 +14,7 @@ func TestSearchMeetsTheTargets(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 171 tasks through three nodes")
 	}
-	results, err := measure(disclosure.DefaultSearchResults)
+	results, err := measure(disclosure.DefaultSearchResults, false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -80,6 +81,7 @@ type Disclosure struct {
 	static   []entry // the agent's tools and the strategy's, sorted by name
 	meta     []tools.Tool
 	catalog  actors.ToolCatalog
+	embedder llm.Embedder // ranks search_tools' matches when set (WithEmbedder)
 	// view is the disclosure over the catalog as it was last seen: it is made anew
 	// only when the catalog changes.
 	view atomic.Pointer[view]
@@ -92,8 +94,11 @@ type view struct {
 	catalog []messages.ToolSpec // the catalog's specs it was made from, in order
 	entries []entry             // sorted by name
 	byName  map[string]int
-	groups  []group // sorted by name
-	index   *BM25   // the tools of groups (Search)
+	groups  []group  // sorted by name
+	index   *BM25    // the tools of groups (Search)
+	names   []string // the tools of groups, as index has them
+	docs    []string // their indexed text
+	vectors vectors  // their embeddings, with an embedder (WithEmbedder)
 	section string
 	first   []messages.ToolSpec // what a request offers before any load
 }
@@ -224,7 +229,7 @@ func (d *Disclosure) build(cat []tools.Tool, specs []messages.ToolSpec) *view {
 	for _, name := range slices.Sorted(maps.Keys(groups)) {
 		v.groups = append(v.groups, group{name: name, tools: groups[name]})
 	}
-	v.index = NewBM25(names, docs)
+	v.names, v.docs, v.index = names, docs, NewBM25(names, docs)
 	v.section = d.section(v)
 	return v
 }
@@ -327,9 +332,20 @@ func (d *Disclosure) Offer(loads []actors.ToolLoad) []messages.ToolSpec {
 	return specs
 }
 
-// Search ranks the catalog's grouped tools for query, best first (at most k).
-func (d *Disclosure) Search(query string, k int) []Hit {
-	return d.current().index.Search(query, k)
+// Search ranks the grouped tools (the catalog's among them) for query, best first (at
+// most k): by their embeddings' similarity to the query's with an embedder
+// (WithEmbedder), by BM25 otherwise. It reports the ranking used: "bm25",
+// "embedding", or "bm25" with the embedder's error when it failed.
+func (d *Disclosure) Search(ctx context.Context, query string, k int) (hits []Hit, ranking string) {
+	v := d.current()
+	if d.embedder != nil {
+		hits, err := v.searchEmbedded(ctx, d.embedder, query, k)
+		if err == nil {
+			return hits, "embedding"
+		}
+		return v.index.Search(query, k), "bm25 (the embedder failed: " + err.Error() + ")"
+	}
+	return v.index.Search(query, k), "bm25"
 }
 
 // loadTools is load_tools (Catalog).
@@ -391,11 +407,15 @@ func (t searchTools) Call(ctx context.Context, c tools.Call) (string, error) {
 		return "", &tools.ArgumentError{Tool: actors.ToolSearchTools, Reason: fmt.Sprintf(`"limit" is %d: want 1 to 20`, a.Limit)}
 	}
 	r := loadResult{Query: a.Query, Loaded: []string{}, Note: "no tool matches; try other words"}
-	for _, h := range t.d.Search(a.Query, a.Limit) {
+	hits, ranking := t.d.Search(ctx, a.Query, a.Limit)
+	for _, h := range hits {
 		r.Loaded = append(r.Loaded, h.Name)
 	}
 	if len(r.Loaded) > 0 {
 		r.Note = "best match first; these tools are in your tool list now (call_tool calls them too)"
+	}
+	if ranking != "bm25" && ranking != "embedding" {
+		r.Note += "; ranked by " + ranking
 	}
 	return result(r)
 }
