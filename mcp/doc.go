@@ -5,7 +5,8 @@
 //
 // Client connects to the servers of the node's configuration ("mcp_servers":
 // ServerConfig, a command spoken to over stdio or a Streamable HTTP URL with
-// headers) and offers what they have as tools (tools.Tool, each with Source()
+// headers; or, in Go, a go-sdk server in the same process reached over in-memory
+// transports: ServerConfig.Transport, InProcess) and offers what they have as tools (tools.Tool, each with Source()
 // "mcp:<server>"):
 //
 //   - each tool of the server, named "<server>__<tool>" (characters a model API
@@ -35,9 +36,10 @@
 //
 // The node's tools.Registry is immutable and built at start; the servers' tools are
 // not, so Client is an actors.ToolCatalog that the node reads where it needs it: the
-// agent reads Specs at each model request (merged with the registry's tools, sorted
-// by name: the tool section stays byte-identical from step to step until a server's
-// tools change), and LocalEffects looks a tool up at each call. A server's tools
+// agent reads it at each model request (merged with the registry's tools, sorted by
+// name, or disclosed by group or search with the rest, package tools/disclosure: the
+// tool section stays byte-identical from step to step until a server's tools
+// change), and LocalEffects looks a tool up at each call. A server's tools
 // change when it connects and when it sends notifications/tools/list_changed (or the
 // resources' or prompts' list_changed): the client lists them again, rebuilds the
 // catalog, and closes the channel of Changed, which the MCP server below follows.
