@@ -176,12 +176,23 @@ func (d *Disclosure) current() *view {
 // catalog shares from one reading to the next while it does not change), or a new
 // one.
 func (d *Disclosure) viewOf(cat []tools.Tool) *view {
+	if v := d.view.Load(); v != nil && len(v.catalog) == len(cat) {
+		same := true
+		for i, t := range cat {
+			if t == nil || !sameSpec(v.catalog[i], t.Spec()) {
+				same = false
+				break
+			}
+		}
+		if same {
+			return v
+		}
+	}
 	specs := make([]messages.ToolSpec, len(cat))
 	for i, t := range cat {
-		specs[i] = t.Spec()
-	}
-	if v := d.view.Load(); v != nil && slices.EqualFunc(v.catalog, specs, sameSpec) {
-		return v
+		if t != nil {
+			specs[i] = t.Spec()
+		}
 	}
 	v := d.build(cat, specs)
 	d.view.Store(v)
