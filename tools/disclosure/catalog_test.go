@@ -201,3 +201,50 @@ func TestDiscloseIsPureInTheCatalog(t *testing.T) {
 		t.Errorf("no catalog still offers its tools:\n%s", got)
 	}
 }
+
+// Sessions disclose at once while the catalog changes: each gets the disclosure of
+// the catalog it handed over, whole.
+func TestDiscloseWhileTheCatalogChanges(t *testing.T) {
+	cat := &liveCatalog{}
+	d, err := disclosure.New(disclosure.Catalog, catalogTools(), disclosure.WithCatalog(cat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	loads := []actors.ToolLoad{{Tool: actors.ToolLoadTools, Result: `{"loaded":["weather__alerts","weather__forecast"]}`}}
+	with, without := weatherTools(), []tools.Tool(nil)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				cat := without
+				if (i+w)%2 == 0 {
+					cat = with
+				}
+				specs, section := d.Disclose(loads, cat)
+				want := "calculator,load_tools"
+				if len(cat) > 0 {
+					want += ",weather__alerts,weather__forecast"
+				}
+				if got := names(specs); got != want {
+					t.Errorf("catalog of %d tools: offered %s", len(cat), got)
+					return
+				}
+				if strings.Contains(section, "mcp:weather") != (len(cat) > 0) {
+					t.Errorf("catalog of %d tools: section %q", len(cat), section)
+					return
+				}
+			}
+		})
+	}
+	wg.Go(func() {
+		for i := range 100 {
+			if i%2 == 0 {
+				cat.set(with...)
+			} else {
+				cat.set()
+			}
+			_ = d.PromptSection()
+		}
+	})
+	wg.Wait()
+}
