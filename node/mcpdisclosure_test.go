@@ -105,3 +105,52 @@ func TestSearchDisclosesMCPTools(t *testing.T) {
 		t.Fatalf("verify: %v %v", div, err)
 	}
 }
+
+// Under catalog, an MCP server is a group: when it adds a tool while a session runs
+// (notifications/tools/list_changed), the next request's group line counts it, and
+// loading the group loads it; the requests before the change and after the load each
+// keep their prompt from step to step.
+func TestCatalogGroupFollowsAnMCPServer(t *testing.T) {
+	srv := weatherServer()
+	client := connect(t, "wx", srv)
+	rec := &requestLog{}
+	scripted := rec.model(t,
+		call("l1", "load_tools", `{"group":"mcp:wx"}`),
+		call("r1", "wx__radar", `{"city":"Bergen"}`),
+		llm.ScriptStep{Content: "rain"})
+	first := true
+	model := recordingModel{Model: scripted, fn: func(llm.Request) {
+		if !first {
+			return
+		}
+		first = false
+		// The server gains a tool after the first request was built.
+		changed := client.Changed()
+		sdk.AddTool(srv, &sdk.Tool{Name: "radar", Description: "Show the rain radar of a city"},
+			func(_ context.Context, _ *sdk.CallToolRequest, p struct {
+				City string `json:"city"`
+			}) (*sdk.CallToolResult, any, error) {
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "rain over " + p.City}}}, nil, nil
+			})
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Error("the catalog did not change within 10 s of the server's new tool")
+		}
+	}}
+	n := nodetest.Start(t, node.Config{Tools: []tools.Tool{tools.Calculator{}}, ToolCatalog: client, Disclosure: disclosure.Catalog, Model: model})
+	events := nodetest.Run(t, n, "mcp-catalog", "radar for Bergen?")
+	sections, names, system := rec.get()
+	if len(names) != 3 || names[0] != "calculator,load_tools" || names[1] != "calculator,load_tools,wx__alerts,wx__forecast,wx__radar" || names[2] != names[1] {
+		t.Fatalf("requests offered %v", names)
+	}
+	if !strings.Contains(system[0], "- mcp:wx (2 tools): wx__alerts, wx__forecast") || !strings.Contains(system[1], "- mcp:wx (3 tools): wx__alerts, wx__forecast, wx__radar") {
+		t.Errorf("system prompts:\n%s\n---\n%s", system[0], system[1])
+	}
+	if sections[2] != sections[1] || system[2] != system[1] {
+		t.Error("the prompt changed between the two requests after the load")
+	}
+	if r := toolResults(t, events)["r1"]; r.Error != "" || r.Result != "rain over Bergen" {
+		t.Errorf("wx__radar = %+v", r)
+	}
+}
