@@ -35,7 +35,7 @@ func weatherServer() *sdk.Server {
 }
 
 // connect returns an MCP client of srv, named name, connected and listed.
-func connect(t *testing.T, name string, srv *sdk.Server) *mcp.Client {
+func connect(t testing.TB, name string, srv *sdk.Server) *mcp.Client {
 	t.Helper()
 	c, err := mcp.NewClient(mcp.ClientConfig{Servers: map[string]mcp.ServerConfig{name: {Transport: mcp.InProcess(srv)}}})
 	if err != nil {

@@ -18,7 +18,10 @@ import (
 // (idempotency key, flight table, timeout, concurrency bound, panic recovery and the
 // reply callback; "effects"); and through the node's API (Node.CallTool, which adds
 // the lookup of the tool among the agent's; "node-api"). Compare the three with
-// benchstat; the ratio is the price of the effect path for the cheapest tool.
+// benchstat; the ratio is the price of the effect path for the cheapest tool. The
+// "mcp-" pair does the same for a tool of a go-sdk MCP server in the process
+// (in-memory transports): called on the catalog's tool directly, and through
+// LocalEffects.
 func BenchmarkToolCall(b *testing.B) {
 	const args = `{"expression":"12 * (7 + 5)"}`
 	ctx := context.Background()
@@ -57,6 +60,38 @@ func BenchmarkToolCall(b *testing.B) {
 				err = fmt.Errorf("%s", rep.Error)
 			}
 			check(b, rep.Output, err)
+		}
+	})
+	b.Run("mcp-direct", func(b *testing.B) {
+		client := connect(b, "wx", weatherServer())
+		tl, ok := client.Tool("wx__forecast")
+		if !ok {
+			b.Fatal("no wx__forecast")
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			out, err := tl.Call(ctx, tools.Call{Key: "bench/1", Arguments: `{"city":"Oslo"}`})
+			if err != nil || out != "sunny in Oslo" {
+				b.Fatalf("forecast = %q, %v", out, err)
+			}
+		}
+	})
+	b.Run("mcp-effects", func(b *testing.B) {
+		client := connect(b, "wx", weatherServer())
+		e := actors.NewLocalEffects(actors.LocalEffectsConfig{Catalog: client})
+		b.Cleanup(func() { e.Close() })
+		replied := make(chan messages.EffectReply, 1)
+		b.ReportAllocs()
+		i := uint64(0)
+		for b.Loop() {
+			i++
+			k := messages.EffectKey{SessionID: "bench", Seq: i}
+			e.Perform(messages.EffectRequest{V: 1, SessionID: k.SessionID, Key: k,
+				Tool: &messages.ToolCallRequested{Key: k.String(), CallID: "c", Tool: "wx__forecast", Arguments: `{"city":"Oslo"}`}},
+				func(rep messages.EffectReply) { replied <- rep })
+			if rep := <-replied; rep.Error != "" || rep.Output != "sunny in Oslo" {
+				b.Fatalf("forecast = %+v", rep)
+			}
 		}
 	})
 	b.Run("node-api", func(b *testing.B) {
