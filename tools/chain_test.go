@@ -95,7 +95,9 @@ func TestChainStepArgumentsThatAreNotAnObjectAreAnError(t *testing.T) {
 }
 
 func TestChainValidationErrors(t *testing.T) {
-	step := func(name, tool, args string) tools.ChainStep { return tools.ChainStep{Name: name, Tool: tool, Args: args} }
+	step := func(name, tool, args string) tools.ChainStep {
+		return tools.ChainStep{Name: name, Tool: tool, Args: args}
+	}
 	for _, tc := range []struct {
 		name  string
 		chain tools.Chain
