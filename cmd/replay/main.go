@@ -337,6 +337,9 @@ func summary(p messages.Payload) string {
 		}
 		return "answer: " + clip(p.Message.Content)
 	case *messages.ToolCallRequested:
+		if p.ChainStep != "" {
+			return fmt.Sprintf("step %s: %s(%s)", p.ChainStep, p.Tool, clip(p.Arguments))
+		}
 		return fmt.Sprintf("%s(%s)", p.Tool, clip(p.Arguments))
 	case *messages.ToolCallCompleted:
 		if p.Error != "" {
