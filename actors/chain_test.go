@@ -228,3 +228,21 @@ func TestChainResumesAfterARestartWithoutRepeatingAFinishedStep(t *testing.T) {
 		t.Fatalf("output %q", got)
 	}
 }
+
+func TestChainCallWithBadArgumentsIsAnsweredWithoutRunningAStep(t *testing.T) {
+	rec := &recorder{}
+	list, withChain := chainAgent(t, rec.tool())
+	model := script(t,
+		calls(messages.ToolCall{ID: "c1", Name: "two_steps", Arguments: `{"y":"hello"}`}),
+		llm.ScriptStep{Content: "done"})
+	h := newHarness(t, harnessOpts{model: model, tools: list, deps: withChain})
+	h.submit("s", "t", "go")
+	events := h.wait("s")
+	if got := types(events); got != "1:task.submitted 2:model.requested 3:model.responded 4:tool.requested 5:tool.completed 6:model.requested 7:model.responded 8:task.completed" {
+		t.Fatalf("events: %s", got)
+	}
+	res := decode[*messages.ToolCallCompleted](t, events[4])
+	if !strings.Contains(res.Error, "two_steps: invalid arguments") || !strings.Contains(res.Error, `"x"`) || len(rec.seen()) != 0 {
+		t.Fatalf("result %+v; tool calls %v", res, rec.seen())
+	}
+}
