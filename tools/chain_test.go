@@ -3,6 +3,7 @@ package tools_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -140,4 +141,26 @@ func TestChainValidationErrors(t *testing.T) {
 	if dup == nil || !strings.Contains(dup.Error(), "two chains have this name") {
 		t.Fatalf("two chains named alike: %v", dup)
 	}
+}
+
+// A chain of two calculator calls, run in one call (a session runs it step by step,
+// recording each step).
+func ExampleNewChainTools() {
+	chains, err := tools.NewChainTools([]tools.Chain{{
+		Name:        "twice",
+		Description: "Doubles a number twice.",
+		InputSchema: []byte(`{"type":"object","properties":{"x":{"type":"number"}},"required":["x"]}`),
+		Steps: []tools.ChainStep{
+			{Name: "a", Tool: "calculator", Args: `{"expression": "{{.args.x}} * 2"}`},
+			{Name: "b", Tool: "calculator", Args: `{"expression": "{{.steps.a.output}} * 2"}`},
+		},
+		Output: "{{.args.x}} doubled twice is {{.steps.b.output}}",
+	}}, []tools.Tool{tools.Calculator{}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	out, err := chains[0].Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"x": 5}`})
+	fmt.Println(out, err)
+	// Output: 5 doubled twice is 20 <nil>
 }
