@@ -451,12 +451,13 @@ func chainData(steps []ChainStep, args map[string]any, outputs []string) map[str
 	return map[string]any{"args": args, "steps": st}
 }
 
-// templateProblem drops text/template's "template: NAME:LINE:COL: executing ..."
-// preamble down to what went wrong.
+// templateProblem drops text/template's "template: NAME:LINE:COL: executing "NAME""
+// preamble, keeping where in the template and what went wrong: `at <.args.q>: map
+// has no entry for key "q"`.
 func templateProblem(err error) error {
 	msg := err.Error()
-	if i := strings.Index(msg, "> "); i >= 0 && strings.HasPrefix(msg, "template: ") {
-		msg = msg[i+2:]
+	if i := strings.Index(msg, " at <"); i >= 0 && strings.HasPrefix(msg, "template: ") {
+		msg = msg[i+1:]
 	}
 	return errors.New(msg)
 }
