@@ -23,6 +23,12 @@
 // "read the events, fold them, re-issue only effects that were requested and never
 // answered, with the same idempotency key".
 //
+// A tool chain (tools.ChainTool, in Agent.Chains) is run by the session step by step:
+// each step is a tool.requested of its own, naming its chain's call, issued as an
+// effect under its own key; the session records the chain's result as the call's
+// tool.completed once the steps answered (chain.go). A restart mid-chain re-issues
+// only the unanswered step.
+//
 // A session actor lives while its session is in use: it passivates after IdleTimeout
 // idle, or earlier when the host has more than MaxLiveSessions (least recently used
 // idle sessions first, never one with a running task); its next message folds it back.

@@ -499,7 +499,8 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 	}
 	a.queue = a.queue[:0]
 	for _, pc := range pending {
-		if !a.inflight[pc.Key] && a.deps.Agent.hasTool(pc.Request.Tool) {
+		// A chain's call is run by the session, step by step (chain.go).
+		if !a.inflight[pc.Key] && a.deps.Agent.hasTool(pc.Request.Tool) && !a.deps.Agent.isChainCall(pc.Request) {
 			a.queue = append(a.queue, pc)
 		}
 	}

@@ -35,6 +35,9 @@ type Agent struct {
 	Catalog ToolCatalog
 	// MaxSteps bounds the model calls of one task (default 10).
 	MaxSteps int
+	// Chains are the tool chains among Tools, by name: the session runs a call of one
+	// step by step, each step an effect of its own (chain.go).
+	Chains map[string]*tools.ChainTool
 }
 
 func (a Agent) maxSteps(t *taskState) int {
@@ -153,6 +156,8 @@ type callState struct {
 	req     messages.ToolCallRequested
 	done    bool
 	result  messages.ToolCallCompleted
+	// steps are the requested steps of a tool chain's call, in order (chain.go).
+	steps []*callState
 }
 
 type taskState struct {
@@ -273,13 +278,17 @@ func (s *SessionState) Apply(e messages.Envelope) error {
 		if t == nil || e.CorrelationID != t.ID {
 			return nil
 		}
+		if p.Chain != "" {
+			t.addChainStep(e.ID, key, *p)
+			return nil
+		}
 		if t.phase == phaseGotReply {
 			t.calls = t.calls[:0]
 		}
 		t.phase = phaseAwaitTools
 		t.calls = append(t.calls, &callState{eventID: e.ID, key: key, req: *p})
 	case *messages.ToolCallCompleted:
-		if t == nil || t.phase != phaseAwaitTools {
+		if t == nil || t.phase != phaseAwaitTools || t.completeChainStep(*p) {
 			return nil
 		}
 		all := true
@@ -407,6 +416,9 @@ func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
 					Error: fmt.Sprintf("unknown tool %q; available tools: %s", c.req.Tool, strings.Join(specNames(s.offered(a)), ", "))}, c.eventID)
 			}
 		}
+		if dec := decideChains(a, t, nextSeq); dec != nil {
+			return d(dec.Payload, dec.CausationID)
+		}
 	}
 	return nil
 }
@@ -463,7 +475,12 @@ func (s *SessionState) PendingCalls() []PendingCall {
 	}
 	var out []PendingCall
 	for _, c := range t.calls {
-		if !c.done {
+		for _, st := range c.steps {
+			if !st.done {
+				out = append(out, PendingCall{EventID: st.eventID, Key: st.key, Request: st.req})
+			}
+		}
+		if !c.done && len(c.steps) == 0 {
 			out = append(out, PendingCall{EventID: c.eventID, Key: c.key, Request: c.req})
 		}
 	}

@@ -25,7 +25,8 @@ func samples() []messages.Payload {
 		&messages.ModelResponded{Key: "s-1/m/2", Model: "offline", Message: messages.ChatMessage{
 			Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"12 * (7 + 5)"}`}},
 		}, Usage: usage, LatencyUS: 812, Cached: true},
-		&messages.ToolCallRequested{Key: "s-1/t/call_1", CallID: "call_1", Tool: "calculator", Arguments: `{"expression":"12 * (7 + 5)"}`, Step: 1},
+		&messages.ToolCallRequested{Key: "s-1/t/call_1", CallID: "call_1", Tool: "calculator", Arguments: `{"expression":"12 * (7 + 5)"}`, Step: 1,
+			Chain: "s-1/5", ChainStep: "multiply"},
 		&messages.ToolCallCompleted{Key: "s-1/t/call_1", CallID: "call_1", Tool: "calculator", Result: "144", Error: "", LatencyUS: 35},
 		&messages.TaskCompleted{Output: "144", Steps: 2, Usage: usage},
 		&messages.TaskFailed{Reason: messages.ReasonMaxSteps, Error: "stopped after 8 steps", Steps: 8, Usage: usage},

@@ -106,6 +106,11 @@ type ToolCallRequested struct {
 	Tool      string `json:"tool"`
 	Arguments string `json:"arguments"`
 	Step      int    `json:"step"`
+	// Chain, on a step of a tool chain (tools.Chain), is the key of the chain's own
+	// call, the ToolCallRequested of the model's call of the chain; ChainStep names
+	// the step. Both are empty on any other call.
+	Chain     string `json:"chain,omitempty"`
+	ChainStep string `json:"chain_step,omitempty"`
 }
 
 // ToolCallCompleted records a tool's result or error.

@@ -307,6 +307,17 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 	if strategy != disclosure.All {
 		agent.Disclosure = d
 	}
+	// A session runs the chains among the tools step by step (actors/chain.go).
+	for _, name := range reg.Names() {
+		if t, _ := reg.Get(name); t != nil {
+			if ch, ok := t.(*tools.ChainTool); ok {
+				if agent.Chains == nil {
+					agent.Chains = map[string]*tools.ChainTool{}
+				}
+				agent.Chains[name] = ch
+			}
+		}
+	}
 	return agent, reg, nil
 }
 

@@ -46,6 +46,10 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 		}
 		printf("  [%d] model %s → %s (%d+%d tokens, %s)\n", e.Seq, p.Model, what, p.Usage.PromptTokens, p.Usage.CompletionTokens, micros(p.LatencyUS))
 	case *messages.ToolCallRequested:
+		if p.ChainStep != "" {
+			printf("  [%d] chain step %s: tool %s(%s)\n", e.Seq, p.ChainStep, p.Tool, p.Arguments)
+			break
+		}
 		printf("  [%d] tool %s(%s)\n", e.Seq, p.Tool, p.Arguments)
 	case *messages.ToolCallCompleted:
 		if p.Error != "" {

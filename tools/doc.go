@@ -18,6 +18,10 @@
 //   - NewToolbox groups operations (Sub, one per Go method or func) as one tool: collapsed,
 //     it takes {"op": "<sub>", "args": {...}}; expanded (Expand, Expanded), it is one tool
 //     per operation, named <tool>_<sub>. An agent's registry is built either way.
+//   - Chain declares a sequence of tool calls offered as one tool, with arguments and
+//     result rendered from text/templates over the chain's arguments and the earlier
+//     steps' results; NewChainTools checks and builds them. A session runs a chain step
+//     by step, each step recorded (package actors); ChainTool.Call runs it in one call.
 //   - ArgumentParser reads arguments for a schema: JSON or key=value pairs (the text
 //     protocol's form), coerced to the schema's types, validated, with size and depth
 //     limits checked before the work they bound. Validated applies it to a tool that

@@ -27,6 +27,7 @@ import (
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/disclosure"
 	"github.com/troupe-run/troupe/tools/skills"
 )
@@ -62,6 +63,8 @@ type fileConfig struct {
 	// MCPServers are the MCP servers whose tools the agent gets (mcp.ServerConfig;
 	// cmd/node/mcp.go).
 	MCPServers map[string]mcp.ServerConfig `json:"mcp_servers"`
+	// Chains are tool chains the agent gets as tools (tools.Chain; cmd/node/tools.go).
+	Chains []tools.Chain `json:"chains"`
 }
 
 // skillsFile is the "skills" section: what the skills of skills_dir may do.
@@ -186,6 +189,9 @@ func unknownField(file []byte, name string) error {
 	if err := unknownMCPField(top["mcp_servers"], name); err != nil {
 		return err
 	}
+	if err := unknownChainField(top["chains"], name); err != nil {
+		return err
+	}
 	return fmt.Errorf("unknown field %q in gateway.prices (prompt, completion, cached), gateway.quotas (scope, tokens, window) "+
 		"or gateway.semantic_cache (threshold, ttl)", name)
 }
@@ -308,6 +314,9 @@ func (fc fileConfig) Validate() error {
 	}
 	errs = append(errs, fc.Tools.validate()...)
 	errs = append(errs, validateMCPServers(fc.MCPServers)...)
+	if err := tools.ValidateChains(fc.Chains); err != nil {
+		bad("chains", "%w", err)
+	}
 	return errors.Join(errs...)
 }
 

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -307,6 +308,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
+	// The chains' steps call the tools above and the skills'.
+	chains, err := chainTools(append(slices.Clone(cfg.Tools), cfg.Skills.Tools()...), fc.Chains)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	cfg.Tools = append(cfg.Tools, chains...)
 	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)

@@ -118,6 +118,45 @@ func (t toolsFile) build(extra []tools.Tool) ([]tools.Tool, error) {
 	return append(out, extra...), nil
 }
 
+// chainTools returns the tools of the configured chains, whose steps call tools of
+// available.
+func chainTools(available []tools.Tool, chains []tools.Chain) ([]tools.Tool, error) {
+	if len(chains) == 0 {
+		return nil, nil
+	}
+	cts, err := tools.NewChainTools(chains, available)
+	if err != nil {
+		return nil, fmt.Errorf("chains: %w", err)
+	}
+	out := make([]tools.Tool, len(cts))
+	for i, ct := range cts {
+		out[i] = ct
+	}
+	return out, nil
+}
+
+// unknownChainField names an unknown field of a chain or of its steps, or returns
+// nil when name is in none of them.
+func unknownChainField(raw json.RawMessage, name string) error {
+	var chains []map[string]json.RawMessage
+	if json.Unmarshal(raw, &chains) != nil {
+		return nil
+	}
+	for i, c := range chains {
+		if _, ok := c[name]; ok {
+			return fmt.Errorf("unknown field \"chains[%d].%s\": a chain's fields are %s", i, name, jsonFields[tools.Chain]())
+		}
+		var steps []map[string]json.RawMessage
+		_ = json.Unmarshal(c["steps"], &steps)
+		for j, st := range steps {
+			if _, ok := st[name]; ok {
+				return fmt.Errorf("unknown field \"chains[%d].steps[%d].%s\": a step's fields are %s", i, j, name, jsonFields[tools.ChainStep]())
+			}
+		}
+	}
+	return nil
+}
+
 // unknownToolsField names an unknown field of the tools section (raw) with where it
 // is, or returns nil when name is not in it.
 func unknownToolsField(raw json.RawMessage, name string) error {
@@ -149,7 +188,8 @@ call runs one tool as the node would (its timeout, concurrency and size limits,
 argument validation) and prints its result: exit 0, or 1 with the error. Arguments
 are JSON or key=value pairs; - reads them from standard input; none means {}.
 Tools beyond calculator and clock come from the "tools" section of the
-configuration file (http_fetch, files).
+configuration file (http_fetch, files), and its "chains" (tool chains: called
+here, a chain runs all its steps in one call).
 `
 
 // toolsCmd runs "node tools ...": args are what follows "tools".
@@ -201,6 +241,12 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 		return 2
 	}
 	list = append(list, set.Tools()...)
+	chains, err := chainTools(list, fc.Chains)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	list = append(list, chains...)
 	var cfg node.Config
 	client, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
 	if err != nil {

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,7 +14,45 @@ import (
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools"
 )
+
+// toolsOf returns the tools of the default agent of a node configured by the file at
+// path: calculator, clock and the tool chains of its "chains" section (the rest of
+// the file is not read). Nil when path is empty: the node's defaults.
+func toolsOf(path string) ([]tools.Tool, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	var file struct {
+		Chains json.RawMessage `json:"chains"`
+	}
+	if err := json.Unmarshal(b, &file); err != nil {
+		return nil, fmt.Errorf("--config %s: %w", path, err)
+	}
+	list := []tools.Tool{tools.Calculator{}, tools.NewClock(nil)}
+	if len(file.Chains) == 0 {
+		return list, nil
+	}
+	var chains []tools.Chain
+	d := json.NewDecoder(bytes.NewReader(file.Chains))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&chains); err != nil {
+		return nil, fmt.Errorf("--config %s: chains: %w", path, err)
+	}
+	cts, err := tools.NewChainTools(chains, list)
+	if err != nil {
+		return nil, fmt.Errorf("--config %s: chains: %w", path, err)
+	}
+	for _, ct := range cts {
+		list = append(list, ct)
+	}
+	return list, nil
+}
 
 func readSession(ctx context.Context, log eventlog.Log, id string) ([]messages.Envelope, error) {
 	events, err := log.Read(ctx, id, 1)
@@ -35,13 +75,13 @@ type verifyResult struct {
 
 // verify re-runs the default agent's decisions against the recorded session. No model
 // is called and no tool runs: every result comes from the log.
-func verify(ctx context.Context, log eventlog.Log, id string, asJSON bool, stdout, stderr io.Writer) int {
+func verify(ctx context.Context, log eventlog.Log, id string, agentTools []tools.Tool, asJSON bool, stdout, stderr io.Writer) int {
 	events, err := readSession(ctx, log, id)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	agent, err := node.Config{}.Agent()
+	agent, err := node.Config{Tools: agentTools}.Agent()
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -139,7 +179,7 @@ func importFile(ctx context.Context, st store, file string, stdout, stderr io.Wr
 }
 
 // fork copies a session up to a seq into a new session and continues it live.
-func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, input, newID string, stdout, stderr io.Writer) int {
+func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, input, newID string, agentTools []tools.Tool, stdout, stderr io.Writer) int {
 	base, err := provider.Load("", nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -159,7 +199,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	}
 	// The node resumes the fork only: the other unfinished sessions of the log are
 	// left to the node that serves it.
-	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key),
+	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key), Tools: agentTools,
 		Resume: func(id string) bool { return id == newID }}
 	if st.clickhouse != "" {
 		log, err := st.open(ctx, false)

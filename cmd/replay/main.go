@@ -30,8 +30,8 @@ const usage = `usage:
 
   replay list [--data DIR] [--limit N] [--json]
   replay show <session-id> [--data DIR] [--json]
-  replay verify <session-id> [--data DIR] [--json]
-  replay fork <session-id> --at SEQ [--data DIR] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]
+  replay verify <session-id> [--data DIR] [--config FILE] [--json]
+  replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]
   replay export <session-id> [--data DIR] [--out FILE]
   replay import <file> [--data DIR]
   replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]
@@ -41,8 +41,8 @@ const usage = `usage:
 var commandUsage = map[string]string{
 	"list":   "replay list [--data DIR] [--limit N] [--json]",
 	"show":   "replay show <session-id> [--data DIR] [--json]",
-	"verify": "replay verify <session-id> [--data DIR] [--json]",
-	"fork":   "replay fork <session-id> --at SEQ [--data DIR] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]",
+	"verify": "replay verify <session-id> [--data DIR] [--config FILE] [--json]",
+	"fork":   "replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]",
 	"export": "replay export <session-id> [--data DIR] [--out FILE]",
 	"import": "replay import <file> [--data DIR]",
 	"stats":  "replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]",
@@ -73,12 +73,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		at                        uint64
 		modelFlag, input, newID   string
 		outFile, since, agentFlag string
+		configPath                string
 	)
 	fs.StringVar(&data, "data", envOr("TROUPE_DATA", ".troupe"), "data directory of the embedded event log")
 	fs.StringVar(&chAddr, "clickhouse", envOr("TROUPE_CLICKHOUSE", ""), "read and write the ClickHouse event log at HOST:PORT instead")
 	switch cmd {
 	case "list", "show", "verify", "stats":
 		fs.BoolVar(&asJSON, "json", false, "print JSON for machines")
+	}
+	switch cmd {
+	case "verify", "fork":
+		fs.StringVar(&configPath, "config", "", `the node's configuration file: its "chains" (tool chains) join the agent's tools`)
 	}
 	switch cmd {
 	case "list":
@@ -122,7 +127,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "error: fork needs --at SEQ (the last event copied from the parent)")
 			return 2
 		}
-		return fork(ctx, st, positional[0], at, modelFlag, input, newID, stdout, stderr)
+		agentTools, err := toolsOf(configPath)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		return fork(ctx, st, positional[0], at, modelFlag, input, newID, agentTools, stdout, stderr)
 	case "import":
 		return importFile(ctx, st, positional[0], stdout, stderr)
 	}
@@ -138,7 +148,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "show":
 		return show(ctx, log, positional[0], asJSON, stdout, stderr)
 	case "verify":
-		return verify(ctx, log, positional[0], asJSON, stdout, stderr)
+		agentTools, err := toolsOf(configPath)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		return verify(ctx, log, positional[0], agentTools, asJSON, stdout, stderr)
 	case "export":
 		return export(ctx, log, positional[0], outFile, stdout, stderr)
 	default: // stats
@@ -322,6 +337,9 @@ func summary(p messages.Payload) string {
 		}
 		return "answer: " + clip(p.Message.Content)
 	case *messages.ToolCallRequested:
+		if p.ChainStep != "" {
+			return fmt.Sprintf("step %s: %s(%s)", p.ChainStep, p.Tool, clip(p.Arguments))
+		}
 		return fmt.Sprintf("%s(%s)", p.Tool, clip(p.Arguments))
 	case *messages.ToolCallCompleted:
 		if p.Error != "" {

@@ -187,6 +187,7 @@ func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) (
 			p.Key = rekey(p.Key)
 		case *messages.ToolCallRequested:
 			p.Key = rekey(p.Key)
+			p.Chain = rekey(p.Chain) // a chain step names its chain's call by key
 		case *messages.ToolCallCompleted:
 			p.Key = rekey(p.Key)
 		}

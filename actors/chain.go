@@ -1,0 +1,113 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// A session runs a model's call of a tool chain (tools.ChainTool, Agent.Chains) step
+// by step, as a decision of its agent like any other:
+//
+//   - the call is recorded as a ToolCallRequested, as every call is, but not issued;
+//   - each step is a ToolCallRequested of its own, whose Chain is the key of the
+//     chain's call and ChainStep the step's name, keyed by its own seq, and issued as
+//     an effect; its ToolCallCompleted is its result;
+//   - once every step answered, the session records the chain call's
+//     ToolCallCompleted with the chain's output (or, when a step failed, an error
+//     naming the step) and that is what the model reads.
+//
+// A step is decided only once the steps before it answered, since its arguments are
+// rendered from their results. A session restarted mid-chain refolds which steps
+// answered and re-issues only the step that was requested and not answered, with its
+// recorded key: a finished step is never run again.
+
+// addChainStep folds the request of a step into its chain's call.
+func (t *taskState) addChainStep(eventID string, key messages.EffectKey, p messages.ToolCallRequested) {
+	for _, c := range t.calls {
+		if c.req.Key == p.Chain && !c.done {
+			c.steps = append(c.steps, &callState{eventID: eventID, key: key, req: p})
+			return
+		}
+	}
+}
+
+// completeChainStep folds the result of a step into its chain's call; false when p
+// answers no step.
+func (t *taskState) completeChainStep(p messages.ToolCallCompleted) bool {
+	for _, c := range t.calls {
+		for _, st := range c.steps {
+			if st.req.Key == p.Key {
+				if !st.done {
+					st.done, st.result = true, p
+				}
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isChainCall reports whether the agent runs this call as a chain (rather than
+// issuing it as one effect).
+func (a Agent) isChainCall(r messages.ToolCallRequested) bool {
+	return r.Chain == "" && a.Chains[r.Tool] != nil
+}
+
+// decideChains returns the next event of the first chain call of t that can go on:
+// its next step's request, or its own result. Nil when every chain call waits on a
+// step (or there is none).
+func decideChains(a Agent, t *taskState, nextSeq uint64) *Decision {
+	for _, c := range t.calls {
+		if c.done || !a.isChainCall(c.req) {
+			continue
+		}
+		if d := decideChain(a, c, nextSeq); d != nil {
+			return d
+		}
+	}
+	return nil
+}
+
+func decideChain(a Agent, c *callState, nextSeq uint64) *Decision {
+	ch := a.Chains[c.req.Tool]
+	answer := func(result, errMsg string) *Decision {
+		return &Decision{Payload: &messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool, Result: result, Error: errMsg},
+			CausationID: c.eventID}
+	}
+	args, err := ch.ParseArguments(c.req.Arguments)
+	if err != nil {
+		return answer("", err.Error())
+	}
+	steps := ch.Steps()
+	outputs := make([]string, 0, len(steps))
+	for i, st := range c.steps {
+		if i >= len(steps) || st.req.ChainStep != steps[i].Name {
+			// The chain's definition changed since these steps were recorded.
+			return answer("", fmt.Sprintf("chain %s: its recorded step %d, %q, is not its step %d now: the chain was changed while it ran", ch.Spec().Name, i+1, st.req.ChainStep, i+1))
+		}
+		if !st.done {
+			return nil // it waits on this step
+		}
+		if st.result.Error != "" {
+			return answer("", ch.StepError(i, st.result.Error))
+		}
+		outputs = append(outputs, st.result.Result)
+	}
+	if i := len(c.steps); i < len(steps) {
+		raw, err := ch.StepArguments(i, args, outputs)
+		if err != nil {
+			return answer("", ch.StepError(i, err.Error()))
+		}
+		if !a.hasTool(steps[i].Tool) {
+			return answer("", ch.StepError(i, fmt.Sprintf("unknown tool %q", steps[i].Tool)))
+		}
+		return &Decision{Payload: &messages.ToolCallRequested{Key: effectKey(c.key.SessionID, nextSeq), CallID: c.req.CallID, Tool: steps[i].Tool,
+			Arguments: raw, Step: c.req.Step, Chain: c.req.Key, ChainStep: steps[i].Name}, CausationID: c.eventID}
+	}
+	out, err := ch.Result(args, outputs)
+	if err != nil {
+		return answer("", err.Error())
+	}
+	return answer(out, "")
+}

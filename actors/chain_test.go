@@ -1,0 +1,248 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// recorder is a tool that notes each call's key and arguments, and fails when its
+// arguments say "fail".
+type recorder struct {
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *recorder) tool() tools.Tool {
+	return funcTool{"rec", func(_ context.Context, c tools.Call) (string, error) {
+		r.mu.Lock()
+		r.calls = append(r.calls, c.Key+"="+c.Arguments)
+		r.mu.Unlock()
+		if strings.Contains(c.Arguments, "fail") {
+			return "", errors.New("asked to fail")
+		}
+		return fmt.Sprintf(`{"got":%s}`, c.Arguments), nil
+	}}
+}
+
+func (r *recorder) seen() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.calls...)
+}
+
+// twoSteps is a chain of two calls of rec: the second is given the first's result.
+var twoSteps = tools.Chain{
+	Name: "two_steps", Description: "Records x, then records what the first step answered.",
+	InputSchema: []byte(`{"type":"object","properties":{"x":{"type":"string"}},"required":["x"]}`),
+	Steps: []tools.ChainStep{
+		{Name: "first", Tool: "rec", Args: `{"x": {{json .args.x}}}`},
+		{Name: "second", Tool: "rec", Args: `{"prev": {{json .steps.first.json.got.x}}}`},
+	},
+	Output: `first said {{.steps.first.output}}, second said {{.steps.second.output}}`,
+}
+
+// chainAgent returns the tools of a session with rec and the chain, and a deps
+// option that gives its agent the chain.
+func chainAgent(t *testing.T, rec tools.Tool) ([]tools.Tool, func(*actors.SessionDeps)) {
+	t.Helper()
+	chains, err := tools.NewChainTools([]tools.Chain{twoSteps}, []tools.Tool{rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []tools.Tool{rec, chains[0]}, func(d *actors.SessionDeps) {
+		d.Agent.Chains = map[string]*tools.ChainTool{twoSteps.Name: chains[0]}
+	}
+}
+
+// lastRequest keeps the messages of the latest model request.
+type lastRequest struct {
+	llm.Model
+	mu   sync.Mutex
+	msgs []messages.ChatMessage
+}
+
+func (m *lastRequest) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	m.msgs = r.Messages
+	m.mu.Unlock()
+	return m.Model.Generate(ctx, r)
+}
+
+func TestChainStepsAreRecordedEffectsAndTheModelGetsTheResult(t *testing.T) {
+	rec := &recorder{}
+	list, withChain := chainAgent(t, rec.tool())
+	model := &lastRequest{Model: script(t,
+		calls(messages.ToolCall{ID: "c1", Name: "two_steps", Arguments: `{"x":"hello"}`}),
+		calls(messages.ToolCall{ID: "c2", Name: "two_steps", Arguments: `{"x":"fail"}`}),
+		llm.ScriptStep{Content: "done"})}
+	h := newHarness(t, harnessOpts{model: model, tools: list, deps: withChain})
+	h.submit("s", "t", "go")
+	events := h.wait("s")
+	assertGapFree(t, events)
+
+	want := "1:task.submitted 2:model.requested 3:model.responded 4:tool.requested 5:tool.requested 6:tool.completed 7:tool.requested 8:tool.completed 9:tool.completed " +
+		"10:model.requested 11:model.responded 12:tool.requested 13:tool.requested 14:tool.completed 15:tool.completed " +
+		"16:model.requested 17:model.responded 18:task.completed"
+	if got := types(events); got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
+	}
+	// Each step is an effect of its own, keyed by the seq of its request and linked
+	// to the chain's call; the chain's call is not performed as a tool.
+	chainCall := decode[*messages.ToolCallRequested](t, events[3])
+	first := decode[*messages.ToolCallRequested](t, events[4])
+	second := decode[*messages.ToolCallRequested](t, events[6])
+	if first.Chain != chainCall.Key || first.ChainStep != "first" || first.Key != "s/5" || first.Tool != "rec" ||
+		second.Chain != chainCall.Key || second.ChainStep != "second" || second.Key != "s/7" || second.Arguments != `{"prev":"hello"}` {
+		t.Fatalf("steps: %+v, %+v (chain call %s)", first, second, chainCall.Key)
+	}
+	if got := rec.seen(); len(got) != 3 || got[0] != `s/5={"x":"hello"}` || got[1] != `s/7={"prev":"hello"}` || got[2] != `s/13={"x":"fail"}` {
+		t.Fatalf("tool calls: %v", got)
+	}
+	result := decode[*messages.ToolCallCompleted](t, events[8])
+	wantResult := `first said {"got":{"x":"hello"}}, second said {"got":{"prev":"hello"}}`
+	if result.Key != chainCall.Key || result.Result != wantResult || events[8].Actor != "session" {
+		t.Fatalf("the chain's result: %+v by %s", result, events[8].Actor)
+	}
+	// A failing step ends its chain, with an error that names the step: the steps
+	// after it do not run.
+	failed := decode[*messages.ToolCallCompleted](t, events[14])
+	if !strings.Contains(failed.Error, `stopped at step 1 of 2, "first" (rec): asked to fail`) {
+		t.Fatalf("the failed chain's result: %+v", failed)
+	}
+	// The model read the chains' results, not their steps'.
+	var toolMsgs []string
+	model.mu.Lock()
+	for _, m := range model.msgs {
+		if m.Role == messages.RoleTool {
+			toolMsgs = append(toolMsgs, m.Name+": "+m.Content)
+		}
+	}
+	model.mu.Unlock()
+	if len(toolMsgs) != 2 || toolMsgs[0] != "two_steps: "+wantResult || !strings.HasPrefix(toolMsgs[1], "two_steps: error: chain two_steps stopped at step 1") {
+		t.Fatalf("tool messages the model read: %q", toolMsgs)
+	}
+	// The run is deterministic: replay verification re-decides every step.
+	agent := actors.Agent{Model: model.Name(), SystemPrompt: "test", Tools: mustRegistry(t, list).Specs()}
+	withAgent := actors.SessionDeps{Agent: agent}
+	withChain(&withAgent)
+	if div, err := actors.Verify(withAgent.Agent, events); err != nil || div != nil {
+		t.Fatalf("verify: %v %v", div, err)
+	}
+}
+
+func mustRegistry(t *testing.T, list []tools.Tool) *tools.Registry {
+	t.Helper()
+	reg, err := tools.NewRegistry(list...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+func TestChainResumesAfterARestartWithoutRepeatingAFinishedStep(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	rec := &recorder{}
+	list, withChain := chainAgent(t, rec.tool())
+	deps := actors.SessionDeps{Agent: actors.Agent{Model: "scripted", SystemPrompt: "test", Tools: mustRegistry(t, list).Specs()}}
+	withChain(&deps)
+	agent := deps.Agent
+
+	// A session recorded by an earlier process: the model called the chain, its first
+	// step answered, its second was requested; then the process died.
+	st := actors.NewSessionState("s")
+	var recorded []messages.Envelope
+	add := func(p messages.Payload) {
+		e := env(t, p, "s", st.LastSeq+1, "t")
+		e.ID = fmt.Sprintf("s/%d", e.Seq)
+		if p.MessageType() == messages.TypeTaskSubmitted {
+			e.ID = "t"
+		}
+		if err := st.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+		recorded = append(recorded, e)
+	}
+	decide := func() messages.Payload {
+		d := st.Decide(agent, st.LastSeq+1, 0)
+		if d == nil {
+			t.Fatal("the agent decided nothing")
+		}
+		return d.Payload
+	}
+	add(&messages.TaskSubmitted{Input: "go"})
+	mr := decide().(*messages.ModelRequested)
+	add(mr)
+	add(&messages.ModelResponded{Key: mr.Key, Model: "scripted", Message: messages.ChatMessage{Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{
+		{ID: "c1", Name: "two_steps", Arguments: `{"x":"hello"}`}}}})
+	add(decide()) // the chain's call
+	first := decide().(*messages.ToolCallRequested)
+	add(first)
+	if pending := st.PendingCalls(); len(pending) != 1 || pending[0].Request.Key != first.Key {
+		t.Fatalf("pending: %+v (want only the first step)", pending)
+	}
+	add(&messages.ToolCallCompleted{Key: first.Key, CallID: "c1", Tool: "rec", Result: `{"got":{"x":"hello"}}`})
+	second := decide().(*messages.ToolCallRequested)
+	add(second)
+	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.Append(ctx, recorded); err != nil {
+		t.Fatal(err)
+	}
+	_ = lg.Close()
+
+	model := &countingModel{Model: script(t, llm.ScriptStep{Content: "unused"}, llm.ScriptStep{Content: "finished"})}
+	h := newHarness(t, harnessOpts{dir: dir, model: model, tools: list, deps: withChain})
+	h.system.Root.Send(h.host, &actors.ResumeSession{SessionID: "s"})
+	events := h.wait("s")
+	assertGapFree(t, events)
+	// Only the unanswered step ran, with its recorded key; the first did not run again.
+	if got := rec.seen(); len(got) != 1 || got[0] != second.Key+`={"prev":"hello"}` {
+		t.Fatalf("tool calls after the restart: %v (want only %s)", got, second.Key)
+	}
+	if model.calls[mr.Key] != 0 || model.total() != 1 {
+		t.Fatalf("model calls: %v", model.calls)
+	}
+	var result *messages.ToolCallCompleted
+	for _, e := range events {
+		if e.Type == messages.TypeToolCallCompleted && e.Actor == "session" {
+			result = decode[*messages.ToolCallCompleted](t, e)
+		}
+	}
+	if result == nil || result.Result != `first said {"got":{"x":"hello"}}, second said {"got":{"prev":"hello"}}` {
+		t.Fatalf("the chain's result: %+v", result)
+	}
+	if got := decode[*messages.TaskCompleted](t, events[len(events)-1]).Output; got != "finished" {
+		t.Fatalf("output %q", got)
+	}
+}
+
+func TestChainCallWithBadArgumentsIsAnsweredWithoutRunningAStep(t *testing.T) {
+	rec := &recorder{}
+	list, withChain := chainAgent(t, rec.tool())
+	model := script(t,
+		calls(messages.ToolCall{ID: "c1", Name: "two_steps", Arguments: `{"y":"hello"}`}),
+		llm.ScriptStep{Content: "done"})
+	h := newHarness(t, harnessOpts{model: model, tools: list, deps: withChain})
+	h.submit("s", "t", "go")
+	events := h.wait("s")
+	if got := types(events); got != "1:task.submitted 2:model.requested 3:model.responded 4:tool.requested 5:tool.completed 6:model.requested 7:model.responded 8:task.completed" {
+		t.Fatalf("events: %s", got)
+	}
+	res := decode[*messages.ToolCallCompleted](t, events[4])
+	if !strings.Contains(res.Error, "two_steps: invalid arguments") || !strings.Contains(res.Error, `"x"`) || len(rec.seen()) != 0 {
+		t.Fatalf("result %+v; tool calls %v", res, rec.seen())
+	}
+}

@@ -1,0 +1,470 @@
+package tools
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"text/template"
+	"text/template/parse"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Chain is a declared sequence of tool calls that an agent is offered as one tool.
+// Each step calls one tool with arguments rendered from a text/template; the chain's
+// result is rendered from its Output template. A chain is configured (cmd/node's
+// "chains" section) as
+//
+//	{"name": "double_then_time",
+//	 "description": "Doubles a number, then tells the time.",
+//	 "input_schema": {"type": "object", "properties": {"n": {"type": "number"}}, "required": ["n"]},
+//	 "steps": [
+//	   {"name": "double", "tool": "calculator", "args": "{\"expression\": \"{{.args.n}} * 2\"}"},
+//	   {"name": "now", "tool": "clock", "args": "{}"}],
+//	 "output": "{{.steps.double.output}} at {{.steps.now.output}}"}
+//
+// The templates see .args, the chain's arguments (checked against InputSchema), and
+// .steps.NAME.output, the result text of each step that ran before, with
+// .steps.NAME.json the result parsed when it is JSON (nil otherwise). Two functions
+// help: json marshals a value (so {{json .args.query}} is a quoted JSON string), and
+// fromjson parses JSON text. A missing key is an error, not "<no value>".
+//
+// Run by a session (package actors), every step is an effect of its own, recorded
+// when it is requested and when it answers, so a session that restarts mid-chain
+// resumes at the first unanswered step. Called as a plain Tool (ChainTool.Call), the
+// chain runs all its steps in that one call.
+type Chain struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// InputSchema is the JSON Schema (an object schema) of the chain's arguments;
+	// empty means any object.
+	InputSchema json.RawMessage `json:"input_schema,omitempty"`
+	Steps       []ChainStep     `json:"steps"`
+	// Output renders the chain's result; empty means the last step's result.
+	Output string `json:"output,omitempty"`
+}
+
+// ChainStep is one step of a Chain: a call of Tool with the arguments Args renders
+// (a template whose output must be a JSON object; empty means {}).
+type ChainStep struct {
+	Name string `json:"name"`
+	Tool string `json:"tool"`
+	Args string `json:"args,omitempty"`
+}
+
+// ErrBadChain is wrapped by every error of Chain.Validate and NewChainTool.
+var ErrBadChain = errors.New("tools: bad chain")
+
+// chainFuncs are the functions of every chain template. They are pure: rendering
+// the same data gives the same text, which replay verification relies on.
+var chainFuncs = template.FuncMap{
+	"json": func(v any) (string, error) {
+		b, err := json.Marshal(v)
+		return string(b), err
+	},
+	"fromjson": func(s string) (any, error) {
+		var v any
+		err := json.Unmarshal([]byte(s), &v)
+		return v, err
+	},
+}
+
+type compiledChain struct {
+	args   []*template.Template
+	output *template.Template
+	parser *ArgumentParser
+}
+
+// Validate checks the chain alone, without the tools it calls (NewChainTool checks
+// those): a callable name, at least one step, step names that are identifiers and
+// unique, a tool per step, templates that parse and refer only to steps that ran
+// before them, and an object input schema. The error names the chain, the step and
+// the problem, and lists every problem found.
+func (c Chain) Validate() error {
+	_, err := c.compile()
+	return err
+}
+
+func (c Chain) compile() (*compiledChain, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w %q: %s", ErrBadChain, c.Name, fmt.Sprintf(format, args...)))
+	}
+	if err := checkToolName(c.Name); err != nil {
+		bad("%v", err)
+	}
+	if strings.TrimSpace(c.Description) == "" {
+		bad("the description is empty: the model reads it to know when to call the chain")
+	}
+	if len(c.Steps) == 0 {
+		bad("it has no steps")
+	}
+	cc := &compiledChain{}
+	var err error
+	if cc.parser, err = NewArgumentParser(c.Name, c.InputSchema, 0); err != nil {
+		bad("input_schema: %v", err)
+	}
+	var names []string
+	for i, s := range c.Steps {
+		where := fmt.Sprintf("step %d", i+1)
+		if s.Name != "" {
+			where = fmt.Sprintf("step %q", s.Name)
+		}
+		switch {
+		case !isIdentifier(s.Name):
+			bad("%s: the name must be letters, digits and '_', not starting with a digit (templates refer to it as .steps.NAME)", where)
+		case slices.Contains(names, s.Name):
+			bad("two steps are named %q", s.Name)
+		}
+		if s.Tool == "" {
+			bad("%s: no tool", where)
+		}
+		text := s.Args
+		if strings.TrimSpace(text) == "" {
+			text = "{}"
+		}
+		t, err := parseChainTemplate(c.Name+"/"+s.Name, text)
+		if err != nil {
+			bad("%s: args: %v", where, err)
+		} else if err := checkStepRefs(t, names, c.Steps, s.Name); err != nil {
+			bad("%s: args: %v", where, err)
+		}
+		cc.args = append(cc.args, t)
+		names = append(names, s.Name)
+	}
+	if c.Output != "" {
+		t, err := parseChainTemplate(c.Name+"/output", c.Output)
+		if err != nil {
+			bad("output: %v", err)
+		} else if err := checkStepRefs(t, names, c.Steps, ""); err != nil {
+			bad("output: %v", err)
+		}
+		cc.output = t
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return cc, nil
+}
+
+func isIdentifier(s string) bool {
+	if s == "" || isDigit(s[0]) {
+		return false
+	}
+	for _, c := range []byte(s) {
+		if !isLetter(c) && !isDigit(c) {
+			return false
+		}
+	}
+	return true
+}
+
+func parseChainTemplate(name, text string) (*template.Template, error) {
+	t, err := template.New(name).Funcs(chainFuncs).Option("missingkey=error").Parse(text)
+	if err != nil {
+		// "template: chain/step:1: ..." says the line; the name is said by the caller.
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "template: "))
+	}
+	return t, nil
+}
+
+// checkStepRefs fails when the template refers (as .steps.NAME or $.steps.NAME, where
+// dot is the template's data) to a step that is not among before: a later step, the
+// step itself or a step that does not exist.
+func checkStepRefs(t *template.Template, before []string, all []ChainStep, self string) error {
+	var err error
+	check := func(ident []string) {
+		if err != nil || len(ident) < 2 || ident[0] != "steps" {
+			return
+		}
+		name := ident[1]
+		switch {
+		case slices.Contains(before, name):
+		case name == self:
+			err = fmt.Errorf("refers to its own step %q: a step sees only the steps before it", name)
+		case slices.ContainsFunc(all, func(s ChainStep) bool { return s.Name == name }):
+			err = fmt.Errorf("refers to step %q, which runs after it: a step sees only the steps before it", name)
+		default:
+			err = fmt.Errorf("refers to step %q, which the chain does not have (its steps: %s)", name, stepNames(all))
+		}
+	}
+	var walk func(n parse.Node, root bool)
+	walk = func(n parse.Node, root bool) {
+		switch n := n.(type) {
+		case *parse.ListNode:
+			if n != nil {
+				for _, c := range n.Nodes {
+					walk(c, root)
+				}
+			}
+		case *parse.ActionNode:
+			walk(n.Pipe, root)
+		case *parse.PipeNode:
+			if n != nil {
+				for _, c := range n.Cmds {
+					walk(c, root)
+				}
+			}
+		case *parse.CommandNode:
+			for _, a := range n.Args {
+				walk(a, root)
+			}
+		case *parse.FieldNode:
+			if root {
+				check(n.Ident)
+			}
+		case *parse.VariableNode:
+			if len(n.Ident) > 0 && n.Ident[0] == "$" {
+				check(n.Ident[1:])
+			}
+		case *parse.ChainNode:
+			walk(n.Node, root)
+		case *parse.IfNode:
+			walk(n.Pipe, root)
+			walk(n.List, root)
+			walk(n.ElseList, root)
+		case *parse.RangeNode:
+			walk(n.Pipe, root)
+			walk(n.List, false)
+			walk(n.ElseList, root)
+		case *parse.WithNode:
+			walk(n.Pipe, root)
+			walk(n.List, false)
+			walk(n.ElseList, root)
+		}
+	}
+	walk(t.Root, true)
+	return err
+}
+
+func stepNames(steps []ChainStep) string {
+	names := make([]string, len(steps))
+	for i, s := range steps {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// ValidateChains validates each chain and fails on two chains with the same name,
+// naming every problem.
+func ValidateChains(chains []Chain) error {
+	var errs []error
+	seen := map[string]bool{}
+	for _, c := range chains {
+		if err := c.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+		if seen[c.Name] {
+			errs = append(errs, fmt.Errorf("%w %q: two chains have this name", ErrBadChain, c.Name))
+		}
+		seen[c.Name] = true
+	}
+	return errors.Join(errs...)
+}
+
+// ChainTool is a Chain ready to run: its templates parsed, its steps' tools found.
+// It is a Tool (calling it runs every step in one call); a session runs it step by
+// step instead, through StepArguments and Result. It is immutable and safe for
+// concurrent use.
+type ChainTool struct {
+	chain Chain
+	cc    *compiledChain
+	tools []Tool // of each step
+	spec  messages.ToolSpec
+}
+
+var (
+	_ Tool      = (*ChainTool)(nil)
+	_ Effectful = (*ChainTool)(nil)
+)
+
+// NewChainTool validates c (Validate) and finds the tool of each step with lookup.
+// A step may not call a tool lookup does not know, nor another chain.
+func NewChainTool(c Chain, lookup func(name string) (Tool, bool)) (*ChainTool, error) {
+	cc, err := c.compile()
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	ct := &ChainTool{chain: c, cc: cc}
+	for i, s := range c.Steps {
+		if s.Tool == "" {
+			continue
+		}
+		t, ok := lookup(s.Tool)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%w %q: step %q calls the tool %q, which the agent does not have", ErrBadChain, c.Name, s.Name, s.Tool))
+			continue
+		}
+		if _, nested := t.(*ChainTool); nested {
+			errs = append(errs, fmt.Errorf("%w %q: step %q calls the chain %q: a step calls a tool, not a chain", ErrBadChain, c.Name, s.Name, s.Tool))
+			continue
+		}
+		if ct.tools == nil {
+			ct.tools = make([]Tool, len(c.Steps))
+		}
+		ct.tools[i] = t
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	params := json.RawMessage(`{"type":"object"}`)
+	if len(bytes.TrimSpace(c.InputSchema)) > 0 {
+		var buf bytes.Buffer
+		if err := json.Compact(&buf, c.InputSchema); err != nil {
+			return nil, fmt.Errorf("%w %q: input_schema: %w", ErrBadChain, c.Name, err)
+		}
+		params = buf.Bytes()
+	}
+	desc := strings.TrimSpace(c.Description)
+	ct.spec = messages.ToolSpec{Name: c.Name, Description: desc, Parameters: params}
+	return ct, nil
+}
+
+// NewChainTools makes the chains' tools, each step calling one of available.
+func NewChainTools(chains []Chain, available []Tool) ([]*ChainTool, error) {
+	if err := ValidateChains(chains); err != nil {
+		return nil, err
+	}
+	byName := make(map[string]Tool, len(available))
+	for _, t := range available {
+		byName[t.Spec().Name] = t
+	}
+	var errs []error
+	out := make([]*ChainTool, 0, len(chains))
+	for _, c := range chains {
+		if _, clash := byName[c.Name]; clash {
+			errs = append(errs, fmt.Errorf("%w %q: a tool has this name already", ErrBadChain, c.Name))
+			continue
+		}
+		ct, err := NewChainTool(c, func(name string) (Tool, bool) { t, ok := byName[name]; return t, ok })
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		out = append(out, ct)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Spec implements Tool.
+func (t *ChainTool) Spec() messages.ToolSpec {
+	s := t.spec
+	s.Parameters = bytes.Clone(s.Parameters)
+	return s
+}
+
+// SideEffects implements Effectful: whether a step's tool has side effects.
+func (t *ChainTool) SideEffects() bool {
+	return slices.ContainsFunc(t.tools, HasSideEffects)
+}
+
+// Steps returns the chain's steps. The caller must not modify them.
+func (t *ChainTool) Steps() []ChainStep { return t.chain.Steps }
+
+// ParseArguments reads the chain's arguments (a model's raw text) against its input
+// schema.
+func (t *ChainTool) ParseArguments(raw string) (map[string]any, error) {
+	return t.cc.parser.Parse(raw)
+}
+
+// StepArguments renders the arguments of step i (0-based) from the chain's parsed
+// arguments and the results of steps 0..i-1 (outputs, at least i long). The text is a
+// compact JSON object. It is a pure function of its inputs.
+func (t *ChainTool) StepArguments(i int, args map[string]any, outputs []string) (string, error) {
+	var buf bytes.Buffer
+	if err := t.cc.args[i].Execute(&buf, chainData(t.chain.Steps, args, outputs[:i])); err != nil {
+		return "", fmt.Errorf("rendering its args: %w", templateProblem(err))
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, buf.Bytes()); err != nil || out.Len() == 0 || out.Bytes()[0] != '{' {
+		return "", fmt.Errorf("its args rendered %s, not a JSON object (write {{json .VALUE}} to quote a value)", clipText(buf.String()))
+	}
+	return out.String(), nil
+}
+
+// Result renders the chain's result from its arguments and every step's result.
+func (t *ChainTool) Result(args map[string]any, outputs []string) (string, error) {
+	if t.cc.output == nil {
+		return outputs[len(outputs)-1], nil
+	}
+	var buf bytes.Buffer
+	if err := t.cc.output.Execute(&buf, chainData(t.chain.Steps, args, outputs)); err != nil {
+		return "", fmt.Errorf("chain %s: rendering its output: %w", t.chain.Name, templateProblem(err))
+	}
+	return buf.String(), nil
+}
+
+// StepError is the error a chain ends with when its step i fails with err.
+func (t *ChainTool) StepError(i int, err string) string {
+	return t.stepPrefix(i) + ": " + err
+}
+
+func (t *ChainTool) stepPrefix(i int) string {
+	s := t.chain.Steps[i]
+	return fmt.Sprintf("chain %s stopped at step %d of %d, %q (%s)", t.chain.Name, i+1, len(t.chain.Steps), s.Name, s.Tool)
+}
+
+// Call implements Tool: it runs every step, in order, in this one call; step i is
+// called with the key c.Key + "#" + its name. Prefer a session's step-by-step run
+// (package actors), which records each step.
+func (t *ChainTool) Call(ctx context.Context, c Call) (string, error) {
+	args, err := t.ParseArguments(c.Arguments)
+	if err != nil {
+		return "", err
+	}
+	var outputs []string
+	for i, s := range t.chain.Steps {
+		raw, err := t.StepArguments(i, args, outputs)
+		if err != nil {
+			return "", errors.New(t.StepError(i, err.Error()))
+		}
+		out, err := t.tools[i].Call(ctx, Call{Key: c.Key + "#" + s.Name, Arguments: raw})
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", t.stepPrefix(i), err)
+		}
+		outputs = append(outputs, out)
+	}
+	return t.Result(args, outputs)
+}
+
+// chainData is what a chain's templates see: .args and .steps.NAME.{output,json}.
+func chainData(steps []ChainStep, args map[string]any, outputs []string) map[string]any {
+	st := make(map[string]any, len(outputs))
+	for i, out := range outputs {
+		var parsed any
+		if json.Unmarshal([]byte(out), &parsed) != nil {
+			parsed = nil
+		}
+		st[steps[i].Name] = map[string]any{"output": out, "json": parsed}
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	return map[string]any{"args": args, "steps": st}
+}
+
+// templateProblem drops text/template's "template: NAME:LINE:COL: executing "NAME""
+// preamble, keeping where in the template and what went wrong: `at <.args.q>: map
+// has no entry for key "q"`.
+func templateProblem(err error) error {
+	msg := err.Error()
+	if i := strings.Index(msg, " at <"); i >= 0 && strings.HasPrefix(msg, "template: ") {
+		msg = msg[i+1:]
+	}
+	return errors.New(msg)
+}
+
+func clipText(s string) string {
+	if len(s) > 80 {
+		return fmt.Sprintf("%q…", s[:80])
+	}
+	return fmt.Sprintf("%q", s)
+}

@@ -1,0 +1,166 @@
+package tools_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// echoTool answers its key and arguments.
+type echoTool struct{ name string }
+
+func (e echoTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: e.name, Description: "echoes"}
+}
+
+func (e echoTool) Call(_ context.Context, c tools.Call) (string, error) {
+	return c.Arguments, nil
+}
+
+func chainTools(t *testing.T, chains ...tools.Chain) []*tools.ChainTool {
+	t.Helper()
+	ct, err := tools.NewChainTools(chains, []tools.Tool{tools.Calculator{}, echoTool{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ct
+}
+
+func TestChainRendersStepArgumentsFromArgsAndEarlierSteps(t *testing.T) {
+	ct := chainTools(t, tools.Chain{
+		Name: "area", Description: "Squares a side, then reports it.",
+		InputSchema: []byte(`{"type":"object","properties":{"side":{"type":"number"},"unit":{"type":"string"}},"required":["side"]}`),
+		Steps: []tools.ChainStep{
+			{Name: "square", Tool: "calculator", Args: `{"expression": "{{.args.side}} * {{.args.side}}"}`},
+			{Name: "report", Tool: "echo", Args: `{"area": {{.steps.square.output}}, "unit": {{json .args.unit}}, "again": {{json .steps.square.json}}}`},
+		},
+		Output: `{{(fromjson .steps.report.output).area}} {{.args.unit}}`,
+	})[0]
+	args, err := ct.ParseArguments(`{"side": 3, "unit": "m2"}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := ct.StepArguments(0, args, nil)
+	if err != nil || first != `{"expression":"3 * 3"}` {
+		t.Fatalf("step 1: %q, %v", first, err)
+	}
+	second, err := ct.StepArguments(1, args, []string{"9"})
+	if err != nil || second != `{"area":9,"unit":"m2","again":9}` {
+		t.Fatalf("step 2: %q, %v", second, err)
+	}
+	out, err := ct.Result(args, []string{"9", second})
+	if err != nil || out != "9 m2" {
+		t.Fatalf("output: %q, %v", out, err)
+	}
+	// Run as one call, the chain gives the same result.
+	got, err := ct.Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"side": 3, "unit": "m2"}`})
+	if err != nil || got != "9 m2" {
+		t.Fatalf("Call: %q, %v", got, err)
+	}
+	if _, err := ct.ParseArguments(`{"unit": "m2"}`); !errors.Is(err, tools.ErrInvalidArguments) {
+		t.Fatalf("arguments without the required side: %v", err)
+	}
+}
+
+func TestChainWithoutOutputAnswersItsLastStep(t *testing.T) {
+	ct := chainTools(t, tools.Chain{Name: "one", Description: "Echoes.", Steps: []tools.ChainStep{{Name: "a", Tool: "echo"}}})[0]
+	args, _ := ct.ParseArguments("")
+	a, err := ct.StepArguments(0, args, nil)
+	if err != nil || a != "{}" {
+		t.Fatalf("%q, %v", a, err)
+	}
+	if out, err := ct.Result(args, []string{"last"}); err != nil || out != "last" {
+		t.Fatalf("%q, %v", out, err)
+	}
+}
+
+func TestChainStepArgumentsThatAreNotAnObjectAreAnError(t *testing.T) {
+	ct := chainTools(t, tools.Chain{Name: "bad", Description: "Bad.", Steps: []tools.ChainStep{
+		{Name: "a", Tool: "echo", Args: `{"q": {{.args.q}}}`}}})[0]
+	args, _ := ct.ParseArguments(`{"q": "two words"}`)
+	if _, err := ct.StepArguments(0, args, nil); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
+		t.Fatalf("want a not-a-JSON-object error, got %v", err)
+	}
+	if _, err := ct.StepArguments(0, map[string]any{}, nil); err == nil || !strings.Contains(err.Error(), `"q"`) {
+		t.Fatalf("want the missing key named, got %v", err)
+	}
+	_, err := ct.Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"q": "x y"}`})
+	if err == nil || !strings.Contains(err.Error(), `step 1 of 1, "a" (echo)`) {
+		t.Fatalf("Call: want the step named, got %v", err)
+	}
+}
+
+func TestChainValidationErrors(t *testing.T) {
+	step := func(name, tool, args string) tools.ChainStep {
+		return tools.ChainStep{Name: name, Tool: tool, Args: args}
+	}
+	for _, tc := range []struct {
+		name  string
+		chain tools.Chain
+		want  string
+	}{
+		{"no steps", tools.Chain{Name: "c", Description: "d"}, "no steps"},
+		{"bad name", tools.Chain{Name: "a chain", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "")}}, "may hold only"},
+		{"no description", tools.Chain{Name: "c", Steps: []tools.ChainStep{step("a", "echo", "")}}, "description is empty"},
+		{"unknown tool", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "nope", "")}}, `calls the tool "nope", which the agent does not have`},
+		{"no tool", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "", "")}}, `step "a": no tool`},
+		{"duplicate steps", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", ""), step("a", "echo", "")}}, `two steps are named "a"`},
+		{"bad step name", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("1st", "echo", "")}}, "letters, digits and '_'"},
+		{"parse error", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "{{.args.x")}}, `step "a": args:`},
+		{"unknown function", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "{{yaml .args}}")}}, `function "yaml" not defined`},
+		{"later step", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "{{.steps.b.output}}"), step("b", "echo", "")}}, `refers to step "b", which runs after it`},
+		{"own step", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "{{$.steps.a.output}}")}}, `refers to its own step "a"`},
+		{"unknown step", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "")}, Output: "{{.steps.z.output}}"}, `refers to step "z", which the chain does not have (its steps: a)`},
+		{"schema not an object", tools.Chain{Name: "c", Description: "d", InputSchema: []byte(`{"type":"string"}`), Steps: []tools.ChainStep{step("a", "echo", "")}}, "input_schema"},
+		{"step calls a chain", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "inner", "")}}, `calls the chain "inner"`},
+		{"named like a tool", tools.Chain{Name: "echo", Description: "d", Steps: []tools.ChainStep{step("a", "calculator", "")}}, "a tool has this name already"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			inner, err := tools.NewChainTools([]tools.Chain{{Name: "inner", Description: "d", Steps: []tools.ChainStep{step("x", "echo", "")}}}, []tools.Tool{echoTool{"echo"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = tools.NewChainTools([]tools.Chain{tc.chain}, []tools.Tool{tools.Calculator{}, echoTool{"echo"}, inner[0]})
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, tools.ErrBadChain) {
+				t.Fatalf("want an error with %q, got %v", tc.want, err)
+			}
+		})
+	}
+	// A reference inside range or with is to the element, not to the chain's steps.
+	ok := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{
+		step("a", "echo", `{"n": [{{range $i, $x := .args.xs}}{{if $i}},{{end}}{{json .steps}}{{end}}]}`)}}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	dup := tools.ValidateChains([]tools.Chain{ok, ok})
+	if dup == nil || !strings.Contains(dup.Error(), "two chains have this name") {
+		t.Fatalf("two chains named alike: %v", dup)
+	}
+}
+
+// A chain of two calculator calls, run in one call (a session runs it step by step,
+// recording each step).
+func ExampleNewChainTools() {
+	chains, err := tools.NewChainTools([]tools.Chain{{
+		Name:        "twice",
+		Description: "Doubles a number twice.",
+		InputSchema: []byte(`{"type":"object","properties":{"x":{"type":"number"}},"required":["x"]}`),
+		Steps: []tools.ChainStep{
+			{Name: "a", Tool: "calculator", Args: `{"expression": "{{.args.x}} * 2"}`},
+			{Name: "b", Tool: "calculator", Args: `{"expression": "{{.steps.a.output}} * 2"}`},
+		},
+		Output: "{{.args.x}} doubled twice is {{.steps.b.output}}",
+	}}, []tools.Tool{tools.Calculator{}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	out, err := chains[0].Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"x": 5}`})
+	fmt.Println(out, err)
+	// Output: 5 doubled twice is 20 <nil>
+}
