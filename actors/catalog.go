@@ -26,10 +26,15 @@ type ToolCatalog interface {
 }
 
 // CatalogTools returns the tools of c now, sorted by name (nil when c is nil): what a
-// ToolDisclosure discloses of the catalog (Agent.Disclosure).
+// ToolDisclosure discloses of the catalog (Agent.Disclosure). A catalog that lists
+// its tools itself (a method Tools() []tools.Tool, sorted by name, as mcp.Client
+// has) is read in one call.
 func CatalogTools(c ToolCatalog) []tools.Tool {
 	if c == nil {
 		return nil
+	}
+	if l, ok := c.(interface{ Tools() []tools.Tool }); ok {
+		return l.Tools()
 	}
 	specs := c.Specs()
 	out := make([]tools.Tool, 0, len(specs))
