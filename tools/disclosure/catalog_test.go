@@ -117,8 +117,8 @@ func TestSearchFollowsTheCatalog(t *testing.T) {
 	}
 }
 
-// The catalog strategy lists the catalog's servers as groups, and load_tools loads
-// one as it is when called.
+// The catalog strategy lists the catalog's servers as groups; load_tools loads one,
+// and it stays loaded as the server's tools change.
 func TestCatalogGroupsFollowTheCatalog(t *testing.T) {
 	cat := &liveCatalog{}
 	d, err := disclosure.New(disclosure.Catalog, catalogTools(), disclosure.WithCatalog(cat))
@@ -153,6 +153,11 @@ func TestCatalogGroupsFollowTheCatalog(t *testing.T) {
 		if s.Name == "git_log" {
 			t.Errorf("the catalog's git_log displaced the agent's")
 		}
+	}
+	// A loaded group stays loaded whole: a tool its server adds later is offered.
+	cat.set(append(weatherTools(), tool("weather__radar", "mcp:weather", "Show the rain radar"))...)
+	if specs, _ := d.Disclose(loads, actors.CatalogTools(cat)); names(specs) != "calculator,load_tools,weather__alerts,weather__forecast,weather__radar" {
+		t.Errorf("after the server added a tool: %s", names(specs))
 	}
 	cat.set()
 	if got := strings.Join(d.Groups(), ","); got != "mcp:calendar,mcp:git" {

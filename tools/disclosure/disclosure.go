@@ -311,13 +311,15 @@ type loadResult struct {
 // recorded loads and the catalog's tools now. It is a pure function of the two: the
 // same loads and catalog give the same bytes, so the tool section of a prompt stays
 // byte-identical from step to step until something is loaded or the catalog
-// changes. Loaded names that are not (any more) among the tools are passed over.
+// changes. A group loaded with load_tools stays loaded whole: a tool its server adds
+// later is offered too. Loaded names that are not (any more) among the tools are
+// passed over.
 func (d *Disclosure) Disclose(loads []actors.ToolLoad, catalog []tools.Tool) ([]messages.ToolSpec, string) {
 	v := d.viewOf(catalog)
 	if len(loads) == 0 || d.strategy == All {
 		return v.first, v.section
 	}
-	loaded := map[string]bool{}
+	loaded, groups := map[string]bool{}, map[string]bool{}
 	for _, l := range loads {
 		var r loadResult
 		if json.Unmarshal([]byte(l.Result), &r) != nil {
@@ -326,10 +328,13 @@ func (d *Disclosure) Disclose(loads []actors.ToolLoad, catalog []tools.Tool) ([]
 		for _, n := range r.Loaded {
 			loaded[n] = true
 		}
+		if l.Tool == actors.ToolLoadTools && r.Group != "" {
+			groups[r.Group] = true
+		}
 	}
 	out := make([]messages.ToolSpec, 0, len(v.first)+len(loaded))
 	for _, e := range v.entries {
-		if e.group == "" || loaded[e.spec.Name] {
+		if e.group == "" || loaded[e.spec.Name] || groups[e.group] {
 			out = append(out, e.spec)
 		}
 	}

@@ -30,8 +30,10 @@
 // a session refolded after a restart, or replayed, offers the same tools over the
 // same catalog; the tool section of a prompt is byte-identical from step to step
 // until something is loaded or the catalog changes, and grows only by insertion
-// after a load, so a provider's prompt cache keeps hitting. A loaded tool that left
-// the catalog is no longer offered, and offered again if it comes back.
+// after a load, so a provider's prompt cache keeps hitting. A group loaded with
+// load_tools stays loaded whole (a tool its server adds later is offered too); a
+// loaded tool that left the catalog is no longer offered, and offered again if it
+// comes back.
 //
 // call_tool dispatches to the named tool's Call with the call's own idempotency key,
 // under the call's context (its timeout and cancellation); a catalog tool is looked
