@@ -70,7 +70,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	cfg.setDefaults()
 	c := &Client{cfg: cfg, byName: map[string]tools.Tool{}, changed: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
-		c.servers = append(c.servers, &server{c: c, name: name, cfg: cfg.Servers[name],
+		c.servers = append(c.servers, &server{c: c, name: name, source: "mcp:" + name, cfg: cfg.Servers[name],
 			refresh: make(chan struct{}, 1), kick: make(chan struct{}, 1), up: make(chan struct{}), state: StateConnecting, since: time.Now()})
 	}
 	if len(c.servers) == 0 {
@@ -248,9 +248,10 @@ func (c *Client) triedOnce() {
 
 // server is one configured server and its connection.
 type server struct {
-	c    *Client
-	name string
-	cfg  ServerConfig
+	c      *Client
+	name   string
+	source string // its tools' Source: "mcp:<name>"
+	cfg    ServerConfig
 	// refresh asks the connection's loop to list the server's offer again
 	// (list_changed); kick asks it to drop the connection and reconnect at once.
 	refresh, kick chan struct{}

@@ -356,7 +356,7 @@ type remoteTool struct {
 func (t *remoteTool) Spec() messages.ToolSpec { return t.spec }
 
 // Source says where the tool comes from: "mcp:<server>".
-func (t *remoteTool) Source() string { return "mcp:" + t.srv.name }
+func (t *remoteTool) Source() string { return t.srv.source }
 
 // Call calls the tool on the server, with the call's idempotency key in the
 // request's _meta (IdempotencyKeyMeta). The result's content becomes text (images,
@@ -473,7 +473,7 @@ type resourceReader struct {
 }
 
 func (t *resourceReader) Spec() messages.ToolSpec { return t.spec }
-func (t *resourceReader) Source() string          { return "mcp:" + t.srv.name }
+func (t *resourceReader) Source() string          { return t.srv.source }
 
 func (t *resourceReader) Call(ctx context.Context, c tools.Call) (string, error) {
 	var args struct {
@@ -508,7 +508,7 @@ type resourceLister struct {
 }
 
 func (t *resourceLister) Spec() messages.ToolSpec { return t.spec }
-func (t *resourceLister) Source() string          { return "mcp:" + t.srv.name }
+func (t *resourceLister) Source() string          { return t.srv.source }
 
 func (t *resourceLister) Call(ctx context.Context, c tools.Call) (string, error) {
 	var none struct{}
@@ -544,7 +544,7 @@ type promptGetter struct {
 }
 
 func (t *promptGetter) Spec() messages.ToolSpec { return t.spec }
-func (t *promptGetter) Source() string          { return "mcp:" + t.srv.name }
+func (t *promptGetter) Source() string          { return t.srv.source }
 
 func (t *promptGetter) Call(ctx context.Context, c tools.Call) (string, error) {
 	var args struct {

@@ -92,6 +92,7 @@ type Disclosure struct {
 // the prompt section. It is immutable.
 type view struct {
 	catalog []messages.ToolSpec // the catalog's specs it was made from, in order
+	sources []string            // and their tools' sources
 	entries []entry             // sorted by name
 	byName  map[string]int
 	groups  []group  // sorted by name
@@ -172,14 +173,14 @@ func (d *Disclosure) current() *view {
 }
 
 // viewOf returns the view over the catalog tools cat: the last one made, when cat
-// has the same specs (compared by name, description and schema bytes, which a
-// catalog shares from one reading to the next while it does not change), or a new
-// one.
+// has the same specs and sources (specs compared by name, description and schema
+// bytes, which a catalog shares from one reading to the next while it does not
+// change), or a new one.
 func (d *Disclosure) viewOf(cat []tools.Tool) *view {
 	if v := d.view.Load(); v != nil && len(v.catalog) == len(cat) {
 		same := true
 		for i, t := range cat {
-			if t == nil || !sameSpec(v.catalog[i], t.Spec()) {
+			if t == nil || !sameSpec(v.catalog[i], t.Spec()) || v.sources[i] != SourceOf(t) {
 				same = false
 				break
 			}
@@ -188,13 +189,7 @@ func (d *Disclosure) viewOf(cat []tools.Tool) *view {
 			return v
 		}
 	}
-	specs := make([]messages.ToolSpec, len(cat))
-	for i, t := range cat {
-		if t != nil {
-			specs[i] = t.Spec()
-		}
-	}
-	v := d.build(cat, specs)
+	v := d.build(cat)
 	d.view.Store(v)
 	return v
 }
@@ -203,20 +198,24 @@ func sameSpec(a, b messages.ToolSpec) bool {
 	return a.Name == b.Name && a.Description == b.Description && bytes.Equal(a.Parameters, b.Parameters)
 }
 
-// build makes the view over the static tools and the catalog tools cat (whose specs
-// are specs).
-func (d *Disclosure) build(cat []tools.Tool, specs []messages.ToolSpec) *view {
-	v := &view{catalog: specs, byName: map[string]int{}}
+// build makes the view over the static tools and the catalog tools cat.
+func (d *Disclosure) build(cat []tools.Tool) *view {
+	v := &view{catalog: make([]messages.ToolSpec, len(cat)), sources: make([]string, len(cat)), byName: map[string]int{}}
+	for i, t := range cat {
+		if t != nil {
+			v.catalog[i], v.sources[i] = t.Spec(), SourceOf(t)
+		}
+	}
 	v.entries = slices.Clone(d.static)
 	for _, e := range d.static {
 		v.byName[e.spec.Name] = -1
 	}
 	for i, t := range cat {
-		spec := compact(specs[i])
+		spec := compact(v.catalog[i])
 		if _, dup := v.byName[spec.Name]; dup || t == nil {
 			continue // named like a tool of the agent, or twice in the catalog
 		}
-		g := SourceOf(t)
+		g := v.sources[i]
 		if g == "builtin" {
 			g = CatalogGroup
 		}
