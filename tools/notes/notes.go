@@ -150,8 +150,8 @@ type Notes struct {
 	stream string
 
 	mu    sync.Mutex
-	seq   uint64           // the last seq folded
-	notes map[string]*Note // by ID
+	seq   uint64            // the last seq folded
+	notes map[string]*Note  // by ID
 	keys  map[string]string // call key -> the note it changed
 }
 
