@@ -74,11 +74,11 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Validate reports a configuration that cannot work.
+// Validate reports a configuration that cannot work. It does not look at Log,
+// which whoever builds the notes may fill in later (a node, with its own log); New
+// requires it.
 func (c Config) Validate() error {
 	switch {
-	case c.Log == nil:
-		return errors.New("notes: no event log")
 	case c.Agent != "" && (strings.ContainsAny(c.Agent, "/\x00") || len(c.Agent) > 128):
 		return fmt.Errorf("notes: agent %q: want at most 128 characters, no '/'", c.Agent)
 	case c.MaxBodyBytes < 0 || c.MaxTags < 0 || c.MaxNotes < 0:
@@ -160,6 +160,9 @@ type Notes struct {
 func New(cfg Config) (*Notes, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Log == nil {
+		return nil, errors.New("notes: no event log")
 	}
 	cfg.setDefaults()
 	return &Notes{cfg: cfg, stream: Stream(cfg.Agent), notes: map[string]*Note{}, keys: map[string]string{}}, nil

@@ -1,0 +1,89 @@
+package node_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools/notes"
+)
+
+// answers returns what each tool call of a session's events answered.
+func answers(events []messages.Envelope) []string {
+	var out []string
+	for _, e := range events {
+		if e.Type != messages.TypeToolCallCompleted {
+			continue
+		}
+		p, err := e.Decode()
+		if err == nil {
+			c := p.(*messages.ToolCallCompleted)
+			out = append(out, c.Result+c.Error)
+		}
+	}
+	return out
+}
+
+func scripted(t *testing.T, call messages.ToolCall) llm.Model {
+	t.Helper()
+	m, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{call}},
+		{Content: "done"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// A note the agent adds in one node's session is in the log: a node started later on
+// the same data directory finds it, and does not take the notes stream for an
+// unfinished session.
+func TestNotesOutliveTheNode(t *testing.T) {
+	dir := t.TempDir()
+	const secret = "sk-live-0123456789abcdefghij"
+	first, err := node.New(context.Background(), node.Config{DataDir: dir, Notes: &notes.Config{}, Secrets: []string{secret},
+		Model: scripted(t, messages.ToolCall{ID: "c1", Name: "notes",
+			Arguments: `{"op":"add","args":{"type":"preference","tags":["alice"],"body":"Alice likes aisle seats; her key is ` + secret + `"}}`})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := first.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := answers(nodetest.Run(t, first, "s-1", "remember Alice's seat"))
+	stop()
+	if len(added) != 1 || !strings.Contains(added[0], `"id":"n1"`) || strings.Contains(added[0], secret) {
+		t.Fatalf("the add answered %q; want note n1, its secret redacted", added)
+	}
+
+	logged := &syncBuffer{}
+	second := nodetest.Start(t, node.Config{DataDir: dir, Notes: &notes.Config{}, Logger: slog.New(slog.NewTextHandler(logged, nil)),
+		Model: scripted(t, messages.ToolCall{ID: "c1", Name: "notes", Arguments: `{"op":"search","args":{"query":"alice seat"}}`})})
+	found := answers(nodetest.Run(t, second, "s-2", "where does Alice sit?"))
+	if len(found) != 1 || !strings.Contains(found[0], "Alice likes aisle seats") || !strings.Contains(found[0], "[REDACTED]") {
+		t.Fatalf("the search in the second node answered %q", found)
+	}
+
+	if strings.Contains(logged.String(), "resuming unfinished sessions") {
+		t.Errorf("the second node resumed the notes stream as a session:\n%s", logged.String())
+	}
+
+	// The stream holds the note's event and nothing a session would write.
+	events, err := second.Log().Read(context.Background(), notes.Stream("default"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) != 1 || events[0].Type != messages.TypeNoteAdded {
+		t.Fatalf("the notes stream: %+v; want one note.added", events)
+	}
+	if p, err := events[0].Decode(); err != nil || !strings.HasPrefix(p.(*messages.NoteAdded).Key, "s-1/") {
+		t.Errorf("the note.added: %+v, %v; want it keyed by the tool call of s-1", p, err)
+	}
+}
