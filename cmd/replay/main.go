@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools/notes"
 )
 
 func main() {
@@ -174,6 +175,11 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
+	for i := range infos {
+		if notes.IsStream(infos[i].ID) {
+			infos[i].Status = notes.Status // an agent's notes, not a session: no task runs there
+		}
+	}
 	if asJSON {
 		if infos == nil {
 			infos = []eventlog.SessionInfo{}
@@ -304,6 +310,9 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 		byID[e.ID] = st
 	}
 	tl.Status = eventlog.SessionStatus(latest, submitted, ended)
+	if notes.IsStream(tl.SessionID) {
+		tl.Status = notes.Status // an agent's notes, not a session: no task runs there
+	}
 	return tl, nil
 }
 

@@ -5,14 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools/notes"
 )
 
 // recordSession runs one task on an embedded node in dir and returns its session ID.
@@ -179,5 +182,42 @@ func BenchmarkTimeline10k(b *testing.B) {
 		}
 		var out bytes.Buffer
 		tl.Render(&out)
+	}
+}
+
+// An agent's notes are a stream of the log but no session: list shows it with the
+// status notes, and show prints its events under that status.
+func TestListMarksNotesStreams(t *testing.T) {
+	dir := t.TempDir()
+	id := recordSession(t, dir, "echo hi")
+	log, err := sqlite.Open(context.Background(), sqlite.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := notes.New(notes.Config{Log: log, Agent: "planner"})
+	if err == nil {
+		_, err = n.Add(context.Background(), "fact", []string{"x"}, "A note.")
+	}
+	if cerr := log.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+
+	code, out, errs := replay(t, "list", "--data", dir)
+	if code != 0 || !regexp.MustCompile(`\nnotes/planner +notes +0 +1 `).MatchString(out) || !regexp.MustCompile(`\n`+id+` +completed `).MatchString(out) {
+		t.Fatalf("list: %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = replay(t, "list", "--data", dir, "--json")
+	var infos []eventlog.SessionInfo
+	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 2 {
+		t.Fatalf("list --json: %d %s %s", code, out, errs)
+	}
+	for _, info := range infos {
+		if want := map[bool]string{true: notes.Status, false: messages.StatusCompleted}[info.ID == "notes/planner"]; info.Status != want {
+			t.Errorf("%s: status %s, want %s", info.ID, info.Status, want)
+		}
+	}
+	code, out, errs = replay(t, "show", "notes/planner", "--data", dir)
+	if code != 0 || !strings.Contains(out, "notes/planner  notes  1 events") || !strings.Contains(out, "note.added") {
+		t.Fatalf("show: %d\n%s%s", code, out, errs)
 	}
 }
