@@ -3,6 +3,7 @@ package node
 import (
 	"slices"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/tools/notes"
 )
 
@@ -37,4 +38,14 @@ func (n *Node) addNotes() error {
 	}
 	n.cfg.Tools = append(slices.Clone(n.cfg.Tools), ts...)
 	return nil
+}
+
+// markNotes gives the notes streams among sessions the status notes.Status: they
+// are streams of the log but no sessions, and no task runs there.
+func markNotes(infos []eventlog.SessionInfo) {
+	for i := range infos {
+		if notes.IsStream(infos[i].ID) {
+			infos[i].Status = notes.Status
+		}
+	}
 }

@@ -2,10 +2,14 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -73,6 +77,21 @@ func TestNotesOutliveTheNode(t *testing.T) {
 
 	if strings.Contains(logged.String(), "resuming unfinished sessions") {
 		t.Errorf("the second node resumed the notes stream as a session:\n%s", logged.String())
+	}
+
+	// The sessions the API lists show the stream as notes, not as a running session.
+	rec := httptest.NewRecorder()
+	second.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/sessions", nil))
+	var infos []eventlog.SessionInfo
+	if err := json.Unmarshal(rec.Body.Bytes(), &infos); err != nil {
+		t.Fatalf("GET /v1/sessions: %v\n%s", err, rec.Body.String())
+	}
+	statuses := map[string]string{}
+	for _, info := range infos {
+		statuses[info.ID] = info.Status
+	}
+	if statuses["notes/default"] != notes.Status || statuses["s-2"] != messages.StatusCompleted {
+		t.Errorf("GET /v1/sessions: %v", statuses)
 	}
 
 	// The stream holds the note's event and nothing a session would write.
