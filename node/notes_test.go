@@ -3,10 +3,11 @@ package node_test
 import (
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -67,17 +68,29 @@ func TestNotesOutliveTheNode(t *testing.T) {
 		t.Fatalf("the add answered %q; want note n1, its secret redacted", added)
 	}
 
-	logged := &syncBuffer{}
-	second := nodetest.Start(t, node.Config{DataDir: dir, Notes: &notes.Config{}, Logger: slog.New(slog.NewTextHandler(logged, nil)),
+	// The node resumes every unfinished session it is offered (Resume says yes to
+	// all, as a nil Resume does) and must not be offered the notes stream, which has
+	// no task and so looks unfinished by the rules of sessions.
+	var offeredMu sync.Mutex
+	var offered []string
+	second := nodetest.Start(t, node.Config{DataDir: dir, Notes: &notes.Config{},
+		Resume: func(id string) bool {
+			offeredMu.Lock()
+			defer offeredMu.Unlock()
+			offered = append(offered, id)
+			return true
+		},
 		Model: scripted(t, messages.ToolCall{ID: "c1", Name: "notes", Arguments: `{"op":"search","args":{"query":"alice seat"}}`})})
 	found := answers(nodetest.Run(t, second, "s-2", "where does Alice sit?"))
 	if len(found) != 1 || !strings.Contains(found[0], "Alice likes aisle seats") || !strings.Contains(found[0], "[REDACTED]") {
 		t.Fatalf("the search in the second node answered %q", found)
 	}
 
-	if strings.Contains(logged.String(), "resuming unfinished sessions") {
-		t.Errorf("the second node resumed the notes stream as a session:\n%s", logged.String())
+	offeredMu.Lock()
+	if slices.Contains(offered, notes.Stream("default")) {
+		t.Errorf("the second node offered the notes stream for resuming as a session: %v", offered)
 	}
+	offeredMu.Unlock()
 
 	// The sessions the API lists show the stream as notes, not as a running session.
 	rec := httptest.NewRecorder()
