@@ -317,15 +317,14 @@ func TestConflictOnAppendIsRetried(t *testing.T) {
 func TestConcurrentWritersSharingALog(t *testing.T) {
 	dir := t.TempDir()
 	// Two logs on one directory, as two processes of one host (sqlite Shared): each
-	// has its own writer, so their appends race for the stream's seqs.
-	writers := []*notes.Notes{
-		newNotes(t, notes.Config{Log: openLog(t, dir, true)}),
-		newNotes(t, notes.Config{Log: openLog(t, dir, true)}),
-	}
-	const each = 15
+	// has its own writer, so their appends race for the stream's seqs. Two tool
+	// calls at once share the first one's notes, as a node's parallel calls do.
+	first := newNotes(t, notes.Config{Log: openLog(t, dir, true)})
+	writers := []*notes.Notes{first, first, newNotes(t, notes.Config{Log: openLog(t, dir, true)})}
+	const each = 10
 	ctx := testCtx(t)
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*each)
+	errs := make(chan error, len(writers)*each)
 	for w, n := range writers {
 		wg.Add(1)
 		go func() {
@@ -355,8 +354,17 @@ func TestConcurrentWritersSharingALog(t *testing.T) {
 		}
 		seen[n.Body] = true
 	}
-	if all.Matched != 2*each || len(seen) != 2*each {
-		t.Errorf("%d notes, %d distinct; want %d", all.Matched, len(seen), 2*each)
+	if all.Matched != len(writers)*each || len(seen) != len(writers)*each {
+		t.Errorf("%d notes, %d distinct; want %d", all.Matched, len(seen), len(writers)*each)
+	}
+	events, err := openLog(t, dir, true).Read(ctx, notes.Stream("default"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, e := range events {
+		if e.Seq != uint64(i+1) || e.Type != messages.TypeNoteAdded {
+			t.Fatalf("event %d: seq %d, %s; want seq %d, note.added: one event per note, gap-free", i, e.Seq, e.Type, i+1)
+		}
 	}
 }
 
@@ -388,6 +396,10 @@ func TestHostileInput(t *testing.T) {
 				t.Errorf("got %v; want %v, saying %q, for the model", err, c.want, c.says)
 			}
 		})
+	}
+	// A body far past every limit is refused before it is parsed.
+	if _, err := do(t, box, "k/y", "add", fmt.Sprintf(`{"body":%q}`, strings.Repeat("x", 2<<20))); !errors.Is(err, tools.ErrInvalidArguments) || !strings.Contains(err.Error(), "limit") {
+		t.Errorf("a 2 MiB body: %v", err)
 	}
 	// Malformed arguments never reach the notes: the schema refuses them.
 	if _, err := do(t, box, "k/x", "add", `{"text":"misnamed"}`); !errors.Is(err, tools.ErrInvalidArguments) || !strings.Contains(err.Error(), "body") {
