@@ -284,15 +284,6 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	if nc := fc.Tools.notes(); nc != nil {
-		notesTools, closeLog, err := cliNotes(ctx, fc, *dataFlag, *nc)
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 1
-		}
-		defer closeLog()
-		list = append(list, notesTools...)
-	}
 	// The default agent's other tools: its skills' and its MCP servers'.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	set, err := loadSkills(fc.SkillsDir, fc.Skills, logger)
@@ -307,6 +298,17 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 		return 2
 	}
 	list = append(list, chains...)
+	// The notes join after the chains, as on a node (node.Config.Notes): a chain's
+	// steps cannot call them.
+	if nc := fc.Tools.notes(); nc != nil {
+		notesTools, closeLog, err := cliNotes(ctx, fc, *dataFlag, *nc)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		defer closeLog()
+		list = append(list, notesTools...)
+	}
 	var cfg node.Config
 	client, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
 	if err != nil {
