@@ -54,16 +54,9 @@ type filesFile struct {
 	Expand bool `json:"expand"`
 }
 
-// notesFile configures notes (tools/notes.Config): the agent's notes, kept as events
+// notesFile configures notes (tools/notes.File): the agent's notes, kept as events
 // in the node's event log. The section enables them unless enabled is false.
-type notesFile struct {
-	Enabled      *bool `json:"enabled"`
-	MaxBodyBytes int   `json:"max_body_bytes"`
-	MaxTags      int   `json:"max_tags"`
-	MaxNotes     int   `json:"max_notes"`
-	// Expand offers notes_add, notes_list, … instead of one notes tool.
-	Expand bool `json:"expand"`
-}
+type notesFile = notes.File
 
 // Limits of the notes section.
 const (
@@ -74,13 +67,7 @@ const (
 
 // notes returns the configuration of the notes tool, or nil when it is not enabled.
 // The node fills in its log.
-func (t toolsFile) notes() *notes.Config {
-	n := t.Notes
-	if n == nil || (n.Enabled != nil && !*n.Enabled) {
-		return nil
-	}
-	return &notes.Config{MaxBodyBytes: n.MaxBodyBytes, MaxTags: n.MaxTags, MaxNotes: n.MaxNotes, Expand: n.Expand}
-}
+func (t toolsFile) notes() *notes.Config { return t.Notes.Config() }
 
 // Limits of the tools section.
 const (

@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "verify", "fork":
-		fs.StringVar(&configPath, "config", "", `the node's configuration file: its "chains" (tool chains) join the agent's tools`)
+		fs.StringVar(&configPath, "config", "", `the node's configuration file: its "chains" (tool chains) and its notes ("tools": {"notes": ...}) join the agent's tools`)
 	}
 	switch cmd {
 	case "list":
@@ -133,7 +133,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
-		return fork(ctx, st, positional[0], at, modelFlag, input, newID, agentTools, stdout, stderr)
+		notesCfg, err := notesOf(configPath)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		return fork(ctx, st, positional[0], at, modelFlag, input, newID, agentTools, notesCfg, stdout, stderr)
 	case "import":
 		return importFile(ctx, st, positional[0], stdout, stderr)
 	}
@@ -150,6 +155,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return show(ctx, log, positional[0], asJSON, stdout, stderr)
 	case "verify":
 		agentTools, err := toolsOf(configPath)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		notesCfg, err := notesOf(configPath)
+		if err == nil {
+			agentTools, err = withNotes(agentTools, notesCfg, log)
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
