@@ -224,13 +224,11 @@ func (n *Notes) apply(e messages.Envelope) error {
 	return nil
 }
 
-// write makes one change: it folds the stream, returns the note a change with the
-// same key made if there was one, and otherwise appends the event change builds for
-// the next seq, again after a refold when another writer took that seq. change
-// checks the input against the folded notes; its error is returned, with nothing
-// written.
-// It returns the ID of the note the change (or the earlier one with the same key)
-// changed.
+// write makes one change: it folds the stream and, unless a change with the call's
+// key is in it already, appends the event change builds for the next seq, again
+// after a refold when another writer took that seq. change checks the input against
+// the folded notes; its error is returned, with nothing written. write returns the
+// ID of the note the change (or the earlier one with the same key) changed.
 func (n *Notes) write(ctx context.Context, change func(seq uint64) (messages.Payload, error)) (string, error) {
 	key := tools.CallKey(ctx)
 	n.mu.Lock()
