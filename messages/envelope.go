@@ -21,6 +21,10 @@ const (
 	TypeTaskCompleted     Type = "task.completed"
 	TypeTaskFailed        Type = "task.failed"
 	TypeSessionForked     Type = "session.forked"
+	// The events of an agent's notes (package tools/notes), in a stream of their own.
+	TypeNoteAdded   Type = "note.added"
+	TypeNoteUpdated Type = "note.updated"
+	TypeNoteRemoved Type = "note.removed"
 )
 
 // Versions is the current schema version of each type. Decoding an envelope whose
@@ -34,6 +38,9 @@ var versions = map[Type]int{
 	TypeTaskCompleted:     1,
 	TypeTaskFailed:        1,
 	TypeSessionForked:     1,
+	TypeNoteAdded:         1,
+	TypeNoteUpdated:       1,
+	TypeNoteRemoved:       1,
 }
 
 // CurrentVersion reports the schema version this build writes for t, and whether t is known.
@@ -156,6 +163,12 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &TaskFailed{}
 	case TypeSessionForked:
 		p = &SessionForked{}
+	case TypeNoteAdded:
+		p = &NoteAdded{}
+	case TypeNoteUpdated:
+		p = &NoteUpdated{}
+	case TypeNoteRemoved:
+		p = &NoteRemoved{}
 	}
 	if err := json.Unmarshal(e.Payload, p); err != nil {
 		return nil, fmt.Errorf("%w: session %s seq %d: %s payload: %v", ErrCorrupt, e.SessionID, e.Seq, e.Type, err)

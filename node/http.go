@@ -244,6 +244,7 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 	if infos == nil {
 		infos = []eventlog.SessionInfo{}
 	}
+	markNotes(infos)
 	writeJSON(w, http.StatusOK, infos)
 }
 

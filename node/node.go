@@ -28,6 +28,7 @@ import (
 	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/disclosure"
+	"github.com/troupe-run/troupe/tools/notes"
 	"github.com/troupe-run/troupe/tools/skills"
 )
 
@@ -79,6 +80,10 @@ type Config struct {
 	// ToolEmbedder, when set, ranks the matches of search_tools (disclosure.Search)
 	// by embedding similarity instead of BM25 (disclosure.WithEmbedder).
 	ToolEmbedder llm.Embedder
+	// Notes, when set, gives the agent the notes tool (package tools/notes): its notes
+	// are events of the stream notes/<agent> in the node's event log (Log, DataDir)
+	// unless Notes.Log names another; their text is redacted as events are (Secrets).
+	Notes *notes.Config
 	// MaxSteps bounds the model calls of a task (default 10).
 	MaxSteps int
 	// MaxParallelTools bounds one session's tool calls in flight (default 4).
@@ -153,6 +158,11 @@ func (c Config) Validate() error {
 	}
 	if _, err := disclosure.ParseStrategy(string(c.Disclosure)); err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	if c.Notes != nil {
+		if err := c.Notes.Validate(); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
 	}
 	return nil
 }
@@ -376,7 +386,10 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	wlog := newBusLogger(cfg.Logger)
 	n.openBus(wlog)
 	n.newActorSystem()
-	agent, reg, err := cfg.agent()
+	if err := n.addNotes(); err != nil {
+		return nil, n.fail(err)
+	}
+	agent, reg, err := n.cfg.agent()
 	if err != nil {
 		return nil, n.fail(err)
 	}
@@ -510,8 +523,8 @@ func (n *Node) resume(ctx context.Context) error {
 	}
 	count := 0
 	for _, s := range infos {
-		if n.cfg.Resume != nil && !n.cfg.Resume(s.ID) {
-			continue
+		if notes.IsStream(s.ID) || n.cfg.Resume != nil && !n.cfg.Resume(s.ID) {
+			continue // a notes stream is no session
 		}
 		n.system.Root.Send(n.host, &actors.ResumeSession{SessionID: s.ID})
 		count++

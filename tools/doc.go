@@ -14,7 +14,8 @@
 //   - Func makes a Go function func(ctx, A) (R, error) a tool: the schema is derived
 //     from A (SchemaFor, through github.com/google/jsonschema-go, with a tool tag for
 //     enum, bounds and pattern), or given by hand (WithSchema, WithSchemaFunc); R is
-//     rendered as text (a string as is, anything else as compact JSON).
+//     rendered as text (a string as is, anything else as compact JSON); the call's
+//     idempotency key reaches the function as CallKey(ctx) (WithCallKey).
 //   - NewToolbox groups operations (Sub, one per Go method or func) as one tool: collapsed,
 //     it takes {"op": "<sub>", "args": {...}}; expanded (Expand, Expanded), it is one tool
 //     per operation, named <tool>_<sub>. An agent's registry is built either way.
@@ -37,7 +38,8 @@
 // TimeSource so tests and replays are deterministic), NewHTTPFetch (GET or HEAD of
 // public http(s) URLs, with private, loopback, link-local and metadata addresses
 // refused after DNS resolution and on every redirect, unless allowed) and NewFiles
-// (read, write, list and stat confined to a root directory through os.Root).
+// (read, write, list and stat confined to a root directory through os.Root). The
+// notes built-in, whose state is events in the node's log, lives in tools/notes.
 //
 // Registry.Specs lists the tools sorted by name with compacted JSON Schemas, so the
 // tool section of a prompt is byte-identical from step to step.

@@ -78,7 +78,8 @@ func WithSource(s string) Option { return func(o *funcOptions) { o.source = s } 
 // A (SchemaFor: a struct, with json, jsonschema and tool tags), unless WithSchema
 // gives one. The result R reaches the model as text: a string as it is, anything
 // else as compact JSON. An error from fn is the call's error; wrap
-// ErrInvalidArguments in it when the arguments were at fault.
+// ErrInvalidArguments in it when the arguments were at fault. fn reads the call's
+// idempotency key with CallKey(ctx).
 //
 //	type weatherArgs struct {
 //		City  string `json:"city" jsonschema:"the city, e.g. Paris"`
@@ -164,7 +165,7 @@ func (t *FuncTool) Spec() messages.ToolSpec {
 }
 
 // Call implements Tool: it parses the arguments (ArgumentParser), then calls the
-// function.
+// function with c.Key in its context (CallKey).
 func (t *FuncTool) Call(ctx context.Context, c Call) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
@@ -173,7 +174,7 @@ func (t *FuncTool) Call(ctx context.Context, c Call) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return t.call(ctx, t.spec.Name, args)
+	return t.call(WithCallKey(ctx, c.Key), t.spec.Name, args)
 }
 
 // Parser returns the tool's argument parser.

@@ -362,3 +362,25 @@ func BenchmarkFuncToolCall(b *testing.B) {
 		}
 	})
 }
+
+func TestTheCallKeyReachesTheFunction(t *testing.T) {
+	type noArgs struct{}
+	keyOf := func(ctx context.Context, _ noArgs) (string, error) { return "key=" + tools.CallKey(ctx), nil }
+	box, err := tools.NewToolbox("box", "Tells its call's key.", tools.Sub("key", "Tells the key.", keyOf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tool tools.Tool
+		args string
+	}{{box.Expand()[0], `{}`}, {box, `{"op":"key"}`}} {
+		out, err := c.tool.Call(context.Background(), tools.Call{Key: "s-1/7", Arguments: c.args})
+		if err != nil || out != "key=s-1/7" {
+			t.Errorf("%s: got %q, %v; want key=s-1/7", c.tool.Spec().Name, out, err)
+		}
+		out, err = c.tool.Call(context.Background(), tools.Call{Arguments: c.args})
+		if err != nil || out != "key=" {
+			t.Errorf("%s without a key: got %q, %v; want key=", c.tool.Spec().Name, out, err)
+		}
+	}
+}

@@ -25,6 +25,27 @@ type Call struct {
 	Arguments string
 }
 
+// callKeyContext is the context key of WithCallKey.
+type callKeyContext struct{}
+
+// WithCallKey returns ctx carrying the idempotency key of the call it runs (Call.Key),
+// for a tool whose function sees only its context and arguments (Func, Sub). FuncTool
+// sets it from Call.Key; an empty key leaves ctx as it is.
+func WithCallKey(ctx context.Context, key string) context.Context {
+	if key == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, callKeyContext{}, key)
+}
+
+// CallKey returns the idempotency key of the call ctx runs (WithCallKey), or "" when
+// it carries none: a function tool with side effects performs them at most once per
+// key, as Tool.Call says.
+func CallKey(ctx context.Context) string {
+	k, _ := ctx.Value(callKeyContext{}).(string)
+	return k
+}
+
 // ErrInvalidArguments marks an error caused by the model's arguments (not retryable).
 var ErrInvalidArguments = errors.New("invalid tool arguments")
 

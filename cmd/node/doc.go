@@ -12,7 +12,7 @@
 // serve serves the HTTP API until SIGINT or SIGTERM, then shuts down gracefully.
 // tools lists the default agent's tools, or calls one through the node's tool
 // performer (exit 0 with the result, 1 with the error, 2 on bad usage); the config
-// file's "tools" section enables http_fetch and files.
+// file's "tools" section enables http_fetch, files and notes.
 // Environment: TROUPE_DATA (data directory, default ./.troupe), TROUPE_HTTP_ADDR
 // (default 127.0.0.1:8080), TROUPE_MODEL; flags override them.
 //

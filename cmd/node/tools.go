@@ -13,21 +13,27 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/notes"
 )
 
 // toolsFile is the "tools" section of the configuration file: the built-in tools the
 // node's agent gets beyond calculator and clock. A section present enables its tool:
 //
 //	"tools": {"http_fetch": {"allow": ["10.0.0.0/8", "intranet.example"]},
-//	          "files": {"root": "./work"}}
+//	          "files": {"root": "./work"},
+//	          "notes": {"max_notes": 500}}
 type toolsFile struct {
 	HTTPFetch *httpFetchFile `json:"http_fetch"`
 	Files     *filesFile     `json:"files"`
+	Notes     *notesFile     `json:"notes"`
 }
 
 // httpFetchFile configures http_fetch (tools.HTTPFetchConfig).
@@ -47,6 +53,21 @@ type filesFile struct {
 	// Expand offers files_read, files_write, … instead of one files tool.
 	Expand bool `json:"expand"`
 }
+
+// notesFile configures notes (tools/notes.File): the agent's notes, kept as events
+// in the node's event log. The section enables them unless enabled is false.
+type notesFile = notes.File
+
+// Limits of the notes section.
+const (
+	maxNoteBytes = 1 << 20
+	maxNoteTags  = 256
+	maxNotes     = 1_000_000
+)
+
+// notes returns the configuration of the notes tool, or nil when it is not enabled.
+// The node fills in its log.
+func (t toolsFile) notes() *notes.Config { return t.Notes.Config() }
 
 // Limits of the tools section.
 const (
@@ -80,6 +101,21 @@ func (t toolsFile) validate() []error {
 		}
 		if f.MaxBytes < 0 || f.MaxBytes > maxToolBytes {
 			bad("files.max_bytes", "%d is out of range: want 1 to %d (0 or absent: %d)", f.MaxBytes, maxToolBytes, tools.DefaultFilesMaxBytes)
+		}
+	}
+	if n := t.Notes; n != nil {
+		for _, l := range []struct {
+			field      string
+			got, limit int
+			dflt       int
+		}{
+			{"max_body_bytes", n.MaxBodyBytes, maxNoteBytes, notes.DefaultMaxBodyBytes},
+			{"max_tags", n.MaxTags, maxNoteTags, notes.DefaultMaxTags},
+			{"max_notes", n.MaxNotes, maxNotes, notes.DefaultMaxNotes},
+		} {
+			if l.got < 0 || l.got > l.limit {
+				bad("notes."+l.field, "%d is out of range: want 1 to %d (0 or absent: %d)", l.got, l.limit, l.dflt)
+			}
 		}
 	}
 	return errs
@@ -167,7 +203,7 @@ func unknownToolsField(raw json.RawMessage, name string) error {
 	if _, ok := sections[name]; ok {
 		return fmt.Errorf("unknown field \"tools.%s\": the tools are %s", name, jsonFields[toolsFile]())
 	}
-	for section, fields := range map[string]string{"http_fetch": jsonFields[httpFetchFile](), "files": jsonFields[filesFile]()} {
+	for section, fields := range map[string]string{"http_fetch": jsonFields[httpFetchFile](), "files": jsonFields[filesFile](), "notes": jsonFields[notesFile]()} {
 		var m map[string]json.RawMessage
 		if json.Unmarshal(sections[section], &m) == nil {
 			if _, ok := m[name]; ok {
@@ -188,8 +224,10 @@ call runs one tool as the node would (its timeout, concurrency and size limits,
 argument validation) and prints its result: exit 0, or 1 with the error. Arguments
 are JSON or key=value pairs; - reads them from standard input; none means {}.
 Tools beyond calculator and clock come from the "tools" section of the
-configuration file (http_fetch, files), and its "chains" (tool chains: called
-here, a chain runs all its steps in one call).
+configuration file (http_fetch, files, notes), and its "chains" (tool chains:
+called here, a chain runs all its steps in one call). The notes are those of the
+node's default agent, in the event log of --data (or ClickHouse, when configured):
+a node serving that data directory holds it locked meanwhile.
 `
 
 // toolsCmd runs "node tools ...": args are what follows "tools".
@@ -203,7 +241,7 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, toolsUsage) }
 	configPath := fs.String("config", "", "configuration file")
-	fs.String("data", "", "data directory (accepted for symmetry with run and serve)")
+	dataFlag := fs.String("data", "", "data directory of the embedded event log (the notes tool's)")
 	asJSON := fs.Bool("json", false, "print JSON (list)")
 	// Flags may come before or after the positional arguments.
 	var pos []string
@@ -247,6 +285,17 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 		return 2
 	}
 	list = append(list, chains...)
+	// The notes join after the chains, as on a node (node.Config.Notes): a chain's
+	// steps cannot call them.
+	if nc := fc.Tools.notes(); nc != nil {
+		notesTools, closeLog, err := cliNotes(ctx, fc, *dataFlag, *nc)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		defer closeLog()
+		list = append(list, notesTools...)
+	}
 	var cfg node.Config
 	client, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
 	if err != nil {
@@ -404,4 +453,40 @@ func callTool(ctx context.Context, reg *tools.Registry, catalog actors.ToolCatal
 	}
 	fmt.Fprintln(stdout, rep.Output)
 	return 0
+}
+
+// cliNotes builds the notes tool of "node tools" on the event log that run and
+// serve use: ClickHouse when configured, else the SQLite log of data (default: the
+// file's data, else .troupe). closeLog closes what it opened.
+func cliNotes(ctx context.Context, fc fileConfig, data string, cfg notes.Config) (ts []tools.Tool, closeLog func(), err error) {
+	or := func(vs ...string) string {
+		for _, v := range vs {
+			if v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	var log eventlog.Log
+	log, err = openLog(ctx, or(os.Getenv("TROUPE_CLICKHOUSE"), fc.ClickHouse), or(os.Getenv("TROUPE_CLICKHOUSE_DATABASE"), fc.ClickHouseDatabase, "troupe"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if log == nil {
+		dir := or(data, os.Getenv("TROUPE_DATA"), fc.Data, ".troupe")
+		if log, err = sqlite.Open(ctx, sqlite.Config{Dir: dir}); err != nil {
+			return nil, nil, fmt.Errorf("the notes tool's event log in %s: %w", dir, err)
+		}
+	}
+	cfg.Log = log
+	cfg.Redact = redact.New(provider.Config{}.Secrets(nil)...).String // the environment's keys
+	n, err := notes.New(cfg)
+	if err == nil {
+		ts, err = n.Tools()
+	}
+	if err != nil {
+		_ = log.Close()
+		return nil, nil, err
+	}
+	return ts, func() { _ = log.Close() }, nil
 }

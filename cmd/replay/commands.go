@@ -15,11 +15,13 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/notes"
 )
 
 // toolsOf returns the tools of the default agent of a node configured by the file at
-// path: calculator, clock and the tool chains of its "chains" section (the rest of
-// the file is not read). Nil when path is empty: the node's defaults.
+// path: calculator, clock and the tool chains of its "chains" section (notesOf reads
+// its notes; the rest of the file is not read). Nil when path is empty: the node's
+// defaults.
 func toolsOf(path string) ([]tools.Tool, error) {
 	if path == "" {
 		return nil, nil
@@ -179,7 +181,7 @@ func importFile(ctx context.Context, st store, file string, stdout, stderr io.Wr
 }
 
 // fork copies a session up to a seq into a new session and continues it live.
-func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, input, newID string, agentTools []tools.Tool, stdout, stderr io.Writer) int {
+func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, input, newID string, agentTools []tools.Tool, notesCfg *notes.Config, stdout, stderr io.Writer) int {
 	base, err := provider.Load("", nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -200,7 +202,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	// The node resumes the fork only: the other unfinished sessions of the log are
 	// left to the node that serves it.
 	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key), Tools: agentTools,
-		Resume: func(id string) bool { return id == newID }}
+		Notes: notesCfg, Resume: func(id string) bool { return id == newID }}
 	if st.clickhouse != "" {
 		log, err := st.open(ctx, false)
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools/notes"
 )
 
 func main() {
@@ -83,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "verify", "fork":
-		fs.StringVar(&configPath, "config", "", `the node's configuration file: its "chains" (tool chains) join the agent's tools`)
+		fs.StringVar(&configPath, "config", "", `the node's configuration file: its "chains" (tool chains) and its notes ("tools": {"notes": ...}) join the agent's tools`)
 	}
 	switch cmd {
 	case "list":
@@ -132,7 +133,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
-		return fork(ctx, st, positional[0], at, modelFlag, input, newID, agentTools, stdout, stderr)
+		notesCfg, err := notesOf(configPath)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		return fork(ctx, st, positional[0], at, modelFlag, input, newID, agentTools, notesCfg, stdout, stderr)
 	case "import":
 		return importFile(ctx, st, positional[0], stdout, stderr)
 	}
@@ -149,6 +155,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return show(ctx, log, positional[0], asJSON, stdout, stderr)
 	case "verify":
 		agentTools, err := toolsOf(configPath)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		notesCfg, err := notesOf(configPath)
+		if err == nil {
+			agentTools, err = withNotes(agentTools, notesCfg, log)
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
@@ -173,6 +187,11 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
+	}
+	for i := range infos {
+		if notes.IsStream(infos[i].ID) {
+			infos[i].Status = notes.Status // an agent's notes, not a session: no task runs there
+		}
 	}
 	if asJSON {
 		if infos == nil {
@@ -304,6 +323,9 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 		byID[e.ID] = st
 	}
 	tl.Status = eventlog.SessionStatus(latest, submitted, ended)
+	if notes.IsStream(tl.SessionID) {
+		tl.Status = notes.Status // an agent's notes, not a session: no task runs there
+	}
 	return tl, nil
 }
 

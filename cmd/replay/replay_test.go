@@ -5,14 +5,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools/notes"
 )
 
 // recordSession runs one task on an embedded node in dir and returns its session ID.
@@ -179,5 +185,85 @@ func BenchmarkTimeline10k(b *testing.B) {
 		}
 		var out bytes.Buffer
 		tl.Render(&out)
+	}
+}
+
+// An agent's notes are a stream of the log but no session: list shows it with the
+// status notes, and show prints its events under that status.
+func TestListMarksNotesStreams(t *testing.T) {
+	dir := t.TempDir()
+	id := recordSession(t, dir, "echo hi")
+	log, err := sqlite.Open(context.Background(), sqlite.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := notes.New(notes.Config{Log: log, Agent: "planner"})
+	if err == nil {
+		_, err = n.Add(context.Background(), "fact", []string{"x"}, "A note.")
+	}
+	if cerr := log.Close(); err != nil || cerr != nil {
+		t.Fatal(err, cerr)
+	}
+
+	code, out, errs := replay(t, "list", "--data", dir)
+	if code != 0 || !regexp.MustCompile(`\nnotes/planner +notes +0 +1 `).MatchString(out) || !regexp.MustCompile(`\n`+id+` +completed `).MatchString(out) {
+		t.Fatalf("list: %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = replay(t, "list", "--data", dir, "--json")
+	var infos []eventlog.SessionInfo
+	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 2 {
+		t.Fatalf("list --json: %d %s %s", code, out, errs)
+	}
+	for _, info := range infos {
+		if want := map[bool]string{true: notes.Status, false: messages.StatusCompleted}[info.ID == "notes/planner"]; info.Status != want {
+			t.Errorf("%s: status %s, want %s", info.ID, info.Status, want)
+		}
+	}
+	code, out, errs = replay(t, "show", "notes/planner", "--data", dir)
+	if code != 0 || !strings.Contains(out, "notes/planner  notes  1 events") || !strings.Contains(out, "note.added") {
+		t.Fatalf("show: %d\n%s%s", code, out, errs)
+	}
+}
+
+// A session whose agent kept notes verifies against the agent of the same
+// configuration: --config brings the notes tool's schema back into its prompts.
+func TestVerifyASessionWithNotes(t *testing.T) {
+	dir := t.TempDir()
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "notes", Arguments: `{"op":"add","args":{"tags":["x"],"body":"Remember this."}}`}}},
+		{Content: "noted"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(context.Background(), node.Config{DataDir: dir, Model: model, Notes: &notes.Config{MaxTags: 4}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodetest.Run(t, n, "with-notes", "remember this")
+	stop()
+
+	cfg := filepath.Join(t.TempDir(), "troupe.json")
+	if err := os.WriteFile(cfg, []byte(`{"tools": {"notes": {"max_tags": 4}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := replay(t, "verify", "with-notes", "--data", dir, "--config", cfg); code != 0 || !strings.Contains(out, "deterministic") {
+		t.Fatalf("verify --config: %d\n%s%s", code, out, errs)
+	}
+	// Without the configuration the agent has no notes tool, and its first prompt
+	// differs from the recorded one.
+	if code, out, _ := replay(t, "verify", "with-notes", "--data", dir); code != 1 || !strings.Contains(out, "diverges at seq 2") {
+		t.Fatalf("verify without --config: %d\n%s", code, out)
+	}
+	bad := filepath.Join(t.TempDir(), "troupe.json")
+	if err := os.WriteFile(bad, []byte(`{"tools": {"notes": {"max_tags": -1}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := replay(t, "verify", "with-notes", "--data", dir, "--config", bad); code != 2 || !strings.Contains(errs, "tools.notes") {
+		t.Fatalf("verify with a bad notes section: %d %s", code, errs)
 	}
 }

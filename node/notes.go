@@ -1,0 +1,51 @@
+package node
+
+import (
+	"slices"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/tools/notes"
+)
+
+// addNotes adds the notes tool to the agent's tools when Config.Notes asks for it:
+// on the node's log unless the configuration names another, for the default agent,
+// with its text redacted and its events stamped by the node's clock. The caller has
+// opened the log and set the defaults.
+func (n *Node) addNotes() error {
+	if n.cfg.Notes == nil {
+		return nil
+	}
+	cfg := *n.cfg.Notes
+	if cfg.Log == nil {
+		cfg.Log = n.log
+	}
+	if cfg.Agent == "" {
+		cfg.Agent = "default" // the node's one agent (Config.agent)
+	}
+	if cfg.Redact == nil {
+		cfg.Redact = n.redactor.String
+	}
+	if cfg.Now == nil {
+		cfg.Now = n.cfg.Clock.Now
+	}
+	ns, err := notes.New(cfg)
+	if err != nil {
+		return err
+	}
+	ts, err := ns.Tools()
+	if err != nil {
+		return err
+	}
+	n.cfg.Tools = append(slices.Clone(n.cfg.Tools), ts...)
+	return nil
+}
+
+// markNotes gives the notes streams among sessions the status notes.Status: they
+// are streams of the log but no sessions, and no task runs there.
+func markNotes(infos []eventlog.SessionInfo) {
+	for i := range infos {
+		if notes.IsStream(infos[i].ID) {
+			infos[i].Status = notes.Status
+		}
+	}
+}
