@@ -3,12 +3,19 @@ package main
 import (
 	"context"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
@@ -157,5 +164,83 @@ func TestVerifyRefusesABadConfigFile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A session recorded by a node with an MCP server and the search disclosure verifies
+// against a file naming that server: verify connects to it for its tool schemas (a
+// recorded request holds only their hash) and calls none of its tools.
+func TestVerifyConnectsToTheMCPServersOfTheConfigFile(t *testing.T) {
+	t.Setenv("TROUPE_SKILLS", "")
+	t.Setenv("TROUPE_DISCLOSURE", "")
+	srv := sdk.NewServer(&sdk.Implementation{Name: "loud", Version: "1"}, nil)
+	type in struct {
+		Text string `json:"text"`
+	}
+	var calls atomic.Int32
+	sdk.AddTool(srv, &sdk.Tool{Name: "shout", Description: "Shouts the text"},
+		func(_ context.Context, _ *sdk.CallToolRequest, a in) (*sdk.CallToolResult, any, error) {
+			calls.Add(1)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.ToUpper(a.Text)}}}, nil, nil
+		})
+	hs := httptest.NewServer(sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv }, nil))
+	defer hs.Close()
+	dir := t.TempDir()
+	data, cfgPath := filepath.Join(dir, "data"), filepath.Join(dir, "troupe.json")
+	writeFiles(t, dir, map[string]string{"troupe.json": `{"disclosure": "search", "mcp_servers": {"loud": {"url": "` + hs.URL + `"}}}`})
+
+	client, err := mcp.NewClient(mcp.ClientConfig{Servers: map[string]mcp.ServerConfig{"loud": {URL: hs.URL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- client.Run(ctx) }()
+	if err := client.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "search_tools", Arguments: `{"query":"shout"}`}}},
+		{ToolCalls: []messages.ToolCall{{ID: "c2", Name: "loud__shout", Arguments: `{"text":"hi"}`}}},
+		{Content: "HI"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := func() []messages.Envelope {
+		n, err := node.New(ctx, node.Config{DataDir: data, Model: model, ToolCatalog: client, Disclosure: disclosure.Search})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Close()
+		stop, err := n.Start(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+		return nodetest.Run(t, n, "mcp", "shout hi")
+	}()
+	client.Close()
+	<-done
+	var shouted bool
+	for _, e := range events {
+		if p, _ := e.Decode(); e.Type == messages.TypeToolCallCompleted && p.(*messages.ToolCallCompleted).Result == "HI" {
+			shouted = true
+		}
+	}
+	if !shouted || calls.Load() != 1 {
+		t.Fatalf("the MCP tool was called %d times, answered HI: %v", calls.Load(), shouted)
+	}
+
+	if code, out, errs := replay(t, "verify", "mcp", "--data", data, "--config", cfgPath); code != 0 || !strings.Contains(out, "deterministic") {
+		t.Fatalf("verify --config: exit %d\n%s%s", code, out, errs)
+	}
+	if calls.Load() != 1 {
+		t.Errorf("verify called the MCP tool: %d calls", calls.Load())
+	}
+	writeFiles(t, dir, map[string]string{"search.json": `{"disclosure": "search"}`})
+	if code, out, _ := replay(t, "verify", "mcp", "--data", data, "--config", filepath.Join(dir, "search.json")); code != 1 || !strings.Contains(out, "diverges") {
+		t.Fatalf("verify without the MCP server: exit %d %s", code, out)
 	}
 }
