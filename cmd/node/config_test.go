@@ -79,6 +79,8 @@ func TestConfigFileRejectsBadValues(t *testing.T) {
 
 		// Skills and tool disclosure.
 		{"disclosure unknown", `{"disclosure": "lazy"}`, []string{"disclosure", `"lazy"`, "all", "catalog", "search"}},
+		{"tool_embedder unknown", `{"disclosure": "search", "tool_embedder": "bert"}`, []string{"tool_embedder", `"bert"`, "hashing", "llm"}},
+		{"tool_embedder without search", `{"disclosure": "catalog", "tool_embedder": "hashing"}`, []string{"tool_embedder", "search", `"catalog"`}},
 		{"skills_dir blank", `{"skills_dir": " "}`, []string{"skills_dir", `" "`}},
 		{"script_timeout", `{"skills": {"allow_scripts": true, "script_timeout": "-1s"}}`, []string{"skills.script_timeout", "-1s", "100ms to 10m"}},
 		{"unknown skills field", `{"skills": {"allow_script": true}}`, []string{`unknown field "skills.allow_script"`, "allow_scripts"}},

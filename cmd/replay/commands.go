@@ -20,6 +20,7 @@ import (
 // agentConfig is the default agent of the node configuration file of --config, as
 // node run and serve build it (internal/nodeconfig), with its MCP servers' catalog.
 type agentConfig struct {
+	file  nodeconfig.File
 	agent nodeconfig.Agent
 	// catalog is the client of the file's MCP servers; nil without any.
 	catalog *mcp.Client
@@ -43,6 +44,7 @@ func loadAgent(ctx context.Context, path string, stderr io.Writer) (agentConfig,
 	if err != nil {
 		return ac, fmt.Errorf("--%w", err)
 	}
+	ac.file = fc
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if ac.agent, err = fc.Agent(nodeconfig.AgentOptions{SkillsDir: os.Getenv("TROUPE_SKILLS"), Disclosure: os.Getenv("TROUPE_DISCLOSURE"),
 		Logger: logger}); err != nil {
@@ -243,6 +245,13 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	// left to the node that serves it.
 	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key), Resume: func(id string) bool { return id == newID }}
 	ac.apply(&cfg)
+	// The fork searches its tools as the node would (tool_embedder), with the fork's model's provider.
+	embedder, embedderKey, err := ac.file.NewToolEmbedder(ctx, modelSpec, base)
+	if err != nil {
+		fmt.Fprintln(stderr, "error: --config:", err)
+		return 2
+	}
+	cfg.ToolEmbedder, cfg.Secrets = embedder, append(cfg.Secrets, embedderKey)
 	if st.clickhouse != "" {
 		log, err := st.open(ctx, false)
 		if err != nil {

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
@@ -108,4 +110,30 @@ func ConnectMCP(ctx context.Context, servers map[string]mcp.ServerConfig, wait t
 	_ = client.WaitReady(wctx)
 	wcancel()
 	return client, stop, nil
+}
+
+// The values of tool_embedder.
+const (
+	ToolEmbedderHashing = "hashing"
+	ToolEmbedderLLM     = "llm"
+)
+
+// NewToolEmbedder returns the embedder of tool_embedder for a node whose model is
+// modelSpec on the provider configuration base (llm/provider), or nil without one
+// (search_tools then ranks with BM25). llm is the embeddings endpoint of the provider
+// the model resolves to, with its embedding model (provider.EmbedderFromSpec): the
+// offline embedder for the offline and scripted models. It also returns the API key,
+// for redaction. Replay verify needs none: search_tools' results are in the log.
+func (fc File) NewToolEmbedder(ctx context.Context, modelSpec string, base provider.Config) (llm.Embedder, string, error) {
+	switch fc.ToolEmbedder {
+	case "":
+		return nil, "", nil
+	case ToolEmbedderHashing:
+		return llm.HashingEmbedder{}, "", nil
+	}
+	e, key, err := provider.EmbedderFromSpec(ctx, modelSpec, base, nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("tool_embedder %q: %w", fc.ToolEmbedder, err)
+	}
+	return e, key, nil
 }

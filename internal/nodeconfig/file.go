@@ -54,7 +54,11 @@ type File struct {
 	SkillsDir          string          `json:"skills_dir"`
 	Skills             SkillsFile      `json:"skills"`
 	Disclosure         string          `json:"disclosure"`
-	Tools              ToolsFile       `json:"tools"`
+	// ToolEmbedder ranks search_tools' matches by embedding similarity instead of
+	// BM25 (disclosure "search"): hashing (the offline lexical embedder) or llm (the
+	// embeddings endpoint of the node's model provider; NewToolEmbedder).
+	ToolEmbedder string    `json:"tool_embedder"`
+	Tools        ToolsFile `json:"tools"`
 	// MCPServers are the MCP servers whose tools the agent gets (mcp.ServerConfig).
 	MCPServers map[string]mcp.ServerConfig `json:"mcp_servers"`
 	// Chains are tool chains the agent gets as tools (tools.Chain; ChainTools).
@@ -305,6 +309,13 @@ func (fc File) Validate() error {
 	errs = append(errs, fc.Skills.validate()...)
 	if _, err := disclosure.ParseStrategy(fc.Disclosure); err != nil {
 		bad("disclosure", "%q: want all (every tool schema in every request), catalog or search", fc.Disclosure)
+	}
+	switch {
+	case fc.ToolEmbedder != "" && fc.ToolEmbedder != ToolEmbedderHashing && fc.ToolEmbedder != ToolEmbedderLLM:
+		bad("tool_embedder", "%q: want hashing (the offline lexical embedder) or llm (the embeddings endpoint of the llm provider: "+
+			"its embedding_model, or LLM_EMBEDDING_MODEL); absent: BM25", fc.ToolEmbedder)
+	case fc.ToolEmbedder != "" && fc.Disclosure != "" && fc.Disclosure != string(disclosure.Search):
+		bad("tool_embedder", "%q ranks the matches of search_tools: it needs \"disclosure\": \"search\", not %q", fc.ToolEmbedder, fc.Disclosure)
 	}
 	errs = append(errs, fc.Tools.validate()...)
 	errs = append(errs, validateMCPServers(fc.MCPServers)...)
