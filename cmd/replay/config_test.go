@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -108,6 +109,22 @@ func TestVerifyRebuildsTheAgentOfTheConfigFile(t *testing.T) {
 	}
 	if code, out, _ := replay(t, "verify", "configured", "--data", data); code != 1 || !strings.Contains(out, "diverges") {
 		t.Fatalf("verify without --config: exit %d %s", code, out)
+	}
+	// A fork continues with the same agent: its new requests verify against the file.
+	var loaded uint64
+	for _, e := range events {
+		if e.Type == messages.TypeToolCallCompleted && loaded == 0 {
+			loaded = e.Seq
+		}
+	}
+	writeFiles(t, dir, map[string]string{"rest.json": `{"name": "scripted", "steps": [
+		{"tool_calls": [{"id": "c2", "name": "calculator", "arguments": "{\"expression\":\"6*7\"}"}]}, {"content": "hello, 42"}]}`})
+	if code, out, errs := replay(t, "fork", "configured", "--at", strconv.FormatUint(loaded, 10), "--session", "configured-fork", "--data", data,
+		"--config", cfgPath, "--model", "scripted:"+filepath.Join(dir, "rest.json")); code != 0 || !strings.Contains(out, "hello, 42") {
+		t.Fatalf("fork --config: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := replay(t, "verify", "configured-fork", "--data", data, "--config", cfgPath); code != 0 {
+		t.Fatalf("verify the fork: exit %d\n%s%s", code, out, errs)
 	}
 	// The environment replaces the file's strategy, as it does for node serve.
 	t.Setenv("TROUPE_DISCLOSURE", "search")
