@@ -30,29 +30,30 @@ type agentConfig struct {
 }
 
 // loadAgent builds the agent of the node configuration file at path; with no path,
-// the node's default agent. TROUPE_SKILLS and TROUPE_DISCLOSURE replace the file's
-// skills_dir and disclosure, as they do for node serve. The file's MCP servers are
-// connected to, waiting up to mcpWait for each: their tool schemas are in the
-// recorded prompts, and a recorded request holds only their hash. A bad file is an
-// error naming the field; stop closes the connections.
+// the node's default agent (calculator and clock). TROUPE_SKILLS and
+// TROUPE_DISCLOSURE replace the file's skills_dir and disclosure, as they do for node
+// serve. The file's MCP servers are connected to, waiting up to mcpWait for each:
+// their tool schemas are in the recorded prompts, and a recorded request holds only
+// their hash. A bad file is an error naming the field; stop closes the connections.
 func loadAgent(ctx context.Context, path string, stderr io.Writer) (agentConfig, error) {
 	ac := agentConfig{stop: func() {}}
-	if path == "" {
-		return ac, nil
-	}
-	fc, err := nodeconfig.Load(path)
+	fc, err := nodeconfig.Load(path) // none when path is empty: the node's defaults
 	if err != nil {
 		return ac, fmt.Errorf("--%w", err)
 	}
 	ac.file = fc
+	where := "--config " + path + ": "
+	if path == "" {
+		where = ""
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	if ac.agent, err = fc.Agent(nodeconfig.AgentOptions{SkillsDir: os.Getenv("TROUPE_SKILLS"), Disclosure: os.Getenv("TROUPE_DISCLOSURE"),
 		Logger: logger}); err != nil {
-		return ac, fmt.Errorf("--config %s: %w", path, err)
+		return ac, fmt.Errorf("%s%w", where, err)
 	}
 	ac.catalog, ac.stop, err = nodeconfig.ConnectMCP(ctx, fc.MCPServers, mcpWait, logger)
 	if err != nil {
-		return ac, fmt.Errorf("--config %s: %w", path, err)
+		return ac, fmt.Errorf("%s%w", where, err)
 	}
 	ac.secrets = nodeconfig.MCPSecrets(fc.MCPServers)
 	return ac, nil
