@@ -62,8 +62,7 @@ func loadAgent(ctx context.Context, path string, stderr io.Writer) (agentConfig,
 // mcpWait bounds the wait for each MCP server's first connection, as on a node.
 const mcpWait = 10 * time.Second
 
-// connected reports the first of the MCP servers that is not connected: verify
-// cannot rebuild a recorded prompt without its tools.
+// connected reports the first of the MCP servers that is not connected, naming it.
 func (ac agentConfig) connected() error {
 	if ac.catalog == nil {
 		return nil
@@ -74,8 +73,7 @@ func (ac agentConfig) connected() error {
 			if why == "" {
 				why = fmt.Sprintf("not connected after %s", mcpWait)
 			}
-			return fmt.Errorf("mcp server %s (%s) is %s: %s; verify needs the tool schemas of every configured MCP server "+
-				"(the recorded requests hold only their hash): start it, or verify with a file without it", st.Name, st.Transport, st.State, why)
+			return fmt.Errorf("mcp server %s (%s) is %s: %s", st.Name, st.Transport, st.State, why)
 		}
 	}
 	return nil

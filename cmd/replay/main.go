@@ -134,6 +134,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		defer ac.stop()
+		if err := ac.connected(); err != nil {
+			fmt.Fprintf(stderr, "warning: %v; its tools join the fork's agent when it connects\n", err)
+		}
 		return fork(ctx, st, positional[0], at, modelFlag, input, newID, ac, stdout, stderr)
 	case "import":
 		return importFile(ctx, st, positional[0], stdout, stderr)
@@ -148,7 +151,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		defer ac.stop()
 		if err := ac.connected(); err != nil {
-			fmt.Fprintln(stderr, "error:", err)
+			// A recorded request holds only the hash of the tool schemas.
+			fmt.Fprintf(stderr, "error: %v; verify needs the tool schemas of every configured MCP server: start it, or verify with a file without it\n", err)
 			return 1
 		}
 	}
