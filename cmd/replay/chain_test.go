@@ -43,13 +43,15 @@ func TestVerifyASessionWithAToolChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agentTools := agent.Tools
+
 	model, err := llm.LoadScript(scriptPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	events := func() []messages.Envelope {
-		n, err := node.New(context.Background(), node.Config{DataDir: dir, Model: model, Tools: agentTools})
+		cfg := node.Config{DataDir: dir, Model: model}
+		agent.Apply(&cfg)
+		n, err := node.New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

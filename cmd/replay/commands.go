@@ -56,6 +56,13 @@ func loadAgent(ctx context.Context, path string, stderr io.Writer) (agentConfig,
 		return ac, fmt.Errorf("%s%w", where, err)
 	}
 	ac.secrets = nodeconfig.MCPSecrets(fc.MCPServers)
+	// What node serve checks before it starts, verify and fork check too.
+	var cfg node.Config
+	ac.apply(&cfg)
+	if err := cfg.Validate(); err != nil {
+		ac.stop()
+		return agentConfig{stop: func() {}}, fmt.Errorf("%s%w", where, err)
+	}
 	return ac, nil
 }
 
