@@ -72,6 +72,43 @@ func TestToolsListAndCallAChain(t *testing.T) {
 	}
 }
 
+// A chain's step can call the notes: node tools call runs it on the data
+// directory's notes, and node run builds the same chain. A step naming the tool of
+// an MCP server the file does not configure is refused as a tool the agent lacks.
+func TestChainOfTheNotesThroughTheCLI(t *testing.T) {
+	clearLLMEnv(t)
+	t.Setenv("TROUPE_CLICKHOUSE", "")
+	t.Chdir(t.TempDir())
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := writeConfig(t, `{"tools": {"notes": {}}, "chains": [{"name": "remember", "description": "Notes a fact, then counts the notes.",
+		"steps": [{"name": "add", "tool": "notes", "args": "{\"op\": \"add\", \"args\": {\"body\": {{json .args.fact}}}}"},
+		          {"name": "count", "tool": "notes", "args": "{\"op\": \"list\"}"}],
+		"output": "{{.steps.add.json.id}} of {{.steps.count.json.matched}}"}]}`)
+	if code, out, errs := nodeTools(t, options{}, "list", "--config", cfg); code != 0 || !strings.Contains(out, "\nremember ") {
+		t.Fatalf("list: %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"n1 of 1", "n2 of 2"} {
+		if code, out, errs := nodeTools(t, options{}, "call", "--config", cfg, "--data", data, "remember", `{"fact": "aisle seats"}`); code != 0 || strings.TrimSpace(out) != want {
+			t.Fatalf("call: %d %q %s; want %q", code, out, errs, want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--config", cfg, "--data", data, "--model", "offline", "hello"}, &out, &errb, options{}); code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+
+	bad := writeConfig(t, `{"chains": [{"name": "c", "description": "d", "steps": [{"name": "a", "tool": "sky__forecast"}]}]}`)
+	if code, _, errs := nodeTools(t, options{}, "list", "--config", bad); code != 2 || !strings.Contains(errs, `step "a" calls the tool "sky__forecast", which the agent does not have`) {
+		t.Errorf("tools list with a step on an unconfigured server: %d %s", code, errs)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"run", "--config", bad, "--data", data, "--model", "offline", "hello"}, &out, &errb, options{}); code != 2 ||
+		!strings.Contains(errb.String(), `calls the tool "sky__forecast"`) {
+		t.Errorf("run with a step on an unconfigured server: %d %s", code, errb.String())
+	}
+}
+
 // chainsIn reads what the log holds of the sessions' chains: the keys of the steps
 // whose results are recorded and of those requested and not answered, and the
 // number of step requests per chain call and step name (more than one would be a

@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -308,14 +307,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	// The chains' steps call the tools above and the skills'.
-	chains, err := chainTools(append(slices.Clone(cfg.Tools), cfg.Skills.Tools()...), fc.Chains)
-	if err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 2
-	}
-	cfg.Tools = append(cfg.Tools, chains...)
 	cfg.Notes = fc.Tools.notes()
+	// The node builds the chains, whose steps call the tools above, the skills', the
+	// notes' and the MCP servers'.
+	cfg.Chains = fc.Chains
 	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -332,6 +327,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	defer stopMCP()
+	if len(cfg.Chains) > 0 {
+		// A chain whose step calls a tool the agent does not have is a configuration
+		// error, said before the node starts.
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+	}
 	roles, err := node.ParseRoles(*rolesFlag)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)

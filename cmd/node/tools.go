@@ -155,12 +155,16 @@ func (t toolsFile) build(extra []tools.Tool) ([]tools.Tool, error) {
 }
 
 // chainTools returns the tools of the configured chains, whose steps call tools of
-// available.
-func chainTools(available []tools.Tool, chains []tools.Chain) ([]tools.Tool, error) {
+// available or, by their catalog names, of client's servers (node.Config.Chains).
+func chainTools(available []tools.Tool, chains []tools.Chain, client *mcp.Client) ([]tools.Tool, error) {
 	if len(chains) == 0 {
 		return nil, nil
 	}
-	cts, err := tools.NewChainTools(chains, available)
+	var opts []tools.ChainOption
+	if client != nil {
+		opts = append(opts, tools.WithStepCatalog(client))
+	}
+	cts, err := tools.NewChainTools(chains, available, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("chains: %w", err)
 	}
@@ -279,14 +283,6 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 		return 2
 	}
 	list = append(list, set.Tools()...)
-	chains, err := chainTools(list, fc.Chains)
-	if err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 2
-	}
-	list = append(list, chains...)
-	// The notes join after the chains, as on a node (node.Config.Notes): a chain's
-	// steps cannot call them.
 	if nc := fc.Tools.notes(); nc != nil {
 		notesTools, closeLog, err := cliNotes(ctx, fc, *dataFlag, *nc)
 		if err != nil {
@@ -307,6 +303,14 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	if client != nil {
 		catalog = client
 	}
+	// The chains' steps call the tools above, as on a node (node.Config.Chains): the
+	// notes' among them, and the MCP servers' through the catalog.
+	chains, err := chainTools(list, fc.Chains, client)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	list = append(list, chains...)
 	reg, err := tools.NewRegistry(list...)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
