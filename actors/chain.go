@@ -121,6 +121,13 @@ func decideChain(a Agent, c *callState, nextSeq uint64) *Decision {
 			return answer("", fmt.Sprintf("chain %s: its recorded step %d, %q, is not its step %d now: the chain was changed while it ran", ch.Spec().Name, i+1, st.req.ChainStep, i+1))
 		}
 		if !st.done {
+			if !a.hasTool(st.req.Tool) {
+				// Its tool left the catalog since the step was requested (a session
+				// resumed without it): the step is answered here, as a call of a tool
+				// the agent does not have is, and the chain ends on it.
+				return &Decision{Payload: &messages.ToolCallCompleted{Key: st.req.Key, CallID: st.req.CallID, Tool: st.req.Tool,
+					Error: fmt.Sprintf("unknown tool %q (it left the catalog)", st.req.Tool)}, CausationID: st.eventID}
+			}
 			return nil // it waits on this step
 		}
 		if st.result.Error != "" {

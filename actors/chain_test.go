@@ -366,3 +366,86 @@ func TestChainCalledThroughCallToolResumesAfterARestart(t *testing.T) {
 	list, withChain := callToolAgent(t, rec.tool())
 	resumeMidChain(t, rec, list, withChain, messages.ToolCall{ID: "c1", Name: actors.ToolCallTool, Arguments: `{"name":"two_steps","arguments":{"x":"hello"}}`})
 }
+
+// A step may call a catalog tool (an MCP server's). When the catalog no longer has
+// it, the step not yet requested ends the chain with an error naming it, and a step
+// requested before the tool left (a session resumed without it) is answered by the
+// session rather than waited on forever.
+func TestChainStepOfACatalogToolThatLeft(t *testing.T) {
+	rec := &recorder{}
+	remote := funcTool{"srv__rec", rec.tool().Call}
+	cat := &catalog{}
+	cat.set(remote)
+	ch := tools.Chain{Name: "remote", Description: "Records x, twice, on a server.", Steps: []tools.ChainStep{
+		{Name: "first", Tool: "srv__rec", Args: `{"x":1}`},
+		{Name: "second", Tool: "srv__rec", Args: `{"x":2}`},
+	}}
+	cts, err := tools.NewChainTools([]tools.Chain{ch}, nil, tools.WithStepCatalog(ownAll{cat}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := actors.Agent{Model: "m", Tools: []messages.ToolSpec{cts[0].Spec()}, Catalog: cat, Chains: map[string]*tools.ChainTool{"remote": cts[0]}}
+	st := actors.NewSessionState("s")
+	apply := func(p messages.Payload) {
+		t.Helper()
+		if err := st.Apply(env(t, p, "s", st.LastSeq+1, "t")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decide := func() messages.Payload {
+		t.Helper()
+		d := st.Decide(agent, st.LastSeq+1, 0)
+		if d == nil {
+			t.Fatal("the agent decided nothing")
+		}
+		return d.Payload
+	}
+	apply(&messages.TaskSubmitted{Input: "go"})
+	mr := decide().(*messages.ModelRequested)
+	apply(mr)
+	apply(&messages.ModelResponded{Key: mr.Key, Message: messages.ChatMessage{Role: messages.RoleAssistant,
+		ToolCalls: []messages.ToolCall{{ID: "c1", Name: "remote", Arguments: `{}`}}}})
+	apply(decide()) // the chain's call
+	first := decide().(*messages.ToolCallRequested)
+	if first.Tool != "srv__rec" || first.ChainStep != "first" {
+		t.Fatalf("first step: %+v", first)
+	}
+	apply(first)
+	if d := st.Decide(agent, st.LastSeq+1, 0); d != nil {
+		t.Fatalf("decided %+v while the step runs", d.Payload)
+	}
+	// The server went away with the step in flight, and the session resumed.
+	cat.set()
+	answer, ok := decide().(*messages.ToolCallCompleted)
+	if !ok || answer.Key != first.Key || !strings.Contains(answer.Error, `unknown tool "srv__rec"`) {
+		t.Fatalf("the step's answer: %+v", answer)
+	}
+	apply(answer)
+	end, ok := decide().(*messages.ToolCallCompleted)
+	if !ok || end.Tool != "remote" || !strings.Contains(end.Error, `chain remote stopped at step 1 of 2, "first" (srv__rec): unknown tool`) {
+		t.Fatalf("the chain's answer: %+v", end)
+	}
+
+	// A step not yet requested whose tool is gone ends the chain without a request.
+	st = actors.NewSessionState("s")
+	cat.set(remote)
+	apply(&messages.TaskSubmitted{Input: "go"})
+	mr = decide().(*messages.ModelRequested)
+	apply(mr)
+	apply(&messages.ModelResponded{Key: mr.Key, Message: messages.ChatMessage{Role: messages.RoleAssistant,
+		ToolCalls: []messages.ToolCall{{ID: "c1", Name: "remote", Arguments: `{}`}}}})
+	apply(decide())
+	first = decide().(*messages.ToolCallRequested)
+	apply(first)
+	apply(&messages.ToolCallCompleted{Key: first.Key, CallID: "c1", Tool: "srv__rec", Result: "ok"})
+	cat.set()
+	end, ok = decide().(*messages.ToolCallCompleted)
+	if !ok || !strings.Contains(end.Error, `stopped at step 2 of 2, "second" (srv__rec): unknown tool "srv__rec"`) {
+		t.Fatalf("the chain's answer: %+v", end)
+	}
+}
+
+// ownAll owns every name: a tools.ChainCatalog of a test catalog.
+type ownAll struct{ *catalog }
+
+func (ownAll) Owns(string) bool { return true }
