@@ -155,3 +155,31 @@ func TestChainStepCallsAnMCPServersTool(t *testing.T) {
 		t.Errorf("Validate of a step on an unknown server: %v", err)
 	}
 }
+
+// Under search disclosure, a chain the model calls through call_tool runs step by
+// step as a direct call does, and verifies against the configuration's agent.
+func TestChainThroughCallToolUnderSearch(t *testing.T) {
+	twice := tools.Chain{Name: "twice", Description: "Doubles a number twice.",
+		Steps: []tools.ChainStep{
+			{Name: "a", Tool: "calculator", Args: `{"expression": "{{.args.x}} * 2"}`},
+			{Name: "b", Tool: "calculator", Args: `{"expression": "{{.steps.a.output}} * 2"}`},
+		}}
+	cfg := node.Config{DataDir: t.TempDir(), Tools: []tools.Tool{tools.Calculator{}}, Chains: []tools.Chain{twice}, Disclosure: "search",
+		Model: (&requestLog{}).model(t, call("c1", "call_tool", `{"name":"twice","arguments":{"x":5}}`), llm.ScriptStep{Content: "20"})}
+	n := nodetest.Start(t, cfg)
+	events := nodetest.Run(t, n, "s-1", "double 5 twice")
+	run := chainRunOf(t, events)
+	if strings.Join(run.steps, "; ") != `a=calculator {"expression":"5 * 2"}; b=calculator {"expression":"10 * 2"}` {
+		t.Fatalf("steps: %q", run.steps)
+	}
+	if a := run.answers["c1"]; a.Tool != "call_tool" || a.Result != "20" || a.Error != "" {
+		t.Fatalf("call_tool answered %+v", a)
+	}
+	agent, err := cfg.Agent()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if div, err := actors.Verify(agent, events); err != nil || div != nil {
+		t.Fatalf("verify: %v %v", div, err)
+	}
+}
