@@ -45,7 +45,8 @@ func (c Config) validateChains() error {
 
 // withNotesSpecs returns Tools and, when Notes is set, the notes' tools made on a log
 // that is never read (unless Notes names one): what an agent's specs and its
-// chains' checks need, where New makes them on the node's log (addNotes).
+// chains' checks need, where New makes them on the node's log (addNotes). A notes
+// tool Tools holds already (built by the caller on its log) is kept instead.
 func (c Config) withNotesSpecs() ([]tools.Tool, error) {
 	if c.Notes == nil {
 		return c.Tools, nil
@@ -62,7 +63,14 @@ func (c Config) withNotesSpecs() ([]tools.Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	return append(slices.Clone(c.Tools), ts...), nil
+	out := slices.Clone(c.Tools)
+	for _, t := range ts {
+		name := t.Spec().Name
+		if !slices.ContainsFunc(c.Tools, func(have tools.Tool) bool { return have.Spec().Name == name }) {
+			out = append(out, t)
+		}
+	}
+	return out, nil
 }
 
 // unopenedLog stands in for the log New opens where only the notes tools' specs are

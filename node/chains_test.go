@@ -86,6 +86,22 @@ func TestChainStepCallsTheNotes(t *testing.T) {
 	if div, err := actors.Verify(agent, events); err != nil || div != nil {
 		t.Fatalf("verify: %v %v", div, err)
 	}
+	// A caller that built the notes tool on its log (replay verify) keeps its own.
+	own, err := notes.New(notes.Config{Log: n.Log()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownTools, err := own.Tools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	withOwn := cfg
+	withOwn.Tools = append([]tools.Tool{tools.Calculator{}, tools.NewClock(nil)}, ownTools...)
+	if agent, err := withOwn.Agent(); err != nil {
+		t.Fatal(err)
+	} else if div, err := actors.Verify(agent, events); err != nil || div != nil {
+		t.Fatalf("verify with the caller's notes tool: %v %v", div, err)
+	}
 	// Without the notes, the same chain is refused before the node starts.
 	cfg.Notes = nil
 	err = cfg.Validate()

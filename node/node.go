@@ -291,7 +291,8 @@ func (l quietNoSubscribers) With(fields watermill.LogFields) watermill.LoggerAda
 
 // Agent returns the agent this configuration runs: the code whose decisions replay
 // verification checks against recorded sessions. With Notes set, the notes' tools
-// are among its tools, as on a node (Agent reads no log). It fails on tools the
+// are among its tools, as on a node (Agent reads no log; a notes tool already in
+// Tools is kept). It fails on tools the
 // registry refuses (tools.NewRegistry) and on chains that cannot be built, as
 // Validate does.
 func (c Config) Agent() (actors.Agent, error) {
