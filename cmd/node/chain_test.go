@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -259,4 +260,29 @@ func TestKillNineMidChainResumesWithoutRepeatingAFinishedStep(t *testing.T) {
 	t.Logf("killed with %d of %d sessions unfinished: %d chain steps answered, %d requested and unanswered (%d of them mid-call); after the restart %d steps re-issued with their recorded keys, %d duplicate side effects",
 		unfinished, sessions, len(doneAtKill), len(unansweredAtKill), running, reissued, duplicates)
 	assertGapFree(t, lg, ids)
+}
+
+// A step may name an MCP server's tool: it is checked against the configured servers
+// when the chain is built, and looked up when the step runs, so a chain over a server
+// that is down loads, and a call of it ends at that step, naming it.
+func TestChainOfAnMCPServersToolThroughTheCLI(t *testing.T) {
+	clearLLMEnv(t)
+	t.Chdir(t.TempDir())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	cfg := writeConfig(t, `{"mcp_servers": {"remote": {"url": "`+down+`"}},
+		"chains": [{"name": "echo_twice", "description": "Echoes twice.",
+		"steps": [{"name": "first", "tool": "calculator", "args": "{\"expression\": \"1+1\"}"},
+		          {"name": "say", "tool": "remote__echo", "args": "{\"message\": {{json .steps.first.output}}}"}]}]}`)
+	if code, out, errs := nodeTools(t, options{}, "list", "--config", cfg); code != 0 || !strings.Contains(out, "\necho_twice ") {
+		t.Fatalf("list: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := nodeTools(t, options{}, "call", "--config", cfg, "echo_twice", `{}`); code == 0 ||
+		!strings.Contains(errs, `chain echo_twice stopped at step 2 of 2, "say" (remote__echo)`) {
+		t.Fatalf("call with the server down: %d %q %s", code, out, errs)
+	}
 }
