@@ -322,6 +322,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	defer stopMCP()
+	if len(cfg.Chains) > 0 {
+		// A chain whose step calls a tool the agent does not have is a configuration
+		// error, said before the node starts.
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+	}
 	roles, err := node.ParseRoles(*rolesFlag)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)

@@ -77,8 +77,8 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	// The default agent's tools: the built-ins, its skills' and its chains' (then
-	// its notes' and its MCP servers').
+	// The default agent's tools: the built-ins and its skills' (then its notes', its
+	// MCP servers' and its chains').
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	agent, err := fc.Agent(nodeconfig.AgentOptions{ExtraTools: opt.extraTools, Logger: logger})
 	if err != nil {
@@ -86,8 +86,6 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 		return 2
 	}
 	list := append(slices.Clone(agent.Tools), agent.Skills.Tools()...)
-	// The notes join after the chains, as on a node (node.Config.Notes): a chain's
-	// steps cannot call them.
 	if nc := agent.Notes; nc != nil {
 		notesTools, closeLog, err := cliNotes(ctx, fc, *dataFlag, *nc)
 		if err != nil {
@@ -108,6 +106,14 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	if client != nil {
 		catalog = client
 	}
+	// The chains' steps call the tools above, as on a node (node.Config.Chains): the
+	// notes' among them, and the MCP servers' through the catalog.
+	chains, err := nodeconfig.ChainTools(list, agent.Chains, client)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	list = append(list, chains...)
 	reg, err := tools.NewRegistry(list...)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/troupe-run/troupe/llm"
@@ -23,7 +22,7 @@ type AgentOptions struct {
 	// SkillsDir and Disclosure, when not empty, replace the file's skills_dir and
 	// disclosure (node's --skills and --disclosure, and their environment variables).
 	SkillsDir, Disclosure string
-	// ExtraTools join the built-in tools, before the chains (whose steps may call them).
+	// ExtraTools join the built-in tools (a chain's steps may call them).
 	ExtraTools []tools.Tool
 	// Logger gets a warning for each skill folder that is skipped (nil: discarded).
 	Logger *slog.Logger
@@ -34,25 +33,27 @@ type AgentOptions struct {
 // fork re-decide recorded sessions with. The MCP servers' tools are not in it: they
 // come from a connection to the servers (ConnectMCP), as the node's ToolCatalog.
 type Agent struct {
-	// Tools are calculator and clock, the built-ins of the "tools" section, the
-	// extra tools, then the chains (whose steps call the tools before them and the
-	// skills'). The notes tool is not among them: see Notes.
+	// Tools are calculator and clock, the built-ins of the "tools" section and the
+	// extra tools. The notes tool is not among them (see Notes), nor the chains.
 	Tools []tools.Tool
 	// Skills are the skills of skills_dir (nil: none).
 	Skills *skills.Set
 	// Disclosure is how the tools reach the model.
 	Disclosure disclosure.Strategy
-	// Notes configures the notes tool (nil: none); the node builds it on its log, after
-	// the chains, so that a chain's steps cannot call it.
+	// Notes configures the notes tool (nil: none); the node builds it on its log.
 	Notes *notes.Config
+	// Chains are the file's tool chains, which the node builds (node.Config.Chains):
+	// their steps call the tools, the skills', the notes' and the MCP servers'.
+	Chains []tools.Chain
 	// SystemPrompt and MaxSteps are the file's (empty and zero: the node's defaults).
 	SystemPrompt string
 	MaxSteps     int
 }
 
 // Agent builds the file's default agent. It reads the skills directory and checks the
-// files tool's root, so it fails on what Validate cannot see: a missing directory, a
-// chain step naming no tool.
+// files tool's root, so it fails on what Validate cannot see: a missing directory. A
+// chain step naming no tool is node.Config.Validate's to find, once the MCP servers'
+// catalog is known.
 func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	logger := opt.Logger
 	if logger == nil {
@@ -70,17 +71,13 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	if err != nil {
 		return Agent{}, err
 	}
-	chains, err := ChainTools(append(slices.Clone(list), set.Tools()...), fc.Chains)
-	if err != nil {
-		return Agent{}, err
-	}
-	return Agent{Tools: append(list, chains...), Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(),
+	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), Chains: fc.Chains,
 		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps}, nil
 }
 
 // Apply sets the agent's fields of cfg.
 func (a Agent) Apply(cfg *node.Config) {
-	cfg.Tools, cfg.Skills, cfg.Disclosure, cfg.Notes = a.Tools, a.Skills, a.Disclosure, a.Notes
+	cfg.Tools, cfg.Skills, cfg.Disclosure, cfg.Notes, cfg.Chains = a.Tools, a.Skills, a.Disclosure, a.Notes, a.Chains
 	cfg.SystemPrompt, cfg.MaxSteps = a.SystemPrompt, a.MaxSteps
 }
 

@@ -61,7 +61,7 @@ type File struct {
 	Tools        ToolsFile `json:"tools"`
 	// MCPServers are the MCP servers whose tools the agent gets (mcp.ServerConfig).
 	MCPServers map[string]mcp.ServerConfig `json:"mcp_servers"`
-	// Chains are tool chains the agent gets as tools (tools.Chain; ChainTools).
+	// Chains are tool chains the agent gets as tools (tools.Chain; node.Config.Chains).
 	Chains []tools.Chain `json:"chains"`
 }
 

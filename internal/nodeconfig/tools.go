@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/notes"
 )
@@ -141,12 +142,16 @@ func (t ToolsFile) Build(extra []tools.Tool) ([]tools.Tool, error) {
 }
 
 // ChainTools returns the tools of the configured chains, whose steps call tools of
-// available.
-func ChainTools(available []tools.Tool, chains []tools.Chain) ([]tools.Tool, error) {
+// available or, by their catalog names, of client's servers (node.Config.Chains).
+func ChainTools(available []tools.Tool, chains []tools.Chain, client *mcp.Client) ([]tools.Tool, error) {
 	if len(chains) == 0 {
 		return nil, nil
 	}
-	cts, err := tools.NewChainTools(chains, available)
+	var opts []tools.ChainOption
+	if client != nil {
+		opts = append(opts, tools.WithStepCatalog(client))
+	}
+	cts, err := tools.NewChainTools(chains, available, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("chains: %w", err)
 	}
