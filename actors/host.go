@@ -100,7 +100,8 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(pids)
 	case *SubmitTask:
-		if h.refuse(ctx, m.Envelope.SessionID) {
+		if id := m.Envelope.SessionID; h.owns != nil && !h.owns(id) {
+			m.answer(ctx, fmt.Errorf("%w: session %s", ErrNotOwner, id))
 			return
 		}
 		h.forward(ctx, m.Envelope.SessionID)

@@ -31,7 +31,11 @@ type SessionDeps struct {
 	// Publisher receives every appended event on messages.TopicEvents and every task
 	// result on messages.TopicResults (and on the task's reply topic). It may be nil.
 	Publisher message.Publisher
-	Agent     Agent
+	// Live, when set, is handed each batch of a session's events once it is durable,
+	// before Publisher gets them: the node's live watchers, when they are in the same
+	// process. It must not block, nor modify the events.
+	Live  func(sessionID string, events []messages.Envelope)
+	Agent Agent
 	// Effects performs the session's model and tool calls.
 	Effects Effects
 	Clock   Clock
@@ -89,9 +93,24 @@ func (d *SessionDeps) withDefaults() {
 	}
 }
 
-// SubmitTask asks a session to run a task. The reply is a *TaskAccepted or an error.
+// SubmitTask asks a session to run a task. The reply is a *TaskAccepted or an error,
+// sent to the sender, or to Done when it is set.
 type SubmitTask struct {
 	Envelope messages.Envelope
+	// Done, when set, receives the answer instead of the sender: nil once the task is
+	// durably recorded (or was before), else the error it was refused with. It must
+	// have room for it: the session does not wait.
+	Done chan<- error
+}
+
+// answer answers m: res is a *TaskAccepted or an error.
+func (m *SubmitTask) answer(ctx actor.Context, res any) {
+	if m.Done == nil {
+		ctx.Respond(res)
+		return
+	}
+	err, _ := res.(error)
+	m.Done <- err
 }
 
 // TaskAccepted answers SubmitTask once the task is durably recorded.
@@ -271,15 +290,13 @@ func (a *SessionActor) recover(ctx actor.Context) {
 func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 	e := m.Envelope
 	if a.state.Seen(e.ID) {
-		ctx.Respond(&TaskAccepted{SessionID: a.id, Duplicate: true})
+		m.answer(ctx, &TaskAccepted{SessionID: a.id, Duplicate: true})
 		return
 	}
-	if _, err := e.Decode(); err != nil {
-		ctx.Respond(err)
-		return
-	}
+	// The payload is decoded once, by the fold (step): a task it cannot decode is
+	// refused there, before anything is written.
 	if e.Type != messages.TypeTaskSubmitted {
-		ctx.Respond(fmt.Errorf("actors: session %s: expected %s, got %s", a.id, messages.TypeTaskSubmitted, e.Type))
+		m.answer(ctx, fmt.Errorf("actors: session %s: expected %s, got %s", a.id, messages.TypeTaskSubmitted, e.Type))
 		return
 	}
 	e.Seq = a.state.LastSeq + 1
@@ -289,10 +306,10 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 	}
 	e.Actor = "session"
 	if err := a.step(ctx, []messages.Envelope{e}); err != nil {
-		ctx.Respond(err)
+		m.answer(ctx, err)
 		return
 	}
-	ctx.Respond(&TaskAccepted{SessionID: a.id, Seq: e.Seq})
+	m.answer(ctx, &TaskAccepted{SessionID: a.id, Seq: e.Seq})
 }
 
 func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
@@ -416,6 +433,9 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 		if err := a.appendDurably(batch); err != nil {
 			a.fenced(ctx, err)
 			return fmt.Errorf("%w: session %s: %w", ErrNotOwner, a.id, err)
+		}
+		if a.deps.Live != nil {
+			a.deps.Live(a.id, batch)
 		}
 		a.publish(batch)
 	}
