@@ -668,6 +668,8 @@ func (n *Node) deliverTask(ctx context.Context, env messages.Envelope) (string, 
 		if err != nil {
 			return "", fmt.Errorf("node: %w", err)
 		}
+		// The same task read from the tasks topic is skipped as a redelivery.
+		n.dedupe.handled(tasksHandler, env.ID)
 		return env.SessionID, nil
 	case <-ctx.Done():
 		return "", fmt.Errorf("node: task %s for session %s: waiting for the session to record it: %w", env.ID, env.SessionID, ctx.Err())

@@ -69,11 +69,14 @@ type roleHandler struct {
 	handle      func(*Node, *message.Message) error
 }
 
+// tasksHandler is the name of the handler of messages.TopicTasks.
+const tasksHandler = "tasks"
+
 // roleHandlers says which handlers a node attaches, by its roles (wiring): the one
 // table of them.
 var roleHandlers = []roleHandler{
 	// Many tasks at once, one session's in order (ingest.go).
-	{"tasks", messages.TopicTasks, wiring.runsSessions,
+	{tasksHandler, messages.TopicTasks, wiring.runsSessions,
 		func(n *Node) message.Subscriber { return &sessionOrder{sub: n.tasksSub, ackOnArrival: n.bus != nil} },
 		(*Node).handleTask},
 	{"tool-requests", messages.TopicToolRequests, wiring.servesTools,
