@@ -424,7 +424,7 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 		if err != nil {
 			return err
 		}
-		if err := a.state.Apply(e); err != nil {
+		if err := a.state.applyDecided(e, d.Payload); err != nil {
 			return err
 		}
 		batch = append(batch, e)
@@ -578,40 +578,64 @@ func (a *SessionActor) stopTimer() {
 }
 
 func (a *SessionActor) publish(batch []messages.Envelope) {
-	if a.deps.Publisher == nil {
+	pub := a.deps.Publisher
+	if pub == nil {
 		return
 	}
-	msgs := make([]*message.Message, 0, len(batch))
-	var results []*message.Message
-	var replyTopics []string
+	var msgs []*message.Message
+	if hasReaders(pub, messages.TopicEvents) {
+		msgs = make([]*message.Message, 0, len(batch))
+		for _, e := range batch {
+			b, err := messages.Marshal(e)
+			if err != nil {
+				a.deps.Logger.Error("encode event for the bus", "session", a.id, "seq", e.Seq, "err", err)
+				continue
+			}
+			msgs = append(msgs, busMessage(e.ID, e.SessionID, e.Type, b))
+		}
+	}
+	// A task's result goes to troupe.results and to its reply topic, if any.
+	type result struct {
+		msg       *message.Message
+		toResults bool
+		reply     string
+	}
+	var results []result
 	for _, e := range batch {
-		b, err := messages.Marshal(e)
-		if err != nil {
-			a.deps.Logger.Error("encode event for the bus", "session", a.id, "seq", e.Seq, "err", err)
+		if e.Type != messages.TypeTaskCompleted && e.Type != messages.TypeTaskFailed {
 			continue
 		}
-		msgs = append(msgs, busMessage(e.ID, e.SessionID, e.Type, b))
-		if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
-			status, output, errMsg, _ := a.state.Task(e.CorrelationID)
-			r, err := json.Marshal(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg})
-			if err == nil {
-				results = append(results, busMessage(e.ID+"/result", a.id, "", r))
-				replyTopics = append(replyTopics, a.state.ReplyTopic(e.CorrelationID))
-			}
+		res := result{toResults: hasReaders(pub, messages.TopicResults), reply: a.state.ReplyTopic(e.CorrelationID)}
+		if res.reply != "" && !hasReaders(pub, res.reply) {
+			res.reply = ""
 		}
+		if !res.toResults && res.reply == "" {
+			continue
+		}
+		status, output, errMsg, _ := a.state.Task(e.CorrelationID)
+		r, err := json.Marshal(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg})
+		if err != nil {
+			continue
+		}
+		res.msg = busMessage(e.ID+"/result", a.id, "", r)
+		results = append(results, res)
 	}
 	// The log is the source of truth and already has these events; the bus copy feeds
 	// live subscribers, so a failed publish is logged, not retried here.
-	if err := a.deps.Publisher.Publish(messages.TopicEvents, msgs...); err != nil {
-		a.deps.Logger.Warn("publish events", "session", a.id, "err", err)
-	}
-	for i, r := range results {
-		if err := a.deps.Publisher.Publish(messages.TopicResults, r); err != nil {
-			a.deps.Logger.Warn("publish result", "session", a.id, "err", err)
+	if len(msgs) > 0 {
+		if err := pub.Publish(messages.TopicEvents, msgs...); err != nil {
+			a.deps.Logger.Warn("publish events", "session", a.id, "err", err)
 		}
-		if replyTopics[i] != "" {
-			if err := a.deps.Publisher.Publish(replyTopics[i], r.Copy()); err != nil {
-				a.deps.Logger.Warn("publish result to reply topic", "session", a.id, "topic", replyTopics[i], "err", err)
+	}
+	for _, r := range results {
+		if r.toResults {
+			if err := pub.Publish(messages.TopicResults, r.msg); err != nil {
+				a.deps.Logger.Warn("publish result", "session", a.id, "err", err)
+			}
+		}
+		if r.reply != "" {
+			if err := pub.Publish(r.reply, r.msg.Copy()); err != nil {
+				a.deps.Logger.Warn("publish result to reply topic", "session", a.id, "topic", r.reply, "err", err)
 			}
 		}
 	}

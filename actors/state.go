@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -234,6 +235,25 @@ func (s *SessionState) Apply(e messages.Envelope) error {
 	if err != nil {
 		return err
 	}
+	return s.apply(e, p)
+}
+
+// applyDecided folds an event the agent decided (Decide) with p, the payload it was
+// encoded from, sparing the decoding of a payload just encoded. It is Apply whenever
+// decoding e.Payload gives p back, which holds for every payload Decide makes (their
+// fields are integers and strings, and those strings come from folded events, which
+// are valid UTF-8, or from the agent's configuration) except one whose encoding had
+// to replace invalid UTF-8 (written as \ufffd): that one is decoded, as replay will.
+func (s *SessionState) applyDecided(e messages.Envelope, p messages.Payload) error {
+	// How encoding/json writes a byte of invalid UTF-8 in a string.
+	if e.SessionID != s.SessionID || e.Seq != s.LastSeq+1 || bytes.Contains(e.Payload, []byte(`\ufffd`)) {
+		return s.Apply(e)
+	}
+	return s.apply(e, p)
+}
+
+// apply folds event e whose payload is p.
+func (s *SessionState) apply(e messages.Envelope, p messages.Payload) error {
 	s.LastSeq = e.Seq
 	s.LastTS = e.TS
 	s.seen[e.ID] = struct{}{}

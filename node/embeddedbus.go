@@ -8,6 +8,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+
+	"github.com/troupe-run/troupe/actors"
 )
 
 // EmbeddedBus is the in-process bus of an embedded node: Watermill's GoChannel
@@ -58,13 +60,20 @@ func (b *EmbeddedBus) counter(topic string) *atomic.Int64 {
 	return c
 }
 
-// Publish implements message.Publisher: it publishes msgs on GoChannel when the topic
-// has a subscriber, and drops them otherwise.
-func (b *EmbeddedBus) Publish(topic string, msgs ...*message.Message) error {
+var _ actors.TopicReaders = (*EmbeddedBus)(nil)
+
+// HasReaders implements actors.TopicReaders: whether topic has a subscription now.
+func (b *EmbeddedBus) HasReaders(topic string) bool {
 	b.mu.RLock()
 	c := b.topics[topic]
 	b.mu.RUnlock()
-	if c == nil || c.Load() == 0 {
+	return c != nil && c.Load() > 0
+}
+
+// Publish implements message.Publisher: it publishes msgs on GoChannel when the topic
+// has a subscriber, and drops them otherwise.
+func (b *EmbeddedBus) Publish(topic string, msgs ...*message.Message) error {
+	if !b.HasReaders(topic) {
 		return nil
 	}
 	return b.ch.Publish(topic, msgs...)
