@@ -350,7 +350,7 @@ func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
 		panic(err)
 	}
 	e.Actor = "model/" + m.Model
-	a.mustStep(ctx, e)
+	a.mustStep(ctx, e, p)
 }
 
 func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
@@ -365,14 +365,15 @@ func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
 			panic(err)
 		}
 		e.Actor = "tool/" + pc.Request.Tool
-		a.mustStep(ctx, e)
+		a.mustStep(ctx, e, p)
 		return
 	}
 	a.dispatchTools(ctx)
 }
 
-func (a *SessionActor) mustStep(ctx actor.Context, e messages.Envelope) {
-	if err := a.step(ctx, []messages.Envelope{e}); errors.Is(err, eventlog.ErrFenced) {
+// mustStep steps with e, the event of an effect's answer, whose payload is p.
+func (a *SessionActor) mustStep(ctx actor.Context, e messages.Envelope, p messages.Payload) {
+	if err := a.step(ctx, []messages.Envelope{e}, p); errors.Is(err, eventlog.ErrFenced) {
 		return // stopping
 	} else if err != nil {
 		// The log refused the write: restart, refold and re-issue from what is durable.
@@ -403,14 +404,23 @@ func (a *SessionActor) eventAt(p messages.Payload, cause, task string, seq uint6
 
 // step applies the given events, lets the agent decide until it waits on an effect,
 // appends everything as one batch, publishes it, then issues the new effects.
-func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error {
+// payloads, when given, are the payloads batch's events were encoded from, to fold
+// without decoding them again (SessionState.applyEncoded) unless redaction changed them.
+func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloads ...messages.Payload) error {
 	// The state is updated before the batch is durable. That is safe: a write that
 	// fails for good restarts the actor, which refolds from the log, so in-memory
 	// state never outlives a write it does not reflect.
 	for i := range batch {
 		// Inputs and effect results may carry secrets; decisions are built from them.
-		batch[i].Payload = a.deps.Redactor.Bytes(batch[i].Payload)
-		if err := a.state.Apply(batch[i]); err != nil {
+		encoded := batch[i].Payload
+		batch[i].Payload = a.deps.Redactor.Bytes(encoded)
+		var err error
+		if i < len(payloads) && payloads[i] != nil && sameBytes(batch[i].Payload, encoded) {
+			err = a.state.applyEncoded(batch[i], payloads[i])
+		} else {
+			err = a.state.Apply(batch[i])
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -424,7 +434,7 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 		if err != nil {
 			return err
 		}
-		if err := a.state.applyDecided(e, d.Payload); err != nil {
+		if err := a.state.applyEncoded(e, d.Payload); err != nil {
 			return err
 		}
 		batch = append(batch, e)
@@ -441,6 +451,12 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 	}
 	a.issueEffects(ctx)
 	return nil
+}
+
+// sameBytes reports whether a and b are the same slice (redaction returns its input
+// when it finds nothing to redact).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // fenced stops a session whose append the log refused with eventlog.ErrFenced:

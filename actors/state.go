@@ -238,15 +238,28 @@ func (s *SessionState) Apply(e messages.Envelope) error {
 	return s.apply(e, p)
 }
 
-// applyDecided folds an event the agent decided (Decide) with p, the payload it was
-// encoded from, sparing the decoding of a payload just encoded. It is Apply whenever
-// decoding e.Payload gives p back, which holds for every payload Decide makes (their
-// fields are integers and strings, and those strings come from folded events, which
-// are valid UTF-8, or from the agent's configuration) except one whose encoding had
-// to replace invalid UTF-8 (written as \ufffd): that one is decoded, as replay will.
-func (s *SessionState) applyDecided(e messages.Envelope, p messages.Payload) error {
-	// How encoding/json writes a byte of invalid UTF-8 in a string.
+// applyEncoded folds e, whose payload is the JSON encoding of p (an event the agent
+// decided, or the answer of an effect it encoded), sparing the decoding of a payload
+// just encoded. It is Apply whenever decoding e.Payload gives p back, which holds for
+// these payloads (integers, floats, strings and slices of structs of them), except:
+// a string with invalid UTF-8, which encoding/json writes as \ufffd, and an empty
+// list of tool calls or tools, which it leaves out and which decodes as nil. Those are decoded,
+// so that the state is exactly what a refold of the log (recovery, replay) gives.
+func (s *SessionState) applyEncoded(e messages.Envelope, p messages.Payload) error {
 	if e.SessionID != s.SessionID || e.Seq != s.LastSeq+1 || bytes.Contains(e.Payload, []byte(`\ufffd`)) {
+		return s.Apply(e)
+	}
+	switch p := p.(type) {
+	case *messages.ModelResponded:
+		if p.Message.ToolCalls != nil && len(p.Message.ToolCalls) == 0 {
+			return s.Apply(e)
+		}
+	case *messages.ModelRequested:
+		if p.Tools != nil && len(p.Tools) == 0 {
+			return s.Apply(e)
+		}
+	}
+	if _, ok := messages.CurrentVersion(e.Type); !ok || e.Type != p.MessageType() {
 		return s.Apply(e)
 	}
 	return s.apply(e, p)
