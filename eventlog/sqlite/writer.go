@@ -67,6 +67,42 @@ type writeStmts struct {
 
 	args [11]driver.NamedValue // the arguments of the statement being run
 	row  [3]driver.Value       // the row a query returned
+
+	// Strings that repeat from event to event, kept as driver.Values: a string made
+	// a driver.Value is copied to the heap each time.
+	session, correlation lastValue
+	names                map[string]driver.Value // event types and actors, a few
+}
+
+// maxNames bounds writeStmts.names: past it, names are not kept.
+const maxNames = 256
+
+// lastValue is the driver.Value of the last string it was asked for.
+type lastValue struct {
+	s string
+	v driver.Value
+}
+
+func (l *lastValue) of(s string) driver.Value {
+	if l.v == nil || l.s != s {
+		l.s, l.v = s, s
+	}
+	return l.v
+}
+
+// name returns s as a driver.Value, kept for next time.
+func (w *writeStmts) name(s string) driver.Value {
+	if v, ok := w.names[s]; ok {
+		return v
+	}
+	if w.names == nil {
+		w.names = map[string]driver.Value{}
+	}
+	var v driver.Value = s
+	if len(w.names) < maxNames {
+		w.names[s] = v
+	}
+	return v
 }
 
 // errNoRows is what queryRow returns when the query returned no row.
@@ -97,8 +133,8 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.takeOwner, `INSERT INTO ownership (partition, epoch, node, ts_us) VALUES (?, ?, ?, ?)`},
 		// SET expressions all see the row as it was before the update. started_us is
 		// left out, so that the sessions_by_start index is not rewritten on every
-		// append: the statement returns the stored value, and restart lowers it in the
-		// rare case that an earlier event of the session arrives late.
+		// append: restart lowers it in the rare case that an earlier event of the
+		// session arrives late, and changes no row otherwise.
 		{&w.summarize, `INSERT INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (session_id) DO UPDATE SET
@@ -109,9 +145,8 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 				tasks      = sessions.tasks + excluded.tasks,
 				ended      = sessions.ended + excluded.ended,
 				last_seq   = max(sessions.last_seq, excluded.last_seq),
-				updated_us = max(sessions.updated_us, excluded.updated_us)
-			RETURNING started_us`},
-		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ?`},
+				updated_us = max(sessions.updated_us, excluded.updated_us)`},
+		{&w.restart, `UPDATE sessions SET started_us = ?1 WHERE session_id = ?2 AND started_us > ?1`},
 	} {
 		stmt, err := c.PrepareContext(ctx, s.query)
 		if err != nil {
@@ -501,8 +536,8 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		epoch = lease.Epoch
 	}
 	for _, e := range events {
-		n, err := l.w.exec(ctx, l.w.insert, e.SessionID, int64(e.Seq), e.ID, string(e.Type), int64(e.Version),
-			e.CausationID, e.CorrelationID, e.TS, e.Actor, []byte(e.Payload), int64(epoch))
+		n, err := l.w.exec(ctx, l.w.insert, l.w.session.of(e.SessionID), int64(e.Seq), e.ID, l.w.name(string(e.Type)), int64(e.Version),
+			e.CausationID, l.w.correlation.of(e.CorrelationID), e.TS, l.w.name(e.Actor), []byte(e.Payload), int64(epoch))
 		if err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
 		}
@@ -538,19 +573,12 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		d.updatedUS = max(d.updatedUS, e.TS)
 	}
 	for _, d := range deltas {
-		row, err := l.w.queryRow(ctx, l.w.summarize, d.id, d.status, int64(d.statusSeq), int64(d.events), int64(d.steps),
-			int64(d.lastSeq), d.startedUS, d.updatedUS, int64(d.tasks), int64(d.ended))
-		var started int64
-		if err == nil {
-			started, err = asInt64(row[0])
-		}
-		if err != nil {
+		if _, err := l.w.exec(ctx, l.w.summarize, d.id, d.status, int64(d.statusSeq), int64(d.events), int64(d.steps),
+			int64(d.lastSeq), d.startedUS, d.updatedUS, int64(d.tasks), int64(d.ended)); err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 		}
-		if d.startedUS < started {
-			if _, err := l.w.exec(ctx, l.w.restart, d.startedUS, d.id); err != nil {
-				return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
-			}
+		if _, err := l.w.exec(ctx, l.w.restart, d.startedUS, d.id); err != nil {
+			return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
 		}
 	}
 	return written, nil
