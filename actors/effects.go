@@ -184,8 +184,15 @@ type performer struct {
 	failed func(err error) messages.EffectReply
 	// panicked is the error of a call that panicked with r.
 	panicked func(r any) error
-	// timedOut is the error of a call that ran past the timeout.
-	timedOut error
+	// timedOut is the error of a call that ran past the timeout; timeoutCause says
+	// after how long (made once: every call of the performer has the same timeout).
+	timedOut, timeoutCause error
+}
+
+// withTimeoutCause sets p.timeoutCause from p.timedOut and p.timeout.
+func (p *performer) withTimeoutCause() *performer {
+	p.timeoutCause = fmt.Errorf("%w after %s", p.timedOut, p.timeout)
+	return p
 }
 
 // flight is one key's performance: queued, running, or done (and remembered).
@@ -228,6 +235,7 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 			failed:   func(err error) messages.EffectReply { return messages.EffectReply{Model: name, Error: err.Error()} },
 			panicked: func(r any) error { return fmt.Errorf("model %s panicked: %v", name, r) },
 		}
+		e.model.withTimeoutCause()
 	}
 	for _, name := range cfg.Tools.Names() {
 		t, _ := cfg.Tools.Get(name)
@@ -265,7 +273,7 @@ func toolPerformer(name string, t tools.Tool, cfg LocalEffectsConfig) *performer
 		return messages.EffectReply{Error: tools.Truncate(err.Error(), lim.MaxOutput)}
 	}
 	p.panicked = func(r any) error { return fmt.Errorf("%w: %v", ErrToolPanicked, r) }
-	return p
+	return p.withTimeoutCause()
 }
 
 // performerOf returns the performer of req, or the error that answers it.
@@ -339,7 +347,7 @@ func (e *LocalEffects) start(f *flight) {
 	p.running++
 	ctx, cancel := context.WithCancelCause(e.root)
 	f.cancel = cancel
-	ctx, stopTimer := context.WithTimeoutCause(ctx, p.timeout, fmt.Errorf("%w after %s", p.timedOut, p.timeout))
+	ctx, stopTimer := context.WithTimeoutCause(ctx, p.timeout, p.timeoutCause)
 	began := time.Now()
 	var once sync.Once
 	finish := func(rep messages.EffectReply) {
