@@ -149,9 +149,10 @@ func (c *LocalEffectsConfig) setDefaults() {
 // tool or model a second time. The tool's own idempotency on the key remains the
 // guarantee across nodes and restarts; this saves the repeated call.
 type LocalEffects struct {
-	cfg  LocalEffectsConfig
-	root context.Context
-	stop context.CancelCauseFunc
+	cfg     LocalEffectsConfig
+	root    context.Context
+	stop    context.CancelCauseFunc
+	workers *workers // run the calls
 
 	mu      sync.Mutex
 	closed  bool
@@ -214,7 +215,8 @@ type flight struct {
 func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	cfg.setDefaults()
 	root, stop := context.WithCancelCause(context.Background())
-	e := &LocalEffects{cfg: cfg, root: root, stop: stop, tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}}
+	e := &LocalEffects{cfg: cfg, root: root, stop: stop, workers: newWorkers(effectWorkers, workerIdle),
+		tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}}
 	if m := cfg.Model; m != nil {
 		name := m.Name()
 		e.model = &performer{
@@ -340,7 +342,7 @@ func answer(req messages.EffectRequest, rep messages.EffectReply) messages.Effec
 	return rep
 }
 
-// start runs f on a goroutine of its own, under a context Cancel and Close can end.
+// start runs f on a worker goroutine (workers), under a context Cancel and Close can end.
 // The caller holds e.mu, and f's performer has a free slot.
 func (e *LocalEffects) start(f *flight) {
 	p, req := f.p, f.req
@@ -361,12 +363,12 @@ func (e *LocalEffects) start(f *flight) {
 	// Whichever comes first answers: the call, or the end of its context, with its
 	// cause (a call that ignores its context is abandoned; its late result is dropped).
 	stopWatch := context.AfterFunc(ctx, func() { finish(p.failed(context.Cause(ctx))) })
-	go func() {
+	e.workers.Go(func() {
 		rep := e.run(ctx, p, req)
 		if stopWatch() {
 			finish(rep)
 		}
-	}()
+	})
 }
 
 // run performs a call, turning a panic into an error reply.
