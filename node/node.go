@@ -235,9 +235,9 @@ type PartitionReader interface {
 // nobody subscribes to.
 const noSubscribers = "No subscribers to send message"
 
-// quietNoSubscribers demotes GoChannel's noSubscribers record to DEBUG: an embedded
-// node publishes every task's result to troupe.results, which nobody in the process
-// reads (Kafka clients do, in a cluster), so at INFO it logged a line per task.
+// quietNoSubscribers demotes GoChannel's noSubscribers record to DEBUG. EmbeddedBus
+// publishes nothing to a topic without subscribers, so the record is left for a
+// message published while a topic's last subscriber leaves.
 type quietNoSubscribers struct{ watermill.LoggerAdapter }
 
 func (l quietNoSubscribers) Info(msg string, fields watermill.LogFields) {
