@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-run/troupe/llm"
@@ -203,10 +204,16 @@ type flight struct {
 	p       *performer
 	waiters []func(messages.EffectReply)
 	cancel  context.CancelCauseFunc // set when it starts
-	done    bool
-	rep     messages.EffectReply
-	at      time.Time // when it was done
-	size    int       // approximate memory of the remembered answer
+	// Set when it starts: the session it answers, when it started, the timer of its
+	// timeout; answered is set by the first answer (the call's, or its context's end).
+	session  string
+	began    time.Time
+	timer    *time.Timer
+	answered atomic.Bool
+	done     bool
+	rep      messages.EffectReply
+	at       time.Time // when it was done
+	size     int       // approximate memory of the remembered answer
 	// newer is the next remembered flight, answered after this one.
 	newer *flight
 }
@@ -347,29 +354,39 @@ func answer(req messages.EffectRequest, rep messages.EffectReply) messages.Effec
 func (e *LocalEffects) start(f *flight) {
 	p, req := f.p, f.req
 	p.running++
+	// One context per call, whose cause says why it ended; it reports the deadline of
+	// the timeout, which ends it through the timer.
 	ctx, cancel := context.WithCancelCause(e.root)
-	f.cancel = cancel
-	ctx, stopTimer := context.WithTimeoutCause(ctx, p.timeout, p.timeoutCause)
-	began := time.Now()
-	var once sync.Once
-	finish := func(rep messages.EffectReply) {
-		once.Do(func() {
-			stopTimer()
-			rep = answer(req, rep)
-			rep.LatencyUS = time.Since(began).Microseconds()
-			e.finish(f, rep)
-		})
-	}
-	// Whichever comes first answers: the call, or the end of its context, with its
-	// cause (a call that ignores its context is abandoned; its late result is dropped).
-	stopWatch := context.AfterFunc(ctx, func() { finish(p.failed(context.Cause(ctx))) })
-	e.workers.Go(func() {
-		rep := e.run(ctx, p, req)
-		if stopWatch() {
-			finish(rep)
-		}
+	f.cancel, f.session, f.began = cancel, req.SessionID, time.Now()
+	f.timer = time.AfterFunc(p.timeout, func() {
+		cancel(p.timeoutCause)
+		e.answer(f, p.failed(p.timeoutCause))
 	})
+	call := deadlineContext{Context: ctx, deadline: f.began.Add(p.timeout)}
+	e.workers.Go(func() { e.answer(f, e.run(call, p, req)) })
 }
+
+// answer answers f with rep unless it was answered already. Whichever comes first
+// answers: the call, or the end of its context (Cancel, the timeout), with its cause;
+// a call that ignores its context is abandoned, and its late result dropped.
+func (e *LocalEffects) answer(f *flight, rep messages.EffectReply) {
+	if !f.answered.CompareAndSwap(false, true) {
+		return
+	}
+	rep.SessionID, rep.Key = f.session, f.key
+	rep.LatencyUS = time.Since(f.began).Microseconds()
+	e.finish(f, rep)
+}
+
+// deadlineContext is a call's context: a context.WithCancelCause that reports the
+// deadline a timer enforces, as context.WithDeadlineCause would, without a second
+// context.
+type deadlineContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // run performs a call, turning a panic into an error reply.
 func (e *LocalEffects) run(ctx context.Context, p *performer, req messages.EffectRequest) (rep messages.EffectReply) {
@@ -391,6 +408,8 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 	// The remembered answer does not keep the call's context (and its done channel).
 	cancel := f.cancel
 	f.cancel = nil
+	f.timer.Stop()
+	f.timer = nil
 	if e.closed {
 		e.mu.Unlock()
 		cancel(nil)
@@ -504,8 +523,11 @@ func (e *LocalEffects) Cancel(key messages.EffectKey) {
 		e.remember(f, now)
 	case f.done:
 	case f.cancel != nil:
-		// The call's context ends; the watch on it answers the waiters.
+		// The call's context ends, and the call is answered with why.
 		f.cancel(ErrEffectCancelled)
+		e.mu.Unlock()
+		e.answer(f, f.p.failed(ErrEffectCancelled))
+		return
 	default:
 		f.p.queue = slices.DeleteFunc(f.p.queue, func(q *flight) bool { return q == f })
 		waiters := e.done(f, cancelled)

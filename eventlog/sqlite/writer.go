@@ -71,7 +71,7 @@ type writeStmts struct {
 	// Strings that repeat from event to event, kept as driver.Values: a string made
 	// a driver.Value is copied to the heap each time.
 	session, correlation lastValue
-	names                map[string]driver.Value // event types and actors, a few
+	names                map[string]driver.Value // event types, actors and statuses: a few
 }
 
 // maxNames bounds writeStmts.names: past it, names are not kept.
@@ -573,11 +573,12 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		d.updatedUS = max(d.updatedUS, e.TS)
 	}
 	for _, d := range deltas {
-		if _, err := l.w.exec(ctx, l.w.summarize, d.id, d.status, int64(d.statusSeq), int64(d.events), int64(d.steps),
-			int64(d.lastSeq), d.startedUS, d.updatedUS, int64(d.tasks), int64(d.ended)); err != nil {
+		id, started := l.w.session.of(d.id), driver.Value(d.startedUS)
+		if _, err := l.w.exec(ctx, l.w.summarize, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
+			int64(d.lastSeq), started, d.updatedUS, int64(d.tasks), int64(d.ended)); err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 		}
-		if _, err := l.w.exec(ctx, l.w.restart, d.startedUS, d.id); err != nil {
+		if _, err := l.w.exec(ctx, l.w.restart, started, id); err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
 		}
 	}
