@@ -341,7 +341,8 @@ func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
 		return
 	}
 	a.modelKey = messages.EffectKey{}
-	p := &messages.ModelResponded{Key: m.Key.String(), Model: m.Model, Usage: m.Usage, LatencyUS: m.LatencyUS, Cached: m.Cached, Error: m.Error}
+	// The request's key as recorded: ParseEffectKey takes only the text String makes.
+	p := &messages.ModelResponded{Key: a.state.active.model.Key, Model: m.Model, Usage: m.Usage, LatencyUS: m.LatencyUS, Cached: m.Cached, Error: m.Error}
 	if m.Message != nil {
 		p.Message = *m.Message
 	}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -20,7 +21,7 @@ import (
 // event.
 type Hub struct {
 	mu     sync.Mutex
-	subs   map[string]map[*watcher]struct{}
+	subs   map[string][]*watcher // by session; most have one
 	closed bool
 }
 
@@ -41,7 +42,7 @@ type watcher struct {
 	stop    chan struct{} // closed when gone, to stop the feeder
 }
 
-func newHub() *Hub { return &Hub{subs: map[string]map[*watcher]struct{}{}} }
+func newHub() *Hub { return &Hub{subs: map[string][]*watcher{}} }
 
 // handle delivers an event read from the bus.
 func (h *Hub) handle(msg *message.Message) error {
@@ -64,12 +65,12 @@ func (h *Hub) handle(msg *message.Message) error {
 func (h *Hub) deliver(sessionID string, events []messages.Envelope) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	set := h.subs[sessionID]
-	for w := range set {
+	var behind []*watcher // rare: dropped once the loop is done with the slice
+	for _, w := range h.subs[sessionID] {
 		for _, e := range events {
 			if w.feeding {
 				if len(w.backlog) >= watcherBacklog {
-					h.drop(sessionID, w)
+					behind = append(behind, w)
 					break
 				}
 				w.backlog = append(w.backlog, e)
@@ -83,6 +84,9 @@ func (h *Hub) deliver(sessionID string, events []messages.Envelope) {
 				go h.feed(w)
 			}
 		}
+	}
+	for _, w := range behind {
+		h.drop(sessionID, w)
 	}
 }
 
@@ -121,11 +125,11 @@ func (h *Hub) drop(sessionID string, w *watcher) {
 	if !w.feeding {
 		close(w.ch)
 	}
-	if set := h.subs[sessionID]; set != nil {
-		delete(set, w)
-		if len(set) == 0 {
-			delete(h.subs, sessionID)
-		}
+	set := slices.DeleteFunc(h.subs[sessionID], func(x *watcher) bool { return x == w })
+	if len(set) == 0 {
+		delete(h.subs, sessionID)
+	} else {
+		h.subs[sessionID] = set
 	}
 }
 
@@ -137,12 +141,7 @@ func (h *Hub) subscribe(sessionID string) (<-chan messages.Envelope, func()) {
 		close(w.ch)
 		return w.ch, func() {}
 	}
-	set := h.subs[sessionID]
-	if set == nil {
-		set = map[*watcher]struct{}{}
-		h.subs[sessionID] = set
-	}
-	set[w] = struct{}{}
+	h.subs[sessionID] = append(h.subs[sessionID], w)
 	return w.ch, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -155,7 +154,7 @@ func (h *Hub) close() {
 	defer h.mu.Unlock()
 	h.closed = true
 	for sid, set := range h.subs {
-		for w := range set {
+		for _, w := range slices.Clone(set) {
 			h.drop(sid, w)
 		}
 	}
