@@ -75,6 +75,7 @@ func (e *LocalEffects) catalogPerformer(name string) (*performer, bool) {
 		failed:   func(err error) messages.EffectReply { return messages.EffectReply{Error: err.Error()} },
 		panicked: func(r any) error { return fmt.Errorf("%w: %v", ErrToolPanicked, r) },
 	}
+	p.withTimeoutCause()
 	if e.catalog == nil {
 		e.catalog = map[string]*performer{}
 	}

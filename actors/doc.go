@@ -34,6 +34,14 @@
 // idle, or earlier when the host has more than MaxLiveSessions (least recently used
 // idle sessions first, never one with a running task); its next message folds it back.
 //
+// Session actors' mailboxes and effect calls run on pools of long-lived goroutines
+// (up to a bound, then on new ones), which keep the stacks that SQLite and
+// encoding/json grow. A session folds the events it encodes itself (its decisions, and
+// the answers of its effects unless redaction changed them) with the payloads they
+// were encoded from, and decodes only what comes from elsewhere; the state is the
+// same as a refold of the log gives (SessionState.applyEncoded says when it could
+// differ, and decodes then).
+//
 // Supervision policies, stated per actor: session actors are restarted by the
 // SessionHost (OneForOne, up to 5 restarts in 10 s, then stopped and left resumable in
 // the log); the SessionHost itself is resumed after a failure, never restarted, as a

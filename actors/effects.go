@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-run/troupe/llm"
@@ -149,9 +150,10 @@ func (c *LocalEffectsConfig) setDefaults() {
 // tool or model a second time. The tool's own idempotency on the key remains the
 // guarantee across nodes and restarts; this saves the repeated call.
 type LocalEffects struct {
-	cfg  LocalEffectsConfig
-	root context.Context
-	stop context.CancelCauseFunc
+	cfg     LocalEffectsConfig
+	root    context.Context
+	stop    context.CancelCauseFunc
+	workers *workers // run the calls
 
 	mu      sync.Mutex
 	closed  bool
@@ -184,8 +186,15 @@ type performer struct {
 	failed func(err error) messages.EffectReply
 	// panicked is the error of a call that panicked with r.
 	panicked func(r any) error
-	// timedOut is the error of a call that ran past the timeout.
-	timedOut error
+	// timedOut is the error of a call that ran past the timeout; timeoutCause says
+	// after how long (made once: every call of the performer has the same timeout).
+	timedOut, timeoutCause error
+}
+
+// withTimeoutCause sets p.timeoutCause from p.timedOut and p.timeout.
+func (p *performer) withTimeoutCause() *performer {
+	p.timeoutCause = fmt.Errorf("%w after %s", p.timedOut, p.timeout)
+	return p
 }
 
 // flight is one key's performance: queued, running, or done (and remembered).
@@ -195,10 +204,16 @@ type flight struct {
 	p       *performer
 	waiters []func(messages.EffectReply)
 	cancel  context.CancelCauseFunc // set when it starts
-	done    bool
-	rep     messages.EffectReply
-	at      time.Time // when it was done
-	size    int       // approximate memory of the remembered answer
+	// Set when it starts: the session it answers, when it started, the timer of its
+	// timeout; answered is set by the first answer (the call's, or its context's end).
+	session  string
+	began    time.Time
+	timer    *time.Timer
+	answered atomic.Bool
+	done     bool
+	rep      messages.EffectReply
+	at       time.Time // when it was done
+	size     int       // approximate memory of the remembered answer
 	// newer is the next remembered flight, answered after this one.
 	newer *flight
 }
@@ -207,7 +222,8 @@ type flight struct {
 func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	cfg.setDefaults()
 	root, stop := context.WithCancelCause(context.Background())
-	e := &LocalEffects{cfg: cfg, root: root, stop: stop, tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}}
+	e := &LocalEffects{cfg: cfg, root: root, stop: stop, workers: newWorkers(effectWorkers, workerIdle),
+		tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}}
 	if m := cfg.Model; m != nil {
 		name := m.Name()
 		e.model = &performer{
@@ -228,6 +244,7 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 			failed:   func(err error) messages.EffectReply { return messages.EffectReply{Model: name, Error: err.Error()} },
 			panicked: func(r any) error { return fmt.Errorf("model %s panicked: %v", name, r) },
 		}
+		e.model.withTimeoutCause()
 	}
 	for _, name := range cfg.Tools.Names() {
 		t, _ := cfg.Tools.Get(name)
@@ -265,7 +282,7 @@ func toolPerformer(name string, t tools.Tool, cfg LocalEffectsConfig) *performer
 		return messages.EffectReply{Error: tools.Truncate(err.Error(), lim.MaxOutput)}
 	}
 	p.panicked = func(r any) error { return fmt.Errorf("%w: %v", ErrToolPanicked, r) }
-	return p
+	return p.withTimeoutCause()
 }
 
 // performerOf returns the performer of req, or the error that answers it.
@@ -332,34 +349,44 @@ func answer(req messages.EffectRequest, rep messages.EffectReply) messages.Effec
 	return rep
 }
 
-// start runs f on a goroutine of its own, under a context Cancel and Close can end.
+// start runs f on a worker goroutine (workers), under a context Cancel and Close can end.
 // The caller holds e.mu, and f's performer has a free slot.
 func (e *LocalEffects) start(f *flight) {
 	p, req := f.p, f.req
 	p.running++
+	// One context per call, whose cause says why it ended; it reports the deadline of
+	// the timeout, which ends it through the timer.
 	ctx, cancel := context.WithCancelCause(e.root)
-	f.cancel = cancel
-	ctx, stopTimer := context.WithTimeoutCause(ctx, p.timeout, fmt.Errorf("%w after %s", p.timedOut, p.timeout))
-	began := time.Now()
-	var once sync.Once
-	finish := func(rep messages.EffectReply) {
-		once.Do(func() {
-			stopTimer()
-			rep = answer(req, rep)
-			rep.LatencyUS = time.Since(began).Microseconds()
-			e.finish(f, rep)
-		})
-	}
-	// Whichever comes first answers: the call, or the end of its context, with its
-	// cause (a call that ignores its context is abandoned; its late result is dropped).
-	stopWatch := context.AfterFunc(ctx, func() { finish(p.failed(context.Cause(ctx))) })
-	go func() {
-		rep := e.run(ctx, p, req)
-		if stopWatch() {
-			finish(rep)
-		}
-	}()
+	f.cancel, f.session, f.began = cancel, req.SessionID, time.Now()
+	f.timer = time.AfterFunc(p.timeout, func() {
+		cancel(p.timeoutCause)
+		e.answer(f, p.failed(p.timeoutCause))
+	})
+	call := deadlineContext{Context: ctx, deadline: f.began.Add(p.timeout)}
+	e.workers.Go(func() { e.answer(f, e.run(call, p, req)) })
 }
+
+// answer answers f with rep unless it was answered already. Whichever comes first
+// answers: the call, or the end of its context (Cancel, the timeout), with its cause;
+// a call that ignores its context is abandoned, and its late result dropped.
+func (e *LocalEffects) answer(f *flight, rep messages.EffectReply) {
+	if !f.answered.CompareAndSwap(false, true) {
+		return
+	}
+	rep.SessionID, rep.Key = f.session, f.key
+	rep.LatencyUS = time.Since(f.began).Microseconds()
+	e.finish(f, rep)
+}
+
+// deadlineContext is a call's context: a context.WithCancelCause that reports the
+// deadline a timer enforces, as context.WithDeadlineCause would, without a second
+// context.
+type deadlineContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // run performs a call, turning a panic into an error reply.
 func (e *LocalEffects) run(ctx context.Context, p *performer, req messages.EffectRequest) (rep messages.EffectReply) {
@@ -381,6 +408,8 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 	// The remembered answer does not keep the call's context (and its done channel).
 	cancel := f.cancel
 	f.cancel = nil
+	f.timer.Stop()
+	f.timer = nil
 	if e.closed {
 		e.mu.Unlock()
 		cancel(nil)
@@ -494,8 +523,11 @@ func (e *LocalEffects) Cancel(key messages.EffectKey) {
 		e.remember(f, now)
 	case f.done:
 	case f.cancel != nil:
-		// The call's context ends; the watch on it answers the waiters.
+		// The call's context ends, and the call is answered with why.
 		f.cancel(ErrEffectCancelled)
+		e.mu.Unlock()
+		e.answer(f, f.p.failed(ErrEffectCancelled))
+		return
 	default:
 		f.p.queue = slices.DeleteFunc(f.p.queue, func(q *flight) bool { return q == f })
 		waiters := e.done(f, cancelled)

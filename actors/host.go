@@ -38,6 +38,8 @@ type SessionHost struct {
 	idle list.List
 	// owns reports the sessions this host may run; nil means every session.
 	owns func(sessionID string) bool
+	// dispatcher runs the session actors' mailboxes on long-lived goroutines.
+	dispatcher actor.Dispatcher
 }
 
 // ErrNotOwner answers a message for a session this node does not own (its partition
@@ -73,12 +75,24 @@ func NewSessionHostProps(deps SessionDeps) *actor.Props {
 		logger.Error("session host failed on a message; it goes on with its sessions and drops that message", slog.Any("reason", reason))
 		return actor.ResumeDirective
 	}
+	// Shared by the host's incarnations, as its sessions are.
+	mailboxes := dispatcher{w: newWorkers(sessionWorkers, workerIdle), throughput: mailboxThroughput}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}}
+		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes}
 	},
 		actor.WithSupervisor(actor.NewOneForOneStrategy(5, 10*time.Second, actor.DefaultDecider)),
 		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)))
 }
+
+// Bounds of the goroutines kept to run session actors' mailboxes and effects
+// (workers): past them, goroutines are made as needed. mailboxThroughput is
+// protoactor's default number of messages a mailbox handles before it yields.
+const (
+	sessionWorkers    = 256
+	effectWorkers     = 128
+	workerIdle        = 10 * time.Second
+	mailboxThroughput = 300
+)
 
 // CountSessions asks a SessionHost how many session actors are alive; the reply is an int.
 type CountSessions struct{}
@@ -100,7 +114,8 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 		}
 		ctx.Respond(pids)
 	case *SubmitTask:
-		if h.refuse(ctx, m.Envelope.SessionID) {
+		if id := m.Envelope.SessionID; h.owns != nil && !h.owns(id) {
+			m.answer(ctx, fmt.Errorf("%w: session %s", ErrNotOwner, id))
 			return
 		}
 		h.forward(ctx, m.Envelope.SessionID)
@@ -208,7 +223,7 @@ func (h *SessionHost) forward(ctx actor.Context, id string) {
 				deps.spawned(a)
 			}
 			return a
-		})
+		}, actor.WithDispatcher(h.dispatcher))
 		pid := ctx.Spawn(props)
 		s = &hosted{id: id, pid: pid}
 		h.sessions[id] = s

@@ -61,16 +61,21 @@ func TestOwnershipReleaseAndDrain(t *testing.T) {
 	if len(pids) != 1 {
 		t.Fatalf("released %d sessions, want 1", len(pids))
 	}
-	drained := root.RequestFuture(pids[0], &actors.Drain{}, 10*time.Second)
+	drained := futureDone(root.RequestFuture(pids[0], &actors.Drain{}, 10*time.Second))
 	time.Sleep(50 * time.Millisecond)
 	select {
-	case <-futureDone(drained):
+	case <-drained:
 		t.Fatal("drained while the tool call was still in flight")
 	default:
 	}
 	close(release)
-	if _, err := drained.Result(); err != nil {
-		t.Fatalf("drain: %v", err)
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatalf("drain: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the drain never answered")
 	}
 	_ = root.StopFuture(pids[0]).Wait()
 
@@ -104,9 +109,12 @@ func TestOwnershipReleaseAndDrain(t *testing.T) {
 	}
 }
 
-func futureDone(f *actor.Future) <-chan struct{} {
-	done := make(chan struct{})
-	go func() { _ = f.Wait(); close(done) }()
+// futureDone waits for f in the background and delivers its error. It must be f's
+// only waiter: protoactor's Future wakes one waiter (sync.Cond.Signal) when it
+// completes, so a second one could wait forever.
+func futureDone(f *actor.Future) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- f.Wait() }()
 	return done
 }
 

@@ -31,7 +31,11 @@ type SessionDeps struct {
 	// Publisher receives every appended event on messages.TopicEvents and every task
 	// result on messages.TopicResults (and on the task's reply topic). It may be nil.
 	Publisher message.Publisher
-	Agent     Agent
+	// Live, when set, is handed each batch of a session's events once it is durable,
+	// before Publisher gets them: the node's live watchers, when they are in the same
+	// process. It must not block, nor modify the events.
+	Live  func(sessionID string, events []messages.Envelope)
+	Agent Agent
 	// Effects performs the session's model and tool calls.
 	Effects Effects
 	Clock   Clock
@@ -89,9 +93,24 @@ func (d *SessionDeps) withDefaults() {
 	}
 }
 
-// SubmitTask asks a session to run a task. The reply is a *TaskAccepted or an error.
+// SubmitTask asks a session to run a task. The reply is a *TaskAccepted or an error,
+// sent to the sender, or to Done when it is set.
 type SubmitTask struct {
 	Envelope messages.Envelope
+	// Done, when set, receives the answer instead of the sender: nil once the task is
+	// durably recorded (or was before), else the error it was refused with. It must
+	// have room for it: the session does not wait.
+	Done chan<- error
+}
+
+// answer answers m: res is a *TaskAccepted or an error.
+func (m *SubmitTask) answer(ctx actor.Context, res any) {
+	if m.Done == nil {
+		ctx.Respond(res)
+		return
+	}
+	err, _ := res.(error)
+	m.Done <- err
 }
 
 // TaskAccepted answers SubmitTask once the task is durably recorded.
@@ -279,15 +298,13 @@ func (a *SessionActor) recover(ctx actor.Context) {
 func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 	e := m.Envelope
 	if a.state.Seen(e.ID) {
-		ctx.Respond(&TaskAccepted{SessionID: a.id, Duplicate: true})
+		m.answer(ctx, &TaskAccepted{SessionID: a.id, Duplicate: true})
 		return
 	}
-	if _, err := e.Decode(); err != nil {
-		ctx.Respond(err)
-		return
-	}
+	// The payload is decoded once, by the fold (step): a task it cannot decode is
+	// refused there, before anything is written.
 	if e.Type != messages.TypeTaskSubmitted {
-		ctx.Respond(fmt.Errorf("actors: session %s: expected %s, got %s", a.id, messages.TypeTaskSubmitted, e.Type))
+		m.answer(ctx, fmt.Errorf("actors: session %s: expected %s, got %s", a.id, messages.TypeTaskSubmitted, e.Type))
 		return
 	}
 	e.Seq = a.state.LastSeq + 1
@@ -297,10 +314,10 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 	}
 	e.Actor = "session"
 	if err := a.step(ctx, []messages.Envelope{e}); err != nil {
-		ctx.Respond(err)
+		m.answer(ctx, err)
 		return
 	}
-	ctx.Respond(&TaskAccepted{SessionID: a.id, Seq: e.Seq})
+	m.answer(ctx, &TaskAccepted{SessionID: a.id, Seq: e.Seq})
 }
 
 func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
@@ -332,7 +349,8 @@ func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
 		return
 	}
 	a.modelKey = messages.EffectKey{}
-	p := &messages.ModelResponded{Key: m.Key.String(), Model: m.Model, Usage: m.Usage, LatencyUS: m.LatencyUS, Cached: m.Cached, Error: m.Error}
+	// The request's key as recorded: ParseEffectKey takes only the text String makes.
+	p := &messages.ModelResponded{Key: a.state.active.model.Key, Model: m.Model, Usage: m.Usage, LatencyUS: m.LatencyUS, Cached: m.Cached, Error: m.Error}
 	if m.Message != nil {
 		p.Message = *m.Message
 	}
@@ -341,7 +359,7 @@ func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
 		panic(err)
 	}
 	e.Actor = "model/" + m.Model
-	a.mustStep(ctx, e)
+	a.mustStep(ctx, e, p)
 }
 
 func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
@@ -356,14 +374,15 @@ func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
 			panic(err)
 		}
 		e.Actor = "tool/" + pc.Request.Tool
-		a.mustStep(ctx, e)
+		a.mustStep(ctx, e, p)
 		return
 	}
 	a.dispatchTools(ctx)
 }
 
-func (a *SessionActor) mustStep(ctx actor.Context, e messages.Envelope) {
-	if err := a.step(ctx, []messages.Envelope{e}); errors.Is(err, eventlog.ErrFenced) {
+// mustStep steps with e, the event of an effect's answer, whose payload is p.
+func (a *SessionActor) mustStep(ctx actor.Context, e messages.Envelope, p messages.Payload) {
+	if err := a.step(ctx, []messages.Envelope{e}, p); errors.Is(err, eventlog.ErrFenced) {
 		return // stopping
 	} else if err != nil {
 		// The log refused the write: restart, refold and re-issue from what is durable.
@@ -394,14 +413,23 @@ func (a *SessionActor) eventAt(p messages.Payload, cause, task string, seq uint6
 
 // step applies the given events, lets the agent decide until it waits on an effect,
 // appends everything as one batch, publishes it, then issues the new effects.
-func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error {
+// payloads, when given, are the payloads batch's events were encoded from, to fold
+// without decoding them again (SessionState.applyEncoded) unless redaction changed them.
+func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloads ...messages.Payload) error {
 	// The state is updated before the batch is durable. That is safe: a write that
 	// fails for good restarts the actor, which refolds from the log, so in-memory
 	// state never outlives a write it does not reflect.
 	for i := range batch {
 		// Inputs and effect results may carry secrets; decisions are built from them.
-		batch[i].Payload = a.deps.Redactor.Bytes(batch[i].Payload)
-		if err := a.state.Apply(batch[i]); err != nil {
+		encoded := batch[i].Payload
+		batch[i].Payload = a.deps.Redactor.Bytes(encoded)
+		var err error
+		if i < len(payloads) && payloads[i] != nil && sameBytes(batch[i].Payload, encoded) {
+			err = a.state.applyEncoded(batch[i], payloads[i])
+		} else {
+			err = a.state.Apply(batch[i])
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -415,7 +443,7 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 		if err != nil {
 			return err
 		}
-		if err := a.state.Apply(e); err != nil {
+		if err := a.state.applyEncoded(e, d.Payload); err != nil {
 			return err
 		}
 		batch = append(batch, e)
@@ -425,10 +453,19 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope) error 
 			a.fenced(ctx, err)
 			return fmt.Errorf("%w: session %s: %w", ErrNotOwner, a.id, err)
 		}
+		if a.deps.Live != nil {
+			a.deps.Live(a.id, batch)
+		}
 		a.publish(batch)
 	}
 	a.issueEffects(ctx)
 	return nil
+}
+
+// sameBytes reports whether a and b are the same slice (redaction returns its input
+// when it finds nothing to redact).
+func sameBytes(a, b []byte) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // fenced stops a session whose append the log refused with eventlog.ErrFenced:
@@ -564,40 +601,64 @@ func (a *SessionActor) stopTimer() {
 }
 
 func (a *SessionActor) publish(batch []messages.Envelope) {
-	if a.deps.Publisher == nil {
+	pub := a.deps.Publisher
+	if pub == nil {
 		return
 	}
-	msgs := make([]*message.Message, 0, len(batch))
-	var results []*message.Message
-	var replyTopics []string
+	var msgs []*message.Message
+	if hasReaders(pub, messages.TopicEvents) {
+		msgs = make([]*message.Message, 0, len(batch))
+		for _, e := range batch {
+			b, err := messages.Marshal(e)
+			if err != nil {
+				a.deps.Logger.Error("encode event for the bus", "session", a.id, "seq", e.Seq, "err", err)
+				continue
+			}
+			msgs = append(msgs, busMessage(e.ID, e.SessionID, e.Type, b))
+		}
+	}
+	// A task's result goes to troupe.results and to its reply topic, if any.
+	type result struct {
+		msg       *message.Message
+		toResults bool
+		reply     string
+	}
+	var results []result
 	for _, e := range batch {
-		b, err := messages.Marshal(e)
-		if err != nil {
-			a.deps.Logger.Error("encode event for the bus", "session", a.id, "seq", e.Seq, "err", err)
+		if e.Type != messages.TypeTaskCompleted && e.Type != messages.TypeTaskFailed {
 			continue
 		}
-		msgs = append(msgs, busMessage(e.ID, e.SessionID, e.Type, b))
-		if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
-			status, output, errMsg, _ := a.state.Task(e.CorrelationID)
-			r, err := json.Marshal(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg})
-			if err == nil {
-				results = append(results, busMessage(e.ID+"/result", a.id, "", r))
-				replyTopics = append(replyTopics, a.state.ReplyTopic(e.CorrelationID))
-			}
+		res := result{toResults: hasReaders(pub, messages.TopicResults), reply: a.state.ReplyTopic(e.CorrelationID)}
+		if res.reply != "" && !hasReaders(pub, res.reply) {
+			res.reply = ""
 		}
+		if !res.toResults && res.reply == "" {
+			continue
+		}
+		status, output, errMsg, _ := a.state.Task(e.CorrelationID)
+		r, err := json.Marshal(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg})
+		if err != nil {
+			continue
+		}
+		res.msg = busMessage(e.ID+"/result", a.id, "", r)
+		results = append(results, res)
 	}
 	// The log is the source of truth and already has these events; the bus copy feeds
 	// live subscribers, so a failed publish is logged, not retried here.
-	if err := a.deps.Publisher.Publish(messages.TopicEvents, msgs...); err != nil {
-		a.deps.Logger.Warn("publish events", "session", a.id, "err", err)
-	}
-	for i, r := range results {
-		if err := a.deps.Publisher.Publish(messages.TopicResults, r); err != nil {
-			a.deps.Logger.Warn("publish result", "session", a.id, "err", err)
+	if len(msgs) > 0 {
+		if err := pub.Publish(messages.TopicEvents, msgs...); err != nil {
+			a.deps.Logger.Warn("publish events", "session", a.id, "err", err)
 		}
-		if replyTopics[i] != "" {
-			if err := a.deps.Publisher.Publish(replyTopics[i], r.Copy()); err != nil {
-				a.deps.Logger.Warn("publish result to reply topic", "session", a.id, "topic", replyTopics[i], "err", err)
+	}
+	for _, r := range results {
+		if r.toResults {
+			if err := pub.Publish(messages.TopicResults, r.msg); err != nil {
+				a.deps.Logger.Warn("publish result", "session", a.id, "err", err)
+			}
+		}
+		if r.reply != "" {
+			if err := pub.Publish(r.reply, r.msg.Copy()); err != nil {
+				a.deps.Logger.Warn("publish result to reply topic", "session", a.id, "topic", r.reply, "err", err)
 			}
 		}
 	}

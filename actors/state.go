@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -241,6 +242,38 @@ func (s *SessionState) Apply(e messages.Envelope) error {
 	if err != nil {
 		return err
 	}
+	return s.apply(e, p)
+}
+
+// applyEncoded folds e, whose payload is the JSON encoding of p (an event the agent
+// decided, or the answer of an effect it encoded), sparing the decoding of a payload
+// just encoded. It is Apply whenever decoding e.Payload gives p back, which holds for
+// these payloads (integers, floats, strings and slices of structs of them), except:
+// a string with invalid UTF-8, which encoding/json writes as \ufffd, and an empty
+// list of tool calls or tools, which it leaves out and which decodes as nil. Those are decoded,
+// so that the state is exactly what a refold of the log (recovery, replay) gives.
+func (s *SessionState) applyEncoded(e messages.Envelope, p messages.Payload) error {
+	if e.SessionID != s.SessionID || e.Seq != s.LastSeq+1 || bytes.Contains(e.Payload, []byte(`\ufffd`)) {
+		return s.Apply(e)
+	}
+	switch p := p.(type) {
+	case *messages.ModelResponded:
+		if p.Message.ToolCalls != nil && len(p.Message.ToolCalls) == 0 {
+			return s.Apply(e)
+		}
+	case *messages.ModelRequested:
+		if p.Tools != nil && len(p.Tools) == 0 {
+			return s.Apply(e)
+		}
+	}
+	if _, ok := messages.CurrentVersion(e.Type); !ok || e.Type != p.MessageType() {
+		return s.Apply(e)
+	}
+	return s.apply(e, p)
+}
+
+// apply folds event e whose payload is p.
+func (s *SessionState) apply(e messages.Envelope, p messages.Payload) error {
 	s.LastSeq = e.Seq
 	s.LastTS = e.TS
 	s.seen[e.ID] = struct{}{}

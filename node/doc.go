@@ -16,8 +16,12 @@
 // (ingress.go), which decodes, checks and redacts tasks and cancellations in one
 // place; Node.HTTPServer serves the API with read, write and
 // idle timeouts and a bound on connections (Config.HTTP). An embedded node (the default) runs on
-// Watermill's in-process GoChannel and a SQLite log in its data directory; Config.Bus
-// puts it on Kafka (package kafka) and Config.Log on ClickHouse.
+// Watermill's in-process GoChannel (EmbeddedBus, which publishes nothing to a topic
+// nobody subscribes to) and a SQLite log in its data directory; there Submit hands its
+// task to the session host directly, and the session actors hand their events, once
+// durable, to the live hub (Watch, SSE) directly, where the bus would only copy, encode
+// and decode them. Config.Bus puts it on Kafka (package kafka) and Config.Log on
+// ClickHouse.
 //
 // In a cluster (Bus.Sharded) the nodes share one log and Kafka's consumer group on
 // messages.TopicTasks spreads the sessions: Assigned resumes the unfinished sessions of

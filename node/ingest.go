@@ -3,8 +3,6 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"sync"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -43,8 +41,8 @@ const (
 // as soon as it is queued instead: on the embedded bus, whose Publish waits for the
 // ack (BlockPublishUntilSubscriberAck, which keeps one publisher's messages in order)
 // and would otherwise let one task through at a time; a message of the in-process
-// bus is lost in a crash either way, and Submit waits for the session's acceptance
-// itself (acceptances).
+// bus is lost in a crash either way (Submit does not use the embedded bus: it hands
+// its task to the session directly, and waits for the session's acceptance).
 //
 // A message whose context the bus cancels before its turn (a Kafka partition given
 // up in a rebalance) is dropped, as is one that was nacked after the bus gave it up:
@@ -270,53 +268,5 @@ func (q *sessionQueues) settle(s taskSettlement) {
 	}
 	if next := q.pop(t); next != nil {
 		q.handOver(next)
-	}
-}
-
-// handleTasksTopic handles a message of troupe.tasks (handleTask) and tells a Submit
-// waiting for it how it ended.
-func (n *Node) handleTasksTopic(msg *message.Message) error {
-	err := n.handleTask(msg)
-	if err == nil || errors.Is(err, errPermanent) {
-		n.accepts.settle(msg.UUID, err)
-	}
-	return err
-}
-
-// acceptances lets Submit wait until the session accepted its task, on the embedded
-// bus, where the tasks handler acks a message before the session got it
-// (sessionOrder.ackOnArrival). The tasks handler settles each task it handled, by
-// message ID: accepted, or refused for good.
-type acceptances struct {
-	mu      sync.Mutex
-	waiting map[string]chan error
-}
-
-// expect registers a wait for the task of message id; forget ends it.
-func (a *acceptances) expect(id string) (accepted <-chan error, forget func()) {
-	ch := make(chan error, 1)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.waiting == nil {
-		a.waiting = map[string]chan error{}
-	}
-	a.waiting[id] = ch
-	return ch, func() {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if a.waiting[id] == ch {
-			delete(a.waiting, id)
-		}
-	}
-}
-
-// settle tells the waiter of message id, if any, how its task ended: nil once the
-// session recorded it, else why it never will.
-func (a *acceptances) settle(id string, err error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if ch, ok := a.waiting[id]; ok {
-		delete(a.waiting, id)
-		ch <- err
 	}
 }

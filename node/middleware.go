@@ -163,6 +163,12 @@ func (d *deduplicator) middleware(h message.HandlerFunc) message.HandlerFunc {
 	}
 }
 
+// handled remembers that handler handled the message id without the bus: a task
+// Submit handed to its session directly, which the tasks topic may bring again.
+func (d *deduplicator) handled(handler, id string) {
+	d.add(handler+"\x00"+id, time.Now())
+}
+
 func (d *deduplicator) add(key string, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

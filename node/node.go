@@ -17,7 +17,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/actors"
@@ -258,23 +257,13 @@ type PartitionReader interface {
 	MessagePartition(msg *message.Message) (partition int, ok bool)
 }
 
-// NewEmbeddedBus returns the in-process bus of an embedded node: Watermill's GoChannel
-// configured to keep per-session order. By default GoChannel hands each message to
-// its own goroutine, so two messages of one session can overtake each other;
-// BlockPublishUntilSubscriberAck makes Publish wait until every subscriber acked, so
-// a publisher's messages arrive in the order it published them, and a nacked message
-// is redelivered before the next one.
-func NewEmbeddedBus(logger watermill.LoggerAdapter) *gochannel.GoChannel {
-	return gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 1024, BlockPublishUntilSubscriberAck: true}, quietNoSubscribers{logger})
-}
-
 // noSubscribers is what GoChannel logs, at INFO, for each message published to a topic
 // nobody subscribes to.
 const noSubscribers = "No subscribers to send message"
 
-// quietNoSubscribers demotes GoChannel's noSubscribers record to DEBUG: an embedded
-// node publishes every task's result to troupe.results, which nobody in the process
-// reads (Kafka clients do, in a cluster), so at INFO it logged a line per task.
+// quietNoSubscribers demotes GoChannel's noSubscribers record to DEBUG. EmbeddedBus
+// publishes nothing to a topic without subscribers, so the record is left for a
+// message published while a topic's last subscriber leaves.
 type quietNoSubscribers struct{ watermill.LoggerAdapter }
 
 func (l quietNoSubscribers) Info(msg string, fields watermill.LogFields) {
@@ -360,7 +349,7 @@ type Node struct {
 	cfg               Config
 	log               eventlog.Log
 	ownLog            bool
-	bus               *gochannel.GoChannel // the embedded bus, when the node owns one
+	bus               *EmbeddedBus // the embedded bus, when the node owns one
 	pub               message.Publisher
 	tasksSub, liveSub message.Subscriber
 	system            *actor.ActorSystem
@@ -375,7 +364,6 @@ type Node struct {
 	router      *message.Router
 	hub         *Hub
 	dedupe      *deduplicator
-	accepts     acceptances // Submit's waits on the embedded bus
 	// leased is the session actors' store when the node is sharded on a log that fences.
 	leased *leasedStore
 	// agent is the default agent: its tools are what ToolSpecs and CallTool offer.
@@ -403,6 +391,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	cfg.setDefaults()
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics()}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
+	n.hub = newHub()
 	n.ingress = newIngress(n.redactor, cfg.Clock, cfg.IDs)
 	if err := n.openLog(ctx); err != nil {
 		return nil, err
@@ -702,6 +691,9 @@ func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error
 			return "", fmt.Errorf("node: task %s for session %s: the node is closing", env.ID, env.SessionID)
 		}
 	}
+	if n.bus != nil {
+		return n.deliverTask(ctx, env)
+	}
 	b, err := messages.Marshal(env)
 	if err != nil {
 		return "", err
@@ -710,27 +702,28 @@ func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error
 	msg.Metadata.Set(messages.MetaSessionID, env.SessionID)
 	msg.Metadata.Set(messages.MetaType, string(env.Type))
 	msg.SetContext(ctx)
-	var accepted <-chan error
-	if n.bus != nil {
-		// The embedded bus's tasks handler acks a task once it is queued in its
-		// session's order (sessionOrder), so Publish returns before the session has it.
-		ch, forget := n.accepts.expect(env.ID)
-		defer forget()
-		accepted = ch
-	}
 	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
 		return "", fmt.Errorf("node: publish task: %w", err)
 	}
-	if accepted == nil {
-		return env.SessionID, nil
-	}
+	return env.SessionID, nil
+}
+
+// deliverTask hands an admitted task straight to its session, on the embedded bus:
+// in one process the bus would only copy, encode and decode it on the way. It
+// returns once the session recorded the task, as submit says. Tasks published on the
+// embedded bus's tasks topic by others still go through the router (handleTask).
+func (n *Node) deliverTask(ctx context.Context, env messages.Envelope) (string, error) {
+	done := make(chan error, 1)
+	n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Done: done})
 	timeout := time.NewTimer(n.cfg.SubmitTimeout)
 	defer timeout.Stop()
 	select {
-	case err := <-accepted:
+	case err := <-done:
 		if err != nil {
 			return "", fmt.Errorf("node: %w", err)
 		}
+		// The same task read from the tasks topic is skipped as a redelivery.
+		n.dedupe.handled(tasksHandler, env.ID)
 		return env.SessionID, nil
 	case <-ctx.Done():
 		return "", fmt.Errorf("node: task %s for session %s: waiting for the session to record it: %w", env.ID, env.SessionID, ctx.Err())
@@ -785,9 +778,9 @@ func (n *Node) Metrics() *Metrics { return n.metrics }
 // Log returns the node's event log.
 func (n *Node) Log() eventlog.Log { return n.log }
 
-// Bus returns the node's publisher and subscriber (the embedded GoChannel).
+// Bus returns the node's publisher and subscriber (the embedded bus).
 // It is nil when the node runs on a bus given in Config.Bus.
-func (n *Node) Bus() *gochannel.GoChannel { return n.bus }
+func (n *Node) Bus() *EmbeddedBus { return n.bus }
 
 // Publisher returns the publisher of the node's bus.
 func (n *Node) Publisher() message.Publisher { return n.pub }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/actors"
 )
 
 // outbox publishes what session actors hand it (their events on troupe.events, task
@@ -50,6 +52,15 @@ func newOutbox(pub message.Publisher, capacity int, logger *slog.Logger, failed 
 	o := &outbox{pub: pub, logger: logger, failed: failed, retries: 5, queue: make(chan outMsg, capacity), closing: make(chan struct{}), done: make(chan struct{})}
 	go o.run()
 	return o
+}
+
+var _ actors.TopicReaders = (*outbox)(nil)
+
+// HasReaders implements actors.TopicReaders: whether the bus has readers of topic, when
+// it can tell (the embedded bus); true otherwise.
+func (o *outbox) HasReaders(topic string) bool {
+	r, ok := o.pub.(actors.TopicReaders)
+	return !ok || r.HasReaders(topic)
 }
 
 // Publish queues msgs for topic; it blocks while the queue is full.

@@ -56,7 +56,9 @@ func (w wiring) asksRemote() bool {
 	return w.runsSessions() && (!w.roles.Has(RoleTools) || !w.roles.Has(RoleModels))
 }
 
-func always(wiring) bool { return true }
+// sharedBus: the node runs on a shared bus (Kafka), where its watchers' sessions
+// may run on other nodes.
+func (w wiring) sharedBus() bool { return w.bus != nil }
 
 // roleHandler is a handler of a node's router: its name, the topic it consumes,
 // when a node attaches it, the subscriber it reads and how it handles a message.
@@ -67,20 +69,24 @@ type roleHandler struct {
 	handle      func(*Node, *message.Message) error
 }
 
+// tasksHandler is the name of the handler of messages.TopicTasks.
+const tasksHandler = "tasks"
+
 // roleHandlers says which handlers a node attaches, by its roles (wiring): the one
 // table of them.
 var roleHandlers = []roleHandler{
 	// Many tasks at once, one session's in order (ingest.go).
-	{"tasks", messages.TopicTasks, wiring.runsSessions,
+	{tasksHandler, messages.TopicTasks, wiring.runsSessions,
 		func(n *Node) message.Subscriber { return &sessionOrder{sub: n.tasksSub, ackOnArrival: n.bus != nil} },
-		(*Node).handleTasksTopic},
+		(*Node).handleTask},
 	{"tool-requests", messages.TopicToolRequests, wiring.servesTools,
 		func(n *Node) message.Subscriber { return n.cfg.Bus.Tools }, (*Node).handleEffect},
 	{"model-requests", messages.TopicModelRequests, wiring.servesModels,
 		func(n *Node) message.Subscriber { return n.cfg.Bus.Models }, (*Node).handleEffect},
 	{"effect-cancels", messages.TopicEffectCancels, wiring.servesEffects, (*Node).live, (*Node).handleEffectCancel},
 	{"replies", messages.TopicReplies, wiring.asksRemote, (*Node).live, (*Node).handleReply},
-	{"events-hub", messages.TopicEvents, always, (*Node).live, func(n *Node, msg *message.Message) error { return n.hub.handle(msg) }},
+	// On the embedded bus the session actors feed the hub themselves (SessionDeps.Live).
+	{"events-hub", messages.TopicEvents, wiring.sharedBus, (*Node).live, func(n *Node, msg *message.Message) error { return n.hub.handle(msg) }},
 }
 
 // live is the subscriber of the node's live topics (Bus.Live).
@@ -175,14 +181,18 @@ func (n *Node) newSessionHost(agent actors.Agent, effects actors.Effects) error 
 	overLimit := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "sessions",
 		Name: "over_limit_total", Help: "Session actors started past MaxLiveSessions because every live one was busy (the bound is soft)."})
 	n.metrics.Registry.MustRegister(evicted, overLimit)
-	var err error
-	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(actors.SessionDeps{
+	deps := actors.SessionDeps{
 		Store: store, Publisher: n.outbox, Effects: effects, Clock: cfg.Clock,
 		MaxLiveSessions: cfg.MaxLiveSessions, OnSessionEvicted: evicted.Inc, OnSessionsOverLimit: overLimit.Inc,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agent,
-	}), "sessions")
+	}
+	if n.bus != nil {
+		deps.Live = n.hub.deliver
+	}
+	var err error
+	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(deps), "sessions")
 	if err != nil {
 		return fmt.Errorf("node: spawn session host: %w", err)
 	}
@@ -234,7 +244,6 @@ func (n *Node) newRouter(wlog watermill.LoggerAdapter) error {
 		n.dedupe.middleware,
 		n.metrics.recoverPanics,
 	)
-	n.hub = newHub()
 	w := n.wiring()
 	for _, h := range roleHandlers {
 		if !h.when(w) {

@@ -35,7 +35,8 @@ func TestRoleHandlers(t *testing.T) {
 		tools, models bool // the shared bus consumes the request topics
 		want          []string
 	}{
-		{"embedded", 0, false, false, false, []string{"events-hub", "tasks"}},
+		// The session actors feed the hub directly.
+		{"embedded", 0, false, false, false, []string{"tasks"}},
 		{"all", RoleAll, true, true, true, []string{"effect-cancels", "events-hub", "model-requests", "tasks", "tool-requests"}},
 		{"all without request subscribers", RoleAll, true, false, false, []string{"events-hub", "tasks"}},
 		{"sessions", RoleSessions, true, true, true, []string{"events-hub", "replies", "tasks"}},

@@ -72,8 +72,12 @@ func (r *Redactor) Bytes(b []byte) []byte {
 
 // String returns s with every secret replaced by Redacted.
 func (r *Redactor) String(s string) string {
-	b := r.Bytes([]byte(s))
-	return string(b)
+	in := []byte(s)
+	out := r.Bytes(in)
+	if len(out) == len(in) && (len(in) == 0 || &out[0] == &in[0]) {
+		return s // nothing redacted
+	}
+	return string(out)
 }
 
 // in reports whether b contains s; it is bytes.Contains, anchored on s's rarest byte.

@@ -139,7 +139,7 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	if err := migrate(ctx, l.wconn, l.path); err != nil {
 		return nil, l.busyErr(err)
 	}
-	if err := l.w.prepare(ctx, l.wconn); err != nil {
+	if err := l.wconn.Raw(func(dc any) error { return l.w.prepare(ctx, dc) }); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", l.path, err)
 	}
 
@@ -505,8 +505,8 @@ func (l *Log) release() error {
 	if l.rdb != nil {
 		errs = append(errs, l.rdb.Close())
 	}
-	errs = append(errs, l.w.close())
 	if l.wconn != nil {
+		errs = append(errs, l.wconn.Raw(func(any) error { return l.w.close() }))
 		errs = append(errs, l.wconn.Close())
 	}
 	if l.ckconn != nil {

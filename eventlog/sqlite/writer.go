@@ -2,9 +2,10 @@ package sqlite
 
 import (
 	"context"
-	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"time"
 
@@ -53,20 +54,67 @@ type ownReq struct {
 	epoch      uint64
 }
 
-// writeStmts are the statements of the writer, prepared once on its connection.
-// Transactions are driven with plain BEGIN/COMMIT statements on that connection:
-// only the writer goroutine uses it, so database/sql need not track them.
+// writeStmts are the statements of the writer, prepared once on its connection and
+// run on the driver's connection (sql.Conn.Raw), without database/sql's bookkeeping
+// of every call: only the writer goroutine uses that connection. Transactions are
+// driven with plain BEGIN/COMMIT statements on it.
 type writeStmts struct {
-	begin, commit, rollback        *sql.Stmt
-	savepoint, release, undo       *sql.Stmt
-	insert, byID, byPos, summarize *sql.Stmt
-	restart                        *sql.Stmt
-	current, maxEpoch, takeOwner   *sql.Stmt
+	begin, commit, rollback        driver.Stmt
+	savepoint, release, undo       driver.Stmt
+	insert, byID, byPos, summarize driver.Stmt
+	restart                        driver.Stmt
+	current, maxEpoch, takeOwner   driver.Stmt
+
+	args [11]driver.NamedValue // the arguments of the statement being run
+	row  [3]driver.Value       // the row a query returned
+
+	// Strings that repeat from event to event, kept as driver.Values: a string made
+	// a driver.Value is copied to the heap each time.
+	session, correlation lastValue
+	names                map[string]driver.Value // event types, actors and statuses: a few
 }
 
-func (w *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
+// maxNames bounds writeStmts.names: past it, names are not kept.
+const maxNames = 256
+
+// lastValue is the driver.Value of the last string it was asked for.
+type lastValue struct {
+	s string
+	v driver.Value
+}
+
+func (l *lastValue) of(s string) driver.Value {
+	if l.v == nil || l.s != s {
+		l.s, l.v = s, s
+	}
+	return l.v
+}
+
+// name returns s as a driver.Value, kept for next time.
+func (w *writeStmts) name(s string) driver.Value {
+	if v, ok := w.names[s]; ok {
+		return v
+	}
+	if w.names == nil {
+		w.names = map[string]driver.Value{}
+	}
+	var v driver.Value = s
+	if len(w.names) < maxNames {
+		w.names[s] = v
+	}
+	return v
+}
+
+// errNoRows is what queryRow returns when the query returned no row.
+var errNoRows = errors.New("no rows")
+
+func (w *writeStmts) prepare(ctx context.Context, dc any) error {
+	c, ok := dc.(driver.ConnPrepareContext)
+	if !ok {
+		return fmt.Errorf("the driver's connection (%T) cannot prepare statements with a context", dc)
+	}
 	for _, s := range []struct {
-		stmt  **sql.Stmt
+		stmt  *driver.Stmt
 		query string
 	}{
 		{&w.begin, "BEGIN IMMEDIATE"},
@@ -85,8 +133,8 @@ func (w *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 		{&w.takeOwner, `INSERT INTO ownership (partition, epoch, node, ts_us) VALUES (?, ?, ?, ?)`},
 		// SET expressions all see the row as it was before the update. started_us is
 		// left out, so that the sessions_by_start index is not rewritten on every
-		// append: the statement returns the stored value, and restart lowers it in the
-		// rare case that an earlier event of the session arrives late.
+		// append: restart lowers it in the rare case that an earlier event of the
+		// session arrives late, and changes no row otherwise.
 		{&w.summarize, `INSERT INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (session_id) DO UPDATE SET
@@ -97,13 +145,18 @@ func (w *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 				tasks      = sessions.tasks + excluded.tasks,
 				ended      = sessions.ended + excluded.ended,
 				last_seq   = max(sessions.last_seq, excluded.last_seq),
-				updated_us = max(sessions.updated_us, excluded.updated_us)
-			RETURNING started_us`},
-		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ?`},
+				updated_us = max(sessions.updated_us, excluded.updated_us)`},
+		{&w.restart, `UPDATE sessions SET started_us = ?1 WHERE session_id = ?2 AND started_us > ?1`},
 	} {
-		stmt, err := conn.PrepareContext(ctx, s.query)
+		stmt, err := c.PrepareContext(ctx, s.query)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", s.query, err)
+		}
+		if _, ok := stmt.(driver.StmtExecContext); !ok {
+			return errors.Join(fmt.Errorf("the driver's statements (%T) cannot run with a context", stmt), stmt.Close())
+		}
+		if _, ok := stmt.(driver.StmtQueryContext); !ok {
+			return errors.Join(fmt.Errorf("the driver's statements (%T) cannot run with a context", stmt), stmt.Close())
 		}
 		*s.stmt = stmt
 	}
@@ -112,13 +165,92 @@ func (w *writeStmts) prepare(ctx context.Context, conn *sql.Conn) error {
 
 func (w *writeStmts) close() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{w.begin, w.commit, w.rollback, w.savepoint, w.release, w.undo, w.insert, w.byID, w.byPos, w.summarize, w.restart,
-		w.current, w.maxEpoch, w.takeOwner} {
-		if s != nil {
-			errs = append(errs, s.Close())
+	for _, s := range []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.summarize, &w.restart,
+		&w.current, &w.maxEpoch, &w.takeOwner} {
+		if *s != nil {
+			errs = append(errs, (*s).Close())
+			*s = nil
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// bind sets the arguments of the next statement.
+func (w *writeStmts) bind(vals []driver.Value) []driver.NamedValue {
+	args := w.args[:len(vals)]
+	for i, v := range vals {
+		args[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return args
+}
+
+// exec runs s with vals and returns the rows it changed.
+func (w *writeStmts) exec(ctx context.Context, s driver.Stmt, vals ...driver.Value) (int64, error) {
+	res, err := s.(driver.StmtExecContext).ExecContext(ctx, w.bind(vals))
+	clear(w.args[:len(vals)])
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
+}
+
+// queryRow runs s with vals and returns the columns of its first row (valid until
+// the next call), or errNoRows.
+func (w *writeStmts) queryRow(ctx context.Context, s driver.Stmt, vals ...driver.Value) (_ []driver.Value, err error) {
+	rows, err := s.(driver.StmtQueryContext).QueryContext(ctx, w.bind(vals))
+	clear(w.args[:len(vals)])
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := rows.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+	}()
+	row := w.row[:len(rows.Columns())]
+	if err := rows.Next(row); err == io.EOF {
+		return nil, errNoRows
+	} else if err != nil {
+		return nil, err
+	}
+	return row, nil
+}
+
+// scan reads the columns of a row queryRow returned into *string and *int64 dests.
+func scan(row []driver.Value, dests ...any) error {
+	for i, d := range dests {
+		var err error
+		switch d := d.(type) {
+		case *string:
+			*d, err = asString(row[i])
+		case *int64:
+			*d, err = asInt64(row[i])
+		default:
+			err = fmt.Errorf("cannot scan into %T", d)
+		}
+		if err != nil {
+			return fmt.Errorf("column %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// asInt64 and asString read a column of a row queryRow returned.
+func asInt64(v driver.Value) (int64, error) {
+	if n, ok := v.(int64); ok {
+		return n, nil
+	}
+	return 0, fmt.Errorf("column is %T, want an integer", v)
+}
+
+func asString(v driver.Value) (string, error) {
+	switch s := v.(type) {
+	case string:
+		return s, nil
+	case []byte:
+		return string(s), nil
+	}
+	return "", fmt.Errorf("column is %T, want text", v)
 }
 
 // runWriter is the writer goroutine: it takes the requests waiting in the queue,
@@ -221,35 +353,64 @@ func (l *Log) writeGroup(group []*appendReq) {
 	}
 }
 
-// commit writes the requests in one transaction. It returns each request's own
-// outcome (nil or an ErrSeqConflict), or an error if the transaction failed as a
-// whole, in which case nothing was written.
+// commit writes the requests in one transaction, on the driver's connection. It
+// returns each request's own outcome (nil or an ErrSeqConflict or ErrFenced), or an
+// error if the transaction failed as a whole, in which case nothing was written.
 //
 // BEGIN IMMEDIATE takes SQLite's write lock before the transaction reads anything,
 // waiting up to BusyTimeout while another connection (another process, with
 // Config.Shared) holds it. The transaction then reads the latest commit of every
 // process, and holds the lock until COMMIT: the conflict checks of apply, made
 // against the database inside it, are final. No seq or ID is cached in memory.
-func (l *Log) commit(reqs []*appendReq) ([]error, error) {
+//
+// A group is first written without savepoints, as nearly every group is accepted
+// whole; if the log refuses one of its requests, the transaction is rolled back and
+// the group written again with a savepoint around each request, so that only the
+// refused ones are undone.
+func (l *Log) commit(reqs []*appendReq) (errs []error, err error) {
+	if rerr := l.wconn.Raw(func(any) error {
+		errs, err = l.commitGroup(reqs, false)
+		if errors.Is(err, errRetryWithSavepoints) {
+			errs, err = l.commitGroup(reqs, true)
+		}
+		return nil
+	}); rerr != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
+	}
+	return errs, err
+}
+
+// errRetryWithSavepoints says a group written without savepoints had a refused
+// request: it was rolled back, to be written again with them.
+var errRetryWithSavepoints = errors.New("eventlog/sqlite: a request was refused; write the group again with savepoints")
+
+// commitGroup is commit's transaction, with a savepoint around each request or
+// without (see commit). The caller holds the driver's connection.
+func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	ctx := context.Background() // the group outlives any one caller's ctx
-	if _, err := l.w.begin.ExecContext(ctx); err != nil {
+	if _, err := l.w.exec(ctx, l.w.begin); err != nil {
 		return nil, l.busyErr(fmt.Errorf("eventlog/sqlite: append: begin: %w", err))
+	}
+	rollback := func() error {
+		if _, err := l.w.exec(ctx, l.w.rollback); err != nil {
+			return fmt.Errorf("rollback: %w", err)
+		}
+		return nil
 	}
 	abort := func(err error) ([]error, error) {
 		err = l.busyErr(err)
-		if _, rerr := l.w.rollback.ExecContext(ctx); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("rollback: %w", rerr))
+		if rerr := rollback(); rerr != nil {
+			err = errors.Join(err, rerr)
 		}
 		return nil, err
 	}
 	var (
-		errs       = make([]error, len(reqs))
-		savepoints = len(reqs) > 1
-		written    uint64
+		errs    []error
+		written uint64
 	)
 	for i, r := range reqs {
 		if savepoints {
-			if _, err := l.w.savepoint.ExecContext(ctx); err != nil {
+			if _, err := l.w.exec(ctx, l.w.savepoint); err != nil {
 				return abort(fmt.Errorf("eventlog/sqlite: append: savepoint: %w", err))
 			}
 		}
@@ -264,14 +425,22 @@ func (l *Log) commit(reqs []*appendReq) ([]error, error) {
 		}
 		refused := errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrFenced)
 		switch {
-		case refused && !savepoints:
-			if _, rerr := l.w.rollback.ExecContext(ctx); rerr != nil {
-				return nil, fmt.Errorf("eventlog/sqlite: append: rollback: %w", rerr)
+		case refused && len(reqs) == 1:
+			if rerr := rollback(); rerr != nil {
+				return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
 			}
 			return []error{err}, nil
+		case refused && !savepoints:
+			if rerr := rollback(); rerr != nil {
+				return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
+			}
+			return nil, errRetryWithSavepoints
 		case refused:
+			if errs == nil {
+				errs = make([]error, len(reqs))
+			}
 			errs[i] = err
-			if _, err := l.w.undo.ExecContext(ctx); err != nil {
+			if _, err := l.w.exec(ctx, l.w.undo); err != nil {
 				return abort(fmt.Errorf("eventlog/sqlite: append: rollback to savepoint: %w", err))
 			}
 		case err != nil:
@@ -280,12 +449,12 @@ func (l *Log) commit(reqs []*appendReq) ([]error, error) {
 			written += n
 		}
 		if savepoints {
-			if _, err := l.w.release.ExecContext(ctx); err != nil {
+			if _, err := l.w.exec(ctx, l.w.release); err != nil {
 				return abort(fmt.Errorf("eventlog/sqlite: append: release savepoint: %w", err))
 			}
 		}
 	}
-	if _, err := l.w.commit.ExecContext(ctx); err != nil {
+	if _, err := l.w.exec(ctx, l.w.commit); err != nil {
 		return abort(fmt.Errorf("eventlog/sqlite: append: commit: %w", err))
 	}
 	l.stats.transactions.Add(1)
@@ -295,6 +464,9 @@ func (l *Log) commit(reqs []*appendReq) ([]error, error) {
 		bytes += payloadBytes(r.events)
 	}
 	l.committed(bytes)
+	if errs == nil {
+		errs = make([]error, len(reqs))
+	}
 	return errs, nil
 }
 
@@ -312,13 +484,17 @@ type sessionDelta struct {
 // takeOwnership records o.node as the owner of o.partitions under the next epoch
 // (one above the highest recorded, of any partition), inside the writer's transaction.
 func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
+	row, err := l.w.queryRow(ctx, l.w.maxEpoch)
 	var top int64
-	if err := l.w.maxEpoch.QueryRowContext(ctx).Scan(&top); err != nil {
+	if err == nil {
+		top, err = asInt64(row[0])
+	}
+	if err != nil {
 		return fmt.Errorf("eventlog/sqlite: own: read epochs: %w", err)
 	}
 	epoch, now := top+1, time.Now().UnixMicro()
 	for _, p := range o.partitions {
-		if _, err := l.w.takeOwner.ExecContext(ctx, p, epoch, o.node, now); err != nil {
+		if _, err := l.w.exec(ctx, l.w.takeOwner, int64(p), epoch, o.node, now); err != nil {
 			return fmt.Errorf("eventlog/sqlite: own partition %d for node %s: %w", p, o.node, err)
 		}
 	}
@@ -329,8 +505,12 @@ func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
 // fence returns an error wrapping ErrFenced unless lease is its partition's
 // current epoch, read inside the writer's transaction.
 func (l *Log) fence(ctx context.Context, lease eventlog.Lease) error {
+	row, err := l.w.queryRow(ctx, l.w.current, int64(lease.Partition))
 	var current int64
-	if err := l.w.current.QueryRowContext(ctx, lease.Partition).Scan(&current); err != nil {
+	if err == nil {
+		current, err = asInt64(row[0])
+	}
+	if err != nil {
 		return fmt.Errorf("eventlog/sqlite: append under %s: read the current epoch: %w", lease, err)
 	}
 	if uint64(current) != lease.Epoch {
@@ -356,14 +536,10 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		epoch = lease.Epoch
 	}
 	for _, e := range events {
-		res, err := l.w.insert.ExecContext(ctx, e.SessionID, int64(e.Seq), e.ID, string(e.Type), e.Version,
-			e.CausationID, e.CorrelationID, e.TS, e.Actor, []byte(e.Payload), int64(epoch))
+		n, err := l.w.exec(ctx, l.w.insert, l.w.session.of(e.SessionID), int64(e.Seq), e.ID, l.w.name(string(e.Type)), int64(e.Version),
+			e.CausationID, l.w.correlation.of(e.CorrelationID), e.TS, l.w.name(e.Actor), []byte(e.Payload), int64(epoch))
 		if err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return 0, fmt.Errorf("eventlog/sqlite: append event %s: %w", e.ID, err)
 		}
 		if n == 0 {
 			if err := l.classify(ctx, lease, e); err != nil {
@@ -397,15 +573,13 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		d.updatedUS = max(d.updatedUS, e.TS)
 	}
 	for _, d := range deltas {
-		var started int64
-		if err := l.w.summarize.QueryRowContext(ctx, d.id, d.status, int64(d.statusSeq), d.events, d.steps,
-			int64(d.lastSeq), d.startedUS, d.updatedUS, d.tasks, d.ended).Scan(&started); err != nil {
+		id, started := l.w.session.of(d.id), driver.Value(d.startedUS)
+		if _, err := l.w.exec(ctx, l.w.summarize, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
+			int64(d.lastSeq), started, d.updatedUS, int64(d.tasks), int64(d.ended)); err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 		}
-		if d.startedUS < started {
-			if _, err := l.w.restart.ExecContext(ctx, d.startedUS, d.id); err != nil {
-				return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
-			}
+		if _, err := l.w.exec(ctx, l.w.restart, started, id); err != nil {
+			return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
 		}
 	}
 	return written, nil
@@ -425,7 +599,10 @@ func (l *Log) classify(ctx context.Context, lease *eventlog.Lease, e messages.En
 		seq     int64
 		epoch   int64
 	)
-	err := l.w.byID.QueryRowContext(ctx, e.ID).Scan(&session, &seq, &epoch)
+	row, err := l.w.queryRow(ctx, l.w.byID, e.ID)
+	if err == nil {
+		err = scan(row, &session, &seq, &epoch)
+	}
 	switch {
 	case err == nil && session == e.SessionID && uint64(seq) == e.Seq && lease != nil && uint64(epoch) > lease.Epoch:
 		return fmt.Errorf("%w: session %s seq %d holds event %s of epoch %d, appended under %s",
@@ -435,11 +612,15 @@ func (l *Log) classify(ctx context.Context, lease *eventlog.Lease, e messages.En
 	case err == nil:
 		return fmt.Errorf("%w: event %s is stored at session %s seq %d, appended at session %s seq %d",
 			eventlog.ErrSeqConflict, e.ID, session, seq, e.SessionID, e.Seq)
-	case !errors.Is(err, sql.ErrNoRows):
+	case !errors.Is(err, errNoRows):
 		return fmt.Errorf("eventlog/sqlite: append event %s: look up id: %w", e.ID, err)
 	}
 	var holder string
-	if err := l.w.byPos.QueryRowContext(ctx, e.SessionID, int64(e.Seq)).Scan(&holder, &epoch); err != nil {
+	row, err = l.w.queryRow(ctx, l.w.byPos, e.SessionID, int64(e.Seq))
+	if err == nil {
+		err = scan(row, &holder, &epoch)
+	}
+	if err != nil {
 		return fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): insert ignored but neither key is taken: %w",
 			e.ID, e.SessionID, e.Seq, err)
 	}
