@@ -112,9 +112,6 @@ func SkillURI(name, p string) string {
 // mimeOf guesses a file's media type from its extension, or from its bytes (text
 // or not) when it has none known.
 func mimeOf(p string, b []byte) string {
-	if mt := mime.TypeByExtension(path.Ext(p)); mt != "" {
-		return mt
-	}
 	switch strings.ToLower(path.Ext(p)) {
 	case ".md", ".markdown":
 		return "text/markdown"
@@ -122,6 +119,9 @@ func mimeOf(p string, b []byte) string {
 		if b == nil || utf8.Valid(b) {
 			return "text/plain"
 		}
+	}
+	if mt := mime.TypeByExtension(path.Ext(p)); mt != "" {
+		return mt
 	}
 	if b != nil && utf8.Valid(b) {
 		return "text/plain"
