@@ -49,6 +49,11 @@ func TestMCPServersConfigIsValidated(t *testing.T) {
 		{"blank command", `{"mcp_servers": {"s": {"command": " npx"}}}`, []string{"mcp_servers.s.command", `" npx"`}},
 		{"unknown field", `{"mcp_servers": {"s": {"command": "x", "argv": ["y"]}}}`, []string{`unknown field "mcp_servers.s.argv"`, "command, args, env, dir, url, headers, allow, deny"}},
 		{"wrong type", `{"mcp_servers": {"s": {"command": "x", "args": "y"}}}`, []string{"args", "string"}},
+		{"served resource uri", `{"mcp_server": {"resources": [{"uri": "today", "name": "t", "text": "x"}]}}`, []string{"mcp_server.resources[0].uri", `"today"`}},
+		{"served interval", `{"mcp_server": {"progress_interval": "soon"}}`, []string{"mcp_server.progress_interval", `"soon"`}},
+		{"served unknown field", `{"mcp_server": {"prompts": [{"name": "p", "messages": [{"txt": "a"}]}]}}`,
+			[]string{`unknown field "mcp_server.prompts[0].messages[0].txt"`, "role, text, image, mime_type, resource"}},
+		{"served unknown top field", `{"mcp_server": {"resource": []}}`, []string{`unknown field "mcp_server.resource"`, "progress_interval, resources, resource_templates, prompts"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -178,6 +183,69 @@ func TestNodeMCPWithAnMCPServerBehind(t *testing.T) {
 	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "everything__echo", Arguments: map[string]any{"message": "through troupe"}})
 	if err != nil || res.IsError || !strings.Contains(resultText(res), "through troupe") {
 		t.Fatalf("echo: %v %q", err, resultText(res))
+	}
+}
+
+// A node's MCP clients see the resources and prompts of the MCP servers behind it:
+// server-everything's template reads through `node mcp` with its URI, and its
+// prompts are offered as everything__<prompt>.
+func TestNodeMCPProxiesResourcesAndPrompts(t *testing.T) {
+	nodeBin, script := everythingScript(t)
+	clearLLMEnv(t)
+	cfg, _ := json.Marshal(map[string]any{"mcp_servers": map[string]any{"everything": map[string]any{
+		"command": nodeBin, "args": []string{script, "stdio"}, "allow": []string{"echo", "read_resource", "get_prompt"}}}})
+	path := filepath.Join(t.TempDir(), "troupe.json")
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs := mcpNode(t, "--config", path)
+	ctx := context.Background()
+	var templates []string
+	for tm, err := range cs.ResourceTemplates(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		templates = append(templates, tm.URITemplate)
+	}
+	if !slices.Contains(templates, "demo://resource/dynamic/text/{resourceId}") {
+		t.Fatalf("templates %v", templates)
+	}
+	res, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "demo://resource/dynamic/text/7"})
+	if err != nil || len(res.Contents) == 0 || !strings.Contains(res.Contents[0].Text, "7") {
+		t.Fatalf("read: %v %+v", err, res)
+	}
+	got, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "everything__args-prompt", Arguments: map[string]string{"city": "Lyon"}})
+	if err != nil || len(got.Messages) == 0 || !strings.Contains(fmt.Sprint(got.Messages[0].Content), "Lyon") {
+		t.Fatalf("prompt: %v %+v", err, got)
+	}
+}
+
+// `node mcp --skills DIR` offers each skill's instructions as a prompt and its files
+// as skill:// resources.
+func TestNodeMCPOffersSkills(t *testing.T) {
+	clearLLMEnv(t)
+	dir := t.TempDir()
+	for rel, body := range map[string]string{
+		"pdf/SKILL.md":             "---\nname: pdf\ndescription: Fill in PDF forms.\n---\nRead references/fields.md.\n",
+		"pdf/references/fields.md": "Field names are case-sensitive.\n",
+	} {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := mcpNode(t, "--skills", dir)
+	ctx := context.Background()
+	res, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "skill://pdf/references/fields.md"})
+	if err != nil || res.Contents[0].Text != "Field names are case-sensitive.\n" {
+		t.Fatalf("read: %v %+v", err, res)
+	}
+	got, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "pdf", Arguments: map[string]string{"task": "form 1040"}})
+	if err != nil || len(got.Messages) != 1 || got.Messages[0].Content.(*sdk.TextContent).Text != "Read references/fields.md.\n\nTask: form 1040" {
+		t.Fatalf("prompt: %v %+v", err, got)
 	}
 }
 
