@@ -226,8 +226,11 @@ func TestSkillSource(t *testing.T) {
 func TestServerProxiesItsServersResourcesAndPrompts(t *testing.T) {
 	subscribed := make(chan string, 4)
 	upstream := sdk.NewServer(&sdk.Implementation{Name: "up", Version: "1"}, &sdk.ServerOptions{
-		SubscribeHandler:   func(_ context.Context, r *sdk.SubscribeRequest) error { subscribed <- "on " + r.Params.URI; return nil },
-		UnsubscribeHandler: func(_ context.Context, r *sdk.UnsubscribeRequest) error { subscribed <- "off " + r.Params.URI; return nil },
+		SubscribeHandler: func(_ context.Context, r *sdk.SubscribeRequest) error { subscribed <- "on " + r.Params.URI; return nil },
+		UnsubscribeHandler: func(_ context.Context, r *sdk.UnsubscribeRequest) error {
+			subscribed <- "off " + r.Params.URI
+			return nil
+		},
 	})
 	upstream.AddResource(&sdk.Resource{URI: "file:///notes.txt", Name: "notes", MIMEType: "text/plain"},
 		func(_ context.Context, r *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {

@@ -394,7 +394,7 @@ func TestConformanceServer(t *testing.T) {
 				"messages": []any{map[string]any{"text": "Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"}}},
 			map[string]any{"name": "test_prompt_with_embedded_resource", "description": "A prompt that embeds a resource",
 				"arguments": []any{map[string]any{"name": "resourceUri", "description": "URI of the resource to embed", "required": true}},
-				"messages": []any{map[string]any{"resource": "{resourceUri}"}, map[string]any{"text": "Please process the embedded resource above."}}},
+				"messages":  []any{map[string]any{"resource": "{resourceUri}"}, map[string]any{"text": "Please process the embedded resource above."}}},
 			map[string]any{"name": "test_prompt_with_image", "description": "A prompt with an image",
 				"messages": []any{map[string]any{"image": png, "mime_type": "image/png"}, map[string]any{"text": "Please analyze the image above."}}},
 		},
