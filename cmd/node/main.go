@@ -98,9 +98,10 @@ flags:
   -v                     log at debug level
 
 node mcp [flags] serves the agent's tools and run_task to one MCP client on stdin and
-stdout (IDEs, other agents); node serve serves them over Streamable HTTP at /mcp. The
-configuration file's "mcp_servers" give the agent the tools of MCP servers (stdio
-commands or Streamable HTTP URLs).
+stdout (IDEs, other agents); node serve serves them over Streamable HTTP at /mcp, both
+with the resources and prompts of the skills, of the MCP servers and of the
+configuration file's "mcp_server". The configuration file's "mcp_servers" give the
+agent the tools of MCP servers (stdio commands or Streamable HTTP URLs).
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
