@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // A session runs a model's call of a tool chain (tools.ChainTool, Agent.Chains) step
@@ -21,6 +22,14 @@ import (
 // rendered from their results. A session restarted mid-chain refolds which steps
 // answered and re-issues only the step that was requested and not answered, with its
 // recorded key: a finished step is never run again.
+//
+// A call of call_tool (ToolCallTool, the search disclosure's) that names a chain is
+// run the same way, with the arguments it gives the chain; the chain's result is
+// call_tool's.
+
+// ToolCallTool is the tool that calls another by name: the search disclosure's
+// call_tool, whose arguments are a tools.NamedCall.
+const ToolCallTool = "call_tool"
 
 // addChainStep folds the request of a step into its chain's call.
 func (t *taskState) addChainStep(eventID string, key messages.EffectKey, p messages.ToolCallRequested) {
@@ -51,7 +60,32 @@ func (t *taskState) completeChainStep(p messages.ToolCallCompleted) bool {
 // isChainCall reports whether the agent runs this call as a chain (rather than
 // issuing it as one effect).
 func (a Agent) isChainCall(r messages.ToolCallRequested) bool {
-	return r.Chain == "" && a.Chains[r.Tool] != nil
+	ch, _ := a.chainOf(r)
+	return ch != nil
+}
+
+// chainOf returns the chain a call runs and the chain's arguments: the called tool
+// and the call's arguments, or, for a call of call_tool naming a chain, that chain
+// and the arguments call_tool passes it (parsed as call_tool parses them). Nil when
+// the call runs no chain; a chain's step runs none.
+func (a Agent) chainOf(r messages.ToolCallRequested) (*tools.ChainTool, string) {
+	if r.Chain != "" || len(a.Chains) == 0 {
+		return nil, ""
+	}
+	if ch := a.Chains[r.Tool]; ch != nil {
+		return ch, r.Arguments
+	}
+	if r.Tool != ToolCallTool || !a.hasTool(ToolCallTool) {
+		return nil, ""
+	}
+	nc, err := tools.ParseNamedCall(ToolCallTool, r.Arguments)
+	if err != nil {
+		return nil, "" // call_tool answers it with the error
+	}
+	if ch := a.Chains[nc.Name]; ch != nil {
+		return ch, nc.Arguments
+	}
+	return nil, ""
 }
 
 // decideChains returns the next event of the first chain call of t that can go on:
@@ -70,12 +104,12 @@ func decideChains(a Agent, t *taskState, nextSeq uint64) *Decision {
 }
 
 func decideChain(a Agent, c *callState, nextSeq uint64) *Decision {
-	ch := a.Chains[c.req.Tool]
+	ch, rawArgs := a.chainOf(c.req)
 	answer := func(result, errMsg string) *Decision {
 		return &Decision{Payload: &messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool, Result: result, Error: errMsg},
 			CausationID: c.eventID}
 	}
-	args, err := ch.ParseArguments(c.req.Arguments)
+	args, err := ch.ParseArguments(rawArgs)
 	if err != nil {
 		return answer("", err.Error())
 	}
@@ -87,6 +121,13 @@ func decideChain(a Agent, c *callState, nextSeq uint64) *Decision {
 			return answer("", fmt.Sprintf("chain %s: its recorded step %d, %q, is not its step %d now: the chain was changed while it ran", ch.Spec().Name, i+1, st.req.ChainStep, i+1))
 		}
 		if !st.done {
+			if !a.hasTool(st.req.Tool) {
+				// Its tool left the catalog since the step was requested (a session
+				// resumed without it): the step is answered here, as a call of a tool
+				// the agent does not have is, and the chain ends on it.
+				return &Decision{Payload: &messages.ToolCallCompleted{Key: st.req.Key, CallID: st.req.CallID, Tool: st.req.Tool,
+					Error: fmt.Sprintf("unknown tool %q (it left the catalog)", st.req.Tool)}, CausationID: st.eventID}
+			}
 			return nil // it waits on this step
 		}
 		if st.result.Error != "" {

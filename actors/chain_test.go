@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/disclosure"
 )
 
 // recorder is a tool that notes each call's key and arguments, and fails when its
@@ -150,10 +151,18 @@ func mustRegistry(t *testing.T, list []tools.Tool) *tools.Registry {
 }
 
 func TestChainResumesAfterARestartWithoutRepeatingAFinishedStep(t *testing.T) {
-	dir := t.TempDir()
-	ctx := context.Background()
 	rec := &recorder{}
 	list, withChain := chainAgent(t, rec.tool())
+	resumeMidChain(t, rec, list, withChain, messages.ToolCall{ID: "c1", Name: "two_steps", Arguments: `{"x":"hello"}`})
+}
+
+// resumeMidChain records a session that died mid-chain, the model having made call
+// (a call that runs twoSteps): the chain's first step answered, its second was
+// requested. It resumes the session and checks that only the second step runs.
+func resumeMidChain(t *testing.T, rec *recorder, list []tools.Tool, withChain func(*actors.SessionDeps), call messages.ToolCall) {
+	t.Helper()
+	dir := t.TempDir()
+	ctx := context.Background()
 	deps := actors.SessionDeps{Agent: actors.Agent{Model: "scripted", SystemPrompt: "test", Tools: mustRegistry(t, list).Specs()}}
 	withChain(&deps)
 	agent := deps.Agent
@@ -183,8 +192,7 @@ func TestChainResumesAfterARestartWithoutRepeatingAFinishedStep(t *testing.T) {
 	add(&messages.TaskSubmitted{Input: "go"})
 	mr := decide().(*messages.ModelRequested)
 	add(mr)
-	add(&messages.ModelResponded{Key: mr.Key, Model: "scripted", Message: messages.ChatMessage{Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{
-		{ID: "c1", Name: "two_steps", Arguments: `{"x":"hello"}`}}}})
+	add(&messages.ModelResponded{Key: mr.Key, Model: "scripted", Message: messages.ChatMessage{Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{call}}})
 	add(decide()) // the chain's call
 	first := decide().(*messages.ToolCallRequested)
 	add(first)
@@ -221,7 +229,7 @@ func TestChainResumesAfterARestartWithoutRepeatingAFinishedStep(t *testing.T) {
 			result = decode[*messages.ToolCallCompleted](t, e)
 		}
 	}
-	if result == nil || result.Result != `first said {"got":{"x":"hello"}}, second said {"got":{"prev":"hello"}}` {
+	if result == nil || result.Tool != call.Name || result.Result != `first said {"got":{"x":"hello"}}, second said {"got":{"prev":"hello"}}` {
 		t.Fatalf("the chain's result: %+v", result)
 	}
 	if got := decode[*messages.TaskCompleted](t, events[len(events)-1]).Output; got != "finished" {
@@ -246,3 +254,198 @@ func TestChainCallWithBadArgumentsIsAnsweredWithoutRunningAStep(t *testing.T) {
 		t.Fatalf("result %+v; tool calls %v", res, rec.seen())
 	}
 }
+
+// callToolAgent returns the tools of a session under the search disclosure, whose
+// agent has rec and the chain twoSteps, and a deps option that gives its agent the
+// disclosure and the chain.
+func callToolAgent(t *testing.T, rec tools.Tool) ([]tools.Tool, func(*actors.SessionDeps)) {
+	t.Helper()
+	list, withChain := chainAgent(t, rec)
+	d, err := disclosure.New(disclosure.Search, list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Tools(), func(deps *actors.SessionDeps) {
+		withChain(deps)
+		deps.Agent.Disclosure = d
+	}
+}
+
+// A chain called through call_tool runs as a direct call of it does: each step an
+// effect of its own, recorded, and the chain's result is call_tool's.
+func TestChainCalledThroughCallToolIsRunStepByStep(t *testing.T) {
+	rec := &recorder{}
+	list, withChain := callToolAgent(t, rec.tool())
+	model := &lastRequest{Model: script(t,
+		calls(messages.ToolCall{ID: "c1", Name: actors.ToolCallTool, Arguments: `{"name":"two_steps","arguments":{"x":"hello"}}`}),
+		calls(messages.ToolCall{ID: "c2", Name: actors.ToolCallTool, Arguments: `{"name":"two_steps","arguments":"{\"x\":\"fail\"}"}`}),
+		calls(messages.ToolCall{ID: "c3", Name: actors.ToolCallTool, Arguments: `{"name":"two_steps","arguments":{"y":1}}`}),
+		llm.ScriptStep{Content: "done"})}
+	h := newHarness(t, harnessOpts{model: model, tools: list, deps: withChain})
+	h.submit("s", "t", "go")
+	events := h.wait("s")
+	assertGapFree(t, events)
+
+	want := "1:task.submitted 2:model.requested 3:model.responded 4:tool.requested 5:tool.requested 6:tool.completed 7:tool.requested 8:tool.completed 9:tool.completed " +
+		"10:model.requested 11:model.responded 12:tool.requested 13:tool.requested 14:tool.completed 15:tool.completed " +
+		"16:model.requested 17:model.responded 18:tool.requested 19:tool.completed " +
+		"20:model.requested 21:model.responded 22:task.completed"
+	if got := types(events); got != want {
+		t.Fatalf("events:\n got %s\nwant %s", got, want)
+	}
+	chainCall := decode[*messages.ToolCallRequested](t, events[3])
+	first := decode[*messages.ToolCallRequested](t, events[4])
+	second := decode[*messages.ToolCallRequested](t, events[6])
+	if chainCall.Tool != actors.ToolCallTool ||
+		first.Chain != chainCall.Key || first.ChainStep != "first" || first.Key != "s/5" || first.Tool != "rec" || first.Arguments != `{"x":"hello"}` ||
+		second.Chain != chainCall.Key || second.ChainStep != "second" || second.Key != "s/7" || second.Arguments != `{"prev":"hello"}` {
+		t.Fatalf("steps: %+v, %+v (chain call %+v)", first, second, chainCall)
+	}
+	// call_tool itself never ran: only the steps' tool did, once each.
+	if got := rec.seen(); len(got) != 3 || got[0] != `s/5={"x":"hello"}` || got[1] != `s/7={"prev":"hello"}` || got[2] != `s/13={"x":"fail"}` {
+		t.Fatalf("tool calls: %v", got)
+	}
+	wantResult := `first said {"got":{"x":"hello"}}, second said {"got":{"prev":"hello"}}`
+	result := decode[*messages.ToolCallCompleted](t, events[8])
+	if result.Key != chainCall.Key || result.Tool != actors.ToolCallTool || result.Result != wantResult || events[8].Actor != "session" {
+		t.Fatalf("the chain's result: %+v by %s", result, events[8].Actor)
+	}
+	failed := decode[*messages.ToolCallCompleted](t, events[14])
+	if !strings.Contains(failed.Error, `stopped at step 1 of 2, "first" (rec): asked to fail`) {
+		t.Fatalf("the failed chain's result: %+v", failed)
+	}
+	// Arguments the chain refuses are answered without running a step.
+	bad := decode[*messages.ToolCallCompleted](t, events[18])
+	if !strings.Contains(bad.Error, "two_steps: invalid arguments") || events[18].Actor != "session" {
+		t.Fatalf("the chain's answer to bad arguments: %+v by %s", bad, events[18].Actor)
+	}
+	var toolMsgs []string
+	model.mu.Lock()
+	for _, m := range model.msgs {
+		if m.Role == messages.RoleTool {
+			toolMsgs = append(toolMsgs, m.Name+": "+m.Content)
+		}
+	}
+	model.mu.Unlock()
+	if len(toolMsgs) != 3 || toolMsgs[0] != "call_tool: "+wantResult || !strings.HasPrefix(toolMsgs[1], "call_tool: error: chain two_steps stopped at step 1") {
+		t.Fatalf("tool messages the model read: %q", toolMsgs)
+	}
+	deps := actors.SessionDeps{Agent: actors.Agent{Model: model.Name(), SystemPrompt: "test", Tools: mustRegistry(t, list).Specs()}}
+	withChain(&deps)
+	if div, err := actors.Verify(deps.Agent, events); err != nil || div != nil {
+		t.Fatalf("verify: %v %v", div, err)
+	}
+}
+
+// call_tool naming a tool that is not a chain, or with arguments it cannot read, is
+// performed as call_tool: the disclosure answers it.
+func TestCallToolOfAToolThatIsNoChainIsPerformed(t *testing.T) {
+	rec := &recorder{}
+	list, withChain := callToolAgent(t, rec.tool())
+	model := script(t,
+		calls(messages.ToolCall{ID: "c1", Name: actors.ToolCallTool, Arguments: `{"name":"rec","arguments":{"x":"direct"}}`}),
+		calls(messages.ToolCall{ID: "c2", Name: actors.ToolCallTool, Arguments: `{"name":"two_steps","args":{"x":"hello"}}`}),
+		llm.ScriptStep{Content: "done"})
+	h := newHarness(t, harnessOpts{model: model, tools: list, deps: withChain})
+	h.submit("s", "t", "go")
+	events := h.wait("s")
+	if got := types(events); got != "1:task.submitted 2:model.requested 3:model.responded 4:tool.requested 5:tool.completed "+
+		"6:model.requested 7:model.responded 8:tool.requested 9:tool.completed 10:model.requested 11:model.responded 12:task.completed" {
+		t.Fatalf("events: %s", got)
+	}
+	if got := rec.seen(); len(got) != 1 || got[0] != `s/4={"x":"direct"}` {
+		t.Fatalf("tool calls: %v", got)
+	}
+	if r := decode[*messages.ToolCallCompleted](t, events[8]); !strings.Contains(r.Error, "call_tool: invalid arguments") || events[8].Actor == "session" {
+		t.Fatalf("call_tool with a field it does not know: %+v by %s", r, events[8].Actor)
+	}
+}
+
+func TestChainCalledThroughCallToolResumesAfterARestart(t *testing.T) {
+	rec := &recorder{}
+	list, withChain := callToolAgent(t, rec.tool())
+	resumeMidChain(t, rec, list, withChain, messages.ToolCall{ID: "c1", Name: actors.ToolCallTool, Arguments: `{"name":"two_steps","arguments":{"x":"hello"}}`})
+}
+
+// A step may call a catalog tool (an MCP server's). When the catalog no longer has
+// it, the step not yet requested ends the chain with an error naming it, and a step
+// requested before the tool left (a session resumed without it) is answered by the
+// session rather than waited on forever.
+func TestChainStepOfACatalogToolThatLeft(t *testing.T) {
+	rec := &recorder{}
+	remote := funcTool{"srv__rec", rec.tool().Call}
+	cat := &catalog{}
+	cat.set(remote)
+	ch := tools.Chain{Name: "remote", Description: "Records x, twice, on a server.", Steps: []tools.ChainStep{
+		{Name: "first", Tool: "srv__rec", Args: `{"x":1}`},
+		{Name: "second", Tool: "srv__rec", Args: `{"x":2}`},
+	}}
+	cts, err := tools.NewChainTools([]tools.Chain{ch}, nil, tools.WithStepCatalog(ownAll{cat}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := actors.Agent{Model: "m", Tools: []messages.ToolSpec{cts[0].Spec()}, Catalog: cat, Chains: map[string]*tools.ChainTool{"remote": cts[0]}}
+	st := actors.NewSessionState("s")
+	apply := func(p messages.Payload) {
+		t.Helper()
+		if err := st.Apply(env(t, p, "s", st.LastSeq+1, "t")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decide := func() messages.Payload {
+		t.Helper()
+		d := st.Decide(agent, st.LastSeq+1, 0)
+		if d == nil {
+			t.Fatal("the agent decided nothing")
+		}
+		return d.Payload
+	}
+	apply(&messages.TaskSubmitted{Input: "go"})
+	mr := decide().(*messages.ModelRequested)
+	apply(mr)
+	apply(&messages.ModelResponded{Key: mr.Key, Message: messages.ChatMessage{Role: messages.RoleAssistant,
+		ToolCalls: []messages.ToolCall{{ID: "c1", Name: "remote", Arguments: `{}`}}}})
+	apply(decide()) // the chain's call
+	first := decide().(*messages.ToolCallRequested)
+	if first.Tool != "srv__rec" || first.ChainStep != "first" {
+		t.Fatalf("first step: %+v", first)
+	}
+	apply(first)
+	if d := st.Decide(agent, st.LastSeq+1, 0); d != nil {
+		t.Fatalf("decided %+v while the step runs", d.Payload)
+	}
+	// The server went away with the step in flight, and the session resumed.
+	cat.set()
+	answer, ok := decide().(*messages.ToolCallCompleted)
+	if !ok || answer.Key != first.Key || !strings.Contains(answer.Error, `unknown tool "srv__rec"`) {
+		t.Fatalf("the step's answer: %+v", answer)
+	}
+	apply(answer)
+	end, ok := decide().(*messages.ToolCallCompleted)
+	if !ok || end.Tool != "remote" || !strings.Contains(end.Error, `chain remote stopped at step 1 of 2, "first" (srv__rec): unknown tool`) {
+		t.Fatalf("the chain's answer: %+v", end)
+	}
+
+	// A step not yet requested whose tool is gone ends the chain without a request.
+	st = actors.NewSessionState("s")
+	cat.set(remote)
+	apply(&messages.TaskSubmitted{Input: "go"})
+	mr = decide().(*messages.ModelRequested)
+	apply(mr)
+	apply(&messages.ModelResponded{Key: mr.Key, Message: messages.ChatMessage{Role: messages.RoleAssistant,
+		ToolCalls: []messages.ToolCall{{ID: "c1", Name: "remote", Arguments: `{}`}}}})
+	apply(decide())
+	first = decide().(*messages.ToolCallRequested)
+	apply(first)
+	apply(&messages.ToolCallCompleted{Key: first.Key, CallID: "c1", Tool: "srv__rec", Result: "ok"})
+	cat.set()
+	end, ok = decide().(*messages.ToolCallCompleted)
+	if !ok || !strings.Contains(end.Error, `stopped at step 2 of 2, "second" (srv__rec): unknown tool "srv__rec"`) {
+		t.Fatalf("the chain's answer: %+v", end)
+	}
+}
+
+// ownAll owns every name: a tools.ChainCatalog of a test catalog.
+type ownAll struct{ *catalog }
+
+func (ownAll) Owns(string) bool { return true }

@@ -27,7 +27,8 @@
 // each step is a tool.requested of its own, naming its chain's call, issued as an
 // effect under its own key; the session records the chain's result as the call's
 // tool.completed once the steps answered (chain.go). A restart mid-chain re-issues
-// only the unanswered step.
+// only the unanswered step. A call of call_tool (ToolCallTool) naming a chain is run
+// the same way.
 //
 // A session actor lives while its session is in use: it passivates after IdleTimeout
 // idle, or earlier when the host has more than MaxLiveSessions (least recently used

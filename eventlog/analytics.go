@@ -7,9 +7,15 @@ import (
 
 // Analytics is an optional capability of a Log: the fleet figures `replay stats`
 // prints. Both the SQLite and the ClickHouse logs have it; find it by type assertion.
+// A stream whose ID starts with NotesStreamPrefix is an agent's notes, not a session:
+// Report counts none as a session.
 type Analytics interface {
 	Report(ctx context.Context, f StatsFilter) (*Stats, error)
 }
+
+// NotesStreamPrefix starts the ID of every stream of the log that holds an agent's
+// notes (tools/notes: notes/<agent>). No task runs there: it is no session.
+const NotesStreamPrefix = "notes/"
 
 // StatsFilter narrows Stats. The zero value covers every session.
 type StatsFilter struct {

@@ -60,7 +60,10 @@ type Client struct {
 	updated []func(ctx context.Context, uri string) // OnUpdated's
 }
 
-var _ actors.ToolCatalog = (*Client)(nil)
+var (
+	_ actors.ToolCatalog = (*Client)(nil)
+	_ tools.ChainCatalog = (*Client)(nil)
+)
 
 // NewClient checks cfg (ClientConfig.Validate) and returns a client of its servers;
 // nothing connects until Run.
@@ -141,6 +144,17 @@ func (c *Client) Tool(name string) (tools.Tool, bool) {
 	defer c.mu.Unlock()
 	t, ok := c.byName[name]
 	return t, ok
+}
+
+// Owns reports whether name is a name the catalog gives a tool of one of the
+// configured servers, "<server>__<tool>", whether or not the server offers it now:
+// a tool chain's step may call it (tools.ChainCatalog), looked up when it runs.
+func (c *Client) Owns(name string) bool {
+	srv, tool, ok := strings.Cut(name, Separator)
+	if !ok || tool == "" {
+		return false
+	}
+	return slices.ContainsFunc(c.servers, func(s *server) bool { return s.name == srv })
 }
 
 // Tools returns the catalog's tools now, sorted by name. Each has a Source method

@@ -39,7 +39,9 @@
 // agent reads it at each model request (merged with the registry's tools, sorted by
 // name, or disclosed by group or search with the rest, package tools/disclosure: the
 // tool section stays byte-identical from step to step until a server's tools
-// change), and LocalEffects looks a tool up at each call. A server's tools
+// change), LocalEffects looks a tool up at each call, and a tool chain's step that
+// names a server's tool ("<server>__<tool>", which Client.Owns for a configured
+// server) looks it up when it runs (tools.ChainCatalog). A server's tools
 // change when it connects and when it sends notifications/tools/list_changed (or the
 // resources' or prompts' list_changed): the client lists them again, rebuilds the
 // catalog, and closes the channel of Changed, which the MCP server below follows.

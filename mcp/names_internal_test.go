@@ -70,3 +70,20 @@ func TestCutKeepsTheHeadAndSaysHowMuch(t *testing.T) {
 		t.Errorf("cut = %q", got)
 	}
 }
+
+// The client owns the catalog names of its configured servers' tools, connected or
+// not: a chain's step may name them (tools.ChainCatalog).
+func TestClientOwnsItsServersNames(t *testing.T) {
+	c, err := NewClient(ClientConfig{Servers: map[string]ServerConfig{"gh": {URL: "http://127.0.0.1:1/mcp"}, "wx-2": {Command: "true"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{
+		"gh__create_issue": true, exposedName("wx-2", "a.b"): true, "gh__": false, "gh": false,
+		"sky__forecast": false, "g__h": false, "calculator": false,
+	} {
+		if got := c.Owns(name); got != want {
+			t.Errorf("Owns(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

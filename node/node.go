@@ -84,6 +84,12 @@ type Config struct {
 	// are events of the stream notes/<agent> in the node's event log (Log, DataDir)
 	// unless Notes.Log names another; their text is redacted as events are (Secrets).
 	Notes *notes.Config
+	// Chains are tool chains the agent gets as tools (tools.Chain). Their steps call
+	// the agent's other tools: Tools, the skills', the notes' (Notes) and, through
+	// ToolCatalog when it owns the name (tools.ChainCatalog, as mcp.Client does for
+	// "<server>__<tool>"), an MCP server's tool, looked up when the step runs.
+	// A session runs a chain step by step (actors/chain.go).
+	Chains []tools.Chain
 	// MaxSteps bounds the model calls of a task (default 10).
 	MaxSteps int
 	// MaxParallelTools bounds one session's tool calls in flight (default 4).
@@ -162,6 +168,11 @@ func (c Config) Validate() error {
 	if c.Notes != nil {
 		if err := c.Notes.Validate(); err != nil {
 			return fmt.Errorf("node: %w", err)
+		}
+	}
+	if len(c.Chains) > 0 {
+		if err := c.validateChains(); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -279,10 +290,18 @@ func (l quietNoSubscribers) With(fields watermill.LogFields) watermill.LoggerAda
 }
 
 // Agent returns the agent this configuration runs: the code whose decisions replay
-// verification checks against recorded sessions. It fails on tools the registry
-// refuses (tools.NewRegistry), as Validate does.
+// verification checks against recorded sessions. With Notes set, the notes' tools
+// are among its tools, as on a node (Agent reads no log; a notes tool already in
+// Tools is kept). It fails on tools the
+// registry refuses (tools.NewRegistry) and on chains that cannot be built, as
+// Validate does.
 func (c Config) Agent() (actors.Agent, error) {
 	c.setDefaults()
+	ts, err := c.withNotesSpecs()
+	if err != nil {
+		return actors.Agent{}, err
+	}
+	c.Tools = ts
 	agent, _, err := c.agent()
 	return agent, err
 }
@@ -298,7 +317,12 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 	if err != nil {
 		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
 	}
-	d, err := disclosure.New(strategy, append(slices.Clone(c.Tools), c.Skills.Tools()...), disclosure.WithCatalog(c.ToolCatalog), disclosure.WithEmbedder(c.ToolEmbedder))
+	ts := append(slices.Clone(c.Tools), c.Skills.Tools()...)
+	chains, err := c.chainTools(ts)
+	if err != nil {
+		return actors.Agent{}, nil, err
+	}
+	d, err := disclosure.New(strategy, append(ts, chains...), disclosure.WithCatalog(c.ToolCatalog), disclosure.WithEmbedder(c.ToolEmbedder))
 	if err != nil {
 		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
 	}

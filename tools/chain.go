@@ -325,14 +325,52 @@ func NewChainTool(c Chain, lookup func(name string) (Tool, bool)) (*ChainTool, e
 	return ct, nil
 }
 
-// NewChainTools makes the chains' tools, each step calling one of available.
-func NewChainTools(chains []Chain, available []Tool) ([]*ChainTool, error) {
+// ChainCatalog is where a chain's step finds a tool that is not among the tools the
+// chain is built with: a catalog whose tools come and go while the node runs (the
+// MCP servers' tools, mcp.Client). Implementations are safe for concurrent use.
+type ChainCatalog interface {
+	// Owns reports whether name is one the catalog may offer a tool under (for an
+	// MCP client, "<server>__<tool>" for a configured server), whether or not it
+	// offers it now.
+	Owns(name string) bool
+	// Tool returns the tool with that name, if the catalog offers it now.
+	Tool(name string) (Tool, bool)
+}
+
+// ChainOption configures NewChainTools.
+type ChainOption func(*chainOptions)
+
+type chainOptions struct{ catalog ChainCatalog }
+
+// WithStepCatalog lets a step call a tool of cat: one that is not among the
+// available tools but whose name cat owns. It is looked up in cat at each call of
+// the step; a step whose tool cat does not offer then fails, naming the step.
+func WithStepCatalog(cat ChainCatalog) ChainOption {
+	return func(o *chainOptions) { o.catalog = cat }
+}
+
+// NewChainTools makes the chains' tools, each step calling one of available (or,
+// WithStepCatalog, of a catalog).
+func NewChainTools(chains []Chain, available []Tool, opts ...ChainOption) ([]*ChainTool, error) {
 	if err := ValidateChains(chains); err != nil {
 		return nil, err
+	}
+	var o chainOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
 	byName := make(map[string]Tool, len(available))
 	for _, t := range available {
 		byName[t.Spec().Name] = t
+	}
+	lookup := func(name string) (Tool, bool) {
+		if t, ok := byName[name]; ok {
+			return t, true
+		}
+		if o.catalog != nil && o.catalog.Owns(name) {
+			return catalogStep{cat: o.catalog, name: name}, true
+		}
+		return nil, false
 	}
 	var errs []error
 	out := make([]*ChainTool, 0, len(chains))
@@ -341,7 +379,7 @@ func NewChainTools(chains []Chain, available []Tool) ([]*ChainTool, error) {
 			errs = append(errs, fmt.Errorf("%w %q: a tool has this name already", ErrBadChain, c.Name))
 			continue
 		}
-		ct, err := NewChainTool(c, func(name string) (Tool, bool) { t, ok := byName[name]; return t, ok })
+		ct, err := NewChainTool(c, lookup)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -352,6 +390,32 @@ func NewChainTools(chains []Chain, available []Tool) ([]*ChainTool, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// ErrNotInCatalog is the error of a step whose tool its catalog does not offer when
+// the step is called (WithStepCatalog).
+var ErrNotInCatalog = errors.New("the tool is not in the catalog")
+
+// catalogStep is the tool of a step that calls a tool of a ChainCatalog: looked up
+// at each call, since the catalog's tools come and go.
+type catalogStep struct {
+	cat  ChainCatalog
+	name string
+}
+
+func (s catalogStep) Spec() messages.ToolSpec {
+	if t, ok := s.cat.Tool(s.name); ok {
+		return t.Spec()
+	}
+	return messages.ToolSpec{Name: s.name}
+}
+
+func (s catalogStep) Call(ctx context.Context, c Call) (string, error) {
+	t, ok := s.cat.Tool(s.name)
+	if !ok {
+		return "", fmt.Errorf("%w now: %q (its server is down or no longer offers it)", ErrNotInCatalog, s.name)
+	}
+	return t.Call(ctx, c)
 }
 
 // Spec implements Tool.

@@ -164,3 +164,59 @@ func ExampleNewChainTools() {
 	fmt.Println(out, err)
 	// Output: 5 doubled twice is 20 <nil>
 }
+
+// stepCatalog owns the names starting "srv__" and offers the tools in it now.
+type stepCatalog struct{ offers map[string]tools.Tool }
+
+func (c stepCatalog) Owns(name string) bool { return strings.HasPrefix(name, "srv__") }
+func (c stepCatalog) Tool(name string) (tools.Tool, bool) {
+	t, ok := c.offers[name]
+	return t, ok
+}
+
+// A step may call a tool of a catalog by a name the catalog owns, looked up when
+// the step runs; a name it does not own is refused when the chain is built.
+func TestChainStepCallsACatalogTool(t *testing.T) {
+	cat := stepCatalog{offers: map[string]tools.Tool{"srv__echo": echoTool{"srv__echo"}}}
+	ch := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{
+		{Name: "a", Tool: "srv__echo", Args: `{"x": 1}`},
+		{Name: "b", Tool: "srv__gone", Args: `{}`},
+	}}
+	if _, err := tools.NewChainTools([]tools.Chain{ch}, nil); !errors.Is(err, tools.ErrBadChain) || !strings.Contains(err.Error(), `"srv__echo", which the agent does not have`) {
+		t.Fatalf("without the catalog: %v", err)
+	}
+	cts, err := tools.NewChainTools([]tools.Chain{ch}, nil, tools.WithStepCatalog(cat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cts[0].Call(context.Background(), tools.Call{Key: "k"})
+	if !errors.Is(err, tools.ErrNotInCatalog) || !strings.Contains(err.Error(), `stopped at step 2 of 2, "b" (srv__gone)`) {
+		t.Fatalf("a step whose tool the catalog lacks: %v", err)
+	}
+	cat.offers["srv__gone"] = echoTool{"srv__gone"}
+	if out, err := cts[0].Call(context.Background(), tools.Call{Key: "k"}); err != nil || out != "{}" {
+		t.Fatalf("once the catalog offers it: %q, %v", out, err)
+	}
+	other := tools.Chain{Name: "o", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "sky__echo"}}}
+	if _, err := tools.NewChainTools([]tools.Chain{other}, nil, tools.WithStepCatalog(cat)); !errors.Is(err, tools.ErrBadChain) {
+		t.Fatalf("a name the catalog does not own: %v", err)
+	}
+}
+
+func TestParseNamedCall(t *testing.T) {
+	for raw, want := range map[string]tools.NamedCall{
+		`{"name":"c","arguments":{"x":1}}`:     {Name: "c", Arguments: `{"x":1}`},
+		`{"name":"c","arguments":"{\"x\":1}"}`: {Name: "c", Arguments: `{"x":1}`},
+		`{"name":"c","arguments":null}`:        {Name: "c"},
+		`{"name":"c"}`:                         {Name: "c"},
+	} {
+		if got, err := tools.ParseNamedCall("call_tool", raw); err != nil || got != want {
+			t.Errorf("%s: %+v, %v; want %+v", raw, got, err, want)
+		}
+	}
+	for _, raw := range []string{`{"name":"c","args":{}}`, `{"name":1}`, `{"name":"c"} x`, `[1]`} {
+		if _, err := tools.ParseNamedCall("call_tool", raw); !errors.Is(err, tools.ErrInvalidArguments) || !strings.HasPrefix(err.Error(), "call_tool: invalid arguments") {
+			t.Errorf("%s: %v", raw, err)
+		}
+	}
+}

@@ -21,8 +21,11 @@
 //     per operation, named <tool>_<sub>. An agent's registry is built either way.
 //   - Chain declares a sequence of tool calls offered as one tool, with arguments and
 //     result rendered from text/templates over the chain's arguments and the earlier
-//     steps' results; NewChainTools checks and builds them. A session runs a chain step
-//     by step, each step recorded (package actors); ChainTool.Call runs it in one call.
+//     steps' results; NewChainTools checks and builds them (a step may also call a
+//     tool of a ChainCatalog, looked up when it runs: WithStepCatalog). A session runs
+//     a chain step by step, each step recorded (package actors); ChainTool.Call runs it
+//     in one call. ParseNamedCall reads a call of one tool by name through another
+//     (call_tool), so that a session can run a chain called that way step by step.
 //   - ArgumentParser reads arguments for a schema: JSON or key=value pairs (the text
 //     protocol's form), coerced to the schema's types, validated, with size and depth
 //     limits checked before the work they bound. Validated applies it to a tool that

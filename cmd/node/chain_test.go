@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,6 +70,43 @@ func TestToolsListAndCallAChain(t *testing.T) {
 	code, out, errs = nodeTools(t, options{}, "call", "--config", cfg, "twice", `{"x": 5}`)
 	if code != 0 || strings.TrimSpace(out) != "20" {
 		t.Fatalf("call: %d %q %s", code, out, errs)
+	}
+}
+
+// A chain's step can call the notes: node tools call runs it on the data
+// directory's notes, and node run builds the same chain. A step naming the tool of
+// an MCP server the file does not configure is refused as a tool the agent lacks.
+func TestChainOfTheNotesThroughTheCLI(t *testing.T) {
+	clearLLMEnv(t)
+	t.Setenv("TROUPE_CLICKHOUSE", "")
+	t.Chdir(t.TempDir())
+	data := filepath.Join(t.TempDir(), "data")
+	cfg := writeConfig(t, `{"tools": {"notes": {}}, "chains": [{"name": "remember", "description": "Notes a fact, then counts the notes.",
+		"steps": [{"name": "add", "tool": "notes", "args": "{\"op\": \"add\", \"args\": {\"body\": {{json .args.fact}}}}"},
+		          {"name": "count", "tool": "notes", "args": "{\"op\": \"list\"}"}],
+		"output": "{{.steps.add.json.id}} of {{.steps.count.json.matched}}"}]}`)
+	if code, out, errs := nodeTools(t, options{}, "list", "--config", cfg); code != 0 || !strings.Contains(out, "\nremember ") {
+		t.Fatalf("list: %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"n1 of 1", "n2 of 2"} {
+		if code, out, errs := nodeTools(t, options{}, "call", "--config", cfg, "--data", data, "remember", `{"fact": "aisle seats"}`); code != 0 || strings.TrimSpace(out) != want {
+			t.Fatalf("call: %d %q %s; want %q", code, out, errs, want)
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"run", "--config", cfg, "--data", data, "--model", "offline", "hello"}, &out, &errb, options{}); code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+
+	bad := writeConfig(t, `{"chains": [{"name": "c", "description": "d", "steps": [{"name": "a", "tool": "sky__forecast"}]}]}`)
+	if code, _, errs := nodeTools(t, options{}, "list", "--config", bad); code != 2 || !strings.Contains(errs, `step "a" calls the tool "sky__forecast", which the agent does not have`) {
+		t.Errorf("tools list with a step on an unconfigured server: %d %s", code, errs)
+	}
+	out.Reset()
+	errb.Reset()
+	if code := run(context.Background(), []string{"run", "--config", bad, "--data", data, "--model", "offline", "hello"}, &out, &errb, options{}); code != 2 ||
+		!strings.Contains(errb.String(), `calls the tool "sky__forecast"`) {
+		t.Errorf("run with a step on an unconfigured server: %d %s", code, errb.String())
 	}
 }
 
@@ -222,4 +260,29 @@ func TestKillNineMidChainResumesWithoutRepeatingAFinishedStep(t *testing.T) {
 	t.Logf("killed with %d of %d sessions unfinished: %d chain steps answered, %d requested and unanswered (%d of them mid-call); after the restart %d steps re-issued with their recorded keys, %d duplicate side effects",
 		unfinished, sessions, len(doneAtKill), len(unansweredAtKill), running, reissued, duplicates)
 	assertGapFree(t, lg, ids)
+}
+
+// A step may name an MCP server's tool: it is checked against the configured servers
+// when the chain is built, and looked up when the step runs, so a chain over a server
+// that is down loads, and a call of it ends at that step, naming it.
+func TestChainOfAnMCPServersToolThroughTheCLI(t *testing.T) {
+	clearLLMEnv(t)
+	t.Chdir(t.TempDir())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String() + "/mcp"
+	ln.Close()
+	cfg := writeConfig(t, `{"mcp_servers": {"remote": {"url": "`+down+`"}},
+		"chains": [{"name": "echo_twice", "description": "Echoes twice.",
+		"steps": [{"name": "first", "tool": "calculator", "args": "{\"expression\": \"1+1\"}"},
+		          {"name": "say", "tool": "remote__echo", "args": "{\"message\": {{json .steps.first.output}}}"}]}]}`)
+	if code, out, errs := nodeTools(t, options{}, "list", "--config", cfg); code != 0 || !strings.Contains(out, "\necho_twice ") {
+		t.Fatalf("list: %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := nodeTools(t, options{}, "call", "--config", cfg, "echo_twice", `{}`); code == 0 ||
+		!strings.Contains(errs, `chain echo_twice stopped at step 2 of 2, "say" (remote__echo)`) {
+		t.Fatalf("call with the server down: %d %q %s", code, out, errs)
+	}
 }

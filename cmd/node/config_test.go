@@ -79,6 +79,8 @@ func TestConfigFileRejectsBadValues(t *testing.T) {
 
 		// Skills and tool disclosure.
 		{"disclosure unknown", `{"disclosure": "lazy"}`, []string{"disclosure", `"lazy"`, "all", "catalog", "search"}},
+		{"tool_embedder unknown", `{"disclosure": "search", "tool_embedder": "bert"}`, []string{"tool_embedder", `"bert"`, "hashing", "llm"}},
+		{"tool_embedder without search", `{"disclosure": "catalog", "tool_embedder": "hashing"}`, []string{"tool_embedder", "search", `"catalog"`}},
 		{"skills_dir blank", `{"skills_dir": " "}`, []string{"skills_dir", `" "`}},
 		{"script_timeout", `{"skills": {"allow_scripts": true, "script_timeout": "-1s"}}`, []string{"skills.script_timeout", "-1s", "100ms to 10m"}},
 		{"unknown skills field", `{"skills": {"allow_script": true}}`, []string{`unknown field "skills.allow_script"`, "allow_scripts"}},
@@ -180,18 +182,6 @@ func TestIdleTimeoutIsValidated(t *testing.T) {
 	for in, want := range map[string]time.Duration{"": 0, "90s": 90 * time.Second, "5m": 5 * time.Minute, "250ms": 250 * time.Millisecond} {
 		if got, err := parseIdleTimeout(in); err != nil || got != want {
 			t.Errorf("parseIdleTimeout(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-}
-
-// shortDuration cuts zero units whole: 10m0s is 10m, not 1.
-func TestShortDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{
-		10 * time.Minute: "10m", 720 * time.Hour: "720h", time.Hour + 30*time.Minute: "1h30m",
-		time.Second: "1s", 100 * time.Millisecond: "100ms", 90 * time.Second: "1m30s", 20 * time.Hour: "20h",
-	} {
-		if got := shortDuration(d); got != want {
-			t.Errorf("shortDuration(%s) = %q, want %q", d, got, want)
 		}
 	}
 }

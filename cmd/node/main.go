@@ -11,7 +11,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -22,13 +21,13 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
-	"github.com/troupe-run/troupe/tools/disclosure"
 )
 
 func main() {
@@ -132,7 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			configPath, autoLoaded = provider.DefaultConfigFile, true
 		}
 	}
-	fc, err := loadFile(configPath)
+	fc, err := nodeconfig.Load(configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
@@ -200,8 +199,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error: --http-max-conns must be at least 1")
 		return 2
 	}
-	if *maxSessions < 1 || *maxSessions > maxMaxSessions {
-		fmt.Fprintf(stderr, "error: --max-sessions %d is out of range: want 1 to %d\n", *maxSessions, maxMaxSessions)
+	if *maxSessions < 1 || *maxSessions > nodeconfig.MaxMaxSessions {
+		fmt.Fprintf(stderr, "error: --max-sessions %d is out of range: want 1 to %d\n", *maxSessions, nodeconfig.MaxMaxSessions)
 		return 2
 	}
 	if cmd == "run" {
@@ -288,36 +287,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if opt.wrapModel != nil {
 		model = opt.wrapModel(model)
 	}
-	gw, err := fc.Gateway.config()
+	gw, err := fc.Gateway.Config()
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
-		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps, IdleTimeout: idle, MaxLiveSessions: *maxSessions}
+		IdleTimeout: idle, MaxLiveSessions: *maxSessions}
 	cfg.HTTP.MaxConnections = *maxConns
-	strategy, err := disclosure.ParseStrategy(*disclosureFlag)
-	if err != nil {
-		fmt.Fprintln(stderr, "error: --disclosure:", err)
-		return 2
-	}
-	cfg.Disclosure = strategy
-	if cfg.Skills, err = loadSkills(*skillsDir, fc.Skills, logger); err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 2
-	}
-	if cfg.Tools, err = fc.Tools.build(opt.extraTools); err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 2
-	}
-	// The chains' steps call the tools above and the skills'.
-	chains, err := chainTools(append(slices.Clone(cfg.Tools), cfg.Skills.Tools()...), fc.Chains)
+	// The agent is the file's (internal/nodeconfig), as replay verify rebuilds it.
+	agent, err := fc.Agent(nodeconfig.AgentOptions{SkillsDir: *skillsDir, Disclosure: *disclosureFlag, ExtraTools: opt.extraTools, Logger: logger})
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	cfg.Tools = append(cfg.Tools, chains...)
-	cfg.Notes = fc.Tools.notes()
+	agent.Apply(&cfg)
+	embedder, embedderKey, err := fc.NewToolEmbedder(ctx, *modelFlag, llmBase)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	cfg.ToolEmbedder, cfg.Secrets = embedder, append(cfg.Secrets, embedderKey)
 	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -334,6 +324,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	defer stopMCP()
+	if len(cfg.Chains) > 0 {
+		// A chain whose step calls a tool the agent does not have is a configuration
+		// error, said before the node starts.
+		if err := cfg.Validate(); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+	}
 	roles, err := node.ParseRoles(*rolesFlag)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)

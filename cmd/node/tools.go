@@ -8,13 +8,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
@@ -23,196 +24,6 @@ import (
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/notes"
 )
-
-// toolsFile is the "tools" section of the configuration file: the built-in tools the
-// node's agent gets beyond calculator and clock. A section present enables its tool:
-//
-//	"tools": {"http_fetch": {"allow": ["10.0.0.0/8", "intranet.example"]},
-//	          "files": {"root": "./work"},
-//	          "notes": {"max_notes": 500}}
-type toolsFile struct {
-	HTTPFetch *httpFetchFile `json:"http_fetch"`
-	Files     *filesFile     `json:"files"`
-	Notes     *notesFile     `json:"notes"`
-}
-
-// httpFetchFile configures http_fetch (tools.HTTPFetchConfig).
-type httpFetchFile struct {
-	// Allow lists CIDRs, addresses and host names reachable beyond the public internet.
-	Allow    []string `json:"allow"`
-	MaxBytes int      `json:"max_bytes"`
-	Timeout  string   `json:"timeout"`
-}
-
-// filesFile configures files (tools.FilesConfig).
-type filesFile struct {
-	// Root is the directory the tool works in, relative to the working directory.
-	Root     string `json:"root"`
-	ReadOnly bool   `json:"read_only"`
-	MaxBytes int    `json:"max_bytes"`
-	// Expand offers files_read, files_write, … instead of one files tool.
-	Expand bool `json:"expand"`
-}
-
-// notesFile configures notes (tools/notes.File): the agent's notes, kept as events
-// in the node's event log. The section enables them unless enabled is false.
-type notesFile = notes.File
-
-// Limits of the notes section.
-const (
-	maxNoteBytes = 1 << 20
-	maxNoteTags  = 256
-	maxNotes     = 1_000_000
-)
-
-// notes returns the configuration of the notes tool, or nil when it is not enabled.
-// The node fills in its log.
-func (t toolsFile) notes() *notes.Config { return t.Notes.Config() }
-
-// Limits of the tools section.
-const (
-	maxToolBytes   = 64 << 20
-	maxToolTimeout = 10 * time.Minute
-)
-
-// validate checks the tools section, naming fields as tools.SECTION.FIELD. It does
-// not look at the file system: build does, when the node starts.
-func (t toolsFile) validate() []error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("tools."+field+": "+format, args...))
-	}
-	if h := t.HTTPFetch; h != nil {
-		if _, err := tools.NewAddressPolicy(h.Allow); err != nil {
-			bad("http_fetch.allow", "%v", err)
-		}
-		if h.MaxBytes < 0 || h.MaxBytes > maxToolBytes {
-			bad("http_fetch.max_bytes", "%d is out of range: want 1 to %d (0 or absent: %d)", h.MaxBytes, maxToolBytes, tools.DefaultFetchMaxBytes)
-		}
-		if h.Timeout != "" {
-			if err := checkDuration(h.Timeout, time.Millisecond, maxToolTimeout); err != nil {
-				bad("http_fetch.timeout", "%v", err)
-			}
-		}
-	}
-	if f := t.Files; f != nil {
-		if strings.TrimSpace(f.Root) == "" || strings.ContainsRune(f.Root, 0) {
-			bad("files.root", "%q is not a usable directory path: the files tool needs the directory it works in", f.Root)
-		}
-		if f.MaxBytes < 0 || f.MaxBytes > maxToolBytes {
-			bad("files.max_bytes", "%d is out of range: want 1 to %d (0 or absent: %d)", f.MaxBytes, maxToolBytes, tools.DefaultFilesMaxBytes)
-		}
-	}
-	if n := t.Notes; n != nil {
-		for _, l := range []struct {
-			field      string
-			got, limit int
-			dflt       int
-		}{
-			{"max_body_bytes", n.MaxBodyBytes, maxNoteBytes, notes.DefaultMaxBodyBytes},
-			{"max_tags", n.MaxTags, maxNoteTags, notes.DefaultMaxTags},
-			{"max_notes", n.MaxNotes, maxNotes, notes.DefaultMaxNotes},
-		} {
-			if l.got < 0 || l.got > l.limit {
-				bad("notes."+l.field, "%d is out of range: want 1 to %d (0 or absent: %d)", l.got, l.limit, l.dflt)
-			}
-		}
-	}
-	return errs
-}
-
-// build returns the tools of the node's default agent: calculator and clock, the
-// built-ins the section enables, then extra.
-func (t toolsFile) build(extra []tools.Tool) ([]tools.Tool, error) {
-	out := []tools.Tool{tools.Calculator{}, tools.NewClock(nil)}
-	if h := t.HTTPFetch; h != nil {
-		cfg := tools.HTTPFetchConfig{Allow: h.Allow, MaxBytes: h.MaxBytes}
-		if h.Timeout != "" {
-			d, err := time.ParseDuration(h.Timeout)
-			if err != nil {
-				return nil, fmt.Errorf("tools.http_fetch.timeout: %w", err)
-			}
-			cfg.Timeout = d
-		}
-		fetch, err := tools.NewHTTPFetch(cfg)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, fetch)
-	}
-	if f := t.Files; f != nil {
-		box, err := tools.NewFiles(tools.FilesConfig{Root: f.Root, ReadOnly: f.ReadOnly, MaxReadBytes: f.MaxBytes, MaxWriteBytes: f.MaxBytes})
-		if err != nil {
-			return nil, fmt.Errorf("tools.files: %w", err)
-		}
-		if f.Expand {
-			out = append(out, box.Expand()...)
-		} else {
-			out = append(out, box)
-		}
-	}
-	return append(out, extra...), nil
-}
-
-// chainTools returns the tools of the configured chains, whose steps call tools of
-// available.
-func chainTools(available []tools.Tool, chains []tools.Chain) ([]tools.Tool, error) {
-	if len(chains) == 0 {
-		return nil, nil
-	}
-	cts, err := tools.NewChainTools(chains, available)
-	if err != nil {
-		return nil, fmt.Errorf("chains: %w", err)
-	}
-	out := make([]tools.Tool, len(cts))
-	for i, ct := range cts {
-		out[i] = ct
-	}
-	return out, nil
-}
-
-// unknownChainField names an unknown field of a chain or of its steps, or returns
-// nil when name is in none of them.
-func unknownChainField(raw json.RawMessage, name string) error {
-	var chains []map[string]json.RawMessage
-	if json.Unmarshal(raw, &chains) != nil {
-		return nil
-	}
-	for i, c := range chains {
-		if _, ok := c[name]; ok {
-			return fmt.Errorf("unknown field \"chains[%d].%s\": a chain's fields are %s", i, name, jsonFields[tools.Chain]())
-		}
-		var steps []map[string]json.RawMessage
-		_ = json.Unmarshal(c["steps"], &steps)
-		for j, st := range steps {
-			if _, ok := st[name]; ok {
-				return fmt.Errorf("unknown field \"chains[%d].steps[%d].%s\": a step's fields are %s", i, j, name, jsonFields[tools.ChainStep]())
-			}
-		}
-	}
-	return nil
-}
-
-// unknownToolsField names an unknown field of the tools section (raw) with where it
-// is, or returns nil when name is not in it.
-func unknownToolsField(raw json.RawMessage, name string) error {
-	var sections map[string]json.RawMessage
-	if json.Unmarshal(raw, &sections) != nil {
-		return nil
-	}
-	if _, ok := sections[name]; ok {
-		return fmt.Errorf("unknown field \"tools.%s\": the tools are %s", name, jsonFields[toolsFile]())
-	}
-	for section, fields := range map[string]string{"http_fetch": jsonFields[httpFetchFile](), "files": jsonFields[filesFile](), "notes": jsonFields[notesFile]()} {
-		var m map[string]json.RawMessage
-		if json.Unmarshal(sections[section], &m) == nil {
-			if _, ok := m[name]; ok {
-				return fmt.Errorf("unknown field \"tools.%s.%s\": its fields are %s", section, name, fields)
-			}
-		}
-	}
-	return nil
-}
 
 const toolsUsage = `usage:
   node tools list [--json] [--config FILE] [--data DIR]
@@ -261,33 +72,21 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 			*configPath = provider.DefaultConfigFile
 		}
 	}
-	fc, err := loadFile(*configPath)
+	fc, err := nodeconfig.Load(*configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	list, err := fc.Tools.build(opt.extraTools)
-	if err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 2
-	}
-	// The default agent's other tools: its skills' and its MCP servers'.
+	// The default agent's tools: the built-ins and its skills' (then its notes', its
+	// MCP servers' and its chains').
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	set, err := loadSkills(fc.SkillsDir, fc.Skills, logger)
+	agent, err := fc.Agent(nodeconfig.AgentOptions{ExtraTools: opt.extraTools, Logger: logger})
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	list = append(list, set.Tools()...)
-	chains, err := chainTools(list, fc.Chains)
-	if err != nil {
-		fmt.Fprintln(stderr, "error:", err)
-		return 2
-	}
-	list = append(list, chains...)
-	// The notes join after the chains, as on a node (node.Config.Notes): a chain's
-	// steps cannot call them.
-	if nc := fc.Tools.notes(); nc != nil {
+	list := append(slices.Clone(agent.Tools), agent.Skills.Tools()...)
+	if nc := agent.Notes; nc != nil {
 		notesTools, closeLog, err := cliNotes(ctx, fc, *dataFlag, *nc)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
@@ -307,6 +106,14 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	if client != nil {
 		catalog = client
 	}
+	// The chains' steps call the tools above, as on a node (node.Config.Chains): the
+	// notes' among them, and the MCP servers' through the catalog.
+	chains, err := nodeconfig.ChainTools(list, agent.Chains, client)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	list = append(list, chains...)
 	reg, err := tools.NewRegistry(list...)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -458,7 +265,7 @@ func callTool(ctx context.Context, reg *tools.Registry, catalog actors.ToolCatal
 // cliNotes builds the notes tool of "node tools" on the event log that run and
 // serve use: ClickHouse when configured, else the SQLite log of data (default: the
 // file's data, else .troupe). closeLog closes what it opened.
-func cliNotes(ctx context.Context, fc fileConfig, data string, cfg notes.Config) (ts []tools.Tool, closeLog func(), err error) {
+func cliNotes(ctx context.Context, fc nodeconfig.File, data string, cfg notes.Config) (ts []tools.Tool, closeLog func(), err error) {
 	or := func(vs ...string) string {
 		for _, v := range vs {
 			if v != "" {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -34,16 +35,23 @@ func TestVerifyASessionWithAToolChain(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Record a session on a node whose agent has the chain.
-	agentTools, err := toolsOf(cfgPath)
+	fc, err := nodeconfig.Load(cfgPath)
 	if err != nil {
 		t.Fatal(err)
 	}
+	agent, err := fc.Agent(nodeconfig.AgentOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	model, err := llm.LoadScript(scriptPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	events := func() []messages.Envelope {
-		n, err := node.New(context.Background(), node.Config{DataDir: dir, Model: model, Tools: agentTools})
+		cfg := node.Config{DataDir: dir, Model: model}
+		agent.Apply(&cfg)
+		n, err := node.New(context.Background(), cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

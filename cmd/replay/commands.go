@@ -1,59 +1,98 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/tools"
-	"github.com/troupe-run/troupe/tools/notes"
 )
 
-// toolsOf returns the tools of the default agent of a node configured by the file at
-// path: calculator, clock and the tool chains of its "chains" section (notesOf reads
-// its notes; the rest of the file is not read). Nil when path is empty: the node's
-// defaults.
-func toolsOf(path string) ([]tools.Tool, error) {
+// agentConfig is the default agent of the node configuration file of --config, as
+// node run and serve build it (internal/nodeconfig), with its MCP servers' catalog.
+type agentConfig struct {
+	file  nodeconfig.File
+	agent nodeconfig.Agent
+	// catalog is the client of the file's MCP servers; nil without any.
+	catalog *mcp.Client
+	// secrets are the servers' header values and secret environment values.
+	secrets []string
+	stop    func()
+}
+
+// loadAgent builds the agent of the node configuration file at path; with no path,
+// the node's default agent (calculator and clock). TROUPE_SKILLS and
+// TROUPE_DISCLOSURE replace the file's skills_dir and disclosure, as they do for node
+// serve. The file's MCP servers are connected to, waiting up to mcpWait for each:
+// their tool schemas are in the recorded prompts, and a recorded request holds only
+// their hash. A bad file is an error naming the field; stop closes the connections.
+func loadAgent(ctx context.Context, path string, stderr io.Writer) (agentConfig, error) {
+	ac := agentConfig{stop: func() {}}
+	fc, err := nodeconfig.Load(path) // none when path is empty: the node's defaults
+	if err != nil {
+		return ac, fmt.Errorf("--%w", err)
+	}
+	ac.file = fc
+	where := "--config " + path + ": "
 	if path == "" {
-		return nil, nil
+		where = ""
 	}
-	b, err := os.ReadFile(path)
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if ac.agent, err = fc.Agent(nodeconfig.AgentOptions{SkillsDir: os.Getenv("TROUPE_SKILLS"), Disclosure: os.Getenv("TROUPE_DISCLOSURE"),
+		Logger: logger}); err != nil {
+		return ac, fmt.Errorf("%s%w", where, err)
+	}
+	ac.catalog, ac.stop, err = nodeconfig.ConnectMCP(ctx, fc.MCPServers, mcpWait, logger)
 	if err != nil {
-		return nil, fmt.Errorf("--config: %w", err)
+		return ac, fmt.Errorf("%s%w", where, err)
 	}
-	var file struct {
-		Chains json.RawMessage `json:"chains"`
+	ac.secrets = nodeconfig.MCPSecrets(fc.MCPServers)
+	// What node serve checks before it starts, verify and fork check too.
+	var cfg node.Config
+	ac.apply(&cfg)
+	if err := cfg.Validate(); err != nil {
+		ac.stop()
+		return agentConfig{stop: func() {}}, fmt.Errorf("%s%w", where, err)
 	}
-	if err := json.Unmarshal(b, &file); err != nil {
-		return nil, fmt.Errorf("--config %s: %w", path, err)
+	return ac, nil
+}
+
+// mcpWait bounds the wait for each MCP server's first connection, as on a node.
+const mcpWait = 10 * time.Second
+
+// connected reports the first of the MCP servers that is not connected, naming it.
+func (ac agentConfig) connected() error {
+	if ac.catalog == nil {
+		return nil
 	}
-	list := []tools.Tool{tools.Calculator{}, tools.NewClock(nil)}
-	if len(file.Chains) == 0 {
-		return list, nil
+	for _, st := range ac.catalog.Status() {
+		if st.State != mcp.StateConnected {
+			why := st.Error
+			if why == "" {
+				why = fmt.Sprintf("not connected after %s", mcpWait)
+			}
+			return fmt.Errorf("mcp server %s (%s) is %s: %s", st.Name, st.Transport, st.State, why)
+		}
 	}
-	var chains []tools.Chain
-	d := json.NewDecoder(bytes.NewReader(file.Chains))
-	d.DisallowUnknownFields()
-	if err := d.Decode(&chains); err != nil {
-		return nil, fmt.Errorf("--config %s: chains: %w", path, err)
+	return nil
+}
+
+// apply sets cfg's agent and its MCP catalog.
+func (ac agentConfig) apply(cfg *node.Config) {
+	ac.agent.Apply(cfg)
+	if ac.catalog != nil {
+		cfg.ToolCatalog = ac.catalog
+		cfg.Secrets = append(cfg.Secrets, ac.secrets...)
 	}
-	cts, err := tools.NewChainTools(chains, list)
-	if err != nil {
-		return nil, fmt.Errorf("--config %s: chains: %w", path, err)
-	}
-	for _, ct := range cts {
-		list = append(list, ct)
-	}
-	return list, nil
 }
 
 func readSession(ctx context.Context, log eventlog.Log, id string) ([]messages.Envelope, error) {
@@ -77,13 +116,22 @@ type verifyResult struct {
 
 // verify re-runs the default agent's decisions against the recorded session. No model
 // is called and no tool runs: every result comes from the log.
-func verify(ctx context.Context, log eventlog.Log, id string, agentTools []tools.Tool, asJSON bool, stdout, stderr io.Writer) int {
+func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, asJSON bool, stdout, stderr io.Writer) int {
 	events, err := readSession(ctx, log, id)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	agent, err := node.Config{Tools: agentTools}.Agent()
+	var cfg node.Config
+	ac.apply(&cfg)
+	// The notes tool is the node's to build on its log (node.Config.Notes); verify
+	// builds it on the log it reads, for its schemas: no tool is called.
+	cfg.Tools, err = withNotes(cfg.Tools, ac.agent.Notes, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	agent, err := cfg.Agent()
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -181,7 +229,7 @@ func importFile(ctx context.Context, st store, file string, stdout, stderr io.Wr
 }
 
 // fork copies a session up to a seq into a new session and continues it live.
-func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, input, newID string, agentTools []tools.Tool, notesCfg *notes.Config, stdout, stderr io.Writer) int {
+func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, input, newID string, ac agentConfig, stdout, stderr io.Writer) int {
 	base, err := provider.Load("", nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -201,8 +249,15 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	}
 	// The node resumes the fork only: the other unfinished sessions of the log are
 	// left to the node that serves it.
-	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key), Tools: agentTools,
-		Notes: notesCfg, Resume: func(id string) bool { return id == newID }}
+	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key), Resume: func(id string) bool { return id == newID }}
+	ac.apply(&cfg)
+	// The fork searches its tools as the node would (tool_embedder), with the fork's model's provider.
+	embedder, embedderKey, err := ac.file.NewToolEmbedder(ctx, modelSpec, base)
+	if err != nil {
+		fmt.Fprintln(stderr, "error: --config:", err)
+		return 2
+	}
+	cfg.ToolEmbedder, cfg.Secrets = embedder, append(cfg.Secrets, embedderKey)
 	if st.clickhouse != "" {
 		log, err := st.open(ctx, false)
 		if err != nil {

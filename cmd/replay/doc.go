@@ -9,4 +9,8 @@
 // the same directory, and on a copy of events.db in a directory they cannot write).
 // Text meant for a person goes through node.EscapeControls, so that a recorded task
 // or answer cannot act on the terminal; --json prints it as recorded.
+//
+// verify re-decides a recorded session with this build's agent, and fork continues
+// one live; with --config FILE the agent is the one node serve builds from FILE
+// (internal/nodeconfig: tools, skills, disclosure, notes, chains, MCP servers).
 package main

@@ -84,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "verify", "fork":
-		fs.StringVar(&configPath, "config", "", `the node's configuration file: its "chains" (tool chains) and its notes ("tools": {"notes": ...}) join the agent's tools`)
+		fs.StringVar(&configPath, "config", "", `the node's configuration file (as node serve's --config): the agent is the one it configures, with its tools, skills, tool disclosure, notes, chains, MCP servers, system prompt and max_steps`)
 	}
 	switch cmd {
 	case "list":
@@ -128,19 +128,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "error: fork needs --at SEQ (the last event copied from the parent)")
 			return 2
 		}
-		agentTools, err := toolsOf(configPath)
+		ac, err := loadAgent(ctx, configPath, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
-		notesCfg, err := notesOf(configPath)
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 2
+		defer ac.stop()
+		if err := ac.connected(); err != nil {
+			fmt.Fprintf(stderr, "warning: %v; its tools join the fork's agent when it connects\n", err)
 		}
-		return fork(ctx, st, positional[0], at, modelFlag, input, newID, agentTools, notesCfg, stdout, stderr)
+		return fork(ctx, st, positional[0], at, modelFlag, input, newID, ac, stdout, stderr)
 	case "import":
 		return importFile(ctx, st, positional[0], stdout, stderr)
+	}
+	// verify's agent is built first: a bad --config is a usage error, whatever the log.
+	ac := agentConfig{stop: func() {}}
+	if cmd == "verify" {
+		var err error
+		if ac, err = loadAgent(ctx, configPath, stderr); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		defer ac.stop()
+		if err := ac.connected(); err != nil {
+			// A recorded request holds only the hash of the tool schemas.
+			fmt.Fprintf(stderr, "error: %v; verify needs the tool schemas of every configured MCP server: start it, or verify with a file without it\n", err)
+			return 1
+		}
 	}
 	log, err := st.open(ctx, true)
 	if err != nil {
@@ -154,20 +168,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "show":
 		return show(ctx, log, positional[0], asJSON, stdout, stderr)
 	case "verify":
-		agentTools, err := toolsOf(configPath)
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 2
-		}
-		notesCfg, err := notesOf(configPath)
-		if err == nil {
-			agentTools, err = withNotes(agentTools, notesCfg, log)
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			return 2
-		}
-		return verify(ctx, log, positional[0], agentTools, asJSON, stdout, stderr)
+		return verify(ctx, log, positional[0], ac, asJSON, stdout, stderr)
 	case "export":
 		return export(ctx, log, positional[0], outFile, stdout, stderr)
 	default: // stats

@@ -21,6 +21,10 @@ const deduped = `(SELECT session_id, seq, e_type AS type, e_ts AS ts, e_payload 
 	 FROM events WHERE type = 'task.submitted' AND ts >= ? GROUP BY session_id)
 	USING session_id)`
 
+// notNotes keeps the sessions, not the notes streams (eventlog.NotesStreamPrefix), with
+// substring, which ClickHouse 18.16 has as every later version does.
+var notNotes = fmt.Sprintf(`substring(session_id, 1, %d) != '%s'`, len(eventlog.NotesStreamPrefix), eventlog.NotesStreamPrefix)
+
 // Report implements eventlog.Analytics with SQL over the events table; payload fields
 // are read with visitParamExtract*, which ClickHouse 18.16 and current versions have.
 func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Stats, error) {
@@ -91,7 +95,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		FROM (SELECT session_id, any(agent) AS agent, argMaxIf(type, seq, type LIKE 'task.%') AS status,
 		             countIf(type = 'task.submitted') AS n_tasks, countIf(type IN ('task.completed', 'task.failed')) AS n_ended,
 		             countIf(type = 'model.requested') AS steps, max(ts) - min(ts) AS duration
-		      FROM `+deduped+` GROUP BY session_id)
+		      FROM `+deduped+` WHERE `+notNotes+` GROUP BY session_id)
 		WHERE `+agentCond+` GROUP BY agent`,
 		func(scan func(...any) error) error {
 			var a eventlog.SessionUsage

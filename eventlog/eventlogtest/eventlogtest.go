@@ -76,6 +76,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"SessionsStatusQueuedTasks", s.testSessionsStatusQueuedTasks},
 		{"SessionsFilter", s.testSessionsFilter},
 		{"LargePayload", s.testLargePayload},
+		{"AnalyticsSkipsNotesStreams", s.testAnalyticsSkipsNotesStreams},
 		{"Close", s.testClose},
 		{"CanceledContext", s.testCanceledContext},
 		{"FencingRefusesStaleOwner", s.testFencingRefusesStaleOwner},
@@ -975,4 +976,40 @@ func firstDifference(got, want []messages.Envelope) string {
 		return fmt.Sprintf("\nfirst difference at index %d: payload of %d bytes, want %d", i, len(gp), len(wp))
 	}
 	return ""
+}
+
+// A notes stream (eventlog.NotesStreamPrefix) holds an agent's notes, not a task:
+// Analytics counts no session for it, running or otherwise.
+func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
+	l := s.newLog(t)
+	a, ok := l.(eventlog.Analytics)
+	if !ok {
+		t.Skip("the log has no analytics")
+	}
+	done := newSession("done", 1_000_000)
+	notes := newSession(eventlog.NotesStreamPrefix+"default", 2_000_000)
+	s.append(t, l, done.task(t, completed())...)
+	kept := []messages.Envelope{notes.next(t, &messages.NoteAdded{NoteID: "n1", Type: "fact", Body: "the sky is blue"}),
+		notes.next(t, &messages.NoteRemoved{NoteID: "n1"})}
+	s.append(t, l, kept...)
+	s.wantRead(t, l, notes.id, 1, kept) // written, and visible to Report
+	var (
+		got      []eventlog.SessionUsage
+		deadline = time.Now().Add(s.f.VisibilityTimeout)
+	)
+	for {
+		st, err := a.Report(s.ctx(t), eventlog.StatsFilter{})
+		if err != nil {
+			t.Fatalf("Report: %v", err)
+		}
+		got = st.Sessions
+		if len(got) == 1 && got[0].Agent == "default" && got[0].Sessions == 1 && got[0].Completed == 1 && got[0].Running == 0 {
+			return
+		}
+		if !time.Now().Before(deadline) {
+			break
+		}
+		pause(t, 20*time.Millisecond)
+	}
+	t.Fatalf("Report's sessions = %+v, want one completed session of agent default (the notes stream is none)", got)
 }

@@ -16,6 +16,9 @@ var _ eventlog.Analytics = (*Log)(nil)
 const sessionAgent = `COALESCE(NULLIF((SELECT json_extract(CAST(t.payload AS TEXT), '$.agent') FROM events t
 	WHERE t.session_id = e.session_id AND t.type = 'task.submitted' ORDER BY t.seq LIMIT 1), ''), 'default')`
 
+// notNotes keeps the sessions, not the notes streams (eventlog.NotesStreamPrefix).
+var notNotes = fmt.Sprintf(`substr(s.session_id, 1, %d) != '%s'`, len(eventlog.NotesStreamPrefix), eventlog.NotesStreamPrefix)
+
 // Report implements eventlog.Analytics with SQL over the events table (JSON payloads
 // read with json_extract); quantiles are computed from the fetched latencies.
 func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Stats, error) {
@@ -98,7 +101,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	durations := map[string][]int64{}
 	steps := map[string]int64{}
 	err = q(`SELECT `+sessionAgent+`, `+sessionStatus+`, s.steps, s.updated_us - s.started_us
-		FROM sessions s JOIN events e ON e.session_id = s.session_id AND e.seq = 1 WHERE `+where,
+		FROM sessions s JOIN events e ON e.session_id = s.session_id AND e.seq = 1 WHERE `+notNotes+` AND `+where,
 		func(scan func(...any) error) error {
 			var agent, status string
 			var st, dur int64

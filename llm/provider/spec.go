@@ -28,10 +28,15 @@ func FromSpec(ctx context.Context, spec string, base Config, env func(string) st
 	case strings.HasPrefix(spec, "scripted:"):
 		m, err := llm.FromSpec(spec)
 		return m, "a scripted model (" + spec + ")", "", err
-	case spec == "" || spec == "auto":
-	default:
+	}
+	return fromResolved(resolveSpec(ctx, spec, base, env))
+}
+
+// resolveSpec resolves auto (or "") and PROVIDER[:MODEL] on base (Detect).
+func resolveSpec(ctx context.Context, spec string, base Config, env func(string) string) (Resolved, error) {
+	if spec != "" && spec != "auto" {
 		if err := CheckSpec(spec); err != nil {
-			return nil, "", "", fmt.Errorf("model: %w", err)
+			return Resolved{}, fmt.Errorf("model: %w", err)
 		}
 		name, model, _ := strings.Cut(spec, ":")
 		base.Provider = name
@@ -39,7 +44,24 @@ func FromSpec(ctx context.Context, spec string, base Config, env func(string) st
 			base.Model = model
 		}
 	}
-	return fromResolved(Detect(ctx, base, env, nil))
+	return Detect(ctx, base, env, nil)
+}
+
+// EmbedderFromSpec returns the embedder of the provider a model spec resolves to, as
+// FromSpec resolves it (Resolved.NewEmbedder): for offline and scripted:FILE the
+// offline llm.HashingEmbedder (no endpoint is reached), otherwise the provider's
+// embeddings endpoint with its embedding model (ErrNoEmbedder when it has none). It
+// also returns the API key, so that it can be redacted from events.
+func EmbedderFromSpec(ctx context.Context, spec string, base Config, env func(string) string) (llm.Embedder, string, error) {
+	if spec == "offline" || strings.HasPrefix(spec, "scripted:") {
+		return llm.HashingEmbedder{}, "", nil
+	}
+	r, err := resolveSpec(ctx, spec, base, env)
+	if err != nil {
+		return nil, "", err
+	}
+	e, err := r.NewEmbedder()
+	return e, r.APIKey, err
 }
 
 func fromResolved(r Resolved, err error) (llm.Model, string, string, error) {

@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -34,5 +35,29 @@ func TestFromSpec(t *testing.T) {
 	}
 	if _, _, _, err := provider.FromSpec(ctx, "openai", provider.Config{}, keyed); err == nil {
 		t.Fatal("a named provider without its key must be an error, not a silent fallback")
+	}
+}
+
+// EmbedderFromSpec resolves a spec as FromSpec does and returns that provider's
+// embedder: the offline one for offline and scripted models, none for a provider
+// without an embedding model.
+func TestEmbedderFromSpec(t *testing.T) {
+	ctx := context.Background()
+	for _, spec := range []string{"offline", "scripted:x.json"} {
+		if e, key, err := provider.EmbedderFromSpec(ctx, spec, provider.Config{}, envOf()); err != nil || key != "" {
+			t.Errorf("%s: %v %q %v", spec, e, key, err)
+		} else if _, ok := e.(llm.HashingEmbedder); !ok {
+			t.Errorf("%s: embedder %T, want llm.HashingEmbedder", spec, e)
+		}
+	}
+	e, key, err := provider.EmbedderFromSpec(ctx, "openai", provider.Config{}, envOf("OPENAI_API_KEY", "sk-test"))
+	if err != nil || e == nil || key != "sk-test" {
+		t.Errorf("openai: %T %q %v", e, key, err)
+	}
+	if _, _, err := provider.EmbedderFromSpec(ctx, "deepseek", provider.Config{}, envOf("DEEPSEEK_API_KEY", "d")); !errors.Is(err, provider.ErrNoEmbedder) {
+		t.Errorf("deepseek: %v, want ErrNoEmbedder", err)
+	}
+	if _, _, err := provider.EmbedderFromSpec(ctx, "teleport:gpt", provider.Config{}, envOf()); err == nil {
+		t.Error("an unknown provider: no error")
 	}
 }

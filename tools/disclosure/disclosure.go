@@ -40,7 +40,7 @@ func ParseStrategy(s string) (Strategy, error) {
 }
 
 // ToolCallTool is the name of the tool that calls another by name (Search).
-const ToolCallTool = "call_tool"
+const ToolCallTool = actors.ToolCallTool
 
 // DefaultSearchResults is how many tools search_tools loads by default.
 const DefaultSearchResults = 5
@@ -446,11 +446,8 @@ func (callTool) Spec() messages.ToolSpec {
 // call's context. The disclosure tools cannot be called through it: their answers
 // are recorded, and folded, only as calls of their own.
 func (t callTool) Call(ctx context.Context, c tools.Call) (string, error) {
-	var a struct {
-		Name      string          `json:"name"`
-		Arguments json.RawMessage `json:"arguments"`
-	}
-	if err := decode(ToolCallTool, c.Arguments, `{"name": "github_create_issue", "arguments": {"title": "..."}}`, &a); err != nil {
+	a, err := tools.ParseNamedCall(ToolCallTool, c.Arguments)
+	if err != nil {
 		return "", err
 	}
 	v := t.d.current()
@@ -458,23 +455,13 @@ func (t callTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	if !ok || slices.ContainsFunc(t.d.meta, func(m tools.Tool) bool { return m.Spec().Name == a.Name }) {
 		return "", &tools.ArgumentError{Tool: ToolCallTool, Reason: fmt.Sprintf("%q is not a tool of this agent; find one with search_tools", a.Name)}
 	}
-	args := strings.TrimSpace(string(a.Arguments))
-	if args == "null" {
-		args = ""
-	}
-	if strings.HasPrefix(args, `"`) { // arguments given as JSON text
-		var s string
-		if json.Unmarshal(a.Arguments, &s) == nil {
-			args = s
-		}
-	}
 	tl := v.entries[i].tool
 	if v.entries[i].fromCatalog {
 		if tl, ok = t.d.catalog.Tool(a.Name); !ok {
 			return "", fmt.Errorf("%w: %q (it left the catalog)", actors.ErrNoSuchTool, a.Name)
 		}
 	}
-	return tl.Call(ctx, tools.Call{Key: c.Key, Arguments: args})
+	return tl.Call(ctx, tools.Call{Key: c.Key, Arguments: a.Arguments})
 }
 
 func result(r loadResult) (string, error) {

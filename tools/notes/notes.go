@@ -21,7 +21,7 @@ import (
 )
 
 // StreamPrefix starts the ID of every notes stream in the event log.
-const StreamPrefix = "notes/"
+const StreamPrefix = eventlog.NotesStreamPrefix
 
 // Status is what session listings (replay list) show as the status of a notes
 // stream, which is not a session and has none.

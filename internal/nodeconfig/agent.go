@@ -1,0 +1,136 @@
+package nodeconfig
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/disclosure"
+	"github.com/troupe-run/troupe/tools/notes"
+	"github.com/troupe-run/troupe/tools/skills"
+)
+
+// AgentOptions are what replaces or adds to the file when its agent is built.
+type AgentOptions struct {
+	// SkillsDir and Disclosure, when not empty, replace the file's skills_dir and
+	// disclosure (node's --skills and --disclosure, and their environment variables).
+	SkillsDir, Disclosure string
+	// ExtraTools join the built-in tools (a chain's steps may call them).
+	ExtraTools []tools.Tool
+	// Logger gets a warning for each skill folder that is skipped (nil: discarded).
+	Logger *slog.Logger
+}
+
+// Agent is the node's default agent as the file configures it, in the terms of
+// node.Config (Apply): what node run, serve and mcp run, and what replay verify and
+// fork re-decide recorded sessions with. The MCP servers' tools are not in it: they
+// come from a connection to the servers (ConnectMCP), as the node's ToolCatalog.
+type Agent struct {
+	// Tools are calculator and clock, the built-ins of the "tools" section and the
+	// extra tools. The notes tool is not among them (see Notes), nor the chains.
+	Tools []tools.Tool
+	// Skills are the skills of skills_dir (nil: none).
+	Skills *skills.Set
+	// Disclosure is how the tools reach the model.
+	Disclosure disclosure.Strategy
+	// Notes configures the notes tool (nil: none); the node builds it on its log.
+	Notes *notes.Config
+	// Chains are the file's tool chains, which the node builds (node.Config.Chains):
+	// their steps call the tools, the skills', the notes' and the MCP servers'.
+	Chains []tools.Chain
+	// SystemPrompt and MaxSteps are the file's (empty and zero: the node's defaults).
+	SystemPrompt string
+	MaxSteps     int
+}
+
+// Agent builds the file's default agent. It reads the skills directory and checks the
+// files tool's root, so it fails on what Validate cannot see: a missing directory. A
+// chain step naming no tool is node.Config.Validate's to find, once the MCP servers'
+// catalog is known.
+func (fc File) Agent(opt AgentOptions) (Agent, error) {
+	logger := opt.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	strategy, err := disclosure.ParseStrategy(cmp.Or(opt.Disclosure, fc.Disclosure))
+	if err != nil {
+		return Agent{}, err
+	}
+	set, err := LoadSkills(cmp.Or(opt.SkillsDir, fc.SkillsDir), fc.Skills, logger)
+	if err != nil {
+		return Agent{}, err
+	}
+	list, err := fc.Tools.Build(opt.ExtraTools)
+	if err != nil {
+		return Agent{}, err
+	}
+	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), Chains: fc.Chains,
+		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps}, nil
+}
+
+// Apply sets the agent's fields of cfg.
+func (a Agent) Apply(cfg *node.Config) {
+	cfg.Tools, cfg.Skills, cfg.Disclosure, cfg.Notes, cfg.Chains = a.Tools, a.Skills, a.Disclosure, a.Notes, a.Chains
+	cfg.SystemPrompt, cfg.MaxSteps = a.SystemPrompt, a.MaxSteps
+}
+
+// ConnectMCP connects to the MCP servers of the file's "mcp_servers" section and
+// waits up to wait for each one's first attempt; a server that has not connected by
+// then joins the client's catalog when it does (Client.Status says which). With no
+// servers it returns a nil client. stop closes the connections.
+func ConnectMCP(ctx context.Context, servers map[string]mcp.ServerConfig, wait time.Duration, logger *slog.Logger) (client *mcp.Client, stop func(), err error) {
+	if len(servers) == 0 {
+		return nil, func() {}, nil
+	}
+	client, err = mcp.NewClient(mcp.ClientConfig{Servers: servers, Logger: logger})
+	if err != nil {
+		return nil, nil, fmt.Errorf("mcp_servers: %w", err)
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = client.Run(runCtx)
+	}()
+	stop = func() {
+		cancel()
+		<-done
+	}
+	wctx, wcancel := context.WithTimeout(ctx, wait)
+	_ = client.WaitReady(wctx)
+	wcancel()
+	return client, stop, nil
+}
+
+// The values of tool_embedder.
+const (
+	ToolEmbedderHashing = "hashing"
+	ToolEmbedderLLM     = "llm"
+)
+
+// NewToolEmbedder returns the embedder of tool_embedder for a node whose model is
+// modelSpec on the provider configuration base (llm/provider), or nil without one
+// (search_tools then ranks with BM25). llm is the embeddings endpoint of the provider
+// the model resolves to, with its embedding model (provider.EmbedderFromSpec): the
+// offline embedder for the offline and scripted models. It also returns the API key,
+// for redaction. Replay verify needs none: search_tools' results are in the log.
+func (fc File) NewToolEmbedder(ctx context.Context, modelSpec string, base provider.Config) (llm.Embedder, string, error) {
+	switch fc.ToolEmbedder {
+	case "":
+		return nil, "", nil
+	case ToolEmbedderHashing:
+		return llm.HashingEmbedder{}, "", nil
+	}
+	e, key, err := provider.EmbedderFromSpec(ctx, modelSpec, base, nil)
+	if err != nil {
+		return nil, "", fmt.Errorf("tool_embedder %q: %w", fc.ToolEmbedder, err)
+	}
+	return e, key, nil
+}

@@ -1,0 +1,481 @@
+package nodeconfig
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"os"
+	"reflect"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/gateway"
+	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/disclosure"
+	"github.com/troupe-run/troupe/tools/skills"
+)
+
+// File is the node's configuration file (JSON). Every field is optional; the
+// environment overrides the file and flags override both. The "llm" section is
+// llm/provider's (provider, model, base_url, api_key_env, timeout, …). Load
+// refuses an empty file, unknown fields and, through Validate, any value out of its
+// range, naming the field, the value and what is allowed.
+type File struct {
+	Data               string          `json:"data"`
+	HTTP               string          `json:"http"`
+	Model              string          `json:"model"`
+	Fallbacks          []string        `json:"fallbacks"`
+	ClickHouse         string          `json:"clickhouse"`
+	ClickHouseDatabase string          `json:"clickhouse_database"`
+	Kafka              string          `json:"kafka"`
+	Group              string          `json:"group"`
+	TopicPrefix        string          `json:"topic_prefix"`
+	Roles              string          `json:"roles"`
+	NodeID             string          `json:"node_id"`
+	TopicsFile         string          `json:"topics_file"`
+	SystemPrompt       string          `json:"system_prompt"`
+	MaxSteps           int             `json:"max_steps"`
+	IdleTimeout        string          `json:"idle_timeout"`
+	MaxSessions        int             `json:"max_sessions"`
+	Gateway            GatewayFile     `json:"gateway"`
+	LLM                json.RawMessage `json:"llm"`
+	SkillsDir          string          `json:"skills_dir"`
+	Skills             SkillsFile      `json:"skills"`
+	Disclosure         string          `json:"disclosure"`
+	// ToolEmbedder ranks search_tools' matches by embedding similarity instead of
+	// BM25 (disclosure "search"): hashing (the offline lexical embedder) or llm (the
+	// embeddings endpoint of the node's model provider; NewToolEmbedder).
+	ToolEmbedder string    `json:"tool_embedder"`
+	Tools        ToolsFile `json:"tools"`
+	// MCPServers are the MCP servers whose tools the agent gets (mcp.ServerConfig).
+	MCPServers map[string]mcp.ServerConfig `json:"mcp_servers"`
+	// MCPServer is what `node mcp` and /mcp offer besides the node's tools, skills
+	// and its MCP servers' resources and prompts (mcp.ServedConfig).
+	MCPServer mcp.ServedConfig `json:"mcp_server"`
+	// Chains are tool chains the agent gets as tools (tools.Chain; node.Config.Chains).
+	Chains []tools.Chain `json:"chains"`
+}
+
+// SkillsFile is the "skills" section: what the skills of skills_dir may do.
+type SkillsFile struct {
+	AllowScripts  bool   `json:"allow_scripts"`
+	ScriptTimeout string `json:"script_timeout"`
+}
+
+// maxScriptTimeout bounds skills.script_timeout.
+const maxScriptTimeout = 10 * time.Minute
+
+// validate checks the skills section, naming fields as skills.FIELD.
+func (s SkillsFile) validate() []error {
+	if s.ScriptTimeout == "" {
+		return nil
+	}
+	if err := checkDuration(s.ScriptTimeout, 100*time.Millisecond, maxScriptTimeout); err != nil {
+		return []error{fmt.Errorf("skills.script_timeout: %w", err)}
+	}
+	return nil
+}
+
+type GatewayFile struct {
+	Prices      map[string]gateway.Price `json:"prices"`
+	Concurrency map[string]int           `json:"concurrency"`
+	Quotas      []struct {
+		Scope  string `json:"scope"`
+		Tokens int64  `json:"tokens"`
+		Window string `json:"window"`
+	} `json:"quotas"`
+	CacheTTL      string `json:"cache_ttl"`
+	SemanticCache *struct {
+		Threshold float64 `json:"threshold"`
+		TTL       string  `json:"ttl"`
+	} `json:"semantic_cache"`
+}
+
+// Load reads the configuration file at path (none when path is empty): one JSON
+// object with only the fields of File, each valid (Validate).
+func Load(path string) (File, error) {
+	var fc File
+	if path == "" {
+		return fc, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fc, fmt.Errorf("config: %w", err)
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return fc, fmt.Errorf("config %s is empty: write a JSON object, e.g. {\"model\": \"offline\"}", path)
+	}
+	if b[0] != '{' {
+		return fc, fmt.Errorf("config %s: want a JSON object ({...}), not %s", path, clip(b))
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&fc); err != nil {
+		return fc, fmt.Errorf("config %s: %w", path, decodeError(b, err))
+	}
+	if d.InputOffset() != int64(len(b)) {
+		return fc, fmt.Errorf("config %s: %s after the JSON object: want one object", path, clip(b[d.InputOffset():]))
+	}
+	if err := fc.Validate(); err != nil {
+		return fc, fmt.Errorf("config %s: %w", path, err)
+	}
+	return fc, nil
+}
+
+func clip(b []byte) string {
+	b = bytes.TrimSpace(b)
+	if len(b) > 20 {
+		return fmt.Sprintf("%q…", b[:20])
+	}
+	return fmt.Sprintf("%q", b)
+}
+
+// decodeError rephrases encoding/json's errors for a person editing the file: the
+// field, what was there and what is wanted, without the Go type names.
+func decodeError(file []byte, err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		want := map[string]string{"string": "a string", "int": "an integer", "int64": "an integer", "float64": "a number", "bool": "true or false"}[typeErr.Type.String()]
+		if want == "" {
+			want = "a " + typeErr.Type.Kind().String()
+		}
+		if r, ok := fieldRanges[typeErr.Field]; ok {
+			want += " from " + r
+		}
+		return fmt.Errorf("%s: got %s, want %s", typeErr.Field, typeErr.Value, want)
+	case errors.As(err, &syntaxErr):
+		return fmt.Errorf("not valid JSON at byte %d: %w", syntaxErr.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return unknownField(file, strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
+	}
+	return err
+}
+
+// unknownField names the unknown field name with the section it is in, and lists
+// that section's fields. encoding/json does not say where the field was; the top
+// level and the gateway object are looked at, the deeper objects named together.
+func unknownField(file []byte, name string) error {
+	var top, gw map[string]json.RawMessage
+	_ = json.Unmarshal(file, &top)
+	if _, ok := top[name]; ok {
+		return fmt.Errorf("unknown field %q: the fields are %s", name, jsonFields[File]())
+	}
+	_ = json.Unmarshal(top["gateway"], &gw)
+	if _, ok := gw[name]; ok {
+		return fmt.Errorf("unknown field \"gateway.%s\": the gateway fields are %s", name, jsonFields[GatewayFile]())
+	}
+	if err := unknownToolsField(top["tools"], name); err != nil {
+		return err
+	}
+	var sk map[string]json.RawMessage
+	_ = json.Unmarshal(top["skills"], &sk)
+	if _, ok := sk[name]; ok {
+		return fmt.Errorf("unknown field \"skills.%s\": the skills fields are %s", name, jsonFields[SkillsFile]())
+	}
+	if err := unknownMCPField(top["mcp_servers"], name); err != nil {
+		return err
+	}
+	if err := unknownServedField(top["mcp_server"], name); err != nil {
+		return err
+	}
+	if err := unknownChainField(top["chains"], name); err != nil {
+		return err
+	}
+	return fmt.Errorf("unknown field %q in gateway.prices (prompt, completion, cached), gateway.quotas (scope, tokens, window) "+
+		"or gateway.semantic_cache (threshold, ttl)", name)
+}
+
+// Limits of the file's values.
+const (
+	maxMaxSteps    = 1000
+	MaxMaxSessions = 10_000_000
+	maxConcurrency = 10000
+	maxPrice       = 10000 // US dollars per million tokens
+	maxQuotaTokens = 1_000_000_000_000
+	minTTL         = time.Second
+	maxTTL         = 720 * time.Hour  // 30 days
+	maxQuotaWindow = 8784 * time.Hour // 366 days
+)
+
+// fieldRanges says what each numeric field allows, for Validate and decodeError.
+var fieldRanges = map[string]string{
+	"max_steps":    fmt.Sprintf("1 to %d (0 or absent: the node's default)", maxMaxSteps),
+	"max_sessions": fmt.Sprintf("1 to %d (0 or absent: the node's default, %d)", MaxMaxSessions, node.DefaultMaxLiveSessions),
+}
+
+// jsonFields lists the JSON names of T's fields.
+func jsonFields[T any]() string {
+	var names []string
+	for f := range reflect.TypeFor[T]().Fields() {
+		names = append(names, strings.Split(f.Tag.Get("json"), ",")[0])
+	}
+	return strings.Join(names, ", ")
+}
+
+var (
+	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	// kafkaName is what Kafka allows in topic names; consumer groups and node IDs
+	// keep to it too, so that they read well in logs and metadata.
+	kafkaName = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+)
+
+// Validate reports every field with a value that cannot work, naming the field, the
+// value and what is allowed. The "llm" section is llm/provider's to check (Load).
+func (fc File) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf(field+": "+format, args...))
+	}
+	for field, v := range map[string]string{"data": fc.Data, "topics_file": fc.TopicsFile} {
+		if v != "" && strings.TrimSpace(v) == "" || strings.ContainsRune(v, 0) {
+			bad(field, "%q is not a usable path: want a directory or file path", v)
+		}
+	}
+	if fc.IdleTimeout != "" {
+		if d, err := time.ParseDuration(fc.IdleTimeout); err != nil || d <= 0 {
+			bad("idle_timeout", "%q is not a positive duration (e.g. 90s or 5m)", fc.IdleTimeout)
+		}
+	}
+	if fc.HTTP != "" {
+		if err := checkHostPort(fc.HTTP); err != nil {
+			bad("http", "%v (e.g. 127.0.0.1:8080)", err)
+		}
+	}
+	if fc.Model != "" {
+		if err := provider.CheckSpec(fc.Model); err != nil {
+			bad("model", "%v", err)
+		}
+	}
+	for i, spec := range fc.Fallbacks {
+		if spec == "" {
+			bad(fmt.Sprintf("fallbacks[%d]", i), `"" is empty: want a model spec (PROVIDER[:MODEL], offline, ...)`)
+		} else if err := provider.CheckSpec(spec); err != nil {
+			bad(fmt.Sprintf("fallbacks[%d]", i), "%v", err)
+		}
+	}
+	for field, list := range map[string]string{"clickhouse": fc.ClickHouse, "kafka": fc.Kafka} {
+		if list == "" {
+			continue
+		}
+		for a := range strings.SplitSeq(list, ",") {
+			if err := checkHostPort(strings.TrimSpace(a)); err != nil && strings.Contains(list, ",") {
+				bad(field, "in %q: %v; want a comma-separated list of host:port", list, err)
+			} else if err != nil {
+				bad(field, "%v; want host:port, or a comma-separated list of them", err)
+			}
+		}
+	}
+	if fc.ClickHouseDatabase != "" && !identifier.MatchString(fc.ClickHouseDatabase) {
+		bad("clickhouse_database", "%q: want letters, digits and underscores, not starting with a digit", fc.ClickHouseDatabase)
+	}
+	if fc.Group != "" && !kafkaName.MatchString(fc.Group) {
+		bad("group", "%q: want 1 to 249 letters, digits, '.', '_' and '-'", fc.Group)
+	}
+	if fc.NodeID != "" && !kafkaName.MatchString(fc.NodeID) {
+		bad("node_id", "%q: want 1 to 249 letters, digits, '.', '_' and '-'", fc.NodeID)
+	}
+	if fc.TopicPrefix != "" {
+		if err := (kafka.TopicLayout{Prefix: fc.TopicPrefix}).Validate(); err != nil {
+			bad("topic_prefix", "%v", err)
+		}
+	}
+	if fc.Roles != "" {
+		if _, err := node.ParseRoles(fc.Roles); err != nil {
+			bad("roles", "%q: %v", fc.Roles, err)
+		}
+	}
+	if fc.SystemPrompt != "" && strings.TrimSpace(fc.SystemPrompt) == "" {
+		bad("system_prompt", "is blank: leave it out for the default prompt, or write one")
+	}
+	if fc.MaxSteps < 0 || fc.MaxSteps > maxMaxSteps {
+		bad("max_steps", "%d is out of range: want %s", fc.MaxSteps, fieldRanges["max_steps"])
+	}
+	if fc.MaxSessions < 0 || fc.MaxSessions > MaxMaxSessions {
+		bad("max_sessions", "%d is out of range: want %s", fc.MaxSessions, fieldRanges["max_sessions"])
+	}
+	errs = append(errs, fc.Gateway.validate()...)
+	if fc.SkillsDir != "" && strings.TrimSpace(fc.SkillsDir) == "" || strings.ContainsRune(fc.SkillsDir, 0) {
+		bad("skills_dir", "%q is not a usable path: want the directory that holds the skill folders", fc.SkillsDir)
+	}
+	errs = append(errs, fc.Skills.validate()...)
+	if _, err := disclosure.ParseStrategy(fc.Disclosure); err != nil {
+		bad("disclosure", "%q: want all (every tool schema in every request), catalog or search", fc.Disclosure)
+	}
+	switch {
+	case fc.ToolEmbedder != "" && fc.ToolEmbedder != ToolEmbedderHashing && fc.ToolEmbedder != ToolEmbedderLLM:
+		bad("tool_embedder", "%q: want hashing (the offline lexical embedder) or llm (the embeddings endpoint of the llm provider: "+
+			"its embedding_model, or LLM_EMBEDDING_MODEL); absent: BM25", fc.ToolEmbedder)
+	case fc.ToolEmbedder != "" && fc.Disclosure != "" && fc.Disclosure != string(disclosure.Search):
+		bad("tool_embedder", "%q ranks the matches of search_tools: it needs \"disclosure\": \"search\", not %q", fc.ToolEmbedder, fc.Disclosure)
+	}
+	errs = append(errs, fc.Tools.validate()...)
+	errs = append(errs, validateMCPServers(fc.MCPServers)...)
+	if err := fc.MCPServer.Validate("mcp_server"); err != nil {
+		errs = append(errs, err)
+	}
+	if err := tools.ValidateChains(fc.Chains); err != nil {
+		bad("chains", "%w", err)
+	}
+	return errors.Join(errs...)
+}
+
+// checkHostPort accepts host:port with a numeric port (the host may be empty: all
+// interfaces).
+func checkHostPort(s string) error {
+	_, port, err := net.SplitHostPort(s)
+	if err != nil || strings.Contains(s, "://") {
+		return fmt.Errorf("%q is not host:port", s)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("the port %q of %q is out of range: want 0 to 65535", port, s)
+	}
+	return nil
+}
+
+// validate checks the gateway section, naming fields as gateway.FIELD.
+func (g GatewayFile) validate() []error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("gateway."+field+": "+format, args...))
+	}
+	for _, name := range slices.Sorted(maps.Keys(g.Concurrency)) {
+		if n := g.Concurrency[name]; name == "" {
+			bad("concurrency", `"" is not a provider name`)
+		} else if n < 1 || n > maxConcurrency {
+			bad("concurrency."+name, "%d is out of range: want 1 to %d calls in flight (absent: 64)", n, maxConcurrency)
+		}
+	}
+	for _, model := range slices.Sorted(maps.Keys(g.Prices)) {
+		if model == "" {
+			bad("prices", `"" is not a model name: key each price by the model's name`)
+			continue
+		}
+		p := g.Prices[model]
+		for _, f := range []struct {
+			name string
+			v    float64
+		}{{"prompt", p.Prompt}, {"completion", p.Completion}, {"cached", p.Cached}} {
+			if !(f.v >= 0 && f.v <= maxPrice) {
+				bad("prices."+model+"."+f.name, "%g is out of range: want 0 to %d (US dollars per million tokens)", f.v, maxPrice)
+			}
+		}
+	}
+	for i, q := range g.Quotas {
+		field := fmt.Sprintf("quotas[%d].", i)
+		kind, name, ok := strings.Cut(q.Scope, ":")
+		if !ok || name == "" || (kind != "agent" && kind != "team" && kind != "key") {
+			bad(field+"scope", "%q: want agent:NAME, team:NAME or key:NAME (agent:* for each agent)", q.Scope)
+		}
+		if q.Tokens < 1 || q.Tokens > maxQuotaTokens {
+			bad(field+"tokens", "%d is out of range: want 1 to %d", q.Tokens, int64(maxQuotaTokens))
+		}
+		if err := checkDuration(q.Window, time.Second, maxQuotaWindow); err != nil {
+			bad(field+"window", "%v", err)
+		}
+	}
+	if g.CacheTTL != "" {
+		if err := checkDuration(g.CacheTTL, minTTL, maxTTL); err != nil {
+			bad("cache_ttl", "%v", err)
+		}
+	}
+	if s := g.SemanticCache; s != nil {
+		if !(s.Threshold > 0 && s.Threshold <= 1) {
+			bad("semantic_cache.threshold", "%g is out of range: want above 0 and at most 1 (the cosine similarity of a hit, e.g. 0.95)", s.Threshold)
+		}
+		if err := checkDuration(s.TTL, minTTL, maxTTL); err != nil {
+			bad("semantic_cache.ttl", "%v", err)
+		}
+	}
+	return errs
+}
+
+// checkDuration accepts a Go duration from lo to hi.
+func checkDuration(s string, lo, hi time.Duration) error {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%q is not a duration: want %s to %s, e.g. \"1h\"", s, shortDuration(lo), shortDuration(hi))
+	case d < lo || d > hi:
+		return fmt.Errorf("%q is out of range: want %s to %s", s, shortDuration(lo), shortDuration(hi))
+	}
+	return nil
+}
+
+// shortDuration prints 720h rather than 720h0m0s, and 10m rather than 10m0s (a
+// zero is cut only as a whole unit: 10m is not 1).
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	for _, zero := range []string{"m0s", "h0m"} {
+		if strings.HasSuffix(s, zero) {
+			s = strings.TrimSuffix(s, zero[1:])
+		}
+	}
+	return s
+}
+
+// LoadSkills loads the skills of dir (none when dir is empty) with the file's skills
+// section; a skill folder that is not valid is skipped with a warning naming its file.
+func LoadSkills(dir string, s SkillsFile, logger *slog.Logger) (*skills.Set, error) {
+	if dir == "" {
+		return nil, nil
+	}
+	cfg := skills.Config{Dir: dir, AllowScripts: s.AllowScripts}
+	if s.ScriptTimeout != "" {
+		d, err := time.ParseDuration(s.ScriptTimeout)
+		if err != nil {
+			return nil, fmt.Errorf("skills.script_timeout: %w", err)
+		}
+		cfg.ScriptTimeout = d
+	}
+	set, problems, err := skills.Load(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--skills %s: %w", dir, err)
+	}
+	for _, p := range problems {
+		logger.Warn("skill skipped", "err", p)
+	}
+	return set, nil
+}
+
+func (g GatewayFile) Config() (gateway.Config, error) {
+	cfg := gateway.Config{Prices: g.Prices, Concurrency: g.Concurrency}
+	for _, q := range g.Quotas {
+		w, err := time.ParseDuration(q.Window)
+		if err != nil {
+			return cfg, fmt.Errorf("config: quota %s: window: %w", q.Scope, err)
+		}
+		cfg.Quotas = append(cfg.Quotas, gateway.Quota{Scope: q.Scope, Tokens: q.Tokens, Window: w})
+	}
+	if g.CacheTTL != "" {
+		ttl, err := time.ParseDuration(g.CacheTTL)
+		if err != nil {
+			return cfg, fmt.Errorf("config: cache_ttl: %w", err)
+		}
+		cfg.Cache = &gateway.CacheConfig{TTL: ttl}
+	}
+	if s := g.SemanticCache; s != nil {
+		ttl, err := time.ParseDuration(s.TTL)
+		if err != nil {
+			return cfg, fmt.Errorf("config: semantic_cache.ttl: %w", err)
+		}
+		// The offline hashing embedder is lexical; a configured embeddings endpoint
+		// would make this cache semantic in earnest.
+		cfg.Semantic = &gateway.SemanticConfig{Embedder: llm.HashingEmbedder{}, Threshold: s.Threshold, TTL: ttl}
+	}
+	return cfg, nil
+}
