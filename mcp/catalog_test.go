@@ -251,9 +251,13 @@ func TestServerProxiesItsServersResourcesAndPrompts(t *testing.T) {
 	defer cancel()
 	go srv.Run(ctx)
 	updated := make(chan string, 4)
-	cs := connect(t, srv, &sdk.ClientOptions{ResourceUpdatedHandler: func(_ context.Context, r *sdk.ResourceUpdatedNotificationRequest) {
-		updated <- r.Params.URI
-	}})
+	promptsChanged := make(chan struct{}, 16)
+	cs := connect(t, srv, &sdk.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, r *sdk.ResourceUpdatedNotificationRequest) {
+			updated <- r.Params.URI
+		},
+		PromptListChangedHandler: func(context.Context, *sdk.PromptListChangedRequest) { promptsChanged <- struct{}{} },
+	})
 	waitFor(t, 10*time.Second, "the upstream resource offered", func() bool {
 		return slices.Contains(resourceURIs(t, cs), "file:///notes.txt")
 	})
@@ -270,6 +274,19 @@ func TestServerProxiesItsServersResourcesAndPrompts(t *testing.T) {
 		t.Fatalf("prompt: %v %+v", err, got)
 	}
 
+	// A prompt the server adds reaches the node's clients.
+	upstream.AddPrompt(&sdk.Prompt{Name: "bye"}, func(context.Context, *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		return &sdk.GetPromptResult{Messages: []*sdk.PromptMessage{{Role: "user", Content: &sdk.TextContent{Text: "Bye"}}}}, nil
+	})
+	waitFor(t, 10*time.Second, "up__bye offered", func() bool {
+		select {
+		case <-promptsChanged:
+		case <-time.After(100 * time.Millisecond):
+		}
+		got, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "up__bye"})
+		return err == nil && promptText(t, got) == "Bye"
+	})
+
 	if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: "file:///notes.txt"}); err != nil {
 		t.Fatal(err)
 	}
@@ -285,14 +302,24 @@ func TestServerProxiesItsServersResourcesAndPrompts(t *testing.T) {
 		}
 	}
 	expect(subscribed, "on file:///notes.txt")
-	if err := upstream.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: "file:///notes.txt"}); err != nil {
-		t.Fatal(err)
-	}
-	expect(updated, "file:///notes.txt")
+	// The SDKs record a subscription after its handler returns: the update is sent
+	// again until it comes.
+	waitFor(t, 10*time.Second, "the update of file:///notes.txt", func() bool {
+		if err := upstream.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: "file:///notes.txt"}); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case uri := <-updated:
+			return uri == "file:///notes.txt"
+		case <-time.After(100 * time.Millisecond):
+			return false
+		}
+	})
 	if err := cs.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: "file:///notes.txt"}); err != nil {
 		t.Fatal(err)
 	}
 	expect(subscribed, "off file:///notes.txt")
+
 }
 
 // notes collects a client's progress and log notifications.
