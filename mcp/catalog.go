@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
@@ -19,8 +20,9 @@ type Resource struct {
 	// Read returns the resource's contents (text, or a blob) now.
 	Read func(ctx context.Context, uri string) ([]*sdk.ResourceContents, error)
 	// Watch, when set, asks the source to tell of changes to uri (on) or to stop
-	// (not on): the first client's resources/subscribe to uri turns it on, the last
-	// one's resources/unsubscribe off. The source tells of a change through
+	// (not on): the first session's resources/subscribe to uri turns it on, and it
+	// is turned off when no session is subscribed any more (one that left without
+	// unsubscribing is noticed at the next subscribe or unsubscribe). The source tells of a change through
 	// Server.ResourceUpdated (an UpdatingSource's is wired by the server). Without
 	// Watch, a subscription is accepted and no update comes: the resource does not
 	// change while the server runs.
@@ -258,8 +260,8 @@ func (s *Server) readResource(ctx context.Context, req *sdk.ReadResourceRequest)
 }
 
 // subscribe accepts a subscription to a resource the server offers; the SDK keeps
-// it, and ResourceUpdated tells the subscribers of a change. The first subscription
-// to a URI turns its source's Watch on.
+// it, and ResourceUpdated tells the subscribers of a change. The first session to
+// subscribe to a URI turns its source's Watch on.
 func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error {
 	uri := req.Params.URI
 	_, watch, ok := s.find(uri)
@@ -268,35 +270,63 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 	}
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
-	if s.subs[uri] == 0 && watch != nil {
+	s.pruneSubscriptions(ctx)
+	if len(s.subs[uri]) == 0 && watch != nil {
 		if err := watch(ctx, uri, true); err != nil {
 			return fmt.Errorf("subscribe to %s: %w", uri, err)
 		}
 	}
-	s.subs[uri]++
+	if s.subs[uri] == nil {
+		s.subs[uri] = map[*sdk.ServerSession]bool{}
+	}
+	s.subs[uri][req.Session] = true
 	return nil
 }
 
-// unsubscribe ends a subscription; the last one to a URI turns its source's Watch
-// off.
+// unsubscribe ends a session's subscription; when no session is left subscribed
+// to the URI, its source's Watch is turned off.
 func (s *Server) unsubscribe(ctx context.Context, req *sdk.UnsubscribeRequest) error {
-	uri := req.Params.URI
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
-	if s.subs[uri] == 0 {
-		return nil
+	if sessions := s.subs[req.Params.URI]; sessions != nil {
+		delete(sessions, req.Session)
 	}
-	s.subs[uri]--
-	if s.subs[uri] > 0 {
-		return nil
+	s.pruneSubscriptions(ctx)
+	return nil
+}
+
+// unwatchTimeout bounds telling a source to stop watching a resource.
+const unwatchTimeout = 10 * time.Second
+
+// pruneSubscriptions forgets the subscriptions of sessions that ended without
+// unsubscribing, and turns off the Watch of each URI left without subscribers.
+// Call it with s.subMu held.
+func (s *Server) pruneSubscriptions(ctx context.Context) {
+	live := map[*sdk.ServerSession]bool{}
+	for ss := range s.srv.Sessions() {
+		live[ss] = true
 	}
-	delete(s.subs, uri)
-	if _, watch, ok := s.find(uri); ok && watch != nil {
-		if err := watch(ctx, uri, false); err != nil {
-			s.opts.Logger.Warn("mcp server: unsubscribe from a source's resource failed", "uri", uri, "err", err)
+	for uri, sessions := range s.subs {
+		for ss := range sessions {
+			if !live[ss] {
+				delete(sessions, ss)
+			}
+		}
+		if len(sessions) > 0 {
+			continue
+		}
+		delete(s.subs, uri)
+		if _, watch, ok := s.find(uri); ok && watch != nil {
+			// The request may be over (a client's subscriptions/listen ends by
+			// cancellation): the source is told anyway, within a bound.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unwatchTimeout)
+			err := watch(wctx, uri, false)
+			cancel()
+			if err != nil {
+				s.opts.Logger.Warn("mcp server: unsubscribe from a source's resource failed", "uri", uri, "err", err)
+			}
 		}
 	}
-	return nil
 }
 
 // ResourceUpdated tells the clients subscribed to uri that it changed.

@@ -461,3 +461,56 @@ func TestLongToolCallReportsProgress(t *testing.T) {
 		t.Errorf("logs at info: %q", got.logs)
 	}
 }
+
+// A resource's Watch is turned on by the first session that subscribes and off
+// when the last one leaves.
+func TestSubscriptionsAreCountedBySession(t *testing.T) {
+	watched := make(chan string, 8)
+	src := mcp.Catalog{Resources: []mcp.Resource{{
+		Resource: sdk.Resource{URI: "notes://today", Name: "today"},
+		Read: func(_ context.Context, uri string) ([]*sdk.ResourceContents, error) {
+			return mcp.TextContents(uri, "text/plain", "x"), nil
+		},
+		Watch: func(_ context.Context, uri string, on bool) error {
+			watched <- fmt.Sprint(on)
+			return nil
+		},
+	}}}
+	n := nodetest.Start(t, node.Config{})
+	srv := mcp.NewServer(n, mcp.ServerOptions{Sources: []mcp.Source{src}})
+	a, b := connect(t, srv, nil), connect(t, srv, nil)
+	ctx := context.Background()
+	expect := func(want string) {
+		t.Helper()
+		select {
+		case got := <-watched:
+			if got != want {
+				t.Fatalf("watch %s, want %s", got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no watch %s within 10 s", want)
+		}
+	}
+	none := func() {
+		t.Helper()
+		select {
+		case got := <-watched:
+			t.Fatalf("watch %s, want none", got)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := a.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://today"}); err != nil {
+		t.Fatal(err)
+	}
+	expect("true")
+	if err := b.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://today"}); err != nil {
+		t.Fatal(err)
+	}
+	none()
+	if err := a.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: "notes://today"}); err != nil {
+		t.Fatal(err)
+	}
+	none()
+	b.Close() // leaves without unsubscribing
+	expect("false")
+}

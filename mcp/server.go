@@ -68,7 +68,7 @@ type Server struct {
 	offered offered                      // the sources' resources and prompts offered now
 
 	subMu sync.Mutex
-	subs  map[string]int // subscriptions by URI, of all sessions
+	subs  map[string]map[*sdk.ServerSession]bool // the sessions subscribed to each URI
 }
 
 // NewServer returns a server of n, offering n's tools as they are now and run_task.
@@ -79,7 +79,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = 5 * time.Second
 	}
-	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]int{}}
+	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{}}
 	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}}
 	sopts := &sdk.ServerOptions{
 		Instructions: "The tools of a Troupe node's agent, and run_task, which runs a task on the agent and answers with its final output.",

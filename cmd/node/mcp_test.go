@@ -409,8 +409,8 @@ func TestConformanceServer(t *testing.T) {
 	base := serveNode(t, options{extraTools: []tools.Tool{
 		fixtureTool{name: "test_simple_text", text: "This is a simple text response for testing."},
 		fixtureTool{name: "test_error_handling", text: "This tool intentionally returns an error for testing", fail: true},
-		fixtureTool{name: "test_tool_with_logging", text: "Logging tool done.", takes: 350 * time.Millisecond},
-		fixtureTool{name: "test_tool_with_progress", text: "Progress tool done.", takes: 350 * time.Millisecond},
+		fixtureTool{name: "test_tool_with_logging", text: "Logging tool done.", takes: 500 * time.Millisecond},
+		fixtureTool{name: "test_tool_with_progress", text: "Progress tool done.", takes: 500 * time.Millisecond},
 	}}, "--config", cfgPath)
 	baseline, err := filepath.Abs("../../mcp/testdata/conformance-baseline.yml")
 	if err != nil {
