@@ -130,6 +130,9 @@ type Drained struct{}
 // deadlineTick wakes a session to check its running task's deadline.
 type deadlineTick struct{}
 
+// idleTimeout tells a session that it handled no message for SessionDeps.IdleTimeout.
+type idleTimeout struct{}
+
 // passivate is sent by a session to its host when it has been idle: the session's ID
 // and PID name the sender (it is sent with Send, so the host sees no Sender), and
 // handled is the number of host-forwarded messages it has processed.
@@ -163,7 +166,10 @@ type SessionActor struct {
 	modelKey messages.EffectKey
 	// reply hands an effect's reply to this actor (Effects.Perform).
 	reply func(messages.EffectReply)
-	timer *time.Timer
+	// idle sends idleTimeout once no message came for IdleTimeout; deadline sends
+	// deadlineTick when the running task's deadline passes. Neither is protoactor's
+	// receive timeout nor a plain timer: see wakeup.
+	idle, deadline *wakeup
 	// draining is set by Drain; drainer waits for Drained.
 	draining bool
 	drainer  *actor.PID
@@ -177,16 +183,17 @@ func newSessionActor(id string, deps *SessionDeps, handled *int) *SessionActor {
 
 // Receive implements actor.Actor.
 func (a *SessionActor) Receive(ctx actor.Context) {
+	// The idle timeout counts from the end of the last message handled.
+	a.idle.pause()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover(ctx)
 	case *actor.Restarting, *actor.Stopping:
 		a.stopTimer()
-	case *actor.ReceiveTimeout:
-		// protoactor disarms the receive timeout when it fires: arm it again, or a
-		// session that was once idle-timed while busy (a long call) or whose host kept
-		// it (a message in flight) would never passivate.
-		ctx.SetReceiveTimeout(a.deps.IdleTimeout)
+		a.idle.stop()
+	case *idleTimeout:
+		// The timeout is armed again below: a session that was idle-timed while busy
+		// (a long call) or whose host kept it (a message in flight) passivates later.
 		if a.state.Active() == "" {
 			ctx.Send(ctx.Parent(), &passivate{session: a.id, pid: ctx.Self(), handled: *a.handled})
 		}
@@ -216,6 +223,7 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		a.step(ctx, nil)
 	}
 	a.reportIdle(ctx)
+	a.idle.reset(a.deps.IdleTimeout) // nothing once stopped
 }
 
 // reportIdle tells a host that bounds its sessions when this session becomes idle,
@@ -261,7 +269,7 @@ func (a *SessionActor) recover(ctx actor.Context) {
 			panic(fmt.Errorf("session %s: fold: %w", a.id, err))
 		}
 	}
-	ctx.SetReceiveTimeout(a.deps.IdleTimeout)
+	a.idle = newWakeup(ctx.ActorSystem().Root, ctx.Self(), a.deps.IdleTimeout, &idleTimeout{})
 	if len(events) > 0 && a.state.Active() != "" {
 		a.deps.Logger.Info("session recovered", "session", a.id, "events", len(events), "seq", a.state.LastSeq)
 	}
@@ -547,15 +555,12 @@ func (a *SessionActor) armDeadline(ctx actor.Context) {
 		return
 	}
 	wait := time.Duration(deadline-a.deps.Clock.Now().UnixMicro()) * time.Microsecond
-	self, sys := ctx.Self(), ctx.ActorSystem()
-	a.timer = time.AfterFunc(max(wait, 0), func() { sys.Root.Send(self, &deadlineTick{}) })
+	a.deadline = newWakeup(ctx.ActorSystem().Root, ctx.Self(), max(wait, 0), &deadlineTick{})
 }
 
 func (a *SessionActor) stopTimer() {
-	if a.timer != nil {
-		a.timer.Stop()
-		a.timer = nil
-	}
+	a.deadline.stop()
+	a.deadline = nil
 }
 
 func (a *SessionActor) publish(batch []messages.Envelope) {

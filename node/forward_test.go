@@ -91,6 +91,9 @@ func topicResults(t *testing.T, k kafkaEnv) map[string]messages.TaskResult {
 		}
 		last, err := lc.ReadLastOffset()
 		lc.Close()
+		if notReadyYet(err) {
+			continue // a topic just created: its leader is not elected yet; the caller polls again
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -465,6 +468,13 @@ func TestClusterCancelOnAnyPartition(t *testing.T) {
 		st, ok, err := a.Status(context.Background(), session)
 		return err == nil && ok && st.Status == messages.StatusFailed && strings.Contains(st.Error, "cancelled from another client")
 	})
+}
+
+// notReadyYet reports whether err is a retriable broker error, such as a leader not
+// yet elected on a topic just created.
+func notReadyYet(err error) bool {
+	var ke kgo.Error
+	return errors.As(err, &ke) && ke.Temporary()
 }
 
 // writeAll writes recs, writing again only those the broker refused with a
