@@ -57,6 +57,7 @@ type Client struct {
 	running bool
 	stop    context.CancelFunc
 	done    chan struct{}
+	updated []func(ctx context.Context, uri string) // OnUpdated's
 }
 
 var (
@@ -218,8 +219,8 @@ func (c *Client) Status() []ServerStatus {
 }
 
 // rebuild makes the catalog anew from the servers' tools, and signals a change when
-// it differs.
-func (c *Client) rebuild() {
+// it differs or when offerChanged (a server's resources or prompts changed).
+func (c *Client) rebuild(offerChanged bool) {
 	var all []tools.Tool
 	for _, s := range c.servers {
 		s.mu.Lock()
@@ -235,7 +236,7 @@ func (c *Client) rebuild() {
 	slices.SortFunc(specs, func(a, b messages.ToolSpec) int { return strings.Compare(a.Name, b.Name) })
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if sameSpecs(c.specs, specs) {
+	if sameSpecs(c.specs, specs) && !offerChanged {
 		c.byName = byName
 		return
 	}
@@ -280,6 +281,7 @@ type server struct {
 	info     string
 	tools    []tools.Tool
 	skipped  []string
+	offer    remoteOffer // its resources, templates and prompts, for a Server (proxy.go)
 }
 
 func (s *server) status() ServerStatus {
@@ -347,9 +349,14 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		ToolListChangedHandler:     func(context.Context, *sdk.ToolListChangedRequest) { s.askRefresh() },
 		PromptListChangedHandler:   func(context.Context, *sdk.PromptListChangedRequest) { s.askRefresh() },
 		ResourceListChangedHandler: func(context.Context, *sdk.ResourceListChangedRequest) { s.askRefresh() },
-		Logger:                     slog.New(slog.DiscardHandler),
-		KeepAlive:                  s.c.cfg.PingInterval,
-		KeepAliveFailureThreshold:  2,
+		ResourceUpdatedHandler: func(ctx context.Context, req *sdk.ResourceUpdatedNotificationRequest) {
+			if req.Params != nil {
+				s.c.tellUpdated(ctx, req.Params.URI)
+			}
+		},
+		Logger:                    slog.New(slog.DiscardHandler),
+		KeepAlive:                 s.c.cfg.PingInterval,
+		KeepAliveFailureThreshold: 2,
 	})
 	cs, err := client.Connect(cctx, s.transport(), nil)
 	if err != nil {

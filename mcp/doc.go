@@ -71,4 +71,28 @@
 // the host it binds to (127.0.0.1 by default); the SDK's handler also refuses
 // requests whose Host or Origin is not local when the listener is on loopback
 // (DNS rebinding).
+//
+// # Server: resources, prompts, logging and progress
+//
+// The server also offers the resources, resource templates and prompts of its
+// Sources (ServerOptions.Sources), merged (the first source's wins on a clash, the
+// others' are logged) and offered again at each change: SkillSource (each skill's
+// instructions as a prompt, its files as skill://NAME/PATH resources, read with
+// skills.Set.ReadBytes, confined to the skill's folder), a Client (its servers'
+// resources and templates with their URIs, their prompts as "<server>__<prompt>",
+// reads and subscriptions passed on, updates passed back), and a Catalog, such as
+// the one ServedConfig (the configuration's "mcp_server") declares. Resources are
+// text or blobs; a template's reader gets the values of its variables; a prompt's
+// required arguments are checked before its Get, and its declared Values answer
+// completion/complete. Subscriptions are counted per URI: the first turns the
+// source's Watch on, the last unsubscribe turns it off; Server.ResourceUpdated tells
+// the subscribers.
+//
+// Every tools/call is followed (progress.go): log notifications at the level the
+// client asked for (logging/setLevel, or the request's _meta under the protocol of
+// 2026-07-28) and, when the request has a progressToken, progress notifications at
+// the start, for each event of run_task's task (the node's RunTaskEach: model steps
+// and tool calls, by tool name only), every ProgressInterval while the call runs
+// (which also keeps a client's request timeout from firing), and at the end, with
+// the total.
 package mcp

@@ -44,7 +44,15 @@ type ServerOptions struct {
 	// tools (Client.Changed): Run then offers the new list, and the SDK tells the
 	// connected clients (notifications/tools/list_changed).
 	Changed func() <-chan struct{}
-	Logger  *slog.Logger
+	// Sources offer the server's resources, resource templates and prompts (the
+	// node's skills, the MCP servers the node is a client of, a fixed Catalog); they
+	// are offered again at each change (Changed).
+	Sources []Source
+	// ProgressInterval is how often a tool call or run_task that runs on tells a
+	// client that asked for progress (a progressToken) that it still runs, and logs
+	// so at debug level; default 5s.
+	ProgressInterval time.Duration
+	Logger           *slog.Logger
 }
 
 // Server serves a node's tools and run_task over MCP. Serve it over stdio
@@ -55,8 +63,12 @@ type Server struct {
 	opts ServerOptions
 	srv  *sdk.Server
 
-	mu    sync.Mutex
-	specs map[string]messages.ToolSpec // the node's tools offered now, by name
+	mu      sync.Mutex
+	specs   map[string]messages.ToolSpec // the node's tools offered now, by name
+	offered offered                      // the sources' resources and prompts offered now
+
+	subMu sync.Mutex
+	subs  map[string]map[*sdk.ServerSession]bool // the sessions subscribed to each URI
 }
 
 // NewServer returns a server of n, offering n's tools as they are now and run_task.
@@ -64,12 +76,30 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}}
-	s.srv = sdk.NewServer(&sdk.Implementation{Name: "troupe", Title: "Troupe node", Version: version()}, &sdk.ServerOptions{
+	if opts.ProgressInterval <= 0 {
+		opts.ProgressInterval = 5 * time.Second
+	}
+	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{}}
+	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}}
+	sopts := &sdk.ServerOptions{
 		Instructions: "The tools of a Troupe node's agent, and run_task, which runs a task on the agent and answers with its final output.",
 		Logger:       sdkLogger(opts.Logger),
-		Capabilities: &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}},
-	})
+		Capabilities: caps,
+	}
+	if len(opts.Sources) > 0 {
+		caps.Resources = &sdk.ResourceCapabilities{ListChanged: true, Subscribe: true}
+		caps.Prompts = &sdk.PromptCapabilities{ListChanged: true}
+		caps.Completions = &sdk.CompletionCapabilities{}
+		sopts.SubscribeHandler = s.subscribe
+		sopts.UnsubscribeHandler = s.unsubscribe
+		sopts.CompletionHandler = s.complete
+		for _, src := range opts.Sources {
+			if u, ok := src.(UpdatingSource); ok {
+				u.OnUpdated(func(ctx context.Context, uri string) { _ = s.ResourceUpdated(ctx, uri) })
+			}
+		}
+	}
+	s.srv = sdk.NewServer(&sdk.Implementation{Name: "troupe", Title: "Troupe node", Version: version()}, sopts)
 	s.srv.AddTool(&sdk.Tool{Name: RunTask, Title: "Run a task on the Troupe agent",
 		Description: "Run a task on the node's agent and answer with its final output. Give session_id (from an earlier answer's _meta " +
 			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason.",
@@ -102,11 +132,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 }
 
-// sync offers the node's tools as they are now: new ones are added, changed ones
-// replaced, gone ones removed (each change is announced to clients by the SDK).
+// sync offers the node's tools and the sources' resources and prompts as they are
+// now: new ones are added, changed ones replaced, gone ones removed (each change is
+// announced to clients by the SDK).
 func (s *Server) sync() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.syncCatalog()
 	now := map[string]messages.ToolSpec{}
 	for _, spec := range s.n.ToolSpecs() {
 		if spec.Name == RunTask {
@@ -172,7 +204,9 @@ func (s *Server) callTool(name string) sdk.ToolHandler {
 				key = k
 			}
 		}
+		f := s.follow(ctx, req.Session, req.Params, "tool "+name)
 		out, err := s.n.CallTool(ctx, key, name, args)
+		f.end(ctx, err)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
@@ -201,7 +235,20 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	if err := decodeStrict(RunTask, raw, &args, `{"input":"What is 2+2?"}`); err != nil {
 		return errorResult(err.Error()), nil
 	}
-	res, err := s.n.RunTask(ctx, node.Task{Input: args.Input, SessionID: args.SessionID, Agent: args.Agent})
+	task := node.Task{Input: args.Input, SessionID: args.SessionID, Agent: args.Agent}
+	f := s.follow(ctx, req.Session, req.Params, RunTask)
+	var res messages.TaskResult
+	var err error
+	if each, ok := s.n.(taskFollower); ok {
+		res, err = each.RunTaskEach(ctx, task, func(e messages.Envelope) { f.event(ctx, e) })
+	} else {
+		res, err = s.n.RunTask(ctx, task)
+	}
+	outcome := err
+	if err == nil && res.Status != messages.StatusCompleted {
+		outcome = fmt.Errorf("the task failed (session %s): %s", res.SessionID, res.Error)
+	}
+	f.end(ctx, outcome)
 	meta := sdk.Meta{}
 	if res.SessionID != "" {
 		meta[SessionIDMeta] = res.SessionID

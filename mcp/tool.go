@@ -74,8 +74,9 @@ func (s *server) list(ctx context.Context, cs *sdk.ClientSession) error {
 	}
 	s.mu.Lock()
 	s.tools, s.skipped = ts, skipped
+	offerChanged := s.setOffer(caps, resources, templates, prompts)
 	s.mu.Unlock()
-	s.c.rebuild()
+	s.c.rebuild(offerChanged)
 	return nil
 }
 

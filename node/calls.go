@@ -76,6 +76,13 @@ func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (strin
 // and returns ctx's error. It follows the session's live events (Watch), and reads
 // the log when it fell behind them.
 func (n *Node) RunTask(ctx context.Context, t Task) (messages.TaskResult, error) {
+	return n.RunTaskEach(ctx, t, nil)
+}
+
+// RunTaskEach is RunTask that also hands each live event of the task to each (when
+// not nil), in order, from RunTaskEach's goroutine: a caller's view of the task's
+// progress (a model step, a tool call). Events it fell behind on are not handed.
+func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envelope)) (messages.TaskResult, error) {
 	env, err := n.ingress.Admit(t)
 	if err != nil {
 		return messages.TaskResult{}, err
@@ -109,6 +116,9 @@ func (n *Node) RunTask(ctx context.Context, t Task) (messages.TaskResult, error)
 			}
 			if e.CorrelationID != task {
 				continue
+			}
+			if each != nil {
+				each(e)
 			}
 			switch e.Type {
 			case messages.TypeTaskCompleted, messages.TypeTaskFailed:

@@ -20,5 +20,7 @@
 // the tools of MCP servers (for run, serve and mcp). `node mcp [flags]` serves the
 // agent's tools and run_task to one MCP client over stdin and stdout until the client
 // closes stdin; serve also serves them over Streamable HTTP at /mcp (no
-// authentication yet: bind to a loopback address, the default).
+// authentication yet: bind to a loopback address, the default). Both also offer
+// resources and prompts: the skills', the MCP servers', and those of the config
+// file's "mcp_server" section (mcp.ServedConfig).
 package main

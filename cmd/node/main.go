@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -96,9 +97,10 @@ flags:
   -v                     log at debug level
 
 node mcp [flags] serves the agent's tools and run_task to one MCP client on stdin and
-stdout (IDEs, other agents); node serve serves them over Streamable HTTP at /mcp. The
-configuration file's "mcp_servers" give the agent the tools of MCP servers (stdio
-commands or Streamable HTTP URLs).
+stdout (IDEs, other agents); node serve serves them over Streamable HTTP at /mcp, both
+with the resources and prompts of the skills, of the MCP servers and of the
+configuration file's "mcp_server". The configuration file's "mcp_servers" give the
+agent the tools of MCP servers (stdio commands or Streamable HTTP URLs).
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
@@ -387,14 +389,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		if in == nil {
 			in = os.Stdin
 		}
-		return serveMCP(ctx, cfg, attach, in, stdout, stderr)
+		return serveMCP(ctx, cfg, fc.MCPServer, attach, in, stdout, stderr)
 	default:
 		if fs.NArg() != 0 {
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
 		logger.Info("model", "name", model.Name(), "why", why)
-		return serve(ctx, cfg, attach, *addr, stderr)
+		return serve(ctx, cfg, fc.MCPServer, attach, *addr, stderr)
 	}
 }
 
@@ -452,7 +454,7 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), inpu
 	return code
 }
 
-func serve(ctx context.Context, cfg node.Config, attach func(*node.Node), addr string, stderr io.Writer) int {
+func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach func(*node.Node), addr string, stderr io.Writer) int {
 	n, err := node.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -466,7 +468,7 @@ func serve(ctx context.Context, cfg node.Config, attach func(*node.Node), addr s
 		return 1
 	}
 	// Timeouts and a connection limit (cfg.HTTP); live streams end when shutdown begins.
-	mountMCP(ctx, n, cfg)
+	mountMCP(ctx, n, cfg, served)
 	srv := n.HTTPServer()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()

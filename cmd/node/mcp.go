@@ -49,19 +49,22 @@ func startMCP(ctx context.Context, servers map[string]mcp.ServerConfig, cfg *nod
 	return client, stop, nil
 }
 
-// newMCPServer serves n's tools and run_task over MCP; its tool list follows the
-// MCP client's catalog, when cfg has one.
-func newMCPServer(n *node.Node, cfg node.Config) *mcp.Server {
-	opts := mcp.ServerOptions{Logger: cfg.Logger}
+// newMCPServer serves n's tools and run_task over MCP, with the resources and
+// prompts of the configuration's "mcp_server" (served), of the node's skills and of
+// its MCP servers; its lists follow the MCP client's, when cfg has one.
+func newMCPServer(n *node.Node, cfg node.Config, served mcp.ServedConfig) *mcp.Server {
+	opts := mcp.ServerOptions{Logger: cfg.Logger, ProgressInterval: served.Interval(),
+		Sources: []mcp.Source{served.Source(), mcp.SkillSource(cfg.Skills)}}
 	if c, ok := cfg.ToolCatalog.(*mcp.Client); ok {
 		opts.Changed = c.Changed
+		opts.Sources = append(opts.Sources, c)
 	}
 	return mcp.NewServer(n, opts)
 }
 
 // mountMCP serves MCP over Streamable HTTP at /mcp of n's HTTP API until ctx ends.
-func mountMCP(ctx context.Context, n *node.Node, cfg node.Config) {
-	srv := newMCPServer(n, cfg)
+func mountMCP(ctx context.Context, n *node.Node, cfg node.Config, served mcp.ServedConfig) {
+	srv := newMCPServer(n, cfg, served)
 	go srv.Run(ctx)
 	n.Handle("/mcp", srv.Handler())
 }
@@ -69,7 +72,7 @@ func mountMCP(ctx context.Context, n *node.Node, cfg node.Config) {
 // serveMCP is `node mcp`: a node that serves its tools and run_task to one MCP
 // client over stdin and stdout, until the client closes stdin or ctx ends. Logs go
 // to stderr: stdout is the protocol's.
-func serveMCP(ctx context.Context, cfg node.Config, attach func(*node.Node), stdin io.Reader, stdout, stderr io.Writer) int {
+func serveMCP(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach func(*node.Node), stdin io.Reader, stdout, stderr io.Writer) int {
 	n, err := node.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -85,7 +88,7 @@ func serveMCP(ctx context.Context, cfg node.Config, attach func(*node.Node), std
 	defer stopNode()
 	srvCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	srv := newMCPServer(n, cfg)
+	srv := newMCPServer(n, cfg, served)
 	go srv.Run(srvCtx)
 	cfg.Logger.Info("node serving MCP on stdio", "data", n.DataDir(), "model", cfg.Model.Name(), "tools", len(n.ToolSpecs())+1)
 	err = srv.Serve(srvCtx, &sdk.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})

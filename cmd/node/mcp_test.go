@@ -49,6 +49,11 @@ func TestMCPServersConfigIsValidated(t *testing.T) {
 		{"blank command", `{"mcp_servers": {"s": {"command": " npx"}}}`, []string{"mcp_servers.s.command", `" npx"`}},
 		{"unknown field", `{"mcp_servers": {"s": {"command": "x", "argv": ["y"]}}}`, []string{`unknown field "mcp_servers.s.argv"`, "command, args, env, dir, url, headers, allow, deny"}},
 		{"wrong type", `{"mcp_servers": {"s": {"command": "x", "args": "y"}}}`, []string{"args", "string"}},
+		{"served resource uri", `{"mcp_server": {"resources": [{"uri": "today", "name": "t", "text": "x"}]}}`, []string{"mcp_server.resources[0].uri", `"today"`}},
+		{"served interval", `{"mcp_server": {"progress_interval": "soon"}}`, []string{"mcp_server.progress_interval", `"soon"`}},
+		{"served unknown field", `{"mcp_server": {"prompts": [{"name": "p", "messages": [{"txt": "a"}]}]}}`,
+			[]string{`unknown field "mcp_server.prompts[0].messages[0].txt"`, "role, text, image, mime_type, resource"}},
+		{"served unknown top field", `{"mcp_server": {"resource": []}}`, []string{`unknown field "mcp_server.resource"`, "progress_interval, resources, resource_templates, prompts"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -181,18 +186,89 @@ func TestNodeMCPWithAnMCPServerBehind(t *testing.T) {
 	}
 }
 
+// A node's MCP clients see the resources and prompts of the MCP servers behind it:
+// server-everything's template reads through `node mcp` with its URI, and its
+// prompts are offered as everything__<prompt>.
+func TestNodeMCPProxiesResourcesAndPrompts(t *testing.T) {
+	nodeBin, script := everythingScript(t)
+	clearLLMEnv(t)
+	cfg, _ := json.Marshal(map[string]any{"mcp_servers": map[string]any{"everything": map[string]any{
+		"command": nodeBin, "args": []string{script, "stdio"}, "allow": []string{"echo", "read_resource", "get_prompt"}}}})
+	path := filepath.Join(t.TempDir(), "troupe.json")
+	if err := os.WriteFile(path, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cs := mcpNode(t, "--config", path)
+	ctx := context.Background()
+	var templates []string
+	for tm, err := range cs.ResourceTemplates(ctx, nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		templates = append(templates, tm.URITemplate)
+	}
+	if !slices.Contains(templates, "demo://resource/dynamic/text/{resourceId}") {
+		t.Fatalf("templates %v", templates)
+	}
+	res, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "demo://resource/dynamic/text/7"})
+	if err != nil || len(res.Contents) == 0 || !strings.Contains(res.Contents[0].Text, "7") {
+		t.Fatalf("read: %v %+v", err, res)
+	}
+	got, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "everything__args-prompt", Arguments: map[string]string{"city": "Lyon"}})
+	if err != nil || len(got.Messages) == 0 || !strings.Contains(fmt.Sprint(got.Messages[0].Content), "Lyon") {
+		t.Fatalf("prompt: %v %+v", err, got)
+	}
+}
+
+// `node mcp --skills DIR` offers each skill's instructions as a prompt and its files
+// as skill:// resources.
+func TestNodeMCPOffersSkills(t *testing.T) {
+	clearLLMEnv(t)
+	dir := t.TempDir()
+	for rel, body := range map[string]string{
+		"pdf/SKILL.md":             "---\nname: pdf\ndescription: Fill in PDF forms.\n---\nRead references/fields.md.\n",
+		"pdf/references/fields.md": "Field names are case-sensitive.\n",
+	} {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cs := mcpNode(t, "--skills", dir)
+	ctx := context.Background()
+	res, err := cs.ReadResource(ctx, &sdk.ReadResourceParams{URI: "skill://pdf/references/fields.md"})
+	if err != nil || res.Contents[0].Text != "Field names are case-sensitive.\n" {
+		t.Fatalf("read: %v %+v", err, res)
+	}
+	got, err := cs.GetPrompt(ctx, &sdk.GetPromptParams{Name: "pdf", Arguments: map[string]string{"task": "form 1040"}})
+	if err != nil || len(got.Messages) != 1 || got.Messages[0].Content.(*sdk.TextContent).Text != "Read references/fields.md.\n\nTask: form 1040" {
+		t.Fatalf("prompt: %v %+v", err, got)
+	}
+}
+
 // The fixtures of the conformance suite's server scenarios that a tool whose result
 // is text can serve.
 type fixtureTool struct {
 	name, text string
 	fail       bool
+	takes      time.Duration // how long a call runs
 }
 
 func (f fixtureTool) Spec() messages.ToolSpec {
 	return messages.ToolSpec{Name: f.name, Description: "conformance fixture", Parameters: json.RawMessage(`{"type":"object"}`)}
 }
 
-func (f fixtureTool) Call(context.Context, tools.Call) (string, error) {
+func (f fixtureTool) Call(ctx context.Context, _ tools.Call) (string, error) {
+	if f.takes > 0 {
+		select {
+		case <-time.After(f.takes):
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}
 	if f.fail {
 		return "", errors.New(f.text)
 	}
@@ -200,8 +276,8 @@ func (f fixtureTool) Call(context.Context, tools.Call) (string, error) {
 }
 
 // serveNode runs `node serve` in this process on a free port until the test ends,
-// and returns its base URL.
-func serveNode(t *testing.T, opt options) string {
+// with the extra arguments, and returns its base URL.
+func serveNode(t *testing.T, opt options, extra ...string) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -213,7 +289,7 @@ func serveNode(t *testing.T, opt options) string {
 	var errb syncBuffer
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, []string{"serve", "--http", addr, "--model", "offline", "--data", t.TempDir()}, io.Discard, &errb, opt)
+		exited <- run(ctx, append([]string{"serve", "--http", addr, "--model", "offline", "--data", t.TempDir()}, extra...), io.Discard, &errb, opt)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -278,19 +354,64 @@ func TestServeMCPOverHTTP(t *testing.T) {
 	}
 }
 
-// TestConformanceServer runs the official server suite against /mcp of `node serve`,
-// whose agent has the two fixtures a text tool can serve (test_simple_text,
-// test_error_handling); the scenarios it fails on purpose are in the baseline.
+// TestConformanceServer runs the official server suite against /mcp of `node serve`.
+// The suite's fixtures come through the ways a user has: tools of the agent
+// (test_simple_text, test_error_handling, and two that run a while, whose calls the
+// server follows with log and progress notifications), and the resources, template
+// and prompts of the configuration's "mcp_server" section. The scenarios it fails
+// on purpose are in the baseline.
 func TestConformanceServer(t *testing.T) {
 	suite, node22 := os.Getenv("TROUPE_TEST_MCP_CONFORMANCE"), os.Getenv("TROUPE_TEST_NODE22")
 	if suite == "" || node22 == "" {
 		t.Skip("TROUPE_TEST_MCP_CONFORMANCE (the conformance package's dist/index.js) and TROUPE_TEST_NODE22 (a Node 22 binary) are not both set; .ci/run installs them")
 	}
 	clearLLMEnv(t)
+	dir := t.TempDir()
+	png := filepath.Join(dir, "pixel.png")
+	if err := os.WriteFile(png, []byte(onePixelPNG), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := json.Marshal(map[string]any{"mcp_server": map[string]any{
+		"progress_interval": "100ms",
+		"resources": []any{
+			map[string]any{"uri": "test://static-text", "name": "static-text", "mime_type": "text/plain", "text": "This is the content of the static text resource."},
+			map[string]any{"uri": "test://static-binary", "name": "static-binary", "mime_type": "image/png", "file": png},
+			map[string]any{"uri": "test://watched-resource", "name": "watched-resource", "text": "A resource to watch."},
+			map[string]any{"uri": "test://example-resource", "name": "example-resource", "text": "Embedded resource content for testing."},
+		},
+		"resource_templates": []any{
+			map[string]any{"uri_template": "test://template/{id}/data", "name": "template-data", "mime_type": "application/json",
+				"text": `{"id":"{id}","templateTest":true,"data":"Data for ID: {id}"}`},
+		},
+		"prompts": []any{
+			map[string]any{"name": "test_simple_prompt", "description": "A simple prompt",
+				"messages": []any{map[string]any{"text": "This is a simple prompt for testing."}}},
+			map[string]any{"name": "test_prompt_with_arguments", "description": "A prompt with arguments",
+				"arguments": []any{
+					map[string]any{"name": "arg1", "description": "First test argument", "required": true, "values": []string{"testValue1", "test-other", "hello"}},
+					map[string]any{"name": "arg2", "description": "Second test argument", "required": true},
+				},
+				"messages": []any{map[string]any{"text": "Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"}}},
+			map[string]any{"name": "test_prompt_with_embedded_resource", "description": "A prompt that embeds a resource",
+				"arguments": []any{map[string]any{"name": "resourceUri", "description": "URI of the resource to embed", "required": true}},
+				"messages":  []any{map[string]any{"resource": "{resourceUri}"}, map[string]any{"text": "Please process the embedded resource above."}}},
+			map[string]any{"name": "test_prompt_with_image", "description": "A prompt with an image",
+				"messages": []any{map[string]any{"image": png, "mime_type": "image/png"}, map[string]any{"text": "Please analyze the image above."}}},
+		},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(dir, "troupe.json")
+	if err := os.WriteFile(cfgPath, cfg, 0o600); err != nil {
+		t.Fatal(err)
+	}
 	base := serveNode(t, options{extraTools: []tools.Tool{
 		fixtureTool{name: "test_simple_text", text: "This is a simple text response for testing."},
 		fixtureTool{name: "test_error_handling", text: "This tool intentionally returns an error for testing", fail: true},
-	}})
+		fixtureTool{name: "test_tool_with_logging", text: "Logging tool done.", takes: 500 * time.Millisecond},
+		fixtureTool{name: "test_tool_with_progress", text: "Progress tool done.", takes: 500 * time.Millisecond},
+	}}, "--config", cfgPath)
 	baseline, err := filepath.Abs("../../mcp/testdata/conformance-baseline.yml")
 	if err != nil {
 		t.Fatal(err)
@@ -307,6 +428,10 @@ func TestConformanceServer(t *testing.T) {
 		t.Fatalf("conformance server: %v\n%s", err, tailOf(string(out), 6000))
 	}
 }
+
+// onePixelPNG is a 1×1 red PNG.
+const onePixelPNG = "\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS" +
+	"\xde\x00\x00\x00\x0cIDAT\x08\xd7c\xf8\xcf\xc0\x00\x00\x03\x01\x01\x00\x18\xdd\x8d\xb0\x00\x00\x00\x00IEND\xaeB`\x82"
 
 func tailOf(s string, n int) string {
 	if len(s) > n {

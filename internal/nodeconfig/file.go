@@ -61,6 +61,9 @@ type File struct {
 	Tools        ToolsFile `json:"tools"`
 	// MCPServers are the MCP servers whose tools the agent gets (mcp.ServerConfig).
 	MCPServers map[string]mcp.ServerConfig `json:"mcp_servers"`
+	// MCPServer is what `node mcp` and /mcp offer besides the node's tools, skills
+	// and its MCP servers' resources and prompts (mcp.ServedConfig).
+	MCPServer mcp.ServedConfig `json:"mcp_server"`
 	// Chains are tool chains the agent gets as tools (tools.Chain; node.Config.Chains).
 	Chains []tools.Chain `json:"chains"`
 }
@@ -185,6 +188,9 @@ func unknownField(file []byte, name string) error {
 		return fmt.Errorf("unknown field \"skills.%s\": the skills fields are %s", name, jsonFields[SkillsFile]())
 	}
 	if err := unknownMCPField(top["mcp_servers"], name); err != nil {
+		return err
+	}
+	if err := unknownServedField(top["mcp_server"], name); err != nil {
 		return err
 	}
 	if err := unknownChainField(top["chains"], name); err != nil {
@@ -319,6 +325,9 @@ func (fc File) Validate() error {
 	}
 	errs = append(errs, fc.Tools.validate()...)
 	errs = append(errs, validateMCPServers(fc.MCPServers)...)
+	if err := fc.MCPServer.Validate("mcp_server"); err != nil {
+		errs = append(errs, err)
+	}
 	if err := tools.ValidateChains(fc.Chains); err != nil {
 		bad("chains", "%w", err)
 	}

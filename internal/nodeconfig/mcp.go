@@ -36,6 +36,43 @@ func unknownMCPField(raw json.RawMessage, name string) error {
 	return nil
 }
 
+// unknownServedField names an unknown field of the "mcp_server" section (raw), or
+// returns nil when it has no field called name.
+func unknownServedField(raw json.RawMessage, name string) error {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(raw, &top) != nil {
+		return nil
+	}
+	if _, ok := top[name]; ok {
+		return fmt.Errorf("unknown field \"mcp_server.%s\": its fields are %s", name, jsonFields[mcp.ServedConfig]())
+	}
+	for _, section := range []string{"resources", "resource_templates", "prompts"} {
+		fields := map[string]string{"resources": jsonFields[mcp.ServedResource](),
+			"resource_templates": jsonFields[mcp.ServedTemplate](), "prompts": jsonFields[mcp.ServedPrompt]()}[section]
+		var items []map[string]json.RawMessage
+		_ = json.Unmarshal(top[section], &items)
+		for i, item := range items {
+			if _, ok := item[name]; ok {
+				return fmt.Errorf("unknown field \"mcp_server.%s[%d].%s\": its fields are %s", section, i, name, fields)
+			}
+			if section != "prompts" {
+				continue
+			}
+			for _, sub := range []string{"arguments", "messages"} {
+				subFields := map[string]string{"arguments": jsonFields[mcp.ServedArgument](), "messages": jsonFields[mcp.ServedMessage]()}[sub]
+				var subs []map[string]json.RawMessage
+				_ = json.Unmarshal(item[sub], &subs)
+				for j, x := range subs {
+					if _, ok := x[name]; ok {
+						return fmt.Errorf("unknown field \"mcp_server.prompts[%d].%s[%d].%s\": its fields are %s", i, sub, j, name, subFields)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
 // MCPSecrets are the values of the servers' configuration that events must not
 // hold: every header value (and the token of "Bearer <token>"), and the values of
 // environment variables named like a secret (…KEY, …TOKEN, …SECRET, …PASSWORD, …).

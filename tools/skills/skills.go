@@ -411,3 +411,49 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 func (l *limitedBuffer) String() string {
 	return cut(string(trimPartialRune(l.buf.Bytes())), l.total)
 }
+
+// ReadBytes is the file at path (relative to the skill's folder) of skill name, whole
+// and as bytes (text or binary), for a client that shows it as it is (the MCP
+// server's skill:// resources). The path is confined like ReadFile's; a file larger
+// than max bytes is refused.
+func (s *Set) ReadBytes(name, path string, max int64) ([]byte, error) {
+	k, ok := s.Get(name)
+	if !ok {
+		return nil, fmt.Errorf("no skill is named %q; the skills are %s", name, s.names())
+	}
+	rel, err := confine(path)
+	if err != nil {
+		return nil, err
+	}
+	root, err := os.OpenRoot(k.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("skill %s: %w", name, err)
+	}
+	defer root.Close()
+	f, err := root.Open(rel)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("skill %s has no file %q", name, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("skill %s: %q: %w", name, path, stripRoot(err))
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("skill %s: %q is not a regular file", name, path)
+	}
+	if info.Size() > max {
+		return nil, fmt.Errorf("skill %s: %q has %d bytes, more than the %d a resource may have", name, path, info.Size(), max)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("skill %s: %q grew past the %d bytes a resource may have", name, path, max)
+	}
+	return b, nil
+}

@@ -256,3 +256,31 @@ func TestScriptTimeout(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// ReadBytes reads a file whole, binary or not, confined like ReadFile, and refuses
+// one larger than its limit.
+func TestReadBytesIsConfinedAndBounded(t *testing.T) {
+	dir := skillsDir(t)
+	write(t, dir, "alpha/assets/logo.png", "\x89PNG\r\n\x1a\n\x00\xff", 0o644)
+	outside := filepath.Join(t.TempDir(), "secret.txt")
+	write(t, filepath.Dir(outside), "secret.txt", "top secret", 0o644)
+	if err := os.Symlink(outside, filepath.Join(dir, "alpha", "escape.txt")); err != nil {
+		t.Fatal(err)
+	}
+	set, _ := load(t, skills.Config{Dir: dir})
+	b, err := set.ReadBytes("alpha", "assets/logo.png", 1<<20)
+	if err != nil || string(b) != "\x89PNG\r\n\x1a\n\x00\xff" {
+		t.Fatalf("read = %q, %v", b, err)
+	}
+	if _, err := set.ReadBytes("alpha", "assets/logo.png", 4); err == nil || !strings.Contains(err.Error(), "more than the 4") {
+		t.Errorf("a file over the limit: %v", err)
+	}
+	for _, path := range []string{"../pdf-forms/SKILL.md", "/etc/passwd", "escape.txt", "assets", "missing.md"} {
+		if b, err := set.ReadBytes("alpha", path, 1<<20); err == nil || strings.Contains(err.Error(), "top secret") {
+			t.Errorf("%q: %q, %v", path, b, err)
+		}
+	}
+	if _, err := set.ReadBytes("nobody", "x", 1<<20); err == nil {
+		t.Error("a file of no skill was read")
+	}
+}

@@ -1,0 +1,408 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/yosida95/uritemplate/v3"
+)
+
+// Resource is a resource the server offers: what resources/list says of it, and
+// how to read it.
+type Resource struct {
+	sdk.Resource
+	// Read returns the resource's contents (text, or a blob) now.
+	Read func(ctx context.Context, uri string) ([]*sdk.ResourceContents, error)
+	// Watch, when set, asks the source to tell of changes to uri (on) or to stop
+	// (not on): the first session's resources/subscribe to uri turns it on, and it
+	// is turned off when no session is subscribed any more (one that left without
+	// unsubscribing is noticed at the next subscribe or unsubscribe). The source tells of a change through
+	// Server.ResourceUpdated (an UpdatingSource's is wired by the server). Without
+	// Watch, a subscription is accepted and no update comes: the resource does not
+	// change while the server runs.
+	Watch func(ctx context.Context, uri string, on bool) error
+}
+
+// ResourceTemplate is a family of resources named by a URI template (RFC 6570,
+// e.g. "test://template/{id}/data"): Read gets the URI asked for and the values of
+// the template's variables in it.
+type ResourceTemplate struct {
+	sdk.ResourceTemplate
+	Read func(ctx context.Context, uri string, vars map[string]string) ([]*sdk.ResourceContents, error)
+	// Watch is Resource.Watch, for the URIs that match the template.
+	Watch func(ctx context.Context, uri string, on bool) error
+}
+
+// Prompt is a prompt the server offers: what prompts/list says of it, and how to
+// make its messages from the client's arguments.
+type Prompt struct {
+	sdk.Prompt
+	// Values, by argument name, are the values an argument takes:
+	// completion/complete offers those that start with what the user typed.
+	Values map[string][]string
+	// Get returns the prompt's messages for args; the required arguments are
+	// present (the server checks them first).
+	Get func(ctx context.Context, args map[string]string) (*sdk.GetPromptResult, error)
+}
+
+// Catalog is a set of resources, resource templates and prompts. It is itself a
+// Source that never changes.
+type Catalog struct {
+	Resources []Resource
+	Templates []ResourceTemplate
+	Prompts   []Prompt
+}
+
+// Offer returns c.
+func (c Catalog) Offer() Catalog { return c }
+
+// Source offers resources and prompts to a Server: the node's skills (SkillSource),
+// the MCP servers the node is a client of (Client), or a fixed Catalog. Offer is
+// called again at each change (ServerOptions.Changed), and must be safe for
+// concurrent use.
+type Source interface {
+	Offer() Catalog
+}
+
+var _ Source = Catalog{}
+
+// UpdatingSource is a Source that tells of changes to its resources' contents:
+// the server registers its ResourceUpdated with OnUpdated (a Client is one).
+type UpdatingSource interface {
+	Source
+	OnUpdated(f func(ctx context.Context, uri string))
+}
+
+var _ UpdatingSource = (*Client)(nil)
+
+// TextContents is the contents of a text resource.
+func TextContents(uri, mimeType, text string) []*sdk.ResourceContents {
+	return []*sdk.ResourceContents{{URI: uri, MIMEType: mimeType, Text: text}}
+}
+
+// BlobContents is the contents of a binary resource.
+func BlobContents(uri, mimeType string, blob []byte) []*sdk.ResourceContents {
+	return []*sdk.ResourceContents{{URI: uri, MIMEType: mimeType, Blob: blob}}
+}
+
+// offered is what the server offers now of its sources, with the templates
+// parsed.
+type offered struct {
+	resources map[string]Resource
+	templates map[string]ResourceTemplate
+	parsed    map[string]*uritemplate.Template
+	prompts   map[string]Prompt
+}
+
+// gather merges the sources' catalogs: a URI, template or prompt name offered
+// twice is the first source's, and the others' are skipped with a warning.
+func (s *Server) gather() offered {
+	o := offered{resources: map[string]Resource{}, templates: map[string]ResourceTemplate{}, parsed: map[string]*uritemplate.Template{}, prompts: map[string]Prompt{}}
+	warn := func(kind, name, why string) {
+		s.opts.Logger.Warn("mcp server: "+kind+" not offered", kind, name, "why", why)
+	}
+	for _, src := range s.opts.Sources {
+		c := src.Offer()
+		for _, r := range c.Resources {
+			u, err := url.Parse(r.URI)
+			switch {
+			case r.Read == nil || r.URI == "" || r.Name == "":
+				warn("resource", r.URI, "it lacks a URI, a name or a Read")
+			case err != nil || u.Scheme == "":
+				warn("resource", r.URI, "its URI is not an absolute URI")
+			case hasKey(o.resources, r.URI):
+				warn("resource", r.URI, "another source offers that URI")
+			default:
+				o.resources[r.URI] = r
+			}
+		}
+		for _, t := range c.Templates {
+			parsed, err := uritemplate.New(t.URITemplate)
+			switch {
+			case t.Read == nil || t.Name == "":
+				warn("resource template", t.URITemplate, "it lacks a name or a Read")
+			case err != nil:
+				warn("resource template", t.URITemplate, err.Error())
+			case hasKey(o.templates, t.URITemplate):
+				warn("resource template", t.URITemplate, "another source offers that template")
+			default:
+				o.templates[t.URITemplate] = t
+				o.parsed[t.URITemplate] = parsed
+			}
+		}
+		for _, p := range c.Prompts {
+			switch {
+			case p.Get == nil || p.Name == "":
+				warn("prompt", p.Name, "it lacks a name or a Get")
+			case hasKey(o.prompts, p.Name):
+				warn("prompt", p.Name, "another source offers that name")
+			default:
+				o.prompts[p.Name] = p
+			}
+		}
+	}
+	return o
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// syncCatalog offers the sources' resources, templates and prompts as they are
+// now; the SDK announces each change to clients (…/list_changed). Call it with
+// s.mu held.
+func (s *Server) syncCatalog() {
+	now := s.gather()
+	old := s.offered
+	var gone []string
+	for uri := range old.resources {
+		if !hasKey(now.resources, uri) {
+			gone = append(gone, uri)
+		}
+	}
+	if len(gone) > 0 {
+		slices.Sort(gone)
+		s.srv.RemoveResources(gone...)
+	}
+	for _, uri := range sortedKeys(now.resources) {
+		r := now.resources[uri]
+		if prev, ok := old.resources[uri]; !ok || !reflect.DeepEqual(prev.Resource, r.Resource) {
+			meta := r.Resource
+			s.srv.AddResource(&meta, s.readResource)
+		}
+	}
+	gone = gone[:0]
+	for t := range old.templates {
+		if !hasKey(now.templates, t) {
+			gone = append(gone, t)
+		}
+	}
+	if len(gone) > 0 {
+		slices.Sort(gone)
+		s.srv.RemoveResourceTemplates(gone...)
+	}
+	for _, key := range sortedKeys(now.templates) {
+		t := now.templates[key]
+		if prev, ok := old.templates[key]; !ok || !reflect.DeepEqual(prev.ResourceTemplate, t.ResourceTemplate) {
+			meta := t.ResourceTemplate
+			s.srv.AddResourceTemplate(&meta, s.readResource)
+		}
+	}
+	gone = gone[:0]
+	for name := range old.prompts {
+		if !hasKey(now.prompts, name) {
+			gone = append(gone, name)
+		}
+	}
+	if len(gone) > 0 {
+		slices.Sort(gone)
+		s.srv.RemovePrompts(gone...)
+	}
+	for _, name := range sortedKeys(now.prompts) {
+		p := now.prompts[name]
+		if prev, ok := old.prompts[name]; !ok || !reflect.DeepEqual(prev.Prompt, p.Prompt) {
+			meta := p.Prompt
+			s.srv.AddPrompt(&meta, s.getPrompt(name))
+		}
+	}
+	s.offered = now
+}
+
+// find returns the reader of uri and its watcher (nil when it has none): a
+// resource's, or those of the first template (in the order of their text) that
+// matches it.
+func (s *Server) find(uri string) (read func(context.Context) ([]*sdk.ResourceContents, error), watch func(context.Context, string, bool) error, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.offered.resources[uri]; ok {
+		return func(ctx context.Context) ([]*sdk.ResourceContents, error) { return r.Read(ctx, uri) }, r.Watch, true
+	}
+	for _, key := range sortedKeys(s.offered.templates) {
+		values := s.offered.parsed[key].Match(uri)
+		if values == nil {
+			continue
+		}
+		vars := map[string]string{}
+		for _, name := range s.offered.parsed[key].Varnames() {
+			vars[name] = values.Get(name).String()
+		}
+		t := s.offered.templates[key]
+		return func(ctx context.Context) ([]*sdk.ResourceContents, error) { return t.Read(ctx, uri, vars) }, t.Watch, true
+	}
+	return nil, nil, false
+}
+
+// readResource is the handler of every resource and template: it reads what the
+// sources offer now.
+func (s *Server) readResource(ctx context.Context, req *sdk.ReadResourceRequest) (*sdk.ReadResourceResult, error) {
+	uri := req.Params.URI
+	read, _, ok := s.find(uri)
+	if !ok {
+		return nil, sdk.ResourceNotFoundError(uri)
+	}
+	contents, err := read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range contents {
+		if c.URI == "" {
+			c.URI = uri
+		}
+	}
+	return &sdk.ReadResourceResult{Contents: contents}, nil
+}
+
+// subscribe accepts a subscription to a resource the server offers; the SDK keeps
+// it, and ResourceUpdated tells the subscribers of a change. The first session to
+// subscribe to a URI turns its source's Watch on.
+func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error {
+	uri := req.Params.URI
+	_, watch, ok := s.find(uri)
+	if !ok {
+		return sdk.ResourceNotFoundError(uri)
+	}
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	s.pruneSubscriptions(ctx)
+	if len(s.subs[uri]) == 0 && watch != nil {
+		if err := watch(ctx, uri, true); err != nil {
+			return fmt.Errorf("subscribe to %s: %w", uri, err)
+		}
+	}
+	if s.subs[uri] == nil {
+		s.subs[uri] = map[*sdk.ServerSession]bool{}
+	}
+	s.subs[uri][req.Session] = true
+	return nil
+}
+
+// unsubscribe ends a session's subscription; when no session is left subscribed
+// to the URI, its source's Watch is turned off.
+func (s *Server) unsubscribe(ctx context.Context, req *sdk.UnsubscribeRequest) error {
+	s.subMu.Lock()
+	defer s.subMu.Unlock()
+	if sessions := s.subs[req.Params.URI]; sessions != nil {
+		delete(sessions, req.Session)
+	}
+	s.pruneSubscriptions(ctx)
+	return nil
+}
+
+// unwatchTimeout bounds telling a source to stop watching a resource.
+const unwatchTimeout = 10 * time.Second
+
+// pruneSubscriptions forgets the subscriptions of sessions that ended without
+// unsubscribing, and turns off the Watch of each URI left without subscribers.
+// Call it with s.subMu held.
+func (s *Server) pruneSubscriptions(ctx context.Context) {
+	live := map[*sdk.ServerSession]bool{}
+	for ss := range s.srv.Sessions() {
+		live[ss] = true
+	}
+	for uri, sessions := range s.subs {
+		for ss := range sessions {
+			if !live[ss] {
+				delete(sessions, ss)
+			}
+		}
+		if len(sessions) > 0 {
+			continue
+		}
+		delete(s.subs, uri)
+		if _, watch, ok := s.find(uri); ok && watch != nil {
+			// The request may be over (a client's subscriptions/listen ends by
+			// cancellation): the source is told anyway, within a bound.
+			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), unwatchTimeout)
+			err := watch(wctx, uri, false)
+			cancel()
+			if err != nil {
+				s.opts.Logger.Warn("mcp server: unsubscribe from a source's resource failed", "uri", uri, "err", err)
+			}
+		}
+	}
+}
+
+// ResourceUpdated tells the clients subscribed to uri that it changed.
+func (s *Server) ResourceUpdated(ctx context.Context, uri string) error {
+	return s.srv.ResourceUpdated(ctx, &sdk.ResourceUpdatedNotificationParams{URI: uri})
+}
+
+func (s *Server) getPrompt(name string) sdk.PromptHandler {
+	return func(ctx context.Context, req *sdk.GetPromptRequest) (*sdk.GetPromptResult, error) {
+		s.mu.Lock()
+		p, ok := s.offered.prompts[name]
+		s.mu.Unlock()
+		if !ok {
+			return nil, fmt.Errorf("no prompt is named %q", name)
+		}
+		args := req.Params.Arguments
+		if args == nil {
+			args = map[string]string{}
+		}
+		var missing []string
+		for _, a := range p.Arguments {
+			if a.Required && args[a.Name] == "" {
+				missing = append(missing, a.Name)
+			}
+		}
+		if len(missing) > 0 {
+			return nil, fmt.Errorf("prompt %s: missing required arguments: %s", name, strings.Join(missing, ", "))
+		}
+		return p.Get(context.WithValue(ctx, servingKey{}, s), args)
+	}
+}
+
+type servingKey struct{}
+
+// ReadOffered reads uri from the resources of the server that calls a Prompt's Get
+// with ctx: a prompt can embed a resource the server offers (a skill's file, a
+// proxied server's resource). Under another ctx it fails.
+func ReadOffered(ctx context.Context, uri string) ([]*sdk.ResourceContents, error) {
+	s, ok := ctx.Value(servingKey{}).(*Server)
+	if !ok {
+		return nil, fmt.Errorf("read %s: not within a prompts/get of a Server", uri)
+	}
+	read, _, ok := s.find(uri)
+	if !ok {
+		return nil, sdk.ResourceNotFoundError(uri)
+	}
+	return read(ctx)
+}
+
+// maxCompletions is the most values completion/complete answers with (the spec's
+// limit).
+const maxCompletions = 100
+
+// complete answers completion/complete for a prompt's argument from its declared
+// Values; other references (and arguments without values) get no values.
+func (s *Server) complete(_ context.Context, req *sdk.CompleteRequest) (*sdk.CompleteResult, error) {
+	res := &sdk.CompleteResult{Completion: sdk.CompletionResultDetails{Values: []string{}}}
+	if req.Params == nil || req.Params.Ref == nil || req.Params.Ref.Type != "ref/prompt" {
+		return res, nil
+	}
+	s.mu.Lock()
+	p, ok := s.offered.prompts[req.Params.Ref.Name]
+	s.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("no prompt is named %q", req.Params.Ref.Name)
+	}
+	var values []string
+	for _, v := range p.Values[req.Params.Argument.Name] {
+		if strings.HasPrefix(strings.ToLower(v), strings.ToLower(req.Params.Argument.Value)) {
+			values = append(values, v)
+		}
+	}
+	res.Completion.Total = len(values)
+	if len(values) > maxCompletions {
+		values, res.Completion.HasMore = values[:maxCompletions], true
+	}
+	res.Completion.Values = append(res.Completion.Values, values...)
+	return res, nil
+}

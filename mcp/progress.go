@@ -1,0 +1,138 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// taskFollower is a Node that hands run_task the events of its task as they
+// happen (*node.Node does); the server makes them progress and log notifications.
+type taskFollower interface {
+	RunTaskEach(ctx context.Context, t node.Task, each func(messages.Envelope)) (messages.TaskResult, error)
+}
+
+var _ taskFollower = (*node.Node)(nil)
+
+// LoggerName is the logger of the server's log notifications.
+const LoggerName = "troupe"
+
+// follower tells the client of one tools/call how it goes: log notifications (at
+// the level the client set with logging/setLevel; none before it sets one) and,
+// when the request carries a progressToken, progress notifications whose progress
+// grows by one at each: the start, each task event (a model step, a tool call),
+// each ProgressInterval it runs on, and the end, which also gives the total.
+type follower struct {
+	ss    *sdk.ServerSession
+	token any
+	what  string
+	start time.Time
+	stop  chan struct{}
+	ended sync.WaitGroup
+
+	mu       sync.Mutex
+	progress float64
+}
+
+// follow starts to follow a call of what (e.g. "tool calculator"); call end with
+// its outcome when it returns.
+func (s *Server) follow(ctx context.Context, ss *sdk.ServerSession, params *sdk.CallToolParamsRaw, what string) *follower {
+	f := &follower{ss: ss, what: what, start: time.Now(), stop: make(chan struct{})}
+	if params != nil {
+		f.token = params.GetProgressToken()
+	}
+	f.tell(ctx, "debug", what+": started", false)
+	f.ended.Add(1)
+	go func() {
+		defer f.ended.Done()
+		tick := time.NewTicker(s.opts.ProgressInterval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-f.stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				f.tell(ctx, "debug", fmt.Sprintf("%s: running for %s", what, time.Since(f.start).Round(time.Millisecond)), false)
+			}
+		}
+	}()
+	return f
+}
+
+// event tells of one event of a run_task's task.
+func (f *follower) event(ctx context.Context, e messages.Envelope) {
+	var text string
+	switch e.Type {
+	case messages.TypeModelRequested:
+		text = "the model is asked for the next step"
+	case messages.TypeModelResponded:
+		text = "the model answered"
+		if p, err := e.Decode(); err == nil {
+			if r, ok := p.(*messages.ModelResponded); ok && r.Error != "" {
+				text = "the model failed"
+			}
+		}
+	case messages.TypeToolCallRequested, messages.TypeToolCallCompleted:
+		tool := "?"
+		if p, err := e.Decode(); err == nil {
+			switch r := p.(type) {
+			case *messages.ToolCallRequested:
+				tool = r.Tool
+			case *messages.ToolCallCompleted:
+				tool = r.Tool
+				if r.Error != "" {
+					text = "tool " + tool + " failed"
+				}
+			}
+		}
+		if text == "" && e.Type == messages.TypeToolCallRequested {
+			text = "calling tool " + tool
+		} else if text == "" {
+			text = "tool " + tool + " answered"
+		}
+	default:
+		text = string(e.Type)
+	}
+	f.tell(ctx, "info", fmt.Sprintf("%s: %s (session %s, event %d)", f.what, text, e.SessionID, e.Seq), false)
+}
+
+// end tells the call's outcome and stops the heartbeat.
+func (f *follower) end(ctx context.Context, err error) {
+	close(f.stop)
+	f.ended.Wait()
+	took := time.Since(f.start).Round(time.Millisecond)
+	if err != nil {
+		f.tell(ctx, "warning", fmt.Sprintf("%s: failed after %s: %v", f.what, took, err), true)
+		return
+	}
+	f.tell(ctx, "debug", fmt.Sprintf("%s: done in %s", f.what, took), true)
+}
+
+// tell sends one log notification at level and, with a token, one progress
+// notification (with the total when last). Failures to send are dropped: the
+// client may be gone, and the call's answer tells that anyway.
+func (f *follower) tell(ctx context.Context, level sdk.LoggingLevel, text string, last bool) {
+	if f.ss == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_ = f.ss.Log(ctx, &sdk.LoggingMessageParams{Level: level, Logger: LoggerName, Data: text})
+	if f.token == nil {
+		return
+	}
+	p := &sdk.ProgressNotificationParams{ProgressToken: f.token, Progress: f.progress, Message: text}
+	if last {
+		p.Total = f.progress
+	}
+	_ = f.ss.NotifyProgress(ctx, p)
+	f.progress++
+}
