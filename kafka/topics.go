@@ -46,22 +46,43 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int
 		entries = append(entries, kafkago.ConfigEntry{ConfigName: k, ConfigValue: v})
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].ConfigName < entries[j].ConfigName })
-	res, err := a.client.CreateTopics(ctx, &kafkago.CreateTopicsRequest{
-		Topics: []kafkago.TopicConfig{{
-			Topic: wire, NumPartitions: tc.Partitions, ReplicationFactor: tc.ReplicationFactor, ConfigEntries: entries,
-		}},
-	})
-	if err == nil {
-		err = res.Errors[wire]
+	// A broker busy with many creations (a JVM on a loaded machine) may not answer
+	// within the client's timeout; the request may still have created the topic, so
+	// it is sent again (a few times, while ctx lasts) and TopicAlreadyExists then
+	// counts as existing: created stays 0, which claims nothing about older records.
+	timedOut := false
+	for attempt := 1; ; attempt++ {
+		res, err := a.client.CreateTopics(ctx, &kafkago.CreateTopicsRequest{
+			Topics: []kafkago.TopicConfig{{
+				Topic: wire, NumPartitions: tc.Partitions, ReplicationFactor: tc.ReplicationFactor, ConfigEntries: entries,
+			}},
+		})
+		if err == nil {
+			err = res.Errors[wire]
+		}
+		switch {
+		case err == nil && !timedOut:
+			return tc.Partitions, nil
+		case err == nil, errors.Is(err, kafkago.TopicAlreadyExists):
+			return 0, nil
+		case attempt < createAttempts && ctx.Err() == nil && isTimeout(err):
+			timedOut = true
+			continue
+		default:
+			return 0, fmt.Errorf("kafka: create topic %s (%d partitions, replication %d): %w", wire, tc.Partitions, tc.ReplicationFactor, err)
+		}
 	}
-	switch {
-	case err == nil:
-		return tc.Partitions, nil
-	case errors.Is(err, kafkago.TopicAlreadyExists):
-		return 0, nil
-	default:
-		return 0, fmt.Errorf("kafka: create topic %s (%d partitions, replication %d): %w", wire, tc.Partitions, tc.ReplicationFactor, err)
-	}
+}
+
+// createAttempts bounds the CreateTopics requests of one ensureTopic that the
+// broker did not answer in time.
+const createAttempts = 3
+
+// isTimeout reports whether err is a request that was not answered in time (the
+// client's own timeout, not the caller's context).
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() || errors.Is(err, kafkago.RequestTimedOut)
 }
 
 // partitions returns the number of partitions of topic, waiting (until ctx is done)
