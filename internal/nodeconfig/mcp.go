@@ -74,8 +74,10 @@ func unknownServedField(raw json.RawMessage, name string) error {
 }
 
 // MCPSecrets are the values of the servers' configuration that events must not
-// hold: every header value (and the token of "Bearer <token>"), and the values of
-// environment variables named like a secret (…KEY, …TOKEN, …SECRET, …PASSWORD, …).
+// hold: every header value (and the token of "Bearer <token>"), the values of
+// environment variables named like a secret (…KEY, …TOKEN, …SECRET, …PASSWORD, …),
+// and the OAuth client secret read from the variable "oauth.client_secret_env"
+// names.
 // Other variables (NODE_ENV=production) are not secrets: redacting their values
 // would blank out common words.
 func MCPSecrets(servers map[string]mcp.ServerConfig) []string {
@@ -86,6 +88,9 @@ func MCPSecrets(servers map[string]mcp.ServerConfig) []string {
 			if _, token, ok := strings.Cut(v, " "); ok {
 				out = append(out, strings.TrimSpace(token))
 			}
+		}
+		if secret := s.OAuth.Secret(); secret != "" {
+			out = append(out, secret)
 		}
 		for k, v := range s.Env {
 			if secretName.MatchString(k) {
