@@ -32,6 +32,11 @@ func unknownMCPField(raw json.RawMessage, name string) error {
 		if _, ok := servers[server][name]; ok {
 			return fmt.Errorf("unknown field \"mcp_servers.%s.%s\": a server's fields are %s", server, name, jsonFields[mcp.ServerConfig]())
 		}
+		var oauth map[string]json.RawMessage
+		_ = json.Unmarshal(servers[server]["oauth"], &oauth)
+		if _, ok := oauth[name]; ok {
+			return fmt.Errorf("unknown field \"mcp_servers.%s.oauth.%s\": its fields are %s", server, name, jsonFields[mcp.OAuthConfig]())
+		}
 	}
 	return nil
 }
