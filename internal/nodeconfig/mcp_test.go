@@ -35,7 +35,7 @@ func TestLoadMCPOAuth(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"mcp_servers": {"remote": {"url": "https://mcp.example/mcp", "oauth": {"redirect_url": "http://localhost/cb", "secret": "x"}}}}`: `unknown field "mcp_servers.remote.oauth.secret"`,
 		`{"mcp_servers": {"remote": {"url": "https://mcp.example/mcp", "oauth": {}}}}`:                                                     "mcp_servers.remote.oauth.redirect_url:",
-		`{"mcp_servers": {"remote": {"url": "https://mcp.example/mcp", "elicitation": "ask"}}}`:                                           "mcp_servers.remote.elicitation:",
+		`{"mcp_servers": {"remote": {"url": "https://mcp.example/mcp", "elicitation": "ask"}}}`:                                            "mcp_servers.remote.elicitation:",
 	} {
 		if _, err := load(body); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: err = %v, want %q", body, err, want)
