@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -74,8 +75,16 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	cfg.setDefaults()
 	c := &Client{cfg: cfg, byName: map[string]tools.Tool{}, changed: make(chan struct{}), ready: make(chan struct{}), done: make(chan struct{})}
 	for _, name := range slices.Sorted(maps.Keys(cfg.Servers)) {
-		c.servers = append(c.servers, &server{c: c, name: name, source: "mcp:" + name, cfg: cfg.Servers[name],
-			refresh: make(chan struct{}, 1), kick: make(chan struct{}, 1), up: make(chan struct{}), state: StateConnecting, since: time.Now()})
+		s := &server{c: c, name: name, source: "mcp:" + name, cfg: cfg.Servers[name],
+			refresh: make(chan struct{}, 1), kick: make(chan struct{}, 1), up: make(chan struct{}), state: StateConnecting, since: time.Now()}
+		if s.cfg.OAuth != nil {
+			h, err := s.cfg.OAuth.oauthHandler(name, &http.Client{Timeout: 30 * time.Second})
+			if err != nil {
+				return nil, err
+			}
+			s.oauth = h
+		}
+		c.servers = append(c.servers, s)
 	}
 	if len(c.servers) == 0 {
 		close(c.ready)
@@ -267,6 +276,9 @@ type server struct {
 	name   string
 	source string // its tools' Source: "mcp:<name>"
 	cfg    ServerConfig
+	// oauth authorizes the connections to a "url" server with OAuth (nil: none);
+	// it keeps its tokens across them.
+	oauth auth.OAuthHandler
 	// refresh asks the connection's loop to list the server's offer again
 	// (list_changed); kick asks it to drop the connection and reconnect at once.
 	refresh, kick chan struct{}
@@ -344,7 +356,7 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 	cctx, cancel := context.WithTimeoutCause(ctx, s.c.cfg.ConnectTimeout,
 		fmt.Errorf("the server did not connect and list its tools within %s", s.c.cfg.ConnectTimeout))
 	defer cancel()
-	client := sdk.NewClient(&sdk.Implementation{Name: "troupe", Version: version()}, &sdk.ClientOptions{
+	opts := &sdk.ClientOptions{
 		Capabilities:               &sdk.ClientCapabilities{},
 		ToolListChangedHandler:     func(context.Context, *sdk.ToolListChangedRequest) { s.askRefresh() },
 		PromptListChangedHandler:   func(context.Context, *sdk.PromptListChangedRequest) { s.askRefresh() },
@@ -357,7 +369,11 @@ func (s *server) connect(ctx context.Context) (*sdk.ClientSession, error) {
 		Logger:                    slog.New(slog.DiscardHandler),
 		KeepAlive:                 s.c.cfg.PingInterval,
 		KeepAliveFailureThreshold: 2,
-	})
+	}
+	if s.cfg.Elicitation == ElicitDefaults {
+		opts.ElicitationHandler = elicitDefaults
+	}
+	client := sdk.NewClient(&sdk.Implementation{Name: "troupe", Version: version()}, opts)
 	cs, err := client.Connect(cctx, s.transport(), nil)
 	if err != nil {
 		if cause := context.Cause(cctx); cause != nil && cctx.Err() != nil {
@@ -542,7 +558,7 @@ func (s *server) transport() sdk.Transport {
 	if len(s.cfg.Headers) > 0 {
 		rt = headerTransport{base: rt, headers: s.cfg.Headers}
 	}
-	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}}
+	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}, OAuthHandler: s.oauth}
 }
 
 // headerTransport adds the configured headers to every request.

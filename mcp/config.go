@@ -37,6 +37,16 @@ type ServerConfig struct {
 	// reach its resources and prompts.
 	Allow []string `json:"allow,omitempty"`
 	Deny  []string `json:"deny,omitempty"`
+	// OAuth, for a "url" server, authorizes the node with OAuth 2.1 (the MCP
+	// authorization specification) when the server answers 401 or 403: see
+	// OAuthConfig. It replaces an "Authorization" header.
+	OAuth *OAuthConfig `json:"oauth,omitempty"`
+	// Elicitation is how the node answers a server's request for input
+	// (elicitation/create): ElicitDecline (the default: the node advertises no
+	// elicitation capability), or ElicitDefaults (it advertises it, and accepts a
+	// form with the default values of its schema when every required field has
+	// one, SEP-1034; else it declines).
+	Elicitation string `json:"elicitation,omitempty"`
 	// Transport, instead of Command or URL, reaches a server in the same process
 	// (one embedding Troupe, a test, a benchmark): it is called for each connection
 	// and returns a new client transport, such as one end of the go-sdk's
@@ -133,6 +143,20 @@ func (s ServerConfig) Validate(name string) error {
 		} else if reserved[http.CanonicalHeaderKey(k)] {
 			bad(".headers", "%q is set by the MCP transport itself", k)
 		}
+	}
+	if s.OAuth != nil {
+		if s.URL == "" {
+			bad(".oauth", `is for a "url" server`)
+		}
+		if slices.ContainsFunc(slices.Collect(maps.Keys(s.Headers)), func(k string) bool { return http.CanonicalHeaderKey(k) == "Authorization" }) {
+			bad(".headers", `"Authorization" is set by "oauth": give one`)
+		}
+		errs = append(errs, s.OAuth.validate(field+".oauth")...)
+	}
+	switch s.Elicitation {
+	case "", ElicitDecline, ElicitDefaults:
+	default:
+		bad(".elicitation", "%q: want %q or %q", s.Elicitation, ElicitDecline, ElicitDefaults)
 	}
 	for list, patterns := range map[string][]string{".allow": s.Allow, ".deny": s.Deny} {
 		for i, p := range patterns {

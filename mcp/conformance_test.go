@@ -2,6 +2,7 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -81,7 +82,28 @@ func conformanceClient() int {
 		fmt.Fprintf(os.Stderr, "scenario %s: "+format+"\n", append([]any{scenario}, args...)...)
 		return 1
 	}
-	c, err := mcp.NewClient(mcp.ClientConfig{Servers: map[string]mcp.ServerConfig{"conformance": {URL: url}}, ConnectTimeout: 20 * time.Second})
+	srv := mcp.ServerConfig{URL: url, Elicitation: mcp.ElicitDefaults}
+	if strings.HasPrefix(scenario, "auth/") {
+		// The suite's authorization server approves at once, redirecting to the
+		// redirect URI; it accepts a client ID metadata document, and gives the
+		// pre-registered client of auth/pre-registration in the context.
+		srv.OAuth = &mcp.OAuthConfig{RedirectURL: "http://localhost:3000/callback", ClientMetadataURL: "https://conformance-test.local/client-metadata.json"}
+		var sc struct {
+			ClientID     string `json:"client_id"`
+			ClientSecret string `json:"client_secret"`
+		}
+		_ = json.Unmarshal([]byte(os.Getenv("MCP_CONFORMANCE_CONTEXT")), &sc)
+		if sc.ClientID != "" {
+			srv.OAuth.ClientID = sc.ClientID
+			if sc.ClientSecret != "" {
+				if err := os.Setenv("CONFORMANCE_CLIENT_SECRET", sc.ClientSecret); err != nil {
+					return fail("%v", err)
+				}
+				srv.OAuth.ClientSecretEnv = "CONFORMANCE_CLIENT_SECRET"
+			}
+		}
+	}
+	c, err := mcp.NewClient(mcp.ClientConfig{Servers: map[string]mcp.ServerConfig{"conformance": srv}, ConnectTimeout: 20 * time.Second})
 	if err != nil {
 		return fail("%v", err)
 	}
@@ -116,9 +138,6 @@ func conformanceClient() int {
 		return callTool("test_reconnection", `{}`)
 	case "elicitation-sep1034-client-defaults":
 		return callTool("test_client_elicitation_defaults", `{}`)
-	}
-	if strings.HasPrefix(scenario, "auth/") {
-		return fail("the node's MCP client authenticates with the configured headers only, not OAuth")
 	}
 	// Any other scenario: list, and call every tool with no arguments.
 	for _, name := range c.Status()[0].Tools {

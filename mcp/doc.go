@@ -56,6 +56,18 @@
 // is cut off by ConnectTimeout and the tool timeout, and its calls fail with errors
 // that name the server and the cause.
 //
+// A Streamable HTTP server is reached with the headers of its configuration, or with
+// OAuth 2.1 (ServerConfig.OAuth, OAuthConfig): the go-sdk's
+// auth.AuthorizationCodeHandler, one per server so that its tokens (in memory,
+// refreshed) outlive a reconnection, does the discovery, registration, PKCE, token
+// exchange and step-up; the node's own part is the headless authorization step,
+// which follows the authorization server's redirects to the configured redirect URL
+// and takes the code from it, and fails with ErrAuthorizationNeedsPerson, naming the
+// server, when a person would have to log in or consent. ServerConfig.Elicitation
+// decides how a server's elicitation/create is answered: declined (the default, no
+// capability advertised), or with the form's schema defaults when every required
+// field has one (ElicitDefaults, SEP-1034).
+//
 // # Server: the node's catalog and agent over MCP
 //
 // NewServer serves a node (Node: its tools, a tool caller, a task runner) as an MCP

@@ -32,6 +32,11 @@ func unknownMCPField(raw json.RawMessage, name string) error {
 		if _, ok := servers[server][name]; ok {
 			return fmt.Errorf("unknown field \"mcp_servers.%s.%s\": a server's fields are %s", server, name, jsonFields[mcp.ServerConfig]())
 		}
+		var oauth map[string]json.RawMessage
+		_ = json.Unmarshal(servers[server]["oauth"], &oauth)
+		if _, ok := oauth[name]; ok {
+			return fmt.Errorf("unknown field \"mcp_servers.%s.oauth.%s\": its fields are %s", server, name, jsonFields[mcp.OAuthConfig]())
+		}
 	}
 	return nil
 }
@@ -74,8 +79,10 @@ func unknownServedField(raw json.RawMessage, name string) error {
 }
 
 // MCPSecrets are the values of the servers' configuration that events must not
-// hold: every header value (and the token of "Bearer <token>"), and the values of
-// environment variables named like a secret (…KEY, …TOKEN, …SECRET, …PASSWORD, …).
+// hold: every header value (and the token of "Bearer <token>"), the values of
+// environment variables named like a secret (…KEY, …TOKEN, …SECRET, …PASSWORD, …),
+// and the OAuth client secret read from the variable "oauth.client_secret_env"
+// names.
 // Other variables (NODE_ENV=production) are not secrets: redacting their values
 // would blank out common words.
 func MCPSecrets(servers map[string]mcp.ServerConfig) []string {
@@ -86,6 +93,9 @@ func MCPSecrets(servers map[string]mcp.ServerConfig) []string {
 			if _, token, ok := strings.Cut(v, " "); ok {
 				out = append(out, strings.TrimSpace(token))
 			}
+		}
+		if secret := s.OAuth.Secret(); secret != "" {
+			out = append(out, secret)
 		}
 		for k, v := range s.Env {
 			if secretName.MatchString(k) {
