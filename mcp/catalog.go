@@ -161,58 +161,50 @@ func hasKey[V any](m map[string]V, k string) bool {
 func (s *Server) syncCatalog() {
 	now := s.gather()
 	old := s.offered
-	var gone []string
-	for uri := range old.resources {
-		if !hasKey(now.resources, uri) {
-			gone = append(gone, uri)
-		}
-	}
-	if len(gone) > 0 {
-		slices.Sort(gone)
-		s.srv.RemoveResources(gone...)
-	}
-	for _, uri := range sortedKeys(now.resources) {
-		r := now.resources[uri]
-		if prev, ok := old.resources[uri]; !ok || !reflect.DeepEqual(prev.Resource, r.Resource) {
+	syncKind(old.resources, now.resources,
+		func(a, b Resource) bool { return reflect.DeepEqual(a.Resource, b.Resource) },
+		s.srv.RemoveResources,
+		func(_ string, r Resource) {
 			meta := r.Resource
 			s.srv.AddResource(&meta, s.readResource)
-		}
-	}
-	gone = gone[:0]
-	for t := range old.templates {
-		if !hasKey(now.templates, t) {
-			gone = append(gone, t)
-		}
-	}
-	if len(gone) > 0 {
-		slices.Sort(gone)
-		s.srv.RemoveResourceTemplates(gone...)
-	}
-	for _, key := range sortedKeys(now.templates) {
-		t := now.templates[key]
-		if prev, ok := old.templates[key]; !ok || !reflect.DeepEqual(prev.ResourceTemplate, t.ResourceTemplate) {
+		})
+	syncKind(old.templates, now.templates,
+		func(a, b ResourceTemplate) bool { return reflect.DeepEqual(a.ResourceTemplate, b.ResourceTemplate) },
+		s.srv.RemoveResourceTemplates,
+		func(_ string, t ResourceTemplate) {
 			meta := t.ResourceTemplate
 			s.srv.AddResourceTemplate(&meta, s.readResource)
-		}
-	}
-	gone = gone[:0]
-	for name := range old.prompts {
-		if !hasKey(now.prompts, name) {
-			gone = append(gone, name)
+		})
+	syncKind(old.prompts, now.prompts,
+		func(a, b Prompt) bool { return reflect.DeepEqual(a.Prompt, b.Prompt) },
+		s.srv.RemovePrompts,
+		func(name string, p Prompt) {
+			meta := p.Prompt
+			s.srv.AddPrompt(&meta, s.getPrompt(name))
+		})
+	s.offered = now
+}
+
+// syncKind brings one kind of the offered catalog from old to now: the keys
+// gone are removed in one call, in order, and each key new or changed (same
+// tells) is added, in key order.
+func syncKind[V any](old, now map[string]V, same func(a, b V) bool, remove func(...string), add func(key string, v V)) {
+	var gone []string
+	for key := range old {
+		if !hasKey(now, key) {
+			gone = append(gone, key)
 		}
 	}
 	if len(gone) > 0 {
 		slices.Sort(gone)
-		s.srv.RemovePrompts(gone...)
+		remove(gone...)
 	}
-	for _, name := range sortedKeys(now.prompts) {
-		p := now.prompts[name]
-		if prev, ok := old.prompts[name]; !ok || !reflect.DeepEqual(prev.Prompt, p.Prompt) {
-			meta := p.Prompt
-			s.srv.AddPrompt(&meta, s.getPrompt(name))
+	for _, key := range sortedKeys(now) {
+		v := now[key]
+		if prev, ok := old[key]; !ok || !same(prev, v) {
+			add(key, v)
 		}
 	}
-	s.offered = now
 }
 
 // find returns the reader of uri and its watcher (nil when it has none): a
