@@ -45,16 +45,10 @@ func BenchmarkToolCall(b *testing.B) {
 		}
 		e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: reg})
 		b.Cleanup(func() { e.Close() })
-		replied := make(chan messages.EffectReply, 1)
+		perform := performer(e, "calculator", args)
 		b.ReportAllocs()
-		i := uint64(0)
 		for b.Loop() {
-			i++
-			k := messages.EffectKey{SessionID: "bench", Seq: i}
-			e.Perform(messages.EffectRequest{V: 1, SessionID: k.SessionID, Key: k,
-				Tool: &messages.ToolCallRequested{Key: k.String(), CallID: "c", Tool: "calculator", Arguments: args}},
-				func(rep messages.EffectReply) { replied <- rep })
-			rep := <-replied
+			rep := perform()
 			var err error
 			if rep.Error != "" {
 				err = fmt.Errorf("%s", rep.Error)
@@ -80,16 +74,10 @@ func BenchmarkToolCall(b *testing.B) {
 		client := connect(b, "wx", weatherServer())
 		e := actors.NewLocalEffects(actors.LocalEffectsConfig{Catalog: client})
 		b.Cleanup(func() { e.Close() })
-		replied := make(chan messages.EffectReply, 1)
+		perform := performer(e, "wx__forecast", `{"city":"Oslo"}`)
 		b.ReportAllocs()
-		i := uint64(0)
 		for b.Loop() {
-			i++
-			k := messages.EffectKey{SessionID: "bench", Seq: i}
-			e.Perform(messages.EffectRequest{V: 1, SessionID: k.SessionID, Key: k,
-				Tool: &messages.ToolCallRequested{Key: k.String(), CallID: "c", Tool: "wx__forecast", Arguments: `{"city":"Oslo"}`}},
-				func(rep messages.EffectReply) { replied <- rep })
-			if rep := <-replied; rep.Error != "" || rep.Output != "sunny in Oslo" {
+			if rep := perform(); rep.Error != "" || rep.Output != "sunny in Oslo" {
 				b.Fatalf("forecast = %+v", rep)
 			}
 		}
@@ -102,4 +90,19 @@ func BenchmarkToolCall(b *testing.B) {
 			check(b, out, err)
 		}
 	})
+}
+
+// performer returns a function that performs one call of tool with args on e,
+// each under the next seq of session "bench", and waits for its reply.
+func performer(e *actors.LocalEffects, tool, args string) func() messages.EffectReply {
+	replied := make(chan messages.EffectReply, 1)
+	i := uint64(0)
+	return func() messages.EffectReply {
+		i++
+		k := messages.EffectKey{SessionID: "bench", Seq: i}
+		e.Perform(messages.EffectRequest{V: 1, SessionID: k.SessionID, Key: k,
+			Tool: &messages.ToolCallRequested{Key: k.String(), CallID: "c", Tool: tool, Arguments: args}},
+			func(rep messages.EffectReply) { replied <- rep })
+		return <-replied
+	}
 }
