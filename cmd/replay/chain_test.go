@@ -48,21 +48,9 @@ func TestVerifyASessionWithAToolChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := func() []messages.Envelope {
-		cfg := node.Config{DataDir: dir, Model: model}
-		agent.Apply(&cfg)
-		n, err := node.New(context.Background(), cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer n.Close()
-		stop, err := n.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer stop()
-		return nodetest.Run(t, n, "chained", "double 5 twice")
-	}()
+	cfg := node.Config{DataDir: dir, Model: model}
+	agent.Apply(&cfg)
+	events := recordRun(context.Background(), t, cfg, "chained", "double 5 twice")
 	var stepDone uint64
 	var result string
 	for _, e := range events {
@@ -118,4 +106,22 @@ func TestVerifyASessionWithAToolChain(t *testing.T) {
 	if code, _, errs := replay(t, "verify", "chained", "--data", dir, "--config", bad); code != 2 || !strings.Contains(errs, `calls the tool "shell"`) {
 		t.Fatalf("verify with a bad chain: %d %s", code, errs)
 	}
+}
+
+// recordRun builds a node from cfg, runs one task on sessionID with
+// nodetest.Run, and stops and closes the node before returning the session's
+// events, so that the log under cfg.DataDir is left for the replay to read.
+func recordRun(ctx context.Context, t *testing.T, cfg node.Config, sessionID, input string) []messages.Envelope {
+	t.Helper()
+	n, err := node.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	return nodetest.Run(t, n, sessionID, input)
 }

@@ -19,7 +19,6 @@ import (
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/disclosure"
 	"github.com/troupe-run/troupe/tools/skills"
@@ -77,21 +76,10 @@ func TestVerifyRebuildsTheAgentOfTheConfigFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := func() []messages.Envelope {
-		n, err := node.New(context.Background(), node.Config{DataDir: data, Model: model,
-			Tools:  []tools.Tool{tools.Calculator{}, tools.NewClock(nil), fetch, box},
-			Skills: set, Disclosure: disclosure.Catalog, SystemPrompt: "You are a careful agent.", MaxSteps: 6})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer n.Close()
-		stop, err := n.Start(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer stop()
-		return nodetest.Run(t, n, "configured", "greet Ada and multiply")
-	}()
+	events := recordRun(context.Background(), t, node.Config{DataDir: data, Model: model,
+		Tools:  []tools.Tool{tools.Calculator{}, tools.NewClock(nil), fetch, box},
+		Skills: set, Disclosure: disclosure.Catalog, SystemPrompt: "You are a careful agent.", MaxSteps: 6},
+		"configured", "greet Ada and multiply")
 	var offered string
 	for _, e := range events {
 		if p, _ := e.Decode(); e.Type == messages.TypeModelRequested && offered == "" {
@@ -225,19 +213,7 @@ func TestVerifyConnectsToTheMCPServersOfTheConfigFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	events := func() []messages.Envelope {
-		n, err := node.New(ctx, node.Config{DataDir: data, Model: model, ToolCatalog: client, Disclosure: disclosure.Search})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer n.Close()
-		stop, err := n.Start(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer stop()
-		return nodetest.Run(t, n, "mcp", "shout hi")
-	}()
+	events := recordRun(ctx, t, node.Config{DataDir: data, Model: model, ToolCatalog: client, Disclosure: disclosure.Search}, "mcp", "shout hi")
 	client.Close()
 	<-done
 	var shouted bool
