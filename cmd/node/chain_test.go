@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
-	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -186,16 +185,9 @@ func TestKillNineMidChainResumesWithoutRepeatingAFinishedStep(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.cmd.Wait()
+	first.kill9(t)
 
-	ctx := context.Background()
-	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: filepath.Join(dir, "data"), ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lg := openDataReadOnly(t, dir)
 	defer lg.Close()
 	doneAtKill, unansweredAtKill, _ := chainsIn(t, lg, ids)
 	_, _, unfinished := recordedIn(t, lg, ids)

@@ -200,10 +200,7 @@ func TestClusterKillNine(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := victim.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = victim.cmd.Wait()
+	victim.kill9(t)
 
 	log := env.openLog(t)
 	defer log.Close()

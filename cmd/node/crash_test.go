@@ -180,6 +180,26 @@ func startChildWith(t *testing.T, dir, script, records, modelLog string, env []s
 	}
 }
 
+// kill9 kills the child with SIGKILL and waits for it to be gone.
+func (c *child) kill9(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.cmd.Wait()
+}
+
+// openDataReadOnly opens, read-only, the event log children started on dir
+// keep in dir/data.
+func openDataReadOnly(t *testing.T, dir string) *sqlite.Log {
+	t.Helper()
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: filepath.Join(dir, "data"), ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lg
+}
+
 // syncBuffer collects a child's output; String may be called while it runs.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -401,16 +421,9 @@ func TestKillNineMidSessionResumesWithoutRepeatingEffects(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.cmd.Wait()
+	first.kill9(t)
 
-	ctx := context.Background()
-	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: filepath.Join(dir, "data"), ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lg := openDataReadOnly(t, dir)
 	defer lg.Close()
 	modelDone, toolDone, unfinished := recordedIn(t, lg, ids)
 	if unfinished == 0 {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
-	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -125,19 +124,13 @@ func TestKillNineWithTasksQueuedOnOneSession(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	_ = first.cmd.Wait()
+	first.kill9(t)
 	if log := first.stderr.String(); strings.Contains(log, "Recovering") || strings.Contains(log, "session host failed") {
 		t.Fatalf("the session host failed before the kill:\n%s", log)
 	}
 
 	ctx := context.Background()
-	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: filepath.Join(dir, "data"), ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	lg := openDataReadOnly(t, dir)
 	defer lg.Close()
 	evs, err := lg.Read(ctx, hot, 1)
 	if err != nil {
