@@ -70,15 +70,7 @@ func (ix *BM25) Search(query string, k int) []Hit {
 			hits = append(hits, Hit{Name: ix.names[i], Score: score})
 		}
 	}
-	slices.SortFunc(hits, func(x, y Hit) int {
-		if x.Score != y.Score {
-			if x.Score > y.Score {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(x.Name, y.Name)
-	})
+	slices.SortFunc(hits, byScore)
 	if len(hits) > k {
 		hits = hits[:k]
 	}
@@ -152,4 +144,15 @@ func strip(w string) string {
 		return w[:len(w)-1]
 	}
 	return w
+}
+
+// byScore orders hits best first, and hits of equal score by name.
+func byScore(x, y Hit) int {
+	if x.Score != y.Score {
+		if x.Score > y.Score {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(x.Name, y.Name)
 }

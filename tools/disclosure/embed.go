@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/troupe-run/troupe/llm"
@@ -66,15 +65,7 @@ func (v *view) searchEmbedded(ctx context.Context, e llm.Embedder, query string,
 			hits = append(hits, Hit{Name: v.names[i], Score: s})
 		}
 	}
-	slices.SortFunc(hits, func(x, y Hit) int {
-		if x.Score != y.Score {
-			if x.Score > y.Score {
-				return -1
-			}
-			return 1
-		}
-		return strings.Compare(x.Name, y.Name)
-	})
+	slices.SortFunc(hits, byScore)
 	return hits[:min(k, len(hits))], nil
 }
 
