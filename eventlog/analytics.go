@@ -3,12 +3,13 @@ package eventlog
 import (
 	"context"
 	"sort"
+	"strings"
 )
 
 // Analytics is an optional capability of a Log: the fleet figures `replay stats`
 // prints. Both the SQLite and the ClickHouse logs have it; find it by type assertion.
-// A stream whose ID starts with NotesStreamPrefix is an agent's notes, not a session:
-// Report counts none as a session.
+// A stream whose ID starts with NotesStreamPrefix or MemoryStreamPrefix is an agent's
+// notes or a memory namespace, not a session: Report counts none as a session.
 type Analytics interface {
 	Report(ctx context.Context, f StatsFilter) (*Stats, error)
 }
@@ -16,6 +17,16 @@ type Analytics interface {
 // NotesStreamPrefix starts the ID of every stream of the log that holds an agent's
 // notes (tools/notes: notes/<agent>). No task runs there: it is no session.
 const NotesStreamPrefix = "notes/"
+
+// MemoryStreamPrefix starts the ID of every stream of the log that holds a memory
+// namespace (package memory: memory/<namespace>). No task runs there: it is no session.
+const MemoryStreamPrefix = "memory/"
+
+// IsSession reports whether a stream of the log is a session: not an agent's notes
+// nor a memory namespace. Whoever resumes, lists or counts sessions skips the others.
+func IsSession(id string) bool {
+	return !strings.HasPrefix(id, NotesStreamPrefix) && !strings.HasPrefix(id, MemoryStreamPrefix)
+}
 
 // StatsFilter narrows Stats. The zero value covers every session.
 type StatsFilter struct {

@@ -25,22 +25,43 @@ const (
 	TypeNoteAdded   Type = "note.added"
 	TypeNoteUpdated Type = "note.updated"
 	TypeNoteRemoved Type = "note.removed"
+	// The events of a memory namespace (package memory), in a stream of its own.
+	TypeMemoryAdded        Type = "memory.added"
+	TypeMemoryUpdated      Type = "memory.updated"
+	TypeMemoryMerged       Type = "memory.merged"
+	TypeMemoryPromoted     Type = "memory.promoted"
+	TypeMemoryDistilled    Type = "memory.distilled"
+	TypeMemoryInvalidated  Type = "memory.invalidated"
+	TypeMemoryForgotten    Type = "memory.forgotten"
+	TypeMemoryCleared      Type = "memory.cleared"
+	TypeMemoryBlockSet     Type = "memory.block_set"
+	TypeMemoryBlockDeleted Type = "memory.block_deleted"
 )
 
 // Versions is the current schema version of each type. Decoding an envelope whose
 // version is newer than this fails with ErrFutureVersion; older versions decode.
 var versions = map[Type]int{
-	TypeTaskSubmitted:     1,
-	TypeModelRequested:    1,
-	TypeModelResponded:    1,
-	TypeToolCallRequested: 1,
-	TypeToolCallCompleted: 1,
-	TypeTaskCompleted:     1,
-	TypeTaskFailed:        1,
-	TypeSessionForked:     1,
-	TypeNoteAdded:         1,
-	TypeNoteUpdated:       1,
-	TypeNoteRemoved:       1,
+	TypeTaskSubmitted:      1,
+	TypeModelRequested:     1,
+	TypeModelResponded:     1,
+	TypeToolCallRequested:  1,
+	TypeToolCallCompleted:  1,
+	TypeTaskCompleted:      1,
+	TypeTaskFailed:         1,
+	TypeSessionForked:      1,
+	TypeNoteAdded:          1,
+	TypeNoteUpdated:        1,
+	TypeNoteRemoved:        1,
+	TypeMemoryAdded:        1,
+	TypeMemoryUpdated:      1,
+	TypeMemoryMerged:       1,
+	TypeMemoryPromoted:     1,
+	TypeMemoryDistilled:    1,
+	TypeMemoryInvalidated:  1,
+	TypeMemoryForgotten:    1,
+	TypeMemoryCleared:      1,
+	TypeMemoryBlockSet:     1,
+	TypeMemoryBlockDeleted: 1,
 }
 
 // CurrentVersion reports the schema version this build writes for t, and whether t is known.
@@ -169,6 +190,26 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &NoteUpdated{}
 	case TypeNoteRemoved:
 		p = &NoteRemoved{}
+	case TypeMemoryAdded:
+		p = &MemoryAdded{}
+	case TypeMemoryUpdated:
+		p = &MemoryUpdated{}
+	case TypeMemoryMerged:
+		p = &MemoryMerged{}
+	case TypeMemoryPromoted:
+		p = &MemoryPromoted{}
+	case TypeMemoryDistilled:
+		p = &MemoryDistilled{}
+	case TypeMemoryInvalidated:
+		p = &MemoryInvalidated{}
+	case TypeMemoryForgotten:
+		p = &MemoryForgotten{}
+	case TypeMemoryCleared:
+		p = &MemoryCleared{}
+	case TypeMemoryBlockSet:
+		p = &MemoryBlockSet{}
+	case TypeMemoryBlockDeleted:
+		p = &MemoryBlockDeleted{}
 	}
 	if err := json.Unmarshal(e.Payload, p); err != nil {
 		return nil, fmt.Errorf("%w: session %s seq %d: %s payload: %v", ErrCorrupt, e.SessionID, e.Seq, e.Type, err)

@@ -34,10 +34,30 @@ func samples() []messages.Payload {
 		&messages.NoteAdded{Key: "s-1/9", NoteID: "n3", Type: "fact", Tags: []string{"paris", "travel"}, Body: "The museum closes on Tuesdays."},
 		&messages.NoteUpdated{Key: "s-1/12", NoteID: "n3", Type: ptr("decision"), Tags: &[]string{}, Body: ptr("Go on Wednesday.")},
 		&messages.NoteRemoved{Key: "s-1/15", NoteID: "n3"},
+		&messages.MemoryAdded{Key: "s-1/t/call_2", Reason: "added by the memory tool", Memory: memorySample()},
+		&messages.MemoryUpdated{Key: "s-1/t/call_3", Reason: "newer fact about the same subject", Memory: memorySample()},
+		&messages.MemoryMerged{Key: "consolidate/2", Reason: "semantic duplicate (cosine 0.97 >= 0.92)", Merged: []string{"m8"}, Memory: memorySample()},
+		&messages.MemoryPromoted{Key: "consolidate/3", Reason: "importance 0.8 > 0.7", From: "working", Memory: memorySample()},
+		&messages.MemoryDistilled{Key: "consolidate/4", Reason: "summary of 3 episodes", Memory: memorySample()},
+		&messages.MemoryInvalidated{Key: "consolidate/5", Reason: "contradicted by a newer fact", MemoryID: "m2", By: "m7", AtUS: 1767225600000000},
+		&messages.MemoryForgotten{Key: "consolidate/6", Reason: "capacity 50: least valuable", MemoryIDs: []string{"m1", "m4"}},
+		&messages.MemoryCleared{Key: "s-1/t/call_9", Reason: "clear_all by the memory tool", Tier: "working"},
+		&messages.MemoryBlockSet{Key: "s-1/t/call_4", Reason: "core_memory_append", Label: "human", Value: "Name: Alice. Likes tea.", Limit: 2000, Description: "what the agent knows of its user"},
+		&messages.MemoryBlockDeleted{Key: "s-1/t/call_5", Reason: "deleted by the memory tool", Label: "project"},
 	}
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func memorySample() messages.MemoryRecord {
+	return messages.MemoryRecord{
+		MemoryID: "m7", Tier: "semantic", Modality: "text", Content: "Alice lives in Paris.", URI: "", Importance: 0.8,
+		AtUS: 1767225600000000, Hash: "5d41402abc4b2a76", Vector: messages.Vector{0.25, -0.5, 1, 0}, Embedder: "e5-passage",
+		Metadata: json.RawMessage(`{"source":"chat","lang":"en"}`), Participants: []string{"alice", "agent"}, Outcome: "answered",
+		Entities: []string{"alice", "paris"}, Relations: []messages.MemoryRelation{{From: "alice", Type: "lives_in", To: "paris"}},
+		Sources: []messages.MemorySource{{Kind: "session", ID: "s-1", Seq: 4}, {Kind: "memory", ID: "m8", Detail: json.RawMessage(`{"lang":"en"}`)}},
+	}
+}
 
 func envelope(t *testing.T, p messages.Payload) messages.Envelope {
 	t.Helper()
@@ -104,6 +124,8 @@ func TestEveryTypeHasAGoldenSample(t *testing.T) {
 		messages.TypeTaskSubmitted, messages.TypeModelRequested, messages.TypeModelResponded,
 		messages.TypeToolCallRequested, messages.TypeToolCallCompleted, messages.TypeTaskCompleted, messages.TypeTaskFailed, messages.TypeSessionForked,
 		messages.TypeNoteAdded, messages.TypeNoteUpdated, messages.TypeNoteRemoved,
+		messages.TypeMemoryAdded, messages.TypeMemoryUpdated, messages.TypeMemoryMerged, messages.TypeMemoryPromoted, messages.TypeMemoryDistilled,
+		messages.TypeMemoryInvalidated, messages.TypeMemoryForgotten, messages.TypeMemoryCleared, messages.TypeMemoryBlockSet, messages.TypeMemoryBlockDeleted,
 	} {
 		if _, ok := messages.CurrentVersion(typ); !ok {
 			t.Errorf("%s has no schema version", typ)
@@ -158,5 +180,23 @@ func TestFutureVersionErrorNamesSessionAndSeq(t *testing.T) {
 	_, err := e.Decode()
 	if err == nil || !bytes.Contains([]byte(err.Error()), []byte("session s-1 seq 7")) {
 		t.Fatalf("error should name session and seq: %v", err)
+	}
+}
+
+func TestVectorRejectsBadEncodings(t *testing.T) {
+	for name, raw := range map[string]string{
+		"number array": `[0.5, 1]`,
+		"not base64":   `"%%%"`,
+		"odd length":   `"AAAA AA=="`,
+		"three bytes":  `"AAAA"`[:0] + `"AAEC"`,
+	} {
+		var v messages.Vector
+		if err := json.Unmarshal([]byte(raw), &v); err == nil {
+			t.Errorf("%s: %s decoded to %v, want an error", name, raw, v)
+		}
+	}
+	var v messages.Vector
+	if err := json.Unmarshal([]byte(`null`), &v); err != nil || v != nil {
+		t.Fatalf("null: %v %v", v, err)
 	}
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
-	"github.com/troupe-run/troupe/tools/notes"
 )
 
 // Role is what a node does in a cluster. Nodes run the same binary; roles let tool
@@ -249,7 +248,7 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) boo
 		if !current {
 			return nil
 		}
-		if owns(s.ID) && !notes.IsStream(s.ID) { // a notes stream is no session
+		if owns(s.ID) && eventlog.IsSession(s.ID) { // a notes stream is no session
 			n.system.Root.Send(n.host, &actors.ResumeSession{SessionID: s.ID})
 			count++
 		}

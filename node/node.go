@@ -536,7 +536,7 @@ func (n *Node) resume(ctx context.Context) error {
 	}
 	count := 0
 	for _, s := range infos {
-		if notes.IsStream(s.ID) || n.cfg.Resume != nil && !n.cfg.Resume(s.ID) {
+		if !eventlog.IsSession(s.ID) || n.cfg.Resume != nil && !n.cfg.Resume(s.ID) {
 			continue // a notes stream is no session
 		}
 		n.system.Root.Send(n.host, &actors.ResumeSession{SessionID: s.ID})
