@@ -123,7 +123,7 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	l.wdb.SetMaxIdleConns(2)
 	l.wdb.SetConnMaxLifetime(0)
 	l.wdb.SetConnMaxIdleTime(0)
-	if l.wconn, err = l.wdb.Conn(ctx); err != nil { // sets the pragmas, WAL mode first of all
+	if l.wconn, err = l.firstConn(ctx); err != nil { // sets the pragmas, WAL mode first of all
 		return nil, l.busyErr(fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err))
 	}
 	var mode string

@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
@@ -32,6 +33,31 @@ func (l *Log) busyErr(err error) error {
 	}
 	return fmt.Errorf("%w: another connection, such as another process sharing %s, held it for longer than BusyTimeout (%s); retry: %w",
 		ErrBusy, l.path, l.cfg.BusyTimeout, err)
+}
+
+// firstConn opens the writer's connection, which sets the pragmas. Switching a
+// fresh database to WAL mode while another process does the same can fail with
+// SQLITE_BUSY at once, without waiting for the busy timeout (SQLite refuses to wait
+// where waiting could deadlock): firstConn tries again, with a growing pause, until
+// BusyTimeout has passed.
+func (l *Log) firstConn(ctx context.Context) (*sql.Conn, error) {
+	deadline := time.Now().Add(l.cfg.BusyTimeout)
+	pause := time.Millisecond
+	for {
+		c, err := l.wdb.Conn(ctx)
+		var e *msqlite.Error
+		if err == nil || !errors.As(err, &e) || e.Code()&0xff != sqlite3.SQLITE_BUSY || time.Now().After(deadline) {
+			return c, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
 }
 
 // maxGroupBytes bounds the payload bytes the writer coalesces into one transaction,
