@@ -66,6 +66,8 @@ type File struct {
 	MCPServer mcp.ServedConfig `json:"mcp_server"`
 	// Chains are tool chains the agent gets as tools (tools.Chain; node.Config.Chains).
 	Chains []tools.Chain `json:"chains"`
+	// Memory configures agent memory (MemoryFile).
+	Memory *MemoryFile `json:"memory"`
 }
 
 // SkillsFile is the "skills" section: what the skills of skills_dir may do.
@@ -195,6 +197,18 @@ func unknownField(file []byte, name string) error {
 	}
 	if err := unknownChainField(top["chains"], name); err != nil {
 		return err
+	}
+	var mem, memEmb, memCons map[string]json.RawMessage
+	_ = json.Unmarshal(top["memory"], &mem)
+	_ = json.Unmarshal(mem["embedder"], &memEmb)
+	_ = json.Unmarshal(mem["consolidator"], &memCons)
+	switch {
+	case mem[name] != nil:
+		return fmt.Errorf("unknown field \"memory.%s\": the memory fields are %s", name, jsonFields[MemoryFile]())
+	case memEmb[name] != nil:
+		return fmt.Errorf("unknown field \"memory.embedder.%s\": the embedder fields are %s", name, jsonFields[EmbedderFile]())
+	case memCons[name] != nil:
+		return fmt.Errorf("unknown field \"memory.consolidator.%s\": the consolidator fields are %s", name, jsonFields[ConsolidatorFile]())
 	}
 	return fmt.Errorf("unknown field %q in gateway.prices (prompt, completion, cached), gateway.quotas (scope, tokens, window) "+
 		"or gateway.semantic_cache (threshold, ttl)", name)
@@ -331,6 +345,7 @@ func (fc File) Validate() error {
 	if err := tools.ValidateChains(fc.Chains); err != nil {
 		bad("chains", "%w", err)
 	}
+	errs = append(errs, fc.Memory.validate()...)
 	return errors.Join(errs...)
 }
 
