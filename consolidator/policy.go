@@ -1,6 +1,8 @@
 package consolidator
 
 import (
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
+
 	"fmt"
 	"math"
 	"time"
@@ -136,14 +138,8 @@ func (p Policy) Validate() error {
 
 // Recency is the recency factor of a memory age old: max(0.1, exp(−0.1 × age_hours /
 // 24)), the design documents' episodic recency (about 10% less a day, floored at 0.1
-// after about 23 days). It is the formula of pipelines/memory's Recency, copied here
-// until that package is on main; then this calls it.
-func Recency(age time.Duration) float64 {
-	if age < 0 {
-		age = 0
-	}
-	return math.Max(0.1, math.Exp(-0.1*age.Hours()/24))
-}
+// after about 23 days): pipelines/memory's Recency.
+func Recency(age time.Duration) float64 { return pmem.Recency(age) }
 
 // Value is what forgetting by capacity keeps the most of: importance × Recency(age).
 func Value(importance float64, age time.Duration) float64 {
