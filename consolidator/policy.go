@@ -1,13 +1,12 @@
 package consolidator
 
 import (
-	pmem "github.com/troupe-run/troupe/pipelines/memory"
-
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/troupe-run/troupe/memory"
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
 
 // Policy says what the planner forgets, merges, promotes, distils and invalidates. A
