@@ -31,6 +31,10 @@ const (
 	MetaCorrelationID = "correlation_id"
 	// TypeCancelRequested marks (in MetaType) a CancelRequest on TopicTasks.
 	TypeCancelRequested = "task.cancel"
+	// TypeMemoryCommand marks (in MetaType) a MemoryCommand on TopicTasks, and
+	// TypeMemoryReply a MemoryReply on TopicReplies.
+	TypeMemoryCommand = "memory.command"
+	TypeMemoryReply   = "memory.reply"
 )
 
 // CommandVersion is the schema version of the commands in this file (EffectRequest,
@@ -101,8 +105,71 @@ type CancelRequest struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
+// MemoryCommand asks the node that owns a memory namespace to run one operation on
+// it. A namespace is owned like a session: SessionID is its stream
+// ("memory/<namespace>"), the command travels on TopicTasks keyed by it, so it
+// reaches the owner of the stream's partition, in order with the namespace's other
+// commands. Key makes a write idempotent: a command delivered twice, or sent again
+// after a timeout, changes the namespace once. The answer is a MemoryReply on
+// ReplyTopic for ReplyNode, with the command's ID.
+type MemoryCommand struct {
+	V         int    `json:"v"`
+	ID        string `json:"id"`
+	SessionID string `json:"session_id"`
+	Namespace string `json:"namespace"`
+	// Action names the operation (add, search, history, tool); Args are its
+	// arguments, as the operation's JSON.
+	Action     string          `json:"action"`
+	Key        string          `json:"key,omitempty"`
+	Args       json.RawMessage `json:"args,omitempty"`
+	ReplyTopic string          `json:"reply_topic"`
+	ReplyNode  string          `json:"reply_node"`
+}
+
+// MemoryReply answers a MemoryCommand: Result on success, else Error with Kind
+// ("invalid" for a bad request, "not_found" for an unknown memory, "" otherwise).
+type MemoryReply struct {
+	V      int             `json:"v"`
+	ID     string          `json:"id"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  string          `json:"error,omitempty"`
+	Kind   string          `json:"kind,omitempty"`
+}
+
+func (r *MemoryCommand) stamp() { r.V = CommandVersion }
+func (r *MemoryReply) stamp()   { r.V = CommandVersion }
+
+// DecodeMemoryCommand decodes and validates a MemoryCommand.
+func DecodeMemoryCommand(b []byte) (MemoryCommand, error) {
+	var c MemoryCommand
+	if err := decodeCommand(b, &c, &c.V); err != nil {
+		return c, err
+	}
+	switch {
+	case c.ID == "" || c.Namespace == "" || c.Action == "":
+		return c, fmt.Errorf("%w: memory command without id, namespace or action", ErrCorrupt)
+	case c.SessionID != "memory/"+c.Namespace:
+		return c, fmt.Errorf("%w: memory command %s for namespace %s keyed %q", ErrCorrupt, c.ID, c.Namespace, c.SessionID)
+	case c.ReplyTopic == "" || c.ReplyNode == "":
+		return c, fmt.Errorf("%w: memory command %s without reply_topic or reply_node", ErrCorrupt, c.ID)
+	}
+	return c, nil
+}
+
+// DecodeMemoryReply decodes and validates a MemoryReply.
+func DecodeMemoryReply(b []byte) (MemoryReply, error) {
+	var r MemoryReply
+	if err := decodeCommand(b, &r, &r.V); err != nil {
+		return r, err
+	}
+	if r.ID == "" {
+		return r, fmt.Errorf("%w: memory reply without id", ErrCorrupt)
+	}
+	return r, nil
+}
+
 // Command is one of the commands in this file: *EffectRequest, *EffectReply,
-// *EffectCancel or *CancelRequest. Its method is unexported: no other type is one.
+// *EffectCancel, *CancelRequest, *MemoryCommand or *MemoryReply. Its method is unexported: no other type is one.
 type Command interface {
 	// stamp sets the command's version to CommandVersion.
 	stamp()

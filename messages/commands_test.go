@@ -2,6 +2,7 @@ package messages_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -34,6 +35,11 @@ func TestCommandGolden(t *testing.T) {
 			func(b []byte) (any, error) { r, err := messages.DecodeEffectCancel(b); return &r, err }},
 		{"task.cancel", &messages.CancelRequest{SessionID: "s-1", Reason: "user asked"},
 			func(b []byte) (any, error) { r, err := messages.DecodeCancelRequest(b); return &r, err }},
+		{"memory.command", &messages.MemoryCommand{ID: "c-1", SessionID: "memory/user:alice", Namespace: "user:alice", Action: "search",
+			Key: "http/k1", Args: json.RawMessage(`{"text":"tea","limit":5}`), ReplyTopic: messages.TopicReplies, ReplyNode: "node-a"},
+			func(b []byte) (any, error) { r, err := messages.DecodeMemoryCommand(b); return &r, err }},
+		{"memory.reply", &messages.MemoryReply{ID: "c-1", Result: json.RawMessage(`{"ids":["m_1"]}`), Error: "", Kind: ""},
+			func(b []byte) (any, error) { r, err := messages.DecodeMemoryReply(b); return &r, err }},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,6 +68,24 @@ func TestCommandGolden(t *testing.T) {
 				t.Fatalf("round trip:\n got %+v\nwant %+v", back, c.cmd)
 			}
 		})
+	}
+}
+
+func TestMemoryCommandRejects(t *testing.T) {
+	for name, b := range map[string]string{
+		"no id":           `{"v":1,"session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
+		"no action":       `{"v":1,"id":"c","session_id":"memory/a","namespace":"a","reply_topic":"r","reply_node":"n"}`,
+		"another stream":  `{"v":1,"id":"c","session_id":"memory/b","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
+		"no reply node":   `{"v":1,"id":"c","session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r"}`,
+		"future version":  `{"v":99,"id":"c","session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
+		"trailing object": `{"v":1,"id":"c","session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"} {}`,
+	} {
+		if _, err := messages.DecodeMemoryCommand([]byte(b)); err == nil {
+			t.Errorf("%s: decoded", name)
+		}
+	}
+	if _, err := messages.DecodeMemoryReply([]byte(`{"v":1}`)); err == nil {
+		t.Error("reply without id decoded")
 	}
 }
 
