@@ -940,3 +940,44 @@ var (
 	_ consolidator.Target    = (*memory.Namespace)(nil)
 	_ consolidator.Refresher = (*memory.Namespace)(nil)
 )
+
+// TestPerceptualEncodersAndExtractHook: image memories are embedded, and image
+// queries embedded, by the image encoder; Config.Extract replaces the offline
+// extractor for semantic memories.
+func TestPerceptualEncodersAndExtractHook(t *testing.T) {
+	enc := &countingEmbedder{Embedder: llm.HashingEmbedder{Dim: 64}}
+	extracted := 0
+	f := newFixture(t, func(c *memory.Config) {
+		c.Encoders = map[memory.Modality]llm.Embedder{memory.Image: enc}
+		c.Extract = func(_ context.Context, text string) ([]string, []pmem.Relation, error) {
+			extracted++
+			return []string{"Zed"}, []pmem.Relation{{From: "Zed", Type: "likes", To: "Jazz"}}, nil
+		}
+	})
+	ctx := testCtx(t)
+	ns := f.ns(t, "user:z")
+	res := add(t, ns, "", memory.AddRequest{Tier: memory.Perceptual, Modality: memory.Image, Content: "a red bicycle against a wall", URI: "s3://b/1.png"},
+		memory.AddRequest{Tier: memory.Perceptual, Modality: memory.Audio, Content: "a red bicycle bell ringing"},
+		memory.AddRequest{Tier: memory.Semantic, Content: "somebody likes music"})
+	if enc.calls.Load() != 1 || enc.texts.Load() != 1 || f.emb.texts.Load() != 1 || extracted != 1 {
+		t.Fatalf("image encoder %d calls %d texts, text embedder %d texts, extractor %d", enc.calls.Load(), enc.texts.Load(), f.emb.texts.Load(), extracted)
+	}
+	m, _ := ns.Get(res[0].ID)
+	if len(m.Vector) != 64 || m.Embedder != "encoder:image" {
+		t.Fatalf("image vector %d, embedder %q", len(m.Vector), m.Embedder)
+	}
+	if m, _ := ns.Get(res[1].ID); len(m.Vector) != memory.DefaultAudioDim {
+		t.Fatalf("audio vector %d", len(m.Vector))
+	}
+	rs, err := ns.Search(ctx, memory.Query{Text: "red bicycle", Modality: memory.Image, Mode: "vector"})
+	if err != nil || len(rs) != 1 || rs[0].Memory.ID != res[0].ID || enc.calls.Load() != 2 {
+		t.Fatalf("image search: %v %v (encoder calls %d)", rs, err, enc.calls.Load())
+	}
+	rs, err = ns.Search(ctx, memory.Query{Text: "what does zed like"})
+	if err != nil || len(rs) == 0 || rs[0].Memory.ID != res[2].ID {
+		t.Fatalf("graph search: %v %v", rs, err)
+	}
+	if st := ns.Stats(); st.Entities != 2 || st.Relations != 1 {
+		t.Fatalf("graph of the hook's entities: %+v", st)
+	}
+}
