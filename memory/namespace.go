@@ -196,24 +196,27 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 	if err := CheckNamespace(name); err != nil {
 		return nil, err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	if ns := m.spaces[name]; ns != nil {
-		return ns, nil
+	m.mu.Lock()
+	ns := m.spaces[name]
+	if ns == nil {
+		ns = newNamespace(m, name)
+		m.spaces[name] = ns
 	}
-	ns := newNamespace(m, name)
+	m.mu.Unlock()
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if err := ns.fold(ctx); err != nil {
-		return nil, err
+	if !ns.opened {
+		if err := ns.fold(ctx); err != nil {
+			return nil, err
+		}
+		if err := ns.rebuildVectors(ctx); err != nil {
+			return nil, err
+		}
+		ns.opened = true
 	}
-	if err := ns.rebuildVectors(ctx); err != nil {
-		return nil, err
-	}
-	m.spaces[name] = ns
 	return ns, nil
 }
 
@@ -250,9 +253,10 @@ type Namespace struct {
 	name   string
 	stream string
 
-	mu sync.Mutex
-	st *state
-	pj *projection
+	mu     sync.Mutex
+	opened bool // folded and its vectors rebuilt: Memories.Namespace returns it
+	st     *state
+	pj     *projection
 }
 
 func newNamespace(m *Memories, name string) *Namespace {

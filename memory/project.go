@@ -46,11 +46,15 @@ type projection struct {
 	// the memories whose vector must be upserted or deleted.
 	vecAt map[string]string
 	dirty map[string]struct{}
+	// ever holds the collections each memory the stream ever named belonged to:
+	// where a rebuild looks for vectors that must go.
+	ever map[string][]string
 }
 
 func newProjection() *projection {
 	p := &projection{keywords: map[Tier]*pmem.KeywordIndex{}, kwTier: map[string]Tier{}, graph: pmem.NewGraph(),
-		entities: map[string]int{}, entsOf: map[string][]string{}, vecAt: map[string]string{}, dirty: map[string]struct{}{}}
+		entities: map[string]int{}, entsOf: map[string][]string{}, vecAt: map[string]string{}, dirty: map[string]struct{}{},
+		ever: map[string][]string{}}
 	for _, t := range Tiers {
 		p.keywords[t] = pmem.NewKeywordIndex()
 	}
@@ -85,6 +89,9 @@ func (p *projection) apply(st *state, eff effect) {
 		}
 		if t, ok := p.kwTier[id]; ok && t != m.Tier {
 			p.keywords[t].Remove(id)
+		}
+		if c := Collection(m.Tier, m.Modality); !slices.Contains(p.ever[id], c) {
+			p.ever[id] = append(p.ever[id], c)
 		}
 		p.keywords[m.Tier].Put(id, indexText(m))
 		p.kwTier[id] = m.Tier
@@ -210,37 +217,35 @@ func (ns *Namespace) syncVectors(ctx context.Context) error {
 // namespace's first fold in this process: the store is persistent and may hold
 // items from an earlier run, among them memories forgotten since, or vectors a
 // process that died never wrote. Every memory the stream ever named is deleted from
-// each collection that should not hold it, and every live one upserted, in batches of
-// VectorBatch. It is idempotent.
+// each collection it belonged to and should no longer be in, and every live one
+// upserted, in batches of VectorBatch. It is idempotent.
 func (ns *Namespace) rebuildVectors(ctx context.Context) error {
 	p := ns.pj
-	want := map[string]string{}
-	for id := range ns.st.mems {
-		want[id] = ns.wantAt(id)
-	}
-	seen := slices.Sorted(maps.Keys(ns.st.seen))
-	for _, c := range collections() {
-		var del []string
-		var up []vectorstore.Item
-		for _, id := range seen {
-			switch w := want[id]; {
-			case w == c:
-				up = append(up, ns.vectorItem(ns.st.mems[id]))
-			default:
-				del = append(del, ns.vectorID(id))
+	dels := map[string][]string{}
+	ups := map[string][]vectorstore.Item{}
+	for _, id := range slices.Sorted(maps.Keys(p.ever)) {
+		want := ns.wantAt(id)
+		for _, c := range p.ever[id] {
+			if c != want {
+				dels[c] = append(dels[c], ns.vectorID(id))
 			}
 		}
-		if err := ns.deleteVectors(ctx, c, del); err != nil {
+		if want != "" {
+			ups[want] = append(ups[want], ns.vectorItem(ns.st.mems[id]))
+		}
+	}
+	for _, c := range collections() {
+		if err := ns.deleteVectors(ctx, c, dels[c]); err != nil {
 			return err
 		}
-		if err := ns.upsertVectors(ctx, c, up); err != nil {
+		if err := ns.upsertVectors(ctx, c, ups[c]); err != nil {
 			return err
 		}
 	}
 	clear(p.vecAt)
-	for id, c := range want {
-		if c != "" {
-			p.vecAt[id] = c
+	for c, items := range ups {
+		for _, it := range items {
+			p.vecAt[ns.memoryID(it.ID)] = c
 		}
 	}
 	clear(p.dirty)
