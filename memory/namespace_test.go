@@ -533,6 +533,14 @@ func TestSearchFiltersInvalidAndTiers(t *testing.T) {
 	if m.InvalidAt == nil || !m.InvalidAt.Equal(t0) || m.InvalidBy != res[0].ID {
 		t.Fatalf("invalidated: %+v", m)
 	}
+	h, err := ns.History(ctx, res[0].ID) // the invalidating memory's history tells it too
+	if err != nil || len(h) != 2 || h[1].Type != messages.TypeMemoryInvalidated || !slices.Equal(h[1].Related, []string{res[1].ID}) || h[1].Reason != "superseded" {
+		t.Fatalf("history of the invalidating memory: %+v %v", h, err)
+	}
+	// An empty query lists what the filters keep, ranked by formula alone.
+	if got := search(memory.Query{Tiers: []memory.Tier{memory.Episodic}, IncludeInvalid: true, Limit: 1}); !slices.Equal(got, []string{res[0].ID}) {
+		t.Fatalf("empty query: %v", got)
+	}
 	for _, bad := range []memory.Query{{Mode: "fuzzy"}, {Limit: -1}, {Tiers: []memory.Tier{"x"}}, {Modality: "video"}, {MinImportance: 2}, {Since: t0, Until: t0.Add(-time.Hour)}} {
 		if _, err := ns.Search(ctx, bad); !errors.Is(err, memory.ErrInvalid) {
 			t.Errorf("%+v: %v", bad, err)
