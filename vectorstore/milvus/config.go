@@ -3,8 +3,11 @@ package milvus
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/troupe-run/troupe/redact"
 )
 
 // Consistency is the consistency level of searches (see doc.go).
@@ -113,6 +116,25 @@ func (c Config) Validate() error {
 		return fmt.Errorf("vectorstore/milvus: invalid config: %w", err)
 	}
 	return nil
+}
+
+// String describes the configuration without its password.
+func (c Config) String() string {
+	pw := "none"
+	if c.Password != "" {
+		pw = redact.Redacted
+	}
+	return fmt.Sprintf("milvus.Config{Addr:%s DB:%s Username:%s Password:%s Prefix:%s Consistency:%s DialTimeout:%s RequestTimeout:%s}",
+		c.Addr, c.DB, c.Username, pw, c.Prefix, c.Consistency, c.DialTimeout, c.RequestTimeout)
+}
+
+// Format makes every fmt verb (%v, %+v, %#v, %s) print String, never the password.
+func (c Config) Format(f fmt.State, _ rune) { _, _ = fmt.Fprint(f, c.String()) }
+
+// LogValue implements slog.LogValuer without the password.
+func (c Config) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("addr", c.Addr), slog.String("db", c.DB), slog.String("username", c.Username),
+		slog.Bool("password_set", c.Password != ""), slog.String("prefix", c.Prefix), slog.String("consistency", string(c.Consistency)))
 }
 
 // isIdentifier reports whether s is a letter or underscore followed by letters,

@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
+	mathrand "math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -187,6 +190,89 @@ func TestLongCollectionNames(t *testing.T) {
 			t.Errorf("collection %.8s…%s: %v %v, want one hit of its own", name, name[250:], hits, err)
 		}
 	}
+}
+
+// Search is exact beyond Milvus's growing-segment chunks (128 rows) and its interim
+// index: every hit of a larger collection is the brute-force one, under a filter too,
+// and K up to Milvus's top-K limit works.
+func TestExactSearchLargerCollection(t *testing.T) {
+	addr := serverAddr(t)
+	s := newStore(t, milvus.Config{Addr: addr, Prefix: testPrefix(t, addr)})
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	rng := mathrand.New(mathrand.NewPCG(21, 22))
+	const n, dim = 3000, 32
+	items := make([]vectorstore.Item, n)
+	for i := range items {
+		v := make([]float32, dim)
+		for j := range v {
+			v[j] = float32(rng.NormFloat64())
+		}
+		items[i] = vectorstore.Item{ID: fmt.Sprintf("i%05d", i), Vector: v, Metadata: map[string]string{"m": fmt.Sprint(i % 7)}}
+	}
+	for i := 0; i < n; i += 1000 {
+		if err := s.Upsert(ctx, "large", items[i:i+1000]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := range 10 {
+		q := items[rng.IntN(n)].Vector
+		q = slices.Clone(q)
+		for j := range q {
+			q[j] += float32(rng.NormFloat64())
+		}
+		filter := map[string]string(nil)
+		if round%2 == 1 {
+			filter = map[string]string{"m": fmt.Sprint(round % 7)}
+		}
+		hits, err := s.Search(ctx, "large", vectorstore.Query{Vector: q, K: 20, Filter: filter})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		type scored struct {
+			id string
+			s  float64
+		}
+		var all []scored
+		for _, it := range items {
+			if filter == nil || it.Metadata["m"] == filter["m"] {
+				all = append(all, scored{it.ID, cos64(it.Vector, q)})
+			}
+		}
+		slices.SortFunc(all, func(a, b scored) int {
+			if a.s != b.s {
+				if a.s > b.s {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a.id, b.id)
+		})
+		for _, x := range all[:20] {
+			want = append(want, x.id)
+		}
+		if got := hitIDs(hits); !slices.Equal(got, want) {
+			t.Errorf("round %d (filter %v):\n got  %v\n want %v", round, filter, got, want)
+		}
+	}
+	hits, err := s.Search(ctx, "large", vectorstore.Query{Vector: items[0].Vector, K: 16384})
+	if err != nil || len(hits) != n {
+		t.Errorf("K=16384: %d hits, %v; want %d", len(hits), err, n)
+	}
+	if _, err := s.Search(ctx, "large", vectorstore.Query{Vector: items[0].Vector, K: 16385}); !errors.Is(err, vectorstore.ErrInvalid) {
+		t.Errorf("K=16385: %v, want ErrInvalid (Milvus's top-K limit)", err)
+	}
+}
+
+func cos64(a, b []float32) float64 {
+	var ab, aa, bb float64
+	for i := range a {
+		ab += float64(a[i]) * float64(b[i])
+		aa += float64(a[i]) * float64(a[i])
+		bb += float64(b[i]) * float64(b[i])
+	}
+	return ab / math.Sqrt(aa*bb)
 }
 
 func TestUnreachableServer(t *testing.T) {
