@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/milvus-io/milvus-sdk-go/v2/client"
 	"github.com/milvus-io/milvus-sdk-go/v2/entity"
@@ -58,6 +59,10 @@ type Store struct {
 type collection struct {
 	name string // in Milvus
 	dim  int
+	// written is set once this Store has written to the collection: from then on, a
+	// Session search waits for this Store's writes (the SDK keeps their timestamps).
+	// Before, it has none to wait for, so it is made Strong to see other writers'.
+	written atomic.Bool
 }
 
 var _ vectorstore.Store = (*Store)(nil)
@@ -372,6 +377,7 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 	if err != nil {
 		return s.fail("upsert", collection, err)
 	}
+	c.written.Store(true)
 	return nil
 }
 
@@ -408,6 +414,17 @@ func (s *Store) Delete(ctx context.Context, collection string, ids []string) err
 	defer cancel()
 	if err := s.client.Delete(rctx, c.name, "", idsExpr(uniq)); err != nil {
 		return s.fail("delete", collection, err)
+	}
+	c.written.Store(true)
+	if s.level == entity.ClSession {
+		// Milvus 2.3 returns no timestamp for a delete, so the SDK's session
+		// cannot wait for it. A Strong query waits until the query nodes have
+		// consumed everything up to now, the delete included: the searches after
+		// it see it.
+		if _, err := s.client.Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
+			client.WithSearchQueryConsistencyLevel(entity.ClStrong), client.WithLimit(1)); err != nil {
+			return s.fail("delete (waiting until it is visible)", collection, err)
+		}
 	}
 	return nil
 }
@@ -447,6 +464,10 @@ func (s *Store) Search(ctx context.Context, collection string, q vectorstore.Que
 	if err != nil {
 		return nil, err
 	}
+	level := s.level
+	if level == entity.ClSession && !c.written.Load() {
+		level = entity.ClStrong
+	}
 	expr := filterExpr(q.Filter)
 	limit := min(max(2*q.K, q.K+16), maxTopK)
 	for {
@@ -454,7 +475,7 @@ func (s *Store) Search(ctx context.Context, collection string, q vectorstore.Que
 		res, err := s.client.Search(rctx, c.name, nil, expr,
 			[]string{fieldID, fieldVector, fieldText, fieldMetadata},
 			[]entity.Vector{entity.FloatVector(q.Vector)}, fieldVector, entity.COSINE, limit, sp,
-			client.WithSearchQueryConsistencyLevel(s.level))
+			client.WithSearchQueryConsistencyLevel(level))
 		cancel()
 		if err != nil {
 			return nil, s.fail("search", collection, err)

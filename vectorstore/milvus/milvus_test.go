@@ -45,29 +45,32 @@ func testPrefix(t *testing.T, addr string) string {
 		t.Fatal(err)
 	}
 	prefix := "troupe_test_" + hex.EncodeToString(b) + "_"
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		c, err := client.NewClient(ctx, client.Config{Address: addr})
-		if err != nil {
-			t.Errorf("cleanup: connect: %v", err)
-			return
-		}
-		defer c.Close()
-		colls, err := c.ListCollections(ctx)
-		if err != nil {
-			t.Errorf("cleanup: list collections: %v", err)
-			return
-		}
-		for _, coll := range colls {
-			if strings.HasPrefix(coll.Name, prefix) {
-				if err := c.DropCollection(ctx, coll.Name); err != nil {
-					t.Errorf("cleanup: drop %s: %v", coll.Name, err)
-				}
+	t.Cleanup(func() { dropPrefix(t, addr, prefix) })
+	return prefix
+}
+
+// dropPrefix drops every collection whose name starts with prefix.
+func dropPrefix(t testing.TB, addr, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := client.NewClient(ctx, client.Config{Address: addr})
+	if err != nil {
+		t.Errorf("cleanup: connect: %v", err)
+		return
+	}
+	defer c.Close()
+	colls, err := c.ListCollections(ctx)
+	if err != nil {
+		t.Errorf("cleanup: list collections: %v", err)
+		return
+	}
+	for _, coll := range colls {
+		if strings.HasPrefix(coll.Name, prefix) {
+			if err := c.DropCollection(ctx, coll.Name); err != nil {
+				t.Errorf("cleanup: drop %s: %v", coll.Name, err)
 			}
 		}
-	})
-	return prefix
+	}
 }
 
 func newStore(t *testing.T, cfg milvus.Config) *milvus.Store {
@@ -87,6 +90,15 @@ func newStore(t *testing.T, cfg milvus.Config) *milvus.Store {
 }
 
 func TestConformance(t *testing.T) {
+	conformance(t, milvus.Strong)
+}
+
+// Session consistency passes the suite too: a Store reads its own writes.
+func TestConformanceSession(t *testing.T) {
+	conformance(t, milvus.Session)
+}
+
+func conformance(t *testing.T, level milvus.Consistency) {
 	addr := serverAddr(t)
 	cfgs := make(map[vectorstore.Store]milvus.Config) // store -> its config, for Reopen
 	vectorstoretest.Run(t, vectorstoretest.Features{
@@ -101,7 +113,7 @@ func TestConformance(t *testing.T) {
 			return re
 		},
 	}, func(t *testing.T) vectorstore.Store {
-		cfg := milvus.Config{Addr: addr, Prefix: testPrefix(t, addr)}
+		cfg := milvus.Config{Addr: addr, Prefix: testPrefix(t, addr), Consistency: level}
 		s := newStore(t, cfg)
 		cfgs[s] = cfg
 		return s
@@ -290,4 +302,49 @@ func hitIDs(hits []vectorstore.Hit) []string {
 		out[i] = h.ID
 	}
 	return out
+}
+
+// BenchmarkSearch measures one search of K=10 among 2,000 vectors of dimension 384,
+// at each consistency level: Strong waits for the server's next time tick.
+func BenchmarkSearch(b *testing.B) {
+	addr := os.Getenv(envAddr)
+	if addr == "" {
+		b.Skipf("%s is not set", envAddr)
+	}
+	for _, level := range []milvus.Consistency{milvus.Strong, milvus.Session, milvus.Bounded} {
+		b.Run(string(level), func(b *testing.B) {
+			ctx := b.Context()
+			prefix := fmt.Sprintf("troupe_bench_%d_", time.Now().UnixNano())
+			s, err := milvus.New(ctx, milvus.Config{Addr: addr, Prefix: prefix, Consistency: level})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			rng := mathrand.New(mathrand.NewPCG(1, 1))
+			vec := func() []float32 {
+				v := make([]float32, 384)
+				for i := range v {
+					v[i] = float32(rng.NormFloat64())
+				}
+				return v
+			}
+			for i := 0; i < 2000; i += 500 {
+				batch := make([]vectorstore.Item, 500)
+				for j := range batch {
+					batch[j] = vectorstore.Item{ID: fmt.Sprint(i + j), Vector: vec()}
+				}
+				if err := s.Upsert(ctx, "bench", batch); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.Cleanup(func() { dropPrefix(b, addr, prefix) })
+			q := vec()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := s.Search(ctx, "bench", vectorstore.Query{Vector: q, K: 10}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
