@@ -127,10 +127,15 @@ func (s *Store) begin(ctx context.Context, op string) error {
 	return nil
 }
 
-// fail wraps an error of the server or the connection. After Close it is ErrClosed.
-func (s *Store) fail(op, coll string, err error) error {
+// fail wraps an error of the server or the connection. After Close it also wraps
+// ErrClosed, and once ctx is done, ctx.Err() (gRPC reports a cancelled call with a
+// status error of its own, which errors.Is does not match with context.Canceled).
+func (s *Store) fail(ctx context.Context, op, coll string, err error) error {
 	if s.isClosed() {
 		return fmt.Errorf("vectorstore/milvus: %s %q: %w (%w)", op, coll, vectorstore.ErrClosed, err)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("vectorstore/milvus: %s %q: %w (%w)", op, coll, cerr, err)
 	}
 	return fmt.Errorf("vectorstore/milvus: %s %q: %w", op, coll, err)
 }
@@ -173,14 +178,14 @@ func (s *Store) describe(ctx context.Context, name string) (*collection, error) 
 	defer cancel()
 	ok, err := s.client.HasCollection(rctx, phys)
 	if err != nil {
-		return nil, s.fail("describe", name, err)
+		return nil, s.fail(ctx, "describe", name, err)
 	}
 	if !ok {
 		return nil, nil
 	}
 	info, err := s.client.DescribeCollection(rctx, phys)
 	if err != nil {
-		return nil, s.fail("describe", name, err)
+		return nil, s.fail(ctx, "describe", name, err)
 	}
 	if info.Schema == nil || info.Schema.Description != name {
 		return nil, fmt.Errorf("vectorstore/milvus: collection %q: the Milvus collection %q was not created for it (its description should be the name)", name, phys)
@@ -195,7 +200,7 @@ func (s *Store) describe(ctx context.Context, name string) (*collection, error) 
 		return nil, fmt.Errorf("vectorstore/milvus: collection %q: the Milvus collection %q has no %q field with a dimension: not created by this package", name, phys, fieldVector)
 	}
 	if err := s.ready(rctx, phys); err != nil {
-		return nil, s.fail("prepare", name, err)
+		return nil, s.fail(ctx, "prepare", name, err)
 	}
 	c := &collection{name: phys, dim: dim}
 	s.cmu.Lock()
@@ -262,7 +267,7 @@ func (s *Store) create(ctx context.Context, name string, dim int) (*collection, 
 		if cerr == nil {
 			cerr = errors.New("collection missing after it was created")
 		}
-		return nil, s.fail("create", name, cerr)
+		return nil, s.fail(ctx, "create", name, cerr)
 	}
 	return c, nil
 }
@@ -375,7 +380,7 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 		entity.NewColumnVarChar(fieldText, texts),
 		entity.NewColumnJSONBytes(fieldMetadata, metas))
 	if err != nil {
-		return s.fail("upsert", collection, err)
+		return s.fail(ctx, "upsert", collection, err)
 	}
 	c.written.Store(true)
 	return nil
@@ -413,7 +418,7 @@ func (s *Store) Delete(ctx context.Context, collection string, ids []string) err
 	rctx, cancel := s.rpc(ctx)
 	defer cancel()
 	if err := s.client.Delete(rctx, c.name, "", idsExpr(uniq)); err != nil {
-		return s.fail("delete", collection, err)
+		return s.fail(ctx, "delete", collection, err)
 	}
 	c.written.Store(true)
 	if s.level == entity.ClSession {
@@ -423,7 +428,7 @@ func (s *Store) Delete(ctx context.Context, collection string, ids []string) err
 		// it see it.
 		if _, err := s.client.Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
 			client.WithSearchQueryConsistencyLevel(entity.ClStrong), client.WithLimit(1)); err != nil {
-			return s.fail("delete (waiting until it is visible)", collection, err)
+			return s.fail(ctx, "delete (waiting until it is visible)", collection, err)
 		}
 	}
 	return nil
@@ -478,10 +483,10 @@ func (s *Store) Search(ctx context.Context, collection string, q vectorstore.Que
 			client.WithSearchQueryConsistencyLevel(level))
 		cancel()
 		if err != nil {
-			return nil, s.fail("search", collection, err)
+			return nil, s.fail(ctx, "search", collection, err)
 		}
 		if len(res) != 1 {
-			return nil, s.fail("search", collection, fmt.Errorf("%d result sets for one query", len(res)))
+			return nil, s.fail(ctx, "search", collection, fmt.Errorf("%d result sets for one query", len(res)))
 		}
 		r := res[0]
 		if r.ResultCount == 0 {
@@ -490,7 +495,7 @@ func (s *Store) Search(ctx context.Context, collection string, q vectorstore.Que
 			return nil, nil
 		}
 		if r.Err != nil {
-			return nil, s.fail("search", collection, r.Err)
+			return nil, s.fail(ctx, "search", collection, r.Err)
 		}
 		n := r.ResultCount
 		// Items tied with the K-th may lie past the last one fetched: fetch more.
@@ -500,7 +505,7 @@ func (s *Store) Search(ctx context.Context, collection string, q vectorstore.Que
 		}
 		hits, err := decodeHits(r, q.Vector)
 		if err != nil {
-			return nil, s.fail("search", collection, err)
+			return nil, s.fail(ctx, "search", collection, err)
 		}
 		slices.SortFunc(hits, func(a, b vectorstore.Hit) int {
 			if a.Score != b.Score {

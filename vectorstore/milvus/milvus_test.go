@@ -89,12 +89,17 @@ func newStore(t *testing.T, cfg milvus.Config) *milvus.Store {
 	return s
 }
 
+// The server-backed tests run in parallel: each has its own prefix, and most of
+// their time is spent waiting for the server's time ticks, not computing.
+
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	conformance(t, milvus.Strong)
 }
 
 // Session consistency passes the suite too: a Store reads its own writes.
 func TestConformanceSession(t *testing.T) {
+	t.Parallel()
 	conformance(t, milvus.Session)
 }
 
@@ -130,8 +135,10 @@ var hostile = []string{
 // Filters on hostile keys and values select exactly the item that holds them, and the
 // metadata comes back byte for byte.
 func TestHostileMetadata(t *testing.T) {
+	t.Parallel()
 	addr := serverAddr(t)
-	s := newStore(t, milvus.Config{Addr: addr, Prefix: testPrefix(t, addr)})
+	// Session: the test reads only its own writes, and its 57 searches stay quick.
+	s := newStore(t, milvus.Config{Addr: addr, Prefix: testPrefix(t, addr), Consistency: milvus.Session})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 
@@ -185,6 +192,7 @@ func TestHostileMetadata(t *testing.T) {
 
 // Names longer than Milvus allows once prefixed get a hashed name of their own.
 func TestLongCollectionNames(t *testing.T) {
+	t.Parallel()
 	addr := serverAddr(t)
 	s := newStore(t, milvus.Config{Addr: addr, Prefix: testPrefix(t, addr)})
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
@@ -208,6 +216,7 @@ func TestLongCollectionNames(t *testing.T) {
 // index: every hit of a larger collection is the brute-force one, under a filter too,
 // and K up to Milvus's top-K limit works.
 func TestExactSearchLargerCollection(t *testing.T) {
+	t.Parallel()
 	addr := serverAddr(t)
 	s := newStore(t, milvus.Config{Addr: addr, Prefix: testPrefix(t, addr)})
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
