@@ -15,7 +15,8 @@
 // even when every item is deleted. Its description holds name: a name too long for
 // Milvus (255 bytes) once prefixed is cut and followed by a hash of the whole name,
 // and a Store refuses a collection whose description is not the name it asked for.
-// The schema:
+// A Store remembers the collections it has seen (their dimension, that they are
+// loaded): drop a collection only while no Store uses it. The schema:
 //
 //	id        VarChar(65535), primary key (the Item's ID)
 //	vector    FloatVector(dim), the vector as upserted (not normalized)

@@ -202,10 +202,13 @@ func (s *Store) describe(ctx context.Context, name string) (*collection, error) 
 	if err := s.ready(rctx, phys); err != nil {
 		return nil, s.fail(ctx, "prepare", name, err)
 	}
-	c := &collection{name: phys, dim: dim}
 	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if c := s.colls[name]; c != nil { // described concurrently: keep one
+		return c, nil
+	}
+	c := &collection{name: phys, dim: dim}
 	s.colls[name] = c
-	s.cmu.Unlock()
 	return c, nil
 }
 
