@@ -126,7 +126,7 @@ func Recall(ctx context.Context, log eventlog.Log, q RecallQuery) ([]RecallHit, 
 		hits = hits[:limit]
 	}
 	for i := range hits {
-		hits[i].Content = truncateBytes(hits[i].Content, RecallContentBytes)
+		hits[i].Content = clipText(hits[i].Content, RecallContentBytes)
 	}
 	return hits, nil
 }

@@ -32,7 +32,7 @@ func recorded(t *testing.T, log eventlog.Log, id string, start time.Time, payloa
 		e.Actor = "session"
 		events = append(events, e)
 	}
-	if err := log.Append(testCtx(t), events); err != nil {
+	if err := log.Append(wctx(t), events); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -41,9 +41,9 @@ func answer(text string) *messages.ModelResponded {
 	return &messages.ModelResponded{Key: "k", Model: "scripted", Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: text}}
 }
 
-func openLog(t *testing.T) eventlog.Log {
+func recallLog(t *testing.T) eventlog.Log {
 	t.Helper()
-	log, err := sqlite.Open(testCtx(t), sqlite.Config{Dir: t.TempDir()})
+	log, err := sqlite.Open(wctx(t), sqlite.Config{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +55,7 @@ var day1 = time.Date(2026, 11, 1, 9, 0, 0, 0, time.UTC)
 
 // conversations records three sessions and a memory stream.
 func conversations(t *testing.T) eventlog.Log {
-	log := openLog(t)
+	log := recallLog(t)
 	recorded(t, log, "s-trip", day1,
 		&messages.TaskSubmitted{Input: "Plan a weekend trip to Lisbon for my anniversary", Agent: "planner"},
 		&messages.ModelRequested{Key: "k", Model: "scripted", Step: 1},
@@ -84,7 +84,7 @@ func conversations(t *testing.T) eventlog.Log {
 
 func TestRecallRanksConversationByKeywords(t *testing.T) {
 	log := conversations(t)
-	hits, err := memory.Recall(testCtx(t), log, memory.RecallQuery{Text: "Lisbon anniversary"})
+	hits, err := memory.Recall(wctx(t), log, memory.RecallQuery{Text: "Lisbon anniversary"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func TestRecallRanksConversationByKeywords(t *testing.T) {
 
 func TestRecallFilters(t *testing.T) {
 	log := conversations(t)
-	ctx := testCtx(t)
+	ctx := wctx(t)
 	ids := func(hits []memory.RecallHit) string {
 		var out []string
 		for _, h := range hits {
@@ -150,12 +150,12 @@ func TestRecallFilters(t *testing.T) {
 }
 
 func TestRecallRefusesBadQueries(t *testing.T) {
-	log := openLog(t)
+	log := recallLog(t)
 	for _, q := range []memory.RecallQuery{
 		{Limit: -1}, {Limit: memory.MaxRecallLimit + 1}, {MaxSessions: -5},
 		{Since: day1, Until: day1.Add(-time.Second)}, {Text: strings.Repeat("a", 5000)},
 	} {
-		if _, err := memory.Recall(testCtx(t), log, q); !errors.Is(err, memory.ErrInvalid) {
+		if _, err := memory.Recall(wctx(t), log, q); !errors.Is(err, memory.ErrInvalid) {
 			t.Errorf("%+v: err = %v, want ErrInvalid", q, err)
 		}
 	}

@@ -35,7 +35,7 @@ type Turn struct {
 // Fact is a candidate memory extracted from a turn.
 type Fact struct {
 	Content string `json:"content"`
-	// Importance is in [0, 1]; DefaultImportance when the extractor gave none.
+	// Importance is in [0, 1]; 0.5 when the extractor gave none.
 	Importance float64 `json:"importance"`
 	// Tier is semantic (a fact, a preference, a rule) or episodic (something that
 	// happened).
@@ -45,15 +45,16 @@ type Fact struct {
 	Vector []float32 `json:"-"`
 }
 
-// DefaultImportance is the importance of a fact whose extractor gave none.
-const DefaultImportance = 0.5
+// factImportance is the importance of a fact whose extractor gave none (the
+// default importance of a memory).
+const factImportance = 0.5
 
-// The events of a Decision.
+// The events of a Decision: ADD and NONE are also those of an AddResult.
 const (
-	EventAdd    = "ADD"
+	eventAdd    = "ADD"
 	EventUpdate = "UPDATE"
 	EventDelete = "DELETE"
-	EventNone   = "NONE"
+	eventNone   = "NONE"
 )
 
 // Decision is what to do with one fact.
@@ -200,15 +201,15 @@ func ParseFacts(answer string) ([]Fact, error) {
 			if err := json.Unmarshal(it, &o); err != nil {
 				continue // one malformed item does not cost the others
 			}
-			f.Content = firstNonEmpty(o.Content, o.Fact, o.Text)
+			f.Content = firstText(o.Content, o.Fact, o.Text)
 			f.Importance = parseImportance(o.Importance)
 			f.Tier = Tier(strings.ToLower(strings.TrimSpace(o.Tier)))
 		}
 		f = normalizeFact(f)
-		if f.Content == "" || seen[normKey(f.Content)] {
+		if f.Content == "" || seen[sameTextKey(f.Content)] {
 			continue
 		}
-		seen[normKey(f.Content)] = true
+		seen[sameTextKey(f.Content)] = true
 		facts = append(facts, f)
 		if len(facts) == MaxFacts {
 			break
@@ -237,16 +238,16 @@ func parseImportance(raw json.RawMessage) float64 {
 }
 
 // normalizeFact trims a fact, bounds its text, clamps its importance into [0, 1]
-// (a negative or NaN one becomes DefaultImportance) and makes an unknown tier
+// (a negative or NaN one becomes 0.5) and makes an unknown tier
 // semantic. Only the semantic and episodic tiers are extracted into.
 func normalizeFact(f Fact) Fact {
 	f.Content = strings.Join(strings.Fields(f.Content), " ")
 	if len(f.Content) > maxFactBytes {
-		f.Content = truncateBytes(f.Content, maxFactBytes)
+		f.Content = clipText(f.Content, maxFactBytes)
 	}
 	switch {
 	case math.IsNaN(f.Importance) || f.Importance < 0:
-		f.Importance = DefaultImportance
+		f.Importance = factImportance
 	case f.Importance > 1:
 		f.Importance = 1
 	}
@@ -285,7 +286,7 @@ func findJSON(answer string) (json.RawMessage, error) {
 }
 
 func modelOutputError(answer string, err error) error {
-	return fmt.Errorf("%w: %v (answer: %q)", ErrModelOutput, err, truncateBytes(strings.TrimSpace(answer), 200))
+	return fmt.Errorf("%w: %v (answer: %q)", ErrModelOutput, err, clipText(strings.TrimSpace(answer), 200))
 }
 
 // ExtractFactsOffline is the extractor used without a model. It is a heuristic, not
@@ -301,7 +302,7 @@ func modelOutputError(answer string, err error) error {
 //
 // and strips a leading "remember that" / "note that". A sentence in the first person
 // ("I", "my", "we", …) or with "always", "never", "allergic", "prefer", "favorite"
-// gets importance 0.7, others DefaultImportance. A sentence with a time marker
+// gets importance 0.7, others 0.5. A sentence with a time marker
 // ("yesterday", "last week", "ago", "today", "on Monday", …) is episodic, others
 // semantic. The facts keep the user's words: it does not rewrite "I" into "the user"
 // nor resolve pronouns, which a model does.
@@ -314,10 +315,10 @@ func ExtractFactsOffline(turn Turn) []Fact {
 		}
 		for _, s := range splitSentences(m.Content) {
 			f, ok := offlineFact(s)
-			if !ok || seen[normKey(f.Content)] {
+			if !ok || seen[sameTextKey(f.Content)] {
 				continue
 			}
-			seen[normKey(f.Content)] = true
+			seen[sameTextKey(f.Content)] = true
 			facts = append(facts, f)
 			if len(facts) == MaxFacts {
 				return facts
@@ -354,22 +355,22 @@ func splitSentences(text string) []string {
 }
 
 var (
-	questionOpeners = setOfWords(`what when where who whom whose which why how is are am was were do does did can could
+	questionOpeners = wordList(`what when where who whom whose which why how is are am was were do does did can could
 		would will shall should may might have has had isn't aren't don't doesn't didn't can't won't`)
-	smallTalk = setOfWords(`hi hello hey thanks thank ok okay cool great nice good bye goodbye yes no sure
+	smallTalk = wordList(`hi hello hey thanks thank ok okay cool great nice good bye goodbye yes no sure
 		yeah yep nope lol haha wow awesome perfect alright fine welcome cheers morning evening night`)
-	commandOpeners = setOfWords(`please tell show give find search look list make create write send book
+	commandOpeners = wordList(`please tell show give find search look list make create write send book
 		help explain describe summarize summarise translate check open run call get let lets let's add remove delete
 		set put use try go stop start continue repeat calculate compute`)
-	firstPerson = setOfWords(`i i'm i've i'd i'll im my mine me myself we we're we've our ours us`)
-	strongWords = setOfWords(`always never allergic allergy prefer prefers favorite favourite hate hates love loves
+	firstPerson = wordList(`i i'm i've i'd i'll im my mine me myself we we're we've our ours us`)
+	strongWords = wordList(`always never allergic allergy prefer prefers favorite favourite hate hates love loves
 		must birthday`)
-	timeWords = setOfWords(`yesterday today tonight tomorrow ago last earlier recently monday tuesday wednesday
+	timeWords = wordList(`yesterday today tonight tomorrow ago last earlier recently monday tuesday wednesday
 		thursday friday saturday sunday weekend january february march april may june july august september
 		october november december`)
 )
 
-func setOfWords(s string) map[string]bool {
+func wordList(s string) map[string]bool {
 	m := map[string]bool{}
 	for _, w := range strings.Fields(s) {
 		m[w] = true
@@ -377,8 +378,8 @@ func setOfWords(s string) map[string]bool {
 	return m
 }
 
-// words returns the lowercased words of s, apostrophes kept ("i'm").
-func words(s string) []string {
+// lowerWords returns the lowercased words of s, apostrophes kept ("i'm").
+func lowerWords(s string) []string {
 	return strings.FieldsFunc(strings.ToLower(strings.ReplaceAll(s, "’", "'")), func(r rune) bool {
 		return !(unicode.IsLetter(r) || unicode.IsDigit(r) || r == '\'')
 	})
@@ -397,7 +398,7 @@ func offlineFact(sentence string) (Fact, bool) {
 	if strings.HasSuffix(s, "?") || strings.HasSuffix(s, "？") {
 		return Fact{}, false
 	}
-	ws := words(s)
+	ws := lowerWords(s)
 	if len(ws) < 3 {
 		return Fact{}, false // "ok thanks", "sounds good", "hi there"
 	}
@@ -413,7 +414,7 @@ func offlineFact(sentence string) (Fact, bool) {
 	if small*2 >= len(ws) || (smallTalk[ws[0]] && len(ws) <= 4) { // "thanks a lot", "great, that works"
 		return Fact{}, false
 	}
-	f := Fact{Content: strings.TrimRight(s, " "), Importance: DefaultImportance, Tier: Semantic}
+	f := Fact{Content: strings.TrimRight(s, " "), Importance: factImportance, Tier: Semantic}
 	for _, w := range ws {
 		if firstPerson[w] || strongWords[w] {
 			f.Importance = 0.7
@@ -452,7 +453,7 @@ func decideFact(ctx context.Context, model llm.Model, req llm.Request, fact Fact
 		}
 	}
 	if len(live) == 0 {
-		return Decision{Event: EventAdd, Content: fact.Content, Reason: "new fact: no similar memory", Fact: fact}, nil
+		return Decision{Event: eventAdd, Content: fact.Content, Reason: "new fact: no similar memory", Fact: fact}, nil
 	}
 	if model == nil {
 		return DecideOffline(fact, live), nil
@@ -490,7 +491,7 @@ const decidePrompt = `You manage a memory. You are shown the existing memories c
 - NONE: an existing memory already says the same thing. Give its id.
 
 Use only the ids shown. Answer with JSON only, in this shape:
-{"event": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": "<id of an existing memory, except for ADD>", "text": "<the memory's text after the event>", "reason": "<a few words why>"}`
+{"event": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": "<id of an existing memory, except for ADD>", "text": "<the memory's text after the event>", "reason": "<a few lowerWords why>"}`
 
 // parseDecision reads a model's answer to decidePrompt.
 func parseDecision(answer string, fact Fact, shown []Memory) (Decision, error) {
@@ -518,24 +519,24 @@ func parseDecision(answer string, fact Fact, shown []Memory) (Decision, error) {
 	reason := strings.TrimSpace(d.Reason)
 	out := Decision{Event: event, Fact: fact, Content: fact.Content, Reason: reason}
 	switch event {
-	case EventAdd:
+	case eventAdd:
 		if out.Reason == "" {
 			out.Reason = "new fact"
 		}
 		return out, nil
-	case EventUpdate, EventDelete, EventNone:
+	case EventUpdate, EventDelete, eventNone:
 	default:
 		return Decision{}, modelOutputError(answer, fmt.Errorf("unknown event %q: want ADD, UPDATE, DELETE or NONE", d.Event))
 	}
 	id := strings.Trim(strings.TrimSpace(string(d.ID)), `"`)
 	if id == "" || id == "null" {
-		if event == EventNone {
+		if event == eventNone {
 			if out.Reason == "" {
 				out.Reason = "already known"
 			}
 			return out, nil
 		}
-		return Decision{Event: EventAdd, Fact: fact, Content: fact.Content,
+		return Decision{Event: eventAdd, Fact: fact, Content: fact.Content,
 			Reason: fmt.Sprintf("the model answered %s without naming a memory", event)}, nil
 	}
 	target, ok := "", false
@@ -549,31 +550,24 @@ func parseDecision(answer string, fact Fact, shown []Memory) (Decision, error) {
 		}
 	}
 	if !ok {
-		return Decision{Event: EventAdd, Fact: fact, Content: fact.Content,
-			Reason: fmt.Sprintf("the model answered %s naming memory %q, which it was not shown", event, truncateBytes(id, 40))}, nil
+		return Decision{Event: eventAdd, Fact: fact, Content: fact.Content,
+			Reason: fmt.Sprintf("the model answered %s naming memory %q, which it was not shown", event, clipText(id, 40))}, nil
 	}
 	out.TargetID = target
 	if event == EventUpdate {
 		if t := strings.Join(strings.Fields(d.Text), " "); t != "" {
-			out.Content = truncateBytes(t, maxFactBytes)
+			out.Content = clipText(t, maxFactBytes)
 		}
 	}
 	if out.Reason == "" {
-		out.Reason = map[string]string{EventUpdate: "a richer version", EventDelete: "contradicted by the new fact", EventNone: "already known"}[event]
+		out.Reason = map[string]string{EventUpdate: "a richer version", EventDelete: "contradicted by the new fact", eventNone: "already known"}[event]
 	}
 	return out, nil
 }
 
-// Thresholds of DecideOffline.
-const (
-	// DuplicateCosine is the cosine similarity of the fact's vector to a neighbour's
-	// at or above which the fact is taken as already known (NONE).
-	DuplicateCosine = 0.95
-	// RicherCosine is the similarity at or above which a fact whose words include
-	// all of a neighbour's is taken as a richer version of it (UPDATE), when both
-	// have vectors.
-	RicherCosine = 0.6
-)
+// DuplicateCosine is the cosine similarity of a fact's vector to a neighbour's at or
+// above which DecideOffline takes the fact as known already (NONE).
+const DuplicateCosine = 0.95
 
 // singleValued are the relation types of relationsOf that hold one object at a time
 // for a subject: a new object contradicts the old one ("lives in Paris", then
@@ -582,7 +576,7 @@ const (
 var singleValued = map[string]bool{"lives_in": true, "works_at": true, "prefers": true}
 
 // negations turn a statement into its contradiction.
-var negations = setOfWords(`not no never don't doesn't didn't isn't aren't wasn't weren't won't can't cannot longer anymore`)
+var negations = wordList(`not no never don't doesn't didn't isn't aren't wasn't weren't won't can't cannot longer anymore`)
 
 // DecideOffline is DecideFact without a model. It is a heuristic over text and
 // vectors, checked in this order over the neighbours, best first:
@@ -596,26 +590,27 @@ var negations = setOfWords(`not no never don't doesn't didn't isn't aren't wasn'
 //     objects, or when the fact holds every word of the neighbour plus a negation
 //     ("I no longer live in Paris" against "I live in Paris").
 //  3. UPDATE (replace the neighbour's content with the fact's) when the fact holds
-//     every word of the neighbour and more, without a negation, and their vectors,
-//     if they have them, are at least RicherCosine similar.
+//     every word of the neighbour and more, without a negation: the richer text
+//     keeps what the old one said ("I like cheese", then "I like cheese, aged comté
+//     above all").
 //  4. ADD otherwise.
 //
 // Words are compared as the keyword index tokenizes them (lowercased, stemmed,
 // stopwords dropped).
 func DecideOffline(fact Fact, neighbours []Memory) Decision {
 	fact = normalizeFact(fact)
-	add := Decision{Event: EventAdd, Content: fact.Content, Reason: "new fact", Fact: fact}
-	key := normKey(fact.Content)
+	add := Decision{Event: eventAdd, Content: fact.Content, Reason: "new fact", Fact: fact}
+	key := sameTextKey(fact.Content)
 	for _, n := range neighbours {
 		if n.InvalidAt != nil {
 			continue
 		}
-		if normKey(n.Content) == key {
-			return Decision{Event: EventNone, TargetID: n.ID, Content: fact.Content, Fact: fact, Reason: "same content as " + n.ID}
+		if sameTextKey(n.Content) == key {
+			return Decision{Event: eventNone, TargetID: n.ID, Content: fact.Content, Fact: fact, Reason: "same content as " + n.ID}
 		}
-		if c, ok := cosine(fact.Vector, n.Vector); ok && c >= DuplicateCosine {
-			return Decision{Event: EventNone, TargetID: n.ID, Content: fact.Content, Fact: fact,
-				Reason: fmt.Sprintf("near duplicate of %s (cosine %.3f)", n.ID, c)}
+		if c, ok := factCosine(fact.Vector, n.Vector); ok && c >= DuplicateCosine {
+			return Decision{Event: eventNone, TargetID: n.ID, Content: fact.Content, Fact: fact,
+				Reason: fmt.Sprintf("near duplicate of %s (factCosine %.3f)", n.ID, c)}
 		}
 	}
 	factRels := relationsOf(fact.Content)
@@ -641,7 +636,7 @@ func DecideOffline(fact Fact, neighbours []Memory) Decision {
 			}
 		}
 		nw := wordSet(n.Content)
-		if len(nw) == 0 || !subset(nw, factWords) {
+		if len(nw) == 0 || !wordsWithin(nw, factWords) {
 			continue
 		}
 		if factNeg && !hasNegation(n.Content) {
@@ -649,9 +644,6 @@ func DecideOffline(fact Fact, neighbours []Memory) Decision {
 				Reason: "negates " + n.ID}
 		}
 		if len(factWords) > len(nw) {
-			if c, ok := cosine(fact.Vector, n.Vector); ok && c < RicherCosine {
-				continue
-			}
 			return Decision{Event: EventUpdate, TargetID: n.ID, Content: fact.Content, Fact: fact,
 				Reason: "richer version of " + n.ID}
 		}
@@ -660,10 +652,10 @@ func DecideOffline(fact Fact, neighbours []Memory) Decision {
 }
 
 func hasNegation(text string) bool {
-	return slices.ContainsFunc(words(text), func(w string) bool { return negations[w] || strings.HasSuffix(w, "n't") })
+	return slices.ContainsFunc(lowerWords(text), func(w string) bool { return negations[w] || strings.HasSuffix(w, "n't") })
 }
 
-func subset(a, b map[string]bool) bool {
+func wordsWithin(a, b map[string]bool) bool {
 	for w := range a {
 		if !b[w] {
 			return false
@@ -672,9 +664,9 @@ func subset(a, b map[string]bool) bool {
 	return true
 }
 
-// cosine is the cosine similarity of a and b; false when either is missing, they
+// factCosine is the cosine similarity of a and b; false when either is missing, they
 // differ in dimension or one is zero.
-func cosine(a, b []float32) (float64, bool) {
+func factCosine(a, b []float32) (float64, bool) {
 	if len(a) == 0 || len(a) != len(b) {
 		return 0, false
 	}
@@ -691,7 +683,7 @@ func cosine(a, b []float32) (float64, bool) {
 	return dot / math.Sqrt(na*nb), true
 }
 
-func firstNonEmpty(ss ...string) string {
+func firstText(ss ...string) string {
 	for _, s := range ss {
 		if strings.TrimSpace(s) != "" {
 			return s
@@ -700,8 +692,8 @@ func firstNonEmpty(ss ...string) string {
 	return ""
 }
 
-// truncateBytes cuts s to at most n bytes on a rune boundary, marking the cut with "…".
-func truncateBytes(s string, n int) string {
+// clipText cuts s to at most n bytes on a rune boundary, marking the cut with "…".
+func clipText(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
@@ -712,8 +704,8 @@ func truncateBytes(s string, n int) string {
 	return s[:cut] + "…"
 }
 
-// normKey is the normalised form of a text that exact duplicates share.
-func normKey(text string) string { return strings.Join(strings.Fields(strings.ToLower(text)), " ") }
+// sameTextKey is the normalised form of a text that exact duplicates share.
+func sameTextKey(text string) string { return strings.Join(strings.Fields(strings.ToLower(text)), " ") }
 
 // wordSet is the set of a text's keyword-index terms.
 func wordSet(text string) map[string]bool {
