@@ -1,6 +1,61 @@
-// Package consolidator will hold the background memory-maintenance actors: forgetting
-// by importance, age and capacity; hash and semantic dedupe; working → episodic
-// consolidation and episodic → semantic distillation. Each mutation they make is an
-// event, so every memory change can be explained. Nothing is implemented yet: it
-// arrives with the memory tiers.
+// Package consolidator keeps memory namespaces worth searching: in the background it
+// forgets what is old and unimportant or past a tier's capacity, merges duplicates,
+// promotes important working memories to episodic, distils clusters of episodes into
+// semantic facts, and marks facts invalid when newer ones contradict them. Every
+// change is an event of the namespace with its reason ("importance 0.12 < 0.2 and age
+// 45d > 30d", "cosine 0.97 ≥ 0.92 with m_x"), so a memory's history answers why it
+// was forgotten, merged or invalidated.
+//
+// # Three layers
+//
+// Plan is pure: from the memories of a namespace, a time and a Policy it returns the
+// Decisions, deterministically (sorted inputs, no map order, no clock of its own). Its
+// rules, in the order their decisions are applied:
+//
+//   - forgetting: a memory less important than MinImportance (default 0.2) and older
+//     than its tier's MaxAge (working 24h, episodic and perceptual 30d, semantic
+//     none) is forgotten; past a tier's Capacity (working 50, others unbounded), the
+//     least valuable valid memories are. Value is importance × Recency(age), Recency
+//     being max(0.1, exp(−0.1 × age_hours / 24)); the older memory goes first on a
+//     tie. Ages count from a memory's Timestamp.
+//   - dedupe: within a tier and modality, exact duplicates (same Hash), then memories
+//     whose vectors have a cosine ≥ DuplicateThreshold (0.92), are merged into the
+//     more important one (then the older); facts that give a functional relation
+//     different values are never merged (they are a conflict). The namespace's Merge
+//     keeps every source and its metadata.
+//   - promotion: working memories more important than PromoteAbove (0.7) move to
+//     episodic.
+//   - conflicts: among valid semantic facts, a newer one giving another value to a
+//     functional relation (same subject and type; DefaultFunctional: lives_in,
+//     works_at, is, age, name) invalidates the older one, which is kept, marked
+//     invalid with the time and the newer fact's ID. Pairs of facts within cosine
+//     ConflictThreshold (0.75) are candidates (Decision.Judge) for the model to judge.
+//   - distillation: episodic memories within cosine ClusterThreshold (0.8) of a seed
+//     (the most important first) form clusters of MinCluster (3) to MaxCluster (20),
+//     unless a semantic memory already has all of them as sources.
+//
+// A Consolidator runs one pass over a namespace (Run): it plans, asks the optional
+// model (llm.Model) for each cluster's fact and each candidate conflict's verdict,
+// and applies the decisions through a Target, the namespace (*memory.Namespace
+// satisfies it). Each decision's idempotency key is DecisionKey(key, decision): a run
+// repeated with the same key after a crash applies nothing twice, and decisions whose
+// memories vanished meanwhile are skipped. Without a model nothing is distilled and
+// only functional conflicts are resolved; an answer the model gave that cannot be
+// read (ErrBadAnswer) changes nothing for its cluster or pair. The Report counts what
+// was done and says what was not and why; its String is what the memory tool's
+// consolidate action shows.
+//
+// A Scheduler runs a NamespaceActor (protoactor) per namespace, spawned on its first
+// message: it runs every Interval (10m) after its last run, when the memories written
+// since its last run reach Threshold (50), and when asked; one run at a time. A run
+// that panics restarts the actor (its supervisor's policy) and leaves the others be.
+//
+// # Data in and out
+//
+// In: the namespace's memories (Target.Snapshot), write notifications
+// (Scheduler.Notify, from the memory layer), requests (Scheduler.Wake, and
+// Scheduler.Consolidate for the memory tool and `node memory consolidate`), and the
+// model's answers. Out: calls of Target's Forget, Merge, Promote, Distill and
+// Invalidate, each an event of the namespace with its reason; a Report per run
+// (returned, logged, and passed to SchedulerConfig.OnRun).
 package consolidator

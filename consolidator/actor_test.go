@@ -1,0 +1,279 @@
+package consolidator_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/memory"
+)
+
+// fakeClock is a Clock whose time moves only when Advance says.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+	set    chan struct{} // a receive per AfterFunc
+}
+
+type fakeTimer struct {
+	c       *fakeClock
+	at      time.Time
+	f       func()
+	stopped bool
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: now, set: make(chan struct{}, 100)} }
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) consolidator.Timer {
+	c.mu.Lock()
+	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	c.mu.Unlock()
+	c.set <- struct{}{}
+	return t
+}
+
+func (t *fakeTimer) Stop() bool {
+	t.c.mu.Lock()
+	defer t.c.mu.Unlock()
+	was := !t.stopped
+	t.stopped = true
+	return was
+}
+
+// Advance moves the time on by d and calls the timers due.
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []func()
+	for _, t := range c.timers {
+		if !t.stopped && !t.at.After(c.now) {
+			t.stopped = true
+			due = append(due, t.f)
+		}
+	}
+	c.mu.Unlock()
+	for _, f := range due {
+		f()
+	}
+}
+
+// waitSet waits for a timer to be set.
+func (c *fakeClock) waitSet(t *testing.T) {
+	t.Helper()
+	select {
+	case <-c.set:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no timer set within 10s")
+	}
+}
+
+type schedulerHarness struct {
+	sched  *consolidator.Scheduler
+	clock  *fakeClock
+	system *actor.ActorSystem
+	runs   chan consolidator.Outcome
+	target *fakeTarget
+}
+
+func newScheduler(t *testing.T, target *fakeTarget, adjust func(*consolidator.SchedulerConfig)) *schedulerHarness {
+	t.Helper()
+	h := &schedulerHarness{clock: newFakeClock(), runs: make(chan consolidator.Outcome, 100), target: target}
+	h.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	cfg := consolidator.SchedulerConfig{
+		Open: func(ctx context.Context, ns string) (consolidator.Target, error) {
+			if ns != target.name {
+				return nil, memory.ErrNotFound
+			}
+			return target, nil
+		},
+		Clock:  h.clock,
+		System: h.system,
+		OnRun:  func(o consolidator.Outcome) { h.runs <- o },
+	}
+	if adjust != nil {
+		adjust(&cfg)
+	}
+	s, err := consolidator.NewScheduler(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.sched = s
+	t.Cleanup(func() {
+		_ = s.Close() // the tests of Close check its result
+		h.system.Shutdown()
+	})
+	return h
+}
+
+func (h *schedulerHarness) nextRun(t *testing.T) consolidator.Outcome {
+	t.Helper()
+	select {
+	case o := <-h.runs:
+		return o
+	case <-time.After(10 * time.Second):
+		t.Fatal("no run within 10s")
+		return consolidator.Outcome{}
+	}
+}
+
+func TestSchedulerRunsWhenWritesPassTheThreshold(t *testing.T) {
+	h := newScheduler(t, newFake(cleanup()...), nil)
+	h.sched.Notify("user:alice", 30)
+	h.sched.Notify("user:alice", 25)
+	o := h.nextRun(t)
+	if o.Err != nil || o.Cause != "threshold: 55 written ≥ 50" || o.Namespace != "user:alice" {
+		t.Fatalf("run %+v", o)
+	}
+	if o.Report.Forgotten != 2 || o.Report.Invalidated != 1 {
+		t.Errorf("report:\n%s", o.Report)
+	}
+	// The count starts again after a run: 49 more do not make one; 1 more does.
+	h.sched.Notify("user:alice", 49)
+	h.sched.Notify("user:alice", 1)
+	if o := h.nextRun(t); o.Cause != "threshold: 50 written ≥ 50" {
+		t.Errorf("second run %+v", o)
+	}
+}
+
+func TestSchedulerRunsOnItsSchedule(t *testing.T) {
+	h := newScheduler(t, newFake(cleanup()...), nil)
+	h.sched.Notify("user:alice", 1) // spawns the actor, which sets its schedule
+	h.clock.waitSet(t)
+	h.clock.Advance(9 * time.Minute)
+	h.clock.Advance(time.Minute)
+	o := h.nextRun(t)
+	if o.Err != nil || o.Cause != "schedule: every 10m0s" || o.Report.Forgotten != 2 {
+		t.Fatalf("run %+v", o)
+	}
+	// The next one is 10 minutes after that run.
+	h.clock.waitSet(t)
+	h.clock.Advance(10 * time.Minute)
+	if o := h.nextRun(t); o.Cause != "schedule: every 10m0s" || len(o.Report.Decisions) != 0 {
+		t.Errorf("second run %+v", o)
+	}
+}
+
+func TestSchedulerConsolidateReturnsTheReport(t *testing.T) {
+	h := newScheduler(t, newFake(cleanup()...), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rep, err := h.sched.Consolidate(ctx, "user:alice", "tool/42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Key != "tool/42" || rep.Forgotten != 2 || !strings.HasPrefix(rep.String(), "consolidated user:alice: forgot 2") {
+		t.Errorf("report:\n%s", rep)
+	}
+	for _, c := range h.target.appliedChanges() {
+		if !strings.Contains(c, " tool/42/") {
+			t.Errorf("change %q not keyed by the run's key", c)
+		}
+	}
+	if _, err := h.sched.Consolidate(ctx, "user:nobody", ""); !errors.Is(err, memory.ErrNotFound) {
+		t.Errorf("an unknown namespace: %v", err)
+	}
+	if _, err := h.sched.Consolidate(ctx, "bad namespace", ""); !errors.Is(err, memory.ErrInvalid) {
+		t.Errorf("a malformed namespace: %v", err)
+	}
+}
+
+func TestSchedulerContainsAPanicInARun(t *testing.T) {
+	f := newFake(cleanup()...)
+	f.panicOnSnapshot = 1
+	h := newScheduler(t, f, nil)
+	restarts := make(chan *actor.SupervisorEvent, 10)
+	sub := h.system.EventStream.Subscribe(func(evt any) {
+		if e, ok := evt.(*actor.SupervisorEvent); ok {
+			restarts <- e
+		}
+	})
+	defer h.system.EventStream.Unsubscribe(sub)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := h.sched.Consolidate(ctx, "user:alice", "")
+	if err == nil || !strings.Contains(err.Error(), "panicked: fake: projection corrupted") {
+		t.Fatalf("err %v, want the panic", err)
+	}
+	select {
+	case e := <-restarts:
+		if e.Directive != actor.RestartDirective {
+			t.Errorf("directive %v, want restart", e.Directive)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no supervision event within 10s")
+	}
+	// The restarted actor runs.
+	rep, err := h.sched.Consolidate(ctx, "user:alice", "")
+	if err != nil || rep.Forgotten != 2 {
+		t.Fatalf("after the restart: %v\n%s", err, rep)
+	}
+}
+
+func TestSchedulerCloseEndsARunInProgress(t *testing.T) {
+	started := make(chan struct{})
+	h := newScheduler(t, newFake(), func(c *consolidator.SchedulerConfig) {
+		c.Open = func(ctx context.Context, ns string) (consolidator.Target, error) {
+			close(started)
+			<-ctx.Done() // a namespace that takes for ever to fold
+			return nil, ctx.Err()
+		}
+		c.CloseTimeout = 10 * time.Second
+	})
+	h.sched.Wake("user:alice")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not start within 10s")
+	}
+	if err := h.sched.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if o := h.nextRun(t); !errors.Is(o.Err, context.Canceled) {
+		t.Errorf("the run ended with %v, want context.Canceled", o.Err)
+	}
+	if err := h.sched.Close(); err != nil {
+		t.Errorf("second close: %v", err)
+	}
+	if _, err := h.sched.Consolidate(context.Background(), "user:alice", ""); !errors.Is(err, consolidator.ErrClosed) {
+		t.Errorf("consolidate after close: %v", err)
+	}
+}
+
+func TestSchedulerCloseIsBounded(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	started := make(chan struct{})
+	h := newScheduler(t, newFake(), func(c *consolidator.SchedulerConfig) {
+		c.Open = func(ctx context.Context, ns string) (consolidator.Target, error) {
+			close(started)
+			<-release // ignores its context
+			return nil, errors.New("released")
+		}
+		c.CloseTimeout = 50 * time.Millisecond
+	})
+	h.sched.Wake("user:alice")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not start within 10s")
+	}
+	if err := h.sched.Close(); !errors.Is(err, consolidator.ErrCloseTimeout) {
+		t.Errorf("close: %v, want ErrCloseTimeout", err)
+	}
+}

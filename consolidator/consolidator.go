@@ -1,0 +1,401 @@
+package consolidator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/memory"
+)
+
+// Target is the memory namespace a consolidator maintains. *memory.Namespace
+// satisfies it. Every method that changes something takes an idempotency key: a key
+// the namespace has already applied is not applied again (its earlier result is
+// returned). A method given the ID of a memory that no longer exists returns an
+// error wrapping memory.ErrNotFound; a malformed request, one wrapping
+// memory.ErrInvalid, having changed nothing. Each change is an event of the
+// namespace, with its reason.
+type Target interface {
+	// Name is the namespace's name, e.g. "user:alice".
+	Name() string
+	// Snapshot returns every live memory, invalid ones included.
+	Snapshot() []memory.Memory
+	Forget(ctx context.Context, key string, ids []string, reason string) error
+	// Merge folds the merged memories into into, which keeps their sources and
+	// metadata, and returns it.
+	Merge(ctx context.Context, key, into string, merged []string, reason string) (memory.Memory, error)
+	Promote(ctx context.Context, key, id string, to memory.Tier, reason string) (memory.Memory, error)
+	// Distill adds a semantic memory whose sources are the given memories.
+	Distill(ctx context.Context, key string, sources []string, content string, importance float64, reason string) (memory.Memory, error)
+	// Invalidate marks id invalid from now on, contradicted by the memory by.
+	Invalidate(ctx context.Context, key, id, by, reason string) error
+}
+
+// Refresher is implemented by targets whose Snapshot shows the namespace as of their
+// last operation (*memory.Namespace: other writers may have appended since). Run
+// refreshes such a target before it plans and again before it applies.
+type Refresher interface {
+	Refresh(ctx context.Context) error
+}
+
+// Config configures a Consolidator.
+type Config struct {
+	// Model, when set, writes the facts distilled from clusters of episodic memories
+	// and judges whether close facts contradict each other. Without one, nothing is
+	// distilled and only functional relations are checked for conflicts (the Report
+	// says so): the consolidator never makes text up.
+	Model llm.Model
+	// Policy says what to forget, merge, promote, distil and invalidate (zero fields
+	// take their defaults: DefaultPolicy).
+	Policy Policy
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+	// Logger receives a line per run (default: discarded).
+	Logger *slog.Logger
+}
+
+// Validate reports a configuration a Consolidator cannot run with.
+func (c Config) Validate() error { return c.Policy.Validate() }
+
+// Consolidator plans and applies the maintenance of memory namespaces: Run does one
+// pass over one namespace. It holds no state between runs and is safe for concurrent
+// use, but two runs on one namespace at once would plan from the same memories: the
+// actor (NamespaceActor) runs one at a time.
+type Consolidator struct {
+	model  llm.Model
+	policy Policy
+	now    func() time.Time
+	logger *slog.Logger
+}
+
+// New returns a Consolidator, or the error of Config.Validate.
+func New(cfg Config) (*Consolidator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	c := &Consolidator{model: cfg.Model, policy: cfg.Policy.withDefaults(), now: cfg.Now, logger: cfg.Logger}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Report says what a run did.
+type Report struct {
+	Namespace string `json:"namespace"`
+	Key       string `json:"key"`
+	// Forgotten, Merged (merged away), Promoted and Invalidated count memories;
+	// Distilled counts the semantic memories made.
+	Forgotten   int `json:"forgotten"`
+	Merged      int `json:"merged"`
+	Promoted    int `json:"promoted"`
+	Distilled   int `json:"distilled"`
+	Invalidated int `json:"invalidated"`
+	// Decisions are the decisions applied, in order.
+	Decisions []Decision `json:"decisions"`
+	// Skipped says, a line each, what was planned but not applied and why (no model,
+	// an unreadable answer, a memory gone meanwhile, a fact judged compatible).
+	Skipped []string `json:"skipped,omitempty"`
+}
+
+// String is the report as the memory tool's consolidate action shows it.
+func (r Report) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "consolidated %s: forgot %d, merged %d, promoted %d, distilled %d, invalidated %d",
+		r.Namespace, r.Forgotten, r.Merged, r.Promoted, r.Distilled, r.Invalidated)
+	for _, d := range r.Decisions {
+		b.WriteString("\n- " + d.String())
+	}
+	if len(r.Skipped) > 0 {
+		b.WriteString("\nnot applied:")
+		for _, s := range r.Skipped {
+			b.WriteString("\n- " + s)
+		}
+	}
+	return b.String()
+}
+
+// Run consolidates t once: it plans from t's snapshot (Plan), asks the model for the
+// distilled facts and the conflict judgements, and applies the decisions through t,
+// each with the idempotency key DecisionKey(key, d). A run repeated with the same key
+// (after a crash, say) applies nothing twice: decisions already applied are either
+// no longer planned (their memories changed) or carry a key t has already seen.
+// Decisions whose memories vanished meanwhile are skipped, as are those the model
+// could not help with, each with a line in Report.Skipped. The error is a failure of
+// t (not ErrNotFound or ErrInvalid, which skip the decision) or of ctx: the Report
+// then holds what was applied before it.
+func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, error) {
+	rep := Report{Namespace: t.Name(), Key: key}
+	if key == "" {
+		return rep, fmt.Errorf("%w: consolidation of %s without an idempotency key", memory.ErrInvalid, rep.Namespace)
+	}
+	if err := refresh(ctx, t); err != nil {
+		return rep, err
+	}
+	snap := t.Snapshot()
+	byID := make(map[string]memory.Memory, len(snap))
+	for _, m := range snap {
+		byID[m.ID] = m
+	}
+	planned := Plan(c.now(), snap, c.policy)
+
+	// Ask the model first: it may take a while, and nothing is applied meanwhile.
+	var apply []Decision
+	step, unjudged := 0, 0
+	for _, d := range planned {
+		switch {
+		case d.Kind == Distill:
+			if c.model == nil {
+				rep.skip(d, "no model configured: a cluster is distilled by a model only")
+				continue
+			}
+			step++
+			ok, err := c.distill(ctx, key, step, &d, byID)
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			if err != nil {
+				rep.skip(d, err.Error())
+				continue
+			}
+			if !ok {
+				rep.skip(d, "the model found no durable fact in them")
+				continue
+			}
+		case d.Kind == Invalidate && d.Judge:
+			if c.model == nil {
+				unjudged++
+				continue
+			}
+			step++
+			yes, err := c.judge(ctx, key, step, &d, byID)
+			if ctx.Err() != nil {
+				return rep, ctx.Err()
+			}
+			if err != nil {
+				rep.skip(d, err.Error())
+				continue
+			}
+			if !yes {
+				rep.skip(d, "not contradicted: "+d.Reason)
+				continue
+			}
+		}
+		apply = append(apply, d)
+	}
+	if unjudged > 0 {
+		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%d pair(s) of close facts not judged for conflicts: no model configured", unjudged))
+	}
+
+	// Apply against the namespace as it is now.
+	if err := refresh(ctx, t); err != nil {
+		return rep, err
+	}
+	live := map[string]memory.Memory{}
+	for _, m := range t.Snapshot() {
+		live[m.ID] = m
+	}
+	for _, d := range apply {
+		if gone := vanished(d, live); gone != "" {
+			rep.skip(d, gone+" vanished meanwhile")
+			continue
+		}
+		err := c.apply(ctx, t, key, &d, live)
+		switch {
+		case err == nil:
+			rep.count(d)
+		case ctx.Err() != nil:
+			return rep, ctx.Err()
+		case errors.Is(err, memory.ErrNotFound):
+			rep.skip(d, "a memory vanished meanwhile: "+err.Error())
+		case errors.Is(err, memory.ErrInvalid):
+			rep.skip(d, "refused by the namespace: "+err.Error())
+		default:
+			return rep, fmt.Errorf("consolidator: %s: %s: %w", rep.Namespace, d.Kind, err)
+		}
+	}
+	c.logger.Info("memory consolidated", "namespace", rep.Namespace, "key", key,
+		"forgotten", rep.Forgotten, "merged", rep.Merged, "promoted", rep.Promoted,
+		"distilled", rep.Distilled, "invalidated", rep.Invalidated, "skipped", len(rep.Skipped))
+	return rep, nil
+}
+
+func refresh(ctx context.Context, t Target) error {
+	if r, ok := t.(Refresher); ok {
+		if err := r.Refresh(ctx); err != nil {
+			return fmt.Errorf("consolidator: refresh %s: %w", t.Name(), err)
+		}
+	}
+	return nil
+}
+
+func (r *Report) skip(d Decision, why string) {
+	r.Skipped = append(r.Skipped, d.subject()+": "+why)
+}
+
+func (r *Report) count(d Decision) {
+	switch d.Kind {
+	case Forget:
+		r.Forgotten += len(d.IDs)
+	case Merge:
+		r.Merged += len(d.IDs)
+	case Promote:
+		r.Promoted += len(d.IDs)
+	case Distill:
+		r.Distilled++
+	case Invalidate:
+		r.Invalidated += len(d.IDs)
+	}
+	r.Decisions = append(r.Decisions, d)
+}
+
+// vanished names a memory d needs that live lacks ("" when all are there).
+func vanished(d Decision, live map[string]memory.Memory) string {
+	need := append([]string(nil), d.IDs...)
+	if d.Into != "" && d.Kind == Merge {
+		need = append(need, d.Into)
+	}
+	if d.By != "" {
+		need = append(need, d.By)
+	}
+	for _, id := range need {
+		if _, ok := live[id]; !ok {
+			return id
+		}
+	}
+	return ""
+}
+
+// apply performs d through t and updates live as the namespace now is.
+func (c *Consolidator) apply(ctx context.Context, t Target, key string, d *Decision, live map[string]memory.Memory) error {
+	k := DecisionKey(key, *d)
+	switch d.Kind {
+	case Forget:
+		if err := t.Forget(ctx, k, d.IDs, d.Reason); err != nil {
+			return err
+		}
+		for _, id := range d.IDs {
+			delete(live, id)
+		}
+	case Merge:
+		m, err := t.Merge(ctx, k, d.Into, d.IDs, d.Reason)
+		if err != nil {
+			return err
+		}
+		for _, id := range d.IDs {
+			delete(live, id)
+		}
+		live[m.ID] = m
+	case Promote:
+		for i, id := range d.IDs {
+			m, err := t.Promote(ctx, each(k, i, len(d.IDs)), id, d.To, d.Reason)
+			if err != nil {
+				return err
+			}
+			live[m.ID] = m
+		}
+	case Distill:
+		m, err := t.Distill(ctx, k, d.IDs, d.Content, d.Importance, d.Reason)
+		if err != nil {
+			return err
+		}
+		d.Into = m.ID
+		live[m.ID] = m
+	case Invalidate:
+		for i, id := range d.IDs {
+			if err := t.Invalidate(ctx, each(k, i, len(d.IDs)), id, d.By, d.Reason); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("%w: unknown decision kind %q", memory.ErrInvalid, d.Kind)
+	}
+	return nil
+}
+
+// each is the key of the i-th of n calls a decision makes (the planner's promotions
+// and invalidations are one memory each, so one call).
+func each(k string, i, n int) string {
+	if n == 1 {
+		return k
+	}
+	return fmt.Sprintf("%s/%d", k, i+1)
+}
+
+// DecisionKey is the idempotency key a run keyed key applies d with: key, a slash,
+// the kind and a digest of the memories d acts on ("K/forget-1f2e…"). It names the
+// decision, not its place in the plan, so a re-planned run whose decisions shifted
+// cannot pair a key already used with another decision; a distillation's key does
+// not depend on the text the model wrote.
+func DecisionKey(key string, d Decision) string {
+	parts := []string{string(d.Kind), d.Into, d.By, string(d.To)}
+	if d.Kind == Distill {
+		// Into is the result of a distillation, not part of what it decides.
+		parts = parts[:1]
+	}
+	h := sha256.New()
+	for _, p := range append(parts, d.IDs...) {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return key + "/" + string(d.Kind) + "-" + hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// scope names the consolidator as the caller of its model calls (quotas, caches).
+var scope = llm.Scope{Agent: "consolidator"}
+
+// distill asks the model for the fact of a cluster; ok is false when it found none.
+func (c *Consolidator) distill(ctx context.Context, key string, step int, d *Decision, byID map[string]memory.Memory) (bool, error) {
+	mems := make([]memory.Memory, 0, len(d.IDs))
+	for _, id := range d.IDs {
+		mems = append(mems, byID[id])
+	}
+	res, err := c.model.Generate(ctx, llm.Request{Key: DecisionKey(key, *d) + "/model", Step: step, Messages: distillPrompt(mems), Scope: scope})
+	if err != nil {
+		return false, fmt.Errorf("model %s failed, nothing distilled: %w", c.model.Name(), err)
+	}
+	fact, imp, ok, err := parseFact(res.Message.Content)
+	if err != nil {
+		return false, fmt.Errorf("model %s answered what cannot be read, nothing distilled: %w", c.model.Name(), err)
+	}
+	if !ok {
+		return false, nil
+	}
+	d.Content = fact
+	if imp >= 0 {
+		d.Importance = imp
+	}
+	d.Reason += "; summarised by " + c.model.Name()
+	return true, nil
+}
+
+// judge asks the model whether d.By contradicts d.IDs[0].
+func (c *Consolidator) judge(ctx context.Context, key string, step int, d *Decision, byID map[string]memory.Memory) (bool, error) {
+	res, err := c.model.Generate(ctx, llm.Request{Key: DecisionKey(key, *d) + "/model", Step: step,
+		Messages: judgePrompt(byID[d.IDs[0]], byID[d.By]), Scope: scope})
+	if err != nil {
+		return false, fmt.Errorf("model %s failed, conflict not judged: %w", c.model.Name(), err)
+	}
+	yes, why, err := parseJudgement(res.Message.Content)
+	if err != nil {
+		return false, fmt.Errorf("model %s answered what cannot be read, conflict not judged: %w", c.model.Name(), err)
+	}
+	if why == "" {
+		why = "no reason given"
+	}
+	verdict := "contradicts it"
+	if !yes {
+		verdict = "compatible"
+	}
+	d.Reason = fmt.Sprintf("%s; judged %s by %s: %s", d.Reason, verdict, c.model.Name(), why)
+	return yes, nil
+}

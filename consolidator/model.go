@@ -1,0 +1,208 @@
+package consolidator
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// The prompts of the two questions the consolidator asks a model, and the parsing of
+// its answers. Models answer in many shapes (a JSON object, one in a code fence, a
+// sentence); a parse accepts those and refuses anything else with ErrBadAnswer, so
+// that no text the model did not clearly give is ever stored.
+
+// ErrBadAnswer means the model's answer could not be read: nothing was applied for
+// the decision it was asked about.
+var ErrBadAnswer = errors.New("consolidator: unreadable model answer")
+
+// MaxFactBytes bounds a distilled fact.
+const MaxFactBytes = 1000
+
+const distillSystem = `You maintain the long-term memory of an agent. You are given related episodic memories (events), oldest first. Write the one durable fact, preference or rule they support, as a single self-contained sentence in the third person. Say nothing the memories do not say.
+Answer with JSON only: {"fact": "<the sentence>", "importance": <0 to 1>}.
+If they support no durable fact, answer {"fact": ""}.`
+
+const judgeSystem = `You check the long-term memory of an agent for contradictions. You are given an older fact and a newer fact. They contradict when both cannot be true at once, so that the newer one replaces the older.
+Answer with JSON only: {"contradicts": true or false, "reason": "<one short sentence>"}.`
+
+// distillPrompt asks for the fact a cluster supports.
+func distillPrompt(mems []memory.Memory) []messages.ChatMessage {
+	var b strings.Builder
+	b.WriteString("Memories, oldest first:\n")
+	for i, m := range mems {
+		fmt.Fprintf(&b, "%d. [%s] (importance %s) %s\n", i+1, stamp(m), num(m.Importance, 2), oneLine(m.Content))
+	}
+	return []messages.ChatMessage{
+		{Role: messages.RoleSystem, Content: distillSystem},
+		{Role: messages.RoleUser, Content: b.String()},
+	}
+}
+
+// judgePrompt asks whether newer contradicts older.
+func judgePrompt(older, newer memory.Memory) []messages.ChatMessage {
+	return []messages.ChatMessage{
+		{Role: messages.RoleSystem, Content: judgeSystem},
+		{Role: messages.RoleUser, Content: fmt.Sprintf("Older fact (%s, %s): %s\nNewer fact (%s, %s): %s\n",
+			older.ID, stamp(older), oneLine(older.Content), newer.ID, stamp(newer), oneLine(newer.Content))},
+	}
+}
+
+func stamp(m memory.Memory) string {
+	t := m.Timestamp
+	if t.IsZero() {
+		t = m.Created
+	}
+	return t.UTC().Format(time.DateOnly)
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+// parseFact reads a distillation answer: a JSON object {"fact"|"summary"|"content":
+// string, "importance"?: number}, bare or in a code fence, or a plain sentence with
+// no braces ("Fact:" and quotes stripped). An empty fact, or "NONE", means the
+// memories support none: ok is false and err nil. Importance is -1 when not given.
+func parseFact(answer string) (fact string, importance float64, ok bool, err error) {
+	s := unfence(answer)
+	importance = -1
+	if s == "" {
+		return "", 0, false, fmt.Errorf("%w: an empty answer", ErrBadAnswer)
+	}
+	if strings.ContainsAny(s, "{}") {
+		obj, err := jsonObject(s)
+		if err != nil {
+			return "", 0, false, err
+		}
+		found := false
+		for _, k := range []string{"fact", "summary", "content"} {
+			if v, ok := obj[k]; ok {
+				str, isStr := v.(string)
+				if !isStr {
+					return "", 0, false, fmt.Errorf("%w: %q is not a string", ErrBadAnswer, k)
+				}
+				fact, found = strings.TrimSpace(str), true
+				break
+			}
+		}
+		if !found {
+			return "", 0, false, fmt.Errorf("%w: no \"fact\" in the JSON answer", ErrBadAnswer)
+		}
+		if v, ok := obj["importance"]; ok {
+			f, isNum := v.(float64)
+			if !isNum || memory.CheckImportance(f) != nil {
+				return "", 0, false, fmt.Errorf("%w: importance %v is not a number in [0, 1]", ErrBadAnswer, v)
+			}
+			importance = f
+		}
+	} else {
+		fact = strings.TrimSpace(s)
+		for _, p := range []string{"fact:", "summary:"} {
+			if len(fact) >= len(p) && strings.EqualFold(fact[:len(p)], p) {
+				fact = strings.TrimSpace(fact[len(p):])
+			}
+		}
+		fact = strings.TrimSpace(strings.Trim(fact, `"'`))
+	}
+	if fact == "" || strings.EqualFold(strings.TrimRight(fact, "."), "none") {
+		return "", 0, false, nil
+	}
+	if len(fact) > MaxFactBytes {
+		return "", 0, false, fmt.Errorf("%w: a fact of %d bytes (at most %d)", ErrBadAnswer, len(fact), MaxFactBytes)
+	}
+	return oneLine(fact), importance, true, nil
+}
+
+// parseJudgement reads a conflict judgement: a JSON object {"contradicts": bool (or
+// "yes"/"no"), "reason"?: string}, bare or in a code fence, or text starting with yes
+// or no.
+func parseJudgement(answer string) (contradicts bool, reason string, err error) {
+	s := unfence(answer)
+	if s == "" {
+		return false, "", fmt.Errorf("%w: an empty answer", ErrBadAnswer)
+	}
+	if strings.ContainsAny(s, "{}") {
+		obj, err := jsonObject(s)
+		if err != nil {
+			return false, "", err
+		}
+		v, ok := obj["contradicts"]
+		if !ok {
+			v, ok = obj["contradiction"]
+		}
+		if !ok {
+			return false, "", fmt.Errorf("%w: no \"contradicts\" in the JSON answer", ErrBadAnswer)
+		}
+		switch x := v.(type) {
+		case bool:
+			contradicts = x
+		case string:
+			b, err := yesNo(x)
+			if err != nil {
+				return false, "", err
+			}
+			contradicts = b
+		default:
+			return false, "", fmt.Errorf("%w: \"contradicts\" is %v, not true or false", ErrBadAnswer, v)
+		}
+		if r, ok := obj["reason"].(string); ok {
+			reason = oneLine(r)
+		}
+		return contradicts, reason, nil
+	}
+	first, rest, _ := strings.Cut(strings.TrimSpace(s), " ")
+	contradicts, err = yesNo(strings.Trim(first, ".,:;!"))
+	if err != nil {
+		return false, "", err
+	}
+	return contradicts, oneLine(strings.TrimLeft(rest, ".,:;!- ")), nil
+}
+
+func yesNo(s string) (bool, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "yes", "true":
+		return true, nil
+	case "no", "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: %q is neither yes nor no", ErrBadAnswer, s)
+}
+
+// unfence removes a Markdown code fence around the answer.
+func unfence(s string) string {
+	s = strings.TrimSpace(s)
+	if !strings.HasPrefix(s, "```") {
+		return s
+	}
+	s = strings.TrimPrefix(s, "```")
+	if i := strings.IndexByte(s, '\n'); i >= 0 && !strings.ContainsAny(s[:i], "{}") {
+		s = s[i+1:] // the language tag
+	}
+	return strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(s), "```"))
+}
+
+// jsonObject decodes the one JSON object in s, text around it allowed.
+func jsonObject(s string) (map[string]any, error) {
+	i, j := strings.IndexByte(s, '{'), strings.LastIndexByte(s, '}')
+	if i < 0 || j < i {
+		return nil, fmt.Errorf("%w: not a JSON object: %s", ErrBadAnswer, quote(s))
+	}
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(s[i:j+1]), &obj); err != nil {
+		return nil, fmt.Errorf("%w: %w in %s", ErrBadAnswer, err, quote(s))
+	}
+	return obj, nil
+}
+
+// quote shows the start of a model's answer in an error.
+func quote(s string) string {
+	const max = 80
+	if len(s) > max {
+		s = s[:max] + "…"
+	}
+	return strconv.Quote(s)
+}

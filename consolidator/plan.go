@@ -1,0 +1,569 @@
+package consolidator
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/troupe-run/troupe/memory"
+)
+
+// Kind is what a decision does to its memories.
+type Kind string
+
+// The kinds of decision, each applied through one Target method.
+const (
+	// Forget removes memories (Target.Forget).
+	Forget Kind = "forget"
+	// Merge folds duplicates into the memory kept (Target.Merge), which keeps their
+	// provenance.
+	Merge Kind = "merge"
+	// Promote moves a working memory to the episodic tier (Target.Promote).
+	Promote Kind = "promote"
+	// Distill writes a semantic fact summarising a cluster of episodic memories,
+	// linked to them as its sources (Target.Distill).
+	Distill Kind = "distill"
+	// Invalidate marks an older fact invalid because a newer one contradicts it
+	// (Target.Invalidate); nothing is overwritten.
+	Invalidate Kind = "invalidate"
+)
+
+// Decision is one change the consolidator makes, with its reason.
+type Decision struct {
+	Kind Kind `json:"kind"`
+	// IDs are the memories acted on: forgotten, merged away, promoted, the sources
+	// of a distillation (oldest first), the invalidated one.
+	IDs []string `json:"ids"`
+	// Into is, for Merge, the memory kept; for Distill, the semantic memory made
+	// (once applied).
+	Into string `json:"into,omitempty"`
+	// By is, for Invalidate, the newer memory that contradicts IDs[0].
+	By string `json:"by,omitempty"`
+	// To is, for Promote, the tier the memory moves to.
+	To memory.Tier `json:"to,omitempty"`
+	// Reason says why, with the numbers: "importance 0.12 < 0.2 and age 45d > 30d".
+	Reason string `json:"reason"`
+	// Content and Importance are, for Distill, the fact and its importance. The
+	// planner leaves Content empty: the model writes it (Consolidator).
+	Content    string  `json:"content,omitempty"`
+	Importance float64 `json:"importance,omitempty"`
+	// Judge marks an Invalidate that is only a candidate: two semantically close
+	// facts the model must judge contradictory before it is applied.
+	Judge bool `json:"judge,omitempty"`
+}
+
+// String is the decision on one line: "forget m_1: importance 0.12 < 0.2 and age 45d > 30d".
+func (d Decision) String() string {
+	s := d.subject()
+	if d.Kind == Distill && d.Content != "" {
+		s += fmt.Sprintf(" (%q)", d.Content)
+	}
+	return s + ": " + d.Reason
+}
+
+// subject is the decision without its reason: "merge m_2 into m_1".
+func (d Decision) subject() string {
+	s := fmt.Sprintf("%s %s", d.Kind, strings.Join(d.IDs, ", "))
+	switch {
+	case d.Kind == Merge || d.Kind == Distill && d.Into != "":
+		s += " into " + d.Into
+	case d.Kind == Promote:
+		s += " to " + string(d.To)
+	case d.Kind == Invalidate:
+		s += " by " + d.By
+	}
+	return s
+}
+
+// Plan decides what to change in a namespace holding mems at time now. It is pure and
+// deterministic: the same memories (in any order) and policy give the same decisions,
+// in the order they are to be applied:
+//
+//  1. forget memories less important than MinImportance and older than their tier's
+//     MaxAge, least valuable first;
+//  2. merge exact duplicates (same Hash), then semantic ones (cosine of their vectors
+//     ≥ DuplicateThreshold), within a tier and modality: the more important one is
+//     kept, then the older, then the smaller ID;
+//  3. promote working memories more important than PromoteAbove to episodic;
+//  4. forget the least valuable memories of a tier past its Capacity;
+//  5. invalidate older semantic facts contradicted by newer ones on a functional
+//     relation, and propose pairs of close facts for the model to judge (Judge);
+//  6. propose clusters of episodic memories not yet distilled (Distill, no Content).
+//
+// Each rule sees the memories the earlier ones left: a merged memory is not
+// forgotten, a promoted one counts as episodic. Invalid memories (InvalidAt set) are
+// history: only rule 1 applies to them, and they do not count towards a capacity.
+// Value is importance × Recency(age), age counting from Timestamp (Created when
+// Timestamp is zero); ties go to the older memory, then the smaller ID.
+func Plan(now time.Time, mems []memory.Memory, p Policy) []Decision {
+	p = p.withDefaults()
+	pl := newPlanner(now, mems, p)
+	pl.forgetOld()
+	pl.dedupe()
+	pl.promote()
+	pl.capacity()
+	pl.conflicts()
+	pl.clusters()
+	return pl.out
+}
+
+// item is a memory as the plan goes on: its tier after promotion, and whether an
+// earlier decision removed it.
+type item struct {
+	m    *memory.Memory
+	tier memory.Tier
+	at   time.Time
+	gone bool
+	// invalidated is set by a conflict decision of this plan.
+	invalidated bool
+}
+
+func (it *item) valid() bool { return !it.gone && it.m.InvalidAt == nil && !it.invalidated }
+
+type planner struct {
+	now        time.Time
+	p          Policy
+	functional map[string]bool // normalised relation types
+	items      []*item         // by ID
+	out        []Decision
+}
+
+func newPlanner(now time.Time, mems []memory.Memory, p Policy) *planner {
+	ms := slices.Clone(mems)
+	slices.SortStableFunc(ms, func(a, b memory.Memory) int { return cmp.Compare(a.ID, b.ID) })
+	ms = slices.CompactFunc(ms, func(a, b memory.Memory) bool { return a.ID == b.ID })
+	pl := &planner{now: now, p: p, functional: map[string]bool{}, items: make([]*item, len(ms))}
+	for _, r := range p.FunctionalRelations {
+		pl.functional[norm(r)] = true
+	}
+	for i := range ms {
+		at := ms[i].Timestamp
+		if at.IsZero() {
+			at = ms[i].Created
+		}
+		pl.items[i] = &item{m: &ms[i], tier: ms[i].Tier, at: at}
+	}
+	return pl
+}
+
+func (pl *planner) age(it *item) time.Duration { return pl.now.Sub(it.at) }
+
+func (pl *planner) value(it *item) float64 { return Value(it.m.Importance, pl.age(it)) }
+
+// olderFirst orders by time, then ID.
+func olderFirst(a, b *item) int {
+	if c := a.at.Compare(b.at); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.m.ID, b.m.ID)
+}
+
+// keepFirst orders the memories a merge would rather keep first: more important,
+// then older, then smaller ID.
+func keepFirst(a, b *item) int {
+	if c := cmp.Compare(b.m.Importance, a.m.Importance); c != 0 {
+		return c
+	}
+	return olderFirst(a, b)
+}
+
+// leastValuableFirst orders by value, then older first.
+func (pl *planner) leastValuableFirst(a, b *item) int {
+	if c := cmp.Compare(pl.value(a), pl.value(b)); c != 0 {
+		return c
+	}
+	return olderFirst(a, b)
+}
+
+func (pl *planner) where(keep func(*item) bool) []*item {
+	var out []*item
+	for _, it := range pl.items {
+		if keep(it) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func (pl *planner) emit(d Decision) { pl.out = append(pl.out, d) }
+
+// forgetOld is rule 1.
+func (pl *planner) forgetOld() {
+	if pl.p.MinImportance < 0 {
+		return
+	}
+	old := pl.where(func(it *item) bool {
+		limit, ok := pl.p.MaxAge[it.tier]
+		return !it.gone && ok && limit > 0 && it.m.Importance < pl.p.MinImportance && pl.age(it) > limit
+	})
+	slices.SortFunc(old, pl.leastValuableFirst)
+	for _, it := range old {
+		it.gone = true
+		imp, min := pair(it.m.Importance, pl.p.MinImportance, 2)
+		age, limit := ages(pl.age(it), pl.p.MaxAge[it.tier])
+		pl.emit(Decision{Kind: Forget, IDs: []string{it.m.ID},
+			Reason: fmt.Sprintf("importance %s < %s and age %s > %s", imp, min, age, limit)})
+	}
+}
+
+// groups splits the valid memories by tier and modality, groups in tier order then
+// modality, members in keepFirst order.
+func (pl *planner) groups(keep func(*item) bool) [][]*item {
+	byKey := map[string][]*item{}
+	var keys []string
+	for _, it := range pl.items {
+		if !it.valid() || !keep(it) {
+			continue
+		}
+		k := fmt.Sprintf("%d/%s", slices.Index(memory.Tiers, it.tier), it.m.Modality)
+		if _, ok := byKey[k]; !ok {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], it)
+	}
+	slices.Sort(keys)
+	out := make([][]*item, 0, len(keys))
+	for _, k := range keys {
+		g := byKey[k]
+		slices.SortFunc(g, keepFirst)
+		out = append(out, g)
+	}
+	return out
+}
+
+// dedupe is rule 2.
+func (pl *planner) dedupe() {
+	for _, g := range pl.groups(func(it *item) bool { return it.m.Hash != "" }) {
+		kept := map[string]*item{}
+		merged := map[*item][]string{}
+		var keepers []*item
+		for _, it := range g {
+			k, ok := kept[it.m.Hash]
+			if !ok {
+				kept[it.m.Hash] = it
+				continue
+			}
+			if merged[k] == nil {
+				keepers = append(keepers, k)
+			}
+			merged[k] = append(merged[k], it.m.ID)
+			it.gone = true
+		}
+		for _, k := range keepers {
+			pl.emit(Decision{Kind: Merge, Into: k.m.ID, IDs: merged[k],
+				Reason: fmt.Sprintf("same content hash as %s", k.m.ID)})
+		}
+	}
+	if pl.p.DuplicateThreshold < 0 {
+		return
+	}
+	for _, g := range pl.groups(func(it *item) bool { return len(it.m.Vector) > 0 }) {
+		for i, k := range g {
+			if k.gone {
+				continue
+			}
+			var ids, cos []string
+			for _, it := range g[i+1:] {
+				if it.gone {
+					continue
+				}
+				if c, ok := cosine(k.m.Vector, it.m.Vector); ok && c >= pl.p.DuplicateThreshold && !pl.contradict(k, it) {
+					it.gone = true
+					ids = append(ids, it.m.ID)
+					s, _ := atLeast(c, pl.p.DuplicateThreshold)
+					cos = append(cos, s)
+				}
+			}
+			if len(ids) > 0 {
+				_, thr := atLeast(0, pl.p.DuplicateThreshold)
+				pl.emit(Decision{Kind: Merge, Into: k.m.ID, IDs: ids,
+					Reason: fmt.Sprintf("cosine %s ≥ %s with %s", strings.Join(cos, ", "), thr, k.m.ID)})
+			}
+		}
+	}
+}
+
+// promote is rule 3.
+func (pl *planner) promote() {
+	if pl.p.PromoteAbove < 0 {
+		return
+	}
+	up := pl.where(func(it *item) bool {
+		return it.valid() && it.tier == memory.Working && it.m.Importance > pl.p.PromoteAbove
+	})
+	slices.SortFunc(up, keepFirst)
+	for _, it := range up {
+		it.tier = memory.Episodic
+		imp, thr := pair(it.m.Importance, pl.p.PromoteAbove, 2)
+		pl.emit(Decision{Kind: Promote, IDs: []string{it.m.ID}, To: memory.Episodic,
+			Reason: fmt.Sprintf("importance %s > %s", imp, thr)})
+	}
+}
+
+// capacity is rule 4.
+func (pl *planner) capacity() {
+	for _, t := range memory.Tiers {
+		limit := pl.p.Capacity[t]
+		if limit <= 0 {
+			continue
+		}
+		in := pl.where(func(it *item) bool { return it.valid() && it.tier == t })
+		over := len(in) - limit
+		if over <= 0 {
+			continue
+		}
+		slices.SortFunc(in, pl.leastValuableFirst)
+		for _, it := range in[:over] {
+			it.gone = true
+			age := pl.age(it)
+			pl.emit(Decision{Kind: Forget, IDs: []string{it.m.ID},
+				Reason: fmt.Sprintf("%s holds %d > capacity %d: value %s (importance %s × recency %s) is among the %d lowest",
+					t, len(in), limit, num(Value(it.m.Importance, age), 3), num(it.m.Importance, 2), num(Recency(age), 2), over)})
+		}
+	}
+}
+
+// contradict reports whether a and b give different values to a functional relation
+// of one subject: close as they may be, they are a conflict (rule 5), not duplicates.
+func (pl *planner) contradict(a, b *item) bool {
+	for _, x := range a.m.Relations {
+		if !pl.functional[norm(x.Type)] {
+			continue
+		}
+		for _, y := range b.m.Relations {
+			if norm(x.Type) == norm(y.Type) && strings.EqualFold(strings.TrimSpace(x.From), strings.TrimSpace(y.From)) &&
+				!strings.EqualFold(strings.TrimSpace(x.To), strings.TrimSpace(y.To)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fact is one functional relation of a semantic memory.
+type fact struct {
+	it       *item
+	from, to string // as written
+	toKey    string // normalised
+}
+
+// conflicts is rule 5.
+func (pl *planner) conflicts() {
+	semantic := pl.where(func(it *item) bool { return it.valid() && it.tier == memory.Semantic })
+	byKey := map[string][]fact{}
+	var keys []string
+	for _, it := range semantic {
+		for _, r := range it.m.Relations {
+			typ := norm(r.Type)
+			if !pl.functional[typ] || strings.TrimSpace(r.From) == "" {
+				continue
+			}
+			k := strings.ToLower(strings.TrimSpace(r.From)) + "\x00" + typ
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], fact{it: it, from: r.From, to: r.To, toKey: strings.ToLower(strings.TrimSpace(r.To))})
+		}
+	}
+	slices.Sort(keys)
+	judged := map[[2]*item]bool{}
+	for _, k := range keys {
+		fs := byKey[k]
+		// Newest first: it holds the value now.
+		slices.SortStableFunc(fs, func(a, b fact) int { return newerFirst(a.it, b.it) })
+		typ := k[strings.IndexByte(k, 0)+1:]
+		newest := fs[0]
+		var older []fact
+		for _, f := range fs[1:] {
+			if f.it == newest.it || f.toKey == newest.toKey || f.it.invalidated {
+				continue
+			}
+			older = append(older, f)
+		}
+		slices.SortStableFunc(older, func(a, b fact) int { return olderFirst(a.it, b.it) })
+		for _, f := range older {
+			if f.it.invalidated {
+				continue
+			}
+			f.it.invalidated = true
+			judged[[2]*item{f.it, newest.it}] = true
+			pl.emit(Decision{Kind: Invalidate, IDs: []string{f.it.m.ID}, By: newest.it.m.ID,
+				Reason: fmt.Sprintf("newer %s (%s) says %s %s %s, this (%s) says %s %s %s: %s is functional",
+					newest.it.m.ID, date(newest.it.at), newest.from, typ, newest.to,
+					date(f.it.at), f.from, typ, f.to, typ)})
+		}
+	}
+	pl.judgements(semantic, judged)
+}
+
+// judgements proposes the closest pairs of valid semantic facts (below the duplicate
+// threshold) for the model to judge, each older fact once.
+func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
+	if pl.p.ConflictThreshold < 0 || pl.p.MaxJudgements == 0 {
+		return
+	}
+	type cand struct {
+		older, newer *item
+		cos          float64
+	}
+	var cs []cand
+	for i, a := range semantic {
+		for _, b := range semantic[i+1:] {
+			if !a.valid() || !b.valid() || len(a.m.Vector) == 0 || a.m.Modality != b.m.Modality {
+				continue
+			}
+			c, ok := cosine(a.m.Vector, b.m.Vector)
+			if !ok || c < pl.p.ConflictThreshold || (pl.p.DuplicateThreshold >= 0 && c >= pl.p.DuplicateThreshold) {
+				continue
+			}
+			older, newer := a, b
+			if newerFirst(a, b) < 0 {
+				older, newer = b, a
+			}
+			if done[[2]*item{older, newer}] {
+				continue
+			}
+			cs = append(cs, cand{older, newer, c})
+		}
+	}
+	slices.SortStableFunc(cs, func(a, b cand) int {
+		if c := cmp.Compare(b.cos, a.cos); c != 0 {
+			return c
+		}
+		if c := olderFirst(a.older, b.older); c != 0 {
+			return c
+		}
+		return olderFirst(a.newer, b.newer)
+	})
+	seen := map[*item]bool{}
+	n := 0
+	for _, c := range cs {
+		if n == pl.p.MaxJudgements {
+			break
+		}
+		if seen[c.older] {
+			continue
+		}
+		seen[c.older] = true
+		n++
+		cos, thr := atLeast(c.cos, pl.p.ConflictThreshold)
+		pl.emit(Decision{Kind: Invalidate, IDs: []string{c.older.m.ID}, By: c.newer.m.ID, Judge: true,
+			Reason: fmt.Sprintf("cosine %s ≥ %s with newer %s", cos, thr, c.newer.m.ID)})
+	}
+}
+
+// clusters is rule 6.
+func (pl *planner) clusters() {
+	if pl.p.ClusterThreshold < 0 {
+		return
+	}
+	// The source sets of the semantic memories: a cluster they cover is distilled.
+	var distilled []map[string]bool
+	for _, it := range pl.items {
+		if it.gone || it.tier != memory.Semantic {
+			continue
+		}
+		set := map[string]bool{}
+		for _, s := range it.m.Sources {
+			if s.Kind == "memory" && s.ID != "" {
+				set[s.ID] = true
+			}
+		}
+		if len(set) > 0 {
+			distilled = append(distilled, set)
+		}
+	}
+	covered := func(ids []string) bool {
+		for _, set := range distilled {
+			all := true
+			for _, id := range ids {
+				all = all && set[id]
+			}
+			if all {
+				return true
+			}
+		}
+		return false
+	}
+	for _, g := range pl.groups(func(it *item) bool { return it.tier == memory.Episodic && len(it.m.Vector) > 0 }) {
+		taken := map[*item]bool{}
+		for _, seed := range g {
+			if taken[seed] {
+				continue
+			}
+			type near struct {
+				it  *item
+				cos float64
+			}
+			var ns []near
+			for _, it := range g {
+				if it == seed || taken[it] {
+					continue
+				}
+				if c, ok := cosine(seed.m.Vector, it.m.Vector); ok && c >= pl.p.ClusterThreshold {
+					ns = append(ns, near{it, c})
+				}
+			}
+			if len(ns)+1 < pl.p.MinCluster {
+				continue
+			}
+			slices.SortStableFunc(ns, func(a, b near) int { return cmp.Compare(b.cos, a.cos) })
+			if len(ns) > pl.p.MaxCluster-1 {
+				ns = ns[:pl.p.MaxCluster-1]
+			}
+			members := []*item{seed}
+			lowest, imp := 1.0, seed.m.Importance
+			for _, n := range ns {
+				members = append(members, n.it)
+				lowest = math.Min(lowest, n.cos)
+				imp = math.Max(imp, n.it.m.Importance)
+			}
+			slices.SortFunc(members, olderFirst)
+			ids := make([]string, len(members))
+			for j, m := range members {
+				ids[j] = m.m.ID
+			}
+			if covered(ids) {
+				continue
+			}
+			for _, m := range members {
+				taken[m] = true
+			}
+			low, thr := atLeast(lowest, pl.p.ClusterThreshold)
+			pl.emit(Decision{Kind: Distill, IDs: ids, Importance: imp,
+				Reason: fmt.Sprintf("%d episodic memories within cosine %s ≥ %s of %s, not yet distilled",
+					len(ids), low, thr, seed.m.ID)})
+		}
+	}
+}
+
+// newerFirst orders by time, newest first, then the larger ID first.
+func newerFirst(a, b *item) int { return olderFirst(b, a) }
+
+func norm(relType string) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimSpace(relType)), " ", "_")
+}
+
+func date(t time.Time) string { return t.UTC().Format("2006-01-02") }
+
+// cosine is the cosine similarity of a and b; ok is false when they cannot be
+// compared (different or zero dimensions, a zero vector).
+func cosine(a, b []float32) (float64, bool) {
+	if len(a) != len(b) || len(a) == 0 {
+		return 0, false
+	}
+	var dot, na, nb float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		dot += x * y
+		na += x * x
+		nb += y * y
+	}
+	if na == 0 || nb == 0 {
+		return 0, false
+	}
+	return dot / math.Sqrt(na*nb), true
+}

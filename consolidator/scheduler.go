@@ -1,0 +1,244 @@
+package consolidator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-run/troupe/memory"
+)
+
+// SchedulerConfig configures a Scheduler.
+type SchedulerConfig struct {
+	// Open returns the namespace a run consolidates (required): in a node,
+	// memory.Memories.Namespace. It is called at the start of every run.
+	Open func(ctx context.Context, namespace string) (Target, error)
+	// Consolidator is the configuration of every run (model, policy, logger); its
+	// Now defaults to Clock.Now.
+	Consolidator Config
+	// Interval is how long after its last run (or its start) a namespace's
+	// consolidator runs again (default 10m; negative: never on a schedule).
+	Interval time.Duration
+	// Threshold is how many memories written since its last run (Written) make a
+	// namespace's consolidator run (default 50; negative: never on writes).
+	Threshold int
+	// RunTimeout bounds one run (default 5m).
+	RunTimeout time.Duration
+	// CloseTimeout bounds Close (default 10s).
+	CloseTimeout time.Duration
+	// Clock tells the time and sets the schedule's timers (default SystemClock).
+	Clock Clock
+	// System is the actor system to run in (nil: one of the Scheduler's own, shut
+	// down by Close).
+	System *actor.ActorSystem
+	// Logger receives failures and restarts (default: discarded).
+	Logger *slog.Logger
+	// OnRun, when set, is called after every run, from the actor that ran it: for
+	// metrics and tests. It must not block.
+	OnRun func(Outcome)
+}
+
+func (c *SchedulerConfig) withDefaults() {
+	if c.Interval == 0 {
+		c.Interval = 10 * time.Minute
+	}
+	if c.Threshold == 0 {
+		c.Threshold = 50
+	}
+	if c.RunTimeout <= 0 {
+		c.RunTimeout = 5 * time.Minute
+	}
+	if c.CloseTimeout <= 0 {
+		c.CloseTimeout = 10 * time.Second
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Consolidator.Now == nil {
+		c.Consolidator.Now = c.Clock.Now
+	}
+	if c.Consolidator.Logger == nil {
+		c.Consolidator.Logger = c.Logger
+	}
+}
+
+// Validate reports a configuration a Scheduler cannot start with.
+func (c SchedulerConfig) Validate() error {
+	if c.Open == nil {
+		return errors.New("consolidator: SchedulerConfig.Open is required")
+	}
+	return c.Consolidator.Validate()
+}
+
+// Errors of a Scheduler.
+var (
+	// ErrClosed answers a Scheduler used after Close.
+	ErrClosed = errors.New("consolidator: scheduler closed")
+	// ErrCloseTimeout means Close gave up waiting for the actors to stop (a run that
+	// ignores its context).
+	ErrCloseTimeout = errors.New("consolidator: actors did not stop in time")
+)
+
+// Scheduler runs one NamespaceActor per memory namespace, spawned on the first
+// message for it (Wake, Notify, Consolidate) and kept until Close. The memory layer
+// tells it of writes (Notify); a node may Wake every namespace at start so that each
+// has its schedule. Its methods are safe for concurrent use.
+type Scheduler struct {
+	system       *actor.ActorSystem
+	ownSystem    bool
+	host         *actor.PID
+	clock        Clock
+	cancel       context.CancelFunc
+	closeTimeout time.Duration
+	closed       atomic.Bool
+	once         sync.Once
+	closeErr     error
+}
+
+// NewScheduler starts a Scheduler.
+func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.withDefaults()
+	c, err := New(cfg.Consolidator)
+	if err != nil {
+		return nil, err
+	}
+	base, cancel := context.WithCancel(context.Background())
+	d := &deps{open: cfg.Open, consolidator: c, interval: cfg.Interval, threshold: cfg.Threshold,
+		runTimeout: cfg.RunTimeout, clock: cfg.Clock, logger: cfg.Logger, onRun: cfg.OnRun, base: base}
+	s := &Scheduler{system: cfg.System, clock: cfg.Clock, cancel: cancel, closeTimeout: cfg.CloseTimeout}
+	if s.system == nil {
+		logger := cfg.Logger
+		s.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
+		s.ownSystem = true
+	}
+	s.host = s.system.Root.Spawn(hostProps(d))
+	return s, nil
+}
+
+// Notify tells the namespace's consolidator that written memories were just written.
+func (s *Scheduler) Notify(namespace string, written int) {
+	s.send(namespace, &Written{Count: written})
+}
+
+// Wake asks the namespace's consolidator to run now (unless a run starts before it
+// gets to this request).
+func (s *Scheduler) Wake(namespace string) {
+	s.send(namespace, &Wake{At: s.clock.Now()})
+}
+
+// Consolidate runs the namespace's consolidator now, after any run in progress, with
+// the idempotency key (empty: one of its own), and returns its report: the memory
+// tool's consolidate action and `node memory consolidate`. ctx bounds the wait and
+// the run.
+func (s *Scheduler) Consolidate(ctx context.Context, namespace, key string) (Report, error) {
+	if err := memory.CheckNamespace(namespace); err != nil {
+		return Report{}, err
+	}
+	reply := make(chan Outcome, 1)
+	if !s.send(namespace, &Consolidate{Key: key, Reply: reply, ctx: ctx}) {
+		return Report{}, ErrClosed
+	}
+	select {
+	case out := <-reply:
+		return out.Report, out.Err
+	case <-ctx.Done():
+		return Report{}, fmt.Errorf("consolidator: %s: %w", namespace, ctx.Err())
+	}
+}
+
+func (s *Scheduler) send(namespace string, msg any) bool {
+	if s.closed.Load() {
+		return false
+	}
+	s.system.Root.Send(s.host, &toNamespace{namespace: namespace, msg: msg})
+	return true
+}
+
+// Close ends the runs in progress (through their context) and stops every actor,
+// waiting at most CloseTimeout. It is idempotent: later calls return the first's
+// result.
+func (s *Scheduler) Close() error {
+	s.once.Do(func() {
+		s.closed.Store(true)
+		s.cancel()
+		stopped := make(chan error, 1)
+		go func() { stopped <- s.system.Root.StopFuture(s.host).Wait() }()
+		timer := time.NewTimer(s.closeTimeout)
+		defer timer.Stop()
+		select {
+		case err := <-stopped:
+			if err != nil {
+				s.closeErr = fmt.Errorf("consolidator: stop: %w", err)
+			}
+		case <-timer.C:
+			s.closeErr = ErrCloseTimeout
+		}
+		if s.ownSystem {
+			s.system.Shutdown()
+		}
+	})
+	return s.closeErr
+}
+
+// toNamespace carries a message to the consolidator of a namespace.
+type toNamespace struct {
+	namespace string
+	msg       any
+}
+
+// host spawns and supervises the NamespaceActors. It is never restarted (that would
+// stop every namespace's actor): a failure of its own is logged and it resumes.
+type host struct {
+	deps     *deps
+	children map[string]*actor.PID
+	byPID    map[string]string
+}
+
+func hostProps(d *deps) *actor.Props {
+	logger := d.logger
+	restart := func(reason any) actor.Directive {
+		logger.Error("a memory consolidator failed; it restarts", slog.Any("reason", reason))
+		return actor.RestartDirective
+	}
+	resume := func(reason any) actor.Directive {
+		logger.Error("the consolidator host failed on a message; it drops it and goes on", slog.Any("reason", reason))
+		return actor.ResumeDirective
+	}
+	return actor.PropsFromProducer(func() actor.Actor {
+		return &host{deps: d, children: map[string]*actor.PID{}, byPID: map[string]string{}}
+	},
+		actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, restart)),
+		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)))
+}
+
+// Receive implements actor.Actor.
+func (h *host) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *toNamespace:
+		pid, ok := h.children[m.namespace]
+		if !ok {
+			ns, d := m.namespace, h.deps
+			pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &NamespaceActor{ns: ns, deps: d} }))
+			h.children[ns] = pid
+			h.byPID[pid.Id] = ns
+		}
+		ctx.Send(pid, m.msg)
+	case *actor.Terminated:
+		if ns, ok := h.byPID[m.Who.Id]; ok {
+			delete(h.children, ns)
+			delete(h.byPID, m.Who.Id)
+		}
+	}
+}

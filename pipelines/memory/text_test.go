@@ -1,0 +1,98 @@
+package memory
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestTokenize(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		want       []string
+	}{
+		{"english", "The cats are running quickly!", []string{"cat", "run", "quickly"}},
+		{"punctuation", "hello,world...foo-bar (baz) [qux]", []string{"hello", "world", "foo", "bar", "baz", "qux"}},
+		{"apostrophes", "Alice's dog don't bark", []string{"alic", "dog", "bark"}}, // alice → alic: a final e goes from words of five letters or more
+		{"curly apostrophe", "Bob’s car", []string{"bob", "car"}},
+		{"numbers", "version 3.14 released in 2024", []string{"version", "3", "14", "releas", "2024"}},
+		{"stopwords only", "the and of it is", nil},
+		{"empty", "", nil},
+		{"accents", "Café Müller ÉCOLE naïve", []string{"café", "müller", "école", "naïve"}},
+		{"cyrillic", "Привет, Мир", []string{"привет", "мир"}},
+		{"greek", "Καλημέρα κόσμε", []string{"καλημέρα", "κόσμε"}},
+		{"CJK bigrams", "東京都", []string{"東京", "京都"}},
+		{"CJK single", "猫", []string{"猫"}},
+		{"CJK in English", "I love 東京 and sushi", []string{"love", "東京", "sushi"}},
+		{"CJK against Latin", "abc東京def", []string{"abc", "東京", "def"}},
+		{"japanese", "東京に住む", []string{"東京", "京に", "に住", "住む"}},
+		{"korean", "안녕하세요 세계", []string{"안녕", "녕하", "하세", "세요", "세계"}},
+		{"emoji", "I ❤️ pizza 🍕🍕 party🎉time", []string{"pizza", "party", "time"}},
+		{"only emoji", "🎉🎉🎉", nil},
+		{"mixed case", "GoLang GOLANG golang", []string{"golang", "golang", "golang"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Tokenize(c.text); !slices.Equal(got, c.want) {
+				t.Errorf("Tokenize(%q) = %q, want %q", c.text, got, c.want)
+			}
+		})
+	}
+}
+
+func TestStem(t *testing.T) {
+	for w, want := range map[string]string{
+		"cities": "city", "classes": "class", "boxes": "box", "matches": "match", "dogs": "dog",
+		"bus": "bus", "class": "class", "analysis": "analysis", "news": "new",
+		"running": "run", "played": "play", "stopped": "stop", "falling": "fall", "missed": "miss",
+		"create": "creat", "creates": "creat", "created": "creat", "creating": "creat",
+		"string": "string", "thing": "thing", "need": "need", "speed": "speed", "speeds": "speed",
+		"red": "red", "bed": "bed", "ties": "tie", "uses": "use", "café": "café",
+	} {
+		if got := stem(w); got != want {
+			t.Errorf("stem(%q) = %q, want %q", w, got, want)
+		}
+	}
+}
+
+// Whatever the input, Tokenize reads at most MaxTokenizeBytes and keeps words of at
+// most MaxWordRunes runes.
+func TestTokenizeBoundedWork(t *testing.T) {
+	words := Tokenize(strings.Repeat("memory ", 2_000_000)) // 14 MB
+	if max := MaxTokenizeBytes / len("memory "); len(words) > max+1 {
+		t.Errorf("%d words from a capped input, want at most %d", len(words), max+1)
+	}
+	long := Tokenize(strings.Repeat("x", 10_000_000))
+	if len(long) != 1 || utf8.RuneCountInString(long[0]) != MaxWordRunes {
+		t.Errorf("a 10M-letter word gave %d words of %d runes", len(long), utf8.RuneCountInString(long[0]))
+	}
+	cjk := Tokenize(strings.Repeat("東京", 1_000_000))
+	if max := MaxTokenizeBytes / 3; len(cjk) > max {
+		t.Errorf("%d CJK bigrams from a capped input, want at most %d", len(cjk), max)
+	}
+	// Cutting in the middle of a multi-byte rune gives no broken token.
+	for _, w := range Tokenize(strings.Repeat("é", MaxTokenizeBytes)) {
+		if !utf8.ValidString(w) {
+			t.Fatalf("invalid UTF-8 token %q", w)
+		}
+	}
+}
+
+func TestContentHash(t *testing.T) {
+	// sha256("hello world")
+	const helloWorld = "b94d27b9934d3e08a52e52d7da7dabfac484efe37a5380ee9088f7ace2efcde9"
+	for _, s := range []string{"hello world", "  Hello   World\n", "HELLO\tWORLD"} {
+		if got := ContentHash(s); got != helloWorld {
+			t.Errorf("ContentHash(%q) = %s, want %s", s, got, helloWorld)
+		}
+	}
+	if ContentHash("caf\u00e9") != ContentHash("cafe\u0301") {
+		t.Error("composed and decomposed é hash differently; want NFC to make them equal")
+	}
+	if ContentHash("hello world") == ContentHash("hello world!") {
+		t.Error("different texts share a hash")
+	}
+	if got := Normalize(" Ça  VA\n"); got != "ça va" {
+		t.Errorf("Normalize = %q, want %q", got, "ça va")
+	}
+}
