@@ -11,7 +11,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
-	"github.com/troupe-run/troupe/tools/disclosure"
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
 
 // Recall memory, as Letta calls it, is the raw conversation: what the user asked,
@@ -47,8 +47,8 @@ type RecallHit struct {
 	// Content is the text, cut to RecallContentBytes bytes ("…" marks a cut).
 	Content string    `json:"content"`
 	At      time.Time `json:"at"`
-	// Score is the keyword (BM25) score of the content for the query's words: higher
-	// is better, comparable within one answer only; 0 when the query has no words.
+	// Score is the keyword (BM25) score of the content for the query's words,
+	// divided by the best hit's (which scores 1); 0 when the query has no words.
 	Score float64 `json:"score"`
 }
 
@@ -67,10 +67,10 @@ const (
 // results and errors (tool.completed) and each task's output (task.completed, when it
 // is not the last answer repeated), in the sessions of the log only
 // (eventlog.IsSession: no notes, no memory namespace). With words, the events are
-// ranked by their BM25 score over the events read (keeping those that match at
-// least one word), the newer first among equal scores; without, the newest come
-// first. A malformed query (a negative or too large limit, Until before Since) wraps
-// ErrInvalid.
+// ranked by their BM25 score (pmem.KeywordIndex, built over the events read),
+// keeping those that match at least one word, the newer first among equal scores;
+// without, the newest come first. A malformed query (a negative or too large limit,
+// Until before Since) wraps ErrInvalid.
 func Recall(ctx context.Context, log eventlog.Log, q RecallQuery) ([]RecallHit, error) {
 	if log == nil {
 		return nil, fmt.Errorf("memory: recall: no event log")
@@ -99,20 +99,18 @@ func Recall(ctx context.Context, log eventlog.Log, q RecallQuery) ([]RecallHit, 
 		docs = append(docs, conversation(events, q)...)
 	}
 	var hits []RecallHit
-	if strings.TrimSpace(q.Text) == "" || len(disclosure.Tokenize(q.Text)) == 0 {
+	if len(pmem.Tokenize(q.Text)) == 0 {
 		hits = docs
 		slices.SortStableFunc(hits, func(a, b RecallHit) int {
 			return cmp.Or(b.At.Compare(a.At), cmp.Compare(a.SessionID, b.SessionID), cmp.Compare(a.Seq, b.Seq))
 		})
 	} else {
-		names := make([]string, len(docs))
-		texts := make([]string, len(docs))
+		ix := pmem.NewKeywordIndex()
 		for i, d := range docs {
-			names[i] = strconv.Itoa(i)
-			texts[i] = d.Content
+			ix.Put(strconv.Itoa(i), d.Content)
 		}
-		for _, h := range disclosure.NewBM25(names, texts).Search(q.Text, len(docs)) {
-			i, _ := strconv.Atoi(h.Name)
+		for _, h := range ix.Search(q.Text, len(docs), nil) {
+			i, _ := strconv.Atoi(h.ID)
 			d := docs[i]
 			d.Score = h.Score
 			hits = append(hits, d)

@@ -110,6 +110,9 @@ func TestRecallRanksConversationByKeywords(t *testing.T) {
 	if c := hits[3].Content; len(c) > memory.RecallContentBytes || !strings.HasSuffix(c, "…") || !strings.HasPrefix(c, "shell: error: exit status 2") {
 		t.Errorf("long hit not cut: %d bytes %q", len(c), c)
 	}
+	if hits[0].Score != 1 || hits[1].Score >= 1 {
+		t.Errorf("scores %v, %v: want the best 1", hits[0].Score, hits[1].Score)
+	}
 	if hits[0].At != day1 {
 		t.Errorf("at %v, want %v", hits[1].At, day1)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
-	"github.com/troupe-run/troupe/tools/disclosure"
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
 
 // The write path, in the manner of Mem0: a conversation turn becomes candidate facts
@@ -704,17 +704,25 @@ func clipText(s string, n int) string {
 	return s[:cut] + "…"
 }
 
-// sameTextKey is the normalised form of a text that exact duplicates share.
-func sameTextKey(text string) string { return strings.Join(strings.Fields(strings.ToLower(text)), " ") }
+// sameTextKey is the normalised form of a text that exact duplicates share: the form
+// pmem.ContentHash hashes.
+func sameTextKey(text string) string { return pmem.Normalize(text) }
 
 // wordSet is the set of a text's keyword-index terms.
 func wordSet(text string) map[string]bool {
 	set := map[string]bool{}
-	for _, w := range disclosure.Tokenize(text) {
+	for _, w := range pmem.Tokenize(text) {
 		set[w] = true
 	}
 	return set
 }
 
 // relationsOf returns the relations the offline entity extractor finds in text.
-func relationsOf(text string) []messages.MemoryRelation { return nil }
+func relationsOf(text string) []messages.MemoryRelation {
+	_, rels := pmem.ExtractEntities(text)
+	out := make([]messages.MemoryRelation, len(rels))
+	for i, r := range rels {
+		out[i] = messages.MemoryRelation{From: r.From, Type: r.Type, To: r.To}
+	}
+	return out
+}

@@ -282,6 +282,17 @@ func TestDecideOffline(t *testing.T) {
 		"words of another, in another order": {
 			fact: memory.Fact{Content: "Paris, where I live, is lovely"}, neighbours: neighbours(), event: memory.EventUpdate, target: "m_paris",
 		},
+		"a single-valued relation to another object": {
+			fact: memory.Fact{Content: "I live in Berlin"}, neighbours: neighbours(), event: memory.EventDelete, target: "m_paris",
+		},
+		"a relation of a stored memory": {
+			fact:       memory.Fact{Content: "Alice works at Initech"},
+			neighbours: []memory.Memory{{ID: "m_job", Content: "her job", Relations: []messages.MemoryRelation{{From: "alice", Type: "works_at", To: "acme"}}}},
+			event:      memory.EventDelete, target: "m_job",
+		},
+		"a relation that takes many objects": {
+			fact: memory.Fact{Content: "I like tea"}, neighbours: neighbours(), event: "ADD",
+		},
 		"new": {
 			fact: memory.Fact{Content: "My sister is called Ada"}, neighbours: neighbours(), event: "ADD",
 		},
