@@ -3,6 +3,7 @@ package memory_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync/atomic"
@@ -312,4 +313,20 @@ func TestDecideOffline(t *testing.T) {
 			}
 		})
 	}
+}
+
+func ExampleDecideOffline() {
+	stored := []memory.Memory{
+		{ID: "m_1", Content: "I live in Paris"},
+		{ID: "m_2", Content: "I like cheese"},
+	}
+	for _, fact := range []string{"i live in paris", "I like cheese, aged comté above all", "I live in Berlin", "My sister is called Ada"} {
+		d := memory.DecideOffline(memory.Fact{Content: fact}, stored)
+		fmt.Printf("%-6s %-3s %s\n", d.Event, d.TargetID, d.Reason)
+	}
+	// Output:
+	// NONE   m_1 same content as m_1
+	// UPDATE m_2 richer version of m_2
+	// DELETE m_1 user lives_in berlin contradicts user lives_in paris of m_1
+	// ADD        new fact
 }

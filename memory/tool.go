@@ -260,7 +260,7 @@ func (m *Memories) Toolbox(cfg ToolConfig) (*tools.Toolbox, error) {
 		tools.Sub("stats", "Counts the memories per tier, the keywords, entities, relations and blocks.", t.stats, readOnly, nsEnum),
 		tools.Sub("update", "Changes a memory's content, importance or metadata (the fields given) and returns it.", t.update, args, nsEnum),
 		tools.Sub("remove", "Removes one memory.", t.remove, nsEnum),
-		tools.Sub("forget", "Forgets the memories that match: given ids, or those of a tier older than a time or at most so important. Returns their ids.", t.forget, nsEnum),
+		tools.Sub("forget", "Forgets memories, with the reason: those given by id, or those (of a tier) older than a time and/or at most so important. Returns their ids.", t.forget, nsEnum),
 		tools.Sub("consolidate", "Runs the memory's maintenance now: forgetting, deduplication, promotion and distillation.", t.consolidate, nsEnum),
 		tools.Sub("clear_all", "Forgets every memory of a tier, or of the namespace (confirm must be true).", t.clearAll, nsEnum),
 		tools.Sub("core_memory_append", "Adds text at the end of a core block (persona, human, …), which is always in your context.", t.coreAppend, nsEnum),
@@ -513,8 +513,12 @@ func (t *memoryTool) forget(ctx context.Context, a forgetArgs) (forgetResult, er
 	if err != nil {
 		return forgetResult{}, err
 	}
-	if len(a.IDs) == 0 && before.IsZero() && a.MaxImportance == nil {
-		return forgetResult{}, invalid("", "say which memories to forget: ids, before or max_importance (clear_all forgets a whole tier)")
+	byCriteria := !before.IsZero() || a.MaxImportance != nil
+	switch {
+	case len(a.IDs) == 0 && !byCriteria:
+		return forgetResult{}, invalid("", "say which memories to forget: ids, or before and/or max_importance (clear_all forgets a whole tier)")
+	case len(a.IDs) > 0 && byCriteria:
+		return forgetResult{}, invalid("ids", "give ids, or before and/or max_importance, not both")
 	}
 	ids := a.IDs
 	if len(ids) == 0 {
