@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -365,9 +366,12 @@ var (
 	firstPerson = wordList(`i i'm i've i'd i'll im my mine me myself we we're we've our ours us`)
 	strongWords = wordList(`always never allergic allergy prefer prefers favorite favourite hate hates love loves
 		must birthday`)
-	timeWords = wordList(`yesterday today tonight tomorrow ago last earlier recently monday tuesday wednesday
-		thursday friday saturday sunday weekend january february march april may june july august september
+	timeWords = wordList(`yesterday today tonight tomorrow ago earlier recently monday tuesday wednesday
+		thursday friday saturday sunday weekend january february march april june july august september
 		october november december`)
+	// timePhrase finds the time markers that are words of other uses too ("my last
+	// name", "I may").
+	timePhrase = regexp.MustCompile(`(?i)\b(last|this|next) (night|week|weekend|month|year|summer|winter|spring|autumn|fall|time)\b|\b(in|on|since|until) may\b|\bmay \d`)
 )
 
 func wordList(s string) map[string]bool {
@@ -422,6 +426,9 @@ func offlineFact(sentence string) (Fact, bool) {
 		if timeWords[w] {
 			f.Tier = Episodic
 		}
+	}
+	if timePhrase.MatchString(s) {
+		f.Tier = Episodic
 	}
 	f = normalizeFact(f)
 	return f, f.Content != ""

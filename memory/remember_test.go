@@ -151,7 +151,8 @@ func TestExtractFactsOffline(t *testing.T) {
 		{Role: messages.RoleSystem, Content: "I am a system prompt and no fact."},
 		{Role: messages.RoleUser, Content: "Hi there! Thanks a lot. My name is Alice and I live in Paris. " +
 			"What is the weather like? Can you book a table? Please book a table for two.\n" +
-			"Remember that I am allergic to peanuts. Yesterday I met Bob at the station. The project deadline is March 3."},
+			"Remember that I am allergic to peanuts. Yesterday I met Bob at the station. The project deadline is March 3. " +
+			"My last name is Martin. We went to Rome last summer."},
 		{Role: messages.RoleAssistant, Content: "Paris is lovely in spring."},
 		{Role: messages.RoleUser, Content: "ok. Sounds good! my name is alice and i live in paris."},
 	}}
@@ -161,6 +162,8 @@ func TestExtractFactsOffline(t *testing.T) {
 		{Content: "I am allergic to peanuts.", Importance: 0.7, Tier: memory.Semantic},
 		{Content: "Yesterday I met Bob at the station.", Importance: 0.7, Tier: memory.Episodic},
 		{Content: "The project deadline is March 3.", Importance: 0.5, Tier: memory.Episodic},
+		{Content: "My last name is Martin.", Importance: 0.7, Tier: memory.Semantic},
+		{Content: "We went to Rome last summer.", Importance: 0.7, Tier: memory.Episodic},
 	}
 	if !equalFacts(got, want) {
 		t.Fatalf("got  %+v\nwant %+v", got, want)
