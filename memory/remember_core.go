@@ -42,7 +42,8 @@ const (
 //  3. Each other fact is compared with its nearest memories of its tier (a vector
 //     Search) and decided (DecideFact): ADD, UPDATE, DELETE or NONE.
 //  4. The decision is applied: ADD adds the fact; UPDATE updates the target with the
-//     decided content (and the fact's importance when it is higher); DELETE adds the
+//     decided content (and the fact's importance when it is higher), or becomes
+//     NONE when that would change nothing; DELETE adds the
 //     fact and invalidates the target, marked as contradicted by the new memory (it
 //     stays, with its history); NONE writes nothing.
 //
@@ -217,9 +218,15 @@ func (ns *Namespace) apply1(ctx context.Context, key string, turn Turn, opts Rem
 	case EventUpdate:
 		u := UpdateRequest{Content: &d.Content, Reason: "mem0 UPDATE: " + d.Reason}
 		for _, n := range near {
-			if n.ID == d.TargetID && d.Fact.Importance > n.Importance {
+			if n.ID != d.TargetID {
+				continue
+			}
+			if d.Fact.Importance > n.Importance {
 				imp := d.Fact.Importance
 				u.Importance = &imp
+			} else if sameTextKey(n.Content) == sameTextKey(d.Content) {
+				d.Event, d.Reason = eventNone, "the update would change nothing in "+n.ID
+				return nil
 			}
 		}
 		m, err := ns.Update(ctx, key, d.TargetID, u)

@@ -163,6 +163,13 @@ func TestRememberWithModel(t *testing.T) {
 		t.Fatalf("updated: %+v", m)
 	}
 
+	// An UPDATE that changes nothing is NONE, and writes nothing.
+	model.next(t, `{"facts": ["User lives in the 11th arrondissement of Paris"]}`,
+		`{"event": "UPDATE", "id": "0", "text": "User lives in Paris (11th  arrondissement)"}`)
+	if ds = remember(t, ns, "k3b", turn); len(ds) != 1 || ds[0].Event != "NONE" || ds[0].MemoryID != "" {
+		t.Fatalf("empty UPDATE: %+v", ds)
+	}
+
 	// DELETE: the new fact is added and the old memory invalidated by it.
 	calls = model.next(t, `{"facts": ["User moved to Berlin"]}`, `{"event": "DELETE", "id": "0", "reason": "moved away"}`)
 	ds = remember(t, ns, "k4", turn)
