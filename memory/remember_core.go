@@ -51,10 +51,11 @@ const (
 // "mem0 UPDATE: richer version of m_…", "mem0 DELETE: contradicted by m_…: …"), and
 // every memory added has the turn's Source. The writes are keyed key+"/"+i for the
 // i-th fact (key+"/"+i+"/invalidate" for a DELETE's invalidation), and the model
-// calls key+"/extract" and key+"/decide/"+i, so that a Remember retried with the
-// same key, against a gateway that records its answers, changes nothing twice. A
-// failure stops at the fact it happened to, with the earlier facts applied: a retry
-// with the same key completes it.
+// calls key+"/extract" (step 1) and key+"/decide/"+i (step i+2, whether or not the
+// calls before it were made), so that a Remember retried with the same key, against
+// a gateway that records its answers, changes nothing twice. A failure stops at the
+// fact it happened to, with the earlier facts applied: a retry with the same key
+// completes it, and reports the facts applied before as NONE, naming their memories.
 //
 // It returns the decisions, in the order of the facts, with MemoryID set to the
 // memory each added or updated. Invalid options wrap ErrInvalid.
@@ -88,13 +89,9 @@ func (ns *Namespace) Remember(ctx context.Context, key string, turn Turn, opts R
 		}
 		return k
 	}
-	step := 1
-	facts, err := extractFacts(ctx, model, llm.Request{Key: sub("extract"), Step: step}, turn)
+	facts, err := extractFacts(ctx, model, llm.Request{Key: sub("extract"), Step: 1}, turn)
 	if err != nil {
 		return nil, err
-	}
-	if model != nil {
-		step++
 	}
 	for i := range facts {
 		if opts.Tier != "" {
@@ -139,8 +136,7 @@ func (ns *Namespace) Remember(ctx context.Context, key string, turn Turn, opts R
 		case dup != "":
 			d = Decision{Event: eventNone, TargetID: dup, Content: fact.Content, Fact: fact, Reason: "same content as " + dup}
 		case model != nil && hasLive(near):
-			d, err = decideFact(ctx, model, llm.Request{Key: sub("decide", strconv.Itoa(i)), Step: step}, fact, near)
-			step++
+			d, err = decideFact(ctx, model, llm.Request{Key: sub("decide", strconv.Itoa(i)), Step: i + 2}, fact, near)
 		default:
 			d, err = decideFact(ctx, nil, llm.Request{}, fact, near)
 		}

@@ -18,10 +18,10 @@ import (
 	"github.com/troupe-run/troupe/vectorstore"
 )
 
-// phased is a model whose script the test replaces between phases.
+// phased is a model the test replaces between phases.
 type phased struct {
 	mu  sync.Mutex
-	cur *counted
+	cur llm.Model
 }
 
 func (p *phased) Name() string { return "phased" }
@@ -39,10 +39,14 @@ func (p *phased) Generate(ctx context.Context, req llm.Request) (llm.Response, e
 // next sets the script of the next phase and returns it, to count its calls.
 func (p *phased) next(t *testing.T, answers ...string) *counted {
 	c := script(t, answers...)
-	p.mu.Lock()
-	p.cur = c
-	p.mu.Unlock()
+	p.set(c)
 	return c
+}
+
+func (p *phased) set(m llm.Model) {
+	p.mu.Lock()
+	p.cur = m
+	p.mu.Unlock()
 }
 
 // writeFixture is a memory over a SQLite log and an in-memory vector store, with
@@ -262,3 +266,54 @@ func TestRememberRefusesBadOptions(t *testing.T) {
 }
 
 func isInvalid(err error) bool { return errors.Is(err, memory.ErrInvalid) }
+
+// failing fails every call after the first n.
+type failing struct {
+	llm.Model
+	n     int64
+	calls atomic.Int64
+}
+
+func (f *failing) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if f.calls.Add(1) > f.n {
+		return llm.Response{}, fmt.Errorf("%w: overloaded", llm.ErrTransient)
+	}
+	return f.Model.Generate(ctx, req)
+}
+
+func TestRememberRetryCompletesWhatFailed(t *testing.T) {
+	model := &phased{}
+	f := newWriteFixture(t, model)
+	ns := f.ns(t, "user:dan")
+	model.next(t, `{"facts": ["Dan plays the cello"]}`)
+	remember(t, ns, "seed", userTurn("I play the cello."))
+
+	// The extraction and the first decision answer, the second decision fails: the
+	// first fact is applied, the second is not.
+	const facts = `{"facts": ["Dan owns a red bicycle", "Dan plays the cello in an orchestra"]}`
+	const first = `{"event": "ADD", "reason": "a new possession"}`
+	const second = `{"event": "UPDATE", "id": "m_1", "text": "Dan plays the cello in an orchestra"}`
+	turn := userTurn("I have a red bicycle and I play the cello in an orchestra.")
+	model.set(&failing{Model: script(t, facts, first, second), n: 2})
+	ds, err := ns.Remember(wctx(t), "turn-2", turn, memory.RememberOptions{})
+	if !errors.Is(err, llm.ErrTransient) || len(ds) != 1 || ds[0].Event != "ADD" || ds[0].MemoryID != "m_2" {
+		t.Fatalf("err = %v, decisions %+v", err, ds)
+	}
+	mid := len(f.reasons(t, "user:dan"))
+
+	// The retry with the same key adds nothing twice and completes the rest.
+	model.next(t, facts, first, second)
+	ds, err = ns.Remember(wctx(t), "turn-2", turn, memory.RememberOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 2 || ds[0].Event != "NONE" || ds[0].TargetID != "m_2" || ds[1].Event != "UPDATE" || ds[1].TargetID != "m_1" {
+		t.Fatalf("retry: %+v", ds)
+	}
+	if got := f.reasons(t, "user:dan"); len(got) != mid+1 || got[mid] != "memory.updated: mem0 UPDATE: a richer version" {
+		t.Fatalf("the retry wrote %v, want one update", got[mid:])
+	}
+	if n := len(ns.Snapshot()); n != 2 {
+		t.Fatalf("%d memories, want 2", n)
+	}
+}
