@@ -3,6 +3,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,8 +123,9 @@ func (ns *Namespace) Remember(ctx context.Context, key string, turn Turn, opts R
 	for i, fact := range facts {
 		hash := pmem.ContentHash(fact.Content)
 		if j, ok := seen[hash]; ok {
-			decisions = append(decisions, Decision{Event: eventNone, TargetID: decisions[j].MemoryID, Content: fact.Content, Fact: fact,
-				Reason: "repeats fact " + strconv.Itoa(j+1) + " of the turn"})
+			first := decisions[j] // one decision per fact so far
+			decisions = append(decisions, Decision{Event: eventNone, TargetID: cmp.Or(first.MemoryID, first.TargetID), Content: fact.Content,
+				Fact: fact, Reason: "repeats fact " + strconv.Itoa(j+1) + " of the turn"})
 			continue
 		}
 		seen[hash] = i
