@@ -115,6 +115,7 @@ func TestToolRefusesBadArguments(t *testing.T) {
 		{"clear_all", `{"confirm": false}`, "confirm"},
 		{"core_memory_append", `{"label": "human", "content": ""}`, "content"},
 		{"core_memory_append", `{"label": "bad label!", "content": "x"}`, "label"},
+		{"core_memory_append", `{"label": "human", "content": "` + strings.Repeat("é", 2001) + `"}`, "its limit is 2000"},
 		{"core_memory_replace", `{"label": "human", "old_content": "absent", "new_content": "x"}`, "does not contain"},
 		{"core_memory_replace", `{"label": "nosuch", "old_content": "a", "new_content": "x"}`, "no core block"},
 		{"recall", `{"limit": 1000}`, "limit"},
