@@ -10,4 +10,117 @@
 // Stream(namespace) = "memory/<namespace>", which is not a session. Its memories,
 // its vector index (a vectorstore.Store), its keyword index (BM25), its entity graph
 // and its core blocks are projections of that stream, rebuilt by folding it.
+//
+// # How data enters
+//
+// Open builds the Memories of a node from a Config (the log and the vector store
+// are required; the embedders, the clock, the ID source, the limits and the
+// redaction have defaults). Memories.Namespace folds a namespace's stream on its
+// first use and caches it. Every write takes an idempotency key — a key already in
+// the stream is not applied again, the earlier result is returned — and works like
+// tools/notes: it folds what the stream gained, checks the request against the
+// folded state (a malformed request wraps ErrInvalid, an unknown memory ErrNotFound,
+// and nothing is written), and appends its events at the next seqs in one Append. When
+// another writer (another process on the same log) took those seqs, the append fails
+// with eventlog.ErrSeqConflict, and the write folds again and decides again, up to
+// MaxAttempts times (then ErrConflict). The events of a keyed write have IDs derived
+// from the key and the payload, so a retried write is a repeat the log ignores, and two
+// writers deciding differently under one key conflict instead of diverging.
+//
+// Namespace.Add checks every request of a batch before anything else (content,
+// MaxContentBytes, importance, tier, modality, metadata, a timestamp at most a day
+// ahead). An exact duplicate — the same pipelines/memory ContentHash (case,
+// whitespace and Unicode composition aside) as a live memory of the namespace or an
+// earlier request of the batch — is answered NONE with the existing ID, calling no
+// embedder and writing nothing. The others are embedded with one Embed call per
+// modality, their entities and relations extracted when they are semantic
+// (Config.Extract, by default pipelines/memory's offline ExtractEntities), and added
+// in one Append, a batch of a thousand memories included. The vector goes into the
+// event (MemoryRecord.Vector), so a fold, a recovery or a replay never embeds again.
+//
+// The working tier is bounded: a write that would leave more than WorkingCapacity
+// working memories forgets the least valuable (importance × WorkingTimeDecay of
+// their age, the oldest first among equals) in the same Append, with the reason
+// "capacity N"; working memories written more than WorkingTTL ago are forgotten,
+// with the reason "ttl", by the next write or search, and no search returns them.
+//
+// Update changes content (embedded and extracted again), importance or metadata
+// (merged key by key, a key set to null deleted). Forget and Clear remove memories;
+// Clear of every tier also empties the core blocks (clear_all forgets all there is).
+// Merge keeps one memory and folds others into it: it gains their sources, a source
+// {kind "memory", id, detail: the merged one's metadata} for each, and their
+// metadata keys it lacks (on a conflict its own value stays, the other is in the
+// source's detail). Promote moves a memory to another tier keeping its ID (working
+// to episodic), Distill adds a semantic memory whose sources are the memories it
+// was distilled from (they stay), and Invalidate marks a memory no longer true
+// (with the time, and the newer memory that contradicts it): it keeps its history
+// and search skips it unless Query.IncludeInvalid. Forgetting, merging and
+// clearing take a memory out of every projection: vectors, keyword index, graph.
+//
+// # Projections
+//
+// Each tier has its own BM25 index (over the content, an episode's outcome and
+// participants, a perceptual memory's URI); the semantic tier has the entity graph
+// of its memories' entities and relations. The vectors live in the vector store, one
+// collection per tier and modality, Collection(tier, modality) = "mem_<tier>_<modality>"
+// (text for every tier; image and audio for the perceptual tier, each of its own
+// dimension), as items "<namespace>/<id>" with the metadata {"ns", "tier"}. The
+// store is persistent and shared: on a namespace's first use in a process, the
+// vectors of its live memories are upserted again and those of every memory it ever
+// had that is no longer live (or lives in another collection now) are deleted, in
+// batches of VectorBatch; afterwards each write moves the vectors it changed.
+//
+// # How data leaves: search and scoring
+//
+// Namespace.Search looks at each tier asked for (all by default). Its candidates
+// come from the vector store (the query embedded with QueryEmbedder, or with the
+// encoder of the modality for image and audio memories; K = CandidateFactor ×
+// limit, filtered on ns and tier), from the tier's keyword index (the same K) and,
+// in the semantic tier, from the entity graph (the entities of the query: those
+// ExtractEntities finds, and its runs of one to three words that name an entity a
+// memory mentions). Every candidate then gets both relevance terms: a cosine the
+// store did not return is computed from the memory's vector as the fold holds it, a
+// keyword score outside the index's top hits is its BM25 score divided by the
+// tier's best. Cosines are clamped to [0, 1]; keyword scores are in [0, 1], the best
+// hit scoring 1. The tier's formula (package pipelines/memory) then ranks them, with
+// age = now − the memory's Timestamp and rel, the relevance, by mode:
+//
+//   - hybrid (default): rel = Hybrid(cosine, hasVector, keyword) = 0.7·cosine +
+//     0.3·keyword, or keyword alone for a memory without a vector;
+//   - vector: rel = cosine;
+//   - keyword: rel = keyword.
+//
+// and the formulas:
+//
+//	working     hybrid:  WorkingScore(cosine, hasVector, keyword, age, importance)
+//	            vector:  WorkingScore(cosine, hasVector, 0, age, importance)
+//	            keyword: WorkingScore(0, false, keyword, age, importance)
+//	            each Hybrid(…) × WorkingTimeDecay(age) × (0.8 + 0.4·importance)
+//	episodic    EpisodicScore(rel, age, importance)
+//	            = (0.8·rel + 0.2·Recency(age)) × (0.8 + 0.4·importance)
+//	semantic    SemanticScore(rel, graph, importance)
+//	            = (0.7·rel + 0.3·graph) × (0.8 + 0.4·importance), graph = Graph.Score
+//	perceptual  PerceptualScore(rel, age, importance), the episodic formula
+//
+// A candidate that matched nothing of the query (rel and graph 0) is dropped. In the
+// episodic tier, structured filters (Since, Until, MinImportance, Participants) come
+// first: the memories they keep are all scored (up to 4096; beyond, the filters are
+// intersected with the store's and the index's hits). Since, Until and MinImportance
+// also filter the other tiers; they have no participants. Invalid memories are left
+// out unless IncludeInvalid. The tiers' lists are merged by score (pipelines/memory
+// Merge), ties by ID; an empty query ranks what the filters keep by formula alone.
+//
+// Get, Snapshot, Stats, Blocks and RenderBlocks read the fold; History folds the
+// stream afresh and returns every event that touched a memory — added, updated,
+// merged into it or merged away, promoted, a source of a distillation or distilled,
+// invalidated or invalidating, forgotten or cleared — with its reason and key.
+//
+// # Image and audio offline
+//
+// Perceptual memories of images and audio are stored by their text description
+// (Content; URI locates the media). Without Config.Encoders, the offline fallback
+// embeds that description with a hashing embedder of the modality's own dimension
+// (DefaultImageDim, DefaultAudioDim): it matches descriptions by their words, as the
+// text hashing embedder does, and perceives nothing of the media. Configure real
+// encoders (CLIP-like, taking the same text for queries) for cross-modal search.
 package memory

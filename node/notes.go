@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/tools/notes"
 )
 
@@ -40,12 +41,16 @@ func (n *Node) addNotes() error {
 	return nil
 }
 
-// markNotes gives the notes streams among sessions the status notes.Status: they
-// are streams of the log but no sessions, and no task runs there.
+// markNotes gives the notes streams among sessions the status notes.Status, and
+// the memory namespaces' streams memory.Status: they are streams of the log but no
+// sessions, and no task runs there.
 func markNotes(infos []eventlog.SessionInfo) {
 	for i := range infos {
-		if notes.IsStream(infos[i].ID) {
+		switch {
+		case notes.IsStream(infos[i].ID):
 			infos[i].Status = notes.Status
+		case memory.IsStream(infos[i].ID):
+			infos[i].Status = memory.Status
 		}
 	}
 }

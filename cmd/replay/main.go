@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools/notes"
@@ -190,8 +191,11 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 		return 1
 	}
 	for i := range infos {
-		if notes.IsStream(infos[i].ID) {
+		switch {
+		case notes.IsStream(infos[i].ID):
 			infos[i].Status = notes.Status // an agent's notes, not a session: no task runs there
+		case memory.IsStream(infos[i].ID):
+			infos[i].Status = memory.Status // a memory namespace, not a session
 		}
 	}
 	if asJSON {
@@ -324,8 +328,11 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 		byID[e.ID] = st
 	}
 	tl.Status = eventlog.SessionStatus(latest, submitted, ended)
-	if notes.IsStream(tl.SessionID) {
+	switch {
+	case notes.IsStream(tl.SessionID):
 		tl.Status = notes.Status // an agent's notes, not a session: no task runs there
+	case memory.IsStream(tl.SessionID):
+		tl.Status = memory.Status // a memory namespace, not a session
 	}
 	return tl, nil
 }

@@ -15,10 +15,12 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/tools/notes"
+	"github.com/troupe-run/troupe/vectorstore"
 )
 
 // recordSession runs one task on an embedded node in dir and returns its session ID.
@@ -201,22 +203,34 @@ func TestListMarksNotesStreams(t *testing.T) {
 	if err == nil {
 		_, err = n.Add(context.Background(), "fact", []string{"x"}, "A note.")
 	}
+	if err == nil { // a memory namespace is no session either
+		var mem *memory.Memories
+		vs, _ := vectorstore.Open(vectorstore.Config{}) // in memory: a config without a path cannot fail
+		if mem, err = memory.Open(memory.Config{Log: log, Vectors: vs}); err == nil {
+			var ns *memory.Namespace
+			if ns, err = mem.Namespace(context.Background(), "user:alice"); err == nil {
+				_, err = ns.Add(context.Background(), "", []memory.AddRequest{{Tier: memory.Semantic, Content: "Alice likes tea."}})
+			}
+		}
+	}
 	if cerr := log.Close(); err != nil || cerr != nil {
 		t.Fatal(err, cerr)
 	}
 
 	code, out, errs := replay(t, "list", "--data", dir)
-	if code != 0 || !regexp.MustCompile(`\nnotes/planner +notes +0 +1 `).MatchString(out) || !regexp.MustCompile(`\n`+id+` +completed `).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`\nnotes/planner +notes +0 +1 `).MatchString(out) || !regexp.MustCompile(`\n`+id+` +completed `).MatchString(out) ||
+		!regexp.MustCompile(`\nmemory/user:alice +memory +0 +1 `).MatchString(out) {
 		t.Fatalf("list: %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = replay(t, "list", "--data", dir, "--json")
 	var infos []eventlog.SessionInfo
-	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 2 {
+	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 3 {
 		t.Fatalf("list --json: %d %s %s", code, out, errs)
 	}
+	want := map[string]string{"notes/planner": notes.Status, "memory/user:alice": memory.Status, id: messages.StatusCompleted}
 	for _, info := range infos {
-		if want := map[bool]string{true: notes.Status, false: messages.StatusCompleted}[info.ID == "notes/planner"]; info.Status != want {
-			t.Errorf("%s: status %s, want %s", info.ID, info.Status, want)
+		if info.Status != want[info.ID] {
+			t.Errorf("%s: status %s, want %s", info.ID, info.Status, want[info.ID])
 		}
 	}
 	code, out, errs = replay(t, "show", "notes/planner", "--data", dir)

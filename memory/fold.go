@@ -1,0 +1,274 @@
+package memory
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// state is the fold of a namespace's stream: its live memories, its core blocks and
+// the keys of the writes applied. It holds no projection and does no I/O, so History
+// folds a fresh one to replay a memory's changes.
+type state struct {
+	ns   string
+	seq  uint64
+	mems map[string]*Memory
+	// seen holds every memory ID the stream ever named: IDs are never reused, and a
+	// rebuild deletes the vectors of the ones no longer live.
+	seen map[string]struct{}
+	// hashes holds the live memories by content hash: exact duplicates.
+	hashes map[string]map[string]struct{}
+	keys   map[string]*keyed
+	blocks map[string]*Block
+}
+
+// keyed is what the writes with one idempotency key did: the memories their events
+// added or changed (in order), and how many memories they forgot or cleared.
+type keyed struct {
+	ids     []string
+	removed int
+}
+
+// effect is what one event did to the state: the memories it put (added or changed,
+// live after it), the ones it removed (as they were), whether it changed a block,
+// and every memory it touched, with the IDs related to it by the event (History).
+type effect struct {
+	put     []string
+	removed []*Memory
+	blocks  bool
+	touched []touch
+}
+
+type touch struct {
+	id      string
+	related []string
+}
+
+func newState(ns string) *state {
+	return &state{ns: ns, mems: map[string]*Memory{}, seen: map[string]struct{}{},
+		hashes: map[string]map[string]struct{}{}, keys: map[string]*keyed{}, blocks: map[string]*Block{}}
+}
+
+// apply folds one event of the stream.
+func (s *state) apply(e messages.Envelope) (effect, error) {
+	var eff effect
+	if e.Seq != s.seq+1 {
+		return eff, fmt.Errorf("memory: %s: seq %d follows %d", e.SessionID, e.Seq, s.seq)
+	}
+	p, err := e.Decode()
+	if err != nil {
+		return eff, fmt.Errorf("memory: %w", err)
+	}
+	ts := time.UnixMicro(e.TS).UTC()
+	var key string
+	switch p := p.(type) {
+	case *messages.MemoryAdded:
+		key = p.Key
+		s.put(p.Memory, ts, &eff, nil)
+	case *messages.MemoryUpdated:
+		key = p.Key
+		s.put(p.Memory, ts, &eff, nil)
+	case *messages.MemoryPromoted:
+		key = p.Key
+		s.put(p.Memory, ts, &eff, nil)
+	case *messages.MemoryMerged:
+		key = p.Key
+		for _, id := range p.Merged {
+			if m := s.remove(id, &eff); m != nil {
+				eff.touched = append(eff.touched, touch{id: id, related: []string{p.Memory.MemoryID}})
+			}
+		}
+		s.put(p.Memory, ts, &eff, slices.Clone(p.Merged))
+	case *messages.MemoryDistilled:
+		key = p.Key
+		var from []string
+		for _, src := range p.Memory.Sources {
+			if src.Kind == "memory" && src.ID != "" {
+				from = append(from, src.ID)
+				eff.touched = append(eff.touched, touch{id: src.ID, related: []string{p.Memory.MemoryID}})
+			}
+		}
+		s.put(p.Memory, ts, &eff, from)
+	case *messages.MemoryInvalidated:
+		key = p.Key
+		if m := s.mems[p.MemoryID]; m != nil {
+			at := time.UnixMicro(p.AtUS).UTC()
+			m.InvalidAt, m.InvalidBy, m.Updated = &at, p.By, ts
+			eff.put = append(eff.put, m.ID)
+			eff.touched = append(eff.touched, touch{id: m.ID, related: nonEmpty(p.By)})
+			if p.By != "" {
+				eff.touched = append(eff.touched, touch{id: p.By, related: []string{m.ID}})
+			}
+		}
+	case *messages.MemoryForgotten:
+		key = p.Key
+		for _, id := range p.MemoryIDs {
+			if s.remove(id, &eff) != nil {
+				eff.touched = append(eff.touched, touch{id: id})
+			}
+		}
+	case *messages.MemoryCleared:
+		key = p.Key
+		var ids []string
+		for id, m := range s.mems {
+			if p.Tier == "" || string(m.Tier) == p.Tier {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			s.remove(id, &eff)
+			eff.touched = append(eff.touched, touch{id: id})
+		}
+		if p.Tier == "" && len(s.blocks) > 0 { // clear_all: the blocks go too
+			clear(s.blocks)
+			eff.blocks = true
+		}
+	case *messages.MemoryBlockSet:
+		key = p.Key
+		s.blocks[p.Label] = &Block{Label: p.Label, Value: p.Value, Description: p.Description, Limit: p.Limit}
+		eff.blocks = true
+	case *messages.MemoryBlockDeleted:
+		key = p.Key
+		delete(s.blocks, p.Label)
+		eff.blocks = true
+	default:
+		return eff, fmt.Errorf("memory: %s seq %d: a %s event has no place in a memory stream", e.SessionID, e.Seq, e.Type)
+	}
+	if key != "" {
+		k := s.keys[key]
+		if k == nil {
+			k = &keyed{}
+			s.keys[key] = k
+		}
+		k.ids = append(k.ids, eff.put...)
+		k.removed += len(eff.removed)
+	}
+	s.seq = e.Seq
+	return eff, nil
+}
+
+// put stores rec as the memory it describes, keeping the times and the invalid
+// mark of the memory it replaces.
+func (s *state) put(rec messages.MemoryRecord, ts time.Time, eff *effect, related []string) {
+	m := fromRecord(s.ns, rec)
+	m.Created, m.Updated = ts, ts
+	if old := s.mems[m.ID]; old != nil {
+		m.Created, m.InvalidAt, m.InvalidBy = old.Created, old.InvalidAt, old.InvalidBy
+		s.unhash(old)
+	}
+	s.mems[m.ID] = m
+	s.seen[m.ID] = struct{}{}
+	if s.hashes[m.Hash] == nil {
+		s.hashes[m.Hash] = map[string]struct{}{}
+	}
+	s.hashes[m.Hash][m.ID] = struct{}{}
+	eff.put = append(eff.put, m.ID)
+	eff.touched = append(eff.touched, touch{id: m.ID, related: related})
+}
+
+// remove takes memory id out of the live ones and returns it (nil if it was not live).
+func (s *state) remove(id string, eff *effect) *Memory {
+	m := s.mems[id]
+	if m == nil {
+		return nil
+	}
+	delete(s.mems, id)
+	s.unhash(m)
+	eff.removed = append(eff.removed, m)
+	return m
+}
+
+func (s *state) unhash(m *Memory) {
+	if set := s.hashes[m.Hash]; set != nil {
+		delete(set, m.ID)
+		if len(set) == 0 {
+			delete(s.hashes, m.Hash)
+		}
+	}
+}
+
+// byHash returns a live memory with the content hash (the least ID when several).
+func (s *state) byHash(hash string) (string, bool) {
+	best := ""
+	for id := range s.hashes[hash] {
+		if best == "" || id < best {
+			best = id
+		}
+	}
+	return best, best != ""
+}
+
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+// fromRecord is the memory a record describes (without its event times).
+func fromRecord(ns string, r messages.MemoryRecord) *Memory {
+	mod := Modality(r.Modality)
+	if mod == "" {
+		mod = Text
+	}
+	return &Memory{
+		ID: r.MemoryID, Namespace: ns, Tier: Tier(r.Tier), Modality: mod, Content: r.Content, URI: r.URI,
+		Importance: r.Importance, Timestamp: time.UnixMicro(r.AtUS).UTC(), Hash: r.Hash,
+		Vector: slices.Clone([]float32(r.Vector)), Embedder: r.Embedder, Metadata: cloneRaw(r.Metadata),
+		Participants: slices.Clone(r.Participants), Outcome: r.Outcome,
+		Entities: slices.Clone(r.Entities), Relations: slices.Clone(r.Relations), Sources: cloneSources(r.Sources),
+	}
+}
+
+// toRecord is the record of a memory, for the event that changes it.
+func toRecord(m *Memory) messages.MemoryRecord {
+	mod := string(m.Modality)
+	if m.Modality == Text {
+		mod = ""
+	}
+	return messages.MemoryRecord{
+		MemoryID: m.ID, Tier: string(m.Tier), Modality: mod, Content: m.Content, URI: m.URI,
+		Importance: m.Importance, AtUS: m.Timestamp.UnixMicro(), Hash: m.Hash,
+		Vector: messages.Vector(slices.Clone(m.Vector)), Embedder: m.Embedder, Metadata: cloneRaw(m.Metadata),
+		Participants: slices.Clone(m.Participants), Outcome: m.Outcome,
+		Entities: slices.Clone(m.Entities), Relations: slices.Clone(m.Relations), Sources: cloneSources(m.Sources),
+	}
+}
+
+func copyMemory(m *Memory) Memory {
+	c := *m
+	c.Vector = slices.Clone(m.Vector)
+	c.Metadata = cloneRaw(m.Metadata)
+	c.Participants = slices.Clone(m.Participants)
+	c.Entities = slices.Clone(m.Entities)
+	c.Relations = slices.Clone(m.Relations)
+	c.Sources = cloneSources(m.Sources)
+	if m.InvalidAt != nil {
+		at := *m.InvalidAt
+		c.InvalidAt = &at
+	}
+	return c
+}
+
+func cloneRaw(r json.RawMessage) json.RawMessage {
+	if len(r) == 0 {
+		return nil
+	}
+	return slices.Clone(r)
+}
+
+func cloneSources(src []messages.MemorySource) []messages.MemorySource {
+	if src == nil {
+		return nil
+	}
+	out := make([]messages.MemorySource, len(src))
+	for i, s := range src {
+		out[i] = s
+		out[i].Detail = cloneRaw(s.Detail)
+	}
+	return out
+}

@@ -1,0 +1,87 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Change is one event that touched a memory, as History tells it.
+type Change struct {
+	Seq    uint64        `json:"seq"`
+	At     time.Time     `json:"at"`
+	Type   messages.Type `json:"type"`
+	Reason string        `json:"reason"`
+	Key    string        `json:"key,omitempty"`
+	// Memory is the memory after the change; nil when the change removed it.
+	Memory *Memory `json:"memory,omitempty"`
+	// Related names the other memories of the change: the ones merged into it (or
+	// the one it was merged into), the sources it was distilled from (or the memory
+	// distilled from it), the memory that invalidated it (or the one it invalidated).
+	Related []string `json:"related,omitempty"`
+}
+
+// History returns every event that touched memory id, oldest first: where it came
+// from, how it changed, what it was merged into or distilled into, why it was
+// invalidated or forgotten. It folds the namespace's stream afresh; a memory no
+// event touched fails with ErrNotFound.
+func (ns *Namespace) History(ctx context.Context, id string) ([]Change, error) {
+	events, err := ns.cfg.Log.Read(ctx, ns.stream, 1)
+	if err != nil {
+		return nil, fmt.Errorf("memory: reading %s: %w", ns.stream, err)
+	}
+	st := newState(ns.name)
+	var out []Change
+	for _, e := range events {
+		eff, err := st.apply(e)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range eff.touched {
+			if t.id != id {
+				continue
+			}
+			c := Change{Seq: e.Seq, At: time.UnixMicro(e.TS).UTC(), Type: e.Type, Related: slices.Clone(t.related)}
+			c.Reason, c.Key = reasonAndKey(e)
+			if m := st.mems[id]; m != nil {
+				cp := copyMemory(m)
+				c.Memory = &cp
+			}
+			out = append(out, c)
+			break
+		}
+	}
+	if len(out) == 0 {
+		return nil, ns.unknown(id)
+	}
+	return out, nil
+}
+
+func reasonAndKey(e messages.Envelope) (reason, key string) {
+	p, err := e.Decode()
+	if err != nil {
+		return "", ""
+	}
+	switch p := p.(type) {
+	case *messages.MemoryAdded:
+		return p.Reason, p.Key
+	case *messages.MemoryUpdated:
+		return p.Reason, p.Key
+	case *messages.MemoryMerged:
+		return p.Reason, p.Key
+	case *messages.MemoryPromoted:
+		return p.Reason, p.Key
+	case *messages.MemoryDistilled:
+		return p.Reason, p.Key
+	case *messages.MemoryInvalidated:
+		return p.Reason, p.Key
+	case *messages.MemoryForgotten:
+		return p.Reason, p.Key
+	case *messages.MemoryCleared:
+		return p.Reason, p.Key
+	}
+	return "", ""
+}

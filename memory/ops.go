@@ -1,0 +1,777 @@
+package memory
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
+)
+
+// AddRequest asks for one memory.
+type AddRequest struct {
+	Tier    Tier
+	Content string
+	// Importance is in [0, 1]; nil means 0.5.
+	Importance *float64
+	// Timestamp is when the remembered thing happened; zero means now. It may not
+	// lie more than MaxFuture ahead.
+	Timestamp time.Time
+	// Metadata is a JSON object, or empty.
+	Metadata     json.RawMessage
+	Participants []string
+	Outcome      string
+	// Modality is text (empty), or image or audio in the perceptual tier only.
+	Modality Modality
+	URI      string
+	Sources  []messages.MemorySource
+	// Reason is recorded with the event (default "added").
+	Reason string
+}
+
+// AddResult is what Add did with one request: Event "ADD" with the new memory's ID,
+// or "NONE" with the ID of the live memory whose content it repeats.
+type AddResult struct {
+	ID    string `json:"id"`
+	Event string `json:"event"`
+}
+
+// The events of AddResult.
+const (
+	EventAdd  = "ADD"
+	EventNone = "NONE"
+)
+
+// DefaultImportance is the importance of a memory added without one.
+const DefaultImportance = 0.5
+
+// Add adds memories: every request is checked first (an error wrapping ErrInvalid
+// names the first bad one, and nothing is written); exact duplicates (same
+// pmem.ContentHash as a live memory of the namespace, or an earlier request of the
+// batch) are not added again and come back as NONE with the existing ID; the others
+// are embedded (one Embed call per modality), their entities extracted (semantic
+// tier) and added in one Append, together with the working tier's evictions
+// (capacity) and expiries (TTL). A key applied before returns the earlier result
+// and writes nothing.
+func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]AddResult, error) {
+	if len(reqs) == 0 {
+		return nil, fmt.Errorf("%w: no memories to add", ErrInvalid)
+	}
+	now := ns.cfg.Now()
+	prepared := make([]*Memory, len(reqs))
+	reasons := make([]string, len(reqs))
+	for i, r := range reqs {
+		m, err := ns.prepare(r, now)
+		if err != nil {
+			return nil, fmt.Errorf("memory %d of %d: %w", i, len(reqs), err)
+		}
+		prepared[i], reasons[i] = m, cmp.Or(strings.TrimSpace(r.Reason), "added")
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	vectors := map[string][]float32{} // by modality and content, across attempts
+	extracted := map[string]extraction{}
+	var results []AddResult
+	applied, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+		results = make([]AddResult, len(prepared))
+		inBatch := map[string]string{} // hash -> id
+		ids := map[string]bool{}
+		var adds []*Memory
+		var addReasons []string
+		for i, p := range prepared {
+			if id, ok := ns.st.byHash(p.Hash); ok {
+				results[i] = AddResult{ID: id, Event: EventNone}
+				continue
+			}
+			if id, ok := inBatch[p.Hash]; ok {
+				results[i] = AddResult{ID: id, Event: EventNone}
+				continue
+			}
+			m := copyMemory(p)
+			m.ID = ns.newID(ids)
+			ids[m.ID] = true
+			inBatch[m.Hash] = m.ID
+			results[i] = AddResult{ID: m.ID, Event: EventAdd}
+			adds = append(adds, &m)
+			addReasons = append(addReasons, reasons[i])
+		}
+		if len(adds) == 0 {
+			return nil, nil
+		}
+		if err := ns.embedAll(ctx, adds, vectors); err != nil {
+			return nil, err
+		}
+		for _, m := range adds {
+			if m.Tier == Semantic {
+				if err := ns.extract(ctx, m, extracted); err != nil {
+					return nil, err
+				}
+			}
+		}
+		ps := make([]messages.Payload, 0, len(adds)+1)
+		for i, m := range adds {
+			ps = append(ps, &messages.MemoryAdded{Key: key, Reason: addReasons[i], Memory: toRecord(m)})
+		}
+		if p := ns.evict(now, adds, key); p != nil {
+			ps = append(ps, p)
+		}
+		return ps, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if applied {
+		return ns.addedBefore(key, prepared), nil
+	}
+	return results, nil
+}
+
+// addedBefore rebuilds the result of an Add whose key was applied before: the
+// memories the key added, in order, for the requests that were not duplicates.
+func (ns *Namespace) addedBefore(key string, prepared []*Memory) []AddResult {
+	added := map[string]string{} // hash -> id
+	if k := ns.st.keys[key]; k != nil {
+		for _, id := range k.ids {
+			if m := ns.st.mems[id]; m != nil {
+				if _, ok := added[m.Hash]; !ok {
+					added[m.Hash] = id
+				}
+			}
+		}
+	}
+	out := make([]AddResult, len(prepared))
+	seen := map[string]bool{}
+	for i, p := range prepared {
+		if id, ok := added[p.Hash]; ok && !seen[p.Hash] {
+			out[i], seen[p.Hash] = AddResult{ID: id, Event: EventAdd}, true
+			continue
+		}
+		id, _ := ns.st.byHash(p.Hash)
+		out[i] = AddResult{ID: id, Event: EventNone}
+	}
+	return out
+}
+
+// newID returns an ID no memory of the namespace ever had, nor one of taken.
+func (ns *Namespace) newID(taken map[string]bool) string {
+	for {
+		id := ns.cfg.NewID()
+		if _, ok := ns.st.seen[id]; !ok && !taken[id] && id != "" {
+			return id
+		}
+	}
+}
+
+// prepare checks a request and returns the memory it asks for, without ID, vector
+// or entities.
+func (ns *Namespace) prepare(r AddRequest, now time.Time) (*Memory, error) {
+	tier, err := ParseTier(string(r.Tier))
+	if err != nil {
+		return nil, err
+	}
+	mod, err := ParseModality(string(r.Modality))
+	if err != nil {
+		return nil, err
+	}
+	if mod != Text && tier != Perceptual {
+		return nil, fmt.Errorf("%w: modality %s is for the perceptual tier only, not %s", ErrInvalid, mod, tier)
+	}
+	content, err := ns.checkContent(r.Content)
+	if err != nil {
+		return nil, err
+	}
+	imp := DefaultImportance
+	if r.Importance != nil {
+		imp = *r.Importance
+	}
+	if err := CheckImportance(imp); err != nil {
+		return nil, err
+	}
+	meta, err := checkMetadata(r.Metadata)
+	if err != nil {
+		return nil, err
+	}
+	ts := r.Timestamp
+	if ts.IsZero() {
+		ts = now
+	}
+	if ts.After(now.Add(MaxFuture)) {
+		return nil, fmt.Errorf("%w: timestamp %s is more than %s in the future", ErrInvalid, ts.Format(time.RFC3339), MaxFuture)
+	}
+	var parts []string
+	for _, p := range r.Participants {
+		if p = strings.TrimSpace(p); p != "" && !slices.Contains(parts, p) {
+			parts = append(parts, ns.redact(p))
+		}
+	}
+	return &Memory{
+		Namespace: ns.name, Tier: tier, Modality: mod, Content: content, URI: strings.TrimSpace(r.URI),
+		Importance: imp, Timestamp: ts.UTC().Truncate(time.Microsecond), Hash: pmem.ContentHash(content), Metadata: meta,
+		Participants: parts, Outcome: ns.redact(strings.TrimSpace(r.Outcome)), Sources: cloneSources(r.Sources),
+	}, nil
+}
+
+// checkContent checks a memory's content and returns it trimmed and redacted.
+func (ns *Namespace) checkContent(s string) (string, error) {
+	c := strings.TrimSpace(s)
+	switch {
+	case c == "":
+		return "", fmt.Errorf("%w: empty content", ErrInvalid)
+	case len(c) > ns.cfg.MaxContentBytes:
+		return "", fmt.Errorf("%w: content of %d bytes; the limit is %d", ErrInvalid, len(c), ns.cfg.MaxContentBytes)
+	case !utf8.ValidString(c):
+		return "", fmt.Errorf("%w: content is not UTF-8 text", ErrInvalid)
+	}
+	return ns.redact(c), nil
+}
+
+func (ns *Namespace) redact(s string) string {
+	if ns.cfg.Redact == nil || s == "" {
+		return s
+	}
+	return ns.cfg.Redact(s)
+}
+
+// checkMetadata accepts an empty value or a JSON object, and returns it compacted.
+func checkMetadata(raw json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil, nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("%w: metadata must be a JSON object", ErrInvalid)
+	}
+	if len(obj) == 0 {
+		return nil, nil
+	}
+	return json.Marshal(obj)
+}
+
+// mergeMetadata merges two metadata objects key by key. With overwrite, b's keys win
+// and a key b sets to null is deleted (an update); without, a's keys win and b only
+// adds the keys a lacks (a merge). conflicts reports whether a key had two values.
+func mergeMetadata(a, b json.RawMessage, overwrite bool) (out json.RawMessage, conflicts bool) {
+	var ma, mb map[string]json.RawMessage
+	_ = json.Unmarshal(a, &ma)
+	_ = json.Unmarshal(b, &mb)
+	if ma == nil {
+		ma = map[string]json.RawMessage{}
+	}
+	for k, v := range mb {
+		old, ok := ma[k]
+		switch {
+		case overwrite && string(v) == "null":
+			delete(ma, k)
+		case overwrite || !ok:
+			ma[k] = v
+		case !bytes.Equal(old, v):
+			conflicts = true
+		}
+	}
+	if len(ma) == 0 {
+		return nil, conflicts
+	}
+	out, _ = json.Marshal(ma)
+	return out, conflicts
+}
+
+// embedder returns the embedder of stored content of a modality, and its name.
+func (ns *Namespace) embedder(mod Modality) (llm.Embedder, string) {
+	if mod == Text || mod == "" {
+		return ns.cfg.Embedder, ns.cfg.EmbedderName
+	}
+	e := ns.cfg.Encoders[mod]
+	if h, ok := e.(llm.HashingEmbedder); ok {
+		return e, fmt.Sprintf("hashing-%d:%s-description", max(h.Dim, 0), mod)
+	}
+	return e, "encoder:" + string(mod)
+}
+
+// queryEmbedder returns the embedder of queries against a modality's memories.
+func (ns *Namespace) queryEmbedder(mod Modality) llm.Embedder {
+	if mod == Text || mod == "" {
+		return ns.cfg.QueryEmbedder
+	}
+	return ns.cfg.Encoders[mod]
+}
+
+// embedAll sets the vectors of ms, with one Embed call per modality for the
+// contents not in cache (which it fills). An all-zero vector (a text without a word
+// the offline embedder sees) is no vector: the memory is found by keyword only.
+func (ns *Namespace) embedAll(ctx context.Context, ms []*Memory, cache map[string][]float32) error {
+	byMod := map[Modality][]string{}
+	for _, m := range ms {
+		k := string(m.Modality) + "\x00" + m.Content
+		if _, ok := cache[k]; !ok && !slices.Contains(byMod[m.Modality], m.Content) {
+			byMod[m.Modality] = append(byMod[m.Modality], m.Content)
+		}
+	}
+	for _, mod := range slices.Sorted(maps.Keys(byMod)) {
+		texts := byMod[mod]
+		e, _ := ns.embedder(mod)
+		vs, err := e.Embed(ctx, texts)
+		if err != nil {
+			return fmt.Errorf("memory: embedding %d %s memories: %w", len(texts), mod, err)
+		}
+		if len(vs) != len(texts) {
+			return fmt.Errorf("memory: the %s embedder returned %d vectors for %d texts", mod, len(vs), len(texts))
+		}
+		for i, t := range texts {
+			v, err := usable(vs[i])
+			if err != nil {
+				return fmt.Errorf("memory: the %s embedder: %w", mod, err)
+			}
+			cache[string(mod)+"\x00"+t] = v
+		}
+	}
+	for _, m := range ms {
+		_, name := ns.embedder(m.Modality)
+		m.Vector, m.Embedder = slices.Clone(cache[string(m.Modality)+"\x00"+m.Content]), name
+	}
+	return nil
+}
+
+// usable returns v, or nil for a zero vector; a NaN or infinite component is an error.
+func usable(v []float32) ([]float32, error) {
+	zero := true
+	for _, x := range v {
+		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+			return nil, errors.New("a vector with a NaN or infinite component")
+		}
+		zero = zero && x == 0
+	}
+	if zero {
+		return nil, nil
+	}
+	return v, nil
+}
+
+type extraction struct {
+	entities  []string
+	relations []messages.MemoryRelation
+}
+
+// extract sets the entities and relations of a semantic memory.
+func (ns *Namespace) extract(ctx context.Context, m *Memory, cache map[string]extraction) error {
+	x, ok := cache[m.Content]
+	if !ok {
+		ents, rels, err := ns.cfg.Extract(ctx, m.Content)
+		if err != nil {
+			return fmt.Errorf("memory: extracting entities: %w", err)
+		}
+		x.entities = ents
+		for _, r := range rels {
+			x.relations = append(x.relations, messages.MemoryRelation{From: r.From, Type: r.Type, To: r.To})
+		}
+		cache[m.Content] = x
+	}
+	m.Entities, m.Relations = slices.Clone(x.entities), slices.Clone(x.relations)
+	return nil
+}
+
+// workingValue is what a working memory is worth keeping: importance × its time
+// decay. Capacity evicts the least valuable first.
+func workingValue(m *Memory, now time.Time) float64 {
+	return m.Importance * pmem.WorkingTimeDecay(now.Sub(m.Timestamp))
+}
+
+// expired reports whether a working memory outlived the TTL since it was last
+// written.
+func (ns *Namespace) expired(m *Memory, now time.Time) bool {
+	return m.Tier == Working && now.Sub(m.Updated) >= ns.cfg.WorkingTTL
+}
+
+// evict returns the MemoryForgotten that keeps the working tier within its capacity
+// once adds are added (nil when it fits): the least valuable go first (workingValue),
+// the oldest first among equals.
+func (ns *Namespace) evict(now time.Time, adds []*Memory, key string) messages.Payload {
+	var work []*Memory
+	for _, m := range ns.st.mems {
+		if m.Tier == Working {
+			work = append(work, m)
+		}
+	}
+	for _, m := range adds {
+		if m.Tier == Working {
+			work = append(work, m)
+		}
+	}
+	over := len(work) - ns.cfg.WorkingCapacity
+	if over <= 0 {
+		return nil
+	}
+	slices.SortFunc(work, func(a, b *Memory) int {
+		if c := cmp.Compare(workingValue(a, now), workingValue(b, now)); c != 0 {
+			return c
+		}
+		if c := a.Timestamp.Compare(b.Timestamp); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+	ids := make([]string, over)
+	for i := range ids {
+		ids[i] = work[i].ID
+	}
+	slices.Sort(ids)
+	return &messages.MemoryForgotten{Key: key, Reason: fmt.Sprintf("capacity %d", ns.cfg.WorkingCapacity), MemoryIDs: ids}
+}
+
+// expire forgets the working memories that outlived the TTL, with reason "ttl". The
+// caller holds mu and has folded the stream; it refolds on ErrSeqConflict.
+func (ns *Namespace) expire(ctx context.Context) error {
+	now := ns.cfg.Now()
+	var ids []string
+	for id, m := range ns.st.mems {
+		if ns.expired(m, now) {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	e, err := messages.NewEnvelope(&messages.MemoryForgotten{Reason: "ttl", MemoryIDs: ids})
+	if err != nil {
+		return err
+	}
+	e.ID, e.SessionID, e.Seq, e.TS, e.Actor = ns.eventID("", 0, nil), ns.stream, ns.st.seq+1, now.UnixMicro(), "memory"
+	if err := ns.cfg.Log.Append(ctx, []messages.Envelope{e}); err != nil {
+		return err
+	}
+	if err := ns.apply(e); err != nil {
+		return err
+	}
+	return ns.syncVectors(ctx)
+}
+
+// UpdateRequest changes the fields of a memory that are set.
+type UpdateRequest struct {
+	Content    *string
+	Importance *float64
+	// Metadata is merged key by key into the memory's: its keys win, and a key set
+	// to null is deleted.
+	Metadata json.RawMessage
+	Reason   string
+}
+
+// Update changes memory id and returns it: new content is embedded and (semantic
+// tier) its entities extracted again.
+func (ns *Namespace) Update(ctx context.Context, key, id string, u UpdateRequest) (Memory, error) {
+	if u.Content == nil && u.Importance == nil && len(bytes.TrimSpace(u.Metadata)) == 0 {
+		return Memory{}, fmt.Errorf("%w: nothing to update: give new content, importance or metadata", ErrInvalid)
+	}
+	var content string
+	if u.Content != nil {
+		c, err := ns.checkContent(*u.Content)
+		if err != nil {
+			return Memory{}, err
+		}
+		content = c
+	}
+	if u.Importance != nil {
+		if err := CheckImportance(*u.Importance); err != nil {
+			return Memory{}, err
+		}
+	}
+	meta, err := checkMetadata(u.Metadata)
+	if err != nil {
+		return Memory{}, err
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	vectors := map[string][]float32{}
+	extracted := map[string]extraction{}
+	_, err = ns.write(ctx, key, func() ([]messages.Payload, error) {
+		old := ns.st.mems[id]
+		if old == nil {
+			return nil, ns.unknown(id)
+		}
+		m := copyMemory(old)
+		if u.Content != nil && content != m.Content {
+			m.Content, m.Hash = content, pmem.ContentHash(content)
+			if err := ns.embedAll(ctx, []*Memory{&m}, vectors); err != nil {
+				return nil, err
+			}
+			if m.Tier == Semantic {
+				if err := ns.extract(ctx, &m, extracted); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if u.Importance != nil {
+			m.Importance = *u.Importance
+		}
+		if meta != nil {
+			m.Metadata, _ = mergeMetadata(m.Metadata, meta, true)
+		}
+		return []messages.Payload{&messages.MemoryUpdated{Key: key, Reason: cmp.Or(u.Reason, "updated"), Memory: toRecord(&m)}}, nil
+	})
+	if err != nil {
+		return Memory{}, err
+	}
+	return ns.current(id)
+}
+
+// current returns memory id as it is now. The caller holds mu.
+func (ns *Namespace) current(id string) (Memory, error) {
+	m := ns.st.mems[id]
+	if m == nil {
+		return Memory{}, ns.unknown(id)
+	}
+	return copyMemory(m), nil
+}
+
+func (ns *Namespace) unknown(id string) error {
+	return fmt.Errorf("%w: %q in namespace %s", ErrNotFound, id, ns.name)
+}
+
+// live checks that ids name distinct live memories.
+func (ns *Namespace) live(ids []string) error {
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if ns.st.mems[id] == nil {
+			return ns.unknown(id)
+		}
+		if seen[id] {
+			return fmt.Errorf("%w: memory %q named twice", ErrInvalid, id)
+		}
+		seen[id] = true
+	}
+	return nil
+}
+
+// Forget forgets memories: they leave every projection, and the event says why.
+func (ns *Namespace) Forget(ctx context.Context, key string, ids []string, reason string) error {
+	if len(ids) == 0 {
+		return fmt.Errorf("%w: no memories to forget", ErrInvalid)
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	_, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+		if err := ns.live(ids); err != nil {
+			return nil, err
+		}
+		sorted := slices.Sorted(slices.Values(ids))
+		return []messages.Payload{&messages.MemoryForgotten{Key: key, Reason: cmp.Or(reason, "forgotten"), MemoryIDs: sorted}}, nil
+	})
+	return err
+}
+
+// Clear forgets every memory of tier (every tier, and the core blocks, when tier is
+// empty) and returns how many memories went.
+func (ns *Namespace) Clear(ctx context.Context, key string, tier Tier, reason string) (int, error) {
+	if tier != "" {
+		if _, err := ParseTier(string(tier)); err != nil {
+			return 0, err
+		}
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	n := 0
+	applied, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+		n = 0
+		for _, m := range ns.st.mems {
+			if tier == "" || m.Tier == tier {
+				n++
+			}
+		}
+		if n == 0 && (tier != "" || len(ns.st.blocks) == 0) {
+			return nil, nil
+		}
+		return []messages.Payload{&messages.MemoryCleared{Key: key, Reason: cmp.Or(reason, "cleared"), Tier: string(tier)}}, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	if applied {
+		return ns.st.keys[key].removed, nil
+	}
+	return n, nil
+}
+
+// Merge folds the memories merged into memory into and returns it: it keeps its
+// content and vector, gains every source of the merged ones plus a source {kind
+// "memory", id, detail: the merged one's metadata} for each, their metadata keys it
+// lacks (on a conflict its own value stays; the other is in that source's detail),
+// their participants and entities, and the highest importance. The merged ones
+// leave every projection.
+func (ns *Namespace) Merge(ctx context.Context, key, into string, merged []string, reason string) (Memory, error) {
+	if len(merged) == 0 {
+		return Memory{}, fmt.Errorf("%w: no memories to merge", ErrInvalid)
+	}
+	if slices.Contains(merged, into) {
+		return Memory{}, fmt.Errorf("%w: memory %q cannot be merged into itself", ErrInvalid, into)
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	_, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+		if err := ns.live(append([]string{into}, merged...)); err != nil {
+			return nil, err
+		}
+		k := copyMemory(ns.st.mems[into])
+		for _, id := range merged {
+			o := ns.st.mems[id]
+			for _, s := range o.Sources {
+				k.Sources = addSource(k.Sources, s)
+			}
+			k.Sources = addSource(k.Sources, messages.MemorySource{Kind: "memory", ID: id, Detail: cloneRaw(o.Metadata)})
+			k.Metadata, _ = mergeMetadata(k.Metadata, o.Metadata, false)
+			k.Importance = math.Max(k.Importance, o.Importance)
+			for _, p := range o.Participants {
+				if !slices.Contains(k.Participants, p) {
+					k.Participants = append(k.Participants, p)
+				}
+			}
+			if k.Tier == Semantic {
+				for _, e := range o.Entities {
+					if !slices.Contains(k.Entities, e) {
+						k.Entities = append(k.Entities, e)
+					}
+				}
+				for _, r := range o.Relations {
+					if !slices.Contains(k.Relations, r) {
+						k.Relations = append(k.Relations, r)
+					}
+				}
+			}
+		}
+		return []messages.Payload{&messages.MemoryMerged{Key: key, Reason: cmp.Or(reason, "merged"), Merged: slices.Clone(merged), Memory: toRecord(&k)}}, nil
+	})
+	if err != nil {
+		return Memory{}, err
+	}
+	return ns.current(into)
+}
+
+// addSource appends s unless an equal source is there.
+func addSource(src []messages.MemorySource, s messages.MemorySource) []messages.MemorySource {
+	for _, x := range src {
+		if x.Kind == s.Kind && x.ID == s.ID && x.Seq == s.Seq && bytes.Equal(x.Detail, s.Detail) {
+			return src
+		}
+	}
+	return append(src, s)
+}
+
+// Promote moves memory id to tier to (working to episodic), keeping its ID, and
+// returns it. A semantic memory gets its entities extracted.
+func (ns *Namespace) Promote(ctx context.Context, key, id string, to Tier, reason string) (Memory, error) {
+	if _, err := ParseTier(string(to)); err != nil {
+		return Memory{}, err
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	extracted := map[string]extraction{}
+	_, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+		old := ns.st.mems[id]
+		if old == nil {
+			return nil, ns.unknown(id)
+		}
+		switch {
+		case old.Tier == to:
+			return nil, fmt.Errorf("%w: memory %q is %s already", ErrInvalid, id, to)
+		case old.Modality != Text && to != Perceptual:
+			return nil, fmt.Errorf("%w: a %s memory stays in the perceptual tier", ErrInvalid, old.Modality)
+		}
+		m := copyMemory(old)
+		m.Tier = to
+		if to == Semantic {
+			if err := ns.extract(ctx, &m, extracted); err != nil {
+				return nil, err
+			}
+		} else {
+			m.Entities, m.Relations = nil, nil
+		}
+		return []messages.Payload{&messages.MemoryPromoted{Key: key, Reason: cmp.Or(reason, "promoted"), From: string(old.Tier), Memory: toRecord(&m)}}, nil
+	})
+	if err != nil {
+		return Memory{}, err
+	}
+	return ns.current(id)
+}
+
+// Distill adds a semantic memory summarised from the memories sources (which stay)
+// and returns it; its Sources name them.
+func (ns *Namespace) Distill(ctx context.Context, key string, sources []string, content string, importance float64, reason string) (Memory, error) {
+	if len(sources) == 0 {
+		return Memory{}, fmt.Errorf("%w: no memories to distill", ErrInvalid)
+	}
+	c, err := ns.checkContent(content)
+	if err != nil {
+		return Memory{}, err
+	}
+	if err := CheckImportance(importance); err != nil {
+		return Memory{}, err
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	vectors := map[string][]float32{}
+	extracted := map[string]extraction{}
+	var id string
+	applied, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+		if err := ns.live(sources); err != nil {
+			return nil, err
+		}
+		m := &Memory{Namespace: ns.name, Tier: Semantic, Modality: Text, Content: c, Importance: importance,
+			Timestamp: ns.cfg.Now().UTC().Truncate(time.Microsecond), Hash: pmem.ContentHash(c)}
+		for _, s := range sources {
+			m.Sources = append(m.Sources, messages.MemorySource{Kind: "memory", ID: s})
+		}
+		m.ID = ns.newID(nil)
+		if err := ns.embedAll(ctx, []*Memory{m}, vectors); err != nil {
+			return nil, err
+		}
+		if err := ns.extract(ctx, m, extracted); err != nil {
+			return nil, err
+		}
+		id = m.ID
+		return []messages.Payload{&messages.MemoryDistilled{Key: key, Reason: cmp.Or(reason, "distilled"), Memory: toRecord(m)}}, nil
+	})
+	if err != nil {
+		return Memory{}, err
+	}
+	if applied {
+		if k := ns.st.keys[key]; len(k.ids) > 0 {
+			id = k.ids[0]
+		}
+	}
+	return ns.current(id)
+}
+
+// Invalidate marks memory id as no longer true since now, contradicted by the
+// memory by (optional). It stays, with its history, but search skips it unless
+// asked (Query.IncludeInvalid). A memory invalid already is left as it is.
+func (ns *Namespace) Invalidate(ctx context.Context, key, id, by, reason string) error {
+	if by == id {
+		return fmt.Errorf("%w: memory %q cannot invalidate itself", ErrInvalid, id)
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	_, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+		m := ns.st.mems[id]
+		if m == nil {
+			return nil, ns.unknown(id)
+		}
+		if by != "" && ns.st.mems[by] == nil {
+			return nil, ns.unknown(by)
+		}
+		if m.InvalidAt != nil {
+			return nil, nil
+		}
+		return []messages.Payload{&messages.MemoryInvalidated{Key: key, Reason: cmp.Or(reason, "invalidated"), MemoryID: id, By: by,
+			AtUS: ns.cfg.Now().UnixMicro()}}, nil
+	})
+	return err
+}

@@ -1,0 +1,430 @@
+package memory
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+	"unicode"
+
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
+	"github.com/troupe-run/troupe/vectorstore"
+)
+
+// Search modes.
+const (
+	ModeHybrid  = "hybrid"
+	ModeVector  = "vector"
+	ModeKeyword = "keyword"
+)
+
+// CandidateFactor is how many candidates each source (vector search, keyword index,
+// entity graph) proposes per tier, as a multiple of the limit.
+const CandidateFactor = 4
+
+// maxExactFilter bounds the episodic memories that structured filters may leave for
+// Search to score all of them (exact cosine from the fold's vectors); above it, the
+// filters are intersected with the vector store's and the keyword index's hits.
+const maxExactFilter = 4096
+
+// Query asks Search for memories.
+type Query struct {
+	// Text is what to look for. Empty lists the memories the filters keep, ranked by
+	// their formula with no relevance (recency and importance).
+	Text string
+	// Tiers limits the search (empty: every tier).
+	Tiers []Tier
+	// Limit bounds the results (default DefaultLimit, at most MaxLimit).
+	Limit int
+	// Mode is ModeHybrid (default), ModeVector or ModeKeyword.
+	Mode string
+	// Modality limits the perceptual tier to one modality, searched with that
+	// modality's encoder; image or audio also limits the search to the perceptual
+	// tier, the only one that holds them. Empty searches every modality.
+	Modality Modality
+	// Since and Until bound the memories' Timestamp (zero: unbounded).
+	Since, Until time.Time
+	// MinImportance keeps memories at least this important.
+	MinImportance float64
+	// Participants keeps the episodic memories in which every one of them took part
+	// (case-insensitive); the other tiers have no participants and ignore it.
+	Participants []string
+	// IncludeInvalid keeps memories that a newer one invalidated.
+	IncludeInvalid bool
+}
+
+// Result is a memory Search found, with its score.
+type Result struct {
+	Memory Memory  `json:"memory"`
+	Score  float64 `json:"score"`
+}
+
+// check validates q and fills in its defaults.
+func (q *Query) check() error {
+	switch {
+	case q.Limit < 0:
+		return fmt.Errorf("%w: negative limit %d", ErrInvalid, q.Limit)
+	case q.Limit == 0:
+		q.Limit = DefaultLimit
+	case q.Limit > MaxLimit:
+		q.Limit = MaxLimit
+	}
+	switch q.Mode {
+	case "":
+		q.Mode = ModeHybrid
+	case ModeHybrid, ModeVector, ModeKeyword:
+	default:
+		return fmt.Errorf("%w: search mode %q: want hybrid, vector or keyword", ErrInvalid, q.Mode)
+	}
+	if q.Modality != "" {
+		if _, err := ParseModality(string(q.Modality)); err != nil {
+			return err
+		}
+	}
+	for _, t := range q.Tiers {
+		if _, err := ParseTier(string(t)); err != nil {
+			return err
+		}
+	}
+	if len(q.Tiers) == 0 {
+		q.Tiers = Tiers
+	}
+	if q.MinImportance != 0 {
+		if err := CheckImportance(q.MinImportance); err != nil {
+			return fmt.Errorf("min importance: %w", err)
+		}
+	}
+	if !q.Since.IsZero() && !q.Until.IsZero() && q.Since.After(q.Until) {
+		return fmt.Errorf("%w: since %s is after until %s", ErrInvalid, q.Since.Format(time.RFC3339), q.Until.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// candidate is a memory proposed to a tier's formula, with its relevance terms.
+type candidate struct {
+	id      string
+	vector  float64 // cosine, negatives clamped to 0
+	hasVec  bool
+	keyword float64 // BM25, normalised by the tier's best keyword hit
+	hasKw   bool
+	graph   float64
+}
+
+// Search finds memories: per tier, candidates from the vector store and the
+// keyword index (CandidateFactor × limit each) and, in the semantic tier, the entity
+// graph, ranked by the tier's formula (see the package documentation), then merged
+// across tiers by score, ties by ID. Expired working memories are forgotten first
+// (reason "ttl") and never returned.
+func (ns *Namespace) Search(ctx context.Context, q Query) ([]Result, error) {
+	if err := q.check(); err != nil {
+		return nil, err
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	if _, err := ns.write(ctx, "", nil); err != nil { // fold, and forget what expired
+		return nil, err
+	}
+	s := &search{ns: ns, q: q, text: strings.TrimSpace(q.Text), now: ns.cfg.Now(), qvecs: map[Modality][]float32{}}
+	if s.text != "" && q.Mode != ModeKeyword {
+		if err := s.embedQuery(ctx); err != nil {
+			return nil, err
+		}
+	}
+	lists := make([][]pmem.Ranked, 0, len(q.Tiers))
+	for _, t := range slices.Compact(slices.Clone(q.Tiers)) {
+		list, err := s.tier(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		lists = append(lists, list)
+	}
+	merged := pmem.Merge(q.Limit, lists...)
+	out := make([]Result, len(merged))
+	for i, r := range merged {
+		out[i] = Result{Memory: copyMemory(ns.st.mems[r.ID]), Score: r.Score}
+	}
+	return out, nil
+}
+
+// search is one Search under way; its namespace's mu is held.
+type search struct {
+	ns    *Namespace
+	q     Query
+	text  string
+	now   time.Time
+	qvecs map[Modality][]float32 // the query's embedding per modality (nil: none)
+	qents []string
+}
+
+// modalities returns the modalities Search looks at in tier t.
+func (s *search) modalities(t Tier) []Modality {
+	switch {
+	case t != Perceptual && (s.q.Modality == "" || s.q.Modality == Text):
+		return []Modality{Text}
+	case t != Perceptual:
+		return nil
+	case s.q.Modality == "":
+		return []Modality{Text, Image, Audio}
+	}
+	return []Modality{s.q.Modality}
+}
+
+// embedQuery embeds the query text once per modality searched.
+func (s *search) embedQuery(ctx context.Context) error {
+	for _, t := range s.q.Tiers {
+		for _, mod := range s.modalities(t) {
+			if _, ok := s.qvecs[mod]; ok {
+				continue
+			}
+			vs, err := s.ns.queryEmbedder(mod).Embed(ctx, []string{s.text})
+			if err != nil {
+				return fmt.Errorf("memory: embedding the query for %s memories: %w", mod, err)
+			}
+			if len(vs) != 1 {
+				return fmt.Errorf("memory: the %s query embedder returned %d vectors for 1 text", mod, len(vs))
+			}
+			v, err := usable(vs[0])
+			if err != nil {
+				return fmt.Errorf("memory: the %s query embedder: %w", mod, err)
+			}
+			s.qvecs[mod] = v
+		}
+	}
+	return nil
+}
+
+// keep reports whether memory m may be a result of tier t: live in t, of a
+// modality searched, valid (unless asked otherwise), not expired, and within the
+// structured filters.
+func (s *search) keep(t Tier, mods []Modality, m *Memory) bool {
+	switch {
+	case m == nil || m.Tier != t || !slices.Contains(mods, m.Modality):
+		return false
+	case m.InvalidAt != nil && !s.q.IncludeInvalid:
+		return false
+	case s.ns.expired(m, s.now):
+		return false
+	case !s.q.Since.IsZero() && m.Timestamp.Before(s.q.Since):
+		return false
+	case !s.q.Until.IsZero() && m.Timestamp.After(s.q.Until):
+		return false
+	case m.Importance < s.q.MinImportance:
+		return false
+	}
+	if t == Episodic {
+		for _, p := range s.q.Participants {
+			if !slices.ContainsFunc(m.Participants, func(x string) bool { return strings.EqualFold(x, strings.TrimSpace(p)) }) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// filtered reports whether the query narrows episodic memories by structure.
+func (s *search) filtered() bool {
+	return !s.q.Since.IsZero() || !s.q.Until.IsZero() || s.q.MinImportance > 0 || len(s.q.Participants) > 0
+}
+
+// tier ranks tier t's candidates by its formula.
+func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
+	mods := s.modalities(t)
+	if len(mods) == 0 {
+		return nil, nil
+	}
+	ns := s.ns
+	keep := func(id string) bool { return s.keep(t, mods, ns.st.mems[id]) }
+	k := CandidateFactor * s.q.Limit
+	cands := map[string]*candidate{}
+	get := func(id string) *candidate {
+		c := cands[id]
+		if c == nil {
+			c = &candidate{id: id}
+			cands[id] = c
+		}
+		return c
+	}
+	exact := false
+	if s.text == "" || (t == Episodic && s.filtered()) {
+		// Structured filters first: every memory they keep is a candidate, when few
+		// enough to score them all exactly (an empty query ranks them all).
+		var all []string
+		for id := range ns.st.mems {
+			if keep(id) {
+				all = append(all, id)
+			}
+		}
+		if s.text == "" || len(all) <= maxExactFilter {
+			exact = true
+			for _, id := range all {
+				get(id)
+			}
+		}
+	}
+	if s.text != "" && !exact {
+		if s.q.Mode != ModeKeyword {
+			for _, mod := range mods {
+				qv := s.qvecs[mod]
+				if qv == nil {
+					continue
+				}
+				hits, err := ns.cfg.Vectors.Search(ctx, Collection(t, mod), vectorstore.Query{Vector: qv, K: k,
+					Filter: map[string]string{"ns": ns.name, "tier": string(t)}})
+				if err != nil {
+					return nil, fmt.Errorf("memory: searching %s: %w", Collection(t, mod), err)
+				}
+				for _, h := range hits {
+					if id := ns.memoryID(h.ID); id != "" && keep(id) {
+						c := get(id)
+						c.vector, c.hasVec = max(0, float64(h.Score)), true
+					}
+				}
+			}
+		}
+		if s.q.Mode != ModeVector {
+			for _, h := range ns.pj.keywords[t].Search(s.text, k, keep) {
+				c := get(h.ID)
+				c.keyword, c.hasKw = h.Score, true
+			}
+		}
+	}
+	if t == Semantic && s.text != "" {
+		s.qents = s.queryEntities()
+		if len(s.qents) > 0 && !exact {
+			for _, h := range ns.pj.graph.Candidates(s.qents, pmem.MaxGraphHops, k) {
+				if keep(h.ID) {
+					get(h.ID)
+				}
+			}
+		}
+	}
+	if s.text != "" {
+		s.complete(t, cands, keep)
+	}
+	out := make([]pmem.Ranked, 0, len(cands))
+	for _, c := range cands {
+		m := ns.st.mems[c.id]
+		if t == Semantic && len(s.qents) > 0 {
+			c.graph = ns.pj.graph.Score(s.qents, c.id)
+		}
+		var rel float64
+		switch s.q.Mode {
+		case ModeHybrid:
+			rel = pmem.Hybrid(c.vector, c.hasVec, c.keyword)
+		case ModeVector:
+			rel = c.vector
+		case ModeKeyword:
+			rel = c.keyword
+		}
+		if s.text != "" && rel <= 0 && c.graph <= 0 {
+			continue // nothing of the query matched
+		}
+		age := s.now.Sub(m.Timestamp)
+		var score float64
+		switch t {
+		case Working:
+			switch s.q.Mode {
+			case ModeHybrid:
+				score = pmem.WorkingScore(c.vector, c.hasVec, c.keyword, age, m.Importance)
+			case ModeVector:
+				score = pmem.WorkingScore(c.vector, c.hasVec, 0, age, m.Importance)
+			case ModeKeyword:
+				score = pmem.WorkingScore(0, false, c.keyword, age, m.Importance)
+			}
+		case Episodic:
+			score = pmem.EpisodicScore(rel, age, m.Importance)
+		case Semantic:
+			score = pmem.SemanticScore(rel, c.graph, m.Importance)
+		case Perceptual:
+			score = pmem.PerceptualScore(rel, age, m.Importance)
+		}
+		out = append(out, pmem.Ranked{ID: c.id, Tier: string(t), Score: score})
+	}
+	return out, nil
+}
+
+// complete gives every candidate both relevance terms of its mode: the cosine of
+// the query with the memory's vector as the fold holds it, where the vector store
+// did not return it, and its keyword score, normalised by the tier's best keyword
+// hit, where the keyword index's top hits did not hold it.
+func (s *search) complete(t Tier, cands map[string]*candidate, keep func(string) bool) {
+	ns := s.ns
+	if s.q.Mode != ModeKeyword {
+		for _, c := range cands {
+			if c.hasVec {
+				continue
+			}
+			m := ns.st.mems[c.id]
+			if qv := s.qvecs[m.Modality]; qv != nil && len(qv) == len(m.Vector) {
+				c.vector, c.hasVec = max(0, cosine(qv, m.Vector)), true
+			}
+		}
+	}
+	if s.q.Mode != ModeVector {
+		var missing []string
+		for _, c := range cands {
+			if !c.hasKw {
+				missing = append(missing, c.id)
+			}
+		}
+		if len(missing) == 0 {
+			return
+		}
+		best := ns.pj.keywords[t].Search(s.text, 1, keep)
+		if len(best) == 0 || best[0].Raw <= 0 {
+			return
+		}
+		want := make(map[string]bool, len(missing))
+		for _, id := range missing {
+			want[id] = true
+		}
+		for _, h := range ns.pj.keywords[t].Search(s.text, 0, func(id string) bool { return want[id] }) {
+			c := cands[h.ID]
+			c.keyword, c.hasKw = min(1, h.Raw/best[0].Raw), true
+		}
+	}
+}
+
+// queryEntities is what the query names of the graph: the entities the offline
+// extractor finds in it, and its runs of one to three words that name an entity a
+// semantic memory mentions (queries are often lowercase: "where does alice work").
+func (s *search) queryEntities() []string {
+	ents, _ := pmem.ExtractEntities(s.text)
+	words := strings.FieldsFunc(strings.ToLower(s.text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '@' && r != '.' && r != '_' && r != '-'
+	})
+	for i := range words {
+		words[i] = strings.Trim(words[i], ".-_")
+	}
+	for n := 1; n <= 3; n++ {
+		for i := 0; i+n <= len(words); i++ {
+			w := strings.Join(words[i:i+n], " ")
+			if s.ns.pj.entities[pmem.NormalizeEntity(w)] > 0 {
+				ents = append(ents, w)
+			}
+		}
+	}
+	for i := range ents {
+		ents[i] = pmem.NormalizeEntity(ents[i])
+	}
+	slices.Sort(ents)
+	return slices.Compact(ents)
+}
+
+// cosine is the cosine similarity of two vectors of one dimension (0 if either is
+// zero).
+func cosine(a, b []float32) float64 {
+	var dot, na, nb float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		dot += x * y
+		na += x * x
+		nb += y * y
+	}
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	return dot / math.Sqrt(na*nb)
+}
