@@ -1,5 +1,3 @@
-//go:build memcore
-
 package memory_test
 
 import (
