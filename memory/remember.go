@@ -37,7 +37,7 @@ type Turn struct {
 // Fact is a candidate memory extracted from a turn.
 type Fact struct {
 	Content string `json:"content"`
-	// Importance is in [0, 1]; 0.5 when the extractor gave none.
+	// Importance is in [0, 1]; DefaultImportance when the extractor gave none.
 	Importance float64 `json:"importance"`
 	// Tier is semantic (a fact, a preference, a rule) or episodic (something that
 	// happened).
@@ -47,16 +47,10 @@ type Fact struct {
 	Vector []float32 `json:"-"`
 }
 
-// factImportance is the importance of a fact whose extractor gave none (the
-// default importance of a memory).
-const factImportance = 0.5
-
-// The events of a Decision: ADD and NONE are also those of an AddResult.
+// The events of a Decision besides those of an AddResult, EventAdd and EventNone.
 const (
-	eventAdd    = "ADD"
 	EventUpdate = "UPDATE"
 	EventDelete = "DELETE"
-	eventNone   = "NONE"
 )
 
 // Decision is what to do with one fact.
@@ -240,7 +234,7 @@ func parseImportance(raw json.RawMessage) float64 {
 }
 
 // normalizeFact trims a fact, bounds its text, clamps its importance into [0, 1]
-// (a negative or NaN one becomes 0.5) and makes an unknown tier
+// (a negative or NaN one becomes DefaultImportance) and makes an unknown tier
 // semantic. Only the semantic and episodic tiers are extracted into.
 func normalizeFact(f Fact) Fact {
 	f.Content = strings.Join(strings.Fields(f.Content), " ")
@@ -249,7 +243,7 @@ func normalizeFact(f Fact) Fact {
 	}
 	switch {
 	case math.IsNaN(f.Importance) || f.Importance < 0:
-		f.Importance = factImportance
+		f.Importance = DefaultImportance
 	case f.Importance > 1:
 		f.Importance = 1
 	}
@@ -304,7 +298,7 @@ func modelOutputError(answer string, err error) error {
 //
 // and strips a leading "remember that" / "note that". A sentence in the first person
 // ("I", "my", "we", …) or with "always", "never", "allergic", "prefer", "favorite"
-// gets importance 0.7, others 0.5. A sentence with a time marker
+// gets importance 0.7, others DefaultImportance. A sentence with a time marker
 // ("yesterday", "last week", "ago", "today", "on Monday", …) is episodic, others
 // semantic. The facts keep the user's words: it does not rewrite "I" into "the user"
 // nor resolve pronouns, which a model does.
@@ -419,7 +413,7 @@ func offlineFact(sentence string) (Fact, bool) {
 	if small*2 >= len(ws) || (smallTalk[ws[0]] && len(ws) <= 4) { // "thanks a lot", "great, that works"
 		return Fact{}, false
 	}
-	f := Fact{Content: strings.TrimRight(s, " "), Importance: factImportance, Tier: Semantic}
+	f := Fact{Content: strings.TrimRight(s, " "), Importance: DefaultImportance, Tier: Semantic}
 	for _, w := range ws {
 		if firstPerson[w] || strongWords[w] {
 			f.Importance = 0.7
@@ -461,7 +455,7 @@ func decideFact(ctx context.Context, model llm.Model, req llm.Request, fact Fact
 		}
 	}
 	if len(live) == 0 {
-		return Decision{Event: eventAdd, Content: fact.Content, Reason: "new fact: no similar memory", Fact: fact}, nil
+		return Decision{Event: EventAdd, Content: fact.Content, Reason: "new fact: no similar memory", Fact: fact}, nil
 	}
 	if model == nil {
 		return DecideOffline(fact, live), nil
@@ -499,7 +493,7 @@ const decidePrompt = `You manage a memory. You are shown the existing memories c
 - NONE: an existing memory already says the same thing. Give its id.
 
 Use only the ids shown. Answer with JSON only, in this shape:
-{"event": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": "<id of an existing memory, except for ADD>", "text": "<the memory's text after the event>", "reason": "<a few lowerWords why>"}`
+{"event": "ADD" | "UPDATE" | "DELETE" | "NONE", "id": "<id of an existing memory, except for ADD>", "text": "<the memory's text after the event>", "reason": "<a few words why>"}`
 
 // parseDecision reads a model's answer to decidePrompt.
 func parseDecision(answer string, fact Fact, shown []Memory) (Decision, error) {
@@ -527,24 +521,24 @@ func parseDecision(answer string, fact Fact, shown []Memory) (Decision, error) {
 	reason := strings.TrimSpace(d.Reason)
 	out := Decision{Event: event, Fact: fact, Content: fact.Content, Reason: reason}
 	switch event {
-	case eventAdd:
+	case EventAdd:
 		if out.Reason == "" {
 			out.Reason = "new fact"
 		}
 		return out, nil
-	case EventUpdate, EventDelete, eventNone:
+	case EventUpdate, EventDelete, EventNone:
 	default:
 		return Decision{}, modelOutputError(answer, fmt.Errorf("unknown event %q: want ADD, UPDATE, DELETE or NONE", d.Event))
 	}
 	id := strings.Trim(strings.TrimSpace(string(d.ID)), `"`)
 	if id == "" || id == "null" {
-		if event == eventNone {
+		if event == EventNone {
 			if out.Reason == "" {
 				out.Reason = "already known"
 			}
 			return out, nil
 		}
-		return Decision{Event: eventAdd, Fact: fact, Content: fact.Content,
+		return Decision{Event: EventAdd, Fact: fact, Content: fact.Content,
 			Reason: fmt.Sprintf("the model answered %s without naming a memory", event)}, nil
 	}
 	target, ok := "", false
@@ -558,7 +552,7 @@ func parseDecision(answer string, fact Fact, shown []Memory) (Decision, error) {
 		}
 	}
 	if !ok {
-		return Decision{Event: eventAdd, Fact: fact, Content: fact.Content,
+		return Decision{Event: EventAdd, Fact: fact, Content: fact.Content,
 			Reason: fmt.Sprintf("the model answered %s naming memory %q, which it was not shown", event, clipText(id, 40))}, nil
 	}
 	out.TargetID = target
@@ -568,7 +562,7 @@ func parseDecision(answer string, fact Fact, shown []Memory) (Decision, error) {
 		}
 	}
 	if out.Reason == "" {
-		out.Reason = map[string]string{EventUpdate: "a richer version", EventDelete: "contradicted by the new fact", eventNone: "already known"}[event]
+		out.Reason = map[string]string{EventUpdate: "a richer version", EventDelete: "contradicted by the new fact", EventNone: "already known"}[event]
 	}
 	return out, nil
 }
@@ -607,18 +601,18 @@ var negations = wordList(`not no never don't doesn't didn't isn't aren't wasn't 
 // stopwords dropped).
 func DecideOffline(fact Fact, neighbours []Memory) Decision {
 	fact = normalizeFact(fact)
-	add := Decision{Event: eventAdd, Content: fact.Content, Reason: "new fact", Fact: fact}
+	add := Decision{Event: EventAdd, Content: fact.Content, Reason: "new fact", Fact: fact}
 	key := sameTextKey(fact.Content)
 	for _, n := range neighbours {
 		if n.InvalidAt != nil {
 			continue
 		}
 		if sameTextKey(n.Content) == key {
-			return Decision{Event: eventNone, TargetID: n.ID, Content: fact.Content, Fact: fact, Reason: "same content as " + n.ID}
+			return Decision{Event: EventNone, TargetID: n.ID, Content: fact.Content, Fact: fact, Reason: "same content as " + n.ID}
 		}
 		if c, ok := factCosine(fact.Vector, n.Vector); ok && c >= DuplicateCosine {
-			return Decision{Event: eventNone, TargetID: n.ID, Content: fact.Content, Fact: fact,
-				Reason: fmt.Sprintf("near duplicate of %s (factCosine %.3f)", n.ID, c)}
+			return Decision{Event: EventNone, TargetID: n.ID, Content: fact.Content, Fact: fact,
+				Reason: fmt.Sprintf("near duplicate of %s (cosine %.3f)", n.ID, c)}
 		}
 	}
 	factRels := relationsOf(fact.Content)
@@ -845,7 +839,7 @@ func (ns *Namespace) Remember(ctx context.Context, key string, turn Turn, opts R
 		hash := pmem.ContentHash(fact.Content)
 		if j, ok := seen[hash]; ok {
 			first := decisions[j] // one decision per fact so far
-			decisions = append(decisions, Decision{Event: eventNone, TargetID: cmp.Or(first.MemoryID, first.TargetID), Content: fact.Content,
+			decisions = append(decisions, Decision{Event: EventNone, TargetID: cmp.Or(first.MemoryID, first.TargetID), Content: fact.Content,
 				Fact: fact, Reason: "repeats fact " + strconv.Itoa(j+1) + " of the turn"})
 			continue
 		}
@@ -857,7 +851,7 @@ func (ns *Namespace) Remember(ctx context.Context, key string, turn Turn, opts R
 		var d Decision
 		switch {
 		case dup != "":
-			d = Decision{Event: eventNone, TargetID: dup, Content: fact.Content, Fact: fact, Reason: "same content as " + dup}
+			d = Decision{Event: EventNone, TargetID: dup, Content: fact.Content, Fact: fact, Reason: "same content as " + dup}
 		case model != nil && hasLive(near):
 			d, err = decideFact(ctx, model, llm.Request{Key: sub("decide", strconv.Itoa(i)), Step: i + 2}, fact, near)
 		default:
@@ -924,15 +918,15 @@ func (ns *Namespace) apply1(ctx context.Context, key string, turn Turn, opts Rem
 		}
 		if len(res) == 1 {
 			d.MemoryID = res[0].ID
-			if res[0].Event == eventNone && d.Event == eventAdd {
-				d.Event, d.TargetID, d.MemoryID = eventNone, res[0].ID, ""
+			if res[0].Event == EventNone && d.Event == EventAdd {
+				d.Event, d.TargetID, d.MemoryID = EventNone, res[0].ID, ""
 				d.Reason += " (the namespace holds this content already)"
 			}
 		}
 		return nil
 	}
 	switch d.Event {
-	case eventAdd:
+	case EventAdd:
 		return add("mem0 ADD: " + d.Reason)
 	case EventUpdate:
 		u := UpdateRequest{Content: &d.Content, Reason: "mem0 UPDATE: " + d.Reason}
@@ -944,13 +938,13 @@ func (ns *Namespace) apply1(ctx context.Context, key string, turn Turn, opts Rem
 				imp := d.Fact.Importance
 				u.Importance = &imp
 			} else if sameTextKey(n.Content) == sameTextKey(d.Content) {
-				d.Event, d.Reason = eventNone, "the update would change nothing in "+n.ID
+				d.Event, d.Reason = EventNone, "the update would change nothing in "+n.ID
 				return nil
 			}
 		}
 		m, err := ns.Update(ctx, key, d.TargetID, u)
 		if errors.Is(err, ErrNotFound) { // the target went meanwhile: the fact is new again
-			d.Event, d.TargetID = eventAdd, ""
+			d.Event, d.TargetID = EventAdd, ""
 			d.Reason = "new fact: the memory it would have updated is gone"
 			return add("mem0 ADD: " + d.Reason)
 		}

@@ -81,17 +81,17 @@ func TestExtractFactsReadsModelAnswers(t *testing.T) {
 		},
 		"trailing text": {
 			answer: `{"facts": [{"content": "User is vegetarian"}]} I hope this helps {"facts": []}`,
-			want:   []memory.Fact{{Content: "User is vegetarian", Importance: 0.5, Tier: memory.Semantic}},
+			want:   []memory.Fact{{Content: "User is vegetarian", Importance: memory.DefaultImportance, Tier: memory.Semantic}},
 		},
 		"strings, as Mem0 answers": {
 			answer: `{"facts": ["User is vegetarian", "  ", "user   is vegetarian", "Lives in Berlin"]}`,
-			want: []memory.Fact{{Content: "User is vegetarian", Importance: 0.5, Tier: memory.Semantic},
-				{Content: "Lives in Berlin", Importance: 0.5, Tier: memory.Semantic}},
+			want: []memory.Fact{{Content: "User is vegetarian", Importance: memory.DefaultImportance, Tier: memory.Semantic},
+				{Content: "Lives in Berlin", Importance: memory.DefaultImportance, Tier: memory.Semantic}},
 		},
 		"bare list, clamped and defaulted": {
 			answer: `[{"content": "User is vegetarian", "importance": 7, "tier": "core"}, {"content": "x", "importance": -1, "tier": "EPISODIC"}, 42]`,
 			want: []memory.Fact{{Content: "User is vegetarian", Importance: 1, Tier: memory.Semantic},
-				{Content: "x", Importance: 0.5, Tier: memory.Episodic}},
+				{Content: "x", Importance: memory.DefaultImportance, Tier: memory.Episodic}},
 		},
 		"nothing": {answer: `{"facts": []}`},
 	} {
@@ -164,7 +164,7 @@ func TestExtractFactsOffline(t *testing.T) {
 		{Content: "My name is Alice and I live in Paris.", Importance: 0.7, Tier: memory.Semantic},
 		{Content: "I am allergic to peanuts.", Importance: 0.7, Tier: memory.Semantic},
 		{Content: "Yesterday I met Bob at the station.", Importance: 0.7, Tier: memory.Episodic},
-		{Content: "The project deadline is March 3.", Importance: 0.5, Tier: memory.Episodic},
+		{Content: "The project deadline is March 3.", Importance: memory.DefaultImportance, Tier: memory.Episodic},
 		{Content: "My last name is Martin.", Importance: 0.7, Tier: memory.Semantic},
 		{Content: "We went to Rome last summer.", Importance: 0.7, Tier: memory.Episodic},
 	}
@@ -204,23 +204,23 @@ func TestDecideFactWithModel(t *testing.T) {
 		},
 		"none": {
 			answer: `{"event": "NONE", "id": "1"}`,
-			want:   memory.Decision{Event: "NONE", TargetID: "m_cheese", Content: "I like cheddar cheese", Reason: "already known"},
+			want:   memory.Decision{Event: memory.EventNone, TargetID: "m_cheese", Content: "I like cheddar cheese", Reason: "already known"},
 		},
 		"add": {
 			answer: `{"event": "ADD", "text": "ignored"}`,
-			want:   memory.Decision{Event: "ADD", Content: "I like cheddar cheese", Reason: "new fact"},
+			want:   memory.Decision{Event: memory.EventAdd, Content: "I like cheddar cheese", Reason: "new fact"},
 		},
 		"unknown short id becomes ADD": {
 			answer: `{"event": "UPDATE", "id": "7", "text": "x"}`,
-			want:   memory.Decision{Event: "ADD", Content: "I like cheddar cheese", Reason: `the model answered UPDATE naming memory "7", which it was not shown`},
+			want:   memory.Decision{Event: memory.EventAdd, Content: "I like cheddar cheese", Reason: `the model answered UPDATE naming memory "7", which it was not shown`},
 		},
 		"unknown memory id becomes ADD": {
 			answer: `{"event": "DELETE", "id": "m_elsewhere"}`,
-			want:   memory.Decision{Event: "ADD", Content: "I like cheddar cheese", Reason: `the model answered DELETE naming memory "m_elsewhere", which it was not shown`},
+			want:   memory.Decision{Event: memory.EventAdd, Content: "I like cheddar cheese", Reason: `the model answered DELETE naming memory "m_elsewhere", which it was not shown`},
 		},
 		"update without id becomes ADD": {
 			answer: `{"event": "UPDATE", "text": "x"}`,
-			want:   memory.Decision{Event: "ADD", Content: "I like cheddar cheese", Reason: "the model answered UPDATE without naming a memory"},
+			want:   memory.Decision{Event: memory.EventAdd, Content: "I like cheddar cheese", Reason: "the model answered UPDATE without naming a memory"},
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -237,6 +237,9 @@ func TestDecideFactWithModel(t *testing.T) {
 				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
 			}
 			prompt := m.last.Load().Messages[1].Content
+			if system := m.last.Load().Messages[0].Content; !strings.Contains(system, `"reason": "<a few words why>"`) {
+				t.Fatalf("system prompt:\n%s", system)
+			}
 			if !strings.Contains(prompt, `"id": "0"`) || !strings.Contains(prompt, "I live in Paris") ||
 				!strings.HasSuffix(prompt, "New fact:\nI like cheddar cheese") || strings.Contains(prompt, "m_paris") {
 				t.Fatalf("prompt:\n%s", prompt)
@@ -273,7 +276,7 @@ func TestDecideOffline(t *testing.T) {
 		target     string
 	}{
 		"exact duplicate, another case": {
-			fact: memory.Fact{Content: "i live in  PARIS"}, neighbours: neighbours(), event: "NONE", target: "m_paris",
+			fact: memory.Fact{Content: "i live in  PARIS"}, neighbours: neighbours(), event: memory.EventNone, target: "m_paris",
 		},
 		"near duplicate by vector": {
 			fact:       memory.Fact{Content: "I reside in Paris", Vector: v(1, 0.1, 0)},
@@ -298,10 +301,10 @@ func TestDecideOffline(t *testing.T) {
 			event:      memory.EventDelete, target: "m_job",
 		},
 		"a relation that takes many objects": {
-			fact: memory.Fact{Content: "I like tea"}, neighbours: neighbours(), event: "ADD",
+			fact: memory.Fact{Content: "I like tea"}, neighbours: neighbours(), event: memory.EventAdd,
 		},
 		"new": {
-			fact: memory.Fact{Content: "My sister is called Ada"}, neighbours: neighbours(), event: "ADD",
+			fact: memory.Fact{Content: "My sister is called Ada"}, neighbours: neighbours(), event: memory.EventAdd,
 		},
 		"invalid neighbours are ignored": {
 			fact:       memory.Fact{Content: "I live in Paris"},
@@ -311,7 +314,7 @@ func TestDecideOffline(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			d := memory.DecideOffline(tc.fact, tc.neighbours)
-			if d.Event != tc.event || d.TargetID != tc.target || d.Reason == "" {
+			if d.Event != tc.event || d.TargetID != tc.target || d.Reason == "" || strings.Contains(d.Reason, "Cosine") {
 				t.Fatalf("got %+v, want %s %q", d, tc.event, tc.target)
 			}
 			if d.Event != "NONE" && d.Content != strings.Join(strings.Fields(tc.fact.Content), " ") {
