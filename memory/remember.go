@@ -199,7 +199,9 @@ func ParseFacts(answer string) ([]Fact, error) {
 			}
 			f.Content = firstText(o.Content, o.Fact, o.Text)
 			f.Importance = parseImportance(o.Importance)
-			f.Tier = Tier(strings.ToLower(strings.TrimSpace(o.Tier)))
+			if Tier(strings.ToLower(strings.TrimSpace(o.Tier))) == Episodic {
+				f.Tier = Episodic // facts are extracted into the semantic and episodic tiers only
+			}
 		}
 		f = normalizeFact(f)
 		if f.Content == "" || seen[sameTextKey(f.Content)] {
@@ -234,8 +236,8 @@ func parseImportance(raw json.RawMessage) float64 {
 }
 
 // normalizeFact trims a fact, bounds its text, clamps its importance into [0, 1]
-// (a negative or NaN one becomes DefaultImportance) and makes an unknown tier
-// semantic. Only the semantic and episodic tiers are extracted into.
+// (a negative or NaN one becomes DefaultImportance) and makes an unknown or empty
+// tier semantic.
 func normalizeFact(f Fact) Fact {
 	f.Content = strings.Join(strings.Fields(f.Content), " ")
 	if len(f.Content) > maxFactBytes {
@@ -247,7 +249,7 @@ func normalizeFact(f Fact) Fact {
 	case f.Importance > 1:
 		f.Importance = 1
 	}
-	if f.Tier != Episodic {
+	if _, err := ParseTier(string(f.Tier)); err != nil {
 		f.Tier = Semantic
 	}
 	return f

@@ -89,9 +89,10 @@ func TestExtractFactsReadsModelAnswers(t *testing.T) {
 				{Content: "Lives in Berlin", Importance: memory.DefaultImportance, Tier: memory.Semantic}},
 		},
 		"bare list, clamped and defaulted": {
-			answer: `[{"content": "User is vegetarian", "importance": 7, "tier": "core"}, {"content": "x", "importance": -1, "tier": "EPISODIC"}, 42]`,
+			answer: `[{"content": "User is vegetarian", "importance": 7, "tier": "core"}, {"content": "x", "importance": -1, "tier": "EPISODIC"}, 42, {"content": "y", "tier": "working"}]`,
 			want: []memory.Fact{{Content: "User is vegetarian", Importance: 1, Tier: memory.Semantic},
-				{Content: "x", Importance: memory.DefaultImportance, Tier: memory.Episodic}},
+				{Content: "x", Importance: memory.DefaultImportance, Tier: memory.Episodic},
+				{Content: "y", Importance: memory.DefaultImportance, Tier: memory.Semantic}},
 		},
 		"nothing": {answer: `{"facts": []}`},
 	} {
@@ -637,5 +638,23 @@ func TestRememberRetryCompletesWhatFailed(t *testing.T) {
 	}
 	if n := len(ns.Snapshot()); n != 2 {
 		t.Fatalf("%d memories, want 2", n)
+	}
+}
+
+func TestRememberOptions(t *testing.T) {
+	f := newWriteFixture(t, nil)
+	ns := f.ns(t, "user:erin")
+	turn := userTurn("I have two cats.")
+	turn.Source = messages.MemorySource{Kind: "session", ID: "s-9", Seq: 2}
+	ds, err := ns.Remember(wctx(t), "k", turn, memory.RememberOptions{Tier: memory.Working, Metadata: []byte(`{"from": "chat"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].Event != memory.EventAdd {
+		t.Fatalf("decisions %+v", ds)
+	}
+	m, ok := ns.Get(ds[0].MemoryID)
+	if !ok || m.Tier != memory.Working || string(m.Metadata) != `{"from":"chat"}` || len(m.Sources) != 1 || m.Sources[0].ID != "s-9" {
+		t.Fatalf("memory %+v", m)
 	}
 }

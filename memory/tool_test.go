@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/vectorstore"
 )
 
 var allActions = []string{"add", "search", "summary", "stats", "update", "remove", "forget", "consolidate", "clear_all",
@@ -278,4 +282,47 @@ func TestToolConsolidateWithoutConsolidator(t *testing.T) {
 	if !errors.Is(err, memory.ErrNoConsolidation) {
 		t.Fatalf("err = %v, want ErrNoConsolidation", err)
 	}
+}
+
+func ExampleMemories_Toolbox() {
+	dir, err := os.MkdirTemp("", "memory-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: dir})
+	if err != nil {
+		panic(err)
+	}
+	defer log.Close()
+	store, err := vectorstore.Open(vectorstore.Config{}) // in memory
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close()
+	mem, err := memory.Open(memory.Config{Log: log, Vectors: store, NewID: func() string { return "m_1" }})
+	if err != nil {
+		panic(err)
+	}
+	box, err := mem.Toolbox(memory.ToolConfig{Namespace: "agent:planner"})
+	if err != nil {
+		panic(err)
+	}
+	for _, args := range []string{
+		`{"op": "add", "args": {"content": "The user's flight to Lisbon leaves on May 3", "importance": 0.8}}`,
+		`{"op": "add", "args": {"content": "x", "importance": 2}}`,
+		`{"op": "core_memory_append", "args": {"label": "human", "content": "Name: Alice"}}`,
+	} {
+		out, err := box.Call(ctx, tools.Call{Key: "call-" + args[8:11], Arguments: args})
+		if err != nil {
+			fmt.Println("error:", errors.Is(err, tools.ErrInvalidArguments))
+			continue
+		}
+		fmt.Println(out)
+	}
+	// Output:
+	// {"id":"m_1","event":"ADD"}
+	// error: true
+	// {"label":"human","value":"Name: Alice","chars":11,"limit":2000}
 }
