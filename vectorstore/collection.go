@@ -11,10 +11,10 @@ import (
 // maxCollectionName is the longest collection name, in bytes (Milvus's limit).
 const maxCollectionName = 255
 
-// checkCollectionName accepts names Milvus accepts too: a letter or underscore, then
+// CheckCollectionName accepts names Milvus accepts too: a letter or underscore, then
 // letters, digits and underscores, at most 255 bytes. Enforcing the stricter rule in
 // the embedded store keeps code that works on a laptop working on a cluster.
-func checkCollectionName(name string) error {
+func CheckCollectionName(name string) error {
 	if name == "" {
 		return fmt.Errorf("%w: empty collection name", ErrInvalid)
 	}
@@ -29,6 +29,13 @@ func checkCollectionName(name string) error {
 		}
 	}
 	return nil
+}
+
+// CheckVector applies the vector rules of Store: a vector must be non-empty, finite and
+// non-zero, or it fails with ErrInvalid. Every Store implementation checks vectors with it.
+func CheckVector(v []float32) error {
+	_, err := normalize(v)
+	return err
 }
 
 // normalize checks a vector and returns it scaled to unit length. The norm is computed

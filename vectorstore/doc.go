@@ -15,7 +15,8 @@
 // The log is compacted when it grows much larger than the live data. Exact search
 // costs time linear in the collection (BenchmarkSearch: a few milliseconds per 10k
 // vectors of dimension 384 on one core), which suits the collections an agent builds,
-// up to some hundred thousand vectors. Embedded is the only implementation so far: a
-// Milvus one, for clusters and larger collections, is to come and must pass the same
-// suite (deploy/smoke_test.go only checks that the Milvus server .ci/run starts answers).
+// up to some hundred thousand vectors. The distributed implementation, for clusters
+// and larger collections, is vectorstore/milvus; it passes the same suite against the
+// Milvus server .ci/run starts. CheckCollectionName and CheckVector hold the rules
+// both apply to names and vectors.
 package vectorstore

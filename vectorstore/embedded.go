@@ -224,7 +224,7 @@ func (s *Embedded) initLog() error {
 
 // replay applies one record read from the log, checking it as a write would.
 func (s *Embedded) replay(r record) error {
-	if err := checkCollectionName(r.collection); err != nil {
+	if err := CheckCollectionName(r.collection); err != nil {
 		return err
 	}
 	switch r.op {
@@ -279,7 +279,7 @@ func (s *Embedded) Upsert(ctx context.Context, collection string, items []Item) 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("vectorstore: upsert: %w", err)
 	}
-	if err := checkCollectionName(collection); err != nil {
+	if err := CheckCollectionName(collection); err != nil {
 		return err
 	}
 	batch, dim, err := prepareItems(items)
@@ -325,7 +325,7 @@ func (s *Embedded) Delete(ctx context.Context, collection string, ids []string) 
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("vectorstore: delete: %w", err)
 	}
-	if err := checkCollectionName(collection); err != nil {
+	if err := CheckCollectionName(collection); err != nil {
 		return err
 	}
 	for i, id := range ids {
@@ -374,7 +374,7 @@ func (s *Embedded) Search(ctx context.Context, collection string, q Query) ([]Hi
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("vectorstore: search: %w", err)
 	}
-	if err := checkCollectionName(collection); err != nil {
+	if err := CheckCollectionName(collection); err != nil {
 		return nil, err
 	}
 	if q.K <= 0 {

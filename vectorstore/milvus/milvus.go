@@ -1,0 +1,562 @@
+package milvus
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/milvus-io/milvus-sdk-go/v2/client"
+	"github.com/milvus-io/milvus-sdk-go/v2/entity"
+
+	"github.com/troupe-run/troupe/vectorstore"
+)
+
+// Limits of Milvus 2.3 that the Store checks before it writes, so that a request
+// beyond them fails with vectorstore.ErrInvalid and changes nothing.
+const (
+	// maxName is the longest collection name (proxy.maxNameLength).
+	maxName = 255
+	// maxVarChar is the largest max_length of a VarChar field: the longest ID and Text.
+	maxVarChar = 65535
+	// maxJSON is the largest JSON value: the encoded metadata of one item.
+	maxJSON = 65536
+	// maxDim is the largest vector dimension (proxy.maxDimension).
+	maxDim = 32768
+	// maxTopK is the most hits one search returns: the largest Query.K.
+	maxTopK = 16384
+)
+
+// tieEpsilon is how close (in Milvus's float32 score) the last hit a search fetched
+// must be to the K-th for the Store to fetch more: items tied with the K-th may lie
+// beyond what Milvus returned, and the contract breaks ties by ID.
+const tieEpsilon = 1e-4
+
+// Store is a vectorstore.Store on a Milvus server. Build it with New; it is safe for
+// concurrent use.
+type Store struct {
+	cfg    Config
+	client client.Client
+	level  entity.ConsistencyLevel
+
+	mu     sync.RWMutex // guards closed
+	closed bool
+
+	cmu   sync.Mutex             // guards colls
+	colls map[string]*collection // by the caller's name: collections known to exist
+
+	createMu sync.Mutex // serializes the creation of collections
+}
+
+// collection is what the Store knows of an existing, loaded Milvus collection.
+type collection struct {
+	name string // in Milvus
+	dim  int
+	// written is set once this Store has written to the collection: from then on, a
+	// Session search waits for this Store's writes (the SDK keeps their timestamps).
+	// Before, it has none to wait for, so it is made Strong to see other writers'.
+	written atomic.Bool
+}
+
+var _ vectorstore.Store = (*Store)(nil)
+
+// New connects to the server of cfg. It fails if cfg is invalid or the server does not
+// answer within cfg.DialTimeout (or before ctx ends).
+func New(ctx context.Context, cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+	defer cancel()
+	c, err := client.NewClient(dctx, client.Config{
+		Address:  cfg.Addr,
+		Username: cfg.Username,
+		Password: cfg.Password,
+		DBName:   cfg.DB,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("vectorstore/milvus: connect to %s: %w", cfg.Addr, err)
+	}
+	return &Store{cfg: cfg, client: c, level: levels[cfg.Consistency], colls: make(map[string]*collection)}, nil
+}
+
+var levels = map[Consistency]entity.ConsistencyLevel{
+	Strong:     entity.ClStrong,
+	Session:    entity.ClSession,
+	Bounded:    entity.ClBounded,
+	Eventually: entity.ClEventually,
+}
+
+// Close closes the connection. It is idempotent; calls in flight fail, and later
+// calls fail with vectorstore.ErrClosed. The data stays on the server.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	s.closed = true
+	if err := s.client.Close(); err != nil {
+		return fmt.Errorf("vectorstore/milvus: close: %w", err)
+	}
+	return nil
+}
+
+func (s *Store) isClosed() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.closed
+}
+
+// begin runs the checks every call starts with: a done ctx, then a closed store.
+func (s *Store) begin(ctx context.Context, op string) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("vectorstore/milvus: %s: %w", op, err)
+	}
+	if s.isClosed() {
+		return vectorstore.ErrClosed
+	}
+	return nil
+}
+
+// fail wraps an error of the server or the connection. After Close it also wraps
+// ErrClosed, and once ctx is done, ctx.Err() (gRPC reports a cancelled call with a
+// status error of its own, which errors.Is does not match with context.Canceled).
+func (s *Store) fail(ctx context.Context, op, coll string, err error) error {
+	if s.isClosed() {
+		return fmt.Errorf("vectorstore/milvus: %s %q: %w (%w)", op, coll, vectorstore.ErrClosed, err)
+	}
+	if cerr := ctx.Err(); cerr != nil {
+		return fmt.Errorf("vectorstore/milvus: %s %q: %w (%w)", op, coll, cerr, err)
+	}
+	return fmt.Errorf("vectorstore/milvus: %s %q: %w", op, coll, err)
+}
+
+// rpc returns ctx bounded by the request timeout.
+func (s *Store) rpc(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}
+
+// physicalName is the Milvus name of collection name: Prefix followed by name. When
+// that is longer than Milvus allows, the name is cut and a hash of the whole name
+// appended; the caller's name is kept in the collection's description, which lookup
+// checks, so two names can never share a collection.
+func (s *Store) physicalName(name string) string {
+	full := s.cfg.Prefix + name
+	if len(full) <= maxName {
+		return full
+	}
+	sum := sha256.Sum256([]byte(name))
+	h := hex.EncodeToString(sum[:12])
+	return full[:maxName-len(h)-1] + "_" + h
+}
+
+// lookup returns the collection called name, loaded, or nil if it does not exist.
+func (s *Store) lookup(ctx context.Context, name string) (*collection, error) {
+	s.cmu.Lock()
+	c := s.colls[name]
+	s.cmu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	return s.describe(ctx, name)
+}
+
+// describe asks the server about collection name and, if it exists, makes it ready
+// for search (index built, loaded) and remembers it.
+func (s *Store) describe(ctx context.Context, name string) (*collection, error) {
+	phys := s.physicalName(name)
+	rctx, cancel := s.rpc(ctx)
+	defer cancel()
+	ok, err := s.client.HasCollection(rctx, phys)
+	if err != nil {
+		return nil, s.fail(ctx, "describe", name, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	info, err := s.client.DescribeCollection(rctx, phys)
+	if err != nil {
+		return nil, s.fail(ctx, "describe", name, err)
+	}
+	if info.Schema == nil || info.Schema.Description != name {
+		return nil, fmt.Errorf("vectorstore/milvus: collection %q: the Milvus collection %q was not created for it (its description should be the name)", name, phys)
+	}
+	dim := 0
+	for _, f := range info.Schema.Fields {
+		if f.Name == fieldVector {
+			dim, _ = strconv.Atoi(f.TypeParams[entity.TypeParamDim])
+		}
+	}
+	if dim <= 0 {
+		return nil, fmt.Errorf("vectorstore/milvus: collection %q: the Milvus collection %q has no %q field with a dimension: not created by this package", name, phys, fieldVector)
+	}
+	if err := s.ready(rctx, phys); err != nil {
+		return nil, s.fail(ctx, "prepare", name, err)
+	}
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if c := s.colls[name]; c != nil { // described concurrently: keep one
+		return c, nil
+	}
+	c := &collection{name: phys, dim: dim}
+	s.colls[name] = c
+	return c, nil
+}
+
+// ready builds the index of a collection if it has none and loads it if it is not
+// loaded: what a collection needs before it can be searched. A collection created by
+// a Store that failed halfway, or released by an operator, recovers here.
+func (s *Store) ready(ctx context.Context, phys string) error {
+	idx, err := s.client.DescribeIndex(ctx, phys, fieldVector)
+	if err != nil || len(idx) == 0 {
+		// DescribeIndex fails with "index not found" when there is none.
+		flat, ferr := entity.NewIndexFlat(entity.COSINE)
+		if ferr != nil {
+			return ferr
+		}
+		if cerr := s.client.CreateIndex(ctx, phys, fieldVector, flat, false); cerr != nil {
+			return fmt.Errorf("create index: %w", cerr)
+		}
+	}
+	state, err := s.client.GetLoadState(ctx, phys, nil)
+	if err != nil {
+		return fmt.Errorf("load state: %w", err)
+	}
+	if state != entity.LoadStateLoaded {
+		if err := s.client.LoadCollection(ctx, phys, false); err != nil {
+			return fmt.Errorf("load: %w", err)
+		}
+	}
+	return nil
+}
+
+// create returns collection name, creating it with dimension dim when it does not
+// exist. Creation is serialized within the Store; a collection created meanwhile by
+// another client is found by the describe that follows a failed create.
+func (s *Store) create(ctx context.Context, name string, dim int) (*collection, error) {
+	s.createMu.Lock()
+	defer s.createMu.Unlock()
+	if c, err := s.lookup(ctx, name); err != nil || c != nil {
+		return c, err
+	}
+	phys := s.physicalName(name)
+	schema := entity.NewSchema().WithName(phys).WithDescription(name).WithAutoID(false).
+		WithField(entity.NewField().WithName(fieldID).WithDataType(entity.FieldTypeVarChar).
+			WithIsPrimaryKey(true).WithMaxLength(maxVarChar)).
+		WithField(entity.NewField().WithName(fieldVector).WithDataType(entity.FieldTypeFloatVector).
+			WithDim(int64(dim))).
+		WithField(entity.NewField().WithName(fieldText).WithDataType(entity.FieldTypeVarChar).
+			WithMaxLength(maxVarChar)).
+		WithField(entity.NewField().WithName(fieldMetadata).WithDataType(entity.FieldTypeJSON))
+	rctx, cancel := s.rpc(ctx)
+	cerr := s.client.CreateCollection(rctx, schema, 1, client.WithConsistencyLevel(s.level))
+	cancel()
+	// Whether it failed or not (another client may have created it first), the
+	// collection should now exist: describe builds its index and loads it.
+	c, err := s.describe(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if c == nil {
+		if cerr == nil {
+			cerr = errors.New("collection missing after it was created")
+		}
+		return nil, s.fail(ctx, "create", name, cerr)
+	}
+	return c, nil
+}
+
+// row is one validated item, ready to send.
+type row struct {
+	id     string
+	vector []float32
+	text   string
+	meta   []byte
+}
+
+// prepare validates a batch as Store.Upsert requires and Milvus allows, keeps the
+// last item of each ID, and returns the rows and the batch's dimension.
+func prepare(items []vectorstore.Item) ([]row, int, error) {
+	if len(items) == 0 {
+		return nil, 0, nil
+	}
+	dim := len(items[0].Vector)
+	rows := make([]row, 0, len(items))
+	at := make(map[string]int, len(items))
+	for i, it := range items {
+		if it.ID == "" {
+			return nil, 0, fmt.Errorf("%w: item %d has an empty ID", vectorstore.ErrInvalid, i)
+		}
+		if err := checkString(fmt.Sprintf("the ID of item %d", i), it.ID, maxVarChar); err != nil {
+			return nil, 0, err
+		}
+		if err := vectorstore.CheckVector(it.Vector); err != nil {
+			return nil, 0, fmt.Errorf("item %d (%q): %w", i, it.ID, err)
+		}
+		if len(it.Vector) != dim {
+			return nil, 0, fmt.Errorf("%w: item %d (%q) has dimension %d, item 0 has %d", vectorstore.ErrDimension, i, it.ID, len(it.Vector), dim)
+		}
+		if err := checkString(fmt.Sprintf("the text of item %d (%q)", i, it.ID), it.Text, maxVarChar); err != nil {
+			return nil, 0, err
+		}
+		for k, v := range it.Metadata {
+			if err := checkString(fmt.Sprintf("a metadata key of item %d (%q)", i, it.ID), k, 0); err != nil {
+				return nil, 0, err
+			}
+			if err := checkString(fmt.Sprintf("the metadata value of %q in item %d (%q)", k, i, it.ID), v, 0); err != nil {
+				return nil, 0, err
+			}
+		}
+		meta, err := encodeMetadata(it.Metadata)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w: item %d (%q): metadata: %w", vectorstore.ErrInvalid, i, it.ID, err)
+		}
+		if len(meta) > maxJSON {
+			return nil, 0, fmt.Errorf("%w: item %d (%q): metadata encodes to %d bytes of JSON, Milvus takes at most %d", vectorstore.ErrInvalid, i, it.ID, len(meta), maxJSON)
+		}
+		r := row{id: it.ID, vector: slices.Clone(it.Vector), text: it.Text, meta: meta}
+		if j, dup := at[it.ID]; dup {
+			rows[j] = r // the later item wins
+			continue
+		}
+		at[it.ID] = len(rows)
+		rows = append(rows, r)
+	}
+	if dim > maxDim {
+		return nil, 0, fmt.Errorf("%w: dimension %d, Milvus takes at most %d", vectorstore.ErrInvalid, dim, maxDim)
+	}
+	return rows, dim, nil
+}
+
+// Upsert implements vectorstore.Store. The batch is validated in full, then sent as
+// one Milvus upsert request (see doc.go on atomicity).
+func (s *Store) Upsert(ctx context.Context, collection string, items []vectorstore.Item) error {
+	if err := s.begin(ctx, "upsert"); err != nil {
+		return err
+	}
+	if err := vectorstore.CheckCollectionName(collection); err != nil {
+		return err
+	}
+	rows, dim, err := prepare(items)
+	if err != nil {
+		return err
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	c, err := s.lookup(ctx, collection)
+	if err != nil {
+		return err
+	}
+	if c == nil {
+		if c, err = s.create(ctx, collection, dim); err != nil {
+			return err
+		}
+	}
+	if c.dim != dim {
+		return fmt.Errorf("%w: collection %q has dimension %d, the batch has %d", vectorstore.ErrDimension, collection, c.dim, dim)
+	}
+	ids := make([]string, len(rows))
+	vecs := make([][]float32, len(rows))
+	texts := make([]string, len(rows))
+	metas := make([][]byte, len(rows))
+	for i, r := range rows {
+		ids[i], vecs[i], texts[i], metas[i] = r.id, r.vector, r.text, r.meta
+	}
+	if err := ctx.Err(); err != nil { // it may have ended while the collection was made
+		return fmt.Errorf("vectorstore/milvus: upsert: %w", err)
+	}
+	rctx, cancel := s.rpc(ctx)
+	defer cancel()
+	_, err = s.client.Upsert(rctx, c.name, "",
+		entity.NewColumnVarChar(fieldID, ids),
+		entity.NewColumnFloatVector(fieldVector, dim, vecs),
+		entity.NewColumnVarChar(fieldText, texts),
+		entity.NewColumnJSONBytes(fieldMetadata, metas))
+	if err != nil {
+		return s.fail(ctx, "upsert", collection, err)
+	}
+	c.written.Store(true)
+	return nil
+}
+
+// Delete implements vectorstore.Store. The IDs go in one Milvus delete request.
+func (s *Store) Delete(ctx context.Context, collection string, ids []string) error {
+	if err := s.begin(ctx, "delete"); err != nil {
+		return err
+	}
+	if err := vectorstore.CheckCollectionName(collection); err != nil {
+		return err
+	}
+	var uniq []string
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		if id == "" {
+			return fmt.Errorf("%w: ID %d is empty", vectorstore.ErrInvalid, i)
+		}
+		if err := checkString(fmt.Sprintf("ID %d", i), id, 0); err != nil {
+			return err
+		}
+		if !seen[id] && len(id) <= maxVarChar { // a longer ID cannot be stored
+			seen[id] = true
+			uniq = append(uniq, id)
+		}
+	}
+	if len(uniq) == 0 {
+		return nil
+	}
+	c, err := s.lookup(ctx, collection)
+	if err != nil || c == nil {
+		return err
+	}
+	rctx, cancel := s.rpc(ctx)
+	defer cancel()
+	if err := s.client.Delete(rctx, c.name, "", idsExpr(uniq)); err != nil {
+		return s.fail(ctx, "delete", collection, err)
+	}
+	c.written.Store(true)
+	if s.level == entity.ClSession {
+		// Milvus 2.3 returns no timestamp for a delete, so the SDK's session
+		// cannot wait for it. A Strong query waits until the query nodes have
+		// consumed everything up to now, the delete included: the searches after
+		// it see it.
+		if _, err := s.client.Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
+			client.WithSearchQueryConsistencyLevel(entity.ClStrong), client.WithLimit(1)); err != nil {
+			return s.fail(ctx, "delete (waiting until it is visible)", collection, err)
+		}
+	}
+	return nil
+}
+
+// Search implements vectorstore.Store. Milvus ranks with the FLAT index (exact
+// cosine) among the items that match the filter; the Store then scores the hits again
+// in float64 from their stored vectors and orders them by score, then ID.
+func (s *Store) Search(ctx context.Context, collection string, q vectorstore.Query) ([]vectorstore.Hit, error) {
+	if err := s.begin(ctx, "search"); err != nil {
+		return nil, err
+	}
+	if err := vectorstore.CheckCollectionName(collection); err != nil {
+		return nil, err
+	}
+	if q.K <= 0 {
+		return nil, fmt.Errorf("%w: K is %d, must be positive", vectorstore.ErrInvalid, q.K)
+	}
+	if q.K > maxTopK {
+		return nil, fmt.Errorf("%w: K is %d, Milvus returns at most %d hits", vectorstore.ErrInvalid, q.K, maxTopK)
+	}
+	if err := vectorstore.CheckVector(q.Vector); err != nil {
+		return nil, fmt.Errorf("query: %w", err)
+	}
+	c, err := s.lookup(ctx, collection)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	if len(q.Vector) != c.dim {
+		return nil, fmt.Errorf("%w: collection %q has dimension %d, the query has %d", vectorstore.ErrDimension, collection, c.dim, len(q.Vector))
+	}
+	for k, v := range q.Filter {
+		if checkString("a filter key", k, 0) != nil || checkString("a filter value", v, 0) != nil {
+			return nil, nil // no stored key or value is invalid UTF-8: nothing matches
+		}
+	}
+	sp, err := entity.NewIndexFlatSearchParam()
+	if err != nil {
+		return nil, err
+	}
+	level := s.level
+	if level == entity.ClSession && !c.written.Load() {
+		level = entity.ClStrong
+	}
+	expr := filterExpr(q.Filter)
+	limit := min(max(2*q.K, q.K+16), maxTopK)
+	for {
+		rctx, cancel := s.rpc(ctx)
+		res, err := s.client.Search(rctx, c.name, nil, expr,
+			[]string{fieldID, fieldVector, fieldText, fieldMetadata},
+			[]entity.Vector{entity.FloatVector(q.Vector)}, fieldVector, entity.COSINE, limit, sp,
+			client.WithSearchQueryConsistencyLevel(level))
+		cancel()
+		if err != nil {
+			return nil, s.fail(ctx, "search", collection, err)
+		}
+		if len(res) != 1 {
+			return nil, s.fail(ctx, "search", collection, fmt.Errorf("%d result sets for one query", len(res)))
+		}
+		r := res[0]
+		if r.ResultCount == 0 {
+			// Nothing matched. The SDK then reports the output fields missing from
+			// the (empty) result as an error in r.Err.
+			return nil, nil
+		}
+		if r.Err != nil {
+			return nil, s.fail(ctx, "search", collection, r.Err)
+		}
+		n := r.ResultCount
+		// Items tied with the K-th may lie past the last one fetched: fetch more.
+		if n == limit && limit < maxTopK && n > q.K && r.Scores[n-1] >= r.Scores[q.K-1]-tieEpsilon {
+			limit = min(4*limit, maxTopK)
+			continue
+		}
+		hits, err := decodeHits(r, q.Vector)
+		if err != nil {
+			return nil, s.fail(ctx, "search", collection, err)
+		}
+		slices.SortFunc(hits, func(a, b vectorstore.Hit) int {
+			if a.Score != b.Score {
+				return cmp.Compare(b.Score, a.Score)
+			}
+			return cmp.Compare(a.ID, b.ID)
+		})
+		return hits[:min(q.K, len(hits))], nil
+	}
+}
+
+// decodeHits turns a search result into hits scored by the exact cosine (computed in
+// float64, rounded to float32 once) between query and each stored vector.
+func decodeHits(r client.SearchResult, query []float32) ([]vectorstore.Hit, error) {
+	ids, ok1 := r.Fields.GetColumn(fieldID).(*entity.ColumnVarChar)
+	vecs, ok2 := r.Fields.GetColumn(fieldVector).(*entity.ColumnFloatVector)
+	texts, ok3 := r.Fields.GetColumn(fieldText).(*entity.ColumnVarChar)
+	metas, ok4 := r.Fields.GetColumn(fieldMetadata).(*entity.ColumnJSONBytes)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return nil, fmt.Errorf("result lacks an output field: id %v, vector %v, text %v, metadata %v", ok1, ok2, ok3, ok4)
+	}
+	n := r.ResultCount
+	if len(ids.Data()) != n || len(vecs.Data()) != n || len(texts.Data()) != n || len(metas.Data()) != n {
+		return nil, fmt.Errorf("result columns of unequal length for %d hits", n)
+	}
+	hits := make([]vectorstore.Hit, n)
+	for i := range n {
+		meta, err := decodeMetadata(metas.Data()[i])
+		if err != nil {
+			return nil, fmt.Errorf("item %q: %w", ids.Data()[i], err)
+		}
+		vec := slices.Clone(vecs.Data()[i])
+		hits[i] = vectorstore.Hit{
+			Item:  vectorstore.Item{ID: ids.Data()[i], Vector: vec, Metadata: meta, Text: texts.Data()[i]},
+			Score: cosine(query, vec),
+		}
+	}
+	return hits, nil
+}
+
+// cosine is the cosine similarity of a and b, computed in float64 and kept in [-1, 1].
+func cosine(a, b []float32) float32 {
+	var ab, aa, bb float64
+	for i := range a {
+		x, y := float64(a[i]), float64(b[i])
+		ab += x * y
+		aa += x * x
+		bb += y * y
+	}
+	return float32(max(-1, min(1, ab/math.Sqrt(aa*bb))))
+}
