@@ -1,6 +1,9 @@
 package node
 
 import (
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/vectorstore"
+
 	"fmt"
 	"slices"
 
@@ -48,6 +51,39 @@ func (c Config) validateChains() error {
 // chains' checks need, where New makes them on the node's log (addNotes). A notes
 // tool Tools holds already (built by the caller on its log) is kept instead.
 func (c Config) withNotesSpecs() ([]tools.Tool, error) {
+	ts, err := c.withNotesOnly()
+	if err != nil || c.MemoryTool == nil {
+		return ts, err
+	}
+	// The memory tool's specs, from memories on a log that is never read.
+	v, err := vectorstore.Open(vectorstore.Config{})
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	mc := memory.Config{Log: unopenedLog{}, Vectors: v}
+	if c.Memory != nil {
+		mc.MaxContentBytes = c.Memory.MaxContentBytes
+	}
+	m, err := memory.Open(mc)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	mt, err := m.Tools(*c.MemoryTool)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	for _, t := range mt {
+		name := t.Spec().Name
+		if !slices.ContainsFunc(ts, func(have tools.Tool) bool { return have.Spec().Name == name }) {
+			ts = append(ts, t)
+		}
+	}
+	return ts, nil
+}
+
+// withNotesOnly is withNotesSpecs without the memory tool.
+func (c Config) withNotesOnly() ([]tools.Tool, error) {
 	if c.Notes == nil {
 		return c.Tools, nil
 	}

@@ -337,6 +337,13 @@ func (n *Node) handleReply(msg *message.Message) error {
 	if msg.Metadata.Get(messages.MetaReplyNode) != n.cfg.NodeID {
 		return nil
 	}
+	if msg.Metadata.Get(messages.MetaType) == messages.TypeMemoryReply {
+		n.deliverMemoryReply(msg)
+		return nil
+	}
+	if n.remote == nil {
+		return nil // no effects asked of other nodes
+	}
 	rep, err := messages.DecodeEffectReply(msg.Payload)
 	if err != nil {
 		n.cfg.Logger.Warn("dropping a malformed effect reply", "message", msg.UUID, "err", err)

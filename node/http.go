@@ -35,6 +35,9 @@ const maxBody = 2 << 20
 //	POST /v1/sessions/{id}/cancel      cancel the running task
 //	GET  /metrics                      Prometheus metrics
 //	GET  /healthz                      200 {"status":"ok"}, or 503 {"status":"unhealthy","reason"}
+//	POST /v1/memories                  write memories (with Config.Memory; see memoryRoutes)
+//	GET  /v1/memories/search           search a namespace
+//	GET  /v1/memories/{id}/history     where a memory came from, why it changed
 //
 // and the handlers added with Handle (node serve adds MCP at /mcp).
 func (n *Node) Handler() http.Handler {
@@ -47,6 +50,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/sessions/{id}/cancel", n.cancel)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", n.healthz)
+	n.memoryRoutes(mux)
 	for _, r := range n.routes {
 		mux.Handle(r.pattern, r.h)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"path/filepath"
@@ -20,9 +21,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
@@ -83,6 +86,23 @@ type Config struct {
 	// are events of the stream notes/<agent> in the node's event log (Log, DataDir)
 	// unless Notes.Log names another; their text is redacted as events are (Secrets).
 	Notes *notes.Config
+	// Memory, when set, gives the node agent memory (package memory) on its event
+	// log (Memory.Log is set to it), served at /v1/memories; with Memory.Vectors nil
+	// the vectors are kept in DataDir/vectors by the embedded index. The node closes
+	// it.
+	Memory *memory.Config
+	// MemoryTool, with Memory, gives the agent the memory tool (memory.ToolConfig):
+	// add, search, summary, stats, update, remove, forget, consolidate, clear_all,
+	// the core block edits and recall, in its namespaces.
+	MemoryTool *memory.ToolConfig
+	// MemoryWritten, when set, hears of every write to a namespace through the node.
+	MemoryWritten func(namespace string, count int)
+	// Consolidation, with Memory, runs the consolidator (package consolidator) in the
+	// background: one actor per namespace this node owns, woken on its schedule and
+	// after Threshold writes through the node. Its Open and System are the node's;
+	// its model, when it names none, is Model. Without it, consolidation runs only
+	// when asked (the memory tool's consolidate, node memory consolidate).
+	Consolidation *consolidator.SchedulerConfig
 	// Chains are tool chains the agent gets as tools (tools.Chain). Their steps call
 	// the agent's other tools: Tools, the skills', the notes' (Notes) and, through
 	// ToolCatalog when it owns the name (tools.ChainCatalog, as mcp.Client does for
@@ -163,6 +183,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := disclosure.ParseStrategy(string(c.Disclosure)); err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	if c.Consolidation != nil && c.Memory == nil {
+		return errors.New("node: Consolidation needs Memory")
 	}
 	if c.Notes != nil {
 		if err := c.Notes.Validate(); err != nil {
@@ -370,6 +393,12 @@ type Node struct {
 	agent actors.Agent
 	// routes are the handlers added to the HTTP API (Handle).
 	routes []route
+	// memories is the agent memory (Config.Memory), nil without one.
+	memories   *memory.Memories
+	ownVectors io.Closer // the embedded vector index the node opened for memories
+	memRouter  memoryRouter
+	// consolidation runs the consolidator in the background (Config.Consolidation).
+	consolidation *consolidator.Scheduler
 
 	redactor    *redact.Redactor
 	ingress     *Ingress
@@ -402,6 +431,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.addNotes(); err != nil {
 		return nil, n.fail(err)
 	}
+	if err := n.openMemory(); err != nil {
+		return nil, n.fail(err)
+	}
+	if err := n.addMemoryTool(); err != nil {
+		return nil, n.fail(err)
+	}
 	agent, reg, err := n.cfg.agent()
 	if err != nil {
 		return nil, n.fail(err)
@@ -432,8 +467,11 @@ var errPermanent = errors.New("permanent failure")
 // CancelRequest to handleCancel), forwards it when it was read from a partition
 // other than its session's, and otherwise hands the task to its session.
 func (n *Node) handleTask(msg *message.Message) error {
-	if msg.Metadata.Get(messages.MetaType) == messages.TypeCancelRequested {
+	switch msg.Metadata.Get(messages.MetaType) {
+	case messages.TypeCancelRequested:
 		return n.handleCancel(msg)
+	case messages.TypeMemoryCommand:
+		return n.handleMemoryCommand(msg)
 	}
 	env, err := n.ingress.Decode(arrivalOf(msg))
 	if err != nil {
@@ -839,6 +877,15 @@ func (n *Node) Close() error {
 		}
 		if n.bus != nil {
 			errs = append(errs, n.bus.Close())
+		}
+		if n.consolidation != nil {
+			errs = append(errs, n.consolidation.Close())
+		}
+		if n.memories != nil {
+			errs = append(errs, n.memories.Close())
+		}
+		if n.ownVectors != nil {
+			errs = append(errs, n.ownVectors.Close())
 		}
 		if n.ownLog {
 			errs = append(errs, n.log.Close())

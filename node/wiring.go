@@ -32,6 +32,9 @@ import (
 type wiring struct {
 	roles Role
 	bus   *Bus
+	// memory: the node has agent memory, whose commands it sends to the namespaces'
+	// owners on a shared bus, and whose replies it reads.
+	memory bool
 }
 
 // runsSessions: the node consumes troupe.tasks and runs session actors.
@@ -84,7 +87,7 @@ var roleHandlers = []roleHandler{
 	{"model-requests", messages.TopicModelRequests, wiring.servesModels,
 		func(n *Node) message.Subscriber { return n.cfg.Bus.Models }, (*Node).handleEffect},
 	{"effect-cancels", messages.TopicEffectCancels, wiring.servesEffects, (*Node).live, (*Node).handleEffectCancel},
-	{"replies", messages.TopicReplies, wiring.asksRemote, (*Node).live, (*Node).handleReply},
+	{"replies", messages.TopicReplies, func(w wiring) bool { return w.asksRemote() || w.sharedBus() && w.memory }, (*Node).live, (*Node).handleReply},
 	// On the embedded bus the session actors feed the hub themselves (SessionDeps.Live).
 	{"events-hub", messages.TopicEvents, wiring.sharedBus, (*Node).live, func(n *Node, msg *message.Message) error { return n.hub.handle(msg) }},
 }
@@ -92,7 +95,9 @@ var roleHandlers = []roleHandler{
 // live is the subscriber of the node's live topics (Bus.Live).
 func (n *Node) live() message.Subscriber { return n.liveSub }
 
-func (n *Node) wiring() wiring { return wiring{roles: n.cfg.Roles, bus: n.cfg.Bus} }
+func (n *Node) wiring() wiring {
+	return wiring{roles: n.cfg.Roles, bus: n.cfg.Bus, memory: n.cfg.Memory != nil}
+}
 
 // openLog opens the embedded SQLite log in DataDir unless Config.Log gives one.
 func (n *Node) openLog(ctx context.Context) error {

@@ -20,6 +20,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/kafka"
@@ -48,6 +49,7 @@ const usage = `usage:
   node run [flags] "<task>"
   node serve [flags]
   node tools list|call ...   (node tools for its usage)
+  node memory add|search|import|consolidate|history ...   (node memory for its usage)
 
 flags:
   --config FILE          JSON configuration (default .troupe.json when present)
@@ -94,6 +96,8 @@ flags:
                          default 10000): past it the least recently used idle ones
                          are stopped before their idle timeout; a session with a
                          running task never is, so with all busy the node runs more
+  --milvus HOST:PORT     keep the memories' vectors in Milvus (TROUPE_MILVUS, "memory":
+                         {"milvus"}) instead of the embedded index in the data directory
   -v                     log at debug level
 
 node mcp [flags] serves the agent's tools and run_task to one MCP client on stdin and
@@ -111,6 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	cmd := args[0]
 	if cmd == "tools" {
 		return toolsCmd(ctx, args[1:], stdout, stderr, opt)
+	}
+	if cmd == "memory" {
+		return memoryCmd(ctx, args[1:], stdout, stderr)
 	}
 	if cmd != "run" && cmd != "serve" && cmd != "mcp" {
 		fmt.Fprint(stderr, usage)
@@ -191,6 +198,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			return 2
 		}
 	}
+	milvusAddr := fs.String("milvus", os.Getenv("TROUPE_MILVUS"), "Milvus server for the memories' vectors")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -308,6 +316,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	cfg.ToolEmbedder, cfg.Secrets = embedder, append(cfg.Secrets, embedderKey)
+	// Agent memory: node serve always serves /v1/memories (embedded defaults); the
+	// agent gets the memory tool when the "memory" section says "tool": true.
+	if cmd != "run" || fc.Memory != nil {
+		memCfg, closeVectors, memKey, err := fc.MemoryConfig(ctx, *milvusAddr)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		defer closeVectors()
+		cfg.Memory, cfg.Secrets = &memCfg, append(cfg.Secrets, memKey)
+		if policy, interval, threshold, disabled := fc.Memory.Consolidation(); cmd == "serve" && !disabled {
+			cfg.Consolidation = &consolidator.SchedulerConfig{Consolidator: consolidator.Config{Policy: policy}, Interval: interval, Threshold: threshold}
+		}
+	}
 	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)

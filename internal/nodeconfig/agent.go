@@ -1,6 +1,8 @@
 package nodeconfig
 
 import (
+	"github.com/troupe-run/troupe/memory"
+
 	"cmp"
 	"context"
 	"fmt"
@@ -42,6 +44,9 @@ type Agent struct {
 	Disclosure disclosure.Strategy
 	// Notes configures the notes tool (nil: none); the node builds it on its log.
 	Notes *notes.Config
+	// MemoryTool configures the memory tool (nil: none); the node builds it on its
+	// memories (the "memory" section's "tool").
+	MemoryTool *memory.ToolConfig
 	// Chains are the file's tool chains, which the node builds (node.Config.Chains):
 	// their steps call the tools, the skills', the notes' and the MCP servers'.
 	Chains []tools.Chain
@@ -71,13 +76,14 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	if err != nil {
 		return Agent{}, err
 	}
-	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), Chains: fc.Chains,
+	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), MemoryTool: fc.Memory.ToolConfig(), Chains: fc.Chains,
 		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps}, nil
 }
 
 // Apply sets the agent's fields of cfg.
 func (a Agent) Apply(cfg *node.Config) {
 	cfg.Tools, cfg.Skills, cfg.Disclosure, cfg.Notes, cfg.Chains = a.Tools, a.Skills, a.Disclosure, a.Notes, a.Chains
+	cfg.MemoryTool = a.MemoryTool
 	cfg.SystemPrompt, cfg.MaxSteps = a.SystemPrompt, a.MaxSteps
 }
 

@@ -1,15 +1,19 @@
 package nodeconfig
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/openai"
 	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/vectorstore/milvus"
 )
 
 // MemoryFile is the "memory" section: agent memory (package memory), served by
@@ -19,7 +23,7 @@ import (
 //	"memory": {
 //	  "tool": true,
 //	  "namespace": "agent:default",
-//	  "namespaces": ["user:*"],
+//	  "namespaces": ["user:alice"],
 //	  "embedder": {"base_url": "http://127.0.0.1:8089/v1", "query_model": "e5-query", "passage_model": "e5-passage"},
 //	  "milvus": "127.0.0.1:19530",
 //	  "working_capacity": 50, "working_ttl": "1h",
@@ -32,8 +36,7 @@ type MemoryFile struct {
 	// Namespace is the agent's own namespace, where its memory tool reads and
 	// writes unless a call names another (default "agent:default").
 	Namespace string `json:"namespace"`
-	// Namespaces are the other namespaces a memory tool call may name: exact names,
-	// or a prefix ending in * ("user:*").
+	// Namespaces are the other namespaces a memory tool call may name ("user:alice").
 	Namespaces []string `json:"namespaces"`
 	// Embedder is an OpenAI-compatible embeddings endpoint; absent: the offline
 	// hashing embedder (lexical, not semantic).
@@ -97,7 +100,7 @@ func (m *MemoryFile) validate() []error {
 		}
 	}
 	for _, p := range m.Namespaces {
-		if err := memory.CheckNamespace(strings.TrimSuffix(p, "*")); err != nil && p != "*" {
+		if err := memory.CheckNamespace(p); err != nil {
 			bad("namespaces", "%q: %v", p, err)
 		}
 	}
@@ -193,6 +196,14 @@ func (m *MemoryFile) Embedders() (passage, query llm.Embedder, name, key string,
 	return passage, query, e.PassageModel, key, nil
 }
 
+// ToolConfig is the memory tool's configuration, nil unless the section asks for it.
+func (m *MemoryFile) ToolConfig() *memory.ToolConfig {
+	if m == nil || !m.Tool {
+		return nil
+	}
+	return &memory.ToolConfig{Namespace: m.AgentNamespace(), Namespaces: m.Namespaces}
+}
+
 // WorkingTTLDuration returns working_ttl (0: the package default).
 func (m *MemoryFile) WorkingTTLDuration() time.Duration {
 	if m == nil || m.WorkingTTL == "" {
@@ -210,10 +221,70 @@ func (m *MemoryFile) Allows(ns string) bool {
 	if m == nil {
 		return false
 	}
-	for _, p := range m.Namespaces {
-		if p == ns || strings.HasSuffix(p, "*") && strings.HasPrefix(ns, strings.TrimSuffix(p, "*")) {
-			return true
+	return slices.Contains(m.Namespaces, ns)
+}
+
+// MemoryConfig is the agent memory the section configures, for a node (which sets
+// its log, clock and redaction) or node memory: its embedders and, with milvusAddr
+// (--milvus, TROUPE_MILVUS or the section's milvus), the Milvus vector store; with
+// none, Vectors is nil and the node opens the embedded index in its data directory.
+// close releases the Milvus client. It also returns the embedder's API key, for
+// redaction.
+func (fc File) MemoryConfig(ctx context.Context, milvusAddr string) (cfg memory.Config, close func() error, key string, err error) {
+	m := fc.Memory
+	passage, query, name, key, err := m.Embedders()
+	if err != nil {
+		return memory.Config{}, nil, "", err
+	}
+	cfg = memory.Config{Embedder: passage, QueryEmbedder: query, EmbedderName: name}
+	if m != nil {
+		cfg.WorkingCapacity = m.WorkingCapacity
+		cfg.WorkingTTL = m.WorkingTTLDuration()
+	}
+	close = func() error { return nil }
+	if milvusAddr == "" && m != nil {
+		milvusAddr = m.Milvus
+	}
+	if milvusAddr != "" {
+		// Session consistency: a namespace has one writer at a time (its owner),
+		// which reads its own writes; Strong would make every search wait for the
+		// whole server (about 400 ms on Milvus 2.3).
+		st, err := milvus.New(ctx, milvus.Config{Addr: milvusAddr, Consistency: milvus.Session})
+		if err != nil {
+			return memory.Config{}, nil, "", fmt.Errorf("memory: Milvus at %s: %w", milvusAddr, err)
+		}
+		cfg.Vectors, close = st, st.Close
+	}
+	return cfg, close, key, nil
+}
+
+// Consolidation is the consolidator's configuration of the section: the policy of
+// every run, and the scheduler's interval and write threshold; disabled turns the
+// background runs off (a consolidate asked for still runs).
+func (m *MemoryFile) Consolidation() (policy consolidator.Policy, interval time.Duration, threshold int, disabled bool) {
+	policy = consolidator.DefaultPolicy()
+	if m == nil || m.Consolidator == nil {
+		return policy, 0, 0, false
+	}
+	c := m.Consolidator
+	if c.DuplicateThreshold != 0 {
+		policy.DuplicateThreshold = c.DuplicateThreshold
+	}
+	if c.PromoteAbove != 0 {
+		policy.PromoteAbove = c.PromoteAbove
+	}
+	if c.MinImportance != 0 {
+		policy.MinImportance = c.MinImportance
+	}
+	if c.MaxAge != "" {
+		d, _ := time.ParseDuration(c.MaxAge)
+		policy.MaxAge = map[memory.Tier]time.Duration{}
+		for _, t := range memory.Tiers {
+			policy.MaxAge[t] = d
 		}
 	}
-	return false
+	if c.Interval != "" {
+		interval, _ = time.ParseDuration(c.Interval)
+	}
+	return policy, interval, c.Threshold, c.Disabled
 }

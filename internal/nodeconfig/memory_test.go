@@ -21,7 +21,7 @@ func loadString(t *testing.T, body string) (nodeconfig.File, error) {
 func TestMemorySectionIsChecked(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"memory": {"namespace": "user alice"}}`:                                                     "memory.namespace",
-		`{"memory": {"namespaces": ["a/b*"]}}`:                                                        "memory.namespaces",
+		`{"memory": {"namespaces": ["user:*"]}}`:                                                      "memory.namespaces",
 		`{"memory": {"embedder": {"base_url": "ftp://x", "query_model": "q", "passage_model": "p"}}}`: "memory.embedder.base_url",
 		`{"memory": {"embedder": {"base_url": "http://x/v1", "query_model": "q"}}}`:                   "passage_model",
 		`{"memory": {"milvus": "nohostport"}}`:                                                        "memory.milvus",
@@ -37,7 +37,7 @@ func TestMemorySectionIsChecked(t *testing.T) {
 			t.Errorf("%s: %v, want an error naming %s", body, err, want)
 		}
 	}
-	fc, err := loadString(t, `{"memory": {"tool": true, "namespace": "agent:planner", "namespaces": ["user:*"],
+	fc, err := loadString(t, `{"memory": {"tool": true, "namespace": "agent:planner", "namespaces": ["user:alice"],
 		"embedder": {"base_url": "http://127.0.0.1:8089/v1", "query_model": "e5-query", "passage_model": "e5-passage"},
 		"working_capacity": 20, "working_ttl": "30m", "consolidator": {"interval": "5m", "threshold": 10}}}`)
 	if err != nil {

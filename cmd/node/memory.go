@@ -1,0 +1,382 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/internal/nodeconfig"
+	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/node"
+)
+
+const memoryUsage = `usage:
+  node memory add --namespace NS [--tier T] [--importance X] [--timestamp RFC3339] [--metadata JSON] "content"
+  node memory search --namespace NS [--tier T,...] [--limit K] [--mode hybrid|vector|keyword] [--json] "query"
+  node memory import FILE.jsonl     (one memory object per line, as POST /v1/memories takes)
+  node memory consolidate --namespace NS [--json]
+  node memory history ID [--namespace NS] [--json]
+
+Every command also takes --config FILE and --data DIR (the node's): the memories
+are events in the node's event log (memory/<namespace> streams), their vectors in
+DATA/vectors or the configured Milvus (--milvus, TROUPE_MILVUS). A node serving the
+same data directory holds it locked: use its HTTP API (/v1/memories) meanwhile.
+import checks every line before it writes any, and writes in batches of 1,000 under
+keys derived from the file's content, so running it again writes nothing twice.
+`
+
+// memoryCmd runs "node memory ...": args are what follows "memory".
+func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, memoryUsage)
+		return 2
+	}
+	sub := args[0]
+	switch sub {
+	case "add", "search", "import", "consolidate", "history":
+	default:
+		fmt.Fprint(stderr, memoryUsage)
+		return 2
+	}
+	fs := flag.NewFlagSet("node memory "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, memoryUsage) }
+	configPath := fs.String("config", "", "configuration file")
+	dataFlag := fs.String("data", "", "data directory of the embedded event log")
+	milvusFlag := fs.String("milvus", "", "Milvus server host:port (TROUPE_MILVUS)")
+	namespace := fs.String("namespace", "", "memory namespace, like user:alice")
+	tier := fs.String("tier", "", "tier: working, episodic, semantic or perceptual (search: a comma-separated list)")
+	importance := fs.Float64("importance", -1, "importance in [0, 1] (default 0.5)")
+	timestamp := fs.String("timestamp", "", "when it happened, RFC 3339 (default now)")
+	metadata := fs.String("metadata", "", "metadata, a JSON object")
+	limit := fs.String("limit", "", "search: results, 1 to 100 (default 10)")
+	mode := fs.String("mode", "", "search: hybrid (default), vector or keyword")
+	asJSON := fs.Bool("json", false, "print JSON")
+	var pos []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); err != nil {
+			return 2
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		rest = fs.Args()[1:]
+	}
+	if len(pos) != 1 && sub != "consolidate" || len(pos) != 0 && sub == "consolidate" {
+		fmt.Fprint(stderr, memoryUsage)
+		return 2
+	}
+	arg := strings.Join(pos, "")
+	// Check what can be checked before opening anything.
+	var inputs []memory.Input
+	switch sub {
+	case "add":
+		in := memory.Input{Namespace: *namespace, Tier: *tier, Content: arg, Timestamp: *timestamp, Metadata: json.RawMessage(*metadata)}
+		if in.Tier == "" {
+			in.Tier = string(memory.Semantic)
+		}
+		if *importance != -1 {
+			in.Importance = importance
+		}
+		if err := in.Check(); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		inputs = []memory.Input{in}
+	case "import":
+		var err error
+		if inputs, err = readJSONL(arg); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+	case "search", "consolidate":
+		if err := memory.CheckNamespace(*namespace); err != nil {
+			fmt.Fprintln(stderr, "error: --namespace:", err)
+			return 2
+		}
+	case "history":
+		if *namespace != "" {
+			if err := memory.CheckNamespace(*namespace); err != nil {
+				fmt.Fprintln(stderr, "error: --namespace:", err)
+				return 2
+			}
+		}
+	}
+	var query memory.Query
+	if sub == "search" {
+		vals := map[string]string{"namespace": *namespace, "q": arg, "limit": *limit, "tier": *tier, "mode": *mode}
+		var err error
+		if _, query, err = node.ParseMemoryQuery(func(k string) string { return vals[k] }); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+	}
+
+	if *configPath == "" {
+		if _, err := os.Stat(provider.DefaultConfigFile); err == nil {
+			*configPath = provider.DefaultConfigFile
+		}
+	}
+	fc, err := nodeconfig.Load(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	mems, closeAll, err := openCLIMemories(ctx, fc, *configPath, *dataFlag, *milvusFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	defer closeAll()
+
+	switch sub {
+	case "add":
+		ids, err := node.AddMemories(ctx, mems.Memories, "cli/"+cliKey(), inputs, "added by node memory add")
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		fmt.Fprintln(stdout, ids[0])
+	case "import":
+		return importMemories(ctx, mems.Memories, arg, inputs, stdout, stderr)
+	case "search":
+		ns, err := mems.Namespace(ctx, *namespace)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		results, err := ns.Search(ctx, query)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		hits := node.SearchHits(results)
+		if *asJSON {
+			return printJSON(stdout, stderr, map[string][]node.SearchHit{"results": hits})
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SCORE\tTIER\tID\tCONTENT")
+		for _, h := range hits {
+			fmt.Fprintf(tw, "%.4f\t%s\t%s\t%s\n", h.Score, h.Tier, h.ID, oneLine(h.Content, 100))
+		}
+		_ = tw.Flush()
+	case "consolidate":
+		ns, err := mems.Namespace(ctx, *namespace)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		report, err := mems.Consolidate(ctx, ns, "cli/"+cliKey())
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		if *asJSON {
+			return printJSON(stdout, stderr, report)
+		}
+		fmt.Fprintln(stdout, report)
+	case "history":
+		ans, err := node.MemoryHistory(ctx, mems.Memories, *namespace, arg)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			if errors.Is(err, memory.ErrNotFound) {
+				return 1
+			}
+			return 1
+		}
+		if *asJSON {
+			return printJSON(stdout, stderr, ans)
+		}
+		fmt.Fprintf(stdout, "memory %s in %s\n", ans.ID, ans.Namespace)
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "SEQ\tAT\tCHANGE\tREASON\tCONTENT")
+		for _, c := range ans.History {
+			content := ""
+			if c.Memory != nil {
+				content = oneLine(c.Memory.Content, 60)
+			}
+			reason := c.Reason
+			if len(c.Related) > 0 {
+				reason += " [" + strings.Join(c.Related, ", ") + "]"
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", c.Seq, c.At.UTC().Format(time.RFC3339), c.Type, reason, content)
+		}
+		_ = tw.Flush()
+	}
+	return 0
+}
+
+// readJSONL reads and checks every line of an import file; a blank line is
+// skipped. Errors name every bad line (up to 20), so one run shows what to fix.
+func readJSONL(path string) ([]memory.Input, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var (
+		inputs []memory.Input
+		errs   []error
+		line   int
+	)
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		in, err := memory.DecodeInput(b)
+		if err != nil {
+			if len(errs) < 20 {
+				errs = append(errs, fmt.Errorf("%s:%d: %w", path, line, err))
+			}
+			continue
+		}
+		inputs = append(inputs, in)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w (a line is at most 1 MiB)", path, line+1, err)
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("%s: nothing imported:\n%w", path, errors.Join(errs...))
+	}
+	if len(inputs) == 0 {
+		return nil, fmt.Errorf("%s: no memories in the file", path)
+	}
+	return inputs, nil
+}
+
+// importBatch is how many memories one append of an import carries.
+const importBatch = 1000
+
+func importMemories(ctx context.Context, m *memory.Memories, path string, inputs []memory.Input, stdout, stderr io.Writer) int {
+	sum := sha256.New()
+	for _, in := range inputs {
+		b, _ := json.Marshal(in)
+		sum.Write(b)
+	}
+	key := "import/" + hex.EncodeToString(sum.Sum(nil))[:24]
+	written := 0
+	for start := 0; start < len(inputs); start += importBatch {
+		end := min(start+importBatch, len(inputs))
+		if _, err := node.AddMemories(ctx, m, fmt.Sprintf("%s/%d", key, start/importBatch), inputs[start:end], "imported from "+path); err != nil {
+			fmt.Fprintf(stderr, "error: after %d of %d memories: %v (run the import again: what was written is not written twice)\n", written, len(inputs), err)
+			return 1
+		}
+		written = end
+	}
+	fmt.Fprintf(stdout, "imported %d memories from %s\n", written, path)
+	return 0
+}
+
+func printJSON(stdout, stderr io.Writer, v any) int {
+	enc := json.NewEncoder(stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	return 0
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func cliKey() string {
+	var b [8]byte
+	sum := sha256.Sum256(fmt.Appendf(nil, "%d/%d", time.Now().UnixNano(), os.Getpid()))
+	copy(b[:], sum[:])
+	return hex.EncodeToString(b[:])
+}
+
+// cliMemories is the agent memory of node memory: that of a node built on the data
+// directory (or the configured ClickHouse), not run, so that the vectors, the
+// consolidator and the model are exactly node serve's.
+type cliMemories struct {
+	*memory.Memories
+	n *node.Node
+}
+
+// Consolidate runs the consolidator on ns now.
+func (c cliMemories) Consolidate(ctx context.Context, ns *memory.Namespace, key string) (consolidator.Report, error) {
+	return c.n.Consolidate(ctx, ns.Name(), key)
+}
+
+func openCLIMemories(ctx context.Context, fc nodeconfig.File, configPath, data, milvusAddr string) (cliMemories, func(), error) {
+	or := func(vs ...string) string {
+		for _, v := range vs {
+			if v != "" {
+				return v
+			}
+		}
+		return ""
+	}
+	memCfg, closeVectors, embKey, err := fc.MemoryConfig(ctx, or(milvusAddr, os.Getenv("TROUPE_MILVUS")))
+	if err != nil {
+		return cliMemories{}, nil, err
+	}
+	var llmBase provider.Config
+	if configPath != "" && len(fc.LLM) > 0 {
+		llmBase, err = provider.Load(configPath, nil)
+	} else {
+		llmBase, err = provider.Load("", nil)
+	}
+	if err != nil {
+		_ = closeVectors()
+		return cliMemories{}, nil, err
+	}
+	model, _, key, err := provider.FromSpec(ctx, or(os.Getenv("TROUPE_MODEL"), fc.Model, "auto"), llmBase, nil)
+	if err != nil {
+		_ = closeVectors()
+		return cliMemories{}, nil, err
+	}
+	cfg := node.Config{DataDir: or(data, os.Getenv("TROUPE_DATA"), fc.Data, ".troupe"), Model: model, Memory: &memCfg,
+		Secrets: append(llmBase.Secrets(nil), key, embKey), Resume: node.ResumeNone,
+		Logger: slog.New(slog.DiscardHandler)}
+	log, err := openLog(ctx, or(os.Getenv("TROUPE_CLICKHOUSE"), fc.ClickHouse), or(os.Getenv("TROUPE_CLICKHOUSE_DATABASE"), fc.ClickHouseDatabase, "troupe"))
+	if err != nil {
+		_ = closeVectors()
+		return cliMemories{}, nil, err
+	}
+	if log != nil {
+		cfg.Log = log
+	}
+	n, err := node.New(ctx, cfg)
+	if err != nil {
+		if log != nil {
+			_ = log.Close()
+		}
+		_ = closeVectors()
+		return cliMemories{}, nil, fmt.Errorf("the memories of %s: %w", cfg.DataDir, err)
+	}
+	return cliMemories{Memories: n.Memories(), n: n}, func() {
+		_ = n.Close()
+		if log != nil {
+			_ = log.Close()
+		}
+		_ = closeVectors()
+	}, nil
+}

@@ -1,0 +1,185 @@
+package memory
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"time"
+)
+
+// Input is one memory as a caller writes it: an object of POST /v1/memories (one,
+// or an array of them) and a line of `node memory import FILE.jsonl`.
+type Input struct {
+	Namespace string `json:"namespace"`
+	Tier      string `json:"tier"`
+	Content   string `json:"content"`
+	// Importance is in [0, 1] (default 0.5).
+	Importance *float64 `json:"importance,omitempty"`
+	// Timestamp is when the remembered thing happened, RFC 3339 (default: now).
+	Timestamp string `json:"timestamp,omitempty"`
+	// Metadata is a JSON object, kept through updates and merges.
+	Metadata     json.RawMessage `json:"metadata,omitempty"`
+	Participants []string        `json:"participants,omitempty"`
+	Outcome      string          `json:"outcome,omitempty"`
+	// Modality (text, image, audio) and URI describe a perceptual memory.
+	Modality string `json:"modality,omitempty"`
+	URI      string `json:"uri,omitempty"`
+}
+
+// MaxInputs bounds the memories of one request or one import batch.
+const MaxInputs = 10_000
+
+// DecodeInputs reads one Input object or an array of them, strictly: keys spelled
+// exactly as Input's (encoding/json alone would take "CONTENT" for "content") and each
+// given once, values of the right types, nothing after the JSON value. Each input is
+// then checked (Input.Check). Errors wrap ErrInvalid and name the input's index in an
+// array.
+func DecodeInputs(body []byte) ([]Input, error) {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil, fmt.Errorf("%w: empty body: want a memory object or an array of them", ErrInvalid)
+	}
+	if !json.Valid(body) {
+		var v any
+		err := json.Unmarshal(body, &v)
+		return nil, fmt.Errorf("%w: malformed JSON: %v", ErrInvalid, err)
+	}
+	var raws []json.RawMessage
+	array := body[0] == '['
+	if array {
+		if err := json.Unmarshal(body, &raws); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if len(raws) == 0 {
+			return nil, fmt.Errorf("%w: empty array: want at least one memory", ErrInvalid)
+		}
+		if len(raws) > MaxInputs {
+			return nil, fmt.Errorf("%w: %d memories in one request: at most %d", ErrInvalid, len(raws), MaxInputs)
+		}
+	} else {
+		raws = []json.RawMessage{body}
+	}
+	out := make([]Input, len(raws))
+	for i, raw := range raws {
+		in, err := DecodeInput(raw)
+		if err != nil {
+			if array {
+				return nil, fmt.Errorf("memory %d: %w", i, err)
+			}
+			return nil, err
+		}
+		out[i] = in
+	}
+	return out, nil
+}
+
+// DecodeInput reads one Input object strictly and checks it (see DecodeInputs).
+func DecodeInput(raw []byte) (Input, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return Input{}, fmt.Errorf("%w: want a JSON object", ErrInvalid)
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return Input{}, fmt.Errorf("%w: malformed JSON: %v", ErrInvalid, err)
+		}
+		key, _ := tok.(string)
+		if !inputFields[key] {
+			for name := range inputFields {
+				if strings.EqualFold(name, key) {
+					return Input{}, fmt.Errorf("%w: unknown field %q (field names are case-sensitive: %q)", ErrInvalid, key, name)
+				}
+			}
+			return Input{}, fmt.Errorf("%w: unknown field %q: the fields are %s", ErrInvalid, key, inputFieldList)
+		}
+		if seen[key] {
+			return Input{}, fmt.Errorf("%w: duplicate field %q", ErrInvalid, key)
+		}
+		seen[key] = true
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			return Input{}, fmt.Errorf("%w: malformed JSON: %v", ErrInvalid, err)
+		}
+	}
+	if _, err := d.Token(); err != nil {
+		return Input{}, fmt.Errorf("%w: malformed JSON: %v", ErrInvalid, err)
+	}
+	if d.More() {
+		return Input{}, fmt.Errorf("%w: data after the JSON object", ErrInvalid)
+	}
+	var in Input
+	if err := json.Unmarshal(raw, &in); err != nil {
+		return Input{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	return in, in.Check()
+}
+
+var inputFields, inputFieldList = func() (map[string]bool, string) {
+	m := map[string]bool{}
+	var names []string
+	t := reflect.TypeFor[Input]()
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		m[name] = true
+		names = append(names, name)
+	}
+	return m, strings.Join(names, ", ")
+}()
+
+// Check reports what is wrong with an input, wrapping ErrInvalid: a bad namespace,
+// an unknown tier or modality, empty content, importance outside [0, 1], a timestamp
+// that is not RFC 3339, metadata that is not a JSON object.
+func (in Input) Check() error {
+	if err := CheckNamespace(in.Namespace); err != nil {
+		return err
+	}
+	if in.Tier == "" {
+		return fmt.Errorf("%w: no tier: want working, episodic, semantic or perceptual", ErrInvalid)
+	}
+	tier, err := ParseTier(in.Tier)
+	if err != nil {
+		return err
+	}
+	mod, err := ParseModality(in.Modality)
+	if err != nil {
+		return err
+	}
+	if mod != Text && tier != Perceptual {
+		return fmt.Errorf("%w: modality %s is for the perceptual tier, not %s", ErrInvalid, mod, tier)
+	}
+	if strings.TrimSpace(in.Content) == "" {
+		return fmt.Errorf("%w: empty content", ErrInvalid)
+	}
+	if in.Importance != nil {
+		if err := CheckImportance(*in.Importance); err != nil {
+			return err
+		}
+	}
+	if in.Timestamp != "" {
+		if _, err := time.Parse(time.RFC3339Nano, in.Timestamp); err != nil {
+			return fmt.Errorf("%w: timestamp %q is not RFC 3339 (like 2026-12-01T09:30:00Z)", ErrInvalid, in.Timestamp)
+		}
+	}
+	if len(in.Metadata) > 0 {
+		if t := bytes.TrimSpace(in.Metadata); len(t) == 0 || t[0] != '{' {
+			return fmt.Errorf("%w: metadata must be a JSON object", ErrInvalid)
+		}
+	}
+	return nil
+}
+
+// Request turns a checked input into the request of Namespace.Add.
+func (in Input) Request(reason string) AddRequest {
+	tier, _ := ParseTier(in.Tier)
+	mod, _ := ParseModality(in.Modality)
+	var ts time.Time
+	if in.Timestamp != "" {
+		ts, _ = time.Parse(time.RFC3339Nano, in.Timestamp)
+	}
+	return AddRequest{Tier: tier, Content: in.Content, Importance: in.Importance, Timestamp: ts, Metadata: in.Metadata,
+		Participants: in.Participants, Outcome: in.Outcome, Modality: mod, URI: in.URI, Reason: reason}
+}

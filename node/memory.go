@@ -1,0 +1,466 @@
+package node
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/vectorstore"
+)
+
+// memoryMaxBody bounds a POST /v1/memories body: 10,000 memories of 3 KB.
+const memoryMaxBody = 32 << 20
+
+// Memories returns the node's agent memory, nil when Config.Memory is not set.
+func (n *Node) Memories() *memory.Memories { return n.memories }
+
+// memoryRoutes adds the memory API to mux when the node has memory:
+//
+//	POST /v1/memories                  one memory object or an array → 201 {"ids": [...]}
+//	GET  /v1/memories/search           ?namespace=&q=&limit=&tier=&mode= → {"results": [...]}
+//	GET  /v1/memories/{id}/history     ?namespace= (optional) → {"id", "namespace", "history": [...]}
+func (n *Node) memoryRoutes(mux *http.ServeMux) {
+	if n.memories == nil {
+		return
+	}
+	mux.HandleFunc("POST /v1/memories", n.postMemories)
+	mux.HandleFunc("GET /v1/memories/search", n.searchMemories)
+	mux.HandleFunc("GET /v1/memories/{id}/history", n.memoryHistory)
+}
+
+// postMemories writes memories: each namespace's share of the body in one append
+// (a batch of 1,000 memories is one request and one write, not 1,000). The
+// Idempotency-Key header, when given, makes a retried request write nothing twice.
+func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
+	if err := checkJSONContentType(r.Header.Get("Content-Type")); err != nil {
+		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
+		return
+	}
+	if r.ContentLength > memoryMaxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", memoryMaxBody)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, memoryMaxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooLarge):
+			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", memoryMaxBody)
+		case errors.As(err, &netErr) && netErr.Timeout():
+			writeError(w, http.StatusRequestTimeout, "the request body was not sent in time")
+		default:
+			writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
+		}
+		return
+	}
+	inputs, err := memory.DecodeInputs(body)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 200 {
+		writeError(w, http.StatusBadRequest, "Idempotency-Key is longer than 200 bytes")
+		return
+	}
+	if key == "" {
+		key = randomKey()
+	}
+	ids := make([]string, len(inputs))
+	for _, g := range groupByNamespace(inputs) {
+		batch := make([]memory.Input, len(g.idx))
+		for j, i := range g.idx {
+			batch[j] = inputs[i]
+		}
+		res, err := n.memoryExec(r.Context(), g.ns, memoryAdd, "http/"+key+"/"+g.ns, batch)
+		var got struct{ IDs []string }
+		if err == nil {
+			if err = json.Unmarshal(res, &got); err == nil && len(got.IDs) != len(batch) {
+				err = fmt.Errorf("node: %d ids for %d memories", len(got.IDs), len(batch))
+			}
+		}
+		switch {
+		case errors.Is(err, memory.ErrInvalid):
+			writeError(w, http.StatusBadRequest, "namespace %s: %v", g.ns, err)
+			return
+		case err != nil:
+			writeError(w, http.StatusServiceUnavailable, "namespace %s: the memories were not written: %v (send the request again with the same Idempotency-Key: what was written is not written twice)", g.ns, err)
+			return
+		}
+		for j, i := range g.idx {
+			ids[i] = got.IDs[j]
+		}
+	}
+	writeJSON(w, http.StatusCreated, map[string][]string{"ids": ids})
+}
+
+// nsGroup is the inputs of one namespace, by index, in the order of the body.
+type nsGroup struct {
+	ns  string
+	idx []int
+}
+
+func groupByNamespace(inputs []memory.Input) []nsGroup {
+	var groups []nsGroup
+	at := map[string]int{}
+	for i, in := range inputs {
+		g, ok := at[in.Namespace]
+		if !ok {
+			g = len(groups)
+			at[in.Namespace] = g
+			groups = append(groups, nsGroup{ns: in.Namespace})
+		}
+		groups[g].idx = append(groups[g].idx, i)
+	}
+	return groups
+}
+
+// AddMemories writes inputs (checked by memory.DecodeInputs) to their namespaces:
+// one Add per namespace, in the order the namespaces first appear, under key and
+// the namespace. It returns the IDs in the order of inputs (an exact duplicate of a
+// stored memory gets that memory's ID). Every input is checked before anything is
+// written; a namespace's batch is one append, so a failure leaves the namespaces
+// before it written and the others untouched, and retrying with the same key
+// writes each once.
+func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []memory.Input, reason string) ([]string, error) {
+	for i, in := range inputs {
+		if err := in.Check(); err != nil {
+			return nil, fmt.Errorf("memory %d: %w", i, err)
+		}
+	}
+	ids := make([]string, len(inputs))
+	for _, g := range groupByNamespace(inputs) {
+		batch := make([]memory.Input, len(g.idx))
+		for j, i := range g.idx {
+			batch[j] = inputs[i]
+		}
+		got, err := addToNamespace(ctx, m, g.ns, key+"/"+g.ns, batch, reason)
+		if err != nil {
+			return nil, fmt.Errorf("namespace %s: %w", g.ns, err)
+		}
+		for j, i := range g.idx {
+			ids[i] = got[j]
+		}
+	}
+	return ids, nil
+}
+
+// addToNamespace writes checked inputs of one namespace in one Add.
+func addToNamespace(ctx context.Context, m *memory.Memories, name, key string, inputs []memory.Input, reason string) ([]string, error) {
+	ns, err := m.Namespace(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	reqs := make([]memory.AddRequest, len(inputs))
+	for i, in := range inputs {
+		if in.Namespace != name {
+			return nil, fmt.Errorf("%w: memory %d is for namespace %s, not %s", memory.ErrInvalid, i, in.Namespace, name)
+		}
+		if err := in.Check(); err != nil {
+			return nil, fmt.Errorf("memory %d: %w", i, err)
+		}
+		reqs[i] = in.Request(reason)
+	}
+	res, err := ns.Add(ctx, key, reqs)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(res))
+	for i, r := range res {
+		ids[i] = r.ID
+	}
+	return ids, nil
+}
+
+// memoryWritten tells the consolidator (and Config.MemoryWritten) that a namespace
+// took writes.
+func (n *Node) memoryWritten(ns string, count int) {
+	if n.consolidation != nil {
+		n.consolidation.Notify(ns, count)
+	}
+	if n.cfg.MemoryWritten != nil {
+		n.cfg.MemoryWritten(ns, count)
+	}
+}
+
+// SearchHit is one result of GET /v1/memories/search.
+type SearchHit struct {
+	ID        string          `json:"id"`
+	Tier      memory.Tier     `json:"tier"`
+	Content   string          `json:"content"`
+	Score     float64         `json:"score"`
+	Metadata  json.RawMessage `json:"metadata"`
+	Timestamp time.Time       `json:"timestamp"`
+}
+
+// ParseMemoryQuery reads the query of GET /v1/memories/search (and node memory
+// search): namespace and q are required; limit 1 to 100 (default 10); tier a
+// comma-separated list of tiers (default all); mode hybrid, vector or keyword.
+func ParseMemoryQuery(get func(string) string) (string, memory.Query, error) {
+	ns := get("namespace")
+	if err := memory.CheckNamespace(ns); err != nil {
+		return "", memory.Query{}, err
+	}
+	q := memory.Query{Text: get("q"), Mode: get("mode"), Limit: 10}
+	if strings.TrimSpace(q.Text) == "" {
+		return "", memory.Query{}, fmt.Errorf("%w: q is empty: say what to search for", memory.ErrInvalid)
+	}
+	if len(q.Text) > 8<<10 {
+		return "", memory.Query{}, fmt.Errorf("%w: q is longer than 8 KiB", memory.ErrInvalid)
+	}
+	if s := get("limit"); s != "" {
+		l, err := strconv.Atoi(s)
+		if err != nil || l < 1 || l > 100 {
+			return "", memory.Query{}, fmt.Errorf("%w: limit %q: want 1 to 100", memory.ErrInvalid, s)
+		}
+		q.Limit = l
+	}
+	switch q.Mode {
+	case "", "hybrid", "vector", "keyword":
+	default:
+		return "", memory.Query{}, fmt.Errorf("%w: mode %q: want hybrid, vector or keyword", memory.ErrInvalid, q.Mode)
+	}
+	if s := get("tier"); s != "" {
+		for _, name := range strings.Split(s, ",") {
+			t, err := memory.ParseTier(strings.TrimSpace(name))
+			if err != nil {
+				return "", memory.Query{}, err
+			}
+			q.Tiers = append(q.Tiers, t)
+		}
+	}
+	return ns, q, nil
+}
+
+// SearchHits turns a namespace's results into the wire shape.
+func SearchHits(results []memory.Result) []SearchHit {
+	hits := make([]SearchHit, len(results))
+	for i, r := range results {
+		meta := r.Memory.Metadata
+		if len(meta) == 0 {
+			meta = json.RawMessage("{}")
+		}
+		hits[i] = SearchHit{ID: r.Memory.ID, Tier: r.Memory.Tier, Content: r.Memory.Content, Score: r.Score, Metadata: meta, Timestamp: r.Memory.Timestamp}
+	}
+	return hits
+}
+
+func (n *Node) searchMemories(w http.ResponseWriter, r *http.Request) {
+	name, q, err := ParseMemoryQuery(r.URL.Query().Get)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	res, err := n.memoryExec(r.Context(), name, memorySearch, "", q)
+	switch {
+	case errors.Is(err, memory.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "%v", err)
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "search failed: %v", err)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(append(res, '\n'))
+	}
+}
+
+// HistoryAnswer is the body of GET /v1/memories/{id}/history.
+type HistoryAnswer struct {
+	ID        string          `json:"id"`
+	Namespace string          `json:"namespace"`
+	History   []memory.Change `json:"history"`
+}
+
+// MemoryHistory finds the history of memory id: in namespace when given, else in
+// every namespace of the log. It fails with memory.ErrNotFound when no event
+// touched id.
+func MemoryHistory(ctx context.Context, m *memory.Memories, namespace, id string) (HistoryAnswer, error) {
+	names := []string{namespace}
+	if namespace == "" {
+		var err error
+		if names, err = m.Namespaces(ctx); err != nil {
+			return HistoryAnswer{}, err
+		}
+	} else if err := memory.CheckNamespace(namespace); err != nil {
+		return HistoryAnswer{}, err
+	}
+	for _, name := range names {
+		ns, err := m.Namespace(ctx, name)
+		if err != nil {
+			return HistoryAnswer{}, err
+		}
+		h, err := ns.History(ctx, id)
+		if errors.Is(err, memory.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return HistoryAnswer{}, err
+		}
+		return HistoryAnswer{ID: id, Namespace: name, History: h}, nil
+	}
+	return HistoryAnswer{}, fmt.Errorf("%w: %s", memory.ErrNotFound, id)
+}
+
+func (n *Node) memoryHistory(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if id == "" || len(id) > 200 {
+		writeError(w, http.StatusBadRequest, "bad memory id")
+		return
+	}
+	var ans HistoryAnswer
+	var err error
+	if ns := r.URL.Query().Get("namespace"); ns != "" {
+		if err = memory.CheckNamespace(ns); err == nil {
+			var res json.RawMessage
+			if res, err = n.memoryExec(r.Context(), ns, memoryHistory, "", map[string]string{"ID": id}); err == nil {
+				err = json.Unmarshal(res, &ans)
+			}
+		}
+	} else {
+		ans, err = MemoryHistory(r.Context(), n.memories, "", id)
+	}
+	switch {
+	case errors.Is(err, memory.ErrInvalid):
+		writeError(w, http.StatusBadRequest, "%v", err)
+	case errors.Is(err, memory.ErrNotFound):
+		writeError(w, http.StatusNotFound, "%v", err)
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+	default:
+		writeJSON(w, http.StatusOK, ans)
+	}
+}
+
+func randomKey() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// openMemory opens the agent memory of Config.Memory on the node's log, with its
+// text redacted as events are and its events stamped by the node's clock.
+func (n *Node) openMemory() error {
+	if n.cfg.Memory == nil {
+		return nil
+	}
+	cfg := *n.cfg.Memory
+	cfg.Log = n.log
+	if cfg.Redact == nil {
+		cfg.Redact = n.redactor.String
+	}
+	if cfg.Now == nil {
+		cfg.Now = n.cfg.Clock.Now
+	}
+	if cfg.Vectors == nil {
+		// The vectors are a projection of the namespaces' events, rebuilt from them
+		// when a namespace is first used: no fsync per write.
+		v, err := vectorstore.Open(vectorstore.Config{Path: filepath.Join(n.cfg.DataDir, "memory", "vectors.log"), NoSync: true})
+		if err != nil {
+			return fmt.Errorf("memory: vectors: %w", err)
+		}
+		cfg.Vectors = v
+		n.ownVectors = v
+	}
+	cfg.Consolidate = func(ctx context.Context, ns *memory.Namespace, key string) (string, error) {
+		rep, err := n.Consolidate(ctx, ns.Name(), key)
+		if err != nil {
+			return "", err
+		}
+		return rep.String(), nil
+	}
+	m, err := memory.Open(cfg)
+	if err != nil {
+		return err
+	}
+	n.memories = m
+	if n.cfg.Consolidation != nil {
+		sc := *n.cfg.Consolidation
+		sc.System = n.system
+		if sc.Logger == nil {
+			sc.Logger = n.cfg.Logger
+		}
+		if sc.Consolidator.Model == nil {
+			sc.Consolidator.Model = n.cfg.Model
+		}
+		sc.Open = func(ctx context.Context, name string) (consolidator.Target, error) {
+			if !n.ownsKey(memory.Stream(name)) {
+				// Moved to another node in a rebalance: its consolidator runs there.
+				return nil, fmt.Errorf("node %s does not own namespace %s", n.cfg.NodeID, name)
+			}
+			return n.memories.Namespace(ctx, name)
+		}
+		s, err := consolidator.NewScheduler(sc)
+		if err != nil {
+			return err
+		}
+		n.consolidation = s
+	}
+	return nil
+}
+
+// Consolidate runs the consolidator on a namespace now, under key (a run asked
+// again with the same key applies nothing twice): through the background actor of
+// the namespace when Config.Consolidation is set, else directly, with the node's
+// model for distillation.
+func (n *Node) Consolidate(ctx context.Context, namespace, key string) (consolidator.Report, error) {
+	if n.memories == nil {
+		return consolidator.Report{}, errors.New("node: no memory configured")
+	}
+	if n.consolidation != nil {
+		return n.consolidation.Consolidate(ctx, namespace, key)
+	}
+	c, err := consolidator.New(consolidator.Config{Model: n.cfg.Model, Logger: n.cfg.Logger})
+	if err != nil {
+		return consolidator.Report{}, err
+	}
+	ns, err := n.memories.Namespace(ctx, namespace)
+	if err != nil {
+		return consolidator.Report{}, err
+	}
+	return c.Run(ctx, ns, key)
+}
+
+// ownsKey reports whether this node owns the partition of key (a session or a
+// memory stream): always, unless the node shards its sessions.
+func (n *Node) ownsKey(key string) bool {
+	if !n.sharded() {
+		return true
+	}
+	n.own.mu.Lock()
+	defer n.own.mu.Unlock()
+	if n.own.total <= 0 {
+		return false
+	}
+	return n.own.partitions[n.cfg.Bus.Partition(key, n.own.total)]
+}
+
+// addMemoryTool adds the memory tool to the agent's tools when Config.MemoryTool
+// asks for it.
+func (n *Node) addMemoryTool() error {
+	if n.cfg.MemoryTool == nil {
+		return nil
+	}
+	if n.memories == nil {
+		return errors.New("node: MemoryTool needs Memory")
+	}
+	ts, err := n.memories.Tools(*n.cfg.MemoryTool)
+	if err != nil {
+		return err
+	}
+	n.cfg.Tools = append(slices.Clone(n.cfg.Tools), ts...)
+	return nil
+}

@@ -1,0 +1,215 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// A memory namespace is owned like a session. On an embedded node (or one that does
+// not shard its sessions) every namespace is this node's, and its operations run here.
+// On a sharded cluster, a namespace belongs to the owner of its stream's partition of
+// troupe.tasks ("memory/<namespace>", partitioned as a session ID is): an operation
+// travels there as a messages.MemoryCommand on troupe.tasks, in order with the
+// namespace's other commands, and its answer comes back on troupe.replies. So one
+// node at a time writes a namespace, and a rebalance hands namespaces over with the
+// partitions: the next owner folds the stream before its first operation.
+
+// The actions of a MemoryCommand.
+const (
+	memoryAdd     = "add"     // args: []memory.Input → {"ids": [...]}
+	memorySearch  = "search"  // args: memory.Query → {"results": [...]}
+	memoryHistory = "history" // args: {"id"} → HistoryAnswer
+)
+
+// memoryTimeout bounds the wait for a namespace's owner to answer a command.
+const memoryTimeout = 30 * time.Second
+
+// memoryRouter holds the commands this node sent, waiting for their replies.
+type memoryRouter struct {
+	mu      sync.Mutex
+	pending map[string]chan messages.MemoryReply
+}
+
+// memoryRouted reports whether the node sends its memory operations to the
+// namespaces' owners.
+func (n *Node) memoryRouted() bool { return n.sharded() }
+
+// memoryExec runs one operation on a namespace, here or on its owner, and returns
+// its JSON result. Errors of the request wrap memory.ErrInvalid or
+// memory.ErrNotFound, wherever they happened.
+func (n *Node) memoryExec(ctx context.Context, namespace, action, key string, args any) (json.RawMessage, error) {
+	if n.memories == nil {
+		return nil, errors.New("node: no memory configured")
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("node: memory %s: %w", action, err)
+	}
+	c := messages.MemoryCommand{ID: n.cfg.IDs.NewID(), SessionID: memory.Stream(namespace), Namespace: namespace, Action: action,
+		Key: key, Args: raw, ReplyTopic: messages.TopicReplies, ReplyNode: n.cfg.NodeID}
+	if !n.memoryRouted() {
+		return n.memoryLocal(ctx, c)
+	}
+	return n.memoryRemote(ctx, c)
+}
+
+// memoryLocal runs a command on this node's memories.
+func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand) (json.RawMessage, error) {
+	var out any
+	switch c.Action {
+	case memoryAdd:
+		var inputs []memory.Input
+		if err := json.Unmarshal(c.Args, &inputs); err != nil {
+			return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
+		}
+		ids, err := addToNamespace(ctx, n.memories, c.Namespace, c.Key, inputs, "added over HTTP")
+		if err != nil {
+			return nil, err
+		}
+		n.memoryWritten(c.Namespace, len(inputs))
+		out = map[string][]string{"ids": ids}
+	case memorySearch:
+		var q memory.Query
+		if err := json.Unmarshal(c.Args, &q); err != nil {
+			return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
+		}
+		ns, err := n.memories.Namespace(ctx, c.Namespace)
+		if err != nil {
+			return nil, err
+		}
+		results, err := ns.Search(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		out = map[string][]SearchHit{"results": SearchHits(results)}
+	case memoryHistory:
+		var a struct{ ID string }
+		if err := json.Unmarshal(c.Args, &a); err != nil {
+			return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
+		}
+		ans, err := MemoryHistory(ctx, n.memories, c.Namespace, a.ID)
+		if err != nil {
+			return nil, err
+		}
+		out = ans
+	default:
+		return nil, fmt.Errorf("%w: unknown memory action %q", memory.ErrInvalid, c.Action)
+	}
+	return json.Marshal(out)
+}
+
+// memoryRemote sends a command to the namespace's owner and waits for its reply.
+func (n *Node) memoryRemote(ctx context.Context, c messages.MemoryCommand) (json.RawMessage, error) {
+	b, err := messages.EncodeCommand(&c)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan messages.MemoryReply, 1)
+	r := &n.memRouter
+	r.mu.Lock()
+	if r.pending == nil {
+		r.pending = map[string]chan messages.MemoryReply{}
+	}
+	r.pending[c.ID] = ch
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.pending, c.ID)
+		r.mu.Unlock()
+	}()
+	msg := message.NewMessage(c.ID, b)
+	msg.Metadata.Set(messages.MetaSessionID, c.SessionID)
+	msg.Metadata.Set(messages.MetaType, messages.TypeMemoryCommand)
+	msg.SetContext(ctx)
+	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
+		return nil, fmt.Errorf("node: publish memory command: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, memoryTimeout)
+	defer cancel()
+	select {
+	case rep := <-ch:
+		switch {
+		case rep.Kind == "invalid":
+			return nil, fmt.Errorf("%w: %s", memory.ErrInvalid, rep.Error)
+		case rep.Kind == "not_found":
+			return nil, fmt.Errorf("%w: %s", memory.ErrNotFound, rep.Error)
+		case rep.Error != "":
+			return nil, errors.New(rep.Error)
+		}
+		return rep.Result, nil
+	case <-n.stopping:
+		return nil, errors.New("node: stopping")
+	case <-ctx.Done():
+		return nil, fmt.Errorf("node: the owner of namespace %s did not answer: %w (a write sent again with the same key is made once)", c.Namespace, ctx.Err())
+	}
+}
+
+// handleMemoryCommand runs a command read from troupe.tasks, on the namespace's
+// owner, and publishes its reply. A failure of the request is answered; a failure
+// of the node (the log) is retried.
+func (n *Node) handleMemoryCommand(msg *message.Message) error {
+	c, err := messages.DecodeMemoryCommand(msg.Payload)
+	if err != nil {
+		return fmt.Errorf("%w: memory command %s: %w", errPermanent, msg.UUID, err)
+	}
+	if forwarded, err := n.forward(msg, c.SessionID); forwarded || err != nil {
+		return err
+	}
+	rep := messages.MemoryReply{ID: c.ID}
+	if n.memories == nil {
+		rep.Error = "the node that owns the namespace has no memory configured"
+	} else {
+		res, err := n.memoryLocal(msg.Context(), c)
+		switch {
+		case errors.Is(err, memory.ErrInvalid):
+			rep.Error, rep.Kind = err.Error(), "invalid"
+		case errors.Is(err, memory.ErrNotFound):
+			rep.Error, rep.Kind = err.Error(), "not_found"
+		case err != nil:
+			return fmt.Errorf("memory command %s on %s: %w", c.Action, c.Namespace, err) // retried
+		default:
+			rep.Result = res
+		}
+	}
+	b, err := messages.EncodeCommand(&rep)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errPermanent, err)
+	}
+	out := message.NewMessage(n.cfg.IDs.NewID(), b)
+	out.Metadata.Set(messages.MetaReplyNode, c.ReplyNode)
+	out.Metadata.Set(messages.MetaCorrelationID, c.ID)
+	out.Metadata.Set(messages.MetaType, messages.TypeMemoryReply)
+	out.Metadata.Set(messages.MetaSessionID, c.SessionID)
+	if err := n.pub.Publish(c.ReplyTopic, out); err != nil {
+		return fmt.Errorf("memory reply %s: %w", c.ID, err) // retried: the command is idempotent by key
+	}
+	return nil
+}
+
+// deliverMemoryReply hands a reply read from troupe.replies to its waiting caller;
+// one nobody waits for (timed out, or answered already) is dropped.
+func (n *Node) deliverMemoryReply(msg *message.Message) {
+	rep, err := messages.DecodeMemoryReply(msg.Payload)
+	if err != nil {
+		n.cfg.Logger.Warn("dropping a malformed memory reply", "message", msg.UUID, "err", err)
+		return
+	}
+	n.memRouter.mu.Lock()
+	ch := n.memRouter.pending[rep.ID]
+	n.memRouter.mu.Unlock()
+	if ch != nil {
+		select {
+		case ch <- rep:
+		default:
+		}
+	}
+}
