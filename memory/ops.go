@@ -78,6 +78,14 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 		}
 		prepared[i], reasons[i] = m, cmp.Or(strings.TrimSpace(r.Reason), "added")
 	}
+	added := 0
+	if ns.cfg.Written != nil {
+		defer func() { // after the unlock below
+			if added > 0 {
+				ns.cfg.Written(ns.name, added)
+			}
+		}()
+	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	vectors := map[string][]float32{} // by modality and content, across attempts
@@ -133,6 +141,11 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 	}
 	if applied {
 		return ns.addedBefore(key, prepared), nil
+	}
+	for _, r := range results {
+		if r.Event == EventAdd {
+			added++
+		}
 	}
 	return results, nil
 }

@@ -187,7 +187,8 @@ func addToNamespace(ctx context.Context, m *memory.Memories, name, key string, i
 }
 
 // memoryWritten tells the consolidator (and Config.MemoryWritten) that a namespace
-// took writes.
+// took new memories: memory.Config.Written, so every Add on the node counts (the
+// HTTP API's, the memory tool's, Remember's).
 func (n *Node) memoryWritten(ns string, count int) {
 	if n.consolidation != nil {
 		n.consolidation.Notify(ns, count)
@@ -374,6 +375,13 @@ func (n *Node) openMemory() error {
 		}
 		cfg.Vectors = v
 		n.ownVectors = v
+	}
+	written := cfg.Written
+	cfg.Written = func(ns string, added int) {
+		if written != nil {
+			written(ns, added)
+		}
+		n.memoryWritten(ns, added)
 	}
 	cfg.Consolidate = func(ctx context.Context, ns *memory.Namespace, key string) (string, error) {
 		rep, err := n.Consolidate(ctx, ns.Name(), key)

@@ -95,7 +95,9 @@ type Config struct {
 	// add, search, summary, stats, update, remove, forget, consolidate, clear_all,
 	// the core block edits and recall, in its namespaces.
 	MemoryTool *memory.ToolConfig
-	// MemoryWritten, when set, hears of every write to a namespace through the node.
+	// MemoryWritten, when set, hears of every write of new memories to a namespace on
+	// the node (over HTTP, by the memory tool, by Remember): the namespace and how
+	// many memories it took; duplicates count none.
 	MemoryWritten func(namespace string, count int)
 	// Consolidation, with Memory, runs the consolidator (package consolidator) in the
 	// background: one actor per namespace this node owns, woken on its schedule and
