@@ -86,13 +86,7 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 		for j, i := range g.idx {
 			batch[j] = inputs[i]
 		}
-		res, err := n.memoryExec(r.Context(), g.ns, memoryAdd, "http/"+key+"/"+g.ns, batch)
-		var got struct{ IDs []string }
-		if err == nil {
-			if err = json.Unmarshal(res, &got); err == nil && len(got.IDs) != len(batch) {
-				err = fmt.Errorf("node: %d ids for %d memories", len(got.IDs), len(batch))
-			}
-		}
+		got, err := n.addMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, batch)
 		switch {
 		case errors.Is(err, memory.ErrInvalid):
 			writeError(w, http.StatusBadRequest, "namespace %s: %v", g.ns, err)
@@ -102,7 +96,7 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for j, i := range g.idx {
-			ids[i] = got.IDs[j]
+			ids[i] = got[j]
 		}
 	}
 	writeJSON(w, http.StatusCreated, map[string][]string{"ids": ids})
