@@ -10,12 +10,14 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
@@ -570,5 +572,122 @@ func TestMemoryHistory(t *testing.T) {
 	}
 	if _, ans := mn.search(t, url.Values{"namespace": {"user:alice"}, "q": {"Porto"}}); len(ans.Results) != 0 {
 		t.Errorf("a forgotten memory is found: %+v", ans.Results)
+	}
+}
+
+// outcomes collects the consolidator's runs on a node.
+type outcomes chan consolidator.Outcome
+
+func (o outcomes) next(t *testing.T, namespace string) consolidator.Outcome {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case out := <-o:
+			if out.Namespace != namespace {
+				continue
+			}
+			if out.Err != nil {
+				t.Fatalf("the consolidator of %s failed: %v", namespace, out.Err)
+			}
+			return out
+		case <-timeout:
+			t.Fatalf("the consolidator of %s did not run within 10 s", namespace)
+		}
+	}
+}
+
+// Writes past Threshold wake the namespace's consolidator: the important working
+// memory is promoted to episodic, the near-duplicate merged, and the history of each
+// says why.
+func TestMemoryConsolidationWakesOnWrites(t *testing.T) {
+	runs := make(outcomes, 16)
+	mn := newMemoryNode(t, node.Config{Consolidation: &consolidator.SchedulerConfig{
+		Threshold: 3, Interval: -1, OnRun: func(o consolidator.Outcome) { runs <- o },
+		// The offline embedder is lexical: near-duplicates score about 0.91.
+		Consolidator: consolidator.Config{Policy: consolidator.Policy{DuplicateThreshold: 0.9}}}})
+
+	ids := mn.mustPost(t, `[{"namespace":"user:dana","tier":"working","content":"Dana must renew her passport before the trip","importance":0.9},
+		{"namespace":"user:dana","tier":"working","content":"Dana asked about the weather","importance":0.3}]`)
+	select {
+	case out := <-runs:
+		t.Fatalf("the consolidator ran after 2 writes (threshold 3): %+v", out)
+	default:
+	}
+	more := mn.mustPost(t, `{"namespace":"user:dana","tier":"semantic","content":"Dana prefers trains to planes"}`)
+	out := runs.next(t, "user:dana")
+	if !strings.HasPrefix(out.Cause, "threshold") || out.Report.Promoted != 1 {
+		t.Fatalf("the run: cause %q, report %+v; want a threshold run that promoted 1", out.Cause, out.Report)
+	}
+
+	var promoted int
+	for _, e := range memoryEvents(t, mn.log, "user:dana") {
+		if e.Type == messages.TypeMemoryPromoted {
+			promoted++
+		}
+	}
+	if promoted != 1 {
+		t.Errorf("%d memory.promoted events; want 1", promoted)
+	}
+	code, h := mn.history(t, ids[0], "")
+	if code != http.StatusOK || len(h.History) != 2 {
+		t.Fatalf("history of the promoted memory: %d %+v", code, h)
+	}
+	if last := h.History[1]; last.Type != messages.TypeMemoryPromoted || last.Reason == "" || last.Memory == nil || last.Memory.Tier != memory.Episodic {
+		t.Errorf("the promotion in the history: %+v", last)
+	}
+	ns, err := mn.n.Memories().Namespace(context.Background(), "user:dana")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := ns.Get(ids[1]); !ok || m.Tier != memory.Working {
+		t.Errorf("the unimportant working memory: %+v %v; want it left in working", m, ok)
+	}
+	if _, ok := ns.Get(more[0]); !ok {
+		t.Error("the semantic memory is gone")
+	}
+
+	// Three more writes wake it again: the near-duplicate is merged into the memory
+	// it repeats, and its history says into which, and why.
+	dup := mn.mustPost(t, `[{"namespace":"user:dana","tier":"semantic","content":"Dana prefers trains to planes, always","metadata":{"source":"chat"}},
+		{"namespace":"user:dana","tier":"episodic","content":"Dana took the night train to Vienna"},
+		{"namespace":"user:dana","tier":"semantic","content":"Dana is allergic to cats"}]`)
+	out = runs.next(t, "user:dana")
+	if out.Report.Merged != 1 {
+		t.Fatalf("the second run: %+v; want 1 merged", out.Report)
+	}
+	kept, gone := more[0], dup[0]
+	if _, ok := ns.Get(kept); !ok {
+		kept, gone = gone, kept
+	}
+	code, h = mn.history(t, gone, "user:dana")
+	if code != http.StatusOK || len(h.History) != 2 {
+		t.Fatalf("history of the merged memory: %d %+v", code, h)
+	}
+	if last := h.History[1]; last.Type != messages.TypeMemoryMerged || last.Reason == "" || !slices.Contains(last.Related, kept) {
+		t.Errorf("the merge in the history of %s: %+v; want memory.merged into %s with a reason", gone, last, kept)
+	}
+	// The memory kept holds the metadata of both.
+	_, ans := mn.search(t, url.Values{"namespace": {"user:dana"}, "q": {"trains planes"}, "tier": {"semantic"}})
+	if len(ans.Results) == 0 || ans.Results[0].ID != kept || !strings.Contains(string(ans.Results[0].Metadata), "chat") {
+		t.Errorf("the merged memory: %+v", ans.Results)
+	}
+}
+
+// The memory tool's writes count toward the threshold as the API's do.
+func TestMemoryConsolidationWakesOnToolWrites(t *testing.T) {
+	runs := make(outcomes, 16)
+	mn := newMemoryNode(t, node.Config{
+		Consolidation: &consolidator.SchedulerConfig{Threshold: 1, Interval: -1, OnRun: func(o consolidator.Outcome) { runs <- o }},
+		MemoryTool:    &memory.ToolConfig{Namespace: "agent:planner"},
+		Model: script(t,
+			llm.ScriptStep{ToolCalls: []messages.ToolCall{memoryCall("c1", "add", `{"content":"Check the visa rules first","tier":"working","importance":0.95}`)}},
+			llm.ScriptStep{Content: "noted"},
+		),
+	})
+	nodetest.Run(t, mn.n, "plan-1", "plan the trip")
+	out := runs.next(t, "agent:planner")
+	if out.Report.Promoted != 1 {
+		t.Errorf("the run woken by the tool's write: %+v; want 1 promoted", out.Report)
 	}
 }
