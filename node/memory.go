@@ -88,6 +88,9 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 		}
 		got, err := n.addMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, batch)
 		switch {
+		case errors.Is(err, memory.ErrKeyReused):
+			writeError(w, http.StatusUnprocessableEntity, "namespace %s: %v: the Idempotency-Key %q was sent with another request before; use a new key for a new request", g.ns, err, key)
+			return
 		case errors.Is(err, memory.ErrInvalid):
 			writeError(w, http.StatusBadRequest, "namespace %s: %v", g.ns, err)
 			return

@@ -289,6 +289,31 @@ func TestMemoryIdempotencyKey(t *testing.T) {
 	if code, _, msg := mn.post(t, body, "Idempotency-Key", strings.Repeat("k", 201)); code != http.StatusBadRequest || msg == "" {
 		t.Errorf("a 201-byte Idempotency-Key: %d %q", code, msg)
 	}
+
+	// The key of a request used for another: refused, nothing written.
+	appends = mn.log.memoryAppends()
+	code, ids, msg := mn.post(t, `{"namespace":"user:alice","tier":"semantic","content":"Alice likes green tea"}`, "Idempotency-Key", "req-42")
+	if code != http.StatusUnprocessableEntity || ids != nil || !strings.Contains(msg, "Idempotency-Key") {
+		t.Errorf("a key used again for another request: %d %v %q; want 422 saying so", code, ids, msg)
+	}
+	if got := mn.log.memoryAppends(); got != appends {
+		t.Errorf("the refused request appended %d times", got-appends)
+	}
+
+	// A request sent again after its memory was forgotten gets the ids it got first.
+	ns, err := mn.n.Memories().Namespace(context.Background(), "user:bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Forget(context.Background(), "test/forget", first[1:], "Bob quit coffee"); err != nil {
+		t.Fatal(err)
+	}
+	if again := mn.mustPost(t, body, "Idempotency-Key", "req-42"); fmt.Sprint(again) != fmt.Sprint(first) {
+		t.Errorf("the request sent again after a forget: ids %v; want %v", again, first)
+	}
+	if got := len(memoryEvents(t, mn.log, "user:bob")); got != 2 {
+		t.Errorf("user:bob: %d events; want the add and the forget", got)
+	}
 }
 
 func TestMemoryBadInputIsRefusedAndWritesNothing(t *testing.T) {

@@ -139,6 +139,11 @@ func TestMemoryClusterRoutesToTheNamespaceOwner(t *testing.T) {
 		t.Errorf("the request sent again answered %v; want %v", again, ids)
 	}
 
+	// The key used again for another request: refused by the owner, 422 on A.
+	if code, _, msg := a.post(t, `{"namespace":"`+ns+`","tier":"semantic","content":"Carol likes jazz"}`, "Idempotency-Key", "cluster-1"); code != http.StatusUnprocessableEntity || msg == "" {
+		t.Errorf("a key used again for another request, on node a: %d %q", code, msg)
+	}
+
 	// A's search and history are answered by B.
 	embedded := a.emb.calls.Load()
 	code, ans := a.search(t, url.Values{"namespace": {ns}, "q": {"Lisbon office"}})

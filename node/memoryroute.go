@@ -210,6 +210,8 @@ func (n *Node) memoryRemote(ctx context.Context, c messages.MemoryCommand) (json
 	select {
 	case rep := <-ch:
 		switch {
+		case rep.Kind == "key_reused":
+			return nil, fmt.Errorf("%w: %s", memory.ErrKeyReused, rep.Error)
 		case rep.Kind == "invalid":
 			return nil, fmt.Errorf("%w: %s", memory.ErrInvalid, rep.Error)
 		case rep.Kind == "not_found":
@@ -242,6 +244,8 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 	} else {
 		res, err := n.memoryLocal(msg.Context(), c, memoryMessageMax-1<<10)
 		switch {
+		case errors.Is(err, memory.ErrKeyReused):
+			rep.Error, rep.Kind = err.Error(), "key_reused"
 		case errors.Is(err, memory.ErrInvalid):
 			rep.Error, rep.Kind = err.Error(), "invalid"
 		case errors.Is(err, memory.ErrNotFound):
