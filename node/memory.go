@@ -297,11 +297,7 @@ func MemoryHistory(ctx context.Context, m *memory.Memories, namespace, id string
 		return HistoryAnswer{}, err
 	}
 	for _, name := range names {
-		ns, err := m.Namespace(ctx, name)
-		if err != nil {
-			return HistoryAnswer{}, err
-		}
-		h, err := ns.History(ctx, id)
+		h, err := m.History(ctx, name, id)
 		if errors.Is(err, memory.ErrNotFound) {
 			continue
 		}
