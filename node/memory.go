@@ -18,6 +18,7 @@ import (
 
 	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/vectorstore"
 )
 
@@ -458,9 +459,22 @@ func (n *Node) addMemoryTool() error {
 	if n.memories == nil {
 		return errors.New("node: MemoryTool needs Memory")
 	}
-	ts, err := n.memories.Tools(*n.cfg.MemoryTool)
+	tc := *n.cfg.MemoryTool
+	box, err := n.memories.Toolbox(tc)
 	if err != nil {
 		return err
+	}
+	ts, ops := []tools.Tool{box}, []string{""}
+	if tc.Expand {
+		ts, ops = box.Expand(), box.Ops()
+	}
+	n.memTools = map[string]tools.Tool{}
+	for i, t := range ts {
+		n.memTools[t.Spec().Name] = t
+		if n.memoryRouted() {
+			// A namespace's calls run on its owner (memorytool.go).
+			ts[i] = &routedMemoryTool{Tool: t, n: n, op: ops[i], namespace: tc.Namespace}
+		}
 	}
 	n.cfg.Tools = append(slices.Clone(n.cfg.Tools), ts...)
 	return nil

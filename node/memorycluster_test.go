@@ -63,7 +63,7 @@ type memoryClusterNode struct {
 
 const memoryClusterPartitions = 6
 
-func startMemoryClusterNode(t *testing.T, k kafkaEnv, group string, shared eventlog.Log, name string) memoryClusterNode {
+func startMemoryClusterNode(t *testing.T, k kafkaEnv, group string, shared eventlog.Log, name string, tweak ...func(*node.Config)) memoryClusterNode {
 	t.Helper()
 	clients, err := kafka.DialNode(k.brokers, group, k.layout(memoryClusterPartitions), watermill.NopLogger{})
 	if err != nil {
@@ -71,12 +71,16 @@ func startMemoryClusterNode(t *testing.T, k kafkaEnv, group string, shared event
 	}
 	log := newCountingLog(shared)
 	emb := &countingEmbedder{}
-	n, err := node.New(context.Background(), node.Config{
+	cfg := node.Config{
 		Log: log, NodeID: name, DataDir: t.TempDir(), Model: script(t, llm.ScriptStep{Content: "ok"}),
 		Memory: &memory.Config{Embedder: emb},
 		Bus: &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
 			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf},
-	})
+	}
+	for _, tw := range tweak {
+		tw(&cfg)
+	}
+	n, err := node.New(context.Background(), cfg)
 	if err != nil {
 		_ = clients.Close()
 		t.Fatal(err)
@@ -299,5 +303,91 @@ func TestMemoryClusterLargeBatch(t *testing.T) {
 	t.Logf("a search for 100 results of 12 KB answered the best %d", len(ans.Results))
 	if code, ans := a.search(t, url.Values{"namespace": {"team:reports"}, "q": {"report 7"}, "limit": {"1"}}); code != http.StatusOK || len(ans.Results) != 1 {
 		t.Errorf("the next search: %d %+v", code, ans.Error)
+	}
+}
+
+// memoryAgent adds a memory to the namespace its task names, searches for it, and
+// answers.
+type memoryAgent struct{}
+
+func (memoryAgent) Name() string { return "memory-agent" }
+
+func (memoryAgent) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	ns := ""
+	for _, m := range r.Messages {
+		if m.Role == messages.RoleUser {
+			ns = m.Content
+		}
+	}
+	msg := messages.ChatMessage{Role: messages.RoleAssistant}
+	switch r.Step {
+	case 1:
+		msg.ToolCalls = []messages.ToolCall{memoryCall("c1", "add", `{"namespace":"`+ns+`","content":"The release ships on Thursday","importance":0.7}`)}
+	case 2:
+		msg.ToolCalls = []messages.ToolCall{memoryCall("c2", "search", `{"namespace":"`+ns+`","query":"release Thursday"}`)}
+	default:
+		msg.Content = "noted"
+	}
+	return llm.Response{Message: msg}, nil
+}
+
+// The memory tool of a session on node A, for a namespace of node B's: B performs the
+// calls (add, then search), A writes nothing, and the task's results hold the memory.
+func TestMemoryClusterToolCallsRunOnTheNamespaceOwner(t *testing.T) {
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	shared := sharedLog(t)
+	var allowed []string
+	for i := range 100 {
+		allowed = append(allowed, fmt.Sprintf("team:%d", i))
+	}
+	withTool := func(c *node.Config) {
+		c.Model = memoryAgent{}
+		c.MemoryTool = &memory.ToolConfig{Namespace: "agent:cluster", Namespaces: allowed}
+	}
+	a := startMemoryClusterNode(t, k, group, shared, "a", withTool)
+	b := startMemoryClusterNode(t, k, group, shared, "b", withTool)
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
+		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
+	})
+	ns := namespaceOn(t, b, "team:")
+	session := ""
+	for i := range 100 {
+		if id := fmt.Sprintf("release-%d", i); a.parts.owns(kafka.PartitionOf(id, memoryClusterPartitions)) {
+			session = id
+			break
+		}
+	}
+	if _, err := a.n.Submit(context.Background(), node.Task{Input: ns, SessionID: session}); err != nil {
+		t.Fatal(err)
+	}
+	waitCompleted(t, a.n, []string{session}, 30*time.Second)
+
+	if got := a.log.memoryAppends(); got != 0 {
+		t.Errorf("node a, which runs the session, appended %d times to node b's namespace", got)
+	}
+	if got := b.log.memoryAppends(); got != 1 {
+		t.Errorf("node b appended %d times for one add; want 1", got)
+	}
+	events := memoryEvents(t, shared, ns)
+	if len(events) != 1 || events[0].Type != messages.TypeMemoryAdded {
+		t.Fatalf("the namespace's stream: %+v", events)
+	}
+	p, err := events[0].Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := p.(*messages.MemoryAdded)
+	if !strings.HasPrefix(added.Key, session+"/") {
+		t.Errorf("the memory.added key %q; want the session's tool call key", added.Key)
+	}
+	sessionEvents, err := shared.Read(context.Background(), session, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := answers(sessionEvents)
+	if len(results) != 2 || !strings.Contains(results[0], added.Memory.MemoryID) || !strings.Contains(results[1], "release ships on Thursday") {
+		t.Errorf("the task's tool results: %q", results)
 	}
 }

@@ -28,6 +28,8 @@ const (
 	memoryAdd     = "add"     // args: []memory.Input → {"ids": [...]}
 	memorySearch  = "search"  // args: memory.Query → {"results": [...]}
 	memoryHistory = "history" // args: {"id"} → HistoryAnswer
+	// args: memoryToolArgs → memoryToolAnswer (memorytool.go)
+	memoryToolCall = "tool"
 )
 
 // memoryTimeout bounds the wait for a namespace's owner to answer a command.
@@ -173,6 +175,8 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 			return nil, err
 		}
 		out = ans
+	case memoryToolCall:
+		return n.runMemoryTool(ctx, c)
 	default:
 		return nil, fmt.Errorf("%w: unknown memory action %q", memory.ErrInvalid, c.Action)
 	}

@@ -93,7 +93,9 @@ type Config struct {
 	Memory *memory.Config
 	// MemoryTool, with Memory, gives the agent the memory tool (memory.ToolConfig):
 	// add, search, summary, stats, update, remove, forget, consolidate, clear_all,
-	// the core block edits and recall, in its namespaces.
+	// the core block edits and recall, in its namespaces. On a sharded cluster a
+	// call runs on the owner of the namespace it names (every node should give the
+	// same MemoryTool).
 	MemoryTool *memory.ToolConfig
 	// MemoryWritten, when set, hears of every write of new memories to a namespace on
 	// the node (over HTTP, by the memory tool, by Remember): the namespace and how
@@ -399,6 +401,9 @@ type Node struct {
 	memories   *memory.Memories
 	ownVectors io.Closer // the embedded vector index the node opened for memories
 	memRouter  memoryRouter
+	// memTools are the memory tool's tools by name (Config.MemoryTool), as this
+	// node performs them for the namespaces it owns.
+	memTools map[string]tools.Tool
 	// consolidation runs the consolidator in the background (Config.Consolidation).
 	consolidation *consolidator.Scheduler
 
