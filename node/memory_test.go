@@ -350,6 +350,7 @@ func TestMemoryBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"content past MaxContentBytes", obj(`"content":"` + strings.Repeat("long ", 20) + `"`), "content"},
 		{"data after the value", obj(`"content":"x"`) + ` {}`, ""},
 		{"a bad one in a good array", `[` + obj(`"content":"fine"`) + `,` + obj(`"content":"x","importance":2`) + `]`, "memory 1"},
+		{"more than MaxInputs", `[` + strings.Repeat(obj(`"content":"x"`)+`,`, memory.MaxInputs) + obj(`"content":"x"`) + `]`, "at most"},
 		{"content past MaxContentBytes in a good array", `[` + obj(`"content":"fine"`) + `,` + obj(`"content":"`+strings.Repeat("long ", 20)+`"`) + `]`, "content"},
 	}
 	for _, c := range cases {
@@ -468,6 +469,9 @@ func TestMemorySlowBodyIsCutByTheServer(t *testing.T) {
 		if resp.StatusCode != http.StatusRequestTimeout && resp.StatusCode != http.StatusBadRequest {
 			t.Errorf("a body slower than the read timeout: %d %s", resp.StatusCode, b)
 		}
+		t.Logf("a body slower than the read timeout: %d %s", resp.StatusCode, bytes.TrimSpace(b))
+	} else {
+		t.Logf("a body slower than the read timeout: %v", err)
 	}
 	tr.CloseIdleConnections()
 	if got := log.memoryAppends(); got != 0 {

@@ -325,6 +325,8 @@ func (memoryAgent) Generate(ctx context.Context, r llm.Request) (llm.Response, e
 		msg.ToolCalls = []messages.ToolCall{memoryCall("c1", "add", `{"namespace":"`+ns+`","content":"The release ships on Thursday","importance":0.7}`)}
 	case 2:
 		msg.ToolCalls = []messages.ToolCall{memoryCall("c2", "search", `{"namespace":"`+ns+`","query":"release Thursday"}`)}
+	case 3:
+		msg.ToolCalls = []messages.ToolCall{memoryCall("c3", "add", `{"namespace":"`+ns+`","content":"Very important","importance":1.5}`)}
 	default:
 		msg.Content = "noted"
 	}
@@ -387,7 +389,11 @@ func TestMemoryClusterToolCallsRunOnTheNamespaceOwner(t *testing.T) {
 		t.Fatal(err)
 	}
 	results := answers(sessionEvents)
-	if len(results) != 2 || !strings.Contains(results[0], added.Memory.MemoryID) || !strings.Contains(results[1], "release ships on Thursday") {
-		t.Errorf("the task's tool results: %q", results)
+	if len(results) != 3 || !strings.Contains(results[0], added.Memory.MemoryID) || !strings.Contains(results[1], "release ships on Thursday") {
+		t.Fatalf("the task's tool results: %q", results)
+	}
+	// Bad arguments, found by the owner, reach the model as such.
+	if !strings.Contains(results[2], "invalid arguments") || !strings.Contains(results[2], "importance") {
+		t.Errorf("an add with importance 1.5: %q; want the arguments' fault", results[2])
 	}
 }
