@@ -142,7 +142,6 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 		if err != nil {
 			return nil, err
 		}
-		n.memoryWritten(c.Namespace, len(inputs))
 		out = map[string][]string{"ids": ids}
 	case memorySearch:
 		var q memory.Query
