@@ -397,6 +397,7 @@ type Node struct {
 	memories   *memory.Memories
 	ownVectors io.Closer // the embedded vector index the node opened for memories
 	memRouter  memoryRouter
+	memHost    *actors.MemoryHost // the namespaces' actors
 	// consolidation runs the consolidator in the background (Config.Consolidation).
 	consolidation *consolidator.Scheduler
 
