@@ -479,11 +479,17 @@ func (c *collection) annSearch(ctx context.Context, unit []float32, k int, filte
 	for l := g.top; l > 0; l-- {
 		ep = c.greedy(unit, ep, l)
 	}
-	var accept func(int) bool
-	if len(filter) > 0 {
-		accept = func(slot int) bool { return matches(c.items[slot].Metadata, filter) }
+	var w []candidate
+	var err error
+	if len(filter) == 0 {
+		w, err = c.searchLayer(ctx, unit, []candidate{ep}, ef, 0, nil, sc)
+	} else {
+		// Widen the beam by the share of items the filter may keep, so that it scores
+		// about as many matching items as an unfiltered beam scores items.
+		m := max(c.filterCount(filter), 1)
+		ef = max(ef, min(k*len(c.slot)/m, len(c.slot)))
+		w, err = c.searchFiltered(ctx, unit, ep, ef, k, filter, sc)
 	}
-	w, err := c.searchLayer(ctx, unit, []candidate{ep}, ef, 0, accept, sc)
 	if err != nil {
 		return nil, false, err
 	}
@@ -493,6 +499,56 @@ func (c *collection) annSearch(ctx context.Context, unit []float32, k int, filte
 	h := topK{items: c.items, c: w}
 	ranked := h.sorted()
 	return ranked[:k], true, nil
+}
+
+// searchFiltered is the bottom-layer search of a filtered query: the beam (the ef
+// nodes nearest q, matching or not) steers and stops the walk as in an unfiltered
+// search, and the k nearest matching nodes among all the nodes it scores are kept.
+// Walking on non-matching nodes keeps the graph connected for the query; keeping
+// only matches in the beam instead would make it explore far past the neighbourhood
+// of q whenever matches are sparse there.
+func (c *collection) searchFiltered(ctx context.Context, q []float32, ep candidate, ef, k int,
+	filter map[string]string, sc *scratch) ([]candidate, error) {
+	links := c.g.links
+	sc.cand = append(sc.cand[:0], ep)
+	beam := topK{items: c.items, c: sc.res[:0]}
+	found := topK{items: c.items, c: sc.sel[:0]}
+	sc.visit(ep.slot)
+	beam.push(ep, ef)
+	if matches(c.items[ep.slot].Metadata, filter) {
+		found.push(ep, k)
+	}
+	steps := 0
+	for len(sc.cand) > 0 {
+		var cur candidate
+		sc.cand, cur = candPop(sc.cand)
+		if len(beam.c) >= ef && cur.score < beam.c[0].score {
+			break
+		}
+		if steps++; steps%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				sc.res, sc.sel = beam.c, found.c
+				return nil, fmt.Errorf("vectorstore: search: %w", err)
+			}
+		}
+		for _, nb32 := range links[cur.slot][0] {
+			nb := int(nb32)
+			if sc.visited(nb) {
+				continue
+			}
+			sc.visit(nb)
+			x := candidate{score: dot(q, c.vec(nb)), slot: nb}
+			if (len(found.c) < k || x.score >= found.c[0].score) && matches(c.items[nb].Metadata, filter) {
+				found.push(x, k)
+			}
+			if len(beam.c) < ef || x.score >= beam.c[0].score {
+				sc.cand = candPush(sc.cand, x)
+				beam.push(x, ef)
+			}
+		}
+	}
+	sc.res, sc.sel = beam.c, found.c
+	return found.c, nil
 }
 
 // filterCount bounds how many items match filter from above: the fewest items that

@@ -60,7 +60,7 @@ func TestHNSWFileConformance(t *testing.T) {
 // recallData is clustered data with a metadata field that keeps a quarter of it.
 func recallData(n, dim int, seed uint64) ([]vectorstore.Item, [][]float32) {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	vecs, _ := vectorstoretest.Clustered(rng, n+100, dim, 50, 0.8)
+	vecs, _ := vectorstoretest.Clustered(rng, n+100, dim, 50, 1.5)
 	items := make([]vectorstore.Item, n)
 	for i := range items {
 		items[i] = vectorstore.Item{ID: fmt.Sprintf("i%05d", i), Vector: vecs[i],
