@@ -387,27 +387,39 @@ func (c *collection) addLink(node, target, l int) {
 	g.links[node][l] = c.selectNeighbours(cands, g.maxLinks(l), lst)
 }
 
+// deadLink reports a link to a dead node: a negative one (a node of a saved graph
+// whose item is gone) or one marked dead.
+func deadLink(mark []bool, x int32) bool { return x < 0 || (mark != nil && mark[x]) }
+
 // graphRepair unlinks dead nodes: every live node that links to a dead one on a
 // layer gets its links on that layer chosen again (by the heuristic) from its live
-// links and the live links of the dead nodes it linked to. isDead reports a dead
-// link; deadLinks returns a dead node's links on a layer. The entry point moves to a
-// live node of the highest level when it died. Dead slots keep their levels and
-// links: the caller clears them.
-func (c *collection) graphRepair(isDead func(int32) bool, deadLinks func(d int32, l int) []int32) {
+// links and the live links of the dead nodes it linked to. Dead links are those
+// deadLink reports; deadLinks returns a dead node's links on a layer. The entry point
+// moves to a live node of the highest level when it died. Dead slots keep their
+// levels and links: the caller clears them.
+func (c *collection) graphRepair(mark []bool, deadLinks func(d int32, l int) []int32) {
+	isDead := func(x int32) bool { return deadLink(mark, x) }
 	g := c.g
 	sc := g.getScratch(len(c.items))
 	defer g.putScratch(sc)
 	var cands []candidate
 	for y := range g.levels {
-		if g.levels[y] < 0 || isDead(int32(y)) {
+		if g.levels[y] < 0 || deadLink(mark, int32(y)) {
 			continue
 		}
-		yv := c.vec(y)
 		for l := 0; l <= int(g.levels[y]); l++ {
 			lst := g.links[y][l]
-			if !slices.ContainsFunc(lst, isDead) {
+			hit := false
+			for _, x := range lst {
+				if deadLink(mark, x) {
+					hit = true
+					break
+				}
+			}
+			if !hit {
 				continue
 			}
+			yv := c.vec(y)
 			sc.nextGen()
 			sc.visit(y)
 			cands = cands[:0]
@@ -448,14 +460,18 @@ func (c *collection) graphRepair(isDead func(int32) bool, deadLinks func(d int32
 // graphRemove unlinks the nodes at the dead slots, whose links are still in place.
 func (c *collection) graphRemove(dead map[int32]bool) {
 	g := c.g
-	isDead := func(x int32) bool { return dead[x] }
+	// The repair asks about every link of the graph: a slice answers faster than the map.
+	mark := make([]bool, len(g.levels))
+	for d := range dead {
+		mark[d] = true
+	}
 	deadLinks := func(d int32, l int) []int32 {
 		if l < len(g.links[d]) {
 			return g.links[d][l]
 		}
 		return nil
 	}
-	c.graphRepair(isDead, deadLinks)
+	c.graphRepair(mark, deadLinks)
 	for d := range dead {
 		if int(d) < len(g.levels) && g.levels[d] >= 0 {
 			g.levels[d], g.links[d] = -1, nil

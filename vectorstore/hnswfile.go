@@ -146,6 +146,20 @@ func decodeGraph(p []byte) (savedGraph, error) {
 	if len(d.b) != 0 {
 		return sg, fmt.Errorf("%d unexpected bytes after the graph", len(d.b))
 	}
+	// A search follows a link on layer l to the target's links on layer l, and starts
+	// from the entry at the top: check the shape a search relies on.
+	for i, layers := range sg.links {
+		for l, lst := range layers {
+			for _, x := range lst {
+				if int(sg.levels[x]) < l {
+					return sg, fmt.Errorf("node %d links on layer %d to node %d of level %d", i, l, x, sg.levels[x])
+				}
+			}
+		}
+		if sg.entry < 0 || sg.levels[i] > sg.levels[sg.entry] {
+			return sg, fmt.Errorf("node %d is above the entry node", i)
+		}
+	}
 	return sg, nil
 }
 
@@ -335,14 +349,13 @@ func (c *collection) loadGraph(sg savedGraph) {
 		}
 	}
 	if dead > 0 || g.entry < 0 {
-		isDead := func(x int32) bool { return x < 0 }
 		deadLinks := func(d int32, l int) []int32 {
 			if i := -d - 1; l < len(sg.links[i]) {
 				return translate(sg.links[i][l])
 			}
 			return nil
 		}
-		c.graphRepair(isDead, deadLinks)
+		c.graphRepair(nil, deadLinks)
 	}
 	g.changes = dead
 }
