@@ -106,7 +106,7 @@ func BenchmarkUpsert(b *testing.B) {
 func BenchmarkHNSW(b *testing.B) {
 	const n, dim, k = 20_000, 384, 10
 	rng := rand.New(rand.NewPCG(1, 2))
-	vecs, _ := vectorstoretest.Clustered(rng, n+1024, dim, 50, 0.6)
+	vecs, _ := vectorstoretest.Clustered(rng, n+1024, dim, 50, 0.6, 1)
 	s, err := vectorstore.Open(vectorstore.Config{Index: vectorstore.IndexHNSW})
 	if err != nil {
 		b.Fatal(err)

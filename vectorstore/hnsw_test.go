@@ -60,7 +60,7 @@ func TestHNSWFileConformance(t *testing.T) {
 // recallData is clustered data with a metadata field that keeps a quarter of it.
 func recallData(n, dim int, seed uint64) ([]vectorstore.Item, [][]float32) {
 	rng := rand.New(rand.NewPCG(seed, 1))
-	vecs, _ := vectorstoretest.Clustered(rng, n+100, dim, 50, 1.5)
+	vecs, _ := vectorstoretest.Clustered(rng, n+100, dim, 50, 1.5, 0)
 	items := make([]vectorstore.Item, n)
 	for i := range items {
 		items[i] = vectorstore.Item{ID: fmt.Sprintf("i%05d", i), Vector: vecs[i],
@@ -147,7 +147,7 @@ func TestHNSWRecall(t *testing.T) {
 		del = append(del, items[i].ID)
 	}
 	rng := rand.New(rand.NewPCG(9, 9))
-	more, _ := vectorstoretest.Clustered(rng, n/10, dim, 50, 0.8)
+	more, _ := vectorstoretest.Clustered(rng, n/10, dim, 50, 0.8, 0)
 	var repl []vectorstore.Item
 	for i, v := range more {
 		repl = append(repl, vectorstore.Item{ID: items[10*i+1].ID, Vector: v, Metadata: map[string]string{"shard": "2"}})

@@ -27,7 +27,7 @@ import (
 
 type options struct {
 	n, dim, clusters, queries, k int
-	spread                       float64
+	spread, decay                float64
 	m, efc                       int
 	efs                          []int
 	shards                       int
@@ -40,6 +40,7 @@ func main() {
 	flag.IntVar(&o.dim, "dim", 384, "dimension")
 	flag.IntVar(&o.clusters, "clusters", 50, "gaussian clusters the items are drawn around")
 	flag.Float64Var(&o.spread, "spread", 0.6, "norm of a point's offset from its cluster centre (the centre has norm 1)")
+	flag.Float64Var(&o.decay, "decay", 1, "noise spectrum decay: 0 isotropic (hardest), 1 about like text embeddings (see vectorstoretest.Clustered)")
 	flag.IntVar(&o.queries, "queries", 500, "queries, drawn like the items")
 	flag.IntVar(&o.k, "k", 10, "neighbours per query")
 	flag.IntVar(&o.m, "m", 0, "HNSW M (0: the store's default)")
@@ -71,7 +72,7 @@ type measured struct {
 
 func run(ctx context.Context, o options) error {
 	rng := rand.New(rand.NewPCG(1, 2))
-	vecs, _ := vectorstoretest.Clustered(rng, o.n+o.queries, o.dim, o.clusters, o.spread)
+	vecs, _ := vectorstoretest.Clustered(rng, o.n+o.queries, o.dim, o.clusters, o.spread, o.decay)
 	items := make([]vectorstore.Item, o.n)
 	for i := range items {
 		items[i] = vectorstore.Item{ID: fmt.Sprintf("item%07d", i), Vector: vecs[i],
@@ -153,8 +154,8 @@ func run(ctx context.Context, o options) error {
 	if hcfg.EfConstruction == 0 {
 		hcfg.EfConstruction = vectorstore.DefaultEfConstruction
 	}
-	fmt.Printf("n=%d dim=%d clusters=%d spread=%.2f queries=%d k=%d M=%d efConstruction=%d GOMAXPROCS=%d %s/%s\n",
-		o.n, o.dim, o.clusters, o.spread, o.queries, o.k, hcfg.M, hcfg.EfConstruction,
+	fmt.Printf("n=%d dim=%d clusters=%d spread=%.2f decay=%.2f queries=%d k=%d M=%d efConstruction=%d GOMAXPROCS=%d %s/%s\n",
+		o.n, o.dim, o.clusters, o.spread, o.decay, o.queries, o.k, hcfg.M, hcfg.EfConstruction,
 		runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH)
 	fmt.Printf("build (upsert in batches of 1000): %v; save graph on close: %v; reopen (log replay + graph load): %v\n\n",
 		build.Round(time.Millisecond), save.Round(time.Millisecond), open.Round(time.Millisecond))
