@@ -37,7 +37,7 @@ func (i Index) String() string {
 const (
 	DefaultHNSWM          = 16
 	DefaultEfConstruction = 100
-	DefaultEfSearch       = 80
+	DefaultEfSearch       = 64
 	DefaultExactBelow     = 2048
 )
 
