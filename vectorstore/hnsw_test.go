@@ -303,6 +303,59 @@ func TestHNSWSelectiveFilter(t *testing.T) {
 	if len(hits) != 2 {
 		t.Errorf("%d hits, want the 2 matches", len(hits))
 	}
+	// The filter's bookkeeping follows deletes and replaces.
+	if err := s.Delete(t.Context(), "f", []string{items[17].ID}); err != nil {
+		t.Fatal(err)
+	}
+	items[2999].Metadata = map[string]string{"shard": "1"}
+	upsertAll(t, s, "f", items[2999:])
+	for _, f := range []map[string]string{{"rare": "yes"}, {"shard": "1"}} {
+		hits, err := s.Search(t.Context(), "f", vectorstore.Query{Vector: queries[0], K: 1000, Filter: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		if f["shard"] == "1" {
+			want = 750 // 750 of i%4 == 1 but item 17 (rare), and item 2999
+		}
+		if len(hits) != want {
+			t.Errorf("filter %v: %d hits, want %d", f, len(hits), want)
+		}
+	}
+}
+
+// The log is the same for both indexes: a store written with one opens with the other.
+func TestIndexesShareTheLog(t *testing.T) {
+	items, queries := recallData(3000, 16, 13)
+	path := filepath.Join(t.TempDir(), "v.log")
+	hnsw := vectorstore.Config{Path: path, Index: vectorstore.IndexHNSW, HNSW: vectorstore.HNSWConfig{ExactBelow: -1}}
+	s, err := vectorstore.Open(hnsw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upsertAll(t, s, "x", items)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	exact, err := vectorstore.Open(vectorstore.Config{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exact.Delete(t.Context(), "x", []string{items[0].ID, items[1].ID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := exact.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, hnsw)
+	if c := s.GraphChanges("x"); c != 2 {
+		t.Errorf("%d nodes changed on open, want 2 (the deletes made by the exact store)", c)
+	}
+	ref := open(t, vectorstore.Config{})
+	upsertAll(t, ref, "x", items[2:])
+	if r := recall(t, s, ref, "x", queries, 10, nil); r < 0.95 {
+		t.Errorf("recall@10 %.3f", r)
+	}
 }
 
 func TestHNSWConfigValidate(t *testing.T) {
