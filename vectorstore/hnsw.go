@@ -100,9 +100,15 @@ func (h HNSWConfig) withDefaults() HNSWConfig {
 // read it concurrently.
 type graph struct {
 	cfg    HNSWConfig
-	ml     float64     // level multiplier 1/ln(M)
-	levels []int8      // per slot; -1: no node
-	links  [][][]int32 // per slot, per layer 0..level
+	ml     float64 // level multiplier 1/ln(M)
+	levels []int8  // per slot; -1: no node
+	// Links on the bottom layer, where searches spend their time, are packed in one
+	// slice: slot s owns base[s*stride : (s+1)*stride], its link count then up to
+	// 2*M links. Walking them costs no pointer chase, and a delete's repair scans
+	// them in order.
+	base   []int32
+	stride int
+	upper  [][][]int32 // per slot, layers 1..level at index l-1; nil for level 0
 	entry  int32       // entry point; -1 when the graph is empty
 	top    int         // level of the entry point
 
@@ -112,7 +118,44 @@ type graph struct {
 }
 
 func newGraph(cfg HNSWConfig) *graph {
-	return &graph{cfg: cfg, ml: 1 / math.Log(float64(cfg.M)), entry: -1}
+	return &graph{cfg: cfg, ml: 1 / math.Log(float64(cfg.M)), entry: -1, stride: 2*cfg.M + 1}
+}
+
+// linksAt returns the links of slot x on layer l; the caller must not append to it.
+func (g *graph) linksAt(x, l int) []int32 {
+	if l == 0 {
+		b := x * g.stride
+		return g.base[b+1 : b+1+int(g.base[b]) : b+g.stride]
+	}
+	return g.upper[x][l-1]
+}
+
+// setLinks replaces the links of slot x on layer l with lst (which may be the slice
+// linksAt returned). On layer 0 lst is copied; above, the graph keeps lst.
+func (g *graph) setLinks(x, l int, lst []int32) {
+	if l == 0 {
+		b := x * g.stride
+		g.base[b] = int32(copy(g.base[b+1:b+g.stride], lst))
+		return
+	}
+	g.upper[x][l-1] = lst
+}
+
+// clearNode removes slot x's node.
+func (g *graph) clearNode(x int) {
+	g.levels[x] = -1
+	g.base[x*g.stride] = 0
+	g.upper[x] = nil
+}
+
+// initNode makes slot x a node of the given level with no links.
+func (g *graph) initNode(x, level int) {
+	g.levels[x] = int8(level)
+	g.base[x*g.stride] = 0
+	g.upper[x] = nil
+	if level > 0 {
+		g.upper[x] = make([][]int32, level)
+	}
 }
 
 // maxLinks is the most links a node keeps on layer l.
@@ -143,7 +186,8 @@ func (g *graph) levelOf(id string) int {
 func (g *graph) grow(n int) {
 	for len(g.levels) < n {
 		g.levels = append(g.levels, -1)
-		g.links = append(g.links, nil)
+		g.base = append(g.base, make([]int32, g.stride)...)
+		g.upper = append(g.upper, nil)
 	}
 }
 
@@ -235,7 +279,7 @@ func (c *collection) vec(slot int) []float32 {
 func (c *collection) greedy(q []float32, ep candidate, l int) candidate {
 	for changed := true; changed; {
 		changed = false
-		for _, nb := range c.g.links[ep.slot][l] {
+		for _, nb := range c.g.linksAt(ep.slot, l) {
 			if s := dot(q, c.vec(int(nb))); s > ep.score {
 				ep = candidate{score: s, slot: int(nb)}
 				changed = true
@@ -251,7 +295,7 @@ func (c *collection) greedy(q []float32, ep candidate, l int) candidate {
 // every node. ctx, when not nil, is checked every so often.
 func (c *collection) searchLayer(ctx context.Context, q []float32, entry []candidate, ef, l int,
 	accept func(slot int) bool, sc *scratch) ([]candidate, error) {
-	links := c.g.links
+	g := c.g
 	sc.cand = sc.cand[:0]
 	res := topK{items: c.items, c: sc.res[:0]}
 	for _, e := range entry {
@@ -277,7 +321,7 @@ func (c *collection) searchLayer(ctx context.Context, q []float32, entry []candi
 				return nil, fmt.Errorf("vectorstore: search: %w", err)
 			}
 		}
-		for _, nb32 := range links[cur.slot][l] {
+		for _, nb32 := range g.linksAt(cur.slot, l) {
 			nb := int(nb32)
 			if sc.visited(nb) {
 				continue
@@ -336,8 +380,7 @@ func (c *collection) graphInsert(slot int) {
 	g := c.g
 	g.grow(len(c.items))
 	level := g.levelOf(c.items[slot].ID)
-	g.levels[slot] = int8(level)
-	g.links[slot] = make([][]int32, level+1)
+	g.initNode(slot, level)
 	g.changes++
 	if g.entry < 0 {
 		g.entry, g.top = int32(slot), level
@@ -357,7 +400,7 @@ func (c *collection) graphInsert(slot int) {
 		sc.sel = append(sc.sel[:0], w...)
 		slices.SortFunc(sc.sel, byScoreThenSlot)
 		nbrs := c.selectNeighbours(sc.sel, g.cfg.M, make([]int32, 0, g.maxLinks(l)+1))
-		g.links[slot][l] = nbrs
+		g.setLinks(slot, l, nbrs)
 		for _, nb := range nbrs {
 			c.addLink(int(nb), slot, l)
 		}
@@ -372,9 +415,9 @@ func (c *collection) graphInsert(slot int) {
 // heuristic when they overflow.
 func (c *collection) addLink(node, target, l int) {
 	g := c.g
-	lst := g.links[node][l]
+	lst := g.linksAt(node, l)
 	if len(lst) < g.maxLinks(l) {
-		g.links[node][l] = append(lst, int32(target))
+		g.setLinks(node, l, append(lst, int32(target)))
 		return
 	}
 	nv := c.vec(node)
@@ -384,7 +427,7 @@ func (c *collection) addLink(node, target, l int) {
 	}
 	cands = append(cands, candidate{score: dot(nv, c.vec(target)), slot: target})
 	slices.SortFunc(cands, byScoreThenSlot)
-	g.links[node][l] = c.selectNeighbours(cands, g.maxLinks(l), lst)
+	g.setLinks(node, l, c.selectNeighbours(cands, g.maxLinks(l), lst[:0:len(lst)]))
 }
 
 // deadLink reports a link to a dead node: a negative one (a node of a saved graph
@@ -408,7 +451,7 @@ func (c *collection) graphRepair(mark []bool, deadLinks func(d int32, l int) []i
 			continue
 		}
 		for l := 0; l <= int(g.levels[y]); l++ {
-			lst := g.links[y][l]
+			lst := g.linksAt(y, l)
 			hit := false
 			for _, x := range lst {
 				if deadLink(mark, x) {
@@ -443,7 +486,7 @@ func (c *collection) graphRepair(mark []bool, deadLinks func(d int32, l int) []i
 				}
 			}
 			slices.SortFunc(cands, byScoreThenSlot)
-			g.links[y][l] = c.selectNeighbours(cands, g.maxLinks(l), lst)
+			g.setLinks(y, l, c.selectNeighbours(cands, g.maxLinks(l), lst[:0:len(lst)]))
 		}
 	}
 	if g.entry >= 0 && !isDead(g.entry) {
@@ -466,15 +509,15 @@ func (c *collection) graphRemove(dead map[int32]bool) {
 		mark[d] = true
 	}
 	deadLinks := func(d int32, l int) []int32 {
-		if l < len(g.links[d]) {
-			return g.links[d][l]
+		if l <= int(g.levels[d]) {
+			return g.linksAt(int(d), l)
 		}
 		return nil
 	}
 	c.graphRepair(mark, deadLinks)
 	for d := range dead {
 		if int(d) < len(g.levels) && g.levels[d] >= 0 {
-			g.levels[d], g.links[d] = -1, nil
+			g.clearNode(int(d))
 			g.changes++
 		}
 	}
@@ -525,7 +568,7 @@ func (c *collection) annSearch(ctx context.Context, unit []float32, k int, filte
 // of q whenever matches are sparse there.
 func (c *collection) searchFiltered(ctx context.Context, q []float32, ep candidate, ef, k int,
 	filter map[string]string, sc *scratch) ([]candidate, error) {
-	links := c.g.links
+	g := c.g
 	sc.cand = append(sc.cand[:0], ep)
 	beam := topK{items: c.items, c: sc.res[:0]}
 	found := topK{items: c.items, c: sc.sel[:0]}
@@ -547,7 +590,7 @@ func (c *collection) searchFiltered(ctx context.Context, q []float32, ep candida
 				return nil, fmt.Errorf("vectorstore: search: %w", err)
 			}
 		}
-		for _, nb32 := range links[cur.slot][0] {
+		for _, nb32 := range g.linksAt(cur.slot, 0) {
 			nb := int(nb32)
 			if sc.visited(nb) {
 				continue

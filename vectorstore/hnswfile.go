@@ -75,7 +75,8 @@ func encodeGraph(b []byte, name string, c *collection) []byte {
 		sum, buf = unitCRC(c.vec(s), buf)
 		b = binary.LittleEndian.AppendUint32(b, sum)
 		b = append(b, byte(lv))
-		for _, lst := range g.links[s] {
+		for l := 0; l <= int(lv); l++ {
+			lst := g.linksAt(s, l)
 			b = binary.AppendUvarint(b, uint64(len(lst)))
 			for _, x := range lst {
 				b = binary.AppendUvarint(b, uint64(index[x]))
@@ -335,9 +336,9 @@ func (c *collection) loadGraph(sg savedGraph) {
 	}
 	for i, s := range slotOf {
 		if s >= 0 {
-			g.links[s] = make([][]int32, len(sg.links[i]))
+			g.initNode(int(s), int(sg.levels[i]))
 			for l, lst := range sg.links[i] {
-				g.links[s][l] = translate(lst)
+				g.setLinks(int(s), l, translate(lst))
 			}
 		}
 	}
