@@ -29,7 +29,8 @@
 //     than K matches, the query is answered by an exact scan, so K matches come back
 //     whenever K exist. Collections up to HNSWConfig.ExactBelow items are always
 //     scanned. Deletes and replaced vectors are unlinked at once: the nodes that
-//     linked to them get new links. Node levels come from a hash of the item ID, so
+//     linked to them get new links (each Delete call scans every node's links once,
+//     some milliseconds at 100k items, so delete in batches where possible). Node levels come from a hash of the item ID, so
 //     the same writes build the same graph. With a Path, the graphs are saved beside
 //     the log (Path + ".hnsw") on Close and after many changes; Open replays the log,
 //     loads the saved graph and redoes only what changed since it was saved (a
