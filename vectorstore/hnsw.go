@@ -290,11 +290,10 @@ func (c *collection) greedy(q []float32, ep candidate, l int) candidate {
 }
 
 // searchLayer is the beam search of HNSW on layer l: it returns (as an unordered
-// heap, in sc.res) up to ef of the nodes nearest q that accept admits, exploring from
-// entry. Nodes that accept rejects are still walked through. A nil accept admits
-// every node. ctx, when not nil, is checked every so often.
+// heap, in sc.res) up to ef of the nodes nearest q, exploring from entry. ctx is
+// checked every so often.
 func (c *collection) searchLayer(ctx context.Context, q []float32, entry []candidate, ef, l int,
-	accept func(slot int) bool, sc *scratch) ([]candidate, error) {
+	sc *scratch) ([]candidate, error) {
 	g := c.g
 	sc.cand = sc.cand[:0]
 	res := topK{items: c.items, c: sc.res[:0]}
@@ -304,9 +303,7 @@ func (c *collection) searchLayer(ctx context.Context, q []float32, entry []candi
 		}
 		sc.visit(e.slot)
 		sc.cand = candPush(sc.cand, e)
-		if accept == nil || accept(e.slot) {
-			res.push(e, ef)
-		}
+		res.push(e, ef)
 	}
 	steps := 0
 	for len(sc.cand) > 0 {
@@ -315,7 +312,7 @@ func (c *collection) searchLayer(ctx context.Context, q []float32, entry []candi
 		if len(res.c) >= ef && cur.score < res.c[0].score {
 			break
 		}
-		if steps++; ctx != nil && steps%256 == 0 {
+		if steps++; steps%256 == 0 {
 			if err := ctx.Err(); err != nil {
 				sc.res = res.c
 				return nil, fmt.Errorf("vectorstore: search: %w", err)
@@ -331,9 +328,7 @@ func (c *collection) searchLayer(ctx context.Context, q []float32, entry []candi
 			if len(res.c) < ef || s >= res.c[0].score {
 				x := candidate{score: s, slot: nb}
 				sc.cand = candPush(sc.cand, x)
-				if accept == nil || accept(nb) {
-					res.push(x, ef)
-				}
+				res.push(x, ef)
 			}
 		}
 	}
@@ -396,7 +391,7 @@ func (c *collection) graphInsert(slot int) {
 	entry := []candidate{ep}
 	for l := min(level, g.top); l >= 0; l-- {
 		sc.nextGen()
-		w, _ := c.searchLayer(nil, q, entry, g.cfg.EfConstruction, l, nil, sc)
+		w, _ := c.searchLayer(context.Background(), q, entry, g.cfg.EfConstruction, l, sc) // cannot fail
 		sc.sel = append(sc.sel[:0], w...)
 		slices.SortFunc(sc.sel, byScoreThenSlot)
 		nbrs := c.selectNeighbours(sc.sel, g.cfg.M, make([]int32, 0, g.maxLinks(l)+1))
@@ -541,7 +536,7 @@ func (c *collection) annSearch(ctx context.Context, unit []float32, k int, filte
 	var w []candidate
 	var err error
 	if len(filter) == 0 {
-		w, err = c.searchLayer(ctx, unit, []candidate{ep}, ef, 0, nil, sc)
+		w, err = c.searchLayer(ctx, unit, []candidate{ep}, ef, 0, sc)
 	} else {
 		// Widen the beam by the share of items the filter may keep, so that it scores
 		// about as many matching items as an unfiltered beam scores items.
