@@ -30,13 +30,16 @@
 //     whenever K exist. Collections up to HNSWConfig.ExactBelow items are always
 //     scanned. Deletes and replaced vectors are unlinked at once: the nodes that
 //     linked to them get new links (each Delete call scans every node's links once,
-//     some milliseconds at 100k items, so delete in batches where possible). Node levels come from a hash of the item ID, so
-//     the same writes build the same graph. With a Path, the graphs are saved beside
-//     the log (Path + ".hnsw") on Close and after many changes; Open replays the log,
-//     loads the saved graph and redoes only what changed since it was saved (a
-//     missing or damaged graph file is rebuilt from the log, never trusted for
-//     results). A write holds searches of the store off while it links its items into
-//     the graph (about a millisecond per item at dimension 384).
+//     some milliseconds at 100k items, so delete in batches where possible). Node
+//     levels come from a hash of the item ID, so the same writes build the same
+//     graph. With a Path, the graphs are saved beside the log (Path + ".hnsw") on
+//     Close and by writes once a sixteenth of the nodes (at least 4096) changed;
+//     Open replays the log, loads the saved graph and redoes only what changed since
+//     it was saved, so a crash costs seconds on the next Open. A missing or damaged
+//     graph file is rebuilt from the log (about a millisecond per item at dimension
+//     384, so minutes at 100k items), never trusted for results. A write holds
+//     searches of the store off while it links its items into the graph (about a
+//     millisecond per item at dimension 384).
 //
 // Embedded is the only implementation so far: a Milvus one, for clusters and larger
 // collections, is to come and must pass the same suite (deploy/smoke_test.go only

@@ -369,3 +369,20 @@ func TestHNSWConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// Writes save the graph after many changes, so a crash (no Close) leaves little to redo.
+func TestHNSWGraphSavedWithoutClose(t *testing.T) {
+	items, _ := recallData(5000, 8, 17)
+	path := filepath.Join(t.TempDir(), "v.log")
+	s := open(t, vectorstore.Config{Path: path, NoSync: true, Index: vectorstore.IndexHNSW})
+	if _, err := os.Stat(path + ".hnsw"); !os.IsNotExist(err) {
+		t.Fatalf("graph file before any write: %v", err)
+	}
+	upsertAll(t, s, "a", items)
+	if _, err := os.Stat(path + ".hnsw"); err != nil {
+		t.Errorf("no graph file after %d inserts: %v", len(items), err)
+	}
+	if c := s.GraphChanges("a"); c >= 4096 {
+		t.Errorf("%d changes since the last save", c)
+	}
+}
