@@ -354,6 +354,7 @@ func openCLIMemories(ctx context.Context, fc nodeconfig.File, configPath, data, 
 		return cliMemories{}, nil, err
 	}
 	cfg := node.Config{DataDir: or(data, os.Getenv("TROUPE_DATA"), fc.Data, ".troupe"), Model: model, Memory: &memCfg,
+		Consolidation: consolidation(fc.Memory, false),
 		Secrets: append(llmBase.Secrets(nil), key, embKey), Resume: node.ResumeNone,
 		Logger: slog.New(slog.DiscardHandler)}
 	log, err := openLog(ctx, or(os.Getenv("TROUPE_CLICKHOUSE"), fc.ClickHouse), or(os.Getenv("TROUPE_CLICKHOUSE_DATABASE"), fc.ClickHouseDatabase, "troupe"))
@@ -379,4 +380,16 @@ func openCLIMemories(ctx context.Context, fc nodeconfig.File, configPath, data, 
 		}
 		_ = closeVectors()
 	}, nil
+}
+
+// consolidation is the consolidator of the "memory" section: its policy always
+// (a consolidate asked for by node memory, the memory tool or node run applies the
+// configured rules, not the defaults), and its schedule and write threshold only
+// when background is set and the section does not disable it.
+func consolidation(m *nodeconfig.MemoryFile, background bool) *consolidator.SchedulerConfig {
+	policy, interval, threshold, disabled := m.Consolidation()
+	if !background || disabled {
+		interval, threshold = -1, -1
+	}
+	return &consolidator.SchedulerConfig{Consolidator: consolidator.Config{Policy: policy}, Interval: interval, Threshold: threshold}
 }
