@@ -165,7 +165,7 @@ func (in Input) Check() error {
 		}
 	}
 	if len(in.Metadata) > 0 {
-		if t := bytes.TrimSpace(in.Metadata); len(t) == 0 || t[0] != '{' {
+		if t := bytes.TrimSpace(in.Metadata); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
 			return fmt.Errorf("%w: metadata must be a JSON object", ErrInvalid)
 		}
 	}
