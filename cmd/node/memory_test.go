@@ -1,0 +1,359 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// nodeMemory runs "node memory ARGS..." in process and returns its exit code and
+// output.
+func nodeMemory(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), append([]string{"memory"}, args...), &out, &errb, options{})
+	return code, out.String(), errb.String()
+}
+
+// mustMemory runs "node memory ARGS..." and fails the test unless it exits 0.
+func mustMemory(t *testing.T, args ...string) string {
+	t.Helper()
+	code, out, errs := nodeMemory(t, args...)
+	if code != 0 {
+		t.Fatalf("node memory %s: exit %d\nstdout %s\nstderr %s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+// memoryCLIEnv gives a test a working directory without .troupe.json, no model or
+// data directory from the environment, and a data directory of its own.
+func memoryCLIEnv(t *testing.T) (data string) {
+	t.Helper()
+	clearLLMEnv(t)
+	t.Setenv("TROUPE_CLICKHOUSE", "")
+	t.Setenv("TROUPE_MILVUS", "")
+	t.Chdir(t.TempDir())
+	return filepath.Join(t.TempDir(), "data")
+}
+
+// memoryEvents reads the events of namespace ns from the log in data.
+func memoryEvents(t *testing.T, data, ns string) []messages.Envelope {
+	t.Helper()
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: data, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	events, err := lg.Read(context.Background(), memory.Stream(ns), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events
+}
+
+// addedIn returns the MemoryAdded payloads of events.
+func addedIn(t *testing.T, events []messages.Envelope) []*messages.MemoryAdded {
+	t.Helper()
+	var added []*messages.MemoryAdded
+	for _, e := range events {
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, ok := p.(*messages.MemoryAdded); ok {
+			added = append(added, a)
+		}
+	}
+	return added
+}
+
+var memoryIDLine = regexp.MustCompile(`^m_[0-9a-f]{16}\n$`)
+
+// add, search (a table and the documented JSON), history with and without
+// --namespace, as text and JSON.
+func TestMemoryCLIAddSearchHistory(t *testing.T) {
+	data := memoryCLIEnv(t)
+	lisbon := mustMemory(t, "add", "--data", data, "--namespace", "user:alice", "--tier", "episodic", "--importance", "0.8",
+		"--timestamp", "2026-03-14T09:30:00Z", "--metadata", `{"source":"chat","turn":7}`, "Alice moved to Lisbon in March")
+	// Flags may follow the content, as they do in most command lines.
+	tea := mustMemory(t, "add", "Alice prefers green tea over coffee", "--data", data, "--namespace", "user:alice")
+	mustMemory(t, "add", "--data", data, "--namespace", "user:bob", "Bob prefers coffee")
+	for _, id := range []string{lisbon, tea} {
+		if !memoryIDLine.MatchString(id) {
+			t.Fatalf("add printed %q, want the memory ID and a newline", id)
+		}
+	}
+	lisbon, tea = strings.TrimSpace(lisbon), strings.TrimSpace(tea)
+
+	out := mustMemory(t, "search", "--data", data, "--namespace", "user:alice", "Lisbon in March")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 || !strings.HasPrefix(lines[0], "SCORE") || !strings.Contains(lines[1], lisbon) ||
+		!strings.Contains(lines[1], "episodic") || !strings.Contains(lines[1], "Alice moved to Lisbon in March") {
+		t.Fatalf("search table:\n%s", out)
+	}
+	if strings.Contains(out, "Bob") {
+		t.Fatalf("search in user:alice found user:bob's memory:\n%s", out)
+	}
+
+	out = mustMemory(t, "search", "--data", data, "--namespace", "user:alice", "--json", "--limit", "1", "--tier", "episodic,semantic", "Lisbon")
+	var doc map[string][]map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || len(doc) != 1 || len(doc["results"]) != 1 {
+		t.Fatalf("search --json = %v:\n%s", err, out)
+	}
+	hit := doc["results"][0]
+	var keys []string
+	for k := range hit {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	if got := strings.Join(keys, ","); got != "content,id,metadata,score,tier,timestamp" {
+		t.Fatalf("a result has the fields %s, want content,id,metadata,score,tier,timestamp:\n%s", got, out)
+	}
+	var typed struct{ Results []node.SearchHit }
+	if err := json.Unmarshal([]byte(out), &typed); err != nil {
+		t.Fatal(err)
+	}
+	r := typed.Results[0]
+	var meta map[string]any
+	if r.ID != lisbon || r.Tier != memory.Episodic || r.Content != "Alice moved to Lisbon in March" || r.Score <= 0 ||
+		!r.Timestamp.Equal(time.Date(2026, 3, 14, 9, 30, 0, 0, time.UTC)) || json.Unmarshal(r.Metadata, &meta) != nil ||
+		meta["source"] != "chat" || meta["turn"] != 7.0 {
+		t.Fatalf("search --json hit = %+v", r)
+	}
+	// Every result has metadata, {} when none was given.
+	out = mustMemory(t, "search", "--data", data, "--namespace", "user:alice", "--json", "--tier", "semantic", "green tea")
+	if !strings.Contains(out, `"id": "`+tea+`"`) || !strings.Contains(out, `"metadata": {}`) {
+		t.Fatalf("search --json for tea:\n%s", out)
+	}
+	// A search with no hit prints an empty list, not null.
+	if out := mustMemory(t, "search", "--data", data, "--namespace", "user:nobody", "--json", "tea"); !strings.Contains(out, `"results": []`) {
+		t.Fatalf("search of an empty namespace:\n%s", out)
+	}
+
+	// history: without --namespace it looks in every namespace.
+	for _, args := range [][]string{{"history", "--data", data, lisbon}, {"history", "--data", data, "--namespace", "user:alice", lisbon}} {
+		out = mustMemory(t, args...)
+		if !strings.HasPrefix(out, "memory "+lisbon+" in user:alice\nSEQ") || !strings.Contains(out, "memory.added") ||
+			!strings.Contains(out, "added by node memory add") || !strings.Contains(out, "Alice moved to Lisbon in March") {
+			t.Fatalf("%s:\n%s", strings.Join(args, " "), out)
+		}
+	}
+	out = mustMemory(t, "history", "--data", data, "--json", lisbon)
+	var ans node.HistoryAnswer
+	if err := json.Unmarshal([]byte(out), &ans); err != nil {
+		t.Fatal(err)
+	}
+	if ans.ID != lisbon || ans.Namespace != "user:alice" || len(ans.History) != 1 {
+		t.Fatalf("history --json = %+v", ans)
+	}
+	if c := ans.History[0]; c.Type != messages.TypeMemoryAdded || c.Seq != 1 || c.Memory == nil || c.Memory.Importance != 0.8 ||
+		!strings.HasPrefix(c.Key, "cli/") {
+		t.Fatalf("history --json change = %+v", c)
+	}
+	// In another namespace, or unknown: exit 1, saying so.
+	code, _, errs := nodeMemory(t, "history", "--data", data, "--namespace", "user:bob", lisbon)
+	if code != 1 || !strings.Contains(errs, "no such memory") || !strings.Contains(errs, "in namespace user:bob") {
+		t.Fatalf("history in the wrong namespace: exit %d, %s", code, errs)
+	}
+	code, _, errs = nodeMemory(t, "history", "--data", data, "m_0000000000000000")
+	if code != 1 || !strings.Contains(errs, "no such memory: m_0000000000000000") {
+		t.Fatalf("history of an unknown ID: exit %d, %s", code, errs)
+	}
+}
+
+// import checks every line before it writes any: all the bad lines are named by
+// FILE:LINE and the log is left as it was. A good file is written in batches of
+// 1,000 (2,500 lines, three appends) under keys of its own, so that a second import
+// writes nothing.
+func TestMemoryCLIImport(t *testing.T) {
+	data := memoryCLIEnv(t)
+	mustMemory(t, "add", "--data", data, "--namespace", "user:bulk", "an older memory")
+	before := memoryEvents(t, data, "user:bulk")
+
+	bad := filepath.Join(t.TempDir(), "bad.jsonl")
+	body := `{"namespace":"user:bulk","tier":"semantic","content":"fine"}
+{"namespace":"user:bulk","tier":"bogus","content":"x"}
+not json
+
+{"namespace":"user:bulk","tier":"working","content":"y","importance":1.5}
+{"namespace":"user:bulk","tier":"working","content":"   "}
+{"namespace":"","tier":"working","content":"z"}
+{"namespace":"user:bulk","tier":"episodic","content":"fine too","timestamp":"yesterday"}
+`
+	if err := os.WriteFile(bad, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := nodeMemory(t, "import", "--data", data, bad)
+	if code != 2 || out != "" {
+		t.Fatalf("import of a bad file: exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	for _, want := range []string{"nothing imported: 6 of 8 lines are bad", bad + `:2: memory: invalid request: unknown tier "bogus"`,
+		bad + ":3: ", bad + ":5: memory: invalid request: importance 1.5 outside [0, 1]", bad + ":6: memory: invalid request: empty content",
+		bad + ":7: memory: invalid request: empty namespace", bad + `:8: memory: invalid request: timestamp "yesterday"`} {
+		if !strings.Contains(errs, want) {
+			t.Errorf("import of a bad file: stderr lacks %q:\n%s", want, errs)
+		}
+	}
+	if strings.Contains(errs, ":1:") || strings.Contains(errs, ":4:") {
+		t.Errorf("import of a bad file names a good or blank line:\n%s", errs)
+	}
+	if after := memoryEvents(t, data, "user:bulk"); len(after) != len(before) {
+		t.Fatalf("a refused import wrote %d events", len(after)-len(before))
+	}
+
+	const lines = 2500
+	good := filepath.Join(t.TempDir(), "good.jsonl")
+	var b strings.Builder
+	for i := range lines {
+		fmt.Fprintf(&b, `{"namespace":"user:bulk","tier":"semantic","content":"bulk fact %d, codeword w%dz","importance":0.4,"metadata":{"line":%d}}`+"\n", i, i, i+1)
+	}
+	if err := os.WriteFile(good, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if out := mustMemory(t, "import", "--data", data, good); out != fmt.Sprintf("imported %d memories from %s\n", lines, good) {
+			t.Fatalf("import: %q", out)
+		}
+	}
+	added := addedIn(t, memoryEvents(t, data, "user:bulk"))[1:]
+	keys := map[string]int{}
+	contents := map[string]int{}
+	for _, a := range added {
+		keys[a.Key]++
+		contents[a.Memory.Content]++
+		if a.Reason != "imported from "+good {
+			t.Fatalf("imported with the reason %q", a.Reason)
+		}
+	}
+	if len(added) != lines || len(contents) != lines {
+		t.Fatalf("two imports of %d lines: %d memories added, %d distinct", lines, len(added), len(contents))
+	}
+	var sizes []int
+	for _, n := range keys {
+		sizes = append(sizes, n)
+	}
+	slices.Sort(sizes)
+	if !slices.Equal(sizes, []int{500, 1000, 1000}) {
+		t.Fatalf("the import's appends carried %v memories, want 1000, 1000 and 500", sizes)
+	}
+	out = mustMemory(t, "search", "--data", data, "--namespace", "user:bulk", "--json", "--limit", "1", "w1234z")
+	if !strings.Contains(out, `"content": "bulk fact 1234, codeword w1234z"`) || !strings.Contains(out, `"line": 1235`) {
+		t.Fatalf("search after the import:\n%s", out)
+	}
+}
+
+// consolidate prints its report (text and JSON) and applies the configured policy;
+// the config's working capacity holds; history shows the merge and the promotion.
+func TestMemoryCLIConsolidateWithConfig(t *testing.T) {
+	data := memoryCLIEnv(t)
+	cfg := writeConfig(t, `{"memory": {"working_capacity": 3, "consolidator": {"promote_above": 0.8, "duplicate_threshold": 0.95, "disabled": true}}}`)
+	add := func(args ...string) string {
+		return strings.TrimSpace(mustMemory(t, append([]string{"add", "--config", cfg, "--data", data, "--namespace", "user:alice"}, args...)...))
+	}
+	var working []string
+	for i, imp := range []string{"0.5", "0.9", "0.75", "0.5"} {
+		working = append(working, add("--tier", "working", "--importance", imp, fmt.Sprintf("working note %d", i)))
+	}
+	// working_capacity 3: the fourth write forgot the least valuable (the oldest of importance 0.5).
+	out := mustMemory(t, "history", "--config", cfg, "--data", data, working[0])
+	if !strings.Contains(out, "memory.forgotten") || !strings.Contains(out, "capacity 3") {
+		t.Fatalf("history of the memory over capacity:\n%s", out)
+	}
+	kept := add("--tier", "semantic", "Alice lives in Lisbon")
+	dup := add("--tier", "semantic", "--metadata", `{"from":"chat"}`, "Alice lives in Lisbon.")
+
+	out = mustMemory(t, "consolidate", "--config", cfg, "--data", data, "--namespace", "user:alice")
+	// promote_above 0.8: only the 0.9 memory moves (the default, 0.7, would move 0.75 too).
+	for _, want := range []string{"consolidated user:alice: forgot 0, merged 1, promoted 1, distilled 0, invalidated 0",
+		"- promote " + working[1] + " to episodic: importance 0.9 > 0.8", "- merge " + dup + " into " + kept + ": cosine"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("consolidate report lacks %q:\n%s", want, out)
+		}
+	}
+	out = mustMemory(t, "history", "--config", cfg, "--data", data, "--namespace", "user:alice", working[1])
+	if !strings.Contains(out, "memory.promoted  importance 0.9 > 0.8") {
+		t.Errorf("history of the promoted memory:\n%s", out)
+	}
+	out = mustMemory(t, "history", "--config", cfg, "--data", data, "--json", kept)
+	var ans node.HistoryAnswer
+	if err := json.Unmarshal([]byte(out), &ans); err != nil || len(ans.History) != 2 {
+		t.Fatalf("history --json of the merged memory: %v\n%s", err, out)
+	}
+	var merged map[string]string
+	if m := ans.History[1]; m.Type != messages.TypeMemoryMerged || !slices.Equal(m.Related, []string{dup}) ||
+		json.Unmarshal(m.Memory.Metadata, &merged) != nil || merged["from"] != "chat" {
+		t.Errorf("the merge in the history: %+v, metadata %s", m, m.Memory.Metadata)
+	}
+
+	// A second run finds nothing to do; --json prints the report's fields.
+	out = mustMemory(t, "consolidate", "--config", cfg, "--data", data, "--namespace", "user:alice", "--json")
+	var rep consolidator.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Namespace != "user:alice" || rep.Merged+rep.Promoted+rep.Forgotten != 0 {
+		t.Fatalf("consolidate --json = %+v, %v:\n%s", rep, err, out)
+	}
+}
+
+// Usage errors exit 2 with a message that says what is wrong, before anything is
+// opened: no data directory appears.
+func TestMemoryCLIUsageErrors(t *testing.T) {
+	data := memoryCLIEnv(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{}, "usage:"},
+		{[]string{"frob"}, `unknown command "node memory frob": want add, search, import, consolidate or history`},
+		{[]string{"add", "x"}, "node memory add needs --namespace NS"},
+		{[]string{"search", "x"}, "node memory search needs --namespace NS"},
+		{[]string{"consolidate"}, "node memory consolidate needs --namespace NS"},
+		{[]string{"add", "--namespace", "user alice", "x"}, `namespace "user alice": use letters, digits and . _ - : @`},
+		{[]string{"add", "--namespace", "user:a"}, "node memory add wants the content as its one argument"},
+		{[]string{"add", "--namespace", "user:a", "one", "two"}, "got 2 arguments"},
+		{[]string{"add", "--namespace", "user:a", "   "}, "empty content"},
+		{[]string{"add", "--namespace", "user:a", "--tier", "longterm", "x"}, `unknown tier "longterm": want working, episodic, semantic or perceptual`},
+		{[]string{"add", "--namespace", "user:a", "--importance", "1.5", "x"}, "importance 1.5 outside [0, 1]"},
+		{[]string{"add", "--namespace", "user:a", "--importance", "-1", "x"}, "importance -1 outside [0, 1]"},
+		{[]string{"add", "--namespace", "user:a", "--importance", "high", "x"}, `invalid value "high" for flag -importance`},
+		{[]string{"add", "--namespace", "user:a", "--metadata", "{", "x"}, "metadata must be a JSON object"},
+		{[]string{"add", "--namespace", "user:a", "--metadata", "[1]", "x"}, "metadata must be a JSON object"},
+		{[]string{"add", "--namespace", "user:a", "--timestamp", "today", "x"}, `timestamp "today" is not RFC 3339`},
+		{[]string{"search", "--namespace", "user:a", ""}, "q is empty: say what to search for"},
+		{[]string{"search", "--namespace", "user:a", "--limit", "0", "x"}, `limit "0": want 1 to 100`},
+		{[]string{"search", "--namespace", "user:a", "--tier", "working,nope", "x"}, `unknown tier "nope"`},
+		{[]string{"search", "--namespace", "user:a", "--mode", "fuzzy", "x"}, `mode "fuzzy": want hybrid, vector or keyword`},
+		{[]string{"consolidate", "--namespace", "user:a", "now"}, "node memory consolidate takes no argument"},
+		{[]string{"history"}, "node memory history wants the memory ID"},
+		{[]string{"history", "--namespace", "user/alice", "m_1"}, `--namespace: memory: invalid request: namespace "user/alice"`},
+		{[]string{"import"}, "node memory import wants the file"},
+		{[]string{"import", "missing.jsonl"}, "missing.jsonl: no such file"},
+		{[]string{"add", "--frobnicate", "x"}, "flag provided but not defined: -frobnicate"},
+	} {
+		code, out, errs := nodeMemory(t, append(c.args, "--data", data)...)
+		if len(c.args) == 0 {
+			code, out, errs = nodeMemory(t)
+		}
+		if code != 2 || out != "" || !strings.Contains(errs, c.want) {
+			t.Errorf("node memory %q: exit %d\nstdout %s\nstderr %s\nwant exit 2 and %q", c.args, code, out, errs, c.want)
+		}
+	}
+	if _, err := os.Stat(data); !os.IsNotExist(err) {
+		t.Fatalf("a usage error created the data directory: %v", err)
+	}
+	if code, out, _ := nodeMemory(t, "--help"); code != 0 || !strings.Contains(out, "node memory import FILE.jsonl") {
+		t.Fatalf("node memory --help: exit %d %s", code, out)
+	}
+}
