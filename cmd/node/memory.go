@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/memory"
@@ -391,6 +392,9 @@ func openCLIMemories(ctx context.Context, fc nodeconfig.File, configPath, data, 
 			_ = log.Close()
 		}
 		_ = closeVectors()
+		if errors.Is(err, eventlog.ErrLocked) {
+			return cliMemories{}, nil, fmt.Errorf("the memories of %s: %w\n(a node serving this directory holds it: use its HTTP API, POST /v1/memories, GET /v1/memories/search and /v1/memories/{id}/history, or stop it first)", cfg.DataDir, err)
+		}
 		return cliMemories{}, nil, fmt.Errorf("the memories of %s: %w", cfg.DataDir, err)
 	}
 	return cliMemories{Memories: n.Memories(), n: n}, func() {

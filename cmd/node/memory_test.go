@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -355,5 +356,61 @@ func TestMemoryCLIUsageErrors(t *testing.T) {
 	}
 	if code, out, _ := nodeMemory(t, "--help"); code != 0 || !strings.Contains(out, "node memory import FILE.jsonl") {
 		t.Fatalf("node memory --help: exit %d %s", code, out)
+	}
+}
+
+// memoryChild starts a real `node serve` on dir/data (the test binary re-executed,
+// as in crash_test.go) with a model that answers "ok".
+func memoryChild(t *testing.T, dir string, flags ...string) *child {
+	t.Helper()
+	script := filepath.Join(dir, "script.json")
+	if err := os.WriteFile(script, []byte(`{"name":"scripted","steps":[{"content":"ok"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return startChildWith(t, dir, script, filepath.Join(dir, "records.txt"), filepath.Join(dir, "model.txt"),
+		[]string{"TROUPE_MILVUS="}, flags...)
+}
+
+// stop ends a child with SIGTERM and waits for it.
+func (c *child) stop() {
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	_ = c.cmd.Wait()
+}
+
+// A data directory a running node serves is locked: node memory says so at once
+// and points at the HTTP API, and writes nothing.
+func TestMemoryCLIDataLockedByServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node process")
+	}
+	memoryCLIEnv(t)
+	dir := t.TempDir()
+	srv := memoryChild(t, dir)
+	defer srv.stop()
+	data := filepath.Join(dir, "data")
+	for _, args := range [][]string{
+		{"add", "--data", data, "--namespace", "user:alice", "x"},
+		{"search", "--data", data, "--namespace", "user:alice", "x"},
+		{"history", "--data", data, "m_0000000000000000"},
+	} {
+		type result struct {
+			code      int
+			out, errs string
+		}
+		done := make(chan result, 1)
+		go func() {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), append([]string{"memory"}, args...), &out, &errb, options{})
+			done <- result{code, out.String(), errb.String()}
+		}()
+		select {
+		case r := <-done:
+			if r.code != 1 || r.out != "" || !strings.Contains(r.errs, "data directory is locked by another process") ||
+				!strings.Contains(r.errs, fmt.Sprintf("held by pid %d", srv.cmd.Process.Pid)) || !strings.Contains(r.errs, "/v1/memories") {
+				t.Errorf("node memory %s on a served directory: exit %d\nstdout %s\nstderr %s", args[0], r.code, r.out, r.errs)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("node memory %s on a served directory did not return in 20 s", args[0])
+		}
 	}
 }
