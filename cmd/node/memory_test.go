@@ -3,8 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -413,4 +417,216 @@ func TestMemoryCLIDataLockedByServe(t *testing.T) {
 			t.Fatalf("node memory %s on a served directory did not return in 20 s", args[0])
 		}
 	}
+}
+
+// postMemory sends one memory with an Idempotency-Key and returns the status and
+// the IDs; err is a failure of the connection (the node gone).
+func postMemory(c *child, key, body string) (int, []string, error) {
+	req, err := http.NewRequest(http.MethodPost, "http://"+c.addr+"/v1/memories", strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	var out struct{ IDs []string }
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.StatusCode == http.StatusCreated {
+		if err := json.Unmarshal(b, &out); err != nil {
+			return 0, nil, err
+		}
+	}
+	return resp.StatusCode, out.IDs, nil
+}
+
+func getJSON(t *testing.T, url string, v any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %d, %v", url, resp.StatusCode, err)
+	}
+	return resp.StatusCode
+}
+
+// A namespace survives kill -9: writers post memories over HTTP (batches of ten),
+// each request with its Idempotency-Key, until the node is killed mid-stream. On the
+// same data directory the next node has every acknowledged memory exactly once; the
+// requests in flight at the kill, sent again with their keys, are written at most
+// once; search finds the memories (the vector projection is rebuilt) and history
+// answers.
+func TestMemoryKillNineKeepsEveryAcknowledgedMemory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills node processes")
+	}
+	memoryCLIEnv(t)
+	dir := t.TempDir()
+	const ns, writers, batch = "user:crash", 4, 10
+	// Words of their own per memory, so that no two look alike to the consolidator's
+	// dedupe (which runs in the background, every 50 writes).
+	word := func(i, j int) string { return fmt.Sprintf("w%x", sha256.Sum256(fmt.Appendf(nil, "%d/%d", i, j)))[:11] }
+	content := func(i int) string {
+		return fmt.Sprintf("crash memory %d: %s %s %s %s", i, word(i, 0), word(i, 1), word(i, 2), word(i, 3))
+	}
+	body := func(r int) string { // request r carries memories r*batch … r*batch+batch-1
+		var items []string
+		for i := r * batch; i < (r+1)*batch; i++ {
+			items = append(items, fmt.Sprintf(`{"namespace":%q,"tier":"episodic","content":%q,"importance":0.6,"metadata":{"n":%d}}`, ns, content(i), i))
+		}
+		return "[" + strings.Join(items, ",") + "]"
+	}
+	key := func(r int) string { return fmt.Sprintf("crash-%05d", r) }
+
+	first := memoryChild(t, dir)
+	type sent struct {
+		r   int
+		ids []string
+	}
+	var (
+		acked    = make(chan sent, 100_000)
+		inFlight = make(chan int, writers)
+		failures = make(chan string, writers)
+	)
+	for w := range writers {
+		go func() {
+			for r := w; ; r += writers {
+				code, ids, err := postMemory(first, key(r), body(r))
+				switch {
+				case err != nil:
+					inFlight <- r // the node is gone: this one may or may not be written
+					return
+				case code != http.StatusCreated || len(ids) != batch:
+					failures <- fmt.Sprintf("request %d: %d %v", r, code, ids)
+					inFlight <- r
+					return
+				}
+				acked <- sent{r, ids}
+			}
+		}()
+	}
+	deadline := time.After(30 * time.Second)
+	for len(acked) < 60 {
+		select {
+		case f := <-failures:
+			t.Fatalf("before the kill: %s\n%s", f, first.stderr.String())
+		case <-deadline:
+			t.Fatalf("only %d requests acknowledged in 30 s:\n%s", len(acked), first.stderr.String())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	first.kill9(t)
+	var pending []int
+	for range writers {
+		select {
+		case r := <-inFlight:
+			pending = append(pending, r)
+		case <-time.After(20 * time.Second):
+			t.Fatal("a writer did not notice the kill in 20 s")
+		}
+	}
+	close(acked)
+	select {
+	case f := <-failures:
+		t.Fatalf("a write failed before the kill: %s", f)
+	default:
+	}
+	ids := map[int]string{} // memory number -> ID
+	requests := map[int]int{}
+	record := func(r int, got []string) {
+		requests[r]++
+		for j, id := range got {
+			ids[r*batch+j] = id
+		}
+	}
+	for s := range acked {
+		record(s.r, s.ids)
+	}
+	ackedMemories := len(ids)
+
+	// countAdded counts the memories added to the namespace by ID and by content.
+	countAdded := func() (byID, byContent map[string]int) {
+		byID, byContent = map[string]int{}, map[string]int{}
+		for _, a := range addedIn(t, memoryEvents(t, filepath.Join(dir, "data"), ns)) {
+			byID[a.Memory.MemoryID]++
+			byContent[a.Memory.Content]++
+		}
+		return byID, byContent
+	}
+	atKill, contentAtKill := countAdded()
+	writtenInFlight := 0
+	for _, r := range pending {
+		writtenInFlight += contentAtKill[content(r*batch)]
+	}
+
+	second := memoryChild(t, dir)
+	defer second.stop()
+	// The requests in flight at the kill, sent again with the same keys (twice).
+	for _, r := range pending {
+		var again []string
+		for try := range 2 {
+			code, got, err := postMemory(second, key(r), body(r))
+			if err != nil || code != http.StatusCreated || len(got) != batch || try == 1 && !slices.Equal(got, again) {
+				t.Fatalf("retry %d of request %d: %d %v %v (first %v)", try, r, code, got, err, again)
+			}
+			again = got
+		}
+		record(r, again)
+	}
+
+	after, contentAfter := countAdded()
+	duplicates := 0
+	for c, n := range contentAfter {
+		if n != 1 {
+			duplicates += n - 1
+			t.Errorf("%q added %d times", c, n)
+		}
+	}
+	for i, id := range ids {
+		if after[id] != 1 || contentAfter[content(i)] != 1 {
+			t.Errorf("memory %d (%s) is in the log %d times (its content %d times), want once", i, id, after[id], contentAfter[content(i)])
+		}
+	}
+	if len(after) != len(ids) {
+		t.Errorf("%d memories in the log after the restart, want the %d acknowledged and retried", len(after), len(ids))
+	}
+
+	// Search finds them, by keyword and by vector alone; history answers.
+	var sample []int
+	for i := range ids {
+		sample = append(sample, i)
+	}
+	slices.Sort(sample)
+	sample = append(slices.Clone(sample[:3]), sample[len(sample)/2:len(sample)/2+3]...)
+	for _, r := range pending {
+		sample = append(sample, r*batch, r*batch+batch-1)
+	}
+	for _, i := range sample {
+		// The offline embedder hashes words into 256 buckets: a lone word may share
+		// its bucket with another, the whole content is its own.
+		for mode, q := range map[string]string{"keyword": word(i, 0), "hybrid": word(i, 0) + " " + word(i, 1), "vector": content(i)} {
+			var res struct{ Results []node.SearchHit }
+			url := fmt.Sprintf("http://%s/v1/memories/search?namespace=%s&q=%s&limit=1&mode=%s", second.addr, ns, neturl.QueryEscape(q), mode)
+			if code := getJSON(t, url, &res); code != http.StatusOK || len(res.Results) != 1 || res.Results[0].ID != ids[i] {
+				t.Errorf("search %s for memory %d (%s): %d %+v", mode, i, ids[i], code, res.Results)
+			}
+		}
+		var ans node.HistoryAnswer
+		url := fmt.Sprintf("http://%s/v1/memories/%s/history", second.addr, ids[i])
+		if code := getJSON(t, url, &ans); code != http.StatusOK || ans.Namespace != ns || len(ans.History) != 1 ||
+			ans.History[0].Type != messages.TypeMemoryAdded || ans.History[0].Key != "http/"+key(i/batch)+"/"+ns {
+			t.Errorf("history of memory %d: %d %+v", i, code, ans)
+		}
+	}
+	t.Logf("acknowledged before the kill: %d memories (%d requests); in flight: %d requests (%d of them written before the kill); in the log at the kill: %d; after the restart and the retries: %d; duplicates: %d",
+		ackedMemories, ackedMemories/batch, len(pending), writtenInFlight, len(atKill), len(after), duplicates)
 }
