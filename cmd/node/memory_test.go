@@ -630,3 +630,33 @@ func TestMemoryKillNineKeepsEveryAcknowledgedMemory(t *testing.T) {
 	t.Logf("acknowledged before the kill: %d memories (%d requests); in flight: %d requests (%d of them written before the kill); in the log at the kill: %d; after the restart and the retries: %d; duplicates: %d",
 		ackedMemories, ackedMemories/batch, len(pending), writtenInFlight, len(atKill), len(after), duplicates)
 }
+
+// With "memory": {"tool": true}, node tools lists and calls the memory tool on the
+// data directory's memories, which node memory then finds; the notes share the log.
+func TestMemoryToolThroughTheCLI(t *testing.T) {
+	data := memoryCLIEnv(t)
+	cfg := writeConfig(t, `{"memory": {"tool": true, "namespaces": ["user:alice"]}, "tools": {"notes": {}}}`)
+	for _, c := range []struct {
+		args     []string
+		code     int
+		out, err string
+	}{
+		{args: []string{"list", "--config", cfg, "--data", data}, out: "\nmemory      builtin  Your long-term memory"},
+		{args: []string{"call", "--config", cfg, "--data", data, "memory",
+			`{"op":"add","args":{"namespace":"user:alice","tier":"semantic","content":"Alice is allergic to peanuts","importance":0.9}}`},
+			out: `"event":"ADD"`},
+		{args: []string{"call", "--config", cfg, "--data", data, "memory", `{"op":"add","args":{"namespace":"user:bob","tier":"semantic","content":"x"}}`},
+			code: 1, err: "namespace"},
+		{args: []string{"call", "--config", cfg, "--data", data, "memory", `{"op":"add","args":{"tier":"longterm","content":"x"}}`},
+			code: 1, err: `"tier" must be one of "working", "episodic", "semantic", "perceptual", not "longterm"`},
+		{args: []string{"call", "--config", cfg, "--data", data, "notes", `{"op":"add","args":{"body":"beside the memories"}}`}, out: `"id":"n1"`},
+	} {
+		code, out, errs := nodeTools(t, options{}, c.args...)
+		if code != c.code || !strings.Contains(out, c.out) || !strings.Contains(errs, c.err) {
+			t.Errorf("tools %s: exit %d\nstdout %s\nstderr %s\nwant exit %d, stdout with %q, stderr with %q", strings.Join(c.args, " "), code, out, errs, c.code, c.out, c.err)
+		}
+	}
+	if out := mustMemory(t, "search", "--data", data, "--namespace", "user:alice", "peanuts"); !strings.Contains(out, "Alice is allergic to peanuts") {
+		t.Fatalf("node memory search after the tool's add:\n%s", out)
+	}
+}
