@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/vectorstore"
 )
@@ -394,7 +395,7 @@ func (n *Node) openMemory() error {
 			sc.Logger = n.cfg.Logger
 		}
 		if sc.Consolidator.Model == nil {
-			sc.Consolidator.Model = n.cfg.Model
+			sc.Consolidator.Model = distiller(n.cfg.Model)
 		}
 		sc.Open = func(ctx context.Context, name string) (consolidator.Target, error) {
 			if !n.ownsKey(memory.Stream(name)) {
@@ -423,7 +424,7 @@ func (n *Node) Consolidate(ctx context.Context, namespace, key string) (consolid
 	if n.consolidation != nil {
 		return n.consolidation.Consolidate(ctx, namespace, key)
 	}
-	c, err := consolidator.New(consolidator.Config{Model: n.cfg.Model, Logger: n.cfg.Logger})
+	c, err := consolidator.New(consolidator.Config{Model: distiller(n.cfg.Model), Logger: n.cfg.Logger})
 	if err != nil {
 		return consolidator.Report{}, err
 	}
@@ -432,6 +433,18 @@ func (n *Node) Consolidate(ctx context.Context, namespace, key string) (consolid
 		return consolidator.Report{}, err
 	}
 	return c.Run(ctx, ns, key)
+}
+
+// distiller is the model the consolidator distils and judges conflicts with: the
+// node's, unless that is the offline rule-based model (llm.Offline), which is no
+// language model: it would answer a summary request with its canned reply, and the
+// consolidator would store that as a fact. Without a model the consolidator
+// distils nothing and says so in its report.
+func distiller(m llm.Model) llm.Model {
+	if m == nil || m.Name() == llm.OfflineName {
+		return nil
+	}
+	return m
 }
 
 // ownsKey reports whether this node owns the partition of key (a session or a

@@ -660,3 +660,20 @@ func TestMemoryToolThroughTheCLI(t *testing.T) {
 		t.Fatalf("node memory search after the tool's add:\n%s", out)
 	}
 }
+
+// With no model configured the node runs the offline rule-based model, which
+// cannot summarise: the consolidator distils nothing and says why, instead of
+// storing the offline model's canned reply as a fact.
+func TestMemoryCLIOfflineModelDistilsNothing(t *testing.T) {
+	data := memoryCLIEnv(t)
+	for _, day := range []string{"Saturday", "Sunday", "Monday"} {
+		mustMemory(t, "add", "--data", data, "--namespace", "user:a", "--tier", "episodic", "Alice went hiking in Sintra on "+day)
+	}
+	out := mustMemory(t, "consolidate", "--data", data, "--namespace", "user:a")
+	if !strings.Contains(out, "distilled 0") || !strings.Contains(out, "no model configured: a cluster is distilled by a model only") {
+		t.Fatalf("consolidate with the offline model:\n%s", out)
+	}
+	if out := mustMemory(t, "search", "--data", data, "--namespace", "user:a", "--tier", "semantic", "offline model"); strings.Contains(out, "semantic") {
+		t.Fatalf("a semantic memory was distilled:\n%s", out)
+	}
+}
