@@ -69,6 +69,19 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inputs, err := memory.DecodeInputs(body)
+	if err == nil {
+		// Every memory is checked with the limits of the write (content size, a
+		// timestamp ahead) before any namespace's share is written: a bad one in
+		// the last namespace must not leave the first ones written.
+		for i, in := range inputs {
+			if err = n.memories.Check(in); err != nil {
+				if len(inputs) > 1 {
+					err = fmt.Errorf("memory %d: %w", i, err)
+				}
+				break
+			}
+		}
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -133,13 +146,13 @@ func groupByNamespace(inputs []memory.Input) []nsGroup {
 // AddMemories writes inputs (checked by memory.DecodeInputs) to their namespaces:
 // one Add per namespace, in the order the namespaces first appear, under key and
 // the namespace. It returns the IDs in the order of inputs (an exact duplicate of a
-// stored memory gets that memory's ID). Every input is checked before anything is
-// written; a namespace's batch is one append, so a failure leaves the namespaces
-// before it written and the others untouched, and retrying with the same key
-// writes each once.
+// stored memory gets that memory's ID). Every input is checked (Memories.Check)
+// before anything is written, so bad input writes nothing; a namespace's batch is
+// one append, so a failure of the store leaves the namespaces before it written and
+// the others untouched, and retrying with the same key writes each once.
 func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []memory.Input, reason string) ([]string, error) {
 	for i, in := range inputs {
-		if err := in.Check(); err != nil {
+		if err := m.Check(in); err != nil {
 			return nil, fmt.Errorf("memory %d: %w", i, err)
 		}
 	}

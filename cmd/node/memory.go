@@ -97,7 +97,10 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	}
 	arg := strings.Join(pos, "")
 	// Check what can be checked before opening anything.
-	var inputs []memory.Input
+	var (
+		inputs []memory.Input
+		lines  []int // of inputs in the import file
+	)
 	switch sub {
 	case "add":
 		in := memory.Input{Namespace: *namespace, Tier: *tier, Content: arg, Timestamp: *timestamp, Metadata: json.RawMessage(*metadata)}
@@ -114,7 +117,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		inputs = []memory.Input{in}
 	case "import":
 		var err error
-		if inputs, err = readJSONL(arg); err != nil {
+		if inputs, lines, err = readJSONL(arg); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
@@ -157,6 +160,32 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	defer closeAll()
+
+	// The limits of the write (content size, a timestamp ahead) are the memories':
+	// checked for every input before anything is written.
+	var errs []error
+	bad := 0
+	for i, in := range inputs {
+		if err := mems.Check(in); err != nil {
+			if bad++; len(errs) < maxReportedLines {
+				if sub == "import" {
+					err = fmt.Errorf("%s:%d: %w", arg, lines[i], err)
+				}
+				errs = append(errs, err)
+			}
+		}
+	}
+	if bad > 0 {
+		if sub == "import" {
+			if bad > len(errs) {
+				errs = append(errs, fmt.Errorf("%s: %d more bad lines", arg, bad-len(errs)))
+			}
+			fmt.Fprintf(stderr, "error: %s: nothing imported: %d of %d memories are bad:\n%v\n", arg, bad, len(inputs), errors.Join(errs...))
+		} else {
+			fmt.Fprintln(stderr, "error:", errs[0])
+		}
+		return 2
+	}
 
 	switch sub {
 	case "add":
@@ -238,16 +267,17 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 // readJSONL reads and checks every line of an import file; a blank line is
 // skipped. The error names every bad line as FILE:LINE (the first 100, then how
 // many more), so one run shows what to fix.
-func readJSONL(path string) ([]memory.Input, error) {
+func readJSONL(path string) ([]memory.Input, []int, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var (
 		inputs []memory.Input
+		lines  []int
 		errs   []error
 		line   int
 		bad    int
@@ -265,21 +295,21 @@ func readJSONL(path string) ([]memory.Input, error) {
 			}
 			continue
 		}
-		inputs = append(inputs, in)
+		inputs, lines = append(inputs, in), append(lines, line)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s:%d: %w (a line is at most 1 MiB)", path, line+1, err)
+		return nil, nil, fmt.Errorf("%s:%d: %w (a line is at most 1 MiB)", path, line+1, err)
 	}
 	if bad > len(errs) {
 		errs = append(errs, fmt.Errorf("%s: %d more bad lines", path, bad-len(errs)))
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%s: nothing imported: %d of %d lines are bad:\n%w", path, bad, line, errors.Join(errs...))
+		return nil, nil, fmt.Errorf("%s: nothing imported: %d of %d lines are bad:\n%w", path, bad, line, errors.Join(errs...))
 	}
 	if len(inputs) == 0 {
-		return nil, fmt.Errorf("%s: no memories in the file", path)
+		return nil, nil, fmt.Errorf("%s: no memories in the file", path)
 	}
-	return inputs, nil
+	return inputs, lines, nil
 }
 
 // maxReportedLines is how many bad lines of an import file are named one by one.

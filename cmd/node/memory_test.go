@@ -219,6 +219,26 @@ not json
 	if after := memoryEvents(t, data, "user:bulk"); len(after) != len(before) {
 		t.Fatalf("a refused import wrote %d events", len(after)-len(before))
 	}
+	// Lines that only the write's limits refuse (a content over 16 KiB, a timestamp
+	// more than a day ahead) are found before anything is written too, in whatever
+	// namespace they are.
+	limits := filepath.Join(t.TempDir(), "limits.jsonl")
+	body = `{"namespace":"user:first","tier":"semantic","content":"written first, if anything were"}
+{"namespace":"user:second","tier":"semantic","content":"` + strings.Repeat("y", 20000) + `"}
+{"namespace":"user:second","tier":"semantic","content":"z","timestamp":"2099-01-01T00:00:00Z"}
+`
+	if err := os.WriteFile(limits, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = nodeMemory(t, "import", "--data", data, limits)
+	if code != 2 || out != "" || !strings.Contains(errs, "nothing imported: 2 of 3 memories are bad") ||
+		!strings.Contains(errs, limits+":2: memory: invalid request: content of 20000 bytes; the limit is 16384") ||
+		!strings.Contains(errs, limits+":3: memory: invalid request: timestamp 2099-01-01T00:00:00Z is more than 24h0m0s in the future") {
+		t.Fatalf("import over the limits: exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	if evs := memoryEvents(t, data, "user:first"); len(evs) != 0 {
+		t.Fatalf("an import refused for its second namespace wrote %d events to its first", len(evs))
+	}
 
 	const lines = 2500
 	good := filepath.Join(t.TempDir(), "good.jsonl")
@@ -675,5 +695,27 @@ func TestMemoryCLIOfflineModelDistilsNothing(t *testing.T) {
 	}
 	if out := mustMemory(t, "search", "--data", data, "--namespace", "user:a", "--tier", "semantic", "offline model"); strings.Contains(out, "semantic") {
 		t.Fatalf("a semantic memory was distilled:\n%s", out)
+	}
+}
+
+// A batch over HTTP is checked whole before any of it is written: a memory over the
+// write's limits in the last namespace leaves the first namespace untouched (400).
+func TestMemoryHTTPBadBatchWritesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node process")
+	}
+	memoryCLIEnv(t)
+	dir := t.TempDir()
+	srv := memoryChild(t, dir)
+	for _, bad := range []string{`"content":"` + strings.Repeat("y", 20000) + `"`, `"content":"z","timestamp":"2099-01-01T00:00:00Z"`} {
+		body := `[{"namespace":"user:first","tier":"semantic","content":"fine"},{"namespace":"user:second","tier":"semantic",` + bad + `}]`
+		code, ids, err := postMemory(srv, "", body)
+		if err != nil || code != http.StatusBadRequest || ids != nil {
+			t.Fatalf("a batch with a bad memory: %d %v %v", code, ids, err)
+		}
+	}
+	srv.stop()
+	if evs := memoryEvents(t, filepath.Join(dir, "data"), "user:first"); len(evs) != 0 {
+		t.Fatalf("a refused batch wrote %d events to its first namespace", len(evs))
 	}
 }
