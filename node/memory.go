@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/vectorstore"
 )
@@ -70,6 +71,19 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inputs, err := memory.DecodeInputs(body)
+	if err == nil {
+		// Every memory is checked with the limits of the write (content size, a
+		// timestamp ahead) before any namespace's share is written: a bad one in
+		// the last namespace must not leave the first ones written.
+		for i, in := range inputs {
+			if err = n.memories.Check(in); err != nil {
+				if len(inputs) > 1 {
+					err = fmt.Errorf("memory %d: %w", i, err)
+				}
+				break
+			}
+		}
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -134,13 +148,13 @@ func groupByNamespace(inputs []memory.Input) []nsGroup {
 // AddMemories writes inputs (checked by memory.DecodeInputs) to their namespaces:
 // one Add per namespace, in the order the namespaces first appear, under key and
 // the namespace. It returns the IDs in the order of inputs (an exact duplicate of a
-// stored memory gets that memory's ID). Every input is checked before anything is
-// written; a namespace's batch is one append, so a failure leaves the namespaces
-// before it written and the others untouched, and retrying with the same key
-// writes each once.
+// stored memory gets that memory's ID). Every input is checked (Memories.Check)
+// before anything is written, so bad input writes nothing; a namespace's batch is
+// one append, so a failure of the store leaves the namespaces before it written and
+// the others untouched, and retrying with the same key writes each once.
 func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []memory.Input, reason string) ([]string, error) {
 	for i, in := range inputs {
-		if err := in.Check(); err != nil {
+		if err := m.Check(in); err != nil {
 			return nil, fmt.Errorf("memory %d: %w", i, err)
 		}
 	}
@@ -413,7 +427,7 @@ func (n *Node) openMemory() error {
 			sc.Logger = n.cfg.Logger
 		}
 		if sc.Consolidator.Model == nil {
-			sc.Consolidator.Model = n.cfg.Model
+			sc.Consolidator.Model = distiller(n.cfg.Model)
 		}
 		sc.Open = func(ctx context.Context, name string) (consolidator.Target, error) {
 			if !n.ownsKey(memory.Stream(name)) {
@@ -442,7 +456,7 @@ func (n *Node) Consolidate(ctx context.Context, namespace, key string) (consolid
 	if n.consolidation != nil {
 		return n.consolidation.Consolidate(ctx, namespace, key)
 	}
-	c, err := consolidator.New(consolidator.Config{Model: n.cfg.Model, Logger: n.cfg.Logger})
+	c, err := consolidator.New(consolidator.Config{Model: distiller(n.cfg.Model), Logger: n.cfg.Logger})
 	if err != nil {
 		return consolidator.Report{}, err
 	}
@@ -451,6 +465,18 @@ func (n *Node) Consolidate(ctx context.Context, namespace, key string) (consolid
 		return consolidator.Report{}, err
 	}
 	return c.Run(ctx, ns, key)
+}
+
+// distiller is the model the consolidator distils and judges conflicts with: the
+// node's, unless that is the offline rule-based model (llm.Offline), which is no
+// language model: it would answer a summary request with its canned reply, and the
+// consolidator would store that as a fact. Without a model the consolidator
+// distils nothing and says so in its report.
+func distiller(m llm.Model) llm.Model {
+	if m == nil || m.Name() == llm.OfflineName {
+		return nil
+	}
+	return m
 }
 
 // ownsKey reports whether this node owns the partition of key (a session or a

@@ -114,7 +114,8 @@ type Config struct {
 	// Consolidation, with Memory, runs the consolidator (package consolidator) in the
 	// background: one actor per namespace this node owns, woken on its schedule and
 	// after Threshold writes through the node. Its Open and System are the node's;
-	// its model, when it names none, is Model. Without it, consolidation runs only
+	// its model, when it names none, is Model (none when Model is the offline
+	// rule-based one, which cannot summarise). Without it, consolidation runs only
 	// when asked (the memory tool's consolidate, node memory consolidate).
 	Consolidation *consolidator.SchedulerConfig
 	// Chains are tool chains the agent gets as tools (tools.Chain). Their steps call
