@@ -88,7 +88,7 @@ type Config struct {
 	Notes *notes.Config
 	// Memory, when set, gives the node agent memory (package memory) on its event
 	// log (Memory.Log is set to it), served at /v1/memories; with Memory.Vectors nil
-	// the vectors are kept in DataDir/vectors by the embedded index. The node closes
+	// the vectors are kept by the embedded HNSW index at MemoryVectorsPath. The node closes
 	// it.
 	Memory *memory.Config
 	// MemoryTool, with Memory, gives the agent the memory tool (memory.ToolConfig):
