@@ -10,13 +10,16 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/vectorstore"
@@ -69,6 +72,19 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inputs, err := memory.DecodeInputs(body)
+	if err == nil {
+		// Every memory is checked with the limits of the write (content size, a
+		// timestamp ahead) before any namespace's share is written: a bad one in
+		// the last namespace must not leave the first ones written.
+		for i, in := range inputs {
+			if err = n.memories.Check(in); err != nil {
+				if len(inputs) > 1 {
+					err = fmt.Errorf("memory %d: %w", i, err)
+				}
+				break
+			}
+		}
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -130,13 +146,13 @@ func groupByNamespace(inputs []memory.Input) []nsGroup {
 // AddMemories writes inputs (checked by memory.DecodeInputs) to their namespaces:
 // one Add per namespace, in the order the namespaces first appear, under key and
 // the namespace. It returns the IDs in the order of inputs (an exact duplicate of a
-// stored memory gets that memory's ID). Every input is checked before anything is
-// written; a namespace's batch is one append, so a failure leaves the namespaces
-// before it written and the others untouched, and retrying with the same key
-// writes each once.
+// stored memory gets that memory's ID). Every input is checked (Memories.Check)
+// before anything is written, so bad input writes nothing; a namespace's batch is
+// one append, so a failure of the store leaves the namespaces before it written and
+// the others untouched, and retrying with the same key writes each once.
 func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []memory.Input, reason string) ([]string, error) {
 	for i, in := range inputs {
-		if err := in.Check(); err != nil {
+		if err := m.Check(in); err != nil {
 			return nil, fmt.Errorf("memory %d: %w", i, err)
 		}
 	}
@@ -346,6 +362,17 @@ func randomKey() string {
 	return hex.EncodeToString(b[:])
 }
 
+// MemoryVectorsPath is where a node keeps its memories' vectors in the embedded
+// index: DATA/memory/vectors.log, or DATA/memory/NODE/vectors.log for a node of a
+// cluster, whose nodes on one host may share the data directory (the vectors are
+// each node's projection of the namespaces it serves, rebuilt from their events).
+func MemoryVectorsPath(dataDir string, cluster bool, nodeID string) string {
+	if cluster {
+		return filepath.Join(dataDir, "memory", url.PathEscape(nodeID), "vectors.log")
+	}
+	return filepath.Join(dataDir, "memory", "vectors.log")
+}
+
 // openMemory opens the agent memory of Config.Memory on the node's log, with its
 // text redacted as events are and its events stamped by the node's clock.
 func (n *Node) openMemory() error {
@@ -363,7 +390,8 @@ func (n *Node) openMemory() error {
 	if cfg.Vectors == nil {
 		// The vectors are a projection of the namespaces' events, rebuilt from them
 		// when a namespace is first used: no fsync per write.
-		v, err := vectorstore.Open(vectorstore.Config{Path: filepath.Join(n.cfg.DataDir, "memory", "vectors.log"), NoSync: true})
+		v, err := vectorstore.Open(vectorstore.Config{Path: MemoryVectorsPath(n.cfg.DataDir, n.cfg.Bus != nil, n.cfg.NodeID), NoSync: true,
+			Index: vectorstore.IndexHNSW})
 		if err != nil {
 			return fmt.Errorf("memory: vectors: %w", err)
 		}
@@ -389,6 +417,11 @@ func (n *Node) openMemory() error {
 		return err
 	}
 	n.memories = m
+	// The namespaces as actors: a namespace's writes in order, its searches ranked
+	// by its four tier actors (actors/memory.go).
+	if n.memHost, err = actors.NewMemoryHost(n.system, actors.MemoryHostConfig{Memories: m, Logger: n.cfg.Logger}); err != nil {
+		return err
+	}
 	if n.cfg.Consolidation != nil {
 		sc := *n.cfg.Consolidation
 		sc.System = n.system
@@ -396,7 +429,7 @@ func (n *Node) openMemory() error {
 			sc.Logger = n.cfg.Logger
 		}
 		if sc.Consolidator.Model == nil {
-			sc.Consolidator.Model = n.cfg.Model
+			sc.Consolidator.Model = distiller(n.cfg.Model)
 		}
 		sc.Open = func(ctx context.Context, name string) (consolidator.Target, error) {
 			if !n.ownsKey(memory.Stream(name)) {
@@ -425,7 +458,7 @@ func (n *Node) Consolidate(ctx context.Context, namespace, key string) (consolid
 	if n.consolidation != nil {
 		return n.consolidation.Consolidate(ctx, namespace, key)
 	}
-	c, err := consolidator.New(consolidator.Config{Model: n.cfg.Model, Logger: n.cfg.Logger})
+	c, err := consolidator.New(consolidator.Config{Model: distiller(n.cfg.Model), Logger: n.cfg.Logger})
 	if err != nil {
 		return consolidator.Report{}, err
 	}
@@ -434,6 +467,18 @@ func (n *Node) Consolidate(ctx context.Context, namespace, key string) (consolid
 		return consolidator.Report{}, err
 	}
 	return c.Run(ctx, ns, key)
+}
+
+// distiller is the model the consolidator distils and judges conflicts with: the
+// node's, unless that is the offline rule-based model (llm.Offline), which is no
+// language model: it would answer a summary request with its canned reply, and the
+// consolidator would store that as a fact. Without a model the consolidator
+// distils nothing and says so in its report.
+func distiller(m llm.Model) llm.Model {
+	if m == nil || m.Name() == llm.OfflineName {
+		return nil
+	}
+	return m
 }
 
 // ownsKey reports whether this node owns the partition of key (a session or a
