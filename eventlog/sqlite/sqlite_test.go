@@ -611,3 +611,30 @@ func benchmarkAppend(b *testing.B, batchSize, parallel int, shared bool) {
 		b.ReportMetric(float64(st.Appends)/float64(st.Transactions), "appends/tx")
 	}
 }
+
+// TestSummaryStartGoesDown appends a session's events with timestamps out of order:
+// the summary's start is the earliest, whichever batch brought it, including one
+// after the writer had seen the session start later.
+func TestSummaryStartGoesDown(t *testing.T) {
+	l := open(t, sqlite.Config{Dir: t.TempDir()})
+	ctx := testCtx(t)
+	base := event(t, "s", 1).TS
+	for i, ts := range []int64{base + 10, base + 20, base + 5, base + 7, base + 3} {
+		e := event(t, "s", uint64(i+1))
+		e.TS = ts
+		if err := l.Append(ctx, []messages.Envelope{e}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.Sessions(ctx, eventlog.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := min(base+10, ts)
+		if i >= 2 {
+			want = min(base+5, ts)
+		}
+		if len(got) != 1 || got[0].StartedUS != want {
+			t.Fatalf("after event %d at %d: sessions %+v, want one starting at %d", i+1, ts, got, want)
+		}
+	}
+}

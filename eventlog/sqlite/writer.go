@@ -72,6 +72,45 @@ type writeStmts struct {
 	// a driver.Value is copied to the heap each time.
 	session, correlation lastValue
 	names                map[string]driver.Value // event types, actors and statuses: a few
+
+	// started holds, for sessions written lately, a start their committed summary
+	// row is at or before: a batch that starts no earlier needs no restart
+	// statement. A row's started_us only ever goes down (and rows are never
+	// deleted), in this process or any other sharing the log, so the bound stays
+	// true. starting are the starts of the transaction being written, kept in
+	// started once it commits.
+	started  map[string]int64
+	starting []sessionStart
+}
+
+// sessionStart is a session's start as a batch of the writer's transaction leaves it.
+type sessionStart struct {
+	id string
+	us int64
+}
+
+// maxStarted bounds writeStmts.started: past it, the map is emptied.
+const maxStarted = 4096
+
+// startedBy reports whether the summary row of session id is known to start at or
+// before us.
+func (w *writeStmts) startedBy(id string, us int64) bool {
+	s, ok := w.started[id]
+	return ok && s <= us
+}
+
+// keepStarts records the starts of a transaction that committed.
+func (w *writeStmts) keepStarts() {
+	if w.started == nil || len(w.started)+len(w.starting) > maxStarted {
+		w.started = make(map[string]int64, min(maxStarted, 64))
+	}
+	for _, s := range w.starting {
+		if v, ok := w.started[s.id]; !ok || s.us < v {
+			w.started[s.id] = s.us
+		}
+	}
+	clear(w.starting)
+	w.starting = w.starting[:0]
 }
 
 // maxNames bounds writeStmts.names: past it, names are not kept.
@@ -134,7 +173,8 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		// SET expressions all see the row as it was before the update. started_us is
 		// left out, so that the sessions_by_start index is not rewritten on every
 		// append: restart lowers it in the rare case that an earlier event of the
-		// session arrives late, and changes no row otherwise.
+		// session arrives late, and changes no row otherwise; it is not even run for
+		// a batch that the writer knows starts no earlier than the row (started).
 		{&w.summarize, `INSERT INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (session_id) DO UPDATE SET
@@ -388,6 +428,8 @@ var errRetryWithSavepoints = errors.New("eventlog/sqlite: a request was refused;
 // without (see commit). The caller holds the driver's connection.
 func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	ctx := context.Background() // the group outlives any one caller's ctx
+	clear(l.w.starting)
+	l.w.starting = l.w.starting[:0]
 	if _, err := l.w.exec(ctx, l.w.begin); err != nil {
 		return nil, l.busyErr(fmt.Errorf("eventlog/sqlite: append: begin: %w", err))
 	}
@@ -418,6 +460,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			n   uint64
 			err error
 		)
+		starts := len(l.w.starting) // a request undone takes its starts with it
 		if r.own != nil {
 			err = l.takeOwnership(ctx, r.own)
 		} else {
@@ -440,6 +483,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 				errs = make([]error, len(reqs))
 			}
 			errs[i] = err
+			l.w.starting = l.w.starting[:starts]
 			if _, err := l.w.exec(ctx, l.w.undo); err != nil {
 				return abort(fmt.Errorf("eventlog/sqlite: append: rollback to savepoint: %w", err))
 			}
@@ -457,6 +501,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	if _, err := l.w.exec(ctx, l.w.commit); err != nil {
 		return abort(fmt.Errorf("eventlog/sqlite: append: commit: %w", err))
 	}
+	l.w.keepStarts()
 	l.stats.transactions.Add(1)
 	l.stats.events.Add(written)
 	bytes := 0
@@ -578,9 +623,14 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			int64(d.lastSeq), started, d.updatedUS, int64(d.tasks), int64(d.ended)); err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 		}
-		if _, err := l.w.exec(ctx, l.w.restart, started, id); err != nil {
-			return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
+		// After these statements the row starts at or before d.startedUS; the restart
+		// is needed only if it may have started later.
+		if !l.w.startedBy(d.id, d.startedUS) {
+			if _, err := l.w.exec(ctx, l.w.restart, started, id); err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
+			}
 		}
+		l.w.starting = append(l.w.starting, sessionStart{d.id, d.startedUS})
 	}
 	return written, nil
 }
