@@ -39,7 +39,8 @@ type SessionDeps struct {
 	// Effects performs the session's model and tool calls.
 	Effects Effects
 	Clock   Clock
-	// IOTimeout bounds each append and read (default 30 s).
+	// IOTimeout bounds each append and read (default 30 s); a call may be given up
+	// to a sixteenth less, as calls that start close together share one deadline.
 	IOTimeout time.Duration
 	// MaxParallelTools bounds a session's tool calls in flight (default 4).
 	MaxParallelTools int
@@ -64,6 +65,8 @@ type SessionDeps struct {
 
 	// spawned, when set (by a test), sees each session actor the host creates.
 	spawned func(*SessionActor)
+	// io bounds appends and reads by IOTimeout.
+	io *ioDeadlines
 }
 
 func (d *SessionDeps) withDefaults() {
@@ -91,6 +94,7 @@ func (d *SessionDeps) withDefaults() {
 	if d.OnSessionsOverLimit == nil {
 		d.OnSessionsOverLimit = func() {}
 	}
+	d.io = newIODeadlines(d.IOTimeout)
 }
 
 // SubmitTask asks a session to run a task. The reply is a *TaskAccepted or an error,
@@ -264,8 +268,9 @@ func (a *SessionActor) reportIdle(ctx actor.Context) {
 	}
 }
 
-func (a *SessionActor) ioCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), a.deps.IOTimeout)
+// ioCtx bounds an append or a read by IOTimeout (give or take a sixteenth of it).
+func (a *SessionActor) ioCtx() context.Context {
+	return a.deps.io.ctx()
 }
 
 // recover folds the session's events and re-issues unanswered effects.
@@ -276,9 +281,7 @@ func (a *SessionActor) recover(ctx actor.Context) {
 	a.modelKey = messages.EffectKey{}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	a.reply = func(rep messages.EffectReply) { root.Send(self, &rep) }
-	c, cancel := a.ioCtx()
-	events, err := a.deps.Store.Read(c, a.id, 1)
-	cancel()
+	events, err := a.deps.Store.Read(a.ioCtx(), a.id, 1)
 	if err != nil {
 		// Escalate: the supervisor restarts the actor, which reads again.
 		panic(fmt.Errorf("session %s: read events: %w", a.id, err))
@@ -494,9 +497,7 @@ func (a *SessionActor) fenced(ctx actor.Context, err error) {
 func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		c, cancel := a.ioCtx()
-		err := a.deps.Store.Append(c, batch)
-		cancel()
+		err := a.deps.Store.Append(a.ioCtx(), batch)
 		if err == nil {
 			if attempt > 1 {
 				a.deps.Logger.Info("event log write succeeded after retries", "session", a.id, "attempts", attempt)
