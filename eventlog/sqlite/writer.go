@@ -45,6 +45,7 @@ type appendReq struct {
 	lease  *eventlog.Lease     // AppendLeased's; nil for Append
 	own    *ownReq             // set for Own, which has no events
 	done   chan error          // buffered: the writer never blocks on it
+	pooled bool                // from Log.reqPool, to go back once answered
 }
 
 // ownReq is an Own call: the writer sets epoch before it answers.
