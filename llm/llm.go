@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
+	"sync"
 
 	"github.com/troupe-run/troupe/messages"
 )
@@ -110,13 +112,36 @@ var (
 // requests with the same prompt hash sent the model the same bytes. Replay
 // verification compares it to notice a changed prompt or tool set.
 func PromptHash(req Request) string {
-	h := sha256.New()
-	enc := json.NewEncoder(h)
-	// Encoding fixed struct types cannot fail.
-	_ = enc.Encode(req.Messages)
-	_ = enc.Encode(req.Tools)
-	return hex.EncodeToString(h.Sum(nil))
+	p := promptHashers.Get().(*promptHasher)
+	defer promptHashers.Put(p)
+	p.h.Reset()
+	// Encoding fixed struct types cannot fail. They are encoded through pointers to
+	// p's fields, which the encoder writes just as it would the slices themselves.
+	p.msgs, p.tools = req.Messages, req.Tools
+	_ = p.enc.Encode(&p.msgs)
+	_ = p.enc.Encode(&p.tools)
+	p.msgs, p.tools = nil, nil
+	return string(hex.AppendEncode(p.hex[:0], p.h.Sum(p.sum[:0])))
 }
+
+// promptHasher is the reusable state of PromptHash: a hash, a JSON encoder writing to
+// it, and buffers for the sum. Each one is used by one call at a time.
+type promptHasher struct {
+	h     hash.Hash
+	enc   *json.Encoder
+	msgs  []messages.ChatMessage
+	tools []messages.ToolSpec
+	sum   [sha256.Size]byte
+	hex   [2 * sha256.Size]byte
+}
+
+// promptHashers keeps PromptHash's hashers between calls; it holds no state that
+// outlives a call.
+var promptHashers = sync.Pool{New: func() any {
+	p := &promptHasher{h: sha256.New()}
+	p.enc = json.NewEncoder(p.h)
+	return p
+}}
 
 // EstimateTokens is a rough offline token count (about four bytes a token) for models
 // that report no usage. It is labelled an estimate wherever it is shown.

@@ -2,6 +2,9 @@ package llm_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -151,5 +154,33 @@ func fill(t *testing.T, v reflect.Value, path string) {
 		v.Set(m)
 	default:
 		t.Fatalf("fill: %s has kind %s; teach fill about it", path, v.Kind())
+	}
+}
+
+// TestPromptHashIsTheSHA256OfTheEncodings pins what PromptHash hashes: the messages
+// and the tools, each encoded as JSON and ended by a newline. Recorded sessions carry
+// it, so it must not change.
+func TestPromptHashIsTheSHA256OfTheEncodings(t *testing.T) {
+	req := llm.Request{
+		Messages: []messages.ChatMessage{{Role: messages.RoleSystem, Content: "be <brief>"}, {Role: messages.RoleUser, Content: "What is 12 * (7 + 5)?"}},
+		Tools:    []messages.ToolSpec{{Name: "calculator", Description: "evaluates & answers", Parameters: json.RawMessage(`{"type":"object"}`)}},
+	}
+	m, err := json.Marshal(req.Messages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := json.Marshal(req.Tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(string(m) + "\n" + string(tl) + "\n"))
+	want := hex.EncodeToString(sum[:])
+	for range 3 { // the hasher is reused
+		if got := llm.PromptHash(req); got != want {
+			t.Fatalf("PromptHash = %s, want %s", got, want)
+		}
+	}
+	if llm.PromptHash(llm.Request{Messages: req.Messages}) == want {
+		t.Fatal("the tools are not hashed")
 	}
 }
