@@ -73,6 +73,11 @@ type writeStmts struct {
 	// a driver.Value is copied to the heap each time.
 	session, correlation lastValue
 	names                map[string]driver.Value // event types, actors and statuses: a few
+	// The ID of the event inserted last, which the next one often names as its
+	// cause, and the last two timestamps (an agent's step stamps its events alike).
+	lastID lastValue
+	ts     [2]lastInt
+	deltas []sessionDelta // apply's, reused
 
 	// started holds, for sessions written lately, a start their committed summary
 	// row is at or before: a batch that starts no earlier needs no restart
@@ -128,6 +133,33 @@ func (l *lastValue) of(s string) driver.Value {
 		l.s, l.v = s, s
 	}
 	return l.v
+}
+
+// lastInt is the driver.Value of the last int64 it was asked for.
+type lastInt struct {
+	n int64
+	v driver.Value
+}
+
+// stamp returns ts as a driver.Value, reusing one of the last two made.
+func (w *writeStmts) stamp(ts int64) driver.Value {
+	for i := range w.ts {
+		if w.ts[i].v != nil && w.ts[i].n == ts {
+			return w.ts[i].v
+		}
+	}
+	w.ts[1] = w.ts[0]
+	w.ts[0] = lastInt{ts, ts}
+	return w.ts[0].v
+}
+
+// cause returns the driver.Value of an event's causation ID, reusing the last
+// inserted ID when it is that.
+func (w *writeStmts) cause(id string) driver.Value {
+	if w.lastID.v != nil && w.lastID.s == id {
+		return w.lastID.v
+	}
+	return id
 }
 
 // name returns s as a driver.Value, kept for next time.
@@ -571,10 +603,11 @@ func (l *Log) fence(ctx context.Context, lease eventlog.Lease) error {
 // error of the database (which wraps neither). The caller undoes the batch on error.
 func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope) (uint64, error) {
 	var (
-		deltas  []sessionDelta // batches rarely span more than one session
+		deltas  = l.w.deltas[:0] // batches rarely span more than one session
 		written uint64
 		epoch   uint64
 	)
+	defer func() { l.w.deltas = deltas[:0] }()
 	if lease != nil {
 		if err := l.fence(ctx, *lease); err != nil {
 			return 0, err
@@ -582,8 +615,9 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		epoch = lease.Epoch
 	}
 	for _, e := range events {
-		n, err := l.w.exec(ctx, l.w.insert, l.w.session.of(e.SessionID), int64(e.Seq), e.ID, l.w.name(string(e.Type)), int64(e.Version),
-			e.CausationID, l.w.correlation.of(e.CorrelationID), e.TS, l.w.name(e.Actor), []byte(e.Payload), int64(epoch))
+		cause := l.w.cause(e.CausationID)
+		n, err := l.w.exec(ctx, l.w.insert, l.w.session.of(e.SessionID), int64(e.Seq), l.w.lastID.of(e.ID), l.w.name(string(e.Type)), int64(e.Version),
+			cause, l.w.correlation.of(e.CorrelationID), l.w.stamp(e.TS), l.w.name(e.Actor), []byte(e.Payload), int64(epoch))
 		if err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
 		}
@@ -619,9 +653,9 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		d.updatedUS = max(d.updatedUS, e.TS)
 	}
 	for _, d := range deltas {
-		id, started := l.w.session.of(d.id), driver.Value(d.startedUS)
+		id, started := l.w.session.of(d.id), l.w.stamp(d.startedUS)
 		if _, err := l.w.exec(ctx, l.w.summarize, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
-			int64(d.lastSeq), started, d.updatedUS, int64(d.tasks), int64(d.ended)); err != nil {
+			int64(d.lastSeq), started, l.w.stamp(d.updatedUS), int64(d.tasks), int64(d.ended)); err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 		}
 		// After these statements the row starts at or before d.startedUS; the restart
