@@ -67,6 +67,8 @@ type SessionDeps struct {
 	spawned func(*SessionActor)
 	// io bounds appends and reads by IOTimeout.
 	io *ioDeadlines
+	// actors names the models and tools that answer events.
+	actors *actorNames
 }
 
 func (d *SessionDeps) withDefaults() {
@@ -95,6 +97,7 @@ func (d *SessionDeps) withDefaults() {
 		d.OnSessionsOverLimit = func() {}
 	}
 	d.io = newIODeadlines(d.IOTimeout)
+	d.actors = &actorNames{}
 }
 
 // SubmitTask asks a session to run a task. The reply is a *TaskAccepted or an error,
@@ -316,7 +319,7 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 		e.TS = a.deps.Clock.Now().UnixMicro()
 	}
 	e.Actor = "session"
-	if err := a.step(ctx, []messages.Envelope{e}); err != nil {
+	if err := a.step(ctx, oneEvent(e)); err != nil {
 		m.answer(ctx, err)
 		return
 	}
@@ -361,7 +364,7 @@ func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
 	if err != nil {
 		panic(err)
 	}
-	e.Actor = "model/" + m.Model
+	e.Actor = a.deps.actors.model(m.Model)
 	a.mustStep(ctx, e, p)
 }
 
@@ -376,16 +379,24 @@ func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
 		if err != nil {
 			panic(err)
 		}
-		e.Actor = "tool/" + pc.Request.Tool
+		e.Actor = a.deps.actors.tool(pc.Request.Tool)
 		a.mustStep(ctx, e, p)
 		return
 	}
 	a.dispatchTools(ctx)
 }
 
+// oneEvent returns a batch of e, with room for the events the agent decides after
+// it (a step decides one or two).
+func oneEvent(e messages.Envelope) []messages.Envelope {
+	b := make([]messages.Envelope, 1, 4)
+	b[0] = e
+	return b
+}
+
 // mustStep steps with e, the event of an effect's answer, whose payload is p.
 func (a *SessionActor) mustStep(ctx actor.Context, e messages.Envelope, p messages.Payload) {
-	if err := a.step(ctx, []messages.Envelope{e}, p); errors.Is(err, eventlog.ErrFenced) {
+	if err := a.step(ctx, oneEvent(e), p); errors.Is(err, eventlog.ErrFenced) {
 		return // stopping
 	} else if err != nil {
 		// The log refused the write: restart, refold and re-issue from what is durable.
@@ -404,7 +415,7 @@ func (a *SessionActor) eventAt(p messages.Payload, cause, task string, seq uint6
 	if err != nil {
 		return e, err
 	}
-	e.ID = effectKey(a.id, seq)
+	e.ID = a.state.keyAt(seq)
 	e.SessionID = a.id
 	e.Seq = seq
 	e.CausationID = cause
