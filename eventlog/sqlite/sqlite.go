@@ -45,7 +45,7 @@ type Log struct {
 	list      *sql.Stmt
 
 	reqs       chan *appendReq
-	reqPool    sync.Pool // of *appendReq, with their done channel
+	reqPool    sync.Pool                // of *appendReq, with their done channel
 	closing    chan struct{}            // closed by Close
 	writerDone chan struct{}            // closed when the writer goroutine returns
 	ckWanted   chan struct{}            // the writer asks for a checkpoint (capacity 1)

@@ -638,3 +638,40 @@ func TestSummaryStartGoesDown(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchOverStoredEvents appends batches some of whose events are stored already:
+// the stored ones are skipped, the others written and counted once, and a batch with
+// a conflicting event writes nothing.
+func TestBatchOverStoredEvents(t *testing.T) {
+	l := open(t, sqlite.Config{Dir: t.TempDir()})
+	ctx := testCtx(t)
+	if err := l.Append(ctx, []messages.Envelope{event(t, "s", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	var batch []messages.Envelope
+	for seq := uint64(1); seq <= 6; seq++ {
+		batch = append(batch, event(t, "s", seq))
+	}
+	if err := l.Append(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	moved := event(t, "s", 9)
+	moved.ID = "s/1" // stored at seq 1
+	if err := l.Append(ctx, []messages.Envelope{event(t, "s", 7), event(t, "s", 8), moved}); !errors.Is(err, eventlog.ErrSeqConflict) {
+		t.Fatalf("append with an ID stored at another seq = %v, want ErrSeqConflict", err)
+	}
+	got, err := l.Read(ctx, "s", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 6 || got[5].Seq != 6 {
+		t.Fatalf("read %d events, want seq 1 to 6", len(got))
+	}
+	sessions, err := l.Sessions(ctx, eventlog.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions) != 1 || sessions[0].Events != 6 || sessions[0].LastSeq != 6 {
+		t.Fatalf("sessions %+v, want one of 6 events up to seq 6", sessions)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"time"
 
 	msqlite "modernc.org/sqlite"
@@ -63,11 +64,14 @@ type writeStmts struct {
 	begin, commit, rollback        driver.Stmt
 	savepoint, release, undo       driver.Stmt
 	insert, byID, byPos, summarize driver.Stmt
-	restart                        driver.Stmt
-	current, maxEpoch, takeOwner   driver.Stmt
+	// insertRows[k-2] inserts k events in one statement (see apply).
+	insertRows                   [maxInsertRows - 1]driver.Stmt
+	restart                      driver.Stmt
+	current, maxEpoch, takeOwner driver.Stmt
 
-	args [11]driver.NamedValue // the arguments of the statement being run
-	row  [3]driver.Value       // the row a query returned
+	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
+	vals [insertColumns * maxInsertRows]driver.Value      // apply's, for insertRows
+	row  [3]driver.Value                                  // the row a query returned
 
 	// Strings that repeat from event to event, kept as driver.Values: a string made
 	// a driver.Value is copied to the heap each time.
@@ -118,6 +122,25 @@ func (w *writeStmts) keepStarts() {
 	clear(w.starting)
 	w.starting = w.starting[:0]
 }
+
+// insertColumns are the columns of an event's row; maxInsertRows bounds the events
+// one INSERT statement writes.
+const (
+	insertColumns = 11
+	maxInsertRows = 4
+)
+
+// insertQuery is the INSERT of k events. DO NOTHING on either key: the writer then
+// finds out which key was taken.
+func insertQuery(k int) string {
+	row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	return `INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
+			VALUES ` + strings.Repeat(row+", ", k-1) + row + ` ON CONFLICT DO NOTHING`
+}
+
+// errInsertedFewer says an INSERT of several events wrote fewer than all of them: a
+// key was taken. The group is written again an event at a time, to tell which.
+var errInsertedFewer = errors.New("eventlog/sqlite: an insert of several events wrote fewer")
 
 // maxNames bounds writeStmts.names: past it, names are not kept.
 const maxNames = 256
@@ -185,19 +208,22 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 	if !ok {
 		return fmt.Errorf("the driver's connection (%T) cannot prepare statements with a context", dc)
 	}
-	for _, s := range []struct {
+	type prep struct {
 		stmt  *driver.Stmt
 		query string
-	}{
+	}
+	var rows []prep
+	for k := 2; k <= maxInsertRows; k++ {
+		rows = append(rows, prep{&w.insertRows[k-2], insertQuery(k)})
+	}
+	for _, s := range append(rows, []prep{
 		{&w.begin, "BEGIN IMMEDIATE"},
 		{&w.commit, "COMMIT"},
 		{&w.rollback, "ROLLBACK"},
 		{&w.savepoint, "SAVEPOINT batch"},
 		{&w.release, "RELEASE batch"},
 		{&w.undo, "ROLLBACK TO batch"},
-		// DO NOTHING on either key: the writer then finds out which key was taken.
-		{&w.insert, `INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&w.insert, insertQuery(1)},
 		{&w.byID, `SELECT session_id, seq, epoch FROM events WHERE id = ?`},
 		{&w.byPos, `SELECT id, epoch FROM events WHERE session_id = ? AND seq = ?`},
 		{&w.current, `SELECT coalesce(max(epoch), 0) FROM ownership WHERE partition = ?`},
@@ -220,7 +246,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 				last_seq   = max(sessions.last_seq, excluded.last_seq),
 				updated_us = max(sessions.updated_us, excluded.updated_us)`},
 		{&w.restart, `UPDATE sessions SET started_us = ?1 WHERE session_id = ?2 AND started_us > ?1`},
-	} {
+	}...) {
 		stmt, err := c.PrepareContext(ctx, s.query)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", s.query, err)
@@ -238,8 +264,12 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 
 func (w *writeStmts) close() error {
 	var errs []error
-	for _, s := range []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.summarize, &w.restart,
-		&w.current, &w.maxEpoch, &w.takeOwner} {
+	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.summarize, &w.restart,
+		&w.current, &w.maxEpoch, &w.takeOwner}
+	for i := range w.insertRows {
+		stmts = append(stmts, &w.insertRows[i])
+	}
+	for _, s := range stmts {
 		if *s != nil {
 			errs = append(errs, (*s).Close())
 			*s = nil
@@ -497,7 +527,13 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		if r.own != nil {
 			err = l.takeOwnership(ctx, r.own)
 		} else {
-			n, err = l.apply(ctx, r.lease, r.events)
+			n, err = l.apply(ctx, r.lease, r.events, !savepoints)
+		}
+		if errors.Is(err, errInsertedFewer) {
+			if rerr := rollback(); rerr != nil {
+				return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
+			}
+			return nil, errRetryWithSavepoints
 		}
 		refused := errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrFenced)
 		switch {
@@ -601,7 +637,11 @@ func (l *Log) fence(ctx context.Context, lease eventlog.Lease) error {
 // returns the number of events written, or an error wrapping ErrSeqConflict if the
 // batch conflicts with stored events, or ErrFenced if lease is not current, or an
 // error of the database (which wraps neither). The caller undoes the batch on error.
-func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope) (uint64, error) {
+//
+// With rows, events are inserted up to maxInsertRows in one statement, which fails
+// with errInsertedFewer if it could not insert them all; the caller then rolls back
+// and writes the group again without rows, an event at a time.
+func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope, rows bool) (uint64, error) {
 	var (
 		deltas  = l.w.deltas[:0] // batches rarely span more than one session
 		written uint64
@@ -614,18 +654,38 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		}
 		epoch = lease.Epoch
 	}
-	for _, e := range events {
-		cause := l.w.cause(e.CausationID)
-		n, err := l.w.exec(ctx, l.w.insert, l.w.session.of(e.SessionID), int64(e.Seq), l.w.lastID.of(e.ID), l.w.name(string(e.Type)), int64(e.Version),
-			cause, l.w.correlation.of(e.CorrelationID), l.w.stamp(e.TS), l.w.name(e.Actor), []byte(e.Payload), int64(epoch))
-		if err != nil {
-			return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
-		}
-		if n == 0 {
-			if err := l.classify(ctx, lease, e); err != nil {
-				return 0, err
+	chunked := 0 // events[:chunked] were inserted by a statement of several rows
+	for i, e := range events {
+		if rows && i == chunked && len(events)-i > 1 {
+			chunk := events[i:min(i+maxInsertRows, len(events))]
+			chunked += len(chunk)
+			vals := l.w.vals[:0]
+			for _, e := range chunk {
+				vals = l.w.rowValues(vals, e, epoch)
 			}
-			continue // stored before, at the same position: at-least-once delivery
+			n, err := l.w.exec(ctx, l.w.insertRows[len(chunk)-2], vals...)
+			clear(vals)
+			if err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append events %s to %s (session %s seq %d to %d): %w",
+					chunk[0].ID, chunk[len(chunk)-1].ID, e.SessionID, e.Seq, chunk[len(chunk)-1].Seq, err)
+			}
+			if n != int64(len(chunk)) {
+				return 0, errInsertedFewer
+			}
+		}
+		if i >= chunked {
+			vals := l.w.rowValues(l.w.vals[:0], e, epoch)
+			n, err := l.w.exec(ctx, l.w.insert, vals...)
+			clear(vals)
+			if err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
+			}
+			if n == 0 {
+				if err := l.classify(ctx, lease, e); err != nil {
+					return 0, err
+				}
+				continue // stored before, at the same position: at-least-once delivery
+			}
 		}
 		written++
 		i := 0
@@ -668,6 +728,13 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		l.w.starting = append(l.w.starting, sessionStart{d.id, d.startedUS})
 	}
 	return written, nil
+}
+
+// rowValues appends the values of e's row to vals.
+func (w *writeStmts) rowValues(vals []driver.Value, e messages.Envelope, epoch uint64) []driver.Value {
+	cause := w.cause(e.CausationID)
+	return append(vals, w.session.of(e.SessionID), int64(e.Seq), w.lastID.of(e.ID), w.name(string(e.Type)), int64(e.Version),
+		cause, w.correlation.of(e.CorrelationID), w.stamp(e.TS), w.name(e.Actor), []byte(e.Payload), int64(epoch))
 }
 
 // classify explains why e was not inserted: it is already stored at its position
