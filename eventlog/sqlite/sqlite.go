@@ -45,6 +45,7 @@ type Log struct {
 	list      *sql.Stmt
 
 	reqs       chan *appendReq
+	group      []*appendReq             // the writer's, reused by gather
 	reqPool    sync.Pool                // of *appendReq, with their done channel
 	closing    chan struct{}            // closed by Close
 	writerDone chan struct{}            // closed when the writer goroutine returns

@@ -381,7 +381,8 @@ func (l *Log) runWriter() {
 
 // gather returns first and the requests queued behind it, within the group bounds.
 func (l *Log) gather(first *appendReq) []*appendReq {
-	group := []*appendReq{first}
+	group := append(l.group[:0], first)
+	defer func() { l.group = group[:0] }()
 	events, bytes := len(first.events), payloadBytes(first.events)
 	yielded := false
 	for events < l.cfg.MaxGroupEvents && bytes < maxGroupBytes {
@@ -448,16 +449,20 @@ func (l *Log) writeGroup(group []*appendReq) {
 		}
 	}
 	for i, r := range live {
-		if err != nil {
+		switch {
+		case err != nil:
 			r.done <- err
-		} else {
+		case errs == nil:
+			r.done <- nil
+		default:
 			r.done <- errs[i]
 		}
 	}
 }
 
 // commit writes the requests in one transaction, on the driver's connection. It
-// returns each request's own outcome (nil or an ErrSeqConflict or ErrFenced), or an
+// returns each request's own outcome (nil or an ErrSeqConflict or ErrFenced; a nil
+// slice when every request was written), or an
 // error if the transaction failed as a whole, in which case nothing was written.
 //
 // BEGIN IMMEDIATE takes SQLite's write lock before the transaction reads anything,
@@ -578,9 +583,6 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		bytes += payloadBytes(r.events)
 	}
 	l.committed(bytes)
-	if errs == nil {
-		errs = make([]error, len(reqs))
-	}
 	return errs, nil
 }
 
