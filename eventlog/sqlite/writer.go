@@ -245,7 +245,8 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 				ended      = sessions.ended + excluded.ended,
 				last_seq   = max(sessions.last_seq, excluded.last_seq),
 				updated_us = max(sessions.updated_us, excluded.updated_us)`},
-		{&w.restart, `UPDATE sessions SET started_us = ?1 WHERE session_id = ?2 AND started_us > ?1`},
+		// Positional parameters: the driver names a numbered one anew on every call.
+		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
 	}...) {
 		stmt, err := c.PrepareContext(ctx, s.query)
 		if err != nil {
@@ -723,7 +724,7 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		// After these statements the row starts at or before d.startedUS; the restart
 		// is needed only if it may have started later.
 		if !l.w.startedBy(d.id, d.startedUS) {
-			if _, err := l.w.exec(ctx, l.w.restart, started, id); err != nil {
+			if _, err := l.w.exec(ctx, l.w.restart, started, id, started); err != nil {
 				return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
 			}
 		}
