@@ -91,6 +91,10 @@ type writeStmts struct {
 	// started once it commits.
 	started  map[string]int64
 	starting []sessionStart
+
+	// epochs are the current epochs of partitions as read in the transaction being
+	// written: it holds the write lock, so only its own Own requests change them.
+	epochs map[int]int64
 }
 
 // sessionStart is a session's start as a batch of the writer's transaction leaves it.
@@ -499,6 +503,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	ctx := context.Background() // the group outlives any one caller's ctx
 	clear(l.w.starting)
 	l.w.starting = l.w.starting[:0]
+	clear(l.w.epochs)
 	if _, err := l.w.exec(ctx, l.w.begin); err != nil {
 		return nil, l.busyErr(fmt.Errorf("eventlog/sqlite: append: begin: %w", err))
 	}
@@ -610,6 +615,7 @@ func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
 		return fmt.Errorf("eventlog/sqlite: own: read epochs: %w", err)
 	}
 	epoch, now := top+1, time.Now().UnixMicro()
+	clear(l.w.epochs) // this transaction's epochs are the ones being taken now
 	for _, p := range o.partitions {
 		if _, err := l.w.exec(ctx, l.w.takeOwner, int64(p), epoch, o.node, now); err != nil {
 			return fmt.Errorf("eventlog/sqlite: own partition %d for node %s: %w", p, o.node, err)
@@ -620,15 +626,22 @@ func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
 }
 
 // fence returns an error wrapping ErrFenced unless lease is its partition's
-// current epoch, read inside the writer's transaction.
+// current epoch, read inside the writer's transaction (once per partition and
+// transaction).
 func (l *Log) fence(ctx context.Context, lease eventlog.Lease) error {
-	row, err := l.w.queryRow(ctx, l.w.current, int64(lease.Partition))
-	var current int64
-	if err == nil {
-		current, err = asInt64(row[0])
-	}
-	if err != nil {
-		return fmt.Errorf("eventlog/sqlite: append under %s: read the current epoch: %w", lease, err)
+	current, ok := l.w.epochs[lease.Partition]
+	if !ok {
+		row, err := l.w.queryRow(ctx, l.w.current, int64(lease.Partition))
+		if err == nil {
+			current, err = asInt64(row[0])
+		}
+		if err != nil {
+			return fmt.Errorf("eventlog/sqlite: append under %s: read the current epoch: %w", lease, err)
+		}
+		if l.w.epochs == nil {
+			l.w.epochs = map[int]int64{}
+		}
+		l.w.epochs[lease.Partition] = current
 	}
 	if uint64(current) != lease.Epoch {
 		return fmt.Errorf("%w: append under %s refused: the partition's current epoch is %d", eventlog.ErrFenced, lease, current)
