@@ -387,9 +387,9 @@ func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
 }
 
 // oneEvent returns a batch of e, with room for the events the agent decides after
-// it (a step decides one or two).
+// it (a step nearly always decides one).
 func oneEvent(e messages.Envelope) []messages.Envelope {
-	b := make([]messages.Envelope, 1, 4)
+	b := make([]messages.Envelope, 1, 2)
 	b[0] = e
 	return b
 }
