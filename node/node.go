@@ -675,7 +675,7 @@ func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (string, error) {
 // says: the one way a task from Go code, the CLI, HTTP (and next MCP and A2A)
 // reaches its session.
 func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error) {
-	if n.bus != nil {
+	if n.bus != nil && !n.routerRunning() {
 		// The in-process bus drops what is published before the tasks handler
 		// subscribed: a task that arrives while the node starts (HTTP may listen
 		// first) waits for the router instead of being lost.
@@ -706,6 +706,16 @@ func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error
 		return "", fmt.Errorf("node: publish task: %w", err)
 	}
 	return env.SessionID, nil
+}
+
+// routerRunning reports whether the router runs already.
+func (n *Node) routerRunning() bool {
+	select {
+	case <-n.router.Running():
+		return true
+	default:
+		return false
+	}
 }
 
 // deliverTask hands an admitted task straight to its session, on the embedded bus:
