@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/deadline"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
@@ -66,7 +67,7 @@ type SessionDeps struct {
 	// spawned, when set (by a test), sees each session actor the host creates.
 	spawned func(*SessionActor)
 	// io bounds appends and reads by IOTimeout.
-	io *ioDeadlines
+	io *deadline.Shared
 	// actors names the models and tools that answer events.
 	actors *actorNames
 }
@@ -96,7 +97,7 @@ func (d *SessionDeps) withDefaults() {
 	if d.OnSessionsOverLimit == nil {
 		d.OnSessionsOverLimit = func() {}
 	}
-	d.io = newIODeadlines(d.IOTimeout)
+	d.io = deadline.New(d.IOTimeout)
 	d.actors = &actorNames{}
 }
 
@@ -273,7 +274,7 @@ func (a *SessionActor) reportIdle(ctx actor.Context) {
 
 // ioCtx bounds an append or a read by IOTimeout (give or take a sixteenth of it).
 func (a *SessionActor) ioCtx() context.Context {
-	return a.deps.io.ctx()
+	return a.deps.io.Context()
 }
 
 // recover folds the session's events and re-issues unanswered effects.

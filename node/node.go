@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/deadline"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/messages"
@@ -371,9 +372,11 @@ type Node struct {
 	// routes are the handlers added to the HTTP API (Handle).
 	routes []route
 
-	redactor    *redact.Redactor
-	ingress     *Ingress
-	stopping    chan struct{}
+	redactor *redact.Redactor
+	ingress  *Ingress
+	stopping chan struct{}
+	// submits bounds deliverTask's waits by SubmitTimeout.
+	submits     *deadline.Shared
 	metrics     *Metrics
 	ran         atomic.Bool
 	streamsOnce sync.Once
@@ -389,7 +392,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics()}
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
+		submits: deadline.New(cfg.SubmitTimeout)}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	n.hub = newHub()
 	n.ingress = newIngress(n.redactor, cfg.Clock, cfg.IDs)
@@ -725,8 +729,7 @@ func (n *Node) routerRunning() bool {
 func (n *Node) deliverTask(ctx context.Context, env messages.Envelope) (string, error) {
 	done := make(chan error, 1)
 	n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Done: done})
-	timeout := time.NewTimer(n.cfg.SubmitTimeout)
-	defer timeout.Stop()
+	timeout := n.submits.Context() // SubmitTimeout, give or take a sixteenth
 	select {
 	case err := <-done:
 		if err != nil {
@@ -737,7 +740,7 @@ func (n *Node) deliverTask(ctx context.Context, env messages.Envelope) (string, 
 		return env.SessionID, nil
 	case <-ctx.Done():
 		return "", fmt.Errorf("node: task %s for session %s: waiting for the session to record it: %w", env.ID, env.SessionID, ctx.Err())
-	case <-timeout.C:
+	case <-timeout.Done():
 		return "", fmt.Errorf("node: task %s for session %s: not recorded within %s (SubmitTimeout)", env.ID, env.SessionID, n.cfg.SubmitTimeout)
 	case <-n.stopping:
 		return "", fmt.Errorf("node: task %s for session %s: the node is closing", env.ID, env.SessionID)
