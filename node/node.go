@@ -113,7 +113,9 @@ type Config struct {
 	// Bus replaces the embedded in-process bus, e.g. with Kafka (package kafka). Nil
 	// means the embedded GoChannel.
 	Bus *Bus
-	// SubmitTimeout bounds how long ingress waits for a task to be recorded (default 30 s).
+	// SubmitTimeout bounds how long ingress waits for a task to be recorded (default 30 s;
+	// on the embedded node a wait may end up to a sixteenth of it earlier, as waits
+	// that start close together share one deadline).
 	SubmitTimeout time.Duration
 	// HandoffGrace bounds how long a sharded node that loses its partitions waits for
 	// effects in flight to answer before it stops their sessions (default 5 s). Kafka
