@@ -92,8 +92,11 @@ type writeStmts struct {
 	started  map[string]int64
 	starting []sessionStart
 
-	// epochs are the current epochs of partitions as read in the transaction being
-	// written: it holds the write lock, so only its own Own requests change them.
+	// epochs are the current epochs of partitions as the writer read them. A
+	// transaction holds the write lock, so within it only its own Own requests
+	// change them; without Config.Shared the writer is the only one of the file
+	// (the directory's lock), so they hold across its transactions too, until one
+	// of its Own requests or a rollback.
 	epochs map[int]int64
 }
 
@@ -503,11 +506,14 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	ctx := context.Background() // the group outlives any one caller's ctx
 	clear(l.w.starting)
 	l.w.starting = l.w.starting[:0]
-	clear(l.w.epochs)
+	if l.cfg.Shared {
+		clear(l.w.epochs) // another process may have taken partitions since
+	}
 	if _, err := l.w.exec(ctx, l.w.begin); err != nil {
 		return nil, l.busyErr(fmt.Errorf("eventlog/sqlite: append: begin: %w", err))
 	}
 	rollback := func() error {
+		clear(l.w.epochs) // they may be what a rolled back Own wrote
 		if _, err := l.w.exec(ctx, l.w.rollback); err != nil {
 			return fmt.Errorf("rollback: %w", err)
 		}
@@ -626,8 +632,8 @@ func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
 }
 
 // fence returns an error wrapping ErrFenced unless lease is its partition's
-// current epoch, read inside the writer's transaction (once per partition and
-// transaction).
+// current epoch, read inside the writer's transaction (or known from an earlier
+// one: see writeStmts.epochs).
 func (l *Log) fence(ctx context.Context, lease eventlog.Lease) error {
 	current, ok := l.w.epochs[lease.Partition]
 	if !ok {
