@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -117,22 +118,61 @@ func PromptHash(req Request) string {
 	p.h.Reset()
 	// Encoding fixed struct types cannot fail. They are encoded through pointers to
 	// p's fields, which the encoder writes just as it would the slices themselves.
-	p.msgs, p.tools = req.Messages, req.Tools
+	p.msgs = req.Messages
 	_ = p.enc.Encode(&p.msgs)
-	_ = p.enc.Encode(&p.tools)
-	p.msgs, p.tools = nil, nil
+	p.msgs = nil
+	_, _ = p.h.Write(p.toolsJSON(req.Tools))
 	return string(hex.AppendEncode(p.hex[:0], p.h.Sum(p.sum[:0])))
+}
+
+// toolsJSON returns the encoding of tools, newline-terminated as the encoder writes
+// it. A request offers the same tools as the last one nearly always, and encoding
+// their schemas (compacted by the encoder) is most of the work: the last encoding is
+// kept, with a copy of the tools it is of, and reused while they are equal.
+func (p *promptHasher) toolsJSON(tools []messages.ToolSpec) []byte {
+	if p.toolsEnc != nil && sameTools(p.lastTools, tools) {
+		return p.toolsEnc
+	}
+	b, err := json.Marshal(tools)
+	if err != nil { // fixed struct types: it cannot fail
+		b = nil
+	}
+	p.toolsEnc = append(b, '\n')
+	p.lastTools = nil // nil tools encode as null, not []
+	if tools != nil {
+		p.lastTools = make([]messages.ToolSpec, len(tools))
+		for i, t := range tools {
+			t.Parameters = append(json.RawMessage(nil), t.Parameters...)
+			p.lastTools[i] = t
+		}
+	}
+	return p.toolsEnc
+}
+
+func sameTools(a, b []messages.ToolSpec) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for i := range a {
+		// Parameters are omitted when empty, nil or not.
+		if a[i].Name != b[i].Name || a[i].Description != b[i].Description || !bytes.Equal(a[i].Parameters, b[i].Parameters) {
+			return false
+		}
+	}
+	return true
 }
 
 // promptHasher is the reusable state of PromptHash: a hash, a JSON encoder writing to
 // it, and buffers for the sum. Each one is used by one call at a time.
 type promptHasher struct {
-	h     hash.Hash
-	enc   *json.Encoder
-	msgs  []messages.ChatMessage
-	tools []messages.ToolSpec
-	sum   [sha256.Size]byte
-	hex   [2 * sha256.Size]byte
+	h    hash.Hash
+	enc  *json.Encoder
+	msgs []messages.ChatMessage
+	sum  [sha256.Size]byte
+	// The tools of the last call (a copy) and their encoding (toolsJSON).
+	lastTools []messages.ToolSpec
+	toolsEnc  []byte
+	hex       [2 * sha256.Size]byte
 }
 
 // promptHashers keeps PromptHash's hashers between calls; it holds no state that

@@ -183,4 +183,33 @@ func TestPromptHashIsTheSHA256OfTheEncodings(t *testing.T) {
 	if llm.PromptHash(llm.Request{Messages: req.Messages}) == want {
 		t.Fatal("the tools are not hashed")
 	}
+	// Tools equal to the last ones hash the same; changed ones, even in place, do not.
+	hashes := map[string]string{}
+	for _, c := range []struct {
+		name  string
+		tools []messages.ToolSpec
+	}{
+		{"nil", nil},
+		{"empty", []messages.ToolSpec{}},
+		{"nil again", nil},
+		{"one", req.Tools},
+		{"a copy", []messages.ToolSpec{{Name: "calculator", Description: "evaluates & answers", Parameters: json.RawMessage(`{"type":"object"}`)}}},
+	} {
+		tl, err := json.Marshal(c.tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(string(m) + "\n" + string(tl) + "\n"))
+		hashes[c.name] = hex.EncodeToString(sum[:])
+		if got := llm.PromptHash(llm.Request{Messages: req.Messages, Tools: c.tools}); got != hashes[c.name] {
+			t.Fatalf("%s: PromptHash = %s, want %s", c.name, got, hashes[c.name])
+		}
+	}
+	if hashes["nil"] == hashes["empty"] || hashes["one"] != hashes["a copy"] {
+		t.Fatalf("hashes %v: nil and empty tools must differ, equal ones not", hashes)
+	}
+	req.Tools[0].Parameters[2] = 'T' // {"Type":...
+	if llm.PromptHash(req) == hashes["one"] {
+		t.Fatal("a schema changed in place hashes as before")
+	}
 }
