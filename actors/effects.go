@@ -379,7 +379,15 @@ func (e *LocalEffects) start(f *flight) {
 		e.answer(f, p.failed(p.timeoutCause))
 	})
 	call := deadlineContext{Context: ctx, deadline: f.began.Add(p.timeout)}
-	e.workers.Go(func() { e.answer(f, e.run(call, p, req)) })
+	e.workers.Go(func() {
+		rep := e.run(call, p, req)
+		if cause := context.Cause(ctx); cause != nil && rep.Error != "" {
+			// The call failed because its context ended (the timeout, Cancel, Close):
+			// say why, whichever of the call and the timer answers first.
+			rep = p.failed(cause)
+		}
+		e.answer(f, rep)
+	})
 }
 
 // answer answers f with rep unless it was answered already. Whichever comes first
