@@ -3,6 +3,7 @@ package memory
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -55,6 +56,19 @@ func TestKeywordIndexBM25ByHand(t *testing.T) {
 	if hits := ix.Search("", 10, nil); len(hits) != 0 {
 		t.Errorf("empty query matched %+v", hits)
 	}
+}
+
+// TestKeywordIndexQueryWeight: N = 3; idf(red) = ln(1 + 1.5/2.5) = ln 1.6,
+// idf(fox) = ln(1 + 2.5/1.5) = ln(8/3), and purple, in no document, ln(1 + 3.5/0.5) = ln 8.
+func TestKeywordIndexQueryWeight(t *testing.T) {
+	ix := NewKeywordIndex()
+	near(t, "empty index", ix.QueryWeight("red"), 0)
+	ix.Put("d1", "red fox")
+	ix.Put("d2", "red dog red")
+	ix.Put("d3", "blue fish")
+	near(t, "red fox", ix.QueryWeight("red fox fox"), math.Log(1.6)+math.Log(8.0/3))
+	near(t, "red purple", ix.QueryWeight("red purple"), math.Log(1.6)+math.Log(8))
+	near(t, "no terms", ix.QueryWeight("the"), 0)
 }
 
 func TestKeywordIndexKAndTies(t *testing.T) {
