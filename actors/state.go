@@ -469,9 +469,15 @@ func effectKey(sessionID string, seq uint64) string {
 }
 
 // Request builds the model request for the active task's next step from the state.
+// Its system message is the agent's SystemPrompt, then the task's core memory
+// (messages.TaskSubmitted.Memory, recorded with the task: a refold or a replay
+// builds the same prompt) when it has one, then the tools' section (Disclosure).
 func (s *SessionState) Request(a Agent) llm.Request {
 	specs, section := a.offer(s.loads)
 	prompt := a.SystemPrompt
+	if s.active != nil && s.active.Spec.Memory != "" {
+		prompt = strings.TrimPrefix(prompt+"\n\n"+coreMemorySection(s.active.Spec.Memory), "\n\n")
+	}
 	if section != "" {
 		prompt = strings.TrimSuffix(prompt+"\n\n"+section, "\n")
 	}
@@ -488,6 +494,14 @@ func (s *SessionState) Request(a Agent) llm.Request {
 		}
 	}
 	return req
+}
+
+// coreMemorySection is the part of the system prompt that holds a task's core
+// memory blocks (messages.TaskSubmitted.Memory), as they stood when it was
+// submitted.
+func coreMemorySection(blocks string) string {
+	return "<core_memory>\nYour core memory blocks, always in your context, as they stood when this task began " +
+		"(an edit you make shows here from the next task on):\n" + strings.TrimSuffix(blocks, "\n") + "\n</core_memory>"
 }
 
 // PendingModel returns the key of the model call that was requested and not

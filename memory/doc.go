@@ -141,6 +141,19 @@
 // merged into it or merged away, promoted, a source of a distillation or distilled,
 // invalidated or invalidating, forgotten or cleared — with its reason and key.
 //
+// # In an agent's loop
+//
+// On a node (package node), an agent with the memory tool (node.Config.MemoryTool)
+// has the core blocks of its namespace in the system prompt of every task: the
+// node's ingress renders them (RenderBlocks) when the task is submitted, and records
+// them with it (messages.TaskSubmitted.Memory; nothing when no block holds a value),
+// so that the session's decisions, a recovery and replay verify build the prompt
+// from the log, never from a live read. A block the agent edits during a task
+// (core_memory_append, core_memory_replace) shows from its next task on. With
+// node.Config.MemoryWriteAfterTask ("write_after_task"), the node calls Remember on
+// that namespace after each completed task, with the task's input and output as the
+// turn, under the key "<session>/<seq of task.completed>".
+//
 // # Image and audio offline
 //
 // Perceptual memories of images and audio are stored by their text description

@@ -69,6 +69,13 @@ type TaskSubmitted struct {
 	DeadlineUS int64 `json:"deadline_us,omitempty"`
 	// ReplyTopic, when set, receives the task's result.
 	ReplyTopic string `json:"reply_topic,omitempty"`
+	// Memory is the agent's core memory blocks (package memory, RenderBlocks) as
+	// they stood when the task was submitted; the session puts it in the system
+	// prompt of the task's model calls. The node's ingress sets it (replacing what
+	// a client sent) when the agent has a memory tool and a block holds a value;
+	// empty means none. It is recorded with the task, so a refold or a replay sees
+	// the blocks the task saw; a block edited during the task shows from the next.
+	Memory string `json:"memory,omitempty"`
 }
 
 // ModelRequested records that the session asked a model for its next step.

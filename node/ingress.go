@@ -29,7 +29,9 @@ import (
 //
 // The Ingress applies every rule (Task.Validate's bounds, the session ID rule, the
 // refusal of a credential-shaped session ID, the redaction of secrets from the input
-// and the reason) and builds what travels on: a task.submitted envelope, or a
+// and the reason), records the agent's core memory blocks with a task when the agent
+// has a memory tool (messages.TaskSubmitted.Memory, replacing what a client sent),
+// and builds what travels on: a task.submitted envelope, or a
 // messages.CancelRequest. Node.submit, and Node.cancelHere (or publishCancel, to a
 // sharded session's owner), are then the one way each reaches its session.
 
@@ -71,6 +73,9 @@ type Ingress struct {
 	redactor *redact.Redactor
 	clock    actors.Clock
 	ids      actors.IDs
+	// memory, when set, returns the agent's core blocks, rendered, for a task
+	// (messages.TaskSubmitted.Memory; Node.coreMemory).
+	memory func() string
 }
 
 func newIngress(redactor *redact.Redactor, clock actors.Clock, ids actors.IDs) *Ingress {
@@ -140,6 +145,9 @@ func (in *Ingress) admit(t Task, a Arrival) (messages.Envelope, error) {
 		id = in.ids.NewID()
 	}
 	p := &messages.TaskSubmitted{Input: in.redactor.String(t.Input), Agent: t.Agent, MaxSteps: t.MaxSteps, ReplyTopic: t.ReplyTopic}
+	if in.memory != nil {
+		p.Memory = in.memory()
+	}
 	now := in.clock.Now()
 	if t.DeadlineMS > 0 {
 		p.DeadlineUS = now.Add(time.Duration(t.DeadlineMS) * time.Millisecond).UnixMicro()
@@ -176,8 +184,14 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, error) {
 	if err := in.checkSessionShape(env.SessionID); err != nil {
 		return messages.Envelope{}, err
 	}
-	if redacted := in.redactor.String(ts.Input); redacted != ts.Input {
-		ts.Input = redacted
+	// The core blocks are the node's to give (a client's are replaced): they go in
+	// the system prompt.
+	memory := ""
+	if in.memory != nil {
+		memory = in.memory()
+	}
+	if redacted := in.redactor.String(ts.Input); redacted != ts.Input || memory != ts.Memory {
+		ts.Input, ts.Memory = redacted, memory
 		b, err := json.Marshal(ts)
 		if err != nil {
 			return messages.Envelope{}, fmt.Errorf("messages: encode %s: %w", env.Type, err)

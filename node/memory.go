@@ -10,12 +10,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/vectorstore"
@@ -351,6 +353,17 @@ func randomKey() string {
 	return hex.EncodeToString(b[:])
 }
 
+// MemoryVectorsPath is where a node keeps its memories' vectors in the embedded
+// index: DATA/memory/vectors.log, or DATA/memory/NODE/vectors.log for a node of a
+// cluster, whose nodes on one host may share the data directory (the vectors are
+// each node's projection of the namespaces it serves, rebuilt from their events).
+func MemoryVectorsPath(dataDir string, cluster bool, nodeID string) string {
+	if cluster {
+		return filepath.Join(dataDir, "memory", url.PathEscape(nodeID), "vectors.log")
+	}
+	return filepath.Join(dataDir, "memory", "vectors.log")
+}
+
 // openMemory opens the agent memory of Config.Memory on the node's log, with its
 // text redacted as events are and its events stamped by the node's clock.
 func (n *Node) openMemory() error {
@@ -368,7 +381,8 @@ func (n *Node) openMemory() error {
 	if cfg.Vectors == nil {
 		// The vectors are a projection of the namespaces' events, rebuilt from them
 		// when a namespace is first used: no fsync per write.
-		v, err := vectorstore.Open(vectorstore.Config{Path: filepath.Join(n.cfg.DataDir, "memory", "vectors.log"), NoSync: true})
+		v, err := vectorstore.Open(vectorstore.Config{Path: MemoryVectorsPath(n.cfg.DataDir, n.cfg.Bus != nil, n.cfg.NodeID), NoSync: true,
+			Index: vectorstore.IndexHNSW})
 		if err != nil {
 			return fmt.Errorf("memory: vectors: %w", err)
 		}
@@ -387,6 +401,11 @@ func (n *Node) openMemory() error {
 		return err
 	}
 	n.memories = m
+	// The namespaces as actors: a namespace's writes in order, its searches ranked
+	// by its four tier actors (actors/memory.go).
+	if n.memHost, err = actors.NewMemoryHost(n.system, actors.MemoryHostConfig{Memories: m, Logger: n.cfg.Logger}); err != nil {
+		return err
+	}
 	if n.cfg.Consolidation != nil {
 		sc := *n.cfg.Consolidation
 		sc.System = n.system

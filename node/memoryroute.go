@@ -71,7 +71,10 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand) (json.
 		if err := json.Unmarshal(c.Args, &inputs); err != nil {
 			return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
 		}
-		ids, err := addToNamespace(ctx, n.memories, c.Namespace, c.Key, inputs, "added over HTTP")
+		v, err := n.memHost.Do(ctx, c.Namespace, func(ctx context.Context, _ *memory.Namespace) (any, error) {
+			return addToNamespace(ctx, n.memories, c.Namespace, c.Key, inputs, "added over HTTP")
+		})
+		ids, _ := v.([]string)
 		if err != nil {
 			return nil, err
 		}
@@ -82,11 +85,7 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand) (json.
 		if err := json.Unmarshal(c.Args, &q); err != nil {
 			return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
 		}
-		ns, err := n.memories.Namespace(ctx, c.Namespace)
-		if err != nil {
-			return nil, err
-		}
-		results, err := ns.Search(ctx, q)
+		results, err := n.memHost.Search(ctx, c.Namespace, q)
 		if err != nil {
 			return nil, err
 		}

@@ -93,8 +93,22 @@ type Config struct {
 	Memory *memory.Config
 	// MemoryTool, with Memory, gives the agent the memory tool (memory.ToolConfig):
 	// add, search, summary, stats, update, remove, forget, consolidate, clear_all,
-	// the core block edits and recall, in its namespaces.
+	// the core block edits and recall, in its namespaces. The core blocks of its
+	// namespace are in the system prompt of each task: the ingress records them with
+	// the task (messages.TaskSubmitted.Memory) as they stand when it is submitted,
+	// so a block the agent edits during a task shows from its next task on.
 	MemoryTool *memory.ToolConfig
+	// MemoryWriteAfterTask, with MemoryTool, remembers each task of the agent that
+	// completes: memory.Namespace.Remember on the tool's namespace with the turn
+	// (the task's input as the user's message, its output as the assistant's),
+	// under the key "<session>/<seq of its task.completed>" (a task remembered
+	// twice writes once), each memory with the source {kind "session", the session,
+	// that seq}. A worker of the node does it, one task at a time, after the
+	// task.completed is durable: the session never waits for it, and a failure is
+	// logged, never the task's. Close waits up to 5 s for the tasks queued. Best
+	// effort: a task that ends while 1,024 others wait, or that is still queued
+	// when Close gives up, is not remembered (a warning says so).
+	MemoryWriteAfterTask bool
 	// MemoryWritten, when set, hears of every write to a namespace through the node.
 	MemoryWritten func(namespace string, count int)
 	// Consolidation, with Memory, runs the consolidator (package consolidator) in the
@@ -183,6 +197,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := disclosure.ParseStrategy(string(c.Disclosure)); err != nil {
 		return fmt.Errorf("node: %w", err)
+	}
+	if c.MemoryWriteAfterTask && (c.Memory == nil || c.MemoryTool == nil) {
+		return errors.New("node: MemoryWriteAfterTask needs Memory and MemoryTool (its namespace)")
 	}
 	if c.Consolidation != nil && c.Memory == nil {
 		return errors.New("node: Consolidation needs Memory")
@@ -397,8 +414,11 @@ type Node struct {
 	memories   *memory.Memories
 	ownVectors io.Closer // the embedded vector index the node opened for memories
 	memRouter  memoryRouter
+	memHost    *actors.MemoryHost // the namespaces' actors
 	// consolidation runs the consolidator in the background (Config.Consolidation).
 	consolidation *consolidator.Scheduler
+	// afterTask remembers completed tasks (Config.MemoryWriteAfterTask).
+	afterTask *afterTaskWriter
 
 	redactor    *redact.Redactor
 	ingress     *Ingress
@@ -436,6 +456,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if err := n.addMemoryTool(); err != nil {
 		return nil, n.fail(err)
+	}
+	if n.cfg.MemoryTool != nil {
+		n.ingress.memory = n.coreMemory
+		if n.cfg.MemoryWriteAfterTask {
+			n.afterTask = newAfterTaskWriter(n, n.cfg.MemoryTool.Namespace)
+		}
 	}
 	agent, reg, err := n.cfg.agent()
 	if err != nil {
@@ -862,6 +888,9 @@ func (n *Node) Close() error {
 		// other nodes, are cancelled (a model's HTTP request is closed, a tool sees
 		// its context end), and nobody records their end: the sessions' next owners
 		// issue them again.
+		if n.afterTask != nil {
+			n.afterTask.close(5 * time.Second)
+		}
 		if n.local != nil {
 			_ = n.local.Close()
 		}

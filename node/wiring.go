@@ -193,8 +193,8 @@ func (n *Node) newSessionHost(agent actors.Agent, effects actors.Effects) error 
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agent,
 	}
-	if n.bus != nil {
-		deps.Live = n.hub.deliver
+	if n.bus != nil || n.afterTask != nil {
+		deps.Live = n.sessionEvents
 	}
 	var err error
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(deps), "sessions")

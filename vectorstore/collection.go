@@ -103,15 +103,124 @@ func prepareItems(items []Item) ([]prepared, int, error) {
 
 // collection is the in-memory index of one collection: unit vectors packed in one
 // slice for a cache-friendly scan, and the items they belong to, slot by slot.
+//
+// An exact collection keeps its slots dense (a delete moves the last item into the
+// freed slot). An HNSW collection (stable is true) keeps an item in its slot for
+// as long as it lives, because the slot is its node in the graph: a delete leaves a
+// hole (an Item with an empty ID) that a later insert reuses.
 type collection struct {
 	dim   int
 	units []float32 // len(items)*dim, slot i at [i*dim, (i+1)*dim)
 	items []Item    // as upserted; Vector is the caller's (copied) vector
 	slot  map[string]int
+
+	stable bool
+	free   []int                     // holes, reused last first
+	meta   map[string]map[string]int // key -> value -> items holding it (stable only)
+	g      *graph                    // nil while the log is replayed on Open
 }
 
 func newCollection(dim int) *collection {
 	return &collection{dim: dim, slot: make(map[string]int)}
+}
+
+func newStableCollection(dim int) *collection {
+	return &collection{dim: dim, slot: make(map[string]int), stable: true, meta: make(map[string]map[string]int)}
+}
+
+// upsertStable stores a batch in a stable collection, later items winning over
+// earlier ones with the same ID, and keeps the graph (if built) in step. It returns
+// the change in the estimated encoded size of the live items.
+func (c *collection) upsertStable(batch []prepared) (delta int) {
+	last := make(map[string]int, len(batch))
+	for i, p := range batch {
+		last[p.item.ID] = i
+	}
+	var dead map[int32]bool // replaced nodes whose vector changed
+	var insert []int
+	for i, p := range batch {
+		if last[p.item.ID] != i {
+			continue
+		}
+		delta += itemSize(p.item)
+		if s, ok := c.slot[p.item.ID]; ok {
+			old := c.items[s]
+			delta -= itemSize(old)
+			c.metaAdd(old.Metadata, -1)
+			c.metaAdd(p.item.Metadata, 1)
+			moved := !slicesEqual(c.vec(s), p.unit)
+			c.items[s] = p.item
+			if moved {
+				if c.g != nil {
+					if dead == nil {
+						dead = make(map[int32]bool)
+					}
+					dead[int32(s)] = true
+					insert = append(insert, s)
+				}
+				copy(c.vec(s), p.unit)
+			}
+			continue
+		}
+		var s int
+		if n := len(c.free); n > 0 {
+			s = c.free[n-1]
+			c.free = c.free[:n-1]
+			c.items[s] = p.item
+			copy(c.vec(s), p.unit)
+		} else {
+			s = len(c.items)
+			c.items = append(c.items, p.item)
+			c.units = append(c.units, p.unit...)
+		}
+		c.slot[p.item.ID] = s
+		c.metaAdd(p.item.Metadata, 1)
+		insert = append(insert, s)
+	}
+	if c.g == nil {
+		return delta
+	}
+	c.g.grow(len(c.items))
+	if len(dead) > 0 {
+		// The repair reads only live nodes' vectors, so the new vectors already in
+		// the dead slots do no harm.
+		c.graphRemove(dead)
+	}
+	for _, s := range insert {
+		c.graphInsert(s)
+	}
+	return delta
+}
+
+// deleteStable removes items from a stable collection, leaving holes, and unlinks
+// them from the graph. It returns the estimated encoded size removed.
+func (c *collection) deleteStable(ids []string) (removed int) {
+	dead := make(map[int32]bool, len(ids))
+	for _, id := range ids {
+		s, ok := c.slot[id]
+		if !ok {
+			continue
+		}
+		removed += itemSize(c.items[s])
+		c.metaAdd(c.items[s].Metadata, -1)
+		delete(c.slot, id)
+		c.items[s] = Item{}
+		c.free = append(c.free, s)
+		dead[int32(s)] = true
+	}
+	if c.g != nil && len(dead) > 0 {
+		c.graphRemove(dead)
+	}
+	return removed
+}
+
+func slicesEqual(a, b []float32) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return len(a) == len(b)
 }
 
 // upsert stores p, replacing any item with the same ID, and returns the estimated
@@ -153,9 +262,29 @@ func (c *collection) delete(id string) (int, bool) {
 // ctxCheckEvery is how many items a search scans between checks of its context.
 const ctxCheckEvery = 4096
 
-// search scans every item exactly: filter first, then cosine score against unit (the
-// normalized query), keeping the best k in a bounded heap.
+// search returns the k items nearest unit (the normalized query) that match filter:
+// from the graph when the collection has one and the search suits it, else (or when
+// the graph finds fewer than k) by an exact scan.
 func (c *collection) search(ctx context.Context, unit []float32, k int, filter map[string]string) ([]Hit, error) {
+	if c.useGraph(k, filter) {
+		ranked, ok, err := c.annSearch(ctx, unit, k, filter)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return c.hits(ranked), nil
+		}
+	}
+	ranked, err := c.scan(ctx, unit, k, filter)
+	if err != nil {
+		return nil, err
+	}
+	return c.hits(ranked), nil
+}
+
+// scan scores every item exactly: filter first, then cosine score against unit,
+// keeping the best k in a bounded heap.
+func (c *collection) scan(ctx context.Context, unit []float32, k int, filter map[string]string) ([]candidate, error) {
 	n := len(c.items)
 	h := topK{items: c.items, c: make([]candidate, 0, min(k, n))}
 	for i := range n {
@@ -163,6 +292,9 @@ func (c *collection) search(ctx context.Context, unit []float32, k int, filter m
 			if err := ctx.Err(); err != nil {
 				return nil, fmt.Errorf("vectorstore: search: %w", err)
 			}
+		}
+		if c.items[i].ID == "" { // a hole of a stable collection
+			continue
 		}
 		if len(filter) > 0 && !matches(c.items[i].Metadata, filter) {
 			continue
@@ -173,7 +305,11 @@ func (c *collection) search(ctx context.Context, unit []float32, k int, filter m
 		}
 		h.push(candidate{score: s, slot: i}, k)
 	}
-	ranked := h.sorted()
+	return h.sorted(), nil
+}
+
+// hits copies the ranked items out.
+func (c *collection) hits(ranked []candidate) []Hit {
 	hits := make([]Hit, len(ranked))
 	for i, r := range ranked {
 		it := c.items[r.slot]
@@ -187,7 +323,7 @@ func (c *collection) search(ctx context.Context, unit []float32, k int, filter m
 			Score: clampScore(r.score),
 		}
 	}
-	return hits, nil
+	return hits
 }
 
 // clampScore keeps rounding error from pushing a cosine outside [-1, 1].

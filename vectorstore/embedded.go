@@ -52,6 +52,12 @@ type Config struct {
 	// Logger receives warnings (a dropped torn record, a failed compaction). Nil
 	// discards them.
 	Logger *slog.Logger
+	// Index selects exact search (IndexExact, the zero value) or an HNSW graph per
+	// collection (IndexHNSW), tuned by HNSW. The log is the same either way, so a
+	// store can be reopened with the other index.
+	Index Index
+	// HNSW tunes the graphs of Index IndexHNSW; it is ignored otherwise.
+	HNSW HNSWConfig
 }
 
 // Validate reports a Config that Open would reject.
@@ -62,7 +68,10 @@ func (c Config) Validate() error {
 	if c.CompactMinBytes < 0 {
 		return fmt.Errorf("vectorstore: CompactMinBytes %d must not be negative", c.CompactMinBytes)
 	}
-	return nil
+	if c.Index != IndexExact && c.Index != IndexHNSW {
+		return fmt.Errorf("vectorstore: unknown %v", c.Index)
+	}
+	return c.HNSW.validate()
 }
 
 func (c Config) withDefaults() Config {
@@ -75,11 +84,13 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	c.HNSW = c.HNSW.withDefaults()
 	return c
 }
 
-// Embedded is the in-process Store: exact search (every matching item is scored) over
-// vectors held in memory, persisted to an append-only log file.
+// Embedded is the in-process Store: vectors held in memory, persisted to an
+// append-only log file, searched exactly (every matching item is scored) or, with
+// Config.Index IndexHNSW, through an HNSW graph per collection.
 //
 // Writers are serialized; a write appends its record to the log (and fsyncs it,
 // unless Config.NoSync) before it becomes visible to searches, so anything a search
@@ -97,6 +108,7 @@ type Embedded struct {
 	live        int64 // estimated encoded bytes of the live items
 	compactSkip int64 // no automatic compaction below this size (after a failure)
 	broken      error // set when the log can no longer be appended to safely
+	replaying   bool  // Open is replaying the log: HNSW graphs are built after it
 
 	// mu guards colls and closed for readers; writers hold wmu and mu to change them.
 	mu     sync.RWMutex
@@ -118,9 +130,14 @@ func Open(cfg Config) (*Embedded, error) {
 	if cfg.Path == "" {
 		return s, nil
 	}
+	s.replaying = true
 	if err := s.openLog(); err != nil {
 		s.closeFiles()
 		return nil, err
+	}
+	s.replaying = false
+	if s.cfg.Index == IndexHNSW {
+		s.buildGraphs()
 	}
 	if s.shouldCompact() {
 		if err := s.compact(); err != nil {
@@ -254,8 +271,19 @@ func (s *Embedded) replay(r record) error {
 func (s *Embedded) applyUpsert(name string, dim int, batch []prepared) {
 	c := s.colls[name]
 	if c == nil {
-		c = newCollection(dim)
+		if s.cfg.Index == IndexHNSW {
+			c = newStableCollection(dim)
+			if !s.replaying {
+				c.g = newGraph(s.cfg.HNSW)
+			}
+		} else {
+			c = newCollection(dim)
+		}
 		s.colls[name] = c
+	}
+	if c.stable {
+		s.live += int64(c.upsertStable(batch))
+		return
 	}
 	for _, p := range batch {
 		s.live += int64(itemSize(p.item) - c.upsert(p))
@@ -265,6 +293,10 @@ func (s *Embedded) applyUpsert(name string, dim int, batch []prepared) {
 func (s *Embedded) applyDelete(name string, ids []string) {
 	c := s.colls[name]
 	if c == nil {
+		return
+	}
+	if c.stable {
+		s.live -= int64(c.deleteStable(ids))
 		return
 	}
 	for _, id := range ids {
@@ -317,6 +349,7 @@ func (s *Embedded) Upsert(ctx context.Context, collection string, items []Item) 
 	s.applyUpsert(collection, dim, batch)
 	s.mu.Unlock()
 	s.autoCompact()
+	s.autoSaveGraphs()
 	return nil
 }
 
@@ -366,6 +399,7 @@ func (s *Embedded) Delete(ctx context.Context, collection string, ids []string) 
 	s.applyDelete(collection, present)
 	s.mu.Unlock()
 	s.autoCompact()
+	s.autoSaveGraphs()
 	return nil
 }
 
@@ -517,20 +551,24 @@ func writeSnapshot(f *os.File, colls map[string]*collection) (int64, error) {
 	var payload []byte
 	for _, name := range slices.Sorted(maps.Keys(colls)) {
 		c := colls[name]
+		items := c.items
+		if c.stable { // skip the holes
+			items = slices.DeleteFunc(slices.Clone(items), func(it Item) bool { return it.ID == "" })
+		}
 		start := 0
 		for {
 			// Fill one record up to compactChunk bytes (at least one item).
 			end, size := start, 0
-			for end < len(c.items) && (end == start || size+itemSize(c.items[end]) <= compactChunk) {
-				size += itemSize(c.items[end])
+			for end < len(items) && (end == start || size+itemSize(items[end]) <= compactChunk) {
+				size += itemSize(items[end])
 				end++
 			}
-			payload = encodeUpsert(payload[:0], name, c.dim, c.items[start:end])
+			payload = encodeUpsert(payload[:0], name, c.dim, items[start:end])
 			if err := write(frame(payload)); err != nil {
 				return 0, err
 			}
 			start = end
-			if start >= len(c.items) {
+			if start >= len(items) {
 				break
 			}
 		}
@@ -538,16 +576,22 @@ func writeSnapshot(f *os.File, colls map[string]*collection) (int64, error) {
 	return off, nil
 }
 
-// Close flushes and closes the log and releases its lock. It is idempotent; other
-// methods fail with ErrClosed afterwards.
+// Close saves the HNSW graphs (when they changed), flushes and closes the log and
+// releases its lock. It is idempotent; other methods fail with ErrClosed afterwards.
 func (s *Embedded) Close() error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	s.mu.Lock()
 	if s.closed {
-		s.mu.Unlock()
 		return nil
 	}
+	if s.cfg.Index == IndexHNSW && s.file != nil && s.broken == nil && s.graphsChanged() {
+		// The log holds the data; a graph not saved is rebuilt by the next Open.
+		if err := s.saveGraphs(); err != nil {
+			s.cfg.Logger.Warn("vectorstore: saving the HNSW graphs on close failed; the next Open rebuilds them",
+				"path", s.cfg.Path, "error", err)
+		}
+	}
+	s.mu.Lock()
 	s.closed = true
 	s.colls = nil
 	s.mu.Unlock()
@@ -579,4 +623,13 @@ func syncDir(dir string) error {
 	}
 	err = d.Sync()
 	return errors.Join(err, d.Close())
+}
+
+func (s *Embedded) graphsChanged() bool {
+	for _, c := range s.colls {
+		if c.g != nil && c.g.changes > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -326,6 +326,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		}
 		defer closeVectors()
 		cfg.Memory, cfg.Secrets = &memCfg, append(cfg.Secrets, memKey)
+		cfg.MemoryWriteAfterTask = cfg.MemoryTool != nil && fc.Memory.WriteAfterTask
 		if policy, interval, threshold, disabled := fc.Memory.Consolidation(); cmd == "serve" && !disabled {
 			cfg.Consolidation = &consolidator.SchedulerConfig{Consolidator: consolidator.Config{Policy: policy}, Interval: interval, Threshold: threshold}
 		}

@@ -48,7 +48,8 @@ type MemoryFile struct {
 	WorkingCapacity int    `json:"working_capacity"`
 	WorkingTTL      string `json:"working_ttl"`
 	// WriteAfterTask makes the agent write what it learnt in a task to its
-	// namespace (the Mem0-style write path) once the task ends.
+	// namespace (the Mem0-style write path, memory.Namespace.Remember) once the
+	// task completes (node.Config.MemoryWriteAfterTask). It needs Tool.
 	WriteAfterTask bool `json:"write_after_task"`
 	// Consolidator configures the background consolidation of every namespace.
 	Consolidator *ConsolidatorFile `json:"consolidator"`
@@ -123,6 +124,9 @@ func (m *MemoryFile) validate() []error {
 		if _, _, err := net.SplitHostPort(m.Milvus); err != nil {
 			bad("milvus", "%q: want host:port", m.Milvus)
 		}
+	}
+	if m.WriteAfterTask && !m.Tool {
+		bad("write_after_task", "needs \"tool\": true (the agent writes to the memory tool's namespace)")
 	}
 	if m.WorkingCapacity < 0 || m.WorkingCapacity > 100_000 {
 		bad("working_capacity", "%d: want 1 to 100000", m.WorkingCapacity)

@@ -29,6 +29,7 @@ func TestMemorySectionIsChecked(t *testing.T) {
 		`{"memory": {"working_ttl": "soon"}}`:                                                         "memory.working_ttl",
 		`{"memory": {"consolidator": {"duplicate_threshold": 1.5}}}`:                                  "memory.consolidator.duplicate_threshold",
 		`{"memory": {"consolidator": {"interval": "1ms"}}}`:                                           "memory.consolidator.interval",
+		`{"memory": {"write_after_task": true}}`:                                                      "memory.write_after_task",
 		`{"memory": {"tools": true}}`:                                                                 `"memory.tools"`,
 		`{"memory": {"embedder": {"url": "http://x"}}}`:                                               `"memory.embedder.url"`,
 	} {

@@ -1,0 +1,164 @@
+package actors_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/vectorstore"
+)
+
+func newMemories(t *testing.T) *memory.Memories {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	v, err := vectorstore.Open(vectorstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = v.Close() })
+	m, err := memory.Open(memory.Config{Log: l, Vectors: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+func newMemoryHost(t *testing.T, m *memory.Memories, idle time.Duration) (*actors.MemoryHost, *actor.ActorSystem) {
+	t.Helper()
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	h, err := actors.NewMemoryHost(sys, actors.MemoryHostConfig{Memories: m, IdleTimeout: idle})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.Stop(); sys.Shutdown() })
+	return h, sys
+}
+
+func add(ctx context.Context, h *actors.MemoryHost, ns string, reqs ...memory.AddRequest) ([]memory.AddResult, error) {
+	v, err := h.Do(ctx, ns, func(ctx context.Context, n *memory.Namespace) (any, error) {
+		return n.Add(ctx, "", reqs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.([]memory.AddResult), nil
+}
+
+// A search through the tier actors answers exactly what the namespace's own Search
+// answers, across the four tiers.
+func TestMemoryHostSearchesThroughTierActors(t *testing.T) {
+	m := newMemories(t)
+	h, _ := newMemoryHost(t, m, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var reqs []memory.AddRequest
+	for i, tier := range []memory.Tier{memory.Working, memory.Episodic, memory.Semantic, memory.Perceptual} {
+		for j := range 5 {
+			reqs = append(reqs, memory.AddRequest{Tier: tier, Content: fmt.Sprintf("note %d about tea and mountains, number %d", i, j)})
+		}
+	}
+	if _, err := add(ctx, h, "user:alice", reqs...); err != nil {
+		t.Fatal(err)
+	}
+	q := memory.Query{Text: "tea mountains", Limit: 8}
+	got, err := h.Search(ctx, "user:alice", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := m.Namespace(ctx, "user:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ns.Search(ctx, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same memories in the same order, with the same scores (up to the few
+	// microseconds of recency between the two searches).
+	if len(got) != 8 || len(want) != 8 {
+		t.Fatalf("%d results through the actors, %d direct; want 8", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Memory.ID != want[i].Memory.ID || math.Abs(got[i].Score-want[i].Score) > 1e-6 {
+			t.Fatalf("result %d: %s %.9f through the actors, %s %.9f direct", i, got[i].Memory.ID, got[i].Score, want[i].Memory.ID, want[i].Score)
+		}
+	}
+	tiers := map[memory.Tier]bool{}
+	for _, r := range got {
+		tiers[r.Memory.Tier] = true
+	}
+	if len(tiers) < 2 {
+		t.Fatalf("results from tiers %v: want several", tiers)
+	}
+	if _, err := h.Search(ctx, "user:alice", memory.Query{Text: "x", Mode: "fuzzy"}); !errors.Is(err, memory.ErrInvalid) {
+		t.Fatalf("bad mode: %v", err)
+	}
+	if _, err := h.Search(ctx, "user alice", q); !errors.Is(err, memory.ErrInvalid) {
+		t.Fatalf("bad namespace: %v", err)
+	}
+}
+
+// A request that panics fails alone: the namespace's actor answers the next one.
+func TestMemoryHostContainsAPanic(t *testing.T) {
+	h, _ := newMemoryHost(t, newMemories(t), time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := h.Do(ctx, "user:bob", func(context.Context, *memory.Namespace) (any, error) { panic("boom") })
+	if err == nil || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("panicking request: %v", err)
+	}
+	res, err := add(ctx, h, "user:bob", memory.AddRequest{Tier: memory.Semantic, Content: "Bob likes chess."})
+	if err != nil || len(res) != 1 || res[0].ID == "" {
+		t.Fatalf("after the panic: %v %v", res, err)
+	}
+}
+
+// Writes to one namespace run one at a time, in order; an idle namespace's actor
+// stops, and its next request starts it again with everything there.
+func TestMemoryHostSerialisesWritesAndPassivates(t *testing.T) {
+	h, _ := newMemoryHost(t, newMemories(t), 50*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	inside := 0
+	errs := make(chan error, 20)
+	for i := range 20 {
+		go func() {
+			_, err := h.Do(ctx, "agent:x", func(ctx context.Context, ns *memory.Namespace) (any, error) {
+				inside++
+				defer func() { inside-- }()
+				if inside != 1 {
+					return nil, errors.New("two writes at once")
+				}
+				return ns.Add(ctx, "", []memory.AddRequest{{Tier: memory.Semantic, Content: fmt.Sprintf("fact %d", i)}})
+			})
+			errs <- err
+		}()
+	}
+	for range 20 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // past the idle timeout: the actor stops
+	res, err := h.Search(ctx, "agent:x", memory.Query{Text: "fact", Limit: 100, Mode: memory.ModeKeyword})
+	if err != nil || len(res) != 20 {
+		t.Fatalf("after passivation: %d results, %v", len(res), err)
+	}
+}

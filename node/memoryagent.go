@@ -1,0 +1,241 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// The agent's memory in its loop (issue 12: "write path like Mem0, control like
+// Letta"), for an agent with a memory tool (Config.MemoryTool):
+//
+//   - its core blocks are in the system prompt of every task: the ingress renders
+//     the blocks of the tool's namespace into the task (messages.TaskSubmitted.Memory),
+//     so the session, a refold and replay verify all build the prompt from the log;
+//   - with Config.MemoryWriteAfterTask, each completed task is remembered: a
+//     worker runs memory.Namespace.Remember on the tool's namespace with the task's
+//     turn, off the session actor.
+
+// coreMemoryTimeout bounds the read of the blocks for one task at ingress.
+const coreMemoryTimeout = 5 * time.Second
+
+// coreMemory returns the core blocks of the agent's namespace, rendered
+// (memory.RenderBlocks), as they stand now: "" when the agent has no memory tool or
+// no block holds a value. The namespace first folds what other writers appended (a
+// memory tool call on another node); when that read fails, the blocks this node
+// folded last are used, and the failure is logged: a task is not refused for it.
+func (n *Node) coreMemory() string {
+	if n.memories == nil || n.cfg.MemoryTool == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), coreMemoryTimeout)
+	defer cancel()
+	name := n.cfg.MemoryTool.Namespace
+	ns, err := n.memories.Namespace(ctx, name)
+	if err != nil {
+		n.cfg.Logger.Warn("core memory: the task runs without its blocks", "namespace", name, "err", err)
+		return ""
+	}
+	if err := ns.Refresh(ctx); err != nil {
+		n.cfg.Logger.Warn("core memory: the blocks may miss a recent edit", "namespace", name, "err", err)
+	}
+	blocks := ns.Blocks()
+	for _, b := range blocks {
+		if b.Value != "" {
+			return memory.RenderBlocks(blocks)
+		}
+	}
+	return ""
+}
+
+// sessionEvents is SessionDeps.Live: each batch of a session's events, once durable,
+// goes to the hub (on the embedded bus) and to the write after task. It never blocks.
+func (n *Node) sessionEvents(sessionID string, events []messages.Envelope) {
+	if n.afterTask != nil {
+		n.afterTask.observe(sessionID, events)
+	}
+	if n.bus != nil {
+		n.hub.deliver(sessionID, events)
+	}
+}
+
+// Bounds of the write after task.
+const (
+	// afterTaskQueue bounds the completed tasks waiting to be remembered; past it a
+	// task is not remembered, and a warning says so.
+	afterTaskQueue = 1024
+	// afterTaskInputs bounds the inputs of running tasks kept from their
+	// task.submitted; past it (or for a task submitted before this process started)
+	// the input is read from the log.
+	afterTaskInputs = 4096
+	// afterTaskTimeout bounds one Remember (extraction and decisions, with a model).
+	afterTaskTimeout = 2 * time.Minute
+)
+
+// afterTaskWriter remembers completed tasks (Config.MemoryWriteAfterTask): observe
+// picks the task.completed events out of a session's batches, and one worker runs
+// Remember for each, in order.
+type afterTaskWriter struct {
+	n    *Node
+	ns   string
+	jobs chan afterTaskJob
+	done chan struct{}
+	stop context.CancelFunc
+	ctx  context.Context
+
+	mu     sync.Mutex
+	inputs map[string]string // task ID (its task.submitted's event ID) -> input
+	closed bool
+}
+
+// afterTaskJob is one completed task: its session, the task.completed event and the
+// task's input when observe saw its task.submitted.
+type afterTaskJob struct {
+	session   string
+	completed messages.Envelope
+	input     string
+	haveInput bool
+}
+
+func newAfterTaskWriter(n *Node, namespace string) *afterTaskWriter {
+	ctx, stop := context.WithCancel(context.Background())
+	w := &afterTaskWriter{n: n, ns: namespace, jobs: make(chan afterTaskJob, afterTaskQueue), done: make(chan struct{}),
+		ctx: ctx, stop: stop, inputs: map[string]string{}}
+	go w.run()
+	return w
+}
+
+// observe queues the completed tasks of a batch; it never blocks.
+func (w *afterTaskWriter) observe(sessionID string, events []messages.Envelope) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return
+	}
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeTaskSubmitted:
+			if len(w.inputs) >= afterTaskInputs {
+				continue
+			}
+			if p, err := e.Decode(); err == nil {
+				w.inputs[e.ID] = p.(*messages.TaskSubmitted).Input
+			}
+		case messages.TypeTaskFailed:
+			delete(w.inputs, e.CorrelationID)
+		case messages.TypeTaskCompleted:
+			input, ok := w.inputs[e.CorrelationID]
+			delete(w.inputs, e.CorrelationID)
+			select {
+			case w.jobs <- afterTaskJob{session: sessionID, completed: e, input: input, haveInput: ok}:
+			default:
+				w.n.cfg.Logger.Warn("memory write after task: the queue is full; this task is not remembered",
+					"session", sessionID, "seq", e.Seq, "namespace", w.ns)
+			}
+		}
+	}
+}
+
+func (w *afterTaskWriter) run() {
+	defer close(w.done)
+	for job := range w.jobs {
+		if w.ctx.Err() != nil {
+			continue // closed past its timeout: drain without writing
+		}
+		if err := w.remember(job); err != nil {
+			w.n.cfg.Logger.Warn("memory write after task failed; the task's result stands", "session", job.session,
+				"seq", job.completed.Seq, "namespace", w.ns, "err", err)
+		}
+	}
+}
+
+// remember writes what a completed task said to the namespace, under the key
+// "<session>/<seq of task.completed>": a task remembered twice writes once.
+func (w *afterTaskWriter) remember(job afterTaskJob) error {
+	ctx, cancel := context.WithTimeout(w.ctx, afterTaskTimeout)
+	defer cancel()
+	p, err := job.completed.Decode()
+	if err != nil {
+		return err
+	}
+	output := p.(*messages.TaskCompleted).Output
+	input := job.input
+	if !job.haveInput {
+		if input, err = w.inputOf(ctx, job.session, job.completed.CorrelationID); err != nil {
+			return err
+		}
+	}
+	ns, err := w.n.memories.Namespace(ctx, w.ns)
+	if err != nil {
+		return err
+	}
+	turn := memory.Turn{
+		Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: input}, {Role: messages.RoleAssistant, Content: output}},
+		Source:   messages.MemorySource{Kind: "session", ID: job.session, Seq: job.completed.Seq},
+	}
+	decisions, err := ns.Remember(ctx, job.session+"/"+strconv.FormatUint(job.completed.Seq, 10), turn, memory.RememberOptions{})
+	written := 0
+	for _, d := range decisions {
+		if d.Event != memory.EventNone {
+			written++
+		}
+	}
+	if written > 0 {
+		w.n.memoryWritten(w.ns, written)
+	}
+	return err
+}
+
+// inputOf reads a task's input from its session's task.submitted in the log.
+func (w *afterTaskWriter) inputOf(ctx context.Context, session, taskID string) (string, error) {
+	events, err := w.n.log.Read(ctx, session, 1)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range events {
+		if e.ID == taskID && e.Type == messages.TypeTaskSubmitted {
+			p, err := e.Decode()
+			if err != nil {
+				return "", err
+			}
+			return p.(*messages.TaskSubmitted).Input, nil
+		}
+	}
+	return "", fmt.Errorf("node: no task.submitted %s in session %s", taskID, session)
+}
+
+// close stops the worker once it has remembered the tasks queued (node run closes
+// its node right after its task), waiting at most timeout; past it, the Remember
+// running is cancelled (its writes are keyed: the part done stays, nothing is
+// half-written) and the tasks still queued are not remembered. The session actors
+// are stopped first, so nothing more is observed.
+func (w *afterTaskWriter) close(timeout time.Duration) {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.closed = true
+	close(w.jobs)
+	w.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		w.stop()
+		return
+	case <-t.C:
+	}
+	w.n.cfg.Logger.Warn("memory write after task: closing before every completed task was remembered", "timeout", timeout,
+		"namespace", w.ns, "not_remembered", len(w.jobs))
+	w.stop()
+	select {
+	case <-w.done:
+	case <-time.After(time.Second):
+	}
+}
