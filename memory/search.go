@@ -307,11 +307,13 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 		s.calibrate(cands)
 	}
 	out := make([]pmem.Ranked, 0, len(cands))
+	graphScore := func(string) float64 { return 0 }
+	if t == Semantic && len(s.qents) > 0 {
+		graphScore = ns.pj.graph.Scorer(s.qents)
+	}
 	for _, c := range cands {
 		m := ns.st.mems[c.id]
-		if t == Semantic && len(s.qents) > 0 {
-			c.graph = ns.pj.graph.Score(s.qents, c.id)
-		}
+		c.graph = graphScore(c.id)
 		var rel float64
 		switch s.q.Mode {
 		case ModeHybrid:

@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -128,5 +130,37 @@ func TestGraphRemoveLeavesNoDebris(t *testing.T) {
 		len(g.mentions) != 0 || len(g.adjacent) != 0 || len(g.relations) != 0 || len(g.memories) != 0 {
 		t.Errorf("empty graph holds %d mentions, %d adjacency lists, %d relations, %d memories",
 			len(g.mentions), len(g.adjacent), len(g.relations), len(g.memories))
+	}
+}
+
+// TestGraphScorerMatchesScore: on a random graph, Scorer and Candidates score every
+// memory as Score does.
+func TestGraphScorerMatchesScore(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	ent := func() string { return fmt.Sprintf("e%d", r.IntN(30)) }
+	g := NewGraph()
+	var ids []string
+	for i := range 80 {
+		id := fmt.Sprintf("m%02d", i)
+		ids = append(ids, id)
+		var rels []Relation
+		for range r.IntN(3) {
+			rels = append(rels, Relation{ent(), "rel", ent()})
+		}
+		g.Put(id, []string{ent(), ent()}[:1+r.IntN(2)], rels)
+	}
+	for range 40 {
+		q := []string{ent(), ent(), "unknown"}[:1+r.IntN(3)]
+		score := g.Scorer(q)
+		for _, id := range append(ids, "missing") {
+			if got, want := score(id), g.Score(q, id); got != want {
+				t.Fatalf("Scorer(%v)(%s) = %v, Score = %v", q, id, got, want)
+			}
+		}
+		for _, c := range g.Candidates(q, MaxGraphHops, 0) {
+			if want := g.Score(q, c.ID); c.Score != want || c.Raw != want {
+				t.Fatalf("Candidates(%v): %s scored %v, Score = %v", q, c.ID, c.Score, want)
+			}
+		}
 	}
 }
