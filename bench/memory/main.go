@@ -63,7 +63,7 @@ func main() {
 	flag.StringVar(&o.embeddings, "embeddings", os.Getenv("TROUPE_TEST_EMBEDDINGS"), "base URL of an OpenAI-compatible embeddings endpoint serving e5-passage and e5-query (default $TROUPE_TEST_EMBEDDINGS; empty: skip the real-embedder run)")
 	flag.IntVar(&o.realMemories, "real-memories", 200, "memories ingested with the real embedder")
 	flag.IntVar(&o.realQueries, "real-queries", 20, "searches with the real embedder")
-	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the offline searches to this file")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write CPU profiles of the offline ingest and searches to PREFIX-ingest.pprof and PREFIX-search.pprof")
 	flag.Parse()
 	for _, m := range strings.Split(modes, ",") {
 		if m = strings.TrimSpace(m); m != "" {
@@ -85,7 +85,7 @@ func main() {
 func run(ctx context.Context, o options) error {
 	load, _ := os.ReadFile("/proc/loadavg")
 	fmt.Printf("GOMAXPROCS %d, %d CPUs, load average %s", runtime.GOMAXPROCS(0), runtime.NumCPU(), strings.Join(strings.Fields(string(load))[:min(3, len(strings.Fields(string(load))))], " "))
-	fmt.Printf(", vector index: the embedded exact store (vectorstore.Open)\n\n")
+	fmt.Printf(", vector index: the node's default, the embedded HNSW index (vectorstore.IndexHNSW)\n\n")
 
 	fmt.Printf("offline hashing embedder, %d memories in %s (%s tier), batches of %d\n", o.memories, o.namespace, o.tier, o.batch)
 	b, err := startNode(ctx, memory.Config{})
@@ -93,22 +93,19 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer b.close()
+	stopProfile, err := profile(o.cpuProfile, "ingest")
+	if err != nil {
+		return err
+	}
 	in, err := b.ingest(ctx, o, o.memories)
+	stopProfile()
 	if err != nil {
 		return err
 	}
 	in.print("ingest (hashing)")
 	var rows []searchStats
-	if o.cpuProfile != "" {
-		f, err := os.Create(o.cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	if stopProfile, err = profile(o.cpuProfile, "search"); err != nil {
+		return err
 	}
 	for _, mode := range o.modes {
 		st, err := b.search(ctx, o, mode, o.memories, o.warmup, o.queries)
@@ -117,7 +114,7 @@ func run(ctx context.Context, o options) error {
 		}
 		rows = append(rows, st)
 	}
-	pprof.StopCPUProfile()
+	stopProfile()
 	printSearch(rows)
 	b.close()
 
@@ -154,6 +151,23 @@ func run(ctx context.Context, o options) error {
 	}
 	printSearch([]searchStats{st})
 	return nil
+}
+
+// profile starts a CPU profile into prefix-name.pprof (no prefix: none) and returns
+// what stops it.
+func profile(prefix, name string) (stop func(), err error) {
+	if prefix == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(prefix + "-" + name + ".pprof")
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); _ = f.Close() }, nil
 }
 
 // bench is a node with memory serving its API on a loopback listener.
