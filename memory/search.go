@@ -368,19 +368,19 @@ func (s *search) complete(t Tier, cands map[string]*candidate) {
 		}
 	}
 	if s.q.Mode != ModeVector {
-		want := map[string]bool{}
+		var want []string
 		for _, c := range cands {
 			if !c.hasKw {
-				want[c.id] = true
+				want = append(want, c.id)
 			}
 		}
 		if len(want) == 0 {
 			return
 		}
 		weight := ns.pj.keywords[t].QueryWeight(s.text)
-		for _, h := range ns.pj.keywords[t].Search(s.text, 0, func(id string) bool { return want[id] }) {
-			c := cands[h.ID]
-			c.keyword, c.hasKw = keywordScore(h.Raw, weight), true
+		for id, raw := range ns.pj.keywords[t].RawScores(s.text, want) {
+			c := cands[id]
+			c.keyword, c.hasKw = keywordScore(raw, weight), true
 		}
 	}
 }

@@ -269,6 +269,12 @@ func scoreFrom(dists []map[string]int, entities []string) float64 {
 // maxHops relations of a query entity (maxHops is clamped to [0, MaxGraphHops]),
 // scored by Score, best first, ties by ID ascending. Raw holds the same score. It
 // lets the semantic tier find memories its vector search missed.
+//
+// It gathers the memories by distance: those mentioning a query entity first, then
+// those one relation away, and so on. A memory not gathered before distance d
+// scores at most hopWeight(d) (each query entity earns it at most that), so once k
+// gathered memories score more, the farther ones cannot enter the top k and are
+// not looked at: in a large graph, two hops from a common entity reach most of it.
 func (g *Graph) Candidates(queryEntities []string, maxHops, k int) []Scored {
 	maxHops = max(0, min(maxHops, MaxGraphHops))
 	q := normalizeSet(queryEntities)
@@ -276,21 +282,36 @@ func (g *Graph) Candidates(queryEntities []string, maxHops, k int) []Scored {
 		return nil
 	}
 	dists := g.hops(q, MaxGraphHops) // Score looks MaxGraphHops far
-	ids := map[string]bool{}
+	levels := make([][]string, maxHops+1)
+	least := map[string]int{} // entity → its distance from the nearest query entity
 	for _, dist := range dists {
 		for e, d := range dist {
-			if d > maxHops {
-				continue
-			}
-			for id := range g.mentions[e] {
-				ids[id] = true
+			if l, ok := least[e]; d <= maxHops && (!ok || d < l) {
+				least[e] = d
 			}
 		}
 	}
-	out := make([]Scored, 0, len(ids))
-	for id := range ids {
-		s := scoreFrom(dists, g.memories[id].entities)
-		out = append(out, Scored{ID: id, Score: s, Raw: s})
+	for e, d := range least {
+		levels[d] = append(levels[d], e)
+	}
+	seen := map[string]bool{}
+	var out []Scored
+	for d, entities := range levels {
+		if d > 0 && k > 0 && len(out) >= k {
+			slices.SortFunc(out, byScore)
+			if out[k-1].Score > hopWeight(d) {
+				break
+			}
+		}
+		for _, e := range entities {
+			for id := range g.mentions[e] {
+				if !seen[id] {
+					seen[id] = true
+					s := scoreFrom(dists, g.memories[id].entities)
+					out = append(out, Scored{ID: id, Score: s, Raw: s})
+				}
+			}
+		}
 	}
 	slices.SortFunc(out, byScore)
 	if k > 0 && len(out) > k {

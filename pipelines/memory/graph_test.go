@@ -133,8 +133,9 @@ func TestGraphRemoveLeavesNoDebris(t *testing.T) {
 	}
 }
 
-// TestGraphScorerMatchesScore: on a random graph, Scorer and Candidates score every
-// memory as Score does.
+// TestGraphScorerMatchesScore: on a random graph, Scorer scores every memory as
+// Score does, and Candidates returns the best k of the memories within its hops,
+// scored by Score.
 func TestGraphScorerMatchesScore(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	ent := func() string { return fmt.Sprintf("e%d", r.IntN(30)) }
@@ -157,9 +158,31 @@ func TestGraphScorerMatchesScore(t *testing.T) {
 				t.Fatalf("Scorer(%v)(%s) = %v, Score = %v", q, id, got, want)
 			}
 		}
-		for _, c := range g.Candidates(q, MaxGraphHops, 0) {
-			if want := g.Score(q, c.ID); c.Score != want || c.Raw != want {
-				t.Fatalf("Candidates(%v): %s scored %v, Score = %v", q, c.ID, c.Score, want)
+		for hops := range MaxGraphHops + 1 {
+			// Every memory within hops of a query entity, scored by Score.
+			var all []Scored
+			for _, id := range ids {
+				m := g.memories[id]
+				near := false
+				for _, e := range q {
+					if d := g.distance(NormalizeEntity(e), m.entities, hops); d >= 0 {
+						near = true
+					}
+				}
+				if near {
+					s := g.Score(q, id)
+					all = append(all, Scored{ID: id, Score: s, Raw: s})
+				}
+			}
+			slices.SortFunc(all, byScore)
+			for _, k := range []int{0, 1, 3, 10, 200} {
+				want := all
+				if k > 0 && len(want) > k {
+					want = want[:k]
+				}
+				if got := g.Candidates(q, hops, k); !slices.Equal(got, want) {
+					t.Fatalf("Candidates(%v, %d, %d) = %v, want %v", q, hops, k, got, want)
+				}
 			}
 		}
 	}

@@ -301,3 +301,23 @@ func BenchmarkKeywordIndexSearchRare(b *testing.B) {
 		i++
 	}
 }
+
+// TestKeywordIndexRawScores: RawScores gives the documents it is asked about the Raw
+// scores Search gives them.
+func TestKeywordIndexRawScores(t *testing.T) {
+	ix := NewKeywordIndex()
+	ix.Put("d1", "red fox")
+	ix.Put("d2", "red dog red")
+	ix.Put("d3", "blue fish")
+	got := ix.RawScores("red fox", []string{"d2", "d3", "nope", "d1"})
+	want := map[string]float64{}
+	for _, h := range ix.Search("red fox", 0, nil) {
+		want[h.ID] = h.Raw
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("RawScores = %v, want %v", got, want)
+	}
+	if got := ix.RawScores("red", nil); len(got) != 0 {
+		t.Errorf("no ids: %v", got)
+	}
+}
