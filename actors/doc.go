@@ -68,10 +68,15 @@
 //     a call made without its request recorded could be made again under another key
 //     by the session's next incarnation.
 //   - model.requested: not needed for exactly-once (a model call has no side effect,
-//     and a model call lost to a crash is simply made again), but kept: the append is
-//     grouped with the step's other events in one commit, and skipping the wait would
-//     save microseconds per step here (SQLite commits in WAL mode without a per-commit
-//     fsync, and the session waits for its next append anyway).
+//     and a model call lost to a crash is simply made again), and not fsynced: the
+//     embedded log commits in WAL mode with synchronous=NORMAL, which fsyncs at
+//     checkpoints, not per commit (sqlite.Config.SyncFull opts in). The wait for the
+//     commit itself is kept for fencing: the commit is where a node that lost the
+//     session's partition learns it (eventlog.ErrFenced), and a request sent before
+//     it would be a model call paid for by a node that no longer owns the session
+//     (TestFencedSessionStops asserts a fenced session makes none). Sending the
+//     request while its batch commits would take the commit's latency off the step,
+//     not its CPU; the answer would still be recorded before anything acts on it.
 //   - model.responded and tool.completed: before anything acts on them (the next
 //     request, a tool call the answer asks for, the task's result). An answer acted on
 //     but not recorded would be paid for, or performed, a second time on recovery.

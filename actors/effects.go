@@ -202,7 +202,7 @@ type flight struct {
 	key     messages.EffectKey
 	req     messages.EffectRequest
 	p       *performer
-	waiters []func(messages.EffectReply)
+	waiters waiters
 	cancel  context.CancelCauseFunc // set when it starts
 	// Set when it starts: the session it answers, when it started, the timer of its
 	// timeout; answered is set by the first answer (the call's, or its context's end).
@@ -216,6 +216,22 @@ type flight struct {
 	size     int       // approximate memory of the remembered answer
 	// newer is the next remembered flight, answered after this one.
 	newer *flight
+}
+
+// waiters are the callers a flight answers: the one that asked first and those that
+// asked again while it ran.
+type waiters struct {
+	first func(messages.EffectReply)
+	more  []func(messages.EffectReply)
+}
+
+func (w waiters) answer(rep messages.EffectReply) {
+	if w.first != nil {
+		w.first(rep)
+	}
+	for _, f := range w.more {
+		f(rep)
+	}
 }
 
 // NewLocalEffects returns the effects of a node that performs them itself.
@@ -316,7 +332,7 @@ func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.E
 	e.evict(time.Now())
 	if f, ok := e.flights[req.Key]; ok {
 		if !f.done {
-			f.waiters = append(f.waiters, reply)
+			f.waiters.more = append(f.waiters.more, reply)
 			e.mu.Unlock()
 			e.cfg.OnRepeat()
 			return
@@ -333,7 +349,7 @@ func (e *LocalEffects) Perform(req messages.EffectRequest, reply func(messages.E
 		reply(answer(req, messages.EffectReply{Error: err.Error()}))
 		return
 	}
-	f := &flight{key: req.Key, req: req, p: p, waiters: []func(messages.EffectReply){reply}}
+	f := &flight{key: req.Key, req: req, p: p, waiters: waiters{first: reply}}
 	e.add(f)
 	if p.running < p.limit {
 		e.start(f)
@@ -423,19 +439,17 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 	waiters := e.done(f, rep)
 	e.mu.Unlock()
 	cancel(nil)
-	for _, w := range waiters {
-		w(rep)
-	}
+	waiters.answer(rep)
 }
 
 // done marks f answered with rep, remembers it, and returns its waiters; only the
 // reply is kept (a model call's request holds the whole conversation). The caller
 // holds e.mu.
-func (e *LocalEffects) done(f *flight, rep messages.EffectReply) []func(messages.EffectReply) {
+func (e *LocalEffects) done(f *flight, rep messages.EffectReply) waiters {
 	f.done, f.rep = true, rep
 	f.req = messages.EffectRequest{}
 	w := f.waiters
-	f.waiters = nil
+	f.waiters = waiters{}
 	e.remember(f, time.Now())
 	return w
 }
@@ -532,9 +546,7 @@ func (e *LocalEffects) Cancel(key messages.EffectKey) {
 		f.p.queue = slices.DeleteFunc(f.p.queue, func(q *flight) bool { return q == f })
 		waiters := e.done(f, cancelled)
 		e.mu.Unlock()
-		for _, w := range waiters {
-			w(cancelled)
-		}
+		waiters.answer(cancelled)
 		return
 	}
 	e.mu.Unlock()

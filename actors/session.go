@@ -13,6 +13,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/deadline"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
@@ -39,7 +40,8 @@ type SessionDeps struct {
 	// Effects performs the session's model and tool calls.
 	Effects Effects
 	Clock   Clock
-	// IOTimeout bounds each append and read (default 30 s).
+	// IOTimeout bounds each append and read (default 30 s); a call may be given up
+	// to a sixteenth less, as calls that start close together share one deadline.
 	IOTimeout time.Duration
 	// MaxParallelTools bounds a session's tool calls in flight (default 4).
 	MaxParallelTools int
@@ -64,6 +66,10 @@ type SessionDeps struct {
 
 	// spawned, when set (by a test), sees each session actor the host creates.
 	spawned func(*SessionActor)
+	// io bounds appends and reads by IOTimeout.
+	io *deadline.Shared
+	// actors names the models and tools that answer events.
+	actors *actorNames
 }
 
 func (d *SessionDeps) withDefaults() {
@@ -91,6 +97,8 @@ func (d *SessionDeps) withDefaults() {
 	if d.OnSessionsOverLimit == nil {
 		d.OnSessionsOverLimit = func() {}
 	}
+	d.io = deadline.New(d.IOTimeout)
+	d.actors = &actorNames{}
 }
 
 // SubmitTask asks a session to run a task. The reply is a *TaskAccepted or an error,
@@ -264,8 +272,9 @@ func (a *SessionActor) reportIdle(ctx actor.Context) {
 	}
 }
 
-func (a *SessionActor) ioCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), a.deps.IOTimeout)
+// ioCtx bounds an append or a read by IOTimeout (give or take a sixteenth of it).
+func (a *SessionActor) ioCtx() context.Context {
+	return a.deps.io.Context()
 }
 
 // recover folds the session's events and re-issues unanswered effects.
@@ -276,9 +285,7 @@ func (a *SessionActor) recover(ctx actor.Context) {
 	a.modelKey = messages.EffectKey{}
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	a.reply = func(rep messages.EffectReply) { root.Send(self, &rep) }
-	c, cancel := a.ioCtx()
-	events, err := a.deps.Store.Read(c, a.id, 1)
-	cancel()
+	events, err := a.deps.Store.Read(a.ioCtx(), a.id, 1)
 	if err != nil {
 		// Escalate: the supervisor restarts the actor, which reads again.
 		panic(fmt.Errorf("session %s: read events: %w", a.id, err))
@@ -313,7 +320,7 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 		e.TS = a.deps.Clock.Now().UnixMicro()
 	}
 	e.Actor = "session"
-	if err := a.step(ctx, []messages.Envelope{e}); err != nil {
+	if err := a.step(ctx, oneEvent(e)); err != nil {
 		m.answer(ctx, err)
 		return
 	}
@@ -358,7 +365,7 @@ func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
 	if err != nil {
 		panic(err)
 	}
-	e.Actor = "model/" + m.Model
+	e.Actor = a.deps.actors.model(m.Model)
 	a.mustStep(ctx, e, p)
 }
 
@@ -373,16 +380,24 @@ func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
 		if err != nil {
 			panic(err)
 		}
-		e.Actor = "tool/" + pc.Request.Tool
+		e.Actor = a.deps.actors.tool(pc.Request.Tool)
 		a.mustStep(ctx, e, p)
 		return
 	}
 	a.dispatchTools(ctx)
 }
 
+// oneEvent returns a batch of e, with room for the events the agent decides after
+// it (a step nearly always decides one).
+func oneEvent(e messages.Envelope) []messages.Envelope {
+	b := make([]messages.Envelope, 1, 2)
+	b[0] = e
+	return b
+}
+
 // mustStep steps with e, the event of an effect's answer, whose payload is p.
 func (a *SessionActor) mustStep(ctx actor.Context, e messages.Envelope, p messages.Payload) {
-	if err := a.step(ctx, []messages.Envelope{e}, p); errors.Is(err, eventlog.ErrFenced) {
+	if err := a.step(ctx, oneEvent(e), p); errors.Is(err, eventlog.ErrFenced) {
 		return // stopping
 	} else if err != nil {
 		// The log refused the write: restart, refold and re-issue from what is durable.
@@ -401,7 +416,7 @@ func (a *SessionActor) eventAt(p messages.Payload, cause, task string, seq uint6
 	if err != nil {
 		return e, err
 	}
-	e.ID = effectKey(a.id, seq)
+	e.ID = a.state.keyAt(seq)
 	e.SessionID = a.id
 	e.Seq = seq
 	e.CausationID = cause
@@ -494,9 +509,7 @@ func (a *SessionActor) fenced(ctx actor.Context, err error) {
 func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		c, cancel := a.ioCtx()
-		err := a.deps.Store.Append(c, batch)
-		cancel()
+		err := a.deps.Store.Append(a.ioCtx(), batch)
 		if err == nil {
 			if attempt > 1 {
 				a.deps.Logger.Info("event log write succeeded after retries", "session", a.id, "attempts", attempt)

@@ -194,6 +194,19 @@ type SessionState struct {
 	// loads are the results of the session's successful load_tools and search_tools
 	// calls, in order: what its requests offer (Agent.Disclosure) is folded from them.
 	loads []ToolLoad
+	// key memoizes keyAt: the key of a decided event is also its event's ID.
+	key struct {
+		seq uint64
+		s   string
+	}
+}
+
+// keyAt returns effectKey(s.SessionID, seq), made once for the seq asked last.
+func (s *SessionState) keyAt(seq uint64) string {
+	if s.key.seq != seq || s.key.s == "" {
+		s.key.seq, s.key.s = seq, effectKey(s.SessionID, seq)
+	}
+	return s.key.s
 }
 
 // NewSessionState returns the state of a session with no events.
@@ -423,7 +436,7 @@ func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
 		req := s.Request(a)
 		req.Step = t.Steps + 1
 		return d(&messages.ModelRequested{
-			Key: effectKey(s.SessionID, nextSeq), Model: a.Model, Step: t.Steps + 1,
+			Key: s.keyAt(nextSeq), Model: a.Model, Step: t.Steps + 1,
 			Messages: len(req.Messages), PromptHash: llm.PromptHash(req), Tools: specNames(req.Tools),
 		}, t.ID)
 	case phaseGotReply:
@@ -435,12 +448,12 @@ func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
 			return d(&messages.TaskCompleted{Output: r.Message.Content, Steps: t.Steps, Usage: t.Usage}, t.replyID)
 		}
 		c := r.Message.ToolCalls[0]
-		return d(&messages.ToolCallRequested{Key: effectKey(s.SessionID, nextSeq), CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Step: t.Steps}, t.replyID)
+		return d(&messages.ToolCallRequested{Key: s.keyAt(nextSeq), CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Step: t.Steps}, t.replyID)
 	case phaseAwaitTools:
 		// Request the remaining calls of the reply, one decision each.
 		if calls := t.reply.Message.ToolCalls; len(t.calls) < len(calls) {
 			c := calls[len(t.calls)]
-			return d(&messages.ToolCallRequested{Key: effectKey(s.SessionID, nextSeq), CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Step: t.Steps}, t.replyID)
+			return d(&messages.ToolCallRequested{Key: s.keyAt(nextSeq), CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Step: t.Steps}, t.replyID)
 		}
 		// A call to a tool the agent does not have is answered here, without an effect.
 		for _, c := range t.calls {

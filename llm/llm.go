@@ -1,11 +1,14 @@
 package llm
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
+	"sync"
 
 	"github.com/troupe-run/troupe/messages"
 )
@@ -110,13 +113,75 @@ var (
 // requests with the same prompt hash sent the model the same bytes. Replay
 // verification compares it to notice a changed prompt or tool set.
 func PromptHash(req Request) string {
-	h := sha256.New()
-	enc := json.NewEncoder(h)
-	// Encoding fixed struct types cannot fail.
-	_ = enc.Encode(req.Messages)
-	_ = enc.Encode(req.Tools)
-	return hex.EncodeToString(h.Sum(nil))
+	p := promptHashers.Get().(*promptHasher)
+	defer promptHashers.Put(p)
+	p.h.Reset()
+	// Encoding fixed struct types cannot fail. They are encoded through pointers to
+	// p's fields, which the encoder writes just as it would the slices themselves.
+	p.msgs = req.Messages
+	_ = p.enc.Encode(&p.msgs)
+	p.msgs = nil
+	_, _ = p.h.Write(p.toolsJSON(req.Tools))
+	return string(hex.AppendEncode(p.hex[:0], p.h.Sum(p.sum[:0])))
 }
+
+// toolsJSON returns the encoding of tools, newline-terminated as the encoder writes
+// it. A request offers the same tools as the last one nearly always, and encoding
+// their schemas (compacted by the encoder) is most of the work: the last encoding is
+// kept, with a copy of the tools it is of, and reused while they are equal.
+func (p *promptHasher) toolsJSON(tools []messages.ToolSpec) []byte {
+	if p.toolsEnc != nil && sameTools(p.lastTools, tools) {
+		return p.toolsEnc
+	}
+	b, err := json.Marshal(tools)
+	if err != nil { // fixed struct types: it cannot fail
+		b = nil
+	}
+	p.toolsEnc = append(b, '\n')
+	p.lastTools = nil // nil tools encode as null, not []
+	if tools != nil {
+		p.lastTools = make([]messages.ToolSpec, len(tools))
+		for i, t := range tools {
+			t.Parameters = append(json.RawMessage(nil), t.Parameters...)
+			p.lastTools[i] = t
+		}
+	}
+	return p.toolsEnc
+}
+
+func sameTools(a, b []messages.ToolSpec) bool {
+	if len(a) != len(b) || (a == nil) != (b == nil) {
+		return false
+	}
+	for i := range a {
+		// Parameters are omitted when empty, nil or not.
+		if a[i].Name != b[i].Name || a[i].Description != b[i].Description || !bytes.Equal(a[i].Parameters, b[i].Parameters) {
+			return false
+		}
+	}
+	return true
+}
+
+// promptHasher is the reusable state of PromptHash: a hash, a JSON encoder writing to
+// it, and buffers for the sum. Each one is used by one call at a time.
+type promptHasher struct {
+	h    hash.Hash
+	enc  *json.Encoder
+	msgs []messages.ChatMessage
+	sum  [sha256.Size]byte
+	// The tools of the last call (a copy) and their encoding (toolsJSON).
+	lastTools []messages.ToolSpec
+	toolsEnc  []byte
+	hex       [2 * sha256.Size]byte
+}
+
+// promptHashers keeps PromptHash's hashers between calls; it holds no state that
+// outlives a call.
+var promptHashers = sync.Pool{New: func() any {
+	p := &promptHasher{h: sha256.New()}
+	p.enc = json.NewEncoder(p.h)
+	return p
+}}
 
 // EstimateTokens is a rough offline token count (about four bytes a token) for models
 // that report no usage. It is labelled an estimate wherever it is shown.

@@ -2,6 +2,9 @@ package llm_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"testing"
@@ -151,5 +154,62 @@ func fill(t *testing.T, v reflect.Value, path string) {
 		v.Set(m)
 	default:
 		t.Fatalf("fill: %s has kind %s; teach fill about it", path, v.Kind())
+	}
+}
+
+// TestPromptHashIsTheSHA256OfTheEncodings pins what PromptHash hashes: the messages
+// and the tools, each encoded as JSON and ended by a newline. Recorded sessions carry
+// it, so it must not change.
+func TestPromptHashIsTheSHA256OfTheEncodings(t *testing.T) {
+	req := llm.Request{
+		Messages: []messages.ChatMessage{{Role: messages.RoleSystem, Content: "be <brief>"}, {Role: messages.RoleUser, Content: "What is 12 * (7 + 5)?"}},
+		Tools:    []messages.ToolSpec{{Name: "calculator", Description: "evaluates & answers", Parameters: json.RawMessage(`{"type":"object"}`)}},
+	}
+	m, err := json.Marshal(req.Messages)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := json.Marshal(req.Tools)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(string(m) + "\n" + string(tl) + "\n"))
+	want := hex.EncodeToString(sum[:])
+	for range 3 { // the hasher is reused
+		if got := llm.PromptHash(req); got != want {
+			t.Fatalf("PromptHash = %s, want %s", got, want)
+		}
+	}
+	if llm.PromptHash(llm.Request{Messages: req.Messages}) == want {
+		t.Fatal("the tools are not hashed")
+	}
+	// Tools equal to the last ones hash the same; changed ones, even in place, do not.
+	hashes := map[string]string{}
+	for _, c := range []struct {
+		name  string
+		tools []messages.ToolSpec
+	}{
+		{"nil", nil},
+		{"empty", []messages.ToolSpec{}},
+		{"nil again", nil},
+		{"one", req.Tools},
+		{"a copy", []messages.ToolSpec{{Name: "calculator", Description: "evaluates & answers", Parameters: json.RawMessage(`{"type":"object"}`)}}},
+	} {
+		tl, err := json.Marshal(c.tools)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(string(m) + "\n" + string(tl) + "\n"))
+		hashes[c.name] = hex.EncodeToString(sum[:])
+		if got := llm.PromptHash(llm.Request{Messages: req.Messages, Tools: c.tools}); got != hashes[c.name] {
+			t.Fatalf("%s: PromptHash = %s, want %s", c.name, got, hashes[c.name])
+		}
+	}
+	if hashes["nil"] == hashes["empty"] || hashes["one"] != hashes["a copy"] {
+		t.Fatalf("hashes %v: nil and empty tools must differ, equal ones not", hashes)
+	}
+	req.Tools[0].Parameters[2] = 'T' // {"Type":...
+	if llm.PromptHash(req) == hashes["one"] {
+		t.Fatal("a schema changed in place hashes as before")
 	}
 }

@@ -33,6 +33,9 @@ type state struct {
 type keyed struct {
 	ids     []string
 	removed int
+	// added holds the memories the key's memory.added events added, by content
+	// hash, forgotten ones too: an Add sent again gets the IDs it got first.
+	added map[string]string
 }
 
 // effect is what one event did to the state: the memories it put (added or changed,
@@ -66,11 +69,12 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		return eff, fmt.Errorf("memory: %w", err)
 	}
 	ts := time.UnixMicro(e.TS).UTC()
-	var key string
+	var key, addedHash string
 	switch p := p.(type) {
 	case *messages.MemoryAdded:
 		key = p.Key
 		s.put(p.Memory, ts, &eff, nil)
+		addedHash = s.mems[p.Memory.MemoryID].Hash
 	case *messages.MemoryUpdated:
 		key = p.Key
 		s.put(p.Memory, ts, &eff, nil)
@@ -149,6 +153,14 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		}
 		k.ids = append(k.ids, eff.put...)
 		k.removed += len(eff.removed)
+		if addedHash != "" {
+			if k.added == nil {
+				k.added = map[string]string{}
+			}
+			if _, ok := k.added[addedHash]; !ok {
+				k.added[addedHash] = p.(*messages.MemoryAdded).Memory.MemoryID
+			}
+		}
 	}
 	s.seq = e.Seq
 	return eff, nil

@@ -24,6 +24,20 @@ type Change struct {
 	Related []string `json:"related,omitempty"`
 }
 
+// History returns the history of memory id in namespace (see Namespace.History)
+// from the log alone: it neither folds the namespace for later operations nor
+// brings its vectors up to date, so a look through many namespaces (or on a node
+// that does not own them) costs one read of each stream.
+func (m *Memories) History(ctx context.Context, namespace, id string) ([]Change, error) {
+	if err := CheckNamespace(namespace); err != nil {
+		return nil, err
+	}
+	if m.closed.Load() {
+		return nil, ErrClosed
+	}
+	return newNamespace(m, namespace).History(ctx, id)
+}
+
 // History returns every event that touched memory id, oldest first: where it came
 // from, how it changed, what it was merged into or distilled into, why it was
 // invalidated or forgotten. It folds the namespace's stream afresh; a memory no

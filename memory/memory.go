@@ -145,4 +145,7 @@ var (
 	ErrInvalid = errors.New("memory: invalid request")
 	// ErrNotFound means no live memory has the ID.
 	ErrNotFound = errors.New("memory: no such memory")
+	// ErrKeyReused: an Add came under an idempotency key that was applied to an
+	// Add of other memories. It wraps ErrInvalid; nothing is written.
+	ErrKeyReused = fmt.Errorf("%w: the idempotency key was used for other memories", ErrInvalid)
 )

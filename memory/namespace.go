@@ -93,6 +93,12 @@ type Config struct {
 	BlockLimit int
 	// Redact rewrites content before it is stored: secrets must not enter events.
 	Redact func(string) string
+	// Written, when set, hears of every Add that stored new memories (through the
+	// HTTP API, the memory tool, Remember or a caller of its own): the namespace and
+	// how many memories it added (duplicates and an Add repeated under its key add
+	// none). A node wakes the namespace's consolidator with it. It is called after
+	// the write, outside the namespace's lock, and must not block.
+	Written func(namespace string, added int)
 	// Consolidate is the memory tool's consolidate action; nil: unavailable.
 	Consolidate func(ctx context.Context, ns *Namespace, key string) (string, error)
 }

@@ -269,6 +269,39 @@ func TestIdempotentKeys(t *testing.T) {
 	}
 }
 
+// An Add sent again under its key gets the IDs it got first, also for memories
+// forgotten since; a key used for other memories is refused; Config.Written hears
+// of new memories only.
+func TestKeysOutliveForgettingAndAreNotReused(t *testing.T) {
+	written := map[string]int{}
+	f := newFixture(t, func(c *memory.Config) { c.Written = func(ns string, n int) { written[ns] += n } })
+	ns := f.ns(t, "user:alice")
+	ctx := testCtx(t)
+	tea := memory.AddRequest{Tier: memory.Semantic, Content: "Alice likes tea."}
+	jazz := memory.AddRequest{Tier: memory.Semantic, Content: "Alice likes jazz."}
+	first := add(t, ns, "k-1", tea, jazz, tea)
+	if written["user:alice"] != 2 {
+		t.Fatalf("Written heard %v; want 2 new memories", written)
+	}
+	if err := ns.Forget(ctx, "f-1", []string{first[1].ID}, "not true"); err != nil {
+		t.Fatal(err)
+	}
+	again := add(t, ns, "k-1", tea, jazz, tea)
+	if !slices.Equal(first, again) {
+		t.Fatalf("the Add sent again after a forget: %v; want %v", again, first)
+	}
+	if _, err := ns.Add(ctx, "k-1", []memory.AddRequest{{Tier: memory.Semantic, Content: "Alice likes opera."}}); !errors.Is(err, memory.ErrKeyReused) || !errors.Is(err, memory.ErrInvalid) {
+		t.Fatalf("an Add of other memories under a used key: %v; want ErrKeyReused", err)
+	}
+	if es := events(t, f.log, "user:alice"); len(es) != 3 { // two adds, one forget
+		t.Fatalf("%d events, want 3", len(es))
+	}
+	add(t, ns, "k-2", tea)
+	if written["user:alice"] != 2 {
+		t.Errorf("Written heard %v after a duplicate and repeats; want still 2", written)
+	}
+}
+
 func TestUpdateReembedsAndMergesMetadata(t *testing.T) {
 	f := newFixture(t)
 	ns := f.ns(t, "user:alice")

@@ -78,6 +78,14 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 		}
 		prepared[i], reasons[i] = m, cmp.Or(strings.TrimSpace(r.Reason), "added")
 	}
+	added := 0
+	if ns.cfg.Written != nil {
+		defer func() { // after the unlock below
+			if added > 0 {
+				ns.cfg.Written(ns.name, added)
+			}
+		}()
+	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	vectors := map[string][]float32{} // by modality and content, across attempts
@@ -132,23 +140,25 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 		return nil, err
 	}
 	if applied {
-		return ns.addedBefore(key, prepared), nil
+		return ns.addedBefore(key, prepared)
+	}
+	for _, r := range results {
+		if r.Event == EventAdd {
+			added++
+		}
 	}
 	return results, nil
 }
 
 // addedBefore rebuilds the result of an Add whose key was applied before: the
-// memories the key added, in order, for the requests that were not duplicates.
-func (ns *Namespace) addedBefore(key string, prepared []*Memory) []AddResult {
-	added := map[string]string{} // hash -> id
+// memories the key added (forgotten or merged away since, too), in order, and for
+// the requests that were duplicates then, the live memory with their content. A
+// request that is neither was not part of the Add the key was applied to: the key
+// is used again for another request, ErrKeyReused.
+func (ns *Namespace) addedBefore(key string, prepared []*Memory) ([]AddResult, error) {
+	var added map[string]string // hash -> id
 	if k := ns.st.keys[key]; k != nil {
-		for _, id := range k.ids {
-			if m := ns.st.mems[id]; m != nil {
-				if _, ok := added[m.Hash]; !ok {
-					added[m.Hash] = id
-				}
-			}
-		}
+		added = k.added
 	}
 	out := make([]AddResult, len(prepared))
 	seen := map[string]bool{}
@@ -157,10 +167,17 @@ func (ns *Namespace) addedBefore(key string, prepared []*Memory) []AddResult {
 			out[i], seen[p.Hash] = AddResult{ID: id, Event: EventAdd}, true
 			continue
 		}
-		id, _ := ns.st.byHash(p.Hash)
+		if id, ok := added[p.Hash]; ok { // a repeat within the request
+			out[i] = AddResult{ID: id, Event: EventNone}
+			continue
+		}
+		id, ok := ns.st.byHash(p.Hash)
+		if !ok {
+			return nil, fmt.Errorf("%w: key %q: memory %d of %d (%q) is not among the memories it added", ErrKeyReused, key, i, len(prepared), clipText(p.Content, 60))
+		}
 		out[i] = AddResult{ID: id, Event: EventNone}
 	}
-	return out
+	return out, nil
 }
 
 // newID returns an ID no memory of the namespace ever had, nor one of taken.

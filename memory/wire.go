@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Input is one memory as a caller writes it: an object of POST /v1/memories (one,
@@ -165,7 +166,7 @@ func (in Input) Check() error {
 		}
 	}
 	if len(in.Metadata) > 0 {
-		if t := bytes.TrimSpace(in.Metadata); len(t) == 0 || t[0] != '{' {
+		if t := bytes.TrimSpace(in.Metadata); len(t) == 0 || t[0] != '{' || !json.Valid(t) {
 			return fmt.Errorf("%w: metadata must be a JSON object", ErrInvalid)
 		}
 	}
@@ -182,4 +183,27 @@ func (in Input) Request(reason string) AddRequest {
 	}
 	return AddRequest{Tier: tier, Content: in.Content, Importance: in.Importance, Timestamp: ts, Metadata: in.Metadata,
 		Participants: in.Participants, Outcome: in.Outcome, Modality: mod, URI: in.URI, Reason: reason}
+}
+
+// Check checks in as Namespace.Add will, with these memories' limits: Input.Check,
+// then the content's size (Config.MaxContentBytes) and encoding and a timestamp at
+// most MaxFuture ahead. A batch whose inputs all pass is written whole, whatever
+// namespaces it spans: check every input before writing any.
+func (m *Memories) Check(in Input) error {
+	if err := in.Check(); err != nil {
+		return err
+	}
+	switch c := strings.TrimSpace(in.Content); {
+	case len(c) > m.cfg.MaxContentBytes:
+		return fmt.Errorf("%w: content of %d bytes; the limit is %d", ErrInvalid, len(c), m.cfg.MaxContentBytes)
+	case !utf8.ValidString(c):
+		return fmt.Errorf("%w: content is not UTF-8 text", ErrInvalid)
+	}
+	if in.Timestamp != "" {
+		ts, _ := time.Parse(time.RFC3339Nano, in.Timestamp) // Check parsed it
+		if now := m.cfg.Now(); ts.After(now.Add(MaxFuture)) {
+			return fmt.Errorf("%w: timestamp %s is more than %s in the future", ErrInvalid, ts.Format(time.RFC3339), MaxFuture)
+		}
+	}
+	return nil
 }

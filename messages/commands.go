@@ -127,7 +127,8 @@ type MemoryCommand struct {
 }
 
 // MemoryReply answers a MemoryCommand: Result on success, else Error with Kind
-// ("invalid" for a bad request, "not_found" for an unknown memory, "" otherwise).
+// ("invalid" for a bad request, "not_found" for an unknown memory, "key_reused" for
+// an add under a key applied to other memories, "" otherwise).
 type MemoryReply struct {
 	V      int             `json:"v"`
 	ID     string          `json:"id"`

@@ -19,7 +19,9 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/vectorstore"
 )
 
@@ -70,6 +72,19 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inputs, err := memory.DecodeInputs(body)
+	if err == nil {
+		// Every memory is checked with the limits of the write (content size, a
+		// timestamp ahead) before any namespace's share is written: a bad one in
+		// the last namespace must not leave the first ones written.
+		for i, in := range inputs {
+			if err = n.memories.Check(in); err != nil {
+				if len(inputs) > 1 {
+					err = fmt.Errorf("memory %d: %w", i, err)
+				}
+				break
+			}
+		}
+	}
 	if err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
@@ -88,14 +103,11 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 		for j, i := range g.idx {
 			batch[j] = inputs[i]
 		}
-		res, err := n.memoryExec(r.Context(), g.ns, memoryAdd, "http/"+key+"/"+g.ns, batch)
-		var got struct{ IDs []string }
-		if err == nil {
-			if err = json.Unmarshal(res, &got); err == nil && len(got.IDs) != len(batch) {
-				err = fmt.Errorf("node: %d ids for %d memories", len(got.IDs), len(batch))
-			}
-		}
+		got, err := n.addMemories(r.Context(), g.ns, "http/"+key+"/"+g.ns, batch)
 		switch {
+		case errors.Is(err, memory.ErrKeyReused):
+			writeError(w, http.StatusUnprocessableEntity, "namespace %s: %v: the Idempotency-Key %q was sent with another request before; use a new key for a new request", g.ns, err, key)
+			return
 		case errors.Is(err, memory.ErrInvalid):
 			writeError(w, http.StatusBadRequest, "namespace %s: %v", g.ns, err)
 			return
@@ -104,7 +116,7 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for j, i := range g.idx {
-			ids[i] = got.IDs[j]
+			ids[i] = got[j]
 		}
 	}
 	writeJSON(w, http.StatusCreated, map[string][]string{"ids": ids})
@@ -134,13 +146,13 @@ func groupByNamespace(inputs []memory.Input) []nsGroup {
 // AddMemories writes inputs (checked by memory.DecodeInputs) to their namespaces:
 // one Add per namespace, in the order the namespaces first appear, under key and
 // the namespace. It returns the IDs in the order of inputs (an exact duplicate of a
-// stored memory gets that memory's ID). Every input is checked before anything is
-// written; a namespace's batch is one append, so a failure leaves the namespaces
-// before it written and the others untouched, and retrying with the same key
-// writes each once.
+// stored memory gets that memory's ID). Every input is checked (Memories.Check)
+// before anything is written, so bad input writes nothing; a namespace's batch is
+// one append, so a failure of the store leaves the namespaces before it written and
+// the others untouched, and retrying with the same key writes each once.
 func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []memory.Input, reason string) ([]string, error) {
 	for i, in := range inputs {
-		if err := in.Check(); err != nil {
+		if err := m.Check(in); err != nil {
 			return nil, fmt.Errorf("memory %d: %w", i, err)
 		}
 	}
@@ -189,7 +201,8 @@ func addToNamespace(ctx context.Context, m *memory.Memories, name, key string, i
 }
 
 // memoryWritten tells the consolidator (and Config.MemoryWritten) that a namespace
-// took writes.
+// took new memories: memory.Config.Written, so every Add on the node counts (the
+// HTTP API's, the memory tool's, Remember's).
 func (n *Node) memoryWritten(ns string, count int) {
 	if n.consolidation != nil {
 		n.consolidation.Notify(ns, count)
@@ -301,11 +314,7 @@ func MemoryHistory(ctx context.Context, m *memory.Memories, namespace, id string
 		return HistoryAnswer{}, err
 	}
 	for _, name := range names {
-		ns, err := m.Namespace(ctx, name)
-		if err != nil {
-			return HistoryAnswer{}, err
-		}
-		h, err := ns.History(ctx, id)
+		h, err := m.History(ctx, name, id)
 		if errors.Is(err, memory.ErrNotFound) {
 			continue
 		}
@@ -389,6 +398,13 @@ func (n *Node) openMemory() error {
 		cfg.Vectors = v
 		n.ownVectors = v
 	}
+	written := cfg.Written
+	cfg.Written = func(ns string, added int) {
+		if written != nil {
+			written(ns, added)
+		}
+		n.memoryWritten(ns, added)
+	}
 	cfg.Consolidate = func(ctx context.Context, ns *memory.Namespace, key string) (string, error) {
 		rep, err := n.Consolidate(ctx, ns.Name(), key)
 		if err != nil {
@@ -413,7 +429,7 @@ func (n *Node) openMemory() error {
 			sc.Logger = n.cfg.Logger
 		}
 		if sc.Consolidator.Model == nil {
-			sc.Consolidator.Model = n.cfg.Model
+			sc.Consolidator.Model = distiller(n.cfg.Model)
 		}
 		sc.Open = func(ctx context.Context, name string) (consolidator.Target, error) {
 			if !n.ownsKey(memory.Stream(name)) {
@@ -442,7 +458,7 @@ func (n *Node) Consolidate(ctx context.Context, namespace, key string) (consolid
 	if n.consolidation != nil {
 		return n.consolidation.Consolidate(ctx, namespace, key)
 	}
-	c, err := consolidator.New(consolidator.Config{Model: n.cfg.Model, Logger: n.cfg.Logger})
+	c, err := consolidator.New(consolidator.Config{Model: distiller(n.cfg.Model), Logger: n.cfg.Logger})
 	if err != nil {
 		return consolidator.Report{}, err
 	}
@@ -451,6 +467,18 @@ func (n *Node) Consolidate(ctx context.Context, namespace, key string) (consolid
 		return consolidator.Report{}, err
 	}
 	return c.Run(ctx, ns, key)
+}
+
+// distiller is the model the consolidator distils and judges conflicts with: the
+// node's, unless that is the offline rule-based model (llm.Offline), which is no
+// language model: it would answer a summary request with its canned reply, and the
+// consolidator would store that as a fact. Without a model the consolidator
+// distils nothing and says so in its report.
+func distiller(m llm.Model) llm.Model {
+	if m == nil || m.Name() == llm.OfflineName {
+		return nil
+	}
+	return m
 }
 
 // ownsKey reports whether this node owns the partition of key (a session or a
@@ -476,9 +504,22 @@ func (n *Node) addMemoryTool() error {
 	if n.memories == nil {
 		return errors.New("node: MemoryTool needs Memory")
 	}
-	ts, err := n.memories.Tools(*n.cfg.MemoryTool)
+	tc := *n.cfg.MemoryTool
+	box, err := n.memories.Toolbox(tc)
 	if err != nil {
 		return err
+	}
+	ts, ops := []tools.Tool{box}, []string{""}
+	if tc.Expand {
+		ts, ops = box.Expand(), box.Ops()
+	}
+	n.memTools = map[string]tools.Tool{}
+	for i, t := range ts {
+		n.memTools[t.Spec().Name] = t
+		if n.memoryRouted() {
+			// A namespace's calls run on its owner (memorytool.go).
+			ts[i] = &routedMemoryTool{Tool: t, n: n, op: ops[i], namespace: tc.Namespace}
+		}
 	}
 	n.cfg.Tools = append(slices.Clone(n.cfg.Tools), ts...)
 	return nil

@@ -179,14 +179,16 @@ func (w *afterTaskWriter) remember(job afterTaskJob) error {
 		Source:   messages.MemorySource{Kind: "session", ID: job.session, Seq: job.completed.Seq},
 	}
 	decisions, err := ns.Remember(ctx, job.session+"/"+strconv.FormatUint(job.completed.Seq, 10), turn, memory.RememberOptions{})
-	written := 0
+	// Its adds are heard of through memory.Config.Written, as every Add is; its
+	// updates are told here.
+	updated := 0
 	for _, d := range decisions {
-		if d.Event != memory.EventNone {
-			written++
+		if d.Event == memory.EventUpdate {
+			updated++
 		}
 	}
-	if written > 0 {
-		w.n.memoryWritten(w.ns, written)
+	if updated > 0 {
+		w.n.memoryWritten(w.ns, updated)
 	}
 	return err
 }

@@ -28,10 +28,20 @@ const (
 	memoryAdd     = "add"     // args: []memory.Input → {"ids": [...]}
 	memorySearch  = "search"  // args: memory.Query → {"results": [...]}
 	memoryHistory = "history" // args: {"id"} → HistoryAnswer
+	// args: memoryToolArgs → memoryToolAnswer (memorytool.go)
+	memoryToolCall = "tool"
 )
 
 // memoryTimeout bounds the wait for a namespace's owner to answer a command.
 const memoryTimeout = 30 * time.Second
+
+// memoryMessageMax bounds the payload of a MemoryCommand and of a MemoryReply on
+// the bus, under the 1 MiB a Kafka message holds by default (the broker's
+// message.max.bytes, the producer's BatchBytes). A larger add is sent in parts
+// (addMemories); a search's answer keeps its best results that fit (at most
+// limit, as ever); any other answer past it is an error, never a reply the bus
+// refuses over and over.
+const memoryMessageMax = 768 << 10
 
 // memoryRouter holds the commands this node sent, waiting for their replies.
 type memoryRouter struct {
@@ -57,13 +67,70 @@ func (n *Node) memoryExec(ctx context.Context, namespace, action, key string, ar
 	c := messages.MemoryCommand{ID: n.cfg.IDs.NewID(), SessionID: memory.Stream(namespace), Namespace: namespace, Action: action,
 		Key: key, Args: raw, ReplyTopic: messages.TopicReplies, ReplyNode: n.cfg.NodeID}
 	if !n.memoryRouted() {
-		return n.memoryLocal(ctx, c)
+		return n.memoryLocal(ctx, c, 0)
 	}
 	return n.memoryRemote(ctx, c)
 }
 
-// memoryLocal runs a command on this node's memories.
-func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand) (json.RawMessage, error) {
+// addMemories adds a namespace's share of a request under key, in one command; on a
+// node that routes its memory operations, in as many commands as the bus needs
+// (each at most memoryMessageMax, each one append, under key/<part>), in order. It
+// returns the IDs in the order of batch.
+func (n *Node) addMemories(ctx context.Context, namespace, key string, batch []memory.Input) ([]string, error) {
+	parts := [][]memory.Input{batch}
+	if n.memoryRouted() {
+		var err error
+		if parts, err = splitInputs(batch, memoryMessageMax-16<<10); err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]string, 0, len(batch))
+	for i, part := range parts {
+		k := key
+		if len(parts) > 1 {
+			k = fmt.Sprintf("%s/%d", key, i)
+		}
+		res, err := n.memoryExec(ctx, namespace, memoryAdd, k, part)
+		if err != nil {
+			return nil, err
+		}
+		var got struct{ IDs []string }
+		if err := json.Unmarshal(res, &got); err != nil {
+			return nil, fmt.Errorf("node: the answer of memory add: %w", err)
+		}
+		if len(got.IDs) != len(part) {
+			return nil, fmt.Errorf("node: %d ids for %d memories", len(got.IDs), len(part))
+		}
+		ids = append(ids, got.IDs...)
+	}
+	return ids, nil
+}
+
+// splitInputs cuts inputs into runs whose JSON arrays are at most max bytes; an
+// input larger on its own is refused (memory.ErrInvalid).
+func splitInputs(inputs []memory.Input, max int) ([][]memory.Input, error) {
+	var parts [][]memory.Input
+	start, size := 0, 2
+	for i, in := range inputs {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return nil, fmt.Errorf("%w: memory %d: %v", memory.ErrInvalid, i, err)
+		}
+		if len(b)+2 > max {
+			return nil, fmt.Errorf("%w: memory %d is %d bytes of JSON, more than the %d a memory can be sent to its namespace's owner in", memory.ErrInvalid, i, len(b), max)
+		}
+		if size+len(b)+1 > max {
+			parts = append(parts, inputs[start:i])
+			start, size = i, 2
+		}
+		size += len(b) + 1
+	}
+	return append(parts, inputs[start:]), nil
+}
+
+// memoryLocal runs a command on this node's memories. max, when positive, bounds
+// the bytes of a search's answer: its best results that fit.
+func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max int) (json.RawMessage, error) {
 	var out any
 	switch c.Action {
 	case memoryAdd:
@@ -78,7 +145,6 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand) (json.
 		if err != nil {
 			return nil, err
 		}
-		n.memoryWritten(c.Namespace, len(inputs))
 		out = map[string][]string{"ids": ids}
 	case memorySearch:
 		var q memory.Query
@@ -89,7 +155,14 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand) (json.
 		if err != nil {
 			return nil, err
 		}
-		out = map[string][]SearchHit{"results": SearchHits(results)}
+		hits := SearchHits(results)
+		for {
+			b, err := json.Marshal(map[string][]SearchHit{"results": hits})
+			if err != nil || max <= 0 || len(b) <= max || len(hits) == 0 {
+				return b, err
+			}
+			hits = hits[:len(hits)-1] // the worst of them
+		}
 	case memoryHistory:
 		var a struct{ ID string }
 		if err := json.Unmarshal(c.Args, &a); err != nil {
@@ -100,6 +173,8 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand) (json.
 			return nil, err
 		}
 		out = ans
+	case memoryToolCall:
+		return n.runMemoryTool(ctx, c)
 	default:
 		return nil, fmt.Errorf("%w: unknown memory action %q", memory.ErrInvalid, c.Action)
 	}
@@ -137,6 +212,8 @@ func (n *Node) memoryRemote(ctx context.Context, c messages.MemoryCommand) (json
 	select {
 	case rep := <-ch:
 		switch {
+		case rep.Kind == "key_reused":
+			return nil, fmt.Errorf("%w: %s", memory.ErrKeyReused, rep.Error)
 		case rep.Kind == "invalid":
 			return nil, fmt.Errorf("%w: %s", memory.ErrInvalid, rep.Error)
 		case rep.Kind == "not_found":
@@ -167,8 +244,10 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 	if n.memories == nil {
 		rep.Error = "the node that owns the namespace has no memory configured"
 	} else {
-		res, err := n.memoryLocal(msg.Context(), c)
+		res, err := n.memoryLocal(msg.Context(), c, memoryMessageMax-1<<10)
 		switch {
+		case errors.Is(err, memory.ErrKeyReused):
+			rep.Error, rep.Kind = err.Error(), "key_reused"
 		case errors.Is(err, memory.ErrInvalid):
 			rep.Error, rep.Kind = err.Error(), "invalid"
 		case errors.Is(err, memory.ErrNotFound):
@@ -182,6 +261,14 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 	b, err := messages.EncodeCommand(&rep)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errPermanent, err)
+	}
+	if len(b) > memoryMessageMax {
+		// The bus would refuse it at every retry, and hold the namespace's later
+		// commands behind it.
+		rep = messages.MemoryReply{ID: c.ID, Error: fmt.Sprintf("the answer of memory %s on %s is %d bytes, more than a bus message holds (%d)", c.Action, c.Namespace, len(b), memoryMessageMax)}
+		if b, err = messages.EncodeCommand(&rep); err != nil {
+			return fmt.Errorf("%w: %w", errPermanent, err)
+		}
 	}
 	out := message.NewMessage(n.cfg.IDs.NewID(), b)
 	out.Metadata.Set(messages.MetaReplyNode, c.ReplyNode)

@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/deadline"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/memory"
@@ -88,12 +89,14 @@ type Config struct {
 	Notes *notes.Config
 	// Memory, when set, gives the node agent memory (package memory) on its event
 	// log (Memory.Log is set to it), served at /v1/memories; with Memory.Vectors nil
-	// the vectors are kept in DataDir/vectors by the embedded index. The node closes
+	// the vectors are kept by the embedded HNSW index at MemoryVectorsPath. The node closes
 	// it.
 	Memory *memory.Config
 	// MemoryTool, with Memory, gives the agent the memory tool (memory.ToolConfig):
 	// add, search, summary, stats, update, remove, forget, consolidate, clear_all,
-	// the core block edits and recall, in its namespaces. The core blocks of its
+	// the core block edits and recall, in its namespaces. On a sharded cluster a
+	// call runs on the owner of the namespace it names (every node should give the
+	// same MemoryTool). The core blocks of its
 	// namespace are in the system prompt of each task: the ingress records them with
 	// the task (messages.TaskSubmitted.Memory) as they stand when it is submitted,
 	// so a block the agent edits during a task shows from its next task on.
@@ -109,12 +112,15 @@ type Config struct {
 	// effort: a task that ends while 1,024 others wait, or that is still queued
 	// when Close gives up, is not remembered (a warning says so).
 	MemoryWriteAfterTask bool
-	// MemoryWritten, when set, hears of every write to a namespace through the node.
+	// MemoryWritten, when set, hears of every write of new memories to a namespace on
+	// the node (over HTTP, by the memory tool, by Remember): the namespace and how
+	// many memories it took; duplicates count none.
 	MemoryWritten func(namespace string, count int)
 	// Consolidation, with Memory, runs the consolidator (package consolidator) in the
 	// background: one actor per namespace this node owns, woken on its schedule and
 	// after Threshold writes through the node. Its Open and System are the node's;
-	// its model, when it names none, is Model. Without it, consolidation runs only
+	// its model, when it names none, is Model (none when Model is the offline
+	// rule-based one, which cannot summarise). Without it, consolidation runs only
 	// when asked (the memory tool's consolidate, node memory consolidate).
 	Consolidation *consolidator.SchedulerConfig
 	// Chains are tool chains the agent gets as tools (tools.Chain). Their steps call
@@ -146,7 +152,9 @@ type Config struct {
 	// Bus replaces the embedded in-process bus, e.g. with Kafka (package kafka). Nil
 	// means the embedded GoChannel.
 	Bus *Bus
-	// SubmitTimeout bounds how long ingress waits for a task to be recorded (default 30 s).
+	// SubmitTimeout bounds how long ingress waits for a task to be recorded (default 30 s;
+	// on the embedded node a wait may end up to a sixteenth of it earlier, as waits
+	// that start close together share one deadline).
 	SubmitTimeout time.Duration
 	// HandoffGrace bounds how long a sharded node that loses its partitions waits for
 	// effects in flight to answer before it stops their sessions (default 5 s). Kafka
@@ -415,14 +423,19 @@ type Node struct {
 	ownVectors io.Closer // the embedded vector index the node opened for memories
 	memRouter  memoryRouter
 	memHost    *actors.MemoryHost // the namespaces' actors
+	// memTools are the memory tool's tools by name (Config.MemoryTool), as this
+	// node performs them for the namespaces it owns.
+	memTools map[string]tools.Tool
 	// consolidation runs the consolidator in the background (Config.Consolidation).
 	consolidation *consolidator.Scheduler
 	// afterTask remembers completed tasks (Config.MemoryWriteAfterTask).
 	afterTask *afterTaskWriter
 
-	redactor    *redact.Redactor
-	ingress     *Ingress
-	stopping    chan struct{}
+	redactor *redact.Redactor
+	ingress  *Ingress
+	stopping chan struct{}
+	// submits bounds deliverTask's waits by SubmitTimeout.
+	submits     *deadline.Shared
 	metrics     *Metrics
 	ran         atomic.Bool
 	streamsOnce sync.Once
@@ -438,7 +451,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics()}
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
+		submits: deadline.New(cfg.SubmitTimeout)}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	n.hub = newHub()
 	n.ingress = newIngress(n.redactor, cfg.Clock, cfg.IDs)
@@ -739,7 +753,7 @@ func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (string, error) {
 // says: the one way a task from Go code, the CLI, HTTP (and next MCP and A2A)
 // reaches its session.
 func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error) {
-	if n.bus != nil {
+	if n.bus != nil && !n.routerRunning() {
 		// The in-process bus drops what is published before the tasks handler
 		// subscribed: a task that arrives while the node starts (HTTP may listen
 		// first) waits for the router instead of being lost.
@@ -772,6 +786,16 @@ func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error
 	return env.SessionID, nil
 }
 
+// routerRunning reports whether the router runs already.
+func (n *Node) routerRunning() bool {
+	select {
+	case <-n.router.Running():
+		return true
+	default:
+		return false
+	}
+}
+
 // deliverTask hands an admitted task straight to its session, on the embedded bus:
 // in one process the bus would only copy, encode and decode it on the way. It
 // returns once the session recorded the task, as submit says. Tasks published on the
@@ -779,8 +803,7 @@ func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error
 func (n *Node) deliverTask(ctx context.Context, env messages.Envelope) (string, error) {
 	done := make(chan error, 1)
 	n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Done: done})
-	timeout := time.NewTimer(n.cfg.SubmitTimeout)
-	defer timeout.Stop()
+	timeout := n.submits.Context() // SubmitTimeout, give or take a sixteenth
 	select {
 	case err := <-done:
 		if err != nil {
@@ -791,7 +814,7 @@ func (n *Node) deliverTask(ctx context.Context, env messages.Envelope) (string, 
 		return env.SessionID, nil
 	case <-ctx.Done():
 		return "", fmt.Errorf("node: task %s for session %s: waiting for the session to record it: %w", env.ID, env.SessionID, ctx.Err())
-	case <-timeout.C:
+	case <-timeout.Done():
 		return "", fmt.Errorf("node: task %s for session %s: not recorded within %s (SubmitTimeout)", env.ID, env.SessionID, n.cfg.SubmitTimeout)
 	case <-n.stopping:
 		return "", fmt.Errorf("node: task %s for session %s: the node is closing", env.ID, env.SessionID)

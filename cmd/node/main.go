@@ -20,7 +20,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/troupe-run/troupe/actors"
-	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/kafka"
@@ -327,9 +326,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		defer closeVectors()
 		cfg.Memory, cfg.Secrets = &memCfg, append(cfg.Secrets, memKey)
 		cfg.MemoryWriteAfterTask = cfg.MemoryTool != nil && fc.Memory.WriteAfterTask
-		if policy, interval, threshold, disabled := fc.Memory.Consolidation(); cmd == "serve" && !disabled {
-			cfg.Consolidation = &consolidator.SchedulerConfig{Consolidator: consolidator.Config{Policy: policy}, Interval: interval, Threshold: threshold}
-		}
+		cfg.Consolidation = consolidation(fc.Memory, cmd == "serve")
 	}
 	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
 	if err != nil {

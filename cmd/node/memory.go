@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/consolidator"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/memory"
@@ -48,8 +49,11 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	sub := args[0]
 	switch sub {
 	case "add", "search", "import", "consolidate", "history":
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, memoryUsage)
+		return 0
 	default:
-		fmt.Fprint(stderr, memoryUsage)
+		fmt.Fprintf(stderr, "error: unknown command \"node memory %s\": want add, search, import, consolidate or history\n%s", sub, memoryUsage)
 		return 2
 	}
 	fs := flag.NewFlagSet("node memory "+sub, flag.ContinueOnError)
@@ -60,7 +64,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	milvusFlag := fs.String("milvus", "", "Milvus server host:port (TROUPE_MILVUS)")
 	namespace := fs.String("namespace", "", "memory namespace, like user:alice")
 	tier := fs.String("tier", "", "tier: working, episodic, semantic or perceptual (search: a comma-separated list)")
-	importance := fs.Float64("importance", -1, "importance in [0, 1] (default 0.5)")
+	importance := fs.Float64("importance", 0.5, "importance in [0, 1]")
 	timestamp := fs.String("timestamp", "", "when it happened, RFC 3339 (default now)")
 	metadata := fs.String("metadata", "", "metadata, a JSON object")
 	limit := fs.String("limit", "", "search: results, 1 to 100 (default 10)")
@@ -78,20 +82,32 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		pos = append(pos, fs.Arg(0))
 		rest = fs.Args()[1:]
 	}
-	if len(pos) != 1 && sub != "consolidate" || len(pos) != 0 && sub == "consolidate" {
-		fmt.Fprint(stderr, memoryUsage)
+	if want := map[string]string{"add": "the content", "search": "the query", "import": "the file", "history": "the memory ID"}[sub]; want != "" && len(pos) != 1 {
+		fmt.Fprintf(stderr, "error: node memory %s wants %s as its one argument (quote it), got %d arguments\n%s", sub, want, len(pos), memoryUsage)
+		return 2
+	} else if want == "" && len(pos) != 0 {
+		fmt.Fprintf(stderr, "error: node memory %s takes no argument, got %q\n%s", sub, pos, memoryUsage)
+		return 2
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *namespace == "" && (sub == "add" || sub == "search" || sub == "consolidate") {
+		fmt.Fprintf(stderr, "error: node memory %s needs --namespace NS (a namespace such as user:alice or agent:planner)\n", sub)
 		return 2
 	}
 	arg := strings.Join(pos, "")
 	// Check what can be checked before opening anything.
-	var inputs []memory.Input
+	var (
+		inputs []memory.Input
+		lines  []int // of inputs in the import file
+	)
 	switch sub {
 	case "add":
 		in := memory.Input{Namespace: *namespace, Tier: *tier, Content: arg, Timestamp: *timestamp, Metadata: json.RawMessage(*metadata)}
 		if in.Tier == "" {
 			in.Tier = string(memory.Semantic)
 		}
-		if *importance != -1 {
+		if set["importance"] {
 			in.Importance = importance
 		}
 		if err := in.Check(); err != nil {
@@ -101,7 +117,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		inputs = []memory.Input{in}
 	case "import":
 		var err error
-		if inputs, err = readJSONL(arg); err != nil {
+		if inputs, lines, err = readJSONL(arg); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
@@ -144,6 +160,32 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return 1
 	}
 	defer closeAll()
+
+	// The limits of the write (content size, a timestamp ahead) are the memories':
+	// checked for every input before anything is written.
+	var errs []error
+	bad := 0
+	for i, in := range inputs {
+		if err := mems.Check(in); err != nil {
+			if bad++; len(errs) < maxReportedLines {
+				if sub == "import" {
+					err = fmt.Errorf("%s:%d: %w", arg, lines[i], err)
+				}
+				errs = append(errs, err)
+			}
+		}
+	}
+	if bad > 0 {
+		if sub == "import" {
+			if bad > len(errs) {
+				errs = append(errs, fmt.Errorf("%s: %d more bad lines", arg, bad-len(errs)))
+			}
+			fmt.Fprintf(stderr, "error: %s: nothing imported: %d of %d memories are bad:\n%v\n", arg, bad, len(inputs), errors.Join(errs...))
+		} else {
+			fmt.Fprintln(stderr, "error:", errs[0])
+		}
+		return 2
+	}
 
 	switch sub {
 	case "add":
@@ -194,10 +236,10 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	case "history":
 		ans, err := node.MemoryHistory(ctx, mems.Memories, *namespace, arg)
 		if err != nil {
-			fmt.Fprintln(stderr, "error:", err)
-			if errors.Is(err, memory.ErrNotFound) {
-				return 1
+			if errors.Is(err, memory.ErrNotFound) && *namespace != "" {
+				err = fmt.Errorf("%w in namespace %s (leave --namespace out to look in every namespace)", err, *namespace)
 			}
+			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
 		if *asJSON {
@@ -223,19 +265,22 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
 // readJSONL reads and checks every line of an import file; a blank line is
-// skipped. Errors name every bad line (up to 20), so one run shows what to fix.
-func readJSONL(path string) ([]memory.Input, error) {
+// skipped. The error names every bad line as FILE:LINE (the first 100, then how
+// many more), so one run shows what to fix.
+func readJSONL(path string) ([]memory.Input, []int, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	var (
 		inputs []memory.Input
+		lines  []int
 		errs   []error
 		line   int
+		bad    int
 	)
 	for sc.Scan() {
 		line++
@@ -245,24 +290,30 @@ func readJSONL(path string) ([]memory.Input, error) {
 		}
 		in, err := memory.DecodeInput(b)
 		if err != nil {
-			if len(errs) < 20 {
+			if bad++; len(errs) < maxReportedLines {
 				errs = append(errs, fmt.Errorf("%s:%d: %w", path, line, err))
 			}
 			continue
 		}
-		inputs = append(inputs, in)
+		inputs, lines = append(inputs, in), append(lines, line)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s:%d: %w (a line is at most 1 MiB)", path, line+1, err)
+		return nil, nil, fmt.Errorf("%s:%d: %w (a line is at most 1 MiB)", path, line+1, err)
+	}
+	if bad > len(errs) {
+		errs = append(errs, fmt.Errorf("%s: %d more bad lines", path, bad-len(errs)))
 	}
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("%s: nothing imported:\n%w", path, errors.Join(errs...))
+		return nil, nil, fmt.Errorf("%s: nothing imported: %d of %d lines are bad:\n%w", path, bad, line, errors.Join(errs...))
 	}
 	if len(inputs) == 0 {
-		return nil, fmt.Errorf("%s: no memories in the file", path)
+		return nil, nil, fmt.Errorf("%s: no memories in the file", path)
 	}
-	return inputs, nil
+	return inputs, lines, nil
 }
+
+// maxReportedLines is how many bad lines of an import file are named one by one.
+const maxReportedLines = 100
 
 // importBatch is how many memories one append of an import carries.
 const importBatch = 1000
@@ -354,7 +405,8 @@ func openCLIMemories(ctx context.Context, fc nodeconfig.File, configPath, data, 
 		return cliMemories{}, nil, err
 	}
 	cfg := node.Config{DataDir: or(data, os.Getenv("TROUPE_DATA"), fc.Data, ".troupe"), Model: model, Memory: &memCfg,
-		Secrets: append(llmBase.Secrets(nil), key, embKey), Resume: node.ResumeNone,
+		Consolidation: consolidation(fc.Memory, false),
+		Secrets:       append(llmBase.Secrets(nil), key, embKey), Resume: node.ResumeNone,
 		Logger: slog.New(slog.DiscardHandler)}
 	log, err := openLog(ctx, or(os.Getenv("TROUPE_CLICKHOUSE"), fc.ClickHouse), or(os.Getenv("TROUPE_CLICKHOUSE_DATABASE"), fc.ClickHouseDatabase, "troupe"))
 	if err != nil {
@@ -370,6 +422,9 @@ func openCLIMemories(ctx context.Context, fc nodeconfig.File, configPath, data, 
 			_ = log.Close()
 		}
 		_ = closeVectors()
+		if errors.Is(err, eventlog.ErrLocked) {
+			return cliMemories{}, nil, fmt.Errorf("the memories of %s: %w\n(a node serving this directory holds it: use its HTTP API, POST /v1/memories, GET /v1/memories/search and /v1/memories/{id}/history, or stop it first)", cfg.DataDir, err)
+		}
 		return cliMemories{}, nil, fmt.Errorf("the memories of %s: %w", cfg.DataDir, err)
 	}
 	return cliMemories{Memories: n.Memories(), n: n}, func() {
@@ -379,4 +434,16 @@ func openCLIMemories(ctx context.Context, fc nodeconfig.File, configPath, data, 
 		}
 		_ = closeVectors()
 	}, nil
+}
+
+// consolidation is the consolidator of the "memory" section: its policy always
+// (a consolidate asked for by node memory, the memory tool or node run applies the
+// configured rules, not the defaults), and its schedule and write threshold only
+// when background is set and the section does not disable it.
+func consolidation(m *nodeconfig.MemoryFile, background bool) *consolidator.SchedulerConfig {
+	policy, interval, threshold, disabled := m.Consolidation()
+	if !background || disabled {
+		interval, threshold = -1, -1
+	}
+	return &consolidator.SchedulerConfig{Consolidator: consolidator.Config{Policy: policy}, Interval: interval, Threshold: threshold}
 }

@@ -35,10 +35,11 @@ call runs one tool as the node would (its timeout, concurrency and size limits,
 argument validation) and prints its result: exit 0, or 1 with the error. Arguments
 are JSON or key=value pairs; - reads them from standard input; none means {}.
 Tools beyond calculator and clock come from the "tools" section of the
-configuration file (http_fetch, files, notes), and its "chains" (tool chains:
-called here, a chain runs all its steps in one call). The notes are those of the
-node's default agent, in the event log of --data (or ClickHouse, when configured):
-a node serving that data directory holds it locked meanwhile.
+configuration file (http_fetch, files, notes), the "memory" section ("tool": true
+gives the memory tool) and its "chains" (tool chains: called here, a chain runs all
+its steps in one call). The notes and the memories are those of the node's default
+agent, in the event log of --data (or ClickHouse, when configured): a node serving
+that data directory holds it locked meanwhile.
 `
 
 // toolsCmd runs "node tools ...": args are what follows "tools".
@@ -86,8 +87,25 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 		return 2
 	}
 	list := append(slices.Clone(agent.Tools), agent.Skills.Tools()...)
+	// The memory tool ("memory": {"tool": true}) works on the memories of a node
+	// built on the data directory, as node memory does; the notes then share its log.
+	var memLog eventlog.Log
+	if tc := fc.Memory.ToolConfig(); tc != nil {
+		mems, closeMems, err := openCLIMemories(ctx, fc, *configPath, *dataFlag, "")
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		defer closeMems()
+		memTools, err := mems.Tools(*tc)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		list, memLog = append(list, memTools...), mems.n.Log()
+	}
 	if nc := agent.Notes; nc != nil {
-		notesTools, closeLog, err := cliNotes(ctx, fc, *dataFlag, *nc)
+		notesTools, closeLog, err := cliNotes(ctx, fc, *dataFlag, *nc, memLog)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
@@ -264,8 +282,18 @@ func callTool(ctx context.Context, reg *tools.Registry, catalog actors.ToolCatal
 
 // cliNotes builds the notes tool of "node tools" on the event log that run and
 // serve use: ClickHouse when configured, else the SQLite log of data (default: the
-// file's data, else .troupe). closeLog closes what it opened.
-func cliNotes(ctx context.Context, fc nodeconfig.File, data string, cfg notes.Config) (ts []tools.Tool, closeLog func(), err error) {
+// file's data, else .troupe), or shared, the log of the memory tool's node.
+// closeLog closes what it opened.
+func cliNotes(ctx context.Context, fc nodeconfig.File, data string, cfg notes.Config, shared eventlog.Log) (ts []tools.Tool, closeLog func(), err error) {
+	if shared != nil {
+		cfg.Log = shared
+		cfg.Redact = redact.New(provider.Config{}.Secrets(nil)...).String
+		n, err := notes.New(cfg)
+		if err == nil {
+			ts, err = n.Tools()
+		}
+		return ts, func() {}, err
+	}
 	or := func(vs ...string) string {
 		for _, v := range vs {
 			if v != "" {

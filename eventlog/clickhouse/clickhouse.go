@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -173,7 +174,9 @@ func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messag
 		return nil
 	}
 	// The writer may still read a batch after Append returned (when ctx ended while
-	// it was being written): it works on copies of the payloads, which the caller owns.
+	// it was being written): it works on copies of the payloads, which the caller owns,
+	// and of the events (CheckBatch may return the caller's slice).
+	batch = slices.Clone(batch)
 	if lease != nil && (lease.Partition < 0 || lease.Partition > math.MaxUint32) {
 		return fmt.Errorf("%w: %s (partition out of range)", eventlog.ErrFenced, lease)
 	}

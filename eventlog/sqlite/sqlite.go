@@ -45,6 +45,8 @@ type Log struct {
 	list      *sql.Stmt
 
 	reqs       chan *appendReq
+	group      []*appendReq             // the writer's, reused by gather
+	reqPool    sync.Pool                // of *appendReq, with their done channel
 	closing    chan struct{}            // closed by Close
 	writerDone chan struct{}            // closed when the writer goroutine returns
 	ckWanted   chan struct{}            // the writer asks for a checkpoint (capacity 1)
@@ -101,6 +103,7 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 		ckDone:      make(chan struct{}),
 		beforeGroup: beforeGroup,
 	}
+	l.reqPool.New = func() any { return &appendReq{done: make(chan error, 1)} }
 	if l.lock, err = lockDir(dir, cfg.Shared); err != nil {
 		return nil, err
 	}
@@ -222,7 +225,9 @@ func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messag
 	if lease != nil && (lease.Partition < 0 || lease.Partition > math.MaxInt32) {
 		return fmt.Errorf("%w: %s (partition out of range)", eventlog.ErrFenced, lease)
 	}
-	return l.submit(ctx, &appendReq{ctx: ctx, events: batch, lease: lease, done: make(chan error, 1)})
+	r := l.reqPool.Get().(*appendReq)
+	r.ctx, r.events, r.lease, r.pooled = ctx, batch, lease, true
+	return l.submit(ctx, r)
 }
 
 // Own implements eventlog.Fencing. The epoch is taken in a write transaction, which
@@ -264,6 +269,7 @@ func (l *Log) submit(ctx context.Context, req *appendReq) error {
 	}
 	select {
 	case err := <-req.done:
+		l.recycle(req)
 		return err
 	case <-ctx.Done():
 		return fmt.Errorf("eventlog/sqlite: append: %w (the batch may or may not have been written)", ctx.Err())
@@ -272,11 +278,23 @@ func (l *Log) submit(ctx context.Context, req *appendReq) error {
 		// means the request was queued after the writer's last look at the queue.
 		select {
 		case err := <-req.done:
+			l.recycle(req)
 			return err
 		default:
 			return fmt.Errorf("eventlog/sqlite: append: %w", eventlog.ErrClosed)
 		}
 	}
+}
+
+// recycle returns an answered append request to the pool: the writer is done with
+// it once it has answered. A request left unanswered (its caller's ctx ended) is
+// not reused, as the writer may still take it.
+func (l *Log) recycle(r *appendReq) {
+	if !r.pooled {
+		return
+	}
+	*r = appendReq{done: r.done}
+	l.reqPool.Put(r)
 }
 
 // Read implements eventlog.Log.

@@ -611,3 +611,67 @@ func benchmarkAppend(b *testing.B, batchSize, parallel int, shared bool) {
 		b.ReportMetric(float64(st.Appends)/float64(st.Transactions), "appends/tx")
 	}
 }
+
+// TestSummaryStartGoesDown appends a session's events with timestamps out of order:
+// the summary's start is the earliest, whichever batch brought it, including one
+// after the writer had seen the session start later.
+func TestSummaryStartGoesDown(t *testing.T) {
+	l := open(t, sqlite.Config{Dir: t.TempDir()})
+	ctx := testCtx(t)
+	base := event(t, "s", 1).TS
+	for i, ts := range []int64{base + 10, base + 20, base + 5, base + 7, base + 3} {
+		e := event(t, "s", uint64(i+1))
+		e.TS = ts
+		if err := l.Append(ctx, []messages.Envelope{e}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := l.Sessions(ctx, eventlog.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := min(base+10, ts)
+		if i >= 2 {
+			want = min(base+5, ts)
+		}
+		if len(got) != 1 || got[0].StartedUS != want {
+			t.Fatalf("after event %d at %d: sessions %+v, want one starting at %d", i+1, ts, got, want)
+		}
+	}
+}
+
+// TestBatchOverStoredEvents appends batches some of whose events are stored already:
+// the stored ones are skipped, the others written and counted once, and a batch with
+// a conflicting event writes nothing.
+func TestBatchOverStoredEvents(t *testing.T) {
+	l := open(t, sqlite.Config{Dir: t.TempDir()})
+	ctx := testCtx(t)
+	if err := l.Append(ctx, []messages.Envelope{event(t, "s", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	var batch []messages.Envelope
+	for seq := uint64(1); seq <= 6; seq++ {
+		batch = append(batch, event(t, "s", seq))
+	}
+	if err := l.Append(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	moved := event(t, "s", 9)
+	moved.ID = "s/1" // stored at seq 1
+	if err := l.Append(ctx, []messages.Envelope{event(t, "s", 7), event(t, "s", 8), moved}); !errors.Is(err, eventlog.ErrSeqConflict) {
+		t.Fatalf("append with an ID stored at another seq = %v, want ErrSeqConflict", err)
+	}
+	got, err := l.Read(ctx, "s", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 6 || got[5].Seq != 6 {
+		t.Fatalf("read %d events, want seq 1 to 6", len(got))
+	}
+	sessions, err := l.Sessions(ctx, eventlog.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sessions) != 1 || sessions[0].Events != 6 || sessions[0].LastSeq != 6 {
+		t.Fatalf("sessions %+v, want one of 6 events up to seq 6", sessions)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strings"
 	"time"
 
 	msqlite "modernc.org/sqlite"
@@ -71,6 +72,7 @@ type appendReq struct {
 	lease  *eventlog.Lease     // AppendLeased's; nil for Append
 	own    *ownReq             // set for Own, which has no events
 	done   chan error          // buffered: the writer never blocks on it
+	pooled bool                // from Log.reqPool, to go back once answered
 }
 
 // ownReq is an Own call: the writer sets epoch before it answers.
@@ -88,17 +90,90 @@ type writeStmts struct {
 	begin, commit, rollback        driver.Stmt
 	savepoint, release, undo       driver.Stmt
 	insert, byID, byPos, summarize driver.Stmt
-	restart                        driver.Stmt
-	current, maxEpoch, takeOwner   driver.Stmt
+	// insertRows[k-2] inserts k events in one statement (see apply).
+	insertRows                   [maxInsertRows - 1]driver.Stmt
+	restart                      driver.Stmt
+	current, maxEpoch, takeOwner driver.Stmt
 
-	args [11]driver.NamedValue // the arguments of the statement being run
-	row  [3]driver.Value       // the row a query returned
+	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
+	vals [insertColumns * maxInsertRows]driver.Value      // apply's, for insertRows
+	row  [3]driver.Value                                  // the row a query returned
 
 	// Strings that repeat from event to event, kept as driver.Values: a string made
 	// a driver.Value is copied to the heap each time.
 	session, correlation lastValue
 	names                map[string]driver.Value // event types, actors and statuses: a few
+	// The ID of the event inserted last, which the next one often names as its
+	// cause, and the last two timestamps (an agent's step stamps its events alike).
+	lastID lastValue
+	ts     [2]lastInt
+	deltas []sessionDelta // apply's, reused
+
+	// started holds, for sessions written lately, a start their committed summary
+	// row is at or before: a batch that starts no earlier needs no restart
+	// statement. A row's started_us only ever goes down (and rows are never
+	// deleted), in this process or any other sharing the log, so the bound stays
+	// true. starting are the starts of the transaction being written, kept in
+	// started once it commits.
+	started  map[string]int64
+	starting []sessionStart
+
+	// epochs are the current epochs of partitions as the writer read them. A
+	// transaction holds the write lock, so within it only its own Own requests
+	// change them; without Config.Shared the writer is the only one of the file
+	// (the directory's lock), so they hold across its transactions too, until one
+	// of its Own requests or a rollback.
+	epochs map[int]int64
 }
+
+// sessionStart is a session's start as a batch of the writer's transaction leaves it.
+type sessionStart struct {
+	id string
+	us int64
+}
+
+// maxStarted bounds writeStmts.started: past it, the map is emptied.
+const maxStarted = 4096
+
+// startedBy reports whether the summary row of session id is known to start at or
+// before us.
+func (w *writeStmts) startedBy(id string, us int64) bool {
+	s, ok := w.started[id]
+	return ok && s <= us
+}
+
+// keepStarts records the starts of a transaction that committed.
+func (w *writeStmts) keepStarts() {
+	if w.started == nil || len(w.started)+len(w.starting) > maxStarted {
+		w.started = make(map[string]int64, min(maxStarted, 64))
+	}
+	for _, s := range w.starting {
+		if v, ok := w.started[s.id]; !ok || s.us < v {
+			w.started[s.id] = s.us
+		}
+	}
+	clear(w.starting)
+	w.starting = w.starting[:0]
+}
+
+// insertColumns are the columns of an event's row; maxInsertRows bounds the events
+// one INSERT statement writes.
+const (
+	insertColumns = 11
+	maxInsertRows = 4
+)
+
+// insertQuery is the INSERT of k events. DO NOTHING on either key: the writer then
+// finds out which key was taken.
+func insertQuery(k int) string {
+	row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	return `INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
+			VALUES ` + strings.Repeat(row+", ", k-1) + row + ` ON CONFLICT DO NOTHING`
+}
+
+// errInsertedFewer says an INSERT of several events wrote fewer than all of them: a
+// key was taken. The group is written again an event at a time, to tell which.
+var errInsertedFewer = errors.New("eventlog/sqlite: an insert of several events wrote fewer")
 
 // maxNames bounds writeStmts.names: past it, names are not kept.
 const maxNames = 256
@@ -114,6 +189,33 @@ func (l *lastValue) of(s string) driver.Value {
 		l.s, l.v = s, s
 	}
 	return l.v
+}
+
+// lastInt is the driver.Value of the last int64 it was asked for.
+type lastInt struct {
+	n int64
+	v driver.Value
+}
+
+// stamp returns ts as a driver.Value, reusing one of the last two made.
+func (w *writeStmts) stamp(ts int64) driver.Value {
+	for i := range w.ts {
+		if w.ts[i].v != nil && w.ts[i].n == ts {
+			return w.ts[i].v
+		}
+	}
+	w.ts[1] = w.ts[0]
+	w.ts[0] = lastInt{ts, ts}
+	return w.ts[0].v
+}
+
+// cause returns the driver.Value of an event's causation ID, reusing the last
+// inserted ID when it is that.
+func (w *writeStmts) cause(id string) driver.Value {
+	if w.lastID.v != nil && w.lastID.s == id {
+		return w.lastID.v
+	}
+	return id
 }
 
 // name returns s as a driver.Value, kept for next time.
@@ -139,19 +241,22 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 	if !ok {
 		return fmt.Errorf("the driver's connection (%T) cannot prepare statements with a context", dc)
 	}
-	for _, s := range []struct {
+	type prep struct {
 		stmt  *driver.Stmt
 		query string
-	}{
+	}
+	var rows []prep
+	for k := 2; k <= maxInsertRows; k++ {
+		rows = append(rows, prep{&w.insertRows[k-2], insertQuery(k)})
+	}
+	for _, s := range append(rows, []prep{
 		{&w.begin, "BEGIN IMMEDIATE"},
 		{&w.commit, "COMMIT"},
 		{&w.rollback, "ROLLBACK"},
 		{&w.savepoint, "SAVEPOINT batch"},
 		{&w.release, "RELEASE batch"},
 		{&w.undo, "ROLLBACK TO batch"},
-		// DO NOTHING on either key: the writer then finds out which key was taken.
-		{&w.insert, `INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`},
+		{&w.insert, insertQuery(1)},
 		{&w.byID, `SELECT session_id, seq, epoch FROM events WHERE id = ?`},
 		{&w.byPos, `SELECT id, epoch FROM events WHERE session_id = ? AND seq = ?`},
 		{&w.current, `SELECT coalesce(max(epoch), 0) FROM ownership WHERE partition = ?`},
@@ -160,7 +265,8 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		// SET expressions all see the row as it was before the update. started_us is
 		// left out, so that the sessions_by_start index is not rewritten on every
 		// append: restart lowers it in the rare case that an earlier event of the
-		// session arrives late, and changes no row otherwise.
+		// session arrives late, and changes no row otherwise; it is not even run for
+		// a batch that the writer knows starts no earlier than the row (started).
 		{&w.summarize, `INSERT INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended)
 			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 			ON CONFLICT (session_id) DO UPDATE SET
@@ -172,8 +278,9 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 				ended      = sessions.ended + excluded.ended,
 				last_seq   = max(sessions.last_seq, excluded.last_seq),
 				updated_us = max(sessions.updated_us, excluded.updated_us)`},
-		{&w.restart, `UPDATE sessions SET started_us = ?1 WHERE session_id = ?2 AND started_us > ?1`},
-	} {
+		// Positional parameters: the driver names a numbered one anew on every call.
+		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
+	}...) {
 		stmt, err := c.PrepareContext(ctx, s.query)
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", s.query, err)
@@ -191,8 +298,12 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 
 func (w *writeStmts) close() error {
 	var errs []error
-	for _, s := range []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.summarize, &w.restart,
-		&w.current, &w.maxEpoch, &w.takeOwner} {
+	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.summarize, &w.restart,
+		&w.current, &w.maxEpoch, &w.takeOwner}
+	for i := range w.insertRows {
+		stmts = append(stmts, &w.insertRows[i])
+	}
+	for _, s := range stmts {
 		if *s != nil {
 			errs = append(errs, (*s).Close())
 			*s = nil
@@ -304,7 +415,8 @@ func (l *Log) runWriter() {
 
 // gather returns first and the requests queued behind it, within the group bounds.
 func (l *Log) gather(first *appendReq) []*appendReq {
-	group := []*appendReq{first}
+	group := append(l.group[:0], first)
+	defer func() { l.group = group[:0] }()
 	events, bytes := len(first.events), payloadBytes(first.events)
 	yielded := false
 	for events < l.cfg.MaxGroupEvents && bytes < maxGroupBytes {
@@ -371,16 +483,20 @@ func (l *Log) writeGroup(group []*appendReq) {
 		}
 	}
 	for i, r := range live {
-		if err != nil {
+		switch {
+		case err != nil:
 			r.done <- err
-		} else {
+		case errs == nil:
+			r.done <- nil
+		default:
 			r.done <- errs[i]
 		}
 	}
 }
 
 // commit writes the requests in one transaction, on the driver's connection. It
-// returns each request's own outcome (nil or an ErrSeqConflict or ErrFenced), or an
+// returns each request's own outcome (nil or an ErrSeqConflict or ErrFenced; a nil
+// slice when every request was written), or an
 // error if the transaction failed as a whole, in which case nothing was written.
 //
 // BEGIN IMMEDIATE takes SQLite's write lock before the transaction reads anything,
@@ -414,10 +530,16 @@ var errRetryWithSavepoints = errors.New("eventlog/sqlite: a request was refused;
 // without (see commit). The caller holds the driver's connection.
 func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	ctx := context.Background() // the group outlives any one caller's ctx
+	clear(l.w.starting)
+	l.w.starting = l.w.starting[:0]
+	if l.cfg.Shared {
+		clear(l.w.epochs) // another process may have taken partitions since
+	}
 	if _, err := l.w.exec(ctx, l.w.begin); err != nil {
 		return nil, l.busyErr(fmt.Errorf("eventlog/sqlite: append: begin: %w", err))
 	}
 	rollback := func() error {
+		clear(l.w.epochs) // they may be what a rolled back Own wrote
 		if _, err := l.w.exec(ctx, l.w.rollback); err != nil {
 			return fmt.Errorf("rollback: %w", err)
 		}
@@ -444,10 +566,17 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			n   uint64
 			err error
 		)
+		starts := len(l.w.starting) // a request undone takes its starts with it
 		if r.own != nil {
 			err = l.takeOwnership(ctx, r.own)
 		} else {
-			n, err = l.apply(ctx, r.lease, r.events)
+			n, err = l.apply(ctx, r.lease, r.events, !savepoints)
+		}
+		if errors.Is(err, errInsertedFewer) {
+			if rerr := rollback(); rerr != nil {
+				return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
+			}
+			return nil, errRetryWithSavepoints
 		}
 		refused := errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrFenced)
 		switch {
@@ -466,6 +595,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 				errs = make([]error, len(reqs))
 			}
 			errs[i] = err
+			l.w.starting = l.w.starting[:starts]
 			if _, err := l.w.exec(ctx, l.w.undo); err != nil {
 				return abort(fmt.Errorf("eventlog/sqlite: append: rollback to savepoint: %w", err))
 			}
@@ -483,6 +613,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	if _, err := l.w.exec(ctx, l.w.commit); err != nil {
 		return abort(fmt.Errorf("eventlog/sqlite: append: commit: %w", err))
 	}
+	l.w.keepStarts()
 	l.stats.transactions.Add(1)
 	l.stats.events.Add(written)
 	bytes := 0
@@ -490,9 +621,6 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		bytes += payloadBytes(r.events)
 	}
 	l.committed(bytes)
-	if errs == nil {
-		errs = make([]error, len(reqs))
-	}
 	return errs, nil
 }
 
@@ -519,6 +647,7 @@ func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
 		return fmt.Errorf("eventlog/sqlite: own: read epochs: %w", err)
 	}
 	epoch, now := top+1, time.Now().UnixMicro()
+	clear(l.w.epochs) // this transaction's epochs are the ones being taken now
 	for _, p := range o.partitions {
 		if _, err := l.w.exec(ctx, l.w.takeOwner, int64(p), epoch, o.node, now); err != nil {
 			return fmt.Errorf("eventlog/sqlite: own partition %d for node %s: %w", p, o.node, err)
@@ -529,15 +658,22 @@ func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
 }
 
 // fence returns an error wrapping ErrFenced unless lease is its partition's
-// current epoch, read inside the writer's transaction.
+// current epoch, read inside the writer's transaction (or known from an earlier
+// one: see writeStmts.epochs).
 func (l *Log) fence(ctx context.Context, lease eventlog.Lease) error {
-	row, err := l.w.queryRow(ctx, l.w.current, int64(lease.Partition))
-	var current int64
-	if err == nil {
-		current, err = asInt64(row[0])
-	}
-	if err != nil {
-		return fmt.Errorf("eventlog/sqlite: append under %s: read the current epoch: %w", lease, err)
+	current, ok := l.w.epochs[lease.Partition]
+	if !ok {
+		row, err := l.w.queryRow(ctx, l.w.current, int64(lease.Partition))
+		if err == nil {
+			current, err = asInt64(row[0])
+		}
+		if err != nil {
+			return fmt.Errorf("eventlog/sqlite: append under %s: read the current epoch: %w", lease, err)
+		}
+		if l.w.epochs == nil {
+			l.w.epochs = map[int]int64{}
+		}
+		l.w.epochs[lease.Partition] = current
 	}
 	if uint64(current) != lease.Epoch {
 		return fmt.Errorf("%w: append under %s refused: the partition's current epoch is %d", eventlog.ErrFenced, lease, current)
@@ -549,29 +685,55 @@ func (l *Log) fence(ctx context.Context, lease eventlog.Lease) error {
 // returns the number of events written, or an error wrapping ErrSeqConflict if the
 // batch conflicts with stored events, or ErrFenced if lease is not current, or an
 // error of the database (which wraps neither). The caller undoes the batch on error.
-func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope) (uint64, error) {
+//
+// With rows, events are inserted up to maxInsertRows in one statement, which fails
+// with errInsertedFewer if it could not insert them all; the caller then rolls back
+// and writes the group again without rows, an event at a time.
+func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope, rows bool) (uint64, error) {
 	var (
-		deltas  []sessionDelta // batches rarely span more than one session
+		deltas  = l.w.deltas[:0] // batches rarely span more than one session
 		written uint64
 		epoch   uint64
 	)
+	defer func() { l.w.deltas = deltas[:0] }()
 	if lease != nil {
 		if err := l.fence(ctx, *lease); err != nil {
 			return 0, err
 		}
 		epoch = lease.Epoch
 	}
-	for _, e := range events {
-		n, err := l.w.exec(ctx, l.w.insert, l.w.session.of(e.SessionID), int64(e.Seq), e.ID, l.w.name(string(e.Type)), int64(e.Version),
-			e.CausationID, l.w.correlation.of(e.CorrelationID), e.TS, l.w.name(e.Actor), []byte(e.Payload), int64(epoch))
-		if err != nil {
-			return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
-		}
-		if n == 0 {
-			if err := l.classify(ctx, lease, e); err != nil {
-				return 0, err
+	chunked := 0 // events[:chunked] were inserted by a statement of several rows
+	for i, e := range events {
+		if rows && i == chunked && len(events)-i > 1 {
+			chunk := events[i:min(i+maxInsertRows, len(events))]
+			chunked += len(chunk)
+			vals := l.w.vals[:0]
+			for _, e := range chunk {
+				vals = l.w.rowValues(vals, e, epoch)
 			}
-			continue // stored before, at the same position: at-least-once delivery
+			n, err := l.w.exec(ctx, l.w.insertRows[len(chunk)-2], vals...)
+			clear(vals)
+			if err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append events %s to %s (session %s seq %d to %d): %w",
+					chunk[0].ID, chunk[len(chunk)-1].ID, e.SessionID, e.Seq, chunk[len(chunk)-1].Seq, err)
+			}
+			if n != int64(len(chunk)) {
+				return 0, errInsertedFewer
+			}
+		}
+		if i >= chunked {
+			vals := l.w.rowValues(l.w.vals[:0], e, epoch)
+			n, err := l.w.exec(ctx, l.w.insert, vals...)
+			clear(vals)
+			if err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
+			}
+			if n == 0 {
+				if err := l.classify(ctx, lease, e); err != nil {
+					return 0, err
+				}
+				continue // stored before, at the same position: at-least-once delivery
+			}
 		}
 		written++
 		i := 0
@@ -599,16 +761,28 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		d.updatedUS = max(d.updatedUS, e.TS)
 	}
 	for _, d := range deltas {
-		id, started := l.w.session.of(d.id), driver.Value(d.startedUS)
+		id, started := l.w.session.of(d.id), l.w.stamp(d.startedUS)
 		if _, err := l.w.exec(ctx, l.w.summarize, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
-			int64(d.lastSeq), started, d.updatedUS, int64(d.tasks), int64(d.ended)); err != nil {
+			int64(d.lastSeq), started, l.w.stamp(d.updatedUS), int64(d.tasks), int64(d.ended)); err != nil {
 			return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 		}
-		if _, err := l.w.exec(ctx, l.w.restart, started, id); err != nil {
-			return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
+		// After these statements the row starts at or before d.startedUS; the restart
+		// is needed only if it may have started later.
+		if !l.w.startedBy(d.id, d.startedUS) {
+			if _, err := l.w.exec(ctx, l.w.restart, started, id, started); err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
+			}
 		}
+		l.w.starting = append(l.w.starting, sessionStart{d.id, d.startedUS})
 	}
 	return written, nil
+}
+
+// rowValues appends the values of e's row to vals.
+func (w *writeStmts) rowValues(vals []driver.Value, e messages.Envelope, epoch uint64) []driver.Value {
+	cause := w.cause(e.CausationID)
+	return append(vals, w.session.of(e.SessionID), int64(e.Seq), w.lastID.of(e.ID), w.name(string(e.Type)), int64(e.Version),
+		cause, w.correlation.of(e.CorrelationID), w.stamp(e.TS), w.name(e.Actor), []byte(e.Payload), int64(epoch))
 }
 
 // classify explains why e was not inserted: it is already stored at its position

@@ -76,8 +76,10 @@ type ConsolidatorFile struct {
 	Threshold int    `json:"threshold"`
 	// DuplicateThreshold is the cosine above which two memories of a tier are
 	// merged (default 0.92); PromoteAbove the importance above which a working
-	// memory moves to episodic (default 0.7); MinImportance and MaxAge forget what
-	// is below and older (defaults: none).
+	// memory moves to episodic (default 0.7); a memory less important than
+	// MinImportance (default 0.2) and older than MaxAge is forgotten (MaxAge
+	// default: working 24h, episodic and perceptual 30 days, semantic never; set,
+	// it applies to every tier).
 	DuplicateThreshold float64 `json:"duplicate_threshold"`
 	PromoteAbove       float64 `json:"promote_above"`
 	MinImportance      float64 `json:"min_importance"`
@@ -267,6 +269,12 @@ func (fc File) MemoryConfig(ctx context.Context, milvusAddr string) (cfg memory.
 // background runs off (a consolidate asked for still runs).
 func (m *MemoryFile) Consolidation() (policy consolidator.Policy, interval time.Duration, threshold int, disabled bool) {
 	policy = consolidator.DefaultPolicy()
+	if m != nil && m.WorkingCapacity > 0 {
+		// The consolidator's capacity rule keeps what the write path keeps: else a
+		// working_capacity above its default (50) would be cut back to 50 by the
+		// next run.
+		policy.Capacity[memory.Working] = m.WorkingCapacity
+	}
 	if m == nil || m.Consolidator == nil {
 		return policy, 0, 0, false
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/troupe-run/troupe/internal/nodeconfig"
+	"github.com/troupe-run/troupe/memory"
 )
 
 func loadString(t *testing.T, body string) (nodeconfig.File, error) {
@@ -54,5 +55,25 @@ func TestMemorySectionIsChecked(t *testing.T) {
 	var none *nodeconfig.MemoryFile
 	if none.AgentNamespace() != nodeconfig.DefaultNamespace || none.Allows("user:x") {
 		t.Fatal("nil section")
+	}
+}
+
+// The consolidator keeps the working memories the write path keeps: a
+// working_capacity above the policy's default (50) is its capacity too.
+func TestMemoryWorkingCapacityIsTheConsolidatorsToo(t *testing.T) {
+	for body, want := range map[string]int{
+		`{"memory": {"working_capacity": 200}}`:                                       200,
+		`{"memory": {"working_capacity": 5, "consolidator": {"promote_above": 0.9}}}`: 5,
+		`{"memory": {}}`: 50,
+		`{}`:             50,
+	} {
+		fc, err := loadString(t, body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		policy, _, _, _ := fc.Memory.Consolidation()
+		if got := policy.Capacity[memory.Working]; got != want {
+			t.Errorf("%s: the consolidator keeps %d working memories, want %d", body, got, want)
+		}
 	}
 }

@@ -1,0 +1,130 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// The memory tool on a sharded cluster. A session runs on the owner of its
+// partition, a namespace on the owner of its own: the agent's memory calls travel to
+// the namespace's owner as a MemoryCommand (action "tool"), which performs them on
+// its memory tool under the call's key and answers the result. So one node writes a
+// namespace, and its writes wake the consolidator of that node. The recall action
+// searches the sessions' log, not a namespace, and runs where it is called.
+
+// memoryToolArgs are the arguments of a routed memory tool call.
+type memoryToolArgs struct {
+	Tool      string `json:"tool"`
+	Arguments string `json:"arguments"`
+}
+
+// memoryToolAnswer is the result of a routed memory tool call: its text, or its
+// error (Invalid: the arguments' fault, for the model to read).
+type memoryToolAnswer struct {
+	Result  string               `json:"result,omitempty"`
+	Error   string               `json:"error,omitempty"`
+	Invalid *tools.ArgumentError `json:"invalid,omitempty"`
+}
+
+// routedMemoryTool is a memory tool (the one tool, op "", or one of its actions
+// expanded, op set) whose calls run on the namespace's owner.
+type routedMemoryTool struct {
+	tools.Tool
+	n         *Node
+	op        string
+	namespace string // the default namespace
+}
+
+// Limits and SideEffects are the inner tool's.
+func (t *routedMemoryTool) Limits() tools.CallLimits { return tools.LimitsOf(t.Tool) }
+func (t *routedMemoryTool) SideEffects() bool        { return tools.HasSideEffects(t.Tool) }
+
+// Call runs the call on the owner of the namespace it names (or the default one);
+// a call whose namespace cannot be read runs here, where the tool says what is wrong.
+func (t *routedMemoryTool) Call(ctx context.Context, c tools.Call) (string, error) {
+	ns, ok := t.target(c.Arguments)
+	if !ok {
+		return t.Tool.Call(ctx, c)
+	}
+	args := memoryToolArgs{Tool: t.Spec().Name, Arguments: c.Arguments}
+	res, err := t.n.memoryExec(ctx, ns, memoryToolCall, c.Key, args)
+	if err != nil {
+		return "", err
+	}
+	var ans memoryToolAnswer
+	if err := json.Unmarshal(res, &ans); err != nil {
+		return "", fmt.Errorf("node: the answer of memory tool %s: %w", args.Tool, err)
+	}
+	switch {
+	case ans.Invalid != nil:
+		return "", ans.Invalid
+	case ans.Error != "":
+		return "", errors.New(ans.Error)
+	}
+	return ans.Result, nil
+}
+
+// target reads the namespace a call works in; ok is false for a call that is not
+// about a namespace (recall) or whose arguments do not say it readably.
+func (t *routedMemoryTool) target(arguments string) (string, bool) {
+	op := t.op
+	var a struct {
+		Namespace *string `json:"namespace"`
+	}
+	if op == "" {
+		var outer struct {
+			Op   string          `json:"op"`
+			Args json.RawMessage `json:"args"`
+		}
+		if json.Unmarshal([]byte(arguments), &outer) != nil {
+			return "", false
+		}
+		op = outer.Op
+		if len(outer.Args) > 0 && json.Unmarshal(outer.Args, &a) != nil {
+			return "", false
+		}
+	} else if json.Unmarshal([]byte(arguments), &a) != nil {
+		return "", false
+	}
+	if op == "recall" {
+		return "", false
+	}
+	ns := t.namespace
+	if a.Namespace != nil && strings.TrimSpace(*a.Namespace) != "" {
+		ns = strings.TrimSpace(*a.Namespace)
+	}
+	return ns, memory.CheckNamespace(ns) == nil
+}
+
+// runMemoryTool performs a routed memory tool call on this node's memory tool.
+func (n *Node) runMemoryTool(ctx context.Context, c messages.MemoryCommand) (json.RawMessage, error) {
+	var a memoryToolArgs
+	if err := json.Unmarshal(c.Args, &a); err != nil {
+		return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
+	}
+	t := n.memTools[a.Tool]
+	if t == nil {
+		return nil, fmt.Errorf("%w: this node has no memory tool %q", memory.ErrInvalid, a.Tool)
+	}
+	out, err := t.Call(tools.WithCallKey(ctx, c.Key), tools.Call{Key: c.Key, Arguments: a.Arguments})
+	var ans memoryToolAnswer
+	var invalid *tools.ArgumentError
+	switch {
+	case errors.As(err, &invalid):
+		ans.Invalid = invalid
+	case errors.Is(err, tools.ErrInvalidArguments):
+		ans.Invalid = &tools.ArgumentError{Tool: a.Tool, Reason: err.Error()}
+	case err != nil:
+		ans.Error = err.Error() // as the tool's error would be, called here
+	default:
+		ans.Result = out
+	}
+	return json.Marshal(ans)
+}
