@@ -21,8 +21,11 @@ type state struct {
 	seen map[string]struct{}
 	// hashes holds the live memories by content hash: exact duplicates.
 	hashes map[string]map[string]struct{}
-	keys   map[string]*keyed
-	blocks map[string]*Block
+	// working holds the IDs of the live working memories, the only ones with a TTL
+	// and a capacity: expiry and eviction look at them, not at every memory.
+	working map[string]struct{}
+	keys    map[string]*keyed
+	blocks  map[string]*Block
 }
 
 // keyed is what the writes with one idempotency key did: the memories their events
@@ -52,7 +55,7 @@ type touch struct {
 
 func newState(ns string) *state {
 	return &state{ns: ns, mems: map[string]*Memory{}, seen: map[string]struct{}{},
-		hashes: map[string]map[string]struct{}{}, keys: map[string]*keyed{}, blocks: map[string]*Block{}}
+		hashes: map[string]map[string]struct{}{}, working: map[string]struct{}{}, keys: map[string]*keyed{}, blocks: map[string]*Block{}}
 }
 
 // apply folds one event of the stream.
@@ -171,8 +174,12 @@ func (s *state) put(rec messages.MemoryRecord, ts time.Time, eff *effect, relate
 	if old := s.mems[m.ID]; old != nil {
 		m.Created, m.InvalidAt, m.InvalidBy = old.Created, old.InvalidAt, old.InvalidBy
 		s.unhash(old)
+		delete(s.working, old.ID)
 	}
 	s.mems[m.ID] = m
+	if m.Tier == Working {
+		s.working[m.ID] = struct{}{}
+	}
 	s.seen[m.ID] = struct{}{}
 	if s.hashes[m.Hash] == nil {
 		s.hashes[m.Hash] = map[string]struct{}{}
@@ -189,6 +196,7 @@ func (s *state) remove(id string, eff *effect) *Memory {
 		return nil
 	}
 	delete(s.mems, id)
+	delete(s.working, id)
 	s.unhash(m)
 	eff.removed = append(eff.removed, m)
 	return m

@@ -414,10 +414,8 @@ func (ns *Namespace) expired(m *Memory, now time.Time) bool {
 // the oldest first among equals.
 func (ns *Namespace) evict(now time.Time, adds []*Memory, key string) messages.Payload {
 	var work []*Memory
-	for _, m := range ns.st.mems {
-		if m.Tier == Working {
-			work = append(work, m)
-		}
+	for id := range ns.st.working {
+		work = append(work, ns.st.mems[id])
 	}
 	for _, m := range adds {
 		if m.Tier == Working {
@@ -450,8 +448,8 @@ func (ns *Namespace) evict(now time.Time, adds []*Memory, key string) messages.P
 func (ns *Namespace) expire(ctx context.Context) error {
 	now := ns.cfg.Now()
 	var ids []string
-	for id, m := range ns.st.mems {
-		if ns.expired(m, now) {
+	for id := range ns.st.working {
+		if ns.expired(ns.st.mems[id], now) {
 			ids = append(ids, id)
 		}
 	}

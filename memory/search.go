@@ -105,9 +105,10 @@ func (q *Query) check() error {
 // candidate is a memory proposed to a tier's formula, with its relevance terms.
 type candidate struct {
 	id      string
-	vector  float64 // cosine, negatives clamped to 0
+	cos     float64 // cosine, negatives clamped to 0
+	vector  float64 // cos scaled over the tier's candidates (see calibrate)
 	hasVec  bool
-	keyword float64 // BM25, normalised by the tier's best keyword hit
+	keyword float64 // BM25 over the query's weight (see keywordScore)
 	hasKw   bool
 	graph   float64
 }
@@ -278,15 +279,16 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 				for _, h := range hits {
 					if id := ns.memoryID(h.ID); id != "" && keep(id) {
 						c := get(id)
-						c.vector, c.hasVec = max(0, float64(h.Score)), true
+						c.cos, c.hasVec = max(0, float64(h.Score)), true
 					}
 				}
 			}
 		}
 		if s.q.Mode != ModeVector {
+			weight := ns.pj.keywords[t].QueryWeight(s.text)
 			for _, h := range ns.pj.keywords[t].Search(s.text, k, keep) {
 				c := get(h.ID)
-				c.keyword, c.hasKw = h.Score, true
+				c.keyword, c.hasKw = keywordScore(h.Raw, weight), true
 			}
 		}
 	}
@@ -301,14 +303,17 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 		}
 	}
 	if s.text != "" {
-		s.complete(t, cands, keep)
+		s.complete(t, cands)
+		s.calibrate(cands)
 	}
 	out := make([]pmem.Ranked, 0, len(cands))
+	graphScore := func(string) float64 { return 0 }
+	if t == Semantic && len(s.qents) > 0 {
+		graphScore = ns.pj.graph.Scorer(s.qents)
+	}
 	for _, c := range cands {
 		m := ns.st.mems[c.id]
-		if t == Semantic && len(s.qents) > 0 {
-			c.graph = ns.pj.graph.Score(s.qents, c.id)
-		}
+		c.graph = graphScore(c.id)
 		var rel float64
 		switch s.q.Mode {
 		case ModeHybrid:
@@ -318,7 +323,7 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 		case ModeKeyword:
 			rel = c.keyword
 		}
-		if s.text != "" && rel <= 0 && c.graph <= 0 {
+		if s.text != "" && c.cos <= 0 && c.keyword <= 0 && c.graph <= 0 {
 			continue // nothing of the query matched
 		}
 		age := s.now.Sub(m.Timestamp)
@@ -347,9 +352,9 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 
 // complete gives every candidate both relevance terms of its mode: the cosine of
 // the query with the memory's vector as the fold holds it, where the vector store
-// did not return it, and its keyword score, normalised by the tier's best keyword
-// hit, where the keyword index's top hits did not hold it.
-func (s *search) complete(t Tier, cands map[string]*candidate, keep func(string) bool) {
+// did not return it, and its keyword score where the keyword index's top hits did
+// not hold it.
+func (s *search) complete(t Tier, cands map[string]*candidate) {
 	ns := s.ns
 	if s.q.Mode != ModeKeyword {
 		for _, c := range cands {
@@ -358,34 +363,102 @@ func (s *search) complete(t Tier, cands map[string]*candidate, keep func(string)
 			}
 			m := ns.st.mems[c.id]
 			if qv := s.qvecs[m.Modality]; qv != nil && len(qv) == len(m.Vector) {
-				c.vector, c.hasVec = max(0, cosine(qv, m.Vector)), true
+				c.cos, c.hasVec = max(0, cosine(qv, m.Vector)), true
 			}
 		}
 	}
 	if s.q.Mode != ModeVector {
-		var missing []string
+		var want []string
 		for _, c := range cands {
 			if !c.hasKw {
-				missing = append(missing, c.id)
+				want = append(want, c.id)
 			}
 		}
-		if len(missing) == 0 {
+		if len(want) == 0 {
 			return
 		}
-		best := ns.pj.keywords[t].Search(s.text, 1, keep)
-		if len(best) == 0 || best[0].Raw <= 0 {
-			return
-		}
-		want := make(map[string]bool, len(missing))
-		for _, id := range missing {
-			want[id] = true
-		}
-		for _, h := range ns.pj.keywords[t].Search(s.text, 0, func(id string) bool { return want[id] }) {
-			c := cands[h.ID]
-			c.keyword, c.hasKw = min(1, h.Raw/best[0].Raw), true
+		weight := ns.pj.keywords[t].QueryWeight(s.text)
+		for id, raw := range ns.pj.keywords[t].RawScores(s.text, want) {
+			c := cands[id]
+			c.keyword, c.hasKw = keywordScore(raw, weight), true
 		}
 	}
 }
+
+// keywordScore is a memory's keyword term: its BM25 score over the query's weight
+// (pipelines/memory KeywordIndex.QueryWeight, the score of a memory of average
+// length holding each query term once), at most 1. It says how much of the query the
+// memory matches: 1 for all of it, a fraction for a few of its words, the rarer words
+// weighing more. Dividing by the best hit instead would give 1 to the best of weak
+// matches — one common word of a long question — and let it outweigh the vector
+// term of the memory that answers it in other words.
+func keywordScore(raw, weight float64) float64 {
+	if raw <= 0 || weight <= 0 {
+		return 0
+	}
+	return min(1, raw/weight)
+}
+
+// calibrate sets every candidate's vector term: its cosine rescaled from the floor
+// of the tier's candidates of its modality, (cos − floor) / (1 − floor), 0 at the
+// floor and 1 for an identical text. The floor is the least cosine among the n
+// candidates, shrunk toward 0 when they are few: floor = least · n / (n +
+// FloorPrior).
+//
+// The design formulas weigh the vector term against the keyword term (0.7 and 0.3),
+// the graph, recency and importance as if each spanned [0, 1]. Raw cosines need not:
+// a sentence embedding model compresses them into a narrow band (with
+// multilingual-e5-small, unrelated texts score about 0.7 and a good match about
+// 0.85), so a keyword hit on one common word would outweigh the whole spread of the
+// vector term. The candidates — the vector store's nearest K, the keyword index's
+// best K, the graph's — include memories that do not answer the query, and the least
+// of their cosines stands for what an unrelated memory scores with this embedder;
+// rescaled from it, the vector term spreads over what the model tells apart. A few
+// candidates (a small namespace) may all answer the query, so their least is weak
+// evidence of the floor: it counts as n parts in n + FloorPrior, the rest at 0, the
+// floor of an embedder whose unrelated texts are orthogonal (one candidate keeps
+// about its cosine). The top is not stretched to 1 (as min-max scaling would): a
+// query that nothing answers well keeps a weak vector term, so the other terms and
+// the other tiers still count. For the offline hashing embedder, whose unrelated
+// texts score about 0, the floor is about 0 and the term about the cosine.
+func (s *search) calibrate(cands map[string]*candidate) {
+	type pool struct {
+		least float64
+		n     int
+	}
+	pools := map[Modality]*pool{}
+	for _, c := range cands {
+		if !c.hasVec {
+			continue
+		}
+		mod := s.ns.st.mems[c.id].Modality
+		if p := pools[mod]; p == nil {
+			pools[mod] = &pool{least: c.cos, n: 1}
+		} else {
+			p.least, p.n = min(p.least, c.cos), p.n+1
+		}
+	}
+	for _, c := range cands {
+		if !c.hasVec {
+			continue
+		}
+		p := pools[s.ns.st.mems[c.id].Modality]
+		floor := p.least * float64(p.n) / float64(p.n+FloorPrior)
+		switch {
+		case c.cos <= 0:
+			c.vector = 0
+		case floor >= 1:
+			c.vector = 1
+		default:
+			c.vector = max(0, (c.cos-floor)/(1-floor))
+		}
+	}
+}
+
+// FloorPrior is how many candidates at cosine 0 the floor of the vector term is
+// shrunk toward (see Namespace.Search): with many candidates their least cosine is
+// the floor, with few it weighs little.
+const FloorPrior = 10
 
 // queryEntities is what the query names of the graph: the entities the offline
 // extractor finds in it, and its runs of one to three words that name an entity a

@@ -69,6 +69,14 @@ var migrations = [][]string{
 		) WITHOUT ROWID`,
 		`CREATE INDEX ownership_by_epoch ON ownership (epoch)`,
 	},
+	// 4: Read starts from the highest epoch of a stream's events before its fromSeq.
+	// Without an index on the epoch, finding it read every earlier event of the
+	// stream (payloads included): a read of the events past seq N of a long stream
+	// cost O(N). Walked from a stream's highest epoch down, this index answers it
+	// at the first entry below fromSeq.
+	{
+		`CREATE INDEX events_by_epoch ON events (session_id, epoch, seq)`,
+	},
 }
 
 // sessionStatus is eventlog.SessionStatus over a row of the sessions table, whose
@@ -77,7 +85,7 @@ var migrations = [][]string{
 const sessionStatus = `CASE WHEN tasks > ended THEN 'running' ELSE status END`
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 3 // = len(migrations), checked by a test
+const SchemaVersion = 4 // = len(migrations), checked by a test
 
 // migrate brings the database on conn to SchemaVersion, one transaction per step. It
 // is idempotent, and refuses a database written by a newer build. Each step takes

@@ -208,41 +208,110 @@ func (g *Graph) distance(from string, targets []string, maxHops int) int {
 	return -1
 }
 
+// Scorer returns Score(queryEntities, id) as a function of id, for scoring many
+// memories against one query: the hops from each query entity are found once (one
+// walk of at most MaxGraphHops relations per query entity), and each call then
+// looks up the memory's entities.
+func (g *Graph) Scorer(queryEntities []string) func(id string) float64 {
+	dists := g.hops(normalizeSet(queryEntities), MaxGraphHops)
+	return func(id string) float64 {
+		m, ok := g.memories[id]
+		if !ok || len(dists) == 0 {
+			return 0
+		}
+		return scoreFrom(dists, m.entities)
+	}
+}
+
+// hops returns, per query entity, the distance of every entity within maxHops
+// relations of it (itself at 0).
+func (g *Graph) hops(q []string, maxHops int) []map[string]int {
+	out := make([]map[string]int, len(q))
+	for i, e := range q {
+		dist := map[string]int{e: 0}
+		frontier := []string{e}
+		for d := 1; d <= maxHops && len(frontier) > 0; d++ {
+			var next []string
+			for _, x := range frontier {
+				for nb := range g.adjacent[x] {
+					if _, ok := dist[nb]; !ok {
+						dist[nb] = d
+						next = append(next, nb)
+					}
+				}
+			}
+			frontier = next
+		}
+		out[i] = dist
+	}
+	return out
+}
+
+// scoreFrom is Score of a memory mentioning entities, from the hops of the query
+// entities.
+func scoreFrom(dists []map[string]int, entities []string) float64 {
+	sum := 0.0
+	for _, dist := range dists {
+		best := -1
+		for _, e := range entities {
+			if d, ok := dist[e]; ok && (best < 0 || d < best) {
+				best = d
+			}
+		}
+		if best >= 0 {
+			sum += hopWeight(best)
+		}
+	}
+	return sum / float64(len(dists))
+}
+
 // Candidates returns up to k memories (k <= 0: all) that mention an entity within
 // maxHops relations of a query entity (maxHops is clamped to [0, MaxGraphHops]),
 // scored by Score, best first, ties by ID ascending. Raw holds the same score. It
 // lets the semantic tier find memories its vector search missed.
+//
+// It gathers the memories by distance: those mentioning a query entity first, then
+// those one relation away, and so on. A memory not gathered before distance d
+// scores at most hopWeight(d) (each query entity earns it at most that), so once k
+// gathered memories score more, the farther ones cannot enter the top k and are
+// not looked at: in a large graph, two hops from a common entity reach most of it.
 func (g *Graph) Candidates(queryEntities []string, maxHops, k int) []Scored {
 	maxHops = max(0, min(maxHops, MaxGraphHops))
 	q := normalizeSet(queryEntities)
-	reached := map[string]bool{}
-	frontier := make([]string, 0, len(q))
-	for _, e := range q {
-		reached[e] = true
-		frontier = append(frontier, e)
+	if len(q) == 0 {
+		return nil
 	}
-	for d := 1; d <= maxHops && len(frontier) > 0; d++ {
-		var next []string
-		for _, e := range frontier {
-			for nb := range g.adjacent[e] {
-				if !reached[nb] {
-					reached[nb] = true
-					next = append(next, nb)
+	dists := g.hops(q, MaxGraphHops) // Score looks MaxGraphHops far
+	levels := make([][]string, maxHops+1)
+	least := map[string]int{} // entity → its distance from the nearest query entity
+	for _, dist := range dists {
+		for e, d := range dist {
+			if l, ok := least[e]; d <= maxHops && (!ok || d < l) {
+				least[e] = d
+			}
+		}
+	}
+	for e, d := range least {
+		levels[d] = append(levels[d], e)
+	}
+	seen := map[string]bool{}
+	var out []Scored
+	for d, entities := range levels {
+		if d > 0 && k > 0 && len(out) >= k {
+			slices.SortFunc(out, byScore)
+			if out[k-1].Score > hopWeight(d) {
+				break
+			}
+		}
+		for _, e := range entities {
+			for id := range g.mentions[e] {
+				if !seen[id] {
+					seen[id] = true
+					s := scoreFrom(dists, g.memories[id].entities)
+					out = append(out, Scored{ID: id, Score: s, Raw: s})
 				}
 			}
 		}
-		frontier = next
-	}
-	ids := map[string]bool{}
-	for e := range reached {
-		for id := range g.mentions[e] {
-			ids[id] = true
-		}
-	}
-	out := make([]Scored, 0, len(ids))
-	for id := range ids {
-		s := g.Score(q, id)
-		out = append(out, Scored{ID: id, Score: s, Raw: s})
 	}
 	slices.SortFunc(out, byScore)
 	if k > 0 && len(out) > k {

@@ -1,6 +1,8 @@
 package memory
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 )
@@ -128,5 +130,60 @@ func TestGraphRemoveLeavesNoDebris(t *testing.T) {
 		len(g.mentions) != 0 || len(g.adjacent) != 0 || len(g.relations) != 0 || len(g.memories) != 0 {
 		t.Errorf("empty graph holds %d mentions, %d adjacency lists, %d relations, %d memories",
 			len(g.mentions), len(g.adjacent), len(g.relations), len(g.memories))
+	}
+}
+
+// TestGraphScorerMatchesScore: on a random graph, Scorer scores every memory as
+// Score does, and Candidates returns the best k of the memories within its hops,
+// scored by Score.
+func TestGraphScorerMatchesScore(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	ent := func() string { return fmt.Sprintf("e%d", r.IntN(30)) }
+	g := NewGraph()
+	var ids []string
+	for i := range 80 {
+		id := fmt.Sprintf("m%02d", i)
+		ids = append(ids, id)
+		var rels []Relation
+		for range r.IntN(3) {
+			rels = append(rels, Relation{ent(), "rel", ent()})
+		}
+		g.Put(id, []string{ent(), ent()}[:1+r.IntN(2)], rels)
+	}
+	for range 40 {
+		q := []string{ent(), ent(), "unknown"}[:1+r.IntN(3)]
+		score := g.Scorer(q)
+		for _, id := range append(ids, "missing") {
+			if got, want := score(id), g.Score(q, id); got != want {
+				t.Fatalf("Scorer(%v)(%s) = %v, Score = %v", q, id, got, want)
+			}
+		}
+		for hops := range MaxGraphHops + 1 {
+			// Every memory within hops of a query entity, scored by Score.
+			var all []Scored
+			for _, id := range ids {
+				m := g.memories[id]
+				near := false
+				for _, e := range q {
+					if d := g.distance(NormalizeEntity(e), m.entities, hops); d >= 0 {
+						near = true
+					}
+				}
+				if near {
+					s := g.Score(q, id)
+					all = append(all, Scored{ID: id, Score: s, Raw: s})
+				}
+			}
+			slices.SortFunc(all, byScore)
+			for _, k := range []int{0, 1, 3, 10, 200} {
+				want := all
+				if k > 0 && len(want) > k {
+					want = want[:k]
+				}
+				if got := g.Candidates(q, hops, k); !slices.Equal(got, want) {
+					t.Fatalf("Candidates(%v, %d, %d) = %v, want %v", q, hops, k, got, want)
+				}
+			}
+		}
 	}
 }

@@ -167,6 +167,67 @@ func (ix *KeywordIndex) Search(query string, k int, keep func(id string) bool) [
 	return hits
 }
 
+// RawScores returns the Raw score Search gives each of ids for query (unknown
+// documents and documents without a query term are left out), looking up only
+// those documents: for scoring a few candidates without walking the postings.
+func (ix *KeywordIndex) RawScores(query string, ids []string) map[string]float64 {
+	out := map[string]float64{}
+	if len(ix.docs) == 0 || len(ids) == 0 {
+		return out
+	}
+	terms := Tokenize(query)
+	slices.Sort(terms)
+	terms = slices.Compact(terms)
+	n := float64(len(ix.docs))
+	avgdl := float64(ix.totalLen) / n
+	for _, id := range ids {
+		num, ok := ix.docs[id]
+		if !ok {
+			continue
+		}
+		dl := float64(ix.slots[num].length)
+		var r float64
+		for _, t := range terms { // in Search's order, so the sums are equal
+			p := ix.postings[t]
+			f, ok := p[num]
+			if !ok {
+				continue
+			}
+			df := float64(len(p))
+			idf := math.Log(1 + (n-df+0.5)/(df+0.5))
+			ff := float64(f)
+			r += idf * ff * (BM25K1 + 1) / (ff + BM25K1*(1-BM25B+BM25B*dl/avgdl))
+		}
+		if r > 0 {
+			out[id] = r
+		}
+	}
+	return out
+}
+
+// QueryWeight is the sum of the idf of query's distinct terms (as Search computes
+// them; a term no document holds has the highest idf, ln(1 + (N+0.5)/0.5)): the Raw
+// score of a document of average length that holds each query term once. Raw /
+// QueryWeight says how much of the query a document matches, near 1 when it holds
+// every term and a fraction when it holds a few common ones; it can exceed 1 for a
+// document shorter than average or repeating a term. An empty index or a query
+// without terms weighs 0.
+func (ix *KeywordIndex) QueryWeight(query string) float64 {
+	if len(ix.docs) == 0 {
+		return 0
+	}
+	terms := Tokenize(query)
+	slices.Sort(terms)
+	terms = slices.Compact(terms)
+	n := float64(len(ix.docs))
+	var w float64
+	for _, t := range terms {
+		df := float64(len(ix.postings[t]))
+		w += math.Log(1 + (n-df+0.5)/(df+0.5))
+	}
+	return w
+}
+
 // accumulator sums the documents' scores during a search. When the query's postings
 // are long compared with the number of documents it sums into a slice indexed by
 // document number, otherwise into a map; either way touched lists the documents in

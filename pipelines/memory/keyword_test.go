@@ -3,6 +3,7 @@ package memory
 import (
 	"fmt"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -55,6 +56,19 @@ func TestKeywordIndexBM25ByHand(t *testing.T) {
 	if hits := ix.Search("", 10, nil); len(hits) != 0 {
 		t.Errorf("empty query matched %+v", hits)
 	}
+}
+
+// TestKeywordIndexQueryWeight: N = 3; idf(red) = ln(1 + 1.5/2.5) = ln 1.6,
+// idf(fox) = ln(1 + 2.5/1.5) = ln(8/3), and purple, in no document, ln(1 + 3.5/0.5) = ln 8.
+func TestKeywordIndexQueryWeight(t *testing.T) {
+	ix := NewKeywordIndex()
+	near(t, "empty index", ix.QueryWeight("red"), 0)
+	ix.Put("d1", "red fox")
+	ix.Put("d2", "red dog red")
+	ix.Put("d3", "blue fish")
+	near(t, "red fox", ix.QueryWeight("red fox fox"), math.Log(1.6)+math.Log(8.0/3))
+	near(t, "red purple", ix.QueryWeight("red purple"), math.Log(1.6)+math.Log(8))
+	near(t, "no terms", ix.QueryWeight("the"), 0)
 }
 
 func TestKeywordIndexKAndTies(t *testing.T) {
@@ -285,5 +299,25 @@ func BenchmarkKeywordIndexSearchRare(b *testing.B) {
 	for b.Loop() {
 		ix.Search(fmt.Sprintf("w%d w%d", 3000+i%1000, 4000+i%900), 10, nil)
 		i++
+	}
+}
+
+// TestKeywordIndexRawScores: RawScores gives the documents it is asked about the Raw
+// scores Search gives them.
+func TestKeywordIndexRawScores(t *testing.T) {
+	ix := NewKeywordIndex()
+	ix.Put("d1", "red fox")
+	ix.Put("d2", "red dog red")
+	ix.Put("d3", "blue fish")
+	got := ix.RawScores("red fox", []string{"d2", "d3", "nope", "d1"})
+	want := map[string]float64{}
+	for _, h := range ix.Search("red fox", 0, nil) {
+		want[h.ID] = h.Raw
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("RawScores = %v, want %v", got, want)
+	}
+	if got := ix.RawScores("red", nil); len(got) != 0 {
+		t.Errorf("no ids: %v", got)
 	}
 }
