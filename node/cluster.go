@@ -111,6 +111,26 @@ type ownership struct {
 	// goroutines still taking a lease in the background.
 	revoked chan struct{}
 	taking  sync.WaitGroup
+	// held is partitions and total for readers that must not wait for mu (the hub,
+	// runsHere); nil when the node owns none.
+	held atomic.Pointer[heldPartitions]
+}
+
+// heldPartitions is a sharded node's assignment, as ownership.held publishes it.
+type heldPartitions struct {
+	set   map[int]bool
+	total int
+}
+
+// runsHere reports whether this node runs a session now: it is a sharded node with
+// the sessions role that owns the session's partition. The hub feeds the watchers
+// of such a session from its session actor; others read messages.TopicEvents.
+func (n *Node) runsHere(sessionID string) bool {
+	if !n.sharded() || !n.cfg.Roles.Has(RoleSessions) {
+		return false
+	}
+	h := n.own.held.Load()
+	return h != nil && h.total > 0 && h.set[n.cfg.Bus.Partition(sessionID, h.total)]
 }
 
 // Assigned tells a sharded node (Bus.Sharded) that it owns the given partitions of
@@ -131,6 +151,7 @@ func (n *Node) Assigned(partitions []int, total int) {
 	n.own.generation++
 	gen := n.own.generation
 	n.own.partitions, n.own.total = set, total
+	n.own.held.Store(&heldPartitions{set: set, total: total})
 	revoked := make(chan struct{})
 	n.own.revoked = revoked
 	n.own.mu.Unlock()
@@ -196,11 +217,14 @@ func (n *Node) Revoked() {
 	n.own.mu.Lock()
 	n.own.generation++
 	n.own.partitions = nil
+	n.own.held.Store(nil)
 	if n.own.revoked != nil {
 		close(n.own.revoked)
 		n.own.revoked = nil
 	}
 	n.own.mu.Unlock()
+	// Watchers of the sessions this node ran watch again, on the bus.
+	n.hub.revoked()
 	// An Own still running in the background lands before the partitions' next
 	// owners take them (they cannot before Revoked returns), not after.
 	n.own.taking.Wait()

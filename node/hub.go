@@ -1,28 +1,51 @@
 package node
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/messages"
 )
 
-// Hub fans a session's live events out to its watchers. On an embedded node the
-// session actors hand it their events as soon as they are durable (deliver); on a
-// shared bus it reads them from messages.TopicEvents (handle), as the sessions may run
-// on other nodes.
+// Hub fans a session's live events out to its watchers, from two sources:
+//
+//   - the node's own session actors hand it their events as soon as they are
+//     durable (deliver), on the embedded bus and on a shared one alike;
+//   - on a shared bus, a watcher of a session this node does not run (another node
+//     owns its partition, or this node runs no sessions) reads it from
+//     messages.TopicEvents (handle), through a subscription the hub holds only while
+//     such watchers exist (busFeed): the node does not read back the events it
+//     publishes itself.
+//
+// Each watcher has one source, chosen when it subscribes (local when the node owns
+// the session then), so that it gets the session's events in seq order without
+// duplicates: a session's events reach the hub in order from either source. When
+// the node loses the session's partition (Revoked), its local watchers are
+// disconnected and, watching again, read the bus; a remote watcher keeps reading the
+// bus when the session moves here, as the new owner publishes its events there too.
 //
 // Delivery never blocks a session actor. Each watcher has a small channel and, behind
 // it, a backlog that a goroutine of its own feeds into the channel while there is
 // one; a watcher whose backlog passes watcherBacklog has fallen behind and is
 // disconnected (its channel closes): it resumes from the event log, which has every
-// event.
+// event. A watcher is also disconnected when the bus subscription it reads ends or
+// cannot start.
 type Hub struct {
 	mu     sync.Mutex
 	subs   map[string][]*watcher // by session; most have one
+	remote map[string]int        // remote watchers by session
 	closed bool
+
+	// isLocal reports whether the node runs a session now (nil: it runs every one).
+	isLocal func(sessionID string) bool
+	// bus reads messages.TopicEvents for remote watchers; nil on the embedded bus.
+	bus *busFeed
 }
 
 const (
@@ -31,10 +54,15 @@ const (
 	watcherBuffer = 8
 	// watcherBacklog bounds the events queued behind a watcher's channel.
 	watcherBacklog = 256
+	// feedLinger is how long the hub keeps reading messages.TopicEvents after its last
+	// remote watcher left, so that watchers that come and go (SSE clients
+	// reconnecting, one task after another) do not subscribe again each time.
+	feedLinger = 10 * time.Second
 )
 
 // watcher is one Watch. Its fields are guarded by Hub.mu.
 type watcher struct {
+	remote  bool // reads the bus (handle), not the node's sessions (deliver)
 	ch      chan messages.Envelope
 	backlog []messages.Envelope
 	feeding bool          // a goroutine feeds backlog into ch
@@ -42,31 +70,47 @@ type watcher struct {
 	stop    chan struct{} // closed when gone, to stop the feeder
 }
 
-func newHub() *Hub { return &Hub{subs: map[string][]*watcher{}} }
+// newHub makes a hub. With sub (a shared bus), watchers of sessions for which isLocal
+// is false read messages.TopicEvents through sub; without, every watcher is local.
+func newHub(sub message.Subscriber, isLocal func(string) bool) *Hub {
+	h := &Hub{subs: map[string][]*watcher{}, remote: map[string]int{}, isLocal: isLocal}
+	if sub != nil {
+		h.bus = &busFeed{sub: sub, hub: h, linger: feedLinger}
+	}
+	return h
+}
 
-// handle delivers an event read from the bus.
-func (h *Hub) handle(msg *message.Message) error {
+// handle delivers an event read from the bus to the session's remote watchers.
+func (h *Hub) handle(msg *message.Message) {
 	sid := msg.Metadata.Get(messages.MetaSessionID)
 	h.mu.Lock()
-	watched := len(h.subs[sid]) > 0
+	watched := h.remote[sid] > 0
 	h.mu.Unlock()
 	if !watched {
-		return nil
+		return
 	}
 	e, err := messages.Unmarshal(msg.Payload)
 	if err != nil {
-		return nil // the log holds the event; a bad bus copy is not worth a retry
+		return // the log holds the event; a bad bus copy is not worth a retry
 	}
-	h.deliver(sid, []messages.Envelope{e})
-	return nil
+	h.fanOut(sid, []messages.Envelope{e}, true)
 }
 
-// deliver hands a session's events, in order, to its watchers.
+// deliver hands a session's events, in order, to its local watchers: the node's
+// session actors call it (SessionDeps.Live).
 func (h *Hub) deliver(sessionID string, events []messages.Envelope) {
+	h.fanOut(sessionID, events, false)
+}
+
+// fanOut hands a session's events, in order, to its watchers of one source.
+func (h *Hub) fanOut(sessionID string, events []messages.Envelope, remote bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var behind []*watcher // rare: dropped once the loop is done with the slice
 	for _, w := range h.subs[sessionID] {
+		if w.remote != remote {
+			continue
+		}
 		for _, e := range events {
 			if w.feeding {
 				if len(w.backlog) >= watcherBacklog {
@@ -131,32 +175,113 @@ func (h *Hub) drop(sessionID string, w *watcher) {
 	} else {
 		h.subs[sessionID] = set
 	}
+	if w.remote {
+		if h.remote[sessionID]--; h.remote[sessionID] <= 0 {
+			delete(h.remote, sessionID)
+		}
+		// Not under h.mu: the feed's lock is held while it subscribes, and while a
+		// stopped subscription's last message reaches handle.
+		go h.bus.release()
+	}
 }
 
+// subscribe adds a watcher of a session: local when the node runs the session now (or
+// has no bus feed), else remote, once the bus feed reads messages.TopicEvents, so
+// that every event published after subscribe returned reaches it. A watcher the feed
+// cannot serve gets a closed channel: it reads the log.
 func (h *Hub) subscribe(sessionID string) (<-chan messages.Envelope, func()) {
 	w := &watcher{ch: make(chan messages.Envelope, watcherBuffer), stop: make(chan struct{})}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	if h.closed {
+		h.mu.Unlock()
 		close(w.ch)
 		return w.ch, func() {}
 	}
+	// Decided under h.mu, so that a Revoked that makes the session remote either
+	// comes first or finds the watcher (revoked).
+	if h.bus == nil || h.isLocal == nil || h.isLocal(sessionID) {
+		h.add(sessionID, w)
+		h.mu.Unlock()
+		return w.ch, h.unsubscriber(sessionID, w)
+	}
+	h.mu.Unlock()
+	// Outside h.mu: subscribing waits for the broker.
+	if err := h.bus.acquire(); err != nil {
+		close(w.ch)
+		return w.ch, func() {}
+	}
+	w.remote = true
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		h.bus.release()
+		close(w.ch)
+		return w.ch, func() {}
+	}
+	h.add(sessionID, w)
+	h.remote[sessionID]++
+	h.mu.Unlock()
+	return w.ch, h.unsubscriber(sessionID, w)
+}
+
+// add registers w. The caller holds h.mu.
+func (h *Hub) add(sessionID string, w *watcher) {
 	h.subs[sessionID] = append(h.subs[sessionID], w)
-	return w.ch, func() {
+}
+
+func (h *Hub) unsubscriber(sessionID string, w *watcher) func() {
+	return func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.drop(sessionID, w)
 	}
 }
 
-func (h *Hub) close() {
+// revoked disconnects the local watchers of sessions the node no longer runs (its
+// partitions were revoked): watching again, they read the bus, and the log for what
+// they missed. Call it after isLocal changed.
+func (h *Hub) revoked() {
+	if h.bus == nil || h.isLocal == nil {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for sid, set := range h.subs {
+		if h.isLocal(sid) {
+			continue
+		}
+		for _, w := range slices.Clone(set) {
+			if !w.remote {
+				h.drop(sid, w)
+			}
+		}
+	}
+}
+
+// dropRemote disconnects every remote watcher: the bus feed they read ended.
+func (h *Hub) dropRemote() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for sid, set := range h.subs {
+		for _, w := range slices.Clone(set) {
+			if w.remote {
+				h.drop(sid, w)
+			}
+		}
+	}
+}
+
+func (h *Hub) close() {
+	h.mu.Lock()
 	h.closed = true
 	for sid, set := range h.subs {
 		for _, w := range slices.Clone(set) {
 			h.drop(sid, w)
 		}
+	}
+	h.mu.Unlock()
+	if h.bus != nil {
+		h.bus.close(5 * time.Second)
 	}
 }
 
@@ -164,4 +289,139 @@ func (h *Hub) isClosed() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.closed
+}
+
+// errHubClosed is why a watcher of a closed hub reads nothing.
+var errHubClosed = errors.New("node: the live event hub is closed")
+
+// busFeed is the hub's subscription to messages.TopicEvents on a shared bus (Bus.Live:
+// every partition from the latest offset, in no consumer group), held while remote
+// watchers exist and for linger after the last one left. Each message read is
+// handed to the hub and acked.
+type busFeed struct {
+	sub    message.Subscriber
+	hub    *Hub
+	linger time.Duration
+
+	mu     sync.Mutex // held while subscribing, so that watchers wait for one subscription
+	users  int        // remote watchers
+	cur    *feedRun   // the running subscription, nil when none
+	prev   *feedRun   // the last one stopped, until its goroutine returned
+	idle   *time.Timer
+	closed bool
+}
+
+// feedRun is one subscription of a busFeed.
+type feedRun struct {
+	cancel  context.CancelFunc
+	stopped atomic.Bool // its messages are no longer handed to the hub
+	done    chan struct{}
+}
+
+// acquire counts a remote watcher and returns once the feed reads the topic (from
+// the end offsets fixed by Subscribe, on Kafka).
+func (f *busFeed) acquire() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return errHubClosed
+	}
+	if f.idle != nil {
+		f.idle.Stop()
+		f.idle = nil
+	}
+	if f.cur == nil {
+		if f.prev != nil {
+			// Its last messages must not reach a watcher of the next subscription,
+			// which reads them again.
+			<-f.prev.done
+			f.prev = nil
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		ch, err := f.sub.Subscribe(ctx, messages.TopicEvents)
+		if err != nil {
+			cancel()
+			return err
+		}
+		run := &feedRun{cancel: cancel, done: make(chan struct{})}
+		f.cur = run
+		go f.read(run, ch)
+	}
+	f.users++
+	return nil
+}
+
+// release uncounts a remote watcher; the subscription stops after linger without one.
+func (f *busFeed) release() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.users--; f.users > 0 || f.cur == nil || f.closed {
+		return
+	}
+	if f.idle != nil {
+		f.idle.Stop()
+	}
+	f.idle = time.AfterFunc(f.linger, func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.users == 0 && f.cur != nil {
+			f.stop()
+		}
+	})
+}
+
+// stop ends the running subscription. The caller holds f.mu.
+func (f *busFeed) stop() {
+	run := f.cur
+	f.cur, f.prev = nil, run
+	run.stopped.Store(true)
+	run.cancel()
+}
+
+// read hands the subscription's messages to the hub until its channel closes. A
+// subscription that ends by itself (the subscriber closed) disconnects the remote
+// watchers, which resume from the log.
+func (f *busFeed) read(run *feedRun, ch <-chan *message.Message) {
+	for msg := range ch {
+		if !run.stopped.Load() {
+			f.hub.handle(msg)
+		}
+		msg.Ack()
+	}
+	// Before taking f.mu: acquire waits for done while it holds f.mu.
+	close(run.done)
+	f.mu.Lock()
+	ended := f.cur == run
+	if ended {
+		f.cur = nil
+		run.stopped.Store(true)
+	}
+	f.mu.Unlock()
+	if ended {
+		f.hub.dropRemote()
+	}
+}
+
+// close stops the subscription for good, waiting at most timeout for it to end.
+func (f *busFeed) close(timeout time.Duration) {
+	f.mu.Lock()
+	f.closed = true
+	if f.idle != nil {
+		f.idle.Stop()
+		f.idle = nil
+	}
+	if f.cur != nil {
+		f.stop()
+	}
+	prev := f.prev
+	f.mu.Unlock()
+	if prev == nil {
+		return
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-prev.done:
+	case <-t.C:
+	}
 }

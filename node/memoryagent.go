@@ -54,14 +54,12 @@ func (n *Node) coreMemory() string {
 }
 
 // sessionEvents is SessionDeps.Live: each batch of a session's events, once durable,
-// goes to the hub (on the embedded bus) and to the write after task. It never blocks.
+// goes to the hub's local watchers and to the write after task. It never blocks.
 func (n *Node) sessionEvents(sessionID string, events []messages.Envelope) {
 	if n.afterTask != nil {
 		n.afterTask.observe(sessionID, events)
 	}
-	if n.bus != nil {
-		n.hub.deliver(sessionID, events)
-	}
+	n.hub.deliver(sessionID, events)
 }
 
 // Bounds of the write after task.

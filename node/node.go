@@ -275,8 +275,10 @@ type Bus struct {
 	// the nodes, so that each session's partition, and so the session, has one owner;
 	// a sharded node's Tasks is also a PartitionReader.
 	Tasks message.Subscriber
-	// Live consumes messages.TopicEvents for this node's live streams (SSE, node run):
-	// every partition, from the latest offset, in no consumer group. It also consumes
+	// Live consumes messages.TopicEvents for this node's live streams (SSE, node run)
+	// of sessions that other nodes run, while there are such streams (the node's own
+	// sessions feed its streams directly): every partition, from the latest offset,
+	// in no consumer group; Subscribe returns once the offsets are fixed. It also consumes
 	// messages.TopicReplies, the answers to this node's effect requests, and, on a node
 	// that serves effects, messages.TopicEffectCancels.
 	Live message.Subscriber
@@ -454,7 +456,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout)}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
-	n.hub = newHub()
+	n.hub = newHub(nil, nil) // openBus replaces it on a shared bus
 	n.ingress = newIngress(n.redactor, cfg.Clock, cfg.IDs)
 	if err := n.openLog(ctx); err != nil {
 		return nil, err

@@ -88,8 +88,9 @@ var roleHandlers = []roleHandler{
 		func(n *Node) message.Subscriber { return n.cfg.Bus.Models }, (*Node).handleEffect},
 	{"effect-cancels", messages.TopicEffectCancels, wiring.servesEffects, (*Node).live, (*Node).handleEffectCancel},
 	{"replies", messages.TopicReplies, func(w wiring) bool { return w.asksRemote() || w.sharedBus() && w.memory }, (*Node).live, (*Node).handleReply},
-	// On the embedded bus the session actors feed the hub themselves (SessionDeps.Live).
-	{"events-hub", messages.TopicEvents, wiring.sharedBus, (*Node).live, func(n *Node, msg *message.Message) error { return n.hub.handle(msg) }},
+	// No handler reads messages.TopicEvents: the session actors feed the hub
+	// themselves (SessionDeps.Live), and the hub reads the topic only while someone
+	// here watches a session another node runs (Hub, busFeed).
 }
 
 // live is the subscriber of the node's live topics (Bus.Live).
@@ -116,6 +117,9 @@ func (n *Node) openLog(ctx context.Context) error {
 func (n *Node) openBus(wlog watermill.LoggerAdapter) {
 	if b := n.cfg.Bus; b != nil {
 		n.pub, n.tasksSub, n.liveSub = b.Publisher, b.Tasks, b.Live
+		if b.Live != nil {
+			n.hub = newHub(b.Live, n.runsHere)
+		}
 		return
 	}
 	n.bus = NewEmbeddedBus(wlog)
@@ -193,9 +197,7 @@ func (n *Node) newSessionHost(agent actors.Agent, effects actors.Effects) error 
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agent,
 	}
-	if n.bus != nil || n.afterTask != nil {
-		deps.Live = n.sessionEvents
-	}
+	deps.Live = n.sessionEvents
 	var err error
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(deps), "sessions")
 	if err != nil {

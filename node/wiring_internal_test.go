@@ -21,7 +21,6 @@ func TestRoleHandlers(t *testing.T) {
 		"model-requests": messages.TopicModelRequests,
 		"effect-cancels": messages.TopicEffectCancels,
 		"replies":        messages.TopicReplies,
-		"events-hub":     messages.TopicEvents,
 	}
 	for _, h := range roleHandlers {
 		if want, ok := topics[h.name]; !ok || h.topic != want {
@@ -35,18 +34,19 @@ func TestRoleHandlers(t *testing.T) {
 		tools, models bool // the shared bus consumes the request topics
 		want          []string
 	}{
-		// The session actors feed the hub directly.
+		// The session actors feed the hub directly; no node reads troupe.events
+		// through its router (the hub subscribes while it has remote watchers).
 		{"embedded", 0, false, false, false, []string{"tasks"}},
-		{"all", RoleAll, true, true, true, []string{"effect-cancels", "events-hub", "model-requests", "tasks", "tool-requests"}},
-		{"all without request subscribers", RoleAll, true, false, false, []string{"events-hub", "tasks"}},
-		{"sessions", RoleSessions, true, true, true, []string{"events-hub", "replies", "tasks"}},
-		{"sessions,tools", RoleSessions | RoleTools, true, true, true, []string{"effect-cancels", "events-hub", "replies", "tasks", "tool-requests"}},
-		{"sessions,models", RoleSessions | RoleModels, true, true, true, []string{"effect-cancels", "events-hub", "model-requests", "replies", "tasks"}},
-		{"tools", RoleTools, true, true, true, []string{"effect-cancels", "events-hub", "tool-requests"}},
-		{"models", RoleModels, true, true, true, []string{"effect-cancels", "events-hub", "model-requests"}},
-		{"tools,models", RoleTools | RoleModels, true, true, true, []string{"effect-cancels", "events-hub", "model-requests", "tool-requests"}},
-		{"tools without a tools subscriber", RoleTools, true, false, true, []string{"events-hub"}},
-		{"client", RoleClient, true, true, true, []string{"events-hub"}},
+		{"all", RoleAll, true, true, true, []string{"effect-cancels", "model-requests", "tasks", "tool-requests"}},
+		{"all without request subscribers", RoleAll, true, false, false, []string{"tasks"}},
+		{"sessions", RoleSessions, true, true, true, []string{"replies", "tasks"}},
+		{"sessions,tools", RoleSessions | RoleTools, true, true, true, []string{"effect-cancels", "replies", "tasks", "tool-requests"}},
+		{"sessions,models", RoleSessions | RoleModels, true, true, true, []string{"effect-cancels", "model-requests", "replies", "tasks"}},
+		{"tools", RoleTools, true, true, true, []string{"effect-cancels", "tool-requests"}},
+		{"models", RoleModels, true, true, true, []string{"effect-cancels", "model-requests"}},
+		{"tools,models", RoleTools | RoleModels, true, true, true, []string{"effect-cancels", "model-requests", "tool-requests"}},
+		{"tools without a tools subscriber", RoleTools, true, false, true, nil},
+		{"client", RoleClient, true, true, true, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -438,10 +438,10 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), inpu
 	}
 	defer n.Close()
 	attach(n)
-	// Start returns once the node reads troupe.events, on a cluster from each
-	// partition's end offset fixed before Start returned (kafka: FromLatest without a
-	// group); the task is published only after that and after Watch, so a task the
-	// cluster finishes at once has none of its events missed.
+	// On a cluster this node runs no session, so Watch reads troupe.events: it returns
+	// once each partition's end offset is fixed (kafka: FromLatest without a group);
+	// the task is published only after Watch, so a task the cluster finishes at once
+	// has none of its events missed.
 	stopNode, err := n.Start(ctx)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
