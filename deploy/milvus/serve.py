@@ -71,6 +71,12 @@ def main() -> int:
     config.update(**ports)
     for component in COMPONENTS:
         config.set(f"{component}.ip", "127.0.0.1")
+    # The components hold their registration in the embedded etcd by a lease of
+    # common.session.ttl seconds (30 by default); when a loaded machine starves the
+    # renewal past it, the component exits and takes the server down. Four minutes
+    # rides out the load of a whole test suite on two cores.
+    config.set("common.session.ttl", 240)
+    config.set("common.session.retryTimes", 120)
     server = MilvusServer(config, wait_for_started=False)
     server.webservice_port = args.health_port
     server.start()
