@@ -119,11 +119,29 @@ type candidate struct {
 // across tiers by score, ties by ID. Expired working memories are forgotten first
 // (reason "ttl") and never returned.
 func (ns *Namespace) Search(ctx context.Context, q Query) ([]Result, error) {
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	s, err := ns.prepareSearch(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	lists := make([][]pmem.Ranked, 0, len(s.q.Tiers))
+	for _, t := range slices.Compact(slices.Clone(s.q.Tiers)) {
+		list, err := s.tier(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		lists = append(lists, list)
+	}
+	return s.results(lists...), nil
+}
+
+// prepareSearch starts a search of q: it checks q, folds the namespace (forgetting what
+// expired) and embeds the query once. The caller holds ns.mu.
+func (ns *Namespace) prepareSearch(ctx context.Context, q Query) (*search, error) {
 	if err := q.check(); err != nil {
 		return nil, err
 	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
 	if _, err := ns.write(ctx, "", nil); err != nil { // fold, and forget what expired
 		return nil, err
 	}
@@ -133,20 +151,20 @@ func (ns *Namespace) Search(ctx context.Context, q Query) ([]Result, error) {
 			return nil, err
 		}
 	}
-	lists := make([][]pmem.Ranked, 0, len(q.Tiers))
-	for _, t := range slices.Compact(slices.Clone(q.Tiers)) {
-		list, err := s.tier(ctx, t)
-		if err != nil {
-			return nil, err
+	return s, nil
+}
+
+// results merges the tiers' ranked lists, best first; a memory forgotten since its
+// tier was ranked is left out. The caller holds ns.mu.
+func (s *search) results(lists ...[]pmem.Ranked) []Result {
+	merged := pmem.Merge(s.q.Limit, lists...)
+	out := make([]Result, 0, len(merged))
+	for _, r := range merged {
+		if m := s.ns.st.mems[r.ID]; m != nil {
+			out = append(out, Result{Memory: copyMemory(m), Score: r.Score})
 		}
-		lists = append(lists, list)
 	}
-	merged := pmem.Merge(q.Limit, lists...)
-	out := make([]Result, len(merged))
-	for i, r := range merged {
-		out[i] = Result{Memory: copyMemory(ns.st.mems[r.ID]), Score: r.Score}
-	}
-	return out, nil
+	return out
 }
 
 // search is one Search under way; its namespace's mu is held.

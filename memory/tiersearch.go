@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"slices"
-	"strings"
 
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
@@ -20,21 +19,13 @@ type TierSearch struct {
 
 // PrepareSearch starts a search of q (see Search).
 func (ns *Namespace) PrepareSearch(ctx context.Context, q Query) (*TierSearch, error) {
-	if err := q.check(); err != nil {
-		return nil, err
-	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	if _, err := ns.write(ctx, "", nil); err != nil { // fold, and forget what expired
+	s, err := ns.prepareSearch(ctx, q)
+	if err != nil {
 		return nil, err
 	}
-	s := &search{ns: ns, q: q, text: strings.TrimSpace(q.Text), now: ns.cfg.Now(), qvecs: map[Modality][]float32{}}
-	if s.text != "" && q.Mode != ModeKeyword {
-		if err := s.embedQuery(ctx); err != nil {
-			return nil, err
-		}
-	}
-	return &TierSearch{s: s, tiers: slices.Compact(slices.Clone(q.Tiers))}, nil
+	return &TierSearch{s: s, tiers: slices.Compact(slices.Clone(s.q.Tiers))}, nil
 }
 
 // Tiers returns the tiers the search covers.
@@ -55,12 +46,5 @@ func (ts *TierSearch) Results(lists ...[]pmem.Ranked) []Result {
 	ns := ts.s.ns
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
-	merged := pmem.Merge(ts.s.q.Limit, lists...)
-	out := make([]Result, 0, len(merged))
-	for _, r := range merged {
-		if m := ns.st.mems[r.ID]; m != nil {
-			out = append(out, Result{Memory: copyMemory(m), Score: r.Score})
-		}
-	}
-	return out
+	return ts.s.results(lists...)
 }
