@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/memory"
@@ -70,17 +71,9 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	limit := fs.String("limit", "", "search: results, 1 to 100 (default 10)")
 	mode := fs.String("mode", "", "search: hybrid (default), vector or keyword")
 	asJSON := fs.Bool("json", false, "print JSON")
-	var pos []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	pos, err := cliflags.Parse(fs, args[1:])
+	if err != nil {
+		return 2
 	}
 	if want := map[string]string{"add": "the content", "search": "the query", "import": "the file", "history": "the memory ID"}[sub]; want != "" && len(pos) != 1 {
 		fmt.Fprintf(stderr, "error: node memory %s wants %s as its one argument (quote it), got %d arguments\n%s", sub, want, len(pos), memoryUsage)

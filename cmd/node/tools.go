@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
@@ -56,17 +57,9 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	dataFlag := fs.String("data", "", "data directory of the embedded event log (the notes tool's)")
 	asJSON := fs.Bool("json", false, "print JSON (list)")
 	// Flags may come before or after the positional arguments.
-	var pos []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
-		rest = fs.Args()[1:]
+	pos, err := cliflags.Parse(fs, args[1:])
+	if err != nil {
+		return 2
 	}
 	if *configPath == "" {
 		if _, err := os.Stat(provider.DefaultConfigFile); err == nil {

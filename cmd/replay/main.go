@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -102,17 +103,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&agentFlag, "agent", "", "only sessions of this agent")
 	}
 	// Flags may come before or after the session ID.
-	var positional []string
-	rest := args[1:]
-	for {
-		if err := fs.Parse(rest); err != nil {
-			return 2
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		positional = append(positional, fs.Arg(0))
-		rest = fs.Args()[1:]
+	positional, err := cliflags.Parse(fs, args[1:])
+	if err != nil {
+		return 2
 	}
 	want := 1 // the session ID, or import's file
 	if cmd == "list" || cmd == "stats" {
