@@ -49,6 +49,7 @@ const usage = `usage:
   node serve [flags]
   node tools list|call ...   (node tools for its usage)
   node memory add|search|import|consolidate|history ...   (node memory for its usage)
+  node agents list [--json] [--config FILE] [--agents FILE]   (node agents for its usage)
 
 flags:
   --config FILE          JSON configuration (default .troupe.json when present)
@@ -118,6 +119,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if cmd == "memory" {
 		return memoryCmd(ctx, args[1:], stdout, stderr)
 	}
+	if cmd == "agents" {
+		return agentsCmd(args[1:], stdout, stderr, opt)
+	}
 	if cmd != "run" && cmd != "serve" && cmd != "mcp" {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -140,6 +144,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	fc, err := nodeconfig.Load(configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	if fc.AgentsFile != "" {
+		// Declared agents are listed and checked (node agents list); tasks do not run
+		// them yet, and a node does not start on a file it would ignore.
+		fmt.Fprintf(stderr, "error: agents_file %q: node %s does not run declared agents yet; node agents list checks and prints them\n", fc.AgentsFile, cmd)
 		return 2
 	}
 	if autoLoaded {
