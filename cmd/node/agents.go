@@ -2,6 +2,7 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/node"
 )
 
 const agentsUsage = `usage:
@@ -22,12 +24,14 @@ const agentsUsage = `usage:
 list checks the agents file (--agents, or "agents_file" in the configuration file)
 and prints its agents: name, paradigm, model, tools and description. A malformed
 file, an unknown field or paradigm, a bad name or a tool the node does not have
-exits 2 with the line and the problem. The tools are the node's built-ins, its
-skills' and its chains'.
+exits 2 with the line and the problem. The tools are the node's (node tools list)
+but an MCP server's; an agent without "tools" has them all, MCP servers' included.
+Every agent runs the node's model: an agent's own "model" and "memory" are refused
+as not supported yet.
 `
 
 // agentsCmd runs "node agents ...": args are what follows "agents".
-func agentsCmd(args []string, stdout, stderr io.Writer, opt options) int {
+func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
 	if len(args) == 0 || args[0] != "list" {
 		fmt.Fprint(stderr, agentsUsage)
 		return 2
@@ -66,20 +70,23 @@ func agentsCmd(args []string, stdout, stderr io.Writer, opt options) int {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
+	// The node's tools, as node run builds them: the file's, the skills', the
+	// chains', the notes' and the memory tool's.
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	agent, err := fc.Agent(nodeconfig.AgentOptions{ExtraTools: opt.extraTools, Logger: logger})
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	var known []string
-	for _, t := range append(agent.Tools, agent.Skills.Tools()...) {
-		known = append(known, t.Spec().Name)
+	var cfg node.Config
+	agent.Apply(&cfg)
+	_, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
 	}
-	for _, c := range agent.Chains {
-		known = append(known, c.Name)
-	}
-	if err := file.CheckTools(known); err != nil {
+	defer stopMCP()
+	if err := file.CheckNodeTools(cfg); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
@@ -90,12 +97,13 @@ func agentsCmd(args []string, stdout, stderr io.Writer, opt options) int {
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "NAME\tPARADIGM\tMODEL\tTOOLS\tDESCRIPTION")
+	// Every agent runs the node's model (an agent's own model is not supported yet).
 	for _, a := range file.Agents {
 		toolList := "(all)"
 		if a.Tools != nil {
 			toolList = cmp.Or(strings.Join(a.Tools, ","), "(none)")
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.Paradigm, cmp.Or(a.Model, "(node's)"), toolList, a.Description)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.Paradigm, "(node's)", toolList, a.Description)
 	}
 	w.Flush()
 	return 0

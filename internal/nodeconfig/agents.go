@@ -10,18 +10,20 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/node"
 )
 
 // Paradigms an agents file may name today, and those it will (issue #13): a name of
 // the second list is refused with "not supported yet", not as a typo.
 var (
-	paradigms        = []string{"function_calling", "react"}
-	futureParadigms  = []string{"simple", "plan_execute", "reflection", "reflexion"}
-	agentFieldNames  = []string{"description", "model", "system_prompt", "paradigm", "tools", "max_steps", "memory"}
-	memoryFieldNames = []string{"namespace"}
-	agentName        = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
-	namespaceName    = regexp.MustCompile(`^[A-Za-z0-9_.:-]{1,128}$`)
+	paradigms       = []string{node.ParadigmFunctionCalling, node.ParadigmReAct}
+	futureParadigms = []string{"simple", "plan_execute", "reflection", "reflexion"}
+	agentFieldNames = []string{"description", "system_prompt", "paradigm", "tools", "max_steps"}
+	agentName       = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+	notYet          = map[string]string{
+		"model":  "every agent runs the node's model (--model)",
+		"memory": "every agent shares the node's memory (the configuration's \"memory\" section)",
+	}
 )
 
 // DeclaredAgent is one agent of an agents file (AgentsFile): what it runs with. The
@@ -47,12 +49,10 @@ type DeclaredAgent struct {
 //	agents:
 //	  researcher:
 //	    description: Finds and checks facts.
-//	    model: openai:gpt-4o-mini       # optional, a model spec
 //	    system_prompt: You research.
 //	    paradigm: react                 # function_calling (default) or react
 //	    tools: [calculator, clock]      # among the node's tools; absent: all of them
 //	    max_steps: 8
-//	    memory: {namespace: "agent:researcher"}
 type AgentsFile struct {
 	Path   string
 	Agents []DeclaredAgent
@@ -65,6 +65,15 @@ func (f AgentsFile) Lookup(name string) (DeclaredAgent, bool) {
 		return DeclaredAgent{}, false
 	}
 	return f.Agents[i], true
+}
+
+// Known says which agents a task may name: "default" and the file's.
+func (f AgentsFile) Known() string {
+	names := []string{"default"}
+	for _, a := range f.Agents {
+		names = append(names, a.Name)
+	}
+	return "the agents are " + strings.Join(names, ", ")
 }
 
 // AgentsFileError is a problem of an agents file at a line (0: the file as a whole).
@@ -153,12 +162,15 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 	}
 	name := k.Value
 	if k.Kind != yaml.ScalarNode || !agentName.MatchString(name) {
-		return fail(k.Line, "agent name %q: want 1 to 64 lower-case letters, digits, '_' or '-', starting with a letter", name)
+		return fail(k.Line, "agent name %q: want %s", name, node.AgentNameRule)
+	}
+	if name == "default" {
+		return fail(k.Line, "agent name \"default\" is the node's own agent (its configuration's system_prompt, max_steps and tools): choose another name")
 	}
 	if v.Kind != yaml.MappingNode {
 		return fail(v.Line, "agent %q: want a mapping of its fields (%s)", name, strings.Join(agentFieldNames, ", "))
 	}
-	a := DeclaredAgent{Name: name, Line: k.Line, Paradigm: "function_calling"}
+	a := DeclaredAgent{Name: name, Line: k.Line, Paradigm: node.ParadigmFunctionCalling}
 	str := func(n *yaml.Node, field string) (string, error) {
 		if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
 			return "", &AgentsFileError{Path: path, Line: n.Line, Msg: fmt.Sprintf("agent %q: %s: want a string", name, field)}
@@ -178,13 +190,9 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 			a.Description, err = str(fv, fk.Value)
 		case "system_prompt":
 			a.SystemPrompt, err = str(fv, fk.Value)
-		case "model":
-			if a.Model, err = str(fv, fk.Value); err != nil {
-				break
-			}
-			if err := provider.CheckSpec(a.Model); err != nil {
-				return fail(fv.Line, "agent %q: model: %v", name, err)
-			}
+		case "model", "memory":
+			// Issue #13's fields that a node does not run yet: refused rather than ignored.
+			return fail(fk.Line, "agent %q: %s is not supported yet: %s", name, fk.Value, notYet[fk.Value])
 		case "paradigm":
 			if a.Paradigm, err = str(fv, fk.Value); err != nil {
 				break
@@ -214,19 +222,6 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 					return fail(t.Line, "agent %q: tool %q is listed twice", name, s)
 				}
 				a.Tools, a.toolLines = append(a.Tools, s), append(a.toolLines, t.Line)
-			}
-		case "memory":
-			if fv.Kind != yaml.MappingNode {
-				return fail(fv.Line, "agent %q: memory: want a mapping (namespace)", name)
-			}
-			for j := 0; j < len(fv.Content); j += 2 {
-				mk, mv := fv.Content[j], fv.Content[j+1]
-				if mk.Value != "namespace" {
-					return fail(mk.Line, "agent %q: unknown field \"memory.%s\": the memory fields are %s", name, mk.Value, strings.Join(memoryFieldNames, ", "))
-				}
-				if a.Memory, err = str(mv, "memory.namespace"); err == nil && !namespaceName.MatchString(a.Memory) {
-					return fail(mv.Line, "agent %q: memory.namespace %q: want 1 to 128 letters, digits, '_', '.', ':' or '-', such as agent:%s", name, a.Memory, name)
-				}
 			}
 		default:
 			return fail(fk.Line, "agent %q: unknown field %q: the fields are %s", name, fk.Value, strings.Join(agentFieldNames, ", "))
@@ -273,4 +268,29 @@ func yamlErrorText(err error) string {
 		s = s[i+2:]
 	}
 	return s
+}
+
+// NodeAgents returns the file's agents as a node runs them (node.Config.Agents).
+func (f AgentsFile) NodeAgents() []node.NamedAgent {
+	out := make([]node.NamedAgent, len(f.Agents))
+	for i, a := range f.Agents {
+		out[i] = node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
+			Paradigm: a.Paradigm, Tools: a.Tools, MaxSteps: a.MaxSteps}
+	}
+	return out
+}
+
+// CheckNodeTools checks the file's tools against the tools of the node cfg
+// configures (node.Config.Agent: its tools, the skills', the chains', the notes' and
+// the memory tool's; an MCP server's tools cannot be named yet).
+func (f AgentsFile) CheckNodeTools(cfg node.Config) error {
+	def, err := cfg.Agent()
+	if err != nil {
+		return err
+	}
+	known := make([]string, len(def.Tools))
+	for i, s := range def.Tools {
+		known[i] = s.Name
+	}
+	return f.CheckTools(known)
 }

@@ -10,12 +10,10 @@ const goodAgents = `# two agents
 agents:
   researcher:
     description: Finds and checks facts.
-    model: offline
     system_prompt: You research.
     paradigm: react
     tools: [calculator, clock]
     max_steps: 8
-    memory: {namespace: "agent:researcher"}
   assistant:
     system_prompt: |
       You help.
@@ -30,11 +28,11 @@ func TestParseAgents(t *testing.T) {
 		t.Fatalf("agents = %+v, want assistant and researcher, sorted", f.Agents)
 	}
 	a, b := f.Agents[0], f.Agents[1]
-	if a.Paradigm != "function_calling" || a.Tools != nil || a.SystemPrompt != "You help.\n" || a.Line != 11 {
+	if a.Paradigm != "function_calling" || a.Tools != nil || a.SystemPrompt != "You help.\n" || a.Line != 9 {
 		t.Errorf("assistant = %+v", a)
 	}
-	if b.Paradigm != "react" || b.Model != "offline" || strings.Join(b.Tools, ",") != "calculator,clock" || b.MaxSteps != 8 ||
-		b.Memory != "agent:researcher" || b.Description != "Finds and checks facts." || b.Line != 3 {
+	if b.Paradigm != "react" || strings.Join(b.Tools, ",") != "calculator,clock" || b.MaxSteps != 8 ||
+		b.Description != "Finds and checks facts." || b.Line != 3 {
 		t.Errorf("researcher = %+v", b)
 	}
 	if _, ok := f.Lookup("researcher"); !ok {
@@ -45,7 +43,7 @@ func TestParseAgents(t *testing.T) {
 	}
 	err = f.CheckTools([]string{"calculator"})
 	var fe *AgentsFileError
-	if !errors.As(err, &fe) || fe.Line != 8 || !strings.Contains(err.Error(), `unknown tool "clock"`) {
+	if !errors.As(err, &fe) || fe.Line != 7 || !strings.Contains(err.Error(), `unknown tool "clock"`) {
 		t.Errorf("CheckTools without clock = %v, want unknown tool \"clock\" at line 8", err)
 	}
 }
@@ -70,9 +68,9 @@ func TestParseAgentsErrors(t *testing.T) {
 		{"max steps string", "agents:\n  a:\n    max_steps: many\n", 3, "max_steps"},
 		{"tools not a list", "agents:\n  a:\n    tools: calculator\n", 3, "want a list"},
 		{"tool twice", "agents:\n  a:\n    tools:\n      - clock\n      - clock\n", 5, "listed twice"},
-		{"bad model", "agents:\n  a:\n    model: nosuch:x\n", 3, "model"},
-		{"memory field", "agents:\n  a:\n    memory:\n      tier: x\n", 4, `unknown field "memory.tier"`},
-		{"bad namespace", "agents:\n  a:\n    memory: {namespace: \"a b\"}\n", 3, "memory.namespace"},
+		{"model", "agents:\n  a:\n    model: offline\n", 3, "model is not supported yet"},
+		{"memory", "agents:\n  a:\n    memory: {namespace: agent:a}\n", 3, "memory is not supported yet"},
+		{"default", "agents:\n  default: {}\n", 2, `"default" is the node's own agent`},
 		{"duplicate agent", "agents:\n  a: {}\n  a: {}\n", 3, "declared twice"},
 		{"duplicate field", "agents:\n  a:\n    paradigm: react\n    paradigm: react\n", 4, "given twice"},
 		{"prompt not a string", "agents:\n  a:\n    system_prompt: [x]\n", 3, "system_prompt: want a string"},
