@@ -35,8 +35,11 @@ type SessionDeps struct {
 	// Live, when set, is handed each batch of a session's events once it is durable,
 	// before Publisher gets them: the node's live watchers, when they are in the same
 	// process. It must not block, nor modify the events.
-	Live  func(sessionID string, events []messages.Envelope)
+	Live func(sessionID string, events []messages.Envelope)
+	// Agent runs the tasks that name no agent (or "default"); Named, those that name
+	// one of its keys (Agents.For).
 	Agent Agent
+	Named map[string]Agent
 	// Effects performs the session's model and tool calls.
 	Effects Effects
 	Clock   Clock
@@ -450,7 +453,7 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloa
 	}
 	now := a.deps.Clock.Now().UnixMicro()
 	for {
-		d := a.state.Decide(a.deps.Agent, a.state.LastSeq+1, now)
+		d := a.state.DecideAmong(a.agents(), a.state.LastSeq+1, now)
 		if d == nil {
 			break
 		}
@@ -542,6 +545,15 @@ func (a *SessionActor) maybeDrained(ctx actor.Context) {
 	}
 }
 
+func (a *SessionActor) agents() Agents { return Agents{Default: a.deps.Agent, Named: a.deps.Named} }
+
+// agent is the agent of the running task (the default one when there is none, or
+// when the task names an unknown one: such a task fails before any effect).
+func (a *SessionActor) agent() Agent {
+	agent, _ := a.agents().For(a.state.ActiveAgent())
+	return agent
+}
+
 func (a *SessionActor) issueEffects(ctx actor.Context) {
 	pending := a.state.PendingCalls()
 	a.cancelAbandoned(pending)
@@ -550,15 +562,17 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 	}
 	if key, _, ok := a.state.PendingModel(); ok && a.modelKey != key {
 		a.modelKey = key
-		r := a.state.Request(a.deps.Agent)
-		r.Scope = llm.Scope{Agent: a.deps.Agent.Name}
+		agent := a.agent()
+		r := a.state.Request(agent)
+		r.Scope = llm.Scope{Agent: agent.Name}
 		call := r.Call()
 		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call}, a.reply)
 	}
 	a.queue = a.queue[:0]
+	agent := a.agent()
 	for _, pc := range pending {
 		// A chain's call is run by the session, step by step (chain.go).
-		if !a.inflight[pc.Key] && a.deps.Agent.hasTool(pc.Request.Tool) && !a.deps.Agent.isChainCall(pc.Request) {
+		if !a.inflight[pc.Key] && agent.hasTool(pc.Request.Tool) && !agent.isChainCall(pc.Request) {
 			a.queue = append(a.queue, pc)
 		}
 	}

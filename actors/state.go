@@ -39,6 +39,26 @@ type Agent struct {
 	// Chains are the tool chains among Tools, by name: the session runs a call of one
 	// step by step, each step an effect of its own (chain.go).
 	Chains map[string]*tools.ChainTool
+	// Protocol is the paradigm's way of calling tools: empty for function calling
+	// (native tool calls when the model has them), llm.ProtocolReAct for the text
+	// protocol even with a model that has them. Its requests carry it.
+	Protocol string
+}
+
+// Agents are the agents a session runs: Default for a task that names none (or
+// "default"), Named for the others (an agents file's), by name.
+type Agents struct {
+	Default Agent
+	Named   map[string]Agent
+}
+
+// For returns the agent a task naming name runs, and false when there is none.
+func (as Agents) For(name string) (Agent, bool) {
+	if name == "" || name == "default" {
+		return as.Default, true
+	}
+	a, ok := as.Named[name]
+	return a, ok
 }
 
 func (a Agent) maxSteps(t *taskState) int {
@@ -418,12 +438,24 @@ type Decision struct {
 // nowUS is the current time in Unix microseconds (only deadlines read it). Decide is
 // pure: the same state, nextSeq and nowUS always give the same decision.
 func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
+	return s.DecideAmong(Agents{Default: a}, nextSeq, nowUS)
+}
+
+// DecideAmong is Decide with the agent the active task names (TaskSubmitted.Agent)
+// among as. A task naming an agent that as does not have fails with
+// messages.ReasonUnknownAgent.
+func (s *SessionState) DecideAmong(as Agents, nextSeq uint64, nowUS int64) *Decision {
 	t := s.active
 	if t == nil {
 		return nil
 	}
 	d := func(p messages.Payload, cause string) *Decision {
 		return &Decision{Payload: p, CausationID: cause, TaskID: t.ID}
+	}
+	a, ok := as.For(t.Spec.Agent)
+	if !ok {
+		return d(&messages.TaskFailed{Reason: messages.ReasonUnknownAgent, Error: fmt.Sprintf("unknown agent %q: this node does not run it", t.Spec.Agent),
+			Steps: t.Steps, Usage: t.Usage}, t.ID)
 	}
 	if t.Spec.DeadlineUS > 0 && nowUS >= t.Spec.DeadlineUS {
 		return d(&messages.TaskFailed{Reason: messages.ReasonDeadline, Error: "the task's deadline passed", Steps: t.Steps, Usage: t.Usage}, t.ID)
@@ -437,7 +469,7 @@ func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
 		req.Step = t.Steps + 1
 		return d(&messages.ModelRequested{
 			Key: s.keyAt(nextSeq), Model: a.Model, Step: t.Steps + 1,
-			Messages: len(req.Messages), PromptHash: llm.PromptHash(req), Tools: specNames(req.Tools),
+			Messages: len(req.Messages), PromptHash: llm.PromptHash(req), Tools: specNames(req.Tools), Protocol: a.Protocol,
 		}, t.ID)
 	case phaseGotReply:
 		r := t.reply
@@ -499,7 +531,7 @@ func (s *SessionState) Request(a Agent) llm.Request {
 		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleSystem, Content: prompt})
 	}
 	msgs = append(msgs, s.history...)
-	req := llm.Request{Messages: msgs, Tools: specs}
+	req := llm.Request{Messages: msgs, Tools: specs, Protocol: a.Protocol}
 	if s.active != nil {
 		req.Step = s.active.Steps
 		if s.active.phase == phaseAwaitModel {
@@ -507,6 +539,15 @@ func (s *SessionState) Request(a Agent) llm.Request {
 		}
 	}
 	return req
+}
+
+// ActiveAgent returns the agent the running task names ("" for the default, or
+// when no task runs).
+func (s *SessionState) ActiveAgent() string {
+	if s.active == nil {
+		return ""
+	}
+	return s.active.Spec.Agent
 }
 
 // coreMemorySection is the part of the system prompt that holds a task's core

@@ -32,6 +32,11 @@ func (d *Divergence) String() string {
 // It returns nil when the agent is deterministic against the recording, or the first
 // divergence. Deadlines are judged at each recorded event's own timestamp.
 func Verify(a Agent, events []messages.Envelope) (*Divergence, error) {
+	return VerifyAmong(Agents{Default: a}, events)
+}
+
+// VerifyAmong is Verify of a session whose tasks may name agents of as.
+func VerifyAmong(as Agents, events []messages.Envelope) (*Divergence, error) {
 	if len(events) == 0 {
 		return nil, fmt.Errorf("actors: verify: the session has no events")
 	}
@@ -46,7 +51,7 @@ func Verify(a Agent, events []messages.Envelope) (*Divergence, error) {
 			if st.active != nil {
 				step = st.active.Steps
 			}
-			d := st.Decide(a, e.Seq, e.TS)
+			d := st.DecideAmong(as, e.Seq, e.TS)
 			if div := compare(d, e, p, step); div != nil {
 				return div, nil
 			}

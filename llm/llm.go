@@ -36,7 +36,14 @@ type Request struct {
 	Scope Scope
 	// NoCache bypasses the gateway's response caches for this call.
 	NoCache bool
+	// Protocol, when ProtocolReAct, asks for the ReAct text protocol even from a
+	// model that calls tools natively (llm/react); empty: native tool calls when the
+	// model has them.
+	Protocol string
 }
+
+// ProtocolReAct is Request.Protocol for the ReAct text protocol (package llm/react).
+const ProtocolReAct = "react"
 
 // Call returns the request's wire form, the Model of a messages.EffectRequest, which
 // carries a model call to whoever performs it (this node or another). The key travels
@@ -45,13 +52,13 @@ type Request struct {
 // fails until then).
 func (r Request) Call() messages.ModelCall {
 	return messages.ModelCall{Step: r.Step, Messages: r.Messages, Tools: r.Tools,
-		Agent: r.Scope.Agent, Team: r.Scope.Team, ScopeKey: r.Scope.Key, NoCache: r.NoCache}
+		Agent: r.Scope.Agent, Team: r.Scope.Team, ScopeKey: r.Scope.Key, NoCache: r.NoCache, Protocol: r.Protocol}
 }
 
 // RequestOf returns the request whose wire form is c, with its idempotency key.
 func RequestOf(key string, c messages.ModelCall) Request {
 	return Request{Key: key, Step: c.Step, Messages: c.Messages, Tools: c.Tools,
-		Scope: Scope{Agent: c.Agent, Team: c.Team, Key: c.ScopeKey}, NoCache: c.NoCache}
+		Scope: Scope{Agent: c.Agent, Team: c.Team, Key: c.ScopeKey}, NoCache: c.NoCache, Protocol: c.Protocol}
 }
 
 // Scope identifies who a model call is for. Empty fields are "unspecified".

@@ -69,6 +69,8 @@ type ModelCall struct {
 	// ScopeKey names the API key or tenant billed (a name, never the secret).
 	ScopeKey string `json:"scope_key,omitempty"`
 	NoCache  bool   `json:"no_cache,omitempty"`
+	// Protocol is llm.Request.Protocol ("react" forces the text protocol).
+	Protocol string `json:"protocol,omitempty"`
 }
 
 // EffectReply answers an EffectRequest. Output is a tool's result; Model, Message,

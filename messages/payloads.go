@@ -90,6 +90,9 @@ type ModelRequested struct {
 	// verification compares it to detect a changed prompt.
 	PromptHash string   `json:"prompt_hash"`
 	Tools      []string `json:"tools,omitempty"`
+	// Protocol is how the tools reach the model when not natively: "react" for an
+	// agent of the react paradigm (llm.ProtocolReAct); empty otherwise.
+	Protocol string `json:"protocol,omitempty"`
 }
 
 // ModelResponded records a model's answer. Recovery and replay never call the model
@@ -143,6 +146,9 @@ const (
 	ReasonDeadline   = "deadline"
 	ReasonCancelled  = "cancelled"
 	ReasonModelError = "model_error"
+	// ReasonUnknownAgent: the task names an agent the session's node does not run
+	// (ingress refuses such a task; a node whose agents file differs records this).
+	ReasonUnknownAgent = "unknown_agent"
 )
 
 // TaskFailed records that a task stopped without an answer.

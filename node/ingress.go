@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,6 +77,9 @@ type Ingress struct {
 	// memory, when set, returns the agent's core blocks, rendered, for a task
 	// (messages.TaskSubmitted.Memory; Node.coreMemory).
 	memory func() string
+	// agents are the names of the agents a task may name besides "default"
+	// (Config.Agents).
+	agents []string
 }
 
 func newIngress(redactor *redact.Redactor, clock actors.Clock, ids actors.IDs) *Ingress {
@@ -107,6 +111,15 @@ func (in *Ingress) Admit(t Task) (messages.Envelope, error) {
 	return in.admit(t, Arrival{Source: SourceAPI})
 }
 
+// checkAgent refuses a task that names an agent this node does not run.
+func (in *Ingress) checkAgent(name string) error {
+	if name == "" || name == "default" || slices.Contains(in.agents, name) {
+		return nil
+	}
+	known := strings.Join(append([]string{"default"}, in.agents...), ", ")
+	return fmt.Errorf("%w: unknown agent %q: this node runs %s", ErrBadTask, name, known)
+}
+
 // isEnvelope tells a task.submitted envelope (it has a type and a payload) from a
 // plain JSON task.
 func isEnvelope(payload []byte) bool {
@@ -122,6 +135,9 @@ func isEnvelope(payload []byte) bool {
 // reach the bus, let alone the log.
 func (in *Ingress) admit(t Task, a Arrival) (messages.Envelope, error) {
 	if err := t.Validate(); err != nil {
+		return messages.Envelope{}, err
+	}
+	if err := in.checkAgent(t.Agent); err != nil {
 		return messages.Envelope{}, err
 	}
 	if t.SessionID == "" {
@@ -179,6 +195,9 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, error) {
 	ts := p.(*messages.TaskSubmitted)
 	t := Task{Input: ts.Input, SessionID: env.SessionID, Agent: ts.Agent, MaxSteps: ts.MaxSteps, ReplyTopic: ts.ReplyTopic}
 	if err := t.Validate(); err != nil {
+		return messages.Envelope{}, err
+	}
+	if err := in.checkAgent(t.Agent); err != nil {
 		return messages.Envelope{}, err
 	}
 	if err := in.checkSessionShape(env.SessionID); err != nil {

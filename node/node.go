@@ -131,6 +131,9 @@ type Config struct {
 	Chains []tools.Chain
 	// MaxSteps bounds the model calls of a task (default 10).
 	MaxSteps int
+	// Agents are the agents a task may name (Task.Agent) besides "default", the
+	// agent the fields above configure (an agents file's; NamedAgent).
+	Agents []NamedAgent
 	// MaxParallelTools bounds one session's tool calls in flight (default 4).
 	MaxParallelTools int
 	// ToolTimeout bounds one tool call (default 30 s).
@@ -220,6 +223,16 @@ func (c Config) Validate() error {
 	if len(c.Chains) > 0 {
 		if err := c.validateChains(); err != nil {
 			return err
+		}
+	}
+	for i, a := range c.Agents {
+		if err := a.validate(); err != nil {
+			return err
+		}
+		for _, b := range c.Agents[:i] {
+			if a.Name == b.Name {
+				return fmt.Errorf("node: agent %q is declared twice", a.Name)
+			}
 		}
 	}
 	return nil
@@ -343,6 +356,24 @@ func (c Config) Agent() (actors.Agent, error) {
 	c.Tools = ts
 	agent, _, err := c.agent()
 	return agent, err
+}
+
+// AllAgents returns the agents this configuration runs: the default one (Agent) and
+// the named ones (Agents), the code replay verification checks sessions whose tasks
+// name agents against.
+func (c Config) AllAgents() (actors.Agents, error) {
+	c.setDefaults()
+	ts, err := c.withNotesSpecs()
+	if err != nil {
+		return actors.Agents{}, err
+	}
+	c.Tools = ts
+	agent, reg, err := c.agent()
+	if err != nil {
+		return actors.Agents{}, err
+	}
+	named, err := c.namedAgents(agent, reg)
+	return actors.Agents{Default: agent, Named: named}, err
 }
 
 // agent is the agent of this configuration and the registry of its tools: Tools, the
@@ -484,11 +515,18 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.fail(err)
 	}
 	n.agent = agent
+	named, err := n.cfg.namedAgents(agent, reg)
+	if err != nil {
+		return nil, n.fail(err)
+	}
+	for _, a := range n.cfg.Agents {
+		n.ingress.agents = append(n.ingress.agents, a.Name)
+	}
 	effects, err := n.newEffects(reg)
 	if err != nil {
 		return nil, n.fail(err)
 	}
-	if err := n.newSessionHost(agent, effects); err != nil {
+	if err := n.newSessionHost(actors.Agents{Default: agent, Named: named}, effects); err != nil {
 		return nil, n.fail(err)
 	}
 	if err := n.newRouter(wlog); err != nil {
@@ -687,8 +725,8 @@ func (t Task) Validate() error {
 		return fmt.Errorf("%w: max_steps must be between 0 and 1000", ErrBadTask)
 	case t.DeadlineMS < 0 || t.DeadlineMS > MaxDeadline.Milliseconds():
 		return badDeadline(strconv.FormatInt(t.DeadlineMS, 10))
-	case t.Agent != "" && t.Agent != "default":
-		return fmt.Errorf("%w: unknown agent %q (this node runs \"default\")", ErrBadTask, t.Agent)
+	case t.Agent != "" && !agentNamePattern.MatchString(t.Agent):
+		return fmt.Errorf("%w: agent %q: want %s", ErrBadTask, t.Agent, AgentNameRule)
 	case t.ReplyTopic != "":
 		return checkReplyTopic(t.ReplyTopic)
 	}

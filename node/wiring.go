@@ -140,9 +140,9 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	gwCfg := cfg.Gateway
 	gwCfg.Chain = nil
 	for _, m := range append([]llm.Model{cfg.Model}, cfg.Fallbacks...) {
-		if !llm.CapabilitiesOf(m).NativeTools {
-			m = react.Wrap(m, react.Options{})
-		}
+		// A model without native tools always speaks the text protocol; one with them
+		// does when a request asks (an agent of the react paradigm).
+		m = react.Wrap(m, react.Options{OnRequest: llm.CapabilitiesOf(m).NativeTools})
 		gwCfg.Chain = append(gwCfg.Chain, m)
 	}
 	if gwCfg.Logger == nil {
@@ -174,7 +174,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 // newSessionHost spawns the session host, whose session actors append to the log
 // (under the partitions' lease, on a sharded node whose log fences) and publish
 // through the outbox.
-func (n *Node) newSessionHost(agent actors.Agent, effects actors.Effects) error {
+func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) error {
 	cfg := n.cfg
 	n.outbox = newOutbox(n.pub, 8192, cfg.Logger, n.metrics.pubFailed.Inc)
 	var store actors.EventStore = n.log
@@ -195,7 +195,7 @@ func (n *Node) newSessionHost(agent actors.Agent, effects actors.Effects) error 
 		MaxLiveSessions: cfg.MaxLiveSessions, OnSessionEvicted: evicted.Inc, OnSessionsOverLimit: overLimit.Inc,
 		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,
-		Agent: agent,
+		Agent: agents.Default, Named: agents.Named,
 	}
 	deps.Live = n.sessionEvents
 	var err error

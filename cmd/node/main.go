@@ -49,6 +49,7 @@ const usage = `usage:
   node serve [flags]
   node tools list|call ...   (node tools for its usage)
   node memory add|search|import|consolidate|history ...   (node memory for its usage)
+  node agents list [--json] [--config FILE] [--agents FILE]   (node agents for its usage)
 
 flags:
   --config FILE          JSON configuration (default .troupe.json when present)
@@ -83,6 +84,10 @@ flags:
                          ClickHouse log at HOST:PORT (consumer group troupe-sink)
   --clickhouse HOST:PORT write the event log to ClickHouse (TROUPE_CLICKHOUSE;
                          database TROUPE_CLICKHOUSE_DATABASE, default troupe)
+  --agents FILE          the agents file (YAML; TROUPE_AGENTS, "agents_file"): named
+                         agents a task may run ("agent"; node agents for its usage)
+  --agent NAME           run: the agent of the file that runs the task (default: the
+                         node's own, "default")
   --idle-timeout D       stop a session's actor after it has been idle this long, a
                          positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
                          default 1m); its next task folds it back from the log
@@ -117,6 +122,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	if cmd == "memory" {
 		return memoryCmd(ctx, args[1:], stdout, stderr)
+	}
+	if cmd == "agents" {
+		return agentsCmd(ctx, args[1:], stdout, stderr, opt)
 	}
 	if cmd != "run" && cmd != "serve" && cmd != "mcp" {
 		fmt.Fprint(stderr, usage)
@@ -198,8 +206,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		}
 	}
 	milvusAddr := fs.String("milvus", os.Getenv("TROUPE_MILVUS"), "Milvus server for the memories' vectors")
+	agentsFlag := fs.String("agents", or("TROUPE_AGENTS", fc.AgentsFile, ""), "agents file (YAML)")
+	agentName := fs.String("agent", "", "the agent that runs the task (run; default: the node's own)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	// The agents file is read before anything starts: a bad one changes nothing.
+	var agentsFile nodeconfig.AgentsFile
+	if *agentsFlag != "" {
+		if agentsFile, err = nodeconfig.LoadAgents(*agentsFlag); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+	}
+	if *agentName != "" && cmd != "run" {
+		fmt.Fprintf(stderr, "error: --agent is node run's: tasks to node %s name their agent themselves (\"agent\")\n", cmd)
 		return 2
 	}
 	if *maxConns < 1 {
@@ -217,8 +239,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
-		if err := (node.Task{Input: fs.Arg(0)}).Validate(); err != nil {
+		if err := (node.Task{Input: fs.Arg(0), Agent: *agentName}).Validate(); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		if _, ok := agentsFile.Lookup(*agentName); !ok && *agentName != "" && *agentName != "default" {
+			fmt.Fprintf(stderr, "error: unknown agent %q: %s\n", *agentName, agentsFile.Known())
 			return 2
 		}
 	}
@@ -344,6 +370,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	defer stopMCP()
+	if len(agentsFile.Agents) > 0 {
+		// The agents' tools are the node's, as the MCP servers' catalog leaves them.
+		if err := agentsFile.CheckNodeTools(cfg); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		cfg.Agents = agentsFile.NodeAgents()
+	}
 	if len(cfg.Chains) > 0 {
 		// A chain whose step calls a tool the agent does not have is a configuration
 		// error, said before the node starts.
@@ -398,7 +432,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	switch cmd {
 	case "run":
-		return runTask(ctx, cfg, attach, fs.Arg(0), why, stdout, stderr)
+		return runTask(ctx, cfg, attach, node.Task{Input: fs.Arg(0), Agent: *agentName}, why, stdout, stderr)
 	case "mcp":
 		if fs.NArg() != 0 {
 			fmt.Fprint(stderr, usage)
@@ -420,7 +454,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 }
 
-func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), input, why string, stdout, stderr io.Writer) int {
+func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task node.Task, why string, stdout, stderr io.Writer) int {
 	if cfg.Bus != nil {
 		// On a cluster, run submits the task and follows it: a node of the cluster runs
 		// it. Joining the cluster's groups for the length of one task would move every
@@ -456,7 +490,8 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), inpu
 	} else {
 		fmt.Fprintf(stdout, "session %s (model: %s — %s)\n", id, cfg.Model.Name(), why)
 	}
-	if _, err := n.Submit(ctx, node.Task{Input: input, SessionID: id}); err != nil {
+	task.SessionID = id
+	if _, err := n.Submit(ctx, task); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}

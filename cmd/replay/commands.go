@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -22,6 +23,8 @@ import (
 type agentConfig struct {
 	file  nodeconfig.File
 	agent nodeconfig.Agent
+	// agents are the agents file's (none without one).
+	agents nodeconfig.AgentsFile
 	// catalog is the client of the file's MCP servers; nil without any.
 	catalog *mcp.Client
 	// secrets are the servers' header values and secret environment values.
@@ -35,7 +38,10 @@ type agentConfig struct {
 // serve. The file's MCP servers are connected to, waiting up to mcpWait for each:
 // their tool schemas are in the recorded prompts, and a recorded request holds only
 // their hash. A bad file is an error naming the field; stop closes the connections.
-func loadAgent(ctx context.Context, path string, stderr io.Writer) (agentConfig, error) {
+//
+// The agents file at agentsPath (default: the file's agents_file) adds the agents
+// tasks may name, as on a node.
+func loadAgent(ctx context.Context, path, agentsPath string, stderr io.Writer) (agentConfig, error) {
 	ac := agentConfig{stop: func() {}}
 	fc, err := nodeconfig.Load(path) // none when path is empty: the node's defaults
 	if err != nil {
@@ -63,6 +69,15 @@ func loadAgent(ctx context.Context, path string, stderr io.Writer) (agentConfig,
 		ac.stop()
 		return agentConfig{stop: func() {}}, fmt.Errorf("%s%w", where, err)
 	}
+	if agentsPath = cmp.Or(agentsPath, fc.AgentsFile); agentsPath != "" {
+		if ac.agents, err = nodeconfig.LoadAgents(agentsPath); err == nil {
+			err = ac.agents.CheckNodeTools(cfg)
+		}
+		if err != nil {
+			ac.stop()
+			return agentConfig{stop: func() {}}, err
+		}
+	}
 	return ac, nil
 }
 
@@ -86,9 +101,12 @@ func (ac agentConfig) connected() error {
 	return nil
 }
 
-// apply sets cfg's agent and its MCP catalog.
+// apply sets cfg's agents and its MCP catalog.
 func (ac agentConfig) apply(cfg *node.Config) {
 	ac.agent.Apply(cfg)
+	if len(ac.agents.Agents) > 0 {
+		cfg.Agents = ac.agents.NodeAgents()
+	}
 	if ac.catalog != nil {
 		cfg.ToolCatalog = ac.catalog
 		cfg.Secrets = append(cfg.Secrets, ac.secrets...)
@@ -114,7 +132,8 @@ type verifyResult struct {
 	Divergence    *actors.Divergence `json:"divergence,omitempty"`
 }
 
-// verify re-runs the default agent's decisions against the recorded session. No model
+// verify re-runs the agents' decisions (each task's, by the name it recorded)
+// against the recorded session. No model
 // is called and no tool runs: every result comes from the log.
 func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, asJSON bool, stdout, stderr io.Writer) int {
 	events, err := readSession(ctx, log, id)
@@ -131,7 +150,7 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	agent, err := cfg.Agent()
+	agents, err := cfg.AllAgents()
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -140,12 +159,17 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	for _, e := range events {
 		if e.Type == messages.TypeModelRequested {
 			if p, err := e.Decode(); err == nil {
-				agent.Model = p.(*messages.ModelRequested).Model
+				model := p.(*messages.ModelRequested).Model
+				agents.Default.Model = model
+				for name, a := range agents.Named {
+					a.Model = model
+					agents.Named[name] = a
+				}
 			}
 			break
 		}
 	}
-	div, err := actors.Verify(agent, events)
+	div, err := actors.VerifyAmong(agents, events)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1

@@ -33,8 +33,8 @@ const usage = `usage:
 
   replay list [--data DIR] [--limit N] [--json]
   replay show <session-id> [--data DIR] [--json]
-  replay verify <session-id> [--data DIR] [--config FILE] [--json]
-  replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]
+  replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json]
+  replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]
   replay export <session-id> [--data DIR] [--out FILE]
   replay import <file> [--data DIR]
   replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]
@@ -44,8 +44,8 @@ const usage = `usage:
 var commandUsage = map[string]string{
 	"list":   "replay list [--data DIR] [--limit N] [--json]",
 	"show":   "replay show <session-id> [--data DIR] [--json]",
-	"verify": "replay verify <session-id> [--data DIR] [--config FILE] [--json]",
-	"fork":   "replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]",
+	"verify": "replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json]",
+	"fork":   "replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]",
 	"export": "replay export <session-id> [--data DIR] [--out FILE]",
 	"import": "replay import <file> [--data DIR]",
 	"stats":  "replay stats [--since 24h|2026-11-01] [--agent NAME] [--data DIR] [--json]",
@@ -76,7 +76,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		at                        uint64
 		modelFlag, input, newID   string
 		outFile, since, agentFlag string
-		configPath                string
+		configPath, agentsPath    string
 	)
 	fs.StringVar(&data, "data", envOr("TROUPE_DATA", ".troupe"), "data directory of the embedded event log")
 	fs.StringVar(&chAddr, "clickhouse", envOr("TROUPE_CLICKHOUSE", ""), "read and write the ClickHouse event log at HOST:PORT instead")
@@ -87,6 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch cmd {
 	case "verify", "fork":
 		fs.StringVar(&configPath, "config", "", `the node's configuration file (as node serve's --config): the agent is the one it configures, with its tools, skills, tool disclosure, notes, chains, MCP servers, system prompt and max_steps`)
+		fs.StringVar(&agentsPath, "agents", envOr("TROUPE_AGENTS", ""), `the node's agents file (as node serve's --agents; default the configuration's "agents_file"): the agents its tasks may name`)
 	}
 	switch cmd {
 	case "list":
@@ -122,7 +123,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "error: fork needs --at SEQ (the last event copied from the parent)")
 			return 2
 		}
-		ac, err := loadAgent(ctx, configPath, stderr)
+		ac, err := loadAgent(ctx, configPath, agentsPath, stderr)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
@@ -139,7 +140,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	ac := agentConfig{stop: func() {}}
 	if cmd == "verify" {
 		var err error
-		if ac, err = loadAgent(ctx, configPath, stderr); err != nil {
+		if ac, err = loadAgent(ctx, configPath, agentsPath, stderr); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}

@@ -68,6 +68,8 @@ type File struct {
 	Chains []tools.Chain `json:"chains"`
 	// Memory configures agent memory (MemoryFile).
 	Memory *MemoryFile `json:"memory"`
+	// AgentsFile is the agents file (YAML; LoadAgents) that declares named agents.
+	AgentsFile string `json:"agents_file"`
 }
 
 // SkillsFile is the "skills" section: what the skills of skills_dir may do.
@@ -255,7 +257,7 @@ func (fc File) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf(field+": "+format, args...))
 	}
-	for field, v := range map[string]string{"data": fc.Data, "topics_file": fc.TopicsFile} {
+	for field, v := range map[string]string{"data": fc.Data, "topics_file": fc.TopicsFile, "agents_file": fc.AgentsFile} {
 		if v != "" && strings.TrimSpace(v) == "" || strings.ContainsRune(v, 0) {
 			bad(field, "%q is not a usable path: want a directory or file path", v)
 		}

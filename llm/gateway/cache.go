@@ -75,7 +75,7 @@ func newExactCache(cfg CacheConfig, clock func() time.Time) *exactCache {
 }
 
 func exactKey(model string, req llm.Request) string {
-	return req.Scope.Agent + "\x00" + model + "\x00" + llm.PromptHash(req)
+	return req.Scope.Agent + "\x00" + model + "\x00" + req.Protocol + "\x00" + llm.PromptHash(req)
 }
 
 func (c *exactCache) get(k string) (llm.Response, bool) {

@@ -124,7 +124,7 @@ func (c *semanticCache) key(ctx context.Context, model string, req llm.Request) 
 	if err != nil || len(vecs) != 1 {
 		return semanticKey{} // a cache miss, not a failure
 	}
-	return semanticKey{ns: req.Scope.Agent, prefix: prefix, vec: vecs[0]}
+	return semanticKey{ns: req.Scope.Agent + "\x00" + req.Protocol, prefix: prefix, vec: vecs[0]}
 }
 
 func (c *semanticCache) get(k semanticKey) (llm.Response, bool) {

@@ -21,6 +21,11 @@ type Options struct {
 	// MaxRetries is how often an unparseable reply is sent back with the parse error
 	// (default 2).
 	MaxRetries int
+	// OnRequest, for a model that calls tools natively, speaks the text protocol
+	// only to the requests that ask for it (llm.Request.Protocol is
+	// llm.ProtocolReAct: an agent of the react paradigm) and passes the others
+	// through.
+	OnRequest bool
 }
 
 // Model is a llm.Model that speaks the ReAct text protocol to the model it wraps.
@@ -51,7 +56,7 @@ func (m *Model) Capabilities() llm.Capabilities {
 
 // Generate implements llm.Model.
 func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
-	if len(req.Tools) == 0 {
+	if len(req.Tools) == 0 || m.opts.OnRequest && req.Protocol != llm.ProtocolReAct {
 		return m.inner.Generate(ctx, req)
 	}
 	text := req

@@ -132,3 +132,33 @@ func TestParseKeyValueArguments(t *testing.T) {
 		}
 	}
 }
+
+// nativeModel calls tools natively; it records whether it was offered them.
+type nativeModel struct{ gotTools []int }
+
+func (m *nativeModel) Name() string { return "native" }
+func (m *nativeModel) Generate(_ context.Context, req llm.Request) (llm.Response, error) {
+	m.gotTools = append(m.gotTools, len(req.Tools))
+	if len(req.Tools) != 0 {
+		return llm.Response{Message: messages.ChatMessage{Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"2+2"}`}}}}, nil
+	}
+	return llm.Response{Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "Thought: ok\nAction: calculator[2+2]"}}, nil
+}
+
+// With OnRequest, a model with native tools gets them natively, unless the request
+// asks for the text protocol (an agent of the react paradigm).
+func TestWrapOnRequestSpeaksTheProtocolWhenAsked(t *testing.T) {
+	inner := &nativeModel{}
+	m := react.Wrap(inner, react.Options{OnRequest: true})
+	req := llm.Request{Step: 1, Tools: tools, Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: "2+2?"}}}
+	for _, protocol := range []string{"", llm.ProtocolReAct} {
+		req.Protocol = protocol
+		r, err := m.Generate(context.Background(), req)
+		if err != nil || len(r.Message.ToolCalls) != 1 || r.Message.ToolCalls[0].Name != "calculator" {
+			t.Fatalf("protocol %q: %+v %v", protocol, r, err)
+		}
+	}
+	if len(inner.gotTools) != 2 || inner.gotTools[0] != len(tools) || inner.gotTools[1] != 0 {
+		t.Fatalf("tools offered natively per call = %v, want [%d 0]: native without a protocol, text with react", inner.gotTools, len(tools))
+	}
+}

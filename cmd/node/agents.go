@@ -1,0 +1,110 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/troupe-run/troupe/internal/cliflags"
+	"github.com/troupe-run/troupe/internal/nodeconfig"
+	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/node"
+)
+
+const agentsUsage = `usage:
+  node agents list [--json] [--config FILE] [--agents FILE]
+
+list checks the agents file (--agents, or "agents_file" in the configuration file)
+and prints its agents: name, paradigm, model, tools and description. A malformed
+file, an unknown field or paradigm, a bad name or a tool the node does not have
+exits 2 with the line and the problem. The tools are the node's (node tools list)
+but an MCP server's; an agent without "tools" has them all, MCP servers' included.
+Every agent runs the node's model: an agent's own "model" and "memory" are refused
+as not supported yet.
+`
+
+// agentsCmd runs "node agents ...": args are what follows "agents".
+func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
+	if len(args) == 0 || args[0] != "list" {
+		fmt.Fprint(stderr, agentsUsage)
+		return 2
+	}
+	fs := flag.NewFlagSet("node agents list", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, agentsUsage) }
+	configPath := fs.String("config", "", "configuration file")
+	agentsPath := fs.String("agents", "", "agents file (YAML)")
+	asJSON := fs.Bool("json", false, "print JSON")
+	pos, err := cliflags.Parse(fs, args[1:])
+	if err != nil {
+		return 2
+	}
+	if len(pos) != 0 {
+		fmt.Fprint(stderr, agentsUsage)
+		return 2
+	}
+	if *configPath == "" {
+		if _, err := os.Stat(provider.DefaultConfigFile); err == nil {
+			*configPath = provider.DefaultConfigFile
+		}
+	}
+	fc, err := nodeconfig.Load(*configPath)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	path := cmp.Or(*agentsPath, fc.AgentsFile)
+	if path == "" {
+		fmt.Fprintln(stderr, "error: no agents file: give --agents FILE or \"agents_file\" in the configuration file")
+		return 2
+	}
+	file, err := nodeconfig.LoadAgents(path)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	// The node's tools, as node run builds them: the file's, the skills', the
+	// chains', the notes' and the memory tool's.
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	agent, err := fc.Agent(nodeconfig.AgentOptions{ExtraTools: opt.extraTools, Logger: logger})
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	var cfg node.Config
+	agent.Apply(&cfg)
+	_, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	defer stopMCP()
+	if err := file.CheckNodeTools(cfg); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	if *asJSON {
+		b, _ := json.MarshalIndent(file.Agents, "", "  ")
+		fmt.Fprintln(stdout, string(b))
+		return 0
+	}
+	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "NAME\tPARADIGM\tMODEL\tTOOLS\tDESCRIPTION")
+	// Every agent runs the node's model (an agent's own model is not supported yet).
+	for _, a := range file.Agents {
+		toolList := "(all)"
+		if a.Tools != nil {
+			toolList = cmp.Or(strings.Join(a.Tools, ","), "(none)")
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.Paradigm, "(node's)", toolList, a.Description)
+	}
+	w.Flush()
+	return 0
+}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+)
+
+func runAgents(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(context.Background(), append([]string{"agents"}, args...), &out, &errb, options{})
+	return code, out.String(), errb.String()
+}
+
+func writeAgents(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "agents.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// node agents list prints the example file's agents, as a table and as JSON, from
+// --agents or from the configuration's agents_file.
+func TestAgentsList(t *testing.T) {
+	example := filepath.Join("..", "..", "examples", "agents.yaml")
+	code, out, errOut := runAgents(t, "list", "--agents", example)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 4 || !strings.HasPrefix(lines[0], "NAME") ||
+		!strings.Contains(lines[2], "calculator") || !strings.Contains(lines[2], "react") || !strings.Contains(lines[2], "calculator,clock") ||
+		!strings.Contains(lines[1], "(all)") || !strings.Contains(lines[3], "(none)") {
+		t.Errorf("list =\n%s", out)
+	}
+	cfg := writeConfig(t, `{"agents_file": "`+example+`"}`)
+	code, out, errOut = runAgents(t, "list", "--json", "--config", cfg)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var got []struct {
+		Name, Paradigm string
+		Tools          []string
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if len(got) != 3 || got[1].Name != "calculator" || got[1].Paradigm != "react" || strings.Join(got[1].Tools, ",") != "calculator,clock" ||
+		got[2].Tools == nil || len(got[2].Tools) != 0 {
+		t.Errorf("list --json = %s", out)
+	}
+}
+
+// A bad file, an unknown tool and a missing file exit 2 with the reason (and the line).
+func TestAgentsListErrors(t *testing.T) {
+	for _, c := range []struct{ name, file, want string }{
+		{"unknown tool", "agents:\n  a:\n    tools: [calculator, shell]\n", `line 3: agent "a": unknown tool "shell"`},
+		{"unknown field", "agents:\n  a:\n    tmperature: 1\n", `line 3: agent "a": unknown field "tmperature"`},
+		{"paradigm", "agents:\n  a:\n    paradigm: reflection\n", `line 3: agent "a": paradigm "reflection" is not supported yet`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := runAgents(t, "list", "--agents", writeAgents(t, c.file))
+			if code != 2 || out != "" || !strings.Contains(errOut, c.want) {
+				t.Errorf("exit %d, out %q, err %q; want 2 and %q", code, out, errOut, c.want)
+			}
+		})
+	}
+	if code, _, errOut := runAgents(t, "list"); code != 2 || !strings.Contains(errOut, "no agents file") {
+		t.Errorf("list without a file: exit %d, %q", code, errOut)
+	}
+	if code, _, _ := runAgents(t, "show"); code != 2 {
+		t.Errorf("agents show: exit %d, want 2", code)
+	}
+}
+
+// requestLog keeps the requests a model gets.
+type requestLog struct {
+	llm.Model
+	mu   sync.Mutex
+	reqs []llm.Request
+}
+
+func (m *requestLog) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	m.reqs = append(m.reqs, r)
+	m.mu.Unlock()
+	return m.Model.Generate(ctx, r)
+}
+
+func writeScript(t *testing.T, steps ...llm.ScriptStep) string {
+	t.Helper()
+	b, err := json.Marshal(llm.Script{Name: "scripted", Steps: steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "script.json")
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const testAgents = `agents:
+  calc:
+    system_prompt: You only compute.
+    tools: [calculator]
+    max_steps: 3
+  thinker:
+    paradigm: react
+    system_prompt: You think aloud.
+    tools: [calculator]
+`
+
+// node run --agent NAME runs the task with that agent's system prompt, tools and
+// paradigm: the model is offered the calculator only, natively for a
+// function-calling agent and through the ReAct text protocol for a react one (the
+// scripted model has native tools), and the session records the agent's name.
+func TestRunWithAgent(t *testing.T) {
+	agents := writeAgents(t, testAgents)
+	for _, c := range []struct {
+		agent string
+		steps []llm.ScriptStep
+	}{
+		{"calc", []llm.ScriptStep{
+			{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"2+3"}`}}},
+			{Content: "5"},
+		}},
+		{"thinker", []llm.ScriptStep{
+			{Content: "Thought: add\nAction: calculator[{\"expression\": \"2+3\"}]"},
+			{Content: "Thought: done\nFinish[5]"},
+		}},
+	} {
+		t.Run(c.agent, func(t *testing.T) {
+			data := t.TempDir()
+			rec := &requestLog{}
+			var out, errb bytes.Buffer
+			code := run(context.Background(), []string{"run", "--data", data, "--agents", agents, "--agent", c.agent, "--model", "scripted:" + writeScript(t, c.steps...), "what is 2+3?"},
+				&out, &errb, options{wrapModel: func(m llm.Model) llm.Model { rec.Model = m; return rec }})
+			if code != 0 || !strings.Contains(out.String(), "answer: 5") {
+				t.Fatalf("run: exit %d\n%s\n%s", code, out.String(), errb.String())
+			}
+			if len(rec.reqs) != 2 {
+				t.Fatalf("the model got %d requests, want 2", len(rec.reqs))
+			}
+			first := rec.reqs[0]
+			system := first.Messages[0]
+			if system.Role != messages.RoleSystem {
+				t.Fatalf("first message %+v is not the system prompt", system)
+			}
+			switch c.agent {
+			case "calc":
+				if !strings.HasPrefix(system.Content, "You only compute.") || len(first.Tools) != 1 || first.Tools[0].Name != "calculator" || first.Protocol != "" {
+					t.Errorf("calc's request: system %q, tools %+v, protocol %q", system.Content, first.Tools, first.Protocol)
+				}
+			case "thinker":
+				if !strings.HasPrefix(system.Content, "You think aloud.") || !strings.Contains(system.Content, "- calculator:") ||
+					strings.Contains(system.Content, "- clock:") || len(first.Tools) != 0 {
+					t.Errorf("thinker's request is not the text protocol over the calculator: system %q, tools %+v", system.Content, first.Tools)
+				}
+			}
+			id := strings.Fields(out.String())[1]
+			var submitted *messages.TaskSubmitted
+			for _, e := range readSession(t, data, id) {
+				if e.Type == messages.TypeTaskSubmitted {
+					p, _ := e.Decode()
+					submitted = p.(*messages.TaskSubmitted)
+				}
+			}
+			if submitted == nil || submitted.Agent != c.agent {
+				t.Errorf("task.submitted = %+v, want agent %q", submitted, c.agent)
+			}
+		})
+	}
+}
+
+// An unknown agent, or a bad agents file, exits 2 before anything is written: no
+// data directory.
+func TestRunUnknownAgent(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unknown", []string{"--agents", writeAgents(t, testAgents), "--agent", "nope"}, `unknown agent "nope": the agents are default, calc, thinker`},
+		{"no file", []string{"--agent", "calc"}, `unknown agent "calc": the agents are default`},
+		{"bad file", []string{"--agents", writeAgents(t, "agents:\n  calc:\n    tools: [shell]\n")}, `line 3: agent "calc": unknown tool "shell"`},
+		{"bad yaml", []string{"--agents", writeAgents(t, "agents:\n  calc:\n    tool: [calculator]\n")}, `line 3: agent "calc": unknown field "tool"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			data := filepath.Join(t.TempDir(), "data")
+			var out, errb bytes.Buffer
+			args := append(append([]string{"run", "--data", data, "--model", "offline"}, c.args...), "1+1")
+			if code := run(context.Background(), args, &out, &errb, options{}); code != 2 || !strings.Contains(errb.String(), c.want) {
+				t.Errorf("exit %d, %q; want 2 and %q", code, errb.String(), c.want)
+			}
+			if _, err := os.Stat(data); !os.IsNotExist(err) {
+				t.Errorf("the data directory exists after a refused run: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/internal/nodeconfig"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// A session whose task named an agent of an agents file verifies against that file
+// (--agents, or the configuration's agents_file), and diverges without it or with a
+// file whose agent changed. The recording node is built from the file as node serve
+// builds it.
+func TestVerifyRebuildsTheNamedAgent(t *testing.T) {
+	t.Setenv("TROUPE_SKILLS", "")
+	t.Setenv("TROUPE_DISCLOSURE", "")
+	t.Setenv("TROUPE_AGENTS", "")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	const agents = "agents:\n  thinker:\n    paradigm: react\n    system_prompt: You think aloud.\n    tools: [calculator]\n    max_steps: 4\n"
+	writeFiles(t, dir, map[string]string{
+		"agents.yaml":  agents,
+		"changed.yaml": strings.Replace(agents, "You think aloud.", "You think quietly.", 1),
+		"troupe.json":  `{"agents_file": ` + quote(filepath.Join(dir, "agents.yaml")) + `}`,
+	})
+	file, err := nodeconfig.LoadAgents(filepath.Join(dir, "agents.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{Content: "Thought: add\nAction: calculator[{\"expression\": \"2+3\"}]"},
+		{Content: "Thought: done\nFinish[5]"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n, err := node.New(ctx, node.Config{DataDir: data, Model: model, Agents: file.NodeAgents()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, stopWatch := n.Watch("named")
+	if _, err := n.Submit(ctx, node.Task{Input: "2+3?", SessionID: "named", Agent: "thinker"}); err != nil {
+		t.Fatal(err)
+	}
+	var last messages.Envelope
+	for timeout := time.After(10 * time.Second); last.Type != messages.TypeTaskCompleted && last.Type != messages.TypeTaskFailed; {
+		select {
+		case last = <-live:
+		case <-timeout:
+			t.Fatal("the task did not finish in 10 s")
+		}
+	}
+	stopWatch()
+	stop()
+	n.Close()
+	if last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task ended with %s", last.Type)
+	}
+
+	for _, args := range [][]string{
+		{"--agents", filepath.Join(dir, "agents.yaml")},
+		{"--config", filepath.Join(dir, "troupe.json")},
+	} {
+		if code, out, errs := replay(t, append([]string{"verify", "named", "--data", data}, args...)...); code != 0 || !strings.Contains(out, "deterministic") {
+			t.Errorf("verify %v: exit %d\n%s%s", args, code, out, errs)
+		}
+	}
+	if code, out, _ := replay(t, "verify", "named", "--data", data); code != 1 || !strings.Contains(out, "unknown_agent") {
+		t.Errorf("verify without the agents file: exit %d %s", code, out)
+	}
+	if code, out, _ := replay(t, "verify", "named", "--data", data, "--agents", filepath.Join(dir, "changed.yaml")); code != 1 || !strings.Contains(out, "diverges") {
+		t.Errorf("verify with a changed prompt: exit %d %s", code, out)
+	}
+	writeFiles(t, dir, map[string]string{"bad.yaml": "agents:\n  thinker:\n    tools: [shell]\n"})
+	if code, _, errs := replay(t, "verify", "named", "--data", data, "--agents", filepath.Join(dir, "bad.yaml")); code != 2 || !strings.Contains(errs, `line 3: agent "thinker": unknown tool "shell"`) {
+		t.Errorf("verify with a bad agents file: exit %d %s", code, errs)
+	}
+}

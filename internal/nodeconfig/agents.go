@@ -1,0 +1,296 @@
+package nodeconfig
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/troupe-run/troupe/node"
+)
+
+// Paradigms an agents file may name today, and those it will (issue #13): a name of
+// the second list is refused with "not supported yet", not as a typo.
+var (
+	paradigms       = []string{node.ParadigmFunctionCalling, node.ParadigmReAct}
+	futureParadigms = []string{"simple", "plan_execute", "reflection", "reflexion"}
+	agentFieldNames = []string{"description", "system_prompt", "paradigm", "tools", "max_steps"}
+	agentName       = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+	notYet          = map[string]string{
+		"model":  "every agent runs the node's model (--model)",
+		"memory": "every agent shares the node's memory (the configuration's \"memory\" section)",
+	}
+)
+
+// DeclaredAgent is one agent of an agents file (AgentsFile): what it runs with. The
+// empty values are the node's: its model, its system prompt, function calling, all
+// its tools (nil Tools), its max steps, no memory namespace of its own.
+type DeclaredAgent struct {
+	// Name is the agent's key in the file: lower-case letters, digits, '_' and '-'.
+	Name         string   `json:"name"`
+	Description  string   `json:"description,omitempty"`
+	Model        string   `json:"model,omitempty"`
+	SystemPrompt string   `json:"system_prompt,omitempty"`
+	Paradigm     string   `json:"paradigm"`
+	Tools        []string `json:"tools"`
+	MaxSteps     int      `json:"max_steps,omitempty"`
+	Memory       string   `json:"memory_namespace,omitempty"`
+	// Line is where the agent's name is in the file; toolLines where each tool is.
+	Line      int `json:"-"`
+	toolLines []int
+}
+
+// AgentsFile is an agents file (YAML): its path and its agents, sorted by name.
+//
+//	agents:
+//	  researcher:
+//	    description: Finds and checks facts.
+//	    system_prompt: You research.
+//	    paradigm: react                 # function_calling (default) or react
+//	    tools: [calculator, clock]      # among the node's tools; absent: all of them
+//	    max_steps: 8
+type AgentsFile struct {
+	Path   string
+	Agents []DeclaredAgent
+}
+
+// Lookup returns the agent called name.
+func (f AgentsFile) Lookup(name string) (DeclaredAgent, bool) {
+	i := slices.IndexFunc(f.Agents, func(a DeclaredAgent) bool { return a.Name == name })
+	if i < 0 {
+		return DeclaredAgent{}, false
+	}
+	return f.Agents[i], true
+}
+
+// Known says which agents a task may name: "default" and the file's.
+func (f AgentsFile) Known() string {
+	names := []string{"default"}
+	for _, a := range f.Agents {
+		names = append(names, a.Name)
+	}
+	return "the agents are " + strings.Join(names, ", ")
+}
+
+// AgentsFileError is a problem of an agents file at a line (0: the file as a whole).
+type AgentsFileError struct {
+	Path string
+	Line int
+	Msg  string
+}
+
+func (e *AgentsFileError) Error() string {
+	if e.Line > 0 {
+		return fmt.Sprintf("agents file %s: line %d: %s", e.Path, e.Line, e.Msg)
+	}
+	return fmt.Sprintf("agents file %s: %s", e.Path, e.Msg)
+}
+
+// LoadAgents reads and checks the agents file at path: strict YAML (no unknown field,
+// no duplicate key), valid names, paradigms and limits. The tools are checked against
+// the node's by CheckTools, once they are known.
+func LoadAgents(path string) (AgentsFile, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return AgentsFile{}, fmt.Errorf("agents file: %w", err)
+	}
+	return ParseAgents(path, b)
+}
+
+// ParseAgents is LoadAgents of a file's content; path names it in errors.
+func ParseAgents(path string, b []byte) (AgentsFile, error) {
+	f := AgentsFile{Path: path}
+	fail := func(line int, format string, args ...any) (AgentsFile, error) {
+		return AgentsFile{}, &AgentsFileError{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	if len(bytes.TrimSpace(b)) == 0 {
+		return fail(0, "empty: want an \"agents:\" mapping of names to agents")
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil {
+		return fail(yamlErrorLine(err), "not valid YAML: %s", yamlErrorText(err))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return fail(extra.Line, "a second YAML document: want one")
+	}
+	root := &doc
+	if root.Kind == yaml.DocumentNode && len(root.Content) == 1 {
+		root = root.Content[0]
+	}
+	if root.Kind != yaml.MappingNode {
+		return fail(root.Line, "want a mapping with the key \"agents\"")
+	}
+	var agents *yaml.Node
+	for i := 0; i < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Value != "agents" {
+			return fail(k.Line, "unknown field %q: the fields are agents", k.Value)
+		}
+		agents = v
+	}
+	if agents == nil || agents.Kind != yaml.MappingNode || len(agents.Content) == 0 {
+		line := root.Line
+		if agents != nil {
+			line = agents.Line
+		}
+		return fail(line, "agents: want a mapping of names to agents, with at least one")
+	}
+	for i := 0; i < len(agents.Content); i += 2 {
+		k, v := agents.Content[i], agents.Content[i+1]
+		a, err := parseAgent(path, k, v)
+		if err != nil {
+			return AgentsFile{}, err
+		}
+		if _, dup := f.Lookup(a.Name); dup {
+			return fail(k.Line, "agent %q is declared twice", a.Name)
+		}
+		f.Agents = append(f.Agents, a)
+	}
+	slices.SortFunc(f.Agents, func(a, b DeclaredAgent) int { return strings.Compare(a.Name, b.Name) })
+	return f, nil
+}
+
+func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
+	fail := func(line int, format string, args ...any) (DeclaredAgent, error) {
+		return DeclaredAgent{}, &AgentsFileError{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	name := k.Value
+	if k.Kind != yaml.ScalarNode || !agentName.MatchString(name) {
+		return fail(k.Line, "agent name %q: want %s", name, node.AgentNameRule)
+	}
+	if name == "default" {
+		return fail(k.Line, "agent name \"default\" is the node's own agent (its configuration's system_prompt, max_steps and tools): choose another name")
+	}
+	if v.Kind != yaml.MappingNode {
+		return fail(v.Line, "agent %q: want a mapping of its fields (%s)", name, strings.Join(agentFieldNames, ", "))
+	}
+	a := DeclaredAgent{Name: name, Line: k.Line, Paradigm: node.ParadigmFunctionCalling}
+	str := func(n *yaml.Node, field string) (string, error) {
+		if n.Kind != yaml.ScalarNode || n.Tag == "!!null" {
+			return "", &AgentsFileError{Path: path, Line: n.Line, Msg: fmt.Sprintf("agent %q: %s: want a string", name, field)}
+		}
+		return n.Value, nil
+	}
+	seen := map[string]bool{}
+	for i := 0; i < len(v.Content); i += 2 {
+		fk, fv := v.Content[i], v.Content[i+1]
+		if seen[fk.Value] {
+			return fail(fk.Line, "agent %q: field %q is given twice", name, fk.Value)
+		}
+		seen[fk.Value] = true
+		var err error
+		switch fk.Value {
+		case "description":
+			a.Description, err = str(fv, fk.Value)
+		case "system_prompt":
+			a.SystemPrompt, err = str(fv, fk.Value)
+		case "model", "memory":
+			// Issue #13's fields that a node does not run yet: refused rather than ignored.
+			return fail(fk.Line, "agent %q: %s is not supported yet: %s", name, fk.Value, notYet[fk.Value])
+		case "paradigm":
+			if a.Paradigm, err = str(fv, fk.Value); err != nil {
+				break
+			}
+			switch {
+			case slices.Contains(paradigms, a.Paradigm):
+			case slices.Contains(futureParadigms, a.Paradigm):
+				return fail(fv.Line, "agent %q: paradigm %q is not supported yet: use %s", name, a.Paradigm, strings.Join(paradigms, " or "))
+			default:
+				return fail(fv.Line, "agent %q: unknown paradigm %q: want %s", name, a.Paradigm, strings.Join(paradigms, " or "))
+			}
+		case "max_steps":
+			if fv.Kind != yaml.ScalarNode || fv.Tag != "!!int" || fv.Decode(&a.MaxSteps) != nil || a.MaxSteps < 1 || a.MaxSteps > maxMaxSteps {
+				return fail(fv.Line, "agent %q: max_steps %q: want an integer from 1 to %d", name, fv.Value, maxMaxSteps)
+			}
+		case "tools":
+			if fv.Kind != yaml.SequenceNode {
+				return fail(fv.Line, "agent %q: tools: want a list of tool names", name)
+			}
+			a.Tools = []string{}
+			for _, t := range fv.Content {
+				s, err := str(t, "tools")
+				if err != nil {
+					return DeclaredAgent{}, err
+				}
+				if slices.Contains(a.Tools, s) {
+					return fail(t.Line, "agent %q: tool %q is listed twice", name, s)
+				}
+				a.Tools, a.toolLines = append(a.Tools, s), append(a.toolLines, t.Line)
+			}
+		default:
+			return fail(fk.Line, "agent %q: unknown field %q: the fields are %s", name, fk.Value, strings.Join(agentFieldNames, ", "))
+		}
+		if err != nil {
+			return DeclaredAgent{}, err
+		}
+	}
+	return a, nil
+}
+
+// CheckTools reports the first tool of an agent that is not among known (the node's
+// tools), with its line.
+func (f AgentsFile) CheckTools(known []string) error {
+	for _, a := range f.Agents {
+		for i, t := range a.Tools {
+			if !slices.Contains(known, t) {
+				sorted := slices.Sorted(slices.Values(known))
+				return &AgentsFileError{Path: f.Path, Line: a.toolLines[i],
+					Msg: fmt.Sprintf("agent %q: unknown tool %q: the node's tools are %s", a.Name, t, strings.Join(sorted, ", "))}
+			}
+		}
+	}
+	return nil
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// yamlErrorLine finds the line in a YAML parser's error (0: none).
+func yamlErrorLine(err error) int {
+	m := yamlLine.FindStringSubmatch(err.Error())
+	if m == nil {
+		return 0
+	}
+	n := 0
+	fmt.Sscan(m[1], &n)
+	return n
+}
+
+// yamlErrorText is the parser's error without its "yaml: line N:" prefix.
+func yamlErrorText(err error) string {
+	s := strings.TrimPrefix(err.Error(), "yaml: ")
+	if i := strings.Index(s, ": "); i >= 0 && strings.HasPrefix(s, "line ") {
+		s = s[i+2:]
+	}
+	return s
+}
+
+// NodeAgents returns the file's agents as a node runs them (node.Config.Agents).
+func (f AgentsFile) NodeAgents() []node.NamedAgent {
+	out := make([]node.NamedAgent, len(f.Agents))
+	for i, a := range f.Agents {
+		out[i] = node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
+			Paradigm: a.Paradigm, Tools: a.Tools, MaxSteps: a.MaxSteps}
+	}
+	return out
+}
+
+// CheckNodeTools checks the file's tools against the tools of the node cfg
+// configures (node.Config.Agent: its tools, the skills', the chains', the notes' and
+// the memory tool's; an MCP server's tools cannot be named yet).
+func (f AgentsFile) CheckNodeTools(cfg node.Config) error {
+	def, err := cfg.Agent()
+	if err != nil {
+		return err
+	}
+	known := make([]string, len(def.Tools))
+	for i, s := range def.Tools {
+		known[i] = s.Name
+	}
+	return f.CheckTools(known)
+}

@@ -1,0 +1,103 @@
+package node
+
+import (
+	"cmp"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// Paradigms a NamedAgent runs.
+const (
+	// ParadigmFunctionCalling is the default agent's loop: the model calls tools
+	// natively when it can (through the ReAct text protocol when it cannot).
+	ParadigmFunctionCalling = "function_calling"
+	// ParadigmReAct is the same loop with the ReAct text protocol even for a model
+	// that calls tools natively (package llm/react).
+	ParadigmReAct = "react"
+)
+
+// AgentNameRule says which names an agent may have, for error messages.
+const AgentNameRule = "1 to 64 lower-case letters, digits, '_' or '-', starting with a letter"
+
+var agentNamePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+
+// NamedAgent is an agent a task may name (Task.Agent) besides "default": an agents
+// file's (internal/nodeconfig). Its empty fields are the default agent's.
+type NamedAgent struct {
+	Name        string
+	Description string
+	// SystemPrompt opens its conversations ("": Config.SystemPrompt).
+	SystemPrompt string
+	// Paradigm is ParadigmFunctionCalling ("" too) or ParadigmReAct.
+	Paradigm string
+	// Tools are the names of the tools it may call, among the node's (Tools, the
+	// skills', the chains', the notes' and the memory tool's): it is offered these
+	// only, all at once. Nil: every tool of the default agent, offered as the
+	// default agent's are (Disclosure, ToolCatalog); empty: none.
+	Tools []string
+	// MaxSteps bounds the model calls of its tasks (0: Config.MaxSteps).
+	MaxSteps int
+}
+
+func (a NamedAgent) validate() error {
+	switch {
+	case !agentNamePattern.MatchString(a.Name) || a.Name == "default":
+		return fmt.Errorf("node: agent %q: want %s, not \"default\"", a.Name, AgentNameRule)
+	case a.Paradigm != "" && a.Paradigm != ParadigmFunctionCalling && a.Paradigm != ParadigmReAct:
+		return fmt.Errorf("node: agent %q: unknown paradigm %q: want %s or %s", a.Name, a.Paradigm, ParadigmFunctionCalling, ParadigmReAct)
+	case a.MaxSteps < 0 || a.MaxSteps > 1000:
+		return fmt.Errorf("node: agent %q: max_steps must be between 0 and 1000", a.Name)
+	}
+	return nil
+}
+
+// namedAgents builds the agents of Agents from the default agent and the registry of
+// the node's tools.
+func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]actors.Agent, error) {
+	if len(c.Agents) == 0 {
+		return nil, nil
+	}
+	named := make(map[string]actors.Agent, len(c.Agents))
+	for _, na := range c.Agents {
+		a := def
+		a.Name = na.Name
+		// The skills' section, as the default agent's, when it has their tools.
+		a.SystemPrompt = cmp.Or(na.SystemPrompt, c.SystemPrompt)
+		if section := c.Skills.PromptSection(); section != "" && na.Tools == nil {
+			a.SystemPrompt += "\n\n" + strings.TrimSuffix(section, "\n")
+		}
+		if na.MaxSteps > 0 {
+			a.MaxSteps = na.MaxSteps
+		}
+		if na.Paradigm == ParadigmReAct {
+			a.Protocol = llm.ProtocolReAct
+		}
+		if na.Tools != nil {
+			for _, name := range na.Tools {
+				if _, ok := reg.Get(name); !ok {
+					return nil, fmt.Errorf("node: agent %q: unknown tool %q: the node's tools are %v", na.Name, name, reg.Names())
+				}
+			}
+			// The registry's order (by name), so the tool section is stable.
+			a.Tools = slices.DeleteFunc(slices.Clone(reg.Specs()), func(s messages.ToolSpec) bool { return !slices.Contains(na.Tools, s.Name) })
+			a.Disclosure, a.Catalog, a.Chains = nil, nil, nil
+			for name, ch := range def.Chains {
+				if slices.Contains(na.Tools, name) {
+					if a.Chains == nil {
+						a.Chains = map[string]*tools.ChainTool{}
+					}
+					a.Chains[name] = ch
+				}
+			}
+		}
+		named[na.Name] = a
+	}
+	return named, nil
+}
