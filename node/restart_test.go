@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -126,8 +127,20 @@ func TestBrokerRestartTasks(t *testing.T) {
 			t.Errorf("side effect %s happened %d times", key, c)
 		}
 	}
-	if len(led.effects) != len(accepted) {
-		t.Errorf("%d side effects for %d accepted tasks", len(led.effects), len(accepted))
+	// Every accepted task paid once. A publish the client saw fail may still have
+	// reached the broker (it crashed after writing, before answering): such a task
+	// runs too, once, and is neither lost nor expected.
+	paid := map[string]int{}
+	for key := range led.effects {
+		paid[strings.SplitN(key, "/", 2)[0]]++
+	}
+	for _, id := range accepted {
+		if paid[id] != 1 {
+			t.Errorf("accepted task %s paid %d times", id, paid[id])
+		}
+	}
+	if extra := len(paid) - len(accepted); extra < 0 || extra > int(refused.Load()) {
+		t.Errorf("%d side effects for %d accepted tasks and %d refused", len(led.effects), len(accepted), refused.Load())
 	}
 	if len(led.violations) > 0 || len(calls.violations) > 0 {
 		t.Errorf("recorded effects repeated: %v %v", led.violations, calls.violations)
