@@ -200,18 +200,18 @@ func (e *cachedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 	if e.seen == nil {
 		e.seen = map[string][]float32{}
 	}
-	var todo []string
+	var unseen []string
 	for _, s := range texts {
-		if _, ok := e.seen[s]; !ok && !slices.Contains(todo, s) {
-			todo = append(todo, s)
+		if _, ok := e.seen[s]; !ok && !slices.Contains(unseen, s) {
+			unseen = append(unseen, s)
 		}
 	}
-	if len(todo) > 0 {
-		vs, err := e.Embedder.Embed(ctx, todo)
+	if len(unseen) > 0 {
+		vs, err := e.Embedder.Embed(ctx, unseen)
 		if err != nil {
 			return nil, err
 		}
-		for i, s := range todo {
+		for i, s := range unseen {
 			e.seen[s] = vs[i]
 		}
 	}
