@@ -8,13 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
-	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/node"
 )
 
@@ -50,12 +48,7 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 		fmt.Fprint(stderr, agentsUsage)
 		return 2
 	}
-	if *configPath == "" {
-		if _, err := os.Stat(provider.DefaultConfigFile); err == nil {
-			*configPath = provider.DefaultConfigFile
-		}
-	}
-	fc, err := nodeconfig.Load(*configPath)
+	fc, err := loadConfig(configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2

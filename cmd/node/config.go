@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/node"
 )
 
@@ -80,4 +83,16 @@ func startSink(ctx context.Context, brokers []string, topics kafka.TopicLayout, 
 		_ = sub.Close()
 		_ = log.Close()
 	}, nil
+}
+
+// loadConfig reads the configuration file of a subcommand (node tools, node memory,
+// node agents): *path, or provider.DefaultConfigFile when it exists and *path is
+// empty, in which case *path is set to it.
+func loadConfig(path *string) (nodeconfig.File, error) {
+	if *path == "" {
+		if _, err := os.Stat(provider.DefaultConfigFile); err == nil {
+			*path = provider.DefaultConfigFile
+		}
+	}
+	return nodeconfig.Load(*path)
 }

@@ -137,12 +137,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		}
 	}
 
-	if *configPath == "" {
-		if _, err := os.Stat(provider.DefaultConfigFile); err == nil {
-			*configPath = provider.DefaultConfigFile
-		}
-	}
-	fc, err := nodeconfig.Load(*configPath)
+	fc, err := loadConfig(configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2

@@ -61,12 +61,7 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	if err != nil {
 		return 2
 	}
-	if *configPath == "" {
-		if _, err := os.Stat(provider.DefaultConfigFile); err == nil {
-			*configPath = provider.DefaultConfigFile
-		}
-	}
-	fc, err := nodeconfig.Load(*configPath)
+	fc, err := loadConfig(configPath)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
