@@ -46,6 +46,8 @@ type effect struct {
 	removed []*Memory
 	blocks  bool
 	touched []touch
+	// reason and key are the event's own (History reads them).
+	reason, key string
 }
 
 type touch struct {
@@ -72,17 +74,17 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 	var key, addedHash string
 	switch p := p.(type) {
 	case *messages.MemoryAdded:
-		key = p.Key
+		key, eff.reason = p.Key, p.Reason
 		s.put(p.Memory, ts, &eff, nil)
 		addedHash = s.mems[p.Memory.MemoryID].Hash
 	case *messages.MemoryUpdated:
-		key = p.Key
+		key, eff.reason = p.Key, p.Reason
 		s.put(p.Memory, ts, &eff, nil)
 	case *messages.MemoryPromoted:
-		key = p.Key
+		key, eff.reason = p.Key, p.Reason
 		s.put(p.Memory, ts, &eff, nil)
 	case *messages.MemoryMerged:
-		key = p.Key
+		key, eff.reason = p.Key, p.Reason
 		for _, id := range p.Merged {
 			if m := s.remove(id, &eff); m != nil {
 				eff.touched = append(eff.touched, touch{id: id, related: []string{p.Memory.MemoryID}})
@@ -90,7 +92,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		}
 		s.put(p.Memory, ts, &eff, slices.Clone(p.Merged))
 	case *messages.MemoryDistilled:
-		key = p.Key
+		key, eff.reason = p.Key, p.Reason
 		var from []string
 		for _, src := range p.Memory.Sources {
 			if src.Kind == "memory" && src.ID != "" {
@@ -100,7 +102,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		}
 		s.put(p.Memory, ts, &eff, from)
 	case *messages.MemoryInvalidated:
-		key = p.Key
+		key, eff.reason = p.Key, p.Reason
 		if m := s.mems[p.MemoryID]; m != nil {
 			at := time.UnixMicro(p.AtUS).UTC()
 			m.InvalidAt, m.InvalidBy, m.Updated = &at, p.By, ts
@@ -111,14 +113,14 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			}
 		}
 	case *messages.MemoryForgotten:
-		key = p.Key
+		key, eff.reason = p.Key, p.Reason
 		for _, id := range p.MemoryIDs {
 			if s.remove(id, &eff) != nil {
 				eff.touched = append(eff.touched, touch{id: id})
 			}
 		}
 	case *messages.MemoryCleared:
-		key = p.Key
+		key, eff.reason = p.Key, p.Reason
 		var ids []string
 		for id, m := range s.mems {
 			if p.Tier == "" || string(m.Tier) == p.Tier {
@@ -135,16 +137,17 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			eff.blocks = true
 		}
 	case *messages.MemoryBlockSet:
-		key = p.Key
+		key, eff.reason = p.Key, p.Reason
 		s.blocks[p.Label] = &Block{Label: p.Label, Value: p.Value, Description: p.Description, Limit: p.Limit}
 		eff.blocks = true
 	case *messages.MemoryBlockDeleted:
-		key = p.Key
+		key, eff.reason = p.Key, p.Reason
 		delete(s.blocks, p.Label)
 		eff.blocks = true
 	default:
 		return eff, fmt.Errorf("memory: %s seq %d: a %s event has no place in a memory stream", e.SessionID, e.Seq, e.Type)
 	}
+	eff.key = key
 	if key != "" {
 		k := s.keys[key]
 		if k == nil {

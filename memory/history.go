@@ -59,7 +59,7 @@ func (ns *Namespace) History(ctx context.Context, id string) ([]Change, error) {
 				continue
 			}
 			c := Change{Seq: e.Seq, At: time.UnixMicro(e.TS).UTC(), Type: e.Type, Related: slices.Clone(t.related)}
-			c.Reason, c.Key = reasonAndKey(e)
+			c.Reason, c.Key = eff.reason, eff.key
 			if m := st.mems[id]; m != nil {
 				cp := copyMemory(m)
 				c.Memory = &cp
@@ -72,30 +72,4 @@ func (ns *Namespace) History(ctx context.Context, id string) ([]Change, error) {
 		return nil, ns.unknown(id)
 	}
 	return out, nil
-}
-
-func reasonAndKey(e messages.Envelope) (reason, key string) {
-	p, err := e.Decode()
-	if err != nil {
-		return "", ""
-	}
-	switch p := p.(type) {
-	case *messages.MemoryAdded:
-		return p.Reason, p.Key
-	case *messages.MemoryUpdated:
-		return p.Reason, p.Key
-	case *messages.MemoryMerged:
-		return p.Reason, p.Key
-	case *messages.MemoryPromoted:
-		return p.Reason, p.Key
-	case *messages.MemoryDistilled:
-		return p.Reason, p.Key
-	case *messages.MemoryInvalidated:
-		return p.Reason, p.Key
-	case *messages.MemoryForgotten:
-		return p.Reason, p.Key
-	case *messages.MemoryCleared:
-		return p.Reason, p.Key
-	}
-	return "", ""
 }
