@@ -282,7 +282,7 @@ func (a *SessionActor) ioCtx() context.Context {
 
 // recover folds the session's events and re-issues unanswered effects.
 func (a *SessionActor) recover(ctx actor.Context) {
-	a.state = NewSessionState(a.id)
+	a.state = NewSessionState(a.id).WithAgents(a.agents())
 	a.inflight = map[messages.EffectKey]bool{}
 	a.queue = nil
 	a.modelKey = messages.EffectKey{}
@@ -359,8 +359,7 @@ func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
 		return
 	}
 	a.modelKey = messages.EffectKey{}
-	// The request's key as recorded: ParseEffectKey takes only the text String makes.
-	p := &messages.ModelResponded{Key: a.state.active.model.Key, Model: m.Model, Usage: m.Usage, LatencyUS: m.LatencyUS, Cached: m.Cached, Error: m.Error}
+	p := &messages.ModelResponded{Key: a.state.pendingModelText(), Model: m.Model, Usage: m.Usage, LatencyUS: m.LatencyUS, Cached: m.Cached, Error: m.Error}
 	if m.Message != nil {
 		p.Message = *m.Message
 	}

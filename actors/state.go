@@ -43,6 +43,10 @@ type Agent struct {
 	// (native tool calls when the model has them), llm.ProtocolReAct for the text
 	// protocol even with a model that has them. Its requests carry it.
 	Protocol string
+	// Paradigm, when set, works the agent's tasks beyond its tool loop (plan and
+	// execute, reflection, …: paradigm.go). A session folds its tasks' paradigm
+	// state only when it was given its agents (SessionState.WithAgents).
+	Paradigm Paradigm
 }
 
 // Agents are the agents a session runs: Default for a task that names none (or
@@ -197,6 +201,11 @@ type taskState struct {
 	reply    messages.ModelResponded
 	replyID  string
 	calls    []*callState
+	// run is the paradigm's state of the task (nil for the loop alone); pending
+	// its model call in flight, aux its tool calls, in the order requested.
+	run     taskRun
+	pending *auxModel
+	aux     []*callState
 }
 
 // SessionState is a session folded from its events. The zero value is not usable:
@@ -214,6 +223,10 @@ type SessionState struct {
 	// loads are the results of the session's successful load_tools and search_tools
 	// calls, in order: what its requests offer (Agent.Disclosure) is folded from them.
 	loads []ToolLoad
+	// agents are the agents its tasks may name, for their paradigms (WithAgents).
+	agents Agents
+	// lastID is the ID of the latest applied event.
+	lastID string
 	// key memoizes keyAt: the key of a decided event is also its event's ID.
 	key struct {
 		seq uint64
@@ -232,6 +245,14 @@ func (s *SessionState) keyAt(seq uint64) string {
 // NewSessionState returns the state of a session with no events.
 func NewSessionState(sessionID string) *SessionState {
 	return &SessionState{SessionID: sessionID, seen: map[string]struct{}{}}
+}
+
+// WithAgents tells the state the agents its tasks may name, so that the tasks of
+// an agent with a paradigm fold the paradigm's state; call it before the first
+// Apply. It returns s.
+func (s *SessionState) WithAgents(as Agents) *SessionState {
+	s.agents = as
+	return s
 }
 
 // Seen reports whether an event with this ID was applied (ingress deduplication).
@@ -309,7 +330,17 @@ func (s *SessionState) applyEncoded(e messages.Envelope, p messages.Payload) err
 func (s *SessionState) apply(e messages.Envelope, p messages.Payload) error {
 	s.LastSeq = e.Seq
 	s.LastTS = e.TS
+	s.lastID = e.ID
 	s.seen[e.ID] = struct{}{}
+	if err := s.applyLoop(e, p); err != nil {
+		return err
+	}
+	s.foldRun(e, p)
+	return nil
+}
+
+// applyLoop folds event e into the session and its tool loop.
+func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error {
 	t := s.active
 	switch p := p.(type) {
 	case *messages.TaskSubmitted:
@@ -323,11 +354,14 @@ func (s *SessionState) apply(e messages.Envelope, p messages.Payload) error {
 		if err != nil {
 			return err
 		}
-		if t == nil || e.CorrelationID != t.ID {
+		if t == nil || e.CorrelationID != t.ID || s.applyParadigm(e, p, key) {
 			return nil
 		}
 		t.phase, t.Steps, t.model, t.modelID, t.modelKey = phaseAwaitModel, p.Step, *p, e.ID, key
 	case *messages.ModelResponded:
+		if s.applyParadigm(e, p, messages.EffectKey{}) {
+			return nil
+		}
 		if t == nil || t.phase != phaseAwaitModel || p.Key != t.model.Key {
 			return nil // a stale or duplicate answer
 		}
@@ -341,7 +375,7 @@ func (s *SessionState) apply(e messages.Envelope, p messages.Payload) error {
 		if err != nil {
 			return err
 		}
-		if t == nil || e.CorrelationID != t.ID {
+		if t == nil || e.CorrelationID != t.ID || s.applyParadigm(e, p, key) {
 			return nil
 		}
 		if p.Chain != "" {
@@ -354,6 +388,9 @@ func (s *SessionState) apply(e messages.Envelope, p messages.Payload) error {
 		t.phase = phaseAwaitTools
 		t.calls = append(t.calls, &callState{eventID: e.ID, key: key, req: *p})
 	case *messages.ToolCallCompleted:
+		if s.applyParadigm(e, p, messages.EffectKey{}) {
+			return nil
+		}
 		if t == nil || t.phase != phaseAwaitTools || t.completeChainStep(*p) {
 			return nil
 		}
@@ -412,6 +449,9 @@ func toolMessage(r messages.ToolCallCompleted) messages.ChatMessage {
 func (s *SessionState) activate(t *taskState) {
 	s.active = t
 	t.phase = phaseNeedModel
+	if a, ok := s.agents.For(t.Spec.Agent); ok && a.Paradigm != nil {
+		t.run = a.Paradigm.begin(t.Spec)
+	}
 	s.history = append(s.history, messages.ChatMessage{Role: messages.RoleUser, Content: t.Spec.Input})
 }
 
@@ -459,6 +499,18 @@ func (s *SessionState) DecideAmong(as Agents, nextSeq uint64, nowUS int64) *Deci
 	}
 	if t.Spec.DeadlineUS > 0 && nowUS >= t.Spec.DeadlineUS {
 		return d(&messages.TaskFailed{Reason: messages.ReasonDeadline, Error: "the task's deadline passed", Steps: t.Steps, Usage: t.Usage}, t.ID)
+	}
+	if a.Paradigm != nil {
+		return s.decideParadigm(a, t, nextSeq, nowUS)
+	}
+	return s.decideLoop(a, t, nextSeq)
+}
+
+// decideLoop returns the next event of the agent's tool loop for task t, or nil
+// when it waits.
+func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64) *Decision {
+	d := func(p messages.Payload, cause string) *Decision {
+		return &Decision{Payload: p, CausationID: cause, TaskID: t.ID}
 	}
 	switch t.phase {
 	case phaseNeedModel:
@@ -518,10 +570,22 @@ func effectKey(sessionID string, seq uint64) string {
 // (messages.TaskSubmitted.Memory, recorded with the task: a refold or a replay
 // builds the same prompt) when it has one, then the tools' section (Disclosure).
 func (s *SessionState) Request(a Agent) llm.Request {
+	if t := s.active; t != nil && t.pending != nil && t.run != nil {
+		req := t.run.prompt(&view{s: s, t: t, a: a}, t.pending.req.Purpose)
+		req.Step, req.Key = t.Steps, t.pending.req.Key
+		return req
+	}
 	specs, section := a.offer(s.loads)
 	prompt := a.SystemPrompt
 	if s.active != nil && s.active.Spec.Memory != "" {
 		prompt = strings.TrimPrefix(prompt+"\n\n"+coreMemorySection(s.active.Spec.Memory), "\n\n")
+	}
+	if s.active != nil && s.active.run != nil {
+		if ps, ok := s.active.run.(promptSectioner); ok {
+			if sec := ps.section(); sec != "" {
+				prompt = strings.TrimPrefix(prompt+"\n\n"+sec, "\n\n")
+			}
+		}
 	}
 	if section != "" {
 		prompt = strings.TrimSuffix(prompt+"\n\n"+section, "\n")
@@ -561,6 +625,9 @@ func coreMemorySection(blocks string) string {
 // PendingModel returns the key of the model call that was requested and not
 // answered, if any, and the ID of its request event.
 func (s *SessionState) PendingModel() (key messages.EffectKey, eventID string, ok bool) {
+	if t := s.active; t != nil && t.pending != nil {
+		return t.pending.key, t.pending.eventID, true
+	}
 	if t := s.active; t != nil && t.phase == phaseAwaitModel {
 		return t.modelKey, t.modelID, true
 	}
@@ -571,10 +638,18 @@ func (s *SessionState) PendingModel() (key messages.EffectKey, eventID string, o
 // with the IDs of their request events.
 func (s *SessionState) PendingCalls() []PendingCall {
 	t := s.active
-	if t == nil || t.phase != phaseAwaitTools {
+	if t == nil {
 		return nil
 	}
 	var out []PendingCall
+	for _, c := range t.aux {
+		if !c.done {
+			out = append(out, PendingCall{EventID: c.eventID, Key: c.key, Request: c.req})
+		}
+	}
+	if t.phase != phaseAwaitTools {
+		return out
+	}
 	for _, c := range t.calls {
 		for _, st := range c.steps {
 			if !st.done {

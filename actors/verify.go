@@ -40,7 +40,7 @@ func VerifyAmong(as Agents, events []messages.Envelope) (*Divergence, error) {
 	if len(events) == 0 {
 		return nil, fmt.Errorf("actors: verify: the session has no events")
 	}
-	st := NewSessionState(events[0].SessionID)
+	st := NewSessionState(events[0].SessionID).WithAgents(as)
 	for _, e := range events {
 		p, err := e.Decode()
 		if err != nil {

@@ -93,6 +93,10 @@ type ModelRequested struct {
 	// Protocol is how the tools reach the model when not natively: "react" for an
 	// agent of the react paradigm (llm.ProtocolReAct); empty otherwise.
 	Protocol string `json:"protocol,omitempty"`
+	// Purpose names what a paradigm asked the model for beyond the agent's loop
+	// ("plan", "critique", …: its own prompt, whose answer does not join the
+	// conversation); empty for a step of the loop.
+	Purpose string `json:"purpose,omitempty"`
 }
 
 // ModelResponded records a model's answer. Recovery and replay never call the model
@@ -121,6 +125,10 @@ type ToolCallRequested struct {
 	// the step. Both are empty on any other call.
 	Chain     string `json:"chain,omitempty"`
 	ChainStep string `json:"chain_step,omitempty"`
+	// Purpose names what a paradigm made the call for (a plan's step, a lesson
+	// stored, …): its result goes to the paradigm, not to the conversation. Empty
+	// for a call the model made.
+	Purpose string `json:"purpose,omitempty"`
 }
 
 // ToolCallCompleted records a tool's result or error.

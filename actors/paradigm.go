@@ -1,0 +1,264 @@
+package actors
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// A paradigm is how an agent works a task beyond its tool loop: plan and execute,
+// reflect, reflexion, a team's pattern. Like the loop, it is a state machine folded
+// from the task's events, so a task of any paradigm is durable, replayable with
+// replay verify, forkable and resumable after a crash or a hand-over.
+//
+// A paradigm works with three kinds of move, all recorded events:
+//
+//   - a model call with a purpose (messages.ModelRequested.Purpose: "plan",
+//     "critique", …), whose prompt the paradigm builds (taskRun.prompt) and whose
+//     answer goes to the paradigm, not into the conversation;
+//   - tool calls with a purpose (messages.ToolCallRequested.Purpose: a plan's step,
+//     a delegation to a sub-agent, a lesson stored), any number in flight at once,
+//     whose results go to the paradigm;
+//   - the agent's own loop (view.loop): the conversation, the model's tool calls,
+//     up to its final answer, which the paradigm may take as a draft instead of the
+//     task's answer, and may send back to the model with more to do (fold.resume).
+//
+// One model call is in flight at a time, the loop's or a paradigm's; tool calls with
+// a purpose run in parallel, bounded by the paradigm and by the session's
+// MaxParallelTools. Every move is decided from folded state only, so the same events
+// give the same decisions.
+
+// Paradigm is an agent's paradigm (Agent.Paradigm): nil for the tool loop alone.
+// The paradigms are this package's (NewPlanExecute, …); the interface is sealed.
+type Paradigm interface {
+	// Name is the paradigm's name, as an agents file and ModelRequested say it.
+	Name() string
+	// begin returns the paradigm's state of a task that starts.
+	begin(task messages.TaskSubmitted) taskRun
+}
+
+// taskRun is a paradigm's state of one task.
+type taskRun interface {
+	// fold applies one of the task's events, after the session's own fold did.
+	fold(f fold, e messages.Envelope, p messages.Payload)
+	// decide returns the task's next event, or nil to wait. It is called whenever
+	// the task is active and no model call is in flight; it must be a pure function
+	// of the folded state and the view.
+	decide(v *view) *Decision
+	// prompt builds the request of the model call with this purpose.
+	prompt(v *view, purpose string) llm.Request
+}
+
+// promptSectioner is a taskRun that adds a section to the system prompt of the
+// loop's model calls (reflexion's lessons).
+type promptSectioner interface {
+	section() string
+}
+
+// fold is what a taskRun may change of the session's state while folding an event.
+type fold struct {
+	s *SessionState
+	t *taskState
+}
+
+// resume sends the loop back to the model with these messages added to the
+// conversation: a revision asked after a critique, a step's instruction.
+func (f fold) resume(msgs ...messages.ChatMessage) {
+	f.s.history = append(f.s.history, msgs...)
+	f.t.phase = phaseNeedModel
+	f.t.calls = nil
+}
+
+// history returns the session's conversation so far (do not modify it).
+func (f fold) history() []messages.ChatMessage { return f.s.history }
+
+// view is what a taskRun decides from: the folded session, the task, its agent,
+// and the seq and time of the event it decides.
+type view struct {
+	s       *SessionState
+	t       *taskState
+	a       Agent
+	nextSeq uint64
+	nowUS   int64
+}
+
+// task returns the task's submission.
+func (v *view) task() messages.TaskSubmitted { return v.t.Spec }
+
+// cause returns the ID of the task's latest event, the cause of a decision that
+// follows from the state as a whole.
+func (v *view) cause() string { return v.s.lastID }
+
+// loop returns the decision of the agent's tool loop: its next model call or tool
+// call, or its final answer or failure. A taskRun that lets the loop run returns it
+// as it is; one that takes the final answer as a draft returns its own move instead.
+func (v *view) loop() *Decision { return v.s.decideLoop(v.a, v.t, v.nextSeq) }
+
+// loopAnswer returns the output of the loop's final answer, when the loop's latest
+// model reply is one (no tool calls, no error) and nothing acted on it yet.
+func (v *view) loopAnswer() (output, replyID string, ok bool) {
+	t := v.t
+	if t.phase != phaseGotReply || t.reply.Error != "" || len(t.reply.Message.ToolCalls) > 0 {
+		return "", "", false
+	}
+	return t.reply.Message.Content, t.replyID, true
+}
+
+// model returns the decision to call the model for purpose (its request is the
+// taskRun's prompt), or the task's failure when it has used its model calls.
+func (v *view) model(purpose, cause string) *Decision {
+	t := v.t
+	if max := v.a.maxSteps(t); t.Steps >= max {
+		return v.fail(messages.ReasonMaxSteps, fmt.Sprintf("stopped after %d model calls without a final answer", max), cause)
+	}
+	req := t.run.prompt(v, purpose)
+	req.Step = t.Steps + 1
+	return &Decision{Payload: &messages.ModelRequested{
+		Key: v.s.keyAt(v.nextSeq), Model: v.a.Model, Step: t.Steps + 1, Messages: len(req.Messages),
+		PromptHash: llm.PromptHash(req), Tools: specNames(req.Tools), Protocol: req.Protocol, Purpose: purpose,
+	}, CausationID: cause, TaskID: t.ID}
+}
+
+// call returns the decision to call a tool for purpose; callID names the call
+// within the task (a plan step's ID, …) and must be unique in it.
+func (v *view) call(purpose, callID, tool, arguments, cause string) *Decision {
+	return &Decision{Payload: &messages.ToolCallRequested{
+		Key: v.s.keyAt(v.nextSeq), CallID: callID, Tool: tool, Arguments: arguments, Step: v.t.Steps, Purpose: purpose,
+	}, CausationID: cause, TaskID: v.t.ID}
+}
+
+// complete returns the decision to end the task with this answer.
+func (v *view) complete(output, cause string) *Decision {
+	return &Decision{Payload: &messages.TaskCompleted{Output: output, Steps: v.t.Steps, Usage: v.t.Usage}, CausationID: cause, TaskID: v.t.ID}
+}
+
+// fail returns the decision to end the task without an answer.
+func (v *view) fail(reason, msg, cause string) *Decision {
+	return &Decision{Payload: &messages.TaskFailed{Reason: reason, Error: msg, Steps: v.t.Steps, Usage: v.t.Usage}, CausationID: cause, TaskID: v.t.ID}
+}
+
+// inFlight returns how many of the task's calls with a purpose have no result yet.
+func (v *view) inFlight() int {
+	n := 0
+	for _, c := range v.t.aux {
+		if !c.done {
+			n++
+		}
+	}
+	return n
+}
+
+// systemMessage returns the agent's system prompt, with the task's core memory, as
+// the first message of a paradigm's prompt ("" parts left out).
+func (v *view) systemMessage(extra ...string) messages.ChatMessage {
+	parts := []string{v.a.SystemPrompt}
+	if v.t.Spec.Memory != "" {
+		parts = append(parts, coreMemorySection(v.t.Spec.Memory))
+	}
+	parts = append(parts, extra...)
+	var b strings.Builder
+	for _, p := range parts {
+		if p = strings.TrimSpace(p); p != "" {
+			if b.Len() > 0 {
+				b.WriteString("\n\n")
+			}
+			b.WriteString(p)
+		}
+	}
+	return messages.ChatMessage{Role: messages.RoleSystem, Content: b.String()}
+}
+
+// auxModel is a model call with a purpose, requested and not answered.
+type auxModel struct {
+	eventID string
+	key     messages.EffectKey
+	req     messages.ModelRequested
+}
+
+// applyParadigm folds the events a paradigm's moves make, and hands every event of
+// the active task to its run. It reports whether it took the event (the loop's
+// fold must then leave it alone).
+func (s *SessionState) applyParadigm(e messages.Envelope, p messages.Payload, key messages.EffectKey) (took bool) {
+	t := s.active
+	if t == nil || e.CorrelationID != t.ID {
+		return false
+	}
+	switch p := p.(type) {
+	case *messages.ModelRequested:
+		if p.Purpose == "" {
+			return false
+		}
+		t.pending = &auxModel{eventID: e.ID, key: key, req: *p}
+		t.Steps = p.Step
+		took = true
+	case *messages.ModelResponded:
+		if t.pending == nil || p.Key != t.pending.req.Key {
+			return false
+		}
+		t.pending = nil
+		t.Usage = t.Usage.Add(p.Usage)
+		took = true
+	case *messages.ToolCallRequested:
+		if p.Purpose == "" {
+			return false
+		}
+		t.aux = append(t.aux, &callState{eventID: e.ID, key: key, req: *p})
+		took = true
+	case *messages.ToolCallCompleted:
+		for _, c := range t.aux {
+			if c.req.Key == p.Key {
+				if c.done {
+					return true // a duplicate answer
+				}
+				c.done, c.result = true, *p
+				took = true
+			}
+		}
+		if !took {
+			return false
+		}
+	}
+	return took
+}
+
+// pendingModelText returns the key of the model call in flight as recorded on its
+// request (ParseEffectKey takes only the text String makes).
+func (s *SessionState) pendingModelText() string {
+	t := s.active
+	switch {
+	case t == nil:
+		return ""
+	case t.pending != nil:
+		return t.pending.req.Key
+	}
+	return t.model.Key
+}
+
+// foldRun hands an event of the active task to its paradigm's run.
+func (s *SessionState) foldRun(e messages.Envelope, p messages.Payload) {
+	if t := s.active; t != nil && t.run != nil && e.CorrelationID == t.ID {
+		t.run.fold(fold{s: s, t: t}, e, p)
+	}
+}
+
+// decideParadigm is DecideAmong for a task whose agent has a paradigm.
+func (s *SessionState) decideParadigm(a Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision {
+	if t.pending != nil || t.phase == phaseAwaitModel {
+		return nil // one model call at a time
+	}
+	// A call to a tool the agent does not have is answered here, without an effect.
+	for _, c := range t.aux {
+		if !c.done && !a.hasTool(c.req.Tool) {
+			return &Decision{Payload: &messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool,
+				Error: fmt.Sprintf("unknown tool %q; available tools: %s", c.req.Tool, strings.Join(a.toolNames(), ", "))}, CausationID: c.eventID, TaskID: t.ID}
+		}
+	}
+	if t.run == nil {
+		return &Decision{Payload: &messages.TaskFailed{Reason: messages.ReasonUnknownAgent,
+			Error: fmt.Sprintf("agent %q runs the %s paradigm, which this state was not set up for", a.Name, a.Paradigm.Name()),
+			Steps: t.Steps, Usage: t.Usage}, CausationID: t.ID, TaskID: t.ID}
+	}
+	return t.run.decide(&view{s: s, t: t, a: a, nextSeq: nextSeq, nowUS: nowUS})
+}
