@@ -250,9 +250,17 @@ func (s *SessionState) decideParadigm(a Agent, t *taskState, nextSeq uint64, now
 	}
 	// A call to a tool the agent does not have is answered here, without an effect.
 	for _, c := range t.aux {
-		if !c.done && !a.hasTool(c.req.Tool) {
+		if c.done {
+			continue
+		}
+		if !a.hasTool(c.req.Tool) {
 			return &Decision{Payload: &messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool,
 				Error: fmt.Sprintf("unknown tool %q; available tools: %s", c.req.Tool, strings.Join(a.toolNames(), ", "))}, CausationID: c.eventID, TaskID: t.ID}
+		}
+		// A chain runs step by step from the model's call of it, which this is not.
+		if a.isChainCall(c.req) {
+			return &Decision{Payload: &messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool,
+				Error: fmt.Sprintf("tool %q is a chain, which only the agent's loop can call", c.req.Tool)}, CausationID: c.eventID, TaskID: t.ID}
 		}
 	}
 	if t.run == nil {
