@@ -21,7 +21,8 @@ func samples() []messages.Payload {
 	usage := messages.Usage{PromptTokens: 120, CompletionTokens: 30, CachedTokens: 64, CostUSD: 0.00042}
 	return []messages.Payload{
 		&messages.TaskSubmitted{Input: "What is 12 * (7 + 5)?", Agent: "default", Model: "offline", MaxSteps: 8, DeadlineUS: 1767225600000000, ReplyTopic: "replies",
-			Memory: "<human description=\"what the agent knows of the person it talks with\" chars=\"14/2000\">\nLives in Oslo.\n</human>\n"},
+			Memory: "<human description=\"what the agent knows of the person it talks with\" chars=\"14/2000\">\nLives in Oslo.\n</human>\n",
+			Parent: &messages.ParentRef{SessionID: "s-0", Key: "s-0/5", Depth: 1}},
 		&messages.ModelRequested{Key: "s-1/m/2", Model: "offline", Step: 1, Messages: 2, PromptHash: "9f86d081884c7d65", Tools: []string{"calculator", "clock"}},
 		&messages.ModelResponded{Key: "s-1/m/2", Model: "offline", Message: messages.ChatMessage{
 			Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"12 * (7 + 5)"}`}},
