@@ -179,13 +179,44 @@ func (n *Node) delegate(ctx context.Context, a delegateArgs) (string, error) {
 	// Watch before submitting: the child's end cannot pass unseen.
 	live, stop := n.Watch(childID)
 	defer stop()
-	if _, err := n.submit(ctx, env); err != nil {
-		if ctx.Err() != nil {
-			return "", n.abandonChild(ctx, childID)
-		}
-		return "", fmt.Errorf("delegate: start child session %s: %w", childID, err)
+	if err := n.submitChild(ctx, env); err != nil {
+		return "", err
 	}
 	return n.awaitChild(ctx, a.Agent, childID, taskID, live)
+}
+
+// submitChild submits a child's task, trying again a few times (with the same
+// message ID: it is recorded once) while the bus or the session refuses it for a
+// reason that may pass. A node that is stopping answers nothing: the call ends with
+// its context (the node's effects close), unrecorded, and is performed again when
+// the parent resumes.
+func (n *Node) submitChild(ctx context.Context, env messages.Envelope) error {
+	backoff := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := n.submit(ctx, env)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-n.stopping:
+			<-ctx.Done()
+			return n.abandonChild(ctx, env.SessionID)
+		default:
+		}
+		if ctx.Err() != nil {
+			return n.abandonChild(ctx, env.SessionID)
+		}
+		if errors.Is(err, ErrBadTask) || attempt == 6 {
+			return fmt.Errorf("delegate: start child session %s: %w", env.SessionID, err)
+		}
+		n.cfg.Logger.Warn("delegate: start the child session; trying again", "session", env.SessionID, "attempt", attempt, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return n.abandonChild(ctx, env.SessionID)
+		}
+		backoff *= 2
+	}
 }
 
 // parentTask returns the task of the parent session that made the delegate call
@@ -247,9 +278,9 @@ func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, li
 			check.Reset(poll)
 			poll = min(2*poll, 5*time.Second)
 		case <-ctx.Done():
+			// The node stopping ends it too (its effects close): unanswered, as a
+			// kill would leave it, it is performed again when the parent resumes.
 			return "", n.abandonChild(ctx, childID)
-		case <-n.stopping:
-			return "", fmt.Errorf("delegate: the node is stopping; child session %s goes on, and the call waits for it again when its session resumes", childID)
 		}
 	}
 }
