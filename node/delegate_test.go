@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
+
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -375,5 +378,102 @@ func TestDelegateSurvivesARestart(t *testing.T) {
 	infos, err := n2.Log().Sessions(context.Background(), eventlog.Filter{})
 	if err != nil || len(infos) != 2 {
 		t.Errorf("sessions: %+v %v; want the parent and one child", infos, err)
+	}
+}
+
+// appendsBy is a node's view of the shared log that remembers which sessions the
+// node appended to.
+type appendsBy struct {
+	eventlog.Log
+	mu       sync.Mutex
+	sessions map[string]int
+}
+
+func (l *appendsBy) Append(ctx context.Context, events []messages.Envelope) error {
+	if len(events) > 0 {
+		l.mu.Lock()
+		l.sessions[events[0].SessionID]++
+		l.mu.Unlock()
+	}
+	return l.Log.Append(ctx, events)
+}
+
+func (l *appendsBy) wrote(session string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sessions[session]
+}
+
+// In a cluster, a child session is routed by its own key like any session: a
+// parent on node a delegates to a child whose partition node b owns; b runs the
+// child, a the parent, and the child's answer is a's tool result.
+func TestDelegateInACluster(t *testing.T) {
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	shared := sharedLog(t)
+	model := newByAgent(t, map[string][]llm.ScriptStep{
+		"lead":   {delegateCall("d1", "helper", "What is 6*7?"), {Content: "the helper says 42"}},
+		"helper": helperScript,
+	})
+	start := func(name string) (*node.Node, *appendsBy, *partitionRecorder) {
+		clients, err := kafka.DialNode(k.brokers, group, k.layout(memoryClusterPartitions), watermill.NopLogger{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		log := &appendsBy{Log: shared, sessions: map[string]int{}}
+		cfg := subagentsConfig(model)
+		cfg.Log, cfg.NodeID, cfg.DataDir = log, name, t.TempDir()
+		cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
+			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf}
+		n, err := node.New(context.Background(), cfg)
+		if err != nil {
+			_ = clients.Close()
+			t.Fatal(err)
+		}
+		rec := &partitionRecorder{n: n}
+		clients.SetOwner(rec)
+		stop, err := n.Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stop(); _ = clients.Close() })
+		return n, log, rec
+	}
+	a, logA, partsA := start("a")
+	b, logB, partsB := start("b")
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		pa, pb := a.PartitionsOwned(), b.PartitionsOwned()
+		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
+	})
+	parent := ""
+	for i := range 1000 {
+		id := fmt.Sprintf("p%d", i)
+		child := node.ChildSessionID(messages.EffectKey{SessionID: id, Seq: 4})
+		if partsA.owns(kafka.PartitionOf(id, memoryClusterPartitions)) && partsB.owns(kafka.PartitionOf(child, memoryClusterPartitions)) {
+			parent = id
+			break
+		}
+	}
+	if parent == "" {
+		t.Fatal("no session of 1,000 is node a's with a child on node b's partitions")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := a.RunTask(ctx, node.Task{Input: "Ask the helper for 6*7.", SessionID: parent, Agent: "lead"})
+	if err != nil || res.Status != messages.StatusCompleted {
+		t.Fatalf("the parent's task: %+v %v", res, err)
+	}
+	events := readAll(t, shared, parent)
+	key := delegateKey(t, events)
+	child := node.ChildSessionID(key)
+	if r := delegateResult(t, events); r.Result != "42" {
+		t.Errorf("the delegate call's result: %+v", r)
+	}
+	if tasks := payloads[*messages.TaskSubmitted](t, readAll(t, shared, child)); len(tasks) != 1 || tasks[0].Parent == nil || tasks[0].Parent.SessionID != parent {
+		t.Errorf("the child's tasks: %+v", tasks)
+	}
+	if logA.wrote(parent) == 0 || logB.wrote(parent) != 0 || logB.wrote(child) == 0 || logA.wrote(child) != 0 {
+		t.Errorf("appends: the parent by a %d and b %d, the child by a %d and b %d; want the parent by a alone, the child by b alone",
+			logA.wrote(parent), logB.wrote(parent), logA.wrote(child), logB.wrote(child))
 	}
 }
