@@ -228,4 +228,3 @@ func TestRunSubagentsExample(t *testing.T) {
 		t.Errorf("node run:\n%s", out.String())
 	}
 }
-
