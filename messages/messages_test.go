@@ -203,8 +203,8 @@ func TestVectorRejectsBadEncodings(t *testing.T) {
 	}
 }
 
-// A task.submitted recorded before TaskSubmitted had Memory decodes with none, and
-// encodes back to the same bytes: old sessions replay as they ran.
+// A task.submitted recorded before TaskSubmitted had Memory and Parent decodes with
+// neither, and encodes back to the same bytes: old sessions replay as they ran.
 func TestTaskSubmittedWithoutMemory(t *testing.T) {
 	old := `{"id":"t-1","session_id":"s-1","seq":1,"type":"task.submitted","v":1,"ts":1767225600123456,"actor":"ingress","payload":{"input":"hi","agent":"default"}}`
 	env, err := messages.Unmarshal([]byte(old))
@@ -216,7 +216,7 @@ func TestTaskSubmittedWithoutMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := p.(*messages.TaskSubmitted)
-	if ts.Memory != "" || ts.Input != "hi" {
+	if ts.Memory != "" || ts.Parent != nil || ts.Input != "hi" {
 		t.Fatalf("decoded %+v", ts)
 	}
 	b, err := json.Marshal(ts)
