@@ -30,11 +30,12 @@ type byAgent struct {
 
 	mu    sync.Mutex
 	calls map[string]int
+	first map[string]llm.Request // each agent's first request
 }
 
 func newByAgent(t *testing.T, scripts map[string][]llm.ScriptStep) *byAgent {
 	t.Helper()
-	m := &byAgent{scripts: map[string]llm.Model{}, calls: map[string]int{}}
+	m := &byAgent{scripts: map[string]llm.Model{}, calls: map[string]int{}, first: map[string]llm.Request{}}
 	for agent, steps := range scripts {
 		m.scripts[agent] = script(t, steps...)
 	}
@@ -47,6 +48,9 @@ func (m *byAgent) Generate(ctx context.Context, r llm.Request) (llm.Response, er
 	agent := r.Scope.Agent
 	m.mu.Lock()
 	m.calls[agent]++
+	if _, ok := m.first[agent]; !ok {
+		m.first[agent] = r
+	}
 	m.mu.Unlock()
 	if m.hold != nil {
 		if ch := m.hold(agent, r.Step); ch != nil {
@@ -156,8 +160,8 @@ func readAll(t *testing.T, l eventlog.Log, session string) []messages.Envelope {
 }
 
 // A parent delegates to a sub-agent: the child runs as a session of its own, whose
-// task records its parent, with its agent's clean context (the task alone) and
-// tools; its answer is the parent's tool result. The listing shows the child's
+// task records its parent and the parent's deadline, with its agent's clean context
+// (the task alone) and tools; its answer is the parent's tool result. The listing shows the child's
 // parent, and both sessions verify as deterministic on their own.
 func TestDelegateRunsAChildSession(t *testing.T) {
 	model := newByAgent(t, map[string][]llm.ScriptStep{
@@ -166,7 +170,7 @@ func TestDelegateRunsAChildSession(t *testing.T) {
 	})
 	cfg := subagentsConfig(model)
 	n := nodetest.Start(t, cfg)
-	parent := runAgentTask(t, n, node.Task{Input: "Ask the helper for 6*7.", SessionID: "boss", Agent: "lead"})
+	parent := runAgentTask(t, n, node.Task{Input: "Ask the helper for 6*7.", SessionID: "boss", Agent: "lead", DeadlineMS: 60_000})
 	if last := parent[len(parent)-1]; last.Type != messages.TypeTaskCompleted {
 		t.Fatalf("the parent ended with %s", last.Type)
 	}
@@ -181,9 +185,18 @@ func TestDelegateRunsAChildSession(t *testing.T) {
 	}
 	child := readAll(t, n.Log(), childID)
 	tasks := payloads[*messages.TaskSubmitted](t, child)
-	if len(tasks) != 1 || tasks[0].Agent != "helper" || tasks[0].Input != "What is 6*7?" || tasks[0].DeadlineUS == 0 ||
+	// The child's deadline is the parent's, which comes before DelegateTimeout.
+	deadline := payloads[*messages.TaskSubmitted](t, parent)[0].DeadlineUS
+	if len(tasks) != 1 || tasks[0].Agent != "helper" || tasks[0].Input != "What is 6*7?" || deadline == 0 || tasks[0].DeadlineUS != deadline ||
 		tasks[0].Parent == nil || *tasks[0].Parent != (messages.ParentRef{SessionID: "boss", Key: key.String(), Depth: 1}) {
 		t.Fatalf("the child's tasks: %+v", tasks)
+	}
+	model.mu.Lock()
+	first := model.first["helper"]
+	model.mu.Unlock()
+	if len(first.Messages) != 2 || first.Messages[0].Content != "You compute." || first.Messages[1].Content != "What is 6*7?" ||
+		len(first.Tools) != 1 || first.Tools[0].Name != "calculator" {
+		t.Errorf("the child's first request: %+v; want its own prompt, the task alone and its tools", first)
 	}
 	if ended := payloads[*messages.TaskCompleted](t, child); len(ended) != 1 || ended[0].Output != "42" {
 		t.Errorf("the child's end: %+v", ended)
