@@ -143,6 +143,10 @@ type SessionInfo struct {
 	// events: the first and the last event's TS, since a session's TS grows with seq.
 	StartedUS int64 `json:"started_us"`
 	UpdatedUS int64 `json:"updated_us"`
+	// Parent is the session that delegated this one (a sub-agent's child session):
+	// the parent named by its first event, a task.submitted whose payload has
+	// parent.session_id (messages.ParentRef); "" for every other session.
+	Parent string `json:"parent,omitempty"`
 }
 
 // Errors of the event log.

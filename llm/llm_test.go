@@ -213,3 +213,28 @@ func TestPromptHashIsTheSHA256OfTheEncodings(t *testing.T) {
 		t.Fatal("a schema changed in place hashes as before")
 	}
 }
+
+// "delegate to <agent>: <task>" calls delegate when the agent has it (sub-agents),
+// and is answered with the sub-agent's answer or why it failed; without the tool,
+// the rules go on as before (here: arithmetic).
+func TestOfflineDelegates(t *testing.T) {
+	withDelegate := append([]messages.ToolSpec{{Name: "delegate"}}, specs...)
+	in := "Delegate to Math-Whiz: What is 6 * 7?"
+	r, _ := llm.Offline{}.Generate(context.Background(), llm.Request{Step: 1, Messages: user(in), Tools: withDelegate})
+	if len(r.Message.ToolCalls) != 1 || r.Message.ToolCalls[0].Name != "delegate" ||
+		r.Message.ToolCalls[0].Arguments != `{"agent":"math-whiz","task":"What is 6 * 7?"}` {
+		t.Fatalf("delegate: %+v", r.Message)
+	}
+	r, _ = llm.Offline{}.Generate(context.Background(), llm.Request{Step: 1, Messages: user(in), Tools: specs})
+	if len(r.Message.ToolCalls) != 1 || r.Message.ToolCalls[0].Name != "calculator" {
+		t.Fatalf("without the delegate tool: %+v", r.Message)
+	}
+	for result, want := range map[string]string{"42": "42", "error: sub-agent math-whiz failed (max_steps)": "The sub-agent did not answer: sub-agent math-whiz failed (max_steps)"} {
+		msgs := append(user(in), messages.ChatMessage{Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{{ID: "c", Name: "delegate", Arguments: "{}"}}},
+			messages.ChatMessage{Role: messages.RoleTool, Name: "delegate", ToolCallID: "c", Content: result})
+		r, _ = llm.Offline{}.Generate(context.Background(), llm.Request{Step: 2, Messages: msgs, Tools: withDelegate})
+		if r.Message.Content != want {
+			t.Errorf("after %q: %+v, want %q", result, r.Message, want)
+		}
+	}
+}

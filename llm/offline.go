@@ -21,7 +21,11 @@ const OfflineName = "offline"
 //     calculator tool with the expression, then answers with the tool's result;
 //   - the current time or date ("what time is it?", "what's the date in Asia/Tokyo?"):
 //     it calls the clock tool, with an IANA zone when one is named;
-//   - echo ("echo hello"): it answers with the text after "echo".
+//   - echo ("echo hello"): it answers with the text after "echo";
+//   - delegation ("delegate to researcher: find X"), when it has the delegate tool
+//     (sub-agents): it calls delegate with the agent named and the text after the
+//     colon as the task, then answers with the sub-agent's answer, or says why the
+//     sub-agent failed.
 //
 // Anything else gets an answer that says what the offline model can do and how to
 // configure a real model. The rules look only at the latest user message and at tool
@@ -35,12 +39,13 @@ func (Offline) Name() string { return OfflineName }
 
 var (
 	// A run of characters that can form an arithmetic expression.
-	mathRun = regexp.MustCompile(`[-+*/%^().,\d\s a-z]*\d[-+*/%^().,\d\s a-z]*`)
-	mathOp  = regexp.MustCompile(`\d\s*[-+*/%^]\s*[\d(a-z]|\b(sqrt|abs|round|floor|ceil|min|max|pow|ln|log|exp|sin|cos|tan)\s*\(`)
-	ianaTZ  = regexp.MustCompile(`\b([A-Z][A-Za-z_]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?|UTC)\b`)
-	timeAsk = regexp.MustCompile(`(?i)\b(time|date|day is it|what day|today)\b`)
-	alpha   = regexp.MustCompile(`[a-z_]+`)
-	mathFns = map[string]bool{"sqrt": true, "abs": true, "round": true, "floor": true, "ceil": true, "min": true, "max": true,
+	mathRun     = regexp.MustCompile(`[-+*/%^().,\d\s a-z]*\d[-+*/%^().,\d\s a-z]*`)
+	mathOp      = regexp.MustCompile(`\d\s*[-+*/%^]\s*[\d(a-z]|\b(sqrt|abs|round|floor|ceil|min|max|pow|ln|log|exp|sin|cos|tan)\s*\(`)
+	ianaTZ      = regexp.MustCompile(`\b([A-Z][A-Za-z_]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?|UTC)\b`)
+	delegateAsk = regexp.MustCompile(`(?i)^delegate\s+to\s+([a-z][a-z0-9_-]*)\s*:\s*(\S[\s\S]*)$`)
+	timeAsk     = regexp.MustCompile(`(?i)\b(time|date|day is it|what day|today)\b`)
+	alpha       = regexp.MustCompile(`[a-z_]+`)
+	mathFns     = map[string]bool{"sqrt": true, "abs": true, "round": true, "floor": true, "ceil": true, "min": true, "max": true,
 		"pow": true, "ln": true, "log": true, "exp": true, "sin": true, "cos": true, "tan": true, "pi": true, "e": true}
 )
 
@@ -106,8 +111,15 @@ func offlinePlan(input string, results []messages.ChatMessage, step int, has fun
 				return answer("The clock could not answer: " + strings.TrimPrefix(r.Content, "error: "))
 			}
 			return answer("It is " + r.Content + ".")
+		case "delegate":
+			if strings.HasPrefix(r.Content, "error: ") {
+				return answer("The sub-agent did not answer: " + strings.TrimPrefix(r.Content, "error: "))
+			}
 		}
 		return answer(r.Content)
+	}
+	if m := delegateAsk.FindStringSubmatch(input); m != nil && has("delegate") {
+		return call("delegate", map[string]string{"agent": strings.ToLower(m[1]), "task": strings.TrimSpace(m[2])})
 	}
 	lower := strings.ToLower(input)
 	if rest, ok := strings.CutPrefix(lower, "echo"); ok && (rest == "" || rest[0] == ' ' || rest[0] == ':') {

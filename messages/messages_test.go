@@ -21,7 +21,8 @@ func samples() []messages.Payload {
 	usage := messages.Usage{PromptTokens: 120, CompletionTokens: 30, CachedTokens: 64, CostUSD: 0.00042}
 	return []messages.Payload{
 		&messages.TaskSubmitted{Input: "What is 12 * (7 + 5)?", Agent: "default", Model: "offline", MaxSteps: 8, DeadlineUS: 1767225600000000, ReplyTopic: "replies",
-			Memory: "<human description=\"what the agent knows of the person it talks with\" chars=\"14/2000\">\nLives in Oslo.\n</human>\n"},
+			Memory: "<human description=\"what the agent knows of the person it talks with\" chars=\"14/2000\">\nLives in Oslo.\n</human>\n",
+			Parent: &messages.ParentRef{SessionID: "s-0", Key: "s-0/5", Depth: 1}},
 		&messages.ModelRequested{Key: "s-1/m/2", Model: "offline", Step: 1, Messages: 2, PromptHash: "9f86d081884c7d65", Tools: []string{"calculator", "clock"}},
 		&messages.ModelResponded{Key: "s-1/m/2", Model: "offline", Message: messages.ChatMessage{
 			Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"12 * (7 + 5)"}`}},
@@ -202,8 +203,8 @@ func TestVectorRejectsBadEncodings(t *testing.T) {
 	}
 }
 
-// A task.submitted recorded before TaskSubmitted had Memory decodes with none, and
-// encodes back to the same bytes: old sessions replay as they ran.
+// A task.submitted recorded before TaskSubmitted had Memory and Parent decodes with
+// neither, and encodes back to the same bytes: old sessions replay as they ran.
 func TestTaskSubmittedWithoutMemory(t *testing.T) {
 	old := `{"id":"t-1","session_id":"s-1","seq":1,"type":"task.submitted","v":1,"ts":1767225600123456,"actor":"ingress","payload":{"input":"hi","agent":"default"}}`
 	env, err := messages.Unmarshal([]byte(old))
@@ -215,7 +216,7 @@ func TestTaskSubmittedWithoutMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	ts := p.(*messages.TaskSubmitted)
-	if ts.Memory != "" || ts.Input != "hi" {
+	if ts.Memory != "" || ts.Parent != nil || ts.Input != "hi" {
 		t.Fatalf("decoded %+v", ts)
 	}
 	b, err := json.Marshal(ts)

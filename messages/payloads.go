@@ -76,6 +76,20 @@ type TaskSubmitted struct {
 	// empty means none. It is recorded with the task, so a refold or a replay sees
 	// the blocks the task saw; a block edited during the task shows from the next.
 	Memory string `json:"memory,omitempty"`
+	// Parent, on the task of a sub-agent (a child session), names the session and
+	// the delegate call that started it; nil on every other task. Optional: a task
+	// recorded before it existed decodes with none (the schema version stays 1).
+	Parent *ParentRef `json:"parent,omitempty"`
+}
+
+// ParentRef links a child session's task to the call that delegated it: the
+// parent's session, the idempotency key of its delegate call (an EffectKey's text
+// form; the child's session ID and task ID are derived from it) and how deep the
+// child is (1 for a child of a session that is no child itself).
+type ParentRef struct {
+	SessionID string `json:"session_id"`
+	Key       string `json:"key"`
+	Depth     int    `json:"depth"`
 }
 
 // ModelRequested records that the session asked a model for its next step.

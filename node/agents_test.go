@@ -101,8 +101,9 @@ func TestTaskRunsItsAgent(t *testing.T) {
 		}
 	}
 
+	// The default agent has every tool of the node: with named agents, delegate too.
 	runAgentTask(t, n, node.Task{Input: "2+3?", SessionID: "with-default"})
-	if r := rec.take()[0]; r.Messages[0].Content != node.DefaultSystemPrompt || len(r.Tools) != 2 || r.Scope.Agent != "default" {
+	if r := rec.take()[0]; r.Messages[0].Content != node.DefaultSystemPrompt || len(r.Tools) != 3 || r.Tools[2].Name != node.DelegateTool || r.Scope.Agent != "default" {
 		t.Errorf("the default agent's request: system %q, tools %v, scope %+v", r.Messages[0].Content, r.Tools, r.Scope)
 	}
 

@@ -49,8 +49,19 @@ func (c Config) validateChains() error {
 // withNotesSpecs returns Tools and, when Notes is set, the notes' tools made on a log
 // that is never read (unless Notes names one): what an agent's specs and its
 // chains' checks need, where New makes them on the node's log (addNotes). A notes
-// tool Tools holds already (built by the caller on its log) is kept instead.
+// tool Tools holds already (built by the caller on its log) is kept instead. The
+// memory tool's (MemoryTool) and, with Agents, the delegate tool's specs follow.
 func (c Config) withNotesSpecs() ([]tools.Tool, error) {
+	ts, err := c.withNotesAndMemory()
+	if err != nil {
+		return nil, err
+	}
+	// And the delegate tool, which a node with named agents has (delegate.go).
+	return c.withDelegate(ts, nil)
+}
+
+// withNotesAndMemory is withNotesSpecs without the delegate tool.
+func (c Config) withNotesAndMemory() ([]tools.Tool, error) {
 	ts, err := c.withNotesOnly()
 	if err != nil || c.MemoryTool == nil {
 		return ts, err

@@ -35,4 +35,8 @@
 // with the role answer on messages.TopicReplies (cluster.go). Session events and
 // results reach the bus through an outbox that publishes in order and in batches, in
 // the background (outbox.go).
+//
+// Sub-agents are child sessions (delegate.go): with named agents (Config.Agents) the
+// node has the delegate tool, whose performer submits the child's task through the
+// ingress under an ID derived from the call's key, and waits for the child's end.
 package node

@@ -102,13 +102,28 @@ func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
 	if err != nil {
 		return messages.Envelope{}, err
 	}
-	return in.admit(t, a)
+	return in.admit(t, a, nil)
 }
 
 // Admit checks a task given as a value (Go code, the CLI) and returns its
 // task.submitted envelope, with a new message ID, and a new session when it names none.
 func (in *Ingress) Admit(t Task) (messages.Envelope, error) {
-	return in.admit(t, Arrival{Source: SourceAPI})
+	return in.admit(t, Arrival{Source: SourceAPI}, nil)
+}
+
+// child is what a sub-agent's task carries besides a Task (delegate.go): its
+// parent, and its absolute deadline.
+type child struct {
+	parent     messages.ParentRef
+	deadlineUS int64
+}
+
+// admitChild checks a sub-agent's task as Admit does and returns its envelope with
+// the message ID id (derived from the delegate call, so that a call performed again
+// submits the same task, which its session records once), the parent and the
+// deadline of c.
+func (in *Ingress) admitChild(t Task, id string, c child) (messages.Envelope, error) {
+	return in.admit(t, Arrival{Source: SourceAPI, MessageID: id}, &c)
 }
 
 // checkAgent refuses a task that names an agent this node does not run.
@@ -132,8 +147,8 @@ func isEnvelope(payload []byte) bool {
 
 // admit applies every rule to a task and builds its envelope: the one place a task
 // from any source is checked. Secrets in the input are redacted here: they never
-// reach the bus, let alone the log.
-func (in *Ingress) admit(t Task, a Arrival) (messages.Envelope, error) {
+// reach the bus, let alone the log. c, when set, makes it a sub-agent's task.
+func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error) {
 	if err := t.Validate(); err != nil {
 		return messages.Envelope{}, err
 	}
@@ -167,6 +182,10 @@ func (in *Ingress) admit(t Task, a Arrival) (messages.Envelope, error) {
 	now := in.clock.Now()
 	if t.DeadlineMS > 0 {
 		p.DeadlineUS = now.Add(time.Duration(t.DeadlineMS) * time.Millisecond).UnixMicro()
+	}
+	if c != nil {
+		parent := c.parent
+		p.Parent, p.DeadlineUS = &parent, c.deadlineUS
 	}
 	env, err := messages.NewEnvelope(p)
 	if err != nil {

@@ -235,6 +235,9 @@ func (c Config) Validate() error {
 			}
 		}
 	}
+	if _, err := c.withDelegate(c.Tools, nil); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -502,6 +505,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.fail(err)
 	}
 	if err := n.addMemoryTool(); err != nil {
+		return nil, n.fail(err)
+	}
+	if err := n.addDelegate(); err != nil {
 		return nil, n.fail(err)
 	}
 	if n.cfg.MemoryTool != nil {

@@ -54,6 +54,8 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 	case *messages.ToolCallCompleted:
 		if p.Error != "" {
 			printf("  [%d] tool %s → error: %s (%s)\n", e.Seq, p.Tool, p.Error, micros(p.LatencyUS))
+		} else if k, err := messages.ParseEffectKey(p.Key); err == nil && p.Tool == DelegateTool {
+			printf("  [%d] tool %s → %s (child session %s, %s)\n", e.Seq, p.Tool, p.Result, ChildSessionID(k), micros(p.LatencyUS))
 		} else {
 			printf("  [%d] tool %s → %s (%s)\n", e.Seq, p.Tool, p.Result, micros(p.LatencyUS))
 		}

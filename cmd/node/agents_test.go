@@ -210,3 +210,21 @@ func TestRunUnknownAgent(t *testing.T) {
 		})
 	}
 }
+
+// examples/subagents.yaml runs offline: the lead delegates to the mathematician,
+// whose answer is the lead's tool result and answer; node run names the child
+// session it ran in.
+func TestRunSubagentsExample(t *testing.T) {
+	t.Setenv("TROUPE_AGENTS", "")
+	example := filepath.Join("..", "..", "examples", "subagents.yaml")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"run", "--data", t.TempDir(), "--model", "offline", "--agents", example, "--agent", "lead",
+		"delegate to mathematician: What is 12 * (7 + 5)?"}, &out, &errb, options{})
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	child := sessionOf(t, out.String()) + ".sub4"
+	if !strings.Contains(out.String(), "tool delegate → 144 (child session "+child+", ") || !strings.Contains(out.String(), "\nanswer: 144\n") {
+		t.Errorf("node run:\n%s", out.String())
+	}
+}

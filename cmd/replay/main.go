@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -198,10 +199,20 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 		}
 		return writeJSON(stdout, stderr, infos)
 	}
+	// The PARENT column shows when a sub-agent's child session is listed.
+	children := slices.ContainsFunc(infos, func(s eventlog.SessionInfo) bool { return s.Parent != "" })
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SESSION\tSTATUS\tSTEPS\tEVENTS\tSTARTED")
+	header := "SESSION\tSTATUS\tSTEPS\tEVENTS\tSTARTED"
+	if children {
+		header += "\tPARENT"
+	}
+	fmt.Fprintln(tw, header)
 	for _, s := range infos {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", node.EscapeControls(s.ID), node.EscapeControls(s.Status), s.Steps, s.Events, time.UnixMicro(s.StartedUS).UTC().Format(time.RFC3339))
+		line := fmt.Sprintf("%s\t%s\t%d\t%d\t%s", node.EscapeControls(s.ID), node.EscapeControls(s.Status), s.Steps, s.Events, time.UnixMicro(s.StartedUS).UTC().Format(time.RFC3339))
+		if children {
+			line += "\t" + node.EscapeControls(s.Parent)
+		}
+		fmt.Fprintln(tw, line)
 	}
 	tw.Flush()
 	return 0
@@ -228,6 +239,9 @@ func show(ctx context.Context, log eventlog.Log, id string, asJSON bool, stdout,
 		return 1
 	}
 	tl, err := BuildTimeline(events)
+	if err == nil {
+		err = tl.linkChildren(ctx, log)
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -264,7 +278,10 @@ type Timeline struct {
 	Status    string         `json:"status"`
 	Events    int            `json:"events"`
 	Usage     messages.Usage `json:"usage"`
-	Roots     []*Step        `json:"steps"`
+	// Parent is the session that delegated this one, a sub-agent's child session
+	// (its first task's messages.TaskSubmitted.Parent); "" for any other.
+	Parent string  `json:"parent,omitempty"`
+	Roots  []*Step `json:"steps"`
 }
 
 // Step is one event of the timeline with what a reader wants to know about it.
@@ -276,7 +293,12 @@ type Step struct {
 	LatencyUS int64           `json:"latency_us,omitempty"`
 	Tokens    *messages.Usage `json:"tokens,omitempty"`
 	Summary   string          `json:"summary"`
-	Children  []*Step         `json:"children,omitempty"`
+	// ChildSession, on a delegate call, is the child session it started (a
+	// sub-agent's), when the log has it (linkChildren).
+	ChildSession string  `json:"child_session,omitempty"`
+	Children     []*Step `json:"children,omitempty"`
+	// delegate is the key of a delegate call.
+	delegate messages.EffectKey
 }
 
 // BuildTimeline nests events under the event that caused them (by causation ID). An
@@ -307,6 +329,13 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 			ended++
 		case *messages.TaskSubmitted:
 			submitted++
+			if submitted == 1 && e.Seq == 1 && p.Parent != nil {
+				tl.Parent = p.Parent.SessionID
+			}
+		case *messages.ToolCallRequested:
+			if p.Tool == node.DelegateTool {
+				st.delegate, _ = messages.ParseEffectKey(p.Key)
+			}
 		}
 		if status, ok := eventlog.TaskStatus(e.Type); ok {
 			latest = status
@@ -378,11 +407,46 @@ func summary(p messages.Payload) string {
 	return ""
 }
 
+// linkChildren names, on each delegate call of the timeline, the child session it
+// started: the session node.ChildSessionID derives from the call's key, when the
+// log has it and its first task names the call as its parent.
+func (tl *Timeline) linkChildren(ctx context.Context, log eventlog.Log) error {
+	var walk func(steps []*Step) error
+	walk = func(steps []*Step) error {
+		for _, s := range steps {
+			if !s.delegate.IsZero() {
+				id := node.ChildSessionID(s.delegate)
+				events, err := log.Read(ctx, id, 1)
+				if err != nil {
+					return err
+				}
+				if len(events) > 0 {
+					if p, err := events[0].Decode(); err == nil {
+						if t, ok := p.(*messages.TaskSubmitted); ok && t.Parent != nil && t.Parent.Key == s.delegate.String() {
+							s.ChildSession = id
+							s.Summary += " → child session " + id
+						}
+					}
+				}
+			}
+			if err := walk(s.Children); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk(tl.Roots)
+}
+
 // Render prints the timeline as an indented tree, for a human: its text goes
 // through node.EscapeControls, so that what a task or a model said cannot act on the
 // terminal. (The JSON form carries it as recorded.)
 func (tl *Timeline) Render(w io.Writer) {
-	fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("session %s  %s  %d events  tokens %d+%d\n", tl.SessionID, tl.Status, tl.Events, tl.Usage.PromptTokens, tl.Usage.CompletionTokens)))
+	parent := ""
+	if tl.Parent != "" {
+		parent = "  child of " + tl.Parent
+	}
+	fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("session %s  %s  %d events  tokens %d+%d%s\n", tl.SessionID, tl.Status, tl.Events, tl.Usage.PromptTokens, tl.Usage.CompletionTokens, parent)))
 	var walk func(s *Step, depth int)
 	walk = func(s *Step, depth int) {
 		extra := ""

@@ -316,11 +316,16 @@ func checkStored(e messages.Envelope) error {
 
 // sessionsQuery merges the per-session summaries (the sessions table, which a
 // materialized view fills from every insert into events) with their task counts
-// (session_tasks, likewise). The aliases differ from the column names on purpose:
-// ClickHouse resolves aliases everywhere in a query, and an alias named like the
-// column it aggregates would refer to itself. A session without task events has
-// no session_tasks row: the LEFT JOIN gives it zero counts.
-const sessionsQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended
+// (session_tasks, likewise), then with the parent a child session's first event
+// names (a task.submitted whose payload has parent.session_id:
+// messages.TaskSubmitted.Parent), read from the payloads of the events at seq 1.
+// The aliases differ from the column names on purpose: ClickHouse resolves
+// aliases everywhere in a query, and an alias named like the column it aggregates
+// would refer to itself. A session without task events has no session_tasks row,
+// and one that is no child no parent: the LEFT JOINs give it zero counts and "".
+// ClickHouse 18.16 joins two tables per SELECT, hence the nesting.
+const sessionsQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id
+FROM (SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended
 FROM (SELECT session_id,
 	uniqExactMerge(events) AS n_events,
 	uniqExactIfMerge(steps) AS n_steps,
@@ -334,6 +339,11 @@ ANY LEFT JOIN (SELECT session_id,
 	uniqExactIfMerge(tasks) AS n_tasks,
 	uniqExactIfMerge(ended) AS n_ended
 FROM session_tasks
+GROUP BY session_id) USING session_id)
+ANY LEFT JOIN (SELECT session_id,
+	any(visitParamExtractString(visitParamExtractRaw(payload, 'parent'), 'session_id')) AS parent_id
+FROM events
+WHERE seq = 1 AND type = 'task.submitted'
 GROUP BY session_id) USING session_id`
 
 // The status filters of Sessions: eventlog.SessionStatus in SQL.
@@ -394,7 +404,7 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 			tasks, ended  uint64
 			taskType      string
 		)
-		if err := rows.Scan(&i.ID, &events, &steps, &i.LastSeq, &taskType, &i.StartedUS, &i.UpdatedUS, &tasks, &ended); err != nil {
+		if err := rows.Scan(&i.ID, &events, &steps, &i.LastSeq, &taskType, &i.StartedUS, &i.UpdatedUS, &tasks, &ended, &i.Parent); err != nil {
 			return nil, fmt.Errorf("eventlog/clickhouse: list sessions: %w: %v", messages.ErrCorrupt, err)
 		}
 		i.Events, i.Steps = int(events), int(steps)

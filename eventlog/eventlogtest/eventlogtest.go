@@ -75,6 +75,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"SessionsStatusOutOfOrder", s.testSessionsStatusOutOfOrder},
 		{"SessionsStatusQueuedTasks", s.testSessionsStatusQueuedTasks},
 		{"SessionsFilter", s.testSessionsFilter},
+		{"SessionsParent", s.testSessionsParent},
 		{"LargePayload", s.testLargePayload},
 		{"AnalyticsSkipsNotesStreams", s.testAnalyticsSkipsNotesStreams},
 		{"Close", s.testClose},
@@ -703,6 +704,36 @@ func (s *suite) testSessionsSummary(t *testing.T) {
 	if _, err := l.Sessions(s.ctx(t), eventlog.Filter{Status: "sleeping"}); err == nil {
 		t.Fatal("Sessions(Status: sleeping) succeeded, want an error")
 	}
+}
+
+// A child session (a sub-agent's) lists with the parent its first event, a
+// task.submitted, names; a later task naming another parent, or a parent named
+// after the first event, changes nothing, and other sessions list with none.
+func (s *suite) testSessionsParent(t *testing.T) {
+	l := s.newLog(t)
+	root := newSession("root", 1_000_000)
+	child := newSession("root.sub4", 2_000_000)
+	late := newSession("late", 3_000_000)
+	er := root.task(t, completed())
+	ec := []messages.Envelope{
+		child.next(t, &messages.TaskSubmitted{Input: "look \"parent\": {\"session_id\": \"x\"} up", Agent: "researcher",
+			Parent: &messages.ParentRef{SessionID: "root", Key: "root/4", Depth: 1}}),
+		child.next(t, &messages.TaskCompleted{Output: "found"}),
+		child.next(t, &messages.TaskSubmitted{Input: "again", Parent: &messages.ParentRef{SessionID: "other", Key: "other/2", Depth: 1}}),
+	}
+	el := []messages.Envelope{
+		late.next(t, &messages.ModelRequested{Key: "late/m1", Model: "offline", Step: 1}),
+		late.next(t, &messages.TaskSubmitted{Input: "hi", Parent: &messages.ParentRef{SessionID: "root", Key: "root/9", Depth: 1}}),
+	}
+	s.append(t, l, er...)
+	s.append(t, l, ec...)
+	s.append(t, l, el...)
+	wantChild := summary("root.sub4", messages.StatusRunning, ec)
+	wantChild.Parent = "root"
+	s.wantSessions(t, l, eventlog.Filter{}, []eventlog.SessionInfo{
+		summary("late", messages.StatusRunning, el), wantChild, summary("root", messages.StatusCompleted, er),
+	})
+	s.wantSessions(t, l, eventlog.Filter{Limit: 1, SinceUS: 2_000_000, Status: messages.StatusRunning}, []eventlog.SessionInfo{summary("late", messages.StatusRunning, el)})
 }
 
 func (s *suite) testSessionsStatusOutOfOrder(t *testing.T) {

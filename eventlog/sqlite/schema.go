@@ -84,6 +84,14 @@ var migrations = [][]string{
 // running when it has none.
 const sessionStatus = `CASE WHEN tasks > ended THEN 'running' ELSE status END`
 
+// sessionParent is eventlog.SessionInfo.Parent over a row of the sessions table:
+// the parent named by the session's first event when it is a task.submitted
+// (messages.TaskSubmitted.Parent), read from the payload by the primary key, for
+// the rows listed only; NULL otherwise. No column: nothing to migrate, and a log
+// written before sub-agents existed lists as it did.
+const sessionParent = `(SELECT json_extract(CAST(p.payload AS TEXT), '$.parent.session_id') FROM events p
+		WHERE p.session_id = sessions.session_id AND p.seq = 1 AND p.type = 'task.submitted')`
+
 // SchemaVersion is the schema version this build writes.
 const SchemaVersion = 4 // = len(migrations), checked by a test
 

@@ -170,7 +170,7 @@ func (l *Log) prepareReads(ctx context.Context) (err error) {
 		WHERE session_id = ? AND seq < ? ORDER BY epoch DESC LIMIT 1), 0)`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare read: %w", l.path, err)
 	}
-	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, `+sessionStatus+`, events, last_seq, steps, started_us, updated_us
+	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, `+sessionStatus+`, events, last_seq, steps, started_us, updated_us, `+sessionParent+`
 		FROM sessions WHERE started_us >= ? AND (? = '' OR `+sessionStatus+` = ?) ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
 	}
@@ -431,10 +431,11 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 			i       eventlog.SessionInfo
 			lastSeq int64
 		)
-		if err := rows.Scan(&i.ID, &i.Status, &i.Events, &lastSeq, &i.Steps, &i.StartedUS, &i.UpdatedUS); err != nil {
+		var parent sql.NullString
+		if err := rows.Scan(&i.ID, &i.Status, &i.Events, &lastSeq, &i.Steps, &i.StartedUS, &i.UpdatedUS, &parent); err != nil {
 			return nil, fmt.Errorf("eventlog/sqlite: list sessions: %w: %v", messages.ErrCorrupt, err)
 		}
-		i.LastSeq = uint64(lastSeq)
+		i.LastSeq, i.Parent = uint64(lastSeq), parent.String
 		infos = append(infos, i)
 	}
 	if err := rows.Err(); err != nil {

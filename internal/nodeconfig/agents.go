@@ -281,9 +281,11 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 }
 
 // CheckNodeTools checks the file's tools against the tools of the node cfg
-// configures (node.Config.Agent: its tools, the skills', the chains', the notes' and
-// the memory tool's; an MCP server's tools cannot be named yet).
+// configures (node.Config.Agent: its tools, the skills', the chains', the notes',
+// the memory tool's and delegate; an MCP server's tools cannot be named yet).
 func (f AgentsFile) CheckNodeTools(cfg node.Config) error {
+	// With the file's agents, the node has the delegate tool too (sub-agents).
+	cfg.Agents = f.NodeAgents()
 	def, err := cfg.Agent()
 	if err != nil {
 		return err

@@ -1,0 +1,343 @@
+package node
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/jsonschema-go/jsonschema"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// Sub-agents are child sessions. A node that runs named agents (Config.Agents) has
+// the delegate tool: an agent calls delegate(agent, task), and the call's performer
+// submits the task, through the node's ingress like any task, to a session of its
+// own, the child: its session ID and the task's message ID are derived from the
+// call's idempotency key (ChildSessionID), so a call performed again (after a
+// restart, a hand-over, a retry) submits the same task, which the child records
+// once, and waits for the same child instead of starting a second one. The child's
+// task records its parent (messages.TaskSubmitted.Parent); it runs the named agent
+// with a clean context (only the task) and that agent's own limits, routed by its
+// own key like any session (in a cluster, to the owner of its partition). Its final
+// answer, cut to MaxDelegateResult, is the call's result; a child that fails, for
+// whatever reason, is the call's error, with the reason and the child's session ID.
+// Cancelling the call (the parent's task is cancelled, or runs out of time) cancels
+// the child's task.
+
+// DelegateTool is the name of the tool an agent delegates a task to a sub-agent with.
+const DelegateTool = "delegate"
+
+// Bounds of delegation.
+const (
+	// MaxDelegationDepth bounds the nesting of sub-agents: a child of a session that
+	// is no child is 1 deep, its own child 2, and a session MaxDelegationDepth deep
+	// cannot delegate (the call is an error).
+	MaxDelegationDepth = 4
+	// MaxDelegateResult bounds, in bytes, the answer a delegate call returns: a
+	// longer one is cut, with a note that says so and names the child session.
+	MaxDelegateResult = 8 << 10
+	// DelegateTimeout bounds a child's task: its deadline is this long after the
+	// delegate call was first performed, or the parent task's deadline when that
+	// comes first.
+	DelegateTimeout = 30 * time.Minute
+)
+
+const (
+	// delegateGrace is how much longer than DelegateTimeout a delegate call may
+	// wait: the child fails at its deadline, and the call answers with that.
+	delegateGrace = time.Minute
+	// delegateConcurrency bounds the delegate calls waiting at once on a node. A
+	// call only waits; a tight bound would queue a child's own delegate calls behind
+	// their parents', which wait for them.
+	delegateConcurrency = 1 << 12
+)
+
+// delegateArgs are the arguments of a delegate call.
+type delegateArgs struct {
+	Agent string `json:"agent" jsonschema:"the sub-agent to hand the task to" tool:"required"`
+	Task  string `json:"task" jsonschema:"the task, complete in itself: the sub-agent sees nothing else of this conversation" tool:"required,minLength=1"`
+}
+
+// ChildSessionID is the session ID of the child a delegate call with idempotency key
+// key starts: "<parent session>.sub<seq of the call>", or, when that is longer than a
+// session ID may be (SessionIDRule), "sub." and a hash of the key. A call performed
+// again finds the same child.
+func ChildSessionID(key messages.EffectKey) string {
+	id := key.SessionID + ".sub" + strconv.FormatUint(key.Seq, 10)
+	if ValidSessionID(id) {
+		return id
+	}
+	sum := sha256.Sum256([]byte(key.String()))
+	return "sub." + hex.EncodeToString(sum[:16])
+}
+
+// childTaskID is the message ID (and so the event ID) of the task a delegate call
+// with idempotency key key submits to its child: its session records it once.
+func childTaskID(key messages.EffectKey) string {
+	return key.String() + "/delegate"
+}
+
+// delegateTool returns the delegate tool of a node that runs agents, whose calls run
+// perform. Its schema names the agents in an enum, and its description says what
+// each does: both follow agents alone, so a node and replay verification (with no
+// node: perform nil, and a call fails) offer the same bytes.
+func delegateTool(agents []NamedAgent, perform func(context.Context, delegateArgs) (string, error)) (tools.Tool, error) {
+	names := make([]any, len(agents))
+	var list strings.Builder
+	for i, a := range agents {
+		names[i] = a.Name
+		list.WriteString("\n- " + a.Name)
+		if d := strings.TrimSpace(a.Description); d != "" {
+			list.WriteString(": " + strings.Join(strings.Fields(d), " "))
+		}
+	}
+	if perform == nil {
+		perform = func(context.Context, delegateArgs) (string, error) {
+			return "", errors.New("delegate: sub-agents run on a node; this configuration is not one")
+		}
+	}
+	desc := fmt.Sprintf("Hand a task to a sub-agent. It works in a session of its own, with a clean context (it sees only the task "+
+		"you give it, so say everything it needs) and its own limits, and its final answer is this call's result (at most %d KiB: "+
+		"a longer one is cut, with a note). If it fails, the call fails with its reason. The sub-agents:%s", MaxDelegateResult>>10, list.String())
+	return tools.Func(DelegateTool, desc, perform,
+		tools.WithSchemaFunc(func(s *jsonschema.Schema) {
+			if p := s.Properties["agent"]; p != nil {
+				p.Enum = names
+			}
+		}),
+		tools.WithTimeout(DelegateTimeout+delegateGrace),
+		tools.WithConcurrency(delegateConcurrency),
+		tools.WithMaxOutput(MaxDelegateResult+4<<10),
+	)
+}
+
+// withDelegate returns ts and, when the configuration runs named agents, the
+// delegate tool whose calls run perform (nil: a tool that only describes itself).
+func (c Config) withDelegate(ts []tools.Tool, perform func(context.Context, delegateArgs) (string, error)) ([]tools.Tool, error) {
+	if len(c.Agents) == 0 {
+		return ts, nil
+	}
+	if slices.ContainsFunc(ts, func(t tools.Tool) bool { return t.Spec().Name == DelegateTool }) {
+		return nil, fmt.Errorf("node: a tool is named %q, the name of the node's own tool for sub-agents (it has named agents): rename it", DelegateTool)
+	}
+	d, err := delegateTool(c.Agents, perform)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	return append(slices.Clone(ts), d), nil
+}
+
+// addDelegate gives the node the delegate tool when it runs named agents.
+func (n *Node) addDelegate() error {
+	ts, err := n.cfg.withDelegate(n.cfg.Tools, n.delegate)
+	if err != nil {
+		return err
+	}
+	n.cfg.Tools = ts
+	return nil
+}
+
+// delegate performs a delegate call: it submits the child's task (once per call,
+// whatever the number of times the call is performed) and waits for its end.
+func (n *Node) delegate(ctx context.Context, a delegateArgs) (string, error) {
+	key, err := messages.ParseEffectKey(tools.CallKey(ctx))
+	if err != nil {
+		return "", fmt.Errorf("delegate: the call has no key of a session's call: %w", err)
+	}
+	parent, err := n.parentTask(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	depth := 1
+	if parent.Parent != nil {
+		depth = parent.Parent.Depth + 1
+	}
+	if depth > MaxDelegationDepth {
+		return "", fmt.Errorf("delegate: sub-agents nest at most %d deep, and this session is a sub-agent %d deep: do the task yourself",
+			MaxDelegationDepth, depth-1)
+	}
+	childID, taskID := ChildSessionID(key), childTaskID(key)
+	deadline := n.cfg.Clock.Now().Add(DelegateTimeout).UnixMicro()
+	if parent.DeadlineUS > 0 {
+		deadline = min(deadline, parent.DeadlineUS)
+	}
+	env, err := n.ingress.admitChild(Task{Input: a.Task, SessionID: childID, Agent: a.Agent}, taskID,
+		child{parent: messages.ParentRef{SessionID: key.SessionID, Key: key.String(), Depth: depth}, deadlineUS: deadline})
+	if err != nil {
+		return "", fmt.Errorf("delegate: %w", err)
+	}
+	// Watch before submitting: the child's end cannot pass unseen.
+	live, stop := n.Watch(childID)
+	defer stop()
+	if err := n.submitChild(ctx, env); err != nil {
+		return "", err
+	}
+	return n.awaitChild(ctx, a.Agent, childID, taskID, live)
+}
+
+// submitChild submits a child's task, trying again a few times (with the same
+// message ID: it is recorded once) while the bus or the session refuses it for a
+// reason that may pass. A node that is stopping answers nothing: the call ends with
+// its context (the node's effects close), unrecorded, and is performed again when
+// the parent resumes.
+func (n *Node) submitChild(ctx context.Context, env messages.Envelope) error {
+	backoff := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		_, err := n.submit(ctx, env)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-n.stopping:
+			<-ctx.Done()
+			return n.abandonChild(ctx, env.SessionID)
+		default:
+		}
+		if ctx.Err() != nil {
+			return n.abandonChild(ctx, env.SessionID)
+		}
+		if errors.Is(err, ErrBadTask) || attempt == 6 {
+			return fmt.Errorf("delegate: start child session %s: %w", env.SessionID, err)
+		}
+		n.cfg.Logger.Warn("delegate: start the child session; trying again", "session", env.SessionID, "attempt", attempt, "err", err)
+		select {
+		case <-time.After(backoff):
+		case <-ctx.Done():
+			return n.abandonChild(ctx, env.SessionID)
+		}
+		backoff *= 2
+	}
+}
+
+// parentTask returns the task of the parent session that made the delegate call
+// keyed key: the task.submitted the call's request event belongs to.
+func (n *Node) parentTask(ctx context.Context, key messages.EffectKey) (*messages.TaskSubmitted, error) {
+	events, err := n.log.Read(ctx, key.SessionID, 1)
+	if err != nil {
+		return nil, fmt.Errorf("delegate: read the parent session %s: %w", key.SessionID, err)
+	}
+	task := ""
+	for _, e := range events {
+		if e.Seq == key.Seq && e.Type == messages.TypeToolCallRequested {
+			task = e.CorrelationID
+		}
+	}
+	for _, e := range events {
+		if task == "" || e.ID != task || e.Type != messages.TypeTaskSubmitted {
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			return nil, fmt.Errorf("delegate: the parent's task: %w", err)
+		}
+		return p.(*messages.TaskSubmitted), nil
+	}
+	return nil, fmt.Errorf("delegate: call %s is no tool call of a session's task: a sub-agent is delegated to by an agent, not called directly", key)
+}
+
+// awaitChild waits for the end of the child's task taskID, from the child's live
+// events and, in case they are late or lost, from its log (at once, for a call
+// performed again after its child ended, then ever less often).
+func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, live <-chan messages.Envelope) (string, error) {
+	poll := 250 * time.Millisecond
+	check := time.NewTimer(0)
+	defer check.Stop()
+	for {
+		select {
+		case e, ok := <-live:
+			if !ok {
+				live = nil // fell behind: the log tells
+				continue
+			}
+			if e.CorrelationID != taskID || (e.Type != messages.TypeTaskCompleted && e.Type != messages.TypeTaskFailed) {
+				continue
+			}
+			p, err := e.Decode()
+			if err != nil {
+				return "", fmt.Errorf("delegate: child session %s: %w", childID, err)
+			}
+			return childOutcome(agent, childID, p)
+		case <-check.C:
+			p, err := n.childEnd(ctx, childID, taskID)
+			switch {
+			case err != nil && ctx.Err() == nil:
+				n.cfg.Logger.Warn("delegate: read the child session", "session", childID, "err", err)
+			case p != nil:
+				return childOutcome(agent, childID, p)
+			}
+			check.Reset(poll)
+			poll = min(2*poll, 5*time.Second)
+		case <-ctx.Done():
+			// The node stopping ends it too (its effects close): unanswered, as a
+			// kill would leave it, it is performed again when the parent resumes.
+			return "", n.abandonChild(ctx, childID)
+		}
+	}
+}
+
+// childEnd returns the event payload that ended the child's task, or nil while it runs.
+func (n *Node) childEnd(ctx context.Context, childID, taskID string) (messages.Payload, error) {
+	events, err := n.log.Read(ctx, childID, 1)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range events {
+		if e.CorrelationID == taskID && (e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed) {
+			return e.Decode()
+		}
+	}
+	return nil, nil
+}
+
+// childOutcome is the delegate call's answer for the event that ended its child's
+// task: the child's answer (cutResult), or an error with its reason.
+func childOutcome(agent, childID string, p messages.Payload) (string, error) {
+	switch p := p.(type) {
+	case *messages.TaskCompleted:
+		return cutResult(p.Output, childID), nil
+	case *messages.TaskFailed:
+		return "", fmt.Errorf("sub-agent %s failed (%s) in child session %s: %s", agent, p.Reason, childID, p.Error)
+	}
+	return "", fmt.Errorf("delegate: child session %s: unexpected %T", childID, p)
+}
+
+// cutResult returns a child's answer, or, past MaxDelegateResult, its head and a note
+// that says it was cut and where the whole of it is: at most MaxDelegateResult bytes.
+func cutResult(out, childID string) string {
+	if len(out) <= MaxDelegateResult {
+		return out
+	}
+	note := fmt.Sprintf("\n[cut: the sub-agent's answer is %d bytes, more than %d; the whole of it is the result of child session %s]",
+		len(out), MaxDelegateResult, childID)
+	cut := max(MaxDelegateResult-len(note), 0)
+	for cut > 0 && !utf8.RuneStart(out[cut]) { // not inside a character
+		cut--
+	}
+	return out[:cut] + note
+}
+
+// abandonChild answers a delegate call whose context ended. When the parent session
+// cancelled the call (its task was cancelled, or ran past its deadline), the child's
+// task is cancelled too. When the node closes, or the call timed out, the child goes
+// on: a call performed again waits for it, and a child fails at its own deadline.
+func (n *Node) abandonChild(ctx context.Context, childID string) error {
+	cause := context.Cause(ctx)
+	if errors.Is(cause, actors.ErrEffectCancelled) {
+		cctx, done := context.WithTimeout(context.Background(), n.cfg.SubmitTimeout)
+		defer done()
+		if err := n.Cancel(cctx, childID, "the parent's delegate call was cancelled"); err != nil && !errors.Is(err, actors.ErrNoRunningTask) {
+			n.cfg.Logger.Warn("delegate: cancel the child's task", "session", childID, "err", err)
+		}
+	}
+	return cause
+}

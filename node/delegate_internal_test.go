@@ -1,0 +1,139 @@
+package node
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// heldModel answers the lead's calls with a delegation and then an answer (any
+// other agent's with that answer), and the helper's with a calculator call (held until release closes) and then 42.
+type heldModel struct {
+	release chan struct{}
+	helper  atomic.Int64
+}
+
+func (m *heldModel) Name() string { return "held" }
+
+func (m *heldModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	msg := messages.ChatMessage{Role: messages.RoleAssistant}
+	switch {
+	case r.Scope.Agent == "lead" && r.Step == 1:
+		msg.ToolCalls = []messages.ToolCall{{ID: "d1", Name: DelegateTool, Arguments: `{"agent":"helper","task":"What is 6*7?"}`}}
+	case r.Scope.Agent != "helper":
+		msg.Content = "done"
+	case r.Step == 1:
+		m.helper.Add(1)
+		select {
+		case <-m.release:
+		case <-ctx.Done():
+			return llm.Response{}, ctx.Err()
+		}
+		msg.ToolCalls = []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}
+	default:
+		m.helper.Add(1)
+		msg.Content = "42"
+	}
+	return llm.Response{Message: msg}, nil
+}
+
+// The same delegate call performed again, while its child runs and after it
+// ended (as another node would after a hand-over, without this node's memory of
+// the answer), waits for the same child and answers as the first did: the child
+// has one task, and its model is called once per step.
+func TestDelegatePerformedAgainFindsTheSameChild(t *testing.T) {
+	model := &heldModel{release: make(chan struct{})}
+	n, err := New(context.Background(), Config{DataDir: t.TempDir(), Model: model, Agents: []NamedAgent{
+		{Name: "lead", Tools: []string{DelegateTool}},
+		{Name: "helper", Tools: []string{"calculator"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if _, err := n.Submit(context.Background(), Task{Input: "go", SessionID: "boss", Agent: "lead"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); model.helper.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child's model was never called")
+		}
+	}
+	ctx, cancel := context.WithTimeout(tools.WithCallKey(context.Background(), "boss/4"), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var again string
+	var againErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		again, againErr = n.delegate(ctx, delegateArgs{Agent: "helper", Task: "What is 6*7?"})
+	}()
+	// Give it time to submit and wait before the child may end; should it be slower,
+	// it finds the child ended instead, and what is checked below holds all the same.
+	time.Sleep(50 * time.Millisecond)
+	close(model.release)
+	wg.Wait()
+	if again != "42" || againErr != nil {
+		t.Fatalf("the call performed again while its child ran: %q %v", again, againErr)
+	}
+	res, err := n.RunTask(ctx, Task{Input: "unused", SessionID: "other"}) // the node keeps working
+	if err != nil || res.Status != messages.StatusCompleted {
+		t.Fatalf("another task: %+v %v", res, err)
+	}
+	before, _ := n.log.Read(ctx, "boss.sub4", 1)
+	if again, err := n.delegate(ctx, delegateArgs{Agent: "helper", Task: "What is 6*7?"}); again != "42" || err != nil {
+		t.Fatalf("the call performed again after its child ended: %q %v", again, err)
+	}
+	after, _ := n.log.Read(ctx, "boss.sub4", 1)
+	tasks := 0
+	for _, e := range after {
+		if e.Type == messages.TypeTaskSubmitted {
+			tasks++
+		}
+	}
+	if len(after) != len(before) || tasks != 1 || model.helper.Load() != 2 {
+		t.Errorf("the child: %d events then %d, %d tasks, its model called %d times; want no new event, 1 task, 2 calls",
+			len(before), len(after), tasks, model.helper.Load())
+	}
+}
+
+// A child's answer past MaxDelegateResult is cut, within the bound, on a
+// character's edge, with a note naming its size and the child session.
+func TestDelegateResultIsCut(t *testing.T) {
+	if got := cutResult("short", "c"); got != "short" {
+		t.Errorf("a short answer: %q", got)
+	}
+	long := strings.Repeat("é", MaxDelegateResult) // 2 bytes each
+	got := cutResult(long, "boss.sub4")
+	if len(got) > MaxDelegateResult || !strings.HasPrefix(got, "éé") ||
+		!strings.Contains(got, "[cut: the sub-agent's answer is 16384 bytes, more than 8192; the whole of it is the result of child session boss.sub4]") {
+		t.Errorf("cut to %d bytes: ...%q", len(got), got[len(got)-200:])
+	}
+	if head, _, _ := strings.Cut(got, "\n[cut:"); strings.Count(head, "é")*2 != len(head) {
+		t.Errorf("the head is cut inside a character")
+	}
+}
+
+// Child session IDs follow the session ID rule however long the parent's is.
+func TestChildSessionID(t *testing.T) {
+	if got := ChildSessionID(messages.EffectKey{SessionID: "boss", Seq: 4}); got != "boss.sub4" {
+		t.Errorf("ChildSessionID(boss/4) = %q", got)
+	}
+	long := strings.Repeat("a", 128)
+	got := ChildSessionID(messages.EffectKey{SessionID: long, Seq: 12})
+	if !ValidSessionID(got) || !strings.HasPrefix(got, "sub.") || got == ChildSessionID(messages.EffectKey{SessionID: long, Seq: 13}) {
+		t.Errorf("ChildSessionID of a long parent: %q", got)
+	}
+}
