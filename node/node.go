@@ -678,6 +678,9 @@ type Task struct {
 	SessionID string `json:"session_id,omitempty"`
 	Agent     string `json:"agent,omitempty"`
 	MaxSteps  int    `json:"max_steps,omitempty"`
+	// MaxTokens is the task's token budget, prompt and completion tokens together
+	// (messages.TaskSubmitted.MaxTokens), at most MaxTokenBudget; 0 means its agent's.
+	MaxTokens int `json:"max_tokens,omitempty"`
 	// DeadlineMS is a relative deadline in milliseconds from submission, at most
 	// MaxDeadline; 0 means none.
 	DeadlineMS int64 `json:"deadline_ms,omitempty"`
@@ -688,6 +691,10 @@ type Task struct {
 
 // MaxDeadline bounds a task's relative deadline (Task.DeadlineMS).
 const MaxDeadline = 30 * 24 * time.Hour
+
+// MaxTokenBudget bounds a token budget: a task's (Task.MaxTokens) and an agent's
+// (NamedAgent.MaxTokens).
+const MaxTokenBudget = 100_000_000
 
 // maxTopicName is the longest topic name Kafka accepts (kafka.MaxTopicNameLength).
 const maxTopicName = 249
@@ -729,6 +736,8 @@ func (t Task) Validate() error {
 		return fmt.Errorf("%w: session_id must be %s", ErrBadTask, SessionIDRule)
 	case t.MaxSteps < 0 || t.MaxSteps > 1000:
 		return fmt.Errorf("%w: max_steps must be between 0 and 1000", ErrBadTask)
+	case t.MaxTokens < 0 || t.MaxTokens > MaxTokenBudget:
+		return fmt.Errorf("%w: max_tokens must be between 0 and %d (0 or left out: the agent's budget); got %d", ErrBadTask, MaxTokenBudget, t.MaxTokens)
 	case t.DeadlineMS < 0 || t.DeadlineMS > MaxDeadline.Milliseconds():
 		return badDeadline(strconv.FormatInt(t.DeadlineMS, 10))
 	case t.Agent != "" && !agentNamePattern.MatchString(t.Agent):
