@@ -185,7 +185,9 @@ func TestLoopDetectionDisabled(t *testing.T) {
 		steps = append(steps, calls(messages.ToolCall{ID: fmt.Sprint(i), Name: "calculator", Arguments: `{"expression":"1+1"}`}))
 	}
 	steps = append(steps, llm.ScriptStep{Content: "2"})
-	off := func(d *actors.SessionDeps) { d.Agent.LoopRepeats, d.Agent.LoopStaleSteps = actors.LoopOff, actors.LoopOff }
+	off := func(d *actors.SessionDeps) {
+		d.Agent.LoopRepeats, d.Agent.LoopStaleSteps = actors.LoopOff, actors.LoopOff
+	}
 	h := newHarness(t, harnessOpts{tools: []tools.Tool{calc}, model: script(t, steps...), deps: off})
 	h.submit("s", "t", "go")
 	events := h.wait("s")
