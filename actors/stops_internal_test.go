@@ -1,6 +1,12 @@
 package actors
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/messages"
+)
 
 func TestCallHashIsOfTheJSONValue(t *testing.T) {
 	same := [][2]string{
@@ -48,5 +54,31 @@ func TestCallHashAllocatesNothing(t *testing.T) {
 	args := `{"expression": "12 * (7 + 5)", "opts": {"precise": true, "digits": [1, 2.5e3]}, "s": "\u00e9\n"}`
 	if n := testing.AllocsPerRun(100, func() { callHash("calculator", args) }); n != 0 {
 		t.Errorf("callHash allocates %.0f times a call", n)
+	}
+}
+
+// A paradigm's model calls keep to the task's token budget as the loop's do.
+func TestParadigmModelCallsKeepToTheTokenBudget(t *testing.T) {
+	dict := messages.ToolSpec{Name: "dictionary", Description: "looks a word up"}
+	for _, c := range []struct {
+		budget, steps int
+	}{
+		{4, 1}, // the loop's answer used 4 tokens: no critique call
+		{6, 2}, // the critique's 4 more reach 8: the loop's next call is not made
+	} {
+		as := Agents{Named: map[string]Agent{"reviewer": {Name: "reviewer", Model: "m", Tools: []messages.ToolSpec{dict}, Paradigm: reviewParadigm{}, MaxTokens: c.budget}}}
+		events, _ := runScripted(t, as, "What is a troupe?", map[string][]string{"": {"a group"}, "critique": {"again"}},
+			func(messages.ToolCallRequested) string { return "a company of performers" })
+		last, err := events[len(events)-1].Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, ok := last.(*messages.TaskFailed)
+		if !ok || f.Reason != messages.ReasonTokenBudget || f.Steps != c.steps || !strings.Contains(f.Error, fmt.Sprintf("its budget is %d", c.budget)) {
+			t.Errorf("budget %d: the task ended with %+v, want token_budget after %d model calls", c.budget, last, c.steps)
+		}
+		if div, err := VerifyAmong(as, events); err != nil || div != nil {
+			t.Errorf("budget %d: verify: %v %v", c.budget, div, err)
+		}
 	}
 }
