@@ -68,12 +68,19 @@ func (a NamedAgent) validate() error {
 		return fmt.Errorf("node: agent %q: unknown paradigm %q: want %s, %s or %s", a.Name, a.Paradigm, ParadigmFunctionCalling, ParadigmReAct, ParadigmSimple)
 	case a.MaxSteps < 0 || a.MaxSteps > 1000:
 		return fmt.Errorf("node: agent %q: max_steps must be between 0 and 1000", a.Name)
-	case a.MaxTokens < 0 || a.MaxTokens > MaxTokenBudget:
-		return fmt.Errorf("node: agent %q: max_tokens must be between 0 and %d", a.Name, MaxTokenBudget)
-	case a.LoopRepeats < actors.LoopOff || a.LoopRepeats == 1 || a.LoopRepeats > 1000:
-		return fmt.Errorf("node: agent %q: loop_repeats must be 0 (the default, %d), actors.LoopOff (off) or between 2 and 1000", a.Name, actors.DefaultLoopRepeats)
-	case a.LoopStaleSteps < actors.LoopOff || a.LoopStaleSteps > 1000:
-		return fmt.Errorf("node: agent %q: loop_stale_steps must be 0 (the default, %d), actors.LoopOff (off) or between 1 and 1000", a.Name, actors.DefaultLoopStaleSteps)
+	}
+	return checkStops(fmt.Sprintf("agent %q", a.Name), a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps)
+}
+
+// checkStops checks the stop conditions of an agent (who names it in the error).
+func checkStops(who string, maxTokens, loopRepeats, loopStaleSteps int) error {
+	switch {
+	case maxTokens < 0 || maxTokens > MaxTokenBudget:
+		return fmt.Errorf("node: %s: max_tokens must be between 0 and %d", who, MaxTokenBudget)
+	case loopRepeats < actors.LoopOff || loopRepeats == 1 || loopRepeats > 1000:
+		return fmt.Errorf("node: %s: loop_repeats must be 0 (the default, %d), actors.LoopOff (off) or between 2 and 1000", who, actors.DefaultLoopRepeats)
+	case loopStaleSteps < actors.LoopOff || loopStaleSteps > 1000:
+		return fmt.Errorf("node: %s: loop_stale_steps must be 0 (the default, %d), actors.LoopOff (off) or between 1 and 1000", who, actors.DefaultLoopStaleSteps)
 	}
 	return nil
 }

@@ -131,6 +131,11 @@ type Config struct {
 	Chains []tools.Chain
 	// MaxSteps bounds the model calls of a task (default 10).
 	MaxSteps int
+	// MaxTokens, LoopRepeats and LoopStaleSteps are the default agent's other stop
+	// conditions (actors.Agent's: 0 is no token budget, and the default loop
+	// detection; actors.LoopOff turns a loop check off). A named agent without its
+	// own takes them.
+	MaxTokens, LoopRepeats, LoopStaleSteps int
 	// Agents are the agents a task may name (Task.Agent) besides "default", the
 	// agent the fields above configure (an agents file's; NamedAgent).
 	Agents []NamedAgent
@@ -199,6 +204,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 || c.MaxLiveSessions < 0 {
 		return errors.New("node: limits and timeouts must not be negative")
+	}
+	if err := checkStops("the default agent", c.MaxTokens, c.LoopRepeats, c.LoopStaleSteps); err != nil {
+		return err
 	}
 	if err := c.HTTP.Validate(); err != nil {
 		return err
@@ -410,7 +418,7 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 		prompt += "\n\n" + strings.TrimSuffix(section, "\n")
 	}
 	agent := actors.Agent{Name: "default", SystemPrompt: prompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps,
-		Catalog: c.ToolCatalog}
+		Catalog: c.ToolCatalog, MaxTokens: c.MaxTokens, LoopRepeats: c.LoopRepeats, LoopStaleSteps: c.LoopStaleSteps}
 	if strategy != disclosure.All {
 		agent.Disclosure = d
 	}

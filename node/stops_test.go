@@ -210,3 +210,26 @@ func TestNamedAgentStopSettingsAreValidated(t *testing.T) {
 		}
 	}
 }
+
+// The default agent's stop conditions come from the node's configuration, and a
+// named agent without its own takes them.
+func TestDefaultAgentStopConditions(t *testing.T) {
+	cfg, rec := stopsConfig(t)
+	cfg.MaxTokens, cfg.LoopRepeats = 350, actors.LoopOff
+	n := nodetest.Start(t, cfg)
+	for _, c := range []struct {
+		agent string
+		steps int
+	}{{"", 4}, {"patient", 4}, {"frugal", 2}} { // with loop detection, the default agent's third call would stop it
+		rec.take()
+		events := runAgentTask(t, n, node.Task{Input: "1+1?", SessionID: "default-" + c.agent, Agent: c.agent})
+		p, _ := events[len(events)-1].Decode()
+		if f, ok := p.(*messages.TaskFailed); !ok || f.Reason != messages.ReasonTokenBudget || f.Steps != c.steps {
+			t.Errorf("agent %q: the task ended with %+v, want token_budget after %d steps (loop detection off)", c.agent, p, c.steps)
+		}
+	}
+	_, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), LoopRepeats: 1})
+	if err == nil || !strings.Contains(err.Error(), "the default agent: loop_repeats") {
+		t.Errorf("a node with loop_repeats 1: %v", err)
+	}
+}

@@ -47,6 +47,12 @@ type File struct {
 	TopicsFile         string          `json:"topics_file"`
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`
+	// MaxTokens, LoopRepeats and LoopStaleSteps are the default agent's stop
+	// conditions, as an agents file's agent has them (stops.go): absent, the node's
+	// defaults; a loop setting of 0 turns that check off.
+	MaxTokens      int  `json:"max_tokens"`
+	LoopRepeats    *int `json:"loop_repeats"`
+	LoopStaleSteps *int `json:"loop_stale_steps"`
 	IdleTimeout        string          `json:"idle_timeout"`
 	MaxSessions        int             `json:"max_sessions"`
 	Gateway            GatewayFile     `json:"gateway"`
@@ -321,6 +327,7 @@ func (fc File) Validate() error {
 	if fc.MaxSteps < 0 || fc.MaxSteps > maxMaxSteps {
 		bad("max_steps", "%d is out of range: want %s", fc.MaxSteps, fieldRanges["max_steps"])
 	}
+	errs = append(errs, fc.validateStops()...)
 	if fc.MaxSessions < 0 || fc.MaxSessions > MaxMaxSessions {
 		bad("max_sessions", "%d is out of range: want %s", fc.MaxSessions, fieldRanges["max_sessions"])
 	}

@@ -64,3 +64,18 @@ func loopSetting(n *int) int {
 	}
 	return *n
 }
+
+// validateStops reports the configuration file's stop conditions out of range.
+func (fc File) validateStops() []error {
+	var errs []error
+	if fc.MaxTokens < 0 || fc.MaxTokens > node.MaxTokenBudget {
+		errs = append(errs, fmt.Errorf("max_tokens: %d is out of range: want 1 to %d (0 or absent: no budget)", fc.MaxTokens, node.MaxTokenBudget))
+	}
+	if r := fc.LoopRepeats; r != nil && (*r < 0 || *r == 1 || *r > maxLoopSetting) {
+		errs = append(errs, fmt.Errorf("loop_repeats: %d is out of range: want 0 (off) or 2 to %d (absent: %d)", *r, maxLoopSetting, actors.DefaultLoopRepeats))
+	}
+	if s := fc.LoopStaleSteps; s != nil && (*s < 0 || *s > maxLoopSetting) {
+		errs = append(errs, fmt.Errorf("loop_stale_steps: %d is out of range: want 0 (off) or 1 to %d (absent: %d)", *s, maxLoopSetting, actors.DefaultLoopStaleSteps))
+	}
+	return errs
+}

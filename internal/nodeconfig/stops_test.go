@@ -2,10 +2,13 @@ package nodeconfig
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/node"
 )
 
 func TestParseAgentsStopConditionsAndSimple(t *testing.T) {
@@ -82,5 +85,49 @@ func TestParseAgentsStopConditionErrors(t *testing.T) {
 				t.Errorf("err = %v, want line %d and %q", err, c.line, c.want)
 			}
 		})
+	}
+}
+
+// The configuration file gives the default agent its stop conditions, with the
+// agents file's names and ranges.
+func TestConfigFileStopConditions(t *testing.T) {
+	load := func(body string) (File, error) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "troupe.json")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return Load(path)
+	}
+	fc, err := load(`{"max_tokens": 5000, "loop_repeats": 0, "loop_stale_steps": 6}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := fc.Agent(AgentOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg node.Config
+	a.Apply(&cfg)
+	if cfg.MaxTokens != 5000 || cfg.LoopRepeats != actors.LoopOff || cfg.LoopStaleSteps != 6 {
+		t.Errorf("config: max_tokens %d, loop_repeats %d, loop_stale_steps %d; want 5000, off, 6", cfg.MaxTokens, cfg.LoopRepeats, cfg.LoopStaleSteps)
+	}
+	fc, err = load(`{"max_steps": 5}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, _ := fc.Agent(AgentOptions{}); a.MaxTokens != 0 || a.LoopRepeats != 0 || a.LoopStaleSteps != 0 {
+		t.Errorf("absent stop conditions: %+v, want the node's defaults", a)
+	}
+	for body, want := range map[string]string{
+		`{"max_tokens": -1}`:         "max_tokens: -1 is out of range",
+		`{"max_tokens": 100000001}`:  "max_tokens: 100000001 is out of range",
+		`{"loop_repeats": 1}`:        "loop_repeats: 1 is out of range: want 0 (off) or 2 to 1000",
+		`{"loop_stale_steps": 1001}`: "loop_stale_steps: 1001 is out of range",
+		`{"max_tokens": "many"}`:     "max_tokens",
+	} {
+		if _, err := load(body); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
 	}
 }
