@@ -498,6 +498,9 @@ func (s *SessionState) activate(t *taskState) {
 }
 
 func (s *SessionState) next() {
+	if s.active != nil {
+		s.active.loop = loopState{} // an ended task's loop detection is done with
+	}
 	s.active = nil
 	for _, t := range s.tasks {
 		if t.phase == phaseQueued {
