@@ -47,12 +47,6 @@ type File struct {
 	TopicsFile         string          `json:"topics_file"`
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`
-	// MaxTokens, LoopRepeats and LoopStaleSteps are the default agent's stop
-	// conditions, as an agents file's agent has them (stops.go): absent, the node's
-	// defaults; a loop setting of 0 turns that check off.
-	MaxTokens      int  `json:"max_tokens"`
-	LoopRepeats    *int `json:"loop_repeats"`
-	LoopStaleSteps *int `json:"loop_stale_steps"`
 	IdleTimeout        string          `json:"idle_timeout"`
 	MaxSessions        int             `json:"max_sessions"`
 	Gateway            GatewayFile     `json:"gateway"`
@@ -76,6 +70,13 @@ type File struct {
 	Memory *MemoryFile `json:"memory"`
 	// AgentsFile is the agents file (YAML; LoadAgents) that declares named agents.
 	AgentsFile string `json:"agents_file"`
+
+	// MaxTokens, LoopRepeats and LoopStaleSteps are the default agent's stop
+	// conditions, as an agents file's agent has them (stops.go): absent, the node's
+	// defaults; a loop setting of 0 turns that check off.
+	MaxTokens      int  `json:"max_tokens"`
+	LoopRepeats    *int `json:"loop_repeats"`
+	LoopStaleSteps *int `json:"loop_stale_steps"`
 }
 
 // SkillsFile is the "skills" section: what the skills of skills_dir may do.
