@@ -21,7 +21,9 @@
 // The agent's decisions (SessionState.Apply and SessionState.Decide) are pure: no clock,
 // no randomness, no map-order dependence. Recovery after a panic or a killed process is
 // "read the events, fold them, re-issue only effects that were requested and never
-// answered, with the same idempotency key".
+// answered, with the same idempotency key". A task's stop conditions (max steps, token
+// budget, deadline, cancellation, loop detection) are judged the same way, from the
+// fold (stops.go): each ends the task with a TaskFailed that names its reason.
 //
 // A tool chain (tools.ChainTool, in Agent.Chains) is run by the session step by step:
 // each step is a tool.requested of its own, naming its chain's call, issued as an

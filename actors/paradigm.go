@@ -107,11 +107,15 @@ func (v *view) loopAnswer() (output, replyID string, ok bool) {
 }
 
 // model returns the decision to call the model for purpose (its request is the
-// taskRun's prompt), or the task's failure when it has used its model calls.
+// taskRun's prompt), or the task's failure when it has used its model calls or its
+// token budget (stops.go).
 func (v *view) model(purpose, cause string) *Decision {
 	t := v.t
 	if max := v.a.maxSteps(t); t.Steps >= max {
 		return v.fail(messages.ReasonMaxSteps, fmt.Sprintf("stopped after %d model calls without a final answer", max), cause)
+	}
+	if f := v.a.overBudget(t); f != nil {
+		return &Decision{Payload: f, CausationID: cause, TaskID: t.ID}
 	}
 	req := t.run.prompt(v, purpose)
 	req.Step = t.Steps + 1

@@ -279,8 +279,12 @@ func TestToolTimeoutAndBadArgumentsReachTheModel(t *testing.T) {
 
 func TestMaxStepsStopsALoopingModel(t *testing.T) {
 	loop := funcTool{"again", func(context.Context, tools.Call) (string, error) { return "more", nil }}
-	step := calls(messages.ToolCall{ID: "x", Name: "again", Arguments: "{}"})
-	h := newHarness(t, harnessOpts{maxSteps: 3, tools: []tools.Tool{loop}, model: script(t, step, step, step, step, step)})
+	// Calls with other arguments each time, so that loop detection (stops_test.go)
+	// does not stop the task first.
+	step := func(n int) llm.ScriptStep {
+		return calls(messages.ToolCall{ID: "x", Name: "again", Arguments: fmt.Sprintf(`{"n":%d}`, n)})
+	}
+	h := newHarness(t, harnessOpts{maxSteps: 3, tools: []tools.Tool{loop}, model: script(t, step(1), step(2), step(3), step(4), step(5))})
 	h.submit("s", "t", "go")
 	events := h.wait("s")
 	f := decode[*messages.TaskFailed](t, events[len(events)-1])

@@ -47,6 +47,31 @@ type Agent struct {
 	// execute, reflection, …: paradigm.go). A session folds its tasks' paradigm
 	// state only when it was given its agents (SessionState.WithAgents).
 	Paradigm Paradigm
+
+	// Stop conditions besides MaxSteps (stops.go).
+
+	// MaxTokens is the token budget of a task that sets none
+	// (messages.TaskSubmitted.MaxTokens): the prompt and completion tokens of its
+	// model calls together; 0 means none. A task whose tokens reached its budget
+	// makes no further model call and requests no tool call: it fails with
+	// messages.ReasonTokenBudget. A final answer is kept even when its own tokens
+	// crossed the budget: they are spent by then, and the answer is what they bought.
+	MaxTokens int
+	// LoopRepeats stops a task (messages.ReasonLoop) when its model requests the same
+	// call, the same tool with the same arguments (byte-identical, or the same JSON
+	// value), for the LoopRepeats-th time: that request is not performed. 0 means
+	// DefaultLoopRepeats; LoopOff turns the check off.
+	LoopRepeats int
+	// LoopStaleSteps stops a task (messages.ReasonLoop) when LoopStaleSteps steps in a
+	// row brought no new information: each tool result of each of them had been seen
+	// before in the task (the same tool with the same result or error). 0 means
+	// DefaultLoopStaleSteps; LoopOff turns the check off.
+	LoopStaleSteps int
+	// SingleCall is the simple paradigm: a task is one model call, offered no tools,
+	// whose reply's text is the task's output. A reply that requests tool calls
+	// anyway is answered by its text when it has some (the calls are not performed),
+	// and fails the task with messages.ReasonModelError when it has none.
+	SingleCall bool
 }
 
 // Agents are the agents a session runs: Default for a task that names none (or
@@ -92,6 +117,14 @@ func (a Agent) toolNames() []string {
 	return specNames(a.ToolSpecs())
 }
 
+func callNames(calls []messages.ToolCall) []string {
+	n := make([]string, len(calls))
+	for i, c := range calls {
+		n[i] = c.Name
+	}
+	return n
+}
+
 func specNames(specs []messages.ToolSpec) []string {
 	n := make([]string, len(specs))
 	for i, s := range specs {
@@ -103,6 +136,9 @@ func specNames(specs []messages.ToolSpec) []string {
 // offer returns the tools a request offers, given the session's recorded loads, and
 // the section the disclosure adds to the system prompt.
 func (a Agent) offer(loads []ToolLoad) ([]messages.ToolSpec, string) {
+	if a.SingleCall {
+		return nil, ""
+	}
 	if a.Disclosure == nil {
 		return a.ToolSpecs(), ""
 	}
@@ -206,6 +242,10 @@ type taskState struct {
 	run     taskRun
 	pending *auxModel
 	aux     []*callState
+	// Reason is the reason of the task's TaskFailed.
+	Reason string
+	// loop is what loop detection has folded (stops.go).
+	loop loopState
 }
 
 // SessionState is a session folded from its events. The zero value is not usable:
@@ -369,6 +409,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		t.Usage = t.Usage.Add(p.Usage)
 		if p.Error == "" {
 			s.history = append(s.history, p.Message)
+			t.loop.noteReply(p.Message.ToolCalls)
 		}
 	case *messages.ToolCallRequested:
 		key, err := s.effectKeyOf(e, p.Key)
@@ -408,6 +449,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 			for _, c := range t.calls {
 				s.history = append(s.history, toolMessage(c.result))
 			}
+			t.loop.noteStep(t.calls)
 			t.phase = phaseNeedModel
 		}
 	case *messages.TaskCompleted:
@@ -417,7 +459,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		}
 	case *messages.TaskFailed:
 		if t != nil && e.CorrelationID == t.ID {
-			t.phase, t.Status, t.Error = phaseDone, messages.StatusFailed, p.Error
+			t.phase, t.Status, t.Error, t.Reason = phaseDone, messages.StatusFailed, p.Error, p.Reason
 			s.next()
 		}
 	}
@@ -456,6 +498,9 @@ func (s *SessionState) activate(t *taskState) {
 }
 
 func (s *SessionState) next() {
+	if s.active != nil {
+		s.active.loop = loopState{} // an ended task's loop detection is done with
+	}
 	s.active = nil
 	for _, t := range s.tasks {
 		if t.phase == phaseQueued {
@@ -517,6 +562,12 @@ func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64) *Decisi
 		if max := a.maxSteps(t); t.Steps >= max {
 			return d(&messages.TaskFailed{Reason: messages.ReasonMaxSteps, Error: fmt.Sprintf("stopped after %d model calls without a final answer", max), Steps: t.Steps, Usage: t.Usage}, t.ID)
 		}
+		if f := a.overBudget(t); f != nil {
+			return d(f, t.ID)
+		}
+		if f := a.staleSteps(t); f != nil {
+			return d(f, t.ID)
+		}
 		req := s.Request(a)
 		req.Step = t.Steps + 1
 		return d(&messages.ModelRequested{
@@ -528,8 +579,19 @@ func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64) *Decisi
 		if r.Error != "" {
 			return d(&messages.TaskFailed{Reason: messages.ReasonModelError, Error: r.Error, Steps: t.Steps, Usage: t.Usage}, t.replyID)
 		}
-		if len(r.Message.ToolCalls) == 0 {
+		if a.SingleCall && len(r.Message.ToolCalls) > 0 && r.Message.Content == "" {
+			return d(&messages.TaskFailed{Reason: messages.ReasonModelError,
+				Error: fmt.Sprintf("the model answered with tool calls (%s) and no text; the simple paradigm offers no tools: its answer is the reply's text",
+					strings.Join(callNames(r.Message.ToolCalls), ", ")), Steps: t.Steps, Usage: t.Usage}, t.replyID)
+		}
+		if len(r.Message.ToolCalls) == 0 || a.SingleCall {
 			return d(&messages.TaskCompleted{Output: r.Message.Content, Steps: t.Steps, Usage: t.Usage}, t.replyID)
+		}
+		if f := a.overBudget(t); f != nil {
+			return d(f, t.replyID)
+		}
+		if f := a.repeatedCall(t); f != nil {
+			return d(f, t.replyID)
 		}
 		c := r.Message.ToolCalls[0]
 		return d(&messages.ToolCallRequested{Key: s.keyAt(nextSeq), CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Step: t.Steps}, t.replyID)
@@ -686,6 +748,26 @@ func (s *SessionState) Deadline() int64 {
 		return 0
 	}
 	return s.active.Spec.DeadlineUS
+}
+
+// TaskReason reports why the task with this ID failed (messages.TaskFailed.Reason);
+// "" for a task that did not fail, or that the session does not have.
+func (s *SessionState) TaskReason(id string) string {
+	for _, t := range s.tasks {
+		if t.ID == id {
+			return t.Reason
+		}
+	}
+	return ""
+}
+
+// StatusReason reports why the session's latest task failed, when Status reports
+// messages.StatusFailed; "" otherwise.
+func (s *SessionState) StatusReason() string {
+	if len(s.tasks) == 0 || s.active != nil {
+		return ""
+	}
+	return s.tasks[len(s.tasks)-1].Reason
 }
 
 // ReplyTopic reports the topic the task with this ID asked its result to be sent to.

@@ -105,7 +105,9 @@ func NewServer(n Node, opts ServerOptions) *Server {
 			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"the task, in words"},` +
 			`"session_id":{"type":"string","description":"the session to continue; a new one when absent"},` +
-			`"agent":{"type":"string","description":"the agent to run (this node runs \"default\")"}},"required":["input"],"additionalProperties":false}`),
+			`"agent":{"type":"string","description":"the agent to run (this node runs \"default\")"},` +
+			`"max_tokens":{"type":"integer","minimum":0,"description":"the task's token budget, prompt and completion tokens together; absent: the agent's"}},` +
+			`"required":["input"],"additionalProperties":false}`),
 		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, s.runTask)
 	s.sync()
@@ -227,6 +229,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 		Input     string `json:"input"`
 		SessionID string `json:"session_id"`
 		Agent     string `json:"agent"`
+		MaxTokens int    `json:"max_tokens"`
 	}
 	raw := "{}"
 	if req.Params != nil && len(req.Params.Arguments) > 0 {
@@ -235,7 +238,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	if err := decodeStrict(RunTask, raw, &args, `{"input":"What is 2+2?"}`); err != nil {
 		return errorResult(err.Error()), nil
 	}
-	task := node.Task{Input: args.Input, SessionID: args.SessionID, Agent: args.Agent}
+	task := node.Task{Input: args.Input, SessionID: args.SessionID, Agent: args.Agent, MaxTokens: args.MaxTokens}
 	f := s.follow(ctx, req.Session, req.Params, RunTask)
 	var res messages.TaskResult
 	var err error
@@ -246,7 +249,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	}
 	outcome := err
 	if err == nil && res.Status != messages.StatusCompleted {
-		outcome = fmt.Errorf("the task failed (session %s): %s", res.SessionID, res.Error)
+		outcome = fmt.Errorf("the task failed (session %s, reason %s): %s", res.SessionID, res.Reason, res.Error)
 	}
 	f.end(ctx, outcome)
 	meta := sdk.Meta{}
@@ -263,7 +266,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 		r.Meta = meta
 		return r, nil
 	case res.Status != messages.StatusCompleted:
-		r := errorResult(fmt.Sprintf("the task failed (session %s): %s", res.SessionID, res.Error))
+		r := errorResult(fmt.Sprintf("the task failed (session %s, reason %s): %s", res.SessionID, res.Reason, res.Error))
 		r.Meta = meta
 		return r, nil
 	}

@@ -177,8 +177,17 @@ func TestServerRunTaskFailed(t *testing.T) {
 	n := nodetest.Start(t, node.Config{Model: m, MaxSteps: 1})
 	cs := connect(t, mcp.NewServer(n, mcp.ServerOptions{}), nil)
 	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "loop"}})
-	if err != nil || !res.IsError || !strings.Contains(textOf(res), "the task failed") || res.Meta[mcp.SessionIDMeta] == nil {
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "the task failed") || !strings.Contains(textOf(res), "reason max_steps") || res.Meta[mcp.SessionIDMeta] == nil {
 		t.Fatalf("run_task: %v %+v %q", err, res, textOf(res))
+	}
+	// A token budget of 1: the first reply's tokens use it up.
+	res, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "loop", "max_tokens": 1}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "reason token_budget") || !strings.Contains(textOf(res), "its budget is 1") {
+		t.Fatalf("run_task with max_tokens 1: %v %q", err, textOf(res))
+	}
+	res, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "loop", "max_tokens": -1}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "max_tokens must be between 0 and") {
+		t.Fatalf("run_task with max_tokens -1: %v %q", err, textOf(res))
 	}
 }
 

@@ -65,6 +65,11 @@ type TaskSubmitted struct {
 	Model string `json:"model,omitempty"`
 	// MaxSteps bounds the model calls of this task; 0 means the agent's default.
 	MaxSteps int `json:"max_steps,omitempty"`
+	// MaxTokens is the task's token budget: the prompt and completion tokens of all
+	// its model calls together. Once they reach it, no model call follows and the task
+	// fails with ReasonTokenBudget; a reply that crosses it is still the answer when it
+	// is a final one. 0 means the agent's budget (none unless its agent has one).
+	MaxTokens int `json:"max_tokens,omitempty"`
 	// DeadlineUS is an absolute deadline in Unix microseconds; 0 means none.
 	DeadlineUS int64 `json:"deadline_us,omitempty"`
 	// ReplyTopic, when set, receives the task's result.
@@ -171,6 +176,13 @@ const (
 	// ReasonUnknownAgent: the task names an agent the session's node does not run
 	// (ingress refuses such a task; a node whose agents file differs records this).
 	ReasonUnknownAgent = "unknown_agent"
+	// ReasonTokenBudget: the task's model calls used its token budget
+	// (TaskSubmitted.MaxTokens, or its agent's) without a final answer.
+	ReasonTokenBudget = "token_budget"
+	// ReasonLoop: the task went round in circles: the model requested the same tool
+	// call (same tool, same arguments) too many times, or too many steps in a row
+	// brought no new information (every tool result was one seen before in the task).
+	ReasonLoop = "loop_detected"
 )
 
 // TaskFailed records that a task stopped without an answer.

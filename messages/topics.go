@@ -23,6 +23,10 @@ type TaskResult struct {
 	Status    string `json:"status"`
 	Output    string `json:"output,omitempty"`
 	Error     string `json:"error,omitempty"`
+	// Reason is why a failed task stopped (TaskFailed.Reason: ReasonMaxSteps,
+	// ReasonTokenBudget, ReasonLoop, ReasonDeadline, ReasonCancelled, ...); empty
+	// unless Status is StatusFailed.
+	Reason string `json:"reason,omitempty"`
 }
 
 // Metadata keys set on every bus message, so routers and partitioners need not decode.

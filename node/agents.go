@@ -21,6 +21,9 @@ const (
 	// ParadigmReAct is the same loop with the ReAct text protocol even for a model
 	// that calls tools natively (package llm/react).
 	ParadigmReAct = "react"
+	// ParadigmSimple is one model call offered no tools: its reply's text is the
+	// task's answer (actors.Agent.SingleCall).
+	ParadigmSimple = "simple"
 )
 
 // AgentNameRule says which names an agent may have, for error messages.
@@ -35,7 +38,8 @@ type NamedAgent struct {
 	Description string
 	// SystemPrompt opens its conversations ("": Config.SystemPrompt).
 	SystemPrompt string
-	// Paradigm is ParadigmFunctionCalling ("" too) or ParadigmReAct.
+	// Paradigm is ParadigmFunctionCalling ("" too), ParadigmReAct or ParadigmSimple
+	// (which offers no tools, whatever Tools says).
 	Paradigm string
 	// Tools are the names of the tools it may call, among the node's (Tools, the
 	// skills', the chains', the notes' and the memory tool's): it is offered these
@@ -44,16 +48,39 @@ type NamedAgent struct {
 	Tools []string
 	// MaxSteps bounds the model calls of its tasks (0: Config.MaxSteps).
 	MaxSteps int
+
+	// Stop conditions (actors.Agent's; 0: the default agent's).
+
+	// MaxTokens is the token budget of its tasks that set none (Task.MaxTokens), at
+	// most MaxTokenBudget.
+	MaxTokens int
+	// LoopRepeats and LoopStaleSteps tune its loop detection; actors.LoopOff turns a
+	// check off.
+	LoopRepeats    int
+	LoopStaleSteps int
 }
 
 func (a NamedAgent) validate() error {
 	switch {
 	case !agentNamePattern.MatchString(a.Name) || a.Name == "default":
 		return fmt.Errorf("node: agent %q: want %s, not \"default\"", a.Name, AgentNameRule)
-	case a.Paradigm != "" && a.Paradigm != ParadigmFunctionCalling && a.Paradigm != ParadigmReAct:
-		return fmt.Errorf("node: agent %q: unknown paradigm %q: want %s or %s", a.Name, a.Paradigm, ParadigmFunctionCalling, ParadigmReAct)
+	case a.Paradigm != "" && a.Paradigm != ParadigmFunctionCalling && a.Paradigm != ParadigmReAct && a.Paradigm != ParadigmSimple:
+		return fmt.Errorf("node: agent %q: unknown paradigm %q: want %s, %s or %s", a.Name, a.Paradigm, ParadigmFunctionCalling, ParadigmReAct, ParadigmSimple)
 	case a.MaxSteps < 0 || a.MaxSteps > 1000:
 		return fmt.Errorf("node: agent %q: max_steps must be between 0 and 1000", a.Name)
+	}
+	return checkStops(fmt.Sprintf("agent %q", a.Name), a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps)
+}
+
+// checkStops checks the stop conditions of an agent (who names it in the error).
+func checkStops(who string, maxTokens, loopRepeats, loopStaleSteps int) error {
+	switch {
+	case maxTokens < 0 || maxTokens > MaxTokenBudget:
+		return fmt.Errorf("node: %s: max_tokens must be between 0 and %d", who, MaxTokenBudget)
+	case loopRepeats < actors.LoopOff || loopRepeats == 1 || loopRepeats > 1000:
+		return fmt.Errorf("node: %s: loop_repeats must be 0 (the default, %d), actors.LoopOff (off) or between 2 and 1000", who, actors.DefaultLoopRepeats)
+	case loopStaleSteps < actors.LoopOff || loopStaleSteps > 1000:
+		return fmt.Errorf("node: %s: loop_stale_steps must be 0 (the default, %d), actors.LoopOff (off) or between 1 and 1000", who, actors.DefaultLoopStaleSteps)
 	}
 	return nil
 }
@@ -78,6 +105,17 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		}
 		if na.Paradigm == ParadigmReAct {
 			a.Protocol = llm.ProtocolReAct
+		}
+		// Stop conditions: the agent's own, else the default agent's.
+		a.MaxTokens = cmp.Or(na.MaxTokens, a.MaxTokens)
+		a.LoopRepeats = cmp.Or(na.LoopRepeats, a.LoopRepeats)
+		a.LoopStaleSteps = cmp.Or(na.LoopStaleSteps, a.LoopStaleSteps)
+		if na.Paradigm == ParadigmSimple {
+			// One call, no tools: nor the skills' section that tells of them.
+			a.SingleCall, a.SystemPrompt = true, cmp.Or(na.SystemPrompt, c.SystemPrompt)
+			a.Tools, a.Disclosure, a.Catalog, a.Chains = nil, nil, nil, nil
+			named[na.Name] = a
+			continue
 		}
 		if na.Tools != nil {
 			for _, name := range na.Tools {

@@ -157,7 +157,7 @@ func (n *Node) taskResult(ctx context.Context, sessionID, task string) (messages
 		}
 	}
 	if status, out, errMsg, ok := st.Task(task); ok {
-		res.Status, res.Output, res.Error = status, out, errMsg
+		res.Status, res.Output, res.Error, res.Reason = status, out, errMsg, st.TaskReason(task)
 	}
 	return res, nil
 }

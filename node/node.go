@@ -131,6 +131,11 @@ type Config struct {
 	Chains []tools.Chain
 	// MaxSteps bounds the model calls of a task (default 10).
 	MaxSteps int
+	// MaxTokens, LoopRepeats and LoopStaleSteps are the default agent's other stop
+	// conditions (actors.Agent's: 0 is no token budget, and the default loop
+	// detection; actors.LoopOff turns a loop check off). A named agent without its
+	// own takes them.
+	MaxTokens, LoopRepeats, LoopStaleSteps int
 	// Agents are the agents a task may name (Task.Agent) besides "default", the
 	// agent the fields above configure (an agents file's; NamedAgent).
 	Agents []NamedAgent
@@ -199,6 +204,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 || c.MaxLiveSessions < 0 {
 		return errors.New("node: limits and timeouts must not be negative")
+	}
+	if err := checkStops("the default agent", c.MaxTokens, c.LoopRepeats, c.LoopStaleSteps); err != nil {
+		return err
 	}
 	if err := c.HTTP.Validate(); err != nil {
 		return err
@@ -410,7 +418,7 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 		prompt += "\n\n" + strings.TrimSuffix(section, "\n")
 	}
 	agent := actors.Agent{Name: "default", SystemPrompt: prompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps,
-		Catalog: c.ToolCatalog}
+		Catalog: c.ToolCatalog, MaxTokens: c.MaxTokens, LoopRepeats: c.LoopRepeats, LoopStaleSteps: c.LoopStaleSteps}
 	if strategy != disclosure.All {
 		agent.Disclosure = d
 	}
@@ -678,6 +686,9 @@ type Task struct {
 	SessionID string `json:"session_id,omitempty"`
 	Agent     string `json:"agent,omitempty"`
 	MaxSteps  int    `json:"max_steps,omitempty"`
+	// MaxTokens is the task's token budget, prompt and completion tokens together
+	// (messages.TaskSubmitted.MaxTokens), at most MaxTokenBudget; 0 means its agent's.
+	MaxTokens int `json:"max_tokens,omitempty"`
 	// DeadlineMS is a relative deadline in milliseconds from submission, at most
 	// MaxDeadline; 0 means none.
 	DeadlineMS int64 `json:"deadline_ms,omitempty"`
@@ -688,6 +699,10 @@ type Task struct {
 
 // MaxDeadline bounds a task's relative deadline (Task.DeadlineMS).
 const MaxDeadline = 30 * 24 * time.Hour
+
+// MaxTokenBudget bounds a token budget: a task's (Task.MaxTokens) and an agent's
+// (NamedAgent.MaxTokens).
+const MaxTokenBudget = 100_000_000
 
 // maxTopicName is the longest topic name Kafka accepts (kafka.MaxTopicNameLength).
 const maxTopicName = 249
@@ -729,6 +744,8 @@ func (t Task) Validate() error {
 		return fmt.Errorf("%w: session_id must be %s", ErrBadTask, SessionIDRule)
 	case t.MaxSteps < 0 || t.MaxSteps > 1000:
 		return fmt.Errorf("%w: max_steps must be between 0 and 1000", ErrBadTask)
+	case t.MaxTokens < 0 || t.MaxTokens > MaxTokenBudget:
+		return fmt.Errorf("%w: max_tokens must be between 0 and %d (0 or left out: the agent's budget); got %d", ErrBadTask, MaxTokenBudget, t.MaxTokens)
 	case t.DeadlineMS < 0 || t.DeadlineMS > MaxDeadline.Milliseconds():
 		return badDeadline(strconv.FormatInt(t.DeadlineMS, 10))
 	case t.Agent != "" && !agentNamePattern.MatchString(t.Agent):

@@ -88,6 +88,9 @@ flags:
                          agents a task may run ("agent"; node agents for its usage)
   --agent NAME           run: the agent of the file that runs the task (default: the
                          node's own, "default")
+  --max-tokens N         run: the task's token budget, prompt and completion tokens
+                         together (default: the agent's "max_tokens", else none); a
+                         task that uses it up fails with reason token_budget
   --idle-timeout D       stop a session's actor after it has been idle this long, a
                          positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
                          default 1m); its next task folds it back from the log
@@ -208,6 +211,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	milvusAddr := fs.String("milvus", os.Getenv("TROUPE_MILVUS"), "Milvus server for the memories' vectors")
 	agentsFlag := fs.String("agents", or("TROUPE_AGENTS", fc.AgentsFile, ""), "agents file (YAML)")
 	agentName := fs.String("agent", "", "the agent that runs the task (run; default: the node's own)")
+	maxTokens := fs.Int("max-tokens", 0, "the task's token budget (run; default: the agent's)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	if err := fs.Parse(args[1:]); err != nil {
 		return 2
@@ -224,6 +228,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintf(stderr, "error: --agent is node run's: tasks to node %s name their agent themselves (\"agent\")\n", cmd)
 		return 2
 	}
+	if *maxTokens != 0 && cmd != "run" {
+		fmt.Fprintf(stderr, "error: --max-tokens is node run's: tasks to node %s set their budget themselves (\"max_tokens\")\n", cmd)
+		return 2
+	}
+	task := node.Task{Input: fs.Arg(0), Agent: *agentName, MaxTokens: *maxTokens}
 	if *maxConns < 1 {
 		fmt.Fprintln(stderr, "error: --http-max-conns must be at least 1")
 		return 2
@@ -239,7 +248,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			fmt.Fprint(stderr, usage)
 			return 2
 		}
-		if err := (node.Task{Input: fs.Arg(0), Agent: *agentName}).Validate(); err != nil {
+		if err := task.Validate(); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
@@ -432,7 +441,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	switch cmd {
 	case "run":
-		return runTask(ctx, cfg, attach, node.Task{Input: fs.Arg(0), Agent: *agentName}, why, stdout, stderr)
+		return runTask(ctx, cfg, attach, task, why, stdout, stderr)
 	case "mcp":
 		if fs.NArg() != 0 {
 			fmt.Fprint(stderr, usage)

@@ -53,6 +53,9 @@ type Agent struct {
 	// SystemPrompt and MaxSteps are the file's (empty and zero: the node's defaults).
 	SystemPrompt string
 	MaxSteps     int
+	// MaxTokens, LoopRepeats and LoopStaleSteps are the file's stop conditions, as
+	// node.Config takes them.
+	MaxTokens, LoopRepeats, LoopStaleSteps int
 }
 
 // Agent builds the file's default agent. It reads the skills directory and checks the
@@ -77,7 +80,8 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 		return Agent{}, err
 	}
 	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), MemoryTool: fc.Memory.ToolConfig(), Chains: fc.Chains,
-		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps}, nil
+		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps,
+		MaxTokens: fc.MaxTokens, LoopRepeats: loopSetting(fc.LoopRepeats), LoopStaleSteps: loopSetting(fc.LoopStaleSteps)}, nil
 }
 
 // Apply sets the agent's fields of cfg.
@@ -85,6 +89,7 @@ func (a Agent) Apply(cfg *node.Config) {
 	cfg.Tools, cfg.Skills, cfg.Disclosure, cfg.Notes, cfg.Chains = a.Tools, a.Skills, a.Disclosure, a.Notes, a.Chains
 	cfg.MemoryTool = a.MemoryTool
 	cfg.SystemPrompt, cfg.MaxSteps = a.SystemPrompt, a.MaxSteps
+	cfg.MaxTokens, cfg.LoopRepeats, cfg.LoopStaleSteps = a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps
 }
 
 // ConnectMCP connects to the MCP servers of the file's "mcp_servers" section and

@@ -16,9 +16,10 @@ import (
 // Paradigms an agents file may name today, and those it will (issue #13): a name of
 // the second list is refused with "not supported yet", not as a typo.
 var (
-	paradigms       = []string{node.ParadigmFunctionCalling, node.ParadigmReAct}
-	futureParadigms = []string{"simple", "plan_execute", "reflection", "reflexion"}
+	paradigms       = []string{node.ParadigmFunctionCalling, node.ParadigmReAct, node.ParadigmSimple}
+	futureParadigms = []string{"plan_execute", "reflection", "reflexion"}
 	agentFieldNames = []string{"description", "system_prompt", "paradigm", "tools", "max_steps"}
+	agentFields     = slices.Concat(agentFieldNames, stopFieldNames)
 	agentName       = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 	notYet          = map[string]string{
 		"model":  "every agent runs the node's model (--model)",
@@ -39,6 +40,11 @@ type DeclaredAgent struct {
 	Tools        []string `json:"tools"`
 	MaxSteps     int      `json:"max_steps,omitempty"`
 	Memory       string   `json:"memory_namespace,omitempty"`
+	// Stop conditions (stops.go): MaxTokens 0 is no budget; a nil loop setting is the
+	// node's default, 0 turns that check off.
+	MaxTokens      int  `json:"max_tokens,omitempty"`
+	LoopRepeats    *int `json:"loop_repeats,omitempty"`
+	LoopStaleSteps *int `json:"loop_stale_steps,omitempty"`
 	// Line is where the agent's name is in the file; toolLines where each tool is.
 	Line      int `json:"-"`
 	toolLines []int
@@ -50,9 +56,10 @@ type DeclaredAgent struct {
 //	  researcher:
 //	    description: Finds and checks facts.
 //	    system_prompt: You research.
-//	    paradigm: react                 # function_calling (default) or react
+//	    paradigm: react                 # function_calling (default), react or simple
 //	    tools: [calculator, clock]      # among the node's tools; absent: all of them
 //	    max_steps: 8
+//	    max_tokens: 20000               # stop conditions (stops.go)
 type AgentsFile struct {
 	Path   string
 	Agents []DeclaredAgent
@@ -168,7 +175,7 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 		return fail(k.Line, "agent name \"default\" is the node's own agent (its configuration's system_prompt, max_steps and tools): choose another name")
 	}
 	if v.Kind != yaml.MappingNode {
-		return fail(v.Line, "agent %q: want a mapping of its fields (%s)", name, strings.Join(agentFieldNames, ", "))
+		return fail(v.Line, "agent %q: want a mapping of its fields (%s)", name, strings.Join(agentFields, ", "))
 	}
 	a := DeclaredAgent{Name: name, Line: k.Line, Paradigm: node.ParadigmFunctionCalling}
 	str := func(n *yaml.Node, field string) (string, error) {
@@ -223,14 +230,33 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 				}
 				a.Tools, a.toolLines = append(a.Tools, s), append(a.toolLines, t.Line)
 			}
+		case "max_tokens", "loop_repeats", "loop_stale_steps": // stopFieldNames
+			err = parseStopField(path, &a, fk, fv)
 		default:
-			return fail(fk.Line, "agent %q: unknown field %q: the fields are %s", name, fk.Value, strings.Join(agentFieldNames, ", "))
+			return fail(fk.Line, "agent %q: unknown field %q: the fields are %s", name, fk.Value, strings.Join(agentFields, ", "))
 		}
 		if err != nil {
 			return DeclaredAgent{}, err
 		}
 	}
+	if a.Paradigm == node.ParadigmSimple {
+		// One model call offered no tools: a tools list would promise what it never gets.
+		if a.Tools != nil {
+			return fail(toolsLine(v), "agent %q: paradigm %q offers no tools: remove \"tools\" (or choose %s)", name, a.Paradigm, node.ParadigmFunctionCalling)
+		}
+		a.Tools = []string{}
+	}
 	return a, nil
+}
+
+// toolsLine is the line of the "tools" key of an agent's mapping.
+func toolsLine(agent *yaml.Node) int {
+	for i := 0; i < len(agent.Content); i += 2 {
+		if agent.Content[i].Value == "tools" {
+			return agent.Content[i].Line
+		}
+	}
+	return agent.Line
 }
 
 // CheckTools reports the first tool of an agent that is not among known (the node's
@@ -275,7 +301,8 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 	out := make([]node.NamedAgent, len(f.Agents))
 	for i, a := range f.Agents {
 		out[i] = node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
-			Paradigm: a.Paradigm, Tools: a.Tools, MaxSteps: a.MaxSteps}
+			Paradigm: a.Paradigm, Tools: a.Tools, MaxSteps: a.MaxSteps,
+			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps)}
 	}
 	return out
 }

@@ -70,6 +70,13 @@ type File struct {
 	Memory *MemoryFile `json:"memory"`
 	// AgentsFile is the agents file (YAML; LoadAgents) that declares named agents.
 	AgentsFile string `json:"agents_file"`
+
+	// MaxTokens, LoopRepeats and LoopStaleSteps are the default agent's stop
+	// conditions, as an agents file's agent has them (stops.go): absent, the node's
+	// defaults; a loop setting of 0 turns that check off.
+	MaxTokens      int  `json:"max_tokens"`
+	LoopRepeats    *int `json:"loop_repeats"`
+	LoopStaleSteps *int `json:"loop_stale_steps"`
 }
 
 // SkillsFile is the "skills" section: what the skills of skills_dir may do.
@@ -321,6 +328,7 @@ func (fc File) Validate() error {
 	if fc.MaxSteps < 0 || fc.MaxSteps > maxMaxSteps {
 		bad("max_steps", "%d is out of range: want %s", fc.MaxSteps, fieldRanges["max_steps"])
 	}
+	errs = append(errs, fc.validateStops()...)
 	if fc.MaxSessions < 0 || fc.MaxSessions > MaxMaxSessions {
 		bad("max_sessions", "%d is out of range: want %s", fc.MaxSessions, fieldRanges["max_sessions"])
 	}

@@ -1,0 +1,414 @@
+package actors
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Stop conditions. Every paradigm's task ends with a final answer or with one of
+// these, each a TaskFailed with its reason, the steps taken and the tokens used:
+//
+//   - max steps (messages.ReasonMaxSteps): the task made its MaxSteps model calls
+//     without a final answer;
+//   - token budget (messages.ReasonTokenBudget): its model calls used its budget of
+//     prompt and completion tokens (MaxTokens);
+//   - deadline (messages.ReasonDeadline) and cancellation (messages.ReasonCancelled);
+//   - loop detected (messages.ReasonLoop): the model requested the same tool call
+//     LoopRepeats times, or LoopStaleSteps steps in a row brought no new information.
+//
+// Each is judged in Decide from the folded state alone: the fold keeps, per task, a
+// hash of each tool call requested with how often it was, and a hash of each tool
+// result seen (loopState), so a refold or a replay stops where the live run did.
+
+// Defaults of Agent's loop detection.
+const (
+	// DefaultLoopRepeats is how many times a task may request the same call before it
+	// stops: the third identical request stops it.
+	DefaultLoopRepeats = 3
+	// DefaultLoopStaleSteps is how many steps in a row may bring no new information
+	// before a task stops.
+	DefaultLoopStaleSteps = 4
+	// LoopOff, as Agent.LoopRepeats or Agent.LoopStaleSteps, turns that check off.
+	LoopOff = -1
+)
+
+// tokenBudget is the budget of the task's tokens: its own, else the agent's (0: none).
+func (a Agent) tokenBudget(t *taskState) int {
+	if t.Spec.MaxTokens > 0 {
+		return t.Spec.MaxTokens
+	}
+	return max(a.MaxTokens, 0)
+}
+
+func (a Agent) loopRepeats() int {
+	switch {
+	case a.LoopRepeats < 0:
+		return 0
+	case a.LoopRepeats == 0:
+		return DefaultLoopRepeats
+	}
+	return a.LoopRepeats
+}
+
+func (a Agent) loopStaleSteps() int {
+	switch {
+	case a.LoopStaleSteps < 0:
+		return 0
+	case a.LoopStaleSteps == 0:
+		return DefaultLoopStaleSteps
+	}
+	return a.LoopStaleSteps
+}
+
+// overBudget returns the TaskFailed of a task whose tokens reached its budget, or nil.
+func (a Agent) overBudget(t *taskState) *messages.TaskFailed {
+	budget := a.tokenBudget(t)
+	used := t.Usage.PromptTokens + t.Usage.CompletionTokens
+	if budget == 0 || used < budget {
+		return nil
+	}
+	return &messages.TaskFailed{Reason: messages.ReasonTokenBudget,
+		Error: fmt.Sprintf("stopped: the task used %d tokens (%d prompt + %d completion) without a final answer; its budget is %d",
+			used, t.Usage.PromptTokens, t.Usage.CompletionTokens, budget),
+		Steps: t.Steps, Usage: t.Usage}
+}
+
+// repeatedCall returns the TaskFailed of a task whose latest reply requests a call
+// the task requested LoopRepeats times in all, or nil.
+func (a Agent) repeatedCall(t *taskState) *messages.TaskFailed {
+	limit := a.loopRepeats()
+	calls := t.reply.Message.ToolCalls
+	if limit == 0 || t.loop.replyMax < limit || t.loop.replyArgmax >= len(calls) {
+		return nil
+	}
+	c := calls[t.loop.replyArgmax]
+	return &messages.TaskFailed{Reason: messages.ReasonLoop,
+		Error: fmt.Sprintf("stopped: the same call %s(%s) was requested %d times", c.Name, clipText(c.Arguments, 200), t.loop.replyMax),
+		Steps: t.Steps, Usage: t.Usage}
+}
+
+// staleSteps returns the TaskFailed of a task whose latest LoopStaleSteps steps
+// brought no new information, or nil.
+func (a Agent) staleSteps(t *taskState) *messages.TaskFailed {
+	limit := a.loopStaleSteps()
+	if limit == 0 || t.loop.stale < limit {
+		return nil
+	}
+	return &messages.TaskFailed{Reason: messages.ReasonLoop,
+		Error: fmt.Sprintf("stopped: %d steps in a row brought no new information (each of their tool results had been seen before in the task)", t.loop.stale),
+		Steps: t.Steps, Usage: t.Usage}
+}
+
+// clipText returns s cut to at most n bytes on a character boundary, with "…" when cut.
+func clipText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// loopState is what a task's fold keeps for loop detection: hashes, not texts, in
+// slices searched linearly (a task has at most a few hundred calls). The slices
+// start in the state's own arrays, so a task of a few calls allocates nothing for
+// them: a loopState lives in its taskState, which is never copied.
+type loopState struct {
+	// calls counts the requests of each distinct call (callHash) of the task.
+	calls []callCount
+	// results are the hashes of the tool results the task has seen (resultHash).
+	results []uint64
+	// replyMax is the highest count, among the calls of the latest reply, and
+	// replyArgmax the index of the first call that has it.
+	replyMax, replyArgmax int
+	// stale counts the latest steps in a row whose tool results all had been seen.
+	stale int
+	// callBuf and resultBuf hold the first calls and results.
+	callBuf   [4]callCount
+	resultBuf [4]uint64
+}
+
+type callCount struct {
+	hash uint64
+	n    int
+}
+
+// noteReply counts the tool calls of a model's reply.
+func (l *loopState) noteReply(calls []messages.ToolCall) {
+	l.replyMax, l.replyArgmax = 0, 0
+	if l.calls == nil {
+		l.calls = l.callBuf[:0]
+	}
+	for i, c := range calls {
+		h := callHash(c.Name, c.Arguments)
+		n := 0
+		for j := range l.calls {
+			if l.calls[j].hash == h {
+				l.calls[j].n++
+				n = l.calls[j].n
+				break
+			}
+		}
+		if n == 0 {
+			l.calls = append(l.calls, callCount{hash: h, n: 1})
+			n = 1
+		}
+		if n > l.replyMax {
+			l.replyMax, l.replyArgmax = n, i
+		}
+	}
+}
+
+// noteStep records the results of a step whose calls all completed: the step is
+// stale when each of its results had been seen before (the same tool with the same
+// result or error), earlier in the task or earlier in the step.
+func (l *loopState) noteStep(calls []*callState) {
+	stale := len(calls) > 0
+	if l.results == nil {
+		l.results = l.resultBuf[:0]
+	}
+	for _, c := range calls {
+		h := resultHash(c.result)
+		seen := false
+		for _, r := range l.results {
+			if r == h {
+				seen = true
+				break
+			}
+		}
+		if !seen {
+			l.results = append(l.results, h)
+			stale = false
+		}
+	}
+	if stale {
+		l.stale++
+	} else {
+		l.stale = 0
+	}
+}
+
+// Hashing. FNV-1a over bytes, combined with a SplitMix64 finaliser, allocation-free.
+
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
+}
+
+func fnvByte(h uint64, b byte) uint64 {
+	h ^= uint64(b)
+	return h * fnvPrime
+}
+
+// mix combines two hashes, in order.
+func mix(a, b uint64) uint64 {
+	z := a ^ (b + 0x9e3779b97f4a7c15 + a<<6 + a>>2)
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
+
+// callHash is the hash of a tool call: its tool, and its arguments as a JSON value
+// when they are one (whitespace, the order of an object's keys, string escapes and
+// the spelling of a number do not count: {"b": 1, "a": 1.0} is {"a":1,"b":1}), as
+// bytes otherwise.
+func callHash(tool, args string) uint64 {
+	h := fnvByte(fnvString(fnvOffset, tool), 0)
+	if v, end, ok := jsonHash(args, skipSpace(args, 0), 0); ok && skipSpace(args, end) == len(args) {
+		return mix(h, v)
+	}
+	return mix(fnvByte(h, 1), fnvString(fnvOffset, args))
+}
+
+// resultHash is the hash of a tool's answer: its tool, and its result or error.
+func resultHash(r messages.ToolCallCompleted) uint64 {
+	h := fnvByte(fnvString(fnvOffset, r.Tool), 0)
+	if r.Error != "" {
+		return fnvString(fnvByte(h, 'e'), r.Error)
+	}
+	return fnvString(fnvByte(h, 'r'), r.Result)
+}
+
+// maxJSONDepth bounds the nesting jsonHash follows; deeper arguments hash as bytes.
+const maxJSONDepth = 64
+
+func skipSpace(s string, i int) int {
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// jsonHash hashes the JSON value at s[i:] (no leading space) and returns where it
+// ends; ok is false when s holds no valid value there.
+func jsonHash(s string, i, depth int) (h uint64, end int, ok bool) {
+	if i >= len(s) || depth > maxJSONDepth {
+		return 0, i, false
+	}
+	switch c := s[i]; {
+	case c == '{':
+		var sum uint64 // members in any order hash alike
+		i = skipSpace(s, i+1)
+		if i < len(s) && s[i] == '}' {
+			return mix('{', 0), i + 1, true
+		}
+		for {
+			if i >= len(s) || s[i] != '"' {
+				return 0, i, false
+			}
+			k, next, ok := stringHash(s, i)
+			if !ok {
+				return 0, i, false
+			}
+			i = skipSpace(s, next)
+			if i >= len(s) || s[i] != ':' {
+				return 0, i, false
+			}
+			v, next, ok := jsonHash(s, skipSpace(s, i+1), depth+1)
+			if !ok {
+				return 0, i, false
+			}
+			sum += mix(k, v)
+			i = skipSpace(s, next)
+			if i < len(s) && s[i] == ',' {
+				i = skipSpace(s, i+1)
+				continue
+			}
+			if i < len(s) && s[i] == '}' {
+				return mix('{', sum), i + 1, true
+			}
+			return 0, i, false
+		}
+	case c == '[':
+		h = mix('[', 0)
+		i = skipSpace(s, i+1)
+		if i < len(s) && s[i] == ']' {
+			return h, i + 1, true
+		}
+		for {
+			v, next, ok := jsonHash(s, i, depth+1)
+			if !ok {
+				return 0, i, false
+			}
+			h = mix(h, v)
+			i = skipSpace(s, next)
+			if i < len(s) && s[i] == ',' {
+				i = skipSpace(s, i+1)
+				continue
+			}
+			if i < len(s) && s[i] == ']' {
+				return h, i + 1, true
+			}
+			return 0, i, false
+		}
+	case c == '"':
+		return stringHash(s, i)
+	case c == 't' && len(s) >= i+4 && s[i:i+4] == "true":
+		return mix('t', 0), i + 4, true
+	case c == 'f' && len(s) >= i+5 && s[i:i+5] == "false":
+		return mix('f', 0), i + 5, true
+	case c == 'n' && len(s) >= i+4 && s[i:i+4] == "null":
+		return mix('n', 0), i + 4, true
+	case c == '-' || '0' <= c && c <= '9':
+		j := i
+		for j < len(s) && (s[j] == '-' || s[j] == '+' || s[j] == '.' || s[j] == 'e' || s[j] == 'E' || '0' <= s[j] && s[j] <= '9') {
+			j++
+		}
+		f, err := strconv.ParseFloat(s[i:j], 64)
+		if err != nil || math.IsInf(f, 0) {
+			return 0, i, false
+		}
+		if f == 0 {
+			f = 0 // -0 is 0
+		}
+		return mix('0', math.Float64bits(f)), j, true
+	}
+	return 0, i, false
+}
+
+// stringHash hashes the JSON string at s[i:] (s[i] is '"') by its decoded text.
+func stringHash(s string, i int) (uint64, int, bool) {
+	h := uint64(fnvOffset)
+	var buf [utf8.UTFMax]byte
+	for i++; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"':
+			return mix('"', h), i + 1, true
+		case c < 0x20:
+			return 0, i, false
+		case c != '\\':
+			h = fnvByte(h, c)
+			i++
+			continue
+		}
+		if i+1 >= len(s) {
+			return 0, i, false
+		}
+		switch e := s[i+1]; e {
+		case '"', '\\', '/':
+			h, i = fnvByte(h, e), i+2
+		case 'b':
+			h, i = fnvByte(h, '\b'), i+2
+		case 'f':
+			h, i = fnvByte(h, '\f'), i+2
+		case 'n':
+			h, i = fnvByte(h, '\n'), i+2
+		case 'r':
+			h, i = fnvByte(h, '\r'), i+2
+		case 't':
+			h, i = fnvByte(h, '\t'), i+2
+		case 'u':
+			r, ok := hex4(s, i+2)
+			if !ok {
+				return 0, i, false
+			}
+			i += 6
+			if 0xd800 <= r && r < 0xdc00 && i+1 < len(s) && s[i] == '\\' && s[i+1] == 'u' {
+				if lo, ok := hex4(s, i+2); ok && 0xdc00 <= lo && lo < 0xe000 {
+					r, i = (r-0xd800)<<10+(lo-0xdc00)+0x10000, i+6
+				}
+			}
+			for _, b := range utf8.AppendRune(buf[:0], r) {
+				h = fnvByte(h, b)
+			}
+		default:
+			return 0, i, false
+		}
+	}
+	return 0, i, false
+}
+
+// hex4 reads the four hex digits at s[i:].
+func hex4(s string, i int) (rune, bool) {
+	if i+4 > len(s) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range []byte(s[i : i+4]) {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
+}

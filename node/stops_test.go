@@ -1,0 +1,235 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// stopsConfig is a node whose model asks for the same calculation at every step,
+// at 100 tokens a call, with an agent that has a token budget and one of the simple
+// paradigm.
+func stopsConfig(t *testing.T) (node.Config, *agentRequests) {
+	t.Helper()
+	step := llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: "c", Name: "calculator", Arguments: `{"expression":"1+1"}`}},
+		Content: "Let me compute.", Usage: messages.Usage{PromptTokens: 90, CompletionTokens: 10}}
+	script, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{step, step, step, step, step}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &agentRequests{Model: script}
+	return node.Config{Model: rec, Agents: []node.NamedAgent{
+		{Name: "frugal", MaxTokens: 150},
+		{Name: "oneshot", Paradigm: node.ParadigmSimple, SystemPrompt: "Answer at once."},
+		{Name: "patient", LoopRepeats: actors.LoopOff, LoopStaleSteps: actors.LoopOff, MaxSteps: 4},
+	}}, rec
+}
+
+// Each stop condition ends the task with its reason in its TaskFailed event, in the
+// session's status (GET /v1/sessions/{id}), in its troupe.results message and in
+// RunTask's result (MCP's run_task).
+func TestStopReasonsReachTheResults(t *testing.T) {
+	cfg, rec := stopsConfig(t)
+	n := nodetest.Start(t, cfg)
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	results, err := n.Bus().Subscribe(ctx, messages.TopicResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	published := func(session string) messages.TaskResult {
+		t.Helper()
+		for {
+			select {
+			case m := <-results:
+				m.Ack()
+				var r messages.TaskResult
+				if err := json.Unmarshal(m.Payload, &r); err != nil {
+					t.Fatal(err)
+				}
+				if r.SessionID == session {
+					return r
+				}
+			case <-ctx.Done():
+				t.Fatalf("no result of %s on %s", session, messages.TopicResults)
+			}
+		}
+	}
+	for _, c := range []struct {
+		name, body, reason, error string
+		steps                     int
+	}{
+		{"loop", `{"input":"1+1?","session_id":"loop"}`, messages.ReasonLoop,
+			`stopped: the same call calculator({"expression":"1+1"}) was requested 3 times`, 3},
+		{"the task's budget", `{"input":"1+1?","session_id":"budget","max_tokens":250}`, messages.ReasonTokenBudget,
+			"stopped: the task used 300 tokens (270 prompt + 30 completion) without a final answer; its budget is 250", 3},
+		{"the agent's budget", `{"input":"1+1?","session_id":"frugal","agent":"frugal"}`, messages.ReasonTokenBudget, "its budget is 150", 2},
+		{"max steps with loop detection off", `{"input":"1+1?","session_id":"patient","agent":"patient"}`, messages.ReasonMaxSteps,
+			"stopped after 4 model calls", 4},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			rec.take()
+			if code, out := post(t, srv.URL+"/v1/tasks", c.body); code != http.StatusAccepted {
+				t.Fatalf("POST: %d %v", code, out)
+			}
+			var session struct {
+				SessionID string `json:"session_id"`
+			}
+			_ = json.Unmarshal([]byte(c.body), &session)
+			r := waitDone(t, srv.URL, session.SessionID)
+			if r.Status != messages.StatusFailed || r.Reason != c.reason || !strings.Contains(r.Error, c.error) {
+				t.Errorf("GET status: %+v, want reason %s and %q", r, c.reason, c.error)
+			}
+			if p := published(session.SessionID); p != r {
+				t.Errorf("%s: %+v, want %+v", messages.TopicResults, p, r)
+			}
+			events, err := n.Log().Read(context.Background(), session.SessionID, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, _ := events[len(events)-1].Decode()
+			if f, ok := p.(*messages.TaskFailed); !ok || f.Reason != c.reason || f.Steps != c.steps || f.Error != r.Error {
+				t.Errorf("the last event: %+v, want task.failed with reason %s after %d steps", p, c.reason, c.steps)
+			}
+			if got := len(rec.take()); got != c.steps {
+				t.Errorf("%d model calls, want %d", got, c.steps)
+			}
+		})
+	}
+
+	res, err := n.RunTask(ctx, node.Task{Input: "1+1?", SessionID: "run-task", MaxTokens: 100})
+	if err != nil || res.Status != messages.StatusFailed || res.Reason != messages.ReasonTokenBudget {
+		t.Errorf("RunTask: %+v %v, want failed with reason %s", res, err, messages.ReasonTokenBudget)
+	}
+}
+
+// The simple paradigm is one model call, offered no tools: its reply's text is the
+// answer even when the model asks for tools anyway.
+func TestSimpleAgentAnswersWithOneCall(t *testing.T) {
+	cfg, rec := stopsConfig(t)
+	n := nodetest.Start(t, cfg)
+	events := runAgentTask(t, n, node.Task{Input: "1+1?", SessionID: "simple", Agent: "oneshot"})
+	reqs := rec.take()
+	if len(reqs) != 1 || len(reqs[0].Tools) != 0 || reqs[0].Messages[0].Content != "Answer at once." {
+		t.Fatalf("%d requests: %+v, want one with no tools", len(reqs), reqs)
+	}
+	p, _ := events[len(events)-1].Decode()
+	if done, ok := p.(*messages.TaskCompleted); !ok || done.Output != "Let me compute." || done.Steps != 1 {
+		t.Fatalf("the task ended with %+v", p)
+	}
+	all, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
+		t.Errorf("verify: %v %v", div, err)
+	}
+}
+
+// max_tokens enters with a task from every source and is bounded.
+func TestMaxTokensIngress(t *testing.T) {
+	cfg, _ := stopsConfig(t)
+	n := nodetest.Start(t, cfg)
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	for name, body := range map[string]string{
+		"negative":  `{"input":"x","max_tokens":-1}`,
+		"too large": `{"input":"x","max_tokens":100000001}`,
+		"a string":  `{"input":"x","max_tokens":"lots"}`,
+	} {
+		if code, out := post(t, srv.URL+"/v1/tasks", body); code != http.StatusBadRequest || !strings.Contains(out["error"], "max_tokens") {
+			t.Errorf("%s: %d %v", name, code, out)
+		}
+	}
+	submitted := func(session string) *messages.TaskSubmitted {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			events, err := n.Log().Read(context.Background(), session, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(events) > 0 {
+				p, err := events[0].Decode()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return p.(*messages.TaskSubmitted)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("session %s was not recorded", session)
+		return nil
+	}
+	if code, out := post(t, srv.URL+"/v1/tasks", `{"input":"x","session_id":"http","max_tokens":1234}`); code != http.StatusAccepted {
+		t.Fatalf("POST: %d %v", code, out)
+	}
+	if p := submitted("http"); p.MaxTokens != 1234 {
+		t.Errorf("HTTP task recorded max_tokens %d", p.MaxTokens)
+	}
+	// A plain JSON task on the tasks topic, as any Kafka client publishes it.
+	if err := n.Bus().Publish(messages.TopicTasks, message.NewMessage("plain-1", []byte(`{"input":"x","session_id":"plain","max_tokens":77}`))); err != nil {
+		t.Fatal(err)
+	}
+	if p := submitted("plain"); p.MaxTokens != 77 {
+		t.Errorf("plain JSON task recorded max_tokens %d", p.MaxTokens)
+	}
+	if _, err := n.Submit(context.Background(), node.Task{Input: "x", MaxTokens: -3}); err == nil || !strings.Contains(err.Error(), "max_tokens") {
+		t.Errorf("Submit with max_tokens -3: %v", err)
+	}
+}
+
+func TestNamedAgentStopSettingsAreValidated(t *testing.T) {
+	for _, c := range []struct {
+		agent node.NamedAgent
+		want  string
+	}{
+		{node.NamedAgent{Name: "a", MaxTokens: -1}, "max_tokens"},
+		{node.NamedAgent{Name: "a", MaxTokens: node.MaxTokenBudget + 1}, "max_tokens"},
+		{node.NamedAgent{Name: "a", LoopRepeats: 1}, "loop_repeats"},
+		{node.NamedAgent{Name: "a", LoopRepeats: -2}, "loop_repeats"},
+		{node.NamedAgent{Name: "a", LoopStaleSteps: 1001}, "loop_stale_steps"},
+	} {
+		_, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), Agents: []node.NamedAgent{c.agent}})
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("agent %+v: %v, want %q", c.agent, err, c.want)
+		}
+	}
+}
+
+// The default agent's stop conditions come from the node's configuration, and a
+// named agent without its own takes them.
+func TestDefaultAgentStopConditions(t *testing.T) {
+	cfg, rec := stopsConfig(t)
+	cfg.MaxTokens, cfg.LoopRepeats = 350, actors.LoopOff
+	n := nodetest.Start(t, cfg)
+	for _, c := range []struct {
+		agent string
+		steps int
+	}{{"", 4}, {"patient", 4}, {"frugal", 2}} { // with loop detection, the default agent's third call would stop it
+		rec.take()
+		events := runAgentTask(t, n, node.Task{Input: "1+1?", SessionID: "default-" + c.agent, Agent: c.agent})
+		p, _ := events[len(events)-1].Decode()
+		if f, ok := p.(*messages.TaskFailed); !ok || f.Reason != messages.ReasonTokenBudget || f.Steps != c.steps {
+			t.Errorf("agent %q: the task ended with %+v, want token_budget after %d steps (loop detection off)", c.agent, p, c.steps)
+		}
+	}
+	_, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), LoopRepeats: 1})
+	if err == nil || !strings.Contains(err.Error(), "the default agent: loop_repeats") {
+		t.Errorf("a node with loop_repeats 1: %v", err)
+	}
+}
