@@ -65,7 +65,7 @@ func (e *LocalEffects) catalogPerformer(name string) (*performer, bool) {
 	p := &performer{
 		timeout: e.cfg.ToolTimeout, limit: e.cfg.ToolConcurrency, timedOut: ErrToolTimeout,
 		perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
-			out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments})
+			out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent})
 			rep := messages.EffectReply{Output: out}
 			if err != nil {
 				rep.Error = err.Error()

@@ -249,6 +249,9 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 				// A copy: a pointer into resp would keep all of it with the answer.
 				msg := resp.Message
 				rep := messages.EffectReply{Model: name, Message: &msg, Usage: resp.Usage, Cached: resp.Cached}
+				if len(req.Model.Models) > 0 {
+					rep.Model = req.Model.Models[0] // an agent's own chain (llm.Request.Models)
+				}
 				if resp.Model != "" {
 					rep.Model = resp.Model
 				}
@@ -287,7 +290,7 @@ func toolPerformer(name string, t tools.Tool, cfg LocalEffectsConfig) *performer
 			err := &tools.ArgumentError{Tool: name, Reason: fmt.Sprintf("the arguments are %d bytes long; the limit is %d", n, lim.MaxArguments)}
 			return messages.EffectReply{Error: err.Error()}
 		}
-		out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments})
+		out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent})
 		rep := messages.EffectReply{Output: tools.Truncate(out, lim.MaxOutput)}
 		if err != nil {
 			rep.Error = tools.Truncate(err.Error(), lim.MaxOutput)

@@ -564,6 +564,7 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 		agent := a.agent()
 		r := a.state.Request(agent)
 		r.Scope = llm.Scope{Agent: agent.Name}
+		r.Models = agent.Models
 		call := r.Call()
 		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call}, a.reply)
 	}
@@ -588,7 +589,7 @@ func (a *SessionActor) dispatchTools(ctx actor.Context) {
 		a.queue = a.queue[1:]
 		a.inflight[pc.Key] = true
 		call := pc.Request
-		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: pc.Key, Tool: &call}, a.reply)
+		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: pc.Key, Tool: &call, Agent: a.agent().Name}, a.reply)
 	}
 }
 

@@ -19,6 +19,10 @@ type Agent struct {
 	SystemPrompt string
 	// Model is the model's name as recorded on ModelRequested events.
 	Model string
+	// Models, when set, are the agent's own chain of models by name, its model
+	// first (Model is then Models[0]) and its fallbacks after: its requests ask for
+	// that chain (llm.Request.Models). Empty: the node's model and fallbacks.
+	Models []string
 	// Tools the agent may call, in the order given (keep it stable: it is part of
 	// the prompt prefix). Without Disclosure, every request offers them all.
 	Tools []messages.ToolSpec

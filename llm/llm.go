@@ -40,6 +40,10 @@ type Request struct {
 	// model that calls tools natively (llm/react); empty: native tool calls when the
 	// model has them.
 	Protocol string
+	// Models names the chain of models the call goes to, by their names, tried in
+	// order (the first, then its fallbacks): an agent's own models (a gateway's
+	// Config.Routes). Empty: the model called, with whatever chain it has.
+	Models []string
 }
 
 // ProtocolReAct is Request.Protocol for the ReAct text protocol (package llm/react).
@@ -52,13 +56,15 @@ const ProtocolReAct = "react"
 // fails until then).
 func (r Request) Call() messages.ModelCall {
 	return messages.ModelCall{Step: r.Step, Messages: r.Messages, Tools: r.Tools,
-		Agent: r.Scope.Agent, Team: r.Scope.Team, ScopeKey: r.Scope.Key, NoCache: r.NoCache, Protocol: r.Protocol}
+		Agent: r.Scope.Agent, Team: r.Scope.Team, ScopeKey: r.Scope.Key, NoCache: r.NoCache, Protocol: r.Protocol,
+		Models: r.Models}
 }
 
 // RequestOf returns the request whose wire form is c, with its idempotency key.
 func RequestOf(key string, c messages.ModelCall) Request {
 	return Request{Key: key, Step: c.Step, Messages: c.Messages, Tools: c.Tools,
-		Scope: Scope{Agent: c.Agent, Team: c.Team, Key: c.ScopeKey}, NoCache: c.NoCache, Protocol: c.Protocol}
+		Scope: Scope{Agent: c.Agent, Team: c.Team, Key: c.ScopeKey}, NoCache: c.NoCache, Protocol: c.Protocol,
+		Models: c.Models}
 }
 
 // Scope identifies who a model call is for. Empty fields are "unspecified".

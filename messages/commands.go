@@ -56,6 +56,9 @@ type EffectRequest struct {
 	// Exactly one of Tool and Model is set.
 	Tool  *ToolCallRequested `json:"tool,omitempty"`
 	Model *ModelCall         `json:"model,omitempty"`
+	// Agent names the agent of the session's task a tool call is made for
+	// (tools.Call.Agent; empty: the node's own); a model call says it in Model.Agent.
+	Agent string `json:"agent,omitempty"`
 }
 
 // ModelCall is the model request of an EffectRequest: the conversation and tools the
@@ -71,6 +74,9 @@ type ModelCall struct {
 	NoCache  bool   `json:"no_cache,omitempty"`
 	// Protocol is llm.Request.Protocol ("react" forces the text protocol).
 	Protocol string `json:"protocol,omitempty"`
+	// Models is llm.Request.Models: the names of the agent's own chain of models,
+	// first to last fallback; empty for the node's.
+	Models []string `json:"models,omitempty"`
 }
 
 // EffectReply answers an EffectRequest. Output is a tool's result; Model, Message,

@@ -1,7 +1,10 @@
 package node
 
 import (
+	"bytes"
 	"cmp"
+	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"slices"
@@ -9,8 +12,10 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/skills"
 )
 
 // Paradigms a NamedAgent runs.
@@ -48,6 +53,26 @@ type NamedAgent struct {
 	Tools []string
 	// MaxSteps bounds the model calls of its tasks (0: Config.MaxSteps).
 	MaxSteps int
+	// Model, when set, is the model its calls go to instead of Config.Model, and
+	// Fallbacks those tried in order when it fails (Config.Fallbacks are not): one
+	// chain of the node's gateway (gateway.Config.Routes), through its retries,
+	// quotas, caches and prices. A model is told by its name: two models of one name
+	// are one (Config.Model's, or the first agent's). ModelRequested records Model's
+	// name.
+	Model     llm.Model
+	Fallbacks []llm.Model
+	// MCPServers, with Tools, gives it every tool of these MCP servers of
+	// Config.ToolCatalog (tools named "<server>__<tool>"), read at each request, as
+	// the servers' tool lists change.
+	MCPServers []string
+	// Skills, with Tools, gives it these skills of Config.Skills: the skill tools
+	// (load_skill, read_skill_file, run_skill_script), which serve it these skills
+	// only, and these skills in its system prompt.
+	Skills []string
+	// MemoryNamespace, when set, is the default namespace of its memory tool (which
+	// needs Config.MemoryTool, whose other settings it keeps) and of its core blocks
+	// and write after task, instead of Config.MemoryTool.Namespace.
+	MemoryNamespace string
 
 	// Stop conditions (actors.Agent's; 0: the default agent's).
 
@@ -60,6 +85,18 @@ type NamedAgent struct {
 	LoopStaleSteps int
 }
 
+// models returns the names of the agent's chain of models (nil: the node's).
+func (a NamedAgent) models() []string {
+	if a.Model == nil {
+		return nil
+	}
+	out := []string{a.Model.Name()}
+	for _, m := range a.Fallbacks {
+		out = append(out, m.Name())
+	}
+	return out
+}
+
 func (a NamedAgent) validate() error {
 	switch {
 	case !agentNamePattern.MatchString(a.Name) || a.Name == "default":
@@ -68,6 +105,17 @@ func (a NamedAgent) validate() error {
 		return fmt.Errorf("node: agent %q: unknown paradigm %q: want %s, %s or %s", a.Name, a.Paradigm, ParadigmFunctionCalling, ParadigmReAct, ParadigmSimple)
 	case a.MaxSteps < 0 || a.MaxSteps > 1000:
 		return fmt.Errorf("node: agent %q: max_steps must be between 0 and 1000", a.Name)
+	case a.Model == nil && len(a.Fallbacks) > 0:
+		return fmt.Errorf("node: agent %q: fallbacks without a model", a.Name)
+	case slices.Contains(a.Fallbacks, nil):
+		return fmt.Errorf("node: agent %q: a fallback is nil", a.Name)
+	case a.Tools == nil && (len(a.MCPServers) > 0 || len(a.Skills) > 0):
+		return fmt.Errorf("node: agent %q: MCPServers and Skills need Tools (nil Tools: every tool of the node already)", a.Name)
+	}
+	if a.MemoryNamespace != "" {
+		if err := memory.CheckNamespace(a.MemoryNamespace); err != nil {
+			return fmt.Errorf("node: agent %q: memory namespace: %w", a.Name, err)
+		}
 	}
 	return checkStops(fmt.Sprintf("agent %q", a.Name), a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps)
 }
@@ -95,9 +143,17 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 	for _, na := range c.Agents {
 		a := def
 		a.Name = na.Name
-		// The skills' section, as the default agent's, when it has their tools.
+		if a.Models = na.models(); a.Models != nil {
+			a.Model = a.Models[0]
+		}
+		// The skills' section, as the default agent's, when it has their tools: all
+		// of them, or those it names.
 		a.SystemPrompt = cmp.Or(na.SystemPrompt, c.SystemPrompt)
-		if section := c.Skills.PromptSection(); section != "" && na.Tools == nil {
+		set, err := c.agentSkills(na)
+		if err != nil {
+			return nil, err
+		}
+		if section := set.PromptSection(); section != "" && (na.Tools == nil || len(na.Skills) > 0) {
 			a.SystemPrompt += "\n\n" + strings.TrimSuffix(section, "\n")
 		}
 		if na.MaxSteps > 0 {
@@ -123,8 +179,14 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 					return nil, fmt.Errorf("node: agent %q: unknown tool %q: the node's tools are %v", na.Name, name, reg.Names())
 				}
 			}
+			want := slices.Clone(na.Tools)
+			if len(na.Skills) > 0 {
+				for _, t := range set.Tools() {
+					want = append(want, t.Spec().Name) // the skill tools, serving its skills
+				}
+			}
 			// The registry's order (by name), so the tool section is stable.
-			a.Tools = slices.DeleteFunc(slices.Clone(reg.Specs()), func(s messages.ToolSpec) bool { return !slices.Contains(na.Tools, s.Name) })
+			a.Tools = slices.DeleteFunc(slices.Clone(reg.Specs()), func(s messages.ToolSpec) bool { return !slices.Contains(want, s.Name) })
 			a.Disclosure, a.Catalog, a.Chains = nil, nil, nil
 			for name, ch := range def.Chains {
 				if slices.Contains(na.Tools, name) {
@@ -134,8 +196,190 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 					a.Chains[name] = ch
 				}
 			}
+			if len(na.MCPServers) > 0 {
+				if c.ToolCatalog == nil {
+					return nil, fmt.Errorf("node: agent %q: MCP servers %v: the node has no MCP servers (ToolCatalog)", na.Name, na.MCPServers)
+				}
+				a.Catalog = serverCatalog{cat: c.ToolCatalog, servers: na.MCPServers}
+			}
+		}
+		// The tools that act for the agent (its memory namespace) show it their own
+		// spec, in Tools and in what a disclosure offers.
+		if own := agentSpecs(a.Tools, reg, na.Name); !sameSpecs(own, a.Tools) {
+			a.Tools = own
+			if a.Disclosure != nil {
+				a.Disclosure = agentDisclosure{ToolDisclosure: a.Disclosure, own: own}
+			}
 		}
 		named[na.Name] = a
 	}
 	return named, nil
+}
+
+// agentSkills returns the skills the agent has: Config.Skills, or those it names.
+func (c Config) agentSkills(na NamedAgent) (*skills.Set, error) {
+	if len(na.Skills) == 0 {
+		return c.Skills, nil
+	}
+	set, err := c.Skills.Only(na.Skills)
+	if err != nil {
+		return nil, fmt.Errorf("node: agent %q: %w", na.Name, err)
+	}
+	return set, nil
+}
+
+// skillTools returns the skill tools of the node's registry: those of Config.Skills,
+// which serve an agent that names its skills (NamedAgent.Skills) those skills only.
+func (c Config) skillTools() ([]tools.Tool, error) {
+	def := c.Skills.Tools()
+	byAgent := map[string][]tools.Tool{}
+	for _, na := range c.Agents {
+		if len(na.Skills) > 0 && na.Tools != nil {
+			set, err := c.agentSkills(na)
+			if err != nil {
+				return nil, err
+			}
+			byAgent[na.Name] = set.Tools()
+		}
+	}
+	return forAgents(def, byAgent), nil
+}
+
+// agentTool is a tool of the node's registry that acts for the agent a call is
+// made for (tools.Call.Agent): an agent's own version of it (its memory namespace,
+// its skills) when it has one, the default agent's otherwise.
+type agentTool struct {
+	tools.Tool
+	byAgent map[string]tools.Tool
+}
+
+// forAgents returns def, each tool wrapped in an agentTool when an agent of
+// byAgent has its own version of it (by name).
+func forAgents(def []tools.Tool, byAgent map[string][]tools.Tool) []tools.Tool {
+	if len(byAgent) == 0 {
+		return def
+	}
+	out := make([]tools.Tool, len(def))
+	for i, t := range def {
+		at := &agentTool{Tool: t, byAgent: map[string]tools.Tool{}}
+		name := t.Spec().Name
+		for agent, ts := range byAgent {
+			if j := slices.IndexFunc(ts, func(o tools.Tool) bool { return o.Spec().Name == name }); j >= 0 {
+				at.byAgent[agent] = ts[j]
+			}
+		}
+		out[i] = at
+	}
+	return out
+}
+
+// Call implements tools.Tool: the version of the agent the call is made for.
+func (t *agentTool) Call(ctx context.Context, c tools.Call) (string, error) {
+	return t.forAgent(c.Agent).Call(ctx, c)
+}
+
+func (t *agentTool) forAgent(agent string) tools.Tool {
+	if own, ok := t.byAgent[agent]; ok {
+		return own
+	}
+	return t.Tool
+}
+
+// Limits, SideEffects and Source are the default version's.
+func (t *agentTool) Limits() tools.CallLimits { return tools.LimitsOf(t.Tool) }
+func (t *agentTool) SideEffects() bool        { return tools.HasSideEffects(t.Tool) }
+func (t *agentTool) Source() string           { return tools.SourceOf(t.Tool) }
+
+// agentSpecs returns specs with the spec of each agentTool of reg replaced by the
+// agent's version's (specs is not modified).
+func agentSpecs(specs []messages.ToolSpec, reg *tools.Registry, agent string) []messages.ToolSpec {
+	var out []messages.ToolSpec
+	for i, s := range specs {
+		t, _ := reg.Get(s.Name)
+		at, ok := t.(*agentTool)
+		if !ok {
+			continue
+		}
+		own := at.forAgent(agent).Spec()
+		var buf bytes.Buffer
+		if json.Compact(&buf, own.Parameters) == nil {
+			own.Parameters = buf.Bytes() // compacted, as the registry's specs are
+		}
+		if out == nil {
+			out = slices.Clone(specs)
+		}
+		out[i] = own
+	}
+	if out == nil {
+		return specs
+	}
+	return out
+}
+
+// sameSpecs reports whether a and b are one slice (agentSpecs returns its argument
+// when no spec is the agent's own).
+func sameSpecs(a, b []messages.ToolSpec) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}
+
+// agentDisclosure is a disclosure that offers an agent its own version of the tools
+// that act for it (agentTool): a spec named as one of own is replaced by it.
+type agentDisclosure struct {
+	actors.ToolDisclosure
+	own []messages.ToolSpec
+}
+
+// Disclose implements actors.ToolDisclosure: a pure function of its arguments, as
+// the wrapped disclosure's.
+func (d agentDisclosure) Disclose(loads []actors.ToolLoad, catalog []tools.Tool) ([]messages.ToolSpec, string) {
+	specs, section := d.ToolDisclosure.Disclose(loads, catalog)
+	var out []messages.ToolSpec
+	for i, s := range specs {
+		j := slices.IndexFunc(d.own, func(o messages.ToolSpec) bool { return o.Name == s.Name })
+		if j < 0 || bytes.Equal(d.own[j].Parameters, s.Parameters) && d.own[j].Description == s.Description {
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(specs)
+		}
+		out[i] = d.own[j]
+	}
+	if out == nil {
+		return specs, section
+	}
+	return out, section
+}
+
+// serverCatalog is the part of a catalog of MCP tools that is of some servers:
+// the tools named "<server>__<tool>" (mcp.Separator) of each.
+type serverCatalog struct {
+	cat     actors.ToolCatalog
+	servers []string
+}
+
+var _ actors.ToolCatalog = serverCatalog{}
+
+func (c serverCatalog) has(name string) bool {
+	srv, _, ok := strings.Cut(name, "__")
+	return ok && slices.Contains(c.servers, srv)
+}
+
+// Specs implements actors.ToolCatalog: the servers' tools now, sorted by name.
+func (c serverCatalog) Specs() []messages.ToolSpec {
+	all := c.cat.Specs()
+	out := make([]messages.ToolSpec, 0, len(all))
+	for _, s := range all {
+		if c.has(s.Name) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Tool implements actors.ToolCatalog.
+func (c serverCatalog) Tool(name string) (tools.Tool, bool) {
+	if !c.has(name) {
+		return nil, false
+	}
+	return c.cat.Tool(name)
 }

@@ -185,6 +185,12 @@ func TestNamedAgentsAreValidated(t *testing.T) {
 		{[]node.NamedAgent{{Name: "a", Paradigm: "plan_execute"}}, "unknown paradigm"},
 		{[]node.NamedAgent{{Name: "a"}, {Name: "a"}}, "declared twice"},
 		{[]node.NamedAgent{{Name: "a", Tools: []string{"shell"}}}, `unknown tool "shell"`},
+		{[]node.NamedAgent{{Name: "a", Fallbacks: []llm.Model{llm.Offline{}}}}, "fallbacks without a model"},
+		{[]node.NamedAgent{{Name: "a", MemoryNamespace: "agent:a"}}, "needs MemoryTool"},
+		{[]node.NamedAgent{{Name: "a", MemoryNamespace: "not a namespace"}}, "memory namespace"},
+		{[]node.NamedAgent{{Name: "a", MCPServers: []string{"wx"}}}, "MCPServers and Skills need Tools"},
+		{[]node.NamedAgent{{Name: "a", Tools: []string{}, MCPServers: []string{"wx"}}}, "the node has no MCP servers"},
+		{[]node.NamedAgent{{Name: "a", Tools: []string{}, Skills: []string{"pdf"}}}, "no skills are configured"},
 	} {
 		_, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), Agents: c.agents})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

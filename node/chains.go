@@ -84,7 +84,13 @@ func (c Config) withNotesAndMemory() ([]tools.Tool, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
-	for _, t := range mt {
+	byAgent := map[string][]tools.Tool{}
+	for agent, tc := range c.agentMemoryConfigs() {
+		if byAgent[agent], err = m.Tools(tc); err != nil {
+			return nil, fmt.Errorf("node: agent %q: %w", agent, err)
+		}
+	}
+	for _, t := range forAgents(mt, byAgent) {
 		name := t.Spec().Name
 		if !slices.ContainsFunc(ts, func(have tools.Tool) bool { return have.Spec().Name == name }) {
 			ts = append(ts, t)

@@ -39,4 +39,12 @@
 // Sub-agents are child sessions (delegate.go): with named agents (Config.Agents) the
 // node has the delegate tool, whose performer submits the child's task through the
 // ingress under an ID derived from the call's key, and waits for the child's end.
+//
+// A named agent may have its own models (NamedAgent.Model, Fallbacks): one more chain
+// of the node's gateway (gateway.Config.Routes), which its requests name
+// (llm.Request.Models). It may have its own memory namespace and skills: the memory
+// and skill tools of the registry act for the agent a call is made for
+// (tools.Call.Agent, carried by messages.EffectRequest.Agent), each agent's version
+// built beside the default agent's (agents.go, agentTool). Its MCP servers are a view
+// of the node's catalog (serverCatalog).
 package node

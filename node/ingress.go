@@ -76,7 +76,7 @@ type Ingress struct {
 	ids      actors.IDs
 	// memory, when set, returns the agent's core blocks, rendered, for a task
 	// (messages.TaskSubmitted.Memory; Node.coreMemory).
-	memory func() string
+	memory func(agent string) string
 	// agents are the names of the agents a task may name besides "default"
 	// (Config.Agents).
 	agents []string
@@ -177,7 +177,7 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 	}
 	p := &messages.TaskSubmitted{Input: in.redactor.String(t.Input), Agent: t.Agent, MaxSteps: t.MaxSteps, MaxTokens: t.MaxTokens, ReplyTopic: t.ReplyTopic}
 	if in.memory != nil {
-		p.Memory = in.memory()
+		p.Memory = in.memory(t.Agent)
 	}
 	now := in.clock.Now()
 	if t.DeadlineMS > 0 {
@@ -226,7 +226,7 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, error) {
 	// the system prompt.
 	memory := ""
 	if in.memory != nil {
-		memory = in.memory()
+		memory = in.memory(t.Agent)
 	}
 	if redacted := in.redactor.String(ts.Input); redacted != ts.Input || memory != ts.Memory {
 		ts.Input, ts.Memory = redacted, memory

@@ -496,7 +496,9 @@ func (n *Node) ownsKey(key string) bool {
 }
 
 // addMemoryTool adds the memory tool to the agent's tools when Config.MemoryTool
-// asks for it.
+// asks for it: the default agent's, and each agent's with a namespace of its own
+// (NamedAgent.MemoryNamespace), which the tool of the registry calls for it
+// (agentTool).
 func (n *Node) addMemoryTool() error {
 	if n.cfg.MemoryTool == nil {
 		return nil
@@ -504,23 +506,68 @@ func (n *Node) addMemoryTool() error {
 	if n.memories == nil {
 		return errors.New("node: MemoryTool needs Memory")
 	}
-	tc := *n.cfg.MemoryTool
-	box, err := n.memories.Toolbox(tc)
+	n.memTools = map[string]map[string]tools.Tool{}
+	build := func(agent string, tc memory.ToolConfig) ([]tools.Tool, error) {
+		box, err := n.memories.Toolbox(tc)
+		if err != nil {
+			return nil, err
+		}
+		ts, ops := []tools.Tool{box}, []string{""}
+		if tc.Expand {
+			ts, ops = box.Expand(), box.Ops()
+		}
+		n.memTools[agent] = map[string]tools.Tool{}
+		for i, t := range ts {
+			n.memTools[agent][t.Spec().Name] = t
+			if n.memoryRouted() {
+				// A namespace's calls run on its owner (memorytool.go).
+				ts[i] = &routedMemoryTool{Tool: t, n: n, op: ops[i], namespace: tc.Namespace, agent: agent}
+			}
+		}
+		return ts, nil
+	}
+	def, err := build("", *n.cfg.MemoryTool)
 	if err != nil {
 		return err
 	}
-	ts, ops := []tools.Tool{box}, []string{""}
-	if tc.Expand {
-		ts, ops = box.Expand(), box.Ops()
-	}
-	n.memTools = map[string]tools.Tool{}
-	for i, t := range ts {
-		n.memTools[t.Spec().Name] = t
-		if n.memoryRouted() {
-			// A namespace's calls run on its owner (memorytool.go).
-			ts[i] = &routedMemoryTool{Tool: t, n: n, op: ops[i], namespace: tc.Namespace}
+	byAgent := map[string][]tools.Tool{}
+	for agent, tc := range n.cfg.agentMemoryConfigs() {
+		if byAgent[agent], err = build(agent, tc); err != nil {
+			return fmt.Errorf("node: agent %q: %w", agent, err)
 		}
 	}
-	n.cfg.Tools = append(slices.Clone(n.cfg.Tools), ts...)
+	n.cfg.Tools = append(slices.Clone(n.cfg.Tools), forAgents(def, byAgent)...)
 	return nil
+}
+
+// agentMemoryConfigs returns the memory tool configuration of each agent with a
+// namespace of its own (NamedAgent.MemoryNamespace), by name: Config.MemoryTool's,
+// with that namespace as its default (and not among the others it may name).
+func (c Config) agentMemoryConfigs() map[string]memory.ToolConfig {
+	if c.MemoryTool == nil {
+		return nil
+	}
+	out := map[string]memory.ToolConfig{}
+	for _, na := range c.Agents {
+		if na.MemoryNamespace == "" {
+			continue
+		}
+		tc := *c.MemoryTool
+		tc.Namespace = na.MemoryNamespace
+		tc.Namespaces = slices.DeleteFunc(slices.Clone(tc.Namespaces), func(ns string) bool { return ns == na.MemoryNamespace })
+		out[na.Name] = tc
+	}
+	return out
+}
+
+// memoryNamespace returns the namespace of the memory of agent (a task's agent: ""
+// or "default" for the node's own): its own, or Config.MemoryTool's. The caller
+// checked that MemoryTool is set.
+func (c Config) memoryNamespace(agent string) string {
+	for _, na := range c.Agents {
+		if na.Name == agent && na.MemoryNamespace != "" {
+			return na.MemoryNamespace
+		}
+	}
+	return c.MemoryTool.Namespace
 }

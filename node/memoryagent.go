@@ -12,7 +12,8 @@ import (
 )
 
 // The agent's memory in its loop (issue 12: "write path like Mem0, control like
-// Letta"), for an agent with a memory tool (Config.MemoryTool):
+// Letta"), for an agent with a memory tool (Config.MemoryTool), in its namespace
+// (the tool's, or the agent's own: NamedAgent.MemoryNamespace):
 //
 //   - its core blocks are in the system prompt of every task: the ingress renders
 //     the blocks of the tool's namespace into the task (messages.TaskSubmitted.Memory),
@@ -24,18 +25,18 @@ import (
 // coreMemoryTimeout bounds the read of the blocks for one task at ingress.
 const coreMemoryTimeout = 5 * time.Second
 
-// coreMemory returns the core blocks of the agent's namespace, rendered
-// (memory.RenderBlocks), as they stand now: "" when the agent has no memory tool or
-// no block holds a value. The namespace first folds what other writers appended (a
+// coreMemory returns the core blocks of the namespace of agent (the task's,
+// Config.memoryNamespace), rendered (memory.RenderBlocks), as they stand now: "" when
+// the node has no memory tool or no block holds a value. The namespace first folds what other writers appended (a
 // memory tool call on another node); when that read fails, the blocks this node
 // folded last are used, and the failure is logged: a task is not refused for it.
-func (n *Node) coreMemory() string {
+func (n *Node) coreMemory(agent string) string {
 	if n.memories == nil || n.cfg.MemoryTool == nil {
 		return ""
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), coreMemoryTimeout)
 	defer cancel()
-	name := n.cfg.MemoryTool.Namespace
+	name := n.cfg.memoryNamespace(agent)
 	ns, err := n.memories.Namespace(ctx, name)
 	if err != nil {
 		n.cfg.Logger.Warn("core memory: the task runs without its blocks", "namespace", name, "err", err)
@@ -80,30 +81,34 @@ const (
 // Remember for each, in order.
 type afterTaskWriter struct {
 	n    *Node
-	ns   string
 	jobs chan afterTaskJob
 	done chan struct{}
 	stop context.CancelFunc
 	ctx  context.Context
 
 	mu     sync.Mutex
-	inputs map[string]string // task ID (its task.submitted's event ID) -> input
+	inputs map[string]taskInput // task ID (its task.submitted's event ID) -> its input and agent
 	closed bool
 }
+
+// taskInput is what a task.submitted says that the write after task needs.
+type taskInput struct{ input, agent string }
 
 // afterTaskJob is one completed task: its session, the task.completed event and the
 // task's input when observe saw its task.submitted.
 type afterTaskJob struct {
 	session   string
 	completed messages.Envelope
-	input     string
+	input     taskInput
 	haveInput bool
 }
 
-func newAfterTaskWriter(n *Node, namespace string) *afterTaskWriter {
+// newAfterTaskWriter remembers each task in the namespace of its agent
+// (Config.memoryNamespace).
+func newAfterTaskWriter(n *Node) *afterTaskWriter {
 	ctx, stop := context.WithCancel(context.Background())
-	w := &afterTaskWriter{n: n, ns: namespace, jobs: make(chan afterTaskJob, afterTaskQueue), done: make(chan struct{}),
-		ctx: ctx, stop: stop, inputs: map[string]string{}}
+	w := &afterTaskWriter{n: n, jobs: make(chan afterTaskJob, afterTaskQueue), done: make(chan struct{}),
+		ctx: ctx, stop: stop, inputs: map[string]taskInput{}}
 	go w.run()
 	return w
 }
@@ -122,7 +127,8 @@ func (w *afterTaskWriter) observe(sessionID string, events []messages.Envelope) 
 				continue
 			}
 			if p, err := e.Decode(); err == nil {
-				w.inputs[e.ID] = p.(*messages.TaskSubmitted).Input
+				ts := p.(*messages.TaskSubmitted)
+				w.inputs[e.ID] = taskInput{input: ts.Input, agent: ts.Agent}
 			}
 		case messages.TypeTaskFailed:
 			delete(w.inputs, e.CorrelationID)
@@ -133,7 +139,7 @@ func (w *afterTaskWriter) observe(sessionID string, events []messages.Envelope) 
 			case w.jobs <- afterTaskJob{session: sessionID, completed: e, input: input, haveInput: ok}:
 			default:
 				w.n.cfg.Logger.Warn("memory write after task: the queue is full; this task is not remembered",
-					"session", sessionID, "seq", e.Seq, "namespace", w.ns)
+					"session", sessionID, "seq", e.Seq, "namespace", w.n.cfg.memoryNamespace(input.agent))
 			}
 		}
 	}
@@ -147,13 +153,13 @@ func (w *afterTaskWriter) run() {
 		}
 		if err := w.remember(job); err != nil {
 			w.n.cfg.Logger.Warn("memory write after task failed; the task's result stands", "session", job.session,
-				"seq", job.completed.Seq, "namespace", w.ns, "err", err)
+				"seq", job.completed.Seq, "err", err)
 		}
 	}
 }
 
-// remember writes what a completed task said to the namespace, under the key
-// "<session>/<seq of task.completed>": a task remembered twice writes once.
+// remember writes what a completed task said to the namespace of its agent, under
+// the key "<session>/<seq of task.completed>": a task remembered twice writes once.
 func (w *afterTaskWriter) remember(job afterTaskJob) error {
 	ctx, cancel := context.WithTimeout(w.ctx, afterTaskTimeout)
 	defer cancel()
@@ -162,18 +168,19 @@ func (w *afterTaskWriter) remember(job afterTaskJob) error {
 		return err
 	}
 	output := p.(*messages.TaskCompleted).Output
-	input := job.input
+	in := job.input
 	if !job.haveInput {
-		if input, err = w.inputOf(ctx, job.session, job.completed.CorrelationID); err != nil {
+		if in, err = w.inputOf(ctx, job.session, job.completed.CorrelationID); err != nil {
 			return err
 		}
 	}
-	ns, err := w.n.memories.Namespace(ctx, w.ns)
+	name := w.n.cfg.memoryNamespace(in.agent)
+	ns, err := w.n.memories.Namespace(ctx, name)
 	if err != nil {
-		return err
+		return fmt.Errorf("namespace %s: %w", name, err)
 	}
 	turn := memory.Turn{
-		Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: input}, {Role: messages.RoleAssistant, Content: output}},
+		Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: in.input}, {Role: messages.RoleAssistant, Content: output}},
 		Source:   messages.MemorySource{Kind: "session", ID: job.session, Seq: job.completed.Seq},
 	}
 	decisions, err := ns.Remember(ctx, job.session+"/"+strconv.FormatUint(job.completed.Seq, 10), turn, memory.RememberOptions{})
@@ -186,27 +193,31 @@ func (w *afterTaskWriter) remember(job afterTaskJob) error {
 		}
 	}
 	if updated > 0 {
-		w.n.memoryWritten(w.ns, updated)
+		w.n.memoryWritten(name, updated)
 	}
-	return err
+	if err != nil {
+		return fmt.Errorf("namespace %s: %w", name, err)
+	}
+	return nil
 }
 
-// inputOf reads a task's input from its session's task.submitted in the log.
-func (w *afterTaskWriter) inputOf(ctx context.Context, session, taskID string) (string, error) {
+// inputOf reads a task's input and agent from its session's task.submitted in the log.
+func (w *afterTaskWriter) inputOf(ctx context.Context, session, taskID string) (taskInput, error) {
 	events, err := w.n.log.Read(ctx, session, 1)
 	if err != nil {
-		return "", err
+		return taskInput{}, err
 	}
 	for _, e := range events {
 		if e.ID == taskID && e.Type == messages.TypeTaskSubmitted {
 			p, err := e.Decode()
 			if err != nil {
-				return "", err
+				return taskInput{}, err
 			}
-			return p.(*messages.TaskSubmitted).Input, nil
+			ts := p.(*messages.TaskSubmitted)
+			return taskInput{input: ts.Input, agent: ts.Agent}, nil
 		}
 	}
-	return "", fmt.Errorf("node: no task.submitted %s in session %s", taskID, session)
+	return taskInput{}, fmt.Errorf("node: no task.submitted %s in session %s", taskID, session)
 }
 
 // close stops the worker once it has remembered the tasks queued (node run closes
@@ -232,7 +243,7 @@ func (w *afterTaskWriter) close(timeout time.Duration) {
 	case <-t.C:
 	}
 	w.n.cfg.Logger.Warn("memory write after task: closing before every completed task was remembered", "timeout", timeout,
-		"namespace", w.ns, "not_remembered", len(w.jobs))
+		"not_remembered", len(w.jobs))
 	w.stop()
 	select {
 	case <-w.done:

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +24,9 @@ import (
 type memoryToolArgs struct {
 	Tool      string `json:"tool"`
 	Arguments string `json:"arguments"`
+	// Agent is the agent whose memory tool runs the call (one with a namespace of its
+	// own: NamedAgent.MemoryNamespace); empty: the node's.
+	Agent string `json:"agent,omitempty"`
 }
 
 // memoryToolAnswer is the result of a routed memory tool call: its text, or its
@@ -40,6 +44,7 @@ type routedMemoryTool struct {
 	n         *Node
 	op        string
 	namespace string // the default namespace
+	agent     string // the agent whose tool it is ("": the node's)
 }
 
 // Limits and SideEffects are the inner tool's.
@@ -53,7 +58,7 @@ func (t *routedMemoryTool) Call(ctx context.Context, c tools.Call) (string, erro
 	if !ok {
 		return t.Tool.Call(ctx, c)
 	}
-	args := memoryToolArgs{Tool: t.Spec().Name, Arguments: c.Arguments}
+	args := memoryToolArgs{Tool: t.Spec().Name, Arguments: c.Arguments, Agent: t.agent}
 	res, err := t.n.memoryExec(ctx, ns, memoryToolCall, c.Key, args)
 	if err != nil {
 		return "", err
@@ -109,9 +114,14 @@ func (n *Node) runMemoryTool(ctx context.Context, c messages.MemoryCommand) (jso
 	if err := json.Unmarshal(c.Args, &a); err != nil {
 		return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
 	}
-	t := n.memTools[a.Tool]
+	// The agent's own tool when it has one (a namespace of its own), else the node's.
+	own, ok := n.memTools[a.Agent]
+	if !ok {
+		own = n.memTools[""]
+	}
+	t := own[a.Tool]
 	if t == nil {
-		return nil, fmt.Errorf("%w: this node has no memory tool %q", memory.ErrInvalid, a.Tool)
+		return nil, fmt.Errorf("%w: this node has no memory tool %q for agent %q (every node should run the same agents file)", memory.ErrInvalid, a.Tool, cmp.Or(a.Agent, "default"))
 	}
 	out, err := t.Call(tools.WithCallKey(ctx, c.Key), tools.Call{Key: c.Key, Arguments: a.Arguments})
 	var ans memoryToolAnswer

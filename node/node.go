@@ -237,6 +237,9 @@ func (c Config) Validate() error {
 		if err := a.validate(); err != nil {
 			return err
 		}
+		if a.MemoryNamespace != "" && c.MemoryTool == nil {
+			return fmt.Errorf("node: agent %q: a memory namespace of its own needs MemoryTool (the node's memory tool)", a.Name)
+		}
 		for _, b := range c.Agents[:i] {
 			if a.Name == b.Name {
 				return fmt.Errorf("node: agent %q is declared twice", a.Name)
@@ -398,7 +401,11 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 	if err != nil {
 		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
 	}
-	ts := append(slices.Clone(c.Tools), c.Skills.Tools()...)
+	skillTools, err := c.skillTools()
+	if err != nil {
+		return actors.Agent{}, nil, err
+	}
+	ts := append(slices.Clone(c.Tools), skillTools...)
 	chains, err := c.chainTools(ts)
 	if err != nil {
 		return actors.Agent{}, nil, err
@@ -467,9 +474,10 @@ type Node struct {
 	ownVectors io.Closer // the embedded vector index the node opened for memories
 	memRouter  memoryRouter
 	memHost    *actors.MemoryHost // the namespaces' actors
-	// memTools are the memory tool's tools by name (Config.MemoryTool), as this
-	// node performs them for the namespaces it owns.
-	memTools map[string]tools.Tool
+	// memTools are the memory tool's tools by agent ("" for the default agent and
+	// every agent without a namespace of its own) and name (Config.MemoryTool), as
+	// this node performs them for the namespaces it owns.
+	memTools map[string]map[string]tools.Tool
 	// consolidation runs the consolidator in the background (Config.Consolidation).
 	consolidation *consolidator.Scheduler
 	// afterTask remembers completed tasks (Config.MemoryWriteAfterTask).
@@ -521,7 +529,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if n.cfg.MemoryTool != nil {
 		n.ingress.memory = n.coreMemory
 		if n.cfg.MemoryWriteAfterTask {
-			n.afterTask = newAfterTaskWriter(n, n.cfg.MemoryTool.Namespace)
+			n.afterTask = newAfterTaskWriter(n)
 		}
 	}
 	agent, reg, err := n.cfg.agent()

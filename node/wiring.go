@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -138,12 +139,23 @@ func (n *Node) newActorSystem() {
 func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	cfg := n.cfg
 	gwCfg := cfg.Gateway
-	gwCfg.Chain = nil
-	for _, m := range append([]llm.Model{cfg.Model}, cfg.Fallbacks...) {
-		// A model without native tools always speaks the text protocol; one with them
-		// does when a request asks (an agent of the react paradigm).
-		m = react.Wrap(m, react.Options{OnRequest: llm.CapabilitiesOf(m).NativeTools})
-		gwCfg.Chain = append(gwCfg.Chain, m)
+	// A model without native tools always speaks the text protocol; one with them
+	// does when a request asks (an agent of the react paradigm).
+	speaking := func(models []llm.Model) []llm.Model {
+		out := make([]llm.Model, len(models))
+		for i, m := range models {
+			out[i] = react.Wrap(m, react.Options{OnRequest: llm.CapabilitiesOf(m).NativeTools})
+		}
+		return out
+	}
+	gwCfg.Chain = speaking(append([]llm.Model{cfg.Model}, cfg.Fallbacks...))
+	// Each agent with a model of its own has a chain of its own, which its requests
+	// name (llm.Request.Models).
+	gwCfg.Routes = slices.Clone(gwCfg.Routes)
+	for _, a := range cfg.Agents {
+		if a.Model != nil {
+			gwCfg.Routes = append(gwCfg.Routes, speaking(append([]llm.Model{a.Model}, a.Fallbacks...)))
+		}
 	}
 	if gwCfg.Logger == nil {
 		gwCfg.Logger = cfg.Logger

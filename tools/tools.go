@@ -23,6 +23,10 @@ type Tool interface {
 type Call struct {
 	Key       string
 	Arguments string
+	// Agent names the agent the call is made for (an agents file's; empty or
+	// "default": the node's own). A tool that acts for an agent (its memory
+	// namespace, its skills) reads it; the others ignore it.
+	Agent string
 }
 
 // callKeyContext is the context key of WithCallKey.

@@ -8,11 +8,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/node"
 )
 
@@ -20,12 +25,15 @@ const agentsUsage = `usage:
   node agents list [--json] [--config FILE] [--agents FILE]
 
 list checks the agents file (--agents, or "agents_file" in the configuration file)
-and prints its agents: name, paradigm, model, tools and description. A malformed
-file, an unknown field or paradigm, a bad name or a tool the node does not have
-exits 2 with the line and the problem. The tools are the node's (node tools list)
-but an MCP server's; an agent without "tools" has them all, MCP servers' included.
-Every agent runs the node's model: an agent's own "model" and "memory" are refused
-as not supported yet.
+as node run and serve do, and prints its agents: name, paradigm, model and
+fallbacks, memory namespace, tools and description. A malformed file, an unknown
+field or paradigm, a bad name, a tool, MCP server or skill the node does not have, a
+model it cannot reach (a provider without its key) or a memory namespace without the
+node's memory tool exits 2 with the line and the problem. The tools are expanded:
+mcp:SERVER to the server's tools now, skill:NAME to the skill tools; an agent
+without "tools" has all the node's, MCP servers' included ("(all)"). --json prints
+each agent with its declared tools ("declared_tools") and the expanded ones
+("tools"; null: all).
 `
 
 // agentsCmd runs "node agents ...": args are what follows "agents".
@@ -83,21 +91,92 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
+	// The agents' models, as node run resolves them: a spec the node runs is its
+	// model (TROUPE_MODEL, the file's "model").
+	known := map[string]llm.Model{}
+	nodeSpec := cmp.Or(os.Getenv("TROUPE_MODEL"), fc.Model, "auto")
+	if slices.ContainsFunc(file.Agents, func(a nodeconfig.DeclaredAgent) bool {
+		return a.Model == nodeSpec || slices.Contains(a.Fallbacks, nodeSpec)
+	}) {
+		base, err := provider.Load("", nil)
+		if *configPath != "" && len(fc.LLM) > 0 {
+			base, err = provider.Load(*configPath, nil)
+		}
+		if err == nil {
+			known[nodeSpec], _, _, err = provider.FromSpec(ctx, nodeSpec, base, nil)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "error: the node's model:", err)
+			return 2
+		}
+	}
+	if _, err := file.ResolveModels(ctx, known, nil); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	listed := make([]listedAgent, len(file.Agents))
+	for i, a := range file.Agents {
+		listed[i] = listedAgent{DeclaredAgent: a, DeclaredTools: a.Tools, Tools: expandTools(a.Tools, cfg)}
+		if a.Tools == nil {
+			listed[i].DeclaredTools = nil
+		}
+	}
 	if *asJSON {
-		b, _ := json.MarshalIndent(file.Agents, "", "  ")
+		b, _ := json.MarshalIndent(listed, "", "  ")
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
 	w := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tPARADIGM\tMODEL\tTOOLS\tDESCRIPTION")
-	// Every agent runs the node's model (an agent's own model is not supported yet).
-	for _, a := range file.Agents {
+	fmt.Fprintln(w, "NAME\tPARADIGM\tMODEL\tFALLBACKS\tMEMORY\tTOOLS\tDESCRIPTION")
+	for _, a := range listed {
 		toolList := "(all)"
 		if a.Tools != nil {
 			toolList = cmp.Or(strings.Join(a.Tools, ","), "(none)")
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.Paradigm, "(node's)", toolList, a.Description)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Paradigm, cmp.Or(a.Model, "(node's)"),
+			cmp.Or(strings.Join(a.Fallbacks, ","), "-"), cmp.Or(a.Memory, "(node's)"), toolList, a.Description)
 	}
 	w.Flush()
 	return 0
+}
+
+// listedAgent is an agent as node agents list --json prints it: the file's fields,
+// with its tools entries as declared and expanded.
+type listedAgent struct {
+	nodeconfig.DeclaredAgent
+	// DeclaredTools are the file's entries (mcp:SERVER and skill:NAME among them).
+	DeclaredTools []string `json:"declared_tools"`
+	// Tools are the tools they give now; nil: every tool of the node.
+	Tools []string `json:"tools"`
+}
+
+// expandTools returns the tools an agent's tools entries give on the node cfg
+// configures: mcp:SERVER the server's tools now (its catalog's), skill:NAME the skill
+// tools; sorted, each once. Nil entries (every tool) give nil.
+func expandTools(entries []string, cfg node.Config) []string {
+	if entries == nil {
+		return nil
+	}
+	out := []string{}
+	for _, e := range entries {
+		if server, ok := strings.CutPrefix(e, nodeconfig.ToolsOfMCP); ok {
+			if cfg.ToolCatalog != nil {
+				for _, s := range cfg.ToolCatalog.Specs() {
+					if strings.HasPrefix(s.Name, server+mcp.Separator) {
+						out = append(out, s.Name)
+					}
+				}
+			}
+			continue
+		}
+		if _, ok := strings.CutPrefix(e, nodeconfig.ToolsOfSkill); ok {
+			for _, t := range cfg.Skills.Tools() {
+				out = append(out, t.Spec().Name)
+			}
+			continue
+		}
+		out = append(out, e)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -313,10 +313,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	secrets := append(llmBase.Secrets(nil), key)
 	var fallback []llm.Model
-	for _, spec := range strings.Split(*fallbacks, ",") {
-		if spec = strings.TrimSpace(spec); spec == "" {
-			continue
-		}
+	for _, spec := range nonEmpty(strings.Split(*fallbacks, ",")) {
 		m, fwhy, fkey, err := provider.FallbackFromSpec(ctx, spec, nil)
 		if err != nil {
 			fmt.Fprintf(stderr, "error: fallback %s: %v\n", spec, err)
@@ -328,6 +325,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	if opt.wrapModel != nil {
 		model = opt.wrapModel(model)
+	}
+	if len(agentsFile.Agents) > 0 {
+		// The agents' own models, before anything starts: one that cannot be reached
+		// exits 2 with its line. A spec the node runs already is that model.
+		known := map[string]llm.Model{*modelFlag: model}
+		for i, spec := range nonEmpty(strings.Split(*fallbacks, ",")) {
+			known[spec] = fallback[i]
+		}
+		keys, err := agentsFile.ResolveModels(ctx, known, nil)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		secrets = append(secrets, keys...)
 	}
 	gw, err := fc.Gateway.Config()
 	if err != nil {
@@ -497,7 +508,13 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 	if cfg.Bus != nil {
 		fmt.Fprintf(stdout, "session %s (submitted to troupe.tasks: a node of the cluster runs it)\n", id)
 	} else {
-		fmt.Fprintf(stdout, "session %s (model: %s — %s)\n", id, cfg.Model.Name(), why)
+		model := cfg.Model
+		for _, a := range cfg.Agents {
+			if a.Name == task.Agent && a.Model != nil {
+				model, why = a.Model, "agent "+a.Name+"'s own model (its agents file's \"model\")"
+			}
+		}
+		fmt.Fprintf(stdout, "session %s (model: %s — %s)\n", id, model.Name(), why)
 	}
 	task.SessionID = id
 	if _, err := n.Submit(ctx, task); err != nil {
@@ -567,4 +584,15 @@ func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach
 	cancel()
 	cfg.Logger.Info("stopped")
 	return code
+}
+
+// nonEmpty returns the items of list trimmed, without the empty ones.
+func nonEmpty(list []string) []string {
+	var out []string
+	for _, s := range list {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

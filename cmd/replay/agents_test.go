@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -85,5 +86,104 @@ func TestVerifyRebuildsTheNamedAgent(t *testing.T) {
 	writeFiles(t, dir, map[string]string{"bad.yaml": "agents:\n  thinker:\n    tools: [shell]\n"})
 	if code, _, errs := replay(t, "verify", "named", "--data", data, "--agents", filepath.Join(dir, "bad.yaml")); code != 2 || !strings.Contains(errs, `line 3: agent "thinker": unknown tool "shell"`) {
 		t.Errorf("verify with a bad agents file: exit %d %s", code, errs)
+	}
+}
+
+// A session whose tasks ran agents with models of their own verifies with the same
+// agents file, each task against the model its agent recorded; a fork from the
+// middle of an agent's task continues with that agent's model, not --model.
+func TestVerifyAndForkAnAgentWithItsOwnModel(t *testing.T) {
+	t.Setenv("TROUPE_SKILLS", "")
+	t.Setenv("TROUPE_DISCLOSURE", "")
+	t.Setenv("TROUPE_AGENTS", "")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	writeFiles(t, dir, map[string]string{"long.json": `{"name": "long", "steps": [` +
+		`{"tool_calls": [{"id": "c1", "name": "calculator", "arguments": "{\"expression\":\"2+3\"}"}]}, {"content": "5 from long"}]}`})
+	agentsPath := filepath.Join(dir, "agents.yaml")
+	writeFiles(t, dir, map[string]string{"agents.yaml": "agents:\n  alpha:\n    model: scripted:" + filepath.Join(dir, "long.json") + "\n    tools: [calculator]\n"})
+	file, err := nodeconfig.LoadAgents(agentsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.ResolveModels(context.Background(), map[string]llm.Model{"offline": llm.Offline{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n, err := node.New(ctx, node.Config{DataDir: data, Model: llm.Offline{}, Agents: file.NodeAgents()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, stopWatch := n.Watch("own")
+	for _, task := range []node.Task{{Input: "2+3?", SessionID: "own", Agent: "alpha"}, {Input: "What is 2 + 3?", SessionID: "own"}} {
+		if _, err := n.Submit(ctx, task); err != nil {
+			t.Fatal(err)
+		}
+		var last messages.Envelope
+		for timeout := time.After(10 * time.Second); last.Type != messages.TypeTaskCompleted && last.Type != messages.TypeTaskFailed; {
+			select {
+			case last = <-live:
+			case <-timeout:
+				t.Fatal("the task did not finish in 10 s")
+			}
+		}
+		if last.Type != messages.TypeTaskCompleted {
+			t.Fatalf("task %q ended with %s", task.Input, last.Type)
+		}
+	}
+	events, err := n.Log().Read(ctx, "own", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopWatch()
+	stop()
+	n.Close()
+	var models []string
+	var afterTool uint64
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeModelRequested:
+			p, _ := e.Decode()
+			models = append(models, p.(*messages.ModelRequested).Model)
+		case messages.TypeToolCallCompleted:
+			if afterTool == 0 {
+				afterTool = e.Seq
+			}
+		}
+	}
+	if strings.Join(models, ",") != "long,long,offline,offline" {
+		t.Fatalf("the session asked %v, want long twice (alpha's task), then offline", models)
+	}
+
+	if code, out, errs := replay(t, "verify", "own", "--data", data, "--agents", agentsPath); code != 0 || !strings.Contains(out, "deterministic") {
+		t.Errorf("verify: exit %d\n%s%s", code, out, errs)
+	}
+	code, out, errs := replay(t, "fork", "own", "--at", fmt.Sprint(afterTool), "--data", data, "--agents", agentsPath, "--model", "offline", "--session", "own-fork")
+	if code != 0 || !strings.Contains(out, "5 from long") {
+		t.Fatalf("fork: exit %d\n%s%s", code, out, errs)
+	}
+	st := store{data: data}
+	log, err := st.open(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	forked, err := log.Read(ctx, "own-fork", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last *messages.ModelResponded
+	for _, e := range forked {
+		if e.Type == messages.TypeModelResponded {
+			p, _ := e.Decode()
+			last = p.(*messages.ModelResponded)
+		}
+	}
+	if last == nil || last.Model != "long" {
+		t.Errorf("the fork's last answer came from %+v, want alpha's model long", last)
 	}
 }

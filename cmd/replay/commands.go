@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
@@ -155,19 +156,13 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	// The model is the runtime's choice, not the agent's code: take the recorded one.
-	for _, e := range events {
-		if e.Type == messages.TypeModelRequested {
-			if p, err := e.Decode(); err == nil {
-				model := p.(*messages.ModelRequested).Model
-				agents.Default.Model = model
-				for name, a := range agents.Named {
-					a.Model = model
-					agents.Named[name] = a
-				}
-			}
-			break
-		}
+	// The model is the runtime's choice, not the agent's code: take the recorded one,
+	// each agent's own (an agent may have a model of its own), else the first.
+	first, byAgent := recordedModels(events)
+	agents.Default.Model = cmp.Or(byAgent["default"], first)
+	for name, a := range agents.Named {
+		a.Model = cmp.Or(byAgent[name], first)
+		agents.Named[name] = a
 	}
 	div, err := actors.VerifyAmong(agents, events)
 	if err != nil {
@@ -188,6 +183,34 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		return 1
 	}
 	return 0
+}
+
+// recordedModels returns the model of the first model.requested of events, and the
+// first of each agent's tasks (task.submitted's agent: "default" for none), by agent.
+func recordedModels(events []messages.Envelope) (first string, byAgent map[string]string) {
+	byAgent = map[string]string{}
+	agentOf := map[string]string{} // task ID -> agent
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeTaskSubmitted:
+			if p, err := e.Decode(); err == nil {
+				agentOf[e.ID] = cmp.Or(p.(*messages.TaskSubmitted).Agent, "default")
+			}
+		case messages.TypeModelRequested:
+			p, err := e.Decode()
+			if err != nil {
+				continue
+			}
+			model := p.(*messages.ModelRequested).Model
+			if first == "" {
+				first = model
+			}
+			if agent, ok := agentOf[e.CorrelationID]; ok && byAgent[agent] == "" {
+				byAgent[agent] = model
+			}
+		}
+	}
+	return first, byAgent
 }
 
 func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stderr io.Writer) int {
@@ -274,6 +297,14 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	// The node resumes the fork only: the other unfinished sessions of the log are
 	// left to the node that serves it.
 	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key), Resume: func(id string) bool { return id == newID }}
+	// The agents' own models continue the fork as they ran the session (--model is
+	// the default agent's).
+	keys, err := ac.agents.ResolveModels(ctx, map[string]llm.Model{modelSpec: model}, nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	cfg.Secrets = append(cfg.Secrets, keys...)
 	ac.apply(&cfg)
 	// The fork searches its tools as the node would (tool_embedder), with the fork's model's provider.
 	embedder, embedderKey, err := ac.file.NewToolEmbedder(ctx, modelSpec, base)

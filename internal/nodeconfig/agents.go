@@ -2,7 +2,9 @@ package nodeconfig
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -10,6 +12,10 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/provider"
+	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/node"
 )
 
@@ -18,36 +24,56 @@ import (
 var (
 	paradigms       = []string{node.ParadigmFunctionCalling, node.ParadigmReAct, node.ParadigmSimple}
 	futureParadigms = []string{"plan_execute", "reflection", "reflexion"}
-	agentFieldNames = []string{"description", "system_prompt", "paradigm", "tools", "max_steps"}
+	agentFieldNames = []string{"description", "model", "fallbacks", "system_prompt", "paradigm", "tools", "memory", "max_steps"}
 	agentFields     = slices.Concat(agentFieldNames, stopFieldNames)
 	agentName       = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
-	notYet          = map[string]string{
-		"model":  "every agent runs the node's model (--model)",
-		"memory": "every agent shares the node's memory (the configuration's \"memory\" section)",
-	}
+)
+
+// The prefixes of a tools entry that names a group of tools rather than one:
+// "mcp:SERVER", every tool of the configured MCP server SERVER (as its tool list
+// changes while the node runs), and "skill:NAME", the skill NAME (the skill tools,
+// load_skill, read_skill_file and run_skill_script, for that skill).
+const (
+	ToolsOfMCP   = "mcp:"
+	ToolsOfSkill = "skill:"
 )
 
 // DeclaredAgent is one agent of an agents file (AgentsFile): what it runs with. The
-// empty values are the node's: its model, its system prompt, function calling, all
-// its tools (nil Tools), its max steps, no memory namespace of its own.
+// empty values are the node's: its model (and fallbacks), its system prompt, function
+// calling, all its tools (nil Tools), its max steps, its memory namespace.
 type DeclaredAgent struct {
 	// Name is the agent's key in the file: lower-case letters, digits, '_' and '-'.
-	Name         string   `json:"name"`
-	Description  string   `json:"description,omitempty"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	// Model is the spec of the model its calls go to (offline, scripted:FILE or
+	// PROVIDER[:MODEL]), Fallbacks those tried in order when it fails; resolved by
+	// ResolveModels as the node's --fallback are.
 	Model        string   `json:"model,omitempty"`
+	Fallbacks    []string `json:"fallbacks,omitempty"`
 	SystemPrompt string   `json:"system_prompt,omitempty"`
 	Paradigm     string   `json:"paradigm"`
-	Tools        []string `json:"tools"`
-	MaxSteps     int      `json:"max_steps,omitempty"`
-	Memory       string   `json:"memory_namespace,omitempty"`
+	// Tools are the entries of its "tools": tool names, "mcp:SERVER" and
+	// "skill:NAME" (ToolsOfMCP, ToolsOfSkill).
+	Tools    []string `json:"tools"`
+	MaxSteps int      `json:"max_steps,omitempty"`
+	// Memory is the namespace of its memory tool and core blocks, in place of the
+	// node's (the configuration's memory.namespace).
+	Memory string `json:"memory_namespace,omitempty"`
 	// Stop conditions (stops.go): MaxTokens 0 is no budget; a nil loop setting is the
 	// node's default, 0 turns that check off.
 	MaxTokens      int  `json:"max_tokens,omitempty"`
 	LoopRepeats    *int `json:"loop_repeats,omitempty"`
 	LoopStaleSteps *int `json:"loop_stale_steps,omitempty"`
-	// Line is where the agent's name is in the file; toolLines where each tool is.
-	Line      int `json:"-"`
-	toolLines []int
+	// Line is where the agent's name is in the file; the others where each field
+	// (or list entry) is.
+	Line          int `json:"-"`
+	toolLines     []int
+	modelLine     int
+	fallbackLines []int
+	memoryLine    int
+	// model and fallbacks are the resolved models (ResolveModels).
+	model     llm.Model
+	fallbacks []llm.Model
 }
 
 // AgentsFile is an agents file (YAML): its path and its agents, sorted by name.
@@ -57,7 +83,10 @@ type DeclaredAgent struct {
 //	    description: Finds and checks facts.
 //	    system_prompt: You research.
 //	    paradigm: react                 # function_calling (default), react or simple
-//	    tools: [calculator, clock]      # among the node's tools; absent: all of them
+//	    model: openai:gpt-4o-mini       # as --model: offline, scripted:FILE, PROVIDER[:MODEL]
+//	    fallbacks: [deepseek, offline]  # as --fallback, tried in order when model fails
+//	    tools: [calculator, clock, "mcp:github", "skill:pdf"] # absent: all the node's
+//	    memory: agent:researcher        # its memory tool's and core blocks' namespace
 //	    max_steps: 8
 //	    max_tokens: 20000               # stop conditions (stops.go)
 type AgentsFile struct {
@@ -197,9 +226,42 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 			a.Description, err = str(fv, fk.Value)
 		case "system_prompt":
 			a.SystemPrompt, err = str(fv, fk.Value)
-		case "model", "memory":
-			// Issue #13's fields that a node does not run yet: refused rather than ignored.
-			return fail(fk.Line, "agent %q: %s is not supported yet: %s", name, fk.Value, notYet[fk.Value])
+		case "model":
+			if a.Model, err = str(fv, fk.Value); err != nil {
+				break
+			}
+			if msg := checkAgentModel(a.Model); msg != "" {
+				return fail(fv.Line, "agent %q: model %s", name, msg)
+			}
+			a.modelLine = fv.Line
+		case "fallbacks":
+			if fv.Kind != yaml.SequenceNode || len(fv.Content) == 0 {
+				return fail(fv.Line, "agent %q: fallbacks: want a list of model specs, with at least one", name)
+			}
+			for _, m := range fv.Content {
+				s, err := str(m, "fallbacks")
+				if err != nil {
+					return DeclaredAgent{}, err
+				}
+				if msg := checkAgentModel(s); msg != "" {
+					return fail(m.Line, "agent %q: fallback %s", name, msg)
+				}
+				if slices.Contains(a.Fallbacks, s) {
+					return fail(m.Line, "agent %q: fallback %q is listed twice", name, s)
+				}
+				a.Fallbacks, a.fallbackLines = append(a.Fallbacks, s), append(a.fallbackLines, m.Line)
+			}
+		case "memory":
+			if fv.Kind == yaml.MappingNode {
+				return fail(fv.Line, "agent %q: memory: want a namespace, such as memory: agent:%s (the node's memory section says the rest)", name, name)
+			}
+			if a.Memory, err = str(fv, fk.Value); err != nil {
+				break
+			}
+			if err := memory.CheckNamespace(a.Memory); err != nil {
+				return fail(fv.Line, "agent %q: memory: %v", name, err)
+			}
+			a.memoryLine = fv.Line
 		case "paradigm":
 			if a.Paradigm, err = str(fv, fk.Value); err != nil {
 				break
@@ -228,6 +290,9 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 				if slices.Contains(a.Tools, s) {
 					return fail(t.Line, "agent %q: tool %q is listed twice", name, s)
 				}
+				if msg := checkToolGroup(s); msg != "" {
+					return fail(t.Line, "agent %q: tool %q: %s", name, s, msg)
+				}
 				a.Tools, a.toolLines = append(a.Tools, s), append(a.toolLines, t.Line)
 			}
 		case "max_tokens", "loop_repeats", "loop_stale_steps": // stopFieldNames
@@ -239,6 +304,9 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 			return DeclaredAgent{}, err
 		}
 	}
+	if a.Fallbacks != nil && a.Model == "" {
+		return fail(k.Line, "agent %q: fallbacks without model: name the model they stand in for", name)
+	}
 	if a.Paradigm == node.ParadigmSimple {
 		// One model call offered no tools: a tools list would promise what it never gets.
 		if a.Tools != nil {
@@ -247,6 +315,29 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 		a.Tools = []string{}
 	}
 	return a, nil
+}
+
+// checkAgentModel says what is wrong with an agent's model spec ("" when nothing):
+// one that provider.FromSpec understands, but auto: an agent names its model.
+func checkAgentModel(spec string) string {
+	if spec == "auto" || spec == "" {
+		return fmt.Sprintf("%q: name a model (offline, scripted:FILE or PROVIDER[:MODEL]), or leave model out for the node's", spec)
+	}
+	if err := provider.CheckSpec(spec); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// checkToolGroup says what is wrong with a tools entry of the form mcp:SERVER or
+// skill:NAME ("" when nothing, or when it is a tool's name).
+func checkToolGroup(entry string) string {
+	for _, prefix := range []string{ToolsOfMCP, ToolsOfSkill} {
+		if rest, ok := strings.CutPrefix(entry, prefix); ok && (strings.TrimSpace(rest) == "" || rest != strings.TrimSpace(rest)) {
+			return fmt.Sprintf("want %sNAME, with the name of a configured %s", prefix, map[string]string{ToolsOfMCP: "MCP server", ToolsOfSkill: "skill"}[prefix])
+		}
+	}
+	return ""
 }
 
 // toolsLine is the line of the "tools" key of an agent's mapping.
@@ -260,10 +351,13 @@ func toolsLine(agent *yaml.Node) int {
 }
 
 // CheckTools reports the first tool of an agent that is not among known (the node's
-// tools), with its line.
+// tools), with its line. Entries mcp:SERVER and skill:NAME are CheckNodeTools'.
 func (f AgentsFile) CheckTools(known []string) error {
 	for _, a := range f.Agents {
 		for i, t := range a.Tools {
+			if isToolGroup(t) {
+				continue
+			}
 			if !slices.Contains(known, t) {
 				sorted := slices.Sorted(slices.Values(known))
 				return &AgentsFileError{Path: f.Path, Line: a.toolLines[i],
@@ -272,6 +366,122 @@ func (f AgentsFile) CheckTools(known []string) error {
 		}
 	}
 	return nil
+}
+
+func isToolGroup(entry string) bool {
+	return strings.HasPrefix(entry, ToolsOfMCP) || strings.HasPrefix(entry, ToolsOfSkill)
+}
+
+// checkGroups reports the first mcp:SERVER entry whose server is not among servers,
+// or skill:NAME whose skill is not among skillNames, with its line.
+func (f AgentsFile) checkGroups(servers, skillNames []string) error {
+	for _, a := range f.Agents {
+		for i, t := range a.Tools {
+			kind, names, name := "", []string(nil), ""
+			if s, ok := strings.CutPrefix(t, ToolsOfMCP); ok {
+				kind, names, name = "MCP server", servers, s
+			} else if s, ok := strings.CutPrefix(t, ToolsOfSkill); ok {
+				kind, names, name = "skill", skillNames, s
+			} else {
+				continue
+			}
+			if slices.Contains(names, name) {
+				continue
+			}
+			have := "there are none"
+			if len(names) > 0 {
+				have = "they are " + strings.Join(names, ", ")
+			}
+			where := map[string]string{"MCP server": "the configuration's mcp_servers", "skill": "the skills directory (--skills)"}[kind]
+			return &AgentsFileError{Path: f.Path, Line: a.toolLines[i],
+				Msg: fmt.Sprintf("agent %q: unknown %s %q in %q: %s has the node's, and %s", a.Name, kind, name, t, where, have)}
+		}
+	}
+	return nil
+}
+
+// ResolveModels resolves the models of the file's agents, before anything starts,
+// and keeps them for NodeAgents. A spec the node already runs (known, by spec: its
+// --model and each --fallback) is that model. Any other is resolved once, as
+// provider.FallbackFromSpec resolves a --fallback: a provider's model runs at that
+// provider's own base URL with that provider's own key variable, nothing else (the
+// node's LLM_BASE_URL, LLM_API_KEY and "llm" section configure its own model only),
+// so no key goes to a host it was not made for. A model that cannot be reached that
+// way (a provider without its key, a script that does not load) is an error at its
+// line, as is a model whose name another model of the node has (a call names its
+// model by name) unless both are the same provider's. It returns the API keys the
+// models use, for the node's redactor. env is os.Getenv when nil.
+func (f *AgentsFile) ResolveModels(ctx context.Context, known map[string]llm.Model, env func(string) string) ([]string, error) {
+	type named struct {
+		spec string
+		m    llm.Model
+	}
+	bySpec := map[string]llm.Model{}
+	byName := map[string]named{}
+	for _, spec := range slices.Sorted(maps.Keys(known)) {
+		m := known[spec]
+		bySpec[spec] = m
+		if _, ok := byName[m.Name()]; !ok {
+			byName[m.Name()] = named{spec, m}
+		}
+	}
+	var secrets []string
+	resolve := func(a DeclaredAgent, spec string, line int) (llm.Model, error) {
+		if m, ok := bySpec[spec]; ok {
+			return m, nil
+		}
+		m, _, key, err := provider.FallbackFromSpec(ctx, spec, env)
+		if err != nil {
+			return nil, &AgentsFileError{Path: f.Path, Line: line, Msg: fmt.Sprintf("agent %q: model %q cannot be reached: %v (an agent's model is resolved as a --fallback: at its provider's own base URL, with its provider's own key variable only)", a.Name, spec, err)}
+		}
+		if key != "" {
+			secrets = append(secrets, key)
+		}
+		if other, ok := byName[m.Name()]; ok {
+			if p := providerOf(m); p == "" || p != providerOf(other.m) {
+				return nil, &AgentsFileError{Path: f.Path, Line: line, Msg: fmt.Sprintf(
+					"agent %q: model %q is named %q, as model %q is: a call names its model by name, so two models of one name must be one provider's; give one of them another name",
+					a.Name, spec, m.Name(), other.spec)}
+			}
+			m = other.m // the same provider's model of that name
+		} else {
+			byName[m.Name()] = named{spec, m}
+		}
+		bySpec[spec] = m
+		return m, nil
+	}
+	for i := range f.Agents {
+		a := &f.Agents[i]
+		a.model, a.fallbacks = nil, nil
+		if a.Model == "" {
+			continue
+		}
+		m, err := resolve(*a, a.Model, a.modelLine)
+		if err != nil {
+			return nil, err
+		}
+		a.model = m
+		for j, spec := range a.Fallbacks {
+			fm, err := resolve(*a, spec, a.fallbackLines[j])
+			if err != nil {
+				return nil, err
+			}
+			if fm.Name() == m.Name() || slices.ContainsFunc(a.fallbacks, func(o llm.Model) bool { return o.Name() == fm.Name() }) {
+				return nil, &AgentsFileError{Path: f.Path, Line: a.fallbackLines[j],
+					Msg: fmt.Sprintf("agent %q: fallback %q is model %q, already in the agent's chain", a.Name, spec, fm.Name())}
+			}
+			a.fallbacks = append(a.fallbacks, fm)
+		}
+	}
+	return secrets, nil
+}
+
+// providerOf is a model's provider (gateway.ProviderNamer), or "" when it says none.
+func providerOf(m llm.Model) string {
+	if p, ok := m.(interface{ Provider() string }); ok {
+		return p.Provider()
+	}
+	return ""
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)
@@ -296,21 +506,56 @@ func yamlErrorText(err error) string {
 	return s
 }
 
-// NodeAgents returns the file's agents as a node runs them (node.Config.Agents).
+// NodeAgents returns the file's agents as a node runs them (node.Config.Agents),
+// with the models ResolveModels resolved (none before it is called: the node's).
 func (f AgentsFile) NodeAgents() []node.NamedAgent {
 	out := make([]node.NamedAgent, len(f.Agents))
 	for i, a := range f.Agents {
-		out[i] = node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
-			Paradigm: a.Paradigm, Tools: a.Tools, MaxSteps: a.MaxSteps,
+		na := node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
+			Paradigm: a.Paradigm, MaxSteps: a.MaxSteps, Model: a.model, Fallbacks: a.fallbacks, MemoryNamespace: a.Memory,
 			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps)}
+		if a.Tools != nil {
+			na.Tools = []string{}
+			for _, t := range a.Tools {
+				if s, ok := strings.CutPrefix(t, ToolsOfMCP); ok {
+					na.MCPServers = append(na.MCPServers, s)
+				} else if s, ok := strings.CutPrefix(t, ToolsOfSkill); ok {
+					na.Skills = append(na.Skills, s)
+				} else {
+					na.Tools = append(na.Tools, t)
+				}
+			}
+		}
+		out[i] = na
 	}
 	return out
 }
 
 // CheckNodeTools checks the file's tools against the tools of the node cfg
 // configures (node.Config.Agent: its tools, the skills', the chains', the notes',
-// the memory tool's and delegate; an MCP server's tools cannot be named yet).
+// the memory tool's and delegate), its entries mcp:SERVER against the MCP servers of
+// cfg.ToolCatalog (an *mcp.Client) and skill:NAME against cfg.Skills, and the
+// agents' memory namespaces against the node's memory tool (cfg.MemoryTool), which
+// they need.
 func (f AgentsFile) CheckNodeTools(cfg node.Config) error {
+	var servers, skillNames []string
+	if c, ok := cfg.ToolCatalog.(*mcp.Client); ok {
+		for _, st := range c.Status() {
+			servers = append(servers, st.Name)
+		}
+	}
+	for _, s := range cfg.Skills.Skills() {
+		skillNames = append(skillNames, s.Name)
+	}
+	if err := f.checkGroups(servers, skillNames); err != nil {
+		return err
+	}
+	for _, a := range f.Agents {
+		if a.Memory != "" && cfg.MemoryTool == nil {
+			return &AgentsFileError{Path: f.Path, Line: a.memoryLine, Msg: fmt.Sprintf(
+				"agent %q: memory %s: the node has no memory tool: set \"tool\": true in the configuration's \"memory\" section", a.Name, a.Memory)}
+		}
+	}
 	// With the file's agents, the node has the delegate tool too (sub-agents).
 	cfg.Agents = f.NodeAgents()
 	def, err := cfg.Agent()

@@ -1,9 +1,17 @@
 package nodeconfig
 
 import (
+	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools/skills"
 )
 
 const goodAgents = `# two agents
@@ -12,8 +20,13 @@ agents:
     description: Finds and checks facts.
     system_prompt: You research.
     paradigm: react
-    tools: [calculator, clock]
+    tools: [calculator, clock, "mcp:github", "skill:pdf"]
     max_steps: 8
+    model: openai:gpt-4o-mini
+    fallbacks:
+      - deepseek
+      - offline
+    memory: agent:researcher
   assistant:
     system_prompt: |
       You help.
@@ -28,11 +41,13 @@ func TestParseAgents(t *testing.T) {
 		t.Fatalf("agents = %+v, want assistant and researcher, sorted", f.Agents)
 	}
 	a, b := f.Agents[0], f.Agents[1]
-	if a.Paradigm != "function_calling" || a.Tools != nil || a.SystemPrompt != "You help.\n" || a.Line != 9 {
+	if a.Paradigm != "function_calling" || a.Tools != nil || a.SystemPrompt != "You help.\n" || a.Line != 14 ||
+		a.Model != "" || a.Fallbacks != nil || a.Memory != "" {
 		t.Errorf("assistant = %+v", a)
 	}
-	if b.Paradigm != "react" || strings.Join(b.Tools, ",") != "calculator,clock" || b.MaxSteps != 8 ||
-		b.Description != "Finds and checks facts." || b.Line != 3 {
+	if b.Paradigm != "react" || strings.Join(b.Tools, ",") != "calculator,clock,mcp:github,skill:pdf" || b.MaxSteps != 8 ||
+		b.Description != "Finds and checks facts." || b.Line != 3 || b.Model != "openai:gpt-4o-mini" ||
+		strings.Join(b.Fallbacks, ",") != "deepseek,offline" || b.Memory != "agent:researcher" {
 		t.Errorf("researcher = %+v", b)
 	}
 	if _, ok := f.Lookup("researcher"); !ok {
@@ -68,8 +83,20 @@ func TestParseAgentsErrors(t *testing.T) {
 		{"max steps string", "agents:\n  a:\n    max_steps: many\n", 3, "max_steps"},
 		{"tools not a list", "agents:\n  a:\n    tools: calculator\n", 3, "want a list"},
 		{"tool twice", "agents:\n  a:\n    tools:\n      - clock\n      - clock\n", 5, "listed twice"},
-		{"model", "agents:\n  a:\n    model: offline\n", 3, "model is not supported yet"},
-		{"memory", "agents:\n  a:\n    memory: {namespace: agent:a}\n", 3, "memory is not supported yet"},
+		{"model not a string", "agents:\n  a:\n    model: [offline]\n", 3, "model: want a string"},
+		{"model auto", "agents:\n  a:\n    model: auto\n", 3, `model "auto": name a model`},
+		{"model unknown provider", "agents:\n  a:\n    description: x\n    model: gpt5\n", 4, `"gpt5" is not a model spec`},
+		{"model no script", "agents:\n  a:\n    model: \"scripted:\"\n", 3, "needs the path of a script file"},
+		{"fallbacks not a list", "agents:\n  a:\n    model: offline\n    fallbacks: offline\n", 4, "fallbacks: want a list"},
+		{"fallbacks empty", "agents:\n  a:\n    model: offline\n    fallbacks: []\n", 4, "with at least one"},
+		{"fallback bad", "agents:\n  a:\n    model: offline\n    fallbacks:\n      - deepseek\n      - nowhere:x\n", 6, `fallback "nowhere:x" is not a model spec`},
+		{"fallback twice", "agents:\n  a:\n    model: offline\n    fallbacks: [deepseek, deepseek]\n", 4, `fallback "deepseek" is listed twice`},
+		{"fallbacks without model", "agents:\n  a:\n    fallbacks: [deepseek]\n", 2, "fallbacks without model"},
+		{"memory mapping", "agents:\n  a:\n    memory: {namespace: agent:a}\n", 3, "memory: want a namespace"},
+		{"memory bad namespace", "agents:\n  a:\n    memory: \"agent a\"\n", 3, "memory:"},
+		{"memory null", "agents:\n  a:\n    memory:\n", 3, "memory: want a string"},
+		{"mcp without server", "agents:\n  a:\n    tools: [clock, \"mcp:\"]\n", 3, `tool "mcp:": want mcp:NAME`},
+		{"skill without name", "agents:\n  a:\n    tools:\n      - clock\n      - \"skill: \"\n", 5, `tool "skill: ": want skill:NAME`},
 		{"default", "agents:\n  default: {}\n", 2, `"default" is the node's own agent`},
 		{"duplicate agent", "agents:\n  a: {}\n  a: {}\n", 3, "declared twice"},
 		{"duplicate field", "agents:\n  a:\n    paradigm: react\n    paradigm: react\n", 4, "given twice"},
@@ -89,5 +116,142 @@ func TestParseAgentsErrors(t *testing.T) {
 				t.Errorf("err = %v does not name the file and line", err)
 			}
 		})
+	}
+}
+
+// writeScript writes a one-step script named name and returns its path.
+func writeScript(t *testing.T, name string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name+".json")
+	if err := os.WriteFile(path, []byte(`{"name": "`+name+`", "steps": [{"content": "from `+name+`"}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The agents' models are resolved before the node starts: a spec the node runs is
+// its model, another is resolved as a --fallback (a provider's own key only), and
+// what cannot be reached is an error at its line.
+func TestResolveModels(t *testing.T) {
+	a, b := writeScript(t, "alpha"), writeScript(t, "beta")
+	file := "agents:\n" +
+		"  one:\n    model: scripted:" + a + "\n    fallbacks: [offline]\n" +
+		"  two:\n    model: scripted:" + b + "\n" +
+		"  three:\n    model: deepseek:deepseek-chat\n" +
+		"  four:\n    tools: [clock]\n"
+	f, err := ParseAgents("agents.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := llm.Offline{}
+	// Without DEEPSEEK_API_KEY, agent three's model cannot be reached, even with the
+	// user's own key and base URL in the environment: they are the node's model's.
+	env := map[string]string{"LLM_API_KEY": "sk-user", "LLM_BASE_URL": "https://proxy.example/v1", "DEEPSEEK_API_KEY": ""}
+	_, err = f.ResolveModels(context.Background(), map[string]llm.Model{"offline": node}, func(k string) string { return env[k] })
+	var fe *AgentsFileError
+	if !errors.As(err, &fe) || fe.Line != 8 || !strings.Contains(err.Error(), `agent "three": model "deepseek:deepseek-chat" cannot be reached`) ||
+		strings.Contains(err.Error(), "sk-user") {
+		t.Fatalf("ResolveModels without the provider's key = %v, want an error at line 8", err)
+	}
+	env["DEEPSEEK_API_KEY"] = "sk-deepseek"
+	keys, err := f.ResolveModels(context.Background(), map[string]llm.Model{"offline": node}, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(keys, ",") != "sk-deepseek" {
+		t.Errorf("keys = %q, want the provider's own key only", keys)
+	}
+	byName := map[string]int{}
+	agents := f.NodeAgents()
+	for i, na := range agents {
+		byName[na.Name] = i
+	}
+	one, two, three, four := agents[byName["one"]], agents[byName["two"]], agents[byName["three"]], agents[byName["four"]]
+	if one.Model == nil || one.Model.Name() != "alpha" || len(one.Fallbacks) != 1 || one.Fallbacks[0] != llm.Model(node) {
+		t.Errorf("one = %+v, want alpha, then the node's offline model", one)
+	}
+	if two.Model == nil || two.Model.Name() != "beta" || two.Fallbacks != nil {
+		t.Errorf("two = %+v", two)
+	}
+	if three.Model == nil || three.Model.Name() != "deepseek-chat" {
+		t.Errorf("three = %+v", three)
+	}
+	if p, ok := three.Model.(interface{ Provider() string }); !ok || p.Provider() != "deepseek" {
+		t.Errorf("three's model is not deepseek's: %T", three.Model)
+	}
+	if four.Model != nil || strings.Join(four.Tools, ",") != "clock" {
+		t.Errorf("four = %+v, want the node's model", four)
+	}
+
+	for _, c := range []struct {
+		name, file string
+		line       int
+		want       string
+	}{
+		{"two models of one name", "agents:\n  one:\n    model: scripted:" + a + "\n  two:\n    model: scripted:" + writeScript(t, "alpha") + "\n", 5, `is named "alpha", as model`},
+		{"fallback is the model", "agents:\n  one:\n    model: offline\n    fallbacks: [\"scripted:" + writeScript(t, "offline") + "\"]\n", 4, `is named "offline"`},
+		{"script missing", "agents:\n  one:\n    model: scripted:/nonexistent/script.json\n", 3, "cannot be reached"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := ParseAgents("agents.yaml", []byte(c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = f.ResolveModels(context.Background(), nil, func(string) string { return "" })
+			var fe *AgentsFileError
+			if !errors.As(err, &fe) || fe.Line != c.line || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want line %d and %q", err, c.line, c.want)
+			}
+		})
+	}
+}
+
+// Tools entries mcp:SERVER and skill:NAME name a configured server and skill; a
+// memory namespace needs the node's memory tool; each error is at its line.
+func TestCheckNodeToolGroups(t *testing.T) {
+	skillsDir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(skillsDir, "pdf"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(skillsDir, "pdf", "SKILL.md"), []byte("---\nname: pdf\ndescription: Reads PDFs.\n---\nRead them.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	set, _, err := skills.Load(skills.Config{Dir: skillsDir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.Config{Skills: set}
+	for _, c := range []struct {
+		name, file string
+		line       int
+		want       string
+	}{
+		{"unknown skill", "agents:\n  a:\n    tools:\n      - clock\n      - skill:docx\n", 5, `unknown skill "docx" in "skill:docx"`},
+		{"unknown server", "agents:\n  a:\n    tools: [\"mcp:github\"]\n", 3, `unknown MCP server "github"`},
+		{"memory without the tool", "agents:\n  a:\n    description: d\n    memory: agent:a\n", 4, `memory agent:a: the node has no memory tool`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f, err := ParseAgents("agents.yaml", []byte(c.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = f.CheckNodeTools(cfg)
+			var fe *AgentsFileError
+			if !errors.As(err, &fe) || fe.Line != c.line || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want line %d and %q", err, c.line, c.want)
+			}
+		})
+	}
+	f, err := ParseAgents("agents.yaml", []byte("agents:\n  a:\n    tools: [clock, \"skill:pdf\"]\n    memory: agent:a\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MemoryTool = &memory.ToolConfig{Namespace: "agent:default"}
+	if err := f.CheckNodeTools(cfg); err != nil {
+		t.Fatal(err)
+	}
+	na := f.NodeAgents()[0]
+	if strings.Join(na.Tools, ",") != "clock" || strings.Join(na.Skills, ",") != "pdf" || na.MCPServers != nil || na.MemoryNamespace != "agent:a" {
+		t.Errorf("NodeAgents = %+v", na)
 	}
 }

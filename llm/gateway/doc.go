@@ -43,6 +43,11 @@
 //   - Retry is outside LimitConcurrency, so a call holds its provider's slot during an
 //     attempt, not during the backoff between attempts.
 //
+// Config.Routes adds chains that a request asks for by the names of their models
+// (llm.Request.Models: an agent's own model and fallbacks). Each is composed as the
+// gateway's own chain, with the same caches and quotas (built once, shared), and each
+// model, told by its name, is wrapped once whichever chains it is in.
+//
 // Every layer passes the request's context down. A cancelled context stops them all:
 // no further attempt, no wait, no fallback, and the error wraps ctx.Err().
 package gateway

@@ -21,6 +21,11 @@ var ErrQuotaExceeded = errors.New("token quota exceeded")
 // ErrAllFailed is wrapped when every model of the chain failed.
 var ErrAllFailed = errors.New("every model of the fallback chain failed")
 
+// ErrUnknownRoute is wrapped by the error of a request naming a chain of models
+// (llm.Request.Models) the gateway was not configured with (Config.Routes). It is
+// not transient.
+var ErrUnknownRoute = errors.New("no such chain of models on this gateway")
+
 // RetryPolicy bounds retries of transient failures (429, 5xx, timeouts).
 type RetryPolicy struct {
 	// MaxAttempts per model, first try included (default 4).
@@ -64,7 +69,14 @@ type ProviderNamer interface {
 type Config struct {
 	// Chain is tried in order until one model answers. Required.
 	Chain []llm.Model
-	Retry RetryPolicy
+	// Routes are more chains, which a request asks for by the names of their models
+	// (llm.Request.Models: an agent's own model and fallbacks). A model is told by its
+	// name: one name in Chain and Routes, or in two routes, is one model (the first
+	// given), wrapped once, so its retries, slots and price are its own whichever
+	// chain calls it. A request naming a chain that is not among Chain and Routes
+	// fails with ErrUnknownRoute. The caches and quotas are shared by every chain.
+	Routes [][]llm.Model
+	Retry  RetryPolicy
 	// Concurrency bounds calls in flight per provider name; absent means 64.
 	Concurrency map[string]int
 	Quotas      []Quota
@@ -91,6 +103,16 @@ func (c Config) Validate() error {
 	for i, m := range c.Chain {
 		if m == nil {
 			errs = append(errs, fmt.Errorf("gateway: chain[%d] is nil", i))
+		}
+	}
+	for i, r := range c.Routes {
+		if len(r) == 0 {
+			errs = append(errs, fmt.Errorf("gateway: routes[%d] has no model", i))
+		}
+		for j, m := range r {
+			if m == nil {
+				errs = append(errs, fmt.Errorf("gateway: routes[%d][%d] is nil", i, j))
+			}
 		}
 	}
 	for _, q := range c.Quotas {
@@ -159,6 +181,8 @@ func (c Config) Validate() error {
 type Gateway struct {
 	name  string
 	model llm.Model
+	// routes are Config.Routes composed, by routeKey of their models' names.
+	routes map[string]llm.Model
 }
 
 var _ llm.Model = (*Gateway)(nil)
@@ -179,15 +203,24 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	// Each model of the chain on its own: priced as itself, its tokens counted, its
+	// Each model of the chains on its own: priced as itself, its tokens counted, its
 	// transient failures retried, each attempt holding one of its provider's slots.
 	limit := LimitConcurrency(cfg.Concurrency)
-	chain := make([]llm.Model, len(cfg.Chain))
-	for i, m := range cfg.Chain {
-		chain[i] = Chain(m, Pricing(cfg.Prices), CountTokens(cfg.Tokenizer), Retry(cfg.Retry, cfg.Sleep, cfg.Logger), limit)
+	wrapped := map[string]llm.Model{}
+	wrap := func(models []llm.Model) []llm.Model {
+		out := make([]llm.Model, len(models))
+		for i, m := range models {
+			w, ok := wrapped[m.Name()]
+			if !ok {
+				w = Chain(m, Pricing(cfg.Prices), CountTokens(cfg.Tokenizer), Retry(cfg.Retry, cfg.Sleep, cfg.Logger), limit)
+				wrapped[m.Name()] = w
+			}
+			out[i] = w
+		}
+		return out
 	}
-	// Then the chain as one model: cached answers first, then the quotas, then the
-	// models in turn.
+	// Then each chain as one model: cached answers first, then the quotas, then the
+	// models in turn. The caches and quotas are built once, for every chain.
 	var mws []Middleware
 	if cfg.Cache != nil {
 		mws = append(mws, ExactCache(*cfg.Cache, cfg.Clock))
@@ -195,14 +228,51 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Semantic != nil {
 		mws = append(mws, SemanticCache(*cfg.Semantic, cfg.Clock))
 	}
-	mws = append(mws, Quotas(cfg.Quotas, cfg.Clock), Fallback(cfg.Logger, chain[1:]...))
-	return &Gateway{name: cfg.Chain[0].Name(), model: Chain(chain[0], mws...)}, nil
+	mws = append(mws, Quotas(cfg.Quotas, cfg.Clock))
+	compose := func(models []llm.Model) llm.Model {
+		chain := wrap(models)
+		return Chain(chain[0], append(slices.Clone(mws), Fallback(cfg.Logger, chain[1:]...))...)
+	}
+	g := &Gateway{name: cfg.Chain[0].Name(), model: compose(cfg.Chain), routes: map[string]llm.Model{}}
+	for _, r := range cfg.Routes {
+		key := routeKey(names(r))
+		if _, ok := g.routes[key]; !ok {
+			g.routes[key] = compose(r)
+		}
+	}
+	return g, nil
 }
+
+// names are the names of models, in order.
+func names(models []llm.Model) []string {
+	out := make([]string, len(models))
+	for i, m := range models {
+		out[i] = m.Name()
+	}
+	return out
+}
+
+// routeKey is the key of a chain of models in Gateway.routes.
+func routeKey(names []string) string { return strings.Join(names, "\x00") }
 
 // Name implements llm.Model: the name of the chain's first model.
 func (g *Gateway) Name() string { return g.name }
 
-// Generate implements llm.Model.
+// Generate implements llm.Model. A request naming a chain (llm.Request.Models) goes
+// to that chain (Config.Routes); its answer's Model names the model that answered
+// whenever that is not the gateway's first model.
 func (g *Gateway) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
-	return g.model.Generate(ctx, req)
+	if len(req.Models) == 0 {
+		return g.model.Generate(ctx, req)
+	}
+	m, ok := g.routes[routeKey(req.Models)]
+	if !ok {
+		return llm.Response{}, fmt.Errorf("gateway: models %s: %w (the node's agents file and models must be the same on every node)",
+			strings.Join(req.Models, ", "), ErrUnknownRoute)
+	}
+	resp, err := m.Generate(ctx, req)
+	if err == nil && resp.Model == "" && req.Models[0] != g.name {
+		resp.Model = req.Models[0]
+	}
+	return resp, err
 }

@@ -239,6 +239,27 @@ func (s *Set) Get(name string) (Skill, bool) {
 	return s.skills[i], true
 }
 
+// Only returns the set of the skills names names, in the same directory with the
+// same configuration: what an agent that names its skills is given. A name the set
+// does not have is an error naming the skills it has.
+func (s *Set) Only(names []string) (*Set, error) {
+	if s == nil {
+		return nil, fmt.Errorf("skills: no skills are configured (a skills directory), so %s cannot be given", strings.Join(names, ", "))
+	}
+	out := &Set{cfg: s.cfg}
+	for _, k := range s.skills { // sorted by name, as the set's
+		if slices.Contains(names, k.Name) {
+			out.skills = append(out.skills, k)
+		}
+	}
+	for _, n := range names {
+		if _, ok := s.Get(n); !ok {
+			return nil, fmt.Errorf("skills: unknown skill %q: the skills are %s", n, s.names())
+		}
+	}
+	return out, nil
+}
+
 // names lists the skills' names for error messages.
 func (s *Set) names() string {
 	n := make([]string, len(s.skills))
