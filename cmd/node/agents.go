@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -20,9 +21,10 @@ const agentsUsage = `usage:
   node agents list [--json] [--config FILE] [--agents FILE]
 
 list checks the agents file (--agents, or "agents_file" in the configuration file)
-and prints its agents: name, paradigm, model, tools and description. A malformed
-file, an unknown field or paradigm, a bad name or a tool the node does not have
-exits 2 with the line and the problem. The tools are the node's (node tools list)
+and prints its agents: name, paradigm, model, tools and description; then its
+teams: name, pattern, members and description. A malformed file, an unknown field
+or paradigm, a bad name, a tool the node does not have, or a team whose member is
+not an agent of the file exits 2 with the line and the problem. The tools are the node's (node tools list)
 but an MCP server's; an agent without "tools" has them all, MCP servers' included.
 Every agent runs the node's model: an agent's own "model" and "memory" are refused
 as not supported yet.
@@ -84,7 +86,15 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 		return 2
 	}
 	if *asJSON {
-		b, _ := json.MarshalIndent(file.Agents, "", "  ")
+		var b []byte
+		if len(file.Teams) == 0 {
+			b, _ = json.MarshalIndent(file.Agents, "", "  ")
+		} else {
+			b, _ = json.MarshalIndent(struct {
+				Agents []nodeconfig.DeclaredAgent `json:"agents"`
+				Teams  []nodeconfig.DeclaredTeam  `json:"teams"`
+			}{file.Agents, file.Teams}, "", "  ")
+		}
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
@@ -99,5 +109,29 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", a.Name, a.Paradigm, "(node's)", toolList, a.Description)
 	}
 	w.Flush()
+	if len(file.Teams) > 0 {
+		fmt.Fprintln(stdout)
+		w = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "TEAM\tPATTERN\tMEMBERS\tDESCRIPTION")
+		for _, t := range file.Teams {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.Name, t.Pattern, strings.Join(teamRoles(t), ","), t.Description)
+		}
+		w.Flush()
+	}
 	return 0
+}
+
+// teamRoles lists a team's members, then the agents it names in another role
+// ("judge=j", "aggregator=a", "critic=c").
+func teamRoles(t nodeconfig.DeclaredTeam) []string {
+	out := slices.Clone(t.Members)
+	for _, r := range []struct{ role, name string }{{"aggregator", t.Aggregator}, {"judge", t.Judge}, {"fallback", t.Fallback}} {
+		if r.name != "" {
+			out = append(out, r.role+"="+r.name)
+		}
+	}
+	if c, ok := strings.CutPrefix(t.Check, "critic: "); ok {
+		out = append(out, "critic="+c)
+	}
+	return out
 }
