@@ -108,7 +108,7 @@ func offlineMember(input string, has func(string) bool) (task string, msg messag
 		if tool, why := neededTool(task); tool != "" && !has(tool) {
 			for _, m := range listedMembers(brief, "Peers:\n") {
 				if contains(m.tools, tool) {
-					return say(fmt.Sprintf("%s %s: %s, and the %s is theirs", TeamHandoff, m.name, why, tool))
+					return say(fmt.Sprintf("%s %s: %s, and %s has the %s tool", TeamHandoff, m.name, why, m.name, tool))
 				}
 			}
 		}
