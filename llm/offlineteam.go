@@ -49,7 +49,7 @@ func offlineTeam(input string) (msg messages.ChatMessage, ok bool) {
 	switch {
 	case strings.Contains(input, TeamJudgeAsk):
 		names := quotedList(judgeOf.FindStringSubmatch(input))
-		counts := map[string]int{}
+		counts, first := map[string]int{}, map[string]string{}
 		var winner, best string
 		n := 0
 		for _, name := range names {
@@ -59,9 +59,11 @@ func offlineTeam(input string) (msg messages.ChatMessage, ok bool) {
 			}
 			n++
 			k := strings.ToLower(strings.Join(strings.Fields(a), " "))
-			counts[k]++
-			if counts[k] > counts[best] || winner == "" {
-				winner, best = name, k
+			if counts[k]++; first[k] == "" {
+				first[k] = name
+			}
+			if winner == "" || counts[k] > counts[best] {
+				winner, best = first[k], k
 			}
 		}
 		if winner == "" {
