@@ -539,11 +539,16 @@ var (
 	handoffLine = regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(llm.TeamHandoff) + `\s*([^\s:]+)\s*(?::\s*(.*?))?\s*$`)
 )
 
-// retry re-dispatches an orchestrator's task whose result failed its check: to the
-// fallback member if it has not had the task yet, else to the same member, with
-// what failed; or fails the task when the team allows no more re-dispatches.
+// retry re-dispatches an orchestrator's task whose result failed its check (or
+// whose member failed): to the fallback member if it has not had the task yet, else
+// to the same member, with what failed; or fails the task when the team allows no
+// more re-dispatches (check_failed, or member_failed when the last member failed).
 func (r *teamRun) retry(w *teamWant, why, cause string) {
 	cfg := r.team.cfg
+	if len(r.attempts) > cfg.Redispatch && w.err != "" {
+		r.failWith(messages.ReasonMemberFailed, fmt.Sprintf("%s failed: %s; after %d re-dispatches, the team gives up", w.member, w.err, cfg.Redispatch), cause)
+		return
+	}
 	if len(r.attempts) > cfg.Redispatch {
 		r.failWith(messages.ReasonCheckFailed, fmt.Sprintf("%s's answer failed the check (%s): %s; after %d re-dispatches, the team gives up",
 			w.member, cfg.Check, why, cfg.Redispatch), cause)

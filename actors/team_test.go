@@ -278,6 +278,12 @@ func TestTeamRedispatchesAResultThatFailsItsCheck(t *testing.T) {
 		t.Fatalf("delegations: %s", got)
 	}
 	verifyTeam(t, agent, events)
+
+	// Without re-dispatches, a member that fails fails the task with its reason.
+	cfg.Check, cfg.Redispatch = actors.TeamCheck{}, 0
+	agent = newTeamAgent(t, "desk", "scripted", cfg)
+	events = runTeam(t, agent, nil, newDelegates(nil), "sum 5 and 7")
+	wantFailed(t, events, messages.ReasonMemberFailed, "calc failed: sub-agent calc failed (unknown_agent); after 0 re-dispatches")
 }
 
 func TestTeamPipelineRunsMembersInSequenceAndKeepsConflictingWrites(t *testing.T) {
