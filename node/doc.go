@@ -39,4 +39,6 @@
 // Sub-agents are child sessions (delegate.go): with named agents (Config.Agents) the
 // node has the delegate tool, whose performer submits the child's task through the
 // ingress under an ID derived from the call's key, and waits for the child's end.
+// A team (NamedAgent.Team) is a named agent whose paradigm hands its members, other
+// named agents, their work with that tool: each member works in a child session.
 package node
