@@ -369,7 +369,9 @@ func (r *teamRun) proposeRound(n int, cause string) {
 func (r *teamRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 	switch p := p.(type) {
 	case *messages.TeamStateUpdated:
-		if len(r.queue) > 0 && r.queue[0].u == *p {
+		// The team records its queue's head, and nothing else records these: the
+		// event is the head's, as the log has it (the log's bytes win).
+		if len(r.queue) > 0 {
 			r.queue = r.queue[1:]
 		}
 		r.state.apply(*p)
