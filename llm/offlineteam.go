@@ -85,7 +85,7 @@ func offlineTeam(input string) (msg messages.ChatMessage, ok bool) {
 		if tool, why := neededTool(task); tool != "" {
 			for _, m := range members {
 				if contains(m.tools, tool) {
-					member, reason = m.name, why+": "+m.name+" has the "+tool
+					member, reason = m.name, why+" and "+m.name+" has the "+tool+" tool"
 					break
 				}
 			}

@@ -36,8 +36,8 @@ func offlineAnswer(t *testing.T, input string, tools ...string) messages.ChatMes
 
 func TestOfflineRoutesATeamsTask(t *testing.T) {
 	for task, want := range map[string]string{
-		"What is 12 * (7 + 5)?":   `{"member":"calculator","reason":"the task is arithmetic: calculator has the calculator"}`,
-		"What time is it in UTC?": `{"member":"timer","reason":"the task asks the time or date: timer has the clock"}`,
+		"What is 12 * (7 + 5)?":   `{"member":"calculator","reason":"the task is arithmetic and calculator has the calculator tool"}`,
+		"What time is it in UTC?": `{"member":"timer","reason":"the task asks the time or date and timer has the clock tool"}`,
 		"Write a haiku about tea": `{"member":"writer","reason":"no rule of the offline model fits the task: the fallback"}`,
 	} {
 		if got := offlineAnswer(t, strings.Replace(routePrompt, "%s", task, 1)).Content; got != want {
