@@ -126,7 +126,7 @@ func (c Config) team(na NamedAgent, reg *tools.Registry) (actors.Paradigm, error
 	}
 	p, err := actors.NewTeam(tm)
 	if err != nil {
-		return nil, fmt.Errorf("node: %s %q: %w", "team", na.Name, err)
+		return nil, fmt.Errorf("node: team %q: %s", na.Name, strings.TrimPrefix(err.Error(), "team: "))
 	}
 	return p, nil
 }
