@@ -32,6 +32,12 @@
 // only the unanswered step. A call of call_tool (ToolCallTool) naming a chain is run
 // the same way.
 //
+// A team (team.go) is an agent whose paradigm is a team's pattern (orchestrator,
+// pipeline, fan_out, debate, handoff): it hands its members, other agents, their
+// work with delegate calls (tool calls with a purpose, each a child session on a
+// node), asks its model only for routing decisions, and records its shared state as
+// team.state_updated events it decides itself, folded like everything else.
+//
 // A session actor lives while its session is in use: it passivates after IdleTimeout
 // idle, or earlier when the host has more than MaxLiveSessions (least recently used
 // idle sessions first, never one with a running task); its next message folds it back.

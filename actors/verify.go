@@ -67,7 +67,7 @@ func VerifyAmong(as Agents, events []messages.Envelope) (*Divergence, error) {
 // input or an effect's result.
 func decided(e messages.Envelope, p messages.Payload) bool {
 	switch p := p.(type) {
-	case *messages.ModelRequested, *messages.ToolCallRequested, *messages.TaskCompleted:
+	case *messages.ModelRequested, *messages.ToolCallRequested, *messages.TaskCompleted, *messages.TeamStateUpdated:
 		return true
 	case *messages.TaskFailed:
 		return p.Reason != messages.ReasonCancelled

@@ -25,7 +25,10 @@ const OfflineName = "offline"
 //   - delegation ("delegate to researcher: find X"), when it has the delegate tool
 //     (sub-agents): it calls delegate with the agent named and the text after the
 //     colon as the task, then answers with the sub-agent's answer, or says why the
-//     sub-agent failed.
+//     sub-agent failed;
+//   - a team's protocols (offlineteam.go): a routing decision, a judge's verdict, a
+//     handoff to the peer with the tool a task needs, a stage passing on the answer
+//     it builds on, an aggregator listing the members' answers.
 //
 // Anything else gets an answer that says what the offline model can do and how to
 // configure a real model. The rules look only at the latest user message and at tool
@@ -97,6 +100,18 @@ func offlinePlan(input string, results []messages.ChatMessage, step int, has fun
 		return messages.ChatMessage{Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{
 			{ID: fmt.Sprintf("call_%d_1", step), Name: tool, Arguments: string(b)},
 		}}
+	}
+	if len(results) == 0 {
+		// A team's protocols (offlineteam.go): a routing prompt, a judge's task, a
+		// member's task, whose own rules see only the task.
+		if msg, ok := offlineTeam(input); ok {
+			return msg
+		}
+		task, msg, ok := offlineMember(input, has)
+		if ok {
+			return msg
+		}
+		input = task
 	}
 	if len(results) > 0 {
 		r := results[len(results)-1]

@@ -21,6 +21,8 @@ const (
 	TypeTaskCompleted     Type = "task.completed"
 	TypeTaskFailed        Type = "task.failed"
 	TypeSessionForked     Type = "session.forked"
+	// TypeTeamStateUpdated is a change to the shared state of a team's task.
+	TypeTeamStateUpdated Type = "team.state_updated"
 	// The events of an agent's notes (package tools/notes), in a stream of their own.
 	TypeNoteAdded   Type = "note.added"
 	TypeNoteUpdated Type = "note.updated"
@@ -49,6 +51,7 @@ var versions = map[Type]int{
 	TypeTaskCompleted:      1,
 	TypeTaskFailed:         1,
 	TypeSessionForked:      1,
+	TypeTeamStateUpdated:   1,
 	TypeNoteAdded:          1,
 	TypeNoteUpdated:        1,
 	TypeNoteRemoved:        1,
@@ -184,6 +187,8 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &TaskFailed{}
 	case TypeSessionForked:
 		p = &SessionForked{}
+	case TypeTeamStateUpdated:
+		p = &TeamStateUpdated{}
 	case TypeNoteAdded:
 		p = &NoteAdded{}
 	case TypeNoteUpdated:

@@ -33,6 +33,7 @@ func samples() []messages.Payload {
 		&messages.TaskCompleted{Output: "144", Steps: 2, Usage: usage},
 		&messages.TaskFailed{Reason: messages.ReasonMaxSteps, Error: "stopped after 8 steps", Steps: 8, Usage: usage},
 		&messages.SessionForked{ParentID: "s-0", AtSeq: 6},
+		&messages.TeamStateUpdated{Section: "calculator", Op: messages.TeamOpMerge, Key: "answer", Value: "144", By: "calculator"},
 		&messages.NoteAdded{Key: "s-1/9", NoteID: "n3", Type: "fact", Tags: []string{"paris", "travel"}, Body: "The museum closes on Tuesdays."},
 		&messages.NoteUpdated{Key: "s-1/12", NoteID: "n3", Type: ptr("decision"), Tags: &[]string{}, Body: ptr("Go on Wednesday.")},
 		&messages.NoteRemoved{Key: "s-1/15", NoteID: "n3"},
@@ -125,6 +126,7 @@ func TestEveryTypeHasAGoldenSample(t *testing.T) {
 	for _, typ := range []messages.Type{
 		messages.TypeTaskSubmitted, messages.TypeModelRequested, messages.TypeModelResponded,
 		messages.TypeToolCallRequested, messages.TypeToolCallCompleted, messages.TypeTaskCompleted, messages.TypeTaskFailed, messages.TypeSessionForked,
+		messages.TypeTeamStateUpdated,
 		messages.TypeNoteAdded, messages.TypeNoteUpdated, messages.TypeNoteRemoved,
 		messages.TypeMemoryAdded, messages.TypeMemoryUpdated, messages.TypeMemoryMerged, messages.TypeMemoryPromoted, messages.TypeMemoryDistilled,
 		messages.TypeMemoryInvalidated, messages.TypeMemoryForgotten, messages.TypeMemoryCleared, messages.TypeMemoryBlockSet, messages.TypeMemoryBlockDeleted,

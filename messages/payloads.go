@@ -183,6 +183,22 @@ const (
 	// call (same tool, same arguments) too many times, or too many steps in a row
 	// brought no new information (every tool result was one seen before in the task).
 	ReasonLoop = "loop_detected"
+	// The reasons a team's task fails (package actors, Team).
+	//
+	// ReasonMemberFailed: a member's work failed (its delegate call answered with an
+	// error) and the team's pattern cannot go on without it, or a member handed the
+	// conversation to someone who is not a member.
+	ReasonMemberFailed = "member_failed"
+	// ReasonCheckFailed: an orchestrator's worker results failed the team's check
+	// after every re-dispatch the team allows.
+	ReasonCheckFailed = "check_failed"
+	// ReasonNoVerdict: a debate's judge accepted no proposal within its rounds.
+	ReasonNoVerdict = "no_verdict"
+	// ReasonHandoffCycle: a member handed the conversation to a member that already
+	// had it; the chain ends instead of going round.
+	ReasonHandoffCycle = "handoff_cycle"
+	// ReasonMaxHandoffs: the chain of handoffs reached the team's max_handoffs.
+	ReasonMaxHandoffs = "max_handoffs"
 )
 
 // TaskFailed records that a task stopped without an answer.
@@ -192,6 +208,38 @@ type TaskFailed struct {
 	Steps  int    `json:"steps"`
 	Usage  Usage  `json:"usage"`
 }
+
+// Sections and operations of a team's state (TeamStateUpdated).
+const (
+	// TeamSectionGlobal is the section of the team as a whole; every other section
+	// is a member's, named like it.
+	TeamSectionGlobal = "global"
+	// TeamOpAppend adds the value to the key's values, after those it has.
+	TeamOpAppend = "append"
+	// TeamOpMerge sets the key's value written by the same writer (By): it replaces
+	// the values that writer wrote to the key before, and keeps those of every other
+	// writer beside it. A key two writers set holds both values, each with its
+	// writer: a conflict stays visible, nothing is overwritten silently.
+	TeamOpMerge = "merge"
+)
+
+// TeamStateUpdated records a change to the shared state of a team's task (package
+// actors, Team): the team decides it (it is not an input) from what happened — a
+// member's result, a routing decision, a verdict, a handoff — and the state is the
+// fold of these events, rendered into the prompts and the members' tasks that follow.
+type TeamStateUpdated struct {
+	// Section is TeamSectionGlobal or a member's name.
+	Section string `json:"section"`
+	// Op is TeamOpAppend or TeamOpMerge.
+	Op    string `json:"op"`
+	Key   string `json:"key"`
+	Value string `json:"value"`
+	// By is who wrote it: a member's name, or "team" for the team's own decisions.
+	By string `json:"by"`
+}
+
+// MessageType implements Payload.
+func (*TeamStateUpdated) MessageType() Type { return TypeTeamStateUpdated }
 
 // SessionForked records that a session began as a copy of another session's first
 // AtSeq events (replay fork). It follows the copied events.

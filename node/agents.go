@@ -83,6 +83,12 @@ type NamedAgent struct {
 	// check off.
 	LoopRepeats    int
 	LoopStaleSteps int
+	// Team, when set, makes it a team (package actors, Team) of other agents of
+	// Config.Agents, named in Team.Members (by name: the node adds each member's
+	// description and tools) and in its aggregator, judge and critic. A team has no
+	// Paradigm nor Tools of its own: it hands its members their work with the
+	// delegate tool, and its own model calls are its routing decisions.
+	Team *actors.Team
 }
 
 // models returns the names of the agent's chain of models (nil: the node's).
@@ -111,6 +117,8 @@ func (a NamedAgent) validate() error {
 		return fmt.Errorf("node: agent %q: a fallback is nil", a.Name)
 	case a.Tools == nil && (len(a.MCPServers) > 0 || len(a.Skills) > 0):
 		return fmt.Errorf("node: agent %q: MCPServers and Skills need Tools (nil Tools: every tool of the node already)", a.Name)
+	case a.Team != nil && (a.Paradigm != "" || a.Tools != nil):
+		return fmt.Errorf("node: team %q: a team has no paradigm nor tools of its own: its members have them", a.Name)
 	}
 	if a.MemoryNamespace != "" {
 		if err := memory.CheckNamespace(a.MemoryNamespace); err != nil {
@@ -133,6 +141,44 @@ func checkStops(who string, maxTokens, loopRepeats, loopStaleSteps int) error {
 	return nil
 }
 
+// team builds the paradigm of the team na from the agents of the configuration:
+// its members (with their descriptions and tools, for its prompts) and the other
+// agents it names must be agents of Agents that are not teams.
+func (c Config) team(na NamedAgent, reg *tools.Registry) (actors.Paradigm, error) {
+	tm := *na.Team
+	agent := func(role, name string) (NamedAgent, error) {
+		i := slices.IndexFunc(c.Agents, func(a NamedAgent) bool { return a.Name == name })
+		if i < 0 || c.Agents[i].Team != nil {
+			return NamedAgent{}, fmt.Errorf("node: team %q: %s %q is no agent of the node (a team's members are agents, not teams)", na.Name, role, name)
+		}
+		return c.Agents[i], nil
+	}
+	tm.Members = slices.Clone(tm.Members)
+	for i, m := range tm.Members {
+		a, err := agent("member", m.Name)
+		if err != nil {
+			return nil, err
+		}
+		tm.Members[i].Description = a.Description
+		tm.Members[i].Tools = a.Tools
+		if a.Tools == nil {
+			tm.Members[i].Tools = reg.Names()
+		}
+	}
+	for _, n := range []struct{ role, name string }{{"aggregator", tm.Aggregator}, {"judge", tm.Judge}, {"critic", tm.Check.Critic}} {
+		if n.name != "" {
+			if _, err := agent(n.role, n.name); err != nil {
+				return nil, err
+			}
+		}
+	}
+	p, err := actors.NewTeam(tm)
+	if err != nil {
+		return nil, fmt.Errorf("node: team %q: %s", na.Name, strings.TrimPrefix(err.Error(), "team: "))
+	}
+	return p, nil
+}
+
 // namedAgents builds the agents of Agents from the default agent and the registry of
 // the node's tools.
 func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]actors.Agent, error) {
@@ -141,6 +187,14 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 	}
 	named := make(map[string]actors.Agent, len(c.Agents))
 	for _, na := range c.Agents {
+		if na.Team != nil {
+			a, err := c.teamAgent(def, na, reg)
+			if err != nil {
+				return nil, err
+			}
+			named[na.Name] = a
+			continue
+		}
 		a := def
 		a.Name = na.Name
 		if a.Models = na.models(); a.Models != nil {
@@ -382,4 +436,26 @@ func (c serverCatalog) Tool(name string) (tools.Tool, bool) {
 		return nil, false
 	}
 	return c.cat.Tool(name)
+}
+
+// teamAgent is the agent that runs the team na: the default agent's model, the
+// team's system prompt (for its routing calls), and the delegate tool alone.
+func (c Config) teamAgent(def actors.Agent, na NamedAgent, reg *tools.Registry) (actors.Agent, error) {
+	p, err := c.team(na, reg)
+	if err != nil {
+		return actors.Agent{}, err
+	}
+	i := slices.IndexFunc(reg.Specs(), func(s messages.ToolSpec) bool { return s.Name == actors.DelegateTool })
+	if i < 0 {
+		return actors.Agent{}, fmt.Errorf("node: team %q: a team hands its members their work with the %s tool, which this node does not have", na.Name, actors.DelegateTool)
+	}
+	a := def
+	a.Name, a.Paradigm = na.Name, p
+	a.SystemPrompt = cmp.Or(na.SystemPrompt, c.SystemPrompt)
+	if na.MaxSteps > 0 {
+		a.MaxSteps = na.MaxSteps
+	}
+	a.Tools = reg.Specs()[i : i+1]
+	a.Disclosure, a.Catalog, a.Chains, a.Protocol = nil, nil, nil, ""
+	return a, nil
 }

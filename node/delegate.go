@@ -34,8 +34,9 @@ import (
 // Cancelling the call (the parent's task is cancelled, or runs out of time) cancels
 // the child's task.
 
-// DelegateTool is the name of the tool an agent delegates a task to a sub-agent with.
-const DelegateTool = "delegate"
+// DelegateTool is the name of the tool an agent delegates a task to a sub-agent with
+// (a team hands its members their work with it: actors.DelegateTool).
+const DelegateTool = actors.DelegateTool
 
 // Bounds of delegation.
 const (

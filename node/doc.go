@@ -47,4 +47,7 @@
 // (tools.Call.Agent, carried by messages.EffectRequest.Agent), each agent's version
 // built beside the default agent's (agents.go, agentTool). Its MCP servers are a view
 // of the node's catalog (serverCatalog).
+//
+// A team (NamedAgent.Team) is a named agent whose paradigm hands its members, other
+// named agents, their work with that tool: each member works in a child session.
 package node

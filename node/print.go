@@ -67,6 +67,8 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 		return 1, true
 	case *messages.SessionForked:
 		printf("  [%d] forked from %s at seq %d\n", e.Seq, p.ParentID, p.AtSeq)
+	case *messages.TeamStateUpdated:
+		printf("  [%d] team state: %s %s.%s by %s: %s\n", e.Seq, p.Op, p.Section, p.Key, p.By, p.Value)
 	}
 	return 0, false
 }

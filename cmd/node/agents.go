@@ -26,14 +26,15 @@ const agentsUsage = `usage:
 
 list checks the agents file (--agents, or "agents_file" in the configuration file)
 as node run and serve do, and prints its agents: name, paradigm, model and
-fallbacks, memory namespace, tools and description. A malformed file, an unknown
-field or paradigm, a bad name, a tool, MCP server or skill the node does not have, a
-model it cannot reach (a provider without its key) or a memory namespace without the
-node's memory tool exits 2 with the line and the problem. The tools are expanded:
-mcp:SERVER to the server's tools now, skill:NAME to the skill tools; an agent
-without "tools" has all the node's, MCP servers' included ("(all)"). --json prints
-each agent with its declared tools ("declared_tools") and the expanded ones
-("tools"; null: all).
+fallbacks, memory namespace, tools and description; then its teams: name, pattern,
+members and description. A malformed file, an unknown field or paradigm, a bad
+name, a tool, MCP server or skill the node does not have, a model it cannot reach
+(a provider without its key), a memory namespace without the node's memory tool or
+a team whose member is not an agent of the file exits 2 with the line and the
+problem. The tools are expanded: mcp:SERVER to the server's tools now, skill:NAME to
+the skill tools; an agent without "tools" has all the node's, MCP servers' included
+("(all)"). --json prints each agent with its declared tools ("declared_tools") and
+the expanded ones ("tools"; null: all).
 `
 
 // agentsCmd runs "node agents ...": args are what follows "agents".
@@ -122,7 +123,15 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 		}
 	}
 	if *asJSON {
-		b, _ := json.MarshalIndent(listed, "", "  ")
+		var b []byte
+		if len(file.Teams) == 0 {
+			b, _ = json.MarshalIndent(listed, "", "  ")
+		} else {
+			b, _ = json.MarshalIndent(struct {
+				Agents []listedAgent             `json:"agents"`
+				Teams  []nodeconfig.DeclaredTeam `json:"teams"`
+			}{listed, file.Teams}, "", "  ")
+		}
 		fmt.Fprintln(stdout, string(b))
 		return 0
 	}
@@ -137,6 +146,15 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 			cmp.Or(strings.Join(a.Fallbacks, ","), "-"), cmp.Or(a.Memory, "(node's)"), toolList, a.Description)
 	}
 	w.Flush()
+	if len(file.Teams) > 0 {
+		fmt.Fprintln(stdout)
+		w = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "TEAM\tPATTERN\tMEMBERS\tDESCRIPTION")
+		for _, t := range file.Teams {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.Name, t.Pattern, strings.Join(teamRoles(t), ","), t.Description)
+		}
+		w.Flush()
+	}
 	return 0
 }
 
@@ -179,4 +197,19 @@ func expandTools(entries []string, cfg node.Config) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// teamRoles lists a team's members, then the agents it names in another role
+// ("judge=j", "aggregator=a", "critic=c").
+func teamRoles(t nodeconfig.DeclaredTeam) []string {
+	out := slices.Clone(t.Members)
+	for _, r := range []struct{ role, name string }{{"aggregator", t.Aggregator}, {"judge", t.Judge}, {"fallback", t.Fallback}} {
+		if r.name != "" {
+			out = append(out, r.role+"="+r.name)
+		}
+	}
+	if c, ok := strings.CutPrefix(t.Check, "critic: "); ok {
+		out = append(out, "critic="+c)
+	}
+	return out
 }

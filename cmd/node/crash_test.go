@@ -47,7 +47,14 @@ func TestMain(m *testing.M) {
 			wrapModel: func(m llm.Model) llm.Model {
 				// TROUPE_MODEL_DELAY slows every call down, so that tasks queue up.
 				delay, _ := time.ParseDuration(os.Getenv("TROUPE_MODEL_DELAY"))
-				return &loggedModel{Model: m, path: os.Getenv("TROUPE_MODEL_LOG"), delay: delay}
+				// TROUPE_AGENT_DELAYS ("agent=2s,other=1s") slows the calls of some agents.
+				delays := map[string]time.Duration{}
+				for _, kv := range strings.Split(os.Getenv("TROUPE_AGENT_DELAYS"), ",") {
+					if agent, d, ok := strings.Cut(kv, "="); ok {
+						delays[agent], _ = time.ParseDuration(d)
+					}
+				}
+				return &loggedModel{Model: m, path: os.Getenv("TROUPE_MODEL_LOG"), delay: delay, delays: delays}
 			},
 		})
 		stop()
@@ -102,7 +109,9 @@ type loggedModel struct {
 	llm.Model
 	path  string
 	delay time.Duration
-	mu    sync.Mutex
+	// delays replace delay for the calls of these agents (llm.Scope.Agent).
+	delays map[string]time.Duration
+	mu     sync.Mutex
 }
 
 func (m *loggedModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
@@ -112,8 +121,12 @@ func (m *loggedModel) Generate(ctx context.Context, r llm.Request) (llm.Response
 	if err != nil {
 		return llm.Response{}, err
 	}
+	delay := m.delay
+	if d, ok := m.delays[r.Scope.Agent]; ok {
+		delay = d
+	}
 	select {
-	case <-time.After(m.delay):
+	case <-time.After(delay):
 	case <-ctx.Done():
 		return llm.Response{}, ctx.Err()
 	}

@@ -252,7 +252,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
-		if _, ok := agentsFile.Lookup(*agentName); !ok && *agentName != "" && *agentName != "default" {
+		if !agentsFile.Has(*agentName) && *agentName != "" && *agentName != "default" {
 			fmt.Fprintf(stderr, "error: unknown agent %q: %s\n", *agentName, agentsFile.Known())
 			return 2
 		}

@@ -403,6 +403,8 @@ func summary(p messages.Payload) string {
 		return "completed: " + clip(p.Output)
 	case *messages.TaskFailed:
 		return fmt.Sprintf("failed (%s): %s", p.Reason, clip(p.Error))
+	case *messages.TeamStateUpdated:
+		return fmt.Sprintf("team state %s %s.%s by %s: %s", p.Op, p.Section, p.Key, p.By, clip(p.Value))
 	}
 	return ""
 }

@@ -89,9 +89,14 @@ type DeclaredAgent struct {
 //	    memory: agent:researcher        # its memory tool's and core blocks' namespace
 //	    max_steps: 8
 //	    max_tokens: 20000               # stop conditions (stops.go)
+//
+// A "teams" section declares teams of the file's agents (DeclaredTeam); a task
+// names a team as it names an agent.
 type AgentsFile struct {
 	Path   string
 	Agents []DeclaredAgent
+	// Teams are the file's teams, sorted by name.
+	Teams []DeclaredTeam
 }
 
 // Lookup returns the agent called name.
@@ -103,13 +108,18 @@ func (f AgentsFile) Lookup(name string) (DeclaredAgent, bool) {
 	return f.Agents[i], true
 }
 
-// Known says which agents a task may name: "default" and the file's.
+// Known says which agents a task may name: "default", the file's agents and its teams.
 func (f AgentsFile) Known() string {
-	names := []string{"default"}
-	for _, a := range f.Agents {
-		names = append(names, a.Name)
+	names := append([]string{"default"}, f.agentNames()...)
+	s := "the agents are " + strings.Join(names, ", ")
+	if len(f.Teams) > 0 {
+		teams := make([]string, len(f.Teams))
+		for i, t := range f.Teams {
+			teams[i] = t.Name
+		}
+		s += "; the teams are " + strings.Join(teams, ", ")
 	}
-	return "the agents are " + strings.Join(names, ", ")
+	return s
 }
 
 // AgentsFileError is a problem of an agents file at a line (0: the file as a whole).
@@ -162,13 +172,19 @@ func ParseAgents(path string, b []byte) (AgentsFile, error) {
 	if root.Kind != yaml.MappingNode {
 		return fail(root.Line, "want a mapping with the key \"agents\"")
 	}
-	var agents *yaml.Node
+	var agents, teams *yaml.Node
 	for i := 0; i < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
-		if k.Value != "agents" {
-			return fail(k.Line, "unknown field %q: the fields are agents", k.Value)
+		switch {
+		case k.Value == "agents" && agents == nil:
+			agents = v
+		case k.Value == "teams" && teams == nil:
+			teams = v
+		case k.Value == "agents" || k.Value == "teams":
+			return fail(k.Line, "%s is given twice", k.Value)
+		default:
+			return fail(k.Line, "unknown field %q: the fields are agents, teams", k.Value)
 		}
-		agents = v
 	}
 	if agents == nil || agents.Kind != yaml.MappingNode || len(agents.Content) == 0 {
 		line := root.Line
@@ -189,6 +205,26 @@ func ParseAgents(path string, b []byte) (AgentsFile, error) {
 		f.Agents = append(f.Agents, a)
 	}
 	slices.SortFunc(f.Agents, func(a, b DeclaredAgent) int { return strings.Compare(a.Name, b.Name) })
+	if teams != nil {
+		if teams.Kind != yaml.MappingNode || len(teams.Content) == 0 {
+			return fail(teams.Line, "teams: want a mapping of names to teams, with at least one")
+		}
+		for i := 0; i < len(teams.Content); i += 2 {
+			k, v := teams.Content[i], teams.Content[i+1]
+			t, err := parseTeam(path, k, v)
+			if err != nil {
+				return AgentsFile{}, err
+			}
+			if _, dup := f.LookupTeam(t.Name); dup {
+				return fail(k.Line, "team %q is declared twice", t.Name)
+			}
+			f.Teams = append(f.Teams, t)
+		}
+		slices.SortFunc(f.Teams, func(a, b DeclaredTeam) int { return strings.Compare(a.Name, b.Name) })
+		if err := f.checkTeams(); err != nil {
+			return AgentsFile{}, err
+		}
+	}
 	return f, nil
 }
 
@@ -506,8 +542,9 @@ func yamlErrorText(err error) string {
 	return s
 }
 
-// NodeAgents returns the file's agents as a node runs them (node.Config.Agents),
-// with the models ResolveModels resolved (none before it is called: the node's).
+// NodeAgents returns the file's agents, then its teams, as a node runs them
+// (node.Config.Agents), with the models ResolveModels resolved (none before it is
+// called: the node's).
 func (f AgentsFile) NodeAgents() []node.NamedAgent {
 	out := make([]node.NamedAgent, len(f.Agents))
 	for i, a := range f.Agents {
@@ -527,6 +564,10 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 			}
 		}
 		out[i] = na
+	}
+	for _, t := range f.Teams {
+		tm := t.Team()
+		out = append(out, node.NamedAgent{Name: t.Name, Description: t.Description, SystemPrompt: t.SystemPrompt, MaxSteps: t.MaxSteps, Team: &tm})
 	}
 	return out
 }

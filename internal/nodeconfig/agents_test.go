@@ -73,7 +73,7 @@ func TestParseAgentsErrors(t *testing.T) {
 		{"malformed", "agents:\n  a:\n    paradigm: react\n  model: offline: x\n", 4, "not valid YAML"},
 		{"unclosed quote", "agents:\n  a:\n    system_prompt: \"hi\n", 3, "not valid YAML"},
 		{"not a mapping", "- a\n", 1, `want a mapping with the key "agents"`},
-		{"unknown top field", "agents:\n  a: {}\nteams: {}\n", 3, `unknown field "teams"`},
+		{"unknown top field", "agents:\n  a: {}\nworkflows: {}\n", 3, `unknown field "workflows"`},
 		{"no agents", "agents: {}\n", 1, "at least one"},
 		{"bad name", "agents:\n  Bad Name:\n    paradigm: react\n", 2, `agent name "Bad Name"`},
 		{"unknown field", "agents:\n  a:\n    system_prompt: hi\n    temperature: 1\n", 4, `unknown field "temperature"`},

@@ -1,0 +1,112 @@
+package nodeconfig
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/actors"
+)
+
+const goodTeams = `agents:
+  calculator:
+    description: Does arithmetic.
+    tools: [calculator]
+  writer:
+    description: Writes.
+    tools: []
+  judge: {}
+teams:
+  desk:
+    description: Arithmetic to the calculator, the rest to the writer.
+    pattern: orchestrator
+    members: [calculator, writer]
+    routes:
+      - {match: "\\d\\s*[-+*/]\\s*\\d", member: calculator}
+    router: model
+    fallback: writer
+    check: {critic: judge}
+    redispatch: 2
+  court:
+    pattern: debate
+    members: [calculator, writer]
+    judge: judge
+    rounds: 3
+  line:
+    pattern: pipeline
+    members: [calculator, writer]
+`
+
+func TestParseTeams(t *testing.T) {
+	f, err := ParseAgents("agents.yaml", []byte(goodTeams))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Teams) != 3 || f.Teams[0].Name != "court" || f.Teams[1].Name != "desk" || f.Teams[2].Name != "line" {
+		t.Fatalf("teams = %+v, want court, desk and line, sorted", f.Teams)
+	}
+	desk := f.Teams[1].Team()
+	if desk.Pattern != actors.TeamOrchestrator || !desk.ModelRouting || desk.Fallback != "writer" || desk.Check.Critic != "judge" ||
+		desk.Redispatch != 2 || len(desk.Routes) != 1 || desk.Routes[0].Member != "calculator" || desk.Routes[0].Match != `\d\s*[-+*/]\s*\d` ||
+		len(desk.Members) != 2 || desk.Members[1].Name != "writer" || f.Teams[1].Line != 10 {
+		t.Errorf("desk = %+v (line %d)", desk, f.Teams[1].Line)
+	}
+	if court := f.Teams[0].Team(); court.Judge != "judge" || court.Rounds != 3 {
+		t.Errorf("court = %+v", court)
+	}
+	if !f.Has("desk") || !f.Has("writer") || f.Has("nobody") {
+		t.Error("Has does not know the file's agents and teams")
+	}
+	if got := f.Known(); !strings.HasSuffix(got, "; the teams are court, desk, line") {
+		t.Errorf("Known() = %q", got)
+	}
+	named := f.NodeAgents()
+	if len(named) != 6 || named[3].Name != "court" || named[3].Team == nil || named[0].Team != nil {
+		t.Errorf("NodeAgents() = %+v: want the agents, then the teams", named)
+	}
+}
+
+func TestParseTeamsErrors(t *testing.T) {
+	const agents = "agents:\n  a: {}\n  b: {}\n" // lines 1-3; a team's name is on line 5
+	for _, c := range []struct {
+		name, teams string
+		line        int
+		want        string
+	}{
+		{"no teams", "teams: {}\n", 4, "teams: want a mapping"},
+		{"no pattern", "teams:\n  t:\n    members: [a]\n", 5, `team "t": no pattern`},
+		{"unknown pattern", "teams:\n  t:\n    pattern: swarm\n    members: [a]\n", 6, `unknown pattern "swarm"`},
+		{"no members", "teams:\n  t:\n    pattern: pipeline\n", 5, "no members"},
+		{"empty members", "teams:\n  t:\n    pattern: pipeline\n    members: []\n", 7, "want a list of the file's agents"},
+		{"unknown member", "teams:\n  t:\n    pattern: pipeline\n    members:\n      - a\n      - zed\n", 9, `member "zed": want an agent of the file (a, b)`},
+		{"team as member", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n  u:\n    pattern: pipeline\n    members: [t]\n", 10, `member "t": want an agent, not a team`},
+		{"member twice", "teams:\n  t:\n    pattern: pipeline\n    members: [a, a]\n", 7, "listed twice"},
+		{"named like an agent", "teams:\n  a:\n    pattern: pipeline\n    members: [b]\n", 5, "named like an agent"},
+		{"unknown field", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    leader: a\n", 8, `unknown field "leader"`},
+		{"setting of another pattern", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    judge: b\n", 8, "judge is a setting of the debate pattern, not of pipeline"},
+		{"no fallback", "teams:\n  t:\n    pattern: orchestrator\n    members: [a]\n", 5, "needs a fallback"},
+		{"fallback not a member", "teams:\n  t:\n    pattern: orchestrator\n    members: [a]\n    fallback: b\n", 5, `fallback "b": want one of the members (a)`},
+		{"bad route", "teams:\n  t:\n    pattern: orchestrator\n    members: [a]\n    fallback: a\n    routes:\n      - {match: \"(\", member: a}\n", 5, `route 1: match "("`},
+		{"route field", "teams:\n  t:\n    pattern: orchestrator\n    members: [a]\n    fallback: a\n    routes:\n      - {when: x, member: a}\n", 10, `route 1: unknown field "when"`},
+		{"router", "teams:\n  t:\n    pattern: orchestrator\n    members: [a]\n    fallback: a\n    router: llm\n", 9, `router "llm"`},
+		{"check", "teams:\n  t:\n    pattern: orchestrator\n    members: [a]\n    fallback: a\n    check: always\n", 9, "check: want non_empty"},
+		{"critic", "teams:\n  t:\n    pattern: orchestrator\n    members: [a]\n    fallback: a\n    check: {critic: c}\n", 9, `critic "c": want an agent`},
+		{"no judge", "teams:\n  t:\n    pattern: debate\n    members: [a]\n", 5, "needs a judge"},
+		{"rounds", "teams:\n  t:\n    pattern: debate\n    members: [a]\n    judge: b\n    rounds: 0\n", 9, "rounds"},
+		{"unknown judge", "teams:\n  t:\n    pattern: debate\n    members: [a]\n    judge: j\n", 8, `judge "j": want an agent`},
+		{"max handoffs", "teams:\n  t:\n    pattern: handoff\n    members: [a]\n    max_handoffs: 50\n", 8, "max_handoffs"},
+		{"aggregator", "teams:\n  t:\n    pattern: fan_out\n    members: [a]\n    aggregator: z\n", 8, `aggregator "z": want an agent`},
+		{"team twice", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n  t:\n    pattern: pipeline\n    members: [a]\n", 8, "declared twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseAgents("agents.yaml", []byte(agents+c.teams))
+			var fe *AgentsFileError
+			if !errors.As(err, &fe) {
+				t.Fatalf("err = %v, want an AgentsFileError", err)
+			}
+			if fe.Line != c.line || !strings.Contains(fe.Msg, c.want) {
+				t.Errorf("err = %v, want line %d and %q", err, c.line, c.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,198 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/internal/nodeconfig"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// teamChildren returns the child sessions of a team's delegate calls, with the
+// member each ran, in the order the calls were requested.
+func teamChildren(t *testing.T, events []messages.Envelope) (ids, members []string) {
+	t.Helper()
+	for _, e := range events {
+		if e.Type != messages.TypeToolCallRequested {
+			continue
+		}
+		p, _ := e.Decode()
+		r := p.(*messages.ToolCallRequested)
+		var args struct{ Agent string }
+		if r.Tool != node.DelegateTool || json.Unmarshal([]byte(r.Arguments), &args) != nil {
+			t.Fatalf("the team made a call that is no delegation: %+v", r)
+		}
+		ids = append(ids, node.ChildSessionID(messages.EffectKey{SessionID: e.SessionID, Seq: e.Seq}))
+		members = append(members, r.Purpose+"→"+args.Agent)
+	}
+	return ids, members
+}
+
+// Every team of examples/teams.yaml runs on a node with the offline model, each
+// member in a child session whose task records its parent; the team's session and
+// its members' verify as deterministic against the file.
+func TestTeamsOfTheExamplesRunOnANode(t *testing.T) {
+	file, err := nodeconfig.LoadAgents(filepath.Join("..", "examples", "teams.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.Config{Model: llm.Offline{}, Agents: file.NodeAgents()}
+	n := nodetest.Start(t, cfg)
+	all, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ team, input, output, calls string }{
+		{"desk", "What is 12 * (7 + 5)?", "144", "work→calculator"},
+		{"desk", "Write a haiku about tea", "I am Troupe's offline model", "work→writer"},
+		{"compute_then_write", "What is 12 * (7 + 5)?", "144", "stage→calculator stage→writer"},
+		{"panel", "What is 12 * (7 + 5)?", "calculator: 144\nchecker: 144", "branch→calculator branch→checker aggregate→writer"},
+		{"review", "What is 12 * (7 + 5)?", "144", "propose→calculator propose→checker judge→judge"},
+		{"frontdesk", "What is 12 * (7 + 5)?", "144", "handoff→writer handoff→calculator"},
+	} {
+		session := c.team + "-" + strings.Fields(c.input)[0]
+		res, err := n.RunTask(context.Background(), node.Task{Input: c.input, SessionID: session, Agent: c.team})
+		if err != nil || res.Status != messages.StatusCompleted || !strings.HasPrefix(res.Output, c.output) {
+			t.Errorf("%s: %+v %v; want it completed with %q", c.team, res, err, c.output)
+			continue
+		}
+		events := readAll(t, n.Log(), session)
+		ids, calls := teamChildren(t, events)
+		if got := strings.Join(calls, " "); got != c.calls {
+			t.Errorf("%s: delegations %s; want %s", c.team, got, c.calls)
+		}
+		if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
+			t.Errorf("verify %s: %v %v", session, div, err)
+		}
+		for _, id := range ids {
+			child := readAll(t, n.Log(), id)
+			tasks := payloads[*messages.TaskSubmitted](t, child)
+			if len(tasks) != 1 || tasks[0].Parent == nil || tasks[0].Parent.SessionID != session || !strings.Contains(tasks[0].Input, llm.TeamBrief) {
+				t.Errorf("%s: child %s's task %+v does not record its parent and brief", c.team, id, tasks)
+			}
+			if div, err := actors.VerifyAmong(all, child); err != nil || div != nil {
+				t.Errorf("verify %s: %v %v", id, div, err)
+			}
+		}
+	}
+}
+
+// A node killed during a fan-out: the next node on the same log resumes the team's
+// session, and the branch that finished is not performed again (its member's model
+// is not called, its child session gets no second task), while the branch in
+// flight is performed again under its key and finds its child session.
+func TestTeamFanOutSurvivesARestart(t *testing.T) {
+	dir := t.TempDir()
+	var tallies sync.Map // by key: how many times the tool was performed
+	tally := tools.MustFunc("tally", "Counts.", func(ctx context.Context, _ struct{}) (string, error) {
+		v, _ := tallies.LoadOrStore(tools.CallKey(ctx), new(int))
+		*v.(*int)++
+		return "counted", nil
+	})
+	scripts := map[string][]llm.ScriptStep{
+		"fast": {{ToolCalls: []messages.ToolCall{{ID: "t1", Name: "tally", Arguments: `{}`}}}, {Content: "fast tallied"}},
+		"slow": {{ToolCalls: []messages.ToolCall{{ID: "t1", Name: "tally", Arguments: `{}`}}}, {Content: "slow tallied"}},
+		"agg":  {{Content: "both tallied"}},
+	}
+	config := func(model llm.Model) node.Config {
+		return node.Config{Model: model, DataDir: dir, Tools: []tools.Tool{tools.Calculator{}, tally}, Agents: []node.NamedAgent{
+			{Name: "fast", Tools: []string{"tally"}}, {Name: "slow", Tools: []string{"tally"}}, {Name: "agg", Tools: []string{}},
+			{Name: "panel", Team: &actors.Team{Pattern: actors.TeamFanOut, Members: []actors.TeamMember{{Name: "fast"}, {Name: "slow"}}, Aggregator: "agg"}},
+		}}
+	}
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
+	first := newByAgent(t, scripts)
+	first.hold = func(agent string, step int) <-chan struct{} {
+		if agent == "slow" && step == 2 {
+			return held // the slow branch's answer never comes on the first node
+		}
+		return nil
+	}
+	n1, err := node.New(context.Background(), config(first))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop1, err := n1.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.Submit(context.Background(), node.Task{Input: "tally", SessionID: "team", Agent: "panel"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the fast branch's answer in the team's state, the slow one's second model call", func() bool {
+		return first.callsOf("slow") >= 2 && len(payloads[*messages.TeamStateUpdated](t, readAll(t, n1.Log(), "team"))) > 0
+	})
+	stop1() // as a kill: nothing records the calls in flight
+
+	second := newByAgent(t, scripts)
+	n2 := nodetest.Start(t, config(second))
+	var events []messages.Envelope
+	waitFor(t, 10*time.Second, "the team's task to end", func() bool {
+		events = readAll(t, n2.Log(), "team")
+		last := events[len(events)-1].Type
+		return last == messages.TypeTaskCompleted || last == messages.TypeTaskFailed
+	})
+	if got := payloads[*messages.TaskCompleted](t, events); len(got) != 1 || got[0].Output != "both tallied" {
+		t.Fatalf("the team's end: %+v", events[len(events)-1])
+	}
+	ids, calls := teamChildren(t, events)
+	if strings.Join(calls, " ") != "branch→fast branch→slow aggregate→agg" {
+		t.Fatalf("delegations: %v", calls)
+	}
+	for _, id := range ids {
+		if tasks := payloads[*messages.TaskSubmitted](t, readAll(t, n2.Log(), id)); len(tasks) != 1 {
+			t.Errorf("child %s has %d tasks, want 1", id, len(tasks))
+		}
+	}
+	count := 0
+	tallies.Range(func(_, v any) bool { count += *v.(*int); return true })
+	if count != 2 || second.callsOf("fast") != 0 || second.callsOf("slow") != 1 || second.callsOf("agg") != 1 {
+		t.Errorf("after the restart: tally performed %d times in all, the models of fast, slow and agg called %d, %d and %d times; want 2, 0, 1 and 1",
+			count, second.callsOf("fast"), second.callsOf("slow"), second.callsOf("agg"))
+	}
+	all, err := config(second).AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
+		t.Errorf("verify: %v %v", div, err)
+	}
+}
+
+// A team needs the delegate tool, which a node has with named agents; its members
+// must be agents of the node, not teams.
+func TestTeamConfigurationErrors(t *testing.T) {
+	for name, c := range map[string]struct {
+		agents []node.NamedAgent
+		want   string
+	}{
+		"stranger": {[]node.NamedAgent{{Name: "a"}, {Name: "t", Team: &actors.Team{Pattern: actors.TeamPipeline, Members: []actors.TeamMember{{Name: "zed"}}}}},
+			`team "t": member "zed" is no agent of the node`},
+		"team member": {[]node.NamedAgent{{Name: "a"}, {Name: "u", Team: &actors.Team{Pattern: actors.TeamPipeline, Members: []actors.TeamMember{{Name: "a"}}}},
+			{Name: "t", Team: &actors.Team{Pattern: actors.TeamPipeline, Members: []actors.TeamMember{{Name: "u"}}}}}, `member "u" is no agent of the node`},
+		"judge": {[]node.NamedAgent{{Name: "a"}, {Name: "t", Team: &actors.Team{Pattern: actors.TeamDebate, Members: []actors.TeamMember{{Name: "a"}}, Judge: "j"}}},
+			`judge "j" is no agent`},
+		"tools": {[]node.NamedAgent{{Name: "a"}, {Name: "t", Tools: []string{}, Team: &actors.Team{Pattern: actors.TeamPipeline, Members: []actors.TeamMember{{Name: "a"}}}}},
+			"no paradigm nor tools of its own"},
+	} {
+		cfg := node.Config{Model: llm.Offline{}, DataDir: t.TempDir(), Agents: c.agents}
+		_, err := cfg.AllAgents()
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want %q", name, err, c.want)
+		}
+	}
+}
