@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/troupe-run/troupe/messages"
@@ -40,6 +41,10 @@ var _ Model = Offline{}
 // Name implements Model.
 func (Offline) Name() string { return OfflineName }
 
+// Provider names the offline model's provider, itself: two specs that resolve to it
+// (the node's "auto" without a key, an agent's "offline") are one model.
+func (Offline) Provider() string { return OfflineName }
+
 var (
 	// A run of characters that can form an arithmetic expression.
 	mathRun     = regexp.MustCompile(`[-+*/%^().,\d\s a-z]*\d[-+*/%^().,\d\s a-z]*`)
@@ -65,6 +70,9 @@ func (Offline) Generate(ctx context.Context, req Request) (Response, error) {
 	}
 	if last < 0 {
 		return Response{}, fmt.Errorf("llm: offline model: the conversation has no user message")
+	}
+	if tools, ok := reactTools(req.Messages); ok {
+		return offlineReAct(req, tools), nil
 	}
 	input := strings.TrimSpace(req.Messages[last].Content)
 	var results []messages.ChatMessage
@@ -174,4 +182,70 @@ func findExpression(lower string) string {
 		}
 	}
 	return strings.Join(strings.Fields(best), " ")
+}
+
+// The ReAct text protocol (package llm/react) as its prompt says it: the tools are
+// listed in the system message, a tool's result comes back as a user message
+// "Observation: …", and a reply is "Action: tool[input]" or "Finish[answer]".
+const (
+	reactToolsHeader = "You can use these tools:\n"
+	reactFormat      = "Reply in exactly this format:"
+	reactObservation = "Observation: "
+)
+
+// reactTools returns the names of the tools a conversation rendered in the ReAct
+// text protocol lists, and false when it is not one.
+func reactTools(msgs []messages.ChatMessage) ([]string, bool) {
+	if len(msgs) == 0 || msgs[0].Role != messages.RoleSystem || !strings.Contains(msgs[0].Content, reactFormat) {
+		return nil, false
+	}
+	_, list, ok := strings.Cut(msgs[0].Content, reactToolsHeader)
+	if !ok {
+		return nil, false
+	}
+	var names []string
+	for _, line := range strings.Split(list, "\n") {
+		name, _, ok := strings.Cut(strings.TrimPrefix(line, "- "), ":")
+		if !strings.HasPrefix(line, "- ") || !ok {
+			break
+		}
+		names = append(names, name)
+	}
+	return names, true
+}
+
+// offlineReAct answers a conversation in the ReAct text protocol as offlinePlan
+// answers one with native tools: the task is the latest user message that is not an
+// observation, the observations after it are its tools' results.
+func offlineReAct(req Request, tools []string) Response {
+	last := -1
+	for i, m := range req.Messages {
+		if m.Role == messages.RoleUser && !strings.HasPrefix(m.Content, reactObservation) {
+			last = i
+		}
+	}
+	var input string
+	var results []messages.ChatMessage
+	if last >= 0 {
+		input = strings.TrimSpace(req.Messages[last].Content)
+		for _, m := range req.Messages[last+1:] {
+			if obs, ok := strings.CutPrefix(m.Content, reactObservation); ok && m.Role == messages.RoleUser {
+				results = append(results, messages.ChatMessage{Role: messages.RoleTool, Content: obs})
+			}
+		}
+	}
+	has := func(name string) bool { return slices.Contains(tools, name) }
+	plan := offlinePlan(input, results, req.Step, has)
+	var text string
+	if len(plan.ToolCalls) > 0 {
+		c := plan.ToolCalls[0]
+		text = fmt.Sprintf("Thought: the %s tool gives this exactly.\nAction: %s[%s]", c.Name, c.Name, c.Arguments)
+	} else {
+		text = "Thought: I have what I need.\nFinish[" + plan.Content + "]"
+	}
+	msg := messages.ChatMessage{Role: messages.RoleAssistant, Content: text}
+	return Response{Message: msg, Usage: messages.Usage{
+		PromptTokens:     EstimateTokens(req.Messages),
+		CompletionTokens: EstimateTokens([]messages.ChatMessage{msg}),
+	}}
 }

@@ -369,3 +369,29 @@ func TestRunAgentWithItsOwnModel(t *testing.T) {
 		}
 	}
 }
+
+// Every agent of examples/agents.yaml runs on a fresh machine with the node's
+// default model (the offline one, without a key): the calculator agent too, whose
+// react paradigm speaks the text protocol to it.
+func TestRunAgentsExampleOffline(t *testing.T) {
+	clearLLMEnv(t)
+	t.Setenv("TROUPE_AGENTS", "")
+	example := filepath.Join("..", "..", "examples", "agents.yaml")
+	for _, agent := range []string{"assistant", "arithmetic", "calculator", "writer"} {
+		t.Run(agent, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), []string{"run", "--data", t.TempDir(), "--agents", example, "--agent", agent,
+				"What is 12 * (7 + 5)?"}, &out, &errb, options{})
+			if code != 0 {
+				t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+			}
+			want := "\nanswer: 144\n"
+			if agent == "writer" { // simple: one call, no tools, so no calculator
+				want = "\nanswer: "
+			}
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("node run --agent %s:\n%s", agent, out.String())
+			}
+		})
+	}
+}
