@@ -98,6 +98,7 @@ func subagentsConfig(model llm.Model) node.Config {
 		{Name: "helper", Description: "computes", SystemPrompt: "You compute.", Tools: []string{"calculator"}},
 		{Name: "flaky", SystemPrompt: "You fail."},
 		{Name: "brief", SystemPrompt: "You stop early.", Tools: []string{"calculator"}, MaxSteps: 1},
+		{Name: "thrifty", SystemPrompt: "You spend little.", Tools: []string{"calculator"}, MaxTokens: 10},
 	}}
 }
 
@@ -231,6 +232,8 @@ func TestDelegateFailuresAreErrorResults(t *testing.T) {
 		"lead": {delegateCall("d1", "flaky", "anything"), {Content: "carried on"}},
 		// brief calls the calculator at its one step, and so has no answer in it.
 		"brief": helperScript,
+		// thrifty's first step alone spends more than its budget of 10 tokens.
+		"thrifty": helperScript,
 	})
 	n := nodetest.Start(t, subagentsConfig(model))
 	for _, c := range []struct {
@@ -239,7 +242,8 @@ func TestDelegateFailuresAreErrorResults(t *testing.T) {
 	}{
 		{"with-flaky", "flaky", []string{"sub-agent flaky failed (" + messages.ReasonModelError + ")", "with-flaky.sub4", `no script for agent \"flaky\"`}},
 		{"with-brief", "brief", []string{"sub-agent brief failed (" + messages.ReasonMaxSteps + ")", "with-brief.sub4", "stopped after 1 model calls"}},
-		{"with-nobody", "nobody", []string{`"agent" must be one of "lead", "helper", "flaky", "brief", not "nobody"`}},
+		{"with-thrifty", "thrifty", []string{"sub-agent thrifty failed (" + messages.ReasonTokenBudget + ")", "with-thrifty.sub4", "its budget is 10"}},
+		{"with-nobody", "nobody", []string{`"agent" must be one of "lead", "helper", "flaky", "brief", "thrifty", not "nobody"`}},
 	} {
 		model.set(t, "lead", delegateCall("d1", c.agent, "What is 6*7?"), llm.ScriptStep{Content: "carried on"})
 		events := runAgentTask(t, n, node.Task{Input: "go", SessionID: c.session, Agent: "lead"})
