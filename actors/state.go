@@ -250,6 +250,8 @@ type taskState struct {
 	Reason string
 	// loop is what loop detection has folded (stops.go).
 	loop loopState
+	// start is where the task's input is in the session's conversation.
+	start int
 }
 
 // SessionState is a session folded from its events. The zero value is not usable:
@@ -498,6 +500,7 @@ func (s *SessionState) activate(t *taskState) {
 	if a, ok := s.agents.For(t.Spec.Agent); ok && a.Paradigm != nil {
 		t.run = a.Paradigm.begin(t.Spec)
 	}
+	t.start = len(s.history)
 	s.history = append(s.history, messages.ChatMessage{Role: messages.RoleUser, Content: t.Spec.Input})
 }
 
@@ -638,7 +641,7 @@ func effectKey(sessionID string, seq uint64) string {
 func (s *SessionState) Request(a Agent) llm.Request {
 	if t := s.active; t != nil && t.pending != nil && t.run != nil {
 		req := t.run.prompt(&view{s: s, t: t, a: a}, t.pending.req.Purpose)
-		req.Step, req.Key = t.Steps, t.pending.req.Key
+		req.Step, req.Key, req.Purpose = t.Steps, t.pending.req.Key, t.pending.req.Purpose
 		return req
 	}
 	specs, section := a.offer(s.loads)
