@@ -669,10 +669,11 @@ func (f AgentsFile) CheckNodeTools(cfg node.Config) error {
 	for i, s := range def.Tools {
 		known[i] = s.Name
 	}
-	if err := f.CheckTools(known); err != nil {
+	// A reflexion agent without the node's memory tool hears of the tool first.
+	if err := f.checkLessons(cfg); err != nil {
 		return err
 	}
-	return f.checkLessons(cfg)
+	return f.CheckTools(known)
 }
 
 // checkLessons reports a reflexion agent that cannot keep its lessons: the node
