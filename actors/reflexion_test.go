@@ -149,3 +149,79 @@ func TestReflexionPassedAnswerStoresNothing(t *testing.T) {
 	}
 	verifyDeterministic(t, agent, events)
 }
+
+// A session restarted after its lesson's store ran but before its result was
+// recorded re-issues the store under the same key: the memory holds the lesson
+// once, and no model call is asked again.
+func TestReflexionResumedStoreWritesTheLessonOnce(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	mem := memoryTools(t)
+	reg, err := tools.NewRegistry(mem...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := actors.Agent{Model: "scripted", SystemPrompt: "test", Tools: reg.Specs(), Paradigm: learner}
+	st := actors.NewSessionState("s").WithAgents(actors.Agents{Default: agent})
+	var recorded []messages.Envelope
+	add := func(p messages.Payload) {
+		e := env(t, p, "s", st.LastSeq+1, "t")
+		e.ID = "s/" + strings.Repeat("x", int(e.Seq)) // unique, not an effect key
+		if p.MessageType() == messages.TypeTaskSubmitted {
+			e.ID = "t"
+		}
+		if err := st.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+		recorded = append(recorded, e)
+	}
+	decide := func() messages.Payload { return st.Decide(agent, st.LastSeq+1, 0).Payload }
+	reply := func(req *messages.ModelRequested, content string) {
+		add(req)
+		add(&messages.ModelResponded{Key: req.Key, Model: "scripted", Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: content}})
+	}
+	add(&messages.TaskSubmitted{Input: "Convert 42 miles to km"})
+	search := decide().(*messages.ToolCallRequested)
+	add(search)
+	add(&messages.ToolCallCompleted{Key: search.Key, CallID: search.CallID, Tool: search.Tool, Result: `{"namespace":"lessons:learner","results":[]}`})
+	reply(decide().(*messages.ModelRequested), "I cannot convert units.")
+	reply(decide().(*messages.ModelRequested), `{"verdict": "revise", "issues": [{"issue": "it did not convert"}]}`)
+	reply(decide().(*messages.ModelRequested), theLesson)
+	store := decide().(*messages.ToolCallRequested)
+	if store.Purpose != actors.PurposeStoreLesson {
+		t.Fatalf("decided %+v", store)
+	}
+	add(store)
+	// The store ran; the process died before its result was recorded.
+	first, err := mem[0].Call(tools.WithCallKey(ctx, store.Key), tools.Call{Key: store.Key, Arguments: store.Arguments})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.Append(ctx, recorded); err != nil {
+		t.Fatal(err)
+	}
+	_ = lg.Close()
+
+	model := &countingModel{Model: script(t, text("never asked"))}
+	h := newHarness(t, harnessOpts{dir: dir, model: model, tools: mem, deps: func(d *actors.SessionDeps) { d.Agent = agent }})
+	h.system.Root.Send(h.host, &actors.ResumeSession{SessionID: "s"})
+	events := h.wait("s")
+	if model.total() != 0 {
+		t.Fatalf("model calls after the restart: %v", model.calls)
+	}
+	again := decode[*messages.ToolCallCompleted](t, events[len(events)-2])
+	if again.Key != store.Key || again.Result != first {
+		t.Fatalf("the re-issued store answered %+v, the first %s", again, first)
+	}
+	found, err := mem[0].Call(ctx, tools.Call{Key: "check", Arguments: `{"op":"search","args":{"namespace":"lessons:learner","query":"miles"}}`})
+	if err != nil || strings.Count(found, `"id":"m_`) != 1 {
+		t.Fatalf("the namespace holds %s (%v): want the lesson once", found, err)
+	}
+	if done := completion(t, events); !strings.Contains(done.Note, "lesson stored as m_") {
+		t.Fatalf("completion: %+v", done)
+	}
+}
