@@ -26,6 +26,8 @@ import (
 //     saying the answer was not judged;
 //   - completed with a draft written at the task's last model call, which cannot
 //     be critiqued (max steps bounds the critic's calls too), its note saying so;
+//   - completed with the latest draft when the max steps cut a revision short, its
+//     note saying the critic did not pass it;
 //   - failed as the loop fails (max steps, a model error), or with reason
 //     model_error when the critic's model call fails.
 type Reflection struct {
@@ -71,9 +73,9 @@ type reflectionRun struct {
 	cfg Reflection
 	// round counts the drafts critiqued (a retried verdict aside).
 	round int
-	// draftID is the reply event of the draft critiqued last; key the key of its
-	// critique in flight ("" when none).
-	draftID, key string
+	// draftID is the reply event of the draft critiqued last, draft its text; key
+	// the key of its critique in flight ("" when none).
+	draftID, draft, key string
 	// verdictID is the event of the critic's latest answer.
 	verdictID string
 	// retry: the draft's verdict could not be read, and is asked for once more;
@@ -99,7 +101,7 @@ func (r *reflectionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 			return
 		}
 		r.round++
-		r.draftID, r.retried, r.bad, r.badErr = f.t.replyID, false, "", ""
+		r.draftID, r.draft, r.retried, r.bad, r.badErr = f.t.replyID, f.t.reply.Message.Content, false, "", ""
 	case *messages.ModelResponded:
 		if r.key == "" || p.Key != r.key {
 			return
@@ -135,7 +137,13 @@ func (r *reflectionRun) decide(v *view) *Decision {
 	}
 	out, replyID, ok := v.loopAnswer()
 	if !ok {
-		return v.loop()
+		d := v.loop()
+		if f, failed := payloadOf[*messages.TaskFailed](d); failed && f.Reason == messages.ReasonMaxSteps && r.draftID != "" {
+			// A revision the max steps cut short: the draft there is beats no answer.
+			return completeNoted(v, r.draft, fmt.Sprintf("reflection: the revision did not end within the task's %d model calls; "+
+				"the answer is the draft of round %d, which the critic did not pass", v.a.maxSteps(v.t), r.round), d.CausationID)
+		}
+		return d
 	}
 	if replyID == r.draftID {
 		switch {
@@ -173,4 +181,14 @@ func (r *reflectionRun) prompt(v *view, purpose string) llm.Request {
 			messages.ChatMessage{Role: messages.RoleUser, Content: "I cannot read that as a verdict: " + r.badErr + ". Answer with the JSON object only."})
 	}
 	return llm.Request{Messages: msgs}
+}
+
+// payloadOf returns d's payload as a T, and whether it is one (false for nil).
+func payloadOf[T messages.Payload](d *Decision) (T, bool) {
+	var zero T
+	if d == nil {
+		return zero, false
+	}
+	p, ok := d.Payload.(T)
+	return p, ok
 }

@@ -164,6 +164,26 @@ func TestReflectionThatNeverPassesIsBounded(t *testing.T) {
 	verifyDeterministic(t, agent, events)
 }
 
+// A revision that the max steps cut short ends the task with the draft it revised,
+// noted as not passed.
+func TestReflectionRevisionCutShortByMaxSteps(t *testing.T) {
+	model := &recordingModel{Model: script(t, text("42"), text(revise),
+		llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "convert", Arguments: `{}`}}}, text("never asked"))}
+	conv := funcTool{"convert", func(context.Context, tools.Call) (string, error) { return "42 km", nil }}
+	var agent actors.Agent
+	h := newHarness(t, harnessOpts{model: model, maxSteps: 3, tools: []tools.Tool{conv}, deps: func(d *actors.SessionDeps) {
+		d.Agent.Paradigm = actors.Reflection{}
+		agent = d.Agent
+	}})
+	h.submit("m", "task-m", "How far is it?")
+	events := h.wait("m")
+	done := completion(t, events)
+	if done.Output != "42" || !strings.Contains(done.Note, "did not end within the task's 3 model calls") || len(model.reqs) != 3 {
+		t.Fatalf("completion: %+v after %d model calls", done, len(model.reqs))
+	}
+	verifyDeterministic(t, agent, events)
+}
+
 // A verdict that cannot be read is asked for once more, saying what was wrong; a
 // second one ends the task with the draft, not judged.
 func TestReflectionMalformedVerdict(t *testing.T) {
