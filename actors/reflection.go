@@ -167,13 +167,19 @@ func completeNoted(v *view, output, note, cause string) *Decision {
 	return d
 }
 
-// prompt builds the critique: the rubric and the verdict's format, the task and
-// the draft; on a retry, the unreadable answer and what was wrong with it.
+// prompt builds the critique: the rubric and the verdict's format, the task, how
+// the loop worked on it, and the draft; on a retry, the unreadable answer and what was wrong with it.
 func (r *reflectionRun) prompt(v *view, purpose string) llm.Request {
 	draft, replyID, _ := v.loopAnswer()
+	user := "The task:\n" + v.task().Input
+	// What led to the draft (tool calls and results, earlier drafts and reviews),
+	// so that the critic can check the answer against what the tools returned.
+	if conv := v.conversation(); len(conv) > 2 {
+		user += "\n\nHow the assistant worked on it:\n" + transcript(conv[1:len(conv)-1])
+	}
 	msgs := []messages.ChatMessage{
 		{Role: messages.RoleSystem, Content: cmp.Or(r.cfg.CriticPrompt, DefaultCriticPrompt) + "\n\n" + verdictFormat},
-		{Role: messages.RoleUser, Content: "The task:\n" + v.task().Input + "\n\nThe answer to review:\n" + draft},
+		{Role: messages.RoleUser, Content: user + "\n\nThe answer to review:\n" + draft},
 	}
 	if r.bad != "" && replyID == r.draftID {
 		msgs = append(msgs,

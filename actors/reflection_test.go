@@ -140,7 +140,8 @@ func TestReflectionRevisesThenPasses(t *testing.T) {
 	if rev.Role != messages.RoleUser || !strings.Contains(rev.Content, "1. no unit Suggestion: say it in km") {
 		t.Fatalf("the revision's request ends with %+v", rev)
 	}
-	if crit := model.requests(actors.PurposeCritique); !strings.Contains(crit[1].Messages[1].Content, "It is 42 km.") {
+	if crit := model.requests(actors.PurposeCritique); !strings.Contains(crit[1].Messages[1].Content, "It is 42 km.") ||
+		!strings.Contains(crit[1].Messages[1].Content, "- convert returned: 42 km\n") || !strings.Contains(crit[1].Messages[1].Content, "- assistant: 42\n") {
 		t.Fatalf("the second critique reviews %q", crit[1].Messages[1].Content)
 	}
 	verifyDeterministic(t, agent, events)
