@@ -39,7 +39,9 @@ const OfflineName = "offline"
 //   - "evaluate" (reflexion's evaluator): it judges poor only its own answer that
 //     says what it can do instead of doing the task, and passes any other;
 //   - "lesson" (reflexion): it writes the lesson of that answer, or of a task that
-//     failed, in general terms: what it cannot do, and what to do instead.
+//     failed, in general terms: what it cannot do, and what to do instead. With
+//     that lesson in its system prompt (reflexion found it for a later task), it
+//     answers a task it cannot do by saying at once that it needs a real model.
 //
 // Anything else gets an answer that says what the offline model can do and how to
 // configure a real model. The rules look only at the latest user message and at tool
@@ -97,7 +99,10 @@ func (Offline) Generate(ctx context.Context, req Request) (Response, error) {
 			results = append(results, m)
 		}
 	}
-	msg := offlinePlan(input, results, req.Step, hasTool(req.Tools))
+	// A lesson of its own in the system prompt (reflexion's) changes its answer to a
+	// task it cannot do: it says so at once, as the lesson tells it.
+	learnt := len(req.Messages) > 0 && req.Messages[0].Role == messages.RoleSystem && strings.Contains(req.Messages[0].Content, offlineLessonDo)
+	msg := offlinePlan(input, results, req.Step, hasTool(req.Tools), learnt)
 	return Response{Message: msg, Usage: messages.Usage{
 		PromptTokens:     EstimateTokens(req.Messages),
 		CompletionTokens: EstimateTokens([]messages.ChatMessage{msg}),
@@ -115,7 +120,7 @@ func hasTool(specs []messages.ToolSpec) func(string) bool {
 	}
 }
 
-func offlinePlan(input string, results []messages.ChatMessage, step int, has func(string) bool) messages.ChatMessage {
+func offlinePlan(input string, results []messages.ChatMessage, step int, has func(string) bool, learnt bool) messages.ChatMessage {
 	answer := func(s string) messages.ChatMessage {
 		return messages.ChatMessage{Role: messages.RoleAssistant, Content: s}
 	}
@@ -173,6 +178,10 @@ func offlinePlan(input string, results []messages.ChatMessage, step int, has fun
 			args["timezone"] = tz
 		}
 		return call("clock", args)
+	}
+	if learnt {
+		return answer("This task needs a real language model, which this node does not have: set OPENAI_API_KEY " +
+			"(or another provider's key) and run it again. (A lesson from an earlier task: say so at once.)")
 	}
 	return answer(offlineCannot + ": " +
 		"I can do arithmetic with the calculator (\"What is 12 * (7 + 5)?\"), tell the time with the clock " +
@@ -251,7 +260,8 @@ func offlineReAct(req Request, tools []string) Response {
 		}
 	}
 	has := func(name string) bool { return slices.Contains(tools, name) }
-	plan := offlinePlan(input, results, req.Step, has)
+	learnt := len(req.Messages) > 0 && req.Messages[0].Role == messages.RoleSystem && strings.Contains(req.Messages[0].Content, offlineLessonDo)
+	plan := offlinePlan(input, results, req.Step, has, learnt)
 	var text string
 	if len(plan.ToolCalls) > 0 {
 		c := plan.ToolCalls[0]
@@ -265,6 +275,11 @@ func offlineReAct(req Request, tools []string) Response {
 		CompletionTokens: EstimateTokens([]messages.ChatMessage{msg}),
 	}}
 }
+
+// offlineLessonDo is what to do instead in the lesson the offline model writes of
+// a task it could not do; with it in its system prompt, it does so.
+const offlineLessonDo = "Say at once that such a task needs a real language model (set OPENAI_API_KEY or another provider's key), " +
+	"or restate it as arithmetic, a time question or echo."
 
 // offlineCannot opens the offline model's answer to a task it cannot do.
 const offlineCannot = "I am Troupe's offline model, a rule-based planner rather than a language model"
@@ -288,7 +303,7 @@ func offlinePurpose(purpose, input string) (messages.ChatMessage, bool) {
 	case "lesson":
 		if cannot {
 			return answer(`{"what_went_wrong": "The task asked for something beyond arithmetic, the time and echo, and the offline model answered with what it can do instead.", ` +
-				`"do_instead": "Say at once that such a task needs a real language model (set OPENAI_API_KEY or another provider's key), or restate it as arithmetic, a time question or echo."}`)
+				`"do_instead": "` + offlineLessonDo + `"}`)
 		}
 		return answer(`{"what_went_wrong": "The task ended without a good answer: see how it went above.", ` +
 			`"do_instead": "Break the task into arithmetic, time or echo steps the tools can do, or run it on a real language model."}`)

@@ -46,6 +46,18 @@ func TestOfflineAnswersThePurposes(t *testing.T) {
 	if w, _ := l["what_went_wrong"].(string); !strings.Contains(w, "beyond arithmetic") || l["do_instead"] == "" {
 		t.Fatalf("lesson: %v", l)
 	}
+	// With its own lesson in the system prompt, it says at once that the task needs
+	// a real model, an answer its evaluator passes.
+	do, _ := l["do_instead"].(string)
+	r, err = llm.Offline{}.Generate(context.Background(), llm.Request{Step: 1, Messages: []messages.ChatMessage{
+		{Role: messages.RoleSystem, Content: "You help.\n\n<lessons>\n- Task: Who wrote Hamlet?\n  Do instead: " + do + "\n</lessons>"},
+		{Role: messages.RoleUser, Content: "Who wrote Macbeth?"}}})
+	if err != nil || !strings.HasPrefix(r.Message.Content, "This task needs a real language model") {
+		t.Fatalf("with its lesson: %+v %v", r, err)
+	}
+	if v := ask("evaluate", "The task:\nWho wrote Macbeth?\n\nThe answer:\n"+r.Message.Content); v["verdict"] != "pass" {
+		t.Fatalf("evaluate the answer the lesson changed: %v", v)
+	}
 	// A purpose it does not know gets the loop's answer.
 	r, err = llm.Offline{}.Generate(context.Background(), llm.Request{Purpose: "plan", Step: 1, Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: "echo hi"}}})
 	if err != nil || r.Message.Content != "hi" {
