@@ -96,6 +96,11 @@ func TestVerifyReflectionAndReflexionSessions(t *testing.T) {
 			if code, out, errs := replay(t, "verify", "p", "--data", data, "--config", filepath.Join(dir, "troupe.json")); code != 0 || !strings.Contains(out, "deterministic") {
 				t.Fatalf("verify: exit %d\n%s%s", code, out, errs)
 			}
+			// The timeline names each call's purpose and the completion's note.
+			if code, out, errs := replay(t, "show", "p", "--data", data); code != 0 || !strings.Contains(out, "to "+c.want[len(c.want)-1]) && !strings.Contains(out, c.want[len(c.want)-1]+": memory(") ||
+				!strings.Contains(out, "("+c.file[:len(c.file)-len(".yaml")]+": ") {
+				t.Fatalf("show: exit %d\n%s%s", code, out, errs)
+			}
 		})
 	}
 }
