@@ -663,7 +663,8 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 			continue
 		}
 		status, output, errMsg, _ := a.state.Task(e.CorrelationID)
-		r, err := json.Marshal(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg, Reason: a.state.TaskReason(e.CorrelationID)})
+		r, err := json.Marshal(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg, Reason: a.state.TaskReason(e.CorrelationID),
+			Note: a.state.TaskNote(e.CorrelationID)})
 		if err != nil {
 			continue
 		}

@@ -235,6 +235,7 @@ type taskState struct {
 	Status   string
 	Output   string
 	Error    string
+	Note     string // the paradigm's note on a completed task's answer
 	modelID  string // event ID of the pending ModelRequested
 	model    messages.ModelRequested
 	modelKey messages.EffectKey
@@ -460,7 +461,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		}
 	case *messages.TaskCompleted:
 		if t != nil && e.CorrelationID == t.ID {
-			t.phase, t.Status, t.Output = phaseDone, messages.StatusCompleted, p.Output
+			t.phase, t.Status, t.Output, t.Note = phaseDone, messages.StatusCompleted, p.Output, p.Note
 			s.next()
 		}
 	case *messages.TaskFailed:
@@ -782,6 +783,25 @@ func (s *SessionState) ReplyTopic(taskID string) string {
 	for _, t := range s.tasks {
 		if t.ID == taskID {
 			return t.Spec.ReplyTopic
+		}
+	}
+	return ""
+}
+
+// Note returns the note of the session's latest task when it completed with one
+// (messages.TaskCompleted.Note), as Status reports its outcome; "" otherwise.
+func (s *SessionState) Note() string {
+	if len(s.tasks) == 0 || s.active != nil {
+		return ""
+	}
+	return s.tasks[len(s.tasks)-1].Note
+}
+
+// TaskNote returns the note of the task whose ID is id (see Note).
+func (s *SessionState) TaskNote(id string) string {
+	for _, t := range s.tasks {
+		if t.ID == id {
+			return t.Note
 		}
 	}
 	return ""
