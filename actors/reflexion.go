@@ -102,6 +102,7 @@ type reflexionRun struct {
 	stored     bool
 	storeError string
 	memoryID   string
+	duplicate  bool // the memory already held the same lesson
 }
 
 // The memory tool's results reflexion reads.
@@ -112,7 +113,8 @@ type (
 		} `json:"results"`
 	}
 	addedLesson struct {
-		ID string `json:"id"`
+		ID    string `json:"id"`
+		Event string `json:"event"`
 	}
 )
 
@@ -146,7 +148,7 @@ func (r *reflexionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 			if p.Error != "" {
 				r.storeError = p.Error
 			} else if json.Unmarshal([]byte(p.Result), &added) == nil {
-				r.memoryID = added.ID
+				r.memoryID, r.duplicate = added.ID, added.Event == "NONE"
 			}
 		}
 	case *messages.ModelRequested:
@@ -262,6 +264,8 @@ func (r *reflexionRun) end(d *Decision) *Decision {
 		notes = append(notes, "the evaluator passed the answer")
 	}
 	switch {
+	case r.memoryID != "" && r.duplicate:
+		notes = append(notes, "the same lesson was stored before, as "+r.memoryID)
 	case r.memoryID != "":
 		notes = append(notes, "lesson stored as "+r.memoryID)
 	case r.storeError != "":
