@@ -40,8 +40,11 @@ type Reflexion struct {
 	// Lessons bounds the lessons put in a task's prompt (default 3).
 	Lessons int
 	// Evaluate has each completed answer judged (purpose "evaluate"), so that a
-	// poor answer gets a lesson as a failure does.
-	Evaluate bool
+	// poor answer gets a lesson as a failure does; EvaluatorPrompt is the
+	// evaluator's rubric, to which the verdict's format is added (empty:
+	// DefaultEvaluatorPrompt).
+	Evaluate        bool
+	EvaluatorPrompt string
 }
 
 // DefaultEvaluatorPrompt is the evaluator's rubric.
@@ -329,7 +332,7 @@ func (r *reflexionRun) prompt(v *view, purpose string) llm.Request {
 	task := "The task:\n" + v.task().Input
 	if purpose == PurposeEvaluate {
 		return llm.Request{Messages: []messages.ChatMessage{
-			{Role: messages.RoleSystem, Content: DefaultEvaluatorPrompt + "\n\n" + verdictFormat},
+			{Role: messages.RoleSystem, Content: cmp.Or(r.cfg.EvaluatorPrompt, DefaultEvaluatorPrompt) + "\n\n" + verdictFormat},
 			{Role: messages.RoleUser, Content: task + "\n\nThe answer:\n" + answer},
 		}}
 	}

@@ -76,6 +76,9 @@ func TestReflexionStoresALessonAndALaterTaskRetrievesIt(t *testing.T) {
 		!strings.Contains(store.Arguments, `Do instead: Multiply miles by 1.609`) || !strings.Contains(store.Arguments, `"namespace":"lessons:learner"`) {
 		t.Fatalf("the lesson's store: %+v", store)
 	}
+	if ev := model.requests(actors.PurposeEvaluate)[0].Messages[0].Content; !strings.HasPrefix(ev, actors.DefaultEvaluatorPrompt) {
+		t.Fatalf("the evaluator's rubric: %s", ev)
+	}
 	lessonReq := model.requests(actors.PurposeLesson)[0]
 	if c := lessonReq.Messages[1].Content; !strings.Contains(c, "Convert 42 miles") || !strings.Contains(c, "it did not convert") {
 		t.Fatalf("the lesson's prompt: %s", c)
@@ -137,9 +140,15 @@ func TestReflexionLearnsFromAFailedTask(t *testing.T) {
 	verifyDeterministic(t, agent, events)
 }
 
-// An answer the evaluator passes leaves no lesson.
+// An answer the evaluator passes leaves no lesson. The evaluator judges with the
+// agent's rubric.
 func TestReflexionPassedAnswerStoresNothing(t *testing.T) {
-	events, _, agent := reflecting(t, learner, memoryTools(t), text("66 km"), text(pass))
+	strict := learner
+	strict.EvaluatorPrompt = "Pass only answers with a unit."
+	events, model, agent := reflecting(t, strict, memoryTools(t), text("66 km"), text(pass))
+	if ev := model.requests(actors.PurposeEvaluate)[0].Messages[0].Content; !strings.HasPrefix(ev, "Pass only answers with a unit.\n\n") {
+		t.Fatalf("the evaluator's rubric: %s", ev)
+	}
 	done := completion(t, events)
 	if done.Output != "66 km" || done.Note != "reflexion: the evaluator passed the answer" {
 		t.Fatalf("completion: %+v", done)

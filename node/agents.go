@@ -70,6 +70,9 @@ type NamedAgent struct {
 	LessonsNamespace string
 	Lessons          int
 	Evaluate         bool
+	// EvaluatorPrompt is a reflexion's evaluator's rubric ("":
+	// actors.DefaultEvaluatorPrompt).
+	EvaluatorPrompt string
 	// Tools are the names of the tools it may call, among the node's (Tools, the
 	// skills', the chains', the notes' and the memory tool's): it is offered these
 	// only, all at once. Nil: every tool of the default agent, offered as the
@@ -141,8 +144,8 @@ func (a NamedAgent) validate() error {
 		return fmt.Errorf("node: agent %q: max_rounds and critic_prompt are the reflection paradigm's, not %s's", a.Name, cmp.Or(a.Paradigm, ParadigmFunctionCalling))
 	case a.Lessons < 0 || a.Lessons > 20:
 		return fmt.Errorf("node: agent %q: lessons must be between 0 and 20", a.Name)
-	case a.Paradigm != ParadigmReflexion && (a.LessonsNamespace != "" || a.Lessons != 0 || a.Evaluate):
-		return fmt.Errorf("node: agent %q: lessons_namespace, lessons and evaluate are the reflexion paradigm's, not %s's", a.Name, cmp.Or(a.Paradigm, ParadigmFunctionCalling))
+	case a.Paradigm != ParadigmReflexion && (a.LessonsNamespace != "" || a.Lessons != 0 || a.Evaluate || a.EvaluatorPrompt != ""):
+		return fmt.Errorf("node: agent %q: lessons_namespace, lessons, evaluate and evaluator_prompt are the reflexion paradigm's, not %s's", a.Name, cmp.Or(a.Paradigm, ParadigmFunctionCalling))
 	case a.LessonsNamespace != "" && memory.CheckNamespace(a.LessonsNamespace) != nil:
 		return fmt.Errorf("node: agent %q: lessons_namespace: %w", a.Name, memory.CheckNamespace(a.LessonsNamespace))
 	case a.Model == nil && len(a.Fallbacks) > 0:
@@ -253,7 +256,8 @@ func (c Config) paradigm(na NamedAgent, a actors.Agent) (actors.Paradigm, error)
 		if !slices.ContainsFunc(a.Tools, func(s messages.ToolSpec) bool { return s.Name == tool }) {
 			return nil, fmt.Errorf("node: agent %q: the reflexion paradigm keeps its lessons with the memory tool: give the agent the tool %q", na.Name, tool)
 		}
-		return actors.Reflexion{Namespace: na.lessonsNamespace(), MemoryTool: name, Expanded: tc.Expand, Lessons: na.Lessons, Evaluate: na.Evaluate}, nil
+		return actors.Reflexion{Namespace: na.lessonsNamespace(), MemoryTool: name, Expanded: tc.Expand, Lessons: na.Lessons, Evaluate: na.Evaluate,
+			EvaluatorPrompt: na.EvaluatorPrompt}, nil
 	}
 	return nil, nil
 }

@@ -26,13 +26,13 @@ var (
 	paradigms       = node.Paradigms
 	futureParadigms = []string{"plan_execute"}
 	agentFieldNames = []string{"description", "model", "fallbacks", "system_prompt", "paradigm", "tools", "memory", "max_steps",
-		"max_rounds", "critic_prompt", "lessons_namespace", "lessons", "evaluate"}
+		"max_rounds", "critic_prompt", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt"}
 	agentFields = slices.Concat(agentFieldNames, stopFieldNames)
 	agentName   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 	// paradigmFields are the fields of one paradigm only.
 	paradigmFields = map[string]string{
 		"max_rounds": node.ParadigmReflection, "critic_prompt": node.ParadigmReflection, "critic_model": node.ParadigmReflection,
-		"lessons_namespace": node.ParadigmReflexion, "lessons": node.ParadigmReflexion, "evaluate": node.ParadigmReflexion,
+		"lessons_namespace": node.ParadigmReflexion, "lessons": node.ParadigmReflexion, "evaluate": node.ParadigmReflexion, "evaluator_prompt": node.ParadigmReflexion,
 	}
 )
 
@@ -79,6 +79,7 @@ type DeclaredAgent struct {
 	LessonsNamespace string `json:"lessons_namespace,omitempty"`
 	Lessons          int    `json:"lessons,omitempty"`
 	Evaluate         bool   `json:"evaluate,omitempty"`
+	EvaluatorPrompt  string `json:"evaluator_prompt,omitempty"`
 	// Line is where the agent's name is in the file; the others where each field
 	// (or list entry) is.
 	Line          int `json:"-"`
@@ -115,6 +116,7 @@ type DeclaredAgent struct {
 //	    lessons_namespace: lessons:learner  # the default
 //	    lessons: 3                      # lessons in a prompt at most (default 3)
 //	    evaluate: true                  # judge each answer (default true)
+//	    evaluator_prompt: Pass only answers that cite a source.
 //
 // A "teams" section declares teams of the file's agents (DeclaredTeam); a task
 // names a team as it names an agent.
@@ -334,6 +336,8 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 			err = intIn(&a.MaxRounds, 1, node.MaxReflectionRounds)
 		case "critic_prompt":
 			a.CriticPrompt, err = str(fv, fk.Value)
+		case "evaluator_prompt":
+			a.EvaluatorPrompt, err = str(fv, fk.Value)
 		case "lessons_namespace":
 			if a.LessonsNamespace, err = str(fv, fk.Value); err == nil {
 				if nerr := memory.CheckNamespace(a.LessonsNamespace); nerr != nil {
@@ -612,7 +616,8 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 		na := node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
 			Paradigm: a.Paradigm, MaxSteps: a.MaxSteps, Model: a.model, Fallbacks: a.fallbacks, MemoryNamespace: a.Memory,
 			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps),
-			MaxRounds: a.MaxRounds, CriticPrompt: a.CriticPrompt, LessonsNamespace: a.LessonsNamespace, Lessons: a.Lessons, Evaluate: a.Evaluate}
+			MaxRounds: a.MaxRounds, CriticPrompt: a.CriticPrompt, LessonsNamespace: a.LessonsNamespace, Lessons: a.Lessons, Evaluate: a.Evaluate,
+			EvaluatorPrompt: a.EvaluatorPrompt}
 		if a.Tools != nil {
 			na.Tools = []string{}
 			for _, t := range a.Tools {

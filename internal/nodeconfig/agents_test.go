@@ -267,7 +267,7 @@ func TestCheckNodeToolGroups(t *testing.T) {
 func TestParseParadigmSettings(t *testing.T) {
 	f, err := ParseAgents("agents.yaml", []byte("agents:\n"+
 		"  critic:\n    paradigm: reflection\n    max_rounds: 3\n    critic_prompt: Check the figures.\n"+
-		"  learner:\n    paradigm: reflexion\n    lessons: 2\n"+
+		"  learner:\n    paradigm: reflexion\n    lessons: 2\n    evaluator_prompt: Cite.\n"+
 		"  quiet:\n    paradigm: reflexion\n    evaluate: false\n    lessons_namespace: team:lessons\n    tools: [calculator]\n"))
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +276,7 @@ func TestParseParadigmSettings(t *testing.T) {
 	if c := got[0]; c.Paradigm != "reflection" || c.MaxRounds != 3 || c.CriticPrompt != "Check the figures." {
 		t.Errorf("critic: %+v", c)
 	}
-	if l := got[1]; !l.Evaluate || l.Lessons != 2 || l.LessonsNamespace != "" {
+	if l := got[1]; !l.Evaluate || l.Lessons != 2 || l.LessonsNamespace != "" || l.EvaluatorPrompt != "Cite." {
 		t.Errorf("learner: %+v", l)
 	}
 	if q := got[2]; q.Evaluate || q.LessonsNamespace != "team:lessons" {
@@ -288,7 +288,7 @@ func TestParseParadigmSettings(t *testing.T) {
 		t.Errorf("reflexion without the memory tool: %v, want line 7", err)
 	}
 	err = f.checkLessons(node.Config{MemoryTool: &memory.ToolConfig{Namespace: "agent:x"}})
-	if !errors.As(err, &fe) || fe.Line != 13 || !strings.Contains(err.Error(), `agent "quiet": the reflexion paradigm keeps its lessons with the memory tool: add memory to its tools`) {
-		t.Errorf("reflexion without memory among its tools: %v, want line 13", err)
+	if !errors.As(err, &fe) || fe.Line != 14 || !strings.Contains(err.Error(), `agent "quiet": the reflexion paradigm keeps its lessons with the memory tool: add memory to its tools`) {
+		t.Errorf("reflexion without memory among its tools: %v, want line 14", err)
 	}
 }
