@@ -209,7 +209,7 @@ func (r *reflexionRun) decide(v *view) *Decision {
 			Namespace string `json:"namespace"`
 			Query     string `json:"query"`
 			Limit     int    `json:"limit"`
-		}{r.cfg.Namespace, v.task().Input, r.maxLessons()})
+		}{r.cfg.Namespace, clip(v.task().Input, 2000), r.maxLessons()})
 		return v.call(PurposeLessons, "lessons", tool, args, v.t.ID)
 	}
 	d := v.loop()
