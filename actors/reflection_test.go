@@ -90,14 +90,6 @@ func cmpOr(s, or string) string {
 	return s
 }
 
-func verifyDeterministic(t *testing.T, agent actors.Agent, events []messages.Envelope) {
-	t.Helper()
-	div, err := actors.Verify(agent, events)
-	if err != nil || div != nil {
-		t.Fatalf("replay verify: %v %v", div, err)
-	}
-}
-
 func TestReflectionPassesInRoundOne(t *testing.T) {
 	events, model, agent := reflecting(t, actors.Reflection{}, nil, text("42 km"), text(pass))
 	assertGapFree(t, events)
