@@ -47,7 +47,8 @@ type taskRun interface {
 	// the task is active and no model call is in flight; it must be a pure function
 	// of the folded state and the view.
 	decide(v *view) *Decision
-	// prompt builds the request of the model call with this purpose.
+	// prompt builds the request of the model call with this purpose; its Models,
+	// when set, name a chain of models of its own (else the agent's).
 	prompt(v *view, purpose string) llm.Request
 }
 
@@ -132,8 +133,12 @@ func (v *view) modelPastMax(purpose, cause string) *Decision {
 	t := v.t
 	req := t.run.prompt(v, purpose)
 	req.Step = t.Steps + 1
+	model := v.a.Model
+	if len(req.Models) > 0 {
+		model = req.Models[0] // a chain of the paradigm's own (a critic's model)
+	}
 	return &Decision{Payload: &messages.ModelRequested{
-		Key: v.s.keyAt(v.nextSeq), Model: v.a.Model, Step: t.Steps + 1, Messages: len(req.Messages),
+		Key: v.s.keyAt(v.nextSeq), Model: model, Step: t.Steps + 1, Messages: len(req.Messages),
 		PromptHash: llm.PromptHash(req), Tools: specNames(req.Tools), Protocol: req.Protocol, Purpose: purpose,
 	}, CausationID: cause, TaskID: t.ID}
 }

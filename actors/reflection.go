@@ -9,8 +9,8 @@ import (
 )
 
 // Reflection is the paradigm that has each answer critiqued before it is given:
-// the agent's loop (tools and all) writes a draft; a critic — the same model with a
-// prompt of its own (CriticPrompt) — judges it against the task with a verdict
+// the agent's loop (tools and all) writes a draft; a critic — the agent's model or
+// one of its own (CriticModels), with a prompt of its own (CriticPrompt) — judges it against the task with a verdict
 // (verdict.go); on "revise" the issues and suggestions go back into the
 // conversation and the loop revises its answer, tools still at hand; on "pass" the
 // draft is the task's answer.
@@ -37,8 +37,11 @@ type Reflection struct {
 	// CriticPrompt is the critic's system prompt, its rubric; the verdict's format
 	// is added to it. Empty: DefaultCriticPrompt.
 	CriticPrompt string
-	// TODO(agents file models): the critic on another model (critic_model) needs a
-	// model call to name its model, which llm.Request cannot yet.
+	// CriticModels, when set, are the critic's own chain of models by name, its
+	// model first (llm.Request.Models; the gateway must have the chain): the
+	// critique goes there instead of to the agent's models, and its
+	// ModelRequested records CriticModels[0]. Empty: the agent's models.
+	CriticModels []string
 }
 
 // DefaultCriticPrompt is the critic's rubric when Reflection.CriticPrompt is empty.
@@ -186,7 +189,7 @@ func (r *reflectionRun) prompt(v *view, purpose string) llm.Request {
 			messages.ChatMessage{Role: messages.RoleAssistant, Content: r.bad},
 			messages.ChatMessage{Role: messages.RoleUser, Content: "I cannot read that as a verdict: " + r.badErr + ". Answer with the JSON object only."})
 	}
-	return llm.Request{Messages: msgs}
+	return llm.Request{Messages: msgs, Models: r.cfg.CriticModels}
 }
 
 // payloadOf returns d's payload as a T, and whether it is one (false for nil).

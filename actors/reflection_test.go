@@ -108,6 +108,26 @@ func TestReflectionPassesInRoundOne(t *testing.T) {
 	verifyDeterministic(t, agent, events)
 }
 
+// A critic on a model of its own: the critique's request names that chain, and its
+// model.requested records that model.
+func TestReflectionCriticOnItsOwnModel(t *testing.T) {
+	events, model, agent := reflecting(t, actors.Reflection{CriticModels: []string{"judge"}}, nil, text("42 km"), text(pass))
+	crit := model.requests(actors.PurposeCritique)
+	if len(crit) != 1 || strings.Join(crit[0].Models, ",") != "judge" || len(model.requests("")[0].Models) != 0 {
+		t.Fatalf("requests: critique %+v, loop %+v", crit, model.requests(""))
+	}
+	var models []string
+	for _, e := range events {
+		if e.Type == messages.TypeModelRequested {
+			models = append(models, decode[*messages.ModelRequested](t, e).Model)
+		}
+	}
+	if strings.Join(models, ",") != "scripted,judge" {
+		t.Fatalf("recorded models: %v", models)
+	}
+	verifyDeterministic(t, agent, events)
+}
+
 // The critic asks for changes; the loop revises with the issues in its conversation
 // and its tools at hand; the revision passes.
 func TestReflectionRevisesThenPasses(t *testing.T) {

@@ -564,7 +564,9 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 		agent := a.agent()
 		r := a.state.Request(agent)
 		r.Scope = llm.Scope{Agent: agent.Name}
-		r.Models = agent.Models
+		if r.Models == nil {
+			r.Models = agent.Models // a paradigm's call may name its own (a critic's)
+		}
 		call := r.Call()
 		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call}, a.reply)
 	}

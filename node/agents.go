@@ -63,6 +63,9 @@ type NamedAgent struct {
 	// critic's rubric ("": actors.DefaultCriticPrompt). Reflection's only.
 	MaxRounds    int
 	CriticPrompt string
+	// CriticModel, when set, is the model a reflection's critiques go to instead of
+	// the agent's: a chain of its own of the node's gateway, as Model is.
+	CriticModel llm.Model
 	// LessonsNamespace is the memory namespace of a reflexion's lessons ("":
 	// "lessons:<name>"; the node's memory tool is allowed it), Lessons how many it
 	// puts in a prompt (0: 3), Evaluate whether an evaluator judges its answers (a
@@ -140,8 +143,8 @@ func (a NamedAgent) validate() error {
 		return fmt.Errorf("node: agent %q: max_steps must be between 0 and 1000", a.Name)
 	case a.MaxRounds < 0 || a.MaxRounds > MaxReflectionRounds:
 		return fmt.Errorf("node: agent %q: max_rounds must be between 0 and %d", a.Name, MaxReflectionRounds)
-	case a.Paradigm != ParadigmReflection && (a.MaxRounds != 0 || a.CriticPrompt != ""):
-		return fmt.Errorf("node: agent %q: max_rounds and critic_prompt are the reflection paradigm's, not %s's", a.Name, cmp.Or(a.Paradigm, ParadigmFunctionCalling))
+	case a.Paradigm != ParadigmReflection && (a.MaxRounds != 0 || a.CriticPrompt != "" || a.CriticModel != nil):
+		return fmt.Errorf("node: agent %q: max_rounds, critic_prompt and critic_model are the reflection paradigm's, not %s's", a.Name, cmp.Or(a.Paradigm, ParadigmFunctionCalling))
 	case a.Lessons < 0 || a.Lessons > 20:
 		return fmt.Errorf("node: agent %q: lessons must be between 0 and 20", a.Name)
 	case a.Paradigm != ParadigmReflexion && (a.LessonsNamespace != "" || a.Lessons != 0 || a.Evaluate || a.EvaluatorPrompt != ""):
@@ -242,7 +245,11 @@ func (c Config) withLessonNamespaces() *memory.ToolConfig {
 func (c Config) paradigm(na NamedAgent, a actors.Agent) (actors.Paradigm, error) {
 	switch na.Paradigm {
 	case ParadigmReflection:
-		return actors.Reflection{MaxRounds: na.MaxRounds, CriticPrompt: na.CriticPrompt}, nil
+		p := actors.Reflection{MaxRounds: na.MaxRounds, CriticPrompt: na.CriticPrompt}
+		if na.CriticModel != nil {
+			p.CriticModels = []string{na.CriticModel.Name()}
+		}
+		return p, nil
 	case ParadigmReflexion:
 		tc := c.MemoryTool
 		if tc == nil {

@@ -104,3 +104,46 @@ func TestVerifyReflectionAndReflexionSessions(t *testing.T) {
 		})
 	}
 }
+
+// A reflection whose critic runs on a model of its own verifies against its agents
+// file: verify takes the critic's model, as the agent's, from the recording.
+func TestVerifyAReflectionWithItsOwnCritic(t *testing.T) {
+	t.Setenv("TROUPE_SKILLS", "")
+	t.Setenv("TROUPE_DISCLOSURE", "")
+	t.Setenv("TROUPE_AGENTS", "")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	writeFiles(t, dir, map[string]string{
+		"judge.json":  `{"name": "judge", "steps": [{"content": "unused"}, {"content": "{\"verdict\": \"pass\"}"}]}`,
+		"agents.yaml": "agents:\n  reviewer:\n    paradigm: reflection\n    tools: []\n    critic_model: " + quote("scripted:"+filepath.Join(dir, "judge.json")) + "\n",
+	})
+	file, err := nodeconfig.LoadAgents(filepath.Join(dir, "agents.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := file.ResolveModels(context.Background(), map[string]llm.Model{"offline": llm.Offline{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	n, err := node.New(ctx, node.Config{DataDir: data, Model: llm.Offline{}, Agents: file.NodeAgents()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := n.RunTask(ctx, node.Task{Input: "echo forty-two", SessionID: "j", Agent: "reviewer"})
+	stop()
+	n.Close()
+	if err != nil || res.Output != "forty-two" || !strings.Contains(res.Note, "passed") {
+		t.Fatalf("result: %+v %v", res, err)
+	}
+	code, out, errs := replay(t, "show", "j", "--data", data)
+	if code != 0 || !strings.Contains(out, "ask judge to critique") {
+		t.Fatalf("show: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := replay(t, "verify", "j", "--data", data, "--agents", filepath.Join(dir, "agents.yaml")); code != 0 || !strings.Contains(out, "deterministic") {
+		t.Fatalf("verify: exit %d\n%s%s", code, out, errs)
+	}
+}

@@ -26,7 +26,7 @@ var (
 	paradigms       = node.Paradigms
 	futureParadigms = []string{"plan_execute"}
 	agentFieldNames = []string{"description", "model", "fallbacks", "system_prompt", "paradigm", "tools", "memory", "max_steps",
-		"max_rounds", "critic_prompt", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt"}
+		"max_rounds", "critic_prompt", "critic_model", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt"}
 	agentFields = slices.Concat(agentFieldNames, stopFieldNames)
 	agentName   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 	// paradigmFields are the fields of one paradigm only.
@@ -71,9 +71,11 @@ type DeclaredAgent struct {
 	MaxTokens      int  `json:"max_tokens,omitempty"`
 	LoopRepeats    *int `json:"loop_repeats,omitempty"`
 	LoopStaleSteps *int `json:"loop_stale_steps,omitempty"`
-	// MaxRounds and CriticPrompt are a reflection's settings (node.NamedAgent).
+	// MaxRounds, CriticPrompt and CriticModel (a model spec, resolved by
+	// ResolveModels as Model is) are a reflection's settings (node.NamedAgent).
 	MaxRounds    int    `json:"max_rounds,omitempty"`
 	CriticPrompt string `json:"critic_prompt,omitempty"`
+	CriticModel  string `json:"critic_model,omitempty"`
 	// LessonsNamespace, Lessons and Evaluate are a reflexion's; Evaluate is true
 	// unless the file says "evaluate: false".
 	LessonsNamespace string `json:"lessons_namespace,omitempty"`
@@ -85,6 +87,8 @@ type DeclaredAgent struct {
 	Line          int `json:"-"`
 	toolsLine     int
 	paradigmLine  int
+	criticLine    int
+	critic        llm.Model
 	toolLines     []int
 	modelLine     int
 	fallbackLines []int
@@ -111,6 +115,7 @@ type DeclaredAgent struct {
 //	    paradigm: reflection
 //	    max_rounds: 3                   # critiques at most (default 2)
 //	    critic_prompt: Check every figure.
+//	    critic_model: openai:gpt-4o      # the critic's own model (default: the agent's)
 //	  learner:
 //	    paradigm: reflexion             # needs the node's memory tool
 //	    lessons_namespace: lessons:learner  # the default
@@ -351,8 +356,13 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 				return fail(fv.Line, "agent %q: evaluate %q: want true or false", name, fv.Value)
 			}
 		case "critic_model":
-			// TODO: a critic on a model of its own (llm.Request.Models).
-			return fail(fk.Line, "agent %q: critic_model is not supported yet: the critic runs the agent's model; give it a prompt of its own with critic_prompt", name)
+			if a.CriticModel, err = str(fv, fk.Value); err != nil {
+				break
+			}
+			if msg := checkAgentModel(a.CriticModel); msg != "" {
+				return fail(fv.Line, "agent %q: critic_model %s", name, msg)
+			}
+			a.criticLine = fv.Line
 		case "paradigm":
 			if a.Paradigm, err = str(fv, fk.Value); err != nil {
 				break
@@ -553,7 +563,14 @@ func (f *AgentsFile) ResolveModels(ctx context.Context, known map[string]llm.Mod
 	}
 	for i := range f.Agents {
 		a := &f.Agents[i]
-		a.model, a.fallbacks = nil, nil
+		a.model, a.fallbacks, a.critic = nil, nil, nil
+		if a.CriticModel != "" {
+			c, err := resolve(*a, a.CriticModel, a.criticLine)
+			if err != nil {
+				return nil, err
+			}
+			a.critic = c
+		}
 		if a.Model == "" {
 			continue
 		}
@@ -616,7 +633,7 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 		na := node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
 			Paradigm: a.Paradigm, MaxSteps: a.MaxSteps, Model: a.model, Fallbacks: a.fallbacks, MemoryNamespace: a.Memory,
 			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps),
-			MaxRounds: a.MaxRounds, CriticPrompt: a.CriticPrompt, LessonsNamespace: a.LessonsNamespace, Lessons: a.Lessons, Evaluate: a.Evaluate,
+			MaxRounds: a.MaxRounds, CriticPrompt: a.CriticPrompt, CriticModel: a.critic, LessonsNamespace: a.LessonsNamespace, Lessons: a.Lessons, Evaluate: a.Evaluate,
 			EvaluatorPrompt: a.EvaluatorPrompt}
 		if a.Tools != nil {
 			na.Tools = []string{}
