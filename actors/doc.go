@@ -32,6 +32,13 @@
 // only the unanswered step. A call of call_tool (ToolCallTool) naming a chain is run
 // the same way.
 //
+// An agent's paradigm (Agent.Paradigm, paradigm.go) works its tasks beyond the tool
+// loop, with model and tool calls of its own purpose, folded like the loop's:
+// Reflection critiques each answer of the loop and has it revised (reflection.go);
+// Reflexion keeps lessons of the tasks that went wrong with the memory tool and puts
+// those of similar tasks in the prompt (reflexion.go). Both judge answers with the
+// verdicts of verdict.go.
+//
 // A team (team.go) is an agent whose paradigm is a team's pattern (orchestrator,
 // pipeline, fan_out, debate, handoff): it hands its members, other agents, their
 // work with delegate calls (tool calls with a purpose, each a child session on a

@@ -47,7 +47,8 @@ type taskRun interface {
 	// the task is active and no model call is in flight; it must be a pure function
 	// of the folded state and the view.
 	decide(v *view) *Decision
-	// prompt builds the request of the model call with this purpose.
+	// prompt builds the request of the model call with this purpose; its Models,
+	// when set, name a chain of models of its own (else the agent's).
 	prompt(v *view, purpose string) llm.Request
 }
 
@@ -106,21 +107,38 @@ func (v *view) loopAnswer() (output, replyID string, ok bool) {
 	return t.reply.Message.Content, t.replyID, true
 }
 
+// conversation returns the task's part of the session's conversation: its input
+// and everything after it (do not modify it).
+func (v *view) conversation() []messages.ChatMessage { return v.s.history[v.t.start:] }
+
 // model returns the decision to call the model for purpose (its request is the
 // taskRun's prompt), or the task's failure when it has used its model calls or its
 // token budget (stops.go).
 func (v *view) model(purpose, cause string) *Decision {
-	t := v.t
-	if max := v.a.maxSteps(t); t.Steps >= max {
+	if max := v.a.maxSteps(v.t); v.t.Steps >= max {
 		return v.fail(messages.ReasonMaxSteps, fmt.Sprintf("stopped after %d model calls without a final answer", max), cause)
 	}
-	if f := v.a.overBudget(t); f != nil {
-		return &Decision{Payload: f, CausationID: cause, TaskID: t.ID}
+	if f := v.a.overBudget(v.t); f != nil {
+		return &Decision{Payload: f, CausationID: cause, TaskID: v.t.ID}
 	}
+	return v.modelPastMax(purpose, cause)
+}
+
+// modelPastMax is model without the bounds of the task's max steps and token
+// budget, for a paradigm's own few calls once the loop has ended (reflexion's
+// evaluation and lesson: a task the max steps stopped still gets its lesson). The
+// paradigm bounds them, and decides whether a budget spent forbids them; each
+// still counts as a step.
+func (v *view) modelPastMax(purpose, cause string) *Decision {
+	t := v.t
 	req := t.run.prompt(v, purpose)
 	req.Step = t.Steps + 1
+	model := v.a.Model
+	if len(req.Models) > 0 {
+		model = req.Models[0] // a chain of the paradigm's own (a critic's model)
+	}
 	return &Decision{Payload: &messages.ModelRequested{
-		Key: v.s.keyAt(v.nextSeq), Model: v.a.Model, Step: t.Steps + 1, Messages: len(req.Messages),
+		Key: v.s.keyAt(v.nextSeq), Model: model, Step: t.Steps + 1, Messages: len(req.Messages),
 		PromptHash: llm.PromptHash(req), Tools: specNames(req.Tools), Protocol: req.Protocol, Purpose: purpose,
 	}, CausationID: cause, TaskID: t.ID}
 }

@@ -564,7 +564,9 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 		agent := a.agent()
 		r := a.state.Request(agent)
 		r.Scope = llm.Scope{Agent: agent.Name}
-		r.Models = agent.Models
+		if r.Models == nil {
+			r.Models = agent.Models // a paradigm's call may name its own (a critic's)
+		}
 		call := r.Call()
 		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call}, a.reply)
 	}
@@ -663,7 +665,8 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 			continue
 		}
 		status, output, errMsg, _ := a.state.Task(e.CorrelationID)
-		r, err := json.Marshal(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg, Reason: a.state.TaskReason(e.CorrelationID)})
+		r, err := json.Marshal(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg, Reason: a.state.TaskReason(e.CorrelationID),
+			Note: a.state.TaskNote(e.CorrelationID)})
 		if err != nil {
 			continue
 		}

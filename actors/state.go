@@ -235,6 +235,7 @@ type taskState struct {
 	Status   string
 	Output   string
 	Error    string
+	Note     string // the paradigm's note on a completed task's answer
 	modelID  string // event ID of the pending ModelRequested
 	model    messages.ModelRequested
 	modelKey messages.EffectKey
@@ -250,6 +251,8 @@ type taskState struct {
 	Reason string
 	// loop is what loop detection has folded (stops.go).
 	loop loopState
+	// start is where the task's input is in the session's conversation.
+	start int
 }
 
 // SessionState is a session folded from its events. The zero value is not usable:
@@ -458,7 +461,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		}
 	case *messages.TaskCompleted:
 		if t != nil && e.CorrelationID == t.ID {
-			t.phase, t.Status, t.Output = phaseDone, messages.StatusCompleted, p.Output
+			t.phase, t.Status, t.Output, t.Note = phaseDone, messages.StatusCompleted, p.Output, p.Note
 			s.next()
 		}
 	case *messages.TaskFailed:
@@ -498,6 +501,7 @@ func (s *SessionState) activate(t *taskState) {
 	if a, ok := s.agents.For(t.Spec.Agent); ok && a.Paradigm != nil {
 		t.run = a.Paradigm.begin(t.Spec)
 	}
+	t.start = len(s.history)
 	s.history = append(s.history, messages.ChatMessage{Role: messages.RoleUser, Content: t.Spec.Input})
 }
 
@@ -638,7 +642,7 @@ func effectKey(sessionID string, seq uint64) string {
 func (s *SessionState) Request(a Agent) llm.Request {
 	if t := s.active; t != nil && t.pending != nil && t.run != nil {
 		req := t.run.prompt(&view{s: s, t: t, a: a}, t.pending.req.Purpose)
-		req.Step, req.Key = t.Steps, t.pending.req.Key
+		req.Step, req.Key, req.Purpose = t.Steps, t.pending.req.Key, t.pending.req.Purpose
 		return req
 	}
 	specs, section := a.offer(s.loads)
@@ -779,6 +783,25 @@ func (s *SessionState) ReplyTopic(taskID string) string {
 	for _, t := range s.tasks {
 		if t.ID == taskID {
 			return t.Spec.ReplyTopic
+		}
+	}
+	return ""
+}
+
+// Note returns the note of the session's latest task when it completed with one
+// (messages.TaskCompleted.Note), as Status reports its outcome; "" otherwise.
+func (s *SessionState) Note() string {
+	if len(s.tasks) == 0 || s.active != nil {
+		return ""
+	}
+	return s.tasks[len(s.tasks)-1].Note
+}
+
+// TaskNote returns the note of the task whose ID is id (see Note).
+func (s *SessionState) TaskNote(id string) string {
+	for _, t := range s.tasks {
+		if t.ID == id {
+			return t.Note
 		}
 	}
 	return ""

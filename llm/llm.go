@@ -44,6 +44,11 @@ type Request struct {
 	// order (the first, then its fallbacks): an agent's own models (a gateway's
 	// Config.Routes). Empty: the model called, with whatever chain it has.
 	Models []string
+	// Purpose names what a paradigm asks the model for beyond the agent's loop
+	// ("critique", "evaluate", "lesson", …: messages.ModelRequested.Purpose); empty
+	// for a step of the loop. A model may answer by it (the offline model does); it
+	// is not part of the prompt's hash.
+	Purpose string
 }
 
 // ProtocolReAct is Request.Protocol for the ReAct text protocol (package llm/react).
@@ -57,14 +62,14 @@ const ProtocolReAct = "react"
 func (r Request) Call() messages.ModelCall {
 	return messages.ModelCall{Step: r.Step, Messages: r.Messages, Tools: r.Tools,
 		Agent: r.Scope.Agent, Team: r.Scope.Team, ScopeKey: r.Scope.Key, NoCache: r.NoCache, Protocol: r.Protocol,
-		Models: r.Models}
+		Models: r.Models, Purpose: r.Purpose}
 }
 
 // RequestOf returns the request whose wire form is c, with its idempotency key.
 func RequestOf(key string, c messages.ModelCall) Request {
 	return Request{Key: key, Step: c.Step, Messages: c.Messages, Tools: c.Tools,
 		Scope: Scope{Agent: c.Agent, Team: c.Team, Key: c.ScopeKey}, NoCache: c.NoCache, Protocol: c.Protocol,
-		Models: c.Models}
+		Models: c.Models, Purpose: c.Purpose}
 }
 
 // Scope identifies who a model call is for. Empty fields are "unspecified".

@@ -31,6 +31,18 @@ const OfflineName = "offline"
 //     handoff to the peer with the tool a task needs, a stage passing on the answer
 //     it builds on, an aggregator listing the members' answers.
 //
+// It knows the paradigms' calls by their Request.Purpose, and answers them narrowly,
+// for the paradigms to run with no API key:
+//
+//   - "critique" (reflection's critic): it passes every answer, {"verdict": "pass"}:
+//     it cannot judge one;
+//   - "evaluate" (reflexion's evaluator): it judges poor only its own answer that
+//     says what it can do instead of doing the task, and passes any other;
+//   - "lesson" (reflexion): it writes the lesson of that answer, or of a task that
+//     failed, in general terms: what it cannot do, and what to do instead. With
+//     that lesson in its system prompt (reflexion found it for a later task), it
+//     answers a task it cannot do by saying at once that it needs a real model.
+//
 // Anything else gets an answer that says what the offline model can do and how to
 // configure a real model. The rules look only at the latest user message and at tool
 // results that follow it, so the same conversation always yields the same response.
@@ -75,13 +87,22 @@ func (Offline) Generate(ctx context.Context, req Request) (Response, error) {
 		return offlineReAct(req, tools), nil
 	}
 	input := strings.TrimSpace(req.Messages[last].Content)
+	if msg, ok := offlinePurpose(req.Purpose, input); ok {
+		return Response{Message: msg, Usage: messages.Usage{
+			PromptTokens:     EstimateTokens(req.Messages),
+			CompletionTokens: EstimateTokens([]messages.ChatMessage{msg}),
+		}}, nil
+	}
 	var results []messages.ChatMessage
 	for _, m := range req.Messages[last+1:] {
 		if m.Role == messages.RoleTool {
 			results = append(results, m)
 		}
 	}
-	msg := offlinePlan(input, results, req.Step, hasTool(req.Tools))
+	// A lesson of its own in the system prompt (reflexion's) changes its answer to a
+	// task it cannot do: it says so at once, as the lesson tells it.
+	learnt := len(req.Messages) > 0 && req.Messages[0].Role == messages.RoleSystem && strings.Contains(req.Messages[0].Content, offlineLessonDo)
+	msg := offlinePlan(input, results, req.Step, hasTool(req.Tools), learnt)
 	return Response{Message: msg, Usage: messages.Usage{
 		PromptTokens:     EstimateTokens(req.Messages),
 		CompletionTokens: EstimateTokens([]messages.ChatMessage{msg}),
@@ -99,7 +120,7 @@ func hasTool(specs []messages.ToolSpec) func(string) bool {
 	}
 }
 
-func offlinePlan(input string, results []messages.ChatMessage, step int, has func(string) bool) messages.ChatMessage {
+func offlinePlan(input string, results []messages.ChatMessage, step int, has func(string) bool, learnt bool) messages.ChatMessage {
 	answer := func(s string) messages.ChatMessage {
 		return messages.ChatMessage{Role: messages.RoleAssistant, Content: s}
 	}
@@ -158,7 +179,11 @@ func offlinePlan(input string, results []messages.ChatMessage, step int, has fun
 		}
 		return call("clock", args)
 	}
-	return answer("I am Troupe's offline model, a rule-based planner rather than a language model: " +
+	if learnt {
+		return answer("This task needs a real language model, which this node does not have: set OPENAI_API_KEY " +
+			"(or another provider's key) and run it again. (A lesson from an earlier task: say so at once.)")
+	}
+	return answer(offlineCannot + ": " +
 		"I can do arithmetic with the calculator (\"What is 12 * (7 + 5)?\"), tell the time with the clock " +
 		"(\"What time is it in Europe/Paris?\"), and echo text (\"echo hello\"). " +
 		"Set OPENAI_API_KEY (or another provider's key) to run tasks on a real model.")
@@ -235,7 +260,8 @@ func offlineReAct(req Request, tools []string) Response {
 		}
 	}
 	has := func(name string) bool { return slices.Contains(tools, name) }
-	plan := offlinePlan(input, results, req.Step, has)
+	learnt := len(req.Messages) > 0 && req.Messages[0].Role == messages.RoleSystem && strings.Contains(req.Messages[0].Content, offlineLessonDo)
+	plan := offlinePlan(input, results, req.Step, has, learnt)
 	var text string
 	if len(plan.ToolCalls) > 0 {
 		c := plan.ToolCalls[0]
@@ -248,4 +274,39 @@ func offlineReAct(req Request, tools []string) Response {
 		PromptTokens:     EstimateTokens(req.Messages),
 		CompletionTokens: EstimateTokens([]messages.ChatMessage{msg}),
 	}}
+}
+
+// offlineLessonDo is what to do instead in the lesson the offline model writes of
+// a task it could not do; with it in its system prompt, it does so.
+const offlineLessonDo = "Say at once that such a task needs a real language model (set OPENAI_API_KEY or another provider's key), " +
+	"or restate it as arithmetic, a time question or echo."
+
+// offlineCannot opens the offline model's answer to a task it cannot do.
+const offlineCannot = "I am Troupe's offline model, a rule-based planner rather than a language model"
+
+// offlinePurpose answers a paradigm's call (Request.Purpose) whose prompt ends with
+// the user message input; ok is false for a purpose it does not know.
+func offlinePurpose(purpose, input string) (messages.ChatMessage, bool) {
+	answer := func(s string) (messages.ChatMessage, bool) {
+		return messages.ChatMessage{Role: messages.RoleAssistant, Content: s}, true
+	}
+	cannot := strings.Contains(input, offlineCannot)
+	switch purpose {
+	case "critique":
+		return answer(`{"verdict": "pass"}`)
+	case "evaluate":
+		if cannot {
+			return answer(`{"verdict": "revise", "issues": [{"issue": "The answer lists what the offline model can do instead of doing the task.", ` +
+				`"suggestion": "Do the task with a real model, or ask for arithmetic, the time or echo."}]}`)
+		}
+		return answer(`{"verdict": "pass"}`)
+	case "lesson":
+		if cannot {
+			return answer(`{"what_went_wrong": "The task asked for something beyond arithmetic, the time and echo, and the offline model answered with what it can do instead.", ` +
+				`"do_instead": "` + offlineLessonDo + `"}`)
+		}
+		return answer(`{"what_went_wrong": "The task ended without a good answer: see how it went above.", ` +
+			`"do_instead": "Break the task into arithmetic, time or echo steps the tools can do, or run it on a real language model."}`)
+	}
+	return messages.ChatMessage{}, false
 }

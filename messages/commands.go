@@ -77,6 +77,9 @@ type ModelCall struct {
 	// Models is llm.Request.Models: the names of the agent's own chain of models,
 	// first to last fallback; empty for the node's.
 	Models []string `json:"models,omitempty"`
+	// Purpose is llm.Request.Purpose (a paradigm's "critique", …; empty for a step
+	// of the loop).
+	Purpose string `json:"purpose,omitempty"`
 }
 
 // EffectReply answers an EffectRequest. Output is a tool's result; Model, Message,

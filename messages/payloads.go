@@ -165,6 +165,9 @@ type TaskCompleted struct {
 	Output string `json:"output"`
 	Steps  int    `json:"steps"`
 	Usage  Usage  `json:"usage"`
+	// Note is what the agent's paradigm says of the answer, when it has something
+	// to say: a reflection whose critique never passed, a lesson stored, …
+	Note string `json:"note,omitempty"`
 }
 
 // Reasons a task fails.

@@ -27,6 +27,9 @@ type TaskResult struct {
 	// ReasonTokenBudget, ReasonLoop, ReasonDeadline, ReasonCancelled, ...); empty
 	// unless Status is StatusFailed.
 	Reason string `json:"reason,omitempty"`
+	// Note is what the agent's paradigm said of a completed task's answer
+	// (messages.TaskCompleted.Note): a critique that never passed, a lesson stored.
+	Note string `json:"note,omitempty"`
 }
 
 // Metadata keys set on every bus message, so routers and partitioners need not decode.

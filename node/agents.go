@@ -29,7 +29,20 @@ const (
 	// ParadigmSimple is one model call offered no tools: its reply's text is the
 	// task's answer (actors.Agent.SingleCall).
 	ParadigmSimple = "simple"
+	// ParadigmReflection has each answer of the loop critiqued and revised
+	// (actors.Reflection).
+	ParadigmReflection = "reflection"
+	// ParadigmReflexion keeps lessons of the tasks that went wrong in memory and
+	// puts those of similar tasks in the prompt (actors.Reflexion); it needs the
+	// memory tool (Config.MemoryTool).
+	ParadigmReflexion = "reflexion"
 )
+
+// Paradigms are the paradigms a NamedAgent may run.
+var Paradigms = []string{ParadigmFunctionCalling, ParadigmReAct, ParadigmSimple, ParadigmReflection, ParadigmReflexion}
+
+// MaxReflectionRounds bounds NamedAgent.MaxRounds.
+const MaxReflectionRounds = 10
 
 // AgentNameRule says which names an agent may have, for error messages.
 const AgentNameRule = "1 to 64 lower-case letters, digits, '_' or '-', starting with a letter"
@@ -43,9 +56,26 @@ type NamedAgent struct {
 	Description string
 	// SystemPrompt opens its conversations ("": Config.SystemPrompt).
 	SystemPrompt string
-	// Paradigm is ParadigmFunctionCalling ("" too), ParadigmReAct or ParadigmSimple
-	// (which offers no tools, whatever Tools says).
+	// Paradigm is one of Paradigms ("": ParadigmFunctionCalling); ParadigmSimple
+	// offers no tools, whatever Tools says.
 	Paradigm string
+	// MaxRounds bounds a reflection's critiques (0: 2); CriticPrompt is its
+	// critic's rubric ("": actors.DefaultCriticPrompt). Reflection's only.
+	MaxRounds    int
+	CriticPrompt string
+	// CriticModel, when set, is the model a reflection's critiques go to instead of
+	// the agent's: a chain of its own of the node's gateway, as Model is.
+	CriticModel llm.Model
+	// LessonsNamespace is the memory namespace of a reflexion's lessons ("":
+	// "lessons:<name>"; the node's memory tool is allowed it), Lessons how many it
+	// puts in a prompt (0: 3), Evaluate whether an evaluator judges its answers (a
+	// poor one is learnt from, as a failure is). Reflexion's only.
+	LessonsNamespace string
+	Lessons          int
+	Evaluate         bool
+	// EvaluatorPrompt is a reflexion's evaluator's rubric ("":
+	// actors.DefaultEvaluatorPrompt).
+	EvaluatorPrompt string
 	// Tools are the names of the tools it may call, among the node's (Tools, the
 	// skills', the chains', the notes' and the memory tool's): it is offered these
 	// only, all at once. Nil: every tool of the default agent, offered as the
@@ -107,10 +137,20 @@ func (a NamedAgent) validate() error {
 	switch {
 	case !agentNamePattern.MatchString(a.Name) || a.Name == "default":
 		return fmt.Errorf("node: agent %q: want %s, not \"default\"", a.Name, AgentNameRule)
-	case a.Paradigm != "" && a.Paradigm != ParadigmFunctionCalling && a.Paradigm != ParadigmReAct && a.Paradigm != ParadigmSimple:
-		return fmt.Errorf("node: agent %q: unknown paradigm %q: want %s, %s or %s", a.Name, a.Paradigm, ParadigmFunctionCalling, ParadigmReAct, ParadigmSimple)
+	case a.Paradigm != "" && !slices.Contains(Paradigms, a.Paradigm):
+		return fmt.Errorf("node: agent %q: unknown paradigm %q: want one of %s", a.Name, a.Paradigm, strings.Join(Paradigms, ", "))
 	case a.MaxSteps < 0 || a.MaxSteps > 1000:
 		return fmt.Errorf("node: agent %q: max_steps must be between 0 and 1000", a.Name)
+	case a.MaxRounds < 0 || a.MaxRounds > MaxReflectionRounds:
+		return fmt.Errorf("node: agent %q: max_rounds must be between 0 and %d", a.Name, MaxReflectionRounds)
+	case a.Paradigm != ParadigmReflection && (a.MaxRounds != 0 || a.CriticPrompt != "" || a.CriticModel != nil):
+		return fmt.Errorf("node: agent %q: max_rounds, critic_prompt and critic_model are the reflection paradigm's, not %s's", a.Name, cmp.Or(a.Paradigm, ParadigmFunctionCalling))
+	case a.Lessons < 0 || a.Lessons > 20:
+		return fmt.Errorf("node: agent %q: lessons must be between 0 and 20", a.Name)
+	case a.Paradigm != ParadigmReflexion && (a.LessonsNamespace != "" || a.Lessons != 0 || a.Evaluate || a.EvaluatorPrompt != ""):
+		return fmt.Errorf("node: agent %q: lessons_namespace, lessons, evaluate and evaluator_prompt are the reflexion paradigm's, not %s's", a.Name, cmp.Or(a.Paradigm, ParadigmFunctionCalling))
+	case a.LessonsNamespace != "" && memory.CheckNamespace(a.LessonsNamespace) != nil:
+		return fmt.Errorf("node: agent %q: lessons_namespace: %w", a.Name, memory.CheckNamespace(a.LessonsNamespace))
 	case a.Model == nil && len(a.Fallbacks) > 0:
 		return fmt.Errorf("node: agent %q: fallbacks without a model", a.Name)
 	case slices.Contains(a.Fallbacks, nil):
@@ -177,6 +217,56 @@ func (c Config) team(na NamedAgent, reg *tools.Registry) (actors.Paradigm, error
 		return nil, fmt.Errorf("node: team %q: %s", na.Name, strings.TrimPrefix(err.Error(), "team: "))
 	}
 	return p, nil
+}
+
+// lessonsNamespace is the memory namespace of a reflexion agent's lessons.
+func (a NamedAgent) lessonsNamespace() string {
+	return cmp.Or(a.LessonsNamespace, "lessons:"+a.Name)
+}
+
+// withLessonNamespaces returns the memory tool's configuration allowed the
+// namespaces of the reflexion agents' lessons too.
+func (c Config) withLessonNamespaces() *memory.ToolConfig {
+	tc := c.MemoryTool
+	if tc == nil {
+		return nil
+	}
+	out := *tc
+	for _, a := range c.Agents {
+		if ns := a.lessonsNamespace(); a.Paradigm == ParadigmReflexion && ns != out.Namespace && !slices.Contains(out.Namespaces, ns) {
+			out.Namespaces = append(slices.Clone(out.Namespaces), ns)
+		}
+	}
+	return &out
+}
+
+// paradigm returns the actors' paradigm of a named agent (nil for the loop alone),
+// given the node's agent (def) it is built from.
+func (c Config) paradigm(na NamedAgent, a actors.Agent) (actors.Paradigm, error) {
+	switch na.Paradigm {
+	case ParadigmReflection:
+		p := actors.Reflection{MaxRounds: na.MaxRounds, CriticPrompt: na.CriticPrompt}
+		if na.CriticModel != nil {
+			p.CriticModels = []string{na.CriticModel.Name()}
+		}
+		return p, nil
+	case ParadigmReflexion:
+		tc := c.MemoryTool
+		if tc == nil {
+			return nil, fmt.Errorf("node: agent %q: the reflexion paradigm keeps its lessons with the memory tool, which this node does not have (Config.MemoryTool)", na.Name)
+		}
+		name := cmp.Or(tc.Name, "memory")
+		tool := name
+		if tc.Expand {
+			tool = name + "_add"
+		}
+		if !slices.ContainsFunc(a.Tools, func(s messages.ToolSpec) bool { return s.Name == tool }) {
+			return nil, fmt.Errorf("node: agent %q: the reflexion paradigm keeps its lessons with the memory tool: give the agent the tool %q", na.Name, tool)
+		}
+		return actors.Reflexion{Namespace: na.lessonsNamespace(), MemoryTool: name, Expanded: tc.Expand, Lessons: na.Lessons, Evaluate: na.Evaluate,
+			EvaluatorPrompt: na.EvaluatorPrompt}, nil
+	}
+	return nil, nil
 }
 
 // namedAgents builds the agents of Agents from the default agent and the registry of
@@ -264,6 +354,9 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 			if a.Disclosure != nil {
 				a.Disclosure = agentDisclosure{ToolDisclosure: a.Disclosure, own: own}
 			}
+		}
+		if a.Paradigm, err = c.paradigm(na, a); err != nil {
+			return nil, err
 		}
 		named[na.Name] = a
 	}

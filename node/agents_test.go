@@ -191,6 +191,11 @@ func TestNamedAgentsAreValidated(t *testing.T) {
 		{[]node.NamedAgent{{Name: "a", MCPServers: []string{"wx"}}}, "MCPServers and Skills need Tools"},
 		{[]node.NamedAgent{{Name: "a", Tools: []string{}, MCPServers: []string{"wx"}}}, "the node has no MCP servers"},
 		{[]node.NamedAgent{{Name: "a", Tools: []string{}, Skills: []string{"pdf"}}}, "no skills are configured"},
+		{[]node.NamedAgent{{Name: "a", Paradigm: node.ParadigmReflection, MaxRounds: 11}}, "max_rounds must be between 0 and 10"},
+		{[]node.NamedAgent{{Name: "a", MaxRounds: 2}}, "max_rounds, critic_prompt and critic_model are the reflection paradigm's, not function_calling's"},
+		{[]node.NamedAgent{{Name: "a", Paradigm: node.ParadigmReflection, Evaluate: true}}, "are the reflexion paradigm's, not reflection's"},
+		{[]node.NamedAgent{{Name: "a", Paradigm: node.ParadigmReflexion, LessonsNamespace: "a/b"}}, "lessons_namespace"},
+		{[]node.NamedAgent{{Name: "a", Paradigm: node.ParadigmReflexion}}, "memory tool, which this node does not have"},
 	} {
 		_, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), Agents: c.agents})
 		if err == nil || !strings.Contains(err.Error(), c.want) {

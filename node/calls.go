@@ -158,6 +158,7 @@ func (n *Node) taskResult(ctx context.Context, sessionID, task string) (messages
 	}
 	if status, out, errMsg, ok := st.Task(task); ok {
 		res.Status, res.Output, res.Error, res.Reason = status, out, errMsg, st.TaskReason(task)
+		res.Note = st.TaskNote(task)
 	}
 	return res, nil
 }

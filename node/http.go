@@ -214,7 +214,8 @@ func (n *Node) Status(ctx context.Context, id string) (SessionStatus, bool, erro
 		}
 	}
 	status, out, errMsg := st.Status()
-	return SessionStatus{SessionID: id, Status: status, Output: out, Error: errMsg, Reason: st.StatusReason()}, true, nil
+	return SessionStatus{SessionID: id, Status: status, Output: out, Error: errMsg, Reason: st.StatusReason(),
+		Note: st.Note()}, true, nil
 }
 
 func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {

@@ -292,6 +292,8 @@ func (c *Config) setDefaults() {
 	if c.ModelTimeout <= 0 {
 		c.ModelTimeout = 2 * time.Minute
 	}
+	// The memory tool may work in the reflexion agents' lessons namespaces.
+	c.MemoryTool = c.withLessonNamespaces()
 	c.HTTP.setDefaults()
 }
 

@@ -31,6 +31,10 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 	case *messages.TaskSubmitted:
 		printf("  [%d] task: %s\n", e.Seq, p.Input)
 	case *messages.ModelRequested:
+		if p.Purpose != "" {
+			printf("  [%d] model %s: %s, step %d, %d messages\n", e.Seq, p.Model, p.Purpose, p.Step, p.Messages)
+			break
+		}
 		printf("  [%d] model %s: step %d, %d messages\n", e.Seq, p.Model, p.Step, p.Messages)
 	case *messages.ModelResponded:
 		what := "answer"
@@ -50,6 +54,10 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 			printf("  [%d] chain step %s: tool %s(%s)\n", e.Seq, p.ChainStep, p.Tool, p.Arguments)
 			break
 		}
+		if p.Purpose != "" {
+			printf("  [%d] %s: tool %s(%s)\n", e.Seq, p.Purpose, p.Tool, p.Arguments)
+			break
+		}
 		printf("  [%d] tool %s(%s)\n", e.Seq, p.Tool, p.Arguments)
 	case *messages.ToolCallCompleted:
 		if p.Error != "" {
@@ -60,7 +68,11 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 			printf("  [%d] tool %s → %s (%s)\n", e.Seq, p.Tool, p.Result, micros(p.LatencyUS))
 		}
 	case *messages.TaskCompleted:
-		printf("  [%d] done in %d steps\nanswer: %s\n", e.Seq, p.Steps, p.Output)
+		note := ""
+		if p.Note != "" {
+			note = " (" + p.Note + ")"
+		}
+		printf("  [%d] done in %d steps%s\nanswer: %s\n", e.Seq, p.Steps, note, p.Output)
 		return 0, true
 	case *messages.TaskFailed:
 		printf("  [%d] failed (%s): %s\n", e.Seq, p.Reason, p.Error)

@@ -156,6 +156,9 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		if a.Model != nil {
 			gwCfg.Routes = append(gwCfg.Routes, speaking(append([]llm.Model{a.Model}, a.Fallbacks...)))
 		}
+		if a.CriticModel != nil { // a reflection's critic, a chain of one
+			gwCfg.Routes = append(gwCfg.Routes, speaking([]llm.Model{a.CriticModel}))
+		}
 	}
 	if gwCfg.Logger == nil {
 		gwCfg.Logger = cfg.Logger

@@ -162,6 +162,14 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	agents.Default.Model = cmp.Or(byAgent["default"], first)
 	for name, a := range agents.Named {
 		a.Model = cmp.Or(byAgent[name], first)
+		if p, ok := a.Paradigm.(actors.Reflection); ok {
+			// The critic's model, as recorded, when it is not the agent's.
+			p.CriticModels = nil
+			if c := byAgent[name+"/"+actors.PurposeCritique]; c != "" && c != a.Model {
+				p.CriticModels = []string{c}
+			}
+			a.Paradigm = p
+		}
 		agents.Named[name] = a
 	}
 	div, err := actors.VerifyAmong(agents, events)
@@ -185,8 +193,10 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	return 0
 }
 
-// recordedModels returns the model of the first model.requested of events, and the
-// first of each agent's tasks (task.submitted's agent: "default" for none), by agent.
+// recordedModels returns the model of the first model.requested of events' loops,
+// and the first of each agent's tasks (task.submitted's agent: "default" for none),
+// by agent; and the first of each purpose of a paradigm's calls, by
+// "<agent>/<purpose>".
 func recordedModels(events []messages.Envelope) (first string, byAgent map[string]string) {
 	byAgent = map[string]string{}
 	agentOf := map[string]string{} // task ID -> agent
@@ -201,12 +211,20 @@ func recordedModels(events []messages.Envelope) (first string, byAgent map[strin
 			if err != nil {
 				continue
 			}
-			model := p.(*messages.ModelRequested).Model
+			mr := p.(*messages.ModelRequested)
+			if mr.Purpose != "" {
+				// A paradigm's call may go to a model of its own (a critic's): by
+				// "<agent>/<purpose>".
+				if agent, ok := agentOf[e.CorrelationID]; ok && byAgent[agent+"/"+mr.Purpose] == "" {
+					byAgent[agent+"/"+mr.Purpose] = mr.Model
+				}
+				continue
+			}
 			if first == "" {
-				first = model
+				first = mr.Model
 			}
 			if agent, ok := agentOf[e.CorrelationID]; ok && byAgent[agent] == "" {
-				byAgent[agent] = model
+				byAgent[agent] = mr.Model
 			}
 		}
 	}

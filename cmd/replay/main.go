@@ -376,6 +376,9 @@ func summary(p messages.Payload) string {
 	case *messages.TaskSubmitted:
 		return "task: " + clip(p.Input)
 	case *messages.ModelRequested:
+		if p.Purpose != "" {
+			return fmt.Sprintf("ask %s to %s (step %d, %d messages)", p.Model, p.Purpose, p.Step, p.Messages)
+		}
 		return fmt.Sprintf("ask %s (step %d, %d messages)", p.Model, p.Step, p.Messages)
 	case *messages.ModelResponded:
 		if p.Error != "" {
@@ -393,6 +396,9 @@ func summary(p messages.Payload) string {
 		if p.ChainStep != "" {
 			return fmt.Sprintf("step %s: %s(%s)", p.ChainStep, p.Tool, clip(p.Arguments))
 		}
+		if p.Purpose != "" {
+			return fmt.Sprintf("%s: %s(%s)", p.Purpose, p.Tool, clip(p.Arguments))
+		}
 		return fmt.Sprintf("%s(%s)", p.Tool, clip(p.Arguments))
 	case *messages.ToolCallCompleted:
 		if p.Error != "" {
@@ -400,6 +406,9 @@ func summary(p messages.Payload) string {
 		}
 		return fmt.Sprintf("%s → %s", p.Tool, clip(p.Result))
 	case *messages.TaskCompleted:
+		if p.Note != "" {
+			return "completed: " + clip(p.Output) + " (" + clip(p.Note) + ")"
+		}
 		return "completed: " + clip(p.Output)
 	case *messages.TaskFailed:
 		return fmt.Sprintf("failed (%s): %s", p.Reason, clip(p.Error))

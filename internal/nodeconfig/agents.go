@@ -2,6 +2,7 @@ package nodeconfig
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -22,11 +23,17 @@ import (
 // Paradigms an agents file may name today, and those it will (issue #13): a name of
 // the second list is refused with "not supported yet", not as a typo.
 var (
-	paradigms       = []string{node.ParadigmFunctionCalling, node.ParadigmReAct, node.ParadigmSimple}
-	futureParadigms = []string{"plan_execute", "reflection", "reflexion"}
-	agentFieldNames = []string{"description", "model", "fallbacks", "system_prompt", "paradigm", "tools", "memory", "max_steps"}
-	agentFields     = slices.Concat(agentFieldNames, stopFieldNames)
-	agentName       = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+	paradigms       = node.Paradigms
+	futureParadigms = []string{"plan_execute"}
+	agentFieldNames = []string{"description", "model", "fallbacks", "system_prompt", "paradigm", "tools", "memory", "max_steps",
+		"max_rounds", "critic_prompt", "critic_model", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt"}
+	agentFields = slices.Concat(agentFieldNames, stopFieldNames)
+	agentName   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+	// paradigmFields are the fields of one paradigm only.
+	paradigmFields = map[string]string{
+		"max_rounds": node.ParadigmReflection, "critic_prompt": node.ParadigmReflection, "critic_model": node.ParadigmReflection,
+		"lessons_namespace": node.ParadigmReflexion, "lessons": node.ParadigmReflexion, "evaluate": node.ParadigmReflexion, "evaluator_prompt": node.ParadigmReflexion,
+	}
 )
 
 // The prefixes of a tools entry that names a group of tools rather than one:
@@ -64,9 +71,24 @@ type DeclaredAgent struct {
 	MaxTokens      int  `json:"max_tokens,omitempty"`
 	LoopRepeats    *int `json:"loop_repeats,omitempty"`
 	LoopStaleSteps *int `json:"loop_stale_steps,omitempty"`
+	// MaxRounds, CriticPrompt and CriticModel (a model spec, resolved by
+	// ResolveModels as Model is) are a reflection's settings (node.NamedAgent).
+	MaxRounds    int    `json:"max_rounds,omitempty"`
+	CriticPrompt string `json:"critic_prompt,omitempty"`
+	CriticModel  string `json:"critic_model,omitempty"`
+	// LessonsNamespace, Lessons and Evaluate are a reflexion's; Evaluate is true
+	// unless the file says "evaluate: false".
+	LessonsNamespace string `json:"lessons_namespace,omitempty"`
+	Lessons          int    `json:"lessons,omitempty"`
+	Evaluate         bool   `json:"evaluate,omitempty"`
+	EvaluatorPrompt  string `json:"evaluator_prompt,omitempty"`
 	// Line is where the agent's name is in the file; the others where each field
 	// (or list entry) is.
 	Line          int `json:"-"`
+	toolsLine     int
+	paradigmLine  int
+	criticLine    int
+	critic        llm.Model
 	toolLines     []int
 	modelLine     int
 	fallbackLines []int
@@ -82,13 +104,24 @@ type DeclaredAgent struct {
 //	  researcher:
 //	    description: Finds and checks facts.
 //	    system_prompt: You research.
-//	    paradigm: react                 # function_calling (default), react or simple
+//	    paradigm: react                 # function_calling (default), react, simple, reflection or reflexion
 //	    model: openai:gpt-4o-mini       # as --model: offline, scripted:FILE, PROVIDER[:MODEL]
 //	    fallbacks: [deepseek, offline]  # as --fallback, tried in order when model fails
 //	    tools: [calculator, clock, "mcp:github", "skill:pdf"] # absent: all the node's
 //	    memory: agent:researcher        # its memory tool's and core blocks' namespace
 //	    max_steps: 8
 //	    max_tokens: 20000               # stop conditions (stops.go)
+//	  reviewer:
+//	    paradigm: reflection
+//	    max_rounds: 3                   # critiques at most (default 2)
+//	    critic_prompt: Check every figure.
+//	    critic_model: openai:gpt-4o      # the critic's own model (default: the agent's)
+//	  learner:
+//	    paradigm: reflexion             # needs the node's memory tool
+//	    lessons_namespace: lessons:learner  # the default
+//	    lessons: 3                      # lessons in a prompt at most (default 3)
+//	    evaluate: true                  # judge each answer (default true)
+//	    evaluator_prompt: Pass only answers that cite a source.
 //
 // A "teams" section declares teams of the file's agents (DeclaredTeam); a task
 // names a team as it names an agent.
@@ -249,14 +282,20 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 		}
 		return n.Value, nil
 	}
-	seen := map[string]bool{}
+	seen := map[string]int{}
 	for i := 0; i < len(v.Content); i += 2 {
 		fk, fv := v.Content[i], v.Content[i+1]
-		if seen[fk.Value] {
+		if seen[fk.Value] > 0 {
 			return fail(fk.Line, "agent %q: field %q is given twice", name, fk.Value)
 		}
-		seen[fk.Value] = true
+		seen[fk.Value] = fk.Line
 		var err error
+		intIn := func(out *int, lo, hi int) error {
+			if fv.Kind != yaml.ScalarNode || fv.Tag != "!!int" || fv.Decode(out) != nil || *out < lo || *out > hi {
+				return &AgentsFileError{Path: path, Line: fv.Line, Msg: fmt.Sprintf("agent %q: %s %q: want an integer from %d to %d", name, fk.Value, fv.Value, lo, hi)}
+			}
+			return nil
+		}
 		switch fk.Value {
 		case "description":
 			a.Description, err = str(fv, fk.Value)
@@ -298,16 +337,43 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 				return fail(fv.Line, "agent %q: memory: %v", name, err)
 			}
 			a.memoryLine = fv.Line
+		case "max_rounds":
+			err = intIn(&a.MaxRounds, 1, node.MaxReflectionRounds)
+		case "critic_prompt":
+			a.CriticPrompt, err = str(fv, fk.Value)
+		case "evaluator_prompt":
+			a.EvaluatorPrompt, err = str(fv, fk.Value)
+		case "lessons_namespace":
+			if a.LessonsNamespace, err = str(fv, fk.Value); err == nil {
+				if nerr := memory.CheckNamespace(a.LessonsNamespace); nerr != nil {
+					return fail(fv.Line, "agent %q: lessons_namespace: %v", name, nerr)
+				}
+			}
+		case "lessons":
+			err = intIn(&a.Lessons, 1, 20)
+		case "evaluate":
+			if fv.Kind != yaml.ScalarNode || fv.Tag != "!!bool" || fv.Decode(&a.Evaluate) != nil {
+				return fail(fv.Line, "agent %q: evaluate %q: want true or false", name, fv.Value)
+			}
+		case "critic_model":
+			if a.CriticModel, err = str(fv, fk.Value); err != nil {
+				break
+			}
+			if msg := checkAgentModel(a.CriticModel); msg != "" {
+				return fail(fv.Line, "agent %q: critic_model %s", name, msg)
+			}
+			a.criticLine = fv.Line
 		case "paradigm":
 			if a.Paradigm, err = str(fv, fk.Value); err != nil {
 				break
 			}
+			a.paradigmLine = fv.Line
 			switch {
 			case slices.Contains(paradigms, a.Paradigm):
 			case slices.Contains(futureParadigms, a.Paradigm):
-				return fail(fv.Line, "agent %q: paradigm %q is not supported yet: use %s", name, a.Paradigm, strings.Join(paradigms, " or "))
+				return fail(fv.Line, "agent %q: paradigm %q is not supported yet: use %s", name, a.Paradigm, strings.Join(paradigms, ", "))
 			default:
-				return fail(fv.Line, "agent %q: unknown paradigm %q: want %s", name, a.Paradigm, strings.Join(paradigms, " or "))
+				return fail(fv.Line, "agent %q: unknown paradigm %q: want %s", name, a.Paradigm, strings.Join(paradigms, ", "))
 			}
 		case "max_steps":
 			if fv.Kind != yaml.ScalarNode || fv.Tag != "!!int" || fv.Decode(&a.MaxSteps) != nil || a.MaxSteps < 1 || a.MaxSteps > maxMaxSteps {
@@ -317,7 +383,7 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 			if fv.Kind != yaml.SequenceNode {
 				return fail(fv.Line, "agent %q: tools: want a list of tool names", name)
 			}
-			a.Tools = []string{}
+			a.Tools, a.toolsLine = []string{}, fv.Line
 			for _, t := range fv.Content {
 				s, err := str(t, "tools")
 				if err != nil {
@@ -349,6 +415,15 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 			return fail(toolsLine(v), "agent %q: paradigm %q offers no tools: remove \"tools\" (or choose %s)", name, a.Paradigm, node.ParadigmFunctionCalling)
 		}
 		a.Tools = []string{}
+	}
+	// A paradigm's settings on an agent of another paradigm are a mistake, not a no-op.
+	for _, field := range slices.Sorted(maps.Keys(paradigmFields)) {
+		if line := seen[field]; line > 0 && paradigmFields[field] != a.Paradigm {
+			return fail(line, "agent %q: %s is a setting of the %s paradigm, and this agent's is %s", name, field, paradigmFields[field], a.Paradigm)
+		}
+	}
+	if a.Paradigm == node.ParadigmReflexion && seen["evaluate"] == 0 {
+		a.Evaluate = true
 	}
 	return a, nil
 }
@@ -488,7 +563,14 @@ func (f *AgentsFile) ResolveModels(ctx context.Context, known map[string]llm.Mod
 	}
 	for i := range f.Agents {
 		a := &f.Agents[i]
-		a.model, a.fallbacks = nil, nil
+		a.model, a.fallbacks, a.critic = nil, nil, nil
+		if a.CriticModel != "" {
+			c, err := resolve(*a, a.CriticModel, a.criticLine)
+			if err != nil {
+				return nil, err
+			}
+			a.critic = c
+		}
 		if a.Model == "" {
 			continue
 		}
@@ -550,7 +632,9 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 	for i, a := range f.Agents {
 		na := node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
 			Paradigm: a.Paradigm, MaxSteps: a.MaxSteps, Model: a.model, Fallbacks: a.fallbacks, MemoryNamespace: a.Memory,
-			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps)}
+			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps),
+			MaxRounds: a.MaxRounds, CriticPrompt: a.CriticPrompt, CriticModel: a.critic, LessonsNamespace: a.LessonsNamespace, Lessons: a.Lessons, Evaluate: a.Evaluate,
+			EvaluatorPrompt: a.EvaluatorPrompt}
 		if a.Tools != nil {
 			na.Tools = []string{}
 			for _, t := range a.Tools {
@@ -607,5 +691,31 @@ func (f AgentsFile) CheckNodeTools(cfg node.Config) error {
 	for i, s := range def.Tools {
 		known[i] = s.Name
 	}
+	// A reflexion agent without the node's memory tool hears of the tool first.
+	if err := f.checkLessons(cfg); err != nil {
+		return err
+	}
 	return f.CheckTools(known)
+}
+
+// checkLessons reports a reflexion agent that cannot keep its lessons: the node
+// has no memory tool, or the agent's tools leave it out.
+func (f AgentsFile) checkLessons(cfg node.Config) error {
+	for _, a := range f.Agents {
+		if a.Paradigm != node.ParadigmReflexion {
+			continue
+		}
+		if cfg.MemoryTool == nil {
+			return &AgentsFileError{Path: f.Path, Line: a.paradigmLine, Msg: fmt.Sprintf("agent %q: the reflexion paradigm keeps its lessons with the memory tool, "+
+				"which this node does not have: give the node one (the configuration's \"memory\": {\"tool\": true})", a.Name)}
+		}
+		tool := cmp.Or(cfg.MemoryTool.Name, "memory")
+		if cfg.MemoryTool.Expand {
+			tool += "_add"
+		}
+		if a.Tools != nil && !slices.Contains(a.Tools, tool) {
+			return &AgentsFileError{Path: f.Path, Line: a.toolsLine, Msg: fmt.Sprintf("agent %q: the reflexion paradigm keeps its lessons with the memory tool: add %s to its tools", a.Name, tool)}
+		}
+	}
+	return nil
 }

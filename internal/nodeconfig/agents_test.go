@@ -102,6 +102,13 @@ func TestParseAgentsErrors(t *testing.T) {
 		{"duplicate field", "agents:\n  a:\n    paradigm: react\n    paradigm: react\n", 4, "given twice"},
 		{"prompt not a string", "agents:\n  a:\n    system_prompt: [x]\n", 3, "system_prompt: want a string"},
 		{"agent not a mapping", "agents:\n  a: react\n", 2, "want a mapping of its fields"},
+		{"max rounds", "agents:\n  a:\n    paradigm: reflection\n    max_rounds: 11\n", 4, "max_rounds \"11\": want an integer from 1 to 10"},
+		{"critic model", "agents:\n  a:\n    paradigm: reflection\n    critic_model: auto\n", 4, "critic_model "},
+		{"critic model elsewhere", "agents:\n  a:\n    critic_model: offline\n", 3, "critic_model is a setting of the reflection paradigm"},
+		{"reflection setting elsewhere", "agents:\n  a:\n    critic_prompt: Be harsh.\n    paradigm: react\n", 3, "critic_prompt is a setting of the reflection paradigm, and this agent's is react"},
+		{"reflexion setting elsewhere", "agents:\n  a:\n    paradigm: reflection\n    evaluate: false\n", 4, "evaluate is a setting of the reflexion paradigm"},
+		{"lessons namespace", "agents:\n  a:\n    paradigm: reflexion\n    lessons_namespace: lessons/a\n", 4, "lessons_namespace"},
+		{"evaluate not a bool", "agents:\n  a:\n    paradigm: reflexion\n    evaluate: sometimes\n", 4, "want true or false"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseAgents("agents.yaml", []byte(c.file))
@@ -253,5 +260,39 @@ func TestCheckNodeToolGroups(t *testing.T) {
 	na := f.NodeAgents()[0]
 	if strings.Join(na.Tools, ",") != "clock" || strings.Join(na.Skills, ",") != "pdf" || na.MCPServers != nil || na.MemoryNamespace != "agent:a" {
 		t.Errorf("NodeAgents = %+v", na)
+	}
+}
+
+// Reflection's and reflexion's settings reach the node's agents; reflexion
+// evaluates unless told not to, and needs the node's memory tool among its tools.
+func TestParseParadigmSettings(t *testing.T) {
+	f, err := ParseAgents("agents.yaml", []byte("agents:\n"+
+		"  critic:\n    paradigm: reflection\n    max_rounds: 3\n    critic_prompt: Check the figures.\n    critic_model: offline\n"+
+		"  learner:\n    paradigm: reflexion\n    lessons: 2\n    evaluator_prompt: Cite.\n"+
+		"  quiet:\n    paradigm: reflexion\n    evaluate: false\n    lessons_namespace: team:lessons\n    tools: [calculator]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ResolveModels(context.Background(), map[string]llm.Model{"offline": llm.Offline{}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := f.NodeAgents()
+	if c := got[0]; c.Paradigm != "reflection" || c.MaxRounds != 3 || c.CriticPrompt != "Check the figures." || c.CriticModel == nil || c.CriticModel.Name() != "offline" {
+		t.Errorf("critic: %+v", c)
+	}
+	if l := got[1]; !l.Evaluate || l.Lessons != 2 || l.LessonsNamespace != "" || l.EvaluatorPrompt != "Cite." {
+		t.Errorf("learner: %+v", l)
+	}
+	if q := got[2]; q.Evaluate || q.LessonsNamespace != "team:lessons" {
+		t.Errorf("quiet: %+v", q)
+	}
+	var fe *AgentsFileError
+	err = f.checkLessons(node.Config{})
+	if !errors.As(err, &fe) || fe.Line != 8 || !strings.Contains(err.Error(), `"memory": {"tool": true}`) {
+		t.Errorf("reflexion without the memory tool: %v, want line 8", err)
+	}
+	err = f.checkLessons(node.Config{MemoryTool: &memory.ToolConfig{Namespace: "agent:x"}})
+	if !errors.As(err, &fe) || fe.Line != 15 || !strings.Contains(err.Error(), `agent "quiet": the reflexion paradigm keeps its lessons with the memory tool: add memory to its tools`) {
+		t.Errorf("reflexion without memory among its tools: %v, want line 15", err)
 	}
 }

@@ -1,0 +1,114 @@
+package actors
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// A verdict is a critic's or an evaluator's judgement of an answer, as the model
+// writes it: {"verdict": "pass"}, or {"verdict": "revise", "issues": [{"issue":
+// "…", "suggestion": "…"}]}. Reflection's critic and reflexion's evaluator share it.
+
+// Verdicts a critic gives.
+const (
+	VerdictPass   = "pass"
+	VerdictRevise = "revise"
+)
+
+// verdict is a parsed verdict.
+type verdict struct {
+	Verdict string  `json:"verdict"`
+	Issues  []issue `json:"issues,omitempty"`
+}
+
+// issue is one problem a critic found, and how to fix it.
+type issue struct {
+	Issue      string `json:"issue"`
+	Suggestion string `json:"suggestion,omitempty"`
+}
+
+// verdictFormat is the part of a critic's system prompt that says how to answer.
+const verdictFormat = "Answer with one JSON object and nothing else (a ```json fence around it is fine):\n" +
+	`{"verdict": "pass"} when the answer can be given to the user as it is, or` + "\n" +
+	`{"verdict": "revise", "issues": [{"issue": "what is wrong", "suggestion": "how to fix it"}]} with each problem that matters.`
+
+// parseVerdict reads a model's verdict: the JSON object alone, in a ``` fence
+// (```json or bare), or the text from its first '{' to its last '}'. A verdict
+// other than pass or revise, a revise without issues, or an issue without text is
+// an error that says so, for the model to read on a retry.
+func parseVerdict(text string) (verdict, error) {
+	body := jsonBody(text)
+	if body == "" {
+		return verdict{}, errors.New("no JSON object found")
+	}
+	var raw struct {
+		Verdict *string `json:"verdict"`
+		Issues  []issue `json:"issues"`
+	}
+	dec := json.NewDecoder(strings.NewReader(body))
+	if err := dec.Decode(&raw); err != nil {
+		return verdict{}, fmt.Errorf("not a verdict object: %v", err)
+	}
+	if raw.Verdict == nil {
+		return verdict{}, errors.New(`no "verdict" field`)
+	}
+	v := verdict{Verdict: strings.ToLower(strings.TrimSpace(*raw.Verdict))}
+	switch v.Verdict {
+	case VerdictPass:
+		return v, nil
+	case VerdictRevise:
+	default:
+		return verdict{}, fmt.Errorf(`"verdict" is %q: want "pass" or "revise"`, *raw.Verdict)
+	}
+	for i, is := range raw.Issues {
+		is.Issue, is.Suggestion = strings.TrimSpace(is.Issue), strings.TrimSpace(is.Suggestion)
+		if is.Issue == "" {
+			return verdict{}, fmt.Errorf(`issue %d has no "issue" text`, i+1)
+		}
+		v.Issues = append(v.Issues, is)
+	}
+	if len(v.Issues) == 0 {
+		return verdict{}, errors.New(`"revise" without "issues": say what to change`)
+	}
+	return v, nil
+}
+
+// jsonBody returns the JSON object a model's answer holds ("" for none): inside
+// its first ``` fence when it has one, else the whole answer when it is an object,
+// else the text from the first '{' to the last '}'.
+func jsonBody(text string) string {
+	text = strings.TrimSpace(text)
+	if i := strings.Index(text, "```"); i >= 0 {
+		rest := text[i+3:]
+		if nl := strings.IndexByte(rest, '\n'); nl >= 0 && !strings.ContainsAny(rest[:nl], "{") {
+			rest = rest[nl+1:] // the fence's language ("json") and its line
+		}
+		if j := strings.Index(rest, "```"); j >= 0 {
+			return strings.TrimSpace(rest[:j])
+		}
+	}
+	if strings.HasPrefix(text, "{") && json.Valid([]byte(text)) {
+		return text
+	}
+	i, j := strings.IndexByte(text, '{'), strings.LastIndexByte(text, '}')
+	if i < 0 || j < i {
+		return ""
+	}
+	return text[i : j+1]
+}
+
+// issuesText lists issues as numbered lines, for a prompt or a note.
+func issuesText(issues []issue) string {
+	var b bytes.Buffer
+	for i, is := range issues {
+		fmt.Fprintf(&b, "%d. %s", i+1, is.Issue)
+		if is.Suggestion != "" {
+			fmt.Fprintf(&b, " Suggestion: %s", is.Suggestion)
+		}
+		b.WriteByte('\n')
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
