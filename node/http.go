@@ -33,6 +33,8 @@ const maxBody = 2 << 20
 //	GET  /v1/sessions/{id}/events      the session's events in seq order
 //	GET  /v1/sessions/{id}/stream      the same as Server-Sent Events, live
 //	POST /v1/sessions/{id}/cancel      cancel the running task
+//	POST /v1/sessions/{id}/approvals/{call}  answer a call's approval {"approve", "reason"}
+//	GET  /v1/approvals                 the calls waiting for approval (approvals.go)
 //	GET  /metrics                      Prometheus metrics
 //	GET  /healthz                      200 {"status":"ok"}, or 503 {"status":"unhealthy","reason"}
 //	POST /v1/memories                  write memories (with Config.Memory; see memoryRoutes)
@@ -48,6 +50,8 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{id}/events", n.getEvents)
 	mux.HandleFunc("GET /v1/sessions/{id}/stream", n.stream)
 	mux.HandleFunc("POST /v1/sessions/{id}/cancel", n.cancel)
+	mux.HandleFunc("POST /v1/sessions/{id}/approvals/{call}", n.postApproval)
+	mux.HandleFunc("GET /v1/approvals", n.listApprovals)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", n.healthz)
 	n.memoryRoutes(mux)

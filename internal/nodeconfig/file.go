@@ -48,6 +48,10 @@ type File struct {
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`
 	IdleTimeout        string          `json:"idle_timeout"`
+	// ApprovalTimeout is how long a call that needs approval waits for an answer
+	// before it is rejected, for the agents whose approval_timeout is not set
+	// (node.Config.ApprovalTimeout): a duration, "0" (the default) waits for ever.
+	ApprovalTimeout string `json:"approval_timeout"`
 	MaxSessions        int             `json:"max_sessions"`
 	Gateway            GatewayFile     `json:"gateway"`
 	LLM                json.RawMessage `json:"llm"`
@@ -274,6 +278,11 @@ func (fc File) Validate() error {
 			bad("idle_timeout", "%q is not a positive duration (e.g. 90s or 5m)", fc.IdleTimeout)
 		}
 	}
+	if fc.ApprovalTimeout != "" {
+		if _, err := ParseApprovalTimeout(fc.ApprovalTimeout); err != nil {
+			bad("approval_timeout", "%v", err)
+		}
+	}
 	if fc.HTTP != "" {
 		if err := checkHostPort(fc.HTTP); err != nil {
 			bad("http", "%v (e.g. 127.0.0.1:8080)", err)
@@ -430,6 +439,18 @@ func (g GatewayFile) validate() []error {
 }
 
 // checkDuration accepts a Go duration from lo to hi.
+// ParseApprovalTimeout reads the node's approval timeout ("approval_timeout",
+// --approval-timeout): a duration from 0 (wait for ever; also "") to 720h.
+func ParseApprovalTimeout(s string) (time.Duration, error) {
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	if err := checkDuration(s, 0, maxApprovalTimeout); err != nil {
+		return 0, err
+	}
+	return time.ParseDuration(s)
+}
+
 func checkDuration(s string, lo, hi time.Duration) error {
 	d, err := time.ParseDuration(s)
 	switch {
