@@ -33,31 +33,31 @@ import (
 // refuses an empty file, unknown fields and, through Validate, any value out of its
 // range, naming the field, the value and what is allowed.
 type File struct {
-	Data               string          `json:"data"`
-	HTTP               string          `json:"http"`
-	Model              string          `json:"model"`
-	Fallbacks          []string        `json:"fallbacks"`
-	ClickHouse         string          `json:"clickhouse"`
-	ClickHouseDatabase string          `json:"clickhouse_database"`
-	Kafka              string          `json:"kafka"`
-	Group              string          `json:"group"`
-	TopicPrefix        string          `json:"topic_prefix"`
-	Roles              string          `json:"roles"`
-	NodeID             string          `json:"node_id"`
-	TopicsFile         string          `json:"topics_file"`
-	SystemPrompt       string          `json:"system_prompt"`
-	MaxSteps           int             `json:"max_steps"`
-	IdleTimeout        string          `json:"idle_timeout"`
+	Data               string   `json:"data"`
+	HTTP               string   `json:"http"`
+	Model              string   `json:"model"`
+	Fallbacks          []string `json:"fallbacks"`
+	ClickHouse         string   `json:"clickhouse"`
+	ClickHouseDatabase string   `json:"clickhouse_database"`
+	Kafka              string   `json:"kafka"`
+	Group              string   `json:"group"`
+	TopicPrefix        string   `json:"topic_prefix"`
+	Roles              string   `json:"roles"`
+	NodeID             string   `json:"node_id"`
+	TopicsFile         string   `json:"topics_file"`
+	SystemPrompt       string   `json:"system_prompt"`
+	MaxSteps           int      `json:"max_steps"`
+	IdleTimeout        string   `json:"idle_timeout"`
 	// ApprovalTimeout is how long a call that needs approval waits for an answer
 	// before it is rejected, for the agents whose approval_timeout is not set
 	// (node.Config.ApprovalTimeout): a duration, "0" (the default) waits for ever.
-	ApprovalTimeout string `json:"approval_timeout"`
-	MaxSessions        int             `json:"max_sessions"`
-	Gateway            GatewayFile     `json:"gateway"`
-	LLM                json.RawMessage `json:"llm"`
-	SkillsDir          string          `json:"skills_dir"`
-	Skills             SkillsFile      `json:"skills"`
-	Disclosure         string          `json:"disclosure"`
+	ApprovalTimeout string          `json:"approval_timeout"`
+	MaxSessions     int             `json:"max_sessions"`
+	Gateway         GatewayFile     `json:"gateway"`
+	LLM             json.RawMessage `json:"llm"`
+	SkillsDir       string          `json:"skills_dir"`
+	Skills          SkillsFile      `json:"skills"`
+	Disclosure      string          `json:"disclosure"`
 	// ToolEmbedder ranks search_tools' matches by embedding similarity instead of
 	// BM25 (disclosure "search"): hashing (the offline lexical embedder) or llm (the
 	// embeddings endpoint of the node's model provider; NewToolEmbedder).
