@@ -33,31 +33,27 @@ import (
 // refuses an empty file, unknown fields and, through Validate, any value out of its
 // range, naming the field, the value and what is allowed.
 type File struct {
-	Data               string   `json:"data"`
-	HTTP               string   `json:"http"`
-	Model              string   `json:"model"`
-	Fallbacks          []string `json:"fallbacks"`
-	ClickHouse         string   `json:"clickhouse"`
-	ClickHouseDatabase string   `json:"clickhouse_database"`
-	Kafka              string   `json:"kafka"`
-	Group              string   `json:"group"`
-	TopicPrefix        string   `json:"topic_prefix"`
-	Roles              string   `json:"roles"`
-	NodeID             string   `json:"node_id"`
-	TopicsFile         string   `json:"topics_file"`
-	SystemPrompt       string   `json:"system_prompt"`
-	MaxSteps           int      `json:"max_steps"`
-	IdleTimeout        string   `json:"idle_timeout"`
-	// ApprovalTimeout is how long a call that needs approval waits for an answer
-	// before it is rejected, for the agents whose approval_timeout is not set
-	// (node.Config.ApprovalTimeout): a duration, "0" (the default) waits for ever.
-	ApprovalTimeout string          `json:"approval_timeout"`
-	MaxSessions     int             `json:"max_sessions"`
-	Gateway         GatewayFile     `json:"gateway"`
-	LLM             json.RawMessage `json:"llm"`
-	SkillsDir       string          `json:"skills_dir"`
-	Skills          SkillsFile      `json:"skills"`
-	Disclosure      string          `json:"disclosure"`
+	Data               string          `json:"data"`
+	HTTP               string          `json:"http"`
+	Model              string          `json:"model"`
+	Fallbacks          []string        `json:"fallbacks"`
+	ClickHouse         string          `json:"clickhouse"`
+	ClickHouseDatabase string          `json:"clickhouse_database"`
+	Kafka              string          `json:"kafka"`
+	Group              string          `json:"group"`
+	TopicPrefix        string          `json:"topic_prefix"`
+	Roles              string          `json:"roles"`
+	NodeID             string          `json:"node_id"`
+	TopicsFile         string          `json:"topics_file"`
+	SystemPrompt       string          `json:"system_prompt"`
+	MaxSteps           int             `json:"max_steps"`
+	IdleTimeout        string          `json:"idle_timeout"`
+	MaxSessions        int             `json:"max_sessions"`
+	Gateway            GatewayFile     `json:"gateway"`
+	LLM                json.RawMessage `json:"llm"`
+	SkillsDir          string          `json:"skills_dir"`
+	Skills             SkillsFile      `json:"skills"`
+	Disclosure         string          `json:"disclosure"`
 	// ToolEmbedder ranks search_tools' matches by embedding similarity instead of
 	// BM25 (disclosure "search"): hashing (the offline lexical embedder) or llm (the
 	// embeddings endpoint of the node's model provider; NewToolEmbedder).
@@ -74,6 +70,10 @@ type File struct {
 	Memory *MemoryFile `json:"memory"`
 	// AgentsFile is the agents file (YAML; LoadAgents) that declares named agents.
 	AgentsFile string `json:"agents_file"`
+	// ApprovalTimeout is how long a call that needs approval waits for an answer
+	// before it is rejected, for the agents whose approval_timeout is not set
+	// (node.Config.ApprovalTimeout): a duration; "0" (the default) waits for ever.
+	ApprovalTimeout string `json:"approval_timeout"`
 
 	// MaxTokens, LoopRepeats and LoopStaleSteps are the default agent's stop
 	// conditions, as an agents file's agent has them (stops.go): absent, the node's
@@ -438,7 +438,6 @@ func (g GatewayFile) validate() []error {
 	return errs
 }
 
-// checkDuration accepts a Go duration from lo to hi.
 // ParseApprovalTimeout reads the node's approval timeout ("approval_timeout",
 // --approval-timeout): a duration from 0 (wait for ever; also "") to 720h.
 func ParseApprovalTimeout(s string) (time.Duration, error) {
@@ -451,6 +450,7 @@ func ParseApprovalTimeout(s string) (time.Duration, error) {
 	return time.ParseDuration(s)
 }
 
+// checkDuration accepts a Go duration from lo to hi.
 func checkDuration(s string, lo, hi time.Duration) error {
 	d, err := time.ParseDuration(s)
 	switch {
