@@ -53,6 +53,7 @@ func (s *SessionState) applyApprovalRequested(t *taskState, e messages.Envelope,
 		if c.req.Key == p.Key && !c.done && c.approval == nil {
 			c.approval = &approval{req: *p, requestID: e.ID, requestedUS: e.TS}
 			s.approvals[p.Key] = c.approval
+			s.approvalOrder = append(s.approvalOrder, c.approval)
 			return
 		}
 	}
@@ -158,13 +159,12 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 	if i := slices.IndexFunc(open, func(p PendingApproval) bool { return p.Key == call || p.CallID == call }); i >= 0 {
 		return open[i], false, nil
 	}
-	// An answer already given: by key, or by call ID among the running task's calls.
+	// An answer already given: by key, or by call ID (the latest call with that ID:
+	// models may reuse IDs from one reply to the next).
 	ap := s.approvals[call]
-	if ap == nil && s.active != nil {
-		for _, c := range s.active.calls {
-			if c.approval != nil && c.approval.req.CallID == call {
-				ap = c.approval
-			}
+	for i := len(s.approvalOrder) - 1; ap == nil && i >= 0; i-- {
+		if s.approvalOrder[i].req.CallID == call {
+			ap = s.approvalOrder[i]
 		}
 	}
 	if ap != nil && ap.resolved {

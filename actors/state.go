@@ -283,8 +283,10 @@ type SessionState struct {
 	agents Agents
 	// lastID is the ID of the latest applied event.
 	lastID string
-	// approvals are every approval the session requested, by the key of its call.
-	approvals map[string]*approval
+	// approvals are every approval the session requested, by the key of its call;
+	// approvalOrder the same, in the order they were requested.
+	approvals     map[string]*approval
+	approvalOrder []*approval
 	// key memoizes keyAt: the key of a decided event is also its event's ID.
 	key struct {
 		seq uint64
