@@ -209,18 +209,26 @@ func (n *Node) PendingApprovals(ctx context.Context) ([]PendingApproval, error) 
 		if err != nil {
 			return nil, err
 		}
-		for _, p := range st.PendingApprovals() {
-			a := PendingApproval{SessionID: s.ID, Call: p.CallID, Key: p.Key, Tool: p.Tool, Arguments: p.Arguments,
-				RequestedAt: time.UnixMicro(p.RequestedUS).UTC()}
-			if p.ExpiresUS > 0 {
-				exp := time.UnixMicro(p.ExpiresUS).UTC()
-				a.ExpiresAt = &exp
-			}
-			out = append(out, a)
-		}
+		out = append(out, pendingApprovals(s.ID, st)...)
 	}
 	slices.SortStableFunc(out, func(a, b PendingApproval) int { return a.RequestedAt.Compare(b.RequestedAt) })
 	return out, nil
+}
+
+// pendingApprovals returns the calls of a session's running task that wait for
+// approval.
+func pendingApprovals(sessionID string, st *actors.SessionState) []PendingApproval {
+	var out []PendingApproval
+	for _, p := range st.PendingApprovals() {
+		a := PendingApproval{SessionID: sessionID, Call: p.CallID, Key: p.Key, Tool: p.Tool, Arguments: p.Arguments,
+			RequestedAt: time.UnixMicro(p.RequestedUS).UTC()}
+		if p.ExpiresUS > 0 {
+			exp := time.UnixMicro(p.ExpiresUS).UTC()
+			a.ExpiresAt = &exp
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 func (n *Node) listApprovals(w http.ResponseWriter, r *http.Request) {

@@ -119,8 +119,18 @@ func TestHTTPApprovalApprovesAndRunsTheToolOnce(t *testing.T) {
 	if len(listed) != 1 || listed[0]["call"] != "call_mail" || listed[0]["session_id"] != "ap-http" || listed[0]["requested_at"] == nil {
 		t.Fatalf("GET /v1/approvals: %v", listed)
 	}
-	if code, st := getStatus(t, api.URL+"/v1/sessions/ap-http"); code != http.StatusOK || st.Status != messages.StatusRunning {
-		t.Fatalf("a paused session: %d %+v", code, st)
+	resp, err = http.Get(api.URL + "/v1/sessions/ap-http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var view struct {
+		Status    string
+		Approvals []node.PendingApproval
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&view)
+	resp.Body.Close()
+	if view.Status != messages.StatusRunning || len(view.Approvals) != 1 || view.Approvals[0].Key != p.Key {
+		t.Fatalf("GET /v1/sessions/{id} of a paused session: %+v", view)
 	}
 	if sent.Load() != 0 {
 		t.Fatal("the email was sent before it was approved")
@@ -291,7 +301,8 @@ func TestKafkaApprovalMessageApproves(t *testing.T) {
 	waitApproval(t, n, session)
 	approval := kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + session + `","call":"call_mail","approve":true,"reason":"ok from kafka"}`),
 		Headers: []kgo.Header{{Key: messages.MetaType, Value: []byte(messages.TypeApprovalAnswer)}}}
-	// A malformed answer first: it goes to the poison topic and does not block the next.
+	// A malformed answer first (no "approve"): it goes to the poison topic and does
+	// not block the next.
 	bad := kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + session + `","call":"call_mail"}`), Headers: approval.Headers}
 	if err := w.WriteMessages(ctx, bad, approval); err != nil {
 		t.Fatal(err)
@@ -301,6 +312,10 @@ func TestKafkaApprovalMessageApproves(t *testing.T) {
 	}
 	if n := sent.Load(); n != 1 {
 		t.Fatalf("the email was sent %d times, want 1", n)
+	}
+	poisoned := findRecord(t, k, node.TopicPoison, session)
+	if !strings.Contains(string(poisoned.Value), `"call":"call_mail"`) {
+		t.Fatalf("poisoned: %s", poisoned.Value)
 	}
 	events, err := n.Log().Read(context.Background(), session, 1)
 	if err != nil {

@@ -29,7 +29,7 @@ const maxBody = 2 << 20
 //
 //	POST /v1/tasks                     submit a task → 202 {"session_id"}
 //	GET  /v1/sessions                  list sessions
-//	GET  /v1/sessions/{id}             status, output, error
+//	GET  /v1/sessions/{id}             status, output, error, calls waiting for approval
 //	GET  /v1/sessions/{id}/events      the session's events in seq order
 //	GET  /v1/sessions/{id}/stream      the same as Server-Sent Events, live
 //	POST /v1/sessions/{id}/cancel      cancel the running task
@@ -222,16 +222,25 @@ func (n *Node) Status(ctx context.Context, id string) (SessionStatus, bool, erro
 		Note: st.Note()}, true, nil
 }
 
+// sessionView is the body of GET /v1/sessions/{id}: the session's status and, while
+// its task waits for them, the calls waiting for approval.
+type sessionView struct {
+	SessionStatus
+	Approvals []PendingApproval `json:"approvals,omitempty"`
+}
+
 func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	s, ok, err := n.Status(r.Context(), id)
+	st, err := n.fold(r.Context(), id)
 	switch {
+	case errors.Is(err, ErrUnknownSession):
+		writeError(w, http.StatusNotFound, "no session %q", id)
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
-	case !ok:
-		writeError(w, http.StatusNotFound, "no session %q", id)
 	default:
-		writeJSON(w, http.StatusOK, s)
+		status, out, errMsg := st.Status()
+		writeJSON(w, http.StatusOK, sessionView{SessionStatus: SessionStatus{SessionID: id, Status: status, Output: out, Error: errMsg},
+			Approvals: pendingApprovals(id, st)})
 	}
 }
 
