@@ -95,10 +95,12 @@ func decideApprovals(a Agent, t *taskState, nowUS int64) *Decision {
 
 // rejection is the error the model reads for a rejected call.
 func rejection(r messages.ApprovalResolved) string {
-	if r.By == messages.ApprovedByTimeout {
+	switch {
+	case r.By == messages.ApprovedByTimeout:
 		return "not performed: the call needed a human's approval and " + r.Reason
-	}
-	if r.Reason == "" {
+	case r.By == messages.ApprovedByAPI && r.Reason != "":
+		return "rejected: " + r.Reason // a program's answer (node run without a terminal)
+	case r.Reason == "":
 		return "rejected by a human"
 	}
 	return "rejected by a human: " + r.Reason

@@ -18,7 +18,9 @@ const (
 	ApprovedByHTTP     = "http"
 	ApprovedByKafka    = "kafka"
 	ApprovedByTerminal = "terminal"
-	ApprovedByAPI      = "api"
+	// ApprovedByAPI: Go code called Node.Approve (node run rejecting a call it has
+	// no terminal to ask about among them).
+	ApprovedByAPI = "api"
 	// ApprovedByTimeout: nobody answered before ApprovalRequested.ExpiresUS; the
 	// session decided the rejection itself.
 	ApprovedByTimeout = "timeout"

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/troupe-run/troupe/messages"
@@ -47,12 +46,6 @@ func newAsker(n *node.Node, session string, in io.Reader, terminal, cluster bool
 		a.lines = lines
 	}
 	return a
-}
-
-// isTerminal reports whether f is a terminal (a character device).
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // follow prints the session's live events (node.PrintStep) until tasks tasks
