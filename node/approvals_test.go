@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	kgo "github.com/segmentio/kafka-go"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -331,4 +335,73 @@ func TestKafkaApprovalMessageApproves(t *testing.T) {
 		}
 	}
 	t.Fatalf("no approval.resolved: %d events", len(events))
+}
+
+// clusterMailer starts a sharded node of the mailer configuration on Kafka, in group,
+// writing to the shared log.
+func clusterMailer(t *testing.T, k kafkaEnv, group string, log eventlog.Log, name string, sent *atomic.Int64) *node.Node {
+	t.Helper()
+	clients, err := kafka.DialNode(k.brokers, group, k.layout(6), watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := mailer(t, sent)
+	cfg.Log, cfg.NodeID = log, name
+	cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
+		Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf}
+	n, err := node.New(context.Background(), cfg)
+	if err != nil {
+		_ = clients.Close()
+		t.Fatal(err)
+	}
+	clients.SetOwner(n)
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stop(); _ = clients.Close() })
+	return n
+}
+
+// In a sharded cluster an answer given to any node reaches the session's owner over
+// troupe.tasks, and GET /v1/approvals on either node lists the calls waiting (the
+// nodes share the log).
+func TestClusterApproval(t *testing.T) {
+	k, group, log := newKafkaEnv(t), uniqueGroup(t), sharedLog(t)
+	var sent atomic.Int64
+	a := clusterMailer(t, k, group, log, "a", &sent)
+	b := clusterMailer(t, k, group, log, "b", &sent)
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool { return a.PartitionsOwned() > 0 && b.PartitionsOwned() > 0 })
+	var sessions []string
+	for i := range 4 {
+		id := fmt.Sprintf("ap-cluster-%d-%d", time.Now().UnixNano(), i)
+		if _, err := a.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: id, Agent: "mailer"}); err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, id)
+	}
+	for i, id := range sessions {
+		waitApproval(t, []*node.Node{a, b}[i%2], id)
+	}
+	for i, id := range sessions {
+		if err := []*node.Node{b, a}[i%2].Approve(context.Background(), id, "call_mail", i%2 == 0, "from the cluster", messages.ApprovedByAPI); err != nil {
+			t.Fatalf("approve %s: %v", id, err)
+		}
+	}
+	for i, id := range sessions {
+		events := waitEnded(t, a, id)
+		var result *messages.ToolCallCompleted
+		for _, e := range events {
+			if p, _ := e.Decode(); e.Type == messages.TypeToolCallCompleted && p.(*messages.ToolCallCompleted).Tool == "send_email" {
+				result = p.(*messages.ToolCallCompleted)
+			}
+		}
+		approved := i%2 == 0
+		if result == nil || approved != (result.Result == "sent") || !approved && result.Error != "rejected: from the cluster" {
+			t.Errorf("session %s (approved %v): send_email's result %+v", id, approved, result)
+		}
+	}
+	if n := sent.Load(); n != 2 {
+		t.Fatalf("%d emails sent, want 2 (one per approved session)", n)
+	}
 }
