@@ -93,3 +93,17 @@ func TestRunWithoutTerminalRejectsTheCall(t *testing.T) {
 		t.Fatalf("answer %+v, result %+v", res, done)
 	}
 }
+
+// The example agents file with an approval is valid, and the list marks the tool
+// that needs one; a malformed tool entry exits 2 with the line and the problem.
+func TestAgentsListApprovals(t *testing.T) {
+	code, out, errOut := runAgents(t, "list", "--agents", filepath.Join("..", "..", "examples", "approvals.yaml"))
+	if code != 0 || !strings.Contains(out, "clock,calculator(approval)") {
+		t.Fatalf("exit %d:\n%s%s", code, out, errOut)
+	}
+	bad := writeAgents(t, "agents:\n  a:\n    tools:\n      - {name: calculator, approval: always}\n")
+	code, _, errOut = runAgents(t, "list", "--agents", bad)
+	if code != 2 || !strings.Contains(errOut, `line 4: agent "a": tools: approval "always": want required or none`) {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+}
