@@ -217,9 +217,13 @@ func (n *Node) Status(ctx context.Context, id string) (SessionStatus, bool, erro
 			return SessionStatus{}, true, err
 		}
 	}
+	return statusOf(id, st), true, nil
+}
+
+// statusOf is the status of the session id folded in st.
+func statusOf(id string, st *actors.SessionState) SessionStatus {
 	status, out, errMsg := st.Status()
-	return SessionStatus{SessionID: id, Status: status, Output: out, Error: errMsg, Reason: st.StatusReason(),
-		Note: st.Note()}, true, nil
+	return SessionStatus{SessionID: id, Status: status, Output: out, Error: errMsg, Reason: st.StatusReason(), Note: st.Note()}
 }
 
 // sessionView is the body of GET /v1/sessions/{id}: the session's status and, while
@@ -238,9 +242,7 @@ func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
 	default:
-		status, out, errMsg := st.Status()
-		writeJSON(w, http.StatusOK, sessionView{SessionStatus: SessionStatus{SessionID: id, Status: status, Output: out, Error: errMsg},
-			Approvals: pendingApprovals(id, st)})
+		writeJSON(w, http.StatusOK, sessionView{SessionStatus: statusOf(id, st), Approvals: pendingApprovals(id, st)})
 	}
 }
 
