@@ -405,3 +405,34 @@ func TestClusterApproval(t *testing.T) {
 		t.Fatalf("%d emails sent, want 2 (one per approved session)", n)
 	}
 }
+
+// Every answer passes the ingress's rules: a session ID, a call, a bounded reason
+// with its secrets redacted, a known source.
+func TestAdmitApproval(t *testing.T) {
+	n := nodetest.Start(t, node.Config{})
+	in := n.Ingress()
+	const secret = "sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"
+	a, err := in.AdmitApproval("s-1", "call_1", true, "key "+secret, messages.ApprovedByHTTP)
+	if err != nil || strings.Contains(a.Reason, secret) || !a.Approve || a.Call != "call_1" {
+		t.Fatalf("AdmitApproval = %+v, %v; want the reason redacted", a, err)
+	}
+	for _, c := range []struct {
+		name, session, call, reason, by string
+	}{
+		{"bad session", "bad session", "c", "", messages.ApprovedByHTTP},
+		{"no call", "s-1", "", "", messages.ApprovedByHTTP},
+		{"long reason", "s-1", "c", strings.Repeat("x", 5000), messages.ApprovedByHTTP},
+		{"timeout from outside", "s-1", "c", "", messages.ApprovedByTimeout},
+	} {
+		if _, err := in.AdmitApproval(c.session, c.call, false, c.reason, c.by); !errors.Is(err, node.ErrBadTask) {
+			t.Errorf("%s: err = %v, want ErrBadTask", c.name, err)
+		}
+	}
+	if _, err := in.DecodeApproval(node.Arrival{Source: node.SourceBus, Payload: []byte(`{"session_id":"s-1","call":"c"}`)}); !errors.Is(err, node.ErrBadTask) ||
+		!strings.Contains(err.Error(), `without "approve"`) {
+		t.Errorf("an answer without approve: %v", err)
+	}
+	if a, err := in.DecodeApproval(node.Arrival{Source: node.SourceBus, Payload: []byte(`{"session_id":"s-1","call":"c","approve":false}`)}); err != nil || a.By != messages.ApprovedByKafka {
+		t.Errorf("an answer from Kafka: %+v, %v", a, err)
+	}
+}
