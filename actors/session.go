@@ -376,6 +376,14 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 
 // resolveApproval records a human's answer to a pending approval.
 func (a *SessionActor) resolveApproval(ctx actor.Context, m *ResolveApproval) {
+	// An approval that expired before its wake-up came is rejected first: an answer
+	// after the expiry is too late, whenever the timer fires.
+	if exp := a.state.NextApprovalExpiry(); exp > 0 && a.deps.Clock.Now().UnixMicro() >= exp && !a.draining {
+		if err := a.step(ctx, nil); err != nil {
+			ctx.Respond(err)
+			return
+		}
+	}
 	pending, duplicate, err := a.state.CheckAnswer(m.Call, m.Approve)
 	switch {
 	case err != nil:
