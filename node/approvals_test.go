@@ -187,6 +187,29 @@ func TestHTTPApprovalApprovesAndRunsTheToolOnce(t *testing.T) {
 	if list, _ := n.PendingApprovals(context.Background()); len(list) != 0 {
 		t.Fatalf("still pending after the answer: %+v", list)
 	}
+	// The stream shows the approval's events among the others.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api.URL+"/v1/sessions/ap-http/stream", nil)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var seen strings.Builder
+	buf := make([]byte, 4096)
+	for !strings.Contains(seen.String(), "event: task.completed") {
+		k, err := resp.Body.Read(buf)
+		seen.Write(buf[:k])
+		if err != nil {
+			break
+		}
+	}
+	for _, want := range []string{"event: approval.requested", "event: approval.resolved"} {
+		if !strings.Contains(seen.String(), want) {
+			t.Errorf("the stream lacks %q:\n%s", want, seen.String())
+		}
+	}
 }
 
 // A call waiting for approval stays paused across a restart of the node: the next
