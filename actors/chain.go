@@ -93,7 +93,7 @@ func (a Agent) chainOf(r messages.ToolCallRequested) (*tools.ChainTool, string) 
 // step (or there is none).
 func decideChains(a Agent, t *taskState, nextSeq uint64) *Decision {
 	for _, c := range t.calls {
-		if c.done || !a.isChainCall(c.req) {
+		if c.done || c.waitsForApproval() || !a.isChainCall(c.req) {
 			continue
 		}
 		if d := decideChain(a, c, nextSeq); d != nil {

@@ -45,6 +45,14 @@
 // node), asks its model only for routing decisions, and records its shared state as
 // team.state_updated events it decides itself, folded like everything else.
 //
+// A call of a tool in Agent.Approvals waits for a human (approvals.go): the session
+// records approval.requested after its tool.requested and does not perform it until
+// an approval.resolved is folded (ResolveApproval, or its own rejection once
+// Agent.ApprovalTimeout passed, judged with the time like a deadline). Approved, it is
+// performed as any call; rejected, the session records its tool.completed with the
+// rejection, which the model reads. The wait is part of the fold: a restart or a
+// hand-over waits still.
+//
 // A session actor lives while its session is in use: it passivates after IdleTimeout
 // idle, or earlier when the host has more than MaxLiveSessions (least recently used
 // idle sessions first, never one with a running task); its next message folds it back.

@@ -124,6 +124,11 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 			return
 		}
 		h.forward(ctx, m.SessionID)
+	case *ResolveApproval:
+		if h.refuse(ctx, m.SessionID) {
+			return
+		}
+		h.forward(ctx, m.SessionID)
 	case *ResumeSession:
 		if h.owns != nil && !h.owns(m.SessionID) {
 			return

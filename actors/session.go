@@ -139,7 +139,22 @@ type CancelTask struct {
 	Reason    string
 }
 
-// ResumeSession wakes a session so it folds its events and continues unfinished work.
+// ResolveApproval answers the approval of a call of a session's running task
+// (approvals.go). Call is the call's call_id or key; By says where the answer came
+// from (messages.ApprovedByHTTP, …). The reply is a *TaskAccepted once the answer is
+// recorded (Duplicate when the same answer was recorded before: nothing is recorded
+// again), or an error wrapping ErrApprovalNotPending.
+type ResolveApproval struct {
+	SessionID string
+	Call      string
+	Approve   bool
+	Reason    string
+	By        string
+}
+
+// ResumeSession wakes a session so it folds its events and continues unfinished work
+// (a session already awake decides again: an approval that expired meanwhile is
+// rejected).
 type ResumeSession struct {
 	SessionID string
 }
@@ -235,6 +250,12 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		a.cancel(ctx, m)
 	case *ResumeSession:
 		*a.handled++
+		if !a.draining {
+			a.step(ctx, nil)
+		}
+	case *ResolveApproval:
+		*a.handled++
+		a.resolveApproval(ctx, m)
 	case *Drain:
 		a.draining, a.drainer = true, ctx.Sender()
 		a.stopTimer()
@@ -351,6 +372,48 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 		return
 	}
 	ctx.Respond(&TaskAccepted{SessionID: a.id, Seq: e.Seq})
+}
+
+// resolveApproval records a human's answer to a pending approval.
+func (a *SessionActor) resolveApproval(ctx actor.Context, m *ResolveApproval) {
+	// An approval that expired before its wake-up came is rejected first: an answer
+	// after the expiry is too late, whenever the timer fires.
+	if exp := a.state.NextApprovalExpiry(); exp > 0 && a.deps.Clock.Now().UnixMicro() >= exp && !a.draining {
+		if err := a.step(ctx, nil); err != nil {
+			ctx.Respond(err)
+			return
+		}
+	}
+	pending, duplicate, err := a.state.CheckAnswer(m.Call, m.Approve)
+	switch {
+	case err != nil:
+		ctx.Respond(err)
+		return
+	case duplicate:
+		ctx.Respond(&TaskAccepted{SessionID: a.id, Duplicate: true})
+		return
+	}
+	task := a.state.Active()
+	e, err := a.event(&messages.ApprovalResolved{Key: pending.Key, Approve: m.Approve, Reason: m.Reason, By: m.By},
+		a.approvalCause(pending.Key), task, a.state.LastSeq+1)
+	if err != nil {
+		ctx.Respond(err)
+		return
+	}
+	e.Actor = "approval/" + m.By
+	if err := a.step(ctx, []messages.Envelope{e}); err != nil {
+		ctx.Respond(err)
+		return
+	}
+	ctx.Respond(&TaskAccepted{SessionID: a.id, Seq: e.Seq})
+}
+
+// approvalCause is the ID of the ApprovalRequested event of the call keyed key.
+func (a *SessionActor) approvalCause(key string) string {
+	if ap := a.state.approvals[key]; ap != nil {
+		return ap.requestID
+	}
+	return ""
 }
 
 func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
@@ -614,9 +677,14 @@ func (a *SessionActor) cancelAbandoned(pending []PendingCall) {
 	}
 }
 
+// armDeadline arms a wake-up for the running task's deadline or its earliest
+// approval expiry, whichever comes first: the agent then decides with the time.
 func (a *SessionActor) armDeadline(ctx actor.Context) {
 	a.stopTimer()
 	deadline := a.state.Deadline()
+	if exp := a.state.NextApprovalExpiry(); exp > 0 && (deadline == 0 || exp < deadline) {
+		deadline = exp
+	}
 	if deadline == 0 {
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -76,6 +77,12 @@ type Agent struct {
 	// anyway is answered by its text when it has some (the calls are not performed),
 	// and fails the task with messages.ReasonModelError when it has none.
 	SingleCall bool
+	// Approvals names the tools whose calls wait for a human's approval before they
+	// are performed ("approval: required" in an agents file; approvals.go).
+	Approvals map[string]bool
+	// ApprovalTimeout rejects a call still waiting for approval this long after it
+	// was requested; 0 waits for ever.
+	ApprovalTimeout time.Duration
 }
 
 // Agents are the agents a session runs: Default for a task that names none (or
@@ -223,6 +230,8 @@ type callState struct {
 	result  messages.ToolCallCompleted
 	// steps are the requested steps of a tool chain's call, in order (chain.go).
 	steps []*callState
+	// approval is the call's approval, once one was requested (approvals.go).
+	approval *approval
 }
 
 type taskState struct {
@@ -274,6 +283,10 @@ type SessionState struct {
 	agents Agents
 	// lastID is the ID of the latest applied event.
 	lastID string
+	// approvals are every approval the session requested, by the key of its call;
+	// approvalOrder the same, in the order they were requested.
+	approvals     map[string]*approval
+	approvalOrder []*approval
 	// key memoizes keyAt: the key of a decided event is also its event's ID.
 	key struct {
 		seq uint64
@@ -291,7 +304,7 @@ func (s *SessionState) keyAt(seq uint64) string {
 
 // NewSessionState returns the state of a session with no events.
 func NewSessionState(sessionID string) *SessionState {
-	return &SessionState{SessionID: sessionID, seen: map[string]struct{}{}}
+	return &SessionState{SessionID: sessionID, seen: map[string]struct{}{}, approvals: map[string]*approval{}}
 }
 
 // WithAgents tells the state the agents its tasks may name, so that the tasks of
@@ -459,6 +472,12 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 			t.loop.noteStep(t.calls)
 			t.phase = phaseNeedModel
 		}
+	case *messages.ApprovalRequested:
+		if t != nil && e.CorrelationID == t.ID {
+			s.applyApprovalRequested(t, e, p)
+		}
+	case *messages.ApprovalResolved:
+		s.applyApprovalResolved(e, p)
 	case *messages.TaskCompleted:
 		if t != nil && e.CorrelationID == t.ID {
 			t.phase, t.Status, t.Output, t.Note = phaseDone, messages.StatusCompleted, p.Output, p.Note
@@ -556,12 +575,12 @@ func (s *SessionState) DecideAmong(as Agents, nextSeq uint64, nowUS int64) *Deci
 	if a.Paradigm != nil {
 		return s.decideParadigm(a, t, nextSeq, nowUS)
 	}
-	return s.decideLoop(a, t, nextSeq)
+	return s.decideLoop(a, t, nextSeq, nowUS)
 }
 
 // decideLoop returns the next event of the agent's tool loop for task t, or nil
 // when it waits.
-func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64) *Decision {
+func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision {
 	d := func(p messages.Payload, cause string) *Decision {
 		return &Decision{Payload: p, CausationID: cause, TaskID: t.ID}
 	}
@@ -615,6 +634,9 @@ func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64) *Decisi
 				return d(&messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool,
 					Error: fmt.Sprintf("unknown tool %q; available tools: %s", c.req.Tool, strings.Join(specNames(s.offered(a)), ", "))}, c.eventID)
 			}
+		}
+		if dec := decideApprovals(a, t, nowUS); dec != nil {
+			return d(dec.Payload, dec.CausationID)
 		}
 		if dec := decideChains(a, t, nextSeq); dec != nil {
 			return d(dec.Payload, dec.CausationID)
@@ -705,7 +727,8 @@ func (s *SessionState) PendingModel() (key messages.EffectKey, eventID string, o
 }
 
 // PendingCalls returns the tool calls that were requested and not answered, in order,
-// with the IDs of their request events.
+// with the IDs of their request events: the calls to perform. A call waiting for an
+// approval, or rejected, is not among them.
 func (s *SessionState) PendingCalls() []PendingCall {
 	t := s.active
 	if t == nil {
@@ -721,6 +744,9 @@ func (s *SessionState) PendingCalls() []PendingCall {
 		return out
 	}
 	for _, c := range t.calls {
+		if c.waitsForApproval() {
+			continue // not to be performed, or not yet
+		}
 		for _, st := range c.steps {
 			if !st.done {
 				out = append(out, PendingCall{EventID: st.eventID, Key: st.key, Request: st.req})

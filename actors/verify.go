@@ -26,7 +26,8 @@ func (d *Divergence) String() string {
 }
 
 // Verify re-runs the agent's decisions against a recorded session: every recorded
-// input and effect result (tasks, model answers, tool results, cancellations) is fed
+// input and effect result (tasks, model answers, tool results, cancellations,
+// humans' answers to approvals) is fed
 // from the log — no model is called and no tool runs — and every event the agent
 // decided (model and tool requests, completions, failures) must come out the same.
 // It returns nil when the agent is deterministic against the recording, or the first
@@ -67,8 +68,11 @@ func VerifyAmong(as Agents, events []messages.Envelope) (*Divergence, error) {
 // input or an effect's result.
 func decided(e messages.Envelope, p messages.Payload) bool {
 	switch p := p.(type) {
-	case *messages.ModelRequested, *messages.ToolCallRequested, *messages.TaskCompleted, *messages.TeamStateUpdated:
+	case *messages.ModelRequested, *messages.ToolCallRequested, *messages.TaskCompleted, *messages.TeamStateUpdated,
+		*messages.ApprovalRequested:
 		return true
+	case *messages.ApprovalResolved:
+		return p.By == messages.ApprovedByTimeout // a human's answer is an input
 	case *messages.TaskFailed:
 		return p.Reason != messages.ReasonCancelled
 	case *messages.ToolCallCompleted:

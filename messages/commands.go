@@ -181,7 +181,7 @@ func DecodeMemoryReply(b []byte) (MemoryReply, error) {
 }
 
 // Command is one of the commands in this file: *EffectRequest, *EffectReply,
-// *EffectCancel, *CancelRequest, *MemoryCommand or *MemoryReply. Its method is unexported: no other type is one.
+// *EffectCancel, *CancelRequest, *ApprovalAnswer, *MemoryCommand or *MemoryReply. Its method is unexported: no other type is one.
 type Command interface {
 	// stamp sets the command's version to CommandVersion.
 	stamp()

@@ -23,6 +23,9 @@ const (
 	TypeSessionForked     Type = "session.forked"
 	// TypeTeamStateUpdated is a change to the shared state of a team's task.
 	TypeTeamStateUpdated Type = "team.state_updated"
+	// The events of a tool call that waits for a human's approval (approvals.go).
+	TypeApprovalRequested Type = "approval.requested"
+	TypeApprovalResolved  Type = "approval.resolved"
 	// The events of an agent's notes (package tools/notes), in a stream of their own.
 	TypeNoteAdded   Type = "note.added"
 	TypeNoteUpdated Type = "note.updated"
@@ -52,6 +55,8 @@ var versions = map[Type]int{
 	TypeTaskFailed:         1,
 	TypeSessionForked:      1,
 	TypeTeamStateUpdated:   1,
+	TypeApprovalRequested:  1,
+	TypeApprovalResolved:   1,
 	TypeNoteAdded:          1,
 	TypeNoteUpdated:        1,
 	TypeNoteRemoved:        1,
@@ -189,6 +194,10 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &SessionForked{}
 	case TypeTeamStateUpdated:
 		p = &TeamStateUpdated{}
+	case TypeApprovalRequested:
+		p = &ApprovalRequested{}
+	case TypeApprovalResolved:
+		p = &ApprovalResolved{}
 	case TypeNoteAdded:
 		p = &NoteAdded{}
 	case TypeNoteUpdated:

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
@@ -119,6 +120,15 @@ type NamedAgent struct {
 	// Paradigm nor Tools of its own: it hands its members their work with the
 	// delegate tool, and its own model calls are its routing decisions.
 	Team *actors.Team
+
+	// Approvals are the tools among Tools whose calls wait for a human's approval
+	// before they are performed (actors.Agent.Approvals): answered through
+	// Node.Approve, POST /v1/sessions/{id}/approvals/{call} or a task.approval
+	// message on troupe.tasks.
+	Approvals []string
+	// ApprovalTimeout rejects a call still waiting for approval this long after it
+	// was requested: 0 takes Config.ApprovalTimeout, NoApprovalTimeout waits for ever.
+	ApprovalTimeout time.Duration
 }
 
 // models returns the names of the agent's chain of models (nil: the node's).
@@ -132,6 +142,10 @@ func (a NamedAgent) models() []string {
 	}
 	return out
 }
+
+// NoApprovalTimeout is a NamedAgent.ApprovalTimeout that waits for ever for an
+// answer, whatever Config.ApprovalTimeout says.
+const NoApprovalTimeout time.Duration = -1
 
 func (a NamedAgent) validate() error {
 	switch {
@@ -159,6 +173,13 @@ func (a NamedAgent) validate() error {
 		return fmt.Errorf("node: agent %q: MCPServers and Skills need Tools (nil Tools: every tool of the node already)", a.Name)
 	case a.Team != nil && (a.Paradigm != "" || a.Tools != nil):
 		return fmt.Errorf("node: team %q: a team has no paradigm nor tools of its own: its members have them", a.Name)
+	case a.ApprovalTimeout < 0 && a.ApprovalTimeout != NoApprovalTimeout:
+		return fmt.Errorf("node: agent %q: approval timeout %s is negative: want 0 (the node's) or more, or NoApprovalTimeout", a.Name, a.ApprovalTimeout)
+	}
+	for _, t := range a.Approvals {
+		if !slices.Contains(a.Tools, t) {
+			return fmt.Errorf("node: agent %q: tool %q needs approval but is not among its tools %v", a.Name, t, a.Tools)
+		}
 	}
 	if a.MemoryNamespace != "" {
 		if err := memory.CheckNamespace(a.MemoryNamespace); err != nil {
@@ -310,6 +331,19 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		a.MaxTokens = cmp.Or(na.MaxTokens, a.MaxTokens)
 		a.LoopRepeats = cmp.Or(na.LoopRepeats, a.LoopRepeats)
 		a.LoopStaleSteps = cmp.Or(na.LoopStaleSteps, a.LoopStaleSteps)
+		a.Approvals, a.ApprovalTimeout = nil, 0
+		for _, t := range na.Approvals {
+			if a.Approvals == nil {
+				a.Approvals = map[string]bool{}
+			}
+			a.Approvals[t] = true
+		}
+		switch {
+		case na.ApprovalTimeout > 0:
+			a.ApprovalTimeout = na.ApprovalTimeout
+		case na.ApprovalTimeout == 0:
+			a.ApprovalTimeout = c.ApprovalTimeout
+		}
 		if na.Paradigm == ParadigmSimple {
 			// One call, no tools: nor the skills' section that tells of them.
 			a.SingleCall, a.SystemPrompt = true, cmp.Or(na.SystemPrompt, c.SystemPrompt)

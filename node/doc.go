@@ -14,7 +14,8 @@
 // again before the next (ingest.go). Every source (Submit and the CLI, HTTP, the
 // tasks topic; next MCP and A2A) is a thin adapter in front of the node's Ingress
 // (ingress.go), which decodes, checks and redacts tasks and cancellations in one
-// place; Node.HTTPServer serves the API with read, write and
+// place, and answers to approvals (approvals.go: POST /v1/sessions/{id}/approvals/{call},
+// a task.approval message, Node.Approve; GET /v1/approvals lists what waits); Node.HTTPServer serves the API with read, write and
 // idle timeouts and a bound on connections (Config.HTTP). An embedded node (the default) runs on
 // Watermill's in-process GoChannel (EmbeddedBus, which publishes nothing to a topic
 // nobody subscribes to) and a SQLite log in its data directory; there Submit hands its

@@ -29,10 +29,12 @@ const maxBody = 2 << 20
 //
 //	POST /v1/tasks                     submit a task → 202 {"session_id"}
 //	GET  /v1/sessions                  list sessions
-//	GET  /v1/sessions/{id}             status, output, error
+//	GET  /v1/sessions/{id}             status, output, error, calls waiting for approval
 //	GET  /v1/sessions/{id}/events      the session's events in seq order
 //	GET  /v1/sessions/{id}/stream      the same as Server-Sent Events, live
 //	POST /v1/sessions/{id}/cancel      cancel the running task
+//	POST /v1/sessions/{id}/approvals/{call}  answer a call's approval {"approve", "reason"}
+//	GET  /v1/approvals                 the calls waiting for approval (approvals.go)
 //	GET  /metrics                      Prometheus metrics
 //	GET  /healthz                      200 {"status":"ok"}, or 503 {"status":"unhealthy","reason"}
 //	POST /v1/memories                  write memories (with Config.Memory; see memoryRoutes)
@@ -48,6 +50,8 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/sessions/{id}/events", n.getEvents)
 	mux.HandleFunc("GET /v1/sessions/{id}/stream", n.stream)
 	mux.HandleFunc("POST /v1/sessions/{id}/cancel", n.cancel)
+	mux.HandleFunc("POST /v1/sessions/{id}/approvals/{call}", n.postApproval)
+	mux.HandleFunc("GET /v1/approvals", n.listApprovals)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", n.healthz)
 	n.memoryRoutes(mux)
@@ -213,21 +217,32 @@ func (n *Node) Status(ctx context.Context, id string) (SessionStatus, bool, erro
 			return SessionStatus{}, true, err
 		}
 	}
+	return statusOf(id, st), true, nil
+}
+
+// statusOf is the status of the session id folded in st.
+func statusOf(id string, st *actors.SessionState) SessionStatus {
 	status, out, errMsg := st.Status()
-	return SessionStatus{SessionID: id, Status: status, Output: out, Error: errMsg, Reason: st.StatusReason(),
-		Note: st.Note()}, true, nil
+	return SessionStatus{SessionID: id, Status: status, Output: out, Error: errMsg, Reason: st.StatusReason(), Note: st.Note()}
+}
+
+// sessionView is the body of GET /v1/sessions/{id}: the session's status and, while
+// its task waits for them, the calls waiting for approval.
+type sessionView struct {
+	SessionStatus
+	Approvals []PendingApproval `json:"approvals,omitempty"`
 }
 
 func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	s, ok, err := n.Status(r.Context(), id)
+	st, err := n.fold(r.Context(), id)
 	switch {
+	case errors.Is(err, ErrUnknownSession):
+		writeError(w, http.StatusNotFound, "no session %q", id)
 	case err != nil:
 		writeError(w, http.StatusInternalServerError, "session %s: %v", id, err)
-	case !ok:
-		writeError(w, http.StatusNotFound, "no session %q", id)
 	default:
-		writeJSON(w, http.StatusOK, s)
+		writeJSON(w, http.StatusOK, sessionView{SessionStatus: statusOf(id, st), Approvals: pendingApprovals(id, st)})
 	}
 }
 

@@ -28,6 +28,10 @@ import (
 //   - next, MCP's run_task and A2A: their arguments are a JSON task body, decoded as
 //     SourceHTTP is.
 //
+// Answers to approvals enter the same way (approvals.go): Node.Approve, POST
+// /v1/sessions/{id}/approvals/{call}, a task.approval message (handleApproval), each
+// checked by AdmitApproval.
+//
 // The Ingress applies every rule (Task.Validate's bounds, the session ID rule, the
 // refusal of a credential-shaped session ID, the redaction of secrets from the input
 // and the reason), records the agent's core memory blocks with a task when the agent

@@ -75,13 +75,20 @@ func (k kafkaEnv) layout(partitions int) kafka.TopicLayout {
 // write to it (a topic just created is not in every broker's metadata yet).
 func (k kafkaEnv) node(t *testing.T) *node.Node {
 	t.Helper()
+	return k.nodeWith(t, node.Config{})
+}
+
+// nodeWith is node with a configuration of the test's (its Bus is set here).
+func (k kafkaEnv) nodeWith(t *testing.T, cfg node.Config) *node.Node {
+	t.Helper()
 	clients, err := kafka.DialNode(k.brokers, "troupe-test-"+strings.ReplaceAll(t.Name(), "/", "-")+time.Now().Format("150405.000000"),
 		k.layout(3), watermill.NopLogger{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = clients.Close() })
-	n := nodetest.Start(t, node.Config{Bus: &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}})
+	cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}
+	n := nodetest.Start(t, cfg)
 	k.waitTopic(t, messages.TopicTasks)
 	return n
 }

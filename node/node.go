@@ -139,6 +139,10 @@ type Config struct {
 	// Agents are the agents a task may name (Task.Agent) besides "default", the
 	// agent the fields above configure (an agents file's; NamedAgent).
 	Agents []NamedAgent
+	// ApprovalTimeout is how long a call of a tool that needs approval
+	// (NamedAgent.Approvals) waits for an answer before the session rejects it, for
+	// the agents that set none (NamedAgent.ApprovalTimeout); 0 waits for ever.
+	ApprovalTimeout time.Duration
 	// MaxParallelTools bounds one session's tool calls in flight (default 4).
 	MaxParallelTools int
 	// ToolTimeout bounds one tool call (default 30 s).
@@ -202,7 +206,7 @@ func (c Config) Validate() error {
 			return fmt.Errorf("node: a sharded bus's Tasks subscriber (%T) must tell the partition of each message (node.PartitionReader; kafka.Subscriber does)", c.Bus.Tasks)
 		}
 	}
-	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 || c.MaxLiveSessions < 0 {
+	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 || c.MaxLiveSessions < 0 || c.ApprovalTimeout < 0 {
 		return errors.New("node: limits and timeouts must not be negative")
 	}
 	if err := checkStops("the default agent", c.MaxTokens, c.LoopRepeats, c.LoopStaleSteps); err != nil {
@@ -574,6 +578,8 @@ func (n *Node) handleTask(msg *message.Message) error {
 	switch msg.Metadata.Get(messages.MetaType) {
 	case messages.TypeCancelRequested:
 		return n.handleCancel(msg)
+	case messages.TypeApprovalAnswer:
+		return n.handleApproval(msg)
 	case messages.TypeMemoryCommand:
 		return n.handleMemoryCommand(msg)
 	}

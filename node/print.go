@@ -77,6 +77,21 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 	case *messages.TaskFailed:
 		printf("  [%d] failed (%s): %s\n", e.Seq, p.Reason, p.Error)
 		return 1, true
+	case *messages.ApprovalRequested:
+		expires := "waits for ever"
+		if p.ExpiresUS > 0 {
+			expires = "expires " + time.UnixMicro(p.ExpiresUS).UTC().Format(time.RFC3339)
+		}
+		printf("  [%d] approval needed: tool %s(%s), call %s (%s)\n", e.Seq, p.Tool, p.Arguments, p.CallID, expires)
+	case *messages.ApprovalResolved:
+		verdict := "approved"
+		if !p.Approve {
+			verdict = "rejected"
+		}
+		if p.Reason != "" {
+			verdict += ": " + p.Reason
+		}
+		printf("  [%d] %s (by %s)\n", e.Seq, verdict, p.By)
 	case *messages.SessionForked:
 		printf("  [%d] forked from %s at seq %d\n", e.Seq, p.ParentID, p.AtSeq)
 	case *messages.TeamStateUpdated:

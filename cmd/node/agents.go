@@ -34,7 +34,8 @@ a team whose member is not an agent of the file exits 2 with the line and the
 problem. The tools are expanded: mcp:SERVER to the server's tools now, skill:NAME to
 the skill tools; an agent without "tools" has all the node's, MCP servers' included
 ("(all)"). --json prints each agent with its declared tools ("declared_tools") and
-the expanded ones ("tools"; null: all).
+the expanded ones ("tools"; null: all). A tool whose calls wait for a human's
+approval is marked "(approval)".
 `
 
 // agentsCmd runs "node agents ...": args are what follows "agents".
@@ -140,7 +141,14 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 	for _, a := range listed {
 		toolList := "(all)"
 		if a.Tools != nil {
-			toolList = cmp.Or(strings.Join(a.Tools, ","), "(none)")
+			names := make([]string, len(a.Tools))
+			for i, t := range a.Tools {
+				names[i] = t
+				if slices.Contains(a.Approvals, t) {
+					names[i] += "(approval)"
+				}
+			}
+			toolList = cmp.Or(strings.Join(names, ","), "(none)")
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Paradigm, cmp.Or(a.Model, "(node's)"),
 			cmp.Or(strings.Join(a.Fallbacks, ","), "-"), cmp.Or(a.Memory, "(node's)"), toolList, a.Description)

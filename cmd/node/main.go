@@ -42,6 +42,9 @@ type options struct {
 	extraTools []tools.Tool
 	wrapModel  func(llm.Model) llm.Model
 	stdin      io.Reader // node tools call - and node mcp's input; nil: os.Stdin
+	// terminal, when set, says whether stdin is a terminal (node run asks it for
+	// approvals); nil: ask os.Stdin.
+	terminal *bool
 }
 
 const usage = `usage:
@@ -91,6 +94,11 @@ flags:
   --max-tokens N         run: the task's token budget, prompt and completion tokens
                          together (default: the agent's "max_tokens", else none); a
                          task that uses it up fails with reason token_budget
+  --approval-timeout D   reject a call of a tool that needs approval ("approval: required"
+                         in the agents file) after it has waited this long; 0 waits for
+                         ever (TROUPE_APPROVAL_TIMEOUT, "approval_timeout", default 0); an
+                         agent's own approval_timeout wins. node run asks the terminal;
+                         without one it rejects the call, as it serves no API
   --idle-timeout D       stop a session's actor after it has been idle this long, a
                          positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
                          default 1m); its next task folds it back from the log
@@ -199,6 +207,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
 	idleFlag := fs.String("idle-timeout", or("TROUPE_IDLE_TIMEOUT", fc.IdleTimeout, ""), "passivate a session's actor after this long idle")
+	approvalFlag := fs.String("approval-timeout", or("TROUPE_APPROVAL_TIMEOUT", fc.ApprovalTimeout, ""), "reject a call waiting for approval after this long (0: wait for ever)")
 	skillsDir := fs.String("skills", or("TROUPE_SKILLS", fc.SkillsDir, ""), "directory of Agent Skills")
 	disclosureFlag := fs.String("disclosure", or("TROUPE_DISCLOSURE", fc.Disclosure, "all"), "tool disclosure: all, catalog or search")
 	maxSessions := fs.Int("max-sessions", cmp.Or(fc.MaxSessions, node.DefaultMaxLiveSessions), "session actors kept alive at most")
@@ -260,6 +269,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	idle, err := parseIdleTimeout(*idleFlag)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	approvalTimeout, err := nodeconfig.ParseApprovalTimeout(*approvalFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "error: --approval-timeout:", err)
 		return 2
 	}
 	// Like --group, the prefix means nothing without --kafka.
@@ -355,6 +369,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	agent.Apply(&cfg)
+	cfg.ApprovalTimeout = approvalTimeout // the file's, unless the environment or a flag says otherwise
 	embedder, embedderKey, err := fc.NewToolEmbedder(ctx, *modelFlag, llmBase)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -452,7 +467,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	switch cmd {
 	case "run":
-		return runTask(ctx, cfg, attach, task, why, stdout, stderr)
+		in, terminal := opt.stdin, opt.terminal
+		if in == nil {
+			in = os.Stdin
+		}
+		if terminal == nil {
+			t := isTerminal(os.Stdin)
+			terminal = &t
+		}
+		return runTask(ctx, cfg, attach, task, why, in, *terminal, stdout, stderr)
 	case "mcp":
 		if fs.NArg() != 0 {
 			fmt.Fprint(stderr, usage)
@@ -474,7 +497,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 }
 
-func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task node.Task, why string, stdout, stderr io.Writer) int {
+// runTask runs node run's task and follows it; it asks the terminal in (terminal:
+// whether it is one) to answer the task's approvals (asker).
+func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task node.Task, why string, in io.Reader, terminal bool, stdout, stderr io.Writer) int {
 	if cfg.Bus != nil {
 		// On a cluster, run submits the task and follows it: a node of the cluster runs
 		// it. Joining the cluster's groups for the length of one task would move every
@@ -521,7 +546,7 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	code, err := node.Follow(ctx, stdout, events, 1)
+	code, err := newAsker(n, id, in, terminal, cfg.Bus != nil, stdout).follow(ctx, events, 1)
 	switch {
 	case ctx.Err() != nil && cfg.Bus != nil:
 		fmt.Fprintf(stderr, "interrupted; the cluster goes on with session %s\n", id)

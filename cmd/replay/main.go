@@ -405,6 +405,17 @@ func summary(p messages.Payload) string {
 			return fmt.Sprintf("%s → error: %s", p.Tool, clip(p.Error))
 		}
 		return fmt.Sprintf("%s → %s", p.Tool, clip(p.Result))
+	case *messages.ApprovalRequested:
+		return fmt.Sprintf("approval needed: %s(%s)", p.Tool, clip(p.Arguments))
+	case *messages.ApprovalResolved:
+		verdict := "approved"
+		if !p.Approve {
+			verdict = "rejected"
+		}
+		if p.Reason != "" {
+			verdict += ": " + clip(p.Reason)
+		}
+		return verdict + " (by " + p.By + ")"
 	case *messages.TaskCompleted:
 		if p.Note != "" {
 			return "completed: " + clip(p.Output) + " (" + clip(p.Note) + ")"

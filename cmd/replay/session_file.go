@@ -190,6 +190,10 @@ func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) (
 			p.Chain = rekey(p.Chain) // a chain step names its chain's call by key
 		case *messages.ToolCallCompleted:
 			p.Key = rekey(p.Key)
+		case *messages.ApprovalRequested:
+			p.Key = rekey(p.Key)
+		case *messages.ApprovalResolved:
+			p.Key = rekey(p.Key)
 		}
 		ne, err := messages.NewEnvelope(p)
 		if err != nil {
@@ -217,7 +221,8 @@ func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) (
 
 func hasKey(p messages.Payload) bool {
 	switch p.(type) {
-	case *messages.ModelRequested, *messages.ModelResponded, *messages.ToolCallRequested, *messages.ToolCallCompleted:
+	case *messages.ModelRequested, *messages.ModelResponded, *messages.ToolCallRequested, *messages.ToolCallCompleted,
+		*messages.ApprovalRequested, *messages.ApprovalResolved:
 		return true
 	}
 	return false

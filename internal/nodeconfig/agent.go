@@ -56,6 +56,8 @@ type Agent struct {
 	// MaxTokens, LoopRepeats and LoopStaleSteps are the file's stop conditions, as
 	// node.Config takes them.
 	MaxTokens, LoopRepeats, LoopStaleSteps int
+	// ApprovalTimeout is the file's approval_timeout (node.Config.ApprovalTimeout).
+	ApprovalTimeout time.Duration
 }
 
 // Agent builds the file's default agent. It reads the skills directory and checks the
@@ -79,9 +81,14 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	if err != nil {
 		return Agent{}, err
 	}
+	approvalTimeout, err := ParseApprovalTimeout(fc.ApprovalTimeout)
+	if err != nil {
+		return Agent{}, fmt.Errorf("approval_timeout: %w", err)
+	}
 	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), MemoryTool: fc.Memory.ToolConfig(), Chains: fc.Chains,
 		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps,
-		MaxTokens: fc.MaxTokens, LoopRepeats: loopSetting(fc.LoopRepeats), LoopStaleSteps: loopSetting(fc.LoopStaleSteps)}, nil
+		MaxTokens: fc.MaxTokens, LoopRepeats: loopSetting(fc.LoopRepeats), LoopStaleSteps: loopSetting(fc.LoopStaleSteps),
+		ApprovalTimeout: approvalTimeout}, nil
 }
 
 // Apply sets the agent's fields of cfg.
@@ -90,6 +97,7 @@ func (a Agent) Apply(cfg *node.Config) {
 	cfg.MemoryTool = a.MemoryTool
 	cfg.SystemPrompt, cfg.MaxSteps = a.SystemPrompt, a.MaxSteps
 	cfg.MaxTokens, cfg.LoopRepeats, cfg.LoopStaleSteps = a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps
+	cfg.ApprovalTimeout = a.ApprovalTimeout
 }
 
 // ConnectMCP connects to the MCP servers of the file's "mcp_servers" section and

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -26,9 +27,11 @@ var (
 	paradigms       = node.Paradigms
 	futureParadigms = []string{"plan_execute"}
 	agentFieldNames = []string{"description", "model", "fallbacks", "system_prompt", "paradigm", "tools", "memory", "max_steps",
-		"max_rounds", "critic_prompt", "critic_model", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt"}
-	agentFields = slices.Concat(agentFieldNames, stopFieldNames)
-	agentName   = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+		"max_rounds", "critic_prompt", "critic_model", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt", "approval_timeout"}
+	agentFields    = slices.Concat(agentFieldNames, stopFieldNames)
+	toolFieldNames = []string{"name", "approval"}
+	approvalValues = []string{"required", "none"}
+	agentName      = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 	// paradigmFields are the fields of one paradigm only.
 	paradigmFields = map[string]string{
 		"max_rounds": node.ParadigmReflection, "critic_prompt": node.ParadigmReflection, "critic_model": node.ParadigmReflection,
@@ -66,6 +69,12 @@ type DeclaredAgent struct {
 	// Memory is the namespace of its memory tool and core blocks, in place of the
 	// node's (the configuration's memory.namespace).
 	Memory string `json:"memory_namespace,omitempty"`
+	// Approvals are the tools among Tools declared {name: …, approval: required}:
+	// their calls wait for a human's approval.
+	Approvals []string `json:"approvals,omitempty"`
+	// ApprovalTimeout is approval_timeout, a duration: "" for the node's, "0" to
+	// wait for ever.
+	ApprovalTimeout string `json:"approval_timeout,omitempty"`
 	// Stop conditions (stops.go): MaxTokens 0 is no budget; a nil loop setting is the
 	// node's default, 0 turns that check off.
 	MaxTokens      int  `json:"max_tokens,omitempty"`
@@ -122,6 +131,12 @@ type DeclaredAgent struct {
 //	    lessons: 3                      # lessons in a prompt at most (default 3)
 //	    evaluate: true                  # judge each answer (default true)
 //	    evaluator_prompt: Pass only answers that cite a source.
+//	  mailer:
+//	    tools:
+//	      - clock
+//	      - {name: send_email, approval: required}   # each call waits for a human
+//	    approval_timeout: 10m           # then it is rejected; 0 waits for ever
+//	                                    # (absent: the node's --approval-timeout)
 //
 // A "teams" section declares teams of the file's agents (DeclaredTeam); a task
 // names a team as it names an agent.
@@ -379,13 +394,32 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 			if fv.Kind != yaml.ScalarNode || fv.Tag != "!!int" || fv.Decode(&a.MaxSteps) != nil || a.MaxSteps < 1 || a.MaxSteps > maxMaxSteps {
 				return fail(fv.Line, "agent %q: max_steps %q: want an integer from 1 to %d", name, fv.Value, maxMaxSteps)
 			}
+		case "approval_timeout":
+			d, err := time.ParseDuration(fv.Value)
+			if fv.Kind != yaml.ScalarNode || fv.Tag == "!!null" || err != nil || d < 0 || d > maxApprovalTimeout {
+				return fail(fv.Line, "agent %q: approval_timeout %q: want a duration from 0 (wait for ever) to %s, e.g. 10m", name, fv.Value, shortDuration(maxApprovalTimeout))
+			}
+			a.ApprovalTimeout = fv.Value
 		case "tools":
 			if fv.Kind != yaml.SequenceNode {
 				return fail(fv.Line, "agent %q: tools: want a list of tool names", name)
 			}
 			a.Tools, a.toolsLine = []string{}, fv.Line
 			for _, t := range fv.Content {
-				s, err := str(t, "tools")
+				var s string
+				var err error
+				if t.Kind == yaml.MappingNode {
+					var approval bool
+					s, approval, err = parseToolEntry(path, name, t)
+					if approval && (strings.HasPrefix(s, ToolsOfMCP) || strings.HasPrefix(s, ToolsOfSkill)) {
+						return fail(t.Line, "agent %q: tools: %q: approval is given to a tool, not to a group of tools: list the tool by its name", name, s)
+					}
+					if approval {
+						a.Approvals = append(a.Approvals, s)
+					}
+				} else {
+					s, err = str(t, "tools")
+				}
 				if err != nil {
 					return DeclaredAgent{}, err
 				}
@@ -459,6 +493,43 @@ func toolsLine(agent *yaml.Node) int {
 		}
 	}
 	return agent.Line
+}
+
+// maxApprovalTimeout bounds an agent's approval_timeout (and the node's).
+const maxApprovalTimeout = 30 * 24 * time.Hour
+
+// parseToolEntry reads a tool given as a mapping, {name: send_email, approval:
+// required}: its name, and whether its calls wait for approval.
+func parseToolEntry(path, agent string, t *yaml.Node) (name string, approval bool, err error) {
+	fail := func(line int, format string, args ...any) (string, bool, error) {
+		return "", false, &AgentsFileError{Path: path, Line: line, Msg: fmt.Sprintf("agent %q: tools: ", agent) + fmt.Sprintf(format, args...)}
+	}
+	seen := map[string]bool{}
+	for i := 0; i < len(t.Content); i += 2 {
+		k, v := t.Content[i], t.Content[i+1]
+		if seen[k.Value] {
+			return fail(k.Line, "field %q is given twice", k.Value)
+		}
+		seen[k.Value] = true
+		if v.Kind != yaml.ScalarNode || v.Tag == "!!null" || v.Value == "" {
+			return fail(v.Line, "%s: want a string", k.Value)
+		}
+		switch k.Value {
+		case "name":
+			name = v.Value
+		case "approval":
+			if !slices.Contains(approvalValues, v.Value) {
+				return fail(v.Line, "approval %q: want %s", v.Value, strings.Join(approvalValues, " or "))
+			}
+			approval = v.Value == "required"
+		default:
+			return fail(k.Line, "unknown field %q of a tool: the fields are %s", k.Value, strings.Join(toolFieldNames, ", "))
+		}
+	}
+	if name == "" {
+		return fail(t.Line, "a tool given as a mapping needs its name: {name: send_email, approval: required}")
+	}
+	return name, approval, nil
 }
 
 // CheckTools reports the first tool of an agent that is not among known (the node's
@@ -646,6 +717,15 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 					na.Tools = append(na.Tools, t)
 				}
 			}
+		}
+		na.Approvals = a.Approvals
+		// Checked by parseAgent.
+		switch d, _ := time.ParseDuration(a.ApprovalTimeout); {
+		case a.ApprovalTimeout == "":
+		case d == 0:
+			na.ApprovalTimeout = node.NoApprovalTimeout
+		default:
+			na.ApprovalTimeout = d
 		}
 		out[i] = na
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
@@ -109,6 +110,14 @@ func TestParseAgentsErrors(t *testing.T) {
 		{"reflexion setting elsewhere", "agents:\n  a:\n    paradigm: reflection\n    evaluate: false\n", 4, "evaluate is a setting of the reflexion paradigm"},
 		{"lessons namespace", "agents:\n  a:\n    paradigm: reflexion\n    lessons_namespace: lessons/a\n", 4, "lessons_namespace"},
 		{"evaluate not a bool", "agents:\n  a:\n    paradigm: reflexion\n    evaluate: sometimes\n", 4, "want true or false"},
+		{"tool mapping without name", "agents:\n  a:\n    tools:\n      - {approval: required}\n", 4, "needs its name"},
+		{"tool approval value", "agents:\n  a:\n    tools:\n      - name: mail\n        approval: maybe\n", 5, `approval "maybe": want required or none`},
+		{"tool unknown field", "agents:\n  a:\n    tools:\n      - {name: mail, retries: 3}\n", 4, `unknown field "retries" of a tool`},
+		{"tool field twice", "agents:\n  a:\n    tools:\n      - name: mail\n        name: post\n", 5, `field "name" is given twice`},
+		{"tool name not a string", "agents:\n  a:\n    tools:\n      - {name: [mail]}\n", 4, "name: want a string"},
+		{"tool mapping twice", "agents:\n  a:\n    tools:\n      - mail\n      - {name: mail, approval: required}\n", 5, "listed twice"},
+		{"approval timeout", "agents:\n  a:\n    approval_timeout: soon\n", 3, "approval_timeout \"soon\""},
+		{"approval timeout negative", "agents:\n  a:\n    approval_timeout: -1m\n", 3, "approval_timeout"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := ParseAgents("agents.yaml", []byte(c.file))
@@ -294,5 +303,47 @@ func TestParseParadigmSettings(t *testing.T) {
 	err = f.checkLessons(node.Config{MemoryTool: &memory.ToolConfig{Namespace: "agent:x"}})
 	if !errors.As(err, &fe) || fe.Line != 15 || !strings.Contains(err.Error(), `agent "quiet": the reflexion paradigm keeps its lessons with the memory tool: add memory to its tools`) {
 		t.Errorf("reflexion without memory among its tools: %v, want line 15", err)
+	}
+}
+
+// A tool is a name or a mapping {name, approval}; approval_timeout is a duration,
+// 0 waiting for ever.
+func TestParseAgentsApprovals(t *testing.T) {
+	f, err := ParseAgents("agents.yaml", []byte(`agents:
+  mailer:
+    tools:
+      - clock
+      - {name: send_email, approval: required}
+      - name: calculator
+        approval: none
+    approval_timeout: 10m
+  patient:
+    tools: [{name: send_email, approval: required}]
+    approval_timeout: 0
+  plain:
+    tools: [clock]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _ := f.Lookup("mailer")
+	if strings.Join(m.Tools, ",") != "clock,send_email,calculator" || strings.Join(m.Approvals, ",") != "send_email" || m.ApprovalTimeout != "10m" {
+		t.Errorf("mailer = %+v", m)
+	}
+	if err := f.CheckTools([]string{"clock", "send_email", "calculator"}); err != nil {
+		t.Error(err)
+	}
+	byName := map[string]node.NamedAgent{}
+	for _, a := range f.NodeAgents() {
+		byName[a.Name] = a
+	}
+	if a := byName["mailer"]; a.ApprovalTimeout != 10*time.Minute || strings.Join(a.Approvals, ",") != "send_email" {
+		t.Errorf("mailer as the node runs it: %+v", a)
+	}
+	if a := byName["patient"]; a.ApprovalTimeout != node.NoApprovalTimeout {
+		t.Errorf("patient's approval_timeout 0: %v, want NoApprovalTimeout", a.ApprovalTimeout)
+	}
+	if a := byName["plain"]; a.ApprovalTimeout != 0 || a.Approvals != nil {
+		t.Errorf("plain: %+v, want the node's timeout and no approvals", a)
 	}
 }

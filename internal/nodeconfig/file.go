@@ -70,6 +70,10 @@ type File struct {
 	Memory *MemoryFile `json:"memory"`
 	// AgentsFile is the agents file (YAML; LoadAgents) that declares named agents.
 	AgentsFile string `json:"agents_file"`
+	// ApprovalTimeout is how long a call that needs approval waits for an answer
+	// before it is rejected, for the agents whose approval_timeout is not set
+	// (node.Config.ApprovalTimeout): a duration; "0" (the default) waits for ever.
+	ApprovalTimeout string `json:"approval_timeout"`
 
 	// MaxTokens, LoopRepeats and LoopStaleSteps are the default agent's stop
 	// conditions, as an agents file's agent has them (stops.go): absent, the node's
@@ -274,6 +278,11 @@ func (fc File) Validate() error {
 			bad("idle_timeout", "%q is not a positive duration (e.g. 90s or 5m)", fc.IdleTimeout)
 		}
 	}
+	if fc.ApprovalTimeout != "" {
+		if _, err := ParseApprovalTimeout(fc.ApprovalTimeout); err != nil {
+			bad("approval_timeout", "%v", err)
+		}
+	}
 	if fc.HTTP != "" {
 		if err := checkHostPort(fc.HTTP); err != nil {
 			bad("http", "%v (e.g. 127.0.0.1:8080)", err)
@@ -427,6 +436,18 @@ func (g GatewayFile) validate() []error {
 		}
 	}
 	return errs
+}
+
+// ParseApprovalTimeout reads the node's approval timeout ("approval_timeout",
+// --approval-timeout): a duration from 0 (wait for ever; also "") to 720h.
+func ParseApprovalTimeout(s string) (time.Duration, error) {
+	if s == "" || s == "0" {
+		return 0, nil
+	}
+	if err := checkDuration(s, 0, maxApprovalTimeout); err != nil {
+		return 0, err
+	}
+	return time.ParseDuration(s)
 }
 
 // checkDuration accepts a Go duration from lo to hi.

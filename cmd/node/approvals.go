@@ -1,0 +1,130 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// asker answers the approvals node run's session asks for (a tool declared
+// "approval: required" in the agents file):
+//
+//   - with a terminal (stdin is one), it prints the tool and its arguments and asks
+//     "approve? [y/N]", then a reason (optional); the answer is recorded "by
+//     terminal";
+//   - without one, on a cluster (--kafka), it waits: the cluster's nodes serve, so an
+//     answer comes over HTTP or Kafka (or the approval's timeout rejects the call);
+//   - without one, on the embedded node, nobody else can answer (node run serves no
+//     API), so it rejects the call at once, saying why, and the model reads that.
+type asker struct {
+	n        *node.Node
+	session  string
+	terminal bool
+	cluster  bool
+	lines    <-chan string // stdin's lines; closed at its end
+	out      io.Writer
+}
+
+// newAsker returns node run's asker; terminal says whether in is a terminal.
+func newAsker(n *node.Node, session string, in io.Reader, terminal, cluster bool, out io.Writer) *asker {
+	a := &asker{n: n, session: session, terminal: terminal, cluster: cluster, out: out}
+	if terminal {
+		lines := make(chan string)
+		go func() {
+			// Ends with stdin (the process exits before it, most often).
+			defer close(lines)
+			sc := bufio.NewScanner(in)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		a.lines = lines
+	}
+	return a
+}
+
+// follow prints the session's live events (node.PrintStep) until tasks tasks
+// finished, answering each approval the session asks for; it returns the exit code
+// (1 if a task failed) or an error when ctx ends or the feed closes first.
+func (a *asker) follow(ctx context.Context, live <-chan messages.Envelope, tasks int) (int, error) {
+	code := 0
+	for tasks > 0 {
+		select {
+		case <-ctx.Done():
+			return 130, ctx.Err()
+		case e, ok := <-live:
+			if !ok {
+				return 1, fmt.Errorf("lost the live event feed")
+			}
+			if c, done := node.PrintStep(a.out, e); done {
+				code = max(code, c)
+				tasks--
+			}
+			if e.Type != messages.TypeApprovalRequested {
+				continue
+			}
+			p, err := e.Decode()
+			if err != nil {
+				return 1, err
+			}
+			if err := a.answer(ctx, p.(*messages.ApprovalRequested)); err != nil {
+				return 1, err
+			}
+		}
+	}
+	return code, nil
+}
+
+// answer answers one approval, as the asker's doc says.
+func (a *asker) answer(ctx context.Context, r *messages.ApprovalRequested) error {
+	if !a.terminal {
+		if a.cluster {
+			fmt.Fprintf(a.out, "  waiting for an answer: POST /v1/sessions/%s/approvals/%s on a node of the cluster, or a %s message on %s\n",
+				a.session, r.CallID, messages.TypeApprovalAnswer, messages.TopicTasks)
+			return nil
+		}
+		const why = "node run has no terminal to ask on and serves no API (run the task on node serve to answer it over HTTP or Kafka)"
+		fmt.Fprintf(a.out, "  no terminal: the call of %s is rejected: %s\n", r.Tool, why)
+		return a.send(ctx, r, false, why, messages.ApprovedByAPI)
+	}
+	fmt.Fprintf(a.out, "  approve the call of %s with %s? [y/N] ", node.EscapeControls(r.Tool), node.EscapeControls(r.Arguments))
+	yes, ok, err := a.readLine(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return a.send(ctx, r, false, "the terminal closed before anyone answered", messages.ApprovedByTerminal)
+	}
+	approve := strings.EqualFold(strings.TrimSpace(yes), "y") || strings.EqualFold(strings.TrimSpace(yes), "yes")
+	fmt.Fprint(a.out, "  reason (optional): ")
+	reason, _, err := a.readLine(ctx)
+	if err != nil {
+		return err
+	}
+	return a.send(ctx, r, approve, strings.TrimSpace(reason), messages.ApprovedByTerminal)
+}
+
+// readLine reads a line of the terminal; ok is false at its end.
+func (a *asker) readLine(ctx context.Context) (line string, ok bool, err error) {
+	select {
+	case <-ctx.Done():
+		return "", false, ctx.Err()
+	case line, ok := <-a.lines:
+		return line, ok, nil
+	}
+}
+
+// send records an answer. One the session no longer waits for (the approval
+// expired, or a node of the cluster was answered first) is reported, not fatal.
+func (a *asker) send(ctx context.Context, r *messages.ApprovalRequested, approve bool, reason, by string) error {
+	err := a.n.Approve(ctx, a.session, r.Key, approve, reason, by)
+	if err != nil {
+		fmt.Fprintf(a.out, "  the answer was not recorded: %v\n", err)
+	}
+	return nil
+}

@@ -1,0 +1,98 @@
+package messages
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// The events of human-in-the-loop approvals. A tool an agent declares
+// "approval: required" is not performed when the model calls it: the session records
+// the ToolCallRequested as usual, then an ApprovalRequested for it, and waits (durably:
+// a refold after a restart or a hand-over waits still) until an ApprovalResolved is
+// folded. Approved, the call is performed as any other; rejected or expired, the
+// session records the call's ToolCallCompleted with an error the model reads as the
+// tool's result.
+
+// Who resolved an approval (ApprovalResolved.By).
+const (
+	ApprovedByHTTP     = "http"
+	ApprovedByKafka    = "kafka"
+	ApprovedByTerminal = "terminal"
+	// ApprovedByAPI: Go code called Node.Approve (node run rejecting a call it has
+	// no terminal to ask about among them).
+	ApprovedByAPI = "api"
+	// ApprovedByTimeout: nobody answered before ApprovalRequested.ExpiresUS; the
+	// session decided the rejection itself.
+	ApprovedByTimeout = "timeout"
+)
+
+// ApprovalRequested records that a tool call waits for a human's approval before it
+// is performed. Key is the idempotency key of the call (its ToolCallRequested.Key).
+type ApprovalRequested struct {
+	Key       string `json:"key"`
+	CallID    string `json:"call_id"`
+	Tool      string `json:"tool"`
+	Arguments string `json:"arguments"`
+	// ExpiresUS is when the session rejects the call unanswered, in Unix
+	// microseconds; 0 means it waits for ever.
+	ExpiresUS int64 `json:"expires_us,omitempty"`
+}
+
+// ApprovalResolved records the answer to an ApprovalRequested with the same Key:
+// approved, the call is performed; rejected, the model reads Reason as the tool's
+// error. By says where the answer came from (ApprovedByHTTP, …, ApprovedByTimeout).
+type ApprovalResolved struct {
+	Key     string `json:"key"`
+	Approve bool   `json:"approve"`
+	Reason  string `json:"reason,omitempty"`
+	By      string `json:"by"`
+}
+
+// MessageType implements Payload.
+func (*ApprovalRequested) MessageType() Type { return TypeApprovalRequested }
+
+// MessageType implements Payload.
+func (*ApprovalResolved) MessageType() Type { return TypeApprovalResolved }
+
+// TypeApprovalAnswer marks (in MetaType) an ApprovalAnswer on TopicTasks.
+const TypeApprovalAnswer = "task.approval"
+
+// ApprovalAnswer answers a pending approval of a session. It travels on TopicTasks
+// (MetaType TypeApprovalAnswer), keyed by the session, so it reaches the session's
+// owner; any Kafka client can publish one. Call names the call: its call_id (the
+// model's ID of the tool call, as GET /v1/approvals lists it) or its key. Approve
+// must be given: an answer without it is refused rather than read as a rejection.
+type ApprovalAnswer struct {
+	V         int    `json:"v"`
+	SessionID string `json:"session_id"`
+	Call      string `json:"call"`
+	Approve   bool   `json:"approve"`
+	Reason    string `json:"reason,omitempty"`
+	// By says where the answer came from; the node that reads it from the tasks
+	// topic sets "kafka" when it is empty.
+	By string `json:"by,omitempty"`
+}
+
+func (r *ApprovalAnswer) stamp() { r.V = CommandVersion }
+
+// DecodeApprovalAnswer decodes and validates an ApprovalAnswer: session_id, call and
+// approve are required.
+func DecodeApprovalAnswer(b []byte) (ApprovalAnswer, error) {
+	var probe struct {
+		Approve *bool `json:"approve"`
+	}
+	var a ApprovalAnswer
+	if err := decodeCommand(b, &a, &a.V); err != nil {
+		return a, err
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return a, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	switch {
+	case a.SessionID == "" || a.Call == "":
+		return a, fmt.Errorf("%w: approval answer without session_id or call", ErrCorrupt)
+	case probe.Approve == nil:
+		return a, fmt.Errorf("%w: approval answer for session %s call %s without \"approve\" (true or false)", ErrCorrupt, a.SessionID, a.Call)
+	}
+	return a, nil
+}

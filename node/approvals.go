@@ -1,0 +1,299 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Approvals. A named agent's tool listed in NamedAgent.Approvals is not performed
+// when the model calls it: the session records approval.requested and waits
+// (actors/approvals.go) for an answer, which enters the node like a cancellation:
+//
+//   - Go code and the CLI's terminal prompt: Node.Approve;
+//   - HTTP: POST /v1/sessions/{id}/approvals/{call} {"approve": true|false, "reason"};
+//   - the tasks topic: a task.approval message (messages.ApprovalAnswer, header
+//     type=task.approval), from any Kafka client.
+//
+// Every answer passes Ingress.AdmitApproval, then goes to the session: on this node
+// (approveHere), or on a sharded node through troupe.tasks to the session's owner
+// (publishApproval, read back by handleApproval). GET /v1/approvals lists what waits.
+
+// Bounds of an answer.
+const (
+	maxApprovalReason = 4096
+	maxApprovalCall   = 512
+)
+
+// answerSources are the values of messages.ApprovalAnswer.By a client may give.
+var answerSources = []string{messages.ApprovedByHTTP, messages.ApprovedByKafka, messages.ApprovedByTerminal, messages.ApprovedByAPI}
+
+// AdmitApproval checks an answer to an approval (its session ID follows
+// SessionIDRule, call is given, the reason is at most 4096 bytes of UTF-8 and has
+// secrets redacted, by is http, kafka, terminal or api) and returns it as it travels.
+func (in *Ingress) AdmitApproval(sessionID, call string, approve bool, reason, by string) (messages.ApprovalAnswer, error) {
+	bad := func(format string, args ...any) (messages.ApprovalAnswer, error) {
+		return messages.ApprovalAnswer{}, fmt.Errorf("%w: approval: "+format, append([]any{ErrBadTask}, args...)...)
+	}
+	switch {
+	case !ValidSessionID(sessionID):
+		return bad("session_id %q: must be %s", sessionID, SessionIDRule)
+	case call == "" || len(call) > maxApprovalCall || !utf8.ValidString(call):
+		return bad("call %q: want the call_id or the key of the call (as GET /v1/approvals lists it), at most %d bytes", call, maxApprovalCall)
+	case len(reason) > maxApprovalReason || !utf8.ValidString(reason):
+		return bad("reason: want at most %d bytes of UTF-8", maxApprovalReason)
+	case !slices.Contains(answerSources, by):
+		return bad("by %q: want one of %s", by, strings.Join(answerSources, ", "))
+	}
+	return messages.ApprovalAnswer{SessionID: sessionID, Call: call, Approve: approve, Reason: in.redactor.String(reason), By: by}, nil
+}
+
+// DecodeApproval reads an ApprovalAnswer from the tasks topic; one that does not
+// say where it came from came from Kafka.
+func (in *Ingress) DecodeApproval(a Arrival) (messages.ApprovalAnswer, error) {
+	c, err := messages.DecodeApprovalAnswer(a.Payload)
+	if err != nil {
+		return c, fmt.Errorf("%w: %w", ErrBadTask, err)
+	}
+	if c.By == "" {
+		c.By = messages.ApprovedByKafka
+	}
+	return in.AdmitApproval(c.SessionID, c.Call, c.Approve, c.Reason, c.By)
+}
+
+// ErrUnknownSession answers an approval for a session the log does not have.
+var ErrUnknownSession = errors.New("node: no such session")
+
+// Approve answers the approval a session's call waits for (call is its call_id or
+// its key): approved, the call is performed; rejected, the model reads reason as the
+// tool's error. by says where the answer came from (messages.ApprovedByHTTP, …). It
+// returns once the answer is recorded, or, on a sharded node, once it is published
+// to the session's owner. The same answer twice is recorded once. Errors: ErrBadTask
+// for a malformed answer, ErrUnknownSession, actors.ErrApprovalNotPending when the
+// call waits for no approval (or was answered otherwise).
+func (n *Node) Approve(ctx context.Context, sessionID, call string, approve bool, reason, by string) error {
+	c, err := n.ingress.AdmitApproval(sessionID, call, approve, reason, by)
+	if err != nil {
+		return err
+	}
+	st, err := n.fold(ctx, sessionID)
+	if err != nil {
+		return err
+	}
+	if _, duplicate, err := st.CheckAnswer(c.Call, c.Approve); err != nil || duplicate {
+		return err // a duplicate is recorded already
+	}
+	if n.sharded() {
+		return n.publishApproval(ctx, c)
+	}
+	return n.approveHere(c)
+}
+
+// fold folds a session's events from the log; ErrUnknownSession when it has none.
+func (n *Node) fold(ctx context.Context, sessionID string) (*actors.SessionState, error) {
+	events, err := n.log.Read(ctx, sessionID, 1)
+	if err != nil {
+		return nil, err
+	}
+	if len(events) == 0 {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownSession, sessionID)
+	}
+	st := actors.NewSessionState(sessionID)
+	for _, e := range events {
+		if err := st.Apply(e); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+// approveHere hands an answer to the session on this node, for Approve and for an
+// answer read from the tasks topic (handleApproval).
+func (n *Node) approveHere(c messages.ApprovalAnswer) error {
+	res, err := n.system.Root.RequestFuture(n.host, &actors.ResolveApproval{SessionID: c.SessionID, Call: c.Call, Approve: c.Approve,
+		Reason: c.Reason, By: c.By}, n.cfg.SubmitTimeout).Result()
+	if err != nil {
+		return err
+	}
+	if err, ok := res.(error); ok {
+		return err
+	}
+	return nil
+}
+
+// publishApproval sends an answer to the session's owner over troupe.tasks.
+func (n *Node) publishApproval(ctx context.Context, c messages.ApprovalAnswer) error {
+	b, err := messages.EncodeCommand(&c)
+	if err != nil {
+		return err
+	}
+	msg := message.NewMessage(n.cfg.IDs.NewID(), b)
+	msg.Metadata.Set(messages.MetaSessionID, c.SessionID)
+	msg.Metadata.Set(messages.MetaType, messages.TypeApprovalAnswer)
+	msg.SetContext(ctx)
+	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
+		return fmt.Errorf("node: publish approval: %w", err)
+	}
+	return nil
+}
+
+// handleApproval runs an ApprovalAnswer read from troupe.tasks on the session's
+// owner. An answer for a call that waits for none (answered already, or a
+// redelivery) is dropped with a warning.
+func (n *Node) handleApproval(msg *message.Message) error {
+	c, err := n.ingress.DecodeApproval(arrivalOf(msg))
+	if err != nil {
+		return fmt.Errorf("%w: approval message %s: %w", errPermanent, msg.UUID, err)
+	}
+	if forwarded, err := n.forward(msg, c.SessionID); forwarded || err != nil {
+		return err
+	}
+	err = n.approveHere(c)
+	switch {
+	case errors.Is(err, actors.ErrApprovalNotPending):
+		n.cfg.Logger.Warn("dropping an answer to an approval that is not pending", "message", msg.UUID, "session", c.SessionID, "call", c.Call, "err", err)
+		return nil
+	case errors.Is(err, actors.ErrNotOwner):
+		return fmt.Errorf("approval %s: %w", msg.UUID, err) // its next owner reads it again
+	case err != nil:
+		return fmt.Errorf("approval for session %s: %w", c.SessionID, err) // retried
+	}
+	return nil
+}
+
+// PendingApproval is a tool call waiting for a human's approval, as GET
+// /v1/approvals lists it.
+type PendingApproval struct {
+	SessionID string `json:"session_id"`
+	// Call is the model's ID of the call (the {call} of the answer's URL); Key the
+	// call's idempotency key, which names it too.
+	Call        string     `json:"call"`
+	Key         string     `json:"key"`
+	Tool        string     `json:"tool"`
+	Arguments   string     `json:"arguments"`
+	RequestedAt time.Time  `json:"requested_at"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+}
+
+// PendingApprovals lists the calls waiting for approval in the running sessions of
+// the node's event log (in a cluster whose nodes share one log, every node lists
+// the cluster's), oldest first.
+func (n *Node) PendingApprovals(ctx context.Context) ([]PendingApproval, error) {
+	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning})
+	if err != nil {
+		return nil, err
+	}
+	out := []PendingApproval{}
+	for _, s := range infos {
+		if !eventlog.IsSession(s.ID) {
+			continue
+		}
+		st, err := n.fold(ctx, s.ID)
+		if errors.Is(err, ErrUnknownSession) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pendingApprovals(s.ID, st)...)
+	}
+	slices.SortStableFunc(out, func(a, b PendingApproval) int { return a.RequestedAt.Compare(b.RequestedAt) })
+	return out, nil
+}
+
+// pendingApprovals returns the calls of a session's running task that wait for
+// approval.
+func pendingApprovals(sessionID string, st *actors.SessionState) []PendingApproval {
+	var out []PendingApproval
+	for _, p := range st.PendingApprovals() {
+		a := PendingApproval{SessionID: sessionID, Call: p.CallID, Key: p.Key, Tool: p.Tool, Arguments: p.Arguments,
+			RequestedAt: time.UnixMicro(p.RequestedUS).UTC()}
+		if p.ExpiresUS > 0 {
+			exp := time.UnixMicro(p.ExpiresUS).UTC()
+			a.ExpiresAt = &exp
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func (n *Node) listApprovals(w http.ResponseWriter, r *http.Request) {
+	list, err := n.PendingApprovals(r.Context())
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "%v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// approvalBody is the body of POST /v1/sessions/{id}/approvals/{call}.
+type approvalBody struct {
+	Approve *bool  `json:"approve"`
+	Reason  string `json:"reason"`
+}
+
+func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
+	id, call := r.PathValue("id"), r.PathValue("call")
+	if err := checkJSONContentType(r.Header.Get("Content-Type")); err != nil {
+		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
+		return
+	}
+	var b approvalBody
+	if err := decodeStrict(body, &b); err != nil {
+		writeError(w, http.StatusBadRequest, "%v; want {\"approve\": true|false, \"reason\": \"…\"}", err)
+		return
+	}
+	if b.Approve == nil {
+		writeError(w, http.StatusBadRequest, "the body has no \"approve\": want {\"approve\": true|false, \"reason\": \"…\"}")
+		return
+	}
+	err = n.Approve(r.Context(), id, call, *b.Approve, b.Reason, messages.ApprovedByHTTP)
+	switch {
+	case errors.Is(err, ErrBadTask):
+		writeError(w, http.StatusBadRequest, "%v", err)
+	case errors.Is(err, ErrUnknownSession):
+		writeError(w, http.StatusNotFound, "no session %q", id)
+	case errors.Is(err, actors.ErrApprovalNotPending):
+		writeError(w, http.StatusConflict, "%v", err)
+	case err != nil:
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+	default:
+		verdict := "rejected"
+		if *b.Approve {
+			verdict = "approved"
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "call": call, "status": verdict})
+	}
+}
+
+// decodeStrict decodes one JSON object into v: no unknown field, nothing after it.
+func decodeStrict(body []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(body))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("malformed JSON: %v", err)
+	}
+	if d.More() {
+		return errors.New("malformed JSON: data after the object")
+	}
+	return nil
+}
