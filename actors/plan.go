@@ -179,7 +179,7 @@ func checkStep(s *planStep, lim planLimits) error {
 		}
 	case s.Agent != "":
 		if !lim.delegate {
-			return fmt.Errorf("it names agent %q, but this agent cannot delegate (it has no %s tool)", s.Agent, ToolDelegate)
+			return fmt.Errorf("it names agent %q, but this agent cannot delegate (it has no %s tool)", s.Agent, DelegateTool)
 		}
 		if !slices.Contains(lim.agents, s.Agent) {
 			return fmt.Errorf("unknown agent %q; the agents are %s", s.Agent, strings.Join(lim.agents, ", "))

@@ -45,10 +45,6 @@ const (
 	PurposeStep   = "step"
 )
 
-// ToolDelegate is the tool that runs a task on another agent: its arguments are
-// {"agent": name, "task": text}; its result is the agent's answer.
-const ToolDelegate = "delegate"
-
 // PlanExecute is the plan_execute paradigm (Agent.Paradigm). Its zero value is
 // usable: each zero field takes its default.
 type PlanExecute struct {
@@ -212,7 +208,7 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 	}
 	a, _ := f.s.agents.For(f.t.Spec.Agent)
 	lim := planLimits{maxSteps: r.cfg.MaxPlanSteps, maxDepth: r.cfg.MaxDepth, maxNew: r.cfg.MaxTotalSteps - r.total,
-		hasTool: a.hasTool, agents: r.delegates(), delegate: a.hasTool(ToolDelegate)}
+		hasTool: a.hasTool, agents: r.delegates(), delegate: a.hasTool(DelegateTool)}
 	for _, s := range r.steps {
 		if s.state == stepDone {
 			lim.kept = append(lim.kept, s.planStep)
@@ -358,7 +354,7 @@ func (r *planRun) decide(v *view) *Decision {
 		case s.Agent != "" || r.cfg.Executor != "":
 			agent := cmpOr(s.Agent, r.cfg.Executor)
 			args, _ := json.Marshal(map[string]string{"agent": agent, "task": r.delegation(s)})
-			return v.call(PurposeStep, callID, ToolDelegate, string(args), r.cause)
+			return v.call(PurposeStep, callID, DelegateTool, string(args), r.cause)
 		}
 	}
 	return nil
