@@ -129,6 +129,9 @@ type stepRun struct {
 	result, problem string
 	// eventID is the ID of the event that finished it.
 	eventID string
+	// height is the number of steps on the longest chain of steps that wait for it,
+	// itself included: of the ready steps, the highest runs first.
+	height int
 }
 
 // planRun is the plan_execute state of one task.
@@ -239,6 +242,7 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 		steps[i] = &stepRun{planStep: ps}
 		r.total++
 	}
+	setHeights(steps)
 	r.steps, r.stage, r.cause = steps, stageRunning, e.ID
 	r.prev, r.problem, r.attempts, r.failed = "", "", 0, nil
 	if pl.Answer != "" || purpose == PurposePlan {
@@ -336,10 +340,18 @@ func (r *planRun) decide(v *view) *Decision {
 	if r.failed != nil || r.running() >= r.cfg.Concurrency {
 		return nil
 	}
+	// The ready step on the longest chain first (the plan's order among equals), so
+	// that a bound below the plan's width does not leave a long branch for last.
+	var next *stepRun
 	for _, s := range r.steps {
-		if s.state != stepWaiting || !r.ready(s) {
+		if s.state != stepWaiting || !r.ready(s) || (s.Tool == "" && s.Agent == "" && r.cfg.Executor == "") {
 			continue
 		}
+		if next == nil || s.height > next.height {
+			next = s
+		}
+	}
+	if s := next; s != nil {
 		callID := s.ID
 		if n := r.calls[s.ID]; n > 0 {
 			callID = fmt.Sprintf("%s#%d", s.ID, n+1)
@@ -358,6 +370,29 @@ func (r *planRun) decide(v *view) *Decision {
 		}
 	}
 	return nil
+}
+
+// setHeights sets each step's height: 1, plus the greatest height of the steps that
+// depend on it.
+func setHeights(steps []*stepRun) {
+	var height func(s *stepRun) int
+	height = func(s *stepRun) int {
+		if s.height == 0 {
+			s.height = 1
+			for _, o := range steps {
+				if slices.Contains(o.Deps, s.ID) {
+					s.height = max(s.height, 1+height(o))
+				}
+			}
+		}
+		return s.height
+	}
+	for _, s := range steps {
+		s.height = 0
+	}
+	for _, s := range steps {
+		height(s)
+	}
 }
 
 func cmpOr(a, b string) string {
