@@ -173,10 +173,11 @@ func checkStep(s *planStep, lim planLimits) error {
 		if len(bytes.TrimSpace(s.Args)) == 0 || string(bytes.TrimSpace(s.Args)) == "null" {
 			s.Args = json.RawMessage(`{}`)
 		}
-		var obj map[string]any
-		if json.Unmarshal(s.Args, &obj) != nil {
+		var compact bytes.Buffer
+		if json.Compact(&compact, s.Args) != nil || compact.Bytes()[0] != '{' {
 			return fmt.Errorf("args: want a JSON object (the tool's arguments)")
 		}
+		s.Args = compact.Bytes()
 	case s.Agent != "":
 		if !lim.delegate {
 			return fmt.Errorf("it names agent %q, but this agent cannot delegate (it has no %s tool)", s.Agent, DelegateTool)

@@ -358,9 +358,11 @@ func (r *planRun) decide(v *view) *Decision {
 		}
 		switch {
 		case s.Tool != "":
-			args, err := renderArgs(s.Args, r.resultOf)
-			if err != nil {
-				args = string(s.Args) // checked as an object when the plan was taken
+			args := string(s.Args) // compact JSON, checked as an object when the plan was taken
+			if strings.Contains(args, "{{") {
+				if rendered, err := renderArgs(s.Args, r.resultOf); err == nil {
+					args = rendered
+				}
 			}
 			return v.call(PurposeStep, callID, s.Tool, args, r.cause)
 		case s.Agent != "" || r.cfg.Executor != "":
