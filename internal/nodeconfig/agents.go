@@ -411,9 +411,9 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 			switch {
 			case slices.Contains(paradigms, a.Paradigm):
 			case slices.Contains(futureParadigms, a.Paradigm):
-				return fail(fv.Line, "agent %q: paradigm %q is not supported yet: use %s", name, a.Paradigm, strings.Join(paradigms, ", "))
+				return fail(fv.Line, "agent %q: paradigm %q is not supported yet: use %s", name, a.Paradigm, orList(paradigms))
 			default:
-				return fail(fv.Line, "agent %q: unknown paradigm %q: want %s", name, a.Paradigm, strings.Join(paradigms, ", "))
+				return fail(fv.Line, "agent %q: unknown paradigm %q: want %s", name, a.Paradigm, orList(paradigms))
 			}
 		case "settings":
 			a.PlanSettings, err = parsePlanSettings(path, name, fv)
@@ -557,6 +557,14 @@ func parseToolEntry(path, agent string, t *yaml.Node) (name string, approval boo
 		return fail(t.Line, "a tool given as a mapping needs its name: {name: send_email, approval: required}")
 	}
 	return name, approval, nil
+}
+
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 // parsePlanSettings reads a plan_execute agent's settings.
