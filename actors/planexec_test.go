@@ -223,3 +223,44 @@ func TestPlanExecuteGoalStepRunsTheLoop(t *testing.T) {
 	}
 	verifyDeterministic(t, agent, events)
 }
+
+// A step naming an agent, and with an executor a step with only a goal, is a call
+// of the delegate tool with the goal and the results it builds on; a step whose
+// result lacks what the plan expected of it is re-planned like a failed one.
+func TestPlanExecuteDelegatesAndReplansOnAContradiction(t *testing.T) {
+	var mu sync.Mutex
+	var delegated []string
+	delegate := funcTool{actors.ToolDelegate, func(_ context.Context, c tools.Call) (string, error) {
+		mu.Lock()
+		delegated = append(delegated, c.Arguments)
+		mu.Unlock()
+		if strings.Contains(c.Arguments, "find the capital") {
+			return "Lyon", nil
+		}
+		return "checked", nil
+	}}
+	model := script(t,
+		llm.ScriptStep{Content: `{"steps": [
+			{"id": "s1", "agent": "researcher", "goal": "find the capital of France", "expect": "Paris", "deps": []},
+			{"id": "s2", "goal": "check it", "deps": ["s1"]}]}`},
+		llm.ScriptStep{Content: `{"steps": [{"id": "s1", "goal": "look the capital of France up in an atlas", "deps": []},
+			{"id": "s2", "goal": "check it", "deps": ["s1"]}]}`},
+		llm.ScriptStep{Content: "Paris, checked"})
+	pe := actors.PlanExecute{Agents: map[string]string{"researcher": "finds facts", "checker": "checks facts"}, Executor: "checker"}
+	h, agent := planHarness(t, model, pe, delegate)
+	h.submit("dg", "task-dg", "What is the capital of France?")
+	events := h.wait("dg")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
+	}
+	if model, steps := purposes(t, events); strings.Join(model, ",") != "plan,replan,answer" || strings.Join(steps, ",") != "s1,s1#2,s2" {
+		t.Fatalf("model calls %v, steps %v", model, steps)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(delegated) != 3 || !strings.Contains(delegated[0], `"agent":"researcher"`) || !strings.Contains(delegated[1], `"agent":"checker"`) ||
+		!strings.Contains(delegated[2], `"agent":"checker"`) || !strings.Contains(delegated[2], `[s1] look the capital of France up in an atlas\nchecked`) {
+		t.Fatalf("delegated: %q", delegated)
+	}
+	verifyDeterministic(t, agent, events)
+}
