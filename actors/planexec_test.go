@@ -230,7 +230,7 @@ func TestPlanExecuteGoalStepRunsTheLoop(t *testing.T) {
 func TestPlanExecuteDelegatesAndReplansOnAContradiction(t *testing.T) {
 	var mu sync.Mutex
 	var delegated []string
-	delegate := funcTool{actors.ToolDelegate, func(_ context.Context, c tools.Call) (string, error) {
+	delegate := funcTool{actors.DelegateTool, func(_ context.Context, c tools.Call) (string, error) {
 		mu.Lock()
 		delegated = append(delegated, c.Arguments)
 		mu.Unlock()
