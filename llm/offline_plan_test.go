@@ -21,7 +21,7 @@ func TestOfflinePlansCompoundArithmeticOnly(t *testing.T) {
 	}
 	withCalc := "<plan_request>\nTools a step may call:\n- calculator: Evaluates. Arguments: {}\n</plan_request>"
 	for task, want := range map[string]string{
-		"What is 2+3 and what is 4*5?": `{"steps":[{"id":"s1","goal":"compute 2+3","tool":"calculator","args":{"expression":"2+3"},"deps":[]},{"id":"s2","goal":"compute 4*5","tool":"calculator","args":{"expression":"4*5"},"deps":[]}],"answer":"give each result"}`,
+		"What is 2+3 and what is 4*5?":   `{"steps":[{"id":"s1","goal":"compute 2+3","tool":"calculator","args":{"expression":"2+3"},"deps":[]},{"id":"s2","goal":"compute 4*5","tool":"calculator","args":{"expression":"4*5"},"deps":[]}],"answer":"give each result"}`,
 		"What is 2+3 and tell me a joke": `{"steps":[{"id":"s1","goal":"What is 2+3 and tell me a joke","deps":[]}],"answer":"give the result"}`,
 	} {
 		if got := ask(withCalc, task); got != want {
