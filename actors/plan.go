@@ -45,9 +45,11 @@ type planLimits struct {
 	maxDepth int // dots in a step's ID
 	// maxNew bounds the plan's steps that are not kept from the previous plan.
 	maxNew int
-	// hasTool reports whether the agent has a tool; agents names the agents a step
-	// may delegate to (empty: none).
+	// hasTool reports whether the agent has a tool, chain whether a call of it with
+	// these arguments runs a tool chain (which the session runs only for the loop);
+	// agents names the agents a step may delegate to (empty: none).
 	hasTool func(string) bool
+	chain   func(tool, args string) bool
 	agents  []string
 	// delegate reports whether the agent can delegate (it has the delegate tool).
 	delegate bool
@@ -178,6 +180,9 @@ func checkStep(s *planStep, lim planLimits) error {
 			return fmt.Errorf("args: want a JSON object (the tool's arguments)")
 		}
 		s.Args = compact.Bytes()
+		if lim.chain != nil && lim.chain(s.Tool, string(s.Args)) {
+			return fmt.Errorf("tool %q runs a tool chain, which a step cannot call: plan the chain's steps as steps", s.Tool)
+		}
 	case s.Agent != "":
 		if !lim.delegate {
 			return fmt.Errorf("it names agent %q, but this agent cannot delegate (it has no %s tool)", s.Agent, DelegateTool)
