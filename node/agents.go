@@ -602,6 +602,20 @@ func (c Config) teamAgent(def actors.Agent, na NamedAgent, reg *tools.Registry) 
 	return a, nil
 }
 
+// parallelTools is the bound of a session's tool calls in flight: MaxParallelTools
+// (default 4), raised to the concurrency of a plan_execute agent that asks for more,
+// so that its steps do run that many at once.
+func (c Config) parallelTools() int {
+	n := c.MaxParallelTools
+	if n <= 0 {
+		n = 4
+	}
+	for _, a := range c.Agents {
+		n = max(n, a.PlanExecute.Concurrency)
+	}
+	return n
+}
+
 // planExecute returns the plan_execute paradigm of na, built as a: the agents its
 // steps may name are the node's other agents, when a can delegate to them.
 func (c Config) planExecute(na NamedAgent, a actors.Agent) (actors.PlanExecute, error) {
