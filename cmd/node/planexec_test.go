@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -138,4 +139,23 @@ func stepsIn(t *testing.T, log interface {
 		}
 	}
 	return done, unanswered
+}
+
+// examples/plan_execute.yaml runs offline: the compound question is planned as two
+// calculator steps, both requested before either answers, and joined.
+func TestRunPlanExecuteExample(t *testing.T) {
+	t.Setenv("TROUPE_AGENTS", "")
+	example := filepath.Join("..", "..", "examples", "plan_execute.yaml")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"run", "--data", t.TempDir(), "--model", "offline", "--agents", example, "--agent", "planner",
+		"What is 2+3 and what is 4*5?"}, &out, &errb, options{})
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	for _, want := range []string{"model offline: plan, step 1", "[4] step s1: tool calculator({\"expression\":\"2+3\"})",
+		"[5] step s2: tool calculator({\"expression\":\"4*5\"})", "model offline: answer, step 2", "\nanswer: 2+3 = 5 and 4*5 = 20\n"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("node run lacks %q:\n%s", want, out.String())
+		}
+	}
 }
