@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
@@ -261,6 +262,42 @@ func TestPlanExecuteDelegatesAndReplansOnAContradiction(t *testing.T) {
 	if len(delegated) != 3 || !strings.Contains(delegated[0], `"agent":"researcher"`) || !strings.Contains(delegated[1], `"agent":"checker"`) ||
 		!strings.Contains(delegated[2], `"agent":"checker"`) || !strings.Contains(delegated[2], `[s1] look the capital of France up in an atlas\nchecked`) {
 		t.Fatalf("delegated: %q", delegated)
+	}
+	verifyDeterministic(t, agent, events)
+}
+
+// The concurrency bound holds: with five independent steps and a bound of 2, never
+// more than two step calls are requested and unanswered at once, and two are.
+func TestPlanExecuteBoundsItsConcurrency(t *testing.T) {
+	slow := funcTool{"slow", func(ctx context.Context, c tools.Call) (string, error) {
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return "ok " + c.Arguments, nil
+	}}
+	model := script(t, llm.ScriptStep{Content: `{"steps": [` +
+		`{"id": "a", "tool": "slow", "args": {"n": 1}}, {"id": "b", "tool": "slow", "args": {"n": 2}}, {"id": "c", "tool": "slow", "args": {"n": 3}},` +
+		`{"id": "d", "tool": "slow", "args": {"n": 4}}, {"id": "e", "tool": "slow", "args": {"n": 5}}]}`}, llm.ScriptStep{Content: "done"})
+	h, agent := planHarness(t, model, actors.PlanExecute{Concurrency: 2}, slow)
+	h.submit("cc", "task-cc", "five things")
+	events := h.wait("cc")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
+	}
+	open, most, requested := 0, 0, 0
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeToolCallRequested:
+			open++
+			requested++
+		case messages.TypeToolCallCompleted:
+			open--
+		}
+		most = max(most, open)
+	}
+	if most != 2 || requested != 5 {
+		t.Fatalf("at most %d step calls in flight of %d requested; want 2 of 5: %s", most, requested, types(events))
 	}
 	verifyDeterministic(t, agent, events)
 }
