@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -369,7 +370,7 @@ func (r *planRun) decide(v *view) *Decision {
 			}
 			return v.call(PurposeStep, callID, s.Tool, args, r.cause)
 		case s.Agent != "" || r.cfg.Executor != "":
-			agent := cmpOr(s.Agent, r.cfg.Executor)
+			agent := cmp.Or(s.Agent, r.cfg.Executor)
 			args, _ := json.Marshal(map[string]string{"agent": agent, "task": r.delegation(s)})
 			return v.call(PurposeStep, callID, DelegateTool, string(args), r.cause)
 		}
@@ -398,13 +399,6 @@ func setHeights(steps []*stepRun) {
 	for _, s := range steps {
 		height(s)
 	}
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // step returns the current plan's step id, or nil.
