@@ -18,7 +18,8 @@ import (
 //     its tools and agents are the agent's, its size, and that it has no cycle. A plan
 //     that fails a check goes back to the planner with the reason (purpose "plan"
 //     again, its prompt showing the previous answer), MaxPlanRetries times at most;
-//   - the steps run as their dependencies finish, Concurrency of them at once. A step
+//   - the steps run as their dependencies finish, Concurrency of them at once (the
+//     ready step on the longest chain of steps waiting for it first). A step
 //     that names a tool is a call of it with its args (ToolCallRequested purpose
 //     "step", its call ID the step's ID), which may quote the results of its deps as
 //     {{id}}; one that names an agent delegates its goal and its deps' results to it
@@ -35,8 +36,8 @@ import (
 // answers with a new plan. The finished steps stay as they ran; the others may be
 // replaced, and the failed step may be split into parts (s3.1, s3.2, …; a step
 // depending on s3 then depends on its parts), MaxDepth levels deep and
-// MaxTotalSteps steps in all over the task. Each plan is re-planned MaxReplans
-// times at most; then the task fails with messages.ReasonPlanFailed.
+// MaxTotalSteps steps in all over the task. A task is re-planned MaxReplans times
+// at most; a failure after that ends it with messages.ReasonPlanFailed.
 
 // Purposes of the plan_execute paradigm's model and tool calls.
 const (
