@@ -14,26 +14,6 @@ import (
 	"github.com/troupe-run/troupe/tools"
 )
 
-// recordingModel keeps every request it is asked.
-type recordingModel struct {
-	llm.Model
-	mu   sync.Mutex
-	reqs []llm.Request
-}
-
-func (m *recordingModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
-	m.mu.Lock()
-	m.reqs = append(m.reqs, r)
-	m.mu.Unlock()
-	return m.Model.Generate(ctx, r)
-}
-
-func (m *recordingModel) requests() []llm.Request {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return append([]llm.Request(nil), m.reqs...)
-}
-
 // planHarness runs a session whose default agent is of the plan_execute paradigm.
 func planHarness(t *testing.T, model llm.Model, pe actors.PlanExecute, ts ...tools.Tool) (*harness, actors.Agent) {
 	t.Helper()
@@ -46,9 +26,9 @@ func planHarness(t *testing.T, model llm.Model, pe actors.PlanExecute, ts ...too
 	return h, agent
 }
 
-// purposes lists the purposes of a session's model calls, and the call IDs of its
+// planCalls lists the purposes of a session's model calls, and the call IDs of its
 // step calls, in order.
-func purposes(t *testing.T, events []messages.Envelope) (model []string, steps []string) {
+func planCalls(t *testing.T, events []messages.Envelope) (model []string, steps []string) {
 	t.Helper()
 	for _, e := range events {
 		switch e.Type {
@@ -74,7 +54,7 @@ func TestPlanExecuteOfflineCompoundQuestion(t *testing.T) {
 	if last.Type != messages.TypeTaskCompleted || decode[*messages.TaskCompleted](t, last).Output != "2+3 = 5 and 4*5 = 20" {
 		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
 	}
-	model, steps := purposes(t, events)
+	model, steps := planCalls(t, events)
 	if strings.Join(model, ",") != "plan,answer" || strings.Join(steps, ",") != "s1,s2" {
 		t.Fatalf("model calls %v, steps %v", model, steps)
 	}
@@ -103,10 +83,10 @@ func TestPlanExecuteMalformedPlanIsAskedAgain(t *testing.T) {
 	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted || decode[*messages.TaskCompleted](t, last).Output != "5" {
 		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
 	}
-	if model, _ := purposes(t, events); strings.Join(model, ",") != "plan,plan,answer" {
+	if model, _ := planCalls(t, events); strings.Join(model, ",") != "plan,plan,answer" {
 		t.Fatalf("model calls %v", model)
 	}
-	retry := model.requests()[1].Messages
+	retry := model.requests(actors.PurposePlan)[1].Messages
 	if n := len(retry); n != 4 || retry[2].Content != "Sure! First I will add the numbers." || !strings.Contains(retry[3].Content, "not a JSON object") {
 		t.Fatalf("the second plan request does not show the answer and why it was refused: %+v", retry)
 	}
@@ -125,7 +105,7 @@ func TestPlanExecuteCycleFailsAfterRetries(t *testing.T) {
 	if f.Reason != messages.ReasonPlanFailed || !strings.Contains(f.Error, "cycle: a → c → b → a") || !strings.Contains(f.Error, "2 answers") {
 		t.Fatalf("failure: %+v", f)
 	}
-	if reqs := model.requests(); len(reqs) != 2 || !strings.Contains(reqs[1].Messages[3].Content, "cycle: a → c → b → a") {
+	if reqs := model.requests(actors.PurposePlan); len(reqs) != 2 || !strings.Contains(reqs[1].Messages[3].Content, "cycle: a → c → b → a") {
 		t.Fatalf("the retry does not name the cycle: %d requests", len(reqs))
 	}
 	verifyDeterministic(t, agent, events)
@@ -165,12 +145,11 @@ func TestPlanExecuteReplansAfterAFailedStep(t *testing.T) {
 	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
 		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
 	}
-	model_, steps := purposes(t, events)
+	model_, steps := planCalls(t, events)
 	if strings.Join(model_, ",") != "plan,replan,answer" || strings.Join(steps, ",") != "s1,s2,s2.1,s2.2,s3" {
 		t.Fatalf("model calls %v, steps %v", model_, steps)
 	}
-	reqs := model.requests()
-	brief := reqs[1].Messages[2].Content
+	brief := model.requests(actors.PurposeReplan)[0].Messages[2].Content
 	if !strings.Contains(brief, "[s1] finished: 42") || !strings.Contains(brief, "[s2] FAILED: too broad") || !strings.Contains(brief, "[s3] not run") {
 		t.Fatalf("the re-plan brief: %s", brief)
 	}
@@ -181,7 +160,7 @@ func TestPlanExecuteReplansAfterAFailedStep(t *testing.T) {
 	if want := `{"city":"42: sunny in {\"city\":\"Paris\"}\nsunny in {\"city\":\"Rome\"}"}`; runs[want] != 1 {
 		t.Fatalf("s3 did not run with its deps' results: %v", runs)
 	}
-	if answer := reqs[2].Messages[1].Content; !strings.Contains(answer, "[s2.2] lookup") || !strings.Contains(answer, "How to answer: list them") {
+	if answer := model.requests(actors.PurposeAnswer)[0].Messages[1].Content; !strings.Contains(answer, "[s2.2] lookup") || !strings.Contains(answer, "How to answer: list them") {
 		t.Fatalf("the answer prompt: %s", answer)
 	}
 	verifyDeterministic(t, agent, events)
@@ -198,7 +177,7 @@ func TestPlanExecuteFailsWhenNoReplanIsLeft(t *testing.T) {
 	if f.Reason != messages.ReasonPlanFailed || !strings.Contains(f.Error, "step s1 failed: down; no re-plan is left (1 made)") {
 		t.Fatalf("failure: %+v", f)
 	}
-	if _, steps := purposes(t, events); strings.Join(steps, ",") != "s1,s1#2" {
+	if _, steps := planCalls(t, events); strings.Join(steps, ",") != "s1,s1#2" {
 		t.Fatalf("steps %v", steps)
 	}
 	verifyDeterministic(t, agent, events)
@@ -219,7 +198,7 @@ func TestPlanExecuteGoalStepRunsTheLoop(t *testing.T) {
 	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted || decode[*messages.TaskCompleted](t, last).Output != "the answer is 10" {
 		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
 	}
-	if model, _ := purposes(t, events); strings.Join(model, ",") != "plan,,,answer" {
+	if model, _ := planCalls(t, events); strings.Join(model, ",") != "plan,,,answer" {
 		t.Fatalf("model calls %q", model)
 	}
 	verifyDeterministic(t, agent, events)
@@ -254,7 +233,7 @@ func TestPlanExecuteDelegatesAndReplansOnAContradiction(t *testing.T) {
 	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
 		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
 	}
-	if model, steps := purposes(t, events); strings.Join(model, ",") != "plan,replan,answer" || strings.Join(steps, ",") != "s1,s1#2,s2" {
+	if model, steps := planCalls(t, events); strings.Join(model, ",") != "plan,replan,answer" || strings.Join(steps, ",") != "s1,s1#2,s2" {
 		t.Fatalf("model calls %v, steps %v", model, steps)
 	}
 	mu.Lock()

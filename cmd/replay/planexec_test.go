@@ -58,7 +58,7 @@ func TestPlanExecuteSessionShowsVerifiesAndForks(t *testing.T) {
 	}
 
 	code, out, errs := replay(t, "show", "plan", "--data", data)
-	for _, want := range []string{"ask offline for plan", "step s1: calculator(", "step s2: calculator(", "ask offline for answer", "completed: 2+3 = 5 and 4*5 = 20"} {
+	for _, want := range []string{"ask offline to plan", "step s1: calculator(", "step s2: calculator(", "ask offline to answer", "completed: 2+3 = 5 and 4*5 = 20"} {
 		if code != 0 || !strings.Contains(out, want) {
 			t.Fatalf("show lacks %q: %d\n%s%s", want, code, out, errs)
 		}
