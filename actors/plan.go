@@ -50,7 +50,10 @@ type planLimits struct {
 	// agents names the agents a step may delegate to (empty: none).
 	hasTool func(string) bool
 	chain   func(tool, args string) bool
-	agents  []string
+	// approval reports whether the agent's calls of a tool wait for a human's
+	// approval, which only its loop asks for.
+	approval func(tool string) bool
+	agents   []string
 	// delegate reports whether the agent can delegate (it has the delegate tool).
 	delegate bool
 	// kept are the finished steps of the plan being revised, in its order: they stay
@@ -180,6 +183,9 @@ func checkStep(s *planStep, lim planLimits) error {
 			return fmt.Errorf("args: want a JSON object (the tool's arguments)")
 		}
 		s.Args = compact.Bytes()
+		if lim.approval != nil && lim.approval(s.Tool) {
+			return fmt.Errorf("tool %q needs a human's approval, which a step calling it cannot wait for: give its work to a step with only a goal", s.Tool)
+		}
 		if lim.chain != nil && lim.chain(s.Tool, string(s.Args)) {
 			return fmt.Errorf("tool %q runs a tool chain, which a step cannot call: plan the chain's steps as steps", s.Tool)
 		}

@@ -7,8 +7,11 @@ import (
 
 // Each way a plan can be wrong is refused with a reason the planner can act on.
 func TestParsePlanRefusesWithAReason(t *testing.T) {
-	lim := planLimits{maxSteps: 3, maxDepth: 1, maxNew: 3, hasTool: func(n string) bool { return n == "calculator" || n == DelegateTool || n == "calculator_chain" },
-		agents: []string{"researcher"}, delegate: true, chain: func(tool, _ string) bool { return tool == "calculator_chain" }}
+	lim := planLimits{maxSteps: 3, maxDepth: 1, maxNew: 3, hasTool: func(n string) bool {
+		return n == "calculator" || n == DelegateTool || n == "calculator_chain" || n == "send_email"
+	},
+		agents: []string{"researcher"}, delegate: true, chain: func(tool, _ string) bool { return tool == "calculator_chain" },
+		approval: func(tool string) bool { return tool == "send_email" }}
 	for answer, want := range map[string]string{
 		`no plan here`:    "not a JSON object",
 		`{"steps": []}`:   "no steps",
@@ -21,6 +24,7 @@ func TestParsePlanRefusesWithAReason(t *testing.T) {
 		`{"steps": [{"id": "a", "tool": "calculator", "args": [1]}]}`:                                               "args: want a JSON object",
 		`{"steps": [{"id": "a", "agent": "writer", "goal": "x"}]}`:                                                  `unknown agent "writer"; the agents are researcher`,
 		`{"steps": [{"id": "a", "agent": "researcher", "tool": "calculator"}]}`:                                     "both a tool and an agent",
+		`{"steps": [{"id": "a", "tool": "send_email"}]}`:                                                            "needs a human's approval",
 		`{"steps": [{"id": "a", "tool": "calculator_chain"}]}`:                                                      "runs a tool chain",
 		`{"steps": [{"id": "a"}]}`:                                                                                  "needs a goal",
 		`{"steps": [{"id": "a", "goal": "x", "deps": ["b"]}]}`:                                                      `depends on "b", which is not a step`,
