@@ -38,6 +38,10 @@
 // Reflexion keeps lessons of the tasks that went wrong with the memory tool and puts
 // those of similar tasks in the prompt (reflexion.go). Both judge answers with the
 // verdicts of verdict.go.
+// PlanExecute asks a planner for a plan, a DAG of steps checked in the fold (plan.go),
+// runs its ready steps in parallel as tool calls, delegations or turns of the agent's
+// own loop, re-plans after a failed step, and asks for the answer from the steps'
+// results (planexec.go).
 //
 // A team (team.go) is an agent whose paradigm is a team's pattern (orchestrator,
 // pipeline, fan_out, debate, handoff): it hands its members, other agents, their

@@ -735,9 +735,12 @@ func (s *SessionState) PendingCalls() []PendingCall {
 		return nil
 	}
 	var out []PendingCall
-	for _, c := range t.aux {
-		if !c.done {
-			out = append(out, PendingCall{EventID: c.eventID, Key: c.key, Request: c.req})
+	if n := countPending(t.aux); n > 0 {
+		out = make([]PendingCall, 0, n)
+		for _, c := range t.aux {
+			if !c.done {
+				out = append(out, PendingCall{EventID: c.eventID, Key: c.key, Request: c.req})
+			}
 		}
 	}
 	if t.phase != phaseAwaitTools {
@@ -757,6 +760,17 @@ func (s *SessionState) PendingCalls() []PendingCall {
 		}
 	}
 	return out
+}
+
+// countPending returns how many of calls have no result yet.
+func countPending(calls []*callState) int {
+	n := 0
+	for _, c := range calls {
+		if !c.done {
+			n++
+		}
+	}
+	return n
 }
 
 // PendingCall is a requested, unanswered tool call.

@@ -29,7 +29,8 @@ const OfflineName = "offline"
 //     sub-agent failed;
 //   - a team's protocols (offlineteam.go): a routing decision, a judge's verdict, a
 //     handoff to the peer with the tool a task needs, a stage passing on the answer
-//     it builds on, an aggregator listing the members' answers.
+//     it builds on, an aggregator listing the members' answers;
+//   - the plan_execute paradigm's plans and answers (offline_plan.go).
 //
 // It knows the paradigms' calls by their Request.Purpose, and answers them narrowly,
 // for the paradigms to run with no API key:
@@ -82,6 +83,12 @@ func (Offline) Generate(ctx context.Context, req Request) (Response, error) {
 	}
 	if last < 0 {
 		return Response{}, fmt.Errorf("llm: offline model: the conversation has no user message")
+	}
+	if msg, ok := offlinePlanExecute(req); ok {
+		return Response{Message: msg, Usage: messages.Usage{
+			PromptTokens:     EstimateTokens(req.Messages),
+			CompletionTokens: EstimateTokens([]messages.ChatMessage{msg}),
+		}}, nil
 	}
 	if tools, ok := reactTools(req.Messages); ok {
 		return offlineReAct(req, tools), nil

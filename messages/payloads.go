@@ -202,6 +202,9 @@ const (
 	ReasonHandoffCycle = "handoff_cycle"
 	// ReasonMaxHandoffs: the chain of handoffs reached the team's max_handoffs.
 	ReasonMaxHandoffs = "max_handoffs"
+	// ReasonPlanFailed: a plan_execute task found no plan to finish it (the planner
+	// gave no valid plan in its retries, or a step failed with no re-plan left).
+	ReasonPlanFailed = "plan_failed"
 )
 
 // TaskFailed records that a task stopped without an answer.

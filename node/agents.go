@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -37,10 +38,13 @@ const (
 	// puts those of similar tasks in the prompt (actors.Reflexion); it needs the
 	// memory tool (Config.MemoryTool).
 	ParadigmReflexion = "reflexion"
+	// ParadigmPlanExecute plans a task as a DAG of steps, runs them in parallel and
+	// joins their results (actors.PlanExecute); NamedAgent.PlanExecute sets it up.
+	ParadigmPlanExecute = "plan_execute"
 )
 
 // Paradigms are the paradigms a NamedAgent may run.
-var Paradigms = []string{ParadigmFunctionCalling, ParadigmReAct, ParadigmSimple, ParadigmReflection, ParadigmReflexion}
+var Paradigms = []string{ParadigmFunctionCalling, ParadigmReAct, ParadigmSimple, ParadigmReflection, ParadigmReflexion, ParadigmPlanExecute}
 
 // MaxReflectionRounds bounds NamedAgent.MaxRounds.
 const MaxReflectionRounds = 10
@@ -77,6 +81,10 @@ type NamedAgent struct {
 	// EvaluatorPrompt is a reflexion's evaluator's rubric ("":
 	// actors.DefaultEvaluatorPrompt).
 	EvaluatorPrompt string
+	// PlanExecute are the plan_execute paradigm's settings (its zero value: the
+	// defaults); its Agents are filled in: the node's other agents, when the agent
+	// has the delegate tool. Set only for ParadigmPlanExecute.
+	PlanExecute actors.PlanExecute
 	// Tools are the names of the tools it may call, among the node's (Tools, the
 	// skills', the chains', the notes' and the memory tool's): it is offered these
 	// only, all at once. Nil: every tool of the default agent, offered as the
@@ -153,6 +161,11 @@ func (a NamedAgent) validate() error {
 		return fmt.Errorf("node: agent %q: want %s, not \"default\"", a.Name, AgentNameRule)
 	case a.Paradigm != "" && !slices.Contains(Paradigms, a.Paradigm):
 		return fmt.Errorf("node: agent %q: unknown paradigm %q: want one of %s", a.Name, a.Paradigm, strings.Join(Paradigms, ", "))
+	case a.Paradigm != ParadigmPlanExecute && !reflect.DeepEqual(a.PlanExecute, actors.PlanExecute{}):
+		return fmt.Errorf("node: agent %q: plan_execute settings on an agent of the %s paradigm", a.Name, cmp.Or(a.Paradigm, ParadigmFunctionCalling))
+	case a.PlanExecute.Concurrency < 0 || a.PlanExecute.MaxPlanSteps < 0 || a.PlanExecute.MaxReplans < 0 || a.PlanExecute.MaxPlanRetries < 0 ||
+		a.PlanExecute.MaxDepth < 0 || a.PlanExecute.MaxTotalSteps < 0:
+		return fmt.Errorf("node: agent %q: a plan_execute bound is negative", a.Name)
 	case a.MaxSteps < 0 || a.MaxSteps > 1000:
 		return fmt.Errorf("node: agent %q: max_steps must be between 0 and 1000", a.Name)
 	case a.MaxRounds < 0 || a.MaxRounds > MaxReflectionRounds:
@@ -286,6 +299,8 @@ func (c Config) paradigm(na NamedAgent, a actors.Agent) (actors.Paradigm, error)
 		}
 		return actors.Reflexion{Namespace: na.lessonsNamespace(), MemoryTool: name, Expanded: tc.Expand, Lessons: na.Lessons, Evaluate: na.Evaluate,
 			EvaluatorPrompt: na.EvaluatorPrompt}, nil
+	case ParadigmPlanExecute:
+		return c.planExecute(na, a)
 	}
 	return nil, nil
 }
@@ -585,4 +600,41 @@ func (c Config) teamAgent(def actors.Agent, na NamedAgent, reg *tools.Registry) 
 	a.Tools = reg.Specs()[i : i+1]
 	a.Disclosure, a.Catalog, a.Chains, a.Protocol = nil, nil, nil, ""
 	return a, nil
+}
+
+// parallelTools is the bound of a session's tool calls in flight: MaxParallelTools
+// (default 4), raised to the concurrency of a plan_execute agent that asks for more,
+// so that its steps do run that many at once.
+func (c Config) parallelTools() int {
+	n := c.MaxParallelTools
+	if n <= 0 {
+		n = 4
+	}
+	for _, a := range c.Agents {
+		n = max(n, a.PlanExecute.Concurrency)
+	}
+	return n
+}
+
+// planExecute returns the plan_execute paradigm of na, built as a: the agents its
+// steps may name are the node's other agents, when a can delegate to them.
+func (c Config) planExecute(na NamedAgent, a actors.Agent) (actors.PlanExecute, error) {
+	pe := na.PlanExecute
+	pe.Agents = nil
+	if !slices.ContainsFunc(a.ToolSpecs(), func(s messages.ToolSpec) bool { return s.Name == actors.DelegateTool }) {
+		if pe.Executor != "" {
+			return pe, fmt.Errorf("node: agent %q: its executor %q is reached through the %s tool, which it does not have", na.Name, pe.Executor, actors.DelegateTool)
+		}
+		return pe, nil
+	}
+	pe.Agents = map[string]string{"default": "the node's own agent, with all its tools"}
+	for _, o := range c.Agents {
+		if o.Name != na.Name {
+			pe.Agents[o.Name] = cmp.Or(o.Description, "(no description)")
+		}
+	}
+	if _, ok := pe.Agents[pe.Executor]; pe.Executor != "" && !ok {
+		return pe, fmt.Errorf("node: agent %q: its executor %q is not another agent of the node", na.Name, pe.Executor)
+	}
+	return pe, nil
 }

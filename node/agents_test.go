@@ -182,7 +182,10 @@ func TestNamedAgentsAreValidated(t *testing.T) {
 	}{
 		{[]node.NamedAgent{{Name: "Bad"}}, `agent "Bad"`},
 		{[]node.NamedAgent{{Name: "default"}}, `agent "default"`},
-		{[]node.NamedAgent{{Name: "a", Paradigm: "plan_execute"}}, "unknown paradigm"},
+		{[]node.NamedAgent{{Name: "a", Paradigm: "chaos"}}, "unknown paradigm"},
+		{[]node.NamedAgent{{Name: "a", PlanExecute: actors.PlanExecute{Concurrency: 2}}}, "plan_execute settings on an agent of the function_calling paradigm"},
+		{[]node.NamedAgent{{Name: "a", Paradigm: "plan_execute", Tools: []string{"calculator"}, PlanExecute: actors.PlanExecute{Executor: "b"}}}, `its executor "b" is reached through the delegate tool`},
+		{[]node.NamedAgent{{Name: "a", Paradigm: "plan_execute", PlanExecute: actors.PlanExecute{Executor: "b"}}}, `its executor "b" is not another agent of the node`},
 		{[]node.NamedAgent{{Name: "a"}, {Name: "a"}}, "declared twice"},
 		{[]node.NamedAgent{{Name: "a", Tools: []string{"shell"}}}, `unknown tool "shell"`},
 		{[]node.NamedAgent{{Name: "a", Fallbacks: []llm.Model{llm.Offline{}}}}, "fallbacks without a model"},

@@ -143,7 +143,8 @@ type Config struct {
 	// (NamedAgent.Approvals) waits for an answer before the session rejects it, for
 	// the agents that set none (NamedAgent.ApprovalTimeout); 0 waits for ever.
 	ApprovalTimeout time.Duration
-	// MaxParallelTools bounds one session's tool calls in flight (default 4).
+	// MaxParallelTools bounds one session's tool calls in flight (default 4; a
+	// plan_execute agent's concurrency raises it).
 	MaxParallelTools int
 	// ToolTimeout bounds one tool call (default 30 s).
 	ToolTimeout time.Duration

@@ -55,7 +55,7 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 			break
 		}
 		if p.Purpose != "" {
-			printf("  [%d] %s: tool %s(%s)\n", e.Seq, p.Purpose, p.Tool, p.Arguments)
+			printf("  [%d] %s %s: tool %s(%s)\n", e.Seq, p.Purpose, p.CallID, p.Tool, p.Arguments)
 			break
 		}
 		printf("  [%d] tool %s(%s)\n", e.Seq, p.Tool, p.Arguments)

@@ -208,7 +208,7 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 	deps := actors.SessionDeps{
 		Store: store, Publisher: n.outbox, Effects: effects, Clock: cfg.Clock,
 		MaxLiveSessions: cfg.MaxLiveSessions, OnSessionEvicted: evicted.Inc, OnSessionsOverLimit: overLimit.Inc,
-		MaxParallelTools: cfg.MaxParallelTools, IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
+		MaxParallelTools: cfg.parallelTools(), IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agents.Default, Named: agents.Named,
 	}

@@ -68,7 +68,7 @@ func TestAgentsListErrors(t *testing.T) {
 	for _, c := range []struct{ name, file, want string }{
 		{"unknown tool", "agents:\n  a:\n    tools: [calculator, shell]\n", `line 3: agent "a": unknown tool "shell"`},
 		{"unknown field", "agents:\n  a:\n    tmperature: 1\n", `line 3: agent "a": unknown field "tmperature"`},
-		{"paradigm", "agents:\n  a:\n    paradigm: plan_execute\n", `line 3: agent "a": paradigm "plan_execute" is not supported yet`},
+		{"paradigm", "agents:\n  a:\n    paradigm: chaos\n", `line 3: agent "a": unknown paradigm "chaos"`},
 		{"reflexion without memory", "agents:\n  a:\n    paradigm: reflexion\n", `line 3: agent "a": the reflexion paradigm keeps its lessons with the memory tool, which this node does not have`},
 	} {
 		t.Run(c.name, func(t *testing.T) {

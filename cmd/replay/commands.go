@@ -196,10 +196,22 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 // recordedModels returns the model of the first model.requested of events' loops,
 // and the first of each agent's tasks (task.submitted's agent: "default" for none),
 // by agent; and the first of each purpose of a paradigm's calls, by
-// "<agent>/<purpose>".
+// "<agent>/<purpose>". An agent whose every call has a purpose (plan_execute's, but
+// for goal steps) counts its first such call's model as its own.
 func recordedModels(events []messages.Envelope) (first string, byAgent map[string]string) {
 	byAgent = map[string]string{}
 	agentOf := map[string]string{} // task ID -> agent
+	var firstAny string
+	var anyOrder []string           // agents in the order of their first call with a purpose
+	anyModel := map[string]string{} // agent -> the model of that call
+	defer func() {
+		first = cmp.Or(first, firstAny)
+		for _, agent := range anyOrder {
+			if byAgent[agent] == "" {
+				byAgent[agent] = anyModel[agent]
+			}
+		}
+	}()
 	for _, e := range events {
 		switch e.Type {
 		case messages.TypeTaskSubmitted:
@@ -218,6 +230,11 @@ func recordedModels(events []messages.Envelope) (first string, byAgent map[strin
 				if agent, ok := agentOf[e.CorrelationID]; ok && byAgent[agent+"/"+mr.Purpose] == "" {
 					byAgent[agent+"/"+mr.Purpose] = mr.Model
 				}
+				if agent, ok := agentOf[e.CorrelationID]; ok && anyModel[agent] == "" {
+					anyModel[agent] = mr.Model
+					anyOrder = append(anyOrder, agent)
+				}
+				firstAny = cmp.Or(firstAny, mr.Model)
 				continue
 			}
 			if first == "" {

@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
@@ -25,15 +26,18 @@ import (
 // the second list is refused with "not supported yet", not as a typo.
 var (
 	paradigms       = node.Paradigms
-	futureParadigms = []string{"plan_execute"}
+	futureParadigms = []string{}
 	agentFieldNames = []string{"description", "model", "fallbacks", "system_prompt", "paradigm", "tools", "memory", "max_steps",
-		"max_rounds", "critic_prompt", "critic_model", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt", "approval_timeout"}
+		"settings", "max_rounds", "critic_prompt", "critic_model", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt", "approval_timeout"}
 	agentFields    = slices.Concat(agentFieldNames, stopFieldNames)
 	toolFieldNames = []string{"name", "approval"}
 	approvalValues = []string{"required", "none"}
-	agentName      = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
+	// planSettingNames are the settings of a plan_execute agent.
+	planSettingNames = []string{"concurrency", "max_plan_steps", "max_replans", "max_plan_retries", "max_depth", "max_total_steps", "executor"}
+	agentName        = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,63}$`)
 	// paradigmFields are the fields of one paradigm only.
 	paradigmFields = map[string]string{
+		"settings":   node.ParadigmPlanExecute,
 		"max_rounds": node.ParadigmReflection, "critic_prompt": node.ParadigmReflection, "critic_model": node.ParadigmReflection,
 		"lessons_namespace": node.ParadigmReflexion, "lessons": node.ParadigmReflexion, "evaluate": node.ParadigmReflexion, "evaluator_prompt": node.ParadigmReflexion,
 	}
@@ -91,6 +95,8 @@ type DeclaredAgent struct {
 	Lessons          int    `json:"lessons,omitempty"`
 	Evaluate         bool   `json:"evaluate,omitempty"`
 	EvaluatorPrompt  string `json:"evaluator_prompt,omitempty"`
+	// PlanSettings are a plan_execute agent's settings (nil: the defaults).
+	PlanSettings *PlanSettings `json:"settings,omitempty"`
 	// Line is where the agent's name is in the file; the others where each field
 	// (or list entry) is.
 	Line          int `json:"-"`
@@ -105,6 +111,18 @@ type DeclaredAgent struct {
 	// model and fallbacks are the resolved models (ResolveModels).
 	model     llm.Model
 	fallbacks []llm.Model
+}
+
+// PlanSettings are the settings of a plan_execute agent (the "settings" of an
+// agent of that paradigm); a zero value is the default (actors.PlanExecute).
+type PlanSettings struct {
+	Concurrency    int    `json:"concurrency,omitempty"`
+	MaxPlanSteps   int    `json:"max_plan_steps,omitempty"`
+	MaxReplans     int    `json:"max_replans,omitempty"`
+	MaxPlanRetries int    `json:"max_plan_retries,omitempty"`
+	MaxDepth       int    `json:"max_depth,omitempty"`
+	MaxTotalSteps  int    `json:"max_total_steps,omitempty"`
+	Executor       string `json:"executor,omitempty"`
 }
 
 // AgentsFile is an agents file (YAML): its path and its agents, sorted by name.
@@ -137,6 +155,13 @@ type DeclaredAgent struct {
 //	      - {name: send_email, approval: required}   # each call waits for a human
 //	    approval_timeout: 10m           # then it is rejected; 0 waits for ever
 //	                                    # (absent: the node's --approval-timeout)
+//	  planner:
+//	    paradigm: plan_execute
+//	    settings:                       # plan_execute's; each has a default
+//	      concurrency: 4                # steps running at once
+//	      max_plan_steps: 20            # steps in a plan
+//	      max_replans: 2                # re-plans after a failed step
+//	      executor: researcher          # who works a step with only a goal (delegate tool)
 //
 // A "teams" section declares teams of the file's agents (DeclaredTeam); a task
 // names a team as it names an agent.
@@ -386,10 +411,12 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 			switch {
 			case slices.Contains(paradigms, a.Paradigm):
 			case slices.Contains(futureParadigms, a.Paradigm):
-				return fail(fv.Line, "agent %q: paradigm %q is not supported yet: use %s", name, a.Paradigm, strings.Join(paradigms, ", "))
+				return fail(fv.Line, "agent %q: paradigm %q is not supported yet: use %s", name, a.Paradigm, orList(paradigms))
 			default:
-				return fail(fv.Line, "agent %q: unknown paradigm %q: want %s", name, a.Paradigm, strings.Join(paradigms, ", "))
+				return fail(fv.Line, "agent %q: unknown paradigm %q: want %s", name, a.Paradigm, orList(paradigms))
 			}
+		case "settings":
+			a.PlanSettings, err = parsePlanSettings(path, name, fv)
 		case "max_steps":
 			if fv.Kind != yaml.ScalarNode || fv.Tag != "!!int" || fv.Decode(&a.MaxSteps) != nil || a.MaxSteps < 1 || a.MaxSteps > maxMaxSteps {
 				return fail(fv.Line, "agent %q: max_steps %q: want an integer from 1 to %d", name, fv.Value, maxMaxSteps)
@@ -530,6 +557,57 @@ func parseToolEntry(path, agent string, t *yaml.Node) (name string, approval boo
 		return fail(t.Line, "a tool given as a mapping needs its name: {name: send_email, approval: required}")
 	}
 	return name, approval, nil
+}
+
+// orList joins names as "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
+
+// parsePlanSettings reads a plan_execute agent's settings.
+func parsePlanSettings(path, name string, v *yaml.Node) (*PlanSettings, error) {
+	fail := func(line int, format string, args ...any) (*PlanSettings, error) {
+		return nil, &AgentsFileError{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)}
+	}
+	if v.Kind != yaml.MappingNode {
+		return fail(v.Line, "agent %q: settings: want a mapping (%s)", name, strings.Join(planSettingNames, ", "))
+	}
+	ps := &PlanSettings{}
+	bounds := map[string]struct {
+		to       *int
+		min, max int
+	}{
+		"concurrency": {&ps.Concurrency, 1, 64}, "max_plan_steps": {&ps.MaxPlanSteps, 1, 100}, "max_replans": {&ps.MaxReplans, 1, 20},
+		"max_plan_retries": {&ps.MaxPlanRetries, 1, 10}, "max_depth": {&ps.MaxDepth, 1, 5}, "max_total_steps": {&ps.MaxTotalSteps, 1, 500},
+	}
+	seen := map[string]bool{}
+	for i := 0; i < len(v.Content); i += 2 {
+		k, fv := v.Content[i], v.Content[i+1]
+		if seen[k.Value] {
+			return fail(k.Line, "agent %q: setting %q is given twice", name, k.Value)
+		}
+		seen[k.Value] = true
+		if b, ok := bounds[k.Value]; ok {
+			if fv.Kind != yaml.ScalarNode || fv.Tag != "!!int" || fv.Decode(b.to) != nil || *b.to < b.min || *b.to > b.max {
+				return fail(fv.Line, "agent %q: %s %q: want an integer from %d to %d", name, k.Value, fv.Value, b.min, b.max)
+			}
+			continue
+		}
+		if k.Value != "executor" {
+			return fail(k.Line, "agent %q: unknown setting %q: the plan_execute settings are %s", name, k.Value, strings.Join(planSettingNames, ", "))
+		}
+		if fv.Kind != yaml.ScalarNode || fv.Tag == "!!null" || (!agentName.MatchString(fv.Value) && fv.Value != "default") {
+			return fail(fv.Line, "agent %q: executor: want an agent's name", name)
+		}
+		if fv.Value == name {
+			return fail(fv.Line, "agent %q: executor: an agent cannot be its own executor", name)
+		}
+		ps.Executor = fv.Value
+	}
+	return ps, nil
 }
 
 // CheckTools reports the first tool of an agent that is not among known (the node's
@@ -726,6 +804,10 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 			na.ApprovalTimeout = node.NoApprovalTimeout
 		default:
 			na.ApprovalTimeout = d
+		}
+		if ps := a.PlanSettings; ps != nil {
+			na.PlanExecute = actors.PlanExecute{Concurrency: ps.Concurrency, MaxPlanSteps: ps.MaxPlanSteps, MaxReplans: ps.MaxReplans,
+				MaxPlanRetries: ps.MaxPlanRetries, MaxDepth: ps.MaxDepth, MaxTotalSteps: ps.MaxTotalSteps, Executor: ps.Executor}
 		}
 		out[i] = na
 	}

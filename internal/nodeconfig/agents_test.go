@@ -64,6 +64,17 @@ func TestParseAgents(t *testing.T) {
 	}
 }
 
+func TestParsePlanExecuteSettings(t *testing.T) {
+	f, err := ParseAgents("agents.yaml", []byte("agents:\n  planner:\n    paradigm: plan_execute\n    settings:\n      concurrency: 8\n      max_plan_steps: 12\n      max_replans: 3\n      executor: default\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	na := f.NodeAgents()[0]
+	if na.Paradigm != "plan_execute" || na.PlanExecute.Concurrency != 8 || na.PlanExecute.MaxPlanSteps != 12 || na.PlanExecute.MaxReplans != 3 || na.PlanExecute.Executor != "default" {
+		t.Fatalf("planner = %+v", na)
+	}
+}
+
 func TestParseAgentsErrors(t *testing.T) {
 	for _, c := range []struct {
 		name, file string
@@ -78,7 +89,10 @@ func TestParseAgentsErrors(t *testing.T) {
 		{"no agents", "agents: {}\n", 1, "at least one"},
 		{"bad name", "agents:\n  Bad Name:\n    paradigm: react\n", 2, `agent name "Bad Name"`},
 		{"unknown field", "agents:\n  a:\n    system_prompt: hi\n    temperature: 1\n", 4, `unknown field "temperature"`},
-		{"future paradigm", "agents:\n  a:\n    paradigm: plan_execute\n", 3, `paradigm "plan_execute" is not supported yet`},
+		{"settings of another paradigm", "agents:\n  a:\n    settings: {concurrency: 2}\n", 3, "settings is a setting of the plan_execute paradigm, and this agent's is function_calling"},
+		{"unknown setting", "agents:\n  a:\n    paradigm: plan_execute\n    settings:\n      parallelism: 2\n", 5, `unknown setting "parallelism"`},
+		{"concurrency", "agents:\n  a:\n    paradigm: plan_execute\n    settings:\n      concurrency: 0\n", 5, "concurrency \"0\": want an integer from 1 to 64"},
+		{"own executor", "agents:\n  a:\n    paradigm: plan_execute\n    settings: {executor: a}\n", 4, "its own executor"},
 		{"unknown paradigm", "agents:\n  a:\n    paradigm: chaos\n", 3, `unknown paradigm "chaos"`},
 		{"max steps", "agents:\n  a:\n    max_steps: 0\n", 3, "max_steps"},
 		{"max steps string", "agents:\n  a:\n    max_steps: many\n", 3, "max_steps"},
