@@ -41,31 +41,8 @@ func TestVerifyRebuildsTheNamedAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	n, err := node.New(ctx, node.Config{DataDir: data, Model: model, Agents: file.NodeAgents()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, stopWatch := n.Watch("named")
-	if _, err := n.Submit(ctx, node.Task{Input: "2+3?", SessionID: "named", Agent: "thinker"}); err != nil {
-		t.Fatal(err)
-	}
-	var last messages.Envelope
-	for timeout := time.After(10 * time.Second); last.Type != messages.TypeTaskCompleted && last.Type != messages.TypeTaskFailed; {
-		select {
-		case last = <-live:
-		case <-timeout:
-			t.Fatal("the task did not finish in 10 s")
-		}
-	}
-	stopWatch()
-	stop()
-	n.Close()
-	if last.Type != messages.TypeTaskCompleted {
+	if last := recordTasks(t, node.Config{DataDir: data, Model: model, Agents: file.NodeAgents()}, nil,
+		node.Task{Input: "2+3?", SessionID: "named", Agent: "thinker"})[0]; last.Type != messages.TypeTaskCompleted {
 		t.Fatalf("the task ended with %s", last.Type)
 	}
 

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm"
@@ -51,39 +50,17 @@ func TestVerifyReflectionAndReflexionSessions(t *testing.T) {
 				t.Fatal(err)
 			}
 			cfg.Agents = file.NodeAgents()
-			ctx := context.Background()
-			n, err := node.New(ctx, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop, err := n.Start(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			live, stopWatch := n.Watch("p")
-			if _, err := n.Submit(ctx, node.Task{Input: c.input, SessionID: "p", Agent: c.agent}); err != nil {
-				t.Fatal(err)
-			}
 			var seen []string
-			var last messages.Envelope
-			for timeout := time.After(10 * time.Second); last.Type != messages.TypeTaskCompleted && last.Type != messages.TypeTaskFailed; {
-				select {
-				case last = <-live:
-					if p, err := last.Decode(); err == nil {
-						switch p := p.(type) {
-						case *messages.ModelRequested:
-							seen = append(seen, p.Purpose)
-						case *messages.ToolCallRequested:
-							seen = append(seen, p.Purpose)
-						}
+			last := recordTasks(t, cfg, func(e messages.Envelope) {
+				if p, err := e.Decode(); err == nil {
+					switch p := p.(type) {
+					case *messages.ModelRequested:
+						seen = append(seen, p.Purpose)
+					case *messages.ToolCallRequested:
+						seen = append(seen, p.Purpose)
 					}
-				case <-timeout:
-					t.Fatal("the task did not finish in 10 s")
 				}
-			}
-			stopWatch()
-			stop()
-			n.Close()
+			}, node.Task{Input: c.input, SessionID: "p", Agent: c.agent})[0]
 			if last.Type != messages.TypeTaskCompleted {
 				t.Fatalf("the task ended with %s", last.Type)
 			}

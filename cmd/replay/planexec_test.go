@@ -1,13 +1,11 @@
 package main
 
 import (
-	"context"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/messages"
@@ -29,31 +27,8 @@ func TestPlanExecuteSessionShowsVerifiesAndForks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	n, err := node.New(ctx, node.Config{DataDir: data, Agents: file.NodeAgents()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, stopWatch := n.Watch("plan")
-	if _, err := n.Submit(ctx, node.Task{Input: "What is 2+3 and what is 4*5?", SessionID: "plan", Agent: "planner"}); err != nil {
-		t.Fatal(err)
-	}
-	var last messages.Envelope
-	for timeout := time.After(10 * time.Second); last.Type != messages.TypeTaskCompleted && last.Type != messages.TypeTaskFailed; {
-		select {
-		case last = <-live:
-		case <-timeout:
-			t.Fatal("the task did not finish in 10 s")
-		}
-	}
-	stopWatch()
-	stop()
-	n.Close()
-	if last.Type != messages.TypeTaskCompleted {
+	if last := recordTasks(t, node.Config{DataDir: data, Agents: file.NodeAgents()}, nil,
+		node.Task{Input: "What is 2+3 and what is 4*5?", SessionID: "plan", Agent: "planner"})[0]; last.Type != messages.TypeTaskCompleted {
 		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
 	}
 

@@ -281,3 +281,44 @@ func TestVerifyASessionWithNotes(t *testing.T) {
 		t.Fatalf("verify with a bad notes section: %d %s", code, errs)
 	}
 }
+
+// recordTasks runs tasks one after the other on a node of cfg (closed before it
+// returns) and returns the last event of each: task.completed or task.failed. seen,
+// when set, sees every event of the tasks' sessions as it comes.
+func recordTasks(t *testing.T, cfg node.Config, seen func(messages.Envelope), tasks ...node.Task) []messages.Envelope {
+	t.Helper()
+	ctx := context.Background()
+	n, err := node.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	var ends []messages.Envelope
+	for _, task := range tasks {
+		live, stopWatch := n.Watch(task.SessionID)
+		if _, err := n.Submit(ctx, task); err != nil {
+			stopWatch()
+			t.Fatal(err)
+		}
+		var last messages.Envelope
+		for timeout := time.After(10 * time.Second); last.Type != messages.TypeTaskCompleted && last.Type != messages.TypeTaskFailed; {
+			select {
+			case last = <-live:
+				if seen != nil {
+					seen(last)
+				}
+			case <-timeout:
+				stopWatch()
+				t.Fatalf("task %q did not finish in 10 s", task.Input)
+			}
+		}
+		stopWatch()
+		ends = append(ends, last)
+	}
+	return ends
+}

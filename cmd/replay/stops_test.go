@@ -1,11 +1,9 @@
 package main
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm"
@@ -36,30 +34,8 @@ func TestStoppedTaskShowsAndVerifies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	n, err := node.New(ctx, node.Config{DataDir: data, Model: model, Agents: file.NodeAgents()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, stopWatch := n.Watch("looped")
-	if _, err := n.Submit(ctx, node.Task{Input: "1+1?", SessionID: "looped", Agent: "wary"}); err != nil {
-		t.Fatal(err)
-	}
-	var last messages.Envelope
-	for timeout := time.After(10 * time.Second); last.Type != messages.TypeTaskCompleted && last.Type != messages.TypeTaskFailed; {
-		select {
-		case last = <-live:
-		case <-timeout:
-			t.Fatal("the task did not finish in 10 s")
-		}
-	}
-	stopWatch()
-	stop()
-	n.Close()
+	recordTasks(t, node.Config{DataDir: data, Model: model, Agents: file.NodeAgents()}, nil,
+		node.Task{Input: "1+1?", SessionID: "looped", Agent: "wary"})
 
 	want := `failed (loop_detected): stopped: the same call calculator({"expression":"1+1"}) was requested 2 times`
 	if code, out, errs := replay(t, "show", "looped", "--data", data); code != 0 || !strings.Contains(out, want) {
