@@ -1,0 +1,52 @@
+package rag
+
+import (
+	"bytes"
+	"fmt"
+	"strings"
+
+	"github.com/xuri/excelize/v2"
+)
+
+// convertXLSX renders each sheet of a workbook as "## sheet name" and a Markdown
+// table of its rows, the first row as the header; empty sheets are left out. Cells
+// are read as excelize formats them (the cached value of a formula).
+func convertXLSX(data []byte) (md string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			md, err = "", fmt.Errorf("XLSX reader failed: %v: %w", r, ErrMalformed)
+		}
+	}()
+	f, err := excelize.OpenReader(bytes.NewReader(data), excelize.Options{
+		UnzipSizeLimit: MaxUnzippedBytes,
+		// The same limit keeps excelize from spilling large sheets to temporary
+		// files: this package does no I/O.
+		UnzipXMLSizeLimit: MaxUnzippedBytes,
+	})
+	if err != nil {
+		if strings.Contains(err.Error(), "size limit") {
+			return "", fmt.Errorf("XLSX expands beyond %d bytes: %w: %w", MaxUnzippedBytes, ErrTooLarge, err)
+		}
+		return "", fmt.Errorf("XLSX: %w: %w", ErrMalformed, err)
+	}
+	defer f.Close()
+	var out strings.Builder
+	for _, sheet := range f.GetSheetList() {
+		rows, err := f.GetRows(sheet)
+		if err != nil {
+			return "", fmt.Errorf("XLSX sheet %q: %w: %w", sheet, ErrMalformed, err)
+		}
+		table := markdownTable(rows)
+		if table == "" {
+			continue
+		}
+		if out.Len() > 0 {
+			out.WriteString("\n")
+		}
+		out.WriteString("## " + strings.ReplaceAll(sheet, "\n", " ") + "\n\n" + table)
+		if out.Len() > MaxMarkdownBytes {
+			return "", fmt.Errorf("XLSX gives Markdown beyond %d bytes: %w", MaxMarkdownBytes, ErrTooLarge)
+		}
+	}
+	return out.String(), nil
+}
