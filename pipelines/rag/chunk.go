@@ -13,11 +13,11 @@ const (
 	// DefaultOverlapTokens is the overlap budget when ChunkOptions.OverlapTokens
 	// is 0.
 	DefaultOverlapTokens = 64
-	// MaxRunBytes is the longest run without whitespace (or of whitespace) Chunk
-	// keeps whole inside a paragraph it has to cut; a longer run (a base64 blob, a
-	// minified line) is cut into pieces of at most this many bytes, joined by a
-	// space. It also bounds the tokenizer's work, which grows with the square of a
-	// run's length.
+	// MaxRunBytes bounds runs without whitespace (a base64 blob, a minified
+	// line): a text holding a run longer than 4×MaxRunBytes is cut rather than
+	// counted whole, and a run that has to be cut is cut into pieces of at most
+	// MaxRunBytes bytes, joined by a space. The tokenizer's work grows with the
+	// square of a run's length; this keeps it linear in the text's.
 	MaxRunBytes = 256
 )
 
@@ -168,9 +168,9 @@ func (c *chunker) cut(text string, base, level int, piece func(start, end int)) 
 
 // countable reports whether a text is short enough to be worth counting for a
 // budget of max tokens, and has no run (of whitespace or not) longer than
-// MaxRunBytes, which would make counting slow.
+// 4×MaxRunBytes, which would make counting slow.
 func countable(text string, max int) bool {
-	if len(text) > 16*max+MaxRunBytes {
+	if len(text) > 16*max+4*MaxRunBytes {
 		return false
 	}
 	run, space := 0, false
@@ -180,7 +180,7 @@ func countable(text string, max int) bool {
 			run, space = 0, sp
 		}
 		run++
-		if run > MaxRunBytes {
+		if run > 4*MaxRunBytes {
 			return false
 		}
 	}

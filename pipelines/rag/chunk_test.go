@@ -168,7 +168,7 @@ func TestChunkBudgetNeverExceeded(t *testing.T) {
 				case 0:
 					b.WriteString(". ")
 				case 1:
-					b.WriteString(strings.Repeat("z", rng.IntN(600)) + " ")
+					b.WriteString(strings.Repeat("z", rng.IntN(1500)) + " ")
 				default:
 					b.WriteString(" ")
 				}
@@ -215,6 +215,9 @@ func TestChunkBudgetNeverExceeded(t *testing.T) {
 func squeeze(s string) string { return strings.Join(strings.Fields(s), "") }
 
 func TestChunkTenMegabyteLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("counts 10 MB with the real tokenizer")
+	}
 	md := strings.Repeat("a", 10<<20)
 	cs := Pack(Split(md), ChunkOptions{Tokenizer: &TiktokenCounter{}})
 	total := 0
@@ -267,4 +270,13 @@ func FuzzSplitChunk(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestChunkKeepsLongURLOfAParagraphThatFits(t *testing.T) {
+	url := "https://example.com/" + strings.Repeat("segment/", 40) + "?q=1"
+	md := "See " + url + " for more."
+	cs := Pack(Split(md), ChunkOptions{Tokenizer: &TiktokenCounter{}})
+	if len(cs) != 1 || cs[0].Text != md {
+		t.Errorf("a paragraph under budget with a %d-byte URL was cut: %+v", len(url), cs)
+	}
 }
