@@ -41,7 +41,8 @@ var codeLanguages = map[string]string{
 //   - .xlsx: per sheet, "## sheet name" and a Markdown table of its rows;
 //   - .docx: the body of word/document.xml, styles Title and Heading1..6 as
 //     headings, list paragraphs as items, tables as Markdown tables;
-//   - .pdf: the text of each page, a page per paragraph.
+//   - .pdf: the text of each page under a heading "# Page n" (text only: no
+//     layout, no tables, nothing from a scanned page).
 //
 // An unknown or missing extension is sniffed: "%PDF-" is a PDF, a zip holding
 // word/document.xml a DOCX and one holding xl/workbook.xml an XLSX; valid UTF-8 is

@@ -238,6 +238,8 @@ func TestConvertRefusesBadInput(t *testing.T) {
 		{"zip without document.xml", "a.docx", zipWith(t, "other.xml", 10), ErrMalformed},
 		{"docx that is not XML", "a.docx", zipWith(t, "word/document.xml", 10), ErrMalformed},
 		{"docx zip bomb", "a.docx", zipWith(t, "word/document.xml", MaxUnzippedBytes+1), ErrTooLarge},
+		{"xlsx zip bomb", "a.xlsx", zipWith(t, "xl/workbook.xml", MaxUnzippedBytes+1), ErrTooLarge},
+		{"xlsx that is not a workbook", "a.xlsx", zipWith(t, "xl/workbook.xml", 10), ErrMalformed},
 		{"corrupt pdf", "a.pdf", []byte("%PDF-1.4\n garbage"), ErrMalformed},
 		{"truncated pdf", "a.pdf", pdfBytes("Hello")[:200], ErrMalformed},
 		{"invalid UTF-8 text", "a.txt", []byte("ok \xff\xfe bad"), ErrMalformed},

@@ -14,8 +14,8 @@
 //     github.com/JohannesKaufmann/html-to-markdown/v2 with its table plugin; CSV and
 //     XLSX (github.com/xuri/excelize/v2) as Markdown tables; DOCX read from its
 //     word/document.xml with archive/zip and encoding/xml (headings, paragraphs,
-//     tables); PDF text through github.com/ledongthuc/pdf (text only: no layout,
-//     no tables, no OCR of scanned pages); JSON pretty-printed in a fenced block;
+//     tables); PDF text through github.com/ledongthuc/pdf, a "# Page n" heading per
+//     page (text only: no layout, no tables, no OCR of scanned pages); JSON pretty-printed in a fenced block;
 //     source code in a fenced block with its language. Bad input is an error that
 //     answers errors.Is with ErrUnsupported, ErrTooLarge or ErrMalformed; input is
 //     bounded by MaxDocumentBytes, and what a zip may expand to by MaxUnzippedBytes.

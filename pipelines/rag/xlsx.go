@@ -1,8 +1,11 @@
 package rag
 
 import (
+	"archive/zip"
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/xuri/excelize/v2"
@@ -17,6 +20,9 @@ func convertXLSX(data []byte) (md string, err error) {
 			md, err = "", fmt.Errorf("XLSX reader failed: %v: %w", r, ErrMalformed)
 		}
 	}()
+	if err := checkUnzippedSize(data); err != nil {
+		return "", fmt.Errorf("XLSX: %w", err)
+	}
 	f, err := excelize.OpenReader(bytes.NewReader(data), excelize.Options{
 		UnzipSizeLimit: MaxUnzippedBytes,
 		// The same limit keeps excelize from spilling large sheets to temporary
@@ -24,7 +30,7 @@ func convertXLSX(data []byte) (md string, err error) {
 		UnzipXMLSizeLimit: MaxUnzippedBytes,
 	})
 	if err != nil {
-		if strings.Contains(err.Error(), "size limit") {
+		if strings.Contains(err.Error(), "unzip size exceeds") {
 			return "", fmt.Errorf("XLSX expands beyond %d bytes: %w: %w", MaxUnzippedBytes, ErrTooLarge, err)
 		}
 		return "", fmt.Errorf("XLSX: %w: %w", ErrMalformed, err)
@@ -49,4 +55,38 @@ func convertXLSX(data []byte) (md string, err error) {
 		}
 	}
 	return out.String(), nil
+}
+
+// checkUnzippedSize refuses a zip whose entries expand beyond MaxUnzippedBytes in
+// all, by the sizes its directory declares and, since those can lie, by
+// inflating them with a bounded reader. A zip it cannot read is ErrMalformed.
+func checkUnzippedSize(data []byte) error {
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return fmt.Errorf("not a readable zip: %w: %w", ErrMalformed, err)
+	}
+	var declared uint64
+	for _, f := range zr.File {
+		declared += f.UncompressedSize64
+		if declared > MaxUnzippedBytes {
+			return fmt.Errorf("declares more than %d bytes unzipped: %w", MaxUnzippedBytes, ErrTooLarge)
+		}
+	}
+	budget := &boundedReader{n: MaxUnzippedBytes}
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		if err != nil {
+			return fmt.Errorf("zip entry %q: %w: %w", f.Name, ErrMalformed, err)
+		}
+		budget.r = rc
+		_, err = io.Copy(io.Discard, budget)
+		rc.Close()
+		if errors.Is(err, errLimit) {
+			return fmt.Errorf("expands beyond %d bytes: %w", MaxUnzippedBytes, ErrTooLarge)
+		}
+		if err != nil {
+			return fmt.Errorf("zip entry %q: %w: %w", f.Name, ErrMalformed, err)
+		}
+	}
+	return nil
 }
