@@ -261,3 +261,20 @@ func TestConvertRefusesBadInput(t *testing.T) {
 		})
 	}
 }
+
+func FuzzConvert(f *testing.F) {
+	f.Add("a.pdf", pdfBytes("Hello"))
+	f.Add("a.docx", []byte("PK\x03\x04"))
+	f.Add("a.html", []byte("<table><tr><td>a</td></tr></table>"))
+	f.Add("a.csv", []byte("a,b\n\"c"))
+	f.Add("a", []byte("{\"a\": 1}"))
+	f.Fuzz(func(t *testing.T, name string, data []byte) {
+		md, err := Convert(name, data)
+		if err == nil && len(md) > MaxMarkdownBytes {
+			t.Fatalf("Convert gave %d bytes of Markdown", len(md))
+		}
+		if err != nil && !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("Convert(%q) error %v wraps none of the sentinels", name, err)
+		}
+	})
+}
