@@ -1,6 +1,7 @@
 package rag
 
 import (
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -330,7 +331,7 @@ func (c *chunker) pack(units []unit, overlap int) []Chunk {
 		first, last := units[cur[0]], units[cur[len(cur)-1]]
 		out = append(out, Chunk{
 			Text:        text,
-			HeadingPath: first.path,
+			HeadingPath: slices.Clone(first.path),
 			Start:       first.start,
 			End:         last.end,
 			Tokens:      n,
