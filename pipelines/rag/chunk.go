@@ -1,0 +1,367 @@
+package rag
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Defaults of ChunkOptions.
+const (
+	// DefaultMaxTokens is a chunk's budget when ChunkOptions.MaxTokens is 0.
+	DefaultMaxTokens = 512
+	// DefaultOverlapTokens is the overlap budget when ChunkOptions.OverlapTokens
+	// is 0.
+	DefaultOverlapTokens = 64
+	// MaxRunBytes bounds runs without whitespace (a base64 blob, a minified
+	// line): a text holding a run longer than 4×MaxRunBytes is cut rather than
+	// counted whole, and a run that has to be cut is cut into pieces of at most
+	// MaxRunBytes bytes, joined by a space. The tokenizer's work grows with the
+	// square of a run's length; this keeps it linear in the text's.
+	MaxRunBytes = 256
+)
+
+// ChunkOptions say how Pack packs paragraphs.
+type ChunkOptions struct {
+	// MaxTokens is the most tokens a chunk holds; 0 means DefaultMaxTokens.
+	MaxTokens int
+	// OverlapTokens is the most tokens of trailing paragraphs of a chunk that the
+	// next chunk starts with; 0 means DefaultOverlapTokens, a negative value no
+	// overlap.
+	OverlapTokens int
+	// Tokenizer counts tokens; nil means a TiktokenCounter (cl100k_base) shared by
+	// the calls that leave it nil.
+	Tokenizer Tokenizer
+}
+
+// defaultTokenizer is the TiktokenCounter of calls that give none. It is set once,
+// lazily, and never changes after, so sharing it keeps Pack deterministic.
+var defaultTokenizer = &TiktokenCounter{}
+
+// Chunk is a run of whole paragraphs (or pieces of one long paragraph) to embed and
+// store.
+type Chunk struct {
+	// Text is the chunk's paragraphs, separated by a blank line; pieces of one
+	// paragraph are separated by a space, or a newline where the paragraph had one.
+	Text string
+	// HeadingPath is the heading path of the chunk's first paragraph.
+	HeadingPath []string
+	// Start and End are the byte offsets in the Markdown of the start of the first
+	// paragraph and the end of the last.
+	Start, End int
+	// Tokens is the Tokenizer's count of Text, at most MaxTokens (unless a single
+	// character counts more than MaxTokens tokens).
+	Tokens int
+	// Hash is the hex SHA-256 of Text.
+	Hash string
+}
+
+// unit is what Pack packs: a whole paragraph, or a piece of one too long for a
+// chunk.
+type unit struct {
+	text       string
+	start, end int
+	path       []string
+	tokens     int
+	para       int    // index of the paragraph it comes from
+	sep        string // what joins it to the unit before it, if from the same paragraph
+}
+
+// Pack packs paragraphs, in order, into chunks of at most opts.MaxTokens tokens.
+// A chunk holds whole paragraphs; each chunk after the first starts with whole
+// trailing paragraphs of the chunk before, as many as fit in opts.OverlapTokens
+// (and leave room for at least one new paragraph), and holds at least one
+// paragraph the chunk before did not.
+//
+// A paragraph longer than MaxTokens is cut into pieces that are then packed like
+// paragraphs: at sentence ends (at line ends for a fenced code block or a table),
+// then, for a sentence still too long, at whitespace, and last, for a run without
+// whitespace, every MaxRunBytes bytes (fewer under a small budget) at a character
+// boundary. The same paragraphs and options always give the same chunks.
+func Pack(paras []Paragraph, opts ChunkOptions) []Chunk {
+	maxTokens := opts.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = DefaultMaxTokens
+	}
+	overlap := opts.OverlapTokens
+	switch {
+	case overlap == 0:
+		overlap = DefaultOverlapTokens
+	case overlap < 0:
+		overlap = 0
+	}
+	tk := opts.Tokenizer
+	if tk == nil {
+		tk = defaultTokenizer
+	}
+	c := chunker{tk: tk, max: maxTokens}
+	var units []unit
+	for i, p := range paras {
+		units = append(units, c.units(i, p)...)
+	}
+	return c.pack(units, overlap)
+}
+
+// chunker holds what Pack's steps share.
+type chunker struct {
+	tk  Tokenizer
+	max int
+}
+
+// units returns paragraph p as one unit, or as pieces when it is longer than a
+// chunk.
+func (c *chunker) units(i int, p Paragraph) []unit {
+	if countable(p.Text, c.max) {
+		if n := c.tk.Count(p.Text); n <= c.max {
+			return []unit{{text: p.Text, start: p.Start, end: p.End, path: p.HeadingPath, tokens: n, para: i}}
+		}
+	}
+	code := strings.HasPrefix(p.Text, "```") || strings.HasPrefix(p.Text, "~~~") || strings.HasPrefix(p.Text, "|")
+	level := levelSentences
+	if code {
+		level = levelLines
+	}
+	var out []unit
+	c.cut(p.Text, 0, level, func(s, e int) {
+		u := unit{text: p.Text[s:e], start: p.Start + s, end: p.Start + e, path: p.HeadingPath, para: i}
+		u.tokens = c.tk.Count(u.text)
+		if len(out) > 0 {
+			u.sep = " "
+			if strings.Contains(p.Text[out[len(out)-1].end-p.Start:s], "\n") {
+				u.sep = "\n"
+			}
+		}
+		out = append(out, u)
+	})
+	return out
+}
+
+// Levels at which cut cuts a text.
+const (
+	levelLines = iota
+	levelSentences
+	levelWords
+	levelRuns
+)
+
+// cut calls piece with the offsets (relative to base's text) of the pieces of
+// text, each of at most c.max tokens: the text's segments at the level, and the
+// segments too long cut again at the next level.
+func (c *chunker) cut(text string, base, level int, piece func(start, end int)) {
+	// Cut to at most max bytes, a run is at most max cl100k_base tokens (a byte
+	// never takes more than one); four bytes hold any character.
+	runBytes := min(MaxRunBytes, max(c.max, utf8.UTFMax))
+	for _, sg := range segments(text, level, runBytes) {
+		s, e := sg[0], sg[1]
+		seg := text[s:e]
+		if level == levelRuns || (countable(seg, c.max) && c.tk.Count(seg) <= c.max) {
+			piece(base+s, base+e)
+			continue
+		}
+		next := level + 1
+		if level == levelLines {
+			next = levelWords
+		}
+		c.cut(seg, base+s, next, piece)
+	}
+}
+
+// countable reports whether a text is short enough to be worth counting for a
+// budget of max tokens, and has no run (of whitespace or not) longer than
+// 4×MaxRunBytes, which would make counting slow.
+func countable(text string, max int) bool {
+	if len(text) > 16*max+4*MaxRunBytes {
+		return false
+	}
+	run, space := 0, false
+	for i := 0; i < len(text); i++ {
+		sp := isSpace(text[i])
+		if sp != space {
+			run, space = 0, sp
+		}
+		run++
+		if run > 4*MaxRunBytes {
+			return false
+		}
+	}
+	return true
+}
+
+// segments returns the [start, end) offsets of the non-empty segments of text at a
+// level: lines (leading indentation kept), sentences, words, or pieces of at most
+// runBytes bytes ending at a character boundary.
+func segments(text string, level, runBytes int) [][2]int {
+	var out [][2]int
+	add := func(s, e int) {
+		if level != levelLines {
+			for s < e && isSpace(text[s]) {
+				s++
+			}
+		}
+		for e > s && isSpace(text[e-1]) {
+			e--
+		}
+		if s < e {
+			out = append(out, [2]int{s, e})
+		}
+	}
+	switch level {
+	case levelLines:
+		s := 0
+		for i := 0; i < len(text); i++ {
+			if text[i] == '\n' {
+				add(s, i)
+				s = i + 1
+			}
+		}
+		add(s, len(text))
+	case levelSentences:
+		s := 0
+		for i := 0; i < len(text); {
+			r, size := utf8.DecodeRuneInString(text[i:])
+			i += size
+			if !isSentenceEnd(r) {
+				continue
+			}
+			for i < len(text) {
+				r2, size2 := utf8.DecodeRuneInString(text[i:])
+				if !strings.ContainsRune(`"')]}’”»`, r2) {
+					break
+				}
+				i += size2
+			}
+			r2, _ := utf8.DecodeRuneInString(text[i:])
+			if i == len(text) || unicode.IsSpace(r2) || isCJKSentenceEnd(r) {
+				add(s, i)
+				s = i
+			}
+		}
+		add(s, len(text))
+	case levelWords:
+		s := -1
+		for i := 0; i < len(text); i++ {
+			if isSpace(text[i]) {
+				if s >= 0 {
+					add(s, i)
+					s = -1
+				}
+			} else if s < 0 {
+				s = i
+			}
+		}
+		if s >= 0 {
+			add(s, len(text))
+		}
+	case levelRuns:
+		for s := 0; s < len(text); {
+			e := min(len(text), s+runBytes)
+			for e < len(text) && e > s+1 && !utf8.RuneStart(text[e]) {
+				e--
+			}
+			add(s, e)
+			s = e
+		}
+	}
+	return out
+}
+
+// isSentenceEnd reports whether r ends a sentence when followed by a space.
+func isSentenceEnd(r rune) bool {
+	return r == '.' || r == '!' || r == '?' || r == '…' || isCJKSentenceEnd(r)
+}
+
+// isCJKSentenceEnd reports whether r ends a sentence without a space after it.
+func isCJKSentenceEnd(r rune) bool {
+	return r == '。' || r == '！' || r == '？'
+}
+
+// pack groups units into chunks under the budget, with the overlap.
+func (c *chunker) pack(units []unit, overlap int) []Chunk {
+	var (
+		out  []Chunk
+		prev []int // indices of the units of the chunk before
+	)
+	for i := 0; i < len(units); {
+		// The overlap: whole trailing units of the chunk before, within budget.
+		var cur []int
+		est := 0
+		for k := len(prev) - 1; k >= 0; k-- {
+			add := units[prev[k]].tokens + boolInt(len(cur) > 0)
+			if est+add > overlap {
+				break
+			}
+			cur = append([]int{prev[k]}, cur...)
+			est += add
+		}
+		ov := len(cur)
+		// New units while they fit; the first always goes in, pushing out
+		// overlap that leaves it no room.
+		j := i
+		for j < len(units) {
+			add := units[j].tokens + boolInt(len(cur) > 0)
+			if est+add > c.max {
+				if j > i {
+					break
+				}
+				for ov > 0 && est+add > c.max {
+					est -= units[cur[0]].tokens + boolInt(len(cur) > 1)
+					cur, ov = cur[1:], ov-1
+					add = units[j].tokens + boolInt(len(cur) > 0)
+				}
+			}
+			cur = append(cur, j)
+			est += add
+			j++
+		}
+		// The estimate adds up separate counts; the real count of the joined text
+		// decides. Overlap goes first, then new units from the end.
+		text := c.join(units, cur)
+		n := c.tk.Count(text)
+		for n > c.max && len(cur) > 1 {
+			if ov > 0 {
+				cur, ov = cur[1:], ov-1
+			} else {
+				cur = cur[:len(cur)-1]
+				j--
+			}
+			text = c.join(units, cur)
+			n = c.tk.Count(text)
+		}
+		first, last := units[cur[0]], units[cur[len(cur)-1]]
+		out = append(out, Chunk{
+			Text:        text,
+			HeadingPath: slices.Clone(first.path),
+			Start:       first.start,
+			End:         last.end,
+			Tokens:      n,
+			Hash:        textHash(text),
+		})
+		prev, i = cur, j
+	}
+	return out
+}
+
+// join joins the units at the indices into a chunk's text.
+func (c *chunker) join(units []unit, idx []int) string {
+	var b strings.Builder
+	for k, x := range idx {
+		if k > 0 {
+			if u := units[x]; u.para == units[idx[k-1]].para && u.sep != "" {
+				b.WriteString(u.sep)
+			} else {
+				b.WriteString("\n\n")
+			}
+		}
+		b.WriteString(units[x].text)
+	}
+	return b.String()
+}
+
+// boolInt is 1 for true, 0 for false.
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

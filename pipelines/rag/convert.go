@@ -1,0 +1,259 @@
+package rag
+
+import (
+	"bytes"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strings"
+	"unicode/utf8"
+)
+
+// codeLanguages maps a source file's extension to the info string of its fence.
+var codeLanguages = map[string]string{
+	".go": "go", ".py": "python", ".js": "javascript", ".mjs": "javascript",
+	".cjs": "javascript", ".jsx": "jsx", ".ts": "typescript", ".tsx": "tsx",
+	".java": "java", ".kt": "kotlin", ".scala": "scala", ".c": "c", ".h": "c",
+	".cc": "cpp", ".cpp": "cpp", ".cxx": "cpp", ".hpp": "cpp", ".hh": "cpp",
+	".cs": "csharp", ".rs": "rust", ".rb": "ruby", ".php": "php", ".swift": "swift",
+	".sh": "bash", ".bash": "bash", ".zsh": "zsh", ".ps1": "powershell",
+	".lua": "lua", ".pl": "perl", ".r": "r", ".sql": "sql", ".proto": "protobuf",
+	".yaml": "yaml", ".yml": "yaml", ".toml": "toml", ".xml": "xml", ".css": "css",
+	".scss": "scss", ".ex": "elixir", ".exs": "elixir", ".erl": "erlang",
+	".hs": "haskell", ".ml": "ocaml", ".clj": "clojure", ".dart": "dart",
+	".zig": "zig", ".vue": "vue", ".svelte": "svelte", ".tf": "hcl",
+}
+
+// Convert turns a document into Markdown. name is the file name (only its extension
+// and base name are used); data its content. The format comes from the extension:
+//
+//   - .md, .markdown: as is;
+//   - .txt, .text: plain text, its paragraphs kept and lines that Markdown would
+//     read as a heading, a fence or a rule escaped;
+//   - .html, .htm: converted by html-to-markdown, tables kept as Markdown tables;
+//   - .csv: a Markdown table whose first row is the header;
+//   - .json: "# name" and the document pretty-printed in a ```json fence;
+//   - source code (.go, .py, .js, .ts, .java, .c, .h, .rs, .rb, .sh and more):
+//     "# name" and the file in a fence with its language;
+//   - .xlsx: per sheet, "## sheet name" and a Markdown table of its rows;
+//   - .docx: the body of word/document.xml, styles Title and Heading1..6 as
+//     headings, list paragraphs as items, tables as Markdown tables;
+//   - .pdf: the text of each page under a heading "# Page n" (text only: no
+//     layout, no tables, nothing from a scanned page).
+//
+// An unknown or missing extension is sniffed: "%PDF-" is a PDF, a zip holding
+// word/document.xml a DOCX and one holding xl/workbook.xml an XLSX; valid UTF-8 is
+// HTML if it starts like HTML, JSON if it parses as JSON, and plain text otherwise.
+//
+// Line endings become "\n". Errors wrap ErrUnsupported, ErrTooLarge or ErrMalformed
+// and never panic, whatever the bytes.
+func Convert(name string, data []byte) (markdown string, err error) {
+	if len(data) > MaxDocumentBytes {
+		return "", fmt.Errorf("rag: convert %q: %d bytes, over the limit of %d: %w", name, len(data), MaxDocumentBytes, ErrTooLarge)
+	}
+	ext := strings.ToLower(path.Ext(name))
+	kind := ext
+	switch ext {
+	case ".md", ".markdown", ".txt", ".text", ".html", ".htm", ".csv", ".json", ".xlsx", ".docx", ".pdf":
+	default:
+		if _, ok := codeLanguages[ext]; !ok {
+			kind = sniff(data)
+		}
+	}
+	md, err := convertAs(kind, name, data)
+	if err != nil {
+		return "", fmt.Errorf("rag: convert %q: %w", name, err)
+	}
+	if len(md) > MaxMarkdownBytes {
+		return "", fmt.Errorf("rag: convert %q: Markdown of %d bytes, over the limit of %d: %w", name, len(md), MaxMarkdownBytes, ErrTooLarge)
+	}
+	return md, nil
+}
+
+// convertAs converts data as the format kind names (an extension).
+func convertAs(kind, name string, data []byte) (string, error) {
+	switch kind {
+	case ".xlsx":
+		return convertXLSX(data)
+	case ".docx":
+		return convertDOCX(data)
+	case ".pdf":
+		return convertPDF(data)
+	case "":
+		return "", fmt.Errorf("binary content of an unknown type: %w", ErrUnsupported)
+	}
+	if !utf8.Valid(data) {
+		return "", fmt.Errorf("%s is not valid UTF-8: %w", kind, ErrMalformed)
+	}
+	text := normalizeNewlines(string(data))
+	switch kind {
+	case ".md", ".markdown":
+		return text, nil
+	case ".txt", ".text":
+		return convertText(text), nil
+	case ".html", ".htm":
+		return convertHTML(text)
+	case ".csv":
+		return convertCSV(text)
+	case ".json":
+		return convertJSON(name, data)
+	}
+	if lang, ok := codeLanguages[kind]; ok {
+		return codeBlock(path.Base(name), lang, text), nil
+	}
+	return "", fmt.Errorf("extension %q: %w", kind, ErrUnsupported)
+}
+
+// sniff names the format of data by its content, as an extension, or "" for binary
+// content it does not know.
+func sniff(data []byte) string {
+	switch {
+	case bytes.HasPrefix(data, []byte("%PDF-")):
+		return ".pdf"
+	case bytes.HasPrefix(data, []byte("PK\x03\x04")):
+		switch zipKind(data) {
+		case "docx":
+			return ".docx"
+		case "xlsx":
+			return ".xlsx"
+		}
+		return ""
+	case !utf8.Valid(data):
+		return ""
+	}
+	head := strings.ToLower(strings.TrimSpace(string(data[:min(len(data), 512)])))
+	head = strings.TrimPrefix(head, "\ufeff")
+	switch {
+	case strings.HasPrefix(head, "<!doctype html"), strings.HasPrefix(head, "<html"),
+		strings.HasPrefix(head, "<head"), strings.HasPrefix(head, "<body"):
+		return ".html"
+	case (strings.HasPrefix(head, "{") || strings.HasPrefix(head, "[")) && json.Valid(data):
+		return ".json"
+	}
+	return ".txt"
+}
+
+// normalizeNewlines turns "\r\n" and lone "\r" into "\n".
+func normalizeNewlines(s string) string {
+	if !strings.Contains(s, "\r") {
+		return s
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(s, "\r\n", "\n"), "\r", "\n")
+}
+
+// convertText turns plain text into Markdown that reads as the same text: lines
+// Markdown would take for a heading, a fence, a rule or a quote are escaped with a
+// backslash; blank lines keep separating paragraphs.
+func convertText(text string) string {
+	lines := strings.Split(text, "\n")
+	for i, line := range lines {
+		trimmed := strings.TrimLeft(line, " \t")
+		if trimmed == "" {
+			continue
+		}
+		switch trimmed[0] {
+		case '#', '`', '~', '>', '|', '=', '-', '*', '_', '+':
+			lines[i] = line[:len(line)-len(trimmed)] + `\` + trimmed
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// fence returns a run of backticks longer than any run inside content (at least
+// three), so the fence cannot be closed by the content.
+func fence(content string) string {
+	longest, run := 0, 0
+	for i := 0; i < len(content); i++ {
+		if content[i] == '`' {
+			run++
+			longest = max(longest, run)
+		} else {
+			run = 0
+		}
+	}
+	return strings.Repeat("`", max(3, longest+1))
+}
+
+// codeBlock renders content as "# title" and a fenced block with info string lang.
+func codeBlock(title, lang, content string) string {
+	f := fence(content)
+	content = strings.TrimRight(content, "\n")
+	return "# " + title + "\n\n" + f + lang + "\n" + content + "\n" + f + "\n"
+}
+
+// convertJSON pretty-prints a JSON document under a heading of the file name.
+// The document stays one fenced block rather than a heading per key: keys are often
+// data (IDs, dates), and Pack cuts a long block at its lines anyway.
+func convertJSON(name string, data []byte) (string, error) {
+	var out bytes.Buffer
+	if err := json.Indent(&out, data, "", "  "); err != nil {
+		return "", fmt.Errorf("invalid JSON: %w: %w", ErrMalformed, err)
+	}
+	return codeBlock(path.Base(name), "json", out.String()), nil
+}
+
+// convertCSV renders a CSV document as a Markdown table whose first record is the
+// header. Records may have different lengths; short ones are padded.
+func convertCSV(text string) (string, error) {
+	r := csv.NewReader(strings.NewReader(strings.TrimPrefix(text, "\ufeff")))
+	r.FieldsPerRecord = -1
+	r.LazyQuotes = true
+	var rows [][]string
+	for {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("invalid CSV: %w: %w", ErrMalformed, err)
+		}
+		rows = append(rows, rec)
+	}
+	return markdownTable(rows), nil
+}
+
+// markdownTable renders rows as a GFM table, the first row as its header. Pipes are
+// escaped and line breaks inside a cell become "<br>", so every row stays one line.
+// No rows give "".
+func markdownTable(rows [][]string) string {
+	width := 0
+	for _, r := range rows {
+		width = max(width, len(r))
+	}
+	if width == 0 {
+		return ""
+	}
+	var b strings.Builder
+	writeRow := func(r []string) {
+		b.WriteString("|")
+		for i := 0; i < width; i++ {
+			cell := ""
+			if i < len(r) {
+				cell = tableCell(r[i])
+			}
+			b.WriteString(" " + cell + " |")
+		}
+		b.WriteString("\n")
+	}
+	writeRow(rows[0])
+	b.WriteString("|")
+	for i := 0; i < width; i++ {
+		b.WriteString(" --- |")
+	}
+	b.WriteString("\n")
+	for _, r := range rows[1:] {
+		writeRow(r)
+	}
+	return b.String()
+}
+
+// tableCell escapes a cell's text for a one-line GFM table cell.
+func tableCell(s string) string {
+	s = strings.TrimSpace(normalizeNewlines(s))
+	s = strings.ReplaceAll(s, `\`, `\\`)
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.ReplaceAll(s, "\n", "<br>")
+}

@@ -1,0 +1,37 @@
+// Package rag holds the pure ingestion logic of retrieval-augmented generation: it
+// turns a document into Markdown, the Markdown into paragraphs that know their
+// heading path, and the paragraphs into chunks under a token budget.
+//
+// Nothing here does I/O, reads the clock or draws random numbers: the same bytes
+// always give the same chunks, so an ingestion actor can re-run it on replay and an
+// unchanged document can be recognised by its DocumentHash and skipped.
+//
+// # How data enters and leaves
+//
+//   - Convert takes a file name and its bytes and returns Markdown. It dispatches on
+//     the extension, and sniffs the content when the extension is unknown:
+//     Markdown as is; plain text with its paragraphs; HTML through
+//     github.com/JohannesKaufmann/html-to-markdown/v2 with its table plugin; CSV and
+//     XLSX (github.com/xuri/excelize/v2) as Markdown tables; DOCX read from its
+//     word/document.xml with archive/zip and encoding/xml (headings, paragraphs,
+//     tables); PDF text through github.com/ledongthuc/pdf, a "# Page n" heading per
+//     page (text only: no layout, no tables, no OCR of scanned pages); JSON pretty-printed in a fenced block;
+//     source code in a fenced block with its language. Bad input is an error that
+//     answers errors.Is with ErrUnsupported, ErrTooLarge or ErrMalformed; input is
+//     bounded by MaxDocumentBytes, and what a zip may expand to by MaxUnzippedBytes.
+//   - Split cuts Markdown into Paragraphs: blank lines separate them, a fenced code
+//     block or a table stays whole, and headings (ATX and setext) are not
+//     paragraphs but set the HeadingPath ("# A", "## B") of the paragraphs below.
+//     Start and End are byte offsets, and markdown[Start:End] is the paragraph.
+//   - Pack packs whole paragraphs into Chunks of at most ChunkOptions.MaxTokens
+//     tokens, counted by a Tokenizer (TiktokenCounter, cl100k_base, by default).
+//     Each chunk after the first starts with whole trailing paragraphs of the one
+//     before, up to ChunkOptions.OverlapTokens. A paragraph longer than a chunk is
+//     cut at sentence boundaries (at line boundaries for code and tables), then at
+//     whitespace, and, for a run without whitespace, at character boundaries.
+//   - DocumentHash is the key that tells an unchanged document from a changed one;
+//     Chunk.Hash the key of one chunk's text.
+//
+// A store keeps, per chunk, the source name, Chunk.HeadingPath and Chunk.Start and
+// Chunk.End, which point into the Markdown that Convert returned.
+package rag

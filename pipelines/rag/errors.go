@@ -1,0 +1,32 @@
+package rag
+
+import "errors"
+
+// Errors Convert answers with. Each returned error wraps one of them (test with
+// errors.Is) and says which file and why.
+var (
+	// ErrUnsupported is a format Convert cannot read: an unknown binary file, or a
+	// format no maintained library reads.
+	ErrUnsupported = errors.New("unsupported format")
+	// ErrTooLarge is input beyond MaxDocumentBytes, a zip that expands beyond
+	// MaxUnzippedBytes, Markdown beyond MaxMarkdownBytes or HTML nested deeper than
+	// MaxHTMLDepth.
+	ErrTooLarge = errors.New("document too large")
+	// ErrMalformed is input that does not parse as the format it claims: a corrupt
+	// zip, invalid UTF-8 in a text format, invalid JSON or CSV.
+	ErrMalformed = errors.New("malformed document")
+)
+
+// Bounds on the work Convert does, whatever the input.
+const (
+	// MaxDocumentBytes is the largest document Convert accepts.
+	MaxDocumentBytes = 32 << 20
+	// MaxUnzippedBytes is how much a DOCX or XLSX may expand to when unzipped.
+	MaxUnzippedBytes = 256 << 20
+	// MaxMarkdownBytes is the largest Markdown Convert returns; a document that
+	// would give more (a spreadsheet with millions of cells) is refused.
+	MaxMarkdownBytes = 64 << 20
+	// MaxHTMLDepth is the deepest element nesting Convert accepts in HTML; deeper
+	// documents are refused rather than recursed into.
+	MaxHTMLDepth = 512
+)

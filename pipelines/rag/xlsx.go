@@ -1,0 +1,92 @@
+package rag
+
+import (
+	"archive/zip"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/xuri/excelize/v2"
+)
+
+// convertXLSX renders each sheet of a workbook as "## sheet name" and a Markdown
+// table of its rows, the first row as the header; empty sheets are left out. Cells
+// are read as excelize formats them (the cached value of a formula).
+func convertXLSX(data []byte) (md string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			md, err = "", fmt.Errorf("XLSX reader failed: %v: %w", r, ErrMalformed)
+		}
+	}()
+	if err := checkUnzippedSize(data); err != nil {
+		return "", fmt.Errorf("XLSX: %w", err)
+	}
+	f, err := excelize.OpenReader(bytes.NewReader(data), excelize.Options{
+		UnzipSizeLimit: MaxUnzippedBytes,
+		// The same limit keeps excelize from spilling large sheets to temporary
+		// files: this package does no I/O.
+		UnzipXMLSizeLimit: MaxUnzippedBytes,
+	})
+	if err != nil {
+		if strings.Contains(err.Error(), "unzip size exceeds") {
+			return "", fmt.Errorf("XLSX expands beyond %d bytes: %w: %w", MaxUnzippedBytes, ErrTooLarge, err)
+		}
+		return "", fmt.Errorf("XLSX: %w: %w", ErrMalformed, err)
+	}
+	defer f.Close()
+	var out strings.Builder
+	for _, sheet := range f.GetSheetList() {
+		rows, err := f.GetRows(sheet)
+		if err != nil {
+			return "", fmt.Errorf("XLSX sheet %q: %w: %w", sheet, ErrMalformed, err)
+		}
+		table := markdownTable(rows)
+		if table == "" {
+			continue
+		}
+		if out.Len() > 0 {
+			out.WriteString("\n")
+		}
+		out.WriteString("## " + strings.ReplaceAll(sheet, "\n", " ") + "\n\n" + table)
+		if out.Len() > MaxMarkdownBytes {
+			return "", fmt.Errorf("XLSX gives Markdown beyond %d bytes: %w", MaxMarkdownBytes, ErrTooLarge)
+		}
+	}
+	return out.String(), nil
+}
+
+// checkUnzippedSize refuses a zip whose entries expand beyond MaxUnzippedBytes in
+// all, by the sizes its directory declares and, since those can lie, by
+// inflating them with a bounded reader. A zip it cannot read is ErrMalformed.
+func checkUnzippedSize(data []byte) error {
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return fmt.Errorf("not a readable zip: %w: %w", ErrMalformed, err)
+	}
+	var declared uint64
+	for _, f := range zr.File {
+		declared += f.UncompressedSize64
+		if declared > MaxUnzippedBytes {
+			return fmt.Errorf("declares more than %d bytes unzipped: %w", MaxUnzippedBytes, ErrTooLarge)
+		}
+	}
+	budget := &boundedReader{n: MaxUnzippedBytes}
+	for _, f := range zr.File {
+		rc, err := f.Open()
+		if err != nil {
+			return fmt.Errorf("zip entry %q: %w: %w", f.Name, ErrMalformed, err)
+		}
+		budget.r = rc
+		_, err = io.Copy(io.Discard, budget)
+		rc.Close()
+		if errors.Is(err, errLimit) {
+			return fmt.Errorf("expands beyond %d bytes: %w", MaxUnzippedBytes, ErrTooLarge)
+		}
+		if err != nil {
+			return fmt.Errorf("zip entry %q: %w: %w", f.Name, ErrMalformed, err)
+		}
+	}
+	return nil
+}
