@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"testing"
@@ -58,28 +57,11 @@ func BenchmarkParadigmStep(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				runParadigmTask(b, n, fmt.Sprintf("%s-%d", c.name, i), "a")
+				runBenchTask(b, n, fmt.Sprintf("%s-%d", c.name, i), "a", "What is 12 * (7 + 5)?")
 			}
 			runtime.ReadMemStats(&after)
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*c.steps), "µs/step")
 			b.ReportMetric(float64(after.Mallocs-before.Mallocs)/float64(b.N*c.steps), "allocs/step")
 		})
 	}
-}
-
-func runParadigmTask(b *testing.B, n *node.Node, id, agent string) {
-	events, stop := n.Watch(id)
-	defer stop()
-	if _, err := n.Submit(context.Background(), node.Task{Input: "What is 12 * (7 + 5)?", SessionID: id, Agent: agent}); err != nil {
-		b.Fatal(err)
-	}
-	for e := range events {
-		switch e.Type {
-		case messages.TypeTaskCompleted:
-			return
-		case messages.TypeTaskFailed:
-			b.Fatalf("task failed: %s", e.Payload)
-		}
-	}
-	b.Fatal("event feed closed")
 }

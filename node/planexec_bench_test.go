@@ -64,12 +64,12 @@ func benchModel(b *testing.B, steps ...llm.ScriptStep) llm.Model {
 	return m
 }
 
-// runPlanTask runs one task of agent in a new session and fails b unless it
+// runBenchTask runs one task of agent in a new session and fails b unless it
 // completes.
-func runPlanTask(b *testing.B, n *node.Node, id, agent string) {
+func runBenchTask(b *testing.B, n *node.Node, id, agent, input string) {
 	events, stop := n.Watch(id)
 	defer stop()
-	if _, err := n.Submit(context.Background(), node.Task{Input: "do the work", SessionID: id, Agent: agent}); err != nil {
+	if _, err := n.Submit(context.Background(), node.Task{Input: input, SessionID: id, Agent: agent}); err != nil {
 		b.Fatal(err)
 	}
 	for e := range events {
@@ -102,9 +102,9 @@ func BenchmarkPlanExecuteFanOut(b *testing.B) {
 	for b.Loop() {
 		i++
 		start := time.Now()
-		runPlanTask(b, n, fmt.Sprintf("c1-%d", i), "c1")
+		runBenchTask(b, n, fmt.Sprintf("c1-%d", i), "c1", "do the work")
 		mid := time.Now()
-		runPlanTask(b, n, fmt.Sprintf("c8-%d", i), "c8")
+		runBenchTask(b, n, fmt.Sprintf("c8-%d", i), "c8", "do the work")
 		one, eight = one+mid.Sub(start), eight+time.Since(mid)
 	}
 	b.ReportMetric(float64(one.Milliseconds())/float64(b.N), "ms@1")
@@ -139,7 +139,7 @@ func BenchmarkParadigmStepOverhead(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				i++
-				runPlanTask(b, n, fmt.Sprintf("t-%d", i), "a")
+				runBenchTask(b, n, fmt.Sprintf("t-%d", i), "a", "do the work")
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*dagSteps), "µs/step")
 		})
