@@ -174,6 +174,12 @@ func micros(us int64) string {
 // and returns the exit code a command should return (1 if any failed). It returns an
 // error when ctx ends or the live feed closes first.
 func Follow(ctx context.Context, w io.Writer, live <-chan messages.Envelope, tasks int) (int, error) {
+	return FollowEach(ctx, w, live, tasks, nil)
+}
+
+// FollowEach is Follow that also hands each event, once printed, to each (when not
+// nil); an error from each ends it with exit code 1.
+func FollowEach(ctx context.Context, w io.Writer, live <-chan messages.Envelope, tasks int, each func(messages.Envelope) error) (int, error) {
 	code := 0
 	for tasks > 0 {
 		select {
@@ -186,6 +192,11 @@ func Follow(ctx context.Context, w io.Writer, live <-chan messages.Envelope, tas
 			if c, done := PrintStep(w, e); done {
 				code = max(code, c)
 				tasks--
+			}
+			if each != nil {
+				if err := each(e); err != nil {
+					return 1, err
+				}
 			}
 		}
 	}

@@ -52,32 +52,16 @@ func newAsker(n *node.Node, session string, in io.Reader, terminal, cluster bool
 // finished, answering each approval the session asks for; it returns the exit code
 // (1 if a task failed) or an error when ctx ends or the feed closes first.
 func (a *asker) follow(ctx context.Context, live <-chan messages.Envelope, tasks int) (int, error) {
-	code := 0
-	for tasks > 0 {
-		select {
-		case <-ctx.Done():
-			return 130, ctx.Err()
-		case e, ok := <-live:
-			if !ok {
-				return 1, fmt.Errorf("lost the live event feed")
-			}
-			if c, done := node.PrintStep(a.out, e); done {
-				code = max(code, c)
-				tasks--
-			}
-			if e.Type != messages.TypeApprovalRequested {
-				continue
-			}
-			p, err := e.Decode()
-			if err != nil {
-				return 1, err
-			}
-			if err := a.answer(ctx, p.(*messages.ApprovalRequested)); err != nil {
-				return 1, err
-			}
+	return node.FollowEach(ctx, a.out, live, tasks, func(e messages.Envelope) error {
+		if e.Type != messages.TypeApprovalRequested {
+			return nil
 		}
-	}
-	return code, nil
+		p, err := e.Decode()
+		if err != nil {
+			return err
+		}
+		return a.answer(ctx, p.(*messages.ApprovalRequested))
+	})
 }
 
 // answer answers one approval, as the asker's doc says.
