@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -75,8 +74,7 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 	}
 	// The node's tools, as node run builds them: the file's, the skills', the
 	// chains', the notes' and the memory tool's.
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	agent, err := fc.Agent(nodeconfig.AgentOptions{ExtraTools: opt.extraTools, Logger: logger})
+	agent, logger, err := cliAgent(fc, opt, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2

@@ -68,8 +68,7 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	}
 	// The default agent's tools: the built-ins and its skills' (then its notes', its
 	// MCP servers' and its chains').
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	agent, err := fc.Agent(nodeconfig.AgentOptions{ExtraTools: opt.extraTools, Logger: logger})
+	agent, logger, err := cliAgent(fc, opt, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
@@ -312,4 +311,12 @@ func cliNotes(ctx context.Context, fc nodeconfig.File, data string, cfg notes.Co
 		return nil, nil, err
 	}
 	return ts, func() { _ = log.Close() }, nil
+}
+
+// cliAgent builds the default agent of configuration fc as a command that lists or
+// checks tools does: with the extra tools of opt, logging warnings to stderr.
+func cliAgent(fc nodeconfig.File, opt options, stderr io.Writer) (nodeconfig.Agent, *slog.Logger, error) {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	agent, err := fc.Agent(nodeconfig.AgentOptions{ExtraTools: opt.extraTools, Logger: logger})
+	return agent, logger, err
 }
