@@ -44,24 +44,20 @@ func (a Agent) tokenBudget(t *taskState) int {
 	return max(a.MaxTokens, 0)
 }
 
-func (a Agent) loopRepeats() int {
-	switch {
-	case a.LoopRepeats < 0:
-		return 0
-	case a.LoopRepeats == 0:
-		return DefaultLoopRepeats
-	}
-	return a.LoopRepeats
-}
+func (a Agent) loopRepeats() int { return loopSetting(a.LoopRepeats, DefaultLoopRepeats) }
 
-func (a Agent) loopStaleSteps() int {
+func (a Agent) loopStaleSteps() int { return loopSetting(a.LoopStaleSteps, DefaultLoopStaleSteps) }
+
+// loopSetting reads a loop-detection setting: negative turns the check off (0),
+// zero is the default def.
+func loopSetting(v, def int) int {
 	switch {
-	case a.LoopStaleSteps < 0:
+	case v < 0:
 		return 0
-	case a.LoopStaleSteps == 0:
-		return DefaultLoopStaleSteps
+	case v == 0:
+		return def
 	}
-	return a.LoopStaleSteps
+	return v
 }
 
 // overBudget returns the TaskFailed of a task whose tokens reached its budget, or nil.
