@@ -135,7 +135,7 @@ func evidencePrompt(question string, hits []Hit) string {
 }
 
 // bracket finds "[...]" not followed by "(" (a Markdown link's text is no citation).
-var bracket = regexp.MustCompile(`\[([^\[\]\n]{1,1200})\](\()?`)
+var bracket = regexp.MustCompile(`\[([^\[\]\n]{1,1000})\](\()?`)
 
 // checkCitations finds the citations of a model's answer and checks each against
 // the evidence: a label ("source > heading path", spacing and case aside), a source
