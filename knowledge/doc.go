@@ -81,18 +81,30 @@
 // the original query is always searched), each searched like the query, and
 // Query.HyDE asks it for a hypothetical passage that answers the query, embedded
 // with the passage embedder and searched as one more vector list. All lists are
-// fused by reciprocal rank (pipelines/memory RRF, k = 60); a chunk found by several
-// lists counts once, and chunks with the same text (overlapping documents) are kept
+// fused by reciprocal rank (k = 60): a chunk scores the sum over the lists that
+// hold it of weight/(60 + rank). A vector hit's weight is 1; a BM25 hit's is the
+// share of the query it matches — its BM25 score over the query's weight
+// (KeywordIndex.QueryWeight, the score of a chunk of average length holding each
+// query term once), at most 1 — so a chunk holding the query's rare identifier
+// votes fully and one that shares a single common word of a long question votes
+// little (plain RRF let such hits push paraphrase answers down: on
+// testdata/quality.json recall@3 0.83 against 0.94 weighted). A chunk found by
+// several lists counts once, and chunks with the same text (overlapping documents)
+// are kept
 // once, the best. Config.Rerank may then reorder (or shorten) that pool, and the
 // pool is cut to Limit. The model calls carry a Request.Key derived from the
 // knowledge base, the purpose and the query, so a recording gateway caches and
 // replays them. Without a model, multi-query and HyDE are off and
 // SearchResult.Notes says so. ModeVector and ModeBM25 search one kind of list.
 //
-// testdata/quality.json is a small labelled corpus on which TestRetrievalQuality
-// measures recall@10 of each mode with a real embedder (TROUPE_TEST_EMBEDDINGS):
-// some queries share only a rare identifier with their answer (BM25 finds them),
-// others paraphrase it or ask in another language (the embedding finds them).
+// testdata/quality.json is a small labelled corpus (39 passages, 20 queries) on
+// which TestRetrievalQuality measures recall@10, recall@3 and MRR@10 of each mode
+// with a real embedder (TROUPE_TEST_EMBEDDINGS): some queries share only a rare
+// identifier with their answer (BM25 finds them: a commit hash among one with two
+// digits swapped), others paraphrase it or ask in another language (the embedding
+// finds them). With multilingual-e5-small, recall@10 is vector 1.00, BM25 0.60,
+// hybrid 1.00; recall@3 0.90, 0.60, 0.95; MRR@10 0.92, 0.57, 0.86 — the fusion's
+// flat ranks let a keyword vote reorder the embedding's near-ties.
 //
 // # Answers
 //

@@ -1,7 +1,10 @@
 package knowledge_test
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -9,7 +12,6 @@ import (
 
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
-	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
 
 // recorder records the requests a model receives.
@@ -66,16 +68,23 @@ func ids(hits []knowledge.Hit) []string {
 	return out
 }
 
-// fused is the reciprocal rank fusion of the chunk IDs of single-list searches.
+// fused is the fusion of the hits of single-list searches: a single list's hit
+// scores its vote, weight/(RRFK + rank), and the fusion sums each chunk's votes,
+// best first, ties by chunk ID.
 func fused(lists ...[]knowledge.Hit) []string {
-	var ls [][]string
+	score := map[string]float64{}
 	for _, l := range lists {
-		ls = append(ls, ids(l))
+		for _, h := range l {
+			score[h.ChunkID] += h.Score
+		}
 	}
-	var out []string
-	for _, s := range pmem.RRF(knowledge.RRFK, ls...) {
-		out = append(out, s.ID)
-	}
+	out := slices.Collect(maps.Keys(score))
+	slices.SortFunc(out, func(a, b string) int {
+		if c := cmp.Compare(score[b], score[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
 	return out
 }
 
@@ -253,5 +262,29 @@ func TestAskExtractiveFallback(t *testing.T) {
 	ans, err := b.Ask(testCtx(t), "anything?", knowledge.AskOptions{})
 	if err != nil || len(ans.Hits) != 0 || !strings.Contains(ans.Text, "holds nothing") {
 		t.Errorf("empty knowledge base: %+v %v", ans, err)
+	}
+}
+
+// A BM25 hit's vote weighs the share of the query it matches: a chunk holding every
+// query term votes fully, one holding a single common word of the query a fraction.
+func TestKeywordVoteWeighsQueryCoverage(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	addText(t, b, "all.md", "Rotate the staging certificate with the renewal job.")
+	addText(t, b, "one.md", "The staging area is on the left.")
+	for i := range 6 {
+		addText(t, b, fmt.Sprintf("filler%d.md", i), fmt.Sprintf("Filler note %d about staging and lunch.", i))
+	}
+	hits := search(t, b, knowledge.Query{Text: "rotate staging certificate renewal", Mode: knowledge.ModeBM25, Limit: 10}).Hits
+	if len(hits) < 2 || hits[0].Source != "all.md" {
+		t.Fatalf("hits %v", sources(hits))
+	}
+	if full := 1.0 / (knowledge.RRFK + 1); hits[0].Score < 0.9*full || hits[0].Score > full {
+		t.Errorf("the chunk holding every term scores %v, want nearly a full vote %v", hits[0].Score, full)
+	}
+	for _, h := range hits[1:] {
+		if full := 1.0 / float64(knowledge.RRFK+2); h.Score > full/3 {
+			t.Errorf("%s matches one common word and scores %v, more than a third of a full vote %v", h.Source, h.Score, full)
+		}
 	}
 }

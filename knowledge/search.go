@@ -258,7 +258,7 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	k := q.Pool * q.Limit
-	var lists [][]string
+	var lists []rankedList
 	if q.Mode != ModeBM25 {
 		dim, _ := b.st.dim("")
 		for _, v := range qvecs {
@@ -273,35 +273,100 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 			if err != nil {
 				return nil, fmt.Errorf("knowledge: searching %s: %w", b.coll, err)
 			}
-			var ids []string
+			var l rankedList
 			for _, h := range hits {
 				if b.st.chunks[h.ID] != nil { // the store may hold a chunk replaced since
-					ids = append(ids, h.ID)
+					l.add(h.ID, 1)
 				}
 			}
-			lists = append(lists, ids)
+			lists = append(lists, l)
 		}
 	}
 	if q.Mode != ModeVector {
 		for _, text := range queries {
-			var ids []string
+			weight := b.kw.QueryWeight(text)
+			var l rankedList
 			for _, h := range b.kw.Search(text, k, nil) {
-				ids = append(ids, h.ID)
+				l.add(h.ID, keywordWeight(h.Raw, weight))
 			}
-			lists = append(lists, ids)
+			lists = append(lists, l)
 		}
 	}
 	var out []Hit
 	seen := map[string]bool{} // text hashes
-	for _, s := range pmem.RRF(RRFK, lists...) {
-		c := b.st.chunks[s.ID]
+	for _, s := range fuse(lists) {
+		c := b.st.chunks[s.id]
 		if c == nil || seen[c.hash] {
 			continue
 		}
 		seen[c.hash] = true
-		out = append(out, hitOf(c, s.Score))
+		out = append(out, hitOf(c, s.score))
 	}
 	return out, nil
+}
+
+// rankedList is one list of a search, best first, with the weight of each entry's
+// vote.
+type rankedList struct {
+	ids     []string
+	weights []float64
+}
+
+func (l *rankedList) add(id string, w float64) {
+	l.ids = append(l.ids, id)
+	l.weights = append(l.weights, w)
+}
+
+// keywordWeight is the weight of a BM25 hit's vote: how much of the query it
+// matches, its raw score over the query's weight (KeywordIndex.QueryWeight, the
+// score of a chunk of average length holding every query term once), at most 1.
+// A chunk that shares one common word with a long question votes little; one that
+// holds the query's rare identifier votes fully.
+func keywordWeight(raw, queryWeight float64) float64 {
+	if raw <= 0 || queryWeight <= 0 {
+		return 0
+	}
+	return min(1, raw/queryWeight)
+}
+
+type fusedID struct {
+	id    string
+	score float64
+}
+
+// fuse fuses ranked lists by weighted reciprocal rank: an ID scores the sum over the
+// lists that hold it of weight/(RRFK + rank), rank from 1. With every weight 1 it is
+// pipelines/memory RRF. Best first, ties by ID.
+func fuse(lists []rankedList) []fusedID {
+	score := map[string]float64{}
+	var order []string
+	for _, l := range lists {
+		seen := map[string]bool{}
+		for i, id := range l.ids {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			if _, ok := score[id]; !ok {
+				order = append(order, id)
+			}
+			score[id] += l.weights[i] / float64(RRFK+i+1)
+		}
+	}
+	out := make([]fusedID, len(order))
+	for i, id := range order {
+		out[i] = fusedID{id, score[id]}
+	}
+	slices.SortFunc(out, func(a, b fusedID) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	return out
 }
 
 func hitOf(c *chunk, score float64) Hit {
