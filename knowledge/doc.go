@@ -88,10 +88,9 @@
 // query term once), at most 1 — so a chunk holding the query's rare identifier
 // votes fully and one that shares a single common word of a long question votes
 // little (plain RRF let such hits push paraphrase answers down: on
-// testdata/quality.json recall@3 0.83 against 0.94 weighted). A chunk found by
-// several lists counts once, and chunks with the same text (overlapping documents)
-// are kept
-// once, the best. Config.Rerank may then reorder (or shorten) that pool, and the
+// testdata/quality.json with e5, hybrid recall@3 0.85 and MRR@10 0.82 against 0.95
+// and 0.86 weighted). A chunk found by several lists counts once, and chunks with
+// the same text (overlapping documents) are kept once, the best. Config.Rerank may then reorder (or shorten) that pool, and the
 // pool is cut to Limit. The model calls carry a Request.Key derived from the
 // knowledge base, the purpose and the query, so a recording gateway caches and
 // replays them. Without a model, multi-query and HyDE are off and

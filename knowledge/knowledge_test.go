@@ -651,7 +651,9 @@ func TestRerankHookOrder(t *testing.T) {
 		t.Errorf("hits %v, want the hook's order %v", sources(res.Hits), sources(want))
 	}
 	f2 := newFixture(t, func(c *knowledge.Config) {
-		c.Rerank = func(context.Context, string, []knowledge.Hit) ([]knowledge.Hit, error) { return nil, errors.New("reranker down") }
+		c.Rerank = func(context.Context, string, []knowledge.Hit) ([]knowledge.Hit, error) {
+			return nil, errors.New("reranker down")
+		}
 	})
 	b2 := f2.base(t, "docs")
 	addText(t, b2, "a.md", "river")

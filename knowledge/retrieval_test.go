@@ -137,7 +137,9 @@ func TestHyDE(t *testing.T) {
 	const passage = "Bicycles go in the basement rack, and electric bikes charge at the wall sockets."
 	model := scripted(t, "unused rewrite", passage)
 	passages := &countingEmbedder{Embedder: llm.HashingEmbedder{}}
-	f := newFixture(t, func(c *knowledge.Config) { c.Model, c.Embedder, c.QueryEmbedder = model, passages, llm.HashingEmbedder{} })
+	f := newFixture(t, func(c *knowledge.Config) {
+		c.Model, c.Embedder, c.QueryEmbedder = model, passages, llm.HashingEmbedder{}
+	})
 	b := f.base(t, "office")
 	ingestCorpus(t, b)
 	before := passages.calls.Load()
@@ -158,7 +160,9 @@ func TestHyDE(t *testing.T) {
 	if got, w := ids(res.Hits), fused(alone, asPassage); !slices.Equal(got, w) {
 		t.Errorf("hits %v, want the fusion %v", got, w)
 	}
-	rank := func(hits []knowledge.Hit) int { return slices.IndexFunc(hits, func(h knowledge.Hit) bool { return h.Source == "bikes.md" }) }
+	rank := func(hits []knowledge.Hit) int {
+		return slices.IndexFunc(hits, func(h knowledge.Hit) bool { return h.Source == "bikes.md" })
+	}
 	if rank(res.Hits) >= rank(alone) || rank(res.Hits) > 1 {
 		t.Errorf("bikes.md ranks %d with HyDE, %d without", rank(res.Hits), rank(alone))
 	}

@@ -122,7 +122,8 @@ type Hit struct {
 	HeadingPath string `json:"heading_path,omitempty"`
 	Content     string `json:"content"`
 	// Score is the chunk's reciprocal rank fusion score over the lists searched
-	// (the sum of 1/(60 + rank)), or what Config.Rerank made of it.
+	// (the sum of weight/(60 + rank), see the package documentation), or what
+	// Config.Rerank made of it.
 	Score float64 `json:"score"`
 	// Start and End are byte offsets of the chunk in the source's Markdown.
 	Start int `json:"start"`
@@ -167,7 +168,8 @@ const (
 // and its rewrites under q.MultiQuery) proposes two lists of Pool × Limit chunks —
 // nearest by the query embedder's vector, best by BM25 over heading path and text —
 // and q.HyDE adds the nearest to the hypothetical passage's vector; the lists are
-// fused by reciprocal rank (RRF, k = 60), chunks with the same text (overlapping
+// fused by reciprocal rank (k = 60, a BM25 hit's vote weighted by the share of the
+// query it matches), chunks with the same text (overlapping
 // documents) kept once (the best), Config.Rerank applied to that pool, and the pool
 // cut to q.Limit. The model calls carry Request.Key derived from the knowledge base
 // and the query, so a recording gateway replays them.
