@@ -274,9 +274,11 @@ func (b *Base) eventID(key string, payload []byte) string {
 	return "kb-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// vectorItem is the store item of a live chunk.
+// vectorItem is the store item of a live chunk: its vector and where it comes
+// from. The text stays in the fold (a search reads it there), so no chunk size the
+// configuration allows meets a store's text limit (Milvus: 65,535 bytes).
 func (b *Base) vectorItem(c *chunk) vectorstore.Item {
-	return vectorstore.Item{ID: c.id, Vector: c.vector, Text: c.text, Metadata: map[string]string{"kb": b.name, "source": c.source}}
+	return vectorstore.Item{ID: c.id, Vector: c.vector, Metadata: map[string]string{"kb": b.name, "source": c.source}}
 }
 
 // syncVectors brings the vector store in line with the fold: the chunks marked
