@@ -73,7 +73,9 @@ func CheckSource(source string) error {
 // headings, packed into chunks (Config.Chunk), embedded in batches of
 // Config.EmbedBatch and appended in one kb.document_ingested event that replaces
 // every chunk an earlier version of the source had. A document whose hash is the
-// stored one is not converted, embedded nor written: StatusUnchanged. A key applied
+// stored one, embedded by the same embedder (Config.EmbedderName), is not
+// converted, embedded nor written: StatusUnchanged. (Chunk options are not part of
+// that test: to cut a document anew, Remove it first.) A key applied
 // before returns the earlier result and writes nothing (another document under the
 // same key: ErrKeyReused).
 //
@@ -134,22 +136,20 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 	}
 	ev := &messages.KBDocumentIngested{Key: key, Source: source, Hash: hash, Bytes: len(body), MarkdownBytes: len(md),
 		Embedder: b.cfg.EmbedderName, Chunks: make([]messages.KBChunk, len(chunks))}
+	tokens, newDim := 0, 0
 	for i, c := range chunks {
 		ev.Chunks[i] = messages.KBChunk{ChunkID: chunkID(source, hash, i), Index: i, HeadingPath: c.HeadingPath, Start: c.Start, End: c.End,
 			Tokens: c.Tokens, Hash: c.Hash, Text: c.Text, Vector: messages.Vector(vectors[i])}
-		res.Tokens += c.Tokens
+		tokens += c.Tokens
+		newDim = max(newDim, len(vectors[i]))
 	}
-	newDim := 0
-	for _, v := range vectors {
-		newDim = max(newDim, len(v))
-	}
-	res = AddResult{Source: source, Status: StatusAdded, Hash: hash, Chunks: len(chunks), Tokens: res.Tokens, Bytes: len(body), MarkdownBytes: len(md)}
+	res = AddResult{Source: source, Status: StatusAdded, Hash: hash, Chunks: len(chunks), Tokens: tokens, Bytes: len(body), MarkdownBytes: len(md)}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var decidedRes AddResult
 	var unchanged bool
 	applied, err := b.write(ctx, key, func() (messages.Payload, error) {
-		if d := b.st.docs[source]; d != nil && d.hash == hash {
+		if d := b.st.docs[source]; b.unchanged(d, hash) {
 			decidedRes, unchanged = unchangedResult(d), true
 			return nil, nil
 		}
@@ -185,10 +185,17 @@ func (b *Base) decided(ctx context.Context, source, hash, key string) (AddResult
 		r, err := b.keyResult(key, source, hash)
 		return r, true, err
 	}
-	if d := b.st.docs[source]; d != nil && d.hash == hash {
+	if d := b.st.docs[source]; b.unchanged(d, hash) {
 		return unchangedResult(d), true, nil
 	}
 	return AddResult{}, false, nil
+}
+
+// unchanged reports whether the stored document d is the document of hash,
+// embedded by the configured embedder: then an ingestion has nothing to do. A
+// document embedded by another model is ingested again.
+func (b *Base) unchanged(d *document, hash string) bool {
+	return d != nil && d.hash == hash && d.embedder == b.cfg.EmbedderName
 }
 
 // keyResult is the result of an ingestion whose key was applied before.

@@ -661,3 +661,25 @@ func TestRerankHookOrder(t *testing.T) {
 		t.Errorf("a failing reranker: %v", err)
 	}
 }
+
+// A document embedded by another embedder of the same dimension is not
+// "unchanged": it is embedded again and replaced.
+func TestNewEmbedderReingests(t *testing.T) {
+	f := newFixture(t)
+	addText(t, f.base(t, "docs"), "a.md", "some text")
+	other, err := knowledge.Open(knowledge.Config{Log: f.log, Vectors: f.store, Embedder: llm.HashingEmbedder{}, EmbedderName: "hashing-v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := other.Base(testCtx(t), "docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := b.AddText(testCtx(t), "a.md", "some text", "")
+	if err != nil || r.Status != knowledge.StatusReplaced {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if d := b.Documents(); len(d) != 1 || d[0].Embedder != "hashing-v2" {
+		t.Errorf("documents %+v", d)
+	}
+}
