@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/messages"
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
@@ -140,9 +142,11 @@ var bracket = regexp.MustCompile(`\[([^\[\]\n]{1,1000})\](\()?`)
 // checkCitations finds the citations of a model's answer and checks each against
 // the evidence: a label ("source > heading path", spacing and case aside), a source
 // alone (its best hit), or an evidence number ("1", "#1", "1, 3"). Several may
-// share brackets, separated by ";". It returns the text with every citation that
-// names nothing of the evidence marked "(not in the evidence)", the cited passages
-// in order of first citation, and the unverified citations.
+// share brackets, separated by ";". Brackets that follow a letter, a digit, "_" or
+// ")" (an index: a[0]), stand inside a code span, or give a Markdown link's text
+// are no citations. It returns the text with every citation that names
+// nothing of the evidence marked "(not in the evidence)", the cited passages in
+// order of first citation, and the unverified citations.
 func checkCitations(text string, hits []Hit) (string, []Citation, []string) {
 	norm := func(s string) string { return strings.ToLower(strings.Join(strings.Fields(s), " ")) }
 	byLabel := map[string]int{}
@@ -164,15 +168,13 @@ func checkCitations(text string, hits []Hit) (string, []Citation, []string) {
 	var cites []Citation
 	cited := map[int]bool{}
 	var unverified []string
-	out := bracket.ReplaceAllStringFunc(text, func(m string) string {
-		sub := bracket.FindStringSubmatch(m)
-		if sub[2] != "" {
-			return m // a Markdown link
-		}
-		refs := strings.FieldsFunc(sub[1], func(r rune) bool { return r == ';' })
-		if len(refs) == 1 && strings.Contains(sub[1], ",") {
+	// check checks the references inside one pair of brackets and returns what
+	// the text holds in their place.
+	check := func(m, inner string) string {
+		refs := strings.FieldsFunc(inner, func(r rune) bool { return r == ';' })
+		if len(refs) == 1 && strings.Contains(inner, ",") {
 			// "1, 3": numbers separated by commas.
-			parts := strings.Split(sub[1], ",")
+			parts := strings.Split(inner, ",")
 			allNum := true
 			for _, p := range parts {
 				if _, err := strconv.Atoi(strings.TrimPrefix(strings.TrimSpace(p), "#")); err != nil {
@@ -198,11 +200,28 @@ func checkCitations(text string, hits []Hit) (string, []Citation, []string) {
 			}
 		}
 		if bad {
-			return "[" + sub[1] + " (not in the evidence)]"
+			return "[" + inner + " (not in the evidence)]"
 		}
 		return m
-	})
-	return out, cites, unverified
+	}
+	var out strings.Builder
+	last := 0
+	for _, loc := range bracket.FindAllStringSubmatchIndex(text, -1) {
+		out.WriteString(text[last:loc[0]])
+		last = loc[1]
+		m := text[loc[0]:loc[1]]
+		prev, _ := utf8.DecodeLastRuneInString(text[:loc[0]])
+		switch {
+		case loc[4] >= 0, // a Markdown link's text, its "(" matched too
+			loc[0] > 0 && (unicode.IsLetter(prev) || unicode.IsDigit(prev) || prev == '_' || prev == ')'),
+			strings.Count(text[:loc[0]], "`")%2 == 1: // inside a code span
+			out.WriteString(m)
+		default:
+			out.WriteString(check(m, text[loc[2]:loc[3]]))
+		}
+	}
+	out.WriteString(text[last:])
+	return out.String(), cites, unverified
 }
 
 // extractive answers by quotation: for each of the best hits (at most three), its

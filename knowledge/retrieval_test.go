@@ -203,7 +203,8 @@ func TestExpansionFailureDegrades(t *testing.T) {
 
 func TestAskCitesEvidence(t *testing.T) {
 	answer := "Towels are at the desk [sauna.md > # Sauna]. The sauna heats to eighty degrees [1]. " +
-		"It is open all night [handbook.pdf > # Hours]. See [the site](https://example.com)."
+		"It is open all night [handbook.pdf > # Hours]. See [the site](https://example.com). " +
+		"Code like temps[7] and `t[9]` cites nothing; [1][3] and [#2, 3] cite twice each; [9] is no passage."
 	model := scripted(t, "x", "y", answer)
 	f := newFixture(t, func(c *knowledge.Config) { c.Model = model })
 	b := f.base(t, "office")
@@ -215,11 +216,13 @@ func TestAskCitesEvidence(t *testing.T) {
 	if ans.Extractive || ans.Model != "scripted" {
 		t.Fatalf("answer %+v", ans)
 	}
-	if len(ans.Citations) != 1 || ans.Citations[0].Source != "sauna.md" || ans.Citations[0].HeadingPath != "# Sauna" || ans.Citations[0].ChunkID != ans.Hits[0].ChunkID {
+	if len(ans.Hits) != 3 || len(ans.Citations) != 3 || ans.Citations[0].Source != "sauna.md" || ans.Citations[0].HeadingPath != "# Sauna" ||
+		ans.Citations[0].ChunkID != ans.Hits[0].ChunkID || ans.Citations[1].ChunkID != ans.Hits[2].ChunkID || ans.Citations[2].ChunkID != ans.Hits[1].ChunkID {
 		t.Errorf("citations %+v (hits %v)", ans.Citations, sources(ans.Hits))
 	}
-	if !slices.Equal(ans.Unverified, []string{"handbook.pdf > # Hours"}) || !strings.Contains(ans.Text, "[handbook.pdf > # Hours (not in the evidence)]") ||
-		!strings.Contains(ans.Text, "[the site](https://example.com)") {
+	if !slices.Equal(ans.Unverified, []string{"handbook.pdf > # Hours", "9"}) || !strings.Contains(ans.Text, "[handbook.pdf > # Hours (not in the evidence)]") ||
+		!strings.Contains(ans.Text, "[the site](https://example.com)") || !strings.Contains(ans.Text, "temps[7] and `t[9]`") ||
+		!strings.Contains(ans.Text, "[9 (not in the evidence)] is no passage") {
 		t.Errorf("text %q unverified %q", ans.Text, ans.Unverified)
 	}
 	req := model.reqs[len(model.reqs)-1]
