@@ -392,6 +392,23 @@ func (b *Base) Documents() []Document {
 	return out
 }
 
+// Chunks returns the chunks of document source as of the last fold, in their
+// order in the document (Score 0); false when the knowledge base holds no such
+// document.
+func (b *Base) Chunks(source string) ([]Hit, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	d := b.st.docs[source]
+	if d == nil {
+		return nil, false
+	}
+	out := make([]Hit, len(d.chunks))
+	for i, c := range d.chunks {
+		out[i] = hitOf(c, 0)
+	}
+	return out, true
+}
+
 func (d *document) describe() Document {
 	tokens := 0
 	for _, c := range d.chunks {

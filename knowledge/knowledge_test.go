@@ -197,6 +197,14 @@ func TestAddSearchCiteHeadings(t *testing.T) {
 	if st.Documents != 2 || st.Chunks < 2 || st.Dim != 256 || st.Embedder != "hashing" || st.Seq != 2 {
 		t.Errorf("stats %+v", st)
 	}
+	chunks, ok := b.Chunks("guide.md")
+	if !ok || len(chunks) != r.Chunks || chunks[0].Source != "guide.md" || chunks[0].Start != strings.Index(guide, "Troupe runs") ||
+		chunks[len(chunks)-1].End != len(strings.TrimSpace(guide)) {
+		t.Errorf("chunks %+v %v", chunks, ok)
+	}
+	if _, ok := b.Chunks("nope.md"); ok {
+		t.Error("chunks of an unknown document")
+	}
 	docs := b.Documents()
 	if len(docs) != 2 || docs[0].Source != "faq.md" || docs[1].Source != "guide.md" || docs[1].Chunks != r.Chunks {
 		t.Errorf("documents %+v", docs)
