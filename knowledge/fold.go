@@ -254,7 +254,10 @@ func (b *Base) write(ctx context.Context, key string, change func() (messages.Pa
 		if err := b.apply(e); err != nil {
 			return false, err
 		}
-		return false, b.syncVectors(ctx)
+		if err := b.syncVectors(ctx); err != nil {
+			return false, fmt.Errorf("knowledge: the change is stored (seq %d) but the vector store lags; the next operation tries again: %w", e.Seq, err)
+		}
+		return false, nil
 	}
 	return false, fmt.Errorf("%w: %d appends in a row found their seq taken by another writer", ErrConflict, MaxAttempts)
 }

@@ -691,3 +691,38 @@ func TestNewEmbedderReingests(t *testing.T) {
 		t.Errorf("documents %+v", d)
 	}
 }
+
+// flakyStore fails Upsert while down is set.
+type flakyStore struct {
+	vectorstore.Store
+	down atomic.Bool
+}
+
+func (s *flakyStore) Upsert(ctx context.Context, coll string, items []vectorstore.Item) error {
+	if s.down.Load() {
+		return errors.New("vector store unavailable")
+	}
+	return s.Store.Upsert(ctx, coll, items)
+}
+
+// A vector store that fails after the event is appended: the write says the change
+// is stored, and the next operation brings the store up to date, embedding nothing.
+func TestVectorStoreOutageCatchesUp(t *testing.T) {
+	store := &flakyStore{Store: openStore(t, "")}
+	f := newFixture(t, func(c *knowledge.Config) { c.Vectors = store })
+	b := f.base(t, "docs")
+	store.down.Store(true)
+	_, err := b.AddText(testCtx(t), "a.md", "The lighthouse keeper logs the weather.", "")
+	if err == nil || !strings.Contains(err.Error(), "stored") {
+		t.Fatalf("AddText during the outage: %v", err)
+	}
+	store.down.Store(false)
+	calls := f.emb.calls.Load()
+	res := search(t, b, knowledge.Query{Text: "lighthouse weather", Mode: knowledge.ModeVector})
+	if len(res.Hits) != 1 || f.emb.calls.Load() != calls+1 {
+		t.Errorf("hits %v after the outage, %d embedder calls (want the query's only)", sources(res.Hits), f.emb.calls.Load()-calls)
+	}
+	if r, err := b.AddText(testCtx(t), "a.md", "The lighthouse keeper logs the weather.", ""); err != nil || !r.Skipped() {
+		t.Errorf("the stored document again: %+v %v", r, err)
+	}
+}
