@@ -38,6 +38,7 @@ func TestAddFolderSurvivesBadFiles(t *testing.T) {
 	writeFile(t, "docs/locked.md", "A file nobody may read.", 0o000)
 	writeFile(t, "docs/.hidden/secret.md", "hidden", 0o644)
 	writeFile(t, "docs/.env", "TOKEN=x", 0o644)
+	writeFile(t, "docs/new\nline\x1b[0m.md", "A name with a newline and an escape.", 0o644)
 	if err := os.Symlink("/nonexistent/target.md", "docs/dangling.md"); err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +59,7 @@ func TestAddFolderSurvivesBadFiles(t *testing.T) {
 	root0 := os.Geteuid() == 0 // root reads a file of mode 000
 	wantOK := []string{"docs/guide.md", "docs/notes.txt", "docs/sub/page.html"}
 	wantFailed := map[string]error{"docs/broken.pdf": rag.ErrMalformed, "docs/blob.bin": rag.ErrUnsupported,
-		"docs/empty.md": knowledge.ErrEmpty, "docs/dangling.md": os.ErrNotExist}
+		"docs/empty.md": knowledge.ErrEmpty, "docs/dangling.md": os.ErrNotExist, "docs/new\nline\x1b[0m.md": knowledge.ErrInvalid}
 	if root0 {
 		wantOK = append(wantOK, "docs/locked.md")
 	} else {
