@@ -51,7 +51,9 @@
 // (done of total, the source, its bytes), and reports the files it could not ingest
 // — unreadable, too large, a corrupt PDF, a binary format it does not know, no text —
 // in FolderResult.Failed while it ingests the others. A file's source is its path as
-// given: relative paths stay relative.
+// given (a folder's files: the folder's cleaned path joined with the names below
+// it): relative paths stay relative. FolderOptions.Prune also removes the
+// documents of files that left the folders given.
 //
 // Bad input gets a clear error and writes nothing: a document over
 // MaxDocumentBytes (ErrTooLarge, also rag.ErrTooLarge) or one that cuts into more

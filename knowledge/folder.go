@@ -27,6 +27,11 @@ type FolderOptions struct {
 	// Key, when set, makes each file's ingestion idempotent under the key
 	// Key + "/" + source + "/" + the file's hash.
 	Key string
+	// Prune removes, after the ingestion, the documents whose source lies under
+	// one of the folders given and that the walk no longer found (deleted or
+	// renamed files; hidden ones, which the walk skips, too). Files that failed
+	// stay. Nothing is pruned when the run stopped on an error.
+	Prune bool
 }
 
 // Progress reports one file of an AddFolder.
@@ -69,6 +74,8 @@ type FolderResult struct {
 	// Files is the number of files found, Bytes their size.
 	Files int   `json:"files"`
 	Bytes int64 `json:"bytes"`
+	// Removed lists the documents FolderOptions.Prune removed.
+	Removed []string `json:"removed,omitempty"`
 }
 
 // AddFolder ingests files and folders into base: each path is a file, or a folder
@@ -166,7 +173,51 @@ feed:
 	if err := context.Cause(ctx); err != nil {
 		return res, fmt.Errorf("knowledge: ingesting %d files stopped: %w", len(files), err)
 	}
+	if opts.Prune {
+		found := map[string]bool{}
+		for _, f := range files {
+			found[f] = true
+		}
+		for _, f := range failed {
+			found[f.Source] = true
+		}
+		for _, d := range base.Documents() {
+			if found[d.Source] || !underFolder(d.Source, paths) {
+				continue
+			}
+			key := ""
+			if opts.Key != "" {
+				key = opts.Key + "/prune/" + d.Source + "/" + d.Hash[:16]
+			}
+			if err := base.Remove(ctx, d.Source, key); err != nil && !errors.Is(err, ErrNotFound) {
+				return res, fmt.Errorf("knowledge: pruning %q: %w", d.Source, err)
+			}
+			res.Removed = append(res.Removed, d.Source)
+		}
+	}
 	return res, nil
+}
+
+// underFolder reports whether source is a path below one of the folders among
+// paths, as the walk names the files of a folder: "docs" holds "docs/a.md", "."
+// holds every relative path that does not climb out ("a.md", "docs/a.md").
+func underFolder(source string, paths []string) bool {
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+			continue
+		}
+		if filepath.Clean(p) == "." {
+			if !filepath.IsAbs(source) && source != ".." && !strings.HasPrefix(source, ".."+string(filepath.Separator)) {
+				return true
+			}
+			continue
+		}
+		root := filepath.Clean(p) // the walk joins the names below it to the cleaned path
+		if root == string(filepath.Separator) || strings.HasPrefix(source, root+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // fatal reports whether an ingestion error stops a whole AddFolder: the log or the

@@ -147,3 +147,51 @@ func TestAddFolderRefusesHugeFile(t *testing.T) {
 		t.Errorf("source %q of an absolute path is not absolute", res.Results[0].Source)
 	}
 }
+
+// Prune removes the documents of files that left the folder, and only those.
+func TestAddFolderPrune(t *testing.T) {
+	t.Chdir(t.TempDir())
+	writeFile(t, "docs/a.md", "alpha", 0o644)
+	writeFile(t, "docs/sub/b.md", "beta", 0o644)
+	writeFile(t, "docs/c.bin", "\xff\xfe\x00binary", 0o644)
+	writeFile(t, "other/d.md", "delta", 0o644)
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	if _, err := knowledge.AddFolder(testCtx(t), b, []string{"./docs/", "other"}, knowledge.FolderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	addText(t, b, "notes/e.md", "epsilon") // not from a folder: never pruned
+	if err := os.Remove("docs/sub/b.md"); err != nil {
+		t.Fatal(err)
+	}
+	res, err := knowledge.AddFolder(testCtx(t), b, []string{"docs"}, knowledge.FolderOptions{Prune: true, Key: "run2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Removed, []string{"docs/sub/b.md"}) || len(res.Failed) != 1 {
+		t.Errorf("%+v", res)
+	}
+	var got []string
+	for _, d := range b.Documents() {
+		got = append(got, d.Source)
+	}
+	if want := []string{"docs/a.md", "notes/e.md", "other/d.md"}; !slices.Equal(got, want) {
+		t.Errorf("documents %v, want %v", got, want)
+	}
+	// Pruning "." keeps documents outside it (absolute paths) and removes what left.
+	if err := os.RemoveAll("other"); err != nil {
+		t.Fatal(err)
+	}
+	abs := filepath.Join(t.TempDir(), "abs.md")
+	writeFile(t, abs, "absolute", 0o644)
+	if _, err := knowledge.AddFolder(testCtx(t), b, []string{abs}, knowledge.FolderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = knowledge.AddFolder(testCtx(t), b, []string{"."}, knowledge.FolderOptions{Prune: true})
+	if err != nil || !slices.Equal(res.Removed, []string{"notes/e.md", "other/d.md"}) {
+		t.Errorf("prune .: %+v %v", res, err)
+	}
+	if _, ok := b.Chunks(abs); !ok {
+		t.Error("the absolute path was pruned")
+	}
+}
