@@ -567,7 +567,9 @@ func TestHostileInput(t *testing.T) {
 			t.Errorf("knowledge base %q: %v", name, err)
 		}
 	}
-	small := newFixture(t, func(c *knowledge.Config) { c.MaxChunks, c.Chunk = 3, rag.ChunkOptions{MaxTokens: 40, OverlapTokens: -1} })
+	small := newFixture(t, func(c *knowledge.Config) {
+		c.MaxChunks, c.Chunk = 3, rag.ChunkOptions{MaxTokens: 40, OverlapTokens: -1}
+	})
 	if _, err := small.base(t, "docs").AddText(ctx, "long.md", version(1), ""); !errors.Is(err, knowledge.ErrTooLarge) || !strings.Contains(err.Error(), "limit of 3") {
 		t.Errorf("too many chunks: %v", err)
 	}
