@@ -70,7 +70,9 @@ type FolderResult struct {
 	// Failed holds the files that were not ingested, by source.
 	Failed []FileError `json:"failed"`
 	// Added, Replaced and Unchanged count Results by status.
-	Added, Replaced, Unchanged int
+	Added     int `json:"added"`
+	Replaced  int `json:"replaced"`
+	Unchanged int `json:"unchanged"`
 	// Files is the number of files found, Bytes their size.
 	Files int   `json:"files"`
 	Bytes int64 `json:"bytes"`
