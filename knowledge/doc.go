@@ -6,7 +6,8 @@
 // memory). Its changes are events (messages.KBDocumentIngested,
 // messages.KBDocumentRemoved), each with its reason and idempotency key, appended to
 // the node's event log in a stream of its own, Stream(name) = "kb/<name>", which is
-// not a session (eventlog.IsSession says no; session listings show Status "kb").
+// not a session (eventlog.IsSession says no; Status is what a session listing
+// should show for it).
 // Its documents and chunks, its vector collection and its BM25 keyword index are
 // projections of that stream, rebuilt by folding it.
 //
@@ -93,11 +94,13 @@
 // little (plain RRF let such hits push paraphrase answers down: on
 // testdata/quality.json with e5, hybrid recall@3 0.85 and MRR@10 0.82 against 0.95
 // and 0.86 weighted). A chunk found by several lists counts once, and chunks with
-// the same text (overlapping documents) are kept once, the best. Config.Rerank may then reorder (or shorten) that pool, and the
-// pool is cut to Limit. The model calls carry a Request.Key derived from the
+// the same text (overlapping documents) are kept once, the best. Config.Rerank may
+// then reorder (or shorten) that pool, and the pool is cut to Limit. A hit's
+// HeadingPath is that of the chunk's first paragraph. The model calls carry a Request.Key derived from the
 // knowledge base, the purpose and the query, so a recording gateway caches and
 // replays them. Without a model, multi-query and HyDE are off and
 // SearchResult.Notes says so. ModeVector and ModeBM25 search one kind of list.
+// Documents, Chunks and Stats read the fold.
 //
 // testdata/quality.json is a small labelled corpus (39 passages, 20 queries) on
 // which TestRetrievalQuality measures recall@10, recall@3 and MRR@10 of each mode
