@@ -79,3 +79,27 @@ func BenchmarkIngestMarkdownE5(b *testing.B) {
 	passages, _ := e5Embedders(b)
 	benchIngest(b, 8<<10, func(c *knowledge.Config) { c.Embedder, c.EmbedderName = passages, "e5-passage" })
 }
+
+// BenchmarkSearchHybrid searches a knowledge base of about 1,000 chunks (hashing
+// embedder, embedded exact vector store) in hybrid mode, limit 5, pool 4.
+func BenchmarkSearchHybrid(b *testing.B) {
+	f := newFixture(b, func(c *knowledge.Config) { c.Embedder = llm.HashingEmbedder{} })
+	base := f.base(b, "bench")
+	ctx := testCtx(b)
+	doc := benchDocument(32 << 10)
+	for i := range 100 {
+		if _, err := base.AddText(ctx, fmt.Sprintf("doc%03d.md", i), fmt.Sprintf("# Document %d\n\n%s", i, doc), ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+	queries := []string{"replay deterministic fold", "billing invoice tenant", "Section 3.1 gateway quota", "func f7"}
+	i := 0
+	for b.Loop() {
+		res, err := base.Search(ctx, knowledge.Query{Text: queries[i%len(queries)]})
+		if err != nil || len(res.Hits) == 0 {
+			b.Fatal(res, err)
+		}
+		i++
+	}
+	b.ReportMetric(float64(base.Stats().Chunks), "chunks")
+}
