@@ -89,7 +89,7 @@ func (b *Base) Ask(ctx context.Context, question string, opts AskOptions) (Answe
 	case opts.Extractive:
 		ans.Notes = append(ans.Notes, "extractive answer: asked for")
 	case b.cfg.Model == nil:
-		ans.Notes = append(ans.Notes, "extractive answer: no language model is configured")
+		ans.Notes = append(ans.Notes, "extractive answer: "+b.cfg.noModel())
 	default:
 		text, err := b.generate(ctx, PurposeAnswer, stepAnswer, b.modelKey(PurposeAnswer, question, evidenceIDs(res.Hits)),
 			[]messages.ChatMessage{{Role: messages.RoleSystem, Content: askSystem}, {Role: messages.RoleUser, Content: evidencePrompt(question, res.Hits)}})

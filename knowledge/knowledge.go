@@ -157,6 +157,16 @@ type Config struct {
 	MaxChunks int
 	// Now is the clock of events (default time.Now).
 	Now func() time.Time
+
+	offline bool // Model was the offline model: no language model
+}
+
+// noModel says why there is no language model.
+func (c *Config) noModel() string {
+	if c.offline {
+		return "the offline model is rule-based, not a language model"
+	}
+	return "no language model is configured"
 }
 
 // Validate reports a configuration that cannot work.
@@ -186,7 +196,7 @@ func (c *Config) setDefaults() {
 		c.QueryEmbedder = c.Embedder
 	}
 	if c.Model != nil && c.Model.Name() == llm.OfflineName {
-		c.Model = nil
+		c.Model, c.offline = nil, true
 	}
 	if c.EmbedBatch == 0 {
 		c.EmbedBatch = DefaultEmbedBatch

@@ -186,7 +186,7 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	if q.MultiQuery > 0 {
 		switch {
 		case model == nil:
-			res.Notes = append(res.Notes, "multi-query expansion is off: no language model is configured")
+			res.Notes = append(res.Notes, "multi-query expansion is off: "+b.cfg.noModel())
 		default:
 			more, err := b.expand(ctx, q.Text, q.MultiQuery)
 			if err != nil {
@@ -203,7 +203,7 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	if q.HyDE {
 		switch {
 		case model == nil:
-			res.Notes = append(res.Notes, "HyDE is off: no language model is configured")
+			res.Notes = append(res.Notes, "HyDE is off: "+b.cfg.noModel())
 		case q.Mode == ModeBM25:
 			res.Notes = append(res.Notes, "HyDE is off in bm25 mode: it searches by vector")
 		default:
