@@ -8,8 +8,9 @@ import (
 
 // Analytics is an optional capability of a Log: the fleet figures `replay stats`
 // prints. Both the SQLite and the ClickHouse logs have it; find it by type assertion.
-// A stream whose ID starts with NotesStreamPrefix or MemoryStreamPrefix is an agent's
-// notes or a memory namespace, not a session: Report counts none as a session.
+// A stream whose ID starts with NotesStreamPrefix, MemoryStreamPrefix or
+// KnowledgeStreamPrefix is an agent's notes, a memory namespace or a knowledge base,
+// not a session: Report counts none as a session.
 type Analytics interface {
 	Report(ctx context.Context, f StatsFilter) (*Stats, error)
 }
@@ -22,10 +23,16 @@ const NotesStreamPrefix = "notes/"
 // namespace (package memory: memory/<namespace>). No task runs there: it is no session.
 const MemoryStreamPrefix = "memory/"
 
-// IsSession reports whether a stream of the log is a session: not an agent's notes
-// nor a memory namespace. Whoever resumes, lists or counts sessions skips the others.
+// KnowledgeStreamPrefix starts the ID of every stream of the log that holds a
+// knowledge base (package knowledge: kb/<name>). No task runs there: it is no session.
+const KnowledgeStreamPrefix = "kb/"
+
+// IsSession reports whether a stream of the log is a session: not an agent's notes,
+// a memory namespace nor a knowledge base. Whoever resumes, lists or counts sessions
+// skips the others.
 func IsSession(id string) bool {
-	return !strings.HasPrefix(id, NotesStreamPrefix) && !strings.HasPrefix(id, MemoryStreamPrefix)
+	return !strings.HasPrefix(id, NotesStreamPrefix) && !strings.HasPrefix(id, MemoryStreamPrefix) &&
+		!strings.HasPrefix(id, KnowledgeStreamPrefix)
 }
 
 // StatsFilter narrows Stats. The zero value covers every session.

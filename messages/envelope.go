@@ -41,6 +41,9 @@ const (
 	TypeMemoryCleared      Type = "memory.cleared"
 	TypeMemoryBlockSet     Type = "memory.block_set"
 	TypeMemoryBlockDeleted Type = "memory.block_deleted"
+	// The events of a knowledge base (package knowledge), in a stream of its own.
+	TypeKBDocumentIngested Type = "kb.document_ingested"
+	TypeKBDocumentRemoved  Type = "kb.document_removed"
 )
 
 // Versions is the current schema version of each type. Decoding an envelope whose
@@ -70,6 +73,8 @@ var versions = map[Type]int{
 	TypeMemoryCleared:      1,
 	TypeMemoryBlockSet:     1,
 	TypeMemoryBlockDeleted: 1,
+	TypeKBDocumentIngested: 1,
+	TypeKBDocumentRemoved:  1,
 }
 
 // CurrentVersion reports the schema version this build writes for t, and whether t is known.
@@ -224,6 +229,10 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &MemoryBlockSet{}
 	case TypeMemoryBlockDeleted:
 		p = &MemoryBlockDeleted{}
+	case TypeKBDocumentIngested:
+		p = &KBDocumentIngested{}
+	case TypeKBDocumentRemoved:
+		p = &KBDocumentRemoved{}
 	}
 	if err := json.Unmarshal(e.Payload, p); err != nil {
 		return nil, fmt.Errorf("%w: session %s seq %d: %s payload: %v", ErrCorrupt, e.SessionID, e.Seq, e.Type, err)

@@ -47,6 +47,13 @@ func samples() []messages.Payload {
 		&messages.MemoryCleared{Key: "s-1/t/call_9", Reason: "clear_all by the memory tool", Tier: "working"},
 		&messages.MemoryBlockSet{Key: "s-1/t/call_4", Reason: "core_memory_append", Label: "human", Value: "Name: Alice. Likes tea.", Limit: 2000, Description: "what the agent knows of its user"},
 		&messages.MemoryBlockDeleted{Key: "s-1/t/call_5", Reason: "deleted by the memory tool", Label: "project"},
+		&messages.KBDocumentIngested{Key: "ingest/docs/guide.md", Reason: "changed", Source: "docs/guide.md", Hash: "2c26b46b68ffc68f",
+			Bytes: 2048, MarkdownBytes: 1980, Embedder: "e5-passage", Chunks: []messages.KBChunk{
+				{ChunkID: "c_9f2a", Index: 0, HeadingPath: []string{"# Guide", "## Install"}, Start: 0, End: 812, Tokens: 180,
+					Hash: "fcde2b2edba56bf4", Text: "Run the installer.", Vector: messages.Vector{0.25, -0.5, 1, 0}},
+				{ChunkID: "c_77b1", Index: 1, Start: 700, End: 1980, Tokens: 240, Hash: "e3b0c44298fc1c14", Text: "Then start the node."},
+			}},
+		&messages.KBDocumentRemoved{Key: "remove/docs/old.md", Reason: "removed by the user", Source: "docs/old.md"},
 	}
 }
 
@@ -130,6 +137,7 @@ func TestEveryTypeHasAGoldenSample(t *testing.T) {
 		messages.TypeNoteAdded, messages.TypeNoteUpdated, messages.TypeNoteRemoved,
 		messages.TypeMemoryAdded, messages.TypeMemoryUpdated, messages.TypeMemoryMerged, messages.TypeMemoryPromoted, messages.TypeMemoryDistilled,
 		messages.TypeMemoryInvalidated, messages.TypeMemoryForgotten, messages.TypeMemoryCleared, messages.TypeMemoryBlockSet, messages.TypeMemoryBlockDeleted,
+		messages.TypeKBDocumentIngested, messages.TypeKBDocumentRemoved,
 	} {
 		if _, ok := messages.CurrentVersion(typ); !ok {
 			t.Errorf("%s has no schema version", typ)

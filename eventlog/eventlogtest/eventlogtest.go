@@ -1009,8 +1009,9 @@ func firstDifference(got, want []messages.Envelope) string {
 	return ""
 }
 
-// A notes stream (eventlog.NotesStreamPrefix) holds an agent's notes, not a task:
-// Analytics counts no session for it, running or otherwise.
+// A notes stream (eventlog.NotesStreamPrefix) holds an agent's notes, and a
+// knowledge base's stream (eventlog.KnowledgeStreamPrefix) its documents, not a
+// task: Analytics counts no session for either, running or otherwise.
 func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 	l := s.newLog(t)
 	a, ok := l.(eventlog.Analytics)
@@ -1024,6 +1025,10 @@ func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 		notes.next(t, &messages.NoteRemoved{NoteID: "n1"})}
 	s.append(t, l, kept...)
 	s.wantRead(t, l, notes.id, 1, kept) // written, and visible to Report
+	kb := newSession(eventlog.KnowledgeStreamPrefix+"docs", 3_000_000)
+	kbEvents := []messages.Envelope{kb.next(t, &messages.KBDocumentRemoved{Reason: "removed", Source: "a.md"})}
+	s.append(t, l, kbEvents...)
+	s.wantRead(t, l, kb.id, 1, kbEvents)
 	var (
 		got      []eventlog.SessionUsage
 		deadline = time.Now().Add(s.f.VisibilityTimeout)
@@ -1042,5 +1047,5 @@ func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 		}
 		pause(t, 20*time.Millisecond)
 	}
-	t.Fatalf("Report's sessions = %+v, want one completed session of agent default (the notes stream is none)", got)
+	t.Fatalf("Report's sessions = %+v, want one completed session of agent default (the notes and knowledge base streams are none)", got)
 }

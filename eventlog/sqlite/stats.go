@@ -16,10 +16,11 @@ var _ eventlog.Analytics = (*Log)(nil)
 const sessionAgent = `COALESCE(NULLIF((SELECT json_extract(CAST(t.payload AS TEXT), '$.agent') FROM events t
 	WHERE t.session_id = e.session_id AND t.type = 'task.submitted' ORDER BY t.seq LIMIT 1), ''), 'default')`
 
-// notNotes keeps the sessions, not the notes streams nor the memory namespaces
+// notNotes keeps the sessions, not the notes streams, the memory namespaces nor the knowledge bases
 // (eventlog.IsSession).
-var notNotes = fmt.Sprintf(`substr(s.session_id, 1, %d) != '%s' AND substr(s.session_id, 1, %d) != '%s'`,
-	len(eventlog.NotesStreamPrefix), eventlog.NotesStreamPrefix, len(eventlog.MemoryStreamPrefix), eventlog.MemoryStreamPrefix)
+var notNotes = fmt.Sprintf(`substr(s.session_id, 1, %d) != '%s' AND substr(s.session_id, 1, %d) != '%s' AND substr(s.session_id, 1, %d) != '%s'`,
+	len(eventlog.NotesStreamPrefix), eventlog.NotesStreamPrefix, len(eventlog.MemoryStreamPrefix), eventlog.MemoryStreamPrefix,
+	len(eventlog.KnowledgeStreamPrefix), eventlog.KnowledgeStreamPrefix)
 
 // Report implements eventlog.Analytics with SQL over the events table (JSON payloads
 // read with json_extract); quantiles are computed from the fetched latencies.

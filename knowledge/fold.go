@@ -1,0 +1,455 @@
+package knowledge
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
+	"github.com/troupe-run/troupe/vectorstore"
+)
+
+// Base is one knowledge base: the fold of its stream (its documents and their
+// chunks) and the projections of that fold (a BM25 keyword index over the chunks'
+// heading paths and text, and the chunks' vectors in the vector store), brought up
+// to date with the log before every operation. It is safe for concurrent use:
+// searches run in parallel with each other; a write holds the knowledge base for
+// the time of its append and of the projections' update, so a search sees every
+// document either as it was before a write or as it is after it, never a mix.
+type Base struct {
+	bs     *Bases
+	cfg    *Config
+	name   string
+	stream string
+	coll   string
+
+	mu     sync.RWMutex
+	opened bool // folded and its vectors rebuilt
+	st     *state
+	kw     *pmem.KeywordIndex
+	// dirty holds the chunks whose vector must be upserted (live) or deleted (gone)
+	// from the store: what a failed sync left is tried again by the next operation.
+	dirty map[string]struct{}
+}
+
+func newBase(bs *Bases, name string) *Base {
+	return &Base{bs: bs, cfg: &bs.cfg, name: name, stream: Stream(name), coll: Collection(name),
+		st: newState(), kw: pmem.NewKeywordIndex(), dirty: map[string]struct{}{}}
+}
+
+// Name returns the knowledge base's name.
+func (b *Base) Name() string { return b.name }
+
+// state is the fold of a knowledge base's stream.
+type state struct {
+	seq    uint64
+	docs   map[string]*document
+	chunks map[string]*chunk
+	// ever holds every chunk ID the stream ever named: a rebuild deletes the
+	// vectors of those no longer live.
+	ever map[string]struct{}
+	keys map[string]keyed
+}
+
+// document is one ingested document as the fold holds it.
+type document struct {
+	source, hash, embedder string
+	bytes, markdownBytes   int
+	chunks                 []*chunk
+	seq                    uint64
+	updated                time.Time
+}
+
+// chunk is one live chunk.
+type chunk struct {
+	id, source  string
+	index       int
+	headingPath []string
+	start, end  int
+	tokens      int
+	hash, text  string
+	vector      []float32
+}
+
+// keyed is what the write under an idempotency key did.
+type keyed struct {
+	source  string
+	hash    string // the document's hash; "" for a removal
+	removed bool
+	result  AddResult
+}
+
+func newState() *state {
+	return &state{docs: map[string]*document{}, chunks: map[string]*chunk{}, ever: map[string]struct{}{}, keys: map[string]keyed{}}
+}
+
+// effect is what one event changed: the chunks it added and those it removed.
+type effect struct {
+	added, removed []*chunk
+}
+
+// apply folds one event of the stream.
+func (s *state) apply(e messages.Envelope) (effect, error) {
+	var eff effect
+	if e.Seq != s.seq+1 {
+		return eff, fmt.Errorf("knowledge: %s: seq %d follows %d", e.SessionID, e.Seq, s.seq)
+	}
+	p, err := e.Decode()
+	if err != nil {
+		return eff, fmt.Errorf("knowledge: %w", err)
+	}
+	switch p := p.(type) {
+	case *messages.KBDocumentIngested:
+		status := StatusAdded
+		if old := s.docs[p.Source]; old != nil {
+			status = StatusReplaced
+			eff.removed = s.drop(old)
+		}
+		d := &document{source: p.Source, hash: p.Hash, embedder: p.Embedder, bytes: p.Bytes, markdownBytes: p.MarkdownBytes,
+			seq: e.Seq, updated: time.UnixMicro(e.TS).UTC()}
+		tokens := 0
+		for _, c := range p.Chunks {
+			ch := &chunk{id: c.ChunkID, source: p.Source, index: c.Index, headingPath: slices.Clone(c.HeadingPath),
+				start: c.Start, end: c.End, tokens: c.Tokens, hash: c.Hash, text: c.Text, vector: slices.Clone([]float32(c.Vector))}
+			if prev := s.chunks[ch.id]; prev != nil && prev.source != p.Source {
+				return eff, fmt.Errorf("knowledge: %s seq %d: chunk %s of %q is already a chunk of %q", e.SessionID, e.Seq, ch.id, p.Source, prev.source)
+			}
+			d.chunks = append(d.chunks, ch)
+			s.chunks[ch.id] = ch
+			s.ever[ch.id] = struct{}{}
+			eff.added = append(eff.added, ch)
+			tokens += ch.tokens
+		}
+		s.docs[p.Source] = d
+		if p.Key != "" {
+			s.keys[p.Key] = keyed{source: p.Source, hash: p.Hash, result: AddResult{Source: p.Source, Status: status,
+				Hash: p.Hash, Chunks: len(p.Chunks), Tokens: tokens, Bytes: p.Bytes, MarkdownBytes: p.MarkdownBytes}}
+		}
+	case *messages.KBDocumentRemoved:
+		if old := s.docs[p.Source]; old != nil {
+			eff.removed = s.drop(old)
+		}
+		if p.Key != "" {
+			s.keys[p.Key] = keyed{source: p.Source, removed: true}
+		}
+	default:
+		return eff, fmt.Errorf("knowledge: %s seq %d: a %s event has no place in a knowledge base's stream", e.SessionID, e.Seq, e.Type)
+	}
+	s.seq = e.Seq
+	return eff, nil
+}
+
+// drop takes document d and its chunks out of the state and returns the chunks.
+func (s *state) drop(d *document) []*chunk {
+	for _, c := range d.chunks {
+		delete(s.chunks, c.id)
+	}
+	delete(s.docs, d.source)
+	return d.chunks
+}
+
+// dim is the dimension of the knowledge base's vectors, and the embedder of a
+// document that has them (0 and "" when no chunk has a vector). except is a source
+// left out (the one a write replaces).
+func (s *state) dim(except string) (int, string) {
+	for _, src := range slices.Sorted(maps.Keys(s.docs)) {
+		if src == except {
+			continue
+		}
+		for _, c := range s.docs[src].chunks {
+			if len(c.vector) > 0 {
+				return len(c.vector), s.docs[src].embedder
+			}
+		}
+	}
+	return 0, ""
+}
+
+// indexText is what the keyword index holds of a chunk: its heading path and text,
+// so that a query naming a section finds the chunks below it.
+func indexText(c *chunk) string {
+	if len(c.headingPath) == 0 {
+		return c.text
+	}
+	return strings.Join(c.headingPath, "\n") + "\n" + c.text
+}
+
+// fold folds the events appended since the last fold and brings the projections
+// up to date. The caller holds mu for writing.
+func (b *Base) fold(ctx context.Context) error {
+	if b.bs.closed.Load() {
+		return ErrClosed
+	}
+	events, err := b.cfg.Log.Read(ctx, b.stream, b.st.seq+1)
+	if err != nil {
+		return fmt.Errorf("knowledge: reading %s: %w", b.stream, err)
+	}
+	for _, e := range events {
+		if err := b.apply(e); err != nil {
+			return err
+		}
+	}
+	return b.syncVectors(ctx)
+}
+
+// apply folds one event into the state and the keyword index, and marks the
+// vectors it changed.
+func (b *Base) apply(e messages.Envelope) error {
+	eff, err := b.st.apply(e)
+	if err != nil {
+		return err
+	}
+	for _, c := range eff.removed {
+		b.kw.Remove(c.id)
+		b.dirty[c.id] = struct{}{}
+	}
+	for _, c := range eff.added {
+		b.kw.Put(c.id, indexText(c))
+		b.dirty[c.id] = struct{}{}
+	}
+	return nil
+}
+
+// write makes one change: it folds the stream and, unless the key was applied
+// already, appends the event change builds for the next seq, again after a refold
+// when another writer took it. change checks its input against the folded state;
+// its error is returned with nothing written, and a nil payload writes nothing. The
+// caller holds mu for writing.
+func (b *Base) write(ctx context.Context, key string, change func() (messages.Payload, error)) (applied bool, err error) {
+	for range MaxAttempts {
+		if err := b.fold(ctx); err != nil {
+			return false, err
+		}
+		if key != "" {
+			if _, ok := b.st.keys[key]; ok {
+				return true, nil
+			}
+		}
+		p, err := change()
+		if err != nil || p == nil {
+			return false, err
+		}
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			return false, err
+		}
+		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = b.eventID(key, e.Payload), b.stream, b.st.seq+1, b.cfg.Now().UnixMicro(), "knowledge"
+		err = b.cfg.Log.Append(ctx, []messages.Envelope{e})
+		if errors.Is(err, eventlog.ErrSeqConflict) {
+			continue // another writer took the seq: refold, then decide again
+		}
+		if err != nil {
+			return false, fmt.Errorf("knowledge: appending to %s: %w", b.stream, err)
+		}
+		if err := b.apply(e); err != nil {
+			return false, err
+		}
+		if err := b.syncVectors(ctx); err != nil {
+			return false, fmt.Errorf("knowledge: the change is stored (seq %d) but the vector store lags; the next operation tries again: %w", e.Seq, err)
+		}
+		return false, nil
+	}
+	return false, fmt.Errorf("%w: %d appends in a row found their seq taken by another writer", ErrConflict, MaxAttempts)
+}
+
+// eventID is the ID of a write's event: derived from the key and the payload when
+// there is a key, so that a retried write is a repeat the log ignores, and two
+// writers deciding differently under one key conflict instead of diverging.
+func (b *Base) eventID(key string, payload []byte) string {
+	if key == "" {
+		var r [16]byte
+		_, _ = rand.Read(r[:])
+		return "kb-" + hex.EncodeToString(r[:])
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00", b.stream, key)
+	h.Write(payload)
+	return "kb-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// vectorItem is the store item of a live chunk: its vector and where it comes
+// from. The text stays in the fold (a search reads it there), so no chunk size the
+// configuration allows meets a store's text limit (Milvus: 65,535 bytes).
+func (b *Base) vectorItem(c *chunk) vectorstore.Item {
+	return vectorstore.Item{ID: c.id, Vector: c.vector, Metadata: map[string]string{"kb": b.name, "source": c.source}}
+}
+
+// syncVectors brings the vector store in line with the fold: the chunks marked
+// dirty are upserted when live and deleted when gone. What fails stays marked, for
+// the next operation to try again. The caller holds mu for writing.
+func (b *Base) syncVectors(ctx context.Context) error {
+	if len(b.dirty) == 0 {
+		return nil
+	}
+	var dels []string
+	var ups []vectorstore.Item
+	for _, id := range slices.Sorted(maps.Keys(b.dirty)) {
+		if c := b.st.chunks[id]; c != nil && len(c.vector) > 0 {
+			ups = append(ups, b.vectorItem(c))
+		} else {
+			dels = append(dels, id)
+		}
+	}
+	if err := b.deleteVectors(ctx, dels); err != nil {
+		return err
+	}
+	for _, id := range dels {
+		delete(b.dirty, id)
+	}
+	if err := b.upsertVectors(ctx, ups); err != nil {
+		return err
+	}
+	clear(b.dirty)
+	return nil
+}
+
+// rebuildVectors makes the vector store hold exactly the fold's vectors after the
+// first fold in this process: every chunk the stream ever named that is no longer
+// live is deleted, every live one upserted, in batches of VectorBatch. It is
+// idempotent. The caller holds mu for writing.
+func (b *Base) rebuildVectors(ctx context.Context) error {
+	var dels []string
+	var ups []vectorstore.Item
+	for _, id := range slices.Sorted(maps.Keys(b.st.ever)) {
+		if c := b.st.chunks[id]; c != nil && len(c.vector) > 0 {
+			ups = append(ups, b.vectorItem(c))
+		} else {
+			dels = append(dels, id)
+		}
+	}
+	if err := b.deleteVectors(ctx, dels); err != nil {
+		return err
+	}
+	if err := b.upsertVectors(ctx, ups); err != nil {
+		return err
+	}
+	clear(b.dirty)
+	return nil
+}
+
+func (b *Base) upsertVectors(ctx context.Context, items []vectorstore.Item) error {
+	for batch := range slices.Chunk(items, VectorBatch) {
+		if err := b.cfg.Vectors.Upsert(ctx, b.coll, batch); err != nil {
+			return fmt.Errorf("knowledge: %s: upserting %d vectors into %s: %w", b.name, len(batch), b.coll, err)
+		}
+	}
+	return nil
+}
+
+func (b *Base) deleteVectors(ctx context.Context, ids []string) error {
+	for batch := range slices.Chunk(ids, VectorBatch) {
+		if err := b.cfg.Vectors.Delete(ctx, b.coll, batch); err != nil {
+			return fmt.Errorf("knowledge: %s: deleting %d vectors from %s: %w", b.name, len(batch), b.coll, err)
+		}
+	}
+	return nil
+}
+
+// refresh folds what other writers appended since the last operation.
+func (b *Base) refresh(ctx context.Context) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.fold(ctx)
+}
+
+// Refresh folds what other writers (another process on the same log) appended to
+// the knowledge base's stream since the last operation.
+func (b *Base) Refresh(ctx context.Context) error { return b.refresh(ctx) }
+
+// Document describes one document of a knowledge base.
+type Document struct {
+	Source string `json:"source"`
+	// Hash is rag.DocumentHash of the document's bytes.
+	Hash string `json:"hash"`
+	// Bytes is the document's size, MarkdownBytes that of its Markdown.
+	Bytes         int `json:"bytes"`
+	MarkdownBytes int `json:"markdown_bytes"`
+	Chunks        int `json:"chunks"`
+	Tokens        int `json:"tokens"`
+	// Embedder names the model that embedded its chunks.
+	Embedder string `json:"embedder"`
+	// Seq is the event that ingested it, Updated that event's time.
+	Seq     uint64    `json:"seq"`
+	Updated time.Time `json:"updated"`
+}
+
+// Documents lists the documents of the knowledge base as of the last fold, by
+// source.
+func (b *Base) Documents() []Document {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	out := make([]Document, 0, len(b.st.docs))
+	for _, src := range slices.Sorted(maps.Keys(b.st.docs)) {
+		out = append(out, b.st.docs[src].describe())
+	}
+	return out
+}
+
+// Chunks returns the chunks of document source as of the last fold, in their
+// order in the document (Score 0); false when the knowledge base holds no such
+// document.
+func (b *Base) Chunks(source string) ([]Hit, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	d := b.st.docs[source]
+	if d == nil {
+		return nil, false
+	}
+	out := make([]Hit, len(d.chunks))
+	for i, c := range d.chunks {
+		out[i] = hitOf(c, 0)
+	}
+	return out, true
+}
+
+func (d *document) describe() Document {
+	tokens := 0
+	for _, c := range d.chunks {
+		tokens += c.tokens
+	}
+	return Document{Source: d.source, Hash: d.hash, Bytes: d.bytes, MarkdownBytes: d.markdownBytes, Chunks: len(d.chunks),
+		Tokens: tokens, Embedder: d.embedder, Seq: d.seq, Updated: d.updated}
+}
+
+// Stats describes a knowledge base.
+type Stats struct {
+	Name       string `json:"name"`
+	Collection string `json:"collection"`
+	Documents  int    `json:"documents"`
+	Chunks     int    `json:"chunks"`
+	Tokens     int    `json:"tokens"`
+	Bytes      int64  `json:"bytes"`
+	// Terms is the number of distinct terms of the keyword index.
+	Terms int `json:"terms"`
+	// Dim is the dimension of the vectors (0 when none), Embedder the model that
+	// computed them.
+	Dim      int    `json:"dim"`
+	Embedder string `json:"embedder,omitempty"`
+	// Seq is the last event folded.
+	Seq uint64 `json:"seq"`
+}
+
+// Stats returns the knowledge base's figures as of the last fold.
+func (b *Base) Stats() Stats {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	s := Stats{Name: b.name, Collection: b.coll, Documents: len(b.st.docs), Chunks: len(b.st.chunks), Terms: b.kw.Terms(), Seq: b.st.seq}
+	for _, d := range b.st.docs {
+		s.Bytes += int64(d.bytes)
+		for _, c := range d.chunks {
+			s.Tokens += c.tokens
+		}
+	}
+	s.Dim, s.Embedder = b.st.dim("")
+	return s
+}

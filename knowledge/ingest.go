@@ -1,0 +1,341 @@
+package knowledge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/pipelines/rag"
+)
+
+// The statuses of AddResult.
+const (
+	// StatusAdded: the source was new; its chunks were added.
+	StatusAdded = "added"
+	// StatusReplaced: the source changed; its new chunks replaced the old ones in
+	// one event.
+	StatusReplaced = "replaced"
+	// StatusUnchanged: the source's hash is the stored one; nothing was written and
+	// nothing embedded.
+	StatusUnchanged = "unchanged"
+)
+
+// AddResult is what an ingestion did with one document.
+type AddResult struct {
+	Source string `json:"source"`
+	// Status is StatusAdded, StatusReplaced or StatusUnchanged.
+	Status string `json:"status"`
+	// Hash is rag.DocumentHash of the document's bytes.
+	Hash string `json:"hash"`
+	// Chunks and Tokens count the document's chunks and their tokens (those stored
+	// before when unchanged).
+	Chunks int `json:"chunks"`
+	Tokens int `json:"tokens"`
+	// Bytes is the document's size, MarkdownBytes that of its Markdown.
+	Bytes         int `json:"bytes"`
+	MarkdownBytes int `json:"markdown_bytes"`
+}
+
+// Skipped reports whether nothing was written because the document was unchanged.
+func (r AddResult) Skipped() bool { return r.Status == StatusUnchanged }
+
+// CheckSource accepts a document's source name: 1 to MaxSourceLen bytes of valid
+// UTF-8 without control characters (a newline in a name would break the citations
+// "[source > heading]" and the lines of a listing), not only spaces.
+func CheckSource(source string) error {
+	switch {
+	case strings.TrimSpace(source) == "":
+		return fmt.Errorf("%w: empty source name", ErrInvalid)
+	case len(source) > MaxSourceLen:
+		return fmt.Errorf("%w: source name of %d bytes: at most %d", ErrInvalid, len(source), MaxSourceLen)
+	case !utf8.ValidString(source):
+		return fmt.Errorf("%w: source name %q is not valid UTF-8", ErrInvalid, source)
+	}
+	for _, r := range source {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: source name %q holds a control character (%U): rename the file", ErrInvalid, source, r)
+		}
+	}
+	return nil
+}
+
+// Add ingests a document: body is converted to Markdown by rag.Convert according
+// to the source's extension (or its content), split into paragraphs under their
+// headings, packed into chunks (Config.Chunk), embedded in batches of
+// Config.EmbedBatch and appended in one kb.document_ingested event that replaces
+// every chunk an earlier version of the source had. A document whose hash is the
+// stored one, embedded by the same embedder (Config.EmbedderName), is not
+// converted, embedded nor written: StatusUnchanged. (Chunk options are not part of
+// that test: to cut a document anew, Remove it first.) A key applied
+// before returns the earlier result and writes nothing (another document under the
+// same key: ErrKeyReused).
+//
+// A document over MaxDocumentBytes fails with ErrTooLarge, one Convert cannot read
+// with its error (rag.ErrUnsupported, rag.ErrMalformed), one without text with
+// ErrEmpty, and a failing embedder with ErrEmbedder; nothing is written then.
+func (b *Base) Add(ctx context.Context, source string, body []byte, key string) (AddResult, error) {
+	return b.ingest(ctx, source, body, key, func() (string, error) { return rag.Convert(source, body) })
+}
+
+// AddText ingests a text given as Markdown (plain text is Markdown too) under the
+// name source, for callers that send {source, content} rather than a file: the
+// content is not converted, whatever the source's extension. Otherwise it is Add.
+func (b *Base) AddText(ctx context.Context, source, markdown, key string) (AddResult, error) {
+	body := []byte(markdown)
+	return b.ingest(ctx, source, body, key, func() (string, error) {
+		if !utf8.Valid(body) {
+			return "", fmt.Errorf("knowledge: %q: the content is not valid UTF-8: %w", source, rag.ErrMalformed)
+		}
+		return strings.ReplaceAll(strings.ReplaceAll(markdown, "\r\n", "\n"), "\r", "\n"), nil
+	})
+}
+
+func (b *Base) ingest(ctx context.Context, source string, body []byte, key string, convert func() (string, error)) (AddResult, error) {
+	if err := CheckSource(source); err != nil {
+		return AddResult{}, err
+	}
+	if len(body) > MaxDocumentBytes {
+		return AddResult{}, fmt.Errorf("%w: %q: %d bytes, over the limit of %d (%w)", ErrTooLarge, source, len(body), MaxDocumentBytes, rag.ErrTooLarge)
+	}
+	hash := rag.DocumentHash(body)
+	// What the stream says already: an applied key or an unchanged document needs
+	// no conversion and no embedding.
+	b.mu.Lock()
+	res, done, err := b.decided(ctx, source, hash, key)
+	b.mu.Unlock()
+	if err != nil || done {
+		return res, err
+	}
+	md, err := convert()
+	if err != nil {
+		return AddResult{}, fmt.Errorf("knowledge: %w", err)
+	}
+	chunks := rag.Pack(rag.Split(md), b.cfg.Chunk)
+	if len(chunks) == 0 {
+		return AddResult{}, fmt.Errorf("%w: %q (%d bytes) gives no text to index", ErrEmpty, source, len(body))
+	}
+	if len(chunks) > b.cfg.MaxChunks {
+		return AddResult{}, fmt.Errorf("%w: %q cuts into %d chunks, over the limit of %d: split the document", ErrTooLarge, source, len(chunks), b.cfg.MaxChunks)
+	}
+	texts := make([]string, len(chunks))
+	for i, c := range chunks {
+		texts[i] = c.Text
+	}
+	vectors, err := b.embedPassages(ctx, texts)
+	if err != nil {
+		return AddResult{}, fmt.Errorf("knowledge: %q: %w", source, err)
+	}
+	ev := &messages.KBDocumentIngested{Key: key, Source: source, Hash: hash, Bytes: len(body), MarkdownBytes: len(md),
+		Embedder: b.cfg.EmbedderName, Chunks: make([]messages.KBChunk, len(chunks))}
+	tokens, newDim := 0, 0
+	for i, c := range chunks {
+		ev.Chunks[i] = messages.KBChunk{ChunkID: chunkID(source, hash, i), Index: i, HeadingPath: c.HeadingPath, Start: c.Start, End: c.End,
+			Tokens: c.Tokens, Hash: c.Hash, Text: c.Text, Vector: messages.Vector(vectors[i])}
+		tokens += c.Tokens
+		newDim = max(newDim, len(vectors[i]))
+	}
+	res = AddResult{Source: source, Status: StatusAdded, Hash: hash, Chunks: len(chunks), Tokens: tokens, Bytes: len(body), MarkdownBytes: len(md)}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var decidedRes AddResult
+	var unchanged bool
+	applied, err := b.write(ctx, key, func() (messages.Payload, error) {
+		if d := b.st.docs[source]; b.unchanged(d, hash) {
+			decidedRes, unchanged = unchangedResult(d), true
+			return nil, nil
+		}
+		if dim, emb := b.st.dim(source); dim != 0 && newDim != 0 && dim != newDim {
+			return nil, fmt.Errorf("%w: knowledge base %s holds vectors of dimension %d (embedder %s); %s gives %d: re-ingest every document with one embedder, or use another knowledge base",
+				ErrEmbedder, b.name, dim, emb, b.cfg.EmbedderName, newDim)
+		}
+		ev.Reason = "new document"
+		res.Status = StatusAdded
+		if b.st.docs[source] != nil {
+			ev.Reason, res.Status = "changed document: replaces its chunks", StatusReplaced
+		}
+		return ev, nil
+	})
+	switch {
+	case err != nil:
+		return AddResult{}, err
+	case applied:
+		return b.keyResult(key, source, hash)
+	case unchanged:
+		return decidedRes, nil
+	}
+	return res, nil
+}
+
+// decided answers an ingestion from the fold when it can: the key was applied, or
+// the document is unchanged. The caller holds mu for writing.
+func (b *Base) decided(ctx context.Context, source, hash, key string) (AddResult, bool, error) {
+	if err := b.fold(ctx); err != nil {
+		return AddResult{}, false, err
+	}
+	if _, ok := b.st.keys[key]; key != "" && ok {
+		r, err := b.keyResult(key, source, hash)
+		return r, true, err
+	}
+	if d := b.st.docs[source]; b.unchanged(d, hash) {
+		return unchangedResult(d), true, nil
+	}
+	return AddResult{}, false, nil
+}
+
+// unchanged reports whether the stored document d is the document of hash,
+// embedded by the configured embedder: then an ingestion has nothing to do. A
+// document embedded by another model is ingested again.
+func (b *Base) unchanged(d *document, hash string) bool {
+	return d != nil && d.hash == hash && d.embedder == b.cfg.EmbedderName
+}
+
+// keyResult is the result of an ingestion whose key was applied before.
+func (b *Base) keyResult(key, source, hash string) (AddResult, error) {
+	k := b.st.keys[key]
+	if k.removed || k.source != source || k.hash != hash {
+		what := fmt.Sprintf("the ingestion of %q", k.source)
+		if k.removed {
+			what = fmt.Sprintf("the removal of %q", k.source)
+		}
+		return AddResult{}, fmt.Errorf("%w: key %q was applied to %s, not to this version of %q", ErrKeyReused, key, what, source)
+	}
+	return k.result, nil
+}
+
+func unchangedResult(d *document) AddResult {
+	desc := d.describe()
+	return AddResult{Source: d.source, Status: StatusUnchanged, Hash: d.hash, Chunks: desc.Chunks, Tokens: desc.Tokens,
+		Bytes: d.bytes, MarkdownBytes: d.markdownBytes}
+}
+
+// chunkID is the ID of chunk i of a version of a document: a changed document's
+// chunks get new IDs, so the old ones can be deleted from the vector store while
+// the new ones are upserted.
+func chunkID(source, hash string, i int) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d", source, hash, i)
+	return "c_" + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// Remove removes a document and its chunks in one kb.document_removed event. A
+// source the knowledge base does not hold fails with ErrNotFound; a key applied
+// before to the same removal returns nil and writes nothing.
+func (b *Base) Remove(ctx context.Context, source, key string) error {
+	if err := CheckSource(source); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	applied, err := b.write(ctx, key, func() (messages.Payload, error) {
+		if b.st.docs[source] == nil {
+			return nil, fmt.Errorf("%w: knowledge base %s has no document %q", ErrNotFound, b.name, source)
+		}
+		return &messages.KBDocumentRemoved{Key: key, Reason: "removed", Source: source}, nil
+	})
+	if err != nil {
+		return err
+	}
+	if k := b.st.keys[key]; applied && (!k.removed || k.source != source) {
+		return fmt.Errorf("%w: key %q was applied to a change of %q, not to the removal of %q", ErrKeyReused, key, k.source, source)
+	}
+	return nil
+}
+
+// embedPassages embeds texts with the passage embedder, in batches of
+// Config.EmbedBatch, retrying each batch on llm.ErrTransient, and checks every
+// vector (finite, not zero, one dimension).
+func (b *Base) embedPassages(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, 0, len(texts))
+	for start := 0; start < len(texts); start += b.cfg.EmbedBatch {
+		batch := texts[start:min(len(texts), start+b.cfg.EmbedBatch)]
+		vs, err := b.embedRetry(ctx, b.cfg.Embedder, batch)
+		if err != nil {
+			return nil, fmt.Errorf("chunks %d to %d of %d: %w", start+1, start+len(batch), len(texts), err)
+		}
+		out = append(out, vs...)
+	}
+	dim := 0
+	for i, v := range out {
+		switch {
+		case len(v) == 0:
+		case dim == 0:
+			dim = len(v)
+		case len(v) != dim:
+			return nil, fmt.Errorf("%w: the embedder gave chunk %d %d dimensions and an earlier one %d", ErrEmbedder, i+1, len(v), dim)
+		}
+	}
+	return out, nil
+}
+
+// embedRetry makes one Embed call of texts, again after a back-off while it fails
+// with llm.ErrTransient, at most Config.EmbedAttempts times; it honours ctx while
+// it waits.
+func (b *Base) embedRetry(ctx context.Context, e llm.Embedder, texts []string) ([][]float32, error) {
+	wait := b.cfg.EmbedBackoff
+	var last error
+	for attempt := 1; attempt <= b.cfg.EmbedAttempts; attempt++ {
+		vs, err := e.Embed(ctx, texts)
+		if err == nil {
+			return checkVectors(vs, len(texts))
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("knowledge: embedding: %w", ctx.Err())
+		}
+		if !errors.Is(err, llm.ErrTransient) {
+			return nil, fmt.Errorf("%w: %w", ErrEmbedder, err)
+		}
+		last = err
+		if attempt == b.cfg.EmbedAttempts {
+			break
+		}
+		d := wait
+		if hint, ok := llm.RetryAfter(err); ok {
+			d = min(hint, MaxEmbedBackoff)
+		}
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("knowledge: embedding, waiting to retry after %v: %w", last, ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, MaxEmbedBackoff)
+	}
+	return nil, fmt.Errorf("%w: %d attempts failed, the last with: %w", ErrEmbedder, b.cfg.EmbedAttempts, last)
+}
+
+// checkVectors checks that an embedder returned one vector per text, each finite;
+// a zero vector becomes nil (no vector).
+func checkVectors(vs [][]float32, n int) ([][]float32, error) {
+	if len(vs) != n {
+		return nil, fmt.Errorf("%w: the embedder returned %d vectors for %d texts", ErrEmbedder, len(vs), n)
+	}
+	for i, v := range vs {
+		if len(v) == 0 {
+			return nil, fmt.Errorf("%w: the embedder returned an empty vector for text %d", ErrEmbedder, i+1)
+		}
+		zero := true
+		for _, x := range v {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return nil, fmt.Errorf("%w: the embedder returned a non-finite component for text %d", ErrEmbedder, i+1)
+			}
+			zero = zero && x == 0
+		}
+		if zero {
+			// A text the embedder finds nothing in (the hashing embedder and a chunk
+			// of punctuation): it has no direction, and the chunk is found by its
+			// words only.
+			vs[i] = nil
+		}
+	}
+	return vs, nil
+}

@@ -1,0 +1,300 @@
+package knowledge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/pipelines/rag"
+	"github.com/troupe-run/troupe/vectorstore"
+)
+
+// StreamPrefix starts the ID of every knowledge base's stream in the event log.
+const StreamPrefix = eventlog.KnowledgeStreamPrefix
+
+// Status is what session listings show as the status of a knowledge base's stream,
+// which is not a session and has none.
+const Status = "kb"
+
+// Stream returns the ID of the stream that holds knowledge base name's events.
+func Stream(name string) string { return StreamPrefix + name }
+
+// IsStream reports whether a stream ID of the event log is a knowledge base.
+func IsStream(id string) bool { return strings.HasPrefix(id, StreamPrefix) }
+
+// MaxNameLen bounds a knowledge base's name, in bytes.
+const MaxNameLen = 64
+
+// CheckName accepts knowledge base names like "docs" or "team-handbook_2": 1 to 64
+// bytes of ASCII letters, digits, '-' and '_', starting with a letter or a digit.
+// The name is part of the stream's ID and of the vector collection's name, which
+// Milvus restricts to letters, digits and underscores.
+func CheckName(name string) error {
+	if name == "" {
+		return fmt.Errorf("%w: empty knowledge base name", ErrInvalid)
+	}
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("%w: knowledge base name of %d bytes: at most %d", ErrInvalid, len(name), MaxNameLen)
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		ok := ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') || (i > 0 && (c == '-' || c == '_'))
+		if !ok {
+			return fmt.Errorf("%w: knowledge base name %q: use ASCII letters, digits, '-' and '_', starting with a letter or digit (like docs or team-handbook)", ErrInvalid, name)
+		}
+	}
+	return nil
+}
+
+// Collection is the vector store collection of knowledge base name: "kb_" and the
+// name with '-' turned into '_' (Milvus allows letters, digits and underscores only);
+// a name that had a '-' also gets "_" and 8 hex digits of its hash, so that "a-b"
+// and "a_b" keep collections of their own.
+func Collection(name string) string {
+	if !strings.Contains(name, "-") {
+		return "kb_" + name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return "kb_" + strings.ReplaceAll(name, "-", "_") + "_" + hex.EncodeToString(sum[:4])
+}
+
+// Errors of knowledge base operations.
+var (
+	// ErrInvalid means a malformed request (a bad name, an empty source, an
+	// unknown search mode): nothing was changed.
+	ErrInvalid = errors.New("knowledge: invalid request")
+	// ErrNotFound means the knowledge base holds no document of that source.
+	ErrNotFound = errors.New("knowledge: no such document")
+	// ErrEmpty means a document holds no text to index (an empty file, a PDF of
+	// scanned pages); nothing was written.
+	ErrEmpty = errors.New("knowledge: the document holds no text")
+	// ErrTooLarge means a document over MaxDocumentBytes, or one that cuts into more
+	// than Config.MaxChunks chunks; nothing was written.
+	ErrTooLarge = errors.New("knowledge: document too large")
+	// ErrEmbedder means the embedder failed: a permanent error, or a transient one
+	// still failing after Config.EmbedAttempts attempts.
+	ErrEmbedder = errors.New("knowledge: embedding failed")
+	// ErrConflict is wrapped by the error of a write that lost its seq to other
+	// writers MaxAttempts times in a row. It is transient.
+	ErrConflict = errors.New("knowledge: the knowledge base's stream kept changing under the write")
+	// ErrKeyReused means an idempotency key applied to one change came with another
+	// (another source or another document); nothing was written. It wraps ErrInvalid.
+	ErrKeyReused = fmt.Errorf("%w: the idempotency key was used for another change", ErrInvalid)
+	// ErrClosed is returned by the operations of a closed Bases.
+	ErrClosed = errors.New("knowledge: closed")
+)
+
+// Defaults and bounds of Config.
+const (
+	// MaxDocumentBytes is the largest document Add accepts (rag.MaxDocumentBytes).
+	MaxDocumentBytes = rag.MaxDocumentBytes
+	// DefaultMaxChunks bounds the chunks of one document: they travel in one event.
+	DefaultMaxChunks = 4096
+	// DefaultEmbedBatch is how many chunks one Embed call carries.
+	DefaultEmbedBatch = 32
+	// DefaultEmbedAttempts bounds the calls of one batch that fail with
+	// llm.ErrTransient.
+	DefaultEmbedAttempts = 5
+	// DefaultEmbedBackoff is the wait after a batch's first transient failure; it
+	// doubles after each further one, up to MaxEmbedBackoff.
+	DefaultEmbedBackoff = 250 * time.Millisecond
+	MaxEmbedBackoff     = 8 * time.Second
+	// MaxAttempts bounds the appends of one write that lose their seq to another
+	// writer of the stream.
+	MaxAttempts = 20
+	// VectorBatch is the number of items of one Upsert or Delete.
+	VectorBatch = 1000
+	// MaxSourceLen bounds a source's name, in bytes.
+	MaxSourceLen = 1024
+)
+
+// Config configures the knowledge bases of a node.
+type Config struct {
+	// Log holds the knowledge bases' streams (required).
+	Log eventlog.Log
+	// Vectors holds the vector projection (required): one collection per
+	// knowledge base, Collection(name), an item per chunk.
+	Vectors vectorstore.Store
+	// Embedder embeds chunks (passages); default llm.HashingEmbedder{} (offline,
+	// lexical, not semantic).
+	Embedder llm.Embedder
+	// QueryEmbedder embeds queries; default Embedder. With e5 models the passage
+	// model is "e5-passage" and the query model "e5-query". HyDE's hypothetical
+	// passage is embedded with Embedder, as a passage.
+	QueryEmbedder llm.Embedder
+	// EmbedderName is recorded in every ingestion event; default "hashing" when
+	// Embedder is defaulted, else "embedder".
+	EmbedderName string
+	// Model, when set, rewrites queries (Query.MultiQuery), writes hypothetical
+	// answers (Query.HyDE) and answers questions (Base.Ask). Nil, or the offline
+	// rule-based model (llm.OfflineName), which is no language model: queries are
+	// searched as given and Ask answers extractively.
+	Model llm.Model
+	// Rerank, when set, reorders the fused, deduplicated candidate pool of a search
+	// before it is cut to the limit. It may drop hits; hits it adds are ignored.
+	Rerank func(ctx context.Context, query string, hits []Hit) ([]Hit, error)
+	// Chunk says how documents are cut (pipelines/rag defaults: 512 tokens,
+	// 64 tokens of overlap, cl100k_base).
+	Chunk rag.ChunkOptions
+	// EmbedBatch is the number of chunks per Embed call (default 32).
+	EmbedBatch int
+	// EmbedAttempts bounds the calls of one batch while the embedder fails with
+	// llm.ErrTransient (default 5); EmbedBackoff is the first wait between them
+	// (default 250ms), doubled after each failure up to MaxEmbedBackoff, or the
+	// embedder's llm.RetryAfter hint when it gives one.
+	EmbedAttempts int
+	EmbedBackoff  time.Duration
+	// MaxChunks bounds the chunks of one document (default 4096).
+	MaxChunks int
+	// Now is the clock of events (default time.Now).
+	Now func() time.Time
+
+	offline bool // Model was the offline model: no language model
+}
+
+// noModel says why there is no language model.
+func (c *Config) noModel() string {
+	if c.offline {
+		return "the offline model is rule-based, not a language model"
+	}
+	return "no language model is configured"
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.Log == nil:
+		return errors.New("knowledge: no event log")
+	case c.Vectors == nil:
+		return errors.New("knowledge: no vector store")
+	case c.EmbedBatch < 0 || c.EmbedAttempts < 0 || c.EmbedBackoff < 0 || c.MaxChunks < 0:
+		return errors.New("knowledge: EmbedBatch, EmbedAttempts, EmbedBackoff and MaxChunks must not be negative")
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.Embedder == nil {
+		c.Embedder = llm.HashingEmbedder{}
+		if c.EmbedderName == "" {
+			c.EmbedderName = "hashing"
+		}
+	}
+	if c.EmbedderName == "" {
+		c.EmbedderName = "embedder"
+	}
+	if c.QueryEmbedder == nil {
+		c.QueryEmbedder = c.Embedder
+	}
+	if c.Model != nil && c.Model.Name() == llm.OfflineName {
+		c.Model, c.offline = nil, true
+	}
+	if c.EmbedBatch == 0 {
+		c.EmbedBatch = DefaultEmbedBatch
+	}
+	if c.EmbedAttempts == 0 {
+		c.EmbedAttempts = DefaultEmbedAttempts
+	}
+	if c.EmbedBackoff == 0 {
+		c.EmbedBackoff = DefaultEmbedBackoff
+	}
+	if c.MaxChunks == 0 {
+		c.MaxChunks = DefaultMaxChunks
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Bases is the knowledge of a node: its knowledge bases, each folded from its
+// stream on first use and cached. It is safe for concurrent use.
+type Bases struct {
+	cfg Config
+
+	closed atomic.Bool
+
+	mu    sync.Mutex
+	bases map[string]*Base
+}
+
+// Open returns the knowledge bases cfg describes. It validates cfg and reads nothing
+// yet.
+func Open(cfg Config) (*Bases, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	return &Bases{cfg: cfg, bases: map[string]*Base{}}, nil
+}
+
+// Base returns knowledge base name (CheckName), folding its stream and bringing its
+// vector collection in line with the fold on first use: the store is persistent and
+// may hold chunks from before a restart, among them chunks replaced or removed
+// since. A knowledge base that has no events yet is empty; its stream starts with
+// its first document.
+func (bs *Bases) Base(ctx context.Context, name string) (*Base, error) {
+	if err := CheckName(name); err != nil {
+		return nil, err
+	}
+	if bs.closed.Load() {
+		return nil, ErrClosed
+	}
+	bs.mu.Lock()
+	b := bs.bases[name]
+	if b == nil {
+		b = newBase(bs, name)
+		bs.bases[name] = b
+	}
+	bs.mu.Unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.opened {
+		if err := b.fold(ctx); err != nil {
+			return nil, err
+		}
+		if err := b.rebuildVectors(ctx); err != nil {
+			return nil, err
+		}
+		b.opened = true
+	}
+	return b, nil
+}
+
+// List lists the knowledge bases whose streams are in the log, sorted.
+func (bs *Bases) List(ctx context.Context) ([]string, error) {
+	if bs.closed.Load() {
+		return nil, ErrClosed
+	}
+	infos, err := bs.cfg.Log.Sessions(ctx, eventlog.Filter{})
+	if err != nil {
+		return nil, fmt.Errorf("knowledge: listing knowledge bases: %w", err)
+	}
+	var out []string
+	for _, s := range infos {
+		if IsStream(s.ID) {
+			out = append(out, s.ID[len(StreamPrefix):])
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// HasModel reports whether a language model is configured for query rewriting,
+// HyDE and generated answers (not the offline rule-based model).
+func (bs *Bases) HasModel() bool { return bs.cfg.Model != nil }
+
+// Close stops bs: later operations fail with ErrClosed. It closes neither the log
+// nor the vector store, which the caller owns. It is idempotent.
+func (bs *Bases) Close() error {
+	bs.closed.Store(true)
+	return nil
+}

@@ -1,0 +1,297 @@
+package knowledge_test
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/llm"
+)
+
+// recorder records the requests a model receives.
+type recorder struct {
+	llm.Model
+	mu   sync.Mutex
+	reqs []llm.Request
+}
+
+func (r *recorder) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	return r.Model.Generate(ctx, req)
+}
+
+func scripted(t *testing.T, steps ...string) *recorder {
+	t.Helper()
+	s := llm.Script{Name: "scripted"}
+	for _, c := range steps {
+		s.Steps = append(s.Steps, llm.ScriptStep{Content: c})
+	}
+	m, err := llm.NewScripted(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &recorder{Model: m}
+}
+
+// corpus is a few documents, each on a topic of its own.
+var corpus = map[string]string{
+	"sauna.md":     "# Sauna\n\nThe sauna on floor two heats to eighty degrees; towels are at the desk.",
+	"parking.md":   "# Parking\n\nVisitors park in garage B; the barrier opens with the intercom.",
+	"printer.md":   "# Printer\n\nThe printer jams when the paper tray is overfilled; remove the tray and fan the sheets.",
+	"wifi.md":      "# Wifi\n\nThe guest network is called lobby-guest; the password rotates every Monday.",
+	"badges.md":    "# Badges\n\nLost badges are replaced by security in room 101 against a signed form.",
+	"lunch.md":     "# Lunch\n\nThe canteen serves lunch from noon to two; vegetarian dishes are marked green.",
+	"bikes.md":     "# Bikes\n\nBicycles go in the basement rack; electric bikes charge at the wall sockets.",
+	"recycling.md": "# Recycling\n\nPaper, glass and plastic bins stand by the kitchen on every floor.",
+}
+
+func ingestCorpus(t *testing.T, b *knowledge.Base) {
+	t.Helper()
+	for src, md := range corpus {
+		addText(t, b, src, md)
+	}
+}
+
+func ids(hits []knowledge.Hit) []string {
+	var out []string
+	for _, h := range hits {
+		out = append(out, h.ChunkID)
+	}
+	return out
+}
+
+// fused is the fusion of the hits of single-list searches: a single list's hit
+// scores its vote, weight/(RRFK + rank), and the fusion sums each chunk's votes,
+// best first, ties by chunk ID.
+func fused(lists ...[]knowledge.Hit) []string {
+	score := map[string]float64{}
+	for _, l := range lists {
+		for _, h := range l {
+			score[h.ChunkID] += h.Score
+		}
+	}
+	out := slices.Collect(maps.Keys(score))
+	slices.SortFunc(out, func(a, b string) int {
+		if c := cmp.Compare(score[b], score[a]); c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	return out
+}
+
+// Multi-query: the model's rewrites are parsed (numbering, bullets, quotes, a
+// label, repeats and the query itself dropped), each is searched, and the lists
+// are fused by reciprocal rank with the query's own.
+func TestMultiQueryExpansion(t *testing.T) {
+	const query = "my paper keeps getting stuck"
+	reply := "1. printer paper jam\n- \"overfilled paper tray\"\n\n* Query: printer paper jam\n  my paper keeps getting stuck  \n3) fan the sheets\n4. one too many"
+	model := scripted(t, reply)
+	f := newFixture(t, func(c *knowledge.Config) { c.Model = model })
+	b := f.base(t, "office")
+	ingestCorpus(t, b)
+	res := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeBM25, MultiQuery: 3, Limit: 20})
+	want := []string{"printer paper jam", "overfilled paper tray", "fan the sheets"}
+	if !slices.Equal(res.Expanded, want) {
+		t.Fatalf("expanded %q, want %q", res.Expanded, want)
+	}
+	if len(model.reqs) != 1 {
+		t.Fatalf("%d model calls, want 1", len(model.reqs))
+	}
+	req := model.reqs[0]
+	prompt := req.Messages[len(req.Messages)-1].Content
+	if req.Purpose != knowledge.PurposeExpand || req.Step != 1 || !strings.Contains(prompt, "Write 3 different search queries") ||
+		!strings.Contains(prompt, "Query: "+query) || !strings.Contains(req.Messages[0].Content, "one per line") {
+		t.Errorf("request %+v", req)
+	}
+	var lists [][]knowledge.Hit
+	for _, q := range append([]string{query}, want...) {
+		lists = append(lists, search(t, b, knowledge.Query{Text: q, Mode: knowledge.ModeBM25, Limit: 20}).Hits)
+	}
+	if got, w := ids(res.Hits), fused(lists...); !slices.Equal(got, w) {
+		t.Errorf("hits %v, want the fusion %v", got, w)
+	}
+	if lists[0][0].Source != "recycling.md" || res.Hits[0].Source != "printer.md" {
+		t.Errorf("the query alone finds %v first; expanded, %s, want recycling.md then printer.md", sources(lists[0]), res.Hits[0].Source)
+	}
+	// The key is derived from the query: the same search sends the same key.
+	search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeBM25, MultiQuery: 3, Limit: 20})
+	search(t, b, knowledge.Query{Text: "another question", Mode: knowledge.ModeBM25, MultiQuery: 3})
+	if k := model.reqs[1].Key; k != req.Key || k == "" || model.reqs[2].Key == k || !strings.HasPrefix(k, "kb/office/kb_expand/") {
+		t.Errorf("keys %q %q %q", req.Key, k, model.reqs[2].Key)
+	}
+}
+
+// HyDE: the model's hypothetical passage is embedded as a passage and its vector
+// list fused with the query's.
+func TestHyDE(t *testing.T) {
+	const query = "where do I leave my two-wheeler"
+	const passage = "Bicycles go in the basement rack, and electric bikes charge at the wall sockets."
+	model := scripted(t, "unused rewrite", passage)
+	passages := &countingEmbedder{Embedder: llm.HashingEmbedder{}}
+	f := newFixture(t, func(c *knowledge.Config) {
+		c.Model, c.Embedder, c.QueryEmbedder = model, passages, llm.HashingEmbedder{}
+	})
+	b := f.base(t, "office")
+	ingestCorpus(t, b)
+	before := passages.calls.Load()
+	res := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeVector, HyDE: true, Limit: 8})
+	if res.HyDE != passage || len(res.Expanded) != 0 {
+		t.Fatalf("HyDE %q expanded %q", res.HyDE, res.Expanded)
+	}
+	if passages.calls.Load() != before+1 {
+		t.Errorf("the passage was not embedded with the passage embedder")
+	}
+	req := model.reqs[0]
+	if len(model.reqs) != 1 || req.Purpose != knowledge.PurposeHyDE || req.Step != 2 ||
+		!strings.Contains(req.Messages[1].Content, "Question: "+query) || !strings.HasPrefix(req.Key, "kb/office/kb_hyde/") {
+		t.Errorf("requests %+v", model.reqs)
+	}
+	alone := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeVector, Limit: 8}).Hits
+	asPassage := search(t, b, knowledge.Query{Text: passage, Mode: knowledge.ModeVector, Limit: 8}).Hits
+	if got, w := ids(res.Hits), fused(alone, asPassage); !slices.Equal(got, w) {
+		t.Errorf("hits %v, want the fusion %v", got, w)
+	}
+	rank := func(hits []knowledge.Hit) int {
+		return slices.IndexFunc(hits, func(h knowledge.Hit) bool { return h.Source == "bikes.md" })
+	}
+	if rank(res.Hits) >= rank(alone) || rank(res.Hits) > 1 {
+		t.Errorf("bikes.md ranks %d with HyDE, %d without", rank(res.Hits), rank(alone))
+	}
+}
+
+// Without a model (or with the offline one), multi-query and HyDE are off and the
+// result says so; the search is the plain hybrid one.
+func TestNoModelTurnsExpansionOff(t *testing.T) {
+	for name, m := range map[string]llm.Model{"none": nil, "offline": llm.Offline{}} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, func(c *knowledge.Config) { c.Model = m })
+			if f.bases.HasModel() {
+				t.Error("HasModel")
+			}
+			b := f.base(t, "office")
+			ingestCorpus(t, b)
+			res := search(t, b, knowledge.Query{Text: "printer jam", MultiQuery: 3, HyDE: true})
+			plain := search(t, b, knowledge.Query{Text: "printer jam"})
+			if !slices.Equal(res.Hits, plain.Hits) || len(res.Expanded) != 0 || res.HyDE != "" || len(res.Notes) != 2 ||
+				!strings.Contains(res.Notes[0], map[string]string{"none": "no language model", "offline": "offline model is rule-based"}[name]) {
+				t.Errorf("%+v", res)
+			}
+		})
+	}
+}
+
+// A failing model does not fail the search: the query is searched alone.
+func TestExpansionFailureDegrades(t *testing.T) {
+	model := scripted(t, "only step one")
+	f := newFixture(t, func(c *knowledge.Config) { c.Model = model })
+	b := f.base(t, "office")
+	ingestCorpus(t, b)
+	res := search(t, b, knowledge.Query{Text: "printer", HyDE: true}) // HyDE is step 2: the script has none
+	if res.HyDE != "" || len(res.Notes) != 1 || !strings.Contains(res.Notes[0], "HyDE failed") || len(res.Hits) == 0 {
+		t.Errorf("%+v", res)
+	}
+}
+
+func TestAskCitesEvidence(t *testing.T) {
+	answer := "Towels are at the desk [sauna.md > # Sauna]. The sauna heats to eighty degrees [1]. " +
+		"It is open all night [handbook.pdf > # Hours]. See [the site](https://example.com). " +
+		"Code like temps[7] and `t[9]` cites nothing; [1][3] and [#2, 3] cite twice each; [9] is no passage."
+	model := scripted(t, "x", "y", answer)
+	f := newFixture(t, func(c *knowledge.Config) { c.Model = model })
+	b := f.base(t, "office")
+	ingestCorpus(t, b)
+	ans, err := b.Ask(testCtx(t), "How hot is the sauna and where are towels?", knowledge.AskOptions{Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ans.Extractive || ans.Model != "scripted" {
+		t.Fatalf("answer %+v", ans)
+	}
+	if len(ans.Hits) != 3 || len(ans.Citations) != 3 || ans.Citations[0].Source != "sauna.md" || ans.Citations[0].HeadingPath != "# Sauna" ||
+		ans.Citations[0].ChunkID != ans.Hits[0].ChunkID || ans.Citations[1].ChunkID != ans.Hits[2].ChunkID || ans.Citations[2].ChunkID != ans.Hits[1].ChunkID {
+		t.Errorf("citations %+v (hits %v)", ans.Citations, sources(ans.Hits))
+	}
+	if !slices.Equal(ans.Unverified, []string{"handbook.pdf > # Hours", "9"}) || !strings.Contains(ans.Text, "[handbook.pdf > # Hours (not in the evidence)]") ||
+		!strings.Contains(ans.Text, "[the site](https://example.com)") || !strings.Contains(ans.Text, "temps[7] and `t[9]`") ||
+		!strings.Contains(ans.Text, "[9 (not in the evidence)] is no passage") {
+		t.Errorf("text %q unverified %q", ans.Text, ans.Unverified)
+	}
+	req := model.reqs[len(model.reqs)-1]
+	prompt := req.Messages[1].Content
+	if req.Purpose != knowledge.PurposeAnswer || req.Step != 3 || !strings.Contains(prompt, "[1] sauna.md > # Sauna\n") ||
+		!strings.Contains(prompt, "Question: How hot is the sauna") || !strings.Contains(req.Messages[0].Content, "cite") {
+		t.Errorf("request %+v", req)
+	}
+}
+
+// A model's answer that cites nothing of the evidence is replaced by an
+// extractive one; so is the answer without a model, and with the offline model
+// (which answers every question with what it can do).
+func TestAskExtractiveFallback(t *testing.T) {
+	for name, m := range map[string]llm.Model{
+		"uncited": scripted(t, "x", "y", "The sauna is hot [wiki]."),
+		"none":    nil,
+		"offline": llm.Offline{},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, func(c *knowledge.Config) { c.Model = m })
+			b := f.base(t, "office")
+			ingestCorpus(t, b)
+			ans, err := b.Ask(testCtx(t), "Where do visitors park?", knowledge.AskOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ans.Extractive || ans.Model != "" || !strings.HasPrefix(ans.Text, knowledge.ExtractiveLabel) || len(ans.Notes) == 0 {
+				t.Fatalf("answer %+v", ans)
+			}
+			if !strings.Contains(ans.Text, "- Visitors park in garage B; the barrier opens with the intercom. [parking.md > # Parking]") {
+				t.Errorf("text %q", ans.Text)
+			}
+			if len(ans.Citations) == 0 || ans.Citations[0].Source != "parking.md" {
+				t.Errorf("citations %+v", ans.Citations)
+			}
+			if name == "uncited" && !slices.Equal(ans.Unverified, []string{"wiki"}) {
+				t.Errorf("unverified %q", ans.Unverified)
+			}
+		})
+	}
+	f := newFixture(t)
+	b := f.base(t, "empty")
+	ans, err := b.Ask(testCtx(t), "anything?", knowledge.AskOptions{})
+	if err != nil || len(ans.Hits) != 0 || !strings.Contains(ans.Text, "holds nothing") {
+		t.Errorf("empty knowledge base: %+v %v", ans, err)
+	}
+}
+
+// A BM25 hit's vote weighs the share of the query it matches: a chunk holding every
+// query term votes fully, one holding a single common word of the query a fraction.
+func TestKeywordVoteWeighsQueryCoverage(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	addText(t, b, "all.md", "Rotate the staging certificate with the renewal job.")
+	addText(t, b, "one.md", "The staging area is on the left.")
+	for i := range 6 {
+		addText(t, b, fmt.Sprintf("filler%d.md", i), fmt.Sprintf("Filler note %d about staging and lunch.", i))
+	}
+	hits := search(t, b, knowledge.Query{Text: "rotate staging certificate renewal", Mode: knowledge.ModeBM25, Limit: 10}).Hits
+	if len(hits) < 2 || hits[0].Source != "all.md" {
+		t.Fatalf("hits %v", sources(hits))
+	}
+	if full := 1.0 / (knowledge.RRFK + 1); hits[0].Score < 0.9*full || hits[0].Score > full {
+		t.Errorf("the chunk holding every term scores %v, want nearly a full vote %v", hits[0].Score, full)
+	}
+	for _, h := range hits[1:] {
+		if full := 1.0 / float64(knowledge.RRFK+2); h.Score > full/3 {
+			t.Errorf("%s matches one common word and scores %v, more than a third of a full vote %v", h.Source, h.Score, full)
+		}
+	}
+}

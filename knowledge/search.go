@@ -1,0 +1,495 @@
+package knowledge
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
+	"github.com/troupe-run/troupe/vectorstore"
+)
+
+// Mode says which lists a search fuses.
+type Mode string
+
+// The search modes.
+const (
+	// ModeHybrid fuses the vector list and the BM25 list of every query by
+	// reciprocal rank (the default).
+	ModeHybrid Mode = "hybrid"
+	// ModeVector searches by embedding only.
+	ModeVector Mode = "vector"
+	// ModeBM25 searches the keyword index only: no embedder is called.
+	ModeBM25 Mode = "bm25"
+)
+
+// ParseMode reads a search mode; empty is ModeHybrid, and "keyword" is ModeBM25.
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(strings.ToLower(strings.TrimSpace(s))); m {
+	case "":
+		return ModeHybrid, nil
+	case ModeHybrid, ModeVector, ModeBM25:
+		return m, nil
+	case "keyword":
+		return ModeBM25, nil
+	}
+	return "", fmt.Errorf("%w: search mode %q: want hybrid, vector or bm25", ErrInvalid, s)
+}
+
+// Defaults and bounds of Query.
+const (
+	DefaultLimit = 5
+	MaxLimit     = 100
+	// DefaultPool is the candidate pool factor: each list proposes Pool × Limit
+	// chunks.
+	DefaultPool = 4
+	MaxPool     = 20
+	// MaxMultiQuery bounds the rewrites of a query.
+	MaxMultiQuery = 8
+	// MaxQueryBytes bounds a query, a rewrite and a hypothetical passage.
+	MaxQueryBytes = 4096
+	// RRFK is the constant of the reciprocal rank fusion (pipelines/memory RRF).
+	RRFK = pmem.DefaultRRFK
+)
+
+// Query asks Search for chunks.
+type Query struct {
+	// Text is what to look for (required).
+	Text string `json:"text"`
+	// Limit bounds the hits (default 5, at most 100).
+	Limit int `json:"limit,omitempty"`
+	// Mode is ModeHybrid (default), ModeVector or ModeBM25.
+	Mode Mode `json:"mode,omitempty"`
+	// MultiQuery asks the model for that many rewrites of Text (at most 8), each
+	// searched like Text, all lists fused. Without a model it is ignored (see
+	// SearchResult.Notes).
+	MultiQuery int `json:"multi_query,omitempty"`
+	// HyDE asks the model for a hypothetical passage that answers Text, embedded
+	// as a passage and searched as one more vector list. Without a model, or in
+	// ModeBM25, it is ignored (see SearchResult.Notes).
+	HyDE bool `json:"hyde,omitempty"`
+	// Pool is the candidate pool factor: each list proposes Pool × Limit chunks
+	// (default 4, at most 20), fused, deduplicated and reranked before the cut.
+	Pool int `json:"pool,omitempty"`
+}
+
+// check validates q and fills in its defaults.
+func (q *Query) check() error {
+	q.Text = strings.TrimSpace(q.Text)
+	switch {
+	case q.Text == "":
+		return fmt.Errorf("%w: empty query", ErrInvalid)
+	case len(q.Text) > MaxQueryBytes:
+		return fmt.Errorf("%w: query of %d bytes: at most %d", ErrInvalid, len(q.Text), MaxQueryBytes)
+	case !utf8.ValidString(q.Text):
+		return fmt.Errorf("%w: the query is not valid UTF-8", ErrInvalid)
+	case q.Limit < 0 || q.MultiQuery < 0 || q.Pool < 0:
+		return fmt.Errorf("%w: negative limit, multi_query or pool", ErrInvalid)
+	case q.MultiQuery > MaxMultiQuery:
+		return fmt.Errorf("%w: multi_query %d: at most %d", ErrInvalid, q.MultiQuery, MaxMultiQuery)
+	}
+	m, err := ParseMode(string(q.Mode))
+	if err != nil {
+		return err
+	}
+	q.Mode = m
+	if q.Limit == 0 {
+		q.Limit = DefaultLimit
+	}
+	q.Limit = min(q.Limit, MaxLimit)
+	if q.Pool == 0 {
+		q.Pool = DefaultPool
+	}
+	q.Pool = min(q.Pool, MaxPool)
+	return nil
+}
+
+// Hit is one chunk a search found.
+type Hit struct {
+	ChunkID string `json:"chunk_id"`
+	Source  string `json:"source"`
+	// HeadingPath is the chain of headings above the chunk, joined by " > ":
+	// "# Guide > ## Install" ("" above the first heading).
+	HeadingPath string `json:"heading_path,omitempty"`
+	Content     string `json:"content"`
+	// Score is the chunk's reciprocal rank fusion score over the lists searched
+	// (the sum of weight/(60 + rank), see the package documentation), or what
+	// Config.Rerank made of it.
+	Score float64 `json:"score"`
+	// Start and End are byte offsets of the chunk in the source's Markdown.
+	Start int `json:"start"`
+	End   int `json:"end"`
+}
+
+// Label is how an answer cites the hit: "source > heading path", or the source
+// alone above the first heading.
+func (h Hit) Label() string {
+	if h.HeadingPath == "" {
+		return h.Source
+	}
+	return h.Source + " > " + h.HeadingPath
+}
+
+// SearchResult is what Search found, and how.
+type SearchResult struct {
+	Hits []Hit `json:"hits"`
+	// Expanded holds the model's rewrites of the query that were searched beside it
+	// (Query.MultiQuery).
+	Expanded []string `json:"expanded,omitempty"`
+	// HyDE is the hypothetical passage that was searched (Query.HyDE), "" when none.
+	HyDE string `json:"hyde,omitempty"`
+	// Notes say what was asked and not done, and why: multi-query or HyDE without a
+	// model, a model call that failed.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// The Request.Step of each model call a retrieval makes (a scripted model answers
+// by step), and its Request.Purpose.
+const (
+	stepExpand = 1
+	stepHyDE   = 2
+	stepAnswer = 3
+
+	PurposeExpand = "kb_expand"
+	PurposeHyDE   = "kb_hyde"
+	PurposeAnswer = "kb_answer"
+)
+
+// Search finds the chunks that answer q. In ModeHybrid, every query searched (q.Text,
+// and its rewrites under q.MultiQuery) proposes two lists of Pool × Limit chunks —
+// nearest by the query embedder's vector, best by BM25 over heading path and text —
+// and q.HyDE adds the nearest to the hypothetical passage's vector; the lists are
+// fused by reciprocal rank (k = 60, a BM25 hit's vote weighted by the share of the
+// query it matches), chunks with the same text (overlapping
+// documents) kept once (the best), Config.Rerank applied to that pool, and the pool
+// cut to q.Limit. The model calls carry Request.Key derived from the knowledge base
+// and the query, so a recording gateway replays them.
+func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
+	if err := q.check(); err != nil {
+		return SearchResult{}, err
+	}
+	if err := b.refresh(ctx); err != nil {
+		return SearchResult{}, err
+	}
+	var res SearchResult
+	queries := []string{q.Text}
+	model := b.cfg.Model
+	if q.MultiQuery > 0 {
+		switch {
+		case model == nil:
+			res.Notes = append(res.Notes, "multi-query expansion is off: "+b.cfg.noModel())
+		default:
+			more, err := b.expand(ctx, q.Text, q.MultiQuery)
+			if err != nil {
+				if ctx.Err() != nil {
+					return SearchResult{}, fmt.Errorf("knowledge: expanding the query: %w", ctx.Err())
+				}
+				res.Notes = append(res.Notes, "multi-query expansion failed, the query was searched alone: "+err.Error())
+			}
+			res.Expanded = more
+			queries = append(queries, more...)
+		}
+	}
+	var hydeVec []float32
+	if q.HyDE {
+		switch {
+		case model == nil:
+			res.Notes = append(res.Notes, "HyDE is off: "+b.cfg.noModel())
+		case q.Mode == ModeBM25:
+			res.Notes = append(res.Notes, "HyDE is off in bm25 mode: it searches by vector")
+		default:
+			passage, err := b.hyde(ctx, q.Text)
+			if err == nil {
+				var vs [][]float32
+				vs, err = b.embedRetry(ctx, b.cfg.Embedder, []string{passage})
+				if err == nil && len(vs[0]) > 0 {
+					res.HyDE, hydeVec = passage, vs[0]
+				}
+			}
+			if err != nil {
+				if ctx.Err() != nil {
+					return SearchResult{}, fmt.Errorf("knowledge: HyDE: %w", ctx.Err())
+				}
+				res.Notes = append(res.Notes, "HyDE failed, it was left out: "+err.Error())
+			}
+		}
+	}
+	var qvecs [][]float32
+	if q.Mode != ModeBM25 {
+		vs, err := b.embedRetry(ctx, b.cfg.QueryEmbedder, queries)
+		if err != nil {
+			return SearchResult{}, fmt.Errorf("knowledge: embedding the query: %w", err)
+		}
+		qvecs = vs
+	}
+	if hydeVec != nil {
+		qvecs = append(qvecs, hydeVec)
+	}
+	pool, err := b.pool(ctx, q, queries, qvecs)
+	if err != nil {
+		return SearchResult{}, err
+	}
+	if b.cfg.Rerank != nil && len(pool) > 0 {
+		pool, err = b.rerank(ctx, q.Text, pool)
+		if err != nil {
+			return SearchResult{}, err
+		}
+	}
+	if len(pool) > q.Limit {
+		pool = slices.Clip(pool[:q.Limit])
+	}
+	res.Hits = pool
+	if res.Hits == nil {
+		res.Hits = []Hit{}
+	}
+	return res, nil
+}
+
+// pool runs every list of a search under one read lock, so that every hit comes
+// from one version of the knowledge base, fuses them and drops repeated texts.
+func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]float32) ([]Hit, error) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	k := q.Pool * q.Limit
+	var lists []rankedList
+	if q.Mode != ModeBM25 {
+		dim, _ := b.st.dim("")
+		for _, v := range qvecs {
+			if len(v) == 0 || dim == 0 {
+				continue
+			}
+			if len(v) != dim {
+				return nil, fmt.Errorf("%w: the query embedder gives %d dimensions, the knowledge base's vectors have %d: search with the embedder it was ingested with",
+					ErrInvalid, len(v), dim)
+			}
+			hits, err := b.cfg.Vectors.Search(ctx, b.coll, vectorstore.Query{Vector: v, K: k})
+			if err != nil {
+				return nil, fmt.Errorf("knowledge: searching %s: %w", b.coll, err)
+			}
+			var l rankedList
+			for _, h := range hits {
+				if b.st.chunks[h.ID] != nil { // the store may hold a chunk replaced since
+					l.add(h.ID, 1)
+				}
+			}
+			lists = append(lists, l)
+		}
+	}
+	if q.Mode != ModeVector {
+		for _, text := range queries {
+			weight := b.kw.QueryWeight(text)
+			var l rankedList
+			for _, h := range b.kw.Search(text, k, nil) {
+				l.add(h.ID, keywordWeight(h.Raw, weight))
+			}
+			lists = append(lists, l)
+		}
+	}
+	var out []Hit
+	seen := map[string]bool{} // text hashes
+	for _, s := range fuse(lists) {
+		c := b.st.chunks[s.id]
+		if c == nil || seen[c.hash] {
+			continue
+		}
+		seen[c.hash] = true
+		out = append(out, hitOf(c, s.score))
+	}
+	return out, nil
+}
+
+// rankedList is one list of a search, best first, with the weight of each entry's
+// vote.
+type rankedList struct {
+	ids     []string
+	weights []float64
+}
+
+func (l *rankedList) add(id string, w float64) {
+	l.ids = append(l.ids, id)
+	l.weights = append(l.weights, w)
+}
+
+// keywordWeight is the weight of a BM25 hit's vote: how much of the query it
+// matches, its raw score over the query's weight (KeywordIndex.QueryWeight, the
+// score of a chunk of average length holding every query term once), at most 1.
+// A chunk that shares one common word with a long question votes little; one that
+// holds the query's rare identifier votes fully.
+func keywordWeight(raw, queryWeight float64) float64 {
+	if raw <= 0 || queryWeight <= 0 {
+		return 0
+	}
+	return min(1, raw/queryWeight)
+}
+
+type fusedID struct {
+	id    string
+	score float64
+}
+
+// fuse fuses ranked lists by weighted reciprocal rank: an ID scores the sum over the
+// lists that hold it of weight/(RRFK + rank), rank from 1. With every weight 1 it is
+// pipelines/memory RRF. Best first, ties by ID.
+func fuse(lists []rankedList) []fusedID {
+	score := map[string]float64{}
+	var order []string
+	for _, l := range lists {
+		seen := map[string]bool{}
+		for i, id := range l.ids {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			if _, ok := score[id]; !ok {
+				order = append(order, id)
+			}
+			score[id] += l.weights[i] / float64(RRFK+i+1)
+		}
+	}
+	out := make([]fusedID, len(order))
+	for i, id := range order {
+		out[i] = fusedID{id, score[id]}
+	}
+	slices.SortFunc(out, func(a, b fusedID) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return strings.Compare(a.id, b.id)
+	})
+	return out
+}
+
+func hitOf(c *chunk, score float64) Hit {
+	return Hit{ChunkID: c.id, Source: c.source, HeadingPath: strings.Join(c.headingPath, " > "), Content: c.text,
+		Score: score, Start: c.start, End: c.end}
+}
+
+// rerank applies Config.Rerank to the pool: its order is kept, hits it drops are
+// dropped, and hits that were not in the pool (or repeated) are ignored.
+func (b *Base) rerank(ctx context.Context, query string, pool []Hit) ([]Hit, error) {
+	in := make(map[string]bool, len(pool))
+	for _, h := range pool {
+		in[h.ChunkID] = true
+	}
+	got, err := b.cfg.Rerank(ctx, query, slices.Clone(pool))
+	if err != nil {
+		return nil, fmt.Errorf("knowledge: reranking: %w", err)
+	}
+	out := make([]Hit, 0, len(got))
+	for _, h := range got {
+		if in[h.ChunkID] {
+			in[h.ChunkID] = false
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// modelKey is the idempotency key of a retrieval's model call: the same knowledge
+// base, purpose and input always give the same key, so a recording gateway can
+// replay the call.
+func (b *Base) modelKey(purpose string, parts ...string) string {
+	h := sha256.New()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return b.stream + "/" + purpose + "/" + hex.EncodeToString(h.Sum(nil)[:12])
+}
+
+// generate makes one model call and returns its text.
+func (b *Base) generate(ctx context.Context, purpose string, step int, key string, msgs []messages.ChatMessage) (string, error) {
+	resp, err := b.cfg.Model.Generate(ctx, llm.Request{Key: key, Step: step, Purpose: purpose, Messages: msgs,
+		Scope: llm.Scope{Agent: "kb:" + b.name}})
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(resp.Message.Content), nil
+}
+
+// expandSystem is the instruction of a query rewrite.
+const expandSystem = "You rewrite search queries for a document search engine. You answer with the rewritten queries only, one per line, without numbering, quotes or commentary."
+
+// expand asks the model for n rewrites of query and returns those that differ from
+// it and from each other, at most n.
+func (b *Base) expand(ctx context.Context, query string, n int) ([]string, error) {
+	prompt := fmt.Sprintf("Write %d different search queries that would find the passages answering the query below: "+
+		"use other words and synonyms, spell out abbreviations, and name the likely section or concept. "+
+		"Keep the query's language, and add one English query if it is in another language.\n\nQuery: %s", n, query)
+	text, err := b.generate(ctx, PurposeExpand, stepExpand, b.modelKey(PurposeExpand, query, strconv.Itoa(n)), []messages.ChatMessage{
+		{Role: messages.RoleSystem, Content: expandSystem}, {Role: messages.RoleUser, Content: prompt}})
+	if err != nil {
+		return nil, err
+	}
+	return parseRewrites(text, query, n), nil
+}
+
+// parseRewrites reads a model's rewrites: one per line, list markers ("1.", "2)",
+// "-", "*", "•"), quotes and a "Query:" label removed, blank lines, rewrites equal to
+// the query (case and spacing aside) and repeats dropped, each at most
+// MaxQueryBytes, at most n.
+func parseRewrites(text, query string, n int) []string {
+	norm := func(s string) string { return strings.Join(strings.Fields(strings.ToLower(s)), " ") }
+	seen := map[string]bool{norm(query): true}
+	var out []string
+	for _, line := range strings.Split(text, "\n") {
+		s := strings.TrimSpace(line)
+		s = strings.TrimLeftFunc(s, func(r rune) bool { return unicode.IsDigit(r) })
+		s = strings.TrimLeft(s, ".)-*•·: \t")
+		if label, rest, ok := strings.Cut(s, ":"); ok && len(label) <= 12 && strings.Contains(strings.ToLower(label), "query") {
+			s = rest
+		}
+		s = strings.Trim(strings.TrimSpace(s), "\"'`“”‘’")
+		s = strings.TrimSpace(s)
+		if s == "" || !utf8.ValidString(s) {
+			continue
+		}
+		if len(s) > MaxQueryBytes {
+			s = strings.ToValidUTF8(s[:MaxQueryBytes], "")
+		}
+		if seen[norm(s)] {
+			continue
+		}
+		seen[norm(s)] = true
+		out = append(out, s)
+		if len(out) == n {
+			break
+		}
+	}
+	return out
+}
+
+// hydeSystem is the instruction of a hypothetical passage.
+const hydeSystem = "You write passages of technical documentation. You answer with the passage only."
+
+// hyde asks the model for a passage that answers query, as a document of the
+// knowledge base would.
+func (b *Base) hyde(ctx context.Context, query string) (string, error) {
+	prompt := "Write a short passage (three to five sentences) of documentation that answers the question below, " +
+		"as the document that holds the answer would put it. Write it in the question's language. " +
+		"If you do not know the answer, write a plausible one: the passage is used to search, not shown.\n\nQuestion: " + query
+	text, err := b.generate(ctx, PurposeHyDE, stepHyDE, b.modelKey(PurposeHyDE, query), []messages.ChatMessage{
+		{Role: messages.RoleSystem, Content: hydeSystem}, {Role: messages.RoleUser, Content: prompt}})
+	if err != nil {
+		return "", err
+	}
+	if text == "" {
+		return "", errors.New("the model wrote an empty passage")
+	}
+	if len(text) > MaxQueryBytes {
+		text = strings.ToValidUTF8(text[:MaxQueryBytes], "")
+	}
+	return text, nil
+}

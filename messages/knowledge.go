@@ -1,0 +1,70 @@
+package messages
+
+// The events of a knowledge base (package knowledge). A knowledge base ("docs",
+// "handbook") is an event-sourced entity like a memory namespace: its changes are
+// appended to a stream of its own, "kb/<name>" (not a session: no task runs there),
+// and its documents, chunks, vector collection and keyword index are the fold of
+// that stream. One event carries a document's whole chunk set, vectors included, so
+// a fold or a replay never calls the embedder and a reader never sees half of a
+// document's new version beside half of its old one.
+//
+// Key is the idempotency key of the operation that made the change (an HTTP
+// request's key, a CLI run's key), empty for a change made without one.
+
+// KBChunk is one chunk of an ingested document, as package pipelines/rag cut it
+// from the document's Markdown.
+type KBChunk struct {
+	// ChunkID identifies the chunk within its knowledge base: derived from the
+	// source, the document's hash and Index, so a changed document's chunks get new
+	// IDs.
+	ChunkID string `json:"chunk_id"`
+	// Index is the chunk's position in its document, from 0.
+	Index int `json:"index"`
+	// HeadingPath is the chain of Markdown headings above the chunk's first
+	// paragraph, outermost first ("# Guide", "## Install").
+	HeadingPath []string `json:"heading_path,omitempty"`
+	// Start and End are byte offsets into the document's Markdown.
+	Start int `json:"start"`
+	End   int `json:"end"`
+	// Tokens is the chunk's token count (cl100k_base unless configured otherwise).
+	Tokens int `json:"tokens"`
+	// Hash is the hex SHA-256 of Text: chunks of overlapping documents that hold the
+	// same text share it.
+	Hash string `json:"hash"`
+	Text string `json:"text"`
+	// Vector is Text's embedding as computed at ingestion.
+	Vector Vector `json:"vector,omitempty"`
+}
+
+// KBDocumentIngested records a document's ingestion: Chunks is its whole chunk set,
+// which replaces every chunk an earlier version of Source had.
+type KBDocumentIngested struct {
+	Key    string `json:"key,omitempty"`
+	Reason string `json:"reason"`
+	// Source names the document: a path as given to the ingester, a URL, or the
+	// caller's name for a text.
+	Source string `json:"source"`
+	// Hash is the hex SHA-256 of the document's bytes (rag.DocumentHash): an
+	// unchanged document is recognised by it and not ingested again.
+	Hash string `json:"hash"`
+	// Bytes is the size of the document, MarkdownBytes that of its Markdown.
+	Bytes         int `json:"bytes"`
+	MarkdownBytes int `json:"markdown_bytes"`
+	// Embedder names the model that computed the vectors (e5-passage, hashing).
+	Embedder string    `json:"embedder"`
+	Chunks   []KBChunk `json:"chunks"`
+}
+
+// KBDocumentRemoved records that a document and all its chunks left the knowledge
+// base.
+type KBDocumentRemoved struct {
+	Key    string `json:"key,omitempty"`
+	Reason string `json:"reason"`
+	Source string `json:"source"`
+}
+
+// MessageType implements Payload.
+func (*KBDocumentIngested) MessageType() Type { return TypeKBDocumentIngested }
+
+// MessageType implements Payload.
+func (*KBDocumentRemoved) MessageType() Type { return TypeKBDocumentRemoved }
