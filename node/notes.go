@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/tools/notes"
 )
@@ -42,7 +43,7 @@ func (n *Node) addNotes() error {
 }
 
 // markNotes gives the notes streams among sessions the status notes.Status, and
-// the memory namespaces' streams memory.Status: they are streams of the log but no
+// the memory namespaces' streams memory.Status, the knowledge bases' knowledge.Status: they are streams of the log but no
 // sessions, and no task runs there.
 func markNotes(infos []eventlog.SessionInfo) {
 	for i := range infos {
@@ -51,6 +52,8 @@ func markNotes(infos []eventlog.SessionInfo) {
 			infos[i].Status = notes.Status
 		case memory.IsStream(infos[i].ID):
 			infos[i].Status = memory.Status
+		case knowledge.IsStream(infos[i].ID):
+			infos[i].Status = knowledge.Status
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/cliflags"
+	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -191,6 +192,8 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 			infos[i].Status = notes.Status // an agent's notes, not a session: no task runs there
 		case memory.IsStream(infos[i].ID):
 			infos[i].Status = memory.Status // a memory namespace, not a session
+		case knowledge.IsStream(infos[i].ID):
+			infos[i].Status = knowledge.Status // a knowledge base, not a session
 		}
 	}
 	if asJSON {
@@ -356,6 +359,8 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 		tl.Status = notes.Status // an agent's notes, not a session: no task runs there
 	case memory.IsStream(tl.SessionID):
 		tl.Status = memory.Status // a memory namespace, not a session
+	case knowledge.IsStream(tl.SessionID):
+		tl.Status = knowledge.Status // a knowledge base, not a session
 	}
 	return tl, nil
 }
@@ -425,6 +430,15 @@ func summary(p messages.Payload) string {
 		return fmt.Sprintf("failed (%s): %s", p.Reason, clip(p.Error))
 	case *messages.TeamStateUpdated:
 		return fmt.Sprintf("team state %s %s.%s by %s: %s", p.Op, p.Section, p.Key, p.By, clip(p.Value))
+	case *messages.KBDocumentIngested:
+		tokens := 0
+		for _, c := range p.Chunks {
+			tokens += c.Tokens
+		}
+		return fmt.Sprintf("document %s ingested (%s): %d bytes, %d chunks, %d tokens, embedder %s",
+			clip(p.Source), clip(p.Reason), p.Bytes, len(p.Chunks), tokens, p.Embedder)
+	case *messages.KBDocumentRemoved:
+		return fmt.Sprintf("document %s removed (%s)", clip(p.Source), clip(p.Reason))
 	}
 	return ""
 }

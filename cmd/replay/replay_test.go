@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -213,21 +214,31 @@ func TestListMarksNotesStreams(t *testing.T) {
 			}
 		}
 	}
+	if err == nil { // nor is a knowledge base
+		var kb *knowledge.Bases
+		vs, _ := vectorstore.Open(vectorstore.Config{})
+		if kb, err = knowledge.Open(knowledge.Config{Log: log, Vectors: vs}); err == nil {
+			var b *knowledge.Base
+			if b, err = kb.Base(context.Background(), "handbook"); err == nil {
+				_, err = b.AddText(context.Background(), "docs/tea.md", "# Tea\n\nAlice likes tea.", "")
+			}
+		}
+	}
 	if cerr := log.Close(); err != nil || cerr != nil {
 		t.Fatal(err, cerr)
 	}
 
 	code, out, errs := replay(t, "list", "--data", dir)
 	if code != 0 || !regexp.MustCompile(`\nnotes/planner +notes +0 +1 `).MatchString(out) || !regexp.MustCompile(`\n`+id+` +completed `).MatchString(out) ||
-		!regexp.MustCompile(`\nmemory/user:alice +memory +0 +1 `).MatchString(out) {
+		!regexp.MustCompile(`\nmemory/user:alice +memory +0 +1 `).MatchString(out) || !regexp.MustCompile(`\nkb/handbook +kb +0 +1 `).MatchString(out) {
 		t.Fatalf("list: %d\n%s%s", code, out, errs)
 	}
 	code, out, errs = replay(t, "list", "--data", dir, "--json")
 	var infos []eventlog.SessionInfo
-	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 3 {
+	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 4 {
 		t.Fatalf("list --json: %d %s %s", code, out, errs)
 	}
-	want := map[string]string{"notes/planner": notes.Status, "memory/user:alice": memory.Status, id: messages.StatusCompleted}
+	want := map[string]string{"notes/planner": notes.Status, "memory/user:alice": memory.Status, "kb/handbook": knowledge.Status, id: messages.StatusCompleted}
 	for _, info := range infos {
 		if info.Status != want[info.ID] {
 			t.Errorf("%s: status %s, want %s", info.ID, info.Status, want[info.ID])
@@ -236,6 +247,11 @@ func TestListMarksNotesStreams(t *testing.T) {
 	code, out, errs = replay(t, "show", "notes/planner", "--data", dir)
 	if code != 0 || !strings.Contains(out, "notes/planner  notes  1 events") || !strings.Contains(out, "note.added") {
 		t.Fatalf("show: %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = replay(t, "show", "kb/handbook", "--data", dir)
+	if code != 0 || !strings.Contains(out, "kb/handbook  kb  1 events") || !strings.Contains(out, "document docs/tea.md ingested") ||
+		!strings.Contains(out, "1 chunks") {
+		t.Fatalf("show kb: %d\n%s%s", code, out, errs)
 	}
 }
 
