@@ -14,8 +14,8 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
-	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
