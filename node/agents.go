@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
-	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
