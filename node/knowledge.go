@@ -216,13 +216,13 @@ func existingBase(ctx context.Context, bs *knowledge.Bases, name string) (*knowl
 		return nil, err
 	}
 	if b.Stats().Seq == 0 {
-		return nil, fmt.Errorf("%w: no knowledge base %q: add a document to create it", errNoBase, name)
+		return nil, fmt.Errorf("%w %q (add a document to create it)", errNoBase, name)
 	}
 	return b, nil
 }
 
 // errNoBase is the error of an operation on a knowledge base that has no events.
-var errNoBase = errors.New("knowledge: unknown knowledge base")
+var errNoBase = errors.New("knowledge: no knowledge base")
 
 // IsUnknownBase reports whether err is about a knowledge base that does not exist
 // (it never had a document).

@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/vectorstore"
 )
 
 const ragUsage = `usage:
@@ -483,4 +484,37 @@ func printPlainJSON(stdout, stderr io.Writer, v any) int {
 		return 1
 	}
 	return 0
+}
+
+// cliKnowledgeBases returns the knowledge bases of node tools: on shared's log
+// (the memory tool's node) when given, else those of a node built on the data
+// directory (openCLIKnowledge), and the log they are on (the notes tool's then).
+func cliKnowledgeBases(ctx context.Context, fc nodeconfig.File, configPath, data string, shared *node.Node) (*knowledge.Bases, eventlog.Log, func(), error) {
+	if shared == nil {
+		n, closeAll, err := openCLIKnowledge(ctx, fc, configPath, data, "", "")
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return n.Knowledge(), n.Log(), closeAll, nil
+	}
+	cfg, closeVectors, _, err := fc.KnowledgeConfig(ctx, os.Getenv("TROUPE_MILVUS"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cfg.Log = shared.Log()
+	closeAll := func() { _ = closeVectors() }
+	if cfg.Vectors == nil {
+		v, err := vectorstore.Open(vectorstore.Config{Path: node.KnowledgeVectorsPath(shared.DataDir(), false, ""), NoSync: true, Index: vectorstore.IndexHNSW})
+		if err != nil {
+			_ = closeVectors()
+			return nil, nil, nil, fmt.Errorf("knowledge: vectors: %w", err)
+		}
+		cfg.Vectors, closeAll = v, func() { _ = v.Close() }
+	}
+	bs, err := knowledge.Open(cfg)
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	return bs, cfg.Log, func() { _ = bs.Close(); closeAll() }, nil
 }

@@ -275,3 +275,28 @@ func TestRagAskPrintsCitationsListAndRemove(t *testing.T) {
 		t.Fatalf("search after remove: exit %d\n%s", code, out)
 	}
 }
+
+// node tools list shows the rag tool when the configuration's "knowledge" section
+// asks for it (beside the memory tool, on one data directory), and node tools call
+// runs it.
+func TestRagToolInToolsList(t *testing.T) {
+	data := memoryCLIEnv(t)
+	writeFiles(t, map[string]string{"docs/limits.md": limitsDoc,
+		"cfg.json": `{"model": "offline", "memory": {"tool": true}, "knowledge": {"tool": true, "default": "docs"}}`})
+	if code, out, errs := nodeRag(t, "add", "--kb", "docs", "--data", data, "--config", "cfg.json", "docs"); code != 0 {
+		t.Fatalf("add: exit %d\n%s\n%s", code, out, errs)
+	}
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"tools", "list", "--config", "cfg.json", "--data", data}, &out, &errb, options{}); code != 0 {
+		t.Fatalf("tools list: exit %d\n%s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "\nrag ") || !strings.Contains(out.String(), "\nmemory ") {
+		t.Fatalf("tools list lacks rag or memory:\n%s", out.String())
+	}
+	out.Reset()
+	errb.Reset()
+	code := run(context.Background(), []string{"tools", "call", "--config", "cfg.json", "--data", data, "rag", `{"op":"search","args":{"query":"upload size"}}`}, &out, &errb, options{})
+	if code != 0 || !strings.Contains(out.String(), "[1] [docs/limits.md > # Limits > ## Uploads]") {
+		t.Fatalf("tools call rag: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+}
