@@ -288,7 +288,9 @@ func TestKBBadRequests(t *testing.T) {
 		{"bad limit", 400, func() (int, []byte) { return k.do(t, "GET", "/v1/kb/docs/search?q=x&limit=1000", "", nil) }, `limit "1000": want 1 to 100`},
 		{"bad hyde", 400, func() (int, []byte) { return k.do(t, "GET", "/v1/kb/docs/search?q=x&hyde=maybe", "", nil) }, `hyde "maybe"`},
 		{"bad name", 400, func() (int, []byte) { return k.do(t, "GET", "/v1/kb/no.dots/search?q=x", "", nil) }, "knowledge base name"},
-		{"text/plain", 415, func() (int, []byte) { return k.do(t, "POST", "/v1/kb/docs/documents", "text/plain", strings.NewReader("hi")) }, "multipart/form-data"},
+		{"text/plain", 415, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/docs/documents", "text/plain", strings.NewReader("hi"))
+		}, "multipart/form-data"},
 		{"JSON without content", 400, func() (int, []byte) {
 			return k.do(t, "POST", "/v1/kb/docs/documents", "application/json", strings.NewReader(`{"source":"b.md"}`))
 		}, "source and content are both required"},
