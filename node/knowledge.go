@@ -370,17 +370,7 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 	// The body is read: the ingestion (conversion, embedding) may outlast the
 	// server's write timeout.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(kbIngestTimeout))
-	b, err := n.knowledge.Base(r.Context(), name)
-	if err != nil {
-		writeError(w, kbStatus(err), "%v", err)
-		return
-	}
-	var res knowledge.AddResult
-	if text {
-		res, err = b.AddText(r.Context(), source, string(doc), key)
-	} else {
-		res, err = b.Add(r.Context(), source, doc, key)
-	}
+	res, err := n.kbAdd(r.Context(), name, source, doc, text, key) // here, or on the base's owner
 	switch code := kbStatus(err); {
 	case errors.Is(err, knowledge.ErrKeyReused):
 		writeError(w, code, "%v: the Idempotency-Key %q was sent with another document before; use a new key for a new request", err, r.Header.Get("Idempotency-Key"))
@@ -580,12 +570,11 @@ func (n *Node) deleteKBDocument(w http.ResponseWriter, r *http.Request) {
 	if key != "" {
 		key = "http/" + key
 	}
-	b, err := existingBase(r.Context(), n.knowledge, name)
-	if err != nil {
+	if _, err := existingBase(r.Context(), n.knowledge, name); err != nil {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
-	if err := b.Remove(r.Context(), source, key); err != nil {
+	if err := n.kbRemove(r.Context(), name, source, key); err != nil {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}

@@ -77,10 +77,14 @@ type (
 
 // ragTool is the rag tool's actions for one agent.
 type ragTool struct {
-	bs   *knowledge.Bases
-	cfg  KnowledgeToolConfig
-	name string
+	bs    *knowledge.Bases
+	cfg   KnowledgeToolConfig
+	name  string
+	write kbWrite
 }
+
+// kbWrite ingests Markdown into a knowledge base under a key.
+type kbWrite func(ctx context.Context, base, source, markdown, key string) (knowledge.AddResult, error)
 
 // RAGTool returns the rag tool over bs: one tool whose actions are add (a Markdown
 // document under a source name, under the call's idempotency key), search (the
@@ -90,10 +94,16 @@ type ragTool struct {
 // the agent may not use or that does not exist, a bad source name) are an error
 // wrapping tools.ErrInvalidArguments with the reason, and change nothing.
 func RAGTool(bs *knowledge.Bases, cfg KnowledgeToolConfig) (*tools.Toolbox, error) {
+	return ragToolbox(bs, cfg, nil)
+}
+
+// ragToolbox is RAGTool whose add writes with write (a node's kbAdd, which sends it
+// to the base's owner on a cluster); nil: on bs.
+func ragToolbox(bs *knowledge.Bases, cfg KnowledgeToolConfig, write kbWrite) (*tools.Toolbox, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	t := &ragTool{bs: bs, cfg: cfg, name: cmp.Or(cfg.Name, "rag")}
+	t := &ragTool{bs: bs, cfg: cfg, name: cmp.Or(cfg.Name, "rag"), write: write}
 	readOnly := tools.WithSideEffects(false)
 	kbEnum := tools.WithSchemaFunc(t.baseEnum)
 	where := "Name the knowledge base of each call (kb)."
@@ -177,7 +187,12 @@ func (t *ragTool) add(ctx context.Context, a ragAddArgs) (string, error) {
 	if strings.TrimSpace(a.Content) == "" {
 		return "", t.invalid("content", "empty content: give the document's text")
 	}
-	res, err := b.AddText(ctx, a.Source, a.Content, tools.CallKey(ctx))
+	var res knowledge.AddResult
+	if t.write != nil {
+		res, err = t.write(ctx, b.Name(), a.Source, a.Content, tools.CallKey(ctx))
+	} else {
+		res, err = b.AddText(ctx, a.Source, a.Content, tools.CallKey(ctx))
+	}
 	if err != nil {
 		return "", t.fault(err)
 	}
@@ -270,7 +285,10 @@ func (n *Node) addKnowledgeTool() error {
 	if n.knowledge == nil {
 		return errors.New("node: KnowledgeTool needs Knowledge")
 	}
-	def, err := RAGTool(n.knowledge, *n.cfg.KnowledgeTool)
+	write := func(ctx context.Context, base, source, markdown, key string) (knowledge.AddResult, error) {
+		return n.kbAdd(ctx, base, source, []byte(markdown), true, key)
+	}
+	def, err := ragToolbox(n.knowledge, *n.cfg.KnowledgeTool, write)
 	if err != nil {
 		return err
 	}
@@ -281,7 +299,7 @@ func (n *Node) addKnowledgeTool() error {
 		}
 		tc := *n.cfg.KnowledgeTool
 		tc.Base = na.Knowledge
-		t, err := RAGTool(n.knowledge, tc)
+		t, err := ragToolbox(n.knowledge, tc, write)
 		if err != nil {
 			return fmt.Errorf("node: agent %q: %w", na.Name, err)
 		}
