@@ -25,19 +25,9 @@ import (
 // event-sourced entity like a memory namespace: its stream kb/<name> is in the
 // node's event log, its vectors in the node's vector store (the embedded index at
 // KnowledgeVectorsPath, or Milvus), its BM25 index in memory, both rebuilt from the
-// stream. Its writes are appended with optimistic concurrency: a write decides
-// against the fold, appends at the next seq, and folds and decides again when
-// another writer took it (eventlog.ErrSeqConflict). So on a cluster, whose nodes
-// share one event log, any node may write any knowledge base and the stream stays
-// one consistent history; every search first folds what other nodes appended, and
-// each node's own vector projection follows. Unlike a memory namespace's, a
-// knowledge base's writes are not sent to a partition owner over the bus: a
-// document is up to 32 MiB, far more than a bus message holds (memoryMessageMax),
-// and its slow steps (conversion, embedding) are better spread over the nodes that
-// receive the uploads. The cost: two nodes ingesting the same new document at once
-// both embed it (one write wins, the other finds the document unchanged), and a
-// knowledge base written hard from several nodes at once retries its appends (up
-// to knowledge.MaxAttempts).
+// stream. On a sharded cluster its writes run on the owner of its stream's
+// partition (knowledgeroute.go); its searches run on any node, which folds what
+// the stream gained first.
 
 // kbMaxBody bounds a POST /v1/kb/{name}/documents body: a document of
 // knowledge.MaxDocumentBytes and the envelope around it (the multipart headers, or
