@@ -96,7 +96,7 @@ func (n *Node) openKnowledge() error {
 //	GET    /v1/kb/{name}/documents            its documents → {"name", "documents": [...]}
 //	POST   /v1/kb/{name}/documents            ingest a document: multipart/form-data
 //	                                          with one file part (its filename is the
-//	                                          source, or a "source" field before it), or
+//	                                          source, or a "source" field's value), or
 //	                                          JSON {"source", "content"} (Markdown) →
 //	                                          201 (added, replaced) or 200 (unchanged)
 //	                                          with the AddResult
@@ -254,7 +254,7 @@ func (n *Node) listKnowledgeBases(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Bases = append(out.Bases, b.Stats())
 	}
-	writeJSON(w, http.StatusOK, out)
+	kbJSON(w, http.StatusOK, out)
 }
 
 func (n *Node) listKBDocuments(w http.ResponseWriter, r *http.Request) {
@@ -272,7 +272,7 @@ func (n *Node) listKBDocuments(w http.ResponseWriter, r *http.Request) {
 	if docs == nil {
 		docs = []knowledge.Document{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"name": name, "documents": docs})
+	kbJSON(w, http.StatusOK, map[string]any{"name": name, "documents": docs})
 }
 
 // postKBDocument ingests one document. The body is read whole (at most kbMaxBody)
@@ -369,10 +369,20 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, code, "%v", err)
 	case res.Skipped():
-		writeJSON(w, http.StatusOK, res)
+		kbJSON(w, http.StatusOK, res)
 	default:
-		writeJSON(w, http.StatusCreated, res)
+		kbJSON(w, http.StatusCreated, res)
 	}
+}
+
+// kbJSON writes v as JSON without HTML escapes, so that citation labels and
+// heading paths read "# Install > ## Linux", not "# Install \u003e ## Linux".
+func kbJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
 }
 
 // bodyError answers a request whose body could not be read.
@@ -391,7 +401,8 @@ func bodyError(w http.ResponseWriter, err error) {
 
 // readUpload reads a multipart body: one file part, whose filename (as sent, with
 // its folders: it names the document, it is never a path on this host) is the
-// source unless a "source" field before it names it. Other fields are refused.
+// source unless a "source" field names it (curl sends only the file's base name:
+// -F source=docs/guide.md keeps the folder). Other fields are refused.
 func readUpload(body io.Reader, boundary string) (source string, doc []byte, err error) {
 	if boundary == "" {
 		return "", nil, errors.New("multipart/form-data without a boundary")
@@ -423,19 +434,12 @@ func readUpload(body io.Reader, boundary string) (source string, doc []byte, err
 				return "", nil, err
 			}
 			source = filename
-			if named != "" {
-				source = named
-			}
 		case field == "source":
 			v, err := io.ReadAll(io.LimitReader(p, knowledge.MaxSourceLen+1))
 			if err != nil {
 				return "", nil, err
 			}
-			if found {
-				return "", nil, errors.New("the source field comes after the file: send it first")
-			}
-			named = string(v)
-			if named == "" {
+			if named = string(v); named == "" {
 				return "", nil, errors.New("the source field is empty")
 			}
 		default:
@@ -444,6 +448,9 @@ func readUpload(body io.Reader, boundary string) (source string, doc []byte, err
 	}
 	if !found {
 		return "", nil, errors.New("no file in the upload: send a file part, such as curl -F file=@guide.md")
+	}
+	if named != "" {
+		source = named
 	}
 	return source, doc, nil
 }
@@ -469,7 +476,7 @@ func (n *Node) searchKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "search failed: %v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, KBSearchHits(res.Hits))
+	kbJSON(w, http.StatusOK, KBSearchHits(res.Hits))
 }
 
 // KBAskRequest is the body of POST /v1/kb/{name}/ask.
@@ -523,7 +530,7 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "ask failed: %v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ans)
+	kbJSON(w, http.StatusOK, ans)
 }
 
 func (n *Node) deleteKBDocument(w http.ResponseWriter, r *http.Request) {
@@ -568,5 +575,5 @@ func (n *Node) deleteKBDocument(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"removed": source})
+	kbJSON(w, http.StatusOK, map[string]string{"removed": source})
 }

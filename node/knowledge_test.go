@@ -251,10 +251,33 @@ func TestKBSourceNamesWithEscapes(t *testing.T) {
 			t.Errorf("upload filename %q: %d %s; want 400", bad, code, b)
 		}
 	}
+	// A source field names the upload, before or after the file (curl -F
+	// file=@guide.md -F source=deep/guide.md sends the base name as the filename).
+	for i, fieldFirst := range []bool{true, false} {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		src := fmt.Sprintf("deep/path/guide%d.md", i)
+		if fieldFirst {
+			_ = mw.WriteField("source", src)
+		}
+		fw, _ := mw.CreateFormFile("file", "guide.md")
+		_, _ = io.WriteString(fw, "# Guide\n\ntext")
+		if !fieldFirst {
+			_ = mw.WriteField("source", src)
+		}
+		_ = mw.Close()
+		code, b := k.do(t, http.MethodPost, "/v1/kb/docs/documents", mw.FormDataContentType(), &buf)
+		if code != http.StatusCreated || !bytes.Contains(b, []byte(`"source":"`+src+`"`)) {
+			t.Errorf("upload with a source field (first: %v): %d %s", fieldFirst, code, b)
+		}
+		if code, b := k.do(t, http.MethodDelete, "/v1/kb/docs/documents/"+src, "", nil); code != http.StatusOK {
+			t.Errorf("DELETE %s: %d %s", src, code, b)
+		}
+	}
 	if code, b := k.do(t, http.MethodDelete, "/v1/kb/docs/documents/x%0Ay.md", "", nil); code != http.StatusBadRequest {
 		t.Errorf("DELETE of a name with a newline: %d %s; want 400", code, b)
 	}
-	if got := k.ingested(t, "docs"); len(got) != len(names) {
+	if got := k.ingested(t, "docs"); len(got) != len(names)+2 {
 		t.Fatalf("ingested %v: the refused names wrote something", got)
 	}
 }
