@@ -13,6 +13,7 @@ import (
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/pipelines/rag"
 	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/vectorstore"
 )
 
 // KnowledgeToolConfig configures the rag tool: an agent's access to the node's
@@ -308,3 +309,44 @@ func (n *Node) addKnowledgeTool() error {
 	n.cfg.Tools = append(slices.Clone(n.cfg.Tools), forAgents([]tools.Tool{def}, byAgent)...)
 	return nil
 }
+
+// withRAGSpecs returns ts and, when KnowledgeTool is set and ts has no rag tool yet,
+// the rag tool made on knowledge bases of a log that is never read: its specs (the
+// default agent's and each agent's own) are what an agent's tool list, its checks
+// and replay need, where New makes the tool on the node's knowledge bases
+// (addKnowledgeTool).
+func (c Config) withRAGSpecs(ts []tools.Tool) ([]tools.Tool, error) {
+	if c.KnowledgeTool == nil {
+		return ts, nil
+	}
+	name := cmp.Or(c.KnowledgeTool.Name, "rag")
+	if slices.ContainsFunc(ts, func(t tools.Tool) bool { return t.Spec().Name == name }) {
+		return ts, nil
+	}
+	bs, err := knowledge.Open(knowledge.Config{Log: unopenedLog{}, Vectors: unopenedVectors{}})
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	def, err := RAGTool(bs, *c.KnowledgeTool)
+	if err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	byAgent := map[string][]tools.Tool{}
+	for _, na := range c.Agents {
+		if na.Knowledge == "" {
+			continue
+		}
+		tc := *c.KnowledgeTool
+		tc.Base = na.Knowledge
+		t, err := RAGTool(bs, tc)
+		if err != nil {
+			return nil, fmt.Errorf("node: agent %q: %w", na.Name, err)
+		}
+		byAgent[na.Name] = []tools.Tool{t}
+	}
+	return append(slices.Clone(ts), forAgents([]tools.Tool{def}, byAgent)...), nil
+}
+
+// unopenedVectors stands in for the vector store where only the rag tool's specs
+// are needed: making them touches no store, and calling it panics.
+type unopenedVectors struct{ vectorstore.Store }

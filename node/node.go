@@ -235,9 +235,6 @@ func (c Config) Validate() error {
 	if c.MemoryWriteAfterTask && (c.Memory == nil || c.MemoryTool == nil) {
 		return errors.New("node: MemoryWriteAfterTask needs Memory and MemoryTool (its namespace)")
 	}
-	if c.KnowledgeTool != nil && c.Knowledge == nil {
-		return errors.New("node: KnowledgeTool needs Knowledge")
-	}
 	if c.Consolidation != nil && c.Memory == nil {
 		return errors.New("node: Consolidation needs Memory")
 	}

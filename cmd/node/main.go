@@ -403,7 +403,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			return 2
 		}
 		defer closeVectors()
-		cfg.Knowledge, cfg.KnowledgeTool, cfg.Secrets = &kbCfg, fc.Knowledge.ToolConfig(), append(cfg.Secrets, kbKey)
+		cfg.Knowledge, cfg.Secrets = &kbCfg, append(cfg.Secrets, kbKey) // the rag tool: agent.Apply
 	}
 	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
 	if err != nil {
