@@ -24,7 +24,7 @@ import (
 )
 
 const ragUsage = `usage:
-  node rag add --kb NAME [--workers N] [--json] PATH...
+  node rag add --kb NAME [--workers N] [--prune] [--json] PATH...
   node rag search --kb NAME [--limit K] [--mode hybrid|vector|bm25] [--multi-query N] [--hyde] [--json] "query"
   node rag ask --kb NAME [--limit K] [--mode M] [--multi-query N] [--hyde] [--extractive] [--json] "question"
   node rag list [--kb NAME] [--json]
@@ -35,7 +35,8 @@ Knowledge bases for retrieval-augmented generation. add ingests files and folder
 given ("docs/guide.md"): Markdown, text, HTML, CSV, JSON, code, DOCX, XLSX and PDF
 text. A file that cannot be ingested (unreadable, a corrupt PDF, no text, over
 32 MiB) is reported and skipped; the others are ingested. A file whose content is
-unchanged is skipped without embedding. On a terminal a live line shows the
+unchanged is skipped without embedding; --prune also removes the documents under the
+folders given whose files are gone (deleted or renamed). On a terminal a live line shows the
 progress; otherwise each file gets a line on stderr. The summary goes to stdout.
 search prints the best passages, each with its citation label [source > heading];
 ask answers citing them, then lists the citations (without a language model the
@@ -81,6 +82,7 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	modelFlag := fs.String("model", "", "model spec for ask, --multi-query and --hyde (TROUPE_MODEL, default the configuration's, else auto)")
 	kb := fs.String("kb", "", "knowledge base, like docs")
 	workers := fs.Int("workers", 0, "add: files ingested at once (default: the number of CPUs)")
+	prune := fs.Bool("prune", false, "add: remove the documents under the folders given whose files are gone")
 	limit := fs.String("limit", "", "search, ask: passages, 1 to 100 (default 5)")
 	mode := fs.String("mode", "", "search, ask: hybrid (default), vector or bm25")
 	multiQuery := fs.String("multi-query", "", "search, ask: rewrites of the query by the model, 0 to 8")
@@ -148,7 +150,7 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	switch sub {
 	case "add":
-		return ragAdd(ctx, bs, *kb, pos, *workers, *asJSON, stdout, stderr)
+		return ragAdd(ctx, bs, *kb, pos, knowledge.FolderOptions{Workers: *workers, Prune: *prune}, *asJSON, stdout, stderr)
 	case "search":
 		b, err := bs.Base(ctx, *kb)
 		if err != nil {
@@ -225,7 +227,7 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // ragAdd ingests paths into knowledge base name and prints the progress (stderr)
 // and the summary (stdout).
-func ragAdd(ctx context.Context, bs *knowledge.Bases, name string, paths []string, workers int, asJSON bool, stdout, stderr io.Writer) int {
+func ragAdd(ctx context.Context, bs *knowledge.Bases, name string, paths []string, opts knowledge.FolderOptions, asJSON bool, stdout, stderr io.Writer) int {
 	b, err := bs.Base(ctx, name)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -237,7 +239,8 @@ func ragAdd(ctx context.Context, bs *knowledge.Bases, name string, paths []strin
 	}
 	p := &addProgress{w: stderr, live: live, quiet: asJSON}
 	start := time.Now()
-	res, err := knowledge.AddFolder(ctx, b, paths, knowledge.FolderOptions{Workers: workers, Progress: p.report, Key: "cli/" + cliKey()})
+	opts.Progress, opts.Key = p.report, "cli/"+cliKey()
+	res, err := knowledge.AddFolder(ctx, b, paths, opts)
 	p.done()
 	if err != nil && len(res.Results) == 0 && len(res.Failed) == 0 {
 		fmt.Fprintln(stderr, "error:", err)
@@ -260,11 +263,15 @@ func ragAdd(ctx context.Context, bs *knowledge.Bases, name string, paths []strin
 			Added     int                   `json:"added"`
 			Replaced  int                   `json:"replaced"`
 			Unchanged int                   `json:"unchanged"`
+			Removed   []string              `json:"removed"`
 			Chunks    int                   `json:"chunks"`
 			Seconds   float64               `json:"seconds"`
 			Error     string                `json:"error,omitempty"`
 		}{KB: name, Results: res.Results, Failed: res.Failed, Files: res.Files, Bytes: res.Bytes, Added: res.Added, Replaced: res.Replaced,
-			Unchanged: res.Unchanged, Chunks: chunks, Seconds: elapsed.Seconds()}
+			Unchanged: res.Unchanged, Removed: res.Removed, Chunks: chunks, Seconds: elapsed.Seconds()}
+		if out.Removed == nil {
+			out.Removed = []string{}
+		}
 		if out.Results == nil {
 			out.Results = []knowledge.AddResult{}
 		}
@@ -279,8 +286,15 @@ func ragAdd(ctx context.Context, bs *knowledge.Bases, name string, paths []strin
 		}
 	} else {
 		// The progress named each failure as it came; the summary counts them.
-		fmt.Fprintf(stdout, "knowledge base %s: %d ingested (%d new, %d replaced), %d unchanged (skipped), %d failed; %d chunks, %s, %s\n",
-			name, res.Added+res.Replaced, res.Added, res.Replaced, res.Unchanged, len(res.Failed), chunks, byteSize(res.Bytes), max(elapsed.Round(time.Millisecond), time.Millisecond))
+		for _, src := range res.Removed {
+			fmt.Fprintf(stderr, "removed %s (its file is gone)\n", src)
+		}
+		removed := ""
+		if opts.Prune {
+			removed = fmt.Sprintf(", %d removed", len(res.Removed))
+		}
+		fmt.Fprintf(stdout, "knowledge base %s: %d ingested (%d new, %d replaced), %d unchanged (skipped)%s, %d failed; %d chunks, %s, %s\n",
+			name, res.Added+res.Replaced, res.Added, res.Replaced, res.Unchanged, removed, len(res.Failed), chunks, byteSize(res.Bytes), max(elapsed.Round(time.Millisecond), time.Millisecond))
 	}
 	switch {
 	case err != nil:
