@@ -531,6 +531,7 @@ func TestRAGToolSearchInAnAgentRun(t *testing.T) {
 		KnowledgeTool: &node.KnowledgeToolConfig{},
 		Agents:        []node.NamedAgent{{Name: "helper", Tools: []string{"rag"}, Knowledge: "handbook"}},
 		Model: script(t,
+			llm.ScriptStep{ToolCalls: []messages.ToolCall{ragCall("c0", "add", `{"source":"notes/agent.md","content":"# Notes\n\n## Quota\n\nThe quota is 7 uploads a minute."}`)}},
 			llm.ScriptStep{ToolCalls: []messages.ToolCall{ragCall("c1", "search", `{"query":"how large may a document be"}`)}},
 			llm.ScriptStep{ToolCalls: []messages.ToolCall{ragCall("c2", "search", `{"query":"x","mode":"fuzzy"}`)}},
 			llm.ScriptStep{ToolCalls: []messages.ToolCall{ragCall("c3", "search", `{"kb":"nope","query":"x"}`)}},
@@ -565,8 +566,24 @@ wait:
 		t.Fatal(err)
 	}
 	results := answers(events)
-	if len(results) != 3 {
-		t.Fatalf("tool results %q; want three", results)
+	if len(results) != 4 {
+		t.Fatalf("tool results %q; want four", results)
+	}
+	if !strings.HasPrefix(results[0], "notes/agent.md added in knowledge base handbook: 1 chunks") {
+		t.Fatalf("the add answered %q", results[0])
+	}
+	results = results[1:]
+	// The add is keyed by its tool call: a call performed again writes nothing.
+	kbEvents, err := k.log.Read(context.Background(), knowledge.Stream("handbook"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := kbEvents[len(kbEvents)-1].Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, ok := p.(*messages.KBDocumentIngested); !ok || in.Source != "notes/agent.md" || !strings.HasPrefix(in.Key, "rag-1/") {
+		t.Fatalf("the agent's document: %+v; want notes/agent.md under the tool call's key", p)
 	}
 	if !strings.Contains(results[0], "[1] [limits.md > # Limits > ## Uploads]") || !strings.Contains(results[0], "at most 32 MiB") ||
 		!strings.Contains(results[0], "knowledge base handbook") {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -311,5 +312,20 @@ func TestRagToolInToolsList(t *testing.T) {
 	code := run(context.Background(), []string{"tools", "call", "--config", "cfg.json", "--data", data, "rag", `{"op":"search","args":{"query":"upload size"}}`}, &out, &errb, options{})
 	if code != 0 || !strings.Contains(out.String(), "[1] [docs/limits.md > # Limits > ## Uploads]") {
 		t.Fatalf("tools call rag: exit %d\n%s\n%s", code, out.String(), errb.String())
+	}
+}
+
+// On a terminal the progress is one line rewritten in place (carriage returns), a
+// failure is printed on a line of its own, and the line is erased at the end.
+func TestRagAddProgressLine(t *testing.T) {
+	var buf bytes.Buffer
+	p := &addProgress{w: &buf, live: true}
+	p.report(knowledge.Progress{Done: 1, Total: 2, Source: "a.md", Bytes: 10, BytesDone: 10, BytesTotal: 20, Status: knowledge.StatusAdded})
+	p.report(knowledge.Progress{Done: 2, Total: 2, Source: "b.pdf", Bytes: 10, BytesDone: 20, BytesTotal: 20, Status: knowledge.StatusFailed, Err: errors.New("malformed")})
+	p.done()
+	out := buf.String()
+	if strings.Count(out, "\n") != 1 || !strings.Contains(out, "failed b.pdf: malformed\n") || !strings.Contains(out, "[1/2] 10 B of 20 B  added a.md") ||
+		!strings.Contains(out, "\r") || !strings.HasSuffix(out, "\r") {
+		t.Fatalf("live progress %q", out)
 	}
 }
