@@ -14,8 +14,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/pipelines/rag"
 	"github.com/troupe-run/troupe/vectorstore"
@@ -86,6 +88,7 @@ func (n *Node) openKnowledge() error {
 		return err
 	}
 	n.knowledge = bs
+	n.kbOpen = &kbOpener{bs: bs, log: n.log}
 	return nil
 }
 
@@ -195,8 +198,9 @@ func ParseKBQuery(get func(string) string) (knowledge.Query, error) {
 }
 
 // existingBase returns knowledge base name when its stream has events; a name
-// that never had a document is knowledge.ErrNotFound (a base is created by its
-// first document).
+// that never had a document is errNoBase (a base is created by its first
+// document). It opens the base, which stays cached in bs: kbOpener asks the log
+// first, so that names that do not exist cache nothing.
 func existingBase(ctx context.Context, bs *knowledge.Bases, name string) (*knowledge.Base, error) {
 	b, err := bs.Base(ctx, name)
 	if err != nil {
@@ -209,6 +213,34 @@ func existingBase(ctx context.Context, bs *knowledge.Bases, name string) (*knowl
 		return nil, fmt.Errorf("%w %q (add a document to create it)", errNoBase, name)
 	}
 	return b, nil
+}
+
+// kbOpener opens the knowledge bases that exist for the reads of the API and of
+// the rag tool. Bases caches every base it is asked for, so a base is looked for
+// in the log first, once per name, and a name without events is refused without
+// being cached: requests for made-up names do not make the node grow.
+type kbOpener struct {
+	bs    *knowledge.Bases
+	log   eventlog.Log
+	known sync.Map // name → struct{}: a base whose stream has events
+}
+
+// existing returns knowledge base name if its stream has events, else errNoBase.
+func (o *kbOpener) existing(ctx context.Context, name string) (*knowledge.Base, error) {
+	if err := knowledge.CheckName(name); err != nil {
+		return nil, err
+	}
+	if _, ok := o.known.Load(name); !ok {
+		events, err := o.log.Read(ctx, knowledge.Stream(name), 1)
+		if err != nil {
+			return nil, fmt.Errorf("knowledge: reading %s: %w", knowledge.Stream(name), err)
+		}
+		if len(events) == 0 {
+			return nil, fmt.Errorf("%w %q (add a document to create it)", errNoBase, name)
+		}
+		o.known.Store(name, struct{}{})
+	}
+	return existingBase(ctx, o.bs, name)
 }
 
 // errNoBase is the error of an operation on a knowledge base that has no events.
@@ -263,7 +295,7 @@ func (n *Node) listKBDocuments(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	b, err := existingBase(r.Context(), n.knowledge, name)
+	b, err := n.kbOpen.existing(r.Context(), name)
 	if err != nil {
 		writeError(w, kbStatus(err), "%v", err)
 		return
@@ -466,7 +498,7 @@ func (n *Node) searchKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	b, err := existingBase(r.Context(), n.knowledge, name)
+	b, err := n.kbOpen.existing(r.Context(), name)
 	if err != nil {
 		writeError(w, kbStatus(err), "%v", err)
 		return
@@ -519,7 +551,7 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	b, err := existingBase(r.Context(), n.knowledge, name)
+	b, err := n.kbOpen.existing(r.Context(), name)
 	if err != nil {
 		writeError(w, kbStatus(err), "%v", err)
 		return
@@ -567,7 +599,7 @@ func (n *Node) deleteKBDocument(w http.ResponseWriter, r *http.Request) {
 	if key != "" {
 		key = "http/" + key
 	}
-	if _, err := existingBase(r.Context(), n.knowledge, name); err != nil {
+	if _, err := n.kbOpen.existing(r.Context(), name); err != nil {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}

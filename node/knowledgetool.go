@@ -82,6 +82,7 @@ type ragTool struct {
 	cfg   KnowledgeToolConfig
 	name  string
 	write kbWrite
+	open  *kbOpener // nil: existingBase on bs
 }
 
 // kbWrite ingests Markdown into a knowledge base under a key.
@@ -95,16 +96,16 @@ type kbWrite func(ctx context.Context, base, source, markdown, key string) (know
 // the agent may not use or that does not exist, a bad source name) are an error
 // wrapping tools.ErrInvalidArguments with the reason, and change nothing.
 func RAGTool(bs *knowledge.Bases, cfg KnowledgeToolConfig) (*tools.Toolbox, error) {
-	return ragToolbox(bs, cfg, nil)
+	return ragToolbox(bs, cfg, nil, nil)
 }
 
 // ragToolbox is RAGTool whose add writes with write (a node's kbAdd, which sends it
 // to the base's owner on a cluster); nil: on bs.
-func ragToolbox(bs *knowledge.Bases, cfg KnowledgeToolConfig, write kbWrite) (*tools.Toolbox, error) {
+func ragToolbox(bs *knowledge.Bases, cfg KnowledgeToolConfig, write kbWrite, open *kbOpener) (*tools.Toolbox, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	t := &ragTool{bs: bs, cfg: cfg, name: cmp.Or(cfg.Name, "rag"), write: write}
+	t := &ragTool{bs: bs, cfg: cfg, name: cmp.Or(cfg.Name, "rag"), write: write, open: open}
 	readOnly := tools.WithSideEffects(false)
 	kbEnum := tools.WithSchemaFunc(t.baseEnum)
 	where := "Name the knowledge base of each call (kb)."
@@ -176,7 +177,13 @@ func (t *ragTool) base(ctx context.Context, name string, write bool) (*knowledge
 		b, err := t.bs.Base(ctx, name)
 		return b, t.fault(err)
 	}
-	b, err := existingBase(ctx, t.bs, name)
+	var b *knowledge.Base
+	var err error
+	if t.open != nil {
+		b, err = t.open.existing(ctx, name)
+	} else {
+		b, err = existingBase(ctx, t.bs, name)
+	}
 	return b, t.fault(err)
 }
 
@@ -289,7 +296,7 @@ func (n *Node) addKnowledgeTool() error {
 	write := func(ctx context.Context, base, source, markdown, key string) (knowledge.AddResult, error) {
 		return n.kbAdd(ctx, base, source, []byte(markdown), true, key)
 	}
-	def, err := ragToolbox(n.knowledge, *n.cfg.KnowledgeTool, write)
+	def, err := ragToolbox(n.knowledge, *n.cfg.KnowledgeTool, write, n.kbOpen)
 	if err != nil {
 		return err
 	}
@@ -300,7 +307,7 @@ func (n *Node) addKnowledgeTool() error {
 		}
 		tc := *n.cfg.KnowledgeTool
 		tc.Base = na.Knowledge
-		t, err := ragToolbox(n.knowledge, tc, write)
+		t, err := ragToolbox(n.knowledge, tc, write, n.kbOpen)
 		if err != nil {
 			return fmt.Errorf("node: agent %q: %w", na.Name, err)
 		}

@@ -502,6 +502,7 @@ type Node struct {
 	// kbVectors the embedded vector index the node opened for them.
 	knowledge *knowledge.Bases
 	kbVectors io.Closer
+	kbOpen    *kbOpener // the bases that exist, for reads
 	// consolidation runs the consolidator in the background (Config.Consolidation).
 	consolidation *consolidator.Scheduler
 	// afterTask remembers completed tasks (Config.MemoryWriteAfterTask).
