@@ -177,6 +177,12 @@ func TestKBUploadSearchDelete(t *testing.T) {
 		t.Fatalf("search for the limits: %+v", ans)
 	}
 
+	code, b = k.do(t, http.MethodPost, "/v1/kb/docs/ask", "application/json", strings.NewReader(`{"question":"How large can a document be?","limit":2}`))
+	var answer knowledge.Answer
+	if code != http.StatusOK || json.Unmarshal(b, &answer) != nil || len(answer.Citations) == 0 || answer.Citations[0].Source != "limits" ||
+		!strings.Contains(answer.Text, "[limits > # Limits > ## Uploads]") {
+		t.Fatalf("ask: %d %s", code, b)
+	}
 	code, b = k.do(t, http.MethodGet, "/v1/kb", "", nil)
 	if code != http.StatusOK || !bytes.Contains(b, []byte(`"name":"docs"`)) || !bytes.Contains(b, []byte(`"documents":2`)) {
 		t.Fatalf("GET /v1/kb: %d %s", code, b)
@@ -336,6 +342,15 @@ func TestKBBadRequests(t *testing.T) {
 			}
 			return k.postText(t, "docs", "k2.md", "# K\n\ntwo", "Idempotency-Key", "same")
 		}, "Idempotency-Key"},
+		{"ask without a question", 400, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/docs/ask", "application/json", strings.NewReader(`{"question":"  "}`))
+		}, "question is empty"},
+		{"ask in a bad mode", 400, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/docs/ask", "application/json", strings.NewReader(`{"question":"x","mode":"fuzzy"}`))
+		}, `search mode "fuzzy"`},
+		{"ask an unknown base", 404, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/nope/ask", "application/json", strings.NewReader(`{"question":"x"}`))
+		}, `no knowledge base "nope"`},
 		{"delete without a source", 400, func() (int, []byte) { return k.do(t, "DELETE", "/v1/kb/docs/documents", "", nil) }, "no source"},
 		{"delete of an unknown document", 404, func() (int, []byte) { return k.do(t, "DELETE", "/v1/kb/docs/documents/none.md", "", nil) }, "no such document"},
 	} {

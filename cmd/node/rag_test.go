@@ -13,6 +13,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -353,5 +354,30 @@ func TestRagWithTheE5Embedder(t *testing.T) {
 		"what is the biggest file I can send?")
 	if code != 0 || !strings.Contains(out, `"source": "docs/limits.md"`) {
 		t.Fatalf("vector search with e5: exit %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// With a language model, node rag ask prints the model's answer, whose citations
+// are checked against the passages (one naming nothing is marked), and lists them;
+// --multi-query asks the model for rewrites of the question first.
+func TestRagAskWithAModel(t *testing.T) {
+	data := memoryCLIEnv(t)
+	writeFiles(t, map[string]string{"kb/install.md": installDoc, "kb/limits.md": limitsDoc})
+	if code, out, errs := nodeRag(t, "add", "--kb", "handbook", "--data", data, "kb"); code != 0 {
+		t.Fatalf("add: exit %d\n%s\n%s", code, out, errs)
+	}
+	script := writeScript(t,
+		llm.ScriptStep{Content: "largest document size\nupload limit"},     // step 1: the rewrites
+		llm.ScriptStep{Content: "Documents of up to 32 MiB are accepted."}, // step 2: HyDE's, unused
+		llm.ScriptStep{Content: "Up to 32 MiB [kb/limits.md > # Limits > ## Uploads]; see also [nowhere.md]."})
+	code, out, errs := nodeRag(t, "ask", "--kb", "handbook", "--data", data, "--model", "scripted:"+script, "--multi-query", "2", "How large can a document be?")
+	if code != 0 {
+		t.Fatalf("ask: exit %d\n%s", code, errs)
+	}
+	if strings.Contains(out, knowledge.ExtractiveLabel) || !strings.HasPrefix(out, "Up to 32 MiB [kb/limits.md > # Limits > ## Uploads]") {
+		t.Fatalf("answer:\n%s\nstderr %s", out, errs)
+	}
+	if !strings.Contains(out, "\nCitations:\n  [kb/limits.md > # Limits > ## Uploads]\n") || !strings.Contains(out, "not verified") || !strings.Contains(out, "nowhere.md") {
+		t.Fatalf("citations:\n%s", out)
 	}
 }
