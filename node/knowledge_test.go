@@ -612,3 +612,26 @@ wait:
 		t.Fatalf("the task ended with %s", last.Type)
 	}
 }
+
+// A text document (JSON, or the rag tool's add) is redacted before it is stored:
+// the node's secrets and credential-shaped strings never reach the knowledge
+// base's events, as they never reach a session's.
+func TestKBTextDocumentsAreRedacted(t *testing.T) {
+	const secret = "sk-live-0123456789abcdefSECRET"
+	k := newKBNode(t, node.Config{Secrets: []string{secret}})
+	content := "# Keys\n\nThe production key is " + secret + " and the header is Authorization: Bearer abcdefghijklmnopqrstuvwxyz012345."
+	if code, b := k.postText(t, "docs", "keys.md", content); code != http.StatusCreated {
+		t.Fatalf("%d %s", code, b)
+	}
+	events, err := k.log.Read(context.Background(), knowledge.Stream("docs"), 1)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("events %d %v", len(events), err)
+	}
+	raw := string(events[0].Payload)
+	if strings.Contains(raw, secret) || strings.Contains(raw, "abcdefghijklmnopqrstuvwxyz012345") || !strings.Contains(raw, "[REDACTED]") {
+		t.Fatalf("the stored document holds a secret: %.400s", raw)
+	}
+	if _, ans, _ := k.search(t, "docs", url.Values{"q": {"production key"}}); len(ans.Results) != 1 || strings.Contains(ans.Results[0].Content, secret) {
+		t.Fatalf("search: %+v", ans)
+	}
+}

@@ -102,6 +102,14 @@ func (n *Node) kbAdd(ctx context.Context, name, source string, body []byte, text
 	if n.knowledge == nil {
 		return knowledge.AddResult{}, errors.New("node: no knowledge bases configured")
 	}
+	// No secrets in events: a text given as such (a JSON document, the rag tool's
+	// add, whose content a model wrote) is redacted as session events are, before
+	// it is hashed, chunked and stored. A file is stored as its converted text;
+	// package knowledge has no redaction hook yet, so a file's content is not.
+	source = n.redactor.String(source)
+	if text {
+		body = n.redactor.Bytes(body)
+	}
 	if n.memoryRouted() {
 		if key == "" {
 			// The command may be delivered twice: its retries must write once.
