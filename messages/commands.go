@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // Internal topics of a cluster. Session actors on one node ask nodes with the tools or
@@ -123,6 +124,10 @@ type CancelRequest struct {
 // commands. Key makes a write idempotent: a command delivered twice, or sent again
 // after a timeout, changes the namespace once. The answer is a MemoryReply on
 // ReplyTopic for ReplyNode, with the command's ID.
+//
+// A knowledge base (package knowledge) is owned the same way: a command whose
+// Action starts with "kb_" (kb_add, kb_remove) addresses knowledge base Namespace,
+// SessionID its stream "kb/<name>".
 type MemoryCommand struct {
 	V         int    `json:"v"`
 	ID        string `json:"id"`
@@ -160,7 +165,7 @@ func DecodeMemoryCommand(b []byte) (MemoryCommand, error) {
 	switch {
 	case c.ID == "" || c.Namespace == "" || c.Action == "":
 		return c, fmt.Errorf("%w: memory command without id, namespace or action", ErrCorrupt)
-	case c.SessionID != "memory/"+c.Namespace:
+	case c.SessionID != "memory/"+c.Namespace && !(strings.HasPrefix(c.Action, "kb_") && c.SessionID == "kb/"+c.Namespace):
 		return c, fmt.Errorf("%w: memory command %s for namespace %s keyed %q", ErrCorrupt, c.ID, c.Namespace, c.SessionID)
 	case c.ReplyTopic == "" || c.ReplyNode == "":
 		return c, fmt.Errorf("%w: memory command %s without reply_topic or reply_node", ErrCorrupt, c.ID)

@@ -73,16 +73,22 @@ func TestCommandGolden(t *testing.T) {
 
 func TestMemoryCommandRejects(t *testing.T) {
 	for name, b := range map[string]string{
-		"no id":           `{"v":1,"session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
-		"no action":       `{"v":1,"id":"c","session_id":"memory/a","namespace":"a","reply_topic":"r","reply_node":"n"}`,
-		"another stream":  `{"v":1,"id":"c","session_id":"memory/b","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
-		"no reply node":   `{"v":1,"id":"c","session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r"}`,
-		"future version":  `{"v":99,"id":"c","session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
-		"trailing object": `{"v":1,"id":"c","session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"} {}`,
+		"no id":                    `{"v":1,"session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
+		"no action":                `{"v":1,"id":"c","session_id":"memory/a","namespace":"a","reply_topic":"r","reply_node":"n"}`,
+		"another stream":           `{"v":1,"id":"c","session_id":"memory/b","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
+		"no reply node":            `{"v":1,"id":"c","session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r"}`,
+		"future version":           `{"v":99,"id":"c","session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
+		"trailing object":          `{"v":1,"id":"c","session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"} {}`,
+		"kb stream, memory action": `{"v":1,"id":"c","session_id":"kb/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
+		"kb action, another base":  `{"v":1,"id":"c","session_id":"kb/b","namespace":"a","action":"kb_add","reply_topic":"r","reply_node":"n"}`,
 	} {
 		if _, err := messages.DecodeMemoryCommand([]byte(b)); err == nil {
 			t.Errorf("%s: decoded", name)
 		}
+	}
+	// A knowledge base's command: its stream, an action of its own.
+	if c, err := messages.DecodeMemoryCommand([]byte(`{"v":1,"id":"c","session_id":"kb/docs","namespace":"docs","action":"kb_add","reply_topic":"r","reply_node":"n"}`)); err != nil || c.SessionID != "kb/docs" {
+		t.Errorf("a knowledge base's command: %+v %v", c, err)
 	}
 	if _, err := messages.DecodeMemoryReply([]byte(`{"v":1}`)); err == nil {
 		t.Error("reply without id decoded")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
@@ -112,6 +113,10 @@ type NamedAgent struct {
 	// needs Config.MemoryTool, whose other settings it keeps) and of its core blocks
 	// and write after task, instead of Config.MemoryTool.Namespace.
 	MemoryNamespace string
+	// Knowledge, when set, is the default knowledge base of its rag tool (which
+	// needs Config.KnowledgeTool, whose other settings it keeps), instead of
+	// Config.KnowledgeTool.Base.
+	Knowledge string
 
 	// Stop conditions (actors.Agent's; 0: the default agent's).
 
@@ -192,6 +197,11 @@ func (a NamedAgent) validate() error {
 	for _, t := range a.Approvals {
 		if !slices.Contains(a.Tools, t) {
 			return fmt.Errorf("node: agent %q: tool %q needs approval but is not among its tools %v", a.Name, t, a.Tools)
+		}
+	}
+	if a.Knowledge != "" {
+		if err := knowledge.CheckName(a.Knowledge); err != nil {
+			return fmt.Errorf("node: agent %q: knowledge base: %w", a.Name, err)
 		}
 	}
 	if a.MemoryNamespace != "" {

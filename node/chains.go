@@ -50,9 +50,13 @@ func (c Config) validateChains() error {
 // that is never read (unless Notes names one): what an agent's specs and its
 // chains' checks need, where New makes them on the node's log (addNotes). A notes
 // tool Tools holds already (built by the caller on its log) is kept instead. The
-// memory tool's (MemoryTool) and, with Agents, the delegate tool's specs follow.
+// memory tool's (MemoryTool), the rag tool's (KnowledgeTool) and, with Agents, the
+// delegate tool's specs follow.
 func (c Config) withNotesSpecs() ([]tools.Tool, error) {
 	ts, err := c.withNotesAndMemory()
+	if err == nil {
+		ts, err = c.withRAGSpecs(ts) // knowledgetool.go
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -40,6 +40,7 @@ const maxBody = 2 << 20
 //	POST /v1/memories                  write memories (with Config.Memory; see memoryRoutes)
 //	GET  /v1/memories/search           search a namespace
 //	GET  /v1/memories/{id}/history     where a memory came from, why it changed
+//	/v1/kb/...                         knowledge bases (with Config.Knowledge; see knowledgeRoutes)
 //
 // and the handlers added with Handle (node serve adds MCP at /mcp).
 func (n *Node) Handler() http.Handler {
@@ -55,6 +56,7 @@ func (n *Node) Handler() http.Handler {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", n.healthz)
 	n.memoryRoutes(mux)
+	n.knowledgeRoutes(mux)
 	for _, r := range n.routes {
 		mux.Handle(r.pattern, r.h)
 	}

@@ -175,6 +175,8 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 		out = ans
 	case memoryToolCall:
 		return n.runMemoryTool(ctx, c)
+	case kbAddAction, kbRemoveAction:
+		return n.kbLocal(ctx, c) // knowledgeroute.go
 	default:
 		return nil, fmt.Errorf("%w: unknown memory action %q", memory.ErrInvalid, c.Action)
 	}
@@ -241,7 +243,7 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 		return err
 	}
 	rep := messages.MemoryReply{ID: c.ID}
-	if n.memories == nil {
+	if n.memories == nil && !isKBAction(c.Action) {
 		rep.Error = "the node that owns the namespace has no memory configured"
 	} else {
 		res, err := n.memoryLocal(msg.Context(), c, memoryMessageMax-1<<10)

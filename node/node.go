@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/deadline"
+	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/memory"
@@ -123,6 +124,15 @@ type Config struct {
 	// rule-based one, which cannot summarise). Without it, consolidation runs only
 	// when asked (the memory tool's consolidate, node memory consolidate).
 	Consolidation *consolidator.SchedulerConfig
+	// Knowledge, when set, gives the node knowledge bases (package knowledge) on its
+	// event log (Knowledge.Log is set to it), served at /v1/kb (knowledgeRoutes);
+	// with Knowledge.Vectors nil the vectors are kept by the embedded HNSW index at
+	// KnowledgeVectorsPath, and with Knowledge.Model nil Model answers, rewrites
+	// queries and writes HyDE passages (none when it is the offline model).
+	Knowledge *knowledge.Config
+	// KnowledgeTool, with Knowledge, gives the agent the rag tool (add, search,
+	// ask; knowledgetool.go) over the node's knowledge bases.
+	KnowledgeTool *KnowledgeToolConfig
 	// Chains are tool chains the agent gets as tools (tools.Chain). Their steps call
 	// the agent's other tools: Tools, the skills', the notes' (Notes) and, through
 	// ToolCatalog when it owns the name (tools.ChainCatalog, as mcp.Client does for
@@ -241,6 +251,9 @@ func (c Config) Validate() error {
 	for i, a := range c.Agents {
 		if err := a.validate(); err != nil {
 			return err
+		}
+		if a.Knowledge != "" && c.KnowledgeTool == nil {
+			return fmt.Errorf("node: agent %q: a knowledge base of its own needs KnowledgeTool (the node's rag tool)", a.Name)
 		}
 		if a.MemoryNamespace != "" && c.MemoryTool == nil {
 			return fmt.Errorf("node: agent %q: a memory namespace of its own needs MemoryTool (the node's memory tool)", a.Name)
@@ -485,6 +498,11 @@ type Node struct {
 	// every agent without a namespace of its own) and name (Config.MemoryTool), as
 	// this node performs them for the namespaces it owns.
 	memTools map[string]map[string]tools.Tool
+	// knowledge is the knowledge bases (Config.Knowledge), nil without them;
+	// kbVectors the embedded vector index the node opened for them.
+	knowledge *knowledge.Bases
+	kbVectors io.Closer
+	kbOpen    *kbOpener // the bases that exist, for reads
 	// consolidation runs the consolidator in the background (Config.Consolidation).
 	consolidation *consolidator.Scheduler
 	// afterTask remembers completed tasks (Config.MemoryWriteAfterTask).
@@ -528,6 +546,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.fail(err)
 	}
 	if err := n.addMemoryTool(); err != nil {
+		return nil, n.fail(err)
+	}
+	if err := n.openKnowledge(); err != nil {
+		return nil, n.fail(err)
+	}
+	if err := n.addKnowledgeTool(); err != nil {
 		return nil, n.fail(err)
 	}
 	if err := n.addDelegate(); err != nil {
@@ -1018,6 +1042,12 @@ func (n *Node) Close() error {
 		}
 		if n.ownVectors != nil {
 			errs = append(errs, n.ownVectors.Close())
+		}
+		if n.knowledge != nil {
+			errs = append(errs, n.knowledge.Close())
+		}
+		if n.kbVectors != nil {
+			errs = append(errs, n.kbVectors.Close())
 		}
 		if n.ownLog {
 			errs = append(errs, n.log.Close())

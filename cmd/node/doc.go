@@ -4,6 +4,7 @@
 //	node serve [--data DIR] [--http ADDR] [--model …]
 //	node tools list [--json] [--config FILE]
 //	node tools call [--config FILE] NAME ['JSON-ARGS' | key=value,... | -]
+//	node rag add|search|ask|list|remove --kb NAME …   (rag.go: knowledge bases)
 //
 // run starts an embedded node in process, submits one task, prints each step as it
 // happens and exits 0 when the task completes (1 when it fails, 2 on bad usage or an

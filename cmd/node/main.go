@@ -52,6 +52,7 @@ const usage = `usage:
   node serve [flags]
   node tools list|call ...   (node tools for its usage)
   node memory add|search|import|consolidate|history ...   (node memory for its usage)
+  node rag add|search|ask|list|remove ...   (knowledge bases; node rag for its usage)
   node agents list [--json] [--config FILE] [--agents FILE]   (node agents for its usage)
 
 flags:
@@ -111,8 +112,9 @@ flags:
                          default 10000): past it the least recently used idle ones
                          are stopped before their idle timeout; a session with a
                          running task never is, so with all busy the node runs more
-  --milvus HOST:PORT     keep the memories' vectors in Milvus (TROUPE_MILVUS, "memory":
-                         {"milvus"}) instead of the embedded index in the data directory
+  --milvus HOST:PORT     keep the memories' and knowledge bases' vectors in Milvus
+                         (TROUPE_MILVUS, "memory"/"knowledge": {"milvus"}) instead of the
+                         embedded indexes in the data directory
   -v                     log at debug level
 
 node mcp [flags] serves the agent's tools and run_task to one MCP client on stdin and
@@ -133,6 +135,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	if cmd == "memory" {
 		return memoryCmd(ctx, args[1:], stdout, stderr)
+	}
+	if cmd == "rag" {
+		return ragCmd(ctx, args[1:], stdout, stderr)
 	}
 	if cmd == "agents" {
 		return agentsCmd(ctx, args[1:], stdout, stderr, opt)
@@ -388,6 +393,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		cfg.Memory, cfg.Secrets = &memCfg, append(cfg.Secrets, memKey)
 		cfg.MemoryWriteAfterTask = cfg.MemoryTool != nil && fc.Memory.WriteAfterTask
 		cfg.Consolidation = consolidation(fc.Memory, cmd == "serve")
+	}
+	// Knowledge bases: node serve always serves /v1/kb; the agent gets the rag tool
+	// when the "knowledge" section says "tool": true.
+	if cmd != "run" || fc.Knowledge != nil {
+		kbCfg, closeVectors, kbKey, err := fc.KnowledgeConfig(ctx, *milvusAddr)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		defer closeVectors()
+		cfg.Knowledge, cfg.Secrets = &kbCfg, append(cfg.Secrets, kbKey) // the rag tool: agent.Apply
 	}
 	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
 	if err != nil {

@@ -37,7 +37,7 @@ argument validation) and prints its result: exit 0, or 1 with the error. Argumen
 are JSON or key=value pairs; - reads them from standard input; none means {}.
 Tools beyond calculator and clock come from the "tools" section of the
 configuration file (http_fetch, files, notes), the "memory" section ("tool": true
-gives the memory tool) and its "chains" (tool chains: called here, a chain runs all
+gives the memory tool), the "knowledge" section ("tool": true gives the rag tool) and its "chains" (tool chains: called here, a chain runs all
 its steps in one call). The notes and the memories are those of the node's default
 agent, in the event log of --data (or ClickHouse, when configured): a node serving
 that data directory holds it locked meanwhile.
@@ -77,6 +77,7 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	// The memory tool ("memory": {"tool": true}) works on the memories of a node
 	// built on the data directory, as node memory does; the notes then share its log.
 	var memLog eventlog.Log
+	var memNode *node.Node
 	if tc := fc.Memory.ToolConfig(); tc != nil {
 		mems, closeMems, err := openCLIMemories(ctx, fc, *configPath, *dataFlag, "")
 		if err != nil {
@@ -90,6 +91,23 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 			return 2
 		}
 		list, memLog = append(list, memTools...), mems.n.Log()
+		memNode = mems.n
+	}
+	// The rag tool ("knowledge": {"tool": true}) works on the knowledge bases of the
+	// memory tool's node, or of a node built on the data directory as node rag does.
+	if tc := fc.Knowledge.ToolConfig(); tc != nil {
+		bs, kbLog, closeKB, err := cliKnowledgeBases(ctx, fc, *configPath, *dataFlag, memNode)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+		defer closeKB()
+		box, err := node.RAGTool(bs, *tc)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		list, memLog = append(list, box), kbLog
 	}
 	if nc := agent.Notes; nc != nil {
 		notesTools, closeLog, err := cliNotes(ctx, fc, *dataFlag, *nc, memLog)

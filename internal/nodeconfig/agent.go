@@ -47,6 +47,9 @@ type Agent struct {
 	// MemoryTool configures the memory tool (nil: none); the node builds it on its
 	// memories (the "memory" section's "tool").
 	MemoryTool *memory.ToolConfig
+	// KnowledgeTool configures the rag tool (nil: none); the node builds it on its
+	// knowledge bases (the "knowledge" section's "tool").
+	KnowledgeTool *node.KnowledgeToolConfig
 	// Chains are the file's tool chains, which the node builds (node.Config.Chains):
 	// their steps call the tools, the skills', the notes' and the MCP servers'.
 	Chains []tools.Chain
@@ -85,7 +88,7 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	if err != nil {
 		return Agent{}, fmt.Errorf("approval_timeout: %w", err)
 	}
-	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), MemoryTool: fc.Memory.ToolConfig(), Chains: fc.Chains,
+	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), MemoryTool: fc.Memory.ToolConfig(), KnowledgeTool: fc.Knowledge.ToolConfig(), Chains: fc.Chains,
 		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps,
 		MaxTokens: fc.MaxTokens, LoopRepeats: loopSetting(fc.LoopRepeats), LoopStaleSteps: loopSetting(fc.LoopStaleSteps),
 		ApprovalTimeout: approvalTimeout}, nil
@@ -94,7 +97,7 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 // Apply sets the agent's fields of cfg.
 func (a Agent) Apply(cfg *node.Config) {
 	cfg.Tools, cfg.Skills, cfg.Disclosure, cfg.Notes, cfg.Chains = a.Tools, a.Skills, a.Disclosure, a.Notes, a.Chains
-	cfg.MemoryTool = a.MemoryTool
+	cfg.MemoryTool, cfg.KnowledgeTool = a.MemoryTool, a.KnowledgeTool
 	cfg.SystemPrompt, cfg.MaxSteps = a.SystemPrompt, a.MaxSteps
 	cfg.MaxTokens, cfg.LoopRepeats, cfg.LoopStaleSteps = a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps
 	cfg.ApprovalTimeout = a.ApprovalTimeout

@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
@@ -28,7 +29,7 @@ var (
 	paradigms       = node.Paradigms
 	futureParadigms = []string{}
 	agentFieldNames = []string{"description", "model", "fallbacks", "system_prompt", "paradigm", "tools", "memory", "max_steps",
-		"settings", "max_rounds", "critic_prompt", "critic_model", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt", "approval_timeout"}
+		"settings", "max_rounds", "critic_prompt", "critic_model", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt", "approval_timeout", "knowledge"}
 	agentFields    = slices.Concat(agentFieldNames, stopFieldNames)
 	toolFieldNames = []string{"name", "approval"}
 	approvalValues = []string{"required", "none"}
@@ -73,6 +74,9 @@ type DeclaredAgent struct {
 	// Memory is the namespace of its memory tool and core blocks, in place of the
 	// node's (the configuration's memory.namespace).
 	Memory string `json:"memory_namespace,omitempty"`
+	// Knowledge is the default knowledge base of its rag tool, in place of the
+	// node's (the configuration's knowledge.default).
+	Knowledge string `json:"knowledge,omitempty"`
 	// Approvals are the tools among Tools declared {name: …, approval: required}:
 	// their calls wait for a human's approval.
 	Approvals []string `json:"approvals,omitempty"`
@@ -108,6 +112,7 @@ type DeclaredAgent struct {
 	modelLine     int
 	fallbackLines []int
 	memoryLine    int
+	knowledgeLine int
 	// model and fallbacks are the resolved models (ResolveModels).
 	model     llm.Model
 	fallbacks []llm.Model
@@ -136,6 +141,7 @@ type PlanSettings struct {
 //	    fallbacks: [deepseek, offline]  # as --fallback, tried in order when model fails
 //	    tools: [calculator, clock, "mcp:github", "skill:pdf"] # absent: all the node's
 //	    memory: agent:researcher        # its memory tool's and core blocks' namespace
+//	    knowledge: papers               # its rag tool's default knowledge base
 //	    max_steps: 8
 //	    max_tokens: 20000               # stop conditions (stops.go)
 //	  reviewer:
@@ -377,6 +383,14 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 				return fail(fv.Line, "agent %q: memory: %v", name, err)
 			}
 			a.memoryLine = fv.Line
+		case "knowledge":
+			if a.Knowledge, err = str(fv, fk.Value); err != nil {
+				break
+			}
+			if err := knowledge.CheckName(a.Knowledge); err != nil {
+				return fail(fv.Line, "agent %q: knowledge: %v", name, err)
+			}
+			a.knowledgeLine = fv.Line
 		case "max_rounds":
 			err = intIn(&a.MaxRounds, 1, node.MaxReflectionRounds)
 		case "critic_prompt":
@@ -780,7 +794,7 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 	out := make([]node.NamedAgent, len(f.Agents))
 	for i, a := range f.Agents {
 		na := node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
-			Paradigm: a.Paradigm, MaxSteps: a.MaxSteps, Model: a.model, Fallbacks: a.fallbacks, MemoryNamespace: a.Memory,
+			Paradigm: a.Paradigm, MaxSteps: a.MaxSteps, Model: a.model, Fallbacks: a.fallbacks, MemoryNamespace: a.Memory, Knowledge: a.Knowledge,
 			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps),
 			MaxRounds: a.MaxRounds, CriticPrompt: a.CriticPrompt, CriticModel: a.critic, LessonsNamespace: a.LessonsNamespace, Lessons: a.Lessons, Evaluate: a.Evaluate,
 			EvaluatorPrompt: a.EvaluatorPrompt}
@@ -841,6 +855,12 @@ func (f AgentsFile) CheckNodeTools(cfg node.Config) error {
 		if a.Memory != "" && cfg.MemoryTool == nil {
 			return &AgentsFileError{Path: f.Path, Line: a.memoryLine, Msg: fmt.Sprintf(
 				"agent %q: memory %s: the node has no memory tool: set \"tool\": true in the configuration's \"memory\" section", a.Name, a.Memory)}
+		}
+	}
+	for _, a := range f.Agents {
+		if a.Knowledge != "" && cfg.KnowledgeTool == nil {
+			return &AgentsFileError{Path: f.Path, Line: a.knowledgeLine, Msg: fmt.Sprintf(
+				"agent %q: knowledge %s: the node has no rag tool: set \"tool\": true in the configuration's \"knowledge\" section", a.Name, a.Knowledge)}
 		}
 	}
 	// With the file's agents, the node has the delegate tool too (sub-agents).

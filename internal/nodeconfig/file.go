@@ -68,6 +68,8 @@ type File struct {
 	Chains []tools.Chain `json:"chains"`
 	// Memory configures agent memory (MemoryFile).
 	Memory *MemoryFile `json:"memory"`
+	// Knowledge configures the knowledge bases (KnowledgeFile).
+	Knowledge *KnowledgeFile `json:"knowledge"`
 	// AgentsFile is the agents file (YAML; LoadAgents) that declares named agents.
 	AgentsFile string `json:"agents_file"`
 	// ApprovalTimeout is how long a call that needs approval waits for an answer
@@ -223,6 +225,15 @@ func unknownField(file []byte, name string) error {
 	case memCons[name] != nil:
 		return fmt.Errorf("unknown field \"memory.consolidator.%s\": the consolidator fields are %s", name, jsonFields[ConsolidatorFile]())
 	}
+	var kb, kbEmb map[string]json.RawMessage
+	_ = json.Unmarshal(top["knowledge"], &kb)
+	_ = json.Unmarshal(kb["embedder"], &kbEmb)
+	switch {
+	case kb[name] != nil:
+		return fmt.Errorf("unknown field \"knowledge.%s\": the knowledge fields are %s", name, jsonFields[KnowledgeFile]())
+	case kbEmb[name] != nil:
+		return fmt.Errorf("unknown field \"knowledge.embedder.%s\": the embedder fields are %s", name, jsonFields[EmbedderFile]())
+	}
 	return fmt.Errorf("unknown field %q in gateway.prices (prompt, completion, cached), gateway.quotas (scope, tokens, window) "+
 		"or gateway.semantic_cache (threshold, ttl)", name)
 }
@@ -365,6 +376,7 @@ func (fc File) Validate() error {
 		bad("chains", "%w", err)
 	}
 	errs = append(errs, fc.Memory.validate()...)
+	errs = append(errs, fc.Knowledge.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -1,0 +1,611 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/pipelines/rag"
+	"github.com/troupe-run/troupe/vectorstore"
+)
+
+// Knowledge bases on a node. A knowledge base (package knowledge) is an
+// event-sourced entity like a memory namespace: its stream kb/<name> is in the
+// node's event log, its vectors in the node's vector store (the embedded index at
+// KnowledgeVectorsPath, or Milvus), its BM25 index in memory, both rebuilt from the
+// stream. On a sharded cluster its writes run on the owner of its stream's
+// partition (knowledgeroute.go); its searches run on any node, which folds what
+// the stream gained first.
+
+// kbMaxBody bounds a POST /v1/kb/{name}/documents body: a document of
+// knowledge.MaxDocumentBytes and the envelope around it (the multipart headers, or
+// the JSON escaping of {"source","content"}, which can double the size of text
+// full of quotes and newlines: such a text is at most half the limit).
+const kbMaxBody = knowledge.MaxDocumentBytes + 64<<10
+
+// kbIngestTimeout is how long an upload's ingestion may take (conversion and
+// embedding with a remote embedder) before its response is written: the write
+// deadline of the HTTP server (HTTPConfig.WriteTimeout, 30 s by default) is
+// extended to it once the body is read.
+const kbIngestTimeout = 10 * time.Minute
+
+// Knowledge returns the node's knowledge bases, nil when Config.Knowledge is not set.
+func (n *Node) Knowledge() *knowledge.Bases { return n.knowledge }
+
+// KnowledgeVectorsPath is where a node keeps its knowledge bases' vectors in the
+// embedded index: DATA/knowledge/vectors.log, or DATA/knowledge/NODE/vectors.log for
+// a node of a cluster (as MemoryVectorsPath).
+func KnowledgeVectorsPath(dataDir string, cluster bool, nodeID string) string {
+	if cluster {
+		return filepath.Join(dataDir, "knowledge", url.PathEscape(nodeID), "vectors.log")
+	}
+	return filepath.Join(dataDir, "knowledge", "vectors.log")
+}
+
+// openKnowledge opens the knowledge bases of Config.Knowledge on the node's log,
+// with its events stamped by the node's clock and, when Knowledge.Model is nil,
+// the node's model for query rewriting, HyDE and answers (none when that is the
+// offline rule-based model).
+func (n *Node) openKnowledge() error {
+	if n.cfg.Knowledge == nil {
+		return nil
+	}
+	cfg := *n.cfg.Knowledge
+	cfg.Log = n.log
+	if cfg.Now == nil {
+		cfg.Now = n.cfg.Clock.Now
+	}
+	if cfg.Model == nil {
+		cfg.Model = n.cfg.Model
+	}
+	if cfg.Vectors == nil {
+		// A projection of the streams, rebuilt from them when a base is first used:
+		// no fsync per write.
+		v, err := vectorstore.Open(vectorstore.Config{Path: KnowledgeVectorsPath(n.cfg.DataDir, n.cfg.Bus != nil, n.cfg.NodeID), NoSync: true,
+			Index: vectorstore.IndexHNSW})
+		if err != nil {
+			return fmt.Errorf("knowledge: vectors: %w", err)
+		}
+		cfg.Vectors = v
+		n.kbVectors = v
+	}
+	bs, err := knowledge.Open(cfg)
+	if err != nil {
+		return err
+	}
+	n.knowledge = bs
+	n.kbOpen = &kbOpener{bs: bs, log: n.log}
+	return nil
+}
+
+// knowledgeRoutes adds the knowledge base API to mux when the node has knowledge
+// bases:
+//
+//	GET    /v1/kb                             the knowledge bases → {"bases": [Stats...]}
+//	GET    /v1/kb/{name}/documents            its documents → {"name", "documents": [...]}
+//	POST   /v1/kb/{name}/documents            ingest a document: multipart/form-data
+//	                                          with one file part (its filename is the
+//	                                          source, or a "source" field's value), or
+//	                                          JSON {"source", "content"} (Markdown) →
+//	                                          201 (added, replaced) or 200 (unchanged)
+//	                                          with the AddResult
+//	GET    /v1/kb/{name}/search               ?q=&limit=&mode=&multi_query=&hyde= →
+//	                                          {"results": [{"chunk_id", "source",
+//	                                          "heading_path", "content", "score"}]}
+//	POST   /v1/kb/{name}/ask                  {"question", "limit", "mode"} → the Answer
+//	DELETE /v1/kb/{name}/documents/{source...}  remove a document → {"removed": source}
+//	DELETE /v1/kb/{name}/documents?source=S     the same, for any source name
+//
+// A source in the path is the rest of the path after /documents/, percent-encoded
+// as a URL path (a '/' may be sent as it is or as %2F; '%', '?', '#' and spaces must
+// be escaped). A source with "." or ".." segments or an empty one ("a//b") cannot
+// travel in a path (HTTP clients and the server's path cleaning rewrite it): use the
+// source query parameter, which takes any name.
+func (n *Node) knowledgeRoutes(mux *http.ServeMux) {
+	if n.knowledge == nil {
+		return
+	}
+	mux.HandleFunc("GET /v1/kb", n.listKnowledgeBases)
+	mux.HandleFunc("GET /v1/kb/{name}/documents", n.listKBDocuments)
+	mux.HandleFunc("POST /v1/kb/{name}/documents", n.postKBDocument)
+	mux.HandleFunc("GET /v1/kb/{name}/search", n.searchKB)
+	mux.HandleFunc("POST /v1/kb/{name}/ask", n.askKB)
+	mux.HandleFunc("DELETE /v1/kb/{name}/documents/{source...}", n.deleteKBDocument)
+	mux.HandleFunc("DELETE /v1/kb/{name}/documents", n.deleteKBDocument)
+}
+
+// KBSearchHit is one result of a knowledge base search, as GET
+// /v1/kb/{name}/search and node rag search --json give it.
+type KBSearchHit struct {
+	ChunkID string `json:"chunk_id"`
+	// Source is the document's name: the file's path as given to node rag add, the
+	// upload's filename, or the source of a JSON document.
+	Source string `json:"source"`
+	// HeadingPath is the chunk's headings, "Install > Linux" ("" above the first).
+	HeadingPath string  `json:"heading_path"`
+	Content     string  `json:"content"`
+	Score       float64 `json:"score"`
+}
+
+// KBSearchAnswer is the body of GET /v1/kb/{name}/search.
+type KBSearchAnswer struct {
+	Results []KBSearchHit `json:"results"`
+}
+
+// KBSearchHits turns a search's hits into the wire shape.
+func KBSearchHits(hits []knowledge.Hit) KBSearchAnswer {
+	out := KBSearchAnswer{Results: make([]KBSearchHit, len(hits))}
+	for i, h := range hits {
+		out.Results[i] = KBSearchHit{ChunkID: h.ChunkID, Source: h.Source, HeadingPath: h.HeadingPath, Content: h.Content, Score: h.Score}
+	}
+	return out
+}
+
+// ParseKBQuery reads the query of GET /v1/kb/{name}/search (and node rag search): q
+// is required (at most knowledge.MaxQueryBytes); limit 1 to knowledge.MaxLimit
+// (default knowledge.DefaultLimit); mode hybrid (default), vector or bm25;
+// multi_query 0 to knowledge.MaxMultiQuery rewrites of the query by the model;
+// hyde true or false. Errors wrap knowledge.ErrInvalid.
+func ParseKBQuery(get func(string) string) (knowledge.Query, error) {
+	q := knowledge.Query{Text: get("q"), Limit: knowledge.DefaultLimit}
+	if strings.TrimSpace(q.Text) == "" {
+		return q, fmt.Errorf("%w: q is empty: say what to search for", knowledge.ErrInvalid)
+	}
+	if len(q.Text) > knowledge.MaxQueryBytes {
+		return q, fmt.Errorf("%w: q is %d bytes, longer than %d", knowledge.ErrInvalid, len(q.Text), knowledge.MaxQueryBytes)
+	}
+	if s := get("limit"); s != "" {
+		l, err := strconv.Atoi(s)
+		if err != nil || l < 1 || l > knowledge.MaxLimit {
+			return q, fmt.Errorf("%w: limit %q: want 1 to %d", knowledge.ErrInvalid, s, knowledge.MaxLimit)
+		}
+		q.Limit = l
+	}
+	m, err := knowledge.ParseMode(get("mode"))
+	if err != nil {
+		return q, err
+	}
+	q.Mode = m
+	if s := get("multi_query"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 || v > knowledge.MaxMultiQuery {
+			return q, fmt.Errorf("%w: multi_query %q: want 0 to %d rewrites", knowledge.ErrInvalid, s, knowledge.MaxMultiQuery)
+		}
+		q.MultiQuery = v
+	}
+	if s := get("hyde"); s != "" {
+		v, err := strconv.ParseBool(s)
+		if err != nil {
+			return q, fmt.Errorf("%w: hyde %q: want true or false", knowledge.ErrInvalid, s)
+		}
+		q.HyDE = v
+	}
+	return q, nil
+}
+
+// existingBase returns knowledge base name when its stream has events; a name
+// that never had a document is errNoBase (a base is created by its first
+// document). It opens the base, which stays cached in bs: kbOpener asks the log
+// first, so that names that do not exist cache nothing.
+func existingBase(ctx context.Context, bs *knowledge.Bases, name string) (*knowledge.Base, error) {
+	b, err := bs.Base(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Refresh(ctx); err != nil {
+		return nil, err
+	}
+	if b.Stats().Seq == 0 {
+		return nil, fmt.Errorf("%w %q (add a document to create it)", errNoBase, name)
+	}
+	return b, nil
+}
+
+// kbOpener opens the knowledge bases that exist for the reads of the API and of
+// the rag tool. Bases caches every base it is asked for, so a base is looked for
+// in the log first, once per name, and a name without events is refused without
+// being cached: requests for made-up names do not make the node grow.
+type kbOpener struct {
+	bs    *knowledge.Bases
+	log   eventlog.Log
+	known sync.Map // name → struct{}: a base whose stream has events
+}
+
+// existing returns knowledge base name if its stream has events, else errNoBase.
+func (o *kbOpener) existing(ctx context.Context, name string) (*knowledge.Base, error) {
+	if err := knowledge.CheckName(name); err != nil {
+		return nil, err
+	}
+	if _, ok := o.known.Load(name); !ok {
+		events, err := o.log.Read(ctx, knowledge.Stream(name), 1)
+		if err != nil {
+			return nil, fmt.Errorf("knowledge: reading %s: %w", knowledge.Stream(name), err)
+		}
+		if len(events) == 0 {
+			return nil, fmt.Errorf("%w %q (add a document to create it)", errNoBase, name)
+		}
+		o.known.Store(name, struct{}{})
+	}
+	return existingBase(ctx, o.bs, name)
+}
+
+// errNoBase is the error of an operation on a knowledge base that has no events.
+var errNoBase = errors.New("knowledge: no knowledge base")
+
+// IsUnknownBase reports whether err is about a knowledge base that does not exist
+// (it never had a document).
+func IsUnknownBase(err error) bool { return errors.Is(err, errNoBase) }
+
+// kbStatus is the HTTP status of a knowledge base error.
+func kbStatus(err error) int {
+	switch {
+	case errors.Is(err, errNoBase), errors.Is(err, knowledge.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, knowledge.ErrKeyReused):
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, knowledge.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, knowledge.ErrInvalid), errors.Is(err, knowledge.ErrEmpty),
+		errors.Is(err, rag.ErrUnsupported), errors.Is(err, rag.ErrMalformed):
+		return http.StatusBadRequest
+	}
+	return http.StatusServiceUnavailable
+}
+
+func (n *Node) listKnowledgeBases(w http.ResponseWriter, r *http.Request) {
+	names, err := n.knowledge.List(r.Context())
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "%v", err)
+		return
+	}
+	out := struct {
+		Bases []knowledge.Stats `json:"bases"`
+	}{Bases: []knowledge.Stats{}}
+	for _, name := range names {
+		b, err := n.knowledge.Base(r.Context(), name)
+		if err == nil {
+			err = b.Refresh(r.Context())
+		}
+		if err != nil {
+			writeError(w, http.StatusServiceUnavailable, "knowledge base %s: %v", name, err)
+			return
+		}
+		out.Bases = append(out.Bases, b.Stats())
+	}
+	kbJSON(w, http.StatusOK, out)
+}
+
+func (n *Node) listKBDocuments(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := knowledge.CheckName(name); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	b, err := n.kbOpen.existing(r.Context(), name)
+	if err != nil {
+		writeError(w, kbStatus(err), "%v", err)
+		return
+	}
+	docs := b.Documents()
+	if docs == nil {
+		docs = []knowledge.Document{}
+	}
+	kbJSON(w, http.StatusOK, map[string]any{"name": name, "documents": docs})
+}
+
+// postKBDocument ingests one document. The body is read whole (at most kbMaxBody)
+// before anything is written, so a refused or cut body writes nothing. The
+// Idempotency-Key header, when given, makes a retried upload write once, even when
+// the retries race each other.
+func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := knowledge.CheckName(name); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 200 {
+		writeError(w, http.StatusBadRequest, "Idempotency-Key is longer than 200 bytes")
+		return
+	}
+	if r.ContentLength > kbMaxBody {
+		writeError(w, http.StatusRequestEntityTooLarge, "request body of %d bytes is larger than %d: a document is at most %d bytes (32 MiB)", r.ContentLength, kbMaxBody, knowledge.MaxDocumentBytes)
+		return
+	}
+	ct := r.Header.Get("Content-Type")
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be multipart/form-data (a file) or application/json ({\"source\", \"content\"}), not %q", ct)
+		return
+	}
+	body := http.MaxBytesReader(w, r.Body, kbMaxBody)
+	var source string
+	var doc []byte
+	var text bool // JSON: the content is Markdown, not a file to convert
+	switch mt {
+	case "application/json":
+		if err := checkJSONContentType(ct); err != nil {
+			writeError(w, http.StatusUnsupportedMediaType, "%v", err)
+			return
+		}
+		raw, err := io.ReadAll(body)
+		if err != nil {
+			bodyError(w, err)
+			return
+		}
+		var in struct {
+			Source  *string `json:"source"`
+			Content *string `json:"content"`
+		}
+		dec := json.NewDecoder(strings.NewReader(string(raw)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil {
+			writeError(w, http.StatusBadRequest, "malformed JSON: %v: want {\"source\": NAME, \"content\": MARKDOWN}", err)
+			return
+		}
+		if dec.More() {
+			writeError(w, http.StatusBadRequest, "malformed JSON: more after the object")
+			return
+		}
+		if in.Source == nil || in.Content == nil {
+			writeError(w, http.StatusBadRequest, "want {\"source\": NAME, \"content\": MARKDOWN}: source and content are both required")
+			return
+		}
+		source, doc, text = *in.Source, []byte(*in.Content), true
+	case "multipart/form-data":
+		source, doc, err = readUpload(body, params["boundary"])
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			var netErr net.Error
+			if errors.As(err, &tooLarge) || errors.As(err, &netErr) {
+				bodyError(w, err)
+			} else {
+				writeError(w, http.StatusBadRequest, "%v", err)
+			}
+			return
+		}
+	default:
+		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be multipart/form-data (a file) or application/json ({\"source\", \"content\"}), not %q", ct)
+		return
+	}
+	if err := knowledge.CheckSource(source); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if key != "" {
+		key = "http/" + key
+	}
+	// The body is read: the ingestion (conversion, embedding) may outlast the
+	// server's write timeout.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(kbIngestTimeout))
+	res, err := n.kbAdd(r.Context(), name, source, doc, text, key) // here, or on the base's owner
+	switch code := kbStatus(err); {
+	case errors.Is(err, knowledge.ErrKeyReused):
+		writeError(w, code, "%v: the Idempotency-Key %q was sent with another document before; use a new key for a new request", err, r.Header.Get("Idempotency-Key"))
+	case err != nil && code == http.StatusServiceUnavailable:
+		writeError(w, code, "the document was not ingested: %v (send it again, with the same Idempotency-Key: it is not written twice)", err)
+	case err != nil:
+		writeError(w, code, "%v", err)
+	case res.Skipped():
+		kbJSON(w, http.StatusOK, res)
+	default:
+		kbJSON(w, http.StatusCreated, res)
+	}
+}
+
+// kbJSON writes v as JSON without HTML escapes, so that citation labels and
+// heading paths read "# Install > ## Linux", not "# Install \u003e ## Linux".
+func kbJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+// bodyError answers a request whose body could not be read.
+func bodyError(w http.ResponseWriter, err error) {
+	var tooLarge *http.MaxBytesError
+	var netErr net.Error
+	switch {
+	case errors.As(err, &tooLarge):
+		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes: a document is at most %d bytes (32 MiB); nothing was written", kbMaxBody, knowledge.MaxDocumentBytes)
+	case errors.As(err, &netErr) && netErr.Timeout():
+		writeError(w, http.StatusRequestTimeout, "the request body was not sent in time; nothing was written")
+	default:
+		writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
+	}
+}
+
+// readUpload reads a multipart body: one file part, whose filename (as sent, with
+// its folders: it names the document, it is never a path on this host) is the
+// source unless a "source" field names it (curl sends only the file's base name:
+// -F source=docs/guide.md keeps the folder). Other fields are refused.
+func readUpload(body io.Reader, boundary string) (source string, doc []byte, err error) {
+	if boundary == "" {
+		return "", nil, errors.New("multipart/form-data without a boundary")
+	}
+	mr := multipart.NewReader(body, boundary)
+	var named string
+	found := false
+	for {
+		p, err := mr.NextRawPart()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("malformed multipart body: %w", err)
+		}
+		_, dp, derr := mime.ParseMediaType(p.Header.Get("Content-Disposition"))
+		if derr != nil {
+			return "", nil, fmt.Errorf("a multipart part without a readable Content-Disposition: %v", derr)
+		}
+		field := dp["name"]
+		filename, hasFile := dp["filename"]
+		switch {
+		case hasFile:
+			if found {
+				return "", nil, errors.New("more than one file in the upload: send one document per request")
+			}
+			found = true
+			if doc, err = io.ReadAll(p); err != nil {
+				return "", nil, err
+			}
+			source = filename
+		case field == "source":
+			v, err := io.ReadAll(io.LimitReader(p, knowledge.MaxSourceLen+1))
+			if err != nil {
+				return "", nil, err
+			}
+			if named = string(v); named == "" {
+				return "", nil, errors.New("the source field is empty")
+			}
+		default:
+			return "", nil, fmt.Errorf("unknown multipart field %q: want one file part (and optionally a source field before it)", field)
+		}
+	}
+	if !found {
+		return "", nil, errors.New("no file in the upload: send a file part, such as curl -F file=@guide.md")
+	}
+	if named != "" {
+		source = named
+	}
+	return source, doc, nil
+}
+
+func (n *Node) searchKB(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := knowledge.CheckName(name); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	q, err := ParseKBQuery(r.URL.Query().Get)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	b, err := n.kbOpen.existing(r.Context(), name)
+	if err != nil {
+		writeError(w, kbStatus(err), "%v", err)
+		return
+	}
+	res, err := b.Search(r.Context(), q)
+	if err != nil {
+		writeError(w, kbStatus(err), "search failed: %v", err)
+		return
+	}
+	kbJSON(w, http.StatusOK, KBSearchHits(res.Hits))
+}
+
+// KBAskRequest is the body of POST /v1/kb/{name}/ask.
+type KBAskRequest struct {
+	Question   string         `json:"question"`
+	Limit      int            `json:"limit,omitempty"`
+	Mode       knowledge.Mode `json:"mode,omitempty"`
+	MultiQuery int            `json:"multi_query,omitempty"`
+	HyDE       bool           `json:"hyde,omitempty"`
+	Extractive bool           `json:"extractive,omitempty"`
+}
+
+func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := knowledge.CheckName(name); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if err := checkJSONContentType(r.Header.Get("Content-Type")); err != nil {
+		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
+		return
+	}
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	if err != nil {
+		bodyError(w, err)
+		return
+	}
+	var in KBAskRequest
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON: %v: want {\"question\": TEXT}", err)
+		return
+	}
+	if strings.TrimSpace(in.Question) == "" {
+		writeError(w, http.StatusBadRequest, "question is empty: say what to answer")
+		return
+	}
+	if _, err := knowledge.ParseMode(string(in.Mode)); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	b, err := n.kbOpen.existing(r.Context(), name)
+	if err != nil {
+		writeError(w, kbStatus(err), "%v", err)
+		return
+	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(kbIngestTimeout))
+	ans, err := b.Ask(r.Context(), in.Question, knowledge.AskOptions{Limit: in.Limit, Mode: in.Mode, MultiQuery: in.MultiQuery, HyDE: in.HyDE, Extractive: in.Extractive})
+	if err != nil {
+		writeError(w, kbStatus(err), "ask failed: %v", err)
+		return
+	}
+	kbJSON(w, http.StatusOK, ans)
+}
+
+func (n *Node) deleteKBDocument(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if err := knowledge.CheckName(name); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	source := r.PathValue("source")
+	if q, ok := r.URL.Query()["source"]; ok {
+		if source != "" {
+			writeError(w, http.StatusBadRequest, "the source is named twice: in the path and in ?source=; use one")
+			return
+		}
+		if len(q) != 1 {
+			writeError(w, http.StatusBadRequest, "?source= is given %d times: name one document", len(q))
+			return
+		}
+		source = q[0]
+	}
+	if source == "" {
+		writeError(w, http.StatusBadRequest, "no source: DELETE /v1/kb/%s/documents/SOURCE (percent-encoded) or /v1/kb/%s/documents?source=SOURCE", name, name)
+		return
+	}
+	if err := knowledge.CheckSource(source); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if len(key) > 200 {
+		writeError(w, http.StatusBadRequest, "Idempotency-Key is longer than 200 bytes")
+		return
+	}
+	if key != "" {
+		key = "http/" + key
+	}
+	if _, err := n.kbOpen.existing(r.Context(), name); err != nil {
+		writeError(w, kbStatus(err), "%v", err)
+		return
+	}
+	if err := n.kbRemove(r.Context(), name, source, key); err != nil {
+		writeError(w, kbStatus(err), "%v", err)
+		return
+	}
+	kbJSON(w, http.StatusOK, map[string]string{"removed": source})
+}
