@@ -119,6 +119,9 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 	if err != nil {
 		return AddResult{}, fmt.Errorf("knowledge: %w", err)
 	}
+	if b.cfg.Redact != nil {
+		md = b.cfg.Redact(md)
+	}
 	chunks := rag.Pack(rag.Split(md), b.cfg.Chunk)
 	if len(chunks) == 0 {
 		return AddResult{}, fmt.Errorf("%w: %q (%d bytes) gives no text to index", ErrEmpty, source, len(body))

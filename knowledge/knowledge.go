@@ -139,6 +139,11 @@ type Config struct {
 	// rule-based model (llm.OfflineName), which is no language model: queries are
 	// searched as given and Ask answers extractively.
 	Model llm.Model
+	// Redact, when set, rewrites a document's Markdown after conversion and before
+	// it is chunked, embedded and stored: secrets must not enter the events. The
+	// document's hash stays that of the bytes given, so an unchanged document is
+	// still recognised.
+	Redact func(string) string
 	// Rerank, when set, reorders the fused, deduplicated candidate pool of a search
 	// before it is cut to the limit. It may drop hits; hits it adds are ignored.
 	Rerank func(ctx context.Context, query string, hits []Hit) ([]Hit, error)

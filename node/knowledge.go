@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/pipelines/rag"
 	"github.com/troupe-run/troupe/vectorstore"
 )
@@ -69,8 +70,14 @@ func (n *Node) openKnowledge() error {
 	if cfg.Now == nil {
 		cfg.Now = n.cfg.Clock.Now
 	}
-	if cfg.Model == nil {
-		cfg.Model = n.cfg.Model
+	if cfg.Model == nil && n.cfg.Model != nil {
+		// The node's model behind its gateway: retries, fallbacks, quotas and
+		// pricing apply to query rewriting, HyDE and answers as to a session's calls.
+		cfg.Model = &gatewayModel{n: n, model: n.cfg.Model}
+	}
+	if cfg.Redact == nil {
+		// No secrets in events: a document's text is redacted as session events are.
+		cfg.Redact = n.redactor.String
 	}
 	if cfg.Vectors == nil {
 		// A projection of the streams, rebuilt from them when a base is first used:
@@ -608,4 +615,22 @@ func (n *Node) deleteKBDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	kbJSON(w, http.StatusOK, map[string]string{"removed": source})
+}
+
+// gatewayModel is the node's model as the knowledge bases call it: through the
+// node's gateway once the node has built it, the model itself before that.
+type gatewayModel struct {
+	n     *Node
+	model llm.Model
+}
+
+// Name is the node's model's: the knowledge bases treat the offline model as none.
+func (g *gatewayModel) Name() string { return g.model.Name() }
+
+// Generate asks the node's gateway, or its model when the node has no gateway yet.
+func (g *gatewayModel) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if gw := g.n.gw; gw != nil {
+		return gw.Generate(ctx, req)
+	}
+	return g.model.Generate(ctx, req)
 }

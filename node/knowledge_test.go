@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/troupe-run/troupe/llm/gateway"
 	"io"
 	"mime/multipart"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -613,7 +615,7 @@ wait:
 	}
 }
 
-// A text document (JSON, or the rag tool's add) is redacted before it is stored:
+// A document (a file, JSON, or the rag tool's add) is redacted before it is stored:
 // the node's secrets and credential-shaped strings never reach the knowledge
 // base's events, as they never reach a session's.
 func TestKBTextDocumentsAreRedacted(t *testing.T) {
@@ -633,5 +635,50 @@ func TestKBTextDocumentsAreRedacted(t *testing.T) {
 	}
 	if _, ans, _ := k.search(t, "docs", url.Values{"q": {"production key"}}); len(ans.Results) != 1 || strings.Contains(ans.Results[0].Content, secret) {
 		t.Fatalf("search: %+v", ans)
+	}
+	// A file is redacted too, after its conversion to Markdown.
+	page := "<html><body><h1>Deploy</h1><p>Use the key " + secret + " for deploys.</p></body></html>"
+	if code, b := k.upload(t, "docs", "deploy.html", page); code != http.StatusCreated {
+		t.Fatalf("upload: %d %s", code, b)
+	}
+	events, err = k.log.Read(context.Background(), knowledge.Stream("docs"), 2)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("events %d %v", len(events), err)
+	}
+	if raw := string(events[0].Payload); strings.Contains(raw, secret) || !strings.Contains(raw, "[REDACTED]") || !strings.Contains(raw, "deploy.html") {
+		t.Fatalf("the stored file holds a secret: %.400s", raw)
+	}
+}
+
+// flakyModel fails its first call with a transient error, then answers with text.
+type flakyModel struct {
+	calls  atomic.Int32
+	answer string
+}
+
+func (m *flakyModel) Name() string { return "flaky" }
+
+func (m *flakyModel) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	if m.calls.Add(1) == 1 {
+		return llm.Response{}, fmt.Errorf("%w: 503 from the provider", llm.ErrTransient)
+	}
+	return llm.Response{Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: m.answer}}, nil
+}
+
+// A knowledge base's model calls (an answer here) go through the node's gateway:
+// a transient failure is retried as a session's call would be, not returned.
+func TestKBModelCallsGoThroughTheGateway(t *testing.T) {
+	model := &flakyModel{answer: "A document is at most 32 MiB [limits > # Limits > ## Uploads]."}
+	k := newKBNode(t, node.Config{Model: model, Gateway: gateway.Config{Retry: gateway.RetryPolicy{Initial: time.Millisecond, Max: 2 * time.Millisecond}}})
+	if code, b := k.postText(t, "docs", "limits", kbLimits); code != http.StatusCreated {
+		t.Fatalf("JSON document: %d %s", code, b)
+	}
+	code, b := k.do(t, http.MethodPost, "/v1/kb/docs/ask", "application/json", strings.NewReader(`{"question":"How large can a document be?"}`))
+	var answer knowledge.Answer
+	if code != http.StatusOK || json.Unmarshal(b, &answer) != nil || answer.Extractive || len(answer.Citations) != 1 || answer.Citations[0].Source != "limits" {
+		t.Fatalf("ask: %d %s", code, b)
+	}
+	if n := model.calls.Load(); n != 2 {
+		t.Fatalf("the model was called %d times; want 2 (a failure, then its retry)", n)
 	}
 }

@@ -104,8 +104,8 @@ func (n *Node) kbAdd(ctx context.Context, name, source string, body []byte, text
 	}
 	// No secrets in events: a text given as such (a JSON document, the rag tool's
 	// add, whose content a model wrote) is redacted as session events are, before
-	// it is hashed, chunked and stored. A file is stored as its converted text;
-	// package knowledge has no redaction hook yet, so a file's content is not.
+	// it is hashed, chunked and stored; a file's converted text is redacted by the
+	// knowledge bases themselves (knowledge.Config.Redact).
 	source = n.redactor.String(source)
 	if text {
 		body = n.redactor.Bytes(body)

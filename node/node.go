@@ -509,6 +509,8 @@ type Node struct {
 	afterTask *afterTaskWriter
 
 	redactor *redact.Redactor
+	// gw is the gateway in front of the node's models (newEffects).
+	gw       *gateway.Gateway
 	ingress  *Ingress
 	stopping chan struct{}
 	// submits bounds deliverTask's waits by SubmitTimeout.

@@ -171,6 +171,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	if err != nil {
 		return nil, err
 	}
+	n.gw = gw
 	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Catalog: cfg.ToolCatalog, Remember: cacheTTL,
 		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger})
 	if !n.wiring().asksRemote() {
