@@ -1,0 +1,513 @@
+package context
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// ErrInvalidItems is wrapped by Build's errors about its input.
+var ErrInvalidItems = errors.New("context: invalid items")
+
+// Reasons of a dropped item (messages.ContextItem.Reason).
+const (
+	ReasonBudget   = "budget"
+	ReasonGroup    = "group"
+	ReasonReplaced = "replaced by "
+)
+
+// where an item is rendered.
+type placement int
+
+const (
+	placeSystem   placement = iota // the system message (Role & Policies, stable State)
+	placeConv                      // the conversation, as a chat message
+	placeBriefing                  // the briefing after the conversation
+)
+
+// cand is an item in the making.
+type cand struct {
+	Item
+	idx     int // index in the input
+	score   float64
+	raw     float64 // the score a pinned item would have had
+	group   int     // index into groups
+	place   placement
+	out     bool // replaced or older: not a candidate
+	kept    bool
+	from    int // tokens before a cut; 0 when not truncated
+	dropped string
+}
+
+type group struct {
+	members []int // indices into cands, in input order
+	pinned  bool
+	score   float64
+	pos     int // the newest member's Pos
+	first   int // the first member's input index
+}
+
+// Build selects, structures and compresses items into a context (see the package
+// comment). It fails only on invalid input: an empty or duplicate ID, an unknown
+// section, or no Tokenizer for an item to count.
+func (b Builder) Build(items []Item) (*Context, error) {
+	o := b.Options.withDefaults()
+	cs := make([]cand, len(items))
+	byID := make(map[string]int, len(items))
+	for i, it := range items {
+		if it.ID == "" {
+			return nil, fmt.Errorf("%w: item %d has no ID", ErrInvalidItems, i)
+		}
+		if _, dup := byID[it.ID]; dup {
+			return nil, fmt.Errorf("%w: two items have the ID %q", ErrInvalidItems, it.ID)
+		}
+		if it.Section < 0 || it.Section >= numSections {
+			return nil, fmt.Errorf("%w: item %q has unknown section %d", ErrInvalidItems, it.ID, it.Section)
+		}
+		byID[it.ID] = i
+		cs[i] = cand{Item: it, idx: i, place: placeOf(it)}
+	}
+	rep := messages.ContextReport{Window: o.Window, Reserved: o.ReservedOutput}
+
+	// Replacements: a summary or a masked observation stands for the items it names.
+	for i := range cs {
+		for _, id := range cs[i].Replaces {
+			if j, ok := byID[id]; ok && j != i && cs[j].dropped == "" {
+				cs[j].out, cs[j].dropped = true, ReasonReplaced+cs[i].ID
+			}
+		}
+	}
+	gs := groupsOf(cs)
+	// A group that lost a member to an item outside it would send a call without
+	// its results, or results without their call: it goes whole.
+	for gi := range gs {
+		g := &gs[gi]
+		broken := false
+		for _, m := range g.members {
+			if cs[m].out && cs[m].dropped != "" && !replacedWithin(cs, byID, m, gi) {
+				broken = true
+			}
+		}
+		if broken {
+			for _, m := range g.members {
+				if !cs[m].out {
+					cs[m].out, cs[m].dropped = true, ReasonGroup
+				}
+			}
+		}
+		for _, m := range g.members {
+			g.pinned = g.pinned || (cs[m].Pinned && !cs[m].out) || (cs[m].Section == SectionRole && !cs[m].out)
+		}
+	}
+	rep.Older = b.historyWindow(o, cs, gs)
+
+	// Count what is still a candidate.
+	for i := range cs {
+		c := &cs[i]
+		if c.out || c.Tokens > 0 {
+			continue
+		}
+		if b.Tokenizer == nil {
+			return nil, fmt.Errorf("%w: item %q has no token count and the builder no Tokenizer", ErrInvalidItems, c.ID)
+		}
+		if c.Message != nil {
+			c.Tokens = CountMessage(b.Tokenizer, *c.Message)
+		} else {
+			c.Tokens = CountText(b.Tokenizer, c.Text)
+		}
+	}
+	scoreAll(o, cs)
+	for gi := range gs {
+		g := &gs[gi]
+		g.score, g.pos, g.first = -1, math.MinInt, math.MaxInt
+		for _, m := range g.members {
+			if cs[m].out {
+				continue
+			}
+			g.score = max(g.score, cs[m].score)
+			g.pos = max(g.pos, cs[m].Pos)
+			g.first = min(g.first, cs[m].idx)
+		}
+	}
+
+	// The stable prefix is outside the budget.
+	for i := range cs {
+		if cs[i].Section == SectionRole && !cs[i].out {
+			rep.System += cs[i].Tokens
+			cs[i].kept = true
+		}
+	}
+	budget := max(0, o.Window-o.ReservedOutput-rep.System)
+	rep.Budget = budget
+
+	// Select: pinned groups first, then the rest best first.
+	p := packer{b: b}
+	order := make([]int, 0, len(gs))
+	for gi := range gs {
+		if gs[gi].score >= 0 && !gs[gi].pinned {
+			order = append(order, gi)
+		}
+	}
+	slices.SortFunc(order, func(x, y int) int {
+		gx, gy := &gs[x], &gs[y]
+		if c := cmp.Compare(gy.score, gx.score); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(gy.pos, gx.pos); c != 0 {
+			return c
+		}
+		return cmp.Compare(gx.first, gy.first)
+	})
+	for gi := range gs {
+		if gs[gi].pinned {
+			for _, m := range gs[gi].members {
+				if c := &cs[m]; !c.out && c.Section != SectionRole {
+					p.used += p.add(c)
+					c.kept = true
+				}
+			}
+		}
+	}
+	for _, gi := range order {
+		cost, st := 0, p.st
+		for _, m := range gs[gi].members {
+			if !cs[m].out {
+				cost += p.add(&cs[m])
+			}
+		}
+		if p.used+cost > budget {
+			p.st = st
+			for _, m := range gs[gi].members {
+				if !cs[m].out {
+					cs[m].dropped = ReasonBudget
+				}
+			}
+			continue
+		}
+		p.used += cost
+		for _, m := range gs[gi].members {
+			if !cs[m].out {
+				cs[m].kept = true
+			}
+		}
+	}
+
+	// Compress: cut pinned text, lowest value first, while over budget.
+	if p.used > budget && b.Tokenizer != nil {
+		cut := make([]int, 0, 4)
+		for i := range cs {
+			if c := &cs[i]; c.kept && c.Section != SectionRole && truncatable(c.Item) {
+				cut = append(cut, i)
+			}
+		}
+		slices.SortFunc(cut, func(x, y int) int {
+			if c := cmp.Compare(cs[x].raw, cs[y].raw); c != 0 {
+				return c
+			}
+			if c := cmp.Compare(cs[y].Tokens, cs[x].Tokens); c != 0 {
+				return c
+			}
+			return cmp.Compare(x, y)
+		})
+		for _, i := range cut {
+			if p.used <= budget {
+				break
+			}
+			c := &cs[i]
+			before := c.Tokens
+			b.truncate(c, max(0, before-(p.used-budget)))
+			if c.Tokens < before {
+				if c.from == 0 {
+					c.from = before
+				}
+				p.used -= before - c.Tokens
+			}
+		}
+	}
+	rep.Used = p.used
+	if p.used > budget {
+		rep.Over = p.used - budget
+	}
+
+	// Structure: sections in order, then position, then input order.
+	kept := make([]int, 0, len(cs))
+	for i := range cs {
+		if cs[i].kept {
+			kept = append(kept, i)
+		}
+	}
+	slices.SortFunc(kept, func(x, y int) int {
+		if c := cmp.Compare(cs[x].Section, cs[y].Section); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(cs[x].Pos, cs[y].Pos); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	ctx := &Context{Items: make([]Item, 0, len(kept))}
+	rep.Kept = make([]messages.ContextItem, 0, len(kept))
+	for _, i := range kept {
+		c := &cs[i]
+		ctx.Items = append(ctx.Items, c.Item)
+		ci := reportItem(c)
+		rep.Kept = append(rep.Kept, ci)
+		if c.from > 0 {
+			ci.From = c.from
+			rep.Truncated = append(rep.Truncated, ci)
+		}
+	}
+	var summarize []int
+	for i := range cs {
+		c := &cs[i]
+		switch {
+		case c.kept:
+			if o.Summarize && c.from > 0 {
+				summarize = append(summarize, i)
+			}
+		case c.dropped != "": // older turns are counted, not listed
+			rep.Dropped = append(rep.Dropped, reportItem(c))
+			if o.Summarize && c.dropped == ReasonBudget && (c.Section == SectionContext || c.Section == SectionEvidence) {
+				summarize = append(summarize, i)
+			}
+		}
+	}
+	if len(summarize) > 0 {
+		slices.SortStableFunc(summarize, func(x, y int) int { return cmp.Compare(cs[x].score, cs[y].score) })
+		for _, i := range summarize {
+			rep.Summarize = append(rep.Summarize, cs[i].ID)
+		}
+	}
+	ctx.Report = rep
+	return ctx, nil
+}
+
+func isReplaced(reason string) bool {
+	return len(reason) > len(ReasonReplaced) && reason[:len(ReasonReplaced)] == ReasonReplaced
+}
+
+// replacedWithin reports whether cs[m] was replaced by an item of group gi.
+func replacedWithin(cs []cand, byID map[string]int, m, gi int) bool {
+	if !isReplaced(cs[m].dropped) {
+		return false
+	}
+	j, ok := byID[cs[m].dropped[len(ReasonReplaced):]]
+	return ok && cs[j].group == gi
+}
+
+// placeOf returns where an item is rendered.
+func placeOf(it Item) placement {
+	switch {
+	case it.Message != nil:
+		return placeConv
+	case it.Section == SectionRole, it.Section == SectionState && it.Stable:
+		return placeSystem
+	}
+	return placeBriefing
+}
+
+// groupsOf assigns every item its group: the items sharing a Group, or itself.
+func groupsOf(cs []cand) []group {
+	gs := make([]group, 0, len(cs))
+	named := map[string]int{}
+	for i := range cs {
+		if g := cs[i].Group; g != "" {
+			if gi, ok := named[g]; ok {
+				cs[i].group = gi
+				gs[gi].members = append(gs[gi].members, i)
+				continue
+			}
+			named[g] = len(gs)
+		}
+		cs[i].group = len(gs)
+		gs = append(gs, group{members: []int{i}})
+	}
+	return gs
+}
+
+// historyWindow leaves out the turns older than the latest HistoryTurns (items of
+// the Context section in groups that are not pinned), a group the cut would split
+// whole, and returns how many it left out.
+func (b Builder) historyWindow(o Options, cs []cand, gs []group) int {
+	if o.HistoryTurns < 0 {
+		return 0
+	}
+	turns := make([]int, 0, len(cs))
+	for i := range cs {
+		if c := &cs[i]; c.Section == SectionContext && !c.out && !gs[c.group].pinned {
+			turns = append(turns, i)
+		}
+	}
+	if len(turns) <= o.HistoryTurns {
+		return 0
+	}
+	slices.SortStableFunc(turns, func(x, y int) int { return cmp.Compare(cs[y].Pos, cs[x].Pos) })
+	older := 0
+	cutGroups := map[int]bool{}
+	for _, i := range turns[o.HistoryTurns:] {
+		cutGroups[cs[i].group] = true
+	}
+	for _, i := range turns {
+		if cutGroups[cs[i].group] {
+			cs[i].out = true
+			older++
+		}
+	}
+	return older
+}
+
+// scoreAll scores the candidates: recency ranks each among the candidates of its
+// kind by Pos. A pinned item scores 1; raw keeps what it would have scored.
+func scoreAll(o Options, cs []cand) {
+	byKind := map[string][]int{}
+	var kinds []string
+	for i := range cs {
+		if cs[i].out || cs[i].Section == SectionRole {
+			continue
+		}
+		k := cs[i].Kind
+		if _, ok := byKind[k]; !ok {
+			kinds = append(kinds, k)
+		}
+		byKind[k] = append(byKind[k], i)
+	}
+	for _, k := range kinds {
+		idx := byKind[k]
+		slices.SortStableFunc(idx, func(x, y int) int { return cmp.Compare(cs[y].Pos, cs[x].Pos) })
+		newer := 0
+		for r, i := range idx {
+			if r > 0 && cs[idx[r-1]].Pos > cs[i].Pos {
+				newer = r
+			}
+			cs[i].raw = o.Score(cs[i].Relevance, newer)
+			cs[i].score = cs[i].raw
+			if cs[i].Pinned {
+				cs[i].score = 1
+			}
+		}
+	}
+	for i := range cs {
+		if cs[i].Section == SectionRole {
+			cs[i].score, cs[i].raw = 1, 1
+		}
+	}
+}
+
+// packer counts the framing an item adds where it is rendered.
+type packer struct {
+	b  Builder
+	st struct {
+		system   bool
+		briefing bool
+		sections [numSections]bool
+	}
+	used int
+	tags [numSections]int // tokens of a section's tags, counted once
+}
+
+// add returns the tokens c adds to the context (its own and its framing's), and
+// notes where it went.
+func (p *packer) add(c *cand) int {
+	switch c.place {
+	case placeSystem:
+		return c.Tokens + JoinTokens
+	case placeConv:
+		return c.Tokens
+	}
+	n := c.Tokens
+	if p.st.sections[c.Section] {
+		return n + JoinTokens
+	}
+	p.st.sections[c.Section] = true
+	n += p.tagTokens(c.Section)
+	if p.st.briefing {
+		return n + JoinTokens
+	}
+	p.st.briefing = true
+	return n + MessageOverhead
+}
+
+func (p *packer) tagTokens(s Section) int {
+	if p.tags[s] == 0 {
+		open, closing := tags(s)
+		if p.b.Tokenizer == nil {
+			p.tags[s] = len(open) + len(closing)
+		} else {
+			p.tags[s] = p.b.Tokenizer.Count(open) + p.b.Tokenizer.Count(closing)
+		}
+	}
+	return p.tags[s]
+}
+
+// tags returns the opening and closing tags of a section's block.
+func tags(s Section) (open, closing string) {
+	return "<" + sectionTags[s] + ">\n", "\n</" + sectionTags[s] + ">"
+}
+
+// truncatable reports whether an item has text that a cut can shorten.
+func truncatable(it Item) bool {
+	if it.Message != nil {
+		return it.Message.Content != ""
+	}
+	return it.Text != ""
+}
+
+// Marker returns the text that replaces n cut tokens.
+func Marker(n int) string { return "[… " + strconv.Itoa(n) + " tokens truncated]" }
+
+// truncate cuts c's text so that c counts at most target tokens with the marker,
+// or down to the marker alone. It counts the result.
+func (b Builder) truncate(c *cand, target int) {
+	text := c.Text
+	if c.Message != nil {
+		text = c.Message.Content
+	}
+	frame := c.Tokens - b.Tokenizer.Count(text) // the message's framing and calls
+	whole := b.Tokenizer.Count(text)
+	room := target - frame - b.Tokenizer.Count("\n"+Marker(whole))
+	// The longest prefix, cut between runes, that counts at most room tokens.
+	lo := 0
+	if room > 0 {
+		cuts := make([]int, 0, utf8.RuneCountInString(text)+1)
+		for i := range text {
+			cuts = append(cuts, i)
+		}
+		cuts = append(cuts, len(text))
+		l, h := 0, len(cuts)-1
+		for l < h {
+			mid := (l + h + 1) / 2
+			if b.Tokenizer.Count(text[:cuts[mid]]) <= room {
+				l = mid
+			} else {
+				h = mid - 1
+			}
+		}
+		lo = cuts[l]
+	}
+	keep := text[:lo]
+	cutTokens := whole - b.Tokenizer.Count(keep)
+	out := Marker(cutTokens)
+	if keep != "" {
+		out = keep + "\n" + out
+	}
+	if c.Message != nil {
+		m := *c.Message
+		m.Content = out
+		c.Message = &m
+		c.Tokens = CountMessage(b.Tokenizer, m)
+	} else {
+		c.Text = out
+		c.Tokens = CountText(b.Tokenizer, out)
+	}
+}
+
+// reportItem returns c as the report lists it.
+func reportItem(c *cand) messages.ContextItem {
+	return messages.ContextItem{ID: c.ID, Kind: c.Kind, Tokens: c.Tokens, Score: math.Round(c.score*1000) / 1000, Reason: c.dropped}
+}
