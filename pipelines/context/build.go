@@ -41,7 +41,8 @@ type cand struct {
 	place   placement
 	out     bool // replaced or older: not a candidate
 	kept    bool
-	from    int // tokens before a cut; 0 when not truncated
+	from    int    // tokens before a cut; 0 when not truncated
+	orig    string // the text before a cut
 	dropped string
 }
 
@@ -215,16 +216,17 @@ func (b Builder) Build(items []Item) (*Context, error) {
 			}
 			return cmp.Compare(x, y)
 		})
-		for _, i := range cut {
-			if p.used <= budget {
-				break
-			}
-			c := &cs[i]
-			before := c.Tokens
-			b.truncate(c, max(0, before-(p.used-budget)))
-			if c.Tokens < before {
-				if c.from == 0 {
-					c.from = before
+		// A cut can land a token or two above its target (the marker's own count,
+		// merges at the cut): a second pass takes what is left.
+		for pass := 0; pass < 3 && p.used > budget; pass++ {
+			for _, i := range cut {
+				if p.used <= budget {
+					break
+				}
+				c := &cs[i]
+				before := c.Tokens
+				if !b.truncate(c, before-(p.used-budget)) {
+					continue
 				}
 				p.used -= before - c.Tokens
 			}
@@ -461,15 +463,19 @@ func truncatable(it Item) bool {
 // Marker returns the text that replaces n cut tokens.
 func Marker(n int) string { return "[… " + strconv.Itoa(n) + " tokens truncated]" }
 
-// truncate cuts c's text so that c counts at most target tokens with the marker,
-// or down to the marker alone. It counts the result.
-func (b Builder) truncate(c *cand, target int) {
-	text := c.Text
-	if c.Message != nil {
-		text = c.Message.Content
+// truncate cuts c's original text so that c counts at most target tokens with the
+// marker, or down to the marker alone, and counts the result. It reports whether
+// c is now shorter than it was; if not, c is left as it was.
+func (b Builder) truncate(c *cand, target int) bool {
+	if c.from == 0 {
+		c.orig, c.from = c.Text, c.Tokens
+		if c.Message != nil {
+			c.orig = c.Message.Content
+		}
 	}
-	frame := c.Tokens - b.Tokenizer.Count(text) // the message's framing and calls
+	text := c.orig
 	whole := b.Tokenizer.Count(text)
+	frame := c.from - whole // the message's framing and calls
 	room := target - frame - b.Tokenizer.Count("\n"+Marker(whole))
 	// The longest prefix, cut between runes, that counts at most room tokens.
 	lo := 0
@@ -491,20 +497,26 @@ func (b Builder) truncate(c *cand, target int) {
 		lo = cuts[l]
 	}
 	keep := text[:lo]
-	cutTokens := whole - b.Tokenizer.Count(keep)
-	out := Marker(cutTokens)
+	out := Marker(whole - b.Tokenizer.Count(keep))
 	if keep != "" {
 		out = keep + "\n" + out
 	}
+	tokens := b.Tokenizer.Count(out) + frame
+	if tokens >= c.Tokens {
+		if c.Tokens == c.from {
+			c.from = 0 // never cut
+		}
+		return false
+	}
+	c.Tokens = tokens
 	if c.Message != nil {
 		m := *c.Message
 		m.Content = out
 		c.Message = &m
-		c.Tokens = CountMessage(b.Tokenizer, m)
 	} else {
 		c.Text = out
-		c.Tokens = CountText(b.Tokenizer, out)
 	}
+	return true
 }
 
 // reportItem returns c as the report lists it.
