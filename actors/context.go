@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -70,6 +71,67 @@ func (o ContextOptions) options() pctx.Options {
 // built in replay is the one built live.
 var contextTokens = &rag.TiktokenCounter{}
 
+// prefixCounts remembers the counts of the texts every session of an agent shares:
+// its stable prefixes and its tools' schemas (by the identity of the agent's
+// slice of specs, which nothing modifies). A count is a pure function of its text,
+// so what it remembers changes no decision; it only spares each new session
+// counting its agent's prompt again. It holds at most maxPrefixCounts texts.
+var prefixCounts = &countMemo{texts: map[string]int{}, specs: map[specsID]int{}}
+
+const maxPrefixCounts = 512
+
+type specsID struct {
+	first *messages.ToolSpec
+	n     int
+}
+
+type countMemo struct {
+	mu    sync.Mutex
+	texts map[string]int
+	specs map[specsID]int
+}
+
+// text returns the tokens of s.
+func (m *countMemo) text(s string) int {
+	m.mu.Lock()
+	n, ok := m.texts[s]
+	m.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = contextTokens.Count(s)
+	m.mu.Lock()
+	if len(m.texts) >= maxPrefixCounts {
+		clear(m.texts)
+	}
+	m.texts[s] = n
+	m.mu.Unlock()
+	return n
+}
+
+// tools returns the tokens of the specs' JSON encoding, as a request sends them.
+func (m *countMemo) tools(specs []messages.ToolSpec) int {
+	if len(specs) == 0 {
+		return 0
+	}
+	id := specsID{&specs[0], len(specs)}
+	m.mu.Lock()
+	n, ok := m.specs[id]
+	m.mu.Unlock()
+	if ok {
+		return n
+	}
+	b, _ := json.Marshal(specs) // fixed struct types: it cannot fail
+	n = m.text(string(b))
+	m.mu.Lock()
+	if len(m.specs) >= maxPrefixCounts {
+		clear(m.specs)
+	}
+	m.specs[id] = n
+	m.mu.Unlock()
+	return n
+}
+
 // contextCache keeps the token counts a session's contexts reuse from call to
 // call: each conversation message is counted once, the stable prefix and the
 // tools' schemas while they do not change. The counts are a pure function of the
@@ -78,8 +140,7 @@ type contextCache struct {
 	turns      []int // tokens of history[i]
 	sys        string
 	sysTokens  int
-	tools      []messages.ToolSpec // the specs toolTokens is of (compared by identity, then by encoding)
-	toolsJSON  string
+	tools      []messages.ToolSpec // the specs toolTokens is of (compared by identity)
 	toolTokens int
 	// last is the latest built request, reused while nothing it was built from
 	// changed (Decide builds it, then the session's effect builds it again).
@@ -124,24 +185,12 @@ func (s *SessionState) turnTokens(i int) int {
 func (s *SessionState) prefixTokens(text string, specs []messages.ToolSpec) int {
 	c := &s.ctx
 	if text != c.sys || c.sysTokens == 0 {
-		c.sys, c.sysTokens = text, contextTokens.Count(text)
+		c.sys, c.sysTokens = text, prefixCounts.text(text)
 	}
-	if !sameSpecs(c.tools, specs) {
-		b, _ := json.Marshal(specs) // fixed struct types: it cannot fail
-		if string(b) != c.toolsJSON || c.toolTokens == 0 && len(specs) > 0 {
-			c.toolsJSON, c.toolTokens = string(b), 0
-			if len(specs) > 0 {
-				c.toolTokens = contextTokens.Count(c.toolsJSON)
-			}
-		}
-		c.tools = specs
+	if !sameSpecs(c.tools, specs) || c.tools == nil {
+		c.tools, c.toolTokens = specs, prefixCounts.tools(specs)
 	}
 	return pctx.MessageOverhead + c.sysTokens + c.toolTokens
-}
-
-// sameSpecs reports whether a and b are the same slice.
-func sameSpecs(a, b []messages.ToolSpec) bool {
-	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // stablePrefix is the system message's stable part: the system prompt, then the
@@ -266,7 +315,7 @@ func (s *SessionState) paradigmContext(a Agent, req llm.Request) (llm.Request, *
 		sys, msgs = msgs[0].Content, msgs[1:]
 	}
 	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: sys,
-		Tokens: pctx.MessageOverhead + contextTokens.Count(sys) + s.toolsTokens(req.Tools)})
+		Tokens: pctx.MessageOverhead + prefixCounts.text(sys) + s.toolsTokens(req.Tools)})
 	for i := range msgs {
 		it := pctx.Item{ID: "turn/" + strconv.Itoa(i), Kind: pctx.KindTurn, Section: pctx.SectionContext, Pos: i + 1,
 			Message: &msgs[i], Pinned: true, Relevance: 0.5}
@@ -288,10 +337,9 @@ func (s *SessionState) paradigmContext(a Agent, req llm.Request) (llm.Request, *
 }
 
 // toolsTokens returns the tokens of a paradigm request's tools' schemas.
-func (s *SessionState) toolsTokens(specs []messages.ToolSpec) int {
-	if len(specs) == 0 {
-		return 0
-	}
-	b, _ := json.Marshal(specs)
-	return contextTokens.Count(string(b))
+func (s *SessionState) toolsTokens(specs []messages.ToolSpec) int { return prefixCounts.tools(specs) }
+
+// sameSpecs reports whether a and b are the same slice.
+func sameSpecs(a, b []messages.ToolSpec) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
