@@ -58,7 +58,7 @@ func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, fv := v.Content[i], v.Content[i+1]
 		if seen[k.Value] {
-			return fail(k.Line, "%s is set twice", k.Value)
+			return fail(k.Line, "field %q is given twice", k.Value)
 		}
 		seen[k.Value] = true
 		var n int
