@@ -23,7 +23,8 @@ type ContextReport struct {
 	// items that are never dropped do so even truncated (Over then says by how much).
 	Used int `json:"used"`
 	Over int `json:"over,omitempty"`
-	// Kept are the items sent, in the order they are rendered; Dropped the
+	// Kept are the items sent, in the order of their sections (Role & Policies,
+	// Task, State, Evidence, Context, Output), then of their positions; Dropped the
 	// candidates left out, in the order they were gathered; Truncated the items
 	// sent cut short (they are among Kept too, with the tokens they have after the
 	// cut).

@@ -49,6 +49,7 @@ type cand struct {
 type group struct {
 	members []int // indices into cands, in input order
 	pinned  bool
+	stable  bool // a member is a Stable State item: packed first
 	score   float64
 	pos     int // the newest member's Pos
 	first   int // the first member's input index
@@ -104,6 +105,7 @@ func (b Builder) Build(items []Item) (*Context, error) {
 		}
 		for _, m := range g.members {
 			g.pinned = g.pinned || (cs[m].Pinned && !cs[m].out) || (cs[m].Section == SectionRole && !cs[m].out)
+			g.stable = g.stable || cs[m].place == placeSystem
 		}
 	}
 	rep.Older = b.historyWindow(o, cs, gs)
@@ -157,6 +159,12 @@ func (b Builder) Build(items []Item) (*Context, error) {
 	}
 	slices.SortFunc(order, func(x, y int) int {
 		gx, gy := &gs[x], &gs[y]
+		if gx.stable != gy.stable {
+			if gx.stable {
+				return -1
+			}
+			return 1
+		}
 		if c := cmp.Compare(gy.score, gx.score); c != 0 {
 			return c
 		}
@@ -315,20 +323,36 @@ func placeOf(it Item) placement {
 }
 
 // groupsOf assigns every item its group: the items sharing a Group, or itself.
+// The groups' member lists share one array.
 func groupsOf(cs []cand) []group {
-	gs := make([]group, 0, len(cs))
-	named := map[string]int{}
+	var named map[string]int
+	n := 0
 	for i := range cs {
 		if g := cs[i].Group; g != "" {
+			if named == nil {
+				named = map[string]int{}
+			}
 			if gi, ok := named[g]; ok {
 				cs[i].group = gi
-				gs[gi].members = append(gs[gi].members, i)
 				continue
 			}
-			named[g] = len(gs)
+			named[g] = n
 		}
-		cs[i].group = len(gs)
-		gs = append(gs, group{members: []int{i}})
+		cs[i].group = n
+		n++
+	}
+	gs := make([]group, n)
+	for i := range cs {
+		gs[cs[i].group].first++ // the group's size, for now
+	}
+	flat, at := make([]int, len(cs)), 0
+	for gi := range gs {
+		gs[gi].members, at = flat[at:at:at+gs[gi].first], at+gs[gi].first
+		gs[gi].first = 0
+	}
+	for i := range cs {
+		g := &gs[cs[i].group]
+		g.members = append(g.members, i)
 	}
 	return gs
 }

@@ -86,9 +86,11 @@ type Item struct {
 	Pinned bool
 	// Stable, for a State item, says its text is fixed for the whole task (core
 	// memory as recorded with the task, a paradigm's lessons): Context.Messages
-	// keeps it in the system message, after the stable prefix. Other State items,
-	// and Evidence and Output items, go after the conversation so that a change
-	// to them does not invalidate the provider's cache of the conversation.
+	// keeps it in the system message, after the stable prefix, and Build packs it
+	// before the other unpinned items, so that the system message stays the same
+	// from call to call while it fits at all. Other State items, and Evidence and
+	// Output items, go after the conversation so that a change to them does not
+	// invalidate the provider's cache of the conversation.
 	Stable bool
 	// Replaces names the items this one stands for (a summary of a range of turns,
 	// a masked observation): Build drops them, with reason "replaced by <ID>".
