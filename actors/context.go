@@ -39,19 +39,31 @@ const (
 	MaxHistoryTurns  = 100_000
 )
 
-// Validate reports options out of range: a window outside MinContextWindow to
-// MaxContextWindow, reserved output that leaves no room in the window, history
-// turns beyond MaxHistoryTurns (0 is each one's default).
+// Validate reports options an agent cannot run with: a field out of range
+// (ValidateFields), or reserved output that leaves no room in the window, with
+// the defaults of the fields that are 0.
 func (o ContextOptions) Validate() error {
+	if err := o.ValidateFields(); err != nil {
+		return err
+	}
+	window := cmp.Or(o.Window, pctx.DefaultWindow)
+	if reserved := cmp.Or(o.ReservedOutput, pctx.DefaultReservedOutput); reserved >= window {
+		return fmt.Errorf("context reserved output %d leaves no room in the window of %d tokens: reserve less, or widen the window", reserved, window)
+	}
+	return nil
+}
+
+// ValidateFields reports the fields that are set and out of range: a window
+// outside MinContextWindow to MaxContextWindow, a negative reserved output or one
+// not less than a window that is set, history turns beyond MaxHistoryTurns. It
+// judges options whose 0 fields come from elsewhere (a named agent's, which take
+// the node's); Validate judges them once complete.
+func (o ContextOptions) ValidateFields() error {
 	if o.Window != 0 && (o.Window < MinContextWindow || o.Window > MaxContextWindow) {
 		return fmt.Errorf("context window %d is out of range: want %d to %d tokens (0: %d)", o.Window, MinContextWindow, MaxContextWindow, pctx.DefaultWindow)
 	}
-	window := cmp.Or(o.Window, pctx.DefaultWindow)
-	if o.ReservedOutput < 0 || o.ReservedOutput >= window {
-		return fmt.Errorf("context reserved output %d is out of range: want 1 to %d, less than the window (0: %d)", o.ReservedOutput, window-1, pctx.DefaultReservedOutput)
-	}
-	if o.ReservedOutput == 0 && pctx.DefaultReservedOutput >= window {
-		return fmt.Errorf("context window %d leaves no room beside the default reserved output (%d): reserve less", window, pctx.DefaultReservedOutput)
+	if o.ReservedOutput < 0 || o.Window != 0 && o.ReservedOutput >= o.Window {
+		return fmt.Errorf("context reserved output %d is out of range: want 1 to less than the window (0: %d)", o.ReservedOutput, pctx.DefaultReservedOutput)
 	}
 	if o.HistoryTurns > MaxHistoryTurns {
 		return fmt.Errorf("context history turns %d is out of range: want 1 to %d, or negative for all (0: %d)", o.HistoryTurns, MaxHistoryTurns, pctx.DefaultHistoryTurns)

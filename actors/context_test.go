@@ -144,4 +144,9 @@ func TestContextOptionsValidate(t *testing.T) {
 			t.Errorf("%+v: no error", o)
 		}
 	}
+	// A window too small for the default reserved output is a matter of the
+	// complete options: its reserved output may come from elsewhere.
+	if err := (actors.ContextOptions{Window: 2000}).ValidateFields(); err != nil {
+		t.Errorf("fields of a 2000-token window: %v", err)
+	}
 }

@@ -212,7 +212,7 @@ func (a NamedAgent) validate() error {
 			return fmt.Errorf("node: agent %q: memory namespace: %w", a.Name, err)
 		}
 	}
-	if err := a.Context.Validate(); err != nil {
+	if err := a.Context.ValidateFields(); err != nil { // its 0 fields are the default agent's
 		return fmt.Errorf("node: agent %q: %w", a.Name, err)
 	}
 	return checkStops(fmt.Sprintf("agent %q", a.Name), a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps)

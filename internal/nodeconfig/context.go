@@ -87,7 +87,7 @@ func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
 			return fail(k.Line, "unknown field %q: the fields are %s", k.Value, strings.Join(contextFieldNames, ", "))
 		}
 	}
-	if err := c.Options().Validate(); err != nil {
+	if err := c.Options().ValidateFields(); err != nil { // its absent fields are the node's
 		return fail(v.Line, "%v", err)
 	}
 	a.Context = c

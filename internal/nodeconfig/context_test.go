@@ -51,8 +51,7 @@ func TestParseAgentsContextErrors(t *testing.T) {
 		{"window too small", "agents:\n  a:\n    context:\n      window: 100\n", 4, `window "100": want the model's context window, an integer from 256 to 10000000 tokens`},
 		{"window string", "agents:\n  a:\n    context:\n      window: big\n", 4, `window "big"`},
 		{"reserved zero", "agents:\n  a:\n    context:\n      window: 8000\n      reserved_output: 0\n", 5, `reserved_output "0"`},
-		{"reserved beyond window", "agents:\n  a:\n    context:\n      window: 8000\n      reserved_output: 9000\n", 4, "reserved output 9000 is out of range: want 1 to 7999"},
-		{"default reserve beyond window", "agents:\n  a:\n    context: {window: 2000}\n", 3, "leaves no room beside the default reserved output"},
+		{"reserved beyond window", "agents:\n  a:\n    context:\n      window: 8000\n      reserved_output: 9000\n", 4, "reserved output 9000 is out of range: want 1 to less than the window"},
 		{"history turns zero", "agents:\n  a:\n    context:\n      history_turns: 0\n", 4, `history_turns "0": want the latest conversation messages considered, an integer from 1 to 100000, or all`},
 		{"history turns word", "agents:\n  a:\n    context:\n      history_turns: most\n", 4, `history_turns "most"`},
 		{"unknown field", "agents:\n  a:\n    context:\n      budget: 5\n", 4, `unknown field "budget": the fields are window, reserved_output, history_turns`},
@@ -98,6 +97,7 @@ func TestConfigFileContext(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"context": {"window": 10}}`:                            "context: context window 10 is out of range",
 		`{"context": {"window": 8000, "reserved_output": 8000}}`: "context: context reserved output 8000 is out of range",
+		`{"context": {"window": 2000}}`:                          "context: context reserved output 4096 leaves no room in the window of 2000 tokens",
 		`{"context": {"turns": 5}}`:                              "turns",
 	} {
 		if _, err := load(body); err == nil || !strings.Contains(err.Error(), want) {
