@@ -11,7 +11,6 @@ import (
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	pctx "github.com/troupe-run/troupe/pipelines/context"
-	"github.com/troupe-run/troupe/pipelines/rag"
 )
 
 // ContextOptions bound the context of an agent's model calls (package
@@ -76,12 +75,13 @@ func (o ContextOptions) options() pctx.Options {
 	return pctx.Options{Window: o.Window, ReservedOutput: o.ReservedOutput, HistoryTurns: o.HistoryTurns}
 }
 
-// contextTokens counts tokens for every session's context: cl100k_base, whose ranks
-// are compiled into the binary. It is loaded once, on first use, and never changes
-// after: a table like a compiled regular expression, shared so that each session
-// does not load its own. Every node and every replay counts with it, so a context
-// built in replay is the one built live.
-var contextTokens = &rag.TiktokenCounter{}
+// contextTokens counts tokens for every session's context: cl100k_base, exactly as
+// rag.TiktokenCounter counts it (pctx.Cl100k, which allocates nothing per count).
+// Its ranks are compiled into the binary, loaded once on first use and never
+// changed after: a table like a compiled regular expression, shared so that each
+// session does not load its own. Every node and every replay counts with it, so a
+// context built in replay is the one built live.
+var contextTokens = &pctx.Cl100k{}
 
 // prefixCounts remembers the counts of the texts every session of an agent shares:
 // its stable prefixes and its tools' schemas (by the identity of the agent's
