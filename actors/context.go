@@ -154,6 +154,8 @@ type contextCache struct {
 	sysTokens  int
 	tools      []messages.ToolSpec // the specs toolTokens is of (compared by identity)
 	toolTokens int
+	// items is the candidates' buffer, reused from build to build.
+	items []pctx.Item
 	// last is the latest built request, reused while nothing it was built from
 	// changed (Decide builds it, then the session's effect builds it again).
 	last struct {
@@ -247,7 +249,8 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 	}
 
 	prefix := stablePrefix(a.SystemPrompt, section)
-	items := make([]pctx.Item, 0, len(s.history)+3)
+	items := s.ctx.items[:0] // the build copies what it keeps
+	clear(s.ctx.items[:cap(s.ctx.items)])
 	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: prefix,
 		Tokens: s.prefixTokens(prefix, specs)})
 	start := len(s.history) // the task's input; past the end when no task runs
@@ -265,6 +268,7 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 	items = s.appendTurns(items, start)
 	b := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}
 	c, err := b.Build(items)
+	s.ctx.items = items
 	if err != nil {
 		// The items are made here with unique IDs and counts: it cannot fail.
 		panic("actors: building a context: " + err.Error())

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/messages"
@@ -38,6 +39,7 @@ type cand struct {
 	score   float64
 	raw     float64 // the score a pinned item would have had
 	group   int     // index into groups
+	kind    int     // the rank of its Kind among the build's kinds (scoreAll)
 	place   placement
 	out     bool // replaced or older: not a candidate
 	kept    bool
@@ -60,19 +62,26 @@ type group struct {
 // section, or no Tokenizer for an item to count.
 func (b Builder) Build(items []Item) (*Context, error) {
 	o := b.Options.withDefaults()
-	cs := make([]cand, len(items))
-	byID := make(map[string]int, len(items))
+	sp := scratchPool.Get().(*scratchSpace)
+	defer sp.release()
+	cs := sp.cands(len(items))
+	byID := idIndex{cs: cs}
+	if len(items) > smallBuild {
+		byID.m = make(map[string]int, len(items))
+	}
 	for i, it := range items {
 		if it.ID == "" {
 			return nil, fmt.Errorf("%w: item %d has no ID", ErrInvalidItems, i)
 		}
-		if _, dup := byID[it.ID]; dup {
+		if _, dup := byID.find(it.ID, i); dup {
 			return nil, fmt.Errorf("%w: two items have the ID %q", ErrInvalidItems, it.ID)
 		}
 		if it.Section < 0 || it.Section >= numSections {
 			return nil, fmt.Errorf("%w: item %q has unknown section %d", ErrInvalidItems, it.ID, it.Section)
 		}
-		byID[it.ID] = i
+		if byID.m != nil {
+			byID.m[it.ID] = i
+		}
 		cs[i] = cand{Item: it, idx: i, place: placeOf(it)}
 	}
 	rep := messages.ContextReport{Window: o.Window, Reserved: o.ReservedOutput}
@@ -80,12 +89,12 @@ func (b Builder) Build(items []Item) (*Context, error) {
 	// Replacements: a summary or a masked observation stands for the items it names.
 	for i := range cs {
 		for _, id := range cs[i].Replaces {
-			if j, ok := byID[id]; ok && j != i && cs[j].dropped == "" {
+			if j, ok := byID.find(id, len(cs)); ok && j != i && cs[j].dropped == "" {
 				cs[j].out, cs[j].dropped = true, ReasonReplaced+cs[i].ID
 			}
 		}
 	}
-	gs := groupsOf(cs)
+	gs := groupsOf(cs, sp)
 	// A group that lost a member to an item outside it would send a call without
 	// its results, or results without their call: it goes whole.
 	for gi := range gs {
@@ -125,7 +134,8 @@ func (b Builder) Build(items []Item) (*Context, error) {
 			c.Tokens = CountText(b.Tokenizer, c.Text)
 		}
 	}
-	scoreAll(o, cs)
+	scratch := sp.intsOf(2 * len(cs))[:0] // scoreAll's, then the packing order and the kept items
+	scoreAll(o, cs, scratch)
 	for gi := range gs {
 		g := &gs[gi]
 		g.score, g.pos, g.first = -1, math.MinInt, math.MaxInt
@@ -151,7 +161,7 @@ func (b Builder) Build(items []Item) (*Context, error) {
 
 	// Select: pinned groups first, then the rest best first.
 	p := packer{b: b}
-	order := make([]int, 0, len(gs))
+	order := scratch[:0]
 	for gi := range gs {
 		if gs[gi].score >= 0 && !gs[gi].pinned {
 			order = append(order, gi)
@@ -246,7 +256,7 @@ func (b Builder) Build(items []Item) (*Context, error) {
 	}
 
 	// Structure: sections in order, then position, then input order.
-	kept := make([]int, 0, len(cs))
+	kept := scratch[len(cs):len(cs)]
 	for i := range cs {
 		if cs[i].kept {
 			kept = append(kept, i)
@@ -298,16 +308,98 @@ func (b Builder) Build(items []Item) (*Context, error) {
 	return ctx, nil
 }
 
+// scratchSpace is a build's working memory, reused from build to build (a session
+// builds a context for every model call).
+type scratchSpace struct {
+	cs   []cand
+	gs   []group
+	flat []int
+	ints []int
+}
+
+// maxPooledItems bounds the builds whose working memory is kept for the next.
+const maxPooledItems = 1024
+
+var scratchPool = sync.Pool{New: func() any { return new(scratchSpace) }}
+
+func (sp *scratchSpace) cands(n int) []cand {
+	if cap(sp.cs) < n {
+		sp.cs = make([]cand, n)
+	}
+	sp.cs = sp.cs[:n]
+	return sp.cs
+}
+
+func (sp *scratchSpace) groupsOf(n int) []group {
+	if cap(sp.gs) < n {
+		sp.gs = make([]group, n)
+	}
+	sp.gs = sp.gs[:n]
+	clear(sp.gs)
+	return sp.gs
+}
+
+func (sp *scratchSpace) flatOf(n int) []int {
+	if cap(sp.flat) < n {
+		sp.flat = make([]int, n)
+	}
+	return sp.flat[:n]
+}
+
+func (sp *scratchSpace) intsOf(n int) []int {
+	if cap(sp.ints) < n {
+		sp.ints = make([]int, n)
+	}
+	return sp.ints[:n]
+}
+
+// release returns sp to the pool, holding no item (nor the texts it points to),
+// unless it grew too large to keep.
+func (sp *scratchSpace) release() {
+	if cap(sp.cs) > maxPooledItems {
+		return
+	}
+	clear(sp.cs[:cap(sp.cs)])
+	clear(sp.gs[:cap(sp.gs)])
+	scratchPool.Put(sp)
+}
+
+// smallBuild is the number of items up to which a build looks items up by
+// scanning them rather than through maps: a session's usual build, which then
+// allocates less.
+const smallBuild = 64
+
+// idIndex finds items by ID: through a map in a large build, by scanning in a
+// small one.
+type idIndex struct {
+	cs []cand
+	m  map[string]int
+}
+
+// find returns the index of the item with this ID among the first n.
+func (x idIndex) find(id string, n int) (int, bool) {
+	if x.m != nil {
+		i, ok := x.m[id]
+		return i, ok && i < n
+	}
+	for i := range n {
+		if x.cs[i].ID == id {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
 func isReplaced(reason string) bool {
 	return len(reason) > len(ReasonReplaced) && reason[:len(ReasonReplaced)] == ReasonReplaced
 }
 
 // replacedWithin reports whether cs[m] was replaced by an item of group gi.
-func replacedWithin(cs []cand, byID map[string]int, m, gi int) bool {
+func replacedWithin(cs []cand, byID idIndex, m, gi int) bool {
 	if !isReplaced(cs[m].dropped) {
 		return false
 	}
-	j, ok := byID[cs[m].dropped[len(ReasonReplaced):]]
+	j, ok := byID.find(cs[m].dropped[len(ReasonReplaced):], len(cs))
 	return ok && cs[j].group == gi
 }
 
@@ -324,28 +416,35 @@ func placeOf(it Item) placement {
 
 // groupsOf assigns every item its group: the items sharing a Group, or itself.
 // The groups' member lists share one array.
-func groupsOf(cs []cand) []group {
+func groupsOf(cs []cand, sp *scratchSpace) []group {
 	var named map[string]int
 	n := 0
 	for i := range cs {
 		if g := cs[i].Group; g != "" {
-			if named == nil {
-				named = map[string]int{}
+			if len(cs) <= smallBuild {
+				if j := slices.IndexFunc(cs[:i], func(c cand) bool { return c.Group == g }); j >= 0 {
+					cs[i].group = cs[j].group
+					continue
+				}
+			} else {
+				if named == nil {
+					named = map[string]int{}
+				}
+				if gi, ok := named[g]; ok {
+					cs[i].group = gi
+					continue
+				}
+				named[g] = n
 			}
-			if gi, ok := named[g]; ok {
-				cs[i].group = gi
-				continue
-			}
-			named[g] = n
 		}
 		cs[i].group = n
 		n++
 	}
-	gs := make([]group, n)
+	gs := sp.groupsOf(n)
 	for i := range cs {
 		gs[cs[i].group].first++ // the group's size, for now
 	}
-	flat, at := make([]int, len(cs)), 0
+	flat, at := sp.flatOf(len(cs)), 0
 	for gi := range gs {
 		gs[gi].members, at = flat[at:at:at+gs[gi].first], at+gs[gi].first
 		gs[gi].first = 0
@@ -389,33 +488,40 @@ func (b Builder) historyWindow(o Options, cs []cand, gs []group) int {
 }
 
 // scoreAll scores the candidates: recency ranks each among the candidates of its
-// kind by Pos. A pinned item scores 1; raw keeps what it would have scored.
-func scoreAll(o Options, cs []cand) {
-	byKind := map[string][]int{}
-	var kinds []string
+// kind by Pos. A pinned item scores 1; raw keeps what it would have scored. idx is
+// scratch space.
+func scoreAll(o Options, cs []cand, idx []int) {
+	var buf [8]string
+	kinds := buf[:0]
 	for i := range cs {
 		if cs[i].out || cs[i].Section == SectionRole {
 			continue
 		}
-		k := cs[i].Kind
-		if _, ok := byKind[k]; !ok {
-			kinds = append(kinds, k)
+		k := slices.Index(kinds, cs[i].Kind)
+		if k < 0 {
+			k = len(kinds)
+			kinds = append(kinds, cs[i].Kind)
 		}
-		byKind[k] = append(byKind[k], i)
+		cs[i].kind = k
+		idx = append(idx, i)
 	}
-	for _, k := range kinds {
-		idx := byKind[k]
-		slices.SortStableFunc(idx, func(x, y int) int { return cmp.Compare(cs[y].Pos, cs[x].Pos) })
-		newer := 0
-		for r, i := range idx {
-			if r > 0 && cs[idx[r-1]].Pos > cs[i].Pos {
-				newer = r
-			}
-			cs[i].raw = o.Score(cs[i].Relevance, newer)
-			cs[i].score = cs[i].raw
-			if cs[i].Pinned {
-				cs[i].score = 1
-			}
+	slices.SortStableFunc(idx, func(x, y int) int {
+		if c := cmp.Compare(cs[x].kind, cs[y].kind); c != 0 {
+			return c
+		}
+		return cmp.Compare(cs[y].Pos, cs[x].Pos)
+	})
+	start, newer := 0, 0
+	for r, i := range idx {
+		if r > 0 && cs[idx[r-1]].kind != cs[i].kind {
+			start, newer = r, 0
+		} else if r > start && cs[idx[r-1]].Pos > cs[i].Pos {
+			newer = r - start
+		}
+		cs[i].raw = o.Score(cs[i].Relevance, newer)
+		cs[i].score = cs[i].raw
+		if cs[i].Pinned {
+			cs[i].score = 1
 		}
 	}
 	for i := range cs {

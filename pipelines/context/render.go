@@ -1,8 +1,6 @@
 package context
 
 import (
-	"cmp"
-	"slices"
 	"strings"
 
 	"github.com/troupe-run/troupe/messages"
@@ -13,6 +11,15 @@ import (
 // the stable State items (core memory, a paradigm's lessons), the non-empty ones
 // joined by a blank line.
 func (c *Context) System() string {
+	parts, only := 0, ""
+	for _, it := range c.Items {
+		if it.Message == nil && placeOf(it) == placeSystem && it.Text != "" {
+			parts, only = parts+1, it.Text
+		}
+	}
+	if parts <= 1 {
+		return only
+	}
 	var b strings.Builder
 	for _, it := range c.Items {
 		if it.Message != nil || placeOf(it) != placeSystem || it.Text == "" {
@@ -50,20 +57,41 @@ func (c *Context) Messages() []messages.ChatMessage {
 	if sys := c.System(); sys != "" {
 		out = append(out, messages.ChatMessage{Role: messages.RoleSystem, Content: sys})
 	}
-	conv := make([]*Item, 0, n)
-	for i := range c.Items {
-		if c.Items[i].Message != nil {
-			conv = append(conv, &c.Items[i])
-		}
+	// Items are in section order, each section's by Pos: merge the sections'
+	// messages by Pos, an earlier section first among equals.
+	var next [numSections]int
+	for i := range next {
+		next[i] = c.nextMessage(Section(i), 0)
 	}
-	slices.SortStableFunc(conv, func(x, y *Item) int { return cmp.Compare(x.Pos, y.Pos) })
-	for _, it := range conv {
-		out = append(out, *it.Message)
+	for {
+		best := -1
+		for sec, i := range next {
+			if i >= 0 && (best < 0 || c.Items[i].Pos < c.Items[next[best]].Pos) {
+				best = sec
+			}
+		}
+		if best < 0 {
+			break
+		}
+		i := next[best]
+		out = append(out, *c.Items[i].Message)
+		next[best] = c.nextMessage(Section(best), i+1)
 	}
 	if b := c.briefing(); b != "" {
 		out = append(out, messages.ChatMessage{Role: messages.RoleUser, Content: b})
 	}
 	return out
+}
+
+// nextMessage returns the index of the first item from i on of section sec that
+// has a message, or -1.
+func (c *Context) nextMessage(sec Section, i int) int {
+	for ; i < len(c.Items) && c.Items[i].Section <= sec; i++ { // Items are in section order
+		if c.Items[i].Section == sec && c.Items[i].Message != nil {
+			return i
+		}
+	}
+	return -1
 }
 
 // briefing renders the items that go after the conversation.
