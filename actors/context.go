@@ -1,9 +1,11 @@
 package actors
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -159,12 +161,10 @@ type contextCache struct {
 	// last is the latest built request, reused while nothing it was built from
 	// changed (Decide builds it, then the session's effect builds it again).
 	last struct {
-		ok      bool
-		key     contextKey
-		msgs    []messages.ChatMessage
-		report  *messages.ContextReport
-		specs   []messages.ToolSpec
-		section string
+		ok     bool
+		key    contextKey
+		msgs   []messages.ChatMessage
+		report *messages.ContextReport
 	}
 }
 
@@ -201,7 +201,11 @@ func (s *SessionState) prefixTokens(text string, specs []messages.ToolSpec) int 
 	if text != c.sys || c.sysTokens == 0 {
 		c.sys, c.sysTokens = text, prefixCounts.text(text)
 	}
-	if !sameSpecs(c.tools, specs) || c.tools == nil {
+	switch {
+	case sameSpecs(c.tools, specs) && c.tools != nil:
+	case c.tools != nil && equalSpecs(c.tools, specs):
+		c.tools = specs // the same tools in a new slice (a catalog's merge)
+	default:
 		c.tools, c.toolTokens = specs, prefixCounts.tools(specs)
 	}
 	return pctx.MessageOverhead + c.sysTokens + c.toolTokens
@@ -354,6 +358,13 @@ func (s *SessionState) paradigmContext(a Agent, req llm.Request) (llm.Request, *
 
 // toolsTokens returns the tokens of a paradigm request's tools' schemas.
 func (s *SessionState) toolsTokens(specs []messages.ToolSpec) int { return prefixCounts.tools(specs) }
+
+// equalSpecs reports whether a and b offer the same tools, byte for byte.
+func equalSpecs(a, b []messages.ToolSpec) bool {
+	return slices.EqualFunc(a, b, func(x, y messages.ToolSpec) bool {
+		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
+	})
+}
 
 // sameSpecs reports whether a and b are the same slice.
 func sameSpecs(a, b []messages.ToolSpec) bool {
