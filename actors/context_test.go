@@ -150,3 +150,49 @@ func TestContextOptionsValidate(t *testing.T) {
 		t.Errorf("fields of a 2000-token window: %v", err)
 	}
 }
+
+// A session recorded before requests carried a context report verifies on its
+// prompts' hashes; a recorded report that differs from the one built now is a
+// divergence.
+func TestVerifyOldRecordingsWithoutReports(t *testing.T) {
+	agent := actors.Agent{Model: "m", SystemPrompt: "Be brief.", Tools: []messages.ToolSpec{{Name: "lookup"}}, MaxSteps: 50,
+		Context: actors.ContextOptions{Window: 2000, ReservedOutput: 500}}
+	var events []messages.Envelope
+	runLongTask(t, agent, actors.NewSessionState("s"), 0, "a", 4, &events)
+	rewrite := func(change func(*messages.ModelRequested)) []messages.Envelope {
+		out := make([]messages.Envelope, len(events))
+		for i, e := range events {
+			out[i] = e
+			if e.Type != messages.TypeModelRequested {
+				continue
+			}
+			p, err := e.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			mr := *p.(*messages.ModelRequested)
+			change(&mr)
+			ne, err := messages.NewEnvelope(&mr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i].Payload = ne.Payload
+		}
+		return out
+	}
+	old := rewrite(func(mr *messages.ModelRequested) { mr.Context = nil })
+	if strings.Contains(string(old[1].Payload), `"context"`) {
+		t.Fatalf("the rewritten request still has a report: %s", old[1].Payload)
+	}
+	if div, err := actors.Verify(agent, old); err != nil || div != nil {
+		t.Fatalf("verify of a recording without reports: %v %v", div, err)
+	}
+	changed := rewrite(func(mr *messages.ModelRequested) {
+		r := *mr.Context
+		r.Used++
+		mr.Context = &r
+	})
+	if div, err := actors.Verify(agent, changed); err != nil || div == nil || !strings.Contains(div.Expected, `"context":{"window":2000`) {
+		t.Fatalf("verify of a recording whose report differs: %v %v, want a divergence", div, err)
+	}
+}

@@ -117,3 +117,19 @@ func TestRenderContextIsCompact(t *testing.T) {
 		t.Errorf("%d lines, ending %q", len(lines), lines[len(lines)-2:])
 	}
 }
+
+// A session recorded before model requests carried reports (the golden export)
+// shows without context lines, and verifies.
+func TestShowOfAnOldSessionHasNoContext(t *testing.T) {
+	dir := t.TempDir()
+	if code, _, errs := replay(t, "import", filepath.Join("testdata", "session.jsonl"), "--data", dir); code != 0 {
+		t.Fatal(errs)
+	}
+	code, out, errs := replay(t, "show", "rec-1795995525076202836", "--data", dir)
+	if code != 0 || strings.Contains(out, "context:") || !strings.Contains(out, "model.requested") {
+		t.Fatalf("show: %d %s\n%s", code, errs, out)
+	}
+	if code, out, _ := replay(t, "verify", "rec-1795995525076202836", "--data", dir); code != 0 {
+		t.Fatalf("verify: %s", out)
+	}
+}
