@@ -277,9 +277,9 @@ func (b Builder) Build(items []Item) (*Context, error) {
 		c := &cs[i]
 		ctx.Items = append(ctx.Items, c.Item)
 		ci := reportItem(c)
+		ci.From = c.from
 		rep.Kept = append(rep.Kept, ci)
 		if c.from > 0 {
-			ci.From = c.from
 			rep.Truncated = append(rep.Truncated, ci)
 		}
 	}
