@@ -77,3 +77,6 @@ func BenchmarkJoinHistory10k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkBuild40 is a session's usual build: 40 candidates.
+func BenchmarkBuild40(b *testing.B) { benchmarkBuild(b, 40) }
