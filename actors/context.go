@@ -185,8 +185,8 @@ type contextKey struct {
 // turnTokens returns the tokens of history message i, counted once.
 func (s *SessionState) turnTokens(i int) int {
 	c := &s.ctx
-	for len(c.turns) < len(s.history) {
-		c.turns = append(c.turns, 0)
+	if n := len(s.history); len(c.turns) < n {
+		c.turns = append(slices.Grow(c.turns, n+8-len(c.turns)), make([]int, n-len(c.turns))...)
 	}
 	if c.turns[i] == 0 {
 		c.turns[i] = pctx.CountMessage(contextTokens, s.history[i])
@@ -253,8 +253,8 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 	}
 
 	prefix := stablePrefix(a.SystemPrompt, section)
-	items := s.ctx.items[:0] // the build copies what it keeps
 	clear(s.ctx.items[:cap(s.ctx.items)])
+	items := slices.Grow(s.ctx.items[:0], len(s.history)+3) // the build copies what it keeps
 	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: prefix,
 		Tokens: s.prefixTokens(prefix, specs)})
 	start := len(s.history) // the task's input; past the end when no task runs
