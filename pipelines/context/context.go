@@ -158,7 +158,9 @@ func (o Options) withDefaults() Options {
 //
 // where newer is the number of candidates of the item's kind with a higher Pos
 // (0 for the newest), and relevance is clamped to [0, 1]. Zero options take the
-// defaults.
+// defaults. The score is rounded to 6 decimals: a machine whose floating point
+// fuses operations differently (or whose math.Pow differs in the last bit) scores
+// the same, so a session builds the same context on every node and in replay.
 func (o Options) Score(relevance float64, newer int) float64 {
 	o = o.withDefaults()
 	rel := min(max(relevance, 0), 1)
@@ -166,7 +168,10 @@ func (o Options) Score(relevance float64, newer int) float64 {
 		rel = 0
 	}
 	rec := math.Pow(0.5, float64(newer)/o.RecencyHalfLife)
-	return (o.RelevanceWeight*rel + o.RecencyWeight*rec) / (o.RelevanceWeight + o.RecencyWeight)
+	// The explicit conversions keep each product rounded on its own (no fused
+	// multiply-add).
+	sum := float64(o.RelevanceWeight*rel) + float64(o.RecencyWeight*rec)
+	return math.Round(float64(sum/(o.RelevanceWeight+o.RecencyWeight))*1e6) / 1e6
 }
 
 // Builder builds contexts. It is a value: safe for concurrent use when its
