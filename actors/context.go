@@ -151,7 +151,8 @@ func (m *countMemo) tools(specs []messages.ToolSpec) int {
 // tools' schemas while they do not change. The counts are a pure function of the
 // texts, so the cache changes no decision.
 type contextCache struct {
-	turns      []int // tokens of history[i]
+	turns      []int    // tokens of history[i]
+	ids        []string // the item IDs of history[i], from len(smallTurnIDs) on
 	sys        string
 	sysTokens  int
 	tools      []messages.ToolSpec // the specs toolTokens is of (compared by identity)
@@ -193,6 +194,28 @@ func (s *SessionState) turnTokens(i int) int {
 	}
 	return c.turns[i]
 }
+
+// turnID returns the ID of history message i as a context item ("turn/<i>"),
+// made once.
+func (s *SessionState) turnID(i int) string {
+	if i < len(smallTurnIDs) {
+		return smallTurnIDs[i]
+	}
+	c := &s.ctx
+	for len(c.ids) <= i-len(smallTurnIDs) {
+		c.ids = append(c.ids, "turn/"+strconv.Itoa(len(smallTurnIDs)+len(c.ids)))
+	}
+	return c.ids[i-len(smallTurnIDs)]
+}
+
+// smallTurnIDs are the IDs of the first conversation messages, made once (a
+// constant table, never written after).
+var smallTurnIDs = func() (ids [64]string) {
+	for i := range ids {
+		ids[i] = "turn/" + strconv.Itoa(i)
+	}
+	return ids
+}()
 
 // prefixTokens returns the tokens of the stable prefix: the system message's text
 // and the tools' schemas, with the message's framing.
@@ -287,22 +310,18 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 // pinned.
 func (s *SessionState) appendTurns(items []pctx.Item, start int) []pctx.Item {
 	first := len(items)
-	group, answering := "", map[string]bool{}
+	group, calls := "", []messages.ToolCall(nil) // the group going on, and the calls its results answer
 	for i, m := range s.history {
-		it := pctx.Item{ID: "turn/" + strconv.Itoa(i), Kind: pctx.KindTurn, Section: pctx.SectionContext, Pos: i,
+		it := pctx.Item{ID: s.turnID(i), Kind: pctx.KindTurn, Section: pctx.SectionContext, Pos: i,
 			Message: &s.history[i], Tokens: s.turnTokens(i), Relevance: 0.5}
 		switch {
 		case i == start:
 			it.ID, it.Kind, it.Section, it.Pinned, it.Relevance = "task", pctx.KindTask, pctx.SectionTask, true, 1
 			group = ""
 		case len(m.ToolCalls) > 0:
-			group = it.ID
-			clear(answering)
-			for _, c := range m.ToolCalls {
-				answering[c.ID] = true
-			}
+			group, calls = it.ID, m.ToolCalls
 			it.Group = group
-		case m.Role == messages.RoleTool && group != "" && answering[m.ToolCallID]:
+		case m.Role == messages.RoleTool && group != "" && slices.ContainsFunc(calls, func(c messages.ToolCall) bool { return c.ID == m.ToolCallID }):
 			it.Group = group
 		default:
 			group = ""

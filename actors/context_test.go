@@ -75,7 +75,7 @@ func TestLongConversationStaysWithinTheWindow(t *testing.T) {
 	st := actors.NewSessionState("s")
 	var events []messages.Envelope
 	seq, reqs1, dec1 := runLongTask(t, agent, st, 0, "a", 12, &events)
-	_, reqs2, dec2 := runLongTask(t, agent, st, seq, "b", 12, &events)
+	_, reqs2, dec2 := runLongTask(t, agent, st, seq, "b", 20, &events) // past 64 messages in all
 	reqs, decided := append(reqs1, reqs2...), append(dec1, dec2...)
 	dropped := 0
 	for i, mr := range decided {
