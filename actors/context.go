@@ -344,8 +344,8 @@ func (s *SessionState) appendTurns(items []pctx.Item, start int) []pctx.Item {
 // paradigmContext fits a paradigm's prompt to the agent's window: its system
 // message is the stable prefix, its first message after it the task (pinned),
 // the others turns, every one of them pinned: nothing is dropped, and compression
-// cuts the lowest-value text (the later turns first, then the task's tail) only
-// when the prompt is over budget.
+// cuts the middle out of the lowest-value text (the later turns first, then the
+// task) only when the prompt is over budget.
 func (s *SessionState) paradigmContext(a Agent, req llm.Request) (llm.Request, *messages.ContextReport) {
 	items := make([]pctx.Item, 0, len(req.Messages)+1)
 	msgs := req.Messages

@@ -593,9 +593,11 @@ func truncatable(it Item) bool {
 // Marker returns the text that replaces n cut tokens.
 func Marker(n int) string { return "[… " + strconv.Itoa(n) + " tokens truncated]" }
 
-// truncate cuts c's original text so that c counts at most target tokens with the
-// marker, or down to the marker alone, and counts the result. It reports whether
-// c is now shorter than it was; if not, c is left as it was.
+// truncate cuts the middle out of c's original text so that c counts at most
+// target tokens with the marker in the cut's place: it keeps the head (two thirds
+// of the room) and the tail (the rest), where a text's purpose and its last word
+// usually are, or the marker alone when there is no room. It counts the result,
+// and reports whether c is now shorter than it was; if not, c is left as it was.
 func (b Builder) truncate(c *cand, target int) bool {
 	if c.from == 0 {
 		c.orig, c.from = c.Text, c.Tokens
@@ -606,30 +608,46 @@ func (b Builder) truncate(c *cand, target int) bool {
 	text := c.orig
 	whole := b.Tokenizer.Count(text)
 	frame := c.from - whole // the message's framing and calls
-	room := target - frame - b.Tokenizer.Count("\n"+Marker(whole))
-	// The longest prefix, cut between runes, that counts at most room tokens.
-	lo := 0
+	room := target - frame - b.Tokenizer.Count("\n"+Marker(whole)+"\n")
+	head, tail := 0, len(text)
 	if room > 0 {
 		cuts := make([]int, 0, utf8.RuneCountInString(text)+1)
 		for i := range text {
 			cuts = append(cuts, i)
 		}
 		cuts = append(cuts, len(text))
+		// The longest head within two thirds of the room, then the longest tail
+		// within what the head left.
 		l, h := 0, len(cuts)-1
 		for l < h {
 			mid := (l + h + 1) / 2
-			if b.Tokenizer.Count(text[:cuts[mid]]) <= room {
+			if b.Tokenizer.Count(text[:cuts[mid]]) <= room*2/3 {
 				l = mid
 			} else {
 				h = mid - 1
 			}
 		}
-		lo = cuts[l]
+		head = cuts[l]
+		left := room - b.Tokenizer.Count(text[:head])
+		first := l
+		l, h = first, len(cuts)-1
+		for l < h {
+			mid := (l + h) / 2
+			if b.Tokenizer.Count(text[cuts[mid]:]) <= left {
+				h = mid
+			} else {
+				l = mid + 1
+			}
+		}
+		tail = cuts[l]
 	}
-	keep := text[:lo]
-	out := Marker(whole - b.Tokenizer.Count(keep))
-	if keep != "" {
-		out = keep + "\n" + out
+	keepHead, keepTail := text[:head], text[tail:]
+	out := Marker(whole - b.Tokenizer.Count(keepHead) - b.Tokenizer.Count(keepTail))
+	if keepHead != "" {
+		out = keepHead + "\n" + out
+	}
+	if keepTail != "" {
+		out += "\n" + keepTail
 	}
 	tokens := b.Tokenizer.Count(out) + frame
 	if tokens >= c.Tokens {

@@ -21,8 +21,9 @@
 //     Evidence, Context and Output, and renders them (Context.Messages for a chat
 //     request, Context.Text for one text).
 //   - Compress runs only while the context is still over budget (pinned items too
-//     big): it cuts the lowest-value pinned items' text, marking each cut with
-//     "[… N tokens truncated]". A caller that can summarise (Options.Summarize)
+//     big): it cuts the middle out of the lowest-value pinned items' text,
+//     keeping its head and its tail, and marks each cut with "[… N tokens
+//     truncated]". A caller that can summarise (Options.Summarize)
 //     learns from the report what to summarise; the summary is its effect to record,
 //     and comes back as an Item of kind "summary" that Replaces the turns it stands
 //     for.
