@@ -25,6 +25,14 @@
 // budget, deadline, cancellation, loop detection) are judged the same way, from the
 // fold (stops.go): each ends the task with a TaskFailed that names its reason.
 //
+// Every model request is built within the agent's context budget (Agent.Context,
+// context.go) by package pipelines/context: the system prompt and tool section stay
+// a byte-identical prefix, the task's input and the answer to the model's latest
+// move are always sent, and of the rest of the conversation what scores best fits
+// the window less the reserved output. The build's report (what was kept, dropped
+// and truncated, with scores and tokens) rides on the ModelRequested it describes,
+// so replay show explains each prompt and replay verify compares it.
+//
 // A tool chain (tools.ChainTool, in Agent.Chains) is run by the session step by step:
 // each step is a tool.requested of its own, naming its chain's call, issued as an
 // effect under its own key; the session records the chain's result as the call's

@@ -131,7 +131,7 @@ func (v *view) model(purpose, cause string) *Decision {
 // still counts as a step.
 func (v *view) modelPastMax(purpose, cause string) *Decision {
 	t := v.t
-	req := t.run.prompt(v, purpose)
+	req, report := v.s.paradigmContext(v.a, t.run.prompt(v, purpose))
 	req.Step = t.Steps + 1
 	model := v.a.Model
 	if len(req.Models) > 0 {
@@ -140,6 +140,7 @@ func (v *view) modelPastMax(purpose, cause string) *Decision {
 	return &Decision{Payload: &messages.ModelRequested{
 		Key: v.s.keyAt(v.nextSeq), Model: model, Step: t.Steps + 1, Messages: len(req.Messages),
 		PromptHash: llm.PromptHash(req), Tools: specNames(req.Tools), Protocol: req.Protocol, Purpose: purpose,
+		Context: report,
 	}, CausationID: cause, TaskID: t.ID}
 }
 

@@ -190,3 +190,46 @@ func TestParadigmMovesFoldAndVerify(t *testing.T) {
 		t.Fatalf("verify with a changed prompt: %v %v, want a divergence", div, err)
 	}
 }
+
+// A paradigm's own prompt is fitted to the agent's window like the loop's: the
+// critique's prompt, too long with its evidence, is cut with a marker, every call
+// stays within its budget, and the session verifies.
+func TestParadigmPromptFitsTheWindow(t *testing.T) {
+	dict := messages.ToolSpec{Name: "dictionary", Description: "looks a word up"}
+	as := Agents{Named: map[string]Agent{"reviewer": {Name: "reviewer", Model: "m", SystemPrompt: "You answer.", Tools: []messages.ToolSpec{dict},
+		Paradigm: reviewParadigm{}, Context: ContextOptions{Window: 600, ReservedOutput: 100}}}}
+	long := strings.Repeat("a company of performers, ", 400)
+	events, requests := runScripted(t, as, "What is a troupe?", map[string][]string{"": {"a group"}, "critique": {"pass"}},
+		func(messages.ToolCallRequested) string { return long })
+	var purposes []string
+	for _, e := range events {
+		if e.Type != messages.TypeModelRequested {
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		mr := p.(*messages.ModelRequested)
+		purposes = append(purposes, mr.Purpose)
+		if r := mr.Context; r == nil || r.Used > r.Budget || r.Over != 0 || r.Window != 600 {
+			t.Fatalf("the %q call's context: %+v", mr.Purpose, r)
+		}
+	}
+	if strings.Join(purposes, ",") != ",critique" || len(requests) != 2 {
+		t.Fatalf("calls %q, %d requests", purposes, len(requests))
+	}
+	// Its middle is cut: the task ahead, the answer to review at the end.
+	if c := requests[1].Messages[1].Content; !strings.HasPrefix(c, "Task: What is a troupe?\nEvidence: a company") ||
+		!strings.Contains(c, " tokens truncated]\n") || !strings.HasSuffix(c, "\nAnswer: a group") {
+		t.Fatalf("the critique's prompt was not cut in the middle with a marker: %q…%q", c[:60], c[len(c)-60:])
+	}
+	// The loop's call left the section out rather than go over: its system message
+	// is the prompt alone.
+	if c := requests[0].Messages[0].Content; c != "You answer." {
+		t.Fatalf("the loop's system message: %.80q", c)
+	}
+	if div, err := VerifyAmong(as, events); err != nil || div != nil {
+		t.Fatalf("verify: %v %v", div, err)
+	}
+}

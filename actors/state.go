@@ -83,6 +83,9 @@ type Agent struct {
 	// ApprovalTimeout rejects a call still waiting for approval this long after it
 	// was requested; 0 waits for ever.
 	ApprovalTimeout time.Duration
+	// Context bounds what each model call is sent (context.go): the window, the
+	// tokens reserved for the answer, the conversation's messages considered.
+	Context ContextOptions
 }
 
 // Agents are the agents a session runs: Default for a task that names none (or
@@ -287,6 +290,8 @@ type SessionState struct {
 	// approvalOrder the same, in the order they were requested.
 	approvals     map[string]*approval
 	approvalOrder []*approval
+	// ctx caches what building a request's context counts (context.go).
+	ctx contextCache
 	// key memoizes keyAt: the key of a decided event is also its event's ID.
 	key struct {
 		seq uint64
@@ -595,11 +600,12 @@ func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64, nowUS i
 		if f := a.staleSteps(t); f != nil {
 			return d(f, t.ID)
 		}
-		req := s.Request(a)
+		req, report := s.loopRequest(a)
 		req.Step = t.Steps + 1
 		return d(&messages.ModelRequested{
 			Key: s.keyAt(nextSeq), Model: a.Model, Step: t.Steps + 1,
 			Messages: len(req.Messages), PromptHash: llm.PromptHash(req), Tools: specNames(req.Tools), Protocol: a.Protocol,
+			Context: report,
 		}, t.ID)
 	case phaseGotReply:
 		r := t.reply
@@ -657,36 +663,27 @@ func effectKey(sessionID string, seq uint64) string {
 	return messages.EffectKey{SessionID: sessionID, Seq: seq}.String()
 }
 
-// Request builds the model request for the active task's next step from the state.
-// Its system message is the agent's SystemPrompt, then the task's core memory
+// Request builds the model request for the active task's next step from the state,
+// within the agent's context budget (Agent.Context; context.go builds it). Its system
+// message is the stable prefix, the agent's SystemPrompt and then the tools' section
+// (Disclosure), followed by what is stable for the task: its core memory
 // (messages.TaskSubmitted.Memory, recorded with the task: a refold or a replay
-// builds the same prompt) when it has one, then the tools' section (Disclosure).
+// builds the same prompt) and its paradigm's section; then the conversation, what
+// of it fits. A paradigm's own call is its prompt, fitted to the same budget.
 func (s *SessionState) Request(a Agent) llm.Request {
 	if t := s.active; t != nil && t.pending != nil && t.run != nil {
-		req := t.run.prompt(&view{s: s, t: t, a: a}, t.pending.req.Purpose)
+		req, _ := s.paradigmRequest(a, t, t.pending.req.Purpose)
 		req.Step, req.Key, req.Purpose = t.Steps, t.pending.req.Key, t.pending.req.Purpose
 		return req
 	}
-	specs, section := a.offer(s.loads)
-	prompt := a.SystemPrompt
-	if s.active != nil && s.active.Spec.Memory != "" {
-		prompt = strings.TrimPrefix(prompt+"\n\n"+coreMemorySection(s.active.Spec.Memory), "\n\n")
-	}
-	if s.active != nil && s.active.run != nil {
-		if ps, ok := s.active.run.(promptSectioner); ok {
-			if sec := ps.section(); sec != "" {
-				prompt = strings.TrimPrefix(prompt+"\n\n"+sec, "\n\n")
-			}
-		}
-	}
-	if section != "" {
-		prompt = strings.TrimSuffix(prompt+"\n\n"+section, "\n")
-	}
-	msgs := make([]messages.ChatMessage, 0, len(s.history)+1)
-	if prompt != "" {
-		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleSystem, Content: prompt})
-	}
-	msgs = append(msgs, s.history...)
+	req, _ := s.loopRequest(a)
+	return req
+}
+
+// loopRequest builds the request of the loop's next model call and the report of
+// its context.
+func (s *SessionState) loopRequest(a Agent) (llm.Request, *messages.ContextReport) {
+	msgs, specs, report := s.loopContext(a)
 	req := llm.Request{Messages: msgs, Tools: specs, Protocol: a.Protocol}
 	if s.active != nil {
 		req.Step = s.active.Steps
@@ -694,7 +691,13 @@ func (s *SessionState) Request(a Agent) llm.Request {
 			req.Key = s.active.model.Key
 		}
 	}
-	return req
+	return req, report
+}
+
+// paradigmRequest builds the request of a paradigm's model call for purpose,
+// fitted to the agent's context budget, and the report of its context.
+func (s *SessionState) paradigmRequest(a Agent, t *taskState, purpose string) (llm.Request, *messages.ContextReport) {
+	return s.paradigmContext(a, t.run.prompt(&view{s: s, t: t, a: a}, purpose))
 }
 
 // ActiveAgent returns the agent the running task names ("" for the default, or

@@ -86,6 +86,7 @@ func compare(d *Decision, e messages.Envelope, recorded messages.Payload, step i
 	if d == nil {
 		return &Divergence{Seq: e.Seq, Step: step, Expected: want, Actual: "nothing (the agent waits)"}
 	}
+	d = withoutNewReport(d, recorded)
 	got := describe(d.Payload.MessageType(), d.Payload)
 	if d.Payload.MessageType() != e.Type || !sameJSON(recorded, d.Payload) || d.CausationID != e.CausationID {
 		if want == got && d.CausationID != e.CausationID {
@@ -94,6 +95,25 @@ func compare(d *Decision, e messages.Envelope, recorded messages.Payload, step i
 		return &Divergence{Seq: e.Seq, Step: step, Expected: want, Actual: got}
 	}
 	return nil
+}
+
+// withoutNewReport returns d without its context report when the recorded model
+// request has none: it was recorded before requests carried one, and the prompt's
+// hash still says whether the same prompt was built.
+func withoutNewReport(d *Decision, recorded messages.Payload) *Decision {
+	r, ok := recorded.(*messages.ModelRequested)
+	if !ok || r.Context != nil {
+		return d
+	}
+	m, ok := d.Payload.(*messages.ModelRequested)
+	if !ok || m.Context == nil {
+		return d
+	}
+	p := *m
+	p.Context = nil
+	out := *d
+	out.Payload = &p
+	return &out
 }
 
 func sameJSON(a, b messages.Payload) bool {

@@ -23,7 +23,12 @@ func samples() []messages.Payload {
 		&messages.TaskSubmitted{Input: "What is 12 * (7 + 5)?", Agent: "default", Model: "offline", MaxSteps: 8, DeadlineUS: 1767225600000000, ReplyTopic: "replies",
 			Memory: "<human description=\"what the agent knows of the person it talks with\" chars=\"14/2000\">\nLives in Oslo.\n</human>\n",
 			Parent: &messages.ParentRef{SessionID: "s-0", Key: "s-0/5", Depth: 1}},
-		&messages.ModelRequested{Key: "s-1/m/2", Model: "offline", Step: 1, Messages: 2, PromptHash: "9f86d081884c7d65", Tools: []string{"calculator", "clock"}},
+		&messages.ModelRequested{Key: "s-1/m/2", Model: "offline", Step: 1, Messages: 2, PromptHash: "9f86d081884c7d65", Tools: []string{"calculator", "clock"},
+			Context: &messages.ContextReport{Window: 8000, Reserved: 1000, System: 340, Budget: 6660, Used: 6650, Older: 3,
+				Kept:      []messages.ContextItem{{ID: "system", Kind: "system", Tokens: 340, Score: 1}, {ID: "task", Kind: "task", Tokens: 6600, From: 9000, Score: 1}, {ID: "turn/4", Kind: "turn", Tokens: 50, Score: 0.75}},
+				Dropped:   []messages.ContextItem{{ID: "turn/3", Kind: "turn", Tokens: 700, Score: 0.5, Reason: "budget"}},
+				Truncated: []messages.ContextItem{{ID: "task", Kind: "task", Tokens: 6600, From: 9000, Score: 1}},
+				Summarize: []string{"turn/3"}}},
 		&messages.ModelResponded{Key: "s-1/m/2", Model: "offline", Message: messages.ChatMessage{
 			Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"12 * (7 + 5)"}`}},
 		}, Usage: usage, LatencyUS: 812, Cached: true},

@@ -116,6 +116,10 @@ type ModelRequested struct {
 	// ("plan", "critique", …: its own prompt, whose answer does not join the
 	// conversation); empty for a step of the loop.
 	Purpose string `json:"purpose,omitempty"`
+	// Context reports how the request's context was built: its budget, and the
+	// items kept, dropped and truncated (package pipelines/context). Nil on events
+	// recorded before reports were: replay verify does not compare it then.
+	Context *ContextReport `json:"context,omitempty"`
 }
 
 // ModelResponded records a model's answer. Recovery and replay never call the model

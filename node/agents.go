@@ -127,6 +127,9 @@ type NamedAgent struct {
 	// check off.
 	LoopRepeats    int
 	LoopStaleSteps int
+	// Context bounds what its model calls are sent (actors.ContextOptions); a zero
+	// field is the default agent's (Config.Context).
+	Context actors.ContextOptions
 	// Team, when set, makes it a team (package actors, Team) of other agents of
 	// Config.Agents, named in Team.Members (by name: the node adds each member's
 	// description and tools) and in its aggregator, judge and critic. A team has no
@@ -208,6 +211,9 @@ func (a NamedAgent) validate() error {
 		if err := memory.CheckNamespace(a.MemoryNamespace); err != nil {
 			return fmt.Errorf("node: agent %q: memory namespace: %w", a.Name, err)
 		}
+	}
+	if err := a.Context.ValidateFields(); err != nil { // its 0 fields are the default agent's
+		return fmt.Errorf("node: agent %q: %w", a.Name, err)
 	}
 	return checkStops(fmt.Sprintf("agent %q", a.Name), a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps)
 }
@@ -356,6 +362,12 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		a.MaxTokens = cmp.Or(na.MaxTokens, a.MaxTokens)
 		a.LoopRepeats = cmp.Or(na.LoopRepeats, a.LoopRepeats)
 		a.LoopStaleSteps = cmp.Or(na.LoopStaleSteps, a.LoopStaleSteps)
+		a.Context = actors.ContextOptions{Window: cmp.Or(na.Context.Window, a.Context.Window),
+			ReservedOutput: cmp.Or(na.Context.ReservedOutput, a.Context.ReservedOutput),
+			HistoryTurns:   cmp.Or(na.Context.HistoryTurns, a.Context.HistoryTurns)}
+		if err := a.Context.Validate(); err != nil {
+			return nil, fmt.Errorf("node: agent %q, with the default agent's context settings: %w", na.Name, err)
+		}
 		a.Approvals, a.ApprovalTimeout = nil, 0
 		for _, t := range na.Approvals {
 			if a.Approvals == nil {

@@ -146,6 +146,11 @@ type Config struct {
 	// detection; actors.LoopOff turns a loop check off). A named agent without its
 	// own takes them.
 	MaxTokens, LoopRepeats, LoopStaleSteps int
+	// Context bounds what the default agent's model calls are sent: the model's
+	// window, the tokens reserved for its answer, the history considered
+	// (actors.ContextOptions; zero fields: the defaults). A named agent takes the
+	// fields it does not set from it.
+	Context actors.ContextOptions
 	// Agents are the agents a task may name (Task.Agent) besides "default", the
 	// agent the fields above configure (an agents file's; NamedAgent).
 	Agents []NamedAgent
@@ -222,6 +227,9 @@ func (c Config) Validate() error {
 	}
 	if err := checkStops("the default agent", c.MaxTokens, c.LoopRepeats, c.LoopStaleSteps); err != nil {
 		return err
+	}
+	if err := c.Context.Validate(); err != nil {
+		return fmt.Errorf("node: the default agent: %w", err)
 	}
 	if err := c.HTTP.Validate(); err != nil {
 		return err
@@ -445,7 +453,7 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 		prompt += "\n\n" + strings.TrimSuffix(section, "\n")
 	}
 	agent := actors.Agent{Name: "default", SystemPrompt: prompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps,
-		Catalog: c.ToolCatalog, MaxTokens: c.MaxTokens, LoopRepeats: c.LoopRepeats, LoopStaleSteps: c.LoopStaleSteps}
+		Catalog: c.ToolCatalog, MaxTokens: c.MaxTokens, LoopRepeats: c.LoopRepeats, LoopStaleSteps: c.LoopStaleSteps, Context: c.Context}
 	if strategy != disclosure.All {
 		agent.Disclosure = d
 	}

@@ -298,8 +298,11 @@ type Step struct {
 	Summary   string          `json:"summary"`
 	// ChildSession, on a delegate call, is the child session it started (a
 	// sub-agent's), when the log has it (linkChildren).
-	ChildSession string  `json:"child_session,omitempty"`
-	Children     []*Step `json:"children,omitempty"`
+	ChildSession string `json:"child_session,omitempty"`
+	// Context, on a model request, is the report of its context: what was sent
+	// and dropped, within which budget (nil when it was recorded without one).
+	Context  *messages.ContextReport `json:"context,omitempty"`
+	Children []*Step                 `json:"children,omitempty"`
 	// delegate is the key of a delegate call.
 	delegate messages.EffectKey
 }
@@ -328,6 +331,8 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 			tl.Usage = tl.Usage.Add(u)
 		case *messages.ToolCallCompleted:
 			st.LatencyUS = p.LatencyUS
+		case *messages.ModelRequested:
+			st.Context = p.Context
 		case *messages.TaskCompleted, *messages.TaskFailed:
 			ended++
 		case *messages.TaskSubmitted:
@@ -493,6 +498,9 @@ func (tl *Timeline) Render(w io.Writer) {
 			extra += fmt.Sprintf("  %d+%d tokens", s.Tokens.PromptTokens, s.Tokens.CompletionTokens)
 		}
 		fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%5d %s%-16s %-18s %s%s\n", s.Seq, strings.Repeat("  ", depth), s.Type, s.Actor, s.Summary, extra)))
+		if s.Context != nil {
+			renderContext(w, s.Context, "      "+strings.Repeat("  ", depth+1))
+		}
 		for _, c := range s.Children {
 			walk(c, depth+1)
 		}

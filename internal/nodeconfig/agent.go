@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
@@ -59,6 +60,8 @@ type Agent struct {
 	// MaxTokens, LoopRepeats and LoopStaleSteps are the file's stop conditions, as
 	// node.Config takes them.
 	MaxTokens, LoopRepeats, LoopStaleSteps int
+	// Context is the file's context section (node.Config.Context).
+	Context actors.ContextOptions
 	// ApprovalTimeout is the file's approval_timeout (node.Config.ApprovalTimeout).
 	ApprovalTimeout time.Duration
 }
@@ -91,7 +94,7 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), MemoryTool: fc.Memory.ToolConfig(), KnowledgeTool: fc.Knowledge.ToolConfig(), Chains: fc.Chains,
 		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps,
 		MaxTokens: fc.MaxTokens, LoopRepeats: loopSetting(fc.LoopRepeats), LoopStaleSteps: loopSetting(fc.LoopStaleSteps),
-		ApprovalTimeout: approvalTimeout}, nil
+		Context: fc.Context.Options(), ApprovalTimeout: approvalTimeout}, nil
 }
 
 // Apply sets the agent's fields of cfg.
@@ -101,6 +104,7 @@ func (a Agent) Apply(cfg *node.Config) {
 	cfg.SystemPrompt, cfg.MaxSteps = a.SystemPrompt, a.MaxSteps
 	cfg.MaxTokens, cfg.LoopRepeats, cfg.LoopStaleSteps = a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps
 	cfg.ApprovalTimeout = a.ApprovalTimeout
+	cfg.Context = a.Context
 }
 
 // ConnectMCP connects to the MCP servers of the file's "mcp_servers" section and

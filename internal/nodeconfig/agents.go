@@ -29,7 +29,7 @@ var (
 	paradigms       = node.Paradigms
 	futureParadigms = []string{}
 	agentFieldNames = []string{"description", "model", "fallbacks", "system_prompt", "paradigm", "tools", "memory", "max_steps",
-		"settings", "max_rounds", "critic_prompt", "critic_model", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt", "approval_timeout", "knowledge"}
+		"settings", "max_rounds", "critic_prompt", "critic_model", "lessons_namespace", "lessons", "evaluate", "evaluator_prompt", "approval_timeout", "knowledge", "context"}
 	agentFields    = slices.Concat(agentFieldNames, stopFieldNames)
 	toolFieldNames = []string{"name", "approval"}
 	approvalValues = []string{"required", "none"}
@@ -88,6 +88,8 @@ type DeclaredAgent struct {
 	MaxTokens      int  `json:"max_tokens,omitempty"`
 	LoopRepeats    *int `json:"loop_repeats,omitempty"`
 	LoopStaleSteps *int `json:"loop_stale_steps,omitempty"`
+	// Context is its context section (context.go); a zero field is the node's.
+	Context ContextFile `json:"context,omitzero"`
 	// MaxRounds, CriticPrompt and CriticModel (a model spec, resolved by
 	// ResolveModels as Model is) are a reflection's settings (node.NamedAgent).
 	MaxRounds    int    `json:"max_rounds,omitempty"`
@@ -144,6 +146,7 @@ type PlanSettings struct {
 //	    knowledge: papers               # its rag tool's default knowledge base
 //	    max_steps: 8
 //	    max_tokens: 20000               # stop conditions (stops.go)
+//	    context: {window: 32000, reserved_output: 2000, history_turns: 40} # context.go
 //	  reviewer:
 //	    paradigm: reflection
 //	    max_rounds: 3                   # critiques at most (default 2)
@@ -474,6 +477,8 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 			}
 		case "max_tokens", "loop_repeats", "loop_stale_steps": // stopFieldNames
 			err = parseStopField(path, &a, fk, fv)
+		case "context":
+			err = parseContext(path, &a, fv)
 		default:
 			return fail(fk.Line, "agent %q: unknown field %q: the fields are %s", name, fk.Value, strings.Join(agentFields, ", "))
 		}
@@ -796,6 +801,7 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 		na := node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
 			Paradigm: a.Paradigm, MaxSteps: a.MaxSteps, Model: a.model, Fallbacks: a.fallbacks, MemoryNamespace: a.Memory, Knowledge: a.Knowledge,
 			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps),
+			Context:   a.Context.Options(),
 			MaxRounds: a.MaxRounds, CriticPrompt: a.CriticPrompt, CriticModel: a.critic, LessonsNamespace: a.LessonsNamespace, Lessons: a.Lessons, Evaluate: a.Evaluate,
 			EvaluatorPrompt: a.EvaluatorPrompt}
 		if a.Tools != nil {

@@ -83,6 +83,9 @@ type File struct {
 	MaxTokens      int  `json:"max_tokens"`
 	LoopRepeats    *int `json:"loop_repeats"`
 	LoopStaleSteps *int `json:"loop_stale_steps"`
+	// Context bounds what the default agent's model calls are sent, and is the
+	// default of the named agents' context fields (context.go).
+	Context ContextFile `json:"context"`
 }
 
 // SkillsFile is the "skills" section: what the skills of skills_dir may do.
@@ -349,6 +352,7 @@ func (fc File) Validate() error {
 		bad("max_steps", "%d is out of range: want %s", fc.MaxSteps, fieldRanges["max_steps"])
 	}
 	errs = append(errs, fc.validateStops()...)
+	errs = append(errs, fc.validateContext()...)
 	if fc.MaxSessions < 0 || fc.MaxSessions > MaxMaxSessions {
 		bad("max_sessions", "%d is out of range: want %s", fc.MaxSessions, fieldRanges["max_sessions"])
 	}

@@ -1,0 +1,391 @@
+package actors
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	pctx "github.com/troupe-run/troupe/pipelines/context"
+)
+
+// ContextOptions bound the context of an agent's model calls (package
+// pipelines/context): every request is built within the model's window less the
+// tokens reserved for its answer, and its report rides on the ModelRequested
+// (messages.ContextReport). The zero value takes the defaults, under which a
+// conversation of up to DefaultHistoryTurns messages that fits the window is sent
+// whole, as it always was.
+type ContextOptions struct {
+	// Window is the model's context window in tokens (0: pctx.DefaultWindow).
+	Window int
+	// ReservedOutput is the tokens kept for the model's answer (0:
+	// pctx.DefaultReservedOutput).
+	ReservedOutput int
+	// HistoryTurns is how many of the latest conversation messages are candidates
+	// (0: pctx.DefaultHistoryTurns; negative: all). The task's input and the
+	// answer to the model's latest move are always sent.
+	HistoryTurns int
+}
+
+// Bounds of ContextOptions.
+const (
+	MinContextWindow = 256
+	MaxContextWindow = 10_000_000
+	MaxHistoryTurns  = 100_000
+)
+
+// Validate reports options an agent cannot run with: a field out of range
+// (ValidateFields), or reserved output that leaves no room in the window, with
+// the defaults of the fields that are 0.
+func (o ContextOptions) Validate() error {
+	if err := o.ValidateFields(); err != nil {
+		return err
+	}
+	window := cmp.Or(o.Window, pctx.DefaultWindow)
+	if reserved := cmp.Or(o.ReservedOutput, pctx.DefaultReservedOutput); reserved >= window {
+		return fmt.Errorf("context reserved output %d leaves no room in the window of %d tokens: reserve less, or widen the window", reserved, window)
+	}
+	return nil
+}
+
+// ValidateFields reports the fields that are set and out of range: a window
+// outside MinContextWindow to MaxContextWindow, a negative reserved output or one
+// not less than a window that is set, history turns beyond MaxHistoryTurns. It
+// judges options whose 0 fields come from elsewhere (a named agent's, which take
+// the node's); Validate judges them once complete.
+func (o ContextOptions) ValidateFields() error {
+	if o.Window != 0 && (o.Window < MinContextWindow || o.Window > MaxContextWindow) {
+		return fmt.Errorf("context window %d is out of range: want %d to %d tokens (0: %d)", o.Window, MinContextWindow, MaxContextWindow, pctx.DefaultWindow)
+	}
+	if o.ReservedOutput < 0 || o.Window != 0 && o.ReservedOutput >= o.Window {
+		return fmt.Errorf("context reserved output %d is out of range: want 1 to less than the window (0: %d)", o.ReservedOutput, pctx.DefaultReservedOutput)
+	}
+	if o.HistoryTurns > MaxHistoryTurns {
+		return fmt.Errorf("context history turns %d is out of range: want 1 to %d, or negative for all (0: %d)", o.HistoryTurns, MaxHistoryTurns, pctx.DefaultHistoryTurns)
+	}
+	return nil
+}
+
+// options returns the builder's options of o.
+func (o ContextOptions) options() pctx.Options {
+	return pctx.Options{Window: o.Window, ReservedOutput: o.ReservedOutput, HistoryTurns: o.HistoryTurns}
+}
+
+// contextTokens counts tokens for every session's context: cl100k_base, exactly as
+// rag.TiktokenCounter counts it (pctx.Cl100k, which allocates nothing per count).
+// Its ranks are compiled into the binary, loaded once on first use and never
+// changed after: a table like a compiled regular expression, shared so that each
+// session does not load its own. Every node and every replay counts with it, so a
+// context built in replay is the one built live.
+var contextTokens = &pctx.Cl100k{}
+
+// prefixCounts remembers the counts of the texts every session of an agent shares:
+// its stable prefixes and its tools' schemas (by the identity of the agent's
+// slice of specs, which nothing modifies). A count is a pure function of its text,
+// so what it remembers changes no decision; it only spares each new session
+// counting its agent's prompt again. It holds at most maxPrefixCounts texts.
+var prefixCounts = &countMemo{texts: map[string]int{}, specs: map[specsID]int{}}
+
+const maxPrefixCounts = 512
+
+type specsID struct {
+	first *messages.ToolSpec
+	n     int
+}
+
+type countMemo struct {
+	mu    sync.Mutex
+	texts map[string]int
+	specs map[specsID]int
+}
+
+// text returns the tokens of s.
+func (m *countMemo) text(s string) int {
+	m.mu.Lock()
+	n, ok := m.texts[s]
+	m.mu.Unlock()
+	if ok {
+		return n
+	}
+	n = contextTokens.Count(s)
+	m.mu.Lock()
+	if len(m.texts) >= maxPrefixCounts {
+		clear(m.texts)
+	}
+	m.texts[s] = n
+	m.mu.Unlock()
+	return n
+}
+
+// tools returns the tokens of the specs' JSON encoding, as a request sends them.
+func (m *countMemo) tools(specs []messages.ToolSpec) int {
+	if len(specs) == 0 {
+		return 0
+	}
+	id := specsID{&specs[0], len(specs)}
+	m.mu.Lock()
+	n, ok := m.specs[id]
+	m.mu.Unlock()
+	if ok {
+		return n
+	}
+	b, _ := json.Marshal(specs) // fixed struct types: it cannot fail
+	n = m.text(string(b))
+	m.mu.Lock()
+	if len(m.specs) >= maxPrefixCounts {
+		clear(m.specs)
+	}
+	m.specs[id] = n
+	m.mu.Unlock()
+	return n
+}
+
+// contextCache keeps the token counts a session's contexts reuse from call to
+// call: each conversation message is counted once, the stable prefix and the
+// tools' schemas while they do not change. The counts are a pure function of the
+// texts, so the cache changes no decision.
+type contextCache struct {
+	turns      []int    // tokens of history[i]
+	ids        []string // the item IDs of history[i], from len(smallTurnIDs) on
+	sys        string
+	sysTokens  int
+	tools      []messages.ToolSpec // the specs toolTokens is of (compared by identity)
+	toolTokens int
+	// items is the candidates' buffer, reused from build to build.
+	items []pctx.Item
+	// last is the latest built request, reused while nothing it was built from
+	// changed (Decide builds it, then the session's effect builds it again).
+	last struct {
+		ok     bool
+		key    contextKey
+		msgs   []messages.ChatMessage
+		report *messages.ContextReport
+	}
+}
+
+// contextKey is what a loop request is built from, besides the conversation (which
+// only grows, so its length says it).
+type contextKey struct {
+	task     string // the active task's ID
+	agent    string
+	history  int
+	prompt   string
+	section  string
+	paradigm string
+	opts     ContextOptions
+	specs    *messages.ToolSpec
+	nspecs   int
+}
+
+// turnTokens returns the tokens of history message i, counted once.
+func (s *SessionState) turnTokens(i int) int {
+	c := &s.ctx
+	if n := len(s.history); len(c.turns) < n {
+		c.turns = append(slices.Grow(c.turns, n+8-len(c.turns)), make([]int, n-len(c.turns))...)
+	}
+	if c.turns[i] == 0 {
+		c.turns[i] = pctx.CountMessage(contextTokens, s.history[i])
+	}
+	return c.turns[i]
+}
+
+// turnID returns the ID of history message i as a context item ("turn/<i>"),
+// made once.
+func (s *SessionState) turnID(i int) string {
+	if i < len(smallTurnIDs) {
+		return smallTurnIDs[i]
+	}
+	c := &s.ctx
+	for len(c.ids) <= i-len(smallTurnIDs) {
+		c.ids = append(c.ids, "turn/"+strconv.Itoa(len(smallTurnIDs)+len(c.ids)))
+	}
+	return c.ids[i-len(smallTurnIDs)]
+}
+
+// smallTurnIDs are the IDs of the first conversation messages, made once (a
+// constant table, never written after).
+var smallTurnIDs = func() (ids [64]string) {
+	for i := range ids {
+		ids[i] = "turn/" + strconv.Itoa(i)
+	}
+	return ids
+}()
+
+// prefixTokens returns the tokens of the stable prefix: the system message's text
+// and the tools' schemas, with the message's framing.
+func (s *SessionState) prefixTokens(text string, specs []messages.ToolSpec) int {
+	c := &s.ctx
+	if text != c.sys || c.sysTokens == 0 {
+		c.sys, c.sysTokens = text, prefixCounts.text(text)
+	}
+	switch {
+	case sameSpecs(c.tools, specs) && c.tools != nil:
+	case c.tools != nil && equalSpecs(c.tools, specs):
+		c.tools = specs // the same tools in a new slice (a catalog's merge)
+	default:
+		c.tools, c.toolTokens = specs, prefixCounts.tools(specs)
+	}
+	return pctx.MessageOverhead + c.sysTokens + c.toolTokens
+}
+
+// stablePrefix is the system message's stable part: the system prompt, then the
+// tools' section (Disclosure), as it always was.
+func stablePrefix(prompt, toolSection string) string {
+	if toolSection == "" {
+		return prompt
+	}
+	return strings.TrimSuffix(prompt+"\n\n"+toolSection, "\n")
+}
+
+// loopContext builds the context of the loop's next model call: the tools it
+// offers, its messages and the report of the build.
+//
+// The candidates are the stable prefix (the system prompt and the tool section:
+// Role & Policies), the task's core memory and the paradigm's section (State,
+// stable for the task: they follow the prefix in the system message), the task's
+// input (pinned) and the conversation's other messages, each a turn: an assistant
+// message with tool calls and the results answering it are one group, and the
+// latest group after the task's input is pinned (the model sees the answer to its
+// latest move). Turns of the running task are fully relevant, earlier tasks' half;
+// recency ranks them all. With nothing to drop, the messages are the system
+// message and the whole conversation, in order.
+func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.ToolSpec, *messages.ContextReport) {
+	specs, section := a.offer(s.loads)
+	t := s.active
+	paradigm := ""
+	if t != nil && t.run != nil {
+		if ps, ok := t.run.(promptSectioner); ok {
+			paradigm = ps.section()
+		}
+	}
+	key := contextKey{agent: a.Name, history: len(s.history), prompt: a.SystemPrompt, section: section, paradigm: paradigm, opts: a.Context, nspecs: len(specs)}
+	if len(specs) > 0 {
+		key.specs = &specs[0]
+	}
+	if t != nil {
+		key.task = t.ID
+	}
+	if l := &s.ctx.last; l.ok && l.key == key {
+		return l.msgs, specs, l.report
+	}
+
+	prefix := stablePrefix(a.SystemPrompt, section)
+	clear(s.ctx.items[:cap(s.ctx.items)])
+	items := slices.Grow(s.ctx.items[:0], len(s.history)+3) // the build copies what it keeps
+	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: prefix,
+		Tokens: s.prefixTokens(prefix, specs)})
+	start := len(s.history) // the task's input; past the end when no task runs
+	if t != nil {
+		start = t.start
+		if t.Spec.Memory != "" {
+			items = append(items, pctx.Item{ID: "memory/core", Kind: pctx.KindMemory, Section: pctx.SectionState, Stable: true,
+				Text: coreMemorySection(t.Spec.Memory), Relevance: 1})
+		}
+		if paradigm != "" {
+			items = append(items, pctx.Item{ID: "state/" + a.Paradigm.Name(), Kind: pctx.KindState, Section: pctx.SectionState, Stable: true,
+				Text: paradigm, Relevance: 1})
+		}
+	}
+	items = s.appendTurns(items, start)
+	b := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}
+	c, err := b.Build(items)
+	s.ctx.items = items
+	if err != nil {
+		// The items are made here with unique IDs and counts: it cannot fail.
+		panic("actors: building a context: " + err.Error())
+	}
+	msgs, report := c.Messages(), &c.Report
+	s.ctx.last.ok, s.ctx.last.key, s.ctx.last.msgs, s.ctx.last.report = true, key, msgs, report
+	return msgs, specs, report
+}
+
+// appendTurns appends the conversation's messages as items: the one at start (the
+// task's input) pinned, the others turns, grouped and the latest group after start
+// pinned.
+func (s *SessionState) appendTurns(items []pctx.Item, start int) []pctx.Item {
+	first := len(items)
+	group, calls := "", []messages.ToolCall(nil) // the group going on, and the calls its results answer
+	for i, m := range s.history {
+		it := pctx.Item{ID: s.turnID(i), Kind: pctx.KindTurn, Section: pctx.SectionContext, Pos: i,
+			Message: &s.history[i], Tokens: s.turnTokens(i), Relevance: 0.5}
+		switch {
+		case i == start:
+			it.ID, it.Kind, it.Section, it.Pinned, it.Relevance = "task", pctx.KindTask, pctx.SectionTask, true, 1
+			group = ""
+		case len(m.ToolCalls) > 0:
+			group, calls = it.ID, m.ToolCalls
+			it.Group = group
+		case m.Role == messages.RoleTool && group != "" && slices.ContainsFunc(calls, func(c messages.ToolCall) bool { return c.ID == m.ToolCallID }):
+			it.Group = group
+		default:
+			group = ""
+		}
+		if i > start {
+			it.Relevance = 1
+		}
+		items = append(items, it)
+	}
+	// Pin the latest group (or message) after the task's input.
+	if n := len(items); n > first && items[n-1].Pos > start {
+		g := items[n-1].Group
+		for i := n - 1; i >= first && items[i].Pos > start && (i == n-1 || g != "" && items[i].Group == g); i-- {
+			items[i].Pinned = true
+		}
+	}
+	return items
+}
+
+// paradigmContext fits a paradigm's prompt to the agent's window: its system
+// message is the stable prefix, its first message after it the task (pinned),
+// the others turns, every one of them pinned: nothing is dropped, and compression
+// cuts the middle out of the lowest-value text (the later turns first, then the
+// task) only when the prompt is over budget.
+func (s *SessionState) paradigmContext(a Agent, req llm.Request) (llm.Request, *messages.ContextReport) {
+	items := make([]pctx.Item, 0, len(req.Messages)+1)
+	msgs := req.Messages
+	sys := ""
+	if len(msgs) > 0 && msgs[0].Role == messages.RoleSystem {
+		sys, msgs = msgs[0].Content, msgs[1:]
+	}
+	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: sys,
+		Tokens: pctx.MessageOverhead + prefixCounts.text(sys) + s.toolsTokens(req.Tools)})
+	for i := range msgs {
+		it := pctx.Item{ID: "turn/" + strconv.Itoa(i), Kind: pctx.KindTurn, Section: pctx.SectionContext, Pos: i + 1,
+			Message: &msgs[i], Pinned: true, Relevance: 0.5}
+		if i == 0 {
+			it.ID, it.Kind, it.Section, it.Relevance = "task", pctx.KindTask, pctx.SectionTask, 1
+		}
+		items = append(items, it)
+	}
+	c, err := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}.Build(items)
+	if err != nil {
+		panic("actors: building a context: " + err.Error())
+	}
+	out := c.Messages()
+	if sys == "" && len(out) > 0 && out[0].Role == messages.RoleSystem {
+		out = out[1:] // cannot happen: an empty prefix renders no system message
+	}
+	req.Messages = out
+	return req, &c.Report
+}
+
+// toolsTokens returns the tokens of a paradigm request's tools' schemas.
+func (s *SessionState) toolsTokens(specs []messages.ToolSpec) int { return prefixCounts.tools(specs) }
+
+// equalSpecs reports whether a and b offer the same tools, byte for byte.
+func equalSpecs(a, b []messages.ToolSpec) bool {
+	return slices.EqualFunc(a, b, func(x, y messages.ToolSpec) bool {
+		return x.Name == y.Name && x.Description == y.Description && bytes.Equal(x.Parameters, y.Parameters)
+	})
+}
+
+// sameSpecs reports whether a and b are the same slice.
+func sameSpecs(a, b []messages.ToolSpec) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
+}

@@ -1,0 +1,95 @@
+package nodeconfig
+
+import (
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/troupe-run/troupe/actors"
+)
+
+// ContextFile bounds what an agent's model calls are sent (actors.ContextOptions):
+// the configuration file's "context" (the default agent's, and the default of the
+// named agents' fields that they do not set), or an agents file's agent's:
+//
+//	agents:
+//	  researcher:
+//	    context:
+//	      window: 32000          # the model's context window, in tokens
+//	      reserved_output: 2000  # tokens kept for its answer
+//	      history_turns: 40      # latest conversation messages considered; "all" for every one
+//
+// Absent, a field is the default: actors.ContextOptions' zero value.
+type ContextFile struct {
+	Window         int `json:"window,omitempty"`
+	ReservedOutput int `json:"reserved_output,omitempty"`
+	// HistoryTurns is history_turns; negative ("all" in an agents file) for all.
+	HistoryTurns int `json:"history_turns,omitempty"`
+}
+
+// contextFieldNames are the fields of a context section.
+var contextFieldNames = []string{"window", "reserved_output", "history_turns"}
+
+// Options returns the section as actors takes it.
+func (c ContextFile) Options() actors.ContextOptions {
+	return actors.ContextOptions{Window: c.Window, ReservedOutput: c.ReservedOutput, HistoryTurns: c.HistoryTurns}
+}
+
+// validateContext reports the configuration file's context section out of range.
+func (fc File) validateContext() []error {
+	if err := fc.Context.Options().Validate(); err != nil {
+		return []error{fmt.Errorf("context: %w", err)}
+	}
+	return nil
+}
+
+// parseContext reads an agents file's agent's "context" section (v) into a,
+// naming the line of a problem.
+func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
+	fail := func(line int, format string, args ...any) error {
+		return &AgentsFileError{Path: path, Line: line, Msg: fmt.Sprintf("agent %q: context: ", a.Name) + fmt.Sprintf(format, args...)}
+	}
+	if v.Kind != yaml.MappingNode {
+		return fail(v.Line, "want a mapping of %s, such as context: {window: 32000}", strings.Join(contextFieldNames, ", "))
+	}
+	var c ContextFile
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		k, fv := v.Content[i], v.Content[i+1]
+		if seen[k.Value] {
+			return fail(k.Line, "field %q is given twice", k.Value)
+		}
+		seen[k.Value] = true
+		var n int
+		isInt := fv.Kind == yaml.ScalarNode && fv.Tag == "!!int" && fv.Decode(&n) == nil
+		switch k.Value {
+		case "window":
+			if !isInt || n < actors.MinContextWindow || n > actors.MaxContextWindow {
+				return fail(fv.Line, "window %q: want the model's context window, an integer from %d to %d tokens", fv.Value, actors.MinContextWindow, actors.MaxContextWindow)
+			}
+			c.Window = n
+		case "reserved_output":
+			if !isInt || n < 1 || n >= actors.MaxContextWindow {
+				return fail(fv.Line, "reserved_output %q: want the tokens kept for the answer, an integer from 1 to less than the window", fv.Value)
+			}
+			c.ReservedOutput = n
+		case "history_turns":
+			switch {
+			case fv.Kind == yaml.ScalarNode && fv.Value == "all":
+				c.HistoryTurns = -1
+			case !isInt || n < 1 || n > actors.MaxHistoryTurns:
+				return fail(fv.Line, "history_turns %q: want the latest conversation messages considered, an integer from 1 to %d, or all", fv.Value, actors.MaxHistoryTurns)
+			default:
+				c.HistoryTurns = n
+			}
+		default:
+			return fail(k.Line, "unknown field %q: the fields are %s", k.Value, strings.Join(contextFieldNames, ", "))
+		}
+	}
+	if err := c.Options().ValidateFields(); err != nil { // its absent fields are the node's
+		return fail(v.Line, "%v", err)
+	}
+	a.Context = c
+	return nil
+}

@@ -1,0 +1,107 @@
+package nodeconfig
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/node"
+)
+
+func TestParseAgentsContext(t *testing.T) {
+	f, err := ParseAgents("agents.yaml", []byte(`agents:
+  small:
+    context:
+      window: 8000
+      reserved_output: 1000
+      history_turns: 12
+  everything:
+    context: {history_turns: all}
+  plain:
+    tools: [calculator]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]actors.ContextOptions{}
+	for _, a := range f.NodeAgents() {
+		got[a.Name] = a.Context
+	}
+	if got["small"] != (actors.ContextOptions{Window: 8000, ReservedOutput: 1000, HistoryTurns: 12}) {
+		t.Errorf("small runs with %+v", got["small"])
+	}
+	if got["everything"] != (actors.ContextOptions{HistoryTurns: -1}) {
+		t.Errorf("everything runs with %+v", got["everything"])
+	}
+	if got["plain"] != (actors.ContextOptions{}) {
+		t.Errorf("plain runs with %+v: want the node's", got["plain"])
+	}
+}
+
+func TestParseAgentsContextErrors(t *testing.T) {
+	for _, c := range []struct {
+		name, file string
+		line       int
+		want       string
+	}{
+		{"not a mapping", "agents:\n  a:\n    context: 8000\n", 3, "want a mapping of window, reserved_output, history_turns"},
+		{"window too small", "agents:\n  a:\n    context:\n      window: 100\n", 4, `window "100": want the model's context window, an integer from 256 to 10000000 tokens`},
+		{"window string", "agents:\n  a:\n    context:\n      window: big\n", 4, `window "big"`},
+		{"reserved zero", "agents:\n  a:\n    context:\n      window: 8000\n      reserved_output: 0\n", 5, `reserved_output "0"`},
+		{"reserved beyond window", "agents:\n  a:\n    context:\n      window: 8000\n      reserved_output: 9000\n", 4, "reserved output 9000 is out of range: want 1 to less than the window"},
+		{"history turns zero", "agents:\n  a:\n    context:\n      history_turns: 0\n", 4, `history_turns "0": want the latest conversation messages considered, an integer from 1 to 100000, or all`},
+		{"history turns word", "agents:\n  a:\n    context:\n      history_turns: most\n", 4, `history_turns "most"`},
+		{"unknown field", "agents:\n  a:\n    context:\n      budget: 5\n", 4, `unknown field "budget": the fields are window, reserved_output, history_turns`},
+		{"twice", "agents:\n  a:\n    context:\n      window: 8000\n      window: 9000\n", 5, `field "window" is given twice`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := ParseAgents("agents.yaml", []byte(c.file))
+			var fe *AgentsFileError
+			if !errors.As(err, &fe) {
+				t.Fatalf("err = %v, want an AgentsFileError", err)
+			}
+			if fe.Line != c.line || !strings.Contains(fe.Msg, c.want) || !strings.Contains(fe.Msg, `agent "a": context: `) {
+				t.Errorf("err = %v, want line %d and %q", err, c.line, c.want)
+			}
+		})
+	}
+}
+
+// The configuration file's context section is the default agent's, and the
+// default of a named agent's fields it does not set.
+func TestConfigFileContext(t *testing.T) {
+	load := func(body string) (File, error) {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "troupe.json")
+		if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return Load(path)
+	}
+	fc, err := load(`{"context": {"window": 16000, "reserved_output": 2000}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := fc.Agent(AgentOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg node.Config
+	a.Apply(&cfg)
+	if cfg.Context != (actors.ContextOptions{Window: 16000, ReservedOutput: 2000}) {
+		t.Errorf("default agent context %+v", cfg.Context)
+	}
+	for body, want := range map[string]string{
+		`{"context": {"window": 10}}`:                            "context: context window 10 is out of range",
+		`{"context": {"window": 8000, "reserved_output": 8000}}`: "context: context reserved output 8000 is out of range",
+		`{"context": {"window": 2000}}`:                          "context: context reserved output 4096 leaves no room in the window of 2000 tokens",
+		`{"context": {"turns": 5}}`:                              "turns",
+	} {
+		if _, err := load(body); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: err = %v, want %q", body, err, want)
+		}
+	}
+}

@@ -1,0 +1,156 @@
+package context
+
+import (
+	"strings"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// System returns the text of the system message: the Role & Policies items (the
+// stable prefix, byte-identical from call to call while they do not change), then
+// the stable State items (core memory, a paradigm's lessons), the non-empty ones
+// joined by a blank line.
+func (c *Context) System() string {
+	parts, only := 0, ""
+	for _, it := range c.Items {
+		if it.Message == nil && placeOf(it) == placeSystem && it.Text != "" {
+			parts, only = parts+1, it.Text
+		}
+	}
+	if parts <= 1 {
+		return only
+	}
+	var b strings.Builder
+	for _, it := range c.Items {
+		if it.Message != nil || placeOf(it) != placeSystem || it.Text == "" {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(it.Text)
+	}
+	return b.String()
+}
+
+// Messages renders the context as a chat request's messages, the stable part
+// first so that a provider's prompt cache keeps hitting:
+//
+//  1. the system message (System), when it is not empty;
+//  2. the items with a chat message (the conversation's turns, summaries, the
+//     task's input), in Pos order;
+//  3. when there are any, one user message with the other items: Task items
+//     without a message, the State items that are not stable, Evidence and
+//     Output, each section in a block of its tags ("<evidence>\n…\n</evidence>"),
+//     in the sections' order.
+//
+// The sections keep their fixed order within each message; the conversation
+// keeps its own.
+func (c *Context) Messages() []messages.ChatMessage {
+	n := 0
+	for _, it := range c.Items {
+		if it.Message != nil {
+			n++
+		}
+	}
+	out := make([]messages.ChatMessage, 0, n+2)
+	if sys := c.System(); sys != "" {
+		out = append(out, messages.ChatMessage{Role: messages.RoleSystem, Content: sys})
+	}
+	// Items are in section order, each section's by Pos: merge the sections'
+	// messages by Pos, an earlier section first among equals.
+	var next [numSections]int
+	for i := range next {
+		next[i] = c.nextMessage(Section(i), 0)
+	}
+	for {
+		best := -1
+		for sec, i := range next {
+			if i >= 0 && (best < 0 || c.Items[i].Pos < c.Items[next[best]].Pos) {
+				best = sec
+			}
+		}
+		if best < 0 {
+			break
+		}
+		i := next[best]
+		out = append(out, *c.Items[i].Message)
+		next[best] = c.nextMessage(Section(best), i+1)
+	}
+	if b := c.briefing(); b != "" {
+		out = append(out, messages.ChatMessage{Role: messages.RoleUser, Content: b})
+	}
+	return out
+}
+
+// nextMessage returns the index of the first item from i on of section sec that
+// has a message, or -1.
+func (c *Context) nextMessage(sec Section, i int) int {
+	for ; i < len(c.Items) && c.Items[i].Section <= sec; i++ { // Items are in section order
+		if c.Items[i].Section == sec && c.Items[i].Message != nil {
+			return i
+		}
+	}
+	return -1
+}
+
+// briefing renders the items that go after the conversation.
+func (c *Context) briefing() string {
+	var b strings.Builder
+	section := Section(-1)
+	for _, it := range c.Items {
+		if it.Message != nil || placeOf(it) != placeBriefing {
+			continue
+		}
+		if it.Section != section {
+			if section >= 0 {
+				_, closing := tags(section)
+				b.WriteString(closing)
+				b.WriteString("\n\n")
+			}
+			section = it.Section
+			open, _ := tags(section)
+			b.WriteString(open)
+		} else {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(it.Text)
+	}
+	if section >= 0 {
+		_, closing := tags(section)
+		b.WriteString(closing)
+	}
+	return b.String()
+}
+
+// Text renders the context as one text, for a model without chat roles or a
+// person reading it: each non-empty section under its name ("## Task"), in the
+// fixed order, its items' text (a message as "role: content") joined by a blank
+// line.
+func (c *Context) Text() string {
+	var b strings.Builder
+	section := Section(-1)
+	for _, it := range c.Items {
+		text := it.Text
+		if it.Message != nil {
+			text = string(it.Message.Role) + ": " + it.Message.Content
+			for _, call := range it.Message.ToolCalls {
+				text += "\n[call " + call.Name + " " + call.Arguments + "]"
+			}
+		}
+		if text == "" {
+			continue
+		}
+		if it.Section != section {
+			if b.Len() > 0 {
+				b.WriteString("\n\n")
+			}
+			section = it.Section
+			b.WriteString("## " + section.String() + "\n\n")
+		} else {
+			b.WriteString("\n\n")
+		}
+		b.WriteString(text)
+	}
+	return b.String()
+}

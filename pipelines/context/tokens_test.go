@@ -1,0 +1,104 @@
+package context_test
+
+import (
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	pctx "github.com/troupe-run/troupe/pipelines/context"
+	"github.com/troupe-run/troupe/pipelines/rag"
+)
+
+// TestCl100kCountsAsTiktoken compares Cl100k with rag.TiktokenCounter on random
+// texts drawn from a mix of letters, digits, punctuation, contractions, white
+// space of every kind and scripts beyond Latin, on texts of any runes, and on this
+// repository's own Go and Markdown files.
+func TestCl100kCountsAsTiktoken(t *testing.T) {
+	var slow rag.TiktokenCounter
+	var fast pctx.Cl100k
+	check := func(text string) {
+		t.Helper()
+		if want, got := slow.Count(text), fast.Count(text); got != want {
+			t.Fatalf("%q: Cl100k counts %d, tiktoken %d", text, got, want)
+		}
+	}
+	for _, s := range []string{"", " ", "  ", "a", "\n", " \n ", "\r\n\r\n  x", "it's", "IT'S", "they'll've", "'S'", "'", "''ll", "1234567", "x  ", "  y",
+		"a \t\n b", "héllo wörld", "数据 处理", "🙂🙂 ok", "\u00a0\u2003x", "{\"json\": [1, 2]}", "fn main() {\n\tprintln!(\"hi\");\n}", "Ⅻ ½ ²", "ſ'ſ"} {
+		check(s)
+	}
+	atoms := []string{"a", "Z", "word", "The", " ", "  ", "\t", "\n", "\r\n", "\n\n", "'", "'s", "'LL", "'re", "'d", "'x", "1", "12", "1234", "٣", "½", "Ⅳ",
+		".", ",", "!?", "...", "-", "_", "(", ")", "{", "}", "\"", "é", "ß", "Σ", "日本", "мир", "🙂", "👍🏽", "\u00a0", "\u2028", "\u3000", "\u0301", "\u200d", "ǅ", "ſ", "K"}
+	rng := rand.New(rand.NewPCG(3, 5))
+	n := 3000
+	if testing.Short() {
+		n = 300
+	}
+	for range n {
+		var b strings.Builder
+		for range rng.IntN(30) {
+			b.WriteString(atoms[rng.IntN(len(atoms))])
+		}
+		check(b.String())
+	}
+	// Any rune at all, control characters and every plane included.
+	for range n {
+		var b strings.Builder
+		for range rng.IntN(25) {
+			r := rune(rng.IntN(0x110000))
+			switch rng.IntN(3) {
+			case 0:
+				r = rune(rng.IntN(128))
+			case 1:
+				r = rune(rng.IntN(0x3100))
+			}
+			if utf8.ValidRune(r) {
+				b.WriteRune(r)
+			}
+		}
+		check(b.String())
+	}
+	files, _ := filepath.Glob(filepath.Join("..", "..", "actors", "*.go"))
+	more, _ := filepath.Glob(filepath.Join("..", "..", "*.md"))
+	for _, f := range append(files, more...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(string(b))
+	}
+	// Invalid UTF-8 is tiktoken's to count.
+	check("a\xffb\xc3")
+}
+
+func TestCl100kAllocatesNothing(t *testing.T) {
+	var fast pctx.Cl100k
+	text := "What is 12 * (7 + 5)? It's 144 — see the calculator's answer:\n\n  {\"result\": 144}"
+	fast.Count(text)
+	if n := testing.AllocsPerRun(100, func() { fast.Count(text) }); n != 0 {
+		t.Errorf("a count allocates %v times", n)
+	}
+}
+
+func BenchmarkCountCl100k(b *testing.B) {
+	var fast pctx.Cl100k
+	benchmarkCount(b, &fast)
+}
+
+// BenchmarkCountTiktoken is BenchmarkCountCl100k's baseline.
+func BenchmarkCountTiktoken(b *testing.B) {
+	var slow rag.TiktokenCounter
+	benchmarkCount(b, &slow)
+}
+
+func benchmarkCount(b *testing.B, tok rag.Tokenizer) {
+	text := strings.Repeat("The model calls a tool and reads its result: {\"page\": 12}. It's done.\n", 20)
+	tok.Count(text)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(text)))
+	for b.Loop() {
+		tok.Count(text)
+	}
+}
