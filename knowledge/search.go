@@ -23,8 +23,8 @@ type Mode string
 
 // The search modes.
 const (
-	// ModeHybrid fuses the vector list and the BM25 list of every query by
-	// reciprocal rank (the default).
+	// ModeHybrid fuses the vector list and the BM25 list of every query as
+	// Query.Fusion says (the default).
 	ModeHybrid Mode = "hybrid"
 	// ModeVector searches by embedding only.
 	ModeVector Mode = "vector"
@@ -139,8 +139,10 @@ type Hit struct {
 	// "# Guide > ## Install" ("" above the first heading).
 	HeadingPath string `json:"heading_path,omitempty"`
 	Content     string `json:"content"`
-	// Score is the chunk's reciprocal rank fusion score over the lists searched
-	// (the sum of weight/(60 + rank), see the package documentation), or what
+	// Score is the chunk's fused score over the lists searched: with
+	// FusionConvex, Alpha × its normalised vector score + (1 − Alpha) × its BM25
+	// score over the query's weight; with FusionRRF and FusionWeightedRRF, the
+	// sum of weight/(60 + rank) (see the package documentation). Or what
 	// Config.Rerank made of it.
 	Score float64 `json:"score"`
 	// Start and End are byte offsets of the chunk in the source's Markdown.
@@ -186,9 +188,9 @@ const (
 // and its rewrites under q.MultiQuery) proposes two lists of Pool × Limit chunks —
 // nearest by the query embedder's vector, best by BM25 over heading path and text —
 // and q.HyDE adds the nearest to the hypothetical passage's vector; the lists are
-// fused by reciprocal rank (k = 60, a BM25 hit's vote weighted by the share of the
-// query it matches), chunks with the same text (overlapping
-// documents) kept once (the best), Config.Rerank applied to that pool, and the pool
+// fused as q.Fusion says (FusionConvex: every candidate scored by every list and
+// the vector and BM25 scores mixed by q.Alpha), chunks with the same text
+// (overlapping documents) kept once (the best), Config.Rerank applied to that pool, and the pool
 // cut to q.Limit. The model calls carry Request.Key derived from the knowledge base
 // and the query, so a recording gateway replays them.
 func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
