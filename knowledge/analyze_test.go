@@ -39,7 +39,12 @@ func TestNormalise(t *testing.T) {
 	flat := candidateScores{3, 3, nan}
 	flat.normalise(normZ)
 	if !slices.Equal(flat, candidateScores{0, 0, 0}) {
-		t.Errorf("flat list %v, want all 0", flat)
+		t.Errorf("flat list by z-score %v, want all 0", flat)
+	}
+	flat = candidateScores{3, 3, nan}
+	flat.normalise(normMinMax)
+	if !slices.Equal(flat, candidateScores{1, 1, 0}) {
+		t.Errorf("flat list by min-max %v, want 1 1 0", flat)
 	}
 	z := candidateScores{1, 3, nan}
 	z.normalise(normZ)

@@ -62,8 +62,9 @@ const (
 type candidateScores []float64
 
 // normalise puts scores on one scale in place: what cannot be scored takes the
-// lowest normalised score. A list whose scores are all equal gives all 0: it tells
-// the candidates nothing.
+// lowest normalised score. A list whose scores are all equal tells the candidates
+// apart no more than a constant: min-max makes them 1 (the best there is, so a
+// lone candidate scores above 0), z-score 0.
 func (s candidateScores) normalise(n scoreNorm) {
 	lo, hi, sum, cnt := math.Inf(1), math.Inf(-1), 0.0, 0
 	for _, v := range s {
@@ -73,8 +74,11 @@ func (s candidateScores) normalise(n scoreNorm) {
 		lo, hi, sum, cnt = min(lo, v), max(hi, v), sum+v, cnt+1
 	}
 	if cnt == 0 || hi == lo {
-		for i := range s {
+		for i, v := range s {
 			s[i] = 0
+			if n == normMinMax && !math.IsNaN(v) {
+				s[i] = 1
+			}
 		}
 		return
 	}
