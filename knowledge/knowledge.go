@@ -147,6 +147,11 @@ type Config struct {
 	// Rerank, when set, reorders the fused, deduplicated candidate pool of a search
 	// before it is cut to the limit. It may drop hits; hits it adds are ignored.
 	Rerank func(ctx context.Context, query string, hits []Hit) ([]Hit, error)
+	// Fusion is how hybrid searches fuse their lists when the Query does not say
+	// (default FusionConvex); Alpha is FusionConvex's vector share, in (0, 1]
+	// (default DefaultAlpha).
+	Fusion Fusion
+	Alpha  float64
 	// Chunk says how documents are cut (pipelines/rag defaults: 512 tokens,
 	// 64 tokens of overlap, cl100k_base).
 	Chunk rag.ChunkOptions
@@ -181,6 +186,13 @@ func (c Config) Validate() error {
 		return errors.New("knowledge: no event log")
 	case c.Vectors == nil:
 		return errors.New("knowledge: no vector store")
+	case !(c.Alpha >= 0 && c.Alpha <= 1):
+		return fmt.Errorf("knowledge: Alpha %v: want 0 to 1", c.Alpha)
+	}
+	if _, err := ParseFusion(string(c.Fusion)); err != nil {
+		return fmt.Errorf("knowledge: %w", err)
+	}
+	switch {
 	case c.EmbedBatch < 0 || c.EmbedAttempts < 0 || c.EmbedBackoff < 0 || c.MaxChunks < 0:
 		return errors.New("knowledge: EmbedBatch, EmbedAttempts, EmbedBackoff and MaxChunks must not be negative")
 	}
@@ -199,6 +211,13 @@ func (c *Config) setDefaults() {
 	}
 	if c.QueryEmbedder == nil {
 		c.QueryEmbedder = c.Embedder
+	}
+	c.Fusion, _ = ParseFusion(string(c.Fusion)) // Validate said it parses
+	if c.Fusion == "" {
+		c.Fusion = DefaultFusion
+	}
+	if c.Alpha == 0 {
+		c.Alpha = DefaultAlpha
 	}
 	if c.Model != nil && c.Model.Name() == llm.OfflineName {
 		c.Model, c.offline = nil, true

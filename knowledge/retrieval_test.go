@@ -3,8 +3,10 @@ package knowledge_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -98,7 +100,7 @@ func TestMultiQueryExpansion(t *testing.T) {
 	f := newFixture(t, func(c *knowledge.Config) { c.Model = model })
 	b := f.base(t, "office")
 	ingestCorpus(t, b)
-	res := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeBM25, MultiQuery: 3, Limit: 20})
+	res := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeBM25, MultiQuery: 3, Limit: 20, Fusion: knowledge.FusionRRF})
 	want := []string{"printer paper jam", "overfilled paper tray", "fan the sheets"}
 	if !slices.Equal(res.Expanded, want) {
 		t.Fatalf("expanded %q, want %q", res.Expanded, want)
@@ -114,10 +116,27 @@ func TestMultiQueryExpansion(t *testing.T) {
 	}
 	var lists [][]knowledge.Hit
 	for _, q := range append([]string{query}, want...) {
-		lists = append(lists, search(t, b, knowledge.Query{Text: q, Mode: knowledge.ModeBM25, Limit: 20}).Hits)
+		lists = append(lists, search(t, b, knowledge.Query{Text: q, Mode: knowledge.ModeBM25, Limit: 20, Fusion: knowledge.FusionRRF}).Hits)
 	}
 	if got, w := ids(res.Hits), fused(lists...); !slices.Equal(got, w) {
 		t.Errorf("hits %v, want the fusion %v", got, w)
+	}
+	// Convex fusion: a chunk scores the mean of its BM25 scores over the query's
+	// weight for each text searched (a single list scores exactly that).
+	convex := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeBM25, MultiQuery: 3, Limit: 20, Fusion: knowledge.FusionConvex})
+	sum := map[string]float64{}
+	for _, q := range append([]string{query}, want...) {
+		for _, h := range search(t, b, knowledge.Query{Text: q, Mode: knowledge.ModeBM25, Limit: 20, Fusion: knowledge.FusionConvex}).Hits {
+			sum[h.ChunkID] += h.Score
+		}
+	}
+	if len(convex.Hits) != len(sum) {
+		t.Errorf("convex: %d hits, want %d", len(convex.Hits), len(sum))
+	}
+	for i, h := range convex.Hits {
+		if w := sum[h.ChunkID] / 4; math.Abs(h.Score-w) > 1e-12 || i > 0 && h.Score > convex.Hits[i-1].Score {
+			t.Errorf("convex: %s scores %v, want the mean %v, in order", h.Source, h.Score, w)
+		}
 	}
 	if lists[0][0].Source != "recycling.md" || res.Hits[0].Source != "printer.md" {
 		t.Errorf("the query alone finds %v first; expanded, %s, want recycling.md then printer.md", sources(lists[0]), res.Hits[0].Source)
@@ -125,8 +144,9 @@ func TestMultiQueryExpansion(t *testing.T) {
 	// The key is derived from the query: the same search sends the same key.
 	search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeBM25, MultiQuery: 3, Limit: 20})
 	search(t, b, knowledge.Query{Text: "another question", Mode: knowledge.ModeBM25, MultiQuery: 3})
-	if k := model.reqs[1].Key; k != req.Key || k == "" || model.reqs[2].Key == k || !strings.HasPrefix(k, "kb/office/kb_expand/") {
-		t.Errorf("keys %q %q %q", req.Key, k, model.reqs[2].Key)
+	n := len(model.reqs)
+	if k := model.reqs[n-2].Key; k != req.Key || k == "" || model.reqs[n-1].Key == k || !strings.HasPrefix(k, "kb/office/kb_expand/") {
+		t.Errorf("keys %q %q %q", req.Key, k, model.reqs[n-1].Key)
 	}
 }
 
@@ -143,7 +163,7 @@ func TestHyDE(t *testing.T) {
 	b := f.base(t, "office")
 	ingestCorpus(t, b)
 	before := passages.calls.Load()
-	res := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeVector, HyDE: true, Limit: 8})
+	res := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeVector, HyDE: true, Limit: 8, Fusion: knowledge.FusionRRF})
 	if res.HyDE != passage || len(res.Expanded) != 0 {
 		t.Fatalf("HyDE %q expanded %q", res.HyDE, res.Expanded)
 	}
@@ -155,8 +175,8 @@ func TestHyDE(t *testing.T) {
 		!strings.Contains(req.Messages[1].Content, "Question: "+query) || !strings.HasPrefix(req.Key, "kb/office/kb_hyde/") {
 		t.Errorf("requests %+v", model.reqs)
 	}
-	alone := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeVector, Limit: 8}).Hits
-	asPassage := search(t, b, knowledge.Query{Text: passage, Mode: knowledge.ModeVector, Limit: 8}).Hits
+	alone := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeVector, Limit: 8, Fusion: knowledge.FusionRRF}).Hits
+	asPassage := search(t, b, knowledge.Query{Text: passage, Mode: knowledge.ModeVector, Limit: 8, Fusion: knowledge.FusionRRF}).Hits
 	if got, w := ids(res.Hits), fused(alone, asPassage); !slices.Equal(got, w) {
 		t.Errorf("hits %v, want the fusion %v", got, w)
 	}
@@ -165,6 +185,16 @@ func TestHyDE(t *testing.T) {
 	}
 	if rank(res.Hits) >= rank(alone) || rank(res.Hits) > 1 {
 		t.Errorf("bikes.md ranks %d with HyDE, %d without", rank(res.Hits), rank(alone))
+	}
+	// Convex fusion averages the query's and the passage's cosine similarities:
+	// HyDE lifts bikes.md there too.
+	convex := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeVector, HyDE: true, Limit: 8, Fusion: knowledge.FusionConvex}).Hits
+	aloneConvex := search(t, b, knowledge.Query{Text: query, Mode: knowledge.ModeVector, Limit: 8, Fusion: knowledge.FusionConvex}).Hits
+	if !slices.Equal(ids(aloneConvex), ids(alone)) {
+		t.Errorf("one vector list: convex %v, rrf %v: both must keep its order", ids(aloneConvex), ids(alone))
+	}
+	if rank(convex) >= rank(aloneConvex) || rank(convex) > 1 {
+		t.Errorf("convex: bikes.md ranks %d with HyDE, %d without", rank(convex), rank(aloneConvex))
 	}
 }
 
@@ -282,7 +312,8 @@ func TestKeywordVoteWeighsQueryCoverage(t *testing.T) {
 	for i := range 6 {
 		addText(t, b, fmt.Sprintf("filler%d.md", i), fmt.Sprintf("Filler note %d about staging and lunch.", i))
 	}
-	hits := search(t, b, knowledge.Query{Text: "rotate staging certificate renewal", Mode: knowledge.ModeBM25, Limit: 10}).Hits
+	hits := search(t, b, knowledge.Query{Text: "rotate staging certificate renewal", Mode: knowledge.ModeBM25, Limit: 10,
+		Fusion: knowledge.FusionWeightedRRF}).Hits
 	if len(hits) < 2 || hits[0].Source != "all.md" {
 		t.Fatalf("hits %v", sources(hits))
 	}
@@ -293,5 +324,50 @@ func TestKeywordVoteWeighsQueryCoverage(t *testing.T) {
 		if full := 1.0 / float64(knowledge.RRFK+2); h.Score > full/3 {
 			t.Errorf("%s matches one common word and scores %v, more than a third of a full vote %v", h.Source, h.Score, full)
 		}
+	}
+	// Convex fusion scores BM25 by the same share, on its own scale: near 1 for
+	// the chunk holding every term, a fraction for one common word.
+	convex := search(t, b, knowledge.Query{Text: "rotate staging certificate renewal", Mode: knowledge.ModeBM25, Limit: 10,
+		Fusion: knowledge.FusionConvex}).Hits
+	if !slices.Equal(ids(convex), ids(hits)) || convex[0].Score < 0.9 || convex[0].Score > 1.2 {
+		t.Fatalf("convex: hits %v, the first scoring %v: want BM25's order and nearly 1", sources(convex), convex[0].Score)
+	}
+	for _, h := range convex[1:] {
+		if h.Score > 1.0/3 {
+			t.Errorf("convex: %s matches one common word and scores %v, more than a third", h.Source, h.Score)
+		}
+	}
+}
+
+// Convex fusion mixes the vector and the BM25 scores of every candidate by Alpha:
+// at 1 it ranks as vector search, and a rare identifier BM25 finds lifts its chunk
+// above the embedding's near-ties at the default.
+func TestConvexFusion(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	ingestCorpus(t, b)
+	addText(t, b, "errors.md", "# Errors\n\nError PAY-4013 means the card has expired.")
+	addText(t, b, "errors2.md", "# Errors\n\nError PAY-4031 means the card was declined by the bank.")
+	const q = "which printer tray PAY-4013"
+	vec := search(t, b, knowledge.Query{Text: q, Mode: knowledge.ModeVector, Limit: 5}).Hits
+	allVec := search(t, b, knowledge.Query{Text: q, Fusion: knowledge.FusionConvex, Alpha: 1, Limit: 5}).Hits
+	if !slices.Equal(ids(vec), ids(allVec)) {
+		t.Errorf("alpha 1: %v, want vector search's %v", sources(allVec), sources(vec))
+	}
+	hyb := search(t, b, knowledge.Query{Text: q, Limit: 5}).Hits
+	if len(hyb) < 2 || hyb[0].Score > 1 || hyb[len(hyb)-1].Score < 0 {
+		t.Fatalf("hybrid %v: scores outside [0, 1]", hyb)
+	}
+	top := map[string]bool{hyb[0].Source: true, hyb[1].Source: true}
+	if !top["errors.md"] || !top["printer.md"] {
+		t.Errorf("hybrid %v: want errors.md and printer.md first", sources(hyb))
+	}
+	for _, bad := range []knowledge.Query{{Text: q, Alpha: 1.5}, {Text: q, Alpha: -0.1}, {Text: q, Fusion: "sum"}} {
+		if _, err := b.Search(testCtx(t), bad); !errors.Is(err, knowledge.ErrInvalid) {
+			t.Errorf("%+v: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := knowledge.Open(knowledge.Config{Log: f.log, Vectors: f.store, Fusion: "max"}); err == nil {
+		t.Error("Open accepted the fusion max")
 	}
 }

@@ -23,8 +23,8 @@ type Mode string
 
 // The search modes.
 const (
-	// ModeHybrid fuses the vector list and the BM25 list of every query by
-	// reciprocal rank (the default).
+	// ModeHybrid fuses the vector list and the BM25 list of every query as
+	// Query.Fusion says (the default).
 	ModeHybrid Mode = "hybrid"
 	// ModeVector searches by embedding only.
 	ModeVector Mode = "vector"
@@ -80,10 +80,17 @@ type Query struct {
 	// Pool is the candidate pool factor: each list proposes Pool × Limit chunks
 	// (default 4, at most 20), fused, deduplicated and reranked before the cut.
 	Pool int `json:"pool,omitempty"`
+	// Fusion is how a hybrid search (and the lists of MultiQuery and HyDE) is
+	// fused: FusionConvex, FusionRRF or FusionWeightedRRF; "" is Config.Fusion.
+	Fusion Fusion `json:"fusion,omitempty"`
+	// Alpha is the vector share of FusionConvex, in (0, 1]; 0 is Config.Alpha.
+	Alpha float64 `json:"alpha,omitempty"`
+
+	norm scoreNorm // FusionConvex's normalisation (tests compare them)
 }
 
 // check validates q and fills in its defaults.
-func (q *Query) check() error {
+func (q *Query) check(cfg *Config) error {
 	q.Text = strings.TrimSpace(q.Text)
 	switch {
 	case q.Text == "":
@@ -94,6 +101,8 @@ func (q *Query) check() error {
 		return fmt.Errorf("%w: the query is not valid UTF-8", ErrInvalid)
 	case q.Limit < 0 || q.MultiQuery < 0 || q.Pool < 0:
 		return fmt.Errorf("%w: negative limit, multi_query or pool", ErrInvalid)
+	case !(q.Alpha >= 0 && q.Alpha <= 1):
+		return fmt.Errorf("%w: alpha %v: want 0 to 1", ErrInvalid, q.Alpha)
 	case q.MultiQuery > MaxMultiQuery:
 		return fmt.Errorf("%w: multi_query %d: at most %d", ErrInvalid, q.MultiQuery, MaxMultiQuery)
 	}
@@ -102,6 +111,9 @@ func (q *Query) check() error {
 		return err
 	}
 	q.Mode = m
+	if q.Fusion, err = ParseFusion(string(q.Fusion)); err != nil {
+		return err
+	}
 	if q.Limit == 0 {
 		q.Limit = DefaultLimit
 	}
@@ -110,6 +122,12 @@ func (q *Query) check() error {
 		q.Pool = DefaultPool
 	}
 	q.Pool = min(q.Pool, MaxPool)
+	if q.Fusion == "" {
+		q.Fusion = cfg.Fusion
+	}
+	if q.Alpha == 0 {
+		q.Alpha = cfg.Alpha
+	}
 	return nil
 }
 
@@ -121,8 +139,10 @@ type Hit struct {
 	// "# Guide > ## Install" ("" above the first heading).
 	HeadingPath string `json:"heading_path,omitempty"`
 	Content     string `json:"content"`
-	// Score is the chunk's reciprocal rank fusion score over the lists searched
-	// (the sum of weight/(60 + rank), see the package documentation), or what
+	// Score is the chunk's fused score over the lists searched: with
+	// FusionConvex, Alpha × its normalised vector score + (1 − Alpha) × its BM25
+	// score over the query's weight; with FusionRRF and FusionWeightedRRF, the
+	// sum of weight/(60 + rank) (see the package documentation). Or what
 	// Config.Rerank made of it.
 	Score float64 `json:"score"`
 	// Start and End are byte offsets of the chunk in the source's Markdown.
@@ -168,13 +188,13 @@ const (
 // and its rewrites under q.MultiQuery) proposes two lists of Pool × Limit chunks —
 // nearest by the query embedder's vector, best by BM25 over heading path and text —
 // and q.HyDE adds the nearest to the hypothetical passage's vector; the lists are
-// fused by reciprocal rank (k = 60, a BM25 hit's vote weighted by the share of the
-// query it matches), chunks with the same text (overlapping
-// documents) kept once (the best), Config.Rerank applied to that pool, and the pool
+// fused as q.Fusion says (FusionConvex: every candidate scored by every list and
+// the vector and BM25 scores mixed by q.Alpha), chunks with the same text
+// (overlapping documents) kept once (the best), Config.Rerank applied to that pool, and the pool
 // cut to q.Limit. The model calls carry Request.Key derived from the knowledge base
 // and the query, so a recording gateway replays them.
 func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
-	if err := q.check(); err != nil {
+	if err := q.check(b.cfg); err != nil {
 		return SearchResult{}, err
 	}
 	if err := b.refresh(ctx); err != nil {
@@ -255,12 +275,16 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 }
 
 // pool runs every list of a search under one read lock, so that every hit comes
-// from one version of the knowledge base, fuses them and drops repeated texts.
+// from one version of the knowledge base, fuses them (Query.Fusion) and drops
+// repeated texts.
 func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]float32) ([]Hit, error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	k := q.Pool * q.Limit
-	var lists []rankedList
+	var (
+		vecLists, kwLists []rankedList
+		vecQueries        [][]float32 // the vectors searched, beside vecLists
+	)
 	if q.Mode != ModeBM25 {
 		dim, _ := b.st.dim("")
 		for _, v := range qvecs {
@@ -281,22 +305,34 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 					l.add(h.ID, 1)
 				}
 			}
-			lists = append(lists, l)
+			vecLists, vecQueries = append(vecLists, l), append(vecQueries, v)
 		}
 	}
+	var kwTexts []string // the texts searched, beside kwLists
 	if q.Mode != ModeVector {
 		for _, text := range queries {
 			weight := b.kw.QueryWeight(text)
 			var l rankedList
 			for _, h := range b.kw.Search(text, k, nil) {
-				l.add(h.ID, keywordWeight(h.Raw, weight))
+				w := 1.0
+				if q.Fusion == FusionWeightedRRF {
+					w = keywordWeight(h.Raw, weight)
+				}
+				l.add(h.ID, w)
 			}
-			lists = append(lists, l)
+			kwLists, kwTexts = append(kwLists, l), append(kwTexts, text)
 		}
+	}
+	var fused []fusedID
+	switch q.Fusion {
+	case FusionRRF, FusionWeightedRRF:
+		fused = fuse(append(vecLists, kwLists...))
+	default:
+		fused = b.fuseConvex(q, vecLists, vecQueries, kwLists, kwTexts)
 	}
 	var out []Hit
 	seen := map[string]bool{} // text hashes
-	for _, s := range fuse(lists) {
+	for _, s := range fused {
 		c := b.st.chunks[s.id]
 		if c == nil || seen[c.hash] {
 			continue
@@ -305,6 +341,44 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 		out = append(out, hitOf(c, s.score))
 	}
 	return out, nil
+}
+
+// fuseConvex scores the candidates — every chunk of every list — by every list:
+// its cosine similarity to each query vector (from the chunk's vector in the
+// fold) and its BM25 score for each query text (KeywordIndex.RawScores), so that a
+// chunk one list missed is not scored as if it were irrelevant to it, and mixes
+// them (see fuseConvex).
+func (b *Base) fuseConvex(q Query, vecLists []rankedList, vecQueries [][]float32, kwLists []rankedList, kwTexts []string) []fusedID {
+	var ids []string
+	index := map[string]int{}
+	for _, l := range append(slices.Clip(vecLists), kwLists...) {
+		for _, id := range l.ids {
+			if _, ok := index[id]; !ok {
+				index[id] = len(ids)
+				ids = append(ids, id)
+			}
+		}
+	}
+	vec := make([]candidateScores, len(vecQueries))
+	for j, v := range vecQueries {
+		vec[j] = make(candidateScores, len(ids))
+		for i, id := range ids {
+			vec[j][i] = cosine(v, b.st.chunks[id].vector)
+		}
+	}
+	kw := make([]candidateScores, len(kwTexts))
+	for j, text := range kwTexts {
+		raw := b.kw.RawScores(text, ids)
+		weight := b.kw.QueryWeight(text)
+		kw[j] = make(candidateScores, len(ids))
+		for i, id := range ids {
+			kw[j][i] = raw[id] // 0 when the chunk holds no query term
+			if q.norm == normCoverage && weight > 0 {
+				kw[j][i] = raw[id] / weight // not capped: it keeps BM25's order
+			}
+		}
+	}
+	return fuseConvex(ids, vec, kw, q.Alpha, q.norm)
 }
 
 // rankedList is one list of a search, best first, with the weight of each entry's
@@ -319,11 +393,11 @@ func (l *rankedList) add(id string, w float64) {
 	l.weights = append(l.weights, w)
 }
 
-// keywordWeight is the weight of a BM25 hit's vote: how much of the query it
-// matches, its raw score over the query's weight (KeywordIndex.QueryWeight, the
-// score of a chunk of average length holding every query term once), at most 1.
-// A chunk that shares one common word with a long question votes little; one that
-// holds the query's rare identifier votes fully.
+// keywordWeight is the weight of a BM25 hit's vote under FusionWeightedRRF: how
+// much of the query it matches, its raw score over the query's weight
+// (KeywordIndex.QueryWeight, the score of a chunk of average length holding every
+// query term once), at most 1. A chunk that shares one common word with a long
+// question votes little; one that holds the query's rare identifier votes fully.
 func keywordWeight(raw, queryWeight float64) float64 {
 	if raw <= 0 || queryWeight <= 0 {
 		return 0
@@ -359,15 +433,7 @@ func fuse(lists []rankedList) []fusedID {
 	for i, id := range order {
 		out[i] = fusedID{id, score[id]}
 	}
-	slices.SortFunc(out, func(a, b fusedID) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		}
-		return strings.Compare(a.id, b.id)
-	})
+	sortFused(out)
 	return out
 }
 

@@ -21,7 +21,8 @@ type Scored struct {
 }
 
 // KeywordIndex is an incremental Okapi BM25 inverted index (k1 = 1.2, b = 0.75) over
-// Tokenize's terms. It keeps, per term, the postings (document → term frequency), so
+// Tokenize's terms, or over the terms and with the parameters of its
+// KeywordOptions (NewKeywordIndexWith). It keeps, per term, the postings (document → term frequency), so
 // its document frequency is the postings' length; per document, its length and
 // distinct terms, so Remove can take it out of every posting and leave nothing behind.
 // Documents are numbered internally (numbers of removed documents are reused), which
@@ -35,6 +36,19 @@ type KeywordIndex struct {
 	slots    []keywordDoc                 // by document number
 	free     []uint32                     // numbers of removed documents
 	totalLen int                          // sum of the documents' lengths, for the average
+	tokenize func(string) []string
+	k1, b    float64
+}
+
+// KeywordOptions configure a KeywordIndex. The zero value is NewKeywordIndex's.
+type KeywordOptions struct {
+	// Tokenize splits documents and queries into terms (default Tokenize). It must
+	// be deterministic; a term it repeats counts as often in a document.
+	Tokenize func(string) []string
+	// K1 and B are BM25's term-frequency saturation and length normalisation
+	// (defaults BM25K1 and BM25B; B is used when K1 is set, so K1 = 0.9 with B = 0
+	// means no length normalisation).
+	K1, B float64
 }
 
 type keywordDoc struct {
@@ -44,15 +58,32 @@ type keywordDoc struct {
 }
 
 // NewKeywordIndex returns an empty index.
-func NewKeywordIndex() *KeywordIndex {
-	return &KeywordIndex{postings: map[string]map[uint32]uint32{}, docs: map[string]uint32{}}
+func NewKeywordIndex() *KeywordIndex { return NewKeywordIndexWith(KeywordOptions{}) }
+
+// NewKeywordIndexWith returns an empty index with the given options.
+func NewKeywordIndexWith(o KeywordOptions) *KeywordIndex {
+	ix := &KeywordIndex{postings: map[string]map[uint32]uint32{}, docs: map[string]uint32{},
+		tokenize: o.Tokenize, k1: BM25K1, b: BM25B}
+	if ix.tokenize == nil {
+		ix.tokenize = Tokenize
+	}
+	if o.K1 > 0 {
+		ix.k1, ix.b = o.K1, o.B
+	}
+	return ix
+}
+
+// termScore is BM25's weight of a term of inverse document frequency idf found f
+// times in a document of length dl.
+func (ix *KeywordIndex) termScore(idf, f, dl, avgdl float64) float64 {
+	return idf * f * (ix.k1 + 1) / (f + ix.k1*(1-ix.b+ix.b*dl/avgdl))
 }
 
 // Put indexes text as document id, replacing what id held before. A text without
 // terms still counts as a document (of length 0) until it is removed.
 func (ix *KeywordIndex) Put(id, text string) {
 	ix.Remove(id)
-	words := Tokenize(text)
+	words := ix.tokenize(text)
 	tf := make(map[string]uint32, len(words))
 	for _, w := range words {
 		tf[w]++
@@ -113,7 +144,8 @@ func (ix *KeywordIndex) Len() int { return len(ix.docs) }
 // Terms is the number of distinct terms with at least one posting.
 func (ix *KeywordIndex) Terms() int { return len(ix.postings) }
 
-// DF is the document frequency of a term as Tokenize produces it (0 if unknown).
+// DF is the document frequency of a term as the index's tokenizer produces it (0 if
+// unknown).
 func (ix *KeywordIndex) DF(term string) int { return len(ix.postings[term]) }
 
 // Search returns up to k documents (k <= 0: all) with a positive BM25 score that
@@ -132,7 +164,7 @@ func (ix *KeywordIndex) Search(query string, k int, keep func(id string) bool) [
 	if len(ix.docs) == 0 {
 		return nil
 	}
-	terms := Tokenize(query)
+	terms := ix.tokenize(query)
 	slices.Sort(terms)
 	terms = slices.Compact(terms)
 	n := float64(len(ix.docs))
@@ -151,7 +183,7 @@ func (ix *KeywordIndex) Search(query string, k int, keep func(id string) bool) [
 			}
 			ff := float64(f)
 			dl := float64(ix.slots[num].length)
-			acc.add(num, idf*ff*(BM25K1+1)/(ff+BM25K1*(1-BM25B+BM25B*dl/avgdl)))
+			acc.add(num, ix.termScore(idf, ff, dl, avgdl))
 		}
 	}
 	top := topK{k: k}
@@ -175,7 +207,7 @@ func (ix *KeywordIndex) RawScores(query string, ids []string) map[string]float64
 	if len(ix.docs) == 0 || len(ids) == 0 {
 		return out
 	}
-	terms := Tokenize(query)
+	terms := ix.tokenize(query)
 	slices.Sort(terms)
 	terms = slices.Compact(terms)
 	n := float64(len(ix.docs))
@@ -196,7 +228,7 @@ func (ix *KeywordIndex) RawScores(query string, ids []string) map[string]float64
 			df := float64(len(p))
 			idf := math.Log(1 + (n-df+0.5)/(df+0.5))
 			ff := float64(f)
-			r += idf * ff * (BM25K1 + 1) / (ff + BM25K1*(1-BM25B+BM25B*dl/avgdl))
+			r += ix.termScore(idf, ff, dl, avgdl)
 		}
 		if r > 0 {
 			out[id] = r
@@ -216,7 +248,7 @@ func (ix *KeywordIndex) QueryWeight(query string) float64 {
 	if len(ix.docs) == 0 {
 		return 0
 	}
-	terms := Tokenize(query)
+	terms := ix.tokenize(query)
 	slices.Sort(terms)
 	terms = slices.Compact(terms)
 	n := float64(len(ix.docs))

@@ -59,7 +59,12 @@ func isCJK(r rune) bool {
 //     cut to MaxWordRunes runes.
 //
 // Documents and queries must both go through Tokenize.
-func Tokenize(text string) []string {
+func Tokenize(text string) []string { return TokenizeStem(text, stem) }
+
+// TokenizeStem is Tokenize with another stemmer in place of its light English
+// one: stem is given each lowercased word that is not a stopword nor CJK (nil:
+// words are kept as they are).
+func TokenizeStem(text string, stem func(string) string) []string {
 	if len(text) > MaxTokenizeBytes {
 		text = text[:MaxTokenizeBytes]
 	}
@@ -79,7 +84,10 @@ func Tokenize(text string) []string {
 		if w == "" || stopwords[w] {
 			return
 		}
-		words = append(words, stem(w))
+		if stem != nil {
+			w = stem(w)
+		}
+		words = append(words, w)
 	}
 	flushCJK := func() {
 		switch len(cjk) {
