@@ -78,7 +78,7 @@ func (o ContextOptions) options() pctx.Options {
 }
 
 // contextTokens counts tokens for every session's context: cl100k_base, exactly as
-// rag.TiktokenCounter counts it (pctx.Cl100k, which allocates nothing per count).
+// rag.TiktokenCounter counts it (rag.Cl100k, which allocates nothing per count).
 // Its ranks are compiled into the binary, loaded once on first use and never
 // changed after: a table like a compiled regular expression, shared so that each
 // session does not load its own. Every node and every replay counts with it, so a

@@ -30,14 +30,14 @@ type ChunkOptions struct {
 	// next chunk starts with; 0 means DefaultOverlapTokens, a negative value no
 	// overlap.
 	OverlapTokens int
-	// Tokenizer counts tokens; nil means a TiktokenCounter (cl100k_base) shared by
-	// the calls that leave it nil.
+	// Tokenizer counts tokens; nil means a Cl100k (cl100k_base, the counts of a
+	// TiktokenCounter without its allocations) shared by the calls that leave it nil.
 	Tokenizer Tokenizer
 }
 
-// defaultTokenizer is the TiktokenCounter of calls that give none. It is set once,
-// lazily, and never changes after, so sharing it keeps Pack deterministic.
-var defaultTokenizer = &TiktokenCounter{}
+// defaultTokenizer is the Cl100k of calls that give none. It is set once, lazily,
+// and never changes after, so sharing it keeps Pack deterministic.
+var defaultTokenizer = &Cl100k{}
 
 // Chunk is a run of whole paragraphs (or pieces of one long paragraph) to embed and
 // store.

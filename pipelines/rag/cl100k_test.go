@@ -1,4 +1,4 @@
-package context_test
+package rag_test
 
 import (
 	"math/rand/v2"
@@ -8,7 +8,6 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	pctx "github.com/troupe-run/troupe/pipelines/context"
 	"github.com/troupe-run/troupe/pipelines/rag"
 )
 
@@ -18,7 +17,7 @@ import (
 // repository's own Go and Markdown files.
 func TestCl100kCountsAsTiktoken(t *testing.T) {
 	var slow rag.TiktokenCounter
-	var fast pctx.Cl100k
+	var fast rag.Cl100k
 	check := func(text string) {
 		t.Helper()
 		if want, got := slow.Count(text), fast.Count(text); got != want {
@@ -74,7 +73,7 @@ func TestCl100kCountsAsTiktoken(t *testing.T) {
 }
 
 func TestCl100kAllocatesNothing(t *testing.T) {
-	var fast pctx.Cl100k
+	var fast rag.Cl100k
 	text := "What is 12 * (7 + 5)? It's 144 — see the calculator's answer:\n\n  {\"result\": 144}"
 	fast.Count(text)
 	if n := testing.AllocsPerRun(100, func() { fast.Count(text) }); n != 0 {
@@ -83,7 +82,7 @@ func TestCl100kAllocatesNothing(t *testing.T) {
 }
 
 func BenchmarkCountCl100k(b *testing.B) {
-	var fast pctx.Cl100k
+	var fast rag.Cl100k
 	benchmarkCount(b, &fast)
 }
 
