@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"strings"
+	"sync"
 	"unicode"
 
 	"github.com/kljensen/snowball/english"
@@ -22,8 +23,11 @@ const maxIdentifierBytes = 96
 // 5 and v2.3.5. The parts find "PAY 4013" or "max connections"; the whole term is
 // rare, so an exact identifier outweighs documents that hold its parts apart
 // (PAY-4013 against PAY-4031 and a 4013 elsewhere).
-func terms(text string) []string {
-	out := pmem.TokenizeStem(text, stemTerm)
+func terms(text string) []string { return termsWith(text, stemTerm) }
+
+// termsWith is terms with stem as its stemmer.
+func termsWith(text string, stem func(string) string) []string {
+	out := pmem.TokenizeStem(text, stem)
 	if len(text) > pmem.MaxTokenizeBytes {
 		text = text[:pmem.MaxTokenizeBytes]
 	}
@@ -82,3 +86,35 @@ func stemTerm(w string) string {
 	}
 	return english.Stem(w, true)
 }
+
+// maxStems bounds a stemCache: past it the cache starts over.
+const maxStems = 1 << 17
+
+// stemCache remembers stemTerm's stems: a knowledge base's texts repeat their
+// words, and stemming is most of the cost of indexing a chunk. A base has one; it
+// is safe for concurrent use.
+type stemCache struct {
+	mu    sync.Mutex
+	stems map[string]string
+}
+
+// stem is stemTerm, remembered.
+func (c *stemCache) stem(w string) string {
+	c.mu.Lock()
+	s, ok := c.stems[w]
+	c.mu.Unlock()
+	if ok {
+		return s
+	}
+	s = stemTerm(w)
+	c.mu.Lock()
+	if c.stems == nil || len(c.stems) >= maxStems {
+		c.stems = make(map[string]string, 1024)
+	}
+	c.stems[strings.Clone(w)] = s
+	c.mu.Unlock()
+	return s
+}
+
+// terms is the package's terms with the cache's stems.
+func (c *stemCache) terms(text string) []string { return termsWith(text, c.stem) }

@@ -9,6 +9,7 @@ import (
 // The BM25 tokenizer keeps identifiers whole beside their parts, and stems English
 // words with Porter2.
 func TestTerms(t *testing.T) {
+	var cache stemCache
 	for text, want := range map[string][]string{
 		"Error PAY-4013 means":          {"error", "pay", "4013", "mean", "pay-4013"},
 		"set max_connections=100.":      {"set", "max", "connect", "100", "max_connections"},
@@ -25,6 +26,12 @@ func TestTerms(t *testing.T) {
 		got := terms(text)
 		if !slices.Equal(got, want) {
 			t.Errorf("terms(%q) = %q, want %q", text, got, want)
+		}
+		// A base's cached stems give the same terms, the first time and after.
+		for range 2 {
+			if got := cache.terms(text); !slices.Equal(got, want) {
+				t.Errorf("stemCache.terms(%q) = %q, want %q", text, got, want)
+			}
 		}
 	}
 }

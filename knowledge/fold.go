@@ -44,7 +44,7 @@ type Base struct {
 
 func newBase(bs *Bases, name string) *Base {
 	return &Base{bs: bs, cfg: &bs.cfg, name: name, stream: Stream(name), coll: Collection(name),
-		st: newState(), kw: pmem.NewKeywordIndexWith(pmem.KeywordOptions{Tokenize: terms}), dirty: map[string]struct{}{}}
+		st: newState(), kw: pmem.NewKeywordIndexWith(pmem.KeywordOptions{Tokenize: (&stemCache{}).terms}), dirty: map[string]struct{}{}}
 }
 
 // Name returns the knowledge base's name.
