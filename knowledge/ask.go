@@ -22,6 +22,9 @@ type AskOptions struct {
 	MultiQuery int  `json:"multi_query,omitempty"`
 	HyDE       bool `json:"hyde,omitempty"`
 	Pool       int  `json:"pool,omitempty"`
+	// Fusion and Alpha are the search's (Query.Fusion, Query.Alpha).
+	Fusion Fusion  `json:"fusion,omitempty"`
+	Alpha  float64 `json:"alpha,omitempty"`
 	// Extractive answers by quoting the evidence even when a model is configured.
 	Extractive bool `json:"extractive,omitempty"`
 }
@@ -75,7 +78,7 @@ const askSystem = "You answer questions from numbered evidence passages of a kno
 // share the most words with the question, each followed by its citation.
 func (b *Base) Ask(ctx context.Context, question string, opts AskOptions) (Answer, error) {
 	res, err := b.Search(ctx, Query{Text: question, Limit: opts.Limit, Mode: opts.Mode, MultiQuery: opts.MultiQuery,
-		HyDE: opts.HyDE, Pool: opts.Pool})
+		HyDE: opts.HyDE, Pool: opts.Pool, Fusion: opts.Fusion, Alpha: opts.Alpha})
 	if err != nil {
 		return Answer{}, err
 	}

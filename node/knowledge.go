@@ -166,7 +166,8 @@ func KBSearchHits(hits []knowledge.Hit) KBSearchAnswer {
 // is required (at most knowledge.MaxQueryBytes); limit 1 to knowledge.MaxLimit
 // (default knowledge.DefaultLimit); mode hybrid (default), vector or bm25;
 // multi_query 0 to knowledge.MaxMultiQuery rewrites of the query by the model;
-// hyde true or false. Errors wrap knowledge.ErrInvalid.
+// hyde true or false; fusion convex (default), rrf or wrrf; alpha, convex fusion's
+// vector share, in (0, 1]. Errors wrap knowledge.ErrInvalid.
 func ParseKBQuery(get func(string) string) (knowledge.Query, error) {
 	q := knowledge.Query{Text: get("q"), Limit: knowledge.DefaultLimit}
 	if strings.TrimSpace(q.Text) == "" {
@@ -200,6 +201,18 @@ func ParseKBQuery(get func(string) string) (knowledge.Query, error) {
 			return q, fmt.Errorf("%w: hyde %q: want true or false", knowledge.ErrInvalid, s)
 		}
 		q.HyDE = v
+	}
+	f, err := knowledge.ParseFusion(get("fusion"))
+	if err != nil {
+		return q, err
+	}
+	q.Fusion = f
+	if s := get("alpha"); s != "" {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || !(v > 0 && v <= 1) {
+			return q, fmt.Errorf("%w: alpha %q: want the vector share of convex fusion, above 0 and at most 1", knowledge.ErrInvalid, s)
+		}
+		q.Alpha = v
 	}
 	return q, nil
 }
@@ -525,7 +538,10 @@ type KBAskRequest struct {
 	Mode       knowledge.Mode `json:"mode,omitempty"`
 	MultiQuery int            `json:"multi_query,omitempty"`
 	HyDE       bool           `json:"hyde,omitempty"`
-	Extractive bool           `json:"extractive,omitempty"`
+	// Fusion and Alpha: how hybrid lists are fused (knowledge.Query).
+	Fusion     knowledge.Fusion `json:"fusion,omitempty"`
+	Alpha      float64          `json:"alpha,omitempty"`
+	Extractive bool             `json:"extractive,omitempty"`
 }
 
 func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
@@ -558,13 +574,22 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	if _, err := knowledge.ParseFusion(string(in.Fusion)); err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	if !(in.Alpha >= 0 && in.Alpha <= 1) {
+		writeError(w, http.StatusBadRequest, "alpha %v: want the vector share of convex fusion, above 0 and at most 1 (0 or absent: the default)", in.Alpha)
+		return
+	}
 	b, err := n.kbOpen.existing(r.Context(), name)
 	if err != nil {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(kbIngestTimeout))
-	ans, err := b.Ask(r.Context(), in.Question, knowledge.AskOptions{Limit: in.Limit, Mode: in.Mode, MultiQuery: in.MultiQuery, HyDE: in.HyDE, Extractive: in.Extractive})
+	ans, err := b.Ask(r.Context(), in.Question, knowledge.AskOptions{Limit: in.Limit, Mode: in.Mode, MultiQuery: in.MultiQuery, HyDE: in.HyDE,
+		Fusion: in.Fusion, Alpha: in.Alpha, Extractive: in.Extractive})
 	if err != nil {
 		writeError(w, kbStatus(err), "ask failed: %v", err)
 		return

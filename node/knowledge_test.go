@@ -174,9 +174,12 @@ func TestKBUploadSearchDelete(t *testing.T) {
 	if shape["results"][0]["source"] != "guide/install.md" {
 		t.Fatalf("best hit %v", shape["results"][0])
 	}
-	_, ans, _ := k.search(t, "docs", url.Values{"q": {"how large can a document be"}})
-	if len(ans.Results) == 0 || ans.Results[0].Source != "limits" || !strings.Contains(ans.Results[0].HeadingPath, "Uploads") {
-		t.Fatalf("search for the limits: %+v", ans)
+	for _, fusion := range []url.Values{{}, {"fusion": {"rrf"}}, {"fusion": {"wrrf"}}, {"alpha": {"0.8"}}} {
+		fusion.Set("q", "how large can a document be")
+		_, ans, _ := k.search(t, "docs", fusion)
+		if len(ans.Results) == 0 || ans.Results[0].Source != "limits" || !strings.Contains(ans.Results[0].HeadingPath, "Uploads") {
+			t.Fatalf("search for the limits (%v): %+v", fusion, ans)
+		}
 	}
 
 	code, b = k.do(t, http.MethodPost, "/v1/kb/docs/ask", "application/json", strings.NewReader(`{"question":"How large can a document be?","limit":2}`))
@@ -350,6 +353,15 @@ func TestKBBadRequests(t *testing.T) {
 		{"ask in a bad mode", 400, func() (int, []byte) {
 			return k.do(t, "POST", "/v1/kb/docs/ask", "application/json", strings.NewReader(`{"question":"x","mode":"fuzzy"}`))
 		}, `search mode "fuzzy"`},
+		{"bad fusion", 400, func() (int, []byte) { return k.do(t, "GET", "/v1/kb/docs/search?q=x&fusion=max", "", nil) }, `fusion "max": want convex, rrf or wrrf`},
+		{"alpha out of range", 400, func() (int, []byte) { return k.do(t, "GET", "/v1/kb/docs/search?q=x&alpha=1.5", "", nil) }, `alpha "1.5"`},
+		{"alpha not a number", 400, func() (int, []byte) { return k.do(t, "GET", "/v1/kb/docs/search?q=x&alpha=NaN", "", nil) }, `alpha "NaN"`},
+		{"ask with a bad fusion", 400, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/docs/ask", "application/json", strings.NewReader(`{"question":"x","fusion":"max"}`))
+		}, `fusion "max"`},
+		{"ask with a negative alpha", 400, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/docs/ask", "application/json", strings.NewReader(`{"question":"x","alpha":-0.5}`))
+		}, `alpha -0.5`},
 		{"ask an unknown base", 404, func() (int, []byte) {
 			return k.do(t, "POST", "/v1/kb/nope/ask", "application/json", strings.NewReader(`{"question":"x"}`))
 		}, `no knowledge base "nope"`},

@@ -25,8 +25,8 @@ import (
 
 const ragUsage = `usage:
   node rag add --kb NAME [--workers N] [--prune] [--json] PATH...
-  node rag search --kb NAME [--limit K] [--mode hybrid|vector|bm25] [--multi-query N] [--hyde] [--json] "query"
-  node rag ask --kb NAME [--limit K] [--mode M] [--multi-query N] [--hyde] [--extractive] [--json] "question"
+  node rag search --kb NAME [--limit K] [--mode hybrid|vector|bm25] [--multi-query N] [--hyde] [--fusion convex|rrf|wrrf] [--alpha A] [--json] "query"
+  node rag ask --kb NAME [--limit K] [--mode M] [--multi-query N] [--hyde] [--fusion F] [--alpha A] [--extractive] [--json] "question"
   node rag list [--kb NAME] [--json]
   node rag remove --kb NAME SOURCE...
 
@@ -41,7 +41,10 @@ progress; otherwise each file gets a line on stderr. The summary goes to stdout.
 search prints the best passages, each with its citation label [source > heading];
 ask answers citing them, then lists the citations (without a language model the
 answer is extractive: quoted from the passages). --multi-query and --hyde need a
-language model (--model, TROUPE_MODEL or the configuration's).
+language model (--model, TROUPE_MODEL or the configuration's). A hybrid search
+mixes the normalised vector score and the BM25 score (over the share of the query
+a passage matches) with --alpha, the vector share (default 0.5: --fusion convex);
+--fusion rrf and wrrf fuse the lists' ranks instead.
 
 Every command also takes --config FILE and --data DIR (the node's): a knowledge base
 is the stream kb/<name> of the node's event log, its vectors in DATA/knowledge or
@@ -87,6 +90,8 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	mode := fs.String("mode", "", "search, ask: hybrid (default), vector or bm25")
 	multiQuery := fs.String("multi-query", "", "search, ask: rewrites of the query by the model, 0 to 8")
 	hyde := fs.Bool("hyde", false, "search, ask: also search by a hypothetical answer the model writes")
+	fusion := fs.String("fusion", "", "search, ask: how hybrid lists are fused: convex (default), rrf or wrrf")
+	alpha := fs.String("alpha", "", "search, ask: the vector share of convex fusion, above 0 and at most 1 (default 0.5)")
 	extractive := fs.Bool("extractive", false, "ask: quote the passages instead of asking the model")
 	asJSON := fs.Bool("json", false, "print JSON")
 	pos, err := cliflags.Parse(fs, args[1:])
@@ -128,7 +133,7 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var query knowledge.Query
 	if sub == "search" || sub == "ask" {
-		vals := map[string]string{"q": pos[0], "limit": *limit, "mode": *mode, "multi_query": *multiQuery}
+		vals := map[string]string{"q": pos[0], "limit": *limit, "mode": *mode, "multi_query": *multiQuery, "fusion": *fusion, "alpha": *alpha}
 		if query, err = node.ParseKBQuery(func(k string) string { return vals[k] }); err != nil {
 			return usageErr("%v", err)
 		}
@@ -191,7 +196,7 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		ans, err := b.Ask(ctx, query.Text, knowledge.AskOptions{Limit: query.Limit, Mode: query.Mode, MultiQuery: query.MultiQuery,
-			HyDE: query.HyDE, Extractive: *extractive})
+			HyDE: query.HyDE, Fusion: query.Fusion, Alpha: query.Alpha, Extractive: *extractive})
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
