@@ -283,7 +283,7 @@ func (c *Config) setDefaults() {
 		c.DataDir = ".troupe"
 	}
 	if c.Model == nil {
-		c.Model = llm.Offline{}
+		c.Model = llm.NewOffline()
 	}
 	if c.Tools == nil {
 		c.Tools = []tools.Tool{tools.Calculator{}, tools.NewClock(c.Clock)}
