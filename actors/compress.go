@@ -1,0 +1,658 @@
+package actors
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	pctx "github.com/troupe-run/troupe/pipelines/context"
+)
+
+// Conversation compression: how an agent keeps a long conversation within its
+// context (Agent.Compression). A strategy is a deterministic function of the
+// folded session: what it sends is decided from the conversation and from what
+// compression's own model calls made of it. Those calls (summaries, compactions,
+// extractions, digests) are model calls with a purpose (pipelines/context
+// PurposeSummarise, …), decided before the loop's next model call, recorded with
+// their idempotency keys like any effect, answered once, and folded into the
+// session's compression state, never into the conversation: a refold or a replay
+// reads their recorded answers and calls nothing again.
+//
+// Each such call is a model call of its task: it counts as a step (MaxSteps) and
+// its tokens count against the task's budget. Without a model for summaries
+// (Compression.Model NoSummaryModel, or an agent on the offline rule-based model),
+// the strategies that need one make no call: what they would summarise is cut
+// with a visible marker instead (pctx.TruncatedSummary, pctx.ClipText), and the
+// full text stays in the session's log.
+//
+// The stable prefix — the system prompt and the tool section — is never touched:
+// what compression sends goes after it, so a provider's prefix cache keeps
+// hitting it (and the conversation's own prefix, for as many calls as the window
+// stands still: it moves Step turns at a time).
+
+// Compression is an agent's conversation compression (an agents file's context:
+// compression: and the settings beside it). The zero value compresses nothing.
+type Compression struct {
+	// Strategy is one of pctx.CompressStrategies; "" for none.
+	Strategy string
+	// Window is how many of the latest turns are sent verbatim (default 8): a
+	// turn is a user message, or an assistant message with its tool results
+	// (pctx.SplitTurns). The task's own input is sent whatever the window.
+	Window int
+	// Step is how many turns the window moves at a time (default Window/2, at
+	// least 1): older turns leave it, and are summarised, Step at a time.
+	Step int
+	// Model names the model compression's calls go to: "" for the agent's own,
+	// NoSummaryModel for none (truncation instead).
+	Model string
+	// SummaryWords bounds a summary's length in words, as its prompt asks (default
+	// 200; a compaction may use twice as many); without a model, the truncated
+	// stand-in of a summary gets about as many tokens.
+	SummaryWords int
+	// ObservationTokens is the size from which a tool result is masked (mask) or
+	// digested as it arrives (proactive), in estimated tokens (default 500).
+	ObservationTokens int
+	// CompactTokens is the size, in estimated tokens, from which what the
+	// conversation would send is compacted (default 8000).
+	CompactTokens int
+	// MiddleChunks is how many chunk summaries hierarchical keeps before it
+	// condenses the oldest into the summary of the oldest turns (default 4).
+	MiddleChunks int
+	// HistoryTokens is the estimated tokens importance filtering lets the
+	// conversation send (default 6000).
+	HistoryTokens int
+}
+
+// NoSummaryModel is a Compression.Model that names no model: compression makes no
+// model call, and cuts with a marker what it would have summarised.
+const NoSummaryModel = "none"
+
+// Defaults of Compression's settings (Validate refuses negative ones).
+func (c Compression) window() int  { return cmp.Or(c.Window, 8) }
+func (c Compression) step() int    { return cmp.Or(c.Step, max(c.window()/2, 1)) }
+func (c Compression) words() int   { return cmp.Or(c.SummaryWords, 200) }
+func (c Compression) observe() int { return cmp.Or(c.ObservationTokens, 500) }
+func (c Compression) compact() int { return cmp.Or(c.CompactTokens, 8000) }
+func (c Compression) middle() int  { return cmp.Or(c.MiddleChunks, 4) }
+func (c Compression) history() int { return cmp.Or(c.HistoryTokens, 6000) }
+
+// Validate reports a strategy this package does not have, or a negative setting.
+func (c Compression) Validate() error {
+	if c.Strategy != "" && !slices.Contains(pctx.CompressStrategies, c.Strategy) {
+		return fmt.Errorf("unknown compression %q: want one of %s", c.Strategy, strings.Join(pctx.CompressStrategies, ", "))
+	}
+	for _, v := range []int{c.Window, c.Step, c.SummaryWords, c.ObservationTokens, c.CompactTokens, c.MiddleChunks, c.HistoryTokens} {
+		if v < 0 {
+			return fmt.Errorf("compression settings must not be negative")
+		}
+	}
+	return nil
+}
+
+// summaryModel returns the model compression's calls go to, and false when there
+// is none: NoSummaryModel, or the offline rule-based model, which cannot summarise.
+func (a Agent) summaryModel() (string, bool) {
+	m := a.Compression.Model
+	if m == "" {
+		m = a.Model
+	}
+	return m, m != NoSummaryModel && m != llm.OfflineName && m != ""
+}
+
+// compressState is what a session's compression has folded: the answers of its
+// model calls, by the part of the conversation (history indexes) they cover.
+type compressState struct {
+	// turns memoises pctx.SplitTurns of the history of length turnsOf.
+	turns   []pctx.TurnSpan
+	turnsOf int
+	// summary covers history[:summaryEnd] (summary).
+	summary    string
+	summaryEnd int
+	// chunks cover the middle turns, oldest first; old covers history[:oldEnd]
+	// (hierarchical).
+	chunks []chunkSummary
+	old    string
+	oldEnd int
+	// compaction covers history[:compactEnd] (compact).
+	compaction string
+	compactEnd int
+	// facts were extracted from history[:extractEnd] (extract).
+	facts      []string
+	extractEnd int
+	// digests stand for large tool results, by history index; digestScan is where
+	// the next digest is looked for (proactive).
+	digests    map[int]string
+	digestScan int
+	// pending is the compression call in flight, and its key.
+	pending    *compressCall
+	pendingKey string
+}
+
+// chunkSummary is the summary of history[from:to].
+type chunkSummary struct {
+	from, to int
+	text     string
+}
+
+// compressCall is a model call compression decides: its purpose and what it covers.
+type compressCall struct {
+	purpose  string
+	from, to int // the history it summarises, compacts or extracts from
+	index    int  // the tool result a digest is of
+	chunks   int  // how many chunk summaries a condensation folds
+	chunk    bool // a summary of one chunk of middle turns (hierarchical)
+}
+
+// historyTurns returns the turns of the session's conversation.
+func (s *SessionState) historyTurns() []pctx.TurnSpan {
+	c := &s.compress
+	if c.turnsOf == len(s.history) {
+		return c.turns
+	}
+	from := 0
+	if n := len(c.turns); n > 0 {
+		from = c.turns[n-1].Start // the last turn may have grown
+		c.turns = c.turns[:n-1]
+	}
+	for _, t := range pctx.SplitTurns(s.history[from:]) {
+		c.turns = append(c.turns, pctx.TurnSpan{Start: t.Start + from, End: t.End + from})
+	}
+	c.turnsOf = len(s.history)
+	return c.turns
+}
+
+// windowStart returns the history index where the window of the latest turns
+// begins, and the turn index of it.
+func (s *SessionState) windowStart(c Compression) (msg, turn int) {
+	turns := s.historyTurns()
+	k := pctx.SteppedStart(len(turns), c.window(), c.step())
+	if k >= len(turns) {
+		return len(s.history), k
+	}
+	return turns[k].Start, k
+}
+
+// turnAt returns the index of the turn that starts at history index msg (the
+// number of turns before it).
+func (s *SessionState) turnAt(msg int) int {
+	turns := s.historyTurns()
+	return sort.Search(len(turns), func(i int) bool { return turns[i].Start >= msg })
+}
+
+func estimate(m messages.ChatMessage) int { return llm.EstimateTokens([]messages.ChatMessage{m}) }
+
+// compressPlan returns the compression call the session needs before the loop's
+// next model call, or nil. It is a pure function of the folded state and the agent.
+func (s *SessionState) compressPlan(a Agent) *compressCall {
+	c := a.Compression
+	if _, ok := a.summaryModel(); !ok || c.Strategy == "" {
+		return nil
+	}
+	st := &s.compress
+	switch c.Strategy {
+	case pctx.CompressSummary:
+		if ws, _ := s.windowStart(c); ws > st.summaryEnd {
+			return &compressCall{purpose: pctx.PurposeSummarise, from: st.summaryEnd, to: ws}
+		}
+	case pctx.CompressExtract:
+		if ws, _ := s.windowStart(c); ws > st.extractEnd {
+			return &compressCall{purpose: pctx.PurposeExtract, from: st.extractEnd, to: ws}
+		}
+	case pctx.CompressHierarchical:
+		if n := len(st.chunks); n > c.middle() {
+			return &compressCall{purpose: pctx.PurposeCondense, chunks: n - c.middle()}
+		}
+		from := st.oldEnd
+		if n := len(st.chunks); n > 0 {
+			from = st.chunks[n-1].to
+		}
+		_, wt := s.windowStart(c)
+		if ft := s.turnAt(from); ft+c.step() <= wt {
+			turns := s.historyTurns()
+			to := len(s.history)
+			if ft+c.step() < len(turns) {
+				to = turns[ft+c.step()].Start
+			}
+			return &compressCall{purpose: pctx.PurposeSummarise, from: from, to: to, chunk: true}
+		}
+	case pctx.CompressCompact:
+		turns := s.historyTurns()
+		if s.turnAt(st.compactEnd)+2 > len(turns) {
+			return nil // fewer than two turns since the last compaction
+		}
+		size := 0
+		if st.compaction != "" {
+			size = estimate(messages.ChatMessage{Content: st.compaction})
+		}
+		size += llm.EstimateTokens(s.history[st.compactEnd:])
+		if size > c.compact() {
+			return &compressCall{purpose: pctx.PurposeCompact, from: st.compactEnd, to: len(s.history)}
+		}
+	case pctx.CompressProactive:
+		for i := st.digestScan; i < len(s.history); i++ {
+			m := s.history[i]
+			if _, done := st.digests[i]; !done && m.Role == messages.RoleTool && estimate(m) > c.observe() {
+				return &compressCall{purpose: pctx.PurposeDigest, index: i}
+			}
+		}
+	}
+	return nil
+}
+
+// compressPrompt returns the messages of a compression call.
+func (s *SessionState) compressPrompt(a Agent, call *compressCall) []messages.ChatMessage {
+	c, st := a.Compression, &s.compress
+	const resultTokens = 1000 // each tool result as a summariser reads it
+	switch call.purpose {
+	case pctx.PurposeSummarise:
+		if call.chunk {
+			return pctx.SummariseRequest("", s.history[call.from:call.to], c.words()/2, resultTokens)
+		}
+		return pctx.SummariseRequest(st.summary, s.history[call.from:call.to], c.words(), resultTokens)
+	case pctx.PurposeCondense:
+		texts := make([]string, 0, call.chunks)
+		for _, ch := range st.chunks[:min(call.chunks, len(st.chunks))] {
+			texts = append(texts, ch.text)
+		}
+		return pctx.CondenseRequest(st.old, texts, c.words())
+	case pctx.PurposeCompact:
+		return pctx.CompactRequest(st.compaction, s.history[call.from:call.to], 2*c.words(), resultTokens)
+	case pctx.PurposeExtract:
+		return pctx.ExtractRequest(st.facts, s.history[call.from:call.to], resultTokens)
+	case pctx.PurposeDigest:
+		task := ""
+		if s.active != nil {
+			task = s.active.Spec.Input
+		}
+		return pctx.DigestRequest(task, s.history[call.index], c.words())
+	}
+	return nil
+}
+
+// compressRequest returns the request of a compression call.
+func (s *SessionState) compressRequest(a Agent, call *compressCall) llm.Request {
+	req := llm.Request{Messages: s.compressPrompt(a, call), Purpose: call.purpose}
+	if a.Compression.Model != "" {
+		req.Models = []string{a.Compression.Model}
+	}
+	return req
+}
+
+// decideCompression is the hook of the loop's decision before its model call: the
+// compression call to make first, or wait true while one is in flight.
+func (s *SessionState) decideCompression(a Agent, t *taskState, nextSeq uint64) (d *Decision, wait bool) {
+	if t.pending != nil {
+		return nil, true
+	}
+	call := s.compressPlan(a)
+	if call == nil {
+		return nil, false
+	}
+	req := s.compressRequest(a, call)
+	req.Step = t.Steps + 1
+	model, _ := a.summaryModel()
+	return &Decision{Payload: &messages.ModelRequested{
+		Key: s.keyAt(nextSeq), Model: model, Step: t.Steps + 1, Messages: len(req.Messages),
+		PromptHash: llm.PromptHash(req), Purpose: call.purpose,
+	}, CausationID: t.ID, TaskID: t.ID}, false
+}
+
+// compressionRequest is the hook of Request: the request of the compression call
+// in flight, if one is.
+func (s *SessionState) compressionRequest(a Agent) (llm.Request, bool) {
+	t := s.active
+	if t == nil || t.pending == nil || !pctx.IsCompressPurpose(t.pending.req.Purpose) || s.compress.pending == nil {
+		return llm.Request{}, false
+	}
+	req := s.compressRequest(a, s.compress.pending)
+	req.Step, req.Key = t.Steps, t.pending.req.Key
+	return req, true
+}
+
+// foldCompression folds an event into the session's compression state: the
+// request of a compression call (what it covers, planned again from the state it
+// was decided on), its answer, and the loop's model calls (the tool results before
+// one are no longer new).
+func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) {
+	t := s.active
+	st := &s.compress
+	switch p := p.(type) {
+	case *messages.ModelRequested:
+		if t == nil || e.CorrelationID != t.ID {
+			return
+		}
+		if p.Purpose == "" {
+			st.digestScan = len(s.history)
+			return
+		}
+		if !pctx.IsCompressPurpose(p.Purpose) {
+			return
+		}
+		a, ok := s.agents.For(t.Spec.Agent)
+		if !ok {
+			return
+		}
+		st.pending, st.pendingKey = nil, p.Key
+		if call := s.compressPlan(a); call != nil && call.purpose == p.Purpose {
+			st.pending = call
+		}
+	case *messages.ModelResponded:
+		if st.pendingKey == "" || p.Key != st.pendingKey {
+			return
+		}
+		call := st.pending
+		st.pending, st.pendingKey = nil, ""
+		if call == nil {
+			return
+		}
+		a, _ := s.agents.For(s.ActiveAgent())
+		text := strings.TrimSpace(p.Message.Content)
+		if p.Error != "" || text == "" {
+			text = s.compressFallback(a, call, p.Error)
+		}
+		s.foldAnswer(call, text)
+	}
+}
+
+// foldAnswer folds the answer of a compression call.
+func (s *SessionState) foldAnswer(call *compressCall, text string) {
+	st := &s.compress
+	switch call.purpose {
+	case pctx.PurposeSummarise:
+		if call.chunk {
+			st.chunks = append(st.chunks, chunkSummary{from: call.from, to: call.to, text: text})
+			return
+		}
+		st.summary, st.summaryEnd = text, call.to
+	case pctx.PurposeCondense:
+		n := min(call.chunks, len(st.chunks))
+		if n > 0 {
+			st.old, st.oldEnd = text, st.chunks[n-1].to
+			st.chunks = slices.Delete(st.chunks, 0, n)
+		}
+	case pctx.PurposeCompact:
+		st.compaction, st.compactEnd = text, call.to
+	case pctx.PurposeExtract:
+		st.facts = append(st.facts, pctx.ParseFacts(text, st.facts)...)
+		st.extractEnd = call.to
+	case pctx.PurposeDigest:
+		if st.digests == nil {
+			st.digests = map[int]string{}
+		}
+		st.digests[call.index] = text
+	}
+}
+
+// compressFallback is what stands for a compression call's answer when the call
+// failed or answered nothing: the truncation it would have made without a model.
+func (s *SessionState) compressFallback(a Agent, call *compressCall, why string) string {
+	c := a.Compression
+	var text string
+	switch call.purpose {
+	case pctx.PurposeSummarise, pctx.PurposeCompact:
+		text = pctx.TruncatedSummary(s.history[call.from:call.to], s.turnAt(call.to)-s.turnAt(call.from), c.words())
+	case pctx.PurposeCondense:
+		var b strings.Builder
+		b.WriteString(s.compress.old)
+		for _, ch := range s.compress.chunks[:min(call.chunks, len(s.compress.chunks))] {
+			b.WriteString("\n" + ch.text)
+		}
+		text = pctx.ClipText(b.String(), len(b.String())/4, c.words(), "")
+	case pctx.PurposeExtract:
+		return "none"
+	case pctx.PurposeDigest:
+		m := s.history[call.index]
+		text = pctx.ClipText(m.Content, estimate(m), c.observe(), "the full result is in the session's log")
+	}
+	if why != "" {
+		text = "[the summary call failed (" + why + "): truncated instead]\n" + text
+	}
+	return text
+}
+
+// compressedHistory returns the conversation a loop's request sends under the
+// agent's compression: the history itself without one.
+func (s *SessionState) compressedHistory(a Agent) []messages.ChatMessage {
+	c := a.Compression
+	if c.Strategy == "" {
+		return s.history
+	}
+	st := &s.compress
+	_, model := a.summaryModel()
+	var lead []messages.ChatMessage
+	from := 0
+	note := func(text string) {
+		lead = append(lead, messages.ChatMessage{Role: messages.RoleUser, Content: text})
+	}
+	truncated := func(end int) {
+		if end > 0 {
+			n := s.turnAt(end)
+			note(pctx.SummaryHeader + "\n" + pctx.TruncatedSummary(s.history[:end], n, c.words()))
+		}
+	}
+	switch c.Strategy {
+	case pctx.CompressWindow:
+		from, _ = s.windowStart(c)
+		if from > 0 {
+			note(fmt.Sprintf("[%d earlier turns of this conversation are not shown]", s.turnAt(from)))
+		}
+	case pctx.CompressSummary, pctx.CompressExtract:
+		from, _ = s.windowStart(c)
+		switch {
+		case !model:
+			truncated(from)
+		case c.Strategy == pctx.CompressSummary && st.summary != "":
+			note(pctx.SummaryHeader + "\n" + st.summary)
+			from = st.summaryEnd // the window moved on while the summary was made: it sends what it does not cover
+		case c.Strategy == pctx.CompressExtract:
+			if from > 0 {
+				note(fmt.Sprintf("[%d earlier turns of this conversation are not shown]", s.turnAt(from)))
+			}
+			if f := s.compressionState(a); f != "" {
+				note(f)
+			}
+		}
+	case pctx.CompressHierarchical:
+		from, _ = s.windowStart(c)
+		if !model {
+			truncated(from)
+			break
+		}
+		var b strings.Builder
+		if st.old != "" {
+			b.WriteString("Long ago: " + st.old)
+		}
+		for _, ch := range st.chunks {
+			if b.Len() > 0 {
+				b.WriteString("\n\n")
+			}
+			fmt.Fprintf(&b, "Then (turns %d–%d): %s", s.turnAt(ch.from)+1, s.turnAt(ch.to), ch.text)
+		}
+		covered := st.oldEnd
+		if n := len(st.chunks); n > 0 {
+			covered = st.chunks[n-1].to
+		}
+		if b.Len() > 0 {
+			note(pctx.SummaryHeader + "\n" + b.String())
+		}
+		from = covered
+	case pctx.CompressCompact:
+		if !model {
+			from, _ = s.windowStart(c)
+			truncated(from)
+			break
+		}
+		if st.compaction != "" {
+			note(pctx.SummaryHeader + "\n" + st.compaction)
+		}
+		from = st.compactEnd
+	case pctx.CompressImportance:
+		return s.importantHistory(c)
+	}
+	out := make([]messages.ChatMessage, 0, len(lead)+1+len(s.history)-from)
+	out = append(out, lead...)
+	if t := s.active; t != nil && t.start < from {
+		out = append(out, s.history[t.start]) // the task is always sent
+	}
+	answered := len(s.history) // the results before the latest assistant message were answered
+	for i := len(s.history) - 1; i >= from; i-- {
+		if s.history[i].Role == messages.RoleAssistant {
+			answered = i
+			break
+		}
+	}
+	for i := from; i < len(s.history); i++ {
+		out = append(out, s.sentMessage(c, i, i < answered))
+	}
+	return out
+}
+
+// sentMessage returns history[i] as compression sends it: a large tool result the
+// model has answered (an assistant message follows it) masked (mask), or
+// digested (proactive).
+func (s *SessionState) sentMessage(c Compression, i int, answered bool) messages.ChatMessage {
+	m := s.history[i]
+	if m.Role != messages.RoleTool {
+		return m
+	}
+	switch c.Strategy {
+	case pctx.CompressMask:
+		if n := estimate(m); n > c.observe() && answered {
+			m.Content = pctx.MaskedObservation(m.ToolCallID, n)
+		}
+	case pctx.CompressProactive:
+		n := estimate(m)
+		if n <= c.observe() {
+			break
+		}
+		if d, ok := s.compress.digests[i]; ok {
+			m.Content = fmt.Sprintf("[result of %s summarised: %d tokens; the full result is in the session's log]\n%s", m.ToolCallID, n, d)
+		} else {
+			m.Content = pctx.ClipText(m.Content, n, c.observe(), "the full result is in the session's log")
+		}
+	}
+	return m
+}
+
+// importantHistory returns the conversation importance filtering sends: the
+// latest Window turns and the task always, then the other turns by importance
+// (pctx.TurnImportance), the newer first among equals, while they fit
+// HistoryTokens; kept turns in their order, after a marker of how many were left
+// out.
+func (s *SessionState) importantHistory(c Compression) []messages.ChatMessage {
+	turns := s.historyTurns()
+	keep := make([]bool, len(turns))
+	budget := c.history()
+	task := -1
+	if s.active != nil {
+		task = s.turnAt(s.active.start)
+	}
+	recent := max(len(turns)-c.window(), 0)
+	for i := range turns {
+		if i >= recent || i == task {
+			keep[i] = true
+			budget -= llm.EstimateTokens(s.history[turns[i].Start:turns[i].End])
+		}
+	}
+	order := make([]int, 0, recent)
+	for i := range recent {
+		if i != task {
+			order = append(order, i)
+		}
+	}
+	score := func(i int) int { return pctx.TurnImportance(s.history[turns[i].Start:turns[i].End]) }
+	scores := make(map[int]int, len(order))
+	for _, i := range order {
+		scores[i] = score(i)
+	}
+	sort.SliceStable(order, func(x, y int) bool {
+		if scores[order[x]] != scores[order[y]] {
+			return scores[order[x]] > scores[order[y]]
+		}
+		return order[x] > order[y]
+	})
+	for _, i := range order {
+		n := llm.EstimateTokens(s.history[turns[i].Start:turns[i].End])
+		if n > budget {
+			continue
+		}
+		keep[i], budget = true, budget-n
+	}
+	dropped := 0
+	for _, k := range keep {
+		if !k {
+			dropped++
+		}
+	}
+	out := make([]messages.ChatMessage, 0, len(s.history)+1)
+	if dropped > 0 {
+		out = append(out, messages.ChatMessage{Role: messages.RoleUser,
+			Content: fmt.Sprintf("[%d less important earlier turns of this conversation are not shown]", dropped)})
+	}
+	for i, tr := range turns {
+		if keep[i] {
+			out = append(out, s.history[tr.Start:tr.End]...)
+		}
+	}
+	return out
+}
+
+// compressionState returns the facts and decisions compression extracted, as a
+// section of the context ("" for none).
+func (s *SessionState) compressionState(a Agent) string {
+	if a.Compression.Strategy != pctx.CompressExtract || len(s.compress.facts) == 0 {
+		return ""
+	}
+	return "Facts and decisions from earlier in this conversation:\n- " + strings.Join(s.compress.facts, "\n- ")
+}
+
+// compressionTools returns specs with the tools compression gives the agent (the
+// recall of masked observations): specs itself when it gives none.
+func (a Agent) compressionTools(specs []messages.ToolSpec) []messages.ToolSpec {
+	if a.Compression.Strategy != pctx.CompressMask || slices.ContainsFunc(specs, func(s messages.ToolSpec) bool { return s.Name == pctx.RecallObservationTool }) {
+		return specs
+	}
+	return append(slices.Clip(specs), pctx.RecallObservationSpec)
+}
+
+// decideRecall is the hook of the loop's tool calls: a call of recall_observation
+// is answered here, from the session's own recorded conversation, without an
+// effect: the masked result's full text, or why there is none.
+func (s *SessionState) decideRecall(a Agent, t *taskState) *Decision {
+	if a.Compression.Strategy != pctx.CompressMask {
+		return nil
+	}
+	for _, c := range t.calls {
+		if c.done || c.req.Tool != pctx.RecallObservationTool {
+			continue
+		}
+		res := &messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool}
+		var args struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(c.req.Arguments), &args); err != nil || args.ID == "" {
+			res.Error = `recall_observation takes {"id": "<the masked call's id>"}`
+		} else if m, ok := s.observation(args.ID); ok {
+			res.Result = m.Content
+		} else {
+			res.Error = fmt.Sprintf("no tool result with id %q in this session", args.ID)
+		}
+		return &Decision{Payload: res, CausationID: c.eventID, TaskID: t.ID}
+	}
+	return nil
+}
+
+// observation returns the tool result of the call with this ID, the latest one.
+func (s *SessionState) observation(callID string) (messages.ChatMessage, bool) {
+	for i := len(s.history) - 1; i >= 0; i-- {
+		if m := s.history[i]; m.Role == messages.RoleTool && m.ToolCallID == callID {
+			return m, true
+		}
+	}
+	return messages.ChatMessage{}, false
+}
