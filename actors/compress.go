@@ -142,7 +142,7 @@ type chunkSummary struct {
 // compressCall is a model call compression decides: its purpose and what it covers.
 type compressCall struct {
 	purpose  string
-	from, to int // the history it summarises, compacts or extracts from
+	from, to int  // the history it summarises, compacts or extracts from
 	index    int  // the tool result a digest is of
 	chunks   int  // how many chunk summaries a condensation folds
 	chunk    bool // a summary of one chunk of middle turns (hierarchical)
