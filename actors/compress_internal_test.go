@@ -1,0 +1,368 @@
+package actors
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	pctx "github.com/troupe-run/troupe/pipelines/context"
+)
+
+// compressRun drives a session's state as a session actor does, with real models
+// (llm.Scripted): the loop's calls go to model, compression's calls (a purpose) to
+// summariser; tool calls are answered by tool. It records every event and every
+// request sent.
+type compressRun struct {
+	t          testing.TB
+	as         Agents
+	st         *SessionState
+	events     []messages.Envelope
+	sent       []llm.Request
+	usage      []messages.Usage
+	model      llm.Model
+	summariser llm.Model
+	tool       func(messages.ToolCallRequested) string
+	// keepRequests off keeps only the requests' purposes and usage (long runs).
+	keepRequests bool
+	purposes     []string
+}
+
+const compressSession = "s"
+
+func newCompressRun(t testing.TB, a Agent, model, summariser llm.Model, tool func(messages.ToolCallRequested) string) *compressRun {
+	as := Agents{Default: a}
+	return &compressRun{t: t, as: as, st: NewSessionState(compressSession).WithAgents(as), model: model, summariser: summariser, tool: tool, keepRequests: true}
+}
+
+func (r *compressRun) add(p messages.Payload, cause, task, actor string) {
+	r.t.Helper()
+	e, err := messages.NewEnvelope(p)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	seq := r.st.LastSeq + 1
+	e.ID, e.SessionID, e.Seq, e.TS, e.CausationID, e.CorrelationID, e.Actor = effectKey(compressSession, seq), compressSession, seq, int64(seq), cause, task, actor
+	if err := r.st.applyEncoded(e, p); err != nil {
+		r.t.Fatal(err)
+	}
+	r.events = append(r.events, e)
+}
+
+// task submits input and runs it until the session waits on nothing.
+func (r *compressRun) task(input string) {
+	r.t.Helper()
+	r.add(&messages.TaskSubmitted{Input: input}, "", "", "ingress")
+	r.settle()
+}
+
+// settle decides and performs until the session has nothing to do.
+func (r *compressRun) settle() {
+	r.t.Helper()
+	for range 1000 {
+		task := r.st.Active()
+		if d := r.st.DecideAmong(r.as, r.st.LastSeq+1, int64(r.st.LastSeq+1)); d != nil {
+			r.add(d.Payload, d.CausationID, d.TaskID, "session")
+			continue
+		}
+		if _, reqID, ok := r.st.PendingModel(); ok {
+			req := r.st.Request(r.as.Default)
+			m := r.model
+			if req.Purpose != "" {
+				m = r.summariser
+			}
+			resp, err := m.Generate(context.Background(), req)
+			p := &messages.ModelResponded{Key: r.st.pendingModelText(), Model: m.Name(), Message: resp.Message, Usage: resp.Usage}
+			if err != nil {
+				p.Error = err.Error()
+			}
+			r.purposes = append(r.purposes, req.Purpose)
+			r.usage = append(r.usage, resp.Usage)
+			if r.keepRequests {
+				r.sent = append(r.sent, req)
+			}
+			r.add(p, reqID, task, "model")
+			continue
+		}
+		if pcs := r.st.PendingCalls(); len(pcs) > 0 {
+			pc := pcs[0]
+			r.add(&messages.ToolCallCompleted{Key: pc.Request.Key, CallID: pc.Request.CallID, Tool: pc.Request.Tool, Result: r.tool(pc.Request)}, pc.EventID, task, "tool")
+			continue
+		}
+		return
+	}
+	r.t.Fatal("the session did not settle in 1000 moves")
+}
+
+// lastLoop returns the latest request of the agent's loop.
+func (r *compressRun) lastLoop() llm.Request {
+	for i := len(r.sent) - 1; i >= 0; i-- {
+		if r.sent[i].Purpose == "" {
+			return r.sent[i]
+		}
+	}
+	r.t.Fatal("no loop request was sent")
+	return llm.Request{}
+}
+
+// ofPurpose returns the requests sent with this purpose.
+func (r *compressRun) ofPurpose(purpose string) []llm.Request {
+	var out []llm.Request
+	for _, q := range r.sent {
+		if q.Purpose == purpose {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+// verify checks that the recorded session verifies and that a refold of every
+// prefix of it decides what was recorded next, and issues no compression call
+// whose answer is recorded.
+func (r *compressRun) verify() {
+	r.t.Helper()
+	if div, err := VerifyAmong(r.as, r.events); err != nil || div != nil {
+		r.t.Fatalf("verify: %v %v", div, err)
+	}
+}
+
+// refold returns the state folded from the first n recorded events.
+func (r *compressRun) refold(n int) *SessionState {
+	r.t.Helper()
+	st := NewSessionState(compressSession).WithAgents(r.as)
+	for _, e := range r.events[:n] {
+		if err := st.Apply(e); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	return st
+}
+
+// scripted returns a scripted model whose every step answers content(step).
+func scripted(t testing.TB, name string, steps int, content func(step int) string) *llm.Scripted {
+	t.Helper()
+	s := llm.Script{Name: name}
+	for i := range steps {
+		s.Steps = append(s.Steps, llm.ScriptStep{Content: content(i + 1)})
+	}
+	m, err := llm.NewScripted(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func compressAgent(c Compression) Agent {
+	return Agent{Name: "default", Model: "m", SystemPrompt: "You are a careful assistant.", Compression: c, MaxSteps: 10,
+		Tools: []messages.ToolSpec{{Name: "fetch", Description: "fetches a page"}}}
+}
+
+func noTools(r messages.ToolCallRequested) string { return "unused" }
+
+// conversation returns the contents of a request's messages after its system
+// message, role-prefixed.
+func conversation(req llm.Request) []string {
+	var out []string
+	for _, m := range req.Messages {
+		if m.Role == messages.RoleSystem {
+			continue
+		}
+		out = append(out, string(m.Role)+": "+m.Content)
+	}
+	return out
+}
+
+// The sliding window sends the latest turns only, moving two at a time, with a
+// marker of how many it left out, and the task always; it makes no model call of
+// its own.
+func TestCompressWindowKeepsTheLatestTurnsAndTheTask(t *testing.T) {
+	r := newCompressRun(t, compressAgent(Compression{Strategy: pctx.CompressWindow, Window: 4, Step: 2}),
+		scripted(t, "m", 10, func(int) string { return "noted" }), nil, noTools)
+	for i := range 6 {
+		r.task(fmt.Sprintf("fact %d", i))
+	}
+	// 12 turns (6 tasks of a question and an answer), the 6th task's question the
+	// 11th: the window keeps turns 9..11 (stepped: between 4 and 5 turns).
+	got := conversation(r.lastLoop())
+	want := []string{"user: [6 earlier turns of this conversation are not shown]", "user: fact 3", "assistant: noted", "user: fact 4", "assistant: noted", "user: fact 5"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sent %q, want %q", got, want)
+	}
+	if n := len(r.sent); n != 6 || slices.ContainsFunc(r.purposes, func(p string) bool { return p != "" }) {
+		t.Fatalf("%d calls with purposes %q, want the loop's 6 only", n, r.purposes)
+	}
+	r.verify()
+}
+
+// The summary strategy summarises the turns that leave the window, incrementally
+// (the previous summary and the turns that left since), before the loop's call; the
+// loop sends the summary and the window; a refold after the summary's answer does
+// not call it again, and one before it issues it again with the same key and prompt.
+func TestCompressSummaryIsIncrementalRecordedAndNotRepeated(t *testing.T) {
+	r := newCompressRun(t, compressAgent(Compression{Strategy: pctx.CompressSummary, Window: 4, Step: 2}),
+		scripted(t, "m", 10, func(int) string { return "noted" }),
+		scripted(t, "summariser", 10, func(step int) string { return fmt.Sprintf("summary %d", step) }), noTools)
+	for i := range 8 {
+		r.task(fmt.Sprintf("fact %d", i))
+	}
+	calls := r.ofPurpose(pctx.PurposeSummarise)
+	if len(calls) < 2 {
+		t.Fatalf("%d summarise calls, want at least 2", len(calls))
+	}
+	first, second := calls[0].Messages[1].Content, calls[1].Messages[1].Content
+	if strings.Contains(first, "summary so far") || !strings.Contains(first, "user: fact 0") {
+		t.Fatalf("the first summary's prompt is %q, want the first turns and no earlier summary", first)
+	}
+	if !strings.Contains(second, "The summary so far:\nsummary 1") || strings.Contains(second, "fact 0") {
+		t.Fatalf("the second summary's prompt is %q, want summary 1 and only the turns that left since", second)
+	}
+	last := conversation(r.lastLoop())
+	if last[0] != "user: "+pctx.SummaryHeader+"\nsummary 1" {
+		t.Fatalf("the loop's conversation begins %q, want the latest summary", last[0])
+	}
+	if len(last) > 1+5+1 {
+		t.Fatalf("the loop sent %d messages: %q", len(last), last)
+	}
+	r.verify()
+
+	// Refold up to the first summary's request: the same call is pending, with the
+	// same key and the same prompt; refold past its answer: the next decision is the
+	// loop's call, not the summary again.
+	req := slices.IndexFunc(r.events, func(e messages.Envelope) bool {
+		p, _ := e.Decode()
+		mr, ok := p.(*messages.ModelRequested)
+		return ok && mr.Purpose == pctx.PurposeSummarise
+	})
+	st := r.refold(req + 1)
+	key, _, ok := st.PendingModel()
+	if !ok || key.Seq != r.events[req].Seq {
+		t.Fatalf("refolded mid-summary: pending %v %v, want the summary's call", key, ok)
+	}
+	again := st.Request(r.as.Default)
+	if again.Purpose != pctx.PurposeSummarise || llm.PromptHash(again) != llm.PromptHash(calls[0]) {
+		t.Fatalf("refolded mid-summary, the request is %q %q, want the first summary's", again.Purpose, again.Messages)
+	}
+	st = r.refold(req + 2) // and its answer
+	d := st.DecideAmong(r.as, st.LastSeq+1, int64(st.LastSeq+1))
+	if mr, ok := d.Payload.(*messages.ModelRequested); !ok || mr.Purpose != "" {
+		t.Fatalf("refolded after the summary's answer, decided %+v, want the loop's model call", d.Payload)
+	}
+}
+
+// Without a summary model the summary strategy makes no call: the turns that left
+// the window are cut to their first lines under a visible marker.
+func TestCompressSummaryWithoutAModelTruncatesWithAMarker(t *testing.T) {
+	for _, model := range []string{NoSummaryModel, llm.OfflineName} {
+		a := compressAgent(Compression{Strategy: pctx.CompressSummary, Window: 4, Step: 2, Model: model})
+		r := newCompressRun(t, a, scripted(t, "m", 10, func(int) string { return "noted" }), nil, noTools)
+		for i := range 6 {
+			r.task(fmt.Sprintf("fact %d", i))
+		}
+		if slices.ContainsFunc(r.purposes, func(p string) bool { return p != "" }) {
+			t.Fatalf("model %q: purposes %q, want no compression call", model, r.purposes)
+		}
+		first := conversation(r.lastLoop())[0]
+		if !strings.Contains(first, "6 earlier turns truncated: no summary model is configured") || !strings.Contains(first, "- user: fact 0") {
+			t.Fatalf("model %q: the conversation begins %q, want the truncation marker and first lines", model, first)
+		}
+		r.verify()
+	}
+}
+
+// scriptOf returns a scripted model of these steps.
+func scriptOf(t testing.TB, name string, steps ...llm.ScriptStep) *llm.Scripted {
+	t.Helper()
+	m, err := llm.NewScripted(llm.Script{Name: name, Steps: steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func callStep(id, tool, args string) llm.ScriptStep {
+	return llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: id, Name: tool, Arguments: args}}}
+}
+
+// bigPage is a tool result of about 1000 estimated tokens.
+var bigPage = "The report says the launch code is 7421. " + strings.Repeat("Filler text of a long page. ", 140)
+
+// Observation masking replaces a large tool result by a pointer once the model
+// has answered it, and the recall_observation tool the agent is offered gives it
+// back from the session's own record, answered by the session without an effect.
+func TestCompressMaskReplacesAnsweredObservationsAndRecallsThem(t *testing.T) {
+	fetched := 0
+	model := scriptOf(t, "m", callStep("call_1", "fetch", `{"url":"r"}`), callStep("call_2", pctx.RecallObservationTool, `{"id":"call_1"}`),
+		llm.ScriptStep{Content: "the code is 7421"})
+	r := newCompressRun(t, compressAgent(Compression{Strategy: pctx.CompressMask}), model, nil, func(messages.ToolCallRequested) string {
+		fetched++
+		return bigPage
+	})
+	r.task("What is the launch code?")
+	if fetched != 1 {
+		t.Fatalf("the tool ran %d times, want once (the recall is the session's)", fetched)
+	}
+	if len(r.sent) != 3 {
+		t.Fatalf("%d requests, want 3", len(r.sent))
+	}
+	if !slices.ContainsFunc(r.sent[0].Tools, func(s messages.ToolSpec) bool { return s.Name == pctx.RecallObservationTool }) {
+		t.Fatalf("the agent is not offered %s: %v", pctx.RecallObservationTool, r.sent[0].Tools)
+	}
+	if got := conversation(r.sent[1]); got[len(got)-1] != "tool: "+bigPage {
+		t.Fatalf("the second request ends %q, want the unanswered result whole", got[len(got)-1])
+	}
+	third := conversation(r.sent[2])
+	masked := pctx.MaskedObservation("call_1", llm.EstimateTokens([]messages.ChatMessage{{Role: messages.RoleTool, Content: bigPage}}))
+	if third[2] != "tool: "+masked || third[len(third)-1] != "tool: "+bigPage {
+		t.Fatalf("the third request is %q, want the first result masked and the recalled one whole", third)
+	}
+	for _, e := range r.events {
+		if e.Type == messages.TypeToolCallCompleted && strings.Contains(string(e.Payload), pctx.RecallObservationTool) && e.Actor != "session" {
+			t.Fatalf("the recall was answered by %q, want the session itself", e.Actor)
+		}
+	}
+	if !sameTools(r.sent[0].Tools, r.sent[2].Tools) {
+		t.Fatal("the tool section changed between calls")
+	}
+	r.verify()
+}
+
+// Proactive compression summarises a large tool result as it arrives, with a
+// digest call before the loop's next call; without a model it cuts it with a
+// marker. Either way the full result stays in the recorded events.
+func TestCompressProactiveDigestsALargeResultBeforeTheNextStep(t *testing.T) {
+	for _, withModel := range []bool{true, false} {
+		c := Compression{Strategy: pctx.CompressProactive}
+		if !withModel {
+			c.Model = NoSummaryModel
+		}
+		model := scriptOf(t, "m", callStep("call_1", "fetch", `{"url":"r"}`), llm.ScriptStep{Content: "7421"}, llm.ScriptStep{Content: "7421"})
+		r := newCompressRun(t, compressAgent(c), model, scripted(t, "summariser", 10, func(int) string { return "The launch code is 7421." }),
+			func(messages.ToolCallRequested) string { return bigPage })
+		r.task("What is the launch code?")
+		digests := r.ofPurpose(pctx.PurposeDigest)
+		last := conversation(r.lastLoop())
+		result := last[len(last)-1]
+		switch {
+		case withModel && (len(digests) != 1 || !strings.Contains(digests[0].Messages[1].Content, bigPage)):
+			t.Fatalf("digest calls %d, want one of the whole result", len(digests))
+		case withModel && !strings.Contains(result, "summarised") || withModel && !strings.HasSuffix(result, "The launch code is 7421."):
+			t.Fatalf("the loop sent the result as %q, want the digest", result)
+		case !withModel && (len(digests) != 0 || !strings.Contains(result, "tokens truncated; the full result is in the session's log]")):
+			t.Fatalf("without a model: %d digests, result sent as %q; want none and a cut with a marker", len(digests), result)
+		}
+		if !slices.ContainsFunc(r.events, func(e messages.Envelope) bool { return strings.Contains(string(e.Payload), "Filler text of a long page. Filler") && e.Type == messages.TypeToolCallCompleted }) {
+			t.Fatal("the full result is not in the log")
+		}
+		r.verify()
+	}
+}
+
+func sameTools(a, b []messages.ToolSpec) bool {
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return string(x) == string(y)
+}
