@@ -30,6 +30,8 @@ type compressRun struct {
 	// keepRequests off keeps only the requests' purposes and usage (long runs).
 	keepRequests bool
 	purposes     []string
+	// onRequest, when set, sees every request sent.
+	onRequest func(llm.Request)
 }
 
 const compressSession = "s"
@@ -71,16 +73,21 @@ func (r *compressRun) settle() {
 		}
 		if _, reqID, ok := r.st.PendingModel(); ok {
 			req := r.st.Request(r.as.Default)
-			m := r.model
+			m, sent := r.model, req
 			if req.Purpose != "" {
 				m = r.summariser
+			} else {
+				sent.Step = r.loopStep() // the loop's script counts its own calls
 			}
-			resp, err := m.Generate(context.Background(), req)
+			resp, err := m.Generate(context.Background(), sent)
 			p := &messages.ModelResponded{Key: r.st.pendingModelText(), Model: m.Name(), Message: resp.Message, Usage: resp.Usage}
 			if err != nil {
 				p.Error = err.Error()
 			}
 			r.purposes = append(r.purposes, req.Purpose)
+			if r.onRequest != nil {
+				r.onRequest(req)
+			}
 			r.usage = append(r.usage, resp.Usage)
 			if r.keepRequests {
 				r.sent = append(r.sent, req)
@@ -96,6 +103,19 @@ func (r *compressRun) settle() {
 		return
 	}
 	r.t.Fatal("the session did not settle in 1000 moves")
+}
+
+// loopStep returns the number of the loop's model call in flight within its task:
+// its step less the compression calls before it.
+func (r *compressRun) loopStep() int {
+	t := r.st.active
+	n := t.Steps
+	for i := len(r.events) - 1; i >= 0 && r.events[i].ID != t.ID; i-- {
+		if r.events[i].Type == messages.TypeModelRequested && strings.Contains(string(r.events[i].Payload), `"purpose":`) {
+			n--
+		}
+	}
+	return n
 }
 
 // lastLoop returns the latest request of the agent's loop.
@@ -366,3 +386,179 @@ func sameTools(a, b []messages.ToolSpec) bool {
 	y, _ := json.Marshal(b)
 	return string(x) == string(y)
 }
+
+// sentText returns everything a request sends, joined.
+func sentText(req llm.Request) string {
+	var b strings.Builder
+	for _, m := range req.Messages {
+		b.WriteString(m.Content + "\n")
+	}
+	return b.String()
+}
+
+// Hierarchical summaries: the turns leaving the window are summarised a chunk at a
+// time; past MiddleChunks chunk summaries, the oldest are condensed into the
+// summary of the oldest turns (a summary of summaries); the loop sends the old
+// summary, the middle ones and the latest turns verbatim.
+func TestCompressHierarchicalSummarisesChunksThenCondenses(t *testing.T) {
+	r := newCompressRun(t, compressAgent(Compression{Strategy: pctx.CompressHierarchical, Window: 4, Step: 2, MiddleChunks: 2}),
+		scripted(t, "m", 10, func(int) string { return "noted" }),
+		scripted(t, "summariser", 10, func(step int) string { return fmt.Sprintf("digest-%d", step) }), noTools)
+	for i := range 12 {
+		r.task(fmt.Sprintf("fact %d", i))
+	}
+	chunks, condensed := r.ofPurpose(pctx.PurposeSummarise), r.ofPurpose(pctx.PurposeCondense)
+	if len(chunks) < 4 || len(condensed) < 1 {
+		t.Fatalf("%d chunk summaries and %d condensations, want at least 4 and 1", len(chunks), len(condensed))
+	}
+	// Each chunk summary reads its own two turns only.
+	if c := chunks[1].Messages[1].Content; strings.Contains(c, "fact 0") || strings.Count(c, "user: fact") != 1 || strings.Contains(c, "summary so far") {
+		t.Fatalf("the second chunk's prompt is %q, want its own turns only", c)
+	}
+	if c := condensed[0].Messages[1].Content; !strings.Contains(c, "Summaries of the turns after them") || !strings.Contains(c, "- digest-") {
+		t.Fatalf("the condensation's prompt is %q, want the chunk summaries", c)
+	}
+	sent := sentText(r.lastLoop())
+	if !strings.Contains(sent, "Long ago: digest-") || !strings.Contains(sent, "Then (turns") || !strings.Contains(sent, "fact 11") {
+		t.Fatalf("the loop sent %q, want the old summary, the middle ones and the latest turns", sent)
+	}
+	if strings.Contains(sent, "fact 2\n") {
+		t.Fatalf("the loop sent an old turn verbatim: %q", sent)
+	}
+	st := r.st.compress
+	if len(st.chunks) > 2 || st.old == "" {
+		t.Fatalf("folded %d chunk summaries and old summary %q, want at most 2 and one", len(st.chunks), st.old)
+	}
+	r.verify()
+}
+
+// Importance filtering keeps the latest turns and the task, then the others by
+// their importance within HistoryTokens: chit-chat goes first, a tool's error and
+// the user's requests stay.
+func TestCompressImportanceDropsChitChatFirst(t *testing.T) {
+	model := scriptOf(t, "m", callStep("call_1", "fetch", `{"url":"x"}`), llm.ScriptStep{Content: "noted"}, llm.ScriptStep{Content: "noted"})
+	r := newCompressRun(t, compressAgent(Compression{Strategy: pctx.CompressImportance, Window: 2, HistoryTokens: 120}), model, nil,
+		func(messages.ToolCallRequested) string { return "error: the page does not exist" })
+	for _, in := range []string{"hello", "The budget is 300 euros and the deadline is Friday, do not exceed either.", "thanks!", "ok", "Book the cheapest train to Lyon."} {
+		r.task(in)
+	}
+	sent := sentText(r.lastLoop())
+	for _, want := range []string{"Book the cheapest train", "The budget is 300 euros", "error: the page does not exist", "less important earlier turns"} {
+		if !strings.Contains(sent, want) {
+			t.Fatalf("the loop sent %q, want %q in it", sent, want)
+		}
+	}
+	for _, chit := range []string{"hello\n", "thanks!\n"} {
+		if strings.Contains(sent, chit) {
+			t.Fatalf("the loop sent chit-chat %q: %q", chit, sent)
+		}
+	}
+	r.verify()
+}
+
+// Extraction: the turns leaving the window go to an extract call, whose facts
+// fold into the session's state and are sent with every later call, without
+// repeats.
+func TestCompressExtractFoldsFactsAndDecisions(t *testing.T) {
+	r := newCompressRun(t, compressAgent(Compression{Strategy: pctx.CompressExtract, Window: 4, Step: 2}),
+		scripted(t, "m", 10, func(int) string { return "noted" }),
+		scripted(t, "extractor", 10, func(int) string { return "- The user's name is Ada.\n- Decided: answer in French." }), noTools)
+	for i := range 8 {
+		r.task(fmt.Sprintf("fact %d", i))
+	}
+	calls := r.ofPurpose(pctx.PurposeExtract)
+	if len(calls) < 2 || !strings.Contains(calls[1].Messages[1].Content, "Already known (do not repeat):\n- The user's name is Ada.") {
+		t.Fatalf("%d extract calls; want at least 2, the second told what is known", len(calls))
+	}
+	if got := r.st.compress.facts; !slices.Equal(got, []string{"The user's name is Ada.", "Decided: answer in French."}) {
+		t.Fatalf("folded facts %q", got)
+	}
+	sent := sentText(r.lastLoop())
+	if !strings.Contains(sent, "- The user's name is Ada.\n- Decided: answer in French.") || strings.Contains(sent, "fact 0\n") {
+		t.Fatalf("the loop sent %q, want the facts and not the old turns", sent)
+	}
+	r.verify()
+}
+
+// Compaction: once what the conversation would send passes CompactTokens, a
+// compact call writes a high-fidelity summary of all of it, and the history sent
+// restarts from it: the compaction, the task, then the new turns only.
+func TestCompressCompactRestartsTheHistory(t *testing.T) {
+	r := newCompressRun(t, compressAgent(Compression{Strategy: pctx.CompressCompact, CompactTokens: 150}),
+		scripted(t, "m", 10, func(int) string { return "noted, and here is a longer acknowledgement of what you said" }),
+		scripted(t, "compactor", 10, func(int) string { return "COMPACTION: the user listed facts 0 to n." }), noTools)
+	for i := range 10 {
+		r.task(fmt.Sprintf("fact %d: %s", i, strings.Repeat("detail ", 20)))
+	}
+	calls := r.ofPurpose(pctx.PurposeCompact)
+	if len(calls) < 2 || !strings.Contains(calls[1].Messages[1].Content, "began with this compaction") {
+		t.Fatalf("%d compactions; want at least 2, the second given the first", len(calls))
+	}
+	// The first loop call after each compaction sends the compaction and the task only.
+	for i, q := range r.sent[:len(r.sent)-1] {
+		if q.Purpose != pctx.PurposeCompact {
+			continue
+		}
+		got := conversation(r.sent[i+1])
+		if len(got) != 2 || !strings.Contains(got[0], "COMPACTION") || !strings.HasPrefix(got[1], "user: fact ") {
+			t.Fatalf("after a compaction the loop sent %q, want the compaction and the task", got)
+		}
+	}
+	r.verify()
+}
+
+// longPrompt is a system prompt past the provider's 1024-token cache minimum.
+var longPrompt = "You are a careful assistant. " + strings.Repeat("Follow the house rules: be brief, cite your sources, never guess. ", 90)
+
+// A 10,000-turn conversation (5,000 tasks of a question and an answer) with the
+// summary strategy: every call stays within the context's budget, the stable
+// prefix (system message and tools) is byte-identical from the first call to the
+// last, and the prompt cache the scripted model simulates reports cached tokens.
+// The recorded session verifies.
+func TestCompressTenThousandTurns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 10,000-turn session")
+	}
+	cache := llm.NewPromptCache(0)
+	a := compressAgent(Compression{Strategy: pctx.CompressSummary, Window: 8, Step: 4})
+	a.SystemPrompt = longPrompt
+	r := newCompressRun(t, a,
+		scripted(t, "m", 3, func(int) string { return "noted" }).WithPromptCache(cache),
+		scripted(t, "summariser", 3, func(int) string { return "The user has stated numbered facts; nothing else happened." }).WithPromptCache(cache), noTools)
+	r.keepRequests = false
+	var prefix string
+	var specs []messages.ToolSpec
+	maxSent, loops, cachedCalls := 0, 0, 0
+	r.onRequest = func(q llm.Request) {
+		if q.Purpose != "" {
+			return
+		}
+		loops++
+		if prefix == "" {
+			prefix, specs = q.Messages[0].Content, q.Tools
+		}
+		if q.Messages[0].Content != prefix || !sameTools(q.Tools, specs) {
+			t.Fatalf("loop call %d: the stable prefix changed", loops)
+		}
+		maxSent = max(maxSent, llm.EstimateTokens(q.Messages))
+	}
+	for i := range 5000 {
+		r.task(fmt.Sprintf("Fact %d: the value of item %d is %d.", i, i, i*7))
+	}
+	for i, u := range r.usage {
+		if r.purposes[i] == "" && u.CachedTokens >= 1024 {
+			cachedCalls++
+		}
+	}
+	budget := llm.EstimateTokens([]messages.ChatMessage{{Content: longPrompt}}) + 600
+	if maxSent > budget {
+		t.Fatalf("a call sent %d estimated tokens, over the budget of %d", maxSent, budget)
+	}
+	if loops != 5000 || cachedCalls < loops-1 {
+		t.Fatalf("%d loop calls, %d of them with cached tokens; want 5000, all but the first", loops, cachedCalls)
+	}
+	t.Logf("%d events, %d loop calls (at most %d estimated tokens each), %d summaries; %d calls hit the prompt cache",
+		len(r.events), loops, maxSent, len(r.purposes)-loops, cachedCalls)
+	r.verify()
+}
+
