@@ -374,7 +374,9 @@ func TestCompressProactiveDigestsALargeResultBeforeTheNextStep(t *testing.T) {
 		case !withModel && (len(digests) != 0 || !strings.Contains(result, "tokens truncated; the full result is in the session's log]")):
 			t.Fatalf("without a model: %d digests, result sent as %q; want none and a cut with a marker", len(digests), result)
 		}
-		if !slices.ContainsFunc(r.events, func(e messages.Envelope) bool { return strings.Contains(string(e.Payload), "Filler text of a long page. Filler") && e.Type == messages.TypeToolCallCompleted }) {
+		if !slices.ContainsFunc(r.events, func(e messages.Envelope) bool {
+			return strings.Contains(string(e.Payload), "Filler text of a long page. Filler") && e.Type == messages.TypeToolCallCompleted
+		}) {
 			t.Fatal("the full result is not in the log")
 		}
 		r.verify()
@@ -561,4 +563,3 @@ func TestCompressTenThousandTurns(t *testing.T) {
 		len(r.events), loops, maxSent, len(r.purposes)-loops, cachedCalls)
 	r.verify()
 }
-
