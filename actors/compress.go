@@ -66,7 +66,21 @@ type Compression struct {
 	// HistoryTokens is the estimated tokens importance filtering lets the
 	// conversation send (default 6000).
 	HistoryTokens int
+	// MemoryTool, when set, is the memory tool (package memory's Toolbox, by its
+	// name, e.g. "memory"; Expanded when its actions are tools of their own) that
+	// extract writes the facts it folds to, appended to the core block MemoryBlock
+	// (default "facts") of the agent's namespace: a tool call with the purpose
+	// PurposeStoreFacts, recorded and performed like any, once per extraction that
+	// found new facts. The agent must have the tool. Without it the facts stay in
+	// the session's State section only.
+	MemoryTool  string
+	Expanded    bool
+	MemoryBlock string
 }
+
+// PurposeStoreFacts is the purpose of the memory tool call that writes extracted
+// facts to core memory (messages.ToolCallRequested.Purpose).
+const PurposeStoreFacts = "store_facts"
 
 // NoSummaryModel is a Compression.Model that names no model: compression makes no
 // model call, and cuts with a marker what it would have summarised.
@@ -124,6 +138,11 @@ type compressState struct {
 	// facts were extracted from history[:extractEnd] (extract).
 	facts      []string
 	extractEnd int
+	// stored facts were written to core memory (or their write requested);
+	// storeKey is the key of the write in flight.
+	stored    int
+	storeKey  string
+	storeTask string
 	// digests stand for large tool results, by history index; digestScan is where
 	// the next digest is looked for (proactive).
 	digests    map[int]string
@@ -286,8 +305,11 @@ func (s *SessionState) compressRequest(a Agent, call *compressCall) llm.Request 
 // decideCompression is the hook of the loop's decision before its model call: the
 // compression call to make first, or wait true while one is in flight.
 func (s *SessionState) decideCompression(a Agent, t *taskState, nextSeq uint64) (d *Decision, wait bool) {
-	if t.pending != nil {
+	if t.pending != nil || s.compress.storeKey != "" && s.compress.storeTask == t.ID {
 		return nil, true
+	}
+	if d := s.decideStoreFacts(a, t, nextSeq); d != nil {
+		return d, false
 	}
 	call := s.compressPlan(a)
 	if call == nil {
@@ -300,6 +322,25 @@ func (s *SessionState) decideCompression(a Agent, t *taskState, nextSeq uint64) 
 		Key: s.keyAt(nextSeq), Model: model, Step: t.Steps + 1, Messages: len(req.Messages),
 		PromptHash: llm.PromptHash(req), Purpose: call.purpose,
 	}, CausationID: t.ID, TaskID: t.ID}, false
+}
+
+// decideStoreFacts returns the memory tool call that appends the facts extracted
+// since the last one to the agent's core block, or nil.
+func (s *SessionState) decideStoreFacts(a Agent, t *taskState, nextSeq uint64) *Decision {
+	c, st := a.Compression, &s.compress
+	if c.Strategy != pctx.CompressExtract || c.MemoryTool == "" || st.stored >= len(st.facts) {
+		return nil
+	}
+	op := struct {
+		Label   string `json:"label"`
+		Content string `json:"content"`
+	}{cmp.Or(c.MemoryBlock, "facts"), "- " + strings.Join(st.facts[st.stored:], "\n- ")}
+	tool, args := Reflexion{MemoryTool: c.MemoryTool, Expanded: c.Expanded}.tool("core_memory_append", op)
+	if !a.hasTool(tool) {
+		return nil
+	}
+	return &Decision{Payload: &messages.ToolCallRequested{Key: s.keyAt(nextSeq), CallID: fmt.Sprintf("facts/%d", len(st.facts)),
+		Tool: tool, Arguments: args, Step: t.Steps, Purpose: PurposeStoreFacts}, CausationID: t.ID, TaskID: t.ID}
 }
 
 // compressionRequest is the hook of Request: the request of the compression call
@@ -322,6 +363,16 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 	t := s.active
 	st := &s.compress
 	switch p := p.(type) {
+	case *messages.ToolCallRequested:
+		if p.Purpose == PurposeStoreFacts && t != nil && e.CorrelationID == t.ID {
+			if _, err := fmt.Sscanf(p.CallID, "facts/%d", &st.stored); err == nil {
+				st.storeKey, st.storeTask = p.Key, t.ID
+			}
+		}
+	case *messages.ToolCallCompleted:
+		if st.storeKey != "" && p.Key == st.storeKey {
+			st.storeKey = "" // written, or not: the facts stay in the State section either way
+		}
 	case *messages.ModelRequested:
 		if t == nil || e.CorrelationID != t.ID {
 			return

@@ -563,3 +563,30 @@ func TestCompressTenThousandTurns(t *testing.T) {
 		len(r.events), loops, maxSent, len(r.purposes)-loops, cachedCalls)
 	r.verify()
 }
+
+// With a memory tool, the facts an extraction folds are appended to the agent's
+// core block by a recorded memory tool call (purpose store_facts), once each.
+func TestCompressExtractWritesFactsToCoreMemory(t *testing.T) {
+	a := compressAgent(Compression{Strategy: pctx.CompressExtract, Window: 4, Step: 2, MemoryTool: "memory"})
+	a.Tools = append(a.Tools, messages.ToolSpec{Name: "memory", Description: "long-term memory"})
+	var writes []string
+	r := newCompressRun(t, a, scripted(t, "m", 10, func(int) string { return "noted" }),
+		scripted(t, "extractor", 10, func(step int) string { return fmt.Sprintf("- Fact learnt at step %d.", step) }),
+		func(c messages.ToolCallRequested) string {
+			if c.Purpose != PurposeStoreFacts || c.Tool != "memory" {
+				t.Fatalf("unexpected tool call %+v", c)
+			}
+			writes = append(writes, c.Arguments)
+			return `{"label":"facts"}`
+		})
+	for i := range 8 {
+		r.task(fmt.Sprintf("fact %d", i))
+	}
+	if len(writes) == 0 || !strings.Contains(writes[0], `"op":"core_memory_append"`) || !strings.Contains(writes[0], `"label":"facts"`) {
+		t.Fatalf("memory writes %q, want core_memory_append calls to block facts", writes)
+	}
+	if n := len(r.ofPurpose(pctx.PurposeExtract)); len(writes) > n {
+		t.Fatalf("%d writes for %d extractions", len(writes), n)
+	}
+	r.verify()
+}
