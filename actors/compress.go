@@ -466,48 +466,79 @@ func (s *SessionState) compressFallback(a Agent, call *compressCall, why string)
 	return text
 }
 
+// sentPart is one message compression sends: history[index] as sentMessage
+// makes it, or, index −1, a message of its own (a summary, a marker of what is
+// not shown) with its item ID (a summary's names the history it stands for, so
+// that it is stable while that does not change).
+type sentPart struct {
+	index int
+	msg   messages.ChatMessage
+	id    string
+}
+
 // compressedHistory returns the conversation a loop's request sends under the
-// agent's compression: the history itself without one.
+// agent's compression: the history itself without one; the facts extract keeps
+// are among its first messages.
 func (s *SessionState) compressedHistory(a Agent) []messages.ChatMessage {
-	c := a.Compression
-	if c.Strategy == "" {
+	if a.Compression.Strategy == "" {
 		return s.history
 	}
+	parts, state := s.compressedParts(a)
+	out := make([]messages.ChatMessage, 0, len(parts)+1)
+	for i, p := range parts {
+		if state != "" && (p.index >= 0 || i == len(parts)-1) {
+			out = append(out, messages.ChatMessage{Role: messages.RoleUser, Content: state})
+			state = ""
+		}
+		out = append(out, p.msg)
+	}
+	return out
+}
+
+// compressedParts returns what the conversation sends under the agent's
+// compression, in order — its own messages first, then the task's input when the
+// history sent begins after it, then the history sent — and the facts extract
+// keeps, for the context's State section ("" for none).
+func (s *SessionState) compressedParts(a Agent) (parts []sentPart, state string) {
+	c := a.Compression
 	st := &s.compress
 	_, model := a.summaryModel()
-	var lead []messages.ChatMessage
 	from := 0
-	note := func(text string) {
-		lead = append(lead, messages.ChatMessage{Role: messages.RoleUser, Content: text})
+	note := func(id, text string) {
+		parts = append(parts, sentPart{index: -1, id: id, msg: messages.ChatMessage{Role: messages.RoleUser, Content: text}})
+	}
+	notShown := func(end int) {
+		if end > 0 {
+			note(fmt.Sprintf("summary/0-%d", end), fmt.Sprintf("[%d earlier turns of this conversation are not shown]", s.turnAt(end)))
+		}
 	}
 	truncated := func(end int) {
 		if end > 0 {
-			n := s.turnAt(end)
-			note(pctx.SummaryHeader + "\n" + pctx.TruncatedSummary(s.history[:end], n, c.words()))
+			note(fmt.Sprintf("summary/0-%d", end), pctx.SummaryHeader+"\n"+pctx.TruncatedSummary(s.history[:end], s.turnAt(end), c.words()))
 		}
 	}
 	switch c.Strategy {
 	case pctx.CompressWindow:
 		from, _ = s.windowStart(c)
-		if from > 0 {
-			note(fmt.Sprintf("[%d earlier turns of this conversation are not shown]", s.turnAt(from)))
-		}
-	case pctx.CompressSummary, pctx.CompressExtract:
+		notShown(from)
+	case pctx.CompressSummary:
 		from, _ = s.windowStart(c)
 		switch {
 		case !model:
 			truncated(from)
-		case c.Strategy == pctx.CompressSummary && st.summary != "":
-			note(pctx.SummaryHeader + "\n" + st.summary)
-			from = st.summaryEnd // the window moved on while the summary was made: it sends what it does not cover
-		case c.Strategy == pctx.CompressExtract:
-			if from > 0 {
-				note(fmt.Sprintf("[%d earlier turns of this conversation are not shown]", s.turnAt(from)))
-			}
-			if f := s.compressionState(a); f != "" {
-				note(f)
-			}
+		case st.summary != "":
+			// The window moved on while the summary was made: what it does not cover is sent.
+			from = st.summaryEnd
+			note(fmt.Sprintf("summary/0-%d", from), pctx.SummaryHeader+"\n"+st.summary)
 		}
+	case pctx.CompressExtract:
+		from, _ = s.windowStart(c)
+		if !model {
+			truncated(from)
+			break
+		}
+		notShown(from)
+		state = s.compressionState(a)
 	case pctx.CompressHierarchical:
 		from, _ = s.windowStart(c)
 		if !model {
@@ -524,31 +555,28 @@ func (s *SessionState) compressedHistory(a Agent) []messages.ChatMessage {
 			}
 			fmt.Fprintf(&b, "Then (turns %d–%d): %s", s.turnAt(ch.from)+1, s.turnAt(ch.to), ch.text)
 		}
-		covered := st.oldEnd
+		from = st.oldEnd
 		if n := len(st.chunks); n > 0 {
-			covered = st.chunks[n-1].to
+			from = st.chunks[n-1].to
 		}
 		if b.Len() > 0 {
-			note(pctx.SummaryHeader + "\n" + b.String())
+			note(fmt.Sprintf("summary/0-%d", from), pctx.SummaryHeader+"\n"+b.String())
 		}
-		from = covered
 	case pctx.CompressCompact:
 		if !model {
 			from, _ = s.windowStart(c)
 			truncated(from)
 			break
 		}
-		if st.compaction != "" {
-			note(pctx.SummaryHeader + "\n" + st.compaction)
-		}
 		from = st.compactEnd
+		if st.compaction != "" {
+			note(fmt.Sprintf("summary/0-%d", from), pctx.SummaryHeader+"\n"+st.compaction)
+		}
 	case pctx.CompressImportance:
-		return s.importantHistory(c)
+		return s.importantParts(c), ""
 	}
-	out := make([]messages.ChatMessage, 0, len(lead)+1+len(s.history)-from)
-	out = append(out, lead...)
 	if t := s.active; t != nil && t.start < from {
-		out = append(out, s.history[t.start]) // the task is always sent
+		parts = append(parts, sentPart{index: t.start, msg: s.history[t.start]}) // the task is always sent
 	}
 	answered := len(s.history) // the results before the latest assistant message were answered
 	for i := len(s.history) - 1; i >= from; i-- {
@@ -558,9 +586,9 @@ func (s *SessionState) compressedHistory(a Agent) []messages.ChatMessage {
 		}
 	}
 	for i := from; i < len(s.history); i++ {
-		out = append(out, s.sentMessage(c, i, i < answered))
+		parts = append(parts, sentPart{index: i, msg: s.sentMessage(c, i, i < answered)})
 	}
-	return out
+	return parts, state
 }
 
 // sentMessage returns history[i] as compression sends it: a large tool result the
@@ -590,12 +618,12 @@ func (s *SessionState) sentMessage(c Compression, i int, answered bool) messages
 	return m
 }
 
-// importantHistory returns the conversation importance filtering sends: the
+// importantParts returns the conversation importance filtering sends: the
 // latest Window turns and the task always, then the other turns by importance
 // (pctx.TurnImportance), the newer first among equals, while they fit
 // HistoryTokens; kept turns in their order, after a marker of how many were left
 // out.
-func (s *SessionState) importantHistory(c Compression) []messages.ChatMessage {
+func (s *SessionState) importantParts(c Compression) []sentPart {
 	turns := s.historyTurns()
 	keep := make([]bool, len(turns))
 	budget := c.history()
@@ -640,14 +668,16 @@ func (s *SessionState) importantHistory(c Compression) []messages.ChatMessage {
 			dropped++
 		}
 	}
-	out := make([]messages.ChatMessage, 0, len(s.history)+1)
+	out := make([]sentPart, 0, len(s.history)+1)
 	if dropped > 0 {
-		out = append(out, messages.ChatMessage{Role: messages.RoleUser,
-			Content: fmt.Sprintf("[%d less important earlier turns of this conversation are not shown]", dropped)})
+		out = append(out, sentPart{index: -1, id: fmt.Sprintf("summary/dropped-%d", dropped), msg: messages.ChatMessage{Role: messages.RoleUser,
+			Content: fmt.Sprintf("[%d less important earlier turns of this conversation are not shown]", dropped)}})
 	}
 	for i, tr := range turns {
 		if keep[i] {
-			out = append(out, s.history[tr.Start:tr.End]...)
+			for j := tr.Start; j < tr.End; j++ {
+				out = append(out, sentPart{index: j, msg: s.history[j]})
+			}
 		}
 	}
 	return out
