@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/troupe-run/troupe/llm"
@@ -14,7 +15,7 @@ import (
 )
 
 // Conversation compression: how an agent keeps a long conversation within its
-// context (Agent.Compression). A strategy is a deterministic function of the
+// context (ContextOptions.Compression). A strategy is a deterministic function of the
 // folded session: what it sends is decided from the conversation and from what
 // compression's own model calls made of it. Those calls (summaries, compactions,
 // extractions, digests) are model calls with a purpose (pipelines/context
@@ -35,8 +36,9 @@ import (
 // hitting it (and the conversation's own prefix, for as many calls as the window
 // stands still: it moves Step turns at a time).
 
-// Compression is an agent's conversation compression (an agents file's context:
-// compression: and the settings beside it). The zero value compresses nothing.
+// Compression is an agent's conversation compression (ContextOptions.Compression:
+// an agents file's context: compression: and the settings beside it). The zero
+// value compresses nothing.
 type Compression struct {
 	// Strategy is one of pctx.CompressStrategies; "" for none.
 	Strategy string
@@ -111,7 +113,7 @@ func (c Compression) Validate() error {
 // summaryModel returns the model compression's calls go to, and false when there
 // is none: NoSummaryModel, or the offline rule-based model, which cannot summarise.
 func (a Agent) summaryModel() (string, bool) {
-	m := a.Compression.Model
+	m := a.Context.Compression.Model
 	if m == "" {
 		m = a.Model
 	}
@@ -147,6 +149,10 @@ type compressState struct {
 	// the next digest is looked for (proactive).
 	digests    map[int]string
 	digestScan int
+	// noteTokens memoises the tokens of noteText, the latest message of
+	// compression's own sent (a summary changes once every Step turns at most).
+	noteText   string
+	noteTokens int
 	// pending is the compression call in flight, and its key.
 	pending    *compressCall
 	pendingKey string
@@ -208,7 +214,7 @@ func estimate(m messages.ChatMessage) int { return llm.EstimateTokens([]messages
 // compressPlan returns the compression call the session needs before the loop's
 // next model call, or nil. It is a pure function of the folded state and the agent.
 func (s *SessionState) compressPlan(a Agent) *compressCall {
-	c := a.Compression
+	c := a.Context.Compression
 	if _, ok := a.summaryModel(); !ok || c.Strategy == "" {
 		return nil
 	}
@@ -265,7 +271,7 @@ func (s *SessionState) compressPlan(a Agent) *compressCall {
 
 // compressPrompt returns the messages of a compression call.
 func (s *SessionState) compressPrompt(a Agent, call *compressCall) []messages.ChatMessage {
-	c, st := a.Compression, &s.compress
+	c, st := a.Context.Compression, &s.compress
 	const resultTokens = 1000 // each tool result as a summariser reads it
 	switch call.purpose {
 	case pctx.PurposeSummarise:
@@ -293,13 +299,15 @@ func (s *SessionState) compressPrompt(a Agent, call *compressCall) []messages.Ch
 	return nil
 }
 
-// compressRequest returns the request of a compression call.
-func (s *SessionState) compressRequest(a Agent, call *compressCall) llm.Request {
-	req := llm.Request{Messages: s.compressPrompt(a, call), Purpose: call.purpose}
-	if a.Compression.Model != "" {
-		req.Models = []string{a.Compression.Model}
+// compressRequest returns the request of a compression call, fitted to the
+// agent's window as a paradigm's prompt is (paradigmContext), and the report of
+// its context.
+func (s *SessionState) compressRequest(a Agent, call *compressCall) (llm.Request, *messages.ContextReport) {
+	req, report := s.paradigmContext(a, llm.Request{Messages: s.compressPrompt(a, call), Purpose: call.purpose})
+	if m := a.Context.Compression.Model; m != "" {
+		req.Models = []string{m}
 	}
-	return req
+	return req, report
 }
 
 // decideCompression is the hook of the loop's decision before its model call: the
@@ -315,19 +323,19 @@ func (s *SessionState) decideCompression(a Agent, t *taskState, nextSeq uint64) 
 	if call == nil {
 		return nil, false
 	}
-	req := s.compressRequest(a, call)
+	req, report := s.compressRequest(a, call)
 	req.Step = t.Steps + 1
 	model, _ := a.summaryModel()
 	return &Decision{Payload: &messages.ModelRequested{
 		Key: s.keyAt(nextSeq), Model: model, Step: t.Steps + 1, Messages: len(req.Messages),
-		PromptHash: llm.PromptHash(req), Purpose: call.purpose,
+		PromptHash: llm.PromptHash(req), Purpose: call.purpose, Context: report,
 	}, CausationID: t.ID, TaskID: t.ID}, false
 }
 
 // decideStoreFacts returns the memory tool call that appends the facts extracted
 // since the last one to the agent's core block, or nil.
 func (s *SessionState) decideStoreFacts(a Agent, t *taskState, nextSeq uint64) *Decision {
-	c, st := a.Compression, &s.compress
+	c, st := a.Context.Compression, &s.compress
 	if c.Strategy != pctx.CompressExtract || c.MemoryTool == "" || st.stored >= len(st.facts) {
 		return nil
 	}
@@ -350,7 +358,7 @@ func (s *SessionState) compressionRequest(a Agent) (llm.Request, bool) {
 	if t == nil || t.pending == nil || !pctx.IsCompressPurpose(t.pending.req.Purpose) || s.compress.pending == nil {
 		return llm.Request{}, false
 	}
-	req := s.compressRequest(a, s.compress.pending)
+	req, _ := s.compressRequest(a, s.compress.pending)
 	req.Step, req.Key = t.Steps, t.pending.req.Key
 	return req, true
 }
@@ -413,6 +421,7 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 // foldAnswer folds the answer of a compression call.
 func (s *SessionState) foldAnswer(call *compressCall, text string) {
 	st := &s.compress
+	s.ctx.last.ok = false // the context built last did not have it
 	switch call.purpose {
 	case pctx.PurposeSummarise:
 		if call.chunk {
@@ -442,7 +451,7 @@ func (s *SessionState) foldAnswer(call *compressCall, text string) {
 // compressFallback is what stands for a compression call's answer when the call
 // failed or answered nothing: the truncation it would have made without a model.
 func (s *SessionState) compressFallback(a Agent, call *compressCall, why string) string {
-	c := a.Compression
+	c := a.Context.Compression
 	var text string
 	switch call.purpose {
 	case pctx.PurposeSummarise, pctx.PurposeCompact:
@@ -476,31 +485,12 @@ type sentPart struct {
 	id    string
 }
 
-// compressedHistory returns the conversation a loop's request sends under the
-// agent's compression: the history itself without one; the facts extract keeps
-// are among its first messages.
-func (s *SessionState) compressedHistory(a Agent) []messages.ChatMessage {
-	if a.Compression.Strategy == "" {
-		return s.history
-	}
-	parts, state := s.compressedParts(a)
-	out := make([]messages.ChatMessage, 0, len(parts)+1)
-	for i, p := range parts {
-		if state != "" && (p.index >= 0 || i == len(parts)-1) {
-			out = append(out, messages.ChatMessage{Role: messages.RoleUser, Content: state})
-			state = ""
-		}
-		out = append(out, p.msg)
-	}
-	return out
-}
-
 // compressedParts returns what the conversation sends under the agent's
 // compression, in order — its own messages first, then the task's input when the
 // history sent begins after it, then the history sent — and the facts extract
 // keeps, for the context's State section ("" for none).
 func (s *SessionState) compressedParts(a Agent) (parts []sentPart, state string) {
-	c := a.Compression
+	c := a.Context.Compression
 	st := &s.compress
 	_, model := a.summaryModel()
 	from := 0
@@ -589,6 +579,75 @@ func (s *SessionState) compressedParts(a Agent) (parts []sentPart, state string)
 		parts = append(parts, sentPart{index: i, msg: s.sentMessage(c, i, i < answered)})
 	}
 	return parts, state
+}
+
+// appendConversation is the hook of the loop's context (loopContext): it appends
+// the conversation's items, as compression sends it (compressedParts) under the
+// agent's compression, or all of it (appendTurns) without one. Compression's own
+// messages (a summary, a marker of what is not shown) are pinned summary items
+// ahead of the turns; the task's input is pinned; a turn that compression changed
+// (a masked or digested result) is counted again, a masked one of kind masked;
+// the turns are grouped and the latest group pinned as appendTurns does; the
+// facts extract keeps are a State item, after the conversation.
+func (s *SessionState) appendConversation(a Agent, items []pctx.Item, start int) []pctx.Item {
+	if a.Context.Compression.Strategy == "" {
+		return s.appendTurns(items, start)
+	}
+	parts, state := s.compressedParts(a)
+	first := len(items)
+	group, answering := "", map[string]bool{}
+	for k := range parts {
+		p := &parts[k]
+		if p.index < 0 {
+			c := &s.compress
+			if c.noteText != p.msg.Content {
+				c.noteText, c.noteTokens = p.msg.Content, pctx.CountMessage(contextTokens, p.msg)
+			}
+			items = append(items, pctx.Item{ID: p.id, Kind: pctx.KindSummary, Section: pctx.SectionContext, Pos: k - len(parts),
+				Message: &p.msg, Tokens: c.noteTokens, Pinned: true, Relevance: 1})
+			continue
+		}
+		i, m := p.index, p.msg
+		it := pctx.Item{ID: "turn/" + strconv.Itoa(i), Kind: pctx.KindTurn, Section: pctx.SectionContext, Pos: i,
+			Message: &p.msg, Tokens: s.turnTokens(i), Relevance: 0.5}
+		if m.Content != s.history[i].Content {
+			it.Tokens = pctx.CountMessage(contextTokens, m)
+			if strings.HasPrefix(m.Content, "[observation ") {
+				it.Kind = pctx.KindMasked
+			}
+		}
+		switch {
+		case i == start:
+			it.ID, it.Kind, it.Section, it.Pinned, it.Relevance = "task", pctx.KindTask, pctx.SectionTask, true, 1
+			group = ""
+		case len(m.ToolCalls) > 0:
+			group = it.ID
+			clear(answering)
+			for _, c := range m.ToolCalls {
+				answering[c.ID] = true
+			}
+			it.Group = group
+		case m.Role == messages.RoleTool && group != "" && answering[m.ToolCallID]:
+			it.Group = group
+		default:
+			group = ""
+		}
+		if i > start {
+			it.Relevance = 1
+		}
+		items = append(items, it)
+	}
+	// Pin the latest group (or message) after the task's input.
+	if n := len(items); n > first && items[n-1].Pos > start {
+		g := items[n-1].Group
+		for i := n - 1; i >= first && items[i].Pos > start && (i == n-1 || g != "" && items[i].Group == g); i-- {
+			items[i].Pinned = true
+		}
+	}
+	if state != "" {
+		items = append(items, pctx.Item{ID: "state/facts", Kind: pctx.KindState, Section: pctx.SectionState, Text: state, Relevance: 1})
+	}
+	return items
 }
 
 // sentMessage returns history[i] as compression sends it: a large tool result the
@@ -686,7 +745,7 @@ func (s *SessionState) importantParts(c Compression) []sentPart {
 // compressionState returns the facts and decisions compression extracted, as a
 // section of the context ("" for none).
 func (s *SessionState) compressionState(a Agent) string {
-	if a.Compression.Strategy != pctx.CompressExtract || len(s.compress.facts) == 0 {
+	if a.Context.Compression.Strategy != pctx.CompressExtract || len(s.compress.facts) == 0 {
 		return ""
 	}
 	return "Facts and decisions from earlier in this conversation:\n- " + strings.Join(s.compress.facts, "\n- ")
@@ -695,7 +754,7 @@ func (s *SessionState) compressionState(a Agent) string {
 // compressionTools returns specs with the tools compression gives the agent (the
 // recall of masked observations): specs itself when it gives none.
 func (a Agent) compressionTools(specs []messages.ToolSpec) []messages.ToolSpec {
-	if a.Compression.Strategy != pctx.CompressMask || slices.ContainsFunc(specs, func(s messages.ToolSpec) bool { return s.Name == pctx.RecallObservationTool }) {
+	if a.Context.Compression.Strategy != pctx.CompressMask || slices.ContainsFunc(specs, func(s messages.ToolSpec) bool { return s.Name == pctx.RecallObservationTool }) {
 		return specs
 	}
 	return append(slices.Clip(specs), pctx.RecallObservationSpec)
@@ -705,7 +764,7 @@ func (a Agent) compressionTools(specs []messages.ToolSpec) []messages.ToolSpec {
 // is answered here, from the session's own recorded conversation, without an
 // effect: the masked result's full text, or why there is none.
 func (s *SessionState) decideRecall(a Agent, t *taskState) *Decision {
-	if a.Compression.Strategy != pctx.CompressMask {
+	if a.Context.Compression.Strategy != pctx.CompressMask {
 		return nil
 	}
 	for _, c := range t.calls {

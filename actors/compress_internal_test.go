@@ -177,7 +177,7 @@ func scripted(t testing.TB, name string, steps int, content func(step int) strin
 }
 
 func compressAgent(c Compression) Agent {
-	return Agent{Name: "default", Model: "m", SystemPrompt: "You are a careful assistant.", Compression: c, MaxSteps: 10,
+	return Agent{Name: "default", Model: "m", SystemPrompt: "You are a careful assistant.", Context: ContextOptions{Compression: c}, MaxSteps: 10,
 		Tools: []messages.ToolSpec{{Name: "fetch", Description: "fetches a page"}}}
 }
 
@@ -523,6 +523,7 @@ func TestCompressTenThousandTurns(t *testing.T) {
 	}
 	cache := llm.NewPromptCache(0)
 	a := compressAgent(Compression{Strategy: pctx.CompressSummary, Window: 8, Step: 4})
+	a.Context.Window, a.Context.ReservedOutput = 4000, 1000
 	a.SystemPrompt = longPrompt
 	r := newCompressRun(t, a,
 		scripted(t, "m", 3, func(int) string { return "noted" }).WithPromptCache(cache),
@@ -561,6 +562,25 @@ func TestCompressTenThousandTurns(t *testing.T) {
 	}
 	t.Logf("%d events, %d loop calls (at most %d estimated tokens each), %d summaries; %d calls hit the prompt cache",
 		len(r.events), loops, maxSent, len(r.purposes)-loops, cachedCalls)
+	// Every request's context report: within its budget, nothing over.
+	reports := 0
+	for _, e := range r.events {
+		if e.Type != messages.TypeModelRequested {
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := p.(*messages.ModelRequested).Context
+		if c == nil || c.Used > c.Budget || c.Over != 0 || c.Window != 4000 {
+			t.Fatalf("event %d: context report %+v, want one within the budget of the window of 4000", e.Seq, c)
+		}
+		reports++
+	}
+	if reports != len(r.purposes) {
+		t.Fatalf("%d reports for %d model calls", reports, len(r.purposes))
+	}
 	r.verify()
 }
 

@@ -86,8 +86,6 @@ type Agent struct {
 	// Context bounds what each model call is sent (context.go): the window, the
 	// tokens reserved for the answer, the conversation's messages considered.
 	Context ContextOptions
-	// Compression keeps a long conversation within the context (compress.go).
-	Compression Compression
 }
 
 // Agents are the agents a session runs: Default for a task that names none (or
