@@ -364,7 +364,8 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		a.LoopStaleSteps = cmp.Or(na.LoopStaleSteps, a.LoopStaleSteps)
 		a.Context = actors.ContextOptions{Window: cmp.Or(na.Context.Window, a.Context.Window),
 			ReservedOutput: cmp.Or(na.Context.ReservedOutput, a.Context.ReservedOutput),
-			HistoryTurns:   cmp.Or(na.Context.HistoryTurns, a.Context.HistoryTurns)}
+			HistoryTurns:   cmp.Or(na.Context.HistoryTurns, a.Context.HistoryTurns),
+			Compression:    c.compression(na.Context.Compression, a.Context.Compression)}
 		if err := a.Context.Validate(); err != nil {
 			return nil, fmt.Errorf("node: agent %q, with the default agent's context settings: %w", na.Name, err)
 		}
