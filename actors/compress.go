@@ -25,7 +25,10 @@ import (
 // reads their recorded answers and calls nothing again.
 //
 // Each such call is a model call of its task: it counts as a step (MaxSteps) and
-// its tokens count against the task's budget. Without a model for summaries
+// its tokens count against the task's budget. It is not made when it would take
+// the task's last step: the loop's call goes first, with what is not summarised
+// yet sent as it is (within the context's budget), and the call waits for a
+// later step or task. Without a model for summaries
 // (Compression.Model NoSummaryModel, or an agent on the offline rule-based model),
 // the strategies that need one make no call: what they would summarise is cut
 // with a visible marker instead (pctx.TruncatedSummary, pctx.ClipText), and the
@@ -319,6 +322,9 @@ func (s *SessionState) decideCompression(a Agent, t *taskState, nextSeq uint64) 
 	if d := s.decideStoreFacts(a, t, nextSeq); d != nil {
 		return d, false
 	}
+	if t.Steps+1 >= a.maxSteps(t) {
+		return nil, false // no step would be left for the loop: the call waits for a later task
+	}
 	call := s.compressPlan(a)
 	if call == nil {
 		return nil, false
@@ -513,12 +519,14 @@ func (s *SessionState) compressedParts(a Agent) (parts []sentPart, state string)
 		notShown(from)
 	case pctx.CompressSummary:
 		from, _ = s.windowStart(c)
-		switch {
-		case !model:
+		if !model {
 			truncated(from)
-		case st.summary != "":
-			// The window moved on while the summary was made: what it does not cover is sent.
-			from = st.summaryEnd
+			break
+		}
+		// What the summary does not cover yet is sent as it is (a summary call that
+		// would have taken the task's last step waits).
+		from = st.summaryEnd
+		if st.summary != "" {
 			note(fmt.Sprintf("summary/0-%d", from), pctx.SummaryHeader+"\n"+st.summary)
 		}
 	case pctx.CompressExtract:
@@ -527,6 +535,7 @@ func (s *SessionState) compressedParts(a Agent) (parts []sentPart, state string)
 			truncated(from)
 			break
 		}
+		from = st.extractEnd // the turns not extracted from yet are sent as they are
 		notShown(from)
 		state = s.compressionState(a)
 	case pctx.CompressHierarchical:

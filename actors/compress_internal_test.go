@@ -610,3 +610,25 @@ func TestCompressExtractWritesFactsToCoreMemory(t *testing.T) {
 	}
 	r.verify()
 }
+
+// A compression call never takes a task's last step: with one step a task, the
+// summary waits and the loop answers, the turns not summarised sent as they are.
+func TestCompressCallLeavesTheLastStepToTheLoop(t *testing.T) {
+	a := compressAgent(Compression{Strategy: pctx.CompressSummary, Window: 2, Step: 2})
+	a.MaxSteps = 1
+	r := newCompressRun(t, a, scripted(t, "m", 1, func(int) string { return "noted" }),
+		scripted(t, "summariser", 1, func(int) string { return "summary" }), noTools)
+	for i := range 5 {
+		r.task(fmt.Sprintf("fact %d", i))
+	}
+	if slices.ContainsFunc(r.purposes, func(p string) bool { return p != "" }) {
+		t.Fatalf("purposes %q, want the loop's calls only", r.purposes)
+	}
+	if status, out, _ := r.st.Status(); status != messages.StatusCompleted || out != "noted" {
+		t.Fatalf("the last task: %s %q", status, out)
+	}
+	if got := conversation(r.lastLoop()); len(got) != 9 {
+		t.Fatalf("the loop sent %q, want all 9 messages while nothing is summarised", got)
+	}
+	r.verify()
+}
