@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
@@ -57,4 +58,71 @@ func TestCompressExtractWritesTheAgentsCoreBlock(t *testing.T) {
 		}
 	}
 	t.Fatal("the next task's core memory does not have the fact")
+}
+
+// runAgent runs a task of agent on session and returns the session's events.
+func runAgent(t *testing.T, n *node.Node, session, agent, input string) []messages.Envelope {
+	t.Helper()
+	live, stop := n.Watch(session)
+	defer stop()
+	if _, err := n.Submit(context.Background(), node.Task{Input: input, SessionID: session, Agent: agent}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case e := <-live:
+			if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
+				events, err := n.Log().Read(context.Background(), session, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return events
+			}
+		case <-timeout:
+			t.Fatalf("session %s: the task did not finish in 10 s", session)
+		}
+	}
+}
+
+// A named agent's summary model answers its compression's calls, through the
+// node's gateway; its loop's calls go to its own model.
+func TestCompressSummaryModelAnswersTheSummaries(t *testing.T) {
+	model, err := llm.NewScripted(llm.Script{Name: "main", Steps: []llm.ScriptStep{{Content: "noted"}, {Content: "noted"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	summariser, err := llm.NewScripted(llm.Script{Name: "summariser", Steps: []llm.ScriptStep{{Content: "SUMMARY"}, {Content: "SUMMARY"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, node.Config{Model: model, Agents: []node.NamedAgent{{Name: "chat", Tools: []string{}, SummaryModel: summariser,
+		Context: actors.ContextOptions{Compression: actors.Compression{Strategy: pctx.CompressSummary, Window: 2, Step: 2}}}}})
+	var events []messages.Envelope
+	for i := range 4 {
+		events = runAgent(t, n, "s1", "chat", fmt.Sprintf("fact %d", i))
+	}
+	summaries := 0
+	for _, e := range events {
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch p := p.(type) {
+		case *messages.ModelRequested:
+			if want := map[bool]string{true: "summariser", false: "main"}[p.Purpose == pctx.PurposeSummarise]; p.Model != want {
+				t.Fatalf("a %q call went to %s, want %s", p.Purpose, p.Model, want)
+			}
+		case *messages.ModelResponded:
+			if p.Message.Content == "SUMMARY" {
+				summaries++
+			}
+		}
+	}
+	if summaries == 0 {
+		t.Fatal("no summary was answered by the summary model")
+	}
+	if got := events[len(events)-1]; got.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the last task ended with %s", got.Type)
+	}
 }

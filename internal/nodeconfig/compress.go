@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
 	pctx "github.com/troupe-run/troupe/pipelines/context"
 )
 
@@ -19,7 +20,7 @@ import (
 //	  compression: summary      # window, summary, hierarchical, importance, mask, proactive, extract, compact
 //	  keep_turns: 8             # turns sent verbatim (default 8)
 //	  step_turns: 4             # turns the window moves at a time (default keep_turns/2)
-//	  summary_model: none       # the model of summaries: the agent's own when absent; none: truncate instead
+//	  summary_model: none       # the model of summaries, as model: (agents files only); the agent's own when absent; none: truncate instead
 //	  summary_words: 200        # a summary's length, as its prompt asks
 //	  observation_tokens: 500   # mask, proactive: the size of a tool result from which it is masked or digested
 //	  compact_tokens: 8000      # compact: the size of the conversation from which it is compacted
@@ -39,6 +40,10 @@ type CompressionFile struct {
 	MiddleSummaries   int    `json:"middle_summaries,omitempty"`
 	ImportanceTokens  int    `json:"importance_tokens,omitempty"`
 	FactsBlock        string `json:"facts_block,omitempty"`
+	// summaryLine is where an agents file gives summary_model; summary is the
+	// model it names, once resolved (AgentsFile.ResolveModels).
+	summaryLine int
+	summary     llm.Model
 }
 
 // compressionFieldNames are the compression fields of a context section.
@@ -48,12 +53,33 @@ var compressionFieldNames = []string{"compression", "keep_turns", "step_turns", 
 // maxCompressionSetting bounds the integer settings of compression.
 const maxCompressionSetting = 10_000_000
 
-// Compression returns the section's compression as actors takes it. The memory
-// tool extract writes to (MemoryTool) is the node's to fill in (node.Config).
+// Compression returns the section's compression as actors takes it. Its Model is
+// NoSummaryModel, or the name of the summary model an agents file names once
+// resolved (the node serves it: node.NamedAgent.SummaryModel), else "" (the
+// agent's own). The memory tool extract writes to (MemoryTool) is the node's to
+// fill in (node.Config).
 func (c CompressionFile) Compression() actors.Compression {
-	return actors.Compression{Strategy: c.Strategy, Window: c.KeepTurns, Step: c.StepTurns, Model: c.SummaryModel,
+	model := ""
+	switch {
+	case c.SummaryModel == actors.NoSummaryModel:
+		model = actors.NoSummaryModel
+	case c.summary != nil:
+		model = c.summary.Name()
+	}
+	return actors.Compression{Strategy: c.Strategy, Window: c.KeepTurns, Step: c.StepTurns, Model: model,
 		SummaryWords: c.SummaryWords, ObservationTokens: c.ObservationTokens, CompactTokens: c.CompactTokens,
 		MiddleChunks: c.MiddleSummaries, HistoryTokens: c.ImportanceTokens, MemoryBlock: c.FactsBlock}
+}
+
+// validateFileCompression reports a summary_model of the configuration file
+// other than none: the file's models are the node's own (--model, --fallback), and
+// a summary model of its own is an agents file agent's.
+func (c CompressionFile) validateFileCompression() error {
+	if c.SummaryModel != "" && c.SummaryModel != actors.NoSummaryModel {
+		return fmt.Errorf("summary_model %q: the configuration file takes none only (summaries then go to the node's model, or are truncated with none); "+
+			"an agents file's agent may name a model of its own", c.SummaryModel)
+	}
+	return nil
 }
 
 // parseCompressionField reads field k of a context section into c when it is a
@@ -77,10 +103,10 @@ func parseCompressionField(c *CompressionFile, k, v *yaml.Node) (handled bool, p
 		}
 		c.Strategy = v.Value
 	case "summary_model":
-		if !str || strings.TrimSpace(v.Value) == "" {
-			return true, fmt.Sprintf("summary_model %q: want a model's name, or none for no summaries (truncation instead)", v.Value)
+		if !str || v.Value != actors.NoSummaryModel && checkAgentModel(v.Value) != "" {
+			return true, fmt.Sprintf("summary_model %q: want a model (offline, scripted:FILE or PROVIDER[:MODEL]), or none for no summaries (truncation instead)", v.Value)
 		}
-		c.SummaryModel = v.Value
+		c.SummaryModel, c.summaryLine = v.Value, v.Line
 	case "facts_block":
 		if !str || strings.TrimSpace(v.Value) == "" || len(v.Value) > 64 {
 			return true, fmt.Sprintf("facts_block %q: want the label of a core memory block, at most 64 characters", v.Value)

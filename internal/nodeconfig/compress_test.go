@@ -1,6 +1,7 @@
 package nodeconfig
 
 import (
+	"context"
 	"errors"
 	"os"
 	"strings"
@@ -62,5 +63,31 @@ func TestConfigFileCompression(t *testing.T) {
 	}
 	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), `unknown compression "zip"`) {
 		t.Fatalf("a bad strategy: %v", err)
+	}
+}
+
+// An agent's summary_model is resolved like its model: the node serves it as a
+// chain of one, and the agent's compression names it.
+func TestAgentsFileSummaryModel(t *testing.T) {
+	f, err := ParseAgents("agents.yaml", []byte("agents:\n  chat:\n    context:\n      compression: summary\n      summary_model: offline\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ResolveModels(context.Background(), nil, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	na := f.NodeAgents()[0]
+	if na.SummaryModel == nil || na.SummaryModel.Name() != "offline" || na.Context.Compression.Model != "offline" {
+		t.Fatalf("summary model %v, compression %+v", na.SummaryModel, na.Context.Compression)
+	}
+	if _, err := ParseAgents("agents.yaml", []byte("agents:\n  chat:\n    context:\n      summary_model: auto\n")); err == nil || !strings.Contains(err.Error(), "line 4") {
+		t.Fatalf("summary_model auto: %v, want an error on line 4", err)
+	}
+	path := t.TempDir() + "/troupe.json"
+	if err := os.WriteFile(path, []byte(`{"context": {"compression": "summary", "summary_model": "openai:gpt-4o-mini"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "takes none only") {
+		t.Fatalf("a configuration file's summary model: %v", err)
 	}
 }

@@ -44,6 +44,9 @@ func (fc File) validateContext() []error {
 	if err := fc.Context.Options().Validate(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
+	if err := fc.Context.validateFileCompression(); err != nil {
+		return []error{fmt.Errorf("context: %w", err)}
+	}
 	return nil
 }
 
