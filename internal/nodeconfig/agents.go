@@ -808,7 +808,7 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 		na := node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
 			Paradigm: a.Paradigm, MaxSteps: a.MaxSteps, Model: a.model, Fallbacks: a.fallbacks, MemoryNamespace: a.Memory, Knowledge: a.Knowledge,
 			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps),
-			Context:   a.Context.Options(), SummaryModel: a.Context.summary,
+			Context: a.Context.Options(), SummaryModel: a.Context.summary,
 			MaxRounds: a.MaxRounds, CriticPrompt: a.CriticPrompt, CriticModel: a.critic, LessonsNamespace: a.LessonsNamespace, Lessons: a.Lessons, Evaluate: a.Evaluate,
 			EvaluatorPrompt: a.EvaluatorPrompt}
 		if a.Tools != nil {
