@@ -28,11 +28,15 @@ import (
 // its tokens count against the task's budget. It is not made when it would take
 // the task's last step: the loop's call goes first, with what is not summarised
 // yet sent as it is (within the context's budget), and the call waits for a
-// later step or task. Without a model for summaries
-// (Compression.Model NoSummaryModel, or an agent on the offline rule-based model),
-// the strategies that need one make no call: what they would summarise is cut
-// with a visible marker instead (pctx.TruncatedSummary, pctx.ClipText), and the
-// full text stays in the session's log.
+// later step or task.
+//
+// Without a model for summaries (Compression.Model NoSummaryModel, or an agent on
+// the offline rule-based model), the strategies that need one make no call: what
+// they would summarise is cut with a visible marker instead (pctx.TruncatedSummary,
+// pctx.ClipText), and the full text stays in the session's log.
+//
+// A strategy decides which turns are the context's candidates: the builder's own
+// cut to the latest ContextOptions.HistoryTurns applies only when that is set.
 //
 // The stable prefix — the system prompt and the tool section — is never touched:
 // what compression sends goes after it, so a provider's prefix cache keeps
@@ -111,6 +115,15 @@ func (c Compression) Validate() error {
 		}
 	}
 	return nil
+}
+
+// historyTurns returns the builder's HistoryTurns under compression: set, as set;
+// unset, all (negative) when a strategy picks the turns, else the default (0).
+func (c Compression) historyTurns(set int) int {
+	if set == 0 && c.Strategy != "" {
+		return -1
+	}
+	return set
 }
 
 // summaryModel returns the model compression's calls go to, and false when there

@@ -76,7 +76,7 @@ func (o ContextOptions) ValidateFields() error {
 
 // options returns the builder's options of o.
 func (o ContextOptions) options() pctx.Options {
-	return pctx.Options{Window: o.Window, ReservedOutput: o.ReservedOutput, HistoryTurns: o.HistoryTurns}
+	return pctx.Options{Window: o.Window, ReservedOutput: o.ReservedOutput, HistoryTurns: o.Compression.historyTurns(o.HistoryTurns)}
 }
 
 // contextTokens counts tokens for every session's context: cl100k_base, exactly as
