@@ -47,7 +47,10 @@ import (
 // an agents file's context: compression: and the settings beside it). The zero
 // value compresses nothing.
 type Compression struct {
-	// Strategy is one of pctx.CompressStrategies; "" for none.
+	// Strategy is one of pctx.CompressStrategies, or several joined by "+": at most
+	// one that picks the turns (window, summary, hierarchical, importance, extract,
+	// compact), with mask and/or proactive, which change large tool results in the
+	// turns sent ("summary+mask"); "" for none.
 	Strategy string
 	// Window is how many of the latest turns are sent verbatim (default 8): a
 	// turn is a user message, or an assistant message with its tool results
@@ -106,8 +109,21 @@ func (c Compression) history() int { return cmp.Or(c.HistoryTokens, 6000) }
 
 // Validate reports a strategy this package does not have, or a negative setting.
 func (c Compression) Validate() error {
-	if c.Strategy != "" && !slices.Contains(pctx.CompressStrategies, c.Strategy) {
-		return fmt.Errorf("unknown compression %q: want one of %s", c.Strategy, strings.Join(pctx.CompressStrategies, ", "))
+	if c.Strategy != "" {
+		picks := 0
+		for i, s := range c.strategies() {
+			switch {
+			case !slices.Contains(pctx.CompressStrategies, s):
+				return fmt.Errorf("unknown compression %q in %q: want one of %s, or one with mask and/or proactive (summary+mask)", s, c.Strategy, strings.Join(pctx.CompressStrategies, ", "))
+			case slices.Contains(c.strategies()[:i], s):
+				return fmt.Errorf("compression %q names %s twice", c.Strategy, s)
+			case s != pctx.CompressMask && s != pctx.CompressProactive:
+				picks++
+			}
+		}
+		if picks > 1 {
+			return fmt.Errorf("compression %q: at most one of window, summary, hierarchical, importance, extract and compact, with mask and/or proactive", c.Strategy)
+		}
 	}
 	for _, v := range []int{c.Window, c.Step, c.SummaryWords, c.ObservationTokens, c.CompactTokens, c.MiddleChunks, c.HistoryTokens} {
 		if v < 0 {
@@ -115,6 +131,28 @@ func (c Compression) Validate() error {
 		}
 	}
 	return nil
+}
+
+// strategies returns the strategies Strategy joins.
+func (c Compression) strategies() []string {
+	if c.Strategy == "" {
+		return nil
+	}
+	return strings.Split(c.Strategy, "+")
+}
+
+// has reports whether the compression uses strategy s.
+func (c Compression) has(s string) bool { return slices.Contains(c.strategies(), s) }
+
+// picker returns the strategy that picks the turns sent ("" for none: all of
+// them, large tool results changed by mask or proactive).
+func (c Compression) picker() string {
+	for _, s := range c.strategies() {
+		if s != pctx.CompressMask && s != pctx.CompressProactive {
+			return s
+		}
+	}
+	return ""
 }
 
 // historyTurns returns the builder's HistoryTurns under compression: set, as set;
@@ -235,7 +273,15 @@ func (s *SessionState) compressPlan(a Agent) *compressCall {
 		return nil
 	}
 	st := &s.compress
-	switch c.Strategy {
+	if c.has(pctx.CompressProactive) {
+		for i := st.digestScan; i < len(s.history); i++ {
+			m := s.history[i]
+			if _, done := st.digests[i]; !done && m.Role == messages.RoleTool && estimate(m) > c.observe() {
+				return &compressCall{purpose: pctx.PurposeDigest, index: i}
+			}
+		}
+	}
+	switch c.picker() {
 	case pctx.CompressSummary:
 		if ws, _ := s.windowStart(c); ws > st.summaryEnd {
 			return &compressCall{purpose: pctx.PurposeSummarise, from: st.summaryEnd, to: ws}
@@ -273,13 +319,6 @@ func (s *SessionState) compressPlan(a Agent) *compressCall {
 		size += llm.EstimateTokens(s.history[st.compactEnd:])
 		if size > c.compact() {
 			return &compressCall{purpose: pctx.PurposeCompact, from: st.compactEnd, to: len(s.history)}
-		}
-	case pctx.CompressProactive:
-		for i := st.digestScan; i < len(s.history); i++ {
-			m := s.history[i]
-			if _, done := st.digests[i]; !done && m.Role == messages.RoleTool && estimate(m) > c.observe() {
-				return &compressCall{purpose: pctx.PurposeDigest, index: i}
-			}
 		}
 	}
 	return nil
@@ -355,7 +394,7 @@ func (s *SessionState) decideCompression(a Agent, t *taskState, nextSeq uint64) 
 // since the last one to the agent's core block, or nil.
 func (s *SessionState) decideStoreFacts(a Agent, t *taskState, nextSeq uint64) *Decision {
 	c, st := a.Context.Compression, &s.compress
-	if c.Strategy != pctx.CompressExtract || c.MemoryTool == "" || st.stored >= len(st.facts) {
+	if c.picker() != pctx.CompressExtract || c.MemoryTool == "" || st.stored >= len(st.facts) {
 		return nil
 	}
 	op := struct {
@@ -526,7 +565,7 @@ func (s *SessionState) compressedParts(a Agent) (parts []sentPart, state string)
 			note(fmt.Sprintf("summary/0-%d", end), pctx.SummaryHeader+"\n"+pctx.TruncatedSummary(s.history[:end], s.turnAt(end), c.words()))
 		}
 	}
-	switch c.Strategy {
+	switch c.picker() {
 	case pctx.CompressWindow:
 		from, _ = s.windowStart(c)
 		notShown(from)
@@ -680,16 +719,12 @@ func (s *SessionState) sentMessage(c Compression, i int, answered bool) messages
 	if m.Role != messages.RoleTool {
 		return m
 	}
-	switch c.Strategy {
-	case pctx.CompressMask:
-		if n := estimate(m); n > c.observe() && answered {
-			m.Content = pctx.MaskedObservation(m.ToolCallID, n)
-		}
-	case pctx.CompressProactive:
-		n := estimate(m)
-		if n <= c.observe() {
-			break
-		}
+	n := estimate(m)
+	switch {
+	case n <= c.observe():
+	case c.has(pctx.CompressMask) && answered:
+		m.Content = pctx.MaskedObservation(m.ToolCallID, n)
+	case c.has(pctx.CompressProactive):
 		if d, ok := s.compress.digests[i]; ok {
 			m.Content = fmt.Sprintf("[result of %s summarised: %d tokens; the full result is in the session's log]\n%s", m.ToolCallID, n, d)
 		} else {
@@ -754,10 +789,17 @@ func (s *SessionState) importantParts(c Compression) []sentPart {
 		out = append(out, sentPart{index: -1, id: fmt.Sprintf("summary/dropped-%d", dropped), msg: messages.ChatMessage{Role: messages.RoleUser,
 			Content: fmt.Sprintf("[%d less important earlier turns of this conversation are not shown]", dropped)}})
 	}
+	answered := len(s.history) // the results before the latest assistant message were answered
+	for i := len(s.history) - 1; i >= 0; i-- {
+		if s.history[i].Role == messages.RoleAssistant {
+			answered = i
+			break
+		}
+	}
 	for i, tr := range turns {
 		if keep[i] {
 			for j := tr.Start; j < tr.End; j++ {
-				out = append(out, sentPart{index: j, msg: s.history[j]})
+				out = append(out, sentPart{index: j, msg: s.sentMessage(c, j, j < answered)})
 			}
 		}
 	}
@@ -767,7 +809,7 @@ func (s *SessionState) importantParts(c Compression) []sentPart {
 // compressionState returns the facts and decisions compression extracted, as a
 // section of the context ("" for none).
 func (s *SessionState) compressionState(a Agent) string {
-	if a.Context.Compression.Strategy != pctx.CompressExtract || len(s.compress.facts) == 0 {
+	if a.Context.Compression.picker() != pctx.CompressExtract || len(s.compress.facts) == 0 {
 		return ""
 	}
 	return "Facts and decisions from earlier in this conversation:\n- " + strings.Join(s.compress.facts, "\n- ")
@@ -776,7 +818,7 @@ func (s *SessionState) compressionState(a Agent) string {
 // compressionTools returns specs with the tools compression gives the agent (the
 // recall of masked observations): specs itself when it gives none.
 func (a Agent) compressionTools(specs []messages.ToolSpec) []messages.ToolSpec {
-	if a.Context.Compression.Strategy != pctx.CompressMask || slices.ContainsFunc(specs, func(s messages.ToolSpec) bool { return s.Name == pctx.RecallObservationTool }) {
+	if !a.Context.Compression.has(pctx.CompressMask) || slices.ContainsFunc(specs, func(s messages.ToolSpec) bool { return s.Name == pctx.RecallObservationTool }) {
 		return specs
 	}
 	return append(slices.Clip(specs), pctx.RecallObservationSpec)
@@ -786,7 +828,7 @@ func (a Agent) compressionTools(specs []messages.ToolSpec) []messages.ToolSpec {
 // is answered here, from the session's own recorded conversation, without an
 // effect: the masked result's full text, or why there is none.
 func (s *SessionState) decideRecall(a Agent, t *taskState) *Decision {
-	if a.Context.Compression.Strategy != pctx.CompressMask {
+	if !a.Context.Compression.has(pctx.CompressMask) {
 		return nil
 	}
 	for _, c := range t.calls {

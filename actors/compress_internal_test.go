@@ -632,3 +632,34 @@ func TestCompressCallLeavesTheLastStepToTheLoop(t *testing.T) {
 	}
 	r.verify()
 }
+
+// Strategies combine: summary+mask summarises the turns leaving the window and
+// masks the large results the model answered within it (the latest result, not
+// answered yet, is sent whole), and offers the recall tool; a strategy that picks
+// turns twice is refused.
+func TestCompressStrategiesCombine(t *testing.T) {
+	model := scriptOf(t, "m", callStep("call_1", "fetch", `{"url":"r"}`), llm.ScriptStep{Content: "noted"}, llm.ScriptStep{Content: "noted"})
+	r := newCompressRun(t, compressAgent(Compression{Strategy: "summary+mask", Window: 4, Step: 2}), model,
+		scripted(t, "summariser", 10, func(int) string { return "the summary" }),
+		func(messages.ToolCallRequested) string { return bigPage })
+	for i := range 4 {
+		r.task(fmt.Sprintf("fetch page %d", i))
+	}
+	if len(r.ofPurpose(pctx.PurposeSummarise)) == 0 {
+		t.Fatal("no summary call")
+	}
+	last := r.lastLoop()
+	sent := sentText(last)
+	if !strings.Contains(sent, pctx.SummaryHeader+"\nthe summary") || !strings.Contains(sent, "[observation call_1 masked: ") || strings.Count(sent, bigPage) != 1 {
+		t.Fatalf("the loop sent %q, want the summary, the answered result masked and only the latest, unanswered one whole", sent)
+	}
+	if !slices.ContainsFunc(last.Tools, func(s messages.ToolSpec) bool { return s.Name == pctx.RecallObservationTool }) {
+		t.Fatal("the recall tool is not offered")
+	}
+	r.verify()
+	for _, bad := range []string{"summary+window", "mask+mask", "summary+zip"} {
+		if err := (Compression{Strategy: bad}).Validate(); err == nil {
+			t.Errorf("compression %q was accepted", bad)
+		}
+	}
+}

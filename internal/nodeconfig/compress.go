@@ -2,7 +2,6 @@ package nodeconfig
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -17,7 +16,8 @@ import (
 //
 //	context:
 //	  window: 32000
-//	  compression: summary      # window, summary, hierarchical, importance, mask, proactive, extract, compact
+//	  compression: summary      # window, summary, hierarchical, importance, mask, proactive, extract, compact;
+//	                            # or one with mask and/or proactive: summary+mask
 //	  keep_turns: 8             # turns sent verbatim (default 8)
 //	  step_turns: 4             # turns the window moves at a time (default keep_turns/2)
 //	  summary_model: none       # the model of summaries, as model: (agents files only); the agent's own when absent; none: truncate instead
@@ -98,8 +98,11 @@ func parseCompressionField(c *CompressionFile, k, v *yaml.Node) (handled bool, p
 	}
 	switch k.Value {
 	case "compression":
-		if !str || !slices.Contains(pctx.CompressStrategies, v.Value) {
+		if !str {
 			return true, fmt.Sprintf("compression %q: want one of %s", v.Value, strings.Join(pctx.CompressStrategies, ", "))
+		}
+		if err := (actors.Compression{Strategy: v.Value}).Validate(); err != nil {
+			return true, err.Error()
 		}
 		c.Strategy = v.Value
 	case "summary_model":

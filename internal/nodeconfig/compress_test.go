@@ -17,7 +17,7 @@ func TestAgentsFileCompression(t *testing.T) {
   chat:
     context:
       window: 32000
-      compression: summary
+      compression: summary+mask
       keep_turns: 6
       step_turns: 2
       summary_model: none
@@ -27,12 +27,13 @@ func TestAgentsFileCompression(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := f.NodeAgents()[0].Context.Compression
-	want := actors.Compression{Strategy: "summary", Window: 6, Step: 2, Model: actors.NoSummaryModel, MemoryBlock: "facts"}
+	want := actors.Compression{Strategy: "summary+mask", Window: 6, Step: 2, Model: actors.NoSummaryModel, MemoryBlock: "facts"}
 	if got != want {
 		t.Fatalf("compression %+v, want %+v", got, want)
 	}
 	for _, c := range []struct{ body, want string }{
-		{"compression: zip", `line 4: agent "chat": context: compression "zip": want one of window, summary`},
+		{"compression: zip", `line 4: agent "chat": context: unknown compression "zip" in "zip": want one of window, summary`},
+		{"compression: summary+window", `line 4: agent "chat": context: compression "summary+window": at most one of window, summary`},
 		{"keep_turns: 0", `line 4: agent "chat": context: keep_turns "0": want the latest turns sent verbatim`},
 		{"summary_words: many", `line 4: agent "chat": context: summary_words "many"`},
 		{"compresion: summary", `line 4: agent "chat": context: unknown field "compresion": the fields are window, reserved_output, history_turns, compression, keep_turns`},
