@@ -58,7 +58,7 @@ func benchConversation(b *testing.B, c Compression) (loopTokens, allTokens, cach
 //	go test ./actors -run '^$' -bench BenchmarkCompression -benchtime 3x
 func BenchmarkCompression(b *testing.B) {
 	_, base, _, baseLoops := benchConversation(b, Compression{})
-	strategies := append([]string{"everything"}, pctx.CompressStrategies...)
+	strategies := append(append([]string{"everything"}, pctx.CompressStrategies...), "summary+mask")
 	for _, s := range strategies {
 		b.Run(s, func(b *testing.B) {
 			c := Compression{Strategy: s, CompactTokens: 3000}
