@@ -31,6 +31,8 @@ type ContextOptions struct {
 	// (0: pctx.DefaultHistoryTurns; negative: all). The task's input and the
 	// answer to the model's latest move are always sent.
 	HistoryTurns int
+	// Compression keeps a long conversation within the window (compress.go).
+	Compression Compression
 }
 
 // Bounds of ContextOptions.
@@ -69,12 +71,12 @@ func (o ContextOptions) ValidateFields() error {
 	if o.HistoryTurns > MaxHistoryTurns {
 		return fmt.Errorf("context history turns %d is out of range: want 1 to %d, or negative for all (0: %d)", o.HistoryTurns, MaxHistoryTurns, pctx.DefaultHistoryTurns)
 	}
-	return nil
+	return o.Compression.Validate()
 }
 
 // options returns the builder's options of o.
 func (o ContextOptions) options() pctx.Options {
-	return pctx.Options{Window: o.Window, ReservedOutput: o.ReservedOutput, HistoryTurns: o.HistoryTurns}
+	return pctx.Options{Window: o.Window, ReservedOutput: o.ReservedOutput, HistoryTurns: o.Compression.historyTurns(o.HistoryTurns)}
 }
 
 // contextTokens counts tokens for every session's context: cl100k_base, exactly as
@@ -292,7 +294,7 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 				Text: paradigm, Relevance: 1})
 		}
 	}
-	items = s.appendTurns(items, start)
+	items = s.appendConversation(a, items, start)
 	b := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}
 	c, err := b.Build(items)
 	s.ctx.items = items

@@ -154,9 +154,10 @@ func (a Agent) offer(loads []ToolLoad) ([]messages.ToolSpec, string) {
 		return nil, ""
 	}
 	if a.Disclosure == nil {
-		return a.ToolSpecs(), ""
+		return a.compressionTools(a.ToolSpecs()), ""
 	}
-	return a.Disclosure.Disclose(loads, CatalogTools(a.Catalog))
+	specs, section := a.Disclosure.Disclose(loads, CatalogTools(a.Catalog))
+	return a.compressionTools(specs), section
 }
 
 // Tools whose recorded results load more tools into a session's requests
@@ -292,6 +293,8 @@ type SessionState struct {
 	approvalOrder []*approval
 	// ctx caches what building a request's context counts (context.go).
 	ctx contextCache
+	// compress is what the agents' conversation compression folded (compress.go).
+	compress compressState
 	// key memoizes keyAt: the key of a decided event is also its event's ID.
 	key struct {
 		seq uint64
@@ -401,6 +404,7 @@ func (s *SessionState) apply(e messages.Envelope, p messages.Payload) error {
 		return err
 	}
 	s.foldRun(e, p)
+	s.foldCompression(e, p)
 	return nil
 }
 
@@ -600,6 +604,9 @@ func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64, nowUS i
 		if f := a.staleSteps(t); f != nil {
 			return d(f, t.ID)
 		}
+		if dec, wait := s.decideCompression(a, t, nextSeq); wait || dec != nil {
+			return dec
+		}
 		req, report := s.loopRequest(a)
 		req.Step = t.Steps + 1
 		return d(&messages.ModelRequested{
@@ -633,6 +640,9 @@ func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64, nowUS i
 		if calls := t.reply.Message.ToolCalls; len(t.calls) < len(calls) {
 			c := calls[len(t.calls)]
 			return d(&messages.ToolCallRequested{Key: s.keyAt(nextSeq), CallID: c.ID, Tool: c.Name, Arguments: c.Arguments, Step: t.Steps}, t.replyID)
+		}
+		if dec := s.decideRecall(a, t); dec != nil {
+			return dec
 		}
 		// A call to a tool the agent does not have is answered here, without an effect.
 		for _, c := range t.calls {
@@ -671,6 +681,9 @@ func effectKey(sessionID string, seq uint64) string {
 // builds the same prompt) and its paradigm's section; then the conversation, what
 // of it fits. A paradigm's own call is its prompt, fitted to the same budget.
 func (s *SessionState) Request(a Agent) llm.Request {
+	if req, ok := s.compressionRequest(a); ok {
+		return req
+	}
 	if t := s.active; t != nil && t.pending != nil && t.run != nil {
 		req, _ := s.paradigmRequest(a, t, t.pending.req.Purpose)
 		req.Step, req.Key, req.Purpose = t.Steps, t.pending.req.Key, t.pending.req.Purpose

@@ -47,7 +47,16 @@ const OfflineName = "offline"
 // Anything else gets an answer that says what the offline model can do and how to
 // configure a real model. The rules look only at the latest user message and at tool
 // results that follow it, so the same conversation always yields the same response.
-type Offline struct{}
+//
+// Made by NewOffline, it also reports the cached tokens a provider's prompt cache
+// would (PromptCache): Usage.CachedTokens counts, in OpenAI's blocks, the prompt
+// prefix it had been sent before in the process. The zero Offline reports none.
+type Offline struct {
+	cache *PromptCache
+}
+
+// NewOffline returns the offline model with a prompt cache of its own.
+func NewOffline() Offline { return Offline{cache: NewPromptCache(0)} }
 
 var _ Model = Offline{}
 
@@ -71,7 +80,15 @@ var (
 )
 
 // Generate implements Model.
-func (Offline) Generate(ctx context.Context, req Request) (Response, error) {
+func (o Offline) Generate(ctx context.Context, req Request) (Response, error) {
+	resp, err := o.generate(ctx, req)
+	if err == nil {
+		resp.Usage.CachedTokens = o.cache.Observe(req)
+	}
+	return resp, err
+}
+
+func (Offline) generate(ctx context.Context, req Request) (Response, error) {
 	if err := ctx.Err(); err != nil {
 		return Response{}, err
 	}

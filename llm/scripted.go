@@ -16,6 +16,7 @@ import (
 type Scripted struct {
 	name  string
 	steps []Response
+	cache *PromptCache
 }
 
 var _ Model = (*Scripted)(nil)
@@ -76,6 +77,15 @@ func LoadScript(path string) (*Scripted, error) {
 // Name implements Model.
 func (m *Scripted) Name() string { return m.name }
 
+// WithPromptCache returns a copy of m that reports the cached tokens c simulates
+// (PromptCache) in the usage it estimates: a step whose script gives its usage
+// keeps it as given.
+func (m *Scripted) WithPromptCache(c *PromptCache) *Scripted {
+	cp := *m
+	cp.cache = c
+	return &cp
+}
+
 // Generate implements Model.
 func (m *Scripted) Generate(ctx context.Context, req Request) (Response, error) {
 	if err := ctx.Err(); err != nil {
@@ -86,7 +96,8 @@ func (m *Scripted) Generate(ctx context.Context, req Request) (Response, error) 
 	}
 	r := m.steps[req.Step-1]
 	if r.Usage == (messages.Usage{}) {
-		r.Usage = messages.Usage{PromptTokens: EstimateTokens(req.Messages), CompletionTokens: EstimateTokens([]messages.ChatMessage{r.Message})}
+		r.Usage = messages.Usage{PromptTokens: EstimateTokens(req.Messages), CompletionTokens: EstimateTokens([]messages.ChatMessage{r.Message}),
+			CachedTokens: m.cache.Observe(req)}
 	}
 	return r, nil
 }

@@ -10,7 +10,7 @@ import (
 func FromSpec(spec string) (Model, error) {
 	switch {
 	case spec == "" || spec == OfflineName:
-		return Offline{}, nil
+		return NewOffline(), nil
 	case strings.HasPrefix(spec, "scripted:"):
 		return LoadScript(strings.TrimPrefix(spec, "scripted:"))
 	}

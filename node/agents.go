@@ -130,6 +130,10 @@ type NamedAgent struct {
 	// Context bounds what its model calls are sent (actors.ContextOptions); a zero
 	// field is the default agent's (Config.Context).
 	Context actors.ContextOptions
+	// SummaryModel, when set, is the model its context compression's own calls
+	// (summaries, digests, extractions) go to: a chain of one of the node's
+	// gateway, as CriticModel is; Context.Compression.Model names it.
+	SummaryModel llm.Model
 	// Team, when set, makes it a team (package actors, Team) of other agents of
 	// Config.Agents, named in Team.Members (by name: the node adds each member's
 	// description and tools) and in its aggregator, judge and critic. A team has no
@@ -364,7 +368,11 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		a.LoopStaleSteps = cmp.Or(na.LoopStaleSteps, a.LoopStaleSteps)
 		a.Context = actors.ContextOptions{Window: cmp.Or(na.Context.Window, a.Context.Window),
 			ReservedOutput: cmp.Or(na.Context.ReservedOutput, a.Context.ReservedOutput),
-			HistoryTurns:   cmp.Or(na.Context.HistoryTurns, a.Context.HistoryTurns)}
+			HistoryTurns:   cmp.Or(na.Context.HistoryTurns, a.Context.HistoryTurns),
+			Compression:    c.compression(na.Context.Compression, a.Context.Compression)}
+		if na.SummaryModel != nil {
+			a.Context.Compression.Model = na.SummaryModel.Name()
+		}
 		if err := a.Context.Validate(); err != nil {
 			return nil, fmt.Errorf("node: agent %q, with the default agent's context settings: %w", na.Name, err)
 		}

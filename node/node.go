@@ -283,7 +283,7 @@ func (c *Config) setDefaults() {
 		c.DataDir = ".troupe"
 	}
 	if c.Model == nil {
-		c.Model = llm.Offline{}
+		c.Model = llm.NewOffline()
 	}
 	if c.Tools == nil {
 		c.Tools = []tools.Tool{tools.Calculator{}, tools.NewClock(c.Clock)}
@@ -454,6 +454,7 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 	}
 	agent := actors.Agent{Name: "default", SystemPrompt: prompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps,
 		Catalog: c.ToolCatalog, MaxTokens: c.MaxTokens, LoopRepeats: c.LoopRepeats, LoopStaleSteps: c.LoopStaleSteps, Context: c.Context}
+	agent.Context.Compression = c.compression(c.Context.Compression, actors.Compression{})
 	if strategy != disclosure.All {
 		agent.Disclosure = d
 	}

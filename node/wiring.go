@@ -160,6 +160,9 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		if a.CriticModel != nil { // a reflection's critic, a chain of one
 			gwCfg.Routes = append(gwCfg.Routes, speaking([]llm.Model{a.CriticModel}))
 		}
+		if a.SummaryModel != nil { // its compression's summaries, a chain of one
+			gwCfg.Routes = append(gwCfg.Routes, speaking([]llm.Model{a.SummaryModel}))
+		}
 	}
 	if gwCfg.Logger == nil {
 		gwCfg.Logger = cfg.Logger

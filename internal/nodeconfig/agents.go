@@ -731,7 +731,14 @@ func (f *AgentsFile) ResolveModels(ctx context.Context, known map[string]llm.Mod
 	}
 	for i := range f.Agents {
 		a := &f.Agents[i]
-		a.model, a.fallbacks, a.critic = nil, nil, nil
+		a.model, a.fallbacks, a.critic, a.Context.summary = nil, nil, nil, nil
+		if s := a.Context.SummaryModel; s != "" && s != actors.NoSummaryModel {
+			m, err := resolve(*a, s, a.Context.summaryLine)
+			if err != nil {
+				return nil, err
+			}
+			a.Context.summary = m
+		}
 		if a.CriticModel != "" {
 			c, err := resolve(*a, a.CriticModel, a.criticLine)
 			if err != nil {
@@ -801,7 +808,7 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 		na := node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
 			Paradigm: a.Paradigm, MaxSteps: a.MaxSteps, Model: a.model, Fallbacks: a.fallbacks, MemoryNamespace: a.Memory, Knowledge: a.Knowledge,
 			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps),
-			Context:   a.Context.Options(),
+			Context: a.Context.Options(), SummaryModel: a.Context.summary,
 			MaxRounds: a.MaxRounds, CriticPrompt: a.CriticPrompt, CriticModel: a.critic, LessonsNamespace: a.LessonsNamespace, Lessons: a.Lessons, Evaluate: a.Evaluate,
 			EvaluatorPrompt: a.EvaluatorPrompt}
 		if a.Tools != nil {

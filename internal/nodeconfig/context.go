@@ -26,19 +26,25 @@ type ContextFile struct {
 	ReservedOutput int `json:"reserved_output,omitempty"`
 	// HistoryTurns is history_turns; negative ("all" in an agents file) for all.
 	HistoryTurns int `json:"history_turns,omitempty"`
+	// CompressionFile is the conversation compression (compress.go).
+	CompressionFile
 }
 
 // contextFieldNames are the fields of a context section.
-var contextFieldNames = []string{"window", "reserved_output", "history_turns"}
+var contextFieldNames = append([]string{"window", "reserved_output", "history_turns"}, compressionFieldNames...)
 
 // Options returns the section as actors takes it.
 func (c ContextFile) Options() actors.ContextOptions {
-	return actors.ContextOptions{Window: c.Window, ReservedOutput: c.ReservedOutput, HistoryTurns: c.HistoryTurns}
+	return actors.ContextOptions{Window: c.Window, ReservedOutput: c.ReservedOutput, HistoryTurns: c.HistoryTurns,
+		Compression: c.Compression()}
 }
 
 // validateContext reports the configuration file's context section out of range.
 func (fc File) validateContext() []error {
 	if err := fc.Context.Options().Validate(); err != nil {
+		return []error{fmt.Errorf("context: %w", err)}
+	}
+	if err := fc.Context.validateFileCompression(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
 	return nil
@@ -84,6 +90,12 @@ func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
 				c.HistoryTurns = n
 			}
 		default:
+			if ok, problem := parseCompressionField(&c.CompressionFile, k, fv); ok {
+				if problem != "" {
+					return fail(fv.Line, "%s", problem)
+				}
+				continue
+			}
 			return fail(k.Line, "unknown field %q: the fields are %s", k.Value, strings.Join(contextFieldNames, ", "))
 		}
 	}

@@ -333,7 +333,7 @@ func first(vs ...string) string {
 // otherwise an *openai.Model (which also streams and reports Capabilities).
 func (r Resolved) NewModel() (llm.Model, error) {
 	if r.Provider == Offline {
-		return llm.Offline{}, nil
+		return llm.NewOffline(), nil
 	}
 	m, err := openai.New(openai.Config{Provider: r.Provider, BaseURL: r.BaseURL, APIKey: r.APIKey, Model: r.Model,
 		Timeout: r.Timeout, ExtraHeaders: r.ExtraHeaders})

@@ -24,7 +24,7 @@ import (
 func FromSpec(ctx context.Context, spec string, base Config, env func(string) string) (llm.Model, string, string, error) {
 	switch {
 	case spec == "offline":
-		return llm.Offline{}, "the offline rule-based model (--model offline)", "", nil
+		return llm.NewOffline(), "the offline rule-based model (--model offline)", "", nil
 	case strings.HasPrefix(spec, "scripted:"):
 		m, err := llm.FromSpec(spec)
 		return m, "a scripted model (" + spec + ")", "", err

@@ -1,0 +1,136 @@
+package nodeconfig
+
+import (
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
+	pctx "github.com/troupe-run/troupe/pipelines/context"
+)
+
+// CompressionFile is the conversation compression of a context section
+// (actors.Compression), its fields beside the context's own:
+//
+//	context:
+//	  window: 32000
+//	  compression: summary      # window, summary, hierarchical, importance, mask, proactive, extract, compact;
+//	                            # or one with mask and/or proactive: summary+mask
+//	  keep_turns: 8             # turns sent verbatim (default 8)
+//	  step_turns: 4             # turns the window moves at a time (default keep_turns/2)
+//	  summary_model: none       # the model of summaries, as model: (agents files only); the agent's own when absent; none: truncate instead
+//	  summary_words: 200        # a summary's length, as its prompt asks
+//	  observation_tokens: 500   # mask, proactive: the size of a tool result from which it is masked or digested
+//	  compact_tokens: 8000      # compact: the size of the conversation from which it is compacted
+//	  middle_summaries: 4       # hierarchical: chunk summaries kept before the oldest are condensed
+//	  importance_tokens: 6000   # importance: what the conversation may send
+//	  facts_block: facts        # extract: the core memory block its facts are appended to (needs the memory tool)
+//
+// Absent, a field is its default (actors.Compression's zero value: no compression).
+type CompressionFile struct {
+	Strategy          string `json:"compression,omitempty"`
+	KeepTurns         int    `json:"keep_turns,omitempty"`
+	StepTurns         int    `json:"step_turns,omitempty"`
+	SummaryModel      string `json:"summary_model,omitempty"`
+	SummaryWords      int    `json:"summary_words,omitempty"`
+	ObservationTokens int    `json:"observation_tokens,omitempty"`
+	CompactTokens     int    `json:"compact_tokens,omitempty"`
+	MiddleSummaries   int    `json:"middle_summaries,omitempty"`
+	ImportanceTokens  int    `json:"importance_tokens,omitempty"`
+	FactsBlock        string `json:"facts_block,omitempty"`
+	// summaryLine is where an agents file gives summary_model; summary is the
+	// model it names, once resolved (AgentsFile.ResolveModels).
+	summaryLine int
+	summary     llm.Model
+}
+
+// compressionFieldNames are the compression fields of a context section.
+var compressionFieldNames = []string{"compression", "keep_turns", "step_turns", "summary_model", "summary_words",
+	"observation_tokens", "compact_tokens", "middle_summaries", "importance_tokens", "facts_block"}
+
+// maxCompressionSetting bounds the integer settings of compression.
+const maxCompressionSetting = 10_000_000
+
+// Compression returns the section's compression as actors takes it. Its Model is
+// NoSummaryModel, or the name of the summary model an agents file names once
+// resolved (the node serves it: node.NamedAgent.SummaryModel), else "" (the
+// agent's own). The memory tool extract writes to (MemoryTool) is the node's to
+// fill in (node.Config).
+func (c CompressionFile) Compression() actors.Compression {
+	model := ""
+	switch {
+	case c.SummaryModel == actors.NoSummaryModel:
+		model = actors.NoSummaryModel
+	case c.summary != nil:
+		model = c.summary.Name()
+	}
+	return actors.Compression{Strategy: c.Strategy, Window: c.KeepTurns, Step: c.StepTurns, Model: model,
+		SummaryWords: c.SummaryWords, ObservationTokens: c.ObservationTokens, CompactTokens: c.CompactTokens,
+		MiddleChunks: c.MiddleSummaries, HistoryTokens: c.ImportanceTokens, MemoryBlock: c.FactsBlock}
+}
+
+// validateFileCompression reports a summary_model of the configuration file
+// other than none: the file's models are the node's own (--model, --fallback), and
+// a summary model of its own is an agents file agent's.
+func (c CompressionFile) validateFileCompression() error {
+	if c.SummaryModel != "" && c.SummaryModel != actors.NoSummaryModel {
+		return fmt.Errorf("summary_model %q: the configuration file takes none only (summaries then go to the node's model, or are truncated with none); "+
+			"an agents file's agent may name a model of its own", c.SummaryModel)
+	}
+	return nil
+}
+
+// parseCompressionField reads field k of a context section into c when it is a
+// compression field: handled is false for another field; problem says what is
+// wrong with its value ("" for nothing).
+func parseCompressionField(c *CompressionFile, k, v *yaml.Node) (handled bool, problem string) {
+	str := v.Kind == yaml.ScalarNode && v.Tag == "!!str"
+	var n int
+	isInt := v.Kind == yaml.ScalarNode && v.Tag == "!!int" && v.Decode(&n) == nil && n >= 1 && n <= maxCompressionSetting
+	intField := func(dst *int, what string) (bool, string) {
+		if !isInt {
+			return true, fmt.Sprintf("%s %q: want %s, an integer from 1 to %d", k.Value, v.Value, what, maxCompressionSetting)
+		}
+		*dst = n
+		return true, ""
+	}
+	switch k.Value {
+	case "compression":
+		if !str {
+			return true, fmt.Sprintf("compression %q: want one of %s", v.Value, strings.Join(pctx.CompressStrategies, ", "))
+		}
+		if err := (actors.Compression{Strategy: v.Value}).Validate(); err != nil {
+			return true, err.Error()
+		}
+		c.Strategy = v.Value
+	case "summary_model":
+		if !str || v.Value != actors.NoSummaryModel && checkAgentModel(v.Value) != "" {
+			return true, fmt.Sprintf("summary_model %q: want a model (offline, scripted:FILE or PROVIDER[:MODEL]), or none for no summaries (truncation instead)", v.Value)
+		}
+		c.SummaryModel, c.summaryLine = v.Value, v.Line
+	case "facts_block":
+		if !str || strings.TrimSpace(v.Value) == "" || len(v.Value) > 64 {
+			return true, fmt.Sprintf("facts_block %q: want the label of a core memory block, at most 64 characters", v.Value)
+		}
+		c.FactsBlock = strings.ToLower(strings.TrimSpace(v.Value))
+	case "keep_turns":
+		return intField(&c.KeepTurns, "the latest turns sent verbatim")
+	case "step_turns":
+		return intField(&c.StepTurns, "the turns the window moves at a time")
+	case "summary_words":
+		return intField(&c.SummaryWords, "the words of a summary")
+	case "observation_tokens":
+		return intField(&c.ObservationTokens, "the tokens of a tool result from which it is masked or digested")
+	case "compact_tokens":
+		return intField(&c.CompactTokens, "the tokens of the conversation from which it is compacted")
+	case "middle_summaries":
+		return intField(&c.MiddleSummaries, "the chunk summaries kept before the oldest are condensed")
+	case "importance_tokens":
+		return intField(&c.ImportanceTokens, "the tokens the conversation may send")
+	default:
+		return false, ""
+	}
+	return true, ""
+}

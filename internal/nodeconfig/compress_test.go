@@ -1,0 +1,94 @@
+package nodeconfig
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/actors"
+)
+
+// An agents file's context section takes the compression fields beside its own;
+// they reach the node's agent as actors.Compression, and a bad one names its line.
+func TestAgentsFileCompression(t *testing.T) {
+	f, err := ParseAgents("agents.yaml", []byte(`agents:
+  chat:
+    context:
+      window: 32000
+      compression: summary+mask
+      keep_turns: 6
+      step_turns: 2
+      summary_model: none
+      facts_block: Facts
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.NodeAgents()[0].Context.Compression
+	want := actors.Compression{Strategy: "summary+mask", Window: 6, Step: 2, Model: actors.NoSummaryModel, MemoryBlock: "facts"}
+	if got != want {
+		t.Fatalf("compression %+v, want %+v", got, want)
+	}
+	for _, c := range []struct{ body, want string }{
+		{"compression: zip", `line 4: agent "chat": context: unknown compression "zip" in "zip": want one of window, summary`},
+		{"compression: summary+window", `line 4: agent "chat": context: compression "summary+window": at most one of window, summary`},
+		{"keep_turns: 0", `line 4: agent "chat": context: keep_turns "0": want the latest turns sent verbatim`},
+		{"summary_words: many", `line 4: agent "chat": context: summary_words "many"`},
+		{"compresion: summary", `line 4: agent "chat": context: unknown field "compresion": the fields are window, reserved_output, history_turns, compression, keep_turns`},
+	} {
+		_, err := ParseAgents("agents.yaml", []byte("agents:\n  chat:\n    context:\n      "+c.body+"\n"))
+		var fe *AgentsFileError
+		if !errors.As(err, &fe) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: error %v, want one containing %q", c.body, err, c.want)
+		}
+	}
+}
+
+// The configuration file's context section takes them too, for the default agent.
+func TestConfigFileCompression(t *testing.T) {
+	path := t.TempDir() + "/troupe.json"
+	if err := os.WriteFile(path, []byte(`{"context": {"compression": "mask", "observation_tokens": 300}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fc, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fc.Context.Options().Compression; got != (actors.Compression{Strategy: "mask", ObservationTokens: 300}) {
+		t.Fatalf("compression %+v", got)
+	}
+	if err := os.WriteFile(path, []byte(`{"context": {"compression": "zip"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), `unknown compression "zip"`) {
+		t.Fatalf("a bad strategy: %v", err)
+	}
+}
+
+// An agent's summary_model is resolved like its model: the node serves it as a
+// chain of one, and the agent's compression names it.
+func TestAgentsFileSummaryModel(t *testing.T) {
+	f, err := ParseAgents("agents.yaml", []byte("agents:\n  chat:\n    context:\n      compression: summary\n      summary_model: offline\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ResolveModels(context.Background(), nil, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	na := f.NodeAgents()[0]
+	if na.SummaryModel == nil || na.SummaryModel.Name() != "offline" || na.Context.Compression.Model != "offline" {
+		t.Fatalf("summary model %v, compression %+v", na.SummaryModel, na.Context.Compression)
+	}
+	if _, err := ParseAgents("agents.yaml", []byte("agents:\n  chat:\n    context:\n      summary_model: auto\n")); err == nil || !strings.Contains(err.Error(), "line 4") {
+		t.Fatalf("summary_model auto: %v, want an error on line 4", err)
+	}
+	path := t.TempDir() + "/troupe.json"
+	if err := os.WriteFile(path, []byte(`{"context": {"compression": "summary", "summary_model": "openai:gpt-4o-mini"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "takes none only") {
+		t.Fatalf("a configuration file's summary model: %v", err)
+	}
+}
