@@ -49,6 +49,11 @@ const (
 	DefaultRecall   = 5
 )
 
+// GatherOff is a node's setting of ContextOptions.Evidence, Recall or Notes that
+// gathers none of it, where 0 would take the node's default (package node). The
+// session gathers nothing for any number that is not above 0.
+const GatherOff = -1
+
 // ContextSources are the tools a task's gathered context comes from: the agent's
 // own tools, called for it (tools.Call.Agent), so that a knowledge base or a
 // namespace left empty is the tool's default for the agent. A source whose tool
