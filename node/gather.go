@@ -92,3 +92,23 @@ func (c Config) resolveGather(a *actors.Agent, base, namespace string, own actor
 		"notes (the node's notes tool among its tools)")
 	return err
 }
+
+// CheckGather reports a named agent (of Config.Agents) whose context settings
+// gather from a source it does not have: evidence without a knowledge base and the
+// rag tool, recall without the memory tool, notes without the notes tool.
+func (c Config) CheckGather(name string) error {
+	i := slices.IndexFunc(c.Agents, func(na NamedAgent) bool { return na.Name == name })
+	if i < 0 {
+		return fmt.Errorf("node: no agent %q", name)
+	}
+	na := c.Agents[i]
+	def, err := c.Agent()
+	if err != nil {
+		return err
+	}
+	a := actors.Agent{Name: na.Name, Tools: def.Tools}
+	if na.Tools != nil {
+		a.Tools = slices.DeleteFunc(slices.Clone(def.Tools), func(s messages.ToolSpec) bool { return !slices.Contains(na.Tools, s.Name) })
+	}
+	return c.resolveGather(&a, na.Knowledge, na.MemoryNamespace, na.Context, false)
+}
