@@ -166,5 +166,24 @@ func TestShowPrintsTheRetrievalsUnderTheirPurpose(t *testing.T) {
 	}
 	if code, out, errs := replay(t, "verify", id, "--data", dir, "--config", config); code != 0 {
 		t.Fatalf("verify with the recorded settings: %d %s %s", code, out, errs)
+	}	// A fork after the retrieval reuses its recorded result: it retrieves nothing
+	// again, and verifies.
+	if code, out, errs := replay(t, "fork", id, "--at", "3", "--session", id+"-fork", "--data", dir, "--config", config, "--model", "offline"); code != 0 {
+		t.Fatalf("fork: %d\n%s\n%s", code, out, errs)
+	}
+	child := readAll(t, dir)[id+"-fork"]
+	retrievals := 0
+	for _, e := range child {
+		if p, _ := e.Decode(); p != nil {
+			if r, ok := p.(*messages.ToolCallRequested); ok && r.Purpose == actors.PurposeNotes {
+				retrievals++
+			}
+		}
+	}
+	if retrievals != 1 || child[len(child)-1].Type != messages.TypeTaskCompleted {
+		t.Fatalf("the fork: %d retrievals, events %v", retrievals, child)
+	}
+	if code, out, errs := replay(t, "verify", id+"-fork", "--data", dir, "--config", config); code != 0 {
+		t.Fatalf("verify the fork: %d %s %s", code, out, errs)
 	}
 }
