@@ -597,29 +597,39 @@ wait:
 	}
 	// The task first gathered its evidence from the agent's base: one search with
 	// its input, answered in JSON, whose chunks the first model call was sent.
-	results := answers(events)
-	if len(results) != 5 {
-		t.Fatalf("tool results %q; want the evidence and four", results)
-	}
 	var gathered node.KBHitsJSON
-	if err := json.Unmarshal([]byte(results[0]), &gathered); err != nil || gathered.KB != "handbook" || len(gathered.Hits) == 0 ||
-		gathered.Hits[0].Source != "limits.md" || gathered.Hits[0].ChunkID == "" {
-		t.Fatalf("the evidence: %v %.300s", err, results[0])
-	}
 	var first *messages.ModelRequested
 	for _, e := range events {
-		if p, _ := e.Decode(); first == nil && e.Type == messages.TypeModelRequested {
-			first = p.(*messages.ModelRequested)
-		} else if r, ok := p.(*messages.ToolCallRequested); ok && first == nil && r.Purpose != actors.PurposeEvidence {
-			t.Fatalf("a call before the first model call: %+v", r)
+		p, _ := e.Decode()
+		switch p := p.(type) {
+		case *messages.ModelRequested:
+			if first == nil {
+				first = p
+			}
+		case *messages.ToolCallRequested:
+			if first == nil && p.Purpose != actors.PurposeEvidence {
+				t.Fatalf("a call before the first model call: %+v", p)
+			}
+		case *messages.ToolCallCompleted:
+			if first == nil {
+				if err := json.Unmarshal([]byte(p.Result), &gathered); err != nil {
+					t.Fatalf("the evidence: %v %.300s", err, p.Result)
+				}
+			}
 		}
+	}
+	if gathered.KB != "handbook" || len(gathered.Hits) == 0 || gathered.Hits[0].Source != "limits.md" || gathered.Hits[0].ChunkID == "" {
+		t.Fatalf("the evidence: %+v", gathered)
 	}
 	if first == nil || first.Context == nil || !slices.ContainsFunc(first.Context.Kept, func(it messages.ContextItem) bool {
 		return it.ID == "evidence/"+gathered.Hits[0].ChunkID
 	}) {
 		t.Fatalf("the first model call's context lacks the evidence: %+v", first)
 	}
-	results = results[1:]
+	results := answers(events)
+	if len(results) != 4 {
+		t.Fatalf("tool results %q; want four", results)
+	}
 	if !strings.HasPrefix(results[0], "notes/agent.md added in knowledge base handbook: 1 chunks") {
 		t.Fatalf("the add answered %q", results[0])
 	}
