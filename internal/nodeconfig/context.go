@@ -42,7 +42,7 @@ type ContextFile struct {
 }
 
 // contextFieldNames are the fields of a context section.
-var contextFieldNames = append([]string{"window", "reserved_output", "history_turns", "evidence", "recall", "notes"}, compressionFieldNames...)
+var contextFieldNames = append(append([]string{"window", "reserved_output", "history_turns"}, compressionFieldNames...), "evidence", "recall", "notes")
 
 // Options returns the section as actors takes it: an absent gathering number 0
 // (the default), a 0 actors.GatherOff.
