@@ -166,7 +166,8 @@ func TestShowPrintsTheRetrievalsUnderTheirPurpose(t *testing.T) {
 	}
 	if code, out, errs := replay(t, "verify", id, "--data", dir, "--config", config); code != 0 {
 		t.Fatalf("verify with the recorded settings: %d %s %s", code, out, errs)
-	} // A fork after the retrieval reuses its recorded result: it retrieves nothing
+	}
+	// A fork after the retrieval reuses its recorded result: it retrieves nothing
 	// again, and verifies.
 	if code, out, errs := replay(t, "fork", id, "--at", "3", "--session", id+"-fork", "--data", dir, "--config", config, "--model", "offline"); code != 0 {
 		t.Fatalf("fork: %d\n%s\n%s", code, out, errs)
