@@ -354,3 +354,54 @@ func TestNoGatheringWithoutSettings(t *testing.T) {
 		t.Fatalf("events: %s", got)
 	}
 }
+
+// Notes found by the notes tool's search are State items "note/<id>", best
+// first; a result that is not the tool's is noted in the report and sends
+// nothing. The state alone decides it, from the recorded results.
+func TestGatheredNotesAndAnUnreadableResult(t *testing.T) {
+	agent := actors.Agent{Model: "m", Tools: []messages.ToolSpec{{Name: "notes_search"}, {Name: "memory"}},
+		Context: actors.ContextOptions{Notes: 2, Recall: 3},
+		Sources: actors.ContextSources{NotesTool: "notes", NotesExpanded: true, MemoryTool: "memory"}}
+	st := actors.NewSessionState("s")
+	add := func(p messages.Payload) {
+		t.Helper()
+		if err := st.Apply(env(t, p, "s", st.LastSeq+1, "t")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(&messages.TaskSubmitted{Input: "Book the usual hotel"})
+	var reqs []*messages.ToolCallRequested
+	for range 2 {
+		r, ok := st.Decide(agent, st.LastSeq+1, 0).Payload.(*messages.ToolCallRequested)
+		if !ok {
+			t.Fatal("no retrieval decided")
+		}
+		add(r)
+		reqs = append(reqs, r)
+	}
+	if reqs[0].Purpose != actors.PurposeRecall || reqs[1].Purpose != actors.PurposeNotes || reqs[1].Tool != "notes_search" ||
+		reqs[1].Arguments != `{"query":"Book the usual hotel","limit":2}` {
+		t.Fatalf("retrievals %+v %+v", reqs[0], reqs[1])
+	}
+	add(&messages.ToolCallCompleted{Key: reqs[1].Key, CallID: reqs[1].CallID, Tool: reqs[1].Tool,
+		Result: `{"notes":[{"id":"n2","type":"preference","tags":["travel"],"body":"Hotel Astoria, a room facing the yard."},{"id":"n1","type":"fact","body":"Trips are booked on Fridays."}],"matched":2}`})
+	if d := st.Decide(agent, st.LastSeq+1, 0); d != nil {
+		t.Fatalf("decided %T with the recall unanswered", d.Payload)
+	}
+	add(&messages.ToolCallCompleted{Key: reqs[0].Key, CallID: reqs[0].CallID, Tool: reqs[0].Tool, Result: "I found nothing."})
+	mr, ok := st.Decide(agent, st.LastSeq+1, 0).Payload.(*messages.ModelRequested)
+	if !ok || mr.Step != 1 {
+		t.Fatalf("want the first model call, step 1: %+v", mr)
+	}
+	if got := keptOf(mr.Context, "note"); !slices.Equal(got, []string{"note/n2", "note/n1"}) {
+		t.Fatalf("notes kept %v", got)
+	}
+	if len(mr.Context.Notes) != 1 || !strings.Contains(mr.Context.Notes[0], "recall: memory's result could not be read") {
+		t.Fatalf("report notes %q", mr.Context.Notes)
+	}
+	add(mr)
+	msgs := st.Request(agent).Messages
+	if b := msgs[len(msgs)-1].Content; !strings.HasPrefix(b, "<state>\n[note n2, preference, #travel] Hotel Astoria") || !strings.Contains(b, "[note n1, fact] Trips") {
+		t.Fatalf("the briefing: %q", b)
+	}
+}
