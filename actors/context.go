@@ -33,6 +33,11 @@ type ContextOptions struct {
 	HistoryTurns int
 	// Compression keeps a long conversation within the window (compress.go).
 	Compression Compression
+	// Evidence, Recall and Notes are how many document chunks, memories and notes
+	// each task gathers before its first model call from the agent's sources
+	// (Agent.Sources; gather.go): at most MaxEvidence, MaxRecall and MaxNotes; 0
+	// or negative: none (package node resolves its defaults into them).
+	Evidence, Recall, Notes int
 }
 
 // Bounds of ContextOptions.
@@ -70,6 +75,9 @@ func (o ContextOptions) ValidateFields() error {
 	}
 	if o.HistoryTurns > MaxHistoryTurns {
 		return fmt.Errorf("context history turns %d is out of range: want 1 to %d, or negative for all (0: %d)", o.HistoryTurns, MaxHistoryTurns, pctx.DefaultHistoryTurns)
+	}
+	if err := o.validateGather(); err != nil {
+		return err
 	}
 	return o.Compression.Validate()
 }
@@ -183,6 +191,7 @@ type contextKey struct {
 	opts     ContextOptions
 	specs    *messages.ToolSpec
 	nspecs   int
+	gathered int // the task's gathered items and notes (gather.go)
 }
 
 // turnTokens returns the tokens of history message i, counted once.
@@ -271,7 +280,7 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 		key.specs = &specs[0]
 	}
 	if t != nil {
-		key.task = t.ID
+		key.task, key.gathered = t.ID, t.gather.size()
 	}
 	if l := &s.ctx.last; l.ok && l.key == key {
 		return l.msgs, specs, l.report
@@ -295,6 +304,10 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 		}
 	}
 	items = s.appendConversation(a, items, start)
+	var notes []string
+	if t != nil {
+		items, notes = t.gather.appendItems(items)
+	}
 	b := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}
 	c, err := b.Build(items)
 	s.ctx.items = items
@@ -303,6 +316,7 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 		panic("actors: building a context: " + err.Error())
 	}
 	msgs, report := c.Messages(), &c.Report
+	report.Notes = notes
 	s.ctx.last.ok, s.ctx.last.key, s.ctx.last.msgs, s.ctx.last.report = true, key, msgs, report
 	return msgs, specs, report
 }

@@ -84,8 +84,11 @@ type Agent struct {
 	// was requested; 0 waits for ever.
 	ApprovalTimeout time.Duration
 	// Context bounds what each model call is sent (context.go): the window, the
-	// tokens reserved for the answer, the conversation's messages considered.
+	// tokens reserved for the answer, the conversation's messages considered, and
+	// what each task gathers for it from Sources (gather.go).
 	Context ContextOptions
+	// Sources are the tools a task's gathered context comes from (gather.go).
+	Sources ContextSources
 }
 
 // Agents are the agents a session runs: Default for a task that names none (or
@@ -266,6 +269,8 @@ type taskState struct {
 	loop loopState
 	// start is where the task's input is in the session's conversation.
 	start int
+	// gather is the task's gathered context (gather.go).
+	gather gatherState
 }
 
 // SessionState is a session folded from its events. The zero value is not usable:
@@ -403,6 +408,7 @@ func (s *SessionState) apply(e messages.Envelope, p messages.Payload) error {
 	if err := s.applyLoop(e, p); err != nil {
 		return err
 	}
+	s.foldGather(e, p)
 	s.foldRun(e, p)
 	s.foldCompression(e, p)
 	return nil
@@ -580,6 +586,10 @@ func (s *SessionState) DecideAmong(as Agents, nextSeq uint64, nowUS int64) *Deci
 	}
 	if t.Spec.DeadlineUS > 0 && nowUS >= t.Spec.DeadlineUS {
 		return d(&messages.TaskFailed{Reason: messages.ReasonDeadline, Error: "the task's deadline passed", Steps: t.Steps, Usage: t.Usage}, t.ID)
+	}
+	// Before its first move, the task gathers its context (gather.go).
+	if dec, wait := s.decideGather(a, t, nextSeq); dec != nil || wait {
+		return dec
 	}
 	if a.Paradigm != nil {
 		return s.decideParadigm(a, t, nextSeq, nowUS)

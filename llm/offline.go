@@ -94,7 +94,7 @@ func (Offline) generate(ctx context.Context, req Request) (Response, error) {
 	}
 	last := -1
 	for i, m := range req.Messages {
-		if m.Role == messages.RoleUser {
+		if m.Role == messages.RoleUser && !isBriefing(m) {
 			last = i
 		}
 	}
@@ -269,7 +269,7 @@ func reactTools(msgs []messages.ChatMessage) ([]string, bool) {
 func offlineReAct(req Request, tools []string) Response {
 	last := -1
 	for i, m := range req.Messages {
-		if m.Role == messages.RoleUser && !strings.HasPrefix(m.Content, reactObservation) {
+		if m.Role == messages.RoleUser && !strings.HasPrefix(m.Content, reactObservation) && !isBriefing(m) {
 			last = i
 		}
 	}
@@ -333,4 +333,20 @@ func offlinePurpose(purpose, input string) (messages.ChatMessage, bool) {
 			`"do_instead": "Break the task into arithmetic, time or echo steps the tools can do, or run it on a real language model."}`)
 	}
 	return messages.ChatMessage{}, false
+}
+
+// isBriefing reports whether m is a context's closing briefing: the items a
+// context builder sends after the conversation (gathered evidence, memories,
+// notes), each section in its tags (pipelines/context). It is nobody's turn: the
+// task and the tools' results are before it.
+func isBriefing(m messages.ChatMessage) bool {
+	if m.Role != messages.RoleUser {
+		return false
+	}
+	for _, tag := range []string{"<task>\n", "<state>\n", "<evidence>\n", "<output>\n"} {
+		if strings.HasPrefix(m.Content, tag) {
+			return true
+		}
+	}
+	return false
 }

@@ -38,6 +38,9 @@ type ContextReport struct {
 	// more of the context, lowest value first (pipelines/context Options.Summarize):
 	// what the builder would summarise, had it a model. Empty otherwise.
 	Summarize []string `json:"summarize,omitempty"`
+	// Notes are what the caller says of the candidates it gathered: a retrieval
+	// that failed, and that the context goes without its items.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // ContextItem is one candidate of a context in a ContextReport.

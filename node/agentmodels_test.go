@@ -142,7 +142,9 @@ func (memoryAddModel) Generate(_ context.Context, r llm.Request) (llm.Response, 
 // memory tool writes to its namespace, its tool says which, and its tasks carry its
 // namespace's core blocks; the node's agent keeps the node's namespace.
 func TestAgentsKeepSeparateMemories(t *testing.T) {
-	cfg := node.Config{Model: memoryAddModel{}, Memory: &memory.Config{},
+	// The model writes the latest message: the agents recall nothing first, which
+	// would put a briefing after the task.
+	cfg := node.Config{Model: memoryAddModel{}, Memory: &memory.Config{}, Context: actors.ContextOptions{Recall: actors.GatherOff},
 		MemoryTool: &memory.ToolConfig{Namespace: "agent:default", Namespaces: []string{"user:alice", "agent:b"}},
 		Agents: []node.NamedAgent{
 			{Name: "a", MemoryNamespace: "agent:a"},

@@ -393,6 +393,7 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 			// One call, no tools: nor the skills' section that tells of them.
 			a.SingleCall, a.SystemPrompt = true, cmp.Or(na.SystemPrompt, c.SystemPrompt)
 			a.Tools, a.Disclosure, a.Catalog, a.Chains = nil, nil, nil, nil
+			a.Sources, a.Context.Evidence, a.Context.Recall, a.Context.Notes = actors.ContextSources{}, 0, 0, 0
 			named[na.Name] = a
 			continue
 		}
@@ -433,6 +434,9 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 			if a.Disclosure != nil {
 				a.Disclosure = agentDisclosure{ToolDisclosure: a.Disclosure, own: own}
 			}
+		}
+		if err := c.resolveGather(&a, na.Knowledge, na.MemoryNamespace, na.Context, false); err != nil {
+			return nil, err
 		}
 		if a.Paradigm, err = c.paradigm(na, a); err != nil {
 			return nil, err
@@ -629,6 +633,8 @@ func (c Config) teamAgent(def actors.Agent, na NamedAgent, reg *tools.Registry) 
 	}
 	a.Tools = reg.Specs()[i : i+1]
 	a.Disclosure, a.Catalog, a.Chains, a.Protocol = nil, nil, nil, ""
+	// A team gathers nothing: its members do, each for its own work.
+	a.Sources, a.Context.Evidence, a.Context.Recall, a.Context.Notes = actors.ContextSources{}, 0, 0, 0
 	return a, nil
 }
 

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/knowledge"
@@ -593,6 +594,37 @@ wait:
 	events, err := k.n.Log().Read(context.Background(), "rag-1", 1)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The task first gathered its evidence from the agent's base: one search with
+	// its input, answered in JSON, whose chunks the first model call was sent.
+	var gathered node.KBHitsJSON
+	var first *messages.ModelRequested
+	for _, e := range events {
+		p, _ := e.Decode()
+		switch p := p.(type) {
+		case *messages.ModelRequested:
+			if first == nil {
+				first = p
+			}
+		case *messages.ToolCallRequested:
+			if first == nil && p.Purpose != actors.PurposeEvidence {
+				t.Fatalf("a call before the first model call: %+v", p)
+			}
+		case *messages.ToolCallCompleted:
+			if first == nil {
+				if err := json.Unmarshal([]byte(p.Result), &gathered); err != nil {
+					t.Fatalf("the evidence: %v %.300s", err, p.Result)
+				}
+			}
+		}
+	}
+	if gathered.KB != "handbook" || len(gathered.Hits) == 0 || gathered.Hits[0].Source != "limits.md" || gathered.Hits[0].ChunkID == "" {
+		t.Fatalf("the evidence: %+v", gathered)
+	}
+	if first == nil || first.Context == nil || !slices.ContainsFunc(first.Context.Kept, func(it messages.ContextItem) bool {
+		return it.ID == "evidence/"+gathered.Hits[0].ChunkID
+	}) {
+		t.Fatalf("the first model call's context lacks the evidence: %+v", first)
 	}
 	results := answers(events)
 	if len(results) != 4 {

@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -68,6 +69,9 @@ type (
 		Query string `json:"query" jsonschema:"What to look for: words, names, identifiers or a question" tool:"minLength=1"`
 		Limit int    `json:"limit,omitempty" jsonschema:"At most this many passages (default 5)" tool:"minimum=1,maximum=20"`
 		Mode  string `json:"mode,omitempty" jsonschema:"hybrid (default: by meaning and by words), vector (by meaning) or bm25 (by words)" tool:"enum=hybrid|vector|bm25"`
+		// Format json is for programs (a session gathering a task's evidence): the
+		// hits as KBHitsJSON.
+		Format string `json:"format,omitempty" jsonschema:"text (default) or json" tool:"enum=text|json"`
 	}
 	ragAskArgs struct {
 		KB       string `json:"kb,omitempty" jsonschema:"The knowledge base to ask (default: the agent's own)"`
@@ -223,7 +227,20 @@ func (t *ragTool) search(ctx context.Context, a ragSearchArgs) (string, error) {
 	if err != nil {
 		return "", t.fault(err)
 	}
+	if a.Format == "json" {
+		out, err := json.Marshal(KBHitsJSON{KB: b.Name(), Query: a.Query, Hits: res.Hits})
+		return string(out), err
+	}
 	return FormatKBHits(b.Name(), a.Query, res.Hits), nil
+}
+
+// KBHitsJSON is the rag tool's search asked for "format": "json": the knowledge
+// base, the query and its hits, best first (each with its chunk_id, source,
+// heading_path, content and score; its citation label is [source > heading_path]).
+type KBHitsJSON struct {
+	KB    string          `json:"kb"`
+	Query string          `json:"query"`
+	Hits  []knowledge.Hit `json:"hits"`
 }
 
 func (t *ragTool) ask(ctx context.Context, a ragAskArgs) (string, error) {

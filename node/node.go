@@ -458,6 +458,9 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 	if strategy != disclosure.All {
 		agent.Disclosure = d
 	}
+	if err := c.resolveGather(&agent, "", "", c.Context, true); err != nil {
+		return actors.Agent{}, nil, err
+	}
 	// A session runs the chains among the tools step by step (actors/chain.go).
 	for _, name := range reg.Names() {
 		if t, _ := reg.Get(name); t != nil {

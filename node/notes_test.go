@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -18,17 +19,25 @@ import (
 	"github.com/troupe-run/troupe/tools/notes"
 )
 
-// answers returns what each tool call of a session's events answered.
+// answers returns what each tool call of a session's events answered, the calls
+// that gather a task's context (actors/gather.go) aside.
 func answers(events []messages.Envelope) []string {
 	var out []string
+	gathering := map[string]bool{} // the keys of the calls that gather a task's context
 	for _, e := range events {
-		if e.Type != messages.TypeToolCallCompleted {
+		p, err := e.Decode()
+		if err != nil {
 			continue
 		}
-		p, err := e.Decode()
-		if err == nil {
-			c := p.(*messages.ToolCallCompleted)
-			out = append(out, c.Result+c.Error)
+		switch p := p.(type) {
+		case *messages.ToolCallRequested:
+			if p.Purpose == actors.PurposeEvidence || p.Purpose == actors.PurposeRecall || p.Purpose == actors.PurposeNotes {
+				gathering[p.Key] = true
+			}
+		case *messages.ToolCallCompleted:
+			if !gathering[p.Key] {
+				out = append(out, p.Result+p.Error)
+			}
 		}
 	}
 	return out

@@ -55,4 +55,7 @@ func renderContext(w io.Writer, r *messages.ContextReport, indent string) {
 	if len(r.Summarize) > 0 {
 		fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%s  to summarise: %s\n", indent, strings.Join(r.Summarize, ", "))))
 	}
+	for _, n := range r.Notes {
+		fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("%s  note: %s\n", indent, n)))
+	}
 }

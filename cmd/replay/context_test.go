@@ -14,6 +14,7 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools/notes"
 )
 
 // TestShowPrintsEachModelCallsContext records a session under a context window of
@@ -131,5 +132,59 @@ func TestShowOfAnOldSessionHasNoContext(t *testing.T) {
 	}
 	if code, out, _ := replay(t, "verify", "rec-1795995525076202836", "--data", dir); code != 0 {
 		t.Fatalf("verify: %s", out)
+	}
+}
+
+// TestShowPrintsTheRetrievalsUnderTheirPurpose records a session whose agent
+// gathers its notes before its first model call: show prints the retrieval under
+// its purpose, the notes kept in the context, and verify, with the same settings,
+// finds the session deterministic.
+func TestShowPrintsTheRetrievalsUnderTheirPurpose(t *testing.T) {
+	dir := t.TempDir()
+	n, err := node.New(context.Background(), node.Config{DataDir: dir, Notes: &notes.Config{}, Context: actors.ContextOptions{Notes: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := fmt.Sprintf("gather-%d", time.Now().UnixNano())
+	nodetest.Run(t, n, id, "What is 12 * (7 + 5)?")
+	stop()
+
+	code, out, errs := replay(t, "show", id, "--data", dir)
+	if code != 0 {
+		t.Fatalf("show: %d %s", code, errs)
+	}
+	if !strings.Contains(out, `notes gather/notes: notes({"op":"search","args":{"query":"What is 12 * (7 + 5)?","limit":3}})`) {
+		t.Errorf("show lacks the retrieval under its purpose:\n%s", out)
+	}
+	config := filepath.Join(t.TempDir(), "node.json")
+	if err := os.WriteFile(config, []byte(`{"context": {"notes": 3}, "tools": {"notes": {}}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := replay(t, "verify", id, "--data", dir, "--config", config); code != 0 {
+		t.Fatalf("verify with the recorded settings: %d %s %s", code, out, errs)
+	}
+	// A fork after the retrieval reuses its recorded result: it retrieves nothing
+	// again, and verifies.
+	if code, out, errs := replay(t, "fork", id, "--at", "3", "--session", id+"-fork", "--data", dir, "--config", config, "--model", "offline"); code != 0 {
+		t.Fatalf("fork: %d\n%s\n%s", code, out, errs)
+	}
+	child := readAll(t, dir)[id+"-fork"]
+	retrievals := 0
+	for _, e := range child {
+		if p, _ := e.Decode(); p != nil {
+			if r, ok := p.(*messages.ToolCallRequested); ok && r.Purpose == actors.PurposeNotes {
+				retrievals++
+			}
+		}
+	}
+	if retrievals != 1 || child[len(child)-1].Type != messages.TypeTaskCompleted {
+		t.Fatalf("the fork: %d retrievals, events %v", retrievals, child)
+	}
+	if code, out, errs := replay(t, "verify", id+"-fork", "--data", dir, "--config", config); code != 0 {
+		t.Fatalf("verify the fork: %d %s %s", code, out, errs)
 	}
 }

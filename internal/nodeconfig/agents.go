@@ -115,6 +115,8 @@ type DeclaredAgent struct {
 	fallbackLines []int
 	memoryLine    int
 	knowledgeLine int
+	// gatherLine is the line of its context section's latest gathering number.
+	gatherLine int
 	// model and fallbacks are the resolved models (ResolveModels).
 	model     llm.Model
 	fallbacks []llm.Model
@@ -878,6 +880,9 @@ func (f AgentsFile) CheckNodeTools(cfg node.Config) error {
 	}
 	// With the file's agents, the node has the delegate tool too (sub-agents).
 	cfg.Agents = f.NodeAgents()
+	if err := f.checkGather(cfg); err != nil {
+		return err
+	}
 	def, err := cfg.Agent()
 	if err != nil {
 		return err
@@ -910,6 +915,21 @@ func (f AgentsFile) checkLessons(cfg node.Config) error {
 		}
 		if a.Tools != nil && !slices.Contains(a.Tools, tool) {
 			return &AgentsFileError{Path: f.Path, Line: a.toolsLine, Msg: fmt.Sprintf("agent %q: the reflexion paradigm keeps its lessons with the memory tool: add %s to its tools", a.Name, tool)}
+		}
+	}
+	return nil
+}
+
+// checkGather reports an agent whose context section gathers from a source the
+// agent does not have (a knowledge base with the rag tool, the memory tool, the
+// notes tool), at the line of the setting (cfg.Agents are the file's agents).
+func (f AgentsFile) checkGather(cfg node.Config) error {
+	for _, a := range f.Agents {
+		if a.gatherLine == 0 {
+			continue
+		}
+		if err := cfg.CheckGather(a.Name); err != nil {
+			return &AgentsFileError{Path: f.Path, Line: a.gatherLine, Msg: strings.TrimPrefix(err.Error(), "node: ")}
 		}
 	}
 	return nil

@@ -19,8 +19,14 @@ import (
 //	      window: 32000          # the model's context window, in tokens
 //	      reserved_output: 2000  # tokens kept for its answer
 //	      history_turns: 40      # latest conversation messages considered; "all" for every one
+//	      evidence: 5            # chunks of its knowledge base retrieved for each task (0: none)
+//	      recall: 5              # memories of its namespace recalled for each task (0: none)
+//	      notes: 3               # its notes found for each task (0: none)
 //
-// Absent, a field is the default: actors.ContextOptions' zero value.
+// Absent, a field is the default: actors.ContextOptions' zero value; for
+// evidence, recall and notes the node's (package node: 5 chunks for an agent with
+// a knowledge base and the rag tool, 5 memories for one with the memory tool, no
+// notes). A task gathers them before its first model call (actors/gather.go).
 type ContextFile struct {
 	Window         int `json:"window,omitempty"`
 	ReservedOutput int `json:"reserved_output,omitempty"`
@@ -28,19 +34,53 @@ type ContextFile struct {
 	HistoryTurns int `json:"history_turns,omitempty"`
 	// CompressionFile is the conversation compression (compress.go).
 	CompressionFile
+	// Evidence, Recall and Notes are how many items of each source a task
+	// gathers; nil: the default, 0: none.
+	Evidence *int `json:"evidence,omitempty"`
+	Recall   *int `json:"recall,omitempty"`
+	Notes    *int `json:"notes,omitempty"`
 }
 
 // contextFieldNames are the fields of a context section.
-var contextFieldNames = append([]string{"window", "reserved_output", "history_turns"}, compressionFieldNames...)
+var contextFieldNames = append(append([]string{"window", "reserved_output", "history_turns"}, compressionFieldNames...), "evidence", "recall", "notes")
 
-// Options returns the section as actors takes it.
+// Options returns the section as actors takes it: an absent gathering number 0
+// (the default), a 0 actors.GatherOff.
 func (c ContextFile) Options() actors.ContextOptions {
+	gather := func(n *int) int {
+		switch {
+		case n == nil:
+			return 0
+		case *n <= 0:
+			return actors.GatherOff
+		}
+		return *n
+	}
 	return actors.ContextOptions{Window: c.Window, ReservedOutput: c.ReservedOutput, HistoryTurns: c.HistoryTurns,
-		Compression: c.Compression()}
+		Compression: c.Compression(), Evidence: gather(c.Evidence), Recall: gather(c.Recall), Notes: gather(c.Notes)}
+}
+
+// validateGather reports the section's gathering numbers out of range.
+func (c ContextFile) validateGather() error {
+	for _, f := range []struct {
+		name   string
+		n      *int
+		max    int
+		source string
+	}{{"evidence", c.Evidence, actors.MaxEvidence, "chunks of the knowledge base"}, {"recall", c.Recall, actors.MaxRecall, "memories"},
+		{"notes", c.Notes, actors.MaxNotes, "notes"}} {
+		if f.n != nil && (*f.n < 0 || *f.n > f.max) {
+			return fmt.Errorf("%s %d: want the %s gathered for each task, an integer from 0 (none) to %d", f.name, *f.n, f.source, f.max)
+		}
+	}
+	return nil
 }
 
 // validateContext reports the configuration file's context section out of range.
 func (fc File) validateContext() []error {
+	if err := fc.Context.validateGather(); err != nil {
+		return []error{fmt.Errorf("context: %w", err)}
+	}
 	if err := fc.Context.Options().Validate(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
@@ -89,6 +129,16 @@ func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
 			default:
 				c.HistoryTurns = n
 			}
+		case "evidence", "recall", "notes":
+			p := map[string]**int{"evidence": &c.Evidence, "recall": &c.Recall, "notes": &c.Notes}[k.Value]
+			*p = &n
+			if err := c.validateGather(); err != nil || !isInt {
+				if err == nil {
+					err = fmt.Errorf("%s %q: want an integer", k.Value, fv.Value)
+				}
+				return fail(fv.Line, "%v", err)
+			}
+			a.gatherLine = fv.Line
 		default:
 			if ok, problem := parseCompressionField(&c.CompressionFile, k, fv); ok {
 				if problem != "" {

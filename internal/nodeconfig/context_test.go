@@ -105,3 +105,72 @@ func TestConfigFileContext(t *testing.T) {
 		}
 	}
 }
+
+// An agent's context section sets what its tasks gather (0: none; absent: the
+// node's default); a number out of range, or for a source the agent does not
+// have, is an error at its line.
+func TestParseAgentsContextGather(t *testing.T) {
+	f, err := ParseAgents("agents.yaml", []byte(`agents:
+  reader:
+    knowledge: papers
+    context: {evidence: 8, recall: 0, notes: 3}
+  plain:
+    tools: [calculator]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]actors.ContextOptions{}
+	for _, a := range f.NodeAgents() {
+		got[a.Name] = a.Context
+	}
+	if got["reader"] != (actors.ContextOptions{Evidence: 8, Recall: actors.GatherOff, Notes: 3}) || got["plain"] != (actors.ContextOptions{}) {
+		t.Fatalf("agents run with %+v", got)
+	}
+	for _, c := range []struct {
+		file string
+		line int
+		want string
+	}{
+		{"agents:\n  a:\n    context:\n      evidence: 50\n", 4, "evidence 50: want the chunks of the knowledge base gathered for each task, an integer from 0 (none) to 20"},
+		{"agents:\n  a:\n    context:\n      recall: -1\n", 4, "recall -1: want the memories gathered"},
+		{"agents:\n  a:\n    context:\n      notes: some\n", 4, `notes "some": want an integer`},
+	} {
+		_, err := ParseAgents("agents.yaml", []byte(c.file))
+		var fe *AgentsFileError
+		if !errors.As(err, &fe) || fe.Line != c.line || !strings.Contains(fe.Msg, c.want) {
+			t.Errorf("%q: err = %v, want line %d and %q", c.file, err, c.line, c.want)
+		}
+	}
+	// Evidence for an agent without a knowledge base to search.
+	f, err = ParseAgents("agents.yaml", []byte("agents:\n  a:\n    tools: [calculator]\n    context:\n      window: 8000\n      evidence: 3\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.CheckNodeTools(node.Config{})
+	var fe *AgentsFileError
+	if !errors.As(err, &fe) || fe.Line != 6 || !strings.Contains(fe.Msg, `agent "a": context evidence 3: the agent has no knowledge base`) {
+		t.Fatalf("err = %v, want line 6 and the reason", err)
+	}
+}
+
+// The configuration file's context section sets the node's gathering defaults.
+func TestConfigFileContextGather(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "troupe.json")
+	if err := os.WriteFile(path, []byte(`{"context": {"evidence": 0, "recall": 3}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fc, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fc.Context.Options(); got != (actors.ContextOptions{Evidence: actors.GatherOff, Recall: 3}) {
+		t.Fatalf("context %+v", got)
+	}
+	if err := os.WriteFile(path, []byte(`{"context": {"notes": 500}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "context: notes 500: want the notes gathered for each task, an integer from 0 (none) to 100") {
+		t.Fatalf("err = %v", err)
+	}
+}
