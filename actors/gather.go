@@ -186,7 +186,9 @@ func (s *SessionState) decideGather(a Agent, t *taskState, nextSeq uint64) (d *D
 		return nil, false
 	}
 	for _, src := range a.gatherSources(t.Spec.Input) {
-		if g.call(src.purpose) != nil || !a.hasTool(src.tool) {
+		// A tool whose calls wait for a human's approval is not called on the
+		// agent's behalf: the agent may still call it, and wait.
+		if g.call(src.purpose) != nil || !a.hasTool(src.tool) || a.Approvals[src.tool] {
 			continue
 		}
 		return &Decision{Payload: &messages.ToolCallRequested{Key: s.keyAt(nextSeq), CallID: "gather/" + src.purpose, Tool: src.tool,

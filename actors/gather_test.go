@@ -405,3 +405,20 @@ func TestGatheredNotesAndAnUnreadableResult(t *testing.T) {
 		t.Fatalf("the briefing: %q", b)
 	}
 }
+
+// A source whose tool needs a human's approval is not searched before the task:
+// nobody approved that call.
+func TestNoGatheringThroughAToolThatNeedsApproval(t *testing.T) {
+	agent := actors.Agent{Model: "m", Tools: []messages.ToolSpec{{Name: "rag"}, {Name: "memory"}},
+		Context:   actors.ContextOptions{Evidence: 3, Recall: 3},
+		Sources:   actors.ContextSources{KnowledgeTool: "rag", MemoryTool: "memory"},
+		Approvals: map[string]bool{"rag": true}}
+	st := actors.NewSessionState("s")
+	if err := st.Apply(env(t, &messages.TaskSubmitted{Input: "Where is the guide?"}, "s", 1, "t")); err != nil {
+		t.Fatal(err)
+	}
+	r, ok := st.Decide(agent, 2, 0).Payload.(*messages.ToolCallRequested)
+	if !ok || r.Tool != "memory" || r.Purpose != actors.PurposeRecall {
+		t.Fatalf("decided %+v; want the memory search only", st.Decide(agent, 2, 0).Payload)
+	}
+}
