@@ -154,6 +154,9 @@ type Config struct {
 	// Agents are the agents a task may name (Task.Agent) besides "default", the
 	// agent the fields above configure (an agents file's; NamedAgent).
 	Agents []NamedAgent
+	// A2A, when set, serves the node's agents over the A2A protocol in Handler
+	// (node/a2a.go).
+	A2A *A2AConfig
 	// ApprovalTimeout is how long a call of a tool that needs approval
 	// (NamedAgent.Approvals) waits for an answer before the session rejects it, for
 	// the agents that set none (NamedAgent.ApprovalTimeout); 0 waits for ever.

@@ -509,6 +509,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			return 2
 		}
 		logger.Info("model", "name", model.Name(), "why", why)
+		// node serve serves its agents over A2A too (node/a2a.go).
+		cfg.A2A = &node.A2AConfig{}
+		if fc.A2A != nil {
+			cfg.A2A = fc.A2A
+		}
 		return serve(ctx, cfg, fc.MCPServer, attach, *addr, stderr)
 	}
 }
