@@ -325,7 +325,13 @@ func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 	}
 	st := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateCanceled, nil)
 	st.Final = true
-	return q.Write(ctx, st)
+	err := q.Write(ctx, st)
+	if errors.Is(err, eventqueue.ErrQueueClosed) {
+		// The running execution saw the session's task fail as cancelled and
+		// reported the task canceled first.
+		return nil
+	}
+	return err
 }
 
 // messageText joins the text parts of a message (and data parts as JSON).
