@@ -265,10 +265,24 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusOK, req.ID, -32600, `invalid request: want a JSON-RPC 2.0 object with "jsonrpc": "2.0", "method" and "id"`)
 			return
 		}
+		if legacy, ok := v1Methods[*req.Method]; ok {
+			writeRPCError(w, http.StatusOK, req.ID, -32601, fmt.Sprintf("method %q is A2A 1.0's; this server speaks A2A %s JSON-RPC: call %q (with the JS SDK 1.x, enable legacyCompat)", *req.Method, ProtocolVersion, legacy))
+			return
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// v1Methods maps A2A 1.0's JSON-RPC methods to the 0.3 methods served: a 1.0
+// client is told which to call (1.0's wire format differs: enum names, parts
+// without "kind", results wrapped by type).
+var v1Methods = map[string]string{
+	"SendMessage": "message/send", "SendStreamingMessage": "message/stream", "GetTask": "tasks/get",
+	"CancelTask": "tasks/cancel", "SubscribeToTask": "tasks/resubscribe",
+	"CreateTaskPushNotificationConfig": "tasks/pushNotificationConfig/set", "GetTaskPushNotificationConfig": "tasks/pushNotificationConfig/get",
+	"ListTaskPushNotificationConfigs": "tasks/pushNotificationConfig/list", "DeleteTaskPushNotificationConfig": "tasks/pushNotificationConfig/delete",
 }
 
 // PushSender posts a task to the push-notification webhooks set for it, with

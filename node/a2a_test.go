@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"os"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -28,7 +28,9 @@ import (
 // a2aNode starts a node serving A2A over HTTP and returns its base URL.
 func a2aNode(t *testing.T, cfg node.Config) (*node.Node, string) {
 	t.Helper()
-	cfg.A2A = &node.A2AConfig{}
+	if cfg.A2A == nil {
+		cfg.A2A = &node.A2AConfig{}
+	}
 	if testing.Verbose() {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
@@ -283,6 +285,9 @@ func TestA2AHostileRequests(t *testing.T) {
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/explode","params":{}}`); code(out) != -32601 {
 		t.Fatalf("unknown method: %v", out)
 	}
+	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`); code(out) != -32601 || !strings.Contains(out["error"].(map[string]any)["message"].(string), "message/send") {
+		t.Fatalf("A2A 1.0 method: %v", out)
+	}
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`); out["error"] == nil {
 		t.Fatalf("unknown task: %v", out)
 	}
@@ -316,5 +321,40 @@ func TestA2AToolCallsAnotherNodesAgent(t *testing.T) {
 	}
 	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
 		t.Fatalf("caller ended with %s", last.Type)
+	}
+}
+
+func TestA2APushNotificationsReachTheWebhook(t *testing.T) {
+	states := make(chan sdk.TaskState, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var task sdk.Task
+		if err := json.NewDecoder(r.Body).Decode(&task); err == nil && r.Header.Get("X-A2A-Notification-Token") == "secret-token" {
+			states <- task.Status.State
+		}
+	}))
+	defer hook.Close()
+	_, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "pushed"}),
+		A2A: &node.A2AConfig{PushAllow: []string{"127.0.0.1"}}})
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	res, err := client.SendMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("hi"),
+		Config: &sdk.MessageSendConfig{PushConfig: &sdk.PushConfig{URL: hook.URL + "/hook", Token: "secret-token"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	list, err := client.ListTaskPushConfig(context.Background(), &sdk.ListTaskPushConfigParams{TaskID: task.ID})
+	if err != nil || len(list) != 1 || list[0].Config.URL != hook.URL+"/hook" {
+		t.Fatalf("pushNotificationConfig/list: %+v, %v", list, err)
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case st := <-states:
+			if st == sdk.TaskStateCompleted {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the webhook never got the completed task")
+		}
 	}
 }
