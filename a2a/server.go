@@ -177,9 +177,9 @@ func (r *taskRun) waiting() []*messages.ApprovalRequested {
 // canceled) or waits for approval (input-required).
 func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, session, envID string, live <-chan messages.Envelope) error {
 	run := &taskRun{pending: map[string]*messages.ApprovalRequested{}}
-	// Events up to now are replayed silently (a re-sent or answered task); only
-	// what follows is reported as it happens.
-	first := true
+	// A task answered after input-required replays its events up to now silently
+	// (they were reported); a new task reports every event after its start.
+	first := rc.StoredTask != nil
 	tick := time.NewTicker(e.poll)
 	defer tick.Stop()
 	for {

@@ -299,7 +299,7 @@ func TestA2AHostileRequests(t *testing.T) {
 }
 
 func TestA2AToolCallsAnotherNodesAgent(t *testing.T) {
-	_, remote := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "greetings from B"})})
+	b, remote := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "greetings from B"}, llm.ScriptStep{Content: "a second task"})})
 	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "b", CardURL: remote + a2a.CardPath})
 	if err != nil {
 		t.Fatal(err)
@@ -321,6 +321,31 @@ func TestA2AToolCallsAnotherNodesAgent(t *testing.T) {
 	}
 	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
 		t.Fatalf("caller ended with %s", last.Type)
+	}
+	// The call performed again with its key (a crash between the call and its
+	// record) is the same A2A message: B runs it once.
+	var key string
+	for _, e := range events {
+		if e.Type == messages.TypeToolCallRequested {
+			p, _ := e.Decode()
+			key = p.(*messages.ToolCallRequested).Key
+		}
+	}
+	again, err := tool.Call(context.Background(), tools.Call{Key: key, Arguments: `{"message":"hello B"}`})
+	if err != nil || !strings.Contains(again, "greetings from B") {
+		t.Fatalf("the call again: %q, %v", again, err)
+	}
+	_, ctxID, _ := strings.Cut(again, "context_id: ")
+	ctxID = strings.TrimSuffix(ctxID, ")")
+	remoteEvents, _ := b.Log().Read(context.Background(), ctxID, 1)
+	submitted := 0
+	for _, e := range remoteEvents {
+		if e.Type == messages.TypeTaskSubmitted {
+			submitted++
+		}
+	}
+	if submitted != 1 {
+		t.Fatalf("B's session %s has %d tasks, want 1", ctxID, submitted)
 	}
 }
 
