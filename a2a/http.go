@@ -158,7 +158,10 @@ func (s *Server) Card(baseURL string, a AgentInfo, path string, node bool) *sdk.
 	skills := []sdk.AgentSkill{skillOf(a, "default")}
 	name := s.cfg.Name
 	if node {
-		desc = fmt.Sprintf("Troupe node %s: its default agent answers at %s; %s", s.cfg.Name, path, desc)
+		desc = fmt.Sprintf("A Troupe node. Its default agent answers at %s: %s", path, desc)
+		if len(s.agents) > 1 {
+			desc += " Its other agents are skills, each with an endpoint and a card of its own (/a2a/{name}/.well-known/agent-card.json)."
+		}
 		for _, o := range s.agents[1:] {
 			skills = append(skills, skillOf(o, ""))
 		}

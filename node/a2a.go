@@ -2,10 +2,13 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // A2A. With Config.A2A set, the node serves its agents over the Agent2Agent
@@ -33,6 +36,23 @@ type A2AConfig struct {
 	// PushAllow lists the private hosts and prefixes a push-notification webhook
 	// may target (as tools.http_fetch.allow).
 	PushAllow []string `json:"push_allow"`
+}
+
+// validate checks the public URL and the push allow list (nil: nothing to check).
+func (c *A2AConfig) validate() error {
+	if c == nil {
+		return nil
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("node: a2a.public_url %q: want an http or https URL such as https://agents.example.com", c.PublicURL)
+		}
+	}
+	if _, err := tools.NewAddressPolicy(c.PushAllow); err != nil {
+		return fmt.Errorf("node: a2a.push_allow: %w", err)
+	}
+	return nil
 }
 
 // a2aRoutes adds the A2A routes to mux, when the node serves A2A: the one place

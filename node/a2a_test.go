@@ -383,3 +383,24 @@ func TestA2APushNotificationsReachTheWebhook(t *testing.T) {
 		}
 	}
 }
+
+func TestA2AConfigIsValidated(t *testing.T) {
+	for _, c := range []node.A2AConfig{{PublicURL: "ftp://x"}, {PublicURL: "not a url"}, {PushAllow: []string{"bad/prefix/"}}} {
+		if err := (node.Config{Model: llm.Offline{}, A2A: &c}).Validate(); err == nil || !strings.Contains(err.Error(), "a2a.") {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+func TestA2ACardTakesThePublicURL(t *testing.T) {
+	_, base := a2aNode(t, node.Config{Model: llm.Offline{}, A2A: &node.A2AConfig{PublicURL: "https://agents.example.com/"}})
+	resp, err := http.Get(base + a2a.CardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var card sdk.AgentCard
+	if err := json.NewDecoder(resp.Body).Decode(&card); err != nil || card.URL != "https://agents.example.com/a2a" {
+		t.Fatalf("card url %q, %v", card.URL, err)
+	}
+}

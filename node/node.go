@@ -214,6 +214,9 @@ type Config struct {
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
+	if err := c.A2A.validate(); err != nil {
+		return err
+	}
 	if c.Bus == nil && c.Roles != 0 && c.Roles != RoleAll {
 		return errors.New("node: roles need a shared bus (Kafka); an embedded node does everything")
 	}
