@@ -6,6 +6,7 @@ require (
 	github.com/ClickHouse/clickhouse-go/v2 v2.51.0
 	github.com/JohannesKaufmann/html-to-markdown/v2 v2.5.2
 	github.com/ThreeDotsLabs/watermill v1.5.1
+	github.com/a2aproject/a2a-go v0.3.3
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/google/jsonschema-go v0.4.3
 	github.com/google/uuid v1.6.0
@@ -32,7 +33,6 @@ require (
 	github.com/ClickHouse/ch-go v0.75.0 // indirect
 	github.com/JohannesKaufmann/dom v0.3.1 // indirect
 	github.com/Workiva/go-datastructures v1.1.3 // indirect
-	github.com/a2aproject/a2a-go v0.3.3 // indirect
 	github.com/andybalholm/brotli v1.2.7 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
