@@ -180,6 +180,21 @@ func TestA2ACancelRunningTask(t *testing.T) {
 		got, err := client.GetTask(context.Background(), &sdk.TaskQueryParams{ID: task.ID})
 		return err == nil && got.Status.State == sdk.TaskStateWorking
 	})
+	// tasks/resubscribe follows the running task to its end.
+	resubscribed := make(chan sdk.TaskState, 1)
+	go func() {
+		var last sdk.TaskState
+		for ev, err := range client.ResubscribeToTask(context.Background(), &sdk.TaskIDParams{ID: task.ID}) {
+			if err != nil {
+				break
+			}
+			if st, ok := ev.(*sdk.TaskStatusUpdateEvent); ok {
+				last = st.Status.State
+			}
+		}
+		resubscribed <- last
+	}()
+	time.Sleep(100 * time.Millisecond) // let the resubscription attach
 	canceled, err := client.CancelTask(context.Background(), &sdk.TaskIDParams{ID: task.ID})
 	if err != nil {
 		t.Fatal(err)
@@ -188,6 +203,14 @@ func TestA2ACancelRunningTask(t *testing.T) {
 		t.Fatalf("after tasks/cancel: %s", canceled.Status.State)
 	}
 	waitCancelled(t, block, 20*time.Second)
+	select {
+	case st := <-resubscribed:
+		if st != sdk.TaskStateCanceled {
+			t.Fatalf("tasks/resubscribe ended with %q, want canceled", st)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("tasks/resubscribe did not end")
+	}
 	got, err := client.GetTask(context.Background(), &sdk.TaskQueryParams{ID: task.ID})
 	if err != nil || got.Status.State != sdk.TaskStateCanceled {
 		t.Fatalf("tasks/get after cancel: %+v, %v", got, err)
