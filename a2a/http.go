@@ -274,6 +274,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
+		// The answer outlives the server's write timeout: a blocking message/send
+		// answers when the task ends, a stream as long as the task runs. The
+		// request's context still ends it when the client goes away.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		next.ServeHTTP(w, r)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -425,5 +426,38 @@ func TestA2ACardTakesThePublicURL(t *testing.T) {
 	var card sdk.AgentCard
 	if err := json.NewDecoder(resp.Body).Decode(&card); err != nil || card.URL != "https://agents.example.com/a2a" {
 		t.Fatalf("card url %q, %v", card.URL, err)
+	}
+}
+
+func TestA2AAnswersOutliveTheWriteTimeout(t *testing.T) {
+	cfg := node.Config{Model: slowModel{Model: a2aScript(t, llm.ScriptStep{Content: "slow"}, llm.ScriptStep{Content: "slow again"}), pause: 700 * time.Millisecond},
+		A2A: &node.A2AConfig{}, HTTP: node.HTTPConfig{WriteTimeout: 300 * time.Millisecond}}
+	n := nodetest.Start(t, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := n.HTTPServer()
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	client, _ := a2aClient(t, "http://"+ln.Addr().String(), a2a.CardPath)
+	res, err := client.SendMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task := res.(*sdk.Task); artifactText(t, task) != "slow" {
+		t.Fatalf("blocking send: %s %q", task.Status.State, artifactText(t, task))
+	}
+	var last sdk.TaskState
+	for ev, err := range client.SendStreamingMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("again")}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, ok := ev.(*sdk.TaskStatusUpdateEvent); ok {
+			last = st.Status.State
+		}
+	}
+	if last != sdk.TaskStateCompleted {
+		t.Fatalf("stream ended with %q", last)
 	}
 }
