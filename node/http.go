@@ -41,6 +41,7 @@ const maxBody = 2 << 20
 //	GET  /v1/memories/search           search a namespace
 //	GET  /v1/memories/{id}/history     where a memory came from, why it changed
 //	/v1/kb/...                         knowledge bases (with Config.Knowledge; see knowledgeRoutes)
+//	/.well-known/agent-card.json, /a2a  A2A (with Config.A2A; see a2aRoutes)
 //
 // and the handlers added with Handle (node serve adds MCP at /mcp).
 func (n *Node) Handler() http.Handler {
@@ -57,6 +58,7 @@ func (n *Node) Handler() http.Handler {
 	mux.HandleFunc("GET /healthz", n.healthz)
 	n.memoryRoutes(mux)
 	n.knowledgeRoutes(mux)
+	n.a2aRoutes(mux)
 	for _, r := range n.routes {
 		mux.Handle(r.pattern, r.h)
 	}

@@ -25,8 +25,9 @@ import (
 //   - the tasks topic: handleTask decodes a message as SourceBus (an envelope, or a
 //     plain JSON task with the record's key and the message's ID), handleCancel a
 //     CancelRequest with DecodeCancel;
-//   - next, MCP's run_task and A2A: their arguments are a JSON task body, decoded as
-//     SourceHTTP is.
+//   - MCP's run_task: its arguments are a JSON task body, decoded as SourceHTTP is;
+//   - A2A (node/a2a.go): a message's text, admitted as SourceHTTP with an envelope
+//     ID derived from the A2A messageId, so that a message sent again is one task.
 //
 // Answers to approvals enter the same way (approvals.go): Node.Approve, POST
 // /v1/sessions/{id}/approvals/{call}, a task.approval message (handleApproval), each

@@ -154,6 +154,9 @@ type Config struct {
 	// Agents are the agents a task may name (Task.Agent) besides "default", the
 	// agent the fields above configure (an agents file's; NamedAgent).
 	Agents []NamedAgent
+	// A2A, when set, serves the node's agents over the A2A protocol in Handler
+	// (node/a2a.go).
+	A2A *A2AConfig
 	// ApprovalTimeout is how long a call of a tool that needs approval
 	// (NamedAgent.Approvals) waits for an answer before the session rejects it, for
 	// the agents that set none (NamedAgent.ApprovalTimeout); 0 waits for ever.
@@ -211,6 +214,9 @@ type Config struct {
 
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
+	if err := c.A2A.validate(); err != nil {
+		return err
+	}
 	if c.Bus == nil && c.Roles != 0 && c.Roles != RoleAll {
 		return errors.New("node: roles need a shared bus (Kafka); an embedded node does everything")
 	}

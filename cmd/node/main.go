@@ -122,6 +122,12 @@ stdout (IDEs, other agents); node serve serves them over Streamable HTTP at /mcp
 with the resources and prompts of the skills, of the MCP servers and of the
 configuration file's "mcp_server". The configuration file's "mcp_servers" give the
 agent the tools of MCP servers (stdio commands or Streamable HTTP URLs).
+
+node serve serves the agents over A2A 0.3 too: the card at
+/.well-known/agent-card.json, JSON-RPC at /a2a (and /a2a/{agent}); the configuration
+file's "a2a": {"public_url", "push_allow"} sets the card's base URL and the webhooks
+allowed on private addresses. Its "a2a_agents" ({"name": "card URL"}) give the agent
+remote A2A agents as tools a2a__<name>.
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
@@ -509,6 +515,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			return 2
 		}
 		logger.Info("model", "name", model.Name(), "why", why)
+		// node serve serves its agents over A2A too (node/a2a.go).
+		cfg.A2A = &node.A2AConfig{}
+		if fc.A2A != nil {
+			cfg.A2A = fc.A2A
+		}
 		return serve(ctx, cfg, fc.MCPServer, attach, *addr, stderr)
 	}
 }

@@ -151,3 +151,22 @@ func TestToolsConfigIsValidated(t *testing.T) {
 		t.Errorf("run with a missing files root: %d %s", code, errb.String())
 	}
 }
+
+func TestToolsListShowsA2AAgents(t *testing.T) {
+	t.Chdir(t.TempDir())
+	// The card is fetched at the first call, not to list the tool (nothing listens
+	// on port 1).
+	cfg := writeConfig(t, `{"a2a_agents": {"remote": "http://127.0.0.1:1/.well-known/agent-card.json"}}`)
+	code, out, errs := nodeTools(t, options{}, "list", "--config", cfg)
+	if code != 0 || !strings.Contains(out, "\na2a__remote ") || !strings.Contains(out, "remote A2A agent") {
+		t.Fatalf("list: %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = nodeTools(t, options{}, "call", "a2a__remote", `{"message": "hi"}`, "--config", cfg)
+	if code == 0 || !strings.Contains(out+errs, "remote agent remote is unreachable") {
+		t.Fatalf("call of an unreachable agent: %d\n%s%s", code, out, errs)
+	}
+	bad := writeConfig(t, `{"a2a_agents": {"no spaces": "https://x.invalid/card.json"}}`)
+	if code, _, errs := nodeTools(t, options{}, "list", "--config", bad); code != 2 || !strings.Contains(errs, "a2a_agents") {
+		t.Fatalf("bad name: %d %s", code, errs)
+	}
+}

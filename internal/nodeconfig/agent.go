@@ -7,7 +7,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
+
+	"github.com/troupe-run/troupe/a2a"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
@@ -87,6 +91,11 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	if err != nil {
 		return Agent{}, err
 	}
+	remote, err := A2ATools(fc.A2AAgents)
+	if err != nil {
+		return Agent{}, err
+	}
+	list = append(list, remote...)
 	approvalTimeout, err := ParseApprovalTimeout(fc.ApprovalTimeout)
 	if err != nil {
 		return Agent{}, fmt.Errorf("approval_timeout: %w", err)
@@ -95,6 +104,22 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps,
 		MaxTokens: fc.MaxTokens, LoopRepeats: loopSetting(fc.LoopRepeats), LoopStaleSteps: loopSetting(fc.LoopStaleSteps),
 		Context: fc.Context.Options(), ApprovalTimeout: approvalTimeout}, nil
+}
+
+// A2ATools returns the tools a2a__<name> of the remote A2A agents of the file's
+// "a2a_agents" (name → agent card URL), sorted by name; their cards are fetched at
+// their first call.
+func A2ATools(agents map[string]string) ([]tools.Tool, error) {
+	names := slices.Sorted(maps.Keys(agents))
+	out := make([]tools.Tool, 0, len(names))
+	for _, name := range names {
+		t, err := a2a.NewTool(a2a.ToolConfig{Name: name, CardURL: agents[name]})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 // Apply sets the agent's fields of cfg.

@@ -64,6 +64,11 @@ type File struct {
 	// MCPServer is what `node mcp` and /mcp offer besides the node's tools, skills
 	// and its MCP servers' resources and prompts (mcp.ServedConfig).
 	MCPServer mcp.ServedConfig `json:"mcp_server"`
+	// A2AAgents are remote A2A agents the agent calls as tools a2a__<name>: name →
+	// the agent card's URL (a2a.NewTool).
+	A2AAgents map[string]string `json:"a2a_agents"`
+	// A2A configures the A2A server of node serve (node.A2AConfig).
+	A2A *node.A2AConfig `json:"a2a"`
 	// Chains are tool chains the agent gets as tools (tools.Chain; node.Config.Chains).
 	Chains []tools.Chain `json:"chains"`
 	// Memory configures agent memory (MemoryFile).

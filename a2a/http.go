@@ -1,0 +1,445 @@
+package a2a
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/push"
+
+	"github.com/troupe-run/troupe/tools"
+)
+
+// ProtocolVersion is the A2A protocol version served.
+const ProtocolVersion = "0.3.0"
+
+// DefaultMaxBody bounds a JSON-RPC request body.
+const DefaultMaxBody = 2 << 20
+
+// CardPath is where an agent card is served, under the node's root or an agent's
+// endpoint.
+const CardPath = "/.well-known/agent-card.json"
+
+// ServerConfig configures the A2A server of a node.
+type ServerConfig struct {
+	// PublicURL is the base URL clients reach the node at ("https://host"); empty,
+	// the cards are built from each request's Host (and X-Forwarded-Proto).
+	PublicURL string
+	// PushAllow lists the private hosts and prefixes push-notification webhooks may
+	// target (as tools.http_fetch.allow); by default only public addresses.
+	PushAllow []string
+	// MaxBody bounds a request body (0: DefaultMaxBody).
+	MaxBody int64
+	// Name and Version name the node in its card.
+	Name, Version string
+	Logger        *slog.Logger
+}
+
+// AgentInfo describes an agent for its card: its name ("default" for the node's
+// default agent), what it does and the tools it may call.
+type AgentInfo struct {
+	Name        string
+	Description string
+	Tools       []string
+}
+
+// Route is a handler of the A2A server at a http.ServeMux pattern.
+type Route struct {
+	Pattern string
+	Handler http.Handler
+}
+
+// Server serves a node's agents over A2A's JSON-RPC binding.
+type Server struct {
+	cfg    ServerConfig
+	agents []AgentInfo
+	rpc    map[string]http.Handler
+}
+
+// NewServer builds the server of agents on backend; agents[0] is the default
+// agent, served at /a2a (the others at /a2a/{name}).
+func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error) {
+	if len(agents) == 0 {
+		return nil, errors.New("a2a: no agents to serve")
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.Name == "" {
+		cfg.Name = "troupe"
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.PublicURL != "" {
+		u, err := url.Parse(cfg.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("a2a: public_url %q: want an http or https URL", cfg.PublicURL)
+		}
+		cfg.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
+	}
+	sender, err := NewPushSender(cfg.PushAllow, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, agents: agents, rpc: map[string]http.Handler{}}
+	for i, a := range agents {
+		name := a.Name
+		if i == 0 {
+			name = "default"
+		}
+		h := a2asrv.NewHandler(NewExecutor(b, name),
+			a2asrv.WithPushNotifications(push.NewInMemoryStore(), sender),
+			a2asrv.WithLogger(cfg.Logger))
+		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(NewDedupe(h))
+	}
+	return s, nil
+}
+
+// Routes returns the server's routes: the node's card and its JSON-RPC endpoint
+// (the default agent's) and, when there are several agents, each named agent's
+// card and endpoint.
+func (s *Server) Routes() []Route {
+	def := s.agents[0]
+	routes := []Route{
+		{"GET " + CardPath, s.cardHandler(def, "/a2a", true)},
+		{"POST /a2a", s.guard(s.rpc[def.Name])},
+	}
+	if len(s.agents) > 1 {
+		for _, a := range s.agents[1:] {
+			base := "/a2a/" + a.Name
+			routes = append(routes,
+				Route{"GET " + base + CardPath, s.cardHandler(a, base, false)},
+				Route{"POST " + base, s.guard(s.rpc[a.Name])})
+		}
+	}
+	return routes
+}
+
+// base is the URL the node is reached at.
+func (s *Server) base(r *http.Request) string {
+	if s.cfg.PublicURL != "" {
+		return s.cfg.PublicURL
+	}
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	if p := r.Header.Get("X-Forwarded-Proto"); p == "https" || p == "http" {
+		scheme = p
+	}
+	return scheme + "://" + r.Host
+}
+
+// Card returns the card of agent a served at path, the node's card (every agent
+// a skill) when node is set.
+func (s *Server) Card(baseURL string, a AgentInfo, path string, node bool) *sdk.AgentCard {
+	desc := a.Description
+	if desc == "" {
+		desc = "A Troupe agent."
+	}
+	skills := []sdk.AgentSkill{skillOf(a, "default")}
+	name := s.cfg.Name
+	if node {
+		desc = fmt.Sprintf("A Troupe node. Its default agent answers at %s: %s", path, desc)
+		if len(s.agents) > 1 {
+			desc += " Its other agents are skills, each with an endpoint and a card of its own (/a2a/{name}/.well-known/agent-card.json)."
+		}
+		for _, o := range s.agents[1:] {
+			skills = append(skills, skillOf(o, ""))
+		}
+	} else {
+		name = s.cfg.Name + "/" + a.Name
+	}
+	return &sdk.AgentCard{
+		Name:               name,
+		Description:        desc,
+		URL:                baseURL + path,
+		PreferredTransport: sdk.TransportProtocolJSONRPC,
+		ProtocolVersion:    ProtocolVersion,
+		Version:            s.cfg.Version,
+		Capabilities:       sdk.AgentCapabilities{Streaming: true, PushNotifications: true},
+		DefaultInputModes:  []string{"text/plain", "application/json"},
+		DefaultOutputModes: []string{"text/plain"},
+		Skills:             skills,
+	}
+}
+
+func skillOf(a AgentInfo, fallback string) sdk.AgentSkill {
+	name := a.Name
+	if name == "" {
+		name = fallback
+	}
+	desc := a.Description
+	if desc == "" {
+		desc = "Troupe agent " + name
+	}
+	if len(a.Tools) > 0 {
+		desc += " (tools: " + strings.Join(a.Tools, ", ") + ")"
+	}
+	tags := append([]string{"troupe"}, a.Tools...)
+	skill := sdk.AgentSkill{ID: name, Name: name, Description: desc, Tags: tags}
+	if name != "default" && fallback == "" {
+		skill.Description += "; endpoint /a2a/" + name
+	}
+	return skill
+}
+
+func (s *Server) cardHandler(a AgentInfo, path string, node bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := json.Marshal(s.Card(s.base(r), a, path, node))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Access-Control-Allow-Origin", "*")
+		_, _ = w.Write(b)
+	})
+}
+
+// rpcError is a JSON-RPC error response.
+type rpcError struct {
+	JSONRPC string `json:"jsonrpc"`
+	ID      any    `json:"id"`
+	Error   struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+func writeRPCError(w http.ResponseWriter, status int, id any, code int, msg string) {
+	e := rpcError{JSONRPC: "2.0", ID: id}
+	e.Error.Code, e.Error.Message = code, msg
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(e)
+}
+
+// guard bounds the body (413 past MaxBody), answers what is not a JSON-RPC 2.0
+// request object with the spec's codes (-32700 parse error, -32600 invalid
+// request) and hands the rest to the SDK's handler, which answers an unknown
+// method with -32601.
+func (s *Server) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength > s.cfg.MaxBody {
+			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBody))
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBody))
+		if err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBody))
+				return
+			}
+			writeRPCError(w, http.StatusBadRequest, nil, -32700, "reading the request body: "+err.Error())
+			return
+		}
+		var raw json.RawMessage
+		if err := json.Unmarshal(body, &raw); err != nil {
+			writeRPCError(w, http.StatusOK, nil, -32700, "parse error: "+err.Error())
+			return
+		}
+		var req struct {
+			JSONRPC string          `json:"jsonrpc"`
+			Method  *string         `json:"method"`
+			ID      any             `json:"id"`
+			Params  json.RawMessage `json:"params"`
+		}
+		if err := json.Unmarshal(body, &req); err != nil || req.JSONRPC != "2.0" || req.Method == nil {
+			writeRPCError(w, http.StatusOK, req.ID, -32600, `invalid request: want a JSON-RPC 2.0 object with "jsonrpc": "2.0", "method" and "id"`)
+			return
+		}
+		if legacy, ok := v1Methods[*req.Method]; ok {
+			writeRPCError(w, http.StatusOK, req.ID, -32601, fmt.Sprintf("method %q is A2A 1.0's; this server speaks A2A %s JSON-RPC: call %q (with the JS SDK 1.x, enable legacyCompat)", *req.Method, ProtocolVersion, legacy))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		// The answer outlives the server's write timeout: a blocking message/send
+		// answers when the task ends, a stream as long as the task runs. The
+		// request's context still ends it when the client goes away.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		next.ServeHTTP(w, r)
+	})
+}
+
+// v1Methods maps A2A 1.0's JSON-RPC methods to the 0.3 methods served: a 1.0
+// client is told which to call (1.0's wire format differs: enum names, parts
+// without "kind", results wrapped by type).
+var v1Methods = map[string]string{
+	"SendMessage": "message/send", "SendStreamingMessage": "message/stream", "GetTask": "tasks/get",
+	"CancelTask": "tasks/cancel", "SubscribeToTask": "tasks/resubscribe",
+	"CreateTaskPushNotificationConfig": "tasks/pushNotificationConfig/set", "GetTaskPushNotificationConfig": "tasks/pushNotificationConfig/get",
+	"ListTaskPushNotificationConfigs": "tasks/pushNotificationConfig/list", "DeleteTaskPushNotificationConfig": "tasks/pushNotificationConfig/delete",
+}
+
+// PushSender posts a task to the push-notification webhooks set for it, with
+// retries and back-off, and refuses private, loopback and link-local targets
+// (tools.AddressPolicy, the http_fetch rules) unless the allow list names them.
+// Sending runs in the background: a slow webhook does not hold the task.
+type PushSender struct {
+	policy   *tools.AddressPolicy
+	client   *http.Client
+	logger   *slog.Logger
+	attempts int
+	backoff  time.Duration
+}
+
+// NewPushSender builds a sender with allow as its allow list.
+func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
+	policy, err := tools.NewAddressPolicy(allow)
+	if err != nil {
+		return nil, fmt.Errorf("a2a: push allow list: %w", err)
+	}
+	s := &PushSender{policy: policy, logger: logger, attempts: 4, backoff: 500 * time.Millisecond}
+	tr := &http.Transport{DialContext: s.dial, TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 10 * time.Second}
+	s.client = &http.Client{Timeout: 15 * time.Second, Transport: tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return s, nil
+}
+
+// dial connects to addr after checking every address its host resolves to; the
+// dialer's control hook checks the socket's address again.
+func (s *PushSender) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	port, err := strconv.ParseUint(portText, 10, 16)
+	if err != nil {
+		return nil, fmt.Errorf("bad port in %q", addr)
+	}
+	allowed := s.policy.AllowsHost(host)
+	var ips []netip.Addr
+	if ip, err := netip.ParseAddr(host); err == nil {
+		ips = []netip.Addr{ip}
+	} else {
+		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		if err != nil {
+			return nil, fmt.Errorf("cannot resolve %s: %w", host, err)
+		}
+		ips = addrs
+	}
+	if !allowed {
+		for _, ip := range ips {
+			if why := s.policy.Refuses(ip); why != "" {
+				return nil, &tools.RefusedError{Host: host, Addr: ip.Unmap(), Why: why}
+			}
+		}
+	}
+	d := net.Dialer{Timeout: 10 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return err
+		}
+		if why := s.policy.Refuses(ap.Addr()); why != "" && !allowed {
+			return &tools.RefusedError{Host: host, Addr: ap.Addr().Unmap(), Why: why}
+		}
+		return nil
+	}}
+	var errs []error
+	for _, ip := range ips {
+		c, err := d.DialContext(ctx, network, netip.AddrPortFrom(ip.Unmap(), uint16(port)).String())
+		if err == nil {
+			return c, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, errors.Join(errs...)
+}
+
+// SendPush implements a2asrv.PushSender: it checks the webhook's URL and sends in
+// the background.
+func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		s.logger.Warn("a2a push: not an http(s) URL; not sent", "url", cfg.URL)
+		return nil
+	}
+	body, err := json.Marshal(task)
+	if err != nil {
+		return err
+	}
+	c := *cfg
+	go s.send(context.WithoutCancel(ctx), &c, body, task.ID)
+	return nil
+}
+
+// Send posts body to cfg's URL, trying again after a failure or a 5xx or 429
+// answer with doubling back-off; it returns the last error.
+func (s *PushSender) Send(ctx context.Context, cfg *sdk.PushConfig, body []byte) error {
+	var last error
+	wait := s.backoff
+	for i := 0; i < s.attempts; i++ {
+		if i > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(wait):
+			}
+			wait *= 2
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if cfg.Token != "" {
+			req.Header.Set("X-A2A-Notification-Token", cfg.Token)
+		}
+		if cfg.Auth != nil && cfg.Auth.Credentials != "" {
+			for _, scheme := range cfg.Auth.Schemes {
+				if strings.EqualFold(scheme, "bearer") {
+					req.Header.Set("Authorization", "Bearer "+cfg.Auth.Credentials)
+					break
+				}
+			}
+		}
+		resp, err := s.client.Do(req)
+		if err != nil {
+			last = err
+			if errors.Is(err, tools.ErrAddressRefused) {
+				return err
+			}
+			continue
+		}
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode >= 200 && resp.StatusCode < 300:
+			return nil
+		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
+			last = fmt.Errorf("webhook answered %s", resp.Status)
+		default:
+			return fmt.Errorf("webhook answered %s", resp.Status)
+		}
+	}
+	return last
+}
+
+func (s *PushSender) send(ctx context.Context, cfg *sdk.PushConfig, body []byte, task sdk.TaskID) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := s.Send(ctx, cfg, body); err != nil {
+		s.logger.Warn("a2a push notification not delivered", "task", task, "url", cfg.URL, "err", err)
+	}
+}

@@ -1,0 +1,195 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// ToolPrefix starts the name of a remote A2A agent's tool: a2a__<name>.
+const ToolPrefix = "a2a__"
+
+// ToolConfig configures a remote agent's tool.
+type ToolConfig struct {
+	// Name names the tool a2a__<Name>: letters, digits, '_' and '-'.
+	Name string
+	// CardURL is the agent card's URL (https://host/.well-known/agent-card.json).
+	CardURL string
+	// CardTimeout bounds fetching the card (0: 10s); CallTimeout a call (0: 5m).
+	CardTimeout, CallTimeout time.Duration
+	// HTTPClient sends the requests (nil: http.DefaultClient, bounded by the
+	// timeouts).
+	HTTPClient *http.Client
+}
+
+var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,48}$`)
+
+// Tool calls a remote A2A agent: message/send with the model's message, whose
+// messageId is the call's idempotency key, so that a call performed again after a
+// crash is the same message (an A2A server that dedupes by messageId, as Troupe's
+// does, runs it once). The card is fetched at the first call.
+type Tool struct {
+	cfg ToolConfig
+
+	mu     sync.Mutex
+	client *a2aclient.Client
+	card   *sdk.AgentCard
+}
+
+// NewTool checks cfg and returns the tool; it fetches nothing yet.
+func NewTool(cfg ToolConfig) (*Tool, error) {
+	if !toolNamePattern.MatchString(cfg.Name) {
+		return nil, fmt.Errorf("a2a_agents: name %q: want 1-48 letters, digits, '_' or '-'", cfg.Name)
+	}
+	u, err := url.Parse(cfg.CardURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("a2a_agents: %s: card URL %q: want an http or https URL", cfg.Name, cfg.CardURL)
+	}
+	if cfg.CardTimeout <= 0 {
+		cfg.CardTimeout = 10 * time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 5 * time.Minute
+	}
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{}
+	}
+	return &Tool{cfg: cfg}, nil
+}
+
+var _ tools.Tool = (*Tool)(nil)
+
+type toolArgs struct {
+	Message   string `json:"message"`
+	ContextID string `json:"context_id,omitempty"`
+}
+
+// Spec implements tools.Tool.
+func (t *Tool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{
+		Name: ToolPrefix + t.cfg.Name,
+		Description: fmt.Sprintf("Send a message to the remote A2A agent %q (%s) and return its answer. "+
+			"Pass the context_id it returns to continue the same conversation.", t.cfg.Name, t.cfg.CardURL),
+		Parameters: json.RawMessage(`{"type":"object","properties":{` +
+			`"message":{"type":"string","minLength":1,"maxLength":100000,"description":"What to ask the agent"},` +
+			`"context_id":{"type":"string","maxLength":256,"description":"The context_id of an earlier answer, to continue that conversation"}},` +
+			`"required":["message"],"additionalProperties":false}`),
+	}
+}
+
+// connect fetches the card and builds the client, once.
+func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.client != nil {
+		return t.client, nil
+	}
+	u, _ := url.Parse(t.cfg.CardURL)
+	path := u.Path
+	u.Path, u.RawQuery = "", ""
+	cctx, cancel := context.WithTimeout(ctx, t.cfg.CardTimeout)
+	defer cancel()
+	card, err := agentcard.NewResolver(t.cfg.HTTPClient).Resolve(cctx, u.String(), agentcard.WithPath(path))
+	if err != nil {
+		return nil, fmt.Errorf("fetching the agent card %s: %w", t.cfg.CardURL, err)
+	}
+	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(t.cfg.HTTPClient))
+	if err != nil {
+		return nil, fmt.Errorf("agent card %s: %w", t.cfg.CardURL, err)
+	}
+	t.client, t.card = client, card
+	return client, nil
+}
+
+// Call implements tools.Tool: it sends the message and returns the agent's answer
+// and the context to continue in, or what went wrong in words the model reads.
+func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
+	var a toolArgs
+	dec := json.NewDecoder(strings.NewReader(c.Arguments))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&a); err != nil {
+		return "", fmt.Errorf("%w: %v (want {\"message\": \"...\", \"context_id\": \"...\"})", tools.ErrInvalidArguments, err)
+	}
+	if strings.TrimSpace(a.Message) == "" {
+		return "", fmt.Errorf("%w: message is empty", tools.ErrInvalidArguments)
+	}
+	client, err := t.connect(ctx)
+	if err != nil {
+		return "", fmt.Errorf("remote agent %s is unreachable: %w", t.cfg.Name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, t.cfg.CallTimeout)
+	defer cancel()
+	msg := sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: a.Message})
+	if c.Key != "" {
+		msg.ID = c.Key
+	}
+	msg.ContextID = a.ContextID
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: msg})
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return "", fmt.Errorf("remote agent %s did not answer within %s", t.cfg.Name, t.cfg.CallTimeout)
+		}
+		return "", fmt.Errorf("remote agent %s: %w", t.cfg.Name, err)
+	}
+	return describe(t.cfg.Name, res)
+}
+
+// describe renders what a remote agent answered.
+func describe(name string, res sdk.SendMessageResult) (string, error) {
+	switch v := res.(type) {
+	case *sdk.Message:
+		return fmt.Sprintf("%s\n\n(context_id: %s)", partsText(v.Parts), v.ContextID), nil
+	case *sdk.Task:
+		var answer []string
+		for _, a := range v.Artifacts {
+			if s := partsText(a.Parts); s != "" {
+				answer = append(answer, s)
+			}
+		}
+		status := ""
+		if v.Status.Message != nil {
+			status = partsText(v.Status.Message.Parts)
+		}
+		if len(answer) == 0 && status != "" {
+			answer = append(answer, status)
+		}
+		text := strings.Join(answer, "\n")
+		switch v.Status.State {
+		case sdk.TaskStateCompleted:
+			return fmt.Sprintf("%s\n\n(context_id: %s)", text, v.ContextID), nil
+		case sdk.TaskStateInputRequired, sdk.TaskStateAuthRequired:
+			return fmt.Sprintf("The remote agent %s needs more input (task %s, state %s): %s\n\n(context_id: %s)", name, v.ID, v.Status.State, status, v.ContextID), nil
+		default:
+			return "", fmt.Errorf("remote agent %s: task %s ended %s: %s", name, v.ID, v.Status.State, status)
+		}
+	}
+	return "", fmt.Errorf("remote agent %s: unexpected answer %T", name, res)
+}
+
+func partsText(parts sdk.ContentParts) string {
+	var out []string
+	for _, p := range parts {
+		switch v := p.(type) {
+		case sdk.TextPart:
+			out = append(out, v.Text)
+		case sdk.DataPart:
+			b, _ := json.Marshal(v.Data)
+			out = append(out, string(b))
+		}
+	}
+	return strings.Join(out, "\n")
+}

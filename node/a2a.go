@@ -1,0 +1,121 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// A2A. With Config.A2A set, the node serves its agents over the Agent2Agent
+// protocol (A2A 0.3, JSON-RPC binding; package a2a):
+//
+//	GET  /.well-known/agent-card.json          the node's card: its agents are skills,
+//	                                           its url the default agent's endpoint
+//	POST /a2a                                  JSON-RPC: message/send, message/stream,
+//	                                           tasks/get, tasks/cancel, tasks/resubscribe,
+//	                                           tasks/pushNotificationConfig/{set,get,list,delete}
+//	GET  /a2a/{agent}/.well-known/agent-card.json, POST /a2a/{agent}
+//	                                           each named agent's (with an agents file)
+//
+// An A2A contextId is a Troupe session ID (a message without one gets one derived
+// from its messageId), an A2A task one Troupe task of the session, submitted with
+// an envelope ID derived from the messageId (a2a.EnvelopeID): a message/send sent
+// again is recorded once. A pending approval is the task's input-required state; a
+// message sent to the task answers it ("approve" or "reject").
+
+// A2AConfig configures the A2A server (a2a.ServerConfig's fields).
+type A2AConfig struct {
+	// PublicURL is the base URL of the cards ("https://host"); empty: each
+	// request's Host.
+	PublicURL string `json:"public_url"`
+	// PushAllow lists the private hosts and prefixes a push-notification webhook
+	// may target (as tools.http_fetch.allow).
+	PushAllow []string `json:"push_allow"`
+}
+
+// validate checks the public URL and the push allow list (nil: nothing to check).
+func (c *A2AConfig) validate() error {
+	if c == nil {
+		return nil
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("node: a2a.public_url %q: want an http or https URL such as https://agents.example.com", c.PublicURL)
+		}
+	}
+	if _, err := tools.NewAddressPolicy(c.PushAllow); err != nil {
+		return fmt.Errorf("node: a2a.push_allow: %w", err)
+	}
+	return nil
+}
+
+// a2aRoutes adds the A2A routes to mux, when the node serves A2A: the one place
+// they are registered.
+func (n *Node) a2aRoutes(mux *http.ServeMux) {
+	if n.cfg.A2A == nil {
+		return
+	}
+	srv, err := a2a.NewServer(a2aBackend{n}, a2a.ServerConfig{PublicURL: n.cfg.A2A.PublicURL, PushAllow: n.cfg.A2A.PushAllow,
+		MaxBody: maxBody, Name: "troupe", Logger: n.cfg.Logger}, n.a2aAgents())
+	if err != nil {
+		n.cfg.Logger.Error("a2a: not served", "err", err)
+		return
+	}
+	for _, r := range srv.Routes() {
+		mux.Handle(r.Pattern, r.Handler)
+	}
+}
+
+// a2aAgents describes the node's agents for their cards: the default agent first.
+func (n *Node) a2aAgents() []a2a.AgentInfo {
+	var all []string
+	for _, s := range n.ToolSpecs() {
+		all = append(all, s.Name)
+	}
+	out := []a2a.AgentInfo{{Name: "default", Description: "The node's default agent.", Tools: all}}
+	for _, a := range n.cfg.Agents {
+		t := a.Tools
+		if t == nil {
+			t = all
+		}
+		out = append(out, a2a.AgentInfo{Name: a.Name, Description: a.Description, Tools: t})
+	}
+	return out
+}
+
+// a2aBackend is the node as package a2a sees it.
+type a2aBackend struct{ n *Node }
+
+func (b a2aBackend) SubmitTask(ctx context.Context, agent, sessionID, input, envID string) error {
+	if agent == "default" {
+		agent = ""
+	}
+	env, err := b.n.ingress.admit(Task{Input: input, SessionID: sessionID, Agent: agent}, Arrival{Source: SourceHTTP, MessageID: envID}, nil)
+	if err != nil {
+		return err
+	}
+	_, err = b.n.submit(ctx, env)
+	return err
+}
+
+func (b a2aBackend) Events(ctx context.Context, sessionID string, from uint64) ([]messages.Envelope, error) {
+	return b.n.log.Read(ctx, sessionID, from)
+}
+
+func (b a2aBackend) Watch(sessionID string) (<-chan messages.Envelope, func()) {
+	return b.n.Watch(sessionID)
+}
+
+func (b a2aBackend) Cancel(ctx context.Context, sessionID, reason string) error {
+	return b.n.Cancel(ctx, sessionID, reason)
+}
+
+func (b a2aBackend) Approve(ctx context.Context, sessionID, call string, approve bool, reason string) error {
+	return b.n.Approve(ctx, sessionID, call, approve, reason, messages.ApprovedByHTTP)
+}

@@ -1,0 +1,463 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+
+	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// a2aNode starts a node serving A2A over HTTP and returns its base URL.
+func a2aNode(t *testing.T, cfg node.Config) (*node.Node, string) {
+	t.Helper()
+	if cfg.A2A == nil {
+		cfg.A2A = &node.A2AConfig{}
+	}
+	if testing.Verbose() {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	n := nodetest.Start(t, cfg)
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	return n, srv.URL
+}
+
+// a2aClient resolves the card at base+path and returns a client of it.
+func a2aClient(t *testing.T, base, cardPath string) (*a2aclient.Client, *sdk.AgentCard) {
+	t.Helper()
+	card, err := agentcard.DefaultResolver.Resolve(context.Background(), base, agentcard.WithPath(cardPath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := a2aclient.NewFromCard(context.Background(), card)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, card
+}
+
+func a2aScript(t *testing.T, steps ...llm.ScriptStep) llm.Model {
+	t.Helper()
+	m, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: steps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func userMessage(text string) *sdk.Message {
+	return sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: text})
+}
+
+func artifactText(t *testing.T, task *sdk.Task) string {
+	t.Helper()
+	var out []string
+	for _, a := range task.Artifacts {
+		for _, p := range a.Parts {
+			if tp, ok := p.(sdk.TextPart); ok {
+				out = append(out, tp.Text)
+			}
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func TestA2ACardAndSendMessage(t *testing.T) {
+	n, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "hello back"}),
+		Agents: []node.NamedAgent{{Name: "helper", Description: "helps", Tools: []string{}}}})
+	client, card := a2aClient(t, base, a2a.CardPath)
+	if card.URL != base+"/a2a" || card.ProtocolVersion != a2a.ProtocolVersion || !card.Capabilities.Streaming {
+		t.Fatalf("card: url %q, version %q, caps %+v", card.URL, card.ProtocolVersion, card.Capabilities)
+	}
+	if len(card.Skills) != 2 || card.Skills[0].ID != "default" || card.Skills[1].ID != "helper" || !strings.Contains(card.Skills[1].Description, "helps") {
+		t.Fatalf("skills: %+v", card.Skills)
+	}
+	_, helperCard := a2aClient(t, base, "/a2a/helper"+a2a.CardPath)
+	if helperCard.URL != base+"/a2a/helper" {
+		t.Fatalf("helper card url %q", helperCard.URL)
+	}
+	res, err := client.SendMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, ok := res.(*sdk.Task)
+	if !ok {
+		t.Fatalf("result %T, want a task", res)
+	}
+	if task.Status.State != sdk.TaskStateCompleted || artifactText(t, task) != "hello back" {
+		t.Fatalf("task %s: %s, artifacts %q", task.ID, task.Status.State, artifactText(t, task))
+	}
+	got, err := client.GetTask(context.Background(), &sdk.TaskQueryParams{ID: task.ID})
+	if err != nil || got.Status.State != sdk.TaskStateCompleted || got.ContextID != task.ContextID {
+		t.Fatalf("tasks/get: %+v, %v", got, err)
+	}
+	// The context is the Troupe session.
+	events, err := n.Log().Read(context.Background(), task.ContextID, 1)
+	if err != nil || len(events) == 0 || events[len(events)-1].Type != messages.TypeTaskCompleted {
+		t.Fatalf("session %s: %d events, %v", task.ContextID, len(events), err)
+	}
+}
+
+func TestA2AStreamReportsStatusesThenArtifact(t *testing.T) {
+	_, base := a2aNode(t, node.Config{Model: a2aScript(t,
+		llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}},
+		llm.ScriptStep{Content: "42"}), Tools: []tools.Tool{tools.Calculator{}}})
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	var seen []string
+	var last sdk.Event
+	for ev, err := range client.SendStreamingMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("what is 6*7?")}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = ev
+		switch v := ev.(type) {
+		case *sdk.Task:
+			seen = append(seen, "task:"+string(v.Status.State))
+		case *sdk.TaskStatusUpdateEvent:
+			s := "status:" + string(v.Status.State)
+			if v.Status.Message != nil {
+				s += ":" + partsOf(v.Status.Message)
+			}
+			seen = append(seen, s)
+		case *sdk.TaskArtifactUpdateEvent:
+			seen = append(seen, "artifact:"+partsOf(&sdk.Message{Parts: v.Artifact.Parts}))
+		}
+	}
+	want := []string{"task:submitted", "status:working", "status:working:calling tool calculator", "artifact:42", "status:completed:42"}
+	if strings.Join(seen, " | ") != strings.Join(want, " | ") {
+		t.Fatalf("stream:\n got %q\nwant %q", seen, want)
+	}
+	if st, ok := last.(*sdk.TaskStatusUpdateEvent); !ok || !st.Final {
+		t.Fatalf("last event %T is not the final status", last)
+	}
+}
+
+func partsOf(m *sdk.Message) string {
+	var out []string
+	for _, p := range m.Parts {
+		if tp, ok := p.(sdk.TextPart); ok {
+			out = append(out, tp.Text)
+		}
+	}
+	return strings.Join(out, "")
+}
+
+func TestA2ACancelRunningTask(t *testing.T) {
+	block := newBlockingTool()
+	_, base := a2aNode(t, node.Config{Model: blockScript(t), Tools: []tools.Tool{block}})
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	blocking := false
+	res, err := client.SendMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("block"),
+		Config: &sdk.MessageSendConfig{Blocking: &blocking}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	select {
+	case <-block.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the tool never started")
+	}
+	waitFor(t, 10*time.Second, "the task working", func() bool {
+		got, err := client.GetTask(context.Background(), &sdk.TaskQueryParams{ID: task.ID})
+		return err == nil && got.Status.State == sdk.TaskStateWorking
+	})
+	// tasks/resubscribe follows the running task to its end.
+	resubscribed := make(chan sdk.TaskState, 1)
+	go func() {
+		var last sdk.TaskState
+		for ev, err := range client.ResubscribeToTask(context.Background(), &sdk.TaskIDParams{ID: task.ID}) {
+			if err != nil {
+				break
+			}
+			if st, ok := ev.(*sdk.TaskStatusUpdateEvent); ok {
+				last = st.Status.State
+			}
+		}
+		resubscribed <- last
+	}()
+	time.Sleep(100 * time.Millisecond) // let the resubscription attach
+	canceled, err := client.CancelTask(context.Background(), &sdk.TaskIDParams{ID: task.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if canceled.Status.State != sdk.TaskStateCanceled {
+		t.Fatalf("after tasks/cancel: %s", canceled.Status.State)
+	}
+	waitCancelled(t, block, 20*time.Second)
+	select {
+	case st := <-resubscribed:
+		if st != sdk.TaskStateCanceled {
+			t.Fatalf("tasks/resubscribe ended with %q, want canceled", st)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("tasks/resubscribe did not end")
+	}
+	got, err := client.GetTask(context.Background(), &sdk.TaskQueryParams{ID: task.ID})
+	if err != nil || got.Status.State != sdk.TaskStateCanceled {
+		t.Fatalf("tasks/get after cancel: %+v, %v", got, err)
+	}
+}
+
+func TestA2AInputRequiredWhileApprovalPending(t *testing.T) {
+	var sent atomic.Int64
+	_, base := a2aNode(t, mailer(t, &sent))
+	client, _ := a2aClient(t, base, "/a2a/mailer"+a2a.CardPath)
+	res, err := client.SendMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("mail bob")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	if task.Status.State != sdk.TaskStateInputRequired || !strings.Contains(partsOf(task.Status.Message), "send_email") {
+		t.Fatalf("task %s: %s %v", task.ID, task.Status.State, task.Status.Message)
+	}
+	if sent.Load() != 0 {
+		t.Fatal("the email was sent before approval")
+	}
+	answer := userMessage("approve looks fine")
+	answer.TaskID, answer.ContextID = task.ID, task.ContextID
+	res, err = client.SendMessage(context.Background(), &sdk.MessageSendParams{Message: answer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := res.(*sdk.Task)
+	if done.ID != task.ID || done.Status.State != sdk.TaskStateCompleted || artifactText(t, done) != "handled" {
+		t.Fatalf("after approval: %s %s %q", done.ID, done.Status.State, artifactText(t, done))
+	}
+	if sent.Load() != 1 {
+		t.Fatalf("sent %d emails, want 1", sent.Load())
+	}
+}
+
+func TestA2ARetriedMessageStartsOneTask(t *testing.T) {
+	n, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "once"}, llm.ScriptStep{Content: "twice"})})
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	msg := userMessage("hi")
+	first, err := client.SendMessage(context.Background(), &sdk.MessageSendParams{Message: msg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again := userMessage("hi")
+	again.ID = msg.ID
+	second, err := client.SendMessage(context.Background(), &sdk.MessageSendParams{Message: again})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1, t2 := first.(*sdk.Task), second.(*sdk.Task)
+	if t1.ID != t2.ID || artifactText(t, t2) != "once" {
+		t.Fatalf("retry: task %s then %s (%q)", t1.ID, t2.ID, artifactText(t, t2))
+	}
+	events, _ := n.Log().Read(context.Background(), t1.ContextID, 1)
+	submitted := 0
+	for _, e := range events {
+		if e.Type == messages.TypeTaskSubmitted {
+			submitted++
+		}
+	}
+	if submitted != 1 {
+		t.Fatalf("session %s has %d tasks, want 1", t1.ContextID, submitted)
+	}
+}
+
+func TestA2AHostileRequests(t *testing.T) {
+	_, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "x"})})
+	post := func(body string) (int, map[string]any) {
+		t.Helper()
+		resp, err := http.Post(base+"/a2a", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var out map[string]any
+		_ = json.Unmarshal(b, &out)
+		return resp.StatusCode, out
+	}
+	code := func(out map[string]any) float64 {
+		e, _ := out["error"].(map[string]any)
+		c, _ := e["code"].(float64)
+		return c
+	}
+	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":`); code(out) != -32700 {
+		t.Fatalf("malformed JSON: %v", out)
+	}
+	if _, out := post(`{"jsonrpc":"1.0","id":1,"method":"tasks/get"}`); code(out) != -32600 {
+		t.Fatalf("wrong version: %v", out)
+	}
+	if _, out := post(`[1,2]`); code(out) != -32600 {
+		t.Fatalf("batch: %v", out)
+	}
+	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/explode","params":{}}`); code(out) != -32601 {
+		t.Fatalf("unknown method: %v", out)
+	}
+	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`); code(out) != -32601 || !strings.Contains(out["error"].(map[string]any)["message"].(string), "message/send") {
+		t.Fatalf("A2A 1.0 method: %v", out)
+	}
+	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`); out["error"] == nil {
+		t.Fatalf("unknown task: %v", out)
+	}
+	huge := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"` +
+		strings.Repeat("a", 3<<20) + `"}]}}}`
+	if status, _ := post(huge); status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("huge message: status %d", status)
+	}
+}
+
+func TestA2AToolCallsAnotherNodesAgent(t *testing.T) {
+	b, remote := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "greetings from B"}, llm.ScriptStep{Content: "a second task"})})
+	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "b", CardURL: remote + a2a.CardPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, node.Config{Tools: []tools.Tool{tool}, Model: a2aScript(t,
+		llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "a2a__b", Arguments: `{"message":"hello B"}`}}},
+		llm.ScriptStep{Content: "B said hello"})})
+	events := nodetest.Run(t, n, "caller", "ask B")
+	var out string
+	for _, e := range events {
+		if e.Type == messages.TypeToolCallCompleted {
+			p, _ := e.Decode()
+			b, _ := json.Marshal(p)
+			out = string(b)
+		}
+	}
+	if !strings.Contains(out, "greetings from B") || !strings.Contains(out, "context_id: a2a-") {
+		t.Fatalf("tool result: %s", out)
+	}
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("caller ended with %s", last.Type)
+	}
+	// The call performed again with its key (a crash between the call and its
+	// record) is the same A2A message: B runs it once.
+	var key string
+	for _, e := range events {
+		if e.Type == messages.TypeToolCallRequested {
+			p, _ := e.Decode()
+			key = p.(*messages.ToolCallRequested).Key
+		}
+	}
+	again, err := tool.Call(context.Background(), tools.Call{Key: key, Arguments: `{"message":"hello B"}`})
+	if err != nil || !strings.Contains(again, "greetings from B") {
+		t.Fatalf("the call again: %q, %v", again, err)
+	}
+	_, ctxID, _ := strings.Cut(again, "context_id: ")
+	ctxID = strings.TrimSuffix(ctxID, ")")
+	remoteEvents, _ := b.Log().Read(context.Background(), ctxID, 1)
+	submitted := 0
+	for _, e := range remoteEvents {
+		if e.Type == messages.TypeTaskSubmitted {
+			submitted++
+		}
+	}
+	if submitted != 1 {
+		t.Fatalf("B's session %s has %d tasks, want 1", ctxID, submitted)
+	}
+}
+
+func TestA2APushNotificationsReachTheWebhook(t *testing.T) {
+	states := make(chan sdk.TaskState, 16)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var task sdk.Task
+		if err := json.NewDecoder(r.Body).Decode(&task); err == nil && r.Header.Get("X-A2A-Notification-Token") == "secret-token" {
+			states <- task.Status.State
+		}
+	}))
+	defer hook.Close()
+	_, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "pushed"}),
+		A2A: &node.A2AConfig{PushAllow: []string{"127.0.0.1"}}})
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	res, err := client.SendMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("hi"),
+		Config: &sdk.MessageSendConfig{PushConfig: &sdk.PushConfig{URL: hook.URL + "/hook", Token: "secret-token"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	list, err := client.ListTaskPushConfig(context.Background(), &sdk.ListTaskPushConfigParams{TaskID: task.ID})
+	if err != nil || len(list) != 1 || list[0].Config.URL != hook.URL+"/hook" {
+		t.Fatalf("pushNotificationConfig/list: %+v, %v", list, err)
+	}
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case st := <-states:
+			if st == sdk.TaskStateCompleted {
+				return
+			}
+		case <-deadline:
+			t.Fatal("the webhook never got the completed task")
+		}
+	}
+}
+
+func TestA2AConfigIsValidated(t *testing.T) {
+	for _, c := range []node.A2AConfig{{PublicURL: "ftp://x"}, {PublicURL: "not a url"}, {PushAllow: []string{"bad/prefix/"}}} {
+		if err := (node.Config{Model: llm.Offline{}, A2A: &c}).Validate(); err == nil || !strings.Contains(err.Error(), "a2a.") {
+			t.Errorf("%+v: %v", c, err)
+		}
+	}
+}
+
+func TestA2ACardTakesThePublicURL(t *testing.T) {
+	_, base := a2aNode(t, node.Config{Model: llm.Offline{}, A2A: &node.A2AConfig{PublicURL: "https://agents.example.com/"}})
+	resp, err := http.Get(base + a2a.CardPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var card sdk.AgentCard
+	if err := json.NewDecoder(resp.Body).Decode(&card); err != nil || card.URL != "https://agents.example.com/a2a" {
+		t.Fatalf("card url %q, %v", card.URL, err)
+	}
+}
+
+func TestA2AAnswersOutliveTheWriteTimeout(t *testing.T) {
+	cfg := node.Config{Model: slowModel{Model: a2aScript(t, llm.ScriptStep{Content: "slow"}, llm.ScriptStep{Content: "slow again"}), pause: 700 * time.Millisecond},
+		A2A: &node.A2AConfig{}, HTTP: node.HTTPConfig{WriteTimeout: 300 * time.Millisecond}}
+	n := nodetest.Start(t, cfg)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := n.HTTPServer()
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	client, _ := a2aClient(t, "http://"+ln.Addr().String(), a2a.CardPath)
+	res, err := client.SendMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task := res.(*sdk.Task); artifactText(t, task) != "slow" {
+		t.Fatalf("blocking send: %s %q", task.Status.State, artifactText(t, task))
+	}
+	var last sdk.TaskState
+	for ev, err := range client.SendStreamingMessage(context.Background(), &sdk.MessageSendParams{Message: userMessage("again")}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st, ok := ev.(*sdk.TaskStatusUpdateEvent); ok {
+			last = st.Status.State
+		}
+	}
+	if last != sdk.TaskStateCompleted {
+		t.Fatalf("stream ended with %q", last)
+	}
+}
