@@ -499,8 +499,10 @@ type Node struct {
 	leased *leasedStore
 	// agent is the default agent: its tools are what ToolSpecs and CallTool offer.
 	agent actors.Agent
-	// routes are the handlers added to the HTTP API (Handle).
-	routes []route
+	// routes are the handlers added to the HTTP API (Handle, HandleRoute).
+	routes []Route
+	// gate checks the HTTP API's requests (tokens, rate limits, CORS).
+	gate *gate
 	// memories is the agent memory (Config.Memory), nil without one.
 	memories   *memory.Memories
 	ownVectors io.Closer // the embedded vector index the node opened for memories
@@ -545,6 +547,11 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout)}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
+	gate, err := newGate(cfg.HTTP.Auth, cfg.HTTP.CORS)
+	if err != nil {
+		return nil, err
+	}
+	n.gate = gate
 	n.hub = newHub(nil, nil) // openBus replaces it on a shared bus
 	n.ingress = newIngress(n.redactor, cfg.Clock, cfg.IDs)
 	if err := n.openLog(ctx); err != nil {
