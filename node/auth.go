@@ -366,3 +366,6 @@ func (l *limiters) size() int {
 	defer l.mu.Unlock()
 	return len(l.m)
 }
+
+// Enabled reports whether requests need a token.
+func (c AuthConfig) Enabled() bool { return len(c.Tokens) > 0 || c.TokensFile != "" }
