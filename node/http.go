@@ -39,10 +39,10 @@ const maxBody = 2 << 20
 //	GET  /metrics                      Prometheus metrics
 //	GET  /healthz                      200 {"status":"ok"}, or 503 {"status":"unhealthy","reason"}
 //	GET  /openapi.json                 the OpenAPI document of these routes (openapi.go)
-//	POST /v1/memories                  write memories (with Config.Memory; see memoryRoutes)
+//	POST /v1/memories                  write memories (with Config.Memory; memory.go)
 //	GET  /v1/memories/search           search a namespace
 //	GET  /v1/memories/{id}/history     where a memory came from, why it changed
-//	/v1/kb/...                         knowledge bases (with Config.Knowledge; see knowledgeRoutes)
+//	/v1/kb/...                         knowledge bases (with Config.Knowledge; knowledge.go)
 //
 // and the handlers added with Handle and HandleRoute (node serve adds MCP at /mcp).
 func (n *Node) Handler() http.Handler {

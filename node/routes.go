@@ -98,9 +98,11 @@ func created(desc string, v any) Response  { return Response{http.StatusCreated,
 func accepted(desc string, v any) Response { return Response{http.StatusAccepted, desc, jsonBody(v)} }
 
 // notFound, conflict and unavailable are the usual refusals, with an error body.
-func notFound(desc string) Response    { return Response{http.StatusNotFound, desc, jsonBody(apiError{})} }
-func conflict(desc string) Response    { return Response{http.StatusConflict, desc, jsonBody(apiError{})} }
-func unavailable(desc string) Response { return Response{http.StatusServiceUnavailable, desc, jsonBody(apiError{})} }
+func notFound(desc string) Response { return Response{http.StatusNotFound, desc, jsonBody(apiError{})} }
+func conflict(desc string) Response { return Response{http.StatusConflict, desc, jsonBody(apiError{})} }
+func unavailable(desc string) Response {
+	return Response{http.StatusServiceUnavailable, desc, jsonBody(apiError{})}
+}
 
 // Routes returns the node's HTTP API: its own routes (those of memory and of the
 // knowledge bases when the node has them) and those added with Handle and
