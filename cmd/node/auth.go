@@ -14,8 +14,9 @@ import (
 // httpConfig is the HTTP API's protection: the configuration file's (file) under
 // the environment and the flags. Tokens come from --auth-token when any is given,
 // else from TROUPE_AUTH_TOKENS (comma-separated) when set, else from the file's
-// "auth.tokens"; the tokens file adds its own. Its errors never quote a token.
-func httpConfig(file node.HTTPConfig, tokenFlags, corsFlags []string, tokensFile string, rate float64, burst int, maxBody int64) (node.HTTPConfig, error) {
+// "auth.tokens"; the tokens file adds its own (read here when serving, so that a
+// bad one stops the node before it starts). Its errors never quote a token.
+func httpConfig(file node.HTTPConfig, tokenFlags, corsFlags []string, tokensFile string, rate float64, burst int, maxBody int64, serving bool) (node.HTTPConfig, error) {
 	c := file
 	switch {
 	case len(tokenFlags) > 0:
@@ -32,7 +33,7 @@ func httpConfig(file node.HTTPConfig, tokenFlags, corsFlags []string, tokensFile
 	if err := c.Validate(); err != nil {
 		return c, err
 	}
-	if c.Auth.TokensFile != "" {
+	if c.Auth.TokensFile != "" && serving {
 		if _, err := node.ReadTokensFile(c.Auth.TokensFile); err != nil {
 			return c, err
 		}

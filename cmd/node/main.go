@@ -292,12 +292,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error: --http-max-conns must be at least 1")
 		return 2
 	}
-	httpCfg, err := httpConfig(fileHTTP, tokenFlags, corsFlags, *tokensFile, *rateFlag, *burstFlag, *maxBodyFlag)
+	httpCfg, err := httpConfig(fileHTTP, tokenFlags, corsFlags, *tokensFile, *rateFlag, *burstFlag, *maxBodyFlag, cmd == "serve")
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
 	httpCfg.MaxConnections = *maxConns
+	if cmd != "serve" {
+		// Only serve serves the HTTP API: run and mcp need no tokens file.
+		httpCfg.Auth, httpCfg.CORS = node.AuthConfig{}, node.CORSConfig{}
+	}
 	if *maxSessions < 1 || *maxSessions > nodeconfig.MaxMaxSessions {
 		fmt.Fprintf(stderr, "error: --max-sessions %d is out of range: want 1 to %d\n", *maxSessions, nodeconfig.MaxMaxSessions)
 		return 2
