@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 )
 
@@ -147,10 +149,17 @@ type gate struct {
 	hashes [][sha256.Size]byte
 
 	limits *limiters
+
+	logger *slog.Logger
+	// refused counts the requests the gate answered itself, by status.
+	refused *prometheus.CounterVec
 }
 
-func newGate(auth AuthConfig, cors CORSConfig) (*gate, error) {
-	g := &gate{cfg: auth, origins: map[string]bool{}}
+func newGate(auth AuthConfig, cors CORSConfig, logger *slog.Logger) (*gate, error) {
+	g := &gate{cfg: auth, origins: map[string]bool{}, logger: logger,
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "http",
+			Name: "refused_total", Help: "HTTP requests refused before their route: 401 (no or a wrong token), 429 (past the rate limit), 403 (a CORS preflight from another origin)."},
+			[]string{"code"})}
 	for _, o := range cors.Origins {
 		g.origins[o] = true
 	}
@@ -236,6 +245,7 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="troupe", error="invalid_token"`)
 					msg = "the bearer token is not one of this node's"
 				}
+				g.refuse(r, http.StatusUnauthorized)
 				writeError(w, http.StatusUnauthorized, "%s", msg)
 				return
 			}
@@ -244,6 +254,7 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 		if g.limits != nil {
 			if wait, ok := g.limits.allow(key, time.Now()); !ok {
 				secs := int(math.Ceil(wait.Seconds()))
+				g.refuse(r, http.StatusTooManyRequests)
 				w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
 				writeError(w, http.StatusTooManyRequests, "too many requests: at most %v a second (burst %d); retry after %d s",
 					g.limits.rate, g.limits.burst, max(1, secs))
@@ -252,6 +263,13 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// refuse counts and logs (at debug level: a flood must not flood the log) a
+// request the gate refused: its method, path and client IP, never its headers.
+func (g *gate) refuse(r *http.Request, code int) {
+	g.refused.WithLabelValues(strconv.Itoa(code)).Inc()
+	g.logger.Debug("http request refused", "code", code, "method", r.Method, "path", r.URL.Path, "client", clientIP(r))
 }
 
 // CORS answers: the methods and request headers the API uses, and the response
@@ -274,6 +292,7 @@ func (g *gate) cors(w http.ResponseWriter, r *http.Request) bool {
 	preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
 	if origin == "" || !g.origins[origin] {
 		if preflight {
+			g.refuse(r, http.StatusForbidden)
 			writeError(w, http.StatusForbidden, "origin %q may not call this API (cors origins)", origin)
 			return false
 		}

@@ -255,6 +255,12 @@ func TestTokensNeverReachTheLog(t *testing.T) {
 	if err == nil || strings.Contains(err.Error(), bad+"\"") || strings.Contains(err.Error(), goodToken) {
 		t.Errorf("reloading a file with a short token: %v", err)
 	}
+	if !strings.Contains(logs.String(), "http request refused") {
+		t.Errorf("the refusals are not logged:\n%s", logs.String())
+	}
+	if _, _, metrics := doCall(t, "GET", base+"/metrics", goodToken, ""); !strings.Contains(metrics, `troupe_http_refused_total{code="401"}`) {
+		t.Errorf("no refusal counted in /metrics")
+	}
 	for _, tok := range []string{goodToken, wrongToken, fileToken} {
 		if strings.Contains(logs.String(), tok) {
 			t.Fatalf("the log has a token:\n%s", logs.String())

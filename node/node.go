@@ -547,11 +547,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout)}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
-	gate, err := newGate(cfg.HTTP.Auth, cfg.HTTP.CORS)
+	gate, err := newGate(cfg.HTTP.Auth, cfg.HTTP.CORS, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
 	n.gate = gate
+	n.metrics.Registry.MustRegister(gate.refused)
 	n.hub = newHub(nil, nil) // openBus replaces it on a shared bus
 	n.ingress = newIngress(n.redactor, cfg.Clock, cfg.IDs)
 	if err := n.openLog(ctx); err != nil {
