@@ -364,6 +364,10 @@ func TestOversizedBodiesAre413(t *testing.T) {
 	if code != http.StatusRequestEntityTooLarge || json.Unmarshal([]byte(body), &e) != nil || e.Error == "" {
 		t.Errorf("a 3 MiB task: %d %s, want 413 with a JSON error", code, body)
 	}
+	code, _, body = doCall(t, "POST", base+"/v1/sessions/s1/approvals/c1", "", `{"approve":true,"reason":"`+strings.Repeat("r", 100<<10)+`"}`)
+	if code != http.StatusRequestEntityTooLarge || json.Unmarshal([]byte(body), &e) != nil || e.Error == "" {
+		t.Errorf("a 100 KB approval: %d %s, want 413 with a JSON error", code, body)
+	}
 	code, _, body = doCall(t, "POST", base+"/extra", "", `{"x":"`+strings.Repeat("b", 2000)+`"}`)
 	if code != http.StatusRequestEntityTooLarge || json.Unmarshal([]byte(body), &e) != nil || !strings.Contains(e.Error, "larger than 1000") {
 		t.Errorf("2 KB to a route bound at 1000 bytes: %d %s, want 413 with a JSON error", code, body)

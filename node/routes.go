@@ -139,7 +139,7 @@ func (n *Node) apiRoutes() []Route {
 			Summary: "Cancel the session's running task",
 			Responses: []Response{accepted("the task is being cancelled", Schema{"type": "object", "properties": Schema{
 				"session_id": Schema{"type": "string"}, "status": Schema{"type": "string"}}}), sessionGone, conflict("the session has no running task")}}},
-		{Method: "POST", Path: "/v1/sessions/{id}/approvals/{call}", Handler: http.HandlerFunc(n.postApproval), MaxBody: 64 << 10, Doc: RouteDoc{
+		{Method: "POST", Path: "/v1/sessions/{id}/approvals/{call}", Handler: http.HandlerFunc(n.postApproval), MaxBody: approvalMaxBody, Doc: RouteDoc{
 			Summary: "Approve or reject a tool call waiting for approval",
 			Body:    jsonBody(approvalBody{}),
 			Responses: []Response{accepted("the answer is recorded", Schema{"type": "object", "properties": Schema{
