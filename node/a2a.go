@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/messages"
@@ -55,21 +56,35 @@ func (c *A2AConfig) validate() error {
 	return nil
 }
 
-// a2aRoutes adds the A2A routes to mux, when the node serves A2A: the one place
-// they are registered.
-func (n *Node) a2aRoutes(mux *http.ServeMux) {
+// a2aRoutes are the A2A routes of the node's route table (routes.go), when the
+// node serves A2A: its server is built once, on the first call.
+func (n *Node) a2aRoutes() []Route {
 	if n.cfg.A2A == nil {
-		return
+		return nil
 	}
-	srv, err := a2a.NewServer(a2aBackend{n}, a2a.ServerConfig{PublicURL: n.cfg.A2A.PublicURL, PushAllow: n.cfg.A2A.PushAllow,
-		MaxBody: maxBody, Name: "troupe", Logger: n.cfg.Logger}, n.a2aAgents())
-	if err != nil {
-		n.cfg.Logger.Error("a2a: not served", "err", err)
-		return
+	n.a2aOnce.Do(func() {
+		srv, err := a2a.NewServer(a2aBackend{n}, a2a.ServerConfig{PublicURL: n.cfg.A2A.PublicURL, PushAllow: n.cfg.A2A.PushAllow,
+			MaxBody: maxBody, Name: "troupe", Logger: n.cfg.Logger}, n.a2aAgents())
+		if err != nil {
+			n.cfg.Logger.Error("a2a: not served", "err", err)
+			return
+		}
+		n.a2aServer = srv
+	})
+	if n.a2aServer == nil {
+		return nil
 	}
-	for _, r := range srv.Routes() {
-		mux.Handle(r.Pattern, r.Handler)
+	var out []Route
+	for _, r := range n.a2aServer.Routes() {
+		method, path, _ := strings.Cut(r.Pattern, " ")
+		doc := RouteDoc{Summary: "A2A 0.3 JSON-RPC: message/send, message/stream (SSE), tasks/get, tasks/cancel, tasks/resubscribe, tasks/pushNotificationConfig/*"}
+		if method == http.MethodGet {
+			doc = RouteDoc{Summary: "The A2A agent card (open without a token)"}
+		}
+		// The A2A handler bounds its body itself (a2a.ServerConfig.MaxBody).
+		out = append(out, Route{Method: method, Path: path, Handler: r.Handler, MaxBody: maxBody, Doc: doc})
 	}
+	return out
 }
 
 // a2aAgents describes the node's agents for their cards: the default agent first.

@@ -240,6 +240,9 @@ func (n *Node) listApprovals(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, list)
 }
 
+// approvalMaxBody bounds the body of POST /v1/sessions/{id}/approvals/{call}.
+const approvalMaxBody = 64 << 10
+
 // approvalBody is the body of POST /v1/sessions/{id}/approvals/{call}.
 type approvalBody struct {
 	Approve *bool  `json:"approve"`
@@ -252,8 +255,12 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, approvalMaxBody))
 	if err != nil {
+		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes: an approval is {\"approve\", \"reason\"}", approvalMaxBody)
+			return
+		}
 		writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
 		return
 	}

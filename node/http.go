@@ -2,6 +2,7 @@ package node
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,8 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
@@ -25,7 +24,9 @@ import (
 // maxBody bounds a request body; the input itself is bounded by Task.Validate.
 const maxBody = 2 << 20
 
-// Handler returns the node's HTTP API:
+// Handler returns the node's HTTP API: the routes of its route table (Routes),
+// each with its body bound, behind CORS, the bearer token and the rate limit
+// (HTTPConfig.Auth, HTTPConfig.CORS):
 //
 //	POST /v1/tasks                     submit a task → 202 {"session_id"}
 //	GET  /v1/sessions                  list sessions
@@ -37,45 +38,42 @@ const maxBody = 2 << 20
 //	GET  /v1/approvals                 the calls waiting for approval (approvals.go)
 //	GET  /metrics                      Prometheus metrics
 //	GET  /healthz                      200 {"status":"ok"}, or 503 {"status":"unhealthy","reason"}
-//	POST /v1/memories                  write memories (with Config.Memory; see memoryRoutes)
+//	GET  /openapi.json                 the OpenAPI document of these routes (openapi.go)
+//	POST /v1/memories                  write memories (with Config.Memory; memory.go)
 //	GET  /v1/memories/search           search a namespace
 //	GET  /v1/memories/{id}/history     where a memory came from, why it changed
-//	/v1/kb/...                         knowledge bases (with Config.Knowledge; see knowledgeRoutes)
-//	/.well-known/agent-card.json, /a2a  A2A (with Config.A2A; see a2aRoutes)
+//	/v1/kb/...                         knowledge bases (with Config.Knowledge; knowledge.go)
+//	/.well-known/agent-card.json, /a2a  A2A (with Config.A2A; a2a.go)
 //
-// and the handlers added with Handle (node serve adds MCP at /mcp).
+// and the handlers added with Handle and HandleRoute (node serve adds MCP at /mcp).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/tasks", n.postTask)
-	mux.HandleFunc("GET /v1/sessions", n.listSessions)
-	mux.HandleFunc("GET /v1/sessions/{id}", n.getSession)
-	mux.HandleFunc("GET /v1/sessions/{id}/events", n.getEvents)
-	mux.HandleFunc("GET /v1/sessions/{id}/stream", n.stream)
-	mux.HandleFunc("POST /v1/sessions/{id}/cancel", n.cancel)
-	mux.HandleFunc("POST /v1/sessions/{id}/approvals/{call}", n.postApproval)
-	mux.HandleFunc("GET /v1/approvals", n.listApprovals)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("GET /healthz", n.healthz)
-	n.memoryRoutes(mux)
-	n.knowledgeRoutes(mux)
-	n.a2aRoutes(mux)
-	for _, r := range n.routes {
-		mux.Handle(r.pattern, r.h)
+	for _, r := range n.Routes() {
+		mux.Handle(r.Pattern(), limitBody(cmp.Or(r.MaxBody, n.cfg.HTTP.MaxBody), r.MaxBody == 0, r.Handler))
 	}
-	return mux
+	return n.gate.wrap(mux)
 }
 
-// route is a handler added to the API with Handle.
-type route struct {
-	pattern string
-	h       http.Handler
+// limitBody bounds the request body of h: reading past max fails
+// (http.MaxBytesReader), and when answer is set a Content-Length above max is
+// answered 413 at once (a route with a bound of its own says why itself).
+func limitBody(max int64, answer bool, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if answer && r.ContentLength > max {
+			writeError(w, http.StatusRequestEntityTooLarge, "request body of %d bytes is larger than %d, the most this route takes", r.ContentLength, max)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = http.MaxBytesReader(w, r.Body, max)
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
-// Handle adds a handler to the node's HTTP API (Handler, HTTPServer) at pattern (a
-// http.ServeMux pattern), e.g. the MCP endpoint at /mcp. Call it before HTTPServer.
-func (n *Node) Handle(pattern string, h http.Handler) {
-	n.routes = append(n.routes, route{pattern, h})
-}
+// ReloadTokens reads HTTPConfig.Auth.TokensFile again (node serve does on SIGHUP):
+// its tokens and Auth.Tokens are then the ones accepted. On an error the tokens
+// stay as they were.
+func (n *Node) ReloadTokens() error { return n.gate.reload() }
 
 type apiError struct {
 	Error string `json:"error"`

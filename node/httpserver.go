@@ -28,6 +28,12 @@ type HTTPConfig struct {
 	// Keep it well below the process's file descriptor limit: the event log and the
 	// bus need descriptors too.
 	MaxConnections int
+	// MaxBody bounds a request body of the routes that set no bound of their own
+	// (Route.MaxBody; default DefaultMaxBody).
+	MaxBody int64
+	// Auth is who may call the API and how often; CORS which web origins may.
+	Auth AuthConfig
+	CORS CORSConfig
 }
 
 // DefaultMaxConnections is the default of HTTPConfig.MaxConnections.
@@ -35,10 +41,11 @@ const DefaultMaxConnections = 4096
 
 // Validate reports limits that cannot work.
 func (c HTTPConfig) Validate() error {
-	if c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxConnections < 0 {
-		return errors.New("node: HTTP timeouts and the connection limit must not be negative")
+	var errs []error
+	if c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxConnections < 0 || c.MaxBody < 0 {
+		errs = append(errs, errors.New("node: HTTP timeouts, the connection limit and the body limit must not be negative"))
 	}
-	return nil
+	return errors.Join(append(errs, c.Auth.Validate(), c.CORS.Validate())...)
 }
 
 func (c *HTTPConfig) setDefaults() {
@@ -56,6 +63,9 @@ func (c *HTTPConfig) setDefaults() {
 	}
 	if c.MaxConnections == 0 {
 		c.MaxConnections = DefaultMaxConnections
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
 	}
 }
 

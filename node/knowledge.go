@@ -99,8 +99,8 @@ func (n *Node) openKnowledge() error {
 	return nil
 }
 
-// knowledgeRoutes adds the knowledge base API to mux when the node has knowledge
-// bases:
+// The knowledge base API, in the route table (apiRoutes) when the node has
+// knowledge bases:
 //
 //	GET    /v1/kb                             the knowledge bases → {"bases": [Stats...]}
 //	GET    /v1/kb/{name}/documents            its documents → {"name", "documents": [...]}
@@ -122,18 +122,6 @@ func (n *Node) openKnowledge() error {
 // be escaped). A source with "." or ".." segments or an empty one ("a//b") cannot
 // travel in a path (HTTP clients and the server's path cleaning rewrite it): use the
 // source query parameter, which takes any name.
-func (n *Node) knowledgeRoutes(mux *http.ServeMux) {
-	if n.knowledge == nil {
-		return
-	}
-	mux.HandleFunc("GET /v1/kb", n.listKnowledgeBases)
-	mux.HandleFunc("GET /v1/kb/{name}/documents", n.listKBDocuments)
-	mux.HandleFunc("POST /v1/kb/{name}/documents", n.postKBDocument)
-	mux.HandleFunc("GET /v1/kb/{name}/search", n.searchKB)
-	mux.HandleFunc("POST /v1/kb/{name}/ask", n.askKB)
-	mux.HandleFunc("DELETE /v1/kb/{name}/documents/{source...}", n.deleteKBDocument)
-	mux.HandleFunc("DELETE /v1/kb/{name}/documents", n.deleteKBDocument)
-}
 
 // KBSearchHit is one result of a knowledge base search, as GET
 // /v1/kb/{name}/search and node rag search --json give it.

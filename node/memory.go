@@ -31,19 +31,11 @@ const memoryMaxBody = 32 << 20
 // Memories returns the node's agent memory, nil when Config.Memory is not set.
 func (n *Node) Memories() *memory.Memories { return n.memories }
 
-// memoryRoutes adds the memory API to mux when the node has memory:
+// The memory API, in the route table (apiRoutes) when the node has memory:
 //
 //	POST /v1/memories                  one memory object or an array → 201 {"ids": [...]}
 //	GET  /v1/memories/search           ?namespace=&q=&limit=&tier=&mode= → {"results": [...]}
 //	GET  /v1/memories/{id}/history     ?namespace= (optional) → {"id", "namespace", "history": [...]}
-func (n *Node) memoryRoutes(mux *http.ServeMux) {
-	if n.memories == nil {
-		return
-	}
-	mux.HandleFunc("POST /v1/memories", n.postMemories)
-	mux.HandleFunc("GET /v1/memories/search", n.searchMemories)
-	mux.HandleFunc("GET /v1/memories/{id}/history", n.memoryHistory)
-}
 
 // postMemories writes memories: each namespace's share of the body in one append
 // (a batch of 1,000 memories is one request and one write, not 1,000). The

@@ -20,6 +20,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/eventlog"
@@ -505,8 +506,10 @@ type Node struct {
 	leased *leasedStore
 	// agent is the default agent: its tools are what ToolSpecs and CallTool offer.
 	agent actors.Agent
-	// routes are the handlers added to the HTTP API (Handle).
-	routes []route
+	// routes are the handlers added to the HTTP API (Handle, HandleRoute).
+	routes []Route
+	// gate checks the HTTP API's requests (tokens, rate limits, CORS).
+	gate *gate
 	// memories is the agent memory (Config.Memory), nil without one.
 	memories   *memory.Memories
 	ownVectors io.Closer // the embedded vector index the node opened for memories
@@ -528,9 +531,12 @@ type Node struct {
 
 	redactor *redact.Redactor
 	// gw is the gateway in front of the node's models (newEffects).
-	gw       *gateway.Gateway
-	ingress  *Ingress
-	stopping chan struct{}
+	gw *gateway.Gateway
+	// a2aServer serves A2A (a2a.go), built once by a2aRoutes.
+	a2aOnce   sync.Once
+	a2aServer *a2a.Server
+	ingress   *Ingress
+	stopping  chan struct{}
 	// submits bounds deliverTask's waits by SubmitTimeout.
 	submits     *deadline.Shared
 	metrics     *Metrics
@@ -551,6 +557,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout)}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
+	gate, err := newGate(cfg.HTTP.Auth, cfg.HTTP.CORS, cfg.Logger)
+	if err != nil {
+		return nil, err
+	}
+	n.gate = gate
+	n.metrics.Registry.MustRegister(gate.refused)
 	n.hub = newHub(nil, nil) // openBus replaces it on a shared bus
 	n.ingress = newIngress(n.redactor, cfg.Clock, cfg.IDs)
 	if err := n.openLog(ctx); err != nil {

@@ -61,6 +61,23 @@ flags:
   --http ADDR            HTTP listen address for serve (TROUPE_HTTP_ADDR, default 127.0.0.1:8080)
   --http-max-conns N     connections the HTTP server serves at once; more wait to be
                          accepted (TROUPE_HTTP_MAX_CONNS, default 4096)
+  --auth-token TOKEN     serve: a bearer token that may call the HTTP API (repeatable;
+                         TROUPE_AUTH_TOKENS=tok1,tok2; "auth": {"tokens"}). With any
+                         token every route but /healthz and the A2A agent card needs
+                         Authorization: Bearer TOKEN. A flag shows in ps: prefer the
+                         environment or a tokens file
+  --auth-tokens-file F   serve: more tokens, one a line, # comments (TROUPE_AUTH_TOKENS_FILE,
+                         "auth": {"tokens_file"}); read again on SIGHUP
+  --http-rate R          serve: requests a second per token, or per client IP without
+                         tokens (TROUPE_HTTP_RATE, "auth": {"rate"}; default 0: no limit);
+                         past it 429 with Retry-After
+  --http-burst N         serve: requests at once above the rate (TROUPE_HTTP_BURST,
+                         "auth": {"burst"}; default twice the rate)
+  --http-max-body N      serve: request body bound in bytes of the routes without one of
+                         their own (TROUPE_HTTP_MAX_BODY, "http_limits": {"max_body"};
+                         default 1048576); past it 413
+  --cors-origin ORIGIN   serve: an origin whose pages may call the API (repeatable;
+                         TROUPE_CORS_ORIGINS, "cors": {"origins"}; default none)
   --model SPEC           auto | offline | scripted:FILE | PROVIDER[:MODEL] (TROUPE_MODEL, default auto)
   --fallback SPECS       comma-separated models tried when the first fails
   --kafka HOST:PORT,...  join the cluster on Kafka instead of the in-process bus (TROUPE_KAFKA):
@@ -200,11 +217,35 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	fs.String("config", configPath, "configuration file")
 	data := fs.String("data", or("TROUPE_DATA", fc.Data, ".troupe"), "data directory of the embedded event log")
 	addr := fs.String("http", or("TROUPE_HTTP_ADDR", fc.HTTP, "127.0.0.1:8080"), "HTTP listen address (serve)")
-	maxConns := fs.Int("http-max-conns", node.DefaultMaxConnections, "connections the HTTP server serves at once (serve)")
+	fileHTTP := fc.HTTPConfig()
+	maxConns := fs.Int("http-max-conns", cmp.Or(fileHTTP.MaxConnections, node.DefaultMaxConnections), "connections the HTTP server serves at once (serve)")
 	if v := os.Getenv("TROUPE_HTTP_MAX_CONNS"); v != "" {
 		if err := fs.Set("http-max-conns", v); err != nil {
 			fmt.Fprintln(stderr, "error: TROUPE_HTTP_MAX_CONNS:", err)
 			return 2
+		}
+	}
+	// The HTTP API's protection (serve): the file's "auth", "cors" and "http_limits",
+	// under the environment and the flags.
+	var tokenFlags, corsFlags []string
+	fs.Func("auth-token", "a bearer token that may call the HTTP API (repeatable; serve)", func(v string) error {
+		tokenFlags = append(tokenFlags, v)
+		return nil
+	})
+	fs.Func("cors-origin", "an origin whose web pages may call the HTTP API (repeatable; serve)", func(v string) error {
+		corsFlags = append(corsFlags, v)
+		return nil
+	})
+	tokensFile := fs.String("auth-tokens-file", or("TROUPE_AUTH_TOKENS_FILE", fileHTTP.Auth.TokensFile, ""), "file of bearer tokens, one a line (serve)")
+	rateFlag := fs.Float64("http-rate", fileHTTP.Auth.Rate, "requests a second per token or client IP; 0: no limit (serve)")
+	burstFlag := fs.Int("http-burst", fileHTTP.Auth.Burst, "requests at once above --http-rate (serve; default twice the rate)")
+	maxBodyFlag := fs.Int64("http-max-body", cmp.Or(fileHTTP.MaxBody, node.DefaultMaxBody), "request body bound in bytes of the routes without their own (serve)")
+	for env, flagName := range map[string]string{"TROUPE_HTTP_RATE": "http-rate", "TROUPE_HTTP_BURST": "http-burst", "TROUPE_HTTP_MAX_BODY": "http-max-body"} {
+		if v := os.Getenv(env); v != "" {
+			if err := fs.Set(flagName, v); err != nil {
+				fmt.Fprintf(stderr, "error: %s: %v\n", env, err)
+				return 2
+			}
 		}
 	}
 	modelFlag := fs.String("model", or("TROUPE_MODEL", fc.Model, "auto"), "model spec")
@@ -256,6 +297,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if *maxConns < 1 {
 		fmt.Fprintln(stderr, "error: --http-max-conns must be at least 1")
 		return 2
+	}
+	httpCfg, err := httpConfig(fileHTTP, tokenFlags, corsFlags, *tokensFile, *rateFlag, *burstFlag, *maxBodyFlag, cmd == "serve")
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	httpCfg.MaxConnections = *maxConns
+	if cmd != "serve" {
+		// Only serve serves the HTTP API: run and mcp need no tokens file.
+		httpCfg.Auth, httpCfg.CORS = node.AuthConfig{}, node.CORSConfig{}
 	}
 	if *maxSessions < 1 || *maxSessions > nodeconfig.MaxMaxSessions {
 		fmt.Fprintf(stderr, "error: --max-sessions %d is out of range: want 1 to %d\n", *maxSessions, nodeconfig.MaxMaxSessions)
@@ -372,7 +423,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
 		IdleTimeout: idle, MaxLiveSessions: *maxSessions}
-	cfg.HTTP.MaxConnections = *maxConns
+	cfg.HTTP = httpCfg
 	// The agent is the file's (internal/nodeconfig), as replay verify rebuilds it.
 	agent, err := fc.Agent(nodeconfig.AgentOptions{SkillsDir: *skillsDir, Disclosure: *disclosureFlag, ExtraTools: opt.extraTools, Logger: logger})
 	if err != nil {
@@ -609,7 +660,17 @@ func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach
 	go func() { runErr <- n.Run(runCtx) }()
 	httpErr := make(chan error, 1)
 	go func() { httpErr <- srv.Serve(ln) }()
-	cfg.Logger.Info("node serving", "http", ln.Addr().String(), "data", n.DataDir(), "model", cfg.Model.Name(), "roles", cfg.Roles.String())
+	cfg.Logger.Info("node serving", "http", ln.Addr().String(), "data", n.DataDir(), "model", cfg.Model.Name(), "roles", cfg.Roles.String(),
+		"auth", cfg.HTTP.Auth.Enabled())
+	if !cfg.HTTP.Auth.Enabled() && !loopback(ln.Addr()) {
+		cfg.Logger.Warn("the HTTP API listens beyond this host without authentication: whoever reaches "+ln.Addr().String()+
+			" can run tasks and read every session; give tokens with --auth-token, TROUPE_AUTH_TOKENS or the configuration's \"auth\"",
+			"http", ln.Addr().String())
+	}
+	if cfg.HTTP.Auth.TokensFile != "" {
+		stopHUP := reloadTokensOnHUP(n, cfg.Logger)
+		defer stopHUP()
+	}
 	code := 0
 	select {
 	case <-ctx.Done():

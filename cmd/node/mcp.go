@@ -24,6 +24,10 @@ import (
 // connection; a server not connected by then joins the catalog when it connects.
 const mcpStartWait = 10 * time.Second
 
+// mcpMaxBody bounds a request to /mcp: a run_task call carries a task, which
+// POST /v1/tasks bounds at 2 MiB.
+const mcpMaxBody = 2 << 20
+
 // startMCP connects to the MCP servers of the configuration, makes them cfg's tool
 // catalog, and adds their header and environment values to cfg's secrets (so a
 // server that echoes its token does not put it in an event). It waits up to
@@ -66,7 +70,14 @@ func newMCPServer(n *node.Node, cfg node.Config, served mcp.ServedConfig) *mcp.S
 func mountMCP(ctx context.Context, n *node.Node, cfg node.Config, served mcp.ServedConfig) {
 	srv := newMCPServer(n, cfg, served)
 	go srv.Run(ctx)
-	n.Handle("/mcp", srv.Handler())
+	n.HandleRoute(node.Route{Path: "/mcp", Handler: srv.Handler(), MaxBody: mcpMaxBody, Doc: node.RouteDoc{
+		Summary: "MCP over Streamable HTTP: POST a JSON-RPC message, GET the server's stream, DELETE the MCP session",
+		Methods: []string{"GET", "POST", "DELETE"},
+		Body:    &node.Body{Schema: node.Schema{"type": "object", "description": "a JSON-RPC 2.0 message or batch"}},
+		Responses: []node.Response{
+			{Status: 200, Description: "the JSON-RPC answer, as application/json or text/event-stream"},
+			{Status: 202, Description: "a notification or answer was accepted"},
+		}}})
 }
 
 // serveMCP is `node mcp`: a node that serves its tools and run_task to one MCP

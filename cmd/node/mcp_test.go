@@ -286,6 +286,13 @@ func (f fixtureTool) Call(ctx context.Context, _ tools.Call) (string, error) {
 // with the extra arguments, and returns its base URL.
 func serveNode(t *testing.T, opt options, extra ...string) string {
 	t.Helper()
+	base, _ := serveNodeLog(t, opt, extra...)
+	return base
+}
+
+// serveNodeLog is serveNode, and node serve's log (its stderr).
+func serveNodeLog(t *testing.T, opt options, extra ...string) (string, *syncBuffer) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -293,10 +300,10 @@ func serveNode(t *testing.T, opt options, extra ...string) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	var errb syncBuffer
+	errb := &syncBuffer{}
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, append([]string{"serve", "--http", addr, "--model", "offline", "--data", t.TempDir()}, extra...), io.Discard, &errb, opt)
+		exited <- run(ctx, append([]string{"serve", "--http", addr, "--model", "offline", "--data", t.TempDir()}, extra...), io.Discard, errb, opt)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -313,7 +320,7 @@ func serveNode(t *testing.T, opt options, extra ...string) string {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return base
+				return base, errb
 			}
 		}
 		select {

@@ -91,6 +91,10 @@ type File struct {
 	// Context bounds what the default agent's model calls are sent, and is the
 	// default of the named agents' context fields (context.go).
 	Context ContextFile `json:"context"`
+	// Auth, CORS and HTTPLimits protect node serve's HTTP API (http.go).
+	Auth       *AuthFile       `json:"auth"`
+	CORS       *CORSFile       `json:"cors"`
+	HTTPLimits *HTTPLimitsFile `json:"http_limits"`
 }
 
 // SkillsFile is the "skills" section: what the skills of skills_dir may do.
@@ -203,6 +207,9 @@ func unknownField(file []byte, name string) error {
 	_ = json.Unmarshal(top["gateway"], &gw)
 	if _, ok := gw[name]; ok {
 		return fmt.Errorf("unknown field \"gateway.%s\": the gateway fields are %s", name, jsonFields[GatewayFile]())
+	}
+	if err := unknownHTTPField(top, name); err != nil {
+		return err
 	}
 	if err := unknownToolsField(top["tools"], name); err != nil {
 		return err
@@ -386,6 +393,7 @@ func (fc File) Validate() error {
 	}
 	errs = append(errs, fc.Memory.validate()...)
 	errs = append(errs, fc.Knowledge.validate()...)
+	errs = append(errs, fc.validateHTTP()...)
 	return errors.Join(errs...)
 }
 

@@ -1,0 +1,74 @@
+package main
+
+import (
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/troupe-run/troupe/node"
+)
+
+// httpConfig is the HTTP API's protection: the configuration file's (file) under
+// the environment and the flags. Tokens come from --auth-token when any is given,
+// else from TROUPE_AUTH_TOKENS (comma-separated) when set, else from the file's
+// "auth.tokens"; the tokens file adds its own (read here when serving, so that a
+// bad one stops the node before it starts). Its errors never quote a token.
+func httpConfig(file node.HTTPConfig, tokenFlags, corsFlags []string, tokensFile string, rate float64, burst int, maxBody int64, serving bool) (node.HTTPConfig, error) {
+	c := file
+	switch {
+	case len(tokenFlags) > 0:
+		c.Auth.Tokens = tokenFlags
+	case os.Getenv("TROUPE_AUTH_TOKENS") != "":
+		c.Auth.Tokens = nonEmpty(strings.Split(os.Getenv("TROUPE_AUTH_TOKENS"), ","))
+	}
+	if len(corsFlags) > 0 {
+		c.CORS.Origins = corsFlags
+	} else if v := os.Getenv("TROUPE_CORS_ORIGINS"); v != "" {
+		c.CORS.Origins = nonEmpty(strings.Split(v, ","))
+	}
+	c.Auth.TokensFile, c.Auth.Rate, c.Auth.Burst, c.MaxBody = tokensFile, rate, burst, maxBody
+	if err := c.Validate(); err != nil {
+		return c, err
+	}
+	if c.Auth.TokensFile != "" && serving {
+		if _, err := node.ReadTokensFile(c.Auth.TokensFile); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+// loopback reports whether addr is a loopback address (not an unspecified one,
+// which listens on every interface).
+func loopback(addr net.Addr) bool {
+	tcp, ok := addr.(*net.TCPAddr)
+	return ok && tcp.IP.IsLoopback()
+}
+
+// reloadTokensOnHUP reads the tokens file again on each SIGHUP until stop.
+func reloadTokensOnHUP(n *node.Node, logger *slog.Logger) (stop func()) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-hup:
+				if err := n.ReloadTokens(); err != nil {
+					logger.Warn("auth tokens not reloaded: the previous ones stay", "err", err)
+				} else {
+					logger.Info("auth tokens reloaded")
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		close(done)
+	}
+}

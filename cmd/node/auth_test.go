@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+const serveToken = "tok-serve-0123456789abcdef"
+
+// bearer adds a bearer token to every request.
+type bearer struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+// get answers the status of a request to url with token (none when empty).
+func get(t *testing.T, method, url, token, body string) int {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// node serve --auth-token closes every route but /healthz, /mcp and /metrics
+// included: an MCP client with the token works, one without is refused; the
+// OpenAPI document names /mcp; the token never reaches the log.
+func TestServeAuthTokenClosesEveryRoute(t *testing.T) {
+	clearLLMEnv(t)
+	base, logs := serveNodeLog(t, options{}, "--auth-token", serveToken, "-v")
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	for _, c := range []struct{ method, path, body string }{
+		{"GET", "/metrics", ""}, {"POST", "/mcp", initialize}, {"GET", "/v1/sessions", ""}, {"GET", "/openapi.json", ""},
+		{"POST", "/v1/tasks", `{"input":"hi"}`}, {"GET", "/v1/kb", ""},
+	} {
+		if code := get(t, c.method, base+c.path, "", c.body); code != http.StatusUnauthorized {
+			t.Errorf("%s %s without a token: %d, want 401", c.method, c.path, code)
+		}
+		if code := get(t, c.method, base+c.path, "tok-serve-0123456789abcdeX", c.body); code != http.StatusUnauthorized {
+			t.Errorf("%s %s with a wrong token: %d, want 401", c.method, c.path, code)
+		}
+		if code := get(t, c.method, base+c.path, serveToken, c.body); code >= 300 {
+			t.Errorf("%s %s with the token: %d", c.method, c.path, code)
+		}
+	}
+	if code := get(t, "GET", base+"/healthz", "", ""); code != http.StatusOK {
+		t.Errorf("/healthz without a token: %d", code)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client := &http.Client{Transport: bearer{serveToken, http.DefaultTransport}}
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: base + "/mcp", HTTPClient: client}, nil)
+	if err != nil {
+		t.Fatalf("an MCP client with the token: %v", err)
+	}
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatalf("tools/list with the token: %v", err)
+	}
+	cs.Close()
+	if _, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: base + "/mcp"}, nil); err == nil {
+		t.Error("an MCP client without the token connected")
+	}
+	req, _ := http.NewRequest("GET", base+"/openapi.json", nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&doc)
+	resp.Body.Close()
+	if err != nil || doc.Paths["/mcp"]["post"] == nil || doc.Paths["/v1/kb/{name}/ask"]["post"] == nil {
+		t.Errorf("the OpenAPI document lacks /mcp or the knowledge bases (err %v): %v", err, doc.Paths)
+	}
+	if strings.Contains(logs.String(), serveToken) {
+		t.Fatalf("the token is in the log:\n%s", logs.String())
+	}
+}
+
+// The tokens and limits come from the environment and the configuration file too,
+// and a bad token in the file is refused at start without being quoted.
+func TestServeAuthFromEnvironmentAndConfig(t *testing.T) {
+	clearLLMEnv(t)
+	t.Setenv("TROUPE_AUTH_TOKENS", serveToken+", tok-second-0123456789abcdef")
+	base := serveNode(t, options{})
+	if code := get(t, "GET", base+"/v1/sessions", "", ""); code != 401 {
+		t.Errorf("TROUPE_AUTH_TOKENS, no token: %d, want 401", code)
+	}
+	if code := get(t, "GET", base+"/v1/sessions", "tok-second-0123456789abcdef", ""); code != 200 {
+		t.Errorf("TROUPE_AUTH_TOKENS, the second token: %d, want 200", code)
+	}
+	t.Setenv("TROUPE_AUTH_TOKENS", "")
+
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("# the ops team\n"+serveToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "troupe.json")
+	if err := os.WriteFile(cfg, []byte(`{"auth": {"tokens_file": "`+tokens+`", "rate": 1, "burst": 2},
+		"cors": {"origins": ["https://app.example"]}, "http_limits": {"max_body": 2048, "read_header_timeout": "5s"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base = serveNode(t, options{}, "--config", cfg)
+	if code := get(t, "GET", base+"/v1/sessions", "", ""); code != 401 {
+		t.Errorf("tokens file, no token: %d, want 401", code)
+	}
+	codes := []int{}
+	for range 3 {
+		codes = append(codes, get(t, "GET", base+"/v1/sessions", serveToken, ""))
+	}
+	if codes[0] != 200 || codes[2] != http.StatusTooManyRequests {
+		t.Errorf("rate 1, burst 2: %v, want 200 first and 429 third", codes)
+	}
+
+	bad := filepath.Join(dir, "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"auth": {"tokens": ["hunter2"]}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	code := run(context.Background(), []string{"serve", "--config", bad, "--data", t.TempDir()}, io.Discard, &stderr, options{})
+	if code != 2 || !strings.Contains(stderr.String(), "auth") || strings.Contains(stderr.String(), "hunter2") {
+		t.Errorf("a short token in the configuration: exit %d, %s", code, stderr.String())
+	}
+	stderr.Reset()
+	code = run(context.Background(), []string{"serve", "--cors-origin", "*", "--data", t.TempDir()}, io.Discard, &stderr, options{})
+	if code != 2 || !strings.Contains(stderr.String(), "cors origin") {
+		t.Errorf("--cors-origin '*': exit %d, %s", code, stderr.String())
+	}
+}
+
+// node serve warns when it listens beyond loopback without tokens, not on
+// loopback, and not with tokens.
+func TestServeWarnsWhenOpenBeyondLoopback(t *testing.T) {
+	clearLLMEnv(t)
+	const warning = "without authentication"
+	for _, c := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{"--http", "0.0.0.0:0"}, true},
+		{[]string{"--http", "127.0.0.1:0"}, false},
+		{[]string{"--http", "0.0.0.0:0", "--auth-token", serveToken}, false},
+	} {
+		ctx, cancel := context.WithCancel(context.Background())
+		logs := &syncBuffer{}
+		exited := make(chan int, 1)
+		go func() {
+			exited <- run(ctx, append([]string{"serve", "--model", "offline", "--data", t.TempDir()}, c.args...), io.Discard, logs, options{})
+		}()
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(logs.String(), "node serving") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%v: node serve did not start in 30 s:\n%s", c.args, logs.String())
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cancel()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Fatal("node serve did not stop in 30 s")
+		}
+		if got := strings.Contains(logs.String(), warning); got != c.warn {
+			t.Errorf("%v: warned %v, want %v:\n%s", c.args, got, c.warn, logs.String())
+		}
+		if strings.Contains(logs.String(), serveToken) {
+			t.Errorf("%v: the token is in the log", c.args)
+		}
+	}
+}

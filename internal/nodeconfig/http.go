@@ -1,0 +1,120 @@
+package nodeconfig
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/troupe-run/troupe/node"
+)
+
+// The HTTP API's protection in the configuration file (node serve):
+//
+//	"auth": {"tokens": ["..."], "tokens_file": "/etc/troupe/tokens", "rate": 20, "burst": 40},
+//	"cors": {"origins": ["https://app.example"]},
+//	"http_limits": {"read_header_timeout": "10s", "read_timeout": "30s", "write_timeout": "30s",
+//	                "idle_timeout": "2m", "max_body": 1048576, "max_conns": 4096}
+//
+// The flags and the environment (cmd/node) override each field.
+
+// AuthFile is the "auth" section (node.AuthConfig).
+type AuthFile struct {
+	Tokens     []string `json:"tokens"`
+	TokensFile string   `json:"tokens_file"`
+	Rate       float64  `json:"rate"`
+	Burst      int      `json:"burst"`
+}
+
+// CORSFile is the "cors" section (node.CORSConfig).
+type CORSFile struct {
+	Origins []string `json:"origins"`
+}
+
+// HTTPLimitsFile is the "http_limits" section: the HTTP server's timeouts (Go
+// durations), the default request body bound in bytes and the connections served
+// at once (node.HTTPConfig).
+type HTTPLimitsFile struct {
+	ReadHeaderTimeout string `json:"read_header_timeout"`
+	ReadTimeout       string `json:"read_timeout"`
+	WriteTimeout      string `json:"write_timeout"`
+	IdleTimeout       string `json:"idle_timeout"`
+	MaxBody           int64  `json:"max_body"`
+	MaxConns          int    `json:"max_conns"`
+}
+
+// Bounds of the http_limits section.
+const (
+	minHTTPTimeout = 100 * time.Millisecond
+	maxHTTPTimeout = time.Hour
+	maxMaxBody     = 1 << 30
+)
+
+// HTTPConfig is the node's HTTPConfig from the auth, cors and http_limits sections
+// (valid: Validate checked them).
+func (fc File) HTTPConfig() node.HTTPConfig {
+	var c node.HTTPConfig
+	if a := fc.Auth; a != nil {
+		c.Auth = node.AuthConfig{Tokens: a.Tokens, TokensFile: a.TokensFile, Rate: a.Rate, Burst: a.Burst}
+	}
+	if fc.CORS != nil {
+		c.CORS.Origins = fc.CORS.Origins
+	}
+	if l := fc.HTTPLimits; l != nil {
+		for _, f := range []struct {
+			s string
+			d *time.Duration
+		}{{l.ReadHeaderTimeout, &c.ReadHeaderTimeout}, {l.ReadTimeout, &c.ReadTimeout}, {l.WriteTimeout, &c.WriteTimeout}, {l.IdleTimeout, &c.IdleTimeout}} {
+			if f.s != "" {
+				*f.d, _ = time.ParseDuration(f.s)
+			}
+		}
+		c.MaxBody, c.MaxConnections = l.MaxBody, l.MaxConns
+	}
+	return c
+}
+
+// validateHTTP checks the auth, cors and http_limits sections. No error quotes a
+// token.
+func (fc File) validateHTTP() []error {
+	var errs []error
+	if a := fc.Auth; a != nil {
+		if err := (node.AuthConfig{Tokens: a.Tokens, Rate: a.Rate, Burst: a.Burst}).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("auth: %w", err))
+		}
+	}
+	if fc.CORS != nil {
+		if err := (node.CORSConfig{Origins: fc.CORS.Origins}).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("cors: %w", err))
+		}
+	}
+	if l := fc.HTTPLimits; l != nil {
+		for field, v := range map[string]string{"read_header_timeout": l.ReadHeaderTimeout, "read_timeout": l.ReadTimeout,
+			"write_timeout": l.WriteTimeout, "idle_timeout": l.IdleTimeout} {
+			if v == "" {
+				continue
+			}
+			if err := checkDuration(v, minHTTPTimeout, maxHTTPTimeout); err != nil {
+				errs = append(errs, fmt.Errorf("http_limits.%s: %w", field, err))
+			}
+		}
+		if l.MaxBody < 0 || l.MaxBody > maxMaxBody {
+			errs = append(errs, fmt.Errorf("http_limits.max_body: %d is out of range: want 1 to %d bytes (0 or absent: %d)", l.MaxBody, maxMaxBody, node.DefaultMaxBody))
+		}
+		if l.MaxConns < 0 || l.MaxConns > 1<<20 {
+			errs = append(errs, fmt.Errorf("http_limits.max_conns: %d is out of range: want 1 to %d (0 or absent: %d)", l.MaxConns, 1<<20, node.DefaultMaxConnections))
+		}
+	}
+	return errs
+}
+
+// unknownHTTPField names an unknown field of the auth, cors or http_limits section.
+func unknownHTTPField(top map[string]json.RawMessage, name string) error {
+	for section, fields := range map[string]string{"auth": jsonFields[AuthFile](), "cors": jsonFields[CORSFile](), "http_limits": jsonFields[HTTPLimitsFile]()} {
+		var m map[string]json.RawMessage
+		_ = json.Unmarshal(top[section], &m)
+		if _, ok := m[name]; ok {
+			return fmt.Errorf("unknown field \"%s.%s\": the %s fields are %s", section, name, section, fields)
+		}
+	}
+	return nil
+}

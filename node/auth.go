@@ -1,0 +1,390 @@
+package node
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
+)
+
+// AuthConfig is who may call the node's HTTP API and how often (HTTPConfig.Auth).
+//
+// With no token (neither Tokens nor TokensFile), the API is open, as it always was;
+// with any, every request but those to the public paths (PublicPaths) must carry
+// "Authorization: Bearer TOKEN" with one of them, or is answered 401. Rate limits
+// apply per token, or per client IP address when the API is open.
+type AuthConfig struct {
+	// Tokens are bearer tokens that may call the API.
+	Tokens []string
+	// TokensFile is a file of more tokens, one a line; blank lines and lines
+	// starting with # are skipped. Node.ReloadTokens reads it again.
+	TokensFile string
+	// Rate is the requests a second each token (or each client IP, without tokens)
+	// may make on average; 0 means no limit.
+	Rate float64
+	// Burst is how many requests a token may make at once above Rate (default
+	// twice Rate, at least 1).
+	Burst int
+}
+
+// CORSConfig lets web pages of other origins call the API (HTTPConfig.CORS).
+type CORSConfig struct {
+	// Origins are the origins (scheme://host[:port]) whose pages may call the API;
+	// none turns CORS off: browsers then refuse cross-origin calls.
+	Origins []string
+}
+
+// PublicPaths are the paths every client may call without a token and without a
+// rate limit: the health check (for load balancers and probes) and the A2A agent
+// card (which tells other agents how to authenticate).
+var PublicPaths = []string{"/healthz", "/.well-known/agent-card.json"}
+
+// DefaultMaxBody is the default of HTTPConfig.MaxBody: the request body a route
+// takes when it sets no bound of its own.
+const DefaultMaxBody = 1 << 20
+
+// Validate reports settings that cannot work.
+func (c AuthConfig) Validate() error {
+	var errs []error
+	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
+		errs = append(errs, fmt.Errorf("auth rate %v: want requests a second, 0 or more (0: no limit)", c.Rate))
+	}
+	if c.Burst < 0 {
+		errs = append(errs, fmt.Errorf("auth burst %d: want 0 or more (0: twice the rate)", c.Burst))
+	}
+	for i, t := range c.Tokens {
+		if err := checkToken(t); err != nil {
+			errs = append(errs, fmt.Errorf("auth token %d: %w", i+1, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate reports origins that are not scheme://host[:port].
+func (c CORSConfig) Validate() error {
+	var errs []error
+	for _, o := range c.Origins {
+		if err := checkOrigin(o); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkOrigin(o string) error {
+	if o == "*" || o == "null" {
+		return fmt.Errorf("cors origin %q: name each origin, as https://app.example", o)
+	}
+	scheme, host, ok := strings.Cut(o, "://")
+	if !ok || (scheme != "http" && scheme != "https") || host == "" || strings.ContainsAny(host, "/?#*@ ") {
+		return fmt.Errorf("cors origin %q: want scheme://host[:port], as https://app.example, without a path", o)
+	}
+	return nil
+}
+
+// minTokenLen is the shortest token accepted: a guessable token is no protection.
+const minTokenLen = 16
+
+// checkToken refuses tokens too short to be secret or that cannot travel in a header.
+// The error never contains the token.
+func checkToken(t string) error {
+	if len(t) < minTokenLen {
+		return fmt.Errorf("is %d characters; want at least %d (e.g. openssl rand -hex 32)", len(t), minTokenLen)
+	}
+	for _, c := range []byte(t) {
+		if c <= ' ' || c >= 0x7f {
+			return errors.New("has a space, a control character or a non-ASCII byte; want printable ASCII")
+		}
+	}
+	return nil
+}
+
+// ReadTokensFile reads a tokens file: one token a line, blank lines and lines
+// starting with # skipped. Its errors name the file and line, never a token.
+func ReadTokensFile(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("auth tokens file: %w", err)
+	}
+	var tokens []string
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	for line := 1; sc.Scan(); line++ {
+		t := strings.TrimSpace(sc.Text())
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		if err := checkToken(t); err != nil {
+			return nil, fmt.Errorf("auth tokens file %s, line %d: the token %w", path, line, err)
+		}
+		tokens = append(tokens, t)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("auth tokens file %s: %w", path, err)
+	}
+	return tokens, nil
+}
+
+// gate checks every request of the HTTP API before its route: CORS, the bearer
+// token, the rate limit. It keeps the tokens as SHA-256 hashes only.
+type gate struct {
+	cfg     AuthConfig
+	origins map[string]bool
+
+	mu     sync.RWMutex
+	hashes [][sha256.Size]byte
+
+	limits *limiters
+
+	logger *slog.Logger
+	// refused counts the requests the gate answered itself, by status.
+	refused *prometheus.CounterVec
+}
+
+func newGate(auth AuthConfig, cors CORSConfig, logger *slog.Logger) (*gate, error) {
+	g := &gate{cfg: auth, origins: map[string]bool{}, logger: logger,
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "http",
+			Name: "refused_total", Help: "HTTP requests refused before their route: 401 (no or a wrong token), 429 (past the rate limit), 403 (a CORS preflight from another origin)."},
+			[]string{"code"})}
+	for _, o := range cors.Origins {
+		g.origins[o] = true
+	}
+	if err := g.reload(); err != nil {
+		return nil, err
+	}
+	if auth.Rate > 0 {
+		burst := auth.Burst
+		if burst == 0 {
+			burst = max(1, int(math.Ceil(2*auth.Rate)))
+		}
+		g.limits = newLimiters(rate.Limit(auth.Rate), burst)
+	}
+	return g, nil
+}
+
+// reload hashes the configured tokens and those of the tokens file, read again.
+func (g *gate) reload() error {
+	tokens := slices.Clone(g.cfg.Tokens)
+	if g.cfg.TokensFile != "" {
+		more, err := ReadTokensFile(g.cfg.TokensFile)
+		if err != nil {
+			return err
+		}
+		if len(more) == 0 && len(tokens) == 0 {
+			// An emptied file must not open the API.
+			return fmt.Errorf("auth tokens file %s has no token: an API that had tokens stays closed", g.cfg.TokensFile)
+		}
+		tokens = append(tokens, more...)
+	}
+	hashes := make([][sha256.Size]byte, len(tokens))
+	for i, t := range tokens {
+		hashes[i] = sha256.Sum256([]byte(t))
+	}
+	g.mu.Lock()
+	g.hashes = hashes
+	g.mu.Unlock()
+	return nil
+}
+
+// closed reports whether requests need a token.
+func (g *gate) closed() bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return len(g.hashes) > 0 || g.cfg.TokensFile != ""
+}
+
+// match returns the hash of the request's bearer token when it is one of the
+// tokens. Every token is compared, in constant time, against the hash of the one
+// given: neither its length nor which token it is leaks through the time taken.
+func (g *gate) match(r *http.Request) ([sha256.Size]byte, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return [sha256.Size]byte{}, false
+	}
+	h := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	found := 0
+	for _, k := range g.hashes {
+		found |= subtle.ConstantTimeCompare(h[:], k[:])
+	}
+	return h, found == 1
+}
+
+// wrap puts the gate in front of h.
+func (g *gate) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !g.cors(w, r) {
+			return
+		}
+		if slices.Contains(PublicPaths, r.URL.Path) {
+			h.ServeHTTP(w, r)
+			return
+		}
+		key := "ip:" + clientIP(r)
+		if g.closed() {
+			sum, ok := g.match(r)
+			if !ok {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
+				msg := "this node needs a bearer token: send Authorization: Bearer TOKEN"
+				if r.Header.Get("Authorization") != "" {
+					w.Header().Set("WWW-Authenticate", `Bearer realm="troupe", error="invalid_token"`)
+					msg = "the bearer token is not one of this node's"
+				}
+				g.refuse(r, http.StatusUnauthorized)
+				writeError(w, http.StatusUnauthorized, "%s", msg)
+				return
+			}
+			key = "token:" + string(sum[:])
+		}
+		if g.limits != nil {
+			if wait, ok := g.limits.allow(key, time.Now()); !ok {
+				secs := int(math.Ceil(wait.Seconds()))
+				g.refuse(r, http.StatusTooManyRequests)
+				w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
+				writeError(w, http.StatusTooManyRequests, "too many requests: at most %v a second (burst %d); retry after %d s",
+					g.limits.rate, g.limits.burst, max(1, secs))
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// refuse counts and logs (at debug level: a flood must not flood the log) a
+// request the gate refused: its method, path and client IP, never its headers.
+func (g *gate) refuse(r *http.Request, code int) {
+	g.refused.WithLabelValues(strconv.Itoa(code)).Inc()
+	g.logger.Debug("http request refused", "code", code, "method", r.Method, "path", r.URL.Path, "client", clientIP(r))
+}
+
+// CORS answers: the methods and request headers the API uses, and the response
+// headers a page may read.
+const (
+	corsMethods       = "GET, POST, DELETE"
+	corsHeaders       = "Authorization, Content-Type, Idempotency-Key, Last-Event-ID, Mcp-Session-Id, Mcp-Protocol-Version"
+	corsExposeHeaders = "Retry-After, WWW-Authenticate, Mcp-Session-Id"
+)
+
+// cors adds the CORS headers for an allowed origin and answers preflight requests;
+// it returns false when it answered. Without configured origins it does nothing:
+// browsers keep other origins' pages out. It never allows every origin ("*").
+func (g *gate) cors(w http.ResponseWriter, r *http.Request) bool {
+	if len(g.origins) == 0 {
+		return true
+	}
+	origin := r.Header.Get("Origin")
+	w.Header().Add("Vary", "Origin")
+	preflight := r.Method == http.MethodOptions && r.Header.Get("Access-Control-Request-Method") != ""
+	if origin == "" || !g.origins[origin] {
+		if preflight {
+			g.refuse(r, http.StatusForbidden)
+			writeError(w, http.StatusForbidden, "origin %q may not call this API (cors origins)", origin)
+			return false
+		}
+		return true
+	}
+	w.Header().Set("Access-Control-Allow-Origin", origin)
+	if !preflight {
+		w.Header().Set("Access-Control-Expose-Headers", corsExposeHeaders)
+		return true
+	}
+	w.Header().Set("Access-Control-Allow-Methods", corsMethods)
+	w.Header().Set("Access-Control-Allow-Headers", corsHeaders)
+	w.Header().Set("Access-Control-Max-Age", "600")
+	w.WriteHeader(http.StatusNoContent)
+	return false
+}
+
+// clientIP is the address the request came from (no proxy header is trusted).
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// limiters holds a token bucket per client. A bucket left alone for burst/rate is
+// full again, the same as a new one: such buckets are dropped, so the memory
+// follows the clients seen in the last burst/rate seconds, not every client ever.
+type limiters struct {
+	rate  rate.Limit
+	burst int
+	idle  time.Duration
+
+	mu        sync.Mutex
+	m         map[string]*clientLimit
+	nextSweep int
+}
+
+type clientLimit struct {
+	lim  *rate.Limiter
+	last time.Time
+}
+
+// minSweep is the number of buckets below which none are dropped.
+const minSweep = 1024
+
+func newLimiters(r rate.Limit, burst int) *limiters {
+	idle := time.Duration(float64(burst) / float64(r) * float64(time.Second))
+	return &limiters{rate: r, burst: burst, idle: idle, m: map[string]*clientLimit{}, nextSweep: minSweep}
+}
+
+// allow takes a request from key's bucket; when it is empty it says how long until
+// a request would be allowed.
+func (l *limiters) allow(key string, now time.Time) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, ok := l.m[key]
+	if !ok {
+		if len(l.m) >= l.nextSweep {
+			l.sweep(now)
+		}
+		c = &clientLimit{lim: rate.NewLimiter(l.rate, l.burst)}
+		l.m[key] = c
+	}
+	c.last = now
+	if c.lim.AllowN(now, 1) {
+		return 0, true
+	}
+	res := c.lim.ReserveN(now, 1)
+	wait := res.DelayFrom(now)
+	res.CancelAt(now)
+	return wait, false
+}
+
+// sweep drops the buckets that are full again; the next sweep comes when the
+// buckets have doubled, so sweeping costs O(1) a request.
+func (l *limiters) sweep(now time.Time) {
+	for k, c := range l.m {
+		if now.Sub(c.last) >= l.idle {
+			delete(l.m, k)
+		}
+	}
+	l.nextSweep = max(minSweep, 2*len(l.m))
+}
+
+// size is the number of buckets held.
+func (l *limiters) size() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.m)
+}
+
+// Enabled reports whether requests need a token.
+func (c AuthConfig) Enabled() bool { return len(c.Tokens) > 0 || c.TokensFile != "" }

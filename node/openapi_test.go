@@ -1,0 +1,139 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/troupe-run/troupe/node"
+)
+
+// The OpenAPI document the node serves is valid OpenAPI 3.0 (kin-openapi's
+// validation) and names exactly the node's routes: every route of the table with
+// each of its methods, and no operation that is not a route. Every protected
+// operation documents 401 and 429, every POST 413.
+func TestOpenAPIDocumentsEveryRouteAndNoOther(t *testing.T) {
+	n, base, _ := authNode(t, node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}}})
+	code, _, body := doCall(t, "GET", base+"/openapi.json", goodToken, "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /openapi.json: %d %s", code, body)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(body))
+	if err != nil {
+		t.Fatalf("loading the document: %v", err)
+	}
+	if err := doc.Validate(context.Background()); err != nil {
+		t.Fatalf("the document is not valid OpenAPI 3: %v", err)
+	}
+	want := map[string]bool{} // "METHOD /path" in the document's form
+	for _, r := range n.Routes() {
+		methods := []string{r.Method}
+		if r.Method == "" {
+			methods = r.Doc.Methods
+			if len(methods) == 0 {
+				methods = []string{"GET", "POST"}
+			}
+		}
+		for _, m := range methods {
+			want[m+" "+openAPIForm(r.Path)] = true
+		}
+	}
+	got := map[string]bool{}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			key := method + " " + path
+			got[key] = true
+			if !want[key] {
+				t.Errorf("the document names %s, which is no route of the node", key)
+			}
+			public := slices.Contains(node.PublicPaths, path)
+			for _, status := range []string{"401", "429"} {
+				if (op.Responses.Value(status) == nil) != public {
+					t.Errorf("%s: response %s documented: %v, want %v", key, status, op.Responses.Value(status) != nil, !public)
+				}
+			}
+			if method == "POST" && op.Responses.Value("413") == nil {
+				t.Errorf("%s: no 413 response", key)
+			}
+			for _, p := range strings.Split(path, "/") {
+				if strings.HasPrefix(p, "{") && op.Parameters.GetByInAndName("path", strings.Trim(p, "{}")) == nil {
+					t.Errorf("%s: path parameter %s is not described", key, p)
+				}
+			}
+		}
+	}
+	for key := range want {
+		if !got[key] {
+			t.Errorf("route %s is missing from the document", key)
+		}
+	}
+	if len(want) < 20 {
+		t.Errorf("only %d operations: the node with memory and knowledge bases has more", len(want))
+	}
+}
+
+func openAPIForm(p string) string { return strings.ReplaceAll(p, "...}", "}") }
+
+// The route table is the only way onto the API's mux: no file of the package
+// registers a handler on a ServeMux but Handler, which registers the table. A new
+// endpoint registered with mux.HandleFunc would be served but missing from
+// /openapi.json, and unchecked by TestEveryRouteNeedsTheToken: add it to apiRoutes
+// (or call HandleRoute) instead.
+func TestEveryMuxRegistrationGoesThroughTheRouteTable(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, decl := range f.Decls {
+			fn, ok := decl.(*ast.FuncDecl)
+			if !ok || fn.Body == nil {
+				continue
+			}
+			ast.Inspect(fn.Body, func(x ast.Node) bool {
+				c, ok := x.(*ast.CallExpr)
+				if !ok {
+					return true
+				}
+				sel, ok := c.Fun.(*ast.SelectorExpr)
+				if !ok || (sel.Sel.Name != "HandleFunc" && sel.Sel.Name != "Handle") {
+					return true
+				}
+				if fn.Name.Name == "Handler" && file == "http.go" {
+					return true // the table's registration
+				}
+				if id, ok := sel.X.(*ast.Ident); sel.Sel.Name == "Handle" && (!ok || id.Name == "n") {
+					return true // Node.Handle (the table's), slog's h.Handler.Handle (actorlog.go)
+				}
+				t.Errorf("%s: %s.%s registers a route outside the route table (Routes): add a Route to apiRoutes instead",
+					fset.Position(c.Pos()), exprString(sel.X), sel.Sel.Name)
+				return true
+			})
+		}
+	}
+}
+
+func exprString(e ast.Expr) string {
+	if id, ok := e.(*ast.Ident); ok {
+		return id.Name
+	}
+	b, _ := json.Marshal(e)
+	return string(b)
+}

@@ -1,0 +1,235 @@
+package node
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Route is one endpoint of the node's HTTP API. The node's routes (Node.Routes)
+// are one table: Handler registers each of them on its mux, and /openapi.json
+// describes each of them from its Doc. Adding an endpoint is adding a Route to
+// that table (apiRoutes here, or Node.HandleRoute for handlers from outside the
+// package): a route registered on the mux any other way fails
+// TestEveryMuxRegistrationGoesThroughTheRouteTable.
+type Route struct {
+	// Method is the HTTP method; "" serves every method (the handler answers each
+	// itself, as /mcp does) and Doc.Methods lists them.
+	Method string
+	// Path is the http.ServeMux path, with {name} and {name...} wildcards.
+	Path string
+	// Handler serves the route.
+	Handler http.Handler
+	// MaxBody bounds the request body: reading past it fails. 0 is
+	// HTTPConfig.MaxBody, and then a Content-Length above it is answered 413 before
+	// the handler runs; a route that sets MaxBody answers an overflow itself, with
+	// the 413 of its choice.
+	MaxBody int64
+	// Doc describes the route in the OpenAPI document.
+	Doc RouteDoc
+}
+
+// Pattern is the route's http.ServeMux pattern.
+func (r Route) Pattern() string {
+	if r.Method == "" {
+		return r.Path
+	}
+	return r.Method + " " + r.Path
+}
+
+// RouteDoc describes a route in the OpenAPI document (/openapi.json).
+type RouteDoc struct {
+	// Summary is one line on what the route does.
+	Summary string
+	// Methods are the methods a route of every method (Method "") answers; default
+	// GET and POST.
+	Methods []string
+	// Query are the query parameters.
+	Query []Param
+	// Body is the request body, nil for none.
+	Body *Body
+	// Responses are the route's own answers; the document adds 401, 413, 429 and
+	// (for routes with a body or parameters) 400.
+	Responses []Response
+}
+
+// Param is a query parameter of a route.
+type Param struct {
+	Name        string
+	Description string
+	// Type is string (default), integer, number or boolean.
+	Type     string
+	Required bool
+}
+
+// Body is a request or response body: its media type and the shape of its
+// content.
+type Body struct {
+	// ContentType defaults to application/json.
+	ContentType string
+	// Schema is a JSON Schema (a Schema) or a Go value whose type gives it (by its
+	// JSON encoding, as schemaOf derives it); nil: any content.
+	Schema any
+}
+
+// Schema is a JSON Schema written out.
+type Schema map[string]any
+
+// Response is one answer of a route.
+type Response struct {
+	Status      int
+	Description string
+	// Body is the content; nil for none.
+	Body *Body
+}
+
+// jsonBody is an application/json body shaped as v's type.
+func jsonBody(v any) *Body { return &Body{ContentType: "application/json", Schema: v} }
+
+// ok, created and accepted are the usual successful answers.
+func ok(desc string, v any) Response       { return Response{http.StatusOK, desc, jsonBody(v)} }
+func created(desc string, v any) Response  { return Response{http.StatusCreated, desc, jsonBody(v)} }
+func accepted(desc string, v any) Response { return Response{http.StatusAccepted, desc, jsonBody(v)} }
+
+// notFound, conflict and unavailable are the usual refusals, with an error body.
+func notFound(desc string) Response { return Response{http.StatusNotFound, desc, jsonBody(apiError{})} }
+func conflict(desc string) Response { return Response{http.StatusConflict, desc, jsonBody(apiError{})} }
+func unavailable(desc string) Response {
+	return Response{http.StatusServiceUnavailable, desc, jsonBody(apiError{})}
+}
+
+// Routes returns the node's HTTP API: its own routes (those of memory and of the
+// knowledge bases when the node has them) and those added with Handle and
+// HandleRoute, in the order Handler registers them.
+func (n *Node) Routes() []Route {
+	return append(n.apiRoutes(), n.routes...)
+}
+
+// apiRoutes is the node's own route table.
+func (n *Node) apiRoutes() []Route {
+	str := func(name, desc string) Param { return Param{Name: name, Description: desc} }
+	intp := func(name, desc string) Param { return Param{Name: name, Description: desc, Type: "integer"} }
+	sessionGone := notFound("no such session")
+	routes := []Route{
+		{Method: "POST", Path: "/v1/tasks", Handler: http.HandlerFunc(n.postTask), MaxBody: maxBody, Doc: RouteDoc{
+			Summary:   "Submit a task; it runs in its session (a new one unless session_id is given)",
+			Body:      jsonBody(Task{}),
+			Responses: []Response{accepted("the task is accepted", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}}}), {http.StatusUnsupportedMediaType, "the body is not application/json", jsonBody(apiError{})}, unavailable("the task was not accepted")}}},
+		{Method: "GET", Path: "/v1/sessions", Handler: http.HandlerFunc(n.listSessions), Doc: RouteDoc{
+			Summary:   "List sessions, the latest first",
+			Query:     []Param{intp("limit", "at most this many, 1 to 10000 (default 100)")},
+			Responses: []Response{ok("the sessions", []eventlog.SessionInfo{})}}},
+		{Method: "GET", Path: "/v1/sessions/{id}", Handler: http.HandlerFunc(n.getSession), Doc: RouteDoc{
+			Summary:   "A session's status, output, error and the calls waiting for approval",
+			Responses: []Response{ok("the session", sessionView{}), sessionGone}}},
+		{Method: "GET", Path: "/v1/sessions/{id}/events", Handler: http.HandlerFunc(n.getEvents), Doc: RouteDoc{
+			Summary:   "A session's events in seq order",
+			Responses: []Response{ok("the events", []messages.Envelope{}), sessionGone}}},
+		{Method: "GET", Path: "/v1/sessions/{id}/stream", Handler: http.HandlerFunc(n.stream), Doc: RouteDoc{
+			Summary: "A session's events as Server-Sent Events, from Last-Event-ID (a seq) on, then live",
+			Responses: []Response{{http.StatusOK, "the event stream (id: seq, event: type, data: the event)",
+				&Body{ContentType: "text/event-stream", Schema: Schema{"type": "string"}}}, sessionGone}}},
+		{Method: "POST", Path: "/v1/sessions/{id}/cancel", Handler: http.HandlerFunc(n.cancel), Doc: RouteDoc{
+			Summary: "Cancel the session's running task",
+			Responses: []Response{accepted("the task is being cancelled", Schema{"type": "object", "properties": Schema{
+				"session_id": Schema{"type": "string"}, "status": Schema{"type": "string"}}}), sessionGone, conflict("the session has no running task")}}},
+		{Method: "POST", Path: "/v1/sessions/{id}/approvals/{call}", Handler: http.HandlerFunc(n.postApproval), MaxBody: approvalMaxBody, Doc: RouteDoc{
+			Summary: "Approve or reject a tool call waiting for approval",
+			Body:    jsonBody(approvalBody{}),
+			Responses: []Response{accepted("the answer is recorded", Schema{"type": "object", "properties": Schema{
+				"session_id": Schema{"type": "string"}, "call": Schema{"type": "string"}, "status": Schema{"type": "string", "enum": []string{"approved", "rejected"}}}}),
+				sessionGone, conflict("the call is not waiting for approval")}}},
+		{Method: "GET", Path: "/v1/approvals", Handler: http.HandlerFunc(n.listApprovals), Doc: RouteDoc{
+			Summary:   "The tool calls waiting for approval, in every session",
+			Responses: []Response{ok("the calls", []PendingApproval{})}}},
+		{Method: "GET", Path: "/metrics", Handler: promhttp.HandlerFor(n.metrics.Registry, promhttp.HandlerOpts{}), Doc: RouteDoc{
+			Summary:   "Prometheus metrics",
+			Responses: []Response{{http.StatusOK, "the metrics in the Prometheus text format", &Body{ContentType: "text/plain", Schema: Schema{"type": "string"}}}}}},
+		{Method: "GET", Path: "/healthz", Handler: http.HandlerFunc(n.healthz), Doc: RouteDoc{
+			Summary: "Health check (needs no token)",
+			Responses: []Response{ok("healthy", Schema{"type": "object", "properties": Schema{"status": Schema{"type": "string"}}}),
+				{http.StatusServiceUnavailable, "unhealthy", jsonBody(Schema{"type": "object", "properties": Schema{"status": Schema{"type": "string"}, "reason": Schema{"type": "string"}}})}}}},
+		{Method: "GET", Path: "/openapi.json", Handler: http.HandlerFunc(n.openAPI), Doc: RouteDoc{
+			Summary:   "This document: the OpenAPI 3.0 description of the node's HTTP API",
+			Responses: []Response{ok("the document", Schema{"type": "object"})}}},
+	}
+	if n.memories != nil {
+		routes = append(routes,
+			Route{Method: "POST", Path: "/v1/memories", Handler: http.HandlerFunc(n.postMemories), MaxBody: memoryMaxBody, Doc: RouteDoc{
+				Summary: "Write memories: one memory object or an array; Idempotency-Key makes a retry write nothing twice",
+				Body:    jsonBody(Schema{"oneOf": []any{schemaOf(memory.Input{}), schemaOf([]memory.Input{})}}),
+				Responses: []Response{created("the memories are written", Schema{"type": "object", "properties": Schema{"ids": Schema{"type": "array", "items": Schema{"type": "string"}}}}),
+					unavailable("the memories were not written")}}},
+			Route{Method: "GET", Path: "/v1/memories/search", Handler: http.HandlerFunc(n.searchMemories), Doc: RouteDoc{
+				Summary: "Search a namespace's memories",
+				Query: []Param{{Name: "namespace", Description: "the namespace", Required: true}, {Name: "q", Description: "what to search for", Required: true},
+					intp("limit", "at most this many results"), str("tier", "the tier to search"), str("mode", "hybrid, vector or bm25")},
+				Responses: []Response{ok("the results", Schema{"type": "object", "properties": Schema{"results": Schema{"type": "array", "items": Schema{"type": "object"}}}})}}},
+			Route{Method: "GET", Path: "/v1/memories/{id}/history", Handler: http.HandlerFunc(n.memoryHistory), Doc: RouteDoc{
+				Summary:   "Where a memory came from and why it changed",
+				Query:     []Param{str("namespace", "the memory's namespace (default: look in every namespace)")},
+				Responses: []Response{ok("the history", HistoryAnswer{}), notFound("no such memory")}}},
+		)
+	}
+	if n.knowledge != nil {
+		kbGone := notFound("no such knowledge base")
+		routes = append(routes,
+			Route{Method: "GET", Path: "/v1/kb", Handler: http.HandlerFunc(n.listKnowledgeBases), Doc: RouteDoc{
+				Summary:   "The knowledge bases",
+				Responses: []Response{ok("the bases", Schema{"type": "object", "properties": Schema{"bases": schemaOf([]knowledge.Stats{})}})}}},
+			Route{Method: "GET", Path: "/v1/kb/{name}/documents", Handler: http.HandlerFunc(n.listKBDocuments), Doc: RouteDoc{
+				Summary: "A knowledge base's documents",
+				Responses: []Response{ok("the documents", Schema{"type": "object", "properties": Schema{
+					"name": Schema{"type": "string"}, "documents": schemaOf([]knowledge.Document{})}}), kbGone}}},
+			Route{Method: "POST", Path: "/v1/kb/{name}/documents", Handler: http.HandlerFunc(n.postKBDocument), MaxBody: kbMaxBody, Doc: RouteDoc{
+				Summary: "Ingest a document: JSON {source, content} (Markdown), or multipart/form-data with one file part; Idempotency-Key makes a retry write once",
+				Body: jsonBody(Schema{"type": "object", "required": []string{"source", "content"}, "properties": Schema{
+					"source": Schema{"type": "string"}, "content": Schema{"type": "string"}}}),
+				Responses: []Response{ok("the document was there unchanged", Schema{"type": "object"}), created("the document was added or replaced", Schema{"type": "object"}),
+					unavailable("the document was not ingested")}}},
+			Route{Method: "GET", Path: "/v1/kb/{name}/search", Handler: http.HandlerFunc(n.searchKB), Doc: RouteDoc{
+				Summary: "Search a knowledge base",
+				Query: []Param{{Name: "q", Description: "what to search for", Required: true}, intp("limit", "at most this many results"),
+					str("mode", "hybrid (default), vector or bm25"), intp("multi_query", "rewrites of the query by the model"),
+					{Name: "hyde", Description: "search with a hypothetical answer too", Type: "boolean"}, str("fusion", "convex (default), rrf or wrrf"),
+					{Name: "alpha", Description: "convex fusion's vector share, in (0, 1]", Type: "number"}},
+				Responses: []Response{ok("the results", KBSearchAnswer{}), kbGone}}},
+			Route{Method: "POST", Path: "/v1/kb/{name}/ask", Handler: http.HandlerFunc(n.askKB), MaxBody: 64 << 10, Doc: RouteDoc{
+				Summary:   "Answer a question from a knowledge base, with citations",
+				Body:      jsonBody(KBAskRequest{}),
+				Responses: []Response{ok("the answer", knowledge.Answer{}), kbGone}}},
+			Route{Method: "DELETE", Path: "/v1/kb/{name}/documents/{source...}", Handler: http.HandlerFunc(n.deleteKBDocument), Doc: RouteDoc{
+				Summary:   "Remove a document (its source percent-encoded as the rest of the path)",
+				Responses: []Response{ok("removed", Schema{"type": "object", "properties": Schema{"removed": Schema{"type": "string"}}}), kbGone}}},
+			Route{Method: "DELETE", Path: "/v1/kb/{name}/documents", Handler: http.HandlerFunc(n.deleteKBDocument), Doc: RouteDoc{
+				Summary:   "Remove a document named by the source parameter (any name)",
+				Query:     []Param{{Name: "source", Description: "the document's source", Required: true}},
+				Responses: []Response{ok("removed", Schema{"type": "object", "properties": Schema{"removed": Schema{"type": "string"}}}), kbGone}}},
+		)
+	}
+	return append(routes, n.a2aRoutes()...)
+}
+
+// Handle adds a handler to the node's HTTP API (Handler, HTTPServer) at pattern (a
+// http.ServeMux pattern, "[METHOD ]PATH"), described in the OpenAPI document only
+// by its path and methods; HandleRoute describes it fully. Call it before
+// HTTPServer.
+func (n *Node) Handle(pattern string, h http.Handler) {
+	method, path, found := strings.Cut(pattern, " ")
+	if !found {
+		method, path = "", pattern
+	}
+	n.HandleRoute(Route{Method: method, Path: strings.TrimSpace(path), Handler: h})
+}
+
+// HandleRoute adds a route to the node's HTTP API and its OpenAPI document. Call it
+// before HTTPServer.
+func (n *Node) HandleRoute(r Route) {
+	n.routes = append(n.routes, r)
+}
