@@ -299,7 +299,14 @@ func (b Builder) Build(items []Item) (*Context, error) {
 		}
 	}
 	if len(summarize) > 0 {
-		slices.SortStableFunc(summarize, func(x, y int) int { return cmp.Compare(cs[x].score, cs[y].score) })
+		// Lowest value first: the dropped items, then the cut ones in the order
+		// compression cut them (a pinned item scores 1: by what it would have).
+		slices.SortStableFunc(summarize, func(x, y int) int {
+			if c := cmp.Compare(cs[x].score, cs[y].score); c != 0 {
+				return c
+			}
+			return cmp.Compare(cs[x].raw, cs[y].raw)
+		})
 		for _, i := range summarize {
 			rep.Summarize = append(rep.Summarize, cs[i].ID)
 		}
