@@ -135,3 +135,37 @@ func TestCompressSectionWithoutAModelTruncatesWithAMarker(t *testing.T) {
 		r.verify()
 	}
 }
+
+// A tool result too big for the window, the answer to the model's latest move:
+// its summary stands for it in its group, a tool message answering the same call,
+// and the next request sends the call and the summary within the budget.
+func TestCompressSectionSummarisesALatestToolResult(t *testing.T) {
+	model := scriptOf(t, "m", callStep("call_1", "fetch", `{"url":"ledger"}`), llm.ScriptStep{Content: "the total is 12345 units"})
+	r := newCompressRun(t, sectionAgent(""), model,
+		scripted(t, "summariser", 2, func(int) string { return "The ledger has 400 entries from A to B accounts." }),
+		func(messages.ToolCallRequested) string { return hugeInput() })
+	r.task("Reconcile the ledger at ledger and report the total.")
+
+	if !slices.Equal(r.purposes, []string{"", pctx.PurposeCondenseSection, ""}) {
+		t.Fatalf("purposes %q, want the loop's call, a condense-section call, the loop's", r.purposes)
+	}
+	loop := r.lastLoop()
+	var result *messages.ChatMessage
+	for i, m := range loop.Messages {
+		if m.Role == messages.RoleTool {
+			result = &loop.Messages[i]
+			if i == 0 || len(loop.Messages[i-1].ToolCalls) == 0 || loop.Messages[i-1].ToolCalls[0].ID != "call_1" {
+				t.Fatalf("the result is sent without its call: %q", conversation(loop))
+			}
+		}
+	}
+	if result == nil || result.ToolCallID != "call_1" || !strings.HasPrefix(result.Content, "[Summary of the result of fetch (call_1) (") ||
+		!strings.HasSuffix(result.Content, "The ledger has 400 entries from A to B accounts.") {
+		t.Fatalf("the loop sent the result %+v, want its summary answering call_1", result)
+	}
+	rep := r.modelRequests()[2].Context
+	if rep.Over != 0 || !reportHas(rep.Dropped, "turn/2", pctx.ReasonReplaced+"summary/turn/2") {
+		t.Fatalf("the loop's report %+v, want it within budget and turn/2 replaced by summary/turn/2", rep)
+	}
+	r.verify()
+}
