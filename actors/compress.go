@@ -358,8 +358,9 @@ func (s *SessionState) strategyPlan(a Agent) *compressCall {
 
 // sectionPlan returns the call that summarises the item of lowest value that the
 // loop's next context still cuts to fit its budget (the report's Summarize, of its
-// Truncated items), or nil: the task's input, core memory, the answer to the
-// model's latest move, when what is always sent is too big. A summary is never
+// Truncated items: the task's input, the answer to the model's latest move), or
+// drops though it is stable for the task (core memory, a paradigm's section), or
+// nil. A summary is never
 // summarised again (it is cut, with its marker), and an item is summarised once
 // while its text stays the same. A paradigm's calls are not condensed.
 func (s *SessionState) sectionPlan(a Agent) *compressCall {
@@ -367,27 +368,31 @@ func (s *SessionState) sectionPlan(a Agent) *compressCall {
 		return nil
 	}
 	_, _, report := s.loopContext(a)
-	if len(report.Truncated) == 0 {
+	if len(report.Summarize) == 0 {
 		return nil
 	}
 	for _, id := range report.Summarize {
-		k := slices.IndexFunc(report.Truncated, func(ci messages.ContextItem) bool { return ci.ID == id })
-		if k < 0 {
-			continue // dropped, not cut: the conversation's compression is for those
-		}
 		it, ok := s.loopItem(id)
 		text := itemText(it)
 		if !ok || it.Kind == pctx.KindSummary || text == "" {
 			continue
 		}
 		if sum, done := s.compress.sections[id]; done && sum.of == text {
-			continue // summarised already, and still too big: it is cut
+			continue // summarised already, and still too big: it is cut or dropped
 		}
-		cut := report.Truncated[k]
-		// The summary gets about the room the cut left the item (less its header),
-		// three words to four tokens, within twice the strategy's summary words.
-		words := min(max((cut.Tokens-40)*3/4, 20), 2*a.Context.Compression.words())
-		return &compressCall{purpose: pctx.PurposeCondenseSection, item: id, of: text, what: itemWhat(it), tokens: cut.From, words: words}
+		// The summary gets about the room the cut left the item, or what the
+		// budget has left (less its header), three words to four tokens, within
+		// twice the strategy's summary words.
+		room, tokens := 0, 0
+		if k := slices.IndexFunc(report.Truncated, func(ci messages.ContextItem) bool { return ci.ID == id }); k >= 0 {
+			room, tokens = report.Truncated[k].Tokens, report.Truncated[k].From
+		} else if k := slices.IndexFunc(report.Dropped, func(ci messages.ContextItem) bool { return ci.ID == id }); k >= 0 && it.Stable {
+			room, tokens = report.Budget-report.Used, report.Dropped[k].Tokens
+		} else {
+			continue // a turn or evidence dropped: the conversation's compression is for those
+		}
+		words := min(max((room-40)*3/4, 20), 2*a.Context.Compression.words())
+		return &compressCall{purpose: pctx.PurposeCondenseSection, item: id, of: text, what: itemWhat(it), tokens: tokens, words: words}
 	}
 	return nil
 }

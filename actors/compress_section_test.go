@@ -169,3 +169,30 @@ func TestCompressSectionSummarisesALatestToolResult(t *testing.T) {
 	}
 	r.verify()
 }
+
+// Core memory too big for the window: its summary stays in the State section of
+// the system message, marked as one, and the input is sent whole.
+func TestCompressSectionSummarisesCoreMemory(t *testing.T) {
+	r := newCompressRun(t, sectionAgent(""), scripted(t, "m", 2, func(int) string { return "done" }),
+		scripted(t, "summariser", 2, func(int) string { return "Accounts A and B exchange units daily." }), noTools)
+	r.add(&messages.TaskSubmitted{Input: "What do you know of the accounts?", Memory: hugeInput()}, "", "", "ingress")
+	r.settle()
+
+	if !slices.Equal(r.purposes, []string{pctx.PurposeCondenseSection, ""}) {
+		t.Fatalf("purposes %q, want one condense-section call, then the loop's", r.purposes)
+	}
+	loop := r.lastLoop()
+	sys := loop.Messages[0]
+	if sys.Role != messages.RoleSystem || !strings.Contains(sys.Content, "[Summary of the agent's core memory (") ||
+		!strings.Contains(sys.Content, "Accounts A and B exchange units daily.") || strings.Contains(sys.Content, "entry 7:") {
+		t.Fatalf("the system message is %.400q, want core memory's summary in it", sys.Content)
+	}
+	if got := conversation(loop); !slices.Contains(got, "user: What do you know of the accounts?") {
+		t.Fatalf("the loop sent %q, want the input whole", got)
+	}
+	rep := r.modelRequests()[1].Context
+	if rep.Over != 0 || !reportHas(rep.Dropped, "memory/core", pctx.ReasonReplaced+"summary/memory/core") {
+		t.Fatalf("the loop's report %+v, want memory/core replaced by summary/memory/core", rep)
+	}
+	r.verify()
+}

@@ -293,7 +293,7 @@ func (b Builder) Build(items []Item) (*Context, error) {
 			}
 		case c.dropped != "": // older turns are counted, not listed
 			rep.Dropped = append(rep.Dropped, reportItem(c))
-			if o.Summarize && c.dropped == ReasonBudget && (c.Section == SectionContext || c.Section == SectionEvidence) {
+			if o.Summarize && c.dropped == ReasonBudget && (c.Section == SectionContext || c.Section == SectionEvidence || c.Stable) {
 				summarize = append(summarize, i)
 			}
 		}
