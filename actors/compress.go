@@ -35,6 +35,14 @@ import (
 // they would summarise is cut with a visible marker instead (pctx.TruncatedSummary,
 // pctx.ClipText), and the full text stays in the session's log.
 //
+// Whatever the strategy (or none), when the loop's context is still over budget
+// after selection — an item always sent too big, cut with a marker (the task's
+// input, the answer to the model's latest move), or core memory dropped — and the
+// agent has a model for summaries, a call of purpose pctx.PurposeCondenseSection
+// summarises the item of lowest value (the report's Summarize) first, under the
+// same rules; its answer stands for the item, in its section, as an item of kind
+// summary that Replaces it (sectionPlan). Without a model the cut stays.
+//
 // A strategy decides which turns are the context's candidates: the builder's own
 // cut to the latest ContextOptions.HistoryTurns applies only when that is set.
 //
