@@ -35,6 +35,14 @@ import (
 // they would summarise is cut with a visible marker instead (pctx.TruncatedSummary,
 // pctx.ClipText), and the full text stays in the session's log.
 //
+// Whatever the strategy (or none), when the loop's context is still over budget
+// after selection — an item always sent too big, cut with a marker (the task's
+// input, the answer to the model's latest move), or core memory dropped — and the
+// agent has a model for summaries, a call of purpose pctx.PurposeCondenseSection
+// summarises the item of lowest value (the report's Summarize) first, under the
+// same rules; its answer stands for the item, in its section, as an item of kind
+// summary that Replaces it (sectionPlan). Without a model the cut stays.
+//
 // A strategy decides which turns are the context's candidates: the builder's own
 // cut to the latest ContextOptions.HistoryTurns applies only when that is set.
 //
@@ -207,9 +215,24 @@ type compressState struct {
 	// compression's own sent (a summary changes once every Step turns at most).
 	noteText   string
 	noteTokens int
+	// sections are the summaries of items always sent that did not fit the
+	// context (PurposeCondenseSection), by the item's ID; each stands for the item
+	// while its text is the one summarised.
+	sections map[string]*sectionSummary
 	// pending is the compression call in flight, and its key.
 	pending    *compressCall
 	pendingKey string
+}
+
+// sectionSummary is the summary of one context item (PurposeCondenseSection): of
+// is the item's text it summarises, text what stands for it. The item built from
+// it is made once.
+type sectionSummary struct {
+	of, text string
+	built    bool
+	msg      *messages.ChatMessage
+	replaces []string
+	tokens   int
 }
 
 // chunkSummary is the summary of history[from:to].
@@ -225,6 +248,10 @@ type compressCall struct {
 	index    int  // the tool result a digest is of
 	chunks   int  // how many chunk summaries a condensation folds
 	chunk    bool // a summary of one chunk of middle turns (hierarchical)
+	// The item a section's condensation summarises: its ID, its text, what it is
+	// (as its summary says), its tokens, and the words its summary may take.
+	item, of, what string
+	tokens, words  int
 }
 
 // historyTurns returns the turns of the session's conversation.
@@ -266,10 +293,23 @@ func (s *SessionState) turnAt(msg int) int {
 func estimate(m messages.ChatMessage) int { return llm.EstimateTokens([]messages.ChatMessage{m}) }
 
 // compressPlan returns the compression call the session needs before the loop's
-// next model call, or nil. It is a pure function of the folded state and the agent.
+// next model call, or nil: the strategy's (strategyPlan), then the condensation
+// of an item always sent that the context still cuts (sectionPlan). It is a pure
+// function of the folded state and the agent.
 func (s *SessionState) compressPlan(a Agent) *compressCall {
+	if _, ok := a.summaryModel(); !ok {
+		return nil
+	}
+	if call := s.strategyPlan(a); call != nil {
+		return call
+	}
+	return s.sectionPlan(a)
+}
+
+// strategyPlan returns the call the agent's compression strategy needs, or nil.
+func (s *SessionState) strategyPlan(a Agent) *compressCall {
 	c := a.Context.Compression
-	if _, ok := a.summaryModel(); !ok || c.Strategy == "" {
+	if c.Strategy == "" {
 		return nil
 	}
 	st := &s.compress
@@ -324,6 +364,105 @@ func (s *SessionState) compressPlan(a Agent) *compressCall {
 	return nil
 }
 
+// sectionPlan returns the call that summarises the item of lowest value that the
+// loop's next context still cuts to fit its budget (the report's Summarize, of its
+// Truncated items: the task's input, the answer to the model's latest move), or
+// drops though it is stable for the task (core memory, a paradigm's section), or
+// nil. A summary is never
+// summarised again (it is cut, with its marker), and an item is summarised once
+// while its text stays the same. A paradigm's calls are not condensed.
+func (s *SessionState) sectionPlan(a Agent) *compressCall {
+	if s.active == nil || a.Paradigm != nil {
+		return nil
+	}
+	_, _, report := s.loopContext(a)
+	if len(report.Summarize) == 0 {
+		return nil
+	}
+	for _, id := range report.Summarize {
+		it, ok := s.loopItem(id)
+		text := itemText(it)
+		if !ok || it.Kind == pctx.KindSummary || text == "" {
+			continue
+		}
+		if sum, done := s.compress.sections[id]; done && sum.of == text {
+			continue // summarised already, and still too big: it is cut or dropped
+		}
+		// The summary gets about the room the cut left the item, or what the
+		// budget has left (less its header), three words to four tokens, within
+		// twice the strategy's summary words.
+		room, tokens := 0, 0
+		if k := slices.IndexFunc(report.Truncated, func(ci messages.ContextItem) bool { return ci.ID == id }); k >= 0 {
+			room, tokens = report.Truncated[k].Tokens, report.Truncated[k].From
+		} else if k := slices.IndexFunc(report.Dropped, func(ci messages.ContextItem) bool { return ci.ID == id }); k >= 0 && it.Stable {
+			room, tokens = report.Budget-report.Used, report.Dropped[k].Tokens
+		} else {
+			continue // a turn or evidence dropped: the conversation's compression is for those
+		}
+		words := min(max((room-40)*3/4, 20), 2*a.Context.Compression.words())
+		return &compressCall{purpose: pctx.PurposeCondenseSection, item: id, of: text, what: itemWhat(it), tokens: tokens, words: words}
+	}
+	return nil
+}
+
+// itemText returns the text of a context item: its message's content, or its text.
+func itemText(it pctx.Item) string {
+	if it.Message != nil {
+		return it.Message.Content
+	}
+	return it.Text
+}
+
+// itemWhat says what a context item is, as its summary names it.
+func itemWhat(it pctx.Item) string {
+	switch {
+	case it.Kind == pctx.KindTask:
+		return "the task's input"
+	case it.ID == "memory/core":
+		return "the agent's core memory"
+	case it.Message != nil && it.Message.Role == messages.RoleTool:
+		return fmt.Sprintf("the result of %s (%s)", it.Message.Name, it.Message.ToolCallID)
+	case it.Message != nil:
+		return fmt.Sprintf("the %s's message %s", it.Message.Role, it.ID)
+	}
+	return it.Kind + " " + it.ID
+}
+
+// appendSectionSummaries is the hook of the loop's context (loopContext): after
+// each item a folded section summary stands for, it appends the summary, an item
+// of kind summary in the item's section, group and place that Replaces it.
+func (s *SessionState) appendSectionSummaries(items []pctx.Item) []pctx.Item {
+	st := &s.compress
+	if len(st.sections) == 0 {
+		return items
+	}
+	for i, n := 0, len(items); i < n; i++ {
+		sum, ok := st.sections[items[i].ID]
+		if !ok || itemText(items[i]) != sum.of {
+			continue
+		}
+		it := items[i]
+		if !sum.built {
+			sum.built, sum.replaces = true, []string{it.ID}
+			if it.Message != nil {
+				m := *it.Message
+				m.Content = sum.text
+				sum.msg, sum.tokens = &m, pctx.CountMessage(contextTokens, m)
+			} else {
+				sum.tokens = pctx.CountText(contextTokens, sum.text)
+			}
+		}
+		it.ID, it.Kind, it.Replaces, it.Tokens = "summary/"+it.ID, pctx.KindSummary, sum.replaces, sum.tokens
+		if it.Message != nil {
+			it.Message = sum.msg
+		} else {
+			it.Text = sum.text
+		}
+		items = append(items, it)
+	}
+	return items
+}
+
 // compressPrompt returns the messages of a compression call.
 func (s *SessionState) compressPrompt(a Agent, call *compressCall) []messages.ChatMessage {
 	c, st := a.Context.Compression, &s.compress
@@ -350,6 +489,8 @@ func (s *SessionState) compressPrompt(a Agent, call *compressCall) []messages.Ch
 			task = s.active.Spec.Input
 		}
 		return pctx.DigestRequest(task, s.history[call.index], c.words())
+	case pctx.PurposeCondenseSection:
+		return pctx.CondenseSectionRequest(call.what, call.of, call.words)
 	}
 	return nil
 }
@@ -503,6 +644,11 @@ func (s *SessionState) foldAnswer(call *compressCall, text string) {
 			st.digests = map[int]string{}
 		}
 		st.digests[call.index] = text
+	case pctx.PurposeCondenseSection:
+		if st.sections == nil {
+			st.sections = map[string]*sectionSummary{}
+		}
+		st.sections[call.item] = &sectionSummary{of: call.of, text: pctx.CondensedSection(call.what, call.tokens, text)}
 	}
 }
 
@@ -526,6 +672,8 @@ func (s *SessionState) compressFallback(a Agent, call *compressCall, why string)
 	case pctx.PurposeDigest:
 		m := s.history[call.index]
 		text = pctx.ClipText(m.Content, estimate(m), c.observe(), "the full result is in the session's log")
+	case pctx.PurposeCondenseSection:
+		text = pctx.ClipText(call.of, call.tokens, call.words*4/3, "")
 	}
 	if why != "" {
 		text = "[the summary call failed (" + why + "): truncated instead]\n" + text

@@ -308,7 +308,11 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 	if t != nil {
 		items, notes = t.gather.appendItems(items)
 	}
+	items = s.appendSectionSummaries(items)
 	b := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}
+	// With a model for summaries, the report names what to summarise, and the
+	// session summarises what is still cut (compress.go, sectionPlan).
+	_, b.Options.Summarize = a.summaryModel()
 	c, err := b.Build(items)
 	s.ctx.items = items
 	if err != nil {
@@ -319,6 +323,17 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 	report.Notes = notes
 	s.ctx.last.ok, s.ctx.last.key, s.ctx.last.msgs, s.ctx.last.report = true, key, msgs, report
 	return msgs, specs, report
+}
+
+// loopItem returns the candidate with this ID of the loop's latest context
+// (loopContext): the items it was built from stay until the next build.
+func (s *SessionState) loopItem(id string) (pctx.Item, bool) {
+	for _, it := range s.ctx.items {
+		if it.ID == id {
+			return it, true
+		}
+	}
+	return pctx.Item{}, false
 }
 
 // appendTurns appends the conversation's messages as items: the one at start (the

@@ -293,13 +293,20 @@ func (b Builder) Build(items []Item) (*Context, error) {
 			}
 		case c.dropped != "": // older turns are counted, not listed
 			rep.Dropped = append(rep.Dropped, reportItem(c))
-			if o.Summarize && c.dropped == ReasonBudget && (c.Section == SectionContext || c.Section == SectionEvidence) {
+			if o.Summarize && c.dropped == ReasonBudget && (c.Section == SectionContext || c.Section == SectionEvidence || c.Stable) {
 				summarize = append(summarize, i)
 			}
 		}
 	}
 	if len(summarize) > 0 {
-		slices.SortStableFunc(summarize, func(x, y int) int { return cmp.Compare(cs[x].score, cs[y].score) })
+		// Lowest value first: the dropped items, then the cut ones in the order
+		// compression cut them (a pinned item scores 1: by what it would have).
+		slices.SortStableFunc(summarize, func(x, y int) int {
+			if c := cmp.Compare(cs[x].score, cs[y].score); c != 0 {
+				return c
+			}
+			return cmp.Compare(cs[x].raw, cs[y].raw)
+		})
 		for _, i := range summarize {
 			rep.Summarize = append(rep.Summarize, cs[i].ID)
 		}

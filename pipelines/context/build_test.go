@@ -474,3 +474,34 @@ func randomItems(rng *rand.Rand) (items []pctx.Item, window, reserved int) {
 	window = reserved + 3*60 + 40 + rng.IntN(4000)
 	return items, window, reserved
 }
+
+// Summarize lists, lowest value first, what a summary could stand for: pinned
+// items cut, by what they would have scored, and a Stable State item dropped for
+// the budget; without Summarize, nothing.
+func TestBuildSummarizeListsCutAndDroppedStableItems(t *testing.T) {
+	long := strings.Repeat("w ", 60)
+	items := []pctx.Item{
+		{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: "sys"},
+		{ID: "memory/core", Kind: pctx.KindMemory, Section: pctx.SectionState, Stable: true, Text: strings.Repeat("m ", 80), Relevance: 1},
+		{ID: "task", Kind: pctx.KindTask, Section: pctx.SectionTask, Message: msg(messages.RoleUser, long), Pinned: true, Relevance: 1, Pos: 0},
+		{ID: "turn/1", Kind: pctx.KindTurn, Section: pctx.SectionContext, Message: msg(messages.RoleTool, long), Pinned: true, Relevance: 0.2, Pos: 1},
+	}
+	for _, summarize := range []bool{true, false} {
+		c, err := pctx.Builder{Tokenizer: words{}, Options: pctx.Options{Window: 40, ReservedOutput: 1, Summarize: summarize}}.Build(items)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := c.Report
+		if len(r.Truncated) != 2 || r.Dropped[0].ID != "memory/core" {
+			t.Fatalf("truncated %+v, dropped %+v: want both pinned items cut and core memory dropped", r.Truncated, r.Dropped)
+		}
+		// turn/1 would score 0.6; core memory and the task 1, in input order.
+		want := "turn/1 memory/core task"
+		if !summarize {
+			want = ""
+		}
+		if got := strings.Join(r.Summarize, " "); got != want {
+			t.Errorf("summarize %v: %q, want %q", summarize, got, want)
+		}
+	}
+}

@@ -63,10 +63,15 @@ const (
 	PurposeExtract = "extract"
 	// PurposeDigest summarises one large tool result as it arrives.
 	PurposeDigest = "digest"
+	// PurposeCondenseSection summarises one item that is always sent (the task's
+	// input, core memory, the answer to the model's latest move) when the context
+	// is still over budget after selection (ContextReport.Summarize): the summary
+	// replaces the item instead of its truncation.
+	PurposeCondenseSection = "condense-section"
 )
 
 // CompressPurposes are the purposes of compression's model calls.
-var CompressPurposes = []string{PurposeSummarise, PurposeCondense, PurposeCompact, PurposeExtract, PurposeDigest}
+var CompressPurposes = []string{PurposeSummarise, PurposeCondense, PurposeCompact, PurposeExtract, PurposeDigest, PurposeCondenseSection}
 
 // IsCompressPurpose reports whether purpose is one of compression's calls.
 func IsCompressPurpose(purpose string) bool {
@@ -271,6 +276,10 @@ const (
 	digestInstructions = "You summarise one tool result for an AI agent that called the tool while working on the " +
 		"task below: keep every value, name and identifier the task may need, and say what the result shows. " +
 		"At most %d words."
+	condenseSectionInstructions = "You summarise one part of an AI agent's context that does not fit its context window, " +
+		"for the agent, which will see your summary instead of it. Keep every request, constraint, question, value, " +
+		"name, identifier and path the agent may need, and what the part is for; leave out repetition and boilerplate. " +
+		"Write plain sentences or a short list, at most %d words."
 )
 
 // SummariseRequest returns the messages of a call that adds turns to a running
@@ -348,6 +357,24 @@ func DigestRequest(task string, result messages.ChatMessage, words int) []messag
 		{Role: messages.RoleSystem, Content: fmt.Sprintf(digestInstructions, words)},
 		{Role: messages.RoleUser, Content: "The task:\n" + task + "\n\nThe result of " + result.Name + " (" + result.ToolCallID + "):\n" + result.Content},
 	}
+}
+
+// CondenseSectionRequest returns the messages of a call that summarises one item of
+// a context (PurposeCondenseSection), in at most words words: what, its kind as
+// Item.Kind names it ("task", "memory", "turn", …), its text.
+func CondenseSectionRequest(what, text string, words int) []messages.ChatMessage {
+	return []messages.ChatMessage{
+		{Role: messages.RoleSystem, Content: fmt.Sprintf(condenseSectionInstructions, words)},
+		{Role: messages.RoleUser, Content: "Summarise " + what + ":\n\n" + text},
+	}
+}
+
+// CondensedSection returns the text that stands for an item of tokens tokens
+// summarised by a PurposeCondenseSection call: a header that says it is a summary,
+// of what, and that the original stays in the session's log, then the summary.
+func CondensedSection(what string, tokens int, summary string) string {
+	return fmt.Sprintf("[Summary of %s (%d tokens), which did not fit the context window; the original is in the session's log]\n%s",
+		what, tokens, summary)
 }
 
 // ParseFacts reads an extraction's answer: its lines that start with "- " or

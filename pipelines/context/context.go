@@ -116,7 +116,9 @@ type Options struct {
 	RecencyHalfLife float64
 	// Summarize says the caller can summarise (it has a model, and records the
 	// summary as an effect): the report then names the items a summary should
-	// replace (messages.ContextReport.Summarize). The build itself is the same.
+	// replace (messages.ContextReport.Summarize): those cut, and those of the
+	// Context and Evidence sections, and Stable ones, dropped for the budget. The
+	// build itself is the same.
 	Summarize bool
 }
 

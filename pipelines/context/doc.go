@@ -24,9 +24,10 @@
 //     big): it cuts the middle out of the lowest-value pinned items' text,
 //     keeping its head and its tail, and marks each cut with "[… N tokens
 //     truncated]". A caller that can summarise (Options.Summarize)
-//     learns from the report what to summarise; the summary is its effect to record,
-//     and comes back as an Item of kind "summary" that Replaces the turns it stands
-//     for.
+//     learns from the report what to summarise, lowest value first; the summary is
+//     its effect to record (PurposeCondenseSection for an item that is always
+//     sent), and comes back as an Item of kind "summary", in the section of what
+//     it Replaces, for the next build.
 //
 // The package is pure: no I/O, no clock, no randomness, no map-order dependence.
 // The same items and options always give the same bytes, so a session's decisions
