@@ -7,6 +7,11 @@ import (
 	"github.com/troupe-run/troupe/messages"
 )
 
+// deltaWatcherBuffer is the channel of a watcher of deltas (WatchDeltas): deltas come
+// in bursts (a provider may send a hundred in a few milliseconds) and are dropped when
+// it is full, so it holds a burst, and the events around it.
+const deltaWatcherBuffer = 256
+
 // WatchDeltas subscribes to a session's live events, as Watch does, and to the
 // increments of its model answers as they stream: model.delta envelopes
 // (messages.ModelDelta) between the session's events, each after the
@@ -15,8 +20,11 @@ import (
 // reader that resumes from the log (Watch's channel closed) gets no deltas for what
 // it missed, and none for a call whose model.responded it has.
 //
-// Deltas are best effort. The node sends one only when the watcher's channel has
-// room and no event waits before it: a watcher that reads slowly misses deltas, never
+// A model call streams only when its session has a watcher of deltas as the call
+// starts: a watcher that comes during a call gets deltas from the next one.
+//
+// Deltas are best effort. The node sends one only when the watcher's channel (256
+// envelopes) has room and no event waits before it: a watcher that reads slowly misses deltas, never
 // events (which wait in its backlog, as for Watch), and the session never waits for
 // it. Only a session this node runs, whose model calls this node performs, has
 // deltas; models that do not stream (offline, scripted without streaming) have none.

@@ -197,7 +197,11 @@ func (h *Hub) subscribe(sessionID string) (<-chan messages.Envelope, func()) {
 // watch is subscribe; with deltas, a local watcher also gets the session's
 // model.delta envelopes (deliverDelta).
 func (h *Hub) watch(sessionID string, deltas bool) (<-chan messages.Envelope, func()) {
-	w := &watcher{ch: make(chan messages.Envelope, watcherBuffer), stop: make(chan struct{}), deltas: deltas}
+	size := watcherBuffer
+	if deltas {
+		size = deltaWatcherBuffer
+	}
+	w := &watcher{ch: make(chan messages.Envelope, size), stop: make(chan struct{}), deltas: deltas}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
