@@ -2,9 +2,11 @@ package node
 
 import (
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // deltaWatcherBuffer is the channel of a watcher of deltas (WatchDeltas): deltas come
@@ -43,12 +45,62 @@ func (n *Node) WatchDeltas(sessionID string) (<-chan messages.Envelope, func()) 
 
 // modelDeltas says where the increments of a model call for a session go
 // (actors.LocalEffectsConfig.ModelDeltas): to its watchers that asked for deltas,
-// when it has some as the call starts; with none, the call does not stream.
+// redacted (deltaRedactor), when it has some as the call starts; with none, the call
+// does not stream.
 func (n *Node) modelDeltas(sessionID string) func(messages.ModelDelta) {
 	if !n.hub.wantsDeltas(sessionID) {
 		return nil
 	}
-	return func(d messages.ModelDelta) { n.hub.deliverDelta(sessionID, d) }
+	red := &deltaRedactor{r: n.redactor}
+	return func(d messages.ModelDelta) {
+		if d, ok := red.pass(d); ok {
+			n.hub.deliverDelta(sessionID, d)
+		}
+	}
+}
+
+// maxHeld bounds the text a deltaRedactor holds back waiting for the end of a word.
+const maxHeld = 4 << 10
+
+// deltaRedactor keeps secrets out of one model call's deltas, as the session's
+// redactor keeps them out of its events: a secret split over several increments
+// would pass a redactor that saw them one at a time, so text is held back to the
+// end of its last word (secrets have no white space) and redacted a run of whole
+// words at a time. The last word of an answer comes with its model.responded only;
+// a word longer than maxHeld is let through in pieces.
+type deltaRedactor struct {
+	r    *redact.Redactor
+	text string         // the content held back
+	args map[int]string // the arguments held back, by tool call
+}
+
+// pass returns d redacted, with the text it can let through now, and false when it
+// has nothing to send yet.
+func (x *deltaRedactor) pass(d messages.ModelDelta) (messages.ModelDelta, bool) {
+	if d.Reset { // the text held belongs to no answer
+		x.text, x.args = "", nil
+	}
+	d.Content, x.text = x.words(x.text + d.Content)
+	if d.Arguments != "" || x.args[d.ToolCallIndex] != "" {
+		if x.args == nil {
+			x.args = map[int]string{}
+		}
+		d.Arguments, x.args[d.ToolCallIndex] = x.words(x.args[d.ToolCallIndex] + d.Arguments)
+	}
+	return d, d.Reset || d.Content != "" || d.Arguments != "" || d.ToolCallID != "" || d.ToolName != ""
+}
+
+// words splits s after its last white space, and returns the part before, redacted,
+// and the part after, held.
+func (x *deltaRedactor) words(s string) (out, held string) {
+	i := strings.LastIndexAny(s, " \t\n\r")
+	if i < 0 && len(s) <= maxHeld {
+		return "", s
+	}
+	if i < 0 || len(s)-i-1 > maxHeld {
+		i = len(s) - 1
+	}
+	return x.r.String(s[:i+1]), s[i+1:]
 }
 
 // wantsDeltas reports whether a local watcher of the session asked for deltas.
