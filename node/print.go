@@ -183,7 +183,7 @@ func Follow(ctx context.Context, w io.Writer, live <-chan messages.Envelope, tas
 // A feed of Node.WatchDeltas also has model.delta envelopes: the text of each model
 // answer is printed as it streams, indented on lines of its own before the answer's
 // step line, and each is handed to each too; a retried stream starts again on a new
-// line marked "(again)".
+// line "(again)".
 func FollowEach(ctx context.Context, w io.Writer, live <-chan messages.Envelope, tasks int, each func(messages.Envelope) error) (int, error) {
 	code := 0
 	var streamed deltaText
@@ -216,8 +216,8 @@ func FollowEach(ctx context.Context, w io.Writer, live <-chan messages.Envelope,
 
 // deltaText prints the text of streamed model answers (model.delta) as it comes.
 type deltaText struct {
-	key string // the call whose text is being printed; "" when no line is open
-	mid bool   // the open line has text
+	key string // the call whose text is being printed; "" when none is
+	bol bool   // the next text starts a line (and its indent)
 }
 
 // print prints a delta's text, if it has any; undecodable ones are skipped (the
@@ -231,20 +231,28 @@ func (t *deltaText) print(w io.Writer, e messages.Envelope) {
 	switch {
 	case t.key != d.Key:
 		t.end(w)
-		t.key = d.Key
-		io.WriteString(w, "  │ ")
+		t.key, t.bol = d.Key, true
 	case d.Reset:
-		io.WriteString(w, "\n  │ (again) ")
+		t.end(w)
+		t.key, t.bol = d.Key, true
+		io.WriteString(w, "  │ (again)\n")
 	}
-	text := EscapeControls(d.Content)
-	io.WriteString(w, strings.ReplaceAll(text, "\n", "\n  │ "))
-	t.mid = true
+	for _, line := range strings.SplitAfter(EscapeControls(d.Content), "\n") {
+		if line == "" {
+			continue
+		}
+		if t.bol {
+			io.WriteString(w, "  │ ")
+		}
+		io.WriteString(w, line)
+		t.bol = strings.HasSuffix(line, "\n")
+	}
 }
 
 // end ends the streamed text's line before anything else is printed.
 func (t *deltaText) end(w io.Writer) {
-	if t.key != "" && t.mid {
+	if t.key != "" && !t.bol {
 		io.WriteString(w, "\n")
 	}
-	t.key, t.mid = "", false
+	t.key, t.bol = "", false
 }
