@@ -89,7 +89,13 @@ type LocalEffectsConfig struct {
 	// OnRepeat is called for each request answered by an earlier or concurrent
 	// performance of its key (nil: none).
 	OnRepeat func()
-	Logger   *slog.Logger
+	// ModelDeltas, when set, says where the increments of a model call for a session
+	// go as it streams (nil: nowhere). A call whose session has somewhere to send them
+	// streams (llm.WithDeltas) and hands them over numbered (modelDeltas), on the
+	// call's goroutine: the function must not block. Increments are live only; the
+	// reply carries the whole answer, as without them.
+	ModelDeltas func(sessionID string) func(messages.ModelDelta)
+	Logger      *slog.Logger
 }
 
 // Defaults of LocalEffectsConfig's bounds on the answers kept.
@@ -245,6 +251,11 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 		e.model = &performer{
 			timeout: cfg.ModelTimeout, limit: cfg.ModelConcurrency, timedOut: ErrModelTimeout,
 			perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
+				if cfg.ModelDeltas != nil {
+					if to := cfg.ModelDeltas(req.SessionID); to != nil {
+						ctx = llm.WithDeltas(ctx, modelDeltas(ctx, req, to))
+					}
+				}
 				resp, err := m.Generate(ctx, llm.RequestOf(req.Key.String(), *req.Model))
 				// A copy: a pointer into resp would keep all of it with the answer.
 				msg := resp.Message
@@ -270,6 +281,30 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 		e.tools[name] = toolPerformer(name, t, cfg)
 	}
 	return e
+}
+
+// modelDeltas numbers the increments of the model call req (messages.ModelDelta:
+// Seq across attempts, Reset on the first increment of a later attempt) and hands
+// them to to, until the call's context ends: an increment that comes after the
+// call was answered (its timeout, Cancel) is dropped.
+func modelDeltas(ctx context.Context, req messages.EffectRequest, to func(messages.ModelDelta)) llm.DeltaFunc {
+	var mu sync.Mutex
+	var seq uint64
+	var attempt int
+	key, step := req.Key.String(), req.Model.Step
+	return func(a int, d llm.Delta) {
+		if ctx.Err() != nil {
+			return
+		}
+		mu.Lock()
+		seq++
+		reset := attempt != 0 && a != attempt
+		attempt = a
+		md := messages.ModelDelta{Key: key, Step: step, Seq: seq, Attempt: a, Reset: reset, Content: d.Content,
+			ToolCallIndex: d.ToolCallIndex, ToolCallID: d.ToolCallID, ToolName: d.ToolName, Arguments: d.ArgumentsDelta}
+		mu.Unlock()
+		to(md)
+	}
 }
 
 // toolPerformer performs the calls of tool t under its own limits (tools.Limits),

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/messages"
 )
@@ -17,9 +18,15 @@ type Scripted struct {
 	name  string
 	steps []Response
 	cache *PromptCache
+	// chunk is the size in bytes of the pieces Stream sends the content in; 0: Stream
+	// sends none (WithStreaming).
+	chunk int
 }
 
-var _ Model = (*Scripted)(nil)
+var (
+	_ Model    = (*Scripted)(nil)
+	_ Streamer = (*Scripted)(nil)
+)
 
 // ScriptStep is one response in a script file.
 type ScriptStep struct {
@@ -32,6 +39,9 @@ type ScriptStep struct {
 type Script struct {
 	Name  string       `json:"name"`
 	Steps []ScriptStep `json:"steps"`
+	// StreamChunk, when positive, streams each answer's content in pieces of about
+	// this many bytes (Scripted.WithStreaming).
+	StreamChunk int `json:"stream_chunk,omitempty"`
 }
 
 // NewScripted builds a scripted model from a script.
@@ -43,7 +53,7 @@ func NewScripted(s Script) (*Scripted, error) {
 	if name == "" {
 		name = "scripted"
 	}
-	m := &Scripted{name: name}
+	m := &Scripted{name: name, chunk: max(s.StreamChunk, 0)}
 	for i, st := range s.Steps {
 		if st.Content == "" && len(st.ToolCalls) == 0 {
 			return nil, fmt.Errorf("llm: script %q step %d has neither content nor tool calls", name, i+1)
@@ -84,6 +94,45 @@ func (m *Scripted) WithPromptCache(c *PromptCache) *Scripted {
 	cp := *m
 	cp.cache = c
 	return &cp
+}
+
+// WithStreaming returns a copy of m whose Stream delivers each answer's content in
+// pieces of about chunk bytes (never splitting a UTF-8 character), then each tool
+// call as one increment, as a streaming provider would; chunk <= 0 turns streaming
+// off (Stream then delivers nothing, like Generate). Tests use it to see increments
+// flow without a provider.
+func (m *Scripted) WithStreaming(chunk int) *Scripted {
+	cp := *m
+	cp.chunk = max(chunk, 0)
+	return &cp
+}
+
+// Stream implements Streamer: the answer Generate gives, delivered in pieces when
+// WithStreaming set a chunk size.
+func (m *Scripted) Stream(ctx context.Context, req Request, onDelta func(Delta) error) (Response, error) {
+	r, err := m.Generate(ctx, req)
+	if err != nil || m.chunk == 0 || onDelta == nil {
+		return r, err
+	}
+	for rest := r.Message.Content; rest != ""; {
+		n := min(m.chunk, len(rest))
+		for n < len(rest) && !utf8.RuneStart(rest[n]) {
+			n++
+		}
+		if err := onDelta(Delta{Content: rest[:n]}); err != nil {
+			return Response{}, fmt.Errorf("llm: scripted %s: delta callback: %w", m.name, err)
+		}
+		rest = rest[n:]
+		if err := ctx.Err(); err != nil {
+			return Response{}, err
+		}
+	}
+	for i, c := range r.Message.ToolCalls {
+		if err := onDelta(Delta{ToolCallIndex: i, ToolCallID: c.ID, ToolName: c.Name, ArgumentsDelta: c.Arguments}); err != nil {
+			return Response{}, fmt.Errorf("llm: scripted %s: delta callback: %w", m.name, err)
+		}
+	}
+	return r, nil
 }
 
 // Generate implements Model.

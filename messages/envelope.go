@@ -75,6 +75,7 @@ var versions = map[Type]int{
 	TypeMemoryBlockDeleted: 1,
 	TypeKBDocumentIngested: 1,
 	TypeKBDocumentRemoved:  1,
+	TypeModelDelta:         1,
 }
 
 // CurrentVersion reports the schema version this build writes for t, and whether t is known.
@@ -187,6 +188,8 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &ModelRequested{}
 	case TypeModelResponded:
 		p = &ModelResponded{}
+	case TypeModelDelta:
+		p = &ModelDelta{}
 	case TypeToolCallRequested:
 		p = &ToolCallRequested{}
 	case TypeToolCallCompleted:

@@ -32,6 +32,8 @@ func samples() []messages.Payload {
 		&messages.ModelResponded{Key: "s-1/m/2", Model: "offline", Message: messages.ChatMessage{
 			Role: messages.RoleAssistant, ToolCalls: []messages.ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"12 * (7 + 5)"}`}},
 		}, Usage: usage, LatencyUS: 812, Cached: true},
+		&messages.ModelDelta{Key: "s-1/4", Step: 1, Seq: 7, Attempt: 2, Reset: true, Content: "The answer",
+			ToolCallIndex: 1, ToolCallID: "call_2", ToolName: "calculator", Arguments: `{"expr`},
 		&messages.ToolCallRequested{Key: "s-1/t/call_1", CallID: "call_1", Tool: "calculator", Arguments: `{"expression":"12 * (7 + 5)"}`, Step: 1,
 			Chain: "s-1/5", ChainStep: "multiply"},
 		&messages.ToolCallCompleted{Key: "s-1/t/call_1", CallID: "call_1", Tool: "calculator", Result: "144", Error: "", LatencyUS: 35},
@@ -136,7 +138,7 @@ func TestEveryTypeHasAGoldenSample(t *testing.T) {
 		seen[p.MessageType()] = true
 	}
 	for _, typ := range []messages.Type{
-		messages.TypeTaskSubmitted, messages.TypeModelRequested, messages.TypeModelResponded,
+		messages.TypeTaskSubmitted, messages.TypeModelRequested, messages.TypeModelResponded, messages.TypeModelDelta,
 		messages.TypeToolCallRequested, messages.TypeToolCallCompleted, messages.TypeTaskCompleted, messages.TypeTaskFailed, messages.TypeSessionForked,
 		messages.TypeTeamStateUpdated,
 		messages.TypeNoteAdded, messages.TypeNoteUpdated, messages.TypeNoteRemoved,

@@ -24,6 +24,11 @@
 // and decode them. Config.Bus puts it on Kafka (package kafka) and Config.Log on
 // ClickHouse.
 //
+// While a session has a watcher of deltas (WatchDeltas: the SSE stream, node run on a
+// terminal, any protocol that streams a session), its model calls stream and the hub
+// hands their increments (model.delta, deltas.go) to those watchers: live only, never
+// logged or published, redacted, and dropped for a watcher that reads slowly.
+//
 // In a cluster (Bus.Sharded) the nodes share one log and Kafka's consumer group on
 // messages.TopicTasks spreads the sessions: Assigned resumes the unfinished sessions of
 // the partitions a node gets, Revoked drains and stops them before the partitions move.

@@ -32,7 +32,7 @@ const maxBody = 2 << 20
 //	GET  /v1/sessions                  list sessions
 //	GET  /v1/sessions/{id}             status, output, error, calls waiting for approval
 //	GET  /v1/sessions/{id}/events      the session's events in seq order
-//	GET  /v1/sessions/{id}/stream      the same as Server-Sent Events, live
+//	GET  /v1/sessions/{id}/stream      the same as Server-Sent Events, live, with model.delta increments
 //	POST /v1/sessions/{id}/cancel      cancel the running task
 //	POST /v1/sessions/{id}/approvals/{call}  answer a call's approval {"approve", "reason"}
 //	GET  /v1/approvals                 the calls waiting for approval (approvals.go)
@@ -303,6 +303,12 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 // stream sends a session's events as Server-Sent Events: first those in the log after
 // Last-Event-ID (the seq), then live ones, in seq order without duplicates. A watcher
 // that falls behind the live feed catches up from the log.
+//
+// Between them come model.delta events (unless ?deltas=false): the increments of the
+// session's model answers as they stream (Node.WatchDeltas). They have no id, so a
+// reconnecting client's Last-Event-ID is always a seq, and they are best effort: a
+// client that reads slowly misses some, never an event, and the call's
+// model.responded carries the whole answer.
 func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	fl, ok := w.(http.Flusher)
@@ -320,7 +326,18 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		}
 		last = seq
 	}
-	live, stop := n.Watch(id)
+	watch := n.WatchDeltas // model.delta events unless ?deltas=false
+	if v := r.URL.Query().Get("deltas"); v != "" {
+		on, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "deltas must be true or false")
+			return
+		}
+		if !on {
+			watch = n.Watch
+		}
+	}
+	live, stop := watch(id)
 	defer func() { stop() }()
 	backlog, err := n.log.Read(r.Context(), id, last+1)
 	if err != nil {
@@ -365,6 +382,15 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		last = e.Seq
 		return true
 	}
+	sendDelta := func(e messages.Envelope) bool {
+		b, err := messages.Marshal(e)
+		if err != nil {
+			return false
+		}
+		extend()
+		_, err = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", e.Type, b)
+		return err == nil
+	}
 	for _, e := range backlog {
 		if !send(e) {
 			return
@@ -392,7 +418,7 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 				if n.hub.isClosed() {
 					return
 				}
-				live, stop = n.Watch(id)
+				live, stop = watch(id)
 				more, err := n.log.Read(r.Context(), id, last+1)
 				if err != nil {
 					return
@@ -401,6 +427,15 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 					if !send(e) {
 						return
 					}
+				}
+				fl.Flush()
+				continue
+			}
+			if e.Type == messages.TypeModelDelta {
+				// Not an event: no id (Last-Event-ID stays a seq), and dropped
+				// while events wait to be sent in order (best effort, as ever).
+				if len(pending) == 0 && !sendDelta(e) {
+					return
 				}
 				fl.Flush()
 				continue

@@ -63,6 +63,7 @@ const (
 // watcher is one Watch. Its fields are guarded by Hub.mu.
 type watcher struct {
 	remote  bool // reads the bus (handle), not the node's sessions (deliver)
+	deltas  bool // also gets the session's model.delta envelopes (deliverDelta)
 	ch      chan messages.Envelope
 	backlog []messages.Envelope
 	feeding bool          // a goroutine feeds backlog into ch
@@ -190,7 +191,17 @@ func (h *Hub) drop(sessionID string, w *watcher) {
 // that every event published after subscribe returned reaches it. A watcher the feed
 // cannot serve gets a closed channel: it reads the log.
 func (h *Hub) subscribe(sessionID string) (<-chan messages.Envelope, func()) {
-	w := &watcher{ch: make(chan messages.Envelope, watcherBuffer), stop: make(chan struct{})}
+	return h.watch(sessionID, false)
+}
+
+// watch is subscribe; with deltas, a local watcher also gets the session's
+// model.delta envelopes (deliverDelta).
+func (h *Hub) watch(sessionID string, deltas bool) (<-chan messages.Envelope, func()) {
+	size := watcherBuffer
+	if deltas {
+		size = deltaWatcherBuffer
+	}
+	w := &watcher{ch: make(chan messages.Envelope, size), stop: make(chan struct{}), deltas: deltas}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()

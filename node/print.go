@@ -179,8 +179,14 @@ func Follow(ctx context.Context, w io.Writer, live <-chan messages.Envelope, tas
 
 // FollowEach is Follow that also hands each event, once printed, to each (when not
 // nil); an error from each ends it with exit code 1.
+//
+// A feed of Node.WatchDeltas also has model.delta envelopes: the text of each model
+// answer is printed as it streams, indented on lines of its own before the answer's
+// step line, and each is handed to each too; a retried stream starts again on a new
+// line "(again)".
 func FollowEach(ctx context.Context, w io.Writer, live <-chan messages.Envelope, tasks int, each func(messages.Envelope) error) (int, error) {
 	code := 0
+	var streamed deltaText
 	for tasks > 0 {
 		select {
 		case <-ctx.Done():
@@ -189,6 +195,11 @@ func FollowEach(ctx context.Context, w io.Writer, live <-chan messages.Envelope,
 			if !ok {
 				return 1, errors.New("lost the live event feed")
 			}
+			if e.Type == messages.TypeModelDelta { // a feed of WatchDeltas
+				streamed.print(w, e)
+				continue
+			}
+			streamed.end(w)
 			if c, done := PrintStep(w, e); done {
 				code = max(code, c)
 				tasks--
@@ -201,4 +212,47 @@ func FollowEach(ctx context.Context, w io.Writer, live <-chan messages.Envelope,
 		}
 	}
 	return code, nil
+}
+
+// deltaText prints the text of streamed model answers (model.delta) as it comes.
+type deltaText struct {
+	key string // the call whose text is being printed; "" when none is
+	bol bool   // the next text starts a line (and its indent)
+}
+
+// print prints a delta's text, if it has any; undecodable ones are skipped (the
+// answer comes whole anyway).
+func (t *deltaText) print(w io.Writer, e messages.Envelope) {
+	p, err := e.Decode()
+	d, ok := p.(*messages.ModelDelta)
+	if err != nil || !ok || d.Content == "" {
+		return
+	}
+	switch {
+	case t.key != d.Key:
+		t.end(w)
+		t.key, t.bol = d.Key, true
+	case d.Reset:
+		t.end(w)
+		t.key, t.bol = d.Key, true
+		io.WriteString(w, "  │ (again)\n")
+	}
+	for _, line := range strings.SplitAfter(EscapeControls(d.Content), "\n") {
+		if line == "" {
+			continue
+		}
+		if t.bol {
+			io.WriteString(w, "  │ ")
+		}
+		io.WriteString(w, line)
+		t.bol = strings.HasSuffix(line, "\n")
+	}
+}
+
+// end ends the streamed text's line before anything else is printed.
+func (t *deltaText) end(w io.Writer) {
+	if t.key != "" && !t.bol {
+		io.WriteString(w, "\n")
+	}
+	t.key, t.bol = "", false
 }

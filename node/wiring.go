@@ -176,7 +176,8 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	}
 	n.gw = gw
 	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Catalog: cfg.ToolCatalog, Remember: cacheTTL,
-		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger})
+		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger,
+		ModelDeltas: n.modelDeltas})
 	if !n.wiring().asksRemote() {
 		return n.local, nil
 	}

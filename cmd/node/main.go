@@ -45,6 +45,8 @@ type options struct {
 	// terminal, when set, says whether stdin is a terminal (node run asks it for
 	// approvals); nil: ask os.Stdin.
 	terminal *bool
+	// streamText, with --stream auto, prints streamed answers as a terminal's stdout would.
+	streamText bool
 }
 
 const usage = `usage:
@@ -132,6 +134,8 @@ flags:
   --milvus HOST:PORT     keep the memories' and knowledge bases' vectors in Milvus
                          (TROUPE_MILVUS, "memory"/"knowledge": {"milvus"}) instead of the
                          embedded indexes in the data directory
+  --stream auto|on|off   node run: print the model's answers as they stream (auto: when
+                         stdout is a terminal; TROUPE_STREAM, default auto)
   -v                     log at debug level
 
 node mcp [flags] serves the agent's tools and run_task to one MCP client on stdin and
@@ -274,7 +278,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	agentName := fs.String("agent", "", "the agent that runs the task (run; default: the node's own)")
 	maxTokens := fs.Int("max-tokens", 0, "the task's token budget (run; default: the agent's)")
 	verbose := fs.Bool("v", false, "log at debug level")
+	streamFlag := fs.String("stream", or("TROUPE_STREAM", "", "auto"), "print streamed answers (run): auto, on or off")
 	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	var streamText bool
+	switch *streamFlag {
+	case "auto":
+		streamText = opt.streamText
+		if f, ok := stdout.(*os.File); ok && !streamText {
+			streamText = isTerminal(f)
+		}
+	case "on":
+		streamText = true
+	case "off":
+	default:
+		fmt.Fprintf(stderr, "error: --stream %q: want auto, on or off\n", *streamFlag)
 		return 2
 	}
 	// The agents file is read before anything starts: a bad one changes nothing.
@@ -548,7 +567,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			t := isTerminal(os.Stdin)
 			terminal = &t
 		}
-		return runTask(ctx, cfg, attach, task, why, in, *terminal, stdout, stderr)
+		return runTask(ctx, cfg, attach, task, why, in, *terminal, streamText, stdout, stderr)
 	case "mcp":
 		if fs.NArg() != 0 {
 			fmt.Fprint(stderr, usage)
@@ -577,7 +596,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 
 // runTask runs node run's task and follows it; it asks the terminal in (terminal:
 // whether it is one) to answer the task's approvals (asker).
-func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task node.Task, why string, in io.Reader, terminal bool, stdout, stderr io.Writer) int {
+//
+// With streamText, it also prints the model's answers as they stream (Node.WatchDeltas).
+func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task node.Task, why string, in io.Reader, terminal, streamText bool, stdout, stderr io.Writer) int {
 	if cfg.Bus != nil {
 		// On a cluster, run submits the task and follows it: a node of the cluster runs
 		// it. Joining the cluster's groups for the length of one task would move every
@@ -606,7 +627,11 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 	}
 	defer stopNode()
 	id := "cli-" + actors.UUIDv7{}.NewID()
-	events, stop := n.Watch(id)
+	watch := n.Watch
+	if streamText {
+		watch = n.WatchDeltas
+	}
+	events, stop := watch(id)
 	defer stop()
 	if cfg.Bus != nil {
 		fmt.Fprintf(stdout, "session %s (submitted to troupe.tasks: a node of the cluster runs it)\n", id)

@@ -26,6 +26,7 @@
 //	  CountTokens      tokens.go    counts the tokens a provider did not report
 //	  Retry            retry.go     retries transient failures of this model
 //	  LimitConcurrency limit.go     one of the provider's slots per attempt
+//	  Streaming        stream.go    streams the attempt when the caller asks (llm.WithDeltas)
 //	  the model
 //
 // The order is the behaviour:
@@ -47,6 +48,18 @@
 // (llm.Request.Models: an agent's own model and fallbacks). Each is composed as the
 // gateway's own chain, with the same caches and quotas (built once, shared), and each
 // model, told by its name, is wrapped once whichever chains it is in.
+//
+// # Streaming
+//
+// A caller that wants an answer's increments as they come puts a llm.DeltaFunc in the
+// call's context (llm.WithDeltas); every layer passes it down with the context, and
+// Streaming, innermost, streams each attempt of a model that can (llm.Streamer).
+// Each provider call streamed is a new attempt (llm.DeltaFunc's attempt number): a
+// stream cut mid-answer (openai.ErrTruncatedStream, transient) is retried by Retry
+// and streams again from the start under the next attempt, and a fallback model
+// does the same; the increments of the failed attempt belong to no answer. The
+// answer the gateway returns is always whole, as without streaming. A cache hit
+// streams nothing.
 //
 // Every layer passes the request's context down. A cancelled context stops them all:
 // no further attempt, no wait, no fallback, and the error wraps ctx.Err().

@@ -204,7 +204,8 @@ func New(cfg Config) (*Gateway, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	// Each model of the chains on its own: priced as itself, its tokens counted, its
-	// transient failures retried, each attempt holding one of its provider's slots.
+	// transient failures retried, each attempt holding one of its provider's slots
+	// and streamed when the caller asks for increments (llm.WithDeltas).
 	limit := LimitConcurrency(cfg.Concurrency)
 	wrapped := map[string]llm.Model{}
 	wrap := func(models []llm.Model) []llm.Model {
@@ -212,7 +213,7 @@ func New(cfg Config) (*Gateway, error) {
 		for i, m := range models {
 			w, ok := wrapped[m.Name()]
 			if !ok {
-				w = Chain(m, Pricing(cfg.Prices), CountTokens(cfg.Tokenizer), Retry(cfg.Retry, cfg.Sleep, cfg.Logger), limit)
+				w = Chain(m, Pricing(cfg.Prices), CountTokens(cfg.Tokenizer), Retry(cfg.Retry, cfg.Sleep, cfg.Logger), limit, Streaming())
 				wrapped[m.Name()] = w
 			}
 			out[i] = w

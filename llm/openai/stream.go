@@ -16,26 +16,13 @@ import (
 	"github.com/troupe-run/troupe/redact"
 )
 
-// Delta is one increment of a streamed answer, in the order the provider sent it.
-// A text increment has Content set and the tool fields empty. A tool-call increment
-// names the call by ToolCallIndex (its position in the final message's ToolCalls);
-// ToolCallID and ToolName usually arrive only with a call's first increment and
-// ArgumentsDelta is the next piece of its JSON arguments. Parallel tool calls may
-// interleave. Concatenating the increments gives the final Response's message.
-type Delta struct {
-	Content        string
-	ToolCallIndex  int
-	ToolCallID     string
-	ToolName       string
-	ArgumentsDelta string
-}
+// Delta is one increment of a streamed answer: llm.Delta, named here too.
+type Delta = llm.Delta
 
-// Streamer is the optional streaming capability of a model, found by type assertion.
-type Streamer interface {
-	// Stream generates like llm.Model.Generate, calling onDelta with each increment
-	// as it arrives, on the calling goroutine, and returns the assembled response.
-	Stream(ctx context.Context, req llm.Request, onDelta func(Delta) error) (llm.Response, error)
-}
+// Streamer is the optional streaming capability of a model: llm.Streamer, named here
+// too. The gateway streams through it when its caller asks for increments
+// (llm.WithDeltas).
+type Streamer = llm.Streamer
 
 var _ Streamer = (*Model)(nil)
 

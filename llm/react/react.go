@@ -57,14 +57,16 @@ func (m *Model) Capabilities() llm.Capabilities {
 // Generate implements llm.Model.
 func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
 	if len(req.Tools) == 0 || m.opts.OnRequest && req.Protocol != llm.ProtocolReAct {
-		return m.inner.Generate(ctx, req)
+		return llm.StreamOrGenerate(ctx, m.inner, req)
 	}
 	text := req
 	text.Tools = nil
 	text.Messages = Render(req.Messages, req.Tools)
 	var usage messages.Usage
 	for attempt := 0; ; attempt++ {
-		resp, err := m.inner.Generate(ctx, text)
+		// Streamed when the caller asks (llm.WithDeltas): the increments are the
+		// protocol's text, and each reply sent back for a parse error is an attempt.
+		resp, err := llm.StreamOrGenerate(ctx, m.inner, text)
 		if err != nil {
 			return llm.Response{}, err
 		}

@@ -1,0 +1,402 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/llm/gateway"
+	"github.com/troupe-run/troupe/llm/openai"
+	"github.com/troupe-run/troupe/llm/openai/openaitest"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// tokens are n pieces of streamed text, "tok0 " to "tok<n-1> ".
+func tokens(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = "tok" + strconv.Itoa(i) + " "
+	}
+	return out
+}
+
+// cutStream is a stream of the first n pieces that the connection cuts mid-answer.
+func cutStream(pieces []string) openaitest.Reply {
+	ev := []string{openaitest.RoleChunk()}
+	for _, p := range pieces {
+		ev = append(ev, openaitest.ContentChunk(p))
+	}
+	return openaitest.Reply{Events: ev, Abort: true}
+}
+
+// streamingNode runs a node whose model is a fake OpenAI-compatible provider: a
+// request that does not ask to stream is answered "warm" at once, and the n-th one
+// that streams (from 0) gets streams(n). Retries wait a millisecond, at most
+// attempts of them.
+func streamingNode(t *testing.T, attempts int, streams func(n int) openaitest.Reply) (*node.Node, *openaitest.Server) {
+	t.Helper()
+	var mu sync.Mutex
+	streamed := 0
+	srv := openaitest.NewServer(t, func(r openaitest.Request) openaitest.Reply {
+		if s, _ := r.JSON(t)["stream"].(bool); !s {
+			return openaitest.Completion(messages.ChatMessage{Role: messages.RoleAssistant, Content: "warm"}, messages.Usage{PromptTokens: 5, CompletionTokens: 1})
+		}
+		mu.Lock()
+		i := streamed
+		streamed++
+		mu.Unlock()
+		return streams(i)
+	})
+	m, err := openai.New(openai.Config{Provider: "fake", BaseURL: srv.URL, Model: "fake-model", Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, node.Config{Model: m, Gateway: gateway.Config{
+		Retry: gateway.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond, Max: time.Millisecond}}})
+	return n, srv
+}
+
+// sseEvent is one Server-Sent Event of a session's stream, its data decoded.
+type sseEvent struct {
+	id   string
+	name string
+	env  messages.Envelope
+}
+
+// openStream opens GET /v1/sessions/{id}/stream after seq last and returns its events
+// as they come; the stream is subscribed when it returns.
+func openStream(t *testing.T, ctx context.Context, base, session string, last uint64) <-chan sseEvent {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/sessions/"+session+"/stream", nil)
+	req.Header.Set("Last-Event-ID", strconv.FormatUint(last, 10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %s", resp.Status)
+	}
+	out := make(chan sseEvent, 1024)
+	go func() {
+		defer resp.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		var ev sseEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.name != "" {
+					out <- ev
+				}
+				ev = sseEvent{}
+			case strings.HasPrefix(line, "id: "):
+				ev.id = line[4:]
+			case strings.HasPrefix(line, "event: "):
+				ev.name = line[7:]
+			case strings.HasPrefix(line, "data: "):
+				e, err := messages.Unmarshal([]byte(line[6:]))
+				if err != nil {
+					t.Errorf("stream data: %v: %s", err, line)
+					return
+				}
+				ev.env = e
+			}
+		}
+	}()
+	return out
+}
+
+// untilDone reads a stream until the task ends, and returns what it read.
+func untilDone(t *testing.T, ctx context.Context, events <-chan sseEvent) []sseEvent {
+	t.Helper()
+	var got []sseEvent
+	for {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatalf("the stream ended before the task; read %d events", len(got))
+			}
+			got = append(got, e)
+			if e.name == string(messages.TypeTaskCompleted) || e.name == string(messages.TypeTaskFailed) {
+				return got
+			}
+		case <-ctx.Done():
+			t.Fatalf("the task did not end: %v; read %d events", ctx.Err(), len(got))
+		}
+	}
+}
+
+// warmSession runs a first task on a session (its model call does not stream: nobody
+// watches for deltas) and returns the seq of its last event.
+func warmSession(t *testing.T, n *node.Node, session string) uint64 {
+	t.Helper()
+	events := nodetest.Run(t, n, session, "warm up")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("warm-up: %s %s", last.Type, last.Payload)
+	}
+	for _, e := range events {
+		if e.Type == messages.TypeModelDelta {
+			t.Fatalf("the log holds a delta: %s", e.Payload)
+		}
+	}
+	return events[len(events)-1].Seq
+}
+
+// deltasOf decodes the model.delta events of a stream, in order.
+func deltasOf(t *testing.T, got []sseEvent) []*messages.ModelDelta {
+	t.Helper()
+	var out []*messages.ModelDelta
+	for _, e := range got {
+		if e.name != string(messages.TypeModelDelta) {
+			continue
+		}
+		if e.id != "" {
+			t.Errorf("a delta has an id (%s): Last-Event-ID must stay a seq", e.id)
+		}
+		p, err := e.env.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p.(*messages.ModelDelta))
+	}
+	return out
+}
+
+// respondedAfter returns the model.responded events of the log after seq, and fails
+// the test on any delta in the log.
+func respondedAfter(t *testing.T, n *node.Node, session string, seq uint64) []*messages.ModelResponded {
+	t.Helper()
+	events, err := n.Log().Read(context.Background(), session, seq+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*messages.ModelResponded
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeModelDelta:
+			t.Fatalf("the log holds a delta: %s", e.Payload)
+		case messages.TypeModelResponded:
+			p, err := e.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, p.(*messages.ModelResponded))
+		}
+	}
+	return out
+}
+
+// A provider streaming 100 tokens: an SSE client of the session sees 100 model.delta
+// events in order, after the call's model.requested, then its model.responded whole;
+// the log holds that one whole answer and no delta.
+func TestSSEStreamsModelDeltasThenTheWholeAnswer(t *testing.T) {
+	pieces := tokens(100)
+	n, _ := streamingNode(t, 0, func(int) openaitest.Reply {
+		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
+	})
+	api := httptest.NewServer(n.Handler())
+	defer api.Close()
+	last := warmSession(t, n, "stream-1")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := openStream(t, ctx, api.URL, "stream-1", last)
+	if _, err := n.Submit(ctx, node.Task{Input: "count to 100", SessionID: "stream-1"}); err != nil {
+		t.Fatal(err)
+	}
+	got := untilDone(t, ctx, events)
+
+	var order []string
+	for _, e := range got {
+		if e.name != string(messages.TypeModelDelta) || len(order) == 0 || order[len(order)-1] != "delta" {
+			order = append(order, map[bool]string{true: "delta", false: e.name}[e.name == string(messages.TypeModelDelta)])
+		}
+	}
+	if want := "task.submitted model.requested delta model.responded task.completed"; strings.Join(order, " ") != want {
+		t.Fatalf("stream order: %v, want %s", order, want)
+	}
+	deltas := deltasOf(t, got)
+	if len(deltas) != 100 {
+		t.Fatalf("%d deltas, want 100", len(deltas))
+	}
+	var requested *messages.ModelRequested
+	for _, e := range got {
+		if e.name == string(messages.TypeModelRequested) {
+			p, _ := e.env.Decode()
+			requested = p.(*messages.ModelRequested)
+		}
+	}
+	for i, d := range deltas {
+		if d.Seq != uint64(i+1) || d.Content != pieces[i] || d.Attempt != 1 || d.Reset || d.Key != requested.Key || d.Step != requested.Step {
+			t.Fatalf("delta %d: %+v (call %s step %d)", i, d, requested.Key, requested.Step)
+		}
+	}
+	resp := respondedAfter(t, n, "stream-1", last)
+	if len(resp) != 1 || resp[0].Message.Content != strings.Join(pieces, "") || resp[0].Error != "" || resp[0].Key != requested.Key {
+		t.Fatalf("recorded answers: %+v", resp)
+	}
+}
+
+// A stream the connection cuts mid-answer is retried by the gateway: the deltas
+// start again under attempt 2, the first of them marked reset, and the one recorded
+// answer is the retry's, whole.
+func TestStreamCutMidAnswerIsRetriedWithReset(t *testing.T) {
+	pieces := tokens(100)
+	n, _ := streamingNode(t, 3, func(i int) openaitest.Reply {
+		if i == 0 {
+			return cutStream(pieces[:50])
+		}
+		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
+	})
+	api := httptest.NewServer(n.Handler())
+	defer api.Close()
+	last := warmSession(t, n, "stream-cut")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := openStream(t, ctx, api.URL, "stream-cut", last)
+	if _, err := n.Submit(ctx, node.Task{Input: "count to 100", SessionID: "stream-cut"}); err != nil {
+		t.Fatal(err)
+	}
+	got := untilDone(t, ctx, events)
+	if end := got[len(got)-1]; end.name != string(messages.TypeTaskCompleted) {
+		t.Fatalf("the task ended with %s: %s", end.name, end.env.Payload)
+	}
+	deltas := deltasOf(t, got)
+	if len(deltas) != 150 {
+		t.Fatalf("%d deltas, want 50 of the cut attempt and 100 of the retry", len(deltas))
+	}
+	for i, d := range deltas {
+		attempt, piece, reset := 1, pieces[i%100], false
+		if i >= 50 {
+			attempt, piece, reset = 2, pieces[i-50], i == 50
+		}
+		if d.Seq != uint64(i+1) || d.Attempt != attempt || d.Content != piece || d.Reset != reset {
+			t.Fatalf("delta %d: %+v, want attempt %d %q reset %v", i, d, attempt, piece, reset)
+		}
+	}
+	// What a client shows: the text after the last reset, then the whole answer.
+	var shown strings.Builder
+	for _, d := range deltas {
+		if d.Reset {
+			shown.Reset()
+		}
+		shown.WriteString(d.Content)
+	}
+	resp := respondedAfter(t, n, "stream-cut", last)
+	if len(resp) != 1 || resp[0].Message.Content != strings.Join(pieces, "") || resp[0].Message.Content != shown.String() {
+		t.Fatalf("recorded answers: %+v; shown %q", resp, shown.String())
+	}
+}
+
+// When every attempt is cut, the call fails cleanly: its model.responded records the
+// error and no text, never the half answer the deltas showed.
+func TestStreamCutEveryAttemptFailsCleanly(t *testing.T) {
+	pieces := tokens(40)
+	n, srv := streamingNode(t, 2, func(int) openaitest.Reply { return cutStream(pieces[:20]) })
+	api := httptest.NewServer(n.Handler())
+	defer api.Close()
+	last := warmSession(t, n, "stream-fail")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	events := openStream(t, ctx, api.URL, "stream-fail", last)
+	if _, err := n.Submit(ctx, node.Task{Input: "count", SessionID: "stream-fail"}); err != nil {
+		t.Fatal(err)
+	}
+	got := untilDone(t, ctx, events)
+	if end := got[len(got)-1]; end.name != string(messages.TypeTaskFailed) {
+		t.Fatalf("the task ended with %s: %s", end.name, end.env.Payload)
+	}
+	if len(srv.Requests()) != 3 { // the warm-up and two attempts
+		t.Errorf("%d provider requests, want 3", len(srv.Requests()))
+	}
+	if d := deltasOf(t, got); len(d) != 40 || !d[20].Reset || d[20].Attempt != 2 {
+		t.Errorf("%d deltas (want 20 per attempt, the second reset)", len(d))
+	}
+	resp := respondedAfter(t, n, "stream-fail", last)
+	if len(resp) != 1 || resp[0].Error == "" || resp[0].Message.Content != "" || len(resp[0].Message.ToolCalls) != 0 {
+		t.Fatalf("recorded answers: %+v", resp)
+	}
+}
+
+// A watcher of deltas that reads nothing does not hold the session: the task
+// finishes, the watcher then reads every event of it in order (its deltas are the
+// ones that fitted its channel), and the log has the whole answer.
+func TestSlowDeltaWatcherDoesNotStallTheSession(t *testing.T) {
+	pieces := tokens(1000)
+	n, _ := streamingNode(t, 0, func(int) openaitest.Reply {
+		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 1000}, pieces...)
+	})
+	last := warmSession(t, n, "stream-slow")
+	live, stop := n.WatchDeltas("stream-slow")
+	defer stop()
+	if _, err := n.Submit(context.Background(), node.Task{Input: "count to 1000", SessionID: "stream-slow"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the task to finish with an unread watcher", func() bool {
+		events, err := n.Log().Read(context.Background(), "stream-slow", last+1)
+		return err == nil && len(events) > 0 && events[len(events)-1].Type == messages.TypeTaskCompleted
+	})
+	deltas, seq := 0, last
+	timeout := time.After(10 * time.Second)
+	for done := false; !done; {
+		select {
+		case e, ok := <-live:
+			if !ok {
+				t.Fatal("the watcher was disconnected")
+			}
+			if e.Type == messages.TypeModelDelta {
+				deltas++
+				continue
+			}
+			if e.Seq != seq+1 {
+				t.Fatalf("event seq %d after %d", e.Seq, seq)
+			}
+			seq = e.Seq
+			done = e.Type == messages.TypeTaskCompleted
+		case <-timeout:
+			t.Fatalf("the watcher did not get the task's end (last seq %d)", seq)
+		}
+	}
+	if deltas == 0 || deltas >= len(pieces) {
+		t.Errorf("the unread watcher got %d of %d deltas: want those its channel held, not all", deltas, len(pieces))
+	}
+	resp := respondedAfter(t, n, "stream-slow", last)
+	if len(resp) != 1 || resp[0].Message.Content != strings.Join(pieces, "") {
+		t.Fatalf("recorded answers: %d, %.80q", len(resp), fmt.Sprint(resp))
+	}
+}
+
+// Without a watcher of deltas, a model call does not stream; with ?deltas=false, a
+// stream client is not one.
+func TestNoDeltaWatcherNoStreaming(t *testing.T) {
+	n, srv := streamingNode(t, 0, func(int) openaitest.Reply {
+		t.Error("a model call streamed with nobody watching its deltas")
+		return openaitest.Error(500, "unexpected stream")
+	})
+	api := httptest.NewServer(n.Handler())
+	defer api.Close()
+	last := warmSession(t, n, "no-stream")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api.URL+"/v1/sessions/no-stream/stream?deltas=false", nil)
+	req.Header.Set("Last-Event-ID", strconv.FormatUint(last, 10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	warmSession(t, n, "no-stream") // while the stream without deltas is open
+	if got := len(srv.Requests()); got != 2 {
+		t.Errorf("%d provider requests, want 2", got)
+	}
+}
