@@ -28,7 +28,7 @@ function el(tag, attrs = {}, ...children) {
 }
 
 function append(parent, children) {
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     parent.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -398,7 +398,8 @@ async function sessionPage(id, { signal }) {
       }
     }
     const stat = (label, v) => el("div", {}, el("span", {}, label), v);
-    head.replaceChildren(
+    head.replaceChildren();
+    append(head, [
       el("h1", {}, "Session ", el("span", { id: "session-id" }, id)),
       el("div", { class: "summary" },
         stat("Status", badge(status.status)),
@@ -411,7 +412,7 @@ async function sessionPage(id, { signal }) {
       status.output ? el("div", {}, el("h2", {}, "Answer"), el("div", { class: "output", id: "answer" }, status.output)) : null,
       status.error ? el("div", {}, el("h2", {}, "Error"), el("div", { class: "output error" }, status.error)) : null,
       (status.approvals || []).length ? el("div", {}, el("h2", {}, "Waiting for approval"), approvalsTable(status.approvals, () => refreshStatus())) : null,
-      el("h2", {}, "Timeline"));
+      el("h2", {}, "Timeline")]);
   };
 
   const drawTree = () => {
@@ -428,7 +429,8 @@ async function sessionPage(id, { signal }) {
       const ctx = e.type === "model.requested" && p.context ? el("div", { class: "ctx" }, contextLine(p.context)) : null;
       return [row, ctx, children.length ? el("div", { class: "children" }, walk(children)) : null];
     });
-    tree.replaceChildren(...walk(nest(events)).flat(3).filter(Boolean));
+    tree.replaceChildren();
+    append(tree, walk(nest(events)));
   };
 
   const refreshStatus = async () => {

@@ -1,0 +1,115 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// chromium finds a headless-capable Chromium: TROUPE_TEST_CHROMIUM, else chromium
+// or chromium-browser on PATH (Debian's chromium package; deploy/chromium.sh
+// installs it). Without one the test is skipped, but fails in CI (CI=true).
+func chromium(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("TROUPE_TEST_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium found (set TROUPE_TEST_CHROMIUM, or run deploy/chromium.sh)")
+	}
+	t.Skip("no chromium found: install it (deploy/chromium.sh) or set TROUPE_TEST_CHROMIUM")
+	return ""
+}
+
+// runChromium runs a headless Chromium on url with args, bounded in time, and
+// returns its standard output.
+func runChromium(t *testing.T, bin, url string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	all := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=5000"}, args...)
+	cmd := exec.CommandContext(ctx, bin, append(all, url)...)
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// TestDashboardRendersASessionInChromium renders a recorded session that used a
+// tool in a real browser and checks what the page shows: the session, the tool
+// call, its result and the answer; and that the sessions list and the charts page
+// render. TROUPE_UI_SCREENSHOT=path keeps a screenshot of the timeline there
+// (docs/dashboard.png is made this way).
+func TestDashboardRendersASessionInChromium(t *testing.T) {
+	bin := chromium(t)
+	n := nodetest.Start(t, node.Config{})
+	nodetest.Run(t, n, "dash-1", "What is 12 * (7 + 5)?")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := n.HTTPServer()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = srv.Close()
+		if err := <-done; !errors.Is(err, http.ErrServerClosed) {
+			t.Error(err)
+		}
+	})
+	base := "http://" + ln.Addr().String() + "/ui/"
+
+	dom := runChromium(t, bin, base+"#/sessions/dash-1", "--dump-dom")
+	for _, want := range []string{
+		`<span id="session-id">dash-1</span>`,
+		`calculator({"expression":"12 * (7 + 5)"})`, // the call, with its arguments
+		"calculator → 144",                          // its result
+		`<div class="output" id="answer">`,          // the answer
+		"completed",
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the timeline has no %q:\n%s", want, dom)
+		}
+	}
+	if !strings.Contains(dom, "144") || strings.Contains(dom, `class="error"`) && !strings.Contains(dom, `class="error" hidden`) {
+		t.Errorf("the timeline shows an error or no answer:\n%s", dom)
+	}
+
+	dom = runChromium(t, bin, base+"#/sessions", "--dump-dom")
+	if !strings.Contains(dom, `href="#/sessions/dash-1">dash-1</a>`) || !strings.Contains(dom, "default") {
+		t.Errorf("the sessions list has no dash-1:\n%s", dom)
+	}
+	dom = runChromium(t, bin, base+"#/charts", "--dump-dom")
+	if !strings.Contains(dom, "<svg") || !strings.Contains(dom, "calculator") {
+		t.Errorf("the charts page has no chart or no tool figures:\n%s", dom)
+	}
+
+	shot := filepath.Join(t.TempDir(), "dashboard.png")
+	if p := os.Getenv("TROUPE_UI_SCREENSHOT"); p != "" {
+		shot = p
+	}
+	runChromium(t, bin, base+"#/sessions/dash-1", "--screenshot="+shot, "--window-size=1200,720", "--hide-scrollbars")
+	if fi, err := os.Stat(shot); err != nil || fi.Size() < 1000 {
+		t.Errorf("no screenshot at %s: %v", shot, err)
+	}
+}
