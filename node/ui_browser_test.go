@@ -5,10 +5,12 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,5 +113,61 @@ func TestDashboardRendersASessionInChromium(t *testing.T) {
 	runChromium(t, bin, base+"#/sessions/dash-1", "--screenshot="+shot, "--window-size=1200,720", "--hide-scrollbars")
 	if fi, err := os.Stat(shot); err != nil || fi.Size() < 1000 {
 		t.Errorf("no screenshot at %s: %v", shot, err)
+	}
+}
+
+// serveUI serves h on a loopback port for the test's lifetime and returns the
+// dashboard's URL.
+func serveUI(t *testing.T, h http.Handler) string {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv.URL + "/ui/"
+}
+
+// A call waiting for approval is listed with its buttons, and its running session's
+// timeline renders while its stream stays open; a node that answers the API with
+// 401 gets the token form.
+func TestDashboardShowsApprovalsAndAsksForATokenInChromium(t *testing.T) {
+	bin := chromium(t)
+	var sent atomic.Int64
+	n := nodetest.Start(t, mailer(t, &sent))
+	if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "dash-ap", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	waitApproval(t, n, "dash-ap")
+	base := serveUI(t, n.Handler())
+
+	dom := runChromium(t, bin, base+"#/approvals", "--dump-dom")
+	for _, want := range []string{`href="#/sessions/dash-ap">dash-ap</a>`, "send_email", `{"to":"bob@example.com"}`,
+		`<button class="approve" type="button">Approve</button>`, `<button class="reject" type="button">Reject</button>`} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the approvals page has no %q:\n%s", want, dom)
+		}
+	}
+	dom = runChromium(t, bin, base+"#/sessions/dash-ap", "--dump-dom")
+	for _, want := range []string{`<span class="badge running">running</span>`, "approval needed: send_email", "Waiting for approval", "● live"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the running session has no %q:\n%s", want, dom)
+		}
+	}
+	if sent.Load() != 0 {
+		t.Fatal("the email was sent without an answer")
+	}
+
+	// Behind a bearer token: the page asks for one.
+	locked := http.NewServeMux()
+	h := n.Handler()
+	locked.Handle("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/v1/") && r.Header.Get("Authorization") != "Bearer s3cret" {
+			w.Header().Set("WWW-Authenticate", "Bearer")
+			http.Error(w, `{"error":"a bearer token is needed"}`, http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	dom = runChromium(t, bin, serveUI(t, locked)+"#/sessions", "--dump-dom")
+	if !strings.Contains(dom, `<form id="token">`) || !strings.Contains(dom, "asks for a bearer token: paste it above") {
+		t.Errorf("the token form is not shown on 401:\n%s", dom)
 	}
 }
