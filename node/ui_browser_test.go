@@ -46,13 +46,20 @@ func runChromium(t *testing.T, bin, url string, args ...string) string {
 	defer cancel()
 	all := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 		"--no-first-run", "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
-		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=5000"}, args...)
+		"--user-data-dir=" + t.TempDir(), "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0"}, args...)
 	cmd := exec.CommandContext(ctx, bin, append(all, url)...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("chromium %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	// The page's console: a script error, or anything the policy refused (an
+	// inline style, a script from elsewhere), fails the test.
+	for _, line := range strings.Split(stderr.String(), "\n") {
+		if strings.Contains(line, ":CONSOLE") && (strings.Contains(line, "Uncaught") || strings.Contains(line, "Content Security Policy")) {
+			t.Errorf("chromium %s: the page logged: %s", url, line)
+		}
 	}
 	return stdout.String()
 }
@@ -66,6 +73,7 @@ func TestDashboardRendersASessionInChromium(t *testing.T) {
 	bin := chromium(t)
 	n := nodetest.Start(t, node.Config{})
 	nodetest.Run(t, n, "dash-1", "What is 12 * (7 + 5)?")
+	nodetest.Run(t, n, "dash-xss", `echo <img src=x onerror="document.title='owned'"><script>document.title='owned'</script>`)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +105,17 @@ func TestDashboardRendersASessionInChromium(t *testing.T) {
 		t.Errorf("the timeline shows an error or no answer:\n%s", dom)
 	}
 
+	// What a task, a model or a tool says is shown as text, never run.
+	dom = runChromium(t, bin, base+"#/sessions/dash-xss/1", "--dump-dom")
+	if !strings.Contains(dom, `echo &lt;img src=x onerror="document.title='owned'"&gt;&lt;script&gt;`) ||
+		strings.Contains(dom, "<img") || strings.Contains(dom, "<title>owned") {
+		t.Errorf("the task's text is not escaped:\n%s", dom)
+	}
+	// #/sessions/ID/SEQ shows that event's payload.
+	if !strings.Contains(dom, `<h2>#1 task.submitted</h2>`) || !strings.Contains(dom, `"input": "echo &lt;img`) {
+		t.Errorf("event 1's payload is not shown:\n%s", dom)
+	}
+
 	dom = runChromium(t, bin, base+"#/sessions", "--dump-dom")
 	if !strings.Contains(dom, `href="#/sessions/dash-1">dash-1</a>`) || !strings.Contains(dom, "default") {
 		t.Errorf("the sessions list has no dash-1:\n%s", dom)
@@ -110,7 +129,7 @@ func TestDashboardRendersASessionInChromium(t *testing.T) {
 	if p := os.Getenv("TROUPE_UI_SCREENSHOT"); p != "" {
 		shot = p
 	}
-	runChromium(t, bin, base+"#/sessions/dash-1", "--screenshot="+shot, "--window-size=1200,720", "--hide-scrollbars")
+	runChromium(t, bin, base+"#/sessions/dash-1/5", "--screenshot="+shot, "--window-size=1200,720", "--hide-scrollbars")
 	if fi, err := os.Stat(shot); err != nil || fi.Size() < 1000 {
 		t.Errorf("no screenshot at %s: %v", shot, err)
 	}

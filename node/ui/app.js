@@ -180,7 +180,9 @@ function route() {
   switch (page) {
     case "":
     case "sessions":
-      done = rest.length ? sessionPage(decodeURIComponent(rest.join("/")), ctx) : sessionsPage(ctx);
+      // #/sessions/ID[/SEQ]: a session's timeline, with event SEQ shown (session IDs
+      // have no "/").
+      done = rest.length ? sessionPage(decodeURIComponent(rest[0]), Number(rest[1]) || 0, ctx) : sessionsPage(ctx);
       break;
     case "charts":
       done = chartsPage(ctx);
@@ -359,7 +361,7 @@ function contextLine(c) {
   return s;
 }
 
-async function sessionPage(id, { signal }) {
+async function sessionPage(id, seq, { signal }) {
   const base = "/v1/sessions/" + encodeURIComponent(id);
   const [status, events] = await Promise.all([api(base), api(base + "/events")]);
   if (signal.aborted) return;
@@ -373,6 +375,8 @@ async function sessionPage(id, { signal }) {
 
   const show = (e) => {
     selected = e.id;
+    // A link to this event, without reloading the page.
+    history.replaceState(null, "", "#/sessions/" + encodeURIComponent(id) + "/" + e.seq);
     for (const s of tree.querySelectorAll(".step.selected")) s.classList.remove("selected");
     const row = [...tree.querySelectorAll(".step")].find((s) => s.dataset.id === e.id);
     if (row) row.classList.add("selected");
@@ -440,6 +444,8 @@ async function sessionPage(id, { signal }) {
 
   drawHead();
   drawTree();
+  const first = seq && events.find((e) => e.seq === seq);
+  if (first) show(first);
   if (status.status !== "running") return;
 
   // Live: the events after the last one read, as they are recorded.
