@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 )
@@ -188,5 +189,28 @@ func TestDashboardShowsApprovalsAndAsksForATokenInChromium(t *testing.T) {
 	dom = runChromium(t, bin, serveUI(t, locked)+"#/sessions", "--dump-dom")
 	if !strings.Contains(dom, `<form id="token">`) || !strings.Contains(dom, "asks for a bearer token: paste it above") {
 		t.Errorf("the token form is not shown on 401:\n%s", dom)
+	}
+}
+
+// A delegate call links to the child session it started, and the child's page and
+// the sessions list link back to the parent.
+func TestDashboardLinksSubAgentSessionsInChromium(t *testing.T) {
+	bin := chromium(t)
+	model := newByAgent(t, map[string][]llm.ScriptStep{
+		"lead":   {delegateCall("d1", "helper", "What is 6*7?"), {Content: "the helper says 42"}},
+		"helper": helperScript,
+	})
+	n := nodetest.Start(t, subagentsConfig(model))
+	runAgentTask(t, n, node.Task{Input: "Ask the helper for 6*7.", SessionID: "boss", Agent: "lead", DeadlineMS: 60_000})
+	base := serveUI(t, n.Handler())
+
+	dom := runChromium(t, bin, base+"#/sessions/boss", "--dump-dom")
+	if !strings.Contains(dom, `<a href="#/sessions/boss.sub4">child session boss.sub4</a>`) || !strings.Contains(dom, "the helper says 42") {
+		t.Errorf("the parent's timeline has no link to its child:\n%s", dom)
+	}
+	dom = runChromium(t, bin, base+"#/sessions/boss.sub4", "--dump-dom")
+	if !strings.Contains(dom, `<span>Parent</span><a href="#/sessions/boss">boss</a>`) || !strings.Contains(dom, "<div>helper</div>") &&
+		!strings.Contains(dom, "<span>Agent</span>helper") {
+		t.Errorf("the child's timeline has no link to its parent:\n%s", dom)
 	}
 }
