@@ -453,30 +453,29 @@ async function sessionPage(id, seq, { signal }) {
   signal.addEventListener("abort", () => { liveLabel.textContent = ""; });
   let last = events.length ? events[events.length - 1].seq : 0;
   let pending = false;
+  let liveKey = "";
   const onEvent = (type, e) => {
     if (!e || typeof e !== "object") return;
-    if (typeof e.seq !== "number" || !e.payload) {
-      // Not an event of the log: a streamed model delta, shown while it lasts.
-      if (/delta/.test(type)) {
-        const d = e.payload || e;
-        const text = d.text ?? d.delta ?? d.content ?? "";
-        if (typeof text === "string" && text) { live.hidden = false; live.textContent += text; }
-      }
+    if (type === "model.delta" || e.type === "model.delta") {
+      // An increment of a model answer as it streams (live only, seq 0): shown
+      // until the call's model.responded arrives with the whole answer.
+      const d = e.payload || {};
+      if (d.reset || d.key !== liveKey) { live.textContent = ""; liveKey = d.key; }
+      let piece = typeof d.content === "string" ? d.content : "";
+      if (typeof d.tool_name === "string" && d.tool_name) piece += `\n${d.tool_name} `;
+      if (typeof d.arguments === "string") piece += d.arguments;
+      if (piece) { live.hidden = false; live.textContent += piece; }
       return;
     }
-    if (type.endsWith(".delta")) {
-      const d = e.payload;
-      const text = d.text ?? d.delta ?? d.content ?? "";
-      if (typeof text === "string" && text) { live.hidden = false; live.textContent += text; }
-      return;
-    }
+    // Anything else that is no event of the log is ignored.
+    if (typeof e.seq !== "number" || e.seq < 1 || typeof e.type !== "string") return;
     if (e.seq <= last) return;
     last = e.seq;
     events.push(e);
-    if (e.type === "model.responded") { live.textContent = ""; live.hidden = true; }
+    if (e.type === "model.responded" && (!liveKey || (e.payload && e.payload.key === liveKey))) { live.textContent = ""; live.hidden = true; liveKey = ""; }
     if (!pending) {
       pending = true;
-      requestAnimationFrame(() => { pending = false; drawTree(); drawHead(); });
+      setTimeout(() => { pending = false; drawTree(); drawHead(); }, 50); // one redraw for a burst
     }
     if (e.type.startsWith("task.") || e.type.startsWith("approval.")) refreshStatus().catch(showError);
   };
