@@ -2,8 +2,10 @@ package eventlog
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
+	"time"
 )
 
 // Analytics is an optional capability of a Log: the fleet figures `replay stats`
@@ -124,4 +126,23 @@ func Quantile(sorted []int64, q float64) int64 {
 	}
 	i := int(q * float64(len(sorted)))
 	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// ParseSince reads a "since" bound as `replay stats --since` and GET /v1/stats?since=
+// take it: a positive duration back from now (24h), or a date (2026-11-01, UTC) or an
+// RFC 3339 time. It returns the bound in Unix microseconds (StatsFilter.SinceUS,
+// Filter.SinceUS), 0 for "".
+func ParseSince(s string, now time.Time) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d).UnixMicro(), nil
+	}
+	for _, layout := range []string{time.RFC3339, "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UnixMicro(), nil
+		}
+	}
+	return 0, fmt.Errorf("since %q: want a duration such as 24h, or a date such as 2026-11-01", s)
 }

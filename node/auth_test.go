@@ -134,6 +134,9 @@ var routeCases = map[string]routeCase{
 	"POST /v1/kb/{name}/ask":                     {"/v1/kb/docs/ask", `{"question":"what is alpha?"}`, http.StatusOK},
 	"DELETE /v1/kb/{name}/documents/{source...}": {"/v1/kb/docs/documents/b.md", "", http.StatusOK},
 	"DELETE /v1/kb/{name}/documents":             {"/v1/kb/docs/documents?source=c.md", "", http.StatusOK},
+	"GET /v1/stats":                              {"/v1/stats", "", http.StatusOK},
+	"GET /ui/":                                   {"/ui/", "", http.StatusOK},
+	"GET /ui":                                    {"/ui", "", http.StatusOK}, // a redirect to /ui/, followed with the token
 	"/extra":                                     {"/extra", `{"x":1}`, http.StatusOK},
 }
 
@@ -176,7 +179,7 @@ func TestEveryRouteNeedsTheToken(t *testing.T) {
 		if code != c.want {
 			t.Errorf("%s %s with the right token: %d %s, want %d", method, c.path, code, body, c.want)
 		}
-		if code == http.StatusOK && r.Path != "/extra" && r.Path != "/metrics" && !strings.HasSuffix(r.Path, "/stream") && !json.Valid([]byte(body)) {
+		if code == http.StatusOK && r.Path != "/extra" && r.Path != "/metrics" && !strings.HasPrefix(r.Path, "/ui") && !strings.HasSuffix(r.Path, "/stream") && !json.Valid([]byte(body)) {
 			t.Errorf("%s %s: the answer is not JSON: %s", method, c.path, body)
 		}
 	}

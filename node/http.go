@@ -29,13 +29,15 @@ const maxBody = 2 << 20
 // (HTTPConfig.Auth, HTTPConfig.CORS):
 //
 //	POST /v1/tasks                     submit a task → 202 {"session_id"}
-//	GET  /v1/sessions                  list sessions
+//	GET  /v1/sessions                  list sessions (?limit, status, since; detail=true adds agent and usage)
 //	GET  /v1/sessions/{id}             status, output, error, calls waiting for approval
 //	GET  /v1/sessions/{id}/events      the session's events in seq order
 //	GET  /v1/sessions/{id}/stream      the same as Server-Sent Events, live, with model.delta increments
 //	POST /v1/sessions/{id}/cancel      cancel the running task
 //	POST /v1/sessions/{id}/approvals/{call}  answer a call's approval {"approve", "reason"}
 //	GET  /v1/approvals                 the calls waiting for approval (approvals.go)
+//	GET  /v1/stats                     the figures of replay stats (?since, agent; stats.go)
+//	GET  /ui/                          the web dashboard (ui.go)
 //	GET  /metrics                      Prometheus metrics
 //	GET  /healthz                      200 {"status":"ok"}, or 503 {"status":"unhealthy","reason"}
 //	GET  /openapi.json                 the OpenAPI document of these routes (openapi.go)
@@ -249,16 +251,29 @@ func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
 }
 
 func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
-	limit := 100
-	if v := r.URL.Query().Get("limit"); v != "" {
+	q := r.URL.Query()
+	f := eventlog.Filter{Limit: 100, Status: q.Get("status")}
+	if v := q.Get("limit"); v != "" {
 		l, err := strconv.Atoi(v)
 		if err != nil || l < 1 || l > 10000 {
 			writeError(w, http.StatusBadRequest, "limit must be an integer between 1 and 10000")
 			return
 		}
-		limit = l
+		f.Limit = l
 	}
-	infos, err := n.log.Sessions(r.Context(), eventlog.Filter{Limit: limit})
+	switch f.Status {
+	case "", messages.StatusRunning, messages.StatusCompleted, messages.StatusFailed:
+	default:
+		writeError(w, http.StatusBadRequest, "status must be %s, %s or %s", messages.StatusRunning, messages.StatusCompleted, messages.StatusFailed)
+		return
+	}
+	since, err := eventlog.ParseSince(q.Get("since"), time.Now())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	f.SinceUS = since
+	infos, err := n.log.Sessions(r.Context(), f)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "%v", err)
 		return
@@ -267,6 +282,15 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 		infos = []eventlog.SessionInfo{}
 	}
 	markNotes(infos)
+	if detail, _ := strconv.ParseBool(q.Get("detail")); detail {
+		rows, err := n.sessionRows(r.Context(), infos)
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, "%v", err)
+			return
+		}
+		writeJSON(w, http.StatusOK, rows)
+		return
+	}
 	writeJSON(w, http.StatusOK, infos)
 }
 

@@ -135,6 +135,9 @@ func operationID(method, path string) string {
 	}) {
 		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
 	}
+	if len(path) > 1 && strings.HasSuffix(path, "/") { // /ui/ beside /ui
+		b.WriteString("Index")
+	}
 	return b.String()
 }
 

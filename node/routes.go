@@ -122,8 +122,10 @@ func (n *Node) apiRoutes() []Route {
 			Body:      jsonBody(Task{}),
 			Responses: []Response{accepted("the task is accepted", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}}}), {http.StatusUnsupportedMediaType, "the body is not application/json", jsonBody(apiError{})}, unavailable("the task was not accepted")}}},
 		{Method: "GET", Path: "/v1/sessions", Handler: http.HandlerFunc(n.listSessions), Doc: RouteDoc{
-			Summary:   "List sessions, the latest first",
-			Query:     []Param{intp("limit", "at most this many, 1 to 10000 (default 100)")},
+			Summary: "List sessions, the latest first",
+			Query: []Param{intp("limit", "at most this many, 1 to 10000 (default 100)"), str("status", "only sessions with this status"),
+				str("since", "only sessions started at or after this time (RFC 3339, or a duration back from now such as 24h)"),
+				{Name: "detail", Description: "also each session's agent and usage (one log read per session)", Type: "boolean"}},
 			Responses: []Response{ok("the sessions", []eventlog.SessionInfo{})}}},
 		{Method: "GET", Path: "/v1/sessions/{id}", Handler: http.HandlerFunc(n.getSession), Doc: RouteDoc{
 			Summary:   "A session's status, output, error and the calls waiting for approval",
@@ -213,6 +215,11 @@ func (n *Node) apiRoutes() []Route {
 				Responses: []Response{ok("removed", Schema{"type": "object", "properties": Schema{"removed": Schema{"type": "string"}}}), kbGone}}},
 		)
 	}
+	routes = append(routes, Route{Method: "GET", Path: "/v1/stats", Handler: http.HandlerFunc(n.getStats), Doc: RouteDoc{
+		Summary:   "Analytics of the sessions in the log: what replay stats --json prints",
+		Query:     []Param{str("since", "only events at or after this time (RFC 3339, or a duration back from now such as 24h)"), str("agent", "only sessions of this agent")},
+		Responses: []Response{ok("the figures", Schema{"type": "object"})}}})
+	routes = append(routes, n.uiRoutes()...)
 	return append(routes, n.a2aRoutes()...)
 }
 

@@ -10,20 +10,13 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 )
 
-// parseSince reads --since: a duration back from now, or a date.
+// parseSince reads --since (eventlog.ParseSince).
 func parseSince(s string, now time.Time) (int64, error) {
-	if s == "" {
-		return 0, nil
+	us, err := eventlog.ParseSince(s, now)
+	if err != nil {
+		return 0, fmt.Errorf("--%w", err)
 	}
-	if d, err := time.ParseDuration(s); err == nil && d > 0 {
-		return now.Add(-d).UnixMicro(), nil
-	}
-	for _, layout := range []string{time.RFC3339, "2006-01-02"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UnixMicro(), nil
-		}
-	}
-	return 0, fmt.Errorf("--since %q: want a duration such as 24h, or a date such as 2026-11-01", s)
+	return us, nil
 }
 
 func stats(ctx context.Context, log eventlog.Log, since, agent string, asJSON bool, stdout, stderr io.Writer) int {

@@ -1,0 +1,83 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// getStats serves GET /v1/stats?since=&agent=: the figures `replay stats --json`
+// prints (eventlog.Analytics.Report) — tokens and cost by day, agent and model;
+// calls, errors and latency by tool; sessions by agent; memory operations. since
+// is a duration back from now (24h) or a date (eventlog.ParseSince); agent keeps
+// one agent's sessions ("default" for tasks that named none).
+func (n *Node) getStats(w http.ResponseWriter, r *http.Request) {
+	a, ok := n.log.(eventlog.Analytics)
+	if !ok {
+		writeError(w, http.StatusNotImplemented, "this node's event log has no analytics")
+		return
+	}
+	q := r.URL.Query()
+	since, err := eventlog.ParseSince(q.Get("since"), time.Now())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	s, err := a.Report(r.Context(), eventlog.StatsFilter{SinceUS: since, Agent: q.Get("agent")})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "stats: %v", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s)
+}
+
+// SessionRow is a session as GET /v1/sessions?detail=true lists it: its summary,
+// the agent of its first task and what its model calls used.
+type SessionRow struct {
+	eventlog.SessionInfo
+	// Agent is the agent its first task named ("default" for none); "" for a
+	// stream of the log that is no session.
+	Agent string `json:"agent,omitempty"`
+	// Usage sums the usage of its model calls (model.responded events).
+	Usage messages.Usage `json:"usage"`
+}
+
+// sessionRows reads each listed session's events for its agent and usage.
+func (n *Node) sessionRows(ctx context.Context, infos []eventlog.SessionInfo) ([]SessionRow, error) {
+	rows := make([]SessionRow, len(infos))
+	for i, info := range infos {
+		rows[i].SessionInfo = info
+		if !eventlog.IsSession(info.ID) {
+			continue
+		}
+		events, err := n.log.Read(ctx, info.ID, 1)
+		if err != nil {
+			return nil, fmt.Errorf("session %s: %w", info.ID, err)
+		}
+		for _, e := range events {
+			switch e.Type {
+			case messages.TypeTaskSubmitted, messages.TypeModelResponded:
+			default:
+				continue
+			}
+			p, err := e.Decode()
+			if err != nil {
+				return nil, err
+			}
+			switch p := p.(type) {
+			case *messages.TaskSubmitted:
+				if rows[i].Agent == "" {
+					rows[i].Agent = cmp.Or(p.Agent, "default")
+				}
+			case *messages.ModelResponded:
+				rows[i].Usage = rows[i].Usage.Add(p.Usage)
+			}
+		}
+	}
+	return rows, nil
+}

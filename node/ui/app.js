@@ -1,0 +1,622 @@
+// Troupe's dashboard: a single page over the node's JSON API, with hash routes.
+//
+// Everything that comes from the API (model output, tool results, arguments, IDs)
+// is untrusted: it is only ever set as text (textContent, attribute values through
+// the DOM), never parsed as HTML.
+
+import { barChart } from "./chart.js";
+
+const main = document.getElementById("main");
+const TOKEN_KEY = "troupe.token";
+
+// --- DOM ------------------------------------------------------------------
+
+// el builds an element: attrs are properties or attributes (on* handlers as
+// functions), children are nodes or strings (set as text).
+function el(tag, attrs = {}, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith("on")) e.addEventListener(k.slice(2), v);
+    else if (k === "class") e.className = v;
+    else if (k === "dataset") Object.assign(e.dataset, v);
+    else if (k in e && typeof v !== "string") e[k] = v;
+    else e.setAttribute(k, String(v));
+  }
+  append(e, children);
+  return e;
+}
+
+function append(parent, children) {
+  for (const c of children.flat(Infinity)) {
+    if (c === undefined || c === null || c === false) continue;
+    parent.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return parent;
+}
+
+function render(...children) {
+  main.replaceChildren();
+  append(main, children);
+}
+
+function showError(err) {
+  const box = document.getElementById("error");
+  if (!err) { box.hidden = true; box.textContent = ""; return; }
+  box.hidden = false;
+  box.textContent = String(err.message || err);
+}
+
+const badge = (status) => el("span", { class: "badge " + status }, status || "?");
+const link = (href, text) => el("a", { href }, text);
+const sessionLink = (id) => link("#/sessions/" + encodeURIComponent(id), id);
+
+// --- formatting -------------------------------------------------------------
+
+const fmtTime = (us) => (us ? new Date(us / 1000).toLocaleString() : "");
+const fmtInt = (n) => (n || 0).toLocaleString();
+const fmtCost = (c) => (c ? "$" + c.toFixed(c < 0.01 ? 5 : 3) : "");
+function fmtDur(us) {
+  if (!us) return "";
+  if (us < 1000) return us + "µs";
+  if (us < 1e6) return (us / 1000).toFixed(us < 1e4 ? 1 : 0) + "ms";
+  if (us < 6e7) return (us / 1e6).toFixed(2) + "s";
+  return (us / 6e7).toFixed(1) + "min";
+}
+function clip(s, n = 160) {
+  s = String(s ?? "").replace(/\s+/g, " ");
+  return s.length > n ? s.slice(0, n - 1) + "…" : s;
+}
+
+// --- API ------------------------------------------------------------------
+
+class AuthNeeded extends Error {
+  constructor() { super("this node asks for a bearer token: paste it above"); }
+}
+
+function authHeaders(extra = {}) {
+  const h = new Headers(extra);
+  const t = sessionStorage.getItem(TOKEN_KEY);
+  if (t) h.set("Authorization", "Bearer " + t);
+  return h;
+}
+
+async function request(path, opts = {}) {
+  const r = await fetch(path, { ...opts, headers: authHeaders(opts.headers) });
+  if (r.status === 401) {
+    askToken();
+    throw new AuthNeeded();
+  }
+  return r;
+}
+
+// api fetches JSON; a refusal is an Error with the API's reason.
+async function api(path, opts = {}) {
+  const r = await request(path, opts);
+  let body = null;
+  try { body = await r.json(); } catch { /* no JSON */ }
+  if (!r.ok) throw new Error(`${opts.method || "GET"} ${path}: ${r.status} ${(body && body.error) || r.statusText}`);
+  return body;
+}
+
+function askToken() {
+  const form = document.getElementById("token");
+  form.hidden = false;
+  document.getElementById("token-input").focus();
+}
+
+document.getElementById("token").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  const input = document.getElementById("token-input");
+  const t = input.value.trim();
+  if (!t) return;
+  sessionStorage.setItem(TOKEN_KEY, t);
+  input.value = "";
+  document.getElementById("token").hidden = true;
+  route();
+});
+
+// stream reads a session's Server-Sent Events with fetch (EventSource cannot send
+// the Authorization header), from seq after on; onEvent gets each event's type and
+// parsed data. It stops when signal aborts.
+async function stream(id, after, onEvent, signal) {
+  const headers = {};
+  if (after) headers["Last-Event-ID"] = String(after);
+  const r = await request("/v1/sessions/" + encodeURIComponent(id) + "/stream", { headers, signal });
+  if (!r.ok || !r.body) throw new Error(`stream ${id}: ${r.status}`);
+  const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buf = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buf += value;
+    let end;
+    while ((end = buf.indexOf("\n\n")) >= 0) {
+      const block = buf.slice(0, end);
+      buf = buf.slice(end + 2);
+      let type = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) type = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (!data.length) continue; // a keep-alive comment
+      let parsed;
+      try { parsed = JSON.parse(data.join("\n")); } catch { continue; }
+      onEvent(type, parsed);
+    }
+  }
+}
+
+// --- routing --------------------------------------------------------------
+
+// cleanup stops the current page's polling and streams.
+let cleanup = () => {};
+
+function route() {
+  cleanup();
+  cleanup = () => {};
+  showError(null);
+  const hash = location.hash.replace(/^#\/?/, "");
+  const [page, ...rest] = hash.split("/");
+  for (const a of document.querySelectorAll("header nav a")) {
+    a.classList.toggle("active", a.dataset.route === (page || "sessions"));
+  }
+  const ctl = new AbortController();
+  const stops = [() => ctl.abort()];
+  cleanup = () => stops.forEach((f) => f());
+  const every = (ms, f) => {
+    let timer;
+    const tick = async () => {
+      if (ctl.signal.aborted) return;
+      try { await f(); } catch (err) { if (!ctl.signal.aborted) showError(err); }
+      if (!ctl.signal.aborted) timer = setTimeout(tick, ms);
+    };
+    stops.push(() => clearTimeout(timer));
+    return tick();
+  };
+  const ctx = { signal: ctl.signal, every };
+  let done;
+  switch (page) {
+    case "":
+    case "sessions":
+      // #/sessions/ID[/SEQ]: a session's timeline, with event SEQ shown (session IDs
+      // have no "/").
+      done = rest.length ? sessionPage(decodeURIComponent(rest[0]), Number(rest[1]) || 0, ctx) : sessionsPage(ctx);
+      break;
+    case "charts":
+      done = chartsPage(ctx);
+      break;
+    case "approvals":
+      done = approvalsPage(ctx);
+      break;
+    default:
+      render(el("p", {}, "No such page. ", link("#/sessions", "Sessions")));
+      return;
+  }
+  Promise.resolve(done).catch((err) => { if (!ctl.signal.aborted) showError(err); });
+}
+
+window.addEventListener("hashchange", route);
+
+// --- sessions ---------------------------------------------------------------
+
+const sessionFilters = { status: "", agent: "", since: "24h" };
+
+function select(value, options, onchange) {
+  const s = el("select", { onchange: () => onchange(s.value) });
+  for (const [v, label] of options) s.append(el("option", { value: v, selected: v === value }, label));
+  return s;
+}
+
+async function sessionsPage({ every }) {
+  const tbody = el("tbody");
+  const agents = el("datalist", { id: "agents" });
+  const count = el("span", { class: "muted" });
+  const agentInput = el("input", { list: "agents", placeholder: "any agent", value: sessionFilters.agent,
+    oninput: () => { sessionFilters.agent = agentInput.value.trim(); refresh(); } });
+  render(
+    el("h1", {}, "Sessions"),
+    el("div", { class: "filters" },
+      el("label", {}, "Status ", select(sessionFilters.status,
+        [["", "any"], ["running", "running"], ["completed", "completed"], ["failed", "failed"]],
+        (v) => { sessionFilters.status = v; refresh(); })),
+      el("label", {}, "Agent ", agentInput, agents),
+      el("label", {}, "Started within ", select(sessionFilters.since,
+        [["1h", "1 hour"], ["24h", "24 hours"], ["168h", "7 days"], ["720h", "30 days"], ["", "any time"]],
+        (v) => { sessionFilters.since = v; refresh(); })),
+      count),
+    el("table", {},
+      el("thead", {}, el("tr", {},
+        el("th", {}, "Session"), el("th", {}, "Status"), el("th", {}, "Agent"), el("th", {}, "Started"),
+        el("th", { class: "num" }, "Steps"), el("th", { class: "num" }, "Tokens"), el("th", { class: "num" }, "Cost"),
+        el("th", {}, "Parent"))),
+      tbody));
+  let rows = [];
+  const draw = () => {
+    const shown = rows.filter((s) => !sessionFilters.agent || s.agent === sessionFilters.agent);
+    tbody.replaceChildren(...shown.map((s) => el("tr", {},
+      el("td", {}, sessionLink(s.session_id)),
+      el("td", {}, badge(s.status)),
+      el("td", {}, s.agent || ""),
+      el("td", {}, fmtTime(s.started_us)),
+      el("td", { class: "num" }, fmtInt(s.steps)),
+      el("td", { class: "num" }, fmtInt(s.usage.prompt_tokens + s.usage.completion_tokens)),
+      el("td", { class: "num" }, fmtCost(s.usage.cost_usd)),
+      el("td", {}, s.parent ? sessionLink(s.parent) : ""))));
+    if (!shown.length) tbody.append(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No sessions.")));
+    count.textContent = `${shown.length} shown`;
+    agents.replaceChildren(...[...new Set(rows.map((s) => s.agent).filter(Boolean))].sort().map((a) => el("option", { value: a })));
+  };
+  const refresh = async () => {
+    const q = new URLSearchParams({ detail: "true", limit: "200" });
+    if (sessionFilters.status) q.set("status", sessionFilters.status);
+    if (sessionFilters.since) q.set("since", sessionFilters.since);
+    rows = await api("/v1/sessions?" + q);
+    draw();
+  };
+  await every(5000, refresh);
+}
+
+// --- a session's timeline -----------------------------------------------------
+
+// typeClass colours an event type by its family.
+function typeClass(t) {
+  const fam = String(t).split(".")[0];
+  return "type t-" + (["model", "tool", "task", "memory", "kb", "note", "approval"].includes(fam) ? fam : "other");
+}
+
+// describe says what an event is in one line, like `replay show`'s summaries, and
+// what to show beside it (latency, tokens, cost).
+function describe(e) {
+  const p = e.payload || {};
+  const extra = [];
+  let text = "";
+  switch (e.type) {
+    case "task.submitted":
+      text = "task: " + clip(p.input);
+      if (p.agent) extra.push("agent " + p.agent);
+      break;
+    case "model.requested":
+      text = `ask ${p.model}${p.purpose ? " to " + p.purpose : ""} (step ${p.step}, ${p.messages} messages)`;
+      break;
+    case "model.responded": {
+      const calls = (p.message && p.message.tool_calls) || [];
+      if (p.error) text = "error: " + clip(p.error);
+      else if (calls.length) text = "call " + calls.map((c) => `${c.name}(${clip(c.arguments, 80)})`).join(", ");
+      else text = "answer: " + clip(p.message && p.message.content);
+      if (p.latency_us) extra.push(fmtDur(p.latency_us));
+      if (p.usage) extra.push(`${fmtInt(p.usage.prompt_tokens)}+${fmtInt(p.usage.completion_tokens)} tokens`);
+      if (p.usage && p.usage.cached_tokens) extra.push(fmtInt(p.usage.cached_tokens) + " cached");
+      if (p.usage && p.usage.cost_usd) extra.push(fmtCost(p.usage.cost_usd));
+      if (p.cached) extra.push("cache hit");
+      break;
+    }
+    case "tool.requested":
+      text = `${p.tool}(${clip(p.arguments)})`;
+      if (p.chain_step) text = `step ${p.chain_step}: ` + text;
+      break;
+    case "tool.completed":
+      text = p.error ? `${p.tool} → error: ${clip(p.error)}` : `${p.tool} → ${clip(p.result)}`;
+      if (p.latency_us) extra.push(fmtDur(p.latency_us));
+      break;
+    case "approval.requested":
+      text = `approval needed: ${p.tool}(${clip(p.arguments)})`;
+      break;
+    case "approval.resolved":
+      text = (p.approve ? "approved" : "rejected") + (p.reason ? ": " + clip(p.reason) : "") + (p.by ? ` (by ${p.by})` : "");
+      break;
+    case "task.completed":
+      text = "completed: " + clip(p.output) + (p.note ? ` (${clip(p.note)})` : "");
+      break;
+    case "task.failed":
+      text = `failed (${p.reason}): ${clip(p.error)}`;
+      break;
+    case "team.state_updated":
+      text = `team state ${p.op} ${p.section}.${p.key} by ${p.by}: ${clip(p.value)}`;
+      break;
+    default: {
+      // Memory, knowledge, notes and any type this page does not know: its
+      // payload's first text fields.
+      const parts = [];
+      for (const k of ["namespace", "tier", "op", "source", "reason", "text", "content", "id"]) {
+        if (typeof p[k] === "string" && p[k]) parts.push(`${k}: ${clip(p[k], 60)}`);
+      }
+      text = parts.join(", ");
+    }
+  }
+  return { text, extra };
+}
+
+// childOf is the child session a delegate call starts (node.ChildSessionID), for
+// keys short enough to name it "<session>.sub<seq>".
+function childOf(p) {
+  if (p.tool !== "delegate" || !p.key) return "";
+  const i = p.key.lastIndexOf("/");
+  if (i < 0) return "";
+  const id = p.key.slice(0, i) + ".sub" + p.key.slice(i + 1);
+  return id.length <= 128 ? id : "";
+}
+
+// nest builds the timeline: each event under the event that caused it.
+function nest(events) {
+  const byID = new Map();
+  const roots = [];
+  for (const e of events) {
+    const node = { e, children: [] };
+    const parent = e.causation_id && e.causation_id !== e.id ? byID.get(e.causation_id) : undefined;
+    (parent ? parent.children : roots).push(node);
+    byID.set(e.id, node);
+  }
+  return roots;
+}
+
+function contextLine(c) {
+  const kept = (c.kept || []).length, dropped = (c.dropped || []).length, trunc = (c.truncated || []).length;
+  let s = `context: ${fmtInt(c.used)} of ${fmtInt(c.budget)} tokens (window ${fmtInt(c.window)}, system ${fmtInt(c.system)}, reserved ${fmtInt(c.reserved)}); ${kept} kept`;
+  if (dropped) s += `, ${dropped} dropped`;
+  if (trunc) s += `, ${trunc} truncated`;
+  if (c.older) s += `, ${c.older} older turns`;
+  if (c.over) s += `; over by ${fmtInt(c.over)}`;
+  return s;
+}
+
+async function sessionPage(id, seq, { signal }) {
+  const base = "/v1/sessions/" + encodeURIComponent(id);
+  const [status, events] = await Promise.all([api(base), api(base + "/events")]);
+  if (signal.aborted) return;
+  let selected = null;
+  const detail = el("div", { class: "detail" }, el("p", { class: "muted" }, "Click an event to see its payload."));
+  const tree = el("div", { class: "tree" });
+  const head = el("div");
+  const live = el("div", { class: "output delta", hidden: true });
+  const liveLabel = document.getElementById("live");
+  render(head, live, el("div", { class: "split" }, tree, detail));
+
+  const show = (e) => {
+    selected = e.id;
+    // A link to this event, without reloading the page.
+    history.replaceState(null, "", "#/sessions/" + encodeURIComponent(id) + "/" + e.seq);
+    for (const s of tree.querySelectorAll(".step.selected")) s.classList.remove("selected");
+    const row = [...tree.querySelectorAll(".step")].find((s) => s.dataset.id === e.id);
+    if (row) row.classList.add("selected");
+    detail.replaceChildren(
+      el("h2", {}, `#${e.seq} ${e.type}`),
+      el("p", { class: "muted" }, `${e.actor} · ${fmtTime(e.ts)}`),
+      el("pre", {}, JSON.stringify(e, null, 2)));
+  };
+
+  const drawHead = () => {
+    let usage = { prompt_tokens: 0, completion_tokens: 0, cost_usd: 0 };
+    let agent = "default", parent = "";
+    for (const e of events) {
+      const p = e.payload || {};
+      if (e.type === "model.responded" && p.usage) {
+        usage.prompt_tokens += p.usage.prompt_tokens || 0;
+        usage.completion_tokens += p.usage.completion_tokens || 0;
+        usage.cost_usd += p.usage.cost_usd || 0;
+      }
+      if (e.type === "task.submitted" && e.seq === 1) {
+        agent = p.agent || "default";
+        if (p.parent) parent = p.parent.session_id;
+      }
+    }
+    const stat = (label, v) => el("div", {}, el("span", {}, label), v);
+    head.replaceChildren();
+    append(head, [
+      el("h1", {}, "Session ", el("span", { id: "session-id" }, id)),
+      el("div", { class: "summary" },
+        stat("Status", badge(status.status)),
+        stat("Agent", agent),
+        stat("Events", fmtInt(events.length)),
+        stat("Tokens", `${fmtInt(usage.prompt_tokens)} + ${fmtInt(usage.completion_tokens)}`),
+        stat("Cost", fmtCost(usage.cost_usd) || "—"),
+        stat("Started", fmtTime(events.length && events[0].ts)),
+        parent ? stat("Parent", sessionLink(parent)) : null),
+      status.output ? el("div", {}, el("h2", {}, "Answer"), el("div", { class: "output", id: "answer" }, status.output)) : null,
+      status.error ? el("div", {}, el("h2", {}, "Error"), el("div", { class: "output error" }, status.error)) : null,
+      (status.approvals || []).length ? el("div", {}, el("h2", {}, "Waiting for approval"), approvalsTable(status.approvals, () => refreshStatus())) : null,
+      el("h2", {}, "Timeline")]);
+  };
+
+  const drawTree = () => {
+    const walk = (nodes) => nodes.map(({ e, children }) => {
+      const { text, extra } = describe(e);
+      const p = e.payload || {};
+      const child = e.type === "tool.requested" ? childOf(p) : "";
+      const row = el("div", { class: "step" + (e.id === selected ? " selected" : ""), dataset: { id: e.id }, onclick: () => show(e) },
+        el("span", { class: "seq" }, e.seq),
+        el("span", { class: typeClass(e.type) }, e.type),
+        el("span", { class: "text" }, text, child ? [" → ", el("a", { href: "#/sessions/" + encodeURIComponent(child), onclick: (ev) => ev.stopPropagation() }, "child session " + child)] : null),
+        el("span", { class: "extra" }, extra.join(" · ")),
+        el("span", { class: "extra" }, e.actor));
+      const ctx = e.type === "model.requested" && p.context ? el("div", { class: "ctx" }, contextLine(p.context)) : null;
+      return [row, ctx, children.length ? el("div", { class: "children" }, walk(children)) : null];
+    });
+    tree.replaceChildren();
+    append(tree, walk(nest(events)));
+  };
+
+  const refreshStatus = async () => {
+    Object.assign(status, await api(base));
+    drawHead();
+  };
+
+  drawHead();
+  drawTree();
+  const first = seq && events.find((e) => e.seq === seq);
+  if (first) show(first);
+  if (status.status !== "running") return;
+
+  // Live: the events after the last one read, as they are recorded.
+  liveLabel.textContent = "● live";
+  signal.addEventListener("abort", () => { liveLabel.textContent = ""; });
+  let last = events.length ? events[events.length - 1].seq : 0;
+  let pending = false;
+  let liveKey = "";
+  const onEvent = (type, e) => {
+    if (!e || typeof e !== "object") return;
+    if (type === "model.delta" || e.type === "model.delta") {
+      // An increment of a model answer as it streams (live only, seq 0): shown
+      // until the call's model.responded arrives with the whole answer.
+      const d = e.payload || {};
+      if (d.reset || d.key !== liveKey) { live.textContent = ""; liveKey = d.key; }
+      let piece = typeof d.content === "string" ? d.content : "";
+      if (typeof d.tool_name === "string" && d.tool_name) piece += `\n${d.tool_name} `;
+      if (typeof d.arguments === "string") piece += d.arguments;
+      if (piece) { live.hidden = false; live.textContent += piece; }
+      return;
+    }
+    // Anything else that is no event of the log is ignored.
+    if (typeof e.seq !== "number" || e.seq < 1 || typeof e.type !== "string") return;
+    if (e.seq <= last) return;
+    last = e.seq;
+    events.push(e);
+    if (e.type === "model.responded" && (!liveKey || (e.payload && e.payload.key === liveKey))) { live.textContent = ""; live.hidden = true; liveKey = ""; }
+    if (!pending) {
+      pending = true;
+      setTimeout(() => { pending = false; drawTree(); drawHead(); }, 50); // one redraw for a burst
+    }
+    if (e.type.startsWith("task.") || e.type.startsWith("approval.")) refreshStatus().catch(showError);
+  };
+  // Reconnect (from the last seq) until the page changes.
+  while (!signal.aborted) {
+    try {
+      await stream(id, last, onEvent, signal);
+    } catch (err) {
+      if (signal.aborted) return;
+      if (err instanceof AuthNeeded) throw err;
+    }
+    if (!signal.aborted) await new Promise((r) => setTimeout(r, 2000));
+  }
+}
+
+// --- approvals --------------------------------------------------------------
+
+function approvalsTable(list, after) {
+  return el("table", {},
+    el("thead", {}, el("tr", {}, el("th", {}, "Session"), el("th", {}, "Tool"), el("th", {}, "Arguments"),
+      el("th", {}, "Requested"), el("th", {}, "Expires"), el("th", {}, "Answer"))),
+    el("tbody", {}, list.map((a) => {
+      const reason = el("input", { placeholder: "reason (optional)" });
+      const answer = async (approve, btns) => {
+        btns.forEach((b) => { b.disabled = true; });
+        try {
+          await api(`/v1/sessions/${encodeURIComponent(a.session_id)}/approvals/${encodeURIComponent(a.call)}`, {
+            method: "POST", headers: { "Content-Type": "application/json" },
+            body: JSON.stringify({ approve, reason: reason.value }) });
+          await after();
+        } catch (err) {
+          showError(err);
+          btns.forEach((b) => { b.disabled = false; });
+        }
+      };
+      const yes = el("button", { class: "approve", type: "button" }, "Approve");
+      const no = el("button", { class: "reject", type: "button" }, "Reject");
+      yes.addEventListener("click", () => answer(true, [yes, no]));
+      no.addEventListener("click", () => answer(false, [yes, no]));
+      return el("tr", {},
+        el("td", {}, sessionLink(a.session_id)),
+        el("td", {}, a.tool),
+        el("td", { class: "args" }, el("pre", {}, a.arguments)),
+        el("td", {}, a.requested_at ? new Date(a.requested_at).toLocaleString() : ""),
+        el("td", {}, a.expires_at ? new Date(a.expires_at).toLocaleString() : "—"),
+        el("td", {}, reason, " ", yes, " ", no));
+    })));
+}
+
+async function approvalsPage({ every }) {
+  const box = el("div");
+  render(el("h1", {}, "Waiting for approval"), box);
+  const refresh = async () => {
+    const list = await api("/v1/approvals");
+    // Keep what the user is typing: redraw only when the list changed.
+    const key = JSON.stringify(list.map((a) => a.key));
+    if (box.dataset.key === key) return;
+    box.dataset.key = key;
+    box.replaceChildren(list.length ? approvalsTable(list, refresh) : el("p", { class: "muted" }, "No tool call waits for approval."));
+  };
+  await every(3000, refresh);
+}
+
+// --- charts -----------------------------------------------------------------
+
+const chartRange = { since: "24h" };
+const RANGES = { "1h": 3600e6, "24h": 86400e6, "168h": 7 * 86400e6, "720h": 30 * 86400e6 };
+// Charts read the events of at most this many sessions of the range.
+const MAX_CHART_SESSIONS = 100;
+
+async function chartsPage({ signal }) {
+  const status = el("p", { class: "muted" }, "Reading the event log…");
+  const charts = el("div", { class: "charts" });
+  const tables = el("div");
+  render(
+    el("h1", {}, "Charts"),
+    el("div", { class: "filters" }, el("label", {}, "Range ", select(chartRange.since,
+      [["1h", "1 hour"], ["24h", "24 hours"], ["168h", "7 days"], ["720h", "30 days"]],
+      (v) => { chartRange.since = v; route(); })), status),
+    charts, tables);
+  const [stats, sessions] = await Promise.all([
+    api("/v1/stats?since=" + encodeURIComponent(chartRange.since)),
+    api(`/v1/sessions?since=${encodeURIComponent(chartRange.since)}&limit=${MAX_CHART_SESSIONS}`)]);
+  if (signal.aborted) return;
+  const ids = sessions.filter((s) => ["running", "completed", "failed"].includes(s.status)).map((s) => s.session_id);
+  const all = [];
+  // Four at a time: the node serves other clients too.
+  for (let i = 0; i < ids.length; i += 4) {
+    const batch = await Promise.all(ids.slice(i, i + 4).map((id) =>
+      api("/v1/sessions/" + encodeURIComponent(id) + "/events").catch(() => [])));
+    if (signal.aborted) return;
+    all.push(...batch.flat());
+  }
+  const span = RANGES[chartRange.since];
+  const now = Date.now() * 1000;
+  const n = 24, width = span / n, from = now - span;
+  const bucket = (ts) => Math.min(n - 1, Math.max(0, Math.floor((ts - from) / width)));
+  const zero = () => new Array(n).fill(0);
+  const tokens = zero(), cost = zero(), errors = zero(), latSum = zero(), latN = zero(), latMax = zero();
+  for (const e of all) {
+    if (e.ts < from) continue;
+    const b = bucket(e.ts), p = e.payload || {};
+    if (e.type === "model.responded") {
+      if (p.usage) { tokens[b] += (p.usage.prompt_tokens || 0) + (p.usage.completion_tokens || 0); cost[b] += p.usage.cost_usd || 0; }
+      if (p.error) errors[b]++;
+    } else if (e.type === "tool.completed") {
+      latSum[b] += p.latency_us || 0; latN[b]++; latMax[b] = Math.max(latMax[b], p.latency_us || 0);
+      if (p.error) errors[b]++;
+    } else if (e.type === "task.failed") {
+      errors[b]++;
+    }
+  }
+  const latAvg = latSum.map((s, i) => (latN[i] ? s / latN[i] / 1000 : 0));
+  const labels = Array.from({ length: n }, (_, i) => new Date((from + i * width) / 1000));
+  const label = (d) => span <= 86400e6 ? d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : d.toLocaleDateString([], { month: "short", day: "numeric" });
+  const chart = (title, values, fmt, cls) => el("div", { class: "chart" }, el("h3", {}, title),
+    barChart(values, labels.map(label), fmt, cls));
+  charts.replaceChildren(
+    chart("Tokens (prompt + completion)", tokens, (v) => fmtInt(Math.round(v))),
+    chart("Cost (USD)", cost, (v) => "$" + v.toFixed(4)),
+    chart("Tool latency, mean (ms)", latAvg, (v) => v.toFixed(1) + " ms"),
+    chart("Tool latency, max (ms)", latMax.map((v) => v / 1000), (v) => v.toFixed(1) + " ms"),
+    chart("Errors (model, tool, failed tasks)", errors, (v) => String(v), "err"));
+  status.textContent = `${ids.length} sessions${ids.length >= MAX_CHART_SESSIONS ? " (the latest " + MAX_CHART_SESSIONS + ")" : ""}, ${fmtInt(all.length)} events`;
+
+  const table = (title, cols, rows) => [el("h2", {}, title), rows && rows.length
+    ? el("table", {}, el("thead", {}, el("tr", {}, cols.map(([h, , num]) => el("th", { class: num ? "num" : "" }, h)))),
+        el("tbody", {}, rows.map((r) => el("tr", {}, cols.map(([, f, num]) => el("td", { class: num ? "num" : "" }, f(r)))))))
+    : el("p", { class: "muted" }, "None.")];
+  tables.replaceChildren(...[
+    el("h2", { class: "muted" }, "Figures of the range (as replay stats prints them)"),
+    table("Models", [["Day", (r) => r.day], ["Agent", (r) => r.agent], ["Model", (r) => r.model], ["Calls", (r) => fmtInt(r.calls), 1],
+      ["Prompt", (r) => fmtInt(r.prompt_tokens), 1], ["Completion", (r) => fmtInt(r.completion_tokens), 1],
+      ["Cached", (r) => fmtInt(r.cached_tokens), 1], ["Cost USD", (r) => r.cost_usd.toFixed(6), 1]], stats.models),
+    table("Tools", [["Tool", (r) => r.tool], ["Calls", (r) => fmtInt(r.calls), 1], ["Errors", (r) => fmtInt(r.errors), 1],
+      ["Error rate", (r) => (100 * r.error_rate).toFixed(1) + "%", 1], ["P50", (r) => fmtDur(r.p50_us), 1], ["P95", (r) => fmtDur(r.p95_us), 1]], stats.tools),
+    table("Sessions", [["Agent", (r) => r.agent], ["Sessions", (r) => fmtInt(r.sessions), 1], ["Completed", (r) => fmtInt(r.completed), 1],
+      ["Failed", (r) => fmtInt(r.failed), 1], ["Running", (r) => fmtInt(r.running), 1], ["Avg steps", (r) => r.avg_steps.toFixed(1), 1],
+      ["P50 duration", (r) => fmtDur(r.p50_duration_us), 1], ["P95 duration", (r) => fmtDur(r.p95_duration_us), 1]], stats.sessions),
+    table("Memory", [["Tier", (r) => r.tier], ["Op", (r) => r.op], ["Count", (r) => fmtInt(r.count), 1]], stats.memory),
+  ].flat());
+}
+
+route();
