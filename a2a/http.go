@@ -12,9 +12,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
@@ -317,54 +315,11 @@ func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
 	return s, nil
 }
 
-// dial connects to addr after checking every address its host resolves to; the
-// dialer's control hook checks the socket's address again.
+// dial connects to addr as the push policy allows (tools.AddressPolicy.Dial).
 func (s *PushSender) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	host, portText, err := net.SplitHostPort(addr)
-	if err != nil {
-		return nil, err
-	}
-	port, err := strconv.ParseUint(portText, 10, 16)
-	if err != nil {
-		return nil, fmt.Errorf("bad port in %q", addr)
-	}
-	allowed := s.policy.AllowsHost(host)
-	var ips []netip.Addr
-	if ip, err := netip.ParseAddr(host); err == nil {
-		ips = []netip.Addr{ip}
-	} else {
-		addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		if err != nil {
-			return nil, fmt.Errorf("cannot resolve %s: %w", host, err)
-		}
-		ips = addrs
-	}
-	if !allowed {
-		for _, ip := range ips {
-			if why := s.policy.Refuses(ip); why != "" {
-				return nil, &tools.RefusedError{Host: host, Addr: ip.Unmap(), Why: why}
-			}
-		}
-	}
-	d := net.Dialer{Timeout: 10 * time.Second, Control: func(_, address string, _ syscall.RawConn) error {
-		ap, err := netip.ParseAddrPort(address)
-		if err != nil {
-			return err
-		}
-		if why := s.policy.Refuses(ap.Addr()); why != "" && !allowed {
-			return &tools.RefusedError{Host: host, Addr: ap.Addr().Unmap(), Why: why}
-		}
-		return nil
-	}}
-	var errs []error
-	for _, ip := range ips {
-		c, err := d.DialContext(ctx, network, netip.AddrPortFrom(ip.Unmap(), uint16(port)).String())
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, err)
-	}
-	return nil, errors.Join(errs...)
+	return s.policy.Dial(ctx, network, addr, func(ctx context.Context, host string) ([]netip.Addr, error) {
+		return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	})
 }
 
 // SendPush implements a2asrv.PushSender: it checks the webhook's URL and sends in

@@ -274,9 +274,18 @@ type fetcher struct {
 	client *http.Client
 }
 
-// dial connects to addr ("host:port") after checking every address host resolves
-// to; the dialer's control hook checks the socket's address again.
+// dial connects to addr ("host:port") as the policy allows (AddressPolicy.Dial).
 func (f *fetcher) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	return f.policy.Dial(ctx, network, addr, f.cfg.Resolve)
+}
+
+// Dial connects to addr ("host:port") after checking every address its host
+// resolves to (through resolve; an IP address is not resolved): an address the
+// policy refuses fails the dial with a *RefusedError, unless the host itself is
+// allowed (AllowsHost). The dialer's control hook checks the socket's address
+// again, so a name that resolves differently the second time gains nothing. The
+// addresses are tried in order until one connects.
+func (p *AddressPolicy) Dial(ctx context.Context, network, addr string, resolve func(ctx context.Context, host string) ([]netip.Addr, error)) (net.Conn, error) {
 	host, portText, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, err
@@ -285,12 +294,12 @@ func (f *fetcher) dial(ctx context.Context, network, addr string) (net.Conn, err
 	if err != nil {
 		return nil, fmt.Errorf("bad port in %q", addr)
 	}
-	allowedHost := f.policy.AllowsHost(host)
+	allowedHost := p.AllowsHost(host)
 	var ips []netip.Addr
 	if ip, err := netip.ParseAddr(host); err == nil {
 		ips = []netip.Addr{ip}
 	} else {
-		if ips, err = f.cfg.Resolve(ctx, host); err != nil {
+		if ips, err = resolve(ctx, host); err != nil {
 			return nil, fmt.Errorf("cannot resolve %s: %w", host, err)
 		}
 		if len(ips) == 0 {
@@ -299,7 +308,7 @@ func (f *fetcher) dial(ctx context.Context, network, addr string) (net.Conn, err
 	}
 	if !allowedHost {
 		for _, ip := range ips {
-			if why := f.policy.Refuses(ip); why != "" {
+			if why := p.Refuses(ip); why != "" {
 				return nil, &RefusedError{Host: host, Addr: ip.Unmap(), Why: why}
 			}
 		}
@@ -309,7 +318,7 @@ func (f *fetcher) dial(ctx context.Context, network, addr string) (net.Conn, err
 		if err != nil {
 			return fmt.Errorf("cannot check the address %q: %w", address, err)
 		}
-		if why := f.policy.Refuses(ap.Addr()); why != "" && !allowedHost {
+		if why := p.Refuses(ap.Addr()); why != "" && !allowedHost {
 			return &RefusedError{Host: host, Addr: ap.Addr().Unmap(), Why: why}
 		}
 		return nil
