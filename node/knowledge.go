@@ -10,8 +10,6 @@ import (
 	"mime/multipart"
 	"net"
 	"net/http"
-	"net/url"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,10 +49,7 @@ func (n *Node) Knowledge() *knowledge.Bases { return n.knowledge }
 // embedded index: DATA/knowledge/vectors.log, or DATA/knowledge/NODE/vectors.log for
 // a node of a cluster (as MemoryVectorsPath).
 func KnowledgeVectorsPath(dataDir string, cluster bool, nodeID string) string {
-	if cluster {
-		return filepath.Join(dataDir, "knowledge", url.PathEscape(nodeID), "vectors.log")
-	}
-	return filepath.Join(dataDir, "knowledge", "vectors.log")
+	return vectorsPath(dataDir, "knowledge", cluster, nodeID)
 }
 
 // openKnowledge opens the knowledge bases of Config.Knowledge on the node's log,

@@ -359,10 +359,16 @@ func randomKey() string {
 // cluster, whose nodes on one host may share the data directory (the vectors are
 // each node's projection of the namespaces it serves, rebuilt from their events).
 func MemoryVectorsPath(dataDir string, cluster bool, nodeID string) string {
+	return vectorsPath(dataDir, "memory", cluster, nodeID)
+}
+
+// vectorsPath is DATA/DIR/vectors.log, or DATA/DIR/NODE/vectors.log for a node of
+// a cluster: the embedded vector index of one kind of projection.
+func vectorsPath(dataDir, dir string, cluster bool, nodeID string) string {
 	if cluster {
-		return filepath.Join(dataDir, "memory", url.PathEscape(nodeID), "vectors.log")
+		return filepath.Join(dataDir, dir, url.PathEscape(nodeID), "vectors.log")
 	}
-	return filepath.Join(dataDir, "memory", "vectors.log")
+	return filepath.Join(dataDir, dir, "vectors.log")
 }
 
 // openMemory opens the agent memory of Config.Memory on the node's log, with its
