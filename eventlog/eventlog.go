@@ -125,6 +125,10 @@ type Filter struct {
 	// Status keeps sessions with this status (messages.StatusRunning, StatusCompleted
 	// or StatusFailed); empty keeps every session. Another value is an error.
 	Status string
+	// Prefix keeps sessions whose ID starts with it (byte for byte; no pattern
+	// characters): "kb/" lists the knowledge bases' streams, "memory/" the memory
+	// namespaces'. Empty keeps every session.
+	Prefix string
 }
 
 // SessionInfo summarises one session of the log.

@@ -298,7 +298,7 @@ func (bs *Bases) List(ctx context.Context) ([]string, error) {
 	if bs.closed.Load() {
 		return nil, ErrClosed
 	}
-	infos, err := bs.cfg.Log.Sessions(ctx, eventlog.Filter{})
+	infos, err := bs.cfg.Log.Sessions(ctx, eventlog.Filter{Prefix: StreamPrefix})
 	if err != nil {
 		return nil, fmt.Errorf("knowledge: listing knowledge bases: %w", err)
 	}

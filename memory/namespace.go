@@ -228,7 +228,7 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 
 // Namespaces lists the namespaces whose streams are in the log, sorted.
 func (m *Memories) Namespaces(ctx context.Context) ([]string, error) {
-	infos, err := m.cfg.Log.Sessions(ctx, eventlog.Filter{})
+	infos, err := m.cfg.Log.Sessions(ctx, eventlog.Filter{Prefix: StreamPrefix})
 	if err != nil {
 		return nil, fmt.Errorf("memory: listing namespaces: %w", err)
 	}

@@ -371,6 +371,10 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		conds = append(conds, "first_us >= ?")
 		condArgs = append(condArgs, f.SinceUS)
 	}
+	if f.Prefix != "" {
+		conds = append(conds, "startsWith(session_id, ?)")
+		condArgs = append(condArgs, f.Prefix)
+	}
 	switch f.Status {
 	case "":
 	case messages.StatusCompleted, messages.StatusFailed:

@@ -839,6 +839,24 @@ func (s *suite) testSessionsFilter(t *testing.T) {
 	if _, err := l.Sessions(s.ctx(t), eventlog.Filter{Limit: -1}); err == nil {
 		t.Fatal("Sessions(Limit: -1) succeeded, want an error")
 	}
+	s.wantSessions(t, l, eventlog.Filter{Prefix: "twin-"}, all[3:5])
+	s.wantSessions(t, l, eventlog.Filter{Prefix: "twin-", Limit: 1}, all[3:4])
+	s.wantSessions(t, l, eventlog.Filter{Prefix: "f-", SinceUS: since}, all[:3])
+	s.wantSessions(t, l, eventlog.Filter{Prefix: "twin-a"}, all[3:4])
+	s.wantSessions(t, l, eventlog.Filter{Prefix: "twin-ab"}, nil)
+	s.wantSessions(t, l, eventlog.Filter{Prefix: "win"}, nil)
+	s.wantSessions(t, l, eventlog.Filter{Prefix: "f-", Status: messages.StatusRunning}, nil)
+	// No pattern characters: '%' and '_' are bytes like any other, and a prefix
+	// matches whole bytes of a multi-byte ID.
+	pct, und, uni := newSession("p%x/1", 1_000_000), newSession("p_x/1", 2_000_000), newSession("é/1", 3_000_000)
+	ep, eu, ee := pct.task(t, nil), und.task(t, nil), uni.task(t, nil)
+	s.append(t, l, ep...)
+	s.append(t, l, eu...)
+	s.append(t, l, ee...)
+	s.wantSessions(t, l, eventlog.Filter{Prefix: "p%"}, []eventlog.SessionInfo{summary("p%x/1", messages.StatusRunning, ep)})
+	s.wantSessions(t, l, eventlog.Filter{Prefix: "p_"}, []eventlog.SessionInfo{summary("p_x/1", messages.StatusRunning, eu)})
+	s.wantSessions(t, l, eventlog.Filter{Prefix: "é"}, []eventlog.SessionInfo{summary("é/1", messages.StatusRunning, ee)})
+	s.wantSessions(t, l, eventlog.Filter{Prefix: "é/2"}, nil)
 }
 
 func sortByStart(infos []eventlog.SessionInfo) {

@@ -171,7 +171,9 @@ func (l *Log) prepareReads(ctx context.Context) (err error) {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare read: %w", l.path, err)
 	}
 	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, `+sessionStatus+`, events, last_seq, steps, started_us, updated_us, `+sessionParent+`
-		FROM sessions WHERE started_us >= ? AND (? = '' OR `+sessionStatus+` = ?) ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
+		FROM sessions WHERE started_us >= ? AND (? = '' OR `+sessionStatus+` = ?)
+		AND (? = '' OR (session_id >= ? AND substr(CAST(session_id AS BLOB), 1, length(CAST(? AS BLOB))) = CAST(? AS BLOB)))
+		ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
 	}
 	return nil
@@ -420,7 +422,7 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	default:
 		return nil, fmt.Errorf("eventlog/sqlite: list sessions: unknown status %q", f.Status)
 	}
-	rows, err := l.list.QueryContext(ctx, since, f.Status, f.Status, limit)
+	rows, err := l.list.QueryContext(ctx, since, f.Status, f.Status, f.Prefix, f.Prefix, f.Prefix, f.Prefix, limit)
 	if err != nil {
 		return nil, l.readErr("list sessions", err)
 	}
