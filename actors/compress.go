@@ -499,7 +499,7 @@ func (s *SessionState) compressPrompt(a Agent, call *compressCall) []messages.Ch
 // agent's window as a paradigm's prompt is (paradigmContext), and the report of
 // its context.
 func (s *SessionState) compressRequest(a Agent, call *compressCall) (llm.Request, *messages.ContextReport) {
-	req, report := s.paradigmContext(a, llm.Request{Messages: s.compressPrompt(a, call), Purpose: call.purpose})
+	req, report := s.paradigmContext(a, nil, llm.Request{Messages: s.compressPrompt(a, call), Purpose: call.purpose})
 	if m := a.Context.Compression.Model; m != "" {
 		req.Models = []string{m}
 	}

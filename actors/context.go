@@ -377,7 +377,12 @@ func (s *SessionState) appendTurns(items []pctx.Item, start int) []pctx.Item {
 // the others turns, every one of them pinned: nothing is dropped, and compression
 // cuts the middle out of the lowest-value text (the later turns first, then the
 // task) only when the prompt is over budget.
-func (s *SessionState) paradigmContext(a Agent, req llm.Request) (llm.Request, *messages.ContextReport) {
+//
+// With a task (a paradigm's own call: a plan, a critique, a lesson), what the task
+// gathered before its first model call (evidence from the agent's knowledge base,
+// recalled memories, notes) is offered as for the loop's calls, unpinned: it goes
+// first when the budget is short. A summary of the conversation (t nil) gets none.
+func (s *SessionState) paradigmContext(a Agent, t *taskState, req llm.Request) (llm.Request, *messages.ContextReport) {
 	items := make([]pctx.Item, 0, len(req.Messages)+1)
 	msgs := req.Messages
 	sys := ""
@@ -394,10 +399,15 @@ func (s *SessionState) paradigmContext(a Agent, req llm.Request) (llm.Request, *
 		}
 		items = append(items, it)
 	}
+	var notes []string
+	if t != nil {
+		items, notes = t.gather.appendItems(items)
+	}
 	c, err := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}.Build(items)
 	if err != nil {
 		panic("actors: building a context: " + err.Error())
 	}
+	c.Report.Notes = notes
 	out := c.Messages()
 	if sys == "" && len(out) > 0 && out[0].Role == messages.RoleSystem {
 		out = out[1:] // cannot happen: an empty prefix renders no system message

@@ -422,3 +422,46 @@ func TestNoGatheringThroughAToolThatNeedsApproval(t *testing.T) {
 		t.Fatalf("decided %+v; want the memory search only", st.Decide(agent, 2, 0).Payload)
 	}
 }
+
+// A paradigm's own model calls get what the task gathered, as the loop's do: a
+// reflection's critic judges the draft against the same evidence, listed kept in
+// its call's report, and the session still verifies.
+func TestParadigmCallsGetTheGatheredEvidence(t *testing.T) {
+	rag := &ragStub{hits: guideHits}
+	model := &recordingModel{Model: script(t, text("Run troupe init."), text("```json\n{\"verdict\":\"PASS\"}\n```"))}
+	var agent actors.Agent
+	h := newHarness(t, harnessOpts{model: model, tools: []tools.Tool{rag.tool()}, deps: func(d *actors.SessionDeps) {
+		d.Agent.Context = actors.ContextOptions{Evidence: 2}
+		d.Agent.Sources = actors.ContextSources{KnowledgeTool: "rag", KnowledgeBase: "docs"}
+		d.Agent.Paradigm = actors.Reflection{}
+		agent = d.Agent
+	}})
+	h.submit("pg", "task-pg", "How do I install troupe?")
+	events := h.wait("pg")
+	completion(t, events)
+	if got := purposes(t, events); got != "loop,critique" {
+		t.Fatalf("model calls: %s", got)
+	}
+	if n := rag.calls.Load(); n != 1 {
+		t.Fatalf("%d retrievals, want 1 for the task", n)
+	}
+	crit := model.requests(actors.PurposeCritique)
+	if len(crit) != 1 {
+		t.Fatalf("%d critiques", len(crit))
+	}
+	var all strings.Builder
+	for _, m := range crit[0].Messages {
+		all.WriteString(m.Content)
+	}
+	if !strings.Contains(all.String(), "Run troupe init to create the data directory.") || !strings.Contains(all.String(), "The node reads troupe.json") {
+		t.Fatalf("the critic did not see the evidence: %q", all.String())
+	}
+	if strings.Contains(all.String(), "Troupe runs on Linux") {
+		t.Fatalf("the critic saw more than the two chunks asked: %q", all.String())
+	}
+	reqs := modelRequests(t, events)
+	if got := keptOf(reqs[1].Context, "evidence"); len(got) != 2 {
+		t.Fatalf("the critique's report keeps evidence %v, want 2 items (report %+v)", got, reqs[1].Context)
+	}
+	verifyDeterministic(t, agent, events)
+}

@@ -131,7 +131,7 @@ func (v *view) model(purpose, cause string) *Decision {
 // still counts as a step.
 func (v *view) modelPastMax(purpose, cause string) *Decision {
 	t := v.t
-	req, report := v.s.paradigmContext(v.a, t.run.prompt(v, purpose))
+	req, report := v.s.paradigmContext(v.a, t, t.run.prompt(v, purpose))
 	req.Step = t.Steps + 1
 	model := v.a.Model
 	if len(req.Models) > 0 {

@@ -720,7 +720,7 @@ func (s *SessionState) loopRequest(a Agent) (llm.Request, *messages.ContextRepor
 // paradigmRequest builds the request of a paradigm's model call for purpose,
 // fitted to the agent's context budget, and the report of its context.
 func (s *SessionState) paradigmRequest(a Agent, t *taskState, purpose string) (llm.Request, *messages.ContextReport) {
-	return s.paradigmContext(a, t.run.prompt(&view{s: s, t: t, a: a}, purpose))
+	return s.paradigmContext(a, t, t.run.prompt(&view{s: s, t: t, a: a}, purpose))
 }
 
 // ActiveAgent returns the agent the running task names ("" for the default, or
