@@ -114,16 +114,22 @@ func TestKBClusterRoutesWritesToTheBaseOwner(t *testing.T) {
 		t.Fatalf("the removed document is found on node b: %+v", ans)
 	}
 
-	// Too large for a bus message: ingested by the node that took it.
+	// Too large for one bus message: sent to the owner in parts.
 	var big strings.Builder
-	for i := 0; big.Len() < 700<<10; i++ {
+	for i := 0; big.Len() < 1300<<10; i++ {
 		fmt.Fprintf(&big, "## Part %d\n\nPart %d of the large manual says the pelican%d rests.\n\n", i, i, i)
 	}
 	if code, body := ka.postText(t, base, "manual.md", "# Manual\n\n"+big.String()); code != http.StatusCreated {
 		t.Fatalf("large upload on node a: %d %.300s", code, body)
 	}
-	if got := logs[0].appends.Load(); got != 1 {
-		t.Errorf("node a appended %d times for a document too large for the bus; want 1", got)
+	if got, gotB := logs[0].appends.Load(), logs[1].appends.Load(); got != 0 || gotB != 3 {
+		t.Errorf("for a document too large for one bus message, node a appended %d times (want 0), node b %d (want 3)", got, gotB)
+	}
+	if code, again := ka.postText(t, base, "manual.md", "# Manual\n\n"+big.String()); code >= 300 || !strings.Contains(string(again), `"status":"unchanged"`) {
+		t.Errorf("the large document sent again: %d %.300s", code, again)
+	}
+	if got := logs[1].appends.Load(); got != 3 {
+		t.Errorf("node b appended %d times after the same large document came again; want 3", got)
 	}
 	if _, ans, _ := kb.search(t, base, url.Values{"q": {"pelican7"}, "mode": {"bm25"}, "limit": {"1"}}); len(ans.Results) != 1 || ans.Results[0].Source != "manual.md" {
 		t.Fatalf("search on node b for the large document: %+v", ans)

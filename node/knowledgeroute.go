@@ -2,9 +2,13 @@ package node
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/messages"
@@ -21,16 +25,16 @@ import (
 // log needs (its seq check is not atomic across processes), and the owner's
 // vector projection takes the write at once.
 //
-// A document whose command would not fit in a bus message (kbRoutedMax: about
-// 560 KiB of document, base64 in JSON) is ingested by the node that received it,
-// as on an embedded node: the knowledge base's optimistic concurrency (fold,
-// append at the next seq, refold on eventlog.ErrSeqConflict) keeps the stream one
-// history on a log that detects conflicts across processes (the shared SQLite log
-// of nodes on one host). On ClickHouse, such a large write racing another write of
-// the same base on another node can take the same seq (the log then reports the
-// position corrupt until its merge keeps one row): the gap is large documents on
-// ClickHouse clusters written through several nodes at once.
-//
+// A document whose command would not fit in a bus message (kbRoutedMax) goes in
+// parts (kb_part commands of at most kbPartMax bytes of the kb_add arguments'
+// JSON), one after the other, each answered before the next is sent: the owner
+// keeps them (kbUploads) and runs the add when it has them all, answering the last
+// part with the add's result. An owner that lacks a part (the base's partition
+// moved during the upload, or the owner restarted) answers upload_incomplete, and
+// the sender starts the upload again, a bounded number of times. Uploads are told
+// apart by the add's key and the hash of the document, so two uploads under one
+// key never mix their parts (the second add then fails as the key's reuse).
+
 // Searches, asks and listings are not routed: every node folds what the stream
 // gained before it answers (knowledge.Base.Search refreshes), from the shared log.
 
@@ -38,13 +42,124 @@ import (
 const (
 	kbAddAction    = "kb_add"    // args: kbAddArgs → kbAnswer
 	kbRemoveAction = "kb_remove" // args: kbRemoveArgs → kbAnswer
+	kbPartAction   = "kb_part"   // args: kbPartArgs → kbAnswer (the add's, for the last part)
 )
 
 // kbRoutedMax bounds the JSON of a routed kb_add's arguments.
 const kbRoutedMax = memoryMessageMax - 16<<10
 
+// kbPartMax bounds the data of a kb_part: base64 in the command's JSON, it stays
+// under kbRoutedMax.
+const kbPartMax = kbRoutedMax/4*3 - 4<<10
+
+// Bounds of the owner's unfinished uploads (kbUploads): parts of an upload (a 32
+// MiB file's arguments are about 43 MiB of JSON), bytes held by all of them, and
+// how long an upload is kept without a new part.
+const (
+	kbMaxParts       = (kbMaxBody/3*4+1<<20)/kbPartMax + 2
+	kbUploadsMaxHeld = 256 << 20
+	kbUploadIdle     = 2 * memoryTimeout
+)
+
+// kbAddTimeout is how long the sender of a routed add waits for the owner's
+// answer: the owner converts, chunks and embeds the document first.
+const kbAddTimeout = 10 * time.Minute
+
+// kbUploadAttempts bounds how many times an upload is started again after its
+// owner lost parts of it.
+const kbUploadAttempts = 3
+
+// errUploadIncomplete is the answer of an owner missing parts of an upload.
+var errUploadIncomplete = errors.New("the owner of the knowledge base lacks parts of the upload")
+
 // isKBAction reports whether a MemoryCommand's action is a knowledge base's.
-func isKBAction(action string) bool { return action == kbAddAction || action == kbRemoveAction }
+func isKBAction(action string) bool {
+	return action == kbAddAction || action == kbRemoveAction || action == kbPartAction
+}
+
+// kbPartArgs are the arguments of kb_part: part Index of Total of the JSON of a
+// kb_add's arguments (kbAddArgs), for the upload named Upload.
+type kbPartArgs struct {
+	Upload string `json:"upload"`
+	Index  int    `json:"index"`
+	Total  int    `json:"total"`
+	Data   []byte `json:"data"`
+}
+
+// kbUploads are the parts of the uploads an owner received and has not yet
+// ingested, by base and upload.
+type kbUploads struct {
+	mu   sync.Mutex
+	m    map[string]*kbUpload
+	held int // bytes of every upload's parts
+}
+
+// kbUpload is one upload's parts, and when a part last came.
+type kbUpload struct {
+	parts   [][]byte
+	have    int
+	size    int
+	touched time.Time
+}
+
+// part records part a of base's upload and returns the whole arguments once every
+// part is in (the upload stays until done is called, so that a failed add, tried
+// again when its last part comes again, still has them). It fails with
+// errUploadIncomplete when a part other than the first comes for an upload it does
+// not have, and with knowledge.ErrTooLarge over the bounds.
+func (u *kbUploads) part(base string, a kbPartArgs, now time.Time) (whole []byte, done func(), err error) {
+	if a.Total < 1 || a.Total > kbMaxParts || a.Index < 0 || a.Index >= a.Total || a.Upload == "" || len(a.Data) > kbPartMax {
+		return nil, nil, fmt.Errorf("%w: part %d of %d of upload %q (%d bytes)", knowledge.ErrInvalid, a.Index, a.Total, a.Upload, len(a.Data))
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k, up := range u.m {
+		if now.Sub(up.touched) > kbUploadIdle {
+			u.held -= up.size
+			delete(u.m, k)
+		}
+	}
+	k := base + "\x00" + a.Upload
+	up := u.m[k]
+	if up == nil {
+		if a.Index != 0 {
+			return nil, nil, fmt.Errorf("%w: part %d of %d of upload %s came without the parts before it", errUploadIncomplete, a.Index+1, a.Total, a.Upload)
+		}
+		if u.m == nil {
+			u.m = map[string]*kbUpload{}
+		}
+		up = &kbUpload{parts: make([][]byte, a.Total)}
+		u.m[k] = up
+	}
+	if len(up.parts) != a.Total {
+		return nil, nil, fmt.Errorf("%w: upload %s has %d parts, a part says %d", knowledge.ErrInvalid, a.Upload, len(up.parts), a.Total)
+	}
+	up.touched = now
+	if up.parts[a.Index] == nil { // a part delivered again is the same part
+		if u.held+len(a.Data) > kbUploadsMaxHeld {
+			return nil, nil, fmt.Errorf("%w: the owner of knowledge base %s holds %d MiB of unfinished uploads", knowledge.ErrTooLarge, base, u.held>>20)
+		}
+		up.parts[a.Index] = append([]byte{}, a.Data...)
+		up.have++
+		up.size += len(a.Data)
+		u.held += len(a.Data)
+	}
+	if up.have < a.Total {
+		return nil, nil, nil
+	}
+	whole = make([]byte, 0, up.size)
+	for _, p := range up.parts {
+		whole = append(whole, p...)
+	}
+	return whole, func() {
+		u.mu.Lock()
+		defer u.mu.Unlock()
+		if u.m[k] == up {
+			u.held -= up.size
+			delete(u.m, k)
+		}
+	}, nil
+}
 
 // kbAddArgs are the arguments of kb_add: a document (a file to convert, or
 // Markdown when Text).
@@ -83,6 +198,7 @@ var kbKinds = []struct {
 	{"embedder", knowledge.ErrEmbedder},
 	{"conflict", knowledge.ErrConflict},
 	{"no_base", errNoBase},
+	{"upload_incomplete", errUploadIncomplete},
 }
 
 // remoteKBError is a request error answered by a knowledge base's owner: its text,
@@ -119,17 +235,19 @@ func (n *Node) kbAdd(ctx context.Context, name, source string, body []byte, text
 		if err != nil {
 			return knowledge.AddResult{}, err
 		}
+		var ans kbAnswer
 		if len(args) <= kbRoutedMax {
-			ans, err := n.kbRemote(ctx, name, kbAddAction, key, args)
-			if err != nil {
-				return knowledge.AddResult{}, err
-			}
-			if ans.Result == nil {
-				return knowledge.AddResult{}, fmt.Errorf("node: knowledge base %s: the owner answered no result", name)
-			}
-			return *ans.Result, nil
+			ans, err = n.kbRemote(ctx, name, kbAddAction, key, args, kbAddTimeout)
+		} else {
+			ans, err = n.kbUpload(ctx, name, key, args)
 		}
-		// Too large for the bus: ingested here (see above).
+		if err != nil {
+			return knowledge.AddResult{}, err
+		}
+		if ans.Result == nil {
+			return knowledge.AddResult{}, fmt.Errorf("node: knowledge base %s: the owner answered no result", name)
+		}
+		return *ans.Result, nil
 	}
 	b, err := n.knowledge.Base(ctx, name)
 	if err != nil {
@@ -155,7 +273,7 @@ func (n *Node) kbRemove(ctx context.Context, name, source, key string) error {
 		if err != nil {
 			return err
 		}
-		_, err = n.kbRemote(ctx, name, kbRemoveAction, key, args)
+		_, err = n.kbRemote(ctx, name, kbRemoveAction, key, args, memoryTimeout)
 		return err
 	}
 	b, err := n.knowledge.Base(ctx, name)
@@ -165,12 +283,42 @@ func (n *Node) kbRemove(ctx context.Context, name, source, key string) error {
 	return b.Remove(ctx, source, key)
 }
 
-// kbRemote sends a command to the owner of knowledge base name and returns its
-// answer, its request error rebuilt (remoteKBError).
-func (n *Node) kbRemote(ctx context.Context, name, action, key string, args json.RawMessage) (kbAnswer, error) {
+// kbUpload sends the arguments of a kb_add too large for one bus message to the
+// owner of knowledge base name in parts, and returns the add's answer.
+func (n *Node) kbUpload(ctx context.Context, name, key string, args []byte) (kbAnswer, error) {
+	sum := sha256.Sum256(args)
+	upload := key + "#" + hex.EncodeToString(sum[:12])
+	total := (len(args) + kbPartMax - 1) / kbPartMax
+	var err error
+	for attempt := 1; attempt <= kbUploadAttempts; attempt++ {
+		var ans kbAnswer
+		for i := 0; i < total; i++ {
+			part, perr := json.Marshal(kbPartArgs{Upload: upload, Index: i, Total: total, Data: args[i*kbPartMax : min(len(args), (i+1)*kbPartMax)]})
+			if perr != nil {
+				return kbAnswer{}, perr
+			}
+			wait := memoryTimeout
+			if i == total-1 {
+				wait = kbAddTimeout
+			}
+			if ans, err = n.kbRemote(ctx, name, kbPartAction, key, part, wait); err != nil {
+				break
+			}
+		}
+		if !errors.Is(err, errUploadIncomplete) {
+			return ans, err
+		}
+		n.cfg.Logger.Warn("the owner of a knowledge base lost parts of an upload; sending it again", "kb", name, "attempt", attempt, "err", err)
+	}
+	return kbAnswer{}, fmt.Errorf("node: knowledge base %s: the upload failed %d times: %w", name, kbUploadAttempts, err)
+}
+
+// kbRemote sends a command to the owner of knowledge base name, waits at most
+// timeout, and returns its answer, its request error rebuilt (remoteKBError).
+func (n *Node) kbRemote(ctx context.Context, name, action, key string, args json.RawMessage, timeout time.Duration) (kbAnswer, error) {
 	c := messages.MemoryCommand{ID: n.cfg.IDs.NewID(), SessionID: knowledge.Stream(name), Namespace: name, Action: action,
 		Key: key, Args: args, ReplyTopic: messages.TopicReplies, ReplyNode: n.cfg.NodeID}
-	res, err := n.memoryRemote(ctx, c)
+	res, err := n.memoryRemoteWithin(ctx, c, timeout)
 	if err != nil {
 		return kbAnswer{}, fmt.Errorf("knowledge base %s: %w", name, err)
 	}
@@ -201,6 +349,23 @@ func (n *Node) kbLocal(ctx context.Context, c messages.MemoryCommand) (json.RawM
 	}
 	var err error
 	switch c.Action {
+	case kbPartAction:
+		var a kbPartArgs
+		if err := json.Unmarshal(c.Args, &a); err != nil {
+			return json.Marshal(kbAnswer{Error: fmt.Sprintf("%v: %v", knowledge.ErrInvalid, err), Kind: "invalid"})
+		}
+		whole, done, perr := n.kbUploads.part(c.Namespace, a, time.Now())
+		if perr != nil || whole == nil {
+			err = perr
+			break // a part acknowledged, or refused
+		}
+		add := c
+		add.Action, add.Args = kbAddAction, whole
+		res, err := n.kbLocal(ctx, add)
+		if err == nil {
+			done()
+		}
+		return res, err
 	case kbAddAction:
 		var a kbAddArgs
 		if err := json.Unmarshal(c.Args, &a); err != nil {

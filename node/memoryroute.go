@@ -175,7 +175,7 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 		out = ans
 	case memoryToolCall:
 		return n.runMemoryTool(ctx, c)
-	case kbAddAction, kbRemoveAction:
+	case kbAddAction, kbRemoveAction, kbPartAction:
 		return n.kbLocal(ctx, c) // knowledgeroute.go
 	default:
 		return nil, fmt.Errorf("%w: unknown memory action %q", memory.ErrInvalid, c.Action)
@@ -185,6 +185,11 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 
 // memoryRemote sends a command to the namespace's owner and waits for its reply.
 func (n *Node) memoryRemote(ctx context.Context, c messages.MemoryCommand) (json.RawMessage, error) {
+	return n.memoryRemoteWithin(ctx, c, memoryTimeout)
+}
+
+// memoryRemoteWithin is memoryRemote waiting at most timeout for the reply.
+func (n *Node) memoryRemoteWithin(ctx context.Context, c messages.MemoryCommand, timeout time.Duration) (json.RawMessage, error) {
 	b, err := messages.EncodeCommand(&c)
 	if err != nil {
 		return nil, err
@@ -209,7 +214,7 @@ func (n *Node) memoryRemote(ctx context.Context, c messages.MemoryCommand) (json
 	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
 		return nil, fmt.Errorf("node: publish memory command: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, memoryTimeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	select {
 	case rep := <-ch:

@@ -514,6 +514,7 @@ type Node struct {
 	memories   *memory.Memories
 	ownVectors io.Closer // the embedded vector index the node opened for memories
 	memRouter  memoryRouter
+	kbUploads  kbUploads          // parts of uploads to knowledge bases this node owns (knowledgeroute.go)
 	memHost    *actors.MemoryHost // the namespaces' actors
 	// memTools are the memory tool's tools by agent ("" for the default agent and
 	// every agent without a namespace of its own) and name (Config.MemoryTool), as
