@@ -252,4 +252,3 @@ func TestMetricsNoBusLagOnTheEmbeddedBus(t *testing.T) {
 		t.Errorf("the embedded bus reports a consumer lag: %v", f)
 	}
 }
-
