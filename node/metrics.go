@@ -61,6 +61,9 @@ type sessionMetrics struct {
 type labelled[S any] struct {
 	byRaw  map[string]*S
 	byName map[string]*S
+	// allowed, when set, holds the only names with series of their own besides
+	// unknownAgent; the others share otherLabel's.
+	allowed map[string]bool
 }
 
 // get returns the series of raw, a JSON string, made by newSeries on first use.
@@ -73,6 +76,9 @@ func (l *labelled[S]) get(raw []byte, newSeries func(name string) *S) *S {
 		l.byRaw, l.byName = map[string]*S{}, map[string]*S{}
 	}
 	name := labelValue(raw, len(l.byName))
+	if l.allowed != nil && !l.allowed[name] && name != unknownAgent {
+		name = otherLabel
+	}
 	s, ok := l.byName[name]
 	if !ok {
 		s = newSeries(name)
@@ -123,6 +129,18 @@ func newSessionMetrics(reg prometheus.Registerer) *sessionMetrics {
 	}
 	reg.MustRegister(m.tasks, m.running, m.steps, m.tokens, m.cost, m.modelCall, m.toolCall)
 	return m
+}
+
+// runAgents restricts the agent label to the agents the node runs: "default" and
+// its named agents. It is called before any session runs.
+func (m *sessionMetrics) runAgents(agents actors.Agents) {
+	allowed := map[string]bool{"default": true}
+	for name := range agents.Named {
+		allowed[name] = true
+	}
+	m.mu.Lock()
+	m.agents.allowed = allowed
+	m.mu.Unlock()
 }
 
 // observe counts a batch of a session's new events. It never blocks on I/O.

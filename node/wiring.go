@@ -209,6 +209,7 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 			"log", fmt.Sprintf("%T", n.log))
 	}
 	store = timedStore{EventStore: store, appended: n.metrics.appends.WithLabelValues(logBackend(n.log))}
+	n.metrics.sessions.runAgents(agents)
 	evicted := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "sessions",
 		Name: "evicted_total", Help: "Idle session actors passivated before their idle timeout to keep within MaxLiveSessions."})
 	overLimit := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "sessions",
