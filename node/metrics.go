@@ -558,14 +558,12 @@ func (b *busLag) Collect(ch chan<- prometheus.Metric) {
 		topic     string
 		partition int
 	}
-	lags := map[tp]int64{}
-	seen := map[LagReporter]bool{}
+	lags := map[tp]int64{} // a subscriber in two roles reports the same lags twice
 	for _, s := range b.subs {
 		r, ok := s.(LagReporter)
-		if !ok || seen[r] {
+		if !ok {
 			continue
 		}
-		seen[r] = true
 		r.ConsumerLag(func(topic string, partition int, lag int64) {
 			k := tp{topic, partition}
 			if old, ok := lags[k]; !ok || lag > old {
