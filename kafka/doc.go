@@ -101,6 +101,11 @@
 // order and never overlap. Rebalances are eager: every member's partitions are
 // revoked, then assigned again, even those that stay with it.
 //
+// Subscriber.ConsumerLag reports, for each partition a subscriber consumes now, the
+// records after its acked prefix up to the high watermark of its latest fetch (a
+// partition's consumer asks the broker once when it starts, so an idle partition
+// reports 0 before it read anything); a node exports it as troupe_bus_consumer_lag.
+//
 // # Topics
 //
 // With TopicLayout.InitializeTopics, a topic is created on first use with its

@@ -37,6 +37,8 @@ type Subscriber struct {
 	cleanup   sync.WaitGroup // kafka-go teardown: leaving groups, closing readers
 	closeOnce sync.Once
 	closeErr  error
+
+	lagRegistry // the lags of the partitions consumed now (ConsumerLag)
 }
 
 var (
@@ -352,6 +354,9 @@ func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, 
 		logger.Error("set start offset", err, watermill.LogFields{"offset": offset})
 		return
 	}
+	lag, untrack := sub.trackLag(partition, offset)
+	defer untrack()
+	sub.probeLag(fetchCtx, rd, lag)
 	var genDone <-chan struct{}
 	if gctx != nil {
 		genDone = gctx.Done()
@@ -360,7 +365,7 @@ func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, 
 	}
 	go func() {
 		defer close(fetcherDone)
-		sub.fetch(fetchCtx, rd, fetched, logger)
+		sub.fetch(fetchCtx, rd, fetched, lag, logger)
 	}()
 	logger.Debug("consuming partition", watermill.LogFields{"offset": offset})
 	if commits != nil {
@@ -382,6 +387,7 @@ func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, 
 		logger:    logger,
 		settled:   make(chan settlement),
 		stopped:   make(chan struct{}),
+		lag:       lag,
 	}
 	w.run(genDone, fetched)
 }
@@ -394,7 +400,7 @@ type fetchedRecord struct {
 }
 
 // fetch reads a partition's records into out, in offset order, until ctx is done.
-func (sub *subscription) fetch(ctx context.Context, rd *kafkago.Reader, out chan<- fetchedRecord, logger watermill.LoggerAdapter) {
+func (sub *subscription) fetch(ctx context.Context, rd *kafkago.Reader, out chan<- fetchedRecord, lag *partitionLag, logger watermill.LoggerAdapter) {
 	for {
 		rec, err := rd.FetchMessage(ctx)
 		if err != nil {
@@ -408,6 +414,7 @@ func (sub *subscription) fetch(ctx context.Context, rd *kafkago.Reader, out chan
 			}
 			continue
 		}
+		lag.fetched(rec)
 		msg, err := sub.s.cfg.Marshaler.Unmarshal(rec)
 		if err != nil {
 			logger.Error("cannot decode record, skipping it", err, watermill.LogFields{"offset": rec.Offset})
@@ -465,6 +472,7 @@ type partitionWindow struct {
 	partition int
 	commits   *committer // nil without a group
 	logger    watermill.LoggerAdapter
+	lag       *partitionLag // where the acked prefix ends, for ConsumerLag
 
 	window   []*outstanding // offset order
 	resend   []*outstanding // nacked, offset order
@@ -646,6 +654,7 @@ func (w *partitionWindow) advance() bool {
 	next := w.window[n-1].rec.Offset + 1
 	clear(w.window[:n])
 	w.window = w.window[n:]
+	w.lag.next.Store(next)
 	if w.commits == nil {
 		return true
 	}

@@ -32,6 +32,10 @@ type Metrics struct {
 	forwarded  prometheus.Counter
 	epoch      prometheus.Gauge
 	fenced     prometheus.Counter
+	// sessions counts what the node's sessions record (metrics.go); appends times
+	// their log appends, by backend.
+	sessions *sessionMetrics
+	appends  *prometheus.HistogramVec
 }
 
 func newMetrics() *Metrics {
@@ -65,9 +69,13 @@ func newMetrics() *Metrics {
 			Name: "ownership_epoch", Help: "The ownership epoch this node took for its partitions in the event log at its latest assignment (0 before any)."}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "fenced_appends_total", Help: "Session appends the event log refused because another node took the session's partition since (their session actors stopped)."}),
+		sessions: newSessionMetrics(reg),
+		appends: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "troupe", Subsystem: "eventlog",
+			Name: "append_seconds", Help: "Time of the session actors' appends to the event log (one per batch of a session's events, errors included), by backend (sqlite, clickhouse).",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 3, 12)}, []string{"backend"}),
 	}
 	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed, m.forwarded,
-		m.epoch, m.fenced)
+		m.epoch, m.fenced, m.appends)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -118,6 +118,7 @@ func (n *Node) openLog(ctx context.Context) error {
 // openBus takes Config.Bus, or makes the embedded bus.
 func (n *Node) openBus(wlog watermill.LoggerAdapter) {
 	if b := n.cfg.Bus; b != nil {
+		n.metrics.Registry.MustRegister(newBusLag(b.Tasks, b.Live, b.Tools, b.Models))
 		n.pub, n.tasksSub, n.liveSub = b.Publisher, b.Tasks, b.Live
 		if b.Live != nil {
 			n.hub = newHub(b.Live, n.runsHere)
@@ -131,6 +132,7 @@ func (n *Node) openBus(wlog watermill.LoggerAdapter) {
 func (n *Node) newActorSystem() {
 	actorLogger := slog.New(deadLetters{n.cfg.Logger.Handler()})
 	n.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return actorLogger }))
+	actorRestarts(n.metrics.Registry, n.system)
 }
 
 // newEffects builds the gateway in front of the configured models and the effects
@@ -206,6 +208,8 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		cfg.Logger.Warn("the event log does not fence stale partition owners: a node that hangs past the group's session timeout may write beside its partitions' next owner",
 			"log", fmt.Sprintf("%T", n.log))
 	}
+	store = timedStore{EventStore: store, appended: n.metrics.appends.WithLabelValues(logBackend(n.log))}
+	n.metrics.sessions.runAgents(agents)
 	evicted := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "sessions",
 		Name: "evicted_total", Help: "Idle session actors passivated before their idle timeout to keep within MaxLiveSessions."})
 	overLimit := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "sessions",

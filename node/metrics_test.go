@@ -1,0 +1,254 @@
+package node_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// scrape reads a node's /metrics as Prometheus parses it.
+func scrape(t *testing.T, n *node.Node) map[string]*dto.MetricFamily {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	n.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(rec.Body)
+	if err != nil {
+		t.Fatalf("/metrics does not parse: %v", err)
+	}
+	return fams
+}
+
+// sampleOf returns the value of the series of name with the labels given as
+// name, value pairs (a histogram's: its count), and whether there is one.
+func sampleOf(fams map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	f := fams[name]
+	if f == nil {
+		return 0, false
+	}
+next:
+	for _, m := range f.GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		for i := 0; i+1 < len(labels); i += 2 {
+			if have[labels[i]] != labels[i+1] {
+				continue next
+			}
+		}
+		switch {
+		case m.Counter != nil:
+			return m.GetCounter().GetValue(), true
+		case m.Gauge != nil:
+			return m.GetGauge().GetValue(), true
+		case m.Histogram != nil:
+			return float64(m.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+// wantSample fails the test unless the series has the value want.
+func wantSample(t *testing.T, fams map[string]*dto.MetricFamily, want float64, name string, labels ...string) {
+	t.Helper()
+	got, ok := sampleOf(fams, name, labels...)
+	if !ok {
+		t.Errorf("/metrics has no %s%v", name, labels)
+		return
+	}
+	if got != want {
+		t.Errorf("%s%v = %v, want %v", name, labels, got, want)
+	}
+}
+
+// metricsScript is a two-step task: the model calls the calculator, then answers,
+// each step with the usage it reports.
+func metricsScript(t *testing.T) *llm.Scripted {
+	t.Helper()
+	m, err := llm.NewScripted(llm.Script{Name: "metered", Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"6*7"}`}},
+			Usage: messages.Usage{PromptTokens: 100, CompletionTokens: 10, CachedTokens: 40, CostUSD: 0.25}},
+		{Content: "42", Usage: messages.Usage{PromptTokens: 130, CompletionTokens: 5, CostUSD: 0.5}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// recordedUsage sums the usage of a session's model answers as its log holds them.
+func recordedUsage(t *testing.T, events []messages.Envelope) (u messages.Usage) {
+	t.Helper()
+	for _, e := range events {
+		if e.Type != messages.TypeModelResponded {
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := p.(*messages.ModelResponded)
+		u.PromptTokens += r.Usage.PromptTokens
+		u.CompletionTokens += r.Usage.CompletionTokens
+		u.CachedTokens += r.Usage.CachedTokens
+		u.CostUSD += r.Usage.CostUSD
+	}
+	return u
+}
+
+// wantOneTask checks the series of one completed two-step task with the scripted
+// usage and one calculator call.
+func wantOneTask(t *testing.T, fams map[string]*dto.MetricFamily) {
+	t.Helper()
+	wantSample(t, fams, 1, "troupe_tasks_total", "agent", "default", "outcome", "submitted")
+	wantSample(t, fams, 1, "troupe_tasks_total", "agent", "default", "outcome", "completed")
+	wantSample(t, fams, 0, "troupe_tasks_total", "agent", "default", "outcome", "failed")
+	wantSample(t, fams, 0, "troupe_tasks_running", "agent", "default")
+	wantSample(t, fams, 2, "troupe_steps_total", "agent", "default")
+	wantSample(t, fams, 230, "troupe_model_tokens_total", "model", "metered", "kind", "input")
+	wantSample(t, fams, 15, "troupe_model_tokens_total", "model", "metered", "kind", "output")
+	wantSample(t, fams, 40, "troupe_model_tokens_total", "model", "metered", "kind", "cached")
+	wantSample(t, fams, 0.75, "troupe_model_cost_usd_total", "model", "metered")
+	wantSample(t, fams, 2, "troupe_model_call_seconds", "model", "metered", "outcome", "ok")
+	wantSample(t, fams, 1, "troupe_tool_call_seconds", "tool", "calculator", "outcome", "ok")
+	if _, ok := sampleOf(fams, "troupe_tasks_total", "agent", "unknown"); ok {
+		t.Error("a task this node recorded counts under agent \"unknown\"")
+	}
+}
+
+// A task a node runs is counted on its /metrics once: submitted and completed, its
+// steps, the tokens and cost its model answers recorded, its model and tool calls'
+// latencies, and the log appends of its session. A node restarted over the same log
+// refolds the session and counts only the tasks it runs itself.
+func TestMetricsCountTasksOncePerNode(t *testing.T) {
+	dir := t.TempDir()
+	cfg := node.Config{DataDir: dir, Model: metricsScript(t)}
+	first, err := node.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := first.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := nodetest.Run(t, first, "metered", "what is 6*7?")
+	if u := recordedUsage(t, events); u != (messages.Usage{PromptTokens: 230, CompletionTokens: 15, CachedTokens: 40, CostUSD: 0.75}) {
+		stop()
+		t.Fatalf("the log holds usage %+v, not the script's", u)
+	}
+	fams := scrape(t, first)
+	wantOneTask(t, fams)
+	if appends, _ := sampleOf(fams, "troupe_eventlog_append_seconds", "backend", "sqlite"); appends < 1 {
+		t.Errorf("troupe_eventlog_append_seconds{backend=\"sqlite\"} counts %v appends, want some", appends)
+	}
+	stop()
+
+	second := nodetest.Start(t, cfg)
+	fams = scrape(t, second)
+	if v, ok := sampleOf(fams, "troupe_tasks_total", "outcome", "completed"); ok && v != 0 {
+		t.Errorf("a restarted node counts %v completed tasks before it ran any", v)
+	}
+	nodetest.Run(t, second, "metered", "and again?")
+	wantOneTask(t, scrape(t, second))
+}
+
+// refusingOnce is a log that refuses, once, the first batch that holds an event of
+// the type given, as a log refuses a batch for its content: the session actor
+// panics, and its supervisor restarts it.
+type refusingOnce struct {
+	eventlog.Log
+	typ     messages.Type
+	refused atomic.Bool
+}
+
+func (l *refusingOnce) Append(ctx context.Context, events []messages.Envelope) error {
+	for _, e := range events {
+		if e.Type == l.typ && l.refused.CompareAndSwap(false, true) {
+			return fmt.Errorf("refused once: %w", eventlog.ErrInvalidEvent)
+		}
+	}
+	return l.Log.Append(ctx, events)
+}
+
+// A session actor that panics (its log refused a batch) is restarted by its
+// supervisor, and /metrics counts the restart; the refold that follows counts
+// nothing of the task again.
+func TestMetricsCountActorRestarts(t *testing.T) {
+	l, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	log := &refusingOnce{Log: l, typ: messages.TypeToolCallCompleted}
+	n := nodetest.Start(t, node.Config{Log: log, Model: metricsScript(t)})
+	events := nodetest.Run(t, n, "restarted", "what is 6*7?")
+	if !log.refused.Load() {
+		t.Fatal("the log refused no batch")
+	}
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task ended with %s after the restart", last.Type)
+	}
+	fams := scrape(t, n)
+	wantSample(t, fams, 1, "troupe_actor_restarts_total", "kind", "session")
+	wantOneTask(t, fams)
+}
+
+// On Kafka, /metrics has the lag of each partition of troupe.tasks the node
+// consumes, and it is 0 once the node has handled what was written.
+func TestMetricsBusLagPerPartition(t *testing.T) {
+	k := newKafkaEnv(t)
+	n := k.nodeWith(t, node.Config{Model: metricsScript(t)})
+	nodetest.Run(t, n, "lagging", "what is 6*7?")
+	var lags map[string]float64
+	waitFor(t, 30*time.Second, "every partition of troupe.tasks at lag 0", func() bool {
+		lags = map[string]float64{}
+		for _, m := range scrape(t, n)["troupe_bus_consumer_lag"].GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["topic"] == messages.TopicTasks {
+				lags[labels["partition"]] = m.GetGauge().GetValue()
+			}
+		}
+		if len(lags) != 3 {
+			return false
+		}
+		for _, lag := range lags {
+			if lag != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for p := range 3 {
+		if _, ok := lags[strconv.Itoa(p)]; !ok {
+			t.Errorf("no lag for partition %d of %s: %v", p, messages.TopicTasks, lags)
+		}
+	}
+}
+
+// The embedded bus has no partitions to lag behind: the series is absent.
+func TestMetricsNoBusLagOnTheEmbeddedBus(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: metricsScript(t)})
+	nodetest.Run(t, n, "embedded", "what is 6*7?")
+	if f := scrape(t, n)["troupe_bus_consumer_lag"]; f != nil && len(f.GetMetric()) > 0 {
+		t.Errorf("the embedded bus reports a consumer lag: %v", f)
+	}
+}
