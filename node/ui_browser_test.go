@@ -277,9 +277,19 @@ func TestDashboardLogsInWithATokenInChromium(t *testing.T) {
 	}
 	b.screenshot("sessions.png")
 
-	// A timeline and its stream are signed in by the cookie too.
+	// A timeline is signed in by the cookie too, and so is an EventSource, which
+	// cannot send a bearer header.
 	b.click(`a[href="#/sessions/dash-login"]`)
 	b.waitText("#main", "calculator → 144")
+	var streamed string
+	b.eval(`new Promise((done) => {
+		const es = new EventSource("/v1/sessions/dash-login/stream");
+		es.addEventListener("task.completed", (e) => { es.close(); done(JSON.parse(e.data).payload.output); });
+		es.onerror = () => { es.close(); done("the stream failed"); };
+	})`, &streamed)
+	if !strings.Contains(streamed, "144") {
+		t.Errorf("an EventSource signed in by the cookie: %q, want the answer", streamed)
+	}
 
 	b.click("#logout")
 	b.waitTrue("the login form after Log out", `!document.getElementById("token").hidden && document.getElementById("logout").hidden`)
