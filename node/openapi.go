@@ -56,7 +56,7 @@ func (n *Node) OpenAPI() map[string]any {
 			"schemas": map[string]any{"Error": schemaOf(apiError{})},
 			"responses": map[string]any{
 				"BadRequest":   map[string]any{"description": "the request is malformed", "content": errBody},
-				"Unauthorized": map[string]any{"description": "no bearer token, or not one of the node's (WWW-Authenticate: Bearer)", "content": errBody},
+				"Unauthorized": map[string]any{"description": "no bearer token (nor dashboard session cookie), or not one of the node's (WWW-Authenticate: Bearer)", "content": errBody},
 				"TooLarge":     map[string]any{"description": "the request body is larger than the route takes", "content": errBody},
 				"TooMany": map[string]any{"description": "past the rate limit: retry after Retry-After seconds", "content": errBody,
 					"headers": map[string]any{"Retry-After": map[string]any{"description": "seconds to wait", "schema": map[string]any{"type": "integer"}}}},

@@ -269,6 +269,10 @@ func (g *gate) login(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "the token is not one of this node's")
 		return
 	}
+	// A login replaces the browser's session, if it had one.
+	if c, err := r.Cookie(SessionCookie); err == nil && c.Value != "" {
+		g.sessions.end(c.Value)
+	}
 	id, sess, err := g.sessions.open(sum, time.Now())
 	if err != nil {
 		writeError(w, http.StatusServiceUnavailable, "no session could be made: %v", err)

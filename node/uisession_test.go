@@ -107,6 +107,16 @@ func TestDashboardLoginSetsASessionCookieAndLogoutEndsIt(t *testing.T) {
 	if code, body := withCookie(t, "GET", base+"/v1/sessions", sess.Value, "", nil); code != http.StatusOK {
 		t.Errorf("GET /v1/sessions with the cookie: %d %s", code, body)
 	}
+	// A second login from the same browser replaces its session.
+	_, _, again := login(t, base, goodToken, map[string]string{"Cookie": node.SessionCookie + "=" + sess.Value})
+	if again[node.SessionCookie] == nil || again[node.SessionCookie].Value == sess.Value {
+		t.Fatalf("a second login: %+v", again)
+	}
+	if code, _ := withCookie(t, "GET", base+"/v1/sessions", sess.Value, "", nil); code != http.StatusUnauthorized {
+		t.Errorf("the session a second login replaced: %d, want 401", code)
+	}
+	sess = again[node.SessionCookie]
+	ans.CSRF = again[node.CSRFCookie].Value
 	if code, _ := withCookie(t, "GET", base+"/v1/sessions", "not-a-session", "", nil); code != http.StatusUnauthorized {
 		t.Errorf("GET /v1/sessions with a made-up cookie: %d, want 401", code)
 	}
