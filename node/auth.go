@@ -26,7 +26,8 @@ import (
 //
 // With no token (neither Tokens nor TokensFile), the API is open, as it always was;
 // with any, every request but those to the public paths (PublicPaths) must carry
-// "Authorization: Bearer TOKEN" with one of them, or is answered 401. Rate limits
+// "Authorization: Bearer TOKEN" with one of them, or the session cookie of a
+// dashboard login made with one (uisession.go), or is answered 401. Rate limits
 // apply per token, or per client IP address when the API is open.
 type AuthConfig struct {
 	// Tokens are bearer tokens that may call the API.
@@ -40,6 +41,9 @@ type AuthConfig struct {
 	// Burst is how many requests a token may make at once above Rate (default
 	// twice Rate, at least 1).
 	Burst int
+	// SessionTTL is how long a dashboard login (POST /v1/auth/login) lasts before
+	// the browser must log in again; 0 is DefaultSessionTTL.
+	SessionTTL time.Duration
 }
 
 // CORSConfig lets web pages of other origins call the API (HTTPConfig.CORS).
@@ -49,10 +53,23 @@ type CORSConfig struct {
 	Origins []string
 }
 
-// PublicPaths are the paths every client may call without a token and without a
-// rate limit: the health check (for load balancers and probes) and the A2A agent
-// card (which tells other agents how to authenticate).
-var PublicPaths = []string{"/healthz", "/.well-known/agent-card.json"}
+// PublicPaths are the paths every client may call without a token and without the
+// API's rate limit: the health check (for load balancers and probes), the A2A agent
+// card (which tells other agents how to authenticate), the dashboard's files (no
+// data: the page's API calls are signed in) and the dashboard's login (which has a
+// rate limit of its own, per client IP). A path ending in "/" covers every path
+// under it.
+var PublicPaths = []string{"/healthz", "/.well-known/agent-card.json", "/ui/", "/ui", "/v1/auth/login"}
+
+// isPublic reports whether path is one of PublicPaths or under one ending in "/".
+func isPublic(path string) bool {
+	for _, p := range PublicPaths {
+		if path == p || strings.HasSuffix(p, "/") && strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
+}
 
 // DefaultMaxBody is the default of HTTPConfig.MaxBody: the request body a route
 // takes when it sets no bound of its own.
@@ -66,6 +83,9 @@ func (c AuthConfig) Validate() error {
 	}
 	if c.Burst < 0 {
 		errs = append(errs, fmt.Errorf("auth burst %d: want 0 or more (0: twice the rate)", c.Burst))
+	}
+	if c.SessionTTL < 0 {
+		errs = append(errs, fmt.Errorf("auth session ttl %v: want a duration, 0 or more (0: %v)", c.SessionTTL, DefaultSessionTTL))
 	}
 	for i, t := range c.Tokens {
 		if err := checkToken(t); err != nil {
@@ -150,15 +170,25 @@ type gate struct {
 
 	limits *limiters
 
+	// sessions are the dashboard's logins; logins limits the login attempts per
+	// client IP.
+	sessions *uiSessions
+	logins   *limiters
+
 	logger *slog.Logger
 	// refused counts the requests the gate answered itself, by status.
 	refused *prometheus.CounterVec
 }
 
 func newGate(auth AuthConfig, cors CORSConfig, logger *slog.Logger) (*gate, error) {
+	ttl := auth.SessionTTL
+	if ttl == 0 {
+		ttl = DefaultSessionTTL
+	}
 	g := &gate{cfg: auth, origins: map[string]bool{}, logger: logger,
+		sessions: newUISessions(ttl, maxUISessions), logins: newLoginLimiters(),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "http",
-			Name: "refused_total", Help: "HTTP requests refused before their route: 401 (no or a wrong token), 429 (past the rate limit), 403 (a CORS preflight from another origin)."},
+			Name: "refused_total", Help: "HTTP requests refused before their route, and dashboard logins refused: 401 (no or a wrong token), 429 (past the rate limit), 403 (a CORS preflight from another origin, or a cookie-signed request without its CSRF value)."},
 			[]string{"code"})}
 	for _, o := range cors.Origins {
 		g.origins[o] = true
@@ -216,13 +246,19 @@ func (g *gate) match(r *http.Request) ([sha256.Size]byte, bool) {
 		return [sha256.Size]byte{}, false
 	}
 	h := sha256.Sum256([]byte(strings.TrimSpace(tok)))
+	return h, g.known(h)
+}
+
+// known reports whether h is the hash of one of the tokens, comparing it with
+// every one in constant time.
+func (g *gate) known(h [sha256.Size]byte) bool {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
 	found := 0
 	for _, k := range g.hashes {
 		found |= subtle.ConstantTimeCompare(h[:], k[:])
 	}
-	return h, found == 1
+	return found == 1
 }
 
 // wrap puts the gate in front of h.
@@ -231,16 +267,27 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 		if !g.cors(w, r) {
 			return
 		}
-		if slices.Contains(PublicPaths, r.URL.Path) {
+		if isPublic(r.URL.Path) {
 			h.ServeHTTP(w, r)
 			return
 		}
 		key := "ip:" + clientIP(r)
 		if g.closed() {
 			sum, ok := g.match(r)
+			if !ok && r.Header.Get("Authorization") == "" {
+				// The dashboard's session cookie stands for the token it was made with.
+				if sess, found := g.cookieSession(r); found {
+					if !safeMethod(r.Method) && !csrfOK(r, sess) {
+						g.refuse(r, http.StatusForbidden)
+						writeError(w, http.StatusForbidden, "a %s signed in by the dashboard's cookie must come from the dashboard's own pages, with the login's csrf value in %s", r.Method, CSRFHeader)
+						return
+					}
+					sum, ok = sess.token, true
+				}
+			}
 			if !ok {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="troupe"`)
-				msg := "this node needs a bearer token: send Authorization: Bearer TOKEN"
+				msg := "this node needs a bearer token: send Authorization: Bearer TOKEN (the dashboard at /ui/ logs in with one)"
 				if r.Header.Get("Authorization") != "" {
 					w.Header().Set("WWW-Authenticate", `Bearer realm="troupe", error="invalid_token"`)
 					msg = "the bearer token is not one of this node's"

@@ -138,6 +138,8 @@ var routeCases = map[string]routeCase{
 	"GET /ui/":                                   {"/ui/", "", http.StatusOK},
 	"GET /ui":                                    {"/ui", "", http.StatusOK}, // a redirect to /ui/, followed with the token
 	"/extra":                                     {"/extra", `{"x":1}`, http.StatusOK},
+	"POST /v1/auth/login":                        {"/v1/auth/login", `{"token":"` + goodToken + `"}`, http.StatusOK},
+	"POST /v1/auth/logout":                       {"/v1/auth/logout", "", http.StatusNoContent},
 }
 
 // With tokens, every route but the public ones answers 401 (WWW-Authenticate:

@@ -17,7 +17,8 @@
 // place, and answers to approvals (approvals.go: POST /v1/sessions/{id}/approvals/{call},
 // a task.approval message, Node.Approve; GET /v1/approvals lists what waits); Node.HTTPServer serves the API with read, write and
 // idle timeouts and a bound on connections (Config.HTTP), and the web dashboard at
-// /ui/ (ui.go: embedded pages over the API; GET /v1/stats, stats.go). An embedded node (the default) runs on
+// /ui/ (ui.go: embedded pages over the API; GET /v1/stats, stats.go; its login for a
+// session cookie, uisession.go). An embedded node (the default) runs on
 // Watermill's in-process GoChannel (EmbeddedBus, which publishes nothing to a topic
 // nobody subscribes to) and a SQLite log in its data directory; there Submit hands its
 // task to the session host directly, and the session actors hand their events, once

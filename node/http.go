@@ -38,6 +38,7 @@ const maxBody = 2 << 20
 //	GET  /v1/approvals                 the calls waiting for approval (approvals.go)
 //	GET  /v1/stats                     the figures of replay stats (?since, agent; stats.go)
 //	GET  /ui/                          the web dashboard (ui.go)
+//	POST /v1/auth/login, /v1/auth/logout  the dashboard's session cookie (uisession.go)
 //	GET  /metrics                      Prometheus metrics
 //	GET  /healthz                      200 {"status":"ok"}, or 503 {"status":"unhealthy","reason"}
 //	GET  /openapi.json                 the OpenAPI document of these routes (openapi.go)

@@ -46,21 +46,23 @@ func (n *Node) OpenAPI() map[string]any {
 			"title":   "Troupe node HTTP API",
 			"version": "1",
 			"description": "The HTTP API of a Troupe node (node serve). With auth tokens configured, every route but " +
-				strings.Join(PublicPaths, " and ") + " needs Authorization: Bearer TOKEN.",
+				strings.Join(PublicPaths, ", ") + " needs Authorization: Bearer TOKEN, or the dashboard's session cookie (" + SessionCookie +
+				", from POST /v1/auth/login); a state-changing request signed in by the cookie alone also needs its csrf value in " + CSRFHeader + ".",
 		},
 		"paths": paths,
 		"components": map[string]any{
-			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"}},
-			"schemas":         map[string]any{"Error": schemaOf(apiError{})},
+			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer"},
+				"session": map[string]any{"type": "apiKey", "in": "cookie", "name": SessionCookie}},
+			"schemas": map[string]any{"Error": schemaOf(apiError{})},
 			"responses": map[string]any{
 				"BadRequest":   map[string]any{"description": "the request is malformed", "content": errBody},
-				"Unauthorized": map[string]any{"description": "no bearer token, or not one of the node's (WWW-Authenticate: Bearer)", "content": errBody},
+				"Unauthorized": map[string]any{"description": "no bearer token (nor dashboard session cookie), or not one of the node's (WWW-Authenticate: Bearer)", "content": errBody},
 				"TooLarge":     map[string]any{"description": "the request body is larger than the route takes", "content": errBody},
 				"TooMany": map[string]any{"description": "past the rate limit: retry after Retry-After seconds", "content": errBody,
 					"headers": map[string]any{"Retry-After": map[string]any{"description": "seconds to wait", "schema": map[string]any{"type": "integer"}}}},
 			},
 		},
-		"security": []any{map[string]any{"bearer": []string{}}},
+		"security": []any{map[string]any{"bearer": []string{}}, map[string]any{"session": []string{}}},
 	}
 }
 

@@ -16,9 +16,10 @@ import (
 // the binary and served at /ui/ (a single page with hash routes: sessions, a
 // session's timeline, charts, approvals). It holds no data of its own: the page
 // calls the node's JSON API (/v1/sessions, /v1/sessions/{id}/events and /stream,
-// /v1/approvals, /v1/stats) from the browser, with the bearer token the user pastes
-// when the API answers 401. Everything it renders from the API is set as text, never
-// parsed as HTML: model output and tool results are untrusted.
+// /v1/approvals, /v1/stats) from the browser; when the API answers 401 it asks for
+// a token and logs in with it (POST /v1/auth/login), and its calls are then signed
+// in by the session cookie (uisession.go). Everything it renders from the API is
+// set as text, never parsed as HTML: model output and tool results are untrusted.
 
 //go:embed ui
 var uiFiles embed.FS
@@ -45,14 +46,29 @@ type uiAsset struct {
 	etag  string
 }
 
-// uiRoutes are the dashboard's routes: GET /ui/ and the files under it, and a
-// redirect of /ui to /ui/. The files are public (the data is not: the page's API
-// calls carry the user's token).
+// uiRoutes are the dashboard's routes: GET /ui/ and the files under it, a
+// redirect of /ui to /ui/, and the login (uisession.go) that trades a token for a
+// session cookie and the logout that ends it. The files are public (the data is
+// not: the page's API calls are signed in by the cookie).
 func (n *Node) uiRoutes() []Route {
 	h := newUIHandler()
+	apiErr := func(code int, desc string) Response { return Response{code, desc, jsonBody(apiError{})} }
 	return []Route{
 		{Method: "GET", Path: "/ui/", Handler: h, Doc: RouteDoc{Summary: "The web dashboard (HTML, scripts and styles embedded in the binary)"}},
 		{Method: "GET", Path: "/ui", Handler: http.RedirectHandler("/ui/", http.StatusMovedPermanently), Doc: RouteDoc{Summary: "Redirects to /ui/"}},
+		{Method: "POST", Path: "/v1/auth/login", Handler: http.HandlerFunc(n.gate.login), MaxBody: loginMaxBody, Doc: RouteDoc{
+			Summary: "Log the dashboard in: one of the node's tokens for a session cookie (" + SessionCookie + ", HttpOnly, SameSite=Strict) and the csrf value " +
+				"that state-changing requests signed in by the cookie carry in " + CSRFHeader + " (the " + CSRFCookie + " cookie holds it too)",
+			Body: jsonBody(loginBody{}),
+			Responses: []Response{ok("logged in: the cookies are set", LoginAnswer{}),
+				apiErr(http.StatusUnauthorized, "the token is not one of the node's"),
+				apiErr(http.StatusForbidden, "the request comes from another site's page (Sec-Fetch-Site)"),
+				apiErr(http.StatusConflict, "the node has no tokens: its API is open"),
+				apiErr(http.StatusUnsupportedMediaType, "the body is not application/json"),
+				{http.StatusTooManyRequests, "too many login attempts from this client address: retry after Retry-After seconds", jsonBody(apiError{})}}}},
+		{Method: "POST", Path: "/v1/auth/logout", Handler: http.HandlerFunc(n.gate.logout), Doc: RouteDoc{
+			Summary:   "Log the dashboard out: end the session of the cookie and clear the cookies",
+			Responses: []Response{{http.StatusNoContent, "logged out", nil}, apiErr(http.StatusForbidden, "signed in by the cookie without the csrf value")}}},
 	}
 }
 

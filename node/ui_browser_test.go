@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // chromium finds a headless-capable Chromium: TROUPE_TEST_CHROMIUM, else chromium
@@ -187,7 +189,7 @@ func TestDashboardShowsApprovalsAndAsksForATokenInChromium(t *testing.T) {
 		h.ServeHTTP(w, r)
 	}))
 	dom = runChromium(t, bin, serveUI(t, locked)+"#/sessions", "--dump-dom")
-	if !strings.Contains(dom, `<form id="token">`) || !strings.Contains(dom, "asks for a bearer token: paste it above") {
+	if !strings.Contains(dom, `<form id="token">`) || !strings.Contains(dom, "this node asks for a token: log in above") {
 		t.Errorf("the token form is not shown on 401:\n%s", dom)
 	}
 }
@@ -213,4 +215,179 @@ func TestDashboardLinksSubAgentSessionsInChromium(t *testing.T) {
 		!strings.Contains(dom, "<span>Agent</span>helper") {
 		t.Errorf("the child's timeline has no link to its parent:\n%s", dom)
 	}
+}
+
+// steppedModel answers as its script does, each call only once the test lets it
+// through (release), so that the test decides when each step of a task happens.
+type steppedModel struct {
+	inner   llm.Model
+	release chan struct{}
+}
+
+func (m *steppedModel) Name() string { return m.inner.Name() }
+
+func (m *steppedModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	select {
+	case <-m.release:
+	case <-ctx.Done():
+		return llm.Response{}, ctx.Err()
+	}
+	return m.inner.Generate(ctx, r)
+}
+
+// step lets the model's next call through, once the model waits for it.
+func (m *steppedModel) step(t *testing.T) {
+	t.Helper()
+	select {
+	case m.release <- struct{}{}:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the model was not called within 30 s")
+	}
+}
+
+// With tokens on, the dashboard shows the login form; a wrong token is refused
+// on the page, the right one typed in logs the browser in (a session cookie the
+// page's scripts cannot read, the token kept nowhere), the sessions list renders,
+// and Log out brings the form back.
+func TestDashboardLogsInWithATokenInChromium(t *testing.T) {
+	bin := chromium(t)
+	n := nodetest.Start(t, node.Config{HTTP: node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}}}})
+	nodetest.Run(t, n, "dash-login", "What is 12 * (7 + 5)?")
+	base := serveUI(t, n.Handler())
+	b := newBrowser(t, bin)
+
+	b.navigate(base + "#/sessions")
+	b.waitTrue("the login form", `!document.getElementById("token").hidden`)
+	b.waitText("#error", "log in above")
+	b.screenshot("login.png")
+	b.typeInto("#token-input", wrongToken)
+	b.click(`#token button[type="submit"]`)
+	b.waitText("#error", "401 the token is not one of this node's")
+
+	b.typeInto("#token-input", goodToken)
+	b.click(`#token button[type="submit"]`)
+	b.waitTrue("the sessions list with dash-1", `document.querySelector('a[href="#/sessions/dash-login"]')`)
+	b.waitTrue("the form hidden and Log out shown", `document.getElementById("token").hidden && !document.getElementById("logout").hidden`)
+	var seen struct {
+		Cookie, Storage, Input string
+	}
+	b.eval(`({Cookie: document.cookie, Storage: JSON.stringify(sessionStorage) + JSON.stringify(localStorage), Input: document.getElementById("token-input").value})`, &seen)
+	if strings.Contains(seen.Cookie, "troupe_session") || strings.Contains(seen.Cookie+seen.Storage+seen.Input, goodToken) || !strings.Contains(seen.Cookie, "troupe_csrf=") {
+		t.Errorf("what the page's scripts can read after the login: %+v", seen)
+	}
+	b.screenshot("sessions.png")
+
+	// A timeline is signed in by the cookie too, and so is an EventSource, which
+	// cannot send a bearer header.
+	b.click(`a[href="#/sessions/dash-login"]`)
+	b.waitText("#main", "calculator → 144")
+	var streamed string
+	b.eval(`new Promise((done) => {
+		const es = new EventSource("/v1/sessions/dash-login/stream");
+		es.addEventListener("task.completed", (e) => { es.close(); done(JSON.parse(e.data).payload.output); });
+		es.onerror = () => { es.close(); done("the stream failed"); };
+	})`, &streamed)
+	if !strings.Contains(streamed, "144") {
+		t.Errorf("an EventSource signed in by the cookie: %q, want the answer", streamed)
+	}
+
+	b.click("#logout")
+	b.waitTrue("the login form after Log out", `!document.getElementById("token").hidden && document.getElementById("logout").hidden`)
+	b.navigate("about:blank")
+	b.navigate(base + "#/approvals")
+	b.waitTrue("the login form on a new page load", `!document.getElementById("token").hidden`)
+}
+
+// With the sessions page open, a task submitted through the API appears in the
+// list without a reload; its timeline, opened while it runs, gains each event as
+// the session records it (the model answers only when the test lets it), and
+// shows the answer and the completed status at the end, still without a reload.
+func TestDashboardUpdatesLiveInChromium(t *testing.T) {
+	bin := chromium(t)
+	inner, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{{ID: "call_1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}},
+		{Content: "the answer is 42"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := &steppedModel{inner: inner, release: make(chan struct{})}
+	n := nodetest.Start(t, node.Config{Model: model, Tools: []tools.Tool{tools.Calculator{}}})
+	base := serveUI(t, n.Handler())
+	b := newBrowser(t, bin)
+
+	b.navigate(base + "#/sessions")
+	b.waitText("#main", "No sessions.")
+	b.eval(`window.notReloaded = true`, nil)
+	if code, _, body := doCall(t, "POST", strings.TrimSuffix(base, "/ui/")+"/v1/tasks", "", `{"input":"What is 6*7?","session_id":"live-1"}`); code != http.StatusAccepted {
+		t.Fatalf("POST /v1/tasks: %d %s", code, body)
+	}
+	b.waitTrue("live-1 in the sessions list", `document.querySelector('a[href="#/sessions/live-1"]')`)
+	b.waitText("#main", "running")
+
+	b.click(`a[href="#/sessions/live-1"]`)
+	b.waitText("#live", "● live")
+	b.waitText("#main", "task: What is 6*7?")
+	b.waitText("#main", "ask scripted")
+	var steps int
+	b.eval(`document.querySelectorAll(".tree .step").length`, &steps)
+
+	model.step(t) // the model calls the calculator
+	b.waitText("#main", `calculator({"expression":"6*7"})`)
+	b.waitText("#main", "calculator → 42")
+	var more int
+	b.eval(`document.querySelectorAll(".tree .step").length`, &more)
+	if more <= steps {
+		t.Errorf("the timeline has %d events after the tool call, %d before", more, steps)
+	}
+	b.screenshot("live.png")
+
+	model.step(t) // the model answers
+	b.waitText("#main", "completed: the answer is 42")
+	b.waitTrue("the completed status", `document.querySelector("#main .badge.completed")`)
+	b.waitTrue("the live label gone", `document.getElementById("live").textContent === ""`)
+	var same bool
+	b.eval(`window.notReloaded === true`, &same)
+	if !same {
+		t.Error("the page was reloaded")
+	}
+}
+
+// A call waiting for approval is approved with a click on the approvals page of
+// a node with tokens (the page logged in: the answer is signed in by the cookie
+// and carries the CSRF value), and the task completes with the call made.
+func TestDashboardApprovesACallInChromium(t *testing.T) {
+	bin := chromium(t)
+	var sent atomic.Int64
+	cfg := mailer(t, &sent)
+	cfg.HTTP = node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}}}
+	n := nodetest.Start(t, cfg)
+	if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "dash-click", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	waitApproval(t, n, "dash-click")
+	base := serveUI(t, n.Handler())
+	b := newBrowser(t, bin)
+
+	b.navigate(base + "#/approvals")
+	b.typeInto("#token-input", goodToken)
+	b.click(`#token button[type="submit"]`)
+	b.waitText("#main", "send_email")
+	b.typeInto("#main input", "looks fine")
+	b.screenshot("approvals.png")
+	if sent.Load() != 0 {
+		t.Fatal("the email was sent before the click")
+	}
+	b.click("#main button.approve")
+	b.waitText("#main", "No tool call waits for approval.")
+	events := waitEnded(t, n, "dash-click")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task ended with %s, want %s", last.Type, messages.TypeTaskCompleted)
+	}
+	if sent.Load() != 1 {
+		t.Errorf("%d emails sent, want 1", sent.Load())
+	}
+	b.navigate(base + "#/sessions/dash-click")
+	b.waitText("#main", "approved: looks fine")
+	b.waitTrue("the completed status", `document.querySelector("#main .badge.completed")`)
 }

@@ -10,7 +10,8 @@ import (
 
 // The HTTP API's protection in the configuration file (node serve):
 //
-//	"auth": {"tokens": ["..."], "tokens_file": "/etc/troupe/tokens", "rate": 20, "burst": 40},
+//	"auth": {"tokens": ["..."], "tokens_file": "/etc/troupe/tokens", "rate": 20, "burst": 40,
+//	         "session_ttl": "12h"},
 //	"cors": {"origins": ["https://app.example"]},
 //	"http_limits": {"read_header_timeout": "10s", "read_timeout": "30s", "write_timeout": "30s",
 //	                "idle_timeout": "2m", "max_body": 1048576, "max_conns": 4096}
@@ -23,7 +24,16 @@ type AuthFile struct {
 	TokensFile string   `json:"tokens_file"`
 	Rate       float64  `json:"rate"`
 	Burst      int      `json:"burst"`
+	// SessionTTL is how long a dashboard login lasts (a Go duration, 1m to 720h;
+	// default node.DefaultSessionTTL).
+	SessionTTL string `json:"session_ttl"`
 }
+
+// Bounds of auth.session_ttl.
+const (
+	minSessionTTL = time.Minute
+	maxSessionTTL = 30 * 24 * time.Hour
+)
 
 // CORSFile is the "cors" section (node.CORSConfig).
 type CORSFile struct {
@@ -55,6 +65,9 @@ func (fc File) HTTPConfig() node.HTTPConfig {
 	var c node.HTTPConfig
 	if a := fc.Auth; a != nil {
 		c.Auth = node.AuthConfig{Tokens: a.Tokens, TokensFile: a.TokensFile, Rate: a.Rate, Burst: a.Burst}
+		if a.SessionTTL != "" {
+			c.Auth.SessionTTL, _ = time.ParseDuration(a.SessionTTL)
+		}
 	}
 	if fc.CORS != nil {
 		c.CORS.Origins = fc.CORS.Origins
@@ -80,6 +93,11 @@ func (fc File) validateHTTP() []error {
 	if a := fc.Auth; a != nil {
 		if err := (node.AuthConfig{Tokens: a.Tokens, Rate: a.Rate, Burst: a.Burst}).Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("auth: %w", err))
+		}
+		if a.SessionTTL != "" {
+			if err := checkDuration(a.SessionTTL, minSessionTTL, maxSessionTTL); err != nil {
+				errs = append(errs, fmt.Errorf("auth.session_ttl: %w", err))
+			}
 		}
 	}
 	if fc.CORS != nil {

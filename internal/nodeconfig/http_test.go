@@ -9,14 +9,14 @@ import (
 // The auth, cors and http_limits sections are read into the node's HTTPConfig, and
 // a bad value is named by its field, without quoting a token.
 func TestHTTPSectionsAreReadAndChecked(t *testing.T) {
-	fc, err := loadString(t, `{"auth": {"tokens": ["tok-0123456789abcdef"], "tokens_file": "/etc/troupe/tokens", "rate": 20, "burst": 40},
+	fc, err := loadString(t, `{"auth": {"tokens": ["tok-0123456789abcdef"], "tokens_file": "/etc/troupe/tokens", "rate": 20, "burst": 40, "session_ttl": "8h"},
 		"cors": {"origins": ["https://app.example"]},
 		"http_limits": {"read_header_timeout": "5s", "read_timeout": "20s", "write_timeout": "1m", "idle_timeout": "3m", "max_body": 4096, "max_conns": 100}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := fc.HTTPConfig()
-	if len(c.Auth.Tokens) != 1 || c.Auth.TokensFile != "/etc/troupe/tokens" || c.Auth.Rate != 20 || c.Auth.Burst != 40 ||
+	if len(c.Auth.Tokens) != 1 || c.Auth.TokensFile != "/etc/troupe/tokens" || c.Auth.Rate != 20 || c.Auth.Burst != 40 || c.Auth.SessionTTL != 8*time.Hour ||
 		len(c.CORS.Origins) != 1 || c.ReadHeaderTimeout != 5*time.Second || c.ReadTimeout != 20*time.Second ||
 		c.WriteTimeout != time.Minute || c.IdleTimeout != 3*time.Minute || c.MaxBody != 4096 || c.MaxConnections != 100 {
 		t.Fatalf("HTTPConfig: %+v", c)
@@ -24,6 +24,7 @@ func TestHTTPSectionsAreReadAndChecked(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"auth": {"tokens": ["hunter2"]}}`:             "auth: auth token 1",
 		`{"auth": {"rate": -1}}`:                        "auth rate",
+		`{"auth": {"session_ttl": "1s"}}`:               "auth.session_ttl",
 		`{"auth": {"token": ["tok-0123456789abcdef"]}}`: `"auth.token"`,
 		`{"cors": {"origins": ["*"]}}`:                  "cors: cors origin",
 		`{"http_limits": {"read_timeout": "forever"}}`:  "http_limits.read_timeout",

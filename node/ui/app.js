@@ -7,7 +7,10 @@
 import { barChart } from "./chart.js";
 
 const main = document.getElementById("main");
-const TOKEN_KEY = "troupe.token";
+// The login's cookies (node/uisession.go): the session is HttpOnly; the CSRF value
+// is for this page to send back on the calls that change something.
+const CSRF_COOKIE = "troupe_csrf";
+const CSRF_HEADER = "X-Troupe-CSRF";
 
 // --- DOM ------------------------------------------------------------------
 
@@ -71,18 +74,25 @@ function clip(s, n = 160) {
 // --- API ------------------------------------------------------------------
 
 class AuthNeeded extends Error {
-  constructor() { super("this node asks for a bearer token: paste it above"); }
+  constructor() { super("this node asks for a token: log in above"); }
 }
 
-function authHeaders(extra = {}) {
-  const h = new Headers(extra);
-  const t = sessionStorage.getItem(TOKEN_KEY);
-  if (t) h.set("Authorization", "Bearer " + t);
-  return h;
+// csrf is the CSRF value of the login, from its cookie ("" when not logged in).
+function csrf() {
+  for (const c of document.cookie.split(";")) {
+    const [k, ...v] = c.trim().split("=");
+    if (k === CSRF_COOKIE) return decodeURIComponent(v.join("="));
+  }
+  return "";
 }
 
+// request calls the API, signed in by the session cookie the browser sends; calls
+// that change something carry the login's CSRF value.
 async function request(path, opts = {}) {
-  const r = await fetch(path, { ...opts, headers: authHeaders(opts.headers) });
+  const headers = new Headers(opts.headers || {});
+  const method = (opts.method || "GET").toUpperCase();
+  if (method !== "GET" && method !== "HEAD" && csrf()) headers.set(CSRF_HEADER, csrf());
+  const r = await fetch(path, { ...opts, headers, credentials: "same-origin" });
   if (r.status === 401) {
     askToken();
     throw new AuthNeeded();
@@ -102,23 +112,50 @@ async function api(path, opts = {}) {
 function askToken() {
   const form = document.getElementById("token");
   form.hidden = false;
+  document.getElementById("logout").hidden = true;
   document.getElementById("token-input").focus();
 }
 
-document.getElementById("token").addEventListener("submit", (ev) => {
+function showLogout() {
+  document.getElementById("logout").hidden = !csrf();
+}
+
+// The login form trades the token for the session cookie (POST /v1/auth/login):
+// the token itself is kept nowhere in the page.
+document.getElementById("token").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const input = document.getElementById("token-input");
   const t = input.value.trim();
   if (!t) return;
-  sessionStorage.setItem(TOKEN_KEY, t);
+  const r = await fetch("/v1/auth/login", { method: "POST", credentials: "same-origin",
+    headers: { "Content-Type": "application/json" }, body: JSON.stringify({ token: t }) });
   input.value = "";
+  if (!r.ok) {
+    let body = null;
+    try { body = await r.json(); } catch { /* no JSON */ }
+    showError(`log in: ${r.status} ${(body && body.error) || r.statusText}`);
+    input.focus();
+    return;
+  }
   document.getElementById("token").hidden = true;
+  showLogout();
   route();
 });
 
-// stream reads a session's Server-Sent Events with fetch (EventSource cannot send
-// the Authorization header), from seq after on; onEvent gets each event's type and
-// parsed data. It stops when signal aborts.
+document.getElementById("logout").addEventListener("click", async () => {
+  try {
+    await request("/v1/auth/logout", { method: "POST" });
+  } catch (err) {
+    if (!(err instanceof AuthNeeded)) { showError(err); return; }
+  }
+  cleanup();
+  cleanup = () => {};
+  render(el("p", { class: "muted" }, "Logged out."));
+  askToken();
+});
+
+// stream reads a session's Server-Sent Events with fetch, from seq after on;
+// onEvent gets each event's type and parsed data. It stops when signal aborts.
 async function stream(id, after, onEvent, signal) {
   const headers = {};
   if (after) headers["Last-Event-ID"] = String(after);
@@ -440,6 +477,9 @@ async function sessionPage(id, seq, { signal }) {
   const refreshStatus = async () => {
     Object.assign(status, await api(base));
     drawHead();
+    // The stream stays open (a next task of the session shows live too); the label
+    // says whether a task runs.
+    if (!signal.aborted) liveLabel.textContent = status.status === "running" ? "● live" : "";
   };
 
   drawHead();
@@ -619,4 +659,5 @@ async function chartsPage({ signal }) {
   ].flat());
 }
 
+showLogout();
 route();
