@@ -164,6 +164,11 @@ func ReadTokensFile(path string) ([]string, error) {
 type gate struct {
 	cfg     AuthConfig
 	origins map[string]bool
+	// cop refuses state-changing requests that a page of another site sends (a form
+	// posted to a node on localhost, a fetch with a text/plain body): browsers send
+	// them with the user's cookies and without a preflight, on an open node too.
+	// The CORS origins are trusted.
+	cop *http.CrossOriginProtection
 
 	mu     sync.RWMutex
 	hashes [][sha256.Size]byte
@@ -188,10 +193,14 @@ func newGate(auth AuthConfig, cors CORSConfig, logger *slog.Logger) (*gate, erro
 	g := &gate{cfg: auth, origins: map[string]bool{}, logger: logger,
 		sessions: newUISessions(ttl, maxUISessions), logins: newLoginLimiters(),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "http",
-			Name: "refused_total", Help: "HTTP requests refused before their route, and dashboard logins refused: 401 (no or a wrong token), 429 (past the rate limit), 403 (a CORS preflight from another origin, or a cookie-signed request without its CSRF value)."},
+			Name: "refused_total", Help: "HTTP requests refused before their route, and dashboard logins refused: 401 (no or a wrong token), 429 (past the rate limit), 403 (a CORS preflight from another origin, a state-changing request from another site's page, or a cookie-signed request without its CSRF value)."},
 			[]string{"code"})}
+	g.cop = http.NewCrossOriginProtection()
 	for _, o := range cors.Origins {
 		g.origins[o] = true
+		if err := g.cop.AddTrustedOrigin(o); err != nil {
+			return nil, fmt.Errorf("cors origin %q: %w", o, err)
+		}
 	}
 	if err := g.reload(); err != nil {
 		return nil, err
@@ -265,6 +274,12 @@ func (g *gate) known(h [sha256.Size]byte) bool {
 func (g *gate) wrap(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.cors(w, r) {
+			return
+		}
+		if err := g.cop.Check(r); err != nil {
+			g.refuse(r, http.StatusForbidden)
+			writeError(w, http.StatusForbidden, "a %s from a page of another site is refused (Sec-Fetch-Site %q, Origin %q): only the node's own pages and the configured cors origins may change things",
+				r.Method, r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin"))
 			return
 		}
 		if isPublic(r.URL.Path) {

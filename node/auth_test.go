@@ -522,3 +522,64 @@ func TestHTTPConfigValidate(t *testing.T) {
 		t.Error("a node with a missing tokens file: no error")
 	}
 }
+
+// A page of another site cannot change anything on a node, open or not: a form
+// posted across sites (Sec-Fetch-Site cross-site, or an Origin that is not the
+// node's) is refused before its route, and nothing is submitted; the node's own
+// pages, a configured CORS origin and clients that are not browsers (no such
+// headers) go through.
+func TestCrossSiteWritesAreRefused(t *testing.T) {
+	send := func(base, method, path, ctype, body string, hdr map[string]string) (int, string) {
+		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		if ctype != "" {
+			req.Header.Set("Content-Type", ctype)
+		}
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	_, base, _ := authNode(t, node.HTTPConfig{CORS: node.CORSConfig{Origins: []string{"https://app.example"}}})
+	task := `{"session_id":"xs","input":"2+2"}`
+	for _, c := range []struct {
+		what, method, path, ctype, body string
+		hdr                             map[string]string
+	}{
+		{"a text/plain form posting a task", "POST", "/v1/tasks", "text/plain", task, map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://evil.example"}},
+		{"a fetch from a sibling site", "POST", "/v1/tasks", "application/json", task, map[string]string{"Sec-Fetch-Site": "same-site", "Origin": "https://evil.localhost"}},
+		{"an old browser's form, Origin only", "POST", "/v1/tasks", "application/x-www-form-urlencoded", "a=b", map[string]string{"Origin": "https://evil.example"}},
+		{"a cancel", "POST", "/v1/sessions/xs/cancel", "", "", map[string]string{"Sec-Fetch-Site": "cross-site"}},
+		{"a multipart upload to a knowledge base", "POST", "/v1/kb/docs/documents", "multipart/form-data; boundary=x", "--x--", map[string]string{"Sec-Fetch-Site": "cross-site"}},
+		{"a deletion", "DELETE", "/v1/kb/docs/documents/a.md", "", "", map[string]string{"Sec-Fetch-Site": "cross-site"}},
+		{"an MCP call", "POST", "/mcp", "application/json", `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`, map[string]string{"Sec-Fetch-Site": "cross-site"}},
+	} {
+		if code, body := send(base, c.method, c.path, c.ctype, c.body, c.hdr); code != http.StatusForbidden || !strings.Contains(body, "another site") {
+			t.Errorf("%s: %d %s; want 403", c.what, code, body)
+		}
+	}
+	if code, body := send(base, "GET", "/v1/sessions", "", "", nil); code != http.StatusOK || strings.Contains(body, `"xs"`) {
+		t.Fatalf("after the refused writes: %d %s", code, body)
+	}
+	for _, c := range []struct {
+		what string
+		hdr  map[string]string
+	}{
+		{"a client that is not a browser", nil},
+		{"the node's own page", map[string]string{"Sec-Fetch-Site": "same-origin", "Origin": base}},
+		{"the configured CORS origin", map[string]string{"Sec-Fetch-Site": "cross-site", "Origin": "https://app.example"}},
+	} {
+		if code, body := send(base, "POST", "/v1/tasks", "application/json", `{"session_id":"ok-`+strconv.Itoa(len(c.what))+`","input":"2+2"}`, c.hdr); code != http.StatusAccepted && code != http.StatusOK {
+			t.Errorf("%s: %d %s; want the task accepted", c.what, code, body)
+		}
+	}
+	// Reads stay open to any page (browsers keep their answers from it without CORS).
+	if code, _ := send(base, "GET", "/v1/sessions", "", "", map[string]string{"Sec-Fetch-Site": "cross-site"}); code != http.StatusOK {
+		t.Errorf("a cross-site read: %d", code)
+	}
+}
