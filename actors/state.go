@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-run/troupe/llm"
@@ -143,11 +144,29 @@ func callNames(calls []messages.ToolCall) []string {
 }
 
 func specNames(specs []messages.ToolSpec) []string {
+	if len(specs) == 0 {
+		return nil
+	}
+	if m := lastSpecNames.Load(); m != nil && m.first == &specs[0] && len(m.names) == len(specs) {
+		return m.names
+	}
 	n := make([]string, len(specs))
 	for i, s := range specs {
 		n[i] = s.Name
 	}
+	lastSpecNames.Store(&specNamesMemo{first: &specs[0], names: n})
 	return n
+}
+
+// lastSpecNames memoizes specNames for the tool specs it was asked last: an
+// agent's offer is one slice from call to call, whose names every model.requested
+// lists. The memo holds the slice, so its address is not reused while it is kept;
+// the slices are never changed once offered, and the names are only read.
+var lastSpecNames atomic.Pointer[specNamesMemo]
+
+type specNamesMemo struct {
+	first *messages.ToolSpec
+	names []string
 }
 
 // offer returns the tools a request offers, given the session's recorded loads, and
