@@ -323,8 +323,18 @@ func (s *PushSender) dial(ctx context.Context, network, addr string) (net.Conn, 
 }
 
 // SendPush implements a2asrv.PushSender: it checks the webhook's URL and sends in
-// the background.
+// the background. A running task whose answer artifact holds streamed text
+// (PartialKey) is not sent: the SDK pushes the task at each event, and a model
+// streams an event a token; the task is sent again when its model's answer is
+// recorded.
 func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error {
+	if !task.Status.State.Terminal() {
+		for _, a := range task.Artifacts {
+			if partial, _ := a.Metadata[PartialKey].(bool); partial {
+				return nil
+			}
+		}
+	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		s.logger.Warn("a2a push: not an http(s) URL; not sent", "url", cfg.URL)

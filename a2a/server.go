@@ -32,8 +32,10 @@ type Backend interface {
 	SubmitTask(ctx context.Context, agent, sessionID, input, envID string) error
 	// Events returns the session's events from seq from on.
 	Events(ctx context.Context, sessionID string, from uint64) ([]messages.Envelope, error)
-	// Watch returns the session's live events (a wake-up: Events is the truth) and
-	// a function that stops watching.
+	// Watch returns the session's live events (a wake-up: Events is the truth),
+	// with the increments of its model answers between them as they stream
+	// (messages.TypeModelDelta envelopes, best effort: Node.WatchDeltas), and a
+	// function that stops watching.
 	Watch(sessionID string) (<-chan messages.Envelope, func())
 	// Cancel stops the session's running task.
 	Cancel(ctx context.Context, sessionID, reason string) error
@@ -121,10 +123,20 @@ type taskRun struct {
 	pending map[string]*messages.ApprovalRequested
 	order   []string
 	done    *messages.Envelope
+	// calls are the task's model calls whose text is the agent's answer (steps of
+	// its loop: no purpose, no ReAct protocol), whose deltas stream into the answer
+	// artifact; answered are the calls whose model.responded was read, whose
+	// deltas still in flight are stale.
+	calls    map[string]bool
+	answered map[string]bool
+}
+
+func newTaskRun() *taskRun {
+	return &taskRun{pending: map[string]*messages.ApprovalRequested{}, calls: map[string]bool{}, answered: map[string]bool{}}
 }
 
 // scan reads the task's events after the task.submitted with envID.
-func (r *taskRun) scan(events []messages.Envelope, envID string, each func(messages.Envelope) error) error {
+func (r *taskRun) scan(events []messages.Envelope, envID string, each func(messages.Envelope, messages.Payload) error) error {
 	for _, ev := range events {
 		if ev.Seq <= r.last {
 			continue
@@ -149,12 +161,18 @@ func (r *taskRun) scan(events []messages.Envelope, envID string, each func(messa
 			r.pending[v.Key] = v
 		case *messages.ApprovalResolved:
 			delete(r.pending, v.Key)
+		case *messages.ModelRequested:
+			if v.Purpose == "" && v.Protocol == "" {
+				r.calls[v.Key] = true
+			}
+		case *messages.ModelResponded:
+			r.answered[v.Key] = true
 		case *messages.TaskCompleted, *messages.TaskFailed:
 			ev := ev
 			r.done = &ev
 		}
 		if each != nil {
-			if err := each(ev); err != nil {
+			if err := each(ev, p); err != nil {
 				return err
 			}
 		}
@@ -173,10 +191,84 @@ func (r *taskRun) waiting() []*messages.ApprovalRequested {
 	return out
 }
 
+// AnswerArtifact is the name of the artifact that holds a task's answer.
+const AnswerArtifact = "answer"
+
+// PartialKey is the artifact metadata key set (true) on the artifact events that
+// start streamed text: until an event without it replaces the artifact, it holds
+// model deltas, not a recorded answer. Push notifications are not sent for a task
+// in that state (one per token would flood the webhook).
+const PartialKey = "troupe_partial"
+
+// answerStream streams a task's model answers into its answer artifact (one per
+// task, its ID derived from the task's): a call's first delta, and a delta with
+// Reset (a retried attempt: the text before it belongs to no answer), replace the
+// artifact; its other deltas append to it; the call's model.responded replaces it
+// with the answer recorded, whole, whatever deltas were missed; the task's end
+// replaces it with the task's answer (the last chunk), or with nothing when the
+// task failed.
+type answerStream struct {
+	id      sdk.ArtifactID
+	key     string // the call whose text the artifact shows
+	partial bool   // the artifact holds deltas of key its model.responded did not replace yet
+	written bool   // the artifact exists
+}
+
+func newAnswerStream(rc *a2asrv.RequestContext) *answerStream {
+	st := &answerStream{id: sdk.ArtifactID(AnswerArtifact + "-" + string(rc.TaskID))}
+	if rc.StoredTask != nil {
+		for _, a := range rc.StoredTask.Artifacts {
+			st.written = st.written || a.ID == st.id
+		}
+	}
+	return st
+}
+
+// event is the artifact event that appends text to the answer artifact, or
+// replaces it with text; partial marks the start of streamed text.
+func (st *answerStream) event(rc *a2asrv.RequestContext, text string, appendTo, partial, last bool) *sdk.TaskArtifactUpdateEvent {
+	ev := sdk.NewArtifactUpdateEvent(rc, st.id, sdk.TextPart{Text: text})
+	ev.Append, ev.LastChunk = appendTo, last
+	ev.Artifact.Name = AnswerArtifact
+	if partial && !appendTo {
+		ev.Artifact.Metadata = map[string]any{PartialKey: true}
+	}
+	st.written = true
+	return ev
+}
+
+// delta streams a model delta of the task's into the answer artifact; deltas of
+// other calls (another task's, a plan's, a call already answered) and tool-call
+// increments are not the answer's text.
+func (st *answerStream) delta(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, run *taskRun, env messages.Envelope) error {
+	p, err := env.Decode()
+	if err != nil {
+		return nil
+	}
+	d, ok := p.(*messages.ModelDelta)
+	if !ok || !run.calls[d.Key] || run.answered[d.Key] || (d.Content == "" && !d.Reset) {
+		return nil
+	}
+	appendTo := st.partial && st.key == d.Key && !d.Reset
+	st.key, st.partial = d.Key, true
+	return q.Write(ctx, st.event(rc, d.Content, appendTo, true, false))
+}
+
+// answered replaces streamed text with the call's recorded answer.
+func (st *answerStream) answered(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, v *messages.ModelResponded) error {
+	if !st.partial || st.key != v.Key {
+		return nil
+	}
+	st.partial = false
+	return q.Write(ctx, st.event(rc, v.Message.Content, false, false, false))
+}
+
 // follow turns the task's events into A2A events until it ends (completed, failed,
-// canceled) or waits for approval (input-required).
+// canceled) or waits for approval (input-required), and its model deltas into
+// increments of its answer artifact as they come.
 func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, session, envID string, live <-chan messages.Envelope) error {
-	run := &taskRun{pending: map[string]*messages.ApprovalRequested{}}
+	run := newTaskRun()
+	st := newAnswerStream(rc)
 	// A task answered after input-required replays its events up to now silently
 	// (they were reported); a new task reports every event after its start.
 	first := rc.StoredTask != nil
@@ -187,69 +279,86 @@ func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 		if err != nil {
 			return fmt.Errorf("a2a: session %s: %w", session, err)
 		}
-		report := func(ev messages.Envelope) error {
-			if first || ev.Type != messages.TypeToolCallRequested {
+		report := func(ev messages.Envelope, p messages.Payload) error {
+			if first {
 				return nil
 			}
-			p, err := ev.Decode()
-			if err != nil {
-				return nil
+			switch v := p.(type) {
+			case *messages.ModelResponded:
+				return st.answered(ctx, rc, q, v)
+			case *messages.ToolCallRequested:
+				msg := sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: "calling tool " + v.Tool})
+				return q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateWorking, msg))
 			}
-			tc := p.(*messages.ToolCallRequested)
-			msg := sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: "calling tool " + tc.Tool})
-			return q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateWorking, msg))
+			return nil
 		}
 		if err := run.scan(events, envID, report); err != nil {
 			return err
 		}
 		first = false
 		if run.done != nil {
-			return e.finish(ctx, rc, q, *run.done)
+			return e.finish(ctx, rc, q, st, *run.done)
 		}
 		if w := run.waiting(); run.started && len(w) > 0 {
 			ev := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateInputRequired, approvalMessage(rc, w))
 			ev.Final = true
 			return q.Write(ctx, ev)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case _, ok := <-live:
-			if !ok {
-				live = nil
+		// Wait for an event (then read the log again) or the tick; stream the
+		// deltas that come meanwhile.
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case env, ok := <-live:
+				if !ok {
+					live = nil
+					break wait
+				}
+				if env.Type != messages.TypeModelDelta {
+					break wait
+				}
+				if err := st.delta(ctx, rc, q, run, env); err != nil {
+					return err
+				}
+			case <-tick.C:
+				break wait
 			}
-		case <-tick.C:
 		}
 	}
 }
 
-// finish reports a task's end: the answer as an artifact and the completed status
-// with the answer as its message, or the failed (canceled) status with the error.
-func (e *Executor) finish(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, ev messages.Envelope) error {
+// finish reports a task's end: the answer as the answer artifact's last chunk and
+// the completed status with the answer as its message, or the failed (canceled)
+// status with the error (and an emptied answer artifact when text was streamed).
+func (e *Executor) finish(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, st *answerStream, ev messages.Envelope) error {
 	p, err := ev.Decode()
 	if err != nil {
 		return err
 	}
 	switch v := p.(type) {
 	case *messages.TaskCompleted:
-		art := sdk.NewArtifactEvent(rc, sdk.TextPart{Text: v.Output})
-		art.Artifact.Name = "answer"
-		art.LastChunk = true
-		if err := q.Write(ctx, art); err != nil {
+		if err := q.Write(ctx, st.event(rc, v.Output, false, false, true)); err != nil {
 			return err
 		}
-		st := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateCompleted, sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: v.Output}))
-		st.Final = true
-		return q.Write(ctx, st)
+		end := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateCompleted, sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: v.Output}))
+		end.Final = true
+		return q.Write(ctx, end)
 	case *messages.TaskFailed:
+		if st.written {
+			if err := q.Write(ctx, st.event(rc, "", false, false, true)); err != nil {
+				return err
+			}
+		}
 		state := sdk.TaskStateFailed
 		if v.Reason == messages.ReasonCancelled {
 			state = sdk.TaskStateCanceled
 		}
 		text := fmt.Sprintf("%s: %s", v.Reason, v.Error)
-		st := sdk.NewStatusUpdateEvent(rc, state, sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: text}))
-		st.Final = true
-		return q.Write(ctx, st)
+		end := sdk.NewStatusUpdateEvent(rc, state, sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: text}))
+		end.Final = true
+		return q.Write(ctx, end)
 	}
 	return fmt.Errorf("a2a: unexpected end event %s", ev.Type)
 }
@@ -281,7 +390,7 @@ func (e *Executor) answer(ctx context.Context, rc *a2asrv.RequestContext, sessio
 	if err != nil {
 		return fmt.Errorf("a2a: session %s: %w", session, err)
 	}
-	run := &taskRun{pending: map[string]*messages.ApprovalRequested{}}
+	run := newTaskRun()
 	if err := run.scan(events, envID, nil); err != nil {
 		return err
 	}

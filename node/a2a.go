@@ -124,7 +124,7 @@ func (b a2aBackend) Events(ctx context.Context, sessionID string, from uint64) (
 }
 
 func (b a2aBackend) Watch(sessionID string) (<-chan messages.Envelope, func()) {
-	return b.n.Watch(sessionID)
+	return b.n.WatchDeltas(sessionID)
 }
 
 func (b a2aBackend) Cancel(ctx context.Context, sessionID, reason string) error {

@@ -1,0 +1,216 @@
+package node_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/llm/gateway"
+	"github.com/troupe-run/troupe/llm/openai"
+	"github.com/troupe-run/troupe/llm/openai/openaitest"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// a2aStreamingNode starts a node serving A2A whose model is a fake OpenAI-compatible
+// provider: the n-th request (from 0) gets streams(n); the gateway makes at most
+// attempts attempts, a millisecond apart.
+func a2aStreamingNode(t *testing.T, attempts int, streams func(n int) openaitest.Reply) (*node.Node, string) {
+	t.Helper()
+	var mu sync.Mutex
+	calls := 0
+	srv := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply {
+		mu.Lock()
+		i := calls
+		calls++
+		mu.Unlock()
+		return streams(i)
+	})
+	m, err := openai.New(openai.Config{Provider: "fake", BaseURL: srv.URL, Model: "fake-model", Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a2aNode(t, node.Config{Model: m, Gateway: gateway.Config{
+		Retry: gateway.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond, Max: time.Millisecond}}})
+}
+
+// a2aStreamed is what an A2A client saw of a message/stream: the artifact events, the
+// answer artifact's text as a client folds them (append or replace), the text after
+// each event, and the last event.
+type a2aStreamed struct {
+	artifacts []*sdk.TaskArtifactUpdateEvent
+	texts     []string // the answer artifact's text after each artifact event
+	final     *sdk.TaskStatusUpdateEvent
+	taskID    sdk.TaskID
+	contextID string
+}
+
+// streamMessage sends text with message/stream and reads the stream to its end.
+func streamMessage(t *testing.T, base, text string) a2aStreamed {
+	t.Helper()
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out a2aStreamed
+	var shown string
+	for ev, err := range client.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: userMessage(text)}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.taskID, out.contextID = ev.TaskInfo().TaskID, ev.TaskInfo().ContextID
+		switch v := ev.(type) {
+		case *sdk.TaskArtifactUpdateEvent:
+			if v.Artifact.Name != a2a.AnswerArtifact {
+				t.Fatalf("artifact %q, want %q", v.Artifact.Name, a2a.AnswerArtifact)
+			}
+			if len(out.artifacts) > 0 && v.Artifact.ID != out.artifacts[0].Artifact.ID {
+				t.Fatalf("a second artifact %s: want one answer artifact", v.Artifact.ID)
+			}
+			if v.Append {
+				shown += partsOf(&sdk.Message{Parts: v.Artifact.Parts})
+			} else {
+				shown = partsOf(&sdk.Message{Parts: v.Artifact.Parts})
+			}
+			out.artifacts = append(out.artifacts, v)
+			out.texts = append(out.texts, shown)
+		case *sdk.TaskStatusUpdateEvent:
+			if v.Final {
+				out.final = v
+			}
+		}
+	}
+	if out.final == nil {
+		t.Fatal("the stream ended without a final status")
+	}
+	return out
+}
+
+// recordedAnswer returns the session's recorded model answers and the task's output
+// (TaskCompleted), read from the log.
+func recordedAnswer(t *testing.T, n *node.Node, session string) (answers []*messages.ModelResponded, output string) {
+	t.Helper()
+	events, err := n.Log().Read(context.Background(), session, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events {
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch v := p.(type) {
+		case *messages.ModelDelta:
+			t.Fatalf("the log holds a delta: %s", e.Payload)
+		case *messages.ModelResponded:
+			answers = append(answers, v)
+		case *messages.TaskCompleted:
+			output = v.Output
+		}
+	}
+	return answers, output
+}
+
+// A provider streaming 100 tokens: an A2A message/stream client sees them in order as
+// increments of one answer artifact (the first replaces, the others append), then
+// the recorded answer, whole, as the artifact's last chunk and the completed
+// status's message; tasks/get has that one artifact.
+func TestA2AStreamCarriesModelDeltas(t *testing.T) {
+	pieces := tokens(100)
+	n, base := a2aStreamingNode(t, 0, func(int) openaitest.Reply {
+		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
+	})
+	got := streamMessage(t, base, "count to 100")
+	if len(got.artifacts) < 102 {
+		t.Fatalf("%d artifact events, want 100 deltas, the recorded answer and the last chunk", len(got.artifacts))
+	}
+	for i, p := range pieces {
+		a := got.artifacts[i]
+		if text := partsOf(&sdk.Message{Parts: a.Artifact.Parts}); text != p || a.Append != (i > 0) || a.LastChunk {
+			t.Fatalf("artifact event %d: %q append %v last %v, want %q append %v", i, text, a.Append, a.LastChunk, p, i > 0)
+		}
+		if partial, _ := a.Artifact.Metadata[a2a.PartialKey].(bool); partial != (i == 0) {
+			t.Fatalf("artifact event %d: metadata %v", i, a.Artifact.Metadata)
+		}
+	}
+	answers, output := recordedAnswer(t, n, got.contextID)
+	whole := strings.Join(pieces, "")
+	if len(answers) != 1 || answers[0].Message.Content != whole || output == "" || !strings.HasPrefix(whole, output) {
+		t.Fatalf("recorded: %d answers, output %q", len(answers), output)
+	}
+	if got.texts[99] != whole {
+		t.Fatalf("the streamed text: %q", got.texts[99])
+	}
+	last := got.artifacts[len(got.artifacts)-1]
+	if !last.LastChunk || last.Append || got.texts[len(got.texts)-1] != output {
+		t.Fatalf("last artifact event: append %v last %v, text %q, want %q", last.Append, last.LastChunk, got.texts[len(got.texts)-1], output)
+	}
+	if got.final.Status.State != sdk.TaskStateCompleted || partsOf(got.final.Status.Message) != output {
+		t.Fatalf("final status %s: %q", got.final.Status.State, partsOf(got.final.Status.Message))
+	}
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	task, err := client.GetTask(context.Background(), &sdk.TaskQueryParams{ID: got.taskID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(task.Artifacts) != 1 || artifactText(t, task) != output || task.Artifacts[0].Metadata[a2a.PartialKey] != nil {
+		t.Fatalf("tasks/get: %d artifacts, %q, metadata %v", len(task.Artifacts), artifactText(t, task), task.Artifacts[0].Metadata)
+	}
+}
+
+// A stream cut mid-answer and retried: the retry's first delta (Reset) replaces
+// the cut attempt's text, so the artifact shows the retry's text only, and ends as
+// the one recorded answer.
+func TestA2AStreamResetReplacesTheCutAttempt(t *testing.T) {
+	pieces := tokens(100)
+	n, base := a2aStreamingNode(t, 3, func(i int) openaitest.Reply {
+		if i == 0 {
+			return cutStream(pieces[:50])
+		}
+		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
+	})
+	got := streamMessage(t, base, "count to 100")
+	if got.final.Status.State != sdk.TaskStateCompleted {
+		t.Fatalf("final status %s: %q", got.final.Status.State, partsOf(got.final.Status.Message))
+	}
+	if len(got.artifacts) < 152 {
+		t.Fatalf("%d artifact events, want 150 deltas, the recorded answer and the last chunk", len(got.artifacts))
+	}
+	if a := got.artifacts[50]; a.Append || partsOf(&sdk.Message{Parts: a.Artifact.Parts}) != pieces[0] {
+		t.Fatalf("the retry's first delta: append %v %q", a.Append, partsOf(&sdk.Message{Parts: a.Artifact.Parts}))
+	}
+	whole := strings.Join(pieces, "")
+	if got.texts[49] != strings.Join(pieces[:50], "") || got.texts[149] != whole {
+		t.Fatalf("streamed text: after the cut attempt %q, after the retry %q", got.texts[49], got.texts[149])
+	}
+	answers, output := recordedAnswer(t, n, got.contextID)
+	if len(answers) != 1 || answers[0].Message.Content != whole || got.texts[len(got.texts)-1] != output {
+		t.Fatalf("recorded %d answers; the artifact ends as %q, the output is %q", len(answers), got.texts[len(got.texts)-1], output)
+	}
+}
+
+// When every attempt is cut, the task fails and its answer artifact is emptied: no
+// half answer stays.
+func TestA2AStreamFailedCallLeavesNoText(t *testing.T) {
+	pieces := tokens(40)
+	_, base := a2aStreamingNode(t, 2, func(int) openaitest.Reply { return cutStream(pieces[:20]) })
+	got := streamMessage(t, base, "count")
+	if got.final.Status.State != sdk.TaskStateFailed {
+		t.Fatalf("final status %s", got.final.Status.State)
+	}
+	if len(got.artifacts) < 40 || got.texts[39] != strings.Join(pieces[:20], "") {
+		t.Fatalf("%d artifact events", len(got.artifacts))
+	}
+	if last := got.artifacts[len(got.artifacts)-1]; !last.LastChunk || got.texts[len(got.texts)-1] != "" {
+		t.Fatalf("the answer artifact ends as %q (last chunk %v)", got.texts[len(got.texts)-1], last.LastChunk)
+	}
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	task, err := client.GetTask(context.Background(), &sdk.TaskQueryParams{ID: got.taskID})
+	if err != nil || task.Status.State != sdk.TaskStateFailed || artifactText(t, task) != "" {
+		t.Fatalf("tasks/get: %v, %q", err, artifactText(t, task))
+	}
+}
