@@ -309,8 +309,14 @@ func TestA2AHostileRequests(t *testing.T) {
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/explode","params":{}}`); code(out) != -32601 {
 		t.Fatalf("unknown method: %v", out)
 	}
-	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`); code(out) != -32601 || !strings.Contains(out["error"].(map[string]any)["message"].(string), "message/send") {
-		t.Fatalf("A2A 1.0 method: %v", out)
+	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`); code(out) != -32602 || !strings.Contains(out["error"].(map[string]any)["message"].(string), "message") {
+		t.Fatalf("A2A 1.0 method without a message: %v", out)
+	}
+	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"kind":"text","value":"hi"}]}}}`); code(out) != -32602 {
+		t.Fatalf("A2A 1.0 part without content: %v", out)
+	}
+	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`); code(out) != -32601 {
+		t.Fatalf("A2A 1.0 method not served: %v", out)
 	}
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`); out["error"] == nil {
 		t.Fatalf("unknown task: %v", out)

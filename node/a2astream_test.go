@@ -2,6 +2,9 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -212,5 +215,74 @@ func TestA2AStreamFailedCallLeavesNoText(t *testing.T) {
 	task, err := client.GetTask(context.Background(), &sdk.TaskQueryParams{ID: got.taskID})
 	if err != nil || task.Status.State != sdk.TaskStateFailed || artifactText(t, task) != "" {
 		t.Fatalf("tasks/get: %v, %q", err, artifactText(t, task))
+	}
+}
+
+// Push notifications follow the recorded answers, not the tokens: no task pushed
+// while its artifact holds streamed text, and the completed one has the whole answer.
+func TestA2AStreamDoesNotPushEveryToken(t *testing.T) {
+	pieces := tokens(100)
+	type pushed struct {
+		state   sdk.TaskState
+		partial bool
+		text    string
+	}
+	got := make(chan pushed, 256)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var task sdk.Task
+		if err := json.NewDecoder(r.Body).Decode(&task); err != nil {
+			t.Errorf("push body: %v", err)
+			return
+		}
+		p := pushed{state: task.Status.State}
+		for _, a := range task.Artifacts {
+			p.partial = p.partial || a.Metadata[a2a.PartialKey] == true
+			p.text = partsOf(&sdk.Message{Parts: a.Parts})
+		}
+		got <- p
+	}))
+	defer hook.Close()
+	srv := openaitest.NewServer(t, func(openaitest.Request) openaitest.Reply {
+		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
+	})
+	m, err := openai.New(openai.Config{Provider: "fake", BaseURL: srv.URL, Model: "fake-model", Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base := a2aNode(t, node.Config{Model: m, A2A: &node.A2AConfig{PushAllow: []string{"127.0.0.1"}}})
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	deltas := 0
+	for ev, err := range client.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: userMessage("count"),
+		Config: &sdk.MessageSendConfig{PushConfig: &sdk.PushConfig{URL: hook.URL}}}) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, ok := ev.(*sdk.TaskArtifactUpdateEvent); ok && a.Append {
+			deltas++
+		}
+	}
+	if deltas < 99 {
+		t.Fatalf("%d appended deltas streamed", deltas)
+	}
+	for n := 0; ; n++ {
+		select {
+		case p := <-got:
+			if p.partial {
+				t.Fatalf("a task was pushed with streamed text (%s)", p.state)
+			}
+			if p.state == sdk.TaskStateCompleted {
+				if !strings.HasPrefix(strings.Join(pieces, ""), p.text) || p.text == "" {
+					t.Fatalf("the completed task pushed has %q", p.text)
+				}
+				if n > 10 {
+					t.Fatalf("%d pushes before the completed task", n)
+				}
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the webhook never got the completed task")
+		}
 	}
 }
