@@ -286,6 +286,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusOK, req.ID, -32600, `invalid request: want a JSON-RPC 2.0 object with "jsonrpc": "2.0", "method" and "id"`)
 			return
 		}
+		if v := r.Header.Get(VersionHeader); !versionServed(v) {
+			writeRPCError(w, http.StatusOK, req.ID, -32009, fmt.Sprintf("VersionNotSupportedError: A2A-Version %q is not served: this server speaks %s and %s (an empty header is %s)",
+				v, strings.TrimSuffix(ProtocolVersion, ".0"), V1ProtocolVersion, strings.TrimSuffix(ProtocolVersion, ".0")))
+			return
+		}
 		// The answer outlives the server's write timeout: a blocking message/send
 		// answers when the task ends, a stream as long as the task runs. The
 		// request's context still ends it when the client goes away.
@@ -312,6 +317,25 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// VersionHeader is the request header an A2A 1.0 client names its protocol
+// version in ("1.0"; absent or empty: 0.3).
+const VersionHeader = "A2A-Version"
+
+// versionServed reports whether an A2A-Version header names a version served, by
+// major and minor (a patch number does not count).
+func versionServed(v string) bool {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return true
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return false
+	}
+	mm := parts[0] + "." + parts[1]
+	return mm == "0.3" || mm == V1ProtocolVersion
 }
 
 // emptyWriter records whether a handler wrote anything.

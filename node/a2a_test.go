@@ -292,6 +292,20 @@ func TestA2AHostileRequests(t *testing.T) {
 		_ = json.Unmarshal(b, &out)
 		return resp.StatusCode, out
 	}
+	postVersion := func(v string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+"/a2a", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(a2a.VersionHeader, v)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return out
+	}
 	code := func(out map[string]any) float64 {
 		e, _ := out["error"].(map[string]any)
 		c, _ := e["code"].(float64)
@@ -314,6 +328,14 @@ func TestA2AHostileRequests(t *testing.T) {
 	}
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"kind":"text","value":"hi"}]}}}`); code(out) != -32602 {
 		t.Fatalf("A2A 1.0 part without content: %v", out)
+	}
+	if out := postVersion("2.0"); code(out) != -32009 {
+		t.Fatalf("A2A-Version 2.0: %v", out)
+	}
+	for _, v := range []string{"", "0.3", "1.0", "1.0.1"} {
+		if out := postVersion(v); code(out) != -32001 {
+			t.Fatalf("A2A-Version %q: %v, want the unknown task's error", v, out)
+		}
 	}
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`); code(out) != -32601 {
 		t.Fatalf("A2A 1.0 method not served: %v", out)
