@@ -103,10 +103,12 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 		if i == 0 {
 			name = "default"
 		}
+		store := NewTaskStore(b)
 		h := a2asrv.NewHandler(NewExecutor(b, name),
+			a2asrv.WithTaskStore(store),
 			a2asrv.WithPushNotifications(push.NewInMemoryStore(), sender),
 			a2asrv.WithLogger(cfg.Logger))
-		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(NewDedupe(h))
+		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(NewDedupe(h, store))
 	}
 	return s, nil
 }

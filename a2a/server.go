@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"iter"
 	"strings"
-	"sync"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
@@ -85,7 +84,12 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	live, stop := e.backend.Watch(session)
 	defer stop()
 	var envID string
-	if rc.StoredTask == nil {
+	claimed := false
+	if rc.StoredTask != nil {
+		claimed, _ = rc.StoredTask.Metadata[claimKey].(bool)
+	}
+	resumed := rc.StoredTask != nil && !claimed
+	if !resumed {
 		input := messageText(rc.Message)
 		if strings.TrimSpace(input) == "" {
 			return fmt.Errorf("a2a: %w: the message has no text part", sdk.ErrInvalidParams)
@@ -98,10 +102,13 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 			return fmt.Errorf("a2a: the task was not accepted: %w", err)
 		}
 	} else {
-		if len(rc.StoredTask.History) == 0 {
+		if _, id, ok := ParseTaskID(rc.StoredTask.ID); ok {
+			envID = id
+		} else if len(rc.StoredTask.History) > 0 {
+			envID = EnvelopeID(rc.StoredTask.History[0].ID)
+		} else {
 			return fmt.Errorf("a2a: task %s has no history", rc.StoredTask.ID)
 		}
-		envID = EnvelopeID(rc.StoredTask.History[0].ID)
 		if rc.StoredTask.Status.State != sdk.TaskStateInputRequired {
 			return fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, rc.StoredTask.ID, rc.StoredTask.Status.State)
 		}
@@ -112,7 +119,7 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	if err := q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateWorking, nil)); err != nil {
 		return err
 	}
-	return e.follow(ctx, rc, q, session, envID, live)
+	return e.follow(ctx, rc, q, session, envID, live, resumed)
 }
 
 // taskRun is what a Troupe task's events say so far.
@@ -266,45 +273,66 @@ func (st *answerStream) answered(ctx context.Context, rc *a2asrv.RequestContext,
 // follow turns the task's events into A2A events until it ends (completed, failed,
 // canceled) or waits for approval (input-required), and its model deltas into
 // increments of its answer artifact as they come.
-func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, session, envID string, live <-chan messages.Envelope) error {
+func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, session, envID string, live <-chan messages.Envelope, resumed bool) error {
 	run := newTaskRun()
 	st := newAnswerStream(rc)
 	// A task answered after input-required replays its events up to now silently
 	// (they were reported); a new task reports every event after its start.
-	first := rc.StoredTask != nil
+	first := resumed
 	tick := time.NewTicker(e.poll)
 	defer tick.Stop()
+	// The live events come in order, the deltas of a call between its
+	// model.requested and its model.responded: the log is read up to the live event
+	// that woke the loop (limit), not past it, so that the deltas behind it are
+	// streamed before the answer that ends them is read. A new task's events all
+	// come live (the watch began before the submission), so its log is read at the
+	// first of them. The log alone is read (to its end) when the live events stop:
+	// at a tick with nothing heard since the last one, or when the watch ended.
+	limit := uint64(0)
+	read := resumed
+	heard := false
 	for {
-		events, err := e.backend.Events(ctx, session, run.last+1)
-		if err != nil {
-			return fmt.Errorf("a2a: session %s: %w", session, err)
-		}
-		report := func(ev messages.Envelope, p messages.Payload) error {
-			if first {
+		if read {
+			events, err := e.backend.Events(ctx, session, run.last+1)
+			if err != nil {
+				return fmt.Errorf("a2a: session %s: %w", session, err)
+			}
+			if limit > 0 {
+				for i, ev := range events {
+					if ev.Seq > limit {
+						events = events[:i]
+						break
+					}
+				}
+			}
+			report := func(ev messages.Envelope, p messages.Payload) error {
+				if first {
+					return nil
+				}
+				switch v := p.(type) {
+				case *messages.ModelResponded:
+					return st.answered(ctx, rc, q, v)
+				case *messages.ToolCallRequested:
+					msg := sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: "calling tool " + v.Tool})
+					return q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateWorking, msg))
+				}
 				return nil
 			}
-			switch v := p.(type) {
-			case *messages.ModelResponded:
-				return st.answered(ctx, rc, q, v)
-			case *messages.ToolCallRequested:
-				msg := sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: "calling tool " + v.Tool})
-				return q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateWorking, msg))
+			if err := run.scan(events, envID, report); err != nil {
+				return err
 			}
-			return nil
+			first = false
+			if run.done != nil {
+				return e.finish(ctx, rc, q, st, *run.done)
+			}
+			if w := run.waiting(); run.started && len(w) > 0 {
+				ev := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateInputRequired, approvalMessage(rc, w))
+				ev.Final = true
+				return q.Write(ctx, ev)
+			}
 		}
-		if err := run.scan(events, envID, report); err != nil {
-			return err
-		}
-		first = false
-		if run.done != nil {
-			return e.finish(ctx, rc, q, st, *run.done)
-		}
-		if w := run.waiting(); run.started && len(w) > 0 {
-			ev := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateInputRequired, approvalMessage(rc, w))
-			ev.Final = true
-			return q.Write(ctx, ev)
-		}
-		// Wait for an event (then read the log again) or the tick; stream the
+		read = true
+		// Wait for an event (then read the log up to it) or the tick; stream the
 		// deltas that come meanwhile.
 	wait:
 		for {
@@ -313,16 +341,23 @@ func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 				return ctx.Err()
 			case env, ok := <-live:
 				if !ok {
-					live = nil
+					live, limit = nil, 0
 					break wait
 				}
+				heard = true
 				if env.Type != messages.TypeModelDelta {
+					limit = env.Seq
 					break wait
 				}
 				if err := st.delta(ctx, rc, q, run, env); err != nil {
 					return err
 				}
 			case <-tick.C:
+				if heard && live != nil {
+					heard = false
+					continue
+				}
+				limit = 0
 				break wait
 			}
 		}
@@ -364,7 +399,7 @@ func (e *Executor) finish(ctx context.Context, rc *a2asrv.RequestContext, q even
 }
 
 // approvalMessage says which calls wait and how to answer.
-func approvalMessage(rc *a2asrv.RequestContext, w []*messages.ApprovalRequested) *sdk.Message {
+func approvalMessage(rc sdk.TaskInfoProvider, w []*messages.ApprovalRequested) *sdk.Message {
 	var b strings.Builder
 	for _, a := range w {
 		fmt.Fprintf(&b, "The agent wants to call %s with %s (call %s): it needs approval.\n", a.Tool, a.Arguments, a.CallID)
@@ -467,84 +502,90 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// claimKey marks, in its metadata, a task Dedupe saved before its execution
+// started: the executor starts it as a new task (a2asrv hands it over as a stored
+// one, as it does a task answered after input-required).
+const claimKey = "troupe_claimed"
+
 // Dedupe is an a2asrv.RequestHandler that makes message/send and message/stream
-// idempotent by messageId: a message that names no context gets one derived from
-// its messageId (ContextFor), and a message seen before (on this process) answers
-// with the task it started instead of starting another. Across restarts the Troupe
-// session still records the task once (EnvelopeID).
+// idempotent by messageId and gives each task the ID TaskIDFor: a message that
+// names no context gets one derived from its messageId (ContextFor), and its task
+// the ID derived from its context and messageId, claimed in the store before the
+// SDK runs it. A message seen before — by this process, or by any over the same
+// log, whose session has the task — answers with the task it started instead of
+// starting another.
 type Dedupe struct {
 	a2asrv.RequestHandler
-	mu    sync.Mutex
-	tasks map[string]sdk.TaskID
+	store *TaskStore
 }
 
 var _ a2asrv.RequestHandler = (*Dedupe)(nil)
 
-// NewDedupe wraps h.
-func NewDedupe(h a2asrv.RequestHandler) *Dedupe {
-	return &Dedupe{RequestHandler: h, tasks: map[string]sdk.TaskID{}}
+// NewDedupe wraps h, whose task store is store.
+func NewDedupe(h a2asrv.RequestHandler, store *TaskStore) *Dedupe {
+	return &Dedupe{RequestHandler: h, store: store}
 }
 
-// seen returns the task a message started before, and records id's task.
-func (d *Dedupe) prepare(p *sdk.MessageSendParams) (sdk.TaskID, bool) {
-	if p == nil || p.Message == nil || p.Message.ID == "" {
-		return "", false
+// prepare gives a new message its context and its task, and returns the task a
+// message seen before started (ok false: none, go on).
+func (d *Dedupe) prepare(ctx context.Context, p *sdk.MessageSendParams) (sdk.TaskID, bool, error) {
+	if p == nil || p.Message == nil || p.Message.ID == "" || p.Message.TaskID != "" {
+		return "", false, nil
 	}
-	if p.Message.ContextID == "" && p.Message.TaskID == "" {
+	if p.Message.ContextID == "" {
 		p.Message.ContextID = ContextFor(p.Message.ID)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	id, ok := d.tasks[p.Message.ID]
-	return id, ok
-}
-
-func (d *Dedupe) remember(msgID string, id sdk.TaskID) {
-	if msgID == "" || id == "" {
-		return
+	id := TaskIDFor(p.Message.ContextID, p.Message.ID)
+	task := &sdk.Task{ID: id, ContextID: p.Message.ContextID, Status: sdk.TaskStatus{State: sdk.TaskStateSubmitted},
+		Metadata: map[string]any{claimKey: true}}
+	claimed, err := d.store.claim(ctx, task)
+	if err != nil {
+		return "", false, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.tasks) > 100000 {
-		clear(d.tasks)
+	if !claimed {
+		return id, true, nil
 	}
-	d.tasks[msgID] = id
+	p.Message.TaskID = id
+	return "", false, nil
 }
 
 // OnSendMessage implements a2asrv.RequestHandler.
 func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (sdk.SendMessageResult, error) {
-	if id, ok := d.prepare(p); ok {
+	id, seen, err := d.prepare(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if seen {
 		return d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
 	}
-	res, err := d.RequestHandler.OnSendMessage(ctx, p)
-	if t, ok := res.(*sdk.Task); ok && err == nil {
-		d.remember(p.Message.ID, t.ID)
-	}
-	return res, err
+	return d.RequestHandler.OnSendMessage(ctx, p)
 }
 
 // OnSendMessageStream implements a2asrv.RequestHandler: a message seen before
-// resubscribes to its task while it runs, else yields the task as it is.
+// resubscribes to its task while this process runs it, else yields the task as it
+// is.
 func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
-	if id, ok := d.prepare(p); ok {
-		return func(yield func(sdk.Event, error) bool) {
-			t, err := d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
-			if err != nil || t.Status.State.Terminal() || t.Status.State == sdk.TaskStateInputRequired {
-				yield(t, err)
-				return
-			}
-			for ev, err := range d.RequestHandler.OnResubscribeToTask(ctx, &sdk.TaskIDParams{ID: id}) {
-				if !yield(ev, err) {
-					return
-				}
-			}
-		}
+	id, seen, err := d.prepare(ctx, p)
+	if err != nil {
+		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
+	}
+	if !seen {
+		return d.RequestHandler.OnSendMessageStream(ctx, p)
 	}
 	return func(yield func(sdk.Event, error) bool) {
-		for ev, err := range d.RequestHandler.OnSendMessageStream(ctx, p) {
-			if ev != nil && p != nil && p.Message != nil {
-				d.remember(p.Message.ID, ev.TaskInfo().TaskID)
+		t, err := d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
+		if err != nil || t.Status.State.Terminal() || t.Status.State == sdk.TaskStateInputRequired {
+			yield(t, err)
+			return
+		}
+		first := true
+		for ev, err := range d.RequestHandler.OnResubscribeToTask(ctx, &sdk.TaskIDParams{ID: id}) {
+			if first && errors.Is(err, sdk.ErrTaskNotFound) {
+				// Not running here (a restart, another node): the task as it is.
+				yield(t, nil)
+				return
 			}
+			first = false
 			if !yield(ev, err) {
 				return
 			}

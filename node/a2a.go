@@ -28,7 +28,9 @@ import (
 // an envelope ID derived from the messageId (a2a.EnvelopeID): a message/send sent
 // again is recorded once. A pending approval is the task's input-required state; a
 // message sent to the task answers it ("approve" or "reject"). The model's tokens
-// stream (WatchDeltas) into the task's answer artifact.
+// stream (WatchDeltas) into the task's answer artifact. A task's ID names its
+// session and submission (a2a.TaskIDFor), so a2a.TaskStore answers for it from the
+// session's events after a restart.
 
 // A2AConfig configures the A2A server (a2a.ServerConfig's fields).
 type A2AConfig struct {

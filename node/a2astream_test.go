@@ -3,10 +3,13 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // a2aStreamingNode starts a node serving A2A whose model is a fake OpenAI-compatible
@@ -51,6 +55,7 @@ type a2aStreamed struct {
 	final     *sdk.TaskStatusUpdateEvent
 	taskID    sdk.TaskID
 	contextID string
+	log       []string // the events' types
 }
 
 // streamMessage sends text with message/stream and reads the stream to its end.
@@ -66,6 +71,7 @@ func streamMessage(t *testing.T, base, text string) a2aStreamed {
 			t.Fatal(err)
 		}
 		out.taskID, out.contextID = ev.TaskInfo().TaskID, ev.TaskInfo().ContextID
+		out.log = append(out.log, fmt.Sprintf("%T", ev))
 		switch v := ev.(type) {
 		case *sdk.TaskArtifactUpdateEvent:
 			if v.Artifact.Name != a2a.AnswerArtifact {
@@ -129,7 +135,7 @@ func TestA2AStreamCarriesModelDeltas(t *testing.T) {
 	})
 	got := streamMessage(t, base, "count to 100")
 	if len(got.artifacts) < 102 {
-		t.Fatalf("%d artifact events, want 100 deltas, the recorded answer and the last chunk", len(got.artifacts))
+		t.Fatalf("%d artifact events, want 100 deltas, the recorded answer and the last chunk; events: %v", len(got.artifacts), got.log)
 	}
 	for i, p := range pieces {
 		a := got.artifacts[i]
@@ -284,5 +290,107 @@ func TestA2AStreamDoesNotPushEveryToken(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the webhook never got the completed task")
 		}
+	}
+}
+
+// A2A tasks outlive the node: after a restart over the same data, tasks/get answers
+// from the sessions' events (a completed task with its answer and question, a task
+// waiting for approval with the call it waits for), a message sent again starts no
+// second task, and the waiting task takes its approval and completes.
+func TestA2ATasksSurviveARestart(t *testing.T) {
+	var sent atomic.Int64
+	cfg := mailer(t, &sent)
+	cfg.A2A = &node.A2AConfig{}
+	cfg.DataDir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	first, err := node.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := first.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(first.Handler())
+	client, _ := a2aClient(t, api.URL, a2a.CardPath)
+	mailerClient, _ := a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
+	question := userMessage("hi")
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: question})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := res.(*sdk.Task)
+	res, err = mailerClient.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("mail bob")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := res.(*sdk.Task)
+	if done.Status.State != sdk.TaskStateCompleted || waiting.Status.State != sdk.TaskStateInputRequired {
+		t.Fatalf("before the restart: %s, %s", done.Status.State, waiting.Status.State)
+	}
+	api.Close()
+	stop()
+
+	second := nodetest.Start(t, cfg)
+	api = httptest.NewServer(second.Handler())
+	defer api.Close()
+	client, _ = a2aClient(t, api.URL, a2a.CardPath)
+	mailerClient, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
+
+	got, err := client.GetTask(ctx, &sdk.TaskQueryParams{ID: done.ID})
+	if err != nil {
+		t.Fatalf("tasks/get of the completed task after the restart: %v", err)
+	}
+	if got.Status.State != sdk.TaskStateCompleted || got.ContextID != done.ContextID || artifactText(t, got) != artifactText(t, done) ||
+		partsOf(got.Status.Message) != "handled" || len(got.History) != 1 || partsOf(got.History[0]) != "hi" {
+		t.Fatalf("completed task after the restart: %s %q %q, history %d", got.Status.State, artifactText(t, got), partsOf(got.Status.Message), len(got.History))
+	}
+	again := userMessage("hi")
+	again.ID = question.ID
+	res, err = client.SendMessage(ctx, &sdk.MessageSendParams{Message: again})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if retried := res.(*sdk.Task); retried.ID != done.ID || retried.Status.State != sdk.TaskStateCompleted {
+		t.Fatalf("the message sent again: task %s %s, want %s", retried.ID, retried.Status.State, done.ID)
+	}
+	events, err := second.Log().Read(ctx, done.ContextID, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	submitted := 0
+	for _, e := range events {
+		if e.Type == messages.TypeTaskSubmitted {
+			submitted++
+		}
+	}
+	if submitted != 1 {
+		t.Fatalf("session %s has %d tasks, want 1", done.ContextID, submitted)
+	}
+
+	pending, err := mailerClient.GetTask(ctx, &sdk.TaskQueryParams{ID: waiting.ID})
+	if err != nil {
+		t.Fatalf("tasks/get of the waiting task after the restart: %v", err)
+	}
+	if pending.Status.State != sdk.TaskStateInputRequired || !strings.Contains(partsOf(pending.Status.Message), "send_email") {
+		t.Fatalf("waiting task after the restart: %s %v", pending.Status.State, pending.Status.Message)
+	}
+	before := sent.Load()
+	answer := userMessage("approve")
+	answer.TaskID, answer.ContextID = waiting.ID, waiting.ContextID
+	res, err = mailerClient.SendMessage(ctx, &sdk.MessageSendParams{Message: answer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := res.(*sdk.Task); end.ID != waiting.ID || end.Status.State != sdk.TaskStateCompleted || artifactText(t, end) != "handled" {
+		t.Fatalf("after the approval: %s %s %q", end.ID, end.Status.State, artifactText(t, end))
+	}
+	if sent.Load() != before+1 {
+		t.Fatalf("%d emails sent on approval, want 1", sent.Load()-before)
+	}
+	if _, err := client.GetTask(ctx, &sdk.TaskQueryParams{ID: sdk.TaskID(done.ContextID + "~0123456789abcdef0123456789abcdef")}); !errors.Is(err, sdk.ErrTaskNotFound) {
+		t.Fatalf("an unknown task of a known session: %v", err)
 	}
 }
