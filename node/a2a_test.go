@@ -423,6 +423,17 @@ func TestA2APushNotificationsReachTheWebhook(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0].Config.URL != hook.URL+"/hook" {
 		t.Fatalf("pushNotificationConfig/list: %+v, %v", list, err)
 	}
+	// A second config, deleted: the delete answers a JSON-RPC response.
+	extra, err := client.SetTaskPushConfig(context.Background(), &sdk.TaskPushConfig{TaskID: task.ID, Config: sdk.PushConfig{ID: "extra", URL: hook.URL + "/extra"}})
+	if err != nil {
+		t.Fatalf("pushNotificationConfig/set: %v", err)
+	}
+	if err := client.DeleteTaskPushConfig(context.Background(), &sdk.DeleteTaskPushConfigParams{TaskID: task.ID, ConfigID: extra.Config.ID}); err != nil {
+		t.Fatalf("pushNotificationConfig/delete: %v", err)
+	}
+	if list, err := client.ListTaskPushConfig(context.Background(), &sdk.ListTaskPushConfigParams{TaskID: task.ID}); err != nil || len(list) != 1 {
+		t.Fatalf("pushNotificationConfig/list after the delete: %d, %v", len(list), err)
+	}
 	deadline := time.After(20 * time.Second)
 	for {
 		select {
