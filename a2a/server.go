@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"strings"
 	"time"
 
@@ -86,7 +87,7 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	var envID string
 	claimed := false
 	if rc.StoredTask != nil {
-		claimed, _ = rc.StoredTask.Metadata[claimKey].(bool)
+		claimed, _ = rc.StoredTask.Metadata[ClaimKey].(bool)
 	}
 	resumed := rc.StoredTask != nil && !claimed
 	if !resumed {
@@ -502,10 +503,10 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// claimKey marks, in its metadata, a task Dedupe saved before its execution
+// ClaimKey marks, in its metadata, a task Dedupe saved before its execution
 // started: the executor starts it as a new task (a2asrv hands it over as a stored
 // one, as it does a task answered after input-required).
-const claimKey = "troupe_claimed"
+const ClaimKey = "troupe_claimed"
 
 // Dedupe is an a2asrv.RequestHandler that makes message/send and message/stream
 // idempotent by messageId and gives each task the ID TaskIDFor: a message that
@@ -537,7 +538,7 @@ func (d *Dedupe) prepare(ctx context.Context, p *sdk.MessageSendParams) (sdk.Tas
 	}
 	id := TaskIDFor(p.Message.ContextID, p.Message.ID)
 	task := &sdk.Task{ID: id, ContextID: p.Message.ContextID, Status: sdk.TaskStatus{State: sdk.TaskStateSubmitted},
-		Metadata: map[string]any{claimKey: true}}
+		Metadata: map[string]any{ClaimKey: true}}
 	claimed, err := d.store.claim(ctx, task)
 	if err != nil {
 		return "", false, err
@@ -558,7 +559,18 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 	if seen {
 		return d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
 	}
-	return d.RequestHandler.OnSendMessage(ctx, p)
+	res, err := d.RequestHandler.OnSendMessage(ctx, p)
+	if err != nil && p != nil && p.Message != nil {
+		d.store.release(p.Message.TaskID)
+	}
+	if t, ok := res.(*sdk.Task); ok && t.Metadata[ClaimKey] != nil {
+		// A task that failed before it started keeps the claim's mark: not the client's.
+		c := *t
+		c.Metadata = maps.Clone(t.Metadata)
+		delete(c.Metadata, ClaimKey)
+		res = &c
+	}
+	return res, err
 }
 
 // OnSendMessageStream implements a2asrv.RequestHandler: a message seen before
@@ -570,7 +582,18 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
 	}
 	if !seen {
-		return d.RequestHandler.OnSendMessageStream(ctx, p)
+		return func(yield func(sdk.Event, error) bool) {
+			first := true
+			for ev, err := range d.RequestHandler.OnSendMessageStream(ctx, p) {
+				if first && err != nil && p != nil && p.Message != nil {
+					d.store.release(p.Message.TaskID)
+				}
+				first = false
+				if !yield(ev, err) {
+					return
+				}
+			}
+		}
 	}
 	return func(yield func(sdk.Event, error) bool) {
 		t, err := d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -61,8 +62,18 @@ func NewTaskStore(b Backend) *TaskStore {
 	return &TaskStore{backend: b, live: map[sdk.TaskID][]byte{}}
 }
 
-// Save implements a2asrv.TaskStore.
+// Save implements a2asrv.TaskStore. A claimed task (ClaimKey) loses its mark once
+// past submitted.
 func (s *TaskStore) Save(ctx context.Context, task *sdk.Task) error {
+	if _, ok := task.Metadata[ClaimKey]; ok && task.Status.State != sdk.TaskStateSubmitted {
+		c := *task
+		c.Metadata = maps.Clone(task.Metadata)
+		delete(c.Metadata, ClaimKey)
+		if len(c.Metadata) == 0 {
+			c.Metadata = nil
+		}
+		task = &c
+	}
 	b, err := json.Marshal(task)
 	if err != nil {
 		return fmt.Errorf("a2a: task %s: %w", task.ID, err)
@@ -77,10 +88,16 @@ func (s *TaskStore) Save(ctx context.Context, task *sdk.Task) error {
 }
 
 // claim saves task unless the store has the task already, live or in its
-// session's events, and reports whether it did.
+// session's events, and reports whether it did. A task that failed before its
+// session recorded it (the node refused it) is claimed again: a retry may succeed.
 func (s *TaskStore) claim(ctx context.Context, task *sdk.Task) (bool, error) {
-	if _, err := s.Get(ctx, task.ID); err == nil {
-		return false, nil
+	if old, err := s.Get(ctx, task.ID); err == nil {
+		if old.Status.State != sdk.TaskStateFailed {
+			return false, nil
+		}
+		if _, err := s.rebuild(ctx, task.ID); err == nil {
+			return false, nil // the session has it: it failed there
+		}
 	}
 	b, err := json.Marshal(task)
 	if err != nil {
@@ -88,25 +105,44 @@ func (s *TaskStore) claim(ctx context.Context, task *sdk.Task) (bool, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.live[task.ID]; ok {
+	if cur, ok := s.live[task.ID]; ok && stateOf(cur) != sdk.TaskStateFailed {
 		return false, nil
 	}
 	s.live[task.ID] = b
 	return true, nil
 }
 
-// dropEnded forgets the tasks in a terminal state. The caller holds s.mu.
-func (s *TaskStore) dropEnded() {
-	for id, b := range s.live {
-		var t struct {
-			Status struct {
-				State sdk.TaskState `json:"state"`
-			} `json:"status"`
-		}
-		if json.Unmarshal(b, &t) == nil && t.Status.State.Terminal() {
+// release forgets a task claimed whose execution never started (the SDK refused
+// the request), so that the message may be sent again.
+func (s *TaskStore) release(id sdk.TaskID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var t sdk.Task
+	if b, ok := s.live[id]; ok && json.Unmarshal(b, &t) == nil {
+		if claimed, _ := t.Metadata[ClaimKey].(bool); claimed {
 			delete(s.live, id)
 		}
 	}
+}
+
+// dropEnded forgets the tasks in a terminal state. The caller holds s.mu.
+func (s *TaskStore) dropEnded() {
+	for id, b := range s.live {
+		if stateOf(b).Terminal() {
+			delete(s.live, id)
+		}
+	}
+}
+
+// stateOf is the state of a task in JSON ("" when it does not decode).
+func stateOf(task []byte) sdk.TaskState {
+	var t struct {
+		Status struct {
+			State sdk.TaskState `json:"state"`
+		} `json:"status"`
+	}
+	_ = json.Unmarshal(task, &t)
+	return t.Status.State
 }
 
 // Get implements a2asrv.TaskStore: the live task, else the one its session's

@@ -16,6 +16,7 @@ import (
 	sdk "github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/openai"
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
@@ -392,5 +393,40 @@ func TestA2ATasksSurviveARestart(t *testing.T) {
 	}
 	if _, err := client.GetTask(ctx, &sdk.TaskQueryParams{ID: sdk.TaskID(done.ContextID + "~0123456789abcdef0123456789abcdef")}); !errors.Is(err, sdk.ErrTaskNotFound) {
 		t.Fatalf("an unknown task of a known session: %v", err)
+	}
+}
+
+// A message whose task failed before its session recorded it (here: no text) may be
+// sent again with the same messageId, and then runs; one that ran is not run again.
+func TestA2ARefusedMessageMayBeSentAgain(t *testing.T) {
+	_, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "ran"})})
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	empty := sdk.NewMessage(sdk.MessageRoleUser, sdk.FilePart{File: sdk.FileURI{URI: "https://example.com/a.pdf"}})
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: empty})
+	if err == nil {
+		if task, ok := res.(*sdk.Task); !ok || task.Status.State != sdk.TaskStateFailed || task.Metadata[a2a.ClaimKey] != nil {
+			t.Fatalf("a message without text: %+v", res)
+		}
+	}
+	again := userMessage("now with text")
+	again.ID = empty.ID
+	res, err = client.SendMessage(ctx, &sdk.MessageSendParams{Message: again})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	if task.Status.State != sdk.TaskStateCompleted || artifactText(t, task) != "ran" {
+		t.Fatalf("sent again: %s %q", task.Status.State, artifactText(t, task))
+	}
+	third := userMessage("once more")
+	third.ID = empty.ID
+	res, err = client.SendMessage(ctx, &sdk.MessageSendParams{Message: third})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if t3 := res.(*sdk.Task); t3.ID != task.ID || t3.Status.State != sdk.TaskStateCompleted {
+		t.Fatalf("sent a third time: %s %s, want %s", t3.ID, t3.Status.State, task.ID)
 	}
 }
