@@ -1,7 +1,8 @@
 // Package a2a adapts Troupe to the Agent2Agent protocol (A2A 0.3, JSON-RPC binding,
-// and 1.0's methods translated to it: v1.go) with the a2a-go SDK, both ways: Executor serves a node's agent (the node wires it
-// in node/a2a.go: an A2A context is a Troupe session, an A2A task one Troupe task),
-// and NewTool makes a remote A2A agent a tool a Troupe agent calls.
+// and 1.0's methods translated to it: v1.go) with the a2a-go SDK, both ways:
+// Executor serves a node's agent (the node wires it in node/a2a.go: an A2A context
+// is a Troupe session, an A2A task one Troupe task, its state the session's events:
+// TaskStore), and NewTool makes a remote A2A agent a tool a Troupe agent calls.
 package a2a
 
 import (
