@@ -103,10 +103,12 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 		if i == 0 {
 			name = "default"
 		}
+		store := NewTaskStore(b)
 		h := a2asrv.NewHandler(NewExecutor(b, name),
+			a2asrv.WithTaskStore(store),
 			a2asrv.WithPushNotifications(push.NewInMemoryStore(), sender),
 			a2asrv.WithLogger(cfg.Logger))
-		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(NewDedupe(h))
+		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(NewDedupe(h, store))
 	}
 	return s, nil
 }
@@ -200,9 +202,29 @@ func skillOf(a AgentInfo, fallback string) sdk.AgentSkill {
 	return skill
 }
 
+// CardJSON is the JSON of the card of agent a served at path (Card): A2A 0.3's
+// card, with A2A 1.0's supportedInterfaces added (the same endpoint, JSON-RPC, 1.0
+// first), which a 0.3 client ignores.
+func (s *Server) CardJSON(baseURL string, a AgentInfo, path string, node bool) ([]byte, error) {
+	card := s.Card(baseURL, a, path, node)
+	b, err := json.Marshal(card)
+	if err != nil {
+		return nil, err
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, err
+	}
+	m["supportedInterfaces"] = []map[string]string{
+		{"url": card.URL, "protocolBinding": string(sdk.TransportProtocolJSONRPC), "protocolVersion": V1ProtocolVersion},
+		{"url": card.URL, "protocolBinding": string(sdk.TransportProtocolJSONRPC), "protocolVersion": strings.TrimSuffix(ProtocolVersion, ".0")},
+	}
+	return json.Marshal(m)
+}
+
 func (s *Server) cardHandler(a AgentInfo, path string, node bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := json.Marshal(s.Card(s.base(r), a, path, node))
+		b, err := s.CardJSON(s.base(r), a, path, node)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -233,8 +255,8 @@ func writeRPCError(w http.ResponseWriter, status int, id any, code int, msg stri
 
 // guard bounds the body (413 past MaxBody), answers what is not a JSON-RPC 2.0
 // request object with the spec's codes (-32700 parse error, -32600 invalid
-// request) and hands the rest to the SDK's handler, which answers an unknown
-// method with -32601.
+// request), translates an A2A 1.0 method to its 0.3 one and back (serveV1), and
+// hands the rest to the SDK's handler, which answers an unknown method with -32601.
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.cfg.MaxBody {
@@ -266,29 +288,72 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusOK, req.ID, -32600, `invalid request: want a JSON-RPC 2.0 object with "jsonrpc": "2.0", "method" and "id"`)
 			return
 		}
-		if legacy, ok := v1Methods[*req.Method]; ok {
-			writeRPCError(w, http.StatusOK, req.ID, -32601, fmt.Sprintf("method %q is A2A 1.0's; this server speaks A2A %s JSON-RPC: call %q (with the JS SDK 1.x, enable legacyCompat)", *req.Method, ProtocolVersion, legacy))
+		if v := r.Header.Get(VersionHeader); !versionServed(v) {
+			writeRPCError(w, http.StatusOK, req.ID, -32009, fmt.Sprintf("VersionNotSupportedError: A2A-Version %q is not served: this server speaks %s and %s (an empty header is %s)",
+				v, strings.TrimSuffix(ProtocolVersion, ".0"), V1ProtocolVersion, strings.TrimSuffix(ProtocolVersion, ".0")))
 			return
 		}
-		r.Body = io.NopCloser(bytes.NewReader(body))
-		r.ContentLength = int64(len(body))
 		// The answer outlives the server's write timeout: a blocking message/send
 		// answers when the task ends, a stream as long as the task runs. The
 		// request's context still ends it when the client goes away.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		if m, ok := v1Methods[*req.Method]; ok {
+			s.serveV1(w, r, next, m, req.ID, req.Params)
+			return
+		}
+		if why, ok := v1Unserved[*req.Method]; ok {
+			writeRPCError(w, http.StatusOK, req.ID, -32601, fmt.Sprintf("method %q is not served: %s", *req.Method, why))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		if *req.Method == "tasks/pushNotificationConfig/delete" {
+			// The SDK answers a delete with an empty body; JSON-RPC wants a response.
+			ew := &emptyWriter{ResponseWriter: w}
+			next.ServeHTTP(ew, r)
+			if !ew.wrote {
+				w.Header().Set("Content-Type", "application/json")
+				_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": req.ID, "result": nil})
+			}
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-// v1Methods maps A2A 1.0's JSON-RPC methods to the 0.3 methods served: a 1.0
-// client is told which to call (1.0's wire format differs: enum names, parts
-// without "kind", results wrapped by type).
-var v1Methods = map[string]string{
-	"SendMessage": "message/send", "SendStreamingMessage": "message/stream", "GetTask": "tasks/get",
-	"CancelTask": "tasks/cancel", "SubscribeToTask": "tasks/resubscribe",
-	"CreateTaskPushNotificationConfig": "tasks/pushNotificationConfig/set", "GetTaskPushNotificationConfig": "tasks/pushNotificationConfig/get",
-	"ListTaskPushNotificationConfigs": "tasks/pushNotificationConfig/list", "DeleteTaskPushNotificationConfig": "tasks/pushNotificationConfig/delete",
+// VersionHeader is the request header an A2A 1.0 client names its protocol
+// version in ("1.0"; absent or empty: 0.3).
+const VersionHeader = "A2A-Version"
+
+// versionServed reports whether an A2A-Version header names a version served, by
+// major and minor (a patch number does not count).
+func versionServed(v string) bool {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return true
+	}
+	parts := strings.Split(v, ".")
+	if len(parts) < 2 || len(parts) > 3 {
+		return false
+	}
+	mm := parts[0] + "." + parts[1]
+	return mm == "0.3" || mm == V1ProtocolVersion
 }
+
+// emptyWriter records whether a handler wrote anything.
+type emptyWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (e *emptyWriter) WriteHeader(status int) { e.wrote = true; e.ResponseWriter.WriteHeader(status) }
+
+func (e *emptyWriter) Write(p []byte) (int, error) {
+	e.wrote = true
+	return e.ResponseWriter.Write(p)
+}
+
+func (e *emptyWriter) Unwrap() http.ResponseWriter { return e.ResponseWriter }
 
 // PushSender posts a task to the push-notification webhooks set for it, with
 // retries and back-off, and refuses private, loopback and link-local targets
@@ -323,8 +388,18 @@ func (s *PushSender) dial(ctx context.Context, network, addr string) (net.Conn, 
 }
 
 // SendPush implements a2asrv.PushSender: it checks the webhook's URL and sends in
-// the background.
+// the background. A running task whose answer artifact holds streamed text
+// (PartialKey) is not sent: the SDK pushes the task at each event, and a model
+// streams an event a token; the task is sent again when its model's answer is
+// recorded.
 func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error {
+	if !task.Status.State.Terminal() {
+		for _, a := range task.Artifacts {
+			if partial, _ := a.Metadata[PartialKey].(bool); partial {
+				return nil
+			}
+		}
+	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		s.logger.Warn("a2a push: not an http(s) URL; not sent", "url", cfg.URL)

@@ -1,7 +1,8 @@
-// Package a2a adapts Troupe to the Agent2Agent protocol (A2A 0.3, JSON-RPC binding)
-// with the a2a-go SDK, both ways: Executor serves a node's agent (the node wires it
-// in node/a2a.go: an A2A context is a Troupe session, an A2A task one Troupe task),
-// and NewTool makes a remote A2A agent a tool a Troupe agent calls.
+// Package a2a adapts Troupe to the Agent2Agent protocol (A2A 0.3, JSON-RPC binding,
+// and 1.0's methods translated to it: v1.go) with the a2a-go SDK, both ways:
+// Executor serves a node's agent (the node wires it in node/a2a.go: an A2A context
+// is a Troupe session, an A2A task one Troupe task, its state the session's events:
+// TaskStore), and NewTool makes a remote A2A agent a tool a Troupe agent calls.
 package a2a
 
 import (
@@ -12,8 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"strings"
-	"sync"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
@@ -32,8 +33,10 @@ type Backend interface {
 	SubmitTask(ctx context.Context, agent, sessionID, input, envID string) error
 	// Events returns the session's events from seq from on.
 	Events(ctx context.Context, sessionID string, from uint64) ([]messages.Envelope, error)
-	// Watch returns the session's live events (a wake-up: Events is the truth) and
-	// a function that stops watching.
+	// Watch returns the session's live events (a wake-up: Events is the truth),
+	// with the increments of its model answers between them as they stream
+	// (messages.TypeModelDelta envelopes, best effort: Node.WatchDeltas), and a
+	// function that stops watching.
 	Watch(sessionID string) (<-chan messages.Envelope, func())
 	// Cancel stops the session's running task.
 	Cancel(ctx context.Context, sessionID, reason string) error
@@ -83,7 +86,12 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	live, stop := e.backend.Watch(session)
 	defer stop()
 	var envID string
-	if rc.StoredTask == nil {
+	claimed := false
+	if rc.StoredTask != nil {
+		claimed, _ = rc.StoredTask.Metadata[ClaimKey].(bool)
+	}
+	resumed := rc.StoredTask != nil && !claimed
+	if !resumed {
 		input := messageText(rc.Message)
 		if strings.TrimSpace(input) == "" {
 			return fmt.Errorf("a2a: %w: the message has no text part", sdk.ErrInvalidParams)
@@ -96,10 +104,13 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 			return fmt.Errorf("a2a: the task was not accepted: %w", err)
 		}
 	} else {
-		if len(rc.StoredTask.History) == 0 {
+		if _, id, ok := ParseTaskID(rc.StoredTask.ID); ok {
+			envID = id
+		} else if len(rc.StoredTask.History) > 0 {
+			envID = EnvelopeID(rc.StoredTask.History[0].ID)
+		} else {
 			return fmt.Errorf("a2a: task %s has no history", rc.StoredTask.ID)
 		}
-		envID = EnvelopeID(rc.StoredTask.History[0].ID)
 		if rc.StoredTask.Status.State != sdk.TaskStateInputRequired {
 			return fmt.Errorf("a2a: %w: task %s is %s; only a task in input-required takes another message", sdk.ErrInvalidParams, rc.StoredTask.ID, rc.StoredTask.Status.State)
 		}
@@ -110,7 +121,7 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	if err := q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateWorking, nil)); err != nil {
 		return err
 	}
-	return e.follow(ctx, rc, q, session, envID, live)
+	return e.follow(ctx, rc, q, session, envID, live, resumed)
 }
 
 // taskRun is what a Troupe task's events say so far.
@@ -121,10 +132,20 @@ type taskRun struct {
 	pending map[string]*messages.ApprovalRequested
 	order   []string
 	done    *messages.Envelope
+	// calls are the task's model calls whose text is the agent's answer (steps of
+	// its loop: no purpose, no ReAct protocol), whose deltas stream into the answer
+	// artifact; answered are the calls whose model.responded was read, whose
+	// deltas still in flight are stale.
+	calls    map[string]bool
+	answered map[string]bool
+}
+
+func newTaskRun() *taskRun {
+	return &taskRun{pending: map[string]*messages.ApprovalRequested{}, calls: map[string]bool{}, answered: map[string]bool{}}
 }
 
 // scan reads the task's events after the task.submitted with envID.
-func (r *taskRun) scan(events []messages.Envelope, envID string, each func(messages.Envelope) error) error {
+func (r *taskRun) scan(events []messages.Envelope, envID string, each func(messages.Envelope, messages.Payload) error) error {
 	for _, ev := range events {
 		if ev.Seq <= r.last {
 			continue
@@ -149,12 +170,18 @@ func (r *taskRun) scan(events []messages.Envelope, envID string, each func(messa
 			r.pending[v.Key] = v
 		case *messages.ApprovalResolved:
 			delete(r.pending, v.Key)
+		case *messages.ModelRequested:
+			if v.Purpose == "" && v.Protocol == "" {
+				r.calls[v.Key] = true
+			}
+		case *messages.ModelResponded:
+			r.answered[v.Key] = true
 		case *messages.TaskCompleted, *messages.TaskFailed:
 			ev := ev
 			r.done = &ev
 		}
 		if each != nil {
-			if err := each(ev); err != nil {
+			if err := each(ev, p); err != nil {
 				return err
 			}
 		}
@@ -173,89 +200,208 @@ func (r *taskRun) waiting() []*messages.ApprovalRequested {
 	return out
 }
 
+// AnswerArtifact is the name of the artifact that holds a task's answer.
+const AnswerArtifact = "answer"
+
+// PartialKey is the artifact metadata key set (true) on the artifact events that
+// start streamed text: until an event without it replaces the artifact, it holds
+// model deltas, not a recorded answer. Push notifications are not sent for a task
+// in that state (one per token would flood the webhook).
+const PartialKey = "troupe_partial"
+
+// answerStream streams a task's model answers into its answer artifact (one per
+// task, its ID derived from the task's): a call's first delta, and a delta with
+// Reset (a retried attempt: the text before it belongs to no answer), replace the
+// artifact; its other deltas append to it; the call's model.responded replaces it
+// with the answer recorded, whole, whatever deltas were missed; the task's end
+// replaces it with the task's answer (the last chunk), or with nothing when the
+// task failed.
+type answerStream struct {
+	id      sdk.ArtifactID
+	key     string // the call whose text the artifact shows
+	partial bool   // the artifact holds deltas of key its model.responded did not replace yet
+	written bool   // the artifact exists
+}
+
+func newAnswerStream(rc *a2asrv.RequestContext) *answerStream {
+	st := &answerStream{id: sdk.ArtifactID(AnswerArtifact + "-" + string(rc.TaskID))}
+	if rc.StoredTask != nil {
+		for _, a := range rc.StoredTask.Artifacts {
+			st.written = st.written || a.ID == st.id
+		}
+	}
+	return st
+}
+
+// event is the artifact event that appends text to the answer artifact, or
+// replaces it with text; partial marks the start of streamed text.
+func (st *answerStream) event(rc *a2asrv.RequestContext, text string, appendTo, partial, last bool) *sdk.TaskArtifactUpdateEvent {
+	ev := sdk.NewArtifactUpdateEvent(rc, st.id, sdk.TextPart{Text: text})
+	ev.Append, ev.LastChunk = appendTo, last
+	ev.Artifact.Name = AnswerArtifact
+	if partial && !appendTo {
+		ev.Artifact.Metadata = map[string]any{PartialKey: true}
+	}
+	st.written = true
+	return ev
+}
+
+// delta streams a model delta of the task's into the answer artifact; deltas of
+// other calls (another task's, a plan's, a call already answered) and tool-call
+// increments are not the answer's text.
+func (st *answerStream) delta(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, run *taskRun, env messages.Envelope) error {
+	p, err := env.Decode()
+	if err != nil {
+		return nil
+	}
+	d, ok := p.(*messages.ModelDelta)
+	if !ok || !run.calls[d.Key] || run.answered[d.Key] || (d.Content == "" && !d.Reset) {
+		return nil
+	}
+	appendTo := st.partial && st.key == d.Key && !d.Reset
+	st.key, st.partial = d.Key, true
+	return q.Write(ctx, st.event(rc, d.Content, appendTo, true, false))
+}
+
+// answered replaces streamed text with the call's recorded answer.
+func (st *answerStream) answered(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, v *messages.ModelResponded) error {
+	if !st.partial || st.key != v.Key {
+		return nil
+	}
+	st.partial = false
+	return q.Write(ctx, st.event(rc, v.Message.Content, false, false, false))
+}
+
 // follow turns the task's events into A2A events until it ends (completed, failed,
-// canceled) or waits for approval (input-required).
-func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, session, envID string, live <-chan messages.Envelope) error {
-	run := &taskRun{pending: map[string]*messages.ApprovalRequested{}}
+// canceled) or waits for approval (input-required), and its model deltas into
+// increments of its answer artifact as they come.
+func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, session, envID string, live <-chan messages.Envelope, resumed bool) error {
+	run := newTaskRun()
+	st := newAnswerStream(rc)
 	// A task answered after input-required replays its events up to now silently
 	// (they were reported); a new task reports every event after its start.
-	first := rc.StoredTask != nil
+	first := resumed
 	tick := time.NewTicker(e.poll)
 	defer tick.Stop()
+	// The live events come in order, the deltas of a call between its
+	// model.requested and its model.responded: the log is read up to the live event
+	// that woke the loop (limit), not past it, so that the deltas behind it are
+	// streamed before the answer that ends them is read. A new task's events all
+	// come live (the watch began before the submission), so its log is read at the
+	// first of them. The log alone is read (to its end) when the live events stop:
+	// at a tick with nothing heard since the last one, or when the watch ended.
+	limit := uint64(0)
+	read := resumed
+	heard := false
 	for {
-		events, err := e.backend.Events(ctx, session, run.last+1)
-		if err != nil {
-			return fmt.Errorf("a2a: session %s: %w", session, err)
-		}
-		report := func(ev messages.Envelope) error {
-			if first || ev.Type != messages.TypeToolCallRequested {
-				return nil
-			}
-			p, err := ev.Decode()
+		if read {
+			events, err := e.backend.Events(ctx, session, run.last+1)
 			if err != nil {
+				return fmt.Errorf("a2a: session %s: %w", session, err)
+			}
+			if limit > 0 {
+				for i, ev := range events {
+					if ev.Seq > limit {
+						events = events[:i]
+						break
+					}
+				}
+			}
+			report := func(ev messages.Envelope, p messages.Payload) error {
+				if first {
+					return nil
+				}
+				switch v := p.(type) {
+				case *messages.ModelResponded:
+					return st.answered(ctx, rc, q, v)
+				case *messages.ToolCallRequested:
+					msg := sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: "calling tool " + v.Tool})
+					return q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateWorking, msg))
+				}
 				return nil
 			}
-			tc := p.(*messages.ToolCallRequested)
-			msg := sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: "calling tool " + tc.Tool})
-			return q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateWorking, msg))
-		}
-		if err := run.scan(events, envID, report); err != nil {
-			return err
-		}
-		first = false
-		if run.done != nil {
-			return e.finish(ctx, rc, q, *run.done)
-		}
-		if w := run.waiting(); run.started && len(w) > 0 {
-			ev := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateInputRequired, approvalMessage(rc, w))
-			ev.Final = true
-			return q.Write(ctx, ev)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case _, ok := <-live:
-			if !ok {
-				live = nil
+			if err := run.scan(events, envID, report); err != nil {
+				return err
 			}
-		case <-tick.C:
+			first = false
+			if run.done != nil {
+				return e.finish(ctx, rc, q, st, *run.done)
+			}
+			if w := run.waiting(); run.started && len(w) > 0 {
+				ev := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateInputRequired, approvalMessage(rc, w))
+				ev.Final = true
+				return q.Write(ctx, ev)
+			}
+		}
+		read = true
+		// Wait for an event (then read the log up to it) or the tick; stream the
+		// deltas that come meanwhile.
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case env, ok := <-live:
+				if !ok {
+					live, limit = nil, 0
+					break wait
+				}
+				heard = true
+				if env.Type != messages.TypeModelDelta {
+					limit = env.Seq
+					break wait
+				}
+				if err := st.delta(ctx, rc, q, run, env); err != nil {
+					return err
+				}
+			case <-tick.C:
+				if heard && live != nil {
+					heard = false
+					continue
+				}
+				limit = 0
+				break wait
+			}
 		}
 	}
 }
 
-// finish reports a task's end: the answer as an artifact and the completed status
-// with the answer as its message, or the failed (canceled) status with the error.
-func (e *Executor) finish(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, ev messages.Envelope) error {
+// finish reports a task's end: the answer as the answer artifact's last chunk and
+// the completed status with the answer as its message, or the failed (canceled)
+// status with the error (and an emptied answer artifact when text was streamed).
+func (e *Executor) finish(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, st *answerStream, ev messages.Envelope) error {
 	p, err := ev.Decode()
 	if err != nil {
 		return err
 	}
 	switch v := p.(type) {
 	case *messages.TaskCompleted:
-		art := sdk.NewArtifactEvent(rc, sdk.TextPart{Text: v.Output})
-		art.Artifact.Name = "answer"
-		art.LastChunk = true
-		if err := q.Write(ctx, art); err != nil {
+		if err := q.Write(ctx, st.event(rc, v.Output, false, false, true)); err != nil {
 			return err
 		}
-		st := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateCompleted, sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: v.Output}))
-		st.Final = true
-		return q.Write(ctx, st)
+		end := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateCompleted, sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: v.Output}))
+		end.Final = true
+		return q.Write(ctx, end)
 	case *messages.TaskFailed:
+		if st.written {
+			if err := q.Write(ctx, st.event(rc, "", false, false, true)); err != nil {
+				return err
+			}
+		}
 		state := sdk.TaskStateFailed
 		if v.Reason == messages.ReasonCancelled {
 			state = sdk.TaskStateCanceled
 		}
 		text := fmt.Sprintf("%s: %s", v.Reason, v.Error)
-		st := sdk.NewStatusUpdateEvent(rc, state, sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: text}))
-		st.Final = true
-		return q.Write(ctx, st)
+		end := sdk.NewStatusUpdateEvent(rc, state, sdk.NewMessageForTask(sdk.MessageRoleAgent, rc, sdk.TextPart{Text: text}))
+		end.Final = true
+		return q.Write(ctx, end)
 	}
 	return fmt.Errorf("a2a: unexpected end event %s", ev.Type)
 }
 
 // approvalMessage says which calls wait and how to answer.
-func approvalMessage(rc *a2asrv.RequestContext, w []*messages.ApprovalRequested) *sdk.Message {
+func approvalMessage(rc sdk.TaskInfoProvider, w []*messages.ApprovalRequested) *sdk.Message {
 	var b strings.Builder
 	for _, a := range w {
 		fmt.Fprintf(&b, "The agent wants to call %s with %s (call %s): it needs approval.\n", a.Tool, a.Arguments, a.CallID)
@@ -281,7 +427,7 @@ func (e *Executor) answer(ctx context.Context, rc *a2asrv.RequestContext, sessio
 	if err != nil {
 		return fmt.Errorf("a2a: session %s: %w", session, err)
 	}
-	run := &taskRun{pending: map[string]*messages.ApprovalRequested{}}
+	run := newTaskRun()
 	if err := run.scan(events, envID, nil); err != nil {
 		return err
 	}
@@ -358,73 +504,92 @@ func truncate(s string, n int) string {
 	return s[:n] + "…"
 }
 
+// ClaimKey marks, in its metadata, a task Dedupe saved before its execution
+// started: the executor starts it as a new task (a2asrv hands it over as a stored
+// one, as it does a task answered after input-required).
+const ClaimKey = "troupe_claimed"
+
 // Dedupe is an a2asrv.RequestHandler that makes message/send and message/stream
-// idempotent by messageId: a message that names no context gets one derived from
-// its messageId (ContextFor), and a message seen before (on this process) answers
-// with the task it started instead of starting another. Across restarts the Troupe
-// session still records the task once (EnvelopeID).
+// idempotent by messageId and gives each task the ID TaskIDFor: a message that
+// names no context gets one derived from its messageId (ContextFor), and its task
+// the ID derived from its context and messageId, claimed in the store before the
+// SDK runs it. A message seen before — by this process, or by any over the same
+// log, whose session has the task — answers with the task it started instead of
+// starting another.
 type Dedupe struct {
 	a2asrv.RequestHandler
-	mu    sync.Mutex
-	tasks map[string]sdk.TaskID
+	store *TaskStore
 }
 
 var _ a2asrv.RequestHandler = (*Dedupe)(nil)
 
-// NewDedupe wraps h.
-func NewDedupe(h a2asrv.RequestHandler) *Dedupe {
-	return &Dedupe{RequestHandler: h, tasks: map[string]sdk.TaskID{}}
+// NewDedupe wraps h, whose task store is store.
+func NewDedupe(h a2asrv.RequestHandler, store *TaskStore) *Dedupe {
+	return &Dedupe{RequestHandler: h, store: store}
 }
 
-// seen returns the task a message started before, and records id's task.
-func (d *Dedupe) prepare(p *sdk.MessageSendParams) (sdk.TaskID, bool) {
-	if p == nil || p.Message == nil || p.Message.ID == "" {
-		return "", false
+// prepare gives a new message its context and its task, and returns the task a
+// message seen before started (ok false: none, go on).
+func (d *Dedupe) prepare(ctx context.Context, p *sdk.MessageSendParams) (sdk.TaskID, bool, error) {
+	if p == nil || p.Message == nil || p.Message.ID == "" || p.Message.TaskID != "" {
+		return "", false, nil
 	}
-	if p.Message.ContextID == "" && p.Message.TaskID == "" {
+	if p.Message.ContextID == "" {
 		p.Message.ContextID = ContextFor(p.Message.ID)
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	id, ok := d.tasks[p.Message.ID]
-	return id, ok
-}
-
-func (d *Dedupe) remember(msgID string, id sdk.TaskID) {
-	if msgID == "" || id == "" {
-		return
+	id := TaskIDFor(p.Message.ContextID, p.Message.ID)
+	task := &sdk.Task{ID: id, ContextID: p.Message.ContextID, Status: sdk.TaskStatus{State: sdk.TaskStateSubmitted},
+		Metadata: map[string]any{ClaimKey: true}}
+	claimed, err := d.store.claim(ctx, task)
+	if err != nil {
+		return "", false, err
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.tasks) > 100000 {
-		clear(d.tasks)
+	if !claimed {
+		return id, true, nil
 	}
-	d.tasks[msgID] = id
+	p.Message.TaskID = id
+	return "", false, nil
 }
 
 // OnSendMessage implements a2asrv.RequestHandler.
 func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (sdk.SendMessageResult, error) {
-	if id, ok := d.prepare(p); ok {
+	id, seen, err := d.prepare(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if seen {
 		return d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
 	}
 	res, err := d.RequestHandler.OnSendMessage(ctx, p)
-	if t, ok := res.(*sdk.Task); ok && err == nil {
-		d.remember(p.Message.ID, t.ID)
+	if err != nil && p != nil && p.Message != nil {
+		d.store.release(p.Message.TaskID)
+	}
+	if t, ok := res.(*sdk.Task); ok && t.Metadata[ClaimKey] != nil {
+		// A task that failed before it started keeps the claim's mark: not the client's.
+		c := *t
+		c.Metadata = maps.Clone(t.Metadata)
+		delete(c.Metadata, ClaimKey)
+		res = &c
 	}
 	return res, err
 }
 
 // OnSendMessageStream implements a2asrv.RequestHandler: a message seen before
-// resubscribes to its task while it runs, else yields the task as it is.
+// resubscribes to its task while this process runs it, else yields the task as it
+// is.
 func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
-	if id, ok := d.prepare(p); ok {
+	id, seen, err := d.prepare(ctx, p)
+	if err != nil {
+		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
+	}
+	if !seen {
 		return func(yield func(sdk.Event, error) bool) {
-			t, err := d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
-			if err != nil || t.Status.State.Terminal() || t.Status.State == sdk.TaskStateInputRequired {
-				yield(t, err)
-				return
-			}
-			for ev, err := range d.RequestHandler.OnResubscribeToTask(ctx, &sdk.TaskIDParams{ID: id}) {
+			first := true
+			for ev, err := range d.RequestHandler.OnSendMessageStream(ctx, p) {
+				if first && err != nil && p != nil && p.Message != nil {
+					d.store.release(p.Message.TaskID)
+				}
+				first = false
 				if !yield(ev, err) {
 					return
 				}
@@ -432,10 +597,19 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 		}
 	}
 	return func(yield func(sdk.Event, error) bool) {
-		for ev, err := range d.RequestHandler.OnSendMessageStream(ctx, p) {
-			if ev != nil && p != nil && p.Message != nil {
-				d.remember(p.Message.ID, ev.TaskInfo().TaskID)
+		t, err := d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
+		if err != nil || t.Status.State.Terminal() || t.Status.State == sdk.TaskStateInputRequired {
+			yield(t, err)
+			return
+		}
+		first := true
+		for ev, err := range d.RequestHandler.OnResubscribeToTask(ctx, &sdk.TaskIDParams{ID: id}) {
+			if first && errors.Is(err, sdk.ErrTaskNotFound) {
+				// Not running here (a restart, another node): the task as it is.
+				yield(t, nil)
+				return
 			}
+			first = false
 			if !yield(ev, err) {
 				return
 			}

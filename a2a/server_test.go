@@ -42,3 +42,19 @@ func TestIDsAreStableAndValidSessionIDs(t *testing.T) {
 		t.Fatalf("context id %q", id)
 	}
 }
+
+func TestTaskIDsNameTheirSessionAndEnvelope(t *testing.T) {
+	id := TaskIDFor("user:alice.1", "m1")
+	session, env, ok := ParseTaskID(id)
+	if !ok || session != "user:alice.1" || env != EnvelopeID("m1") {
+		t.Fatalf("%s: %q %q %v", id, session, env, ok)
+	}
+	if TaskIDFor("s", "m1") == TaskIDFor("s", "m2") || TaskIDFor("s1", "m1") == TaskIDFor("s2", "m1") {
+		t.Fatal("a task ID must be one per context and message")
+	}
+	for _, bad := range []string{"", "~0123456789abcdef0123456789abcdef", "s~short", "0199a0b2-uuid-like", "s~0123456789abcdef0123456789abcdef0"} {
+		if _, _, ok := ParseTaskID(sdk.TaskID(bad)); ok {
+			t.Errorf("%q parsed as a task ID", bad)
+		}
+	}
+}

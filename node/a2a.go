@@ -13,7 +13,7 @@ import (
 )
 
 // A2A. With Config.A2A set, the node serves its agents over the Agent2Agent
-// protocol (A2A 0.3, JSON-RPC binding; package a2a):
+// protocol (A2A 0.3 and 1.0's method names and shapes, JSON-RPC binding; package a2a):
 //
 //	GET  /.well-known/agent-card.json          the node's card: its agents are skills,
 //	                                           its url the default agent's endpoint
@@ -27,7 +27,10 @@ import (
 // from its messageId), an A2A task one Troupe task of the session, submitted with
 // an envelope ID derived from the messageId (a2a.EnvelopeID): a message/send sent
 // again is recorded once. A pending approval is the task's input-required state; a
-// message sent to the task answers it ("approve" or "reject").
+// message sent to the task answers it ("approve" or "reject"). The model's tokens
+// stream (WatchDeltas) into the task's answer artifact. A task's ID names its
+// session and submission (a2a.TaskIDFor), so a2a.TaskStore answers for it from the
+// session's events after a restart.
 
 // A2AConfig configures the A2A server (a2a.ServerConfig's fields).
 type A2AConfig struct {
@@ -77,7 +80,7 @@ func (n *Node) a2aRoutes() []Route {
 	var out []Route
 	for _, r := range n.a2aServer.Routes() {
 		method, path, _ := strings.Cut(r.Pattern, " ")
-		doc := RouteDoc{Summary: "A2A 0.3 JSON-RPC: message/send, message/stream (SSE), tasks/get, tasks/cancel, tasks/resubscribe, tasks/pushNotificationConfig/*"}
+		doc := RouteDoc{Summary: "A2A JSON-RPC (0.3 and 1.0): message/send, message/stream (SSE), tasks/get, tasks/cancel, tasks/resubscribe, tasks/pushNotificationConfig/*, and 1.0's SendMessage, SendStreamingMessage, GetTask, CancelTask, SubscribeToTask, *TaskPushNotificationConfig*"}
 		if method == http.MethodGet {
 			doc = RouteDoc{Summary: "The A2A agent card (open without a token)"}
 		}
@@ -124,7 +127,7 @@ func (b a2aBackend) Events(ctx context.Context, sessionID string, from uint64) (
 }
 
 func (b a2aBackend) Watch(sessionID string) (<-chan messages.Envelope, func()) {
-	return b.n.Watch(sessionID)
+	return b.n.WatchDeltas(sessionID)
 }
 
 func (b a2aBackend) Cancel(ctx context.Context, sessionID, reason string) error {

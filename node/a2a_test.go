@@ -292,6 +292,20 @@ func TestA2AHostileRequests(t *testing.T) {
 		_ = json.Unmarshal(b, &out)
 		return resp.StatusCode, out
 	}
+	postVersion := func(v string) map[string]any {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, base+"/a2a", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(a2a.VersionHeader, v)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return out
+	}
 	code := func(out map[string]any) float64 {
 		e, _ := out["error"].(map[string]any)
 		c, _ := e["code"].(float64)
@@ -309,8 +323,22 @@ func TestA2AHostileRequests(t *testing.T) {
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/explode","params":{}}`); code(out) != -32601 {
 		t.Fatalf("unknown method: %v", out)
 	}
-	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`); code(out) != -32601 || !strings.Contains(out["error"].(map[string]any)["message"].(string), "message/send") {
-		t.Fatalf("A2A 1.0 method: %v", out)
+	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`); code(out) != -32602 || !strings.Contains(out["error"].(map[string]any)["message"].(string), "message") {
+		t.Fatalf("A2A 1.0 method without a message: %v", out)
+	}
+	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"kind":"text","value":"hi"}]}}}`); code(out) != -32602 {
+		t.Fatalf("A2A 1.0 part without content: %v", out)
+	}
+	if out := postVersion("2.0"); code(out) != -32009 {
+		t.Fatalf("A2A-Version 2.0: %v", out)
+	}
+	for _, v := range []string{"", "0.3", "1.0", "1.0.1"} {
+		if out := postVersion(v); code(out) != -32001 {
+			t.Fatalf("A2A-Version %q: %v, want the unknown task's error", v, out)
+		}
+	}
+	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"ListTasks","params":{}}`); code(out) != -32601 {
+		t.Fatalf("A2A 1.0 method not served: %v", out)
 	}
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":"nope"}}`); out["error"] == nil {
 		t.Fatalf("unknown task: %v", out)
@@ -394,6 +422,17 @@ func TestA2APushNotificationsReachTheWebhook(t *testing.T) {
 	list, err := client.ListTaskPushConfig(context.Background(), &sdk.ListTaskPushConfigParams{TaskID: task.ID})
 	if err != nil || len(list) != 1 || list[0].Config.URL != hook.URL+"/hook" {
 		t.Fatalf("pushNotificationConfig/list: %+v, %v", list, err)
+	}
+	// A second config, deleted: the delete answers a JSON-RPC response.
+	extra, err := client.SetTaskPushConfig(context.Background(), &sdk.TaskPushConfig{TaskID: task.ID, Config: sdk.PushConfig{ID: "extra", URL: hook.URL + "/extra"}})
+	if err != nil {
+		t.Fatalf("pushNotificationConfig/set: %v", err)
+	}
+	if err := client.DeleteTaskPushConfig(context.Background(), &sdk.DeleteTaskPushConfigParams{TaskID: task.ID, ConfigID: extra.Config.ID}); err != nil {
+		t.Fatalf("pushNotificationConfig/delete: %v", err)
+	}
+	if list, err := client.ListTaskPushConfig(context.Background(), &sdk.ListTaskPushConfigParams{TaskID: task.ID}); err != nil || len(list) != 1 {
+		t.Fatalf("pushNotificationConfig/list after the delete: %d, %v", len(list), err)
 	}
 	deadline := time.After(20 * time.Second)
 	for {

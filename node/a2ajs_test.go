@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/openai/openaitest"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -41,11 +43,11 @@ func a2aJSModules(t *testing.T) (modules, nodeBin string) {
 	return dir, nodeBin
 }
 
-// TestA2AJSClient runs the JavaScript SDK's client (@a2a-js/sdk 1.x, which speaks
-// A2A 0.3 to a card that says 0.3) against a node: send, stream, get task.
-func TestA2AJSClient(t *testing.T) {
+// runA2AJS runs node/testdata/a2a-js-client.mjs against the node at base in mode
+// (default, legacy or deltas) and decodes what it prints into out.
+func runA2AJS(t *testing.T, base, mode string, out any) {
+	t.Helper()
 	modules, nodeBin := a2aJSModules(t)
-	_, base := a2aNode(t, node.Config{Model: llm.Offline{}, Tools: []tools.Tool{tools.Calculator{}}})
 	dir := t.TempDir()
 	script, err := os.ReadFile(filepath.Join("testdata", "a2a-js-client.mjs"))
 	if err != nil {
@@ -59,36 +61,103 @@ func TestA2AJSClient(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(dir, "client.mjs"), base)
+	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(dir, "client.mjs"), base, mode)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("node: %v\n%s", err, stderr.String())
+		t.Fatalf("node (%s): %v\n%s", mode, err, stderr.String())
 	}
-	var out struct {
-		Send struct {
-			Kind, ID, ContextID, Answer string
-			State                       int
-		}
-		Stream []string
-		Get    struct {
-			ID, Answer string
-			State      int
-		}
-	}
-	if err := json.Unmarshal(stdout, &out); err != nil {
+	if err := json.Unmarshal(stdout, out); err != nil {
 		t.Fatalf("output %q: %v", stdout, err)
 	}
-	const completed = 3 // TASK_STATE_COMPLETED
-	if out.Send.Kind != "task" || out.Send.State != completed || out.Send.Answer != "hello from js" || !strings.HasPrefix(out.Send.ContextID, "a2a-") {
-		t.Fatalf("send: %+v", out.Send)
+}
+
+// a2aJSRun is what the script prints in modes default and legacy.
+type a2aJSRun struct {
+	Protocol string
+	Send     struct {
+		Kind, ID, ContextID, Answer string
+		State                       int
 	}
-	want := []string{"task:1", "status:2", "status:2:calling tool calculator", "artifact:42", "status:3:42"}
-	if strings.Join(out.Stream, " | ") != strings.Join(want, " | ") {
-		t.Fatalf("stream:\n got %q\nwant %q", out.Stream, want)
+	Stream []string
+	Get    struct {
+		ID, Answer string
+		State      int
 	}
-	if out.Get.ID != out.Send.ID || out.Get.State != completed || out.Get.Answer != "hello from js" {
-		t.Fatalf("get: %+v", out.Get)
+	Push *struct {
+		Made, Got     string
+		Listed, After int
+	}
+}
+
+// TestA2AJSClient runs the JavaScript SDK's client (@a2a-js/sdk 1.x) against a node:
+// as it comes (A2A 1.0, from the card's supportedInterfaces: send, stream, get, push
+// notification configs) and with its 0.3 compatibility on a 0.3 card (send, stream,
+// get).
+func TestA2AJSClient(t *testing.T) {
+	a2aJSModules(t)
+	_, base := a2aNode(t, node.Config{Model: llm.Offline{}, Tools: []tools.Tool{tools.Calculator{}}})
+	for _, mode := range []string{"default", "legacy"} {
+		t.Run(mode, func(t *testing.T) {
+			var out a2aJSRun
+			runA2AJS(t, base, mode, &out)
+			if want := map[string]string{"default": "1.0", "legacy": "0.3"}[mode]; out.Protocol != want {
+				t.Fatalf("the client speaks %q, want %q", out.Protocol, want)
+			}
+			const completed = 3 // TASK_STATE_COMPLETED
+			if out.Send.Kind != "task" || out.Send.State != completed || out.Send.Answer != "hello from js" || !strings.HasPrefix(out.Send.ContextID, "a2a-") {
+				t.Fatalf("send: %+v", out.Send)
+			}
+			want := []string{"task:1", "status:2", "status:2:calling tool calculator", "artifact:42", "status:3:42"}
+			if strings.Join(out.Stream, " | ") != strings.Join(want, " | ") {
+				t.Fatalf("stream:\n got %q\nwant %q", out.Stream, want)
+			}
+			if out.Get.ID != out.Send.ID || out.Get.State != completed || out.Get.Answer != "hello from js" {
+				t.Fatalf("get: %+v", out.Get)
+			}
+			if mode != "default" {
+				return
+			}
+			if out.Push == nil || out.Push.Made != "hook-1 "+out.Send.ID+" https://hooks.example.com/a2a tok Bearer" ||
+				out.Push.Got != "hook-1 https://hooks.example.com/a2a" || out.Push.Listed != 1 || out.Push.After != 0 {
+				t.Fatalf("push configs: %+v", out.Push)
+			}
+		})
+	}
+}
+
+// The JavaScript client (A2A 1.0) streams a provider's 100 tokens: it sees them in
+// order as increments of the answer artifact, then the recorded answer as its last
+// chunk and in the completed status.
+func TestA2AJSClientStreamsDeltas(t *testing.T) {
+	a2aJSModules(t)
+	pieces := tokens(100)
+	_, base := a2aStreamingNode(t, 0, func(int) openaitest.Reply {
+		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
+	})
+	var out struct {
+		Protocol  string
+		Artifacts []struct {
+			Append, Last bool
+			Text         string
+		}
+		State  int
+		Answer string
+	}
+	runA2AJS(t, base, "deltas", &out)
+	if out.Protocol != "1.0" || len(out.Artifacts) < 102 {
+		t.Fatalf("protocol %q, %d artifact events", out.Protocol, len(out.Artifacts))
+	}
+	for i, p := range pieces {
+		if a := out.Artifacts[i]; a.Text != p || a.Append != (i > 0) || a.Last {
+			t.Fatalf("artifact event %d: %+v, want %q", i, a, p)
+		}
+	}
+	whole := strings.Join(pieces, "")
+	last := out.Artifacts[len(out.Artifacts)-1]
+	const completed = 3
+	if !last.Last || last.Append || !strings.HasPrefix(whole, last.Text) || last.Text == "" || out.State != completed || out.Answer != last.Text {
+		t.Fatalf("end: last artifact %+v, state %d, answer %q", last, out.State, out.Answer)
 	}
 }

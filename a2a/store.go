@@ -1,0 +1,222 @@
+package a2a
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// A task's ID names its session and its task.submitted envelope:
+// "<contextId>~<hex>", the hex being EnvelopeID's (of the message that started
+// it). Session IDs have no '~'. So a task is found again from the session's
+// events alone, by any node over the same log, after a restart too.
+
+// taskIDSep separates a task ID's session from its envelope part.
+const taskIDSep = "~"
+
+// TaskIDFor is the ID of the A2A task that message messageID starts in context
+// (session) contextID.
+func TaskIDFor(contextID, messageID string) sdk.TaskID {
+	return sdk.TaskID(contextID + taskIDSep + strings.TrimPrefix(EnvelopeID(messageID), "a2a-"))
+}
+
+// ParseTaskID returns the session and the task.submitted envelope ID a task ID
+// names, and false for an ID that is not one of TaskIDFor's.
+func ParseTaskID(id sdk.TaskID) (session, envID string, ok bool) {
+	s := string(id)
+	i := strings.LastIndex(s, taskIDSep)
+	if i <= 0 || len(s)-i-1 != 32 {
+		return "", "", false
+	}
+	return s[:i], "a2a-" + s[i+1:], true
+}
+
+// maxLiveTasks bounds the tasks a TaskStore holds in memory: past it, the ended
+// ones are dropped (their sessions' events still have them).
+const maxLiveTasks = 10000
+
+// TaskStore is the a2asrv.TaskStore of a node's A2A tasks: the tasks this process
+// runs, as the SDK saves them (every event), in memory; any other task — after a
+// restart, or run by another node over the same log — rebuilt from its session's
+// events (the state, the answer as the answer artifact, the question of a call that
+// waits for approval), each time it is read.
+type TaskStore struct {
+	backend Backend
+	mu      sync.Mutex
+	live    map[sdk.TaskID][]byte // JSON: the SDK changes the tasks it saved
+}
+
+var _ a2asrv.TaskStore = (*TaskStore)(nil)
+
+// NewTaskStore returns a store reading sessions from b.
+func NewTaskStore(b Backend) *TaskStore {
+	return &TaskStore{backend: b, live: map[sdk.TaskID][]byte{}}
+}
+
+// Save implements a2asrv.TaskStore. A claimed task (ClaimKey) loses its mark once
+// past submitted.
+func (s *TaskStore) Save(ctx context.Context, task *sdk.Task) error {
+	if _, ok := task.Metadata[ClaimKey]; ok && task.Status.State != sdk.TaskStateSubmitted {
+		c := *task
+		c.Metadata = maps.Clone(task.Metadata)
+		delete(c.Metadata, ClaimKey)
+		if len(c.Metadata) == 0 {
+			c.Metadata = nil
+		}
+		task = &c
+	}
+	b, err := json.Marshal(task)
+	if err != nil {
+		return fmt.Errorf("a2a: task %s: %w", task.ID, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.live[task.ID]; !ok && len(s.live) >= maxLiveTasks {
+		s.dropEnded()
+	}
+	s.live[task.ID] = b
+	return nil
+}
+
+// claim saves task unless the store has the task already, live or in its
+// session's events, and reports whether it did. A task that failed before its
+// session recorded it (the node refused it) is claimed again: a retry may succeed.
+func (s *TaskStore) claim(ctx context.Context, task *sdk.Task) (bool, error) {
+	if old, err := s.Get(ctx, task.ID); err == nil {
+		if old.Status.State != sdk.TaskStateFailed {
+			return false, nil
+		}
+		if _, err := s.rebuild(ctx, task.ID); err == nil {
+			return false, nil // the session has it: it failed there
+		}
+	}
+	b, err := json.Marshal(task)
+	if err != nil {
+		return false, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if cur, ok := s.live[task.ID]; ok && stateOf(cur) != sdk.TaskStateFailed {
+		return false, nil
+	}
+	s.live[task.ID] = b
+	return true, nil
+}
+
+// release forgets a task claimed whose execution never started (the SDK refused
+// the request), so that the message may be sent again.
+func (s *TaskStore) release(id sdk.TaskID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var t sdk.Task
+	if b, ok := s.live[id]; ok && json.Unmarshal(b, &t) == nil {
+		if claimed, _ := t.Metadata[ClaimKey].(bool); claimed {
+			delete(s.live, id)
+		}
+	}
+}
+
+// dropEnded forgets the tasks in a terminal state. The caller holds s.mu.
+func (s *TaskStore) dropEnded() {
+	for id, b := range s.live {
+		if stateOf(b).Terminal() {
+			delete(s.live, id)
+		}
+	}
+}
+
+// stateOf is the state of a task in JSON ("" when it does not decode).
+func stateOf(task []byte) sdk.TaskState {
+	var t struct {
+		Status struct {
+			State sdk.TaskState `json:"state"`
+		} `json:"status"`
+	}
+	_ = json.Unmarshal(task, &t)
+	return t.Status.State
+}
+
+// Get implements a2asrv.TaskStore: the live task, else the one its session's
+// events tell, else sdk.ErrTaskNotFound.
+func (s *TaskStore) Get(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
+	s.mu.Lock()
+	b, ok := s.live[id]
+	s.mu.Unlock()
+	if ok {
+		var t sdk.Task
+		if err := json.Unmarshal(b, &t); err != nil {
+			return nil, fmt.Errorf("a2a: task %s: %w", id, err)
+		}
+		return &t, nil
+	}
+	return s.rebuild(ctx, id)
+}
+
+// rebuild tells task id from its session's events.
+func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
+	session, envID, ok := ParseTaskID(id)
+	if !ok {
+		return nil, sdk.ErrTaskNotFound
+	}
+	events, err := s.backend.Events(ctx, session, 1)
+	if err != nil {
+		return nil, fmt.Errorf("a2a: session %s: %w", session, err)
+	}
+	run := newTaskRun()
+	var submitted *messages.Envelope
+	for i := range events {
+		if events[i].Type == messages.TypeTaskSubmitted && events[i].ID == envID {
+			submitted = &events[i]
+			break
+		}
+	}
+	if submitted == nil {
+		return nil, sdk.ErrTaskNotFound
+	}
+	if err := run.scan(events, envID, nil); err != nil {
+		return nil, err
+	}
+	task := &sdk.Task{ID: id, ContextID: session}
+	message := func(suffix string, role sdk.MessageRole, text string) *sdk.Message {
+		return &sdk.Message{ID: envID + suffix, ContextID: session, TaskID: id, Role: role, Parts: sdk.ContentParts{sdk.TextPart{Text: text}}}
+	}
+	if p, err := submitted.Decode(); err == nil {
+		if ts, ok := p.(*messages.TaskSubmitted); ok {
+			task.History = []*sdk.Message{message("", sdk.MessageRoleUser, ts.Input)}
+		}
+	}
+	at := func(e messages.Envelope) *time.Time { t := time.UnixMicro(e.TS).UTC(); return &t }
+	task.Status = sdk.TaskStatus{State: sdk.TaskStateWorking, Timestamp: at(*submitted)}
+	switch {
+	case run.done != nil:
+		p, err := run.done.Decode()
+		if err != nil {
+			return nil, fmt.Errorf("a2a: session %s: %w", session, err)
+		}
+		switch v := p.(type) {
+		case *messages.TaskCompleted:
+			task.Artifacts = []*sdk.Artifact{{ID: sdk.ArtifactID(AnswerArtifact + "-" + string(id)), Name: AnswerArtifact, Parts: sdk.ContentParts{sdk.TextPart{Text: v.Output}}}}
+			task.Status = sdk.TaskStatus{State: sdk.TaskStateCompleted, Message: message("-end", sdk.MessageRoleAgent, v.Output), Timestamp: at(*run.done)}
+		case *messages.TaskFailed:
+			state := sdk.TaskStateFailed
+			if v.Reason == messages.ReasonCancelled {
+				state = sdk.TaskStateCanceled
+			}
+			task.Status = sdk.TaskStatus{State: state, Message: message("-end", sdk.MessageRoleAgent, fmt.Sprintf("%s: %s", v.Reason, v.Error)), Timestamp: at(*run.done)}
+		}
+	case len(run.waiting()) > 0:
+		msg := approvalMessage(task, run.waiting())
+		msg.ID = envID + "-approval"
+		task.Status = sdk.TaskStatus{State: sdk.TaskStateInputRequired, Message: msg}
+	}
+	return task, nil
+}
