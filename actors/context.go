@@ -162,6 +162,7 @@ func (m *countMemo) tools(specs []messages.ToolSpec) int {
 // texts, so the cache changes no decision.
 type contextCache struct {
 	turns      []int    // tokens of history[i]
+	turnsBuf   [12]int  // turns' first array: a task's few turns need no allocation
 	ids        []string // the item IDs of history[i], from len(smallTurnIDs) on
 	sys        string
 	sysTokens  int
@@ -197,6 +198,9 @@ type contextKey struct {
 // turnTokens returns the tokens of history message i, counted once.
 func (s *SessionState) turnTokens(i int) int {
 	c := &s.ctx
+	if c.turns == nil {
+		c.turns = c.turnsBuf[:0] // SessionState is only ever used by pointer
+	}
 	if n := len(s.history); len(c.turns) < n {
 		c.turns = append(slices.Grow(c.turns, n+8-len(c.turns)), make([]int, n-len(c.turns))...)
 	}
