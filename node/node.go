@@ -640,6 +640,8 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return n.handleApproval(msg)
 	case messages.TypeMemoryCommand:
 		return n.handleMemoryCommand(msg)
+	case messages.TypeDeltaWatch:
+		return n.handleDeltaWatch(msg)
 	}
 	env, err := n.ingress.Decode(arrivalOf(msg))
 	if err != nil {
@@ -785,7 +787,8 @@ const maxTopicName = 249
 // poison topic). A reply topic must be none of them, with or without a prefix.
 func ownTopics() []string {
 	return []string{messages.TopicTasks, messages.TopicEvents, messages.TopicResults,
-		messages.TopicToolRequests, messages.TopicModelRequests, messages.TopicReplies, messages.TopicEffectCancels, TopicPoison}
+		messages.TopicToolRequests, messages.TopicModelRequests, messages.TopicReplies, messages.TopicEffectCancels, TopicPoison,
+		messages.TopicDeltas}
 }
 
 // ownNamespace starts the name of every topic of the node's own.
