@@ -309,3 +309,83 @@ func TestClusterStreamCutOnARemotePerformer(t *testing.T) {
 		t.Fatalf("recorded answers: %+v", resp)
 	}
 }
+
+// A performer that dies mid-answer (its node stops) leaves the call to another
+// performer, which streams it again from its start: an SSE client on the API node
+// sees the first performer's half answer, then the second's whole, from a delta
+// marked Reset (the hub marks it: the call's deltas come from another node), and
+// the log holds one whole answer.
+func TestClusterPerformerDiesMidAnswer(t *testing.T) {
+	pieces := tokens(100)
+	c := newDeltaCluster(t, func(i int) openaitest.Reply {
+		if i == 0 { // half an answer, then nothing until the performer goes away
+			ev := []string{openaitest.RoleChunk()}
+			for _, p := range pieces[:50] {
+				ev = append(ev, openaitest.ContentChunk(p))
+			}
+			return openaitest.Reply{Events: ev, Stall: true}
+		}
+		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
+	})
+	owner, _, _ := c.node("owner", node.RoleSessions|node.RoleTools, 0)
+	_, pubA, closeA := c.node("models-a", node.RoleModels, 0)
+	_, pubB, closeB := c.node("models-b", node.RoleModels, 0)
+	apiNode, _, _ := c.node("api", node.RoleTools, 0)
+	waitFor(t, 60*time.Second, "the owner owning every partition", func() bool { return owner.PartitionsOwned() == 6 })
+	api := httptest.NewServer(apiNode.Handler())
+	defer api.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	last := c.warm(apiNode, "cl-dies")
+	events := openStream(t, ctx, api.URL, "cl-dies", last)
+	if _, err := apiNode.Submit(ctx, node.Task{Input: "count to 100", SessionID: "cl-dies"}); err != nil {
+		t.Fatal(err)
+	}
+	var got []sseEvent
+	for len(deltasOf(t, got)) < 50 {
+		select {
+		case e, ok := <-events:
+			if !ok {
+				t.Fatalf("the stream ended after %d events", len(got))
+			}
+			got = append(got, e)
+		case <-ctx.Done():
+			t.Fatalf("%d deltas of the first performer's half answer, want 50", len(deltasOf(t, got)))
+		}
+	}
+	switch {
+	case pubA.msgs.Load() > 0 && pubB.msgs.Load() == 0:
+		closeA()
+	case pubB.msgs.Load() > 0 && pubA.msgs.Load() == 0:
+		closeB()
+	default:
+		t.Fatalf("deltas published by models-a %d times, by models-b %d times: want one performer", pubA.msgs.Load(), pubB.msgs.Load())
+	}
+	got = append(got, untilDone(t, ctx, events)...)
+	if want := "task.submitted model.requested delta model.responded task.completed"; streamOrder(got) != want {
+		t.Fatalf("stream order %q, want %q", streamOrder(got), want)
+	}
+	deltas := deltasOf(t, got)
+	if len(deltas) != 150 {
+		t.Fatalf("%d deltas, want 50 of the first performer and 100 of the second", len(deltas))
+	}
+	var shown strings.Builder
+	for i, d := range deltas {
+		seq, piece, reset := i+1, pieces[i%100], false
+		if i >= 50 {
+			seq, piece, reset = i-49, pieces[i-50], i == 50
+		}
+		if d.Seq != uint64(seq) || d.Content != piece || d.Reset != reset {
+			t.Fatalf("delta %d: %+v, want seq %d %q reset %v", i, d, seq, piece, reset)
+		}
+		if d.Reset {
+			shown.Reset()
+		}
+		shown.WriteString(d.Content)
+	}
+	resp := respondedAfter(t, apiNode, "cl-dies", last)
+	if len(resp) != 1 || resp[0].Message.Content != strings.Join(pieces, "") || resp[0].Message.Content != shown.String() {
+		t.Fatalf("recorded answers: %+v; shown %q", resp, shown.String())
+	}
+}
