@@ -61,7 +61,9 @@ func newClusterDeltas(h *Hub, pub message.Publisher, live message.Subscriber, no
 	c := &clusterDeltas{pub: pub, node: node, logger: logger, performsModels: performsModels,
 		leases: deltaLeases{until: map[string]time.Time{}}}
 	c.feed = &busFeed{sub: live, topic: messages.TopicDeltas, handle: h.handleDeltas, linger: feedLinger,
-		ended: func() { logger.Debug("the delta feed ended; deltas from other nodes stop until the next watcher of deltas") }}
+		ended: func() {
+			logger.Debug("the delta feed ended; deltas from other nodes stop until the next watcher of deltas")
+		}}
 	c.watching = &deltaAnnouncer{c: c, by: map[string]*announcement{}}
 	h.cluster = c
 }

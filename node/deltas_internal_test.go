@@ -1,8 +1,10 @@
 package node
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
@@ -40,5 +42,64 @@ func TestDeltaRedactorRedactsSecretsSplitOverDeltas(t *testing.T) {
 	long := strings.Repeat("x", maxHeld+10)
 	if d, ok := x.pass(messages.ModelDelta{Content: long}); !ok || d.Content != long {
 		t.Fatalf("a word past maxHeld is held: %v %d", ok, len(d.Content))
+	}
+}
+
+// The hub places deltas among a session's events: those that come before their
+// call's model.requested wait for it, those after its model.responded are dropped,
+// those of a call requested before the watcher came never show, and the deltas of a
+// call that another node performs again (they come from another node, or number
+// from 1 again) start with a Reset.
+func TestHubPlacesDeltasAmongEvents(t *testing.T) {
+	h := newHub(nil, nil)
+	live, stop := h.watch("s", true)
+	defer stop()
+	ev := func(seq uint64, typ messages.Type, causation string) messages.Envelope {
+		return messages.Envelope{SessionID: "s", Seq: seq, Type: typ, CausationID: causation}
+	}
+	delta := func(key string, seq uint64, text string) messages.ModelDelta {
+		return messages.ModelDelta{Key: key, Seq: seq, Attempt: 1, Content: text}
+	}
+	h.deliver("s", []messages.Envelope{ev(1, messages.TypeTaskSubmitted, "")})
+	h.deliverDeltas("s", "a", delta("s/1", 1, "old")) // a call before the watcher's first event: no place
+	h.deliverDeltas("s", "a", delta("s/2", 1, "early "), delta("s/2", 2, "bird "))
+	h.deliver("s", []messages.Envelope{ev(2, messages.TypeModelRequested, "")})
+	h.deliverDeltas("s", "a", delta("s/2", 3, "sings "))
+	h.deliverDeltas("s", "b", delta("s/2", 1, "again ")) // performed again, elsewhere
+	h.deliverDeltas("s", "b", delta("s/2", 1, "twice ")) // numbered from 1 again
+	h.deliverDeltas("s", "", delta("s/3", 1, "waits "))  // its call comes later
+	h.deliverDeltas("s", "", delta("s/9", 1, "never "))  // its call never comes
+	h.deliver("s", []messages.Envelope{ev(3, messages.TypeModelRequested, ""), ev(4, messages.TypeModelResponded, "s/2")})
+	h.deliverDeltas("s", "b", delta("s/2", 2, "late "))
+	h.deliver("s", []messages.Envelope{ev(5, messages.TypeModelResponded, "s/3"), ev(10, messages.TypeTaskCompleted, "")})
+	h.deliverDeltas("s", "", delta("s/9", 2, "too late "))
+
+	var got []string
+	for len(got) < 12 {
+		select {
+		case e := <-live:
+			if e.Type != messages.TypeModelDelta {
+				got = append(got, fmt.Sprintf("%d:%s", e.Seq, e.Type))
+				continue
+			}
+			p, err := e.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := p.(*messages.ModelDelta)
+			got = append(got, fmt.Sprintf("%s#%d%s=%s", d.Key, d.Seq, map[bool]string{true: "!"}[d.Reset], strings.TrimSpace(d.Content)))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("got %q, then nothing", got)
+		}
+	}
+	want := []string{"1:task.submitted", "2:model.requested", "s/2#1=early", "s/2#2=bird", "s/2#3=sings", "s/2#1!=again", "s/2#1!=twice",
+		"3:model.requested", "s/3#1=waits", "4:model.responded", "5:model.responded", "10:task.completed"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	select {
+	case e := <-live:
+		t.Fatalf("after the task's end: %s %s", e.Type, e.Payload)
+	default:
 	}
 }

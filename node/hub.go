@@ -65,8 +65,8 @@ const (
 
 // watcher is one Watch. Its fields are guarded by Hub.mu.
 type watcher struct {
-	remote  bool // reads the bus (handle), not the node's sessions (deliver)
-	deltas  bool // also gets the session's model.delta envelopes (deliverDeltas)
+	remote bool // reads the bus (handle), not the node's sessions (deliver)
+	deltas bool // also gets the session's model.delta envelopes (deliverDeltas)
 	// What a watcher of deltas has been handed (deltas.go): the seq of its last
 	// event, the model calls whose model.requested it has and not their
 	// model.responded, and the deltas that came before their call's model.requested.
@@ -76,11 +76,11 @@ type watcher struct {
 	// busDeltas: the watcher holds a user of the cluster's delta feed; announced: its
 	// node tells the session's owner that it watches (clusterDeltas).
 	busDeltas, announced bool
-	ch      chan messages.Envelope
-	backlog []messages.Envelope
-	feeding bool          // a goroutine feeds backlog into ch
-	gone    bool          // disconnected: ch is closed, or is once the feeder returns
-	stop    chan struct{} // closed when gone, to stop the feeder
+	ch                   chan messages.Envelope
+	backlog              []messages.Envelope
+	feeding              bool          // a goroutine feeds backlog into ch
+	gone                 bool          // disconnected: ch is closed, or is once the feeder returns
+	stop                 chan struct{} // closed when gone, to stop the feeder
 }
 
 // newHub makes a hub. With sub (a shared bus), watchers of sessions for which isLocal
