@@ -2,9 +2,13 @@ package node
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
@@ -101,5 +105,57 @@ func TestHubPlacesDeltasAmongEvents(t *testing.T) {
 	case e := <-live:
 		t.Fatalf("after the task's end: %s %s", e.Type, e.Payload)
 	default:
+	}
+}
+
+// recordingPublisher keeps what is published.
+type recordingPublisher struct {
+	mu   sync.Mutex
+	msgs []*message.Message
+}
+
+func (p *recordingPublisher) Publish(topic string, msgs ...*message.Message) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.msgs = append(p.msgs, msgs...)
+	return nil
+}
+
+func (p *recordingPublisher) Close() error { return nil }
+
+// A call's deltas go on the bus in batches, in order: a burst is one message, and
+// what is held when the call returns is published before done returns; past
+// deltaHeldMax waiting for the bus, deltas are dropped, never waited for.
+func TestDeltaStreamBatches(t *testing.T) {
+	pub := &recordingPublisher{}
+	c := &clusterDeltas{pub: pub, node: "perf", logger: slog.New(slog.DiscardHandler), linger: time.Hour}
+	s := c.stream("s")
+	for i := range deltaHeldMax + 10 {
+		s.add(messages.ModelDelta{Key: "s/3", Seq: uint64(i + 1), Attempt: 1, Content: "x "})
+	}
+	s.done()
+	if len(pub.msgs) != 1 {
+		t.Fatalf("%d messages for a burst, want 1", len(pub.msgs))
+	}
+	b, err := messages.DecodeDeltaBatch(pub.msgs[0].Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Node != "perf" || b.SessionID != "s" || len(b.Deltas) != deltaHeldMax || pub.msgs[0].Metadata.Get(messages.MetaSessionID) != "s" {
+		t.Fatalf("batch from %s of %s with %d deltas (want %d)", b.Node, b.SessionID, len(b.Deltas), deltaHeldMax)
+	}
+	for i, d := range b.Deltas {
+		if d.Seq != uint64(i+1) {
+			t.Fatalf("delta %d has seq %d", i, d.Seq)
+		}
+	}
+	s.add(messages.ModelDelta{Key: "s/3", Seq: 2000, Attempt: 1, Content: "y "})
+	s.done()
+	if len(pub.msgs) != 2 {
+		t.Fatalf("%d messages after the second done, want 2", len(pub.msgs))
+	}
+	s.done()
+	if len(pub.msgs) != 2 {
+		t.Fatal("done published an empty batch")
 	}
 }
