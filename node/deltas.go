@@ -215,6 +215,9 @@ func (h *Hub) offerDelta(sessionID string, w *watcher, d messages.ModelDelta, fr
 		return // a struct of strings and numbers: it cannot fail
 	}
 	e.ID = d.Key + "/delta/" + strconv.FormatUint(d.Seq, 10)
+	if from != "" { // unique across the performances of the call
+		e.ID = d.Key + "/delta/" + from + "/" + strconv.FormatUint(d.Seq, 10)
+	}
 	e.SessionID, e.TS, e.Actor = sessionID, time.Now().UnixMicro(), "model"
 	select {
 	case w.ch <- e:

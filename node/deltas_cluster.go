@@ -248,7 +248,10 @@ func (n *Node) handleDeltaWatch(msg *message.Message) error {
 	if forwarded, err := n.forward(msg, w.SessionID); forwarded || err != nil {
 		return err
 	}
-	if n.hub.cluster != nil {
+	// A watcher on this node needs no lease: the node hands its own watchers the
+	// deltas of the calls it performs, and marks the requests it sends elsewhere
+	// while it has watchers (streamingRequests).
+	if n.hub.cluster != nil && w.Node != n.cfg.NodeID {
 		n.hub.cluster.leases.watch(w.SessionID, time.Duration(w.TTLMS)*time.Millisecond)
 	}
 	return nil

@@ -202,7 +202,16 @@ func TestClusterStreamsDeltasToOtherNodes(t *testing.T) {
 	defer cancel()
 
 	// Watched on the API node only: the owner hears of the watcher (DeltaWatch).
+	// Before, nobody watches: nothing streams, nothing goes on troupe.deltas.
 	last := c.warm(apiNode, "cl-api")
+	if n := perfPub.msgs.Load(); n != 0 {
+		t.Fatalf("the performer published %d messages on %s with nobody watching", n, messages.TopicDeltas)
+	}
+	for _, r := range c.srv.Requests() {
+		if s, _ := r.JSON(t)["stream"].(bool); s {
+			t.Fatal("a model call streamed with nobody watching")
+		}
+	}
 	events := openStream(t, ctx, api.URL, "cl-api", last)
 	if _, err := apiNode.Submit(ctx, node.Task{Input: "count to 100", SessionID: "cl-api"}); err != nil {
 		t.Fatal(err)
