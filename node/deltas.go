@@ -33,7 +33,7 @@ const deltaWatcherBuffer = 256
 // owner then marks the session's model requests to stream (EffectRequest.Stream).
 // The node performing a call (the owner, or a node with the models role) hands its
 // increments to its own watchers and, for the others, publishes them on
-// troupe.deltas, a few milliseconds' worth in one message (messages.DeltaBatch);
+// troupe.deltas, deltaLinger's worth (25 ms) in one message (messages.DeltaBatch);
 // each node with watchers of deltas reads that topic while it has them, and holds
 // each delta until its call's model.requested reached the watcher through the
 // events, or drops it once the call's model.responded did. A call performed again
