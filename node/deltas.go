@@ -36,7 +36,9 @@ const deltaWatcherBuffer = 256
 // troupe.deltas, deltaLinger's worth (25 ms) in one message (messages.DeltaBatch);
 // each node with watchers of deltas reads that topic while it has them, and holds
 // each delta until its call's model.requested reached the watcher through the
-// events, or drops it once the call's model.responded did. A call performed again
+// events, or drops it once the call's model.responded did (the performing node
+// publishes a call's last deltas before its answer, but they travel on another topic:
+// when the answer comes first, the tail of a burst is dropped). A call performed again
 // by another node (its first performer died) starts over with a Reset delta. An
 // owner that takes a session over hears of its remote watchers within
 // deltaWatchRenew: a call it starts before streams to its own watchers only.

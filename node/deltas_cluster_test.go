@@ -14,6 +14,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/openai"
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
@@ -33,6 +34,29 @@ func (p *topicCounter) Publish(topic string, msgs ...*message.Message) error {
 		p.msgs.Add(int64(len(msgs)))
 	}
 	return p.Publisher.Publish(topic, msgs...)
+}
+
+// streamSettle is how long a stream of the test's provider goes on after its last
+// token, as a provider's closing chunks (usage, [DONE]) do. The call's last deltas
+// and its answer travel on different topics (troupe.deltas, then troupe.replies or
+// troupe.events); deltas that reach a watcher after their call's model.responded
+// are dropped, so without a pause the tail of a burst may lose that race.
+const streamSettle = 150 * time.Millisecond
+
+// settledModel is a streaming model whose streams end after after more.
+type settledModel struct {
+	llm.Model
+	s     llm.Streamer
+	after time.Duration
+}
+
+func (m settledModel) Stream(ctx context.Context, r llm.Request, onDelta func(llm.Delta) error) (llm.Response, error) {
+	resp, err := m.s.Stream(ctx, r, onDelta)
+	select {
+	case <-time.After(m.after):
+	case <-ctx.Done():
+	}
+	return resp, err
 }
 
 // deltaCluster is a cluster whose model is a fake streaming provider (streamingNode's):
@@ -78,7 +102,7 @@ func (c *deltaCluster) node(name string, roles node.Role, attempts int) (*node.N
 	}
 	pub := &topicCounter{Publisher: clients.Publisher, topic: messages.TopicDeltas}
 	n, err := node.New(context.Background(), node.Config{
-		Log: c.log, NodeID: name, Roles: roles, Model: m, MaxSteps: 4,
+		Log: c.log, NodeID: name, Roles: roles, Model: settledModel{Model: m, s: m, after: streamSettle}, MaxSteps: 4,
 		Gateway: gateway.Config{Retry: gateway.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond, Max: time.Millisecond}},
 		Bus: &node.Bus{Publisher: pub, Tasks: clients.Group, Live: clients.Live,
 			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf},
