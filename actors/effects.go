@@ -89,12 +89,14 @@ type LocalEffectsConfig struct {
 	// OnRepeat is called for each request answered by an earlier or concurrent
 	// performance of its key (nil: none).
 	OnRepeat func()
-	// ModelDeltas, when set, says where the increments of a model call for a session
-	// go as it streams (nil: nowhere). A call whose session has somewhere to send them
-	// streams (llm.WithDeltas) and hands them over numbered (modelDeltas), on the
-	// call's goroutine: the function must not block. Increments are live only; the
-	// reply carries the whole answer, as without them.
-	ModelDeltas func(sessionID string) func(messages.ModelDelta)
+	// ModelDeltas, when set, says where the increments of a model call go as it
+	// streams (nil: nowhere). A call for which it returns a function streams
+	// (llm.WithDeltas) and hands its increments to it numbered (modelDeltas), on the
+	// call's goroutine: the function must not block. done, when not nil, is called
+	// once the call returned, before its reply is handed over (to flush what is
+	// held). Increments are live only; the reply carries the whole answer, as without
+	// them.
+	ModelDeltas func(req messages.EffectRequest) (to func(messages.ModelDelta), done func())
 	Logger      *slog.Logger
 }
 
@@ -252,8 +254,11 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 			timeout: cfg.ModelTimeout, limit: cfg.ModelConcurrency, timedOut: ErrModelTimeout,
 			perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
 				if cfg.ModelDeltas != nil {
-					if to := cfg.ModelDeltas(req.SessionID); to != nil {
+					if to, done := cfg.ModelDeltas(req); to != nil {
 						ctx = llm.WithDeltas(ctx, modelDeltas(ctx, req, to))
+						if done != nil {
+							defer done()
+						}
 					}
 				}
 				resp, err := m.Generate(ctx, llm.RequestOf(req.Key.String(), *req.Model))

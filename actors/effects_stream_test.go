@@ -23,15 +23,15 @@ func TestLocalEffectsStreamModelDeltas(t *testing.T) {
 	var got []messages.ModelDelta
 	e := actors.NewLocalEffects(actors.LocalEffectsConfig{
 		Model: gateway.Chain(s.WithStreaming(4), gateway.Streaming()),
-		ModelDeltas: func(sessionID string) func(messages.ModelDelta) {
-			if sessionID != "watched" {
-				return nil
+		ModelDeltas: func(req messages.EffectRequest) (func(messages.ModelDelta), func()) {
+			if req.SessionID != "watched" {
+				return nil, nil
 			}
 			return func(d messages.ModelDelta) {
 				mu.Lock()
 				got = append(got, d)
 				mu.Unlock()
-			}
+			}, nil
 		},
 	})
 	defer e.Close()

@@ -60,6 +60,10 @@ type EffectRequest struct {
 	// Agent names the agent of the session's task a tool call is made for
 	// (tools.Call.Agent; empty: the node's own); a model call says it in Model.Agent.
 	Agent string `json:"agent,omitempty"`
+	// Stream asks the node performing a model call to stream it and publish its
+	// increments on TopicDeltas (DeltaBatch): the session's owner sets it while the
+	// session has a watcher of deltas, on its node or another (DeltaWatch).
+	Stream bool `json:"stream,omitempty"`
 }
 
 // ModelCall is the model request of an EffectRequest: the conversation and tools the

@@ -38,6 +38,11 @@ func TestCommandGolden(t *testing.T) {
 		{"memory.command", &messages.MemoryCommand{ID: "c-1", SessionID: "memory/user:alice", Namespace: "user:alice", Action: "search",
 			Key: "http/k1", Args: json.RawMessage(`{"text":"tea","limit":5}`), ReplyTopic: messages.TopicReplies, ReplyNode: "node-a"},
 			func(b []byte) (any, error) { r, err := messages.DecodeMemoryCommand(b); return &r, err }},
+		{"deltas.batch", &messages.DeltaBatch{SessionID: "s-1", Node: "node-b", Deltas: []messages.ModelDelta{
+			{Key: "s-1/3", Step: 1, Seq: 1, Attempt: 1, Content: "14"}, {Key: "s-1/3", Step: 1, Seq: 2, Attempt: 1, Content: "4"}}},
+			func(b []byte) (any, error) { r, err := messages.DecodeDeltaBatch(b); return &r, err }},
+		{"deltas.watch", &messages.DeltaWatch{SessionID: "s-1", Node: "api-1", TTLMS: 15000},
+			func(b []byte) (any, error) { r, err := messages.DecodeDeltaWatch(b); return &r, err }},
 		{"memory.reply", &messages.MemoryReply{ID: "c-1", Result: json.RawMessage(`{"ids":["m_1"]}`), Error: "", Kind: ""},
 			func(b []byte) (any, error) { r, err := messages.DecodeMemoryReply(b); return &r, err }},
 	}
@@ -92,6 +97,30 @@ func TestMemoryCommandRejects(t *testing.T) {
 	}
 	if _, err := messages.DecodeMemoryReply([]byte(`{"v":1}`)); err == nil {
 		t.Error("reply without id decoded")
+	}
+}
+
+func TestDeltaCommandsReject(t *testing.T) {
+	for name, b := range map[string]string{
+		"no deltas":        `{"v":1,"session_id":"s","node":"n","deltas":[]}`,
+		"another's call":   `{"v":1,"session_id":"s","node":"n","deltas":[{"key":"t/3","step":1,"seq":1,"attempt":1}]}`,
+		"no seq":           `{"v":1,"session_id":"s","node":"n","deltas":[{"key":"s/3","step":1,"attempt":1}]}`,
+		"future version":   `{"v":99,"session_id":"s","node":"n","deltas":[{"key":"s/3","step":1,"seq":1,"attempt":1}]}`,
+		"no session":       `{"v":1,"node":"n","deltas":[{"key":"s/3","step":1,"seq":1,"attempt":1}]}`,
+		"malformed key":    `{"v":1,"session_id":"s","node":"n","deltas":[{"key":"s/x","step":1,"seq":1,"attempt":1}]}`,
+		"trailing objects": `{"v":1,"session_id":"s","node":"n","deltas":[{"key":"s/3","step":1,"seq":1,"attempt":1}]} {}`,
+	} {
+		if _, err := messages.DecodeDeltaBatch([]byte(b)); err == nil {
+			t.Errorf("delta batch %s: decoded", name)
+		}
+	}
+	for name, b := range map[string]string{
+		"no session": `{"v":1,"node":"n","ttl_ms":1000}`,
+		"no ttl":     `{"v":1,"session_id":"s","node":"n"}`,
+	} {
+		if _, err := messages.DecodeDeltaWatch([]byte(b)); err == nil {
+			t.Errorf("delta watch %s: decoded", name)
+		}
 	}
 }
 

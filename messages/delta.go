@@ -1,9 +1,12 @@
 package messages
 
+import "fmt"
+
 // TypeModelDelta is an increment of a model's answer as it streams (ModelDelta). It
 // is live only: it travels from the node performing the model call to the watchers of
-// the session (the node's stream API, node run) and is never appended to a session's
-// log, never published on the bus, never replayed. Its envelope has Seq 0.
+// the session (the node's stream API, node run), in a cluster in DeltaBatches on
+// TopicDeltas, and is never appended to a session's log, never published on
+// TopicEvents, never replayed. Its envelope has Seq 0.
 const TypeModelDelta Type = "model.delta"
 
 // ModelDelta is one increment of a streamed model answer, sent to a session's
@@ -40,3 +43,71 @@ type ModelDelta struct {
 
 // MessageType implements Payload.
 func (*ModelDelta) MessageType() Type { return TypeModelDelta }
+
+// TopicDeltas carries DeltaBatches, keyed by session ID: the increments of model
+// calls of sessions watched on some node, from the node performing each call to the
+// nodes serving the watchers. It is live only (read from the latest offset, in no
+// consumer group, kept minutes) and apart from TopicEvents, so that event readers (the
+// event sink, the hub's event feed, consumers of Troupe's events) never read deltas
+// and a burst of them never delays an event.
+const TopicDeltas = "troupe.deltas"
+
+// TypeDeltaWatch marks (in MetaType) a DeltaWatch on TopicTasks.
+const TypeDeltaWatch = "deltas.watch"
+
+// DeltaBatch is the increments of one model call that the performing node had ready
+// at once, in order: a few milliseconds' worth, so that a hundred tokens make a few
+// bus messages, not a hundred. Node names the node that published it (a node does not
+// deliver its own batches again: it handed their deltas to its watchers directly).
+type DeltaBatch struct {
+	V         int          `json:"v"`
+	SessionID string       `json:"session_id"`
+	Node      string       `json:"node"`
+	Deltas    []ModelDelta `json:"deltas"`
+}
+
+// DeltaWatch tells a session's owner, on TopicTasks (so it reaches the owner, after
+// the tasks the same node published before it), that a node has a watcher of the
+// session's deltas: for TTLMS milliseconds from its arrival, the owner has the
+// session's model calls streamed onto TopicDeltas (EffectRequest.Stream). The
+// watcher's node sends it again while the watcher stays, so that an owner that takes
+// the session over learns it too.
+type DeltaWatch struct {
+	V         int    `json:"v"`
+	SessionID string `json:"session_id"`
+	Node      string `json:"node"`
+	TTLMS     int64  `json:"ttl_ms"`
+}
+
+func (b *DeltaBatch) stamp() { b.V = CommandVersion }
+func (w *DeltaWatch) stamp() { w.V = CommandVersion }
+
+// DecodeDeltaBatch decodes and validates a DeltaBatch.
+func DecodeDeltaBatch(b []byte) (DeltaBatch, error) {
+	var d DeltaBatch
+	if err := decodeCommand(b, &d, &d.V); err != nil {
+		return d, err
+	}
+	if d.SessionID == "" || len(d.Deltas) == 0 {
+		return d, fmt.Errorf("%w: delta batch without session_id or deltas", ErrCorrupt)
+	}
+	for _, x := range d.Deltas {
+		k, err := ParseEffectKey(x.Key)
+		if err != nil || k.SessionID != d.SessionID || x.Seq == 0 {
+			return d, fmt.Errorf("%w: delta batch for session %s: delta %q/%d is not one of its calls'", ErrCorrupt, d.SessionID, x.Key, x.Seq)
+		}
+	}
+	return d, nil
+}
+
+// DecodeDeltaWatch decodes and validates a DeltaWatch.
+func DecodeDeltaWatch(b []byte) (DeltaWatch, error) {
+	var w DeltaWatch
+	if err := decodeCommand(b, &w, &w.V); err != nil {
+		return w, err
+	}
+	if w.SessionID == "" || w.TTLMS <= 0 {
+		return w, fmt.Errorf("%w: delta watch without session_id or ttl_ms", ErrCorrupt)
+	}
+	return w, nil
+}

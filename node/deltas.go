@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,14 +26,32 @@ const deltaWatcherBuffer = 256
 // A model call streams only when its session has a watcher of deltas as the call
 // starts: a watcher that comes during a call gets deltas from the next one.
 //
+// In a cluster (Bus) the watcher may be on any node: the session's owner, another
+// node that serves the API, or `node run --kafka`. A watcher on a node other than the
+// owner is announced to it (messages.DeltaWatch on troupe.tasks, after the tasks this
+// node published before it, and again every few seconds while it stays), and the
+// owner then marks the session's model requests to stream (EffectRequest.Stream).
+// The node performing a call (the owner, or a node with the models role) hands its
+// increments to its own watchers and, for the others, publishes them on
+// troupe.deltas, deltaLinger's worth (25 ms) in one message (messages.DeltaBatch);
+// each node with watchers of deltas reads that topic while it has them, and holds
+// each delta until its call's model.requested reached the watcher through the
+// events, or drops it once the call's model.responded did (the performing node
+// publishes a call's last deltas before its answer, but they travel on another topic:
+// when the answer comes first, the tail of a burst is dropped). A call performed again
+// by another node (its first performer died) starts over with a Reset delta. An
+// owner that takes a session over hears of its remote watchers within
+// deltaWatchRenew: a call it starts before streams to its own watchers only.
+//
 // Deltas are best effort. The node sends one only when the watcher's channel (256
-// envelopes) has room and no event waits before it: a watcher that reads slowly misses deltas, never
-// events (which wait in its backlog, as for Watch), and the session never waits for
-// it. Only a session this node runs, whose model calls this node performs, has
-// deltas; models that do not stream (offline, scripted without streaming) have none.
-// Whatever was missed, the call's model.responded (recorded whole, once) carries the
-// whole answer: a reader shows the deltas of a call (by Key; those after one with
-// Reset replace the text before it) until its model.responded, then that.
+// envelopes) has room and no event waits before it: a watcher that reads slowly
+// misses deltas, never events (which wait in its backlog, as for Watch), and the
+// session never waits for it, nor for the bus (a performing node holds at most
+// deltaHeldMax deltas for the bus, and drops more). Models that do not stream
+// (offline, scripted without streaming) have none. Whatever was missed, the call's
+// model.responded (recorded whole, once) carries the whole answer: a reader shows the
+// deltas of a call (by Key; those after one with Reset replace the text before it)
+// until its model.responded, then that.
 //
 // It is the subscription the node's own streams use (GET /v1/sessions/{id}/stream,
 // node run) and the one for any other protocol that streams a session live (A2A
@@ -43,20 +62,36 @@ func (n *Node) WatchDeltas(sessionID string) (<-chan messages.Envelope, func()) 
 	return n.hub.watch(sessionID, true)
 }
 
-// modelDeltas says where the increments of a model call for a session go
-// (actors.LocalEffectsConfig.ModelDeltas): to its watchers that asked for deltas,
-// redacted (deltaRedactor), when it has some as the call starts; with none, the call
-// does not stream.
-func (n *Node) modelDeltas(sessionID string) func(messages.ModelDelta) {
-	if !n.hub.wantsDeltas(sessionID) {
-		return nil
+// modelDeltas says where the increments of a model call go
+// (actors.LocalEffectsConfig.ModelDeltas), redacted (deltaRedactor): to the
+// session's watchers on this node, and onto the bus (clusterDeltas.stream) when the
+// request asks it to stream (its owner is another node that knows of a watcher) or
+// this node owns the session and other nodes watch it. With neither as the call
+// starts, the call does not stream.
+func (n *Node) modelDeltas(req messages.EffectRequest) (func(messages.ModelDelta), func()) {
+	sid := req.SessionID
+	var out *deltaStream
+	if c := n.hub.cluster; c != nil && (req.Stream || c.leases.watched(sid)) {
+		out = c.stream(sid)
+	}
+	if out == nil && !n.hub.wantsDeltas(sid) {
+		return nil, nil
 	}
 	red := &deltaRedactor{r: n.redactor}
-	return func(d messages.ModelDelta) {
-		if d, ok := red.pass(d); ok {
-			n.hub.deliverDelta(sessionID, d)
+	to := func(d messages.ModelDelta) {
+		d, ok := red.pass(d)
+		if !ok {
+			return
+		}
+		n.hub.deliverDeltas(sid, "", d)
+		if out != nil {
+			out.add(d)
 		}
 	}
+	if out == nil {
+		return to, nil
+	}
+	return to, out.done
 }
 
 // maxHeld bounds the text a deltaRedactor holds back waiting for the end of a word.
@@ -103,41 +138,129 @@ func (x *deltaRedactor) words(s string) (out, held string) {
 	return x.r.String(s[:i+1]), s[i+1:]
 }
 
-// wantsDeltas reports whether a local watcher of the session asked for deltas.
+// wantsDeltas reports whether a watcher of the session on this node asked for deltas.
 func (h *Hub) wantsDeltas(sessionID string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, w := range h.subs[sessionID] {
-		if w.deltas && !w.remote && !w.gone {
+		if w.deltas && !w.gone {
 			return true
 		}
 	}
 	return false
 }
 
-// deliverDelta sends a model.delta envelope to the session's local watchers that
-// asked for deltas, only where it goes straight into the watcher's channel: behind
-// queued events it would overtake them, and queued it would push a slow watcher
-// toward its disconnection, so it is dropped there. It never blocks.
-func (h *Hub) deliverDelta(sessionID string, d messages.ModelDelta) {
+// deltaCall is a model call whose model.requested a watcher has, and not its
+// model.responded: the node that sent its last delta ("": this one) and that
+// delta's Seq.
+type deltaCall struct {
+	from string
+	seq  uint64
+}
+
+// waitingDelta is a delta that came before its call's model.requested reached the
+// watcher (the events of a session another node runs come later than the deltas of
+// the node performing its calls).
+type waitingDelta struct {
+	d       messages.ModelDelta
+	from    string
+	callSeq uint64 // the seq of the call's model.requested (its key's)
+}
+
+// deltaWaitingMax bounds the deltas a watcher holds waiting for their call's
+// model.requested; more are dropped.
+const deltaWaitingMax = 256
+
+// deliverDeltas hands a session's deltas, in order, to its watchers of deltas: from
+// a model call this node performs (from ""), or read from the bus, sent by node from.
+// A watcher gets a delta only after its call's model.requested (until then it waits,
+// up to deltaWaitingMax) and before its model.responded (then it is dropped), and
+// only where it goes straight into the watcher's channel: behind queued events it
+// would overtake them, and queued it would push a slow watcher toward its
+// disconnection, so it is dropped there. It never blocks.
+func (h *Hub) deliverDeltas(sessionID, from string, ds ...messages.ModelDelta) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var e messages.Envelope
 	for _, w := range h.subs[sessionID] {
-		if !w.deltas || w.remote || w.feeding || w.gone {
+		if !w.deltas || w.gone {
 			continue
 		}
-		if e.ID == "" {
-			var err error
-			if e, err = messages.NewEnvelope(&d); err != nil {
-				return // a struct of strings and numbers: it cannot fail
+		for _, d := range ds {
+			h.offerDelta(sessionID, w, d, from)
+		}
+	}
+}
+
+// offerDelta hands d to w, holds it until its call's model.requested, or drops it.
+// The caller holds h.mu.
+func (h *Hub) offerDelta(sessionID string, w *watcher, d messages.ModelDelta, from string) {
+	c := w.calls[d.Key]
+	if c == nil {
+		key, err := messages.ParseEffectKey(d.Key)
+		if err != nil || key.Seq <= w.seen || len(w.waiting) >= deltaWaitingMax {
+			return // answered, or requested before the watcher came: no place for it
+		}
+		w.waiting = append(w.waiting, waitingDelta{d: d, from: from, callSeq: key.Seq})
+		return
+	}
+	if c.seq != 0 && (from != c.from || d.Seq <= c.seq) && !d.Reset {
+		// Another performance of the call (its first performer died; the call was
+		// issued again): what the watcher was shown belongs to no answer.
+		d.Reset = true
+	}
+	c.from, c.seq = from, d.Seq
+	if w.feeding {
+		return
+	}
+	e, err := messages.NewEnvelope(&d)
+	if err != nil {
+		return // a struct of strings and numbers: it cannot fail
+	}
+	e.ID = d.Key + "/delta/" + strconv.FormatUint(d.Seq, 10)
+	if from != "" { // unique across the performances of the call
+		e.ID = d.Key + "/delta/" + from + "/" + strconv.FormatUint(d.Seq, 10)
+	}
+	e.SessionID, e.TS, e.Actor = sessionID, time.Now().UnixMicro(), "model"
+	select {
+	case w.ch <- e:
+	default: // a slow watcher: the delta is dropped, the events wait for it
+	}
+}
+
+// track follows the model calls of the events handed to a watcher of deltas: a
+// model.requested opens its call (and lets the deltas waiting for it through), a
+// model.responded closes it. The caller holds h.mu.
+func (h *Hub) track(sessionID string, w *watcher, e messages.Envelope) {
+	if e.Seq > w.seen {
+		w.seen = e.Seq
+	}
+	switch e.Type {
+	case messages.TypeModelRequested:
+		key := messages.EffectKey{SessionID: sessionID, Seq: e.Seq}.String()
+		if w.calls == nil {
+			w.calls = map[string]*deltaCall{}
+		}
+		w.calls[key] = &deltaCall{}
+		if len(w.waiting) == 0 {
+			return
+		}
+		var ready []waitingDelta
+		w.waiting = slices.DeleteFunc(w.waiting, func(x waitingDelta) bool {
+			if x.callSeq == e.Seq {
+				ready = append(ready, x)
+				return true
 			}
-			e.ID = d.Key + "/delta/" + strconv.FormatUint(d.Seq, 10)
-			e.SessionID, e.TS, e.Actor = sessionID, time.Now().UnixMicro(), "model"
+			return false
+		})
+		for _, x := range ready {
+			h.offerDelta(sessionID, w, x.d, x.from)
 		}
-		select {
-		case w.ch <- e:
-		default: // a slow watcher: the delta is dropped, the events wait for it
-		}
+	case messages.TypeModelResponded:
+		delete(w.calls, e.CausationID)
+	}
+	// Deltas of calls requested before this event whose model.requested the watcher
+	// did not get (it came later) have no place any more.
+	if len(w.waiting) > 0 {
+		w.waiting = slices.DeleteFunc(w.waiting, func(x waitingDelta) bool { return x.callSeq <= w.seen })
 	}
 }

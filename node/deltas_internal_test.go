@@ -1,8 +1,14 @@
 package node
 
 import (
+	"fmt"
+	"log/slog"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
@@ -40,5 +46,116 @@ func TestDeltaRedactorRedactsSecretsSplitOverDeltas(t *testing.T) {
 	long := strings.Repeat("x", maxHeld+10)
 	if d, ok := x.pass(messages.ModelDelta{Content: long}); !ok || d.Content != long {
 		t.Fatalf("a word past maxHeld is held: %v %d", ok, len(d.Content))
+	}
+}
+
+// The hub places deltas among a session's events: those that come before their
+// call's model.requested wait for it, those after its model.responded are dropped,
+// those of a call requested before the watcher came never show, and the deltas of a
+// call that another node performs again (they come from another node, or number
+// from 1 again) start with a Reset.
+func TestHubPlacesDeltasAmongEvents(t *testing.T) {
+	h := newHub(nil, nil)
+	live, stop := h.watch("s", true)
+	defer stop()
+	ev := func(seq uint64, typ messages.Type, causation string) messages.Envelope {
+		return messages.Envelope{SessionID: "s", Seq: seq, Type: typ, CausationID: causation}
+	}
+	delta := func(key string, seq uint64, text string) messages.ModelDelta {
+		return messages.ModelDelta{Key: key, Seq: seq, Attempt: 1, Content: text}
+	}
+	h.deliver("s", []messages.Envelope{ev(1, messages.TypeTaskSubmitted, "")})
+	h.deliverDeltas("s", "a", delta("s/1", 1, "old")) // a call before the watcher's first event: no place
+	h.deliverDeltas("s", "a", delta("s/2", 1, "early "), delta("s/2", 2, "bird "))
+	h.deliver("s", []messages.Envelope{ev(2, messages.TypeModelRequested, "")})
+	h.deliverDeltas("s", "a", delta("s/2", 3, "sings "))
+	h.deliverDeltas("s", "b", delta("s/2", 1, "again ")) // performed again, elsewhere
+	h.deliverDeltas("s", "b", delta("s/2", 1, "twice ")) // numbered from 1 again
+	h.deliverDeltas("s", "", delta("s/3", 1, "waits "))  // its call comes later
+	h.deliverDeltas("s", "", delta("s/9", 1, "never "))  // its call never comes
+	h.deliver("s", []messages.Envelope{ev(3, messages.TypeModelRequested, ""), ev(4, messages.TypeModelResponded, "s/2")})
+	h.deliverDeltas("s", "b", delta("s/2", 2, "late "))
+	h.deliver("s", []messages.Envelope{ev(5, messages.TypeModelResponded, "s/3"), ev(10, messages.TypeTaskCompleted, "")})
+	h.deliverDeltas("s", "", delta("s/9", 2, "too late "))
+
+	var got []string
+	for len(got) < 12 {
+		select {
+		case e := <-live:
+			if e.Type != messages.TypeModelDelta {
+				got = append(got, fmt.Sprintf("%d:%s", e.Seq, e.Type))
+				continue
+			}
+			p, err := e.Decode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := p.(*messages.ModelDelta)
+			got = append(got, fmt.Sprintf("%s#%d%s=%s", d.Key, d.Seq, map[bool]string{true: "!"}[d.Reset], strings.TrimSpace(d.Content)))
+		case <-time.After(5 * time.Second):
+			t.Fatalf("got %q, then nothing", got)
+		}
+	}
+	want := []string{"1:task.submitted", "2:model.requested", "s/2#1=early", "s/2#2=bird", "s/2#3=sings", "s/2#1!=again", "s/2#1!=twice",
+		"3:model.requested", "s/3#1=waits", "4:model.responded", "5:model.responded", "10:task.completed"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	select {
+	case e := <-live:
+		t.Fatalf("after the task's end: %s %s", e.Type, e.Payload)
+	default:
+	}
+}
+
+// recordingPublisher keeps what is published.
+type recordingPublisher struct {
+	mu   sync.Mutex
+	msgs []*message.Message
+}
+
+func (p *recordingPublisher) Publish(topic string, msgs ...*message.Message) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.msgs = append(p.msgs, msgs...)
+	return nil
+}
+
+func (p *recordingPublisher) Close() error { return nil }
+
+// A call's deltas go on the bus in batches, in order: a burst is one message, and
+// what is held when the call returns is published before done returns; past
+// deltaHeldMax waiting for the bus, deltas are dropped, never waited for.
+func TestDeltaStreamBatches(t *testing.T) {
+	pub := &recordingPublisher{}
+	c := &clusterDeltas{pub: pub, node: "perf", logger: slog.New(slog.DiscardHandler), linger: time.Hour}
+	s := c.stream("s")
+	for i := range deltaHeldMax + 10 {
+		s.add(messages.ModelDelta{Key: "s/3", Seq: uint64(i + 1), Attempt: 1, Content: "x "})
+	}
+	s.done()
+	if len(pub.msgs) != 1 {
+		t.Fatalf("%d messages for a burst, want 1", len(pub.msgs))
+	}
+	b, err := messages.DecodeDeltaBatch(pub.msgs[0].Payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Node != "perf" || b.SessionID != "s" || len(b.Deltas) != deltaHeldMax || pub.msgs[0].Metadata.Get(messages.MetaSessionID) != "s" {
+		t.Fatalf("batch from %s of %s with %d deltas (want %d)", b.Node, b.SessionID, len(b.Deltas), deltaHeldMax)
+	}
+	for i, d := range b.Deltas {
+		if d.Seq != uint64(i+1) {
+			t.Fatalf("delta %d has seq %d", i, d.Seq)
+		}
+	}
+	s.add(messages.ModelDelta{Key: "s/3", Seq: 2000, Attempt: 1, Content: "y "})
+	s.done()
+	if len(pub.msgs) != 2 {
+		t.Fatalf("%d messages after the second done, want 2", len(pub.msgs))
+	}
+	s.done()
+	if len(pub.msgs) != 2 {
+		t.Fatal("done published an empty batch")
 	}
 }

@@ -29,7 +29,10 @@
 // While a session has a watcher of deltas (WatchDeltas: the SSE stream, node run on a
 // terminal, any protocol that streams a session), its model calls stream and the hub
 // hands their increments (model.delta, deltas.go) to those watchers: live only, never
-// logged or published, redacted, and dropped for a watcher that reads slowly.
+// logged nor on messages.TopicEvents, redacted, and dropped for a watcher that reads
+// slowly. In a cluster a watcher on another node than the session's owner is
+// announced to it (messages.DeltaWatch), and the node performing a call publishes its
+// increments in batches on messages.TopicDeltas for the others (deltas_cluster.go).
 //
 // In a cluster (Bus.Sharded) the nodes share one log and Kafka's consumer group on
 // messages.TopicTasks spreads the sessions: Assigned resumes the unfinished sessions of

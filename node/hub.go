@@ -46,6 +46,9 @@ type Hub struct {
 	isLocal func(sessionID string) bool
 	// bus reads messages.TopicEvents for remote watchers; nil on the embedded bus.
 	bus *busFeed
+	// cluster carries model deltas between nodes (deltas_cluster.go); nil on the
+	// embedded bus.
+	cluster *clusterDeltas
 }
 
 const (
@@ -62,13 +65,22 @@ const (
 
 // watcher is one Watch. Its fields are guarded by Hub.mu.
 type watcher struct {
-	remote  bool // reads the bus (handle), not the node's sessions (deliver)
-	deltas  bool // also gets the session's model.delta envelopes (deliverDelta)
-	ch      chan messages.Envelope
-	backlog []messages.Envelope
-	feeding bool          // a goroutine feeds backlog into ch
-	gone    bool          // disconnected: ch is closed, or is once the feeder returns
-	stop    chan struct{} // closed when gone, to stop the feeder
+	remote bool // reads the bus (handle), not the node's sessions (deliver)
+	deltas bool // also gets the session's model.delta envelopes (deliverDeltas)
+	// What a watcher of deltas has been handed (deltas.go): the seq of its last
+	// event, the model calls whose model.requested it has and not their
+	// model.responded, and the deltas that came before their call's model.requested.
+	seen    uint64
+	calls   map[string]*deltaCall
+	waiting []waitingDelta
+	// busDeltas: the watcher holds a user of the cluster's delta feed; announced: its
+	// node tells the session's owner that it watches (clusterDeltas).
+	busDeltas, announced bool
+	ch                   chan messages.Envelope
+	backlog              []messages.Envelope
+	feeding              bool          // a goroutine feeds backlog into ch
+	gone                 bool          // disconnected: ch is closed, or is once the feeder returns
+	stop                 chan struct{} // closed when gone, to stop the feeder
 }
 
 // newHub makes a hub. With sub (a shared bus), watchers of sessions for which isLocal
@@ -76,7 +88,7 @@ type watcher struct {
 func newHub(sub message.Subscriber, isLocal func(string) bool) *Hub {
 	h := &Hub{subs: map[string][]*watcher{}, remote: map[string]int{}, isLocal: isLocal}
 	if sub != nil {
-		h.bus = &busFeed{sub: sub, hub: h, linger: feedLinger}
+		h.bus = &busFeed{sub: sub, topic: messages.TopicEvents, handle: h.handle, ended: h.dropRemote, linger: feedLinger}
 	}
 	return h
 }
@@ -119,14 +131,17 @@ func (h *Hub) fanOut(sessionID string, events []messages.Envelope, remote bool) 
 					break
 				}
 				w.backlog = append(w.backlog, e)
-				continue
+			} else {
+				select {
+				case w.ch <- e:
+				default:
+					w.backlog = append(w.backlog, e)
+					w.feeding = true
+					go h.feed(w)
+				}
 			}
-			select {
-			case w.ch <- e:
-			default:
-				w.backlog = append(w.backlog, e)
-				w.feeding = true
-				go h.feed(w)
+			if w.deltas {
+				h.track(sessionID, w, e)
 			}
 		}
 	}
@@ -184,6 +199,12 @@ func (h *Hub) drop(sessionID string, w *watcher) {
 		// stopped subscription's last message reaches handle.
 		go h.bus.release()
 	}
+	if w.busDeltas {
+		go h.cluster.feed.release()
+	}
+	if w.announced {
+		h.cluster.watching.remove(sessionID)
+	}
 }
 
 // subscribe adds a watcher of a session: local when the node runs the session now (or
@@ -213,6 +234,9 @@ func (h *Hub) watch(sessionID string, deltas bool) (<-chan messages.Envelope, fu
 	if h.bus == nil || h.isLocal == nil || h.isLocal(sessionID) {
 		h.add(sessionID, w)
 		h.mu.Unlock()
+		if deltas {
+			h.joinDeltas(sessionID, w)
+		}
 		return w.ch, h.unsubscriber(sessionID, w)
 	}
 	h.mu.Unlock()
@@ -232,6 +256,9 @@ func (h *Hub) watch(sessionID string, deltas bool) (<-chan messages.Envelope, fu
 	h.add(sessionID, w)
 	h.remote[sessionID]++
 	h.mu.Unlock()
+	if deltas {
+		h.joinDeltas(sessionID, w)
+	}
 	return w.ch, h.unsubscriber(sessionID, w)
 }
 
@@ -294,6 +321,9 @@ func (h *Hub) close() {
 	if h.bus != nil {
 		h.bus.close(5 * time.Second)
 	}
+	if h.cluster != nil {
+		h.cluster.close()
+	}
 }
 
 func (h *Hub) isClosed() bool {
@@ -305,13 +335,17 @@ func (h *Hub) isClosed() bool {
 // errHubClosed is why a watcher of a closed hub reads nothing.
 var errHubClosed = errors.New("node: the live event hub is closed")
 
-// busFeed is the hub's subscription to messages.TopicEvents on a shared bus (Bus.Live:
-// every partition from the latest offset, in no consumer group), held while remote
-// watchers exist and for linger after the last one left. Each message read is
-// handed to the hub and acked.
+// busFeed is the hub's subscription to a live topic on a shared bus (Bus.Live: every
+// partition from the latest offset, in no consumer group): messages.TopicEvents,
+// held while remote watchers exist, and messages.TopicDeltas, held while watchers of
+// deltas that other nodes may send exist (clusterDeltas); each for linger after the
+// last one left. Each message read is handed to handle and acked.
 type busFeed struct {
 	sub    message.Subscriber
-	hub    *Hub
+	topic  string
+	handle func(*message.Message)
+	// ended is called when the subscription ends by itself (the subscriber closed).
+	ended  func()
 	linger time.Duration
 
 	mu     sync.Mutex // held while subscribing, so that watchers wait for one subscription
@@ -349,7 +383,7 @@ func (f *busFeed) acquire() error {
 			f.prev = nil
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		ch, err := f.sub.Subscribe(ctx, messages.TopicEvents)
+		ch, err := f.sub.Subscribe(ctx, f.topic)
 		if err != nil {
 			cancel()
 			return err
@@ -389,13 +423,13 @@ func (f *busFeed) stop() {
 	run.cancel()
 }
 
-// read hands the subscription's messages to the hub until its channel closes. A
-// subscription that ends by itself (the subscriber closed) disconnects the remote
-// watchers, which resume from the log.
+// read hands the subscription's messages to handle until its channel closes. A
+// subscription that ends by itself (the subscriber closed) calls ended: on
+// messages.TopicEvents, it disconnects the remote watchers, which resume from the log.
 func (f *busFeed) read(run *feedRun, ch <-chan *message.Message) {
 	for msg := range ch {
 		if !run.stopped.Load() {
-			f.hub.handle(msg)
+			f.handle(msg)
 		}
 		msg.Ack()
 	}
@@ -408,8 +442,8 @@ func (f *busFeed) read(run *feedRun, ch <-chan *message.Message) {
 		run.stopped.Store(true)
 	}
 	f.mu.Unlock()
-	if ended {
-		f.hub.dropRemote()
+	if ended && f.ended != nil {
+		f.ended()
 	}
 }
 

@@ -341,8 +341,9 @@ type Bus struct {
 	// of sessions that other nodes run, while there are such streams (the node's own
 	// sessions feed its streams directly): every partition, from the latest offset,
 	// in no consumer group; Subscribe returns once the offsets are fixed. It also consumes
-	// messages.TopicReplies, the answers to this node's effect requests, and, on a node
-	// that serves effects, messages.TopicEffectCancels.
+	// messages.TopicReplies, the answers to this node's effect requests, on a node
+	// that serves effects, messages.TopicEffectCancels, and messages.TopicDeltas while
+	// the node has watchers of deltas that other nodes may send (WatchDeltas).
 	Live message.Subscriber
 	// Tools and Models consume messages.TopicToolRequests and TopicModelRequests on
 	// nodes with the tools or models role: each a consumer group shared by the nodes
@@ -640,6 +641,8 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return n.handleApproval(msg)
 	case messages.TypeMemoryCommand:
 		return n.handleMemoryCommand(msg)
+	case messages.TypeDeltaWatch:
+		return n.handleDeltaWatch(msg)
 	}
 	env, err := n.ingress.Decode(arrivalOf(msg))
 	if err != nil {
@@ -785,7 +788,8 @@ const maxTopicName = 249
 // poison topic). A reply topic must be none of them, with or without a prefix.
 func ownTopics() []string {
 	return []string{messages.TopicTasks, messages.TopicEvents, messages.TopicResults,
-		messages.TopicToolRequests, messages.TopicModelRequests, messages.TopicReplies, messages.TopicEffectCancels, TopicPoison}
+		messages.TopicToolRequests, messages.TopicModelRequests, messages.TopicReplies, messages.TopicEffectCancels, TopicPoison,
+		messages.TopicDeltas}
 }
 
 // ownNamespace starts the name of every topic of the node's own.

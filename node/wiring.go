@@ -122,6 +122,7 @@ func (n *Node) openBus(wlog watermill.LoggerAdapter) {
 		n.pub, n.tasksSub, n.liveSub = b.Publisher, b.Tasks, b.Live
 		if b.Live != nil {
 			n.hub = newHub(b.Live, n.runsHere)
+			newClusterDeltas(n.hub, b.Publisher, b.Live, n.cfg.NodeID, n.cfg.Roles.Has(RoleModels), n.cfg.Logger)
 		}
 		return
 	}
@@ -186,7 +187,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger})
 	byKind := actors.EffectsByKind{Model: n.local, Tools: n.local}
 	if !cfg.Roles.Has(RoleModels) {
-		byKind.Model = n.remote
+		byKind.Model = streamingRequests{Effects: n.remote, hub: n.hub} // deltas_cluster.go
 	}
 	if !cfg.Roles.Has(RoleTools) {
 		byKind.Tools = n.remote

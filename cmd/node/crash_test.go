@@ -115,11 +115,32 @@ type loggedModel struct {
 }
 
 func (m *loggedModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	if err := m.before(ctx, r); err != nil {
+		return llm.Response{}, err
+	}
+	return m.Model.Generate(ctx, r)
+}
+
+// Stream is Generate for a call that streams, when the model streams (a script's
+// stream_chunk): the wrapper must not hide its llm.Streamer.
+func (m *loggedModel) Stream(ctx context.Context, r llm.Request, onDelta func(llm.Delta) error) (llm.Response, error) {
+	s, ok := m.Model.(llm.Streamer)
+	if !ok {
+		return m.Generate(ctx, r)
+	}
+	if err := m.before(ctx, r); err != nil {
+		return llm.Response{}, err
+	}
+	return s.Stream(ctx, r, onDelta)
+}
+
+// before logs the call and waits out its delay.
+func (m *loggedModel) before(ctx context.Context, r llm.Request) error {
 	m.mu.Lock()
 	err := appendLine(m.path, r.Key+"\n")
 	m.mu.Unlock()
 	if err != nil {
-		return llm.Response{}, err
+		return err
 	}
 	delay := m.delay
 	if d, ok := m.delays[r.Scope.Agent]; ok {
@@ -127,10 +148,10 @@ func (m *loggedModel) Generate(ctx context.Context, r llm.Request) (llm.Response
 	}
 	select {
 	case <-time.After(delay):
+		return nil
 	case <-ctx.Done():
-		return llm.Response{}, ctx.Err()
+		return ctx.Err()
 	}
-	return m.Model.Generate(ctx, r)
 }
 
 func appendLine(path, s string) error {

@@ -1,0 +1,377 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// How model deltas cross a cluster (WatchDeltas tells the whole walk).
+const (
+	// deltaLinger is how long a performing node gathers a call's deltas before it
+	// publishes them as one messages.DeltaBatch: a burst of tokens (a provider sends
+	// several per network read) makes one bus message, a steady stream at most one
+	// per deltaLinger (40 a second), and a reader sees the text at most this much
+	// later than on the performing node. Measured with 100 tokens: all at once, 1
+	// message; at 500 tokens/s, 9; at 100/s, 34; at 50/s, 50 (at 10 ms: 1, 19, 52,
+	// 100; without batching, 100 each).
+	deltaLinger = 25 * time.Millisecond
+	// deltaHeldMax and deltaHeldBytes bound a call's deltas waiting for the bus (one
+	// batch, while the previous one is being published); more are dropped, so a slow
+	// broker never holds a model call.
+	deltaHeldMax   = 1024
+	deltaHeldBytes = 256 << 10
+	// deltaFlushWait bounds how long a model call's reply waits for its last deltas
+	// to be published (so that they reach watchers before the model.responded that
+	// ends the call, which drops later ones).
+	deltaFlushWait = time.Second
+	// deltaWatchTTL is how long an owner streams a session's calls for a remote
+	// watcher after hearing of it (messages.DeltaWatch), deltaWatchRenew how often the
+	// watcher's node says so again while it watches, deltaWatchTTLMax the most a
+	// DeltaWatch can ask for.
+	deltaWatchTTL    = 15 * time.Second
+	deltaWatchRenew  = 5 * time.Second
+	deltaWatchTTLMax = time.Minute
+)
+
+// clusterDeltas carries model deltas between the nodes of a cluster: on the
+// watcher's node, the announcements of its watchers to the sessions' owners
+// (watching) and the subscription to messages.TopicDeltas (feed); on a session's
+// owner, the remote watchers it heard of (leases); on the node performing a call,
+// the batches it publishes (stream).
+type clusterDeltas struct {
+	pub    message.Publisher
+	node   string
+	logger *slog.Logger
+	linger time.Duration // deltaLinger
+	// performsModels: the node performs its own sessions' model calls, so its local
+	// watchers need not read the bus.
+	performsModels bool
+	feed           *busFeed
+	leases         deltaLeases
+	watching       *deltaAnnouncer
+}
+
+// newClusterDeltas sets up h (a hub on a shared bus, reading through live) to carry
+// deltas between nodes.
+func newClusterDeltas(h *Hub, pub message.Publisher, live message.Subscriber, node string, performsModels bool, logger *slog.Logger) {
+	c := &clusterDeltas{pub: pub, node: node, logger: logger, linger: deltaLinger, performsModels: performsModels,
+		leases: deltaLeases{until: map[string]time.Time{}}}
+	c.feed = &busFeed{sub: live, topic: messages.TopicDeltas, handle: h.handleDeltas, linger: feedLinger,
+		ended: func() {
+			logger.Debug("the delta feed ended; deltas from other nodes stop until the next watcher of deltas")
+		}}
+	c.watching = &deltaAnnouncer{c: c, by: map[string]*announcement{}}
+	h.cluster = c
+}
+
+func (c *clusterDeltas) close() {
+	c.watching.close()
+	c.feed.close(5 * time.Second)
+}
+
+// joinDeltas connects a new watcher of deltas to the cluster: it reads
+// messages.TopicDeltas when another node may perform its session's calls (the
+// session runs elsewhere, or this node has no models role), and the session's owner
+// hears of it when that is another node. Both are in place when it returns, so that
+// a task submitted after has its calls streamed. The caller does not hold h.mu.
+func (h *Hub) joinDeltas(sessionID string, w *watcher) {
+	c := h.cluster
+	if c == nil {
+		return
+	}
+	if w.remote || !c.performsModels {
+		if err := c.feed.acquire(); err != nil {
+			c.logger.Warn("cannot read deltas from other nodes; the watcher gets events only", "session", sessionID, "err", err)
+		} else {
+			h.mu.Lock()
+			gone := w.gone
+			w.busDeltas = !gone
+			h.mu.Unlock()
+			if gone {
+				c.feed.release()
+			}
+		}
+	}
+	if w.remote {
+		c.watching.add(sessionID)
+		h.mu.Lock()
+		gone := w.gone
+		w.announced = !gone
+		h.mu.Unlock()
+		if gone {
+			c.watching.remove(sessionID)
+		}
+	}
+}
+
+// handleDeltas delivers a batch of deltas read from messages.TopicDeltas to the
+// session's watchers, unless this node sent it (it handed them over itself).
+func (h *Hub) handleDeltas(msg *message.Message) {
+	if sid := msg.Metadata.Get(messages.MetaSessionID); sid != "" && !h.wantsDeltas(sid) {
+		return
+	}
+	b, err := messages.DecodeDeltaBatch(msg.Payload)
+	if err != nil || b.Node == h.cluster.node {
+		return // live only: a bad batch is not worth a word, the answer comes whole
+	}
+	h.deliverDeltas(b.SessionID, b.Node, b.Deltas...)
+}
+
+// stream returns the publisher of one model call's deltas for session sessionID.
+func (c *clusterDeltas) stream(sessionID string) *deltaStream {
+	return &deltaStream{c: c, sid: sessionID}
+}
+
+// deltaStream publishes one model call's deltas on messages.TopicDeltas, deltaLinger's
+// worth in a batch, in order, never blocking the call.
+type deltaStream struct {
+	c   *clusterDeltas
+	sid string
+
+	send sync.Mutex // held while a batch is published: batches go out in order
+
+	mu      sync.Mutex
+	held    []messages.ModelDelta
+	bytes   int
+	timer   *time.Timer // the flush of held, when one is due
+	dropped int
+}
+
+// add holds d for the next batch, which goes out after deltaLinger.
+func (s *deltaStream) add(d messages.ModelDelta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.held) >= deltaHeldMax || s.bytes >= deltaHeldBytes {
+		s.dropped++ // the bus is slower than the model: best effort
+		return
+	}
+	s.held = append(s.held, d)
+	s.bytes += len(d.Content) + len(d.Arguments) + len(d.Key) + len(d.ToolName) + len(d.ToolCallID) + 64
+	if s.timer == nil {
+		s.timer = time.AfterFunc(s.c.linger, s.flush)
+	}
+}
+
+// flush publishes the deltas held, if any.
+func (s *deltaStream) flush() {
+	s.send.Lock()
+	defer s.send.Unlock()
+	s.mu.Lock()
+	batch, dropped := s.held, s.dropped
+	s.held, s.bytes, s.dropped = nil, 0, 0
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+	s.mu.Unlock()
+	if dropped > 0 {
+		s.c.logger.Debug("model deltas dropped: the bus is slower than the model", "session", s.sid, "dropped", dropped)
+	}
+	if len(batch) == 0 {
+		return
+	}
+	b, err := messages.EncodeCommand(&messages.DeltaBatch{SessionID: s.sid, Node: s.c.node, Deltas: batch})
+	if err != nil {
+		return // a struct of strings and numbers: it cannot fail
+	}
+	msg := message.NewMessage(watermill.NewUUID(), b)
+	msg.Metadata.Set(messages.MetaSessionID, s.sid)
+	msg.Metadata.Set(messages.MetaType, string(messages.TypeModelDelta))
+	if err := s.c.pub.Publish(messages.TopicDeltas, msg); err != nil {
+		s.c.logger.Debug("model deltas not published", "session", s.sid, "deltas", len(batch), "err", err)
+	}
+}
+
+// done publishes what is held once the call returned, waiting at most
+// deltaFlushWait (the call's reply waits for it).
+func (s *deltaStream) done() {
+	published := make(chan struct{})
+	go func() {
+		defer close(published)
+		s.flush()
+	}()
+	t := time.NewTimer(deltaFlushWait)
+	defer t.Stop()
+	select {
+	case <-published:
+	case <-t.C:
+	}
+}
+
+// deltaLeases are the sessions this node owns that other nodes watch, each until
+// the lease its last messages.DeltaWatch gave ends.
+type deltaLeases struct {
+	mu    sync.Mutex
+	until map[string]time.Time
+	swept time.Time
+}
+
+// watch records a watcher of sessionID elsewhere for ttl (at most deltaWatchTTLMax).
+func (l *deltaLeases) watch(sessionID string, ttl time.Duration) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.until[sessionID] = now.Add(min(ttl, deltaWatchTTLMax))
+	if now.Sub(l.swept) > deltaWatchTTLMax {
+		l.swept = now
+		for sid, t := range l.until {
+			if now.After(t) {
+				delete(l.until, sid)
+			}
+		}
+	}
+}
+
+// watched reports whether another node watches sessionID's deltas.
+func (l *deltaLeases) watched(sessionID string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	t, ok := l.until[sessionID]
+	return ok && time.Now().Before(t)
+}
+
+// handleDeltaWatch records a remote watcher of a session this node owns (a
+// messages.DeltaWatch read from messages.TopicTasks).
+func (n *Node) handleDeltaWatch(msg *message.Message) error {
+	w, err := messages.DecodeDeltaWatch(msg.Payload)
+	if err != nil {
+		return fmt.Errorf("%w: delta watch %s: %w", errPermanent, msg.UUID, err)
+	}
+	if forwarded, err := n.forward(msg, w.SessionID); forwarded || err != nil {
+		return err
+	}
+	// A watcher on this node needs no lease: the node hands its own watchers the
+	// deltas of the calls it performs, and marks the requests it sends elsewhere
+	// while it has watchers (streamingRequests).
+	if n.hub.cluster != nil && w.Node != n.cfg.NodeID {
+		n.hub.cluster.leases.watch(w.SessionID, time.Duration(w.TTLMS)*time.Millisecond)
+	}
+	return nil
+}
+
+// deltaAnnouncer tells sessions' owners that this node watches their deltas: a
+// messages.DeltaWatch when a session's first remote watcher of deltas comes, then
+// every deltaWatchRenew until its last one left.
+type deltaAnnouncer struct {
+	c *clusterDeltas
+
+	mu     sync.Mutex
+	closed bool
+	by     map[string]*announcement
+}
+
+// announcement is a session's announcing.
+type announcement struct {
+	users int
+	sent  chan struct{} // closed once the first DeltaWatch is published (or failed)
+	timer *time.Timer   // the next renewal
+}
+
+// add counts a watcher of sessionID and returns once the owner was told (the
+// DeltaWatch is published, after the tasks this node published before).
+func (a *deltaAnnouncer) add(sessionID string) {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return
+	}
+	if x := a.by[sessionID]; x != nil {
+		x.users++
+		a.mu.Unlock()
+		<-x.sent
+		return
+	}
+	x := &announcement{users: 1, sent: make(chan struct{})}
+	a.by[sessionID] = x
+	a.mu.Unlock()
+	a.c.announce(sessionID)
+	close(x.sent)
+	a.schedule(sessionID, x)
+}
+
+// schedule renews x after deltaWatchRenew, while it is sessionID's announcing.
+func (a *deltaAnnouncer) schedule(sessionID string, x *announcement) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed || a.by[sessionID] != x {
+		return
+	}
+	x.timer = time.AfterFunc(deltaWatchRenew, func() {
+		a.mu.Lock()
+		current := !a.closed && a.by[sessionID] == x
+		a.mu.Unlock()
+		if current {
+			a.c.announce(sessionID)
+			a.schedule(sessionID, x)
+		}
+	})
+}
+
+// remove uncounts a watcher of sessionID. It does no I/O (the hub calls it under
+// its lock).
+func (a *deltaAnnouncer) remove(sessionID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	x := a.by[sessionID]
+	if x == nil {
+		return
+	}
+	if x.users--; x.users > 0 {
+		return
+	}
+	delete(a.by, sessionID)
+	if x.timer != nil {
+		x.timer.Stop()
+	}
+}
+
+func (a *deltaAnnouncer) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.closed = true
+	for sid, x := range a.by {
+		if x.timer != nil {
+			x.timer.Stop()
+		}
+		delete(a.by, sid)
+	}
+}
+
+// announce publishes a DeltaWatch of sessionID on messages.TopicTasks.
+func (c *clusterDeltas) announce(sessionID string) {
+	b, err := messages.EncodeCommand(&messages.DeltaWatch{SessionID: sessionID, Node: c.node, TTLMS: deltaWatchTTL.Milliseconds()})
+	if err != nil {
+		return // a struct of strings and numbers: it cannot fail
+	}
+	msg := message.NewMessage(watermill.NewUUID(), b)
+	msg.Metadata.Set(messages.MetaSessionID, sessionID)
+	msg.Metadata.Set(messages.MetaType, messages.TypeDeltaWatch)
+	if err := c.pub.Publish(messages.TopicTasks, msg); err != nil {
+		c.logger.Warn("cannot tell the session's owner about a watcher of its deltas; its model calls may not stream here",
+			"session", sessionID, "err", err)
+	}
+}
+
+// streamingRequests marks the model requests it sends to other nodes to stream
+// (messages.EffectRequest.Stream) while their session has a watcher of deltas, on
+// this node or another.
+type streamingRequests struct {
+	actors.Effects
+	hub *Hub
+}
+
+// Perform implements actors.Effects.
+func (s streamingRequests) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
+	if req.Model != nil && (s.hub.wantsDeltas(req.SessionID) || s.hub.cluster != nil && s.hub.cluster.leases.watched(req.SessionID)) {
+		req.Stream = true
+	}
+	s.Effects.Perform(req, reply)
+}
