@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/telemetry"
 )
 
 // maxBody bounds a request body; the input itself is bounded by Task.Validate.
@@ -117,7 +118,9 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	id, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body})
+	// A client's traceparent header makes the task's trace a part of the client's.
+	ctx := telemetry.ExtractHTTP(r.Context(), r.Header)
+	id, err := n.SubmitFrom(ctx, Arrival{Source: SourceHTTP, Payload: body})
 	switch {
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)
