@@ -194,3 +194,7 @@ func (t *tracing) close() error {
 	defer cancel()
 	return t.traces.Shutdown(ctx)
 }
+
+// Traces returns the node's tracing: where its spans go (Exporter), or that they go
+// nowhere (Enabled is false: the OTEL_* environment named no exporter).
+func (n *Node) Traces() *telemetry.Traces { return n.tracing.traces }

@@ -91,6 +91,7 @@ type effectSpan struct {
 
 // sessionSpans are the open spans of one session's running task.
 type sessionSpans struct {
+	session string
 	taskID  string
 	task    trace.Span
 	taskCtx context.Context
@@ -199,7 +200,7 @@ func (s *Sessions) startTask(sessionID, taskID string, t *messages.TaskSubmitted
 	}
 	ctx, span := s.tracer.Start(ctx, "invoke_agent "+agent, trace.WithTimestamp(now), trace.WithAttributes(attrs...))
 	s.tick++
-	ss := &sessionSpans{taskID: taskID, task: span, taskCtx: ctx, resumed: resumed, effects: map[string]bool{}, seen: s.tick}
+	ss := &sessionSpans{session: sessionID, taskID: taskID, task: span, taskCtx: ctx, resumed: resumed, effects: map[string]bool{}, seen: s.tick}
 	s.open[sessionID] = ss
 	return ss
 }
@@ -212,7 +213,7 @@ func (s *Sessions) startStep(ss *sessionSpans, n int, now time.Time) {
 	if ss.step != nil {
 		ss.step.End(trace.WithTimestamp(now))
 	}
-	attrs := []attribute.KeyValue{AttrStep.Int(n)}
+	attrs := []attribute.KeyValue{AttrStep.Int(n), semconv.GenAIConversationID(ss.session)}
 	if ss.resumed {
 		attrs = append(attrs, AttrResumed.Bool(true))
 	}
@@ -223,7 +224,7 @@ func (s *Sessions) startStep(ss *sessionSpans, n int, now time.Time) {
 func (s *Sessions) startModel(ss *sessionSpans, p *messages.ModelRequested, now time.Time) {
 	s.startStep(ss, p.Step, now)
 	name := "chat"
-	attrs := []attribute.KeyValue{semconv.GenAIOperationNameChat, AttrEffectKey.String(p.Key), AttrStep.Int(p.Step)}
+	attrs := []attribute.KeyValue{semconv.GenAIOperationNameChat, semconv.GenAIConversationID(ss.session), AttrEffectKey.String(p.Key), AttrStep.Int(p.Step)}
 	if p.Model != "" {
 		name += " " + p.Model
 		attrs = append(attrs, semconv.GenAIRequestModel(p.Model))
@@ -240,7 +241,7 @@ func (s *Sessions) startTool(ss *sessionSpans, p *messages.ToolCallRequested, no
 	if ss.step == nil {
 		parent = ss.taskCtx // a call a paradigm made before any model call
 	}
-	attrs := []attribute.KeyValue{semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(p.Tool),
+	attrs := []attribute.KeyValue{semconv.GenAIOperationNameExecuteTool, semconv.GenAIConversationID(ss.session), semconv.GenAIToolName(p.Tool),
 		semconv.GenAIToolType("function"), AttrEffectKey.String(p.Key), AttrStep.Int(p.Step)}
 	if p.CallID != "" {
 		attrs = append(attrs, semconv.GenAIToolCallID(p.CallID))
