@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -22,6 +24,8 @@ import (
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/telemetry"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -266,4 +270,154 @@ func TestClusterTraceIsWhole(t *testing.T) {
 	if submit.Service != "troupe-test" || task.Service != "troupe-test" {
 		t.Errorf("service.name %q, %q: want OTEL_SERVICE_NAME's", submit.Service, task.Service)
 	}
+}
+
+// TestNodeTracesOffWithoutOTELEnvironment: a node started with no OTEL_* variables
+// creates no exporter, and runs its task as ever.
+func TestNodeTracesOffWithoutOTELEnvironment(t *testing.T) {
+	for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED"} {
+		t.Setenv(k, "")
+	}
+	n := nodetest.Start(t, node.Config{})
+	if n.Traces().Enabled() || n.Traces().Exporter() != "" {
+		t.Fatalf("traces on without OTEL_* variables: exporter %q", n.Traces().Exporter())
+	}
+	events := nodetest.Run(t, n, "untraced", "echo hi")
+	for _, e := range events {
+		if e.Type == messages.TypeTaskSubmitted && strings.Contains(string(e.Payload), "traceparent") {
+			t.Fatalf("a task recorded a traceparent with tracing off: %s", e.Payload)
+		}
+	}
+}
+
+// stallingTool blocks until its call's context ends (the node stops), after saying
+// it started; with answer set it answers at once instead.
+type stallingTool struct {
+	started chan struct{}
+	answer  string
+}
+
+func (b stallingTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "slow", Description: "takes its time"}
+}
+
+func (b stallingTool) Call(ctx context.Context, c tools.Call) (string, error) {
+	if b.answer != "" {
+		return b.answer, nil
+	}
+	select {
+	case b.started <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return "", ctx.Err()
+}
+
+// spansByName indexes recorded spans by name.
+func spansByName(spans tracetest.SpanStubs) map[string][]tracetest.SpanStub {
+	m := map[string][]tracetest.SpanStub{}
+	for _, s := range spans {
+		m[s.Name] = append(m[s.Name], s)
+	}
+	return m
+}
+
+func spanAttr(s tracetest.SpanStub, key string) string {
+	for _, kv := range s.Attributes {
+		if string(kv.Key) == key {
+			return kv.Value.Emit()
+		}
+	}
+	return ""
+}
+
+// TestResumedTaskKeepsItsTrace stops a node while its task waits on a tool call and
+// starts another on the same data: the resumed task's spans are in the trace the task
+// was submitted under, the first node's ended as interrupted, and the tool call
+// issued again is spanned under the resumed task.
+func TestResumedTaskKeepsItsTrace(t *testing.T) {
+	dir := t.TempDir()
+	model := func() llm.Model {
+		m, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+			{ToolCalls: []messages.ToolCall{{ID: "call_s", Name: "slow", Arguments: `{}`}}},
+			{Content: "done"},
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	exp1, exp2 := tracetest.NewInMemoryExporter(), tracetest.NewInMemoryExporter()
+	tp1 := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp1))
+	tp2 := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp2))
+	t.Cleanup(func() { _ = tp1.Shutdown(context.Background()); _ = tp2.Shutdown(context.Background()) })
+
+	started := make(chan struct{}, 1)
+	n1, err := node.New(context.Background(), node.Config{DataDir: dir, Model: model(), Tools: []tools.Tool{stallingTool{started: started}},
+		Traces: telemetry.With(tp1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop1, err := n1.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.Submit(context.Background(), node.Task{Input: "go slow", SessionID: "resumed"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tool call did not start")
+	}
+	if err := n1.Close(); err != nil {
+		t.Fatal(err)
+	}
+	stop1()
+
+	n2 := nodetest.Start(t, node.Config{DataDir: dir, Model: model(), Tools: []tools.Tool{stallingTool{answer: "slow but sure"}},
+		Traces: telemetry.With(tp2)})
+	waitCompleted(t, n2, []string{"resumed"}, 10*time.Second)
+	if err := n2.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	first, second := spansByName(exp1.GetSpans()), spansByName(exp2.GetSpans())
+	if len(first["submit_task"]) != 1 || len(first["invoke_agent default"]) != 1 || len(second["invoke_agent default"]) != 1 {
+		t.Fatalf("spans: first node %v, second node %v", keys(first), keys(second))
+	}
+	submit, task1, task2 := first["submit_task"][0], first["invoke_agent default"][0], second["invoke_agent default"][0]
+	trace := submit.SpanContext.TraceID()
+	if task1.SpanContext.TraceID() != trace || task2.SpanContext.TraceID() != trace {
+		t.Fatalf("trace IDs: submitted %s, first run %s, resumed %s", trace, task1.SpanContext.TraceID(), task2.SpanContext.TraceID())
+	}
+	if task2.Parent.SpanID() != submit.SpanContext.SpanID() {
+		t.Errorf("the resumed task's parent is %s, want the submit span %s", task2.Parent.SpanID(), submit.SpanContext.SpanID())
+	}
+	if spanAttr(task1, "troupe.interrupted") != "true" || spanAttr(task2, "troupe.resumed") != "true" {
+		t.Errorf("first run interrupted=%q, second run resumed=%q", spanAttr(task1, "troupe.interrupted"), spanAttr(task2, "troupe.resumed"))
+	}
+	if spanAttr(task2, "troupe.steps") != "2" {
+		t.Errorf("resumed task steps %q, want 2", spanAttr(task2, "troupe.steps"))
+	}
+	tools := second["execute_tool slow"]
+	if len(tools) != 1 || tools[0].SpanContext.TraceID() != trace || spanAttr(tools[0], "gen_ai.tool.call.id") != "call_s" {
+		t.Fatalf("the resumed tool call's spans: %+v", tools)
+	}
+	steps := second["step 1"]
+	if len(steps) != 1 || tools[0].Parent.SpanID() != steps[0].SpanContext.SpanID() || steps[0].Parent.SpanID() != task2.SpanContext.SpanID() {
+		t.Errorf("the resumed tool call is not under the resumed step 1 under the resumed task")
+	}
+	if len(second["chat scripted"]) != 1 || len(first["chat scripted"]) != 1 {
+		t.Errorf("chat spans: %d on the first node, %d on the second, want 1 each", len(first["chat scripted"]), len(second["chat scripted"]))
+	}
+}
+
+func keys[V any](m map[string]V) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
