@@ -421,3 +421,18 @@ func keys[V any](m map[string]V) []string {
 	sort.Strings(out)
 	return out
 }
+
+// BenchmarkLoopNodeTraced is BenchmarkLoopNode with tracing on (every span made and
+// batched, then dropped by a no-op exporter): the cost of traces when they are on.
+func BenchmarkLoopNodeTraced(b *testing.B) {
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(tracetest.NewNoopExporter()))
+	b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	n := nodetest.Start(b, node.Config{Model: benchScript(b), Traces: telemetry.With(tp)})
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		i++
+		runTask(b, n, fmt.Sprintf("bench-%d", i))
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*stepsPerTask), "µs/step")
+}
