@@ -436,3 +436,44 @@ func BenchmarkLoopNodeTraced(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*stepsPerTask), "µs/step")
 }
+
+// TestHTTPTraceparentIsTheTasksParent: a client's traceparent header on POST
+// /v1/tasks makes the task's spans part of the client's trace.
+func TestHTTPTraceparentIsTheTasksParent(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	n := nodetest.Start(t, node.Config{Traces: telemetry.With(tp)})
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/v1/tasks", strings.NewReader(`{"input":"echo hi","session_id":"from-client"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", "00-"+traceID+"-"+parentID+"-01")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted && resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /v1/tasks: %s", resp.Status)
+	}
+	waitCompleted(t, n, []string{"from-client"}, 10*time.Second)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	spans := spansByName(exp.GetSpans())
+	submit, task := spans["submit_task"], spans["invoke_agent default"]
+	if len(submit) != 1 || len(task) != 1 {
+		t.Fatalf("spans %v", keys(spans))
+	}
+	if submit[0].SpanContext.TraceID().String() != traceID || submit[0].Parent.SpanID().String() != parentID {
+		t.Errorf("submit_task in trace %s under %s, want %s under %s", submit[0].SpanContext.TraceID(), submit[0].Parent.SpanID(), traceID, parentID)
+	}
+	if task[0].SpanContext.TraceID().String() != traceID || task[0].Parent.SpanID() != submit[0].SpanContext.SpanID() {
+		t.Errorf("invoke_agent in trace %s under %s", task[0].SpanContext.TraceID(), task[0].Parent.SpanID())
+	}
+}
