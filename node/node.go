@@ -658,8 +658,11 @@ func (n *Node) handleTask(msg *message.Message) error {
 	if forwarded, err := n.forward(msg, env.SessionID); forwarded || err != nil {
 		return err
 	}
-	env, end := n.tracing.stamp(telemetry.Extract(msg.Context(), msg.Metadata), env)
-	defer end()
+	if n.tracing.on() {
+		var end func()
+		env, end = n.tracing.stamp(telemetry.Extract(msg.Context(), msg.Metadata), env)
+		defer end()
+	}
 	res, err := n.system.Root.RequestFuture(n.host, &actors.SubmitTask{Envelope: env}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
@@ -902,8 +905,11 @@ func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (string, error) {
 // says: the one way a task from Go code, the CLI, HTTP (and next MCP and A2A)
 // reaches its session.
 func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error) {
-	env, end := n.tracing.stamp(ctx, env)
-	defer end()
+	if n.tracing.on() {
+		var end func()
+		env, end = n.tracing.stamp(ctx, env)
+		defer end()
+	}
 	if n.bus != nil && !n.routerRunning() {
 		// The in-process bus drops what is published before the tasks handler
 		// subscribed: a task that arrives while the node starts (HTTP may listen
