@@ -60,7 +60,9 @@ const DefaultMaxOpenSessions = 10_000
 //   - "step {n}" per step of the agent's loop, from its model.requested to the
 //     next step's, the child of the task's span;
 //   - "chat {model}" per model call and "execute_tool {tool}" per tool call, from
-//     the request event to the answer event, children of the step's span.
+//     the request event to the answer event, children of the step's span; a tool
+//     call that waits for a human's approval has the events approval.requested and
+//     approval.resolved (troupe.approval.approved, troupe.approval.by).
 //
 // It reads events once they are durable (Observe, Recover): it never changes one,
 // and the replay path never sees it. Spans are timed by the node's wall clock.
@@ -126,7 +128,8 @@ func (s *Sessions) Observe(sessionID string, batch []messages.Envelope) {
 func (s *Sessions) observe(sessionID string, e *messages.Envelope, now time.Time) {
 	switch e.Type {
 	case messages.TypeTaskSubmitted, messages.TypeModelRequested, messages.TypeModelResponded,
-		messages.TypeToolCallRequested, messages.TypeToolCallCompleted, messages.TypeTaskCompleted, messages.TypeTaskFailed:
+		messages.TypeToolCallRequested, messages.TypeToolCallCompleted, messages.TypeTaskCompleted, messages.TypeTaskFailed,
+		messages.TypeApprovalRequested, messages.TypeApprovalResolved:
 	default:
 		return
 	}
@@ -159,6 +162,15 @@ func (s *Sessions) observe(sessionID string, e *messages.Envelope, now time.Time
 	case *messages.ToolCallCompleted:
 		if es, ok := s.takeEffect(ss, p.Key); ok {
 			EndTool(es.span, p.Error, now)
+		}
+	case *messages.ApprovalRequested:
+		if es, ok := s.effects[p.Key]; ok {
+			es.span.AddEvent("approval.requested", trace.WithTimestamp(now))
+		}
+	case *messages.ApprovalResolved:
+		if es, ok := s.effects[p.Key]; ok {
+			es.span.AddEvent("approval.resolved", trace.WithTimestamp(now), trace.WithAttributes(
+				attribute.Bool("troupe.approval.approved", p.Approve), attribute.String("troupe.approval.by", p.By)))
 		}
 	case *messages.TaskCompleted:
 		ss.task.SetAttributes(AttrSteps.Int(p.Steps))

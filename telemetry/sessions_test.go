@@ -65,6 +65,8 @@ func TestSessionSpansOfAFailingTask(t *testing.T) {
 	h.add(&messages.ModelResponded{Key: "s1/2", Model: "gpt-x", Usage: messages.Usage{PromptTokens: 3, CompletionTokens: 4, CostUSD: 0.5},
 		Message: messages.ChatMessage{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "fetch"}}}})
 	h.add(&messages.ToolCallRequested{Key: "s1/4", CallID: "c1", Tool: "fetch", Step: 1})
+	h.add(&messages.ApprovalRequested{Key: "s1/4", CallID: "c1", Tool: "fetch"})
+	h.add(&messages.ApprovalResolved{Key: "s1/4", Approve: true, By: messages.ApprovedByHTTP})
 	s.Observe("s1", h.events)
 	if s.Open() != 1 {
 		t.Fatalf("%d sessions open, want 1", s.Open())
@@ -81,6 +83,9 @@ func TestSessionSpansOfAFailingTask(t *testing.T) {
 	}
 	if attr(chat, "troupe.cost_usd") != "0.5" || attr(chat, "gen_ai.response.finish_reasons") != `["tool_calls"]` || attr(chat, "gen_ai.usage.output_tokens") != "4" {
 		t.Errorf("chat attributes %v", chat.Attributes())
+	}
+	if ev := tool.Events(); len(ev) != 2 || ev[0].Name != "approval.requested" || ev[1].Name != "approval.resolved" {
+		t.Errorf("tool span events %+v, want the approval's request and answer", ev)
 	}
 	if tool.Status().Code != codes.Error || tool.Status().Description != "connection refused" {
 		t.Errorf("tool status %+v", tool.Status())
