@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -25,6 +26,9 @@ import (
 //   - the node's sessions' events become spans (telemetry.Sessions): the task's
 //     "invoke_agent", its steps, its "chat" and "execute_tool" calls, children of
 //     the task's TraceParent wherever the session runs, and again after a resume;
+//   - a memory command sent to the owner of its namespace carries the tool
+//     call's traceparent in its message's metadata; the owner spans it ("memory
+//     {action}");
 //   - an effect asked of another node carries its span's traceparent in the
 //     request message's metadata; the node that performs it starts its own span
 //     there (telemetry.StartEffect), the child of the asking one.
@@ -176,6 +180,21 @@ func (t *tracing) traceEffect(ctx context.Context, req messages.EffectRequest) (
 	}
 	ctx, span := telemetry.StartEffect(trace.ContextWithRemoteSpanContext(ctx, parent), t.tracer, req)
 	return ctx, func(rep messages.EffectReply) { telemetry.EndEffect(span, req, rep) }
+}
+
+// startMemory starts the span of a memory (or knowledge base) command this node
+// performs as the owner of its namespace, "memory {action}", the child of the span
+// in ctx (the asking tool call's, from the command's metadata). end ends it, with an
+// error status when errMsg is set.
+func (t *tracing) startMemory(ctx context.Context, c messages.MemoryCommand) (context.Context, func(errMsg string)) {
+	ctx, span := t.tracer.Start(ctx, "memory "+c.Action, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		telemetry.AttrMemoryNamespace.String(c.Namespace), telemetry.AttrMemoryAction.String(c.Action), telemetry.AttrRemote.Bool(true)))
+	return ctx, func(errMsg string) {
+		if errMsg != "" {
+			span.SetStatus(codes.Error, errMsg)
+		}
+		span.End()
+	}
 }
 
 // close ends the spans still open (the tasks running as the node stops) and, when

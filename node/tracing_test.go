@@ -16,12 +16,15 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
@@ -387,9 +390,9 @@ func TestResumedTaskKeepsItsTrace(t *testing.T) {
 		t.Fatalf("spans: first node %v, second node %v", keys(first), keys(second))
 	}
 	submit, task1, task2 := first["submit_task"][0], first["invoke_agent default"][0], second["invoke_agent default"][0]
-	trace := submit.SpanContext.TraceID()
-	if task1.SpanContext.TraceID() != trace || task2.SpanContext.TraceID() != trace {
-		t.Fatalf("trace IDs: submitted %s, first run %s, resumed %s", trace, task1.SpanContext.TraceID(), task2.SpanContext.TraceID())
+	traceID := submit.SpanContext.TraceID()
+	if task1.SpanContext.TraceID() != traceID || task2.SpanContext.TraceID() != traceID {
+		t.Fatalf("trace IDs: submitted %s, first run %s, resumed %s", traceID, task1.SpanContext.TraceID(), task2.SpanContext.TraceID())
 	}
 	if task2.Parent.SpanID() != submit.SpanContext.SpanID() {
 		t.Errorf("the resumed task's parent is %s, want the submit span %s", task2.Parent.SpanID(), submit.SpanContext.SpanID())
@@ -401,7 +404,7 @@ func TestResumedTaskKeepsItsTrace(t *testing.T) {
 		t.Errorf("resumed task steps %q, want 2", spanAttr(task2, "troupe.steps"))
 	}
 	tools := second["execute_tool slow"]
-	if len(tools) != 1 || tools[0].SpanContext.TraceID() != trace || spanAttr(tools[0], "gen_ai.tool.call.id") != "call_s" {
+	if len(tools) != 1 || tools[0].SpanContext.TraceID() != traceID || spanAttr(tools[0], "gen_ai.tool.call.id") != "call_s" {
 		t.Fatalf("the resumed tool call's spans: %+v", tools)
 	}
 	steps := second["step 1"]
@@ -475,5 +478,79 @@ func TestHTTPTraceparentIsTheTasksParent(t *testing.T) {
 	}
 	if task[0].SpanContext.TraceID().String() != traceID || task[0].Parent.SpanID() != submit[0].SpanContext.SpanID() {
 		t.Errorf("invoke_agent in trace %s under %s", task[0].SpanContext.TraceID(), task[0].Parent.SpanID())
+	}
+}
+
+// TestMemoryCommandSpansJoinTheTasksTrace: a session on node a whose memory tool
+// writes to a namespace node b owns: b's spans of the commands ("memory tool") are
+// children of a's tool call spans, in the task's trace.
+func TestMemoryCommandSpansJoinTheTasksTrace(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	shared := sharedLog(t)
+	withTool := func(c *node.Config) {
+		c.Model = memoryAgent{}
+		c.MemoryTool = &memory.ToolConfig{Namespace: "agent:cluster", Namespaces: []string{"team:0", "team:1", "team:2", "team:3", "team:4",
+			"team:5", "team:6", "team:7", "team:8", "team:9", "team:10", "team:11", "team:12", "team:13", "team:14", "team:15"}}
+		c.Traces = telemetry.With(tp)
+	}
+	a := startMemoryClusterNode(t, k, group, shared, "a", withTool)
+	b := startMemoryClusterNode(t, k, group, shared, "b", withTool)
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
+		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
+	})
+	ns := namespaceOn(t, b, "team:")
+	session := ""
+	for i := range 100 {
+		if id := fmt.Sprintf("traced-mem-%d", i); a.parts.owns(kafka.PartitionOf(id, memoryClusterPartitions)) {
+			session = id
+			break
+		}
+	}
+	if _, err := a.n.Submit(context.Background(), node.Task{Input: ns, SessionID: session}); err != nil {
+		t.Fatal(err)
+	}
+	waitCompleted(t, a.n, []string{session}, 30*time.Second)
+	a.stop()
+	b.stop()
+
+	spans := spansByName(exp.GetSpans())
+	task := spans["invoke_agent default"]
+	if len(task) != 1 {
+		t.Fatalf("spans %v", keys(spans))
+	}
+	tools := map[string]tracetest.SpanStub{}
+	for name, ss := range spans {
+		if strings.HasPrefix(name, "execute_tool ") {
+			for _, s := range ss {
+				tools[s.SpanContext.SpanID().String()] = s
+			}
+		}
+	}
+	// The memory tool's calls for ns travel to b as memory commands of action
+	// "tool": an add, a search and an add b refuses.
+	var mem []tracetest.SpanStub
+	for _, m := range spans["memory tool"] {
+		if spanAttr(m, "troupe.memory.namespace") == ns {
+			mem = append(mem, m)
+		}
+	}
+	if len(mem) != 3 {
+		t.Fatalf("%d spans of memory commands for %s, want 3 (spans %v)", len(mem), ns, keys(spans))
+	}
+	for _, m := range mem {
+		if m.SpanContext.TraceID() != task[0].SpanContext.TraceID() {
+			t.Errorf("memory command: trace %s, want the task's %s", m.SpanContext.TraceID(), task[0].SpanContext.TraceID())
+		}
+		if _, ok := tools[m.Parent.SpanID().String()]; !ok {
+			t.Errorf("memory command: parent %s is no tool call span", m.Parent.SpanID())
+		}
+		if m.SpanKind != trace.SpanKindServer {
+			t.Errorf("memory command: kind %v, want server", m.SpanKind)
+		}
 	}
 }

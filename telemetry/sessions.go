@@ -43,6 +43,10 @@ const (
 	AttrInterrupted = attribute.Key("troupe.interrupted")
 	// AttrParentSession names the parent session of a sub-agent's task.
 	AttrParentSession = attribute.Key("troupe.parent.session_id")
+	// AttrMemoryNamespace and AttrMemoryAction name the namespace (or knowledge
+	// base) and the operation of a memory command performed by its owner.
+	AttrMemoryNamespace = attribute.Key("troupe.memory.namespace")
+	AttrMemoryAction    = attribute.Key("troupe.memory.action")
 	// AttrRemote is set on the span of an effect a node performs for a session of
 	// another node.
 	AttrRemote = attribute.Key("troupe.remote")
