@@ -19,7 +19,6 @@ import (
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
-	"github.com/troupe-run/troupe/telemetry"
 )
 
 // maxBody bounds a request body; the input itself is bounded by Task.Validate.
@@ -54,6 +53,11 @@ func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
 	for _, r := range n.Routes() {
 		mux.Handle(r.Pattern(), limitBody(cmp.Or(r.MaxBody, n.cfg.HTTP.MaxBody), r.MaxBody == 0, r.Handler))
+	}
+	if n.tracing.on() {
+		// A client's traceparent header parents what its request starts (a task's
+		// spans, over POST /v1/tasks, A2A or MCP).
+		return n.gate.wrap(withTraceparent(mux))
 	}
 	return n.gate.wrap(mux)
 }
@@ -118,9 +122,7 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	// A client's traceparent header makes the task's trace a part of the client's.
-	ctx := telemetry.ExtractHTTP(r.Context(), r.Header)
-	id, err := n.SubmitFrom(ctx, Arrival{Source: SourceHTTP, Payload: body})
+	id, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body})
 	switch {
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -195,6 +196,17 @@ func (t *tracing) startMemory(ctx context.Context, c messages.MemoryCommand) (co
 		}
 		span.End()
 	}
+}
+
+// withTraceparent puts the span context of a request's traceparent header, if it
+// has one, in the request's context.
+func withTraceparent(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(telemetry.TraceParentKey) != "" {
+			r = r.WithContext(telemetry.ExtractHTTP(r.Context(), r.Header))
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // close ends the spans still open (the tasks running as the node stops) and, when
