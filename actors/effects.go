@@ -97,7 +97,12 @@ type LocalEffectsConfig struct {
 	// held). Increments are live only; the reply carries the whole answer, as without
 	// them.
 	ModelDeltas func(req messages.EffectRequest) (to func(messages.ModelDelta), done func())
-	Logger      *slog.Logger
+	// Trace, when set, is called as each call starts, with the call's context and
+	// request: it returns the context the call runs under (one holding the call's
+	// span, for the tool or model to propagate) and, when not nil, a function given
+	// the call's reply once it is answered, however it ends (the node's traces).
+	Trace  func(ctx context.Context, req messages.EffectRequest) (context.Context, func(messages.EffectReply))
+	Logger *slog.Logger
 }
 
 // Defaults of LocalEffectsConfig's bounds on the answers kept.
@@ -224,6 +229,8 @@ type flight struct {
 	size     int       // approximate memory of the remembered answer
 	// newer is the next remembered flight, answered after this one.
 	newer *flight
+	// traced, when set, is given the answer (LocalEffectsConfig.Trace).
+	traced func(messages.EffectReply)
 }
 
 // waiters are the callers a flight answers: the one that asked first and those that
@@ -417,11 +424,14 @@ func (e *LocalEffects) start(f *flight) {
 	// the timeout, which ends it through the timer.
 	ctx, cancel := context.WithCancelCause(e.root)
 	f.cancel, f.session, f.began = cancel, req.SessionID, time.Now()
+	var call context.Context = deadlineContext{Context: ctx, deadline: f.began.Add(p.timeout)}
+	if e.cfg.Trace != nil {
+		call, f.traced = e.cfg.Trace(call, req)
+	}
 	f.timer = time.AfterFunc(p.timeout, func() {
 		cancel(p.timeoutCause)
 		e.answer(f, p.failed(p.timeoutCause))
 	})
-	call := deadlineContext{Context: ctx, deadline: f.began.Add(p.timeout)}
 	e.workers.Go(func() {
 		rep := e.run(call, p, req)
 		if cause := context.Cause(ctx); cause != nil && rep.Error != "" {
@@ -442,6 +452,10 @@ func (e *LocalEffects) answer(f *flight, rep messages.EffectReply) {
 	}
 	rep.SessionID, rep.Key = f.session, f.key
 	rep.LatencyUS = time.Since(f.began).Microseconds()
+	if f.traced != nil {
+		f.traced(rep)
+		f.traced = nil
+	}
 	e.finish(f, rep)
 }
 

@@ -22,7 +22,11 @@ type BusEffectsConfig struct {
 	// PublishRetries bounds the attempts to publish one request (default 5); a request
 	// that cannot be published is answered with an error.
 	PublishRetries int
-	Logger         *slog.Logger
+	// Inject, when set, adds to the metadata of a request's message what travels
+	// with it besides the request: the trace context of the effect's span (the
+	// node's traces).
+	Inject func(req messages.EffectRequest, md message.Metadata)
+	Logger *slog.Logger
 }
 
 // BusEffects has effects performed by the nodes that have the role (tools, models):
@@ -80,18 +84,22 @@ func (b *BusEffects) Perform(req messages.EffectRequest, reply func(messages.Eff
 		b.Deliver(answer(req, messages.EffectReply{Error: fmt.Sprintf("encode effect request: %v", err)}))
 		return
 	}
+	msg := message.NewMessage(watermill.NewUUID(), payload)
+	msg.Metadata.Set(messages.MetaSessionID, req.SessionID)
+	if b.cfg.Inject != nil {
+		b.cfg.Inject(req, msg.Metadata)
+	}
 	go func() {
-		if err := b.publish(topic, req.SessionID, payload); err != nil {
+		if err := b.publish(topic, msg); err != nil {
 			b.Deliver(answer(req, messages.EffectReply{Error: err.Error()}))
 		}
 	}()
 }
 
-// publish publishes a command, retrying with backoff until PublishRetries attempts
-// failed or the effects close.
-func (b *BusEffects) publish(topic, sessionID string, payload []byte) error {
-	msg := message.NewMessage(watermill.NewUUID(), payload)
-	msg.Metadata.Set(messages.MetaSessionID, sessionID)
+// publish publishes a command message, retrying with backoff until PublishRetries
+// attempts failed or the effects close.
+func (b *BusEffects) publish(topic string, msg *message.Message) error {
+	sessionID := msg.Metadata.Get(messages.MetaSessionID)
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := b.cfg.Publisher.Publish(topic, msg.Copy())
@@ -144,8 +152,10 @@ func (b *BusEffects) Cancel(key messages.EffectKey) {
 		b.cfg.Logger.Error("encode effect cancellation", "key", key, "err", err)
 		return
 	}
+	msg := message.NewMessage(watermill.NewUUID(), payload)
+	msg.Metadata.Set(messages.MetaSessionID, key.SessionID)
 	go func() {
-		if err := b.publish(messages.TopicEffectCancels, key.SessionID, payload); err != nil {
+		if err := b.publish(messages.TopicEffectCancels, msg); err != nil {
 			b.cfg.Logger.Warn("effect cancellation not published; the call runs to its end or timeout", "key", key, "err", err)
 		}
 	}()

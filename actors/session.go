@@ -36,6 +36,10 @@ type SessionDeps struct {
 	// before Publisher gets them: the node's live watchers, when they are in the same
 	// process. It must not block, nor modify the events.
 	Live func(sessionID string, events []messages.Envelope)
+	// Recovered, when set, is handed a session's events each time the session folds
+	// them as it starts (a node's traces resume a running task's spans from them).
+	// It must not block, nor modify the events.
+	Recovered func(sessionID string, events []messages.Envelope)
 	// Agent runs the tasks that name no agent (or "default"); Named, those that name
 	// one of its keys (Agents.For).
 	Agent Agent
@@ -320,6 +324,9 @@ func (a *SessionActor) recover(ctx actor.Context) {
 		}
 	}
 	a.idle = newWakeup(ctx.ActorSystem().Root, ctx.Self(), a.deps.IdleTimeout, &idleTimeout{})
+	if a.deps.Recovered != nil && len(events) > 0 && a.state.Active() != "" {
+		a.deps.Recovered(a.id, events)
+	}
 	if len(events) > 0 && a.state.Active() != "" {
 		a.deps.Logger.Info("session recovered", "session", a.id, "events", len(events), "seq", a.state.LastSeq)
 	}

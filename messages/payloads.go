@@ -85,6 +85,12 @@ type TaskSubmitted struct {
 	// the delegate call that started it; nil on every other task. Optional: a task
 	// recorded before it existed decodes with none (the schema version stays 1).
 	Parent *ParentRef `json:"parent,omitempty"`
+	// TraceParent is the W3C traceparent of the span the task was submitted under
+	// (package telemetry), when the submitting node traces: the spans of the task
+	// are its children wherever the session runs, and a session resumed on another
+	// node continues the same trace. Empty when tracing is off. It is an input like
+	// the others, never compared by replay verification, and no decision reads it.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // ParentRef links a child session's task to the call that delegated it: the

@@ -307,6 +307,9 @@ func (n *Node) handleEffect(msg *message.Message) error {
 			return nil
 		}
 	}
+	if n.tracing.on() {
+		defer n.tracing.expectRemote(msg, req.Key)()
+	}
 	replied := make(chan messages.EffectReply, 1)
 	n.local.Perform(req, func(rep messages.EffectReply) { replied <- rep })
 	var rep messages.EffectReply

@@ -26,6 +26,12 @@
 // and decode them. Config.Bus puts it on Kafka (package kafka) and Config.Log on
 // ClickHouse.
 //
+// When the OTEL_* environment names an exporter (or Config.Traces gives a provider),
+// the node traces (tracing.go, package telemetry): a span per task, step, model call
+// and tool call, made from the sessions' durable events, and one trace per task
+// across the cluster (the task records the traceparent it was submitted under;
+// effect requests carry theirs in their bus message's metadata). Off, it costs nothing.
+//
 // While a session has a watcher of deltas (WatchDeltas: the SSE stream, node run on a
 // terminal, any protocol that streams a session), its model calls stream and the hub
 // hands their increments (model.delta, deltas.go) to those watchers: live only, never

@@ -54,6 +54,11 @@ func (n *Node) Handler() http.Handler {
 	for _, r := range n.Routes() {
 		mux.Handle(r.Pattern(), limitBody(cmp.Or(r.MaxBody, n.cfg.HTTP.MaxBody), r.MaxBody == 0, r.Handler))
 	}
+	if n.tracing.on() {
+		// A client's traceparent header parents what its request starts (a task's
+		// spans, over POST /v1/tasks, A2A or MCP).
+		return n.gate.wrap(withTraceparent(mux))
+	}
 	return n.gate.wrap(mux)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/telemetry"
 )
 
 // A memory namespace is owned like a session. On an embedded node (or one that does
@@ -210,6 +211,9 @@ func (n *Node) memoryRemoteWithin(ctx context.Context, c messages.MemoryCommand,
 	msg := message.NewMessage(c.ID, b)
 	msg.Metadata.Set(messages.MetaSessionID, c.SessionID)
 	msg.Metadata.Set(messages.MetaType, messages.TypeMemoryCommand)
+	if n.tracing.on() {
+		telemetry.Inject(ctx, msg.Metadata) // the owner's span of it is the tool call's child
+	}
 	msg.SetContext(ctx)
 	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
 		return nil, fmt.Errorf("node: publish memory command: %w", err)
@@ -248,10 +252,16 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 		return err
 	}
 	rep := messages.MemoryReply{ID: c.ID}
+	ctx := msg.Context()
+	if n.tracing.on() {
+		var end func(string)
+		ctx, end = n.tracing.startMemory(telemetry.Extract(ctx, msg.Metadata), c)
+		defer func() { end(rep.Error) }()
+	}
 	if n.memories == nil && !isKBAction(c.Action) {
 		rep.Error = "the node that owns the namespace has no memory configured"
 	} else {
-		res, err := n.memoryLocal(msg.Context(), c, memoryMessageMax-1<<10)
+		res, err := n.memoryLocal(ctx, c, memoryMessageMax-1<<10)
 		switch {
 		case errors.Is(err, memory.ErrKeyReused):
 			rep.Error, rep.Kind = err.Error(), "key_reused"

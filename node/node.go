@@ -31,6 +31,7 @@ import (
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
+	"github.com/troupe-run/troupe/telemetry"
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/disclosure"
 	"github.com/troupe-run/troupe/tools/notes"
@@ -181,6 +182,11 @@ type Config struct {
 	// enter an event; strings shaped like keys and bearer tokens always are (package
 	// redact). cmd/node passes every key variable of the environment.
 	Secrets []string
+	// Traces, when set, is where the node's spans go (telemetry.With a provider of
+	// the caller's, which the caller shuts down). Nil: the OTEL_* environment says
+	// (telemetry.FromEnv): off unless it names an exporter; the node then flushes
+	// and stops the exporter on Close.
+	Traces *telemetry.Traces
 	// Bus replaces the embedded in-process bus, e.g. with Kafka (package kafka). Nil
 	// means the embedded GoChannel.
 	Bus *Bus
@@ -541,6 +547,7 @@ type Node struct {
 	stopping  chan struct{}
 	// submits bounds deliverTask's waits by SubmitTimeout.
 	submits     *deadline.Shared
+	tracing     *tracing // the node's traces (tracing.go)
 	metrics     *Metrics
 	ran         atomic.Bool
 	streamsOnce sync.Once
@@ -609,6 +616,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	for _, a := range n.cfg.Agents {
 		n.ingress.agents = append(n.ingress.agents, a.Name)
 	}
+	if err := n.newTracing(ctx); err != nil {
+		return nil, n.fail(err)
+	}
 	effects, err := n.newEffects(reg)
 	if err != nil {
 		return nil, n.fail(err)
@@ -650,6 +660,11 @@ func (n *Node) handleTask(msg *message.Message) error {
 	}
 	if forwarded, err := n.forward(msg, env.SessionID); forwarded || err != nil {
 		return err
+	}
+	if n.tracing.on() {
+		var end func()
+		env, end = n.tracing.stamp(telemetry.Extract(msg.Context(), msg.Metadata), env)
+		defer end()
 	}
 	res, err := n.system.Root.RequestFuture(n.host, &actors.SubmitTask{Envelope: env}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
@@ -894,6 +909,11 @@ func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (string, error) {
 // says: the one way a task from Go code, the CLI, HTTP (and next MCP and A2A)
 // reaches its session.
 func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error) {
+	if n.tracing.on() {
+		var end func()
+		env, end = n.tracing.stamp(ctx, env)
+		defer end()
+	}
 	if n.bus != nil && !n.routerRunning() {
 		// The in-process bus drops what is published before the tasks handler
 		// subscribed: a task that arrives while the node starts (HTTP may listen
@@ -920,6 +940,9 @@ func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error
 	msg := message.NewMessage(env.ID, b)
 	msg.Metadata.Set(messages.MetaSessionID, env.SessionID)
 	msg.Metadata.Set(messages.MetaType, string(env.Type))
+	if n.tracing.on() {
+		telemetry.Inject(taskContext(ctx, env), msg.Metadata)
+	}
 	msg.SetContext(ctx)
 	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
 		return "", fmt.Errorf("node: publish task: %w", err)
@@ -1061,6 +1084,8 @@ func (n *Node) Close() error {
 		if n.remote != nil {
 			_ = n.remote.Close()
 		}
+		// The sessions are stopped: their open spans end, and go to the exporter.
+		errs = append(errs, n.tracing.close())
 		if n.outbox != nil {
 			// The sessions are stopped: publish what they handed over, then close the bus.
 			errs = append(errs, n.outbox.Close())

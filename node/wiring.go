@@ -180,11 +180,12 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	n.gw = gw
 	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Catalog: cfg.ToolCatalog, Remember: cacheTTL,
 		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger,
-		ModelDeltas: n.modelDeltas})
+		ModelDeltas: n.modelDeltas, Trace: n.tracing.effectHook()})
 	if !n.wiring().asksRemote() {
 		return n.local, nil
 	}
-	n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger})
+	n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger,
+		Inject: n.tracing.injectHook()})
 	byKind := actors.EffectsByKind{Model: n.local, Tools: n.local}
 	if !cfg.Roles.Has(RoleModels) {
 		byKind.Model = streamingRequests{Effects: n.remote, hub: n.hub} // deltas_cluster.go
@@ -224,6 +225,9 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		Agent: agents.Default, Named: agents.Named,
 	}
 	deps.Live = n.sessionEvents
+	if n.tracing.on() {
+		deps.Live, deps.Recovered = n.tracing.observe(deps.Live), n.tracing.spans.Recover
+	}
 	var err error
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(deps), "sessions")
 	if err != nil {

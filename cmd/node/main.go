@@ -149,6 +149,11 @@ node serve serves the agents over A2A 0.3 too: the card at
 file's "a2a": {"public_url", "push_allow"} sets the card's base URL and the webhooks
 allowed on private addresses. Its "a2a_agents" ({"name": "card URL"}) give the agent
 remote A2A agents as tools a2a__<name>.
+
+Traces (OpenTelemetry) are off unless the standard OTEL_* variables name an
+exporter: OTEL_TRACES_EXPORTER=otlp (or console), or OTEL_EXPORTER_OTLP_ENDPOINT
+(http://localhost:4318; OTEL_EXPORTER_OTLP_PROTOCOL=grpc for :4317), with
+OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and OTEL_TRACES_SAMPLER as usual.
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {

@@ -1,0 +1,64 @@
+package telemetry
+
+import (
+	"context"
+	"net/http"
+
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// propagator is the W3C Trace Context propagator: the traceparent and tracestate
+// headers (or metadata keys).
+var propagator = propagation.TraceContext{}
+
+// TraceParentKey is the metadata key (and HTTP header) of a W3C traceparent.
+const TraceParentKey = "traceparent"
+
+// Inject writes the span context of ctx into md (a bus message's metadata, whose
+// type is a map of strings) as W3C traceparent and tracestate. A context without a
+// valid span context writes nothing.
+func Inject(ctx context.Context, md map[string]string) {
+	if md == nil || !trace.SpanContextFromContext(ctx).IsValid() {
+		return
+	}
+	propagator.Inject(ctx, propagation.MapCarrier(md))
+}
+
+// Extract returns ctx with the remote span context md carries (W3C traceparent), if
+// any.
+func Extract(ctx context.Context, md map[string]string) context.Context {
+	if md == nil || md[TraceParentKey] == "" {
+		return ctx
+	}
+	return propagator.Extract(ctx, propagation.MapCarrier(md))
+}
+
+// ExtractHTTP is Extract from an HTTP request's headers (a client's traceparent).
+func ExtractHTTP(ctx context.Context, h http.Header) context.Context {
+	if h.Get(TraceParentKey) == "" {
+		return ctx
+	}
+	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
+}
+
+// TraceParent returns the W3C traceparent of sc ("00-<trace id>-<span id>-<flags>"),
+// or "" when sc is not valid.
+func TraceParent(sc trace.SpanContext) string {
+	if !sc.IsValid() {
+		return ""
+	}
+	md := map[string]string{}
+	propagator.Inject(trace.ContextWithSpanContext(context.Background(), sc), propagation.MapCarrier(md))
+	return md[TraceParentKey]
+}
+
+// ParseTraceParent returns the remote span context of a W3C traceparent; a value
+// that is empty or malformed gives an invalid span context.
+func ParseTraceParent(s string) trace.SpanContext {
+	if s == "" {
+		return trace.SpanContext{}
+	}
+	ctx := propagator.Extract(context.Background(), propagation.MapCarrier{TraceParentKey: s})
+	return trace.SpanContextFromContext(ctx)
+}

@@ -1,0 +1,164 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+)
+
+// TracerName is the instrumentation scope of Troupe's spans.
+const TracerName = "github.com/troupe-run/troupe"
+
+// DefaultServiceName is the service.name of a node's spans when neither
+// OTEL_SERVICE_NAME nor OTEL_RESOURCE_ATTRIBUTES names one.
+const DefaultServiceName = "troupe"
+
+// Traces is a process's tracing: a tracer provider and, when tracing is on, the
+// exporter behind it. The zero value is not usable; use FromEnv, Off or With.
+//
+// Its methods are safe for concurrent use.
+type Traces struct {
+	provider trace.TracerProvider
+	tracer   trace.Tracer
+	// sdk is the provider FromEnv built (nil when off or given): Shutdown flushes it.
+	sdk *sdktrace.TracerProvider
+	// exporter names the exporter FromEnv chose ("otlp", "console", …); "" when off.
+	exporter string
+}
+
+// Off returns tracing that is off: OpenTelemetry's no-op provider.
+func Off() *Traces {
+	p := noop.NewTracerProvider()
+	return &Traces{provider: p, tracer: p.Tracer(TracerName)}
+}
+
+// With returns tracing through a provider the caller owns (a test's, with an
+// in-memory exporter, or one an embedding program set up). Shutdown leaves it alone.
+func With(p trace.TracerProvider) *Traces {
+	if p == nil {
+		return Off()
+	}
+	_, off := p.(noop.TracerProvider)
+	t := &Traces{provider: p, tracer: p.Tracer(TracerName)}
+	if !off {
+		t.exporter = "given"
+	}
+	return t
+}
+
+// Enabled reports whether spans go anywhere.
+func (t *Traces) Enabled() bool { return t.exporter != "" }
+
+// Exporter names the exporter spans go to: "otlp", "console", "given" (With), or ""
+// when tracing is off.
+func (t *Traces) Exporter() string { return t.exporter }
+
+// Provider returns the tracer provider.
+func (t *Traces) Provider() trace.TracerProvider { return t.provider }
+
+// Tracer returns Troupe's tracer.
+func (t *Traces) Tracer() trace.Tracer { return t.tracer }
+
+// Shutdown exports the spans still buffered and stops the exporter FromEnv built,
+// within ctx. Tracing that is off or given (With) has nothing to stop. It is
+// idempotent.
+func (t *Traces) Shutdown(ctx context.Context) error {
+	if t.sdk == nil {
+		return nil
+	}
+	if err := t.sdk.Shutdown(ctx); err != nil {
+		return fmt.Errorf("telemetry: flush and stop the trace exporter: %w", err)
+	}
+	return nil
+}
+
+// Options are what FromEnv adds to the environment's configuration.
+type Options struct {
+	// ServiceName is the service.name when the environment names none (default
+	// DefaultServiceName).
+	ServiceName string
+	// InstanceID, when set, is the service.instance.id (a node's ID) unless the
+	// environment sets one.
+	InstanceID string
+}
+
+// Environment variables that turn tracing on (FromEnv).
+const (
+	envTracesExporter  = "OTEL_TRACES_EXPORTER"
+	envOTLPEndpoint    = "OTEL_EXPORTER_OTLP_ENDPOINT"
+	envOTLPTracesEndpt = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+	envSDKDisabled     = "OTEL_SDK_DISABLED"
+)
+
+// FromEnv sets up tracing from the standard OTEL_* environment variables. Tracing is
+// on when OTEL_TRACES_EXPORTER names an exporter other than "none" ("otlp",
+// "console"), or when it is unset and OTEL_EXPORTER_OTLP_ENDPOINT or
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set (then the exporter is OTLP, over
+// OTEL_EXPORTER_OTLP_PROTOCOL: http/protobuf by default, or grpc). Otherwise, or when
+// OTEL_SDK_DISABLED is true, it is off: no exporter is created and Off is returned.
+//
+// When on, spans are batched (OTEL_BSP_* tune the batches), sampled as
+// OTEL_TRACES_SAMPLER says (parent-based always-on by default), and carry the
+// resource of OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES, with opts' defaults.
+// An unknown exporter or protocol is an error.
+func FromEnv(ctx context.Context, opts Options) (*Traces, error) {
+	if strings.EqualFold(strings.TrimSpace(os.Getenv(envSDKDisabled)), "true") {
+		return Off(), nil
+	}
+	exporter := strings.TrimSpace(os.Getenv(envTracesExporter))
+	if exporter == "" && os.Getenv(envOTLPEndpoint) == "" && os.Getenv(envOTLPTracesEndpt) == "" {
+		return Off(), nil
+	}
+	if exporter == "" {
+		exporter = "otlp"
+	}
+	exp, err := autoexport.NewSpanExporter(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %s=%q: %w", envTracesExporter, os.Getenv(envTracesExporter), err)
+	}
+	if autoexport.IsNoneSpanExporter(exp) {
+		return Off(), nil
+	}
+	res, err := newResource(ctx, opts)
+	if err != nil {
+		_ = exp.Shutdown(ctx)
+		return nil, err
+	}
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	return &Traces{provider: sdk, tracer: sdk.Tracer(TracerName), sdk: sdk, exporter: exporter}, nil
+}
+
+// newResource is the resource of the environment (OTEL_SERVICE_NAME,
+// OTEL_RESOURCE_ATTRIBUTES) over opts' service name and instance ID.
+func newResource(ctx context.Context, opts Options) (*resource.Resource, error) {
+	name := opts.ServiceName
+	if name == "" {
+		name = DefaultServiceName
+	}
+	defaults := []resource.Option{resource.WithTelemetrySDK(), resource.WithAttributes(semconv.ServiceName(name))}
+	if opts.InstanceID != "" {
+		defaults = append(defaults, resource.WithAttributes(semconv.ServiceInstanceID(opts.InstanceID)))
+	}
+	base, err := resource.New(ctx, defaults...)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	env, err := resource.New(ctx, resource.WithFromEnv())
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource from OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	}
+	// The environment's attributes win over the defaults.
+	res, err := resource.Merge(base, env)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: resource: %w", err)
+	}
+	return res, nil
+}
