@@ -285,6 +285,19 @@ func (n *Node) sessionsStream(w http.ResponseWriter, r *http.Request) {
 func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush, extend func(), sub *feedSub, filter feedFilter, heartbeat time.Duration) {
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
+	// resync drops what is queued, which misses changes, and has the client list the
+	// sessions again.
+	resync := func() bool {
+		for len(sub.ch) > 0 { // this goroutine is the only reader
+			<-sub.ch
+		}
+		extend()
+		if _, err := io.WriteString(w, "event: resync\ndata: {}\n\n"); err != nil {
+			return false
+		}
+		flush()
+		return true
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -298,31 +311,27 @@ func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush, extend func(),
 			}
 			flush()
 		case <-sub.behind:
-			// What is queued misses changes: drop it, and have the client list again.
-			for drained := false; !drained; {
-				select {
-				case <-sub.ch:
-				default:
-					drained = true
-				}
-			}
-			extend()
-			if _, err := io.WriteString(w, "event: resync\ndata: {}\n\n"); err != nil {
+			if !resync() {
 				return
 			}
-			flush()
 		case e := <-sub.ch:
+			select {
+			case <-sub.behind: // e and what follows it miss changes
+				if !resync() {
+					return
+				}
+				continue
+			default:
+			}
 			row, prev, err := feedRow(ctx, n.log, e)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
 				}
 				n.cfg.Logger.Warn("session feed: cannot read the session; the client is told to list again", "session", e.SessionID, "err", err)
-				extend()
-				if _, err := io.WriteString(w, "event: resync\ndata: {}\n\n"); err != nil {
+				if !resync() {
 					return
 				}
-				flush()
 				continue
 			}
 			if !filter.wants(row, prev, time.Now()) {
