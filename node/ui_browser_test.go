@@ -316,14 +316,16 @@ func TestDashboardUpdatesLiveInChromium(t *testing.T) {
 	base := serveUI(t, n.Handler())
 	b := newBrowser(t, bin)
 
-	b.navigate(base + "#/sessions")
+	// The list's safety poll is made an hour long: the new session can only come by
+	// the feed (GET /v1/sessions/stream).
+	b.navigate(base + "?poll=3600#/sessions")
 	b.waitText("#main", "No sessions.")
+	b.waitText("#sessions-count", "live")
 	b.eval(`window.notReloaded = true`, nil)
 	if code, _, body := doCall(t, "POST", strings.TrimSuffix(base, "/ui/")+"/v1/tasks", "", `{"input":"What is 6*7?","session_id":"live-1"}`); code != http.StatusAccepted {
 		t.Fatalf("POST /v1/tasks: %d %s", code, body)
 	}
-	b.waitTrue("live-1 in the sessions list", `document.querySelector('a[href="#/sessions/live-1"]')`)
-	b.waitText("#main", "running")
+	b.waitTrue("live-1 running in the sessions list", `document.querySelector('tr[data-session="live-1"] .badge.running')`)
 
 	b.click(`a[href="#/sessions/live-1"]`)
 	b.waitText("#live", "● live")
