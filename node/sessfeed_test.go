@@ -140,3 +140,24 @@ func TestSessionFeedRefusesBadFiltersAndNeedsTheToken(t *testing.T) {
 		t.Errorf("with the token: %d %s", code, h.Get("Content-Type"))
 	}
 }
+
+// On a cluster, a node that runs no sessions (tools only) feeds the changes of the
+// sessions another node runs: it reads troupe.events while its feed has a
+// subscriber.
+func TestSessionFeedOnAClusterNodeThatRunsNoSessions(t *testing.T) {
+	c := newTestCluster(t, 0)
+	c.node("runner", 0)
+	api, _ := c.node("api", node.RoleTools)
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	feed := openFeed(t, ctx, srv.URL, "")
+	sessions := submitTasks(t, api, "feed", 1)
+	for _, want := range []string{messages.StatusRunning, messages.StatusCompleted} {
+		if row := nextRow(t, ctx, feed); row.ID != sessions[0] || row.Status != want {
+			t.Fatalf("the api node's feed: %+v, want %s %s", row, sessions[0], want)
+		}
+	}
+}
