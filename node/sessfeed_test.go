@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,5 +160,36 @@ func TestSessionFeedOnAClusterNodeThatRunsNoSessions(t *testing.T) {
 		if row := nextRow(t, ctx, feed); row.ID != sessions[0] || row.Status != want {
 			t.Fatalf("the api node's feed: %+v, want %s %s", row, sessions[0], want)
 		}
+	}
+}
+
+// A call waiting for approval is a change of its session (still running), and a
+// cancelled task ends it as failed.
+func TestSessionFeedShowsAWaitForApprovalAndACancel(t *testing.T) {
+	var sent atomic.Int64
+	n := nodetest.Start(t, mailer(t, &sent))
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	feed := openFeed(t, ctx, srv.URL, "")
+	if _, err := n.Submit(ctx, node.Task{Input: "mail bob", SessionID: "feed-mail", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	start := nextRow(t, ctx, feed)
+	waiting := nextRow(t, ctx, feed)
+	if start.ID != "feed-mail" || start.Status != messages.StatusRunning || start.Agent != "mailer" ||
+		waiting.ID != "feed-mail" || waiting.Status != messages.StatusRunning || waiting.LastSeq <= start.LastSeq || waiting.Steps != 1 {
+		t.Fatalf("start %+v, then %+v: want the session running, then running at a later seq after one step", start, waiting)
+	}
+	if err := n.Cancel(ctx, "feed-mail", "not today"); err != nil {
+		t.Fatal(err)
+	}
+	if row := nextRow(t, ctx, feed); row.ID != "feed-mail" || row.Status != messages.StatusFailed || row.LastSeq <= waiting.LastSeq {
+		t.Fatalf("after the cancel: %+v", row)
+	}
+	if sent.Load() != 0 {
+		t.Error("the email was sent")
 	}
 }
