@@ -582,6 +582,10 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.openBus(wlog)
 	n.feed = newSessionFeed(n.hub.bus)
 	n.hub.tap = n.feed.fromBus
+	if b := n.hub.bus; b != nil {
+		dropRemote := b.ended
+		b.ended = func() { dropRemote(); n.feed.busEnded() }
+	}
 	n.newActorSystem()
 	if err := n.addNotes(); err != nil {
 		return nil, n.fail(err)

@@ -25,7 +25,9 @@ import (
 // Its source is the same as the hub's. On the embedded bus the node's session actors
 // hand it each durable batch (observe, beside the metrics); on a shared bus it reads
 // messages.TopicEvents through the hub's bus feed (fromBus), held while it has a
-// subscriber, so that a node that runs no sessions sees the whole cluster's.
+// subscriber, so that a node that runs no sessions sees the whole cluster's; when
+// that subscription ends by itself, the streams end (busEnded) and their clients
+// connect again.
 //
 // Nothing a subscriber does slows a session: each has a channel of feedBuffer
 // events, filled without waiting; when it is full, the subscriber is told it fell
@@ -49,6 +51,10 @@ type feedSub struct {
 	ch chan messages.Envelope
 	// behind has a value once ch overflowed: what is queued is incomplete.
 	behind chan struct{}
+	// gone is closed when the bus subscription the feed read ended: the stream
+	// ends, and the client, connecting again, makes a new one.
+	gone   chan struct{}
+	closed bool // gone is closed; guarded by sessionFeed.mu
 }
 
 // newSessionFeed makes a feed; bus is the hub's bus feed (nil on the embedded bus).
@@ -116,7 +122,7 @@ func (f *sessionFeed) subscribe() (*feedSub, func(), error) {
 			return nil, nil, err
 		}
 	}
-	s := &feedSub{ch: make(chan messages.Envelope, feedBuffer), behind: make(chan struct{}, 1)}
+	s := &feedSub{ch: make(chan messages.Envelope, feedBuffer), behind: make(chan struct{}, 1), gone: make(chan struct{})}
 	f.mu.Lock()
 	f.subs[s] = struct{}{}
 	f.count.Add(1)
@@ -133,6 +139,19 @@ func (f *sessionFeed) subscribe() (*feedSub, func(), error) {
 			}
 		})
 	}, nil
+}
+
+// busEnded ends every subscriber's stream: the bus subscription they read ended by
+// itself (busFeed.ended).
+func (f *sessionFeed) busEnded() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := range f.subs {
+		if !s.closed {
+			s.closed = true
+			close(s.gone)
+		}
+	}
 }
 
 // feedFilter is what a subscriber of GET /v1/sessions/stream asked for: the filters
@@ -303,6 +322,8 @@ func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush, extend func(),
 		case <-ctx.Done():
 			return
 		case <-n.streamsDone:
+			return
+		case <-sub.gone:
 			return
 		case <-tick.C:
 			extend()

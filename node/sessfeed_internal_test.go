@@ -125,3 +125,26 @@ func TestSessionFeedFilterKeepsRowsThatMatchOrJustLeftTheStatus(t *testing.T) {
 		}
 	}
 }
+
+// When the bus subscription the feed reads ends by itself, its streams end, so that
+// their clients connect again and subscribe anew.
+func TestSessionFeedStreamsEndWithTheBusSubscription(t *testing.T) {
+	n := &Node{feed: newSessionFeed(nil), streamsDone: make(chan struct{})}
+	sub, leave, err := n.feed.subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.serveFeed(context.Background(), &lockedBuf{}, func() {}, func() {}, sub, feedFilter{}, time.Hour)
+	}()
+	n.feed.busEnded()
+	n.feed.busEnded() // twice: closes nothing twice
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end with the bus subscription")
+	}
+}
