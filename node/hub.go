@@ -49,6 +49,8 @@ type Hub struct {
 	// cluster carries model deltas between nodes (deltas_cluster.go); nil on the
 	// embedded bus.
 	cluster *clusterDeltas
+	// tap also gets every message the bus feed reads (sessionFeed.fromBus); set once, before the feed runs.
+	tap func(*message.Message)
 }
 
 const (
@@ -96,6 +98,9 @@ func newHub(sub message.Subscriber, isLocal func(string) bool) *Hub {
 // handle delivers an event read from the bus to the session's remote watchers.
 func (h *Hub) handle(msg *message.Message) {
 	sid := msg.Metadata.Get(messages.MetaSessionID)
+	if h.tap != nil {
+		h.tap(msg)
+	}
 	h.mu.Lock()
 	watched := h.remote[sid] > 0
 	h.mu.Unlock()

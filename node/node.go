@@ -508,6 +508,7 @@ type Node struct {
 	outbox      *outbox
 	router      *message.Router
 	hub         *Hub
+	feed        *sessionFeed // GET /v1/sessions/stream
 	dedupe      *deduplicator
 	// leased is the session actors' store when the node is sharded on a log that fences.
 	leased *leasedStore
@@ -579,6 +580,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	wlog := newBusLogger(cfg.Logger)
 	n.openBus(wlog)
+	n.feed = newSessionFeed(n.hub.bus)
+	n.hub.tap = n.feed.fromBus
+	if b := n.hub.bus; b != nil {
+		dropRemote := b.ended
+		b.ended = func() { dropRemote(); n.feed.busEnded() }
+	}
 	n.newActorSystem()
 	if err := n.addNotes(); err != nil {
 		return nil, n.fail(err)

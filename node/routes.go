@@ -127,6 +127,14 @@ func (n *Node) apiRoutes() []Route {
 				str("since", "only sessions started at or after this time (RFC 3339, or a duration back from now such as 24h)"),
 				{Name: "detail", Description: "also each session's agent and usage (one log read per session)", Type: "boolean"}},
 			Responses: []Response{ok("the sessions", []eventlog.SessionInfo{})}}},
+		{Method: "GET", Path: "/v1/sessions/stream", Handler: http.HandlerFunc(n.sessionsStream), Doc: RouteDoc{
+			Summary: "The node's session changes as Server-Sent Events: a session event (data: the session as GET /v1/sessions?detail=true lists it) when a session starts a task, ends one or waits for approval; resync when the client fell behind (list again). Nothing is sent on connect",
+			Query: []Param{str("status", "only sessions with this status (and those that just left it)"),
+				str("since", "only sessions started at or after this time (RFC 3339, or a duration back from now such as 24h)"),
+				str("agent", "only sessions whose first task named this agent (default for none)")},
+			Responses: []Response{{http.StatusOK, "the event stream (event: session or resync; comment lines keep it open)",
+				&Body{ContentType: "text/event-stream", Schema: Schema{"type": "string"}}}, {http.StatusBadRequest, "a filter is malformed", jsonBody(apiError{})},
+				unavailable("the feed cannot read the cluster's events")}}},
 		{Method: "GET", Path: "/v1/sessions/{id}", Handler: http.HandlerFunc(n.getSession), Doc: RouteDoc{
 			Summary:   "A session's status, output, error and the calls waiting for approval",
 			Responses: []Response{ok("the session", sessionView{}), sessionGone}}},

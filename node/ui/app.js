@@ -246,22 +246,64 @@ function select(value, options, onchange) {
   return s;
 }
 
-async function sessionsPage({ every }) {
+// SESSIONS_POLL_MS is how often the sessions list is fetched again as a safety net:
+// the feed (GET /v1/sessions/stream) pushes its changes. ?poll=SECONDS in the page's
+// address sets it (the browser tests make it huge, to see the push alone).
+const SESSIONS_POLL_MS = (Number(new URLSearchParams(location.search).get("poll")) || 60) * 1000;
+
+// sessionFeed reads GET /v1/sessions/stream?query with an EventSource (the login's
+// cookie signs it in) and reconnects with a growing backoff after an error.
+// onOpen runs each time it is connected (the page lists the sessions then: nothing
+// is sent on connect), onRow with each changed session's row, onResync when
+// changes were dropped. It stops when signal aborts; the returned function stops
+// it too.
+function sessionFeed(query, { onOpen, onRow, onResync }, signal) {
+  let es = null, timer = 0, backoff = 1000, stopped = false;
+  const stop = () => {
+    stopped = true;
+    clearTimeout(timer);
+    if (es) es.close();
+  };
+  const connect = () => {
+    if (stopped || signal.aborted) return;
+    es = new EventSource("/v1/sessions/stream" + (query ? "?" + query : ""));
+    es.onopen = () => { backoff = 1000; onOpen(); };
+    es.addEventListener("session", (ev) => {
+      let row;
+      try { row = JSON.parse(ev.data); } catch { return; }
+      onRow(row);
+    });
+    es.addEventListener("resync", () => onResync());
+    es.onerror = () => {
+      // Reconnect ourselves: EventSource gives up on an HTTP error (401, 503).
+      es.close();
+      onOpen(false);
+      if (stopped || signal.aborted) return;
+      timer = setTimeout(connect, backoff);
+      backoff = Math.min(backoff * 2, 30000);
+    };
+  };
+  signal.addEventListener("abort", stop);
+  connect();
+  return stop;
+}
+
+async function sessionsPage({ every, signal }) {
   const tbody = el("tbody");
   const agents = el("datalist", { id: "agents" });
-  const count = el("span", { class: "muted" });
+  const count = el("span", { class: "muted", id: "sessions-count" });
   const agentInput = el("input", { list: "agents", placeholder: "any agent", value: sessionFilters.agent,
-    oninput: () => { sessionFilters.agent = agentInput.value.trim(); refresh(); } });
+    oninput: () => { sessionFilters.agent = agentInput.value.trim(); draw(); } });
   render(
     el("h1", {}, "Sessions"),
     el("div", { class: "filters" },
       el("label", {}, "Status ", select(sessionFilters.status,
         [["", "any"], ["running", "running"], ["completed", "completed"], ["failed", "failed"]],
-        (v) => { sessionFilters.status = v; refresh(); })),
+        (v) => { sessionFilters.status = v; listen(); refresh().catch(showError); })),
       el("label", {}, "Agent ", agentInput, agents),
       el("label", {}, "Started within ", select(sessionFilters.since,
         [["1h", "1 hour"], ["24h", "24 hours"], ["168h", "7 days"], ["720h", "30 days"], ["", "any time"]],
-        (v) => { sessionFilters.since = v; refresh(); })),
+        (v) => { sessionFilters.since = v; listen(); refresh().catch(showError); })),
       count),
     el("table", {},
       el("thead", {}, el("tr", {},
@@ -270,9 +312,10 @@ async function sessionsPage({ every }) {
         el("th", {}, "Parent"))),
       tbody));
   let rows = [];
+  let live = false;
   const draw = () => {
     const shown = rows.filter((s) => !sessionFilters.agent || s.agent === sessionFilters.agent);
-    tbody.replaceChildren(...shown.map((s) => el("tr", {},
+    tbody.replaceChildren(...shown.map((s) => el("tr", { dataset: { session: s.session_id } },
       el("td", {}, sessionLink(s.session_id)),
       el("td", {}, badge(s.status)),
       el("td", {}, s.agent || ""),
@@ -282,17 +325,62 @@ async function sessionsPage({ every }) {
       el("td", { class: "num" }, fmtCost(s.usage.cost_usd)),
       el("td", {}, s.parent ? sessionLink(s.parent) : ""))));
     if (!shown.length) tbody.append(el("tr", {}, el("td", { colspan: 8, class: "muted" }, "No sessions.")));
-    count.textContent = `${shown.length} shown`;
+    count.textContent = `${shown.length} shown` + (live ? " · live" : "");
     agents.replaceChildren(...[...new Set(rows.map((s) => s.agent).filter(Boolean))].sort().map((a) => el("option", { value: a })));
   };
+  // upsert applies a session's row from the feed: the list keeps the latest
+  // started first, a row leaves when it no longer has the status asked for, and a
+  // row older than the one shown (a change that overtook a list) is ignored.
+  const upsert = (row) => {
+    const i = rows.findIndex((s) => s.session_id === row.session_id);
+    if (i >= 0 && rows[i].last_seq > row.last_seq) return;
+    if (sessionFilters.status && row.status !== sessionFilters.status) {
+      if (i >= 0) rows.splice(i, 1);
+      return;
+    }
+    if (i >= 0) { rows[i] = row; return; }
+    const at = rows.findIndex((s) => s.started_us < row.started_us ||
+      (s.started_us === row.started_us && s.session_id > row.session_id));
+    rows.splice(at < 0 ? rows.length : at, 0, row);
+  };
+  // Changes that come while a list is fetched are applied again on top of it.
+  const fetching = new Set();
   const refresh = async () => {
     const q = new URLSearchParams({ detail: "true", limit: "200" });
     if (sessionFilters.status) q.set("status", sessionFilters.status);
     if (sessionFilters.since) q.set("since", sessionFilters.since);
-    rows = await api("/v1/sessions?" + q);
+    const during = [];
+    fetching.add(during);
+    try {
+      rows = await api("/v1/sessions?" + q);
+    } finally {
+      fetching.delete(during);
+    }
+    during.forEach(upsert);
     draw();
   };
-  await every(5000, refresh);
+  let stopFeed = () => {};
+  const listen = () => {
+    stopFeed();
+    const q = new URLSearchParams();
+    if (sessionFilters.status) q.set("status", sessionFilters.status);
+    if (sessionFilters.since) q.set("since", sessionFilters.since);
+    stopFeed = sessionFeed(q.toString(), {
+      onOpen: (open = true) => {
+        live = open;
+        if (open) refresh().catch((err) => { if (!signal.aborted) showError(err); });
+        else draw();
+      },
+      onRow: (row) => {
+        for (const during of fetching) during.push(row);
+        upsert(row);
+        draw();
+      },
+      onResync: () => refresh().catch((err) => { if (!signal.aborted) showError(err); }),
+    }, signal);
+  };
+  listen();
+  await every(SESSIONS_POLL_MS, refresh);
 }
 
 // --- a session's timeline -----------------------------------------------------

@@ -1,0 +1,372 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// sessionFeed is the node-wide feed of session changes behind GET
+// /v1/sessions/stream: each time a session starts a task, ends one or waits for an
+// approval (sessionChange), its triggering event goes to every subscriber, whose
+// stream turns it into the session's row (feedRow).
+//
+// Its source is the same as the hub's. On the embedded bus the node's session actors
+// hand it each durable batch (observe, beside the metrics); on a shared bus it reads
+// messages.TopicEvents through the hub's bus feed (fromBus), held while it has a
+// subscriber, so that a node that runs no sessions sees the whole cluster's; when
+// that subscription ends by itself, the streams end (busEnded) and their clients
+// connect again.
+//
+// Nothing a subscriber does slows a session: each has a channel of feedBuffer
+// events, filled without waiting; when it is full, the subscriber is told it fell
+// behind (behind) and its stream drops what is queued and sends a resync event, after
+// which the client lists the sessions again. Without subscribers, observe costs one
+// atomic load.
+type sessionFeed struct {
+	count atomic.Int32 // subscribers
+	bus   *busFeed     // nil on the embedded bus
+
+	mu   sync.Mutex
+	subs map[*feedSub]struct{}
+}
+
+// feedBuffer is the events queued for one subscriber; two per task, and a few for
+// approvals, so a client that falls this far behind is better served by a new list.
+const feedBuffer = 64
+
+// feedSub is one subscriber of a sessionFeed.
+type feedSub struct {
+	ch chan messages.Envelope
+	// behind has a value once ch overflowed: what is queued is incomplete.
+	behind chan struct{}
+	// gone is closed when the bus subscription the feed read ended: the stream
+	// ends, and the client, connecting again, makes a new one.
+	gone   chan struct{}
+	closed bool // gone is closed; guarded by sessionFeed.mu
+}
+
+// newSessionFeed makes a feed; bus is the hub's bus feed (nil on the embedded bus).
+func newSessionFeed(bus *busFeed) *sessionFeed {
+	return &sessionFeed{bus: bus, subs: map[*feedSub]struct{}{}}
+}
+
+// sessionChange reports whether an event of type t changes a session's row as the
+// feed reports it: a task starts or ends, or a call waits for approval.
+func sessionChange(t messages.Type) bool {
+	switch t {
+	case messages.TypeTaskSubmitted, messages.TypeTaskCompleted, messages.TypeTaskFailed, messages.TypeApprovalRequested:
+		return true
+	}
+	return false
+}
+
+// observe takes a batch of a session's durable events from the node's session
+// actors (Node.sessionEvents). It never blocks.
+func (f *sessionFeed) observe(events []messages.Envelope) {
+	if f.count.Load() == 0 || f.bus != nil {
+		return // nobody listens, or the feed reads the bus, which has these too
+	}
+	for i := range events {
+		if sessionChange(events[i].Type) {
+			f.publish(events[i])
+		}
+	}
+}
+
+// fromBus takes a message the hub's bus feed read from messages.TopicEvents (Hub.tap).
+// Only the few events that change a session are decoded.
+func (f *sessionFeed) fromBus(msg *message.Message) {
+	if f.count.Load() == 0 || !sessionChange(messages.Type(msg.Metadata.Get(messages.MetaType))) {
+		return
+	}
+	e, err := messages.Unmarshal(msg.Payload)
+	if err != nil {
+		return // the log holds the event; the client's next list shows it
+	}
+	f.publish(e)
+}
+
+// publish hands e to every subscriber without waiting.
+func (f *sessionFeed) publish(e messages.Envelope) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := range f.subs {
+		select {
+		case s.ch <- e:
+		default:
+			select {
+			case s.behind <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// subscribe adds a subscriber; on a shared bus it returns once the feed reads
+// messages.TopicEvents. Call the returned func to leave.
+func (f *sessionFeed) subscribe() (*feedSub, func(), error) {
+	if f.bus != nil {
+		if err := f.bus.acquire(); err != nil {
+			return nil, nil, err
+		}
+	}
+	s := &feedSub{ch: make(chan messages.Envelope, feedBuffer), behind: make(chan struct{}, 1), gone: make(chan struct{})}
+	f.mu.Lock()
+	f.subs[s] = struct{}{}
+	f.count.Add(1)
+	f.mu.Unlock()
+	var once sync.Once
+	return s, func() {
+		once.Do(func() {
+			f.mu.Lock()
+			delete(f.subs, s)
+			f.count.Add(-1)
+			f.mu.Unlock()
+			if f.bus != nil {
+				f.bus.release()
+			}
+		})
+	}, nil
+}
+
+// busEnded ends every subscriber's stream: the bus subscription they read ended by
+// itself (busFeed.ended).
+func (f *sessionFeed) busEnded() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := range f.subs {
+		if !s.closed {
+			s.closed = true
+			close(s.gone)
+		}
+	}
+}
+
+// feedFilter is what a subscriber of GET /v1/sessions/stream asked for: the filters
+// of GET /v1/sessions.
+type feedFilter struct {
+	status string // "" or a session status
+	since  string // as given: a duration slides with the clock
+	agent  string // "" or the agent of the session's first task
+}
+
+// parseFeedFilter reads the filters of GET /v1/sessions/stream.
+func parseFeedFilter(r *http.Request) (feedFilter, error) {
+	q := r.URL.Query()
+	f := feedFilter{status: q.Get("status"), since: q.Get("since"), agent: q.Get("agent")}
+	switch f.status {
+	case "", messages.StatusRunning, messages.StatusCompleted, messages.StatusFailed:
+	default:
+		return f, fmt.Errorf("status must be %s, %s or %s", messages.StatusRunning, messages.StatusCompleted, messages.StatusFailed)
+	}
+	if _, err := eventlog.ParseSince(f.since, time.Now()); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// wants reports whether a subscriber gets row, whose status was prev before the
+// change ("" for a new session): when it matches, or when it matched but for a
+// status it just left, so that the client drops the row it shows.
+func (f feedFilter) wants(row SessionRow, prev string, now time.Time) bool {
+	if f.agent != "" && row.Agent != f.agent {
+		return false
+	}
+	if since, _ := eventlog.ParseSince(f.since, now); since > 0 && row.StartedUS < since {
+		return false
+	}
+	return f.status == "" || row.Status == f.status || prev == f.status
+}
+
+// feedRow is the row of e's session as GET /v1/sessions?detail=true would have listed
+// it right after e, and the session's status right before e ("" when e is its
+// first task.* event). It reads the session's events before e from the log; e itself
+// comes from the feed, so the row is right even when a log copy (a cluster's sink)
+// lags behind the bus.
+func feedRow(ctx context.Context, log eventlog.Log, e messages.Envelope) (SessionRow, string, error) {
+	events, err := log.Read(ctx, e.SessionID, 1)
+	if err != nil {
+		return SessionRow{}, "", err
+	}
+	row := SessionRow{SessionInfo: eventlog.SessionInfo{ID: e.SessionID}}
+	var (
+		latest            string
+		submitted, ended  uint64
+		prevStatus, first = "", true
+	)
+	add := func(e messages.Envelope) error {
+		if first || e.TS < row.StartedUS {
+			row.StartedUS = e.TS
+		}
+		row.UpdatedUS = max(row.UpdatedUS, e.TS)
+		row.LastSeq = max(row.LastSeq, e.Seq)
+		row.Events++
+		if s, ok := eventlog.TaskStatus(e.Type); ok {
+			latest = s
+			if e.Type == messages.TypeTaskSubmitted {
+				submitted++
+			} else {
+				ended++
+			}
+		}
+		switch e.Type {
+		case messages.TypeModelRequested:
+			row.Steps++
+		case messages.TypeTaskSubmitted, messages.TypeModelResponded:
+			p, err := e.Decode()
+			if err != nil {
+				return err
+			}
+			switch p := p.(type) {
+			case *messages.TaskSubmitted:
+				if first && p.Parent != nil {
+					row.Parent = p.Parent.SessionID
+				}
+				if row.Agent == "" {
+					row.Agent = cmp.Or(p.Agent, "default")
+				}
+			case *messages.ModelResponded:
+				row.Usage = row.Usage.Add(p.Usage)
+			}
+		}
+		first = false
+		return nil
+	}
+	for _, x := range events {
+		if x.Seq >= e.Seq {
+			break
+		}
+		if err := add(x); err != nil {
+			return SessionRow{}, "", err
+		}
+	}
+	if latest != "" {
+		prevStatus = eventlog.SessionStatus(latest, submitted, ended)
+	}
+	if err := add(e); err != nil {
+		return SessionRow{}, "", err
+	}
+	row.Status = eventlog.SessionStatus(latest, submitted, ended)
+	return row, prevStatus, nil
+}
+
+// sessionsStream serves GET /v1/sessions/stream: the node's session changes as
+// Server-Sent Events, filtered as GET /v1/sessions (status, since, agent). Each
+// change is a "session" event whose data is the session's row as GET
+// /v1/sessions?detail=true lists it; a "resync" event says the client fell behind
+// and changes were dropped: list the sessions again. Nothing is sent on connect:
+// a client lists the sessions once the stream is open, then applies the changes.
+func (n *Node) sessionsStream(w http.ResponseWriter, r *http.Request) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming is not supported by this connection")
+		return
+	}
+	filter, err := parseFeedFilter(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "%v", err)
+		return
+	}
+	sub, leave, err := n.feed.subscribe()
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, "the session feed cannot read the events topic: %v", err)
+		return
+	}
+	defer leave()
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	writeTimeout := n.cfg.HTTP.WriteTimeout
+	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
+	extend()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	heartbeat := max(min(15*time.Second, writeTimeout/2), time.Millisecond)
+	n.serveFeed(r.Context(), w, fl.Flush, extend, sub, filter, heartbeat)
+}
+
+// serveFeed writes sub's changes that filter wants to w until ctx ends, the node
+// closes its streams or a write fails; a comment line every heartbeat keeps proxies
+// from closing an idle stream.
+func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush, extend func(), sub *feedSub, filter feedFilter, heartbeat time.Duration) {
+	tick := time.NewTicker(heartbeat)
+	defer tick.Stop()
+	// resync drops what is queued, which misses changes, and has the client list the
+	// sessions again.
+	resync := func() bool {
+		for len(sub.ch) > 0 { // this goroutine is the only reader
+			<-sub.ch
+		}
+		extend()
+		if _, err := io.WriteString(w, "event: resync\ndata: {}\n\n"); err != nil {
+			return false
+		}
+		flush()
+		return true
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.streamsDone:
+			return
+		case <-sub.gone:
+			return
+		case <-tick.C:
+			extend()
+			if _, err := io.WriteString(w, ": keep-alive\n\n"); err != nil {
+				return
+			}
+			flush()
+		case <-sub.behind:
+			if !resync() {
+				return
+			}
+		case e := <-sub.ch:
+			select {
+			case <-sub.behind: // e and what follows it miss changes
+				if !resync() {
+					return
+				}
+				continue
+			default:
+			}
+			row, prev, err := feedRow(ctx, n.log, e)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				n.cfg.Logger.Warn("session feed: cannot read the session; the client is told to list again", "session", e.SessionID, "err", err)
+				if !resync() {
+					return
+				}
+				continue
+			}
+			if !filter.wants(row, prev, time.Now()) {
+				continue
+			}
+			b, err := json.Marshal(row)
+			if err != nil {
+				return
+			}
+			extend()
+			if _, err := fmt.Fprintf(w, "event: session\ndata: %s\n\n", b); err != nil {
+				return
+			}
+			flush()
+		}
+	}
+}

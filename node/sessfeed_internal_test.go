@@ -1,0 +1,150 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuf is a buffer one goroutine writes while another reads it.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A subscriber that never reads does not hold the sessions up: their tasks end,
+// the subscriber is marked behind, and its stream then drops the backlog, sends
+// resync and goes on with the next changes.
+func TestSessionFeedSubscriberThatNeverReadsGetsResyncAndSlowsNothing(t *testing.T) {
+	n, err := New(context.Background(), Config{DataDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	sub, leave, err := n.feed.subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+
+	// Two changes a task: more tasks than the subscriber's buffer holds.
+	tasks := feedBuffer/2 + 2
+	for i := range tasks {
+		runTask(t, n, fmt.Sprintf("slow-%d", i), "hello") // ends, though the subscriber never reads
+	}
+	select {
+	case <-sub.behind:
+		sub.behind <- struct{}{} // for serveFeed below
+	default:
+		t.Fatalf("after %d tasks the subscriber that never read is not behind (%d queued)", tasks, len(sub.ch))
+	}
+	if len(sub.ch) != feedBuffer {
+		t.Fatalf("%d changes queued, want the buffer's %d", len(sub.ch), feedBuffer)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out lockedBuf
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.serveFeed(ctx, &out, func() {}, func() {}, sub, feedFilter{}, time.Hour)
+	}()
+	waitFor := func(what string, ok func(string) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !ok(out.String()); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the stream never wrote %s; it wrote:\n%s", what, out.String())
+			}
+		}
+	}
+	waitFor("resync", func(s string) bool { return strings.Contains(s, "event: resync\n") })
+	if s := out.String(); strings.Contains(s, "event: session") {
+		t.Fatalf("the stream sent queued changes of a backlog it should have dropped:\n%s", s)
+	}
+	runTask(t, n, "after", "hello")
+	waitFor("the next task's end", func(s string) bool {
+		return strings.Contains(s, `"session_id":"after","status":"completed"`)
+	})
+	if s := out.String(); strings.Contains(s, "slow-") {
+		t.Fatalf("the stream sent a change of the dropped backlog:\n%s", s)
+	}
+	cancel()
+	<-done
+}
+
+func TestSessionFeedFilterKeepsRowsThatMatchOrJustLeftTheStatus(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	row := func(status, agent string, started time.Time) SessionRow {
+		r := SessionRow{Agent: agent}
+		r.ID, r.Status, r.StartedUS = "s", status, started.UnixMicro()
+		return r
+	}
+	recent, old := now.Add(-time.Minute), now.Add(-48*time.Hour)
+	for _, c := range []struct {
+		filter feedFilter
+		row    SessionRow
+		prev   string
+		want   bool
+	}{
+		{feedFilter{}, row("running", "default", old), "", true},
+		{feedFilter{status: "running"}, row("running", "default", recent), "", true},
+		{feedFilter{status: "completed"}, row("running", "default", recent), "", false},
+		{feedFilter{status: "completed"}, row("running", "default", recent), "completed", true},
+		{feedFilter{status: "running"}, row("failed", "default", recent), "running", true},
+		{feedFilter{status: "failed"}, row("completed", "default", recent), "running", false},
+		{feedFilter{agent: "helper"}, row("running", "default", recent), "", false},
+		{feedFilter{agent: "helper"}, row("running", "helper", recent), "", true},
+		{feedFilter{since: "24h"}, row("running", "default", old), "", false},
+		{feedFilter{since: "24h"}, row("running", "default", recent), "", true},
+		{feedFilter{since: "2026-12-01"}, row("running", "default", old), "", false},
+		{feedFilter{since: "24h", agent: "helper", status: "running"}, row("completed", "helper", recent), "running", true},
+	} {
+		if got := c.filter.wants(c.row, c.prev, now); got != c.want {
+			t.Errorf("%+v wants %s by %s (was %q): %v, want %v", c.filter, c.row.Status, c.row.Agent, c.prev, got, c.want)
+		}
+	}
+}
+
+// When the bus subscription the feed reads ends by itself, its streams end, so that
+// their clients connect again and subscribe anew.
+func TestSessionFeedStreamsEndWithTheBusSubscription(t *testing.T) {
+	n := &Node{feed: newSessionFeed(nil), streamsDone: make(chan struct{})}
+	sub, leave, err := n.feed.subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.serveFeed(context.Background(), &lockedBuf{}, func() {}, func() {}, sub, feedFilter{}, time.Hour)
+	}()
+	n.feed.busEnded()
+	n.feed.busEnded() // twice: closes nothing twice
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream did not end with the bus subscription")
+	}
+}

@@ -1,0 +1,195 @@
+package node_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// feedEvent is one event of GET /v1/sessions/stream.
+type feedEvent struct {
+	name string
+	row  node.SessionRow
+}
+
+// openFeed opens GET /v1/sessions/stream?query and returns its events as they come;
+// the feed is subscribed when it returns (the headers came).
+func openFeed(t *testing.T, ctx context.Context, base, query string) <-chan feedEvent {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/sessions/stream?"+query, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		resp.Body.Close()
+		t.Fatalf("feed %q: %s, %s", query, resp.Status, resp.Header.Get("Content-Type"))
+	}
+	out := make(chan feedEvent, 64)
+	go func() {
+		defer resp.Body.Close()
+		defer close(out)
+		sc := bufio.NewScanner(resp.Body)
+		var ev feedEvent
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case line == "":
+				if ev.name != "" {
+					out <- ev
+				}
+				ev = feedEvent{}
+			case strings.HasPrefix(line, "event: "):
+				ev.name = line[7:]
+			case strings.HasPrefix(line, "data: ") && ev.name == "session":
+				if err := json.Unmarshal([]byte(line[6:]), &ev.row); err != nil {
+					t.Errorf("feed data: %v: %s", err, line)
+					return
+				}
+			}
+		}
+	}()
+	return out
+}
+
+// nextRow reads the feed's next event, which must be a session's row.
+func nextRow(t *testing.T, ctx context.Context, feed <-chan feedEvent) node.SessionRow {
+	t.Helper()
+	select {
+	case ev, ok := <-feed:
+		if !ok {
+			t.Fatal("the feed ended")
+		}
+		if ev.name != "session" {
+			t.Fatalf("feed event %q, want session", ev.name)
+		}
+		return ev.row
+	case <-ctx.Done():
+		t.Fatalf("no feed event: %v", ctx.Err())
+	}
+	return node.SessionRow{}
+}
+
+func TestSessionFeedShowsTasksStartAndEndWithTheListsFilters(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Agents: []node.NamedAgent{{Name: "helper", Tools: []string{}}}})
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	all := openFeed(t, ctx, srv.URL, "")
+	completed := openFeed(t, ctx, srv.URL, "status=completed")
+	helper := openFeed(t, ctx, srv.URL, "agent=helper&since=1h")
+
+	nodetest.Run(t, n, "feed-a", "hello")
+	for i, want := range []string{messages.StatusRunning, messages.StatusCompleted} {
+		row := nextRow(t, ctx, all)
+		if row.ID != "feed-a" || row.Status != want || row.Agent != "default" || row.StartedUS == 0 || row.Events < 1 {
+			t.Fatalf("event %d: %+v, want feed-a %s by default", i, row, want)
+		}
+		if want == messages.StatusCompleted && (row.LastSeq < 2 || row.Events != int(row.LastSeq)) {
+			t.Fatalf("the completed row counts %d events to seq %d", row.Events, row.LastSeq)
+		}
+	}
+	// The status filter drops the start (the session was not completed before it)
+	// and keeps the end.
+	if row := nextRow(t, ctx, completed); row.ID != "feed-a" || row.Status != messages.StatusCompleted {
+		t.Fatalf("status=completed: %+v", row)
+	}
+
+	// A second task of the session leaves "completed": that feed gets its start, so
+	// that a client drops the row, then its end.
+	nodetest.Run(t, n, "feed-a", "again")
+	for _, want := range []string{messages.StatusRunning, messages.StatusCompleted} {
+		if row := nextRow(t, ctx, completed); row.ID != "feed-a" || row.Status != want {
+			t.Fatalf("status=completed, second task: %+v, want %s", row, want)
+		}
+	}
+
+	// The agent filter: the default agent's sessions above never reach it.
+	if _, err := n.Submit(ctx, node.Task{SessionID: "feed-h", Input: "hi", Agent: "helper"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{messages.StatusRunning, messages.StatusCompleted} {
+		if row := nextRow(t, ctx, helper); row.ID != "feed-h" || row.Status != want || row.Agent != "helper" {
+			t.Fatalf("agent=helper: %+v, want feed-h %s", row, want)
+		}
+	}
+}
+
+func TestSessionFeedRefusesBadFiltersAndNeedsTheToken(t *testing.T) {
+	_, base, _ := authNode(t, node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}}})
+	if code, _, body := doCall(t, "GET", base+"/v1/sessions/stream", "", ""); code != http.StatusUnauthorized {
+		t.Errorf("no token: %d %s", code, body)
+	}
+	for _, q := range []string{"status=done", "since=yesterday"} {
+		if code, _, body := doCall(t, "GET", base+"/v1/sessions/stream?"+q, goodToken, ""); code != http.StatusBadRequest || !strings.Contains(body, strings.Split(q, "=")[0]) {
+			t.Errorf("%s: %d %s", q, code, body)
+		}
+	}
+	if code, h, _ := doCall(t, "GET", base+"/v1/sessions/stream?status=running&since=24h&agent=default", goodToken, ""); code != http.StatusOK || h.Get("Content-Type") != "text/event-stream" {
+		t.Errorf("with the token: %d %s", code, h.Get("Content-Type"))
+	}
+}
+
+// On a cluster, a node that runs no sessions (tools only) feeds the changes of the
+// sessions another node runs: it reads troupe.events while its feed has a
+// subscriber.
+func TestSessionFeedOnAClusterNodeThatRunsNoSessions(t *testing.T) {
+	c := newTestCluster(t, 0)
+	c.node("runner", 0)
+	api, _ := c.node("api", node.RoleTools)
+	srv := httptest.NewServer(api.Handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	feed := openFeed(t, ctx, srv.URL, "")
+	sessions := submitTasks(t, api, "feed", 1)
+	for _, want := range []string{messages.StatusRunning, messages.StatusCompleted} {
+		if row := nextRow(t, ctx, feed); row.ID != sessions[0] || row.Status != want {
+			t.Fatalf("the api node's feed: %+v, want %s %s", row, sessions[0], want)
+		}
+	}
+}
+
+// A call waiting for approval is a change of its session (still running), and a
+// cancelled task ends it as failed.
+func TestSessionFeedShowsAWaitForApprovalAndACancel(t *testing.T) {
+	var sent atomic.Int64
+	n := nodetest.Start(t, mailer(t, &sent))
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	feed := openFeed(t, ctx, srv.URL, "")
+	if _, err := n.Submit(ctx, node.Task{Input: "mail bob", SessionID: "feed-mail", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	start := nextRow(t, ctx, feed)
+	waiting := nextRow(t, ctx, feed)
+	if start.ID != "feed-mail" || start.Status != messages.StatusRunning || start.Agent != "mailer" ||
+		waiting.ID != "feed-mail" || waiting.Status != messages.StatusRunning || waiting.LastSeq <= start.LastSeq || waiting.Steps != 1 {
+		t.Fatalf("start %+v, then %+v: want the session running, then running at a later seq after one step", start, waiting)
+	}
+	if err := n.Cancel(ctx, "feed-mail", "not today"); err != nil {
+		t.Fatal(err)
+	}
+	if row := nextRow(t, ctx, feed); row.ID != "feed-mail" || row.Status != messages.StatusFailed || row.LastSeq <= waiting.LastSeq {
+		t.Fatalf("after the cancel: %+v", row)
+	}
+	if sent.Load() != 0 {
+		t.Error("the email was sent")
+	}
+}
