@@ -508,7 +508,7 @@ type Node struct {
 	outbox      *outbox
 	router      *message.Router
 	hub         *Hub
-	feed        *sessionFeed // GET /v1/sessions/stream
+	feed        *sessionFeed // GET /v1/feed/sessions
 	dedupe      *deduplicator
 	// leased is the session actors' store when the node is sharded on a log that fences.
 	leased *leasedStore

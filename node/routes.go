@@ -127,7 +127,7 @@ func (n *Node) apiRoutes() []Route {
 				str("since", "only sessions started at or after this time (RFC 3339, or a duration back from now such as 24h)"),
 				{Name: "detail", Description: "also each session's agent and usage (one log read per session)", Type: "boolean"}},
 			Responses: []Response{ok("the sessions", []eventlog.SessionInfo{})}}},
-		{Method: "GET", Path: "/v1/sessions/stream", Handler: http.HandlerFunc(n.sessionsStream), Doc: RouteDoc{
+		{Method: "GET", Path: "/v1/feed/sessions", Handler: http.HandlerFunc(n.sessionsStream), Doc: RouteDoc{
 			Summary: "The node's session changes as Server-Sent Events: a session event (data: the session as GET /v1/sessions?detail=true lists it) when a session starts a task, ends one or waits for approval; resync when the client fell behind (list again). Nothing is sent on connect",
 			Query: []Param{str("status", "only sessions with this status (and those that just left it)"),
 				str("since", "only sessions started at or after this time (RFC 3339, or a duration back from now such as 24h)"),

@@ -18,7 +18,7 @@ import (
 )
 
 // sessionFeed is the node-wide feed of session changes behind GET
-// /v1/sessions/stream: each time a session starts a task, ends one or waits for an
+// /v1/feed/sessions: each time a session starts a task, ends one or waits for an
 // approval (sessionChange), its triggering event goes to every subscriber, whose
 // stream turns it into the session's row (feedRow).
 //
@@ -154,7 +154,7 @@ func (f *sessionFeed) busEnded() {
 	}
 }
 
-// feedFilter is what a subscriber of GET /v1/sessions/stream asked for: the filters
+// feedFilter is what a subscriber of GET /v1/feed/sessions asked for: the filters
 // of GET /v1/sessions.
 type feedFilter struct {
 	status string // "" or a session status
@@ -162,7 +162,7 @@ type feedFilter struct {
 	agent  string // "" or the agent of the session's first task
 }
 
-// parseFeedFilter reads the filters of GET /v1/sessions/stream.
+// parseFeedFilter reads the filters of GET /v1/feed/sessions.
 func parseFeedFilter(r *http.Request) (feedFilter, error) {
 	q := r.URL.Query()
 	f := feedFilter{status: q.Get("status"), since: q.Get("since"), agent: q.Get("agent")}
@@ -262,7 +262,7 @@ func feedRow(ctx context.Context, log eventlog.Log, e messages.Envelope) (Sessio
 	return row, prevStatus, nil
 }
 
-// sessionsStream serves GET /v1/sessions/stream: the node's session changes as
+// sessionsStream serves GET /v1/feed/sessions: the node's session changes as
 // Server-Sent Events, filtered as GET /v1/sessions (status, since, agent). Each
 // change is a "session" event whose data is the session's row as GET
 // /v1/sessions?detail=true lists it; a "resync" event says the client fell behind

@@ -16,17 +16,17 @@ import (
 	"github.com/troupe-run/troupe/node/nodetest"
 )
 
-// feedEvent is one event of GET /v1/sessions/stream.
+// feedEvent is one event of GET /v1/feed/sessions.
 type feedEvent struct {
 	name string
 	row  node.SessionRow
 }
 
-// openFeed opens GET /v1/sessions/stream?query and returns its events as they come;
+// openFeed opens GET /v1/feed/sessions?query and returns its events as they come;
 // the feed is subscribed when it returns (the headers came).
 func openFeed(t *testing.T, ctx context.Context, base, query string) <-chan feedEvent {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/sessions/stream?"+query, nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/feed/sessions?"+query, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -129,15 +129,15 @@ func TestSessionFeedShowsTasksStartAndEndWithTheListsFilters(t *testing.T) {
 
 func TestSessionFeedRefusesBadFiltersAndNeedsTheToken(t *testing.T) {
 	_, base, _ := authNode(t, node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}}})
-	if code, _, body := doCall(t, "GET", base+"/v1/sessions/stream", "", ""); code != http.StatusUnauthorized {
+	if code, _, body := doCall(t, "GET", base+"/v1/feed/sessions", "", ""); code != http.StatusUnauthorized {
 		t.Errorf("no token: %d %s", code, body)
 	}
 	for _, q := range []string{"status=done", "since=yesterday"} {
-		if code, _, body := doCall(t, "GET", base+"/v1/sessions/stream?"+q, goodToken, ""); code != http.StatusBadRequest || !strings.Contains(body, strings.Split(q, "=")[0]) {
+		if code, _, body := doCall(t, "GET", base+"/v1/feed/sessions?"+q, goodToken, ""); code != http.StatusBadRequest || !strings.Contains(body, strings.Split(q, "=")[0]) {
 			t.Errorf("%s: %d %s", q, code, body)
 		}
 	}
-	if code, h, _ := doCall(t, "GET", base+"/v1/sessions/stream?status=running&since=24h&agent=default", goodToken, ""); code != http.StatusOK || h.Get("Content-Type") != "text/event-stream" {
+	if code, h, _ := doCall(t, "GET", base+"/v1/feed/sessions?status=running&since=24h&agent=default", goodToken, ""); code != http.StatusOK || h.Get("Content-Type") != "text/event-stream" {
 		t.Errorf("with the token: %d %s", code, h.Get("Content-Type"))
 	}
 }

@@ -319,7 +319,7 @@ func TestDashboardUpdatesLiveInChromium(t *testing.T) {
 	b := newBrowser(t, bin)
 
 	// The list's safety poll is made an hour long: the new session can only come by
-	// the feed (GET /v1/sessions/stream).
+	// the feed (GET /v1/feed/sessions).
 	b.navigate(base + "?poll=3600#/sessions")
 	b.waitText("#main", "No sessions.")
 	b.waitText("#sessions-count", "live")

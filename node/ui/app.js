@@ -247,11 +247,11 @@ function select(value, options, onchange) {
 }
 
 // SESSIONS_POLL_MS is how often the sessions list is fetched again as a safety net:
-// the feed (GET /v1/sessions/stream) pushes its changes. ?poll=SECONDS in the page's
+// the feed (GET /v1/feed/sessions) pushes its changes. ?poll=SECONDS in the page's
 // address sets it (the browser tests make it huge, to see the push alone).
 const SESSIONS_POLL_MS = (Number(new URLSearchParams(location.search).get("poll")) || 60) * 1000;
 
-// sessionFeed reads GET /v1/sessions/stream?query with an EventSource (the login's
+// sessionFeed reads GET /v1/feed/sessions?query with an EventSource (the login's
 // cookie signs it in) and reconnects with a growing backoff after an error.
 // onOpen runs each time it is connected (the page lists the sessions then: nothing
 // is sent on connect), onRow with each changed session's row, onResync when
@@ -266,7 +266,7 @@ function sessionFeed(query, { onOpen, onRow, onResync }, signal) {
   };
   const connect = () => {
     if (stopped || signal.aborted) return;
-    es = new EventSource("/v1/sessions/stream" + (query ? "?" + query : ""));
+    es = new EventSource("/v1/feed/sessions" + (query ? "?" + query : ""));
     es.onopen = () => { backoff = 1000; onOpen(); };
     es.addEventListener("session", (ev) => {
       let row;
