@@ -182,16 +182,39 @@ func (b *busEvents) assertMatches(t *testing.T, log eventlog.Log, ids []string) 
 		}
 		want[id] = events
 	}
-	waitFor(t, 60*time.Second, "every session's last event reaches troupe.events", func() bool {
+	missing := func() []string {
 		b.mu.Lock()
 		defer b.mu.Unlock()
+		var out []string
 		for id, events := range want {
-			if len(events) == 0 || !b.seen[id][events[len(events)-1].Seq][eventKey(events[len(events)-1])] {
-				return false
+			if len(events) == 0 {
+				out = append(out, id+": no events in the log")
+				continue
+			}
+			last := events[len(events)-1]
+			if !b.seen[id][last.Seq][eventKey(last)] {
+				// Which of the session's events never reached the bus, and whether
+				// the bus has another event at the last seq: the diagnosis of a
+				// batch the log kept but nobody published.
+				var unseen []string
+				for _, e := range events {
+					if !b.seen[id][e.Seq][eventKey(e)] {
+						unseen = append(unseen, fmt.Sprintf("%d %s (actor %s)", e.Seq, e.Type, e.Actor))
+					}
+				}
+				out = append(out, fmt.Sprintf("%s: log ends at seq %d; %d other events published at that seq; never published: %s",
+					id, last.Seq, len(b.seen[id][last.Seq]), strings.Join(unseen, ", ")))
 			}
 		}
-		return true
-	})
+		return out
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for m := missing(); len(m) > 0; m = missing() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not every session's last event reached troupe.events within 60s:\n%s", strings.Join(m, "\n"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for id, events := range want {
