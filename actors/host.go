@@ -38,6 +38,9 @@ type SessionHost struct {
 	idle list.List
 	// owns reports the sessions this host may run; nil means every session.
 	owns func(sessionID string) bool
+	// republished are the sessions started since SetOwnership asked for
+	// republishing (nil: not asked); see SetOwnership.Republish.
+	republished map[string]struct{}
 	// dispatcher runs the session actors' mailboxes on long-lived goroutines.
 	dispatcher actor.Dispatcher
 }
@@ -50,7 +53,19 @@ var ErrNotOwner = errors.New("actors: this node does not own the session")
 // means every session. The reply is nil.
 type SetOwnership struct {
 	Owns func(sessionID string) bool
+	// Republish makes each session the host starts from now on publish its latest
+	// task's events again, once, as it folds them (SessionActor.recover): the node
+	// takes over partitions whose previous owner may have appended events it never
+	// published (it was killed between the append and the publish, or fenced after
+	// its write landed), and the log is the only place left that has them. The bus
+	// copy is at least once: consumers skip events by ID, as for any redelivery.
+	Republish bool
 }
+
+// maxRepublished bounds the sessions a host remembers having republished since its
+// last SetOwnership; past it, it forgets them (a session started again then
+// republishes again: a duplicate, never a loss).
+const maxRepublished = 100_000
 
 // ReleaseSessions hands every session actor over to the caller and makes the host own
 // nothing until the next SetOwnership: the host forwards nothing to them any more. The
@@ -104,6 +119,10 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 		ctx.Respond(len(h.sessions))
 	case *SetOwnership:
 		h.owns = m.Owns
+		h.republished = nil
+		if m.Republish {
+			h.republished = map[string]struct{}{}
+		}
 		ctx.Respond(nil)
 	case *ReleaseSessions:
 		h.owns = func(string) bool { return false }
@@ -222,8 +241,18 @@ func (h *SessionHost) forward(ctx actor.Context, id string) {
 	if !ok {
 		h.makeRoom(ctx, 1)
 		deps, handled := h.deps, new(int)
+		republish := false
+		if h.republished != nil {
+			if _, done := h.republished[id]; !done {
+				if len(h.republished) >= maxRepublished {
+					clear(h.republished)
+				}
+				h.republished[id], republish = struct{}{}, true
+			}
+		}
 		props := actor.PropsFromProducer(func() actor.Actor {
 			a := newSessionActor(id, deps, handled)
+			a.republish = republish // a restarted incarnation publishes again: duplicates only
 			if deps.spawned != nil {
 				deps.spawned(a)
 			}

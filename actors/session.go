@@ -202,6 +202,9 @@ type SessionActor struct {
 	id    string
 	deps  *SessionDeps
 	state *SessionState
+	// republish makes recover publish the session's latest task's events again
+	// (SetOwnership.Republish).
+	republish bool
 	// handled counts the host-forwarded messages the session processed; its
 	// incarnations share it, so that after a restart it still matches what the host
 	// forwarded, and the session can passivate.
@@ -324,6 +327,12 @@ func (a *SessionActor) recover(ctx actor.Context) {
 		}
 	}
 	a.idle = newWakeup(ctx.ActorSystem().Root, ctx.Self(), a.deps.IdleTimeout, &idleTimeout{})
+	if a.republish && len(events) > 0 {
+		// Before anything of this incarnation's, so that the bus keeps the session's
+		// order: its latest task's events, which the previous owner may have
+		// appended and not published (with the task's result).
+		a.publish(events[latestTaskStart(events):])
+	}
 	if a.deps.Recovered != nil && len(events) > 0 && a.state.Active() != "" {
 		a.deps.Recovered(a.id, events)
 	}
@@ -331,6 +340,22 @@ func (a *SessionActor) recover(ctx actor.Context) {
 		a.deps.Logger.Info("session recovered", "session", a.id, "events", len(events), "seq", a.state.LastSeq)
 	}
 	a.step(ctx, nil)
+}
+
+// maxRepublishedTail bounds the events recover publishes again: a previous owner's
+// unpublished events are its last few batches.
+const maxRepublishedTail = 256
+
+// latestTaskStart returns the index of the latest task.submitted of events, within
+// the last maxRepublishedTail events (that bound when there is none).
+func latestTaskStart(events []messages.Envelope) int {
+	from := max(0, len(events)-maxRepublishedTail)
+	for i := len(events) - 1; i > from; i-- {
+		if events[i].Type == messages.TypeTaskSubmitted {
+			return i
+		}
+	}
+	return from
 }
 
 func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {

@@ -129,6 +129,9 @@ type Filter struct {
 	// characters): "kb/" lists the knowledge bases' streams, "memory/" the memory
 	// namespaces'. Empty keeps every session.
 	Prefix string
+	// UpdatedSinceUS keeps sessions whose latest event's TS (SessionInfo.UpdatedUS)
+	// is at or after this Unix-microsecond time; 0 keeps every session.
+	UpdatedSinceUS int64
 }
 
 // SessionInfo summarises one session of the log.

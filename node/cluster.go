@@ -184,7 +184,7 @@ func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 	n.own.mu.Lock()
 	current := n.own.generation == gen
 	if current {
-		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns}, n.cfg.SubmitTimeout).Result(); err != nil {
+		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns, Republish: true}, n.cfg.SubmitTimeout).Result(); err != nil {
 			n.cfg.Logger.Error("set session ownership", "err", err)
 		}
 	}
@@ -257,12 +257,30 @@ func (n *Node) Revoked() {
 		"effects_abandoned_sessions", late.Load(), "took", time.Since(start).Round(time.Millisecond))
 }
 
-// resumeOwned wakes every unfinished session this node owns, unless ownership changed
-// meanwhile (the host would ignore them anyway).
+// republishWindow is how far back resumeOwned looks for sessions that ended lately:
+// a previous owner killed (or fenced) after appending a session's last events, but
+// before publishing them, did so within the group's session timeout of the
+// assignment, and a fenced owner before it woke.
+const republishWindow = 10 * time.Minute
+
+// resumeOwned wakes every unfinished session this node owns, and every one that ended
+// within republishWindow, unless ownership changed meanwhile (the host would ignore
+// them anyway). Each folds its events and publishes its latest task's again
+// (actors.SetOwnership.Republish): what a previous owner appended and never
+// published reaches troupe.events and troupe.results; the unfinished ones go on.
 func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) bool) error {
 	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning})
 	if err != nil {
 		return err
+	}
+	ended, err := n.log.Sessions(ctx, eventlog.Filter{UpdatedSinceUS: time.Now().Add(-republishWindow).UnixMicro()})
+	if err != nil {
+		return err
+	}
+	for _, s := range ended {
+		if s.Status != messages.StatusRunning {
+			infos = append(infos, s)
+		}
 	}
 	count := 0
 	for _, s := range infos {
@@ -278,7 +296,7 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) boo
 		}
 	}
 	if count > 0 {
-		n.cfg.Logger.Info("resuming unfinished sessions of assigned partitions", "count", count)
+		n.cfg.Logger.Info("resuming the unfinished and lately ended sessions of assigned partitions", "count", count)
 	}
 	return nil
 }

@@ -68,6 +68,10 @@ const (
 // watcher is one Watch. Its fields are guarded by Hub.mu.
 type watcher struct {
 	remote bool // reads the bus (handle), not the node's sessions (deliver)
+	// last is the seq of the last event handed to a remote watcher: the bus may carry
+	// a session's events again (a new owner publishes the latest task of the sessions
+	// it takes over: actors.SetOwnership.Republish), and the copies are skipped.
+	last uint64
 	deltas bool // also gets the session's model.delta envelopes (deliverDeltas)
 	// What a watcher of deltas has been handed (deltas.go): the seq of its last
 	// event, the model calls whose model.requested it has and not their
@@ -130,6 +134,12 @@ func (h *Hub) fanOut(sessionID string, events []messages.Envelope, remote bool) 
 			continue
 		}
 		for _, e := range events {
+			if remote && e.Seq != 0 {
+				if e.Seq <= w.last {
+					continue // published again
+				}
+				w.last = e.Seq
+			}
 			if w.feeding {
 				if len(w.backlog) >= watcherBacklog {
 					behind = append(behind, w)

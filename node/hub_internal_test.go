@@ -155,8 +155,13 @@ func TestHubReadsTheBusOnlyForRemoteWatchers(t *testing.T) {
 	h.deliver("s", []messages.Envelope{{SessionID: "s", Seq: 2}}) // not for remote watchers
 	publishEvent(t, bus, messages.Envelope{SessionID: "s", Seq: 3})
 	publishEvent(t, bus, messages.Envelope{SessionID: "s", Seq: 4})
+	// A new owner publishes the session's latest task again (what its previous
+	// owner may not have published): the watchers skip what they had.
+	publishEvent(t, bus, messages.Envelope{SessionID: "s", Seq: 3})
+	publishEvent(t, bus, messages.Envelope{SessionID: "s", Seq: 4})
+	publishEvent(t, bus, messages.Envelope{SessionID: "s", Seq: 5})
 	for _, w := range []<-chan messages.Envelope{theirs, other} {
-		for _, want := range []uint64{3, 4} {
+		for _, want := range []uint64{3, 4, 5} {
 			if seq := nextSeq(t, w); seq != want {
 				t.Fatalf("remote watcher got seq %d, want %d", seq, want)
 			}
@@ -173,9 +178,9 @@ func TestHubReadsTheBusOnlyForRemoteWatchers(t *testing.T) {
 	if n := sub.started.Load(); n != 2 {
 		t.Fatalf("%d subscriptions to %s, want 2", n, messages.TopicEvents)
 	}
-	publishEvent(t, bus, messages.Envelope{SessionID: "s", Seq: 5})
-	if seq := nextSeq(t, again); seq != 5 {
-		t.Fatalf("remote watcher got seq %d, want 5", seq)
+	publishEvent(t, bus, messages.Envelope{SessionID: "s", Seq: 6})
+	if seq := nextSeq(t, again); seq != 6 {
+		t.Fatalf("remote watcher got seq %d, want 6", seq)
 	}
 	h.close()
 	expectClosed(t, again)

@@ -375,6 +375,10 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		conds = append(conds, "startsWith(session_id, ?)")
 		condArgs = append(condArgs, f.Prefix)
 	}
+	if f.UpdatedSinceUS != 0 {
+		conds = append(conds, "last_us >= ?")
+		condArgs = append(condArgs, f.UpdatedSinceUS)
+	}
 	switch f.Status {
 	case "":
 	case messages.StatusCompleted, messages.StatusFailed:

@@ -839,6 +839,11 @@ func (s *suite) testSessionsFilter(t *testing.T) {
 	if _, err := l.Sessions(s.ctx(t), eventlog.Filter{Limit: -1}); err == nil {
 		t.Fatal("Sessions(Limit: -1) succeeded, want an error")
 	}
+	// all[2] is the last to be updated before the twins start.
+	s.wantSessions(t, l, eventlog.Filter{UpdatedSinceUS: all[0].UpdatedUS}, all[:1])
+	s.wantSessions(t, l, eventlog.Filter{UpdatedSinceUS: all[0].UpdatedUS + 1}, nil)
+	s.wantSessions(t, l, eventlog.Filter{UpdatedSinceUS: all[2].UpdatedUS}, slices.DeleteFunc(slices.Clone(all), func(i eventlog.SessionInfo) bool { return i.UpdatedUS < all[2].UpdatedUS }))
+	s.wantSessions(t, l, eventlog.Filter{UpdatedSinceUS: all[2].UpdatedUS, Prefix: "f-", Limit: 1}, all[:1])
 	s.wantSessions(t, l, eventlog.Filter{Prefix: "twin-"}, all[3:5])
 	s.wantSessions(t, l, eventlog.Filter{Prefix: "twin-", Limit: 1}, all[3:4])
 	s.wantSessions(t, l, eventlog.Filter{Prefix: "f-", SinceUS: since}, all[:3])

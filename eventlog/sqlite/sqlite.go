@@ -173,6 +173,7 @@ func (l *Log) prepareReads(ctx context.Context) (err error) {
 	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, `+sessionStatus+`, events, last_seq, steps, started_us, updated_us, `+sessionParent+`
 		FROM sessions WHERE started_us >= ? AND (? = '' OR `+sessionStatus+` = ?)
 		AND (? = '' OR (session_id >= ? AND substr(CAST(session_id AS BLOB), 1, length(CAST(? AS BLOB))) = CAST(? AS BLOB)))
+		AND (? = 0 OR updated_us >= ?)
 		ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
 	}
@@ -422,7 +423,7 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	default:
 		return nil, fmt.Errorf("eventlog/sqlite: list sessions: unknown status %q", f.Status)
 	}
-	rows, err := l.list.QueryContext(ctx, since, f.Status, f.Status, f.Prefix, f.Prefix, f.Prefix, f.Prefix, limit)
+	rows, err := l.list.QueryContext(ctx, since, f.Status, f.Status, f.Prefix, f.Prefix, f.Prefix, f.Prefix, f.UpdatedSinceUS, f.UpdatedSinceUS, limit)
 	if err != nil {
 		return nil, l.readErr("list sessions", err)
 	}

@@ -1,0 +1,100 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// topicRecords returns the records of topic keyed key, from every partition's start.
+func topicRecords(t *testing.T, k kafkaEnv, name, key string) []kgo.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := kgo.DialContext(ctx, "tcp", k.brokers[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts, err := conn.ReadPartitions(k.topic(name))
+	conn.Close()
+	if err != nil {
+		return nil
+	}
+	var out []kgo.Message
+	for _, p := range parts {
+		r := kgo.NewReader(kgo.ReaderConfig{Brokers: k.brokers, Topic: k.topic(name), Partition: p.ID, MaxWait: 50 * time.Millisecond})
+		for {
+			rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			m, err := r.ReadMessage(rctx)
+			rcancel()
+			if err != nil {
+				break
+			}
+			if string(m.Key) == key {
+				out = append(out, m)
+			}
+		}
+		r.Close()
+	}
+	return out
+}
+
+// A session whose last events its owner appended and never published (the owner was
+// killed between the two, or fenced after its write landed) gets them published by
+// the node that takes its partition over: the log is the only place left that has
+// them. Here the events are written by a node that is on no Kafka bus at all; a
+// sharded node assigned the partitions afterwards publishes the session's latest
+// task, events and result, on troupe.events and troupe.results.
+func TestTakeoverPublishesWhatThePreviousOwnerDidNot(t *testing.T) {
+	log := sharedLog(t)
+	session := "unpublished-" + time.Now().Format("150405.000000")
+	first := nodetest.Start(t, node.Config{Log: log})
+	nodetest.Run(t, first, session, "What is 6 * 7?")
+	events := nodetest.Run(t, first, session, "What is 2 + 2?")
+	latest := 0
+	for i, e := range events {
+		if e.Type == messages.TypeTaskSubmitted {
+			latest = i
+		}
+	}
+	if latest == 0 || events[len(events)-1].Type != messages.TypeTaskCompleted {
+		t.Fatalf("the session's %d events end with %s", len(events), events[len(events)-1].Type)
+	}
+
+	k := newKafkaEnv(t)
+	n, _ := clusterNode(t, k, uniqueGroup(t), log, "taker", 0, nil, nil)
+	waitFor(t, 60*time.Second, "the node owns every partition", func() bool { return n.PartitionsOwned() == 6 })
+
+	var published map[string]bool
+	waitFor(t, 60*time.Second, "the latest task's events on troupe.events", func() bool {
+		published = map[string]bool{}
+		for _, m := range topicRecords(t, k, messages.TopicEvents, session) {
+			var e messages.Envelope
+			if err := json.Unmarshal(m.Value, &e); err == nil {
+				published[e.ID] = true
+			}
+		}
+		for _, e := range events[latest:] {
+			if !published[e.ID] {
+				return false
+			}
+		}
+		return true
+	})
+	for _, e := range events[:latest] {
+		if published[e.ID] {
+			t.Errorf("an event of the earlier task was published again: seq %d %s", e.Seq, e.Type)
+		}
+	}
+	res := readResult(t, k, session)
+	if res.Status != messages.StatusCompleted || res.Output != "4" {
+		t.Fatalf("the result on troupe.results: %+v", res)
+	}
+}
