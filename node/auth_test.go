@@ -118,7 +118,7 @@ var routeCases = map[string]routeCase{
 	"GET /v1/sessions/{id}":                      {"/v1/sessions/s1", "", http.StatusOK},
 	"GET /v1/sessions/{id}/events":               {"/v1/sessions/s1/events", "", http.StatusOK},
 	"GET /v1/sessions/{id}/stream":               {"/v1/sessions/s1/stream", "", http.StatusOK},
-	"GET /v1/feed/sessions":                    {"/v1/feed/sessions", "", http.StatusOK},
+	"GET /v1/feed/sessions":                      {"/v1/feed/sessions", "", http.StatusOK},
 	"POST /v1/sessions/{id}/cancel":              {"/v1/sessions/s1/cancel", `{}`, http.StatusConflict},
 	"POST /v1/sessions/{id}/approvals/{call}":    {"/v1/sessions/s1/approvals/c1", `{"approve":true}`, http.StatusConflict},
 	"GET /v1/approvals":                          {"/v1/approvals", "", http.StatusOK},

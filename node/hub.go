@@ -71,7 +71,7 @@ type watcher struct {
 	// last is the seq of the last event handed to a remote watcher: the bus may carry
 	// a session's events again (a new owner publishes the latest task of the sessions
 	// it takes over: actors.SetOwnership.Republish), and the copies are skipped.
-	last uint64
+	last   uint64
 	deltas bool // also gets the session's model.delta envelopes (deliverDeltas)
 	// What a watcher of deltas has been handed (deltas.go): the seq of its last
 	// event, the model calls whose model.requested it has and not their
