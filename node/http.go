@@ -386,18 +386,7 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// A stream outlives the server's read and write timeouts: the request has no body
-	// left to read, and each write gets a deadline of its own. Heartbeats come often
-	// enough to extend the deadline before it passes (HTTP/2 resets a stream whose
-	// deadline passed even between writes).
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	writeTimeout := n.cfg.HTTP.WriteTimeout
-	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
-	extend()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	extend, every := n.startSSE(w)
 	send := func(e messages.Envelope) bool {
 		if e.Seq <= last {
 			return true
@@ -428,7 +417,7 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	fl.Flush()
-	heartbeat := time.NewTicker(max(min(15*time.Second, writeTimeout/2), time.Millisecond))
+	heartbeat := time.NewTicker(every)
 	defer heartbeat.Stop()
 	pending := map[uint64]messages.Envelope{}
 	for {
@@ -506,4 +495,21 @@ func (n *Node) sessionKnown(ctx context.Context, id string, last uint64) (bool, 
 	// The client is ahead of the log, or the session does not exist.
 	events, err := n.log.Read(ctx, id, 1)
 	return len(events) > 0, err
+}
+
+// startSSE starts a Server-Sent Events answer: the stream outlives the server's
+// read and write timeouts (the request has no body left to read, and each write gets
+// a deadline of its own, which extend pushes back), and heartbeats must come every
+// heartbeat to extend the deadline before it passes (HTTP/2 resets a stream whose
+// deadline passed even between writes).
+func (n *Node) startSSE(w http.ResponseWriter) (extend func(), heartbeat time.Duration) {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	writeTimeout := n.cfg.HTTP.WriteTimeout
+	extend = func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
+	extend()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	return extend, max(min(15*time.Second, writeTimeout/2), time.Millisecond)
 }

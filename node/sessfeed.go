@@ -285,16 +285,8 @@ func (n *Node) sessionsStream(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer leave()
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	writeTimeout := n.cfg.HTTP.WriteTimeout
-	extend := func() { _ = rc.SetWriteDeadline(time.Now().Add(writeTimeout)) }
-	extend()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
+	extend, heartbeat := n.startSSE(w)
 	fl.Flush()
-	heartbeat := max(min(15*time.Second, writeTimeout/2), time.Millisecond)
 	n.serveFeed(r.Context(), w, fl.Flush, extend, sub, filter, heartbeat)
 }
 
