@@ -89,15 +89,31 @@ func (sub *subscription) trackLag(partition int, offset int64) (*partitionLag, f
 
 // probeLag asks the broker for the lag of rd (just positioned at its start offset)
 // before anything is fetched, so that an idle partition reports its lag (0) too.
-// It runs beside the fetches, counted in the subscriber's cleanup.
+// A probe that fails (a topic just created may have no leader yet) is tried again
+// with back-off until one answers, a record is fetched, or ctx ends. It runs beside
+// the fetches, counted in the subscriber's cleanup.
 func (sub *subscription) probeLag(ctx context.Context, rd *kafkago.Reader, pl *partitionLag) {
 	sub.s.cleanup.Add(1)
 	go func() {
 		defer sub.s.cleanup.Done()
-		ctx, cancel := context.WithTimeout(ctx, lagProbeTimeout)
-		defer cancel()
-		if lag, err := rd.ReadLag(ctx); err == nil {
-			pl.probed.Store(max(lag, 0))
+		backoff := 100 * time.Millisecond
+		for {
+			pctx, cancel := context.WithTimeout(ctx, lagProbeTimeout)
+			lag, err := rd.ReadLag(pctx)
+			cancel()
+			if err == nil {
+				pl.probed.Store(max(lag, 0))
+				return
+			}
+			if pl.high.Load() >= 0 {
+				return // a fetch told the lag meanwhile
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
 		}
 	}()
 }
