@@ -30,7 +30,9 @@ import (
 // message sent to the task answers it ("approve" or "reject"). The model's tokens
 // stream (WatchDeltas) into the task's answer artifact. A task's ID names its
 // session and submission (a2a.TaskIDFor), so a2a.TaskStore answers for it from the
-// session's events after a restart.
+// session's events after a restart. Its push-notification configs are events of
+// their own stream in the log (a2a.PushStore: a2a/push/<taskID>), without their
+// secrets.
 
 // A2AConfig configures the A2A server (a2a.ServerConfig's fields).
 type A2AConfig struct {

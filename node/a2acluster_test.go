@@ -14,9 +14,10 @@ import (
 )
 
 // In a cluster of an owner of sessions, a node performing model calls and a node
-// serving the API (A2A, no sessions): an A2A message/stream client of the API node
-// sees the 100 tokens the provider streams to the performer as increments of the
-// answer artifact, in order, then the recorded answer, whole, and the task's end.
+// serving the API (A2A; the tools role, not the sessions one): an A2A message/stream
+// client of the API node sees the 100 tokens the provider streams to the performer
+// as increments of the answer artifact, in order, then the recorded answer, whole,
+// and the task's end.
 func TestClusterA2AStreamCarriesModelDeltas(t *testing.T) {
 	pieces := tokens(100)
 	c := newDeltaCluster(t, func(int) openaitest.Reply {
