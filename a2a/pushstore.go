@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,13 @@ import (
 func PushStreamFor(id sdk.TaskID) string {
 	return eventlog.A2APushStreamPrefix + string(id)
 }
+
+// PushStatus is the status a session listing gives a task's push-config stream: it
+// is a stream of the log, not a session (eventlog.IsSession), and no task runs there.
+const PushStatus = "a2a-push"
+
+// IsPushStream reports whether a stream of the log holds a task's push configs.
+func IsPushStream(id string) bool { return strings.HasPrefix(id, eventlog.A2APushStreamPrefix) }
 
 // pushRefresh is how long a task's configs, as a PushStore folded them, are used
 // before the store reads what was appended to their stream since (by another node

@@ -118,6 +118,22 @@ func TestA2APushConfigsSurviveARestart(t *testing.T) {
 	api = httptest.NewServer(second.Handler())
 	defer api.Close()
 	client, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
+	resp, err := http.Get(api.URL + "/v1/sessions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var infos []eventlog.SessionInfo
+	err = json.NewDecoder(resp.Body).Decode(&infos)
+	resp.Body.Close()
+	marked := false
+	for _, s := range infos {
+		if s.ID == a2a.PushStreamFor(waiting.ID) {
+			marked = s.Status == a2a.PushStatus
+		}
+	}
+	if err != nil || !marked {
+		t.Fatalf("GET /v1/sessions does not mark the push configs' stream %s: %+v, %v", a2a.PushStatus, infos, err)
+	}
 	list, err := client.ListTaskPushConfig(ctx, &sdk.ListTaskPushConfigParams{TaskID: waiting.ID})
 	if err != nil || len(list) != 2 || list[0].Config.ID != "authed" || list[1].Config.ID != "plain" || list[1].Config.URL != hookURL+"/plain" {
 		t.Fatalf("pushNotificationConfig/list after the restart: %+v, %v", list, err)
