@@ -19,6 +19,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/push"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -40,6 +41,9 @@ type ServerConfig struct {
 	// PushAllow lists the private hosts and prefixes push-notification webhooks may
 	// target (as tools.http_fetch.allow); by default only public addresses.
 	PushAllow []string
+	// PushLog, when set, is the log the push-notification configs are kept in
+	// (PushStore: they outlive the process); nil: in memory only.
+	PushLog eventlog.Log
 	// MaxBody bounds a request body (0: DefaultMaxBody).
 	MaxBody int64
 	// Name and Version name the node in its card.
@@ -104,9 +108,15 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 			name = "default"
 		}
 		store := NewTaskStore(b)
+		var pushes a2asrv.PushConfigStore = push.NewInMemoryStore()
+		var pushSender a2asrv.PushSender = sender
+		if cfg.PushLog != nil {
+			ps := NewPushStore(cfg.PushLog)
+			pushes, pushSender = ps, storeSender{PushSender: sender, store: ps}
+		}
 		h := a2asrv.NewHandler(NewExecutor(b, name),
 			a2asrv.WithTaskStore(store),
-			a2asrv.WithPushNotifications(push.NewInMemoryStore(), sender),
+			a2asrv.WithPushNotifications(pushes, pushSender),
 			a2asrv.WithLogger(cfg.Logger))
 		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(NewDedupe(h, store))
 	}

@@ -616,3 +616,16 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 		}
 	}
 }
+
+// OnSetTaskPushConfig implements a2asrv.RequestHandler: a config is set for a task
+// the node has (live, or in its session's events), not for any ID (each config is
+// written to the log: PushStore).
+func (d *Dedupe) OnSetTaskPushConfig(ctx context.Context, p *sdk.TaskPushConfig) (*sdk.TaskPushConfig, error) {
+	if p == nil {
+		return nil, fmt.Errorf("%w: no push config", sdk.ErrInvalidParams)
+	}
+	if _, err := d.store.Get(ctx, p.TaskID); err != nil {
+		return nil, err
+	}
+	return d.RequestHandler.OnSetTaskPushConfig(ctx, p)
+}

@@ -29,12 +29,17 @@ const MemoryStreamPrefix = "memory/"
 // knowledge base (package knowledge: kb/<name>). No task runs there: it is no session.
 const KnowledgeStreamPrefix = "kb/"
 
+// A2APushStreamPrefix starts the ID of every stream of the log that holds an A2A
+// task's push-notification configs (package a2a: a2a/push/<taskID>). No task runs
+// there: it is no session.
+const A2APushStreamPrefix = "a2a/push/"
+
 // IsSession reports whether a stream of the log is a session: not an agent's notes,
-// a memory namespace nor a knowledge base. Whoever resumes, lists or counts sessions
-// skips the others.
+// a memory namespace, a knowledge base nor an A2A task's push configs. Whoever
+// resumes, lists or counts sessions skips the others.
 func IsSession(id string) bool {
 	return !strings.HasPrefix(id, NotesStreamPrefix) && !strings.HasPrefix(id, MemoryStreamPrefix) &&
-		!strings.HasPrefix(id, KnowledgeStreamPrefix)
+		!strings.HasPrefix(id, KnowledgeStreamPrefix) && !strings.HasPrefix(id, A2APushStreamPrefix)
 }
 
 // StatsFilter narrows Stats. The zero value covers every session.

@@ -44,6 +44,10 @@ const (
 	// The events of a knowledge base (package knowledge), in a stream of its own.
 	TypeKBDocumentIngested Type = "kb.document_ingested"
 	TypeKBDocumentRemoved  Type = "kb.document_removed"
+	// The events of an A2A task's push-notification configs (package a2a), in a
+	// stream of their own.
+	TypeA2APushSet     Type = "a2a.push_set"
+	TypeA2APushDeleted Type = "a2a.push_deleted"
 )
 
 // Versions is the current schema version of each type. Decoding an envelope whose
@@ -61,6 +65,8 @@ var versions = map[Type]int{
 	TypeApprovalRequested:  1,
 	TypeApprovalResolved:   1,
 	TypeNoteAdded:          1,
+	TypeA2APushSet:         1,
+	TypeA2APushDeleted:     1,
 	TypeNoteUpdated:        1,
 	TypeNoteRemoved:        1,
 	TypeMemoryAdded:        1,
@@ -208,6 +214,10 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &ApprovalResolved{}
 	case TypeNoteAdded:
 		p = &NoteAdded{}
+	case TypeA2APushSet:
+		p = &A2APushSet{}
+	case TypeA2APushDeleted:
+		p = &A2APushDeleted{}
 	case TypeNoteUpdated:
 		p = &NoteUpdated{}
 	case TypeNoteRemoved:

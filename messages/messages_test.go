@@ -44,6 +44,8 @@ func samples() []messages.Payload {
 		&messages.NoteAdded{Key: "s-1/9", NoteID: "n3", Type: "fact", Tags: []string{"paris", "travel"}, Body: "The museum closes on Tuesdays."},
 		&messages.NoteUpdated{Key: "s-1/12", NoteID: "n3", Type: ptr("decision"), Tags: &[]string{}, Body: ptr("Go on Wednesday.")},
 		&messages.NoteRemoved{Key: "s-1/15", NoteID: "n3"},
+		&messages.A2APushSet{ConfigID: "cfg-1", URL: "https://hooks.example.com/a2a", Schemes: []string{"Bearer"}, HadToken: true, HadCredentials: true},
+		&messages.A2APushDeleted{ConfigID: "cfg-1"},
 		&messages.MemoryAdded{Key: "s-1/t/call_2", Reason: "added by the memory tool", Memory: memorySample()},
 		&messages.MemoryUpdated{Key: "s-1/t/call_3", Reason: "newer fact about the same subject", Memory: memorySample()},
 		&messages.MemoryMerged{Key: "consolidate/2", Reason: "semantic duplicate (cosine 0.97 >= 0.92)", Merged: []string{"m8"}, Memory: memorySample()},
@@ -145,6 +147,7 @@ func TestEveryTypeHasAGoldenSample(t *testing.T) {
 		messages.TypeMemoryAdded, messages.TypeMemoryUpdated, messages.TypeMemoryMerged, messages.TypeMemoryPromoted, messages.TypeMemoryDistilled,
 		messages.TypeMemoryInvalidated, messages.TypeMemoryForgotten, messages.TypeMemoryCleared, messages.TypeMemoryBlockSet, messages.TypeMemoryBlockDeleted,
 		messages.TypeKBDocumentIngested, messages.TypeKBDocumentRemoved,
+		messages.TypeA2APushSet, messages.TypeA2APushDeleted,
 	} {
 		if _, ok := messages.CurrentVersion(typ); !ok {
 			t.Errorf("%s has no schema version", typ)

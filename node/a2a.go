@@ -30,7 +30,9 @@ import (
 // message sent to the task answers it ("approve" or "reject"). The model's tokens
 // stream (WatchDeltas) into the task's answer artifact. A task's ID names its
 // session and submission (a2a.TaskIDFor), so a2a.TaskStore answers for it from the
-// session's events after a restart.
+// session's events after a restart. Its push-notification configs are events of
+// their own stream in the log (a2a.PushStore: a2a/push/<taskID>), without their
+// secrets.
 
 // A2AConfig configures the A2A server (a2a.ServerConfig's fields).
 type A2AConfig struct {
@@ -67,7 +69,7 @@ func (n *Node) a2aRoutes() []Route {
 	}
 	n.a2aOnce.Do(func() {
 		srv, err := a2a.NewServer(a2aBackend{n}, a2a.ServerConfig{PublicURL: n.cfg.A2A.PublicURL, PushAllow: n.cfg.A2A.PushAllow,
-			MaxBody: maxBody, Name: "troupe", Logger: n.cfg.Logger}, n.a2aAgents())
+			PushLog: n.log, MaxBody: maxBody, Name: "troupe", Logger: n.cfg.Logger}, n.a2aAgents())
 		if err != nil {
 			n.cfg.Logger.Error("a2a: not served", "err", err)
 			return

@@ -68,6 +68,8 @@ type deltaCluster struct {
 	group string
 	log   eventlog.Log
 	srv   *openaitest.Server
+	// a2a, when set, is the A2A configuration of the nodes started next.
+	a2a *node.A2AConfig
 }
 
 func newDeltaCluster(t *testing.T, streams func(n int) openaitest.Reply) *deltaCluster {
@@ -102,7 +104,7 @@ func (c *deltaCluster) node(name string, roles node.Role, attempts int) (*node.N
 	}
 	pub := &topicCounter{Publisher: clients.Publisher, topic: messages.TopicDeltas}
 	n, err := node.New(context.Background(), node.Config{
-		Log: c.log, NodeID: name, Roles: roles, Model: settledModel{Model: m, s: m, after: streamSettle}, MaxSteps: 4,
+		Log: c.log, NodeID: name, Roles: roles, A2A: c.a2a, Model: settledModel{Model: m, s: m, after: streamSettle}, MaxSteps: 4,
 		Gateway: gateway.Config{Retry: gateway.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond, Max: time.Millisecond}},
 		Bus: &node.Bus{Publisher: pub, Tasks: clients.Group, Live: clients.Live,
 			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf},

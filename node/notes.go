@@ -3,6 +3,7 @@ package node
 import (
 	"slices"
 
+	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/memory"
@@ -43,8 +44,9 @@ func (n *Node) addNotes() error {
 }
 
 // markNotes gives the notes streams among sessions the status notes.Status, and
-// the memory namespaces' streams memory.Status, the knowledge bases' knowledge.Status: they are streams of the log but no
-// sessions, and no task runs there.
+// the memory namespaces' streams memory.Status, the knowledge bases'
+// knowledge.Status, the A2A tasks' push configs' a2a.PushStatus: they are streams of
+// the log but no sessions, and no task runs there.
 func markNotes(infos []eventlog.SessionInfo) {
 	for i := range infos {
 		switch {
@@ -54,6 +56,8 @@ func markNotes(infos []eventlog.SessionInfo) {
 			infos[i].Status = memory.Status
 		case knowledge.IsStream(infos[i].ID):
 			infos[i].Status = knowledge.Status
+		case a2a.IsPushStream(infos[i].ID):
+			infos[i].Status = a2a.PushStatus
 		}
 	}
 }

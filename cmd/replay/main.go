@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/knowledge"
@@ -194,6 +195,8 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 			infos[i].Status = memory.Status // a memory namespace, not a session
 		case knowledge.IsStream(infos[i].ID):
 			infos[i].Status = knowledge.Status // a knowledge base, not a session
+		case a2a.IsPushStream(infos[i].ID):
+			infos[i].Status = a2a.PushStatus // an A2A task's push configs, not a session
 		}
 	}
 	if asJSON {

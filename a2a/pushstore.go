@@ -1,0 +1,317 @@
+package a2a
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/push"
+	"github.com/google/uuid"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// PushStreamFor is the stream of the log that holds task id's push-notification
+// configs.
+func PushStreamFor(id sdk.TaskID) string {
+	return eventlog.A2APushStreamPrefix + string(id)
+}
+
+// PushStatus is the status a session listing gives a task's push-config stream: it
+// is a stream of the log, not a session (eventlog.IsSession), and no task runs there.
+const PushStatus = "a2a-push"
+
+// IsPushStream reports whether a stream of the log holds a task's push configs.
+func IsPushStream(id string) bool { return strings.HasPrefix(id, eventlog.A2APushStreamPrefix) }
+
+// pushRefresh is how long a task's configs, as a PushStore folded them, are used
+// before the store reads what was appended to their stream since (by another node
+// over the same log).
+const pushRefresh = time.Second
+
+// pushAppendAttempts bounds the appends of one change that find their seq taken by
+// another writer.
+const pushAppendAttempts = 5
+
+// PushStore is the a2asrv.PushConfigStore of a node's A2A tasks: a task's configs are
+// events of a stream of their own in the log (PushStreamFor: messages.A2APushSet,
+// messages.A2APushDeleted), so that they outlive the process, and every node over
+// the same log has them. A config's secrets (its token, its authentication
+// credentials) are never written to the log: this process keeps those it was given
+// in memory; a config read from the log that had any (a restart, or a config set on
+// another node) is listed without them, and no notification is posted to it
+// (Withheld): set it again to have them posted.
+type PushStore struct {
+	log eventlog.Log
+	now func() time.Time
+	mu  sync.Mutex
+	// tasks are the tasks' configs as folded, by task.
+	tasks map[sdk.TaskID]*taskPushes
+}
+
+var _ a2asrv.PushConfigStore = (*PushStore)(nil)
+
+// taskPushes are a task's configs: its stream folded up to seq.
+type taskPushes struct {
+	seq     uint64
+	read    time.Time // when the stream was last read
+	used    time.Time
+	configs map[string]*sdk.PushConfig
+	// withheld are the configs read from the log whose secrets this process does
+	// not know; warned, those whose notification not sent was logged.
+	withheld, warned map[string]bool
+}
+
+// NewPushStore returns a store of push configs in log.
+func NewPushStore(log eventlog.Log) *PushStore {
+	return &PushStore{log: log, now: time.Now, tasks: map[sdk.TaskID]*taskPushes{}}
+}
+
+// load returns task id's configs, reading what its stream has past them when they
+// were read more than pushRefresh ago (force: always). The caller holds s.mu.
+func (s *PushStore) load(ctx context.Context, id sdk.TaskID, force bool) (*taskPushes, error) {
+	t := s.tasks[id]
+	now := s.now()
+	if t == nil {
+		if len(s.tasks) >= maxLiveTasks {
+			s.dropOldest()
+		}
+		t = &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}}
+		s.tasks[id] = t
+		force = true
+	}
+	t.used = now
+	if !force && now.Sub(t.read) < pushRefresh {
+		return t, nil
+	}
+	stream := PushStreamFor(id)
+	events, err := s.log.Read(ctx, stream, t.seq+1)
+	if err != nil {
+		return nil, fmt.Errorf("a2a: push configs of task %s: %w", id, err)
+	}
+	for _, e := range events {
+		if err := t.apply(e); err != nil {
+			return nil, err
+		}
+	}
+	t.read = now
+	return t, nil
+}
+
+// dropOldest forgets the half of the tasks used least recently (their stream still
+// has their configs, not the secrets this process knew). The caller holds s.mu.
+func (s *PushStore) dropOldest() {
+	ids := make([]sdk.TaskID, 0, len(s.tasks))
+	for id := range s.tasks {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return s.tasks[ids[i]].used.Before(s.tasks[ids[j]].used) })
+	for _, id := range ids[:len(ids)/2] {
+		delete(s.tasks, id)
+	}
+}
+
+// apply folds an event of the task's stream.
+func (t *taskPushes) apply(e messages.Envelope) error {
+	p, err := e.Decode()
+	if err != nil {
+		return fmt.Errorf("a2a: push configs %s: %w", e.SessionID, err)
+	}
+	switch v := p.(type) {
+	case *messages.A2APushSet:
+		c := &sdk.PushConfig{ID: v.ConfigID, URL: v.URL}
+		if len(v.Schemes) > 0 || v.HadCredentials {
+			c.Auth = &sdk.PushAuthInfo{Schemes: slices.Clone(v.Schemes)}
+		}
+		t.configs[v.ConfigID] = c
+		t.withheld[v.ConfigID] = v.HadToken || v.HadCredentials
+	case *messages.A2APushDeleted:
+		if v.ConfigID == "" {
+			clear(t.configs)
+			clear(t.withheld)
+		} else {
+			delete(t.configs, v.ConfigID)
+			delete(t.withheld, v.ConfigID)
+		}
+	default:
+		return fmt.Errorf("a2a: push configs %s seq %d: a %s event has no place there", e.SessionID, e.Seq, e.Type)
+	}
+	t.seq = e.Seq
+	return nil
+}
+
+// write appends the event change builds (nil: nothing to write) to task id's stream
+// at the next seq, again after reading the stream when another writer took it, then
+// folds it and runs after (which may restore what the log does not hold).
+func (s *PushStore) write(ctx context.Context, id sdk.TaskID, change func(*taskPushes) messages.Payload, after func(*taskPushes)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range pushAppendAttempts {
+		t, err := s.load(ctx, id, true)
+		if err != nil {
+			return err
+		}
+		p := change(t)
+		if p == nil {
+			return nil
+		}
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			return err
+		}
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = "a2apush-"+hex.EncodeToString(b[:]), PushStreamFor(id), t.seq+1, s.now().UnixMicro(), "a2a"
+		err = s.log.Append(ctx, []messages.Envelope{e})
+		if errors.Is(err, eventlog.ErrSeqConflict) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("a2a: push configs of task %s: %w", id, err)
+		}
+		if err := t.apply(e); err != nil {
+			return err
+		}
+		if after != nil {
+			after(t)
+		}
+		return nil
+	}
+	return fmt.Errorf("a2a: push configs of task %s: %d appends in a row found their seq taken by another writer", id, pushAppendAttempts)
+}
+
+// Save implements a2asrv.PushConfigStore: it records the config without its
+// secrets, which this process keeps.
+func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushConfig) (*sdk.PushConfig, error) {
+	if config == nil || config.URL == "" {
+		return nil, fmt.Errorf("%w: a push config needs a url", sdk.ErrInvalidParams)
+	}
+	if _, err := url.ParseRequestURI(config.URL); err != nil {
+		return nil, fmt.Errorf("%w: push config url: %v", sdk.ErrInvalidParams, err)
+	}
+	c := copyConfig(config)
+	if c.ID == "" {
+		c.ID = uuid.Must(uuid.NewV7()).String()
+	}
+	set := &messages.A2APushSet{ConfigID: c.ID, URL: c.URL, HadToken: c.Token != ""}
+	if c.Auth != nil {
+		set.Schemes, set.HadCredentials = slices.Clone(c.Auth.Schemes), c.Auth.Credentials != ""
+	}
+	err := s.write(ctx, id, func(*taskPushes) messages.Payload { return set }, func(t *taskPushes) {
+		t.configs[c.ID] = c
+		t.withheld[c.ID] = false
+	})
+	if err != nil {
+		return nil, err
+	}
+	return copyConfig(c), nil
+}
+
+// Get implements a2asrv.PushConfigStore.
+func (s *PushStore) Get(ctx context.Context, id sdk.TaskID, configID string) (*sdk.PushConfig, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.load(ctx, id, false)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := t.configs[configID]
+	if !ok {
+		return nil, push.ErrPushConfigNotFound
+	}
+	return copyConfig(c), nil
+}
+
+// List implements a2asrv.PushConfigStore: the task's configs by ID.
+func (s *PushStore) List(ctx context.Context, id sdk.TaskID) ([]*sdk.PushConfig, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.load(ctx, id, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*sdk.PushConfig, 0, len(t.configs))
+	for _, c := range t.configs {
+		out = append(out, copyConfig(c))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+// Delete implements a2asrv.PushConfigStore (a config the task does not have: nothing
+// to do).
+func (s *PushStore) Delete(ctx context.Context, id sdk.TaskID, configID string) error {
+	return s.write(ctx, id, func(t *taskPushes) messages.Payload {
+		if _, ok := t.configs[configID]; !ok || configID == "" {
+			return nil
+		}
+		return &messages.A2APushDeleted{ConfigID: configID}
+	}, nil)
+}
+
+// DeleteAll implements a2asrv.PushConfigStore.
+func (s *PushStore) DeleteAll(ctx context.Context, id sdk.TaskID) error {
+	return s.write(ctx, id, func(t *taskPushes) messages.Payload {
+		if len(t.configs) == 0 {
+			return nil
+		}
+		return &messages.A2APushDeleted{}
+	}, nil)
+}
+
+// Withheld reports whether task id's config is one read from the log whose token or
+// credentials this process does not know: a notification is not posted to it. first
+// is true the first time it says so of the config.
+func (s *PushStore) Withheld(id sdk.TaskID, configID string) (withheld, first bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tasks[id]
+	if t == nil || !t.withheld[configID] {
+		return false, false
+	}
+	first = !t.warned[configID]
+	t.warned[configID] = true
+	return true, first
+}
+
+// copyConfig is a deep copy of c.
+func copyConfig(c *sdk.PushConfig) *sdk.PushConfig {
+	out := *c
+	if c.Auth != nil {
+		a := *c.Auth
+		a.Schemes = slices.Clone(c.Auth.Schemes)
+		out.Auth = &a
+	}
+	return &out
+}
+
+// storeSender is the push sender of one agent's tasks: PushSender's, but a config
+// whose secrets its store does not know (PushStore.Withheld) gets no notification.
+type storeSender struct {
+	*PushSender
+	store *PushStore
+}
+
+// SendPush implements a2asrv.PushSender.
+func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error {
+	if withheld, first := s.store.Withheld(task.ID, cfg.ID); withheld {
+		if !first {
+			return nil
+		}
+		s.logger.Warn("a2a push: the config's token or credentials are not kept across restarts nor shared between nodes; not sent: set the config again",
+			"task", task.ID, "config", cfg.ID)
+		return nil
+	}
+	return s.PushSender.SendPush(ctx, cfg, task)
+}

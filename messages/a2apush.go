@@ -1,0 +1,34 @@
+package messages
+
+// The events of an A2A task's push-notification configs (package a2a). They are
+// appended to a stream of their own, "a2a/push/<taskID>" (eventlog.A2APushStreamPrefix:
+// not a session, no task runs there), and the task's configs are the fold of that
+// stream, so that they outlive the node that was given them. A config's secrets (its
+// token, its authentication credentials) are never in them: HadToken and
+// HadCredentials only say that the config had them.
+
+// A2APushSet records a push-notification config set for a task (a config with the
+// same ID replaces it).
+type A2APushSet struct {
+	ConfigID string `json:"config_id"`
+	URL      string `json:"url"`
+	// Schemes are the config's authentication schemes ("Bearer", …), without the
+	// credentials.
+	Schemes []string `json:"schemes,omitempty"`
+	// HadToken and HadCredentials say that the config had a token or credentials,
+	// which are not recorded.
+	HadToken       bool `json:"had_token,omitempty"`
+	HadCredentials bool `json:"had_credentials,omitempty"`
+}
+
+// A2APushDeleted records that a task's push-notification config was deleted
+// (ConfigID empty: all of them).
+type A2APushDeleted struct {
+	ConfigID string `json:"config_id,omitempty"`
+}
+
+// MessageType implements Payload.
+func (*A2APushSet) MessageType() Type { return TypeA2APushSet }
+
+// MessageType implements Payload.
+func (*A2APushDeleted) MessageType() Type { return TypeA2APushDeleted }
