@@ -1052,6 +1052,10 @@ func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 	kbEvents := []messages.Envelope{kb.next(t, &messages.KBDocumentRemoved{Reason: "removed", Source: "a.md"})}
 	s.append(t, l, kbEvents...)
 	s.wantRead(t, l, kb.id, 1, kbEvents)
+	push := newSession(eventlog.A2APushStreamPrefix+"ctx~0123", 4_000_000)
+	pushEvents := []messages.Envelope{push.next(t, &messages.A2APushDeleted{ConfigID: "p1"})}
+	s.append(t, l, pushEvents...)
+	s.wantRead(t, l, push.id, 1, pushEvents)
 	var (
 		got      []eventlog.SessionUsage
 		deadline = time.Now().Add(s.f.VisibilityTimeout)
@@ -1070,5 +1074,5 @@ func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 		}
 		pause(t, 20*time.Millisecond)
 	}
-	t.Fatalf("Report's sessions = %+v, want one completed session of agent default (the notes and knowledge base streams are none)", got)
+	t.Fatalf("Report's sessions = %+v, want one completed session of agent default (the notes, knowledge base and A2A push streams are none)", got)
 }
