@@ -74,18 +74,7 @@ type deltaCluster struct {
 
 func newDeltaCluster(t *testing.T, streams func(n int) openaitest.Reply) *deltaCluster {
 	t.Helper()
-	var mu sync.Mutex
-	streamed := 0
-	srv := openaitest.NewServer(t, func(r openaitest.Request) openaitest.Reply {
-		if s, _ := r.JSON(t)["stream"].(bool); !s {
-			return openaitest.Completion(messages.ChatMessage{Role: messages.RoleAssistant, Content: "warm"}, messages.Usage{PromptTokens: 5, CompletionTokens: 1})
-		}
-		mu.Lock()
-		i := streamed
-		streamed++
-		mu.Unlock()
-		return streams(i)
-	})
+	srv := streamingProvider(t, streams)
 	return &deltaCluster{t: t, k: newKafkaEnv(t), group: uniqueGroup(t), log: sharedLog(t), srv: srv}
 }
 

@@ -1,7 +1,6 @@
 package node_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -37,27 +36,18 @@ func openFeed(t *testing.T, ctx context.Context, base, query string) <-chan feed
 	}
 	out := make(chan feedEvent, 64)
 	go func() {
-		defer resp.Body.Close()
 		defer close(out)
-		sc := bufio.NewScanner(resp.Body)
-		var ev feedEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.name != "" {
-					out <- ev
-				}
-				ev = feedEvent{}
-			case strings.HasPrefix(line, "event: "):
-				ev.name = line[7:]
-			case strings.HasPrefix(line, "data: ") && ev.name == "session":
-				if err := json.Unmarshal([]byte(line[6:]), &ev.row); err != nil {
-					t.Errorf("feed data: %v: %s", err, line)
-					return
+		scanSSE(resp.Body, func(name, _, data string) bool {
+			ev := feedEvent{name: name}
+			if name == "session" {
+				if err := json.Unmarshal([]byte(data), &ev.row); err != nil {
+					t.Errorf("feed data: %v: %s", err, data)
+					return false
 				}
 			}
-		}
+			out <- ev
+			return true
+		})
 	}()
 	return out
 }

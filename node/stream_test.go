@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -44,9 +45,24 @@ func cutStream(pieces []string) openaitest.Reply {
 // attempts of them.
 func streamingNode(t *testing.T, attempts int, streams func(n int) openaitest.Reply) (*node.Node, *openaitest.Server) {
 	t.Helper()
+	srv := streamingProvider(t, streams)
+	m, err := openai.New(openai.Config{Provider: "fake", BaseURL: srv.URL, Model: "fake-model", Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, node.Config{Model: m, Gateway: gateway.Config{
+		Retry: gateway.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond, Max: time.Millisecond}}})
+	return n, srv
+}
+
+// streamingProvider is a fake OpenAI-compatible provider: a request that does not
+// ask to stream is answered "warm" at once, and the n-th one that streams (from 0)
+// gets streams(n).
+func streamingProvider(t *testing.T, streams func(n int) openaitest.Reply) *openaitest.Server {
+	t.Helper()
 	var mu sync.Mutex
 	streamed := 0
-	srv := openaitest.NewServer(t, func(r openaitest.Request) openaitest.Reply {
+	return openaitest.NewServer(t, func(r openaitest.Request) openaitest.Reply {
 		if s, _ := r.JSON(t)["stream"].(bool); !s {
 			return openaitest.Completion(messages.ChatMessage{Role: messages.RoleAssistant, Content: "warm"}, messages.Usage{PromptTokens: 5, CompletionTokens: 1})
 		}
@@ -56,13 +72,31 @@ func streamingNode(t *testing.T, attempts int, streams func(n int) openaitest.Re
 		mu.Unlock()
 		return streams(i)
 	})
-	m, err := openai.New(openai.Config{Provider: "fake", BaseURL: srv.URL, Model: "fake-model", Timeout: 20 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+}
+
+// scanSSE reads Server-Sent Events from body until it ends or event returns false,
+// handing each named event its name, id and data (one data line); it closes body.
+func scanSSE(body io.ReadCloser, event func(name, id, data string) bool) {
+	defer body.Close()
+	sc := bufio.NewScanner(body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	var name, id, data string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if name != "" && !event(name, id, data) {
+				return
+			}
+			name, id, data = "", "", ""
+		case strings.HasPrefix(line, "id: "):
+			id = line[4:]
+		case strings.HasPrefix(line, "event: "):
+			name = line[7:]
+		case strings.HasPrefix(line, "data: "):
+			data = line[6:]
+		}
 	}
-	n := nodetest.Start(t, node.Config{Model: m, Gateway: gateway.Config{
-		Retry: gateway.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond, Max: time.Millisecond}}})
-	return n, srv
 }
 
 // sseEvent is one Server-Sent Event of a session's stream, its data decoded.
@@ -87,32 +121,20 @@ func openStream(t *testing.T, ctx context.Context, base, session string, last ui
 	}
 	out := make(chan sseEvent, 1024)
 	go func() {
-		defer resp.Body.Close()
 		defer close(out)
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		var ev sseEvent
-		for sc.Scan() {
-			line := sc.Text()
-			switch {
-			case line == "":
-				if ev.name != "" {
-					out <- ev
-				}
-				ev = sseEvent{}
-			case strings.HasPrefix(line, "id: "):
-				ev.id = line[4:]
-			case strings.HasPrefix(line, "event: "):
-				ev.name = line[7:]
-			case strings.HasPrefix(line, "data: "):
-				e, err := messages.Unmarshal([]byte(line[6:]))
+		scanSSE(resp.Body, func(name, id, data string) bool {
+			ev := sseEvent{id: id, name: name}
+			if data != "" {
+				e, err := messages.Unmarshal([]byte(data))
 				if err != nil {
-					t.Errorf("stream data: %v: %s", err, line)
-					return
+					t.Errorf("stream data: %v: %s", err, data)
+					return false
 				}
 				ev.env = e
 			}
-		}
+			out <- ev
+			return true
+		})
 	}()
 	return out
 }
