@@ -38,6 +38,13 @@ type sessionFeed struct {
 	count atomic.Int32 // subscribers
 	bus   *busFeed     // nil on the embedded bus
 
+	// rows are the rows of the latest changes, by event ID, made once for all the
+	// subscribers (feedRow reads the session's log: one read per change, not one
+	// per change and client); rowOrder keeps at most feedRows of them, oldest first.
+	rowsMu   sync.Mutex
+	rows     map[string]*feedRowEntry
+	rowOrder []string
+
 	mu   sync.Mutex
 	subs map[*feedSub]struct{}
 }
@@ -190,6 +197,63 @@ func (f feedFilter) wants(row SessionRow, prev string, now time.Time) bool {
 	return f.status == "" || row.Status == f.status || prev == f.status
 }
 
+// feedRows bounds the change rows a feed keeps for its subscribers: more than one
+// change per subscriber's buffer, so a row is made once however far apart its
+// subscribers read.
+const feedRows = 4 * feedBuffer
+
+// feedRowTimeout bounds the making of a change's row, which every subscriber may
+// wait for, whichever asked first.
+const feedRowTimeout = 30 * time.Second
+
+// feedRowEntry is a change's row, made once (done closes then).
+type feedRowEntry struct {
+	done chan struct{}
+	row  SessionRow
+	prev string
+	err  error
+}
+
+// row returns feedRow of e, made by the first subscriber that asks and shared with
+// the others; a failed one is made again by the next that asks.
+func (f *sessionFeed) row(ctx context.Context, log eventlog.Log, e messages.Envelope) (SessionRow, string, error) {
+	f.rowsMu.Lock()
+	ent, made := f.rows[e.ID]
+	if !made {
+		if f.rows == nil {
+			f.rows = map[string]*feedRowEntry{}
+		}
+		ent = &feedRowEntry{done: make(chan struct{})}
+		f.rows[e.ID] = ent
+		f.rowOrder = append(f.rowOrder, e.ID)
+		if len(f.rowOrder) > feedRows {
+			delete(f.rows, f.rowOrder[0])
+			f.rowOrder = f.rowOrder[1:]
+		}
+	}
+	f.rowsMu.Unlock()
+	if !made {
+		// Not under the asking client's context: the others wait for the same row.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), feedRowTimeout)
+		ent.row, ent.prev, ent.err = feedRow(rctx, log, e)
+		cancel()
+		if ent.err != nil {
+			f.rowsMu.Lock()
+			if f.rows[e.ID] == ent {
+				delete(f.rows, e.ID) // the order keeps its ID: it only bounds the map
+			}
+			f.rowsMu.Unlock()
+		}
+		close(ent.done)
+	}
+	select {
+	case <-ent.done:
+		return ent.row, ent.prev, ent.err
+	case <-ctx.Done():
+		return SessionRow{}, "", ctx.Err()
+	}
+}
+
 // feedRow is the row of e's session as GET /v1/sessions?detail=true would have listed
 // it right after e, and the session's status right before e ("" when e is its
 // first task.* event). It reads the session's events before e from the log; e itself
@@ -336,7 +400,7 @@ func (n *Node) serveFeed(ctx context.Context, w io.Writer, flush, extend func(),
 				continue
 			default:
 			}
-			row, prev, err := feedRow(ctx, n.log, e)
+			row, prev, err := n.feed.row(ctx, n.log, e)
 			if err != nil {
 				if ctx.Err() != nil {
 					return

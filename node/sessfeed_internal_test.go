@@ -8,6 +8,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/messages"
 )
 
 // lockedBuf is a buffer one goroutine writes while another reads it.
@@ -146,5 +150,84 @@ func TestSessionFeedStreamsEndWithTheBusSubscription(t *testing.T) {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the stream did not end with the bus subscription")
+	}
+}
+
+// readCountingLog counts the reads of each session's events.
+type readCountingLog struct {
+	eventlog.Log
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func (l *readCountingLog) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
+	l.mu.Lock()
+	l.reads[session]++
+	l.mu.Unlock()
+	return l.Log.Read(ctx, session, from)
+}
+
+func (l *readCountingLog) count(session string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reads[session]
+}
+
+// A change's row is made once, whatever the number of subscribers: a session read
+// per change, not per change and client (on ClickHouse each is a query).
+func TestSessionFeedMakesEachRowOnceForAllSubscribers(t *testing.T) {
+	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &readCountingLog{Log: base, reads: map[string]int{}}
+	n, err := New(context.Background(), Config{DataDir: t.TempDir(), Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var outs []*lockedBuf
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	listen := func() {
+		sub, leave, err := n.feed.subscribe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := &lockedBuf{}
+		outs = append(outs, out)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer leave()
+			n.serveFeed(ctx, out, func() {}, func() {}, sub, feedFilter{}, time.Hour)
+		}()
+	}
+	reads := func(session string) int {
+		t.Helper()
+		runTask(t, n, session, "hello")
+		for _, out := range outs {
+			for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), `"session_id":"`+session+`","status":"completed"`); time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("a subscriber never got %s's end:\n%s", session, out.String())
+				}
+			}
+		}
+		return log.count(session)
+	}
+	listen()
+	one := reads("one-listener")
+	listen()
+	listen()
+	if three := reads("three-listeners"); three != one {
+		t.Fatalf("a task's session was read %d times with three subscribers, %d with one", three, one)
 	}
 }
