@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
@@ -375,7 +376,37 @@ type PushSender struct {
 	logger   *slog.Logger
 	attempts int
 	backoff  time.Duration
+
+	// queues order each task's notifications to each config: one post at a time,
+	// in the order the updates came, so a webhook never sees a task go back (a
+	// working posted after the completed, as concurrent posts with retries would).
+	mu     sync.Mutex
+	queues map[pushKey]*pushQueue
 }
+
+// pushKey is a task's config: the queue of its notifications.
+type pushKey struct {
+	task   sdk.TaskID
+	config string
+	url    string
+}
+
+// pushQueue is one config's notifications of one task not posted yet; running says
+// a goroutine posts them; ended, that a terminal state was queued (later updates of
+// an earlier state are not posted).
+type pushQueue struct {
+	pending []pushItem
+	running bool
+	ended   bool
+}
+
+type pushItem struct {
+	cfg  *sdk.PushConfig
+	body []byte
+}
+
+// maxPushQueues bounds the queues a sender keeps; past it, idle ones are forgotten.
+const maxPushQueues = 10_000
 
 // NewPushSender builds a sender with allow as its allow list.
 func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
@@ -420,8 +451,51 @@ func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 		return err
 	}
 	c := *cfg
-	go s.send(context.WithoutCancel(ctx), &c, body, task.ID)
+	key := pushKey{task: task.ID, config: cfg.ID, url: cfg.URL}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queues == nil {
+		s.queues = map[pushKey]*pushQueue{}
+	}
+	q := s.queues[key]
+	if q == nil {
+		if len(s.queues) >= maxPushQueues {
+			for k, idle := range s.queues {
+				if !idle.running {
+					delete(s.queues, k)
+				}
+			}
+		}
+		q = &pushQueue{}
+		s.queues[key] = q
+	}
+	if q.ended && !task.Status.State.Terminal() {
+		return nil // an update from before the end, come late
+	}
+	q.ended = q.ended || task.Status.State.Terminal()
+	q.pending = append(q.pending, pushItem{cfg: &c, body: body})
+	if !q.running {
+		q.running = true
+		go s.drain(context.WithoutCancel(ctx), q, task.ID)
+	}
 	return nil
+}
+
+// drain posts q's notifications in order until none is left.
+func (s *PushSender) drain(ctx context.Context, q *pushQueue, task sdk.TaskID) {
+	for {
+		s.mu.Lock()
+		if len(q.pending) == 0 {
+			q.running = false
+			s.mu.Unlock()
+			return
+		}
+		it := q.pending[0]
+		q.pending[0] = pushItem{}
+		q.pending = q.pending[1:]
+		s.mu.Unlock()
+		s.send(ctx, it.cfg, it.body, task)
+	}
 }
 
 // Send posts body to cfg's URL, trying again after a failure or a 5xx or 429

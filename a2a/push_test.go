@@ -2,11 +2,14 @@ package a2a
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -74,5 +77,65 @@ func TestPushSenderGivesUpOnClientErrors(t *testing.T) {
 	s.backoff = time.Millisecond
 	if err := s.Send(context.Background(), &sdk.PushConfig{URL: srv.URL}, []byte(`{}`)); err == nil || hits.Load() != 1 {
 		t.Fatalf("err %v after %d calls; a 404 is not retried", err, hits.Load())
+	}
+}
+
+// A task's notifications to a config are posted one at a time, in the order the
+// updates came, even when the first is slow or retried; an update of an earlier
+// state that comes after the end is not posted: a webhook never sees a task go back.
+func TestPushSenderPostsATasksUpdatesInOrder(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		states []string
+		first  = true
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var task sdk.Task
+		_ = json.NewDecoder(r.Body).Decode(&task)
+		mu.Lock()
+		slow := first
+		first = false
+		mu.Unlock()
+		if slow {
+			time.Sleep(200 * time.Millisecond) // the first post is slow, then refused once
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		mu.Lock()
+		states = append(states, string(task.Status.State))
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	s, err := NewPushSender([]string{"127.0.0.1"}, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.backoff = time.Millisecond
+	cfg := &sdk.PushConfig{ID: "c", URL: hook.URL}
+	for _, st := range []sdk.TaskState{sdk.TaskStateWorking, sdk.TaskStateInputRequired, sdk.TaskStateWorking, sdk.TaskStateCompleted, sdk.TaskStateWorking} {
+		if err := s.SendPush(context.Background(), cfg, &sdk.Task{ID: "t1", Status: sdk.TaskStatus{State: st}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{"working", "input-required", "working", "completed"}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		got := slices.Clone(states)
+		mu.Unlock()
+		if len(got) >= len(want) {
+			time.Sleep(50 * time.Millisecond) // a stale post would come now
+			mu.Lock()
+			got = slices.Clone(states)
+			mu.Unlock()
+			if !slices.Equal(got, want) {
+				t.Fatalf("the webhook got %v, want %v", got, want)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the webhook got %v within 10 s, want %v", got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

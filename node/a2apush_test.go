@@ -154,10 +154,15 @@ func TestA2APushConfigsSurviveARestart(t *testing.T) {
 	if end := res.(*sdk.Task); end.Status.State != sdk.TaskStateCompleted {
 		t.Fatalf("after the approval: %s", end.Status.State)
 	}
-	waitFor(t, 20*time.Second, "the webhook getting the completed task", func() bool {
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		states, _ := hook.got("/plain")
-		return len(states) > 0 && states[len(states)-1] == sdk.TaskStateCompleted
-	})
+		if len(states) > 0 && states[len(states)-1] == sdk.TaskStateCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the webhook did not get the completed task within 20 s; it got %v", states)
+		}
+	}
 	if states, _ := hook.got("/authed"); len(states) != 0 {
 		t.Fatalf("the config whose secrets were not kept was posted %v", states)
 	}
