@@ -227,11 +227,7 @@ func TestClusterStreamsDeltasToOtherNodes(t *testing.T) {
 			t.Fatal("a model call streamed with nobody watching")
 		}
 	}
-	events := openStream(t, ctx, api.URL, "cl-api", last)
-	if _, err := apiNode.Submit(ctx, node.Task{Input: "count to 100", SessionID: "cl-api"}); err != nil {
-		t.Fatal(err)
-	}
-	checkWholeDeltas(t, "SSE on the API node", untilDone(t, ctx, events), pieces)
+	checkWholeDeltas(t, "SSE on the API node", streamTask(t, ctx, api.URL, apiNode, "cl-api", last, "count to 100"), pieces)
 	resp := respondedAfter(t, apiNode, "cl-api", last)
 	if len(resp) != 1 || resp[0].Message.Content != strings.Join(pieces, "") || resp[0].Error != "" {
 		t.Fatalf("recorded answers: %+v", resp)
@@ -285,11 +281,7 @@ func TestClusterStreamCutOnARemotePerformer(t *testing.T) {
 	defer cancel()
 
 	last := c.warm(apiNode, "cl-cut")
-	events := openStream(t, ctx, api.URL, "cl-cut", last)
-	if _, err := apiNode.Submit(ctx, node.Task{Input: "count to 100", SessionID: "cl-cut"}); err != nil {
-		t.Fatal(err)
-	}
-	got := untilDone(t, ctx, events)
+	got := streamTask(t, ctx, api.URL, apiNode, "cl-cut", last, "count to 100")
 	if end := got[len(got)-1]; end.name != string(messages.TypeTaskCompleted) {
 		t.Fatalf("the task ended with %s: %s", end.name, end.env.Payload)
 	}
@@ -317,11 +309,7 @@ func TestClusterStreamCutOnARemotePerformer(t *testing.T) {
 	}
 
 	last = c.warm(apiNode, "cl-fail")
-	events = openStream(t, ctx, api.URL, "cl-fail", last)
-	if _, err := apiNode.Submit(ctx, node.Task{Input: "count", SessionID: "cl-fail"}); err != nil {
-		t.Fatal(err)
-	}
-	got = untilDone(t, ctx, events)
+	got = streamTask(t, ctx, api.URL, apiNode, "cl-fail", last, "count")
 	if end := got[len(got)-1]; end.name != string(messages.TypeTaskFailed) {
 		t.Fatalf("the task ended with %s: %s", end.name, end.env.Payload)
 	}

@@ -139,6 +139,17 @@ func openStream(t *testing.T, ctx context.Context, base, session string, last ui
 	return out
 }
 
+// streamTask opens session's stream after seq last, submits input to it through n,
+// and returns what the stream shows until the task ends.
+func streamTask(t *testing.T, ctx context.Context, base string, n *node.Node, session string, last uint64, input string) []sseEvent {
+	t.Helper()
+	events := openStream(t, ctx, base, session, last)
+	if _, err := n.Submit(ctx, node.Task{Input: input, SessionID: session}); err != nil {
+		t.Fatal(err)
+	}
+	return untilDone(t, ctx, events)
+}
+
 // untilDone reads a stream until the task ends, and returns what it read.
 func untilDone(t *testing.T, ctx context.Context, events <-chan sseEvent) []sseEvent {
 	t.Helper()
@@ -232,11 +243,7 @@ func TestSSEStreamsModelDeltasThenTheWholeAnswer(t *testing.T) {
 	last := warmSession(t, n, "stream-1")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	events := openStream(t, ctx, api.URL, "stream-1", last)
-	if _, err := n.Submit(ctx, node.Task{Input: "count to 100", SessionID: "stream-1"}); err != nil {
-		t.Fatal(err)
-	}
-	got := untilDone(t, ctx, events)
+	got := streamTask(t, ctx, api.URL, n, "stream-1", last, "count to 100")
 
 	var order []string
 	for _, e := range got {
@@ -285,11 +292,7 @@ func TestStreamCutMidAnswerIsRetriedWithReset(t *testing.T) {
 	last := warmSession(t, n, "stream-cut")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	events := openStream(t, ctx, api.URL, "stream-cut", last)
-	if _, err := n.Submit(ctx, node.Task{Input: "count to 100", SessionID: "stream-cut"}); err != nil {
-		t.Fatal(err)
-	}
-	got := untilDone(t, ctx, events)
+	got := streamTask(t, ctx, api.URL, n, "stream-cut", last, "count to 100")
 	if end := got[len(got)-1]; end.name != string(messages.TypeTaskCompleted) {
 		t.Fatalf("the task ended with %s: %s", end.name, end.env.Payload)
 	}
@@ -330,11 +333,7 @@ func TestStreamCutEveryAttemptFailsCleanly(t *testing.T) {
 	last := warmSession(t, n, "stream-fail")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	events := openStream(t, ctx, api.URL, "stream-fail", last)
-	if _, err := n.Submit(ctx, node.Task{Input: "count", SessionID: "stream-fail"}); err != nil {
-		t.Fatal(err)
-	}
-	got := untilDone(t, ctx, events)
+	got := streamTask(t, ctx, api.URL, n, "stream-fail", last, "count")
 	if end := got[len(got)-1]; end.name != string(messages.TypeTaskFailed) {
 		t.Fatalf("the task ended with %s: %s", end.name, end.env.Payload)
 	}
