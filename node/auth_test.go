@@ -71,9 +71,21 @@ func authNode(t *testing.T, httpCfg node.HTTPConfig) (*node.Node, string, *syncB
 	return n, srv.URL, logs
 }
 
-// call makes a request with the bearer token (none when empty) and returns the
+// doCall makes a request with the bearer token (none when empty) and returns the
 // answer's status, headers and body; a stream is read only to its headers.
 func doCall(t *testing.T, method, url, token, body string) (int, http.Header, string) {
+	t.Helper()
+	var hdr map[string]string
+	if token != "" {
+		hdr = map[string]string{"Authorization": "Bearer " + token}
+	}
+	return rawCall(t, method, url, body, hdr)
+}
+
+// rawCall makes a request with these headers (Content-Type application/json for a
+// body unless they say another) and returns the answer's status, headers and body;
+// a stream is read only to its headers.
+func rawCall(t *testing.T, method, url, body string, hdr map[string]string) (int, http.Header, string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -88,8 +100,8 @@ func doCall(t *testing.T, method, url, token, body string) (int, http.Header, st
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -531,20 +543,15 @@ func TestHTTPConfigValidate(t *testing.T) {
 // headers) go through.
 func TestCrossSiteWritesAreRefused(t *testing.T) {
 	send := func(base, method, path, ctype, body string, hdr map[string]string) (int, string) {
-		req, _ := http.NewRequest(method, base+path, strings.NewReader(body))
+		h := map[string]string{}
 		if ctype != "" {
-			req.Header.Set("Content-Type", ctype)
+			h["Content-Type"] = ctype
 		}
 		for k, v := range hdr {
-			req.Header.Set(k, v)
+			h[k] = v
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
+		code, _, b := rawCall(t, method, base+path, body, h)
+		return code, b
 	}
 	_, base, _ := authNode(t, node.HTTPConfig{CORS: node.CORSConfig{Origins: []string{"https://app.example"}}})
 	task := `{"session_id":"xs","input":"2+2"}`

@@ -43,30 +43,12 @@ func login(t *testing.T, base, token string, extra map[string]string) (*http.Res
 // extra headers, and returns its status and body.
 func withCookie(t *testing.T, method, url, session, body string, extra map[string]string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	var rd io.Reader
-	if body != "" {
-		rd = strings.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.AddCookie(&http.Cookie{Name: node.SessionCookie, Value: session})
+	hdr := map[string]string{"Cookie": (&http.Cookie{Name: node.SessionCookie, Value: session}).String()}
 	for k, v := range extra {
-		req.Header.Set(k, v)
+		hdr[k] = v
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
+	code, _, b := rawCall(t, method, url, body, hdr)
+	return code, b
 }
 
 // A login with a right token sets an HttpOnly, SameSite=Strict session cookie
