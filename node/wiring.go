@@ -178,6 +178,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		return nil, err
 	}
 	n.gw = gw
+	n.tracing.setProviders(cfg)
 	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Catalog: cfg.ToolCatalog, Remember: cacheTTL,
 		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger,
 		ModelDeltas: n.modelDeltas, Trace: n.tracing.effectHook()})
