@@ -24,7 +24,8 @@ import (
 // Bounds of the label values of the session series: past maxLabelValues names of a
 // dimension (agents, models, tools), a new name counts as otherLabel; a task whose
 // task.submitted this process did not record (it was submitted before the node
-// started) counts as unknownAgent. maxTrackedTasks bounds the running tasks whose
+// started) counts as unknownAgent unless its session's actor folded it here
+// (recovered). maxTrackedTasks bounds the running tasks whose
 // agent is remembered.
 const (
 	maxLabelValues  = 64
@@ -107,9 +108,10 @@ func newSessionMetrics(reg prometheus.Registerer) *sessionMetrics {
 	m := &sessionMetrics{
 		tasks: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "tasks", Name: "total",
 			Help: "Tasks of this node's sessions, by agent and outcome: submitted (recorded), completed, failed, cancelled. " +
-				"A task submitted before the node started counts its end under agent \"unknown\"."}, []string{"agent", "outcome"}),
+				"A task submitted before the node started and resumed by it counts its end under its agent; " +
+				"one whose session this node did not fold (its actor ended before) under agent \"unknown\"."}, []string{"agent", "outcome"}),
 		running: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "tasks", Name: "running",
-			Help: "Tasks submitted to this node's sessions since it started that have not ended, by agent."}, []string{"agent"}),
+			Help: "Tasks of this node's sessions that have not ended, by agent: submitted since it started, or resumed by it."}, []string{"agent"}),
 		steps: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Name: "steps_total",
 			Help: "Agent loop steps (model calls requested by the loop; a paradigm's other model calls, which name a purpose, are not steps) of this node's sessions, by agent."},
 			[]string{"agent"}),
@@ -171,6 +173,43 @@ func (m *sessionMetrics) observe(events []messages.Envelope) {
 				m.ended(e.CorrelationID, func(a *agentSeries) prometheus.Counter { return a.failed })
 			}
 		}
+	}
+}
+
+// recovered learns the agents of a session's tasks that have not ended, from the
+// events its actor folded (SessionDeps.Recovered): a task submitted before this node
+// started (or to the node that owned the session before) and resumed here ends
+// under its agent, and runs under it meanwhile, not under unknownAgent. It counts
+// nothing as submitted: the node that recorded the task.submitted did. A task this
+// process tracks already (an actor folded again after a restart of its own) is
+// left as it is.
+func (m *sessionMetrics) recovered(_ string, events []messages.Envelope) {
+	var open map[string][]byte // agent by task, of the tasks not ended
+	for i := range events {
+		e := &events[i]
+		switch e.Type {
+		case messages.TypeTaskSubmitted:
+			if open == nil {
+				open = map[string][]byte{}
+			}
+			raw, _ := jsonField(e.Payload, "agent")
+			open[e.ID] = raw
+		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+			delete(open, e.CorrelationID)
+		}
+	}
+	if len(open) == 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for task, raw := range open {
+		if _, ok := m.taskAgent[task]; ok || len(m.taskAgent) >= maxTrackedTasks {
+			continue
+		}
+		a := m.agent(raw)
+		m.taskAgent[task] = a
+		a.running.Inc()
 	}
 }
 

@@ -252,3 +252,49 @@ func TestMetricsNoBusLagOnTheEmbeddedBus(t *testing.T) {
 		t.Errorf("the embedded bus reports a consumer lag: %v", f)
 	}
 }
+
+// A task submitted before a restart and resumed by the next node over the same
+// data runs and ends under its agent there, not under "unknown": the node learns
+// the agent from the events its session folds.
+func TestMetricsCountAResumedTaskUnderItsAgent(t *testing.T) {
+	var sent atomic.Int64
+	cfg := mailer(t, &sent)
+	cfg.DataDir = t.TempDir()
+	first, err := node.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := first.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "metrics-resumed", Agent: "mailer"}); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	p := waitApproval(t, first, "metrics-resumed")
+	stop()
+
+	second := nodetest.Start(t, cfg)
+	// The node resumes the session as it starts: the task runs under its agent.
+	waitFor(t, 10*time.Second, "the resumed task running under agent mailer", func() bool {
+		v, _ := sampleOf(scrape(t, second), "troupe_tasks_running", "agent", "mailer")
+		return v == 1
+	})
+	if err := second.Approve(context.Background(), "metrics-resumed", p.Call, true, "", messages.ApprovedByAPI); err != nil {
+		t.Fatal(err)
+	}
+	waitEnded(t, second, "metrics-resumed")
+	fams := scrape(t, second)
+	wantSample(t, fams, 1, "troupe_tasks_total", "agent", "mailer", "outcome", "completed")
+	wantSample(t, fams, 0, "troupe_tasks_running", "agent", "mailer")
+	wantSample(t, fams, 1, "troupe_steps_total", "agent", "mailer") // the step after the approval
+	if _, ok := sampleOf(fams, "troupe_tasks_total", "agent", "mailer", "outcome", "submitted"); ok {
+		if v, _ := sampleOf(fams, "troupe_tasks_total", "agent", "mailer", "outcome", "submitted"); v != 0 {
+			t.Errorf("the resumed task counts as submitted on the node that resumed it (%v)", v)
+		}
+	}
+	if v, ok := sampleOf(fams, "troupe_tasks_total", "agent", "unknown", "outcome", "completed"); ok && v != 0 {
+		t.Errorf("the resumed task ended under agent \"unknown\" (%v)", v)
+	}
+}

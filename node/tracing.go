@@ -13,6 +13,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/telemetry"
 )
@@ -42,6 +44,9 @@ type tracing struct {
 	own    bool // FromEnv made it: Close shuts it down
 	tracer trace.Tracer
 	spans  *telemetry.Sessions
+	// providerOf names the provider of a model by its name ("" the default
+	// model), for gen_ai.provider.name; set by setProviders.
+	providerOf func(model string) string
 
 	mu sync.Mutex
 	// remote are the parents of the effects this node performs for other nodes'
@@ -66,6 +71,45 @@ func (n *Node) newTracing(ctx context.Context) error {
 	}
 	n.tracing = t
 	return nil
+}
+
+// setProviders names, for the spans of model calls, the provider of each model
+// the node may call: its default model (by its name and by ""), the default's
+// fallbacks and every agent's models. A model says its provider when it
+// implements gateway.ProviderNamer (the OpenAI-compatible models, the offline
+// model); others get no gen_ai.provider.name.
+func (t *tracing) setProviders(cfg Config) {
+	if !t.on() {
+		return
+	}
+	providers := map[string]string{}
+	add := func(ms ...llm.Model) {
+		for _, m := range ms {
+			if m == nil {
+				continue
+			}
+			if _, seen := providers[m.Name()]; seen {
+				continue // the first model of a name is the one called (gateway.Config.Routes)
+			}
+			p := ""
+			if pn, ok := m.(gateway.ProviderNamer); ok {
+				p = pn.Provider()
+			}
+			providers[m.Name()] = p
+		}
+	}
+	add(cfg.Model)
+	if cfg.Model != nil {
+		providers[""] = providers[cfg.Model.Name()]
+	}
+	add(cfg.Fallbacks...)
+	for _, a := range cfg.Agents {
+		add(a.Model)
+		add(a.Fallbacks...)
+		add(a.CriticModel, a.SummaryModel)
+	}
+	t.providerOf = func(model string) string { return providers[model] }
+	t.spans.SetProviders(t.providerOf)
 }
 
 // on reports whether the node traces.
@@ -180,7 +224,23 @@ func (t *tracing) traceEffect(ctx context.Context, req messages.EffectRequest) (
 		return ctx, nil
 	}
 	ctx, span := telemetry.StartEffect(trace.ContextWithRemoteSpanContext(ctx, parent), t.tracer, req)
-	return ctx, func(rep messages.EffectReply) { telemetry.EndEffect(span, req, rep) }
+	if req.Model != nil && t.providerOf != nil {
+		var asked string
+		if len(req.Model.Models) > 0 {
+			asked = req.Model.Models[0]
+		}
+		if a, ok := telemetry.ProviderAttribute(t.providerOf(asked)); ok {
+			span.SetAttributes(a)
+		}
+	}
+	return ctx, func(rep messages.EffectReply) {
+		if rep.Model != "" && t.providerOf != nil { // a fallback answered
+			if a, ok := telemetry.ProviderAttribute(t.providerOf(rep.Model)); ok {
+				span.SetAttributes(a)
+			}
+		}
+		telemetry.EndEffect(span, req, rep)
+	}
 }
 
 // startMemory starts the span of a memory (or knowledge base) command this node

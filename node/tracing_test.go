@@ -24,6 +24,7 @@ import (
 
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/openai"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -163,8 +164,10 @@ func TestClusterTraceIsWhole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agents, stopAgents := clusterNode(t, c.k, c.group, c.log, "agents", node.RoleSessions, []tools.Tool{c.led.tool("agents")}, model)
-	workers, stopWorkers := clusterNode(t, c.k, c.group, c.log, "workers", node.RoleTools|node.RoleModels, []tools.Tool{c.led.tool("workers")}, model)
+	// The model names its provider, as the OpenAI-compatible models do.
+	named := withProvider{model, "troupe.scripted"}
+	agents, stopAgents := clusterNode(t, c.k, c.group, c.log, "agents", node.RoleSessions, []tools.Tool{c.led.tool("agents")}, named)
+	workers, stopWorkers := clusterNode(t, c.k, c.group, c.log, "workers", node.RoleTools|node.RoleModels, []tools.Tool{c.led.tool("workers")}, named)
 	if agents.Traces().Exporter() != "otlp" || workers.Traces().Exporter() != "otlp" {
 		t.Fatalf("exporters %q and %q, want otlp from OTEL_TRACES_EXPORTER", agents.Traces().Exporter(), workers.Traces().Exporter())
 	}
@@ -237,7 +240,7 @@ func TestClusterTraceIsWhole(t *testing.T) {
 		}
 		if remote == nil {
 			t.Errorf("chat span %s (%s) has no remote child on the workers node", chat.SpanID, chat.Attrs["troupe.effect.key"])
-		} else if remote.Kind != tracepb.Span_SPAN_KIND_SERVER || remote.Attrs["troupe.remote"] != "true" {
+		} else if remote.Kind != tracepb.Span_SPAN_KIND_SERVER || remote.Attrs["troupe.remote"] != "true" || remote.Attrs["gen_ai.provider.name"] != "troupe.scripted" {
 			t.Errorf("remote chat span: kind %v attrs %v", remote.Kind, remote.Attrs)
 		}
 		if chat.Kind != tracepb.Span_SPAN_KIND_CLIENT {
@@ -263,7 +266,7 @@ func TestClusterTraceIsWhole(t *testing.T) {
 	wantAttrs(tool, map[string]string{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "ledger", "gen_ai.tool.call.id": "call_1"})
 	wantAttrs(remoteTool, map[string]string{"gen_ai.tool.name": "ledger", "gen_ai.tool.call.id": "call_1", "troupe.remote": "true"})
 	for _, chat := range byName["chat scripted@agents"] {
-		want := map[string]string{"gen_ai.operation.name": "chat", "gen_ai.response.model": "scripted",
+		want := map[string]string{"gen_ai.operation.name": "chat", "gen_ai.response.model": "scripted", "gen_ai.provider.name": "troupe.scripted",
 			"gen_ai.usage.input_tokens": "40", "gen_ai.usage.output_tokens": "9", "gen_ai.response.finish_reasons": "tool_calls"}
 		if chat.Attrs["troupe.step"] == "2" {
 			want["gen_ai.usage.input_tokens"], want["gen_ai.usage.output_tokens"], want["gen_ai.response.finish_reasons"] = "60", "2", "stop"
@@ -551,6 +554,70 @@ func TestMemoryCommandSpansJoinTheTasksTrace(t *testing.T) {
 		}
 		if m.SpanKind != trace.SpanKindServer {
 			t.Errorf("memory command: kind %v, want server", m.SpanKind)
+		}
+	}
+}
+
+// withProvider is a model that names its provider (gateway.ProviderNamer).
+type withProvider struct {
+	llm.Model
+	provider string
+}
+
+func (m withProvider) Provider() string { return m.provider }
+
+// TestChatSpansNameTheProvider: a chat span carries gen_ai.provider.name, that of
+// the model asked when it answers, that of the fallback which answered when the
+// model asked failed; a model that names no provider gets none.
+func TestChatSpansNameTheProvider(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	srv := fakeProvider(t) // refuses the model "down"
+	on := func(provider, model string) llm.Model {
+		m, err := openai.New(openai.Config{Provider: provider, BaseURL: srv.URL, Model: model})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	unnamed, err := llm.NewScripted(llm.Script{Name: "unnamed", Steps: []llm.ScriptStep{{Content: "done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, node.Config{
+		Traces:    telemetry.With(tp),
+		Model:     on("openai", "down"),
+		Fallbacks: []llm.Model{on("anthropic", "backup")},
+		Agents: []node.NamedAgent{
+			{Name: "plain", Model: unnamed}, // says no provider
+			{Name: "direct", Model: on("ollama", "direct-model")},
+		},
+	})
+	for _, task := range []node.Task{{Input: "hi", SessionID: "fell-back"}, {Input: "hi", SessionID: "no-provider", Agent: "plain"},
+		{Input: "hi", SessionID: "direct", Agent: "direct"}} {
+		if _, err := n.Submit(context.Background(), task); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCompleted(t, n, []string{"fell-back", "no-provider", "direct"}, 20*time.Second)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	chats := map[string]tracetest.SpanStub{}
+	for _, s := range exp.GetSpans() {
+		if spanAttr(s, "gen_ai.operation.name") == "chat" {
+			chats[spanAttr(s, "gen_ai.conversation.id")] = s
+		}
+	}
+	for session, want := range map[string]string{"fell-back": "anthropic", "no-provider": "", "direct": "ollama"} {
+		s, ok := chats[session]
+		if !ok {
+			t.Fatalf("no chat span of session %s (have %v)", session, keys(chats))
+		}
+		if got := spanAttr(s, "gen_ai.provider.name"); got != want {
+			t.Errorf("session %s: chat span %q has gen_ai.provider.name %q, want %q (response model %q)",
+				session, s.Name, got, want, spanAttr(s, "gen_ai.response.model"))
 		}
 	}
 }

@@ -178,6 +178,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		return nil, err
 	}
 	n.gw = gw
+	n.tracing.setProviders(cfg)
 	n.local = actors.NewLocalEffects(actors.LocalEffectsConfig{Model: gw, Tools: reg, Catalog: cfg.ToolCatalog, Remember: cacheTTL,
 		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger,
 		ModelDeltas: n.modelDeltas, Trace: n.tracing.effectHook()})
@@ -224,9 +225,13 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agents.Default, Named: agents.Named,
 	}
-	deps.Live = n.sessionEvents
+	deps.Live, deps.Recovered = n.sessionEvents, n.metrics.sessions.recovered
 	if n.tracing.on() {
-		deps.Live, deps.Recovered = n.tracing.observe(deps.Live), n.tracing.spans.Recover
+		deps.Live = n.tracing.observe(deps.Live)
+		deps.Recovered = func(sessionID string, events []messages.Envelope) {
+			n.metrics.sessions.recovered(sessionID, events)
+			n.tracing.spans.Recover(sessionID, events)
+		}
 	}
 	var err error
 	n.host, err = n.system.Root.SpawnNamed(actors.NewSessionHostProps(deps), "sessions")

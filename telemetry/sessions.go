@@ -86,6 +86,8 @@ type Sessions struct {
 	// effects are the open spans of model and tool calls, by effect key.
 	effects map[string]effectSpan
 	tick    uint64
+	// providerOf names a model's provider (SetProviders); nil: none known.
+	providerOf func(model string) string
 }
 
 // effectSpan is the open span of a model or tool call; unnamed is set on a model
@@ -116,6 +118,34 @@ func NewSessions(tracer trace.Tracer, maxOpen int) *Sessions {
 		maxOpen = DefaultMaxOpenSessions
 	}
 	return &Sessions{tracer: tracer, maxOpen: maxOpen, open: map[string]*sessionSpans{}, effects: map[string]effectSpan{}}
+}
+
+// SetProviders sets how the spans of model calls name the provider of a model
+// (gen_ai.provider.name), by the model's name; "" names the node's default model.
+// A model whose provider is "" gets no such attribute. Call it before the first
+// Observe.
+func (s *Sessions) SetProviders(providerOf func(model string) string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.providerOf = providerOf
+}
+
+// provider is the gen_ai.provider.name attribute of model, and whether its
+// provider is known.
+func (s *Sessions) provider(model string) (attribute.KeyValue, bool) {
+	if s.providerOf == nil {
+		return attribute.KeyValue{}, false
+	}
+	return ProviderAttribute(s.providerOf(model))
+}
+
+// ProviderAttribute is the gen_ai.provider.name attribute of provider, and whether
+// provider is set.
+func ProviderAttribute(provider string) (attribute.KeyValue, bool) {
+	if provider == "" {
+		return attribute.KeyValue{}, false
+	}
+	return semconv.GenAIProviderNameKey.String(provider), true
 }
 
 // Observe turns a batch of a session's events, durable and in order, into spans.
@@ -158,6 +188,11 @@ func (s *Sessions) observe(sessionID string, e *messages.Envelope, now time.Time
 		if es, ok := s.takeEffect(ss, p.Key); ok {
 			if es.unnamed && p.Model != "" {
 				es.span.SetName("chat " + p.Model)
+			}
+			if p.Model != "" { // a fallback answered: its provider, not the one asked
+				if a, ok := s.provider(p.Model); ok {
+					es.span.SetAttributes(a)
+				}
 			}
 			EndModel(es.span, p.Model, p.Usage, p.Cached, finishReason(p), p.Error, now)
 		}
@@ -244,6 +279,9 @@ func (s *Sessions) startModel(ss *sessionSpans, p *messages.ModelRequested, now 
 	if p.Model != "" {
 		name += " " + p.Model
 		attrs = append(attrs, semconv.GenAIRequestModel(p.Model))
+	}
+	if a, ok := s.provider(p.Model); ok {
+		attrs = append(attrs, a)
 	}
 	if p.Purpose != "" {
 		attrs = append(attrs, AttrPurpose.String(p.Purpose))
