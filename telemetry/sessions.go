@@ -160,16 +160,9 @@ func (s *Sessions) Observe(sessionID string, batch []messages.Envelope) {
 }
 
 func (s *Sessions) observe(sessionID string, e *messages.Envelope, now time.Time) {
-	switch e.Type {
-	case messages.TypeTaskSubmitted, messages.TypeModelRequested, messages.TypeModelResponded,
-		messages.TypeToolCallRequested, messages.TypeToolCallCompleted, messages.TypeTaskCompleted, messages.TypeTaskFailed,
-		messages.TypeApprovalRequested, messages.TypeApprovalResolved:
-	default:
-		return
-	}
-	p, err := e.Decode()
-	if err != nil {
-		return // the session recorded it: not the tracer's to judge
+	p, ok := spanPayload(e)
+	if !ok {
+		return // no event the spans follow; or one that does not decode, which the session recorded: not the tracer's to judge
 	}
 	if t, ok := p.(*messages.TaskSubmitted); ok {
 		s.startTask(sessionID, e.ID, t, false, now)
@@ -184,7 +177,7 @@ func (s *Sessions) observe(sessionID string, e *messages.Envelope, now time.Time
 	switch p := p.(type) {
 	case *messages.ModelRequested:
 		s.startModel(ss, p, now)
-	case *messages.ModelResponded:
+	case *answered:
 		if es, ok := s.takeEffect(ss, p.Key); ok {
 			if es.unnamed && p.Model != "" {
 				es.span.SetName("chat " + p.Model)
@@ -194,7 +187,7 @@ func (s *Sessions) observe(sessionID string, e *messages.Envelope, now time.Time
 					es.span.SetAttributes(a)
 				}
 			}
-			EndModel(es.span, p.Model, p.Usage, p.Cached, finishReason(p), p.Error, now)
+			EndModel(es.span, p.Model, p.Usage, p.Cached, finishReason(p.Error, p.asksTools), p.Error, now)
 		}
 	case *messages.ToolCallRequested:
 		s.startTool(ss, p, now)
@@ -466,11 +459,11 @@ func (s *Sessions) Close() {
 
 // finishReason is the GenAI finish reason of a model's answer: "error" when the call
 // failed, "tool_calls" when it asked for tools, else "stop".
-func finishReason(p *messages.ModelResponded) string {
+func finishReason(errMsg string, asksTools bool) string {
 	switch {
-	case p.Error != "":
+	case errMsg != "":
 		return "error"
-	case len(p.Message.ToolCalls) > 0:
+	case asksTools:
 		return "tool_calls"
 	}
 	return "stop"
@@ -549,13 +542,7 @@ func StartEffect(ctx context.Context, tracer trace.Tracer, req messages.EffectRe
 func EndEffect(span trace.Span, req messages.EffectRequest, rep messages.EffectReply) {
 	now := time.Now()
 	if req.Model != nil {
-		finish := "stop"
-		switch {
-		case rep.Error != "":
-			finish = "error"
-		case rep.Message != nil && len(rep.Message.ToolCalls) > 0:
-			finish = "tool_calls"
-		}
+		finish := finishReason(rep.Error, rep.Message != nil && len(rep.Message.ToolCalls) > 0)
 		if len(req.Model.Models) == 0 && rep.Model != "" {
 			span.SetName("chat " + rep.Model)
 		}
