@@ -212,6 +212,29 @@ func TestHTTPApprovalApprovesAndRunsTheToolOnce(t *testing.T) {
 	}
 }
 
+// stopAtApproval starts a node of cfg, submits task and stops the node once a call
+// of the task waits for approval (and each of then returned), and returns that call.
+func stopAtApproval(t *testing.T, cfg node.Config, task node.Task, then ...func(*node.Node)) node.PendingApproval {
+	t.Helper()
+	first, err := node.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := first.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if _, err := first.Submit(context.Background(), task); err != nil {
+		t.Fatal(err)
+	}
+	p := waitApproval(t, first, task.SessionID)
+	for _, f := range then {
+		f(first)
+	}
+	return p
+}
+
 // A call waiting for approval stays paused across a restart of the node: the next
 // node on the same data directory resumes the session still waiting, the answer
 // comes to it, and the tool runs once. Replay verification of the session says
@@ -221,30 +244,18 @@ func TestApprovalAfterNodeRestart(t *testing.T) {
 	var sent atomic.Int64
 	cfg := mailer(t, &sent)
 	cfg.DataDir = dir
-	first, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := first.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := first.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "ap-restart", Agent: "mailer"}); err != nil {
-		stop()
-		t.Fatal(err)
-	}
-	p := waitApproval(t, first, "ap-restart")
-	// The reply's other call is answered before the node stops.
-	waitFor(t, 30*time.Second, "the calculator's result", func() bool {
-		events, _ := first.Log().Read(context.Background(), "ap-restart", 1)
-		for _, e := range events {
-			if e.Type == messages.TypeToolCallCompleted {
-				return true
+	p := stopAtApproval(t, cfg, node.Task{Input: "mail bob", SessionID: "ap-restart", Agent: "mailer"}, func(first *node.Node) {
+		// The reply's other call is answered before the node stops.
+		waitFor(t, 30*time.Second, "the calculator's result", func() bool {
+			events, _ := first.Log().Read(context.Background(), "ap-restart", 1)
+			for _, e := range events {
+				if e.Type == messages.TypeToolCallCompleted {
+					return true
+				}
 			}
-		}
-		return false
+			return false
+		})
 	})
-	stop()
 
 	second := nodetest.Start(t, cfg)
 	if again := waitApproval(t, second, "ap-restart"); again.Key != p.Key {

@@ -260,20 +260,7 @@ func TestMetricsCountAResumedTaskUnderItsAgent(t *testing.T) {
 	var sent atomic.Int64
 	cfg := mailer(t, &sent)
 	cfg.DataDir = t.TempDir()
-	first, err := node.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := first.Start(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := first.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "metrics-resumed", Agent: "mailer"}); err != nil {
-		stop()
-		t.Fatal(err)
-	}
-	p := waitApproval(t, first, "metrics-resumed")
-	stop()
+	p := stopAtApproval(t, cfg, node.Task{Input: "mail bob", SessionID: "metrics-resumed", Agent: "mailer"})
 
 	second := nodetest.Start(t, cfg)
 	// The node resumes the session as it starts: the task runs under its agent.
