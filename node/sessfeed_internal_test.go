@@ -3,7 +3,9 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -153,18 +155,37 @@ func TestSessionFeedStreamsEndWithTheBusSubscription(t *testing.T) {
 	}
 }
 
-// readCountingLog counts the reads of each session's events.
+// readCountingLog counts the reads of each session's events, and keeps the first
+// seq of each read made under a context marked with feedRead.
 type readCountingLog struct {
 	eventlog.Log
-	mu    sync.Mutex
-	reads map[string]int
+	mu     sync.Mutex
+	reads  map[string]int
+	marked map[string][]uint64
 }
+
+// feedRead marks the context of the reads a test's feed makes (serveFeed makes its
+// rows under a context that keeps its values).
+type feedRead struct{}
 
 func (l *readCountingLog) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
 	l.mu.Lock()
 	l.reads[session]++
+	if ctx.Value(feedRead{}) != nil {
+		if l.marked == nil {
+			l.marked = map[string][]uint64{}
+		}
+		l.marked[session] = append(l.marked[session], from)
+	}
 	l.mu.Unlock()
 	return l.Log.Read(ctx, session, from)
+}
+
+// feedReads returns the first seq of each marked read of session.
+func (l *readCountingLog) feedReads(session string) []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.marked[session])
 }
 
 func (l *readCountingLog) count(session string) int {
@@ -229,5 +250,88 @@ func TestSessionFeedMakesEachRowOnceForAllSubscribers(t *testing.T) {
 	listen()
 	if three := reads("three-listeners"); three != one {
 		t.Fatalf("a task's session was read %d times with three subscribers, %d with one", three, one)
+	}
+}
+
+// A session with a long history costs no read of it at each change: the row of a
+// change folds on from the session's last row, and reads from the log only the
+// events after it. Only the first change the feed sees of the session reads it all.
+func TestSessionFeedReadsOnlyTheEventsAfterASessionsLastRow(t *testing.T) {
+	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &readCountingLog{Log: base, reads: map[string]int{}}
+	n, err := New(context.Background(), Config{DataDir: t.TempDir(), Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	for range 125 { // four events a task: 500 before anyone listens
+		runTask(t, n, "long", "hello")
+	}
+	history, err := base.Read(context.Background(), "long", 1)
+	if err != nil || len(history) != 500 {
+		t.Fatalf("the session has %d events (%v), want 500", len(history), err)
+	}
+
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), feedRead{}, true))
+	defer cancel()
+	sub, leave, err := n.feed.subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	out := &lockedBuf{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.serveFeed(ctx, out, func() {}, func() {}, sub, feedFilter{}, time.Hour)
+	}()
+	defer func() { cancel(); <-done }()
+	const tasks = 3
+	for i := range tasks {
+		runTask(t, n, "long", "hello")
+		// The completed row counts every event, up to the task's last.
+		last := 500 + 4*(i+1)
+		want := fmt.Sprintf(`"session_id":"long","status":"completed","events":%d,"last_seq":%d,"steps":%d`, last, last, 125+i+1)
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), want); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the feed never sent %s:\n%s", want, out.String())
+			}
+		}
+	}
+	reads := log.feedReads("long")
+	whole := 0
+	for _, from := range reads {
+		switch {
+		case from == 1:
+			whole++
+		case from <= 500:
+			t.Errorf("a change read the session from seq %d, inside the history it had before the feed's first row", from)
+		}
+	}
+	if whole != 1 || len(reads) > 2*tasks {
+		t.Fatalf("%d changes read the session %d times from seq %v, %d of them the whole history; want one whole read, at the first change", 2*tasks, len(reads), reads, whole)
+	}
+
+	// The last row is the one a whole read makes.
+	events, err := base.Read(context.Background(), "long", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := newSessionFeed(nil).makeRow(context.Background(), base, events[len(events)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(out.String()), "\n\n")
+	got := strings.TrimPrefix(strings.Split(rows[len(rows)-1], "\n")[1], "data: ")
+	if b, _ := json.Marshal(want); got != string(b) {
+		t.Fatalf("the last row folded on:\n%s\nthe row of a whole read:\n%s", got, b)
 	}
 }
