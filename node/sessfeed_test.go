@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -153,8 +154,9 @@ func TestSessionFeedOnAClusterNodeThatRunsNoSessions(t *testing.T) {
 	}
 }
 
-// A call waiting for approval is a change of its session (still running), and a
-// cancelled task ends it as failed.
+// A call waiting for approval is a change of its session (still running, waiting
+// names the call's tool), and a cancelled task ends it as failed, waiting for
+// nothing.
 func TestSessionFeedShowsAWaitForApprovalAndACancel(t *testing.T) {
 	var sent atomic.Int64
 	n := nodetest.Start(t, mailer(t, &sent))
@@ -170,16 +172,63 @@ func TestSessionFeedShowsAWaitForApprovalAndACancel(t *testing.T) {
 	start := nextRow(t, ctx, feed)
 	waiting := nextRow(t, ctx, feed)
 	if start.ID != "feed-mail" || start.Status != messages.StatusRunning || start.Agent != "mailer" ||
-		waiting.ID != "feed-mail" || waiting.Status != messages.StatusRunning || waiting.LastSeq <= start.LastSeq || waiting.Steps != 1 {
-		t.Fatalf("start %+v, then %+v: want the session running, then running at a later seq after one step", start, waiting)
+		waiting.ID != "feed-mail" || waiting.Status != messages.StatusRunning || waiting.LastSeq <= start.LastSeq || waiting.Steps != 1 ||
+		start.Waiting != nil || !slices.Equal(waiting.Waiting, []string{"send_email"}) {
+		t.Fatalf("start %+v, then %+v: want the session running, then running at a later seq after one step, waiting for send_email", start, waiting)
 	}
 	if err := n.Cancel(ctx, "feed-mail", "not today"); err != nil {
 		t.Fatal(err)
 	}
-	if row := nextRow(t, ctx, feed); row.ID != "feed-mail" || row.Status != messages.StatusFailed || row.LastSeq <= waiting.LastSeq {
+	if row := nextRow(t, ctx, feed); row.ID != "feed-mail" || row.Status != messages.StatusFailed || row.LastSeq <= waiting.LastSeq || row.Waiting != nil {
 		t.Fatalf("after the cancel: %+v", row)
 	}
 	if sent.Load() != 0 {
 		t.Error("the email was sent")
+	}
+}
+
+// The answer to a call held for approval is a change of its session: waiting names
+// the call's tool until then (in the feed and in GET /v1/sessions?detail=true), and
+// nothing after it.
+func TestSessionFeedShowsTheWaitEndWhenTheCallIsAnswered(t *testing.T) {
+	var sent atomic.Int64
+	n := nodetest.Start(t, mailer(t, &sent))
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	feed := openFeed(t, ctx, srv.URL, "")
+	if _, err := n.Submit(ctx, node.Task{Input: "mail bob", SessionID: "feed-ok", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	if row := nextRow(t, ctx, feed); row.Status != messages.StatusRunning || row.Waiting != nil {
+		t.Fatalf("the start: %+v", row)
+	}
+	held := nextRow(t, ctx, feed)
+	if held.Status != messages.StatusRunning || !slices.Equal(held.Waiting, []string{"send_email"}) {
+		t.Fatalf("the call held: %+v, want running and waiting for send_email", held)
+	}
+	var rows []node.SessionRow
+	if code := getJSON(t, srv.URL+"/v1/sessions?detail=true", &rows); code != http.StatusOK || len(rows) != 1 || !slices.Equal(rows[0].Waiting, []string{"send_email"}) {
+		t.Fatalf("GET /v1/sessions?detail=true while the call waits: %d %+v", code, rows)
+	}
+	p := waitApproval(t, n, "feed-ok")
+	if err := n.Approve(ctx, "feed-ok", p.Call, true, "fine", messages.ApprovedByAPI); err != nil {
+		t.Fatal(err)
+	}
+	answered := nextRow(t, ctx, feed)
+	if answered.Status != messages.StatusRunning || answered.Waiting != nil || answered.LastSeq <= held.LastSeq {
+		t.Fatalf("after the answer: %+v, want running and waiting for nothing", answered)
+	}
+	if row := nextRow(t, ctx, feed); row.Status != messages.StatusCompleted || row.Waiting != nil {
+		t.Fatalf("the end: %+v", row)
+	}
+	rows = nil // decoding into the rows above would keep their waiting
+	if code := getJSON(t, srv.URL+"/v1/sessions?detail=true", &rows); code != http.StatusOK || len(rows) != 1 || rows[0].Waiting != nil {
+		t.Fatalf("GET /v1/sessions?detail=true after the answer: %d %+v", code, rows)
+	}
+	if sent.Load() != 1 {
+		t.Errorf("%d emails sent, want 1", sent.Load())
 	}
 }
