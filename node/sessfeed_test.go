@@ -3,17 +3,22 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // feedEvent is one event of GET /v1/feed/sessions.
@@ -230,5 +235,74 @@ func TestSessionFeedShowsTheWaitEndWhenTheCallIsAnswered(t *testing.T) {
 	}
 	if sent.Load() != 1 {
 		t.Errorf("%d emails sent, want 1", sent.Load())
+	}
+}
+
+// feedReadsLog records the first seq of each read of a session made under a
+// context marked with feedReadCtx (the contexts of a test server's requests).
+type feedReadsLog struct {
+	eventlog.Log
+	mu    sync.Mutex
+	reads map[string][]uint64
+}
+
+type feedReadCtx struct{}
+
+func (l *feedReadsLog) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
+	if ctx.Value(feedReadCtx{}) != nil {
+		l.mu.Lock()
+		l.reads[session] = append(l.reads[session], from)
+		l.mu.Unlock()
+	}
+	return l.Log.Read(ctx, session, from)
+}
+
+func (l *feedReadsLog) of(session string) []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reads[session])
+}
+
+// On a cluster node that runs no sessions, the feed folds a session's rows on as
+// an embedded node's does: the rows of a session's successive tasks read from the
+// shared log only the events since the last row; the feed saw the session's first
+// event, so nothing reads its whole history.
+func TestSessionFeedOnAClusterNodeReadsOnlyWhatFollowsASessionsLastRow(t *testing.T) {
+	c := newTestCluster(t, 0)
+	c.node("runner", 0)
+	log := &feedReadsLog{Log: c.log, reads: map[string][]uint64{}}
+	api, _ := clusterNode(t, c.k, c.group, log, "api", node.RoleTools, []tools.Tool{c.led.tool("api")}, c.calls.model(t, c.log, "api"))
+	srv := httptest.NewUnstartedServer(api.Handler())
+	srv.Config.BaseContext = func(net.Listener) context.Context {
+		return context.WithValue(context.Background(), feedReadCtx{}, true)
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	feed := openFeed(t, ctx, srv.URL, "")
+	session := fmt.Sprintf("feed-fold-%d", time.Now().UnixNano())
+	const tasks = 3
+	for range tasks {
+		if _, err := api.Submit(ctx, node.Task{Input: "pay 7", SessionID: session}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{messages.StatusRunning, messages.StatusCompleted} {
+			row := nextRow(t, ctx, feed)
+			if row.ID != session || row.Status != want || row.Events != int(row.LastSeq) {
+				t.Fatalf("the api node's feed: %+v, want %s %s with every event counted", row, session, want)
+			}
+		}
+	}
+	reads := log.of(session)
+	whole := 0
+	for _, from := range reads {
+		if from == 1 {
+			whole++
+		}
+	}
+	if whole != 0 || len(reads) > 2*tasks {
+		t.Fatalf("the rows of %d changes read the session from seqs %v: %d whole reads, want none", 2*tasks, reads, whole)
 	}
 }
