@@ -389,6 +389,10 @@ func TestSessionFeedRowsFoldedOnAreThoseOfAWholeRead(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = fmt.Sprintf("e%d", i+1), "s", uint64(i+1), int64(1000*(i+1)), "session"
+		e.CorrelationID = "e1" // the task's ID: that of its task.submitted
+		if i+1 >= 11 {
+			e.CorrelationID = "e11"
+		}
 		events = append(events, e)
 	}
 	if err := base.Append(ctx, events); err != nil {

@@ -21,13 +21,14 @@ type sessionFold struct {
 	// the task.submitted and the task.completed or task.failed events.
 	latest           string
 	submitted, ended uint64
-	// waiting are the calls of the running task that wait for approval, in the
-	// order they were requested.
+	// waiting are the calls that wait for approval, in the order they were
+	// requested.
 	waiting []waitingCall
 }
 
-// waitingCall is a tool call waiting for approval: its idempotency key and tool.
-type waitingCall struct{ key, tool string }
+// waitingCall is a tool call waiting for approval: its idempotency key, its tool and
+// its task (the correlation ID of the task's events).
+type waitingCall struct{ key, tool, task string }
 
 // add folds e, the session's next event.
 func (f *sessionFold) add(e messages.Envelope) error {
@@ -45,7 +46,8 @@ func (f *sessionFold) add(e messages.Envelope) error {
 			f.submitted++
 		} else {
 			f.ended++
-			f.waiting = nil // the task's calls wait no more
+			// The task's calls wait no more.
+			f.waiting = slices.DeleteFunc(f.waiting, func(w waitingCall) bool { return w.task == e.CorrelationID })
 		}
 	}
 	switch e.Type {
@@ -76,7 +78,7 @@ func (f *sessionFold) add(e messages.Envelope) error {
 		f.row.Usage = f.row.Usage.Add(p.Usage)
 	case *messages.ApprovalRequested:
 		if !slices.ContainsFunc(f.waiting, func(w waitingCall) bool { return w.key == p.Key }) {
-			f.waiting = append(f.waiting, waitingCall{key: p.Key, tool: p.Tool})
+			f.waiting = append(f.waiting, waitingCall{key: p.Key, tool: p.Tool, task: e.CorrelationID})
 		}
 	case *messages.ApprovalResolved:
 		f.done(p.Key)
