@@ -58,7 +58,8 @@ type sessionFeed struct {
 }
 
 // feedBuffer is the events queued for one subscriber; two per task, and two per
-// call held for approval, so a client that falls this far behind is better served by a new list.
+// call held for approval, so a client that falls this far behind is better served
+// by a new list.
 const feedBuffer = 64
 
 // feedSub is one subscriber of a sessionFeed.
@@ -224,8 +225,9 @@ type feedRowEntry struct {
 	err  error
 }
 
-// row returns the row of e's change (makeRow), made by the first subscriber that asks and shared with
-// the others; a failed one is made again by the next that asks.
+// row returns the row of e's change (makeRow), made by the first subscriber that
+// asks and shared with the others; a failed one is made again by the next that
+// asks.
 func (f *sessionFeed) row(ctx context.Context, log eventlog.Log, e messages.Envelope) (SessionRow, string, error) {
 	f.rowsMu.Lock()
 	ent, made := f.rows[e.ID]
