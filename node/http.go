@@ -29,7 +29,7 @@ const maxBody = 2 << 20
 // (HTTPConfig.Auth, HTTPConfig.CORS):
 //
 //	POST /v1/tasks                     submit a task → 202 {"session_id"}
-//	GET  /v1/sessions                  list sessions (?limit, status, since; detail=true adds agent and usage)
+//	GET  /v1/sessions                  list sessions (?limit, status, since; detail=true adds agent, usage and waiting)
 //	GET  /v1/feed/sessions           the node's session changes as Server-Sent Events (sessfeed.go)
 //	GET  /v1/sessions/{id}             status, output, error, calls waiting for approval
 //	GET  /v1/sessions/{id}/events      the session's events in seq order

@@ -140,3 +140,28 @@ func exprString(e ast.Expr) string {
 	b, _ := json.Marshal(e)
 	return string(b)
 }
+
+// The document describes the rows of GET /v1/sessions with the fields detail=true
+// adds: agent, usage and waiting.
+func TestOpenAPIDescribesTheSessionRows(t *testing.T) {
+	_, base, _ := authNode(t, node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}}})
+	_, _, body := doCall(t, "GET", base+"/openapi.json", goodToken, "")
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := doc.Paths.Find("/v1/sessions").Get
+	rows := op.Responses.Value("200").Value.Content.Get("application/json").Schema.Value
+	if rows.Items == nil {
+		t.Fatalf("GET /v1/sessions answers %v, want an array of rows", rows.Type)
+	}
+	row := rows.Items.Value.Properties
+	for _, name := range []string{"session_id", "status", "agent", "usage", "waiting"} {
+		if row[name] == nil {
+			t.Errorf("a row of GET /v1/sessions has no %q", name)
+		}
+	}
+	if w := row["waiting"]; w != nil && (!w.Value.Type.Is("array") || !w.Value.Items.Value.Type.Is("string")) {
+		t.Errorf("waiting is %v of %v, want an array of strings", w.Value.Type, w.Value.Items)
+	}
+}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
@@ -125,10 +124,10 @@ func (n *Node) apiRoutes() []Route {
 			Summary: "List sessions, the latest first",
 			Query: []Param{intp("limit", "at most this many, 1 to 10000 (default 100)"), str("status", "only sessions with this status"),
 				str("since", "only sessions started at or after this time (RFC 3339, or a duration back from now such as 24h)"),
-				{Name: "detail", Description: "also each session's agent and usage (one log read per session)", Type: "boolean"}},
-			Responses: []Response{ok("the sessions", []eventlog.SessionInfo{})}}},
+				{Name: "detail", Description: "also each session's agent, usage and the tools of its calls waiting for approval (one log read per session)", Type: "boolean"}},
+			Responses: []Response{ok("the sessions (agent, usage and waiting only with detail=true)", []SessionRow{})}}},
 		{Method: "GET", Path: "/v1/feed/sessions", Handler: http.HandlerFunc(n.sessionsStream), Doc: RouteDoc{
-			Summary: "The node's session changes as Server-Sent Events: a session event (data: the session as GET /v1/sessions?detail=true lists it) when a session starts a task, ends one or waits for approval; resync when the client fell behind (list again). Nothing is sent on connect",
+			Summary: "The node's session changes as Server-Sent Events: a session event (data: the session as GET /v1/sessions?detail=true lists it) when a session starts a task, ends one, or a call of it waits for approval (waiting names its tool) or is answered; resync when the client fell behind (list again). Nothing is sent on connect",
 			Query: []Param{str("status", "only sessions with this status (and those that just left it)"),
 				str("since", "only sessions started at or after this time (RFC 3339, or a duration back from now such as 24h)"),
 				str("agent", "only sessions whose first task named this agent (default for none)")},

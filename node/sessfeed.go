@@ -1,7 +1,7 @@
 package node
 
 import (
-	"cmp"
+	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,9 +18,9 @@ import (
 )
 
 // sessionFeed is the node-wide feed of session changes behind GET
-// /v1/feed/sessions: each time a session starts a task, ends one or waits for an
-// approval (sessionChange), its triggering event goes to every subscriber, whose
-// stream turns it into the session's row (feedRow).
+// /v1/feed/sessions: each time a session starts a task, ends one, or a call of it
+// waits for approval or is answered (sessionChange), its triggering event goes to
+// every subscriber, whose stream turns it into the session's row (row).
 //
 // Its source is the same as the hub's. On the embedded bus the node's session actors
 // hand it each durable batch (observe, beside the metrics); on a shared bus it reads
@@ -39,18 +39,27 @@ type sessionFeed struct {
 	bus   *busFeed     // nil on the embedded bus
 
 	// rows are the rows of the latest changes, by event ID, made once for all the
-	// subscribers (feedRow reads the session's log: one read per change, not one
+	// subscribers (makeRow reads the session's log: one read per change, not one
 	// per change and client); rowOrder keeps at most feedRows of them, oldest first.
 	rowsMu   sync.Mutex
 	rows     map[string]*feedRowEntry
 	rowOrder []string
 
+	// folds are the folds of the sessions whose changes had rows, by session, at
+	// most feedSessions of them, the least recently used dropped first: a change's
+	// row reads only the events after its session's fold (makeRow), not the whole
+	// history. foldLRU orders them, the most recently used first.
+	foldsMu sync.Mutex
+	folds   map[string]*list.Element // of *foldEntry
+	foldLRU list.List
+
 	mu   sync.Mutex
 	subs map[*feedSub]struct{}
 }
 
-// feedBuffer is the events queued for one subscriber; two per task, and a few for
-// approvals, so a client that falls this far behind is better served by a new list.
+// feedBuffer is the events queued for one subscriber; two per task, and two per
+// call held for approval, so a client that falls this far behind is better served
+// by a new list.
 const feedBuffer = 64
 
 // feedSub is one subscriber of a sessionFeed.
@@ -70,10 +79,12 @@ func newSessionFeed(bus *busFeed) *sessionFeed {
 }
 
 // sessionChange reports whether an event of type t changes a session's row as the
-// feed reports it: a task starts or ends, or a call waits for approval.
+// feed reports it: a task starts or ends, or a call waits for approval or is
+// answered (SessionRow.Waiting).
 func sessionChange(t messages.Type) bool {
 	switch t {
-	case messages.TypeTaskSubmitted, messages.TypeTaskCompleted, messages.TypeTaskFailed, messages.TypeApprovalRequested:
+	case messages.TypeTaskSubmitted, messages.TypeTaskCompleted, messages.TypeTaskFailed,
+		messages.TypeApprovalRequested, messages.TypeApprovalResolved:
 		return true
 	}
 	return false
@@ -214,8 +225,9 @@ type feedRowEntry struct {
 	err  error
 }
 
-// row returns feedRow of e, made by the first subscriber that asks and shared with
-// the others; a failed one is made again by the next that asks.
+// row returns the row of e's change (makeRow), made by the first subscriber that
+// asks and shared with the others; a failed one is made again by the next that
+// asks.
 func (f *sessionFeed) row(ctx context.Context, log eventlog.Log, e messages.Envelope) (SessionRow, string, error) {
 	f.rowsMu.Lock()
 	ent, made := f.rows[e.ID]
@@ -235,7 +247,7 @@ func (f *sessionFeed) row(ctx context.Context, log eventlog.Log, e messages.Enve
 	if !made {
 		// Not under the asking client's context: the others wait for the same row.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), feedRowTimeout)
-		ent.row, ent.prev, ent.err = feedRow(rctx, log, e)
+		ent.row, ent.prev, ent.err = f.makeRow(rctx, log, e)
 		cancel()
 		if ent.err != nil {
 			f.rowsMu.Lock()
@@ -254,76 +266,99 @@ func (f *sessionFeed) row(ctx context.Context, log eventlog.Log, e messages.Enve
 	}
 }
 
-// feedRow is the row of e's session as GET /v1/sessions?detail=true would have listed
-// it right after e, and the session's status right before e ("" when e is its
-// first task.* event). It reads the session's events before e from the log; e itself
-// comes from the feed, so the row is right even when a log copy (a cluster's sink)
-// lags behind the bus.
-func feedRow(ctx context.Context, log eventlog.Log, e messages.Envelope) (SessionRow, string, error) {
-	events, err := log.Read(ctx, e.SessionID, 1)
-	if err != nil {
-		return SessionRow{}, "", err
+// feedSessions bounds the session folds a feed keeps: a session whose fold was
+// dropped costs one read of its whole history at its next change.
+const feedSessions = 1024
+
+// foldEntry is the fold of one session's events, kept by a feed.
+type foldEntry struct {
+	session string
+	// mu is held while a change's row is made from the fold, so that the rows
+	// of one session are made one at a time, each from where the last left it.
+	mu sync.Mutex
+	// fold is a fold of the session's first events, from seq 1 on without a gap;
+	// the zero fold (seq 0) when none is known.
+	fold sessionFold
+}
+
+// foldOf returns the kept fold of session, or a new empty one, kept from now on in
+// place of the least recently used when there are feedSessions already.
+func (f *sessionFeed) foldOf(session string) *foldEntry {
+	f.foldsMu.Lock()
+	defer f.foldsMu.Unlock()
+	if el, ok := f.folds[session]; ok {
+		f.foldLRU.MoveToFront(el)
+		return el.Value.(*foldEntry)
 	}
-	row := SessionRow{SessionInfo: eventlog.SessionInfo{ID: e.SessionID}}
-	var (
-		latest            string
-		submitted, ended  uint64
-		prevStatus, first = "", true
-	)
-	add := func(e messages.Envelope) error {
-		if first || e.TS < row.StartedUS {
-			row.StartedUS = e.TS
-		}
-		row.UpdatedUS = max(row.UpdatedUS, e.TS)
-		row.LastSeq = max(row.LastSeq, e.Seq)
-		row.Events++
-		if s, ok := eventlog.TaskStatus(e.Type); ok {
-			latest = s
-			if e.Type == messages.TypeTaskSubmitted {
-				submitted++
-			} else {
-				ended++
-			}
-		}
-		switch e.Type {
-		case messages.TypeModelRequested:
-			row.Steps++
-		case messages.TypeTaskSubmitted, messages.TypeModelResponded:
-			p, err := e.Decode()
+	if f.folds == nil {
+		f.folds = map[string]*list.Element{}
+	}
+	ent := &foldEntry{session: session}
+	f.folds[session] = f.foldLRU.PushFront(ent)
+	if f.foldLRU.Len() > feedSessions {
+		// A row being made from the dropped fold still completes; what it keeps
+		// there is lost.
+		last := f.foldLRU.Back()
+		f.foldLRU.Remove(last)
+		delete(f.folds, last.Value.(*foldEntry).session)
+	}
+	return ent
+}
+
+// makeRow returns the row of e's session as GET /v1/sessions?detail=true would
+// have listed it right after e, and the session's status right before e ("" when
+// e is its first task.* event).
+//
+// It starts from the session's kept fold and reads from the log only the events
+// after it (and before e); it reads the whole history when no fold is kept, when
+// the kept one is past e (a subscriber far behind), or when the events read do
+// not follow it without a gap. e itself comes from the feed, so the row is right
+// even when a log copy (a cluster's sink) lags behind the bus; the fold kept is
+// then the prefix the log had, and the next change reads on from there.
+func (f *sessionFeed) makeRow(ctx context.Context, log eventlog.Log, e messages.Envelope) (SessionRow, string, error) {
+	ent := f.foldOf(e.SessionID)
+	ent.mu.Lock()
+	defer ent.mu.Unlock()
+	fresh := sessionFold{row: SessionRow{SessionInfo: eventlog.SessionInfo{ID: e.SessionID}}}
+	fold, contiguous := ent.fold, false
+	switch {
+	case e.Seq == 1: // nothing comes before it
+		fold, contiguous = fresh, true
+	case fold.seq > 0 && fold.seq < e.Seq:
+		fold = fold.clone()
+		contiguous = true
+		if fold.seq+1 < e.Seq {
+			events, err := log.Read(ctx, e.SessionID, fold.seq+1)
 			if err != nil {
-				return err
+				return SessionRow{}, "", err
 			}
-			switch p := p.(type) {
-			case *messages.TaskSubmitted:
-				if first && p.Parent != nil {
-					row.Parent = p.Parent.SessionID
-				}
-				if row.Agent == "" {
-					row.Agent = cmp.Or(p.Agent, "default")
-				}
-			case *messages.ModelResponded:
-				row.Usage = row.Usage.Add(p.Usage)
+			if contiguous, err = fold.foldBefore(events, e.Seq); err != nil {
+				return SessionRow{}, "", err
 			}
 		}
-		first = false
-		return nil
 	}
-	for _, x := range events {
-		if x.Seq >= e.Seq {
-			break
+	if !contiguous {
+		events, err := log.Read(ctx, e.SessionID, 1)
+		if err != nil {
+			return SessionRow{}, "", err
 		}
-		if err := add(x); err != nil {
+		fold = fresh
+		if contiguous, err = fold.foldBefore(events, e.Seq); err != nil {
 			return SessionRow{}, "", err
 		}
 	}
-	if latest != "" {
-		prevStatus = eventlog.SessionStatus(latest, submitted, ended)
+	prev := fold.status()
+	complete := contiguous && fold.seq+1 == e.Seq
+	if contiguous && !complete && fold.seq > ent.fold.seq {
+		ent.fold = fold.clone() // the log lags: keep what it had
 	}
-	if err := add(e); err != nil {
+	if err := fold.add(e); err != nil {
 		return SessionRow{}, "", err
 	}
-	row.Status = eventlog.SessionStatus(latest, submitted, ended)
-	return row, prevStatus, nil
+	if complete && fold.seq > ent.fold.seq {
+		ent.fold = fold
+	}
+	return fold.snapshot(), prev, nil
 }
 
 // sessionsStream serves GET /v1/feed/sessions: the node's session changes as

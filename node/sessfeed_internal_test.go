@@ -3,7 +3,10 @@ package node
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -153,18 +156,37 @@ func TestSessionFeedStreamsEndWithTheBusSubscription(t *testing.T) {
 	}
 }
 
-// readCountingLog counts the reads of each session's events.
+// readCountingLog counts the reads of each session's events, and keeps the first
+// seq of each read made under a context marked with feedRead.
 type readCountingLog struct {
 	eventlog.Log
-	mu    sync.Mutex
-	reads map[string]int
+	mu     sync.Mutex
+	reads  map[string]int
+	marked map[string][]uint64
 }
+
+// feedRead marks the context of the reads a test's feed makes (serveFeed makes its
+// rows under a context that keeps its values).
+type feedRead struct{}
 
 func (l *readCountingLog) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
 	l.mu.Lock()
 	l.reads[session]++
+	if ctx.Value(feedRead{}) != nil {
+		if l.marked == nil {
+			l.marked = map[string][]uint64{}
+		}
+		l.marked[session] = append(l.marked[session], from)
+	}
 	l.mu.Unlock()
 	return l.Log.Read(ctx, session, from)
+}
+
+// feedReads returns the first seq of each marked read of session.
+func (l *readCountingLog) feedReads(session string) []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.marked[session])
 }
 
 func (l *readCountingLog) count(session string) int {
@@ -229,5 +251,199 @@ func TestSessionFeedMakesEachRowOnceForAllSubscribers(t *testing.T) {
 	listen()
 	if three := reads("three-listeners"); three != one {
 		t.Fatalf("a task's session was read %d times with three subscribers, %d with one", three, one)
+	}
+}
+
+// A session with a long history costs no read of it at each change: the row of a
+// change folds on from the session's last row, and reads from the log only the
+// events after it. Only the first change the feed sees of the session reads it all.
+func TestSessionFeedReadsOnlyTheEventsAfterASessionsLastRow(t *testing.T) {
+	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &readCountingLog{Log: base, reads: map[string]int{}}
+	n, err := New(context.Background(), Config{DataDir: t.TempDir(), Log: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	for range 125 { // four events a task: 500 before anyone listens
+		runTask(t, n, "long", "hello")
+	}
+	history, err := base.Read(context.Background(), "long", 1)
+	if err != nil || len(history) != 500 {
+		t.Fatalf("the session has %d events (%v), want 500", len(history), err)
+	}
+
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), feedRead{}, true))
+	defer cancel()
+	sub, leave, err := n.feed.subscribe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	out := &lockedBuf{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		n.serveFeed(ctx, out, func() {}, func() {}, sub, feedFilter{}, time.Hour)
+	}()
+	defer func() { cancel(); <-done }()
+	const tasks = 3
+	for i := range tasks {
+		runTask(t, n, "long", "hello")
+		// The completed row counts every event, up to the task's last.
+		last := 500 + 4*(i+1)
+		want := fmt.Sprintf(`"session_id":"long","status":"completed","events":%d,"last_seq":%d,"steps":%d`, last, last, 125+i+1)
+		for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), want); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the feed never sent %s:\n%s", want, out.String())
+			}
+		}
+	}
+	reads := log.feedReads("long")
+	whole := 0
+	for _, from := range reads {
+		switch {
+		case from == 1:
+			whole++
+		case from <= 500:
+			t.Errorf("a change read the session from seq %d, inside the history it had before the feed's first row", from)
+		}
+	}
+	if whole != 1 || len(reads) > 2*tasks {
+		t.Fatalf("%d changes read the session %d times from seq %v, %d of them the whole history; want one whole read, at the first change", 2*tasks, len(reads), reads, whole)
+	}
+
+	// The last row is the one a whole read makes.
+	events, err := base.Read(context.Background(), "long", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _, err := newSessionFeed(nil).makeRow(context.Background(), base, events[len(events)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(out.String()), "\n\n")
+	got := strings.TrimPrefix(strings.Split(rows[len(rows)-1], "\n")[1], "data: ")
+	if b, _ := json.Marshal(want); got != string(b) {
+		t.Fatalf("the last row folded on:\n%s\nthe row of a whole read:\n%s", got, b)
+	}
+}
+
+// copyLog is a copy of a log that lags (it shows no event past upTo, when upTo is
+// set) or lost an event (hole), and records the first seq of each read.
+type copyLog struct {
+	eventlog.Log
+	upTo, hole uint64
+	reads      []uint64
+}
+
+func (l *copyLog) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
+	l.reads = append(l.reads, from)
+	events, err := l.Log.Read(ctx, session, from)
+	return slices.DeleteFunc(events, func(e messages.Envelope) bool {
+		return (l.upTo > 0 && e.Seq > l.upTo) || e.Seq == l.hole
+	}), err
+}
+
+// The row of a change folded on from the session's kept fold is the row of a whole
+// read, whatever came before: a change older than the fold (a subscriber far
+// behind) reads the whole history and leaves the fold where it was; a copy of the
+// log that lags keeps the fold at what it had, and the next change reads on from
+// there; a gap in what a read returns falls back to a whole read. Waiting names the
+// calls held for approval until they are answered.
+func TestSessionFeedRowsFoldedOnAreThoseOfAWholeRead(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	var events []messages.Envelope
+	for i, p := range []messages.Payload{
+		&messages.TaskSubmitted{Input: "mail bob and clean up", Agent: "mailer"}, // 1
+		&messages.ModelRequested{Key: "m1", Model: "m", Step: 1},
+		&messages.ModelResponded{Key: "m1", Model: "m", Usage: messages.Usage{PromptTokens: 7, CompletionTokens: 3}},
+		&messages.ApprovalRequested{Key: "t-mail", CallID: "c1", Tool: "send_email"},          // 4
+		&messages.ApprovalRequested{Key: "t-rm", CallID: "c2", Tool: "rm"},                    // 5
+		&messages.ApprovalResolved{Key: "t-mail", Approve: true, By: messages.ApprovedByHTTP}, // 6
+		&messages.ToolCallCompleted{Key: "t-mail", CallID: "c1", Tool: "send_email", Result: "sent"},
+		&messages.ModelRequested{Key: "m2", Model: "m", Step: 2},
+		&messages.ModelResponded{Key: "m2", Model: "m", Usage: messages.Usage{PromptTokens: 11, CompletionTokens: 5}},
+		&messages.TaskFailed{Reason: messages.ReasonCancelled, Error: "cancelled"}, // 10
+		&messages.TaskSubmitted{Input: "again"},                                    // 11
+		&messages.ModelRequested{Key: "m3", Model: "m", Step: 1},
+		&messages.ModelResponded{Key: "m3", Model: "m", Usage: messages.Usage{PromptTokens: 13, CompletionTokens: 2}},
+		&messages.ToolCallCompleted{Key: "t-other", CallID: "c3", Tool: "calculator", Result: "42"},
+		&messages.TaskCompleted{Output: "done"}, // 15
+	} {
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = fmt.Sprintf("e%d", i+1), "s", uint64(i+1), int64(1000*(i+1)), "session"
+		e.CorrelationID = "e1" // the task's ID: that of its task.submitted
+		if i+1 >= 11 {
+			e.CorrelationID = "e11"
+		}
+		events = append(events, e)
+	}
+	if err := base.Append(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	at := func(seq uint64) messages.Envelope { return events[seq-1] }
+
+	log := &copyLog{Log: base}
+	feed := newSessionFeed(nil)
+	// check makes the row of the change at seq, and wants the row and the status
+	// before it of a whole read, and reads from the seqs given.
+	check := func(seq uint64, reads []uint64, waiting ...string) {
+		t.Helper()
+		log.reads = nil
+		row, prev, err := feed.makeRow(ctx, log, at(seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole := &copyLog{Log: base, upTo: log.upTo, hole: log.hole}
+		wantRow, wantPrev, err := newSessionFeed(nil).makeRow(ctx, whole, at(seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(whole.reads, []uint64{1}) && seq > 1 {
+			t.Fatalf("the reference row read from %v, not the whole history", whole.reads)
+		}
+		if !reflect.DeepEqual(row, wantRow) || prev != wantPrev {
+			t.Fatalf("seq %d: row %+v (before: %q), a whole read's %+v (before: %q)", seq, row, prev, wantRow, wantPrev)
+		}
+		if !slices.Equal(row.Waiting, waiting) {
+			t.Fatalf("seq %d: waiting %q, want %q", seq, row.Waiting, waiting)
+		}
+		if !slices.Equal(log.reads, reads) {
+			t.Fatalf("seq %d: read from %v, want %v", seq, log.reads, reads)
+		}
+	}
+	check(1, nil)                       // the first event: nothing to read
+	check(4, []uint64{2}, "send_email") // from the fold on
+	check(5, nil, "send_email", "rm")   // right after the fold
+	check(1, nil)                       // far behind, with nothing before it…
+	check(4, []uint64{1}, "send_email") // …and behind the fold: a whole read…
+	check(6, nil, "rm")                 // …and the fold was left at 5
+	log.upTo = 7                        // the copy lags: it has up to 7…
+	check(10, []uint64{7})              // …a row from what it has, and the fold keeps 7…
+	log.upTo = 0
+	check(11, []uint64{8})     // reads on after 7
+	log.hole = 13              // the copy lost 13…
+	check(15, []uint64{12, 1}) // a gap: a whole read, which has the gap too…
+	log.hole = 0
+	check(15, []uint64{12}) // …and keeps the fold at 11
+	if rows, _, _ := feed.makeRow(ctx, log, at(15)); rows.Events != 15 || rows.Usage.PromptTokens != 31 || rows.Steps != 3 || rows.Agent != "mailer" || rows.Status != messages.StatusCompleted {
+		t.Fatalf("the last row: %+v", rows)
 	}
 }

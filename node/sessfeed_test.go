@@ -3,16 +3,22 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // feedEvent is one event of GET /v1/feed/sessions.
@@ -153,8 +159,9 @@ func TestSessionFeedOnAClusterNodeThatRunsNoSessions(t *testing.T) {
 	}
 }
 
-// A call waiting for approval is a change of its session (still running), and a
-// cancelled task ends it as failed.
+// A call waiting for approval is a change of its session (still running, waiting
+// names the call's tool), and a cancelled task ends it as failed, waiting for
+// nothing.
 func TestSessionFeedShowsAWaitForApprovalAndACancel(t *testing.T) {
 	var sent atomic.Int64
 	n := nodetest.Start(t, mailer(t, &sent))
@@ -170,16 +177,132 @@ func TestSessionFeedShowsAWaitForApprovalAndACancel(t *testing.T) {
 	start := nextRow(t, ctx, feed)
 	waiting := nextRow(t, ctx, feed)
 	if start.ID != "feed-mail" || start.Status != messages.StatusRunning || start.Agent != "mailer" ||
-		waiting.ID != "feed-mail" || waiting.Status != messages.StatusRunning || waiting.LastSeq <= start.LastSeq || waiting.Steps != 1 {
-		t.Fatalf("start %+v, then %+v: want the session running, then running at a later seq after one step", start, waiting)
+		waiting.ID != "feed-mail" || waiting.Status != messages.StatusRunning || waiting.LastSeq <= start.LastSeq || waiting.Steps != 1 ||
+		start.Waiting != nil || !slices.Equal(waiting.Waiting, []string{"send_email"}) {
+		t.Fatalf("start %+v, then %+v: want the session running, then running at a later seq after one step, waiting for send_email", start, waiting)
 	}
 	if err := n.Cancel(ctx, "feed-mail", "not today"); err != nil {
 		t.Fatal(err)
 	}
-	if row := nextRow(t, ctx, feed); row.ID != "feed-mail" || row.Status != messages.StatusFailed || row.LastSeq <= waiting.LastSeq {
+	if row := nextRow(t, ctx, feed); row.ID != "feed-mail" || row.Status != messages.StatusFailed || row.LastSeq <= waiting.LastSeq || row.Waiting != nil {
 		t.Fatalf("after the cancel: %+v", row)
 	}
 	if sent.Load() != 0 {
 		t.Error("the email was sent")
+	}
+}
+
+// The answer to a call held for approval is a change of its session: waiting names
+// the call's tool until then (in the feed and in GET /v1/sessions?detail=true), and
+// nothing after it.
+func TestSessionFeedShowsTheWaitEndWhenTheCallIsAnswered(t *testing.T) {
+	var sent atomic.Int64
+	n := nodetest.Start(t, mailer(t, &sent))
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	feed := openFeed(t, ctx, srv.URL, "")
+	if _, err := n.Submit(ctx, node.Task{Input: "mail bob", SessionID: "feed-ok", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	if row := nextRow(t, ctx, feed); row.Status != messages.StatusRunning || row.Waiting != nil {
+		t.Fatalf("the start: %+v", row)
+	}
+	held := nextRow(t, ctx, feed)
+	if held.Status != messages.StatusRunning || !slices.Equal(held.Waiting, []string{"send_email"}) {
+		t.Fatalf("the call held: %+v, want running and waiting for send_email", held)
+	}
+	var rows []node.SessionRow
+	if code := getJSON(t, srv.URL+"/v1/sessions?detail=true", &rows); code != http.StatusOK || len(rows) != 1 || !slices.Equal(rows[0].Waiting, []string{"send_email"}) {
+		t.Fatalf("GET /v1/sessions?detail=true while the call waits: %d %+v", code, rows)
+	}
+	p := waitApproval(t, n, "feed-ok")
+	if err := n.Approve(ctx, "feed-ok", p.Call, true, "fine", messages.ApprovedByAPI); err != nil {
+		t.Fatal(err)
+	}
+	answered := nextRow(t, ctx, feed)
+	if answered.Status != messages.StatusRunning || answered.Waiting != nil || answered.LastSeq <= held.LastSeq {
+		t.Fatalf("after the answer: %+v, want running and waiting for nothing", answered)
+	}
+	if row := nextRow(t, ctx, feed); row.Status != messages.StatusCompleted || row.Waiting != nil {
+		t.Fatalf("the end: %+v", row)
+	}
+	rows = nil // decoding into the rows above would keep their waiting
+	if code := getJSON(t, srv.URL+"/v1/sessions?detail=true", &rows); code != http.StatusOK || len(rows) != 1 || rows[0].Waiting != nil {
+		t.Fatalf("GET /v1/sessions?detail=true after the answer: %d %+v", code, rows)
+	}
+	if sent.Load() != 1 {
+		t.Errorf("%d emails sent, want 1", sent.Load())
+	}
+}
+
+// feedReadsLog records the first seq of each read of a session made under a
+// context marked with feedReadCtx (the contexts of a test server's requests).
+type feedReadsLog struct {
+	eventlog.Log
+	mu    sync.Mutex
+	reads map[string][]uint64
+}
+
+type feedReadCtx struct{}
+
+func (l *feedReadsLog) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
+	if ctx.Value(feedReadCtx{}) != nil {
+		l.mu.Lock()
+		l.reads[session] = append(l.reads[session], from)
+		l.mu.Unlock()
+	}
+	return l.Log.Read(ctx, session, from)
+}
+
+func (l *feedReadsLog) of(session string) []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reads[session])
+}
+
+// On a cluster node that runs no sessions, the feed folds a session's rows on as
+// an embedded node's does: the rows of a session's successive tasks read from the
+// shared log only the events since the last row; the feed saw the session's first
+// event, so nothing reads its whole history.
+func TestSessionFeedOnAClusterNodeReadsOnlyWhatFollowsASessionsLastRow(t *testing.T) {
+	c := newTestCluster(t, 0)
+	c.node("runner", 0)
+	log := &feedReadsLog{Log: c.log, reads: map[string][]uint64{}}
+	api, _ := clusterNode(t, c.k, c.group, log, "api", node.RoleTools, []tools.Tool{c.led.tool("api")}, c.calls.model(t, c.log, "api"))
+	srv := httptest.NewUnstartedServer(api.Handler())
+	srv.Config.BaseContext = func(net.Listener) context.Context {
+		return context.WithValue(context.Background(), feedReadCtx{}, true)
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	feed := openFeed(t, ctx, srv.URL, "")
+	session := fmt.Sprintf("feed-fold-%d", time.Now().UnixNano())
+	const tasks = 3
+	for range tasks {
+		if _, err := api.Submit(ctx, node.Task{Input: "pay 7", SessionID: session}); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{messages.StatusRunning, messages.StatusCompleted} {
+			row := nextRow(t, ctx, feed)
+			if row.ID != session || row.Status != want || row.Events != int(row.LastSeq) {
+				t.Fatalf("the api node's feed: %+v, want %s %s with every event counted", row, session, want)
+			}
+		}
+	}
+	reads := log.of(session)
+	whole := 0
+	for _, from := range reads {
+		if from == 1 {
+			whole++
+		}
+	}
+	if whole != 0 || len(reads) > 2*tasks {
+		t.Fatalf("the rows of %d changes read the session from seqs %v: %d whole reads, want none", 2*tasks, reads, whole)
 	}
 }

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -37,7 +36,8 @@ func (n *Node) getStats(w http.ResponseWriter, r *http.Request) {
 }
 
 // SessionRow is a session as GET /v1/sessions?detail=true lists it: its summary,
-// the agent of its first task and what its model calls used.
+// the agent of its first task, what its model calls used and the calls that wait
+// for approval.
 type SessionRow struct {
 	eventlog.SessionInfo
 	// Agent is the agent its first task named ("default" for none); "" for a
@@ -45,9 +45,15 @@ type SessionRow struct {
 	Agent string `json:"agent,omitempty"`
 	// Usage sums the usage of its model calls (model.responded events).
 	Usage messages.Usage `json:"usage"`
+	// Waiting names the tool of each call of its running task that waits for a
+	// human's approval, in the order they were requested (GET /v1/approvals lists
+	// the calls); absent when none waits. A call leaves it when it is answered
+	// (approval.resolved) or the task ends (a cancel fails it).
+	Waiting []string `json:"waiting,omitempty"`
 }
 
-// sessionRows reads each listed session's events for its agent and usage.
+// sessionRows reads each listed session's events for its agent, usage and the calls
+// waiting for approval.
 func (n *Node) sessionRows(ctx context.Context, infos []eventlog.SessionInfo) ([]SessionRow, error) {
 	rows := make([]SessionRow, len(infos))
 	for i, info := range infos {
@@ -59,25 +65,13 @@ func (n *Node) sessionRows(ctx context.Context, infos []eventlog.SessionInfo) ([
 		if err != nil {
 			return nil, fmt.Errorf("session %s: %w", info.ID, err)
 		}
+		var f sessionFold
 		for _, e := range events {
-			switch e.Type {
-			case messages.TypeTaskSubmitted, messages.TypeModelResponded:
-			default:
-				continue
-			}
-			p, err := e.Decode()
-			if err != nil {
-				return nil, err
-			}
-			switch p := p.(type) {
-			case *messages.TaskSubmitted:
-				if rows[i].Agent == "" {
-					rows[i].Agent = cmp.Or(p.Agent, "default")
-				}
-			case *messages.ModelResponded:
-				rows[i].Usage = rows[i].Usage.Add(p.Usage)
+			if err := f.add(e); err != nil {
+				return nil, fmt.Errorf("session %s: %w", info.ID, err)
 			}
 		}
+		rows[i].Agent, rows[i].Usage, rows[i].Waiting = f.row.Agent, f.row.Usage, f.waitingTools()
 	}
 	return rows, nil
 }

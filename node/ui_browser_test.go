@@ -395,3 +395,40 @@ func TestDashboardApprovesACallInChromium(t *testing.T) {
 	b.waitText("#main", "approved: looks fine")
 	b.waitTrue("the completed status", `document.querySelector("#main .badge.completed")`)
 }
+
+// A session whose call is held for approval shows a "waiting for approval" badge in
+// the sessions list, pushed by the feed (the list's poll is an hour long), and
+// again in a new list; the badge links to the session's page, where the call is
+// answered; the answer, given through the API, takes the badge away, again by the
+// feed.
+func TestDashboardListShowsSessionsWaitingForApprovalInChromium(t *testing.T) {
+	bin := chromium(t)
+	var sent atomic.Int64
+	n := nodetest.Start(t, mailer(t, &sent))
+	base := serveUI(t, n.Handler())
+	b := newBrowser(t, bin)
+
+	b.navigate(base + "?poll=3600#/sessions")
+	b.waitText("#sessions-count", "live")
+	if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: "dash-wait", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	badge := `document.querySelector('tr[data-session="dash-wait"] a.badge.waiting[href="#/sessions/dash-wait"]')`
+	b.waitTrue("the waiting badge in the list", badge+` && `+badge+`.title.includes("send_email")`)
+	b.screenshot("sessions-waiting.png")
+	b.click(`tr[data-session="dash-wait"] a.badge.waiting`)
+	b.waitText("#main", "Waiting for approval")
+	b.waitText("#main", "send_email")
+
+	b.navigate(base + "?poll=3600#/sessions")
+	b.waitTrue("the waiting badge in a new list", badge)
+	b.waitText("#sessions-count", "live")
+	p := waitApproval(t, n, "dash-wait")
+	if err := n.Approve(context.Background(), "dash-wait", p.Call, true, "fine", messages.ApprovedByAPI); err != nil {
+		t.Fatal(err)
+	}
+	b.waitTrue("the session completed, waiting for nothing", `document.querySelector('tr[data-session="dash-wait"] .badge.completed') && !`+badge)
+	if sent.Load() != 1 {
+		t.Errorf("%d emails sent, want 1", sent.Load())
+	}
+}

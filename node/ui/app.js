@@ -53,6 +53,12 @@ function showError(err) {
 const badge = (status) => el("span", { class: "badge " + status }, status || "?");
 const link = (href, text) => el("a", { href }, text);
 const sessionLink = (id) => link("#/sessions/" + encodeURIComponent(id), id);
+// waitingBadge links a session whose calls wait for approval (its row's waiting
+// names their tools) to its page, where they are answered; null when none waits.
+const waitingBadge = (s) => (s.waiting || []).length
+  ? el("a", { class: "badge waiting", href: "#/sessions/" + encodeURIComponent(s.session_id),
+    title: "waiting for approval: " + s.waiting.join(", ") }, "waiting for approval")
+  : null;
 
 // --- formatting -------------------------------------------------------------
 
@@ -317,7 +323,7 @@ async function sessionsPage({ every, signal }) {
     const shown = rows.filter((s) => !sessionFilters.agent || s.agent === sessionFilters.agent);
     tbody.replaceChildren(...shown.map((s) => el("tr", { dataset: { session: s.session_id } },
       el("td", {}, sessionLink(s.session_id)),
-      el("td", {}, badge(s.status)),
+      el("td", {}, badge(s.status), waitingBadge(s)),
       el("td", {}, s.agent || ""),
       el("td", {}, fmtTime(s.started_us)),
       el("td", { class: "num" }, fmtInt(s.steps)),
