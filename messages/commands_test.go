@@ -39,7 +39,8 @@ func TestCommandGolden(t *testing.T) {
 			Key: "http/k1", Args: json.RawMessage(`{"text":"tea","limit":5}`), ReplyTopic: messages.TopicReplies, ReplyNode: "node-a"},
 			func(b []byte) (any, error) { r, err := messages.DecodeMemoryCommand(b); return &r, err }},
 		{"deltas.batch", &messages.DeltaBatch{SessionID: "s-1", Node: "node-b", Deltas: []messages.ModelDelta{
-			{Key: "s-1/3", Step: 1, Seq: 1, Attempt: 1, Content: "14"}, {Key: "s-1/3", Step: 1, Seq: 2, Attempt: 1, Content: "4"}}},
+			{Key: "s-1/3", Step: 1, Seq: 1, Attempt: 1, Content: "14"}, {Key: "s-1/3", Step: 1, Seq: 2, Attempt: 1, Content: "4"}},
+			End: &messages.DeltaEnd{Key: "s-1/3", Sent: 2}},
 			func(b []byte) (any, error) { r, err := messages.DecodeDeltaBatch(b); return &r, err }},
 		{"deltas.watch", &messages.DeltaWatch{SessionID: "s-1", Node: "api-1", TTLMS: 15000},
 			func(b []byte) (any, error) { r, err := messages.DecodeDeltaWatch(b); return &r, err }},
@@ -109,6 +110,7 @@ func TestDeltaCommandsReject(t *testing.T) {
 		"no session":       `{"v":1,"node":"n","deltas":[{"key":"s/3","step":1,"seq":1,"attempt":1}]}`,
 		"malformed key":    `{"v":1,"session_id":"s","node":"n","deltas":[{"key":"s/x","step":1,"seq":1,"attempt":1}]}`,
 		"trailing objects": `{"v":1,"session_id":"s","node":"n","deltas":[{"key":"s/3","step":1,"seq":1,"attempt":1}]} {}`,
+		"another's end":    `{"v":1,"session_id":"s","node":"n","deltas":[],"end":{"key":"t/3","sent":1}}`,
 	} {
 		if _, err := messages.DecodeDeltaBatch([]byte(b)); err == nil {
 			t.Errorf("delta batch %s: decoded", name)

@@ -59,11 +59,22 @@ const TypeDeltaWatch = "deltas.watch"
 // at once, in order: a few milliseconds' worth, so that a hundred tokens make a few
 // bus messages, not a hundred. Node names the node that published it (a node does not
 // deliver its own batches again: it handed their deltas to its watchers directly).
+// The call's last batch, published before its answer, has End (and maybe no deltas).
 type DeltaBatch struct {
 	V         int          `json:"v"`
 	SessionID string       `json:"session_id"`
 	Node      string       `json:"node"`
 	Deltas    []ModelDelta `json:"deltas"`
+	End       *DeltaEnd    `json:"end,omitempty"`
+}
+
+// DeltaEnd ends the deltas of one performance of a model call: the call returned on
+// the node that published it, and Sent is how many deltas it sent since the call's
+// last one with Reset (that one included; all of them when none has it). A watcher's
+// node that has fewer missed some (the bus or a full channel dropped them).
+type DeltaEnd struct {
+	Key  string `json:"key"`
+	Sent int    `json:"sent"`
 }
 
 // DeltaWatch tells a session's owner, on TopicTasks (so it reaches the owner, after
@@ -88,8 +99,13 @@ func DecodeDeltaBatch(b []byte) (DeltaBatch, error) {
 	if err := decodeCommand(b, &d, &d.V); err != nil {
 		return d, err
 	}
-	if d.SessionID == "" || len(d.Deltas) == 0 {
+	if d.SessionID == "" || len(d.Deltas) == 0 && d.End == nil {
 		return d, fmt.Errorf("%w: delta batch without session_id or deltas", ErrCorrupt)
+	}
+	if d.End != nil {
+		if k, err := ParseEffectKey(d.End.Key); err != nil || k.SessionID != d.SessionID || d.End.Sent < 0 {
+			return d, fmt.Errorf("%w: delta batch for session %s: end %q/%d is not one of its calls'", ErrCorrupt, d.SessionID, d.End.Key, d.End.Sent)
+		}
 	}
 	for _, x := range d.Deltas {
 		k, err := ParseEffectKey(x.Key)

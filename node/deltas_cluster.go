@@ -123,6 +123,9 @@ func (h *Hub) handleDeltas(msg *message.Message) {
 		return // live only: a bad batch is not worth a word, the answer comes whole
 	}
 	h.deliverDeltas(b.SessionID, b.Node, b.Deltas...)
+	if b.End != nil {
+		h.endDeltas(b.SessionID, b.Node, *b.End)
+	}
 }
 
 // stream returns the publisher of one model call's deltas for session sessionID.
@@ -156,12 +159,12 @@ func (s *deltaStream) add(d messages.ModelDelta) {
 	s.held = append(s.held, d)
 	s.bytes += len(d.Content) + len(d.Arguments) + len(d.Key) + len(d.ToolName) + len(d.ToolCallID) + 64
 	if s.timer == nil {
-		s.timer = time.AfterFunc(s.c.linger, s.flush)
+		s.timer = time.AfterFunc(s.c.linger, func() { s.flush(nil) })
 	}
 }
 
-// flush publishes the deltas held, if any.
-func (s *deltaStream) flush() {
+// flush publishes the deltas held, if any, and end, when set (the call's last batch).
+func (s *deltaStream) flush(end *messages.DeltaEnd) {
 	s.send.Lock()
 	defer s.send.Unlock()
 	s.mu.Lock()
@@ -175,10 +178,10 @@ func (s *deltaStream) flush() {
 	if dropped > 0 {
 		s.c.logger.Debug("model deltas dropped: the bus is slower than the model", "session", s.sid, "dropped", dropped)
 	}
-	if len(batch) == 0 {
+	if len(batch) == 0 && end == nil {
 		return
 	}
-	b, err := messages.EncodeCommand(&messages.DeltaBatch{SessionID: s.sid, Node: s.c.node, Deltas: batch})
+	b, err := messages.EncodeCommand(&messages.DeltaBatch{SessionID: s.sid, Node: s.c.node, Deltas: batch, End: end})
 	if err != nil {
 		return // a struct of strings and numbers: it cannot fail
 	}
@@ -190,13 +193,14 @@ func (s *deltaStream) flush() {
 	}
 }
 
-// done publishes what is held once the call returned, waiting at most
-// deltaFlushWait (the call's reply waits for it).
-func (s *deltaStream) done() {
+// done publishes what is held once the call returned, with end (the call's last
+// batch, which the watchers' nodes wait for before they show its answer), waiting
+// at most deltaFlushWait (the call's reply waits for it).
+func (s *deltaStream) done(end messages.DeltaEnd) {
 	published := make(chan struct{})
 	go func() {
 		defer close(published)
-		s.flush()
+		s.flush(&end)
 	}()
 	t := time.NewTimer(deltaFlushWait)
 	defer t.Stop()
