@@ -74,7 +74,7 @@ func TestHubPlacesDeltasAmongEvents(t *testing.T) {
 	h.endDeltas("s", "b", messages.DeltaEnd{Key: "s/2", Sent: 1})
 	h.deliverDeltas("s", "", delta("s/3", 1, "waits ")) // its call comes later
 	h.endDeltas("s", "", messages.DeltaEnd{Key: "s/3", Sent: 1})
-	h.deliverDeltas("s", "", delta("s/9", 1, "never "))  // its call never comes
+	h.deliverDeltas("s", "", delta("s/9", 1, "never ")) // its call never comes
 	h.deliver("s", []messages.Envelope{ev(3, messages.TypeModelRequested, ""), ev(4, messages.TypeModelResponded, "s/2")})
 	h.deliverDeltas("s", "b", delta("s/2", 2, "late "))
 	h.deliver("s", []messages.Envelope{ev(5, messages.TypeModelResponded, "s/3"), ev(10, messages.TypeTaskCompleted, "")})
