@@ -44,6 +44,8 @@ func TestCommandGolden(t *testing.T) {
 			func(b []byte) (any, error) { r, err := messages.DecodeDeltaBatch(b); return &r, err }},
 		{"deltas.watch", &messages.DeltaWatch{SessionID: "s-1", Node: "api-1", TTLMS: 15000},
 			func(b []byte) (any, error) { r, err := messages.DecodeDeltaWatch(b); return &r, err }},
+		{"deltas.owners", &messages.DeltaOwners{Node: "node-a", Partitions: []int{0, 3}, Total: 6},
+			func(b []byte) (any, error) { r, err := messages.DecodeDeltaOwners(b); return &r, err }},
 		{"memory.reply", &messages.MemoryReply{ID: "c-1", Result: json.RawMessage(`{"ids":["m_1"]}`), Error: "", Kind: ""},
 			func(b []byte) (any, error) { r, err := messages.DecodeMemoryReply(b); return &r, err }},
 	}
@@ -122,6 +124,14 @@ func TestDeltaCommandsReject(t *testing.T) {
 	} {
 		if _, err := messages.DecodeDeltaWatch([]byte(b)); err == nil {
 			t.Errorf("delta watch %s: decoded", name)
+		}
+	}
+	for name, b := range map[string]string{
+		"no partitions":    `{"v":1,"node":"n","partitions":[],"total":6}`,
+		"out of the topic": `{"v":1,"node":"n","partitions":[6],"total":6}`,
+	} {
+		if _, err := messages.DecodeDeltaOwners([]byte(b)); err == nil {
+			t.Errorf("delta owners %s: decoded", name)
 		}
 	}
 }

@@ -1,6 +1,9 @@
 package messages
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // TypeModelDelta is an increment of a model's answer as it streams (ModelDelta). It
 // is live only: it travels from the node performing the model call to the watchers of
@@ -90,8 +93,35 @@ type DeltaWatch struct {
 	TTLMS     int64  `json:"ttl_ms"`
 }
 
-func (b *DeltaBatch) stamp() { b.V = CommandVersion }
-func (w *DeltaWatch) stamp() { w.V = CommandVersion }
+// TypeDeltaOwners marks (in MetaType) a DeltaOwners on TopicDeltas.
+const TypeDeltaOwners = "deltas.owners"
+
+// DeltaOwners tells the nodes that watch deltas (they read TopicDeltas) that Node
+// took Partitions of TopicTasks (of Total) over: each sends the DeltaWatch of the
+// sessions it watches there again at once, so that their new owner streams their
+// calls from the first it makes, not from the watcher's next renewal.
+type DeltaOwners struct {
+	V          int    `json:"v"`
+	Node       string `json:"node"`
+	Partitions []int  `json:"partitions"`
+	Total      int    `json:"total"`
+}
+
+func (b *DeltaBatch) stamp()  { b.V = CommandVersion }
+func (w *DeltaWatch) stamp()  { w.V = CommandVersion }
+func (o *DeltaOwners) stamp() { o.V = CommandVersion }
+
+// DecodeDeltaOwners decodes and validates a DeltaOwners.
+func DecodeDeltaOwners(b []byte) (DeltaOwners, error) {
+	var o DeltaOwners
+	if err := decodeCommand(b, &o, &o.V); err != nil {
+		return o, err
+	}
+	if o.Total <= 0 || len(o.Partitions) == 0 || slices.ContainsFunc(o.Partitions, func(p int) bool { return p < 0 || p >= o.Total }) {
+		return o, fmt.Errorf("%w: delta owners without partitions of %d", ErrCorrupt, o.Total)
+	}
+	return o, nil
+}
 
 // DecodeDeltaBatch decodes and validates a DeltaBatch.
 func DecodeDeltaBatch(b []byte) (DeltaBatch, error) {

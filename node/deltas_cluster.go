@@ -57,13 +57,21 @@ type clusterDeltas struct {
 	feed           *busFeed
 	leases         deltaLeases
 	watching       *deltaAnnouncer
+	// partition maps a session to its partition of messages.TopicTasks (Bus.Partition;
+	// nil on a bus that does not shard sessions); owned is the node's last assignment
+	// of them (Assigned), of ownedOf.
+	partition func(sessionID string, total int) int
+	ownedMu   sync.Mutex
+	owned     map[int]bool
+	ownedOf   int
 }
 
 // newClusterDeltas sets up h (a hub on a shared bus, reading through live) to carry
 // deltas between nodes.
-func newClusterDeltas(h *Hub, pub message.Publisher, live message.Subscriber, node string, performsModels bool, logger *slog.Logger) {
+func newClusterDeltas(h *Hub, pub message.Publisher, live message.Subscriber, node string, performsModels bool,
+	partition func(string, int) int, logger *slog.Logger) {
 	c := &clusterDeltas{pub: pub, node: node, logger: logger, linger: deltaLinger, performsModels: performsModels,
-		leases: deltaLeases{until: map[string]time.Time{}}}
+		leases: deltaLeases{until: map[string]time.Time{}}, partition: partition}
 	c.feed = &busFeed{sub: live, topic: messages.TopicDeltas, handle: h.handleDeltas, linger: feedLinger,
 		ended: func() {
 			logger.Debug("the delta feed ended; deltas from other nodes stop until the next watcher of deltas")
@@ -113,8 +121,14 @@ func (h *Hub) joinDeltas(sessionID string, w *watcher) {
 }
 
 // handleDeltas delivers a batch of deltas read from messages.TopicDeltas to the
-// session's watchers, unless this node sent it (it handed them over itself).
+// session's watchers, unless this node sent it (it handed them over itself); a
+// messages.DeltaOwners has this node announce its watchers of the partitions it
+// names again.
 func (h *Hub) handleDeltas(msg *message.Message) {
+	if msg.Metadata.Get(messages.MetaType) == messages.TypeDeltaOwners {
+		h.cluster.ownersChanged(msg.Payload)
+		return
+	}
 	if sid := msg.Metadata.Get(messages.MetaSessionID); sid != "" && !h.wantsDeltas(sid) {
 		return
 	}
@@ -347,6 +361,85 @@ func (a *deltaAnnouncer) close() {
 		}
 		delete(a.by, sid)
 	}
+}
+
+// again announces at once the sessions for which match is true (their owner
+// changed), in the background.
+func (a *deltaAnnouncer) again(match func(sessionID string) bool) {
+	a.mu.Lock()
+	var sids []string
+	for sid := range a.by {
+		if match(sid) {
+			sids = append(sids, sid)
+		}
+	}
+	a.mu.Unlock()
+	if len(sids) == 0 {
+		return
+	}
+	go func() {
+		for _, sid := range sids {
+			a.c.announce(sid)
+		}
+	}()
+}
+
+// After a rebalance the sessions' new owners know none of their remote watchers:
+// each node that takes partitions over says so on messages.TopicDeltas
+// (messages.DeltaOwners), which every node with remote watchers of deltas reads, and
+// those nodes announce the watchers of the sessions there again at once, rather
+// than at their next renewal (deltaWatchRenew). A call the new owner issues before
+// the announcement reaches it does not stream, unless its performer still performs
+// it for the previous owner (the same key, streamed as it was asked first).
+
+// takenOver tells the nodes that watch deltas that this node took partitions over:
+// those of the assignment (of total) that the last one did not have.
+func (n *Node) takenOver(partitions []int, total int) {
+	c := n.hub.cluster
+	if c == nil || c.partition == nil {
+		return
+	}
+	c.ownedMu.Lock()
+	var gained []int
+	for _, p := range partitions {
+		if c.ownedOf != total || !c.owned[p] {
+			gained = append(gained, p)
+		}
+	}
+	c.owned, c.ownedOf = make(map[int]bool, len(partitions)), total
+	for _, p := range partitions {
+		c.owned[p] = true
+	}
+	c.ownedMu.Unlock()
+	if len(gained) == 0 {
+		return
+	}
+	b, err := messages.EncodeCommand(&messages.DeltaOwners{Node: c.node, Partitions: gained, Total: total})
+	if err != nil {
+		return // a struct of strings and numbers: it cannot fail
+	}
+	msg := message.NewMessage(watermill.NewUUID(), b)
+	msg.Metadata.Set(messages.MetaType, messages.TypeDeltaOwners)
+	go func() { // not in the rebalance: the announcements it asks for come when they can
+		if err := c.pub.Publish(messages.TopicDeltas, msg); err != nil {
+			c.logger.Warn("cannot tell the watchers' nodes of partitions taken over; their calls stream here from their next deltas.watch",
+				"partitions", gained, "err", err)
+		}
+	}()
+}
+
+// ownersChanged announces again the watchers of the sessions whose partitions a
+// messages.DeltaOwners names.
+func (c *clusterDeltas) ownersChanged(payload []byte) {
+	o, err := messages.DecodeDeltaOwners(payload)
+	if err != nil || o.Node == c.node || c.partition == nil {
+		return
+	}
+	taken := make(map[int]bool, len(o.Partitions))
+	for _, p := range o.Partitions {
+		taken[p] = true
+	}
+	c.watching.again(func(sid string) bool { return taken[c.partition(sid, o.Total)] })
 }
 
 // announce publishes a DeltaWatch of sessionID on messages.TopicTasks.

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -253,4 +254,71 @@ func TestHubHoldsAnswerForItsCallsLastDeltas(t *testing.T) {
 	if waited := time.Since(start); waited < deltaTailWait/2 {
 		t.Errorf("the answer went on after %v without the end of its call's deltas", waited)
 	}
+}
+
+// A node that takes partitions over says which (messages.DeltaOwners on
+// troupe.deltas, the ones it did not own before only), and a node with watchers of
+// deltas announces those of the sessions there again at once (a DeltaWatch on
+// troupe.tasks), not at its next renewal: the sessions' new owner streams their
+// calls from its first.
+func TestTakenOverPartitionsHaveTheirWatchersAnnouncedAgain(t *testing.T) {
+	partition := func(sid string, total int) int { return int(sid[len(sid)-1]-'0') % total }
+	logger := slog.New(slog.DiscardHandler)
+	ownerPub := &recordingPublisher{}
+	owner := &Node{hub: newHub(nil, nil)}
+	newClusterDeltas(owner.hub, ownerPub, nil, "owner", false, partition, logger)
+	published := func(p *recordingPublisher) []*message.Message {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return slices.Clone(p.msgs)
+	}
+	waitPublished := func(p *recordingPublisher, n int) []*message.Message {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(published(p)) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d messages published, want %d", len(published(p)), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // and no more
+		if got := published(p); len(got) != n {
+			t.Fatalf("%d messages published, want %d", len(got), n)
+		}
+		return published(p)
+	}
+	owners := func(msg *message.Message) messages.DeltaOwners {
+		t.Helper()
+		o, err := messages.DecodeDeltaOwners(msg.Payload)
+		if err != nil || msg.Metadata.Get(messages.MetaType) != messages.TypeDeltaOwners {
+			t.Fatalf("%s: %v", msg.Metadata.Get(messages.MetaType), err)
+		}
+		return o
+	}
+
+	owner.takenOver([]int{0, 1, 2}, 6)
+	first := owners(waitPublished(ownerPub, 1)[0])
+	owner.takenOver([]int{0, 1, 2, 3}, 6)
+	if o := owners(waitPublished(ownerPub, 2)[1]); o.Node != "owner" || !slices.Equal(o.Partitions, []int{3}) || o.Total != 6 {
+		t.Fatalf("after taking partition 3 over: %+v", o)
+	}
+	owner.takenOver([]int{0, 1, 2, 3}, 6) // nothing new
+	waitPublished(ownerPub, 2)
+
+	watcherPub := &recordingPublisher{}
+	watcherHub := newHub(nil, nil)
+	newClusterDeltas(watcherHub, watcherPub, nil, "api", false, partition, logger)
+	c := watcherHub.cluster
+	defer c.close()
+	c.watching.add("s1") // partition 1: its owner changes
+	c.watching.add("s4") // partition 4: it does not
+	waitPublished(watcherPub, 2)
+	c.ownersChanged(ownerPub.msgs[0].Payload)
+	again := waitPublished(watcherPub, 3)[2]
+	w, err := messages.DecodeDeltaWatch(again.Payload)
+	if err != nil || w.SessionID != "s1" || w.Node != "api" || again.Metadata.Get(messages.MetaType) != messages.TypeDeltaWatch {
+		t.Fatalf("announced again: %+v %v (the owners of %v changed)", w, err, first.Partitions)
+	}
+	c.ownersChanged(ownerPub.msgs[0].Payload[:0]) // undecodable: nothing
+	waitPublished(watcherPub, 3)
 }
