@@ -22,16 +22,34 @@ import (
 	"github.com/troupe-run/troupe/node"
 )
 
-// topicCounter counts the messages a node publishes to one topic.
+// topicCounter counts the messages a node publishes to one topic, and the
+// announcements of its watchers of deltas (deltas.watch) it lets through gate.
 type topicCounter struct {
 	message.Publisher
-	topic string
-	msgs  atomic.Int64
+	topic   string
+	msgs    atomic.Int64
+	watches atomic.Int64
+	// gate, when set and true, drops the node's deltas.watch messages; a node's
+	// deltas.owners sets it false before it is published.
+	gate *atomic.Bool
 }
 
 func (p *topicCounter) Publish(topic string, msgs ...*message.Message) error {
 	if topic == p.topic {
 		p.msgs.Add(int64(len(msgs)))
+	}
+	for _, m := range msgs {
+		switch m.Metadata.Get(messages.MetaType) {
+		case messages.TypeDeltaOwners:
+			if p.gate != nil {
+				p.gate.Store(false)
+			}
+		case messages.TypeDeltaWatch:
+			if p.gate != nil && p.gate.Load() {
+				return nil // dropped: the bus lost it
+			}
+			p.watches.Add(1)
+		}
 	}
 	return p.Publisher.Publish(topic, msgs...)
 }
@@ -85,6 +103,8 @@ type deltaCluster struct {
 	// pace, when set, spaces the increments of the model's streams on the nodes
 	// started next, whose streams then end at their last token (no streamSettle).
 	pace time.Duration
+	// watchGate is the gate of every node's topicCounter.
+	watchGate atomic.Bool
 }
 
 func newDeltaCluster(t *testing.T, streams func(n int) openaitest.Reply) *deltaCluster {
@@ -106,7 +126,7 @@ func (c *deltaCluster) node(name string, roles node.Role, attempts int) (*node.N
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := &topicCounter{Publisher: clients.Publisher, topic: messages.TopicDeltas}
+	pub := &topicCounter{Publisher: clients.Publisher, topic: messages.TopicDeltas, gate: &c.watchGate}
 	model := settledModel{Model: m, s: m, after: streamSettle, pace: c.pace}
 	if c.pace > 0 {
 		model.after = 0

@@ -3,12 +3,14 @@ package node_test
 import (
 	"context"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -178,5 +180,69 @@ func TestClusterWatcherToldOfLostDeltas(t *testing.T) {
 		if resp := respondedAfter(t, apiNode, session, last); len(resp) != 1 || resp[0].Message.Content != strings.Join(pieces, "") {
 			t.Fatalf("%s: recorded answers: %+v", session, resp)
 		}
+	}
+}
+
+// After a rebalance the sessions' new owner learns of the watchers other nodes have
+// at once: a node with the sessions role joins, takes some partitions over and says
+// so (deltas.owners), and the API node announces its watchers of the sessions there
+// again; their next calls stream to the watchers. The API node's renewals are lost
+// meanwhile (as if its next one were seconds away): without the notice, the new
+// owner would stream nothing.
+func TestClusterNewOwnerStreamsForExistingWatchersAtOnce(t *testing.T) {
+	pieces := tokens(100)
+	c := newDeltaCluster(t, func(int) openaitest.Reply {
+		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
+	})
+	first, _, _ := c.node("owner-1", node.RoleSessions|node.RoleTools, 0)
+	c.node("models", node.RoleModels, 0)
+	apiNode, apiPub, _ := c.node("api", node.RoleTools, 0)
+	waitFor(t, 60*time.Second, "the first owner owning every partition", func() bool { return first.PartitionsOwned() == 6 })
+	api := httptest.NewServer(apiNode.Handler())
+	defer api.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+
+	// A watched session on each partition.
+	var sessions []string
+	for i, covered := 0, map[int]bool{}; len(covered) < 6; i++ {
+		id := "cl-moves-" + strconv.Itoa(i)
+		if p := kafka.PartitionOf(id, 6); !covered[p] {
+			covered[p] = true
+			sessions = append(sessions, id)
+		}
+	}
+	last := map[string]uint64{}
+	for _, s := range sessions {
+		last[s] = c.warm(apiNode, s)
+	}
+	streams := map[string]<-chan sseEvent{}
+	for _, s := range sessions {
+		streams[s] = openStream(t, ctx, api.URL, s, last[s])
+	}
+	announced := apiPub.watches.Load()
+	if announced != int64(len(sessions)) {
+		t.Fatalf("the API node announced %d watchers, want %d", announced, len(sessions))
+	}
+
+	c.watchGate.Store(true) // the API node's announcements are lost until a deltas.owners
+	second, _, _ := c.node("owner-2", node.RoleSessions|node.RoleTools, 0)
+	waitFor(t, 60*time.Second, "the partitions shared by both owners", func() bool {
+		a, b := first.PartitionsOwned(), second.PartitionsOwned()
+		return a > 0 && b > 0 && a+b == 6
+	})
+	// The watchers of the moved sessions are announced again (within 10 s, or the
+	// tasks go without: then their calls do not stream).
+	moved := int64(second.PartitionsOwned())
+	for deadline := time.Now().Add(10 * time.Second); apiPub.watches.Load() < announced+moved && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, s := range sessions {
+		if _, err := apiNode.Submit(ctx, node.Task{Input: "count to 100", SessionID: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range sessions {
+		checkWholeDeltas(t, "SSE on the API node, "+s, untilDone(t, ctx, streams[s]), pieces)
 	}
 }
