@@ -37,12 +37,20 @@ const deltaWatcherBuffer = 256
 // troupe.deltas, deltaLinger's worth (25 ms) in one message (messages.DeltaBatch);
 // each node with watchers of deltas reads that topic while it has them, and holds
 // each delta until its call's model.requested reached the watcher through the
-// events, or drops it once the call's model.responded did (the performing node
-// publishes a call's last deltas before its answer, but they travel on another topic:
-// when the answer comes first, the tail of a burst is dropped). A call performed again
-// by another node (its first performer died) starts over with a Reset delta. An
-// owner that takes a session over hears of its remote watchers within
-// deltaWatchRenew: a call it starts before streams to its own watchers only.
+// events, or drops it once the call's model.responded did. A call performed again
+// by another node (its first performer died) starts over with a Reset delta.
+//
+// A call's last batch carries the end of its deltas (messages.DeltaEnd: how many
+// the performing node sent since the last Reset), published before its answer. The
+// answer travels on another topic and may reach the watcher's node first: there the
+// model.responded (and the session's events after it) waits in the watcher's
+// stream until the call's end came, deltaTailWait (1 s) at most, so that the tail
+// of a burst comes before the answer. When the watcher was shown fewer deltas than
+// the end counts (the bus or a full channel dropped some), or the end never came,
+// an empty delta with Reset comes just before the answer: the text shown is no
+// answer, the model.responded is. An owner that takes a session over (a rebalance)
+// says so on troupe.deltas (messages.DeltaOwners), and the watchers' nodes announce
+// them again at once (takenOver).
 //
 // Deltas are best effort. The node sends one only when the watcher's channel (256
 // envelopes) has room and no event waits before it: a watcher that reads slowly

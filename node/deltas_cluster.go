@@ -29,12 +29,13 @@ const (
 	deltaHeldMax   = 1024
 	deltaHeldBytes = 256 << 10
 	// deltaFlushWait bounds how long a model call's reply waits for its last deltas
-	// to be published (so that they reach watchers before the model.responded that
-	// ends the call, which drops later ones).
+	// and their end to be published (the watchers' nodes hold the call's
+	// model.responded until the end came, deltaTailWait at most).
 	deltaFlushWait = time.Second
 	// deltaWatchTTL is how long an owner streams a session's calls for a remote
 	// watcher after hearing of it (messages.DeltaWatch), deltaWatchRenew how often the
-	// watcher's node says so again while it watches, deltaWatchTTLMax the most a
+	// watcher's node says so again while it watches (and at once when a node says it
+	// took the session's partition over: takenOver), deltaWatchTTLMax the most a
 	// DeltaWatch can ask for.
 	deltaWatchTTL    = 15 * time.Second
 	deltaWatchRenew  = 5 * time.Second
@@ -277,7 +278,8 @@ func (n *Node) handleDeltaWatch(msg *message.Message) error {
 
 // deltaAnnouncer tells sessions' owners that this node watches their deltas: a
 // messages.DeltaWatch when a session's first remote watcher of deltas comes, then
-// every deltaWatchRenew until its last one left.
+// every deltaWatchRenew until its last one left, and when another node took the
+// session's partition over (again).
 type deltaAnnouncer struct {
 	c *clusterDeltas
 

@@ -22,8 +22,9 @@ import (
 	"github.com/troupe-run/troupe/node"
 )
 
-// topicCounter counts the messages a node publishes to one topic, and the
-// announcements of its watchers of deltas (deltas.watch) it lets through gate.
+// topicCounter counts the messages a node publishes to one topic (but its
+// deltas.owners), and the announcements of its watchers of deltas (deltas.watch) it
+// lets through gate.
 type topicCounter struct {
 	message.Publisher
 	topic   string
@@ -35,11 +36,12 @@ type topicCounter struct {
 }
 
 func (p *topicCounter) Publish(topic string, msgs ...*message.Message) error {
-	if topic == p.topic {
-		p.msgs.Add(int64(len(msgs)))
-	}
 	for _, m := range msgs {
-		switch m.Metadata.Get(messages.MetaType) {
+		typ := m.Metadata.Get(messages.MetaType)
+		if topic == p.topic && typ != messages.TypeDeltaOwners {
+			p.msgs.Add(1)
+		}
+		switch typ {
 		case messages.TypeDeltaOwners:
 			if p.gate != nil {
 				p.gate.Store(false)
