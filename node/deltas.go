@@ -306,7 +306,7 @@ func (h *Hub) offerDelta(sessionID string, w *watcher, d messages.ModelDelta, fr
 		d.Reset, c.end = true, nil
 	}
 	c.from, c.seq, c.step, c.attempt = from, d.Seq, d.Step, d.Attempt
-	delivered := !w.feeding && h.trySend(w, deltaEnvelope(sessionID, from, d))
+	delivered := !w.feeding && trySend(w, deltaEnvelope(sessionID, from, d))
 	switch {
 	case !delivered: // a slow watcher: the delta is dropped, the events wait for it
 		c.lost = true
@@ -319,7 +319,7 @@ func (h *Hub) offerDelta(sessionID string, w *watcher, d messages.ModelDelta, fr
 }
 
 // trySend puts e into w's channel if it has room. The caller holds h.mu.
-func (h *Hub) trySend(w *watcher, e messages.Envelope) bool {
+func trySend(w *watcher, e messages.Envelope) bool {
 	select {
 	case w.ch <- e:
 		return true
