@@ -39,10 +39,13 @@ func TestCommandGolden(t *testing.T) {
 			Key: "http/k1", Args: json.RawMessage(`{"text":"tea","limit":5}`), ReplyTopic: messages.TopicReplies, ReplyNode: "node-a"},
 			func(b []byte) (any, error) { r, err := messages.DecodeMemoryCommand(b); return &r, err }},
 		{"deltas.batch", &messages.DeltaBatch{SessionID: "s-1", Node: "node-b", Deltas: []messages.ModelDelta{
-			{Key: "s-1/3", Step: 1, Seq: 1, Attempt: 1, Content: "14"}, {Key: "s-1/3", Step: 1, Seq: 2, Attempt: 1, Content: "4"}}},
+			{Key: "s-1/3", Step: 1, Seq: 1, Attempt: 1, Content: "14"}, {Key: "s-1/3", Step: 1, Seq: 2, Attempt: 1, Content: "4"}},
+			End: &messages.DeltaEnd{Key: "s-1/3", Sent: 2}},
 			func(b []byte) (any, error) { r, err := messages.DecodeDeltaBatch(b); return &r, err }},
 		{"deltas.watch", &messages.DeltaWatch{SessionID: "s-1", Node: "api-1", TTLMS: 15000},
 			func(b []byte) (any, error) { r, err := messages.DecodeDeltaWatch(b); return &r, err }},
+		{"deltas.owners", &messages.DeltaOwners{Node: "node-a", Partitions: []int{0, 3}, Total: 6},
+			func(b []byte) (any, error) { r, err := messages.DecodeDeltaOwners(b); return &r, err }},
 		{"memory.reply", &messages.MemoryReply{ID: "c-1", Result: json.RawMessage(`{"ids":["m_1"]}`), Error: "", Kind: ""},
 			func(b []byte) (any, error) { r, err := messages.DecodeMemoryReply(b); return &r, err }},
 	}
@@ -109,6 +112,7 @@ func TestDeltaCommandsReject(t *testing.T) {
 		"no session":       `{"v":1,"node":"n","deltas":[{"key":"s/3","step":1,"seq":1,"attempt":1}]}`,
 		"malformed key":    `{"v":1,"session_id":"s","node":"n","deltas":[{"key":"s/x","step":1,"seq":1,"attempt":1}]}`,
 		"trailing objects": `{"v":1,"session_id":"s","node":"n","deltas":[{"key":"s/3","step":1,"seq":1,"attempt":1}]} {}`,
+		"another's end":    `{"v":1,"session_id":"s","node":"n","deltas":[],"end":{"key":"t/3","sent":1}}`,
 	} {
 		if _, err := messages.DecodeDeltaBatch([]byte(b)); err == nil {
 			t.Errorf("delta batch %s: decoded", name)
@@ -120,6 +124,14 @@ func TestDeltaCommandsReject(t *testing.T) {
 	} {
 		if _, err := messages.DecodeDeltaWatch([]byte(b)); err == nil {
 			t.Errorf("delta watch %s: decoded", name)
+		}
+	}
+	for name, b := range map[string]string{
+		"no partitions":    `{"v":1,"node":"n","partitions":[],"total":6}`,
+		"out of the topic": `{"v":1,"node":"n","partitions":[6],"total":6}`,
+	} {
+		if _, err := messages.DecodeDeltaOwners([]byte(b)); err == nil {
+			t.Errorf("delta owners %s: decoded", name)
 		}
 	}
 }

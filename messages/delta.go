@@ -1,6 +1,9 @@
 package messages
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // TypeModelDelta is an increment of a model's answer as it streams (ModelDelta). It
 // is live only: it travels from the node performing the model call to the watchers of
@@ -59,11 +62,22 @@ const TypeDeltaWatch = "deltas.watch"
 // at once, in order: a few milliseconds' worth, so that a hundred tokens make a few
 // bus messages, not a hundred. Node names the node that published it (a node does not
 // deliver its own batches again: it handed their deltas to its watchers directly).
+// The call's last batch, published before its answer, has End (and maybe no deltas).
 type DeltaBatch struct {
 	V         int          `json:"v"`
 	SessionID string       `json:"session_id"`
 	Node      string       `json:"node"`
 	Deltas    []ModelDelta `json:"deltas"`
+	End       *DeltaEnd    `json:"end,omitempty"`
+}
+
+// DeltaEnd ends the deltas of one performance of a model call: the call returned on
+// the node that published it, and Sent is how many deltas it sent since the call's
+// last one with Reset (that one included; all of them when none has it). A watcher's
+// node that has fewer missed some (the bus or a full channel dropped them).
+type DeltaEnd struct {
+	Key  string `json:"key"`
+	Sent int    `json:"sent"`
 }
 
 // DeltaWatch tells a session's owner, on TopicTasks (so it reaches the owner, after
@@ -79,8 +93,35 @@ type DeltaWatch struct {
 	TTLMS     int64  `json:"ttl_ms"`
 }
 
-func (b *DeltaBatch) stamp() { b.V = CommandVersion }
-func (w *DeltaWatch) stamp() { w.V = CommandVersion }
+// TypeDeltaOwners marks (in MetaType) a DeltaOwners on TopicDeltas.
+const TypeDeltaOwners = "deltas.owners"
+
+// DeltaOwners tells the nodes that watch deltas (they read TopicDeltas) that Node
+// took Partitions of TopicTasks (of Total) over: each sends the DeltaWatch of the
+// sessions it watches there again at once, so that their new owner streams their
+// calls from the first it makes, not from the watcher's next renewal.
+type DeltaOwners struct {
+	V          int    `json:"v"`
+	Node       string `json:"node"`
+	Partitions []int  `json:"partitions"`
+	Total      int    `json:"total"`
+}
+
+func (b *DeltaBatch) stamp()  { b.V = CommandVersion }
+func (w *DeltaWatch) stamp()  { w.V = CommandVersion }
+func (o *DeltaOwners) stamp() { o.V = CommandVersion }
+
+// DecodeDeltaOwners decodes and validates a DeltaOwners.
+func DecodeDeltaOwners(b []byte) (DeltaOwners, error) {
+	var o DeltaOwners
+	if err := decodeCommand(b, &o, &o.V); err != nil {
+		return o, err
+	}
+	if o.Total <= 0 || len(o.Partitions) == 0 || slices.ContainsFunc(o.Partitions, func(p int) bool { return p < 0 || p >= o.Total }) {
+		return o, fmt.Errorf("%w: delta owners without partitions of %d", ErrCorrupt, o.Total)
+	}
+	return o, nil
+}
 
 // DecodeDeltaBatch decodes and validates a DeltaBatch.
 func DecodeDeltaBatch(b []byte) (DeltaBatch, error) {
@@ -88,8 +129,13 @@ func DecodeDeltaBatch(b []byte) (DeltaBatch, error) {
 	if err := decodeCommand(b, &d, &d.V); err != nil {
 		return d, err
 	}
-	if d.SessionID == "" || len(d.Deltas) == 0 {
+	if d.SessionID == "" || len(d.Deltas) == 0 && d.End == nil {
 		return d, fmt.Errorf("%w: delta batch without session_id or deltas", ErrCorrupt)
+	}
+	if d.End != nil {
+		if k, err := ParseEffectKey(d.End.Key); err != nil || k.SessionID != d.SessionID || d.End.Sent < 0 {
+			return d, fmt.Errorf("%w: delta batch for session %s: end %q/%d is not one of its calls'", ErrCorrupt, d.SessionID, d.End.Key, d.End.Sent)
+		}
 	}
 	for _, x := range d.Deltas {
 		k, err := ParseEffectKey(x.Key)

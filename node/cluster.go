@@ -152,6 +152,7 @@ func (n *Node) Assigned(partitions []int, total int) {
 	gen := n.own.generation
 	n.own.partitions, n.own.total = set, total
 	n.own.held.Store(&heldPartitions{set: set, total: total})
+	n.takenOver(partitions, total) // deltas_cluster.go: the watchers elsewhere announce themselves again
 	revoked := make(chan struct{})
 	n.own.revoked = revoked
 	n.own.mu.Unlock()

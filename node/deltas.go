@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/troupe-run/troupe/messages"
@@ -36,12 +37,20 @@ const deltaWatcherBuffer = 256
 // troupe.deltas, deltaLinger's worth (25 ms) in one message (messages.DeltaBatch);
 // each node with watchers of deltas reads that topic while it has them, and holds
 // each delta until its call's model.requested reached the watcher through the
-// events, or drops it once the call's model.responded did (the performing node
-// publishes a call's last deltas before its answer, but they travel on another topic:
-// when the answer comes first, the tail of a burst is dropped). A call performed again
-// by another node (its first performer died) starts over with a Reset delta. An
-// owner that takes a session over hears of its remote watchers within
-// deltaWatchRenew: a call it starts before streams to its own watchers only.
+// events, or drops it once the call's model.responded did. A call performed again
+// by another node (its first performer died) starts over with a Reset delta.
+//
+// A call's last batch carries the end of its deltas (messages.DeltaEnd: how many
+// the performing node sent since the last Reset), published before its answer. The
+// answer travels on another topic and may reach the watcher's node first: there the
+// model.responded (and the session's events after it) waits in the watcher's
+// stream until the call's end came, deltaTailWait (1 s) at most, so that the tail
+// of a burst comes before the answer. When the watcher was shown fewer deltas than
+// the end counts (the bus or a full channel dropped some), or the end never came,
+// an empty delta with Reset comes just before the answer: the text shown is no
+// answer, the model.responded is. An owner that takes a session over (a rebalance)
+// says so on troupe.deltas (messages.DeltaOwners), and the watchers' nodes announce
+// them again at once (takenOver).
 //
 // Deltas are best effort. The node sends one only when the watcher's channel (256
 // envelopes) has room and no event waits before it: a watcher that reads slowly
@@ -78,20 +87,37 @@ func (n *Node) modelDeltas(req messages.EffectRequest) (func(messages.ModelDelta
 		return nil, nil
 	}
 	red := &deltaRedactor{r: n.redactor}
+	key := req.Key.String()
+	var mu sync.Mutex
+	sent := 0 // deltas handed on since the last one with Reset (messages.DeltaEnd)
 	to := func(d messages.ModelDelta) {
 		d, ok := red.pass(d)
 		if !ok {
 			return
 		}
+		mu.Lock()
+		if d.Reset {
+			sent = 0
+		}
+		sent++
+		mu.Unlock()
 		n.hub.deliverDeltas(sid, "", d)
 		if out != nil {
 			out.add(d)
 		}
 	}
-	if out == nil {
-		return to, nil
+	// Once the call returned, before its answer goes anywhere: the end of its
+	// deltas, for the watchers here and, after the last batch, on the bus.
+	done := func() {
+		mu.Lock()
+		end := messages.DeltaEnd{Key: key, Sent: sent}
+		mu.Unlock()
+		n.hub.endDeltas(sid, "", end)
+		if out != nil {
+			out.done(end)
+		}
 	}
-	return to, out.done
+	return to, done
 }
 
 // maxHeld bounds the text a deltaRedactor holds back waiting for the end of a word.
@@ -151,18 +177,50 @@ func (h *Hub) wantsDeltas(sessionID string) bool {
 }
 
 // deltaCall is a model call whose model.requested a watcher has, and not its
-// model.responded: the node that sent its last delta ("": this one) and that
-// delta's Seq.
+// model.responded: the node that sent its last delta ("": this one), that delta's
+// Seq, Step and Attempt, and what the watcher was shown of the performance it
+// follows.
 type deltaCall struct {
-	from string
-	seq  uint64
+	from          string
+	seq           uint64
+	step, attempt int
+	// shown counts the deltas put into the watcher's channel since the last one
+	// with Reset it got (that one included); lost is set when one since then did
+	// not get there; any when the watcher got some delta of the call.
+	shown     int
+	lost, any bool
+	// end is the end of the performance followed (messages.DeltaEnd), once it came.
+	end *messages.DeltaEnd
 }
 
-// waitingDelta is a delta that came before its call's model.requested reached the
-// watcher (the events of a session another node runs come later than the deltas of
-// the node performing its calls).
+// incomplete reports whether the text a watcher was shown of the call lacks
+// deltas: some were dropped (on the bus, before their call's model.requested, or
+// at a full channel), or their end never came. The watcher then gets an empty delta
+// with Reset before the call's model.responded (answer).
+func (c *deltaCall) incomplete() bool {
+	return c.any && (c.lost || c.end == nil || c.end.Sent != c.shown)
+}
+
+// deltaHold is a model.responded that waits, in a watcher's stream, for the last
+// deltas of its call, and the session's events after it.
+type deltaHold struct {
+	key    string              // the call's
+	events []messages.Envelope // its model.responded, then the events after it
+	timer  *time.Timer         // deltaTailWait: the end of the wait
+}
+
+// deltaTailWait bounds how long a watcher's stream holds a model.responded for
+// its call's last deltas (messages.DeltaEnd): the performing node publishes them
+// before the answer, but on another topic, and each topic's reader lags as it
+// does; only an end the bus lost (or a performer that died) makes it wait this long.
+const deltaTailWait = time.Second
+
+// waitingDelta is a delta (or, with end, the end of a call's deltas) that came
+// before its call's model.requested reached the watcher (the events of a session
+// another node runs come later than the deltas of the node performing its calls).
 type waitingDelta struct {
 	d       messages.ModelDelta
+	end     *messages.DeltaEnd
 	from    string
 	callSeq uint64 // the seq of the call's model.requested (its key's)
 }
@@ -191,6 +249,45 @@ func (h *Hub) deliverDeltas(sessionID, from string, ds ...messages.ModelDelta) {
 	}
 }
 
+// endDeltas tells a session's watchers of deltas that a performance of a model call
+// ended on node from ("": this one): a model.responded of the call held for it
+// (offerAmongDeltas) goes on now, behind the deltas before the end.
+func (h *Hub) endDeltas(sessionID, from string, end messages.DeltaEnd) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var behind []*watcher
+	for _, w := range h.subs[sessionID] {
+		if w.deltas && !w.gone && !h.offerEnd(sessionID, w, end, from) {
+			behind = append(behind, w)
+		}
+	}
+	for _, w := range behind {
+		h.drop(sessionID, w)
+	}
+}
+
+// offerEnd records end in w's call, releasing the model.responded held for it; it
+// waits with the deltas when the call's model.requested did not reach w yet. It
+// reports false when w fell behind. The caller holds h.mu.
+func (h *Hub) offerEnd(sessionID string, w *watcher, end messages.DeltaEnd, from string) bool {
+	c := w.calls[end.Key]
+	if c == nil {
+		key, err := messages.ParseEffectKey(end.Key)
+		if err == nil && key.Seq > w.seen && len(w.waiting) < deltaWaitingMax {
+			w.waiting = append(w.waiting, waitingDelta{end: &end, from: from, callSeq: key.Seq})
+		}
+		return true
+	}
+	if c.seq != 0 && from != c.from {
+		return true // a performance whose deltas the watcher is not shown
+	}
+	c.end = &end
+	if w.hold != nil && w.hold.key == end.Key {
+		return h.release(sessionID, w)
+	}
+	return true
+}
+
 // offerDelta hands d to w, holds it until its call's model.requested, or drops it.
 // The caller holds h.mu.
 func (h *Hub) offerDelta(sessionID string, w *watcher, d messages.ModelDelta, from string) {
@@ -203,28 +300,114 @@ func (h *Hub) offerDelta(sessionID string, w *watcher, d messages.ModelDelta, fr
 		w.waiting = append(w.waiting, waitingDelta{d: d, from: from, callSeq: key.Seq})
 		return
 	}
-	if c.seq != 0 && (from != c.from || d.Seq <= c.seq) && !d.Reset {
+	if c.seq != 0 && (from != c.from || d.Seq <= c.seq) {
 		// Another performance of the call (its first performer died; the call was
 		// issued again): what the watcher was shown belongs to no answer.
-		d.Reset = true
+		d.Reset, c.end = true, nil
 	}
-	c.from, c.seq = from, d.Seq
-	if w.feeding {
-		return
+	c.from, c.seq, c.step, c.attempt = from, d.Seq, d.Step, d.Attempt
+	delivered := !w.feeding && trySend(w, deltaEnvelope(sessionID, from, d))
+	switch {
+	case !delivered: // a slow watcher: the delta is dropped, the events wait for it
+		c.lost = true
+	case d.Reset:
+		c.shown, c.lost, c.any = 1, false, true
+	default:
+		c.shown++
+		c.any = true
 	}
+}
+
+// trySend puts e into w's channel if it has room. The caller holds h.mu.
+func trySend(w *watcher, e messages.Envelope) bool {
+	select {
+	case w.ch <- e:
+		return true
+	default:
+		return false
+	}
+}
+
+// deltaEnvelope is the envelope of d, a delta of sessionID's from node from.
+func deltaEnvelope(sessionID, from string, d messages.ModelDelta) messages.Envelope {
 	e, err := messages.NewEnvelope(&d)
 	if err != nil {
-		return // a struct of strings and numbers: it cannot fail
+		return e // a struct of strings and numbers: it cannot fail
 	}
 	e.ID = d.Key + "/delta/" + strconv.FormatUint(d.Seq, 10)
 	if from != "" { // unique across the performances of the call
 		e.ID = d.Key + "/delta/" + from + "/" + strconv.FormatUint(d.Seq, 10)
 	}
 	e.SessionID, e.TS, e.Actor = sessionID, time.Now().UnixMicro(), "model"
-	select {
-	case w.ch <- e:
-	default: // a slow watcher: the delta is dropped, the events wait for it
+	return e
+}
+
+// offerAmongDeltas hands e to w, a watcher of deltas, in the order of the deltas it
+// gets: a model.responded whose call's deltas may come over the bus (w.busDeltas)
+// waits until their end came (offerEnd), or deltaTailWait passed; the events after
+// it wait behind it, up to watcherBacklog (then it goes on at once). It reports
+// false when w fell behind. The caller holds h.mu.
+func (h *Hub) offerAmongDeltas(sessionID string, w *watcher, e messages.Envelope) bool {
+	if w.hold != nil {
+		if len(w.hold.events) < watcherBacklog {
+			w.hold.events = append(w.hold.events, e)
+			return true
+		}
+		if !h.release(sessionID, w) {
+			return false
+		}
+		return h.offerAmongDeltas(sessionID, w, e) // a hold the release began has room
 	}
+	if e.Type != messages.TypeModelResponded {
+		return h.send(sessionID, w, e)
+	}
+	if c := w.calls[e.CausationID]; c != nil && c.end == nil && w.busDeltas {
+		hold := &deltaHold{key: e.CausationID, events: []messages.Envelope{e}}
+		w.hold = hold
+		hold.timer = time.AfterFunc(deltaTailWait, func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if w.hold == hold && !w.gone && !h.release(sessionID, w) {
+				h.drop(sessionID, w)
+			}
+		})
+		return true
+	}
+	return h.answer(sessionID, w, e)
+}
+
+// release hands w the model.responded it holds, and offers the events held behind
+// it again (a later one may be held in turn). It reports false when w fell behind.
+// The caller holds h.mu.
+func (h *Hub) release(sessionID string, w *watcher) bool {
+	hold := w.hold
+	w.hold = nil
+	hold.timer.Stop()
+	if !h.answer(sessionID, w, hold.events[0]) {
+		return false
+	}
+	for _, e := range hold.events[1:] {
+		if !h.offerAmongDeltas(sessionID, w, e) {
+			return false
+		}
+	}
+	return true
+}
+
+// answer hands w a model.responded e; when the text w was shown of its call is
+// incomplete, an empty delta with Reset comes first, so that a reader that renders
+// the deltas drops their text for the answer rather than show a gap. The caller
+// holds h.mu.
+func (h *Hub) answer(sessionID string, w *watcher, e messages.Envelope) bool {
+	if c := w.calls[e.CausationID]; c != nil && c.incomplete() {
+		d := messages.ModelDelta{Key: e.CausationID, Step: c.step, Seq: c.seq + 1, Attempt: c.attempt, Reset: true}
+		r := deltaEnvelope(sessionID, "", d)
+		r.ID = d.Key + "/delta/incomplete"
+		if !h.send(sessionID, w, r) {
+			return false
+		}
+	}
+	return h.send(sessionID, w, e)
 }
 
 // track follows the model calls of the events handed to a watcher of deltas: a
@@ -253,7 +436,11 @@ func (h *Hub) track(sessionID string, w *watcher, e messages.Envelope) {
 			return false
 		})
 		for _, x := range ready {
-			h.offerDelta(sessionID, w, x.d, x.from)
+			if x.end != nil {
+				h.offerEnd(sessionID, w, *x.end, x.from) // no model.responded of the call is held yet
+			} else {
+				h.offerDelta(sessionID, w, x.d, x.from)
+			}
 		}
 	case messages.TypeModelResponded:
 		delete(w.calls, e.CausationID)

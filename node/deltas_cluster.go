@@ -29,12 +29,13 @@ const (
 	deltaHeldMax   = 1024
 	deltaHeldBytes = 256 << 10
 	// deltaFlushWait bounds how long a model call's reply waits for its last deltas
-	// to be published (so that they reach watchers before the model.responded that
-	// ends the call, which drops later ones).
+	// and their end to be published (the watchers' nodes hold the call's
+	// model.responded until the end came, deltaTailWait at most).
 	deltaFlushWait = time.Second
 	// deltaWatchTTL is how long an owner streams a session's calls for a remote
 	// watcher after hearing of it (messages.DeltaWatch), deltaWatchRenew how often the
-	// watcher's node says so again while it watches, deltaWatchTTLMax the most a
+	// watcher's node says so again while it watches (and at once when a node says it
+	// took the session's partition over: takenOver), deltaWatchTTLMax the most a
 	// DeltaWatch can ask for.
 	deltaWatchTTL    = 15 * time.Second
 	deltaWatchRenew  = 5 * time.Second
@@ -57,13 +58,21 @@ type clusterDeltas struct {
 	feed           *busFeed
 	leases         deltaLeases
 	watching       *deltaAnnouncer
+	// partition maps a session to its partition of messages.TopicTasks (Bus.Partition;
+	// nil on a bus that does not shard sessions); owned is the node's last assignment
+	// of them (Assigned), of ownedOf.
+	partition func(sessionID string, total int) int
+	ownedMu   sync.Mutex
+	owned     map[int]bool
+	ownedOf   int
 }
 
 // newClusterDeltas sets up h (a hub on a shared bus, reading through live) to carry
 // deltas between nodes.
-func newClusterDeltas(h *Hub, pub message.Publisher, live message.Subscriber, node string, performsModels bool, logger *slog.Logger) {
+func newClusterDeltas(h *Hub, pub message.Publisher, live message.Subscriber, node string, performsModels bool,
+	partition func(string, int) int, logger *slog.Logger) {
 	c := &clusterDeltas{pub: pub, node: node, logger: logger, linger: deltaLinger, performsModels: performsModels,
-		leases: deltaLeases{until: map[string]time.Time{}}}
+		leases: deltaLeases{until: map[string]time.Time{}}, partition: partition}
 	c.feed = &busFeed{sub: live, topic: messages.TopicDeltas, handle: h.handleDeltas, linger: feedLinger,
 		ended: func() {
 			logger.Debug("the delta feed ended; deltas from other nodes stop until the next watcher of deltas")
@@ -113,8 +122,14 @@ func (h *Hub) joinDeltas(sessionID string, w *watcher) {
 }
 
 // handleDeltas delivers a batch of deltas read from messages.TopicDeltas to the
-// session's watchers, unless this node sent it (it handed them over itself).
+// session's watchers, unless this node sent it (it handed them over itself); a
+// messages.DeltaOwners has this node announce its watchers of the partitions it
+// names again.
 func (h *Hub) handleDeltas(msg *message.Message) {
+	if msg.Metadata.Get(messages.MetaType) == messages.TypeDeltaOwners {
+		h.cluster.ownersChanged(msg.Payload)
+		return
+	}
 	if sid := msg.Metadata.Get(messages.MetaSessionID); sid != "" && !h.wantsDeltas(sid) {
 		return
 	}
@@ -123,6 +138,9 @@ func (h *Hub) handleDeltas(msg *message.Message) {
 		return // live only: a bad batch is not worth a word, the answer comes whole
 	}
 	h.deliverDeltas(b.SessionID, b.Node, b.Deltas...)
+	if b.End != nil {
+		h.endDeltas(b.SessionID, b.Node, *b.End)
+	}
 }
 
 // stream returns the publisher of one model call's deltas for session sessionID.
@@ -156,12 +174,12 @@ func (s *deltaStream) add(d messages.ModelDelta) {
 	s.held = append(s.held, d)
 	s.bytes += len(d.Content) + len(d.Arguments) + len(d.Key) + len(d.ToolName) + len(d.ToolCallID) + 64
 	if s.timer == nil {
-		s.timer = time.AfterFunc(s.c.linger, s.flush)
+		s.timer = time.AfterFunc(s.c.linger, func() { s.flush(nil) })
 	}
 }
 
-// flush publishes the deltas held, if any.
-func (s *deltaStream) flush() {
+// flush publishes the deltas held, if any, and end, when set (the call's last batch).
+func (s *deltaStream) flush(end *messages.DeltaEnd) {
 	s.send.Lock()
 	defer s.send.Unlock()
 	s.mu.Lock()
@@ -175,10 +193,10 @@ func (s *deltaStream) flush() {
 	if dropped > 0 {
 		s.c.logger.Debug("model deltas dropped: the bus is slower than the model", "session", s.sid, "dropped", dropped)
 	}
-	if len(batch) == 0 {
+	if len(batch) == 0 && end == nil {
 		return
 	}
-	b, err := messages.EncodeCommand(&messages.DeltaBatch{SessionID: s.sid, Node: s.c.node, Deltas: batch})
+	b, err := messages.EncodeCommand(&messages.DeltaBatch{SessionID: s.sid, Node: s.c.node, Deltas: batch, End: end})
 	if err != nil {
 		return // a struct of strings and numbers: it cannot fail
 	}
@@ -190,13 +208,14 @@ func (s *deltaStream) flush() {
 	}
 }
 
-// done publishes what is held once the call returned, waiting at most
-// deltaFlushWait (the call's reply waits for it).
-func (s *deltaStream) done() {
+// done publishes what is held once the call returned, with end (the call's last
+// batch, which the watchers' nodes wait for before they show its answer), waiting
+// at most deltaFlushWait (the call's reply waits for it).
+func (s *deltaStream) done(end messages.DeltaEnd) {
 	published := make(chan struct{})
 	go func() {
 		defer close(published)
-		s.flush()
+		s.flush(&end)
 	}()
 	t := time.NewTimer(deltaFlushWait)
 	defer t.Stop()
@@ -259,7 +278,8 @@ func (n *Node) handleDeltaWatch(msg *message.Message) error {
 
 // deltaAnnouncer tells sessions' owners that this node watches their deltas: a
 // messages.DeltaWatch when a session's first remote watcher of deltas comes, then
-// every deltaWatchRenew until its last one left.
+// every deltaWatchRenew until its last one left, and when another node took the
+// session's partition over (again).
 type deltaAnnouncer struct {
 	c *clusterDeltas
 
@@ -343,6 +363,85 @@ func (a *deltaAnnouncer) close() {
 		}
 		delete(a.by, sid)
 	}
+}
+
+// again announces at once the sessions for which match is true (their owner
+// changed), in the background.
+func (a *deltaAnnouncer) again(match func(sessionID string) bool) {
+	a.mu.Lock()
+	var sids []string
+	for sid := range a.by {
+		if match(sid) {
+			sids = append(sids, sid)
+		}
+	}
+	a.mu.Unlock()
+	if len(sids) == 0 {
+		return
+	}
+	go func() {
+		for _, sid := range sids {
+			a.c.announce(sid)
+		}
+	}()
+}
+
+// After a rebalance the sessions' new owners know none of their remote watchers:
+// each node that takes partitions over says so on messages.TopicDeltas
+// (messages.DeltaOwners), which every node with remote watchers of deltas reads, and
+// those nodes announce the watchers of the sessions there again at once, rather
+// than at their next renewal (deltaWatchRenew). A call the new owner issues before
+// the announcement reaches it does not stream, unless its performer still performs
+// it for the previous owner (the same key, streamed as it was asked first).
+
+// takenOver tells the nodes that watch deltas that this node took partitions over:
+// those of the assignment (of total) that the last one did not have.
+func (n *Node) takenOver(partitions []int, total int) {
+	c := n.hub.cluster
+	if c == nil || c.partition == nil {
+		return
+	}
+	c.ownedMu.Lock()
+	var gained []int
+	for _, p := range partitions {
+		if c.ownedOf != total || !c.owned[p] {
+			gained = append(gained, p)
+		}
+	}
+	c.owned, c.ownedOf = make(map[int]bool, len(partitions)), total
+	for _, p := range partitions {
+		c.owned[p] = true
+	}
+	c.ownedMu.Unlock()
+	if len(gained) == 0 {
+		return
+	}
+	b, err := messages.EncodeCommand(&messages.DeltaOwners{Node: c.node, Partitions: gained, Total: total})
+	if err != nil {
+		return // a struct of strings and numbers: it cannot fail
+	}
+	msg := message.NewMessage(watermill.NewUUID(), b)
+	msg.Metadata.Set(messages.MetaType, messages.TypeDeltaOwners)
+	go func() { // not in the rebalance: the announcements it asks for come when they can
+		if err := c.pub.Publish(messages.TopicDeltas, msg); err != nil {
+			c.logger.Warn("cannot tell the watchers' nodes of partitions taken over; their calls stream here from their next deltas.watch",
+				"partitions", gained, "err", err)
+		}
+	}()
+}
+
+// ownersChanged announces again the watchers of the sessions whose partitions a
+// messages.DeltaOwners names.
+func (c *clusterDeltas) ownersChanged(payload []byte) {
+	o, err := messages.DecodeDeltaOwners(payload)
+	if err != nil || o.Node == c.node || c.partition == nil {
+		return
+	}
+	taken := make(map[int]bool, len(o.Partitions))
+	for _, p := range o.Partitions {
+		taken[p] = true
+	}
+	c.watching.again(func(sid string) bool { return taken[c.partition(sid, o.Total)] })
 }
 
 // announce publishes a DeltaWatch of sessionID on messages.TopicTasks.

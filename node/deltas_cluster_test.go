@@ -22,16 +22,36 @@ import (
 	"github.com/troupe-run/troupe/node"
 )
 
-// topicCounter counts the messages a node publishes to one topic.
+// topicCounter counts the messages a node publishes to one topic (but its
+// deltas.owners), and the announcements of its watchers of deltas (deltas.watch) it
+// lets through gate.
 type topicCounter struct {
 	message.Publisher
-	topic string
-	msgs  atomic.Int64
+	topic   string
+	msgs    atomic.Int64
+	watches atomic.Int64
+	// gate, when set and true, drops the node's deltas.watch messages; a node's
+	// deltas.owners sets it false before it is published.
+	gate *atomic.Bool
 }
 
 func (p *topicCounter) Publish(topic string, msgs ...*message.Message) error {
-	if topic == p.topic {
-		p.msgs.Add(int64(len(msgs)))
+	for _, m := range msgs {
+		typ := m.Metadata.Get(messages.MetaType)
+		if topic == p.topic && typ != messages.TypeDeltaOwners {
+			p.msgs.Add(1)
+		}
+		switch typ {
+		case messages.TypeDeltaOwners:
+			if p.gate != nil {
+				p.gate.Store(false)
+			}
+		case messages.TypeDeltaWatch:
+			if p.gate != nil && p.gate.Load() {
+				return nil // dropped: the bus lost it
+			}
+			p.watches.Add(1)
+		}
 	}
 	return p.Publisher.Publish(topic, msgs...)
 }
@@ -43,15 +63,24 @@ func (p *topicCounter) Publish(topic string, msgs ...*message.Message) error {
 // are dropped, so without a pause the tail of a burst may lose that race.
 const streamSettle = 150 * time.Millisecond
 
-// settledModel is a streaming model whose streams end after after more.
+// settledModel is a streaming model whose streams end after after more, their
+// increments pace apart.
 type settledModel struct {
 	llm.Model
 	s     llm.Streamer
 	after time.Duration
+	pace  time.Duration
 }
 
 func (m settledModel) Stream(ctx context.Context, r llm.Request, onDelta func(llm.Delta) error) (llm.Response, error) {
-	resp, err := m.s.Stream(ctx, r, onDelta)
+	paced := onDelta
+	if m.pace > 0 {
+		paced = func(d llm.Delta) error {
+			time.Sleep(m.pace)
+			return onDelta(d)
+		}
+	}
+	resp, err := m.s.Stream(ctx, r, paced)
 	select {
 	case <-time.After(m.after):
 	case <-ctx.Done():
@@ -70,6 +99,14 @@ type deltaCluster struct {
 	srv   *openaitest.Server
 	// a2a, when set, is the A2A configuration of the nodes started next.
 	a2a *node.A2AConfig
+	// deltasFeed, when set, stands between the nodes started next and the
+	// troupe.deltas messages they read (a slow or lossy bus).
+	deltasFeed func(ctx context.Context, in <-chan *message.Message) <-chan *message.Message
+	// pace, when set, spaces the increments of the model's streams on the nodes
+	// started next, whose streams then end at their last token (no streamSettle).
+	pace time.Duration
+	// watchGate is the gate of every node's topicCounter.
+	watchGate atomic.Bool
 }
 
 func newDeltaCluster(t *testing.T, streams func(n int) openaitest.Reply) *deltaCluster {
@@ -91,11 +128,19 @@ func (c *deltaCluster) node(name string, roles node.Role, attempts int) (*node.N
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := &topicCounter{Publisher: clients.Publisher, topic: messages.TopicDeltas}
+	pub := &topicCounter{Publisher: clients.Publisher, topic: messages.TopicDeltas, gate: &c.watchGate}
+	model := settledModel{Model: m, s: m, after: streamSettle, pace: c.pace}
+	if c.pace > 0 {
+		model.after = 0
+	}
+	var live message.Subscriber = clients.Live
+	if c.deltasFeed != nil {
+		live = deltasFeedSubscriber{Subscriber: live, feed: c.deltasFeed}
+	}
 	n, err := node.New(context.Background(), node.Config{
-		Log: c.log, NodeID: name, Roles: roles, A2A: c.a2a, Model: settledModel{Model: m, s: m, after: streamSettle}, MaxSteps: 4,
+		Log: c.log, NodeID: name, Roles: roles, A2A: c.a2a, Model: model, MaxSteps: 4,
 		Gateway: gateway.Config{Retry: gateway.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond, Max: time.Millisecond}},
-		Bus: &node.Bus{Publisher: pub, Tasks: clients.Group, Live: clients.Live,
+		Bus: &node.Bus{Publisher: pub, Tasks: clients.Group, Live: live,
 			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf},
 	})
 	if err != nil {

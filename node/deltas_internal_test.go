@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -50,10 +51,10 @@ func TestDeltaRedactorRedactsSecretsSplitOverDeltas(t *testing.T) {
 }
 
 // The hub places deltas among a session's events: those that come before their
-// call's model.requested wait for it, those after its model.responded are dropped,
-// those of a call requested before the watcher came never show, and the deltas of a
-// call that another node performs again (they come from another node, or number
-// from 1 again) start with a Reset.
+// call's model.requested wait for it (the end of its deltas too), those after its
+// model.responded are dropped, those of a call requested before the watcher came
+// never show, and the deltas of a call that another node performs again (they come
+// from another node, or number from 1 again) start with a Reset.
 func TestHubPlacesDeltasAmongEvents(t *testing.T) {
 	h := newHub(nil, nil)
 	live, stop := h.watch("s", true)
@@ -71,8 +72,10 @@ func TestHubPlacesDeltasAmongEvents(t *testing.T) {
 	h.deliverDeltas("s", "a", delta("s/2", 3, "sings "))
 	h.deliverDeltas("s", "b", delta("s/2", 1, "again ")) // performed again, elsewhere
 	h.deliverDeltas("s", "b", delta("s/2", 1, "twice ")) // numbered from 1 again
-	h.deliverDeltas("s", "", delta("s/3", 1, "waits "))  // its call comes later
-	h.deliverDeltas("s", "", delta("s/9", 1, "never "))  // its call never comes
+	h.endDeltas("s", "b", messages.DeltaEnd{Key: "s/2", Sent: 1})
+	h.deliverDeltas("s", "", delta("s/3", 1, "waits ")) // its call comes later
+	h.endDeltas("s", "", messages.DeltaEnd{Key: "s/3", Sent: 1})
+	h.deliverDeltas("s", "", delta("s/9", 1, "never ")) // its call never comes
 	h.deliver("s", []messages.Envelope{ev(3, messages.TypeModelRequested, ""), ev(4, messages.TypeModelResponded, "s/2")})
 	h.deliverDeltas("s", "b", delta("s/2", 2, "late "))
 	h.deliver("s", []messages.Envelope{ev(5, messages.TypeModelResponded, "s/3"), ev(10, messages.TypeTaskCompleted, "")})
@@ -124,8 +127,9 @@ func (p *recordingPublisher) Publish(topic string, msgs ...*message.Message) err
 func (p *recordingPublisher) Close() error { return nil }
 
 // A call's deltas go on the bus in batches, in order: a burst is one message, and
-// what is held when the call returns is published before done returns; past
-// deltaHeldMax waiting for the bus, deltas are dropped, never waited for.
+// what is held when the call returns is published before done returns, with the
+// call's end (alone when nothing is held); past deltaHeldMax waiting for the bus,
+// deltas are dropped, never waited for, and the end counts them.
 func TestDeltaStreamBatches(t *testing.T) {
 	pub := &recordingPublisher{}
 	c := &clusterDeltas{pub: pub, node: "perf", logger: slog.New(slog.DiscardHandler), linger: time.Hour}
@@ -133,7 +137,7 @@ func TestDeltaStreamBatches(t *testing.T) {
 	for i := range deltaHeldMax + 10 {
 		s.add(messages.ModelDelta{Key: "s/3", Seq: uint64(i + 1), Attempt: 1, Content: "x "})
 	}
-	s.done()
+	s.done(messages.DeltaEnd{Key: "s/3", Sent: deltaHeldMax + 10})
 	if len(pub.msgs) != 1 {
 		t.Fatalf("%d messages for a burst, want 1", len(pub.msgs))
 	}
@@ -141,7 +145,8 @@ func TestDeltaStreamBatches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Node != "perf" || b.SessionID != "s" || len(b.Deltas) != deltaHeldMax || pub.msgs[0].Metadata.Get(messages.MetaSessionID) != "s" {
+	if b.Node != "perf" || b.SessionID != "s" || len(b.Deltas) != deltaHeldMax || pub.msgs[0].Metadata.Get(messages.MetaSessionID) != "s" ||
+		b.End == nil || b.End.Sent != deltaHeldMax+10 {
 		t.Fatalf("batch from %s of %s with %d deltas (want %d)", b.Node, b.SessionID, len(b.Deltas), deltaHeldMax)
 	}
 	for i, d := range b.Deltas {
@@ -150,12 +155,170 @@ func TestDeltaStreamBatches(t *testing.T) {
 		}
 	}
 	s.add(messages.ModelDelta{Key: "s/3", Seq: 2000, Attempt: 1, Content: "y "})
-	s.done()
+	s.done(messages.DeltaEnd{Key: "s/3", Sent: 1})
 	if len(pub.msgs) != 2 {
 		t.Fatalf("%d messages after the second done, want 2", len(pub.msgs))
 	}
-	s.done()
-	if len(pub.msgs) != 2 {
-		t.Fatal("done published an empty batch")
+	s.done(messages.DeltaEnd{Key: "s/3"})
+	if len(pub.msgs) != 3 {
+		t.Fatalf("%d messages after the third done, want 3", len(pub.msgs))
 	}
+	if b, err := messages.DecodeDeltaBatch(pub.msgs[2].Payload); err != nil || len(b.Deltas) != 0 || b.End == nil || b.End.Key != "s/3" {
+		t.Fatalf("the end of a call with nothing held: %+v %v", b, err)
+	}
+}
+
+// A watcher whose deltas come over the bus gets a call's model.responded only after
+// the call's last deltas: the answer and the events after it wait for the end of
+// the call's deltas (messages.DeltaEnd), or deltaTailWait when it never comes. When
+// the watcher missed some of them (the end counts more than it was shown, or never
+// came), an empty delta with Reset comes before the answer: the text shown is
+// dropped for the answer, no gap stays.
+func TestHubHoldsAnswerForItsCallsLastDeltas(t *testing.T) {
+	h := newHub(nil, nil)
+	live, stop := h.watch("s", true)
+	defer stop()
+	w := h.subs["s"][0]
+	h.mu.Lock()
+	w.busDeltas = true // another node performs the session's calls
+	h.mu.Unlock()
+	defer func() { // it holds no user of a cluster's delta feed
+		h.mu.Lock()
+		w.busDeltas = false
+		h.mu.Unlock()
+	}()
+	ev := func(seq uint64, typ messages.Type, causation string) messages.Envelope {
+		return messages.Envelope{SessionID: "s", Seq: seq, Type: typ, CausationID: causation}
+	}
+	delta := func(key string, seq uint64, text string) messages.ModelDelta {
+		return messages.ModelDelta{Key: key, Seq: seq, Attempt: 1, Content: text}
+	}
+	read := func(n int, within time.Duration) []string {
+		t.Helper()
+		var got []string
+		deadline := time.After(within)
+		for len(got) < n {
+			select {
+			case e := <-live:
+				if e.Type != messages.TypeModelDelta {
+					got = append(got, fmt.Sprintf("%d:%s", e.Seq, e.Type))
+					continue
+				}
+				p, err := e.Decode()
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := p.(*messages.ModelDelta)
+				got = append(got, fmt.Sprintf("%s#%d%s=%s", d.Key, d.Seq, map[bool]string{true: "!"}[d.Reset], strings.TrimSpace(d.Content)))
+			case <-deadline:
+				t.Fatalf("got %q, then nothing", got)
+			}
+		}
+		select {
+		case e := <-live:
+			t.Fatalf("after %q: %s %s", got, e.Type, e.Payload)
+		case <-time.After(50 * time.Millisecond):
+		}
+		return got
+	}
+	check := func(got []string, want ...string) {
+		t.Helper()
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Fatalf("got  %q\nwant %q", got, want)
+		}
+	}
+
+	// The tail of a burst comes after the answer: the answer waits for it.
+	h.deliver("s", []messages.Envelope{ev(1, messages.TypeTaskSubmitted, ""), ev(2, messages.TypeModelRequested, "")})
+	h.deliverDeltas("s", "p", delta("s/2", 1, "one "))
+	h.deliver("s", []messages.Envelope{ev(3, messages.TypeModelResponded, "s/2"), ev(4, messages.TypeTaskCompleted, ""),
+		ev(5, messages.TypeTaskSubmitted, ""), ev(6, messages.TypeModelRequested, "")})
+	h.deliverDeltas("s", "p", delta("s/2", 2, "two "), delta("s/2", 3, "three "))
+	check(read(5, 5*time.Second), "1:task.submitted", "2:model.requested", "s/2#1=one", "s/2#2=two", "s/2#3=three")
+	h.deliverDeltas("s", "p", delta("s/6", 1, "next ")) // the next call's, behind the held answer
+	h.endDeltas("s", "p", messages.DeltaEnd{Key: "s/2", Sent: 3})
+	check(read(5, 5*time.Second), "3:model.responded", "4:task.completed", "5:task.submitted", "6:model.requested", "s/6#1=next")
+
+	// A batch in the middle was lost on the bus: the end tells, the text shown is reset.
+	h.deliverDeltas("s", "p", delta("s/6", 3, "four "))
+	h.endDeltas("s", "p", messages.DeltaEnd{Key: "s/6", Sent: 3})
+	h.deliver("s", []messages.Envelope{ev(7, messages.TypeModelResponded, "s/6"), ev(8, messages.TypeModelRequested, "")})
+	check(read(4, 5*time.Second), "s/6#3=four", "s/6#4!=", "7:model.responded", "8:model.requested")
+
+	// The end never comes (the bus lost it): the answer goes on after deltaTailWait,
+	// after a reset.
+	h.deliverDeltas("s", "p", delta("s/8", 1, "five "))
+	start := time.Now()
+	h.deliver("s", []messages.Envelope{ev(9, messages.TypeModelResponded, "s/8"), ev(10, messages.TypeTaskCompleted, "")})
+	check(read(4, 5*time.Second), "s/8#1=five", "s/8#2!=", "9:model.responded", "10:task.completed")
+	if waited := time.Since(start); waited < deltaTailWait/2 {
+		t.Errorf("the answer went on after %v without the end of its call's deltas", waited)
+	}
+}
+
+// A node that takes partitions over says which (messages.DeltaOwners on
+// troupe.deltas, the ones it did not own before only), and a node with watchers of
+// deltas announces those of the sessions there again at once (a DeltaWatch on
+// troupe.tasks), not at its next renewal: the sessions' new owner streams their
+// calls from its first.
+func TestTakenOverPartitionsHaveTheirWatchersAnnouncedAgain(t *testing.T) {
+	partition := func(sid string, total int) int { return int(sid[len(sid)-1]-'0') % total }
+	logger := slog.New(slog.DiscardHandler)
+	ownerPub := &recordingPublisher{}
+	owner := &Node{hub: newHub(nil, nil)}
+	newClusterDeltas(owner.hub, ownerPub, nil, "owner", false, partition, logger)
+	published := func(p *recordingPublisher) []*message.Message {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return slices.Clone(p.msgs)
+	}
+	waitPublished := func(p *recordingPublisher, n int) []*message.Message {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(published(p)) < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d messages published, want %d", len(published(p)), n)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(50 * time.Millisecond) // and no more
+		if got := published(p); len(got) != n {
+			t.Fatalf("%d messages published, want %d", len(got), n)
+		}
+		return published(p)
+	}
+	owners := func(msg *message.Message) messages.DeltaOwners {
+		t.Helper()
+		o, err := messages.DecodeDeltaOwners(msg.Payload)
+		if err != nil || msg.Metadata.Get(messages.MetaType) != messages.TypeDeltaOwners {
+			t.Fatalf("%s: %v", msg.Metadata.Get(messages.MetaType), err)
+		}
+		return o
+	}
+
+	owner.takenOver([]int{0, 1, 2}, 6)
+	first := owners(waitPublished(ownerPub, 1)[0])
+	owner.takenOver([]int{0, 1, 2, 3}, 6)
+	if o := owners(waitPublished(ownerPub, 2)[1]); o.Node != "owner" || !slices.Equal(o.Partitions, []int{3}) || o.Total != 6 {
+		t.Fatalf("after taking partition 3 over: %+v", o)
+	}
+	owner.takenOver([]int{0, 1, 2, 3}, 6) // nothing new
+	waitPublished(ownerPub, 2)
+
+	watcherPub := &recordingPublisher{}
+	watcherHub := newHub(nil, nil)
+	newClusterDeltas(watcherHub, watcherPub, nil, "api", false, partition, logger)
+	c := watcherHub.cluster
+	defer c.close()
+	c.watching.add("s1") // partition 1: its owner changes
+	c.watching.add("s4") // partition 4: it does not
+	waitPublished(watcherPub, 2)
+	c.ownersChanged(ownerPub.msgs[0].Payload)
+	again := waitPublished(watcherPub, 3)[2]
+	w, err := messages.DecodeDeltaWatch(again.Payload)
+	if err != nil || w.SessionID != "s1" || w.Node != "api" || again.Metadata.Get(messages.MetaType) != messages.TypeDeltaWatch {
+		t.Fatalf("announced again: %+v %v (the owners of %v changed)", w, err, first.Partitions)
+	}
+	c.ownersChanged(ownerPub.msgs[0].Payload[:0]) // undecodable: nothing
+	waitPublished(watcherPub, 3)
 }

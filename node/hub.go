@@ -79,6 +79,9 @@ type watcher struct {
 	seen    uint64
 	calls   map[string]*deltaCall
 	waiting []waitingDelta
+	// hold is a model.responded waiting for its call's last deltas, and the events
+	// after it (deltas.go); nil when none waits.
+	hold *deltaHold
 	// busDeltas: the watcher holds a user of the cluster's delta feed; announced: its
 	// node tells the session's owner that it watches (clusterDeltas).
 	busDeltas, announced bool
@@ -140,29 +143,48 @@ func (h *Hub) fanOut(sessionID string, events []messages.Envelope, remote bool) 
 				}
 				w.last = e.Seq
 			}
-			if w.feeding {
-				if len(w.backlog) >= watcherBacklog {
-					behind = append(behind, w)
-					break
-				}
-				w.backlog = append(w.backlog, e)
-			} else {
-				select {
-				case w.ch <- e:
-				default:
-					w.backlog = append(w.backlog, e)
-					w.feeding = true
-					go h.feed(w)
-				}
-			}
-			if w.deltas {
-				h.track(sessionID, w, e)
+			if !h.offer(sessionID, w, e) {
+				behind = append(behind, w)
+				break
 			}
 		}
 	}
 	for _, w := range behind {
 		h.drop(sessionID, w)
 	}
+}
+
+// offer hands e to w, or, for a watcher of deltas, may hold it behind the last
+// deltas of a model call (offerAmongDeltas). It reports false when w fell behind
+// (the caller drops it). The caller holds h.mu.
+func (h *Hub) offer(sessionID string, w *watcher, e messages.Envelope) bool {
+	if w.deltas {
+		return h.offerAmongDeltas(sessionID, w, e)
+	}
+	return h.send(sessionID, w, e)
+}
+
+// send puts e into w's channel, or behind it in its backlog; it reports false when
+// the backlog is full (w fell behind). The caller holds h.mu.
+func (h *Hub) send(sessionID string, w *watcher, e messages.Envelope) bool {
+	if w.feeding {
+		if len(w.backlog) >= watcherBacklog {
+			return false
+		}
+		w.backlog = append(w.backlog, e)
+	} else {
+		select {
+		case w.ch <- e:
+		default:
+			w.backlog = append(w.backlog, e)
+			w.feeding = true
+			go h.feed(w)
+		}
+	}
+	if w.deltas {
+		h.track(sessionID, w, e)
+	}
+	return true
 }
 
 // feed moves w's backlog into its channel, in order, until the backlog is empty or

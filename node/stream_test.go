@@ -351,7 +351,8 @@ func TestStreamCutEveryAttemptFailsCleanly(t *testing.T) {
 
 // A watcher of deltas that reads nothing does not hold the session: the task
 // finishes, the watcher then reads every event of it in order (its deltas are the
-// ones that fitted its channel), and the log has the whole answer.
+// ones that fitted its channel, then an empty one with Reset just before the
+// answer: it missed the others), and the log has the whole answer.
 func TestSlowDeltaWatcherDoesNotStallTheSession(t *testing.T) {
 	pieces := tokens(1000)
 	n, _ := streamingNode(t, 0, func(int) openaitest.Reply {
@@ -368,6 +369,7 @@ func TestSlowDeltaWatcherDoesNotStallTheSession(t *testing.T) {
 		return err == nil && len(events) > 0 && events[len(events)-1].Type == messages.TypeTaskCompleted
 	})
 	deltas, seq := 0, last
+	var prev messages.Envelope
 	timeout := time.After(10 * time.Second)
 	for done := false; !done; {
 		select {
@@ -375,6 +377,13 @@ func TestSlowDeltaWatcherDoesNotStallTheSession(t *testing.T) {
 			if !ok {
 				t.Fatal("the watcher was disconnected")
 			}
+			if e.Type == messages.TypeModelResponded {
+				p, _ := prev.Decode()
+				if d, ok := p.(*messages.ModelDelta); !ok || !d.Reset || d.Content != "" {
+					t.Fatalf("before the answer: %s %s, want an empty delta with reset", prev.Type, prev.Payload)
+				}
+			}
+			prev = e
 			if e.Type == messages.TypeModelDelta {
 				deltas++
 				continue

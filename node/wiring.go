@@ -122,7 +122,7 @@ func (n *Node) openBus(wlog watermill.LoggerAdapter) {
 		n.pub, n.tasksSub, n.liveSub = b.Publisher, b.Tasks, b.Live
 		if b.Live != nil {
 			n.hub = newHub(b.Live, n.runsHere)
-			newClusterDeltas(n.hub, b.Publisher, b.Live, n.cfg.NodeID, n.cfg.Roles.Has(RoleModels), n.cfg.Logger)
+			newClusterDeltas(n.hub, b.Publisher, b.Live, n.cfg.NodeID, n.cfg.Roles.Has(RoleModels), b.Partition, n.cfg.Logger)
 		}
 		return
 	}
