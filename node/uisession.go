@@ -411,6 +411,7 @@ func csrfOK(r *http.Request, sess uiSession) bool {
 	sum := sha256.Sum256([]byte(got))
 	return sameOrigin(r) && got != "" && subtle.ConstantTimeCompare(sum[:], sess.csrf[:]) == 1
 }
+
 // loginBody is the body of POST /v1/auth/login.
 type loginBody struct {
 	// Token is one of the node's bearer tokens.
