@@ -101,8 +101,14 @@ func TestDashboardSignInsAreSharedByTheNodesOfALog(t *testing.T) {
 		t.Fatalf("a sign-in of node a on node b: %d %s, want 200", code, body)
 	}
 	hdr := map[string]string{node.CSRFHeader: csrf, "Sec-Fetch-Site": "same-origin"}
-	if code, body := withCookie(t, "POST", b+"/v1/tasks", session, `{"input":"hello","session_id":"on-b"}`, hdr); code != http.StatusAccepted {
-		t.Errorf("a write on node b with the cookie and csrf value of node a: %d %s, want 202", code, body)
+	// A cancel of a session that does not exist passes the gate (the csrf value of
+	// node a is checked on node b) and is answered 404 by its route; without the
+	// value the gate answers 403. (No task is started: both nodes would resume it.)
+	if code, body := withCookie(t, "POST", b+"/v1/sessions/none/cancel", session, `{}`, hdr); code != http.StatusNotFound {
+		t.Errorf("a write on node b with the cookie and csrf value of node a: %d %s, want 404 from the route", code, body)
+	}
+	if code, body := withCookie(t, "POST", b+"/v1/sessions/none/cancel", session, `{}`, map[string]string{node.CSRFHeader: csrf + "x"}); code != http.StatusForbidden {
+		t.Errorf("a write on node b with another csrf value: %d %s, want 403", code, body)
 	}
 	if code, body := withCookie(t, "POST", b+"/v1/auth/logout", session, "", hdr); code != http.StatusNoContent {
 		t.Fatalf("logout on node b: %d %s", code, body)
