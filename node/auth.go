@@ -205,7 +205,7 @@ func newGate(h HTTPConfig, logger *slog.Logger) (*gate, error) {
 	g := &gate{cfg: auth, origins: map[string]bool{}, logger: logger, proxies: proxies,
 		logins: newLoginLimiters(), lookups: newLookupLimiters(),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "http",
-			Name: "refused_total", Help: "HTTP requests refused before their route, and dashboard logins refused: 401 (no or a wrong token), 429 (past the rate limit), 403 (a CORS preflight from another origin, a state-changing request from another site's page, or a cookie-signed request without its CSRF value)."},
+			Name: "refused_total", Help: "HTTP requests refused before their route, and dashboard logins refused: 401 (no or a wrong token), 429 (past the rate limit, the login limit or the look-ups of unknown session cookies of a client address), 403 (a CORS preflight from another origin, a state-changing request from another site's page, or a cookie-signed request without its CSRF value)."},
 			[]string{"code"})}
 	g.sessions = newUISessions(ttl, maxUISessions, g.tokenHashes, logger)
 	g.cop = http.NewCrossOriginProtection()
@@ -316,13 +316,15 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 			if !ok && r.Header.Get("Authorization") == "" {
 				// The dashboard's session cookie stands for the token it was made with.
 				sess, found, err := g.cookieSession(r)
-				if lim := (*lookupLimited)(nil); errors.As(err, &lim) {
-					secs := max(1, int(math.Ceil(lim.wait.Seconds())))
+				var limited *lookupLimited
+				switch {
+				case errors.As(err, &limited):
+					secs := max(1, int(math.Ceil(limited.wait.Seconds())))
 					g.refuse(r, http.StatusTooManyRequests)
 					w.Header().Set("Retry-After", strconv.Itoa(secs))
 					writeError(w, http.StatusTooManyRequests, "too many unknown session cookies from this address; retry after %d s", secs)
 					return
-				} else if err != nil {
+				case err != nil:
 					g.logger.Warn("the dashboard's sign-in could not be read from the event log", "err", err)
 					writeError(w, http.StatusServiceUnavailable, "the dashboard's sign-in could not be read from the event log: %v", err)
 					return
