@@ -231,3 +231,36 @@ func TestLoginLimitPerClientBehindATrustedProxy(t *testing.T) {
 		}
 	}
 }
+
+// Cookies a node does not hold are looked up in the log at most a burst at once
+// per client address: a client that makes them up is answered 429 with
+// Retry-After, not with a read of the log per request, while the bearer token and
+// a held cookie still work.
+func TestMadeUpCookiesAreLimitedPerClient(t *testing.T) {
+	_, base, _ := authNode(t, node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}}})
+	session, _ := signIn(t, base)
+	var limited http.Header
+	for i := range 100 {
+		made := strings.Repeat("A", 40) + string(rune('A'+i/26%26)) + string(rune('a'+i%26)) + "x"
+		code, hdr, body := rawCall(t, "GET", base+"/v1/sessions", "", map[string]string{"Cookie": node.SessionCookie + "=" + made})
+		if code == http.StatusTooManyRequests {
+			limited = hdr
+			if i < 10 {
+				t.Errorf("limited after %d made-up cookies", i)
+			}
+			break
+		}
+		if code != http.StatusUnauthorized {
+			t.Fatalf("made-up cookie %d: %d %s, want 401", i, code, body)
+		}
+	}
+	if limited == nil || limited.Get("Retry-After") == "" {
+		t.Fatalf("100 made-up cookies from one address were never limited")
+	}
+	if code, _ := withCookie(t, "GET", base+"/v1/sessions", session, "", nil); code != http.StatusOK {
+		t.Errorf("a held cookie from the limited address: %d, want 200", code)
+	}
+	if code, _, body := doCall(t, "GET", base+"/v1/sessions", goodToken, ""); code != http.StatusOK {
+		t.Errorf("the bearer token from the limited address: %d %s", code, body)
+	}
+}
