@@ -34,12 +34,18 @@ const KnowledgeStreamPrefix = "kb/"
 // there: it is no session.
 const A2APushStreamPrefix = "a2a/push/"
 
+// UISignInStreamPrefix starts the ID of every stream of the log that holds a
+// dashboard sign-in (package node: ui/signin/<hex SHA-256 of the session cookie's
+// ID>). No task runs there: it is no session.
+const UISignInStreamPrefix = "ui/signin/"
+
 // IsSession reports whether a stream of the log is a session: not an agent's notes,
-// a memory namespace, a knowledge base nor an A2A task's push configs. Whoever
-// resumes, lists or counts sessions skips the others.
+// a memory namespace, a knowledge base, an A2A task's push configs nor a dashboard
+// sign-in. Whoever resumes, lists or counts sessions skips the others.
 func IsSession(id string) bool {
 	return !strings.HasPrefix(id, NotesStreamPrefix) && !strings.HasPrefix(id, MemoryStreamPrefix) &&
-		!strings.HasPrefix(id, KnowledgeStreamPrefix) && !strings.HasPrefix(id, A2APushStreamPrefix)
+		!strings.HasPrefix(id, KnowledgeStreamPrefix) && !strings.HasPrefix(id, A2APushStreamPrefix) &&
+		!strings.HasPrefix(id, UISignInStreamPrefix)
 }
 
 // StatsFilter narrows Stats. The zero value covers every session.

@@ -48,6 +48,9 @@ const (
 	// stream of their own.
 	TypeA2APushSet     Type = "a2a.push_set"
 	TypeA2APushDeleted Type = "a2a.push_deleted"
+	// The events of a dashboard sign-in (package node), in a stream of its own.
+	TypeUISignedIn  Type = "ui.signed_in"
+	TypeUISignedOut Type = "ui.signed_out"
 )
 
 // Versions is the current schema version of each type. Decoding an envelope whose
@@ -82,6 +85,8 @@ var versions = map[Type]int{
 	TypeKBDocumentIngested: 1,
 	TypeKBDocumentRemoved:  1,
 	TypeModelDelta:         1,
+	TypeUISignedIn:         1,
+	TypeUISignedOut:        1,
 }
 
 // CurrentVersion reports the schema version this build writes for t, and whether t is known.
@@ -218,6 +223,10 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &A2APushSet{}
 	case TypeA2APushDeleted:
 		p = &A2APushDeleted{}
+	case TypeUISignedIn:
+		p = &UISignedIn{}
+	case TypeUISignedOut:
+		p = &UISignedOut{}
 	case TypeNoteUpdated:
 		p = &NoteUpdated{}
 	case TypeNoteRemoved:

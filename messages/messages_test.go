@@ -46,6 +46,8 @@ func samples() []messages.Payload {
 		&messages.NoteRemoved{Key: "s-1/15", NoteID: "n3"},
 		&messages.A2APushSet{ConfigID: "cfg-1", URL: "https://hooks.example.com/a2a", Schemes: []string{"Bearer"}, HadToken: true, HadCredentials: true},
 		&messages.A2APushDeleted{ConfigID: "cfg-1"},
+		&messages.UISignedIn{TokenMAC: "5e1f", CSRFHash: "9a0c", ExpiresUS: 1_767_225_600_000_000},
+		&messages.UISignedOut{Reason: "logout"},
 		&messages.MemoryAdded{Key: "s-1/t/call_2", Reason: "added by the memory tool", Memory: memorySample()},
 		&messages.MemoryUpdated{Key: "s-1/t/call_3", Reason: "newer fact about the same subject", Memory: memorySample()},
 		&messages.MemoryMerged{Key: "consolidate/2", Reason: "semantic duplicate (cosine 0.97 >= 0.92)", Merged: []string{"m8"}, Memory: memorySample()},
@@ -148,6 +150,7 @@ func TestEveryTypeHasAGoldenSample(t *testing.T) {
 		messages.TypeMemoryInvalidated, messages.TypeMemoryForgotten, messages.TypeMemoryCleared, messages.TypeMemoryBlockSet, messages.TypeMemoryBlockDeleted,
 		messages.TypeKBDocumentIngested, messages.TypeKBDocumentRemoved,
 		messages.TypeA2APushSet, messages.TypeA2APushDeleted,
+		messages.TypeUISignedIn, messages.TypeUISignedOut,
 	} {
 		if _, ok := messages.CurrentVersion(typ); !ok {
 			t.Errorf("%s has no schema version", typ)

@@ -11,6 +11,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
+
+	"github.com/troupe-run/troupe/eventlog"
 )
 
 // AuthConfig is who may call the node's HTTP API and how often (HTTPConfig.Auth).
@@ -176,25 +179,35 @@ type gate struct {
 	limits *limiters
 
 	// sessions are the dashboard's logins; logins limits the login attempts per
-	// client IP.
+	// client IP, lookups the look-ups of cookies this node does not hold.
 	sessions *uiSessions
 	logins   *limiters
+	lookups  *limiters
+
+	// proxies are the trusted proxies (HTTPConfig.TrustedProxies): clientIP.
+	proxies []netip.Prefix
 
 	logger *slog.Logger
 	// refused counts the requests the gate answered itself, by status.
 	refused *prometheus.CounterVec
 }
 
-func newGate(auth AuthConfig, cors CORSConfig, logger *slog.Logger) (*gate, error) {
+func newGate(h HTTPConfig, logger *slog.Logger) (*gate, error) {
+	auth, cors := h.Auth, h.CORS
 	ttl := auth.SessionTTL
 	if ttl == 0 {
 		ttl = DefaultSessionTTL
 	}
-	g := &gate{cfg: auth, origins: map[string]bool{}, logger: logger,
-		sessions: newUISessions(ttl, maxUISessions), logins: newLoginLimiters(),
+	proxies, err := parseProxies(h.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	g := &gate{cfg: auth, origins: map[string]bool{}, logger: logger, proxies: proxies,
+		logins: newLoginLimiters(), lookups: newLookupLimiters(),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "http",
-			Name: "refused_total", Help: "HTTP requests refused before their route, and dashboard logins refused: 401 (no or a wrong token), 429 (past the rate limit), 403 (a CORS preflight from another origin, a state-changing request from another site's page, or a cookie-signed request without its CSRF value)."},
+			Name: "refused_total", Help: "HTTP requests refused before their route, and dashboard logins refused: 401 (no or a wrong token), 429 (past the rate limit, the login limit or the look-ups of unknown session cookies of a client address), 403 (a CORS preflight from another origin, a state-changing request from another site's page, or a cookie-signed request without its CSRF value)."},
 			[]string{"code"})}
+	g.sessions = newUISessions(ttl, maxUISessions, g.tokenHashes, logger)
 	g.cop = http.NewCrossOriginProtection()
 	for _, o := range cors.Origins {
 		g.origins[o] = true
@@ -238,6 +251,17 @@ func (g *gate) reload() error {
 	g.mu.Unlock()
 	return nil
 }
+
+// tokenHashes are the SHA-256 of the tokens.
+func (g *gate) tokenHashes() [][sha256.Size]byte {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.hashes
+}
+
+// keepSignIns keeps the dashboard's sign-ins in log (uisession.go), where every
+// node over the same log finds them; it is called before the gate serves.
+func (g *gate) keepSignIns(log eventlog.Log) { g.sessions.log = log }
 
 // closed reports whether requests need a token.
 func (g *gate) closed() bool {
@@ -286,12 +310,26 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		key := "ip:" + clientIP(r)
+		key := "ip:" + g.clientIP(r)
 		if g.closed() {
 			sum, ok := g.match(r)
 			if !ok && r.Header.Get("Authorization") == "" {
 				// The dashboard's session cookie stands for the token it was made with.
-				if sess, found := g.cookieSession(r); found {
+				sess, found, err := g.cookieSession(r)
+				var limited *lookupLimited
+				switch {
+				case errors.As(err, &limited):
+					secs := max(1, int(math.Ceil(limited.wait.Seconds())))
+					g.refuse(r, http.StatusTooManyRequests)
+					w.Header().Set("Retry-After", strconv.Itoa(secs))
+					writeError(w, http.StatusTooManyRequests, "too many unknown session cookies from this address; retry after %d s", secs)
+					return
+				case err != nil:
+					g.logger.Warn("the dashboard's sign-in could not be read from the event log", "err", err)
+					writeError(w, http.StatusServiceUnavailable, "the dashboard's sign-in could not be read from the event log: %v", err)
+					return
+				}
+				if found {
 					if !safeMethod(r.Method) && !csrfOK(r, sess) {
 						g.refuse(r, http.StatusForbidden)
 						writeError(w, http.StatusForbidden, "a %s signed in by the dashboard's cookie must come from the dashboard's own pages, with the login's csrf value in %s", r.Method, CSRFHeader)
@@ -331,7 +369,7 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 // request the gate refused: its method, path and client IP, never its headers.
 func (g *gate) refuse(r *http.Request, code int) {
 	g.refused.WithLabelValues(strconv.Itoa(code)).Inc()
-	g.logger.Debug("http request refused", "code", code, "method", r.Method, "path", r.URL.Path, "client", clientIP(r))
+	g.logger.Debug("http request refused", "code", code, "method", r.Method, "path", r.URL.Path, "client", g.clientIP(r))
 }
 
 // CORS answers: the methods and request headers the API uses, and the response
@@ -372,13 +410,85 @@ func (g *gate) cors(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// clientIP is the address the request came from (no proxy header is trusted).
-func clientIP(r *http.Request) string {
+// clientIP is the address of the client the request comes from, for what is
+// counted per client (the login limit, the rate limit of an open API) and logged:
+// the connection's peer, or, when the peer is one of the trusted proxies, the
+// rightmost address of X-Forwarded-For that is not one of them (each proxy
+// appends the address it was reached from, so only the part the trusted ones
+// wrote can be believed; the left of it is the client's to make up). When every
+// hop is trusted it is the leftmost; an entry that is no address ends the walk at
+// the last address found. Without trusted proxies X-Forwarded-For is ignored.
+func (g *gate) clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	if len(g.proxies) == 0 {
+		return host
+	}
+	peer, err := netip.ParseAddr(host)
+	if err != nil || !g.trusted(peer.Unmap()) {
+		return host
+	}
+	client := peer.Unmap()
+	hops := r.Header.Values("X-Forwarded-For")
+	for i := len(hops) - 1; i >= 0; i-- {
+		parts := strings.Split(hops[i], ",")
+		for j := len(parts) - 1; j >= 0; j-- {
+			a, ok := parseHop(parts[j])
+			if !ok {
+				return client.String()
+			}
+			client = a
+			if !g.trusted(a) {
+				return a.String()
+			}
+		}
+	}
+	return client.String()
+}
+
+// trusted reports whether a is one of the trusted proxies.
+func (g *gate) trusted(a netip.Addr) bool {
+	for _, p := range g.proxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseHop reads an address of X-Forwarded-For: an IP, with or without a port
+// (1.2.3.4:80, [2001:db8::1]:80) or brackets.
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if a, err := netip.ParseAddr(strings.TrimSuffix(strings.TrimPrefix(s, "["), "]")); err == nil {
+		return a.Unmap(), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap(), true
+	}
+	return netip.Addr{}, false
+}
+
+// parseProxies reads HTTPConfig.TrustedProxies: CIDR prefixes (10.0.0.0/8,
+// fd00::/8) or single addresses.
+func parseProxies(list []string) ([]netip.Prefix, error) {
+	var (
+		out  []netip.Prefix
+		errs []error
+	)
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+		} else if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+		} else {
+			errs = append(errs, fmt.Errorf("trusted proxy %q: want an address or a CIDR prefix, as 10.0.0.0/8 or 192.0.2.7", s))
+		}
+	}
+	return out, errors.Join(errs...)
 }
 
 // limiters holds a token bucket per client. A bucket left alone for burst/rate is

@@ -34,6 +34,12 @@ type HTTPConfig struct {
 	// Auth is who may call the API and how often; CORS which web origins may.
 	Auth AuthConfig
 	CORS CORSConfig
+	// TrustedProxies are the reverse proxies (CIDR prefixes or addresses) whose
+	// X-Forwarded-For is believed: a request that comes through one is counted,
+	// for the login limit and every other per-client limit, as its client's, the
+	// rightmost address of X-Forwarded-For that is not a trusted proxy. None (the
+	// default) trusts no proxy: X-Forwarded-For is ignored.
+	TrustedProxies []string
 }
 
 // DefaultMaxConnections is the default of HTTPConfig.MaxConnections.
@@ -45,7 +51,8 @@ func (c HTTPConfig) Validate() error {
 	if c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxConnections < 0 || c.MaxBody < 0 {
 		errs = append(errs, errors.New("node: HTTP timeouts, the connection limit and the body limit must not be negative"))
 	}
-	return errors.Join(append(errs, c.Auth.Validate(), c.CORS.Validate())...)
+	_, proxies := parseProxies(c.TrustedProxies)
+	return errors.Join(append(errs, c.Auth.Validate(), c.CORS.Validate(), proxies)...)
 }
 
 func (c *HTTPConfig) setDefaults() {

@@ -567,7 +567,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout)}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
-	gate, err := newGate(cfg.HTTP.Auth, cfg.HTTP.CORS, cfg.Logger)
+	gate, err := newGate(cfg.HTTP, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
@@ -578,6 +578,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.openLog(ctx); err != nil {
 		return nil, err
 	}
+	n.gate.keepSignIns(n.log)
 	wlog := newBusLogger(cfg.Logger)
 	n.openBus(wlog)
 	n.feed = newSessionFeed(n.hub.bus)

@@ -45,8 +45,9 @@ func (n *Node) addNotes() error {
 
 // markNotes gives the notes streams among sessions the status notes.Status, and
 // the memory namespaces' streams memory.Status, the knowledge bases'
-// knowledge.Status, the A2A tasks' push configs' a2a.PushStatus: they are streams of
-// the log but no sessions, and no task runs there.
+// knowledge.Status, the A2A tasks' push configs' a2a.PushStatus, the dashboard's
+// sign-ins SignInStatus: they are streams of the log but no sessions, and no task
+// runs there.
 func markNotes(infos []eventlog.SessionInfo) {
 	for i := range infos {
 		switch {
@@ -58,6 +59,8 @@ func markNotes(infos []eventlog.SessionInfo) {
 			infos[i].Status = knowledge.Status
 		case a2a.IsPushStream(infos[i].ID):
 			infos[i].Status = a2a.PushStatus
+		case IsSignInStream(infos[i].ID):
+			infos[i].Status = SignInStatus
 		}
 	}
 }

@@ -65,10 +65,12 @@ func (n *Node) uiRoutes() []Route {
 				apiErr(http.StatusForbidden, "the request comes from another site's page (Sec-Fetch-Site)"),
 				apiErr(http.StatusConflict, "the node has no tokens: its API is open"),
 				apiErr(http.StatusUnsupportedMediaType, "the body is not application/json"),
-				{http.StatusTooManyRequests, "too many login attempts from this client address: retry after Retry-After seconds", jsonBody(apiError{})}}}},
+				{http.StatusTooManyRequests, "too many login attempts from this client address: retry after Retry-After seconds", jsonBody(apiError{})},
+				apiErr(http.StatusServiceUnavailable, "the sign-in could not be recorded in the event log")}}},
 		{Method: "POST", Path: "/v1/auth/logout", Handler: http.HandlerFunc(n.gate.logout), Doc: RouteDoc{
-			Summary:   "Log the dashboard out: end the session of the cookie and clear the cookies",
-			Responses: []Response{{http.StatusNoContent, "logged out", nil}, apiErr(http.StatusForbidden, "signed in by the cookie without the csrf value")}}},
+			Summary: "Log the dashboard out: end the session of the cookie, on every node over the event log, and clear the cookies",
+			Responses: []Response{{http.StatusNoContent, "logged out", nil}, apiErr(http.StatusForbidden, "signed in by the cookie without the csrf value"),
+				apiErr(http.StatusServiceUnavailable, "the logout could not be recorded in the event log: the session goes on and the cookies stay")}}},
 	}
 }
 

@@ -15,8 +15,11 @@ import (
 // the environment and the flags. Tokens come from --auth-token when any is given,
 // else from TROUPE_AUTH_TOKENS (comma-separated) when set, else from the file's
 // "auth.tokens"; the tokens file adds its own (read here when serving, so that a
-// bad one stops the node before it starts). Its errors never quote a token.
-func httpConfig(file node.HTTPConfig, tokenFlags, corsFlags []string, tokensFile string, rate float64, burst int, maxBody int64, serving bool) (node.HTTPConfig, error) {
+// bad one stops the node before it starts). The CORS origins and the trusted
+// proxies come from their flags, else from TROUPE_CORS_ORIGINS and
+// TROUPE_TRUSTED_PROXIES (comma-separated), else from the file. Its errors never
+// quote a token.
+func httpConfig(file node.HTTPConfig, tokenFlags, corsFlags, proxyFlags []string, tokensFile string, rate float64, burst int, maxBody int64, serving bool) (node.HTTPConfig, error) {
 	c := file
 	switch {
 	case len(tokenFlags) > 0:
@@ -28,6 +31,11 @@ func httpConfig(file node.HTTPConfig, tokenFlags, corsFlags []string, tokensFile
 		c.CORS.Origins = corsFlags
 	} else if v := os.Getenv("TROUPE_CORS_ORIGINS"); v != "" {
 		c.CORS.Origins = nonEmpty(strings.Split(v, ","))
+	}
+	if len(proxyFlags) > 0 {
+		c.TrustedProxies = proxyFlags
+	} else if v := os.Getenv("TROUPE_TRUSTED_PROXIES"); v != "" {
+		c.TrustedProxies = nonEmpty(strings.Split(v, ","))
 	}
 	c.Auth.TokensFile, c.Auth.Rate, c.Auth.Burst, c.MaxBody = tokensFile, rate, burst, maxBody
 	if err := c.Validate(); err != nil {

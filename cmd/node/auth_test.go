@@ -13,6 +13,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/node"
 )
 
 const serveToken = "tok-serve-0123456789abcdef"
@@ -198,5 +200,30 @@ func TestServeWarnsWhenOpenBeyondLoopback(t *testing.T) {
 		if strings.Contains(logs.String(), serveToken) {
 			t.Errorf("%v: the token is in the log", c.args)
 		}
+	}
+}
+
+// The trusted proxies come from --trusted-proxy, else TROUPE_TRUSTED_PROXIES, else
+// the file; a value that is no address nor CIDR prefix is refused.
+func TestTrustedProxiesFromFlagsEnvironmentAndFile(t *testing.T) {
+	file := node.HTTPConfig{TrustedProxies: []string{"10.0.0.0/8"}}
+	t.Setenv("TROUPE_TRUSTED_PROXIES", "")
+	for _, c := range []struct {
+		env   string
+		flags []string
+		want  string
+	}{
+		{"", nil, "10.0.0.0/8"},
+		{"192.0.2.0/24, fd00::/8", nil, "192.0.2.0/24|fd00::/8"},
+		{"192.0.2.0/24", []string{"198.51.100.7"}, "198.51.100.7"},
+	} {
+		t.Setenv("TROUPE_TRUSTED_PROXIES", c.env)
+		got, err := httpConfig(file, nil, nil, c.flags, "", 0, 0, 0, false)
+		if err != nil || strings.Join(got.TrustedProxies, "|") != c.want {
+			t.Errorf("env %q, flags %q: %q, %v; want %s", c.env, c.flags, got.TrustedProxies, err, c.want)
+		}
+	}
+	if _, err := httpConfig(file, nil, nil, []string{"10.0.0.300"}, "", 0, 0, 0, false); err == nil || !strings.Contains(err.Error(), "trusted proxy") {
+		t.Errorf("a bad --trusted-proxy: %v", err)
 	}
 }

@@ -80,6 +80,12 @@ flags:
                          default 1048576); past it 413
   --cors-origin ORIGIN   serve: an origin whose pages may call the API (repeatable;
                          TROUPE_CORS_ORIGINS, "cors": {"origins"}; default none)
+  --trusted-proxy CIDR   serve: a reverse proxy in front of the node (CIDR or address,
+                         repeatable; TROUPE_TRUSTED_PROXIES=10.0.0.0/8,192.0.2.7;
+                         "trusted_proxies"; default none). A request from one is
+                         counted for the login and rate limits as its client's: the
+                         rightmost X-Forwarded-For address that is no trusted proxy.
+                         From any other peer X-Forwarded-For is ignored
   --model SPEC           auto | offline | scripted:FILE | PROVIDER[:MODEL] (TROUPE_MODEL, default auto)
   --fallback SPECS       comma-separated models tried when the first fails
   --kafka HOST:PORT,...  join the cluster on Kafka instead of the in-process bus (TROUPE_KAFKA):
@@ -236,13 +242,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	// The HTTP API's protection (serve): the file's "auth", "cors" and "http_limits",
 	// under the environment and the flags.
-	var tokenFlags, corsFlags []string
+	var tokenFlags, corsFlags, proxyFlags []string
 	fs.Func("auth-token", "a bearer token that may call the HTTP API (repeatable; serve)", func(v string) error {
 		tokenFlags = append(tokenFlags, v)
 		return nil
 	})
 	fs.Func("cors-origin", "an origin whose web pages may call the HTTP API (repeatable; serve)", func(v string) error {
 		corsFlags = append(corsFlags, v)
+		return nil
+	})
+	fs.Func("trusted-proxy", "a reverse proxy (CIDR or address) whose X-Forwarded-For names the client (repeatable; serve)", func(v string) error {
+		proxyFlags = append(proxyFlags, v)
 		return nil
 	})
 	tokensFile := fs.String("auth-tokens-file", or("TROUPE_AUTH_TOKENS_FILE", fileHTTP.Auth.TokensFile, ""), "file of bearer tokens, one a line (serve)")
@@ -322,7 +332,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error: --http-max-conns must be at least 1")
 		return 2
 	}
-	httpCfg, err := httpConfig(fileHTTP, tokenFlags, corsFlags, *tokensFile, *rateFlag, *burstFlag, *maxBodyFlag, cmd == "serve")
+	httpCfg, err := httpConfig(fileHTTP, tokenFlags, corsFlags, proxyFlags, *tokensFile, *rateFlag, *burstFlag, *maxBodyFlag, cmd == "serve")
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2

@@ -197,6 +197,8 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 			infos[i].Status = knowledge.Status // a knowledge base, not a session
 		case a2a.IsPushStream(infos[i].ID):
 			infos[i].Status = a2a.PushStatus // an A2A task's push configs, not a session
+		case node.IsSignInStream(infos[i].ID):
+			infos[i].Status = node.SignInStatus // a dashboard sign-in, not a session
 		}
 	}
 	if asJSON {

@@ -1056,6 +1056,11 @@ func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 	pushEvents := []messages.Envelope{push.next(t, &messages.A2APushDeleted{ConfigID: "p1"})}
 	s.append(t, l, pushEvents...)
 	s.wantRead(t, l, push.id, 1, pushEvents)
+	signIn := newSession(eventlog.UISignInStreamPrefix+"5e1f", 5_000_000)
+	signInEvents := []messages.Envelope{signIn.next(t, &messages.UISignedIn{TokenMAC: "ab", CSRFHash: "cd", ExpiresUS: 9_000_000}),
+		signIn.next(t, &messages.UISignedOut{Reason: "logout"})}
+	s.append(t, l, signInEvents...)
+	s.wantRead(t, l, signIn.id, 1, signInEvents)
 	var (
 		got      []eventlog.SessionUsage
 		deadline = time.Now().Add(s.f.VisibilityTimeout)
@@ -1074,5 +1079,5 @@ func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 		}
 		pause(t, 20*time.Millisecond)
 	}
-	t.Fatalf("Report's sessions = %+v, want one completed session of agent default (the notes, knowledge base and A2A push streams are none)", got)
+	t.Fatalf("Report's sessions = %+v, want one completed session of agent default (the notes, knowledge base, A2A push and sign-in streams are none)", got)
 }

@@ -95,6 +95,9 @@ type File struct {
 	Auth       *AuthFile       `json:"auth"`
 	CORS       *CORSFile       `json:"cors"`
 	HTTPLimits *HTTPLimitsFile `json:"http_limits"`
+	// TrustedProxies are the reverse proxies (CIDR prefixes or addresses) whose
+	// X-Forwarded-For names the client (node.HTTPConfig.TrustedProxies).
+	TrustedProxies []string `json:"trusted_proxies"`
 }
 
 // SkillsFile is the "skills" section: what the skills of skills_dir may do.

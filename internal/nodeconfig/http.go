@@ -14,7 +14,8 @@ import (
 //	         "session_ttl": "12h"},
 //	"cors": {"origins": ["https://app.example"]},
 //	"http_limits": {"read_header_timeout": "10s", "read_timeout": "30s", "write_timeout": "30s",
-//	                "idle_timeout": "2m", "max_body": 1048576, "max_conns": 4096}
+//	                "idle_timeout": "2m", "max_body": 1048576, "max_conns": 4096},
+//	"trusted_proxies": ["10.0.0.0/8"]
 //
 // The flags and the environment (cmd/node) override each field.
 
@@ -60,7 +61,7 @@ const (
 )
 
 // HTTPConfig is the node's HTTPConfig from the auth, cors and http_limits sections
-// (valid: Validate checked them).
+// and trusted_proxies (valid: Validate checked them).
 func (fc File) HTTPConfig() node.HTTPConfig {
 	var c node.HTTPConfig
 	if a := fc.Auth; a != nil {
@@ -72,6 +73,7 @@ func (fc File) HTTPConfig() node.HTTPConfig {
 	if fc.CORS != nil {
 		c.CORS.Origins = fc.CORS.Origins
 	}
+	c.TrustedProxies = fc.TrustedProxies
 	if l := fc.HTTPLimits; l != nil {
 		for _, f := range []struct {
 			s string
@@ -86,7 +88,7 @@ func (fc File) HTTPConfig() node.HTTPConfig {
 	return c
 }
 
-// validateHTTP checks the auth, cors and http_limits sections. No error quotes a
+// validateHTTP checks the auth, cors and http_limits sections and trusted_proxies. No error quotes a
 // token.
 func (fc File) validateHTTP() []error {
 	var errs []error
@@ -104,6 +106,9 @@ func (fc File) validateHTTP() []error {
 		if err := (node.CORSConfig{Origins: fc.CORS.Origins}).Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("cors: %w", err))
 		}
+	}
+	if err := (node.HTTPConfig{TrustedProxies: fc.TrustedProxies}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("trusted_proxies: %w", err))
 	}
 	if l := fc.HTTPLimits; l != nil {
 		for field, v := range map[string]string{"read_header_timeout": l.ReadHeaderTimeout, "read_timeout": l.ReadTimeout,
