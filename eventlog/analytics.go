@@ -39,13 +39,32 @@ const A2APushStreamPrefix = "a2a/push/"
 // ID>). No task runs there: it is no session.
 const UISignInStreamPrefix = "ui/signin/"
 
-// IsSession reports whether a stream of the log is a session: not an agent's notes,
-// a memory namespace, a knowledge base, an A2A task's push configs nor a dashboard
-// sign-in. Whoever resumes, lists or counts sessions skips the others.
+// NonSessionPrefixes start the IDs of the streams of the log that are no session:
+// an agent's notes, a memory namespace, a knowledge base, an A2A task's push
+// configs, a dashboard sign-in. Each is free of SQL pattern and quote characters.
+var NonSessionPrefixes = []string{NotesStreamPrefix, MemoryStreamPrefix, KnowledgeStreamPrefix, A2APushStreamPrefix, UISignInStreamPrefix}
+
+// IsSession reports whether a stream of the log is a session: its ID starts with
+// none of NonSessionPrefixes. Whoever resumes, lists or counts sessions skips the
+// others.
 func IsSession(id string) bool {
-	return !strings.HasPrefix(id, NotesStreamPrefix) && !strings.HasPrefix(id, MemoryStreamPrefix) &&
-		!strings.HasPrefix(id, KnowledgeStreamPrefix) && !strings.HasPrefix(id, A2APushStreamPrefix) &&
-		!strings.HasPrefix(id, UISignInStreamPrefix)
+	for _, p := range NonSessionPrefixes {
+		if strings.HasPrefix(id, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// NotPrefixed is an SQL condition that holds when the text of column starts with
+// none of NonSessionPrefixes, written with substr (SQLite's; ClickHouse's
+// substring is given as fn): the logs' conditions of IsSession.
+func NotPrefixed(fn, column string) string {
+	conds := make([]string, len(NonSessionPrefixes))
+	for i, p := range NonSessionPrefixes {
+		conds[i] = fmt.Sprintf("%s(%s, 1, %d) != '%s'", fn, column, len(p), p)
+	}
+	return strings.Join(conds, " AND ")
 }
 
 // StatsFilter narrows Stats. The zero value covers every session.

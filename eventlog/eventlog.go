@@ -132,6 +132,10 @@ type Filter struct {
 	// UpdatedSinceUS keeps sessions whose latest event's TS (SessionInfo.UpdatedUS)
 	// is at or after this Unix-microsecond time; 0 keeps every session.
 	UpdatedSinceUS int64
+	// SessionsOnly keeps the agents' sessions (IsSession), not the streams of
+	// notes, memory namespaces, knowledge bases, A2A push configs and dashboard
+	// sign-ins, which never run a task.
+	SessionsOnly bool
 }
 
 // SessionInfo summarises one session of the log.

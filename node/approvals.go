@@ -193,7 +193,7 @@ type PendingApproval struct {
 // the node's event log (in a cluster whose nodes share one log, every node lists
 // the cluster's), oldest first.
 func (n *Node) PendingApprovals(ctx context.Context) ([]PendingApproval, error) {
-	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning})
+	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
 	if err != nil {
 		return nil, err
 	}

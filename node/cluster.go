@@ -270,11 +270,11 @@ const republishWindow = 10 * time.Minute
 // (actors.SetOwnership.Republish): what a previous owner appended and never
 // published reaches troupe.events and troupe.results; the unfinished ones go on.
 func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) bool) error {
-	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning})
+	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
 	if err != nil {
 		return err
 	}
-	ended, err := n.log.Sessions(ctx, eventlog.Filter{UpdatedSinceUS: time.Now().Add(-republishWindow).UnixMicro()})
+	ended, err := n.log.Sessions(ctx, eventlog.Filter{UpdatedSinceUS: time.Now().Add(-republishWindow).UnixMicro(), SessionsOnly: true})
 	if err != nil {
 		return err
 	}

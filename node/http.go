@@ -260,6 +260,17 @@ func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
 func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := eventlog.Filter{Limit: 100, Status: q.Get("status")}
+	if v := q.Get("sessions_only"); v != "" {
+		only, err := strconv.ParseBool(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "sessions_only must be true or false")
+			return
+		}
+		f.SessionsOnly = only
+	}
+	// A status is a session's: the other streams (listed with their kind as their
+	// status, markNotes) have none to match.
+	f.SessionsOnly = f.SessionsOnly || f.Status != ""
 	if v := q.Get("limit"); v != "" {
 		l, err := strconv.Atoi(v)
 		if err != nil || l < 1 || l > 10000 {

@@ -762,7 +762,7 @@ func ResumeNone(string) bool { return false }
 
 // resume wakes every session whose latest task is unfinished and that Config.Resume picks.
 func (n *Node) resume(ctx context.Context) error {
-	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning})
+	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
 	if err != nil {
 		return err
 	}

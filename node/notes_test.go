@@ -101,19 +101,37 @@ func TestNotesOutliveTheNode(t *testing.T) {
 	}
 	offeredMu.Unlock()
 
-	// The sessions the API lists show the stream as notes, not as a running session.
-	rec := httptest.NewRecorder()
-	second.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/sessions", nil))
-	var infos []eventlog.SessionInfo
-	if err := json.Unmarshal(rec.Body.Bytes(), &infos); err != nil {
-		t.Fatalf("GET /v1/sessions: %v\n%s", err, rec.Body.String())
+	// The sessions the API lists show the stream as notes, not as a running session;
+	// asked for the agents' sessions only, or for a status, it lists no notes.
+	listed := func(query string) map[string]string {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		second.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/sessions"+query, nil))
+		var infos []eventlog.SessionInfo
+		if err := json.Unmarshal(rec.Body.Bytes(), &infos); err != nil {
+			t.Fatalf("GET /v1/sessions%s: %v\n%s", query, err, rec.Body.String())
+		}
+		statuses := map[string]string{}
+		for _, info := range infos {
+			statuses[info.ID] = info.Status
+		}
+		return statuses
 	}
-	statuses := map[string]string{}
-	for _, info := range infos {
-		statuses[info.ID] = info.Status
-	}
-	if statuses["notes/default"] != notes.Status || statuses["s-2"] != messages.StatusCompleted {
+	if statuses := listed(""); statuses["notes/default"] != notes.Status || statuses["s-2"] != messages.StatusCompleted {
 		t.Errorf("GET /v1/sessions: %v", statuses)
+	}
+	for _, query := range []string{"?sessions_only=true", "?status=completed", "?sessions_only=true&detail=true"} {
+		if statuses := listed(query); len(statuses) != 2 || statuses["s-2"] != messages.StatusCompleted {
+			t.Errorf("GET /v1/sessions%s: %v, want the sessions s-1 and s-2 only", query, statuses)
+		}
+	}
+	if statuses := listed("?status=running"); len(statuses) != 0 {
+		t.Errorf("GET /v1/sessions?status=running: %v, want none (the notes stream has no task)", statuses)
+	}
+	rec := httptest.NewRecorder()
+	second.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/sessions?sessions_only=maybe", nil))
+	if rec.Code != http.StatusBadRequest {
+		t.Errorf("GET /v1/sessions?sessions_only=maybe: %d, want 400", rec.Code)
 	}
 
 	// The stream holds the note's event and nothing a session would write.

@@ -379,6 +379,9 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		conds = append(conds, "last_us >= ?")
 		condArgs = append(condArgs, f.UpdatedSinceUS)
 	}
+	if f.SessionsOnly {
+		conds = append(conds, "("+notNotes+")")
+	}
 	switch f.Status {
 	case "":
 	case messages.StatusCompleted, messages.StatusFailed:

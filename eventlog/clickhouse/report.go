@@ -24,10 +24,7 @@ const deduped = `(SELECT session_id, seq, e_type AS type, e_ts AS ts, e_payload 
 // notNotes keeps the sessions, not the notes streams, the memory namespaces, the knowledge bases, the A2A push configs nor the dashboard's sign-ins
 // (eventlog.IsSession), with substring, which ClickHouse 18.16 has as every later
 // version does.
-var notNotes = fmt.Sprintf(`substring(session_id, 1, %d) != '%s' AND substring(session_id, 1, %d) != '%s' AND substring(session_id, 1, %d) != '%s' AND substring(session_id, 1, %d) != '%s' AND substring(session_id, 1, %d) != '%s'`,
-	len(eventlog.NotesStreamPrefix), eventlog.NotesStreamPrefix, len(eventlog.MemoryStreamPrefix), eventlog.MemoryStreamPrefix,
-	len(eventlog.KnowledgeStreamPrefix), eventlog.KnowledgeStreamPrefix, len(eventlog.A2APushStreamPrefix), eventlog.A2APushStreamPrefix,
-	len(eventlog.UISignInStreamPrefix), eventlog.UISignInStreamPrefix)
+var notNotes = eventlog.NotPrefixed("substring", "session_id")
 
 // Report implements eventlog.Analytics with SQL over the events table; payload fields
 // are read with visitParamExtract*, which ClickHouse 18.16 and current versions have.

@@ -1072,12 +1072,39 @@ func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 		}
 		got = st.Sessions
 		if len(got) == 1 && got[0].Agent == "default" && got[0].Sessions == 1 && got[0].Completed == 1 && got[0].Running == 0 {
-			return
+			break
 		}
 		if !time.Now().Before(deadline) {
-			break
+			t.Fatalf("Report's sessions = %+v, want one completed session of agent default (the notes, knowledge base, A2A push and sign-in streams are none)", got)
 		}
 		pause(t, 20*time.Millisecond)
 	}
-	t.Fatalf("Report's sessions = %+v, want one completed session of agent default (the notes, knowledge base, A2A push and sign-in streams are none)", got)
+	// Sessions lists them all, but with SessionsOnly the agents' sessions only,
+	// whatever else narrows the list.
+	ids := func(f eventlog.Filter) []string {
+		infos, err := l.Sessions(s.ctx(t), f)
+		if err != nil {
+			t.Fatalf("Sessions(%+v): %v", f, err)
+		}
+		var out []string
+		for _, i := range infos {
+			out = append(out, i.ID)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		f    eventlog.Filter
+		want []string
+	}{
+		{eventlog.Filter{}, []string{signIn.id, push.id, kb.id, notes.id, done.id}},
+		{eventlog.Filter{SessionsOnly: true}, []string{done.id}},
+		{eventlog.Filter{SessionsOnly: true, Limit: 1}, []string{done.id}},
+		{eventlog.Filter{SessionsOnly: true, Status: messages.StatusRunning}, nil},
+		{eventlog.Filter{SessionsOnly: true, Status: messages.StatusCompleted}, []string{done.id}},
+		{eventlog.Filter{SessionsOnly: true, Prefix: eventlog.UISignInStreamPrefix}, nil},
+	} {
+		if got := ids(c.f); !slices.Equal(got, c.want) {
+			t.Errorf("Sessions(%+v) = %q, want %q", c.f, got, c.want)
+		}
+	}
 }

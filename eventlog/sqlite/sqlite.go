@@ -174,6 +174,7 @@ func (l *Log) prepareReads(ctx context.Context) (err error) {
 		FROM sessions WHERE started_us >= ? AND (? = '' OR `+sessionStatus+` = ?)
 		AND (? = '' OR (session_id >= ? AND substr(CAST(session_id AS BLOB), 1, length(CAST(? AS BLOB))) = CAST(? AS BLOB)))
 		AND (? = 0 OR updated_us >= ?)
+		AND (? = 0 OR (`+eventlog.NotPrefixed("substr", "session_id")+`))
 		ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
 	}
@@ -423,7 +424,7 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	default:
 		return nil, fmt.Errorf("eventlog/sqlite: list sessions: unknown status %q", f.Status)
 	}
-	rows, err := l.list.QueryContext(ctx, since, f.Status, f.Status, f.Prefix, f.Prefix, f.Prefix, f.Prefix, f.UpdatedSinceUS, f.UpdatedSinceUS, limit)
+	rows, err := l.list.QueryContext(ctx, since, f.Status, f.Status, f.Prefix, f.Prefix, f.Prefix, f.Prefix, f.UpdatedSinceUS, f.UpdatedSinceUS, f.SessionsOnly, limit)
 	if err != nil {
 		return nil, l.readErr("list sessions", err)
 	}

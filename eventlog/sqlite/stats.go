@@ -18,10 +18,7 @@ const sessionAgent = `COALESCE(NULLIF((SELECT json_extract(CAST(t.payload AS TEX
 
 // notNotes keeps the sessions, not the notes streams, the memory namespaces, the knowledge bases, the A2A push configs nor the dashboard's sign-ins
 // (eventlog.IsSession).
-var notNotes = fmt.Sprintf(`substr(s.session_id, 1, %d) != '%s' AND substr(s.session_id, 1, %d) != '%s' AND substr(s.session_id, 1, %d) != '%s' AND substr(s.session_id, 1, %d) != '%s' AND substr(s.session_id, 1, %d) != '%s'`,
-	len(eventlog.NotesStreamPrefix), eventlog.NotesStreamPrefix, len(eventlog.MemoryStreamPrefix), eventlog.MemoryStreamPrefix,
-	len(eventlog.KnowledgeStreamPrefix), eventlog.KnowledgeStreamPrefix, len(eventlog.A2APushStreamPrefix), eventlog.A2APushStreamPrefix,
-	len(eventlog.UISignInStreamPrefix), eventlog.UISignInStreamPrefix)
+var notNotes = eventlog.NotPrefixed("substr", "s.session_id")
 
 // Report implements eventlog.Analytics with SQL over the events table (JSON payloads
 // read with json_extract); quantiles are computed from the fetched latencies.

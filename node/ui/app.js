@@ -352,7 +352,7 @@ async function sessionsPage({ every, signal }) {
   // Changes that come while a list is fetched are applied again on top of it.
   const fetching = new Set();
   const refresh = async () => {
-    const q = new URLSearchParams({ detail: "true", limit: "200" });
+    const q = new URLSearchParams({ detail: "true", limit: "200", sessions_only: "true" });
     if (sessionFilters.status) q.set("status", sessionFilters.status);
     if (sessionFilters.since) q.set("since", sessionFilters.since);
     const during = [];
@@ -692,7 +692,7 @@ async function chartsPage({ signal }) {
     charts, tables);
   const [stats, sessions] = await Promise.all([
     api("/v1/stats?since=" + encodeURIComponent(chartRange.since)),
-    api(`/v1/sessions?since=${encodeURIComponent(chartRange.since)}&limit=${MAX_CHART_SESSIONS}`)]);
+    api(`/v1/sessions?since=${encodeURIComponent(chartRange.since)}&limit=${MAX_CHART_SESSIONS}&sessions_only=true`)]);
   if (signal.aborted) return;
   const ids = sessions.filter((s) => ["running", "completed", "failed"].includes(s.status)).map((s) => s.session_id);
   const all = [];
