@@ -171,6 +171,15 @@ func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, erro
 	if err != nil {
 		return nil, fmt.Errorf("a2a: session %s: %w", session, err)
 	}
+	task, _, err := taskOf(id, session, envID, events)
+	return task, err
+}
+
+// taskOf tells task id (the task.submitted envID of session) from the session's
+// events from its first on, and returns what they say of its run too (the
+// subscription of a task follows it from there); sdk.ErrTaskNotFound when the
+// events have no such task.
+func taskOf(id sdk.TaskID, session, envID string, events []messages.Envelope) (*sdk.Task, *taskRun, error) {
 	run := newTaskRun()
 	var submitted *messages.Envelope
 	for i := range events {
@@ -180,10 +189,10 @@ func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, erro
 		}
 	}
 	if submitted == nil {
-		return nil, sdk.ErrTaskNotFound
+		return nil, nil, sdk.ErrTaskNotFound
 	}
 	if err := run.scan(events, envID, nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	task := &sdk.Task{ID: id, ContextID: session}
 	message := func(suffix string, role sdk.MessageRole, text string) *sdk.Message {
@@ -200,7 +209,7 @@ func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, erro
 	case run.done != nil:
 		p, err := run.done.Decode()
 		if err != nil {
-			return nil, fmt.Errorf("a2a: session %s: %w", session, err)
+			return nil, nil, fmt.Errorf("a2a: session %s: %w", session, err)
 		}
 		switch v := p.(type) {
 		case *messages.TaskCompleted:
@@ -218,5 +227,5 @@ func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, erro
 		msg.ID = envID + "-approval"
 		task.Status = sdk.TaskStatus{State: sdk.TaskStateInputRequired, Message: msg}
 	}
-	return task, nil
+	return task, run, nil
 }
