@@ -63,10 +63,6 @@ func (d *Dedupe) subscribe(ctx context.Context, p *sdk.TaskIDParams, sub subscri
 			}
 			return
 		}
-		// Watch before reading: no event falls between the task told and the
-		// events that follow it.
-		live, stop := d.exec.backend.Watch(session)
-		defer stop()
 		events, err := d.exec.backend.Events(ctx, session, 1)
 		if err != nil {
 			yield(nil, fmt.Errorf("a2a: session %s: %w", session, err))
@@ -93,6 +89,10 @@ func (d *Dedupe) subscribe(ctx context.Context, p *sdk.TaskIDParams, sub subscri
 		if !yield(task, nil) {
 			return
 		}
+		// Watched from now on; what came between the events read and now, follow
+		// reads first (it reads the log after run's last event at once).
+		live, stop := d.exec.backend.Watch(session)
+		defer stop()
 		mode := followMode{throughInput: sub.throughInput}
 		if state == sdk.TaskStateInputRequired {
 			mode.asked = waitingKeys(run.waiting())

@@ -82,8 +82,8 @@ func (b *streamBackend) Cancel(context.Context, string, string) error { return n
 func (b *streamBackend) Approve(context.Context, string, string, bool, string) error { return nil }
 
 // streamTask runs one message/stream of an n-token answer through the SDK's
-// handler, the executor and the task store, and returns the artifact events seen.
-func streamTask(tb testing.TB, n int) int {
+// handler, the executor and the task store; each event seen goes to each (nil: none).
+func streamTask(tb testing.TB, n int, each func(*TaskStore, sdk.Event)) {
 	b := newStreamBackend(n)
 	store := NewTaskStore(b)
 	exec := NewExecutor(b, "default")
@@ -100,11 +100,56 @@ func streamTask(tb testing.TB, n int) int {
 		case *sdk.TaskStatusUpdateEvent:
 			last = v.Status.State
 		}
+		if each != nil {
+			each(store, ev)
+		}
 	}
 	if last != sdk.TaskStateCompleted || artifacts < n+2 {
 		tb.Fatalf("the stream ended %s after %d artifact events, want completed after %d", last, artifacts, n+2)
 	}
-	return artifacts
+}
+
+// The task saved at each token holds the text streamed so far, however the SDK
+// goes on appending to the task it saved, and the completed one the answer whole.
+func TestStoreKeepsEachSavedTask(t *testing.T) {
+	var texts []string
+	var id sdk.TaskID
+	streamTask(t, 50, func(s *TaskStore, ev sdk.Event) {
+		if _, ok := ev.(*sdk.TaskArtifactUpdateEvent); !ok {
+			return
+		}
+		id = ev.TaskInfo().TaskID
+		task, err := s.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, artifactText(task))
+	})
+	var want string
+	for i := range 50 {
+		want += fmt.Sprintf("tok%d ", i)
+		// The stream is read as it is written: a task read at an event has that
+		// event's text, or a later one's.
+		if got := texts[i]; len(got) < len(want) || got[:len(want)] != want {
+			t.Fatalf("after token %d the task has %q, want %q first", i, got, want)
+		}
+	}
+	if last := texts[len(texts)-1]; last != want {
+		t.Fatalf("the completed task's answer: %q", last)
+	}
+}
+
+// artifactText is the text of a task's artifacts.
+func artifactText(t *sdk.Task) string {
+	var out string
+	for _, a := range t.Artifacts {
+		for _, p := range a.Parts {
+			if tp, ok := p.(sdk.TextPart); ok {
+				out += tp.Text
+			}
+		}
+	}
+	return out
 }
 
 // BenchmarkStreamedAnswer measures a message/stream whose answer streams n tokens
@@ -114,7 +159,7 @@ func BenchmarkStreamedAnswer(b *testing.B) {
 		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
 			b.ReportAllocs()
 			for range b.N {
-				streamTask(b, n)
+				streamTask(b, n, nil)
 			}
 		})
 	}
