@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +24,26 @@ import (
 	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/tools"
 )
+
+// a2aNodeToStop starts a node of cfg serving A2A over HTTP, the first node of a
+// restart, and returns its base URL and the function that stops both (once; at the
+// test's end if not before).
+func a2aNodeToStop(t *testing.T, cfg node.Config) (string, func()) {
+	t.Helper()
+	n, err := node.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(n.Handler())
+	var once sync.Once
+	end := func() { once.Do(func() { api.Close(); stop() }) }
+	t.Cleanup(end)
+	return api.URL, end
+}
 
 // heldTool ("hold") waits until released, or until its context ends.
 type heldTool struct {
@@ -158,16 +179,8 @@ func TestA2AResubscribeFollowsATaskAfterARestart(t *testing.T) {
 	held := newHeldTool()
 	cfg := heldConfig(t, held, answer)
 	cfg.DataDir = dir
-	first, err := node.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := first.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(first.Handler())
-	client, _ := a2aClient(t, api.URL, a2a.CardPath)
+	url, stop := a2aNodeToStop(t, cfg)
+	client, _ := a2aClient(t, url, a2a.CardPath)
 	blocking := false
 	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hold on"), Config: &sdk.MessageSendConfig{Blocking: &blocking}})
 	if err != nil {
@@ -175,14 +188,13 @@ func TestA2AResubscribeFollowsATaskAfterARestart(t *testing.T) {
 	}
 	task := res.(*sdk.Task)
 	held.waitStarted(t, "before the restart")
-	api.Close()
 	stop()
 
 	again := newHeldTool()
 	cfg = heldConfig(t, again, answer)
 	cfg.DataDir = dir
 	second := nodetest.Start(t, cfg)
-	api = httptest.NewServer(second.Handler())
+	api := httptest.NewServer(second.Handler())
 	defer api.Close()
 	again.waitStarted(t, "again by the restarted node")
 	client, _ = a2aClient(t, api.URL, a2a.CardPath)
@@ -317,17 +329,9 @@ func TestA2ASubscribeAfterARestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	first, err := node.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := first.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(first.Handler())
-	client, _ := a2aClient(t, api.URL, a2a.CardPath)
-	mailerClient, _ := a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
+	url, stop := a2aNodeToStop(t, cfg)
+	client, _ := a2aClient(t, url, a2a.CardPath)
+	mailerClient, _ := a2aClient(t, url, "/a2a/mailer"+a2a.CardPath)
 	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hi")})
 	if err != nil {
 		t.Fatal(err)
@@ -341,11 +345,10 @@ func TestA2ASubscribeAfterARestart(t *testing.T) {
 	if done.Status.State != sdk.TaskStateCompleted || waiting.Status.State != sdk.TaskStateInputRequired {
 		t.Fatalf("before the restart: %s, %s", done.Status.State, waiting.Status.State)
 	}
-	api.Close()
 	stop()
 
 	second := nodetest.Start(t, cfg)
-	api = httptest.NewServer(second.Handler())
+	api := httptest.NewServer(second.Handler())
 	defer api.Close()
 	client, _ = a2aClient(t, api.URL, a2a.CardPath)
 	mailerClient, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
