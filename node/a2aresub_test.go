@@ -421,3 +421,68 @@ func TestA2ASubscribeAfterARestart(t *testing.T) {
 		t.Fatalf("%d emails sent on approval, want 1", sent.Load()-before)
 	}
 }
+
+// A 1.0 SubscribeToTask streams to the task's end: a task that comes to wait for
+// approval while followed is reported input-required, and, approved by another
+// client, working again, then completed — where 0.3's stream ends at input-required.
+func TestA2ASubscribeToTaskFollowsThroughAnApproval(t *testing.T) {
+	var sent atomic.Int64
+	held := newHeldTool()
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "hold", Arguments: "{}"}}},
+		{ToolCalls: []messages.ToolCall{{ID: "c2", Name: "send_email", Arguments: `{"to":"bob@example.com"}`}}},
+		{Content: "mailed"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, base := a2aNode(t, node.Config{Model: model, Tools: []tools.Tool{held, emailTool{&sent}},
+		Agents: []node.NamedAgent{{Name: "mailer", Tools: []string{"hold", "send_email"}, Approvals: []string{"send_email"}}}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	client, _ := a2aClient(t, base, "/a2a/mailer"+a2a.CardPath)
+	blocking := false
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hold, then mail bob"), Config: &sdk.MessageSendConfig{Blocking: &blocking}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	held.waitStarted(t, "by the task")
+
+	feed := v1Subscribe(t, ctx, base+"/a2a/mailer", task.ID)
+	if r, _ := nextV1(t, feed); v1State(r) != "TASK_STATE_WORKING" || r.result["task"] == nil {
+		t.Fatalf("the first event: %+v, want the task working", r)
+	}
+	close(held.release)
+	var states []string
+	for {
+		r, ok := nextV1(t, feed)
+		if !ok {
+			break
+		}
+		if r.code != 0 {
+			t.Fatalf("after %v: error %+v", states, r)
+		}
+		s := v1State(r)
+		if s == "" || (len(states) > 0 && states[len(states)-1] == s) {
+			continue
+		}
+		states = append(states, s)
+		if s == "TASK_STATE_INPUT_REQUIRED" {
+			answer := userMessage("approve")
+			answer.TaskID, answer.ContextID = task.ID, task.ContextID
+			go func() {
+				if _, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: answer}); err != nil {
+					t.Errorf("the approval: %v", err)
+				}
+			}()
+		}
+	}
+	want := "TASK_STATE_WORKING TASK_STATE_INPUT_REQUIRED TASK_STATE_WORKING TASK_STATE_COMPLETED"
+	if got := strings.Join(states, " "); !strings.HasSuffix(got, want) {
+		t.Fatalf("states %q, want … %q", got, want)
+	}
+	if sent.Load() != 1 {
+		t.Fatalf("%d emails sent, want 1", sent.Load())
+	}
+}
