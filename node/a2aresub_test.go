@@ -455,6 +455,7 @@ func TestA2ASubscribeToTaskFollowsThroughAnApproval(t *testing.T) {
 	}
 	close(held.release)
 	var states []string
+	approved := make(chan error, 1)
 	for {
 		r, ok := nextV1(t, feed)
 		if !ok {
@@ -472,15 +473,17 @@ func TestA2ASubscribeToTaskFollowsThroughAnApproval(t *testing.T) {
 			answer := userMessage("approve")
 			answer.TaskID, answer.ContextID = task.ID, task.ContextID
 			go func() {
-				if _, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: answer}); err != nil {
-					t.Errorf("the approval: %v", err)
-				}
+				_, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: answer})
+				approved <- err
 			}()
 		}
 	}
 	want := "TASK_STATE_WORKING TASK_STATE_INPUT_REQUIRED TASK_STATE_WORKING TASK_STATE_COMPLETED"
 	if got := strings.Join(states, " "); !strings.HasSuffix(got, want) {
 		t.Fatalf("states %q, want … %q", got, want)
+	}
+	if err := <-approved; err != nil {
+		t.Fatalf("the approval: %v", err)
 	}
 	if sent.Load() != 1 {
 		t.Fatalf("%d emails sent, want 1", sent.Load())
