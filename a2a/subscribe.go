@@ -19,9 +19,10 @@ import (
 // one, the same one restarted — the way TaskStore answers tasks/get. The stream
 // begins with the task as its session's events tell it (taskOf) and goes on with
 // the events that follow, as the executor reports them (Executor.follow): status
-// updates, the answer artifact as the model streams it (from the first delta the
-// subscriber sees: the text streamed before it comes whole with the call's
-// answer), the end. A task in input-required is where 0.3's streams end (the
+// updates, the answer artifact as the model streams it, the end. A model call
+// already streaming when the subscriber came shows its answer whole once recorded
+// (Backend.Watch hands over the deltas of the calls requested after it began, and
+// no delta is kept to replay). A task in input-required is where 0.3's streams end (the
 // status is final): its subscription yields it and ends; 1.0 streams until the
 // task ends, so its SubscribeToTask reports input-required and follows on once
 // the calls are answered. An ended task: 0.3 yields it and ends; 1.0 answers
