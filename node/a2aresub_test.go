@@ -166,8 +166,9 @@ func heldConfig(t *testing.T, held *heldTool, text string) node.Config {
 }
 
 // A task whose tool call the node's restart cut: the restarted node resumes it, and
-// a tasks/resubscribe to it there gets the task (working) at once, then, as the
-// call comes back, the answer streamed into its artifact and the task's end; once
+// a tasks/resubscribe to it there (and its message sent again with message/stream)
+// gets the task (working) at once, then, as the call comes back, the answer
+// streamed into its artifact and the task's end; once
 // ended, a resubscription gets the completed task and ends; an unknown task is
 // not found.
 func TestA2AResubscribeFollowsATaskAfterARestart(t *testing.T) {
@@ -182,7 +183,8 @@ func TestA2AResubscribeFollowsATaskAfterARestart(t *testing.T) {
 	url, stop := a2aNodeToStop(t, cfg)
 	client, _ := a2aClient(t, url, a2a.CardPath)
 	blocking := false
-	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hold on"), Config: &sdk.MessageSendConfig{Blocking: &blocking}})
+	msg := userMessage("hold on")
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: msg, Config: &sdk.MessageSendConfig{Blocking: &blocking}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,18 +209,27 @@ func TestA2AResubscribeFollowsATaskAfterARestart(t *testing.T) {
 	if got, isTask := it.ev.(*sdk.Task); !isTask || got.ID != task.ID || got.Status.State != sdk.TaskStateWorking {
 		t.Fatalf("the first event: %#v, want the task working", it.ev)
 	}
-	close(again.release)
-	events := drainFeed(t, feed)
-	text, lastChunk, appended, last := foldAnswer(events)
-	if last == nil || !last.Final || last.Status.State != sdk.TaskStateCompleted || partsOf(last.Status.Message) != answer {
-		t.Fatalf("the stream ended with %#v", last)
+	// The message sent again with message/stream (a client retrying its stream)
+	// follows the same task.
+	retry := userMessage("hold on")
+	retry.ID = msg.ID
+	retried := a2aFeed(client.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: retry}))
+	if it, ok := nextItem(t, retried, 30*time.Second); !ok || it.err != nil || it.ev.TaskInfo().TaskID != task.ID {
+		t.Fatalf("message/stream sent again: %+v", it)
 	}
-	if text != answer || !lastChunk || appended < 5 {
-		t.Fatalf("the answer artifact: %q (last chunk %v), %d increments appended; want the answer streamed", text, lastChunk, appended)
+	close(again.release)
+	for name, f := range map[string]<-chan a2aItem{"tasks/resubscribe": feed, "message/stream sent again": retried} {
+		text, lastChunk, appended, last := foldAnswer(drainFeed(t, f))
+		if last == nil || !last.Final || last.Status.State != sdk.TaskStateCompleted || partsOf(last.Status.Message) != answer {
+			t.Fatalf("%s ended with %#v", name, last)
+		}
+		if text != answer || !lastChunk || appended < 5 {
+			t.Fatalf("%s: the answer artifact %q (last chunk %v), %d increments appended; want the answer streamed", name, text, lastChunk, appended)
+		}
 	}
 
 	// Ended: the task as it ended, and the end of the stream.
-	events = drainFeed(t, a2aFeed(client.ResubscribeToTask(ctx, &sdk.TaskIDParams{ID: task.ID})))
+	events := drainFeed(t, a2aFeed(client.ResubscribeToTask(ctx, &sdk.TaskIDParams{ID: task.ID})))
 	if len(events) != 1 {
 		t.Fatalf("tasks/resubscribe of the completed task: %d events, want the task", len(events))
 	}
