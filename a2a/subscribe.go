@@ -87,13 +87,14 @@ func (d *Dedupe) subscribe(ctx context.Context, p *sdk.TaskIDParams, sub subscri
 			yield(task, nil)
 			return
 		}
+		// Watched from before the task is yielded (a subscriber acts on it, an
+		// approval for one); what came between the events read and the watch,
+		// follow reads first (it reads the log after run's last event at once).
+		live, stop := d.exec.backend.Watch(session)
+		defer stop()
 		if !yield(task, nil) {
 			return
 		}
-		// Watched from now on; what came between the events read and now, follow
-		// reads first (it reads the log after run's last event at once).
-		live, stop := d.exec.backend.Watch(session)
-		defer stop()
 		mode := followMode{throughInput: sub.throughInput}
 		if state == sdk.TaskStateInputRequired {
 			mode.asked = waitingKeys(run.waiting())
