@@ -115,11 +115,12 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 			ps := NewPushStore(cfg.PushLog)
 			pushes, pushSender = ps, storeSender{PushSender: sender, store: ps}
 		}
-		h := a2asrv.NewHandler(NewExecutor(b, name),
+		exec := NewExecutor(b, name)
+		h := a2asrv.NewHandler(exec,
 			a2asrv.WithTaskStore(store),
 			a2asrv.WithPushNotifications(pushes, pushSender),
 			a2asrv.WithLogger(cfg.Logger))
-		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(NewDedupe(h, store))
+		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(NewDedupe(h, exec, store))
 	}
 	return s, nil
 }

@@ -121,7 +121,7 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	if err := q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateWorking, nil)); err != nil {
 		return err
 	}
-	return e.follow(ctx, rc, q, session, envID, live, resumed)
+	return e.follow(ctx, rc, q, session, envID, live, newTaskRun(), followMode{silent: resumed})
 }
 
 // taskRun is what a Troupe task's events say so far.
@@ -200,6 +200,15 @@ func (r *taskRun) waiting() []*messages.ApprovalRequested {
 	return out
 }
 
+// waitingKeys names the calls of w (run.waiting's), in order.
+func waitingKeys(w []*messages.ApprovalRequested) string {
+	keys := make([]string, len(w))
+	for i, a := range w {
+		keys[i] = a.Key
+	}
+	return strings.Join(keys, "\x00")
+}
+
 // AnswerArtifact is the name of the artifact that holds a task's answer.
 const AnswerArtifact = "answer"
 
@@ -249,7 +258,7 @@ func (st *answerStream) event(rc *a2asrv.RequestContext, text string, appendTo, 
 // delta streams a model delta of the task's into the answer artifact; deltas of
 // other calls (another task's, a plan's, a call already answered) and tool-call
 // increments are not the answer's text.
-func (st *answerStream) delta(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, run *taskRun, env messages.Envelope) error {
+func (st *answerStream) delta(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Writer, run *taskRun, env messages.Envelope) error {
 	p, err := env.Decode()
 	if err != nil {
 		return nil
@@ -264,7 +273,7 @@ func (st *answerStream) delta(ctx context.Context, rc *a2asrv.RequestContext, q 
 }
 
 // answered replaces streamed text with the call's recorded answer.
-func (st *answerStream) answered(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, v *messages.ModelResponded) error {
+func (st *answerStream) answered(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Writer, v *messages.ModelResponded) error {
 	if !st.partial || st.key != v.Key {
 		return nil
 	}
@@ -272,15 +281,31 @@ func (st *answerStream) answered(ctx context.Context, rc *a2asrv.RequestContext,
 	return q.Write(ctx, st.event(rc, v.Message.Content, false, false, false))
 }
 
-// follow turns the task's events into A2A events until it ends (completed, failed,
-// canceled) or waits for approval (input-required), and its model deltas into
-// increments of its answer artifact as they come.
-func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, session, envID string, live <-chan messages.Envelope, resumed bool) error {
-	run := newTaskRun()
+// followMode says how follow starts and where it stops.
+type followMode struct {
+	// silent: the log's events up to now were reported (a task answered after
+	// input-required): the first read of the log reports none of them.
+	silent bool
+	// throughInput: a task that waits for approval is reported input-required and
+	// followed on (approved, it works again) to its end, as A2A 1.0's
+	// SubscribeToTask streams; else its input-required status is final.
+	throughInput bool
+	// asked are the keys of the calls the subscriber knows wait for approval
+	// (waitingKeys), "" none.
+	asked string
+}
+
+// follow turns the task's events after those run read into A2A events until it
+// ends (completed, failed, canceled) or waits for approval (input-required, unless
+// mode.throughInput), and its model deltas into increments of its answer artifact
+// as they come.
+func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Writer, session, envID string, live <-chan messages.Envelope, run *taskRun, mode followMode) error {
 	st := newAnswerStream(rc)
 	// A task answered after input-required replays its events up to now silently
-	// (they were reported); a new task reports every event after its start.
-	first := resumed
+	// (they were reported); a new task reports every event after its start; a
+	// subscription, every event after those run read.
+	first := mode.silent
+	asked := mode.asked
 	tick := time.NewTicker(e.poll)
 	defer tick.Stop()
 	// The live events come in order, the deltas of a call between its
@@ -291,7 +316,7 @@ func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 	// first of them. The log alone is read (to its end) when the live events stop:
 	// at a tick with nothing heard since the last one, or when the watch ended.
 	limit := uint64(0)
-	read := resumed
+	read := mode.silent || run.started
 	heard := false
 	for {
 		if read {
@@ -327,10 +352,22 @@ func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 			if run.done != nil {
 				return e.finish(ctx, rc, q, st, *run.done)
 			}
-			if w := run.waiting(); run.started && len(w) > 0 {
+			switch w := run.waiting(); {
+			case run.started && len(w) > 0 && !mode.throughInput:
 				ev := sdk.NewStatusUpdateEvent(rc, sdk.TaskStateInputRequired, approvalMessage(rc, w))
 				ev.Final = true
 				return q.Write(ctx, ev)
+			case run.started && len(w) > 0 && waitingKeys(w) != asked:
+				asked = waitingKeys(w)
+				if err := q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateInputRequired, approvalMessage(rc, w))); err != nil {
+					return err
+				}
+			case len(w) == 0 && asked != "":
+				// Answered (by this subscriber's client or any other): it works again.
+				asked = ""
+				if err := q.Write(ctx, sdk.NewStatusUpdateEvent(rc, sdk.TaskStateWorking, nil)); err != nil {
+					return err
+				}
 			}
 		}
 		read = true
@@ -369,7 +406,7 @@ func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 // finish reports a task's end: the answer as the answer artifact's last chunk and
 // the completed status with the answer as its message, or the failed (canceled)
 // status with the error (and an emptied answer artifact when text was streamed).
-func (e *Executor) finish(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, st *answerStream, ev messages.Envelope) error {
+func (e *Executor) finish(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Writer, st *answerStream, ev messages.Envelope) error {
 	p, err := ev.Decode()
 	if err != nil {
 		return err
@@ -516,16 +553,19 @@ const ClaimKey = "troupe_claimed"
 // SDK runs it. A message seen before — by this process, or by any over the same
 // log, whose session has the task — answers with the task it started instead of
 // starting another.
+//
+// It serves tasks/resubscribe from the sessions' events too (OnResubscribeToTask).
 type Dedupe struct {
 	a2asrv.RequestHandler
+	exec  *Executor
 	store *TaskStore
 }
 
 var _ a2asrv.RequestHandler = (*Dedupe)(nil)
 
-// NewDedupe wraps h, whose task store is store.
-func NewDedupe(h a2asrv.RequestHandler, store *TaskStore) *Dedupe {
-	return &Dedupe{RequestHandler: h, store: store}
+// NewDedupe wraps h, whose executor is exec and task store store.
+func NewDedupe(h a2asrv.RequestHandler, exec *Executor, store *TaskStore) *Dedupe {
+	return &Dedupe{RequestHandler: h, exec: exec, store: store}
 }
 
 // prepare gives a new message its context and its task, and returns the task a
@@ -575,8 +615,8 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 }
 
 // OnSendMessageStream implements a2asrv.RequestHandler: a message seen before
-// resubscribes to its task while this process runs it, else yields the task as it
-// is.
+// subscribes to its task while it runs (here, on another node, or resumed after a
+// restart), else yields the task as it is.
 func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
@@ -602,14 +642,7 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 			yield(t, err)
 			return
 		}
-		first := true
-		for ev, err := range d.RequestHandler.OnResubscribeToTask(ctx, &sdk.TaskIDParams{ID: id}) {
-			if first && errors.Is(err, sdk.ErrTaskNotFound) {
-				// Not running here (a restart, another node): the task as it is.
-				yield(t, nil)
-				return
-			}
-			first = false
+		for ev, err := range d.subscribe(ctx, &sdk.TaskIDParams{ID: id}, subscription{}) {
 			if !yield(ev, err) {
 				return
 			}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -52,38 +53,69 @@ const maxLiveTasks = 10000
 type TaskStore struct {
 	backend Backend
 	mu      sync.Mutex
-	live    map[sdk.TaskID][]byte // JSON: the SDK changes the tasks it saved
+	live    map[sdk.TaskID]*sdk.Task // snapshots: the SDK changes the tasks it saved
 }
 
 var _ a2asrv.TaskStore = (*TaskStore)(nil)
 
 // NewTaskStore returns a store reading sessions from b.
 func NewTaskStore(b Backend) *TaskStore {
-	return &TaskStore{backend: b, live: map[sdk.TaskID][]byte{}}
+	return &TaskStore{backend: b, live: map[sdk.TaskID]*sdk.Task{}}
+}
+
+// snapshot copies what of a saved task the SDK changes in place afterwards: it
+// appends the parts of an artifact update to the saved artifact's and sets its
+// metadata. The task's and its artifacts' structs, slices and metadata maps are
+// copied; the parts are shared up to their length (the SDK neither changes a part
+// nor writes below a slice's length). A save is then as cheap for a long answer as
+// for a short one: the SDK saves the task at each token of a streamed answer, and
+// copying its text each time (JSON) made an answer of n tokens cost n² (a 2000-token
+// answer took 3 s of CPU; BenchmarkStreamedAnswer).
+func snapshot(t *sdk.Task) *sdk.Task {
+	c := *t
+	c.Metadata = maps.Clone(t.Metadata)
+	c.History = slices.Clip(t.History)
+	if t.Artifacts != nil {
+		c.Artifacts = make([]*sdk.Artifact, len(t.Artifacts))
+		for i, a := range t.Artifacts {
+			ac := *a
+			ac.Parts = slices.Clip(a.Parts)
+			ac.Metadata = maps.Clone(a.Metadata)
+			c.Artifacts[i] = &ac
+		}
+	}
+	return &c
+}
+
+// copyTask is a deep copy of a snapshot (the SDK changes the tasks it reads too).
+func copyTask(t *sdk.Task) (*sdk.Task, error) {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return nil, fmt.Errorf("a2a: task %s: %w", t.ID, err)
+	}
+	var c sdk.Task
+	if err := json.Unmarshal(b, &c); err != nil {
+		return nil, fmt.Errorf("a2a: task %s: %w", t.ID, err)
+	}
+	return &c, nil
 }
 
 // Save implements a2asrv.TaskStore. A claimed task (ClaimKey) loses its mark once
 // past submitted.
 func (s *TaskStore) Save(ctx context.Context, task *sdk.Task) error {
-	if _, ok := task.Metadata[ClaimKey]; ok && task.Status.State != sdk.TaskStateSubmitted {
-		c := *task
-		c.Metadata = maps.Clone(task.Metadata)
-		delete(c.Metadata, ClaimKey)
-		if len(c.Metadata) == 0 {
-			c.Metadata = nil
+	snap := snapshot(task)
+	if _, ok := snap.Metadata[ClaimKey]; ok && snap.Status.State != sdk.TaskStateSubmitted {
+		delete(snap.Metadata, ClaimKey)
+		if len(snap.Metadata) == 0 {
+			snap.Metadata = nil
 		}
-		task = &c
-	}
-	b, err := json.Marshal(task)
-	if err != nil {
-		return fmt.Errorf("a2a: task %s: %w", task.ID, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.live[task.ID]; !ok && len(s.live) >= maxLiveTasks {
 		s.dropEnded()
 	}
-	s.live[task.ID] = b
+	s.live[task.ID] = snap
 	return nil
 }
 
@@ -99,16 +131,12 @@ func (s *TaskStore) claim(ctx context.Context, task *sdk.Task) (bool, error) {
 			return false, nil // the session has it: it failed there
 		}
 	}
-	b, err := json.Marshal(task)
-	if err != nil {
-		return false, err
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.live[task.ID]; ok && stateOf(cur) != sdk.TaskStateFailed {
+	if cur, ok := s.live[task.ID]; ok && cur.Status.State != sdk.TaskStateFailed {
 		return false, nil
 	}
-	s.live[task.ID] = b
+	s.live[task.ID] = snapshot(task)
 	return true, nil
 }
 
@@ -117,8 +145,7 @@ func (s *TaskStore) claim(ctx context.Context, task *sdk.Task) (bool, error) {
 func (s *TaskStore) release(id sdk.TaskID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var t sdk.Task
-	if b, ok := s.live[id]; ok && json.Unmarshal(b, &t) == nil {
+	if t, ok := s.live[id]; ok {
 		if claimed, _ := t.Metadata[ClaimKey].(bool); claimed {
 			delete(s.live, id)
 		}
@@ -127,36 +154,21 @@ func (s *TaskStore) release(id sdk.TaskID) {
 
 // dropEnded forgets the tasks in a terminal state. The caller holds s.mu.
 func (s *TaskStore) dropEnded() {
-	for id, b := range s.live {
-		if stateOf(b).Terminal() {
+	for id, t := range s.live {
+		if t.Status.State.Terminal() {
 			delete(s.live, id)
 		}
 	}
-}
-
-// stateOf is the state of a task in JSON ("" when it does not decode).
-func stateOf(task []byte) sdk.TaskState {
-	var t struct {
-		Status struct {
-			State sdk.TaskState `json:"state"`
-		} `json:"status"`
-	}
-	_ = json.Unmarshal(task, &t)
-	return t.Status.State
 }
 
 // Get implements a2asrv.TaskStore: the live task, else the one its session's
 // events tell, else sdk.ErrTaskNotFound.
 func (s *TaskStore) Get(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
 	s.mu.Lock()
-	b, ok := s.live[id]
+	t, ok := s.live[id]
 	s.mu.Unlock()
 	if ok {
-		var t sdk.Task
-		if err := json.Unmarshal(b, &t); err != nil {
-			return nil, fmt.Errorf("a2a: task %s: %w", id, err)
-		}
-		return &t, nil
+		return copyTask(t)
 	}
 	return s.rebuild(ctx, id)
 }
@@ -171,6 +183,15 @@ func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, erro
 	if err != nil {
 		return nil, fmt.Errorf("a2a: session %s: %w", session, err)
 	}
+	task, _, err := taskOf(id, session, envID, events)
+	return task, err
+}
+
+// taskOf tells task id (the task.submitted envID of session) from the session's
+// events from its first on, and returns what they say of its run too (the
+// subscription of a task follows it from there); sdk.ErrTaskNotFound when the
+// events have no such task.
+func taskOf(id sdk.TaskID, session, envID string, events []messages.Envelope) (*sdk.Task, *taskRun, error) {
 	run := newTaskRun()
 	var submitted *messages.Envelope
 	for i := range events {
@@ -180,10 +201,10 @@ func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, erro
 		}
 	}
 	if submitted == nil {
-		return nil, sdk.ErrTaskNotFound
+		return nil, nil, sdk.ErrTaskNotFound
 	}
 	if err := run.scan(events, envID, nil); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	task := &sdk.Task{ID: id, ContextID: session}
 	message := func(suffix string, role sdk.MessageRole, text string) *sdk.Message {
@@ -200,7 +221,7 @@ func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, erro
 	case run.done != nil:
 		p, err := run.done.Decode()
 		if err != nil {
-			return nil, fmt.Errorf("a2a: session %s: %w", session, err)
+			return nil, nil, fmt.Errorf("a2a: session %s: %w", session, err)
 		}
 		switch v := p.(type) {
 		case *messages.TaskCompleted:
@@ -218,5 +239,5 @@ func (s *TaskStore) rebuild(ctx context.Context, id sdk.TaskID) (*sdk.Task, erro
 		msg.ID = envID + "-approval"
 		task.Status = sdk.TaskStatus{State: sdk.TaskStateInputRequired, Message: msg}
 	}
-	return task, nil
+	return task, run, nil
 }

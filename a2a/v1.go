@@ -3,6 +3,7 @@ package a2a
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -73,12 +74,22 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request, next http.Handl
 		writeRPCError(w, http.StatusOK, id, -32603, err.Error())
 		return
 	}
-	r = r.Clone(r.Context())
+	r = r.Clone(context.WithValue(r.Context(), v1Request{}, true))
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	r.ContentLength = int64(len(body))
 	tw := &v1Writer{w: w, m: m, id: id, stream: m.stream}
 	next.ServeHTTP(tw, r)
 	tw.finish()
+}
+
+// v1Request marks, in its context, a request made with a 1.0 method: where the
+// versions' semantics differ (SubscribeToTask), the handler answers as 1.0 says.
+type v1Request struct{}
+
+// isV1 reports whether ctx is a 1.0 request's.
+func isV1(ctx context.Context) bool {
+	v, _ := ctx.Value(v1Request{}).(bool)
+	return v
 }
 
 // v1Writer translates the 0.3 handler's answer to 1.0: a JSON answer once whole, a

@@ -30,7 +30,8 @@ import (
 // message sent to the task answers it ("approve" or "reject"). The model's tokens
 // stream (WatchDeltas) into the task's answer artifact. A task's ID names its
 // session and submission (a2a.TaskIDFor), so a2a.TaskStore answers for it from the
-// session's events after a restart. Its push-notification configs are events of
+// session's events after a restart, and tasks/resubscribe follows it from them on
+// any node (a2a.Dedupe.OnResubscribeToTask). Its push-notification configs are events of
 // their own stream in the log (a2a.PushStore: a2a/push/<taskID>), without their
 // secrets.
 

@@ -1,6 +1,7 @@
 package node_test
 
 import (
+	"context"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -8,9 +9,11 @@ import (
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // In a cluster of an owner of sessions, a node performing model calls and a node
@@ -58,5 +61,80 @@ func TestClusterA2AStreamCarriesModelDeltas(t *testing.T) {
 	}
 	if n := perfPub.msgs.Load(); n == 0 || n > 20 {
 		t.Errorf("the performer published %d messages on %s for 100 deltas: want a few batches", n, messages.TopicDeltas)
+	}
+}
+
+// In the same cluster with a second API node: a task streamed through the first
+// (its client still reading), whose agent waits on a tool, is followed by a
+// tasks/resubscribe on the second, which neither owns its session nor runs its A2A
+// execution: the task (working) at once; once the tool answers, the provider's
+// tokens as increments of the answer artifact, then the recorded answer and the
+// task's end, as the first client sees them.
+func TestClusterA2AResubscribeOnANodeThatDoesNotRunTheTask(t *testing.T) {
+	pieces := tokens(100)
+	c := newDeltaCluster(t, func(n int) openaitest.Reply {
+		u := messages.Usage{PromptTokens: 20, CompletionTokens: 100}
+		if n == 0 {
+			return openaitest.Stream(openaitest.RoleChunk(), openaitest.ToolCallChunk(0, "c1", "hold", "{}"),
+				openaitest.FinishChunk("tool_calls"), openaitest.UsageChunk(u), openaitest.Done)
+		}
+		return openaitest.TextStream(u, pieces...)
+	})
+	held := newHeldTool()
+	c.a2a, c.tools = &node.A2AConfig{}, []tools.Tool{held}
+	owner, _, _ := c.node("owner", node.RoleSessions|node.RoleTools, 0)
+	c.node("models", node.RoleModels, 0)
+	apiNode, _, _ := c.node("api", node.RoleTools, 0)
+	otherNode, _, _ := c.node("other", node.RoleTools, 0)
+	waitFor(t, 60*time.Second, "the owner owning every partition", func() bool { return owner.PartitionsOwned() == 6 })
+	api := httptest.NewServer(apiNode.Handler())
+	defer api.Close()
+	other := httptest.NewServer(otherNode.Handler())
+	defer other.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	streaming, _ := a2aClient(t, api.URL, a2a.CardPath)
+	first := a2aFeed(streaming.SendStreamingMessage(ctx, &sdk.MessageSendParams{Message: userMessage("count to 100")}))
+	it, ok := nextItem(t, first, 30*time.Second)
+	if !ok || it.err != nil {
+		t.Fatalf("message/stream: %v", it.err)
+	}
+	id := it.ev.TaskInfo().TaskID
+	held.waitStarted(t, "by the task")
+	subscriber, _ := a2aClient(t, other.URL, a2a.CardPath)
+	feed := a2aFeed(subscriber.ResubscribeToTask(ctx, &sdk.TaskIDParams{ID: id}))
+	it, ok = nextItem(t, feed, 30*time.Second)
+	if !ok || it.err != nil {
+		t.Fatalf("tasks/resubscribe on the other node: %v", it.err)
+	}
+	if task, isTask := it.ev.(*sdk.Task); !isTask || task.ID != id || task.Status.State != sdk.TaskStateWorking {
+		t.Fatalf("the first event: %#v, want the task working", it.ev)
+	}
+	close(held.release)
+	events := drainFeed(t, feed)
+	streamed := drainFeed(t, first)
+	text, lastChunk, appended, last := foldAnswer(events)
+	want, _, _, end := foldAnswer(streamed)
+	whole := strings.Join(pieces, "")
+	if end == nil || end.Status.State != sdk.TaskStateCompleted || want == "" || !strings.HasPrefix(whole, want) {
+		t.Fatalf("message/stream ended with %#v, answer %q", end, want)
+	}
+	if last == nil || !last.Final || last.Status.State != sdk.TaskStateCompleted || partsOf(last.Status.Message) != want {
+		t.Fatalf("tasks/resubscribe ended with %#v", last)
+	}
+	// Deltas are best effort (the tail of a burst may lose the race with the
+	// answer, on another topic): the tokens streamed are the answer's first ones.
+	var live string
+	for _, ev := range events {
+		if a, ok := ev.(*sdk.TaskArtifactUpdateEvent); ok && (a.Append || a.Artifact.Metadata[a2a.PartialKey] == true) {
+			if !a.Append {
+				live = ""
+			}
+			live += partsOf(&sdk.Message{Parts: a.Artifact.Parts})
+		}
+	}
+	if text != want || !lastChunk || appended < 20 || !strings.HasPrefix(whole, live) {
+		t.Fatalf("tasks/resubscribe's answer artifact: %q (last chunk %v), %d increments appended (%q), want the tokens then %q", text, lastChunk, appended, live, want)
 	}
 }

@@ -1,19 +1,27 @@
 package node_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	sdk "github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -159,5 +167,135 @@ func TestA2AJSClientStreamsDeltas(t *testing.T) {
 	const completed = 3
 	if !last.Last || last.Append || !strings.HasPrefix(whole, last.Text) || last.Text == "" || out.State != completed || out.Answer != last.Text {
 		t.Fatalf("end: last artifact %+v, state %d, answer %q", last, out.State, out.Answer)
+	}
+}
+
+// a2aJSLine is a line the script prints in mode subscribe.
+type a2aJSLine struct {
+	Event string
+	End   bool
+	Error string
+}
+
+// subscribeA2AJS runs the script's mode subscribe of task id against the node at
+// base, and feeds the lines it prints as they come (the channel closes when it
+// exits).
+func subscribeA2AJS(t *testing.T, base string, id sdk.TaskID) <-chan a2aJSLine {
+	t.Helper()
+	modules, nodeBin := a2aJSModules(t)
+	dir := t.TempDir()
+	script, err := os.ReadFile(filepath.Join("testdata", "a2a-js-client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(modules, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(dir, "client.mjs"), base, "subscribe", string(id))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	out := make(chan a2aJSLine, 1024)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer close(out)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var l a2aJSLine
+			if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+				l.Error = "undecodable line " + sc.Text()
+			}
+			out <- l
+		}
+		if err := cmd.Wait(); err != nil {
+			out <- a2aJSLine{Error: fmt.Sprintf("node: %v\n%s", err, stderr.String())}
+		}
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return out
+}
+
+// nextJSLine returns the script's next line (a zero one when it exited).
+func nextJSLine(t *testing.T, lines <-chan a2aJSLine) a2aJSLine {
+	t.Helper()
+	select {
+	case l := <-lines:
+		return l
+	case <-time.After(30 * time.Second):
+		t.Fatal("the JavaScript client printed nothing within 30s")
+		return a2aJSLine{}
+	}
+}
+
+// The JavaScript client (A2A 1.0) subscribes to tasks after a restart: a task
+// waiting for approval comes first, as it waits; approved by another client, it
+// goes on to its end, which ends the stream. An ended task is refused as 1.0 says
+// (UnsupportedOperationError), and so is an unknown one (TaskNotFoundError).
+func TestA2AJSClientSubscribesAfterARestart(t *testing.T) {
+	a2aJSModules(t)
+	var sent atomic.Int64
+	cfg := mailer(t, &sent)
+	cfg.A2A = &node.A2AConfig{}
+	cfg.DataDir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	url, stop := a2aNodeToStop(t, cfg)
+	mailerClient, _ := a2aClient(t, url, "/a2a/mailer"+a2a.CardPath)
+	res, err := mailerClient.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("mail bob")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := res.(*sdk.Task)
+	if waiting.Status.State != sdk.TaskStateInputRequired {
+		t.Fatalf("before the restart: %s", waiting.Status.State)
+	}
+	stop()
+
+	second := nodetest.Start(t, cfg)
+	api := httptest.NewServer(second.Handler())
+	defer api.Close()
+	mailerClient, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
+	const inputRequired, working, completed = "6", "2", "3"
+	lines := subscribeA2AJS(t, api.URL, waiting.ID)
+	if l := nextJSLine(t, lines); l.Event != "task:"+inputRequired {
+		t.Fatalf("the first event: %+v, want the task waiting", l)
+	}
+	answer := userMessage("approve")
+	answer.TaskID, answer.ContextID = waiting.ID, waiting.ContextID
+	if _, err := mailerClient.SendMessage(ctx, &sdk.MessageSendParams{Message: answer}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for {
+		l := nextJSLine(t, lines)
+		if l.Error != "" {
+			t.Fatalf("after %q: %s", got, l.Error)
+		}
+		if l.End {
+			break
+		}
+		got = append(got, l.Event)
+	}
+	if len(got) < 3 || got[0] != "status:"+working || got[len(got)-2] != "artifact:handled" || got[len(got)-1] != "status:"+completed+":handled" {
+		t.Fatalf("after the approval: %q, want working … the answer, completed", got)
+	}
+	for id, want := range map[sdk.TaskID]string{waiting.ID: "(Code: -32004)", sdk.TaskID(waiting.ContextID + "~0123456789abcdef0123456789abcdef"): "(Code: -32001)"} {
+		if l := nextJSLine(t, subscribeA2AJS(t, api.URL, id)); !strings.Contains(l.Error, want) {
+			t.Fatalf("task %s: %+v, want error %s", id, l, want)
+		}
 	}
 }

@@ -67,16 +67,8 @@ func TestA2APushConfigsSurviveARestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	first, err := node.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := first.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(first.Handler())
-	client, _ := a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
+	url, stop := a2aNodeToStop(t, cfg)
+	client, _ := a2aClient(t, url, "/a2a/mailer"+a2a.CardPath)
 	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("mail bob"),
 		Config: &sdk.MessageSendConfig{PushConfig: &sdk.PushConfig{ID: "plain", URL: hookURL + "/plain"}}})
 	if err != nil {
@@ -99,7 +91,6 @@ func TestA2APushConfigsSurviveARestart(t *testing.T) {
 		got.Config.Token != "secret-token" || got.Config.Auth == nil || got.Config.Auth.Credentials != "secret-credentials" {
 		t.Fatalf("the config with secrets before the restart: %+v, %v", got, err)
 	}
-	api.Close()
 	stop()
 
 	second := nodetest.Start(t, cfg)
@@ -115,7 +106,7 @@ func TestA2APushConfigsSurviveARestart(t *testing.T) {
 	if eventlog.IsSession(a2a.PushStreamFor(waiting.ID)) {
 		t.Fatal("the push configs' stream counts as a session")
 	}
-	api = httptest.NewServer(second.Handler())
+	api := httptest.NewServer(second.Handler())
 	defer api.Close()
 	client, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
 	resp, err := http.Get(api.URL + "/v1/sessions")

@@ -306,17 +306,9 @@ func TestA2ATasksSurviveARestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	first, err := node.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := first.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := httptest.NewServer(first.Handler())
-	client, _ := a2aClient(t, api.URL, a2a.CardPath)
-	mailerClient, _ := a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
+	url, stop := a2aNodeToStop(t, cfg)
+	client, _ := a2aClient(t, url, a2a.CardPath)
+	mailerClient, _ := a2aClient(t, url, "/a2a/mailer"+a2a.CardPath)
 	question := userMessage("hi")
 	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: question})
 	if err != nil {
@@ -331,11 +323,10 @@ func TestA2ATasksSurviveARestart(t *testing.T) {
 	if done.Status.State != sdk.TaskStateCompleted || waiting.Status.State != sdk.TaskStateInputRequired {
 		t.Fatalf("before the restart: %s, %s", done.Status.State, waiting.Status.State)
 	}
-	api.Close()
 	stop()
 
 	second := nodetest.Start(t, cfg)
-	api = httptest.NewServer(second.Handler())
+	api := httptest.NewServer(second.Handler())
 	defer api.Close()
 	client, _ = a2aClient(t, api.URL, a2a.CardPath)
 	mailerClient, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)

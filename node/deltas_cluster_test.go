@@ -20,6 +20,7 @@ import (
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // topicCounter counts the messages a node publishes to one topic (but its
@@ -107,6 +108,8 @@ type deltaCluster struct {
 	pace time.Duration
 	// watchGate is the gate of every node's topicCounter.
 	watchGate atomic.Bool
+	// tools are the tools of the nodes started next.
+	tools []tools.Tool
 }
 
 func newDeltaCluster(t *testing.T, streams func(n int) openaitest.Reply) *deltaCluster {
@@ -138,7 +141,7 @@ func (c *deltaCluster) node(name string, roles node.Role, attempts int) (*node.N
 		live = deltasFeedSubscriber{Subscriber: live, feed: c.deltasFeed}
 	}
 	n, err := node.New(context.Background(), node.Config{
-		Log: c.log, NodeID: name, Roles: roles, A2A: c.a2a, Model: model, MaxSteps: 4,
+		Log: c.log, NodeID: name, Roles: roles, A2A: c.a2a, Tools: c.tools, Model: model, MaxSteps: 4,
 		Gateway: gateway.Config{Retry: gateway.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond, Max: time.Millisecond}},
 		Bus: &node.Bus{Publisher: pub, Tasks: clients.Group, Live: live,
 			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf},

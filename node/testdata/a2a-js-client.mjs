@@ -7,10 +7,14 @@
 // MODE deltas: default, one streamed message; each artifact event as
 //   {append, last, text}, and the final state and answer.
 // Prints one JSON object.
+// MODE subscribe TASK_ID: default, SubscribeToTask (resubscribeTask) of the task;
+//   prints a JSON line per event as it comes ({"event": "task:<state>",
+//   "status:<state>[:<message>]" or "artifact:<text>"}), then {"end": true} or
+//   {"error": "<message>"}.
 import { ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
 import { randomUUID } from 'node:crypto';
 
-const [base, mode = 'default'] = process.argv.slice(2);
+const [base, mode = 'default', taskId = ''] = process.argv.slice(2);
 
 let client;
 if (mode === 'legacy') {
@@ -35,6 +39,24 @@ const text = (parts) => (parts || []).map((p) => (p.content && p.content.$case =
 const unwrap = (r) => (r && r.payload ? r.payload : r && r.id ? { $case: 'task', value: r } : { $case: 'message', value: r });
 
 const out = { protocol: client.protocolVersion };
+
+if (mode === 'subscribe') {
+  try {
+    for await (const ev of client.resubscribeTask({ tenant: '', id: taskId })) {
+      const p = ev.payload;
+      if (!p) continue;
+      let line = p.$case;
+      if (p.$case === 'task') line = 'task:' + p.value.status.state;
+      else if (p.$case === 'statusUpdate') line = 'status:' + p.value.status.state + (p.value.status.message ? ':' + text(p.value.status.message.parts) : '');
+      else if (p.$case === 'artifactUpdate') line = 'artifact:' + text(p.value.artifact.parts);
+      console.log(JSON.stringify({ event: line }));
+    }
+    console.log(JSON.stringify({ end: true }));
+  } catch (e) {
+    console.log(JSON.stringify({ error: String((e && e.message) || e) }));
+  }
+  process.exit(0);
+}
 
 if (mode === 'deltas') {
   out.artifacts = [];

@@ -1,0 +1,166 @@
+package a2a
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// streamBackend is a Backend whose every task streams an answer of n tokens: its
+// session records task.submitted, model.requested, model.responded and
+// task.completed, and its watcher gets them live with the n deltas between the
+// call's request and its answer.
+type streamBackend struct {
+	n    int
+	mu   sync.Mutex
+	log  []messages.Envelope
+	live chan messages.Envelope
+}
+
+func newStreamBackend(n int) *streamBackend {
+	return &streamBackend{n: n, live: make(chan messages.Envelope, n+16)}
+}
+
+func (b *streamBackend) envelope(p messages.Payload, seq uint64) messages.Envelope {
+	e, err := messages.NewEnvelope(p)
+	if err != nil {
+		panic(err)
+	}
+	e.Seq = seq
+	return e
+}
+
+func (b *streamBackend) SubmitTask(_ context.Context, _, session, _, envID string) error {
+	const key = "call-1"
+	submitted := b.envelope(&messages.TaskSubmitted{Input: "count"}, 1)
+	submitted.ID, submitted.SessionID = envID, session
+	requested := b.envelope(&messages.ModelRequested{Key: key, Step: 1}, 2)
+	var whole string
+	deltas := make([]messages.Envelope, b.n)
+	for i := range deltas {
+		piece := fmt.Sprintf("tok%d ", i)
+		whole += piece
+		deltas[i] = b.envelope(&messages.ModelDelta{Key: key, Step: 1, Seq: uint64(i + 1), Content: piece}, 0)
+	}
+	responded := b.envelope(&messages.ModelResponded{Key: key, Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: whole}}, 3)
+	completed := b.envelope(&messages.TaskCompleted{Output: whole, Steps: 1}, 4)
+	b.mu.Lock()
+	b.log = append(b.log, submitted, requested, responded, completed)
+	b.mu.Unlock()
+	b.live <- submitted
+	b.live <- requested
+	for _, d := range deltas {
+		b.live <- d
+	}
+	b.live <- responded
+	b.live <- completed
+	return nil
+}
+
+func (b *streamBackend) Events(_ context.Context, _ string, from uint64) ([]messages.Envelope, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []messages.Envelope
+	for _, e := range b.log {
+		if e.Seq >= from {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+func (b *streamBackend) Watch(string) (<-chan messages.Envelope, func()) { return b.live, func() {} }
+
+func (b *streamBackend) Cancel(context.Context, string, string) error { return nil }
+
+func (b *streamBackend) Approve(context.Context, string, string, bool, string) error { return nil }
+
+// streamTask runs one message/stream of an n-token answer through the SDK's
+// handler, the executor and the task store; each event seen goes to each (nil: none).
+func streamTask(tb testing.TB, n int, each func(*TaskStore, sdk.Event)) {
+	b := newStreamBackend(n)
+	store := NewTaskStore(b)
+	exec := NewExecutor(b, "default")
+	d := NewDedupe(a2asrv.NewHandler(exec, a2asrv.WithTaskStore(store)), exec, store)
+	artifacts := 0
+	var last sdk.TaskState
+	for ev, err := range d.OnSendMessageStream(context.Background(), &sdk.MessageSendParams{Message: sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "count"})}) {
+		if err != nil {
+			tb.Fatal(err)
+		}
+		switch v := ev.(type) {
+		case *sdk.TaskArtifactUpdateEvent:
+			artifacts++
+		case *sdk.TaskStatusUpdateEvent:
+			last = v.Status.State
+		}
+		if each != nil {
+			each(store, ev)
+		}
+	}
+	if last != sdk.TaskStateCompleted || artifacts < n+2 {
+		tb.Fatalf("the stream ended %s after %d artifact events, want completed after %d", last, artifacts, n+2)
+	}
+}
+
+// The task saved at each token holds the text streamed so far, however the SDK
+// goes on appending to the task it saved, and the completed one the answer whole.
+func TestStoreKeepsEachSavedTask(t *testing.T) {
+	var texts []string
+	var id sdk.TaskID
+	streamTask(t, 50, func(s *TaskStore, ev sdk.Event) {
+		if _, ok := ev.(*sdk.TaskArtifactUpdateEvent); !ok {
+			return
+		}
+		id = ev.TaskInfo().TaskID
+		task, err := s.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts = append(texts, artifactText(task))
+	})
+	var want string
+	for i := range 50 {
+		want += fmt.Sprintf("tok%d ", i)
+		// The stream is read as it is written: a task read at an event has that
+		// event's text, or a later one's.
+		if got := texts[i]; len(got) < len(want) || got[:len(want)] != want {
+			t.Fatalf("after token %d the task has %q, want %q first", i, got, want)
+		}
+	}
+	if last := texts[len(texts)-1]; last != want {
+		t.Fatalf("the completed task's answer: %q", last)
+	}
+}
+
+// artifactText is the text of a task's artifacts.
+func artifactText(t *sdk.Task) string {
+	var out string
+	for _, a := range t.Artifacts {
+		for _, p := range a.Parts {
+			if tp, ok := p.(sdk.TextPart); ok {
+				out += tp.Text
+			}
+		}
+	}
+	return out
+}
+
+// BenchmarkStreamedAnswer measures a message/stream whose answer streams n tokens
+// (each an artifact event the SDK saves the task at).
+func BenchmarkStreamedAnswer(b *testing.B) {
+	for _, n := range []int{500, 1000, 2000} {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				streamTask(b, n, nil)
+			}
+		})
+	}
+}
