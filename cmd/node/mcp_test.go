@@ -134,6 +134,26 @@ func listToolNames(t *testing.T, cs *sdk.ClientSession) []string {
 	return names
 }
 
+// waitToolNames waits until the node lists the tools want (space-separated, sorted)
+// and fails the test if it does not within a minute. A node waits a while at start
+// for the MCP servers behind it (mcpStartWait); one that connects later joins the
+// catalog, and the node tells its clients (notifications/tools/list_changed): a
+// loaded machine can start server-everything after that wait.
+func waitToolNames(t *testing.T, cs *sdk.ClientSession, want string) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		got := strings.Join(listToolNames(t, cs), " ")
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tools %s, want %s", got, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 func resultText(r *sdk.CallToolResult) string {
 	var parts []string
 	for _, c := range r.Content {
@@ -184,9 +204,7 @@ func TestNodeMCPWithAnMCPServerBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := mcpNode(t, "--config", path)
-	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock everything__echo everything__get-sum everything__read_resource run_task" {
-		t.Fatalf("tools %s", got)
-	}
+	waitToolNames(t, cs, "calculator clock everything__echo everything__get-sum everything__read_resource run_task")
 	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "everything__echo", Arguments: map[string]any{"message": "through troupe"}})
 	if err != nil || res.IsError || !strings.Contains(resultText(res), "through troupe") {
 		t.Fatalf("echo: %v %q", err, resultText(res))
@@ -206,6 +224,7 @@ func TestNodeMCPProxiesResourcesAndPrompts(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := mcpNode(t, "--config", path)
+	waitToolNames(t, cs, "calculator clock everything__echo everything__get_prompt everything__read_resource run_task") // server-everything is connected
 	ctx := context.Background()
 	var templates []string
 	for tm, err := range cs.ResourceTemplates(ctx, nil) {
