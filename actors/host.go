@@ -137,7 +137,10 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 			m.answer(ctx, fmt.Errorf("%w: session %s", ErrNotOwner, id))
 			return
 		}
-		h.forward(ctx, m.Envelope.SessionID)
+		// A new task's session, if it is not running, need not read its log before
+		// the task: only on a node that runs every session (the log fences none of
+		// its appends) and republishes nothing (SessionActor.claim).
+		h.forwardNew(ctx, m.Envelope.SessionID, m.New && h.owns == nil && h.republished == nil)
 	case *CancelTask:
 		if h.refuse(ctx, m.SessionID) {
 			return
@@ -236,7 +239,12 @@ func (h *SessionHost) refuse(ctx actor.Context, id string) bool {
 	return true
 }
 
-func (h *SessionHost) forward(ctx actor.Context, id string) {
+func (h *SessionHost) forward(ctx actor.Context, id string) { h.forwardNew(ctx, id, false) }
+
+// forwardNew forwards the message to the session's actor, spawning it if it is not
+// running; unread spawns it without reading its log (SessionActor.unread), a
+// restarted incarnation reads it.
+func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 	s, ok := h.sessions[id]
 	if !ok {
 		h.makeRoom(ctx, 1)
@@ -253,6 +261,7 @@ func (h *SessionHost) forward(ctx actor.Context, id string) {
 		props := actor.PropsFromProducer(func() actor.Actor {
 			a := newSessionActor(id, deps, handled)
 			a.republish = republish // a restarted incarnation publishes again: duplicates only
+			a.unread, unread = unread, false
 			if deps.spawned != nil {
 				deps.spawned(a)
 			}
