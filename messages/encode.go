@@ -173,6 +173,22 @@ func appendJSONItems(b []byte, v []ContextItem) ([]byte, bool) {
 	return append(b, ']'), all
 }
 
+// AppendChatJSON appends the JSON encoding of msgs to b: exactly json.Marshal's
+// bytes (null for a nil slice), without reflection. llm.PromptHash hashes it.
+func AppendChatJSON(b []byte, msgs []ChatMessage) []byte {
+	if msgs == nil {
+		return append(b, "null"...)
+	}
+	b = append(b, '[')
+	for i := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = msgs[i].appendJSON(b)
+	}
+	return append(b, ']')
+}
+
 func (m *ChatMessage) appendJSON(b []byte) []byte {
 	b = append(b, `{"role":`...)
 	b = appendJSONString(b, string(m.Role))

@@ -116,6 +116,24 @@ func TestAppendedJSONIsJSONMarshal(t *testing.T) {
 	}
 }
 
+// AppendChatJSON encodes a conversation exactly as json.Marshal does: random ones,
+// an empty one and none.
+func TestAppendChatJSONIsJSONMarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 3000 {
+		var msgs []ChatMessage
+		fill(r, reflect.ValueOf(&msgs).Elem(), 0)
+		if got, want := AppendChatJSON(nil, msgs), mustMarshal(t, msgs); !bytes.Equal(got, want) {
+			t.Fatalf("#%d:\n got  %s\n want %s", i, got, want)
+		}
+	}
+	for _, msgs := range [][]ChatMessage{nil, {}} {
+		if got, want := AppendChatJSON([]byte("x"), msgs), append([]byte("x"), mustMarshal(t, msgs)...); !bytes.Equal(got, want) {
+			t.Fatalf("%#v: got %s, want %s", msgs, got, want)
+		}
+	}
+}
+
 func mustMarshal(t *testing.T, v any) []byte {
 	t.Helper()
 	b, err := json.Marshal(v)
