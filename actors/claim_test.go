@@ -2,12 +2,15 @@ package actors_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -32,6 +35,28 @@ func readCounting(store **readsBySession) func(*sqlite.Log) actors.EventStore {
 	}
 }
 
+// conflictCounting is an event store that counts the appends the log refuses with
+// ErrSeqConflict, and the reads of each session.
+type conflictCounting struct {
+	*readsBySession
+	conflicts atomic.Int32
+}
+
+func (c *conflictCounting) Append(ctx context.Context, events []messages.Envelope) error {
+	err := c.readsBySession.Append(ctx, events)
+	if errors.Is(err, eventlog.ErrSeqConflict) {
+		c.conflicts.Add(1)
+	}
+	return err
+}
+
+func conflictsCounting(store **conflictCounting) func(*sqlite.Log) actors.EventStore {
+	return func(l *sqlite.Log) actors.EventStore {
+		*store = &conflictCounting{readsBySession: &readsBySession{EventStore: l, reads: map[string]int{}}}
+		return *store
+	}
+}
+
 // A new task (SubmitTask.New) of a session with no events starts the session
 // without reading its log: the task is recorded at seq 1 and runs to the end.
 func TestNewTaskOfANewSessionReadsNoLog(t *testing.T) {
@@ -51,14 +76,16 @@ func TestNewTaskOfANewSessionReadsNoLog(t *testing.T) {
 	}
 }
 
-// A new task of a session that has events but no actor (passivated here; a node
-// restarted after a crash alike) finds seq 1 taken: the session reads its events,
-// and records the task after them, with its history in the prompt.
+// A new task of a session the host ran before (passivated since) reads the
+// session's events before it, rather than claim seq 1, which they hold: the task
+// is recorded after them, with the history in the prompt.
 func TestNewTaskOfASessionWithHistoryReadsIt(t *testing.T) {
-	var store *readsBySession
+	var store *conflictCounting
 	model := &promptsModel{Model: llm.Offline{}, prompts: map[string][]messages.ChatMessage{}}
-	h := newHarness(t, harnessOpts{model: model, idle: 20 * time.Millisecond, store: readCounting(&store)})
-	h.submit("s", "t1", "echo first")
+	h := newHarness(t, harnessOpts{model: model, idle: 20 * time.Millisecond, store: conflictsCounting(&store)})
+	if acc, ok := h.submitNew("s", "t1", `{"input":"echo first"}`).(*actors.TaskAccepted); !ok || acc.Seq != 1 {
+		t.Fatalf("first task: %+v", acc)
+	}
 	h.wait("s")
 	waitUntil(t, "the session passivated", func() bool { return h.sessions() == 0 })
 	acc, ok := h.submitNew("s", "t2", `{"input":"echo second"}`).(*actors.TaskAccepted)
@@ -80,9 +107,10 @@ func TestNewTaskOfASessionWithHistoryReadsIt(t *testing.T) {
 	if all := strings.Join(text, " | "); !strings.Contains(all, "echo first") {
 		t.Fatalf("the second task's model call did not see the first task: %s", all)
 	}
-	// Once by the first incarnation (a task that is not new), once by the second.
-	if r := store.of("s"); r != 2 {
-		t.Fatalf("the session read its log %d times, want 2", r)
+	// Not by the first incarnation (it claimed seq 1), once by the second, which
+	// claimed nothing.
+	if r, c := store.of("s"), store.conflicts.Load(); r != 1 || c != 0 {
+		t.Fatalf("the session read its log %d times (want once), and %d appends were refused (want none)", r, c)
 	}
 }
 
@@ -112,7 +140,8 @@ func TestNewTaskRefusedLeavesTheSessionUnread(t *testing.T) {
 }
 
 // After a crash, a new task of a session whose earlier task was left running (its
-// model call requested, unanswered) finds seq 1 taken: the session reads its
+// model call requested, unanswered) finds seq 1 taken (the host of the new process
+// never ran the session): the log refuses the claim, and the session reads its
 // events, resumes the earlier task, and records the new one after them.
 func TestNewTaskOfASessionLeftRunningByACrash(t *testing.T) {
 	dir := t.TempDir()
@@ -135,8 +164,8 @@ func TestNewTaskOfASessionLeftRunningByACrash(t *testing.T) {
 	}
 	_ = lg.Close()
 
-	var store *readsBySession
-	h := newHarness(t, harnessOpts{model: llm.Offline{}, dir: dir, store: readCounting(&store)})
+	var store *conflictCounting
+	h := newHarness(t, harnessOpts{model: llm.Offline{}, dir: dir, store: conflictsCounting(&store)})
 	acc, ok := h.submitNew("s", "t2", `{"input":"echo second"}`).(*actors.TaskAccepted)
 	if !ok || acc.Seq < 3 {
 		t.Fatalf("second task: %+v, want it accepted after the first task's events", acc)
@@ -155,7 +184,7 @@ func TestNewTaskOfASessionLeftRunningByACrash(t *testing.T) {
 	if events[0].ID != "t1" || events[1].ID != "s/2" || events[acc.Seq-1].ID != "t2" {
 		t.Fatalf("events %s: want t1 and its request kept, and t2 at seq %d", types(events), acc.Seq)
 	}
-	if r := store.of("s"); r != 1 {
-		t.Fatalf("the session read its log %d times, want once", r)
+	if r, c := store.of("s"), store.conflicts.Load(); r != 1 || c != 1 {
+		t.Fatalf("the session read its log %d times and had %d appends refused, want once each", r, c)
 	}
 }
