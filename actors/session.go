@@ -119,7 +119,8 @@ type SubmitTask struct {
 	// New says that Envelope.ID was made for this submission by an ID source that
 	// never makes the same ID twice (UniqueIDs), so that no log holds it yet. A
 	// session that is not running then starts without reading its log (see
-	// SessionActor.claim); the host ignores New on a sharded node.
+	// SessionActor.claim); the host ignores New on a sharded node, and for a
+	// session it ran before (whose log most likely has events).
 	New bool
 }
 
