@@ -68,6 +68,9 @@
 // A session actor lives while its session is in use: it passivates after IdleTimeout
 // idle, or earlier when the host has more than MaxLiveSessions (least recently used
 // idle sessions first, never one with a running task); its next message folds it back.
+// A session started for a new task (SubmitTask.New: an ID no log holds yet) reads
+// nothing first: it appends the task at seq 1, which the log refuses if the session
+// has events, and only then reads them (SessionActor.claim).
 //
 // Session actors' mailboxes and effect calls run on pools of long-lived goroutines
 // (up to a bound, then on new ones), which keep the stacks that SQLite and

@@ -43,6 +43,11 @@ type SessionHost struct {
 	republished map[string]struct{}
 	// dispatcher runs the session actors' mailboxes on long-lived goroutines.
 	dispatcher actor.Dispatcher
+	// started are the sessions the host started an actor for, up to maxStarted
+	// (then it forgets them all): a new task of one of them reads the session's
+	// events first rather than claim seq 1, which its events most likely hold
+	// (SessionActor.claim: a claim the log refuses costs a write).
+	started map[string]struct{}
 }
 
 // ErrNotOwner answers a message for a session this node does not own (its partition
@@ -66,6 +71,9 @@ type SetOwnership struct {
 // last SetOwnership; past it, it forgets them (a session started again then
 // republishes again: a duplicate, never a loss).
 const maxRepublished = 100_000
+
+// maxStarted bounds the sessions a host remembers having started (SessionHost.started).
+const maxStarted = 100_000
 
 // ReleaseSessions hands every session actor over to the caller and makes the host own
 // nothing until the next SetOwnership: the host forwards nothing to them any more. The
@@ -93,7 +101,7 @@ func NewSessionHostProps(deps SessionDeps) *actor.Props {
 	// Shared by the host's incarnations, as its sessions are.
 	mailboxes := dispatcher{w: newWorkers(sessionWorkers, workerIdle), throughput: mailboxThroughput}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes}
+		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes, started: map[string]struct{}{}}
 	},
 		actor.WithSupervisor(actor.NewOneForOneStrategy(5, 10*time.Second, actor.DefaultDecider)),
 		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)))
@@ -137,7 +145,11 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 			m.answer(ctx, fmt.Errorf("%w: session %s", ErrNotOwner, id))
 			return
 		}
-		h.forward(ctx, m.Envelope.SessionID)
+		// A new task's session, if it is not running, need not read its log before
+		// the task: only on a node that runs every session (the log fences none of
+		// its appends) and republishes nothing (SessionActor.claim).
+		_, again := h.started[m.Envelope.SessionID]
+		h.forwardNew(ctx, m.Envelope.SessionID, m.New && h.owns == nil && h.republished == nil && !again)
 	case *CancelTask:
 		if h.refuse(ctx, m.SessionID) {
 			return
@@ -236,7 +248,12 @@ func (h *SessionHost) refuse(ctx actor.Context, id string) bool {
 	return true
 }
 
-func (h *SessionHost) forward(ctx actor.Context, id string) {
+func (h *SessionHost) forward(ctx actor.Context, id string) { h.forwardNew(ctx, id, false) }
+
+// forwardNew forwards the message to the session's actor, spawning it if it is not
+// running; unread spawns it without reading its log (SessionActor.unread), a
+// restarted incarnation reads it.
+func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 	s, ok := h.sessions[id]
 	if !ok {
 		h.makeRoom(ctx, 1)
@@ -253,12 +270,17 @@ func (h *SessionHost) forward(ctx actor.Context, id string) {
 		props := actor.PropsFromProducer(func() actor.Actor {
 			a := newSessionActor(id, deps, handled)
 			a.republish = republish // a restarted incarnation publishes again: duplicates only
+			a.unread, unread = unread, false
 			if deps.spawned != nil {
 				deps.spawned(a)
 			}
 			return a
 		}, actor.WithDispatcher(h.dispatcher))
 		pid := ctx.Spawn(props)
+		if len(h.started) >= maxStarted {
+			clear(h.started)
+		}
+		h.started[id] = struct{}{}
 		s = &hosted{id: id, pid: pid}
 		h.sessions[id] = s
 		h.byPID[pid.Id] = id

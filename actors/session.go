@@ -116,6 +116,12 @@ type SubmitTask struct {
 	// durably recorded (or was before), else the error it was refused with. It must
 	// have room for it: the session does not wait.
 	Done chan<- error
+	// New says that Envelope.ID was made for this submission by an ID source that
+	// never makes the same ID twice (UniqueIDs), so that no log holds it yet. A
+	// session that is not running then starts without reading its log (see
+	// SessionActor.claim); the host ignores New on a sharded node, and for a
+	// session it ran before (whose log most likely has events).
+	New bool
 }
 
 // answer answers m: res is a *TaskAccepted or an error.
@@ -205,6 +211,13 @@ type SessionActor struct {
 	// republish makes recover publish the session's latest task's events again
 	// (SetOwnership.Republish).
 	republish bool
+	// unread is set while the session has not read its log: it was started for a
+	// new task (SubmitTask.New), and its state is that of a session with no events
+	// until claim proves it or the log refuses the claim.
+	unread bool
+	// claiming is set while claim appends: a batch the log refuses with
+	// ErrSeqConflict is then returned by step instead of restarting the actor.
+	claiming bool
 	// handled counts the host-forwarded messages the session processed; its
 	// incarnations share it, so that after a restart it still matches what the host
 	// forwarded, and the session can passivate.
@@ -237,6 +250,12 @@ func newSessionActor(id string, deps *SessionDeps, handled *int) *SessionActor {
 func (a *SessionActor) Receive(ctx actor.Context) {
 	// The idle timeout counts from the end of the last message handled.
 	a.idle.pause()
+	if a.unread {
+		switch ctx.Message().(type) {
+		case *CancelTask, *ResolveApproval, *ResumeSession, *Drain, *messages.EffectReply, *deadlineTick, *idleTimeout:
+			a.mustLoad(ctx) // only a new task is handled before the session read its log
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover(ctx)
@@ -308,25 +327,44 @@ func (a *SessionActor) ioCtx() context.Context {
 	return a.deps.io.Context()
 }
 
-// recover folds the session's events and re-issues unanswered effects.
+// recover folds the session's events and re-issues unanswered effects. A session
+// started for a new task (unread) reads nothing yet: claim or load does.
 func (a *SessionActor) recover(ctx actor.Context) {
+	a.reset()
+	self, root := ctx.Self(), ctx.ActorSystem().Root
+	a.reply = func(rep messages.EffectReply) { root.Send(self, &rep) }
+	a.idle = newWakeup(ctx.ActorSystem().Root, ctx.Self(), a.deps.IdleTimeout, &idleTimeout{})
+	if a.unread {
+		return
+	}
+	a.mustLoad(ctx)
+}
+
+// reset makes the session's state that of a session with no events, and forgets
+// the effects in flight.
+func (a *SessionActor) reset() {
 	a.state = NewSessionState(a.id).WithAgents(a.agents())
 	a.inflight = map[messages.EffectKey]bool{}
 	a.queue = nil
 	a.modelKey = messages.EffectKey{}
-	self, root := ctx.Self(), ctx.ActorSystem().Root
-	a.reply = func(rep messages.EffectReply) { root.Send(self, &rep) }
+}
+
+// load folds the session's events, read from the log, into a state with none
+// (reset), and goes on with unfinished work.
+//
+// It fails if the log cannot be read or its events folded; the caller escalates
+// (panics): the supervisor restarts the actor, which reads again.
+func (a *SessionActor) load(ctx actor.Context) error {
+	a.unread = false
 	events, err := a.deps.Store.Read(a.ioCtx(), a.id, 1)
 	if err != nil {
-		// Escalate: the supervisor restarts the actor, which reads again.
-		panic(fmt.Errorf("session %s: read events: %w", a.id, err))
+		return fmt.Errorf("session %s: read events: %w", a.id, err)
 	}
 	for _, e := range events {
 		if err := a.state.Apply(e); err != nil {
-			panic(fmt.Errorf("session %s: fold: %w", a.id, err))
+			return fmt.Errorf("session %s: fold: %w", a.id, err)
 		}
 	}
-	a.idle = newWakeup(ctx.ActorSystem().Root, ctx.Self(), a.deps.IdleTimeout, &idleTimeout{})
 	if a.republish && len(events) > 0 {
 		// Before anything of this incarnation's, so that the bus keeps the session's
 		// order: its latest task's events, which the previous owner may have
@@ -340,6 +378,57 @@ func (a *SessionActor) recover(ctx actor.Context) {
 		a.deps.Logger.Info("session recovered", "session", a.id, "events", len(events), "seq", a.state.LastSeq)
 	}
 	a.step(ctx, nil)
+	return nil
+}
+
+// mustLoad loads the events of a session that has not read them (unread), before
+// it handles a message other than its new task.
+func (a *SessionActor) mustLoad(ctx actor.Context) {
+	if err := a.load(ctx); err != nil {
+		panic(err)
+	}
+}
+
+// claim submits the new task of a session that has not read its log (unread) as
+// the first event of a session with no events: the task at seq 1 and what the
+// agent decides after it, in one batch. The log refuses the batch with
+// ErrSeqConflict if the session has an event at seq 1, so that an append that
+// succeeds proves the session had none (a session's events are numbered from 1
+// without gaps), and the state folded from the batch alone is the session's. The
+// task's ID, new (SubmitTask.New), cannot be stored already: the batch cannot be
+// taken for a redelivery of events stored before. claim reports false when the log
+// refused the batch: nothing was written, nor issued, and the caller reads the
+// log (load) and submits the task as any session does.
+func (a *SessionActor) claim(ctx actor.Context, m *SubmitTask) bool {
+	a.unread = false
+	e := m.Envelope
+	if e.Type != messages.TypeTaskSubmitted {
+		return false // refused by submit, once the session read its events
+	}
+	e.Seq = 1
+	e.CorrelationID = e.ID
+	if e.TS == 0 {
+		e.TS = a.deps.Clock.Now().UnixMicro()
+	}
+	e.Actor = "session"
+	a.claiming = true
+	err := a.step(ctx, oneEvent(e))
+	a.claiming = false
+	switch {
+	case errors.Is(err, eventlog.ErrSeqConflict):
+		a.deps.Logger.Debug("session has events: reading them before its new task", "session", a.id)
+		a.reset()
+		return false
+	case err != nil:
+		// Refused before anything was written (a payload the fold cannot decode):
+		// the session has still read nothing.
+		m.answer(ctx, err)
+		a.reset()
+		a.unread = true
+	default:
+		m.answer(ctx, &TaskAccepted{SessionID: a.id, Seq: e.Seq})
+	}
+	return true
 }
 
 // maxRepublishedTail bounds the events recover publishes again: a previous owner's
@@ -359,6 +448,15 @@ func latestTaskStart(events []messages.Envelope) int {
 }
 
 func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
+	if a.unread {
+		if m.New && a.claim(ctx, m) {
+			return
+		}
+		if err := a.load(ctx); err != nil {
+			m.answer(ctx, err)
+			panic(err)
+		}
+	}
 	e := m.Envelope
 	if a.state.Seen(e.ID) {
 		m.answer(ctx, &TaskAccepted{SessionID: a.id, Duplicate: true})
@@ -562,6 +660,9 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloa
 	}
 	if len(batch) > 0 {
 		if err := a.appendDurably(batch); err != nil {
+			if a.claiming && errors.Is(err, eventlog.ErrSeqConflict) {
+				return err
+			}
 			a.fenced(ctx, err)
 			return fmt.Errorf("%w: session %s: %w", ErrNotOwner, a.id, err)
 		}
@@ -615,6 +716,9 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 		}
 		if errors.Is(err, eventlog.ErrFenced) {
 			return err
+		}
+		if a.claiming && errors.Is(err, eventlog.ErrSeqConflict) {
+			return err // the session has events: claim reads them
 		}
 		if errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrInvalidEvent) {
 			panic(fmt.Errorf("session %s: append %d events at seq %d: %w", a.id, len(batch), batch[0].Seq, err))

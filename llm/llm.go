@@ -134,11 +134,14 @@ func PromptHash(req Request) string {
 	p := promptHashers.Get().(*promptHasher)
 	defer promptHashers.Put(p)
 	p.h.Reset()
-	// Encoding fixed struct types cannot fail. They are encoded through pointers to
-	// p's fields, which the encoder writes just as it would the slices themselves.
-	p.msgs = req.Messages
-	_ = p.enc.Encode(&p.msgs)
-	p.msgs = nil
+	// The messages as a json.Encoder writes them (newline-terminated), without
+	// reflection; a buffer that grew past maxHashBuffer for a long conversation is
+	// not kept.
+	p.buf = append(messages.AppendChatJSON(p.buf[:0], req.Messages), '\n')
+	_, _ = p.h.Write(p.buf)
+	if cap(p.buf) > maxHashBuffer {
+		p.buf = nil
+	}
 	_, _ = p.h.Write(p.toolsJSON(req.Tools))
 	return string(hex.AppendEncode(p.hex[:0], p.h.Sum(p.sum[:0])))
 }
@@ -180,13 +183,12 @@ func sameTools(a, b []messages.ToolSpec) bool {
 	return true
 }
 
-// promptHasher is the reusable state of PromptHash: a hash, a JSON encoder writing to
-// it, and buffers for the sum. Each one is used by one call at a time.
+// promptHasher is the reusable state of PromptHash: a hash, and buffers for the
+// messages' encoding and the sum. Each one is used by one call at a time.
 type promptHasher struct {
-	h    hash.Hash
-	enc  *json.Encoder
-	msgs []messages.ChatMessage
-	sum  [sha256.Size]byte
+	h   hash.Hash
+	buf []byte // the messages' encoding
+	sum [sha256.Size]byte
 	// The tools of the last call (a copy) and their encoding (toolsJSON).
 	lastTools []messages.ToolSpec
 	toolsEnc  []byte
@@ -196,10 +198,11 @@ type promptHasher struct {
 // promptHashers keeps PromptHash's hashers between calls; it holds no state that
 // outlives a call.
 var promptHashers = sync.Pool{New: func() any {
-	p := &promptHasher{h: sha256.New()}
-	p.enc = json.NewEncoder(p.h)
-	return p
+	return &promptHasher{h: sha256.New()}
 }}
+
+// maxHashBuffer bounds the encoding buffer a promptHasher keeps between calls.
+const maxHashBuffer = 256 << 10
 
 // EstimateTokens is a rough offline token count (about four bytes a token) for models
 // that report no usage. It is labelled an estimate wherever it is shown.

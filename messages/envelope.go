@@ -135,6 +135,11 @@ type Payload interface {
 // NewEnvelope encodes p as the payload of a new envelope with the current schema version.
 // The caller fills in IDs, Seq, TS and Actor.
 func NewEnvelope(p Payload) (Envelope, error) {
+	if a, ok := p.(jsonAppender); ok {
+		if b, ok := appendedJSON(a); ok {
+			return Envelope{Type: p.MessageType(), Version: versions[p.MessageType()], Payload: b}, nil
+		}
+	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		return Envelope{}, fmt.Errorf("messages: encode %s: %w", p.MessageType(), err)

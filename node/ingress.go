@@ -116,6 +116,20 @@ func (in *Ingress) Admit(t Task) (messages.Envelope, error) {
 	return in.admit(t, Arrival{Source: SourceAPI}, nil)
 }
 
+// uniqueIDs reports whether the IDs the ingress makes are never made twice
+// (actors.UniqueIDs): a task's envelope with such an ID is in no log yet.
+func (in *Ingress) uniqueIDs() bool {
+	u, ok := in.ids.(actors.UniqueIDs)
+	return ok && u.Unique()
+}
+
+// mintsID reports whether Decode gives the task of a the ID of a new one of unique
+// IDs (uniqueIDs), rather than the ID the source gave it (a bus message's, which a
+// redelivery repeats).
+func (in *Ingress) mintsID(a Arrival) bool {
+	return a.MessageID == "" && a.Source != SourceBus && in.uniqueIDs()
+}
+
 // child is what a sub-agent's task carries besides a Task (delegate.go): its
 // parent, and its absolute deadline.
 type child struct {

@@ -899,7 +899,7 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return n.submit(ctx, env)
+	return n.submitNew(ctx, env, n.ingress.uniqueIDs())
 }
 
 // SubmitFrom decodes and checks what a source read (Ingress.Decode) and submits the
@@ -910,13 +910,20 @@ func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return n.submit(ctx, env)
+	return n.submitNew(ctx, env, n.ingress.mintsID(a))
 }
 
 // submit publishes an admitted task (Ingress) on messages.TopicTasks, as Submit
 // says: the one way a task from Go code, the CLI, HTTP (and next MCP and A2A)
 // reaches its session.
 func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error) {
+	return n.submitNew(ctx, env, false)
+}
+
+// submitNew is submit; newID says that the ingress made env.ID, with IDs that are
+// unique (Ingress.mintsID): on the embedded bus, a new session then records the
+// task without reading its log first (actors.SubmitTask.New).
+func (n *Node) submitNew(ctx context.Context, env messages.Envelope, newID bool) (string, error) {
 	if n.tracing.on() {
 		var end func()
 		env, end = n.tracing.stamp(ctx, env)
@@ -939,7 +946,7 @@ func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error
 		}
 	}
 	if n.bus != nil {
-		return n.deliverTask(ctx, env)
+		return n.deliverTask(ctx, env, newID)
 	}
 	b, err := messages.Marshal(env)
 	if err != nil {
@@ -972,9 +979,9 @@ func (n *Node) routerRunning() bool {
 // in one process the bus would only copy, encode and decode it on the way. It
 // returns once the session recorded the task, as submit says. Tasks published on the
 // embedded bus's tasks topic by others still go through the router (handleTask).
-func (n *Node) deliverTask(ctx context.Context, env messages.Envelope) (string, error) {
+func (n *Node) deliverTask(ctx context.Context, env messages.Envelope, newID bool) (string, error) {
 	done := make(chan error, 1)
-	n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Done: done})
+	n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Done: done, New: newID})
 	timeout := n.submits.Context() // SubmitTimeout, give or take a sixteenth
 	select {
 	case err := <-done:
