@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -103,7 +104,7 @@ func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
 	if a.Source == SourceBus && isEnvelope(a.Payload) {
 		return in.admitEnvelope(a.Payload)
 	}
-	t, err := DecodeTask(a.Payload)
+	t, err := decodeTask(a.Payload)
 	if err != nil {
 		return messages.Envelope{}, err
 	}
@@ -144,10 +145,34 @@ func (in *Ingress) checkAgent(name string) error {
 // plain JSON task.
 func isEnvelope(payload []byte) bool {
 	var probe struct {
-		Type    *string          `json:"type"`
-		Payload *json.RawMessage `json:"payload"`
+		Type    presentString `json:"type"`
+		Payload presentValue  `json:"payload"`
 	}
-	return json.Unmarshal(payload, &probe) == nil && probe.Type != nil && probe.Payload != nil
+	return json.Unmarshal(payload, &probe) == nil && bool(probe.Type) && bool(probe.Payload)
+}
+
+// presentValue is set by a JSON value other than null, which it does not copy.
+type presentValue bool
+
+func (p *presentValue) UnmarshalJSON(b []byte) error {
+	*p = presentValue(string(b) != "null")
+	return nil
+}
+
+// presentString is set by a JSON string, which it does not copy; null leaves it
+// unset, and any other value is an error (as for a *string).
+type presentString bool
+
+func (p *presentString) UnmarshalJSON(b []byte) error {
+	switch {
+	case string(b) == "null":
+		*p = false
+	case len(b) > 0 && b[0] == '"':
+		*p = true
+	default:
+		return errors.New("not a string")
+	}
+	return nil
 }
 
 // admit applies every rule to a task and builds its envelope: the one place a task
