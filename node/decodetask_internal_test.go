@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -64,6 +65,42 @@ func BenchmarkDecodeBusTask(b *testing.B) {
 	for b.Loop() {
 		if _, err := in.Decode(a); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// isEnvelope reads only keys; it must say what decoding into the probe struct it
+// replaced says.
+func TestIsEnvelopeAsDecodingSays(t *testing.T) {
+	probe := func(b []byte) bool {
+		var p struct {
+			Type    *string          `json:"type"`
+			Payload *json.RawMessage `json:"payload"`
+		}
+		return json.Unmarshal(b, &p) == nil && p.Type != nil && p.Payload != nil
+	}
+	for _, body := range []string{
+		`{"type":"task.submitted","payload":{"input":"x"}}`,
+		`{"id":"m","type":"task.submitted","v":1,"payload":{}}`,
+		`{"TYPE":"t","Payload":1}`,
+		`{"\u0074ype":"t","payload":[]}`,
+		`{"type":"t"}`,
+		`{"payload":{}}`,
+		`{"type":null,"payload":{}}`,
+		`{"type":"t","payload":null}`,
+		`{"type":5,"payload":{}}`,
+		`{"type":"t","payload":{},"type":null}`,
+		`{"type":null,"payload":{},"type":"t"}`,
+		`{"type":{"a":"b"},"payload":{}}`,
+		`{"input":"hi","session_id":"s-1"}`,
+		`{"input":"type","payload_x":"payload"}`,
+		`null`,
+		`[{"type":"t","payload":{}}]`,
+		`"type"`,
+		`{}`,
+	} {
+		if got, want := isEnvelope([]byte(body)), probe([]byte(body)); got != want {
+			t.Errorf("isEnvelope(%s) = %v, decoding says %v", body, got, want)
 		}
 	}
 }

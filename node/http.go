@@ -158,7 +158,7 @@ func checkJSONContentType(ct string) error {
 // out for no deadline). Every error wraps ErrBadTask and says what was wrong; the task
 // is then validated (Task.Validate).
 func DecodeTask(body []byte) (Task, error) {
-	t, err := decodeTask(body)
+	t, err := decodeTask(body, json.Valid(body))
 	if err != nil {
 		return Task{}, err
 	}
@@ -166,9 +166,10 @@ func DecodeTask(body []byte) (Task, error) {
 }
 
 // decodeTask is DecodeTask without Task.Validate, for callers that validate the
-// task themselves (Ingress.admit).
-func decodeTask(body []byte) (Task, error) {
-	if !json.Valid(body) {
+// task themselves (Ingress.admit); valid says whether body is valid JSON
+// (json.Valid), which the caller found out already.
+func decodeTask(body []byte, valid bool) (Task, error) {
+	if !valid {
 		err := json.Unmarshal(body, new(json.RawMessage)) // says what is wrong
 		return Task{}, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
 	}

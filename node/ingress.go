@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -101,10 +100,11 @@ func (n *Node) Ingress() *Ingress { return n.ingress }
 // session is its session_id, else the Arrival's key, else one named after the
 // message ID; every other source takes a strict JSON task body (DecodeTask).
 func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
-	if a.Source == SourceBus && isEnvelope(a.Payload) {
+	valid := json.Valid(a.Payload)
+	if a.Source == SourceBus && valid && isEnvelope(a.Payload) {
 		return in.admitEnvelope(a.Payload)
 	}
-	t, err := decodeTask(a.Payload)
+	t, err := decodeTask(a.Payload, valid)
 	if err != nil {
 		return messages.Envelope{}, err
 	}
@@ -142,37 +142,35 @@ func (in *Ingress) checkAgent(name string) error {
 }
 
 // isEnvelope tells a task.submitted envelope (it has a type and a payload) from a
-// plain JSON task.
+// plain JSON task. payload must be valid JSON (json.Valid). It says what decoding
+// payload into struct{Type *string; Payload *json.RawMessage} would (keys matched
+// without regard to case, the last one winning; a type that is not a string or
+// null fails the decoding), reading only the object's keys.
 func isEnvelope(payload []byte) bool {
-	var probe struct {
-		Type    presentString `json:"type"`
-		Payload presentValue  `json:"payload"`
-	}
-	return json.Unmarshal(payload, &probe) == nil && bool(probe.Type) && bool(probe.Payload)
-}
-
-// presentValue is set by a JSON value other than null, which it does not copy.
-type presentValue bool
-
-func (p *presentValue) UnmarshalJSON(b []byte) error {
-	*p = presentValue(string(b) != "null")
-	return nil
-}
-
-// presentString is set by a JSON string, which it does not copy; null leaves it
-// unset, and any other value is an error (as for a *string).
-type presentString bool
-
-func (p *presentString) UnmarshalJSON(b []byte) error {
-	switch {
-	case string(b) == "null":
-		*p = false
-	case len(b) > 0 && b[0] == '"':
-		*p = true
-	default:
-		return errors.New("not a string")
-	}
-	return nil
+	var typ, body, bad bool
+	ok := scanMembers(payload, func(raw, value []byte) {
+		key := string(raw)
+		if !plainASCII(raw) {
+			if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key) != nil {
+				bad = true
+				return
+			}
+		}
+		switch {
+		case strings.EqualFold(key, "type"):
+			switch {
+			case string(value) == "null":
+				typ = false
+			case value[0] == '"':
+				typ = true
+			default:
+				bad = true
+			}
+		case strings.EqualFold(key, "payload"):
+			body = string(value) != "null"
+		}
+	})
+	return ok && !bad && typ && body
 }
 
 // admit applies every rule to a task and builds its envelope: the one place a task
