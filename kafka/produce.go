@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -27,24 +28,34 @@ import (
 // (a leader moving, a broken connection) is written again, after a backoff, up to
 // MaxAttempts times; the error of one that still fails is returned as a
 // kafkago.WriteErrors (one entry per record, nil for the records written).
-func (p *Publisher) produce(ctx context.Context, wire string, recs []kafkago.Message) error {
+func (p *Publisher) produce(deadline time.Time, wire string, recs []kafkago.Message) error {
 	for i := range recs {
 		if int64(recordSize(&recs[i])) > p.cfg.BatchBytes {
 			return kafkago.MessageTooLargeError{Message: recs[i], Remaining: recs[i+1:]}
 		}
 	}
+	// One context per round of requests, bounded by WriteTimeout and the deadline.
+	round := func() (context.Context, context.CancelFunc) {
+		d := time.Now().Add(p.cfg.WriteTimeout)
+		if deadline.Before(d) {
+			d = deadline
+		}
+		return context.WithDeadline(context.Background(), d)
+	}
+	ctx, cancel := round()
+	defer func() { cancel() }()
 	leaders, err := p.leaders(ctx, wire)
 	if err != nil {
 		return err
 	}
-	parts := make(map[int]*partitionRecords)
+	byPartition := make([]*partitionRecords, len(leaders))
 	var order []*partitionRecords // partitions in order of their first record
 	for i := range recs {
 		n := kafkago.Murmur2Balancer{}.Balance(recs[i], partitionList(len(leaders))...)
-		pr := parts[n]
+		pr := byPartition[n]
 		if pr == nil {
 			pr = &partitionRecords{partition: n}
-			parts[n] = pr
+			byPartition[n] = pr
 			order = append(order, pr)
 		}
 		pr.idx = append(pr.idx, i)
@@ -52,40 +63,40 @@ func (p *Publisher) produce(ctx context.Context, wire string, recs []kafkago.Mes
 	var failed kafkago.WriteErrors
 	for attempt := 0; ; attempt++ {
 		// Every partition with records left sends its next chunk, grouped by leader.
-		byLeader := map[int32][]*partitionRecords{}
-		var leaderOrder []int32
+		var groups [][]*partitionRecords
 		for _, pr := range order {
 			if pr.done() {
 				continue
 			}
 			l := leaders[pr.partition]
-			if _, ok := byLeader[l]; !ok {
-				leaderOrder = append(leaderOrder, l)
+			g := slices.IndexFunc(groups, func(g []*partitionRecords) bool { return leaders[g[0].partition] == l })
+			if g < 0 {
+				groups = append(groups, nil)
+				g = len(groups) - 1
 			}
-			byLeader[l] = append(byLeader[l], pr)
+			groups[g] = append(groups[g], pr)
 		}
-		if len(leaderOrder) == 0 {
+		if len(groups) == 0 {
 			break
 		}
-		var wg sync.WaitGroup
-		for _, l := range leaderOrder {
-			group := byLeader[l]
-			if len(leaderOrder) == 1 {
-				p.produceTo(ctx, wire, recs, group)
-				break
+		if len(groups) == 1 {
+			p.produceTo(ctx, wire, recs, groups[0])
+		} else {
+			var wg sync.WaitGroup
+			for _, group := range groups {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					p.produceTo(ctx, wire, recs, group)
+				}()
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				p.produceTo(ctx, wire, recs, group)
-			}()
+			wg.Wait()
 		}
-		wg.Wait()
 		retry := false
 		for _, pr := range order {
 			switch {
 			case pr.err == nil:
-			case isRetriable(pr.err) && pr.attempts < p.cfg.MaxAttempts && ctx.Err() == nil:
+			case isRetriable(pr.err) && pr.attempts < p.cfg.MaxAttempts && time.Now().Before(deadline):
 				retry = true
 			default:
 				if failed == nil {
@@ -97,14 +108,17 @@ func (p *Publisher) produce(ctx context.Context, wire string, recs []kafkago.Mes
 				pr.next = len(pr.idx) // given up
 			}
 		}
+		if !slices.ContainsFunc(order, func(pr *partitionRecords) bool { return !pr.done() }) {
+			break
+		}
+		cancel()
 		if retry {
 			p.logger.Debug("produce failed, retrying", nil)
-			t := time.NewTimer(writeBackoff(attempt+1, p.cfg.RetryBackoffMin, p.cfg.RetryBackoffMax))
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-			}
+			wait := min(writeBackoff(attempt+1, p.cfg.RetryBackoffMin, p.cfg.RetryBackoffMax), time.Until(deadline))
+			time.Sleep(max(wait, 0))
+		}
+		ctx, cancel = round()
+		if retry {
 			if l, err := p.leaders(ctx, wire); err == nil && len(l) >= len(leaders) {
 				leaders = l
 			}
@@ -156,29 +170,25 @@ func (p *Publisher) produceTo(ctx context.Context, wire string, recs []kafkago.M
 			RecordSet: protocol.RecordSet{Records: &recordReader{recs: recs, idx: pr.idx[pr.next : pr.next+pr.chunk]}},
 		})
 	}
-	wctx, cancel := context.WithTimeout(ctx, p.cfg.WriteTimeout)
-	defer cancel()
-	res, err := p.transport.RoundTrip(wctx, p.addr, req)
+	res, err := p.transport.RoundTrip(ctx, p.addr, req)
 	if err == nil {
 		if r, ok := res.(*produceAPI.Response); ok {
-			got := map[int32]error{}
-			for _, t := range r.Topics {
-				for _, rp := range t.Partitions {
-					if rp.ErrorCode != 0 {
-						got[rp.Partition] = kafkago.Error(rp.ErrorCode)
-					} else {
-						got[rp.Partition] = nil
+			for _, pr := range group {
+				answered := false
+				for _, t := range r.Topics {
+					for _, rp := range t.Partitions {
+						if t.Topic == wire && int(rp.Partition) == pr.partition {
+							answered = true
+							if rp.ErrorCode != 0 {
+								pr.err = kafkago.Error(rp.ErrorCode)
+							}
+						}
 					}
 				}
-			}
-			for _, pr := range group {
-				perr, ok := got[int32(pr.partition)]
-				switch {
-				case !ok:
+				if !answered {
 					pr.err = fmt.Errorf("kafka: no answer for partition %d of %s", pr.partition, wire)
-				case perr != nil:
-					pr.err = perr
-				default:
+				}
+				if pr.err == nil {
 					pr.next += pr.chunk
 					pr.attempts = 0
 				}

@@ -90,10 +90,14 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		return nil
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
-	defer cancel()
-	if err := p.prepare(ctx, topic, wire); err != nil {
-		return err
+	deadline := time.Now().Add(p.cfg.PublishTimeout)
+	if _, ok := p.ready.Load(wire); !ok {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err := p.prepare(ctx, topic, wire)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	recs := make([]kafkago.Message, len(msgs))
 	for i, msg := range msgs {
@@ -105,7 +109,7 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		rec.Partition, rec.Offset = 0, 0
 		recs[i] = rec
 	}
-	if err := p.produce(ctx, wire, recs); err != nil {
+	if err := p.produce(deadline, wire, recs); err != nil {
 		return publishError(wire, msgs, err)
 	}
 	if len(msgs) == 1 {
