@@ -196,18 +196,20 @@ type PublisherConfig struct {
 	// Topics creates missing topics on first publish when InitializeTopics is on.
 	Topics TopicLayout
 
-	// BatchTimeout is how long a partition's batch waits for more messages from
-	// concurrent Publish calls before it is sent (default 1 ms). The messages of one
-	// Publish call always go in one batch per partition (up to BatchSize/BatchBytes).
+	// BatchTimeout is not used any more: Publish sends the messages of each call at
+	// once, one produce request per leader broker (batching across calls is the
+	// caller's: a node's outbox publishes what its sessions queued meanwhile in one
+	// call).
+	//
+	// Deprecated: it has no effect.
 	BatchTimeout time.Duration
-	// BatchSize caps the messages in one produce batch per partition (default 100,
-	// as kafka-go's). kafka-go allocates room for BatchSize records with every batch,
-	// and under load most batches hold a few: a larger cap costs memory and garbage
-	// collection on every Publish. A Publish of more messages to one partition goes out
-	// as several batches, in order.
+	// BatchSize caps the records of one partition in one produce request (default
+	// 100). A Publish of more messages to one partition sends them in several
+	// requests, in order.
 	BatchSize int
-	// BatchBytes caps the bytes of one produce batch per partition (default 1 MiB,
-	// Kafka's default message.max.bytes). A larger single message is rejected.
+	// BatchBytes caps the bytes of one partition's records in one produce request
+	// (default 1 MiB, Kafka's default message.max.bytes). A larger single message is
+	// rejected (kafkago.MessageTooLargeError).
 	BatchBytes int64
 	// MaxAttempts is how many times a batch is sent before Publish fails (default 10).
 	MaxAttempts int
@@ -231,9 +233,6 @@ type PublisherConfig struct {
 func (c *PublisherConfig) setDefaults() {
 	if c.Marshaler == nil {
 		c.Marshaler = DefaultMarshaler{}
-	}
-	if c.BatchTimeout == 0 {
-		c.BatchTimeout = time.Millisecond
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 100

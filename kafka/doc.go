@@ -29,8 +29,10 @@
 // # Delivery
 //
 // Publish is synchronous: it returns once the records are on every in-sync replica
-// (RequiredAcks = all). The messages of one call go out as one batch per partition
-// (several, in order, past PublisherConfig.BatchSize); a failed batch is retried (PublisherConfig.MaxAttempts, with backoff). kafka-go
+// (RequiredAcks = all). The messages of one call go out at once, in one produce
+// request per leader broker with a batch per partition (several requests, in order,
+// past PublisherConfig.BatchSize); a partition's failed batch is retried
+// (PublisherConfig.MaxAttempts, with backoff) when the error is temporary. kafka-go
 // has no idempotent producer, so a retry after a lost response, or a caller
 // publishing again after an error, can write a record twice: delivery is at least
 // once, and consumers dedupe by message UUID (records from other clients get the

@@ -52,17 +52,32 @@ func (m DefaultMarshaler) Marshal(topic string, msg *message.Message) (kafkago.M
 	if msg.UUID == "" {
 		return kafkago.Message{}, fmt.Errorf("kafka: message on %s has no UUID", topic)
 	}
+	// One allocation holds every header's value (the key shares its header's bytes):
+	// a session's events carry three headers each.
+	size := len(msg.UUID)
+	for _, v := range msg.Metadata {
+		size += len(v)
+	}
+	buf := make([]byte, 0, size)
+	value := func(v string) []byte {
+		buf = append(buf, v...)
+		return buf[len(buf)-len(v) : len(buf) : len(buf)]
+	}
 	headers := make([]kafkago.Header, 0, len(msg.Metadata)+1)
-	headers = append(headers, kafkago.Header{Key: HeaderUUID, Value: []byte(msg.UUID)})
+	headers = append(headers, kafkago.Header{Key: HeaderUUID, Value: value(msg.UUID)})
+	var key []byte
+	keyName := m.keyMetadata()
 	for k, v := range msg.Metadata {
 		if k == HeaderUUID {
 			continue
 		}
-		headers = append(headers, kafkago.Header{Key: k, Value: []byte(v)})
+		headers = append(headers, kafkago.Header{Key: k, Value: value(v)})
+		if k == keyName {
+			key = headers[len(headers)-1].Value
+		}
 	}
-	var key []byte
-	if v, ok := msg.Metadata[m.keyMetadata()]; ok {
-		key = []byte(v)
+	if v, ok := msg.Metadata[keyName]; ok && key == nil {
+		key = []byte(v) // keyed by the UUID metadata entry, which has no header of its own
 	}
 	return kafkago.Message{Topic: topic, Key: key, Value: msg.Payload, Headers: headers}, nil
 }

@@ -24,9 +24,25 @@ func Partition(key []byte, numPartitions int) int {
 	if key == nil {
 		key = []byte{} // a nil key would be placed at random
 	}
-	parts := make([]int, numPartitions)
-	for i := range parts {
-		parts[i] = i
+	var parts []int
+	if numPartitions <= len(partitionIDs) {
+		parts = partitionIDs[:numPartitions]
+	} else {
+		parts = make([]int, numPartitions)
+		for i := range parts {
+			parts[i] = i
+		}
 	}
-	return Balancer().Balance(kafkago.Message{Key: key}, parts...)
+	return kafkago.Murmur2Balancer{}.Balance(kafkago.Message{Key: key}, parts...)
 }
+
+// partitionIDs are 0, 1, … for Partition, which would otherwise make the list of a
+// topic's partitions with every call (the node computes a session's partition for
+// every task it reads).
+var partitionIDs = func() []int {
+	ids := make([]int, 1024)
+	for i := range ids {
+		ids[i] = i
+	}
+	return ids
+}()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 
@@ -19,13 +20,14 @@ var ErrPublisherClosed = errors.New("kafka: publisher is closed")
 // metadata to show it.
 const topicWait = 10 * time.Second
 
-// Publisher publishes Watermill messages to Kafka through one kafka-go Writer. It is
-// safe for concurrent use.
+// Publisher publishes Watermill messages to Kafka with kafka-go's protocol client
+// (one produce request per leader broker and Publish call). It is safe for
+// concurrent use.
 type Publisher struct {
 	cfg       PublisherConfig
 	logger    watermill.LoggerAdapter
 	transport *kafkago.Transport
-	writer    *kafkago.Writer
+	addr      net.Addr
 	admin     admin
 	ready     sync.Map // topic -> struct{}: created (when configured) and known
 
@@ -56,30 +58,16 @@ func NewPublisher(cfg PublisherConfig, logger watermill.LoggerAdapter) (*Publish
 		logger:    logger,
 		transport: tr,
 		admin:     admin{client: &kafkago.Client{Addr: addr, Transport: tr, Timeout: cfg.WriteTimeout}, layout: cfg.Topics},
-		writer: &kafkago.Writer{
-			Addr:            addr,
-			Balancer:        Balancer(),
-			MaxAttempts:     cfg.MaxAttempts,
-			WriteBackoffMin: cfg.RetryBackoffMin,
-			WriteBackoffMax: cfg.RetryBackoffMax,
-			BatchSize:       cfg.BatchSize,
-			BatchBytes:      cfg.BatchBytes,
-			BatchTimeout:    cfg.BatchTimeout,
-			ReadTimeout:     cfg.WriteTimeout,
-			WriteTimeout:    cfg.WriteTimeout,
-			RequiredAcks:    kafkago.RequireAll,
-			Transport:       tr,
-			Logger:          traceLogger(logger),
-			ErrorLogger:     debugLogger(logger),
-		},
+		addr:      addr,
 	}
 	return p, nil
 }
 
 // Publish writes msgs to topic (the Kafka topic Topics.Prefix + topic) and returns
 // once every in-sync replica of each partition has the records (acks=all), or with
-// an error. The messages of one call are sent as one batch per partition; kafka-go
-// retries a failed batch up to MaxAttempts times. On error, some of the messages may
+// an error. The messages of one call are sent at once, as one batch per partition
+// (see produce); a batch that failed with a temporary error is sent again, up to
+// MaxAttempts times. On error, some of the messages may
 // have been written: publish them again (consumers dedupe by message UUID). Publish
 // does not look at the messages' contexts; PublishTimeout bounds it.
 func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
@@ -102,10 +90,14 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		return nil
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.PublishTimeout)
-	defer cancel()
-	if err := p.prepare(ctx, topic, wire); err != nil {
-		return err
+	deadline := time.Now().Add(p.cfg.PublishTimeout)
+	if _, ok := p.ready.Load(wire); !ok {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		err := p.prepare(ctx, topic, wire)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 	recs := make([]kafkago.Message, len(msgs))
 	for i, msg := range msgs {
@@ -117,7 +109,7 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 		rec.Partition, rec.Offset = 0, 0
 		recs[i] = rec
 	}
-	if err := p.writer.WriteMessages(ctx, recs...); err != nil {
+	if err := p.produce(deadline, wire, recs); err != nil {
 		return publishError(wire, msgs, err)
 	}
 	if len(msgs) == 1 {
@@ -172,9 +164,8 @@ func (p *Publisher) Close() error {
 		done := make(chan error, 1)
 		go func() {
 			p.inflight.Wait()
-			err := p.writer.Close()
 			p.transport.CloseIdleConnections()
-			done <- err
+			done <- nil
 		}()
 		t := time.NewTimer(p.cfg.CloseTimeout)
 		defer t.Stop()

@@ -596,7 +596,6 @@ func (w *partitionWindow) delivered(o *outstanding) {
 	o.state = delivered
 	w.out++
 	msg := o.msg
-	w.sub.logger.Trace("message delivered", watermill.LogFields{"partition": w.partition, "offset": o.rec.Offset, "message_uuid": msg.UUID})
 	go func() {
 		var s settlement
 		select {

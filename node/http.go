@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -12,9 +11,12 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
@@ -156,10 +158,22 @@ func checkJSONContentType(ct string) error {
 // out for no deadline). Every error wraps ErrBadTask and says what was wrong; the task
 // is then validated (Task.Validate).
 func DecodeTask(body []byte) (Task, error) {
-	if err := json.Unmarshal(body, new(json.RawMessage)); err != nil {
+	t, err := decodeTask(body, json.Valid(body))
+	if err != nil {
+		return Task{}, err
+	}
+	return t, t.Validate()
+}
+
+// decodeTask is DecodeTask without Task.Validate, for callers that validate the
+// task themselves (Ingress.admit); valid says whether body is valid JSON
+// (json.Valid), which the caller found out already.
+func decodeTask(body []byte, valid bool) (Task, error) {
+	if !valid {
+		err := json.Unmarshal(body, new(json.RawMessage)) // says what is wrong
 		return Task{}, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
 	}
-	keys, err := taskKeys(body)
+	deadline, err := taskKeys(body)
 	if err != nil {
 		return Task{}, err
 	}
@@ -167,51 +181,75 @@ func DecodeTask(body []byte) (Task, error) {
 	if err := json.Unmarshal(body, &t); err != nil {
 		return Task{}, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
 	}
-	if raw, ok := keys["deadline_ms"]; ok && t.DeadlineMS == 0 {
-		return Task{}, badDeadline(string(raw))
+	if deadline != nil && t.DeadlineMS == 0 {
+		return Task{}, badDeadline(string(deadline))
 	}
-	return t, t.Validate()
+	return t, nil
 }
 
-// taskKeys reads the top-level keys of a task body (valid JSON) with their raw
-// values.
-func taskKeys(body []byte) (map[string]json.RawMessage, error) {
-	d := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+// taskKeys checks the top-level keys of a task body (valid JSON: json.Valid) and
+// returns the raw value of its deadline_ms, nil without one.
+func taskKeys(body []byte) (deadline []byte, err error) {
+	i := skipSpace(body, 0)
+	if i == len(body) || body[i] != '{' {
 		return nil, fmt.Errorf("%w: the body must be a JSON object", ErrBadTask)
 	}
+	names := taskFields()
+	var seen [16]string // Task has fewer fields
+	n := 0
+	scanMembers(body, func(raw, value []byte) {
+		if err != nil {
+			return
+		}
+		key := string(raw)
+		if !plainASCII(raw) {
+			if uerr := json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key); uerr != nil {
+				err = fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, uerr)
+				return
+			}
+		}
+		switch {
+		case !names[key]:
+			err = fmt.Errorf("%w: unknown field %q", ErrBadTask, key)
+			for name := range names {
+				if strings.EqualFold(name, key) {
+					err = fmt.Errorf("%w: unknown field %q (field names are case-sensitive: %q)", ErrBadTask, key, name)
+				}
+			}
+		case slices.Contains(seen[:n], key):
+			err = fmt.Errorf("%w: duplicate key %q", ErrBadTask, key)
+		default:
+			seen[n] = key
+			n++
+			if key == "deadline_ms" {
+				deadline = value
+			}
+		}
+	})
+	return deadline, err
+}
+
+// plainASCII reports whether the text between a JSON string's quotes holds only
+// ASCII and no escapes: it is the string's value.
+func plainASCII(s []byte) bool {
+	for _, c := range s {
+		if c == '\\' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// taskFields are the JSON names of Task's fields.
+var taskFields = sync.OnceValue(func() map[string]bool {
 	names := map[string]bool{}
 	tt := reflect.TypeFor[Task]()
 	for i := range tt.NumField() {
 		name, _, _ := strings.Cut(tt.Field(i).Tag.Get("json"), ",")
 		names[name] = true
 	}
-	keys := map[string]json.RawMessage{}
-	for d.More() {
-		tok, err := d.Token()
-		if err != nil {
-			return nil, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
-		}
-		key, _ := tok.(string)
-		if !names[key] {
-			for name := range names {
-				if strings.EqualFold(name, key) {
-					return nil, fmt.Errorf("%w: unknown field %q (field names are case-sensitive: %q)", ErrBadTask, key, name)
-				}
-			}
-			return nil, fmt.Errorf("%w: unknown field %q", ErrBadTask, key)
-		}
-		if _, dup := keys[key]; dup {
-			return nil, fmt.Errorf("%w: duplicate key %q", ErrBadTask, key)
-		}
-		var v json.RawMessage
-		if err := d.Decode(&v); err != nil {
-			return nil, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
-		}
-		keys[key] = v
-	}
-	return keys, nil
-}
+	return names
+})
 
 // SessionStatus is the body of GET /v1/sessions/{id}.
 type SessionStatus = messages.TaskResult

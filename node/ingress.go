@@ -100,10 +100,11 @@ func (n *Node) Ingress() *Ingress { return n.ingress }
 // session is its session_id, else the Arrival's key, else one named after the
 // message ID; every other source takes a strict JSON task body (DecodeTask).
 func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
-	if a.Source == SourceBus && isEnvelope(a.Payload) {
+	valid := json.Valid(a.Payload)
+	if a.Source == SourceBus && valid && isEnvelope(a.Payload) {
 		return in.admitEnvelope(a.Payload)
 	}
-	t, err := DecodeTask(a.Payload)
+	t, err := decodeTask(a.Payload, valid)
 	if err != nil {
 		return messages.Envelope{}, err
 	}
@@ -155,13 +156,35 @@ func (in *Ingress) checkAgent(name string) error {
 }
 
 // isEnvelope tells a task.submitted envelope (it has a type and a payload) from a
-// plain JSON task.
+// plain JSON task. payload must be valid JSON (json.Valid). It says what decoding
+// payload into struct{Type *string; Payload *json.RawMessage} would (keys matched
+// without regard to case, the last one winning; a type that is not a string or
+// null fails the decoding), reading only the object's keys.
 func isEnvelope(payload []byte) bool {
-	var probe struct {
-		Type    *string          `json:"type"`
-		Payload *json.RawMessage `json:"payload"`
-	}
-	return json.Unmarshal(payload, &probe) == nil && probe.Type != nil && probe.Payload != nil
+	var typ, body, bad bool
+	ok := scanMembers(payload, func(raw, value []byte) {
+		key := string(raw)
+		if !plainASCII(raw) {
+			if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key) != nil {
+				bad = true
+				return
+			}
+		}
+		switch {
+		case strings.EqualFold(key, "type"):
+			switch {
+			case string(value) == "null":
+				typ = false
+			case value[0] == '"':
+				typ = true
+			default:
+				bad = true
+			}
+		case strings.EqualFold(key, "payload"):
+			body = string(value) != "null"
+		}
+	})
+	return ok && !bad && typ && body
 }
 
 // admit applies every rule to a task and builds its envelope: the one place a task

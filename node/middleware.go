@@ -97,15 +97,79 @@ func (m *Metrics) recoverPanics(h message.HandlerFunc) message.HandlerFunc {
 
 // observe records each handling's duration and outcome.
 func (m *Metrics) observe(h message.HandlerFunc) message.HandlerFunc {
+	var observers sync.Map // handler name -> *handlerObservers
 	return func(msg *message.Message) ([]*message.Message, error) {
 		start := time.Now()
 		out, err := h(msg)
-		outcome := "ok"
-		if err != nil {
-			outcome = "error"
+		name := message.HandlerNameFromCtx(msg.Context())
+		o, ok := observers.Load(name)
+		if !ok {
+			o, _ = observers.LoadOrStore(name, &handlerObservers{
+				ok: m.handled.WithLabelValues(name, "ok"), err: m.handled.WithLabelValues(name, "error")})
 		}
-		m.handled.WithLabelValues(message.HandlerNameFromCtx(msg.Context()), outcome).Observe(time.Since(start).Seconds())
+		obs := o.(*handlerObservers).ok
+		if err != nil {
+			obs = o.(*handlerObservers).err
+		}
+		obs.Observe(time.Since(start).Seconds())
 		return out, err
+	}
+}
+
+// handlerObservers are a handler's series of troupe_bus_handler_seconds, looked up
+// once rather than with every message.
+type handlerObservers struct{ ok, err prometheus.Observer }
+
+// retry handles a message again after a transient failure: up to max more times,
+// waiting between tries as an exponential backoff from initial, growing by factor
+// up to most, while retryable says so of the error and the message's context lasts
+// (then it returns the context's cause). onRetry is called before each retry. It
+// does with a loop what Watermill's middleware.Retry does with a backoff object,
+// options and closures allocated for every message, and waits as long as it did
+// (its ShouldRetry hook advanced the backoff once more per failure).
+type retry struct {
+	max           int
+	initial, most time.Duration
+	factor        float64
+	retryable     func(error) bool
+	onRetry       func()
+	logger        *slog.Logger
+}
+
+func (r retry) middleware(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		ctx := msg.Context()
+		interval := r.initial
+		next := func() time.Duration {
+			d := interval
+			if float64(interval) >= float64(r.most)/r.factor {
+				interval = r.most
+			} else {
+				interval = time.Duration(float64(interval) * r.factor)
+			}
+			return d
+		}
+		for try := 0; ; try++ {
+			if ctx.Err() != nil {
+				return nil, context.Cause(ctx)
+			}
+			out, err := h(msg)
+			if err == nil || !r.retryable(err) || try >= r.max {
+				return out, err
+			}
+			next()
+			wait := next()
+			r.onRetry()
+			r.logger.Warn("bus message handler failed; retrying", "handler", message.HandlerNameFromCtx(ctx), "message", msg.UUID,
+				"retry", try+1, "max_retries", r.max, "wait", wait, "err", err)
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return out, context.Cause(ctx)
+			}
+		}
 	}
 }
 

@@ -274,15 +274,12 @@ func (n *Node) newRouter(wlog watermill.LoggerAdapter) error {
 	n.router.AddMiddleware(
 		n.metrics.observe,
 		poison,
-		middleware.Retry{MaxRetries: 5, InitialInterval: 50 * time.Millisecond, MaxInterval: 2 * time.Second, Multiplier: 2,
-			ShouldRetry: func(params middleware.RetryParams) bool {
-				retry := !errors.Is(params.Err, errPermanent) && !errors.Is(params.Err, errStopping)
-				if retry {
-					n.metrics.retries.WithLabelValues("tasks").Inc()
-				}
-				return retry
+		retry{max: 5, initial: 50 * time.Millisecond, most: 2 * time.Second, factor: 2,
+			retryable: func(err error) bool {
+				return !errors.Is(err, errPermanent) && !errors.Is(err, errStopping)
 			},
-			Logger: wlog}.Middleware,
+			onRetry: n.metrics.retries.WithLabelValues("tasks").Inc,
+			logger:  n.cfg.Logger}.middleware,
 		n.dedupe.middleware,
 		n.metrics.recoverPanics,
 	)

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -31,6 +32,7 @@ type options struct {
 	scenarios                                      []string
 	kafka                                          string
 	cpuProfile                                     string
+	memProfile                                     string
 }
 
 func main() {
@@ -45,6 +47,7 @@ func main() {
 	flag.IntVar(&o.partitions, "partitions", 12, "partitions of the troupe.* topics, which every run creates with a prefix of its own")
 	flag.DurationVar(&o.timeout, "timeout", time.Minute, "how long one task may take before it counts as an error")
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of each scenario's measured phase to PREFIX-<scenario>-r<round>.pprof")
+	flag.StringVar(&o.memProfile, "memprofile", "", "write the allocations of the whole run (warm-up and setup included) to this file when it ends")
 	flag.Parse()
 	for _, s := range strings.Split(scenarios, ",") {
 		if s = strings.TrimSpace(s); s != "" {
@@ -58,10 +61,28 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, o); err != nil {
+	err := run(ctx, o)
+	if o.memProfile != "" {
+		err = errors.Join(err, writeAllocs(o.memProfile))
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "cluster:", err)
 		os.Exit(1)
 	}
+}
+
+// writeAllocs writes the allocations the process made so far (pprof's allocs
+// profile) to path.
+func writeAllocs(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 func (o options) validate() error {
