@@ -16,6 +16,7 @@ import (
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
 
 	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/llm"
@@ -28,6 +29,49 @@ import (
 // a2aNodeToStop starts a node of cfg serving A2A over HTTP, the first node of a
 // restart, and returns its base URL and the function that stops both (once; at the
 // test's end if not before).
+// twoTasksRestarted is what restartAfterTwoTasks leaves: the tasks it made before
+// the restart, and the node after it with A2A clients of its default and mailer
+// agents.
+type twoTasksRestarted struct {
+	client, mailer *a2aclient.Client
+	done, waiting  *sdk.Task
+	second         *node.Node
+	url            string
+}
+
+// restartAfterTwoTasks starts a node of cfg (whose agent mailer waits for the
+// approval of an email), sends question to its default agent (a task that
+// completes) and "mail bob" to mailer (a task that waits for input), stops the node
+// and starts another on the same data, with an HTTP server of its own.
+func restartAfterTwoTasks(ctx context.Context, t *testing.T, cfg node.Config, question *sdk.Message) twoTasksRestarted {
+	t.Helper()
+	url, stop := a2aNodeToStop(t, cfg)
+	client, _ := a2aClient(t, url, a2a.CardPath)
+	mailerClient, _ := a2aClient(t, url, "/a2a/mailer"+a2a.CardPath)
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: question})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := res.(*sdk.Task)
+	res, err = mailerClient.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("mail bob")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := res.(*sdk.Task)
+	if done.Status.State != sdk.TaskStateCompleted || waiting.Status.State != sdk.TaskStateInputRequired {
+		t.Fatalf("before the restart: %s, %s", done.Status.State, waiting.Status.State)
+	}
+	stop()
+
+	second := nodetest.Start(t, cfg)
+	api := httptest.NewServer(second.Handler())
+	t.Cleanup(api.Close)
+	r := twoTasksRestarted{done: done, waiting: waiting, second: second, url: api.URL}
+	r.client, _ = a2aClient(t, api.URL, a2a.CardPath)
+	r.mailer, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
+	return r
+}
+
 func a2aNodeToStop(t *testing.T, cfg node.Config) (string, func()) {
 	t.Helper()
 	n, err := node.New(context.Background(), cfg)
@@ -340,29 +384,8 @@ func TestA2ASubscribeAfterARestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	url, stop := a2aNodeToStop(t, cfg)
-	client, _ := a2aClient(t, url, a2a.CardPath)
-	mailerClient, _ := a2aClient(t, url, "/a2a/mailer"+a2a.CardPath)
-	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hi")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := res.(*sdk.Task)
-	res, err = mailerClient.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("mail bob")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiting := res.(*sdk.Task)
-	if done.Status.State != sdk.TaskStateCompleted || waiting.Status.State != sdk.TaskStateInputRequired {
-		t.Fatalf("before the restart: %s, %s", done.Status.State, waiting.Status.State)
-	}
-	stop()
-
-	second := nodetest.Start(t, cfg)
-	api := httptest.NewServer(second.Handler())
-	defer api.Close()
-	client, _ = a2aClient(t, api.URL, a2a.CardPath)
-	mailerClient, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
+	rs := restartAfterTwoTasks(ctx, t, cfg, userMessage("hi"))
+	client, mailerClient, done, waiting := rs.client, rs.mailer, rs.done, rs.waiting
 
 	// 0.3.
 	events := drainFeed(t, a2aFeed(client.ResubscribeToTask(ctx, &sdk.TaskIDParams{ID: done.ID})))
@@ -381,11 +404,11 @@ func TestA2ASubscribeAfterARestart(t *testing.T) {
 	}
 
 	// 1.0.
-	if r, _ := nextV1(t, v1Subscribe(t, ctx, api.URL+"/a2a", done.ID)); r.code != -32004 {
+	if r, _ := nextV1(t, v1Subscribe(t, ctx, rs.url+"/a2a", done.ID)); r.code != -32004 {
 		t.Fatalf("1.0, the completed task: %+v, want UnsupportedOperationError (-32004)", r)
 	}
 	unknown := sdk.TaskID(done.ContextID + "~0123456789abcdef0123456789abcdef")
-	if r, _ := nextV1(t, v1Subscribe(t, ctx, api.URL+"/a2a", unknown)); r.code != -32001 {
+	if r, _ := nextV1(t, v1Subscribe(t, ctx, rs.url+"/a2a", unknown)); r.code != -32001 {
 		t.Fatalf("1.0, an unknown task: %+v, want TaskNotFoundError (-32001)", r)
 	}
 	for _, err := range client.ResubscribeToTask(ctx, &sdk.TaskIDParams{ID: unknown}) {
@@ -393,7 +416,7 @@ func TestA2ASubscribeAfterARestart(t *testing.T) {
 			t.Fatalf("0.3, an unknown task: %v", err)
 		}
 	}
-	feed := v1Subscribe(t, ctx, api.URL+"/a2a/mailer", waiting.ID)
+	feed := v1Subscribe(t, ctx, rs.url+"/a2a/mailer", waiting.ID)
 	r, _ := nextV1(t, feed)
 	if v1State(r) != "TASK_STATE_INPUT_REQUIRED" || r.result["task"] == nil {
 		t.Fatalf("1.0, the waiting task's first event: %+v", r)

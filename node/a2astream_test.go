@@ -22,7 +22,6 @@ import (
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
-	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // a2aStreamingNode starts a node serving A2A whose model is a fake OpenAI-compatible
@@ -306,30 +305,9 @@ func TestA2ATasksSurviveARestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	url, stop := a2aNodeToStop(t, cfg)
-	client, _ := a2aClient(t, url, a2a.CardPath)
-	mailerClient, _ := a2aClient(t, url, "/a2a/mailer"+a2a.CardPath)
 	question := userMessage("hi")
-	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: question})
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := res.(*sdk.Task)
-	res, err = mailerClient.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("mail bob")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waiting := res.(*sdk.Task)
-	if done.Status.State != sdk.TaskStateCompleted || waiting.Status.State != sdk.TaskStateInputRequired {
-		t.Fatalf("before the restart: %s, %s", done.Status.State, waiting.Status.State)
-	}
-	stop()
-
-	second := nodetest.Start(t, cfg)
-	api := httptest.NewServer(second.Handler())
-	defer api.Close()
-	client, _ = a2aClient(t, api.URL, a2a.CardPath)
-	mailerClient, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
+	rs := restartAfterTwoTasks(ctx, t, cfg, question)
+	client, mailerClient, done, waiting, second := rs.client, rs.mailer, rs.done, rs.waiting, rs.second
 
 	got, err := client.GetTask(ctx, &sdk.TaskQueryParams{ID: done.ID})
 	if err != nil {
@@ -341,7 +319,7 @@ func TestA2ATasksSurviveARestart(t *testing.T) {
 	}
 	again := userMessage("hi")
 	again.ID = question.ID
-	res, err = client.SendMessage(ctx, &sdk.MessageSendParams{Message: again})
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: again})
 	if err != nil {
 		t.Fatal(err)
 	}
