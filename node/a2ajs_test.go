@@ -51,9 +51,9 @@ func a2aJSModules(t *testing.T) (modules, nodeBin string) {
 	return dir, nodeBin
 }
 
-// runA2AJS runs node/testdata/a2a-js-client.mjs against the node at base in mode
-// (default, legacy or deltas) and decodes what it prints into out.
-func runA2AJS(t *testing.T, base, mode string, out any) {
+// stageA2AJS copies node/testdata/a2a-js-client.mjs into a directory of its own
+// beside the SDK's modules and returns its path and the Node.js binary to run it.
+func stageA2AJS(t *testing.T) (client, nodeBin string) {
 	t.Helper()
 	modules, nodeBin := a2aJSModules(t)
 	dir := t.TempDir()
@@ -61,15 +61,24 @@ func runA2AJS(t *testing.T, base, mode string, out any) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o644); err != nil {
+	client = filepath.Join(dir, "client.mjs")
+	if err := os.WriteFile(client, script, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(filepath.Join(modules, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
+	return client, nodeBin
+}
+
+// runA2AJS runs node/testdata/a2a-js-client.mjs against the node at base in mode
+// (default, legacy or deltas) and decodes what it prints into out.
+func runA2AJS(t *testing.T, base, mode string, out any) {
+	t.Helper()
+	client, nodeBin := stageA2AJS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(dir, "client.mjs"), base, mode)
+	cmd := exec.CommandContext(ctx, nodeBin, client, base, mode)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
@@ -182,20 +191,9 @@ type a2aJSLine struct {
 // exits).
 func subscribeA2AJS(t *testing.T, base string, id sdk.TaskID) <-chan a2aJSLine {
 	t.Helper()
-	modules, nodeBin := a2aJSModules(t)
-	dir := t.TempDir()
-	script, err := os.ReadFile(filepath.Join("testdata", "a2a-js-client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(filepath.Join(modules, "node_modules"), filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
+	client, nodeBin := stageA2AJS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	cmd := exec.CommandContext(ctx, nodeBin, filepath.Join(dir, "client.mjs"), base, "subscribe", string(id))
+	cmd := exec.CommandContext(ctx, nodeBin, client, base, "subscribe", string(id))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.StdoutPipe()
