@@ -39,10 +39,11 @@
 // nothing is embedded nor written, and the result says StatusUnchanged; with another
 // embedder it is embedded again. Base.AddText takes Markdown for callers that send
 // {source, content}; Base.Remove removes a document in one kb.document_removed
-// event. Writes work like memory's: they fold what the stream gained, decide
-// against the fold, append at the next seq, and fold and decide again when another
-// writer took it (eventlog.ErrSeqConflict), up to MaxAttempts; a key already applied
-// returns the earlier result and writes nothing. The slow steps of Add (conversion
+// event. Writes work like memory's (both are internal/entity's Stream.Write): they
+// fold what the stream gained, decide against the fold, append at the next seq,
+// and fold and decide again when another writer took it (eventlog.ErrSeqConflict),
+// up to MaxAttempts; a key already applied returns the earlier result and writes
+// nothing. The slow steps of Add (conversion
 // and embedding) run outside the knowledge base's lock, so documents are ingested in
 // parallel.
 //

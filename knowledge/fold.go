@@ -2,10 +2,6 @@ package knowledge
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -13,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/entity"
 	"github.com/troupe-run/troupe/messages"
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
 	"github.com/troupe-run/troupe/vectorstore"
@@ -32,6 +28,7 @@ type Base struct {
 	name   string
 	stream string
 	coll   string
+	s      entity.Stream
 
 	mu     sync.RWMutex
 	opened bool // folded and its vectors rebuilt
@@ -43,8 +40,28 @@ type Base struct {
 }
 
 func newBase(bs *Bases, name string) *Base {
-	return &Base{bs: bs, cfg: &bs.cfg, name: name, stream: Stream(name), coll: Collection(name),
+	b := &Base{bs: bs, cfg: &bs.cfg, name: name, stream: Stream(name), coll: Collection(name),
 		st: newState(), kw: pmem.NewKeywordIndexWith(pmem.KeywordOptions{Tokenize: (&stemCache{}).terms}), dirty: map[string]struct{}{}}
+	b.s = entity.Stream{Log: bs.cfg.Log, ID: b.stream, Kind: "knowledge", IDPrefix: "kb-", Now: bs.cfg.Now, Conflict: ErrConflict,
+		Closed: func() error {
+			if bs.closed.Load() {
+				return ErrClosed
+			}
+			return nil
+		}}
+	return b
+}
+
+// baseFold is a knowledge base as entity.Stream folds it. The caller holds mu for
+// writing.
+type baseFold struct{ *Base }
+
+func (f baseFold) Seq() uint64                     { return f.st.seq }
+func (f baseFold) Apply(e messages.Envelope) error { return f.apply(e) }
+func (f baseFold) Sync(ctx context.Context) error  { return f.syncVectors(ctx) }
+func (f baseFold) Applied(key string) bool {
+	_, ok := f.st.keys[key]
+	return ok
 }
 
 // Name returns the knowledge base's name.
@@ -186,21 +203,7 @@ func indexText(c *chunk) string {
 
 // fold folds the events appended since the last fold and brings the projections
 // up to date. The caller holds mu for writing.
-func (b *Base) fold(ctx context.Context) error {
-	if b.bs.closed.Load() {
-		return ErrClosed
-	}
-	events, err := b.cfg.Log.Read(ctx, b.stream, b.st.seq+1)
-	if err != nil {
-		return fmt.Errorf("knowledge: reading %s: %w", b.stream, err)
-	}
-	for _, e := range events {
-		if err := b.apply(e); err != nil {
-			return err
-		}
-	}
-	return b.syncVectors(ctx)
-}
+func (b *Base) fold(ctx context.Context) error { return b.s.CatchUp(ctx, baseFold{b}) }
 
 // apply folds one event into the state and the keyword index, and marks the
 // vectors it changed.
@@ -220,61 +223,19 @@ func (b *Base) apply(e messages.Envelope) error {
 	return nil
 }
 
-// write makes one change: it folds the stream and, unless the key was applied
-// already, appends the event change builds for the next seq, again after a refold
-// when another writer took it. change checks its input against the folded state;
-// its error is returned with nothing written, and a nil payload writes nothing. The
-// caller holds mu for writing.
+// write makes one change (entity.Stream.Write): it folds the stream and, unless the
+// key was applied already, appends the event change builds for the next seq, again
+// after a refold when another writer took it. change checks its input against the
+// folded state; its error is returned with nothing written, and a nil payload
+// writes nothing. The caller holds mu for writing.
 func (b *Base) write(ctx context.Context, key string, change func() (messages.Payload, error)) (applied bool, err error) {
-	for range MaxAttempts {
-		if err := b.fold(ctx); err != nil {
-			return false, err
-		}
-		if key != "" {
-			if _, ok := b.st.keys[key]; ok {
-				return true, nil
-			}
-		}
+	return b.s.Write(ctx, baseFold{b}, key, func(context.Context) ([]messages.Payload, error) {
 		p, err := change()
 		if err != nil || p == nil {
-			return false, err
+			return nil, err
 		}
-		e, err := messages.NewEnvelope(p)
-		if err != nil {
-			return false, err
-		}
-		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = b.eventID(key, e.Payload), b.stream, b.st.seq+1, b.cfg.Now().UnixMicro(), "knowledge"
-		err = b.cfg.Log.Append(ctx, []messages.Envelope{e})
-		if errors.Is(err, eventlog.ErrSeqConflict) {
-			continue // another writer took the seq: refold, then decide again
-		}
-		if err != nil {
-			return false, fmt.Errorf("knowledge: appending to %s: %w", b.stream, err)
-		}
-		if err := b.apply(e); err != nil {
-			return false, err
-		}
-		if err := b.syncVectors(ctx); err != nil {
-			return false, fmt.Errorf("knowledge: the change is stored (seq %d) but the vector store lags; the next operation tries again: %w", e.Seq, err)
-		}
-		return false, nil
-	}
-	return false, fmt.Errorf("%w: %d appends in a row found their seq taken by another writer", ErrConflict, MaxAttempts)
-}
-
-// eventID is the ID of a write's event: derived from the key and the payload when
-// there is a key, so that a retried write is a repeat the log ignores, and two
-// writers deciding differently under one key conflict instead of diverging.
-func (b *Base) eventID(key string, payload []byte) string {
-	if key == "" {
-		var r [16]byte
-		_, _ = rand.Read(r[:])
-		return "kb-" + hex.EncodeToString(r[:])
-	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00", b.stream, key)
-	h.Write(payload)
-	return "kb-" + hex.EncodeToString(h.Sum(nil)[:16])
+		return []messages.Payload{p}, nil
+	})
 }
 
 // vectorItem is the store item of a live chunk: its vector and where it comes

@@ -6,13 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/entity"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/pipelines/rag"
 	"github.com/troupe-run/troupe/vectorstore"
@@ -110,7 +109,7 @@ const (
 	MaxEmbedBackoff     = 8 * time.Second
 	// MaxAttempts bounds the appends of one write that lose their seq to another
 	// writer of the stream.
-	MaxAttempts = 20
+	MaxAttempts = entity.MaxAttempts
 	// VectorBatch is the number of items of one Upsert or Delete.
 	VectorBatch = 1000
 	// MaxSourceLen bounds a source's name, in bytes.
@@ -245,9 +244,7 @@ type Bases struct {
 	cfg Config
 
 	closed atomic.Bool
-
-	mu    sync.Mutex
-	bases map[string]*Base
+	bases  entity.Registry[Base]
 }
 
 // Open returns the knowledge bases cfg describes. It validates cfg and reads nothing
@@ -257,7 +254,7 @@ func Open(cfg Config) (*Bases, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	return &Bases{cfg: cfg, bases: map[string]*Base{}}, nil
+	return &Bases{cfg: cfg}, nil
 }
 
 // Base returns knowledge base name (CheckName), folding its stream and bringing its
@@ -272,13 +269,7 @@ func (bs *Bases) Base(ctx context.Context, name string) (*Base, error) {
 	if bs.closed.Load() {
 		return nil, ErrClosed
 	}
-	bs.mu.Lock()
-	b := bs.bases[name]
-	if b == nil {
-		b = newBase(bs, name)
-		bs.bases[name] = b
-	}
-	bs.mu.Unlock()
+	b := bs.bases.Get(name, func() *Base { return newBase(bs, name) })
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.opened {
@@ -298,17 +289,10 @@ func (bs *Bases) List(ctx context.Context) ([]string, error) {
 	if bs.closed.Load() {
 		return nil, ErrClosed
 	}
-	infos, err := bs.cfg.Log.Sessions(ctx, eventlog.Filter{Prefix: StreamPrefix})
+	out, err := entity.List(ctx, bs.cfg.Log, StreamPrefix, IsStream)
 	if err != nil {
 		return nil, fmt.Errorf("knowledge: listing knowledge bases: %w", err)
 	}
-	var out []string
-	for _, s := range infos {
-		if IsStream(s.ID) {
-			out = append(out, s.ID[len(StreamPrefix):])
-		}
-	}
-	slices.Sort(out)
 	return out, nil
 }
 

@@ -3,7 +3,6 @@ package memory
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/entity"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
@@ -29,7 +29,7 @@ const (
 	MaxLimit               = 100
 	// MaxAttempts bounds the appends of one write that lose their seq to another
 	// writer of the namespace's stream.
-	MaxAttempts = 20
+	MaxAttempts = entity.MaxAttempts
 	// MaxFuture is how far past now a memory's timestamp may lie.
 	MaxFuture = 24 * time.Hour
 	// VectorBatch is the number of items of one Upsert or Delete when a namespace's
@@ -181,9 +181,7 @@ type Memories struct {
 	cfg Config
 
 	closed atomic.Bool
-
-	mu     sync.Mutex
-	spaces map[string]*Namespace
+	spaces entity.Registry[Namespace]
 }
 
 // Open returns the memories cfg describes. It validates cfg and reads nothing yet.
@@ -192,7 +190,7 @@ func Open(cfg Config) (*Memories, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	return &Memories{cfg: cfg, spaces: map[string]*Namespace{}}, nil
+	return &Memories{cfg: cfg}, nil
 }
 
 // Namespace returns the namespace name, folding its stream and bringing its vector
@@ -205,13 +203,7 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	m.mu.Lock()
-	ns := m.spaces[name]
-	if ns == nil {
-		ns = newNamespace(m, name)
-		m.spaces[name] = ns
-	}
-	m.mu.Unlock()
+	ns := m.spaces.Get(name, func() *Namespace { return newNamespace(m, name) })
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	if !ns.opened {
@@ -228,17 +220,10 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 
 // Namespaces lists the namespaces whose streams are in the log, sorted.
 func (m *Memories) Namespaces(ctx context.Context) ([]string, error) {
-	infos, err := m.cfg.Log.Sessions(ctx, eventlog.Filter{Prefix: StreamPrefix})
+	out, err := entity.List(ctx, m.cfg.Log, StreamPrefix, IsStream)
 	if err != nil {
 		return nil, fmt.Errorf("memory: listing namespaces: %w", err)
 	}
-	var out []string
-	for _, s := range infos {
-		if IsStream(s.ID) {
-			out = append(out, s.ID[len(StreamPrefix):])
-		}
-	}
-	slices.Sort(out)
 	return out, nil
 }
 
@@ -258,6 +243,7 @@ type Namespace struct {
 	cfg    *Config
 	name   string
 	stream string
+	s      entity.Stream
 
 	mu     sync.Mutex
 	opened bool // folded and its vectors rebuilt: Memories.Namespace returns it
@@ -266,29 +252,31 @@ type Namespace struct {
 }
 
 func newNamespace(m *Memories, name string) *Namespace {
-	return &Namespace{m: m, cfg: &m.cfg, name: name, stream: Stream(name), st: newState(name), pj: newProjection()}
+	ns := &Namespace{m: m, cfg: &m.cfg, name: name, stream: Stream(name), st: newState(name), pj: newProjection()}
+	ns.s = entity.Stream{Log: m.cfg.Log, ID: ns.stream, Kind: "memory", IDPrefix: "mem-", Now: m.cfg.Now, Conflict: ErrConflict,
+		Closed: func() error {
+			if m.closed.Load() {
+				return ErrClosed
+			}
+			return nil
+		}}
+	return ns
 }
+
+// nsFold is a namespace as entity.Stream folds it. The caller holds mu.
+type nsFold struct{ *Namespace }
+
+func (f nsFold) Seq() uint64                     { return f.st.seq }
+func (f nsFold) Apply(e messages.Envelope) error { return f.apply(e) }
+func (f nsFold) Sync(ctx context.Context) error  { return f.syncVectors(ctx) }
+func (f nsFold) Applied(key string) bool         { return f.st.keys[key] != nil }
 
 // Name returns the namespace's name.
 func (ns *Namespace) Name() string { return ns.name }
 
 // fold folds the events appended since the last fold and brings the projections
 // up to date. The caller holds mu.
-func (ns *Namespace) fold(ctx context.Context) error {
-	if ns.m.closed.Load() {
-		return ErrClosed
-	}
-	events, err := ns.cfg.Log.Read(ctx, ns.stream, ns.st.seq+1)
-	if err != nil {
-		return fmt.Errorf("memory: reading %s: %w", ns.stream, err)
-	}
-	for _, e := range events {
-		if err := ns.apply(e); err != nil {
-			return err
-		}
-	}
-	return ns.syncVectors(ctx)
-}
+func (ns *Namespace) fold(ctx context.Context) error { return ns.s.CatchUp(ctx, nsFold{ns}) }
 
 // apply folds one event into the state and the in-memory projections; the vectors
 // follow in syncVectors.
@@ -301,77 +289,25 @@ func (ns *Namespace) apply(e messages.Envelope) error {
 	return nil
 }
 
-// write makes one change: it folds the stream and, unless the key was applied
-// already, appends the events change builds for the next seqs (in one Append), again
-// after a refold when another writer took them. change checks its input against the
-// folded state; its error is returned with nothing written. A change that returns
-// no events writes nothing. The caller holds mu.
+// write makes one change (entity.Stream.Write): it folds the stream, forgets the
+// working memories that expired, and, unless the key was applied already, appends
+// the events change builds for the next seqs, again after a refold when another
+// writer took them. change checks its input against the folded state; its error is
+// returned with nothing written. A nil change, or one that returns no events,
+// writes nothing but the expiry. The caller holds mu.
 func (ns *Namespace) write(ctx context.Context, key string, change func() ([]messages.Payload, error)) (applied bool, err error) {
-	for range MaxAttempts {
-		if err := ns.fold(ctx); err != nil {
-			return false, err
-		}
-		if key != "" && ns.st.keys[key] != nil {
-			return true, nil
-		}
-		if err := ns.expire(ctx); errors.Is(err, eventlog.ErrSeqConflict) {
-			continue
-		} else if err != nil {
-			return false, fmt.Errorf("memory: expiring working memories of %s: %w", ns.name, err)
+	return ns.s.Write(ctx, nsFold{ns}, key, func(ctx context.Context) ([]messages.Payload, error) {
+		if err := ns.expire(ctx); err != nil {
+			if errors.Is(err, eventlog.ErrSeqConflict) {
+				return nil, err // refold, then decide again
+			}
+			return nil, fmt.Errorf("memory: expiring working memories of %s: %w", ns.name, err)
 		}
 		if change == nil {
-			return false, nil
+			return nil, nil
 		}
-		ps, err := change()
-		if err != nil {
-			return false, err
-		}
-		if len(ps) == 0 {
-			return false, nil
-		}
-		events := make([]messages.Envelope, len(ps))
-		now := ns.cfg.Now().UnixMicro()
-		for i, p := range ps {
-			e, err := messages.NewEnvelope(p)
-			if err != nil {
-				return false, err
-			}
-			e.ID, e.SessionID, e.Seq, e.TS, e.Actor = ns.eventID(key, i, e.Payload), ns.stream, ns.st.seq+1+uint64(i), now, "memory"
-			events[i] = e
-		}
-		err = ns.cfg.Log.Append(ctx, events)
-		if errors.Is(err, eventlog.ErrSeqConflict) {
-			continue // another writer took the seq: refold, then decide again
-		}
-		if err != nil {
-			return false, fmt.Errorf("memory: appending to %s: %w", ns.stream, err)
-		}
-		for _, e := range events {
-			if err := ns.apply(e); err != nil {
-				return false, err
-			}
-		}
-		return false, ns.syncVectors(ctx)
-	}
-	return false, fmt.Errorf("%w: %d appends in a row found their seq taken by another writer", ErrConflict, MaxAttempts)
-}
-
-// eventID is the ID of the i-th event of a write: derived from the key and the
-// payload when there is a key, so that the same call's events are the same events
-// wherever they are appended. The payload is part of it because the log takes an
-// event whose ID is already stored at its (stream, seq) as a repeat without looking
-// at its payload: two writers deciding differently under one key (new memory IDs
-// each) must conflict, so that the loser refolds and returns the winner's result.
-func (ns *Namespace) eventID(key string, i int, payload []byte) string {
-	if key == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		return "mem-" + hex.EncodeToString(b[:])
-	}
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", ns.stream, key, i)
-	h.Write(payload)
-	return "mem-" + hex.EncodeToString(h.Sum(nil)[:16])
+		return change()
+	})
 }
 
 // Get returns the live memory id (invalid ones included).

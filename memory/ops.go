@@ -457,15 +457,14 @@ func (ns *Namespace) expire(ctx context.Context) error {
 		return nil
 	}
 	slices.Sort(ids)
-	e, err := messages.NewEnvelope(&messages.MemoryForgotten{Reason: "ttl", MemoryIDs: ids})
+	events, err := ns.s.Events("", ns.st.seq, []messages.Payload{&messages.MemoryForgotten{Reason: "ttl", MemoryIDs: ids}})
 	if err != nil {
 		return err
 	}
-	e.ID, e.SessionID, e.Seq, e.TS, e.Actor = ns.eventID("", 0, nil), ns.stream, ns.st.seq+1, now.UnixMicro(), "memory"
-	if err := ns.cfg.Log.Append(ctx, []messages.Envelope{e}); err != nil {
+	if err := ns.cfg.Log.Append(ctx, events); err != nil {
 		return err
 	}
-	if err := ns.apply(e); err != nil {
+	if err := ns.apply(events[0]); err != nil {
 		return err
 	}
 	return ns.syncVectors(ctx)
