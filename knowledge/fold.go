@@ -30,10 +30,9 @@ type Base struct {
 	coll   string
 	s      entity.Stream
 
-	mu     sync.RWMutex
-	opened bool // folded and its vectors rebuilt
-	st     *state
-	kw     *pmem.KeywordIndex
+	mu sync.RWMutex
+	st *state
+	kw *pmem.KeywordIndex
 	// dirty holds the chunks whose vector must be upserted (live) or deleted (gone)
 	// from the store: what a failed sync left is tried again by the next operation.
 	dirty map[string]struct{}

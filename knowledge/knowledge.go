@@ -269,19 +269,14 @@ func (bs *Bases) Base(ctx context.Context, name string) (*Base, error) {
 	if bs.closed.Load() {
 		return nil, ErrClosed
 	}
-	b := bs.bases.Get(name, func() *Base { return newBase(bs, name) })
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.opened {
+	return bs.bases.Open(name, func() *Base { return newBase(bs, name) }, func(b *Base) error {
+		b.mu.Lock()
+		defer b.mu.Unlock()
 		if err := b.fold(ctx); err != nil {
-			return nil, err
+			return err
 		}
-		if err := b.rebuildVectors(ctx); err != nil {
-			return nil, err
-		}
-		b.opened = true
-	}
-	return b, nil
+		return b.rebuildVectors(ctx)
+	})
 }
 
 // List lists the knowledge bases whose streams are in the log, sorted.

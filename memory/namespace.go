@@ -203,19 +203,14 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	ns := m.spaces.Get(name, func() *Namespace { return newNamespace(m, name) })
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	if !ns.opened {
+	return m.spaces.Open(name, func() *Namespace { return newNamespace(m, name) }, func(ns *Namespace) error {
+		ns.mu.Lock()
+		defer ns.mu.Unlock()
 		if err := ns.fold(ctx); err != nil {
-			return nil, err
+			return err
 		}
-		if err := ns.rebuildVectors(ctx); err != nil {
-			return nil, err
-		}
-		ns.opened = true
-	}
-	return ns, nil
+		return ns.rebuildVectors(ctx)
+	})
 }
 
 // Namespaces lists the namespaces whose streams are in the log, sorted.
@@ -245,10 +240,9 @@ type Namespace struct {
 	stream string
 	s      entity.Stream
 
-	mu     sync.Mutex
-	opened bool // folded and its vectors rebuilt: Memories.Namespace returns it
-	st     *state
-	pj     *projection
+	mu sync.Mutex
+	st *state
+	pj *projection
 }
 
 func newNamespace(m *Memories, name string) *Namespace {

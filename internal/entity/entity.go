@@ -156,26 +156,43 @@ func (s *Stream) eventID(key string, i int, payload []byte) string {
 	return s.IDPrefix + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
-// Registry holds a node's entities of one kind, each made on first use and kept.
-// It is safe for concurrent use.
+// Registry holds a node's entities of one kind, each made on first use, opened
+// (folded, its outside projections rebuilt) until that succeeds once, and kept. It
+// is safe for concurrent use.
 type Registry[T any] struct {
 	mu sync.Mutex
-	m  map[string]*T
+	m  map[string]*entry[T]
 }
 
-// Get returns the entity named name, made by make the first time.
-func (r *Registry[T]) Get(name string, make func() *T) *T {
+type entry[T any] struct {
+	v      *T
+	mu     sync.Mutex
+	opened bool
+}
+
+// Open returns the entity named name, made by make the first time, once open
+// succeeded on it. Calls for one name wait for each other's open; a failed open
+// returns its error and is tried again by the next call.
+func (r *Registry[T]) Open(name string, make func() *T, open func(*T) error) (*T, error) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if e, ok := r.m[name]; ok {
-		return e
+	e, ok := r.m[name]
+	if !ok {
+		if r.m == nil {
+			r.m = map[string]*entry[T]{}
+		}
+		e = &entry[T]{v: make()}
+		r.m[name] = e
 	}
-	if r.m == nil {
-		r.m = map[string]*T{}
+	r.mu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.opened {
+		if err := open(e.v); err != nil {
+			return nil, err
+		}
+		e.opened = true
 	}
-	e := make()
-	r.m[name] = e
-	return e
+	return e.v, nil
 }
 
 // List returns the names of the streams in log whose IDs start with prefix and

@@ -184,12 +184,30 @@ func TestClosedStopsReadsAndWrites(t *testing.T) {
 	}
 }
 
-func TestRegistryMakesEachOnce(t *testing.T) {
+func TestRegistryMakesEachOnceAndOpensUntilItSucceeds(t *testing.T) {
 	var r entity.Registry[notes]
-	made := 0
+	made, opens := 0, 0
 	mk := func() *notes { made++; return &notes{} }
-	a, b := r.Get("x", mk), r.Get("x", mk)
-	if a != b || made != 1 || r.Get("y", mk) == a || made != 2 {
-		t.Fatalf("made %d; same %v", made, a == b)
+	down := errors.New("down")
+	fail := true
+	open := func(*notes) error {
+		opens++
+		if fail {
+			return down
+		}
+		return nil
+	}
+	if _, err := r.Open("x", mk, open); !errors.Is(err, down) {
+		t.Fatalf("err %v, want the open's error", err)
+	}
+	fail = false
+	a, err := r.Open("x", mk, open)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := r.Open("x", mk, open)
+	c, _ := r.Open("y", mk, open)
+	if a != b || a == c || made != 2 || opens != 3 {
+		t.Fatalf("made %d, opened %d times (want 2, 3); same entity %v, other %v", made, opens, a == b, a != c)
 	}
 }
