@@ -7,6 +7,7 @@
 package entity
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -43,9 +44,10 @@ type Stream struct {
 	Log eventlog.Log
 	// ID is the stream's ID in the log (the log's session ID).
 	ID string
-	// Kind names the entity kind in errors and is the Actor of its events
-	// ("memory", "knowledge").
+	// Kind names the entity kind in errors ("memory", "knowledge", "notes").
 	Kind string
+	// Actor is the Actor of its events (default Kind).
+	Actor string
 	// IDPrefix starts the IDs of its events ("mem-", "kb-").
 	IDPrefix string
 	// Now is the clock of its events.
@@ -132,7 +134,7 @@ func (s *Stream) Events(key string, seq uint64, ps []messages.Payload) ([]messag
 		if err != nil {
 			return nil, err
 		}
-		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = s.eventID(key, i, e.Payload), s.ID, seq+1+uint64(i), now, s.Kind
+		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = s.eventID(key, i, e.Payload), s.ID, seq+1+uint64(i), now, cmp.Or(s.Actor, s.Kind)
 		events[i] = e
 	}
 	return events, nil

@@ -2,9 +2,6 @@ package notes
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -16,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/entity"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -43,7 +41,7 @@ const (
 	MaxWordLen = 32
 	// MaxAttempts bounds the appends of one write that lose their seq to another
 	// writer of the stream.
-	MaxAttempts = 20
+	MaxAttempts = entity.MaxAttempts
 	// DefaultLimit and MaxLimit bound the notes list and search return.
 	DefaultLimit = 20
 	MaxLimit     = 100
@@ -148,6 +146,7 @@ var ErrConflict = errors.New("notes: the notes stream kept changing under the wr
 type Notes struct {
 	cfg    Config
 	stream string
+	s      entity.Stream
 
 	mu    sync.Mutex
 	seq   uint64            // the last seq folded
@@ -165,25 +164,16 @@ func New(cfg Config) (*Notes, error) {
 		return nil, errors.New("notes: no event log")
 	}
 	cfg.setDefaults()
-	return &Notes{cfg: cfg, stream: Stream(cfg.Agent), notes: map[string]*Note{}, keys: map[string]string{}}, nil
+	n := &Notes{cfg: cfg, stream: Stream(cfg.Agent), notes: map[string]*Note{}, keys: map[string]string{}}
+	n.s = entity.Stream{Log: cfg.Log, ID: n.stream, Kind: "notes", Actor: "tool/notes", IDPrefix: "note-", Now: cfg.Now, Conflict: ErrConflict}
+	return n, nil
 }
 
 // Stream returns the ID of the stream the notes live in.
 func (n *Notes) Stream() string { return n.stream }
 
 // refresh folds the events appended since the last fold. The caller holds mu.
-func (n *Notes) refresh(ctx context.Context) error {
-	events, err := n.cfg.Log.Read(ctx, n.stream, n.seq+1)
-	if err != nil {
-		return fmt.Errorf("notes: reading %s: %w", n.stream, err)
-	}
-	for _, e := range events {
-		if err := n.apply(e); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+func (n *Notes) refresh(ctx context.Context) error { return n.s.CatchUp(ctx, notesFold{n}) }
 
 // apply folds one event of the stream.
 func (n *Notes) apply(e messages.Envelope) error {
@@ -224,56 +214,43 @@ func (n *Notes) apply(e messages.Envelope) error {
 	return nil
 }
 
-// write makes one change: it folds the stream and, unless a change with the call's
-// key is in it already, appends the event change builds for the next seq, again
-// after a refold when another writer took that seq. change checks the input against
-// the folded notes; its error is returned, with nothing written. write returns the
-// ID of the note the change (or the earlier one with the same key) changed.
+// write makes one change (entity.Stream.Write): it folds the stream and, unless a
+// change with the call's key is in it already, appends the event change builds for
+// the next seq, again after a refold when another writer took that seq. change
+// checks the input against the folded notes; its error is returned, with nothing
+// written. write returns the ID of the note the change (or the earlier one with the
+// same key) changed.
 func (n *Notes) write(ctx context.Context, change func(seq uint64) (messages.Payload, error)) (string, error) {
 	key := tools.CallKey(ctx)
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for range MaxAttempts {
-		if err := n.refresh(ctx); err != nil {
-			return "", err
-		}
-		if id, ok := n.keys[key]; ok && key != "" {
-			return id, nil
-		}
+	var made messages.Payload
+	applied, err := n.s.Write(ctx, notesFold{n}, key, func(context.Context) ([]messages.Payload, error) {
 		p, err := change(n.seq + 1)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
-		e, err := messages.NewEnvelope(p)
-		if err != nil {
-			return "", err
-		}
-		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = n.eventID(key), n.stream, n.seq+1, n.cfg.Now().UnixMicro(), "tool/notes"
-		err = n.cfg.Log.Append(ctx, []messages.Envelope{e})
-		if errors.Is(err, eventlog.ErrSeqConflict) {
-			continue // another writer took the seq: refold, then decide again
-		}
-		if err != nil {
-			return "", fmt.Errorf("notes: appending to %s: %w", n.stream, err)
-		}
-		if err := n.apply(e); err != nil {
-			return "", err
-		}
-		return n.idOf(p), nil
+		made = p
+		return []messages.Payload{p}, nil
+	})
+	switch {
+	case err != nil:
+		return "", err
+	case applied:
+		return n.keys[key], nil
 	}
-	return "", fmt.Errorf("%w: %d appends in a row found their seq taken by another writer", ErrConflict, MaxAttempts)
+	return n.idOf(made), nil
 }
 
-// eventID is the ID of the event of a write: derived from the call's key when it has
-// one, so that the same call's event is the same event wherever it is appended.
-func (n *Notes) eventID(key string) string {
-	if key == "" {
-		var b [16]byte
-		_, _ = rand.Read(b[:])
-		return "note-" + hex.EncodeToString(b[:])
-	}
-	sum := sha256.Sum256([]byte(n.stream + "\x00" + key))
-	return "note-" + hex.EncodeToString(sum[:16])
+// notesFold is the notes as entity.Stream folds them. The caller holds mu.
+type notesFold struct{ *Notes }
+
+func (f notesFold) Seq() uint64                     { return f.seq }
+func (f notesFold) Apply(e messages.Envelope) error { return f.apply(e) }
+func (f notesFold) Sync(context.Context) error      { return nil }
+func (f notesFold) Applied(key string) bool {
+	_, ok := f.keys[key]
+	return ok
 }
 
 // Add adds a note and returns it. typ defaults to "note".
