@@ -76,7 +76,9 @@
 // Table events holds one row per event: PRIMARY KEY (session_id, seq), UNIQUE id,
 // the envelope's fields and the epoch as columns and the payload as a BLOB, so that it can be
 // queried with the sqlite3 shell (json_extract(payload, '$.usage.prompt_tokens')).
-// Table sessions holds the summaries, table ownership the epochs Own took, with the number of tasks submitted and ended
+// Index events_by_epoch holds the leased events only (epoch > 0): Read finds in it
+// the highest epoch before fromSeq, and an embedded node, which appends without a
+// lease, never writes to it. Table sessions holds the summaries, table ownership the epochs Own took, with the number of tasks submitted and ended
 // (a session with a task not ended is running). PRAGMA user_version records the schema
 // version; Open migrates older files and refuses newer ones.
 package sqlite

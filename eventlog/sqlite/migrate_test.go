@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +92,137 @@ func TestMigrationCountsQueuedTasks(t *testing.T) {
 	}
 	if got := status(); got["q"] != messages.StatusCompleted {
 		t.Fatalf("after the last task ended: %v, want q completed", got)
+	}
+}
+
+// TestMigrateFromVersion4 opens a log written by a build of schema version 4, whose
+// epoch index held every event: after the migration the index holds the leased
+// events only (partial), Read still finds the highest epoch before fromSeq through
+// it, and so hides a stale owner's events as before.
+func TestMigrateFromVersion4(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, dbFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := range 4 {
+		for _, stmt := range migrations[v] {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := db.ExecContext(ctx, "PRAGMA user_version = 4"); err != nil {
+		t.Fatal(err)
+	}
+	// Session "s": seq 1 appended without a lease, seqs 2 and 4 by the owner of
+	// epoch 1, which was evicted; the owner of epoch 2 wrote seqs 3 and 5. Seq 4 is
+	// the stale write that landed late: Read hides it. Session "plain" was never
+	// fenced.
+	rows := []struct {
+		session    string
+		seq, epoch int
+	}{{"s", 1, 0}, {"s", 2, 1}, {"s", 3, 2}, {"s", 4, 1}, {"s", 5, 2}, {"plain", 1, 0}, {"plain", 2, 0}}
+	for _, r := range rows {
+		if _, err := db.ExecContext(ctx, `INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
+			VALUES (?, ?, ?, 'model.requested', 1, '', '', ?, 'session', '{}', ?)`, r.session, r.seq, fmt.Sprintf("%s/%d", r.session, r.seq), r.seq, r.epoch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	l, err := Open(ctx, Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	wantEpochIndex(ctx, t, l)
+	seqs := func(session string, from uint64) []uint64 {
+		events, err := l.Read(ctx, session, from)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []uint64
+		for _, e := range events {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		session string
+		from    uint64
+		want    []uint64
+	}{
+		{"s", 0, []uint64{1, 2, 3, 5}},
+		{"s", 4, []uint64{5}}, // epoch 2 before seq 4: the stale seq 4 is hidden
+		{"s", 3, []uint64{3, 5}},
+		{"plain", 2, []uint64{2}},
+	} {
+		if got := seqs(c.session, c.from); !slices.Equal(got, c.want) {
+			t.Errorf("Read(%s, %d) after the migration: seqs %v, want %v", c.session, c.from, got, c.want)
+		}
+	}
+}
+
+// TestEpochIndexHoldsLeasedEvents checks the epoch index of a new log: it is
+// partial (events appended without a lease, all of an embedded node's, have no
+// entry), and Read's lookup of the highest epoch before fromSeq searches it by
+// session and epoch, from the highest epoch down, without sorting, so that it
+// costs O(1) rather than a read of every earlier event of the stream.
+func TestEpochIndexHoldsLeasedEvents(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	l, err := Open(ctx, Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	wantEpochIndex(ctx, t, l)
+}
+
+// wantEpochIndex fails t unless l's epoch index is partial and readEpochQuery
+// searches it.
+func wantEpochIndex(ctx context.Context, t *testing.T, l *Log) {
+	t.Helper()
+	var partial int
+	if err := l.rdb.QueryRowContext(ctx, `SELECT partial FROM pragma_index_list('events') WHERE name = 'events_by_epoch'`).Scan(&partial); err != nil {
+		t.Fatalf("index events_by_epoch: %v", err)
+	}
+	if partial != 1 {
+		t.Errorf("index events_by_epoch is not partial: every event appended without a lease costs an entry")
+	}
+	rows, err := l.rdb.QueryContext(ctx, "EXPLAIN QUERY PLAN "+readEpochQuery, "s", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var (
+			id, parent, unused int
+			detail             string
+		)
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	search := false
+	for _, d := range plan {
+		search = search || strings.Contains(d, "SEARCH events USING COVERING INDEX events_by_epoch (session_id=? AND epoch>?)")
+		if strings.HasPrefix(d, "SCAN events") || strings.Contains(d, "TEMP B-TREE") {
+			search = false
+			break
+		}
+	}
+	if !search {
+		t.Errorf("the lookup of the highest epoch before a seq does not search events_by_epoch by session and epoch alone; plan:\n%s", strings.Join(plan, "\n"))
 	}
 }

@@ -77,7 +77,23 @@ var migrations = [][]string{
 	{
 		`CREATE INDEX events_by_epoch ON events (session_id, epoch, seq)`,
 	},
+	// 5: the epoch index holds the leased events only (epoch > 0): those of epoch 0
+	// (Append, every event of an embedded node) are never hidden, so Read's lookup
+	// of the highest epoch before fromSeq (readEpochQuery) has no use for them, and
+	// each cost the writer an index entry. On a log that was never fenced the index
+	// stays empty.
+	{
+		`DROP INDEX events_by_epoch`,
+		`CREATE INDEX events_by_epoch ON events (session_id, epoch, seq) WHERE epoch > 0`,
+	},
 }
+
+// readEpochQuery is the highest epoch of the events of a session before a seq,
+// 0 if none is leased. It names epoch > 0, so that SQLite may use the partial
+// index events_by_epoch (INDEXED BY makes preparing it fail otherwise), walked from
+// the session's highest epoch down to the first entry below the seq.
+const readEpochQuery = `SELECT coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch
+		WHERE session_id = ? AND epoch > 0 AND seq < ? ORDER BY epoch DESC LIMIT 1), 0)`
 
 // sessionStatus is eventlog.SessionStatus over a row of the sessions table, whose
 // status column holds the status of the session's highest-seq task.* event, or
@@ -93,7 +109,7 @@ const sessionParent = `(SELECT json_extract(CAST(p.payload AS TEXT), '$.parent.s
 		WHERE p.session_id = sessions.session_id AND p.seq = 1 AND p.type = 'task.submitted')`
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 4 // = len(migrations), checked by a test
+const SchemaVersion = 5 // = len(migrations), checked by a test
 
 // migrate brings the database on conn to SchemaVersion, one transaction per step. It
 // is idempotent, and refuses a database written by a newer build. Each step takes

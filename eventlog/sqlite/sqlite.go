@@ -166,8 +166,7 @@ func (l *Log) prepareReads(ctx context.Context) (err error) {
 		FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare read: %w", l.path, err)
 	}
-	if l.readEpoch, err = l.rdb.PrepareContext(ctx, `SELECT coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch
-		WHERE session_id = ? AND seq < ? ORDER BY epoch DESC LIMIT 1), 0)`); err != nil {
+	if l.readEpoch, err = l.rdb.PrepareContext(ctx, readEpochQuery); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare read: %w", l.path, err)
 	}
 	if l.list, err = l.rdb.PrepareContext(ctx, `SELECT session_id, `+sessionStatus+`, events, last_seq, steps, started_us, updated_us, `+sessionParent+`
