@@ -595,6 +595,7 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 		if !ok {
 			return
 		}
+		a = a.underRules(t.rules)
 		st.pending, st.pendingKey = nil, p.Key
 		if call := s.compressPlan(a); call != nil && call.purpose == p.Purpose {
 			st.pending = call
@@ -609,6 +610,7 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 			return
 		}
 		a, _ := s.agents.For(s.ActiveAgent())
+		a = a.underRules(s.activeRules())
 		text := strings.TrimSpace(p.Message.Content)
 		if p.Error != "" || text == "" {
 			text = s.compressFallback(a, call, p.Error)

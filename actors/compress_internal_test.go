@@ -58,7 +58,7 @@ func (r *compressRun) add(p messages.Payload, cause, task, actor string) {
 // task submits input and runs it until the session waits on nothing.
 func (r *compressRun) task(input string) {
 	r.t.Helper()
-	r.add(&messages.TaskSubmitted{Input: input}, "", "", "ingress")
+	r.add(&messages.TaskSubmitted{Input: input, Rules: ContextRules}, "", "", "ingress")
 	r.settle()
 }
 

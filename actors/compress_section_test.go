@@ -175,7 +175,7 @@ func TestCompressSectionSummarisesALatestToolResult(t *testing.T) {
 func TestCompressSectionSummarisesCoreMemory(t *testing.T) {
 	r := newCompressRun(t, sectionAgent(""), scripted(t, "m", 2, func(int) string { return "done" }),
 		scripted(t, "summariser", 2, func(int) string { return "Accounts A and B exchange units daily." }), noTools)
-	r.add(&messages.TaskSubmitted{Input: "What do you know of the accounts?", Memory: hugeInput()}, "", "", "ingress")
+	r.add(&messages.TaskSubmitted{Input: "What do you know of the accounts?", Memory: hugeInput(), Rules: ContextRules}, "", "", "ingress")
 	r.settle()
 
 	if !slices.Equal(r.purposes, []string{pctx.PurposeCondenseSection, ""}) {

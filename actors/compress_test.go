@@ -43,7 +43,7 @@ func TestCompressSummaryResumesAfterACrashWithoutRepeatingIt(t *testing.T) {
 			var summary *messages.ModelRequested
 			for i := range 3 {
 				task := fmt.Sprintf("t%d", i)
-				add(&messages.TaskSubmitted{Input: fmt.Sprintf("fact %d", i)}, task)
+				add(&messages.TaskSubmitted{Input: fmt.Sprintf("fact %d", i), Rules: actors.ContextRules}, task)
 				for {
 					d := st.Decide(agent, st.LastSeq+1, 0)
 					mr, ok := d.Payload.(*messages.ModelRequested)

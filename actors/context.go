@@ -38,6 +38,9 @@ type ContextOptions struct {
 	// (Agent.Sources; gather.go): at most MaxEvidence, MaxRecall and MaxNotes; 0
 	// or negative: none (package node resolves its defaults into them).
 	Evidence, Recall, Notes int
+	// rules is the version of the decision rules the options build under (0:
+	// ContextRules; rules.go, Agent.underRules).
+	rules int
 }
 
 // Bounds of ContextOptions.
@@ -84,7 +87,8 @@ func (o ContextOptions) ValidateFields() error {
 
 // options returns the builder's options of o.
 func (o ContextOptions) options() pctx.Options {
-	return pctx.Options{Window: o.Window, ReservedOutput: o.ReservedOutput, HistoryTurns: o.Compression.historyTurns(o.HistoryTurns)}
+	return pctx.Options{Window: o.Window, ReservedOutput: o.ReservedOutput, HistoryTurns: o.Compression.historyTurns(o.HistoryTurns),
+		HeadCut: o.rules == 1}
 }
 
 // contextTokens counts tokens for every session's context: cl100k_base, exactly as

@@ -273,7 +273,7 @@ func TestGatherRefoldDoesNotRetrieveAgain(t *testing.T) {
 			}
 			recorded = append(recorded, e)
 		}
-		add(&messages.TaskSubmitted{Input: "How do I install troupe?"}, "")
+		add(&messages.TaskSubmitted{Input: "How do I install troupe?", Rules: actors.ContextRules}, "")
 		var reqs []*messages.ToolCallRequested
 		for range 2 {
 			d := st.Decide(agent, st.LastSeq+1, 0)
@@ -369,7 +369,7 @@ func TestGatheredNotesAndAnUnreadableResult(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	add(&messages.TaskSubmitted{Input: "Book the usual hotel"})
+	add(&messages.TaskSubmitted{Input: "Book the usual hotel", Rules: actors.ContextRules})
 	var reqs []*messages.ToolCallRequested
 	for range 2 {
 		r, ok := st.Decide(agent, st.LastSeq+1, 0).Payload.(*messages.ToolCallRequested)
@@ -414,7 +414,7 @@ func TestNoGatheringThroughAToolThatNeedsApproval(t *testing.T) {
 		Sources:   actors.ContextSources{KnowledgeTool: "rag", MemoryTool: "memory"},
 		Approvals: map[string]bool{"rag": true}}
 	st := actors.NewSessionState("s")
-	if err := st.Apply(env(t, &messages.TaskSubmitted{Input: "Where is the guide?"}, "s", 1, "t")); err != nil {
+	if err := st.Apply(env(t, &messages.TaskSubmitted{Input: "Where is the guide?", Rules: actors.ContextRules}, "s", 1, "t")); err != nil {
 		t.Fatal(err)
 	}
 	r, ok := st.Decide(agent, 2, 0).Payload.(*messages.ToolCallRequested)

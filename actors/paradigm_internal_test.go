@@ -98,7 +98,7 @@ func runScripted(t *testing.T, as Agents, input string, replies map[string][]str
 		}
 		events = append(events, e)
 	}
-	add(&messages.TaskSubmitted{Input: input, Agent: "reviewer"}, "", "")
+	add(&messages.TaskSubmitted{Input: input, Agent: "reviewer", Rules: ContextRules}, "", "")
 	task := events[0].ID
 	agent, _ := as.For("reviewer")
 	for range 100 {

@@ -411,8 +411,9 @@ func (a *SessionActor) claim(ctx actor.Context, m *SubmitTask) bool {
 		e.TS = a.deps.Clock.Now().UnixMicro()
 	}
 	e.Actor = "session"
+	e, p := stampRules(e) // a new task runs under this build's rules
 	a.claiming = true
-	err := a.step(ctx, oneEvent(e))
+	err := a.step(ctx, oneEvent(e), p)
 	a.claiming = false
 	switch {
 	case errors.Is(err, eventlog.ErrSeqConflict):
@@ -474,7 +475,8 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 		e.TS = a.deps.Clock.Now().UnixMicro()
 	}
 	e.Actor = "session"
-	if err := a.step(ctx, oneEvent(e)); err != nil {
+	e, p := stampRules(e) // a new task runs under this build's rules
+	if err := a.step(ctx, oneEvent(e), p); err != nil {
 		m.answer(ctx, err)
 		return
 	}

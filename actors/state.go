@@ -290,6 +290,9 @@ type taskState struct {
 	start int
 	// gather is the task's gathered context (gather.go).
 	gather gatherState
+	// rules is the version of the decision rules the task runs under, as recorded
+	// with it (rules.go).
+	rules int
 }
 
 // SessionState is a session folded from its events. The zero value is not usable:
@@ -304,6 +307,9 @@ type SessionState struct {
 	tasks   []*taskState
 	active  *taskState
 	seen    map[string]struct{}
+	// unversioned is the rules version Verify assumes of tasks recorded with none,
+	// by task ID (rules.go); a task not in it runs under version 1.
+	unversioned map[string]int
 	// loads are the results of the session's successful load_tools and search_tools
 	// calls, in order: what its requests offer (Agent.Disclosure) is folded from them.
 	loads []ToolLoad
@@ -424,6 +430,7 @@ func (s *SessionState) apply(e messages.Envelope, p messages.Payload) error {
 	s.LastTS = e.TS
 	s.lastID = e.ID
 	s.seen[e.ID] = struct{}{}
+	s.noteRulesEvidence(e, p)
 	if err := s.applyLoop(e, p); err != nil {
 		return err
 	}
@@ -438,7 +445,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 	t := s.active
 	switch p := p.(type) {
 	case *messages.TaskSubmitted:
-		nt := &taskState{ID: e.ID, Seq: e.Seq, Spec: *p, phase: phaseQueued, Status: messages.StatusRunning}
+		nt := &taskState{ID: e.ID, Seq: e.Seq, Spec: *p, phase: phaseQueued, Status: messages.StatusRunning, rules: s.taskRules(e.ID, p)}
 		s.tasks = append(s.tasks, nt)
 		if s.active == nil {
 			s.activate(nt)
@@ -603,6 +610,12 @@ func (s *SessionState) DecideAmong(as Agents, nextSeq uint64, nowUS int64) *Deci
 		return d(&messages.TaskFailed{Reason: messages.ReasonUnknownAgent, Error: fmt.Sprintf("unknown agent %q: this node does not run it", t.Spec.Agent),
 			Steps: t.Steps, Usage: t.Usage}, t.ID)
 	}
+	// A task is decided under the rules it was recorded with (rules.go).
+	if !supportedRules(t.rules) {
+		return d(&messages.TaskFailed{Reason: messages.ReasonUnsupportedRules, Error: (&RulesError{Seq: t.Seq, TaskID: t.ID, Version: t.rules}).Error(),
+			Steps: t.Steps, Usage: t.Usage}, t.ID)
+	}
+	a = a.underRules(t.rules)
 	if t.Spec.DeadlineUS > 0 && nowUS >= t.Spec.DeadlineUS {
 		return d(&messages.TaskFailed{Reason: messages.ReasonDeadline, Error: "the task's deadline passed", Steps: t.Steps, Usage: t.Usage}, t.ID)
 	}
@@ -710,6 +723,7 @@ func effectKey(sessionID string, seq uint64) string {
 // builds the same prompt) and its paradigm's section; then the conversation, what
 // of it fits. A paradigm's own call is its prompt, fitted to the same budget.
 func (s *SessionState) Request(a Agent) llm.Request {
+	a = a.underRules(s.activeRules()) // as the request was decided (DecideAmong)
 	if req, ok := s.compressionRequest(a); ok {
 		return req
 	}

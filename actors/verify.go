@@ -31,7 +31,10 @@ func (d *Divergence) String() string {
 // from the log — no model is called and no tool runs — and every event the agent
 // decided (model and tool requests, completions, failures) must come out the same.
 // It returns nil when the agent is deterministic against the recording, or the first
-// divergence. Deadlines are judged at each recorded event's own timestamp.
+// divergence. Deadlines are judged at each recorded event's own timestamp. Each task
+// is re-decided under the decision rules it was recorded with (ContextRules); a
+// session with a task recorded under rules this build does not have is not
+// re-decided: the error is a *RulesError.
 func Verify(a Agent, events []messages.Envelope) (*Divergence, error) {
 	return VerifyAmong(Agents{Default: a}, events)
 }
@@ -41,7 +44,49 @@ func VerifyAmong(as Agents, events []messages.Envelope) (*Divergence, error) {
 	if len(events) == 0 {
 		return nil, fmt.Errorf("actors: verify: the session has no events")
 	}
+	if err := CheckRules(events); err != nil {
+		return nil, err
+	}
+	// A task recorded with no rules version ran under version 1, or under version 2
+	// on a build from before the version was recorded: it is re-decided under 1
+	// unless its events show 2 (verifyRules), and under 2 when 1 diverges in it.
+	// The divergence reported is the one found furthest into the session.
+	unversioned, err := verifyRules(events)
+	if err != nil {
+		return nil, err
+	}
+	var furthest *Divergence
+	for {
+		div, err := verifyUnder(as, events, unversioned)
+		if err != nil || div == nil {
+			return nil, err
+		}
+		if furthest == nil || div.Seq > furthest.Seq {
+			furthest = div
+		}
+		task := taskAt(events, div.Seq)
+		if v, ok := unversioned[task]; !ok || v == ContextRules {
+			return furthest, nil
+		}
+		unversioned[task] = ContextRules
+	}
+}
+
+// taskAt is the task (correlation) ID of the event at seq of events.
+func taskAt(events []messages.Envelope, seq uint64) string {
+	for _, e := range events {
+		if e.Seq == seq {
+			return e.CorrelationID
+		}
+	}
+	return ""
+}
+
+// verifyUnder is VerifyAmong with the rules versions of the tasks recorded with
+// none (SessionState.unversioned).
+func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]int) (*Divergence, error) {
 	st := NewSessionState(events[0].SessionID).WithAgents(as)
+	st.unversioned = unversioned
 	for _, e := range events {
 		p, err := e.Decode()
 		if err != nil {

@@ -91,6 +91,13 @@ type TaskSubmitted struct {
 	// node continues the same trace. Empty when tracing is off. It is an input like
 	// the others, never compared by replay verification, and no decision reads it.
 	TraceParent string `json:"traceparent,omitempty"`
+	// Rules is the version of the agent's decision rules the task runs under: how
+	// its context is built, selected under the token budget and compressed, and so
+	// what its prompts hold (actors.ContextRules). The session sets it when it
+	// records a new task (replacing what a client sent); a refold, a replay and a
+	// fork run the task under it. Optional: 0, a task recorded before it existed,
+	// means version 1, the rules of those builds (the schema version stays 1).
+	Rules int `json:"rules,omitempty"`
 }
 
 // ParentRef links a child session's task to the call that delegated it: the
@@ -189,6 +196,10 @@ const (
 	// ReasonUnknownAgent: the task names an agent the session's node does not run
 	// (ingress refuses such a task; a node whose agents file differs records this).
 	ReasonUnknownAgent = "unknown_agent"
+	// ReasonUnsupportedRules: the task was recorded under decision rules
+	// (TaskSubmitted.Rules) that the node continuing it does not have: a later
+	// build's, or ones it dropped.
+	ReasonUnsupportedRules = "unsupported_rules"
 	// ReasonTokenBudget: the task's model calls used its token budget
 	// (TaskSubmitted.MaxTokens, or its agent's) without a final answer.
 	ReasonTokenBudget = "token_budget"

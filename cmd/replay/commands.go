@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -131,7 +132,15 @@ type verifyResult struct {
 	Deterministic bool               `json:"deterministic"`
 	Events        int                `json:"events"`
 	Divergence    *actors.Divergence `json:"divergence,omitempty"`
+	// UnsupportedRules names the task recorded under decision rules this build
+	// does not have (actors.ContextRules): the session was not re-decided.
+	UnsupportedRules *actors.RulesError `json:"unsupported_rules,omitempty"`
+	Error            string             `json:"error,omitempty"`
 }
+
+// exitUnsupportedRules is verify's exit code for a session it cannot re-decide: a
+// task was recorded under decision rules this build does not have.
+const exitUnsupportedRules = 3
 
 // verify re-runs the agents' decisions (each task's, by the name it recorded)
 // against the recorded session. No model
@@ -173,6 +182,18 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		agents.Named[name] = a
 	}
 	div, err := actors.VerifyAmong(agents, events)
+	if re, ok := errors.AsType[*actors.RulesError](err); ok {
+		// Not a divergence: this build cannot re-decide the task at all.
+		if asJSON {
+			res := verifyResult{SessionID: id, Events: len(events), UnsupportedRules: re, Error: re.Error()}
+			if code := writeJSON(stdout, stderr, res); code != 0 {
+				return code
+			}
+		} else {
+			fmt.Fprintf(stdout, "session %s: not verified: %v\n", id, re)
+		}
+		return exitUnsupportedRules
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -388,6 +409,20 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		if err := state.Apply(e); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
+		}
+	}
+	// The unfinished task continues under the decision rules it was recorded with
+	// (a new task, --input, under this build's): a fork of a task whose rules this
+	// build does not have is not made.
+	if task := state.Active(); task != "" {
+		for i, e := range events {
+			if e.ID != task || e.Type != messages.TypeTaskSubmitted {
+				continue
+			}
+			if err := actors.CheckRules(events[i : i+1]); err != nil {
+				fmt.Fprintf(stderr, "error: cannot continue %s at seq %d: %v (no fork was made)\n", parentID, at, err)
+				return 1
+			}
 		}
 	}
 	if state.Active() == "" && input == "" {

@@ -13,4 +13,8 @@
 // verify re-decides a recorded session with this build's agent, and fork continues
 // one live; with --config FILE the agent is the one node serve builds from FILE
 // (internal/nodeconfig: tools, skills, disclosure, notes, chains, MCP servers).
+// Each task is re-decided under the decision rules it was recorded with
+// (actors.ContextRules); verify exits 0 when the session is deterministic, 1 at
+// its first divergence (or an error), 3 when a task was recorded under rules this
+// build does not have, which it names.
 package main

@@ -600,6 +600,29 @@ func truncatable(it Item) bool {
 // Marker returns the text that replaces n cut tokens.
 func Marker(n int) string { return "[… " + strconv.Itoa(n) + " tokens truncated]" }
 
+// headWithin returns the end of the longest head of text, cut between runes, that
+// counts at most room tokens (Options.HeadCut).
+func (b Builder) headWithin(text string, room int) int {
+	if room <= 0 {
+		return 0
+	}
+	cuts := make([]int, 0, utf8.RuneCountInString(text)+1)
+	for i := range text {
+		cuts = append(cuts, i)
+	}
+	cuts = append(cuts, len(text))
+	l, h := 0, len(cuts)-1
+	for l < h {
+		mid := (l + h + 1) / 2
+		if b.Tokenizer.Count(text[:cuts[mid]]) <= room {
+			l = mid
+		} else {
+			h = mid - 1
+		}
+	}
+	return cuts[l]
+}
+
 // truncate cuts the middle out of c's original text so that c counts at most
 // target tokens with the marker in the cut's place: it keeps the head (two thirds
 // of the room) and the tail (the rest), where a text's purpose and its last word
@@ -617,7 +640,10 @@ func (b Builder) truncate(c *cand, target int) bool {
 	frame := c.from - whole // the message's framing and calls
 	room := target - frame - b.Tokenizer.Count("\n"+Marker(whole)+"\n")
 	head, tail := 0, len(text)
-	if room > 0 {
+	if b.Options.HeadCut {
+		room = target - frame - b.Tokenizer.Count("\n"+Marker(whole))
+		head = b.headWithin(text, room)
+	} else if room > 0 {
 		cuts := make([]int, 0, utf8.RuneCountInString(text)+1)
 		for i := range text {
 			cuts = append(cuts, i)

@@ -202,6 +202,34 @@ func TestBuildTruncatesPinnedWithMarker(t *testing.T) {
 	}
 }
 
+// With HeadCut (the rule before cuts kept the tail) a cut keeps the longest head
+// that fits, the marker at its end, and nothing of the tail.
+func TestBuildHeadCutKeepsTheHead(t *testing.T) {
+	long := strings.Repeat("word ", 100) + "question"
+	items := []pctx.Item{
+		{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: "sys"},
+		{ID: "task", Kind: pctx.KindTask, Section: pctx.SectionTask, Message: msg(messages.RoleUser, long), Pinned: true, Relevance: 1, Pos: 1},
+	}
+	c, err := pctx.Builder{Tokenizer: words{}, Options: pctx.Options{Window: 60, ReservedOutput: 10, HeadCut: true}}.Build(items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := c.Report
+	if r.Used > r.Budget || len(r.Truncated) != 1 || r.Truncated[0].ID != "task" {
+		t.Fatalf("used %d of %d, truncated %+v", r.Used, r.Budget, r.Truncated)
+	}
+	task := c.Messages()[1].Content
+	head, marker, ok := strings.Cut(task, "\n[… ")
+	kept := len(strings.Fields(head))
+	if !ok || strings.Contains(task, "question") || "[… "+marker != pctx.Marker(101-kept) || kept == 0 {
+		t.Fatalf("head-cut task %q", task)
+	}
+	// One word more (the marker counts the same) would not fit: the head is the longest.
+	if r.Used+1 <= r.Budget {
+		t.Errorf("the head of %d words is not the longest that fits %d tokens", kept, r.Budget)
+	}
+}
+
 func TestBuildReplacesAndSummarize(t *testing.T) {
 	items := []pctx.Item{{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: "sys"}}
 	for i := range 6 {

@@ -120,6 +120,11 @@ type Options struct {
 	// Context and Evidence sections, and Stable ones, dropped for the budget. The
 	// build itself is the same.
 	Summarize bool
+	// HeadCut makes a cut keep the head of a text only, the marker at its end: the
+	// rule before cuts kept the head and the tail (the session's context rules
+	// version 1, kept so that sessions recorded under it replay as they ran). The
+	// zero value is today's rule.
+	HeadCut bool
 }
 
 // Defaults of Options.

@@ -1,0 +1,203 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/troupe-run/troupe/messages"
+	pctx "github.com/troupe-run/troupe/pipelines/context"
+)
+
+// ContextRules is the version of the decision rules this build records with each
+// new task (messages.TaskSubmitted.Rules): how a task's context is gathered, built,
+// selected under the token budget and compressed, and so what its prompts hold.
+// A change to those rules that changes a prompt built from the same events is a
+// new version; the versions from MinContextRules up stay callable, so that a
+// recorded task is refolded, replayed, verified and forked under the rules it ran
+// under, and only a new task gets today's.
+//
+//   - 1: the rules of every build before the version was recorded (a task with no
+//     version): each model request is built by pipelines/context within the
+//     agent's window, and a text cut to fit keeps its head, the marker at its end;
+//     a task gathers nothing before its first model call, and there is no
+//     compression: no strategy, no summary calls (the rules of d6838e7 to 8c2c1ee).
+//   - 2: a cut keeps the head and the tail of a text, the marker in the middle; a
+//     task gathers evidence, memories and notes from its sources; compression
+//     strategies, and condense-section calls for what is still cut or dropped when
+//     the agent has a model for summaries (compress.go, gather.go).
+const ContextRules = 2
+
+// MinContextRules is the oldest version of the decision rules this build still
+// has. A task recorded under an older one, or a newer one (a later build's), is
+// not decided here: a live session fails it with messages.ReasonUnsupportedRules,
+// and Verify reports a RulesError instead of a divergence.
+const MinContextRules = 1
+
+// rulesOf returns the version of the rules a task recorded as spec runs under: its
+// own, or 1 for a task recorded before tasks had one.
+func rulesOf(spec *messages.TaskSubmitted) int {
+	if spec.Rules == 0 {
+		return 1
+	}
+	return spec.Rules
+}
+
+// supportedRules reports whether this build decides under rules version v.
+func supportedRules(v int) bool { return v >= MinContextRules && v <= ContextRules }
+
+// RulesError says that a recorded task ran under decision rules this build does
+// not have: the session cannot be re-decided (verified), nor the task continued,
+// here.
+type RulesError struct {
+	// Seq and TaskID are the task's task.submitted event.
+	Seq    uint64 `json:"seq"`
+	TaskID string `json:"task_id"`
+	// Version is the task's recorded rules version.
+	Version int `json:"version"`
+}
+
+func (e *RulesError) Error() string {
+	return fmt.Sprintf("the task at seq %d was recorded under decision rules version %d, %s; this build decides under versions %d to %d",
+		e.Seq, e.Version, e.why(), MinContextRules, ContextRules)
+}
+
+func (e *RulesError) why() string {
+	if e.Version > ContextRules {
+		return "which is newer than this build: use a build that has it"
+	}
+	return "which this build no longer has: use an older build"
+}
+
+// CheckRules returns a *RulesError for the first task of events recorded under
+// decision rules this build does not have, or nil.
+func CheckRules(events []messages.Envelope) error {
+	for _, e := range events {
+		if e.Type != messages.TypeTaskSubmitted {
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			return err
+		}
+		if v := rulesOf(p.(*messages.TaskSubmitted)); !supportedRules(v) {
+			return &RulesError{Seq: e.Seq, TaskID: e.ID, Version: v}
+		}
+	}
+	return nil
+}
+
+// underRules returns a as it decides under rules version v (ContextRules: a
+// itself). Under version 1 a cut keeps the head of a text, and nothing of what
+// came with version 2 runs: no gathering, no compression and no summary calls.
+func (a Agent) underRules(v int) Agent {
+	if v >= ContextRules {
+		return a
+	}
+	a.Context.Compression = Compression{Model: NoSummaryModel}
+	a.Context.Evidence, a.Context.Recall, a.Context.Notes = 0, 0, 0
+	a.Context.rules = v
+	return a
+}
+
+// activeRules is the rules version of the running task (ContextRules when none
+// runs).
+func (s *SessionState) activeRules() int {
+	if s.active == nil {
+		return ContextRules
+	}
+	return s.active.rules
+}
+
+// stampRules returns the task envelope e with the rules of this build recorded on
+// it (messages.TaskSubmitted.Rules): a new task runs under today's rules whatever a
+// client sent, and its payload, or e as it is when the payload does not decode (the
+// fold refuses it) or already says so.
+func stampRules(e messages.Envelope) (messages.Envelope, messages.Payload) {
+	p, err := e.Decode()
+	if err != nil {
+		return e, nil
+	}
+	task, ok := p.(*messages.TaskSubmitted)
+	if !ok {
+		return e, nil
+	}
+	if task.Rules == ContextRules {
+		return e, p
+	}
+	task.Rules = ContextRules
+	enc, err := messages.NewEnvelope(task)
+	if err != nil {
+		return e, nil
+	}
+	e.Payload = enc.Payload
+	return e, task
+}
+
+// taskRules returns the rules version of the task recorded as the event id with
+// payload p: its own, or for a task recorded with none the version Verify assumes
+// of it (verifyRules), else 1.
+func (s *SessionState) taskRules(id string, p *messages.TaskSubmitted) int {
+	if p.Rules == 0 {
+		if v, ok := s.unversioned[id]; ok {
+			return v
+		}
+	}
+	return rulesOf(p)
+}
+
+// noteRulesEvidence moves the running task to version 2 of the rules when it was
+// recorded with no version and e, one of its own events, is what only version 2
+// decides: a gathering call or a compression call. Builds recorded tasks with no
+// version under version 2 from when it came until the version was recorded; such a
+// task refolded here continues under the rules it began with.
+func (s *SessionState) noteRulesEvidence(e messages.Envelope, p messages.Payload) {
+	t := s.active
+	if t == nil || t.Spec.Rules != 0 || t.rules >= ContextRules || e.CorrelationID != t.ID {
+		return
+	}
+	if rules2Evidence(p) {
+		t.rules = ContextRules
+	}
+}
+
+// rules2Evidence reports whether a task's event p is one only version 2 of the
+// rules decides.
+func rules2Evidence(p messages.Payload) bool {
+	switch p := p.(type) {
+	case *messages.ModelRequested:
+		return pctx.IsCompressPurpose(p.Purpose)
+	case *messages.ToolCallRequested:
+		return isGatherPurpose(p.Purpose)
+	}
+	return false
+}
+
+// verifyRules returns the rules version Verify first assumes of each task of
+// events recorded with none: 2 when one of its events shows it (rules2Evidence),
+// else 1.
+func verifyRules(events []messages.Envelope) (map[string]int, error) {
+	out := map[string]int{}
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeTaskSubmitted:
+			p, err := e.Decode()
+			if err != nil {
+				return nil, err
+			}
+			if p.(*messages.TaskSubmitted).Rules == 0 {
+				out[e.ID] = 1
+			}
+		case messages.TypeModelRequested, messages.TypeToolCallRequested:
+			if v, ok := out[e.CorrelationID]; !ok || v == ContextRules {
+				continue
+			}
+			p, err := e.Decode()
+			if err != nil {
+				return nil, err
+			}
+			if rules2Evidence(p) {
+				out[e.CorrelationID] = ContextRules
+			}
+		}
+	}
+	return out, nil
+}
