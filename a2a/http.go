@@ -45,6 +45,12 @@ type ServerConfig struct {
 	// PushLog, when set, is the log the push-notification configs are kept in
 	// (PushStore: they outlive the process); nil: in memory only.
 	PushLog eventlog.Log
+	// PushKey, with PushLog, returns the node's secret key (SecretKeySize bytes),
+	// with which the configs' token and credentials are sealed in the log
+	// (PushSealer), so that every node with the same key posts with them, after a
+	// restart too; it is called when a config with secrets is first set or read.
+	// nil: they are kept in this process's memory only.
+	PushKey func() ([]byte, error)
 	// MaxBody bounds a request body (0: DefaultMaxBody).
 	MaxBody int64
 	// Name and Version name the node in its card.
@@ -103,6 +109,10 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 		return nil, err
 	}
 	s := &Server{cfg: cfg, agents: agents, rpc: map[string]http.Handler{}}
+	var sealer *PushSealer
+	if cfg.PushKey != nil {
+		sealer = NewPushSealer(cfg.PushKey)
+	}
 	for i, a := range agents {
 		name := a.Name
 		if i == 0 {
@@ -112,7 +122,7 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 		var pushes a2asrv.PushConfigStore = push.NewInMemoryStore()
 		var pushSender a2asrv.PushSender = sender
 		if cfg.PushLog != nil {
-			ps := NewPushStore(cfg.PushLog)
+			ps := NewPushStore(cfg.PushLog, sealer, cfg.Logger)
 			pushes, pushSender = ps, storeSender{PushSender: sender, store: ps}
 		}
 		exec := NewExecutor(b, name)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"slices"
 	"sort"
@@ -48,14 +49,19 @@ const pushAppendAttempts = 5
 // events of a stream of their own in the log (PushStreamFor: messages.A2APushSet,
 // messages.A2APushDeleted), so that they outlive the process, and every node over
 // the same log has them. A config's secrets (its token, its authentication
-// credentials) are never written to the log: this process keeps those it was given
-// in memory; a config read from the log that had any (a restart, or a config set on
-// another node) is listed without them, and no notification is posted to it
-// (Withheld): set it again to have them posted.
+// credentials) are never written to the log in plain text: with a sealer they are
+// written sealed with the node's secret key (PushSealer), and every node with the
+// same key reads them back, after a restart too. A config whose secrets cannot be
+// read back (recorded without a sealer, or sealed with another key) is listed
+// without them, its Get fails with ErrUndecryptable when they were sealed, and no
+// notification is posted to it (Withheld): give the node the right key, or set the
+// config again.
 type PushStore struct {
-	log eventlog.Log
-	now func() time.Time
-	mu  sync.Mutex
+	log    eventlog.Log
+	sealer *PushSealer // nil: secrets are kept in memory only
+	logger *slog.Logger
+	now    func() time.Time
+	mu     sync.Mutex
 	// tasks are the tasks' configs as folded, by task.
 	tasks map[sdk.TaskID]*taskPushes
 }
@@ -71,11 +77,19 @@ type taskPushes struct {
 	// withheld are the configs read from the log whose secrets this process does
 	// not know; warned, those whose notification not sent was logged.
 	withheld, warned map[string]bool
+	// sealedErr are the configs whose sealed secrets did not open, with why
+	// (wrapping ErrUndecryptable).
+	sealedErr map[string]error
 }
 
-// NewPushStore returns a store of push configs in log.
-func NewPushStore(log eventlog.Log) *PushStore {
-	return &PushStore{log: log, now: time.Now, tasks: map[sdk.TaskID]*taskPushes{}}
+// NewPushStore returns a store of push configs in log. With sealer, configs'
+// secrets are recorded sealed; without, they are kept in this process's memory
+// only. Problems are logged to logger (nil: none).
+func NewPushStore(log eventlog.Log, sealer *PushSealer, logger *slog.Logger) *PushStore {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &PushStore{log: log, sealer: sealer, logger: logger, now: time.Now, tasks: map[sdk.TaskID]*taskPushes{}}
 }
 
 // load returns task id's configs, reading what its stream has past them when they
@@ -87,7 +101,7 @@ func (s *PushStore) load(ctx context.Context, id sdk.TaskID, force bool) (*taskP
 		if len(s.tasks) >= maxLiveTasks {
 			s.dropOldest()
 		}
-		t = &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}}
+		t = &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}, sealedErr: map[string]error{}}
 		s.tasks[id] = t
 		force = true
 	}
@@ -101,8 +115,13 @@ func (s *PushStore) load(ctx context.Context, id sdk.TaskID, force bool) (*taskP
 		return nil, fmt.Errorf("a2a: push configs of task %s: %w", id, err)
 	}
 	for _, e := range events {
-		if err := t.apply(e); err != nil {
+		failed, err := t.apply(e, s.sealer)
+		if err != nil {
 			return nil, err
+		}
+		if failed != "" {
+			s.logger.Error("a2a push: a config's token and credentials cannot be decrypted: it gets no notification until the node has the key they were sealed with, or the config is set again",
+				"task", id, "config", failed, "err", t.sealedErr[failed])
 		}
 	}
 	t.read = now
@@ -122,11 +141,13 @@ func (s *PushStore) dropOldest() {
 	}
 }
 
-// apply folds an event of the task's stream.
-func (t *taskPushes) apply(e messages.Envelope) error {
+// apply folds an event of the task's stream, opening the secrets it holds sealed
+// with sealer (nil: none are opened); failed names the config it set whose sealed
+// secrets did not open (t.sealedErr says why).
+func (t *taskPushes) apply(e messages.Envelope, sealer *PushSealer) (failed string, err error) {
 	p, err := e.Decode()
 	if err != nil {
-		return fmt.Errorf("a2a: push configs %s: %w", e.SessionID, err)
+		return "", fmt.Errorf("a2a: push configs %s: %w", e.SessionID, err)
 	}
 	switch v := p.(type) {
 	case *messages.A2APushSet:
@@ -136,19 +157,46 @@ func (t *taskPushes) apply(e messages.Envelope) error {
 		}
 		t.configs[v.ConfigID] = c
 		t.withheld[v.ConfigID] = v.HadToken || v.HadCredentials
+		delete(t.sealedErr, v.ConfigID)
+		delete(t.warned, v.ConfigID)
+		switch {
+		case v.Sealed == "":
+		case sealer == nil:
+			t.sealedErr[v.ConfigID] = fmt.Errorf("%w: this node has no secret key", ErrUndecryptable)
+			failed = v.ConfigID
+		default:
+			sec, err := sealer.open(taskOfStream(e.SessionID), v.ConfigID, v.Sealed)
+			if err != nil {
+				t.sealedErr[v.ConfigID] = err
+				failed = v.ConfigID
+				break
+			}
+			c.Token = sec.Token
+			if c.Auth != nil {
+				c.Auth.Credentials = sec.Credentials
+			}
+			t.withheld[v.ConfigID] = false
+		}
 	case *messages.A2APushDeleted:
 		if v.ConfigID == "" {
 			clear(t.configs)
 			clear(t.withheld)
+			clear(t.sealedErr)
 		} else {
 			delete(t.configs, v.ConfigID)
 			delete(t.withheld, v.ConfigID)
+			delete(t.sealedErr, v.ConfigID)
 		}
 	default:
-		return fmt.Errorf("a2a: push configs %s seq %d: a %s event has no place there", e.SessionID, e.Seq, e.Type)
+		return "", fmt.Errorf("a2a: push configs %s seq %d: a %s event has no place there", e.SessionID, e.Seq, e.Type)
 	}
 	t.seq = e.Seq
-	return nil
+	return failed, nil
+}
+
+// taskOfStream is the task whose push configs stream holds.
+func taskOfStream(stream string) sdk.TaskID {
+	return sdk.TaskID(strings.TrimPrefix(stream, eventlog.A2APushStreamPrefix))
 }
 
 // write appends the event change builds (nil: nothing to write) to task id's stream
@@ -180,7 +228,7 @@ func (s *PushStore) write(ctx context.Context, id sdk.TaskID, change func(*taskP
 		if err != nil {
 			return fmt.Errorf("a2a: push configs of task %s: %w", id, err)
 		}
-		if err := t.apply(e); err != nil {
+		if _, err := t.apply(e, s.sealer); err != nil {
 			return err
 		}
 		if after != nil {
@@ -191,8 +239,9 @@ func (s *PushStore) write(ctx context.Context, id sdk.TaskID, change func(*taskP
 	return fmt.Errorf("a2a: push configs of task %s: %d appends in a row found their seq taken by another writer", id, pushAppendAttempts)
 }
 
-// Save implements a2asrv.PushConfigStore: it records the config without its
-// secrets, which this process keeps.
+// Save implements a2asrv.PushConfigStore: it records the config with its secrets
+// sealed (PushSealer), or without them, which this process then keeps, when the
+// store has no sealer. A secret that cannot be sealed (no key) fails the save.
 func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushConfig) (*sdk.PushConfig, error) {
 	if config == nil || config.URL == "" {
 		return nil, fmt.Errorf("%w: a push config needs a url", sdk.ErrInvalidParams)
@@ -207,6 +256,18 @@ func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushCon
 	set := &messages.A2APushSet{ConfigID: c.ID, URL: c.URL, HadToken: c.Token != ""}
 	if c.Auth != nil {
 		set.Schemes, set.HadCredentials = slices.Clone(c.Auth.Schemes), c.Auth.Credentials != ""
+	}
+	if s.sealer != nil && (set.HadToken || set.HadCredentials) {
+		sec := pushSecrets{Token: c.Token}
+		if c.Auth != nil {
+			sec.Credentials = c.Auth.Credentials
+		}
+		sealed, err := s.sealer.seal(id, c.ID, sec)
+		if err != nil {
+			s.logger.Error("a2a push: a config's token and credentials cannot be sealed: the config is not set", "task", id, "config", c.ID, "err", err)
+			return nil, fmt.Errorf("%w: the push config's token and credentials cannot be kept: %w", sdk.ErrInternalError, err)
+		}
+		set.Sealed = sealed
 	}
 	err := s.write(ctx, id, func(*taskPushes) messages.Payload { return set }, func(t *taskPushes) {
 		t.configs[c.ID] = c
@@ -230,10 +291,14 @@ func (s *PushStore) Get(ctx context.Context, id sdk.TaskID, configID string) (*s
 	if !ok {
 		return nil, push.ErrPushConfigNotFound
 	}
+	if err := t.sealedErr[configID]; err != nil {
+		return nil, fmt.Errorf("%w: push config %s of task %s: %w", sdk.ErrInternalError, configID, id, err)
+	}
 	return copyConfig(c), nil
 }
 
-// List implements a2asrv.PushConfigStore: the task's configs by ID.
+// List implements a2asrv.PushConfigStore: the task's configs by ID (one whose
+// secrets cannot be decrypted without them: Get says why).
 func (s *PushStore) List(ctx context.Context, id sdk.TaskID) ([]*sdk.PushConfig, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -272,17 +337,18 @@ func (s *PushStore) DeleteAll(ctx context.Context, id sdk.TaskID) error {
 
 // Withheld reports whether task id's config is one read from the log whose token or
 // credentials this process does not know: a notification is not posted to it. first
-// is true the first time it says so of the config.
-func (s *PushStore) Withheld(id sdk.TaskID, configID string) (withheld, first bool) {
+// is true the first time it says so of the config; why wraps ErrUndecryptable when
+// they were sealed and did not open.
+func (s *PushStore) Withheld(id sdk.TaskID, configID string) (withheld, first bool, why error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.tasks[id]
 	if t == nil || !t.withheld[configID] {
-		return false, false
+		return false, false, nil
 	}
 	first = !t.warned[configID]
 	t.warned[configID] = true
-	return true, first
+	return true, first, t.sealedErr[configID]
 }
 
 // copyConfig is a deep copy of c.
@@ -305,12 +371,15 @@ type storeSender struct {
 
 // SendPush implements a2asrv.PushSender.
 func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error {
-	if withheld, first := s.store.Withheld(task.ID, cfg.ID); withheld {
-		if !first {
-			return nil
+	if withheld, first, why := s.store.Withheld(task.ID, cfg.ID); withheld {
+		switch {
+		case !first:
+		case why != nil:
+			s.logger.Error("a2a push: not sent: the config's token and credentials cannot be decrypted", "task", task.ID, "config", cfg.ID, "err", why)
+		default:
+			s.logger.Warn("a2a push: not sent: the config's token or credentials were kept by the node that was given them only (it had no secret key); set the config again",
+				"task", task.ID, "config", cfg.ID)
 		}
-		s.logger.Warn("a2a push: the config's token or credentials are not kept across restarts nor shared between nodes; not sent: set the config again",
-			"task", task.ID, "config", cfg.ID)
 		return nil
 	}
 	return s.PushSender.SendPush(ctx, cfg, task)

@@ -1,13 +1,18 @@
 package a2a
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/messages"
 )
 
 // Two stores over one log (two nodes): a config one sets, the other lists once its
@@ -23,7 +28,7 @@ func TestPushStoreSharesConfigsOverTheLog(t *testing.T) {
 	t.Cleanup(func() { _ = log.Close() })
 	now := time.Unix(1_800_000_000, 0)
 	clock := func() time.Time { return now }
-	a, b := NewPushStore(log), NewPushStore(log)
+	a, b := NewPushStore(log, nil, nil), NewPushStore(log, nil, nil)
 	a.now, b.now = clock, clock
 	const task = sdk.TaskID("s1~0123456789abcdef0123456789abcdef")
 
@@ -41,10 +46,10 @@ func TestPushStoreSharesConfigsOverTheLog(t *testing.T) {
 	if got, err := b.Get(ctx, task, saved.ID); err != nil || got.Token != "" || got.Auth.Credentials != "" || got.URL != saved.URL {
 		t.Fatalf("b's view of a's config: %+v, %v", got, err)
 	}
-	if w, _ := b.Withheld(task, saved.ID); !w {
+	if w, _, _ := b.Withheld(task, saved.ID); !w {
 		t.Fatal("b would post a's config without its secrets")
 	}
-	if w, _ := a.Withheld(task, saved.ID); w {
+	if w, _, _ := a.Withheld(task, saved.ID); w {
 		t.Fatal("a withholds the config it was given")
 	}
 	if got, _ := a.List(ctx, task); len(got) != 1 {
@@ -67,7 +72,70 @@ func TestPushStoreSharesConfigsOverTheLog(t *testing.T) {
 	if err := a.DeleteAll(ctx, task); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := NewPushStore(log).List(ctx, task); len(got) != 0 {
+	if got, _ := NewPushStore(log, nil, nil).List(ctx, task); len(got) != 0 {
 		t.Fatalf("a new store after DeleteAll: %+v", got)
+	}
+}
+
+// With a sealer, a config's secrets are in the log sealed: a store over the same
+// log with the same key (a restart, another node) has them and posts with them; a
+// store with another key, or none, lists the config without them, fails its Get
+// with ErrUndecryptable, and withholds its notifications. No event holds a secret
+// in plain text, and a sealed value does not open for another config.
+func TestPushStoreSealsSecretsWithTheNodeKey(t *testing.T) {
+	ctx := context.Background()
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	keyA, keyB := bytes.Repeat([]byte{1}, SecretKeySize), bytes.Repeat([]byte{2}, SecretKeySize)
+	sealer := func(k []byte) *PushSealer { return NewPushSealer(func() ([]byte, error) { return k, nil }) }
+	const task = sdk.TaskID("s1~0123456789abcdef0123456789abcdef")
+
+	a := NewPushStore(log, sealer(keyA), nil)
+	if _, err := a.Save(ctx, task, &sdk.PushConfig{ID: "c", URL: "https://hooks.example.com/x", Token: "tok-plain",
+		Auth: &sdk.PushAuthInfo{Schemes: []string{"Bearer"}, Credentials: "cred-plain"}}); err != nil {
+		t.Fatal(err)
+	}
+	events, err := log.Read(ctx, PushStreamFor(task), 1)
+	if err != nil || len(events) != 1 {
+		t.Fatalf("the stream: %d events, %v", len(events), err)
+	}
+	for _, e := range events {
+		b, _ := json.Marshal(e)
+		if bytes.Contains(b, []byte("tok-plain")) || bytes.Contains(b, []byte("cred-plain")) {
+			t.Fatalf("a secret in plain text in the log: %s", b)
+		}
+	}
+
+	again := NewPushStore(log, sealer(keyA), nil)
+	if got, err := again.Get(ctx, task, "c"); err != nil || got.Token != "tok-plain" || got.Auth.Credentials != "cred-plain" {
+		t.Fatalf("a store with the same key: %+v, %v", got, err)
+	}
+	if w, _, _ := again.Withheld(task, "c"); w {
+		t.Fatal("a store with the same key withholds the config")
+	}
+
+	for name, s := range map[string]*PushStore{"another key": NewPushStore(log, sealer(keyB), nil), "no key": NewPushStore(log, nil, nil)} {
+		list, err := s.List(ctx, task)
+		if err != nil || len(list) != 1 || list[0].Token != "" || list[0].Auth.Credentials != "" {
+			t.Fatalf("%s: list %+v, %v", name, list, err)
+		}
+		if _, err := s.Get(ctx, task, "c"); !errors.Is(err, ErrUndecryptable) || strings.Contains(err.Error(), "plain") {
+			t.Fatalf("%s: get: %v", name, err)
+		}
+		if w, first, why := s.Withheld(task, "c"); !w || !first || !errors.Is(why, ErrUndecryptable) {
+			t.Fatalf("%s: withheld %v, %v, %v", name, w, first, why)
+		}
+	}
+
+	// The sealed value moved to another config does not open.
+	var set messages.A2APushSet
+	if err := json.Unmarshal(events[0].Payload, &set); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sealer(keyA).open(task, "other", set.Sealed); !errors.Is(err, ErrUndecryptable) {
+		t.Fatalf("a sealed value opened for another config: %v", err)
 	}
 }

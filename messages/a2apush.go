@@ -4,8 +4,9 @@ package messages
 // appended to a stream of their own, "a2a/push/<taskID>" (eventlog.A2APushStreamPrefix:
 // not a session, no task runs there), and the task's configs are the fold of that
 // stream, so that they outlive the node that was given them. A config's secrets (its
-// token, its authentication credentials) are never in them: HadToken and
-// HadCredentials only say that the config had them.
+// token, its authentication credentials) are never in them in plain text: HadToken
+// and HadCredentials say that the config had them, and Sealed holds them encrypted
+// with a key that is not in the log.
 
 // A2APushSet records a push-notification config set for a task (a config with the
 // same ID replaces it).
@@ -16,9 +17,13 @@ type A2APushSet struct {
 	// credentials.
 	Schemes []string `json:"schemes,omitempty"`
 	// HadToken and HadCredentials say that the config had a token or credentials,
-	// which are not recorded.
+	// which are never recorded in plain text.
 	HadToken       bool `json:"had_token,omitempty"`
 	HadCredentials bool `json:"had_credentials,omitempty"`
+	// Sealed holds the token and credentials encrypted with the node's secret key
+	// (a2a.PushSealer), which is not in the log; empty when the config had neither,
+	// or was set by a node that kept them in memory only.
+	Sealed string `json:"sealed,omitempty"`
 }
 
 // A2APushDeleted records that a task's push-notification config was deleted

@@ -1,12 +1,17 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
+	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,15 +59,20 @@ func (h *pushHook) got(path string) ([]sdk.TaskState, []string) {
 
 // Push-notification configs outlive the node: after a restart over the same data,
 // tasks/pushNotificationConfig/get and list answer them, and a task waiting for
-// approval, approved after the restart, posts its end to the webhook. Their secrets
-// are never in the log: a config that had a token or credentials comes back without
-// them, and gets no notification (set it again). A config is set for a task the
-// node has only.
+// approval, approved after the restart, posts its end to the webhooks, with the
+// token and credentials of the config that had them: those are in the log sealed
+// with the node's secret key only (here the key file the embedded node made in its
+// data directory), and no byte of the data directory holds them in plain text. A
+// node with another key lists that config without them, fails its get saying
+// why, and never puts them in a log line. A config is set for a task the node has
+// only.
 func TestA2APushConfigsSurviveARestart(t *testing.T) {
 	var sent atomic.Int64
 	cfg := mailer(t, &sent)
 	cfg.A2A = &node.A2AConfig{PushAllow: []string{"127.0.0.1"}}
 	cfg.DataDir = t.TempDir()
+	var logs syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	hook, hookURL := newPushHook(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -93,20 +103,61 @@ func TestA2APushConfigsSurviveARestart(t *testing.T) {
 	}
 	stop()
 
+	keyFile := filepath.Join(cfg.DataDir, node.SecretKeyFile)
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the data directory's key file: %v, %v", fi, err)
+	}
+	// No byte the node stored holds a secret in plain text: not the log's events,
+	// not the database's files.
+	err = filepath.WalkDir(cfg.DataDir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b, []byte("secret-token")) || bytes.Contains(b, []byte("secret-credentials")) {
+			t.Errorf("%s holds a secret in plain text", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A node with another key: the config is there without its secrets, and its
+	// get says why.
+	other := cfg
+	other.SecretKey = bytes.Repeat([]byte{7}, 32)
+	wrong := nodetest.Start(t, other)
+	api := httptest.NewServer(wrong.Handler())
+	client, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
+	list, err := client.ListTaskPushConfig(ctx, &sdk.ListTaskPushConfigParams{TaskID: waiting.ID})
+	if err != nil || len(list) != 2 || list[0].Config.ID != "authed" || list[0].Config.Token != "" || list[0].Config.Auth == nil || list[0].Config.Auth.Credentials != "" {
+		t.Fatalf("pushNotificationConfig/list on a node with another key: %+v, %v", list, err)
+	}
+	_, err = client.GetTaskPushConfig(ctx, &sdk.GetTaskPushConfigParams{TaskID: waiting.ID, ConfigID: "authed"})
+	if err == nil || !strings.Contains(err.Error(), "cannot be decrypted") || strings.Contains(err.Error(), "secret-token") || strings.Contains(err.Error(), "secret-credentials") {
+		t.Fatalf("pushNotificationConfig/get on a node with another key: %v", err)
+	}
+	api.Close()
+	if err := wrong.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.String(); !strings.Contains(l, "cannot be decrypted") || strings.Contains(l, "secret-token") || strings.Contains(l, "secret-credentials") {
+		t.Fatalf("the logs of the node with another key:\n%s", l)
+	}
+
 	second := nodetest.Start(t, cfg)
 	stream, err := second.Log().Read(ctx, a2a.PushStreamFor(waiting.ID), 1)
 	if err != nil || len(stream) != 2 {
 		t.Fatalf("the push configs' stream: %d events, %v", len(stream), err)
 	}
-	for _, e := range stream {
-		if strings.Contains(string(e.Payload), "secret") {
-			t.Fatalf("a secret in the log: %s", e.Payload)
-		}
-	}
 	if eventlog.IsSession(a2a.PushStreamFor(waiting.ID)) {
 		t.Fatal("the push configs' stream counts as a session")
 	}
-	api := httptest.NewServer(second.Handler())
+	api = httptest.NewServer(second.Handler())
 	defer api.Close()
 	client, _ = a2aClient(t, api.URL, "/a2a/mailer"+a2a.CardPath)
 	resp, err := http.Get(api.URL + "/v1/sessions")
@@ -125,11 +176,11 @@ func TestA2APushConfigsSurviveARestart(t *testing.T) {
 	if err != nil || !marked {
 		t.Fatalf("GET /v1/sessions does not mark the push configs' stream %s: %+v, %v", a2a.PushStatus, infos, err)
 	}
-	list, err := client.ListTaskPushConfig(ctx, &sdk.ListTaskPushConfigParams{TaskID: waiting.ID})
+	list, err = client.ListTaskPushConfig(ctx, &sdk.ListTaskPushConfigParams{TaskID: waiting.ID})
 	if err != nil || len(list) != 2 || list[0].Config.ID != "authed" || list[1].Config.ID != "plain" || list[1].Config.URL != hookURL+"/plain" {
 		t.Fatalf("pushNotificationConfig/list after the restart: %+v, %v", list, err)
 	}
-	if a := list[0].Config; a.Token != "" || a.Auth == nil || a.Auth.Credentials != "" || len(a.Auth.Schemes) != 1 {
+	if a := list[0].Config; a.Token != "secret-token" || a.Auth == nil || a.Auth.Credentials != "secret-credentials" || len(a.Auth.Schemes) != 1 {
 		t.Fatalf("the config with secrets after the restart: %+v", a)
 	}
 	if got, err := client.GetTaskPushConfig(ctx, &sdk.GetTaskPushConfigParams{TaskID: waiting.ID, ConfigID: "plain"}); err != nil || got.Config.URL != hookURL+"/plain" {
@@ -154,8 +205,19 @@ func TestA2APushConfigsSurviveARestart(t *testing.T) {
 			t.Fatalf("the webhook did not get the completed task within 20 s; it got %v", states)
 		}
 	}
-	if states, _ := hook.got("/authed"); len(states) != 0 {
-		t.Fatalf("the config whose secrets were not kept was posted %v", states)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		states, tokens := hook.got("/authed")
+		if len(states) > 0 && states[len(states)-1] == sdk.TaskStateCompleted {
+			for _, tok := range tokens {
+				if tok != "secret-token|Bearer secret-credentials" {
+					t.Fatalf("the webhook of the config with secrets got %q", tok)
+				}
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the webhook of the config with secrets did not get the completed task within 20 s; it got %v", states)
+		}
 	}
 
 	// A config deleted after the restart stays deleted.

@@ -182,6 +182,12 @@ type Config struct {
 	// enter an event; strings shaped like keys and bearer tokens always are (package
 	// redact). cmd/node passes every key variable of the environment.
 	Secrets []string
+	// SecretKey (a2a.SecretKeySize bytes, AES-256) seals the secrets the node keeps
+	// in its event log: the token and credentials of A2A push configs (secretkey.go).
+	// Every node over one log must have the same key. Nil: the key of the file
+	// SecretKeyFile in DataDir, made (random, mode 0600) the first time it is needed;
+	// nodes that share the data directory share it, the others need this set.
+	SecretKey []byte
 	// Traces, when set, is where the node's spans go (telemetry.With a provider of
 	// the caller's, which the caller shuts down). Nil: the OTEL_* environment says
 	// (telemetry.FromEnv): off unless it names an exporter; the node then flushes
@@ -234,6 +240,9 @@ func (c Config) Validate() error {
 		if _, ok := c.Bus.Tasks.(PartitionReader); !ok {
 			return fmt.Errorf("node: a sharded bus's Tasks subscriber (%T) must tell the partition of each message (node.PartitionReader; kafka.Subscriber does)", c.Bus.Tasks)
 		}
+	}
+	if c.SecretKey != nil && len(c.SecretKey) != a2a.SecretKeySize {
+		return fmt.Errorf("node: the secret key has %d bytes, want %d", len(c.SecretKey), a2a.SecretKeySize)
 	}
 	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 || c.MaxLiveSessions < 0 || c.ApprovalTimeout < 0 {
 		return errors.New("node: limits and timeouts must not be negative")
@@ -544,8 +553,10 @@ type Node struct {
 	// a2aServer serves A2A (a2a.go), built once by a2aRoutes.
 	a2aOnce   sync.Once
 	a2aServer *a2a.Server
-	ingress   *Ingress
-	stopping  chan struct{}
+	// keys gives the node's secret key (secretkey.go).
+	keys     *secretKeys
+	ingress  *Ingress
+	stopping chan struct{}
 	// submits bounds deliverTask's waits by SubmitTimeout.
 	submits     *deadline.Shared
 	tracing     *tracing // the node's traces (tracing.go)
@@ -567,6 +578,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout)}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
+	n.keys = &secretKeys{given: cfg.SecretKey, dir: cfg.DataDir, shared: cfg.Bus != nil, logger: cfg.Logger}
 	gate, err := newGate(cfg.HTTP, cfg.Logger)
 	if err != nil {
 		return nil, err

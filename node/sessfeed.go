@@ -1,12 +1,14 @@
 package node
 
 import (
+	"cmp"
 	"container/list"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -278,7 +280,74 @@ type foldEntry struct {
 	mu sync.Mutex
 	// fold is a fold of the session's first events, from seq 1 on without a gap;
 	// the zero fold (seq 0) when none is known.
-	fold sessionFold
+	fold feedFold
+}
+
+// feedVerify bounds the events read from the log that a fold checks again at its
+// session's next change (feedFold.tail).
+const feedVerify = 16
+
+// feedFold is a fold kept by a feed, with the IDs of the last events it read from
+// the log (not those the feed handed it), for the next change to check. After a
+// takeover, where the check of the fence and the write are not one step
+// (eventlog.Fencing: ClickHouse), a stale owner's batch may land after the new owner
+// read the session, and a log that lags shows it at positions where the new owner's
+// events are not visible yet; those replace it once they are, and a fold of the
+// stale events would be wrong from then on. Such events are never handed to the
+// feed (their append failed with ErrFenced), and they are at most the stale owner's
+// last batch: the next change that reads the log (one that does not follow the fold
+// right away) reads the tail again with what follows it, and a tail whose events
+// are no longer there, or not the same ones, makes the row be folded again from the
+// whole history.
+type feedFold struct {
+	sessionFold
+	// tail are the IDs of the events at seqs tailFrom, tailFrom+1, … read from
+	// the log and folded (at most feedVerify), ending at or below seq.
+	tailFrom uint64
+	tail     []string
+}
+
+// clone returns a copy of f that folds on without changing f.
+func (f *feedFold) clone() feedFold {
+	return feedFold{sessionFold: f.sessionFold.clone(), tailFrom: f.tailFrom, tail: slices.Clone(f.tail)}
+}
+
+// foldRead folds the events read from the log whose seq is below stop
+// (sessionFold.foldBefore), and keeps the IDs of the last ones as the tail.
+func (f *feedFold) foldRead(events []messages.Envelope, stop uint64) (contiguous bool, err error) {
+	if contiguous, err = f.foldBefore(events, stop); err != nil || !contiguous {
+		return contiguous, err
+	}
+	for _, e := range events {
+		if e.Seq >= stop {
+			break
+		}
+		if len(f.tail) == 0 || e.Seq != f.tailFrom+uint64(len(f.tail)) {
+			f.tailFrom, f.tail = e.Seq, f.tail[:0]
+		}
+		f.tail = append(f.tail, e.ID)
+		if len(f.tail) > feedVerify {
+			f.tail = f.tail[1:]
+			f.tailFrom++
+		}
+	}
+	return true, nil
+}
+
+// replaced reports whether events, read from the log from seq tailFrom or before,
+// no longer hold the tail's events at their seqs: another owner's replaced them,
+// or hid them (eventlog.Superseded).
+func (f *feedFold) replaced(events []messages.Envelope) bool {
+	if len(f.tail) == 0 {
+		return false
+	}
+	i, _ := slices.BinarySearchFunc(events, f.tailFrom, func(e messages.Envelope, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+	for j, id := range f.tail {
+		if i+j >= len(events) || events[i+j].Seq != f.tailFrom+uint64(j) || events[i+j].ID != id {
+			return true
+		}
+	}
+	return false
 }
 
 // foldOf returns the kept fold of session, or a new empty one, kept from now on in
@@ -310,16 +379,17 @@ func (f *sessionFeed) foldOf(session string) *foldEntry {
 // e is its first task.* event).
 //
 // It starts from the session's kept fold and reads from the log only the events
-// after it (and before e); it reads the whole history when no fold is kept, when
-// the kept one is past e (a subscriber far behind), or when the events read do
-// not follow it without a gap. e itself comes from the feed, so the row is right
+// after it (and before e), with the last ones of the fold that were read from the
+// log (feedFold.tail, checked again); it reads the whole history when no fold is
+// kept, when the kept one is past e (a subscriber far behind), when the events
+// read do not follow it without a gap, or when a takeover replaced the tail. e itself comes from the feed, so the row is right
 // even when a log copy (a cluster's sink) lags behind the bus; the fold kept is
 // then the prefix the log had, and the next change reads on from there.
 func (f *sessionFeed) makeRow(ctx context.Context, log eventlog.Log, e messages.Envelope) (SessionRow, string, error) {
 	ent := f.foldOf(e.SessionID)
 	ent.mu.Lock()
 	defer ent.mu.Unlock()
-	fresh := sessionFold{row: SessionRow{SessionInfo: eventlog.SessionInfo{ID: e.SessionID}}}
+	fresh := feedFold{sessionFold: sessionFold{row: SessionRow{SessionInfo: eventlog.SessionInfo{ID: e.SessionID}}}}
 	fold, contiguous := ent.fold, false
 	switch {
 	case e.Seq == 1: // nothing comes before it
@@ -328,11 +398,23 @@ func (f *sessionFeed) makeRow(ctx context.Context, log eventlog.Log, e messages.
 		fold = fold.clone()
 		contiguous = true
 		if fold.seq+1 < e.Seq {
-			events, err := log.Read(ctx, e.SessionID, fold.seq+1)
+			// The tail is checked again (feedFold) by the next change that reads,
+			// not by one right after the fold, which reads nothing.
+			from := fold.seq + 1
+			if len(fold.tail) > 0 {
+				from = fold.tailFrom
+			}
+			events, err := log.Read(ctx, e.SessionID, from)
 			if err != nil {
 				return SessionRow{}, "", err
 			}
-			if contiguous, err = fold.foldBefore(events, e.Seq); err != nil {
+			if fold.replaced(events) {
+				ent.fold, contiguous = feedFold{}, false
+				break
+			}
+			fold.tail = fold.tail[:0]
+			i, _ := slices.BinarySearchFunc(events, fold.seq+1, func(e messages.Envelope, seq uint64) int { return cmp.Compare(e.Seq, seq) })
+			if contiguous, err = fold.foldRead(events[i:], e.Seq); err != nil {
 				return SessionRow{}, "", err
 			}
 		}
@@ -342,8 +424,11 @@ func (f *sessionFeed) makeRow(ctx context.Context, log eventlog.Log, e messages.
 		if err != nil {
 			return SessionRow{}, "", err
 		}
+		if ent.fold.replaced(events) {
+			ent.fold = feedFold{} // the kept fold past e was made of replaced events
+		}
 		fold = fresh
-		if contiguous, err = fold.foldBefore(events, e.Seq); err != nil {
+		if contiguous, err = fold.foldRead(events, e.Seq); err != nil {
 			return SessionRow{}, "", err
 		}
 	}

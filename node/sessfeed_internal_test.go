@@ -256,7 +256,9 @@ func TestSessionFeedMakesEachRowOnceForAllSubscribers(t *testing.T) {
 
 // A session with a long history costs no read of it at each change: the row of a
 // change folds on from the session's last row, and reads from the log only the
-// events after it. Only the first change the feed sees of the session reads it all.
+// events after it (and, once, the last feedVerify of those it read before: the
+// check of feedFold). Only the first change the feed sees of the session reads it
+// all.
 func TestSessionFeedReadsOnlyTheEventsAfterASessionsLastRow(t *testing.T) {
 	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -313,7 +315,9 @@ func TestSessionFeedReadsOnlyTheEventsAfterASessionsLastRow(t *testing.T) {
 		switch {
 		case from == 1:
 			whole++
-		case from <= 500:
+		case from <= 500-feedVerify:
+			// The last feedVerify events of the whole read are read again once
+			// (feedFold: a takeover may have replaced them).
 			t.Errorf("a change read the session from seq %d, inside the history it had before the feed's first row", from)
 		}
 	}
@@ -436,13 +440,13 @@ func TestSessionFeedRowsFoldedOnAreThoseOfAWholeRead(t *testing.T) {
 	check(4, []uint64{1}, "send_email") // …and behind the fold: a whole read…
 	check(6, nil, "rm")                 // …and the fold was left at 5
 	log.upTo = 7                        // the copy lags: it has up to 7…
-	check(10, []uint64{7})              // …a row from what it has, and the fold keeps 7…
+	check(10, []uint64{2})              // …a row from what it has (2 and 3, read from the log, checked again), and the fold keeps 7…
 	log.upTo = 0
-	check(11, []uint64{8})     // reads on after 7
-	log.hole = 13              // the copy lost 13…
-	check(15, []uint64{12, 1}) // a gap: a whole read, which has the gap too…
+	check(11, []uint64{7})    // reads on after 7 (7 checked again)
+	log.hole = 13             // the copy lost 13…
+	check(15, []uint64{8, 1}) // a gap: a whole read, which has the gap too…
 	log.hole = 0
-	check(15, []uint64{12}) // …and keeps the fold at 11
+	check(15, []uint64{8}) // …and keeps the fold at 11
 	if rows, _, _ := feed.makeRow(ctx, log, at(15)); rows.Events != 15 || rows.Usage.PromptTokens != 31 || rows.Steps != 3 || rows.Agent != "mailer" || rows.Status != messages.StatusCompleted {
 		t.Fatalf("the last row: %+v", rows)
 	}

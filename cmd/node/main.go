@@ -137,6 +137,12 @@ flags:
                          default 10000): past it the least recently used idle ones
                          are stopped before their idle timeout; a session with a
                          running task never is, so with all busy the node runs more
+  --secret-key-file F    the key that seals the secrets the node keeps in its event log
+                         (A2A push configs' tokens): 64 hex digits (openssl rand -hex 32)
+                         or base64 (TROUPE_SECRET_KEY_FILE, "secret_key_file"; the key
+                         itself: TROUPE_SECRET_KEY). Every node of a cluster needs the
+                         same key; default: the file secret.key of --data, made at
+                         first need (mode 0600)
   --milvus HOST:PORT     keep the memories' and knowledge bases' vectors in Milvus
                          (TROUPE_MILVUS, "memory"/"knowledge": {"milvus"}) instead of the
                          embedded indexes in the data directory
@@ -161,6 +167,25 @@ exporter: OTEL_TRACES_EXPORTER=otlp (or console), or OTEL_EXPORTER_OTLP_ENDPOINT
 (http://localhost:4318; OTEL_EXPORTER_OTLP_PROTOCOL=grpc for :4317), with
 OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and OTEL_TRACES_SAMPLER as usual.
 `
+
+// secretKey is the node's secret key (node.Config.SecretKey): the file of
+// --secret-key-file when the flag is given, else TROUPE_SECRET_KEY's, else the file
+// of TROUPE_SECRET_KEY_FILE or "secret_key_file" (file); none: nil.
+func secretKey(fs *flag.FlagSet, file string) ([]byte, error) {
+	flagged := false
+	fs.Visit(func(f *flag.Flag) { flagged = flagged || f.Name == "secret-key-file" })
+	if v := os.Getenv("TROUPE_SECRET_KEY"); v != "" && !flagged {
+		key, err := node.ParseSecretKey(v)
+		if err != nil {
+			return nil, fmt.Errorf("TROUPE_SECRET_KEY: %w", err)
+		}
+		return key, nil
+	}
+	if file == "" {
+		return nil, nil
+	}
+	return node.ReadSecretKeyFile(file)
+}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
 	if len(args) == 0 {
@@ -288,6 +313,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			return 2
 		}
 	}
+	secretKeyFile := fs.String("secret-key-file", or("TROUPE_SECRET_KEY_FILE", fc.SecretKeyFile, ""), "file of the secret key that seals the secrets kept in the event log")
 	milvusAddr := fs.String("milvus", os.Getenv("TROUPE_MILVUS"), "Milvus server for the memories' vectors")
 	agentsFlag := fs.String("agents", or("TROUPE_AGENTS", fc.AgentsFile, ""), "agents file (YAML)")
 	agentName := fs.String("agent", "", "the agent that runs the task (run; default: the node's own)")
@@ -457,6 +483,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
 		IdleTimeout: idle, MaxLiveSessions: *maxSessions}
+	if cfg.SecretKey, err = secretKey(fs, *secretKeyFile); err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
 	cfg.HTTP = httpCfg
 	// The agent is the file's (internal/nodeconfig), as replay verify rebuilds it.
 	agent, err := fc.Agent(nodeconfig.AgentOptions{SkillsDir: *skillsDir, Disclosure: *disclosureFlag, ExtraTools: opt.extraTools, Logger: logger})

@@ -43,6 +43,8 @@ type Log struct {
 	read      *sql.Stmt
 	readEpoch *sql.Stmt // the highest epoch of a session before a seq
 	list      *sql.Stmt
+	// listRunning is list for the running sessions only (listRunningQuery).
+	listRunning *sql.Stmt
 
 	reqs       chan *appendReq
 	group      []*appendReq             // the writer's, reused by gather
@@ -177,8 +179,20 @@ func (l *Log) prepareReads(ctx context.Context) (err error) {
 		ORDER BY started_us DESC, session_id LIMIT ?`); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: prepare sessions: %w", l.path, err)
 	}
+	if l.listRunning, err = l.rdb.PrepareContext(ctx, listRunningQuery); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: prepare running sessions: %w", l.path, err)
+	}
 	return nil
 }
+
+// listRunningQuery lists the running sessions (Filter{Status: running,
+// SessionsOnly: true}) through the index sessions_running, which holds them only:
+// its cost is that of the running sessions, not of every stream of the log.
+var listRunningQuery = `SELECT session_id, 'running', events, last_seq, steps, started_us, updated_us, ` + sessionParent + `
+		FROM sessions INDEXED BY sessions_running WHERE ` + runningWhere + `
+		AND (` + eventlog.NotPrefixed("substr", "session_id") + `)
+		AND started_us >= ? AND (? = 0 OR updated_us >= ?)
+		ORDER BY started_us DESC, session_id LIMIT ?`
 
 // dsn is the modernc.org/sqlite data source name of the database at path with pragmas.
 func dsn(path string, pragmas ...string) string {
@@ -423,7 +437,13 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	default:
 		return nil, fmt.Errorf("eventlog/sqlite: list sessions: unknown status %q", f.Status)
 	}
-	rows, err := l.list.QueryContext(ctx, since, f.Status, f.Status, f.Prefix, f.Prefix, f.Prefix, f.Prefix, f.UpdatedSinceUS, f.UpdatedSinceUS, f.SessionsOnly, limit)
+	var rows *sql.Rows
+	var err error
+	if f.Status == messages.StatusRunning && f.SessionsOnly && f.Prefix == "" {
+		rows, err = l.listRunning.QueryContext(ctx, since, f.UpdatedSinceUS, f.UpdatedSinceUS, limit)
+	} else {
+		rows, err = l.list.QueryContext(ctx, since, f.Status, f.Status, f.Prefix, f.Prefix, f.Prefix, f.Prefix, f.UpdatedSinceUS, f.UpdatedSinceUS, f.SessionsOnly, limit)
+	}
 	if err != nil {
 		return nil, l.readErr("list sessions", err)
 	}
@@ -521,6 +541,9 @@ func (l *Log) release() error {
 	}
 	if l.readEpoch != nil {
 		errs = append(errs, l.readEpoch.Close())
+	}
+	if l.listRunning != nil {
+		errs = append(errs, l.listRunning.Close())
 	}
 	if l.list != nil {
 		errs = append(errs, l.list.Close())

@@ -98,6 +98,9 @@ type File struct {
 	// TrustedProxies are the reverse proxies (CIDR prefixes or addresses) whose
 	// X-Forwarded-For names the client (node.HTTPConfig.TrustedProxies).
 	TrustedProxies []string `json:"trusted_proxies"`
+	// SecretKeyFile is the file of the key that seals the secrets the node keeps in
+	// its event log (node.Config.SecretKey; node.ReadSecretKeyFile).
+	SecretKeyFile string `json:"secret_key_file"`
 }
 
 // SkillsFile is the "skills" section: what the skills of skills_dir may do.
@@ -297,7 +300,7 @@ func (fc File) Validate() error {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf(field+": "+format, args...))
 	}
-	for field, v := range map[string]string{"data": fc.Data, "topics_file": fc.TopicsFile, "agents_file": fc.AgentsFile} {
+	for field, v := range map[string]string{"data": fc.Data, "topics_file": fc.TopicsFile, "agents_file": fc.AgentsFile, "secret_key_file": fc.SecretKeyFile} {
 		if v != "" && strings.TrimSpace(v) == "" || strings.ContainsRune(v, 0) {
 			bad(field, "%q is not a usable path: want a directory or file path", v)
 		}
