@@ -848,7 +848,7 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 		// next one. The buffer is never reused: the bus may keep the payloads.
 		size := 0
 		for i := range batch {
-			size += len(batch[i].Payload) + 256
+			size += batch[i].SizeHint()
 		}
 		buf := make([]byte, 0, size)
 		for _, e := range batch {

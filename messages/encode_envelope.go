@@ -50,10 +50,12 @@ func AppendEnvelope(dst []byte, e Envelope) ([]byte, error) {
 	return append(out, '}'), nil
 }
 
-// encodedSize is about the length of e's encoding, to size the buffer it goes to.
-func (e *Envelope) encodedSize() int {
+// SizeHint is about the length of e's encoding, at least it when the payload is
+// compact and no string needs an escape: the room to reserve for AppendEnvelope.
+func (e Envelope) SizeHint() int {
 	const keys = len(`{"id":"","session_id":"","seq":,"type":"","v":,"causation_id":"","correlation_id":"","ts":,"actor":"","payload":}`)
-	return keys + 40 + len(e.ID) + len(e.SessionID) + len(e.Type) + len(e.CausationID) + len(e.CorrelationID) + len(e.Actor) + len(e.Payload)
+	const numbers = 20 + 20 + 20 // seq, v and ts, at most
+	return keys + numbers + len(e.ID) + len(e.SessionID) + len(e.Type) + len(e.CausationID) + len(e.CorrelationID) + len(e.Actor) + len(e.Payload)
 }
 
 // appendPayloadJSON appends p as json.Marshal writes a json.RawMessage: compacted,

@@ -224,3 +224,20 @@ func BenchmarkMarshal(b *testing.B) {
 		}
 	})
 }
+
+// SizeHint leaves room for the whole encoding of an envelope whose strings need no
+// escapes and whose payload is compact, with every field at its longest.
+func TestSizeHintCoversPlainEnvelopes(t *testing.T) {
+	e := Envelope{ID: "task-1/7", SessionID: "s-1", Seq: math.MaxUint64, Type: TypeTaskCompleted, Version: math.MinInt,
+		CausationID: "task-1/6", CorrelationID: "task-1", TS: math.MinInt64, Actor: "session", Payload: json.RawMessage(`{"output":"42","steps":2}`)}
+	b, err := Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.SizeHint() < len(b) {
+		t.Fatalf("SizeHint %d, encoding %d bytes: %s", e.SizeHint(), len(b), b)
+	}
+	if e.SizeHint() > len(b)+8 {
+		t.Fatalf("SizeHint %d for an encoding of %d bytes, most of them at their longest", e.SizeHint(), len(b))
+	}
+}

@@ -150,7 +150,7 @@ func NewEnvelope(p Payload) (Envelope, error) {
 // Marshal encodes an envelope: json.Marshal's bytes, by AppendEnvelope. The encoding
 // is deterministic.
 func Marshal(e Envelope) ([]byte, error) {
-	b, err := AppendEnvelope(make([]byte, 0, e.encodedSize()), e)
+	b, err := AppendEnvelope(make([]byte, 0, e.SizeHint()), e)
 	if err != nil {
 		return nil, err
 	}
