@@ -17,8 +17,7 @@ const maxJSONDepth = 10000
 // would copy it, as a json.RawMessage, byte for byte: no whitespace outside its
 // strings and none around it, and no '<', '>', '&', U+2028 or U+2029 in its strings.
 func scanJSON(b []byte) (valid, verbatim bool) {
-	// open holds a bit per open object (1) or array (0), innermost at depth-1.
-	var open [maxJSONDepth/64 + 1]uint64
+	var open openContainers
 	depth := 0
 	verbatim = true
 	i := skipSpace(b, 0)
@@ -36,11 +35,7 @@ value: // b[i] starts a value
 			if depth == maxJSONDepth {
 				return false, false
 			}
-			if c == '{' {
-				open[depth/64] |= 1 << (depth % 64)
-			} else {
-				open[depth/64] &^= 1 << (depth % 64)
-			}
+			open.set(depth, c == '{')
 			depth++
 			j := skipSpace(b, i+1)
 			if j > i+1 {
@@ -98,7 +93,7 @@ value: // b[i] starts a value
 			if i >= n {
 				return false, false
 			}
-			inObject := open[(depth-1)/64]&(1<<((depth-1)%64)) != 0
+			inObject := open.isObject(depth - 1)
 			switch c := b[i]; {
 			case c == ',':
 				j := skipSpace(b, i+1)
@@ -121,6 +116,37 @@ value: // b[i] starts a value
 			}
 		}
 	}
+}
+
+// openContainers holds a bit per open object (1) or array (0) by depth: the first
+// 64 in a word, deeper ones, rare, in words allocated when needed.
+type openContainers struct {
+	first uint64
+	more  []uint64
+}
+
+func (o *openContainers) set(depth int, object bool) {
+	w := &o.first
+	if depth >= 64 {
+		i := depth/64 - 1
+		if i == len(o.more) {
+			o.more = append(o.more, 0)
+		}
+		w = &o.more[i]
+	}
+	if bit := uint64(1) << (depth % 64); object {
+		*w |= bit
+	} else {
+		*w &^= bit
+	}
+}
+
+func (o *openContainers) isObject(depth int) bool {
+	w := o.first
+	if depth >= 64 {
+		w = o.more[depth/64-1]
+	}
+	return w&(1<<(depth%64)) != 0
 }
 
 // scanKey scans an object's key at b[i:], the ':' after it and the space around
