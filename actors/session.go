@@ -843,13 +843,23 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 	var msgs []*message.Message
 	if hasReaders(pub, messages.TopicEvents) {
 		msgs = make([]*message.Message, 0, len(batch))
+		// The batch's events are encoded once, into one buffer: each message's
+		// payload is its own piece of it, capped so that nothing appends over the
+		// next one. The buffer is never reused: the bus may keep the payloads.
+		size := 0
+		for i := range batch {
+			size += batch[i].SizeHint()
+		}
+		buf := make([]byte, 0, size)
 		for _, e := range batch {
-			b, err := messages.Marshal(e)
+			start := len(buf)
+			b, err := messages.AppendEnvelope(buf, e)
 			if err != nil {
 				a.deps.Logger.Error("encode event for the bus", "session", a.id, "seq", e.Seq, "err", err)
 				continue
 			}
-			msgs = append(msgs, busMessage(e.ID, e.SessionID, e.Type, b))
+			buf = b
+			msgs = append(msgs, busMessage(e.ID, e.SessionID, e.Type, buf[start:len(buf):len(buf)]))
 		}
 	}
 	// A task's result goes to troupe.results and to its reply topic, if any.

@@ -2,7 +2,6 @@ package eventlog
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -303,7 +302,7 @@ func validate(e messages.Envelope) error {
 		return fmt.Errorf("event %s of session %s: seq 0 (not sequenced)", e.ID, e.SessionID)
 	case e.Type == "":
 		return fmt.Errorf("event %s (session %s seq %d): missing type", e.ID, e.SessionID, e.Seq)
-	case !json.Valid(e.Payload):
+	case !messages.ValidJSON(e.Payload): // json.Valid, in a third of its time
 		return fmt.Errorf("event %s (session %s seq %d): payload is not valid JSON", e.ID, e.SessionID, e.Seq)
 	}
 	return nil

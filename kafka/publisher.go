@@ -112,9 +112,11 @@ func (p *Publisher) Publish(topic string, msgs ...*message.Message) error {
 	if err := p.produce(deadline, wire, recs); err != nil {
 		return publishError(wire, msgs, err)
 	}
-	if len(msgs) == 1 {
+	switch {
+	case !logs(p.logger, watermill.TraceLogLevel):
+	case len(msgs) == 1:
 		p.logger.Trace("published", watermill.LogFields{"topic": wire, "message_uuid": msgs[0].UUID})
-	} else {
+	default:
 		p.logger.Trace("published", watermill.LogFields{"topic": wire, "messages": len(msgs)})
 	}
 	return nil
@@ -179,14 +181,42 @@ func (p *Publisher) Close() error {
 	return p.closeErr
 }
 
+// LevelLogger is a watermill.LoggerAdapter that can tell whether it keeps the
+// records of a level (the node's bus logger). kafka-go's clients log a line for
+// every fetch, commit and connection; the Publisher and Subscriber format a line
+// only when their logger keeps its level: when it is a LevelLogger that says so,
+// or any other adapter but watermill.NopLogger, which keeps nothing.
+type LevelLogger interface {
+	watermill.LoggerAdapter
+	// Enabled reports whether records of level are written now.
+	Enabled(level watermill.LogLevel) bool
+}
+
+// logs reports whether l may keep a record of level.
+func logs(l watermill.LoggerAdapter, level watermill.LogLevel) bool {
+	switch l := l.(type) {
+	case watermill.NopLogger, *watermill.NopLogger:
+		return false
+	case LevelLogger:
+		return l.Enabled(level)
+	}
+	return true
+}
+
+// traceLogger passes kafka-go's log lines to l at TRACE, formatted only if l keeps them.
 func traceLogger(l watermill.LoggerAdapter) kafkago.Logger {
 	return kafkago.LoggerFunc(func(msg string, args ...any) {
-		l.Trace("kafka-go: "+fmt.Sprintf(msg, args...), nil)
+		if logs(l, watermill.TraceLogLevel) {
+			l.Trace("kafka-go: "+fmt.Sprintf(msg, args...), nil)
+		}
 	})
 }
 
+// debugLogger passes kafka-go's error lines to l at DEBUG, formatted only if l keeps them.
 func debugLogger(l watermill.LoggerAdapter) kafkago.Logger {
 	return kafkago.LoggerFunc(func(msg string, args ...any) {
-		l.Debug("kafka-go: "+fmt.Sprintf(msg, args...), nil)
+		if logs(l, watermill.DebugLogLevel) {
+			l.Debug("kafka-go: "+fmt.Sprintf(msg, args...), nil)
+		}
 	})
 }

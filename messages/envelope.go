@@ -147,12 +147,14 @@ func NewEnvelope(p Payload) (Envelope, error) {
 	return Envelope{Type: p.MessageType(), Version: versions[p.MessageType()], Payload: b}, nil
 }
 
-// Marshal encodes an envelope. The encoding is deterministic.
+// Marshal encodes an envelope: json.Marshal's bytes, by AppendEnvelope. The encoding
+// is deterministic.
 func Marshal(e Envelope) ([]byte, error) {
-	if err := e.validate(); err != nil {
+	b, err := AppendEnvelope(make([]byte, 0, e.SizeHint()), e)
+	if err != nil {
 		return nil, err
 	}
-	return json.Marshal(e)
+	return b, nil
 }
 
 // Unmarshal decodes and validates an envelope (not its payload: see Decode).
@@ -165,24 +167,16 @@ func Unmarshal(b []byte) (Envelope, error) {
 	if d.More() {
 		return Envelope{}, fmt.Errorf("%w: trailing data after envelope", ErrCorrupt)
 	}
-	if err := e.validate(); err != nil {
+	if err := e.validateFields(); err != nil {
 		return Envelope{}, err
 	}
-	return e, nil
-}
-
-func (e Envelope) validate() error {
-	switch {
-	case e.ID == "":
-		return fmt.Errorf("%w: missing id", ErrCorrupt)
-	case e.SessionID == "":
-		return fmt.Errorf("%w: message %s: missing session_id", ErrCorrupt, e.ID)
-	case e.Type == "":
-		return fmt.Errorf("%w: message %s: missing type", ErrCorrupt, e.ID)
-	case len(e.Payload) == 0 || !json.Valid(e.Payload):
-		return fmt.Errorf("%w: session %s seq %d: payload is not valid JSON", ErrCorrupt, e.SessionID, e.Seq)
+	// The decoder scanned the whole envelope before it decoded it, so a payload it
+	// found is one valid JSON value (a payload of null decodes as the bytes "null");
+	// only a missing one is left to refuse.
+	if len(e.Payload) == 0 {
+		return Envelope{}, e.errPayload()
 	}
-	return nil
+	return e, nil
 }
 
 // Decode decodes the payload into its concrete type. Unknown types and versions newer

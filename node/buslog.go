@@ -21,6 +21,25 @@ func newBusLogger(l *slog.Logger) watermill.LoggerAdapter {
 	return busLogger{LoggerAdapter: watermill.NewSlogLogger(l), handler: l.Handler()}
 }
 
+// NewBusLogger returns the watermill.LoggerAdapter a node gives its bus: it writes to
+// l, and builds a record only for the levels l keeps. Pass it to the Kafka clients
+// (kafka.DialNode) too: it tells them which levels l keeps (Enabled, the optional
+// kafka.LevelLogger), so that kafka-go's lines are formatted only when kept.
+func NewBusLogger(l *slog.Logger) watermill.LoggerAdapter { return newBusLogger(l) }
+
+// Enabled reports whether records of level are written now.
+func (l busLogger) Enabled(level watermill.LogLevel) bool {
+	switch level {
+	case watermill.TraceLogLevel:
+		return l.enabled(watermill.LevelTrace)
+	case watermill.DebugLogLevel:
+		return l.enabled(slog.LevelDebug)
+	case watermill.InfoLogLevel:
+		return l.enabled(slog.LevelInfo)
+	}
+	return l.enabled(slog.LevelError)
+}
+
 func (l busLogger) enabled(level slog.Level) bool {
 	return l.handler.Enabled(context.Background(), level)
 }

@@ -2,11 +2,14 @@ package node
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/troupe-run/troupe/kafka"
 )
 
 // The bus logger drops the records of levels the node's logger does not keep before
@@ -30,5 +33,20 @@ func TestBusLoggerSkipsDisabledLevels(t *testing.T) {
 	}
 	if !strings.Contains(got, "published") || !strings.Contains(got, "message_uuid=m1") || !strings.Contains(got, "pubsub=p1") {
 		t.Errorf("the INFO record with its fields is missing: %q", got)
+	}
+}
+
+// The bus logger tells which levels it keeps, so that the Kafka clients format their
+// lines only for those (kafka.LevelLogger).
+func TestBusLoggerTellsItsLevels(t *testing.T) {
+	l, ok := NewBusLogger(slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelInfo}))).
+		With(watermill.LogFields{"component": "c"}).(kafka.LevelLogger)
+	if !ok {
+		t.Fatal("the bus logger is no kafka.LevelLogger")
+	}
+	for level, want := range map[watermill.LogLevel]bool{watermill.TraceLogLevel: false, watermill.DebugLogLevel: false, watermill.InfoLogLevel: true, watermill.ErrorLogLevel: true} {
+		if got := l.Enabled(level); got != want {
+			t.Errorf("level %d: Enabled %v, want %v", level, got, want)
+		}
 	}
 }

@@ -100,7 +100,7 @@ func (n *Node) Ingress() *Ingress { return n.ingress }
 // session is its session_id, else the Arrival's key, else one named after the
 // message ID; every other source takes a strict JSON task body (DecodeTask).
 func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
-	valid := json.Valid(a.Payload)
+	valid := messages.ValidJSON(a.Payload)
 	if a.Source == SourceBus && valid && isEnvelope(a.Payload) {
 		return in.admitEnvelope(a.Payload)
 	}
@@ -156,7 +156,7 @@ func (in *Ingress) checkAgent(name string) error {
 }
 
 // isEnvelope tells a task.submitted envelope (it has a type and a payload) from a
-// plain JSON task. payload must be valid JSON (json.Valid). It says what decoding
+// plain JSON task. payload must be valid JSON (messages.ValidJSON). It says what decoding
 // payload into struct{Type *string; Payload *json.RawMessage} would (keys matched
 // without regard to case, the last one winning; a type that is not a string or
 // null fails the decoding), reading only the object's keys.

@@ -7,8 +7,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
@@ -63,7 +61,7 @@ func startSink(ctx context.Context, brokers []string, topics kafka.TopicLayout, 
 		return nil, err
 	}
 	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: "troupe-sink", Topics: topics},
-		watermill.NewSlogLogger(logger))
+		node.NewBusLogger(logger))
 	if err != nil {
 		log.Close()
 		return nil, err

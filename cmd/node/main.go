@@ -17,8 +17,6 @@ import (
 	// Zone data in the binary: the clock tool answers for any IANA zone, even in bare containers.
 	_ "time/tzdata"
 
-	"github.com/ThreeDotsLabs/watermill"
-
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
@@ -565,7 +563,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	attach := func(*node.Node) {}
 	if *kafkaAddr != "" {
-		clients, err := kafka.DialNode(strings.Split(*kafkaAddr, ","), *group, topics, watermill.NewSlogLogger(logger))
+		clients, err := kafka.DialNode(strings.Split(*kafkaAddr, ","), *group, topics, node.NewBusLogger(logger))
 		if err != nil {
 			fmt.Fprintln(stderr, "error: kafka:", err)
 			return 1
