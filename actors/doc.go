@@ -68,9 +68,13 @@
 // A session actor lives while its session is in use: it passivates after IdleTimeout
 // idle, or earlier when the host has more than MaxLiveSessions (least recently used
 // idle sessions first, never one with a running task); its next message folds it back.
-// A session started for a new task (SubmitTask.New: an ID no log holds yet) reads
-// nothing first: it appends the task at seq 1, which the log refuses if the session
-// has events, and only then reads them (SessionActor.claim).
+// A session started for a task reads nothing first: it claims the session, writing
+// the task at seq 1 with what the agent decides after it, which the log refuses if
+// the session has any event, and only then reads them (SessionActor.claim). With a
+// store that claims (ClaimingStore: eventlog.Claiming, under the partition's lease
+// on a sharded node) that holds for every task, a redelivered one included; with
+// one that does not, only for a new task (SubmitTask.New: an ID no log holds yet)
+// on a node that runs every session.
 //
 // Session actors' mailboxes and effect calls run on pools of long-lived goroutines
 // (up to a bound, then on new ones), which keep the stacks that SQLite and

@@ -45,7 +45,7 @@ type SessionHost struct {
 	dispatcher actor.Dispatcher
 	// started are the sessions the host started an actor for, up to maxStarted
 	// (then it forgets them all): a new task of one of them reads the session's
-	// events first rather than claim seq 1, which its events most likely hold
+	// events first rather than claim the session, which has events most likely
 	// (SessionActor.claim: a claim the log refuses costs a write).
 	started map[string]struct{}
 }
@@ -145,11 +145,14 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 			m.answer(ctx, fmt.Errorf("%w: session %s", ErrNotOwner, id))
 			return
 		}
-		// A new task's session, if it is not running, need not read its log before
-		// the task: only on a node that runs every session (the log fences none of
-		// its appends) and republishes nothing (SessionActor.claim).
+		// A task's session, if it is not running, need not read its log before the
+		// task (SessionActor.claim): with a store that claims sessions, any task,
+		// on any node (a session that turns out to have events reads them then,
+		// and republishes them if asked); with one that does not, only a new task
+		// (SubmitTask.New) on a node that runs every session (the log fences none
+		// of its appends) and republishes nothing.
 		_, again := h.started[m.Envelope.SessionID]
-		h.forwardNew(ctx, m.Envelope.SessionID, m.New && h.owns == nil && h.republished == nil && !again)
+		h.forwardNew(ctx, m.Envelope.SessionID, !again && (h.deps.claims != nil || (m.New && h.owns == nil && h.republished == nil)))
 	case *CancelTask:
 		if h.refuse(ctx, m.SessionID) {
 			return

@@ -26,6 +26,19 @@ type EventStore interface {
 	Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error)
 }
 
+// ClaimingStore is the optional capability of an EventStore to claim a session: to
+// append its first batch only if the log holds no event of the session at all
+// (eventlog.Claiming's Claim; on a sharded node, ClaimLeased under the lease of the
+// session's partition). With it, every session that is not running starts its
+// next task without reading its log first (SessionActor.claim), whatever the
+// task's ID, on any node: a claim the log accepts proves the session had no
+// events, and one it refuses leaves the session to read them. Wrappers of a store
+// must pass it through, or sessions read their log before every first task.
+type ClaimingStore interface {
+	EventStore
+	Claim(ctx context.Context, events []messages.Envelope) error
+}
+
 // SessionDeps are what every session actor of a node shares.
 type SessionDeps struct {
 	Store EventStore
@@ -77,6 +90,8 @@ type SessionDeps struct {
 	io *deadline.Shared
 	// actors names the models and tools that answer events.
 	actors *actorNames
+	// claims is Store if it claims sessions (ClaimingStore), else nil.
+	claims ClaimingStore
 }
 
 func (d *SessionDeps) withDefaults() {
@@ -105,6 +120,7 @@ func (d *SessionDeps) withDefaults() {
 		d.OnSessionsOverLimit = func() {}
 	}
 	d.io = deadline.New(d.IOTimeout)
+	d.claims, _ = d.Store.(ClaimingStore)
 	d.actors = &actorNames{}
 }
 
@@ -119,8 +135,10 @@ type SubmitTask struct {
 	// New says that Envelope.ID was made for this submission by an ID source that
 	// never makes the same ID twice (UniqueIDs), so that no log holds it yet. A
 	// session that is not running then starts without reading its log (see
-	// SessionActor.claim); the host ignores New on a sharded node, and for a
-	// session it ran before (whose log most likely has events).
+	// SessionActor.claim), on a node that runs every session and republishes
+	// nothing, when the store cannot claim (ClaimingStore). With a store that can,
+	// every task of a session that is not running starts that way, New or not. The
+	// host claims no session it ran before (whose log most likely has events).
 	New bool
 }
 
@@ -212,12 +230,14 @@ type SessionActor struct {
 	// (SetOwnership.Republish).
 	republish bool
 	// unread is set while the session has not read its log: it was started for a
-	// new task (SubmitTask.New), and its state is that of a session with no events
-	// until claim proves it or the log refuses the claim.
+	// task (SubmitTask.New, or any with a ClaimingStore), and its state is that of a
+	// session with no events until claim proves it or the log refuses the claim.
 	unread bool
 	// claiming is set while claim appends: a batch the log refuses with
 	// ErrSeqConflict is then returned by step instead of restarting the actor.
-	claiming bool
+	// claimRetried is set when such a batch was refused after an attempt whose
+	// outcome was unknown, which may have written it (see claim).
+	claiming, claimRetried bool
 	// handled counts the host-forwarded messages the session processed; its
 	// incarnations share it, so that after a restart it still matches what the host
 	// forwarded, and the session can passivate.
@@ -389,21 +409,29 @@ func (a *SessionActor) mustLoad(ctx actor.Context) {
 	}
 }
 
-// claim submits the new task of a session that has not read its log (unread) as
-// the first event of a session with no events: the task at seq 1 and what the
-// agent decides after it, in one batch. The log refuses the batch with
-// ErrSeqConflict if the session has an event at seq 1, so that an append that
-// succeeds proves the session had none (a session's events are numbered from 1
-// without gaps), and the state folded from the batch alone is the session's. The
-// task's ID, new (SubmitTask.New), cannot be stored already: the batch cannot be
-// taken for a redelivery of events stored before. claim reports false when the log
-// refused the batch: nothing was written, nor issued, and the caller reads the
-// log (load) and submits the task as any session does.
+// claim submits the task of a session that has not read its log (unread) as the
+// first event of a session with no events: the task at seq 1 and what the agent
+// decides after it, in one batch. A ClaimingStore writes the batch only if the
+// session has no event at all, so that an append that succeeds proves the session
+// had none, and the state folded from the batch alone is the session's: whatever
+// the task's ID, also a task delivered again whose first run wrote the very same
+// batch, and on a sharded node, where a previous owner's events of a lower epoch
+// would not conflict with an append at their seqs. With a store that cannot
+// claim, the batch is appended, and the log refuses it with ErrSeqConflict if the
+// session has an event at seq 1 (a session's events are numbered from 1 without
+// gaps); that is a claim only for a task whose ID is new (SubmitTask.New), which
+// cannot be stored already: the batch cannot be taken for a redelivery of events
+// stored before. claim reports false when the task cannot be claimed that way or
+// the log refused the batch: nothing was written, nor issued, and the caller
+// reads the log (load) and submits the task as any session does.
 func (a *SessionActor) claim(ctx actor.Context, m *SubmitTask) bool {
 	a.unread = false
 	e := m.Envelope
 	if e.Type != messages.TypeTaskSubmitted {
 		return false // refused by submit, once the session read its events
+	}
+	if a.deps.claims == nil && !m.New {
+		return false
 	}
 	e.Seq = 1
 	e.CorrelationID = e.ID
@@ -412,13 +440,19 @@ func (a *SessionActor) claim(ctx actor.Context, m *SubmitTask) bool {
 	}
 	e.Actor = "session"
 	e, p := stampRules(e) // a new task runs under this build's rules
-	a.claiming = true
+	a.claiming, a.claimRetried = true, false
 	err := a.step(ctx, oneEvent(e), p)
 	a.claiming = false
 	switch {
 	case errors.Is(err, eventlog.ErrSeqConflict):
 		a.deps.Logger.Debug("session has events: reading them before its new task", "session", a.id)
 		a.reset()
+		if a.claimRetried {
+			// An earlier attempt may have written the batch and been answered too
+			// late: the session's latest task's events may then be its, which
+			// nobody published. load publishes them again (duplicates at worst).
+			a.republish = true
+		}
 		return false
 	case err != nil:
 		// Refused before anything was written (a payload the fold cannot decode):
@@ -450,7 +484,7 @@ func latestTaskStart(events []messages.Envelope) int {
 
 func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 	if a.unread {
-		if m.New && a.claim(ctx, m) {
+		if a.claim(ctx, m) {
 			return
 		}
 		if err := a.load(ctx); err != nil {
@@ -709,7 +743,12 @@ func (a *SessionActor) fenced(ctx actor.Context, err error) {
 func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		err := a.deps.Store.Append(a.ioCtx(), batch)
+		var err error
+		if a.claiming && a.deps.claims != nil {
+			err = a.deps.claims.Claim(a.ioCtx(), batch)
+		} else {
+			err = a.deps.Store.Append(a.ioCtx(), batch)
+		}
 		if err == nil {
 			if attempt > 1 {
 				a.deps.Logger.Info("event log write succeeded after retries", "session", a.id, "attempts", attempt)
@@ -720,6 +759,7 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 			return err
 		}
 		if a.claiming && errors.Is(err, eventlog.ErrSeqConflict) {
+			a.claimRetried = attempt > 1
 			return err // the session has events: claim reads them
 		}
 		if errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrInvalidEvent) {

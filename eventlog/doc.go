@@ -8,5 +8,7 @@
 // TaskStatus (how task.* events set a session's status) and Superseded (which
 // events of a stale partition owner Read hides), so that they agree on the edge
 // cases. Both also implement Fencing, with which the nodes of a cluster fence a
-// partition's stale owner.
+// partition's stale owner, and Claiming, with which a session actor writes a
+// session's first batch without reading the session first (CheckClaim validates
+// its batch).
 package eventlog

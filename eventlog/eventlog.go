@@ -83,6 +83,61 @@ type Fencing interface {
 	AppendLeased(ctx context.Context, lease Lease, events []messages.Envelope) error
 }
 
+// Claiming is the optional capability of a Log to append a session's first batch
+// without reading the session first: a session actor starting for a task writes
+// the task at seq 1 with what the agent decides after it, and the log refuses the
+// batch if the session has any event already, so that a batch it accepts proves
+// the session had none and the actor's state, folded from the batch alone, is the
+// session's. Unlike Append, the claim of a session holding the very same events
+// (a task delivered again, whose first run wrote them) is refused, not taken for a
+// repeat: the caller must read what that run did and go on from there. Both
+// backends implement Claiming; find it with a type assertion.
+//
+// A claim is as atomic as the backend's conflict checks: SQLite checks and writes
+// in one transaction, so of concurrent claims of one session exactly one wins;
+// ClickHouse checks in its writer, which serializes the claims of one Log, while
+// writers of two processes claiming one session at once may both write, as two
+// Appends at one free seq may (two writers of one session: fencing prevents it in
+// a cluster).
+type Claiming interface {
+	// Claim appends events, the first batch of their session, if the log holds no
+	// event of that session at all (of any ID, at any seq, of any epoch, hidden
+	// from Read or not). Otherwise it fails with an error wrapping ErrSeqConflict
+	// and writes nothing. The events must all be of one session (else
+	// ErrInvalidEvent); otherwise Claim validates them as Append does. An empty
+	// batch is a no-op.
+	//
+	// A claim retried after an attempt whose outcome was unknown (ctx ended, the
+	// connection broke) may find that attempt's events and be refused: the caller
+	// reads the session then and finds them there, as if another writer had
+	// claimed it.
+	Claim(ctx context.Context, events []messages.Envelope) error
+	// ClaimLeased is Claim by the holder of lease (Fencing), checked and confirmed
+	// as AppendLeased is: it fails with an error wrapping ErrFenced, writing
+	// nothing, unless lease.Epoch is still the partition's current epoch, or if the
+	// session holds an event of a higher epoch; it returns nil only if the lease was
+	// still current once the batch was written; and it stamps the events with
+	// lease.Epoch. Events of lower epochs in the session (a stale owner's, even
+	// those Read hides, which would not conflict with AppendLeased) refuse the claim
+	// with ErrSeqConflict like any other: the session is not new.
+	ClaimLeased(ctx context.Context, lease Lease, events []messages.Envelope) error
+}
+
+// CheckClaim validates the batch of Claiming.Claim (CheckBatch, and one session).
+func CheckClaim(events []messages.Envelope) ([]messages.Envelope, error) {
+	batch, err := CheckBatch(events)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range batch {
+		if e.SessionID != batch[0].SessionID {
+			return nil, fmt.Errorf("%w: a claim's events are of one session: event %s is of session %s, event %s of session %s",
+				ErrInvalidEvent, batch[0].ID, batch[0].SessionID, e.ID, e.SessionID)
+		}
+	}
+	return batch, nil
+}
+
 // Lease is a writer's claim on a partition: the epoch Fencing.Own returned for it.
 type Lease struct {
 	Partition int
@@ -161,7 +216,8 @@ type SessionInfo struct {
 
 // Errors of the event log.
 var (
-	// ErrSeqConflict means another event already holds that (session, seq): two writers.
+	// ErrSeqConflict means another event already holds that (session, seq): two writers;
+	// or, for Claiming, that the claimed session has events already.
 	ErrSeqConflict = errors.New("eventlog: seq already taken by a different event")
 	// ErrInvalidEvent means an event lacks an ID, a session, a seq or a type, or its
 	// payload is not valid JSON.

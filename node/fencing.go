@@ -41,6 +41,12 @@ var _ actors.EventStore = (*leasedStore)(nil)
 
 // Append appends a session's batch under the node's lease of its partition.
 func (s *leasedStore) Append(ctx context.Context, events []messages.Envelope) error {
+	return s.leased(ctx, events, s.fencing.AppendLeased)
+}
+
+// leased runs write, AppendLeased or ClaimLeased, under the node's lease of the
+// partition of the batch's session.
+func (s *leasedStore) leased(ctx context.Context, events []messages.Envelope, write func(context.Context, eventlog.Lease, []messages.Envelope) error) error {
 	if len(events) == 0 {
 		return nil
 	}
@@ -50,12 +56,27 @@ func (s *leasedStore) Append(ctx context.Context, events []messages.Envelope) er
 		s.n.metrics.fenced.Inc()
 		return fmt.Errorf("%w: session %s: node %s holds no lease of its partition", eventlog.ErrFenced, id, s.n.cfg.NodeID)
 	}
-	err := s.fencing.AppendLeased(ctx, lease, events)
+	err := write(ctx, lease, events)
 	if errors.Is(err, eventlog.ErrFenced) {
 		s.n.metrics.fenced.Inc()
 		s.n.cfg.Logger.Warn("append refused: another node owns the session's partition now", "node", s.n.cfg.NodeID, "session", id, "err", err)
 	}
 	return err
+}
+
+// leasedClaims is a leasedStore whose log also claims sessions (eventlog.Claiming):
+// a session actor claims its session under the lease (ClaimLeased), and starts a
+// task without reading the log if the session has no events.
+type leasedClaims struct {
+	*leasedStore
+	claims eventlog.Claiming
+}
+
+var _ actors.ClaimingStore = leasedClaims{}
+
+// Claim claims a session under the node's lease of its partition.
+func (s leasedClaims) Claim(ctx context.Context, events []messages.Envelope) error {
+	return s.leased(ctx, events, s.claims.ClaimLeased)
 }
 
 // lease is a sharded node's claim on its partitions in a log that fences.

@@ -525,6 +525,30 @@ func (s timedStore) Append(ctx context.Context, events []messages.Envelope) erro
 	return err
 }
 
+// timedClaims is a timedStore whose store claims sessions (actors.ClaimingStore),
+// each claim's latency observed as an append's.
+type timedClaims struct {
+	timedStore
+	claims actors.ClaimingStore
+}
+
+// Claim implements actors.ClaimingStore.
+func (s timedClaims) Claim(ctx context.Context, events []messages.Envelope) error {
+	start := time.Now()
+	err := s.claims.Claim(ctx, events)
+	s.appended.Observe(time.Since(start).Seconds())
+	return err
+}
+
+// timed returns store with each append's (and claim's) latency observed.
+func timed(store actors.EventStore, appended prometheus.Observer) actors.EventStore {
+	t := timedStore{EventStore: store, appended: appended}
+	if c, ok := store.(actors.ClaimingStore); ok {
+		return timedClaims{timedStore: t, claims: c}
+	}
+	return t
+}
+
 // logBackend names an event log's implementation for the backend label: its
 // package ("sqlite", "clickhouse"), or the type of a log from elsewhere.
 func logBackend(log any) string {

@@ -946,8 +946,9 @@ func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error
 }
 
 // submitNew is submit; newID says that the ingress made env.ID, with IDs that are
-// unique (Ingress.mintsID): on the embedded bus, a new session then records the
-// task without reading its log first (actors.SubmitTask.New).
+// unique (Ingress.mintsID): with a log that cannot claim sessions, on the embedded
+// bus, a new session then records the task without reading its log first
+// (actors.SubmitTask.New); with one that can, every session does, on any bus.
 func (n *Node) submitNew(ctx context.Context, env messages.Envelope, newID bool) (string, error) {
 	if n.tracing.on() {
 		var end func()

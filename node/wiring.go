@@ -203,15 +203,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) error {
 	cfg := n.cfg
 	n.outbox = newOutbox(n.pub, 8192, cfg.Logger, n.metrics.pubFailed.Inc)
-	var store actors.EventStore = n.log
-	if f, ok := n.log.(eventlog.Fencing); ok && n.sharded() {
-		n.leased = &leasedStore{Log: n.log, n: n, fencing: f}
-		store = n.leased
-	} else if n.sharded() {
-		cfg.Logger.Warn("the event log does not fence stale partition owners: a node that hangs past the group's session timeout may write beside its partitions' next owner",
-			"log", fmt.Sprintf("%T", n.log))
-	}
-	store = timedStore{EventStore: store, appended: n.metrics.appends.WithLabelValues(logBackend(n.log))}
+	store := n.sessionStore()
 	n.metrics.sessions.runAgents(agents)
 	evicted := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "sessions",
 		Name: "evicted_total", Help: "Idle session actors passivated before their idle timeout to keep within MaxLiveSessions."})
@@ -254,6 +246,26 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 			Name: "answers_kept", Help: "Effect answers and cancellations remembered (or being performed) to answer a repeated request by key (bounded in number and size; forgotten after 10 minutes)."},
 			func() float64 { return float64(n.local.Len()) }))
 	return nil
+}
+
+// sessionStore returns the session actors' event store: the log, under the
+// partitions' lease on a sharded node whose log fences (leasedStore), with each
+// append's latency observed. Where the log claims sessions (eventlog.Claiming), so
+// does the store (actors.ClaimingStore), under the lease if there is one.
+func (n *Node) sessionStore() actors.EventStore {
+	cfg := n.cfg
+	var store actors.EventStore = n.log
+	if f, ok := n.log.(eventlog.Fencing); ok && n.sharded() {
+		n.leased = &leasedStore{Log: n.log, n: n, fencing: f}
+		store = n.leased
+		if c, ok := n.log.(eventlog.Claiming); ok {
+			store = leasedClaims{leasedStore: n.leased, claims: c}
+		}
+	} else if n.sharded() {
+		cfg.Logger.Warn("the event log does not fence stale partition owners: a node that hangs past the group's session timeout may write beside its partitions' next owner",
+			"log", fmt.Sprintf("%T", n.log))
+	}
+	return timed(store, n.metrics.appends.WithLabelValues(logBackend(n.log)))
 }
 
 // newRouter builds the bus router with its middleware and attaches the handlers

@@ -156,17 +156,22 @@ func options(cfg Config) *ch.Options {
 // writer retries, until the write succeeds or ctx ends. See the package doc for
 // what is atomic and what is not.
 func (l *Log) Append(ctx context.Context, events []messages.Envelope) error {
-	return l.append(ctx, nil, events)
+	return l.append(ctx, nil, events, false)
 }
 
-func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope) error {
+// append queues a batch for the writer: a claim (Claim, ClaimLeased) when claim is set.
+func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope, claim bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("eventlog/clickhouse: append: %w (not written)", err)
 	}
 	if l.isClosed() {
 		return fmt.Errorf("eventlog/clickhouse: append: %w", eventlog.ErrClosed)
 	}
-	batch, err := eventlog.CheckBatch(events)
+	check := eventlog.CheckBatch
+	if claim {
+		check = eventlog.CheckClaim
+	}
+	batch, err := check(events)
 	if err != nil {
 		return err
 	}
@@ -180,7 +185,7 @@ func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messag
 	if lease != nil && (lease.Partition < 0 || lease.Partition > math.MaxUint32) {
 		return fmt.Errorf("%w: %s (partition out of range)", eventlog.ErrFenced, lease)
 	}
-	req := &appendReq{ctx: ctx, lease: lease, events: batch, payloads: make([]string, len(batch)), done: make(chan error, 1)}
+	req := &appendReq{ctx: ctx, lease: lease, claim: claim, events: batch, payloads: make([]string, len(batch)), done: make(chan error, 1)}
 	for i := range batch {
 		req.payloads[i] = string(batch[i].Payload)
 		batch[i].Payload = nil

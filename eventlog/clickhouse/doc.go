@@ -90,6 +90,23 @@
 // owner writes a later one) and the analytics views, which take any event at a
 // seq.
 //
+// # Claims
+//
+// Log implements eventlog.Claiming. A claim (Claim, ClaimLeased) goes through the
+// writer like Append, and its group's lookup also reads the highest seq and epoch
+// of the claimed session's events, of every epoch: a session with any event
+// refuses the claim with eventlog.ErrSeqConflict (ErrFenced when an event is of a
+// higher epoch than the lease), and nothing of it is written. The writer decides
+// a group's calls in order, each against the events accepted before it (also
+// those of the group inserted just before), so of claims of one session through
+// one Log exactly one is written; a claim is fenced and confirmed like
+// AppendLeased. Across processes the check is as atomic as Append's, no more: two
+// processes claiming one session at the same moment can both write (two writers
+// of one session, which fencing rules out in a cluster). A claim retried by the
+// writer after an INSERT whose outcome it could not know is written again if the
+// session holds exactly the claim's events under its epoch (that INSERT landed),
+// and refused otherwise.
+//
 // An INSERT whose outcome the writer cannot know (the connection broke while it
 // ran) is retried, and may then be stored twice. Every table collapses such
 // duplicates: events and event_ids are ReplacingMergeTree tables ordered by

@@ -17,7 +17,7 @@ import (
 // lookup that precedes each group's INSERT (the same round trip), so the check is
 // not atomic with the write: see the package doc.
 func (l *Log) AppendLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
-	return l.append(ctx, &lease, events)
+	return l.append(ctx, &lease, events, false)
 }
 
 // ownAttempts bounds how often Own takes a new epoch when another taker of one of

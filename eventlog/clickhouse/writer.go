@@ -32,6 +32,7 @@ const (
 type appendReq struct {
 	ctx      context.Context
 	lease    *eventlog.Lease     // AppendLeased's; nil for Append
+	claim    bool                // Claim or ClaimLeased: only into a session with no events
 	events   []messages.Envelope // checked by eventlog.CheckBatch
 	payloads []string            // copies of the events' payloads, which callers own
 	bytes    int                 // payload bytes
@@ -465,7 +466,7 @@ func decide(reqs []*appendReq, stored *storedEvents, retry bool) decision {
 	d := decision{errs: make([]error, len(reqs)), rows: make([]row, 0, n), claims: make([]claim, 0, n)}
 	inserted := make(map[claim]bool, n)
 	for i, r := range reqs {
-		if d.errs[i] = stored.check(r); d.errs[i] != nil {
+		if d.errs[i] = stored.check(r, retry); d.errs[i] != nil {
 			continue
 		}
 		epoch, first := r.epoch(), len(d.claims)
@@ -595,6 +596,14 @@ type storedEvents struct {
 	indexed map[idAt]bool
 	// current holds the current epoch of each partition the group's leases name.
 	current map[int]uint64
+	// sessions holds, for the sessions the group's claims name and those of the
+	// events accepted since the lookup (add), the highest seq and epoch stored.
+	sessions map[string]sessionTop
+}
+
+// sessionTop is the highest seq and the highest epoch of a session's stored events.
+type sessionTop struct {
+	seq, epoch uint64
 }
 
 // idAt is an ID at a position.
@@ -638,6 +647,8 @@ func (s *storedEvents) add(claims []claim) {
 		s.at[c.p] = append(s.at[c.p], r)
 		s.where[c.id] = append(s.where[c.id], r)
 		s.indexed[idAt{c.p, c.id}] = true // inserted with its event_ids row, or found stored
+		top := s.sessions[c.p.session]
+		s.sessions[c.p.session] = sessionTop{max(top.seq, c.p.seq), max(top.epoch, c.epoch)}
 	}
 }
 
@@ -674,12 +685,18 @@ func (s *storedEvents) has(e *messages.Envelope, epoch uint64, leased bool) bool
 // check returns an error wrapping ErrFenced if r's lease is not current, or if an
 // event of a later epoch holds one of its positions; or an error wrapping
 // ErrSeqConflict if an event of r conflicts with a stored event (or one claimed by
-// an earlier request of the group).
-func (s *storedEvents) check(r *appendReq) error {
+// an earlier request of the group), or if r is a claim and its session has events
+// (see claimed).
+func (s *storedEvents) check(r *appendReq, retry bool) error {
 	epoch, leased := r.epoch(), r.lease != nil
 	if leased {
 		if current := s.current[r.lease.Partition]; current != epoch {
 			return fmt.Errorf("%w: append under %s refused: the partition's current epoch is %d", eventlog.ErrFenced, r.lease, current)
+		}
+	}
+	if r.claim {
+		if err := s.claimed(r, retry); err != nil {
+			return err
 		}
 	}
 	for _, e := range r.events {
@@ -707,9 +724,41 @@ func (s *storedEvents) check(r *appendReq) error {
 	return nil
 }
 
+// claimed returns an error if the session of claim r has stored events: of a
+// later epoch than r's lease, ErrFenced; otherwise ErrSeqConflict. On a retry
+// (after an attempt that failed, possibly once its INSERT reached the server), the
+// session may hold what that attempt wrote: r's events, each at its position under
+// its epoch, and nothing past them. That is taken for r's own write, and r is
+// written again, as every request of a retry is (see decide).
+func (s *storedEvents) claimed(r *appendReq, retry bool) error {
+	epoch, leased := r.epoch(), r.lease != nil
+	id := r.events[0].SessionID
+	top, ok := s.sessions[id]
+	if !ok {
+		return nil
+	}
+	if leased && top.epoch > epoch {
+		return fmt.Errorf("%w: claim of session %s under %s refused: it holds events of epoch %d", eventlog.ErrFenced, id, r.lease, top.epoch)
+	}
+	if retry && top.epoch == epoch {
+		last, own := uint64(0), true
+		for i := range r.events {
+			e := &r.events[i]
+			last = max(last, e.Seq)
+			own = own && s.has(e, epoch, leased)
+		}
+		if own && top.seq <= last {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: claim of session %s (event %s at seq %d) refused: the session has events", eventlog.ErrSeqConflict, id, r.events[0].ID, r.events[0].Seq)
+}
+
 // lookupQuery finds, in one round trip, what is stored at the appended positions
 // (1), where the appended IDs are listed in event_ids (2) and stored in events (3),
-// and the current epoch of the leases' partitions (4). The appended keys travel
+// the current epoch of the leases' partitions (4), and the highest seq and epoch
+// of the sessions that claims name (5: lookupClaimsQuery, added for a group with
+// claims). The appended keys travel
 // as external tables (sent with the query, not parsed as SQL text), and every
 // branch uses a primary key. Positions are matched by a hash, which ClickHouse
 // 18.16 checks several times faster than a (session_id, seq) tuple; a collision
@@ -735,6 +784,13 @@ SELECT 4 AS src, '' AS session_id, toUInt64(partition) AS seq, '' AS id, max(epo
 WHERE partition IN (SELECT partition FROM leases)
 GROUP BY partition`
 
+// lookupClaimsQuery is the last branch of lookupQuery for a group with claims.
+const lookupClaimsQuery = `
+UNION ALL
+SELECT 5 AS src, session_id, max(seq) AS seq, '' AS id, max(epoch) AS epoch FROM events
+WHERE session_id IN (SELECT session_id FROM claimed)
+GROUP BY session_id`
+
 func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, error) {
 	tbl, err := ext.NewTable("appended",
 		ext.Column("session_id", column.Type("String")),
@@ -747,8 +803,18 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
 	}
-	partitions := map[int]bool{}
+	claimed, err := ext.NewTable("claimed", ext.Column("session_id", column.Type("String")))
+	if err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
+	}
+	partitions, claims := map[int]bool{}, false
 	for _, r := range reqs {
+		if r.claim {
+			claims = true
+			if err := claimed.Append(r.events[0].SessionID); err != nil {
+				return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
+			}
+		}
 		if r.lease != nil && !partitions[r.lease.Partition] {
 			partitions[r.lease.Partition] = true
 			if err := leases.Append(uint32(r.lease.Partition)); err != nil {
@@ -766,12 +832,16 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 			}
 		}
 	}
-	rows, err := l.conn.Query(ch.Context(ctx, ch.WithExternalTable(tbl, leases)), lookupQuery)
+	query, tables := lookupQuery, []*ext.Table{tbl, leases}
+	if claims {
+		query, tables = lookupQuery+lookupClaimsQuery, append(tables, claimed)
+	}
+	rows, err := l.conn.Query(ch.Context(ctx, ch.WithExternalTable(tables...)), query)
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/clickhouse: append: look up stored events: %w", err)
 	}
 	defer rows.Close()
-	s := &storedEvents{at: map[position][]storedRow{}, where: map[string][]storedRow{}, indexed: map[idAt]bool{}, current: map[int]uint64{}}
+	s := &storedEvents{at: map[position][]storedRow{}, where: map[string][]storedRow{}, indexed: map[idAt]bool{}, current: map[int]uint64{}, sessions: map[string]sessionTop{}}
 	for rows.Next() {
 		var (
 			src     uint8
@@ -798,6 +868,8 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 			}
 		case 4:
 			s.current[int(seq)] = epoch
+		case 5:
+			s.sessions[session] = sessionTop{seq, epoch}
 		}
 	}
 	if err := rows.Err(); err != nil {

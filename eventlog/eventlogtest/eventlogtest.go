@@ -85,6 +85,9 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"FencingConcurrentOwners", s.testFencingConcurrentOwners},
 		{"FencingHidesStaleWrites", s.testFencingHidesStaleWrites},
 		{"FencingStaleWriteFirst", s.testFencingStaleWriteFirst},
+		{"ClaimNewSession", s.testClaimNewSession},
+		{"ClaimConcurrent", s.testClaimConcurrent},
+		{"ClaimFencing", s.testClaimFencing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -59,6 +59,17 @@
 // event row keeps the epoch it was appended under (0 for Append), and Read applies
 // eventlog.Superseded like every Log.
 //
+// # Claims
+//
+// Log implements eventlog.Claiming. A claim (Claim, ClaimLeased) goes through the
+// writer like Append; inside the write transaction, after the lease's check, the
+// writer looks up the session's first event (by the primary key) and the highest
+// epoch of its leased ones (the partial index events_by_epoch), and refuses the
+// claim with eventlog.ErrSeqConflict if there is any, of any epoch (ErrFenced if
+// one is of a higher epoch than the lease). The lookup and the insert are one
+// transaction, serialized with every other writer of the file: of concurrent
+// claims of one session, exactly one is written.
+//
 // # Read-only mode
 //
 // Config.ReadOnly opens the log of a data directory for reading only, while a node

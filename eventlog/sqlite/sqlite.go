@@ -206,17 +206,18 @@ func dsn(path string, pragmas ...string) string {
 // concurrent callers; each caller gets the outcome of its own batch. On a read-only
 // Log every Append, even of an empty batch, fails with an error wrapping ErrReadOnly.
 func (l *Log) Append(ctx context.Context, events []messages.Envelope) error {
-	return l.append(ctx, nil, events)
+	return l.append(ctx, nil, events, false)
 }
 
 // AppendLeased implements eventlog.Fencing: the writer checks, in the transaction
 // that writes the batch, that lease.Epoch is the partition's current epoch, so a
 // stale owner's batch either commits before the next Own or fails with ErrFenced.
 func (l *Log) AppendLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
-	return l.append(ctx, &lease, events)
+	return l.append(ctx, &lease, events, false)
 }
 
-func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope) error {
+// append hands a batch to the writer: a claim (Claim, ClaimLeased) when claim is set.
+func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope, claim bool) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("eventlog/sqlite: append: %w", err)
 	}
@@ -226,7 +227,11 @@ func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messag
 	if l.cfg.ReadOnly {
 		return fmt.Errorf("eventlog/sqlite: append to %s: %w", l.path, ErrReadOnly)
 	}
-	batch, err := eventlog.CheckBatch(events)
+	check := eventlog.CheckBatch
+	if claim {
+		check = eventlog.CheckClaim
+	}
+	batch, err := check(events)
 	if err != nil {
 		return err
 	}
@@ -243,7 +248,7 @@ func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messag
 		return fmt.Errorf("%w: %s (partition out of range)", eventlog.ErrFenced, lease)
 	}
 	r := l.reqPool.Get().(*appendReq)
-	r.ctx, r.events, r.lease, r.pooled = ctx, batch, lease, true
+	r.ctx, r.events, r.lease, r.claim, r.pooled = ctx, batch, lease, claim, true
 	return l.submit(ctx, r)
 }
 

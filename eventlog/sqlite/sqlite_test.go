@@ -48,7 +48,7 @@ func TestConformanceShared(t *testing.T) {
 // on one directory, as three processes would hold it: appends go to each in turn,
 // reads to a fourth. Racing writers then race across Logs, each with its own
 // writer, group commit and connections, and only SQLite serializes them; so do
-// owners taking partitions and the appends they fence.
+// owners taking partitions and the appends they fence, and claims of one session.
 func TestConformanceSharedWriters(t *testing.T) {
 	dirs := newLogDirs()
 	eventlogtest.Run(t, dirs.features(), func(t *testing.T) eventlog.Log {
@@ -122,6 +122,14 @@ func (s *sharedLogs) Append(ctx context.Context, events []messages.Envelope) err
 
 func (s *sharedLogs) AppendLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
 	return s.writer().AppendLeased(ctx, lease, events)
+}
+
+func (s *sharedLogs) Claim(ctx context.Context, events []messages.Envelope) error {
+	return s.writer().Claim(ctx, events)
+}
+
+func (s *sharedLogs) ClaimLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
+	return s.writer().ClaimLeased(ctx, lease, events)
 }
 
 func (s *sharedLogs) Own(ctx context.Context, node string, partitions []int) (uint64, error) {

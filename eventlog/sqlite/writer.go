@@ -70,6 +70,7 @@ type appendReq struct {
 	ctx    context.Context
 	events []messages.Envelope // checked by eventlog.CheckBatch
 	lease  *eventlog.Lease     // AppendLeased's; nil for Append
+	claim  bool                // Claim or ClaimLeased: only into a session with no events
 	own    *ownReq             // set for Own, which has no events
 	done   chan error          // buffered: the writer never blocks on it
 	pooled bool                // from Log.reqPool, to go back once answered
@@ -90,6 +91,7 @@ type writeStmts struct {
 	begin, commit, rollback        driver.Stmt
 	savepoint, release, undo       driver.Stmt
 	insert, byID, byPos, summarize driver.Stmt
+	claimed                        driver.Stmt // whether a session has events, and their highest epoch
 	// insertRows[k-2] inserts k events in one statement (see apply).
 	insertRows                   [maxInsertRows - 1]driver.Stmt
 	restart                      driver.Stmt
@@ -264,6 +266,11 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.insert, insertQuery(1)},
 		{&w.byID, `SELECT session_id, seq, epoch FROM events WHERE id = ?`},
 		{&w.byPos, `SELECT id, epoch FROM events WHERE session_id = ? AND seq = ?`},
+		// Whether a session has events (its first by the primary key), and the
+		// highest epoch of its leased ones (the partial index events_by_epoch).
+		{&w.claimed, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ?),
+			coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch
+				WHERE session_id = ? AND epoch > 0 ORDER BY epoch DESC LIMIT 1), 0)`},
 		{&w.current, `SELECT coalesce(max(epoch), 0) FROM ownership WHERE partition = ?`},
 		{&w.maxEpoch, `SELECT coalesce(max(epoch), 0) FROM ownership`},
 		{&w.takeOwner, `INSERT INTO ownership (partition, epoch, node, ts_us) VALUES (?, ?, ?, ?)`},
@@ -303,7 +310,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 
 func (w *writeStmts) close() error {
 	var errs []error
-	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.summarize, &w.restart,
+	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.summarize, &w.restart,
 		&w.current, &w.maxEpoch, &w.takeOwner}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
@@ -575,7 +582,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		if r.own != nil {
 			err = l.takeOwnership(ctx, r.own)
 		} else {
-			n, err = l.apply(ctx, r.lease, r.events, !savepoints)
+			n, err = l.applyReq(ctx, r, !savepoints)
 		}
 		if errors.Is(err, errInsertedFewer) {
 			if rerr := rollback(); rerr != nil {
@@ -781,6 +788,39 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		l.w.starting = append(l.w.starting, sessionStart{d.id, d.startedUS})
 	}
 	return written, nil
+}
+
+// applyReq applies an append request: apply, after checking that a claim's
+// session has no events. The check runs in the writer's transaction, which holds
+// SQLite's write lock: no event of the session can be written between it and the
+// insert, by this process or another sharing the log, and a claim earlier in the
+// same transaction (one of the group) is seen.
+func (l *Log) applyReq(ctx context.Context, r *appendReq, rows bool) (uint64, error) {
+	if !r.claim {
+		return l.apply(ctx, r.lease, r.events, rows)
+	}
+	if r.lease != nil {
+		if err := l.fence(ctx, *r.lease); err != nil {
+			return 0, err
+		}
+	}
+	e := r.events[0]
+	id := l.w.session.of(e.SessionID)
+	var has, epoch int64
+	row, err := l.w.queryRow(ctx, l.w.claimed, id, id)
+	if err == nil {
+		err = scan(row, &has, &epoch)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("eventlog/sqlite: claim session %s: look up its events: %w", e.SessionID, err)
+	}
+	if has != 0 {
+		if r.lease != nil && uint64(epoch) > r.lease.Epoch {
+			return 0, fmt.Errorf("%w: claim of session %s under %s refused: it holds events of epoch %d", eventlog.ErrFenced, e.SessionID, r.lease, epoch)
+		}
+		return 0, fmt.Errorf("%w: claim of session %s (event %s at seq %d) refused: the session has events", eventlog.ErrSeqConflict, e.SessionID, e.ID, e.Seq)
+	}
+	return l.apply(ctx, r.lease, r.events, rows)
 }
 
 // rowValues appends the values of e's row to vals.
