@@ -158,7 +158,7 @@ func checkJSONContentType(ct string) error {
 // out for no deadline). Every error wraps ErrBadTask and says what was wrong; the task
 // is then validated (Task.Validate).
 func DecodeTask(body []byte) (Task, error) {
-	t, err := decodeTask(body, json.Valid(body))
+	t, err := decodeTask(body, messages.ValidJSON(body))
 	if err != nil {
 		return Task{}, err
 	}

@@ -313,7 +313,7 @@ func checkStored(e messages.Envelope) error {
 		return errors.New("missing id")
 	case e.Type == "":
 		return errors.New("missing type")
-	case !json.Valid(e.Payload):
+	case !messages.ValidJSON(e.Payload):
 		return fmt.Errorf("payload (%d bytes) is not valid JSON", len(e.Payload))
 	}
 	return nil

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -402,7 +401,7 @@ func (r *storedEvent) envelope(sessionID string) (messages.Envelope, error) {
 		return messages.Envelope{}, fmt.Errorf("ts %v is not an integer", r.ts)
 	case !r.causation.Valid || !r.correlation.Valid || !r.actor.Valid:
 		return messages.Envelope{}, errors.New("NULL causation_id, correlation_id or actor")
-	case !json.Valid(r.payload):
+	case !messages.ValidJSON(r.payload):
 		return messages.Envelope{}, fmt.Errorf("payload (%d bytes) is not valid JSON", len(r.payload))
 	}
 	return messages.Envelope{
