@@ -48,7 +48,8 @@ type Backend interface {
 type Executor struct {
 	backend Backend
 	agent   string
-	// poll is how often the log is read again when no live event arrived.
+	// poll is the first wait before watching a session again whose watch ended at
+	// once (follow), and the most between reads of a log behind the live events.
 	poll time.Duration
 }
 
@@ -306,18 +307,38 @@ func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 	// subscription, every event after those run read.
 	first := mode.silent
 	asked := mode.asked
-	tick := time.NewTicker(e.poll)
-	defer tick.Stop()
 	// The live events come in order, the deltas of a call between its
 	// model.requested and its model.responded: the log is read up to the live event
 	// that woke the loop (limit), not past it, so that the deltas behind it are
 	// streamed before the answer that ends them is read. A new task's events all
 	// come live (the watch began before the submission), so its log is read at the
-	// first of them. The log alone is read (to its end) when the live events stop:
-	// at a tick with nothing heard since the last one, or when the watch ended.
+	// first of them. While nothing happens (a model call without deltas, an
+	// approval nobody gave yet) the log is not read: every event the task records
+	// comes live. When the live events stop (the watcher fell behind, the session
+	// moved to another node, the node closes), the loop watches again and reads the
+	// log to its end; a watch that ends again before any event came is retried after
+	// e.poll, then less and less often (the node may be closing). A log that has not
+	// caught up with the live event that woke the loop is read again soon.
 	limit := uint64(0)
 	read := mode.silent || run.started
-	heard := false
+	var rewatch, retry time.Duration // the wait before the next watch, the next read of a log behind
+	heard := true                    // an event came since the last watch began
+	var timer *time.Timer
+	stopLive := func() {} // the caller stops the first watch
+	defer func() {
+		stopLive()
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	after := func(d time.Duration) <-chan time.Time {
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		return timer.C
+	}
 	for {
 		if read {
 			events, err := e.backend.Events(ctx, session, run.last+1)
@@ -371,32 +392,58 @@ func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 			}
 		}
 		read = true
-		// Wait for an event (then read the log up to it) or the tick; stream the
-		// deltas that come meanwhile.
+		behind := limit > 0 && run.last < limit
+		switch {
+		case !behind:
+			retry = 0
+		case retry == 0:
+			retry = e.poll / 8
+		default:
+			retry = min(2*retry, e.poll)
+		}
+		// Wait for an event (then read the log up to it); stream the deltas that
+		// come meanwhile.
 	wait:
 		for {
+			var again <-chan time.Time
+			switch {
+			case live == nil:
+				again = after(rewatch)
+			case behind:
+				again = after(retry)
+			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
 			case env, ok := <-live:
 				if !ok {
 					live, limit = nil, 0
-					break wait
+					switch {
+					case heard:
+						rewatch = 0
+					case rewatch == 0:
+						rewatch = e.poll
+					default:
+						rewatch = min(2*rewatch, 16*e.poll)
+					}
+					continue
 				}
 				heard = true
 				if env.Type != messages.TypeModelDelta {
-					limit = env.Seq
+					limit = max(limit, env.Seq)
 					break wait
 				}
 				if err := st.delta(ctx, rc, q, run, env); err != nil {
 					return err
 				}
-			case <-tick.C:
-				if heard && live != nil {
+			case <-again:
+				if live == nil {
+					// Watched again before the log is read: nothing between falls
+					// through.
+					stopLive()
+					live, stopLive = e.backend.Watch(session)
 					heard = false
-					continue
 				}
-				limit = 0
 				break wait
 			}
 		}

@@ -459,18 +459,50 @@ func (c *clusterDeltas) announce(sessionID string) {
 	}
 }
 
-// streamingRequests marks the model requests it sends to other nodes to stream
+// streamingRequests stands before the model effects of a node's own sessions in a
+// cluster. Asking other nodes (not local), it marks the model requests to stream
 // (messages.EffectRequest.Stream) while their session has a watcher of deltas, on
-// this node or another.
+// this node or another. Either way, for a call that did not stream onto the bus
+// (no watcher elsewhere as it started) whose session is watched elsewhere by the
+// time it is answered, it publishes the call's end (messages.DeltaEnd, none sent)
+// before the answer goes on: a watcher that got the call's model.requested
+// without its deltas (its owner heard of it after the call started) holds the
+// call's model.responded until the end came (offerAmongDeltas), and would else wait
+// deltaTailWait for an end no node sends.
 type streamingRequests struct {
 	actors.Effects
 	hub *Hub
+	// local: the node performs the calls itself (modelDeltas streams them when the
+	// session is watched elsewhere as they start).
+	local bool
 }
 
 // Perform implements actors.Effects.
 func (s streamingRequests) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
-	if req.Model != nil && (s.hub.wantsDeltas(req.SessionID) || s.hub.cluster != nil && s.hub.cluster.leases.watched(req.SessionID)) {
+	c := s.hub.cluster
+	if req.Model == nil || c == nil {
+		s.Effects.Perform(req, reply)
+		return
+	}
+	sid := req.SessionID
+	if !s.local && (s.hub.wantsDeltas(sid) || c.leases.watched(sid)) {
 		req.Stream = true
 	}
-	s.Effects.Perform(req, reply)
+	streamed := req.Stream || s.local && c.leases.watched(sid)
+	if streamed {
+		s.Effects.Perform(req, reply)
+		return
+	}
+	key := req.Key.String()
+	s.Effects.Perform(req, func(rep messages.EffectReply) {
+		end := messages.DeltaEnd{Key: key}
+		if !s.local && s.hub.wantsDeltas(sid) {
+			// Watchers here that read the bus for the session's deltas.
+			s.hub.endDeltas(sid, c.node, end)
+		}
+		if c.leases.watched(sid) {
+			c.stream(sid).done(end)
+		}
+		reply(rep)
+	})
 }
