@@ -27,9 +27,10 @@ const deltaWatcherBuffer = 256
 // A model call streams only when its session has a watcher of deltas as the call
 // starts. A watcher that comes while a call streams (a client reconnecting
 // mid-answer) first gets the call's text so far, as one delta with Reset, then its
-// next deltas (deltas_catchup.go): from the node that performs the call, or from
-// a node where another watcher has followed it from its start; elsewhere it gets
-// the deltas of the next call. A call that does not stream gets none.
+// next deltas (deltas_catchup.go): from this node when it performs the call or
+// another watcher here followed it from its start, else from the node performing
+// it, over the bus, when the call streams onto it (another node watched as it
+// started); otherwise its answer comes whole.
 //
 // In a cluster (Bus) the watcher may be on any node: the session's owner, another
 // node that serves the API, or `node run --kafka`. A watcher on a node other than the
@@ -89,6 +90,7 @@ func (n *Node) modelDeltas(req messages.EffectRequest) (func(messages.ModelDelta
 	var out *deltaStream
 	if c := n.hub.cluster; c != nil && (req.Stream || c.leases.watched(sid)) {
 		out = c.stream(sid)
+		out.key, out.hub = req.Key.String(), n.hub
 	}
 	if out == nil && !n.hub.wantsDeltas(sid) {
 		return nil, nil
@@ -96,6 +98,9 @@ func (n *Node) modelDeltas(req messages.EffectRequest) (func(messages.ModelDelta
 	red := &deltaRedactor{r: n.redactor}
 	key := req.Key.String()
 	n.hub.openCall(sid, key) // its text is kept for the watchers that come during it
+	if out != nil {
+		n.hub.cluster.begin(out)
+	}
 	var mu sync.Mutex
 	sent := 0 // deltas handed on since the last one with Reset (messages.DeltaEnd)
 	to := func(d messages.ModelDelta) {
@@ -123,6 +128,7 @@ func (n *Node) modelDeltas(req messages.EffectRequest) (func(messages.ModelDelta
 		n.hub.endDeltas(sid, "", end)
 		if out != nil {
 			out.done(end)
+			n.hub.cluster.end(out)
 		}
 	}
 	return to, done
@@ -202,6 +208,10 @@ type deltaCall struct {
 	// skip: the watcher came during the call, whose text was too long to keep
 	// (catchUp): its deltas are not shown until another attempt starts over.
 	skip bool
+	// caughtUp is the Seq of the last delta the text a watcher got when it came
+	// during the call stands for (catchUp): the deltas up to it from the same node
+	// are not shown again.
+	caughtUp uint64
 }
 
 // incomplete reports whether the text a watcher was shown of the call lacks
@@ -320,6 +330,9 @@ func (h *Hub) offerDelta(sessionID string, w *watcher, d messages.ModelDelta, fr
 		w.waiting = append(w.waiting, waitingDelta{d: d, from: from, callSeq: key.Seq})
 		return
 	}
+	if from == c.from && d.Seq <= c.caughtUp {
+		return // in the text the watcher got as it came
+	}
 	if c.seq != 0 && (from != c.from || d.Seq <= c.seq) {
 		// Another performance of the call (its first performer died; the call was
 		// issued again): what the watcher was shown belongs to no answer.
@@ -342,6 +355,34 @@ func (h *Hub) offerDelta(sessionID string, w *watcher, d messages.ModelDelta, fr
 	default:
 		c.shown++
 		c.any = true
+	}
+}
+
+// answeredKept is how many of the calls last answered a watcher of deltas
+// remembers: a call's text so far read from the bus after its answer
+// (deliverCatchUp) is not shown.
+const answeredKept = 8
+
+// releaseWaiting offers w the deltas (and ends) that waited for call callSeq to
+// open. The caller holds h.mu.
+func (h *Hub) releaseWaiting(sessionID string, w *watcher, callSeq uint64) {
+	if len(w.waiting) == 0 {
+		return
+	}
+	var ready []waitingDelta
+	w.waiting = slices.DeleteFunc(w.waiting, func(x waitingDelta) bool {
+		if x.callSeq == callSeq {
+			ready = append(ready, x)
+			return true
+		}
+		return false
+	})
+	for _, x := range ready {
+		if x.end != nil {
+			h.offerEnd(sessionID, w, *x.end, x.from) // no model.responded of the call is held yet
+		} else {
+			h.offerDelta(sessionID, w, x.d, x.from)
+		}
 	}
 }
 
@@ -457,26 +498,13 @@ func (h *Hub) track(sessionID string, w *watcher, e messages.Envelope) {
 		if w.calls[key] == nil { // else opened when the watcher came (catchUp)
 			w.calls[key] = &deltaCall{}
 		}
-		if len(w.waiting) == 0 {
-			return
-		}
-		var ready []waitingDelta
-		w.waiting = slices.DeleteFunc(w.waiting, func(x waitingDelta) bool {
-			if x.callSeq == e.Seq {
-				ready = append(ready, x)
-				return true
-			}
-			return false
-		})
-		for _, x := range ready {
-			if x.end != nil {
-				h.offerEnd(sessionID, w, *x.end, x.from) // no model.responded of the call is held yet
-			} else {
-				h.offerDelta(sessionID, w, x.d, x.from)
-			}
-		}
+		h.releaseWaiting(sessionID, w, e.Seq)
 	case messages.TypeModelResponded:
 		delete(w.calls, e.CausationID)
+		if len(w.answered) == answeredKept {
+			w.answered = append(w.answered[:0], w.answered[1:]...)
+		}
+		w.answered = append(w.answered, e.CausationID)
 	}
 	// Deltas of calls requested before this event whose model.requested the watcher
 	// did not get (it came later) have no place any more.

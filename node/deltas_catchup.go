@@ -21,7 +21,14 @@ import (
 // The hub keeps the text of the calls this node performs (from the first delta: the
 // call registers when it starts, openCall) and of those it reads from the bus for a
 // watcher that had the call from its start (a call it joined mid-way would be kept
-// without its beginning).
+// without its beginning). In a cluster, a node whose new watcher reads the bus and
+// finds no text kept asks the nodes that stream the session's calls onto the bus
+// for theirs (messages.TypeDeltaCatchUpAsk on troupe.deltas, which a node reads
+// while it streams a call: clusterDeltas.begin); each answers, in order with its
+// batches, with the text so far (messages.TypeDeltaCatchUp: deltaStream.catchUp),
+// which the watchers that do not follow the call yet get (deliverCatchUp), the
+// deltas it stands for that came before it dropped. A call that streams onto the
+// bus for no node (none watched the session as it started) has no text to ask for.
 
 // callTextMax bounds the text (content and tool-call arguments) the hub keeps of one
 // call for watchers that come later.
@@ -184,43 +191,115 @@ func (h *Hub) catchUp(sessionID string, w *watcher) {
 		keys = append(keys, key)
 	}
 	slices.SortFunc(keys, func(a, b string) int { return cmp.Compare(callSeqOf(a), callSeqOf(b)) })
-	if w.calls == nil {
-		w.calls = map[string]*deltaCall{}
-	}
 	for _, key := range keys {
 		ct := m[key]
-		c := &deltaCall{from: ct.from, seq: ct.seq, step: ct.step, attempt: ct.attempt}
-		w.calls[key] = c
-		if ct.seq == 0 {
-			continue // no delta yet: they all come live
-		}
-		first := messages.ModelDelta{Key: key, Step: ct.step, Seq: ct.seq, Attempt: ct.attempt, Reset: true}
-		if ct.over {
-			// Too long to keep: the reader is told its text is not shown, and gets
-			// the call's answer when it is recorded.
-			c.any, c.lost, c.skip = true, true, true
-			h.catchUpSend(sessionID, w, c, first, 0)
-			continue
-		}
-		first.Content = ct.content.String()
-		ds := []messages.ModelDelta{first}
-		for _, tt := range ct.tools {
-			ds = append(ds, messages.ModelDelta{Key: key, Step: ct.step, Seq: ct.seq, Attempt: ct.attempt,
-				ToolCallIndex: tt.index, ToolCallID: tt.id, ToolName: tt.name, Arguments: tt.args.String()})
-		}
-		c.any, c.shown = true, ct.n
-		for i, d := range ds {
-			h.catchUpSend(sessionID, w, c, d, i)
-		}
+		h.openCaughtUp(sessionID, w, key, ct, ct.text(key))
 	}
 }
 
-// catchUpSend puts d, the i-th increment of a catch-up, into w's channel.
-func (h *Hub) catchUpSend(sessionID string, w *watcher, c *deltaCall, d messages.ModelDelta, i int) {
-	e := deltaEnvelope(sessionID, c.from, d)
-	e.ID = d.Key + "/delta/catchup/" + strconv.FormatUint(d.Seq, 10) + "/" + strconv.Itoa(i)
-	if !trySend(w, e) {
-		c.lost = true
+// text is the catch-up of call key (messages.TypeDeltaCatchUp): no delta before
+// the first, an empty one with Reset past callTextMax, else one with Reset and the
+// text, then one per tool call.
+func (ct *callText) text(key string) []messages.ModelDelta {
+	if ct.seq == 0 {
+		return nil
+	}
+	first := messages.ModelDelta{Key: key, Step: ct.step, Seq: ct.seq, Attempt: ct.attempt, Reset: true}
+	if ct.over {
+		return []messages.ModelDelta{first}
+	}
+	first.Content = ct.content.String()
+	ds := []messages.ModelDelta{first}
+	for _, tt := range ct.tools {
+		ds = append(ds, messages.ModelDelta{Key: key, Step: ct.step, Seq: ct.seq, Attempt: ct.attempt,
+			ToolCallIndex: tt.index, ToolCallID: tt.id, ToolName: tt.name, Arguments: tt.args.String()})
+	}
+	return ds
+}
+
+// textSoFar returns the catch-up of a call this node performs (callText.text) and
+// the number of deltas it stands for (-1: past callTextMax), or false when the
+// call is not streaming here.
+func (h *Hub) textSoFar(sessionID, key string) ([]messages.ModelDelta, int, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ct := h.streams[sessionID][key]
+	if ct == nil || ct.from != "" {
+		return nil, 0, false
+	}
+	if ct.over {
+		return ct.text(key), -1, true
+	}
+	return ct.text(key), ct.n, true
+}
+
+// deliverCatchUp hands a call's text so far, from node from (a
+// messages.TypeDeltaCatchUp standing for end.Sent deltas), to the session's watchers
+// of deltas that do not follow the call yet (they came during it), and keeps it
+// for those that come next.
+func (h *Hub) deliverCatchUp(sessionID, from string, ds []messages.ModelDelta, end messages.DeltaEnd) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	key := end.Key
+	ct := &callText{from: from, n: max(end.Sent, 0), over: end.Sent < 0}
+	if len(ds) > 0 {
+		ct.step, ct.attempt, ct.seq = ds[0].Step, ds[0].Attempt, ds[0].Seq
+		ct.content.WriteString(ds[0].Content)
+		for _, d := range ds[1:] {
+			tt := &toolText{index: d.ToolCallIndex, id: d.ToolCallID, name: d.ToolName}
+			tt.args.WriteString(d.Arguments)
+			ct.tools = append(ct.tools, tt)
+		}
+	}
+	waiting := false
+	for _, w := range h.subs[sessionID] {
+		if !w.deltas || w.gone || w.calls[key] != nil || slices.Contains(w.answered, key) {
+			continue // it follows the call, or has its answer
+		}
+		waiting = true
+		h.openCaughtUp(sessionID, w, key, ct, ds)
+		h.releaseWaiting(sessionID, w, callSeqOf(key))
+	}
+	if old := h.streams[sessionID][key]; waiting && (old == nil || old.from != from || old.seq < ct.seq) {
+		if h.streams == nil {
+			h.streams = map[string]map[string]*callText{}
+		}
+		if h.streams[sessionID] == nil {
+			h.streams[sessionID] = map[string]*callText{}
+		}
+		h.streams[sessionID][key] = ct
+	}
+}
+
+// openCaughtUp opens call key in w as ct tells it and hands w ds, its text so far
+// (callText.text). The caller holds h.mu.
+func (h *Hub) openCaughtUp(sessionID string, w *watcher, key string, ct *callText, ds []messages.ModelDelta) {
+	if w.calls == nil {
+		w.calls = map[string]*deltaCall{}
+	}
+	c := &deltaCall{from: ct.from, seq: ct.seq, step: ct.step, attempt: ct.attempt, caughtUp: ct.seq}
+	w.calls[key] = c
+	if len(ds) == 0 {
+		return // no delta yet: they all come live
+	}
+	c.any = true
+	if ct.over || w.feeding {
+		// Too long to keep, or behind the events queued: the reader is told its
+		// text is not shown, and gets the call's answer when it is recorded.
+		c.lost, c.skip = true, true
+		d := ds[0]
+		d.Content = ""
+		ds = []messages.ModelDelta{d}
+	} else {
+		c.shown = ct.n
+	}
+	for i, d := range ds {
+		e := deltaEnvelope(sessionID, c.from, d)
+		e.ID = d.Key + "/delta/catchup/" + strconv.FormatUint(d.Seq, 10) + "/" + strconv.Itoa(i)
+		if w.feeding || !trySend(w, e) {
+			c.lost, c.skip = true, true
+			return
+		}
 	}
 }
 

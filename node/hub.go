@@ -83,9 +83,10 @@ type watcher struct {
 	// What a watcher of deltas has been handed (deltas.go): the seq of its last
 	// event, the model calls whose model.requested it has and not their
 	// model.responded, and the deltas that came before their call's model.requested.
-	seen    uint64
-	calls   map[string]*deltaCall
-	waiting []waitingDelta
+	seen     uint64
+	calls    map[string]*deltaCall
+	waiting  []waitingDelta
+	answered []string // the keys of the calls last answered (answeredKept)
 	// hold is a model.responded waiting for its call's last deltas, and the events
 	// after it (deltas.go); nil when none waits.
 	hold *deltaHold
