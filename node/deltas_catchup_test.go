@@ -234,3 +234,40 @@ func TestOwnerEndsACallThatDidNotStreamToAWatcherThatCameDuringIt(t *testing.T) 
 		})
 	}
 }
+
+// A watcher of a call another node performs that came during it (its node had no
+// text of it) gets the text the performer sends when asked (deliverCatchUp), then
+// the deltas after it: those the text stands for, which came before it, are not
+// shown again; the call's end releases its answer; a text that comes after the
+// answer is not shown.
+func TestHubCatchesAWatcherUpWithTheTextFromThePerformer(t *testing.T) {
+	h := newHub(nil, nil)
+	live, stop := h.watch("s", true)
+	defer stop()
+	w := h.subs["s"][0]
+	h.mu.Lock()
+	w.busDeltas = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		w.busDeltas = false
+		h.mu.Unlock()
+	}()
+	delta := func(seq uint64, text string) messages.ModelDelta {
+		return messages.ModelDelta{Key: "s/2", Step: 1, Seq: seq, Attempt: 1, Content: text}
+	}
+	h.deliverDeltas("s", "p", delta(5, "five "), delta(6, "six ")) // before the text: they wait
+	text := delta(6, "one two three four five six ")
+	text.Reset = true
+	h.deliverCatchUp("s", "p", []messages.ModelDelta{text}, messages.DeltaEnd{Key: "s/2", Sent: 6})
+	h.deliverDeltas("s", "p", delta(7, "seven "))
+	h.deliver("s", []messages.Envelope{{SessionID: "s", Seq: 3, Type: messages.TypeModelResponded, CausationID: "s/2"}})
+	checkFeed(t, readDeltaFeed(t, live, 2), "s/2#6!=one two three four five six", "s/2#7=seven")
+	h.endDeltas("s", "p", messages.DeltaEnd{Key: "s/2", Sent: 7})
+	checkFeed(t, readDeltaFeed(t, live, 1), "3:model.responded")
+	h.deliverCatchUp("s", "p", []messages.ModelDelta{text}, messages.DeltaEnd{Key: "s/2", Sent: 6})
+	readDeltaFeed(t, live, 0)
+	if n := h.tailTimeouts.Load(); n != 0 {
+		t.Fatalf("%d answers held for deltaTailWait in full", n)
+	}
+}
