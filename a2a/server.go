@@ -640,6 +640,7 @@ func (d *Dedupe) prepare(ctx context.Context, p *sdk.MessageSendParams) (sdk.Tas
 
 // OnSendMessage implements a2asrv.RequestHandler.
 func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (sdk.SendMessageResult, error) {
+	answer := namesTask(p)
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
 		return nil, err
@@ -648,6 +649,12 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 		return d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
 	}
 	res, err := d.RequestHandler.OnSendMessage(ctx, p)
+	if answer {
+		err = whileExecuting(ctx, err, func() error {
+			res, err = d.RequestHandler.OnSendMessage(ctx, p)
+			return err
+		})
+	}
 	if err != nil && p != nil && p.Message != nil {
 		d.store.release(p.Message.TaskID)
 	}
@@ -661,13 +668,64 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 	return res, err
 }
 
+// namesTask reports whether p is a message to a task (an answer to a task in
+// input-required).
+func namesTask(p *sdk.MessageSendParams) bool {
+	return p != nil && p.Message != nil && p.Message.TaskID != ""
+}
+
+// whileExecuting calls send again, a little later each time, while its error says
+// that the task the message names has an execution still (the SDK's "task
+// execution is already in progress"), for 3 s at most, and returns its last error:
+// a client answers a task in input-required as soon as it reads that status, which
+// the task's execution reports just before it ends.
+func whileExecuting(ctx context.Context, err error, send func() error) error {
+	executing := func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "execution is already in progress")
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	wait := 10 * time.Millisecond
+	for executing(err) && time.Now().Before(deadline) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+		err = send()
+	}
+	return err
+}
+
 // OnSendMessageStream implements a2asrv.RequestHandler: a message seen before
 // subscribes to its task while it runs (here, on another node, or resumed after a
 // restart), else yields the task as it is.
 func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
+	answer := namesTask(p)
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
 		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
+	}
+	if !seen && answer {
+		return func(yield func(sdk.Event, error) bool) {
+			next, stop := iter.Pull2(d.RequestHandler.OnSendMessageStream(ctx, p))
+			ev, err, ok := next()
+			err = whileExecuting(ctx, err, func() error {
+				stop()
+				next, stop = iter.Pull2(d.RequestHandler.OnSendMessageStream(ctx, p))
+				ev, err, ok = next()
+				return err
+			})
+			defer func() { stop() }()
+			for ok {
+				if !yield(ev, err) {
+					return
+				}
+				ev, err, ok = next()
+			}
+		}
 	}
 	if !seen {
 		return func(yield func(sdk.Event, error) bool) {
