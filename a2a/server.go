@@ -48,7 +48,8 @@ type Backend interface {
 type Executor struct {
 	backend Backend
 	agent   string
-	// poll is how often the log is read again when no live event arrived.
+	// poll is the first wait before watching a session again whose watch ended at
+	// once (follow), and the most between reads of a log behind the live events.
 	poll time.Duration
 }
 
@@ -306,18 +307,38 @@ func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 	// subscription, every event after those run read.
 	first := mode.silent
 	asked := mode.asked
-	tick := time.NewTicker(e.poll)
-	defer tick.Stop()
 	// The live events come in order, the deltas of a call between its
 	// model.requested and its model.responded: the log is read up to the live event
 	// that woke the loop (limit), not past it, so that the deltas behind it are
 	// streamed before the answer that ends them is read. A new task's events all
 	// come live (the watch began before the submission), so its log is read at the
-	// first of them. The log alone is read (to its end) when the live events stop:
-	// at a tick with nothing heard since the last one, or when the watch ended.
+	// first of them. While nothing happens (a model call without deltas, an
+	// approval nobody gave yet) the log is not read: every event the task records
+	// comes live. When the live events stop (the watcher fell behind, the session
+	// moved to another node, the node closes), the loop watches again and reads the
+	// log to its end; a watch that ends again before any event came is retried after
+	// e.poll, then less and less often (the node may be closing). A log that has not
+	// caught up with the live event that woke the loop is read again soon.
 	limit := uint64(0)
 	read := mode.silent || run.started
-	heard := false
+	var rewatch, retry time.Duration // the wait before the next watch, the next read of a log behind
+	heard := true                    // an event came since the last watch began
+	var timer *time.Timer
+	stopLive := func() {} // the caller stops the first watch
+	defer func() {
+		stopLive()
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	after := func(d time.Duration) <-chan time.Time {
+		if timer == nil {
+			timer = time.NewTimer(d)
+		} else {
+			timer.Reset(d)
+		}
+		return timer.C
+	}
 	for {
 		if read {
 			events, err := e.backend.Events(ctx, session, run.last+1)
@@ -371,32 +392,58 @@ func (e *Executor) follow(ctx context.Context, rc *a2asrv.RequestContext, q even
 			}
 		}
 		read = true
-		// Wait for an event (then read the log up to it) or the tick; stream the
-		// deltas that come meanwhile.
+		behind := limit > 0 && run.last < limit
+		switch {
+		case !behind:
+			retry = 0
+		case retry == 0:
+			retry = e.poll / 8
+		default:
+			retry = min(2*retry, e.poll)
+		}
+		// Wait for an event (then read the log up to it); stream the deltas that
+		// come meanwhile.
 	wait:
 		for {
+			var again <-chan time.Time
+			switch {
+			case live == nil:
+				again = after(rewatch)
+			case behind:
+				again = after(retry)
+			}
 			select {
 			case <-ctx.Done():
 				return ctx.Err()
 			case env, ok := <-live:
 				if !ok {
 					live, limit = nil, 0
-					break wait
+					switch {
+					case heard:
+						rewatch = 0
+					case rewatch == 0:
+						rewatch = e.poll
+					default:
+						rewatch = min(2*rewatch, 16*e.poll)
+					}
+					continue
 				}
 				heard = true
 				if env.Type != messages.TypeModelDelta {
-					limit = env.Seq
+					limit = max(limit, env.Seq)
 					break wait
 				}
 				if err := st.delta(ctx, rc, q, run, env); err != nil {
 					return err
 				}
-			case <-tick.C:
-				if heard && live != nil {
+			case <-again:
+				if live == nil {
+					// Watched again before the log is read: nothing between falls
+					// through.
+					stopLive()
+					live, stopLive = e.backend.Watch(session)
 					heard = false
-					continue
 				}
-				limit = 0
 				break wait
 			}
 		}
@@ -593,6 +640,7 @@ func (d *Dedupe) prepare(ctx context.Context, p *sdk.MessageSendParams) (sdk.Tas
 
 // OnSendMessage implements a2asrv.RequestHandler.
 func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (sdk.SendMessageResult, error) {
+	answer := namesTask(p)
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
 		return nil, err
@@ -601,6 +649,12 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 		return d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
 	}
 	res, err := d.RequestHandler.OnSendMessage(ctx, p)
+	if answer {
+		err = whileExecuting(ctx, err, func() error {
+			res, err = d.RequestHandler.OnSendMessage(ctx, p)
+			return err
+		})
+	}
 	if err != nil && p != nil && p.Message != nil {
 		d.store.release(p.Message.TaskID)
 	}
@@ -614,13 +668,64 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 	return res, err
 }
 
+// namesTask reports whether p is a message to a task (an answer to a task in
+// input-required).
+func namesTask(p *sdk.MessageSendParams) bool {
+	return p != nil && p.Message != nil && p.Message.TaskID != ""
+}
+
+// whileExecuting calls send again, a little later each time, while its error says
+// that the task the message names has an execution still (the SDK's "task
+// execution is already in progress"), for 3 s at most, and returns its last error:
+// a client answers a task in input-required as soon as it reads that status, which
+// the task's execution reports just before it ends.
+func whileExecuting(ctx context.Context, err error, send func() error) error {
+	executing := func(err error) bool {
+		return err != nil && strings.Contains(err.Error(), "execution is already in progress")
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	wait := 10 * time.Millisecond
+	for executing(err) && time.Now().Before(deadline) {
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+		err = send()
+	}
+	return err
+}
+
 // OnSendMessageStream implements a2asrv.RequestHandler: a message seen before
 // subscribes to its task while it runs (here, on another node, or resumed after a
 // restart), else yields the task as it is.
 func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
+	answer := namesTask(p)
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
 		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
+	}
+	if !seen && answer {
+		return func(yield func(sdk.Event, error) bool) {
+			next, stop := iter.Pull2(d.RequestHandler.OnSendMessageStream(ctx, p))
+			ev, err, ok := next()
+			err = whileExecuting(ctx, err, func() error {
+				stop()
+				next, stop = iter.Pull2(d.RequestHandler.OnSendMessageStream(ctx, p))
+				ev, err, ok = next()
+				return err
+			})
+			defer func() { stop() }()
+			for ok {
+				if !yield(ev, err) {
+					return
+				}
+				ev, err, ok = next()
+			}
+		}
 	}
 	if !seen {
 		return func(yield func(sdk.Event, error) bool) {

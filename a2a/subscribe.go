@@ -20,12 +20,13 @@ import (
 // begins with the task as its session's events tell it (taskOf) and goes on with
 // the events that follow, as the executor reports them (Executor.follow): status
 // updates, the answer artifact as the model streams it, the end. A model call
-// already streaming when the subscriber came shows its answer whole once recorded
-// (Backend.Watch hands over the deltas of the calls requested after it began, and
-// no delta is kept to replay). A task in input-required is where 0.3's streams end (the
+// already streaming when the subscriber came shows its text so far, then its next
+// increments, where the node hands them over (Backend.Watch: Node.WatchDeltas), else
+// its answer whole once recorded. A task in input-required is where 0.3's streams end (the
 // status is final): its subscription yields it and ends; 1.0 streams until the
 // task ends, so its SubscribeToTask reports input-required and follows on once
-// the calls are answered. An ended task: 0.3 yields it and ends; 1.0 answers
+// the calls are answered, waiting on the session's live events, not reading the
+// log, while nobody answers (Executor.follow). An ended task: 0.3 yields it and ends; 1.0 answers
 // UnsupportedOperationError, as its specification says (GetTask reads it).
 
 // OnResubscribeToTask implements a2asrv.RequestHandler: the task, then its events

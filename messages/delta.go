@@ -58,6 +58,19 @@ const TopicDeltas = "troupe.deltas"
 // TypeDeltaWatch marks (in MetaType) a DeltaWatch on TopicTasks.
 const TypeDeltaWatch = "deltas.watch"
 
+// TypeDeltaCatchUpAsk marks (in MetaType) a DeltaWatch on TopicDeltas: Node has a
+// new watcher of the session's deltas, which came while a call may stream, and asks
+// the nodes performing its calls for their text so far (TypeDeltaCatchUp).
+const TypeDeltaCatchUpAsk = "deltas.catchup.ask"
+
+// TypeDeltaCatchUp marks (in MetaType) a DeltaBatch on TopicDeltas that tells a call's
+// text so far, in answer to a TypeDeltaCatchUpAsk: one delta with Reset (the text;
+// none when no delta came yet, an empty one when the text was too long to keep),
+// then one per tool call, all with the Seq of the last delta they stand for; End
+// counts the deltas the text stands for (since the call's last one with Reset; -1:
+// too long to keep). A node that follows the call already ignores it.
+const TypeDeltaCatchUp = "deltas.catchup"
+
 // DeltaBatch is the increments of one model call that the performing node had ready
 // at once, in order: a few milliseconds' worth, so that a hundred tokens make a few
 // bus messages, not a hundred. Node names the node that published it (a node does not

@@ -123,18 +123,95 @@ func TestClusterA2AResubscribeOnANodeThatDoesNotRunTheTask(t *testing.T) {
 	if last == nil || !last.Final || last.Status.State != sdk.TaskStateCompleted || partsOf(last.Status.Message) != want {
 		t.Fatalf("tasks/resubscribe ended with %#v", last)
 	}
-	// Deltas are best effort (the tail of a burst may lose the race with the
-	// answer, on another topic): the tokens streamed are the answer's first ones.
+	// Every token, in order (the answer waits for its call's last deltas), then
+	// the answer.
+	live, increments := streamedText(t, events, whole)
+	if text != want || !lastChunk || appended != len(pieces)-1 || increments != len(pieces) || live != whole {
+		t.Fatalf("tasks/resubscribe's answer artifact: %q (last chunk %v), %d increments, %d appended (%q), want the %d tokens then %q",
+			text, lastChunk, increments, appended, live, len(pieces), want)
+	}
+}
+
+// streamedText is the text a client shows of the increments of the answer
+// artifact (partial: before the recorded answer replaces it), and how many there
+// were; the text shown after each is a beginning of whole (nothing twice, no gap).
+func streamedText(t *testing.T, events []sdk.Event, whole string) (string, int) {
+	t.Helper()
 	var live string
+	n := 0
 	for _, ev := range events {
-		if a, ok := ev.(*sdk.TaskArtifactUpdateEvent); ok && (a.Append || a.Artifact.Metadata[a2a.PartialKey] == true) {
-			if !a.Append {
-				live = ""
-			}
-			live += partsOf(&sdk.Message{Parts: a.Artifact.Parts})
+		a, ok := ev.(*sdk.TaskArtifactUpdateEvent)
+		if !ok || !a.Append && a.Artifact.Metadata[a2a.PartialKey] != true {
+			continue
+		}
+		n++
+		if !a.Append {
+			live = ""
+		}
+		live += partsOf(&sdk.Message{Parts: a.Artifact.Parts})
+		if !strings.HasPrefix(whole, live) {
+			t.Fatalf("after %d increments the text is %q: not the answer's beginning", n, live)
 		}
 	}
-	if text != want || !lastChunk || appended < 20 || !strings.HasPrefix(whole, live) {
-		t.Fatalf("tasks/resubscribe's answer artifact: %q (last chunk %v), %d increments appended (%q), want the tokens then %q", text, lastChunk, appended, live, want)
+	return live, n
+}
+
+// A client whose message/stream broke mid-answer resubscribes on another API node,
+// which neither runs the task nor performs its model call and had no watcher of
+// it: it gets the answer's text so far at once (from the node performing the call,
+// which streams it onto the bus for the first client), then the tokens that follow,
+// in order, nothing twice, then the recorded answer and the task's end.
+func TestClusterA2AResubscribeMidAnswer(t *testing.T) {
+	pieces := tokens(100)
+	c := newDeltaCluster(t, func(int) openaitest.Reply {
+		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
+	})
+	c.a2a, c.pace = &node.A2AConfig{}, 20*time.Millisecond
+	owner, _, _ := c.node("owner", node.RoleSessions|node.RoleTools, 0)
+	c.node("models", node.RoleModels, 0)
+	apiNode, _, _ := c.node("api", node.RoleTools, 0)
+	otherNode, _, _ := c.node("other", node.RoleTools, 0)
+	waitFor(t, 60*time.Second, "the owner owning every partition", func() bool { return owner.PartitionsOwned() == 6 })
+	api := httptest.NewServer(apiNode.Handler())
+	defer api.Close()
+	other := httptest.NewServer(otherNode.Handler())
+	defer other.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	streaming, _ := a2aClient(t, api.URL, a2a.CardPath)
+	firstCtx, cut := context.WithCancel(ctx)
+	defer cut()
+	first := a2aFeed(streaming.SendStreamingMessage(firstCtx, &sdk.MessageSendParams{Message: userMessage("count to 100")}))
+	var id sdk.TaskID
+	for increments := 0; increments < 20; {
+		it, ok := nextItem(t, first, 30*time.Second)
+		if !ok || it.err != nil {
+			t.Fatalf("message/stream after %d increments: %v", increments, it.err)
+		}
+		id = it.ev.TaskInfo().TaskID
+		if a, isArtifact := it.ev.(*sdk.TaskArtifactUpdateEvent); isArtifact && a.Append {
+			increments++
+		}
+	}
+	cut() // the first client goes away mid-answer
+
+	subscriber, _ := a2aClient(t, other.URL, a2a.CardPath)
+	events := drainFeed(t, a2aFeed(subscriber.ResubscribeToTask(ctx, &sdk.TaskIDParams{ID: id})))
+	whole := strings.Join(pieces, "")
+	text, lastChunk, _, last := foldAnswer(events)
+	if last == nil || !last.Final || last.Status.State != sdk.TaskStateCompleted || text == "" || !strings.HasPrefix(whole, text) || !lastChunk {
+		t.Fatalf("tasks/resubscribe ended with %#v, answer %q", last, text)
+	}
+	live, increments := streamedText(t, events, whole)
+	var caughtUp string
+	for _, ev := range events {
+		if a, ok := ev.(*sdk.TaskArtifactUpdateEvent); ok {
+			caughtUp = partsOf(&sdk.Message{Parts: a.Artifact.Parts})
+			break
+		}
+	}
+	if live != whole || len(caughtUp) < len(strings.Join(pieces[:20], "")) || caughtUp == whole {
+		t.Fatalf("tasks/resubscribe mid-answer: %d increments, the first %q, then %q; want the first 20 tokens or more at once, then the others", increments, caughtUp, live)
 	}
 }

@@ -25,7 +25,12 @@ const deltaWatcherBuffer = 256
 // it missed, and none for a call whose model.responded it has.
 //
 // A model call streams only when its session has a watcher of deltas as the call
-// starts: a watcher that comes during a call gets deltas from the next one.
+// starts. A watcher that comes while a call streams (a client reconnecting
+// mid-answer) first gets the call's text so far, as one delta with Reset, then its
+// next deltas (deltas_catchup.go): from this node when it performs the call or
+// another watcher here followed it from its start, else from the node performing
+// it, over the bus, when the call streams onto it (another node watched as it
+// started); otherwise its answer comes whole.
 //
 // In a cluster (Bus) the watcher may be on any node: the session's owner, another
 // node that serves the API, or `node run --kafka`. A watcher on a node other than the
@@ -48,7 +53,10 @@ const deltaWatcherBuffer = 256
 // of a burst comes before the answer. When the watcher was shown fewer deltas than
 // the end counts (the bus or a full channel dropped some), or the end never came,
 // an empty delta with Reset comes just before the answer: the text shown is no
-// answer, the model.responded is. An owner that takes a session over (a rebalance)
+// answer, the model.responded is. A call that did not stream onto the bus (no node
+// watched as it started) has its owner publish its end, none sent, when another node
+// watches by the time it is answered (streamingRequests), so that a watcher that
+// got its model.requested does not wait. An owner that takes a session over (a rebalance)
 // says so on troupe.deltas (messages.DeltaOwners), and the watchers' nodes announce
 // them again at once (takenOver).
 //
@@ -82,12 +90,17 @@ func (n *Node) modelDeltas(req messages.EffectRequest) (func(messages.ModelDelta
 	var out *deltaStream
 	if c := n.hub.cluster; c != nil && (req.Stream || c.leases.watched(sid)) {
 		out = c.stream(sid)
+		out.key, out.hub = req.Key.String(), n.hub
 	}
 	if out == nil && !n.hub.wantsDeltas(sid) {
 		return nil, nil
 	}
 	red := &deltaRedactor{r: n.redactor}
 	key := req.Key.String()
+	n.hub.openCall(sid, key) // its text is kept for the watchers that come during it
+	if out != nil {
+		n.hub.cluster.begin(out)
+	}
 	var mu sync.Mutex
 	sent := 0 // deltas handed on since the last one with Reset (messages.DeltaEnd)
 	to := func(d messages.ModelDelta) {
@@ -115,6 +128,7 @@ func (n *Node) modelDeltas(req messages.EffectRequest) (func(messages.ModelDelta
 		n.hub.endDeltas(sid, "", end)
 		if out != nil {
 			out.done(end)
+			n.hub.cluster.end(out)
 		}
 	}
 	return to, done
@@ -191,6 +205,13 @@ type deltaCall struct {
 	lost, any bool
 	// end is the end of the performance followed (messages.DeltaEnd), once it came.
 	end *messages.DeltaEnd
+	// skip: the watcher came during the call, whose text was too long to keep
+	// (catchUp): its deltas are not shown until another attempt starts over.
+	skip bool
+	// caughtUp is the Seq of the last delta the text a watcher got when it came
+	// during the call stands for (catchUp): the deltas up to it from the same node
+	// are not shown again.
+	caughtUp uint64
 }
 
 // incomplete reports whether the text a watcher was shown of the call lacks
@@ -239,12 +260,12 @@ const deltaWaitingMax = 256
 func (h *Hub) deliverDeltas(sessionID, from string, ds ...messages.ModelDelta) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, w := range h.subs[sessionID] {
-		if !w.deltas || w.gone {
-			continue
-		}
-		for _, d := range ds {
-			h.offerDelta(sessionID, w, d, from)
+	for _, d := range ds {
+		h.record(sessionID, from, d)
+		for _, w := range h.subs[sessionID] {
+			if w.deltas && !w.gone {
+				h.offerDelta(sessionID, w, d, from)
+			}
 		}
 	}
 }
@@ -255,6 +276,7 @@ func (h *Hub) deliverDeltas(sessionID, from string, ds ...messages.ModelDelta) {
 func (h *Hub) endDeltas(sessionID, from string, end messages.DeltaEnd) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.closeCall(sessionID, end.Key, from)
 	var behind []*watcher
 	for _, w := range h.subs[sessionID] {
 		if w.deltas && !w.gone && !h.offerEnd(sessionID, w, end, from) {
@@ -279,7 +301,15 @@ func (h *Hub) offerEnd(sessionID string, w *watcher, end messages.DeltaEnd, from
 		return true
 	}
 	if c.seq != 0 && from != c.from {
+		if end.Sent == 0 && c.end == nil && w.hold != nil && w.hold.key == end.Key {
+			// No delta will come (the session's owner says the call did not stream
+			// to the bus): the answer goes on, after a reset.
+			return h.release(sessionID, w)
+		}
 		return true // a performance whose deltas the watcher is not shown
+	}
+	if c.end != nil && end.Sent == 0 {
+		return true // the owner's end of a call that streamed after all (streamingRequests)
 	}
 	c.end = &end
 	if w.hold != nil && w.hold.key == end.Key {
@@ -300,10 +330,20 @@ func (h *Hub) offerDelta(sessionID string, w *watcher, d messages.ModelDelta, fr
 		w.waiting = append(w.waiting, waitingDelta{d: d, from: from, callSeq: key.Seq})
 		return
 	}
+	if from == c.from && d.Seq <= c.caughtUp {
+		return // in the text the watcher got as it came
+	}
 	if c.seq != 0 && (from != c.from || d.Seq <= c.seq) {
 		// Another performance of the call (its first performer died; the call was
 		// issued again): what the watcher was shown belongs to no answer.
 		d.Reset, c.end = true, nil
+	}
+	if c.skip {
+		if !d.Reset {
+			c.seq = d.Seq
+			return // its text is not shown (catchUp)
+		}
+		c.skip = false
 	}
 	c.from, c.seq, c.step, c.attempt = from, d.Seq, d.Step, d.Attempt
 	delivered := !w.feeding && trySend(w, deltaEnvelope(sessionID, from, d))
@@ -315,6 +355,34 @@ func (h *Hub) offerDelta(sessionID string, w *watcher, d messages.ModelDelta, fr
 	default:
 		c.shown++
 		c.any = true
+	}
+}
+
+// answeredKept is how many of the calls last answered a watcher of deltas
+// remembers: a call's text so far read from the bus after its answer
+// (deliverCatchUp) is not shown.
+const answeredKept = 8
+
+// releaseWaiting offers w the deltas (and ends) that waited for call callSeq to
+// open. The caller holds h.mu.
+func (h *Hub) releaseWaiting(sessionID string, w *watcher, callSeq uint64) {
+	if len(w.waiting) == 0 {
+		return
+	}
+	var ready []waitingDelta
+	w.waiting = slices.DeleteFunc(w.waiting, func(x waitingDelta) bool {
+		if x.callSeq == callSeq {
+			ready = append(ready, x)
+			return true
+		}
+		return false
+	})
+	for _, x := range ready {
+		if x.end != nil {
+			h.offerEnd(sessionID, w, *x.end, x.from) // no model.responded of the call is held yet
+		} else {
+			h.offerDelta(sessionID, w, x.d, x.from)
+		}
 	}
 }
 
@@ -367,7 +435,11 @@ func (h *Hub) offerAmongDeltas(sessionID string, w *watcher, e messages.Envelope
 		hold.timer = time.AfterFunc(deltaTailWait, func() {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			if w.hold == hold && !w.gone && !h.release(sessionID, w) {
+			if w.hold != hold || w.gone {
+				return
+			}
+			h.tailTimeouts.Add(1)
+			if !h.release(sessionID, w) {
 				h.drop(sessionID, w)
 			}
 		})
@@ -423,27 +495,16 @@ func (h *Hub) track(sessionID string, w *watcher, e messages.Envelope) {
 		if w.calls == nil {
 			w.calls = map[string]*deltaCall{}
 		}
-		w.calls[key] = &deltaCall{}
-		if len(w.waiting) == 0 {
-			return
+		if w.calls[key] == nil { // else opened when the watcher came (catchUp)
+			w.calls[key] = &deltaCall{}
 		}
-		var ready []waitingDelta
-		w.waiting = slices.DeleteFunc(w.waiting, func(x waitingDelta) bool {
-			if x.callSeq == e.Seq {
-				ready = append(ready, x)
-				return true
-			}
-			return false
-		})
-		for _, x := range ready {
-			if x.end != nil {
-				h.offerEnd(sessionID, w, *x.end, x.from) // no model.responded of the call is held yet
-			} else {
-				h.offerDelta(sessionID, w, x.d, x.from)
-			}
-		}
+		h.releaseWaiting(sessionID, w, e.Seq)
 	case messages.TypeModelResponded:
 		delete(w.calls, e.CausationID)
+		if len(w.answered) == answeredKept {
+			w.answered = append(w.answered[:0], w.answered[1:]...)
+		}
+		w.answered = append(w.answered, e.CausationID)
 	}
 	// Deltas of calls requested before this event whose model.requested the watcher
 	// did not get (it came later) have no place any more.

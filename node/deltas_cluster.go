@@ -62,9 +62,14 @@ type clusterDeltas struct {
 	// nil on a bus that does not shard sessions); owned is the node's last assignment
 	// of them (Assigned), of ownedOf.
 	partition func(sessionID string, total int) int
-	ownedMu   sync.Mutex
-	owned     map[int]bool
-	ownedOf   int
+	// active are the calls this node streams onto the bus now, by session and key:
+	// a node with a new watcher of one of their sessions asks for their text so far
+	// (catchUpAsked).
+	activeMu sync.Mutex
+	active   map[string]map[string]*deltaStream
+	ownedMu  sync.Mutex
+	owned    map[int]bool
+	ownedOf  int
 }
 
 // newClusterDeltas sets up h (a hub on a shared bus, reading through live) to carry
@@ -79,6 +84,84 @@ func newClusterDeltas(h *Hub, pub message.Publisher, live message.Subscriber, no
 		}}
 	c.watching = &deltaAnnouncer{c: c, by: map[string]*announcement{}}
 	h.cluster = c
+}
+
+// begin registers s, a call this node streams onto the bus, until end: while one
+// streams, the node reads messages.TopicDeltas, where other nodes ask for the
+// text so far of the calls of their new watchers' sessions.
+func (c *clusterDeltas) begin(s *deltaStream) {
+	c.activeMu.Lock()
+	if c.active == nil {
+		c.active = map[string]map[string]*deltaStream{}
+	}
+	if c.active[s.sid] == nil {
+		c.active[s.sid] = map[string]*deltaStream{}
+	}
+	c.active[s.sid][s.key] = s
+	c.activeMu.Unlock()
+	go func() { // not in the model call's way: subscribing waits for the broker
+		if err := c.feed.acquire(); err != nil {
+			c.logger.Debug("cannot read the asks for the text of calls streaming", "session", s.sid, "err", err)
+			return
+		}
+		c.activeMu.Lock()
+		s.reading = true
+		ended := c.active[s.sid][s.key] != s
+		c.activeMu.Unlock()
+		if ended {
+			c.end(s)
+		}
+	}()
+}
+
+// end unregisters s (begin).
+func (c *clusterDeltas) end(s *deltaStream) {
+	c.activeMu.Lock()
+	if c.active[s.sid][s.key] == s {
+		delete(c.active[s.sid], s.key)
+		if len(c.active[s.sid]) == 0 {
+			delete(c.active, s.sid)
+		}
+	}
+	reading := s.reading
+	s.reading = false
+	c.activeMu.Unlock()
+	if reading {
+		c.feed.release()
+	}
+}
+
+// askCatchUp asks the nodes streaming calls of sessionID for their text so far
+// (messages.TypeDeltaCatchUpAsk).
+func (c *clusterDeltas) askCatchUp(sessionID string) {
+	b, err := messages.EncodeCommand(&messages.DeltaWatch{SessionID: sessionID, Node: c.node, TTLMS: deltaWatchTTL.Milliseconds()})
+	if err != nil {
+		return // a struct of strings and numbers: it cannot fail
+	}
+	msg := message.NewMessage(watermill.NewUUID(), b)
+	msg.Metadata.Set(messages.MetaSessionID, sessionID)
+	msg.Metadata.Set(messages.MetaType, messages.TypeDeltaCatchUpAsk)
+	if err := c.pub.Publish(messages.TopicDeltas, msg); err != nil {
+		c.logger.Debug("cannot ask for the text of the calls streaming; the watcher gets their next deltas only", "session", sessionID, "err", err)
+	}
+}
+
+// catchUpAsked answers a messages.TypeDeltaCatchUpAsk: each call of the session
+// this node streams now publishes its text so far.
+func (c *clusterDeltas) catchUpAsked(payload []byte) {
+	w, err := messages.DecodeDeltaWatch(payload)
+	if err != nil || w.Node == c.node {
+		return
+	}
+	c.activeMu.Lock()
+	streams := make([]*deltaStream, 0, len(c.active[w.SessionID]))
+	for _, s := range c.active[w.SessionID] {
+		streams = append(streams, s)
+	}
+	c.activeMu.Unlock()
+	for _, s := range streams {
+		go s.catchUp() // not in the feed's way: it publishes
+	}
 }
 
 func (c *clusterDeltas) close() {
@@ -103,9 +186,14 @@ func (h *Hub) joinDeltas(sessionID string, w *watcher) {
 			h.mu.Lock()
 			gone := w.gone
 			w.busDeltas = !gone
+			kept := len(h.streams[sessionID]) > 0
 			h.mu.Unlock()
 			if gone {
 				c.feed.release()
+			} else if !kept {
+				// The calls that stream now elsewhere: their text so far, read from
+				// now on (catchUpAsked).
+				c.askCatchUp(sessionID)
 			}
 		}
 	}
@@ -126,8 +214,17 @@ func (h *Hub) joinDeltas(sessionID string, w *watcher) {
 // messages.DeltaOwners has this node announce its watchers of the partitions it
 // names again.
 func (h *Hub) handleDeltas(msg *message.Message) {
-	if msg.Metadata.Get(messages.MetaType) == messages.TypeDeltaOwners {
+	switch msg.Metadata.Get(messages.MetaType) {
+	case messages.TypeDeltaOwners:
 		h.cluster.ownersChanged(msg.Payload)
+		return
+	case messages.TypeDeltaCatchUpAsk:
+		h.cluster.catchUpAsked(msg.Payload)
+		return
+	case messages.TypeDeltaCatchUp:
+		if b, err := messages.DecodeDeltaBatch(msg.Payload); err == nil && b.Node != h.cluster.node && b.End != nil {
+			h.deliverCatchUp(b.SessionID, b.Node, b.Deltas, *b.End)
+		}
 		return
 	}
 	if sid := msg.Metadata.Get(messages.MetaSessionID); sid != "" && !h.wantsDeltas(sid) {
@@ -153,6 +250,10 @@ func (c *clusterDeltas) stream(sessionID string) *deltaStream {
 type deltaStream struct {
 	c   *clusterDeltas
 	sid string
+	// key and hub: the call streamed, whose text the hub keeps (catchUp); unset
+	// for the end of a call that did not stream (streamingRequests).
+	key string
+	hub *Hub
 
 	send sync.Mutex // held while a batch is published: batches go out in order
 
@@ -161,6 +262,8 @@ type deltaStream struct {
 	bytes   int
 	timer   *time.Timer // the flush of held, when one is due
 	dropped int
+
+	reading bool // holds a user of the delta feed (begin); guarded by c.activeMu
 }
 
 // add holds d for the next batch, which goes out after deltaLinger.
@@ -182,6 +285,11 @@ func (s *deltaStream) add(d messages.ModelDelta) {
 func (s *deltaStream) flush(end *messages.DeltaEnd) {
 	s.send.Lock()
 	defer s.send.Unlock()
+	s.publish(messages.TypeModelDelta, s.take(), end)
+}
+
+// take returns the deltas held, and no more are.
+func (s *deltaStream) take() []messages.ModelDelta {
 	s.mu.Lock()
 	batch, dropped := s.held, s.dropped
 	s.held, s.bytes, s.dropped = nil, 0, 0
@@ -193,6 +301,12 @@ func (s *deltaStream) flush(end *messages.DeltaEnd) {
 	if dropped > 0 {
 		s.c.logger.Debug("model deltas dropped: the bus is slower than the model", "session", s.sid, "dropped", dropped)
 	}
+	return batch
+}
+
+// publish publishes batch and end, unless both are empty, as a message of type typ.
+// The caller holds s.send.
+func (s *deltaStream) publish(typ messages.Type, batch []messages.ModelDelta, end *messages.DeltaEnd) {
 	if len(batch) == 0 && end == nil {
 		return
 	}
@@ -202,10 +316,23 @@ func (s *deltaStream) flush(end *messages.DeltaEnd) {
 	}
 	msg := message.NewMessage(watermill.NewUUID(), b)
 	msg.Metadata.Set(messages.MetaSessionID, s.sid)
-	msg.Metadata.Set(messages.MetaType, string(messages.TypeModelDelta))
+	msg.Metadata.Set(messages.MetaType, string(typ))
 	if err := s.c.pub.Publish(messages.TopicDeltas, msg); err != nil {
 		s.c.logger.Debug("model deltas not published", "session", s.sid, "deltas", len(batch), "err", err)
 	}
+}
+
+// catchUp publishes the call's text so far (messages.TypeDeltaCatchUp), in order
+// with its batches: after the deltas held, which it stands for too.
+func (s *deltaStream) catchUp() {
+	s.send.Lock()
+	defer s.send.Unlock()
+	s.publish(messages.TypeModelDelta, s.take(), nil)
+	ds, n, ok := s.hub.textSoFar(s.sid, s.key)
+	if !ok {
+		return // the call ended
+	}
+	s.publish(messages.TypeDeltaCatchUp, ds, &messages.DeltaEnd{Key: s.key, Sent: n})
 }
 
 // done publishes what is held once the call returned, with end (the call's last
@@ -459,18 +586,50 @@ func (c *clusterDeltas) announce(sessionID string) {
 	}
 }
 
-// streamingRequests marks the model requests it sends to other nodes to stream
+// streamingRequests stands before the model effects of a node's own sessions in a
+// cluster. Asking other nodes (not local), it marks the model requests to stream
 // (messages.EffectRequest.Stream) while their session has a watcher of deltas, on
-// this node or another.
+// this node or another. Either way, for a call that did not stream onto the bus
+// (no watcher elsewhere as it started) whose session is watched elsewhere by the
+// time it is answered, it publishes the call's end (messages.DeltaEnd, none sent)
+// before the answer goes on: a watcher that got the call's model.requested
+// without its deltas (its owner heard of it after the call started) holds the
+// call's model.responded until the end came (offerAmongDeltas), and would else wait
+// deltaTailWait for an end no node sends.
 type streamingRequests struct {
 	actors.Effects
 	hub *Hub
+	// local: the node performs the calls itself (modelDeltas streams them when the
+	// session is watched elsewhere as they start).
+	local bool
 }
 
 // Perform implements actors.Effects.
 func (s streamingRequests) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
-	if req.Model != nil && (s.hub.wantsDeltas(req.SessionID) || s.hub.cluster != nil && s.hub.cluster.leases.watched(req.SessionID)) {
+	c := s.hub.cluster
+	if req.Model == nil || c == nil {
+		s.Effects.Perform(req, reply)
+		return
+	}
+	sid := req.SessionID
+	if !s.local && (s.hub.wantsDeltas(sid) || c.leases.watched(sid)) {
 		req.Stream = true
 	}
-	s.Effects.Perform(req, reply)
+	streamed := req.Stream || s.local && c.leases.watched(sid)
+	if streamed {
+		s.Effects.Perform(req, reply)
+		return
+	}
+	key := req.Key.String()
+	s.Effects.Perform(req, func(rep messages.EffectReply) {
+		end := messages.DeltaEnd{Key: key}
+		if !s.local && s.hub.wantsDeltas(sid) {
+			// Watchers here that read the bus for the session's deltas.
+			s.hub.endDeltas(sid, c.node, end)
+		}
+		if c.leases.watched(sid) {
+			c.stream(sid).done(end)
+		}
+		reply(rep)
+	})
 }

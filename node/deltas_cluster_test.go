@@ -24,7 +24,7 @@ import (
 )
 
 // topicCounter counts the messages a node publishes to one topic (but its
-// deltas.owners), and the announcements of its watchers of deltas (deltas.watch) it
+// deltas.owners and deltas.catchup.ask), and the announcements of its watchers of deltas (deltas.watch) it
 // lets through gate.
 type topicCounter struct {
 	message.Publisher
@@ -39,7 +39,7 @@ type topicCounter struct {
 func (p *topicCounter) Publish(topic string, msgs ...*message.Message) error {
 	for _, m := range msgs {
 		typ := m.Metadata.Get(messages.MetaType)
-		if topic == p.topic && typ != messages.TypeDeltaOwners {
+		if topic == p.topic && typ != messages.TypeDeltaOwners && typ != messages.TypeDeltaCatchUpAsk {
 			p.msgs.Add(1)
 		}
 		switch typ {

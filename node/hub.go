@@ -49,6 +49,13 @@ type Hub struct {
 	// cluster carries model deltas between nodes (deltas_cluster.go); nil on the
 	// embedded bus.
 	cluster *clusterDeltas
+	// streams holds the text so far of the model calls that stream through the hub,
+	// by session and call key, for the watchers that come during them
+	// (deltas_catchup.go).
+	streams map[string]map[string]*callText
+	// tailTimeouts counts the model.responded held deltaTailWait in full for their
+	// call's end (offerAmongDeltas): an end lost, or never sent.
+	tailTimeouts atomic.Int64
 	// tap also gets every message the bus feed reads (sessionFeed.fromBus); set once, before the feed runs.
 	tap func(*message.Message)
 }
@@ -76,9 +83,10 @@ type watcher struct {
 	// What a watcher of deltas has been handed (deltas.go): the seq of its last
 	// event, the model calls whose model.requested it has and not their
 	// model.responded, and the deltas that came before their call's model.requested.
-	seen    uint64
-	calls   map[string]*deltaCall
-	waiting []waitingDelta
+	seen     uint64
+	calls    map[string]*deltaCall
+	waiting  []waitingDelta
+	answered []string // the keys of the calls last answered (answeredKept)
 	// hold is a model.responded waiting for its call's last deltas, and the events
 	// after it (deltas.go); nil when none waits.
 	hold *deltaHold
@@ -131,6 +139,11 @@ func (h *Hub) deliver(sessionID string, events []messages.Envelope) {
 func (h *Hub) fanOut(sessionID string, events []messages.Envelope, remote bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	for _, e := range events {
+		if e.Type == messages.TypeModelResponded {
+			h.forgetCall(sessionID, e.CausationID)
+		}
+	}
 	var behind []*watcher // rare: dropped once the loop is done with the slice
 	for _, w := range h.subs[sessionID] {
 		if w.remote != remote {
@@ -239,6 +252,9 @@ func (h *Hub) drop(sessionID string, w *watcher) {
 	if w.busDeltas {
 		go h.cluster.feed.release()
 	}
+	if w.deltas && !slices.ContainsFunc(h.subs[sessionID], func(x *watcher) bool { return x.deltas }) {
+		h.forgetRemoteCalls(sessionID)
+	}
 	if w.announced {
 		h.cluster.watching.remove(sessionID)
 	}
@@ -270,6 +286,9 @@ func (h *Hub) watch(sessionID string, deltas bool) (<-chan messages.Envelope, fu
 	// comes first or finds the watcher (revoked).
 	if h.bus == nil || h.isLocal == nil || h.isLocal(sessionID) {
 		h.add(sessionID, w)
+		if deltas {
+			h.catchUp(sessionID, w)
+		}
 		h.mu.Unlock()
 		if deltas {
 			h.joinDeltas(sessionID, w)
@@ -292,6 +311,9 @@ func (h *Hub) watch(sessionID string, deltas bool) (<-chan messages.Envelope, fu
 	}
 	h.add(sessionID, w)
 	h.remote[sessionID]++
+	if deltas {
+		h.catchUp(sessionID, w)
+	}
 	h.mu.Unlock()
 	if deltas {
 		h.joinDeltas(sessionID, w)
@@ -349,6 +371,7 @@ func (h *Hub) dropRemote() {
 func (h *Hub) close() {
 	h.mu.Lock()
 	h.closed = true
+	h.streams = nil
 	for sid, set := range h.subs {
 		for _, w := range slices.Clone(set) {
 			h.drop(sid, w)

@@ -183,11 +183,17 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		ModelTimeout: cfg.ModelTimeout, ToolTimeout: cfg.ToolTimeout, OnRepeat: n.metrics.effectHits.Inc, Logger: cfg.Logger,
 		ModelDeltas: n.modelDeltas, Trace: n.tracing.effectHook()})
 	if !n.wiring().asksRemote() {
+		if n.hub.cluster != nil && n.wiring().runsSessions() {
+			return streamingRequests{Effects: n.local, hub: n.hub, local: true}, nil // deltas_cluster.go
+		}
 		return n.local, nil
 	}
 	n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger,
 		Inject: n.tracing.injectHook()})
 	byKind := actors.EffectsByKind{Model: n.local, Tools: n.local}
+	if n.hub.cluster != nil {
+		byKind.Model = streamingRequests{Effects: n.local, hub: n.hub, local: true}
+	}
 	if !cfg.Roles.Has(RoleModels) {
 		byKind.Model = streamingRequests{Effects: n.remote, hub: n.hub} // deltas_cluster.go
 	}
