@@ -19,7 +19,8 @@ import (
 
 // The series of a node's own work: its sessions' tasks, steps, tokens, cost and
 // model and tool calls (sessionMetrics), its log appends (timedStore), its actors'
-// restarts (actorRestarts) and its bus consumers' lag (busLag).
+// restarts (actorRestarts), its bus consumers' lag (busLag) and its watchers' waits
+// for the end of a call's deltas (deltaTailTimeouts).
 
 // Bounds of the label values of the session series: past maxLabelValues names of a
 // dimension (agents, models, tools), a new name counts as otherLabel; a task whose
@@ -587,6 +588,14 @@ func actorKind(id string) string {
 	default:
 		return "other"
 	}
+}
+
+// deltaTailTimeouts exports troupe_deltas_tail_timeouts_total from hub's count
+// (Hub.tailTimeouts), read at each scrape.
+func deltaTailTimeouts(hub *Hub) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "deltas", Name: "tail_timeouts_total",
+		Help: "Model answers that a watcher of deltas held the full 1 s for the end of their call's deltas from another node, which never came (lost on the bus, or never sent): its client got an empty delta with reset, then the answer. Stays 0 on the embedded bus."},
+		func() float64 { return float64(hub.tailTimeouts.Load()) })
 }
 
 // LagReporter is a bus subscriber that knows its consumers' lag

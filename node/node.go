@@ -593,6 +593,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.gate.keepSignIns(n.log)
 	wlog := newBusLogger(cfg.Logger)
 	n.openBus(wlog)
+	n.metrics.Registry.MustRegister(deltaTailTimeouts(n.hub)) // the hub openBus made
 	n.feed = newSessionFeed(n.hub.bus)
 	n.hub.tap = n.feed.fromBus
 	if b := n.hub.bus; b != nil {

@@ -351,6 +351,28 @@ FROM events
 WHERE seq = 1 AND type = 'task.submitted'
 GROUP BY session_id) USING session_id`
 
+// runningQuery is sessionsQuery for the running sessions (Filter{Status: running,
+// SessionsOnly: true}): it reads the summaries (session_summaries) of the
+// sessions that open_tasks holds with a task not ended, by key, rather than every
+// summary, so that its cost is that of the running sessions, not of every stream
+// the log ever had. open_tasks holds every running session and may hold a few
+// more (see schema/0008_running_sessions.sql): Sessions filters with runningCond
+// as it does over sessionsQuery.
+const runningQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id
+FROM (SELECT session_id,
+	uniqExactMerge(events) AS n_events,
+	uniqExactIfMerge(steps) AS n_steps,
+	maxMerge(last_seq) AS max_seq,
+	argMaxIfMerge(status_type) AS latest_task_type,
+	minMerge(started_us) AS first_us,
+	maxMerge(updated_us) AS last_us,
+	uniqExactIfMerge(tasks) AS n_tasks,
+	uniqExactIfMerge(ended) AS n_ended,
+	anyIfMerge(parent) AS parent_id
+FROM session_summaries
+WHERE session_id IN (SELECT session_id FROM open_tasks GROUP BY session_id HAVING max(sign) > 0)
+GROUP BY session_id)`
+
 // The status filters of Sessions: eventlog.SessionStatus in SQL.
 const (
 	runningCond = "(n_tasks > n_ended OR latest_task_type NOT IN ('task.completed', 'task.failed'))"
@@ -370,6 +392,9 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: negative limit %d", f.Limit)
 	}
 	q := sessionsQuery
+	if f.Status == messages.StatusRunning && f.SessionsOnly {
+		q = runningQuery
+	}
 	var args, condArgs []any
 	var conds []string
 	if f.SinceUS != 0 { // the zero Filter lists every session, even one started before 1970

@@ -135,8 +135,17 @@
 // holds per-session aggregate states (distinct events and steps, last seq,
 // latest task.* type, first and last ts) and table session_tasks the number of
 // tasks submitted and ended (a session with a task not ended is running), each
-// filled by a materialized view, so that Sessions reads one row per session. Table ownership lists
-// the epochs Own took, per partition.
+// filled by a materialized view, so that Sessions reads one row per session. The
+// running sessions (Filter{Status: running, SessionsOnly: true}, listed at every
+// start, partition assignment and list of pending approvals) are read by key from
+// table session_summaries (the same states and the parent, in granules of 32
+// rows), for the sessions that table open_tasks holds: a CollapsingMergeTree with
+// a row +1 per task submitted and -1 per task ended (by its correlation ID), whose
+// pairs vanish as parts merge, so that the listing costs what the running sessions
+// cost, not what every ended session and every stream that is no session (a
+// dashboard sign-in) does. open_tasks may keep an ended session (a row written
+// twice); the listing checks each against its summary. Table ownership lists the
+// epochs Own took, per partition.
 //
 // # Large payloads
 //

@@ -47,6 +47,24 @@
 // processes must share a local file system: WAL mode coordinates them through
 // shared memory (the -shm file).
 //
+// # Upgrades of a shared log
+//
+// Processes of different builds may share a log during a rolling upgrade. Open
+// migrates an older schema, and a running process of an older build, which
+// checked the version only when it opened, keeps working, since each migration
+// only adds (tables, columns, indexes its statements do not name). One did not:
+// schema 5 made index events_by_epoch partial (epoch > 0), and a build of schema 4
+// names that index in its prepared Read statement without epoch > 0, which SQLite
+// then refuses to plan ("no query solution"): every Read from a seq above 1 of
+// that process would fail until it restarts, and it would refuse to restart, the
+// schema being newer than it knows. So a Shared Open that finds the log at
+// schema 4 and held by another process (olderBuildSteps) moves it to schema 5
+// with the full index kept, which this build's statements use as well; the
+// first Open that holds the directory alone makes the index partial. Until then
+// each append writes an index entry, as under schema 4. A process of an older
+// build that opens the log after the migration is refused with the version it
+// found and "run a newer build".
+//
 // # Fencing
 //
 // Log implements eventlog.Fencing. Own and AppendLeased go through the writer

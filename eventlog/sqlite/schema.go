@@ -137,11 +137,68 @@ const sessionParent = `(SELECT json_extract(CAST(p.payload AS TEXT), '$.parent.s
 // SchemaVersion is the schema version this build writes.
 const SchemaVersion = 6 // = len(migrations), checked by a test
 
+// olderBuildSteps are the migrations whose statements a process of an older
+// build, still running on a Shared log, cannot live with, and what migrate does
+// instead while such a process may run (it opens the log beside others):
+//
+//   - 5 replaces events_by_epoch with a partial index, which the statement of a
+//     build of schema 4 (INDEXED BY events_by_epoch, without epoch > 0) cannot use:
+//     every Read with fromSeq > 1 of that process would fail with "no query
+//     solution", and nothing in it checks the schema again before it restarts.
+//     Instead the full index stays, which this build's statements use as well
+//     (they name epoch > 0, which a full index serves too); narrowEpochIndex makes
+//     it partial at an Open that finds the directory held by nobody else.
+var olderBuildSteps = map[int][]string{
+	4: nil,
+}
+
+// epochIndexWhere is the condition of the partial index events_by_epoch (schema 5).
+const epochIndexWhere = "WHERE epoch > 0"
+
+// narrowEpochIndex makes events_by_epoch partial (schema 5) where migrate left the
+// full index of schema 4 for a process of an older build (olderBuildSteps). Open
+// calls it when it holds the log alone, so no such process runs.
+func narrowEpochIndex(ctx context.Context, conn *sql.Conn, path string) error {
+	full := func() (bool, error) {
+		var ddl string
+		err := conn.QueryRowContext(ctx, "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'events_by_epoch'").Scan(&ddl)
+		if err != nil {
+			return false, fmt.Errorf("eventlog/sqlite: %s: look up index events_by_epoch: %w", path, err)
+		}
+		return !strings.Contains(ddl, epochIndexWhere), nil
+	}
+	if f, err := full(); err != nil || !f {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: narrow index events_by_epoch: begin: %w", path, err)
+	}
+	f, err := full()
+	if err == nil && f {
+		for _, stmt := range migrations[4] {
+			if _, err = conn.ExecContext(ctx, stmt); err != nil {
+				err = fmt.Errorf("eventlog/sqlite: %s: narrow index events_by_epoch: %w", path, err)
+				break
+			}
+		}
+	}
+	if err != nil {
+		_, _ = conn.ExecContext(ctx, "ROLLBACK")
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: narrow index events_by_epoch: commit: %w", path, err)
+	}
+	return nil
+}
+
 // migrate brings the database on conn to SchemaVersion, one transaction per step. It
 // is idempotent, and refuses a database written by a newer build. Each step takes
 // the write lock first (BEGIN IMMEDIATE) and reads the version again inside it, so
-// that processes opening one fresh Shared log at once migrate it once.
-func migrate(ctx context.Context, conn *sql.Conn, path string) error {
+// that processes opening one fresh Shared log at once migrate it once. Unless
+// alone (no other process held the log as it opened), a step of olderBuildSteps
+// from the version the log was found at runs its replacement.
+func migrate(ctx context.Context, conn *sql.Conn, path string, alone bool) error {
 	version := func() (int, error) {
 		var v int
 		if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
@@ -156,7 +213,9 @@ func migrate(ctx context.Context, conn *sql.Conn, path string) error {
 	if v, err := version(); err != nil || v == SchemaVersion {
 		return err // up to date: no write lock needed
 	}
-	for {
+	// Only a log found at a version may be in use by a process of a build of that
+	// version: the steps after the first run as they are.
+	for first := true; ; first = false {
 		if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 			return fmt.Errorf("eventlog/sqlite: migrate %s: begin: %w", path, err)
 		}
@@ -168,7 +227,11 @@ func migrate(ctx context.Context, conn *sql.Conn, path string) error {
 			return nil
 		}
 		if err == nil {
-			err = migrateStep(ctx, conn, v)
+			stmts := migrations[v]
+			if instead, ok := olderBuildSteps[v]; ok && !alone && first {
+				stmts = instead
+			}
+			err = migrateStep(ctx, conn, v, stmts)
 			if err != nil {
 				err = fmt.Errorf("eventlog/sqlite: migrate %s to schema %d: %w", path, v+1, err)
 			}
@@ -180,10 +243,10 @@ func migrate(ctx context.Context, conn *sql.Conn, path string) error {
 	}
 }
 
-// migrateStep moves the schema from version v to v+1 and commits, inside the
-// transaction that migrate began.
-func migrateStep(ctx context.Context, conn *sql.Conn, v int) error {
-	for _, stmt := range slices.Concat(migrations[v], []string{fmt.Sprintf("PRAGMA user_version = %d", v+1)}) {
+// migrateStep moves the schema from version v to v+1 with stmts (migrations[v],
+// or its replacement) and commits, inside the transaction that migrate began.
+func migrateStep(ctx context.Context, conn *sql.Conn, v int, stmts []string) error {
+	for _, stmt := range slices.Concat(stmts, []string{fmt.Sprintf("PRAGMA user_version = %d", v+1)}) {
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {
 			return err
 		}

@@ -105,6 +105,9 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 		beforeGroup: beforeGroup,
 	}
 	l.reqPool.New = func() any { return &appendReq{done: make(chan error, 1)} }
+	// Whether this process opens the log alone: an exclusive opener does; a shared
+	// one when nobody held the directory just before (see olderBuildSteps).
+	alone := !cfg.Shared || !lockHeld(dir)
 	if l.lock, err = lockDir(dir, cfg.Shared); err != nil {
 		return nil, err
 	}
@@ -140,8 +143,13 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	if l.ckconn, err = l.wdb.Conn(ctx); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
 	}
-	if err := migrate(ctx, l.wconn, l.path); err != nil {
+	if err := migrate(ctx, l.wconn, l.path, alone); err != nil {
 		return nil, l.busyErr(err)
+	}
+	if alone {
+		if err := narrowEpochIndex(ctx, l.wconn, l.path); err != nil {
+			return nil, l.busyErr(err)
+		}
 	}
 	if err := l.wconn.Raw(func(dc any) error { return l.w.prepare(ctx, dc) }); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", l.path, err)

@@ -1,0 +1,99 @@
+//go:build unix
+
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// schema4ReadEpoch is the statement with which a build of schema 4 read the
+// highest epoch before fromSeq: it names the index, without epoch > 0.
+const schema4ReadEpoch = `SELECT coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch
+		WHERE session_id = ? AND seq < ? ORDER BY epoch DESC LIMIT 1), 0)`
+
+// A rolling upgrade of a Shared log of schema 4: a process of that build runs
+// while one of this build opens the log and migrates it. The older process's
+// statement, prepared before, names the index events_by_epoch, which it could not
+// use once partial (schema 5): every Read with fromSeq > 1 would fail. So the
+// migration keeps the full index while another process holds the log, and the
+// older process keeps reading; an Open that finds the log held by nobody else
+// makes the index partial.
+func TestRollingUpgradeKeepsTheEpochIndexOfAnOlderProcess(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, dbFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for v := range 4 {
+		for _, stmt := range migrations[v] {
+			if _, err := db.ExecContext(ctx, stmt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := db.ExecContext(ctx, "PRAGMA user_version = 4"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, `INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
+		VALUES ('s', 1, 's/1', 'task.submitted', 1, '', '', 1, 'session', '{}', 0), ('s', 2, 's/2', 'model.requested', 1, '', '', 2, 'session', '{}', 3)`); err != nil {
+		t.Fatal(err)
+	}
+	// The older process: it holds the directory as a Shared opener does, and has
+	// prepared its statement.
+	older, err := lockDir(dir, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldRead, err := db.PrepareContext(ctx, schema4ReadEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer oldRead.Close()
+	readEpoch := func() (int64, error) {
+		var epoch int64
+		err := oldRead.QueryRowContext(ctx, "s", 3).Scan(&epoch)
+		return epoch, err
+	}
+
+	l, err := Open(ctx, Config{Dir: dir, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if epoch, err := readEpoch(); err != nil || epoch != 3 {
+		t.Fatalf("the older process reads epoch %d (%v) after the migration, want 3", epoch, err)
+	}
+	if events, err := l.Read(ctx, "s", 2); err != nil || len(events) != 1 {
+		t.Fatalf("this build reads %d events (%v) beside it, want 1", len(events), err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unlockDir(older, true); err != nil {
+		t.Fatal(err)
+	}
+
+	// Alone, Open makes the index partial, which the older statement cannot use.
+	l, err = Open(ctx, Config{Dir: dir, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var ddl string
+	if err := l.rdb.QueryRowContext(ctx, "SELECT sql FROM sqlite_master WHERE name = 'events_by_epoch'").Scan(&ddl); err != nil || !strings.Contains(ddl, epochIndexWhere) {
+		t.Fatalf("events_by_epoch is %q (%v) once opened alone, want the partial index", ddl, err)
+	}
+	if _, err := readEpoch(); err == nil || !strings.Contains(err.Error(), "no query solution") {
+		t.Fatalf("the statement of schema 4 over the partial index: %v, want no query solution", err)
+	}
+	if events, err := l.Read(ctx, "s", 2); err != nil || len(events) != 1 {
+		t.Fatalf("this build reads %d events (%v), want 1", len(events), err)
+	}
+}
