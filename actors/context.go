@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -117,17 +118,31 @@ type countMemo struct {
 	mu    sync.Mutex
 	texts map[string]int
 	specs map[specsID]int
+	// last is the text counted or found last, with its count: the prompt of an
+	// agent whose sessions start one after another, compared without hashing it
+	// (a string compares equal to itself without reading its bytes).
+	last atomic.Pointer[textCount]
+}
+
+type textCount struct {
+	s string
+	n int
 }
 
 // text returns the tokens of s.
 func (m *countMemo) text(s string) int {
+	if l := m.last.Load(); l != nil && l.s == s {
+		return l.n
+	}
 	m.mu.Lock()
 	n, ok := m.texts[s]
 	m.mu.Unlock()
 	if ok {
+		m.last.Store(&textCount{s, n})
 		return n
 	}
 	n = contextTokens.Count(s)
+	m.last.Store(&textCount{s, n})
 	m.mu.Lock()
 	if len(m.texts) >= maxPrefixCounts {
 		clear(m.texts)

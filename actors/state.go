@@ -317,8 +317,8 @@ type SessionState struct {
 	agents Agents
 	// lastID is the ID of the latest applied event.
 	lastID string
-	// approvals are every approval the session requested, by the key of its call;
-	// approvalOrder the same, in the order they were requested.
+	// approvals are every approval the session requested, by the key of its call
+	// (nil until the first); approvalOrder the same, in the order they were requested.
 	approvals     map[string]*approval
 	approvalOrder []*approval
 	// ctx caches what building a request's context counts (context.go).
@@ -342,7 +342,7 @@ func (s *SessionState) keyAt(seq uint64) string {
 
 // NewSessionState returns the state of a session with no events.
 func NewSessionState(sessionID string) *SessionState {
-	return &SessionState{SessionID: sessionID, seen: map[string]struct{}{}, approvals: map[string]*approval{}}
+	return &SessionState{SessionID: sessionID, seen: map[string]struct{}{}}
 }
 
 // WithAgents tells the state the agents its tasks may name, so that the tasks of
