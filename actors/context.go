@@ -242,6 +242,10 @@ func (s *SessionState) turnID(i int) string {
 	return c.ids[i-len(smallTurnIDs)]
 }
 
+// itemsHeadroom is the room for more candidates a session's buffer of them is made
+// with (contextCache.items): a tool call and its result, twice.
+const itemsHeadroom = 4
+
 // smallTurnIDs are the IDs of the first conversation messages, made once (a
 // constant table, never written after).
 var smallTurnIDs = func() (ids [64]string) {
@@ -311,7 +315,11 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 
 	prefix := stablePrefix(a.SystemPrompt, section)
 	clear(s.ctx.items[:cap(s.ctx.items)])
-	items := slices.Grow(s.ctx.items[:0], len(s.history)+3) // the build copies what it keeps
+	items := s.ctx.items[:0] // the build copies what it keeps
+	if need := len(s.history) + 3; cap(items) < need {
+		// With room for the turns of a step or two: the task's next builds reuse it.
+		items = make([]pctx.Item, 0, need+itemsHeadroom)
+	}
 	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: prefix,
 		Tokens: s.prefixTokens(prefix, specs)})
 	start := len(s.history) // the task's input; past the end when no task runs
