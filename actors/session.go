@@ -603,7 +603,8 @@ func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
 
 func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
 	a.inflight.remove(m.Key)
-	for _, pc := range a.state.PendingCalls() {
+	var buf [pendingOnStack]PendingCall
+	for _, pc := range a.state.appendPendingCalls(buf[:0]) {
 		if pc.Key != m.Key {
 			continue
 		}
@@ -795,8 +796,13 @@ func (a *SessionActor) agent() Agent {
 	return agent
 }
 
+// pendingOnStack is how many pending calls the session actor gathers without
+// allocating (SessionState.appendPendingCalls).
+const pendingOnStack = 4
+
 func (a *SessionActor) issueEffects(ctx actor.Context) {
-	pending := a.state.PendingCalls()
+	var buf [pendingOnStack]PendingCall
+	pending := a.state.appendPendingCalls(buf[:0])
 	a.cancelAbandoned(pending)
 	if a.draining {
 		return // the session's next owner issues what is requested and unanswered
