@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,9 +181,9 @@ func (m *countMemo) tools(specs []messages.ToolSpec) int {
 // tools' schemas while they do not change. The counts are a pure function of the
 // texts, so the cache changes no decision.
 type contextCache struct {
-	turns      []int    // tokens of history[i]
-	turnsBuf   [12]int  // turns' first array: a task's few turns need no allocation
-	ids        []string // the item IDs of history[i], from len(smallTurnIDs) on
+	turns      []int32   // tokens of history[i] (int32: SessionState fits a smaller size class)
+	turnsBuf   [12]int32 // turns' first array: a task's few turns need no allocation
+	ids        []string  // the item IDs of history[i], from len(smallTurnIDs) on
 	sys        string
 	sysTokens  int
 	tools      []messages.ToolSpec // the specs toolTokens is of (compared by identity)
@@ -221,12 +222,16 @@ func (s *SessionState) turnTokens(i int) int {
 		c.turns = c.turnsBuf[:0] // SessionState is only ever used by pointer
 	}
 	if n := len(s.history); len(c.turns) < n {
-		c.turns = append(slices.Grow(c.turns, n+8-len(c.turns)), make([]int, n-len(c.turns))...)
+		c.turns = append(slices.Grow(c.turns, n+8-len(c.turns)), make([]int32, n-len(c.turns))...)
 	}
 	if c.turns[i] == 0 {
-		c.turns[i] = pctx.CountMessage(contextTokens, s.history[i])
+		n := pctx.CountMessage(contextTokens, s.history[i])
+		if n > math.MaxInt32 {
+			return n // not kept: no message is that long
+		}
+		c.turns[i] = int32(n)
 	}
-	return c.turns[i]
+	return int(c.turns[i])
 }
 
 // turnID returns the ID of history message i as a context item ("turn/<i>"),
