@@ -349,13 +349,12 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 	// With a model for summaries, the report names what to summarise, and the
 	// session summarises what is still cut (compress.go, sectionPlan).
 	_, b.Options.Summarize = a.summaryModel()
-	c, err := b.Build(items)
+	msgs, report, err := b.BuildMessages(items)
 	s.ctx.items = items
 	if err != nil {
 		// The items are made here with unique IDs and counts: it cannot fail.
 		panic("actors: building a context: " + err.Error())
 	}
-	msgs, report := c.Messages(), &c.Report
 	report.Notes = notes
 	s.ctx.last.ok, s.ctx.last.key, s.ctx.last.msgs, s.ctx.last.report = true, key, msgs, report
 	return msgs, specs, report
@@ -439,17 +438,16 @@ func (s *SessionState) paradigmContext(a Agent, t *taskState, req llm.Request) (
 	if t != nil {
 		items, notes = t.gather.appendItems(items)
 	}
-	c, err := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}.Build(items)
+	out, report, err := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}.BuildMessages(items)
 	if err != nil {
 		panic("actors: building a context: " + err.Error())
 	}
-	c.Report.Notes = notes
-	out := c.Messages()
+	report.Notes = notes
 	if sys == "" && len(out) > 0 && out[0].Role == messages.RoleSystem {
 		out = out[1:] // cannot happen: an empty prefix renders no system message
 	}
 	req.Messages = out
-	return req, &c.Report
+	return req, report
 }
 
 // toolsTokens returns the tokens of a paradigm request's tools' schemas.
