@@ -52,6 +52,9 @@ func (s *SessionState) applyApprovalRequested(t *taskState, e messages.Envelope,
 	for _, c := range t.calls {
 		if c.req.Key == p.Key && !c.done && c.approval == nil {
 			c.approval = &approval{req: *p, requestID: e.ID, requestedUS: e.TS}
+			if s.approvals == nil {
+				s.approvals = map[string]*approval{} // made by the first: most sessions have none
+			}
 			s.approvals[p.Key] = c.approval
 			s.approvalOrder = append(s.approvalOrder, c.approval)
 			return

@@ -5,10 +5,12 @@ import (
 	"cmp"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -117,17 +119,31 @@ type countMemo struct {
 	mu    sync.Mutex
 	texts map[string]int
 	specs map[specsID]int
+	// last is the text counted or found last, with its count: the prompt of an
+	// agent whose sessions start one after another, compared without hashing it
+	// (a string compares equal to itself without reading its bytes).
+	last atomic.Pointer[textCount]
+}
+
+type textCount struct {
+	s string
+	n int
 }
 
 // text returns the tokens of s.
 func (m *countMemo) text(s string) int {
+	if l := m.last.Load(); l != nil && l.s == s {
+		return l.n
+	}
 	m.mu.Lock()
 	n, ok := m.texts[s]
 	m.mu.Unlock()
 	if ok {
+		m.last.Store(&textCount{s, n})
 		return n
 	}
 	n = contextTokens.Count(s)
+	m.last.Store(&textCount{s, n})
 	m.mu.Lock()
 	if len(m.texts) >= maxPrefixCounts {
 		clear(m.texts)
@@ -165,9 +181,9 @@ func (m *countMemo) tools(specs []messages.ToolSpec) int {
 // tools' schemas while they do not change. The counts are a pure function of the
 // texts, so the cache changes no decision.
 type contextCache struct {
-	turns      []int    // tokens of history[i]
-	turnsBuf   [12]int  // turns' first array: a task's few turns need no allocation
-	ids        []string // the item IDs of history[i], from len(smallTurnIDs) on
+	turns      []int32   // tokens of history[i] (int32: SessionState fits a smaller size class)
+	turnsBuf   [12]int32 // turns' first array: a task's few turns need no allocation
+	ids        []string  // the item IDs of history[i], from len(smallTurnIDs) on
 	sys        string
 	sysTokens  int
 	tools      []messages.ToolSpec // the specs toolTokens is of (compared by identity)
@@ -206,12 +222,16 @@ func (s *SessionState) turnTokens(i int) int {
 		c.turns = c.turnsBuf[:0] // SessionState is only ever used by pointer
 	}
 	if n := len(s.history); len(c.turns) < n {
-		c.turns = append(slices.Grow(c.turns, n+8-len(c.turns)), make([]int, n-len(c.turns))...)
+		c.turns = append(slices.Grow(c.turns, n+8-len(c.turns)), make([]int32, n-len(c.turns))...)
 	}
 	if c.turns[i] == 0 {
-		c.turns[i] = pctx.CountMessage(contextTokens, s.history[i])
+		n := pctx.CountMessage(contextTokens, s.history[i])
+		if n > math.MaxInt32 {
+			return n // not kept: no message is that long
+		}
+		c.turns[i] = int32(n)
 	}
-	return c.turns[i]
+	return int(c.turns[i])
 }
 
 // turnID returns the ID of history message i as a context item ("turn/<i>"),
@@ -226,6 +246,10 @@ func (s *SessionState) turnID(i int) string {
 	}
 	return c.ids[i-len(smallTurnIDs)]
 }
+
+// itemsHeadroom is the room for more candidates a session's buffer of them is made
+// with (contextCache.items): a tool call and its result, twice.
+const itemsHeadroom = 4
 
 // smallTurnIDs are the IDs of the first conversation messages, made once (a
 // constant table, never written after).
@@ -296,7 +320,11 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 
 	prefix := stablePrefix(a.SystemPrompt, section)
 	clear(s.ctx.items[:cap(s.ctx.items)])
-	items := slices.Grow(s.ctx.items[:0], len(s.history)+3) // the build copies what it keeps
+	items := s.ctx.items[:0] // the build copies what it keeps
+	if need := len(s.history) + 3; cap(items) < need {
+		// With room for the turns of a step or two: the task's next builds reuse it.
+		items = make([]pctx.Item, 0, need+itemsHeadroom)
+	}
 	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: prefix,
 		Tokens: s.prefixTokens(prefix, specs)})
 	start := len(s.history) // the task's input; past the end when no task runs
@@ -321,13 +349,12 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 	// With a model for summaries, the report names what to summarise, and the
 	// session summarises what is still cut (compress.go, sectionPlan).
 	_, b.Options.Summarize = a.summaryModel()
-	c, err := b.Build(items)
+	msgs, report, err := b.BuildMessages(items)
 	s.ctx.items = items
 	if err != nil {
 		// The items are made here with unique IDs and counts: it cannot fail.
 		panic("actors: building a context: " + err.Error())
 	}
-	msgs, report := c.Messages(), &c.Report
 	report.Notes = notes
 	s.ctx.last.ok, s.ctx.last.key, s.ctx.last.msgs, s.ctx.last.report = true, key, msgs, report
 	return msgs, specs, report
@@ -411,17 +438,16 @@ func (s *SessionState) paradigmContext(a Agent, t *taskState, req llm.Request) (
 	if t != nil {
 		items, notes = t.gather.appendItems(items)
 	}
-	c, err := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}.Build(items)
+	out, report, err := pctx.Builder{Tokenizer: contextTokens, Options: a.Context.options()}.BuildMessages(items)
 	if err != nil {
 		panic("actors: building a context: " + err.Error())
 	}
-	c.Report.Notes = notes
-	out := c.Messages()
+	report.Notes = notes
 	if sys == "" && len(out) > 0 && out[0].Role == messages.RoleSystem {
 		out = out[1:] // cannot happen: an empty prefix renders no system message
 	}
 	req.Messages = out
-	return req, &c.Report
+	return req, report
 }
 
 // toolsTokens returns the tokens of a paradigm request's tools' schemas.

@@ -202,6 +202,53 @@ type performer struct {
 	// timedOut is the error of a call that ran past the timeout; timeoutCause says
 	// after how long (made once: every call of the performer has the same timeout).
 	timedOut, timeoutCause error
+	// oldest and newest end the list of the running calls, in the order they
+	// started; with one timeout for every call, that is the order of their
+	// deadlines. timer, made by the first call, fires at the oldest one's deadline
+	// (or earlier: expire arms it again); armed says it is set. One timer per
+	// performer, not one per call: starting and ending a call touch no timer.
+	oldest, newest *flight
+	timer          *time.Timer
+	armed          bool
+}
+
+// run adds f, started at f.began, to p's running calls, and arms p's timer unless
+// it is armed already (for an earlier deadline); the timer calls e.expire. The
+// caller holds e.mu.
+func (p *performer) run(f *flight, e *LocalEffects) {
+	f.running, f.prevRun = true, p.newest
+	if p.newest == nil {
+		p.oldest = f
+	} else {
+		p.newest.nextRun = f
+	}
+	p.newest = f
+	switch {
+	case p.timer == nil:
+		p.timer, p.armed = time.AfterFunc(p.timeout, func() { e.expire(p) }), true
+	case !p.armed:
+		p.timer.Reset(time.Until(p.oldest.began.Add(p.timeout)))
+		p.armed = true
+	}
+}
+
+// ended removes f from p's running calls, if it is there. The caller holds the
+// effects' mutex (LocalEffects.mu).
+func (p *performer) ended(f *flight) {
+	if !f.running {
+		return
+	}
+	if f.prevRun == nil {
+		p.oldest = f.nextRun
+	} else {
+		f.prevRun.nextRun = f.nextRun
+	}
+	if f.nextRun == nil {
+		p.newest = f.prevRun
+	} else {
+		f.nextRun.prevRun = f.prevRun
+	}
+	f.running, f.prevRun, f.nextRun = false, nil, nil
 }
 
 // withTimeoutCause sets p.timeoutCause from p.timedOut and p.timeout.
@@ -217,16 +264,20 @@ type flight struct {
 	p       *performer
 	waiters waiters
 	cancel  context.CancelCauseFunc // set when it starts
-	// Set when it starts: the session it answers, when it started, the timer of its
-	// timeout; answered is set by the first answer (the call's, or its context's end).
+	// Set when it starts: the session it answers and when it started (its deadline
+	// is began plus its performer's timeout); answered is set by the first answer
+	// (the call's, or its context's end).
 	session  string
 	began    time.Time
-	timer    *time.Timer
 	answered atomic.Bool
-	done     bool
-	rep      messages.EffectReply
-	at       time.Time // when it was done
-	size     int       // approximate memory of the remembered answer
+	// running says it is in its performer's list of running calls, between prevRun
+	// and nextRun (performer.run).
+	running          bool
+	prevRun, nextRun *flight
+	done             bool
+	rep              messages.EffectReply
+	at               time.Time // when it was done
+	size             int       // approximate memory of the remembered answer
 	// newer is the next remembered flight, answered after this one.
 	newer *flight
 	// traced, when set, is given the answer (LocalEffectsConfig.Trace).
@@ -428,10 +479,7 @@ func (e *LocalEffects) start(f *flight) {
 	if e.cfg.Trace != nil {
 		call, f.traced = e.cfg.Trace(call, req)
 	}
-	f.timer = time.AfterFunc(p.timeout, func() {
-		cancel(p.timeoutCause)
-		e.answer(f, p.failed(p.timeoutCause))
-	})
+	p.run(f, e)
 	e.workers.Go(func() {
 		rep := e.run(call, p, req)
 		if cause := context.Cause(ctx); cause != nil && rep.Error != "" {
@@ -441,6 +489,34 @@ func (e *LocalEffects) start(f *flight) {
 		}
 		e.answer(f, rep)
 	})
+}
+
+// expire answers p's calls past their deadline with their timeout, as the end of
+// their context (the call itself is abandoned if it ignores it), then arms p's timer
+// for the oldest call still running. p's timer calls it.
+func (e *LocalEffects) expire(p *performer) {
+	type expired struct {
+		f      *flight
+		cancel context.CancelCauseFunc
+	}
+	var due []expired
+	e.mu.Lock()
+	now := time.Now()
+	p.armed = false
+	for f := p.oldest; f != nil; f = p.oldest {
+		if left := f.began.Add(p.timeout).Sub(now); left > 0 {
+			p.timer.Reset(left)
+			p.armed = true
+			break
+		}
+		p.ended(f)
+		due = append(due, expired{f, f.cancel})
+	}
+	e.mu.Unlock()
+	for _, d := range due {
+		d.cancel(p.timeoutCause)
+		e.answer(d.f, p.failed(p.timeoutCause))
+	}
 }
 
 // answer answers f with rep unless it was answered already. Whichever comes first
@@ -489,8 +565,7 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 	// The remembered answer does not keep the call's context (and its done channel).
 	cancel := f.cancel
 	f.cancel = nil
-	f.timer.Stop()
-	f.timer = nil
+	p.ended(f)
 	if e.closed {
 		e.mu.Unlock()
 		cancel(nil)

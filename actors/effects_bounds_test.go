@@ -223,3 +223,49 @@ func TestLocalEffectsGiveMemoryBackAfterExpiry(t *testing.T) {
 	}
 	runtime.KeepAlive(e)
 }
+
+// Every call of a performer times out at its own deadline, whichever of its calls
+// started before it ended earlier or ran on: calls started one after another, the
+// middle one answering by itself, the others ignoring their context; then, once
+// none runs, a new call times out too.
+func TestLocalEffectsTimeOutEachCallAtItsDeadline(t *testing.T) {
+	release := map[string]chan struct{}{}
+	for _, k := range []string{"s/1", "s/2", "s/3", "s/4"} {
+		release[k] = make(chan struct{})
+	}
+	t.Cleanup(func() {
+		for _, c := range release {
+			close(c)
+		}
+	})
+	stuck := funcTool{"stuck", func(_ context.Context, c tools.Call) (string, error) {
+		<-release[c.Key] // ignores its context
+		return "done " + c.Key, nil
+	}}
+	e := actors.NewLocalEffects(actors.LocalEffectsConfig{Tools: registry(t, stuck), ToolTimeout: 50 * time.Millisecond, ToolConcurrency: 8})
+	t.Cleanup(func() { _ = e.Close() })
+	r := newReplies()
+	key := func(seq uint64) messages.EffectKey { return messages.EffectKey{SessionID: "s", Seq: seq} }
+	for seq := uint64(1); seq <= 3; seq++ {
+		e.Perform(toolRequest("s", seq, "stuck"), r.to)
+		time.Sleep(5 * time.Millisecond) // distinct deadlines
+	}
+	release["s/2"] <- struct{}{}
+	waitUntil(t, "the three calls answered", func() bool { return r.count() == 3 })
+	for seq, want := range map[uint64]string{1: "tool timed out after 50ms", 2: "", 3: "tool timed out after 50ms"} {
+		got := r.of(key(seq))
+		switch {
+		case len(got) != 1:
+			t.Errorf("call %d answered %d times", seq, len(got))
+		case want == "" && (got[0].Error != "" || got[0].Output != "done s/2"):
+			t.Errorf("call %d answered %+v, want its output", seq, got[0])
+		case want != "" && !strings.Contains(got[0].Error, want):
+			t.Errorf("call %d answered %+v, want %q", seq, got[0], want)
+		}
+	}
+	e.Perform(toolRequest("s", 4, "stuck"), r.to)
+	waitUntil(t, "the call started last answered", func() bool { return len(r.of(key(4))) == 1 })
+	if got := r.of(key(4))[0]; !strings.Contains(got.Error, "tool timed out after 50ms") {
+		t.Errorf("call 4 answered %+v", got)
+	}
+}

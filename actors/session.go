@@ -245,8 +245,9 @@ type SessionActor struct {
 	// idleAt is the value of *handled the session last reported idle at (becameIdle);
 	// -1 when it has been busy since.
 	idleAt int
-	// inflight counts dispatched, unanswered tool calls; queue holds the rest.
-	inflight map[messages.EffectKey]bool
+	// inflight are the keys of the dispatched, unanswered tool calls; queue holds
+	// the rest.
+	inflight keySet
 	queue    []PendingCall
 	modelKey messages.EffectKey
 	// reply hands an effect's reply to this actor (Effects.Perform).
@@ -310,7 +311,7 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		switch {
 		case !a.modelKey.IsZero() && m.Key == a.modelKey:
 			a.onModel(ctx, m)
-		case a.inflight[m.Key]:
+		case a.inflight.has(m.Key):
 			a.onTool(ctx, m)
 		}
 		// Otherwise: an answer to a call this incarnation did not make or cancelled,
@@ -364,7 +365,7 @@ func (a *SessionActor) recover(ctx actor.Context) {
 // the effects in flight.
 func (a *SessionActor) reset() {
 	a.state = NewSessionState(a.id).WithAgents(a.agents())
-	a.inflight = map[messages.EffectKey]bool{}
+	a.inflight = a.inflight[:0]
 	a.queue = nil
 	a.modelKey = messages.EffectKey{}
 }
@@ -601,8 +602,9 @@ func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
 }
 
 func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
-	delete(a.inflight, m.Key)
-	for _, pc := range a.state.PendingCalls() {
+	a.inflight.remove(m.Key)
+	var buf [pendingOnStack]PendingCall
+	for _, pc := range a.state.appendPendingCalls(buf[:0]) {
 		if pc.Key != m.Key {
 			continue
 		}
@@ -794,8 +796,13 @@ func (a *SessionActor) agent() Agent {
 	return agent
 }
 
+// pendingOnStack is how many pending calls the session actor gathers without
+// allocating (SessionState.appendPendingCalls).
+const pendingOnStack = 4
+
 func (a *SessionActor) issueEffects(ctx actor.Context) {
-	pending := a.state.PendingCalls()
+	var buf [pendingOnStack]PendingCall
+	pending := a.state.appendPendingCalls(buf[:0])
 	a.cancelAbandoned(pending)
 	if a.draining {
 		return // the session's next owner issues what is requested and unanswered
@@ -815,7 +822,7 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 	agent := a.agent()
 	for _, pc := range pending {
 		// A chain's call is run by the session, step by step (chain.go).
-		if !a.inflight[pc.Key] && agent.hasTool(pc.Request.Tool) && !agent.isChainCall(pc.Request) {
+		if !a.inflight.has(pc.Key) && agent.hasTool(pc.Request.Tool) && !agent.isChainCall(pc.Request) {
 			a.queue = append(a.queue, pc)
 		}
 	}
@@ -830,7 +837,7 @@ func (a *SessionActor) dispatchTools(ctx actor.Context) {
 	for len(a.queue) > 0 && len(a.inflight) < a.deps.MaxParallelTools {
 		pc := a.queue[0]
 		a.queue = a.queue[1:]
-		a.inflight[pc.Key] = true
+		a.inflight = append(a.inflight, pc.Key)
 		call := pc.Request
 		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: pc.Key, Tool: &call, Agent: a.agent().Name}, a.reply)
 	}
@@ -847,11 +854,26 @@ func (a *SessionActor) cancelAbandoned(pending []PendingCall) {
 			a.modelKey = messages.EffectKey{}
 		}
 	}
-	for key := range a.inflight {
-		if !slices.ContainsFunc(pending, func(pc PendingCall) bool { return pc.Key == key }) {
-			a.deps.Effects.Cancel(key)
-			delete(a.inflight, key)
+	a.inflight = slices.DeleteFunc(a.inflight, func(key messages.EffectKey) bool {
+		if slices.ContainsFunc(pending, func(pc PendingCall) bool { return pc.Key == key }) {
+			return false
 		}
+		a.deps.Effects.Cancel(key)
+		return true
+	})
+}
+
+// keySet is a set of effect keys: a session's tool calls in flight, at most
+// MaxParallelTools, are few enough to be found by a scan, and a slice spares each
+// new session a map.
+type keySet []messages.EffectKey
+
+func (ks keySet) has(k messages.EffectKey) bool { return slices.Contains(ks, k) }
+
+// remove removes k, if it is there.
+func (ks *keySet) remove(k messages.EffectKey) {
+	if i := slices.Index(*ks, k); i >= 0 {
+		*ks = slices.Delete(*ks, i, i+1)
 	}
 }
 

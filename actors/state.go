@@ -317,8 +317,8 @@ type SessionState struct {
 	agents Agents
 	// lastID is the ID of the latest applied event.
 	lastID string
-	// approvals are every approval the session requested, by the key of its call;
-	// approvalOrder the same, in the order they were requested.
+	// approvals are every approval the session requested, by the key of its call
+	// (nil until the first); approvalOrder the same, in the order they were requested.
 	approvals     map[string]*approval
 	approvalOrder []*approval
 	// ctx caches what building a request's context counts (context.go).
@@ -342,7 +342,7 @@ func (s *SessionState) keyAt(seq uint64) string {
 
 // NewSessionState returns the state of a session with no events.
 func NewSessionState(sessionID string) *SessionState {
-	return &SessionState{SessionID: sessionID, seen: map[string]struct{}{}, approvals: map[string]*approval{}}
+	return &SessionState{SessionID: sessionID, seen: map[string]struct{}{}}
 }
 
 // WithAgents tells the state the agents its tasks may name, so that the tasks of
@@ -788,14 +788,17 @@ func (s *SessionState) PendingModel() (key messages.EffectKey, eventID string, o
 // PendingCalls returns the tool calls that were requested and not answered, in order,
 // with the IDs of their request events: the calls to perform. A call waiting for an
 // approval, or rejected, is not among them.
-func (s *SessionState) PendingCalls() []PendingCall {
+func (s *SessionState) PendingCalls() []PendingCall { return s.appendPendingCalls(nil) }
+
+// appendPendingCalls appends the pending calls (PendingCalls) to out: the session
+// actor's go to a buffer on its stack.
+func (s *SessionState) appendPendingCalls(out []PendingCall) []PendingCall {
 	t := s.active
 	if t == nil {
-		return nil
+		return out
 	}
-	var out []PendingCall
 	if n := countPending(t.aux); n > 0 {
-		out = make([]PendingCall, 0, n)
+		out = slices.Grow(out, n)
 		for _, c := range t.aux {
 			if !c.done {
 				out = append(out, PendingCall{EventID: c.eventID, Key: c.key, Request: c.req})

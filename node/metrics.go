@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -154,8 +155,7 @@ func (m *sessionMetrics) observe(events []messages.Envelope) {
 		case messages.TypeTaskSubmitted:
 			m.submitted(e)
 		case messages.TypeModelRequested:
-			purpose, _ := jsonField(e.Payload, "purpose")
-			if len(purpose) == 0 || string(purpose) == `""` {
+			if isLoopStep(e.Payload) {
 				m.mu.Lock()
 				m.agentOf(e.CorrelationID).steps.Inc()
 				m.mu.Unlock()
@@ -373,6 +373,18 @@ func labelValue(raw []byte, known int) string {
 		return unknownAgent
 	}
 	return s
+}
+
+// isLoopStep reports whether a model.requested payload is a step of the agent's
+// loop: it names no purpose. A payload without the bytes "purpose" (most, and
+// long: the context report) has no such member, since the encoders of events escape
+// no letter; one with them is read member by member.
+func isLoopStep(payload []byte) bool {
+	if !bytes.Contains(payload, []byte(`"purpose"`)) {
+		return true
+	}
+	purpose, _ := jsonField(payload, "purpose")
+	return len(purpose) == 0 || string(purpose) == `""`
 }
 
 // jsonField returns the raw value of the member key of the JSON object obj (nil

@@ -61,6 +61,42 @@ type group struct {
 // comment). It fails only on invalid input: an empty or duplicate ID, an unknown
 // section, or no Tokenizer for an item to count.
 func (b Builder) Build(items []Item) (*Context, error) {
+	ctx := new(Context)
+	if err := b.build(items, ctx); err != nil {
+		return nil, err
+	}
+	return ctx, nil
+}
+
+// BuildMessages builds the context of items as Build does and returns its messages
+// (Context.Messages) and its report, without the context's items: a caller that
+// sends the messages and keeps the report spares the items' copy (a build's kept
+// items are rendered from a buffer reused from build to build).
+func (b Builder) BuildMessages(items []Item) ([]messages.ChatMessage, *messages.ContextReport, error) {
+	buf := keptPool.Get().(*[]Item)
+	ctx := Context{Items: (*buf)[:0]}
+	err := b.build(items, &ctx)
+	var msgs []messages.ChatMessage
+	if err == nil {
+		msgs = ctx.Messages()
+	}
+	clear(ctx.Items[:cap(ctx.Items)]) // the buffer keeps no text or message
+	if cap(ctx.Items) <= maxPooledItems {
+		*buf = ctx.Items[:0]
+		keptPool.Put(buf)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return msgs, &ctx.Report, nil
+}
+
+// keptPool holds the buffers BuildMessages renders the kept items from.
+var keptPool = sync.Pool{New: func() any { return new([]Item) }}
+
+// build builds the context of items into ctx; ctx.Items, when not nil, is the
+// buffer the kept items are put in.
+func (b Builder) build(items []Item, ctx *Context) error {
 	o := b.Options.withDefaults()
 	sp := scratchPool.Get().(*scratchSpace)
 	defer sp.release()
@@ -71,13 +107,13 @@ func (b Builder) Build(items []Item) (*Context, error) {
 	}
 	for i, it := range items {
 		if it.ID == "" {
-			return nil, fmt.Errorf("%w: item %d has no ID", ErrInvalidItems, i)
+			return fmt.Errorf("%w: item %d has no ID", ErrInvalidItems, i)
 		}
 		if _, dup := byID.find(it.ID, i); dup {
-			return nil, fmt.Errorf("%w: two items have the ID %q", ErrInvalidItems, it.ID)
+			return fmt.Errorf("%w: two items have the ID %q", ErrInvalidItems, it.ID)
 		}
 		if it.Section < 0 || it.Section >= numSections {
-			return nil, fmt.Errorf("%w: item %q has unknown section %d", ErrInvalidItems, it.ID, it.Section)
+			return fmt.Errorf("%w: item %q has unknown section %d", ErrInvalidItems, it.ID, it.Section)
 		}
 		if byID.m != nil {
 			byID.m[it.ID] = i
@@ -126,7 +162,7 @@ func (b Builder) Build(items []Item) (*Context, error) {
 			continue
 		}
 		if b.Tokenizer == nil {
-			return nil, fmt.Errorf("%w: item %q has no token count and the builder no Tokenizer", ErrInvalidItems, c.ID)
+			return fmt.Errorf("%w: item %q has no token count and the builder no Tokenizer", ErrInvalidItems, c.ID)
 		}
 		if c.Message != nil {
 			c.Tokens = CountMessage(b.Tokenizer, *c.Message)
@@ -271,7 +307,11 @@ func (b Builder) Build(items []Item) (*Context, error) {
 		}
 		return cmp.Compare(x, y)
 	})
-	ctx := &Context{Items: make([]Item, 0, len(kept))}
+	if ctx.Items == nil {
+		ctx.Items = make([]Item, 0, len(kept))
+	} else {
+		ctx.Items = slices.Grow(ctx.Items[:0], len(kept))
+	}
 	rep.Kept = make([]messages.ContextItem, 0, len(kept))
 	for _, i := range kept {
 		c := &cs[i]
@@ -312,7 +352,7 @@ func (b Builder) Build(items []Item) (*Context, error) {
 		}
 	}
 	ctx.Report = rep
-	return ctx, nil
+	return nil
 }
 
 // scratchSpace is a build's working memory, reused from build to build (a session
