@@ -7,6 +7,8 @@
 // as a timeline nested by causation, with each step's type, actor, latency and tokens.
 // Both read the embedded event log (read-only, so they work while a node serves from
 // the same directory, and on a copy of events.db in a directory they cannot write).
+// A log of an older schema is migrated first when nothing holds the directory and
+// it can be written (store.migrateThenRead).
 // Text meant for a person goes through node.EscapeControls, so that a recorded task
 // or answer cannot act on the terminal; --json prints it as recorded.
 //

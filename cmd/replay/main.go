@@ -119,7 +119,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	st := store{data: data, clickhouse: chAddr, database: envOr("TROUPE_CLICKHOUSE_DATABASE", "troupe")}
+	st := store{data: data, clickhouse: chAddr, database: envOr("TROUPE_CLICKHOUSE_DATABASE", "troupe"), notices: stderr}
 	switch cmd {
 	case "fork":
 		if at == 0 {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -16,6 +18,8 @@ type store struct {
 	data       string
 	clickhouse string
 	database   string
+	// notices, when set, is told of a migration open made.
+	notices io.Writer
 }
 
 // open opens the log. A read-only embedded log takes no lock, so it can be read while
@@ -37,7 +41,31 @@ func (s store) open(ctx context.Context, readOnly bool) (eventlog.Log, error) {
 			return nil, err
 		}
 	}
-	return sqlite.Open(ctx, sqlite.Config{Dir: s.data, ReadOnly: readOnly})
+	l, err := sqlite.Open(ctx, sqlite.Config{Dir: s.data, ReadOnly: readOnly})
+	if readOnly && errors.Is(err, sqlite.ErrOldSchema) {
+		// A log of an older build: migrate it, as a node of this build would when it
+		// starts, unless a node holds it (or it cannot be written), then read it.
+		return s.migrateThenRead(ctx, err)
+	}
+	return l, err
+}
+
+// migrateThenRead migrates the embedded log in s.data to this build's schema by
+// opening it for writing, closes it, and opens it read-only. old is the error of
+// the read-only open, returned with the reason when the log cannot be migrated
+// here (a node holds the directory, or it is not writable).
+func (s store) migrateThenRead(ctx context.Context, old error) (eventlog.Log, error) {
+	w, err := sqlite.Open(ctx, sqlite.Config{Dir: s.data})
+	if err != nil {
+		return nil, fmt.Errorf("%w; replay could not migrate it itself: %v", old, err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("migrating the event log in %s: %w", s.data, err)
+	}
+	if s.notices != nil {
+		fmt.Fprintf(s.notices, "migrated the event log in %s to schema %d (an older build wrote it)\n", s.data, sqlite.SchemaVersion)
+	}
+	return sqlite.Open(ctx, sqlite.Config{Dir: s.data, ReadOnly: true})
 }
 
 // checkDir makes sure the data directory exists and is a directory.

@@ -16,6 +16,9 @@ var (
 	ErrNoLog = errors.New("eventlog/sqlite: no event log")
 	// ErrReadOnly means Append was called on a Log opened with Config.ReadOnly.
 	ErrReadOnly = errors.New("eventlog/sqlite: log is opened read-only")
+	// ErrOldSchema means a read-only Open found a log of an older schema, which only
+	// an Open without Config.ReadOnly migrates.
+	ErrOldSchema = errors.New("schema older than this build reads")
 )
 
 // openReadOnly opens the event log in cfg.Dir for reading only (Config.ReadOnly). It
@@ -91,8 +94,8 @@ func checkSchema(ctx context.Context, db *sql.DB, dir, path string) error {
 	case v == 0:
 		return fmt.Errorf("%w in %s: %s holds no schema yet", ErrNoLog, dir, dbFile)
 	case v < SchemaVersion:
-		return fmt.Errorf("eventlog/sqlite: %s has schema version %d, this build reads %d: open it once with a node (not read-only) to migrate it",
-			path, v, SchemaVersion)
+		return fmt.Errorf("eventlog/sqlite: %s: %w (version %d, this build reads %d): open it once with a node (not read-only) to migrate it",
+			path, ErrOldSchema, v, SchemaVersion)
 	case v > SchemaVersion:
 		return fmt.Errorf("eventlog/sqlite: %s has schema version %d, this build knows up to %d: this build is too old, run a newer one",
 			path, v, SchemaVersion)
