@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -205,39 +204,8 @@ func TestSchema(t *testing.T) {
 // holding two events of session s-1, and a connection that uses it.
 func version5Database(t *testing.T) (db string, in driver.Conn, old []messages.Envelope) {
 	t.Helper()
-	addr := serverAddr(t)
-	raw := rawConn(t, addr)
-	db = newDatabase(t, raw)
 	ctx := testCtx(t, time.Minute)
-	if err := raw.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	ms, err := clickhouse.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err = ch.Open(&ch.Options{Addr: addr, Protocol: ch.Native, Auth: ch.Auth{Database: db}, DialTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = in.Close() })
-	for _, m := range ms[:5] {
-		for _, stmt := range m.Statements {
-			if err := in.Exec(ctx, stmt); err != nil {
-				t.Fatalf("%s: %v", m.Name, err)
-			}
-		}
-		b, err := in.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_us)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Append(uint32(m.Version), m.Name, int64(0)); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Send(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db, in = databaseAt(t, ctx, serverAddr(t), 5, 0)
 	old = []messages.Envelope{event(t, "s-1", 1), event(t, "s-1", 2)}
 	b, err := in.PrepareBatch(ctx, "INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload)")
 	if err != nil {
@@ -818,38 +786,8 @@ func TestIDConflicts(t *testing.T) {
 // that the session lists (and reports) as running until its last task ends.
 func TestMigrationCountsQueuedTasks(t *testing.T) {
 	addr := serverAddr(t)
-	conn := rawConn(t, addr)
-	db := newDatabase(t, conn)
 	ctx := testCtx(t, time.Minute)
-	if err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	old, err := ch.Open(&ch.Options{Addr: addr, Protocol: ch.Native, Auth: ch.Auth{Database: db}, DialTimeout: 5 * time.Second, ReadTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
-	ms, err := clickhouse.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:5] {
-		for _, stmt := range m.Statements {
-			if err := old.Exec(ctx, stmt); err != nil {
-				t.Fatalf("%s: %v", m.Name, err)
-			}
-		}
-		b, err := old.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_us)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Append(uint32(m.Version), m.Name, int64(0)); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Send(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db, old := databaseAt(t, ctx, addr, 5, time.Minute)
 	// Session q: tasks 1 and 2 submitted, task 1 ended. Session done: one task, ended.
 	var events []messages.Envelope
 	add := func(session string, seq uint64, p messages.Payload) {
@@ -894,7 +832,7 @@ func TestMigrationCountsQueuedTasks(t *testing.T) {
 		t.Fatalf("Report sessions: %+v, want one running and one failed", st.Sessions)
 	}
 	var viewRunning int64
-	if err := conn.QueryRow(ctx, "SELECT toInt64(running) FROM "+db+".session_outcomes").Scan(&viewRunning); err != nil || viewRunning != 1 {
+	if err := old.QueryRow(ctx, "SELECT toInt64(running) FROM "+db+".session_outcomes").Scan(&viewRunning); err != nil || viewRunning != 1 {
 		t.Fatalf("session_outcomes says %d running (%v), want 1", viewRunning, err)
 	}
 	end, err := messages.NewEnvelope(&messages.TaskCompleted{Output: "2"})

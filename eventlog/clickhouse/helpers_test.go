@@ -254,3 +254,42 @@ func (p *proxy) up() {
 	}
 	p.serve(ln)
 }
+
+// databaseAt makes a new database holding the schema of the first n migrations,
+// recorded as applied, as a build of that schema left it, and returns its name and a
+// connection to it (with ReadTimeout readTimeout; 0: the driver's default).
+func databaseAt(t *testing.T, ctx context.Context, addr []string, n int, readTimeout time.Duration) (string, driver.Conn) {
+	t.Helper()
+	raw := rawConn(t, addr)
+	db := newDatabase(t, raw)
+	if err := raw.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	ms, err := clickhouse.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := ch.Open(&ch.Options{Addr: addr, Protocol: ch.Native, Auth: ch.Auth{Database: db}, DialTimeout: 5 * time.Second, ReadTimeout: readTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	for _, m := range ms[:n] {
+		for _, stmt := range m.Statements {
+			if err := conn.Exec(ctx, stmt); err != nil {
+				t.Fatalf("%s: %v", m.Name, err)
+			}
+		}
+		b, err := conn.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_us)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Append(uint32(m.Version), m.Name, int64(0)); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Send(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db, conn
+}

@@ -193,38 +193,8 @@ func optimize(t testing.TB, db string, tables ...string) {
 // task queued behind an ended one and a child with its parent among them.
 func TestMigrationListsTheRunningSessionsStored(t *testing.T) {
 	addr := serverAddr(t)
-	conn := rawConn(t, addr)
-	db := newDatabase(t, conn)
 	ctx := testCtx(t, time.Minute)
-	if err := conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
-		t.Fatal(err)
-	}
-	old, err := ch.Open(&ch.Options{Addr: addr, Protocol: ch.Native, Auth: ch.Auth{Database: db}, DialTimeout: 5 * time.Second, ReadTimeout: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer old.Close()
-	ms, err := clickhouse.Migrations()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms[:7] {
-		for _, stmt := range m.Statements {
-			if err := old.Exec(ctx, stmt); err != nil {
-				t.Fatalf("%s: %v", m.Name, err)
-			}
-		}
-		b, err := old.PrepareBatch(ctx, "INSERT INTO schema_migrations (version, name, applied_us)")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Append(uint32(m.Version), m.Name, int64(0)); err != nil {
-			t.Fatal(err)
-		}
-		if err := b.Send(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	db, old := databaseAt(t, ctx, addr, 7, time.Minute)
 	var events []messages.Envelope
 	for i := range 20 {
 		events = append(events, streamEvents(t, endedName(i), "ended")...)
@@ -261,7 +231,7 @@ func TestMigrationListsTheRunningSessionsStored(t *testing.T) {
 		t.Fatalf("running sessions after the migration %+v\nthe general listing's %+v", got, want)
 	}
 	var rows uint64
-	if err := conn.QueryRow(ctx, "SELECT count() FROM "+db+".open_tasks").Scan(&rows); err != nil || rows != 3 {
+	if err := old.QueryRow(ctx, "SELECT count() FROM "+db+".open_tasks").Scan(&rows); err != nil || rows != 3 {
 		t.Fatalf("open_tasks holds %d rows (%v) once merged, want the 3 tasks not ended", rows, err)
 	}
 }
