@@ -22,16 +22,7 @@ func readDeltaFeed(t *testing.T, live <-chan messages.Envelope, n int) []string 
 	for len(got) < n {
 		select {
 		case e := <-live:
-			if e.Type != messages.TypeModelDelta {
-				got = append(got, fmt.Sprintf("%d:%s", e.Seq, e.Type))
-				continue
-			}
-			p, err := e.Decode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := p.(*messages.ModelDelta)
-			got = append(got, fmt.Sprintf("%s#%d%s=%s", d.Key, d.Seq, map[bool]string{true: "!"}[d.Reset], strings.TrimSpace(d.Content)))
+			got = append(got, feedEntry(t, e))
 		case <-time.After(5 * time.Second):
 			t.Fatalf("got %q, then nothing", got)
 		}
@@ -42,6 +33,21 @@ func readDeltaFeed(t *testing.T, live <-chan messages.Envelope, n int) []string 
 	case <-time.After(20 * time.Millisecond):
 	}
 	return got
+}
+
+// feedEntry is e as the delta tests write a watcher's feed: "seq:type" for an
+// event, "key#seq[!]=text" for a delta ("!": Reset).
+func feedEntry(t *testing.T, e messages.Envelope) string {
+	t.Helper()
+	if e.Type != messages.TypeModelDelta {
+		return fmt.Sprintf("%d:%s", e.Seq, e.Type)
+	}
+	p, err := e.Decode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := p.(*messages.ModelDelta)
+	return fmt.Sprintf("%s#%d%s=%s", d.Key, d.Seq, map[bool]string{true: "!"}[d.Reset], strings.TrimSpace(d.Content))
 }
 
 func checkFeed(t *testing.T, got []string, want ...string) {

@@ -1,7 +1,6 @@
 package node
 
 import (
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -85,16 +84,7 @@ func TestHubPlacesDeltasAmongEvents(t *testing.T) {
 	for len(got) < 12 {
 		select {
 		case e := <-live:
-			if e.Type != messages.TypeModelDelta {
-				got = append(got, fmt.Sprintf("%d:%s", e.Seq, e.Type))
-				continue
-			}
-			p, err := e.Decode()
-			if err != nil {
-				t.Fatal(err)
-			}
-			d := p.(*messages.ModelDelta)
-			got = append(got, fmt.Sprintf("%s#%d%s=%s", d.Key, d.Seq, map[bool]string{true: "!"}[d.Reset], strings.TrimSpace(d.Content)))
+			got = append(got, feedEntry(t, e))
 		case <-time.After(5 * time.Second):
 			t.Fatalf("got %q, then nothing", got)
 		}
@@ -200,16 +190,7 @@ func TestHubHoldsAnswerForItsCallsLastDeltas(t *testing.T) {
 		for len(got) < n {
 			select {
 			case e := <-live:
-				if e.Type != messages.TypeModelDelta {
-					got = append(got, fmt.Sprintf("%d:%s", e.Seq, e.Type))
-					continue
-				}
-				p, err := e.Decode()
-				if err != nil {
-					t.Fatal(err)
-				}
-				d := p.(*messages.ModelDelta)
-				got = append(got, fmt.Sprintf("%s#%d%s=%s", d.Key, d.Seq, map[bool]string{true: "!"}[d.Reset], strings.TrimSpace(d.Content)))
+				got = append(got, feedEntry(t, e))
 			case <-deadline:
 				t.Fatalf("got %q, then nothing", got)
 			}
