@@ -82,15 +82,7 @@ func TestClusterA2AResubscribeOnANodeThatDoesNotRunTheTask(t *testing.T) {
 	})
 	held := newHeldTool()
 	c.a2a, c.tools = &node.A2AConfig{}, []tools.Tool{held}
-	owner, _, _ := c.node("owner", node.RoleSessions|node.RoleTools, 0)
-	c.node("models", node.RoleModels, 0)
-	apiNode, _, _ := c.node("api", node.RoleTools, 0)
-	otherNode, _, _ := c.node("other", node.RoleTools, 0)
-	waitFor(t, 60*time.Second, "the owner owning every partition", func() bool { return owner.PartitionsOwned() == 6 })
-	api := httptest.NewServer(apiNode.Handler())
-	defer api.Close()
-	other := httptest.NewServer(otherNode.Handler())
-	defer other.Close()
+	api, other := startA2ACluster(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -167,15 +159,7 @@ func TestClusterA2AResubscribeMidAnswer(t *testing.T) {
 		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
 	})
 	c.a2a, c.pace = &node.A2AConfig{}, 20*time.Millisecond
-	owner, _, _ := c.node("owner", node.RoleSessions|node.RoleTools, 0)
-	c.node("models", node.RoleModels, 0)
-	apiNode, _, _ := c.node("api", node.RoleTools, 0)
-	otherNode, _, _ := c.node("other", node.RoleTools, 0)
-	waitFor(t, 60*time.Second, "the owner owning every partition", func() bool { return owner.PartitionsOwned() == 6 })
-	api := httptest.NewServer(apiNode.Handler())
-	defer api.Close()
-	other := httptest.NewServer(otherNode.Handler())
-	defer other.Close()
+	api, other := startA2ACluster(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
@@ -214,4 +198,21 @@ func TestClusterA2AResubscribeMidAnswer(t *testing.T) {
 	if live != whole || len(caughtUp) < len(strings.Join(pieces[:20], "")) || caughtUp == whole {
 		t.Fatalf("tasks/resubscribe mid-answer: %d increments, the first %q, then %q; want the first 20 tokens or more at once, then the others", increments, caughtUp, live)
 	}
+}
+
+// startA2ACluster starts c's nodes for the A2A cluster tests: "owner" runs every
+// session and the tools, "models" the model calls, "api" and "other" only serve
+// A2A; it returns the HTTP servers of the last two once owner owns every partition.
+func startA2ACluster(t *testing.T, c *deltaCluster) (api, other *httptest.Server) {
+	t.Helper()
+	owner, _, _ := c.node("owner", node.RoleSessions|node.RoleTools, 0)
+	c.node("models", node.RoleModels, 0)
+	apiNode, _, _ := c.node("api", node.RoleTools, 0)
+	otherNode, _, _ := c.node("other", node.RoleTools, 0)
+	waitFor(t, 60*time.Second, "the owner owning every partition", func() bool { return owner.PartitionsOwned() == 6 })
+	api = httptest.NewServer(apiNode.Handler())
+	t.Cleanup(api.Close)
+	other = httptest.NewServer(otherNode.Handler())
+	t.Cleanup(other.Close)
+	return api, other
 }
