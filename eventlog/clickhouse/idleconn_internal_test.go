@@ -3,8 +3,16 @@ package clickhouse
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
+	"math/big"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -109,5 +117,60 @@ func TestSuspectConn(t *testing.T) {
 	}
 	if err := <-inFlight; err != nil {
 		t.Errorf("a request in flight on another connection failed: %v", err)
+	}
+}
+
+// TestSuspectConnTLS: with Config.TLS the dialer runs the handshake over its
+// connection, naming the address's host as the server when the config names none,
+// and the driver finds the connection under the TLS one (to check it before reuse).
+func TestSuspectConnTLS(t *testing.T) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "clickhouse"},
+		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		_, _ = c.Write([]byte(line))
+	}()
+	roots := x509.NewCertPool()
+	roots.AddCert(cert)
+	c, err := dialer(Config{DialTimeout: 5 * time.Second, ResponseTimeout: time.Second, TLS: &tls.Config{RootCAs: roots}})(context.Background(), ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	tc, ok := c.(*tls.Conn)
+	if !ok {
+		t.Fatalf("connection is a %T, want *tls.Conn", c)
+	}
+	if _, ok := tc.NetConn().(syscall.Conn); !ok {
+		t.Fatalf("the connection under TLS, a %T, has no file descriptor for the driver's check", tc.NetConn())
+	}
+	if _, err := c.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := bufio.NewReader(c).ReadString('\n'); err != nil || got != "hello\n" {
+		t.Fatalf("echo: %q, %v", got, err)
 	}
 }
