@@ -11,7 +11,12 @@
 #
 # Environment: KAFKA_VERSION (4.1.1), KAFKA_HOST (127.0.0.1), KAFKA_PORT (9092),
 # KAFKA_CONTROLLER_PORT (9093), KAFKA_HEAP (512m), KAFKA_WAIT_SECONDS (180),
-# plus TROUPE_DEPLOY_HOME and TROUPE_DEPLOY_RUN (see lib.sh).
+# KAFKA_ADVERTISED (host:port clients are told to connect to; default
+# KAFKA_HOST:KAFKA_PORT, e.g. a proxy or load balancer in front of the broker),
+# KAFKA_EXTRA_PROPERTIES (server.properties lines appended to the template's, e.g.
+# "connections.max.idle.ms=5000"; later lines win), plus TROUPE_DEPLOY_HOME and
+# TROUPE_DEPLOY_RUN (see lib.sh). A second broker runs beside the first with its
+# own TROUPE_DEPLOY_RUN and ports.
 set -euo pipefail
 
 SERVICE=kafka
@@ -24,6 +29,8 @@ KAFKA_PORT="${KAFKA_PORT:-9092}"
 KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
 KAFKA_HEAP="${KAFKA_HEAP:-512m}"
 KAFKA_WAIT_SECONDS="${KAFKA_WAIT_SECONDS:-180}"
+KAFKA_ADVERTISED="${KAFKA_ADVERTISED:-$KAFKA_HOST:$KAFKA_PORT}"
+KAFKA_EXTRA_PROPERTIES="${KAFKA_EXTRA_PROPERTIES:-}"
 
 HOME_DIR="$DEPLOY_HOME/kafka-$KAFKA_VERSION"
 JARS="$HOME_DIR/jars"
@@ -120,8 +127,11 @@ cmd_start() {
 	fi
 	mkdir -p "$RUN_DIR/data" "$RUN_DIR/logs"
 	render "$DEPLOY_DIR/kafka/server.properties" "$PROPS" \
-		"HOST=$KAFKA_HOST" "PORT=$KAFKA_PORT" \
+		"HOST=$KAFKA_HOST" "PORT=$KAFKA_PORT" "ADVERTISED=$KAFKA_ADVERTISED" \
 		"CONTROLLER_PORT=$KAFKA_CONTROLLER_PORT" "LOG_DIRS=$RUN_DIR/data"
+	if [ -n "$KAFKA_EXTRA_PROPERTIES" ]; then
+		printf '\n# KAFKA_EXTRA_PROPERTIES\n%s\n' "$KAFKA_EXTRA_PROPERTIES" >>"$PROPS"
+	fi
 	if [ ! -f "$RUN_DIR/data/meta.properties" ]; then
 		# A cluster ID is a random UUID in URL-safe base64 without padding
 		# (what `StorageTool random-uuid` prints, minus a JVM start).

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/protocol"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
@@ -92,12 +93,14 @@ func (p *Publisher) produce(deadline time.Time, wire string, recs []kafkago.Mess
 			}
 			wg.Wait()
 		}
-		retry := false
+		var retry error // the first error retried
 		for _, pr := range order {
 			switch {
 			case pr.err == nil:
 			case isRetriable(pr.err) && pr.attempts < p.cfg.MaxAttempts && time.Now().Before(deadline):
-				retry = true
+				if retry == nil {
+					retry = pr.err
+				}
 			default:
 				if failed == nil {
 					failed = make(kafkago.WriteErrors, len(recs))
@@ -112,13 +115,13 @@ func (p *Publisher) produce(deadline time.Time, wire string, recs []kafkago.Mess
 			break
 		}
 		cancel()
-		if retry {
-			p.logger.Debug("produce failed, retrying", nil)
+		if retry != nil {
+			p.logger.Debug("produce failed, retrying", watermill.LogFields{"err": retry.Error(), "attempt": attempt + 1})
 			wait := min(writeBackoff(attempt+1, p.cfg.RetryBackoffMin, p.cfg.RetryBackoffMax), time.Until(deadline))
 			time.Sleep(max(wait, 0))
 		}
 		ctx, cancel = round()
-		if retry {
+		if retry != nil {
 			if l, err := p.leaders(ctx, wire); err == nil && len(l) >= len(leaders) {
 				leaders = l
 			}

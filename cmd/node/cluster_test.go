@@ -88,12 +88,12 @@ func startClusterNode(t *testing.T, env clusterEnv, name, roles, script, records
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog,
 		"TROUPE_CHILD_CLICKHOUSE_DATABASE="+env.database)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &syncBuffer{} // read while the node runs
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &child{cmd: cmd, addr: addr, stderr: &stderr}
+	c := &child{cmd: cmd, addr: addr, stderr: stderr}
 	t.Cleanup(func() {
 		if c.cmd.ProcessState == nil {
 			_ = c.cmd.Process.Signal(syscall.SIGTERM)

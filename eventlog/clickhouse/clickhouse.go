@@ -91,7 +91,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	wctx, abort := context.WithCancel(context.Background())
 	l := &Log{
 		cfg:        cfg,
-		conn:       conn,
+		conn:       rereading{conn},
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -132,6 +132,7 @@ func options(cfg Config) *ch.Options {
 		Auth:            ch.Auth{Database: cfg.Database, Username: cfg.Username, Password: cfg.Password},
 		TLS:             cfg.TLS,
 		DialTimeout:     cfg.DialTimeout,
+		DialContext:     dialer(cfg),
 		ReadTimeout:     cfg.QueryTimeout,
 		MaxOpenConns:    cfg.MaxOpenConns,
 		MaxIdleConns:    cfg.MaxOpenConns,

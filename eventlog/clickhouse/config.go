@@ -35,6 +35,16 @@ type Config struct {
 	// write a batch (the conflict check and the insert). A write attempt that
 	// times out is retried like any other failure. Default 60s.
 	QueryTimeout time.Duration
+	// ResponseTimeout bounds the wait for the first byte of the answer to a request
+	// sent on a connection that carried nothing for a second or more, such as the
+	// first query after an idle night. A NAT, load balancer or firewall on the way
+	// may have forgotten such a connection without a word (its bytes then vanish, and
+	// only a timeout tells), while ClickHouse answers any query at once (an INSERT
+	// with the table's header, a SELECT with progress while it runs). Past it the
+	// connection is dropped and the request retried on a new one, instead of
+	// waiting out QueryTimeout; on a live server that is slow to answer, being
+	// wrong costs a new connection and one retry. Default 5s.
+	ResponseTimeout time.Duration
 	// MaxOpenConns bounds the connections to ClickHouse, shared by the writer and
 	// by Read and Sessions. Default 8.
 	MaxOpenConns int
@@ -82,6 +92,7 @@ const (
 	DefaultCompression         = "lz4"
 	DefaultDialTimeout         = 5 * time.Second
 	DefaultQueryTimeout        = time.Minute
+	DefaultResponseTimeout     = 5 * time.Second
 	DefaultMaxOpenConns        = 8
 	DefaultBatchSize           = 10_000
 	DefaultMaxBatchBytes       = 32 << 20
@@ -121,6 +132,7 @@ func (c Config) WithDefaults() Config {
 	}
 	setDuration(&c.DialTimeout, DefaultDialTimeout)
 	setDuration(&c.QueryTimeout, DefaultQueryTimeout)
+	setDuration(&c.ResponseTimeout, DefaultResponseTimeout)
 	setInt(&c.MaxOpenConns, DefaultMaxOpenConns)
 	setInt(&c.BatchSize, DefaultBatchSize)
 	setInt(&c.MaxBatchBytes, DefaultMaxBatchBytes)
@@ -172,6 +184,7 @@ func (c Config) Validate() error {
 	}{
 		{"DialTimeout", c.DialTimeout},
 		{"QueryTimeout", c.QueryTimeout},
+		{"ResponseTimeout", c.ResponseTimeout},
 		{"FlushInterval", c.FlushInterval},
 		{"RetryInitialBackoff", c.RetryInitialBackoff},
 		{"RetryMaxBackoff", c.RetryMaxBackoff},

@@ -29,6 +29,18 @@
 // is room or its ctx ends, so an outage backs work up into the bus rather than
 // into memory. Stats reports the buffered events, retries and waits.
 //
+// # Idle connections
+//
+// A connection that sat idle is not trusted: a NAT, a load balancer or a firewall
+// between the node and ClickHouse may have forgotten it without a word, and then
+// its bytes vanish and no error ever comes. The first request on a connection after
+// a second or more of silence must see the start of its answer within
+// Config.ResponseTimeout; otherwise the connection is closed, with the others that
+// sat idle as long, and the request runs again on a new connection (the writer
+// retries its writes, and Read, Sessions and the fencing queries their reads),
+// rather than waiting out Config.QueryTimeout. A connection the server closed is
+// seen before it is used.
+//
 // # Idempotency and conflicts
 //
 // ClickHouse has no transactions and no unique keys. Before it inserts a group,

@@ -5,12 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -150,7 +150,8 @@ func event(t testing.TB, session string, seq uint64) messages.Envelope {
 
 // proxy forwards TCP connections to a server, and can be taken down (every
 // connection cut, new ones refused) and up again on the same port: an outage of the
-// network between a node and ClickHouse, without touching the server.
+// network between a node and ClickHouse, without touching the server. It can also
+// forget its connections (forget), as a NAT or a load balancer forgets idle ones.
 type proxy struct {
 	t      testing.TB
 	target string
@@ -160,6 +161,10 @@ type proxy struct {
 	ln    net.Listener
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
+
+	accepted  atomic.Int64 // connections forwarded so far
+	forgotten atomic.Int64 // connections accepted before this many are forgotten
+	vanished  atomic.Int64 // bytes sent on forgotten connections
 }
 
 func newProxy(t testing.TB, target string) *proxy {
@@ -194,6 +199,7 @@ func (p *proxy) serve(ln net.Listener) {
 }
 
 func (p *proxy) forward(c net.Conn) {
+	n := p.accepted.Add(1)
 	s, err := net.DialTimeout("tcp", p.target, 5*time.Second)
 	if err != nil {
 		_ = c.Close()
@@ -210,9 +216,24 @@ func (p *proxy) forward(c net.Conn) {
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	pipe := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		_ = dst.Close()
-		_ = src.Close()
+		defer func() {
+			_ = dst.Close()
+			_ = src.Close()
+		}()
+		buf := make([]byte, 32<<10)
+		for {
+			k, err := src.Read(buf)
+			if k > 0 && n <= p.forgotten.Load() {
+				p.vanished.Add(int64(k)) // forgotten: the bytes vanish on the way
+			} else if k > 0 {
+				if _, err := dst.Write(buf[:k]); err != nil {
+					return
+				}
+			}
+			if err != nil {
+				return
+			}
+		}
 	}
 	wg.Go(func() { pipe(s, c) })
 	wg.Go(func() { pipe(c, s) })
@@ -221,6 +242,14 @@ func (p *proxy) forward(c net.Conn) {
 	delete(p.conns, c)
 	delete(p.conns, s)
 	p.mu.Unlock()
+}
+
+// forget makes the connections open now forgotten, as by a NAT or load balancer
+// whose idle timer expired: every byte sent on them either way vanishes from then
+// on, with no RST and no FIN (their sockets stay open). New connections are
+// forwarded.
+func (p *proxy) forget() {
+	p.forgotten.Store(p.accepted.Load())
 }
 
 // down cuts every connection and refuses new ones.

@@ -1,0 +1,272 @@
+package clickhouse
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// idleAfter is how long a connection to ClickHouse may carry nothing before it is
+// no longer trusted (see suspectConn).
+const idleAfter = time.Second
+
+// dialer returns the DialContext of the clickhouse-go options: a TCP (or TLS)
+// connection to addr whose first request after an idle spell must be answered
+// within cfg.ResponseTimeout (suspectConn).
+func dialer(cfg Config) func(ctx context.Context, addr string) (net.Conn, error) {
+	conns := &suspectConns{all: map[*suspectConn]struct{}{}}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: cfg.DialTimeout}
+		raw, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, err
+		}
+		sc := &suspectConn{Conn: raw, idleAfter: idleAfter, timeout: cfg.ResponseTimeout, last: time.Now(), siblings: conns}
+		conns.add(sc)
+		var conn net.Conn = sc
+		if cfg.TLS == nil {
+			return conn, nil
+		}
+		tc := cfg.TLS
+		if tc.ServerName == "" {
+			// As tls.Dial does: the server's name is the address's host.
+			tc = tc.Clone()
+			if host, _, err := net.SplitHostPort(addr); err == nil {
+				tc.ServerName = host
+			} else {
+				tc.ServerName = addr
+			}
+		}
+		t := tls.Client(conn, tc)
+		if err := t.HandshakeContext(ctx); err != nil {
+			sc.Close()
+			return nil, err
+		}
+		return t, nil
+	}
+}
+
+// suspectConns are the open connections of one dialer (one Log's pool).
+type suspectConns struct {
+	mu  sync.Mutex
+	all map[*suspectConn]struct{}
+}
+
+func (s *suspectConns) add(c *suspectConn) {
+	s.mu.Lock()
+	s.all[c] = struct{}{}
+	s.mu.Unlock()
+}
+
+func (s *suspectConns) remove(c *suspectConn) {
+	s.mu.Lock()
+	delete(s.all, c)
+	s.mu.Unlock()
+}
+
+// forgottenSince closes the connections, other than dead, that sit in the pool and
+// carried nothing since last, when dead's idle spell began: what forgot dead (a NAT, a load balancer) forgot them
+// as well, and the driver would otherwise find each one dead in turn, after
+// ResponseTimeout each, when it takes them from its pool.
+func (s *suspectConns) forgottenSince(dead *suspectConn, last time.Time) {
+	s.mu.Lock()
+	var idle []*suspectConn
+	for c := range s.all {
+		if c != dead && c.idleSince(last) {
+			idle = append(idle, c)
+		}
+	}
+	s.mu.Unlock()
+	for _, c := range idle {
+		c.Close()
+	}
+}
+
+// suspectConn is a connection to ClickHouse that does not trust itself after it
+// sat idle. A NAT, a load balancer or a firewall between the node and ClickHouse
+// may forget an idle connection without telling either end: from then on its bytes
+// vanish, no RST ever comes, and a query sent on it waits for its whole deadline
+// (Config.QueryTimeout, a minute by default) before it fails. So a request written
+// after idleAfter of silence must see the first byte of its answer within timeout
+// (ClickHouse answers a query at once: an INSERT with the table's header, a SELECT
+// with progress packets while it runs); until that byte comes, reads time out then,
+// whatever longer deadline the driver set. The driver takes the error for a broken
+// connection: it closes it, and the query is retried on a new one. From the first
+// byte on, and on a connection in use, the driver's own deadlines apply.
+type suspectConn struct {
+	net.Conn
+	idleAfter, timeout time.Duration
+
+	siblings *suspectConns
+
+	mu          sync.Mutex
+	last        time.Time // the last byte read or written
+	probe       time.Time // when an answer must have begun; zero: none awaited
+	idleFor     time.Duration
+	readDriver  time.Time // the driver's read deadline
+	readApplied time.Time // the read deadline set on Conn
+}
+
+// errNoAnswer is returned by a read that waited timeout for the answer to a
+// request written on a connection that had been idle.
+type errNoAnswer struct {
+	timeout, idle time.Duration
+}
+
+func (e *errNoAnswer) Error() string {
+	return fmt.Sprintf("eventlog/clickhouse: no answer within %s on a connection idle for %s before the request "+
+		"(forgotten by a NAT or load balancer on the way?): %v", e.timeout, e.idle.Round(time.Millisecond), os.ErrDeadlineExceeded)
+}
+
+func (e *errNoAnswer) Unwrap() error { return os.ErrDeadlineExceeded }
+func (e *errNoAnswer) Timeout() bool { return true }
+func (e *errNoAnswer) Temporary() bool {
+	return true
+}
+
+var _ net.Error = (*errNoAnswer)(nil)
+
+func (c *suspectConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
+	now := time.Now()
+	if now.Sub(c.last) >= c.idleAfter {
+		// A request after an idle spell (and a request after one whose answer never
+		// came: the driver had no reason to read it).
+		c.probe, c.idleFor = now.Add(c.timeout), now.Sub(c.last)
+		if err := c.applyLocked(); err != nil {
+			c.mu.Unlock()
+			return 0, err
+		}
+	}
+	c.mu.Unlock()
+	n, err := c.Conn.Write(b)
+	if n > 0 {
+		c.mu.Lock()
+		c.last = time.Now()
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+func (c *suspectConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.mu.Lock()
+	if n > 0 {
+		c.last = time.Now()
+		if !c.probe.IsZero() {
+			c.probe = time.Time{}
+			c.applyLocked()
+		}
+	}
+	if err != nil && !c.probe.IsZero() && errors.Is(err, os.ErrDeadlineExceeded) {
+		// No answer to a request sent after an idle spell: whichever deadline
+		// ended the wait, the connection is taken for forgotten, and so are those
+		// idle since before the spell began.
+		since := c.probe.Add(-c.timeout - c.idleFor)
+		if c.readDriver.IsZero() || c.readDriver.After(c.probe) {
+			err = &errNoAnswer{timeout: c.timeout, idle: c.idleFor}
+		}
+		c.mu.Unlock()
+		c.siblings.forgottenSince(c, since)
+		return n, err
+	}
+	c.mu.Unlock()
+	return n, err
+}
+
+// idleSince reports whether c carried nothing since t and is in no request (the
+// driver sets a read deadline for each request, and clears it after).
+func (c *suspectConn) idleSince(t time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return !c.last.After(t) && c.readDriver.IsZero()
+}
+
+func (c *suspectConn) Close() error {
+	c.siblings.remove(c)
+	return c.Conn.Close()
+}
+
+func (c *suspectConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.Conn.SetWriteDeadline(t); err != nil {
+		return err
+	}
+	c.readDriver = t
+	return c.applyLocked()
+}
+
+func (c *suspectConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.readDriver = t
+	return c.applyLocked()
+}
+
+// applyLocked sets Conn's read deadline: the driver's, or the probe's when that
+// is earlier.
+func (c *suspectConn) applyLocked() error {
+	d := c.readDriver
+	if !c.probe.IsZero() && (d.IsZero() || c.probe.Before(d)) {
+		d = c.probe
+	}
+	if d.Equal(c.readApplied) {
+		return nil
+	}
+	c.readApplied = d
+	return c.Conn.SetReadDeadline(d)
+}
+
+// SyscallConn lets the driver check the connection before it reuses it (a
+// connection the server closed is seen at once).
+func (c *suspectConn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.New("eventlog/clickhouse: connection has no file descriptor")
+	}
+	return sc.SyscallConn()
+}
+
+// deadConnRetries is how many times a read query runs again after its connection
+// turned out dead (errNoAnswer).
+const deadConnRetries = 3
+
+// rereading is a Log's connection pool: a read query whose connection turned out
+// dead before any answer came (errNoAnswer: the network forgot the connection
+// while it sat idle) runs again, on another connection, so that the caller sees a
+// delay rather than an error. The writer retries its writes by itself.
+type rereading struct {
+	driver.Conn
+}
+
+func isNoAnswer(err error) bool {
+	var e *errNoAnswer
+	return errors.As(err, &e)
+}
+
+func (c rereading) Query(ctx context.Context, query string, args ...any) (driver.Rows, error) {
+	for attempt := 0; ; attempt++ {
+		rows, err := c.Conn.Query(ctx, query, args...)
+		if err == nil || attempt == deadConnRetries || !isNoAnswer(err) || ctx.Err() != nil {
+			return rows, err
+		}
+	}
+}
+
+func (c rereading) QueryRow(ctx context.Context, query string, args ...any) driver.Row {
+	for attempt := 0; ; attempt++ {
+		row := c.Conn.QueryRow(ctx, query, args...)
+		if err := row.Err(); err == nil || attempt == deadConnRetries || !isNoAnswer(err) || ctx.Err() != nil {
+			return row
+		}
+	}
+}
