@@ -25,13 +25,26 @@ import (
 // (it fails when CI=true).
 func a2aPython(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("TROUPE_A2A_PY")
+	return pythonWithA2A(t, "TROUPE_A2A_PY", "1.3.0")
+}
+
+// a2aPython03 is the python of a virtual environment with the A2A Python SDK
+// 0.3.x (A2A_PY_VERSION=0.3.26 deploy/a2a-py.sh): $TROUPE_A2A_PY03, else the one
+// in ~/.cache/troupe-deploy.
+func a2aPython03(t *testing.T) string {
+	t.Helper()
+	return pythonWithA2A(t, "TROUPE_A2A_PY03", "0.3.26")
+}
+
+func pythonWithA2A(t *testing.T, env, version string) string {
+	t.Helper()
+	py := os.Getenv(env)
 	if py == "" {
 		home, _ := os.UserHomeDir()
-		py = filepath.Join(home, ".cache", "troupe-deploy", "a2a-py-1.3.0", "bin", "python")
+		py = filepath.Join(home, ".cache", "troupe-deploy", "a2a-py-"+version, "bin", "python")
 	}
 	if _, err := os.Stat(py); err != nil {
-		msg := "the A2A Python SDK is missing (run deploy/a2a-py.sh; TROUPE_A2A_PY names its python)"
+		msg := "the A2A Python SDK " + version + " is missing (run A2A_PY_VERSION=" + version + " deploy/a2a-py.sh; " + env + " names its python)"
 		if os.Getenv("CI") == "true" {
 			t.Fatal(msg)
 		}
@@ -44,15 +57,21 @@ func a2aPython(t *testing.T) string {
 // (with args) and decodes what it prints into out.
 func runA2APy(t *testing.T, base, mode string, out any, args ...string) {
 	t.Helper()
-	py := a2aPython(t)
+	runPython(t, a2aPython(t), "a2a-py-client.py", base, mode, out, args...)
+}
+
+// runPython runs script (in testdata) with py against the node at base in mode
+// (with args) and decodes what it prints into out.
+func runPython(t *testing.T, py, script, base, mode string, out any, args ...string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, append([]string{filepath.Join("testdata", "a2a-py-client.py"), base, mode}, args...)...)
+	cmd := exec.CommandContext(ctx, py, append([]string{filepath.Join("testdata", script), base, mode}, args...)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	stdout, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("python (%s): %v\n%s", mode, err, stderr.String())
+		t.Fatalf("python %s (%s): %v\n%s", script, mode, err, stderr.String())
 	}
 	if err := json.Unmarshal(stdout, out); err != nil {
 		t.Fatalf("output %q: %v\n%s", stdout, err, stderr.String())
@@ -317,10 +336,156 @@ func TestA2APyClientWaitsOutASlowStep(t *testing.T) {
 		return r
 	})
 	var out struct{ Stream a2aPyStream }
-	runA2APy(t, base, "slow", &out)
+	runA2APy(t, base, "one", &out)
 	s := out.Stream
 	if s.Error != "" || s.State != "TASK_STATE_COMPLETED" || s.Answer != "slow answer" {
 		t.Fatalf("stream: %+v", s)
 	}
 	oneTaskEnded(t, n, s.ContextID, messages.TypeTaskCompleted)
+}
+
+// The Python client streams a provider's 100 tokens: each an event of the answer
+// artifact, the first replacing it and the others appended, then the recorded
+// answer, whole, as its last chunk; the answer the client folds is the one
+// recorded.
+func TestA2APyClientStreamsDeltas(t *testing.T) {
+	a2aPython(t)
+	pieces := tokens(100)
+	n, base := a2aStreamingNode(t, 0, func(int) openaitest.Reply {
+		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
+	})
+	var out struct{ Stream a2aPyStream }
+	runA2APy(t, base, "one", &out)
+	s := out.Stream
+	var artifacts []string
+	for _, e := range s.Events {
+		if strings.HasPrefix(e, "artifact:") {
+			artifacts = append(artifacts, e)
+		}
+	}
+	if s.Error != "" || len(artifacts) < 102 {
+		t.Fatalf("%d artifact events (%s): %q", len(artifacts), s.Error, s.Events)
+	}
+	for i, p := range pieces {
+		want := "artifact:answer:" + p
+		if i > 0 {
+			want += ":append"
+		}
+		if artifacts[i] != want {
+			t.Fatalf("artifact event %d: %q, want %q", i, artifacts[i], want)
+		}
+	}
+	whole := strings.Join(pieces, "")
+	if last := artifacts[len(artifacts)-1]; last != "artifact:answer:"+whole+":last" || s.Answer != whole ||
+		s.State != "TASK_STATE_COMPLETED" || s.Message != whole {
+		t.Fatalf("end: last artifact %q, answer %q, state %s", last, s.Answer, s.State)
+	}
+	if _, output := recordedAnswer(t, n, s.ContextID); output != whole {
+		t.Fatalf("recorded %q", output)
+	}
+}
+
+// The Python client subscribes (SubscribeToTask) to a task waiting for approval:
+// the task comes first, as it waits; approved by another client, it goes on to
+// its end, which ends the subscription. The ended task is refused as 1.0 says
+// (UnsupportedOperationError), and so is an unknown one (TaskNotFoundError).
+func TestA2APyClientSubscribes(t *testing.T) {
+	a2aPython(t)
+	var sent atomic.Int64
+	n, base := a2aNode(t, mailer(t, &sent))
+	var out struct {
+		First, Subscribed, Ended, Unknown a2aPyStream
+		Approved                          a2aPyTask
+	}
+	runA2APy(t, base, "subscribe", &out, "/a2a/mailer/.well-known/agent-card.json")
+	if out.First.State != "TASK_STATE_INPUT_REQUIRED" {
+		t.Fatalf("first stream: %+v", out.First)
+	}
+	sub := out.Subscribed
+	if sub.Error != "" || len(sub.Events) < 3 || sub.Events[0] != "task:TASK_STATE_INPUT_REQUIRED" ||
+		sub.Events[len(sub.Events)-1] != "status:TASK_STATE_COMPLETED:handled" || sub.Answer != "handled" {
+		t.Fatalf("subscription: %+v", sub)
+	}
+	if out.Approved.ID != out.First.TaskID || out.Approved.State != "TASK_STATE_COMPLETED" {
+		t.Fatalf("the approval sent without streaming: %+v", out.Approved)
+	}
+	if !strings.HasPrefix(out.Ended.Error, "UnsupportedOperationError") || len(out.Ended.Events) != 0 {
+		t.Fatalf("subscribing to the ended task: %+v", out.Ended)
+	}
+	if !strings.HasPrefix(out.Unknown.Error, "TaskNotFoundError") || len(out.Unknown.Events) != 0 {
+		t.Fatalf("subscribing to an unknown task: %+v", out.Unknown)
+	}
+	if sent.Load() != 1 {
+		t.Fatalf("%d emails sent, want 1", sent.Load())
+	}
+	oneTaskEnded(t, n, out.First.ContextID, messages.TypeTaskCompleted)
+}
+
+// The Python client sets, reads, lists and deletes a push notification config of
+// a task: each answer is the config as set (its token and credentials too); a
+// config for a task the node does not know is refused (TaskNotFoundError).
+func TestA2APyClientPushConfigs(t *testing.T) {
+	a2aPython(t)
+	_, base := a2aNode(t, node.Config{Model: llm.Offline{}})
+	type cfg struct{ ID, TaskID, URL, Token, Scheme, Credentials string }
+	var out struct {
+		TaskID      string
+		Made, Got   cfg
+		Listed      []cfg
+		After       int
+		UnknownTask string
+	}
+	runA2APy(t, base, "push", &out)
+	want := cfg{ID: "hook-1", TaskID: out.TaskID, URL: "https://hooks.example.com/a2a", Token: "tok", Scheme: "Bearer", Credentials: "secret"}
+	if out.TaskID == "" || out.Made != want || out.Got != want || len(out.Listed) != 1 || out.Listed[0] != want || out.After != 0 {
+		t.Fatalf("push configs: %+v, want %+v", out, want)
+	}
+	if !strings.HasPrefix(out.UnknownTask, "TaskNotFoundError") {
+		t.Fatalf("a config for an unknown task: %q", out.UnknownTask)
+	}
+}
+
+// TestA2APy03Client runs the Python SDK 0.3's client (a2a-sdk 0.3.x, which reads
+// the card's url and speaks A2A 0.3) as its README shows it: a message streamed, the
+// task read back, a second message in its context, one sent without streaming;
+// and a stream through a model step slower than its 5 s read timeout (the SSE
+// comments that keep the stream alive are no events to it).
+func TestA2APy03Client(t *testing.T) {
+	py := a2aPython03(t)
+	t.Run("conversation", func(t *testing.T) {
+		n, base := a2aNode(t, node.Config{Model: llm.Offline{}, Tools: []tools.Tool{tools.Calculator{}}})
+		var out a2aPyConversation
+		runPython(t, py, "a2a-py-client-03.py", base, "default", &out)
+		s := out.Stream
+		events := []string{"task:TASK_STATE_SUBMITTED", "status:TASK_STATE_WORKING", "status:TASK_STATE_WORKING:calling tool calculator",
+			"artifact:answer:144:last", "status:TASK_STATE_COMPLETED:144"}
+		if out.Protocol != "0.3.0" || strings.Join(s.Events, " | ") != strings.Join(events, " | ") || s.Error != "" || s.Answer != "144" {
+			t.Fatalf("protocol %q, stream:\n got %q (%s)\nwant %q", out.Protocol, s.Events, s.Error, events)
+		}
+		if g := out.Get; g.ID != s.TaskID || g.State != "TASK_STATE_COMPLETED" || g.Answer != "144" {
+			t.Fatalf("get_task: %+v", g)
+		}
+		if c := out.Context; c.ContextID != s.ContextID || c.TaskID == s.TaskID || c.Answer != "same session" {
+			t.Fatalf("a second message in context %s: %+v", s.ContextID, c)
+		}
+		if sub, done, failed := tasksOf(waitEnded(t, n, s.ContextID)); sub != 2 || done != 2 || failed != 0 {
+			t.Fatalf("session %s: %d tasks submitted, %d completed, %d failed, want 2, 2, 0", s.ContextID, sub, done, failed)
+		}
+		if sent := out.Send.Task; out.Send.Responses != 1 || sent == nil || sent.State != "TASK_STATE_COMPLETED" || sent.Answer != "144" {
+			t.Fatalf("send without streaming: %+v", out.Send)
+		}
+	})
+	t.Run("slow", func(t *testing.T) {
+		n, base := a2aStreamingNode(t, 0, func(int) openaitest.Reply {
+			r := openaitest.TextStream(messages.Usage{PromptTokens: 5, CompletionTokens: 2}, "slow ", "answer")
+			r.Delay = 7 * time.Second
+			return r
+		})
+		var out struct{ Stream a2aPyStream }
+		runPython(t, py, "a2a-py-client-03.py", base, "one", &out)
+		if s := out.Stream; s.Error != "" || s.State != "TASK_STATE_COMPLETED" || s.Answer != "slow answer" {
+			t.Fatalf("stream: %+v", s)
+		}
+		oneTaskEnded(t, n, out.Stream.ContextID, messages.TypeTaskCompleted)
+	})
 }

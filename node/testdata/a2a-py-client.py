@@ -15,7 +15,15 @@ MODE cancel: a message streamed; at its first event the task is cancelled
 MODE approve [CARD_PATH]: a message to an agent whose tool call waits for approval,
   streamed until the task asks for input, then answered "approve" (same task and
   context), streamed to its end.
-MODE slow: one message streamed to its end (the test makes the model slow).
+MODE one: one message streamed to its end (the test makes the model slow, or
+  stream its tokens).
+MODE subscribe [CARD_PATH]: a message to an agent whose tool call waits for
+  approval, streamed until the task asks for input; then subscribe (1.0's
+  SubscribeToTask) to the task, which another client approves (a message sent
+  without streaming): the subscription follows the task to its end. Then
+  subscribe to the ended task, and to an unknown one.
+MODE push: a message sent, then a push notification config of its task created,
+  read, listed and deleted.
 MODE hostile: odd text echoed back (unicode, escapes, NUL, control characters),
   a text of the node's input limit (1 MiB) and one a byte over it, one over the
   body limit (2 MiB), an empty one, an unknown task, and requests the SDK would
@@ -38,10 +46,16 @@ from a2a.client.card_resolver import parse_agent_card
 from a2a.helpers import get_artifact_text, get_message_text, new_text_message
 from a2a.utils.errors import A2AError
 from a2a.types.a2a_pb2 import (
+    AuthenticationInfo,
     CancelTaskRequest,
+    DeleteTaskPushNotificationConfigRequest,
+    GetTaskPushNotificationConfigRequest,
     GetTaskRequest,
+    ListTaskPushNotificationConfigsRequest,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
+    TaskPushNotificationConfig,
     TaskState,
 )
 
@@ -183,9 +197,76 @@ async def approve(card):
     return out
 
 
-async def slow(card):
+async def one(card):
     async with ClientFactory(ClientConfig()).create(card) as client:
         return {'stream': (await stream(client, request('take your time'))).out()}
+
+
+async def subscribed(client, task_id, on_event=None):
+    s = Stream()
+    try:
+        async for ev in client.subscribe(SubscribeToTaskRequest(id=task_id)):
+            s.see(ev)
+            if on_event:
+                await on_event(s)
+    except A2AError as e:
+        s.error = f'{type(e).__name__}: {e}'
+    return s
+
+
+async def subscribe(card):
+    out = {}
+    async with ClientFactory(ClientConfig()).create(card) as client, \
+            ClientFactory(ClientConfig(streaming=False)).create(card) as other:
+        first = await stream(client, request('mail bob'))
+        out['first'] = first.out()
+
+        async def approve_once(s):
+            if 'approved' not in out:
+                out['approved'] = {}
+                sent = [ev async for ev in other.send_message(
+                    request('approve', context_id=first.context_id, task_id=first.task_id))]
+                out['approved'] = task_out(sent[-1].task)
+
+        out['subscribed'] = (await subscribed(client, first.task_id, approve_once)).out()
+        out['ended'] = (await subscribed(client, first.task_id)).out()
+        out['unknown'] = (await subscribed(client, first.context_id + '~0123456789abcdef0123456789abcdef')).out()
+    return out
+
+
+async def push(card):
+    out = {}
+    async with ClientFactory(ClientConfig(streaming=False)).create(card) as client:
+        sent = [ev async for ev in client.send_message(request('echo push me'))]
+        task_id = sent[-1].task.id
+        out['taskId'] = task_id
+
+        def cfg_out(c):
+            return {'id': c.id, 'taskId': c.task_id, 'url': c.url, 'token': c.token,
+                    'scheme': c.authentication.scheme, 'credentials': c.authentication.credentials}
+
+        made = await client.create_task_push_notification_config(TaskPushNotificationConfig(
+            task_id=task_id, id='hook-1', url='https://hooks.example.com/a2a', token='tok',
+            authentication=AuthenticationInfo(scheme='Bearer', credentials='secret')))
+        out['made'] = cfg_out(made)
+        got = await client.get_task_push_notification_config(
+            GetTaskPushNotificationConfigRequest(task_id=task_id, id='hook-1'))
+        out['got'] = cfg_out(got)
+        listed = await client.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task_id))
+        out['listed'] = [cfg_out(c) for c in listed.configs]
+        await client.delete_task_push_notification_config(
+            DeleteTaskPushNotificationConfigRequest(task_id=task_id, id='hook-1'))
+        after = await client.list_task_push_notification_configs(
+            ListTaskPushNotificationConfigsRequest(task_id=task_id))
+        out['after'] = len(after.configs)
+        try:
+            await client.create_task_push_notification_config(TaskPushNotificationConfig(
+                task_id='no-such-task', id='hook-2', url='https://hooks.example.com/a2a'))
+            out['unknownTask'] = 'set'
+        except A2AError as e:
+            out['unknownTask'] = f'{type(e).__name__}: {e}'
+    return out
 
 
 # ODD is echoed back whole: it neither begins nor ends with white space (the echo
@@ -272,8 +353,12 @@ async def main():
         out = await cancel(card)
     elif mode == 'approve':
         out = await approve(card)
-    elif mode == 'slow':
-        out = await slow(card)
+    elif mode == 'one':
+        out = await one(card)
+    elif mode == 'subscribe':
+        out = await subscribe(card)
+    elif mode == 'push':
+        out = await push(card)
     elif mode == 'hostile':
         out = await hostile(base, card)
     else:
