@@ -53,6 +53,9 @@ type ServerConfig struct {
 	PushKey func() ([]byte, error)
 	// MaxBody bounds a request body (0: DefaultMaxBody).
 	MaxBody int64
+	// KeepAlive is how long a stream (message/stream, tasks/resubscribe) stays
+	// silent before an SSE comment keeps it alive (0: DefaultKeepAlive).
+	KeepAlive time.Duration
 	// Name and Version name the node in its card.
 	Name, Version string
 	Logger        *slog.Logger
@@ -87,6 +90,9 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 	}
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = DefaultKeepAlive
 	}
 	if cfg.Name == "" {
 		cfg.Name = "troupe"
@@ -319,6 +325,10 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		// answers when the task ends, a stream as long as the task runs. The
 		// request's context still ends it when the client goes away.
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		// A stream silent longer than a client's read timeout (a slow model call or
+		// tool) gets SSE comments between its events.
+		w, stop := keepAlive(w, s.cfg.KeepAlive)
+		defer stop()
 		if m, ok := v1Methods[*req.Method]; ok {
 			s.serveV1(w, r, next, m, req.ID, req.Params)
 			return

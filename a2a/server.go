@@ -44,6 +44,14 @@ type Backend interface {
 	Approve(ctx context.Context, sessionID, call string, approve bool, reason string) error
 }
 
+// TaskChecker is a Backend that tells, before any task is made, whether
+// SubmitTask would refuse a task (its input too long, its session ID not one):
+// such a message is answered with InvalidParams (-32602) and the reason, not with
+// a task that fails and says no more.
+type TaskChecker interface {
+	CheckTask(agent, sessionID, input string) error
+}
+
 // Executor runs A2A tasks as Troupe tasks of one agent (a2asrv.AgentExecutor).
 type Executor struct {
 	backend Backend
@@ -76,6 +84,21 @@ func ContextFor(messageID string) string {
 	return "a2a-" + hex.EncodeToString(sum[:16])
 }
 
+// check reports why a message that starts a task would not start one (the
+// error wraps sdk.ErrInvalidParams), if it would not.
+func (e *Executor) check(m *sdk.Message) error {
+	input := messageText(m)
+	if strings.TrimSpace(input) == "" {
+		return fmt.Errorf("a2a: %w: the message has no text part", sdk.ErrInvalidParams)
+	}
+	if c, ok := e.backend.(TaskChecker); ok {
+		if err := c.CheckTask(e.agent, m.ContextID, input); err != nil {
+			return fmt.Errorf("a2a: %w: %w", sdk.ErrInvalidParams, err)
+		}
+	}
+	return nil
+}
+
 // Execute starts the Troupe task of a new A2A task, or, for a message sent to a task
 // in input-required, answers the approvals it waits for; then it follows the
 // session's events until the task ends or waits for approval again.
@@ -93,10 +116,10 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	}
 	resumed := rc.StoredTask != nil && !claimed
 	if !resumed {
-		input := messageText(rc.Message)
-		if strings.TrimSpace(input) == "" {
-			return fmt.Errorf("a2a: %w: the message has no text part", sdk.ErrInvalidParams)
+		if err := e.check(rc.Message); err != nil {
+			return err
 		}
+		input := messageText(rc.Message)
 		if err := q.Write(ctx, sdk.NewSubmittedTask(rc, rc.Message)); err != nil {
 			return err
 		}
@@ -623,6 +646,12 @@ func (d *Dedupe) prepare(ctx context.Context, p *sdk.MessageSendParams) (sdk.Tas
 	}
 	if p.Message.ContextID == "" {
 		p.Message.ContextID = ContextFor(p.Message.ID)
+	}
+	// A message that would start no task is refused before its task is claimed:
+	// the SDK would answer a claimed task's failure with the task, failed, and
+	// without the reason.
+	if err := d.exec.check(p.Message); err != nil {
+		return "", false, err
 	}
 	id := TaskIDFor(p.Message.ContextID, p.Message.ID)
 	task := &sdk.Task{ID: id, ContextID: p.Message.ContextID, Status: sdk.TaskStatus{State: sdk.TaskStateSubmitted},

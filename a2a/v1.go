@@ -204,7 +204,14 @@ func (t *v1Writer) translate(data []byte) []byte {
 	}
 	res, ok := resp["result"]
 	if !ok {
-		return data
+		if e, ok := resp["error"].(map[string]any); !ok || !withReason(e) {
+			return data
+		}
+		out, err := json.Marshal(resp)
+		if err != nil {
+			return data
+		}
+		return out
 	}
 	v, err := t.m.result(res)
 	if err != nil {
@@ -217,6 +224,25 @@ func (t *v1Writer) translate(data []byte) []byte {
 		return data
 	}
 	return out
+}
+
+// withReason puts the reason an error's data gives ({"error": "..."}, as the SDK
+// and the node write it) in its message, and reports whether it did: a 1.0 client
+// reads only a list of details (google.rpc) in data, and the Python SDK shows the
+// message alone ("invalid params", without why).
+func withReason(e map[string]any) bool {
+	d, _ := e["data"].(map[string]any)
+	why, _ := d["error"].(string)
+	msg, _ := e["message"].(string)
+	if why == "" || strings.Contains(msg, why) {
+		return false
+	}
+	why = strings.TrimPrefix(why, "a2a: ")
+	if !strings.HasPrefix(why, msg) {
+		why = msg + ": " + why
+	}
+	e["message"] = why
+	return true
 }
 
 func decodeJSON(data []byte, v any) error {

@@ -113,6 +113,8 @@ func (n *Node) a2aAgents() []a2a.AgentInfo {
 // a2aBackend is the node as package a2a sees it.
 type a2aBackend struct{ n *Node }
 
+var _ a2a.TaskChecker = a2aBackend{}
+
 func (b a2aBackend) SubmitTask(ctx context.Context, agent, sessionID, input, envID string) error {
 	if agent == "default" {
 		agent = ""
@@ -123,6 +125,20 @@ func (b a2aBackend) SubmitTask(ctx context.Context, agent, sessionID, input, env
 	}
 	_, err = b.n.submit(ctx, env)
 	return err
+}
+
+// CheckTask implements a2a.TaskChecker: what SubmitTask's admission refuses.
+func (b a2aBackend) CheckTask(agent, sessionID, input string) error {
+	if agent == "default" {
+		agent = ""
+	}
+	if err := (Task{Input: input, SessionID: sessionID, Agent: agent}).Validate(); err != nil {
+		return err
+	}
+	if err := b.n.ingress.checkAgent(agent); err != nil {
+		return err
+	}
+	return b.n.ingress.checkSessionShape(sessionID)
 }
 
 func (b a2aBackend) Events(ctx context.Context, sessionID string, from uint64) ([]messages.Envelope, error) {
