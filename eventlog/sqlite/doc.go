@@ -61,7 +61,12 @@
 // schema 4 and held by another process (olderBuildSteps) moves it to schema 5
 // with the full index kept, which this build's statements use as well; the
 // first Open that holds the directory alone makes the index partial. Until then
-// each append writes an index entry, as under schema 4. A process of an older
+// each append writes an index entry, as under schema 4. Schema 7 drops the
+// UNIQUE (id) constraint, on which the writer of every older build relies to skip
+// an event whose ID is stored at another position: a Shared Open that finds the
+// log held by another process keeps it (notAloneSteps), whatever version it found
+// the log at, and the first Open that holds the directory alone rebuilds the
+// table without it (narrowIDIndex). A process of an older
 // build that opens the log after the migration is refused with the version it
 // found and "run a newer build".
 //
@@ -102,9 +107,13 @@
 //
 // # Schema
 //
-// Table events holds one row per event: PRIMARY KEY (session_id, seq), UNIQUE id,
-// the envelope's fields and the epoch as columns and the payload as a BLOB, so that it can be
+// Table events holds one row per event: PRIMARY KEY (session_id, seq), the
+// envelope's fields and the epoch as columns and the payload as a BLOB, so that it can be
 // queried with the sqlite3 shell (json_extract(payload, '$.usage.prompt_tokens')).
+// IDs are unique in the log; an event's ID is nearly always the one derived from its
+// position ("<session>/<seq>", which the primary key keeps unique), so the unique
+// index events_by_id holds the others only, and table aliases the IDs of events
+// that are derived from another position than theirs, which the writer looks up.
 // Index events_by_epoch holds the leased events only (epoch > 0): Read finds in it
 // the highest epoch before fromSeq, and an embedded node, which appends without a
 // lease, never writes to it. Table sessions holds the summaries, table ownership the epochs Own took, with the number of tasks submitted and ended

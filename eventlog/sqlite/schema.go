@@ -96,6 +96,60 @@ var migrations = [][]string{
 	{
 		`CREATE INDEX sessions_running ON sessions (started_us DESC, session_id) WHERE ` + runningWhere,
 	},
+	// 7: the uniqueness of IDs costs an index entry only for the events whose ID is
+	// not derived from their position (see idIndexStmts); olderBuildSteps and
+	// narrowIDIndex defer the rebuild of the table while another process may run.
+	slices.Concat(idIndexStmts, aliasesStmts),
+}
+
+// derivedWhere holds for an event whose ID is derived from its position: the
+// canonical ID "<session>/<seq>" (messages.EffectKey), which every event a session
+// actor decides carries. Two positions never derive the same ID (the seq is the
+// decimal after the last '/'), so the primary key keeps those IDs unique.
+const derivedWhere = `id = session_id || '/' || seq`
+
+// idIndexStmts rebuild the events table without its UNIQUE (id) constraint, whose
+// index took an entry for every event, and index the IDs that are not derived
+// from their position only (events_by_id, unique). An ID is still unique in the
+// log: two events with one non-derived ID conflict in events_by_id, two with one
+// derived ID in the primary key; and where the ID of an event is the derived ID of
+// another position (it aliases it, see table aliases), the writer looks up that
+// position (Log.checkID). SQLite cannot drop a constraint: the table is copied.
+var idIndexStmts = []string{
+	`CREATE TABLE events_v7 (
+			session_id     TEXT    NOT NULL,
+			seq            INTEGER NOT NULL,
+			id             TEXT    NOT NULL,
+			type           TEXT    NOT NULL,
+			version        INTEGER NOT NULL,
+			causation_id   TEXT    NOT NULL,
+			correlation_id TEXT    NOT NULL,
+			ts             INTEGER NOT NULL,
+			actor          TEXT    NOT NULL,
+			payload        BLOB    NOT NULL,
+			epoch          INTEGER NOT NULL DEFAULT 0,
+			PRIMARY KEY (session_id, seq)
+		)`,
+	`INSERT INTO events_v7 (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
+		SELECT session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch FROM events ORDER BY rowid`,
+	`DROP TABLE events`,
+	`ALTER TABLE events_v7 RENAME TO events`,
+	`CREATE INDEX events_by_epoch ON events (session_id, epoch, seq) ` + epochIndexWhere,
+	`CREATE UNIQUE INDEX events_by_id ON events (id) WHERE NOT (` + derivedWhere + `)`,
+}
+
+// aliasesStmts make and fill table aliases: the IDs of stored events that are
+// the derived ID of another position than their own (such as an event a writer
+// moved to another seq). While it is empty, which it is in a log only nodes
+// wrote, the writer need not look for an alias of each derived ID it inserts:
+// it reads whether the table is empty once per transaction. It may hold more
+// than those IDs (the statement here takes every ID ending in '/' and digits,
+// leading zeros too), which costs lookups only.
+var aliasesStmts = []string{
+	`CREATE TABLE IF NOT EXISTS aliases (id TEXT NOT NULL PRIMARY KEY) WITHOUT ROWID`,
+	`INSERT OR IGNORE INTO aliases (id) SELECT id FROM events
+		WHERE NOT (` + derivedWhere + `) AND length(rtrim(id, '0123456789')) BETWEEN 2 AND length(id) - 1
+		AND substr(rtrim(id, '0123456789'), -1) = '/'`,
 }
 
 // runningWhere is the condition of the index sessions_running: a session whose
@@ -135,7 +189,7 @@ const sessionParent = `(SELECT json_extract(CAST(p.payload AS TEXT), '$.parent.s
 		WHERE p.session_id = sessions.session_id AND p.seq = 1 AND p.type = 'task.submitted')`
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 6 // = len(migrations), checked by a test
+const SchemaVersion = 7 // = len(migrations), checked by a test
 
 // olderBuildSteps are the migrations whose statements a process of an older
 // build, still running on a Shared log, cannot live with, and what migrate does
@@ -150,6 +204,59 @@ const SchemaVersion = 6 // = len(migrations), checked by a test
 //     it partial at an Open that finds the directory held by nobody else.
 var olderBuildSteps = map[int][]string{
 	4: nil,
+}
+
+// notAloneSteps are the migrations that no process of an older build can live
+// with, of whichever schema it is, and what migrate does instead while one may
+// run (see olderBuildSteps), whatever the version the log was found at:
+//
+//   - 7 drops the UNIQUE (id) constraint, on which the writer of an older build
+//     relies to refuse an event whose ID is stored at another position: with it
+//     gone, that writer would store the event. Instead the table keeps the
+//     constraint (it keeps IDs unique for both builds, and this build's lookups
+//     find the stored events through it too), and only table aliases is made;
+//     narrowIDIndex rebuilds the table at an Open that finds the directory held
+//     by nobody else.
+var notAloneSteps = map[int][]string{
+	6: aliasesStmts,
+}
+
+// narrowIDIndex rebuilds the events table without its UNIQUE (id) constraint
+// (schema 7) where migrate left it for a process of an older build
+// (notAloneSteps), and fills table aliases again, with what that process may
+// have written since. Open calls it when it holds the log alone.
+func narrowIDIndex(ctx context.Context, conn *sql.Conn, path string) error {
+	unique := func() (bool, error) {
+		var n int
+		err := conn.QueryRowContext(ctx, "SELECT count(*) FROM pragma_index_list('events') WHERE origin = 'u'").Scan(&n)
+		if err != nil {
+			return false, fmt.Errorf("eventlog/sqlite: %s: look up the unique constraints of events: %w", path, err)
+		}
+		return n > 0, nil
+	}
+	if u, err := unique(); err != nil || !u {
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: drop the unique constraint of events.id: begin: %w", path, err)
+	}
+	u, err := unique()
+	if err == nil && u {
+		for _, stmt := range slices.Concat(idIndexStmts, aliasesStmts) {
+			if _, err = conn.ExecContext(ctx, stmt); err != nil {
+				err = fmt.Errorf("eventlog/sqlite: %s: drop the unique constraint of events.id: %w", path, err)
+				break
+			}
+		}
+	}
+	if err != nil {
+		_, _ = conn.ExecContext(ctx, "ROLLBACK")
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: drop the unique constraint of events.id: commit: %w", path, err)
+	}
+	return nil
 }
 
 // epochIndexWhere is the condition of the partial index events_by_epoch (schema 5).
@@ -229,6 +336,9 @@ func migrate(ctx context.Context, conn *sql.Conn, path string, alone bool) error
 		if err == nil {
 			stmts := migrations[v]
 			if instead, ok := olderBuildSteps[v]; ok && !alone && first {
+				stmts = instead
+			}
+			if instead, ok := notAloneSteps[v]; ok && !alone {
 				stmts = instead
 			}
 			err = migrateStep(ctx, conn, v, stmts)

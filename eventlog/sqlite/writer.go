@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -96,6 +97,7 @@ type writeStmts struct {
 	insertRows                   [maxInsertRows - 1]driver.Stmt
 	restart                      driver.Stmt
 	current, maxEpoch, takeOwner driver.Stmt
+	aliased, addAlias            driver.Stmt
 
 	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
 	vals [insertColumns * maxInsertRows]driver.Value      // apply's, for insertRows
@@ -126,6 +128,11 @@ type writeStmts struct {
 	// (the directory's lock), so they hold across its transactions too, until one
 	// of its Own requests or a rollback.
 	epochs map[int]int64
+
+	// aliases is whether table aliases may hold IDs, read at the start of each
+	// transaction and set when the transaction adds one: only then may a derived ID
+	// be stored at another position than its own (see checkID).
+	aliases bool
 }
 
 // sessionStart is a session's start as a batch of the writer's transaction leaves it.
@@ -264,7 +271,11 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.release, "RELEASE batch"},
 		{&w.undo, "ROLLBACK TO batch"},
 		{&w.insert, insertQuery(1)},
-		{&w.byID, `SELECT session_id, seq, epoch FROM events WHERE id = ?`},
+		// The event with a non-derived ID (the index events_by_id); an event with a
+		// derived ID is found by its position (Log.storedAt).
+		{&w.byID, `SELECT session_id, seq, epoch FROM events WHERE id = ? AND NOT (` + derivedWhere + `)`},
+		{&w.aliased, `SELECT EXISTS (SELECT 1 FROM aliases)`},
+		{&w.addAlias, `INSERT OR IGNORE INTO aliases (id) VALUES (?)`},
 		{&w.byPos, `SELECT id, epoch FROM events WHERE session_id = ? AND seq = ?`},
 		// Whether a session has events (its first by the primary key), and the
 		// highest epoch of its leased ones (the partial index events_by_epoch).
@@ -311,7 +322,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 func (w *writeStmts) close() error {
 	var errs []error
 	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.summarize, &w.restart,
-		&w.current, &w.maxEpoch, &w.takeOwner}
+		&w.current, &w.maxEpoch, &w.takeOwner, &w.aliased, &w.addAlias}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
 	}
@@ -564,6 +575,15 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		}
 		return nil, err
 	}
+	row, err := l.w.queryRow(ctx, l.w.aliased)
+	var aliases int64
+	if err == nil {
+		aliases, err = asInt64(row[0])
+	}
+	if err != nil {
+		return abort(fmt.Errorf("eventlog/sqlite: append: look up aliases: %w", err))
+	}
+	l.w.aliases = aliases != 0
 	var (
 		errs    []error
 		written uint64
@@ -718,6 +738,16 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 	for i, e := range events {
 		if rows && i == chunked && len(events)-i > 1 {
 			chunk := events[i:min(i+maxInsertRows, len(events))]
+			// No two events of a batch share an ID (CheckBatch): each is checked
+			// against the stored ones alone.
+			aliases := false
+			for _, e := range chunk {
+				alias, err := l.checkID(ctx, e)
+				if err != nil {
+					return 0, err
+				}
+				aliases = aliases || alias
+			}
 			chunked += len(chunk)
 			vals := l.w.vals[:0]
 			for _, e := range chunk {
@@ -732,8 +762,19 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			if n != int64(len(chunk)) {
 				return 0, errInsertedFewer
 			}
+			for _, e := range chunk {
+				if aliases && isAlias(e) {
+					if err := l.addAlias(ctx, e); err != nil {
+						return 0, err
+					}
+				}
+			}
 		}
 		if i >= chunked {
+			alias, err := l.checkID(ctx, e)
+			if err != nil {
+				return 0, err
+			}
 			vals := l.w.rowValues(l.w.vals[:0], e, epoch)
 			n, err := l.w.exec(ctx, l.w.insert, vals...)
 			clear(vals)
@@ -745,6 +786,11 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 					return 0, err
 				}
 				continue // stored before, at the same position: at-least-once delivery
+			}
+			if alias {
+				if err := l.addAlias(ctx, e); err != nil {
+					return 0, err
+				}
 			}
 		}
 		written++
@@ -839,15 +885,7 @@ func (w *writeStmts) rowValues(vals []driver.Value, e messages.Envelope, epoch u
 // of a stale owner is stored here: a stored event of a lower epoch at e's position
 // was written before lease was taken, and the holder of lease read it.
 func (l *Log) classify(ctx context.Context, lease *eventlog.Lease, e messages.Envelope) error {
-	var (
-		session string
-		seq     int64
-		epoch   int64
-	)
-	row, err := l.w.queryRow(ctx, l.w.byID, e.ID)
-	if err == nil {
-		err = scan(row, &session, &seq, &epoch)
-	}
+	session, seq, epoch, err := l.storedAt(ctx, e.ID)
 	switch {
 	case err == nil && session == e.SessionID && uint64(seq) == e.Seq && lease != nil && uint64(epoch) > lease.Epoch:
 		return fmt.Errorf("%w: session %s seq %d holds event %s of epoch %d, appended under %s",
@@ -861,7 +899,7 @@ func (l *Log) classify(ctx context.Context, lease *eventlog.Lease, e messages.En
 		return fmt.Errorf("eventlog/sqlite: append event %s: look up id: %w", e.ID, err)
 	}
 	var holder string
-	row, err = l.w.queryRow(ctx, l.w.byPos, e.SessionID, int64(e.Seq))
+	row, err := l.w.queryRow(ctx, l.w.byPos, e.SessionID, int64(e.Seq))
 	if err == nil {
 		err = scan(row, &holder, &epoch)
 	}
@@ -875,4 +913,138 @@ func (l *Log) classify(ctx context.Context, lease *eventlog.Lease, e messages.En
 	}
 	return fmt.Errorf("%w: session %s seq %d holds event %s, appended %s",
 		eventlog.ErrSeqConflict, e.SessionID, e.Seq, holder, e.ID)
+}
+
+// storedAt returns the position and epoch of the stored event whose ID is id, or
+// errNoRows. An event whose ID is not derived from its position is found by its
+// ID (index events_by_id); one whose ID is derived, at the position that id
+// derives from, if any.
+func (l *Log) storedAt(ctx context.Context, id string) (session string, seq, epoch int64, err error) {
+	row, err := l.w.queryRow(ctx, l.w.byID, id)
+	if err == nil {
+		err = scan(row, &session, &seq, &epoch)
+	}
+	if !errors.Is(err, errNoRows) {
+		return session, seq, epoch, err
+	}
+	s, q, ok := positionOf(id)
+	if !ok {
+		return "", 0, 0, errNoRows
+	}
+	var holder string
+	row, err = l.w.queryRow(ctx, l.w.byPos, s, int64(q))
+	if err == nil {
+		err = scan(row, &holder, &epoch)
+	}
+	switch {
+	case err != nil:
+		return "", 0, 0, err
+	case holder != id:
+		return "", 0, 0, errNoRows
+	}
+	return s, int64(q), epoch, nil
+}
+
+// checkID looks, before e is inserted, for a stored event with e's ID that the
+// insert would not see: the event at the position e's ID derives from, if e is
+// not at that position (e aliases it: checkID reports it); or, if e is at it, an
+// event elsewhere with e's ID, when table aliases may hold one (writeStmts.aliases).
+// Either is a conflict, as the insert's constraints answer every other one.
+func (l *Log) checkID(ctx context.Context, e messages.Envelope) (alias bool, err error) {
+	derived := derivedID(e.ID, e.SessionID, e.Seq)
+	if derived && !l.w.aliases {
+		return false, nil // the common case, without a lookup
+	}
+	if !derived {
+		if _, _, ok := positionOf(e.ID); !ok {
+			return false, nil
+		}
+	}
+	return l.lookUpID(ctx, e, derived)
+}
+
+// lookUpID is checkID's lookup.
+func (l *Log) lookUpID(ctx context.Context, e messages.Envelope, derived bool) (alias bool, err error) {
+	var (
+		session    string
+		seq, epoch int64
+	)
+	if derived {
+		row, err := l.w.queryRow(ctx, l.w.byID, e.ID)
+		if err == nil {
+			err = scan(row, &session, &seq, &epoch)
+		}
+		switch {
+		case errors.Is(err, errNoRows):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("eventlog/sqlite: append event %s: look up id: %w", e.ID, err)
+		}
+	} else {
+		s, q, _ := positionOf(e.ID)
+		var holder string
+		row, err := l.w.queryRow(ctx, l.w.byPos, s, int64(q))
+		if err == nil {
+			err = scan(row, &holder, &epoch)
+		}
+		switch {
+		case errors.Is(err, errNoRows) || err == nil && holder != e.ID:
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("eventlog/sqlite: append event %s: look up id: %w", e.ID, err)
+		}
+		session, seq = s, int64(q)
+	}
+	return false, fmt.Errorf("%w: event %s is stored at session %s seq %d, appended at session %s seq %d",
+		eventlog.ErrSeqConflict, e.ID, session, seq, e.SessionID, e.Seq)
+}
+
+// addAlias records in table aliases the ID of e, just inserted, which is derived
+// from another position than e's.
+func (l *Log) addAlias(ctx context.Context, e messages.Envelope) error {
+	if _, err := l.w.exec(ctx, l.w.addAlias, e.ID); err != nil {
+		return fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): record it in aliases: %w", e.ID, e.SessionID, e.Seq, err)
+	}
+	l.w.aliases = true
+	return nil
+}
+
+// derivedID reports whether id is the ID derived from the position (session,
+// seq): "<session>/<seq>", as derivedWhere says.
+func derivedID(id, session string, seq uint64) bool {
+	n := len(session)
+	if len(id) < n+2 || id[n] != '/' || id[:n] != session {
+		return false
+	}
+	var b [20]byte
+	return id[n+1:] == string(strconv.AppendUint(b[:0], seq, 10))
+}
+
+// positionOf returns the position whose derived ID id is, if any: the session
+// before the last '/', and a seq that SQLite stores after it (1 to 2^63-1, in
+// canonical decimal). No two positions derive the same ID.
+func positionOf(id string) (session string, seq uint64, ok bool) {
+	i := strings.LastIndexByte(id, '/')
+	if i <= 0 || i == len(id)-1 || id[i+1] == '0' {
+		return "", 0, false
+	}
+	for _, c := range id[i+1:] {
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+	}
+	seq, err := strconv.ParseUint(id[i+1:], 10, 63)
+	if err != nil {
+		return "", 0, false
+	}
+	return id[:i], seq, true
+}
+
+// isAlias reports whether e's ID is derived from another position than e's.
+func isAlias(e messages.Envelope) bool {
+	if derivedID(e.ID, e.SessionID, e.Seq) {
+		return false
+	}
+	_, _, ok := positionOf(e.ID)
+	return ok
 }
