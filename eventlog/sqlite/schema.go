@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -100,7 +101,54 @@ var migrations = [][]string{
 	// not derived from their position (see idIndexStmts); olderBuildSteps and
 	// narrowIDIndex defer the rebuild of the table while another process may run.
 	slices.Concat(idIndexStmts, aliasesStmts),
+	// 8: the epoch index holds, of the leased events, those that may start a run
+	// of their session's events of one epoch (epoch_start, see epochStartWhere)
+	// instead of all: an owner's events of a session cost one entry, not one each.
+	// A row written before (or by an older build) starts one. Index
+	// events_by_epoch goes, unless another process may run (notAloneSteps).
+	slices.Concat(epochStartStmts, []string{`DROP INDEX events_by_epoch`}),
 }
+
+// epochStartWhere is the condition of index events_by_epoch_start: a leased event
+// whose epoch_start is set, which the writer clears only when the event at the
+// seq before, stored for good, has the same epoch (Log.epochStart). Each event it
+// leaves out has then, at a lower seq, one with the same epoch that the index
+// holds (at worst the session's first, which has no event before it): the highest
+// epoch of a session's events before a seq is that of the indexed ones, and so
+// is the highest of all of them. Statements that search it repeat it word for word.
+const epochStartWhere = `epoch > 0 AND epoch_start = 1`
+
+// epochStartStmts add the column epoch_start and the index over it (schema 8).
+// No comment inside ADD COLUMN (see migration 2).
+var epochStartStmts = []string{
+	`ALTER TABLE events ADD COLUMN epoch_start INTEGER NOT NULL DEFAULT 1`,
+	`CREATE INDEX events_by_epoch_start ON events (session_id, epoch, seq) WHERE ` + epochStartWhere,
+}
+
+// eventsTable is the events table of SchemaVersion, and eventsIndexes its
+// indexes: narrowIDIndex rebuilds the table with them.
+var (
+	eventsTable = `CREATE TABLE events_new (
+			session_id     TEXT    NOT NULL,
+			seq            INTEGER NOT NULL,
+			id             TEXT    NOT NULL,
+			type           TEXT    NOT NULL,
+			version        INTEGER NOT NULL,
+			causation_id   TEXT    NOT NULL,
+			correlation_id TEXT    NOT NULL,
+			ts             INTEGER NOT NULL,
+			actor          TEXT    NOT NULL,
+			payload        BLOB    NOT NULL,
+			epoch          INTEGER NOT NULL DEFAULT 0,
+			epoch_start    INTEGER NOT NULL DEFAULT 1,
+			PRIMARY KEY (session_id, seq)
+		)`
+	eventsColumns = `session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch, epoch_start`
+	eventsIndexes = []string{
+		`CREATE INDEX events_by_epoch_start ON events (session_id, epoch, seq) WHERE ` + epochStartWhere,
+		`CREATE UNIQUE INDEX events_by_id ON events (id) WHERE NOT (` + derivedWhere + `)`,
+	}
+)
 
 // derivedWhere holds for an event whose ID is derived from its position: the
 // canonical ID "<session>/<seq>" (messages.EffectKey), which every event a session
@@ -169,11 +217,12 @@ func notPrefixed(prefixes ...string) string {
 }
 
 // readEpochQuery is the highest epoch of the events of a session before a seq,
-// 0 if none is leased. It names epoch > 0, so that SQLite may use the partial
-// index events_by_epoch (INDEXED BY makes preparing it fail otherwise), walked from
-// the session's highest epoch down to the first entry below the seq.
-const readEpochQuery = `SELECT coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch
-		WHERE session_id = ? AND epoch > 0 AND seq < ? ORDER BY epoch DESC LIMIT 1), 0)`
+// 0 if none is leased. It names epochStartWhere, so that SQLite may use the
+// partial index events_by_epoch_start (INDEXED BY makes preparing it fail
+// otherwise), walked from the session's highest epoch down to the first entry
+// below the seq.
+const readEpochQuery = `SELECT coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch_start
+		WHERE session_id = ? AND ` + epochStartWhere + ` AND seq < ? ORDER BY epoch DESC LIMIT 1), 0)`
 
 // sessionStatus is eventlog.SessionStatus over a row of the sessions table, whose
 // status column holds the status of the session's highest-seq task.* event, or
@@ -189,7 +238,7 @@ const sessionParent = `(SELECT json_extract(CAST(p.payload AS TEXT), '$.parent.s
 		WHERE p.session_id = sessions.session_id AND p.seq = 1 AND p.type = 'task.submitted')`
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 7 // = len(migrations), checked by a test
+const SchemaVersion = 8 // = len(migrations), checked by a test
 
 // olderBuildSteps are the migrations whose statements a process of an older
 // build, still running on a Shared log, cannot live with, and what migrate does
@@ -217,8 +266,22 @@ var olderBuildSteps = map[int][]string{
 //     find the stored events through it too), and only table aliases is made;
 //     narrowIDIndex rebuilds the table at an Open that finds the directory held
 //     by nobody else.
+//   - 8 drops index events_by_epoch, which the statements of older builds name
+//     (INDEXED BY): instead it stays, and dropEpochIndex drops it at an Open
+//     alone. Until then appends write both indexes.
 var notAloneSteps = map[int][]string{
 	6: aliasesStmts,
+	7: epochStartStmts,
+}
+
+// dropEpochIndex drops index events_by_epoch (schema 8), which migrate kept for
+// processes of older builds (notAloneSteps). Open calls it when it holds the log
+// alone, after narrowEpochIndex.
+func dropEpochIndex(ctx context.Context, conn *sql.Conn, path string) error {
+	if _, err := conn.ExecContext(ctx, "DROP INDEX IF EXISTS events_by_epoch"); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: drop index events_by_epoch: %w", path, err)
+	}
+	return nil
 }
 
 // narrowIDIndex rebuilds the events table without its UNIQUE (id) constraint
@@ -237,12 +300,18 @@ func narrowIDIndex(ctx context.Context, conn *sql.Conn, path string) error {
 	if u, err := unique(); err != nil || !u {
 		return err
 	}
+	rebuild := slices.Concat([]string{
+		eventsTable,
+		`INSERT INTO events_new (` + eventsColumns + `) SELECT ` + eventsColumns + ` FROM events ORDER BY rowid`,
+		`DROP TABLE events`,
+		`ALTER TABLE events_new RENAME TO events`,
+	}, eventsIndexes, aliasesStmts)
 	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fmt.Errorf("eventlog/sqlite: %s: drop the unique constraint of events.id: begin: %w", path, err)
 	}
 	u, err := unique()
 	if err == nil && u {
-		for _, stmt := range slices.Concat(idIndexStmts, aliasesStmts) {
+		for _, stmt := range rebuild {
 			if _, err = conn.ExecContext(ctx, stmt); err != nil {
 				err = fmt.Errorf("eventlog/sqlite: %s: drop the unique constraint of events.id: %w", path, err)
 				break
@@ -269,6 +338,9 @@ func narrowEpochIndex(ctx context.Context, conn *sql.Conn, path string) error {
 	full := func() (bool, error) {
 		var ddl string
 		err := conn.QueryRowContext(ctx, "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'events_by_epoch'").Scan(&ddl)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil // dropped (schema 8)
+		}
 		if err != nil {
 			return false, fmt.Errorf("eventlog/sqlite: %s: look up index events_by_epoch: %w", path, err)
 		}

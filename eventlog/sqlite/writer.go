@@ -122,6 +122,13 @@ type writeStmts struct {
 	started  map[string]int64
 	starting []sessionStart
 
+	// tails holds, for sessions the writer appended to lately under a lease, the
+	// last event it committed: its seq and epoch, which are stored for good
+	// (epochStart). tailing are the leased events of the transaction being written,
+	// kept in tails once it commits.
+	tails   map[string]sessionTail
+	tailing []sessionTail
+
 	// epochs are the current epochs of partitions as the writer read them. A
 	// transaction holds the write lock, so within it only its own Own requests
 	// change them; without Config.Shared the writer is the only one of the file
@@ -168,7 +175,7 @@ func (w *writeStmts) keepStarts() {
 // insertColumns are the columns of an event's row; maxInsertRows bounds the events
 // one INSERT statement writes.
 const (
-	insertColumns = 11
+	insertColumns = 12
 	maxInsertRows = 4
 )
 
@@ -180,8 +187,8 @@ const (
 // and nothing is copied. No column is ever bound NULL (CheckBatch), so the two skip
 // the same rows.
 func insertQuery(k int) string {
-	row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	return `INSERT OR IGNORE INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
+	row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	return `INSERT OR IGNORE INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch, epoch_start)
 			VALUES ` + strings.Repeat(row+", ", k-1) + row
 }
 
@@ -278,10 +285,11 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.addAlias, `INSERT OR IGNORE INTO aliases (id) VALUES (?)`},
 		{&w.byPos, `SELECT id, epoch FROM events WHERE session_id = ? AND seq = ?`},
 		// Whether a session has events (its first by the primary key), and the
-		// highest epoch of its leased ones (the partial index events_by_epoch).
+		// highest epoch of its leased ones (the partial index events_by_epoch_start,
+		// whose highest is theirs: see epochStartWhere).
 		{&w.claimed, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ?),
-			coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch
-				WHERE session_id = ? AND epoch > 0 ORDER BY epoch DESC LIMIT 1), 0)`},
+			coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch_start
+				WHERE session_id = ? AND ` + epochStartWhere + ` ORDER BY epoch DESC LIMIT 1), 0)`},
 		{&w.current, `SELECT coalesce(max(epoch), 0) FROM ownership WHERE partition = ?`},
 		{&w.maxEpoch, `SELECT coalesce(max(epoch), 0) FROM ownership`},
 		{&w.takeOwner, `INSERT INTO ownership (partition, epoch, node, ts_us) VALUES (?, ?, ?, ?)`},
@@ -555,6 +563,8 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	ctx := context.Background() // the group outlives any one caller's ctx
 	clear(l.w.starting)
 	l.w.starting = l.w.starting[:0]
+	clear(l.w.tailing)
+	l.w.tailing = l.w.tailing[:0]
 	if l.cfg.Shared {
 		clear(l.w.epochs) // another process may have taken partitions since
 	}
@@ -598,7 +608,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			n   uint64
 			err error
 		)
-		starts := len(l.w.starting) // a request undone takes its starts with it
+		starts, tails := len(l.w.starting), len(l.w.tailing) // a request undone takes its starts and tails with it
 		if r.own != nil {
 			err = l.takeOwnership(ctx, r.own)
 		} else {
@@ -628,6 +638,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			}
 			errs[i] = err
 			l.w.starting = l.w.starting[:starts]
+			l.w.tailing = l.w.tailing[:tails]
 			if _, err := l.w.exec(ctx, l.w.undo); err != nil {
 				return abort(fmt.Errorf("eventlog/sqlite: append: rollback to savepoint: %w", err))
 			}
@@ -646,6 +657,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		return abort(fmt.Errorf("eventlog/sqlite: append: commit: %w", err))
 	}
 	l.w.keepStarts()
+	l.w.keepTails()
 	l.stats.transactions.Add(1)
 	l.stats.events.Add(written)
 	bytes := 0
@@ -735,6 +747,11 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		epoch = lease.Epoch
 	}
 	chunked := 0 // events[:chunked] were inserted by a statement of several rows
+	// prevIn: the batch's event before the one at hand was inserted (by the batch).
+	prevIn := false
+	follows := func(i int) bool { // events[i] follows events[i-1] in its session
+		return i > 0 && events[i-1].SessionID == events[i].SessionID && events[i-1].Seq+1 == events[i].Seq
+	}
 	for i, e := range events {
 		if rows && i == chunked && len(events)-i > 1 {
 			chunk := events[i:min(i+maxInsertRows, len(events))]
@@ -750,8 +767,10 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			}
 			chunked += len(chunk)
 			vals := l.w.vals[:0]
-			for _, e := range chunk {
-				vals = l.w.rowValues(vals, e, epoch)
+			for j, e := range chunk {
+				// Every event of the chunk is inserted, or the group is written
+				// again without rows (errInsertedFewer).
+				vals = l.w.rowValues(vals, e, epoch, l.w.epochStart(e, epoch, follows(i+j) && (j > 0 || prevIn)))
 			}
 			n, err := l.w.exec(ctx, l.w.insertRows[len(chunk)-2], vals...)
 			clear(vals)
@@ -768,24 +787,32 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 						return 0, err
 					}
 				}
+				if epoch > 0 {
+					l.w.tailing = append(l.w.tailing, sessionTail{e.SessionID, e.Seq, epoch})
+				}
 			}
+			prevIn = true
 		}
 		if i >= chunked {
 			alias, err := l.checkID(ctx, e)
 			if err != nil {
 				return 0, err
 			}
-			vals := l.w.rowValues(l.w.vals[:0], e, epoch)
+			vals := l.w.rowValues(l.w.vals[:0], e, epoch, l.w.epochStart(e, epoch, follows(i) && prevIn))
 			n, err := l.w.exec(ctx, l.w.insert, vals...)
 			clear(vals)
 			if err != nil {
 				return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
 			}
+			prevIn = n != 0
 			if n == 0 {
 				if err := l.classify(ctx, lease, e); err != nil {
 					return 0, err
 				}
 				continue // stored before, at the same position: at-least-once delivery
+			}
+			if epoch > 0 {
+				l.w.tailing = append(l.w.tailing, sessionTail{e.SessionID, e.Seq, epoch})
 			}
 			if alias {
 				if err := l.addAlias(ctx, e); err != nil {
@@ -870,10 +897,62 @@ func (l *Log) applyReq(ctx context.Context, r *appendReq, rows bool) (uint64, er
 }
 
 // rowValues appends the values of e's row to vals.
-func (w *writeStmts) rowValues(vals []driver.Value, e messages.Envelope, epoch uint64) []driver.Value {
+func (w *writeStmts) rowValues(vals []driver.Value, e messages.Envelope, epoch uint64, start driver.Value) []driver.Value {
 	cause := w.cause(e.CausationID)
 	return append(vals, w.session.of(e.SessionID), int64(e.Seq), w.lastID.of(e.ID), w.name(string(e.Type)), int64(e.Version),
-		cause, w.correlation.of(e.CorrelationID), w.stamp(e.TS), w.name(e.Actor), []byte(e.Payload), int64(epoch))
+		cause, w.correlation.of(e.CorrelationID), w.stamp(e.TS), w.name(e.Actor), []byte(e.Payload), int64(epoch), start)
+}
+
+// The values of column epoch_start, made once.
+var (
+	startsRun    driver.Value = int64(1)
+	continuesRun driver.Value = int64(0)
+)
+
+// epochStart returns the epoch_start of e, appended under epoch: 0 (continuesRun)
+// only if the event before it, at e.Seq-1, is stored for good with the same
+// epoch, as the writer knows for sure: inserted by the same batch (prevInBatch:
+// the batch's event before e is that event, and was inserted by it, so under the
+// same epoch; if e's row is written, so is that one), or committed by an earlier
+// transaction (writeStmts.tails). A stored row never changes, nor goes.
+func (w *writeStmts) epochStart(e messages.Envelope, epoch uint64, prevInBatch bool) driver.Value {
+	if epoch == 0 {
+		return startsRun // never in the index: as the column's default
+	}
+	if prevInBatch {
+		return continuesRun
+	}
+	if t, ok := w.tails[e.SessionID]; ok && t.seq+1 == e.Seq && t.epoch == epoch {
+		return continuesRun
+	}
+	return startsRun
+}
+
+// sessionTail is a leased event a transaction of the writer inserted: its
+// session, seq and epoch.
+type sessionTail struct {
+	session    string
+	seq, epoch uint64
+}
+
+// maxTails bounds writeStmts.tails: past it, the map is emptied.
+const maxTails = 4096
+
+// keepTails records the leased events of a transaction that committed.
+func (w *writeStmts) keepTails() {
+	if len(w.tailing) == 0 {
+		return
+	}
+	if w.tails == nil || len(w.tails)+len(w.tailing) > maxTails {
+		w.tails = make(map[string]sessionTail, min(maxTails, 64))
+	}
+	for _, t := range w.tailing {
+		if old, ok := w.tails[t.session]; !ok || t.seq > old.seq {
+			w.tails[t.session] = t
+		}
+	}
+	clear(w.tailing)
+	w.tailing = w.tailing[:0]
 }
 
 // classify explains why e was not inserted: it is already stored at its position
