@@ -92,6 +92,7 @@ type writeStmts struct {
 	begin, commit, rollback        driver.Stmt
 	savepoint, release, undo       driver.Stmt
 	insert, byID, byPos, summarize driver.Stmt
+	touch                          driver.Stmt
 	claimed                        driver.Stmt // whether a session has events, and their highest epoch
 	// insertRows[k-2] inserts k events in one statement (see apply).
 	insertRows                   [maxInsertRows - 1]driver.Stmt
@@ -309,6 +310,12 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 				ended      = sessions.ended + excluded.ended,
 				last_seq   = max(sessions.last_seq, excluded.last_seq),
 				updated_us = max(sessions.updated_us, excluded.updated_us)`},
+		// summarize for a batch without task.* events, of a session whose row
+		// exists: the columns it sets are in no index, nor in the condition of
+		// sessions_running, so that SQLite leaves every index of the table as it
+		// is (summarize, which sets status, tasks and ended, rewrites the session's
+		// entry in sessions_running).
+		{&w.touch, touchQuery},
 		// Positional parameters: the driver names a numbered one anew on every call.
 		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
 	}...) {
@@ -329,7 +336,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 
 func (w *writeStmts) close() error {
 	var errs []error
-	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.summarize, &w.restart,
+	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.summarize, &w.touch, &w.restart,
 		&w.current, &w.maxEpoch, &w.takeOwner, &w.aliased, &w.addAlias}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
@@ -552,6 +559,10 @@ func (l *Log) commit(reqs []*appendReq) (errs []error, err error) {
 	}
 	return errs, err
 }
+
+// touchQuery is writeStmts.touch.
+const touchQuery = `UPDATE sessions SET events = events + ?, steps = steps + ?, last_seq = max(last_seq, ?),
+			updated_us = max(updated_us, ?) WHERE session_id = ?`
 
 // errRetryWithSavepoints says a group written without savepoints had a refused
 // request: it was rolled back, to be written again with them.
@@ -847,9 +858,21 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 	}
 	for _, d := range deltas {
 		id, started := l.w.session.of(d.id), l.w.stamp(d.startedUS)
-		if _, err := l.w.exec(ctx, l.w.summarize, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
-			int64(d.lastSeq), started, l.w.stamp(d.updatedUS), int64(d.tasks), int64(d.ended)); err != nil {
-			return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
+		var touched int64
+		if d.statusSeq == 0 && d.tasks == 0 && d.ended == 0 {
+			// No task.* event: summarize would leave status, status_seq, tasks and
+			// ended as they are, in a row that exists.
+			var err error
+			touched, err = l.w.exec(ctx, l.w.touch, int64(d.events), int64(d.steps), int64(d.lastSeq), l.w.stamp(d.updatedUS), id)
+			if err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
+			}
+		}
+		if touched == 0 {
+			if _, err := l.w.exec(ctx, l.w.summarize, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
+				int64(d.lastSeq), started, l.w.stamp(d.updatedUS), int64(d.tasks), int64(d.ended)); err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
+			}
 		}
 		// After these statements the row starts at or before d.startedUS; the restart
 		// is needed only if it may have started later.
