@@ -276,3 +276,26 @@ func TestMigrateFromVersion6(t *testing.T) {
 	wantIDs(ctx, t, l, "t", "t-task")
 	wantIDs(ctx, t, l, "x")
 }
+
+// TestAliasesOfAnotherWriter: with Config.Shared, an alias another process's
+// writer stored is seen by this one's next transaction, though this writer found
+// table aliases empty before.
+func TestAliasesOfAnotherWriter(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	a, err := Open(ctx, Config{Dir: dir, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Open(ctx, Config{Dir: dir, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	wantAppend(ctx, t, b, nil, idEvent(t, "b", 1, "b/1"))
+	wantAppend(ctx, t, a, nil, idEvent(t, "a", 1, "c/1"))
+	wantAppend(ctx, t, b, eventlog.ErrSeqConflict, idEvent(t, "c", 1, "c/1"))
+	wantIDs(ctx, t, b, "c")
+}
