@@ -61,7 +61,15 @@
 // schema 4 and held by another process (olderBuildSteps) moves it to schema 5
 // with the full index kept, which this build's statements use as well; the
 // first Open that holds the directory alone makes the index partial. Until then
-// each append writes an index entry, as under schema 4. A process of an older
+// each append writes an index entry, as under schema 4. Schema 7 drops the
+// UNIQUE (id) constraint, on which the writer of every older build relies to skip
+// an event whose ID is stored at another position: a Shared Open that finds the
+// log held by another process keeps it (notAloneSteps), whatever version it found
+// the log at, and the first Open that holds the directory alone rebuilds the
+// table without it (narrowIDIndex). Schema 8 replaces index events_by_epoch,
+// which older builds name in their statements, with events_by_epoch_start: the
+// old index stays beside the new one in the same way until an Open alone
+// (dropEpochIndex). A process of an older
 // build that opens the log after the migration is refused with the version it
 // found and "run a newer build".
 //
@@ -82,7 +90,7 @@
 // Log implements eventlog.Claiming. A claim (Claim, ClaimLeased) goes through the
 // writer like Append; inside the write transaction, after the lease's check, the
 // writer looks up the session's first event (by the primary key) and the highest
-// epoch of its leased ones (the partial index events_by_epoch), and refuses the
+// epoch of its leased ones (the partial index events_by_epoch_start), and refuses the
 // claim with eventlog.ErrSeqConflict if there is any, of any epoch (ErrFenced if
 // one is of a higher epoch than the lease). The lookup and the insert are one
 // transaction, serialized with every other writer of the file: of concurrent
@@ -102,12 +110,19 @@
 //
 // # Schema
 //
-// Table events holds one row per event: PRIMARY KEY (session_id, seq), UNIQUE id,
-// the envelope's fields and the epoch as columns and the payload as a BLOB, so that it can be
+// Table events holds one row per event: PRIMARY KEY (session_id, seq), the
+// envelope's fields and the epoch as columns and the payload as a BLOB, so that it can be
 // queried with the sqlite3 shell (json_extract(payload, '$.usage.prompt_tokens')).
-// Index events_by_epoch holds the leased events only (epoch > 0): Read finds in it
-// the highest epoch before fromSeq, and an embedded node, which appends without a
-// lease, never writes to it. Table sessions holds the summaries, table ownership the epochs Own took, with the number of tasks submitted and ended
+// IDs are unique in the log; an event's ID is nearly always the one derived from its
+// position ("<session>/<seq>", which the primary key keeps unique), so the unique
+// index events_by_id holds the others only, and table aliases the IDs of events
+// that are derived from another position than theirs, which the writer looks up.
+// Index events_by_epoch_start holds, of the leased events only (epoch > 0), those
+// that may start a run of a session's events of one epoch (column epoch_start,
+// cleared where the event before is known stored with the same epoch): an
+// owner's events of a session cost it one entry. Read finds in it the highest
+// epoch before fromSeq, and an embedded node, which appends without a lease,
+// never writes to it. Table sessions holds the summaries, table ownership the epochs Own took, with the number of tasks submitted and ended
 // (a session with a task not ended is running). PRAGMA user_version records the schema
 // version; Open migrates older files and refuses newer ones.
 package sqlite

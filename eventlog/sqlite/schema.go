@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -96,6 +97,107 @@ var migrations = [][]string{
 	{
 		`CREATE INDEX sessions_running ON sessions (started_us DESC, session_id) WHERE ` + runningWhere,
 	},
+	// 7: the uniqueness of IDs costs an index entry only for the events whose ID is
+	// not derived from their position (see idIndexStmts); olderBuildSteps and
+	// narrowIDIndex defer the rebuild of the table while another process may run.
+	slices.Concat(idIndexStmts, aliasesStmts),
+	// 8: the epoch index holds, of the leased events, those that may start a run
+	// of their session's events of one epoch (epoch_start, see epochStartWhere)
+	// instead of all: an owner's events of a session cost one entry, not one each.
+	// A row written before (or by an older build) starts one. Index
+	// events_by_epoch goes, unless another process may run (notAloneSteps).
+	slices.Concat(epochStartStmts, []string{`DROP INDEX events_by_epoch`}),
+}
+
+// epochStartWhere is the condition of index events_by_epoch_start: a leased event
+// whose epoch_start is set, which the writer clears only when the event at the
+// seq before, stored for good, has the same epoch (Log.epochStart). Each event it
+// leaves out has then, at a lower seq, one with the same epoch that the index
+// holds (at worst the session's first, which has no event before it): the highest
+// epoch of a session's events before a seq is that of the indexed ones, and so
+// is the highest of all of them. Statements that search it repeat it word for word.
+const epochStartWhere = `epoch > 0 AND epoch_start = 1`
+
+// epochStartStmts add the column epoch_start and the index over it (schema 8).
+// No comment inside ADD COLUMN (see migration 2).
+var epochStartStmts = []string{
+	`ALTER TABLE events ADD COLUMN epoch_start INTEGER NOT NULL DEFAULT 1`,
+	`CREATE INDEX events_by_epoch_start ON events (session_id, epoch, seq) WHERE ` + epochStartWhere,
+}
+
+// eventsTable is the events table of SchemaVersion, and eventsIndexes its
+// indexes: narrowIDIndex rebuilds the table with them.
+var (
+	eventsTable = `CREATE TABLE events_new (
+			session_id     TEXT    NOT NULL,
+			seq            INTEGER NOT NULL,
+			id             TEXT    NOT NULL,
+			type           TEXT    NOT NULL,
+			version        INTEGER NOT NULL,
+			causation_id   TEXT    NOT NULL,
+			correlation_id TEXT    NOT NULL,
+			ts             INTEGER NOT NULL,
+			actor          TEXT    NOT NULL,
+			payload        BLOB    NOT NULL,
+			epoch          INTEGER NOT NULL DEFAULT 0,
+			epoch_start    INTEGER NOT NULL DEFAULT 1,
+			PRIMARY KEY (session_id, seq)
+		)`
+	eventsColumns = `session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch, epoch_start`
+	eventsIndexes = []string{
+		`CREATE INDEX events_by_epoch_start ON events (session_id, epoch, seq) WHERE ` + epochStartWhere,
+		`CREATE UNIQUE INDEX events_by_id ON events (id) WHERE NOT (` + derivedWhere + `)`,
+	}
+)
+
+// derivedWhere holds for an event whose ID is derived from its position: the
+// canonical ID "<session>/<seq>" (messages.EffectKey), which every event a session
+// actor decides carries. Two positions never derive the same ID (the seq is the
+// decimal after the last '/'), so the primary key keeps those IDs unique.
+const derivedWhere = `id = session_id || '/' || seq`
+
+// idIndexStmts rebuild the events table without its UNIQUE (id) constraint, whose
+// index took an entry for every event, and index the IDs that are not derived
+// from their position only (events_by_id, unique). An ID is still unique in the
+// log: two events with one non-derived ID conflict in events_by_id, two with one
+// derived ID in the primary key; and where the ID of an event is the derived ID of
+// another position (it aliases it, see table aliases), the writer looks up that
+// position (Log.checkID). SQLite cannot drop a constraint: the table is copied.
+var idIndexStmts = []string{
+	`CREATE TABLE events_v7 (
+			session_id     TEXT    NOT NULL,
+			seq            INTEGER NOT NULL,
+			id             TEXT    NOT NULL,
+			type           TEXT    NOT NULL,
+			version        INTEGER NOT NULL,
+			causation_id   TEXT    NOT NULL,
+			correlation_id TEXT    NOT NULL,
+			ts             INTEGER NOT NULL,
+			actor          TEXT    NOT NULL,
+			payload        BLOB    NOT NULL,
+			epoch          INTEGER NOT NULL DEFAULT 0,
+			PRIMARY KEY (session_id, seq)
+		)`,
+	`INSERT INTO events_v7 (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
+		SELECT session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch FROM events ORDER BY rowid`,
+	`DROP TABLE events`,
+	`ALTER TABLE events_v7 RENAME TO events`,
+	`CREATE INDEX events_by_epoch ON events (session_id, epoch, seq) ` + epochIndexWhere,
+	`CREATE UNIQUE INDEX events_by_id ON events (id) WHERE NOT (` + derivedWhere + `)`,
+}
+
+// aliasesStmts make and fill table aliases: the IDs of stored events that are
+// the derived ID of another position than their own (such as an event a writer
+// moved to another seq). While it is empty, which it is in a log only nodes
+// wrote, the writer need not look for an alias of each derived ID it inserts:
+// it reads whether the table is empty once per transaction. It may hold more
+// than those IDs (the statement here takes every ID ending in '/' and digits,
+// leading zeros too), which costs lookups only.
+var aliasesStmts = []string{
+	`CREATE TABLE IF NOT EXISTS aliases (id TEXT NOT NULL PRIMARY KEY) WITHOUT ROWID`,
+	`INSERT OR IGNORE INTO aliases (id) SELECT id FROM events
+		WHERE NOT (` + derivedWhere + `) AND length(rtrim(id, '0123456789')) BETWEEN 2 AND length(id) - 1
+		AND substr(rtrim(id, '0123456789'), -1) = '/'`,
 }
 
 // runningWhere is the condition of the index sessions_running: a session whose
@@ -115,11 +217,12 @@ func notPrefixed(prefixes ...string) string {
 }
 
 // readEpochQuery is the highest epoch of the events of a session before a seq,
-// 0 if none is leased. It names epoch > 0, so that SQLite may use the partial
-// index events_by_epoch (INDEXED BY makes preparing it fail otherwise), walked from
-// the session's highest epoch down to the first entry below the seq.
-const readEpochQuery = `SELECT coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch
-		WHERE session_id = ? AND epoch > 0 AND seq < ? ORDER BY epoch DESC LIMIT 1), 0)`
+// 0 if none is leased. It names epochStartWhere, so that SQLite may use the
+// partial index events_by_epoch_start (INDEXED BY makes preparing it fail
+// otherwise), walked from the session's highest epoch down to the first entry
+// below the seq.
+const readEpochQuery = `SELECT coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch_start
+		WHERE session_id = ? AND ` + epochStartWhere + ` AND seq < ? ORDER BY epoch DESC LIMIT 1), 0)`
 
 // sessionStatus is eventlog.SessionStatus over a row of the sessions table, whose
 // status column holds the status of the session's highest-seq task.* event, or
@@ -135,7 +238,7 @@ const sessionParent = `(SELECT json_extract(CAST(p.payload AS TEXT), '$.parent.s
 		WHERE p.session_id = sessions.session_id AND p.seq = 1 AND p.type = 'task.submitted')`
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 6 // = len(migrations), checked by a test
+const SchemaVersion = 8 // = len(migrations), checked by a test
 
 // olderBuildSteps are the migrations whose statements a process of an older
 // build, still running on a Shared log, cannot live with, and what migrate does
@@ -152,6 +255,79 @@ var olderBuildSteps = map[int][]string{
 	4: nil,
 }
 
+// notAloneSteps are the migrations that no process of an older build can live
+// with, of whichever schema it is, and what migrate does instead while one may
+// run (see olderBuildSteps), whatever the version the log was found at:
+//
+//   - 7 drops the UNIQUE (id) constraint, on which the writer of an older build
+//     relies to refuse an event whose ID is stored at another position: with it
+//     gone, that writer would store the event. Instead the table keeps the
+//     constraint (it keeps IDs unique for both builds, and this build's lookups
+//     find the stored events through it too), and only table aliases is made;
+//     narrowIDIndex rebuilds the table at an Open that finds the directory held
+//     by nobody else.
+//   - 8 drops index events_by_epoch, which the statements of older builds name
+//     (INDEXED BY): instead it stays, and dropEpochIndex drops it at an Open
+//     alone. Until then appends write both indexes.
+var notAloneSteps = map[int][]string{
+	6: aliasesStmts,
+	7: epochStartStmts,
+}
+
+// dropEpochIndex drops index events_by_epoch (schema 8), which migrate kept for
+// processes of older builds (notAloneSteps). Open calls it when it holds the log
+// alone, after narrowEpochIndex.
+func dropEpochIndex(ctx context.Context, conn *sql.Conn, path string) error {
+	if _, err := conn.ExecContext(ctx, "DROP INDEX IF EXISTS events_by_epoch"); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: drop index events_by_epoch: %w", path, err)
+	}
+	return nil
+}
+
+// narrowIDIndex rebuilds the events table without its UNIQUE (id) constraint
+// (schema 7) where migrate left it for a process of an older build
+// (notAloneSteps), and fills table aliases again, with what that process may
+// have written since. Open calls it when it holds the log alone.
+func narrowIDIndex(ctx context.Context, conn *sql.Conn, path string) error {
+	unique := func() (bool, error) {
+		var n int
+		err := conn.QueryRowContext(ctx, "SELECT count(*) FROM pragma_index_list('events') WHERE origin = 'u'").Scan(&n)
+		if err != nil {
+			return false, fmt.Errorf("eventlog/sqlite: %s: look up the unique constraints of events: %w", path, err)
+		}
+		return n > 0, nil
+	}
+	if u, err := unique(); err != nil || !u {
+		return err
+	}
+	rebuild := slices.Concat([]string{
+		eventsTable,
+		`INSERT INTO events_new (` + eventsColumns + `) SELECT ` + eventsColumns + ` FROM events ORDER BY rowid`,
+		`DROP TABLE events`,
+		`ALTER TABLE events_new RENAME TO events`,
+	}, eventsIndexes, aliasesStmts)
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: drop the unique constraint of events.id: begin: %w", path, err)
+	}
+	u, err := unique()
+	if err == nil && u {
+		for _, stmt := range rebuild {
+			if _, err = conn.ExecContext(ctx, stmt); err != nil {
+				err = fmt.Errorf("eventlog/sqlite: %s: drop the unique constraint of events.id: %w", path, err)
+				break
+			}
+		}
+	}
+	if err != nil {
+		_, _ = conn.ExecContext(ctx, "ROLLBACK")
+		return err
+	}
+	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: drop the unique constraint of events.id: commit: %w", path, err)
+	}
+	return nil
+}
+
 // epochIndexWhere is the condition of the partial index events_by_epoch (schema 5).
 const epochIndexWhere = "WHERE epoch > 0"
 
@@ -162,6 +338,9 @@ func narrowEpochIndex(ctx context.Context, conn *sql.Conn, path string) error {
 	full := func() (bool, error) {
 		var ddl string
 		err := conn.QueryRowContext(ctx, "SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'events_by_epoch'").Scan(&ddl)
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil // dropped (schema 8)
+		}
 		if err != nil {
 			return false, fmt.Errorf("eventlog/sqlite: %s: look up index events_by_epoch: %w", path, err)
 		}
@@ -229,6 +408,9 @@ func migrate(ctx context.Context, conn *sql.Conn, path string, alone bool) error
 		if err == nil {
 			stmts := migrations[v]
 			if instead, ok := olderBuildSteps[v]; ok && !alone && first {
+				stmts = instead
+			}
+			if instead, ok := notAloneSteps[v]; ok && !alone {
 				stmts = instead
 			}
 			err = migrateStep(ctx, conn, v, stmts)

@@ -150,6 +150,12 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 		if err := narrowEpochIndex(ctx, l.wconn, l.path); err != nil {
 			return nil, l.busyErr(err)
 		}
+		if err := narrowIDIndex(ctx, l.wconn, l.path); err != nil {
+			return nil, l.busyErr(err)
+		}
+		if err := dropEpochIndex(ctx, l.wconn, l.path); err != nil {
+			return nil, l.busyErr(err)
+		}
 	}
 	if err := l.wconn.Raw(func(dc any) error { return l.w.prepare(ctx, dc) }); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", l.path, err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -24,7 +25,15 @@ import (
 // (as the node's task IDs are); every other event's ID is derived from its position
 // (session/seq). An op is one task; "cpu-ns/event" is the CPU time of the whole
 // process (the writer, mostly) per event written. Compare runs with benchstat.
-func BenchmarkAppendTasks(b *testing.B) {
+func BenchmarkAppendTasks(b *testing.B) { benchmarkTasks(b, false) }
+
+// BenchmarkAppendTasksLeased is BenchmarkAppendTasks as a node of a cluster (on
+// Kafka) appends: under its lease of the session's partition (eventlog.Fencing),
+// the first batch of each task claimed (ClaimLeased: the session is new), the
+// others appended with AppendLeased.
+func BenchmarkAppendTasksLeased(b *testing.B) { benchmarkTasks(b, true) }
+
+func benchmarkTasks(b *testing.B, leased bool) {
 	const (
 		workers   = 64
 		perTask   = 8
@@ -58,6 +67,18 @@ func BenchmarkAppendTasks(b *testing.B) {
 		e.Seq, e.Actor = seq, "session"
 		templates[i] = e
 	}
+	const partitions = 12
+	var epoch uint64
+	if leased {
+		parts := make([]int, partitions)
+		for i := range parts {
+			parts[i] = i
+		}
+		var err error
+		if epoch, err = l.Own(ctx, "node-1", parts); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var next atomic.Int64
 	start := time.Now().UnixMicro()
 	task := func(i int64) error {
@@ -77,7 +98,17 @@ func BenchmarkAppendTasks(b *testing.B) {
 			events[j] = e
 		}
 		for j := 0; j < perTask; j += batchSize {
-			if err := l.Append(ctx, events[j:j+batchSize]); err != nil {
+			batch := events[j : j+batchSize]
+			var err error
+			switch lease := (eventlog.Lease{Partition: int(i % partitions), Epoch: epoch}); {
+			case !leased:
+				err = l.Append(ctx, batch)
+			case j == 0:
+				err = l.ClaimLeased(ctx, lease, batch)
+			default:
+				err = l.AppendLeased(ctx, lease, batch)
+			}
+			if err != nil {
 				return err
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,11 +92,13 @@ type writeStmts struct {
 	begin, commit, rollback        driver.Stmt
 	savepoint, release, undo       driver.Stmt
 	insert, byID, byPos, summarize driver.Stmt
+	touch                          driver.Stmt
 	claimed                        driver.Stmt // whether a session has events, and their highest epoch
 	// insertRows[k-2] inserts k events in one statement (see apply).
 	insertRows                   [maxInsertRows - 1]driver.Stmt
 	restart                      driver.Stmt
 	current, maxEpoch, takeOwner driver.Stmt
+	aliased, addAlias            driver.Stmt
 
 	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
 	vals [insertColumns * maxInsertRows]driver.Value      // apply's, for insertRows
@@ -120,12 +123,24 @@ type writeStmts struct {
 	started  map[string]int64
 	starting []sessionStart
 
+	// tails holds, for sessions the writer appended to lately under a lease, the
+	// last event it committed: its seq and epoch, which are stored for good
+	// (epochStart). tailing are the leased events of the transaction being written,
+	// kept in tails once it commits.
+	tails   map[string]sessionTail
+	tailing []sessionTail
+
 	// epochs are the current epochs of partitions as the writer read them. A
 	// transaction holds the write lock, so within it only its own Own requests
 	// change them; without Config.Shared the writer is the only one of the file
 	// (the directory's lock), so they hold across its transactions too, until one
 	// of its Own requests or a rollback.
 	epochs map[int]int64
+
+	// aliases is whether table aliases may hold IDs, read at the start of each
+	// transaction and set when the transaction adds one: only then may a derived ID
+	// be stored at another position than its own (see checkID).
+	aliases bool
 }
 
 // sessionStart is a session's start as a batch of the writer's transaction leaves it.
@@ -161,7 +176,7 @@ func (w *writeStmts) keepStarts() {
 // insertColumns are the columns of an event's row; maxInsertRows bounds the events
 // one INSERT statement writes.
 const (
-	insertColumns = 11
+	insertColumns = 12
 	maxInsertRows = 4
 )
 
@@ -173,8 +188,8 @@ const (
 // and nothing is copied. No column is ever bound NULL (CheckBatch), so the two skip
 // the same rows.
 func insertQuery(k int) string {
-	row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-	return `INSERT OR IGNORE INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)
+	row := "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+	return `INSERT OR IGNORE INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch, epoch_start)
 			VALUES ` + strings.Repeat(row+", ", k-1) + row
 }
 
@@ -264,13 +279,18 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.release, "RELEASE batch"},
 		{&w.undo, "ROLLBACK TO batch"},
 		{&w.insert, insertQuery(1)},
-		{&w.byID, `SELECT session_id, seq, epoch FROM events WHERE id = ?`},
+		// The event with a non-derived ID (the index events_by_id); an event with a
+		// derived ID is found by its position (Log.storedAt).
+		{&w.byID, `SELECT session_id, seq, epoch FROM events WHERE id = ? AND NOT (` + derivedWhere + `)`},
+		{&w.aliased, `SELECT EXISTS (SELECT 1 FROM aliases)`},
+		{&w.addAlias, `INSERT OR IGNORE INTO aliases (id) VALUES (?)`},
 		{&w.byPos, `SELECT id, epoch FROM events WHERE session_id = ? AND seq = ?`},
 		// Whether a session has events (its first by the primary key), and the
-		// highest epoch of its leased ones (the partial index events_by_epoch).
+		// highest epoch of its leased ones (the partial index events_by_epoch_start,
+		// whose highest is theirs: see epochStartWhere).
 		{&w.claimed, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ?),
-			coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch
-				WHERE session_id = ? AND epoch > 0 ORDER BY epoch DESC LIMIT 1), 0)`},
+			coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch_start
+				WHERE session_id = ? AND ` + epochStartWhere + ` ORDER BY epoch DESC LIMIT 1), 0)`},
 		{&w.current, `SELECT coalesce(max(epoch), 0) FROM ownership WHERE partition = ?`},
 		{&w.maxEpoch, `SELECT coalesce(max(epoch), 0) FROM ownership`},
 		{&w.takeOwner, `INSERT INTO ownership (partition, epoch, node, ts_us) VALUES (?, ?, ?, ?)`},
@@ -290,6 +310,12 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 				ended      = sessions.ended + excluded.ended,
 				last_seq   = max(sessions.last_seq, excluded.last_seq),
 				updated_us = max(sessions.updated_us, excluded.updated_us)`},
+		// summarize for a batch without task.* events, of a session whose row
+		// exists: the columns it sets are in no index, nor in the condition of
+		// sessions_running, so that SQLite leaves every index of the table as it
+		// is (summarize, which sets status, tasks and ended, rewrites the session's
+		// entry in sessions_running).
+		{&w.touch, touchQuery},
 		// Positional parameters: the driver names a numbered one anew on every call.
 		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
 	}...) {
@@ -310,8 +336,8 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 
 func (w *writeStmts) close() error {
 	var errs []error
-	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.summarize, &w.restart,
-		&w.current, &w.maxEpoch, &w.takeOwner}
+	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.summarize, &w.touch, &w.restart,
+		&w.current, &w.maxEpoch, &w.takeOwner, &w.aliased, &w.addAlias}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
 	}
@@ -534,6 +560,10 @@ func (l *Log) commit(reqs []*appendReq) (errs []error, err error) {
 	return errs, err
 }
 
+// touchQuery is writeStmts.touch.
+const touchQuery = `UPDATE sessions SET events = events + ?, steps = steps + ?, last_seq = max(last_seq, ?),
+			updated_us = max(updated_us, ?) WHERE session_id = ?`
+
 // errRetryWithSavepoints says a group written without savepoints had a refused
 // request: it was rolled back, to be written again with them.
 var errRetryWithSavepoints = errors.New("eventlog/sqlite: a request was refused; write the group again with savepoints")
@@ -544,6 +574,8 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	ctx := context.Background() // the group outlives any one caller's ctx
 	clear(l.w.starting)
 	l.w.starting = l.w.starting[:0]
+	clear(l.w.tailing)
+	l.w.tailing = l.w.tailing[:0]
 	if l.cfg.Shared {
 		clear(l.w.epochs) // another process may have taken partitions since
 	}
@@ -564,6 +596,15 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		}
 		return nil, err
 	}
+	row, err := l.w.queryRow(ctx, l.w.aliased)
+	var aliases int64
+	if err == nil {
+		aliases, err = asInt64(row[0])
+	}
+	if err != nil {
+		return abort(fmt.Errorf("eventlog/sqlite: append: look up aliases: %w", err))
+	}
+	l.w.aliases = aliases != 0
 	var (
 		errs    []error
 		written uint64
@@ -578,7 +619,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			n   uint64
 			err error
 		)
-		starts := len(l.w.starting) // a request undone takes its starts with it
+		starts, tails := len(l.w.starting), len(l.w.tailing) // a request undone takes its starts and tails with it
 		if r.own != nil {
 			err = l.takeOwnership(ctx, r.own)
 		} else {
@@ -608,6 +649,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			}
 			errs[i] = err
 			l.w.starting = l.w.starting[:starts]
+			l.w.tailing = l.w.tailing[:tails]
 			if _, err := l.w.exec(ctx, l.w.undo); err != nil {
 				return abort(fmt.Errorf("eventlog/sqlite: append: rollback to savepoint: %w", err))
 			}
@@ -626,6 +668,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		return abort(fmt.Errorf("eventlog/sqlite: append: commit: %w", err))
 	}
 	l.w.keepStarts()
+	l.w.keepTails()
 	l.stats.transactions.Add(1)
 	l.stats.events.Add(written)
 	bytes := 0
@@ -715,13 +758,30 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		epoch = lease.Epoch
 	}
 	chunked := 0 // events[:chunked] were inserted by a statement of several rows
+	// prevIn: the batch's event before the one at hand was inserted (by the batch).
+	prevIn := false
+	follows := func(i int) bool { // events[i] follows events[i-1] in its session
+		return i > 0 && events[i-1].SessionID == events[i].SessionID && events[i-1].Seq+1 == events[i].Seq
+	}
 	for i, e := range events {
 		if rows && i == chunked && len(events)-i > 1 {
 			chunk := events[i:min(i+maxInsertRows, len(events))]
+			// No two events of a batch share an ID (CheckBatch): each is checked
+			// against the stored ones alone.
+			aliases := false
+			for _, e := range chunk {
+				alias, err := l.checkID(ctx, e)
+				if err != nil {
+					return 0, err
+				}
+				aliases = aliases || alias
+			}
 			chunked += len(chunk)
 			vals := l.w.vals[:0]
-			for _, e := range chunk {
-				vals = l.w.rowValues(vals, e, epoch)
+			for j, e := range chunk {
+				// Every event of the chunk is inserted, or the group is written
+				// again without rows (errInsertedFewer).
+				vals = l.w.rowValues(vals, e, epoch, l.w.epochStart(e, epoch, follows(i+j) && (j > 0 || prevIn)))
 			}
 			n, err := l.w.exec(ctx, l.w.insertRows[len(chunk)-2], vals...)
 			clear(vals)
@@ -732,19 +792,43 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			if n != int64(len(chunk)) {
 				return 0, errInsertedFewer
 			}
+			for _, e := range chunk {
+				if aliases && isAlias(e) {
+					if err := l.addAlias(ctx, e); err != nil {
+						return 0, err
+					}
+				}
+				if epoch > 0 {
+					l.w.tailing = append(l.w.tailing, sessionTail{e.SessionID, e.Seq, epoch})
+				}
+			}
+			prevIn = true
 		}
 		if i >= chunked {
-			vals := l.w.rowValues(l.w.vals[:0], e, epoch)
+			alias, err := l.checkID(ctx, e)
+			if err != nil {
+				return 0, err
+			}
+			vals := l.w.rowValues(l.w.vals[:0], e, epoch, l.w.epochStart(e, epoch, follows(i) && prevIn))
 			n, err := l.w.exec(ctx, l.w.insert, vals...)
 			clear(vals)
 			if err != nil {
 				return 0, fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): %w", e.ID, e.SessionID, e.Seq, err)
 			}
+			prevIn = n != 0
 			if n == 0 {
 				if err := l.classify(ctx, lease, e); err != nil {
 					return 0, err
 				}
 				continue // stored before, at the same position: at-least-once delivery
+			}
+			if epoch > 0 {
+				l.w.tailing = append(l.w.tailing, sessionTail{e.SessionID, e.Seq, epoch})
+			}
+			if alias {
+				if err := l.addAlias(ctx, e); err != nil {
+					return 0, err
+				}
 			}
 		}
 		written++
@@ -774,9 +858,21 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 	}
 	for _, d := range deltas {
 		id, started := l.w.session.of(d.id), l.w.stamp(d.startedUS)
-		if _, err := l.w.exec(ctx, l.w.summarize, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
-			int64(d.lastSeq), started, l.w.stamp(d.updatedUS), int64(d.tasks), int64(d.ended)); err != nil {
-			return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
+		var touched int64
+		if d.statusSeq == 0 && d.tasks == 0 && d.ended == 0 {
+			// No task.* event: summarize would leave status, status_seq, tasks and
+			// ended as they are, in a row that exists.
+			var err error
+			touched, err = l.w.exec(ctx, l.w.touch, int64(d.events), int64(d.steps), int64(d.lastSeq), l.w.stamp(d.updatedUS), id)
+			if err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
+			}
+		}
+		if touched == 0 {
+			if _, err := l.w.exec(ctx, l.w.summarize, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
+				int64(d.lastSeq), started, l.w.stamp(d.updatedUS), int64(d.tasks), int64(d.ended)); err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
+			}
 		}
 		// After these statements the row starts at or before d.startedUS; the restart
 		// is needed only if it may have started later.
@@ -824,10 +920,62 @@ func (l *Log) applyReq(ctx context.Context, r *appendReq, rows bool) (uint64, er
 }
 
 // rowValues appends the values of e's row to vals.
-func (w *writeStmts) rowValues(vals []driver.Value, e messages.Envelope, epoch uint64) []driver.Value {
+func (w *writeStmts) rowValues(vals []driver.Value, e messages.Envelope, epoch uint64, start driver.Value) []driver.Value {
 	cause := w.cause(e.CausationID)
 	return append(vals, w.session.of(e.SessionID), int64(e.Seq), w.lastID.of(e.ID), w.name(string(e.Type)), int64(e.Version),
-		cause, w.correlation.of(e.CorrelationID), w.stamp(e.TS), w.name(e.Actor), []byte(e.Payload), int64(epoch))
+		cause, w.correlation.of(e.CorrelationID), w.stamp(e.TS), w.name(e.Actor), []byte(e.Payload), int64(epoch), start)
+}
+
+// The values of column epoch_start, made once.
+var (
+	startsRun    driver.Value = int64(1)
+	continuesRun driver.Value = int64(0)
+)
+
+// epochStart returns the epoch_start of e, appended under epoch: 0 (continuesRun)
+// only if the event before it, at e.Seq-1, is stored for good with the same
+// epoch, as the writer knows for sure: inserted by the same batch (prevInBatch:
+// the batch's event before e is that event, and was inserted by it, so under the
+// same epoch; if e's row is written, so is that one), or committed by an earlier
+// transaction (writeStmts.tails). A stored row never changes, nor goes.
+func (w *writeStmts) epochStart(e messages.Envelope, epoch uint64, prevInBatch bool) driver.Value {
+	if epoch == 0 {
+		return startsRun // never in the index: as the column's default
+	}
+	if prevInBatch {
+		return continuesRun
+	}
+	if t, ok := w.tails[e.SessionID]; ok && t.seq+1 == e.Seq && t.epoch == epoch {
+		return continuesRun
+	}
+	return startsRun
+}
+
+// sessionTail is a leased event a transaction of the writer inserted: its
+// session, seq and epoch.
+type sessionTail struct {
+	session    string
+	seq, epoch uint64
+}
+
+// maxTails bounds writeStmts.tails: past it, the map is emptied.
+const maxTails = 4096
+
+// keepTails records the leased events of a transaction that committed.
+func (w *writeStmts) keepTails() {
+	if len(w.tailing) == 0 {
+		return
+	}
+	if w.tails == nil || len(w.tails)+len(w.tailing) > maxTails {
+		w.tails = make(map[string]sessionTail, min(maxTails, 64))
+	}
+	for _, t := range w.tailing {
+		if old, ok := w.tails[t.session]; !ok || t.seq > old.seq {
+			w.tails[t.session] = t
+		}
+	}
+	clear(w.tailing)
+	w.tailing = w.tailing[:0]
 }
 
 // classify explains why e was not inserted: it is already stored at its position
@@ -839,15 +987,7 @@ func (w *writeStmts) rowValues(vals []driver.Value, e messages.Envelope, epoch u
 // of a stale owner is stored here: a stored event of a lower epoch at e's position
 // was written before lease was taken, and the holder of lease read it.
 func (l *Log) classify(ctx context.Context, lease *eventlog.Lease, e messages.Envelope) error {
-	var (
-		session string
-		seq     int64
-		epoch   int64
-	)
-	row, err := l.w.queryRow(ctx, l.w.byID, e.ID)
-	if err == nil {
-		err = scan(row, &session, &seq, &epoch)
-	}
+	session, seq, epoch, err := l.storedAt(ctx, e.ID)
 	switch {
 	case err == nil && session == e.SessionID && uint64(seq) == e.Seq && lease != nil && uint64(epoch) > lease.Epoch:
 		return fmt.Errorf("%w: session %s seq %d holds event %s of epoch %d, appended under %s",
@@ -861,7 +1001,7 @@ func (l *Log) classify(ctx context.Context, lease *eventlog.Lease, e messages.En
 		return fmt.Errorf("eventlog/sqlite: append event %s: look up id: %w", e.ID, err)
 	}
 	var holder string
-	row, err = l.w.queryRow(ctx, l.w.byPos, e.SessionID, int64(e.Seq))
+	row, err := l.w.queryRow(ctx, l.w.byPos, e.SessionID, int64(e.Seq))
 	if err == nil {
 		err = scan(row, &holder, &epoch)
 	}
@@ -875,4 +1015,138 @@ func (l *Log) classify(ctx context.Context, lease *eventlog.Lease, e messages.En
 	}
 	return fmt.Errorf("%w: session %s seq %d holds event %s, appended %s",
 		eventlog.ErrSeqConflict, e.SessionID, e.Seq, holder, e.ID)
+}
+
+// storedAt returns the position and epoch of the stored event whose ID is id, or
+// errNoRows. An event whose ID is not derived from its position is found by its
+// ID (index events_by_id); one whose ID is derived, at the position that id
+// derives from, if any.
+func (l *Log) storedAt(ctx context.Context, id string) (session string, seq, epoch int64, err error) {
+	row, err := l.w.queryRow(ctx, l.w.byID, id)
+	if err == nil {
+		err = scan(row, &session, &seq, &epoch)
+	}
+	if !errors.Is(err, errNoRows) {
+		return session, seq, epoch, err
+	}
+	s, q, ok := positionOf(id)
+	if !ok {
+		return "", 0, 0, errNoRows
+	}
+	var holder string
+	row, err = l.w.queryRow(ctx, l.w.byPos, s, int64(q))
+	if err == nil {
+		err = scan(row, &holder, &epoch)
+	}
+	switch {
+	case err != nil:
+		return "", 0, 0, err
+	case holder != id:
+		return "", 0, 0, errNoRows
+	}
+	return s, int64(q), epoch, nil
+}
+
+// checkID looks, before e is inserted, for a stored event with e's ID that the
+// insert would not see: the event at the position e's ID derives from, if e is
+// not at that position (e aliases it: checkID reports it); or, if e is at it, an
+// event elsewhere with e's ID, when table aliases may hold one (writeStmts.aliases).
+// Either is a conflict, as the insert's constraints answer every other one.
+func (l *Log) checkID(ctx context.Context, e messages.Envelope) (alias bool, err error) {
+	derived := derivedID(e.ID, e.SessionID, e.Seq)
+	if derived && !l.w.aliases {
+		return false, nil // the common case, without a lookup
+	}
+	if !derived {
+		if _, _, ok := positionOf(e.ID); !ok {
+			return false, nil
+		}
+	}
+	return l.lookUpID(ctx, e, derived)
+}
+
+// lookUpID is checkID's lookup.
+func (l *Log) lookUpID(ctx context.Context, e messages.Envelope, derived bool) (alias bool, err error) {
+	var (
+		session    string
+		seq, epoch int64
+	)
+	if derived {
+		row, err := l.w.queryRow(ctx, l.w.byID, e.ID)
+		if err == nil {
+			err = scan(row, &session, &seq, &epoch)
+		}
+		switch {
+		case errors.Is(err, errNoRows):
+			return false, nil
+		case err != nil:
+			return false, fmt.Errorf("eventlog/sqlite: append event %s: look up id: %w", e.ID, err)
+		}
+	} else {
+		s, q, _ := positionOf(e.ID)
+		var holder string
+		row, err := l.w.queryRow(ctx, l.w.byPos, s, int64(q))
+		if err == nil {
+			err = scan(row, &holder, &epoch)
+		}
+		switch {
+		case errors.Is(err, errNoRows) || err == nil && holder != e.ID:
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("eventlog/sqlite: append event %s: look up id: %w", e.ID, err)
+		}
+		session, seq = s, int64(q)
+	}
+	return false, fmt.Errorf("%w: event %s is stored at session %s seq %d, appended at session %s seq %d",
+		eventlog.ErrSeqConflict, e.ID, session, seq, e.SessionID, e.Seq)
+}
+
+// addAlias records in table aliases the ID of e, just inserted, which is derived
+// from another position than e's.
+func (l *Log) addAlias(ctx context.Context, e messages.Envelope) error {
+	if _, err := l.w.exec(ctx, l.w.addAlias, e.ID); err != nil {
+		return fmt.Errorf("eventlog/sqlite: append event %s (session %s seq %d): record it in aliases: %w", e.ID, e.SessionID, e.Seq, err)
+	}
+	l.w.aliases = true
+	return nil
+}
+
+// derivedID reports whether id is the ID derived from the position (session,
+// seq): "<session>/<seq>", as derivedWhere says.
+func derivedID(id, session string, seq uint64) bool {
+	n := len(session)
+	if len(id) < n+2 || id[n] != '/' || id[:n] != session {
+		return false
+	}
+	var b [20]byte
+	return id[n+1:] == string(strconv.AppendUint(b[:0], seq, 10))
+}
+
+// positionOf returns the position whose derived ID id is, if any: the session
+// before the last '/', and a seq that SQLite stores after it (1 to 2^63-1, in
+// canonical decimal). No two positions derive the same ID.
+func positionOf(id string) (session string, seq uint64, ok bool) {
+	i := strings.LastIndexByte(id, '/')
+	if i <= 0 || i == len(id)-1 || id[i+1] == '0' {
+		return "", 0, false
+	}
+	for _, c := range id[i+1:] {
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+	}
+	seq, err := strconv.ParseUint(id[i+1:], 10, 63)
+	if err != nil {
+		return "", 0, false
+	}
+	return id[:i], seq, true
+}
+
+// isAlias reports whether e's ID is derived from another position than e's.
+func isAlias(e messages.Envelope) bool {
+	if derivedID(e.ID, e.SessionID, e.Seq) {
+		return false
+	}
+	_, _, ok := positionOf(e.ID)
+	return ok
 }
