@@ -35,7 +35,8 @@ func BenchmarkSessionStateTask(b *testing.B) {
 	}
 }
 
-func runStateTask(tb testing.TB, as Agents, id string) {
+// runStateTask runs the task in a new session and returns the session's state.
+func runStateTask(tb testing.TB, as Agents, id string) *SessionState {
 	s := NewSessionState(id)
 	now := int64(1_000_000)
 	apply := func(p messages.Payload, cause, task string) messages.Envelope {
@@ -80,7 +81,7 @@ func runStateTask(tb testing.TB, as Agents, id string) {
 		last := evs[len(evs)-1]
 		switch last.Type {
 		case messages.TypeTaskCompleted:
-			return
+			return s
 		case messages.TypeModelRequested:
 			_ = s.Request(as.Default)
 			key := s.pendingModelText()
