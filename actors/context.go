@@ -188,8 +188,10 @@ type contextCache struct {
 	sysTokens  int
 	tools      []messages.ToolSpec // the specs toolTokens is of (compared by identity)
 	toolTokens int
-	// items is the candidates' buffer, reused from build to build.
-	items []pctx.Item
+	// items holds the candidates of the latest build when its report names items
+	// to summarise (loopItem), else is nil: the candidates' buffers are shared by
+	// the sessions (takeItems, keepItems).
+	items *[]pctx.Item
 	// last is the latest built request, reused while nothing it was built from
 	// changed (Decide builds it, then the session's effect builds it again).
 	last struct {
@@ -247,9 +249,49 @@ func (s *SessionState) turnID(i int) string {
 	return c.ids[i-len(smallTurnIDs)]
 }
 
-// itemsHeadroom is the room for more candidates a session's buffer of them is made
-// with (contextCache.items): a tool call and its result, twice.
+// itemsHeadroom is the room for more candidates a buffer of them is made with: a
+// tool call and its result, twice.
 const itemsHeadroom = 4
+
+// maxPooledCandidates bounds the candidates' buffers itemsPool keeps.
+const maxPooledCandidates = 1024
+
+// itemsPool holds the candidates' buffers of the sessions' builds (loopContext):
+// a session holds one only while loopItem may look in it, so that an idle session
+// holds none and a new session's first build makes none.
+var itemsPool = sync.Pool{New: func() any { return new([]pctx.Item) }}
+
+// takeItems returns an empty buffer of candidates with room for need of them: the
+// one the latest build kept, else a shared one.
+func (c *contextCache) takeItems(need int) []pctx.Item {
+	if c.items == nil {
+		c.items = itemsPool.Get().(*[]pctx.Item)
+	}
+	items := *c.items
+	clear(items[:cap(items)])
+	if cap(items) < need {
+		// With room for the turns of a step or two.
+		items = make([]pctx.Item, 0, need+itemsHeadroom)
+	}
+	return items[:0]
+}
+
+// keepItems keeps items, the candidates of the latest build, for loopItem when
+// keep, else gives their buffer back to the sessions, emptied: it keeps no text
+// or message.
+func (c *contextCache) keepItems(items []pctx.Item, keep bool) {
+	if keep {
+		*c.items = items
+		return
+	}
+	clear(items[:cap(items)])
+	*c.items = nil
+	if cap(items) <= maxPooledCandidates {
+		*c.items = items[:0]
+	}
+	itemsPool.Put(c.items)
+	c.items = nil
+}
 
 // smallTurnIDs are the IDs of the first conversation messages, made once (a
 // constant table, never written after).
@@ -319,12 +361,7 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 	}
 
 	prefix := stablePrefix(a.SystemPrompt, section)
-	clear(s.ctx.items[:cap(s.ctx.items)])
-	items := s.ctx.items[:0] // the build copies what it keeps
-	if need := len(s.history) + 3; cap(items) < need {
-		// With room for the turns of a step or two: the task's next builds reuse it.
-		items = make([]pctx.Item, 0, need+itemsHeadroom)
-	}
+	items := s.ctx.takeItems(len(s.history) + 3) // the build copies what it keeps
 	items = append(items, pctx.Item{ID: "system", Kind: pctx.KindSystem, Section: pctx.SectionRole, Text: prefix,
 		Tokens: s.prefixTokens(prefix, specs)})
 	start := len(s.history) // the task's input; past the end when no task runs
@@ -350,7 +387,7 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 	// session summarises what is still cut (compress.go, sectionPlan).
 	_, b.Options.Summarize = a.summaryModel()
 	msgs, report, err := b.BuildMessages(items)
-	s.ctx.items = items
+	s.ctx.keepItems(items, err != nil || len(report.Summarize) > 0) // else loopItem looks up none of them
 	if err != nil {
 		// The items are made here with unique IDs and counts: it cannot fail.
 		panic("actors: building a context: " + err.Error())
@@ -361,9 +398,14 @@ func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.
 }
 
 // loopItem returns the candidate with this ID of the loop's latest context
-// (loopContext): the items it was built from stay until the next build.
+// (loopContext) when its report names items to summarise: the items it was built
+// from then stay until the next build (when it names none, sectionPlan looks up
+// none, and they are not kept).
 func (s *SessionState) loopItem(id string) (pctx.Item, bool) {
-	for _, it := range s.ctx.items {
+	if s.ctx.items == nil {
+		return pctx.Item{}, false
+	}
+	for _, it := range *s.ctx.items {
 		if it.ID == id {
 			return it, true
 		}

@@ -92,6 +92,8 @@ type SessionDeps struct {
 	actors *actorNames
 	// claims is Store if it claims sessions (ClaimingStore), else nil.
 	claims ClaimingStore
+	// agents are Agent and Named, made once for the session states to share.
+	agents *Agents
 }
 
 func (d *SessionDeps) withDefaults() {
@@ -122,6 +124,7 @@ func (d *SessionDeps) withDefaults() {
 	d.io = deadline.New(d.IOTimeout)
 	d.claims, _ = d.Store.(ClaimingStore)
 	d.actors = &actorNames{}
+	d.agents = &Agents{Default: d.Agent, Named: d.Named}
 }
 
 // SubmitTask asks a session to run a task. The reply is a *TaskAccepted or an error,
@@ -364,7 +367,11 @@ func (a *SessionActor) recover(ctx actor.Context) {
 // reset makes the session's state that of a session with no events, and forgets
 // the effects in flight.
 func (a *SessionActor) reset() {
-	a.state = NewSessionState(a.id).WithAgents(a.agents())
+	if as := a.deps.agents; as != nil {
+		a.state = NewSessionState(a.id).withSharedAgents(as)
+	} else {
+		a.state = NewSessionState(a.id).WithAgents(a.agents())
+	}
 	a.inflight = a.inflight[:0]
 	a.queue = nil
 	a.modelKey = messages.EffectKey{}

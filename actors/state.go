@@ -313,8 +313,9 @@ type SessionState struct {
 	// loads are the results of the session's successful load_tools and search_tools
 	// calls, in order: what its requests offer (Agent.Disclosure) is folded from them.
 	loads []ToolLoad
-	// agents are the agents its tasks may name, for their paradigms (WithAgents).
-	agents Agents
+	// agents are the agents its tasks may name, for their paradigms (WithAgents):
+	// never nil, and never written through (the session actors share theirs).
+	agents *Agents
 	// lastID is the ID of the latest applied event.
 	lastID string
 	// approvals are every approval the session requested, by the key of its call
@@ -342,13 +343,23 @@ func (s *SessionState) keyAt(seq uint64) string {
 
 // NewSessionState returns the state of a session with no events.
 func NewSessionState(sessionID string) *SessionState {
-	return &SessionState{SessionID: sessionID, seen: map[string]struct{}{}}
+	return &SessionState{SessionID: sessionID, seen: map[string]struct{}{}, agents: &noAgents}
 }
+
+// noAgents are the agents of a state given none (WithAgents): never written.
+var noAgents Agents
 
 // WithAgents tells the state the agents its tasks may name, so that the tasks of
 // an agent with a paradigm fold the paradigm's state; call it before the first
 // Apply. It returns s.
 func (s *SessionState) WithAgents(as Agents) *SessionState {
+	s.agents = &as
+	return s
+}
+
+// withSharedAgents is WithAgents with agents that the caller never changes, shared
+// with other states rather than copied into this one.
+func (s *SessionState) withSharedAgents(as *Agents) *SessionState {
 	s.agents = as
 	return s
 }
