@@ -122,6 +122,7 @@ func (n *Node) openBus(wlog watermill.LoggerAdapter) {
 		n.pub, n.tasksSub, n.liveSub = b.Publisher, b.Tasks, b.Live
 		if b.Live != nil {
 			n.hub = newHub(b.Live, n.runsHere)
+			n.hub.load = n.eventAt
 			newClusterDeltas(n.hub, b.Publisher, b.Live, n.cfg.NodeID, n.cfg.Roles.Has(RoleModels), b.Partition, n.cfg.Logger)
 		}
 		return
@@ -189,7 +190,10 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		return n.local, nil
 	}
 	n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger,
-		Inject: n.tracing.injectHook()})
+		Inject: n.tracing.injectHook(), MaxMessage: effectMessageMax,
+		Store: func(ctx context.Context, key messages.EffectKey, command []byte) (string, error) {
+			return n.storeEffect(ctx, messages.BusStoredRequest, key, command)
+		}})
 	byKind := actors.EffectsByKind{Model: n.local, Tools: n.local}
 	if n.hub.cluster != nil {
 		byKind.Model = streamingRequests{Effects: n.local, hub: n.hub, local: true}
