@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/react"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/pipelines/rag"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -172,7 +173,10 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		gwCfg.Logger = cfg.Logger
 	}
 	if gwCfg.Tokenizer == nil {
-		gwCfg.Tokenizer = &gateway.LazyTiktoken{}
+		// cl100k_base, as gateway.LazyTiktoken counts it by default, but in
+		// O(n log n): tiktoken-go's merges are quadratic in a long unbroken piece,
+		// and a model call whose prompt held 300 KB of '<' spent minutes counting.
+		gwCfg.Tokenizer = &rag.Cl100k{}
 	}
 	gw, err := gateway.New(gwCfg)
 	if err != nil {
