@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -26,6 +27,13 @@ type BusEffectsConfig struct {
 	// with it besides the request: the trace context of the effect's span (the
 	// node's traces).
 	Inject func(req messages.EffectRequest, md message.Metadata)
+	// MaxMessage bounds the encoded request published as it is; a larger one is
+	// handed to Store, and its stub (messages.EffectRequest.Stored) is published
+	// instead. Zero, or no Store: every request is published as it is.
+	MaxMessage int
+	// Store stores the encoded request of key in the log and returns the stream
+	// it is in (messages.EffectStream).
+	Store  func(ctx context.Context, key messages.EffectKey, command []byte) (string, error)
 	Logger *slog.Logger
 }
 
@@ -89,11 +97,54 @@ func (b *BusEffects) Perform(req messages.EffectRequest, reply func(messages.Eff
 	if b.cfg.Inject != nil {
 		b.cfg.Inject(req, msg.Metadata)
 	}
+	large := b.cfg.Store != nil && b.cfg.MaxMessage > 0 && len(payload) > b.cfg.MaxMessage
 	go func() {
+		if large {
+			stub, err := b.stub(req, payload)
+			if err != nil {
+				b.Deliver(answer(req, messages.EffectReply{Error: err.Error()}))
+				return
+			}
+			msg.Payload = stub
+		}
 		if err := b.publish(topic, msg); err != nil {
 			b.Deliver(answer(req, messages.EffectReply{Error: err.Error()}))
 		}
 	}()
+}
+
+// stub stores the encoded request in the log (BusEffectsConfig.Store), retrying
+// as publish does, and returns the stub that names it.
+func (b *BusEffects) stub(req messages.EffectRequest, payload []byte) ([]byte, error) {
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		stream, err := b.cfg.Store(ctx, req.Key, payload)
+		cancel()
+		if err == nil {
+			return messages.EncodeCommand(&messages.EffectRequest{SessionID: req.SessionID, Key: req.Key,
+				ReplyTopic: req.ReplyTopic, ReplyNode: req.ReplyNode, Stored: stream})
+		}
+		if attempt == b.cfg.PublishRetries {
+			return nil, fmt.Errorf("request %s (%d bytes, over the bus's %d) not stored in the log: %w", req.Key, len(payload), b.cfg.MaxMessage, err)
+		}
+		b.cfg.Logger.Warn("storing a large effect request failed; retrying", "key", req.Key, "attempt", attempt, "err", err)
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-b.stop:
+			t.Stop()
+			return nil, fmt.Errorf("request %s not stored: %w", req.Key, ErrEffectsClosed)
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+}
+
+// Waiting reports whether a caller here waits for key's reply.
+func (b *BusEffects) Waiting(key messages.EffectKey) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.pending[key]) > 0
 }
 
 // publish publishes a command message, retrying with backoff until PublishRetries

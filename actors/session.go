@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/asynkron/protoactor-go/actor"
@@ -928,7 +929,18 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 				continue
 			}
 			buf = b
-			msgs = append(msgs, busMessage(e.ID, e.SessionID, e.Type, buf[start:len(buf):len(buf)]))
+			m := busMessage(e.ID, e.SessionID, e.Type, buf[start:len(buf):len(buf)])
+			if len(m.Payload) > messages.BusMessageMax {
+				// Too large for the bus: a stub, and the readers take the event
+				// from the log (messages.MetaStored).
+				stub := e
+				stub.Payload = json.RawMessage("{}")
+				if m.Payload, err = messages.Marshal(stub); err != nil {
+					continue
+				}
+				m.Metadata.Set(messages.MetaStored, e.SessionID)
+			}
+			msgs = append(msgs, m)
 		}
 	}
 	// A task's result goes to troupe.results and to its reply topic, if any.
@@ -950,7 +962,7 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 			continue
 		}
 		status, output, errMsg, _ := a.state.Task(e.CorrelationID)
-		r, err := json.Marshal(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg, Reason: a.state.TaskReason(e.CorrelationID),
+		r, err := encodeResult(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg, Reason: a.state.TaskReason(e.CorrelationID),
 			Note: a.state.TaskNote(e.CorrelationID)})
 		if err != nil {
 			continue
@@ -977,4 +989,36 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 			}
 		}
 	}
+}
+
+// encodeResult encodes a task's result for the bus: whole when it fits one bus
+// message (messages.BusMessageMax), else with its output, error and note cut, each
+// at a UTF-8 boundary and by the share the encoding is over, until it fits, and
+// Truncated set.
+func encodeResult(r messages.TaskResult) ([]byte, error) {
+	b, err := json.Marshal(r)
+	if err != nil || len(b) <= messages.BusMessageMax {
+		return b, err
+	}
+	r.Truncated = true
+	for {
+		keep := float64(messages.BusMessageMax-512) / float64(len(b))
+		for _, f := range []*string{&r.Output, &r.Error, &r.Note} {
+			*f = cutUTF8(*f, int(float64(len(*f))*keep))
+		}
+		if b, err = json.Marshal(r); err != nil || len(b) <= messages.BusMessageMax {
+			return b, err
+		}
+	}
+}
+
+// cutUTF8 returns s cut to at most n bytes, at a UTF-8 boundary.
+func cutUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

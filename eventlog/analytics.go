@@ -2,10 +2,13 @@ package eventlog
 
 import (
 	"context"
+
 	"fmt"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/troupe-run/troupe/messages"
 )
 
 // Analytics is an optional capability of a Log: the fleet figures `replay stats`
@@ -39,10 +42,16 @@ const A2APushStreamPrefix = "a2a/push/"
 // ID>). No task runs there: it is no session.
 const UISignInStreamPrefix = "ui/signin/"
 
+// BusStreamPrefix starts the ID of every stream of the log that holds an effect
+// request or reply too large for one bus message (messages.EffectStored:
+// bus/<kind>/<id>). No task runs there: it is no session.
+const BusStreamPrefix = messages.BusStreamPrefix
+
 // NonSessionPrefixes start the IDs of the streams of the log that are no session:
 // an agent's notes, a memory namespace, a knowledge base, an A2A task's push
-// configs, a dashboard sign-in. Each is free of SQL pattern and quote characters.
-var NonSessionPrefixes = []string{NotesStreamPrefix, MemoryStreamPrefix, KnowledgeStreamPrefix, A2APushStreamPrefix, UISignInStreamPrefix}
+// configs, a dashboard sign-in, a stored effect command. Each is free of SQL
+// pattern and quote characters.
+var NonSessionPrefixes = []string{NotesStreamPrefix, MemoryStreamPrefix, KnowledgeStreamPrefix, A2APushStreamPrefix, UISignInStreamPrefix, BusStreamPrefix}
 
 // IsSession reports whether a stream of the log is a session: its ID starts with
 // none of NonSessionPrefixes. Whoever resumes, lists or counts sessions skips the

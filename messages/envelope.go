@@ -87,6 +87,7 @@ var versions = map[Type]int{
 	TypeModelDelta:         1,
 	TypeUISignedIn:         1,
 	TypeUISignedOut:        1,
+	TypeBusStored:       1,
 }
 
 // CurrentVersion reports the schema version this build writes for t, and whether t is known.
@@ -226,6 +227,8 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &UISignedIn{}
 	case TypeUISignedOut:
 		p = &UISignedOut{}
+	case TypeBusStored:
+		p = &BusStored{}
 	case TypeNoteUpdated:
 		p = &NoteUpdated{}
 	case TypeNoteRemoved:

@@ -48,6 +48,7 @@ func samples() []messages.Payload {
 		&messages.A2APushDeleted{ConfigID: "cfg-1"},
 		&messages.UISignedIn{TokenMAC: "5e1f", CSRFHash: "9a0c", ExpiresUS: 1_767_225_600_000_000},
 		&messages.UISignedOut{Reason: "logout"},
+		&messages.BusStored{Message: json.RawMessage(`{"v":1,"session_id":"s-1","key":"s-1/6","output":"a reply too large for the bus"}`)},
 		&messages.MemoryAdded{Key: "s-1/t/call_2", Reason: "added by the memory tool", Memory: memorySample()},
 		&messages.MemoryUpdated{Key: "s-1/t/call_3", Reason: "newer fact about the same subject", Memory: memorySample()},
 		&messages.MemoryMerged{Key: "consolidate/2", Reason: "semantic duplicate (cosine 0.97 >= 0.92)", Merged: []string{"m8"}, Memory: memorySample()},
@@ -151,6 +152,7 @@ func TestEveryTypeHasAGoldenSample(t *testing.T) {
 		messages.TypeKBDocumentIngested, messages.TypeKBDocumentRemoved,
 		messages.TypeA2APushSet, messages.TypeA2APushDeleted,
 		messages.TypeUISignedIn, messages.TypeUISignedOut,
+		messages.TypeBusStored,
 	} {
 		if _, ok := messages.CurrentVersion(typ); !ok {
 			t.Errorf("%s has no schema version", typ)

@@ -30,10 +30,28 @@ type TaskResult struct {
 	// Note is what the agent's paradigm said of a completed task's answer
 	// (messages.TaskCompleted.Note): a critique that never passed, a lesson stored.
 	Note string `json:"note,omitempty"`
+	// Truncated says that Output (and Error) were cut to fit one bus message
+	// (BusMessageMax); the whole answer is in the session's task.completed event
+	// (GET /v1/sessions/{id}).
+	Truncated bool `json:"truncated,omitempty"`
 }
 
 // Metadata keys set on every bus message, so routers and partitioners need not decode.
 const (
 	MetaSessionID = "session_id"
 	MetaType      = "type"
+	// MetaStored is set on the bus message of an event or task too large for one
+	// (BusMessageMax): its envelope's payload is {}, and the header names the
+	// stream of the log that holds it whole: for an event, its session (the event
+	// at its seq); for a task, the stream whose one BusStored event holds the
+	// task's envelope (BusStream(BusStoredTask, ID)).
+	MetaStored = "stored"
 )
+
+// BusMessageMax bounds the encoded message that goes on the bus as it is, under the
+// 1 MiB a Kafka message holds by default (the broker's message.max.bytes, the
+// producer's BatchBytes), with room for the record's headers. What is larger travels
+// otherwise: an effect request or reply as a stub naming the log stream that holds
+// it (BusStored), an event or a task as a stub (MetaStored), a task result with its
+// output cut (TaskResult.Truncated).
+const BusMessageMax = 768 << 10

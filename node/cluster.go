@@ -315,6 +315,9 @@ func (n *Node) handleEffect(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: effect request %s: %w", errPermanent, msg.UUID, err)
 	}
+	if req, err = n.fullRequest(msg.Context(), req); err != nil {
+		return err // a log that does not answer: retried
+	}
 	if !n.local.Known(req.Key) {
 		// Not performed here lately: a request delivered again (its first performer
 		// died before committing it) may still be answered in the session's log. The
@@ -342,6 +345,15 @@ func (n *Node) handleEffect(msg *message.Message) error {
 	b, err := messages.EncodeCommand(&rep)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errPermanent, err)
+	}
+	if len(b) > effectMessageMax {
+		stream, err := n.storeEffect(msg.Context(), messages.BusStoredReply, req.Key, b)
+		if err != nil {
+			return err // retried; the answer is kept (LocalEffects), not performed again
+		}
+		if b, err = replyStub(req, stream); err != nil {
+			return fmt.Errorf("%w: %w", errPermanent, err)
+		}
 	}
 	out := message.NewMessage(watermill.NewUUID(), b)
 	out.Metadata.Set(messages.MetaSessionID, req.SessionID)
@@ -394,6 +406,12 @@ func (n *Node) handleReply(msg *message.Message) error {
 	if err != nil {
 		n.cfg.Logger.Warn("dropping a malformed effect reply", "message", msg.UUID, "err", err)
 		return nil // the session issues the effect again once it is recovered
+	}
+	if rep.Stored != "" && !n.remote.Waiting(rep.Key) {
+		return nil // nobody waits for it here: not worth reading
+	}
+	if rep, err = n.fullReply(msg.Context(), rep); err != nil {
+		return err // retried
 	}
 	n.remote.Deliver(rep)
 	return nil

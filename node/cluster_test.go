@@ -156,18 +156,22 @@ func (c *testCluster) node(name string, roles node.Role) (*node.Node, func()) {
 }
 
 // clusterNode starts a sharded node on Kafka, on k's topics, in group, writing to the
-// shared log.
-func clusterNode(t *testing.T, k kafkaEnv, group string, log eventlog.Log, name string, roles node.Role, tl []tools.Tool, model llm.Model) (*node.Node, func()) {
+// shared log; each of with changes its configuration first.
+func clusterNode(t *testing.T, k kafkaEnv, group string, log eventlog.Log, name string, roles node.Role, tl []tools.Tool, model llm.Model, with ...func(*node.Config)) (*node.Node, func()) {
 	t.Helper()
 	clients, err := kafka.DialNode(k.brokers, group, k.layout(6), watermill.NopLogger{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(context.Background(), node.Config{
+	cfg := node.Config{
 		Log: log, NodeID: name, Roles: roles, Tools: tl, Model: model, MaxSteps: 4,
 		Bus: &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
 			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf},
-	})
+	}
+	for _, w := range with {
+		w(&cfg)
+	}
+	n, err := node.New(context.Background(), cfg)
 	if err != nil {
 		_ = clients.Close()
 		t.Fatal(err)

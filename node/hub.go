@@ -58,6 +58,9 @@ type Hub struct {
 	tailTimeouts atomic.Int64
 	// tap also gets every message the bus feed reads (sessionFeed.fromBus); set once, before the feed runs.
 	tap func(*message.Message)
+	// load reads a session's event at seq from the log, for the stub of an event
+	// too large for the bus (messages.MetaStored); set once, before the feed runs.
+	load func(ctx context.Context, sessionID string, seq uint64) (messages.Envelope, error)
 }
 
 const (
@@ -113,6 +116,9 @@ func newHub(sub message.Subscriber, isLocal func(string) bool) *Hub {
 // handle delivers an event read from the bus to the session's remote watchers.
 func (h *Hub) handle(msg *message.Message) {
 	sid := msg.Metadata.Get(messages.MetaSessionID)
+	if msg.Metadata.Get(messages.MetaStored) != "" && !h.unstub(msg) {
+		return
+	}
 	if h.tap != nil {
 		h.tap(msg)
 	}
@@ -127,6 +133,30 @@ func (h *Hub) handle(msg *message.Message) {
 		return // the log holds the event; a bad bus copy is not worth a retry
 	}
 	h.fanOut(sid, []messages.Envelope{e}, true)
+}
+
+// unstub puts into msg, the stub of an event too large for the bus, the event
+// itself, read from the log. It reports false when that failed: the event is then
+// dropped here, as an undecodable bus copy is, and a watcher finds it in the log
+// when it next catches up.
+func (h *Hub) unstub(msg *message.Message) bool {
+	stub, err := messages.Unmarshal(msg.Payload)
+	if err != nil || h.load == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, err := h.load(ctx, stub.SessionID, stub.Seq)
+	if err != nil || e.ID != stub.ID {
+		return false
+	}
+	b, err := messages.Marshal(e)
+	if err != nil {
+		return false
+	}
+	msg.Payload = b
+	msg.Metadata.Set(messages.MetaStored, "")
+	return true
 }
 
 // deliver hands a session's events, in order, to its local watchers: the node's

@@ -675,7 +675,17 @@ func (n *Node) handleTask(msg *message.Message) error {
 	case messages.TypeDeltaWatch:
 		return n.handleDeltaWatch(msg)
 	}
-	env, err := n.ingress.Decode(arrivalOf(msg))
+	arrival := arrivalOf(msg)
+	if stream := msg.Metadata.Get(messages.MetaStored); stream != "" {
+		// A task too large for the bus: its stub names where the log holds it (a
+		// forwarded one stays a stub).
+		b, err := n.storedTask(msg.Context(), stream)
+		if err != nil {
+			return fmt.Errorf("task message %s: %w", msg.UUID, err)
+		}
+		arrival.Payload = b
+	}
+	env, err := n.ingress.Decode(arrival)
 	if err != nil {
 		return fmt.Errorf("%w: task message %s: %w", errPermanent, msg.UUID, err)
 	}
@@ -980,6 +990,11 @@ func (n *Node) submitNew(ctx context.Context, env messages.Envelope, newID bool)
 		return "", err
 	}
 	msg := message.NewMessage(env.ID, b)
+	if len(b) > effectMessageMax {
+		if msg, err = n.taskStub(ctx, env, b); err != nil {
+			return "", fmt.Errorf("node: task %s for session %s: %w", env.ID, env.SessionID, err)
+		}
+	}
 	msg.Metadata.Set(messages.MetaSessionID, env.SessionID)
 	msg.Metadata.Set(messages.MetaType, string(env.Type))
 	if n.tracing.on() {

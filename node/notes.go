@@ -46,8 +46,8 @@ func (n *Node) addNotes() error {
 // markNotes gives the notes streams among sessions the status notes.Status, and
 // the memory namespaces' streams memory.Status, the knowledge bases'
 // knowledge.Status, the A2A tasks' push configs' a2a.PushStatus, the dashboard's
-// sign-ins SignInStatus: they are streams of the log but no sessions, and no task
-// runs there.
+// sign-ins SignInStatus, the stored effect commands BusStatus: they are
+// streams of the log but no sessions, and no task runs there.
 func markNotes(infos []eventlog.SessionInfo) {
 	for i := range infos {
 		switch {
@@ -61,6 +61,8 @@ func markNotes(infos []eventlog.SessionInfo) {
 			infos[i].Status = a2a.PushStatus
 		case IsSignInStream(infos[i].ID):
 			infos[i].Status = SignInStatus
+		case IsBusStream(infos[i].ID):
+			infos[i].Status = BusStatus
 		}
 	}
 }

@@ -106,6 +106,14 @@ func (s *Sink) Run(ctx context.Context) error {
 			m.Ack()
 			return
 		}
+		if m.Metadata.Get(messages.MetaStored) != "" {
+			// The stub of an event too large for the bus: the event is in the log of
+			// the node that ran the session, not here, and a stub must not stand for it.
+			s.cfg.Logger.Error("sink: an event too large for the bus is not copied; it is in its node's log",
+				"session", e.SessionID, "seq", e.Seq, "type", e.Type)
+			m.Ack()
+			return
+		}
 		batch, events = append(batch, m), append(events, e)
 	}
 	for {

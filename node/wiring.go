@@ -21,6 +21,7 @@ import (
 	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/llm/react"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/pipelines/rag"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -122,6 +123,7 @@ func (n *Node) openBus(wlog watermill.LoggerAdapter) {
 		n.pub, n.tasksSub, n.liveSub = b.Publisher, b.Tasks, b.Live
 		if b.Live != nil {
 			n.hub = newHub(b.Live, n.runsHere)
+			n.hub.load = n.eventAt
 			newClusterDeltas(n.hub, b.Publisher, b.Live, n.cfg.NodeID, n.cfg.Roles.Has(RoleModels), b.Partition, n.cfg.Logger)
 		}
 		return
@@ -171,7 +173,10 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		gwCfg.Logger = cfg.Logger
 	}
 	if gwCfg.Tokenizer == nil {
-		gwCfg.Tokenizer = &gateway.LazyTiktoken{}
+		// cl100k_base, as gateway.LazyTiktoken counts it by default, but in
+		// O(n log n): tiktoken-go's merges are quadratic in a long unbroken piece,
+		// and a model call whose prompt held 300 KB of '<' spent minutes counting.
+		gwCfg.Tokenizer = &rag.Cl100k{}
 	}
 	gw, err := gateway.New(gwCfg)
 	if err != nil {
@@ -189,7 +194,10 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		return n.local, nil
 	}
 	n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger,
-		Inject: n.tracing.injectHook()})
+		Inject: n.tracing.injectHook(), MaxMessage: effectMessageMax,
+		Store: func(ctx context.Context, key messages.EffectKey, command []byte) (string, error) {
+			return n.storeEffect(ctx, messages.BusStoredRequest, key, command)
+		}})
 	byKind := actors.EffectsByKind{Model: n.local, Tools: n.local}
 	if n.hub.cluster != nil {
 		byKind.Model = streamingRequests{Effects: n.local, hub: n.hub, local: true}

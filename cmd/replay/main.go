@@ -199,6 +199,8 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 			infos[i].Status = a2a.PushStatus // an A2A task's push configs, not a session
 		case node.IsSignInStream(infos[i].ID):
 			infos[i].Status = node.SignInStatus // a dashboard sign-in, not a session
+		case node.IsBusStream(infos[i].ID):
+			infos[i].Status = node.BusStatus // an effect request or reply too large for the bus, not a session
 		}
 	}
 	if asJSON {

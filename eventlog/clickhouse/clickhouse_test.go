@@ -149,8 +149,11 @@ func TestMigrations(t *testing.T) {
 	if sql := strings.Join(ms[5].Statements, "\n"); statusTypes[0] != "'task.submitted'" || !strings.Contains(sql, want) {
 		t.Errorf("%s does not count %s ending tasks as %s", ms[5].Name, statusTypes, want)
 	}
-	// The running sessions' tables leave out the streams that are no session.
-	for _, p := range eventlog.NonSessionPrefixes {
+	// The running sessions' tables leave out the streams that were no session when
+	// they were made; a prefix added since (eventlog.BusStreamPrefix) is left out
+	// by the queries (eventlog.NotPrefixed), which the conformance suite checks.
+	for _, p := range []string{eventlog.NotesStreamPrefix, eventlog.MemoryStreamPrefix, eventlog.KnowledgeStreamPrefix,
+		eventlog.A2APushStreamPrefix, eventlog.UISignInStreamPrefix} {
 		cond := fmt.Sprintf("substring(session_id, 1, %d) != '%s'", len(p), p)
 		for _, stmt := range ms[7].Statements {
 			if !strings.HasPrefix(stmt, "CREATE TABLE") && !strings.Contains(stmt, cond) {

@@ -1064,6 +1064,10 @@ func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 		signIn.next(t, &messages.UISignedOut{Reason: "logout"})}
 	s.append(t, l, signInEvents...)
 	s.wantRead(t, l, signIn.id, 1, signInEvents)
+	stored := newSession(messages.EffectStream(messages.BusStoredReply, messages.EffectKey{SessionID: "done", Seq: 2}), 6_000_000)
+	storedEvents := []messages.Envelope{stored.next(t, &messages.BusStored{Message: []byte(`{"v":1,"session_id":"done","key":"done/2","output":"long"}`)})}
+	s.append(t, l, storedEvents...)
+	s.wantRead(t, l, stored.id, 1, storedEvents)
 	var (
 		got      []eventlog.SessionUsage
 		deadline = time.Now().Add(s.f.VisibilityTimeout)
@@ -1078,7 +1082,7 @@ func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 			break
 		}
 		if !time.Now().Before(deadline) {
-			t.Fatalf("Report's sessions = %+v, want one completed session of agent default (the notes, knowledge base, A2A push and sign-in streams are none)", got)
+			t.Fatalf("Report's sessions = %+v, want one completed session of agent default (the notes, knowledge base, A2A push, sign-in and stored bus message streams are none)", got)
 		}
 		pause(t, 20*time.Millisecond)
 	}
@@ -1099,7 +1103,7 @@ func (s *suite) testAnalyticsSkipsNotesStreams(t *testing.T) {
 		f    eventlog.Filter
 		want []string
 	}{
-		{eventlog.Filter{}, []string{signIn.id, push.id, kb.id, notes.id, done.id}},
+		{eventlog.Filter{}, []string{stored.id, signIn.id, push.id, kb.id, notes.id, done.id}},
 		{eventlog.Filter{SessionsOnly: true}, []string{done.id}},
 		{eventlog.Filter{SessionsOnly: true, Limit: 1}, []string{done.id}},
 		{eventlog.Filter{SessionsOnly: true, Status: messages.StatusRunning}, nil},

@@ -72,6 +72,48 @@ func TestCl100kCountsAsTiktoken(t *testing.T) {
 	check("a\xffb\xc3")
 }
 
+// TestCl100kCountsLongPiecesAsTiktoken compares the counts of long pieces (past
+// 256 bytes, merged with a heap) with rag.TiktokenCounter's: runs of one letter
+// or one punctuation mark, random letters with no space, long numbers, runs of
+// multi-byte letters, long words of the files' own bytes.
+func TestCl100kCountsLongPiecesAsTiktoken(t *testing.T) {
+	var slow rag.TiktokenCounter
+	var fast rag.Cl100k
+	rng := rand.New(rand.NewPCG(7, 11))
+	texts := []string{strings.Repeat("a", 257), strings.Repeat("a", 3001), strings.Repeat("<", 2500), strings.Repeat("=", 999),
+		strings.Repeat("ab", 700), strings.Repeat("é", 900), strings.Repeat("日本", 400), strings.Repeat("xyz", 1000) + " end",
+		" " + strings.Repeat("-", 1200) + "\n\n", strings.Repeat("Hello", 300)}
+	for range 40 {
+		var b strings.Builder
+		letters := "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		if rng.IntN(2) == 0 {
+			letters = "<>=!?.,;:-_*&^%$#@~`|/+"
+		}
+		for range 257 + rng.IntN(3000) {
+			b.WriteByte(letters[rng.IntN(len(letters))])
+		}
+		texts = append(texts, b.String())
+	}
+	for _, text := range texts {
+		if want, got := slow.Count(text), fast.Count(text); got != want {
+			t.Fatalf("%.40q… (%d bytes): Cl100k counts %d, tiktoken %d", text, len(text), got, want)
+		}
+	}
+}
+
+// TestCl100kCountsAHugePiece counts a piece of 1 MiB, the most a task's input may
+// be: with merges found by scanning, this took hours (64 KB took 6.7 s, and the
+// cost grows with the square of the length).
+func TestCl100kCountsAHugePiece(t *testing.T) {
+	var c rag.Cl100k
+	for _, run := range []string{"a", "<"} {
+		// Eight of either make one token, the most the encoding has for such a run.
+		if got, want := c.Count(strings.Repeat(run, 1<<20)), (1<<20)/8; got != want {
+			t.Errorf("1 MiB of %q: %d tokens, want %d", run, got, want)
+		}
+	}
+}
+
 func TestCl100kAllocatesNothing(t *testing.T) {
 	var fast rag.Cl100k
 	text := "What is 12 * (7 + 5)? It's 144 — see the calculator's answer:\n\n  {\"result\": 144}"
