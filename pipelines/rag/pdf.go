@@ -2,7 +2,9 @@ package rag
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
@@ -14,6 +16,13 @@ import (
 // It reads text only: no layout, no tables, and a scanned page (an image) gives no
 // text. Encrypted PDFs are refused. The reader panics on some malformed files; that
 // is recovered into ErrMalformed.
+//
+// The pages are found by walking the page tree here rather than with the reader's
+// Page(n), which trusts each node's /Count: a tree whose node lists itself as its
+// kid sends it round forever, a /Count of 10^12 makes it look up 10^12 pages, and
+// each lookup walks the tree from its root again. The walk visits at most
+// MaxPDFTreeNodes nodes and MaxPDFPages pages, and the page content and font
+// streams the reader will decode may expand to MaxUnzippedBytes in all.
 func convertPDF(data []byte) (md string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -24,15 +33,20 @@ func convertPDF(data []byte) (md string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("PDF: %w: %w", ErrMalformed, err)
 	}
+	pages, err := pdfPages(r.Trailer().Key("Root").Key("Pages"))
+	if err != nil {
+		return "", fmt.Errorf("PDF: %w", err)
+	}
+	budget := &boundedReader{n: MaxUnzippedBytes}
 	var out strings.Builder
-	for i := 1; i <= r.NumPage(); i++ {
-		page := r.Page(i)
-		if page.V.IsNull() {
-			continue
+	for i, v := range pages {
+		page := pdf.Page{V: v}
+		if err := pdfStreamsFit(page, budget); err != nil {
+			return "", fmt.Errorf("PDF page %d: %w", i+1, err)
 		}
 		text, err := page.GetPlainText(nil)
 		if err != nil {
-			return "", fmt.Errorf("PDF page %d: %w: %w", i, ErrMalformed, err)
+			return "", fmt.Errorf("PDF page %d: %w: %w", i+1, ErrMalformed, err)
 		}
 		text = strings.TrimSpace(normalizeNewlines(strings.ToValidUTF8(text, "\uFFFD")))
 		if text == "" {
@@ -41,10 +55,79 @@ func convertPDF(data []byte) (md string, err error) {
 		if out.Len() > 0 {
 			out.WriteString("\n")
 		}
-		out.WriteString("# Page " + strconv.Itoa(i) + "\n\n" + convertText(text) + "\n")
+		out.WriteString("# Page " + strconv.Itoa(i+1) + "\n\n" + convertText(text) + "\n")
 		if out.Len() > MaxMarkdownBytes {
 			return "", fmt.Errorf("PDF gives Markdown beyond %d bytes: %w", MaxMarkdownBytes, ErrTooLarge)
 		}
 	}
 	return out.String(), nil
+}
+
+// pdfPages returns the leaves (/Type /Page) of the page tree under root, in
+// order, walking without recursion. It fails with ErrTooLarge past MaxPDFPages
+// pages or MaxPDFTreeNodes visited nodes, which a cycle in the tree reaches too.
+func pdfPages(root pdf.Value) ([]pdf.Value, error) {
+	var pages []pdf.Value
+	stack := []pdf.Value{root}
+	for visited := 0; len(stack) > 0; visited++ {
+		if visited >= MaxPDFTreeNodes {
+			return nil, fmt.Errorf("page tree of more than %d nodes (or a cycle): %w", MaxPDFTreeNodes, ErrTooLarge)
+		}
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		switch n.Key("Type").Name() {
+		case "Page":
+			if len(pages) >= MaxPDFPages {
+				return nil, fmt.Errorf("more than %d pages: %w", MaxPDFPages, ErrTooLarge)
+			}
+			pages = append(pages, n)
+		case "Pages":
+			kids := n.Key("Kids")
+			if len(stack)+kids.Len() > MaxPDFTreeNodes {
+				return nil, fmt.Errorf("page tree of more than %d nodes: %w", MaxPDFTreeNodes, ErrTooLarge)
+			}
+			// Pushed last first, so the first kid is visited first.
+			for i := kids.Len() - 1; i >= 0; i-- {
+				stack = append(stack, kids.Index(i))
+			}
+		}
+	}
+	return pages, nil
+}
+
+// pdfStreamsFit decodes the streams GetPlainText will decode for a page (its
+// content streams and its fonts' ToUnicode maps) through budget, shared by all
+// pages, and fails with ErrTooLarge once they expand beyond MaxUnzippedBytes in
+// all: a few KB of Flate can expand to GBs, which the reader would interpret to
+// the end.
+func pdfStreamsFit(page pdf.Page, budget *boundedReader) error {
+	var streams []pdf.Value
+	contents := page.V.Key("Contents")
+	if contents.Kind() == pdf.Array {
+		for i := 0; i < contents.Len(); i++ {
+			streams = append(streams, contents.Index(i))
+		}
+	} else {
+		streams = append(streams, contents)
+	}
+	fonts := page.Resources().Key("Font")
+	for _, name := range fonts.Keys() {
+		streams = append(streams, fonts.Key(name).Key("ToUnicode"))
+	}
+	for _, s := range streams {
+		if s.Kind() != pdf.Stream {
+			continue
+		}
+		rc := s.Reader()
+		budget.r = rc
+		_, err := io.Copy(io.Discard, budget)
+		rc.Close()
+		if errors.Is(err, errLimit) {
+			return fmt.Errorf("streams expand beyond %d bytes: %w", MaxUnzippedBytes, ErrTooLarge)
+		}
+		if err != nil {
+			return fmt.Errorf("stream: %w: %w", ErrMalformed, err)
+		}
+	}
+	return nil
 }

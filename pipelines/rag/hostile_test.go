@@ -1,0 +1,162 @@
+package rag
+
+import (
+	"bytes"
+	"compress/zlib"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/xuri/excelize/v2"
+)
+
+// Hostile input: each test below holds a few KB that cost the converter without
+// its bound time or memory out of all proportion (quadratic, or far beyond the
+// machine), and asserts the clear error or the bounded result instead.
+
+// pdfWith builds a PDF of the objects (numbered from 1, the first the catalog)
+// with a correct xref.
+func pdfWith(objs ...string) []byte {
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.4\n")
+	offsets := make([]int, len(objs))
+	for i, o := range objs {
+		offsets[i] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+	}
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
+	for _, off := range offsets {
+		fmt.Fprintf(&b, "%010d 00000 n \n", off)
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref)
+	return b.Bytes()
+}
+
+const (
+	pdfPage = "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>"
+	pdfFont = "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+)
+
+func pdfText(text string) string {
+	content := "BT /F1 24 Tf 72 720 Td (" + text + ") Tj ET"
+	return fmt.Sprintf("<< /Length %d >>\nstream\n%s\nendstream", len(content), content)
+}
+
+// A page tree node that lists itself among its kids. The reader's Page(n)
+// descends into it forever: without the walk's node bound this test hangs
+// until the test timeout.
+func TestConvertPDFRefusesCyclicPageTree(t *testing.T) {
+	data := pdfWith(
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [2 0 R 3 0 R] /Count 2 >>",
+		pdfPage, pdfText("Hello"), pdfFont,
+	)
+	_, err := Convert("a.pdf", data)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "page tree") {
+		t.Fatalf("Convert(cyclic page tree) = %v, want ErrTooLarge naming the page tree", err)
+	}
+}
+
+// A /Count of 10^12 over one page: a loop over NumPage() looks up 10^12 pages
+// (without the walk this test hangs until the test timeout); the walk reads the
+// one page there is.
+func TestConvertPDFIgnoresALyingPageCount(t *testing.T) {
+	data := pdfWith(
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1000000000000 >>",
+		pdfPage, pdfText("Hello PDF world"), pdfFont,
+	)
+	md, err := Convert("a.pdf", data)
+	if err != nil || md != "# Page 1\n\nHello PDF world\n" {
+		t.Fatalf("Convert(lying /Count) = %q, %v", md, err)
+	}
+}
+
+// One Flate stream of 1 KB that expands to 1 MiB, listed 300 times as a page's
+// contents: 300 MiB to interpret from a 2 KB file. It is refused by the budget
+// of MaxUnzippedBytes (without it Convert interprets all 300 MiB and succeeds).
+func TestConvertPDFRefusesAStreamBomb(t *testing.T) {
+	var z bytes.Buffer
+	zw, _ := zlib.NewWriterLevel(&z, zlib.BestCompression)
+	zw.Write(bytes.Repeat([]byte(" "), 1<<20))
+	zw.Close()
+	refs := strings.TrimSpace(strings.Repeat("4 0 R ", 300))
+	data := pdfWith(
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents ["+refs+"] /Resources << /Font << /F1 5 0 R >> >> >>",
+		fmt.Sprintf("<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream", z.Len(), z.Bytes()),
+		pdfFont,
+	)
+	_, err := Convert("a.pdf", data)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprint(MaxUnzippedBytes)) {
+		t.Fatalf("Convert(stream bomb) = %v, want ErrTooLarge naming the limit", err)
+	}
+}
+
+// Tables nested 100,000 deep in a DOCX of 25 KB: each level copies the text of
+// the levels inside it, so without the depth bound this costs the square of the
+// depth (minutes and GBs) and then succeeds.
+func TestConvertDOCXRefusesDeeplyNestedTables(t *testing.T) {
+	const depth = 100_000
+	body := strings.Repeat("<w:tbl><w:tr><w:tc><w:p><w:r><w:t>x</w:t></w:r></w:p>", depth) +
+		strings.Repeat("</w:tc></w:tr></w:tbl>", depth)
+	_, err := Convert("a.docx", docxBytes(t, body))
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprintf("nested deeper than %d", MaxTableDepth)) {
+		t.Fatalf("Convert(nested tables) = %v, want ErrTooLarge naming MaxTableDepth", err)
+	}
+	// Nesting within the bound still converts, the inner tables as text.
+	ok := strings.Repeat("<w:tbl><w:tr><w:tc><w:p><w:r><w:t>x</w:t></w:r></w:p>", 3) +
+		strings.Repeat("</w:tc></w:tr></w:tbl>", 3)
+	md, err := Convert("a.docx", docxBytes(t, ok))
+	if err != nil || md != "| x<br>x<br>x |\n| --- |\n" {
+		t.Fatalf("Convert(3 nested tables) = %q, %v", md, err)
+	}
+}
+
+// A table is as wide as its widest row. Each input below is one wide row over
+// many short ones, whose Markdown table would be about 100,000 × 100,000 cells
+// (tens of GB): without the budget Convert builds it before looking at its size
+// and runs out of memory.
+func TestConvertRefusesAWideTableBeforeWritingIt(t *testing.T) {
+	const n = 100_000
+	var docx strings.Builder
+	docx.WriteString("<w:tbl><w:tr>" + strings.Repeat("<w:tc/>", n) + "</w:tr>")
+	docx.WriteString(strings.Repeat("<w:tr><w:tc/></w:tr>", n) + "</w:tbl>")
+	for _, c := range []struct {
+		name string
+		data []byte
+	}{
+		{"a.csv", []byte(strings.Repeat(",", n) + "\n" + strings.Repeat("a\n", n))},
+		{"a.docx", docxBytes(t, docx.String())},
+	} {
+		_, err := Convert(c.name, c.data)
+		if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "columns gives Markdown beyond") {
+			t.Errorf("Convert(%s) = %v, want ErrTooLarge for the table", c.name, err)
+		}
+	}
+}
+
+// A workbook of 6 KB naming one cell at XFD1048576: its sheet is 2^34 cells.
+// Without reading rows one at a time under the budget, excelize's GetRows
+// allocates them all and the process runs out of memory.
+func TestConvertXLSXRefusesAFarCell(t *testing.T) {
+	f := excelize.NewFile()
+	defer f.Close()
+	if err := f.SetCellValue("Sheet1", "A1", "head"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.SetCellValue("Sheet1", "XFD1048576", "far"); err != nil {
+		t.Fatal(err)
+	}
+	buf, err := f.WriteToBuffer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = Convert("a.xlsx", buf.Bytes())
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "Sheet1") {
+		t.Fatalf("Convert(far cell) = %v, want ErrTooLarge naming the sheet", err)
+	}
+}
