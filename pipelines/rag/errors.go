@@ -11,7 +11,7 @@ var (
 	// ErrTooLarge is input beyond MaxDocumentBytes, a zip (or a PDF's streams)
 	// that expands beyond MaxUnzippedBytes, Markdown beyond MaxMarkdownBytes (a
 	// table is refused before it is written), HTML nested deeper than
-	// MaxHTMLDepth, DOCX tables nested deeper than MaxTableDepth, or a PDF of more
+	// MaxHTMLDepth, an HTML table of more than MaxHTMLTableCells cells, DOCX tables nested deeper than MaxTableDepth, or a PDF of more
 	// than MaxPDFPages pages.
 	ErrTooLarge = errors.New("document too large")
 	// ErrMalformed is input that does not parse as the format it claims: a corrupt
@@ -31,6 +31,10 @@ const (
 	// MaxHTMLDepth is the deepest element nesting Convert accepts in HTML; deeper
 	// documents are refused rather than recursed into.
 	MaxHTMLDepth = 512
+	// MaxHTMLTableCells is the most cells Convert accepts in one HTML table, rows
+	// times its widest row, and the most cells its colspan and rowspan attributes
+	// may add.
+	MaxHTMLTableCells = 1 << 20
 	// MaxTableDepth is the deepest nesting of tables inside table cells Convert
 	// accepts in a DOCX.
 	MaxTableDepth = 64

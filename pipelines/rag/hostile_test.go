@@ -160,3 +160,25 @@ func TestConvertXLSXRefusesAFarCell(t *testing.T) {
 		t.Fatalf("Convert(far cell) = %v, want ErrTooLarge naming the sheet", err)
 	}
 }
+
+// HTML tables the table plugin would build cell by cell: one row of 100,000
+// cells over 100,000 rows of one (10^10 padded cells from 1.5 MB), and one cell
+// spanning 10^6 × 10^6 (10^12 covered cells from 60 bytes). Without the count of
+// checkHTMLTables both run out of memory.
+func TestConvertHTMLRefusesHugeTables(t *testing.T) {
+	const n = 100_000
+	for name, doc := range map[string]string{
+		"wide": "<table><tr>" + strings.Repeat("<td>a</td>", n) + "</tr>" + strings.Repeat("<tr><td>b</td></tr>", n) + "</table>",
+		"span": `<table><tr><td colspan="1000000" rowspan="1000000">a</td></tr></table>`,
+	} {
+		_, err := Convert("a.html", []byte("<html><body>"+doc))
+		if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprintf("over the limit of %d cells", MaxHTMLTableCells)) {
+			t.Errorf("Convert(%s table) = %v, want ErrTooLarge naming MaxHTMLTableCells", name, err)
+		}
+	}
+	// A table within the limit, spans and all, still converts.
+	md, err := Convert("a.html", []byte(`<table><tr><th>a</th><th>b</th></tr><tr><td colspan="2">c</td></tr></table>`))
+	if err != nil || !strings.Contains(md, "| a | b |") || !strings.Contains(md, "| c |") {
+		t.Fatalf("Convert(small table) = %q, %v", md, err)
+	}
+}
