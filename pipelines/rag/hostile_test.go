@@ -5,8 +5,10 @@ import (
 	"compress/zlib"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/xuri/excelize/v2"
 )
@@ -180,5 +182,34 @@ func TestConvertHTMLRefusesHugeTables(t *testing.T) {
 	md, err := Convert("a.html", []byte(`<table><tr><th>a</th><th>b</th></tr><tr><td colspan="2">c</td></tr></table>`))
 	if err != nil || !strings.Contains(md, "| a | b |") || !strings.Contains(md, "| c |") {
 		t.Fatalf("Convert(small table) = %q, %v", md, err)
+	}
+}
+
+// countingTokenizer counts characters as tokens and counts its calls.
+type countingTokenizer struct{ calls int }
+
+func (c *countingTokenizer) Count(text string) int {
+	c.calls++
+	return utf8.RuneCountInString(text)
+}
+
+// With MaxChunks, Pack stops after MaxChunks+1 chunks: the work on a document far
+// over the limit is the work on one just over it. Without the stop, the 200,000
+// paragraphs below (and the 1,000,000 sentences of the second case) are all
+// counted.
+func TestPackStopsAfterMaxChunks(t *testing.T) {
+	for name, md := range map[string]string{
+		"paragraphs": strings.Repeat("Some words here.\n\n", 200_000),
+		"sentences":  strings.Repeat("One. ", 1_000_000),
+	} {
+		tk := &countingTokenizer{}
+		chunks := Pack(Split(md), ChunkOptions{MaxTokens: 40, OverlapTokens: -1, Tokenizer: tk, MaxChunks: 3})
+		if len(chunks) != 4 || tk.calls > 100 {
+			t.Errorf("%s: %d chunks after %d counts, want 4 chunks after a few counts", name, len(chunks), tk.calls)
+		}
+		all := Pack(Split(md[:2000]), ChunkOptions{MaxTokens: 40, OverlapTokens: -1, Tokenizer: &countingTokenizer{}})
+		if !reflect.DeepEqual(chunks, all[:4]) {
+			t.Errorf("%s: the chunks before the stop differ from those of a full Pack", name)
+		}
 	}
 }
