@@ -11,8 +11,9 @@ var (
 	// ErrTooLarge is input beyond MaxDocumentBytes, a zip (or a PDF's streams)
 	// that expands beyond MaxUnzippedBytes, Markdown beyond MaxMarkdownBytes (a
 	// table is refused before it is written), HTML nested deeper than
-	// MaxHTMLDepth, an HTML table of more than MaxHTMLTableCells cells, DOCX tables nested deeper than MaxTableDepth, or a PDF of more
-	// than MaxPDFPages pages.
+	// MaxHTMLDepth, an HTML table of more than MaxHTMLTableCells cells, DOCX tables nested deeper than MaxTableDepth, a PDF of more
+	// than MaxPDFPages pages, or one the reader reads beyond
+	// MaxPDFOpenBytes or MaxPDFReadBytes.
 	ErrTooLarge = errors.New("document too large")
 	// ErrMalformed is input that does not parse as the format it claims: a corrupt
 	// zip, invalid UTF-8 in a text format, invalid JSON or CSV.
@@ -42,4 +43,9 @@ const (
 	// the most nodes of its page tree it visits; a PDF with more is refused.
 	MaxPDFPages     = 10000
 	MaxPDFTreeNodes = 4 * MaxPDFPages
+	// MaxPDFOpenBytes, plus 64 times the file's size, is the most the PDF reader
+	// may read from a file to open it, and MaxPDFReadBytes, plus 64 times its
+	// size, the most to read its pages (it rereads objects as it resolves them).
+	MaxPDFOpenBytes = 16 << 20
+	MaxPDFReadBytes = 256 << 20
 )

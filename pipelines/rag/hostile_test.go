@@ -213,3 +213,32 @@ func TestPackStopsAfterMaxChunks(t *testing.T) {
 		}
 	}
 }
+
+// A cross-reference table whose trailer's /Prev points back at itself: the
+// reader follows /Prev chains without noticing a cycle. Without the read
+// budget, Convert of these 590 bytes never returns (it hangs until the test
+// timeout).
+func TestConvertPDFRefusesAPrevCycle(t *testing.T) {
+	objs := []string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		pdfPage, pdfText("Hello"), pdfFont,
+	}
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.4\n")
+	offsets := make([]int, len(objs))
+	for i, o := range objs {
+		offsets[i] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+	}
+	xref := b.Len()
+	fmt.Fprintf(&b, "xref\n0 %d\n0000000000 65535 f \n", len(objs)+1)
+	for _, off := range offsets {
+		fmt.Fprintf(&b, "%010d 00000 n \n", off)
+	}
+	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R /Prev %d >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref, xref)
+	_, err := Convert("a.pdf", b.Bytes())
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "cycle of /Prev") {
+		t.Fatalf("Convert(/Prev cycle) = %v, want ErrTooLarge naming the cycle", err)
+	}
+}

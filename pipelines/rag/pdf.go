@@ -22,17 +22,31 @@ import (
 // kid sends it round forever, a /Count of 10^12 makes it look up 10^12 pages, and
 // each lookup walks the tree from its root again. The walk visits at most
 // MaxPDFTreeNodes nodes and MaxPDFPages pages, and the page content and font
-// streams the reader will decode may expand to MaxUnzippedBytes in all.
+// streams the reader will decode may expand to MaxUnzippedBytes in all. The
+// reader may read MaxPDFOpenBytes plus 64 times the file's size from the file to
+// open it, and MaxPDFReadBytes plus 64 times its size to read its pages, which
+// ends the loops it would go round in a cyclic file.
 func convertPDF(data []byte) (md string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			md, err = "", fmt.Errorf("PDF reader failed: %v: %w", r, ErrMalformed)
 		}
 	}()
-	r, err := pdf.NewReader(bytes.NewReader(data), int64(len(data)))
+	// Opening reads the cross-reference sections, each once in a sound file;
+	// reading the pages rereads objects as they are resolved.
+	open, read := MaxPDFOpenBytes+64*int64(len(data)), MaxPDFReadBytes+64*int64(len(data))
+	file := &readBudget{r: bytes.NewReader(data), left: open, limit: open}
+	defer func() {
+		if file.spent && err != nil {
+			md, err = "", fmt.Errorf("PDF reader read more than %d bytes of a %d-byte file, going round a cycle of /Prev or object streams: %w",
+				file.limit, len(data), ErrTooLarge)
+		}
+	}()
+	r, err := pdf.NewReader(file, int64(len(data)))
 	if err != nil {
 		return "", fmt.Errorf("PDF: %w: %w", ErrMalformed, err)
 	}
+	file.left, file.limit = read, read
 	pages, err := pdfPages(r.Trailer().Key("Root").Key("Pages"))
 	if err != nil {
 		return "", fmt.Errorf("PDF: %w", err)
@@ -61,6 +75,31 @@ func convertPDF(data []byte) (md string, err error) {
 		}
 	}
 	return out.String(), nil
+}
+
+// readBudget is the PDF file as the reader sees it: it fails every read once
+// left bytes have been read. The reader follows chains inside the file (the
+// /Prev of each cross-reference section, the /Extends of each object stream)
+// without noticing a cycle; each turn reads the file again, so the budget ends
+// the loop.
+type readBudget struct {
+	r     io.ReaderAt
+	left  int64
+	limit int64 // the budget left started from, for the error
+	spent bool
+}
+
+func (b *readBudget) ReadAt(p []byte, off int64) (int, error) {
+	if b.left <= 0 {
+		b.spent = true
+		return 0, errLimit
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.r.ReadAt(p, off)
+	b.left -= int64(n)
+	return n, err
 }
 
 // pdfPages returns the leaves (/Type /Page) of the page tree under root, in
