@@ -242,3 +242,62 @@ func TestConvertPDFRefusesAPrevCycle(t *testing.T) {
 		t.Fatalf("Convert(/Prev cycle) = %v, want ErrTooLarge naming the cycle", err)
 	}
 }
+
+// pdfWithObjectStream builds a PDF 1.5 whose page (object 5) is compressed in
+// object stream 7, listed by a cross-reference stream (object 6). With nested,
+// the cross-reference stream says object stream 7 is itself in object stream 7.
+func pdfWithObjectStream(nested bool) []byte {
+	page := "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 3 0 R /Resources << /Font << /F1 4 0 R >> >> >>"
+	header := "5 0 "
+	objs := []string{
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [5 0 R] /Count 1 >>",
+		pdfText("Hello object stream"), pdfFont,
+	}
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.5\n")
+	offsets := make([]int, len(objs))
+	for i, o := range objs {
+		offsets[i] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", i+1, o)
+	}
+	objStm := b.Len()
+	fmt.Fprintf(&b, "7 0 obj\n<< /Type /ObjStm /N 1 /First %d /Length %d >>\nstream\n%s%s\nendstream\nendobj\n",
+		len(header), len(header)+len(page), header, page)
+	// Entries of widths 1, 4 and 2 bytes: type, offset or stream, generation or index.
+	var x bytes.Buffer
+	entry := func(typ byte, f2 uint32, f3 uint16) {
+		x.Write([]byte{typ, byte(f2 >> 24), byte(f2 >> 16), byte(f2 >> 8), byte(f2), byte(f3 >> 8), byte(f3)})
+	}
+	xref := b.Len()
+	entry(0, 0, 65535)
+	for _, off := range offsets {
+		entry(1, uint32(off), 0)
+	}
+	entry(2, 7, 0)
+	entry(1, uint32(xref), 0)
+	if nested {
+		entry(2, 7, 0)
+	} else {
+		entry(1, uint32(objStm), 0)
+	}
+	fmt.Fprintf(&b, "6 0 obj\n<< /Type /XRef /Size 8 /W [1 4 2] /Root 1 0 R /Length %d >>\nstream\n", x.Len())
+	b.Write(x.Bytes())
+	fmt.Fprintf(&b, "\nendstream\nendobj\nstartxref\n%d\n%%%%EOF\n", xref)
+	return b.Bytes()
+}
+
+// An object stream listed inside itself: the reader resolves the stream of a
+// compressed object recursively before reading anything, so without the check
+// these bytes overflow the goroutine's stack, a fatal error that kills the whole
+// test binary (recover cannot stop it). A sound object stream still reads.
+func TestConvertPDFRefusesNestedObjectStreams(t *testing.T) {
+	md, err := Convert("a.pdf", pdfWithObjectStream(false))
+	if err != nil || md != "# Page 1\n\nHello object stream\n" {
+		t.Fatalf("Convert(object stream) = %q, %v", md, err)
+	}
+	_, err = Convert("a.pdf", pdfWithObjectStream(true))
+	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "itself in an object stream") {
+		t.Fatalf("Convert(nested object stream) = %v, want ErrMalformed naming the nesting", err)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -45,6 +46,9 @@ func convertPDF(data []byte) (md string, err error) {
 	r, err := pdf.NewReader(file, int64(len(data)))
 	if err != nil {
 		return "", fmt.Errorf("PDF: %w: %w", ErrMalformed, err)
+	}
+	if err := checkObjectStreams(r); err != nil {
+		return "", fmt.Errorf("PDF: %w", err)
 	}
 	file.left, file.limit = read, read
 	pages, err := pdfPages(r.Trailer().Key("Root").Key("Pages"))
@@ -100,6 +104,52 @@ func (b *readBudget) ReadAt(p []byte, off int64) (int, error) {
 	n, err := b.r.ReadAt(p, off)
 	b.left -= int64(n)
 	return n, err
+}
+
+// checkObjectStreams refuses, with ErrMalformed, a PDF whose cross-reference
+// table places an object in an object stream that is itself in an object stream
+// (the PDF specification forbids it). The reader resolves the stream of a
+// compressed object before reading anything, recursively: an object stream
+// listed inside itself recurses until the goroutine's stack passes its limit,
+// a fatal error that takes the whole process down and that recover cannot stop.
+// The table is unexported, so it is read by reflection; a reader whose table
+// no longer has the expected shape makes every PDF fail here, which the tests
+// catch when the dependency is upgraded.
+func checkObjectStreams(r *pdf.Reader) error {
+	table := reflect.ValueOf(r).Elem().FieldByName("xref")
+	if !table.IsValid() || table.Kind() != reflect.Slice {
+		return errors.New("the PDF reader's cross-reference table cannot be checked")
+	}
+	field := func(v reflect.Value, name string, kind reflect.Kind) (reflect.Value, error) {
+		f := v.FieldByName(name)
+		if !f.IsValid() || f.Kind() != kind {
+			return reflect.Value{}, fmt.Errorf("the PDF reader's cross-reference entries have no %s", name)
+		}
+		return f, nil
+	}
+	for i := 0; i < table.Len(); i++ {
+		in, err := field(table.Index(i), "inStream", reflect.Bool)
+		if err != nil {
+			return err
+		}
+		if !in.Bool() {
+			continue
+		}
+		strm, err := field(table.Index(i), "stream", reflect.Struct)
+		if err != nil {
+			return err
+		}
+		id, err := field(strm, "id", reflect.Uint32)
+		if err != nil {
+			return err
+		}
+		if n := id.Uint(); n < uint64(table.Len()) {
+			if outer, err := field(table.Index(int(n)), "inStream", reflect.Bool); err != nil || outer.Bool() {
+				return fmt.Errorf("object %d is in object stream %d, itself in an object stream: %w", i, n, ErrMalformed)
+			}
+		}
+	}
+	return nil
 }
 
 // pdfPages returns the leaves (/Type /Page) of the page tree under root, in
