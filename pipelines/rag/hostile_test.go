@@ -238,7 +238,7 @@ func TestConvertPDFRefusesAPrevCycle(t *testing.T) {
 	}
 	fmt.Fprintf(&b, "trailer\n<< /Size %d /Root 1 0 R /Prev %d >>\nstartxref\n%d\n%%%%EOF\n", len(objs)+1, xref, xref)
 	_, err := Convert("a.pdf", b.Bytes())
-	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "cycle of /Prev") {
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "going round a cycle") {
 		t.Fatalf("Convert(/Prev cycle) = %v, want ErrTooLarge naming the cycle", err)
 	}
 }
@@ -299,5 +299,20 @@ func TestConvertPDFRefusesNestedObjectStreams(t *testing.T) {
 	_, err = Convert("a.pdf", pdfWithObjectStream(true))
 	if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), "itself in an object stream") {
 		t.Fatalf("Convert(nested object stream) = %v, want ErrMalformed naming the nesting", err)
+	}
+}
+
+// A page whose /Parent is itself and that has no /Resources: the reader looks
+// for inherited resources up the /Parent chain without noticing the cycle.
+// Without the read budget this never returns (it hangs until the test timeout).
+func TestConvertPDFRefusesAParentCycle(t *testing.T) {
+	data := pdfWith(
+		"<< /Type /Catalog /Pages 2 0 R >>",
+		"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+		"<< /Type /Page /Parent 3 0 R /Contents 4 0 R >>", pdfText("Hello"), pdfFont,
+	)
+	_, err := Convert("a.pdf", data)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "going round a cycle") {
+		t.Fatalf("Convert(/Parent cycle) = %v, want ErrTooLarge naming the cycle", err)
 	}
 }

@@ -28,18 +28,16 @@ import (
 // open it, and MaxPDFReadBytes plus 64 times its size to read its pages, which
 // ends the loops it would go round in a cyclic file.
 func convertPDF(data []byte) (md string, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			md, err = "", fmt.Errorf("PDF reader failed: %v: %w", r, ErrMalformed)
-		}
-	}()
 	// Opening reads the cross-reference sections, each once in a sound file;
 	// reading the pages rereads objects as they are resolved.
 	open, read := MaxPDFOpenBytes+64*int64(len(data)), MaxPDFReadBytes+64*int64(len(data))
 	file := &readBudget{r: bytes.NewReader(data), left: open, limit: open}
 	defer func() {
+		if r := recover(); r != nil {
+			md, err = "", fmt.Errorf("PDF reader failed: %v: %w", r, ErrMalformed)
+		}
 		if file.spent && err != nil {
-			md, err = "", fmt.Errorf("PDF reader read more than %d bytes of a %d-byte file, going round a cycle of /Prev or object streams: %w",
+			md, err = "", fmt.Errorf("PDF reader read more than %d bytes of a %d-byte file, going round a cycle (of /Prev, /Parent or object streams): %w",
 				file.limit, len(data), ErrTooLarge)
 		}
 	}()
