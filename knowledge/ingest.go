@@ -122,12 +122,16 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 	if b.cfg.Redact != nil {
 		md = b.cfg.Redact(md)
 	}
-	chunks := rag.Pack(rag.Split(md), b.cfg.Chunk)
+	// Packing stops past the limit: a document far over it costs no more than
+	// one just over it.
+	opts := b.cfg.Chunk
+	opts.MaxChunks = b.cfg.MaxChunks
+	chunks := rag.Pack(rag.Split(md), opts)
 	if len(chunks) == 0 {
 		return AddResult{}, fmt.Errorf("%w: %q (%d bytes) gives no text to index", ErrEmpty, source, len(body))
 	}
 	if len(chunks) > b.cfg.MaxChunks {
-		return AddResult{}, fmt.Errorf("%w: %q cuts into %d chunks, over the limit of %d: split the document", ErrTooLarge, source, len(chunks), b.cfg.MaxChunks)
+		return AddResult{}, fmt.Errorf("%w: %q cuts into more than %d chunks, over the limit of %d: split the document", ErrTooLarge, source, b.cfg.MaxChunks, b.cfg.MaxChunks)
 	}
 	texts := make([]string, len(chunks))
 	for i, c := range chunks {

@@ -1,6 +1,7 @@
 package rag
 
 import (
+	"iter"
 	"slices"
 	"strings"
 	"unicode"
@@ -33,6 +34,10 @@ type ChunkOptions struct {
 	// Tokenizer counts tokens; nil means a Cl100k (cl100k_base, the counts of a
 	// TiktokenCounter without its allocations) shared by the calls that leave it nil.
 	Tokenizer Tokenizer
+	// MaxChunks, when positive, stops Pack once it has made more than MaxChunks
+	// chunks: it returns those MaxChunks+1, so a caller with a limit learns that
+	// the text is over it without paying for the rest. 0 means no limit.
+	MaxChunks int
 }
 
 // defaultTokenizer is the Cl100k of calls that give none. It is set once, lazily,
@@ -96,11 +101,44 @@ func Pack(paras []Paragraph, opts ChunkOptions) []Chunk {
 		tk = defaultTokenizer
 	}
 	c := chunker{tk: tk, max: maxTokens}
-	var units []unit
-	for i, p := range paras {
-		units = append(units, c.units(i, p)...)
+	next, stop := iter.Pull(c.all(paras))
+	defer stop()
+	return c.pack(&unitWindow{next: next}, overlap, opts.MaxChunks)
+}
+
+// unitWindow holds the units pack still needs, pulled one at a time from the
+// paragraphs as pack asks for them: a document's units (a 32 MB paragraph of
+// one-token sentences is 16 million) are never all held at once.
+type unitWindow struct {
+	next  func() (unit, bool)
+	units []unit // units[k] is unit base+k
+	base  int
+}
+
+// get returns the unit at index i (at or after base), pulling units up to it;
+// ok is false past the last unit.
+func (w *unitWindow) get(i int) (u unit, ok bool) {
+	for i-w.base >= len(w.units) {
+		u, ok := w.next()
+		if !ok {
+			return unit{}, false
+		}
+		w.units = append(w.units, u)
 	}
-	return c.pack(units, overlap)
+	return w.units[i-w.base], true
+}
+
+// at returns the unit at index i, pulled already.
+func (w *unitWindow) at(i int) unit { return w.units[i-w.base] }
+
+// drop forgets the units before index i.
+func (w *unitWindow) drop(i int) {
+	if k := i - w.base; k > 0 {
+		n := copy(w.units, w.units[k:])
+		clear(w.units[n:])
+		w.units = w.units[:n]
+		w.base = i
+	}
 }
 
 // chunker holds what Pack's steps share.
@@ -109,12 +147,23 @@ type chunker struct {
 	max int
 }
 
-// units returns paragraph p as one unit, or as pieces when it is longer than a
-// chunk.
-func (c *chunker) units(i int, p Paragraph) []unit {
+// all yields the units of the paragraphs in order.
+func (c *chunker) all(paras []Paragraph) iter.Seq[unit] {
+	return func(yield func(unit) bool) {
+		for i, p := range paras {
+			if !c.units(i, p, yield) {
+				return
+			}
+		}
+	}
+}
+
+// units yields paragraph p as one unit, or as pieces when it is longer than a
+// chunk; it returns false as soon as yield does.
+func (c *chunker) units(i int, p Paragraph, yield func(unit) bool) bool {
 	if countable(p.Text, c.max) {
 		if n := c.tk.Count(p.Text); n <= c.max {
-			return []unit{{text: p.Text, start: p.Start, end: p.End, path: p.HeadingPath, tokens: n, para: i}}
+			return yield(unit{text: p.Text, start: p.Start, end: p.End, path: p.HeadingPath, tokens: n, para: i})
 		}
 	}
 	code := strings.HasPrefix(p.Text, "```") || strings.HasPrefix(p.Text, "~~~") || strings.HasPrefix(p.Text, "|")
@@ -122,19 +171,19 @@ func (c *chunker) units(i int, p Paragraph) []unit {
 	if code {
 		level = levelLines
 	}
-	var out []unit
-	c.cut(p.Text, 0, level, func(s, e int) {
+	prevEnd := -1 // end of the piece before, relative to p.Text
+	return c.cut(p.Text, 0, level, func(s, e int) bool {
 		u := unit{text: p.Text[s:e], start: p.Start + s, end: p.Start + e, path: p.HeadingPath, para: i}
 		u.tokens = c.tk.Count(u.text)
-		if len(out) > 0 {
+		if prevEnd >= 0 {
 			u.sep = " "
-			if strings.Contains(p.Text[out[len(out)-1].end-p.Start:s], "\n") {
+			if strings.Contains(p.Text[prevEnd:s], "\n") {
 				u.sep = "\n"
 			}
 		}
-		out = append(out, u)
+		prevEnd = e
+		return yield(u)
 	})
-	return out
 }
 
 // Levels at which cut cuts a text.
@@ -147,8 +196,9 @@ const (
 
 // cut calls piece with the offsets (relative to base's text) of the pieces of
 // text, each of at most c.max tokens: the text's segments at the level, and the
-// segments too long cut again at the next level.
-func (c *chunker) cut(text string, base, level int, piece func(start, end int)) {
+// segments too long cut again at the next level. It stops and returns false as
+// soon as piece returns false.
+func (c *chunker) cut(text string, base, level int, piece func(start, end int) bool) bool {
 	// Cut to at most max bytes, a run is at most max cl100k_base tokens (a byte
 	// never takes more than one); four bytes hold any character.
 	runBytes := min(MaxRunBytes, max(c.max, utf8.UTFMax))
@@ -156,15 +206,20 @@ func (c *chunker) cut(text string, base, level int, piece func(start, end int)) 
 		s, e := sg[0], sg[1]
 		seg := text[s:e]
 		if level == levelRuns || (countable(seg, c.max) && c.tk.Count(seg) <= c.max) {
-			piece(base+s, base+e)
+			if !piece(base+s, base+e) {
+				return false
+			}
 			continue
 		}
 		next := level + 1
 		if level == levelLines {
 			next = levelWords
 		}
-		c.cut(seg, base+s, next, piece)
+		if !c.cut(seg, base+s, next, piece) {
+			return false
+		}
 	}
+	return true
 }
 
 // countable reports whether a text is short enough to be worth counting for a
@@ -276,18 +331,22 @@ func isCJKSentenceEnd(r rune) bool {
 	return r == '。' || r == '！' || r == '？'
 }
 
-// pack groups units into chunks under the budget, with the overlap.
-func (c *chunker) pack(units []unit, overlap int) []Chunk {
+// pack groups units into chunks under the budget, with the overlap, and stops
+// after maxChunks+1 chunks when maxChunks is positive.
+func (c *chunker) pack(w *unitWindow, overlap, maxChunks int) []Chunk {
 	var (
 		out  []Chunk
 		prev []int // indices of the units of the chunk before
 	)
-	for i := 0; i < len(units); {
+	for i := 0; ; {
+		if _, ok := w.get(i); !ok || (maxChunks > 0 && len(out) > maxChunks) {
+			break
+		}
 		// The overlap: whole trailing units of the chunk before, within budget.
 		var cur []int
 		est := 0
 		for k := len(prev) - 1; k >= 0; k-- {
-			add := units[prev[k]].tokens + boolInt(len(cur) > 0)
+			add := w.at(prev[k]).tokens + boolInt(len(cur) > 0)
 			if est+add > overlap {
 				break
 			}
@@ -298,16 +357,20 @@ func (c *chunker) pack(units []unit, overlap int) []Chunk {
 		// New units while they fit; the first always goes in, pushing out
 		// overlap that leaves it no room.
 		j := i
-		for j < len(units) {
-			add := units[j].tokens + boolInt(len(cur) > 0)
+		for {
+			u, ok := w.get(j)
+			if !ok {
+				break
+			}
+			add := u.tokens + boolInt(len(cur) > 0)
 			if est+add > c.max {
 				if j > i {
 					break
 				}
 				for ov > 0 && est+add > c.max {
-					est -= units[cur[0]].tokens + boolInt(len(cur) > 1)
+					est -= w.at(cur[0]).tokens + boolInt(len(cur) > 1)
 					cur, ov = cur[1:], ov-1
-					add = units[j].tokens + boolInt(len(cur) > 0)
+					add = u.tokens + boolInt(len(cur) > 0)
 				}
 			}
 			cur = append(cur, j)
@@ -316,7 +379,7 @@ func (c *chunker) pack(units []unit, overlap int) []Chunk {
 		}
 		// The estimate adds up separate counts; the real count of the joined text
 		// decides. Overlap goes first, then new units from the end.
-		text := c.join(units, cur)
+		text := c.join(w, cur)
 		n := c.tk.Count(text)
 		for n > c.max && len(cur) > 1 {
 			if ov > 0 {
@@ -325,10 +388,10 @@ func (c *chunker) pack(units []unit, overlap int) []Chunk {
 				cur = cur[:len(cur)-1]
 				j--
 			}
-			text = c.join(units, cur)
+			text = c.join(w, cur)
 			n = c.tk.Count(text)
 		}
-		first, last := units[cur[0]], units[cur[len(cur)-1]]
+		first, last := w.at(cur[0]), w.at(cur[len(cur)-1])
 		out = append(out, Chunk{
 			Text:        text,
 			HeadingPath: slices.Clone(first.path),
@@ -338,22 +401,24 @@ func (c *chunker) pack(units []unit, overlap int) []Chunk {
 			Hash:        textHash(text),
 		})
 		prev, i = cur, j
+		// The next chunk starts at unit i or in its overlap, within prev.
+		w.drop(min(prev[0], i))
 	}
 	return out
 }
 
 // join joins the units at the indices into a chunk's text.
-func (c *chunker) join(units []unit, idx []int) string {
+func (c *chunker) join(w *unitWindow, idx []int) string {
 	var b strings.Builder
 	for k, x := range idx {
 		if k > 0 {
-			if u := units[x]; u.para == units[idx[k-1]].para && u.sep != "" {
+			if u := w.at(x); u.para == w.at(idx[k-1]).para && u.sep != "" {
 				b.WriteString(u.sep)
 			} else {
 				b.WriteString("\n\n")
 			}
 		}
-		b.WriteString(units[x].text)
+		b.WriteString(w.at(x).text)
 	}
 	return b.String()
 }

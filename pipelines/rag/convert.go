@@ -201,7 +201,10 @@ func convertCSV(text string) (string, error) {
 	r := csv.NewReader(strings.NewReader(strings.TrimPrefix(text, "\ufeff")))
 	r.FieldsPerRecord = -1
 	r.LazyQuotes = true
-	var rows [][]string
+	var (
+		rows   [][]string
+		budget tableBudget
+	)
 	for {
 		rec, err := r.Read()
 		if errors.Is(err, io.EOF) {
@@ -210,21 +213,54 @@ func convertCSV(text string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("invalid CSV: %w: %w", ErrMalformed, err)
 		}
+		if err := budget.add(rec); err != nil {
+			return "", fmt.Errorf("CSV: %w", err)
+		}
 		rows = append(rows, rec)
 	}
-	return markdownTable(rows), nil
+	return markdownTable(rows)
+}
+
+// tableBudget follows the size of the Markdown table that rows arriving one by
+// one would make, so that a table too large is refused before it is written. A
+// table is as wide as its widest row: one long header row over many short rows
+// gives a table far larger than its source ("a,,,,…" then "b\n" a million times;
+// a spreadsheet with one cell at XFD1048576), and each row writes at least
+// " |" per column.
+type tableBudget struct {
+	rows, width, cellBytes int
+}
+
+// add counts a row and fails with ErrTooLarge once the table's Markdown would
+// pass MaxMarkdownBytes.
+func (t *tableBudget) add(row []string) error {
+	t.rows++
+	t.width = max(t.width, len(row))
+	for _, c := range row {
+		t.cellBytes += len(c)
+	}
+	// Each of rows+1 lines (the header's rule too) is "|", " x |" per column
+	// and "\n": at least 3 bytes a column and 2 a line, beside the cells' text.
+	if n := (t.rows+1)*(3*t.width+2) + t.cellBytes; n > MaxMarkdownBytes || n < 0 {
+		return fmt.Errorf("a table of %d rows by %d columns gives Markdown beyond %d bytes: %w", t.rows, t.width, MaxMarkdownBytes, ErrTooLarge)
+	}
+	return nil
 }
 
 // markdownTable renders rows as a GFM table, the first row as its header. Pipes are
 // escaped and line breaks inside a cell become "<br>", so every row stays one line.
-// No rows give "".
-func markdownTable(rows [][]string) string {
-	width := 0
+// No rows give "". A table whose Markdown would pass MaxMarkdownBytes is refused
+// with ErrTooLarge before it is written.
+func markdownTable(rows [][]string) (string, error) {
+	var budget tableBudget
 	for _, r := range rows {
-		width = max(width, len(r))
+		if err := budget.add(r); err != nil {
+			return "", err
+		}
 	}
+	width := budget.width
 	if width == 0 {
-		return ""
+		return "", nil
 	}
 	var b strings.Builder
 	writeRow := func(r []string) {
@@ -247,7 +283,7 @@ func markdownTable(rows [][]string) string {
 	for _, r := range rows[1:] {
 		writeRow(r)
 	}
-	return b.String()
+	return b.String(), nil
 }
 
 // tableCell escapes a cell's text for a one-line GFM table cell.

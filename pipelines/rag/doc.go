@@ -18,7 +18,12 @@
 //     page (text only: no layout, no tables, no OCR of scanned pages); JSON pretty-printed in a fenced block;
 //     source code in a fenced block with its language. Bad input is an error that
 //     answers errors.Is with ErrUnsupported, ErrTooLarge or ErrMalformed; input is
-//     bounded by MaxDocumentBytes, and what a zip may expand to by MaxUnzippedBytes.
+//     bounded by MaxDocumentBytes, and what a zip (or a PDF's streams) may expand
+//     to by MaxUnzippedBytes. Whatever the bytes, the work is bounded too: a table
+//     is refused before a Markdown beyond MaxMarkdownBytes is written, HTML nesting
+//     by MaxHTMLDepth and its tables by MaxHTMLTableCells, DOCX table nesting by
+//     MaxTableDepth, a PDF's pages by MaxPDFPages and what its reader rereads by
+//     MaxPDFOpenBytes and MaxPDFReadBytes (cycles in the file end there).
 //   - Split cuts Markdown into Paragraphs: blank lines separate them, a fenced code
 //     block or a table stays whole, and headings (ATX and setext) are not
 //     paragraphs but set the HeadingPath ("# A", "## B") of the paragraphs below.
@@ -30,6 +35,8 @@
 //     before, up to ChunkOptions.OverlapTokens. A paragraph longer than a chunk is
 //     cut at sentence boundaries (at line boundaries for code and tables), then at
 //     whitespace, and, for a run without whitespace, at character boundaries.
+//     Pack pulls pieces as it packs, and with ChunkOptions.MaxChunks stops just
+//     past a caller's limit.
 //   - DocumentHash is the key that tells an unchanged document from a changed one;
 //     Chunk.Hash the key of one chunk's text.
 //

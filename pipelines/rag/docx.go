@@ -57,7 +57,8 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 // convertDOCX renders the body of a DOCX's word/document.xml as Markdown:
 // paragraphs, headings (styles Title and Heading1..6, or an outline level), list
 // paragraphs as "- " items and tables as Markdown tables; a table inside a table
-// cell is flattened into the cell's text. Headers, footers, footnotes, comments
+// cell is flattened into the cell's text. Tables nested deeper than MaxTableDepth
+// are refused. Headers, footers, footnotes, comments
 // and images are left out.
 func convertDOCX(data []byte) (string, error) {
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
@@ -87,6 +88,9 @@ func convertDOCX(data []byte) (string, error) {
 	if errors.Is(err, errLimit) {
 		return "", fmt.Errorf("DOCX word/document.xml expands beyond %d bytes: %w", MaxUnzippedBytes, ErrTooLarge)
 	}
+	if errors.Is(err, ErrTooLarge) {
+		return "", fmt.Errorf("DOCX word/document.xml: %w", err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("DOCX word/document.xml: %w: %w", ErrMalformed, err)
 	}
@@ -96,9 +100,10 @@ func convertDOCX(data []byte) (string, error) {
 // docxTable is a table being read: its finished rows, the row and the cell being
 // read.
 type docxTable struct {
-	rows [][]string
-	row  []string
-	cell []string
+	rows   [][]string
+	row    []string
+	cell   []string
+	budget tableBudget
 }
 
 // renderDocumentXML streams WordprocessingML and writes its Markdown.
@@ -169,6 +174,11 @@ func renderDocumentXML(r io.Reader) (string, error) {
 					para.WriteString("\n")
 				}
 			case "tbl":
+				// Each level copies the text of the levels inside it into its
+				// cell: unbounded nesting would cost the square of the depth.
+				if len(tables) >= MaxTableDepth {
+					return "", fmt.Errorf("tables nested deeper than %d: %w", MaxTableDepth, ErrTooLarge)
+				}
 				tables = append(tables, &docxTable{})
 			case "tr":
 				if len(tables) > 0 {
@@ -222,6 +232,9 @@ func renderDocumentXML(r io.Reader) (string, error) {
 			case "tr":
 				if len(tables) > 0 {
 					tb := tables[len(tables)-1]
+					if err := tb.budget.add(tb.row); err != nil {
+						return "", err
+					}
 					tb.rows = append(tb.rows, tb.row)
 				}
 			case "tbl":
@@ -238,7 +251,11 @@ func renderDocumentXML(r io.Reader) (string, error) {
 					}
 					continue
 				}
-				if table := markdownTable(tb.rows); table != "" {
+				table, err := markdownTable(tb.rows)
+				if err != nil {
+					return "", err
+				}
+				if table != "" {
 					if err := emit(strings.TrimRight(table, "\n")); err != nil {
 						return "", err
 					}

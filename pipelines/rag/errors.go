@@ -8,9 +8,12 @@ var (
 	// ErrUnsupported is a format Convert cannot read: an unknown binary file, or a
 	// format no maintained library reads.
 	ErrUnsupported = errors.New("unsupported format")
-	// ErrTooLarge is input beyond MaxDocumentBytes, a zip that expands beyond
-	// MaxUnzippedBytes, Markdown beyond MaxMarkdownBytes or HTML nested deeper than
-	// MaxHTMLDepth.
+	// ErrTooLarge is input beyond MaxDocumentBytes, a zip (or a PDF's streams)
+	// that expands beyond MaxUnzippedBytes, Markdown beyond MaxMarkdownBytes (a
+	// table is refused before it is written), HTML nested deeper than
+	// MaxHTMLDepth, an HTML table of more than MaxHTMLTableCells cells, DOCX tables nested deeper than MaxTableDepth, a PDF of more
+	// than MaxPDFPages pages, or one the reader reads beyond
+	// MaxPDFOpenBytes or MaxPDFReadBytes.
 	ErrTooLarge = errors.New("document too large")
 	// ErrMalformed is input that does not parse as the format it claims: a corrupt
 	// zip, invalid UTF-8 in a text format, invalid JSON or CSV.
@@ -29,4 +32,20 @@ const (
 	// MaxHTMLDepth is the deepest element nesting Convert accepts in HTML; deeper
 	// documents are refused rather than recursed into.
 	MaxHTMLDepth = 512
+	// MaxHTMLTableCells is the most cells Convert accepts in one HTML table, rows
+	// times its widest row, and the most cells its colspan and rowspan attributes
+	// may add.
+	MaxHTMLTableCells = 1 << 20
+	// MaxTableDepth is the deepest nesting of tables inside table cells Convert
+	// accepts in a DOCX.
+	MaxTableDepth = 64
+	// MaxPDFPages is the most pages Convert reads from a PDF, and MaxPDFTreeNodes
+	// the most nodes of its page tree it visits; a PDF with more is refused.
+	MaxPDFPages     = 10000
+	MaxPDFTreeNodes = 4 * MaxPDFPages
+	// MaxPDFOpenBytes, plus 64 times the file's size, is the most the PDF reader
+	// may read from a file to open it, and MaxPDFReadBytes, plus 64 times its
+	// size, the most to read its pages (it rereads objects as it resolves them).
+	MaxPDFOpenBytes = 16 << 20
+	MaxPDFReadBytes = 256 << 20
 )

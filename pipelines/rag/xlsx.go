@@ -38,11 +38,14 @@ func convertXLSX(data []byte) (md string, err error) {
 	defer f.Close()
 	var out strings.Builder
 	for _, sheet := range f.GetSheetList() {
-		rows, err := f.GetRows(sheet)
+		rows, err := sheetRows(f, sheet)
 		if err != nil {
-			return "", fmt.Errorf("XLSX sheet %q: %w: %w", sheet, ErrMalformed, err)
+			return "", fmt.Errorf("XLSX sheet %q: %w", sheet, err)
 		}
-		table := markdownTable(rows)
+		table, err := markdownTable(rows)
+		if err != nil {
+			return "", fmt.Errorf("XLSX sheet %q: %w", sheet, err)
+		}
 		if table == "" {
 			continue
 		}
@@ -89,4 +92,41 @@ func checkUnzippedSize(data []byte) error {
 		}
 	}
 	return nil
+}
+
+// sheetRows reads a sheet's rows as excelize's GetRows does (trailing empty rows
+// dropped), but one at a time and counted, so that a sheet whose table would pass
+// MaxMarkdownBytes is refused as it is read. GetRows would first build every
+// row: a few bytes naming one cell at XFD1048576 are 2^34 cells.
+func sheetRows(f *excelize.File, sheet string) ([][]string, error) {
+	rows, err := f.Rows(sheet)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	defer rows.Close()
+	var (
+		out    [][]string
+		budget tableBudget
+		last   int // rows counted: up to the last one with a cell
+	)
+	for rows.Next() {
+		row, err := rows.Columns()
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+		}
+		out = append(out, row)
+		if len(row) == 0 {
+			continue
+		}
+		// Empty rows count once a row with a cell follows them.
+		for ; last < len(out); last++ {
+			if err := budget.add(out[last]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := rows.Error(); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+	}
+	return out[:last], nil
 }
