@@ -29,6 +29,10 @@ import (
 // On a sharded node (a cluster, where Kafka partitions spread sessions over nodes) the
 // host runs only the sessions it owns: SetOwnership says which, and ReleaseSessions
 // stops every session actor when the node's partitions are revoked.
+//
+// A request forwarded to a session actor that stops before handling it (released
+// while busy, fenced, given up by its supervisor) is answered ErrNotOwner when the
+// actor stops, never left to its sender's timeout (sessionMailbox).
 type SessionHost struct {
 	deps     *SessionDeps
 	sessions map[string]*hosted
