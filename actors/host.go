@@ -47,6 +47,8 @@ type SessionHost struct {
 	republished map[string]struct{}
 	// dispatcher runs the session actors' mailboxes on long-lived goroutines.
 	dispatcher actor.Dispatcher
+	// mailbox makes the mailbox that sessionMailbox wraps.
+	mailbox actor.MailboxProducer
 	// started are the sessions the host started an actor for, up to maxStarted
 	// (then it forgets them all): a new task of one of them reads the session's
 	// events first rather than claim the session, which has events most likely
@@ -105,7 +107,7 @@ func NewSessionHostProps(deps SessionDeps) *actor.Props {
 	// Shared by the host's incarnations, as its sessions are.
 	mailboxes := dispatcher{w: newWorkers(sessionWorkers, workerIdle), throughput: mailboxThroughput}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes, started: map[string]struct{}{}}
+		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes, mailbox: actor.Unbounded(), started: map[string]struct{}{}}
 	},
 		actor.WithSupervisor(actor.NewOneForOneStrategy(5, 10*time.Second, actor.DefaultDecider)),
 		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)))
@@ -282,7 +284,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 				deps.spawned(a)
 			}
 			return a
-		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(ctx.ActorSystem(), id)))
+		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(h.mailbox, ctx.ActorSystem(), id)))
 		pid := ctx.Spawn(props)
 		if len(h.started) >= maxStarted {
 			clear(h.started)
@@ -301,7 +303,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 }
 
 // sessionMailbox returns the mailbox of session id's actor: protoactor's unbounded
-// one, except for the requests left in it once the actor stopped. protoactor drops
+// one (made by unbounded), except for the requests left in it once the actor stopped. protoactor drops
 // those without a word: the actor's context ignores user messages once stopped, and
 // only a message sent after the actor's process is gone reaches the dead letters,
 // which answer a request (DeadLetterResponse). A request among them would wait for
@@ -310,8 +312,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 // and that was stopped with the task queued, kept the handler, and so the order of
 // the session's messages, waiting for SubmitTimeout. Here such a request is
 // answered at once (answerStopped).
-func sessionMailbox(system *actor.ActorSystem, id string) actor.MailboxProducer {
-	unbounded := actor.Unbounded()
+func sessionMailbox(unbounded actor.MailboxProducer, system *actor.ActorSystem, id string) actor.MailboxProducer {
 	return func() actor.Mailbox {
 		return &stoppedAnswering{Mailbox: unbounded(), system: system, session: id}
 	}
