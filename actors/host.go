@@ -29,6 +29,10 @@ import (
 // On a sharded node (a cluster, where Kafka partitions spread sessions over nodes) the
 // host runs only the sessions it owns: SetOwnership says which, and ReleaseSessions
 // stops every session actor when the node's partitions are revoked.
+//
+// A request forwarded to a session actor that stops before handling it (released
+// while busy, fenced, given up by its supervisor) is answered ErrNotOwner when the
+// actor stops, never left to its sender's timeout (sessionMailbox).
 type SessionHost struct {
 	deps     *SessionDeps
 	sessions map[string]*hosted
@@ -43,6 +47,8 @@ type SessionHost struct {
 	republished map[string]struct{}
 	// dispatcher runs the session actors' mailboxes on long-lived goroutines.
 	dispatcher actor.Dispatcher
+	// mailbox makes the mailbox that sessionMailbox wraps.
+	mailbox actor.MailboxProducer
 	// started are the sessions the host started an actor for, up to maxStarted
 	// (then it forgets them all): a new task of one of them reads the session's
 	// events first rather than claim the session, which has events most likely
@@ -101,7 +107,7 @@ func NewSessionHostProps(deps SessionDeps) *actor.Props {
 	// Shared by the host's incarnations, as its sessions are.
 	mailboxes := dispatcher{w: newWorkers(sessionWorkers, workerIdle), throughput: mailboxThroughput}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes, started: map[string]struct{}{}}
+		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes, mailbox: actor.Unbounded(), started: map[string]struct{}{}}
 	},
 		actor.WithSupervisor(actor.NewOneForOneStrategy(5, 10*time.Second, actor.DefaultDecider)),
 		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)))
@@ -278,7 +284,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 				deps.spawned(a)
 			}
 			return a
-		}, actor.WithDispatcher(h.dispatcher))
+		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(h.mailbox, ctx.ActorSystem(), id)))
 		pid := ctx.Spawn(props)
 		if len(h.started) >= maxStarted {
 			clear(h.started)
@@ -294,4 +300,93 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 	}
 	s.forwarded++
 	ctx.Forward(s.pid)
+}
+
+// sessionMailbox returns the mailbox of session id's actor: protoactor's unbounded
+// one (made by unbounded), except for the requests left in it once the actor stopped. protoactor drops
+// those without a word: the actor's context ignores user messages once stopped, and
+// only a message sent after the actor's process is gone reaches the dead letters,
+// which answer a request (DeadLetterResponse). A request among them would wait for
+// its timeout: a SubmitTask the tasks handler forwarded to a session that was busy
+// (a slow append) past Config.HandoffGrace when the node's partitions were revoked,
+// and that was stopped with the task queued, kept the handler, and so the order of
+// the session's messages, waiting for SubmitTimeout. Here such a request is
+// answered at once (answerStopped).
+func sessionMailbox(unbounded actor.MailboxProducer, system *actor.ActorSystem, id string) actor.MailboxProducer {
+	return func() actor.Mailbox {
+		return &stoppedAnswering{Mailbox: unbounded(), system: system, session: id}
+	}
+}
+
+// stoppedAnswering is a session actor's mailbox (sessionMailbox). It is also the
+// MessageInvoker the mailbox calls, in front of the actor's context; a mailbox
+// invokes one message at a time, so stopped needs no lock.
+type stoppedAnswering struct {
+	actor.Mailbox
+	actor.MessageInvoker
+	system  *actor.ActorSystem
+	session string
+	// stopped is set once the actor handled a Stop: it handles no user message
+	// after it (a session actor has no children, so a Stop ends it at once).
+	stopped bool
+}
+
+// RegisterHandlers implements actor.Mailbox: the mailbox invokes m, which invokes
+// the actor's context.
+func (m *stoppedAnswering) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
+	m.MessageInvoker = invoker
+	m.Mailbox.RegisterHandlers(m, dispatcher)
+}
+
+// InvokeSystemMessage implements actor.MessageInvoker.
+func (m *stoppedAnswering) InvokeSystemMessage(msg any) {
+	m.MessageInvoker.InvokeSystemMessage(msg)
+	if _, ok := msg.(*actor.Stop); ok {
+		m.stopped = true
+	}
+}
+
+// InvokeUserMessage implements actor.MessageInvoker.
+func (m *stoppedAnswering) InvokeUserMessage(msg any) {
+	if !m.stopped {
+		m.MessageInvoker.InvokeUserMessage(msg)
+		return
+	}
+	_, body, sender := actor.UnwrapEnvelope(msg)
+	answerStopped(m.system, m.session, body, sender)
+}
+
+// answerStopped answers a request that reached a session actor after it stopped
+// (released when the node's partitions were revoked, fenced, passivated, or given up
+// by its supervisor): SubmitTask, CancelTask and ResolveApproval with ErrNotOwner,
+// which the node's handlers take for "not here, not now": once the partition moved,
+// its next owner reads the message again; on this node, the retry reaches the
+// session's next actor, which the host starts for it. The actor recorded nothing of
+// the request, so the retry records it once. A Drain is answered Drained: a stopped
+// session has nothing in flight. Anything else is dropped, as protoactor does.
+func answerStopped(system *actor.ActorSystem, session string, msg any, sender *actor.PID) {
+	var reply any
+	switch m := msg.(type) {
+	case *SubmitTask:
+		err := fmt.Errorf("%w: session %s stopped before it handled task %s", ErrNotOwner, session, m.Envelope.ID)
+		if m.Done != nil {
+			select {
+			case m.Done <- err:
+			default: // answered already (Done has room for one answer)
+			}
+			return
+		}
+		reply = err
+	case *CancelTask:
+		reply = fmt.Errorf("%w: session %s stopped before it handled the cancellation", ErrNotOwner, session)
+	case *ResolveApproval:
+		reply = fmt.Errorf("%w: session %s stopped before it handled the answer to approval %s", ErrNotOwner, session, m.Call)
+	case *Drain:
+		reply = &Drained{}
+	default:
+		return
+	}
+	if sender != nil {
+		system.Root.Send(sender, reply)
+	}
 }
