@@ -87,7 +87,7 @@ var versions = map[Type]int{
 	TypeModelDelta:         1,
 	TypeUISignedIn:         1,
 	TypeUISignedOut:        1,
-	TypeBusStored:       1,
+	TypeBusStored:          1,
 }
 
 // CurrentVersion reports the schema version this build writes for t, and whether t is known.
