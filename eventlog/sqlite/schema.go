@@ -297,23 +297,31 @@ func narrowIDIndex(ctx context.Context, conn *sql.Conn, path string) error {
 		}
 		return n > 0, nil
 	}
-	if u, err := unique(); err != nil || !u {
-		return err
-	}
 	rebuild := slices.Concat([]string{
 		eventsTable,
 		`INSERT INTO events_new (` + eventsColumns + `) SELECT ` + eventsColumns + ` FROM events ORDER BY rowid`,
 		`DROP TABLE events`,
 		`ALTER TABLE events_new RENAME TO events`,
 	}, eventsIndexes, aliasesStmts)
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("eventlog/sqlite: %s: drop the unique constraint of events.id: begin: %w", path, err)
+	return finishStep(ctx, conn, path, "drop the unique constraint of events.id", unique, rebuild)
+}
+
+// finishStep runs stmts in one write transaction if needed says the step they
+// finish is still to do: asked first without a lock (the usual answer, done
+// already, costs no write lock), then again under it, since another process may
+// have finished the step in between.
+func finishStep(ctx context.Context, conn *sql.Conn, path, what string, needed func() (bool, error), stmts []string) error {
+	if n, err := needed(); err != nil || !n {
+		return err
 	}
-	u, err := unique()
-	if err == nil && u {
-		for _, stmt := range rebuild {
+	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+		return fmt.Errorf("eventlog/sqlite: %s: %s: begin: %w", path, what, err)
+	}
+	n, err := needed()
+	if err == nil && n {
+		for _, stmt := range stmts {
 			if _, err = conn.ExecContext(ctx, stmt); err != nil {
-				err = fmt.Errorf("eventlog/sqlite: %s: drop the unique constraint of events.id: %w", path, err)
+				err = fmt.Errorf("eventlog/sqlite: %s: %s: %w", path, what, err)
 				break
 			}
 		}
@@ -323,7 +331,7 @@ func narrowIDIndex(ctx context.Context, conn *sql.Conn, path string) error {
 		return err
 	}
 	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return fmt.Errorf("eventlog/sqlite: %s: drop the unique constraint of events.id: commit: %w", path, err)
+		return fmt.Errorf("eventlog/sqlite: %s: %s: commit: %w", path, what, err)
 	}
 	return nil
 }
@@ -346,29 +354,7 @@ func narrowEpochIndex(ctx context.Context, conn *sql.Conn, path string) error {
 		}
 		return !strings.Contains(ddl, epochIndexWhere), nil
 	}
-	if f, err := full(); err != nil || !f {
-		return err
-	}
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
-		return fmt.Errorf("eventlog/sqlite: %s: narrow index events_by_epoch: begin: %w", path, err)
-	}
-	f, err := full()
-	if err == nil && f {
-		for _, stmt := range migrations[4] {
-			if _, err = conn.ExecContext(ctx, stmt); err != nil {
-				err = fmt.Errorf("eventlog/sqlite: %s: narrow index events_by_epoch: %w", path, err)
-				break
-			}
-		}
-	}
-	if err != nil {
-		_, _ = conn.ExecContext(ctx, "ROLLBACK")
-		return err
-	}
-	if _, err := conn.ExecContext(ctx, "COMMIT"); err != nil {
-		return fmt.Errorf("eventlog/sqlite: %s: narrow index events_by_epoch: commit: %w", path, err)
-	}
-	return nil
+	return finishStep(ctx, conn, path, "narrow index events_by_epoch", full, migrations[4])
 }
 
 // migrate brings the database on conn to SchemaVersion, one transaction per step. It
