@@ -28,7 +28,7 @@ type BusEffectsConfig struct {
 	// node's traces).
 	Inject func(req messages.EffectRequest, md message.Metadata)
 	// MaxMessage bounds the encoded request published as it is; a larger one is
-	// handed to Store, and its stub (messages.EffectRequest.Stored) is published
+	// handed to Store, and its reference (messages.EffectRequest.Stored) is published
 	// instead. Zero, or no Store: every request is published as it is.
 	MaxMessage int
 	// Store stores the encoded request of key in the log and returns the stream
@@ -100,12 +100,12 @@ func (b *BusEffects) Perform(req messages.EffectRequest, reply func(messages.Eff
 	large := b.cfg.Store != nil && b.cfg.MaxMessage > 0 && len(payload) > b.cfg.MaxMessage
 	go func() {
 		if large {
-			stub, err := b.stub(req, payload)
+			ref, err := b.reference(req, payload)
 			if err != nil {
 				b.Deliver(answer(req, messages.EffectReply{Error: err.Error()}))
 				return
 			}
-			msg.Payload = stub
+			msg.Payload = ref
 		}
 		if err := b.publish(topic, msg); err != nil {
 			b.Deliver(answer(req, messages.EffectReply{Error: err.Error()}))
@@ -113,9 +113,9 @@ func (b *BusEffects) Perform(req messages.EffectRequest, reply func(messages.Eff
 	}()
 }
 
-// stub stores the encoded request in the log (BusEffectsConfig.Store), retrying
-// as publish does, and returns the stub that names it.
-func (b *BusEffects) stub(req messages.EffectRequest, payload []byte) ([]byte, error) {
+// reference stores the encoded request in the log (BusEffectsConfig.Store), retrying
+// as publish does, and returns the reference that names it.
+func (b *BusEffects) reference(req messages.EffectRequest, payload []byte) ([]byte, error) {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

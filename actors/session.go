@@ -931,11 +931,11 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 			buf = b
 			m := busMessage(e.ID, e.SessionID, e.Type, buf[start:len(buf):len(buf)])
 			if len(m.Payload) > messages.BusMessageMax {
-				// Too large for the bus: a stub, and the readers take the event
+				// Too large for the bus: a reference, and the readers take the event
 				// from the log (messages.MetaStored).
-				stub := e
-				stub.Payload = json.RawMessage("{}")
-				if m.Payload, err = messages.Marshal(stub); err != nil {
+				ref := e
+				ref.Payload = json.RawMessage("{}")
+				if m.Payload, err = messages.Marshal(ref); err != nil {
 					continue
 				}
 				m.Metadata.Set(messages.MetaStored, e.SessionID)

@@ -8,11 +8,11 @@ import (
 // A message too large for the bus (BusMessageMax: a model call with a long
 // conversation, a model's very long answer, a long task) travels as a claim check:
 // the message, whole, is appended as the one BusStored event of a stream of its own
-// in the log every node of a cluster shares, and the bus carries a stub that names
+// in the log every node of a cluster shares, and the bus carries a reference that names
 // the stream (EffectRequest.Stored, EffectReply.Stored, or the header MetaStored of
-// a task). The reader of a stub reads the stream and goes on with the message it
+// a task). The reader of a reference reads the stream and goes on with the message it
 // holds. The event's ID is the stream's, so storing a message again (a request
-// issued again, a call performed again) is a no-op that keeps the first: every stub
+// issued again, a call performed again) is a no-op that keeps the first: every reference
 // names the same message.
 
 // BusStreamPrefix starts the ID of every stream of the log that holds a message too

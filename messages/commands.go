@@ -64,9 +64,9 @@ type EffectRequest struct {
 	// increments on TopicDeltas (DeltaBatch): the session's owner sets it while the
 	// session has a watcher of deltas, on its node or another (DeltaWatch).
 	Stream bool `json:"stream,omitempty"`
-	// Stored, when set, says that this message is a stub: the request, whole, was
+	// Stored, when set, says that this message is a reference: the request, whole, was
 	// too large for one bus message and is the EffectStored event of that stream
-	// of the log (EffectStream). A stub carries only V, SessionID, Key,
+	// of the log (EffectStream). A reference carries only V, SessionID, Key,
 	// ReplyTopic, ReplyNode and Stored.
 	Stored string `json:"stored,omitempty"`
 }
@@ -105,7 +105,7 @@ type EffectReply struct {
 	Cached    bool         `json:"cached,omitempty"`
 	Error     string       `json:"error,omitempty"`
 	LatencyUS int64        `json:"latency_us"`
-	// Stored, when set, says that this message is a stub, as in EffectRequest: the
+	// Stored, when set, says that this message is a reference, as in EffectRequest: the
 	// reply, whole, is the EffectStored event of that stream of the log.
 	Stored string `json:"stored,omitempty"`
 }
@@ -230,7 +230,7 @@ func DecodeEffectRequest(b []byte) (EffectRequest, error) {
 		return r, fmt.Errorf("%w: effect request %s without reply_topic or reply_node", ErrCorrupt, r.Key)
 	case r.Stored != "":
 		if r.Stored != EffectStream(BusStoredRequest, r.Key) || r.Tool != nil || r.Model != nil {
-			return r, fmt.Errorf("%w: effect request %s: a stub must name its own stream (%s) and carry no call", ErrCorrupt, r.Key, EffectStream(BusStoredRequest, r.Key))
+			return r, fmt.Errorf("%w: effect request %s: a reference must name its own stream (%s) and carry no call", ErrCorrupt, r.Key, EffectStream(BusStoredRequest, r.Key))
 		}
 		return r, nil
 	case (r.Tool == nil) == (r.Model == nil):
@@ -254,7 +254,7 @@ func DecodeEffectReply(b []byte) (EffectReply, error) {
 		return r, fmt.Errorf("%w: effect reply %s for session %s: the key is another session's", ErrCorrupt, r.Key, r.SessionID)
 	}
 	if r.Stored != "" && r.Stored != EffectStream(BusStoredReply, r.Key) {
-		return r, fmt.Errorf("%w: effect reply %s: a stub must name its own stream (%s)", ErrCorrupt, r.Key, EffectStream(BusStoredReply, r.Key))
+		return r, fmt.Errorf("%w: effect reply %s: a reference must name its own stream (%s)", ErrCorrupt, r.Key, EffectStream(BusStoredReply, r.Key))
 	}
 	return r, nil
 }

@@ -177,31 +177,31 @@ func TestCommandRejects(t *testing.T) {
 	}
 }
 
-// TestStoredEffectStubs: a stub names the log stream of its own key and kind and
+// TestStoredEffectReferences: a reference names the log stream of its own key and kind and
 // carries no call; the stored event gives back the command it holds.
-func TestStoredEffectStubs(t *testing.T) {
+func TestStoredEffectReferences(t *testing.T) {
 	key := messages.EffectKey{SessionID: "s", Seq: 4}
 	req := `{"v":1,"session_id":"s","key":"s/4","reply_topic":"r","reply_node":"n","stored":"bus/request/s/4"}`
 	if r, err := messages.DecodeEffectRequest([]byte(req)); err != nil || r.Stored != messages.EffectStream(messages.BusStoredRequest, key) {
-		t.Fatalf("request stub: %+v, %v", r, err)
+		t.Fatalf("request reference: %+v, %v", r, err)
 	}
 	rep := `{"v":1,"session_id":"s","key":"s/4","stored":"bus/reply/s/4"}`
 	if r, err := messages.DecodeEffectReply([]byte(rep)); err != nil || r.Stored != "bus/reply/s/4" {
-		t.Fatalf("reply stub: %+v, %v", r, err)
+		t.Fatalf("reply reference: %+v, %v", r, err)
 	}
 	for name, b := range map[string]string{
-		"another key's stream": `{"v":1,"session_id":"s","key":"s/4","reply_topic":"r","reply_node":"n","stored":"bus/request/s/5"}`,
-		"the reply's stream":   `{"v":1,"session_id":"s","key":"s/4","reply_topic":"r","reply_node":"n","stored":"bus/reply/s/4"}`,
-		"a session's stream":   `{"v":1,"session_id":"s","key":"s/4","reply_topic":"r","reply_node":"n","stored":"s"}`,
-		"a stub with a call":   `{"v":1,"session_id":"s","key":"s/4","reply_topic":"r","reply_node":"n","stored":"bus/request/s/4","tool":{"key":"s/4","tool":"x"}}`,
-		"no reply node":        `{"v":1,"session_id":"s","key":"s/4","reply_topic":"r","stored":"bus/request/s/4"}`,
+		"another key's stream":    `{"v":1,"session_id":"s","key":"s/4","reply_topic":"r","reply_node":"n","stored":"bus/request/s/5"}`,
+		"the reply's stream":      `{"v":1,"session_id":"s","key":"s/4","reply_topic":"r","reply_node":"n","stored":"bus/reply/s/4"}`,
+		"a session's stream":      `{"v":1,"session_id":"s","key":"s/4","reply_topic":"r","reply_node":"n","stored":"s"}`,
+		"a reference with a call": `{"v":1,"session_id":"s","key":"s/4","reply_topic":"r","reply_node":"n","stored":"bus/request/s/4","tool":{"key":"s/4","tool":"x"}}`,
+		"no reply node":           `{"v":1,"session_id":"s","key":"s/4","reply_topic":"r","stored":"bus/request/s/4"}`,
 	} {
 		if _, err := messages.DecodeEffectRequest([]byte(b)); !errors.Is(err, messages.ErrCorrupt) {
 			t.Errorf("request, %s: err = %v, want ErrCorrupt", name, err)
 		}
 	}
 	if _, err := messages.DecodeEffectReply([]byte(`{"v":1,"session_id":"s","key":"s/4","stored":"bus/request/s/4"}`)); !errors.Is(err, messages.ErrCorrupt) {
-		t.Errorf("reply stub naming the request's stream: err = %v, want ErrCorrupt", err)
+		t.Errorf("reply reference naming the request's stream: err = %v, want ErrCorrupt", err)
 	}
 
 	command := []byte(`{"v":1,"session_id":"s","key":"s/4","output":"long"}`)

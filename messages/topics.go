@@ -51,7 +51,7 @@ const (
 // BusMessageMax bounds the encoded message that goes on the bus as it is, under the
 // 1 MiB a Kafka message holds by default (the broker's message.max.bytes, the
 // producer's BatchBytes), with room for the record's headers. What is larger travels
-// otherwise: an effect request or reply as a stub naming the log stream that holds
-// it (BusStored), an event or a task as a stub (MetaStored), a task result with its
+// otherwise: an effect request or reply as a reference naming the log stream that holds
+// it (BusStored), an event or a task as a reference (MetaStored), a task result with its
 // output cut (TaskResult.Truncated).
 const BusMessageMax = 768 << 10

@@ -58,7 +58,7 @@ func bigAnswer(n int) string {
 // was refused by the broker on every retry while the session waited on its call
 // forever, the request failed the task, and the task was refused to its client
 // (and events and results of such sizes never reached the bus). Now each travels
-// as a stub naming the log stream that holds it: every task completes with its
+// as a reference naming the log stream that holds it: every task completes with its
 // whole answer, each call made once; troupe.results carries a large result cut to
 // fit, marked truncated; and a watcher on another node (which reads troupe.events)
 // gets the 2 MiB model.responded whole, from the log.

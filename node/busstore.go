@@ -22,7 +22,7 @@ func IsBusStream(id string) bool { return strings.HasPrefix(id, messages.BusStre
 // the bus as it is, under the 1 MiB a Kafka message holds by default, as
 // memoryMessageMax does for memory commands. A larger one (a model call with a long
 // conversation, a model's very long answer, a long task) is stored in the log and
-// travels as a stub that names its stream (messages.BusStored): without it, the bus
+// travels as a reference that names its stream (messages.BusStored): without it, the bus
 // refused a large reply on every retry while the session waited on its call, and a
 // large task was refused to its client.
 const effectMessageMax = messages.BusMessageMax
@@ -35,7 +35,7 @@ func (n *Node) storeEffect(ctx context.Context, kind string, key messages.Effect
 
 // storeMessage stores b in stream, unless the stream holds a message already (an
 // earlier issue or performance of the key, an earlier publish of the task: the
-// first stays, so that every stub names one message), and returns the stream.
+// first stays, so that every reference names one message), and returns the stream.
 func (n *Node) storeMessage(ctx context.Context, stream string, b []byte) (string, error) {
 	e, err := messages.BusStoredEvent(stream, b, n.cfg.Clock.Now().UnixMicro())
 	if err != nil {
@@ -43,7 +43,7 @@ func (n *Node) storeMessage(ctx context.Context, stream string, b []byte) (strin
 	}
 	if err := n.log.Append(ctx, []messages.Envelope{e}); err != nil {
 		// The stream's one event has the stream's ID: a store of other bytes
-		// under it is a no-op or a conflict, and the stored one is what stubs name.
+		// under it is a no-op or a conflict, and the stored one is what references name.
 		events, rerr := n.log.Read(ctx, stream, 1)
 		if rerr != nil || len(events) == 0 {
 			return "", fmt.Errorf("store a message too large for the bus in %s: %w", stream, err)
@@ -52,7 +52,7 @@ func (n *Node) storeMessage(ctx context.Context, stream string, b []byte) (strin
 	return stream, nil
 }
 
-// loadMessage reads the message a stub names from the log.
+// loadMessage reads the message a reference names from the log.
 func (n *Node) loadMessage(ctx context.Context, stream string) ([]byte, error) {
 	events, err := n.log.Read(ctx, stream, 1)
 	if err != nil {
@@ -61,7 +61,7 @@ func (n *Node) loadMessage(ctx context.Context, stream string) ([]byte, error) {
 	return messages.BusStoredMessage(stream, events)
 }
 
-// fullRequest returns the request a stub stands for, read from the log; any other
+// fullRequest returns the request a reference stands for, read from the log; any other
 // request as it is.
 func (n *Node) fullRequest(ctx context.Context, req messages.EffectRequest) (messages.EffectRequest, error) {
 	if req.Stored == "" {
@@ -78,12 +78,12 @@ func (n *Node) fullRequest(ctx context.Context, req messages.EffectRequest) (mes
 	if full.Key != req.Key || full.Stored != "" {
 		return req, fmt.Errorf("%w: stored effect request %s holds the request of %s", errPermanent, req.Stored, full.Key)
 	}
-	// The stub says where to answer: the node that issued it this time.
+	// The reference says where to answer: the node that issued it this time.
 	full.ReplyTopic, full.ReplyNode = req.ReplyTopic, req.ReplyNode
 	return full, nil
 }
 
-// fullReply returns the reply a stub stands for, read from the log; any other
+// fullReply returns the reply a reference stands for, read from the log; any other
 // reply as it is.
 func (n *Node) fullReply(ctx context.Context, rep messages.EffectReply) (messages.EffectReply, error) {
 	if rep.Stored == "" {
@@ -103,8 +103,8 @@ func (n *Node) fullReply(ctx context.Context, rep messages.EffectReply) (message
 	return full, nil
 }
 
-// replyStub is the stub of the reply to req stored in stream.
-func replyStub(req messages.EffectRequest, stream string) ([]byte, error) {
+// replyRef is the reference of the reply to req stored in stream.
+func replyRef(req messages.EffectRequest, stream string) ([]byte, error) {
 	return messages.EncodeCommand(&messages.EffectReply{SessionID: req.SessionID, Key: req.Key, Stored: stream})
 }
 
@@ -121,7 +121,7 @@ func (n *Node) eventAt(ctx context.Context, sessionID string, seq uint64) (messa
 }
 
 // storedTask reads the envelope of a task too large for the bus from the stream its
-// stub's header names (messages.MetaStored).
+// reference's header names (messages.MetaStored).
 func (n *Node) storedTask(ctx context.Context, stream string) ([]byte, error) {
 	if !strings.HasPrefix(stream, messages.BusStream(messages.BusStoredTask, "")) {
 		return nil, fmt.Errorf("%w: the header %s names %q, not a stored task", errPermanent, messages.MetaStored, stream)
@@ -133,20 +133,20 @@ func (n *Node) storedTask(ctx context.Context, stream string) ([]byte, error) {
 	return b, err
 }
 
-// taskStub is the message of a task whose envelope b is too large for the bus: b is
+// taskRef is the message of a task whose envelope b is too large for the bus: b is
 // stored in the log, and the message holds env without its payload, with the header
 // messages.MetaStored naming the stream.
-func (n *Node) taskStub(ctx context.Context, env messages.Envelope, b []byte) (*message.Message, error) {
+func (n *Node) taskRef(ctx context.Context, env messages.Envelope, b []byte) (*message.Message, error) {
 	stream, err := n.storeMessage(ctx, messages.BusStream(messages.BusStoredTask, env.ID), b)
 	if err != nil {
 		return nil, err
 	}
 	env.Payload = json.RawMessage("{}")
-	stub, err := messages.Marshal(env)
+	reference, err := messages.Marshal(env)
 	if err != nil {
 		return nil, err
 	}
-	msg := message.NewMessage(env.ID, stub)
+	msg := message.NewMessage(env.ID, reference)
 	msg.Metadata.Set(messages.MetaStored, stream)
 	return msg, nil
 }

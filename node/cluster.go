@@ -351,7 +351,7 @@ func (n *Node) handleEffect(msg *message.Message) error {
 		if err != nil {
 			return err // retried; the answer is kept (LocalEffects), not performed again
 		}
-		if b, err = replyStub(req, stream); err != nil {
+		if b, err = replyRef(req, stream); err != nil {
 			return fmt.Errorf("%w: %w", errPermanent, err)
 		}
 	}

@@ -58,7 +58,7 @@ type Hub struct {
 	tailTimeouts atomic.Int64
 	// tap also gets every message the bus feed reads (sessionFeed.fromBus); set once, before the feed runs.
 	tap func(*message.Message)
-	// load reads a session's event at seq from the log, for the stub of an event
+	// load reads a session's event at seq from the log, for the reference of an event
 	// too large for the bus (messages.MetaStored); set once, before the feed runs.
 	load func(ctx context.Context, sessionID string, seq uint64) (messages.Envelope, error)
 }
@@ -116,7 +116,7 @@ func newHub(sub message.Subscriber, isLocal func(string) bool) *Hub {
 // handle delivers an event read from the bus to the session's remote watchers.
 func (h *Hub) handle(msg *message.Message) {
 	sid := msg.Metadata.Get(messages.MetaSessionID)
-	if msg.Metadata.Get(messages.MetaStored) != "" && !h.unstub(msg) {
+	if msg.Metadata.Get(messages.MetaStored) != "" && !h.dereference(msg) {
 		return
 	}
 	if h.tap != nil {
@@ -135,19 +135,19 @@ func (h *Hub) handle(msg *message.Message) {
 	h.fanOut(sid, []messages.Envelope{e}, true)
 }
 
-// unstub puts into msg, the stub of an event too large for the bus, the event
+// dereference puts into msg, the reference of an event too large for the bus, the event
 // itself, read from the log. It reports false when that failed: the event is then
 // dropped here, as an undecodable bus copy is, and a watcher finds it in the log
 // when it next catches up.
-func (h *Hub) unstub(msg *message.Message) bool {
-	stub, err := messages.Unmarshal(msg.Payload)
+func (h *Hub) dereference(msg *message.Message) bool {
+	reference, err := messages.Unmarshal(msg.Payload)
 	if err != nil || h.load == nil {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	e, err := h.load(ctx, stub.SessionID, stub.Seq)
-	if err != nil || e.ID != stub.ID {
+	e, err := h.load(ctx, reference.SessionID, reference.Seq)
+	if err != nil || e.ID != reference.ID {
 		return false
 	}
 	b, err := messages.Marshal(e)

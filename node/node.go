@@ -677,8 +677,8 @@ func (n *Node) handleTask(msg *message.Message) error {
 	}
 	arrival := arrivalOf(msg)
 	if stream := msg.Metadata.Get(messages.MetaStored); stream != "" {
-		// A task too large for the bus: its stub names where the log holds it (a
-		// forwarded one stays a stub).
+		// A task too large for the bus: its reference names where the log holds it (a
+		// forwarded one stays a reference).
 		b, err := n.storedTask(msg.Context(), stream)
 		if err != nil {
 			return fmt.Errorf("task message %s: %w", msg.UUID, err)
@@ -991,7 +991,7 @@ func (n *Node) submitNew(ctx context.Context, env messages.Envelope, newID bool)
 	}
 	msg := message.NewMessage(env.ID, b)
 	if len(b) > effectMessageMax {
-		if msg, err = n.taskStub(ctx, env, b); err != nil {
+		if msg, err = n.taskRef(ctx, env, b); err != nil {
 			return "", fmt.Errorf("node: task %s for session %s: %w", env.ID, env.SessionID, err)
 		}
 	}

@@ -107,8 +107,8 @@ func (s *Sink) Run(ctx context.Context) error {
 			return
 		}
 		if m.Metadata.Get(messages.MetaStored) != "" {
-			// The stub of an event too large for the bus: the event is in the log of
-			// the node that ran the session, not here, and a stub must not stand for it.
+			// The reference of an event too large for the bus: the event is in the log of
+			// the node that ran the session, not here, and a reference must not stand for it.
 			s.cfg.Logger.Error("sink: an event too large for the bus is not copied; it is in its node's log",
 				"session", e.SessionID, "seq", e.Seq, "type", e.Type)
 			m.Ack()

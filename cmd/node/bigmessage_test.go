@@ -17,7 +17,7 @@ import (
 // TROUPE_TEST_KAFKA is set) over one log (ClickHouse when TROUPE_TEST_CLICKHOUSE is
 // set): n1 runs the sessions, n2 the model calls, and the model answers 2 MiB. The
 // answer cannot go back to n1 on troupe.replies as it is: n2 stores it in the log
-// (bus/reply/<key>) and sends a stub, and the task completes with the whole answer.
+// (bus/reply/<key>) and sends a reference, and the task completes with the whole answer.
 // Before, n2 retried the refused reply forever and the session never ended.
 func TestClusterAnswerLargerThanAKafkaMessage(t *testing.T) {
 	if testing.Short() {
