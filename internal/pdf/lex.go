@@ -65,6 +65,29 @@ func newBuffer(r io.Reader, offset int64) *buffer {
 	}
 }
 
+// newBufferBytes returns a buffer reading data in place, which it never writes
+// to (reload reads nothing into it from eofReader).
+func newBufferBytes(data []byte) *buffer {
+	if len(data) == 0 {
+		b := newBuffer(eofReader{}, 0)
+		b.allowEOF = true
+		return b
+	}
+	return &buffer{
+		r:           eofReader{},
+		buf:         data[:len(data):len(data)],
+		offset:      int64(len(data)),
+		allowEOF:    true,
+		allowObjptr: true,
+		allowStream: true,
+	}
+}
+
+// eofReader is an empty reader.
+type eofReader struct{}
+
+func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
+
 func (b *buffer) readByte() byte {
 	if b.pos >= len(b.buf) {
 		b.reload()

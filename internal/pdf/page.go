@@ -558,7 +558,11 @@ func popArgs(stk *Stack) []Value {
 func recoverTo(err *error, reset func()) {
 	if r := recover(); r != nil {
 		reset()
-		*err = errors.New(fmt.Sprint(r))
+		if e, ok := r.(error); ok {
+			*err = e // so that errors.Is finds ErrLimit
+		} else {
+			*err = errors.New(fmt.Sprint(r))
+		}
 	}
 }
 

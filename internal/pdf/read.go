@@ -2,47 +2,6 @@
 // Use of this source code is governed by a BSD-style
 // license that can be found in the LICENSE file.
 
-// Package pdf implements reading of PDF files.
-//
-// # Overview
-//
-// PDF is Adobe's Portable Document Format, ubiquitous on the internet.
-// A PDF document is a complex data format built on a fairly simple structure.
-// This package exposes the simple structure along with some wrappers to
-// extract basic information. If more complex information is needed, it is
-// possible to extract that information by interpreting the structure exposed
-// by this package.
-//
-// Specifically, a PDF is a data structure built from Values, each of which has
-// one of the following Kinds:
-//
-//	Null, for the null object.
-//	Integer, for an integer.
-//	Real, for a floating-point number.
-//	Bool, for a boolean value.
-//	Name, for a name constant (as in /Helvetica).
-//	String, for a string constant.
-//	Dict, for a dictionary of name-value pairs.
-//	Array, for an array of values.
-//	Stream, for an opaque data stream and associated header dictionary.
-//
-// The accessors on Value—Int64, Float64, Bool, Name, and so on—return
-// a view of the data as the given type. When there is no appropriate view,
-// the accessor returns a zero result. For example, the Name accessor returns
-// the empty string if called on a Value v for which v.Kind() != Name.
-// Returning zero values this way, especially from the Dict and Array accessors,
-// which themselves return Values, makes it possible to traverse a PDF quickly
-// without writing any error checking. On the other hand, it means that mistakes
-// can go unreported.
-//
-// The basic structure of the PDF file is exposed as the graph of Values.
-//
-// Most richer data structures in a PDF file are dictionaries with specific interpretations
-// of the name-value pairs. The Font and Page wrappers make the interpretation
-// of a specific Value as the corresponding type easier. They are only helpers, though:
-// they are implemented only in terms of the Value API and could be moved outside
-// the package. Equally important, traversal of other PDF data structures can be implemented
-// in other packages as needed.
 package pdf
 
 // BUG(rsc): The package is incomplete, although it has been used successfully on some
@@ -69,6 +28,7 @@ import (
 	"encoding/ascii85"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -77,7 +37,8 @@ import (
 // DebugOn is responsible for logging messages into stdout. If problems arise during reading, set it true.
 var DebugOn = false
 
-// A Reader is a single PDF file open for reading.
+// A Reader is a single PDF file open for reading. It is not safe for
+// concurrent use: it keeps the object streams it decodes.
 type Reader struct {
 	f          io.ReaderAt
 	end        int64
@@ -86,6 +47,16 @@ type Reader struct {
 	trailerptr objptr
 	key        []byte
 	useAES     bool
+
+	// objStms holds each object stream decoded once, by its object number,
+	// for the life of the Reader; objStmBytes is what they hold (see
+	// objectStream), at most objStmLimit. parsed counts the bytes of the
+	// objects parsed from them, at most parseLimit.
+	objStms     map[objptr]*objStm
+	objStmBytes int64
+	objStmLimit int64
+	parsed      int64
+	parseLimit  int64
 }
 
 type xref struct {
@@ -158,8 +129,10 @@ func NewReaderEncrypted(f io.ReaderAt, size int64, pw func() string) (r *Reader,
 	}
 
 	r = &Reader{
-		f:   f,
-		end: end,
+		f:           f,
+		end:         end,
+		objStmLimit: DefaultObjectStreamLimit,
+		parseLimit:  math.MaxInt64,
 	}
 	pos := end - endChunk + int64(i)
 	b := newBuffer(io.NewSectionReader(f, pos, end-pos), pos)
@@ -752,37 +725,7 @@ func (r *Reader) resolve(parent objptr, x interface{}) Value {
 		}
 		var obj object
 		if xref.inStream {
-			strm := r.resolve(parent, xref.stream)
-		Search:
-			for {
-				if strm.Kind() != Stream {
-					panic("not a stream")
-				}
-				if strm.Key("Type").Name() != "ObjStm" {
-					panic("not an object stream")
-				}
-				n := int(strm.Key("N").Int64())
-				first := strm.Key("First").Int64()
-				if first == 0 {
-					panic("missing First")
-				}
-				b := newBuffer(strm.Reader(), 0)
-				b.allowEOF = true
-				for i := 0; i < n; i++ {
-					id, _ := b.readToken().(int64)
-					off, _ := b.readToken().(int64)
-					if uint32(id) == ptr.id {
-						b.seekForward(first + off)
-						x = b.readObject()
-						break Search
-					}
-				}
-				ext := strm.Key("Extends")
-				if ext.Kind() != Stream {
-					panic("cannot find object in stream")
-				}
-				strm = ext
-			}
+			x = r.objectInStream(ptr, xref.stream)
 		} else {
 			b := newBuffer(io.NewSectionReader(r.f, xref.offset, r.end-xref.offset), xref.offset)
 			b.key = r.key
