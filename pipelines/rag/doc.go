@@ -14,7 +14,7 @@
 //     github.com/JohannesKaufmann/html-to-markdown/v2 with its table plugin; CSV and
 //     XLSX (github.com/xuri/excelize/v2) as Markdown tables; DOCX read from its
 //     word/document.xml with archive/zip and encoding/xml (headings, paragraphs,
-//     tables); PDF text through github.com/ledongthuc/pdf, a "# Page n" heading per
+//     tables); PDF text through internal/pdf (a copy of github.com/ledongthuc/pdf), a "# Page n" heading per
 //     page (text only: no layout, no tables, no OCR of scanned pages); JSON pretty-printed in a fenced block;
 //     source code in a fenced block with its language. Bad input is an error that
 //     answers errors.Is with ErrUnsupported, ErrTooLarge or ErrMalformed; input is
@@ -22,8 +22,9 @@
 //     to by MaxUnzippedBytes. Whatever the bytes, the work is bounded too: a table
 //     is refused before a Markdown beyond MaxMarkdownBytes is written, HTML nesting
 //     by MaxHTMLDepth and its tables by MaxHTMLTableCells, DOCX table nesting by
-//     MaxTableDepth, a PDF's pages by MaxPDFPages and what its reader rereads by
-//     MaxPDFOpenBytes and MaxPDFReadBytes (cycles in the file end there).
+//     MaxTableDepth, a PDF's pages by MaxPDFPages, what its reader rereads by
+//     MaxPDFOpenBytes and MaxPDFReadBytes (cycles in the file end there) and
+//     what its object streams decode to by MaxPDFObjectStreamBytes.
 //   - Split cuts Markdown into Paragraphs: blank lines separate them, a fenced code
 //     block or a table stays whole, and headings (ATX and setext) are not
 //     paragraphs but set the HeadingPath ("# A", "## B") of the paragraphs below.

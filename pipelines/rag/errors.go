@@ -13,7 +13,8 @@ var (
 	// table is refused before it is written), HTML nested deeper than
 	// MaxHTMLDepth, an HTML table of more than MaxHTMLTableCells cells, DOCX tables nested deeper than MaxTableDepth, a PDF of more
 	// than MaxPDFPages pages, or one the reader reads beyond
-	// MaxPDFOpenBytes or MaxPDFReadBytes.
+	// MaxPDFOpenBytes or MaxPDFReadBytes, or whose object streams decode beyond
+	// MaxPDFObjectStreamBytes.
 	ErrTooLarge = errors.New("document too large")
 	// ErrMalformed is input that does not parse as the format it claims: a corrupt
 	// zip, invalid UTF-8 in a text format, invalid JSON or CSV.
@@ -48,4 +49,8 @@ const (
 	// size, the most to read its pages (it rereads objects as it resolves them).
 	MaxPDFOpenBytes = 16 << 20
 	MaxPDFReadBytes = 256 << 20
+	// MaxPDFObjectStreamBytes is the most the PDF reader's decoded object
+	// streams may take in all (it decodes each once and keeps it); a PDF whose
+	// object streams decode to more is refused.
+	MaxPDFObjectStreamBytes = 64 << 20
 )

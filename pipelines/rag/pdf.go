@@ -5,15 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"reflect"
 	"strconv"
 	"strings"
 
-	"github.com/ledongthuc/pdf"
+	"github.com/troupe-run/troupe/internal/pdf"
 )
 
-// convertPDF extracts the text of each page with github.com/ledongthuc/pdf, a pure
-// Go reader, under a heading "# Page n" so a chunk's heading path names its page.
+// convertPDF extracts the text of each page with internal/pdf, a pure Go reader
+// (a copy of github.com/ledongthuc/pdf that decodes each object stream once),
+// under a heading "# Page n" so a chunk's heading path names its page.
 // It reads text only: no layout, no tables, and a scanned page (an image) gives no
 // text. Encrypted PDFs are refused. The reader panics on some malformed files; that
 // is recovered into ErrMalformed.
@@ -26,7 +26,13 @@ import (
 // streams the reader will decode may expand to MaxUnzippedBytes in all. The
 // reader may read MaxPDFOpenBytes plus 64 times the file's size from the file to
 // open it, and MaxPDFReadBytes plus 64 times its size to read its pages, which
-// ends the loops it would go round in a cyclic file.
+// ends the loops it would go round in a cyclic file. It decodes each object
+// stream once, and keeps them decoded up to MaxPDFObjectStreamBytes in all; the
+// objects it parses from them again as it resolves them count against a
+// budget of the same size as its reads. It refuses an object stream inside an
+// object stream or needed to decode itself, which github.com/ledongthuc/pdf
+// recursed into until the goroutine's stack overflowed, a fatal error that
+// takes the whole process down and that recover cannot stop.
 func convertPDF(data []byte) (md string, err error) {
 	// Opening reads the cross-reference sections, each once in a sound file;
 	// reading the pages rereads objects as they are resolved.
@@ -34,9 +40,15 @@ func convertPDF(data []byte) (md string, err error) {
 	file := &readBudget{r: bytes.NewReader(data), left: open, limit: open}
 	defer func() {
 		if r := recover(); r != nil {
-			md, err = "", fmt.Errorf("PDF reader failed: %v: %w", r, ErrMalformed)
+			if e, ok := r.(error); ok && errors.Is(e, pdf.ErrLimit) {
+				md, err = "", fmt.Errorf("PDF: %w: %w", e, ErrTooLarge)
+			} else {
+				md, err = "", fmt.Errorf("PDF reader failed: %v: %w", r, ErrMalformed)
+			}
 		}
-		if file.spent && err != nil {
+		// Spent even when the reader got by: a stream cut short by the
+		// budget may have been read as ending there.
+		if file.spent {
 			md, err = "", fmt.Errorf("PDF reader read more than %d bytes of a %d-byte file, going round a cycle (of /Prev, /Parent or object streams): %w",
 				file.limit, len(data), ErrTooLarge)
 		}
@@ -45,9 +57,7 @@ func convertPDF(data []byte) (md string, err error) {
 	if err != nil {
 		return "", fmt.Errorf("PDF: %w: %w", ErrMalformed, err)
 	}
-	if err := checkObjectStreams(r); err != nil {
-		return "", fmt.Errorf("PDF: %w", err)
-	}
+	r.SetObjectStreamLimits(MaxPDFObjectStreamBytes, read)
 	file.left, file.limit = read, read
 	pages, err := pdfPages(r.Trailer().Key("Root").Key("Pages"))
 	if err != nil {
@@ -61,6 +71,9 @@ func convertPDF(data []byte) (md string, err error) {
 			return "", fmt.Errorf("PDF page %d: %w", i+1, err)
 		}
 		text, err := page.GetPlainText(nil)
+		if errors.Is(err, pdf.ErrLimit) {
+			return "", fmt.Errorf("PDF page %d: %w: %w", i+1, err, ErrTooLarge)
+		}
 		if err != nil {
 			return "", fmt.Errorf("PDF page %d: %w: %w", i+1, ErrMalformed, err)
 		}
@@ -102,52 +115,6 @@ func (b *readBudget) ReadAt(p []byte, off int64) (int, error) {
 	n, err := b.r.ReadAt(p, off)
 	b.left -= int64(n)
 	return n, err
-}
-
-// checkObjectStreams refuses, with ErrMalformed, a PDF whose cross-reference
-// table places an object in an object stream that is itself in an object stream
-// (the PDF specification forbids it). The reader resolves the stream of a
-// compressed object before reading anything, recursively: an object stream
-// listed inside itself recurses until the goroutine's stack passes its limit,
-// a fatal error that takes the whole process down and that recover cannot stop.
-// The table is unexported, so it is read by reflection; a reader whose table
-// no longer has the expected shape makes every PDF fail here, which the tests
-// catch when the dependency is upgraded.
-func checkObjectStreams(r *pdf.Reader) error {
-	table := reflect.ValueOf(r).Elem().FieldByName("xref")
-	if !table.IsValid() || table.Kind() != reflect.Slice {
-		return errors.New("the PDF reader's cross-reference table cannot be checked")
-	}
-	field := func(v reflect.Value, name string, kind reflect.Kind) (reflect.Value, error) {
-		f := v.FieldByName(name)
-		if !f.IsValid() || f.Kind() != kind {
-			return reflect.Value{}, fmt.Errorf("the PDF reader's cross-reference entries have no %s", name)
-		}
-		return f, nil
-	}
-	for i := 0; i < table.Len(); i++ {
-		in, err := field(table.Index(i), "inStream", reflect.Bool)
-		if err != nil {
-			return err
-		}
-		if !in.Bool() {
-			continue
-		}
-		strm, err := field(table.Index(i), "stream", reflect.Struct)
-		if err != nil {
-			return err
-		}
-		id, err := field(strm, "id", reflect.Uint32)
-		if err != nil {
-			return err
-		}
-		if n := id.Uint(); n < uint64(table.Len()) {
-			if outer, err := field(table.Index(int(n)), "inStream", reflect.Bool); err != nil || outer.Bool() {
-				return fmt.Errorf("object %d is in object stream %d, itself in an object stream: %w", i, n, ErrMalformed)
-			}
-		}
-	}
-	return nil
 }
 
 // pdfPages returns the leaves (/Type /Page) of the page tree under root, in
