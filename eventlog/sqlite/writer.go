@@ -139,8 +139,11 @@ type writeStmts struct {
 
 	// aliases is whether table aliases may hold IDs, read at the start of each
 	// transaction and set when the transaction adds one: only then may a derived ID
-	// be stored at another position than its own (see checkID).
-	aliases bool
+	// be stored at another position than its own (see checkID). A log without
+	// Shared has no other writer (the directory's lock): it reads the table once
+	// (aliasesRead) and then knows what this writer adds; a rolled back addition
+	// leaves it set, which costs lookups only.
+	aliases, aliasesRead bool
 }
 
 // sessionStart is a session's start as a batch of the writer's transaction leaves it.
@@ -596,15 +599,17 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		}
 		return nil, err
 	}
-	row, err := l.w.queryRow(ctx, l.w.aliased)
-	var aliases int64
-	if err == nil {
-		aliases, err = asInt64(row[0])
+	if l.cfg.Shared || !l.w.aliasesRead {
+		row, err := l.w.queryRow(ctx, l.w.aliased)
+		var aliases int64
+		if err == nil {
+			aliases, err = asInt64(row[0])
+		}
+		if err != nil {
+			return abort(fmt.Errorf("eventlog/sqlite: append: look up aliases: %w", err))
+		}
+		l.w.aliases, l.w.aliasesRead = aliases != 0, true
 	}
-	if err != nil {
-		return abort(fmt.Errorf("eventlog/sqlite: append: look up aliases: %w", err))
-	}
-	l.w.aliases = aliases != 0
 	var (
 		errs    []error
 		written uint64

@@ -149,12 +149,14 @@ func (p Page) Font(name string) Font {
 
 // fontCache returns the page's fonts keyed by name, parsing each font only
 // once so that repeated text operations don't re-parse its charmap.
+// The page's font dictionary is resolved once: one held by reference, of N
+// fonts, was parsed again for each of them (N times N entries).
 func (p Page) fontCache() map[string]*Font {
+	dict := p.Resources().Key("Font")
 	fonts := make(map[string]*Font)
-	for _, name := range p.Fonts() {
+	for _, name := range dict.Keys() {
 		if _, ok := fonts[name]; !ok {
-			f := p.Font(name)
-			fonts[name] = &f
+			fonts[name] = &Font{dict.Key(name), nil}
 		}
 	}
 	return fonts

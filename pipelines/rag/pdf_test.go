@@ -15,18 +15,28 @@ import (
 // object stream (object 4), whose header first lists pad entries naming object
 // 1 (which the cross-reference stream, object 5, places outside it) before the
 // entries of its own objects. Every font name costs the converter a look-up of
-// an object of the stream.
-func pdfWithFontsInAnObjectStream(fonts, names, pad int) []byte {
+// an object of the stream. With indirect, the page's font dictionary is an
+// object of the stream too (object 6) that the page refers to.
+func pdfWithFontsInAnObjectStream(fonts, names, pad int, indirect ...bool) []byte {
+	fontDict := len(indirect) > 0 && indirect[0]
 	const text = "Hello object streams"
 	content := fmt.Sprintf("BT /F%d 24 Tf 72 720 Td (%s) Tj ET", names-1, text)
 	var page strings.Builder
-	page.WriteString("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 7 0 R /Resources << /Font <<")
+	var dict strings.Builder
+	dict.WriteString("<<")
 	for i := range names {
-		fmt.Fprintf(&page, " /F%d %d 0 R", i, 8+i%fonts)
+		fmt.Fprintf(&dict, " /F%d %d 0 R", i, 8+i%fonts)
 	}
-	page.WriteString(" >> >> >>")
+	dict.WriteString(" >>")
+	page.WriteString("<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 7 0 R /Resources << /Font ")
+	if fontDict {
+		page.WriteString("6 0 R")
+	} else {
+		page.WriteString(dict.String())
+	}
+	page.WriteString(" >> >>")
 	// The object stream: objects 8 to fonts+7 (the fonts), then object 3 (the
-	// page).
+	// page), then object 6 (the font dictionary) if indirect.
 	var objs []string
 	var ids []int
 	for i := range fonts {
@@ -35,6 +45,10 @@ func pdfWithFontsInAnObjectStream(fonts, names, pad int) []byte {
 	}
 	objs = append(objs, page.String())
 	ids = append(ids, 3)
+	if fontDict {
+		objs = append(objs, dict.String())
+		ids = append(ids, 6)
+	}
 	var header, body bytes.Buffer
 	for i, o := range objs {
 		fmt.Fprintf(&header, "%d %d ", ids[i], body.Len())
@@ -75,6 +89,8 @@ func pdfWithFontsInAnObjectStream(fonts, names, pad int) []byte {
 	offsets[5] = xref
 	for id := range size {
 		switch {
+		case id == 6 && fontDict:
+			entry(2, 4, uint32(pad+fonts+1))
 		case id == 0 || id == 6:
 			entry(0, 0, 0)
 		case id == 3:
@@ -127,6 +143,17 @@ func TestConvertPDFDecodesEachObjectStreamOnce(t *testing.T) {
 // (a header of 17 million entries) is refused: the reader keeps its object
 // streams decoded. (A reader that decodes the stream for each look-up reads
 // the one font it holds, through the whole header each time.)
+// A page whose font dictionary, of 100,000 fonts, is an object of its own: the
+// converter resolves the dictionary once, not once per font (which parsed it
+// 100,000 times, until the budget of objects parsed refused the file).
+func TestConvertPDFResolvesAFontDictionaryOnce(t *testing.T) {
+	data := pdfWithFontsInAnObjectStream(100000, 100000, 0, true)
+	md, err := Convert("a.pdf", data)
+	if err != nil || md != "# Page 1\n\nHello object streams\n" {
+		t.Fatalf("Convert(%d-byte PDF) = %q, %v", len(data), md, err)
+	}
+}
+
 func TestConvertPDFRefusesAnObjectStreamBomb(t *testing.T) {
 	data := pdfWithFontsInAnObjectStream(1, 1, MaxPDFObjectStreamBytes/4+1)
 	_, err := Convert("a.pdf", data)
