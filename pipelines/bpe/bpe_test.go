@@ -162,9 +162,9 @@ func TestCountsLongPiecesAsTiktoken(t *testing.T) {
 	}
 }
 
-// hostile are runs of about 1 MiB that tiktoken-go cannot count in reasonable
-// time: each is one piece, or a run of pieces that a backtracking pattern might
-// scan from the start again and again. Each is a unit repeated 1024·n times.
+// hostile gives the units of runs of about 1 MiB that tiktoken-go cannot count
+// in reasonable time: each run is one piece, or a run of pieces that a
+// backtracking pattern might scan from the start again and again.
 func hostile() map[string]string {
 	return map[string]string{
 		"letters":      "a",
@@ -187,6 +187,9 @@ func hostile() map[string]string {
 // then 1023 times what each part after it adds.
 func TestCountsHugeRuns(t *testing.T) {
 	for _, p := range pairs(t) {
+		if p.name == "p50k_edit" {
+			continue // p50k_base's ranks and pattern
+		}
 		for name, unit := range hostile() {
 			part := strings.Repeat(unit, (1<<20)/1024/len(unit))
 			one, two := p.slow.Count(part), p.slow.Count(part+part)
