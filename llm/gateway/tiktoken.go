@@ -4,36 +4,33 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/pkoukk/tiktoken-go"
-	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
+	"github.com/troupe-run/troupe/pipelines/bpe"
 )
 
-// Tiktoken counts tokens with OpenAI's BPE encodings, loaded from files compiled into
-// the binary (tiktoken-go-loader), so counting needs no network.
+// Tiktoken counts tokens with one of OpenAI's BPE encodings (bpe.Encodings:
+// cl100k_base, o200k_base, …), loaded from files compiled into the binary, so
+// counting needs no network. It counts as tiktoken does, in O(n log n) whatever
+// the text (tiktoken-go's merges take time that grows with the square of an
+// unbroken piece's length), special tokens as ordinary text, and each byte that
+// is not valid UTF-8 as U+FFFD (as the request carries it); see bpe.Counter.
 type Tiktoken struct {
-	enc *tiktoken.Tiktoken
+	c *bpe.Counter
 }
 
 var _ Tokenizer = (*Tiktoken)(nil)
 
-// installLoader sets tiktoken's BPE loader to the offline one. tiktoken-go keeps its
-// loader in a package variable; installing the same offline loader once is all this
-// package ever does to it.
-var installLoader = sync.OnceFunc(func() { tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader()) })
-
 // NewTiktoken returns a tokenizer for an encoding such as "cl100k_base" or "o200k_base".
 func NewTiktoken(encoding string) (*Tiktoken, error) {
-	installLoader()
-	enc, err := tiktoken.GetEncoding(encoding)
+	c, err := bpe.New(encoding)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: tiktoken encoding %q: %w", encoding, err)
 	}
-	return &Tiktoken{enc: enc}, nil
+	return &Tiktoken{c: c}, nil
 }
 
 // Count implements Tokenizer.
 func (t *Tiktoken) Count(text string) int {
-	return len(t.enc.Encode(text, nil, nil))
+	return t.c.Count(text)
 }
 
 // LazyTiktoken is a Tokenizer that loads the encoding on first use (loading takes a

@@ -8,15 +8,26 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/pipelines/bpe/bpetest"
 	"github.com/troupe-run/troupe/pipelines/rag"
 )
 
-// TestCl100kCountsAsTiktoken compares Cl100k with rag.TiktokenCounter on random
+// tiktokenGo is tiktoken-go's own cl100k_base encoder, the reference.
+func tiktokenGo(t testing.TB) *bpetest.Tiktoken {
+	t.Helper()
+	slow, err := bpetest.New("cl100k_base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return slow
+}
+
+// TestCl100kCountsAsTiktoken compares Cl100k with tiktoken-go on random
 // texts drawn from a mix of letters, digits, punctuation, contractions, white
 // space of every kind and scripts beyond Latin, on texts of any runes, and on this
 // repository's own Go and Markdown files.
 func TestCl100kCountsAsTiktoken(t *testing.T) {
-	var slow rag.TiktokenCounter
+	slow := tiktokenGo(t)
 	var fast rag.Cl100k
 	check := func(text string) {
 		t.Helper()
@@ -68,16 +79,17 @@ func TestCl100kCountsAsTiktoken(t *testing.T) {
 		}
 		check(string(b))
 	}
-	// Invalid UTF-8 is tiktoken's to count.
+	// Invalid UTF-8: each invalid byte is read as U+FFFD, by both.
 	check("a\xffb\xc3")
+	check("\xe2\x82 it'\xffs \xed\xa0\x80\n\n")
 }
 
 // TestCl100kCountsLongPiecesAsTiktoken compares the counts of long pieces (past
-// 256 bytes, merged with a heap) with rag.TiktokenCounter's: runs of one letter
+// 256 bytes, merged with a heap) with tiktoken-go's: runs of one letter
 // or one punctuation mark, random letters with no space, long numbers, runs of
 // multi-byte letters, long words of the files' own bytes.
 func TestCl100kCountsLongPiecesAsTiktoken(t *testing.T) {
-	var slow rag.TiktokenCounter
+	slow := tiktokenGo(t)
 	var fast rag.Cl100k
 	rng := rand.New(rand.NewPCG(7, 11))
 	texts := []string{strings.Repeat("a", 257), strings.Repeat("a", 3001), strings.Repeat("<", 2500), strings.Repeat("=", 999),
@@ -114,6 +126,48 @@ func TestCl100kCountsAHugePiece(t *testing.T) {
 	}
 }
 
+// hugeInvalid is 1 MiB of letters with one byte that is not UTF-8 in the
+// middle, and its count. The byte reads as U+FFFD, which leads the second half's
+// piece ([^\r\n\p{L}\p{N}]?\p{L}+), so the count is the first half's (eight
+// letters a token), tiktoken-go's count of U+FFFD with the first eight letters
+// after it, and the rest of the second half's; tiktoken-go counts the same text
+// of 4 KiB so.
+func hugeInvalid(t *testing.T) (string, int) {
+	t.Helper()
+	slow := tiktokenGo(t)
+	text := func(half int) string { return strings.Repeat("a", half) + "\xff" + strings.Repeat("a", half) }
+	count := func(half int) int { return half/8 + slow.Count("\xff"+strings.Repeat("a", 8)) + half/8 - 1 }
+	if got, want := slow.Count(text(2048)), count(2048); got != want {
+		t.Fatalf("tiktoken-go: %d tokens, want %d", got, want)
+	}
+	return text(1 << 19), count(1 << 19)
+}
+
+// TestCl100kCountsAHugeInvalidPiece counts a text of 1 MiB that is not valid
+// UTF-8. Cl100k once gave such a text to tiktoken-go, whose merges take time
+// that grows with the square of a piece's length (half an hour for this one).
+func TestCl100kCountsAHugeInvalidPiece(t *testing.T) {
+	text, want := hugeInvalid(t)
+	var c rag.Cl100k
+	if got := c.Count(text); got != want {
+		t.Errorf("%d tokens, want %d", got, want)
+	}
+}
+
+// TestTiktokenCounterCountsHugePieces counts 1 MiB of "a", and the same with a
+// byte that is not UTF-8 in the middle, with a TiktokenCounter, which once
+// counted with tiktoken-go (half an hour each).
+func TestTiktokenCounterCountsHugePieces(t *testing.T) {
+	text, want := hugeInvalid(t)
+	var tk rag.TiktokenCounter
+	if got, want := tk.Count(strings.Repeat("a", 1<<20)), (1<<20)/8; got != want {
+		t.Errorf("1 MiB of %q: %d tokens, want %d", "a", got, want)
+	}
+	if got := tk.Count(text); got != want {
+		t.Errorf("1 MiB, not UTF-8: %d tokens, want %d", got, want)
+	}
+}
+
 func TestCl100kAllocatesNothing(t *testing.T) {
 	var fast rag.Cl100k
 	text := "What is 12 * (7 + 5)? It's 144 — see the calculator's answer:\n\n  {\"result\": 144}"
@@ -128,10 +182,9 @@ func BenchmarkCountCl100k(b *testing.B) {
 	benchmarkCount(b, &fast)
 }
 
-// BenchmarkCountTiktoken is BenchmarkCountCl100k's baseline.
+// BenchmarkCountTiktoken is BenchmarkCountCl100k's baseline: tiktoken-go.
 func BenchmarkCountTiktoken(b *testing.B) {
-	var slow rag.TiktokenCounter
-	benchmarkCount(b, &slow)
+	benchmarkCount(b, tiktokenGo(b))
 }
 
 func benchmarkCount(b *testing.B, tok rag.Tokenizer) {
