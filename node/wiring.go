@@ -173,9 +173,9 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		gwCfg.Logger = cfg.Logger
 	}
 	if gwCfg.Tokenizer == nil {
-		// cl100k_base, as gateway.LazyTiktoken counts it by default, but in
-		// O(n log n): tiktoken-go's merges are quadratic in a long unbroken piece,
-		// and a model call whose prompt held 300 KB of '<' spent minutes counting.
+		// cl100k_base, as gateway.LazyTiktoken counts it by default; both count
+		// with pipelines/bpe, in O(n log n) (tiktoken-go's merges are quadratic in
+		// a long unbroken piece: a prompt of 300 KB of '<' took minutes).
 		gwCfg.Tokenizer = &rag.Cl100k{}
 	}
 	gw, err := gateway.New(gwCfg)

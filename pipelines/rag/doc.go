@@ -30,8 +30,8 @@
 //     paragraphs but set the HeadingPath ("# A", "## B") of the paragraphs below.
 //     Start and End are byte offsets, and markdown[Start:End] is the paragraph.
 //   - Pack packs whole paragraphs into Chunks of at most ChunkOptions.MaxTokens
-//     tokens, counted by a Tokenizer (Cl100k, cl100k_base, by default: the counts of
-//     TiktokenCounter without its regular expression and allocations).
+//     tokens, counted by a Tokenizer (Cl100k, cl100k_base, by default: counted by
+//     pipelines/bpe, as TiktokenCounter, with tiktoken's counts and no allocations).
 //     Each chunk after the first starts with whole trailing paragraphs of the one
 //     before, up to ChunkOptions.OverlapTokens. A paragraph longer than a chunk is
 //     cut at sentence boundaries (at line boundaries for code and tables), then at
