@@ -2,6 +2,7 @@ package actors
 
 import (
 	"container/list"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,8 +32,11 @@ import (
 // stops every session actor when the node's partitions are revoked.
 //
 // A request forwarded to a session actor that stops before handling it (released
-// while busy, fenced, given up by its supervisor) is answered ErrNotOwner when the
-// actor stops, never left to its sender's timeout (sessionMailbox).
+// while busy, fenced) is answered ErrNotOwner when the actor stops, never left to
+// its sender's timeout; one the actor failed on, or left when its supervisor gave up
+// on it, is answered ErrSessionFailed with the failure (sessionMailbox). A Stop ends
+// a write the actor retries while the log is down (SessionActor.appendDurably), so
+// that stopping a session never waits for the log to recover.
 type SessionHost struct {
 	deps     *SessionDeps
 	sessions map[string]*hosted
@@ -276,15 +280,18 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 				h.republished[id], republish = struct{}{}, true
 			}
 		}
+		// stop ends once the actor is asked to stop; its incarnations share it.
+		stop, abort := context.WithCancel(context.Background())
 		props := actor.PropsFromProducer(func() actor.Actor {
 			a := newSessionActor(id, deps, handled)
+			a.stop = stop
 			a.republish = republish // a restarted incarnation publishes again: duplicates only
 			a.unread, unread = unread, false
 			if deps.spawned != nil {
 				deps.spawned(a)
 			}
 			return a
-		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(h.mailbox, ctx.ActorSystem(), id)))
+		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(h.mailbox, ctx.ActorSystem(), id, abort)))
 		pid := ctx.Spawn(props)
 		if len(h.started) >= maxStarted {
 			clear(h.started)
@@ -303,32 +310,50 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 }
 
 // sessionMailbox returns the mailbox of session id's actor: protoactor's unbounded
-// one (made by unbounded), except for the requests left in it once the actor stopped. protoactor drops
-// those without a word: the actor's context ignores user messages once stopped, and
-// only a message sent after the actor's process is gone reaches the dead letters,
-// which answer a request (DeadLetterResponse). A request among them would wait for
-// its timeout: a SubmitTask the tasks handler forwarded to a session that was busy
-// (a slow append) past Config.HandoffGrace when the node's partitions were revoked,
-// and that was stopped with the task queued, kept the handler, and so the order of
-// the session's messages, waiting for SubmitTimeout. Here such a request is
-// answered at once (answerStopped).
-func sessionMailbox(unbounded actor.MailboxProducer, system *actor.ActorSystem, id string) actor.MailboxProducer {
+// one (made by unbounded), wrapped to see the actor's lifecycle (stoppedAnswering):
+//
+//   - A Stop posted to the actor calls abort, which ends a write the actor retries in
+//     place (SessionActor.appendDurably: a log that keeps failing) or a retry's
+//     attempt, so that the actor handles the Stop next instead of after the log
+//     recovered: a node whose partitions are revoked (Revoked) or that closes does not
+//     wait on such a session, nor do the requests queued behind its write.
+//   - The requests left in the mailbox once the actor stopped are answered at once
+//     (answerRequest). protoactor drops those without a word: the actor's context
+//     ignores user messages once stopped, and a mailbox whose actor failed stays
+//     suspended when its supervisor stops it rather than restart it; only a message
+//     sent after the actor's process is gone reaches the dead letters, which answer a
+//     request (DeadLetterResponse). A request among them would wait for its timeout:
+//     a SubmitTask the tasks handler forwarded to a session that was busy (a slow
+//     append) past Config.HandoffGrace when the node's partitions were revoked kept
+//     the handler, and so the order of the session's messages, waiting for
+//     SubmitTimeout.
+//   - The request the actor failed on (it panicked) is answered ErrSessionFailed as
+//     the failure reaches the supervisor: the actor answers it no more, whether it is
+//     restarted or stopped.
+func sessionMailbox(unbounded actor.MailboxProducer, system *actor.ActorSystem, id string, abort context.CancelFunc) actor.MailboxProducer {
 	return func() actor.Mailbox {
-		return &stoppedAnswering{Mailbox: unbounded(), system: system, session: id}
+		return &stoppedAnswering{Mailbox: unbounded(), system: system, session: id, abort: abort}
 	}
 }
 
 // stoppedAnswering is a session actor's mailbox (sessionMailbox). It is also the
 // MessageInvoker the mailbox calls, in front of the actor's context; a mailbox
-// invokes one message at a time, so stopped needs no lock.
+// invokes one message at a time, so stopped and failure need no lock.
 type stoppedAnswering struct {
 	actor.Mailbox
 	actor.MessageInvoker
 	system  *actor.ActorSystem
 	session string
+	// abort ends the actor's stop context (SessionActor.stop); it may be called on
+	// any goroutine, more than once.
+	abort context.CancelFunc
 	// stopped is set once the actor handled a Stop: it handles no user message
 	// after it (a session actor has no children, so a Stop ends it at once).
 	stopped bool
+	// failure is why the actor failed last, until its supervisor restarts it; a Stop
+	// that finds it set is the supervisor giving up on the actor (or a stop that came
+	// while it failed): the requests left are answered ErrSessionFailed with it.
+	failure any
 }
 
 // RegisterHandlers implements actor.Mailbox: the mailbox invokes m, which invokes
@@ -338,11 +363,28 @@ func (m *stoppedAnswering) RegisterHandlers(invoker actor.MessageInvoker, dispat
 	m.Mailbox.RegisterHandlers(m, dispatcher)
 }
 
+// PostSystemMessage implements actor.Mailbox: a Stop ends what the actor waits on
+// first (abort), on the poster's goroutine, since the actor's may be busy.
+func (m *stoppedAnswering) PostSystemMessage(msg any) {
+	if _, ok := msg.(*actor.Stop); ok {
+		m.abort()
+	}
+	m.Mailbox.PostSystemMessage(msg)
+}
+
 // InvokeSystemMessage implements actor.MessageInvoker.
 func (m *stoppedAnswering) InvokeSystemMessage(msg any) {
+	if _, ok := msg.(*actor.Restart); ok {
+		m.failure = nil // a restart that fails again sets it again (EscalateFailure)
+	}
 	m.MessageInvoker.InvokeSystemMessage(msg)
-	if _, ok := msg.(*actor.Stop); ok {
+	if _, ok := msg.(*actor.Stop); ok && !m.stopped {
 		m.stopped = true
+		if m.failure != nil {
+			// The mailbox of a failed actor is suspended, and a Stop does not resume
+			// it: resume it, so that the requests left reach InvokeUserMessage.
+			m.Mailbox.PostSystemMessage(&actor.ResumeMailbox{})
+		}
 	}
 }
 
@@ -353,22 +395,56 @@ func (m *stoppedAnswering) InvokeUserMessage(msg any) {
 		return
 	}
 	_, body, sender := actor.UnwrapEnvelope(msg)
-	answerStopped(m.system, m.session, body, sender)
+	var why error
+	if m.failure != nil {
+		why = sessionFailed(m.session, m.failure, "its supervisor stopped it after repeated failures; its next message starts it again, from its log")
+	} else {
+		why = fmt.Errorf("%w: session %s stopped before it handled the request", ErrNotOwner, m.session)
+	}
+	answerRequest(m.system, body, sender, why, true)
 }
 
-// answerStopped answers a request that reached a session actor after it stopped
-// (released when the node's partitions were revoked, fenced, passivated, or given up
-// by its supervisor): SubmitTask, CancelTask and ResolveApproval with ErrNotOwner,
-// which the node's handlers take for "not here, not now": once the partition moved,
-// its next owner reads the message again; on this node, the retry reaches the
-// session's next actor, which the host starts for it. The actor recorded nothing of
-// the request, so the retry records it once. A Drain is answered Drained: a stopped
-// session has nothing in flight. Anything else is dropped, as protoactor does.
-func answerStopped(system *actor.ActorSystem, session string, msg any, sender *actor.PID) {
+// EscalateFailure implements actor.MessageInvoker: the actor panicked on msg. It is
+// answered ErrSessionFailed, since the actor handles it no more (its next
+// incarnation, if the supervisor restarts it, starts with the next message).
+func (m *stoppedAnswering) EscalateFailure(reason any, msg any) {
+	m.failure = reason
+	_, body, sender := actor.UnwrapEnvelope(msg)
+	answerRequest(m.system, body, sender, sessionFailed(m.session, reason, "it failed on the request and restarts from its log"), false)
+	m.MessageInvoker.EscalateFailure(reason, msg)
+}
+
+// ErrSessionFailed answers a request to a session whose actor failed (panicked:
+// a bug, a log that refused a batch or could not be read) before it answered: the
+// request it failed on, and the requests left in its mailbox when its supervisor
+// gave up on it after repeated failures (5 in 10 s). The node owns the session
+// still: the session recorded nothing of the request, and a retry reaches its next
+// actor, which folds the session's log again (a later message starts it). Errors
+// wrapping it wrap the failure's cause too when it is an error.
+var ErrSessionFailed = errors.New("actors: the session failed")
+
+// sessionFailed is ErrSessionFailed for session id, which failed with reason.
+func sessionFailed(id string, reason any, what string) error {
+	if err, ok := reason.(error); ok {
+		return fmt.Errorf("%w: session %s (%s): %w", ErrSessionFailed, id, what, err)
+	}
+	return fmt.Errorf("%w: session %s (%s): %v", ErrSessionFailed, id, what, reason)
+}
+
+// answerRequest answers a request a session actor will never handle with why:
+// SubmitTask, CancelTask and ResolveApproval. ErrNotOwner, which the node's handlers
+// take for "not here, not now": once the partition moved, its next owner reads the
+// message again; on this node, the retry reaches the session's next actor, which
+// the host starts for it; ErrSessionFailed is retried the same way. The actor
+// recorded nothing of the request, or, for a write whose outcome it could not know,
+// a retry is recognized by its message ID: the retry records it once. A Drain is
+// answered Drained when the actor stopped (stopped): a stopped session has nothing
+// in flight. Anything else is dropped, as protoactor does.
+func answerRequest(system *actor.ActorSystem, msg any, sender *actor.PID, why error, stopped bool) {
 	var reply any
 	switch m := msg.(type) {
 	case *SubmitTask:
-		err := fmt.Errorf("%w: session %s stopped before it handled task %s", ErrNotOwner, session, m.Envelope.ID)
+		err := fmt.Errorf("%w (task %s)", why, m.Envelope.ID)
 		if m.Done != nil {
 			select {
 			case m.Done <- err:
@@ -378,10 +454,13 @@ func answerStopped(system *actor.ActorSystem, session string, msg any, sender *a
 		}
 		reply = err
 	case *CancelTask:
-		reply = fmt.Errorf("%w: session %s stopped before it handled the cancellation", ErrNotOwner, session)
+		reply = fmt.Errorf("%w (a cancellation)", why)
 	case *ResolveApproval:
-		reply = fmt.Errorf("%w: session %s stopped before it handled the answer to approval %s", ErrNotOwner, session, m.Call)
+		reply = fmt.Errorf("%w (the answer to approval %s)", why, m.Call)
 	case *Drain:
+		if !stopped {
+			return
+		}
 		reply = &Drained{}
 	default:
 		return

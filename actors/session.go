@@ -263,12 +263,15 @@ type SessionActor struct {
 	// draining is set by Drain; drainer waits for Drained.
 	draining bool
 	drainer  *actor.PID
+	// stop ends once the actor is asked to stop (sessionMailbox); its incarnations
+	// share it. It ends a write retried in place (appendDurably).
+	stop context.Context
 }
 
 var _ actor.Actor = (*SessionActor)(nil)
 
 func newSessionActor(id string, deps *SessionDeps, handled *int) *SessionActor {
-	return &SessionActor{id: id, deps: deps, handled: handled, idleAt: -1}
+	return &SessionActor{id: id, deps: deps, handled: handled, idleAt: -1, stop: context.Background()}
 }
 
 // Receive implements actor.Actor.
@@ -497,8 +500,7 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 			return
 		}
 		if err := a.load(ctx); err != nil {
-			m.answer(ctx, err)
-			panic(err)
+			panic(err) // the task is answered ErrSessionFailed (sessionMailbox)
 		}
 	}
 	e := m.Envelope
@@ -638,7 +640,7 @@ func oneEvent(e messages.Envelope) []messages.Envelope {
 
 // mustStep steps with e, the event of an effect's answer, whose payload is p.
 func (a *SessionActor) mustStep(ctx actor.Context, e messages.Envelope, p messages.Payload) {
-	if err := a.step(ctx, oneEvent(e), p); errors.Is(err, eventlog.ErrFenced) {
+	if err := a.step(ctx, oneEvent(e), p); errors.Is(err, eventlog.ErrFenced) || errors.Is(err, errStopped) {
 		return // stopping
 	} else if err != nil {
 		// The log refused the write: restart, refold and re-issue from what is durable.
@@ -709,7 +711,7 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloa
 			if a.claiming && errors.Is(err, eventlog.ErrSeqConflict) {
 				return err
 			}
-			a.fenced(ctx, err)
+			a.fenced(ctx, err) // or stopped
 			return fmt.Errorf("%w: session %s: %w", ErrNotOwner, a.id, err)
 		}
 		if a.deps.Live != nil {
@@ -732,8 +734,15 @@ func sameBytes(a, b []byte) bool {
 // timeout, and Kafka moved the partition). Retrying cannot succeed, and a restart
 // would refold a history the new owner is writing: the actor stops, issuing
 // nothing more, and the task waits on the bus for the new owner.
+//
+// It also stops a session asked to stop while it retried a write (errStopped); it
+// was stopping anyway.
 func (a *SessionActor) fenced(ctx actor.Context, err error) {
-	a.deps.Logger.Warn("session fenced: another node owns its partition now; stopping", "session", a.id, "err", err)
+	if errors.Is(err, errStopped) {
+		a.deps.Logger.Warn("session stopped with a write unfinished; the task is retried where the session runs next", "session", a.id, "err", err)
+	} else {
+		a.deps.Logger.Warn("session fenced: another node owns its partition now; stopping", "session", a.id, "err", err)
+	}
 	a.stopTimer()
 	if a.drainer != nil {
 		ctx.Send(a.drainer, &Drained{})
@@ -750,14 +759,29 @@ func (a *SessionActor) fenced(ctx actor.Context, err error) {
 // content, or a node that is stopping, panics instead: the supervisor restarts the
 // actor, which refolds from what is durable. A batch refused with
 // eventlog.ErrFenced is returned: the session must stop (fenced).
+//
+// An actor asked to stop (its partitions revoked, the node closing) stops retrying:
+// the retries' attempts run under its stop context, and it returns errStopped
+// instead of waiting for the next one, so that the Stop and the requests queued
+// behind are handled now, not once the log recovered. The batch may be written or
+// not (an attempt's outcome may be unknown): the request it was for is answered
+// ErrNotOwner, and its retry, where the session runs next, finds it by ID. A first
+// attempt in flight is waited for (IOTimeout bounds it).
 func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 	backoff := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
+		ctx, cancel := a.ioCtx(), context.CancelFunc(nil)
+		if attempt > 1 {
+			ctx, cancel = context.WithTimeout(a.stop, a.deps.IOTimeout)
+		}
 		var err error
 		if a.claiming && a.deps.claims != nil {
-			err = a.deps.claims.Claim(a.ioCtx(), batch)
+			err = a.deps.claims.Claim(ctx, batch)
 		} else {
-			err = a.deps.Store.Append(a.ioCtx(), batch)
+			err = a.deps.Store.Append(ctx, batch)
+		}
+		if cancel != nil {
+			cancel()
 		}
 		if err == nil {
 			if attempt > 1 {
@@ -780,10 +804,16 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 		case <-time.After(backoff):
 		case <-a.deps.Stopping:
 			panic(fmt.Errorf("session %s: node stopping with %d events at seq %d unwritten: %w", a.id, len(batch), batch[0].Seq, err))
+		case <-a.stop.Done():
+			return fmt.Errorf("%w: %d events at seq %d not written after %d attempts: %w", errStopped, len(batch), batch[0].Seq, attempt, err)
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
 }
+
+// errStopped is returned by appendDurably when the actor was asked to stop while it
+// retried a write.
+var errStopped = errors.New("the session was asked to stop while its write was retried")
 
 // maybeDrained answers Drain once nothing is in flight, or nothing in flight matters:
 // the answers to a finished (or cancelled) task are not recorded.

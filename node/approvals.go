@@ -281,6 +281,8 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no session %q", id)
 	case errors.Is(err, actors.ErrApprovalNotPending):
 		writeError(w, http.StatusConflict, "%v", err)
+	case errors.Is(err, actors.ErrSessionFailed):
+		writeError(w, http.StatusInternalServerError, "%v", err)
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 	default:

@@ -207,7 +207,10 @@ func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 // Revoked tells a sharded node that it owns no partition any more. It hands its
 // sessions over: each stops issuing effects, gets up to Config.HandoffGrace for those
 // in flight to answer (their results are recorded, so the next owner does not perform
-// them again), and is stopped. Revoked returns once every session actor stopped, so
+// them again), and is stopped: a session still busy then, retrying a write to a log
+// that is down, gives the write up (it is answered ErrNotOwner, as are the requests
+// queued behind it, and their next owner reads them again), so that a failing log
+// does not hold the handover. Revoked returns once every session actor stopped, so
 // that nothing this node does overlaps with the partitions' next owners; events are
 // durable before effects are issued, so those owners fold the sessions exactly where
 // they stopped.

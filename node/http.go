@@ -129,6 +129,8 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)
+	case errors.Is(err, actors.ErrSessionFailed):
+		writeError(w, http.StatusInternalServerError, "the task was not accepted: %v", err)
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "the task was not accepted: %v", err)
 	default:
@@ -373,6 +375,8 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, actors.ErrNoRunningTask):
 		writeError(w, http.StatusConflict, "session %s has no running task", id)
+	case errors.Is(err, actors.ErrSessionFailed):
+		writeError(w, http.StatusInternalServerError, "%v", err)
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "%v", err)
 	default:

@@ -702,8 +702,9 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
 	}
 	if err, ok := res.(error); ok {
-		if errors.Is(err, actors.ErrNotOwner) {
-			// The partition is moving: its next owner reads the task again.
+		if errors.Is(err, actors.ErrNotOwner) || errors.Is(err, actors.ErrSessionFailed) {
+			// The partition is moving: its next owner reads the task again. Or the
+			// session's actor failed: its next one, which a retry starts, may take it.
 			return fmt.Errorf("task %s: %w", env.ID, err)
 		}
 		return fmt.Errorf("%w: task %s for session %s: %w", errPermanent, env.ID, env.SessionID, err)

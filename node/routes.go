@@ -103,6 +103,10 @@ func unavailable(desc string) Response {
 	return Response{http.StatusServiceUnavailable, desc, jsonBody(apiError{})}
 }
 
+// sessionFailed answers a request to a session whose actor failed on it, or was
+// given up after repeated failures (actors.ErrSessionFailed).
+var sessionFailed = Response{http.StatusInternalServerError, "the session failed (its actor failed on the request, or repeatedly); its next request starts it again from its log", jsonBody(apiError{})}
+
 // Routes returns the node's HTTP API: its own routes (those of memory and of the
 // knowledge bases when the node has them) and those added with Handle and
 // HandleRoute, in the order Handler registers them.
@@ -119,7 +123,7 @@ func (n *Node) apiRoutes() []Route {
 		{Method: "POST", Path: "/v1/tasks", Handler: http.HandlerFunc(n.postTask), MaxBody: maxBody, Doc: RouteDoc{
 			Summary:   "Submit a task; it runs in its session (a new one unless session_id is given)",
 			Body:      jsonBody(Task{}),
-			Responses: []Response{accepted("the task is accepted", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}}}), {http.StatusUnsupportedMediaType, "the body is not application/json", jsonBody(apiError{})}, unavailable("the task was not accepted")}}},
+			Responses: []Response{accepted("the task is accepted", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}}}), {http.StatusUnsupportedMediaType, "the body is not application/json", jsonBody(apiError{})}, unavailable("the task was not accepted"), sessionFailed}}},
 		{Method: "GET", Path: "/v1/sessions", Handler: http.HandlerFunc(n.listSessions), Doc: RouteDoc{
 			Summary: "List sessions, the latest first",
 			Query: []Param{intp("limit", "at most this many, 1 to 10000 (default 100)"), str("status", "only the agents' sessions with this status (no other stream)"),
@@ -148,13 +152,13 @@ func (n *Node) apiRoutes() []Route {
 		{Method: "POST", Path: "/v1/sessions/{id}/cancel", Handler: http.HandlerFunc(n.cancel), Doc: RouteDoc{
 			Summary: "Cancel the session's running task",
 			Responses: []Response{accepted("the task is being cancelled", Schema{"type": "object", "properties": Schema{
-				"session_id": Schema{"type": "string"}, "status": Schema{"type": "string"}}}), sessionGone, conflict("the session has no running task")}}},
+				"session_id": Schema{"type": "string"}, "status": Schema{"type": "string"}}}), sessionGone, conflict("the session has no running task"), sessionFailed}}},
 		{Method: "POST", Path: "/v1/sessions/{id}/approvals/{call}", Handler: http.HandlerFunc(n.postApproval), MaxBody: approvalMaxBody, Doc: RouteDoc{
 			Summary: "Approve or reject a tool call waiting for approval",
 			Body:    jsonBody(approvalBody{}),
 			Responses: []Response{accepted("the answer is recorded", Schema{"type": "object", "properties": Schema{
 				"session_id": Schema{"type": "string"}, "call": Schema{"type": "string"}, "status": Schema{"type": "string", "enum": []string{"approved", "rejected"}}}}),
-				sessionGone, conflict("the call is not waiting for approval")}}},
+				sessionGone, conflict("the call is not waiting for approval"), sessionFailed}}},
 		{Method: "GET", Path: "/v1/approvals", Handler: http.HandlerFunc(n.listApprovals), Doc: RouteDoc{
 			Summary:   "The tool calls waiting for approval, in every session",
 			Responses: []Response{ok("the calls", []PendingApproval{})}}},

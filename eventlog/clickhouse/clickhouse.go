@@ -374,10 +374,12 @@ FROM session_summaries
 WHERE session_id IN (SELECT session_id FROM open_tasks GROUP BY session_id HAVING max(sign) > 0)
 GROUP BY session_id)`
 
-// The status filters of Sessions: eventlog.SessionStatus in SQL.
+// The status filters of Sessions: eventlog.SessionStatus in SQL. endedCond also
+// keeps the sessions whose summary may count a stale owner's task.submitted
+// (suspect): Sessions checks those against their events.
 const (
 	runningCond = "(n_tasks > n_ended OR latest_task_type NOT IN ('task.completed', 'task.failed'))"
-	endedCond   = "n_tasks <= n_ended AND latest_task_type = ?"
+	endedCond   = "latest_task_type = ?"
 )
 
 // Sessions implements eventlog.Log. It reads the sessions summary table: one row
@@ -392,8 +394,12 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	if f.Limit < 0 {
 		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: negative limit %d", f.Limit)
 	}
+	// open: the running sessions are read from the candidates open_tasks holds,
+	// filtered here rather than in SQL, so that those it holds though they ended,
+	// or are no session, are seen, and removed from it (closeOpenTasks).
+	open := f.Status == messages.StatusRunning && f.SessionsOnly
 	q := sessionsQuery
-	if f.Status == messages.StatusRunning && f.SessionsOnly {
+	if open {
 		q = runningQuery
 	}
 	var args, condArgs []any
@@ -410,7 +416,7 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		conds = append(conds, "last_us >= ?")
 		condArgs = append(condArgs, f.UpdatedSinceUS)
 	}
-	if f.SessionsOnly {
+	if f.SessionsOnly && !open {
 		conds = append(conds, "("+notNotes+")")
 	}
 	switch f.Status {
@@ -419,7 +425,9 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		conds = append(conds, endedCond)
 		condArgs = append(condArgs, "task."+f.Status)
 	case messages.StatusRunning:
-		conds = append(conds, runningCond)
+		if !open {
+			conds = append(conds, runningCond)
+		}
 	default:
 		return nil, fmt.Errorf("eventlog/clickhouse: list sessions: unknown status %q", f.Status)
 	}
@@ -428,7 +436,7 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		args = append(args, condArgs...)
 	}
 	q += "\nORDER BY first_us DESC, session_id"
-	if f.Limit > 0 {
+	if f.Limit > 0 && !open {
 		q += fmt.Sprintf("\nLIMIT %d", f.Limit)
 	}
 	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
@@ -438,7 +446,10 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		return nil, l.readErr(ctx, "list sessions", err)
 	}
 	defer rows.Close()
-	var infos []eventlog.SessionInfo
+	var (
+		infos    []eventlog.SessionInfo
+		suspects []string
+	)
 	for rows.Next() {
 		var (
 			i             eventlog.SessionInfo
@@ -452,12 +463,207 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 		i.Events, i.Steps = int(events), int(steps)
 		latest, _ := eventlog.TaskStatus(messages.Type(taskType))
 		i.Status = eventlog.SessionStatus(latest, tasks, ended)
+		if suspect(latest, tasks, ended) {
+			suspects = append(suspects, i.ID)
+		}
 		infos = append(infos, i)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, l.readErr(ctx, "list sessions", err)
 	}
-	return infos, nil
+	if len(suspects) == 0 && !open {
+		return infos, nil
+	}
+	var statuses map[string]string
+	if len(suspects) > 0 {
+		if statuses, err = l.statuses(qctx, suspects); err != nil {
+			return nil, l.readErr(ctx, "list sessions: check the status of sessions taken over", err)
+		}
+	}
+	var closed []string // open_tasks holds them, though they ended or are no session
+	kept := infos[:0]
+	for _, i := range infos {
+		if s, ok := statuses[i.ID]; ok {
+			i.Status = s
+		}
+		switch {
+		case open && (i.Status != messages.StatusRunning || !eventlog.IsSession(i.ID)):
+			closed = append(closed, i.ID)
+		case f.Status == "" || i.Status == f.Status:
+			kept = append(kept, i)
+		}
+	}
+	if open {
+		if f.Limit > 0 && len(kept) > f.Limit {
+			kept = kept[:f.Limit]
+		}
+		if len(closed) > 0 {
+			if err := l.closeOpenTasks(qctx, closed); err != nil {
+				l.cfg.Logger.Warn("eventlog/clickhouse: could not remove ended sessions from open_tasks; the next listing of the running sessions tries again",
+					"sessions", len(closed), "err", err)
+			}
+		}
+	}
+	return kept, nil
+}
+
+// closeOpenTasks removes from open_tasks the rows of sessions that it holds though
+// they ended, or are no session: a task's row +1 written twice (an INSERT retried
+// after an outcome the writer could not know, or schema 8 applied during writes), a
+// stale owner's, or the row keyed ” of a stream whose first event is no
+// task.submitted (such as a stored bus message's, eventlog.BusStreamPrefix). Each
+// listing of the running sessions reads them among the candidates, so that without
+// this their cost would grow with every such session ever; once removed, the next
+// merge collapses them. It adds a row -1 for each row +1 left of a task whose end is
+// recorded, and of the key ”, never of a task not ended: a task submitted since the
+// sessions' status was read keeps its row. Removing a row twice (two listings at
+// once) leaves a row -1, which no listing reads.
+func (l *Log) closeOpenTasks(ctx context.Context, sessions []string) error {
+	args := make([]any, len(sessions))
+	for i, id := range sessions {
+		args[i] = id
+	}
+	in := strings.TrimSuffix(strings.Repeat("?, ", len(sessions)), ", ")
+	ended := map[[2]string]bool{}
+	rows, err := l.conn.Query(ctx, "SELECT DISTINCT session_id, correlation_id FROM events WHERE session_id IN ("+in+") AND type IN ('task.completed', 'task.failed')", args...)
+	if err != nil {
+		return fmt.Errorf("read the ended tasks: %w", err)
+	}
+	for rows.Next() {
+		var k [2]string
+		if err := rows.Scan(&k[0], &k[1]); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the ended tasks: %w", err)
+		}
+		ended[k] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the ended tasks: %w", err)
+	}
+	type left struct {
+		session, task string
+		n             int64
+	}
+	var lefts []left
+	rows, err = l.conn.Query(ctx, "SELECT session_id, task, toInt64(sum(sign)) FROM open_tasks WHERE session_id IN ("+in+") GROUP BY session_id, task HAVING sum(sign) > 0", args...)
+	if err != nil {
+		return fmt.Errorf("read open_tasks: %w", err)
+	}
+	for rows.Next() {
+		var r left
+		if err := rows.Scan(&r.session, &r.task, &r.n); err != nil {
+			rows.Close()
+			return fmt.Errorf("read open_tasks: %w", err)
+		}
+		if r.task == "" || ended[[2]string{r.session, r.task}] {
+			lefts = append(lefts, r)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read open_tasks: %w", err)
+	}
+	if len(lefts) == 0 {
+		return nil
+	}
+	b, err := l.conn.PrepareBatch(ctx, "INSERT INTO open_tasks (session_id, task, sign)")
+	if err != nil {
+		return err
+	}
+	for _, r := range lefts {
+		for range r.n {
+			if err := b.Append(r.session, r.task, int8(-1)); err != nil {
+				_ = b.Abort()
+				return err
+			}
+		}
+	}
+	return b.Send()
+}
+
+// suspect reports whether a session's summary (latest, the status of its
+// highest-seq task.* event, and its numbers of tasks submitted and ended) may be
+// wrong: its latest task ended, but it has more tasks than ended ones. A session
+// with a task queued behind an ended one has a later task.submitted; a stale
+// owner's task.submitted does not count in Read, but the summaries count every row
+// (see the package doc's Fencing): written in the race window of a takeover, at a
+// seq where the new owner wrote another event, it would keep the session running
+// for good, listed at every start and partition assignment, after the new owner
+// recorded the same task again and ended it. Such a session's status is read from
+// its events (statuses).
+func suspect(latest string, tasks, ended uint64) bool {
+	return tasks > ended && (latest == messages.StatusCompleted || latest == messages.StatusFailed)
+}
+
+// statusQuery reads what statuses needs of the sessions' events: their seqs and
+// epochs, and the type of the task.* ones.
+// The IN list has one placeholder per session.
+const statusQuery = `SELECT session_id, seq, epoch, if(type IN ('task.submitted', 'task.completed', 'task.failed'), type, '')
+FROM events WHERE session_id IN (%s) ORDER BY session_id, seq, epoch DESC`
+
+// statuses derives the status of sessions from their events as Read returns them:
+// at each seq the event of the highest epoch, a stale owner's events hidden
+// (eventlog.Superseded), each seq counted once.
+func (l *Log) statuses(ctx context.Context, ids []string) (map[string]string, error) {
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := l.conn.Query(ctx, fmt.Sprintf(statusQuery, strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	type count struct {
+		latest       string
+		tasks, ended uint64
+		seq, before  uint64
+		any          bool
+	}
+	counts := make(map[string]*count, len(ids))
+	for rows.Next() {
+		var (
+			id         string
+			seq, epoch uint64
+			typ        string
+		)
+		if err := rows.Scan(&id, &seq, &epoch, &typ); err != nil {
+			return nil, fmt.Errorf("%w: %v", messages.ErrCorrupt, err)
+		}
+		c := counts[id]
+		if c == nil {
+			c = &count{}
+			counts[id] = c
+		}
+		if c.any && seq == c.seq {
+			continue // a lower epoch's row, or a copy, at a seq counted already
+		}
+		c.any, c.seq = true, seq
+		if eventlog.Superseded(epoch, c.before) {
+			continue
+		}
+		c.before = max(c.before, epoch)
+		status, ok := eventlog.TaskStatus(messages.Type(typ))
+		switch {
+		case !ok:
+		case status == messages.StatusRunning:
+			c.tasks++
+		default:
+			c.ended++
+		}
+		if ok {
+			c.latest = status
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(counts))
+	for id, c := range counts {
+		out[id] = eventlog.SessionStatus(c.latest, c.tasks, c.ended)
+	}
+	return out, nil
 }
 
 // readErr wraps an error of a query: as ctx's error if the caller's ctx ended,

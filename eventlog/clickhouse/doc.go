@@ -99,8 +99,12 @@
 // owner folds. What stale rows still reach are the aggregates that do not look at
 // epochs: the sessions summary (a stale event past the new owner's last seq counts
 // in events and last_seq, and its task.* type can set the status until the new
-// owner writes a later one) and the analytics views, which take any event at a
-// seq.
+// owner writes a later one), open_tasks, and the analytics views, which take any
+// event at a seq. A stale task.submitted would also count among the session's
+// tasks for good, and keep a session whose tasks all ended running (listed at
+// every start and partition assignment): Sessions reads the status of a session
+// whose latest task ended but whose summary counts more tasks than ended ones
+// from its events instead, as Read sees them.
 //
 // # Claims
 //
