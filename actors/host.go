@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/eventstream"
 )
 
 // SessionHost spawns one SessionActor per session on its first message, routes every
@@ -58,6 +59,9 @@ type SessionHost struct {
 	// events first rather than claim the session, which has events most likely
 	// (SessionActor.claim: a claim the log refuses costs a write).
 	started map[string]struct{}
+	// deadLetters is the host's subscription to its system's dead letters
+	// (answerDeadLetter), from its start to its stop.
+	deadLetters *eventstream.Subscription
 }
 
 // ErrNotOwner answers a message for a session this node does not own (its partition
@@ -133,6 +137,10 @@ type CountSessions struct{}
 // Receive implements actor.Actor.
 func (h *SessionHost) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		h.deadLetters = ctx.ActorSystem().EventStream.Subscribe(answerDeadLetter)
+	case *actor.Stopped:
+		ctx.ActorSystem().EventStream.Unsubscribe(h.deadLetters)
 	case *CountSessions:
 		ctx.Respond(len(h.sessions))
 	case *SetOwnership:
@@ -206,6 +214,26 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 			h.remove(h.sessions[id])
 		}
 		releaseStoppedChildren(ctx)
+	}
+}
+
+// answerDeadLetter answers a SubmitTask with Done that reached the dead letters
+// with ErrNotOwner, which the node retries: the host forwarded it to a session
+// actor that had stopped on its own (its supervisor gave up on it) before the host
+// handled its Terminated, and the next try starts the session again. The dead
+// letters answer a request with a sender (DeadLetterResponse), but not one with
+// Done, whose submitter waited for its SubmitTimeout. Done has room for one answer,
+// and several hosts of one system may see the event: the first answers.
+func answerDeadLetter(evt any) {
+	d, ok := evt.(*actor.DeadLetterEvent)
+	if !ok {
+		return
+	}
+	if m, ok := d.Message.(*SubmitTask); ok && m.Done != nil {
+		select {
+		case m.Done <- fmt.Errorf("%w: session %s: its actor had stopped before the task %s reached it", ErrNotOwner, m.Envelope.SessionID, m.Envelope.ID):
+		default:
+		}
 	}
 }
 

@@ -116,3 +116,31 @@ func futureResult(f interface{ Result() (any, error) }) <-chan futureAnswer {
 	}()
 	return out
 }
+
+// A task submitted with Done that the host forwards to a session actor that
+// stopped on its own (it failed, and its supervisor gave up on it) before the host
+// saw it stop reaches the dead letters, which answer only a request with a sender:
+// the submitter waited for its SubmitTimeout. The host answers it ErrNotOwner, which
+// the node retries.
+func TestDeadLetteredTaskIsAnswered(t *testing.T) {
+	h := newHarness(t, harnessOpts{model: script(t, llm.ScriptStep{Content: "done"})})
+	e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "go"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID, e.SessionID, e.Actor = "t-1", "s", "test"
+	if _, err := h.system.Root.RequestFuture(h.host, &actors.CountSessions{}, 10*time.Second).Result(); err != nil {
+		t.Fatal(err) // the host started
+	}
+	done := make(chan error, 1)
+	// A session actor's PID that no process holds any more.
+	h.system.Root.Send(h.system.NewLocalPID("gone-session"), &actors.SubmitTask{Envelope: e, Done: done})
+	select {
+	case err := <-done:
+		if !errors.Is(err, actors.ErrNotOwner) {
+			t.Errorf("a dead-lettered task was answered %v; want ErrNotOwner", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a dead-lettered task submitted with Done got no answer")
+	}
+}

@@ -1026,22 +1026,37 @@ func (n *Node) deliverTask(ctx context.Context, env messages.Envelope, newID boo
 	done := make(chan error, 1)
 	n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Done: done, New: newID})
 	timeout := n.submits.Context() // SubmitTimeout, give or take a sixteenth
-	select {
-	case err := <-done:
-		if err != nil {
-			return "", fmt.Errorf("node: %w", err)
+	tries := 1
+	for {
+		select {
+		case err := <-done:
+			if errors.Is(err, actors.ErrNotOwner) && tries < maxDeliveries {
+				// This node owns every session: the task met the session's actor as
+				// it stopped (passivated, or given up by its supervisor), which
+				// recorded nothing of it. The host starts the session again for the
+				// next try (a task it recorded after all is recognized by its ID).
+				tries++
+				n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Done: done})
+				continue
+			}
+			if err != nil {
+				return "", fmt.Errorf("node: %w", err)
+			}
+			// The same task read from the tasks topic is skipped as a redelivery.
+			n.dedupe.handled(tasksHandler, env.ID)
+			return env.SessionID, nil
+		case <-ctx.Done():
+			return "", fmt.Errorf("node: task %s for session %s: waiting for the session to record it: %w", env.ID, env.SessionID, ctx.Err())
+		case <-timeout.Done():
+			return "", fmt.Errorf("node: task %s for session %s: not recorded within %s (SubmitTimeout)", env.ID, env.SessionID, n.cfg.SubmitTimeout)
+		case <-n.stopping:
+			return "", fmt.Errorf("node: task %s for session %s: the node is closing", env.ID, env.SessionID)
 		}
-		// The same task read from the tasks topic is skipped as a redelivery.
-		n.dedupe.handled(tasksHandler, env.ID)
-		return env.SessionID, nil
-	case <-ctx.Done():
-		return "", fmt.Errorf("node: task %s for session %s: waiting for the session to record it: %w", env.ID, env.SessionID, ctx.Err())
-	case <-timeout.Done():
-		return "", fmt.Errorf("node: task %s for session %s: not recorded within %s (SubmitTimeout)", env.ID, env.SessionID, n.cfg.SubmitTimeout)
-	case <-n.stopping:
-		return "", fmt.Errorf("node: task %s for session %s: the node is closing", env.ID, env.SessionID)
 	}
 }
+
+// maxDeliveries bounds the times deliverTask hands one task to the session host.
+const maxDeliveries = 3
 
 // Cancel stops a session's running task. On a sharded node the cancellation goes to
 // the session's owner over the bus, and Cancel returns once it is published.
