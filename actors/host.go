@@ -298,7 +298,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 	s, ok := h.sessions[id]
 	if !ok {
 		h.makeRoom(ctx, 1)
-		deps, handled := h.deps, new(int)
+		deps, shared := h.deps, &incarnations{}
 		republish := false
 		if h.republished != nil {
 			if _, done := h.republished[id]; !done {
@@ -311,7 +311,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 		// stop ends once the actor is asked to stop; its incarnations share it.
 		stop, abort := context.WithCancel(context.Background())
 		props := actor.PropsFromProducer(func() actor.Actor {
-			a := newSessionActor(id, deps, handled)
+			a := newSessionActor(id, deps, shared)
 			a.stop = stop
 			a.republish = republish // a restarted incarnation publishes again: duplicates only
 			a.unread, unread = unread, false

@@ -3,12 +3,16 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -126,5 +130,80 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("timed out waiting until %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// refusingStore refuses, once, the first batch that holds an event of type refuse
+// (ErrInvalidEvent: the session actor panics, and its supervisor restarts it).
+type refusingStore struct {
+	actors.EventStore
+	refuse  messages.Type
+	refused atomic.Bool
+}
+
+func (s *refusingStore) Append(ctx context.Context, events []messages.Envelope) error {
+	for _, e := range events {
+		if e.Type == s.refuse && s.refused.CompareAndSwap(false, true) {
+			return fmt.Errorf("%w: refused once by the test", eventlog.ErrInvalidEvent)
+		}
+	}
+	return s.EventStore.Append(ctx, events)
+}
+
+// A session that fails while it drains (the log refuses the tool result that came
+// in flight) is restarted still draining: its next incarnation, which folds the
+// log again, issues nothing (neither the tool call again nor the next model call;
+// the next owner does) and answers the Drain.
+func TestSessionRestartedWhileDrainingKeepsDraining(t *testing.T) {
+	release := make(chan struct{})
+	var toolCalls atomic.Int32
+	tool := funcTool{name: "slow", fn: func(ctx context.Context, c tools.Call) (string, error) {
+		toolCalls.Add(1)
+		select {
+		case <-release:
+			return "done", nil
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
+	}}
+	model := &countingModel{Model: script(t, calls(messages.ToolCall{ID: "a", Name: "slow", Arguments: "{}"}), llm.ScriptStep{Content: "finished"})}
+	store := &refusingStore{refuse: messages.TypeToolCallCompleted}
+	h := newHarness(t, harnessOpts{model: model, tools: []tools.Tool{tool},
+		store: func(lg *sqlite.Log) actors.EventStore { store.EventStore = lg; return store }})
+	root := h.system.Root
+	h.submit("mine", "t-1", "go")
+	waitUntil(t, "the tool call is in flight", func() bool {
+		events, _ := h.log.Read(context.Background(), "mine", 1)
+		return len(events) > 0 && events[len(events)-1].Type == messages.TypeToolCallRequested
+	})
+	res, err := root.RequestFuture(h.host, &actors.ReleaseSessions{}, time.Second).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids := res.([]*actor.PID)
+	if len(pids) != 1 {
+		t.Fatalf("released %d sessions, want 1", len(pids))
+	}
+	drained := futureDone(root.RequestFuture(pids[0], &actors.Drain{}, 20*time.Second))
+	close(release)
+	select {
+	case err := <-drained:
+		if err != nil {
+			t.Fatalf("drain: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the drain never answered")
+	}
+	if !store.refused.Load() {
+		t.Fatal("the tool result was never refused")
+	}
+	// Time for a restarted incarnation that forgot the drain to issue its calls.
+	time.Sleep(200 * time.Millisecond)
+	_ = root.StopFuture(pids[0]).Wait()
+	if n := toolCalls.Load(); n != 1 {
+		t.Errorf("the tool was called %d times, want 1: a draining session issues nothing", n)
+	}
+	if n := model.total(); n != 1 {
+		t.Errorf("the model was called %d times, want 1: a draining session issues nothing", n)
 	}
 }

@@ -260,9 +260,10 @@ type SessionActor struct {
 	// deadlineTick when the running task's deadline passes. Neither is protoactor's
 	// receive timeout nor a plain timer: see wakeup.
 	idle, deadline *wakeup
-	// draining is set by Drain; drainer waits for Drained.
-	draining bool
-	drainer  *actor.PID
+	// drain is set by Drain (on) with the PID that waits for Drained (drainer); the
+	// incarnations share it, so that one restarted after a failure while the session
+	// drained (a result the log refused) still issues nothing and answers the Drain.
+	drain *drainState
 	// stop ends once the actor is asked to stop (sessionMailbox); its incarnations
 	// share it. It ends a write retried in place (appendDurably).
 	stop context.Context
@@ -270,8 +271,21 @@ type SessionActor struct {
 
 var _ actor.Actor = (*SessionActor)(nil)
 
-func newSessionActor(id string, deps *SessionDeps, handled *int) *SessionActor {
-	return &SessionActor{id: id, deps: deps, handled: handled, idleAt: -1, stop: context.Background()}
+func newSessionActor(id string, deps *SessionDeps, shared *incarnations) *SessionActor {
+	return &SessionActor{id: id, deps: deps, handled: &shared.handled, drain: &shared.drain, idleAt: -1, stop: context.Background()}
+}
+
+// incarnations is what the incarnations of one session actor share (a restart
+// makes a new SessionActor): SessionActor.handled and SessionActor.drain.
+type incarnations struct {
+	handled int
+	drain   drainState
+}
+
+// drainState is SessionActor.drain.
+type drainState struct {
+	on      bool
+	drainer *actor.PID
 }
 
 // Receive implements actor.Actor.
@@ -287,6 +301,7 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.recover(ctx)
+		a.maybeDrained(ctx) // an incarnation restarted while the session drained
 	case *actor.Restarting, *actor.Stopping:
 		a.stopTimer()
 		a.idle.stop()
@@ -304,14 +319,14 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		a.cancel(ctx, m)
 	case *ResumeSession:
 		*a.handled++
-		if !a.draining {
+		if !a.drain.on {
 			a.step(ctx, nil)
 		}
 	case *ResolveApproval:
 		*a.handled++
 		a.resolveApproval(ctx, m)
 	case *Drain:
-		a.draining, a.drainer = true, ctx.Sender()
+		a.drain.on, a.drain.drainer = true, ctx.Sender()
 		a.stopTimer()
 		a.maybeDrained(ctx)
 	case *messages.EffectReply:
@@ -335,7 +350,7 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 // once per idle spell and host-forwarded message: no running task, no effect in
 // flight.
 func (a *SessionActor) reportIdle(ctx actor.Context) {
-	if _, lifecycle := ctx.Message().(actor.AutoReceiveMessage); lifecycle || a.deps.MaxLiveSessions <= 0 || a.state == nil || a.draining {
+	if _, lifecycle := ctx.Message().(actor.AutoReceiveMessage); lifecycle || a.deps.MaxLiveSessions <= 0 || a.state == nil || a.drain.on {
 		return
 	}
 	if a.state.Active() != "" || !a.modelKey.IsZero() || len(a.inflight) > 0 {
@@ -555,7 +570,7 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 func (a *SessionActor) resolveApproval(ctx actor.Context, m *ResolveApproval) {
 	// An approval that expired before its wake-up came is rejected first: an answer
 	// after the expiry is too late, whenever the timer fires.
-	if exp := a.state.NextApprovalExpiry(); exp > 0 && a.deps.Clock.Now().UnixMicro() >= exp && !a.draining {
+	if exp := a.state.NextApprovalExpiry(); exp > 0 && a.deps.Clock.Now().UnixMicro() >= exp && !a.drain.on {
 		if err := a.step(ctx, nil); err != nil {
 			ctx.Respond(err)
 			return
@@ -744,11 +759,11 @@ func (a *SessionActor) fenced(ctx actor.Context, err error) {
 		a.deps.Logger.Warn("session fenced: another node owns its partition now; stopping", "session", a.id, "err", err)
 	}
 	a.stopTimer()
-	if a.drainer != nil {
-		ctx.Send(a.drainer, &Drained{})
-		a.drainer = nil
+	if a.drain.drainer != nil {
+		ctx.Send(a.drain.drainer, &Drained{})
+		a.drain.drainer = nil
 	}
-	a.draining = true // issue no more effects
+	a.drain.on = true // issue no more effects
 	ctx.Stop(ctx.Self())
 }
 
@@ -819,9 +834,9 @@ var errStopped = errors.New("the session was asked to stop while its write was r
 // the answers to a finished (or cancelled) task are not recorded.
 func (a *SessionActor) maybeDrained(ctx actor.Context) {
 	idle := a.modelKey.IsZero() && len(a.inflight) == 0
-	if a.draining && a.drainer != nil && (idle || a.state.Active() == "") {
-		ctx.Send(a.drainer, &Drained{})
-		a.drainer = nil
+	if a.drain.on && a.drain.drainer != nil && (idle || a.state.Active() == "") {
+		ctx.Send(a.drain.drainer, &Drained{})
+		a.drain.drainer = nil
 	}
 }
 
@@ -842,7 +857,7 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 	var buf [pendingOnStack]PendingCall
 	pending := a.state.appendPendingCalls(buf[:0])
 	a.cancelAbandoned(pending)
-	if a.draining {
+	if a.drain.on {
 		return // the session's next owner issues what is requested and unanswered
 	}
 	if key, _, ok := a.state.PendingModel(); ok && a.modelKey != key {
@@ -869,7 +884,7 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 }
 
 func (a *SessionActor) dispatchTools(ctx actor.Context) {
-	if a.draining {
+	if a.drain.on {
 		return
 	}
 	for len(a.queue) > 0 && len(a.inflight) < a.deps.MaxParallelTools {
