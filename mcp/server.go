@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -69,6 +70,9 @@ type Server struct {
 
 	subMu sync.Mutex
 	subs  map[string]map[*sdk.ServerSession]bool // the sessions subscribed to each URI
+
+	closing     chan struct{} // closed by CloseStreams
+	closingOnce sync.Once
 }
 
 // NewServer returns a server of n, offering n's tools as they are now and run_task.
@@ -79,7 +83,8 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = 5 * time.Second
 	}
-	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{}}
+	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{},
+		closing: make(chan struct{})}
 	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}}
 	sopts := &sdk.ServerOptions{
 		Instructions: "The tools of a Troupe node's agent, and run_task, which runs a task on the agent and answers with its final output.",
@@ -292,15 +297,66 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 // session; idle sessions end after 30 minutes. Cross-origin browser requests are
 // refused, and so are requests to a loopback listener whose Host is not local (DNS
 // rebinding). A request's write deadline is lifted: a run_task may take longer than
-// the node's HTTP WriteTimeout, and a client's stream of notifications lasts.
+// the node's HTTP WriteTimeout, and a client's stream of notifications lasts (until
+// CloseStreams). A request body larger than the bound set on r.Body (an
+// http.MaxBytesReader: the node's route sets one) or than MaxRequestBytes is
+// answered 413 with a JSON-RPC error that says so, which an SDK shows its user.
 func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
-		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: 30 * time.Minute})
+		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: -1})
 	protected := http.NewCrossOriginProtection().Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		if r.Method == http.MethodPost && r.Body != nil {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+			var tooLarge *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooLarge):
+				writeRPCError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", tooLarge.Limit))
+				return
+			case err != nil:
+				writeRPCError(w, http.StatusBadRequest, "the request body could not be read: "+err.Error())
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		if r.Method == http.MethodGet {
+			// The server's stream of notifications ends at CloseStreams, so that an
+			// HTTP server's Shutdown need not wait for the clients to hang up.
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			go func() {
+				select {
+				case <-s.closing:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			r = r.WithContext(ctx)
+		}
 		protected.ServeHTTP(w, r)
 	})
+}
+
+// MaxRequestBytes bounds a request to Handler when nothing bounds it more.
+const MaxRequestBytes = sdk.DefaultMaxRequestBodyBytes
+
+// CloseStreams ends the server's streams of notifications to its clients over
+// Streamable HTTP (GET requests to Handler), those open now and those that come
+// after; an HTTP server calls it when it shuts down (http.Server.RegisterOnShutdown),
+// whose Shutdown would otherwise wait for every connected client to hang up. The
+// clients' sessions stay: a client that connects again goes on with its own.
+func (s *Server) CloseStreams() {
+	s.closingOnce.Do(func() { close(s.closing) })
+}
+
+// writeRPCError answers a request that never reached the SDK with a JSON-RPC error
+// (its id is unknown: null), at status.
+func writeRPCError(w http.ResponseWriter, status int, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": -32600, "message": message}})
 }
 
 // sdkLogger passes the SDK's warnings and errors to l; its info lines (a line per
