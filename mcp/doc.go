@@ -111,7 +111,9 @@
 // response stream), so that a client that reads that stream with a read timeout
 // (the Python SDK: 300 s) sees it live.
 //
-// Over Streamable HTTP, Handler answers a request larger than it takes with 413 and
+// Over Streamable HTTP, a client whose connection drops resumes its streams
+// (Last-Event-ID; the events are kept in memory, up to 10 MiB), Handler answers a
+// request larger than it takes with 413 and
 // a JSON-RPC error, and CloseStreams (at the HTTP server's shutdown) ends the
 // clients' streams of notifications.
 package mcp

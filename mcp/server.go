@@ -294,7 +294,10 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 }
 
 // Handler serves MCP over Streamable HTTP (mount it at /mcp). Each client gets a
-// session; idle sessions end after 30 minutes. Cross-origin browser requests are
+// session; idle sessions end after 30 minutes. The events of its streams carry IDs
+// and the last 10 MiB of them are kept in memory: a client whose connection drops
+// while a call runs resumes the call's stream (Last-Event-ID) and gets its answer;
+// they do not outlive the process. Cross-origin browser requests are
 // refused, and so are requests to a loopback listener whose Host is not local (DNS
 // rebinding). A request's write deadline is lifted: a run_task may take longer than
 // the node's HTTP WriteTimeout, and a client's stream of notifications lasts (until
@@ -303,7 +306,8 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 // answered 413 with a JSON-RPC error that says so, which an SDK shows its user.
 func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
-		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: -1})
+		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: -1,
+			EventStore: sdk.NewMemoryEventStore(nil)})
 	protected := http.NewCrossOriginProtection().Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -141,6 +142,10 @@ func (m *sdkModel) Generate(ctx context.Context, req llm.Request) (llm.Response,
 	kind, rest, _ := strings.Cut(input, ": ")
 	switch kind {
 	case "slow":
+		select {
+		case m.asked <- struct{}{}:
+		default:
+		}
 		select {
 		case <-time.After(m.hold):
 			return answer("slowly done: " + rest)
@@ -486,6 +491,95 @@ func TestMCPSDKIdleClient(t *testing.T) {
 			sdkClient(t, lang, url, "idle", nil, &out, "3")
 			if out.Fatal != nil || out.Before.Text != "done: before idling" || out.After.Text != "done: after idling" {
 				t.Fatalf("%+v", out)
+			}
+		})
+	}
+}
+
+// A Python client that idles longer than its read timeout of the server's stream
+// of notifications (300 s by default; 2 s here) goes on with its session.
+func TestMCPSDKPythonIdlePastStreamReadTimeout(t *testing.T) {
+	url := serveForSDK(t, newSDKModel(0), `{"mcp_server": {"progress_interval": "500ms"}}`)
+	var out struct {
+		Before, After sdkOutcome
+		Fatal         any
+	}
+	sdkClient(t, "py", url, "idle", []string{"MCP_SSE_READ_TIMEOUT=2"}, &out, "5")
+	if out.Fatal != nil || out.Before.Text != "done: before idling" || out.After.Text != "done: after idling" {
+		t.Fatalf("%+v", out)
+	}
+}
+
+// cutProxy passes TCP connections to target until cut, which closes those open.
+type cutProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  []net.Conn
+}
+
+func newCutProxy(t *testing.T, target string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &cutProxy{ln: ln, target: target}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			u, err := net.Dial("tcp", target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, u)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(u, c); u.Close() }()
+			go func() { _, _ = io.Copy(c, u); c.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// A client whose connection drops while its run_task runs gets the answer: it
+// resumes the call's stream (Last-Event-ID) on a new connection.
+func TestMCPSDKResumeAfterDrop(t *testing.T) {
+	for _, lang := range sdkLangs {
+		t.Run(lang, func(t *testing.T) {
+			m := newSDKModel(3 * time.Second)
+			url := serveForSDK(t, m, `{"mcp_server": {"progress_interval": "500ms"}}`)
+			base := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
+			p := newCutProxy(t, base)
+			go func() {
+				select {
+				case <-m.asked:
+					time.Sleep(500 * time.Millisecond)
+					p.cut()
+				case <-time.After(time.Minute):
+				}
+			}()
+			var out struct {
+				Run   sdkOutcome
+				Fatal any
+			}
+			sdkClient(t, lang, "http://"+p.ln.Addr().String()+"/mcp", "slow", nil, &out)
+			if out.Fatal != nil || out.Run.Text != "slowly done: take your time" {
+				t.Fatalf("run_task %v (%v)", out.Run, out.Fatal)
 			}
 		})
 	}
