@@ -53,8 +53,20 @@ type ServerOptions struct {
 	// client that asked for progress (a progressToken) that it still runs, and logs
 	// so at debug level; default 5s.
 	ProgressInterval time.Duration
-	Logger           *slog.Logger
+	// SessionTimeout is how long a client's session lives once the client stops
+	// answering (default 30 minutes). The server pings each client every
+	// SessionTimeout/30 (an MCP ping; over Streamable HTTP on the client's stream of
+	// notifications): a client that answers keeps its session however long it
+	// idles, and one that answers none for SessionTimeout loses it (over
+	// Streamable HTTP its next request is answered 404; over stdio the server
+	// stops).
+	SessionTimeout time.Duration
+	Logger         *slog.Logger
 }
+
+// sessionPings is how many pings a client may leave unanswered in a row before
+// its session ends: SessionTimeout is this many ping intervals.
+const sessionPings = 30
 
 // Server serves a node's tools and run_task over MCP. Serve it over stdio
 // (ServeStdio) or Streamable HTTP (Handler), and keep its tool list current with
@@ -83,6 +95,9 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = 5 * time.Second
 	}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = 30 * time.Minute
+	}
 	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{},
 		closing: make(chan struct{})}
 	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}}
@@ -90,6 +105,11 @@ func NewServer(n Node, opts ServerOptions) *Server {
 		Instructions: "The tools of a Troupe node's agent, and run_task, which runs a task on the agent and answers with its final output.",
 		Logger:       sdkLogger(opts.Logger),
 		Capabilities: caps,
+		// An answered ping is a request of the client's: over Streamable HTTP it
+		// keeps the session from timing out while the client idles (an open stream
+		// of notifications does not).
+		KeepAlive:                 opts.SessionTimeout / sessionPings,
+		KeepAliveFailureThreshold: sessionPings,
 	}
 	if len(opts.Sources) > 0 {
 		caps.Resources = &sdk.ResourceCapabilities{ListChanged: true, Subscribe: true}
@@ -294,7 +314,8 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 }
 
 // Handler serves MCP over Streamable HTTP (mount it at /mcp). Each client gets a
-// session; idle sessions end after 30 minutes. The events of its streams carry IDs
+// session, which ends when the client has answered no ping for SessionTimeout (or
+// deletes it). The events of its streams carry IDs
 // and the last 10 MiB of them are kept in memory: a client whose connection drops
 // while a call runs resumes the call's stream (Last-Event-ID) and gets its answer;
 // they do not outlive the process. Cross-origin browser requests are
@@ -306,7 +327,7 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 // answered 413 with a JSON-RPC error that says so, which an SDK shows its user.
 func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
-		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: 30 * time.Minute, MaxRequestBodyBytes: -1,
+		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: s.opts.SessionTimeout, MaxRequestBodyBytes: -1,
 			EventStore: sdk.NewMemoryEventStore(nil)})
 	protected := http.NewCrossOriginProtection().Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

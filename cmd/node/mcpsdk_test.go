@@ -496,6 +496,24 @@ func TestMCPSDKIdleClient(t *testing.T) {
 	}
 }
 
+// A client that idles longer than the node's session timeout (30 minutes by
+// default; 2 s here) keeps its session: it answers the node's pings.
+func TestMCPSDKIdlePastSessionTimeout(t *testing.T) {
+	for _, lang := range sdkLangs {
+		t.Run(lang, func(t *testing.T) {
+			url := serveForSDK(t, newSDKModel(0), `{"mcp_server": {"session_timeout": "2s"}}`)
+			var out struct {
+				Before, After sdkOutcome
+				Fatal         any
+			}
+			sdkClient(t, lang, url, "idle", nil, &out, "5")
+			if out.Fatal != nil || out.Before.Text != "done: before idling" || out.After.Text != "done: after idling" {
+				t.Fatalf("%+v", out)
+			}
+		})
+	}
+}
+
 // A Python client that idles longer than its read timeout of the server's stream
 // of notifications (300 s by default; 2 s here) goes on with its session.
 func TestMCPSDKPythonIdlePastStreamReadTimeout(t *testing.T) {
