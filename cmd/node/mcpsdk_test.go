@@ -298,6 +298,31 @@ func TestMCPSDKPythonStreamReadTimeout(t *testing.T) {
 	}
 }
 
+// A TypeScript client whose request timeout fires (60 s by default, without
+// progress resetting it; 1.5 s here) gets the SDK's timeout error, and the node
+// cancels the task's model call (the SDK sends notifications/cancelled).
+func TestMCPSDKTypeScriptTimeoutCancels(t *testing.T) {
+	m := newSDKModel(0)
+	url := serveForSDK(t, m, "")
+	var out struct {
+		Run, After sdkOutcome
+		Fatal      any
+	}
+	sdkClient(t, "ts", url, "timeout", nil, &out, "1500")
+	if out.Fatal != nil || out.Run.Error == nil || out.Run.Error.Code != -32001 {
+		t.Fatalf("run_task: %v (%v), want the SDK's request timeout (-32001)", out.Run, out.Fatal)
+	}
+	select {
+	case cause := <-m.cancelled:
+		t.Logf("the model call ended with %v", cause)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the model call was not cancelled within 30 s of the client's timeout")
+	}
+	if out.After.Text != "done: after the timeout" {
+		t.Errorf("run_task after the timeout: %v", out.After)
+	}
+}
+
 // Hostile arguments get a clear JSON-RPC or tool error each, and the server goes on.
 func TestMCPSDKHostileArguments(t *testing.T) {
 	for _, lang := range sdkLangs {

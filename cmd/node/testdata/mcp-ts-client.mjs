@@ -9,6 +9,8 @@
 //   progress MS     run_task "slow ..." with a request timeout of MS ms that
 //                   progress notifications reset (onprogress, resetTimeoutOnProgress)
 //   cancel          run_task "block ...", aborted (AbortSignal) once the model is asked
+//   timeout MS      run_task "block ..." with a request timeout of MS ms (the SDK's
+//                   default is 60 s), then a fast one
 //   hostile         bad calls; then a good one
 //   reconnect       run_task, then (after a line on stdin: the server restarted) again
 //   idle SECONDS    run_task, nothing for SECONDS, run_task again
@@ -90,6 +92,13 @@ const modes = {
     out.after = await call(client, 'run_task', { input: 'fast: after the cancel' });
     await client.close();
     return out;
+  },
+  async timeout([ms]) {
+    const { client } = await connect();
+    const run = await call(client, 'run_task', { input: 'block: past the timeout' }, { timeout: Number(ms) });
+    const after = await call(client, 'run_task', { input: 'fast: after the timeout' });
+    await client.close();
+    return { run, after };
   },
   async hostile() {
     const big = 'x'.repeat(1 << 20) + 'y'.repeat(10);
