@@ -359,9 +359,30 @@ func (s *Server) Handler() http.Handler {
 			}()
 			r = r.WithContext(ctx)
 		}
-		protected.ServeHTTP(w, r)
+		protected.ServeHTTP(unnamedPrime{w}, r)
 	})
 }
+
+// unnamedPrime passes the SDK's writes on, but for the name of the priming event
+// that starts a stream ("event: prime"): the spec's priming event is an ID and
+// empty data, an unnamed ("message") event, which the SDKs skip as such; the
+// Python SDK warns of an event named otherwise ("Unknown SSE event: prime") at
+// every call.
+type unnamedPrime struct{ http.ResponseWriter }
+
+var primeName = []byte("event: prime\n")
+
+func (w unnamedPrime) Write(p []byte) (int, error) {
+	if bytes.HasPrefix(p, primeName) {
+		_, err := w.ResponseWriter.Write(p[len(primeName):])
+		return len(p), err
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w unnamedPrime) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w unnamedPrime) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // MaxRequestBytes bounds a request to Handler when nothing bounds it more.
 const MaxRequestBytes = sdk.DefaultMaxRequestBodyBytes
