@@ -106,5 +106,14 @@
 // the start, for each event of run_task's task (the node's RunTaskEach: model steps
 // and tool calls, by tool name only), every ProgressInterval while the call runs
 // (which also keeps a client's request timeout from firing), and at the end, with
-// the total.
+// the total. A request without a progressToken gets a ping every ProgressInterval
+// instead, related to the call (over Streamable HTTP it travels on the call's
+// response stream), so that a client that reads that stream with a read timeout
+// (the Python SDK: 300 s) sees it live.
+//
+// Over Streamable HTTP, a client whose connection drops resumes its streams
+// (Last-Event-ID; the events are kept in memory, up to 10 MiB), Handler answers a
+// request larger than it takes with 413 and
+// a JSON-RPC error, and CloseStreams (at the HTTP server's shutdown) ends the
+// clients' streams of notifications.
 package mcp

@@ -28,6 +28,12 @@ const LoggerName = "troupe"
 // when the request carries a progressToken, progress notifications whose progress
 // grows by one at each: the start, each task event (a model step, a tool call),
 // each ProgressInterval it runs on, and the end, which also gives the total.
+//
+// A request without a progressToken gets a ping instead every ProgressInterval it
+// runs on, related to the call (over Streamable HTTP it travels on the call's
+// response stream): a client reading that stream with a read timeout (the Python
+// SDK's default is 300 s) would otherwise see nothing on it until the answer, and
+// give up on a long run_task.
 type follower struct {
 	ss    *sdk.ServerSession
 	token any
@@ -35,6 +41,9 @@ type follower struct {
 	start time.Time
 	stop  chan struct{}
 	ended sync.WaitGroup
+	// pinging is cancelled at the end: a ping still waiting for its answer ends.
+	pinging context.Context
+	endPing context.CancelFunc
 
 	mu       sync.Mutex
 	progress float64
@@ -44,6 +53,7 @@ type follower struct {
 // its outcome when it returns.
 func (s *Server) follow(ctx context.Context, ss *sdk.ServerSession, params *sdk.CallToolParamsRaw, what string) *follower {
 	f := &follower{ss: ss, what: what, start: time.Now(), stop: make(chan struct{})}
+	f.pinging, f.endPing = context.WithCancel(ctx)
 	if params != nil {
 		f.token = params.GetProgressToken()
 	}
@@ -61,6 +71,14 @@ func (s *Server) follow(ctx context.Context, ss *sdk.ServerSession, params *sdk.
 				return
 			case <-tick.C:
 				f.tell(ctx, "debug", fmt.Sprintf("%s: running for %s", what, time.Since(f.start).Round(time.Millisecond)), false)
+				if f.token == nil && f.ss != nil {
+					// The answer does not matter (a client that does not answer
+					// still got the bytes); waiting for it bounds the pings in
+					// flight to one.
+					pctx, cancel := context.WithTimeout(f.pinging, s.opts.ProgressInterval)
+					_ = f.ss.Ping(pctx, nil)
+					cancel()
+				}
 			}
 		}
 	}()
@@ -107,6 +125,7 @@ func (f *follower) event(ctx context.Context, e messages.Envelope) {
 // end tells the call's outcome and stops the heartbeat.
 func (f *follower) end(ctx context.Context, err error) {
 	close(f.stop)
+	f.endPing()
 	f.ended.Wait()
 	took := time.Since(f.start).Round(time.Millisecond)
 	if err != nil {

@@ -18,13 +18,16 @@ import (
 // ServedConfig is what a node's MCP server offers besides the node's tools,
 // run_task, its skills and its MCP servers' resources and prompts: fixed resources,
 // resource templates and prompts declared in the node configuration's "mcp_server"
-// object, and how often a long call reports progress.
+// object, how often a long call reports progress, and how long a client that
+// answers no ping keeps its session.
 type ServedConfig struct {
 	// ProgressInterval is ServerOptions.ProgressInterval, as a Go duration ("5s").
 	ProgressInterval string           `json:"progress_interval,omitempty"`
 	Resources        []ServedResource `json:"resources,omitempty"`
 	Templates        []ServedTemplate `json:"resource_templates,omitempty"`
 	Prompts          []ServedPrompt   `json:"prompts,omitempty"`
+	// SessionTimeout is ServerOptions.SessionTimeout, as a Go duration ("30m").
+	SessionTimeout string `json:"session_timeout,omitempty"`
 }
 
 // ServedResource is a resource of fixed text, or of a file read at each read (a
@@ -90,6 +93,11 @@ func (c ServedConfig) Validate(section string) error {
 	if c.ProgressInterval != "" {
 		if d, err := time.ParseDuration(c.ProgressInterval); err != nil || d < 10*time.Millisecond || d > time.Hour {
 			bad("progress_interval", "%q is not a duration from 10ms to 1h, like \"5s\"", c.ProgressInterval)
+		}
+	}
+	if c.SessionTimeout != "" {
+		if d, err := time.ParseDuration(c.SessionTimeout); err != nil || d < time.Second || d > 24*time.Hour {
+			bad("session_timeout", "%q is not a duration from 1s to 24h, like \"30m\"", c.SessionTimeout)
 		}
 	}
 	uris := map[string]bool{}
@@ -158,6 +166,12 @@ func (c ServedConfig) Validate(section string) error {
 // Interval is c's ProgressInterval (zero when absent or bad).
 func (c ServedConfig) Interval() time.Duration {
 	d, _ := time.ParseDuration(c.ProgressInterval)
+	return d
+}
+
+// Idle is c's SessionTimeout (zero when absent or bad).
+func (c ServedConfig) Idle() time.Duration {
+	d, _ := time.ParseDuration(c.SessionTimeout)
 	return d
 }
 

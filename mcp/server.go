@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -52,8 +53,20 @@ type ServerOptions struct {
 	// client that asked for progress (a progressToken) that it still runs, and logs
 	// so at debug level; default 5s.
 	ProgressInterval time.Duration
-	Logger           *slog.Logger
+	// SessionTimeout is how long a client's session lives once the client stops
+	// answering (default 30 minutes). The server pings each client every
+	// SessionTimeout/30 (an MCP ping; over Streamable HTTP on the client's stream of
+	// notifications): a client that answers keeps its session however long it
+	// idles, and one that answers none for SessionTimeout loses it (over
+	// Streamable HTTP its next request is answered 404; over stdio the server
+	// stops).
+	SessionTimeout time.Duration
+	Logger         *slog.Logger
 }
+
+// sessionPings is how many pings a client may leave unanswered in a row before
+// its session ends: SessionTimeout is this many ping intervals.
+const sessionPings = 30
 
 // Server serves a node's tools and run_task over MCP. Serve it over stdio
 // (ServeStdio) or Streamable HTTP (Handler), and keep its tool list current with
@@ -69,6 +82,9 @@ type Server struct {
 
 	subMu sync.Mutex
 	subs  map[string]map[*sdk.ServerSession]bool // the sessions subscribed to each URI
+
+	closing     chan struct{} // closed by CloseStreams
+	closingOnce sync.Once
 }
 
 // NewServer returns a server of n, offering n's tools as they are now and run_task.
@@ -79,12 +95,21 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	if opts.ProgressInterval <= 0 {
 		opts.ProgressInterval = 5 * time.Second
 	}
-	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{}}
+	if opts.SessionTimeout <= 0 {
+		opts.SessionTimeout = 30 * time.Minute
+	}
+	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{},
+		closing: make(chan struct{})}
 	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}}
 	sopts := &sdk.ServerOptions{
 		Instructions: "The tools of a Troupe node's agent, and run_task, which runs a task on the agent and answers with its final output.",
 		Logger:       sdkLogger(opts.Logger),
 		Capabilities: caps,
+		// An answered ping is a request of the client's: over Streamable HTTP it
+		// keeps the session from timing out while the client idles (an open stream
+		// of notifications does not).
+		KeepAlive:                 opts.SessionTimeout / sessionPings,
+		KeepAliveFailureThreshold: sessionPings,
 	}
 	if len(opts.Sources) > 0 {
 		caps.Resources = &sdk.ResourceCapabilities{ListChanged: true, Subscribe: true}
@@ -289,18 +314,95 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 }
 
 // Handler serves MCP over Streamable HTTP (mount it at /mcp). Each client gets a
-// session; idle sessions end after 30 minutes. Cross-origin browser requests are
+// session, which ends when the client has answered no ping for SessionTimeout (or
+// deletes it). The events of its streams carry IDs
+// and the last 10 MiB of them are kept in memory: a client whose connection drops
+// while a call runs resumes the call's stream (Last-Event-ID) and gets its answer;
+// they do not outlive the process. Cross-origin browser requests are
 // refused, and so are requests to a loopback listener whose Host is not local (DNS
 // rebinding). A request's write deadline is lifted: a run_task may take longer than
-// the node's HTTP WriteTimeout, and a client's stream of notifications lasts.
+// the node's HTTP WriteTimeout, and a client's stream of notifications lasts (until
+// CloseStreams). A request body larger than the bound set on r.Body (an
+// http.MaxBytesReader: the node's route sets one) or than MaxRequestBytes is
+// answered 413 with a JSON-RPC error that says so, which an SDK shows its user.
 func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
-		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: 30 * time.Minute})
+		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: s.opts.SessionTimeout, MaxRequestBodyBytes: -1,
+			EventStore: sdk.NewMemoryEventStore(nil)})
 	protected := http.NewCrossOriginProtection().Handler(h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
-		protected.ServeHTTP(w, r)
+		if r.Method == http.MethodPost && r.Body != nil {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+			var tooLarge *http.MaxBytesError
+			switch {
+			case errors.As(err, &tooLarge):
+				writeRPCError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", tooLarge.Limit))
+				return
+			case err != nil:
+				writeRPCError(w, http.StatusBadRequest, "the request body could not be read: "+err.Error())
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		if r.Method == http.MethodGet {
+			// The server's stream of notifications ends at CloseStreams, so that an
+			// HTTP server's Shutdown need not wait for the clients to hang up.
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			go func() {
+				select {
+				case <-s.closing:
+					cancel()
+				case <-ctx.Done():
+				}
+			}()
+			r = r.WithContext(ctx)
+		}
+		protected.ServeHTTP(unnamedPrime{w}, r)
 	})
+}
+
+// unnamedPrime passes the SDK's writes on, but for the name of the priming event
+// that starts a stream ("event: prime"): the spec's priming event is an ID and
+// empty data, an unnamed ("message") event, which the SDKs skip as such; the
+// Python SDK warns of an event named otherwise ("Unknown SSE event: prime") at
+// every call.
+type unnamedPrime struct{ http.ResponseWriter }
+
+var primeName = []byte("event: prime\n")
+
+func (w unnamedPrime) Write(p []byte) (int, error) {
+	if bytes.HasPrefix(p, primeName) {
+		_, err := w.ResponseWriter.Write(p[len(primeName):])
+		return len(p), err
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w unnamedPrime) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w unnamedPrime) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// MaxRequestBytes bounds a request to Handler when nothing bounds it more.
+const MaxRequestBytes = sdk.DefaultMaxRequestBodyBytes
+
+// CloseStreams ends the server's streams of notifications to its clients over
+// Streamable HTTP (GET requests to Handler), those open now and those that come
+// after; an HTTP server calls it when it shuts down (http.Server.RegisterOnShutdown),
+// whose Shutdown would otherwise wait for every connected client to hang up. The
+// clients' sessions stay: a client that connects again goes on with its own.
+func (s *Server) CloseStreams() {
+	s.closingOnce.Do(func() { close(s.closing) })
+}
+
+// writeRPCError answers a request that never reached the SDK with a JSON-RPC error
+// (its id is unknown: null), at status.
+func writeRPCError(w http.ResponseWriter, status int, message string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": -32600, "message": message}})
 }
 
 // sdkLogger passes the SDK's warnings and errors to l; its info lines (a line per

@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -238,5 +241,81 @@ func TestServerOverHTTP(t *testing.T) {
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "hello"}})
 	if err != nil || res.IsError || textOf(res) != "over http" {
 		t.Fatalf("run_task: %v %q", err, textOf(res))
+	}
+}
+
+// A wrong type in run_task's arguments is named by its field and JSON types.
+func TestServerRunTaskWrongType(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
+	cs := connect(t, mcp.NewServer(n, mcp.ServerOptions{}), nil)
+	for args, want := range map[string]string{
+		`{"input": 42}`:                    `field "input" must be a string, not a JSON number`,
+		`{"input": "x", "max_tokens": []}`: `field "max_tokens" must be an integer, not a JSON array`,
+	} {
+		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run_task", Arguments: json.RawMessage(args)})
+		if err != nil || !res.IsError || !strings.Contains(textOf(res), want) {
+			t.Errorf("run_task %s: %v %q, want a tool error saying %q", args, err, textOf(res), want)
+		}
+	}
+}
+
+// A request to /mcp larger than the server takes is answered 413 with a JSON-RPC
+// error that says so (an SDK shows it), not with plain text.
+func TestServerHTTPTooLarge(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
+	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	defer hs.Close()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_task","arguments":{"input":"` +
+		strings.Repeat("x", int(mcp.MaxRequestBytes)) + `"}}}`
+	req, err := http.NewRequest("POST", hs.URL, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rpc struct {
+		Error struct {
+			Code    int
+			Message string
+		}
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
+		json.Unmarshal(raw, &rpc) != nil || rpc.Error.Code != -32600 || !strings.Contains(rpc.Error.Message, "larger than") {
+		t.Fatalf("%s %s: %q", resp.Status, resp.Header.Get("Content-Type"), raw)
+	}
+}
+
+// CloseStreams ends the clients' streams of notifications, so that the HTTP
+// server's Shutdown does not wait for a connected client to hang up.
+func TestServerCloseStreams(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
+	srv := mcp.NewServer(n, mcp.ServerOptions{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv.Handler()}
+	go hs.Serve(ln)
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String(), MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	toolNames(t, cs) // the client's stream of notifications is open by now
+	srv.CloseStreams()
+	shutCtx, shutCancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer shutCancel()
+	if err := hs.Shutdown(shutCtx); err != nil {
+		t.Fatalf("Shutdown with a client connected: %v", err)
 	}
 }

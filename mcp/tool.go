@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"reflect"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -596,10 +597,33 @@ func decodeStrict(tool, raw string, v any, example string) error {
 	d := json.NewDecoder(strings.NewReader(t))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) && typeErr.Field != "" {
+			return fail(fmt.Sprintf("field %q must be %s, not a JSON %s", typeErr.Field, jsonKind(typeErr.Type), typeErr.Value))
+		}
 		return fail(strings.TrimPrefix(err.Error(), "json: "))
 	}
 	if d.More() {
 		return fail("unexpected text after the JSON object")
 	}
 	return nil
+}
+
+// jsonKind names the JSON value that decodes into a Go value of type t.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
 }

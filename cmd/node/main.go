@@ -720,7 +720,7 @@ func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach
 		return 1
 	}
 	// Timeouts and a connection limit (cfg.HTTP); live streams end when shutdown begins.
-	mountMCP(ctx, n, cfg, served)
+	mcpSrv := mountMCP(ctx, n, cfg, served)
 	srv := n.HTTPServer()
 	runCtx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -752,6 +752,8 @@ func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach
 	}
 	shutCtx, shutCancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer shutCancel()
+	// The MCP clients' streams end with the node's own (Shutdown ends those).
+	mcpSrv.CloseStreams()
 	if err := srv.Shutdown(shutCtx); err != nil {
 		cfg.Logger.Warn("http shutdown", "err", err)
 	}

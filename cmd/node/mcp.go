@@ -57,7 +57,7 @@ func startMCP(ctx context.Context, servers map[string]mcp.ServerConfig, cfg *nod
 // prompts of the configuration's "mcp_server" (served), of the node's skills and of
 // its MCP servers; its lists follow the MCP client's, when cfg has one.
 func newMCPServer(n *node.Node, cfg node.Config, served mcp.ServedConfig) *mcp.Server {
-	opts := mcp.ServerOptions{Logger: cfg.Logger, ProgressInterval: served.Interval(),
+	opts := mcp.ServerOptions{Logger: cfg.Logger, ProgressInterval: served.Interval(), SessionTimeout: served.Idle(),
 		Sources: []mcp.Source{served.Source(), mcp.SkillSource(cfg.Skills)}}
 	if c, ok := cfg.ToolCatalog.(*mcp.Client); ok {
 		opts.Changed = c.Changed
@@ -66,8 +66,9 @@ func newMCPServer(n *node.Node, cfg node.Config, served mcp.ServedConfig) *mcp.S
 	return mcp.NewServer(n, opts)
 }
 
-// mountMCP serves MCP over Streamable HTTP at /mcp of n's HTTP API until ctx ends.
-func mountMCP(ctx context.Context, n *node.Node, cfg node.Config, served mcp.ServedConfig) {
+// mountMCP serves MCP over Streamable HTTP at /mcp of n's HTTP API until ctx ends;
+// call the server's CloseStreams when the HTTP server shuts down.
+func mountMCP(ctx context.Context, n *node.Node, cfg node.Config, served mcp.ServedConfig) *mcp.Server {
 	srv := newMCPServer(n, cfg, served)
 	go srv.Run(ctx)
 	n.HandleRoute(node.Route{Path: "/mcp", Handler: srv.Handler(), MaxBody: mcpMaxBody, Doc: node.RouteDoc{
@@ -77,7 +78,9 @@ func mountMCP(ctx context.Context, n *node.Node, cfg node.Config, served mcp.Ser
 		Responses: []node.Response{
 			{Status: 200, Description: "the JSON-RPC answer, as application/json or text/event-stream"},
 			{Status: 202, Description: "a notification or answer was accepted"},
+			{Status: 413, Description: "the request is too large: a JSON-RPC error says so"},
 		}}})
+	return srv
 }
 
 // serveMCP is `node mcp`: a node that serves its tools and run_task to one MCP

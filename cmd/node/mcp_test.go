@@ -58,6 +58,7 @@ func TestMCPServersConfigIsValidated(t *testing.T) {
 		{"elicitation", `{"mcp_servers": {"r": {"url": "http://h/mcp", "elicitation": "ask"}}}`, []string{"mcp_servers.r.elicitation", `"ask"`, `"defaults"`}},
 		{"served resource uri", `{"mcp_server": {"resources": [{"uri": "today", "name": "t", "text": "x"}]}}`, []string{"mcp_server.resources[0].uri", `"today"`}},
 		{"served interval", `{"mcp_server": {"progress_interval": "soon"}}`, []string{"mcp_server.progress_interval", `"soon"`}},
+		{"served session timeout", `{"mcp_server": {"session_timeout": "100ms"}}`, []string{"mcp_server.session_timeout", `"100ms"`, "from 1s to 24h"}},
 		{"served unknown field", `{"mcp_server": {"prompts": [{"name": "p", "messages": [{"txt": "a"}]}]}}`,
 			[]string{`unknown field "mcp_server.prompts[0].messages[0].txt"`, "role, text, image, mime_type, resource"}},
 		{"served unknown top field", `{"mcp_server": {"resource": []}}`, []string{`unknown field "mcp_server.resource"`, "progress_interval, resources, resource_templates, prompts"}},
