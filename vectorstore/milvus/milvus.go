@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -275,6 +276,27 @@ func (s *Store) create(ctx context.Context, name string, dim int) (*collection, 
 	return c, nil
 }
 
+// gone reports whether err, from a request on collection c (called name), says
+// that c no longer exists on the server: dropped, or lost with the server's data
+// (a Milvus started afresh). Then the Store forgets c, so that the next lookup asks
+// the server again, and the caller tries once more: an Upsert creates the
+// collection anew, a Search finds nothing, a Delete has nothing to delete.
+func (s *Store) gone(name string, c *collection, err error) bool {
+	var missing client.ErrCollectionNotExists
+	msg := err.Error()
+	// Milvus 2.3 and later say "collection not found[collection=…]"; 2.2 said
+	// "can't find collection"; the SDK's own check returns ErrCollectionNotExists.
+	if !errors.As(err, &missing) && !strings.Contains(msg, "collection not found") && !strings.Contains(msg, "can't find collection") {
+		return false
+	}
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.colls[name] == c {
+		delete(s.colls, name)
+	}
+	return true
+}
+
 // row is one validated item, ready to send.
 type row struct {
 	id     string
@@ -353,18 +375,6 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 	if len(rows) == 0 {
 		return nil
 	}
-	c, err := s.lookup(ctx, collection)
-	if err != nil {
-		return err
-	}
-	if c == nil {
-		if c, err = s.create(ctx, collection, dim); err != nil {
-			return err
-		}
-	}
-	if c.dim != dim {
-		return fmt.Errorf("%w: collection %q has dimension %d, the batch has %d", vectorstore.ErrDimension, collection, c.dim, dim)
-	}
 	ids := make([]string, len(rows))
 	vecs := make([][]float32, len(rows))
 	texts := make([]string, len(rows))
@@ -372,21 +382,38 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 	for i, r := range rows {
 		ids[i], vecs[i], texts[i], metas[i] = r.id, r.vector, r.text, r.meta
 	}
-	if err := ctx.Err(); err != nil { // it may have ended while the collection was made
-		return fmt.Errorf("vectorstore/milvus: upsert: %w", err)
+	for attempt := 0; ; attempt++ {
+		c, err := s.lookup(ctx, collection)
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			if c, err = s.create(ctx, collection, dim); err != nil {
+				return err
+			}
+		}
+		if c.dim != dim {
+			return fmt.Errorf("%w: collection %q has dimension %d, the batch has %d", vectorstore.ErrDimension, collection, c.dim, dim)
+		}
+		if err := ctx.Err(); err != nil { // it may have ended while the collection was made
+			return fmt.Errorf("vectorstore/milvus: upsert: %w", err)
+		}
+		rctx, cancel := s.rpc(ctx)
+		_, err = s.client.Upsert(rctx, c.name, "",
+			entity.NewColumnVarChar(fieldID, ids),
+			entity.NewColumnFloatVector(fieldVector, dim, vecs),
+			entity.NewColumnVarChar(fieldText, texts),
+			entity.NewColumnJSONBytes(fieldMetadata, metas))
+		cancel()
+		if err != nil && attempt == 0 && s.gone(collection, c, err) {
+			continue // dropped under the Store: create it again
+		}
+		if err != nil {
+			return s.fail(ctx, "upsert", collection, err)
+		}
+		c.written.Store(true)
+		return nil
 	}
-	rctx, cancel := s.rpc(ctx)
-	defer cancel()
-	_, err = s.client.Upsert(rctx, c.name, "",
-		entity.NewColumnVarChar(fieldID, ids),
-		entity.NewColumnFloatVector(fieldVector, dim, vecs),
-		entity.NewColumnVarChar(fieldText, texts),
-		entity.NewColumnJSONBytes(fieldMetadata, metas))
-	if err != nil {
-		return s.fail(ctx, "upsert", collection, err)
-	}
-	c.written.Store(true)
-	return nil
 }
 
 // Delete implements vectorstore.Store. The IDs go in one Milvus delete request.
@@ -414,14 +441,29 @@ func (s *Store) Delete(ctx context.Context, collection string, ids []string) err
 	if len(uniq) == 0 {
 		return nil
 	}
-	c, err := s.lookup(ctx, collection)
-	if err != nil || c == nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		c, err := s.lookup(ctx, collection)
+		if err != nil || c == nil {
+			return err
+		}
+		err = s.deleteIn(ctx, c, uniq)
+		if err != nil && attempt == 0 && s.gone(collection, c, err) {
+			continue // dropped under the Store: look again
+		}
+		if err != nil {
+			return s.fail(ctx, "delete", collection, err)
+		}
+		return nil
 	}
+}
+
+// deleteIn deletes ids from c and, at Session consistency, waits until the
+// delete is visible to searches.
+func (s *Store) deleteIn(ctx context.Context, c *collection, ids []string) error {
 	rctx, cancel := s.rpc(ctx)
 	defer cancel()
-	if err := s.client.Delete(rctx, c.name, "", idsExpr(uniq)); err != nil {
-		return s.fail(ctx, "delete", collection, err)
+	if err := s.client.Delete(rctx, c.name, "", idsExpr(ids)); err != nil {
+		return err
 	}
 	c.written.Store(true)
 	if s.level == entity.ClSession {
@@ -431,7 +473,7 @@ func (s *Store) Delete(ctx context.Context, collection string, ids []string) err
 		// it see it.
 		if _, err := s.client.Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
 			client.WithSearchQueryConsistencyLevel(entity.ClStrong), client.WithLimit(1)); err != nil {
-			return s.fail(ctx, "delete (waiting until it is visible)", collection, err)
+			return fmt.Errorf("waiting until the delete is visible: %w", err)
 		}
 	}
 	return nil
@@ -456,10 +498,22 @@ func (s *Store) Search(ctx context.Context, collection string, q vectorstore.Que
 	if err := vectorstore.CheckVector(q.Vector); err != nil {
 		return nil, fmt.Errorf("query: %w", err)
 	}
-	c, err := s.lookup(ctx, collection)
-	if err != nil || c == nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		c, err := s.lookup(ctx, collection)
+		if err != nil || c == nil {
+			return nil, err
+		}
+		hits, err := s.search(ctx, collection, c, q)
+		if err != nil && attempt == 0 && s.gone(collection, c, err) {
+			continue // dropped under the Store: look again
+		}
+		return hits, err
 	}
+}
+
+// search searches collection, known as c. Errors of the server come unwrapped:
+// Search wraps them.
+func (s *Store) search(ctx context.Context, collection string, c *collection, q vectorstore.Query) ([]vectorstore.Hit, error) {
 	if len(q.Vector) != c.dim {
 		return nil, fmt.Errorf("%w: collection %q has dimension %d, the query has %d", vectorstore.ErrDimension, collection, c.dim, len(q.Vector))
 	}
