@@ -289,10 +289,9 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 				if qv == nil {
 					continue
 				}
-				hits, err := ns.cfg.Vectors.Search(ctx, Collection(t, mod), vectorstore.Query{Vector: qv, K: k,
-					Filter: map[string]string{"ns": ns.name, "tier": string(t)}})
+				hits, err := ns.searchVectors(ctx, Collection(t, mod), t, qv, k)
 				if err != nil {
-					return nil, fmt.Errorf("memory: searching %s: %w", Collection(t, mod), err)
+					return nil, err
 				}
 				for _, h := range hits {
 					if id := ns.memoryID(h.ID); id != "" && keep(id) {
@@ -366,6 +365,51 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 		out = append(out, pmem.Ranked{ID: c.id, Tier: string(t), Score: score})
 	}
 	return out, nil
+}
+
+// searchVectors asks the vector store for the k vectors of tier t in collection
+// coll nearest qv. The store holds every vector the fold put there, so a store
+// that returns fewer than k hits, and not all of those the fold put there, has
+// lost some: a Milvus started afresh without its data, or a collection dropped.
+// The namespace then puts back the collection's vectors (they are in its events) and searches
+// again, instead of finding its memories by keyword alone until the next restart.
+// The caller holds ns.mu.
+func (ns *Namespace) searchVectors(ctx context.Context, coll string, t Tier, qv []float32, k int) ([]vectorstore.Hit, error) {
+	q := vectorstore.Query{Vector: qv, K: k, Filter: map[string]string{"ns": ns.name, "tier": string(t)}}
+	hits, err := ns.cfg.Vectors.Search(ctx, coll, q)
+	if err != nil {
+		return nil, fmt.Errorf("memory: searching %s: %w", coll, err)
+	}
+	if len(hits) >= k {
+		return hits, nil
+	}
+	// Fewer than k: the store returned every item it holds under the filter.
+	found, held := 0, 0
+	for _, h := range hits {
+		if ns.pj.vecAt[ns.memoryID(h.ID)] == coll {
+			found++
+		}
+	}
+	for _, c := range ns.pj.vecAt {
+		if c == coll {
+			held++
+		}
+	}
+	if found >= held {
+		return hits, nil
+	}
+	for id, c := range ns.pj.vecAt {
+		if c == coll {
+			ns.pj.dirty[id] = struct{}{}
+		}
+	}
+	if err := ns.syncVectors(ctx); err != nil {
+		return nil, fmt.Errorf("memory: putting back the vectors of %s that the store lost: %w", coll, err)
+	}
+	if hits, err = ns.cfg.Vectors.Search(ctx, coll, q); err != nil {
+		return nil, fmt.Errorf("memory: searching %s: %w", coll, err)
+	}
+	return hits, nil
 }
 
 // complete gives every candidate both relevance terms of its mode: the cosine of
