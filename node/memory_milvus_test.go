@@ -16,7 +16,9 @@ import (
 
 	mclient "github.com/milvus-io/milvus-sdk-go/v2/client"
 
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/vectorstore/milvus"
 )
@@ -204,5 +206,117 @@ func TestMemoryOnMilvusStartedAfresh(t *testing.T) {
 		if code, ids, msg := mn.vectorSearch(t, ns, q); code != http.StatusOK || !slices.Equal(ids, []string{want}) {
 			t.Errorf("search %q after Milvus lost its data: %d %v %s, want [%s]", q, code, ids, msg, want)
 		}
+	}
+}
+
+// runTask submits a task and waits for its end, with a deadline far beyond any
+// request timeout: a task that hangs fails the test; one that ends is returned.
+func runTaskPatiently(t *testing.T, n *node.Node, session, input string) []messages.Envelope {
+	t.Helper()
+	live, stop := n.Watch(session)
+	defer stop()
+	if _, err := n.Submit(context.Background(), node.Task{Input: input, SessionID: session}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(5 * time.Minute)
+	for {
+		select {
+		case e := <-live:
+			if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
+				events, err := n.Log().Read(context.Background(), session, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return events
+			}
+		case <-deadline:
+			t.Fatalf("session %s: the task did not end in 5 minutes", session)
+		}
+	}
+}
+
+// addedIDs returns the IDs of the memories added to namespace ns, by content.
+func addedIDs(t *testing.T, mn memoryNode, ns string) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	for _, e := range memoryEvents(t, mn.log, ns) {
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, ok := p.(*messages.MemoryAdded); ok {
+			out[a.Memory.Content] = append(out[a.Memory.Content], a.Memory.MemoryID)
+		}
+	}
+	return out
+}
+
+// Milvus unreachable under a running node (a proxy between them cut): a write over
+// HTTP is answered 503 with an error that says what happened (the memories are
+// stored in the log, the vector store did not answer), never 201 for what is not
+// stored nor "not written" for what is; a task whose agent uses the memory tool
+// ends, its tool calls answered with errors, instead of hanging. Once Milvus is
+// back, what was stored while it was down is found by vector search without being
+// sent again, and a retry with the same Idempotency-Key returns the same ID and
+// adds nothing.
+func TestMemoryWhileMilvusIsDown(t *testing.T) {
+	addr := milvusAddr(t)
+	px := startCutProxy(t, addr)
+	const ns = "agent:down"
+	mn := newMemoryNode(t, node.Config{Memory: &memory.Config{Vectors: newMilvusStore(t, px.Addr(), milvusPrefix(t, addr))},
+		MemoryTool: &memory.ToolConfig{Namespace: ns},
+		Model: script(t,
+			llm.ScriptStep{ToolCalls: []messages.ToolCall{memoryCall("c1", "add", `{"content":"The user's flight to Oslo leaves on Friday","importance":0.8}`)}},
+			llm.ScriptStep{ToolCalls: []messages.ToolCall{memoryCall("c2", "search", `{"query":"flight Oslo"}`)}},
+			llm.ScriptStep{Content: "I could not check your memories."},
+		)})
+	mn.mustPost(t, `{"namespace":"agent:down","tier":"semantic","content":"Alice likes green tea"}`)
+
+	px.setCut(true)
+	const during = `{"namespace":"agent:down","tier":"episodic","content":"Alice paid the hotel in Oslo on Monday"}`
+	code, ids, msg := mn.post(t, during, "Idempotency-Key", "while-down")
+	if code != http.StatusServiceUnavailable || len(ids) != 0 || !strings.Contains(msg, "is stored") || strings.Contains(msg, "not written:") {
+		t.Fatalf("POST while Milvus is down: %d %v %q; want 503 saying the memories are stored and the vector store did not answer", code, ids, msg)
+	}
+	stored := addedIDs(t, mn, ns)["Alice paid the hotel in Oslo on Monday"]
+	if len(stored) != 1 {
+		t.Fatalf("the memory sent while Milvus is down is in the log %d times, want once (the error says it is stored)", len(stored))
+	}
+	events := runTaskPatiently(t, mn.n, "down-1", "when is my flight?")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
+	}
+	for i, a := range answers(events) {
+		if !strings.Contains(a, "vectorstore/milvus") {
+			t.Errorf("memory tool call %d answered %q while Milvus is down; want the vector store's error", i+1, a)
+		}
+	}
+
+	px.setCut(false)
+	// The first request after Milvus is back may fail while gRPC waits out its
+	// reconnection backoff; a user tries again.
+	var found []string
+	for try := 1; ; try++ {
+		code, found, msg = mn.vectorSearch(t, ns, "Alice paid the hotel in Oslo on Monday")
+		if code == http.StatusOK || try == 10 {
+			break
+		}
+		time.Sleep(time.Second)
+	}
+	if code != http.StatusOK || !slices.Equal(found, stored) {
+		t.Errorf("vector search once Milvus is back: %d %v %s; want %v, stored while it was down", code, found, msg, stored)
+	}
+	if ids := mn.mustPost(t, during, "Idempotency-Key", "while-down"); !slices.Equal(ids, stored) {
+		t.Errorf("the retry with the same key: %v, want %v", ids, stored)
+	}
+	added := addedIDs(t, mn, ns)
+	if n := len(added["Alice paid the hotel in Oslo on Monday"]); n != 1 {
+		t.Errorf("after the retry the memory is in the log %d times, want once", n)
+	}
+	// The agent's add while Milvus was down found the namespace's vectors behind
+	// (the memory sent over HTTP): it was refused and wrote nothing, as its answer
+	// says; the agent may add it again.
+	if tool := added["The user's flight to Oslo leaves on Friday"]; len(tool) != 0 {
+		t.Errorf("the agent's refused memory is in the log %d times, want none", len(tool))
 	}
 }
