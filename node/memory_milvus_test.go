@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,12 +74,16 @@ func dropMilvusPrefix(t *testing.T, addr, prefix string) {
 
 // cutProxy forwards TCP connections to a server until it is cut: then it closes
 // every connection and refuses new ones (the server seems down), until restored.
+// It can also forget its connections, as a NAT or a load balancer forgets idle
+// ones: from then on the bytes sent on them vanish, with no RST and no FIN.
 type cutProxy struct {
 	ln     net.Listener
 	target string
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
+	dead   map[net.Conn]bool // forgotten
 	cut    bool
+	lost   atomic.Int64 // bytes sent on forgotten connections
 }
 
 func startCutProxy(t *testing.T, target string) *cutProxy {
@@ -87,7 +92,7 @@ func startCutProxy(t *testing.T, target string) *cutProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, dead: map[net.Conn]bool{}}
 	go p.accept()
 	t.Cleanup(func() { ln.Close(); p.setCut(true) })
 	return p
@@ -125,7 +130,12 @@ func (p *cutProxy) pipe(from, to net.Conn) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := from.Read(buf)
-		if n > 0 {
+		p.mu.Lock()
+		dead := p.dead[from]
+		p.mu.Unlock()
+		if n > 0 && dead {
+			p.lost.Add(int64(n))
+		} else if n > 0 {
 			if _, werr := to.Write(buf[:n]); werr != nil {
 				break
 			}
@@ -139,7 +149,20 @@ func (p *cutProxy) pipe(from, to net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, from)
 	delete(p.conns, to)
+	delete(p.dead, from)
+	delete(p.dead, to)
 	p.mu.Unlock()
+}
+
+// forget makes every open connection a black hole, as a NAT forgets idle ones,
+// and returns how many it forgot. New connections are forwarded.
+func (p *cutProxy) forget() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		p.dead[c] = true
+	}
+	return len(p.conns) / 2
 }
 
 // setCut cuts (closing every connection) or restores the proxy.
@@ -318,5 +341,34 @@ func TestMemoryWhileMilvusIsDown(t *testing.T) {
 	// says; the agent may add it again.
 	if tool := added["The user's flight to Oslo leaves on Friday"]; len(tool) != 0 {
 		t.Errorf("the agent's refused memory is in the log %d times, want none", len(tool))
+	}
+}
+
+// A node idle long enough for the network to forget its connection to Milvus (a
+// NAT or a load balancer drops idle flows without telling either end; the test
+// makes that happen at once): the next search and write are answered, on a new
+// connection, once gRPC's keepalive (a ping every 5 s, 10 s to answer) has found
+// the old one dead, instead of waiting for the request timeout or failing.
+func TestMemoryAfterMilvusConnectionForgotten(t *testing.T) {
+	addr := milvusAddr(t)
+	px := startCutProxy(t, addr)
+	const ns = "user:idle"
+	mn := newMemoryNode(t, node.Config{Memory: &memory.Config{Vectors: newMilvusStore(t, px.Addr(), milvusPrefix(t, addr))}})
+	ids := mn.mustPost(t, `{"namespace":"user:idle","tier":"semantic","content":"Alice likes green tea"}`)
+	if code, found, msg := mn.vectorSearch(t, ns, "Alice likes green tea"); code != http.StatusOK || !slices.Equal(found, ids) {
+		t.Fatalf("search before: %d %v %s", code, found, msg)
+	}
+	if n := px.forget(); n == 0 {
+		t.Fatal("no connection to forget")
+	}
+	start := time.Now()
+	code, found, msg := mn.vectorSearch(t, ns, "Alice likes green tea")
+	t.Logf("search on the forgotten connection: %d after %s (%d bytes vanished)", code, time.Since(start).Round(time.Millisecond), px.lost.Load())
+	if code != http.StatusOK || !slices.Equal(found, ids) {
+		t.Errorf("search after the connection was forgotten: %d %v %s, want %v", code, found, msg, ids)
+	}
+	more := mn.mustPost(t, `{"namespace":"user:idle","tier":"semantic","content":"Bob likes black coffee"}`)
+	if code, found, msg := mn.vectorSearch(t, ns, "Bob likes black coffee"); code != http.StatusOK || !slices.Equal(found, more) {
+		t.Errorf("search for the memory written after: %d %v %s, want %v", code, found, msg, more)
 	}
 }
