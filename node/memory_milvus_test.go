@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -370,5 +372,43 @@ func TestMemoryAfterMilvusConnectionForgotten(t *testing.T) {
 	more := mn.mustPost(t, `{"namespace":"user:idle","tier":"semantic","content":"Bob likes black coffee"}`)
 	if code, found, msg := mn.vectorSearch(t, ns, "Bob likes black coffee"); code != http.StatusOK || !slices.Equal(found, more) {
 		t.Errorf("search for the memory written after: %d %v %s, want %v", code, found, msg, more)
+	}
+}
+
+// Hostile input through the HTTP API on Milvus: content at the size limit in
+// four-byte characters, quotes, backslashes, NUL and line breaks in content and
+// metadata, and many namespaces named with every character a namespace may hold.
+// Each namespace's search finds its own memory, byte for byte, and no other's.
+func TestMemoryHostileInputOnMilvus(t *testing.T) {
+	addr := milvusAddr(t)
+	mn := newMemoryNode(t, node.Config{Memory: &memory.Config{Vectors: newMilvusStore(t, addr, milvusPrefix(t, addr))}})
+	huge := strings.Repeat("🦀", memory.DefaultMaxContentBytes/4-4) + " crab"
+	hostile := []string{huge, `quote " and 'single' and \backslash\ and "]["`, "nul \x00 byte\nnew line\ttab \u2028 sep",
+		`metadata["ns"] == "user:a" or true`, "ünïcödé 日本語"}
+	const namespaces = 40
+	var items []string
+	contents := map[string]string{} // namespace -> content
+	for i := range namespaces {
+		ns := fmt.Sprintf("user:a.b_c-d@e:%02d", i)
+		c := fmt.Sprintf("%s #%02d", hostile[i%len(hostile)], i)
+		contents[ns] = c
+		b, _ := json.Marshal(map[string]any{"namespace": ns, "tier": "semantic", "content": c,
+			"metadata": map[string]string{`k"]`: `v\"`, "ns": "user:other", "nul\x00": "x"}})
+		items = append(items, string(b))
+	}
+	ids := mn.mustPost(t, "["+strings.Join(items, ",")+"]")
+	if len(ids) != namespaces {
+		t.Fatalf("%d IDs for %d memories", len(ids), namespaces)
+	}
+	for i := range namespaces {
+		ns := fmt.Sprintf("user:a.b_c-d@e:%02d", i)
+		q := contents[ns]
+		if len(q) > 8<<10 { // a query's limit
+			q = q[len(q)-16:]
+		}
+		code, ans := mn.search(t, url.Values{"namespace": {ns}, "q": {q}, "mode": {"vector"}, "limit": {"5"}})
+		if code != http.StatusOK || len(ans.Results) != 1 || ans.Results[0].ID != ids[i] || ans.Results[0].Content != contents[ns] {
+			t.Errorf("search in %s: %d %+v %s; want only %s with its content", ns, code, ans.Results, ans.Error, ids[i])
+		}
 	}
 }
