@@ -87,6 +87,10 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		DialOptions: dialOptions(),
 	})
 	if err != nil {
+		if ctx.Err() == nil && dctx.Err() != nil {
+			// gRPC reports only the deadline, not why it could not connect.
+			return nil, fmt.Errorf("vectorstore/milvus: connect to %s: no answer within %s (is Milvus running and listening there?): %w", cfg.Addr, cfg.DialTimeout, err)
+		}
 		return nil, fmt.Errorf("vectorstore/milvus: connect to %s: %w", cfg.Addr, err)
 	}
 	return &Store{cfg: cfg, client: c, level: levels[cfg.Consistency], colls: make(map[string]*collection)}, nil

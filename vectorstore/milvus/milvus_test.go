@@ -339,6 +339,10 @@ func TestUnreachableServer(t *testing.T) {
 	if err == nil {
 		t.Fatal("New with nothing listening: no error")
 	}
+	// The user learns where it looked, and that nothing answered there.
+	if msg := err.Error(); !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "no answer within 1s") {
+		t.Errorf("New with nothing listening: %q; want the address and that nothing answered", msg)
+	}
 }
 
 func hitIDs(hits []vectorstore.Hit) []string {
