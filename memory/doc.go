@@ -68,7 +68,11 @@
 // store is persistent and shared: on a namespace's first use in a process, the
 // vectors of its live memories are upserted again and those of every memory it ever
 // had that is no longer live (or lives in another collection now) are deleted, in
-// batches of VectorBatch; afterwards each write moves the vectors it changed.
+// batches of VectorBatch; afterwards each write moves the vectors it changed. A
+// search whose vector store holds fewer of a collection's vectors than the fold put
+// there (a Milvus started afresh without its data) puts them back and searches again;
+// one whose hits are crowded by items of the namespace the log never had (a store
+// that outlived the log, or shared by another deployment) asks for more, up to 4096.
 //
 // # How data leaves: search and scoring
 //

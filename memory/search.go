@@ -289,10 +289,9 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 				if qv == nil {
 					continue
 				}
-				hits, err := ns.cfg.Vectors.Search(ctx, Collection(t, mod), vectorstore.Query{Vector: qv, K: k,
-					Filter: map[string]string{"ns": ns.name, "tier": string(t)}})
+				hits, err := ns.searchVectors(ctx, Collection(t, mod), t, qv, k)
 				if err != nil {
-					return nil, fmt.Errorf("memory: searching %s: %w", Collection(t, mod), err)
+					return nil, err
 				}
 				for _, h := range hits {
 					if id := ns.memoryID(h.ID); id != "" && keep(id) {
@@ -367,6 +366,76 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 	}
 	return out, nil
 }
+
+// searchVectors asks the vector store for the k vectors of tier t in collection
+// coll nearest qv, among which those the fold put there.
+//
+// Items of the namespace that the fold never put there may crowd them out: the
+// store outlived the event log (a data directory started afresh on the same
+// Milvus), or another deployment shares the store and the namespace's name. While
+// the store returns as many hits as asked and fewer of the fold's than it holds,
+// the namespace asks for four times as many again (up to maxVectorK): search
+// ranks the memories it knows, never deletes what another may own.
+//
+// The store holds every vector the fold put there, so a store that returns fewer
+// hits than asked, and not all of those the fold put there, has lost some: a
+// Milvus started afresh without its data, or a collection dropped. The namespace
+// then puts back the collection's vectors (they are in its events) and searches
+// again, instead of finding its memories by keyword alone until the next restart.
+// The caller holds ns.mu.
+func (ns *Namespace) searchVectors(ctx context.Context, coll string, t Tier, qv []float32, k int) ([]vectorstore.Hit, error) {
+	held := 0
+	for _, c := range ns.pj.vecAt {
+		if c == coll {
+			held++
+		}
+	}
+	// own keeps the hits of the vectors the fold put there, at most k, best first.
+	own := func(hits []vectorstore.Hit) []vectorstore.Hit {
+		var out []vectorstore.Hit
+		for _, h := range hits {
+			if len(out) < k && ns.pj.vecAt[ns.memoryID(h.ID)] == coll {
+				out = append(out, h)
+			}
+		}
+		return out
+	}
+	q := vectorstore.Query{Vector: qv, K: k, Filter: map[string]string{"ns": ns.name, "tier": string(t)}}
+	restored := false
+	for {
+		hits, err := ns.cfg.Vectors.Search(ctx, coll, q)
+		if err != nil {
+			return nil, fmt.Errorf("memory: searching %s: %w", coll, err)
+		}
+		mine := own(hits)
+		switch {
+		case len(mine) >= min(k, held):
+			return mine, nil
+		case len(hits) >= q.K:
+			if q.K >= maxVectorK {
+				return mine, nil
+			}
+			q.K = min(4*q.K, maxVectorK) // crowded out by items the fold never had
+		case restored:
+			return mine, nil
+		default:
+			// Fewer than asked: the store returned every item it holds under the
+			// filter, and lacks some of the fold's.
+			for id, c := range ns.pj.vecAt {
+				if c == coll {
+					ns.pj.dirty[id] = struct{}{}
+				}
+			}
+			if err := ns.syncVectors(ctx); err != nil {
+				return nil, fmt.Errorf("memory: putting back the vectors of %s that the store lost: %w", coll, err)
+			}
+			restored = true
+		}
+	}
+}
+
+// maxVectorK bounds the K of a vector search that items the fold never had crowd.
+const maxVectorK = 4096
 
 // complete gives every candidate both relevance terms of its mode: the cosine of
 // the query with the memory's vector as the fold holds it, where the vector store

@@ -104,7 +104,9 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "namespace %s: %v", g.ns, err)
 			return
 		case err != nil:
-			writeError(w, http.StatusServiceUnavailable, "namespace %s: the memories were not written: %v (send the request again with the same Idempotency-Key: what was written is not written twice)", g.ns, err)
+			// Not "not written": when only the vector store failed, the memories are
+			// stored in the log, and the error says so.
+			writeError(w, http.StatusServiceUnavailable, "namespace %s: %v (send the request again with the same Idempotency-Key to get the IDs: what was written is not written twice)", g.ns, err)
 			return
 		}
 		for j, i := range g.idx {

@@ -179,7 +179,7 @@ func (n *Node) apiRoutes() []Route {
 				Summary: "Write memories: one memory object or an array; Idempotency-Key makes a retry write nothing twice",
 				Body:    jsonBody(Schema{"oneOf": []any{schemaOf(memory.Input{}), schemaOf([]memory.Input{})}}),
 				Responses: []Response{created("the memories are written", Schema{"type": "object", "properties": Schema{"ids": Schema{"type": "array", "items": Schema{"type": "string"}}}}),
-					unavailable("the memories were not written")}}},
+					unavailable("the write failed, or the memories are stored but the vector store did not answer: send it again with the same Idempotency-Key")}}},
 			Route{Method: "GET", Path: "/v1/memories/search", Handler: http.HandlerFunc(n.searchMemories), Doc: RouteDoc{
 				Summary: "Search a namespace's memories",
 				Query: []Param{{Name: "namespace", Description: "the namespace", Required: true}, {Name: "q", Description: "what to search for", Required: true},

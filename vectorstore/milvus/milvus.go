@@ -10,11 +10,14 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
+	grpc_retry "github.com/grpc-ecosystem/go-grpc-middleware/retry"
 	"github.com/milvus-io/milvus-sdk-go/v2/client"
 	"github.com/milvus-io/milvus-sdk-go/v2/entity"
+	"google.golang.org/grpc"
 
 	"github.com/troupe-run/troupe/vectorstore"
 )
@@ -77,15 +80,36 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	c, err := client.NewClient(dctx, client.Config{
-		Address:  cfg.Addr,
-		Username: cfg.Username,
-		Password: cfg.Password,
-		DBName:   cfg.DB,
+		Address:     cfg.Addr,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
+		DBName:      cfg.DB,
+		DialOptions: dialOptions(),
 	})
 	if err != nil {
+		if ctx.Err() == nil && dctx.Err() != nil {
+			// gRPC reports only the deadline, not why it could not connect.
+			return nil, fmt.Errorf("vectorstore/milvus: connect to %s: no answer within %s (is Milvus running and listening there?): %w", cfg.Addr, cfg.DialTimeout, err)
+		}
 		return nil, fmt.Errorf("vectorstore/milvus: connect to %s: %w", cfg.Addr, err)
 	}
 	return &Store{cfg: cfg, client: c, level: levels[cfg.Consistency], colls: make(map[string]*collection)}, nil
+}
+
+// retryAttempts bounds the attempts of one request that fails with Unavailable
+// (no connection to the server). The SDK makes six, waiting 0.18, 0.54, 1.6, 4.9
+// and 15 s between them: each request to a Milvus that is down took 22 s to fail,
+// and a task whose agent uses memory waited that long for every call of the memory
+// tool. Four attempts, 0.18, 0.54 and 1.6 s apart, fail within about 2.5 s and
+// still ride out a dropped connection (gRPC dials again at once) or most of a
+// reconnection backoff (at most 3 s) when the server comes back.
+const retryAttempts = 4
+
+// dialOptions are the SDK's default gRPC options (keepalive pings every 5 s, which
+// find a dead connection within 15 s even when idle; reconnection backoff) with
+// fewer retries of a request that finds no connection.
+func dialOptions() []grpc.DialOption {
+	return append(slices.Clone(client.DefaultGrpcOpts), grpc.WithDefaultCallOptions(grpc_retry.WithMax(retryAttempts)))
 }
 
 var levels = map[Consistency]entity.ConsistencyLevel{
@@ -275,6 +299,27 @@ func (s *Store) create(ctx context.Context, name string, dim int) (*collection, 
 	return c, nil
 }
 
+// gone reports whether err, from a request on collection c (called name), says
+// that c no longer exists on the server: dropped, or lost with the server's data
+// (a Milvus started afresh). Then the Store forgets c, so that the next lookup asks
+// the server again, and the caller tries once more: an Upsert creates the
+// collection anew, a Search finds nothing, a Delete has nothing to delete.
+func (s *Store) gone(name string, c *collection, err error) bool {
+	var missing client.ErrCollectionNotExists
+	msg := err.Error()
+	// Milvus 2.3 and later say "collection not found[collection=…]"; 2.2 said
+	// "can't find collection"; the SDK's own check returns ErrCollectionNotExists.
+	if !errors.As(err, &missing) && !strings.Contains(msg, "collection not found") && !strings.Contains(msg, "can't find collection") {
+		return false
+	}
+	s.cmu.Lock()
+	defer s.cmu.Unlock()
+	if s.colls[name] == c {
+		delete(s.colls, name)
+	}
+	return true
+}
+
 // row is one validated item, ready to send.
 type row struct {
 	id     string
@@ -353,18 +398,6 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 	if len(rows) == 0 {
 		return nil
 	}
-	c, err := s.lookup(ctx, collection)
-	if err != nil {
-		return err
-	}
-	if c == nil {
-		if c, err = s.create(ctx, collection, dim); err != nil {
-			return err
-		}
-	}
-	if c.dim != dim {
-		return fmt.Errorf("%w: collection %q has dimension %d, the batch has %d", vectorstore.ErrDimension, collection, c.dim, dim)
-	}
 	ids := make([]string, len(rows))
 	vecs := make([][]float32, len(rows))
 	texts := make([]string, len(rows))
@@ -372,21 +405,38 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 	for i, r := range rows {
 		ids[i], vecs[i], texts[i], metas[i] = r.id, r.vector, r.text, r.meta
 	}
-	if err := ctx.Err(); err != nil { // it may have ended while the collection was made
-		return fmt.Errorf("vectorstore/milvus: upsert: %w", err)
+	for attempt := 0; ; attempt++ {
+		c, err := s.lookup(ctx, collection)
+		if err != nil {
+			return err
+		}
+		if c == nil {
+			if c, err = s.create(ctx, collection, dim); err != nil {
+				return err
+			}
+		}
+		if c.dim != dim {
+			return fmt.Errorf("%w: collection %q has dimension %d, the batch has %d", vectorstore.ErrDimension, collection, c.dim, dim)
+		}
+		if err := ctx.Err(); err != nil { // it may have ended while the collection was made
+			return fmt.Errorf("vectorstore/milvus: upsert: %w", err)
+		}
+		rctx, cancel := s.rpc(ctx)
+		_, err = s.client.Upsert(rctx, c.name, "",
+			entity.NewColumnVarChar(fieldID, ids),
+			entity.NewColumnFloatVector(fieldVector, dim, vecs),
+			entity.NewColumnVarChar(fieldText, texts),
+			entity.NewColumnJSONBytes(fieldMetadata, metas))
+		cancel()
+		if err != nil && attempt == 0 && s.gone(collection, c, err) {
+			continue // dropped under the Store: create it again
+		}
+		if err != nil {
+			return s.fail(ctx, "upsert", collection, err)
+		}
+		c.written.Store(true)
+		return nil
 	}
-	rctx, cancel := s.rpc(ctx)
-	defer cancel()
-	_, err = s.client.Upsert(rctx, c.name, "",
-		entity.NewColumnVarChar(fieldID, ids),
-		entity.NewColumnFloatVector(fieldVector, dim, vecs),
-		entity.NewColumnVarChar(fieldText, texts),
-		entity.NewColumnJSONBytes(fieldMetadata, metas))
-	if err != nil {
-		return s.fail(ctx, "upsert", collection, err)
-	}
-	c.written.Store(true)
-	return nil
 }
 
 // Delete implements vectorstore.Store. The IDs go in one Milvus delete request.
@@ -414,14 +464,29 @@ func (s *Store) Delete(ctx context.Context, collection string, ids []string) err
 	if len(uniq) == 0 {
 		return nil
 	}
-	c, err := s.lookup(ctx, collection)
-	if err != nil || c == nil {
-		return err
+	for attempt := 0; ; attempt++ {
+		c, err := s.lookup(ctx, collection)
+		if err != nil || c == nil {
+			return err
+		}
+		err = s.deleteIn(ctx, c, uniq)
+		if err != nil && attempt == 0 && s.gone(collection, c, err) {
+			continue // dropped under the Store: look again
+		}
+		if err != nil {
+			return s.fail(ctx, "delete", collection, err)
+		}
+		return nil
 	}
+}
+
+// deleteIn deletes ids from c and, at Session consistency, waits until the
+// delete is visible to searches.
+func (s *Store) deleteIn(ctx context.Context, c *collection, ids []string) error {
 	rctx, cancel := s.rpc(ctx)
 	defer cancel()
-	if err := s.client.Delete(rctx, c.name, "", idsExpr(uniq)); err != nil {
-		return s.fail(ctx, "delete", collection, err)
+	if err := s.client.Delete(rctx, c.name, "", idsExpr(ids)); err != nil {
+		return err
 	}
 	c.written.Store(true)
 	if s.level == entity.ClSession {
@@ -431,7 +496,7 @@ func (s *Store) Delete(ctx context.Context, collection string, ids []string) err
 		// it see it.
 		if _, err := s.client.Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
 			client.WithSearchQueryConsistencyLevel(entity.ClStrong), client.WithLimit(1)); err != nil {
-			return s.fail(ctx, "delete (waiting until it is visible)", collection, err)
+			return fmt.Errorf("waiting until the delete is visible: %w", err)
 		}
 	}
 	return nil
@@ -456,10 +521,22 @@ func (s *Store) Search(ctx context.Context, collection string, q vectorstore.Que
 	if err := vectorstore.CheckVector(q.Vector); err != nil {
 		return nil, fmt.Errorf("query: %w", err)
 	}
-	c, err := s.lookup(ctx, collection)
-	if err != nil || c == nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		c, err := s.lookup(ctx, collection)
+		if err != nil || c == nil {
+			return nil, err
+		}
+		hits, err := s.search(ctx, collection, c, q)
+		if err != nil && attempt == 0 && s.gone(collection, c, err) {
+			continue // dropped under the Store: look again
+		}
+		return hits, err
 	}
+}
+
+// search searches collection, known as c. Errors of the server come unwrapped:
+// Search wraps them.
+func (s *Store) search(ctx context.Context, collection string, c *collection, q vectorstore.Query) ([]vectorstore.Hit, error) {
 	if len(q.Vector) != c.dim {
 		return nil, fmt.Errorf("%w: collection %q has dimension %d, the query has %d", vectorstore.ErrDimension, collection, c.dim, len(q.Vector))
 	}

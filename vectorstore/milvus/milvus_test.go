@@ -212,6 +212,42 @@ func TestLongCollectionNames(t *testing.T) {
 	}
 }
 
+// A collection dropped under a Store that knows it (an operator dropped it, or the
+// server lost its data and started afresh) is made again by the next Upsert, and
+// searched and deleted from as an absent one, instead of failing every request
+// until the Store is reopened.
+func TestCollectionDroppedUnderTheStore(t *testing.T) {
+	t.Parallel()
+	addr := serverAddr(t)
+	prefix := testPrefix(t, addr)
+	s := newStore(t, milvus.Config{Addr: addr, Prefix: prefix, Consistency: milvus.Session})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	q := vectorstore.Query{Vector: []float32{1, 0}, K: 5}
+	for _, name := range []string{"up", "search", "del"} {
+		if err := s.Upsert(ctx, name, []vectorstore.Item{{ID: "old", Vector: []float32{1, 0}}}); err != nil {
+			t.Fatalf("Upsert %s: %v", name, err)
+		}
+		if hits, err := s.Search(ctx, name, q); err != nil || len(hits) != 1 {
+			t.Fatalf("Search %s: %v %v", name, hitIDs(hits), err)
+		}
+	}
+	dropPrefix(t, addr, prefix)
+
+	if hits, err := s.Search(ctx, "search", q); err != nil || len(hits) != 0 {
+		t.Errorf("Search of the dropped collection: %v %v, want no hits and no error", hitIDs(hits), err)
+	}
+	if err := s.Delete(ctx, "del", []string{"old"}); err != nil {
+		t.Errorf("Delete from the dropped collection: %v", err)
+	}
+	if err := s.Upsert(ctx, "up", []vectorstore.Item{{ID: "new", Vector: []float32{0, 1}}}); err != nil {
+		t.Fatalf("Upsert into the dropped collection: %v", err)
+	}
+	if hits, err := s.Search(ctx, "up", q); err != nil || !slices.Equal(hitIDs(hits), []string{"new"}) {
+		t.Errorf("Search after the Upsert made it again: %v %v, want [new]", hitIDs(hits), err)
+	}
+}
+
 // Search is exact beyond Milvus's growing-segment chunks (128 rows) and its interim
 // index: every hit of a larger collection is the brute-force one, under a filter too,
 // and K up to Milvus's top-K limit works.
@@ -302,6 +338,10 @@ func TestUnreachableServer(t *testing.T) {
 	_, err := milvus.New(ctx, milvus.Config{Addr: "127.0.0.1:1", DialTimeout: time.Second})
 	if err == nil {
 		t.Fatal("New with nothing listening: no error")
+	}
+	// The user learns where it looked, and that nothing answered there.
+	if msg := err.Error(); !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "no answer within 1s") {
+		t.Errorf("New with nothing listening: %q; want the address and that nothing answered", msg)
 	}
 }
 
