@@ -60,22 +60,26 @@ func (m textGatedModel) waitReached(t *testing.T) {
 // pieces until its task ended: the first delta must be the text so far, with
 // Reset (gated at after pieces: read before the gate opens), then the deltas
 // after it, one per piece, the call's model.responded whole, and the task's end.
-// Only the task's first events (which reach a watcher on another node through the
-// bus, maybe after it came) may come before the text.
+// The task's events before the call (which reach a watcher on another node through
+// the bus, maybe after it came, and after the deltas) may come anywhere before the
+// answer.
 func lateFeed(t *testing.T, live <-chan messages.Envelope, m textGatedModel, pieces []string) {
 	t.Helper()
 	next := func() messages.Envelope {
 		t.Helper()
-		select {
-		case e, ok := <-live:
-			if !ok {
-				t.Fatal("the watcher was disconnected")
+		for {
+			select {
+			case e, ok := <-live:
+				if !ok {
+					t.Fatal("the watcher was disconnected")
+				}
+				if e.Type != messages.TypeTaskSubmitted && e.Type != messages.TypeModelRequested {
+					return e
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the watcher got nothing more")
 			}
-			return e
-		case <-time.After(30 * time.Second):
-			t.Fatal("the watcher got nothing more")
 		}
-		return messages.Envelope{}
 	}
 	delta := func(e messages.Envelope) *messages.ModelDelta {
 		t.Helper()
@@ -88,11 +92,7 @@ func lateFeed(t *testing.T, live <-chan messages.Envelope, m textGatedModel, pie
 		}
 		return p.(*messages.ModelDelta)
 	}
-	e := next()
-	for e.Type == messages.TypeTaskSubmitted || e.Type == messages.TypeModelRequested {
-		e = next() // a remote watcher may come before the bus brought these
-	}
-	first := delta(e)
+	first := delta(next())
 	if want := strings.Join(pieces[:m.after], ""); !first.Reset || first.Content != want || first.Seq != uint64(m.after) {
 		t.Fatalf("the first delta: %+v, want the text of the first %d increments, with Reset", first, m.after)
 	}
@@ -102,7 +102,7 @@ func lateFeed(t *testing.T, live <-chan messages.Envelope, m textGatedModel, pie
 			t.Fatalf("delta %d: %+v, want %q", i, d, pieces[i])
 		}
 	}
-	e = next()
+	e := next()
 	if e.Type != messages.TypeModelResponded || e.CausationID != first.Key {
 		t.Fatalf("after the deltas: %s %s", e.Type, e.Payload)
 	}
