@@ -119,13 +119,16 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		if err := e.check(rc.Message); err != nil {
 			return err
 		}
-		input := messageText(rc.Message)
+		// The session takes the task before the client hears of it: a client may
+		// act on the task at its first event (tasks/cancel), and must find it
+		// running. A task the session refuses was never one: the client gets the
+		// error, and the message may be sent again (Dedupe releases its claim).
+		envID = EnvelopeID(rc.Message.ID)
+		if err := e.backend.SubmitTask(ctx, e.agent, session, messageText(rc.Message), envID); err != nil {
+			return fmt.Errorf("a2a: the task was not accepted: %w", err)
+		}
 		if err := q.Write(ctx, sdk.NewSubmittedTask(rc, rc.Message)); err != nil {
 			return err
-		}
-		envID = EnvelopeID(rc.Message.ID)
-		if err := e.backend.SubmitTask(ctx, e.agent, session, input, envID); err != nil {
-			return fmt.Errorf("a2a: the task was not accepted: %w", err)
 		}
 	} else {
 		if _, id, ok := ParseTaskID(rc.StoredTask.ID); ok {

@@ -1,10 +1,13 @@
 package a2a
 
 import (
+	"context"
 	"strings"
+	"sync"
 	"testing"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2asrv"
 )
 
 func TestParseAnswer(t *testing.T) {
@@ -56,5 +59,70 @@ func TestTaskIDsNameTheirSessionAndEnvelope(t *testing.T) {
 		if _, _, ok := ParseTaskID(sdk.TaskID(bad)); ok {
 			t.Errorf("%q parsed as a task ID", bad)
 		}
+	}
+}
+
+// recordingQueue is an eventqueue.Queue that keeps what is written to it.
+type recordingQueue struct {
+	mu     sync.Mutex
+	events []sdk.Event
+}
+
+func (q *recordingQueue) Write(_ context.Context, ev sdk.Event) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.events = append(q.events, ev)
+	return nil
+}
+
+func (q *recordingQueue) written() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.events)
+}
+
+func (q *recordingQueue) Read(ctx context.Context) (sdk.Event, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+func (q *recordingQueue) Close() error { return nil }
+
+// takingBackend is a silentBackend that, as its session takes a task, notes how
+// many events the task's client had been told of (none: a client may cancel the
+// task at its first event, which must find it running), then stops the execution.
+type takingBackend struct {
+	silentBackend
+	q       *recordingQueue
+	told    int
+	stopped context.CancelFunc
+}
+
+func (b *takingBackend) SubmitTask(ctx context.Context, agent, session, input, envID string) error {
+	b.told = b.q.written()
+	b.stopped()
+	return b.silentBackend.SubmitTask(ctx, agent, session, input, envID)
+}
+
+// The executor reports a new task (its submitted event, the first a client gets)
+// only once the task's session took it: a client that cancels the task at that
+// event (the Python SDK's cancel_task at the stream's first event) finds it
+// running, rather than an idle session and an internal error.
+func TestExecutorReportsATaskOnceItsSessionTookIt(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	q := &recordingQueue{}
+	b := &takingBackend{q: q, told: -1, stopped: cancel}
+	msg := sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: "think hard"})
+	rc := &a2asrv.RequestContext{Message: msg, TaskID: "t", ContextID: "s"}
+	_ = NewExecutor(b, "").Execute(ctx, rc, q) // ends as SubmitTask stopped it
+	if b.told != 0 {
+		t.Fatalf("the client was told of %d events of the task before its session took it", b.told)
+	}
+	if q.written() == 0 {
+		t.Fatal("no event of the task")
+	}
+	if task, ok := q.events[0].(*sdk.Task); !ok || task.Status.State != sdk.TaskStateSubmitted {
+		t.Fatalf("the first event: %#v, want the task submitted", q.events[0])
 	}
 }

@@ -181,21 +181,25 @@ func TestA2ACancelRunningTask(t *testing.T) {
 		got, err := client.GetTask(context.Background(), &sdk.TaskQueryParams{ID: task.ID})
 		return err == nil && got.Status.State == sdk.TaskStateWorking
 	})
-	// tasks/resubscribe follows the running task to its end.
+	// tasks/resubscribe follows the running task to its end: it follows the task's
+	// session from before its first event (the task, working), so the cancel that
+	// comes after that event reaches it.
+	feed := a2aFeed(client.ResubscribeToTask(context.Background(), &sdk.TaskIDParams{ID: task.ID}))
+	if it, ok := nextItem(t, feed, 20*time.Second); !ok || it.err != nil {
+		t.Fatalf("tasks/resubscribe: %v", it.err)
+	} else if first, isTask := it.ev.(*sdk.Task); !isTask || first.Status.State != sdk.TaskStateWorking {
+		t.Fatalf("tasks/resubscribe's first event: %#v, want the task working", it.ev)
+	}
 	resubscribed := make(chan sdk.TaskState, 1)
 	go func() {
 		var last sdk.TaskState
-		for ev, err := range client.ResubscribeToTask(context.Background(), &sdk.TaskIDParams{ID: task.ID}) {
-			if err != nil {
-				break
-			}
-			if st, ok := ev.(*sdk.TaskStatusUpdateEvent); ok {
+		for it := range feed {
+			if st, ok := it.ev.(*sdk.TaskStatusUpdateEvent); ok && it.err == nil {
 				last = st.Status.State
 			}
 		}
 		resubscribed <- last
 	}()
-	time.Sleep(100 * time.Millisecond) // let the resubscription attach
 	canceled, err := client.CancelTask(context.Background(), &sdk.TaskIDParams{ID: task.ID})
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	sdk "github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/llm/openai"
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -152,13 +153,19 @@ func streamedText(t *testing.T, events []sdk.Event, whole string) (string, int) 
 // which neither runs the task nor performs its model call and had no watcher of
 // it: it gets the answer's text so far at once (from the node performing the call,
 // which streams it onto the bus for the first client), then the tokens that follow,
-// in order, nothing twice, then the recorded answer and the task's end.
+// in order, nothing twice, then the recorded answer and the task's end. The
+// provider's stream stops after 30 tokens until the subscriber got the text so far.
 func TestClusterA2AResubscribeMidAnswer(t *testing.T) {
 	pieces := tokens(100)
 	c := newDeltaCluster(t, func(int) openaitest.Reply {
 		return openaitest.TextStream(messages.Usage{PromptTokens: 20, CompletionTokens: 100}, pieces...)
 	})
-	c.a2a, c.pace = &node.A2AConfig{}, 20*time.Millisecond
+	m, err := openai.New(openai.Config{Provider: "fake", BaseURL: c.srv.URL, Model: "fake-model", Timeout: 20 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model := newTextGatedModel(m, 30)
+	c.a2a, c.model = &node.A2AConfig{}, model
 	api, other := startA2ACluster(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -179,24 +186,32 @@ func TestClusterA2AResubscribeMidAnswer(t *testing.T) {
 		}
 	}
 	cut() // the first client goes away mid-answer
+	model.waitReached(t)
 
 	subscriber, _ := a2aClient(t, other.URL, a2a.CardPath)
-	events := drainFeed(t, a2aFeed(subscriber.ResubscribeToTask(ctx, &sdk.TaskIDParams{ID: id})))
+	feed := a2aFeed(subscriber.ResubscribeToTask(ctx, &sdk.TaskIDParams{ID: id}))
+	var events []sdk.Event
+	var caughtUp string
+	for caughtUp == "" {
+		it, ok := nextItem(t, feed, 30*time.Second)
+		if !ok || it.err != nil {
+			t.Fatalf("tasks/resubscribe after %d events: %v", len(events), it.err)
+		}
+		events = append(events, it.ev)
+		if a, isArtifact := it.ev.(*sdk.TaskArtifactUpdateEvent); isArtifact {
+			caughtUp = partsOf(&sdk.Message{Parts: a.Artifact.Parts})
+		}
+	}
+	close(model.gate)
+	events = append(events, drainFeed(t, feed)...)
 	whole := strings.Join(pieces, "")
 	text, lastChunk, _, last := foldAnswer(events)
 	if last == nil || !last.Final || last.Status.State != sdk.TaskStateCompleted || text == "" || !strings.HasPrefix(whole, text) || !lastChunk {
 		t.Fatalf("tasks/resubscribe ended with %#v, answer %q", last, text)
 	}
 	live, increments := streamedText(t, events, whole)
-	var caughtUp string
-	for _, ev := range events {
-		if a, ok := ev.(*sdk.TaskArtifactUpdateEvent); ok {
-			caughtUp = partsOf(&sdk.Message{Parts: a.Artifact.Parts})
-			break
-		}
-	}
-	if live != whole || len(caughtUp) < len(strings.Join(pieces[:20], "")) || caughtUp == whole {
-		t.Fatalf("tasks/resubscribe mid-answer: %d increments, the first %q, then %q; want the first 20 tokens or more at once, then the others", increments, caughtUp, live)
+	if live != whole || caughtUp != strings.Join(pieces[:30], "") {
+		t.Fatalf("tasks/resubscribe mid-answer: %d increments, the first %q, then %q; want the first 30 tokens at once, then the others", increments, caughtUp, live)
 	}
 }
 

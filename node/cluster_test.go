@@ -105,6 +105,17 @@ type checkedModel struct {
 }
 
 func (m checkedModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	m.check(r)
+	return m.Scripted.Generate(ctx, r)
+}
+
+// Stream is Generate's, streamed: a node streams the calls of the sessions it runs.
+func (m checkedModel) Stream(ctx context.Context, r llm.Request, onDelta func(llm.Delta) error) (llm.Response, error) {
+	m.check(r)
+	return m.Scripted.Stream(ctx, r, onDelta)
+}
+
+func (m checkedModel) check(r llm.Request) {
 	violated := recorded(m.log, r.Key, messages.TypeModelResponded)
 	m.mu.Lock()
 	m.callsBy[m.node]++
@@ -112,7 +123,6 @@ func (m checkedModel) Generate(ctx context.Context, r llm.Request) (llm.Response
 		*m.violations = append(*m.violations, "model call repeated after its response was recorded: "+r.Key)
 	}
 	m.mu.Unlock()
-	return m.Scripted.Generate(ctx, r)
 }
 
 type modelCalls struct {

@@ -24,13 +24,16 @@ const deltaWatcherBuffer = 256
 // reader that resumes from the log (Watch's channel closed) gets no deltas for what
 // it missed, and none for a call whose model.responded it has.
 //
-// A model call streams only when its session has a watcher of deltas as the call
-// starts. A watcher that comes while a call streams (a client reconnecting
-// mid-answer) first gets the call's text so far, as one delta with Reset, then its
-// next deltas (deltas_catchup.go): from this node when it performs the call or
-// another watcher here followed it from its start, else from the node performing
-// it, over the bus, when the call streams onto it (another node watched as it
-// started); otherwise its answer comes whole.
+// The node streams every model call of the sessions it runs (modelDeltas), watched
+// or not, keeping each call's text so far while it runs. A watcher that comes while
+// a call streams (a client that opens the stream mid-answer, or reconnects) first
+// gets the call's text so far, as one delta with Reset, then its next deltas
+// (deltas_catchup.go): from this node when it performs the call or another watcher
+// here followed it from its start, else from the node performing it, over the bus:
+// the owner performing its session's call starts to stream it onto the bus when it
+// hears of the watcher (watchedNow); a models node performing it for another owner
+// streams it only when the request asked (another node watched as it started), and
+// otherwise its answer comes whole.
 //
 // In a cluster (Bus) the watcher may be on any node: the session's owner, another
 // node that serves the API, or `node run --kafka`. A watcher on a node other than the
@@ -83,23 +86,35 @@ func (n *Node) WatchDeltas(sessionID string) (<-chan messages.Envelope, func()) 
 // (actors.LocalEffectsConfig.ModelDeltas), redacted (deltaRedactor): to the
 // session's watchers on this node, and onto the bus (clusterDeltas.stream) when the
 // request asks it to stream (its owner is another node that knows of a watcher) or
-// this node owns the session and other nodes watch it. With neither as the call
-// starts, the call does not stream.
+// this node owns the session and other nodes watch it.
+//
+// A call of a session this node runs streams even when nobody watches it as it
+// starts: its text so far is kept while it runs (openCall, at most callTextMax), so
+// that a watcher that comes during it, here or (through the DeltaWatch that
+// announces it) on another node, gets that text and the deltas after it
+// (deltas_catchup.go) rather than silence until the answer. A call this node
+// performs for another node's session streams only as the request asks
+// (EffectRequest.Stream): no watcher can come here for it, and the session's owner
+// cannot reach its performer mid-call. With Config.StreamWatchedOnly, a call
+// streams only for the watchers there are as it starts.
 func (n *Node) modelDeltas(req messages.EffectRequest) (func(messages.ModelDelta), func()) {
 	sid := req.SessionID
-	var out *deltaStream
-	if c := n.hub.cluster; c != nil && (req.Stream || c.leases.watched(sid)) {
-		out = c.stream(sid)
-		out.key, out.hub = req.Key.String(), n.hub
-	}
-	if out == nil && !n.hub.wantsDeltas(sid) {
+	key := req.Key.String()
+	c := n.hub.cluster
+	onBus := c != nil && (req.Stream || c.leases.watched(sid))
+	runsHere := !n.cfg.StreamWatchedOnly && (c == nil || n.hub.isLocal == nil || n.hub.isLocal(sid))
+	if !onBus && !runsHere && !n.hub.wantsDeltas(sid) {
 		return nil, nil
 	}
+	var out *deltaStream
+	if c != nil {
+		out = c.stream(sid)
+		out.key, out.hub, out.bus = key, n.hub, onBus
+	}
 	red := &deltaRedactor{r: n.redactor}
-	key := req.Key.String()
 	n.hub.openCall(sid, key) // its text is kept for the watchers that come during it
 	if out != nil {
-		n.hub.cluster.begin(out)
+		c.begin(out)
 	}
 	var mu sync.Mutex
 	sent := 0 // deltas handed on since the last one with Reset (messages.DeltaEnd)
@@ -120,15 +135,19 @@ func (n *Node) modelDeltas(req messages.EffectRequest) (func(messages.ModelDelta
 		}
 	}
 	// Once the call returned, before its answer goes anywhere: the end of its
-	// deltas, for the watchers here and, after the last batch, on the bus.
+	// deltas, for the watchers here and, after the last batch, on the bus when the
+	// call streams onto it (from its start, or since another node's watcher came).
 	done := func() {
 		mu.Lock()
 		end := messages.DeltaEnd{Key: key, Sent: sent}
 		mu.Unlock()
+		onBus := out != nil && out.finish()
 		n.hub.endDeltas(sid, "", end)
 		if out != nil {
-			out.done(end)
-			n.hub.cluster.end(out)
+			if onBus {
+				out.done(end)
+			}
+			c.end(out)
 		}
 	}
 	return to, done

@@ -27,8 +27,12 @@ import (
 // while it streams a call: clusterDeltas.begin); each answers, in order with its
 // batches, with the text so far (messages.TypeDeltaCatchUp: deltaStream.catchUp),
 // which the watchers that do not follow the call yet get (deliverCatchUp), the
-// deltas it stands for that came before it dropped. A call that streams onto the
-// bus for no node (none watched the session as it started) has no text to ask for.
+// deltas it stands for that came before it dropped. The owner of a session that
+// performs its calls starts to stream one that did not stream onto the bus (no
+// node watched the session as it started) when a node announces a watcher
+// (messages.DeltaWatch: watchedNow), its text so far first. A call a models node
+// performs for another owner that did not stream onto the bus as it started has no
+// text to ask for.
 
 // callTextMax bounds the text (content and tool-call arguments) the hub keeps of one
 // call for watchers that come later.
@@ -235,8 +239,10 @@ func (h *Hub) textSoFar(sessionID, key string) ([]messages.ModelDelta, int, bool
 
 // deliverCatchUp hands a call's text so far, from node from (a
 // messages.TypeDeltaCatchUp standing for end.Sent deltas), to the session's watchers
-// of deltas that do not follow the call yet (they came during it), and keeps it
-// for those that come next.
+// of deltas that do not follow the call yet (they came during it), or got its
+// model.requested but none of its deltas (it did not stream onto the bus as it
+// started: its performer heard of them later, watchedNow), and keeps it for those
+// that come next.
 func (h *Hub) deliverCatchUp(sessionID, from string, ds []messages.ModelDelta, end messages.DeltaEnd) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -253,7 +259,7 @@ func (h *Hub) deliverCatchUp(sessionID, from string, ds []messages.ModelDelta, e
 	}
 	waiting := false
 	for _, w := range h.subs[sessionID] {
-		if !w.deltas || w.gone || w.calls[key] != nil || slices.Contains(w.answered, key) {
+		if c := w.calls[key]; !w.deltas || w.gone || c != nil && (c.seq != 0 || c.any) || slices.Contains(w.answered, key) {
 			continue // it follows the call, or has its answer
 		}
 		waiting = true

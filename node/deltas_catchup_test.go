@@ -277,3 +277,32 @@ func TestHubCatchesAWatcherUpWithTheTextFromThePerformer(t *testing.T) {
 		t.Fatalf("%d answers held for deltaTailWait in full", n)
 	}
 }
+
+// A watcher that got a call's model.requested but none of its deltas (the call did
+// not stream onto the bus as it started: its owner heard of the watcher during it
+// and streams it from then on, watchedNow) takes the text the performer sends
+// (deliverCatchUp), then the deltas after it, and the answer with no reset.
+func TestHubCatchesUpAWatcherThatHadTheCallsRequestOnly(t *testing.T) {
+	h := newHub(nil, nil)
+	live, stop := h.watch("s", true)
+	defer stop()
+	w := h.subs["s"][0]
+	h.mu.Lock()
+	w.busDeltas = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		w.busDeltas = false
+		h.mu.Unlock()
+	}()
+	ev := func(seq uint64, typ messages.Type, causation string) messages.Envelope {
+		return messages.Envelope{SessionID: "s", Seq: seq, Type: typ, CausationID: causation}
+	}
+	h.deliver("s", []messages.Envelope{ev(1, messages.TypeTaskSubmitted, ""), ev(2, messages.TypeModelRequested, "")})
+	text := messages.ModelDelta{Key: "s/2", Step: 1, Seq: 20, Attempt: 1, Reset: true, Content: "one to twenty "}
+	h.deliverCatchUp("s", "p", []messages.ModelDelta{text}, messages.DeltaEnd{Key: "s/2", Sent: 20})
+	h.deliverDeltas("s", "p", messages.ModelDelta{Key: "s/2", Step: 1, Seq: 21, Attempt: 1, Content: "twenty-one "})
+	h.endDeltas("s", "p", messages.DeltaEnd{Key: "s/2", Sent: 21})
+	h.deliver("s", []messages.Envelope{ev(3, messages.TypeModelResponded, "s/2")})
+	checkFeed(t, readDeltaFeed(t, live, 5), "1:task.submitted", "2:model.requested", "s/2#20!=one to twenty", "s/2#21=twenty-one", "3:model.responded")
+}

@@ -86,9 +86,11 @@ func newClusterDeltas(h *Hub, pub message.Publisher, live message.Subscriber, no
 	h.cluster = c
 }
 
-// begin registers s, a call this node streams onto the bus, until end: while one
-// streams, the node reads messages.TopicDeltas, where other nodes ask for the
-// text so far of the calls of their new watchers' sessions.
+// begin registers s, a call this node performs, until end. While one streams onto
+// the bus, the node reads messages.TopicDeltas, where other nodes ask for the text
+// so far of the calls of their new watchers' sessions; one that does not stream
+// onto the bus yet starts to when a node announces a watcher of its session
+// (watchedNow).
 func (c *clusterDeltas) begin(s *deltaStream) {
 	c.activeMu.Lock()
 	if c.active == nil {
@@ -99,6 +101,14 @@ func (c *clusterDeltas) begin(s *deltaStream) {
 	}
 	c.active[s.sid][s.key] = s
 	c.activeMu.Unlock()
+	if s.onBus() {
+		c.read(s)
+	}
+}
+
+// read has the node read messages.TopicDeltas for s, a call that streams onto the
+// bus, until end.
+func (c *clusterDeltas) read(s *deltaStream) {
 	go func() { // not in the model call's way: subscribing waits for the broker
 		if err := c.feed.acquire(); err != nil {
 			c.logger.Debug("cannot read the asks for the text of calls streaming", "session", s.sid, "err", err)
@@ -112,6 +122,24 @@ func (c *clusterDeltas) begin(s *deltaStream) {
 			c.end(s)
 		}
 	}()
+}
+
+// watchedNow streams onto the bus the calls of sessionID this node performs that
+// do not stream onto it yet: another node announced a watcher of the session
+// (messages.DeltaWatch), which came during them. Each begins with its text so far
+// (deltaStream.catchUp).
+func (c *clusterDeltas) watchedNow(sessionID string) {
+	c.activeMu.Lock()
+	var streams []*deltaStream
+	for _, s := range c.active[sessionID] {
+		if !s.onBus() {
+			streams = append(streams, s)
+		}
+	}
+	c.activeMu.Unlock()
+	for _, s := range streams {
+		go s.catchUp() // not in the handler's way: it publishes
+	}
 }
 
 // end unregisters s (begin).
@@ -240,13 +268,15 @@ func (h *Hub) handleDeltas(msg *message.Message) {
 	}
 }
 
-// stream returns the publisher of one model call's deltas for session sessionID.
+// stream returns the publisher of one model call's deltas for session sessionID,
+// onto the bus from its start.
 func (c *clusterDeltas) stream(sessionID string) *deltaStream {
-	return &deltaStream{c: c, sid: sessionID}
+	return &deltaStream{c: c, sid: sessionID, bus: true}
 }
 
 // deltaStream publishes one model call's deltas on messages.TopicDeltas, deltaLinger's
-// worth in a batch, in order, never blocking the call.
+// worth in a batch, in order, never blocking the call: from its start, or from
+// when a watcher on another node came during it (catchUp), or never.
 type deltaStream struct {
 	c   *clusterDeltas
 	sid string
@@ -258,6 +288,8 @@ type deltaStream struct {
 	send sync.Mutex // held while a batch is published: batches go out in order
 
 	mu      sync.Mutex
+	bus     bool // its deltas go onto the bus
+	ended   bool // the call returned (finish): it goes onto the bus no more
 	held    []messages.ModelDelta
 	bytes   int
 	timer   *time.Timer // the flush of held, when one is due
@@ -266,10 +298,29 @@ type deltaStream struct {
 	reading bool // holds a user of the delta feed (begin); guarded by c.activeMu
 }
 
+// onBus reports whether s's deltas go onto the bus.
+func (s *deltaStream) onBus() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bus
+}
+
+// finish marks the call returned and reports whether its deltas went onto the bus
+// (then its end goes too: done).
+func (s *deltaStream) finish() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	return s.bus
+}
+
 // add holds d for the next batch, which goes out after deltaLinger.
 func (s *deltaStream) add(d messages.ModelDelta) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.bus {
+		return // in the text kept (openCall): a watcher that comes gets it (catchUp)
+	}
 	if len(s.held) >= deltaHeldMax || s.bytes >= deltaHeldBytes {
 		s.dropped++ // the bus is slower than the model: best effort
 		return
@@ -323,10 +374,24 @@ func (s *deltaStream) publish(typ messages.Type, batch []messages.ModelDelta, en
 }
 
 // catchUp publishes the call's text so far (messages.TypeDeltaCatchUp), in order
-// with its batches: after the deltas held, which it stands for too.
+// with its batches: after the deltas held, which it stands for too. A call that
+// did not stream onto the bus streams onto it from now on: a delta kept in the
+// text before and published after it too is not shown twice (its Seq is not past
+// the text's: offerDelta).
 func (s *deltaStream) catchUp() {
 	s.send.Lock()
 	defer s.send.Unlock()
+	s.mu.Lock()
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
+	switched := !s.bus
+	s.bus = true
+	s.mu.Unlock()
+	if switched {
+		s.c.read(s) // the asks of the watchers that come next
+	}
 	s.publish(messages.TypeModelDelta, s.take(), nil)
 	ds, n, ok := s.hub.textSoFar(s.sid, s.key)
 	if !ok {
@@ -399,6 +464,7 @@ func (n *Node) handleDeltaWatch(msg *message.Message) error {
 	// while it has watchers (streamingRequests).
 	if n.hub.cluster != nil && w.Node != n.cfg.NodeID {
 		n.hub.cluster.leases.watch(w.SessionID, time.Duration(w.TTLMS)*time.Millisecond)
+		n.hub.cluster.watchedNow(w.SessionID)
 	}
 	return nil
 }

@@ -110,6 +110,9 @@ type deltaCluster struct {
 	watchGate atomic.Bool
 	// tools are the tools of the nodes started next.
 	tools []tools.Tool
+	// model, when set, is the model of the nodes started next (else one of the
+	// fake provider's, settled or paced).
+	model llm.Model
 }
 
 func newDeltaCluster(t *testing.T, streams func(n int) openaitest.Reply) *deltaCluster {
@@ -140,8 +143,12 @@ func (c *deltaCluster) node(name string, roles node.Role, attempts int) (*node.N
 	if c.deltasFeed != nil {
 		live = deltasFeedSubscriber{Subscriber: live, feed: c.deltasFeed}
 	}
+	var chosen llm.Model = model
+	if c.model != nil {
+		chosen = c.model
+	}
 	n, err := node.New(context.Background(), node.Config{
-		Log: c.log, NodeID: name, Roles: roles, A2A: c.a2a, Tools: c.tools, Model: model, MaxSteps: 4,
+		Log: c.log, NodeID: name, Roles: roles, A2A: c.a2a, Tools: c.tools, Model: chosen, MaxSteps: 4,
 		Gateway: gateway.Config{Retry: gateway.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond, Max: time.Millisecond}},
 		Bus: &node.Bus{Publisher: pub, Tasks: clients.Group, Live: live,
 			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf},

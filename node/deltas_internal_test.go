@@ -3,6 +3,7 @@ package node
 import (
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -302,4 +303,30 @@ func TestTakenOverPartitionsHaveTheirWatchersAnnouncedAgain(t *testing.T) {
 	}
 	c.ownersChanged(ownerPub.msgs[0].Payload[:0]) // undecodable: nothing
 	waitPublished(watcherPub, 3)
+}
+
+// BenchmarkUnwatchedCallDeltas is what a node spends on the deltas of one model
+// call of a session it runs that nobody watches (it keeps their text for a watcher
+// that may come during the call): the call's registration and end, and for each
+// increment its redaction and the text kept; with none (a model that does not
+// stream) and with 100.
+func BenchmarkUnwatchedCallDeltas(b *testing.B) {
+	n := &Node{hub: newHub(nil, nil), redactor: redact.New("sk-secret-0123456789")}
+	req := messages.EffectRequest{SessionID: "s", Key: messages.EffectKey{SessionID: "s", Seq: 2}, Model: &messages.ModelCall{}}
+	for _, count := range []int{0, 100} {
+		ds := make([]messages.ModelDelta, count)
+		for i := range ds {
+			ds[i] = messages.ModelDelta{Key: "s/2", Step: 1, Seq: uint64(i + 1), Attempt: 1, Content: "tok" + strconv.Itoa(i) + " "}
+		}
+		b.Run(strconv.Itoa(count), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				to, done := n.modelDeltas(req)
+				for _, d := range ds {
+					to(d)
+				}
+				done()
+			}
+		})
+	}
 }

@@ -170,6 +170,11 @@ type Config struct {
 	ToolTimeout time.Duration
 	// ModelTimeout bounds one model call (default 2 minutes).
 	ModelTimeout time.Duration
+	// StreamWatchedOnly has a model call stream only when its session has a watcher
+	// of deltas as it starts (node run: nobody can come during a call). By default
+	// the calls of the sessions the node runs stream, so that a watcher that comes
+	// during one gets its text so far (WatchDeltas).
+	StreamWatchedOnly bool
 	// IdleTimeout passivates idle session actors (default 1 minute).
 	IdleTimeout time.Duration
 	// MaxLiveSessions bounds the session actors alive at once (default

@@ -40,9 +40,9 @@ func cutStream(pieces []string) openaitest.Reply {
 }
 
 // streamingNode runs a node whose model is a fake OpenAI-compatible provider: a
-// request that does not ask to stream is answered "warm" at once, and the n-th one
-// that streams (from 0) gets streams(n). Retries wait a millisecond, at most
-// attempts of them.
+// request that does not ask to stream, or whose task is "warm up", is answered
+// "warm" at once, and the n-th other one (from 0) gets streams(n). Retries wait a
+// millisecond, at most attempts of them.
 func streamingNode(t *testing.T, attempts int, streams func(n int) openaitest.Reply) (*node.Node, *openaitest.Server) {
 	t.Helper()
 	srv := streamingProvider(t, streams)
@@ -56,15 +56,21 @@ func streamingNode(t *testing.T, attempts int, streams func(n int) openaitest.Re
 }
 
 // streamingProvider is a fake OpenAI-compatible provider: a request that does not
-// ask to stream is answered "warm" at once, and the n-th one that streams (from 0)
-// gets streams(n).
+// ask to stream, or whose last user message is "warm up", is answered "warm" at
+// once, and the n-th other one (from 0) gets streams(n).
 func streamingProvider(t *testing.T, streams func(n int) openaitest.Reply) *openaitest.Server {
 	t.Helper()
 	var mu sync.Mutex
 	streamed := 0
 	return openaitest.NewServer(t, func(r openaitest.Request) openaitest.Reply {
-		if s, _ := r.JSON(t)["stream"].(bool); !s {
-			return openaitest.Completion(messages.ChatMessage{Role: messages.RoleAssistant, Content: "warm"}, messages.Usage{PromptTokens: 5, CompletionTokens: 1})
+		body := r.JSON(t)
+		stream, _ := body["stream"].(bool)
+		warm := messages.Usage{PromptTokens: 5, CompletionTokens: 1}
+		switch {
+		case !stream:
+			return openaitest.Completion(messages.ChatMessage{Role: messages.RoleAssistant, Content: "warm"}, warm)
+		case lastUserText(body) == "warm up":
+			return openaitest.TextStream(warm, "warm")
 		}
 		mu.Lock()
 		i := streamed
@@ -72,6 +78,18 @@ func streamingProvider(t *testing.T, streams func(n int) openaitest.Reply) *open
 		mu.Unlock()
 		return streams(i)
 	})
+}
+
+// lastUserText is the text of the last user message of a chat completion request.
+func lastUserText(body map[string]any) string {
+	msgs, _ := body["messages"].([]any)
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if m, _ := msgs[i].(map[string]any); m["role"] == "user" {
+			text, _ := m["content"].(string)
+			return text
+		}
+	}
+	return ""
 }
 
 // scanSSE reads Server-Sent Events from body until it ends or event returns false,
@@ -110,7 +128,13 @@ type sseEvent struct {
 // as they come; the stream is subscribed when it returns.
 func openStream(t *testing.T, ctx context.Context, base, session string, last uint64) <-chan sseEvent {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/sessions/"+session+"/stream", nil)
+	return openStreamAt(t, ctx, base+"/v1/sessions/"+session+"/stream", last)
+}
+
+// openStreamAt is openStream of the stream at url.
+func openStreamAt(t *testing.T, ctx context.Context, url string, last uint64) <-chan sseEvent {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	req.Header.Set("Last-Event-ID", strconv.FormatUint(last, 10))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -406,27 +430,36 @@ func TestSlowDeltaWatcherDoesNotStallTheSession(t *testing.T) {
 	}
 }
 
-// Without a watcher of deltas, a model call does not stream; with ?deltas=false, a
-// stream client is not one.
-func TestNoDeltaWatcherNoStreaming(t *testing.T) {
+// A stream client with ?deltas=false is no watcher of deltas: it gets the
+// session's events and none of the deltas of its calls, which stream all the same
+// (the node streams the calls of the sessions it runs, for the watchers that may
+// come during them).
+func TestStreamWithoutDeltasGetsNone(t *testing.T) {
+	pieces := tokens(10)
 	n, srv := streamingNode(t, 0, func(int) openaitest.Reply {
-		t.Error("a model call streamed with nobody watching its deltas")
-		return openaitest.Error(500, "unexpected stream")
+		return openaitest.TextStream(messages.Usage{PromptTokens: 5, CompletionTokens: 10}, pieces...)
 	})
 	api := httptest.NewServer(n.Handler())
 	defer api.Close()
-	last := warmSession(t, n, "no-stream")
+	last := warmSession(t, n, "no-deltas")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api.URL+"/v1/sessions/no-stream/stream?deltas=false", nil)
-	req.Header.Set("Last-Event-ID", strconv.FormatUint(last, 10))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	events := openStreamAt(t, ctx, api.URL+"/v1/sessions/no-deltas/stream?deltas=false", last)
+	if _, err := n.Submit(ctx, node.Task{Input: "count to 10", SessionID: "no-deltas"}); err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	warmSession(t, n, "no-stream") // while the stream without deltas is open
-	if got := len(srv.Requests()); got != 2 {
-		t.Errorf("%d provider requests, want 2", got)
+	got := untilDone(t, ctx, events)
+	if want := "task.submitted model.requested model.responded task.completed"; streamOrder(got) != want {
+		t.Fatalf("stream order %q, want %q", streamOrder(got), want)
+	}
+	if resp := respondedAfter(t, n, "no-deltas", last); len(resp) != 1 || resp[0].Message.Content != strings.Join(pieces, "") {
+		t.Fatalf("recorded answers: %+v", resp)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 2 {
+		t.Fatalf("%d provider requests, want 2", len(reqs))
+	}
+	if s, _ := reqs[1].JSON(t)["stream"].(bool); !s {
+		t.Error("the call of a session the node runs did not stream")
 	}
 }

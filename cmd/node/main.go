@@ -652,6 +652,9 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 	// are left to node serve (resuming them here would repeat their model calls, and
 	// leave them half-run when this task ends).
 	cfg.Resume = node.ResumeNone
+	// Nobody comes to watch during a call of run's task: its calls stream only to
+	// print them (--stream).
+	cfg.StreamWatchedOnly = true
 	n, err := node.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)

@@ -3,6 +3,7 @@ package openai
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"mime"
@@ -30,7 +31,9 @@ var _ Streamer = (*Model)(nil)
 // include_usage). The response is assembled by the SDK's ChatCompletionAccumulator.
 // The stream must end with a finish_reason and [DONE]: a stream the connection cuts
 // short fails with ErrTruncatedStream (transient) and never returns a partial answer;
-// one that stalls fails at Config.Timeout. When Stream fails, the increments already
+// one that stalls fails at Config.Timeout. A provider that answers whole (a JSON
+// chat completion: it does not stream) is read as Generate reads it, with no
+// increments. When Stream fails, the increments already
 // delivered belong to no answer: a retry streams again from the start. An error from
 // onDelta stops the stream and is returned (wrapped) as is.
 func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta) error) (llm.Response, error) {
@@ -58,7 +61,13 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		return llm.Response{}, m.who.errorf(op, "%w: no response body", ErrMalformedResponse)
 	}
 	defer raw.Body.Close()
-	if mt, _, _ := mime.ParseMediaType(raw.Header.Get("Content-Type")); mt != "text/event-stream" {
+	switch mt, _, _ := mime.ParseMediaType(raw.Header.Get("Content-Type")); mt {
+	case "text/event-stream":
+	case "application/json":
+		// A provider that does not stream (some OpenAI-compatible servers ignore
+		// "stream") answers whole: the same answer, with no increments.
+		return m.whole(op, req, raw.Body)
+	default:
 		_, _ = io.Copy(io.Discard, io.LimitReader(raw.Body, maxErrorBody))
 		return llm.Response{}, m.who.errorf(op, "%w: expected an event stream, got Content-Type %q", ErrMalformedResponse, mt)
 	}
@@ -113,6 +122,26 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 		return llm.Response{}, err
 	}
 	return llm.Response{Message: msg, Usage: usage(u)}, nil
+}
+
+// whole is the answer of a chat completion body, as Generate reads it.
+func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response, error) {
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return llm.Response{}, m.who.errorf(op, "reading the answer: %w: %w", err, llm.ErrTransient)
+	}
+	var cc sdk.ChatCompletion
+	if err := json.Unmarshal(b, &cc); err != nil {
+		return llm.Response{}, m.who.errorf(op, "%w: %w", ErrMalformedResponse, err)
+	}
+	if len(cc.Choices) == 0 {
+		return llm.Response{}, m.who.errorf(op, "%w: the response has no choices", ErrMalformedResponse)
+	}
+	msg, err := m.message(req, cc.Choices[0].Message)
+	if err != nil {
+		return llm.Response{}, err
+	}
+	return llm.Response{Message: msg, Usage: usage(cc.Usage)}, nil
 }
 
 // deltas lists a chunk's increments: content (or refusal), then tool-call pieces.

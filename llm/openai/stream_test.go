@@ -47,6 +47,20 @@ func TestStreamText(t *testing.T) {
 	jsonEqual(t, "stream_options", body["stream_options"], `{"include_usage":true}`)
 }
 
+// A provider that does not stream answers a streamed request whole: the answer is
+// Generate's, with no increments.
+func TestStreamAnsweredWhole(t *testing.T) {
+	u := messages.Usage{PromptTokens: 40, CompletionTokens: 3}
+	srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Completion(messages.ChatMessage{Content: "The answer is 42."}, u)))
+	deltas, r, err := stream(t, newModel(t, srv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(deltas) != 0 || r.Message.Role != messages.RoleAssistant || r.Message.Content != "The answer is 42." || r.Usage != u {
+		t.Fatalf("deltas %+v, response %+v", deltas, r)
+	}
+}
+
 func TestStreamParallelToolCalls(t *testing.T) {
 	// Two calls whose arguments arrive in many small pieces, interleaved.
 	ev := []string{openaitest.RoleChunk(),
@@ -164,9 +178,9 @@ func TestStreamErrors(t *testing.T) {
 		}
 	})
 	t.Run("not an event stream", func(t *testing.T) {
-		srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Completion(messages.ChatMessage{Content: "x"}, messages.Usage{})))
+		srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Reply{Header: map[string]string{"Content-Type": "text/plain"}, Body: "x"}))
 		_, _, err := stream(t, newModel(t, srv))
-		if !errors.Is(err, openai.ErrMalformedResponse) || !strings.Contains(err.Error(), "application/json") {
+		if !errors.Is(err, openai.ErrMalformedResponse) || !strings.Contains(err.Error(), "text/plain") {
 			t.Fatalf("%v", err)
 		}
 	})
