@@ -95,14 +95,14 @@ func (n *Node) WatchDeltas(sessionID string) (<-chan messages.Envelope, func()) 
 // (deltas_catchup.go) rather than silence until the answer. A call this node
 // performs for another node's session streams only as the request asks
 // (EffectRequest.Stream): no watcher can come here for it, and the session's owner
-// cannot reach its performer mid-call. With Config.StreamWatchedOnly, a call
+// cannot reach its performer mid-call. Without Config.StreamUnwatched, a call
 // streams only for the watchers there are as it starts.
 func (n *Node) modelDeltas(req messages.EffectRequest) (func(messages.ModelDelta), func()) {
 	sid := req.SessionID
 	key := req.Key.String()
 	c := n.hub.cluster
 	onBus := c != nil && (req.Stream || c.leases.watched(sid))
-	runsHere := !n.cfg.StreamWatchedOnly && (c == nil || n.hub.isLocal == nil || n.hub.isLocal(sid))
+	runsHere := n.cfg.StreamUnwatched && (c == nil || n.hub.isLocal == nil || n.hub.isLocal(sid))
 	if !onBus && !runsHere && !n.hub.wantsDeltas(sid) {
 		return nil, nil
 	}

@@ -113,6 +113,8 @@ type deltaCluster struct {
 	// model, when set, is the model of the nodes started next (else one of the
 	// fake provider's, settled or paced).
 	model llm.Model
+	// streamUnwatched is Config.StreamUnwatched of the nodes started next.
+	streamUnwatched bool
 }
 
 func newDeltaCluster(t *testing.T, streams func(n int) openaitest.Reply) *deltaCluster {
@@ -148,7 +150,7 @@ func (c *deltaCluster) node(name string, roles node.Role, attempts int) (*node.N
 		chosen = c.model
 	}
 	n, err := node.New(context.Background(), node.Config{
-		Log: c.log, NodeID: name, Roles: roles, A2A: c.a2a, Tools: c.tools, Model: chosen, MaxSteps: 4,
+		Log: c.log, NodeID: name, Roles: roles, A2A: c.a2a, Tools: c.tools, Model: chosen, MaxSteps: 4, StreamUnwatched: c.streamUnwatched,
 		Gateway: gateway.Config{Retry: gateway.RetryPolicy{MaxAttempts: attempts, Initial: time.Millisecond, Max: time.Millisecond}},
 		Bus: &node.Bus{Publisher: pub, Tasks: clients.Group, Live: live,
 			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf},

@@ -115,8 +115,8 @@ func lateFeed(t *testing.T, live <-chan messages.Envelope, m textGatedModel, pie
 	}
 }
 
-// A model call whose session nobody watched as it started streams all the same: a
-// watcher that comes during it (a user who opens the session's stream while a long
+// With Config.StreamUnwatched, a model call whose session nobody watched as it
+// started streams all the same: a watcher that comes during it (a user who opens the session's stream while a long
 // answer is being written) gets the text so far at once, then each delta after
 // it, then the answer, rather than silence until the answer.
 func TestWatcherThatComesDuringAnUnwatchedCallGetsItsText(t *testing.T) {
@@ -129,7 +129,7 @@ func TestWatcherThatComesDuringAnUnwatchedCallGetsItsText(t *testing.T) {
 		t.Fatal(err)
 	}
 	model := newTextGatedModel(m, 20)
-	n := nodetest.Start(t, node.Config{Model: model})
+	n := nodetest.Start(t, node.Config{Model: model, StreamUnwatched: true})
 	if _, err := n.Submit(context.Background(), node.Task{Input: "count to 100", SessionID: "late"}); err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +139,8 @@ func TestWatcherThatComesDuringAnUnwatchedCallGetsItsText(t *testing.T) {
 	lateFeed(t, live, model, pieces)
 }
 
-// In a cluster (kfake) whose owner performs its sessions' model calls: a watcher on
+// In a cluster (kfake) whose owner performs its sessions' model calls, with
+// Config.StreamUnwatched: a watcher on
 // another node that comes during a call nobody watched as it started is announced to
 // the owner, which streams the call onto the bus from then on, its text so far
 // first: the watcher gets that text, each delta after it, then the answer.
@@ -153,7 +154,7 @@ func TestClusterWatcherThatComesDuringAnUnwatchedCallGetsItsText(t *testing.T) {
 		t.Fatal(err)
 	}
 	model := newTextGatedModel(m, 20)
-	c.model = model
+	c.model, c.streamUnwatched = model, true
 	owner, ownerPub, _ := c.node("owner", node.RoleSessions|node.RoleTools|node.RoleModels, 0)
 	c.model = nil
 	apiNode, _, _ := c.node("api", node.RoleTools, 0)

@@ -170,11 +170,13 @@ type Config struct {
 	ToolTimeout time.Duration
 	// ModelTimeout bounds one model call (default 2 minutes).
 	ModelTimeout time.Duration
-	// StreamWatchedOnly has a model call stream only when its session has a watcher
-	// of deltas as it starts (node run: nobody can come during a call). By default
-	// the calls of the sessions the node runs stream, so that a watcher that comes
-	// during one gets its text so far (WatchDeltas).
-	StreamWatchedOnly bool
+	// StreamUnwatched has every model call of the sessions the node runs stream,
+	// watched or not, so that a watcher that comes during one gets its text so far
+	// (WatchDeltas). By default a call streams only when its session has a watcher
+	// of deltas as it starts: streaming costs each call about ten times the CPU and
+	// twenty times the memory of an answer read whole (openai-go's decoding of the
+	// stream, BenchmarkProviderCall), for a watcher that may never come.
+	StreamUnwatched bool
 	// IdleTimeout passivates idle session actors (default 1 minute).
 	IdleTimeout time.Duration
 	// MaxLiveSessions bounds the session actors alive at once (default

@@ -123,6 +123,10 @@ flags:
                          ever (TROUPE_APPROVAL_TIMEOUT, "approval_timeout", default 0); an
                          agent's own approval_timeout wins. node run asks the terminal;
                          without one it rejects the call, as it serves no API
+  --stream-unwatched     stream every model call of node serve's sessions, watched or
+                         not, so that a client that comes mid-call gets its text so
+                         far (TROUPE_STREAM_UNWATCHED=true); it costs each call the
+                         provider's stream. Default: a call streams when watched
   --idle-timeout D       stop a session's actor after it has been idle this long, a
                          positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
                          default 1m); its next task folds it back from the log
@@ -300,6 +304,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	rolesFlag := fs.String("roles", or("TROUPE_ROLES", fc.Roles, "all"), "roles of this node (with --kafka)")
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
+	streamUnwatched := fs.Bool("stream-unwatched", os.Getenv("TROUPE_STREAM_UNWATCHED") == "true", "stream every model call, watched or not, so that a client that comes mid-call gets its text so far")
 	idleFlag := fs.String("idle-timeout", or("TROUPE_IDLE_TIMEOUT", fc.IdleTimeout, ""), "passivate a session's actor after this long idle")
 	approvalFlag := fs.String("approval-timeout", or("TROUPE_APPROVAL_TIMEOUT", fc.ApprovalTimeout, ""), "reject a call waiting for approval after this long (0: wait for ever)")
 	skillsDir := fs.String("skills", or("TROUPE_SKILLS", fc.SkillsDir, ""), "directory of Agent Skills")
@@ -480,7 +485,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
-		IdleTimeout: idle, MaxLiveSessions: *maxSessions}
+		IdleTimeout: idle, MaxLiveSessions: *maxSessions, StreamUnwatched: *streamUnwatched}
 	if cfg.SecretKey, err = secretKey(fs, *secretKeyFile); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
@@ -654,7 +659,7 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 	cfg.Resume = node.ResumeNone
 	// Nobody comes to watch during a call of run's task: its calls stream only to
 	// print them (--stream).
-	cfg.StreamWatchedOnly = true
+	cfg.StreamUnwatched = false
 	n, err := node.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
