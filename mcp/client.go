@@ -49,6 +49,10 @@ type Client struct {
 	cfg     ClientConfig
 	servers []*server // sorted by name
 
+	// rebuilding serializes rebuild: one that read the servers' tools before a
+	// server's new list must not replace the catalog built after it.
+	rebuilding sync.Mutex
+
 	mu      sync.Mutex
 	specs   []messages.ToolSpec // the catalog now, sorted by name
 	byName  map[string]tools.Tool
@@ -230,6 +234,8 @@ func (c *Client) Status() []ServerStatus {
 // rebuild makes the catalog anew from the servers' tools, and signals a change when
 // it differs or when offerChanged (a server's resources or prompts changed).
 func (c *Client) rebuild(offerChanged bool) {
+	c.rebuilding.Lock()
+	defer c.rebuilding.Unlock()
 	var all []tools.Tool
 	for _, s := range c.servers {
 		s.mu.Lock()

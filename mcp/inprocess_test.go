@@ -2,6 +2,10 @@ package mcp_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +52,39 @@ func TestInProcessServer(t *testing.T) {
 	}
 	if out, err := tl.Call(ctx, tools.Call{Key: "s/1", Arguments: `{"text":"hi"}`}); err != nil || out != "HI" {
 		t.Errorf("call = %q, %v", out, err)
+	}
+}
+
+// Servers that connect at once each rebuild the catalog from every server's tools:
+// a rebuild that read the servers before another server's list must not replace that
+// server's later, fuller rebuild, or the catalog lacks its tools until its list
+// changes again.
+func TestServersConnectingAtOnceAllJoinTheCatalog(t *testing.T) {
+	const servers, each = 24, 40
+	for round := range 5 {
+		cfg := map[string]mcp.ServerConfig{}
+		for i := range servers {
+			srv := sdk.NewServer(&sdk.Implementation{Name: fmt.Sprintf("s%d", i), Version: "1"}, nil)
+			for j := range each {
+				srv.AddTool(&sdk.Tool{Name: fmt.Sprintf("tool_%d", j), Description: "Does a thing",
+					InputSchema: json.RawMessage(`{"type":"object","properties":{"a":{"type":"string"}}}`)},
+					func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+						return &sdk.CallToolResult{}, nil
+					})
+			}
+			cfg[fmt.Sprintf("s%d", i)] = mcp.ServerConfig{Transport: mcp.InProcess(srv)}
+		}
+		c := startClient(t, cfg, nil)
+		if got := len(c.Specs()); got != servers*each {
+			missing := map[string]bool{}
+			for _, st := range c.Status() {
+				missing[st.Name] = true
+			}
+			for _, s := range c.Specs() {
+				name, _, _ := strings.Cut(s.Name, mcp.Separator)
+				delete(missing, name)
+			}
+			t.Fatalf("round %d: the catalog has %d tools, want %d; servers missing: %v", round, got, servers*each, slices.Sorted(maps.Keys(missing)))
+		}
 	}
 }
