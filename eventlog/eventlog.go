@@ -363,3 +363,18 @@ func validate(e messages.Envelope) error {
 	}
 	return nil
 }
+
+// Pruner is a log that deletes the streams that only carried a message too large
+// for the bus (BusStreamPrefix, messages.BusStored) once no reference to them can
+// still be read: the bus keeps a reference for its topics' retention, and the
+// session that read one recorded what it held in its own events. Sessions and the
+// other streams are never deleted.
+type Pruner interface {
+	// PruneBusStreams deletes the streams of BusStreamPrefix whose last event is
+	// stamped before beforeUS (Unix microseconds), with their summaries, at most
+	// limit of them (limit > 0), and returns how many it deleted: fewer than limit
+	// when no more were due. Storing a pruned stream's ID again starts it anew. A
+	// log may finish the deletion after PruneBusStreams returns (ClickHouse runs it
+	// as a mutation); until then Read may still return the pruned events.
+	PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (int, error)
+}

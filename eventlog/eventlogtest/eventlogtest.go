@@ -88,6 +88,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"ClaimNewSession", s.testClaimNewSession},
 		{"ClaimConcurrent", s.testClaimConcurrent},
 		{"ClaimFencing", s.testClaimFencing},
+		{"PruneBusStreams", s.testPruneBusStreams},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

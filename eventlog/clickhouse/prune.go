@@ -1,0 +1,115 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+)
+
+var _ eventlog.Pruner = (*Log)(nil)
+
+// pruneTables are the tables that hold rows of a stream, by the column that names
+// it: the events, and what the materialized views derive from them. A bus
+// stream's one event has an ID of its own, the stream's (event_ids).
+var pruneTables = []struct{ table, column string }{
+	{"event_ids", "id"},
+	{"sessions", "session_id"},
+	{"session_tasks", "session_id"},
+	{"session_summaries", "session_id"},
+	{"open_tasks", "session_id"},
+	{"events", "session_id"}, // last: a prune cut short is found again by its events
+}
+
+// dueBusStreamsQuery lists the bus streams whose last event is stamped before
+// the first parameter, at most the second parameter of them: a range of the
+// events table's key ('0' follows '/').
+const dueBusStreamsQuery = `SELECT session_id FROM events
+WHERE session_id >= '` + eventlog.BusStreamPrefix + `' AND session_id < 'bus0'
+GROUP BY session_id HAVING max(ts) < ? ORDER BY session_id LIMIT ?`
+
+// PruneBusStreams implements eventlog.Pruner. ClickHouse deletes rows with a
+// mutation (ALTER TABLE … DELETE), which rewrites the data parts that hold them in
+// the background: PruneBusStreams starts one per table and returns once they are
+// done (system.mutations), so that a caller that prunes again does not find the
+// same streams. Rewriting parts costs what the parts weigh: prune seldom, many
+// streams at a time. If ctx ends first, the mutations go on in the server.
+func (l *Log) PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (int, error) {
+	if limit <= 0 {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune bus streams: limit %d, want > 0", limit)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune bus streams: %w", err)
+	}
+	if l.isClosed() {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune bus streams: %w", eventlog.ErrClosed)
+	}
+	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	rows, err := l.conn.Query(qctx, dueBusStreamsQuery, beforeUS, uint64(limit))
+	if err != nil {
+		cancel()
+		return 0, l.readErr(ctx, "prune bus streams: list them", err)
+	}
+	var due []any
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			cancel()
+			return 0, fmt.Errorf("eventlog/clickhouse: prune bus streams: list them: %w", err)
+		}
+		due = append(due, id)
+	}
+	rows.Close()
+	err = rows.Err()
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune bus streams: list them: %w", err)
+	}
+	if len(due) == 0 {
+		return 0, nil
+	}
+	in := strings.TrimSuffix(strings.Repeat("?, ", len(due)), ", ")
+	var tables []string
+	for _, t := range pruneTables {
+		qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+		err := l.conn.Exec(qctx, "ALTER TABLE "+t.table+" DELETE WHERE "+t.column+" IN ("+in+")", due...)
+		cancel()
+		if err != nil {
+			return 0, fmt.Errorf("eventlog/clickhouse: prune %d bus streams: delete from %s: %w", len(due), t.table, err)
+		}
+		tables = append(tables, "'"+t.table+"'")
+	}
+	if err := l.waitMutations(ctx, tables); err != nil {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune %d bus streams: %w", len(due), err)
+	}
+	return len(due), nil
+}
+
+// waitMutations waits until no mutation of tables (quoted names) is left to do.
+func (l *Log) waitMutations(ctx context.Context, tables []string) error {
+	q := "SELECT count() FROM system.mutations WHERE database = currentDatabase() AND is_done = 0 AND table IN (" + strings.Join(tables, ", ") + ")"
+	pause := 20 * time.Millisecond
+	for {
+		qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+		var left uint64
+		err := l.conn.QueryRow(qctx, q).Scan(&left)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("wait for the deletions: %w", err)
+		}
+		if left == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the deletions go on in the server: %w", ctx.Err())
+		case <-l.closing:
+			return fmt.Errorf("the deletions go on in the server: %w", eventlog.ErrClosed)
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, time.Second)
+	}
+}

@@ -1,0 +1,146 @@
+package eventlogtest
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// The tests of eventlog.Pruner: the streams that carried a message too large for
+// the bus are deleted once old; sessions and other streams stay.
+
+// busStream returns the one event of the bus stream of kind for key, stamped at ts.
+func busStream(t *testing.T, kind string, key messages.EffectKey, body string, ts int64) messages.Envelope {
+	t.Helper()
+	e, err := messages.BusStoredEvent(messages.EffectStream(kind, key), []byte(body), ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// wantGone polls, with eventual visibility, until Read(stream) returns no event.
+func (s *suite) wantGone(t *testing.T, l eventlog.Log, stream string) {
+	t.Helper()
+	deadline := time.Now().Add(s.f.VisibilityTimeout)
+	for {
+		got, err := l.Read(s.ctx(t), stream, 1)
+		if err != nil {
+			t.Fatalf("Read(%q): %v", stream, err)
+		}
+		if len(got) == 0 {
+			return
+		}
+		if !time.Now().Before(deadline) {
+			t.Fatalf("Read(%q) returned %s after it was pruned", stream, describe(got))
+		}
+		pause(t, 20*time.Millisecond)
+	}
+}
+
+// testPruneBusStreams: PruneBusStreams deletes the bus streams whose last event is
+// older than the bound, within the limit, and nothing else: not a session, not
+// another stream that is no session, not a bus stream stamped later. A pruned
+// stream's ID can be stored again.
+func (s *suite) testPruneBusStreams(t *testing.T) {
+	l := s.newLog(t)
+	p, ok := l.(eventlog.Pruner)
+	if !ok {
+		t.Skipf("%T does not implement eventlog.Pruner", l)
+	}
+	body := func(k messages.EffectKey) string {
+		return fmt.Sprintf(`{"v":1,"session_id":%q,"key":%q,"output":"long"}`, k.SessionID, k.String())
+	}
+	var old []messages.Envelope
+	for i := range 5 {
+		k := messages.EffectKey{SessionID: "pruned", Seq: uint64(2 + i)}
+		kind := messages.BusStoredRequest
+		if i%2 == 1 {
+			kind = messages.BusStoredReply
+		}
+		old = append(old, busStream(t, kind, k, body(k), int64(1_000_000+i)))
+	}
+	recentKey := messages.EffectKey{SessionID: "pruned", Seq: 40}
+	recent := busStream(t, messages.BusStoredReply, recentKey, body(recentKey), 9_000_000)
+	sess := newSession("pruned", 1_000_000) // as old as the streams: a session is never pruned
+	kept := sess.task(t, completed())
+	notes := newSession(eventlog.NotesStreamPrefix+"pruned", 1_000_000)
+	noteEvents := []messages.Envelope{notes.next(t, &messages.NoteAdded{NoteID: "n1", Type: "fact", Body: "kept"})}
+	for _, e := range old {
+		s.append(t, l, e)
+	}
+	s.append(t, l, recent)
+	s.append(t, l, kept...)
+	s.append(t, l, noteEvents...)
+	for _, e := range append(old, recent) {
+		s.wantRead(t, l, e.SessionID, 1, []messages.Envelope{e})
+	}
+
+	if _, err := p.PruneBusStreams(s.ctx(t), 5_000_000, 0); err == nil {
+		t.Error("PruneBusStreams with limit 0 returned no error")
+	}
+	n, err := p.PruneBusStreams(s.ctx(t), 5_000_000, 3)
+	if err != nil || n != 3 {
+		t.Fatalf("PruneBusStreams(before 5 s, limit 3) = %d, %v; want 3 of the 5 due", n, err)
+	}
+	gone := 0
+	deadline := time.Now().Add(s.f.VisibilityTimeout)
+	for {
+		gone = 0
+		for _, e := range old {
+			got, err := l.Read(s.ctx(t), e.SessionID, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) == 0 {
+				gone++
+			}
+		}
+		if gone >= 3 || !time.Now().Before(deadline) {
+			break
+		}
+		pause(t, 20*time.Millisecond)
+	}
+	if gone != 3 {
+		t.Fatalf("%d of the 5 due streams are gone after a prune of 3", gone)
+	}
+	n, err = p.PruneBusStreams(s.ctx(t), 5_000_000, 3)
+	if err != nil || n != 2 {
+		t.Fatalf("PruneBusStreams again = %d, %v; want the 2 left", n, err)
+	}
+	for _, e := range old {
+		s.wantGone(t, l, e.SessionID)
+	}
+	if n, err := p.PruneBusStreams(s.ctx(t), 5_000_000, 3); err != nil || n != 0 {
+		t.Fatalf("PruneBusStreams with nothing due = %d, %v; want 0", n, err)
+	}
+	s.wantRead(t, l, recent.SessionID, 1, []messages.Envelope{recent})
+	s.wantRead(t, l, sess.id, 1, kept)
+	s.wantRead(t, l, notes.id, 1, noteEvents)
+	infos, err := l.Sessions(s.ctx(t), eventlog.Filter{Prefix: eventlog.BusStreamPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].ID != recent.SessionID {
+		t.Errorf("Sessions(bus prefix) after pruning = %s, want only %s", describeSessions(infos), recent.SessionID)
+	}
+
+	// The ID of a pruned stream is free again: a request issued again stores anew.
+	again := busStream(t, messages.BusStoredRequest, messages.EffectKey{SessionID: "pruned", Seq: 2}, `{"v":2}`, 10_000_000)
+	if again.SessionID != old[0].SessionID {
+		t.Fatalf("stream %s, want %s", again.SessionID, old[0].SessionID)
+	}
+	s.append(t, l, again)
+	s.wantRead(t, l, again.SessionID, 1, []messages.Envelope{again})
+
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PruneBusStreams(s.ctx(t), 5_000_000, 3); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("PruneBusStreams after Close = %v, want ErrClosed", err)
+	}
+}
