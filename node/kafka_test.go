@@ -87,7 +87,11 @@ func (k kafkaEnv) nodeWith(t *testing.T, cfg node.Config) *node.Node {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = clients.Close() })
-	cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live}
+	var retention time.Duration
+	if cfg.Bus != nil {
+		retention = cfg.Bus.StoredRetention
+	}
+	cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live, StoredRetention: retention}
 	n := nodetest.Start(t, cfg)
 	k.waitTopic(t, messages.TopicTasks)
 	return n

@@ -18,20 +18,21 @@ import (
 // GET /metrics), with the Go runtime's (go_memstats_*, go_goroutines) and the
 // process's (process_resident_memory_bytes, …) beside them.
 type Metrics struct {
-	Registry   *prometheus.Registry
-	retries    *prometheus.CounterVec
-	poisoned   *prometheus.CounterVec
-	duplicates *prometheus.CounterVec
-	panics     *prometheus.CounterVec
-	handled    *prometheus.HistogramVec
-	partitions prometheus.Gauge
-	total      prometheus.Gauge
-	assigned   prometheus.Counter
-	effectHits prometheus.Counter
-	pubFailed  prometheus.Counter
-	forwarded  prometheus.Counter
-	epoch      prometheus.Gauge
-	fenced     prometheus.Counter
+	Registry     *prometheus.Registry
+	retries      *prometheus.CounterVec
+	poisoned     *prometheus.CounterVec
+	duplicates   *prometheus.CounterVec
+	panics       *prometheus.CounterVec
+	handled      *prometheus.HistogramVec
+	partitions   prometheus.Gauge
+	total        prometheus.Gauge
+	assigned     prometheus.Counter
+	effectHits   prometheus.Counter
+	pubFailed    prometheus.Counter
+	forwarded    prometheus.Counter
+	epoch        prometheus.Gauge
+	fenced       prometheus.Counter
+	storedPruned prometheus.Counter // troupe_bus_stored_messages_pruned_total
 	// sessions counts what the node's sessions record (metrics.go); appends times
 	// their log appends, by backend.
 	sessions *sessionMetrics
@@ -69,13 +70,15 @@ func newMetrics() *Metrics {
 			Name: "ownership_epoch", Help: "The ownership epoch this node took for its partitions in the event log at its latest assignment (0 before any)."}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "fenced_appends_total", Help: "Session appends the event log refused because another node took the session's partition since (their session actors stopped)."}),
+		storedPruned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
+			Name: "stored_messages_pruned_total", Help: "Messages too large for the bus that the log kept for their references, deleted once older than the node's retention (Bus.StoredRetention)."}),
 		sessions: newSessionMetrics(reg),
 		appends: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "troupe", Subsystem: "eventlog",
 			Name: "append_seconds", Help: "Time of the session actors' appends to the event log (one per batch of a session's events, errors included), by backend (sqlite, clickhouse).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 3, 12)}, []string{"backend"}),
 	}
 	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed, m.forwarded,
-		m.epoch, m.fenced, m.appends)
+		m.epoch, m.fenced, m.appends, m.storedPruned)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

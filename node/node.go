@@ -383,7 +383,18 @@ type Bus struct {
 	// clients such as kcat hash by CRC32) or write no key still reach the session: a
 	// message read from a partition other than its session's is forwarded there.
 	Partition func(sessionID string, partitions int) int
+	// StoredRetention is how long a message too large for the bus stays stored in
+	// the log for the reference the bus carries (messages.BusStored): older ones are
+	// pruned (eventlog.Pruner) about every eighth of it, at most every 6 hours. It
+	// must exceed the retention of every topic that carries references (tasks,
+	// requests, replies), so that no reference outlives its message: the default,
+	// DefaultStoredRetention, is Kafka's default retention (7 days) and a day. A
+	// negative value keeps them for good.
+	StoredRetention time.Duration
 }
+
+// DefaultStoredRetention is Bus.StoredRetention's default.
+const DefaultStoredRetention = 8 * 24 * time.Hour
 
 // PartitionReader tells which partition of its topic a subscriber read a delivered
 // message from (kafka.Subscriber.MessagePartition). A sharded node's Bus.Tasks must be
@@ -727,6 +738,11 @@ func (n *Node) Run(ctx context.Context) error {
 	expired := make(chan struct{})
 	go func() { defer close(expired); n.expireCaches(expireCtx) }()
 	defer func() { stopExpiring(); <-expired }()
+	if p, ok := n.log.(eventlog.Pruner); ok && n.cfg.Bus != nil && n.cfg.Bus.StoredRetention >= 0 {
+		pruned := make(chan struct{})
+		go func() { defer close(pruned); n.pruneStored(expireCtx, p) }()
+		defer func() { stopExpiring(); <-pruned }()
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- n.router.Run(ctx) }()
 	select {

@@ -8,6 +8,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/troupe-run/troupe/internal/nodeconfig"
+	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
 )
 
 // Every field of the node's configuration file is checked when it is read: a bad
@@ -183,5 +188,47 @@ func TestIdleTimeoutIsValidated(t *testing.T) {
 		if got, err := parseIdleTimeout(in); err != nil || got != want {
 			t.Errorf("parseIdleTimeout(%q) = %v, %v; want %v", in, got, err, want)
 		}
+	}
+}
+
+// --stored-retention takes a duration of at least an hour or "forever"; a topics
+// file whose tasks, requests or replies outlive the stored messages is refused,
+// since a reference read after its message was pruned would be lost.
+func TestStoredRetentionFlag(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range []string{"5m", "-1h", "soon", "0"} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"serve", "--data", dir, "--kafka", "127.0.0.1:1", "--stored-retention", v}, &bytes.Buffer{}, &stderr, options{})
+		if code != 2 || !strings.Contains(stderr.String(), "--stored-retention") {
+			t.Errorf("--stored-retention %s: exit %d, stderr %q; want 2 naming the flag", v, code, stderr.String())
+		}
+	}
+	cfg := filepath.Join(dir, "node.json")
+	if err := os.WriteFile(cfg, []byte(`{"stored_retention":"1m"}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--data", dir, "--config", cfg}, &bytes.Buffer{}, &stderr, options{}); code != 2 ||
+		!strings.Contains(stderr.String(), "stored_retention") {
+		t.Errorf("stored_retention 1m in the file: exit %d, stderr %q", code, stderr.String())
+	}
+	topics := filepath.Join(dir, "topics.txt")
+	if err := os.WriteFile(topics, []byte("troupe.tasks 3 1 -1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{}, {"--stored-retention", "720h"}} {
+		stderr.Reset()
+		code := run(context.Background(), append([]string{"serve", "--data", dir, "--kafka", "127.0.0.1:1", "--topics", topics}, args...), &bytes.Buffer{}, &stderr, options{})
+		if code != 2 || !strings.Contains(stderr.String(), "troupe.tasks keeps its records longer") {
+			t.Errorf("tasks kept for good, %v: exit %d, stderr %q; want 2 naming the topic", args, code, stderr.String())
+		}
+	}
+	for in, want := range map[string]time.Duration{"forever": -1, "1h": time.Hour, "192h": 192 * time.Hour} {
+		if got, err := nodeconfig.ParseStoredRetention(in); err != nil || got != want {
+			t.Errorf("ParseStoredRetention(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if msg := storedOutlived(map[string]kafka.TopicConfig{messages.TopicTasks: {Configs: map[string]string{"retention.ms": "604800000"}}}, node.DefaultStoredRetention); msg != "" {
+		t.Errorf("Kafka's default retention against the default stored retention: %s", msg)
 	}
 }

@@ -11,9 +11,11 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
 	// Zone data in the binary: the clock tool answers for any IANA zone, even in bare containers.
 	_ "time/tzdata"
 
@@ -24,6 +26,7 @@ import (
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -105,6 +108,11 @@ flags:
   --topics FILE          with --kafka: partitions, replication and retention of the topics
                          the node creates, in the format of deploy/kafka/topics.txt
                          (TROUPE_KAFKA_TOPICS; default 12 partitions, 1 replica)
+  --stored-retention D   with --kafka: how long a message too large for a Kafka
+                         record stays in the log for the reference the record
+                         carries, at least 1h, or forever (TROUPE_STORED_RETENTION,
+                         "stored_retention", default 192h: Kafka's default retention
+                         and a day); keep it above the retention of --topics
   --node-id ID           with --kafka: this node's name, unique in the cluster
                          (TROUPE_NODE_ID, default host-pid)
   --sink HOST:PORT       with --kafka: also copy every event of troupe.events into the
@@ -304,6 +312,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	rolesFlag := fs.String("roles", or("TROUPE_ROLES", fc.Roles, "all"), "roles of this node (with --kafka)")
 	nodeID := fs.String("node-id", or("TROUPE_NODE_ID", fc.NodeID, ""), "this node's name in the cluster (with --kafka)")
 	topicsFile := fs.String("topics", or("TROUPE_KAFKA_TOPICS", fc.TopicsFile, ""), "topic layout file, as deploy/kafka/topics.txt (with --kafka)")
+	storedFlag := fs.String("stored-retention", or("TROUPE_STORED_RETENTION", fc.StoredRetention, ""), "how long a message too large for the bus stays stored (with --kafka)")
 	streamUnwatched := fs.Bool("stream-unwatched", os.Getenv("TROUPE_STREAM_UNWATCHED") == "true", "stream every model call, watched or not, so that a client that comes mid-call gets its text so far")
 	idleFlag := fs.String("idle-timeout", or("TROUPE_IDLE_TIMEOUT", fc.IdleTimeout, ""), "passivate a session's actor after this long idle")
 	approvalFlag := fs.String("approval-timeout", or("TROUPE_APPROVAL_TIMEOUT", fc.ApprovalTimeout, ""), "reject a call waiting for approval after this long (0: wait for ever)")
@@ -401,6 +410,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error: --approval-timeout:", err)
 		return 2
 	}
+	var storedRetention time.Duration // 0: node.DefaultStoredRetention
+	if *storedFlag != "" {
+		if storedRetention, err = nodeconfig.ParseStoredRetention(*storedFlag); err != nil {
+			fmt.Fprintln(stderr, "error: --stored-retention:", err)
+			return 2
+		}
+	}
 	// Like --group, the prefix means nothing without --kafka.
 	topics := kafka.TopicLayout{Prefix: *topicPrefix, InitializeTopics: true}
 	if err := topics.Validate(); err != nil && *kafkaAddr != "" {
@@ -423,6 +439,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "error: --topics %s: %v\n", *topicsFile, err)
+			return 2
+		}
+		if msg := storedOutlived(topics.Topics, cmp.Or(storedRetention, node.DefaultStoredRetention)); msg != "" {
+			fmt.Fprintf(stderr, "error: --topics %s: %s\n", *topicsFile, msg)
 			return 2
 		}
 	}
@@ -575,7 +595,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		}
 		defer clients.Close()
 		cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
-			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf}
+			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf, StoredRetention: storedRetention}
 		cfg.NodeID, cfg.Roles = *nodeID, roles
 		attach = func(n *node.Node) { clients.SetOwner(n) }
 		if cfg.Log == nil {
@@ -786,4 +806,27 @@ func nonEmpty(list []string) []string {
 		}
 	}
 	return out
+}
+
+// storedOutlived names a topic of the layout that carries references to stored
+// messages (tasks, effect requests and replies) and keeps its records longer than
+// the stored messages are kept (retention; negative: for good), or returns "".
+func storedOutlived(layout map[string]kafka.TopicConfig, retention time.Duration) string {
+	if retention < 0 {
+		return ""
+	}
+	for _, topic := range []string{messages.TopicTasks, messages.TopicToolRequests, messages.TopicModelRequests, messages.TopicReplies} {
+		c, ok := layout[topic]
+		if !ok {
+			continue
+		}
+		ms, err := strconv.ParseInt(c.Configs["retention.ms"], 10, 64)
+		if err != nil {
+			continue
+		}
+		if ms < 0 || time.Duration(ms)*time.Millisecond > retention {
+			return fmt.Sprintf("topic %s keeps its records longer (retention_ms %d) than a message too large for a record stays stored for their references (%s): give --stored-retention a longer duration, or forever", topic, ms, retention)
+		}
+	}
+	return ""
 }

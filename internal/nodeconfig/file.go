@@ -45,6 +45,7 @@ type File struct {
 	Roles              string          `json:"roles"`
 	NodeID             string          `json:"node_id"`
 	TopicsFile         string          `json:"topics_file"`
+	StoredRetention    string          `json:"stored_retention"`
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`
 	IdleTimeout        string          `json:"idle_timeout"`
@@ -310,6 +311,11 @@ func (fc File) Validate() error {
 			bad("idle_timeout", "%q is not a positive duration (e.g. 90s or 5m)", fc.IdleTimeout)
 		}
 	}
+	if fc.StoredRetention != "" {
+		if _, err := ParseStoredRetention(fc.StoredRetention); err != nil {
+			bad("stored_retention", "%v", err)
+		}
+	}
 	if fc.ApprovalTimeout != "" {
 		if _, err := ParseApprovalTimeout(fc.ApprovalTimeout); err != nil {
 			bad("approval_timeout", "%v", err)
@@ -559,4 +565,18 @@ func (g GatewayFile) Config() (gateway.Config, error) {
 		cfg.Semantic = &gateway.SemanticConfig{Embedder: llm.HashingEmbedder{}, Threshold: s.Threshold, TTL: ttl}
 	}
 	return cfg, nil
+}
+
+// ParseStoredRetention parses how long a message too large for the bus stays
+// stored for its reference (node.Bus.StoredRetention): a positive Go duration of
+// at least an hour, or "forever".
+func ParseStoredRetention(v string) (time.Duration, error) {
+	if v == "forever" {
+		return -1, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < time.Hour {
+		return 0, fmt.Errorf("%q is neither a duration of at least an hour (e.g. 192h) nor forever: a reference on the bus must not outlive its message", v)
+	}
+	return d, nil
 }
