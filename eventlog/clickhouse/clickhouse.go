@@ -329,8 +329,11 @@ func checkStored(e messages.Envelope) error {
 // aliases everywhere in a query, and an alias named like the column it aggregates
 // would refer to itself. A session without task events has no session_tasks row,
 // and one that is no child no parent: the LEFT JOINs give it zero counts and "".
-// ClickHouse 18.16 joins two tables per SELECT, hence the nesting.
-const sessionsQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id
+// ClickHouse 18.16 joins two tables per SELECT, hence the nesting. was_fenced
+// says that fenced_events lists events of the session: a stale owner's, which the
+// summaries count (see suspect).
+const sessionsQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id,
+	session_id IN (SELECT session_id FROM fenced_events) AS was_fenced
 FROM (SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended
 FROM (SELECT session_id,
 	uniqExactMerge(events) AS n_events,
@@ -358,8 +361,12 @@ GROUP BY session_id) USING session_id`
 // summary, so that its cost is that of the running sessions, not of every stream
 // the log ever had. open_tasks holds every running session and may hold a few
 // more (see schema/0008_running_sessions.sql): Sessions filters with runningCond
-// as it does over sessionsQuery.
-const runningQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id
+// as it does over sessionsQuery. It also reads the sessions with a stale owner's
+// events not settled in fenced_events: a stale task.completed or task.failed
+// ends its task in open_tasks (and in the summary), although the session's new
+// owner still runs it; Sessions checks them against their events.
+const runningQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id,
+	session_id IN (SELECT session_id FROM fenced_events) AS was_fenced
 FROM (SELECT session_id,
 	uniqExactMerge(events) AS n_events,
 	uniqExactIfMerge(steps) AS n_steps,
@@ -372,14 +379,17 @@ FROM (SELECT session_id,
 	anyIfMerge(parent) AS parent_id
 FROM session_summaries
 WHERE session_id IN (SELECT session_id FROM open_tasks GROUP BY session_id HAVING max(sign) > 0)
+	OR session_id IN (SELECT session_id FROM fenced_events GROUP BY session_id, seq, epoch HAVING max(settled) = 0)
 GROUP BY session_id)`
 
-// The status filters of Sessions: eventlog.SessionStatus in SQL. endedCond also
-// keeps the sessions whose summary may count a stale owner's task.submitted
-// (suspect): Sessions checks those against their events.
+// The status filters of Sessions: eventlog.SessionStatus in SQL. Both also keep
+// the sessions whose summary may count a stale owner's events (suspect): endedCond
+// those whose latest task ended though they count more tasks than ended ones,
+// and both those with events in fenced_events. Sessions checks them against their
+// events.
 const (
-	runningCond = "(n_tasks > n_ended OR latest_task_type NOT IN ('task.completed', 'task.failed'))"
-	endedCond   = "latest_task_type = ?"
+	runningCond = "(n_tasks > n_ended OR latest_task_type NOT IN ('task.completed', 'task.failed') OR was_fenced)"
+	endedCond   = "(latest_task_type = ? OR was_fenced)"
 )
 
 // Sessions implements eventlog.Log. It reads the sessions summary table: one row
@@ -456,14 +466,15 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 			events, steps uint64
 			tasks, ended  uint64
 			taskType      string
+			fenced        uint8
 		)
-		if err := rows.Scan(&i.ID, &events, &steps, &i.LastSeq, &taskType, &i.StartedUS, &i.UpdatedUS, &tasks, &ended, &i.Parent); err != nil {
+		if err := rows.Scan(&i.ID, &events, &steps, &i.LastSeq, &taskType, &i.StartedUS, &i.UpdatedUS, &tasks, &ended, &i.Parent, &fenced); err != nil {
 			return nil, fmt.Errorf("eventlog/clickhouse: list sessions: %w: %v", messages.ErrCorrupt, err)
 		}
 		i.Events, i.Steps = int(events), int(steps)
 		latest, _ := eventlog.TaskStatus(messages.Type(taskType))
 		i.Status = eventlog.SessionStatus(latest, tasks, ended)
-		if suspect(latest, tasks, ended) {
+		if fenced != 0 || suspect(latest, tasks, ended) {
 			suspects = append(suspects, i.ID)
 		}
 		infos = append(infos, i)
@@ -517,7 +528,10 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 // merge collapses them. It adds a row -1 for each row +1 left of a task whose end is
 // recorded, and of the key ”, never of a task not ended: a task submitted since the
 // sessions' status was read keeps its row. Removing a row twice (two listings at
-// once) leaves a row -1, which no listing reads.
+// once) leaves a row -1, which no listing reads. A stale owner's events that
+// fenced_events lists count as never written: their end ends no task, and their
+// task.submitted's rows are removed (as many as it lists). Their rows in
+// fenced_events are settled: the sessions ended without them.
 func (l *Log) closeOpenTasks(ctx context.Context, sessions []string) error {
 	args := make([]any, len(sessions))
 	for i, id := range sessions {
@@ -525,7 +539,8 @@ func (l *Log) closeOpenTasks(ctx context.Context, sessions []string) error {
 	}
 	in := strings.TrimSuffix(strings.Repeat("?, ", len(sessions)), ", ")
 	ended := map[[2]string]bool{}
-	rows, err := l.conn.Query(ctx, "SELECT DISTINCT session_id, correlation_id FROM events WHERE session_id IN ("+in+") AND type IN ('task.completed', 'task.failed')", args...)
+	rows, err := l.conn.Query(ctx, "SELECT DISTINCT session_id, correlation_id FROM events WHERE session_id IN ("+in+") AND type IN ('task.completed', 'task.failed')"+
+		" AND (session_id, seq, epoch) NOT IN (SELECT session_id, seq, epoch FROM fenced_events WHERE session_id IN ("+in+"))", append(args, args...)...)
 	if err != nil {
 		return fmt.Errorf("read the ended tasks: %w", err)
 	}
@@ -540,6 +555,27 @@ func (l *Log) closeOpenTasks(ctx context.Context, sessions []string) error {
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read the ended tasks: %w", err)
+	}
+	stale := map[[2]string]int64{} // the copies of task.submitted fenced_events lists, by task
+	rows, err = l.conn.Query(ctx, "SELECT session_id, task, toInt64(count()) FROM (SELECT DISTINCT session_id, seq, epoch, task FROM fenced_events"+
+		" WHERE session_id IN ("+in+") AND type = 'task.submitted') GROUP BY session_id, task", args...)
+	if err != nil {
+		return fmt.Errorf("read fenced_events: %w", err)
+	}
+	for rows.Next() {
+		var (
+			k [2]string
+			n int64
+		)
+		if err := rows.Scan(&k[0], &k[1], &n); err != nil {
+			rows.Close()
+			return fmt.Errorf("read fenced_events: %w", err)
+		}
+		stale[k] = n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read fenced_events: %w", err)
 	}
 	type left struct {
 		session, task string
@@ -556,13 +592,22 @@ func (l *Log) closeOpenTasks(ctx context.Context, sessions []string) error {
 			rows.Close()
 			return fmt.Errorf("read open_tasks: %w", err)
 		}
-		if r.task == "" || ended[[2]string{r.session, r.task}] {
+		k := [2]string{r.session, r.task}
+		switch {
+		case r.task == "" || ended[k]:
+			lefts = append(lefts, r)
+		case stale[k] > 0:
+			r.n = min(r.n, stale[k])
 			lefts = append(lefts, r)
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read open_tasks: %w", err)
+	}
+	if err := l.conn.Exec(ctx, "INSERT INTO fenced_events (session_id, seq, epoch, type, task, settled)"+
+		" SELECT session_id, seq, epoch, type, task, 1 FROM fenced_events WHERE session_id IN ("+in+") AND settled = 0", args...); err != nil {
+		return fmt.Errorf("settle fenced_events: %w", err)
 	}
 	if len(lefts) == 0 {
 		return nil
@@ -597,18 +642,22 @@ func suspect(latest string, tasks, ended uint64) bool {
 }
 
 // statusQuery reads what statuses needs of the sessions' events: their seqs and
-// epochs, and the type of the task.* ones.
-// The IN list has one placeholder per session.
+// epochs, and the type of the task.* ones, without the events fenced_events lists.
+// Each IN list has one placeholder per session.
 const statusQuery = `SELECT session_id, seq, epoch, if(type IN ('task.submitted', 'task.completed', 'task.failed'), type, '')
-FROM events WHERE session_id IN (%s) ORDER BY session_id, seq, epoch DESC`
+FROM events WHERE session_id IN (%[1]s)
+	AND (session_id, seq, epoch) NOT IN (SELECT session_id, seq, epoch FROM fenced_events WHERE session_id IN (%[1]s))
+ORDER BY session_id, seq, epoch DESC`
 
-// statuses derives the status of sessions from their events as Read returns them:
-// at each seq the event of the highest epoch, a stale owner's events hidden
-// (eventlog.Superseded), each seq counted once.
+// statuses derives the status of sessions from their events as Read returns them
+// (at each seq the event of the highest epoch, a stale owner's events hidden:
+// eventlog.Superseded, each seq counted once), leaving out the events a stale
+// owner wrote after its partition was taken (fenced_events): those neither end
+// nor start a session, even while the new owner has written nothing past them.
 func (l *Log) statuses(ctx context.Context, ids []string) (map[string]string, error) {
-	args := make([]any, len(ids))
+	args := make([]any, 2*len(ids))
 	for i, id := range ids {
-		args[i] = id
+		args[i], args[len(ids)+i] = id, id
 	}
 	rows, err := l.conn.Query(ctx, fmt.Sprintf(statusQuery, strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")), args...)
 	if err != nil {

@@ -543,6 +543,7 @@ func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
 		return
 	}
 	current, err := l.currentEpochs(ctx, partitions)
+	var fenced []row // the rows of the batches fenced here
 	for i, r := range reqs {
 		if r.lease == nil || d.errs[i] != nil {
 			continue
@@ -555,8 +556,85 @@ func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
 		case current[r.lease.Partition] != r.lease.Epoch:
 			d.errs[i] = fmt.Errorf("%w: the partition was taken (epoch %d) while the batch under %s was being written: it is in the log, but hidden from Read unless the new owner read it first",
 				eventlog.ErrFenced, current[r.lease.Partition], r.lease)
+			fenced = append(fenced, rowsOf(d.rows, r)...)
 		}
 	}
+	if len(fenced) > 0 {
+		l.recordFenced(ctx, fenced)
+	}
+}
+
+// rowsOf returns the rows of a group's INSERT that hold r's events.
+func rowsOf(rows []row, r *appendReq) []row {
+	mine := make(map[*messages.Envelope]bool, len(r.events))
+	for j := range r.events {
+		mine[&r.events[j]] = true
+	}
+	var out []row
+	for _, w := range rows {
+		if mine[w.e] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// fencedAttempts bounds the attempts of recordFenced.
+const fencedAttempts = 5
+
+// recordFenced lists in fenced_events the rows of batches that confirm failed
+// with ErrFenced: they landed after another node took their partition, and the
+// aggregates count them (see schema/0009_fenced_events.sql). It retries while
+// ClickHouse fails with an error that may pass, a few times; a list it could not
+// write is logged, and those sessions may list with a stale owner's status.
+func (l *Log) recordFenced(ctx context.Context, rows []row) {
+	var err error
+	for attempt := range fencedAttempts {
+		if attempt > 0 {
+			timer := time.NewTimer(backoff(l.cfg, attempt-1))
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				timer.Stop()
+			}
+		}
+		if err = l.insertFenced(ctx, rows); err == nil || !retryable(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		l.cfg.Logger.Error("eventlog/clickhouse: could not list a fenced batch's events in fenced_events; the listings may count them",
+			"events", len(rows), "session", rows[0].e.SessionID, "epoch", rows[0].epoch, "err", err)
+	}
+}
+
+// insertFenced writes rows into fenced_events, within the query timeout.
+func (l *Log) insertFenced(ctx context.Context, rows []row) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	b, err := l.conn.PrepareBatch(ctx, "INSERT INTO fenced_events (session_id, seq, epoch, type, task, settled)")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = b.Close() }()
+	for _, w := range rows {
+		if err := b.Append(w.e.SessionID, w.e.Seq, w.epoch, string(w.e.Type), openTaskKey(w.e), uint8(0)); err != nil {
+			return err
+		}
+	}
+	return b.Send()
+}
+
+// openTaskKey is the task open_tasks files an event under: a task.submitted's ID,
+// the correlation ID (the task's) of an event that ends a task, "" otherwise.
+func openTaskKey(e *messages.Envelope) string {
+	switch e.Type {
+	case messages.TypeTaskSubmitted:
+		return e.ID
+	case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+		return e.CorrelationID
+	}
+	return ""
 }
 
 // currentEpochs reads the current epoch of partitions (decimal numbers).
