@@ -107,10 +107,15 @@
 // the running sessions and never resume it; a stale task.submitted would keep a
 // session whose tasks all ended running, resumed at every start. So the writer
 // that finds a batch fenced after its INSERT lists the batch's rows in table
-// fenced_events, and Sessions reads the status of every session it lists there
-// from its events, as Read sees them and without those rows (statuses); the
-// running listing reads, besides the sessions open_tasks holds, those that
-// fenced_events lists and no listing found ended yet (settled). It does the same
+// fenced_events. Read leaves out the rows it lists at the end of a session, those
+// no owner wrote after: the new owner may have read the session before they
+// landed, and then its successor must not fold them either (a stale task.failed
+// that the new owner never saw would end the session for good). A listed row that
+// another owner's events follow was read by that owner, and stays. Sessions reads
+// the status of every session that fenced_events lists from its events, as Read
+// sees them (statuses), and the running listing reads, besides the sessions
+// open_tasks holds, those that fenced_events lists and no listing found ended yet
+// (settled). It does the same
 // for a session whose latest task ended but whose summary counts more tasks than
 // ended ones (a stale task.submitted that a fenced writer could not list). What
 // fenced_events misses is a batch whose writer died between its INSERT and the

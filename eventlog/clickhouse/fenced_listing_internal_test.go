@@ -313,3 +313,100 @@ func TestStaleTaskLeavesSessionEnded(t *testing.T) {
 		t.Errorf("the running listing: %q, %v; want the session with its second task, running", s, ok)
 	}
 }
+
+// fencedBatch has node a (epoch ea, returned) write seq 1 and 2 of session s, then
+// batch while node b takes the partition (b's epoch returned) between a's lease
+// check and its INSERT; a must be told ErrFenced.
+func fencedBatch(t *testing.T, ctx context.Context, a, b *Log, batch ...messages.Envelope) (ea, eb uint64) {
+	t.Helper()
+	ea, err := a.Own(ctx, "a", []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.AppendLeased(ctx, eventlog.Lease{Partition: 1, Epoch: ea}, []messages.Envelope{
+		sessionEvent(t, 1, "s/1", &messages.TaskSubmitted{Input: "x"}),
+		sessionEvent(t, 2, "s/1", &messages.ModelRequested{Key: "s/2", Model: "offline", Step: 1}),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		once    sync.Once
+		hookErr error
+	)
+	a.beforeInsert = func() { once.Do(func() { eb, hookErr = b.Own(ctx, "b", []int{1}) }) }
+	err = a.AppendLeased(ctx, eventlog.Lease{Partition: 1, Epoch: ea}, batch)
+	if hookErr != nil {
+		t.Fatal(hookErr)
+	}
+	if !errors.Is(err, eventlog.ErrFenced) {
+		t.Fatalf("node a's batch written while b took the partition: %v, want ErrFenced", err)
+	}
+	return ea, eb
+}
+
+// TestStaleEndBeforeTheNewOwnerWrites: node b took the partition and read the
+// session (seq 1 and 2) before node a's stale task.failed (seq 3) landed, and
+// died before it wrote anything. Node c, taking the partition, must list the
+// session as running and fold what b folded, without a's task.failed: b never
+// saw it, a was told it was not written, and nobody published it.
+func TestStaleEndBeforeTheNewOwnerWrites(t *testing.T) {
+	addr, db := fencingDatabase(t, "staleendtail")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nodes := openNodes(t, ctx, addr, db, 3)
+	a, b, c := nodes[0], nodes[1], nodes[2]
+	fencedBatch(t, ctx, a, b, sessionEvent(t, 3, "s/1", &messages.TaskFailed{Reason: messages.ReasonModelError, Error: "deadline"}))
+	ec, err := c.Own(ctx, "c", []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, ok := listed(t, ctx, c, runningOnly); !ok || s != messages.StatusRunning {
+		t.Fatalf("node c's takeover lists the session %q (listed: %v); want running", s, ok)
+	}
+	events, err := c.Read(ctx, "s", 1)
+	if err != nil || len(events) != 2 {
+		t.Fatalf("node c reads %d events (%v); want the 2 node b read", len(events), err)
+	}
+	// c resumes the task at seq 3: node a's row there is hidden for good.
+	if err := c.AppendLeased(ctx, eventlog.Lease{Partition: 1, Epoch: ec}, []messages.Envelope{
+		sessionEvent(t, 3, "s/1", &messages.ModelResponded{Key: "s/2", Model: "offline", Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "z"}}),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	events, err = c.Read(ctx, "s", 1)
+	if err != nil || len(events) != 3 || events[2].Type != messages.TypeModelResponded {
+		t.Fatalf("node c reads %d events (%v); want its history of 3", len(events), err)
+	}
+	if s, ok := listed(t, ctx, c, eventlog.Filter{}); s != messages.StatusRunning {
+		t.Errorf("the general listing has the session %q (listed: %v); want running", s, ok)
+	}
+}
+
+// TestFencedEventsAnOwnerWroteAfterStay: node b read node a's stale end of the
+// first task (seq 3) after it landed, and wrote after it: a second task (seq 4),
+// which it completed (seq 5). a's event is part of the history b folded: Read and
+// the listings keep it, and the session is completed, not running.
+func TestFencedEventsAnOwnerWroteAfterStay(t *testing.T) {
+	addr, db := fencingDatabase(t, "fencedstay")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nodes := openNodes(t, ctx, addr, db, 2)
+	a, b := nodes[0], nodes[1]
+	_, eb := fencedBatch(t, ctx, a, b, sessionEvent(t, 3, "s/1", &messages.TaskCompleted{Output: "z"}))
+	if err := b.AppendLeased(ctx, eventlog.Lease{Partition: 1, Epoch: eb}, []messages.Envelope{
+		sessionEvent(t, 4, "s/4", &messages.TaskSubmitted{Input: "y"}),
+		sessionEvent(t, 5, "s/4", &messages.TaskCompleted{Output: "w"}),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	events, err := b.Read(ctx, "s", 1)
+	if err != nil || len(events) != 5 {
+		t.Fatalf("Read = %d events (%v); want 5, node a's third among them", len(events), err)
+	}
+	if _, ok := listed(t, ctx, b, runningOnly); ok {
+		t.Error("the running listing has the completed session")
+	}
+	if s, ok := listed(t, ctx, b, eventlog.Filter{}); s != messages.StatusCompleted {
+		t.Errorf("the general listing has the session %q (listed: %v); want completed", s, ok)
+	}
+}

@@ -4,9 +4,10 @@
 -- batch it fails with ErrFenced). The aggregates count every row of events,
 -- whatever its epoch: a stale task.completed or task.failed ends a session in
 -- sessions, session_summaries and open_tasks although its new owner still runs
--- it, and a stale task.submitted keeps an ended one running. Sessions checks the
--- sessions listed here against their events, leaving these out, and the running
--- listing reads those with a row not settled among its candidates.
+-- it, and a stale task.submitted keeps an ended one running. Read leaves out the
+-- rows listed here that end a session (no owner wrote after them), Sessions
+-- checks the sessions listed here against their events as Read returns them, and
+-- the running listing reads those with a row not settled among its candidates.
 --
 -- task is the key open_tasks gives the event (the ID of a task.submitted, the
 -- correlation ID of an ending event, '' otherwise). settled is 1 on the copy
