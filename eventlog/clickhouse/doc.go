@@ -22,7 +22,9 @@
 // was not written ("not written" in the message: refused before the writer took
 // it), or may have been (its ctx ended or Close gave up while the writer was
 // writing it). Appending the batch again is always safe, because Append is
-// idempotent on event IDs.
+// idempotent on event IDs. An attempt whose callers all gave up is stopped then,
+// rather than waited out (up to Config.QueryTimeout) while the batches behind it
+// wait.
 //
 // Buffering is bounded: Config.MaxBuffered events and Config.MaxBufferedBytes
 // bytes may wait for or be in the writer. Beyond that, Append blocks until there

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -175,7 +176,7 @@ func (l *Log) runWriter(ctx context.Context) {
 			continue
 		}
 		done := make(chan error, 1)
-		go func() { done <- l.insertRows(ctx, d.rows) }()
+		go func() { done <- l.insertRows(ctx, group, d.rows) }()
 		var (
 			insertErr error
 			finished  bool
@@ -324,6 +325,9 @@ func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
 		live      = group
 	)
 	for {
+		if live = l.dropAbandoned(live, true); len(live) == 0 {
+			return // every caller gave up: the attempt may have been cut short for that
+		}
 		if ctx.Err() != nil { // Close gave up waiting
 			for _, r := range live {
 				l.answer(r, fmt.Errorf("eventlog/clickhouse: append: %w while the batch was being written (it may or may not have been written): %v",
@@ -420,7 +424,7 @@ func (l *Log) tryWrite(ctx context.Context, reqs []*appendReq, retry bool) (deci
 	}
 	d := decide(reqs, stored, retry)
 	if len(d.rows) > 0 {
-		if err := l.insertRows(ctx, d.rows); err != nil {
+		if err := l.insertRows(ctx, reqs, d.rows); err != nil {
 			return decision{}, err
 		}
 		l.confirm(ctx, reqs, &d)
@@ -487,21 +491,49 @@ func decide(reqs []*appendReq, stored *storedEvents, retry bool) decision {
 	return d
 }
 
-// lookupGroup looks up the stored events of a group, within the query timeout.
+// lookupGroup looks up the stored events of a group, within the query timeout,
+// and until every caller of the group gave up (attemptCtx).
 func (l *Log) lookupGroup(ctx context.Context, reqs []*appendReq) (*storedEvents, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	ctx, cancel := attemptCtx(ctx, l.cfg.QueryTimeout, reqs)
 	defer cancel()
 	return l.lookup(ctx, reqs)
 }
 
-// insertRows inserts rows, within the query timeout.
-func (l *Log) insertRows(ctx context.Context, rows []row) error {
+// insertRows inserts rows, the events of the requests of group, within the query
+// timeout, and until every caller of the group gave up (attemptCtx).
+func (l *Log) insertRows(ctx context.Context, group []*appendReq, rows []row) error {
 	if l.beforeInsert != nil {
 		l.beforeInsert()
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	ctx, cancel := attemptCtx(ctx, l.cfg.QueryTimeout, group)
 	defer cancel()
 	return l.insert(ctx, rows)
+}
+
+// attemptCtx returns the context of one attempt to write group: it ends with ctx,
+// after timeout, or once the ctx of every request of the group ended. Those
+// callers were told that their batches may or may not be written, and nobody
+// waits for the outcome: the writer stops the attempt and goes on with the next
+// group (writeGroup drops the abandoned requests), rather than holding their
+// room in the buffer, and every caller behind them, until the attempt times out.
+func attemptCtx(ctx context.Context, timeout time.Duration, group []*appendReq) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	var left atomic.Int64
+	left.Store(int64(len(group)))
+	stops := make([]func() bool, len(group))
+	for i, r := range group {
+		stops[i] = context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return actx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
 }
 
 // confirmAndFinish answers the requests of a group whose INSERT succeeded, once
