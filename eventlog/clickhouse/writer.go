@@ -586,7 +586,7 @@ func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
 			// checked again.
 			d.errs[i] = fmt.Errorf("eventlog/clickhouse: append under %s: written, but the lease could not be confirmed (append again): %w", r.lease, err)
 		case current[r.lease.Partition] != r.lease.Epoch:
-			d.errs[i] = fmt.Errorf("%w: the partition was taken (epoch %d) while the batch under %s was being written: it is in the log, but hidden from Read unless the new owner read it first",
+			d.errs[i] = fmt.Errorf("%w: the partition was taken (epoch %d) while the batch under %s was being written: it is in the log, but hidden from Read unless the new owner read it first and wrote after it",
 				eventlog.ErrFenced, current[r.lease.Partition], r.lease)
 			fenced = append(fenced, rowsOf(d.rows, r)...)
 		}
