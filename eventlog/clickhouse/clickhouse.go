@@ -221,8 +221,10 @@ func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messag
 // readQuery reads a session without FINAL: rows of an event written twice that
 // have not merged yet are collapsed by Read, which also notices two different
 // events at one seq and epoch instead of letting the merge pick one, and picks the
-// highest epoch at each seq (eventlog.Fencing).
-const readQuery = `SELECT seq, epoch, id, type, version, causation_id, correlation_id, ts, actor, payload
+// highest epoch at each seq (eventlog.Fencing). Its last column says whether
+// fenced_events lists the row (staleTail).
+const readQuery = `SELECT seq, epoch, id, type, version, causation_id, correlation_id, ts, actor, payload,
+	(seq, epoch) IN (SELECT seq, epoch FROM fenced_events WHERE session_id = ?)
 FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq, epoch DESC, id`
 
 // readEpochQuery finds the highest epoch of a session's events before a seq: Read
@@ -232,7 +234,9 @@ FROM events WHERE session_id = ? AND seq >= ? ORDER BY seq, epoch DESC, id`
 const readEpochQuery = `SELECT max(epoch) FROM events WHERE session_id = ? AND seq < ?`
 
 // Read implements eventlog.Log. Of the rows at one seq it returns the event of the
-// highest epoch, and it hides a stale owner's events (eventlog.Superseded).
+// highest epoch, and it hides a stale owner's events: those of an epoch below
+// that of an event before them (eventlog.Superseded), and those that a fenced
+// writer wrote last (staleTail).
 func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("eventlog/clickhouse: read session %s: %w", sessionID, err)
@@ -248,7 +252,7 @@ func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]mes
 			return nil, l.readErr(ctx, fmt.Sprintf("read session %s", sessionID), err)
 		}
 	}
-	rows, err := l.conn.Query(qctx, readQuery, sessionID, fromSeq)
+	rows, err := l.conn.Query(qctx, readQuery, sessionID, sessionID, fromSeq)
 	if err != nil {
 		return nil, l.readErr(ctx, fmt.Sprintf("read session %s", sessionID), err)
 	}
@@ -259,6 +263,7 @@ func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]mes
 		// epoch's event was hidden; any is false before the first row.
 		seq, top    uint64
 		hidden, any bool
+		fenced      []bool // of each event returned
 	)
 	for rows.Next() {
 		var (
@@ -267,8 +272,9 @@ func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]mes
 			typ     string
 			version int64
 			payload string
+			listed  uint8
 		)
-		if err := rows.Scan(&e.Seq, &epoch, &e.ID, &typ, &version, &e.CausationID, &e.CorrelationID, &e.TS, &e.Actor, &payload); err != nil {
+		if err := rows.Scan(&e.Seq, &epoch, &e.ID, &typ, &version, &e.CausationID, &e.CorrelationID, &e.TS, &e.Actor, &payload, &listed); err != nil {
 			return nil, fmt.Errorf("eventlog/clickhouse: session %s, event after seq %d: %w: %v", sessionID, lastSeq(events), messages.ErrCorrupt, err)
 		}
 		e.Type, e.Version, e.Payload = messages.Type(typ), int(version), json.RawMessage(payload)
@@ -291,11 +297,12 @@ func (l *Log) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]mes
 		}
 		before = max(before, epoch)
 		events = append(events, e)
+		fenced = append(fenced, listed != 0)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, l.readErr(ctx, fmt.Sprintf("read session %s after seq %d", sessionID, lastSeq(events)), err)
 	}
-	return events, nil
+	return events[:staleTail(fenced, func(f bool) bool { return f })], nil
 }
 
 func lastSeq(events []messages.Envelope) uint64 {
@@ -329,8 +336,11 @@ func checkStored(e messages.Envelope) error {
 // aliases everywhere in a query, and an alias named like the column it aggregates
 // would refer to itself. A session without task events has no session_tasks row,
 // and one that is no child no parent: the LEFT JOINs give it zero counts and "".
-// ClickHouse 18.16 joins two tables per SELECT, hence the nesting.
-const sessionsQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id
+// ClickHouse 18.16 joins two tables per SELECT, hence the nesting. was_fenced
+// says that fenced_events lists events of the session: a stale owner's, which the
+// summaries count (see suspect).
+const sessionsQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id,
+	session_id IN (SELECT session_id FROM fenced_events) AS was_fenced
 FROM (SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended
 FROM (SELECT session_id,
 	uniqExactMerge(events) AS n_events,
@@ -358,8 +368,12 @@ GROUP BY session_id) USING session_id`
 // summary, so that its cost is that of the running sessions, not of every stream
 // the log ever had. open_tasks holds every running session and may hold a few
 // more (see schema/0008_running_sessions.sql): Sessions filters with runningCond
-// as it does over sessionsQuery.
-const runningQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id
+// as it does over sessionsQuery. It also reads the sessions with a stale owner's
+// events not settled in fenced_events: a stale task.completed or task.failed
+// ends its task in open_tasks (and in the summary), although the session's new
+// owner still runs it; Sessions checks them against their events.
+const runningQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id,
+	session_id IN (SELECT session_id FROM fenced_events) AS was_fenced
 FROM (SELECT session_id,
 	uniqExactMerge(events) AS n_events,
 	uniqExactIfMerge(steps) AS n_steps,
@@ -372,14 +386,17 @@ FROM (SELECT session_id,
 	anyIfMerge(parent) AS parent_id
 FROM session_summaries
 WHERE session_id IN (SELECT session_id FROM open_tasks GROUP BY session_id HAVING max(sign) > 0)
+	OR session_id IN (SELECT session_id FROM fenced_events GROUP BY session_id, seq, epoch HAVING max(settled) = 0)
 GROUP BY session_id)`
 
-// The status filters of Sessions: eventlog.SessionStatus in SQL. endedCond also
-// keeps the sessions whose summary may count a stale owner's task.submitted
-// (suspect): Sessions checks those against their events.
+// The status filters of Sessions: eventlog.SessionStatus in SQL. Both also keep
+// the sessions whose summary may count a stale owner's events (suspect): endedCond
+// those whose latest task ended though they count more tasks than ended ones,
+// and both those with events in fenced_events. Sessions checks them against their
+// events.
 const (
-	runningCond = "(n_tasks > n_ended OR latest_task_type NOT IN ('task.completed', 'task.failed'))"
-	endedCond   = "latest_task_type = ?"
+	runningCond = "(n_tasks > n_ended OR latest_task_type NOT IN ('task.completed', 'task.failed') OR was_fenced)"
+	endedCond   = "(latest_task_type = ? OR was_fenced)"
 )
 
 // Sessions implements eventlog.Log. It reads the sessions summary table: one row
@@ -456,14 +473,15 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 			events, steps uint64
 			tasks, ended  uint64
 			taskType      string
+			fenced        uint8
 		)
-		if err := rows.Scan(&i.ID, &events, &steps, &i.LastSeq, &taskType, &i.StartedUS, &i.UpdatedUS, &tasks, &ended, &i.Parent); err != nil {
+		if err := rows.Scan(&i.ID, &events, &steps, &i.LastSeq, &taskType, &i.StartedUS, &i.UpdatedUS, &tasks, &ended, &i.Parent, &fenced); err != nil {
 			return nil, fmt.Errorf("eventlog/clickhouse: list sessions: %w: %v", messages.ErrCorrupt, err)
 		}
 		i.Events, i.Steps = int(events), int(steps)
 		latest, _ := eventlog.TaskStatus(messages.Type(taskType))
 		i.Status = eventlog.SessionStatus(latest, tasks, ended)
-		if suspect(latest, tasks, ended) {
+		if fenced != 0 || suspect(latest, tasks, ended) {
 			suspects = append(suspects, i.ID)
 		}
 		infos = append(infos, i)
@@ -474,17 +492,17 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	if len(suspects) == 0 && !open {
 		return infos, nil
 	}
-	var statuses map[string]string
+	var folds map[string]*fold
 	if len(suspects) > 0 {
-		if statuses, err = l.statuses(qctx, suspects); err != nil {
+		if folds, err = l.statuses(qctx, suspects); err != nil {
 			return nil, l.readErr(ctx, "list sessions: check the status of sessions taken over", err)
 		}
 	}
 	var closed []string // open_tasks holds them, though they ended or are no session
 	kept := infos[:0]
 	for _, i := range infos {
-		if s, ok := statuses[i.ID]; ok {
-			i.Status = s
+		if s, ok := folds[i.ID]; ok {
+			i.Status = s.status
 		}
 		switch {
 		case open && (i.Status != messages.StatusRunning || !eventlog.IsSession(i.ID)):
@@ -498,7 +516,7 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 			kept = kept[:f.Limit]
 		}
 		if len(closed) > 0 {
-			if err := l.closeOpenTasks(qctx, closed); err != nil {
+			if err := l.closeOpenTasks(qctx, closed, folds); err != nil {
 				l.cfg.Logger.Warn("eventlog/clickhouse: could not remove ended sessions from open_tasks; the next listing of the running sessions tries again",
 					"sessions", len(closed), "err", err)
 			}
@@ -517,36 +535,49 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 // merge collapses them. It adds a row -1 for each row +1 left of a task whose end is
 // recorded, and of the key ”, never of a task not ended: a task submitted since the
 // sessions' status was read keeps its row. Removing a row twice (two listings at
-// once) leaves a row -1, which no listing reads.
-func (l *Log) closeOpenTasks(ctx context.Context, sessions []string) error {
+// once) leaves a row -1, which no listing reads. Of the sessions whose events
+// statuses read (folds), the ends are those Read returns, and the rows of a stale
+// task.submitted that fenced_events lists and Read leaves out are removed too (as
+// many as it lists); their rows in fenced_events are settled: the sessions ended
+// without them.
+func (l *Log) closeOpenTasks(ctx context.Context, sessions []string, folds map[string]*fold) error {
 	args := make([]any, len(sessions))
 	for i, id := range sessions {
 		args[i] = id
 	}
 	in := strings.TrimSuffix(strings.Repeat("?, ", len(sessions)), ", ")
-	ended := map[[2]string]bool{}
-	rows, err := l.conn.Query(ctx, "SELECT DISTINCT session_id, correlation_id FROM events WHERE session_id IN ("+in+") AND type IN ('task.completed', 'task.failed')", args...)
-	if err != nil {
-		return fmt.Errorf("read the ended tasks: %w", err)
+	var unfolded []any // the sessions whose ends are read here
+	for _, id := range sessions {
+		if folds[id] == nil {
+			unfolded = append(unfolded, id)
+		}
 	}
-	for rows.Next() {
-		var k [2]string
-		if err := rows.Scan(&k[0], &k[1]); err != nil {
-			rows.Close()
+	ended := map[[2]string]bool{}
+	if len(unfolded) > 0 {
+		rows, err := l.conn.Query(ctx, "SELECT DISTINCT session_id, correlation_id FROM events WHERE session_id IN ("+
+			strings.TrimSuffix(strings.Repeat("?, ", len(unfolded)), ", ")+") AND type IN ('task.completed', 'task.failed')", unfolded...)
+		if err != nil {
 			return fmt.Errorf("read the ended tasks: %w", err)
 		}
-		ended[k] = true
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("read the ended tasks: %w", err)
+		for rows.Next() {
+			var k [2]string
+			if err := rows.Scan(&k[0], &k[1]); err != nil {
+				rows.Close()
+				return fmt.Errorf("read the ended tasks: %w", err)
+			}
+			ended[k] = true
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("read the ended tasks: %w", err)
+		}
 	}
 	type left struct {
 		session, task string
 		n             int64
 	}
 	var lefts []left
-	rows, err = l.conn.Query(ctx, "SELECT session_id, task, toInt64(sum(sign)) FROM open_tasks WHERE session_id IN ("+in+") GROUP BY session_id, task HAVING sum(sign) > 0", args...)
+	rows, err := l.conn.Query(ctx, "SELECT session_id, task, toInt64(sum(sign)) FROM open_tasks WHERE session_id IN ("+in+") GROUP BY session_id, task HAVING sum(sign) > 0", args...)
 	if err != nil {
 		return fmt.Errorf("read open_tasks: %w", err)
 	}
@@ -556,13 +587,24 @@ func (l *Log) closeOpenTasks(ctx context.Context, sessions []string) error {
 			rows.Close()
 			return fmt.Errorf("read open_tasks: %w", err)
 		}
-		if r.task == "" || ended[[2]string{r.session, r.task}] {
+		f := folds[r.session]
+		switch {
+		case r.task == "" || ended[[2]string{r.session, r.task}] || (f != nil && f.ended[r.task]):
+			lefts = append(lefts, r)
+		case f != nil && f.stale[r.task] > 0:
+			r.n = min(r.n, f.stale[r.task])
 			lefts = append(lefts, r)
 		}
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("read open_tasks: %w", err)
+	}
+	if len(folds) > 0 {
+		if err := l.conn.Exec(ctx, "INSERT INTO fenced_events (session_id, seq, epoch, type, task, settled)"+
+			" SELECT session_id, seq, epoch, type, task, 1 FROM fenced_events WHERE session_id IN ("+in+") AND settled = 0", args...); err != nil {
+			return fmt.Errorf("settle fenced_events: %w", err)
+		}
 	}
 	if len(lefts) == 0 {
 		return nil
@@ -597,73 +639,126 @@ func suspect(latest string, tasks, ended uint64) bool {
 }
 
 // statusQuery reads what statuses needs of the sessions' events: their seqs and
-// epochs, and the type of the task.* ones.
-// The IN list has one placeholder per session.
-const statusQuery = `SELECT session_id, seq, epoch, if(type IN ('task.submitted', 'task.completed', 'task.failed'), type, '')
-FROM events WHERE session_id IN (%s) ORDER BY session_id, seq, epoch DESC`
+// epochs, the type of the task.* ones, their task (an end's correlation ID, or the
+// event's ID), and whether fenced_events lists them. Each IN list has one
+// placeholder per session.
+const statusQuery = `SELECT session_id, seq, epoch, if(type IN ('task.submitted', 'task.completed', 'task.failed'), type, ''),
+	if(type IN ('task.completed', 'task.failed'), correlation_id, id),
+	(session_id, seq, epoch) IN (SELECT session_id, seq, epoch FROM fenced_events WHERE session_id IN (%[1]s))
+FROM events WHERE session_id IN (%[1]s) ORDER BY session_id, seq, epoch DESC`
+
+// fold is what statuses derives of a session's events.
+type fold struct {
+	status string
+	// ended holds the tasks (correlation IDs) whose end Read returns, and stale the
+	// rows of task.submitted events that fenced_events lists and Read leaves out,
+	// by task (event ID).
+	ended map[string]bool
+	stale map[string]int64
+}
+
+// foldRow is an event that statuses folds.
+type foldRow struct {
+	typ, task string
+	fenced    bool
+}
 
 // statuses derives the status of sessions from their events as Read returns them:
 // at each seq the event of the highest epoch, a stale owner's events hidden
-// (eventlog.Superseded), each seq counted once.
-func (l *Log) statuses(ctx context.Context, ids []string) (map[string]string, error) {
-	args := make([]any, len(ids))
+// (eventlog.Superseded), each seq counted once, and the events a fenced writer
+// wrote last left out (staleTail).
+func (l *Log) statuses(ctx context.Context, ids []string) (map[string]*fold, error) {
+	args := make([]any, 2*len(ids))
 	for i, id := range ids {
-		args[i] = id
+		args[i], args[len(ids)+i] = id, id
 	}
 	rows, err := l.conn.Query(ctx, fmt.Sprintf(statusQuery, strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")), args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	type count struct {
-		latest       string
-		tasks, ended uint64
-		seq, before  uint64
-		any          bool
+	type session struct {
+		fold
+		rows        []foldRow // as Read returns them
+		seq, before uint64
+		any         bool
 	}
-	counts := make(map[string]*count, len(ids))
+	sessions := make(map[string]*session, len(ids))
 	for rows.Next() {
 		var (
-			id         string
-			seq, epoch uint64
-			typ        string
+			id, typ, task string
+			seq, epoch    uint64
+			fenced        uint8
 		)
-		if err := rows.Scan(&id, &seq, &epoch, &typ); err != nil {
+		if err := rows.Scan(&id, &seq, &epoch, &typ, &task, &fenced); err != nil {
 			return nil, fmt.Errorf("%w: %v", messages.ErrCorrupt, err)
 		}
-		c := counts[id]
+		c := sessions[id]
 		if c == nil {
-			c = &count{}
-			counts[id] = c
+			c = &session{fold: fold{ended: map[string]bool{}, stale: map[string]int64{}}}
+			sessions[id] = c
 		}
-		if c.any && seq == c.seq {
-			continue // a lower epoch's row, or a copy, at a seq counted already
-		}
-		c.any, c.seq = true, seq
-		if eventlog.Superseded(epoch, c.before) {
+		r := foldRow{typ, task, fenced != 0}
+		if (c.any && seq == c.seq) || eventlog.Superseded(epoch, c.before) {
+			// A lower epoch's row, or a copy, at a seq counted already, or a
+			// stale owner's event that Read hides.
+			if r.fenced && r.typ == string(messages.TypeTaskSubmitted) {
+				c.stale[r.task]++
+			}
+			c.any, c.seq = true, seq
 			continue
 		}
+		c.any, c.seq = true, seq
 		c.before = max(c.before, epoch)
-		status, ok := eventlog.TaskStatus(messages.Type(typ))
-		switch {
-		case !ok:
-		case status == messages.StatusRunning:
-			c.tasks++
-		default:
-			c.ended++
-		}
-		if ok {
-			c.latest = status
-		}
+		c.rows = append(c.rows, r)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	out := make(map[string]string, len(counts))
-	for id, c := range counts {
-		out[id] = eventlog.SessionStatus(c.latest, c.tasks, c.ended)
+	out := make(map[string]*fold, len(sessions))
+	for id, c := range sessions {
+		var (
+			latest       string
+			tasks, ended uint64
+		)
+		kept := staleTail(c.rows, func(r foldRow) bool { return r.fenced })
+		for _, r := range c.rows[kept:] {
+			if r.typ == string(messages.TypeTaskSubmitted) {
+				c.stale[r.task]++
+			}
+		}
+		for _, r := range c.rows[:kept] {
+			status, ok := eventlog.TaskStatus(messages.Type(r.typ))
+			switch {
+			case !ok:
+				continue
+			case status == messages.StatusRunning:
+				tasks++
+			default:
+				ended++
+				c.ended[r.task] = true
+			}
+			latest = status
+		}
+		c.status = eventlog.SessionStatus(latest, tasks, ended)
+		out[id] = &c.fold
 	}
 	return out, nil
+}
+
+// staleTail returns how many of a session's events, as Read finds them, Read
+// returns: all but the events at its end that fenced_events lists (fenced). Those
+// were written by a stale owner after another node took the partition, and no
+// owner wrote after them: the new owner may have read the session before they
+// landed (it then writes at their seqs, and Read hides them), and its successor
+// must not fold what it never folded. An event fenced_events lists but that
+// another owner's events follow was read by that owner, and stays.
+func staleTail[E any](events []E, fenced func(E) bool) int {
+	n := len(events)
+	for n > 0 && fenced(events[n-1]) {
+		n--
+	}
+	return n
 }
 
 // readErr wraps an error of a query: as ctx's error if the caller's ctx ended,

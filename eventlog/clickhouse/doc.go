@@ -22,7 +22,9 @@
 // was not written ("not written" in the message: refused before the writer took
 // it), or may have been (its ctx ended or Close gave up while the writer was
 // writing it). Appending the batch again is always safe, because Append is
-// idempotent on event IDs.
+// idempotent on event IDs. An attempt whose callers all gave up is stopped then,
+// rather than waited out (up to Config.QueryTimeout) while the batches behind it
+// wait.
 //
 // Buffering is bounded: Config.MaxBuffered events and Config.MaxBufferedBytes
 // bytes may wait for or be in the writer. Beyond that, Append blocks until there
@@ -96,15 +98,31 @@
 // the leases' epochs again and fails a batch whose partition was taken meanwhile
 // with ErrFenced (see confirm): its writer stops instead of publishing the batch
 // and issuing its effects, and AppendLeased returns nil only for a batch the next
-// owner folds. What stale rows still reach are the aggregates that do not look at
-// epochs: the sessions summary (a stale event past the new owner's last seq counts
-// in events and last_seq, and its task.* type can set the status until the new
-// owner writes a later one), open_tasks, and the analytics views, which take any
-// event at a seq. A stale task.submitted would also count among the session's
-// tasks for good, and keep a session whose tasks all ended running (listed at
-// every start and partition assignment): Sessions reads the status of a session
-// whose latest task ended but whose summary counts more tasks than ended ones
-// from its events instead, as Read sees them.
+// owner folds.
+//
+// Stale rows still reach the aggregates, which do not look at epochs: the
+// sessions summaries (a stale event past the new owner's last seq counts in events
+// and last_seq), open_tasks, and the analytics views, which take any event at a
+// seq. The status must not follow them: a stale task.failed or task.completed
+// would end, in the summaries and in open_tasks, a session that its new owner
+// still runs, and if that owner died too, the next one would not find it among
+// the running sessions and never resume it; a stale task.submitted would keep a
+// session whose tasks all ended running, resumed at every start. So the writer
+// that finds a batch fenced after its INSERT lists the batch's rows in table
+// fenced_events. Read leaves out the rows it lists at the end of a session, those
+// no owner wrote after: the new owner may have read the session before they
+// landed, and then its successor must not fold them either (a stale task.failed
+// that the new owner never saw would end the session for good). A listed row that
+// another owner's events follow was read by that owner, and stays. Sessions reads
+// the status of every session that fenced_events lists from its events, as Read
+// sees them (statuses), and the running listing reads, besides the sessions
+// open_tasks holds, those that fenced_events lists and no listing found ended yet
+// (settled). It does the same
+// for a session whose latest task ended but whose summary counts more tasks than
+// ended ones (a stale task.submitted that a fenced writer could not list). What
+// fenced_events misses is a batch whose writer died between its INSERT and the
+// confirmation, or could not confirm it: its rows count as the rows of a writer
+// that was not fenced.
 //
 // # Claims
 //
@@ -161,7 +179,8 @@
 // cost, not what every ended session and every stream that is no session (a
 // dashboard sign-in) does. open_tasks may keep an ended session (a row written
 // twice); the listing checks each against its summary. Table ownership lists the
-// epochs Own took, per partition.
+// epochs Own took, per partition, and table fenced_events the events written
+// under an epoch that was no longer current (see Fencing).
 //
 // # Large payloads
 //

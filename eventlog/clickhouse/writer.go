@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
@@ -175,7 +176,7 @@ func (l *Log) runWriter(ctx context.Context) {
 			continue
 		}
 		done := make(chan error, 1)
-		go func() { done <- l.insertRows(ctx, d.rows) }()
+		go func() { done <- l.insertRows(ctx, group, d.rows) }()
 		var (
 			insertErr error
 			finished  bool
@@ -324,6 +325,9 @@ func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
 		live      = group
 	)
 	for {
+		if live = l.dropAbandoned(live, true); len(live) == 0 {
+			return // every caller gave up: the attempt may have been cut short for that
+		}
 		if ctx.Err() != nil { // Close gave up waiting
 			for _, r := range live {
 				l.answer(r, fmt.Errorf("eventlog/clickhouse: append: %w while the batch was being written (it may or may not have been written): %v",
@@ -420,7 +424,7 @@ func (l *Log) tryWrite(ctx context.Context, reqs []*appendReq, retry bool) (deci
 	}
 	d := decide(reqs, stored, retry)
 	if len(d.rows) > 0 {
-		if err := l.insertRows(ctx, d.rows); err != nil {
+		if err := l.insertRows(ctx, reqs, d.rows); err != nil {
 			return decision{}, err
 		}
 		l.confirm(ctx, reqs, &d)
@@ -487,21 +491,49 @@ func decide(reqs []*appendReq, stored *storedEvents, retry bool) decision {
 	return d
 }
 
-// lookupGroup looks up the stored events of a group, within the query timeout.
+// lookupGroup looks up the stored events of a group, within the query timeout,
+// and until every caller of the group gave up (attemptCtx).
 func (l *Log) lookupGroup(ctx context.Context, reqs []*appendReq) (*storedEvents, error) {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	ctx, cancel := attemptCtx(ctx, l.cfg.QueryTimeout, reqs)
 	defer cancel()
 	return l.lookup(ctx, reqs)
 }
 
-// insertRows inserts rows, within the query timeout.
-func (l *Log) insertRows(ctx context.Context, rows []row) error {
+// insertRows inserts rows, the events of the requests of group, within the query
+// timeout, and until every caller of the group gave up (attemptCtx).
+func (l *Log) insertRows(ctx context.Context, group []*appendReq, rows []row) error {
 	if l.beforeInsert != nil {
 		l.beforeInsert()
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	ctx, cancel := attemptCtx(ctx, l.cfg.QueryTimeout, group)
 	defer cancel()
 	return l.insert(ctx, rows)
+}
+
+// attemptCtx returns the context of one attempt to write group: it ends with ctx,
+// after timeout, or once the ctx of every request of the group ended. Those
+// callers were told that their batches may or may not be written, and nobody
+// waits for the outcome: the writer stops the attempt and goes on with the next
+// group (writeGroup drops the abandoned requests), rather than holding their
+// room in the buffer, and every caller behind them, until the attempt times out.
+func attemptCtx(ctx context.Context, timeout time.Duration, group []*appendReq) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	var left atomic.Int64
+	left.Store(int64(len(group)))
+	stops := make([]func() bool, len(group))
+	for i, r := range group {
+		stops[i] = context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return actx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
 }
 
 // confirmAndFinish answers the requests of a group whose INSERT succeeded, once
@@ -543,6 +575,7 @@ func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
 		return
 	}
 	current, err := l.currentEpochs(ctx, partitions)
+	var fenced []row // the rows of the batches fenced here
 	for i, r := range reqs {
 		if r.lease == nil || d.errs[i] != nil {
 			continue
@@ -553,10 +586,87 @@ func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
 			// checked again.
 			d.errs[i] = fmt.Errorf("eventlog/clickhouse: append under %s: written, but the lease could not be confirmed (append again): %w", r.lease, err)
 		case current[r.lease.Partition] != r.lease.Epoch:
-			d.errs[i] = fmt.Errorf("%w: the partition was taken (epoch %d) while the batch under %s was being written: it is in the log, but hidden from Read unless the new owner read it first",
+			d.errs[i] = fmt.Errorf("%w: the partition was taken (epoch %d) while the batch under %s was being written: it is in the log, but hidden from Read unless the new owner read it first and wrote after it",
 				eventlog.ErrFenced, current[r.lease.Partition], r.lease)
+			fenced = append(fenced, rowsOf(d.rows, r)...)
 		}
 	}
+	if len(fenced) > 0 {
+		l.recordFenced(ctx, fenced)
+	}
+}
+
+// rowsOf returns the rows of a group's INSERT that hold r's events.
+func rowsOf(rows []row, r *appendReq) []row {
+	mine := make(map[*messages.Envelope]bool, len(r.events))
+	for j := range r.events {
+		mine[&r.events[j]] = true
+	}
+	var out []row
+	for _, w := range rows {
+		if mine[w.e] {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// fencedAttempts bounds the attempts of recordFenced.
+const fencedAttempts = 5
+
+// recordFenced lists in fenced_events the rows of batches that confirm failed
+// with ErrFenced: they landed after another node took their partition, and the
+// aggregates count them (see schema/0009_fenced_events.sql). It retries while
+// ClickHouse fails with an error that may pass, a few times; a list it could not
+// write is logged, and those sessions may list with a stale owner's status.
+func (l *Log) recordFenced(ctx context.Context, rows []row) {
+	var err error
+	for attempt := range fencedAttempts {
+		if attempt > 0 {
+			timer := time.NewTimer(backoff(l.cfg, attempt-1))
+			select {
+			case <-timer.C:
+			case <-ctx.Done():
+				timer.Stop()
+			}
+		}
+		if err = l.insertFenced(ctx, rows); err == nil || !retryable(err) || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		l.cfg.Logger.Error("eventlog/clickhouse: could not list a fenced batch's events in fenced_events; the listings may count them",
+			"events", len(rows), "session", rows[0].e.SessionID, "epoch", rows[0].epoch, "err", err)
+	}
+}
+
+// insertFenced writes rows into fenced_events, within the query timeout.
+func (l *Log) insertFenced(ctx context.Context, rows []row) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	b, err := l.conn.PrepareBatch(ctx, "INSERT INTO fenced_events (session_id, seq, epoch, type, task, settled)")
+	if err != nil {
+		return err
+	}
+	defer func() { _ = b.Close() }()
+	for _, w := range rows {
+		if err := b.Append(w.e.SessionID, w.e.Seq, w.epoch, string(w.e.Type), openTaskKey(w.e), uint8(0)); err != nil {
+			return err
+		}
+	}
+	return b.Send()
+}
+
+// openTaskKey is the task open_tasks files an event under: a task.submitted's ID,
+// the correlation ID (the task's) of an event that ends a task, "" otherwise.
+func openTaskKey(e *messages.Envelope) string {
+	switch e.Type {
+	case messages.TypeTaskSubmitted:
+		return e.ID
+	case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+		return e.CorrelationID
+	}
+	return ""
 }
 
 // currentEpochs reads the current epoch of partitions (decimal numbers).
