@@ -168,7 +168,7 @@ func (ns *Namespace) VectorNote(q Query) string {
 	for _, t := range q.Tiers {
 		for _, mod := range s.modalities(t) {
 			c := Collection(t, mod)
-			if ns.pj.trouble[c] != nil || ns.behind(c) {
+			if (ns.pj.trouble[c] != nil || ns.behind(c)) && ns.uses(c) {
 				if s.without == nil {
 					s.without = map[string]error{}
 				}
@@ -460,6 +460,9 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 // The caller holds ns.mu.
 func (ns *Namespace) searchVectors(ctx context.Context, coll string, t Tier, qv []float32, k int, must bool) ([]vectorstore.Hit, error) {
 	p := ns.pj
+	if !ns.uses(coll) {
+		return nil, nil
+	}
 	if !must && p.waiting(coll, time.Now()) {
 		return nil, ns.vectorError(coll)
 	}
@@ -469,12 +472,7 @@ func (ns *Namespace) searchVectors(ctx context.Context, coll string, t Tier, qv 
 			return nil, ns.vectorError(coll)
 		}
 	}
-	held := 0
-	for _, c := range p.vecAt {
-		if c == coll {
-			held++
-		}
-	}
+	held := ns.held(coll)
 	if held == 0 {
 		return nil, nil
 	}
@@ -526,6 +524,21 @@ func (ns *Namespace) searchVectors(ctx context.Context, coll string, t Tier, qv 
 		}
 	}
 }
+
+// held counts the vectors of the namespace that collection coll holds.
+func (ns *Namespace) held(coll string) int {
+	n := 0
+	for _, c := range ns.pj.vecAt {
+		if c == coll {
+			n++
+		}
+	}
+	return n
+}
+
+// uses reports whether a vector search of the namespace needs collection coll: it
+// holds vectors of the namespace, or must take some.
+func (ns *Namespace) uses(coll string) bool { return ns.behind(coll) || ns.held(coll) > 0 }
 
 // vectorError says why collection coll cannot serve a search: its last failure,
 // or the failures of the collections its memories must leave first. It wraps
