@@ -106,6 +106,12 @@ type Config struct {
 	// none). A node wakes the namespace's consolidator with it. It is called after
 	// the write, outside the namespace's lock, and must not block.
 	Written func(namespace string, added int)
+	// VectorTrouble, when set, hears of the vector store's failures in a
+	// namespace's collection (err) and of its recovery there (err nil, once the
+	// collection took a request again after failing): the memories are stored all
+	// the same, their vectors follow. A node logs them. It is called with the
+	// namespace's lock held, at most once per failed request, and must not block.
+	VectorTrouble func(namespace, collection string, err error)
 	// Consolidate is the memory tool's consolidate action; nil: unavailable.
 	Consolidate func(ctx context.Context, ns *Namespace, key string) (string, error)
 }

@@ -106,8 +106,26 @@ func (p *projection) fail(c string, err error, now time.Time) {
 	t.retry = now.Add(t.wait)
 }
 
-// ok records a success of the vector store in collection c.
-func (p *projection) ok(c string) { delete(p.trouble, c) }
+// failed records a failure of the vector store in collection c, and tells
+// Config.VectorTrouble.
+func (ns *Namespace) failed(c string, err error, now time.Time) {
+	ns.pj.fail(c, err, now)
+	if ns.cfg.VectorTrouble != nil {
+		ns.cfg.VectorTrouble(ns.name, c, err)
+	}
+}
+
+// recovered records a success of the vector store in collection c, and tells
+// Config.VectorTrouble when c had failed.
+func (ns *Namespace) recovered(c string) {
+	if ns.pj.trouble[c] == nil {
+		return
+	}
+	delete(ns.pj.trouble, c)
+	if ns.cfg.VectorTrouble != nil {
+		ns.cfg.VectorTrouble(ns.name, c, nil)
+	}
+}
 
 func newProjection() *projection {
 	p := &projection{keywords: map[Tier]*pmem.KeywordIndex{}, kwTier: map[string]Tier{}, graph: pmem.NewGraph(),
@@ -333,10 +351,10 @@ func (ns *Namespace) syncVectors(ctx context.Context, force string) error {
 			p.vecAt[ns.memoryID(it.ID)] = c
 		}
 		delete(p.stale, c)
-		p.ok(c)
+		ns.recovered(c)
 	}
-	for c, err := range failed {
-		p.fail(c, err, now)
+	for _, c := range slices.Sorted(maps.Keys(failed)) {
+		ns.failed(c, failed[c], now)
 	}
 	// A dirty memory is done when its vector is where the fold wants it and in no
 	// other collection it was known in.

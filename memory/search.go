@@ -494,10 +494,10 @@ func (ns *Namespace) searchVectors(ctx context.Context, coll string, t Tier, qv 
 			if ctx.Err() != nil {
 				return nil, fmt.Errorf("memory: searching %s: %w", coll, err)
 			}
-			p.fail(coll, fmt.Errorf("memory: searching %s: %w", coll, err), time.Now())
+			ns.failed(coll, fmt.Errorf("memory: searching %s: %w", coll, err), time.Now())
 			return nil, ns.vectorError(coll)
 		}
-		p.ok(coll)
+		ns.recovered(coll)
 		mine := own(hits)
 		switch {
 		case len(mine) >= min(k, held):

@@ -87,8 +87,20 @@ func TestWritesAndKeywordSearchWhileVectorStoreIsDown(t *testing.T) {
 	dir := t.TempDir()
 	inner := openStore(t, "")
 	store := newFaultyStore(inner)
+	var tmu sync.Mutex
+	var troubles []string // "namespace collection failed|recovered"
+	hear := func(ns, coll string, err error) {
+		tmu.Lock()
+		defer tmu.Unlock()
+		what := "recovered"
+		if err != nil {
+			what = "failed"
+		}
+		troubles = append(troubles, ns+" "+coll+" "+what)
+	}
 	open := func() *memory.Memories {
-		m, err := memory.Open(memory.Config{Log: openLog(t, dir, true), Vectors: store, Now: (&clock{now: t0}).Now, NewID: sequentialIDs()})
+		m, err := memory.Open(memory.Config{Log: openLog(t, dir, true), Vectors: store, Now: (&clock{now: t0}).Now, NewID: sequentialIDs(),
+			VectorTrouble: hear})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,6 +157,11 @@ func TestWritesAndKeywordSearchWhileVectorStoreIsDown(t *testing.T) {
 			t.Errorf("vector search %q once the store is back: %v %v, want [%s]", q, resultIDs(res), err, want)
 		}
 	}
+	tmu.Lock()
+	if !slices.Contains(troubles, "user:alice mem_episodic_text failed") || !slices.Contains(troubles, "user:alice mem_episodic_text recovered") {
+		t.Errorf("Config.VectorTrouble heard %q; want the episodic collection's failure and recovery", troubles)
+	}
+	tmu.Unlock()
 	if n := len(ns2.Snapshot()); n != 4 {
 		t.Errorf("%d memories in the namespace, want 4 (each written once)", n)
 	}

@@ -412,6 +412,18 @@ func (n *Node) openMemory() error {
 		}
 		n.memoryWritten(ns, added)
 	}
+	trouble := cfg.VectorTrouble
+	cfg.VectorTrouble = func(ns, coll string, err error) {
+		if trouble != nil {
+			trouble(ns, coll, err)
+		}
+		if err != nil {
+			n.cfg.Logger.Warn("memory: the vector store failed; the memories are stored in the log, their vectors follow once it takes them",
+				"namespace", ns, "collection", coll, "err", err)
+		} else {
+			n.cfg.Logger.Info("memory: the vector store takes the namespace's vectors again", "namespace", ns, "collection", coll)
+		}
+	}
 	cfg.Consolidate = func(ctx context.Context, ns *memory.Namespace, key string) (string, error) {
 		rep, err := n.Consolidate(ctx, ns.Name(), key)
 		if err != nil {
