@@ -65,7 +65,7 @@
 // collection per tier and modality, Collection(tier, modality) = "mem_<tier>_<modality>"
 // (text for every tier; image and audio for the perceptual tier, each of its own
 // dimension), as items "<namespace>/<id>" with the metadata {"ns", "tier"}. The
-// store is persistent and shared: on a namespace's first use in a process, the
+// store is persistent and shared: after a namespace's first fold in a process, the
 // vectors of its live memories are upserted again and those of every memory it ever
 // had that is no longer live (or lives in another collection now) are deleted, in
 // batches of VectorBatch; afterwards each write moves the vectors it changed. A
@@ -73,6 +73,18 @@
 // there (a Milvus started afresh without its data) puts them back and searches again;
 // one whose hits are crowded by items of the namespace the log never had (a store
 // that outlived the log, or shared by another deployment) asks for more, up to 4096.
+//
+// The log, not the vector store, holds the memories, so only what needs vectors
+// waits for the store. A write is stored and answered while the store does not
+// answer or refuses some vectors (another dimension, a collection of another
+// schema): what the store did not take stays marked, collection by collection, and
+// later operations put it there (a collection that failed is left alone 1 to 10 s,
+// a refusal a minute, before a catch-up tries it again). A search by vector of a
+// collection that lacks some of the fold's vectors, or whose store fails, fails
+// with ErrVectorStore naming the collection and the cause; a hybrid search ranks
+// that collection without the store and says so (Namespace.SearchNoted); a keyword
+// search never asks the store, and no search asks about a collection that holds
+// none of the namespace's vectors.
 //
 // # How data leaves: search and scoring
 //

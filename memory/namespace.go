@@ -46,6 +46,13 @@ const (
 // MaxAttempts times in a row. It is transient: the call may be made again.
 var ErrConflict = errors.New("memory: the namespace's stream kept changing under the write")
 
+// ErrVectorStore is wrapped by the error of an operation that needed the vector
+// store and did not get what it needed: a search by vector while the store does
+// not answer, or refuses the namespace's vectors in a collection searched. The
+// memories are in the log all the same: writes, and searches by keyword, go on
+// without the store, and their vectors are put in it once it takes them.
+var ErrVectorStore = errors.New("memory: vector store")
+
 // ErrClosed is returned by the operations of a closed Memories.
 var ErrClosed = errors.New("memory: closed")
 
@@ -99,6 +106,12 @@ type Config struct {
 	// none). A node wakes the namespace's consolidator with it. It is called after
 	// the write, outside the namespace's lock, and must not block.
 	Written func(namespace string, added int)
+	// VectorTrouble, when set, hears of the vector store's failures in a
+	// namespace's collection (err) and of its recovery there (err nil, once the
+	// collection took a request again after failing): the memories are stored all
+	// the same, their vectors follow. A node logs them. It is called with the
+	// namespace's lock held, at most once per failed request, and must not block.
+	VectorTrouble func(namespace, collection string, err error)
 	// Consolidate is the memory tool's consolidate action; nil: unavailable.
 	Consolidate func(ctx context.Context, ns *Namespace, key string) (string, error)
 }
@@ -193,9 +206,11 @@ func Open(cfg Config) (*Memories, error) {
 	return &Memories{cfg: cfg}, nil
 }
 
-// Namespace returns the namespace name, folding its stream and bringing its vector
-// projection up to date on first use (the vector store may hold items from before a
-// restart: the live ones are upserted again and the forgotten ones deleted).
+// Namespace returns the namespace name, folding its stream on first use. Its vector
+// projection is rebuilt by the syncs that follow (the vector store may hold items
+// from before a restart: the live ones are upserted again and the forgotten ones
+// deleted); a vector store that does not answer, or refuses some vectors, fails
+// neither this nor the operations that need no vectors (see Namespace.Search).
 func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, error) {
 	if err := CheckNamespace(name); err != nil {
 		return nil, err
@@ -206,10 +221,7 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 	return m.spaces.Open(name, func() *Namespace { return newNamespace(m, name) }, func(ns *Namespace) error {
 		ns.mu.Lock()
 		defer ns.mu.Unlock()
-		if err := ns.fold(ctx); err != nil {
-			return err
-		}
-		return ns.rebuildVectors(ctx)
+		return ns.fold(ctx)
 	})
 }
 
@@ -262,7 +274,7 @@ type nsFold struct{ *Namespace }
 
 func (f nsFold) Seq() uint64                     { return f.st.seq }
 func (f nsFold) Apply(e messages.Envelope) error { return f.apply(e) }
-func (f nsFold) Sync(ctx context.Context) error  { return f.syncVectors(ctx) }
+func (f nsFold) Sync(ctx context.Context) error  { f.catchUpVectors(ctx); return nil }
 func (f nsFold) Applied(key string) bool         { return f.st.keys[key] != nil }
 
 // Name returns the namespace's name.

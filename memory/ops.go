@@ -467,7 +467,8 @@ func (ns *Namespace) expire(ctx context.Context) error {
 	if err := ns.apply(events[0]); err != nil {
 		return err
 	}
-	return ns.syncVectors(ctx)
+	ns.catchUpVectors(ctx)
+	return nil
 }
 
 // UpdateRequest changes the fields of a memory that are set.

@@ -2,10 +2,12 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
 	"github.com/troupe-run/troupe/vectorstore"
@@ -49,12 +51,89 @@ type projection struct {
 	// ever holds the collections each memory the stream ever named belonged to:
 	// where a rebuild looks for vectors that must go.
 	ever map[string][]string
+	// stale holds the collections still to rebuild: every one, until a sync after
+	// the namespace's first fold in this process succeeds there (the store may hold
+	// items from an earlier run, among them memories forgotten since, or lack
+	// vectors a process that died never wrote).
+	stale map[string]bool
+	// trouble holds the last error of the vector store in each collection where
+	// the last request failed, and when a catch-up may try it again.
+	trouble map[string]*trouble
+}
+
+// trouble is a collection's last failure in the vector store.
+type trouble struct {
+	err   error
+	retry time.Time     // a catch-up leaves the collection alone until then
+	wait  time.Duration // the wait after the last failure, doubled by the next
+}
+
+// The waits of a collection whose last request failed before a catch-up tries it
+// again (a search that needs its vectors tries at once): from troubleWaitMin,
+// doubled at each failure up to troubleWaitMax, or troubleWaitRefused for an error
+// that will not pass by itself. Each try of a Milvus that is down takes about 2.5 s.
+const (
+	troubleWaitMin     = time.Second
+	troubleWaitMax     = 10 * time.Second
+	troubleWaitRefused = time.Minute
+)
+
+// refused reports whether err is a vector store's refusal that retrying will not
+// change: a vector of another dimension than its collection's, a request the store
+// finds invalid, a collection of another schema.
+func refused(err error) bool {
+	return errors.Is(err, vectorstore.ErrDimension) || errors.Is(err, vectorstore.ErrInvalid) || errors.Is(err, vectorstore.ErrSchema)
+}
+
+// waiting reports whether collection c failed lately: a catch-up leaves it alone.
+func (p *projection) waiting(c string, now time.Time) bool {
+	t := p.trouble[c]
+	return t != nil && now.Before(t.retry)
+}
+
+// fail records a failure of the vector store in collection c.
+func (p *projection) fail(c string, err error, now time.Time) {
+	t := p.trouble[c]
+	if t == nil {
+		t = &trouble{}
+		p.trouble[c] = t
+	}
+	t.err = err
+	t.wait = min(max(2*t.wait, troubleWaitMin), troubleWaitMax)
+	if refused(err) {
+		t.wait = troubleWaitRefused
+	}
+	t.retry = now.Add(t.wait)
+}
+
+// failed records a failure of the vector store in collection c, and tells
+// Config.VectorTrouble.
+func (ns *Namespace) failed(c string, err error, now time.Time) {
+	ns.pj.fail(c, err, now)
+	if ns.cfg.VectorTrouble != nil {
+		ns.cfg.VectorTrouble(ns.name, c, err)
+	}
+}
+
+// recovered records a success of the vector store in collection c, and tells
+// Config.VectorTrouble when c had failed.
+func (ns *Namespace) recovered(c string) {
+	if ns.pj.trouble[c] == nil {
+		return
+	}
+	delete(ns.pj.trouble, c)
+	if ns.cfg.VectorTrouble != nil {
+		ns.cfg.VectorTrouble(ns.name, c, nil)
+	}
 }
 
 func newProjection() *projection {
 	p := &projection{keywords: map[Tier]*pmem.KeywordIndex{}, kwTier: map[string]Tier{}, graph: pmem.NewGraph(),
 		entities: map[string]int{}, entsOf: map[string][]string{}, vecAt: map[string]string{}, dirty: map[string]struct{}{},
-		ever: map[string][]string{}}
+		ever: map[string][]string{}, stale: map[string]bool{}, trouble: map[string]*trouble{}}
+	for _, c := range collections() {
+		p.stale[c] = true
+	}
 	for _, t := range Tiers {
 		p.keywords[t] = pmem.NewKeywordIndex()
 	}
@@ -174,84 +253,151 @@ func (ns *Namespace) wantAt(id string) string {
 	return Collection(m.Tier, m.Modality)
 }
 
-// syncVectors brings the vector store in line with the fold: the vectors of the
-// memories marked dirty are deleted from where they were and upserted where they
-// belong. What fails stays marked, for the next operation to try again.
-func (ns *Namespace) syncVectors(ctx context.Context) error {
+// syncVectors brings the vector store in line with the fold, collection by
+// collection: a collection still to rebuild (stale, after the namespace's first fold
+// in this process) gets every vector the fold puts there and loses the namespace's
+// items the fold moved or forgot; the others get the changes of the memories marked
+// dirty. A failure in one collection leaves the others done: what failed stays
+// marked for the next sync, and the collection waits a while (troubleWait) before a
+// catch-up tries it again. A collection that failed lately is tried now only when it
+// is force (a search that needs its vectors); "" forces none. It returns the errors
+// of the collections that failed (nil when all that were tried succeeded).
+func (ns *Namespace) syncVectors(ctx context.Context, force string) error {
 	p := ns.pj
-	if len(p.dirty) == 0 {
+	if len(p.dirty) == 0 && len(p.stale) == 0 {
 		return nil
 	}
-	dels := map[string][]string{}
-	ups := map[string][]vectorstore.Item{}
-	for _, id := range slices.Sorted(maps.Keys(p.dirty)) {
-		want := ns.wantAt(id)
-		if cur := p.vecAt[id]; cur != "" && cur != want {
-			dels[cur] = append(dels[cur], ns.vectorID(id))
-		}
-		if want != "" {
-			ups[want] = append(ups[want], ns.vectorItem(ns.st.mems[id]))
-		}
+	type work struct {
+		dels []string        // memory IDs whose vectors must leave the collection
+		ups  map[string]bool // memory IDs whose vectors must be upserted there
 	}
-	for _, c := range slices.Sorted(maps.Keys(dels)) {
-		if err := ns.deleteVectors(ctx, c, dels[c]); err != nil {
-			return err
+	colls := map[string]*work{}
+	at := func(c string) *work {
+		w := colls[c]
+		if w == nil {
+			w = &work{ups: map[string]bool{}}
+			colls[c] = w
 		}
-		for _, vid := range dels[c] {
-			delete(p.vecAt, ns.memoryID(vid))
-		}
+		return w
 	}
-	for _, c := range slices.Sorted(maps.Keys(ups)) {
-		if err := ns.upsertVectors(ctx, c, ups[c]); err != nil {
-			return err
-		}
-		for _, it := range ups[c] {
-			p.vecAt[ns.memoryID(it.ID)] = c
-		}
-	}
-	clear(p.dirty)
-	return nil
-}
-
-// rebuildVectors makes the vector store hold exactly the fold's vectors after a
-// namespace's first fold in this process: the store is persistent and may hold
-// items from an earlier run, among them memories forgotten since, or vectors a
-// process that died never wrote. Every memory the stream ever named is deleted from
-// each collection it belonged to and should no longer be in, and every live one
-// upserted, in batches of VectorBatch. It is idempotent.
-func (ns *Namespace) rebuildVectors(ctx context.Context) error {
-	p := ns.pj
-	dels := map[string][]string{}
-	ups := map[string][]vectorstore.Item{}
-	for _, id := range slices.Sorted(maps.Keys(p.ever)) {
-		want := ns.wantAt(id)
-		for _, c := range p.ever[id] {
-			if c != want {
-				dels[c] = append(dels[c], ns.vectorID(id))
+	for c := range p.stale {
+		w := at(c)
+		for _, id := range slices.Sorted(maps.Keys(p.ever)) {
+			want := ns.wantAt(id)
+			if want != c && slices.Contains(p.ever[id], c) {
+				w.dels = append(w.dels, id)
+			}
+			if want == c {
+				w.ups[id] = true
 			}
 		}
-		if want != "" {
-			ups[want] = append(ups[want], ns.vectorItem(ns.st.mems[id]))
+	}
+	for _, id := range slices.Sorted(maps.Keys(p.dirty)) {
+		want := ns.wantAt(id)
+		if cur := p.vecAt[id]; cur != "" && cur != want && !p.stale[cur] {
+			at(cur).dels = append(at(cur).dels, id)
+		}
+		if want != "" && !p.stale[want] {
+			at(want).ups[id] = true
 		}
 	}
-	for _, c := range collections() {
-		if err := ns.deleteVectors(ctx, c, dels[c]); err != nil {
-			return err
+	now := time.Now()
+	tried := func(c string) bool { return c == force || !p.waiting(c, now) }
+	failed := map[string]error{}
+	undeleted := map[string]bool{} // memories whose old vector is still in place
+	// Deletes first: a memory whose vector could not leave its old collection is not
+	// put in its new one this time, so that it never stands in two.
+	for _, c := range slices.Sorted(maps.Keys(colls)) {
+		w := colls[c]
+		if !tried(c) {
+			for _, id := range w.dels {
+				undeleted[id] = true
+			}
+			continue
 		}
-		if err := ns.upsertVectors(ctx, c, ups[c]); err != nil {
-			return err
+		ids := make([]string, len(w.dels))
+		for i, id := range w.dels {
+			ids[i] = ns.vectorID(id)
+		}
+		if err := ns.deleteVectors(ctx, c, ids); err != nil {
+			failed[c] = err
+			for _, id := range w.dels {
+				undeleted[id] = true
+			}
+			continue
+		}
+		for _, id := range w.dels {
+			if p.vecAt[id] == c {
+				delete(p.vecAt, id)
+			}
 		}
 	}
-	clear(p.vecAt)
-	for c, items := range ups {
+	for _, c := range slices.Sorted(maps.Keys(colls)) {
+		w := colls[c]
+		if !tried(c) || failed[c] != nil {
+			continue
+		}
+		var items []vectorstore.Item
+		for _, id := range slices.Sorted(maps.Keys(w.ups)) {
+			if !undeleted[id] {
+				items = append(items, ns.vectorItem(ns.st.mems[id]))
+			}
+		}
+		if err := ns.upsertVectors(ctx, c, items); err != nil {
+			failed[c] = err
+			continue
+		}
 		for _, it := range items {
 			p.vecAt[ns.memoryID(it.ID)] = c
 		}
+		delete(p.stale, c)
+		ns.recovered(c)
 	}
-	clear(p.dirty)
-	return nil
+	for _, c := range slices.Sorted(maps.Keys(failed)) {
+		ns.failed(c, failed[c], now)
+	}
+	// A dirty memory is done when its vector is where the fold wants it and in no
+	// other collection it was known in.
+	for id := range p.dirty {
+		want := ns.wantAt(id)
+		cur := p.vecAt[id]
+		if cur == want && !undeleted[id] && (want == "" || !p.stale[want]) {
+			delete(p.dirty, id)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	errs := make([]error, 0, len(failed))
+	for _, c := range slices.Sorted(maps.Keys(failed)) {
+		errs = append(errs, failed[c])
+	}
+	return errors.Join(errs...)
 }
 
+// catchUpVectors is the sync of a catch-up (entity.Fold.Sync): it tries the
+// collections that did not fail lately and never fails. What it could not do waits
+// for the next operation, and a search that needs those vectors says why they are
+// missing (behind): writes, and searches that need no vectors, go on while the
+// vector store is down or refuses some of them.
+func (ns *Namespace) catchUpVectors(ctx context.Context) {
+	_ = ns.syncVectors(ctx, "")
+}
+
+// behind reports whether collection c lacks some of the fold's vectors (or holds
+// some it should not), and why when a store error says so.
+func (ns *Namespace) behind(c string) bool {
+	p := ns.pj
+	if p.stale[c] {
+		return true
+	}
+	for id := range p.dirty {
+		if p.vecAt[id] == c || ns.wantAt(id) == c {
+			return true
+		}
+	}
+	return false
+}
 func (ns *Namespace) upsertVectors(ctx context.Context, coll string, items []vectorstore.Item) error {
 	for batch := range slices.Chunk(items, VectorBatch) {
 		if err := ns.cfg.Vectors.Upsert(ctx, coll, batch); err != nil {

@@ -893,6 +893,11 @@ func (ns *Namespace) neighbours(ctx context.Context, fact Fact, hash string, k i
 		}
 	}
 	results, err := ns.Search(ctx, Query{Text: fact.Content, Tiers: []Tier{fact.Tier}, Mode: ModeVector, Limit: k})
+	if errors.Is(err, ErrVectorStore) {
+		// The vector store cannot serve the tier: its neighbours by keyword, each
+		// with the cosine of its vector in the log, decide instead.
+		results, err = ns.Search(ctx, Query{Text: fact.Content, Tiers: []Tier{fact.Tier}, Mode: ModeHybrid, Limit: k})
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("memory: remember: %w", err)
 	}

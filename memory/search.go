@@ -2,7 +2,9 @@ package memory
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -118,22 +120,76 @@ type candidate struct {
 // graph, ranked by the tier's formula (see the package documentation), then merged
 // across tiers by score, ties by ID. Expired working memories are forgotten first
 // (reason "ttl") and never returned.
+//
+// Only the vectors need the vector store. A search by vector (ModeVector) that
+// cannot have them — the store does not answer, or refuses the namespace's vectors
+// in a collection searched — fails with an error wrapping ErrVectorStore that says
+// why; a hybrid search ranks that collection's memories without the store (the
+// keyword index's and the graph's candidates, each with the cosine of the vector its
+// event holds) and says so (SearchNoted); a keyword search never asks the store.
 func (ns *Namespace) Search(ctx context.Context, q Query) ([]Result, error) {
+	res, _, err := ns.SearchNoted(ctx, q)
+	return res, err
+}
+
+// SearchNoted is Search, with a note that says what the search did without ("" for
+// nothing): the collections whose vectors a hybrid search ranked without the vector
+// store, and why.
+func (ns *Namespace) SearchNoted(ctx context.Context, q Query) ([]Result, string, error) {
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	s, err := ns.prepareSearch(ctx, q)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	lists := make([][]pmem.Ranked, 0, len(s.q.Tiers))
 	for _, t := range slices.Compact(slices.Clone(s.q.Tiers)) {
 		list, err := s.tier(ctx, t)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		lists = append(lists, list)
 	}
-	return s.results(lists...), nil
+	return s.results(lists...), s.note(), nil
+}
+
+// VectorNote says what a hybrid search of q would rank without the vector store
+// now, as SearchNoted's note does: the collections it searches whose last request
+// to the store failed, or that lack some of the fold's vectors. It is "" for a
+// search of another mode, and when the store serves every collection q searches.
+// A caller that searched through TierSearch asks it after the search.
+func (ns *Namespace) VectorNote(q Query) string {
+	if q.check() != nil || q.Mode != ModeHybrid || strings.TrimSpace(q.Text) == "" {
+		return ""
+	}
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	s := &search{ns: ns, q: q}
+	for _, t := range q.Tiers {
+		for _, mod := range s.modalities(t) {
+			c := Collection(t, mod)
+			if (ns.pj.trouble[c] != nil || ns.behind(c)) && ns.uses(c) {
+				if s.without == nil {
+					s.without = map[string]error{}
+				}
+				s.without[c] = ns.vectorError(c)
+			}
+		}
+	}
+	return s.note()
+}
+
+// note says which collections the search ranked without the vector store, and why.
+func (s *search) note() string {
+	if len(s.without) == 0 {
+		return ""
+	}
+	colls := slices.Sorted(maps.Keys(s.without))
+	why := make([]string, len(colls))
+	for i, c := range colls {
+		why[i] = s.without[c].Error()
+	}
+	return fmt.Sprintf("ranked by keyword and entity graph without the vector store in %s: %s", strings.Join(colls, ", "), strings.Join(why, "; "))
 }
 
 // prepareSearch starts a search of q: it checks q, folds the namespace (forgetting what
@@ -175,6 +231,9 @@ type search struct {
 	now   time.Time
 	qvecs map[Modality][]float32 // the query's embedding per modality (nil: none)
 	qents []string
+	// without holds the collections a hybrid search ranked without the vector
+	// store, and why.
+	without map[string]error
 }
 
 // modalities returns the modalities Search looks at in tier t.
@@ -289,7 +348,15 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 				if qv == nil {
 					continue
 				}
-				hits, err := ns.searchVectors(ctx, Collection(t, mod), t, qv, k)
+				coll := Collection(t, mod)
+				hits, err := ns.searchVectors(ctx, coll, t, qv, k, s.q.Mode == ModeVector)
+				if err != nil && s.q.Mode == ModeHybrid && errors.Is(err, ErrVectorStore) {
+					if s.without == nil {
+						s.without = map[string]error{}
+					}
+					s.without[coll] = err
+					continue
+				}
 				if err != nil {
 					return nil, err
 				}
@@ -370,6 +437,14 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 // searchVectors asks the vector store for the k vectors of tier t in collection
 // coll nearest qv, among which those the fold put there.
 //
+// The collection must hold the fold's vectors first: when some are not there yet (a
+// write while the store did not answer), they are put there now. When that fails,
+// or the store does not answer the search, the error wraps ErrVectorStore and says
+// why. A collection that failed lately is tried again at once only when must is
+// set (a search by vector alone); else, until its wait is over, the error comes
+// without a request to the store. A collection where the fold put no vector of the
+// namespace is not asked at all: nothing it returns would be kept.
+//
 // Items of the namespace that the fold never put there may crowd them out: the
 // store outlived the event log (a data directory started afresh on the same
 // Milvus), or another deployment shares the store and the namespace's name. While
@@ -383,18 +458,29 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 // then puts back the collection's vectors (they are in its events) and searches
 // again, instead of finding its memories by keyword alone until the next restart.
 // The caller holds ns.mu.
-func (ns *Namespace) searchVectors(ctx context.Context, coll string, t Tier, qv []float32, k int) ([]vectorstore.Hit, error) {
-	held := 0
-	for _, c := range ns.pj.vecAt {
-		if c == coll {
-			held++
+func (ns *Namespace) searchVectors(ctx context.Context, coll string, t Tier, qv []float32, k int, must bool) ([]vectorstore.Hit, error) {
+	p := ns.pj
+	if !ns.uses(coll) {
+		return nil, nil
+	}
+	if !must && p.waiting(coll, time.Now()) {
+		return nil, ns.vectorError(coll)
+	}
+	if ns.behind(coll) {
+		_ = ns.syncVectors(ctx, coll)
+		if ns.behind(coll) {
+			return nil, ns.vectorError(coll)
 		}
+	}
+	held := ns.held(coll)
+	if held == 0 {
+		return nil, nil
 	}
 	// own keeps the hits of the vectors the fold put there, at most k, best first.
 	own := func(hits []vectorstore.Hit) []vectorstore.Hit {
 		var out []vectorstore.Hit
 		for _, h := range hits {
-			if len(out) < k && ns.pj.vecAt[ns.memoryID(h.ID)] == coll {
+			if len(out) < k && p.vecAt[ns.memoryID(h.ID)] == coll {
 				out = append(out, h)
 			}
 		}
@@ -405,8 +491,13 @@ func (ns *Namespace) searchVectors(ctx context.Context, coll string, t Tier, qv 
 	for {
 		hits, err := ns.cfg.Vectors.Search(ctx, coll, q)
 		if err != nil {
-			return nil, fmt.Errorf("memory: searching %s: %w", coll, err)
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("memory: searching %s: %w", coll, err)
+			}
+			ns.failed(coll, fmt.Errorf("memory: searching %s: %w", coll, err), time.Now())
+			return nil, ns.vectorError(coll)
 		}
+		ns.recovered(coll)
 		mine := own(hits)
 		switch {
 		case len(mine) >= min(k, held):
@@ -421,17 +512,53 @@ func (ns *Namespace) searchVectors(ctx context.Context, coll string, t Tier, qv 
 		default:
 			// Fewer than asked: the store returned every item it holds under the
 			// filter, and lacks some of the fold's.
-			for id, c := range ns.pj.vecAt {
+			for id, c := range p.vecAt {
 				if c == coll {
-					ns.pj.dirty[id] = struct{}{}
+					p.dirty[id] = struct{}{}
 				}
 			}
-			if err := ns.syncVectors(ctx); err != nil {
-				return nil, fmt.Errorf("memory: putting back the vectors of %s that the store lost: %w", coll, err)
+			if err := ns.syncVectors(ctx, coll); err != nil || ns.behind(coll) {
+				return nil, ns.vectorError(coll) // putting back what the store lost failed
 			}
 			restored = true
 		}
 	}
+}
+
+// held counts the vectors of the namespace that collection coll holds.
+func (ns *Namespace) held(coll string) int {
+	n := 0
+	for _, c := range ns.pj.vecAt {
+		if c == coll {
+			n++
+		}
+	}
+	return n
+}
+
+// uses reports whether a vector search of the namespace needs collection coll: it
+// holds vectors of the namespace, or must take some.
+func (ns *Namespace) uses(coll string) bool { return ns.behind(coll) || ns.held(coll) > 0 }
+
+// vectorError says why collection coll cannot serve a search: its last failure,
+// or the failures of the collections its memories must leave first. It wraps
+// ErrVectorStore. The caller holds ns.mu.
+func (ns *Namespace) vectorError(coll string) error {
+	p := ns.pj
+	if t := p.trouble[coll]; t != nil {
+		if refused(t.err) {
+			return fmt.Errorf("%w: %s refuses the vectors of namespace %s, and will until it or the embedder changes (the memories are in the log; searches by keyword find them): %w", ErrVectorStore, coll, ns.name, t.err)
+		}
+		return fmt.Errorf("%w: %s cannot serve namespace %s: %w", ErrVectorStore, coll, ns.name, t.err)
+	}
+	var errs []error
+	for _, c := range slices.Sorted(maps.Keys(p.trouble)) {
+		errs = append(errs, p.trouble[c].err)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w: %s lacks vectors of namespace %s that must first leave another collection: %w", ErrVectorStore, coll, ns.name, errors.Join(errs...))
+	}
+	return fmt.Errorf("%w: %s lacks vectors of namespace %s", ErrVectorStore, coll, ns.name)
 }
 
 // maxVectorK bounds the K of a vector search that items the fold never had crowd.

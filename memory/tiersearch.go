@@ -48,3 +48,12 @@ func (ts *TierSearch) Results(lists ...[]pmem.Ranked) []Result {
 	defer ns.mu.Unlock()
 	return ts.s.results(lists...)
 }
+
+// Note says what the search ranked without the vector store (see SearchNoted), once
+// its tiers are ranked.
+func (ts *TierSearch) Note() string {
+	ns := ts.s.ns
+	ns.mu.Lock()
+	defer ns.mu.Unlock()
+	return ts.s.note()
+}

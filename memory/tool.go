@@ -163,6 +163,8 @@ type (
 	searchResult struct {
 		Namespace string        `json:"namespace"`
 		Results   []foundMemory `json:"results"`
+		// Note says what the search did without the vector store (SearchNoted).
+		Note string `json:"note,omitempty"`
 	}
 	shortMemory struct {
 		ID         string  `json:"id"`
@@ -413,11 +415,11 @@ func (t *memoryTool) search(ctx context.Context, a searchArgs) (searchResult, er
 	for _, tier := range a.Tiers {
 		q.Tiers = append(q.Tiers, Tier(tier))
 	}
-	results, err := ns.Search(ctx, q)
+	results, note, err := ns.SearchNoted(ctx, q)
 	if err != nil {
 		return searchResult{}, fault(err)
 	}
-	out := searchResult{Namespace: ns.Name(), Results: make([]foundMemory, len(results))}
+	out := searchResult{Namespace: ns.Name(), Results: make([]foundMemory, len(results)), Note: note}
 	for i, r := range results {
 		out.Results[i] = found(r.Memory, r.Score)
 	}

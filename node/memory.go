@@ -104,8 +104,8 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "namespace %s: %v", g.ns, err)
 			return
 		case err != nil:
-			// Not "not written": when only the vector store failed, the memories are
-			// stored in the log, and the error says so.
+			// The log failed (the vector store does not fail a write: the vectors
+			// follow once it answers); the key makes a retry write nothing twice.
 			writeError(w, http.StatusServiceUnavailable, "namespace %s: %v (send the request again with the same Idempotency-Key to get the IDs: what was written is not written twice)", g.ns, err)
 			return
 		}
@@ -204,6 +204,13 @@ func (n *Node) memoryWritten(ns string, count int) {
 	if n.cfg.MemoryWritten != nil {
 		n.cfg.MemoryWritten(ns, count)
 	}
+}
+
+// SearchAnswer is the body of GET /v1/memories/search. Note, when set, says what a
+// hybrid search ranked without the vector store, and why (memory.Namespace.VectorNote).
+type SearchAnswer struct {
+	Results []SearchHit `json:"results"`
+	Note    string      `json:"note,omitempty"`
 }
 
 // SearchHit is one result of GET /v1/memories/search.
@@ -404,6 +411,18 @@ func (n *Node) openMemory() error {
 			written(ns, added)
 		}
 		n.memoryWritten(ns, added)
+	}
+	trouble := cfg.VectorTrouble
+	cfg.VectorTrouble = func(ns, coll string, err error) {
+		if trouble != nil {
+			trouble(ns, coll, err)
+		}
+		if err != nil {
+			n.cfg.Logger.Warn("memory: the vector store failed; the memories are stored in the log, their vectors follow once it takes them",
+				"namespace", ns, "collection", coll, "err", err)
+		} else {
+			n.cfg.Logger.Info("memory: the vector store takes the namespace's vectors again", "namespace", ns, "collection", coll)
+		}
 	}
 	cfg.Consolidate = func(ctx context.Context, ns *memory.Namespace, key string) (string, error) {
 		rep, err := n.Consolidate(ctx, ns.Name(), key)

@@ -23,6 +23,7 @@ import (
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/vectorstore"
 	"github.com/troupe-run/troupe/vectorstore/milvus"
 )
 
@@ -276,14 +277,15 @@ func addedIDs(t *testing.T, mn memoryNode, ns string) map[string][]string {
 	return out
 }
 
-// Milvus unreachable under a running node (a proxy between them cut): a write over
-// HTTP is answered 503 with an error that says what happened (the memories are
-// stored in the log, the vector store did not answer), never 201 for what is not
-// stored nor "not written" for what is; a task whose agent uses the memory tool
-// ends, its tool calls answered with errors, instead of hanging. Once Milvus is
+// Milvus unreachable under a running node (a proxy between them cut): memories
+// written over HTTP and by an agent's memory tool are stored in the log and
+// answered as stored (201, their IDs), again and again, not only the first; a
+// keyword search answers from the log; a hybrid search (the default, the memory
+// tool's) answers too, with a note that says it ranked without the vector store and
+// why; only a search by vector fails, 503, naming the vector store. Once Milvus is
 // back, what was stored while it was down is found by vector search without being
-// sent again, and a retry with the same Idempotency-Key returns the same ID and
-// adds nothing.
+// sent again, and a retry with the same Idempotency-Key returns the same ID and adds
+// nothing.
 func TestMemoryWhileMilvusIsDown(t *testing.T) {
 	addr := milvusAddr(t)
 	px := startCutProxy(t, addr)
@@ -293,28 +295,39 @@ func TestMemoryWhileMilvusIsDown(t *testing.T) {
 		Model: script(t,
 			llm.ScriptStep{ToolCalls: []messages.ToolCall{memoryCall("c1", "add", `{"content":"The user's flight to Oslo leaves on Friday","importance":0.8}`)}},
 			llm.ScriptStep{ToolCalls: []messages.ToolCall{memoryCall("c2", "search", `{"query":"flight Oslo"}`)}},
-			llm.ScriptStep{Content: "I could not check your memories."},
+			llm.ScriptStep{Content: "Your flight leaves on Friday."},
 		)})
 	mn.mustPost(t, `{"namespace":"agent:down","tier":"semantic","content":"Alice likes green tea"}`)
 
 	px.setCut(true)
 	const during = `{"namespace":"agent:down","tier":"episodic","content":"Alice paid the hotel in Oslo on Monday"}`
 	code, ids, msg := mn.post(t, during, "Idempotency-Key", "while-down")
-	if code != http.StatusServiceUnavailable || len(ids) != 0 || !strings.Contains(msg, "is stored") || strings.Contains(msg, "not written:") {
-		t.Fatalf("POST while Milvus is down: %d %v %q; want 503 saying the memories are stored and the vector store did not answer", code, ids, msg)
+	if code != http.StatusCreated || len(ids) != 1 {
+		t.Fatalf("POST while Milvus is down: %d %v %q; want 201: the memory is stored in the log", code, ids, msg)
 	}
+	later := mn.mustPost(t, `{"namespace":"agent:down","tier":"semantic","content":"Bob likes black coffee"}`)
 	stored := addedIDs(t, mn, ns)["Alice paid the hotel in Oslo on Monday"]
-	if len(stored) != 1 {
-		t.Fatalf("the memory sent while Milvus is down is in the log %d times, want once (the error says it is stored)", len(stored))
+	if !slices.Equal(stored, ids) {
+		t.Fatalf("the memory sent while Milvus is down is in the log as %v, want once, as %v", stored, ids)
+	}
+	code, ans := mn.search(t, url.Values{"namespace": {ns}, "q": {"hotel Oslo"}, "mode": {"keyword"}})
+	if code != http.StatusOK || len(ans.Results) == 0 || ans.Results[0].ID != ids[0] || ans.Note != "" {
+		t.Errorf("keyword search while Milvus is down: %d %+v %q %q; want %s, no note", code, ans.Results, ans.Note, ans.Error, ids[0])
+	}
+	code, ans = mn.search(t, url.Values{"namespace": {ns}, "q": {"black coffee"}})
+	if code != http.StatusOK || len(ans.Results) == 0 || ans.Results[0].ID != later[0] || !strings.Contains(ans.Note, "without the vector store") {
+		t.Errorf("hybrid search while Milvus is down: %d %+v %q %q; want %s and a note that the vector store was left out", code, ans.Results, ans.Note, ans.Error, later[0])
+	}
+	if code, found, msg := mn.vectorSearch(t, ns, "Bob likes black coffee"); code != http.StatusServiceUnavailable || len(found) != 0 || !strings.Contains(msg, "vector store") {
+		t.Errorf("vector search while Milvus is down: %d %v %q; want 503 naming the vector store", code, found, msg)
 	}
 	events := runTaskPatiently(t, mn.n, "down-1", "when is my flight?")
 	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
 		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
 	}
-	for i, a := range answers(events) {
-		if !strings.Contains(a, "vectorstore/milvus") {
-			t.Errorf("memory tool call %d answered %q while Milvus is down; want the vector store's error", i+1, a)
-		}
+	as := answers(events)
+	if len(as) != 2 || !strings.Contains(as[0], `"id"`) || !strings.Contains(as[1], "flight to Oslo") || !strings.Contains(as[1], "without the vector store") {
+		t.Errorf("memory tool answers while Milvus is down: %q; want the add stored and the search answered with a note", as)
 	}
 
 	px.setCut(false)
@@ -331,6 +344,9 @@ func TestMemoryWhileMilvusIsDown(t *testing.T) {
 	if code != http.StatusOK || !slices.Equal(found, stored) {
 		t.Errorf("vector search once Milvus is back: %d %v %s; want %v, stored while it was down", code, found, msg, stored)
 	}
+	if code, found, msg := mn.vectorSearch(t, ns, "The user's flight to Oslo leaves on Friday"); code != http.StatusOK || len(found) != 1 {
+		t.Errorf("vector search for the agent's memory once Milvus is back: %d %v %s", code, found, msg)
+	}
 	if ids := mn.mustPost(t, during, "Idempotency-Key", "while-down"); !slices.Equal(ids, stored) {
 		t.Errorf("the retry with the same key: %v, want %v", ids, stored)
 	}
@@ -338,11 +354,44 @@ func TestMemoryWhileMilvusIsDown(t *testing.T) {
 	if n := len(added["Alice paid the hotel in Oslo on Monday"]); n != 1 {
 		t.Errorf("after the retry the memory is in the log %d times, want once", n)
 	}
-	// The agent's add while Milvus was down found the namespace's vectors behind
-	// (the memory sent over HTTP): it was refused and wrote nothing, as its answer
-	// says; the agent may add it again.
-	if tool := added["The user's flight to Oslo leaves on Friday"]; len(tool) != 0 {
-		t.Errorf("the agent's refused memory is in the log %d times, want none", len(tool))
+	if n := len(added["The user's flight to Oslo leaves on Friday"]); n != 1 {
+		t.Errorf("the agent's memory is in the log %d times, want once", n)
+	}
+}
+
+// A Milvus collection that refuses a namespace's vectors for good (one of another
+// dimension under the node's name: another deployment's, or filled with another
+// embedder) blocks neither the namespace's writes nor its other tiers: the memory
+// is stored (201), a keyword search finds it, a vector search of another tier
+// answers, and a vector search of that tier fails with a 503 that names the
+// collection and the dimension (a search by vector of every tier fails so too).
+func TestMemoryOnMilvusCollectionOfAnotherDimension(t *testing.T) {
+	addr := milvusAddr(t)
+	prefix := milvusPrefix(t, addr)
+	other := newMilvusStore(t, addr, prefix)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := other.Upsert(ctx, "mem_semantic_text", []vectorstore.Item{{ID: "else/x", Vector: []float32{1, 0, 0, 0, 0, 0, 0, 0}}}); err != nil {
+		t.Fatal(err)
+	}
+	mn := newMemoryNode(t, node.Config{Memory: &memory.Config{Vectors: newMilvusStore(t, addr, prefix)}})
+	const ns = "user:dim"
+	code, sem, msg := mn.post(t, `{"namespace":"user:dim","tier":"semantic","content":"Dana likes rooibos"}`)
+	if code != http.StatusCreated {
+		t.Fatalf("POST of a memory whose collection has another dimension: %d %q; want 201", code, msg)
+	}
+	epi := mn.mustPost(t, `{"namespace":"user:dim","tier":"episodic","content":"Dana sailed to Crete in June"}`)
+	code, ans := mn.search(t, url.Values{"namespace": {ns}, "q": {"Dana sailed to Crete in June"}, "mode": {"vector"}, "tier": {"episodic"}})
+	if code != http.StatusOK || len(ans.Results) != 1 || ans.Results[0].ID != epi[0] {
+		t.Errorf("vector search of the episodic tier: %d %+v %s; want %v", code, ans.Results, ans.Error, epi)
+	}
+	code, ans = mn.search(t, url.Values{"namespace": {ns}, "q": {"rooibos"}, "mode": {"keyword"}})
+	if code != http.StatusOK || len(ans.Results) != 1 || ans.Results[0].ID != sem[0] {
+		t.Errorf("keyword search: %d %+v %s; want %v", code, ans.Results, ans.Error, sem)
+	}
+	code, ans = mn.search(t, url.Values{"namespace": {ns}, "q": {"Dana likes rooibos"}, "mode": {"vector"}, "tier": {"semantic"}})
+	if code != http.StatusServiceUnavailable || !strings.Contains(ans.Error, "mem_semantic_text") || !strings.Contains(ans.Error, "dimension") {
+		t.Errorf("vector search of the semantic tier: %d %q; want 503 naming the collection and the dimension", code, ans.Error)
 	}
 }
 

@@ -141,6 +141,7 @@ type searchAnswer struct {
 		Metadata  json.RawMessage `json:"metadata"`
 		Timestamp time.Time       `json:"timestamp"`
 	} `json:"results"`
+	Note  string `json:"note"`
 	Error string `json:"error"`
 }
 

@@ -157,8 +157,12 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 			return nil, err
 		}
 		hits := SearchHits(results)
+		var note string
+		if ns, err := n.memories.Namespace(ctx, c.Namespace); err == nil {
+			note = ns.VectorNote(q)
+		}
 		for {
-			b, err := json.Marshal(map[string][]SearchHit{"results": hits})
+			b, err := json.Marshal(SearchAnswer{Results: hits, Note: note})
 			if err != nil || max <= 0 || len(b) <= max || len(hits) == 0 {
 				return b, err
 			}
@@ -229,6 +233,8 @@ func (n *Node) memoryRemoteWithin(ctx context.Context, c messages.MemoryCommand,
 			return nil, fmt.Errorf("%w: %s", memory.ErrInvalid, rep.Error)
 		case rep.Kind == "not_found":
 			return nil, fmt.Errorf("%w: %s", memory.ErrNotFound, rep.Error)
+		case rep.Kind == "vector_store":
+			return nil, fmt.Errorf("%w: %s", memory.ErrVectorStore, rep.Error)
 		case rep.Error != "":
 			return nil, errors.New(rep.Error)
 		}
@@ -269,6 +275,11 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 			rep.Error, rep.Kind = err.Error(), "invalid"
 		case errors.Is(err, memory.ErrNotFound):
 			rep.Error, rep.Kind = err.Error(), "not_found"
+		case errors.Is(err, memory.ErrVectorStore):
+			// Answered, not retried: the search needs what the vector store cannot
+			// give now (or ever, for a refusal), and a retry would hold the
+			// namespace's later commands, and the partition's sessions, behind it.
+			rep.Error, rep.Kind = err.Error(), "vector_store"
 		case err != nil:
 			return fmt.Errorf("memory command %s on %s: %w", c.Action, c.Namespace, err) // retried
 		default:

@@ -179,12 +179,13 @@ func (n *Node) apiRoutes() []Route {
 				Summary: "Write memories: one memory object or an array; Idempotency-Key makes a retry write nothing twice",
 				Body:    jsonBody(Schema{"oneOf": []any{schemaOf(memory.Input{}), schemaOf([]memory.Input{})}}),
 				Responses: []Response{created("the memories are written", Schema{"type": "object", "properties": Schema{"ids": Schema{"type": "array", "items": Schema{"type": "string"}}}}),
-					unavailable("the write failed, or the memories are stored but the vector store did not answer: send it again with the same Idempotency-Key")}}},
+					unavailable("the event log failed: send it again with the same Idempotency-Key (a vector store that does not answer fails no write: the vectors follow)")}}},
 			Route{Method: "GET", Path: "/v1/memories/search", Handler: http.HandlerFunc(n.searchMemories), Doc: RouteDoc{
 				Summary: "Search a namespace's memories",
 				Query: []Param{{Name: "namespace", Description: "the namespace", Required: true}, {Name: "q", Description: "what to search for", Required: true},
 					intp("limit", "at most this many results"), str("tier", "the tier to search"), str("mode", "hybrid, vector or bm25")},
-				Responses: []Response{ok("the results", Schema{"type": "object", "properties": Schema{"results": Schema{"type": "array", "items": Schema{"type": "object"}}}})}}},
+				Responses: []Response{ok("the results; note says what a hybrid search ranked without the vector store, and why", Schema{"type": "object", "properties": Schema{"results": Schema{"type": "array", "items": Schema{"type": "object"}}, "note": Schema{"type": "string"}}}),
+					unavailable("a search by vector (mode=vector) while the vector store does not answer or refuses the namespace's vectors; the error says which")}}},
 			Route{Method: "GET", Path: "/v1/memories/{id}/history", Handler: http.HandlerFunc(n.memoryHistory), Doc: RouteDoc{
 				Summary:   "Where a memory came from and why it changed",
 				Query:     []Param{str("namespace", "the memory's namespace (default: look in every namespace)")},

@@ -68,6 +68,9 @@ var (
 	ErrDimension = errors.New("vectorstore: vector dimension does not match the collection")
 	// ErrInvalid means a malformed request: empty collection or ID, bad vector, K <= 0.
 	ErrInvalid = errors.New("vectorstore: invalid request")
+	// ErrSchema means a collection the store finds is not one it can use: made by
+	// another program, or of another schema.
+	ErrSchema = errors.New("vectorstore: the collection is not of this store's schema")
 	// ErrClosed means the store was closed.
 	ErrClosed = errors.New("vectorstore: store is closed")
 )

@@ -212,7 +212,7 @@ func (s *Store) describe(ctx context.Context, name string) (*collection, error) 
 		return nil, s.fail(ctx, "describe", name, err)
 	}
 	if info.Schema == nil || info.Schema.Description != name {
-		return nil, fmt.Errorf("vectorstore/milvus: collection %q: the Milvus collection %q was not created for it (its description should be the name)", name, phys)
+		return nil, fmt.Errorf("vectorstore/milvus: collection %q: %w: the Milvus collection %q was not created for it (its description should be the name)", name, vectorstore.ErrSchema, phys)
 	}
 	dim := 0
 	for _, f := range info.Schema.Fields {
@@ -221,7 +221,7 @@ func (s *Store) describe(ctx context.Context, name string) (*collection, error) 
 		}
 	}
 	if dim <= 0 {
-		return nil, fmt.Errorf("vectorstore/milvus: collection %q: the Milvus collection %q has no %q field with a dimension: not created by this package", name, phys, fieldVector)
+		return nil, fmt.Errorf("vectorstore/milvus: collection %q: %w: the Milvus collection %q has no %q field with a dimension: not created by this package", name, vectorstore.ErrSchema, phys, fieldVector)
 	}
 	if err := s.ready(rctx, phys); err != nil {
 		return nil, s.fail(ctx, "prepare", name, err)
