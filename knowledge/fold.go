@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -36,11 +37,41 @@ type Base struct {
 	// dirty holds the chunks whose vector must be upserted (live) or deleted (gone)
 	// from the store: what a failed sync left is tried again by the next operation.
 	dirty map[string]struct{}
+	// stale says the store may disagree with the fold on any chunk: until a
+	// rebuild (rebuildVectors) after the first fold in this process succeeds (the
+	// store is persistent and may hold chunks from before a restart, among them
+	// chunks replaced or removed since, or lack those a process that died never
+	// wrote).
+	stale bool
+	// trouble is the vector store's last failure, while it lasts (nil: none); a
+	// sync leaves the store alone until troubleRetry.
+	trouble      error
+	troubleRetry time.Time
+	troubleWait  time.Duration
+	// searchTrouble is a failure of the store met by a search (under mu's read
+	// lock, so kept aside under its own lock), for the next sync to record.
+	searchMu      sync.Mutex
+	searchTrouble error
 }
+
+// The waits after a failure of the vector store before a sync tries it again:
+// from troubleWaitMin, doubled at each failure up to troubleWaitMax, or
+// troubleWaitRefused for an error that will not pass by itself. Searches do not
+// wait for the store meanwhile: they search the fold's vectors (Base.Search).
+const (
+	troubleWaitMin     = time.Second
+	troubleWaitMax     = 10 * time.Second
+	troubleWaitRefused = time.Minute
+)
+
+// inLine reports whether the store holds exactly the fold's vectors, as of the
+// last sync. The caller holds mu.
+func (b *Base) inLine() bool { return !b.stale && len(b.dirty) == 0 && b.trouble == nil }
 
 func newBase(bs *Bases, name string) *Base {
 	b := &Base{bs: bs, cfg: &bs.cfg, name: name, stream: Stream(name), coll: Collection(name),
-		st: newState(), kw: pmem.NewKeywordIndexWith(pmem.KeywordOptions{Tokenize: (&stemCache{}).terms}), dirty: map[string]struct{}{}}
+		st: newState(), kw: pmem.NewKeywordIndexWith(pmem.KeywordOptions{Tokenize: (&stemCache{}).terms}), dirty: map[string]struct{}{},
+		stale: true}
 	b.s = entity.Stream{Log: bs.cfg.Log, ID: b.stream, Kind: "knowledge", IDPrefix: "kb-", Now: bs.cfg.Now, Conflict: ErrConflict,
 		Closed: func() error {
 			if bs.closed.Load() {
@@ -57,7 +88,7 @@ type baseFold struct{ *Base }
 
 func (f baseFold) Seq() uint64                     { return f.st.seq }
 func (f baseFold) Apply(e messages.Envelope) error { return f.apply(e) }
-func (f baseFold) Sync(ctx context.Context) error  { return f.syncVectors(ctx) }
+func (f baseFold) Sync(ctx context.Context) error  { f.syncStore(ctx); return nil }
 func (f baseFold) Applied(key string) bool {
 	_, ok := f.st.keys[key]
 	return ok
@@ -244,6 +275,64 @@ func (b *Base) vectorItem(c *chunk) vectorstore.Item {
 	return vectorstore.Item{ID: c.id, Vector: c.vector, Metadata: map[string]string{"kb": b.name, "source": c.source}}
 }
 
+// syncStore brings the vector store in line with the fold, unless it failed
+// lately (troubleRetry): a rebuild while stale, else the chunks marked dirty. A
+// failure is recorded (trouble) and told to Config.VectorTrouble; what it left is
+// tried again by a later operation. It never fails the operation: the events are
+// in the log, and searches use the fold's vectors while the store lags. The
+// caller holds mu for writing.
+func (b *Base) syncStore(ctx context.Context) {
+	b.searchMu.Lock()
+	met := b.searchTrouble
+	b.searchTrouble = nil
+	b.searchMu.Unlock()
+	now := b.cfg.Now()
+	if met != nil {
+		b.failed(met, now)
+	}
+	if b.trouble != nil && now.Before(b.troubleRetry) {
+		return
+	}
+	var err error
+	if b.stale {
+		err = b.rebuildVectors(ctx)
+	} else {
+		err = b.syncVectors(ctx)
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// The caller gave up: nothing is known of the store.
+	case err != nil:
+		b.failed(err, now)
+	case b.trouble != nil:
+		b.trouble = nil
+		b.troubleWait = 0
+		if b.cfg.VectorTrouble != nil {
+			b.cfg.VectorTrouble(b.name, b.coll, nil)
+		}
+	}
+}
+
+// failed records a failure of the vector store and tells Config.VectorTrouble.
+func (b *Base) failed(err error, now time.Time) {
+	b.trouble = err
+	b.troubleWait = min(max(2*b.troubleWait, troubleWaitMin), troubleWaitMax)
+	if errors.Is(err, vectorstore.ErrDimension) || errors.Is(err, vectorstore.ErrInvalid) || errors.Is(err, vectorstore.ErrSchema) {
+		b.troubleWait = troubleWaitRefused
+	}
+	b.troubleRetry = now.Add(b.troubleWait)
+	if b.cfg.VectorTrouble != nil {
+		b.cfg.VectorTrouble(b.name, b.coll, err)
+	}
+}
+
+// searchFailed keeps a failure of the store met by a search, for the next sync.
+func (b *Base) searchFailed(err error) {
+	b.searchMu.Lock()
+	b.searchTrouble = err
+	b.searchMu.Unlock()
+}
+
 // syncVectors brings the vector store in line with the fold: the chunks marked
 // dirty are upserted when live and deleted when gone. What fails stays marked, for
 // the next operation to try again. The caller holds mu for writing.
@@ -294,6 +383,7 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 		return err
 	}
 	clear(b.dirty)
+	b.stale = false
 	return nil
 }
 

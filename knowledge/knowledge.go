@@ -166,6 +166,11 @@ type Config struct {
 	MaxChunks int
 	// Now is the clock of events (default time.Now).
 	Now func() time.Time
+	// VectorTrouble, when set, hears of the vector store's failures in a knowledge
+	// base's collection (err set) and of its recovery there (err nil). Writes and
+	// searches go on without the store (see Base.Search), so this is the sign of
+	// an outage.
+	VectorTrouble func(base, collection string, err error)
 
 	offline bool // Model was the offline model: no language model
 }
@@ -272,10 +277,9 @@ func (bs *Bases) Base(ctx context.Context, name string) (*Base, error) {
 	return bs.bases.Open(name, func() *Base { return newBase(bs, name) }, func(b *Base) error {
 		b.mu.Lock()
 		defer b.mu.Unlock()
-		if err := b.fold(ctx); err != nil {
-			return err
-		}
-		return b.rebuildVectors(ctx)
+		// The fold syncs the store (stale: a rebuild); a store that is down
+		// leaves it stale, for a later operation, and the base opens anyway.
+		return b.fold(ctx)
 	})
 }
 

@@ -698,37 +698,119 @@ func TestNewEmbedderReingests(t *testing.T) {
 	}
 }
 
-// flakyStore fails Upsert while down is set.
+// flakyStore fails every call while down is set, and counts the searches it
+// answered.
 type flakyStore struct {
 	vectorstore.Store
-	down atomic.Bool
+	down     atomic.Bool
+	searches atomic.Int64
 }
+
+var errStoreDown = errors.New("vector store unavailable")
 
 func (s *flakyStore) Upsert(ctx context.Context, coll string, items []vectorstore.Item) error {
 	if s.down.Load() {
-		return errors.New("vector store unavailable")
+		return errStoreDown
 	}
 	return s.Store.Upsert(ctx, coll, items)
 }
 
-// A vector store that fails after the event is appended: the write says the change
-// is stored, and the next operation brings the store up to date, embedding nothing.
+func (s *flakyStore) Delete(ctx context.Context, coll string, ids []string) error {
+	if s.down.Load() {
+		return errStoreDown
+	}
+	return s.Store.Delete(ctx, coll, ids)
+}
+
+func (s *flakyStore) Search(ctx context.Context, coll string, q vectorstore.Query) ([]vectorstore.Hit, error) {
+	if s.down.Load() {
+		return nil, errStoreDown
+	}
+	s.searches.Add(1)
+	return s.Store.Search(ctx, coll, q)
+}
+
+// A vector store that is down loses no write and fails no search: the write is
+// stored and answered as such, vector and hybrid searches rank the fold's own
+// vectors (with a note), and once the store is back and the retry wait is over, the
+// next operation writes what it missed, embedding nothing, and searches ask the
+// store again. Config.VectorTrouble hears of the failure and the recovery.
 func TestVectorStoreOutageCatchesUp(t *testing.T) {
 	store := &flakyStore{Store: openStore(t, "")}
-	f := newFixture(t, func(c *knowledge.Config) { c.Vectors = store })
+	var now atomic.Int64
+	now.Store(t0.UnixNano())
+	var mu sync.Mutex
+	var heard []string
+	f := newFixture(t, func(c *knowledge.Config) {
+		c.Vectors = store
+		c.Now = func() time.Time { return time.Unix(0, now.Load()) }
+		c.VectorTrouble = func(base, coll string, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			heard = append(heard, fmt.Sprintf("%s %s %v", base, coll, err))
+		}
+	})
 	b := f.base(t, "docs")
-	store.down.Store(true)
-	_, err := b.AddText(testCtx(t), "a.md", "The lighthouse keeper logs the weather.", "")
-	if err == nil || !strings.Contains(err.Error(), "stored") {
-		t.Fatalf("AddText during the outage: %v", err)
+	if _, err := b.AddText(testCtx(t), "b.md", "Tide tables for the harbour.", ""); err != nil {
+		t.Fatal(err)
 	}
+	store.down.Store(true)
+	r, err := b.AddText(testCtx(t), "a.md", "The lighthouse keeper logs the weather.", "")
+	if err != nil || r.Status != knowledge.StatusAdded {
+		t.Fatalf("AddText during the outage: %+v, %v; want it stored", r, err)
+	}
+	for _, mode := range []knowledge.Mode{knowledge.ModeVector, knowledge.ModeHybrid} {
+		res := search(t, b, knowledge.Query{Text: "lighthouse weather", Mode: mode, Limit: 1})
+		if got := sources(res.Hits); len(got) != 1 || got[0] != "a.md" {
+			t.Errorf("%s search during the outage: hits %v, want a.md", mode, got)
+		}
+		if !slices.ContainsFunc(res.Notes, func(n string) bool { return strings.Contains(n, "vector store lags") }) {
+			t.Errorf("%s search during the outage: notes %q, want one saying the store lags", mode, res.Notes)
+		}
+	}
+	if store.searches.Load() != 0 {
+		t.Errorf("%d searches reached the store while it was down", store.searches.Load())
+	}
+
 	store.down.Store(false)
+	now.Add(int64(time.Minute)) // past the retry wait
 	calls := f.emb.calls.Load()
-	res := search(t, b, knowledge.Query{Text: "lighthouse weather", Mode: knowledge.ModeVector})
-	if len(res.Hits) != 1 || f.emb.calls.Load() != calls+1 {
-		t.Errorf("hits %v after the outage, %d embedder calls (want the query's only)", sources(res.Hits), f.emb.calls.Load()-calls)
+	res := search(t, b, knowledge.Query{Text: "lighthouse weather", Mode: knowledge.ModeVector, Limit: 1})
+	if got := sources(res.Hits); len(got) != 1 || got[0] != "a.md" || len(res.Notes) != 0 || store.searches.Load() != 1 {
+		t.Errorf("after the outage: hits %v, notes %q, %d store searches; want a.md from the store, no note", got, res.Notes, store.searches.Load())
+	}
+	if f.emb.calls.Load() != calls+1 {
+		t.Errorf("%d embedder calls after the outage, want the query's only", f.emb.calls.Load()-calls)
 	}
 	if r, err := b.AddText(testCtx(t), "a.md", "The lighthouse keeper logs the weather.", ""); err != nil || !r.Skipped() {
 		t.Errorf("the stored document again: %+v %v", r, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(heard) != 2 || !strings.Contains(heard[0], "unavailable") || !strings.HasSuffix(heard[1], "<nil>") {
+		t.Errorf("VectorTrouble heard %q, want the failure then the recovery", heard)
+	}
+}
+
+// A knowledge base opens while the vector store is down (after a restart): its
+// searches answer from the fold, and the rebuild waits for the store.
+func TestBaseOpensWhileVectorStoreIsDown(t *testing.T) {
+	store := &flakyStore{Store: openStore(t, "")}
+	f := newFixture(t, func(c *knowledge.Config) { c.Vectors = store })
+	if _, err := f.base(t, "docs").AddText(testCtx(t), "a.md", "The lighthouse keeper logs the weather.", ""); err != nil {
+		t.Fatal(err)
+	}
+	store.down.Store(true)
+	bs, err := knowledge.Open(knowledge.Config{Log: f.log, Vectors: store, Embedder: f.emb, EmbedderName: "hashing", Now: func() time.Time { return t0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := bs.Base(testCtx(t), "docs")
+	if err != nil {
+		t.Fatalf("opening a knowledge base while the store is down: %v", err)
+	}
+	res := search(t, b, knowledge.Query{Text: "lighthouse", Mode: knowledge.ModeVector})
+	if got := sources(res.Hits); len(got) != 1 || len(res.Notes) == 0 {
+		t.Errorf("search after a restart during the outage: hits %v, notes %q", got, res.Notes)
 	}
 }

@@ -1,6 +1,7 @@
 package knowledge
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -254,9 +255,12 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	if hydeVec != nil {
 		qvecs = append(qvecs, hydeVec)
 	}
-	pool, err := b.pool(ctx, q, queries, qvecs)
+	pool, note, err := b.pool(ctx, q, queries, qvecs)
 	if err != nil {
 		return SearchResult{}, err
+	}
+	if note != "" {
+		res.Notes = append(res.Notes, note)
 	}
 	if b.cfg.Rerank != nil && len(pool) > 0 {
 		pool, err = b.rerank(ctx, q.Text, pool)
@@ -277,7 +281,12 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 // pool runs every list of a search under one read lock, so that every hit comes
 // from one version of the knowledge base, fuses them (Query.Fusion) and drops
 // repeated texts.
-func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]float32) ([]Hit, error) {
+//
+// The vector lists come from the vector store while it holds the fold's vectors;
+// while it lags (it failed, or a sync has not caught up) or when it fails the
+// search, they come from the fold's own vectors, searched exhaustively in memory,
+// and note says so.
+func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]float32) (_ []Hit, note string, _ error) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	k := q.Pool * q.Limit
@@ -287,25 +296,49 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 	)
 	if q.Mode != ModeBM25 {
 		dim, _ := b.st.dim("")
+		var lag error // why the store is not searched
+		if !b.inLine() {
+			lag = b.trouble
+			if lag == nil {
+				lag = errors.New("its vectors are not all written yet")
+			}
+		}
 		for _, v := range qvecs {
 			if len(v) == 0 || dim == 0 {
 				continue
 			}
 			if len(v) != dim {
-				return nil, fmt.Errorf("%w: the query embedder gives %d dimensions, the knowledge base's vectors have %d: search with the embedder it was ingested with",
+				return nil, "", fmt.Errorf("%w: the query embedder gives %d dimensions, the knowledge base's vectors have %d: search with the embedder it was ingested with",
 					ErrInvalid, len(v), dim)
 			}
-			hits, err := b.cfg.Vectors.Search(ctx, b.coll, vectorstore.Query{Vector: v, K: k})
-			if err != nil {
-				return nil, fmt.Errorf("knowledge: searching %s: %w", b.coll, err)
+			var ids []string
+			if lag == nil {
+				hits, err := b.cfg.Vectors.Search(ctx, b.coll, vectorstore.Query{Vector: v, K: k})
+				switch {
+				case err != nil && ctx.Err() != nil:
+					return nil, "", fmt.Errorf("knowledge: searching %s: %w", b.coll, err)
+				case err != nil:
+					lag = fmt.Errorf("searching %s: %w", b.coll, err)
+					b.searchFailed(lag)
+				default:
+					for _, h := range hits {
+						ids = append(ids, h.ID)
+					}
+				}
+			}
+			if lag != nil {
+				ids = b.nearestInFold(v, k)
 			}
 			var l rankedList
-			for _, h := range hits {
-				if b.st.chunks[h.ID] != nil { // the store may hold a chunk replaced since
-					l.add(h.ID, 1)
+			for _, id := range ids {
+				if b.st.chunks[id] != nil { // the store may hold a chunk replaced since
+					l.add(id, 1)
 				}
 			}
 			vecLists, vecQueries = append(vecLists, l), append(vecQueries, v)
+		}
+		if lag != nil && len(vecLists) > 0 {
+			note = fmt.Sprintf("the vector store lags (%v): the vector lists were searched in the knowledge base's %d chunk vectors in memory, exhaustively", lag, len(b.st.chunks))
 		}
 	}
 	var kwTexts []string // the texts searched, beside kwLists
@@ -330,6 +363,38 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 	default:
 		fused = b.fuseConvex(q, vecLists, vecQueries, kwLists, kwTexts)
 	}
+	hits := b.hits(fused)
+	return hits, note, nil
+}
+
+// nearestInFold returns the IDs of the k live chunks whose vectors are nearest to v
+// by cosine, nearest first (ties by ID): the store's search, done over the fold.
+func (b *Base) nearestInFold(v []float32, k int) []string {
+	type scored struct {
+		id    string
+		score float64
+	}
+	all := make([]scored, 0, len(b.st.chunks))
+	for id, c := range b.st.chunks {
+		if len(c.vector) == len(v) {
+			all = append(all, scored{id, cosine(v, c.vector)})
+		}
+	}
+	slices.SortFunc(all, func(x, y scored) int {
+		if c := cmp.Compare(y.score, x.score); c != 0 {
+			return c
+		}
+		return strings.Compare(x.id, y.id)
+	})
+	ids := make([]string, 0, min(k, len(all)))
+	for _, s := range all[:min(k, len(all))] {
+		ids = append(ids, s.id)
+	}
+	return ids
+}
+
+// hits turns fused IDs into hits, each text kept once (the best).
+func (b *Base) hits(fused []fusedID) []Hit {
 	var out []Hit
 	seen := map[string]bool{} // text hashes
 	for _, s := range fused {
@@ -340,7 +405,7 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 		seen[c.hash] = true
 		out = append(out, hitOf(c, s.score))
 	}
-	return out, nil
+	return out
 }
 
 // fuseConvex scores the candidates — every chunk of every list — by every list:

@@ -85,6 +85,18 @@ func (n *Node) openKnowledge() error {
 		cfg.Vectors = v
 		n.kbVectors = v
 	}
+	trouble := cfg.VectorTrouble
+	cfg.VectorTrouble = func(base, coll string, err error) {
+		if trouble != nil {
+			trouble(base, coll, err)
+		}
+		if err != nil {
+			n.cfg.Logger.Warn("knowledge: the vector store failed; documents are stored in the log and searched in memory, their vectors follow once it takes them",
+				"base", base, "collection", coll, "err", err)
+		} else {
+			n.cfg.Logger.Info("knowledge: the vector store takes the knowledge base's vectors again", "base", base, "collection", coll)
+		}
+	}
 	bs, err := knowledge.Open(cfg)
 	if err != nil {
 		return err
@@ -134,6 +146,10 @@ type KBSearchHit struct {
 // KBSearchAnswer is the body of GET /v1/kb/{name}/search.
 type KBSearchAnswer struct {
 	Results []KBSearchHit `json:"results"`
+	// Notes say what the search could not do as asked (the vector store lagged and
+	// the base's vectors were searched in memory, an expansion failed); none: left
+	// out.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // KBSearchHits turns a search's hits into the wire shape.
@@ -511,7 +527,9 @@ func (n *Node) searchKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "search failed: %v", err)
 		return
 	}
-	kbJSON(w, http.StatusOK, KBSearchHits(res.Hits))
+	out := KBSearchHits(res.Hits)
+	out.Notes = res.Notes
+	kbJSON(w, http.StatusOK, out)
 }
 
 // KBAskRequest is the body of POST /v1/kb/{name}/ask.

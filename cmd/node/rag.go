@@ -175,7 +175,9 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "note:", note)
 		}
 		if *asJSON {
-			return printPlainJSON(stdout, stderr, node.KBSearchHits(res.Hits))
+			out := node.KBSearchHits(res.Hits)
+			out.Notes = res.Notes
+			return printPlainJSON(stdout, stderr, out)
 		}
 		if len(res.Hits) == 0 {
 			fmt.Fprintf(stdout, "nothing in knowledge base %s matches %q\n", *kb, query.Text)
