@@ -319,3 +319,96 @@ func TestServerCloseStreams(t *testing.T) {
 		t.Fatalf("Shutdown with a client connected: %v", err)
 	}
 }
+
+// A client's session goes on when its node restarts or its requests move to
+// another node (behind a load balancer): the node it reaches now does not know its
+// session, and resumes it under the client's ID rather than answer 404 (which the
+// SDKs do not recover from).
+func TestServerHTTPSessionMoves(t *testing.T) {
+	var backend atomic.Pointer[http.Handler]
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*backend.Load()).ServeHTTP(w, r) }))
+	defer hs.Close()
+	serve := func(answer string) *mcp.Server {
+		n := nodetest.Start(t, node.Config{Model: answerScript(t, answer)})
+		srv := mcp.NewServer(n, mcp.ServerOptions{})
+		h := srv.Handler()
+		backend.Store(&h)
+		return srv
+	}
+	first := serve("on the first node")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "hello"}})
+	if err != nil {
+		t.Fatalf("run_task: %v", err)
+	}
+	if res.IsError || textOf(res) != "on the first node" {
+		t.Fatalf("run_task: %v %q", err, textOf(res))
+	}
+	id := cs.ID()
+	serve("on the second node")
+	first.CloseStreams() // the first node goes away: the client's stream of notifications ends
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "calculator", Arguments: map[string]any{"expression": "6*7"}})
+	if err != nil {
+		t.Fatalf("calculator on the second node: %v", err)
+	}
+	if res.IsError || textOf(res) != "42" {
+		t.Fatalf("calculator on the second node: %v %q", err, textOf(res))
+	}
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "hello again"}})
+	if err != nil {
+		t.Fatalf("run_task on the second node: %v", err)
+	}
+	if res.IsError || textOf(res) != "on the second node" {
+		t.Fatalf("run_task on the second node: %v %q", err, textOf(res))
+	}
+	if got := strings.Join(toolNames(t, cs), " "); got != "calculator clock run_task" {
+		t.Fatalf("tools on the second node: %s", got)
+	}
+	if cs.ID() != id {
+		t.Errorf("the session's ID changed from %q to %q", id, cs.ID())
+	}
+}
+
+// A body that is not JSON is answered with JSON-RPC's parse error, and JSON that
+// is no JSON-RPC message with its invalid request (id null), not with plain text.
+func TestServerHTTPMalformedBody(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
+	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	defer hs.Close()
+	for body, code := range map[string]int{
+		`{"jsonrpc":"2.0","id":1,"method":`: -32700,
+		`not json`:                          -32700,
+		``:                                  -32700,
+		`42`:                                -32600,
+		`[]`:                                -32600,
+		`[1, 2]`:                            -32600,
+	} {
+		req, err := http.NewRequest("POST", hs.URL, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var rpc struct {
+			JSONRPC string
+			ID      any
+			Error   struct{ Code int }
+		}
+		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
+			json.Unmarshal(raw, &rpc) != nil || rpc.JSONRPC != "2.0" || rpc.ID != nil || rpc.Error.Code != code {
+			t.Errorf("body %q: %s %s: %q, want a JSON-RPC error %d", body, resp.Status, resp.Header.Get("Content-Type"), raw, code)
+		}
+	}
+}

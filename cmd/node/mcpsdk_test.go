@@ -431,8 +431,8 @@ func serveAtLog(t *testing.T, addr, data string, m llm.Model) (stop func(), log 
 	}
 }
 
-// A client whose node restarts under it: the same client's next call, and a new
-// client's.
+// A client whose node restarts under it: the same client's next calls (in the
+// session it had), and a new client's.
 func TestMCPSDKServerRestart(t *testing.T) {
 	for _, lang := range sdkLangs {
 		t.Run(lang, func(t *testing.T) {
@@ -485,24 +485,27 @@ func TestMCPSDKServerRestart(t *testing.T) {
 				t.Fatalf("client: %v\n%s", err, stderr.String())
 			}
 			var out struct {
-				Before     sdkOutcome
-				SameClient sdkOutcome `json:"same_client"`
-				NewClient  sdkOutcome `json:"new_client"`
-				Fatal      any
+				Before         sdkOutcome
+				SameClient     sdkOutcome `json:"same_client"`
+				SameClientTool sdkOutcome `json:"same_client_tool"`
+				NewClient      sdkOutcome `json:"new_client"`
+				Fatal          any
 			}
 			if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil {
 				t.Fatalf("client printed %q: %v\n%s", stdout.String(), err, stderr.String())
 			}
-			// The node's sessions do not outlive it: the same client's call is
-			// refused (404, its session is unknown; neither SDK starts a new session
-			// on its own), and a new client goes on.
 			if out.Fatal != nil || out.Before.Text != "done: before the restart" {
 				t.Fatalf("before the restart: %v (%v)", out.Before, out.Fatal)
 			}
-			if out.SameClient.Error == nil {
-				t.Errorf("the same client after the restart: %v, want an error", out.SameClient)
+			// The node does not know the client's session after its restart: it
+			// resumes it (neither SDK starts a new session on a 404), and the same
+			// client goes on with its calls.
+			if out.SameClient.Text != "done: after the restart" || out.SameClient.IsError {
+				t.Errorf("the same client's run_task after the restart: %v", out.SameClient)
 			}
-			t.Logf("the same client after the restart: %v", out.SameClient)
+			if out.SameClientTool.Text != "42" || out.SameClientTool.IsError {
+				t.Errorf("the same client's calculator after the restart: %v", out.SameClientTool)
+			}
 			if out.NewClient.Text != "done: a new client" {
 				t.Errorf("a new client after the restart: %v", out.NewClient)
 			}

@@ -8,7 +8,8 @@ with {"command", "args", "env"} and speak to it over stdio. MODE:
   slow            run_task "slow ..." with the SDK's defaults
   cancel          run_task "block ...", cancelled once the model is asked
   hostile         bad calls; then a good one
-  reconnect       run_task, then (after a line on stdin: the server restarted) again
+  reconnect       run_task, then (after a line on stdin: the server restarted) run_task
+                  and calculator; then a new client's run_task
   idle SECONDS    run_task, nothing for SECONDS, run_task again
   concurrent N    N clients at once, each with a run_task
 Prints one JSON object on stdout.
@@ -135,6 +136,7 @@ async def reconnect(url, _):
         print("ready", file=sys.stderr, flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)
         out["same_client"] = await call(c, "run_task", {"input": "fast: after the restart"})
+        out["same_client_tool"] = await call(c, "calculator", {"expression": "6*7"})
     async with connect(url) as c:
         out["new_client"] = await call(c, "run_task", {"input": "fast: a new client"})
     return out

@@ -12,7 +12,8 @@
 //   timeout MS      run_task "block ..." with a request timeout of MS ms (the SDK's
 //                   default is 60 s), then a fast one
 //   hostile         bad calls; then a good one
-//   reconnect       run_task, then (after a line on stdin: the server restarted) again
+//   reconnect       run_task, then (after a line on stdin: the server restarted)
+//                   run_task and calculator; then a new client's run_task
 //   idle SECONDS    run_task, nothing for SECONDS, run_task again
 //   concurrent N    N clients at once, each with a run_task
 // Prints one JSON object on stdout.
@@ -131,6 +132,7 @@ const modes = {
     await new Promise((resolve) => rl.once('line', resolve));
     rl.close();
     out.same_client = await call(client, 'run_task', { input: 'fast: after the restart' });
+    out.same_client_tool = await call(client, 'calculator', { expression: '6*7' });
     await client.close().catch(() => {});
     const second = await connect();
     out.new_client = await call(second.client, 'run_task', { input: 'fast: a new client' });
