@@ -139,6 +139,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 			`"required":["input"],"additionalProperties":false}`),
 		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, s.runTask)
+	s.addTaskResult()
 	s.sync()
 	return s
 }
@@ -172,8 +173,8 @@ func (s *Server) sync() {
 	s.syncCatalog()
 	now := map[string]messages.ToolSpec{}
 	for _, spec := range s.n.ToolSpecs() {
-		if spec.Name == RunTask {
-			s.opts.Logger.Warn("mcp server: the node's tool run_task is hidden by the server's own", "tool", spec.Name)
+		if spec.Name == RunTask || spec.Name == TaskResult {
+			s.opts.Logger.Warn("mcp server: the node's tool is hidden by the server's own", "tool", spec.Name)
 			continue
 		}
 		now[spec.Name] = spec

@@ -116,7 +116,7 @@ func TestServerServesTheNodesTools(t *testing.T) {
 	cs := connect(t, mcp.NewServer(n, mcp.ServerOptions{}), nil)
 	ctx := context.Background()
 
-	if got := strings.Join(toolNames(t, cs), " "); got != "block calculator clock count run_task" {
+	if got := strings.Join(toolNames(t, cs), " "); got != "block calculator clock count run_task task_result" {
 		t.Fatalf("tools %s", got)
 	}
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "calculator", Arguments: map[string]any{"expression": "6*7"}})
@@ -235,7 +235,7 @@ func TestServerOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	if got := strings.Join(toolNames(t, cs), " "); got != "calculator clock run_task" {
+	if got := strings.Join(toolNames(t, cs), " "); got != "calculator clock run_task task_result" {
 		t.Fatalf("tools %s", got)
 	}
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "hello"}})
@@ -367,7 +367,7 @@ func TestServerHTTPSessionMoves(t *testing.T) {
 	if res.IsError || textOf(res) != "on the second node" {
 		t.Fatalf("run_task on the second node: %v %q", err, textOf(res))
 	}
-	if got := strings.Join(toolNames(t, cs), " "); got != "calculator clock run_task" {
+	if got := strings.Join(toolNames(t, cs), " "); got != "calculator clock run_task task_result" {
 		t.Fatalf("tools on the second node: %s", got)
 	}
 	if cs.ID() != id {
@@ -410,5 +410,38 @@ func TestServerHTTPMalformedBody(t *testing.T) {
 			json.Unmarshal(raw, &rpc) != nil || rpc.JSONRPC != "2.0" || rpc.ID != nil || rpc.Error.Code != code {
 			t.Errorf("body %q: %s %s: %q, want a JSON-RPC error %d", body, resp.Status, resp.Header.Get("Content-Type"), raw, code)
 		}
+	}
+}
+
+// task_result answers with the result of a session's latest task, by the session
+// run_task named; an unknown session is a tool error.
+func TestServerTaskResult(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "forty-two")})
+	cs := connect(t, mcp.NewServer(n, mcp.ServerOptions{}), nil)
+	ctx := context.Background()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.RunTask, Arguments: map[string]any{"input": "6*7?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, _ := res.Meta[mcp.SessionIDMeta].(string)
+	if res.IsError || session == "" {
+		t.Fatalf("run_task: %q %v", textOf(res), res.Meta)
+	}
+	for _, wait := range []bool{true, false} {
+		res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.TaskResult, Arguments: map[string]any{"session_id": session, "wait": wait}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError || textOf(res) != "forty-two" || res.Meta[mcp.StatusMeta] != "completed" || res.Meta[mcp.SessionIDMeta] != session {
+			t.Errorf("task_result (wait %v): %q %v", wait, textOf(res), res.Meta)
+		}
+	}
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.TaskResult, Arguments: map[string]any{"session_id": "no-such-session"}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), `no session "no-such-session"`) {
+		t.Errorf("task_result of an unknown session: %v %q", err, textOf(res))
+	}
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.TaskResult, Arguments: map[string]any{}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "session_id") {
+		t.Errorf("task_result without a session: %v %q", err, textOf(res))
 	}
 }

@@ -169,7 +169,7 @@ func resultText(r *sdk.CallToolResult) string {
 func TestNodeMCPOverStdio(t *testing.T) {
 	clearLLMEnv(t)
 	cs := mcpNode(t)
-	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock run_task" {
+	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock run_task task_result" {
 		t.Fatalf("tools %s", got)
 	}
 	ctx := context.Background()
@@ -366,7 +366,7 @@ func TestServeMCPOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock run_task" {
+	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock run_task task_result" {
 		t.Fatalf("tools %s", got)
 	}
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "What is 6*7?"}})
