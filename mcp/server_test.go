@@ -305,8 +305,10 @@ func TestServerCloseStreams(t *testing.T) {
 	defer hs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// A protocol with sessions, whose client opens a stream of notifications (from
+	// 2026-07-28 on there is none).
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
-		&sdk.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String(), MaxRetries: -1}, nil)
+		&sdk.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String(), MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,11 +340,16 @@ func TestServerHTTPSessionMoves(t *testing.T) {
 	first := serve("on the first node")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	// A protocol with sessions (from 2026-07-28 on there are none).
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL},
+		&sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cs.Close()
+	if cs.ID() == "" || cs.InitializeResult().ProtocolVersion != "2025-11-25" {
+		t.Fatalf("session %q, protocol %s", cs.ID(), cs.InitializeResult().ProtocolVersion)
+	}
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "hello"}})
 	if err != nil {
 		t.Fatalf("run_task: %v", err)
@@ -443,5 +450,58 @@ func TestServerTaskResult(t *testing.T) {
 	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.TaskResult, Arguments: map[string]any{}})
 	if err != nil || !res.IsError || !strings.Contains(textOf(res), "session_id") {
 		t.Errorf("task_result without a session: %v %q", err, textOf(res))
+	}
+}
+
+// A client that offers the protocol 2026-07-28 (the go-sdk's default, and the
+// Python SDK's) gets a version the node speaks: server/discover is refused with the
+// versions it takes (SEP-2575), on which the client falls back to initialize, and
+// an initialize that offers 2026-07-28 is answered with 2025-11-25.
+func TestServerHTTPNewerProtocolFallsBack(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "fell back")})
+	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Errorf("protocol %s, want 2025-11-25", v)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || textOf(res) != "fell back" {
+		t.Fatalf("run_task: %q", textOf(res))
+	}
+	post := func(version, body string) (int, string) {
+		req, err := http.NewRequest("POST", hs.URL, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if version != "" {
+			req.Header.Set("MCP-Protocol-Version", version)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(raw)
+	}
+	status, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+	if status != http.StatusOK || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
+		t.Errorf("initialize offering 2026-07-28: %d %s", status, body)
+	}
+	status, body = post("2026-07-28", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	if status != http.StatusBadRequest || !strings.Contains(body, `"code":-32022`) || !strings.Contains(body, `"supported":["2025-11-25"`) {
+		t.Errorf("a request of 2026-07-28: %d %s", status, body)
 	}
 }

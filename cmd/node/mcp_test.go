@@ -205,7 +205,7 @@ func TestNodeMCPWithAnMCPServerBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := mcpNode(t, "--config", path)
-	waitToolNames(t, cs, "calculator clock everything__echo everything__get-sum everything__read_resource run_task")
+	waitToolNames(t, cs, "calculator clock everything__echo everything__get-sum everything__read_resource run_task task_result")
 	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "everything__echo", Arguments: map[string]any{"message": "through troupe"}})
 	if err != nil || res.IsError || !strings.Contains(resultText(res), "through troupe") {
 		t.Fatalf("echo: %v %q", err, resultText(res))
@@ -225,7 +225,7 @@ func TestNodeMCPProxiesResourcesAndPrompts(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := mcpNode(t, "--config", path)
-	waitToolNames(t, cs, "calculator clock everything__echo everything__get_prompt everything__read_resource run_task") // server-everything is connected
+	waitToolNames(t, cs, "calculator clock everything__echo everything__get_prompt everything__read_resource run_task task_result") // server-everything is connected
 	ctx := context.Background()
 	var templates []string
 	for tm, err := range cs.ResourceTemplates(ctx, nil) {

@@ -216,6 +216,11 @@ func TestMCPSDKBasics(t *testing.T) {
 			}
 			logged := sdkClient(t, lang, url, "basic", nil, &out)
 			t.Logf("%s client: protocol %s", lang, out.Protocol)
+			// The Python SDK offers 2026-07-28 first (server/discover), which the node
+			// refuses with the versions it speaks (SEP-2575): it falls back.
+			if out.Protocol != "2025-11-25" {
+				t.Errorf("%s client: protocol %q, want 2025-11-25", lang, out.Protocol)
+			}
 			// The client has nothing to warn of (the Python SDK logs an SSE event of
 			// a name it does not know).
 			if strings.TrimSpace(logged) != "" {
@@ -825,7 +830,7 @@ func TestMCPSDKStdio(t *testing.T) {
 				t.Fatalf("%s client: %v", lang, out.Fatal)
 			}
 			// record is the test binary's own tool.
-			if got := strings.Join(out.Tools, " "); got != "calculator clock record run_task" {
+			if got := strings.Join(out.Tools, " "); got != "calculator clock record run_task task_result" {
 				t.Errorf("tools %s", got)
 			}
 			if out.Run.IsError || !strings.Contains(out.Run.Text, "5") || out.Run.Session == "" {
