@@ -39,6 +39,25 @@ const resumedClient = "unknown (session resumed)"
 type sessionIDs struct {
 	mu   sync.Mutex // held from a session's start to its ID's use
 	next string     // the ID of the session being resumed
+
+	// resuming holds the sessions being resumed, each with a channel closed at
+	// the end: the server knows such a session before the SDK's handler does,
+	// so a request in it waits.
+	rmu      sync.Mutex
+	resuming map[string]chan struct{}
+}
+
+// resumed returns when session id is not being resumed, or ctx ends.
+func (ids *sessionIDs) resumed(ctx context.Context, id string) {
+	ids.rmu.Lock()
+	done := ids.resuming[id]
+	ids.rmu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
 }
 
 // id is the SDK's ServerOptions.GetSessionID.
@@ -80,7 +99,12 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 		h.ServeHTTP(w, r)
 		return
 	}
-	if s.known(id) || !validSessionID(id) || r.Method == http.MethodPost && isInitialize(peekBody(r)) {
+	if s.known(id) {
+		s.ids.resumed(r.Context(), id)
+		h.ServeHTTP(w, r)
+		return
+	}
+	if !validSessionID(id) || r.Method == http.MethodPost && isInitialize(peekBody(r)) {
 		h.ServeHTTP(w, r)
 		return
 	}
@@ -106,6 +130,20 @@ func (s *Server) resume(h http.Handler, r *http.Request, id string) error {
 		s.ids.mu.Unlock()
 		return nil
 	}
+	// Known from the initialize on: requests that see it known wait for the end.
+	done := make(chan struct{})
+	s.ids.rmu.Lock()
+	if s.ids.resuming == nil {
+		s.ids.resuming = map[string]chan struct{}{}
+	}
+	s.ids.resuming[id] = done
+	s.ids.rmu.Unlock()
+	defer func() {
+		s.ids.rmu.Lock()
+		delete(s.ids.resuming, id)
+		s.ids.rmu.Unlock()
+		close(done)
+	}()
 	s.ids.next = id
 	init, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": &sdk.InitializeParams{
 		ProtocolVersion: version, Capabilities: &sdk.ClientCapabilities{}, ClientInfo: &sdk.Implementation{Name: resumedClient, Version: "0"}}})
