@@ -131,7 +131,8 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "troupe", Title: "Troupe node", Version: version()}, sopts)
 	s.srv.AddTool(&sdk.Tool{Name: RunTask, Title: "Run a task on the Troupe agent",
 		Description: "Run a task on the node's agent and answer with its final output. Give session_id (from an earlier answer's _meta " +
-			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason.",
+			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason. A task goes on when its call is " +
+			"cut off (the connection dropped, the node restarted): " + TaskResult + " with its session (named by the progress messages) gets its result.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"the task, in words"},` +
 			`"session_id":{"type":"string","description":"the session to continue; a new one when absent"},` +
 			`"agent":{"type":"string","description":"the agent to run (this node runs \"default\")"},` +
