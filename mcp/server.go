@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
 	"net/http"
 	"slices"
 	"sync"
@@ -57,9 +58,9 @@ type ServerOptions struct {
 	// answering (default 30 minutes). The server pings each client every
 	// SessionTimeout/30 (an MCP ping; over Streamable HTTP on the client's stream of
 	// notifications): a client that answers keeps its session however long it
-	// idles, and one that answers none for SessionTimeout loses it (over
-	// Streamable HTTP its next request is answered 404; over stdio the server
-	// stops).
+	// idles, and one that answers none for SessionTimeout loses it (over stdio
+	// the server stops; over Streamable HTTP the server forgets it, and resumes it
+	// at the client's next request as after a restart: see Handler).
 	SessionTimeout time.Duration
 	Logger         *slog.Logger
 }
@@ -82,6 +83,8 @@ type Server struct {
 
 	subMu sync.Mutex
 	subs  map[string]map[*sdk.ServerSession]bool // the sessions subscribed to each URI
+
+	ids sessionIDs // the IDs of new sessions over Streamable HTTP
 
 	closing     chan struct{} // closed by CloseStreams
 	closingOnce sync.Once
@@ -110,6 +113,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 		// of notifications does not).
 		KeepAlive:                 opts.SessionTimeout / sessionPings,
 		KeepAliveFailureThreshold: sessionPings,
+		GetSessionID:              s.ids.id,
 	}
 	if len(opts.Sources) > 0 {
 		caps.Resources = &sdk.ResourceCapabilities{ListChanged: true, Subscribe: true}
@@ -127,7 +131,8 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "troupe", Title: "Troupe node", Version: version()}, sopts)
 	s.srv.AddTool(&sdk.Tool{Name: RunTask, Title: "Run a task on the Troupe agent",
 		Description: "Run a task on the node's agent and answer with its final output. Give session_id (from an earlier answer's _meta " +
-			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason.",
+			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason. A task goes on when its call is " +
+			"cut off (the connection dropped, the node restarted): " + TaskResult + " with its session (named by the progress messages) gets its result.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"the task, in words"},` +
 			`"session_id":{"type":"string","description":"the session to continue; a new one when absent"},` +
 			`"agent":{"type":"string","description":"the agent to run (this node runs \"default\")"},` +
@@ -135,6 +140,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 			`"required":["input"],"additionalProperties":false}`),
 		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, s.runTask)
+	s.addTaskResult()
 	s.sync()
 	return s
 }
@@ -168,8 +174,8 @@ func (s *Server) sync() {
 	s.syncCatalog()
 	now := map[string]messages.ToolSpec{}
 	for _, spec := range s.n.ToolSpecs() {
-		if spec.Name == RunTask {
-			s.opts.Logger.Warn("mcp server: the node's tool run_task is hidden by the server's own", "tool", spec.Name)
+		if spec.Name == RunTask || spec.Name == TaskResult {
+			s.opts.Logger.Warn("mcp server: the node's tool is hidden by the server's own", "tool", spec.Name)
 			continue
 		}
 		now[spec.Name] = spec
@@ -315,7 +321,14 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 
 // Handler serves MCP over Streamable HTTP (mount it at /mcp). Each client gets a
 // session, which ends when the client has answered no ping for SessionTimeout (or
-// deletes it). The events of its streams carry IDs
+// deletes it). A request in a session the server does not know (the node
+// restarted, or a load balancer sent the request to another node) resumes it under
+// the client's ID, at the protocol version of the request's MCP-Protocol-Version,
+// rather than answer 404, which the official SDKs do not recover from; the
+// session's log level, subscriptions and stream events are not carried over. A body
+// that is not JSON is answered with a JSON-RPC parse error (-32700), JSON that is
+// neither an object nor an array of them with an invalid request (-32600). The
+// events of its streams carry IDs
 // and the last 10 MiB of them are kept in memory: a client whose connection drops
 // while a call runs resumes the call's stream (Last-Event-ID) and gets its answer;
 // they do not outlive the process. Cross-origin browser requests are
@@ -329,7 +342,16 @@ func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
 		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: s.opts.SessionTimeout, MaxRequestBodyBytes: -1,
 			EventStore: sdk.NewMemoryEventStore(nil)})
-	protected := http.NewCrossOriginProtection().Handler(h)
+	protected := http.NewCrossOriginProtection().Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && isJSON(r.Header.Get("Content-Type")) {
+			// The SDK answers a body that is not JSON-RPC in plain text.
+			if code, msg := checkRPC(peekBody(r)); code != 0 {
+				writeRPCError(w, http.StatusBadRequest, code, msg)
+				return
+			}
+		}
+		s.serveSessions(h, w, r)
+	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		if r.Method == http.MethodPost && r.Body != nil {
@@ -337,12 +359,13 @@ func (s *Server) Handler() http.Handler {
 			var tooLarge *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooLarge):
-				writeRPCError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", tooLarge.Limit))
+				writeRPCError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", tooLarge.Limit))
 				return
 			case err != nil:
-				writeRPCError(w, http.StatusBadRequest, "the request body could not be read: "+err.Error())
+				writeRPCError(w, http.StatusBadRequest, codeInvalidRequest, "the request body could not be read: "+err.Error())
 				return
 			}
+
 			r.Body = io.NopCloser(bytes.NewReader(body))
 		}
 		if r.Method == http.MethodGet {
@@ -396,13 +419,43 @@ func (s *Server) CloseStreams() {
 	s.closingOnce.Do(func() { close(s.closing) })
 }
 
+// JSON-RPC's error codes of a request that never reached the SDK.
+const (
+	codeParseError     = -32700
+	codeInvalidRequest = -32600
+)
+
+// checkRPC returns the JSON-RPC error code and message of a request body that is
+// not JSON (a parse error), or JSON but neither an object nor an array of them (an
+// invalid request); 0 for one that is. The SDK checks the rest.
+func checkRPC(body []byte) (code int, message string) {
+	if !json.Valid(body) {
+		return codeParseError, "parse error: the request body is not JSON"
+	}
+	var one map[string]json.RawMessage
+	if json.Unmarshal(body, &one) == nil && one != nil {
+		return 0, ""
+	}
+	var batch []map[string]json.RawMessage
+	if json.Unmarshal(body, &batch) == nil && len(batch) > 0 && !slices.ContainsFunc(batch, func(m map[string]json.RawMessage) bool { return m == nil }) {
+		return 0, ""
+	}
+	return codeInvalidRequest, "invalid request: the body is neither a JSON-RPC message (a JSON object) nor a batch of them"
+}
+
+// isJSON reports whether a Content-Type is JSON's (any other is the SDK's to refuse).
+func isJSON(contentType string) bool {
+	t, _, err := mime.ParseMediaType(contentType)
+	return err == nil && t == "application/json"
+}
+
 // writeRPCError answers a request that never reached the SDK with a JSON-RPC error
-// (its id is unknown: null), at status.
-func writeRPCError(w http.ResponseWriter, status int, message string) {
+// of code (its id is unknown: null), at status.
+func writeRPCError(w http.ResponseWriter, status, code int, message string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil,
-		"error": map[string]any{"code": -32600, "message": message}})
+		"error": map[string]any{"code": code, "message": message}})
 }
 
 // sdkLogger passes the SDK's warnings and errors to l; its info lines (a line per

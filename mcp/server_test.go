@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -116,7 +118,7 @@ func TestServerServesTheNodesTools(t *testing.T) {
 	cs := connect(t, mcp.NewServer(n, mcp.ServerOptions{}), nil)
 	ctx := context.Background()
 
-	if got := strings.Join(toolNames(t, cs), " "); got != "block calculator clock count run_task" {
+	if got := strings.Join(toolNames(t, cs), " "); got != "block calculator clock count run_task task_result" {
 		t.Fatalf("tools %s", got)
 	}
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "calculator", Arguments: map[string]any{"expression": "6*7"}})
@@ -235,7 +237,7 @@ func TestServerOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	if got := strings.Join(toolNames(t, cs), " "); got != "calculator clock run_task" {
+	if got := strings.Join(toolNames(t, cs), " "); got != "calculator clock run_task task_result" {
 		t.Fatalf("tools %s", got)
 	}
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "hello"}})
@@ -305,8 +307,10 @@ func TestServerCloseStreams(t *testing.T) {
 	defer hs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// A protocol with sessions, whose client opens a stream of notifications (from
+	// 2026-07-28 on there is none).
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
-		&sdk.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String(), MaxRetries: -1}, nil)
+		&sdk.StreamableClientTransport{Endpoint: "http://" + ln.Addr().String(), MaxRetries: -1}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,5 +321,202 @@ func TestServerCloseStreams(t *testing.T) {
 	defer shutCancel()
 	if err := hs.Shutdown(shutCtx); err != nil {
 		t.Fatalf("Shutdown with a client connected: %v", err)
+	}
+}
+
+// A client's session goes on when its node restarts or its requests move to
+// another node (behind a load balancer): the node it reaches now does not know its
+// session, and resumes it under the client's ID rather than answer 404 (which the
+// SDKs do not recover from).
+func TestServerHTTPSessionMoves(t *testing.T) {
+	var backend atomic.Pointer[http.Handler]
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { (*backend.Load()).ServeHTTP(w, r) }))
+	defer hs.Close()
+	serve := func(answer string) *mcp.Server {
+		n := nodetest.Start(t, node.Config{Model: answerScript(t, answer)})
+		srv := mcp.NewServer(n, mcp.ServerOptions{})
+		h := srv.Handler()
+		backend.Store(&h)
+		return srv
+	}
+	first := serve("on the first node")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	// A protocol with sessions (from 2026-07-28 on there are none).
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL},
+		&sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if cs.ID() == "" || cs.InitializeResult().ProtocolVersion != "2025-11-25" {
+		t.Fatalf("session %q, protocol %s", cs.ID(), cs.InitializeResult().ProtocolVersion)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "hello"}})
+	if err != nil {
+		t.Fatalf("run_task: %v", err)
+	}
+	if res.IsError || textOf(res) != "on the first node" {
+		t.Fatalf("run_task: %v %q", err, textOf(res))
+	}
+	id := cs.ID()
+	serve("on the second node")
+	first.CloseStreams() // the first node goes away: the client's stream of notifications ends
+	// Calls at once: the first to arrive resumes the session, the others join it.
+	errs := make(chan error, 8)
+	for i := range cap(errs) {
+		go func() {
+			res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "calculator", Arguments: map[string]any{"expression": fmt.Sprintf("6*%d", i)}})
+			switch {
+			case err != nil:
+				errs <- err
+			case res.IsError || textOf(res) != strconv.Itoa(6*i):
+				errs <- fmt.Errorf("6*%d: %q", i, textOf(res))
+			default:
+				errs <- nil
+			}
+		}()
+	}
+	for range cap(errs) {
+		if err := <-errs; err != nil {
+			t.Errorf("calculator on the second node: %v", err)
+		}
+	}
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "hello again"}})
+	if err != nil {
+		t.Fatalf("run_task on the second node: %v", err)
+	}
+	if res.IsError || textOf(res) != "on the second node" {
+		t.Fatalf("run_task on the second node: %v %q", err, textOf(res))
+	}
+	if got := strings.Join(toolNames(t, cs), " "); got != "calculator clock run_task task_result" {
+		t.Fatalf("tools on the second node: %s", got)
+	}
+	if cs.ID() != id {
+		t.Errorf("the session's ID changed from %q to %q", id, cs.ID())
+	}
+}
+
+// A body that is not JSON is answered with JSON-RPC's parse error, and JSON that
+// is no JSON-RPC message with its invalid request (id null), not with plain text.
+func TestServerHTTPMalformedBody(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
+	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	defer hs.Close()
+	for body, code := range map[string]int{
+		`{"jsonrpc":"2.0","id":1,"method":`: -32700,
+		`not json`:                          -32700,
+		``:                                  -32700,
+		`42`:                                -32600,
+		`[]`:                                -32600,
+		`[1, 2]`:                            -32600,
+	} {
+		req, err := http.NewRequest("POST", hs.URL, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var rpc struct {
+			JSONRPC string
+			ID      any
+			Error   struct{ Code int }
+		}
+		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
+			json.Unmarshal(raw, &rpc) != nil || rpc.JSONRPC != "2.0" || rpc.ID != nil || rpc.Error.Code != code {
+			t.Errorf("body %q: %s %s: %q, want a JSON-RPC error %d", body, resp.Status, resp.Header.Get("Content-Type"), raw, code)
+		}
+	}
+}
+
+// task_result answers with the result of a session's latest task, by the session
+// run_task named; an unknown session is a tool error.
+func TestServerTaskResult(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "forty-two")})
+	cs := connect(t, mcp.NewServer(n, mcp.ServerOptions{}), nil)
+	ctx := context.Background()
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.RunTask, Arguments: map[string]any{"input": "6*7?"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	session, _ := res.Meta[mcp.SessionIDMeta].(string)
+	if res.IsError || session == "" {
+		t.Fatalf("run_task: %q %v", textOf(res), res.Meta)
+	}
+	for _, wait := range []bool{true, false} {
+		res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.TaskResult, Arguments: map[string]any{"session_id": session, "wait": wait}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.IsError || textOf(res) != "forty-two" || res.Meta[mcp.StatusMeta] != "completed" || res.Meta[mcp.SessionIDMeta] != session {
+			t.Errorf("task_result (wait %v): %q %v", wait, textOf(res), res.Meta)
+		}
+	}
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.TaskResult, Arguments: map[string]any{"session_id": "no-such-session"}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), `no session "no-such-session"`) {
+		t.Errorf("task_result of an unknown session: %v %q", err, textOf(res))
+	}
+	res, err = cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.TaskResult, Arguments: map[string]any{}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "session_id") {
+		t.Errorf("task_result without a session: %v %q", err, textOf(res))
+	}
+}
+
+// A client that offers the protocol 2026-07-28 (the go-sdk's default, and the
+// Python SDK's) gets a version the node speaks: server/discover is refused with the
+// versions it takes (SEP-2575), on which the client falls back to initialize, and
+// an initialize that offers 2026-07-28 is answered with 2025-11-25.
+func TestServerHTTPNewerProtocolFallsBack(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "fell back")})
+	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Errorf("protocol %s, want 2025-11-25", v)
+	}
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "hello"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.IsError || textOf(res) != "fell back" {
+		t.Fatalf("run_task: %q", textOf(res))
+	}
+	post := func(version, body string) (int, string) {
+		req, err := http.NewRequest("POST", hs.URL, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if version != "" {
+			req.Header.Set("MCP-Protocol-Version", version)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, string(raw)
+	}
+	status, body := post("", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2026-07-28","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`)
+	if status != http.StatusOK || !strings.Contains(body, `"protocolVersion":"2025-11-25"`) {
+		t.Errorf("initialize offering 2026-07-28: %d %s", status, body)
+	}
+	status, body = post("2026-07-28", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
+	if status != http.StatusBadRequest || !strings.Contains(body, `"code":-32022`) || !strings.Contains(body, `"supported":["2025-11-25"`) {
+		t.Errorf("a request of 2026-07-28: %d %s", status, body)
 	}
 }

@@ -169,7 +169,7 @@ func resultText(r *sdk.CallToolResult) string {
 func TestNodeMCPOverStdio(t *testing.T) {
 	clearLLMEnv(t)
 	cs := mcpNode(t)
-	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock run_task" {
+	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock run_task task_result" {
 		t.Fatalf("tools %s", got)
 	}
 	ctx := context.Background()
@@ -205,7 +205,7 @@ func TestNodeMCPWithAnMCPServerBehind(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := mcpNode(t, "--config", path)
-	waitToolNames(t, cs, "calculator clock everything__echo everything__get-sum everything__read_resource run_task")
+	waitToolNames(t, cs, "calculator clock everything__echo everything__get-sum everything__read_resource run_task task_result")
 	res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "everything__echo", Arguments: map[string]any{"message": "through troupe"}})
 	if err != nil || res.IsError || !strings.Contains(resultText(res), "through troupe") {
 		t.Fatalf("echo: %v %q", err, resultText(res))
@@ -225,7 +225,7 @@ func TestNodeMCPProxiesResourcesAndPrompts(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := mcpNode(t, "--config", path)
-	waitToolNames(t, cs, "calculator clock everything__echo everything__get_prompt everything__read_resource run_task") // server-everything is connected
+	waitToolNames(t, cs, "calculator clock everything__echo everything__get_prompt everything__read_resource run_task task_result") // server-everything is connected
 	ctx := context.Background()
 	var templates []string
 	for tm, err := range cs.ResourceTemplates(ctx, nil) {
@@ -366,7 +366,7 @@ func TestServeMCPOverHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cs.Close()
-	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock run_task" {
+	if got := strings.Join(listToolNames(t, cs), " "); got != "calculator clock run_task task_result" {
 		t.Fatalf("tools %s", got)
 	}
 	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "What is 6*7?"}})

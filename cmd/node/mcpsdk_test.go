@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -215,6 +216,11 @@ func TestMCPSDKBasics(t *testing.T) {
 			}
 			logged := sdkClient(t, lang, url, "basic", nil, &out)
 			t.Logf("%s client: protocol %s", lang, out.Protocol)
+			// The Python SDK offers 2026-07-28 first (server/discover), which the node
+			// refuses with the versions it speaks (SEP-2575): it falls back.
+			if out.Protocol != "2025-11-25" {
+				t.Errorf("%s client: protocol %q, want 2025-11-25", lang, out.Protocol)
+			}
 			// The client has nothing to warn of (the Python SDK logs an SSE event of
 			// a name it does not know).
 			if strings.TrimSpace(logged) != "" {
@@ -223,7 +229,7 @@ func TestMCPSDKBasics(t *testing.T) {
 			if out.Fatal != nil {
 				t.Fatalf("%s client failed: %v", lang, out.Fatal)
 			}
-			if got := strings.Join(out.Tools, " "); got != "calculator clock run_task" {
+			if got := strings.Join(out.Tools, " "); got != "calculator clock run_task task_result" {
 				t.Errorf("tools %s", got)
 			}
 			if got := strings.Join(out.Resources, " "); got != "file:///readme.txt" {
@@ -431,26 +437,162 @@ func serveAtLog(t *testing.T, addr, data string, m llm.Model) (stop func(), log 
 	}
 }
 
-// A client whose node restarts under it: the same client's next call, and a new
-// client's.
+// acrossRestart runs an SDK client script (lang, mode) against node serve (with
+// m as its model, on a data folder of its own) and restarts the node under it once
+// the client says "ready" on stderr. The client makes its next calls when it reads
+// a line on stdin, which it gets once the node serves again. It returns what the
+// client printed, and the first node's log.
+func acrossRestart(t *testing.T, lang, mode string, m *sdkModel) (stdout string, nodeLog *syncBuffer) {
+	t.Helper()
+	clearLLMEnv(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	data := t.TempDir()
+	stop, nodeLog := serveAtLog(t, addr, data, m)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := sdkCommand(ctx, t, lang, "http://"+addr+"/mcp", mode)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderrR, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	lines := bufio.NewScanner(stderrR)
+	for lines.Scan() && lines.Text() != "ready" {
+		stderr.WriteString(lines.Text() + "\n")
+	}
+	stop()
+	serveAt(t, addr, data, m)
+	fmt.Fprintln(stdin, "go")
+	go func() {
+		for lines.Scan() {
+		}
+	}()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("client: %v\n%s", err, stderr.String())
+	}
+	return out.String(), nodeLog
+}
+
+// A client whose node restarts under it: the same client's next calls (in the
+// session it had), and a new client's.
 func TestMCPSDKServerRestart(t *testing.T) {
 	for _, lang := range sdkLangs {
 		t.Run(lang, func(t *testing.T) {
-			clearLLMEnv(t)
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
+			stdout, log := acrossRestart(t, lang, "reconnect", newSDKModel(0))
+			// The client's stream of notifications (its GET) ended when the node
+			// shut down: the node did not wait out its shutdown timeout.
+			if strings.Contains(log.String(), "http shutdown") {
+				t.Errorf("node serve did not stop in time with an MCP client connected:\n%s", log.String())
+			}
+			var out struct {
+				Before         sdkOutcome
+				SameClient     sdkOutcome `json:"same_client"`
+				SameClientTool sdkOutcome `json:"same_client_tool"`
+				NewClient      sdkOutcome `json:"new_client"`
+				Fatal          any
+			}
+			if err := json.Unmarshal([]byte(stdout), &out); err != nil {
+				t.Fatalf("client printed %q: %v", stdout, err)
+			}
+			if out.Fatal != nil || out.Before.Text != "done: before the restart" {
+				t.Fatalf("before the restart: %v (%v)", out.Before, out.Fatal)
+			}
+			// The node does not know the client's session after its restart: it
+			// resumes it (neither SDK starts a new session on a 404), and the same
+			// client goes on with its calls.
+			if out.SameClient.Text != "done: after the restart" || out.SameClient.IsError {
+				t.Errorf("the same client's run_task after the restart: %v", out.SameClient)
+			}
+			if out.SameClientTool.Text != "42" || out.SameClientTool.IsError {
+				t.Errorf("the same client's calculator after the restart: %v", out.SameClientTool)
+			}
+			if out.NewClient.Text != "done: a new client" {
+				t.Errorf("a new client after the restart: %v", out.NewClient)
+			}
+		})
+	}
+}
+
+// startChildAt starts a node process (startChildWith's) at addr whose model calls
+// take 3 s each; it is stopped (SIGTERM) at the test's end unless it was killed.
+func startChildAt(t *testing.T, addr, dir, script, records, modelLog string) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "serve", "--data", filepath.Join(dir, "data"), "--http", addr, "--model", "scripted:"+script)
+	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog, "TROUPE_MODEL_DELAY=3s")
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("node process did not stop within 30 s\n%s", stderr.String())
+		}
+	})
+	c := &child{cmd: cmd, addr: addr, stderr: stderr}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := http.Get("http://" + addr + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return c
+		}
+		select {
+		case <-exited:
+			t.Fatalf("node process exited:\n%s", stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node did not come up: %v\n%s", err, stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A task whose node is killed (SIGKILL) while a client's run_task waits for it
+// goes on when the node serves again (the node's log keeps it), and the client gets
+// its result with task_result, by the session that run_task's progress named.
+func TestMCPSDKTaskResultAfterKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills node processes")
+	}
+	for _, lang := range sdkLangs {
+		t.Run(lang, func(t *testing.T) {
+			dir := t.TempDir()
+			script := filepath.Join(dir, "script.json")
+			if err := os.WriteFile(script, []byte(`{"name":"scripted","steps":[{"content":"done through the crash"}]}`), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			addr := ln.Addr().String()
-			ln.Close()
-			data := t.TempDir()
-			m := newSDKModel(0)
-			stop, log := serveAtLog(t, addr, data, m)
-			// The client says "ready" on stderr after its first call, and makes the
-			// next when it reads a line.
+			records, modelLog := filepath.Join(dir, "records.txt"), filepath.Join(dir, "model.txt")
+			// Each model call takes 3 s: the node is killed during the first.
+			addr := freeAddr(t)
+			first := startChildAt(t, addr, dir, script, records, modelLog)
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
-			cmd := sdkCommand(ctx, t, lang, "http://"+addr+"/mcp", "reconnect")
+			cmd := sdkCommand(ctx, t, lang, "http://"+first.addr+"/mcp", "follow")
 			stdin, err := cmd.StdinPipe()
 			if err != nil {
 				t.Fatal(err)
@@ -459,23 +601,29 @@ func TestMCPSDKServerRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var stdout strings.Builder
+			var stdout, stderr strings.Builder
 			cmd.Stdout = &stdout
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			var stderr strings.Builder
 			lines := bufio.NewScanner(stderrR)
+			for lines.Scan() && !strings.HasPrefix(lines.Text(), "session ") {
+				stderr.WriteString(lines.Text() + "\n")
+			}
+			for len(countLines(t, modelLog, "")) == 0 {
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the model was never asked:\n%s", first.stderr.String())
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
 			for lines.Scan() && lines.Text() != "ready" {
 				stderr.WriteString(lines.Text() + "\n")
 			}
-			// The client's stream of notifications (its GET) ends when the node
-			// shuts down: the node does not wait out its shutdown timeout.
-			stop()
-			if strings.Contains(log.String(), "http shutdown") {
-				t.Errorf("node serve did not stop in time with an MCP client connected:\n%s", log.String())
-			}
-			serveAt(t, addr, data, m)
+			startChildAt(t, addr, dir, script, records, modelLog)
 			fmt.Fprintln(stdin, "go")
 			go func() {
 				for lines.Scan() {
@@ -485,26 +633,20 @@ func TestMCPSDKServerRestart(t *testing.T) {
 				t.Fatalf("client: %v\n%s", err, stderr.String())
 			}
 			var out struct {
-				Before     sdkOutcome
-				SameClient sdkOutcome `json:"same_client"`
-				NewClient  sdkOutcome `json:"new_client"`
-				Fatal      any
+				Run     sdkOutcome
+				Session string
+				Result  sdkOutcome
+				Fatal   any
 			}
 			if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil {
-				t.Fatalf("client printed %q: %v\n%s", stdout.String(), err, stderr.String())
+				t.Fatalf("client printed %q: %v", stdout.String(), err)
 			}
-			// The node's sessions do not outlive it: the same client's call is
-			// refused (404, its session is unknown; neither SDK starts a new session
-			// on its own), and a new client goes on.
-			if out.Fatal != nil || out.Before.Text != "done: before the restart" {
-				t.Fatalf("before the restart: %v (%v)", out.Before, out.Fatal)
+			t.Logf("%s client: run_task cut off by the kill: %v", lang, out.Run)
+			if out.Fatal != nil || out.Session == "" {
+				t.Fatalf("no session named before the kill: %s", stdout.String())
 			}
-			if out.SameClient.Error == nil {
-				t.Errorf("the same client after the restart: %v, want an error", out.SameClient)
-			}
-			t.Logf("the same client after the restart: %v", out.SameClient)
-			if out.NewClient.Text != "done: a new client" {
-				t.Errorf("a new client after the restart: %v", out.NewClient)
+			if out.Result.Text != "done through the crash" || out.Result.IsError || out.Result.Session != out.Session {
+				t.Errorf("task_result after the restart: %v", out.Result)
 			}
 		})
 	}
@@ -688,7 +830,7 @@ func TestMCPSDKStdio(t *testing.T) {
 				t.Fatalf("%s client: %v", lang, out.Fatal)
 			}
 			// record is the test binary's own tool.
-			if got := strings.Join(out.Tools, " "); got != "calculator clock record run_task" {
+			if got := strings.Join(out.Tools, " "); got != "calculator clock record run_task task_result" {
 				t.Errorf("tools %s", got)
 			}
 			if out.Run.IsError || !strings.Contains(out.Run.Text, "5") || out.Run.Session == "" {

@@ -8,13 +8,18 @@ with {"command", "args", "env"} and speak to it over stdio. MODE:
   slow            run_task "slow ..." with the SDK's defaults
   cancel          run_task "block ...", cancelled once the model is asked
   hostile         bad calls; then a good one
-  reconnect       run_task, then (after a line on stdin: the server restarted) again
+  reconnect       run_task, then (after a line on stdin: the server restarted) run_task
+                  and calculator; then a new client's run_task
+  follow          run_task "slow ..." (the server dies under it; "session ID" on stderr
+                  once progress names it), then (after a line on stdin: the server
+                  restarted) a new client's task_result of that session
   idle SECONDS    run_task, nothing for SECONDS, run_task again
   concurrent N    N clients at once, each with a run_task
 Prints one JSON object on stdout.
 """
 
 import json
+import re
 import sys
 
 import os
@@ -135,8 +140,32 @@ async def reconnect(url, _):
         print("ready", file=sys.stderr, flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)
         out["same_client"] = await call(c, "run_task", {"input": "fast: after the restart"})
+        out["same_client_tool"] = await call(c, "calculator", {"expression": "6*7"})
     async with connect(url) as c:
         out["new_client"] = await call(c, "run_task", {"input": "fast: a new client"})
+    return out
+
+
+async def follow(url, _):
+    out = {}
+    named = {}
+
+    async def progress(p, total, message):
+        m = re.search(r"\(session (\S+), event", message or "")
+        if m and "session" not in named:
+            named["session"] = m.group(1)
+            print("session " + named["session"], file=sys.stderr, flush=True)
+
+    try:
+        async with connect(url) as c:
+            out["run"] = await call(c, "run_task", {"input": "slow: through the restart"}, progress_callback=progress)
+    except Exception as e:  # noqa: BLE001 - the node went away under the call
+        out["run"] = {"error": err(e)}
+    out["session"] = out["run"].get("session") or named.get("session", "")
+    print("ready", file=sys.stderr, flush=True)
+    await anyio.to_thread.run_sync(sys.stdin.readline)
+    async with connect(url) as c:
+        out["result"] = await call(c, "task_result", {"session_id": out["session"]})
     return out
 
 
@@ -166,7 +195,7 @@ async def concurrent(url, args):
 
 
 MODES = {"basic": basic, "slow": slow, "cancel": cancel, "hostile": hostile,
-         "reconnect": reconnect, "idle": idle, "concurrent": concurrent}
+         "reconnect": reconnect, "follow": follow, "idle": idle, "concurrent": concurrent}
 
 
 def main():

@@ -12,7 +12,11 @@
 //   timeout MS      run_task "block ..." with a request timeout of MS ms (the SDK's
 //                   default is 60 s), then a fast one
 //   hostile         bad calls; then a good one
-//   reconnect       run_task, then (after a line on stdin: the server restarted) again
+//   reconnect       run_task, then (after a line on stdin: the server restarted)
+//                   run_task and calculator; then a new client's run_task
+//   follow          run_task "slow ..." (the server dies under it; "session ID" on
+//                   stderr once progress names it), then (after a line on stdin: the
+//                   server restarted) a new client's task_result of that session
 //   idle SECONDS    run_task, nothing for SECONDS, run_task again
 //   concurrent N    N clients at once, each with a run_task
 // Prints one JSON object on stdout.
@@ -131,9 +135,37 @@ const modes = {
     await new Promise((resolve) => rl.once('line', resolve));
     rl.close();
     out.same_client = await call(client, 'run_task', { input: 'fast: after the restart' });
+    out.same_client_tool = await call(client, 'calculator', { expression: '6*7' });
     await client.close().catch(() => {});
     const second = await connect();
     out.new_client = await call(second.client, 'run_task', { input: 'fast: a new client' });
+    await second.client.close();
+    return out;
+  },
+  async follow() {
+    const { client } = await connect();
+    let named = '';
+    const out = {};
+    // The SDK does not fail a call whose stream it could not resume: the call ends
+    // at its request timeout (60 s by default; 10 s here).
+    out.run = await call(client, 'run_task', { input: 'slow: through the restart' }, {
+      timeout: 10000,
+      onprogress: (p) => {
+        const m = /\(session (\S+), event/.exec(String(p.message ?? ''));
+        if (m && !named) {
+          named = m[1];
+          process.stderr.write(`session ${named}\n`);
+        }
+      },
+    });
+    await client.close().catch(() => {});
+    out.session = out.run.session || named;
+    process.stderr.write('ready\n');
+    const rl = createInterface({ input: process.stdin });
+    await new Promise((resolve) => rl.once('line', resolve));
+    rl.close();
+    const second = await connect();
+    out.result = await call(second.client, 'task_result', { session_id: out.session });
     await second.client.close();
     return out;
   },

@@ -1,0 +1,273 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// Sessions that outlive the process. The SDK keeps an MCP session over Streamable
+// HTTP in memory: after a restart of the node, or on another node behind a load
+// balancer, a client's next request names a session (Mcp-Session-Id) that the
+// server does not know. The spec lets the server answer 404 and the client start a
+// new session, but the official clients do not (the Python SDK fails the call
+// with "Session terminated", the TypeScript SDK with a StreamableHTTPError 404), so
+// every connected client would fail at each restart. Nothing this server keeps per
+// session needs the original process: its tools and run_task's tasks live in the
+// node (and its log), and a session's state is the client's initialize. So the
+// server resumes the session: it starts one under the client's ID itself, with an
+// initialize of the protocol version the client names in its MCP-Protocol-Version
+// header, and then serves the request in it. What the process held for the session
+// alone is lost: the client's capabilities and name (the server asks the client for
+// nothing), its log level, its resource subscriptions, and the events of its
+// streams (a stream cut by the restart cannot be resumed; the call it carried ends
+// with an error, and its task goes on in the node).
+
+// resumedClient names the client of a resumed session.
+const resumedClient = "unknown (session resumed)"
+
+// sessionIDs gives the SDK its session IDs: a new random one, or, while a session
+// is resumed, the client's.
+type sessionIDs struct {
+	mu   sync.Mutex // held from a session's start to its ID's use
+	next string     // the ID of the session being resumed
+
+	// resuming holds the sessions being resumed, each with a channel closed at
+	// the end: the server knows such a session before the SDK's handler does,
+	// so a request in it waits.
+	rmu      sync.Mutex
+	resuming map[string]chan struct{}
+}
+
+// resumed returns when session id is not being resumed, or ctx ends.
+func (ids *sessionIDs) resumed(ctx context.Context, id string) {
+	ids.rmu.Lock()
+	done := ids.resuming[id]
+	ids.rmu.Unlock()
+	if done != nil {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// id is the SDK's ServerOptions.GetSessionID.
+func (ids *sessionIDs) id() string {
+	if ids.next != "" {
+		id := ids.next
+		ids.next = ""
+		return id
+	}
+	return rand.Text()
+}
+
+// known reports whether the server has a session of id.
+func (s *Server) known(id string) bool {
+	for ss := range s.srv.Sessions() {
+		if ss.ID() == id {
+			return true
+		}
+	}
+	return false
+}
+
+// serveSessions passes r to the SDK's handler h, first resuming the session r
+// names when the server does not know it (and r is not an initialize, which
+// starts a session of its own: the SDK answers it 404). A DELETE of a session the
+// server does not know has nothing to end: it is answered 204.
+func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	id := r.Header.Get("Mcp-Session-Id")
+	if id == "" {
+		if r.Method == http.MethodPost {
+			// The SDK asks for the new session's ID before it answers: hold the
+			// IDs until then, so that a resumption does not hand its ID to this one.
+			s.ids.mu.Lock()
+			once := sync.OnceFunc(s.ids.mu.Unlock)
+			defer once()
+			h.ServeHTTP(&firstWrite{ResponseWriter: w, before: once}, r)
+			return
+		}
+		h.ServeHTTP(w, r)
+		return
+	}
+	if s.known(id) {
+		s.ids.resumed(r.Context(), id)
+		h.ServeHTTP(w, r)
+		return
+	}
+	if !validSessionID(id) || r.Method == http.MethodPost && isInitialize(peekBody(r)) {
+		h.ServeHTTP(w, r)
+		return
+	}
+	if r.Method == http.MethodDelete {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err := s.resume(h, r, id); err != nil {
+		s.opts.Logger.Warn("mcp server: session not resumed", "session", id, "err", err)
+	}
+	h.ServeHTTP(w, r)
+}
+
+// resume starts a session of id in h, as its client would: an initialize at the
+// protocol version r names, and the initialized notification.
+func (s *Server) resume(h http.Handler, r *http.Request, id string) error {
+	version := r.Header.Get("MCP-Protocol-Version")
+	if version == "" {
+		version = "2025-03-26" // the version a client that sends no header speaks
+	}
+	s.ids.mu.Lock()
+	if s.known(id) {
+		s.ids.mu.Unlock()
+		return nil
+	}
+	// Known from the initialize on: requests that see it known wait for the end.
+	done := make(chan struct{})
+	s.ids.rmu.Lock()
+	if s.ids.resuming == nil {
+		s.ids.resuming = map[string]chan struct{}{}
+	}
+	s.ids.resuming[id] = done
+	s.ids.rmu.Unlock()
+	defer func() {
+		s.ids.rmu.Lock()
+		delete(s.ids.resuming, id)
+		s.ids.rmu.Unlock()
+		close(done)
+	}()
+	s.ids.next = id
+	init, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": &sdk.InitializeParams{
+		ProtocolVersion: version, Capabilities: &sdk.ClientCapabilities{}, ClientInfo: &sdk.Implementation{Name: resumedClient, Version: "0"}}})
+	rec, err := s.post(h, r, "", "", init)
+	s.ids.next = ""
+	s.ids.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if got := rec.header.Get("Mcp-Session-Id"); rec.status != http.StatusOK || got != id {
+		return fmt.Errorf("initialize answered %d, session %q: %s", rec.status, got, strings.TrimSpace(rec.body.String()))
+	}
+	negotiated := version
+	if i := bytes.Index(rec.body.Bytes(), []byte(`"protocolVersion":"`)); i >= 0 {
+		rest := rec.body.Bytes()[i+len(`"protocolVersion":"`):]
+		if j := bytes.IndexByte(rest, '"'); j >= 0 {
+			negotiated = string(rest[:j])
+		}
+	}
+	rec, err = s.post(h, r, id, negotiated, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
+	if err != nil {
+		return err
+	}
+	if rec.status != http.StatusAccepted {
+		return fmt.Errorf("notifications/initialized answered %d: %s", rec.status, strings.TrimSpace(rec.body.String()))
+	}
+	s.opts.Logger.Info("mcp server: session resumed", "session", id, "protocol", negotiated)
+	return nil
+}
+
+// post sends body to h as a POST like r (its host, and the values of its
+// context: not its cancellation, the session outlives r), in session id at
+// protocol version when given, and records the answer.
+func (s *Server) post(h http.Handler, r *http.Request, id, version string, body []byte) (*recorder, error) {
+	req, err := http.NewRequestWithContext(context.WithoutCancel(r.Context()), http.MethodPost, r.URL.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Host = r.Host
+	req.RemoteAddr = r.RemoteAddr
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if id != "" {
+		req.Header.Set("Mcp-Session-Id", id)
+	}
+	if version != "" {
+		req.Header.Set("MCP-Protocol-Version", version)
+	}
+	rec := &recorder{header: http.Header{}, status: http.StatusOK}
+	h.ServeHTTP(rec, req)
+	return rec, nil
+}
+
+// recorder is the http.ResponseWriter of resume's requests.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (w *recorder) Header() http.Header         { return w.header }
+func (w *recorder) WriteHeader(status int)      { w.status = status }
+func (w *recorder) Write(p []byte) (int, error) { return w.body.Write(p) }
+func (w *recorder) Flush()                      {}
+
+// firstWrite calls before once, ahead of the first thing written.
+type firstWrite struct {
+	http.ResponseWriter
+	before func()
+}
+
+func (w *firstWrite) WriteHeader(status int) { w.before(); w.ResponseWriter.WriteHeader(status) }
+func (w *firstWrite) Write(p []byte) (int, error) {
+	w.before()
+	return w.ResponseWriter.Write(p)
+}
+func (w *firstWrite) Flush() {
+	w.before()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+func (w *firstWrite) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// peekBody returns r's body, and leaves it to be read again.
+func peekBody(r *http.Request) []byte {
+	if r.Body == nil {
+		return nil
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return body
+}
+
+// isInitialize reports whether body is an initialize request (alone or in a
+// batch).
+func isInitialize(body []byte) bool {
+	var one struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &one) == nil {
+		return one.Method == "initialize"
+	}
+	var batch []struct {
+		Method string `json:"method"`
+	}
+	if json.Unmarshal(body, &batch) == nil {
+		for _, m := range batch {
+			if m.Method == "initialize" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// validSessionID reports whether id can be a session ID: visible ASCII (the
+// spec's), and at most 256 bytes.
+func validSessionID(id string) bool {
+	if len(id) == 0 || len(id) > 256 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
