@@ -77,7 +77,10 @@
 // list follows the node's catalog (notifications/tools/list_changed to the client
 // when an MCP server behind the node changes its tools); and run_task {"input",
 // "session_id"?, "agent"?}, which submits a task to the node and answers with the
-// task's final output (a failed task is a tool error with the reason). `node mcp`
+// task's final output (a failed task is a tool error with the reason); and
+// task_result {"session_id", "wait"?}, which answers with the result of the task a
+// run_task started in that session, waiting while it runs, for a client whose
+// run_task call was cut off (the node restarted). `node mcp`
 // serves it over stdio; `node serve` over Streamable HTTP at /mcp on the node's HTTP
 // server. The node has no authentication yet: /mcp, like the rest of the API, is for
 // the host it binds to (127.0.0.1 by default); the SDK's handler also refuses
