@@ -1,8 +1,12 @@
 // Package cliflags holds what the node's and replay's command lines share in how
-// they read their flags.
+// they read their flags and write their output.
 package cliflags
 
-import "flag"
+import (
+	"flag"
+	"io"
+	"sync"
+)
 
 // Parse parses args with fs, taking flags before, between and after the positional
 // arguments (Go's flag package stops at the first positional one), and returns the
@@ -19,4 +23,24 @@ func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// Serialize returns stdout and stderr behind one lock, for a command that writes
+// them from several goroutines: its loggers (slog serializes only its own records)
+// and its messages. os.Stdout and os.Stderr take concurrent writes; the buffers a
+// test passes, or a writer a caller wraps, need not.
+func Serialize(stdout, stderr io.Writer) (io.Writer, io.Writer) {
+	mu := new(sync.Mutex)
+	return &lockedWriter{mu: mu, w: stdout}, &lockedWriter{mu: mu, w: stderr}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
