@@ -5,6 +5,7 @@ package cliflags
 import (
 	"flag"
 	"io"
+	"os"
 	"sync"
 )
 
@@ -27,11 +28,19 @@ func Parse(fs *flag.FlagSet, args []string) ([]string, error) {
 
 // Serialize returns stdout and stderr behind one lock, for a command that writes
 // them from several goroutines: its loggers (slog serializes only its own records)
-// and its messages. os.Stdout and os.Stderr take concurrent writes; the buffers a
-// test passes, or a writer a caller wraps, need not.
+// and its messages. An *os.File takes concurrent writes, and is returned as it is (a
+// command looks at it to tell a terminal); the buffers a test passes, or a writer a
+// caller wraps, need the lock.
 func Serialize(stdout, stderr io.Writer) (io.Writer, io.Writer) {
 	mu := new(sync.Mutex)
-	return &lockedWriter{mu: mu, w: stdout}, &lockedWriter{mu: mu, w: stderr}
+	return lock(mu, stdout), lock(mu, stderr)
+}
+
+func lock(mu *sync.Mutex, w io.Writer) io.Writer {
+	if _, ok := w.(*os.File); ok {
+		return w
+	}
+	return &lockedWriter{mu: mu, w: w}
 }
 
 type lockedWriter struct {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -46,5 +47,17 @@ func TestSerializeLocksBothWriters(t *testing.T) {
 	wg.Wait()
 	if got := strings.Count(buf.String(), "line\n"); got != 800 || buf.Len() != 800*5 {
 		t.Fatalf("%d whole lines in %d bytes, want 800 in %d", got, buf.Len(), 800*5)
+	}
+}
+
+// An *os.File comes back as it is: the commands look at it to tell a terminal.
+func TestSerializeKeepsFiles(t *testing.T) {
+	var buf bytes.Buffer
+	stdout, stderr := cliflags.Serialize(os.Stdout, &buf)
+	if stdout != io.Writer(os.Stdout) {
+		t.Errorf("stdout is %T, want *os.File", stdout)
+	}
+	if _, ok := stderr.(*bytes.Buffer); ok {
+		t.Error("a bytes.Buffer came back unlocked")
 	}
 }
