@@ -534,6 +534,7 @@ type Node struct {
 	hostStopped atomic.Bool
 	outbox      *outbox
 	router      *message.Router
+	busLogs     *logShutter // the bus's and router's logger, shut by Close
 	hub         *Hub
 	feed        *sessionFeed // GET /v1/feed/sessions
 	dedupe      *deduplicator
@@ -609,7 +610,8 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n.gate.keepSignIns(n.log)
-	wlog := newBusLogger(cfg.Logger)
+	n.busLogs = &logShutter{}
+	wlog := newBusLogger(cfg.Logger, n.busLogs)
 	n.openBus(wlog)
 	n.metrics.Registry.MustRegister(deltaTailTimeouts(n.hub)) // the hub openBus made
 	n.feed = newSessionFeed(n.hub.bus)
@@ -1210,6 +1212,8 @@ func (n *Node) Close() error {
 		if n.ownLog {
 			errs = append(errs, n.log.Close())
 		}
+		// Nothing the bus left running logs past Close.
+		n.busLogs.close()
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr

@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
@@ -198,6 +199,9 @@ func secretKey(fs *flag.FlagSet, file string) ([]byte, error) {
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt options) int {
+	// The node's goroutines and the MCP client's log to stderr while run writes its
+	// own messages there.
+	stdout, stderr = cliflags.Serialize(stdout, stderr)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2

@@ -55,6 +55,9 @@ var commandUsage = map[string]string{
 }
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	// The MCP client's goroutines log warnings to stderr while run writes its own
+	// messages there.
+	stdout, stderr = cliflags.Serialize(stdout, stderr)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
