@@ -641,7 +641,7 @@ func suspect(latest string, tasks, ended uint64) bool {
 // statusQuery reads what statuses needs of the sessions' events: their seqs and
 // epochs, the type of the task.* ones, their task (an end's correlation ID, or the
 // event's ID), and whether fenced_events lists them. Each IN list has one
-// placeholder per session.
+// bound parameter (?) per session.
 const statusQuery = `SELECT session_id, seq, epoch, if(type IN ('task.submitted', 'task.completed', 'task.failed'), type, ''),
 	if(type IN ('task.completed', 'task.failed'), correlation_id, id),
 	(session_id, seq, epoch) IN (SELECT session_id, seq, epoch FROM fenced_events WHERE session_id IN (%[1]s))
