@@ -376,6 +376,7 @@ func modelDeltas(ctx context.Context, req messages.EffectRequest, to func(messag
 // (tools.Truncate).
 func toolPerformer(name string, t tools.Tool, cfg LocalEffectsConfig) *performer {
 	lim := tools.LimitsOf(t)
+	spends := tools.SpendsModelTokens(t) // its calls' reports are read (a sub-agent's tokens)
 	p := &performer{timeout: cfg.ToolTimeout, limit: cfg.ToolConcurrency, timedOut: ErrToolTimeout}
 	if lim.Timeout > 0 {
 		p.timeout = lim.Timeout
@@ -388,8 +389,15 @@ func toolPerformer(name string, t tools.Tool, cfg LocalEffectsConfig) *performer
 			err := &tools.ArgumentError{Tool: name, Reason: fmt.Sprintf("the arguments are %d bytes long; the limit is %d", n, lim.MaxArguments)}
 			return messages.EffectReply{Error: err.Error()}
 		}
+		var spent func() messages.Usage
+		if spends {
+			ctx, spent = tools.WithUsageReport(ctx)
+		}
 		out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent})
 		rep := messages.EffectReply{Output: tools.Truncate(out, lim.MaxOutput)}
+		if spent != nil {
+			rep.Usage = spent()
+		}
 		if err != nil {
 			rep.Error = tools.Truncate(err.Error(), lim.MaxOutput)
 		}

@@ -554,7 +554,8 @@ func (a *SessionActor) cancel(ctx actor.Context, m *CancelTask) {
 		reason = "cancelled by request"
 	}
 	steps, usage := a.state.Progress()
-	e, err := a.event(&messages.TaskFailed{Reason: messages.ReasonCancelled, Error: reason, Steps: steps, Usage: usage}, task, task, a.state.LastSeq+1)
+	e, err := a.event(&messages.TaskFailed{Reason: messages.ReasonCancelled, Error: reason, Steps: steps, Usage: usage,
+		SubAgentsUsage: a.state.SubAgentsUsage()}, task, task, a.state.LastSeq+1)
 	if err != nil {
 		ctx.Respond(err)
 		return
@@ -633,7 +634,7 @@ func (a *SessionActor) onTool(ctx actor.Context, m *messages.EffectReply) {
 		if pc.Key != m.Key {
 			continue
 		}
-		p := &messages.ToolCallCompleted{Key: pc.Request.Key, CallID: pc.Request.CallID, Tool: pc.Request.Tool, Result: m.Output, Error: m.Error, LatencyUS: m.LatencyUS}
+		p := &messages.ToolCallCompleted{Key: pc.Request.Key, CallID: pc.Request.CallID, Tool: pc.Request.Tool, Result: m.Output, Error: m.Error, LatencyUS: m.LatencyUS, Usage: m.Usage}
 		e, err := a.event(p, pc.EventID, a.state.Active(), a.state.LastSeq+1)
 		if err != nil {
 			panic(err)

@@ -261,12 +261,17 @@ type callState struct {
 }
 
 type taskState struct {
-	ID       string // the TaskSubmitted event ID; the correlation ID of the task's events
-	Seq      uint64
-	Spec     messages.TaskSubmitted
-	phase    phase
-	Steps    int
-	Usage    messages.Usage
+	ID    string // the TaskSubmitted event ID; the correlation ID of the task's events
+	Seq   uint64
+	Spec  messages.TaskSubmitted
+	phase phase
+	Steps int
+	Usage messages.Usage
+	// SubUsage is what the task's tool calls spent on models on its behalf (its
+	// sub-agents: ToolCallCompleted.Usage), counted once per call (subKeys): it
+	// counts against the task's token budget, and is not in Usage.
+	SubUsage messages.Usage
+	subKeys  []string
 	Status   string
 	Output   string
 	Error    string
@@ -501,6 +506,9 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		t.phase = phaseAwaitTools
 		t.calls = append(t.calls, &callState{eventID: e.ID, key: key, req: *p})
 	case *messages.ToolCallCompleted:
+		if t != nil && e.CorrelationID == t.ID {
+			t.noteSubUsage(p)
+		}
 		if s.applyParadigm(e, p, messages.EffectKey{}) {
 			return nil
 		}
@@ -542,6 +550,16 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		}
 	}
 	return nil
+}
+
+// noteSubUsage adds what the call p answers spent on models to the task's
+// SubUsage, once per call: the loop's, a paradigm's and a chain's calls alike.
+func (t *taskState) noteSubUsage(p *messages.ToolCallCompleted) {
+	if p.Usage.IsZero() || slices.Contains(t.subKeys, p.Key) {
+		return
+	}
+	t.subKeys = append(t.subKeys, p.Key)
+	t.SubUsage = t.SubUsage.Add(p.Usage)
 }
 
 // effectKeyOf reads the key of the effect an event requests: a key of this session
@@ -609,6 +627,25 @@ func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
 // among as. A task naming an agent that as does not have fails with
 // messages.ReasonUnknownAgent.
 func (s *SessionState) DecideAmong(as Agents, nextSeq uint64, nowUS int64) *Decision {
+	d := s.decideAmong(as, nextSeq, nowUS)
+	if d != nil {
+		s.active.stampSubUsage(d.Payload)
+	}
+	return d
+}
+
+// stampSubUsage sets, on a decision that ends task t, what its sub-agents spent.
+func (t *taskState) stampSubUsage(p messages.Payload) {
+	switch p := p.(type) {
+	case *messages.TaskCompleted:
+		p.SubAgentsUsage = t.SubUsage
+	case *messages.TaskFailed:
+		p.SubAgentsUsage = t.SubUsage
+	}
+}
+
+// decideAmong is DecideAmong but for the sub-agents' usage on a task's end.
+func (s *SessionState) decideAmong(as Agents, nextSeq uint64, nowUS int64) *Decision {
 	t := s.active
 	if t == nil {
 		return nil
@@ -860,6 +897,15 @@ func (s *SessionState) Progress() (steps int, usage messages.Usage) {
 		return 0, messages.Usage{}
 	}
 	return s.active.Steps, s.active.Usage
+}
+
+// SubAgentsUsage reports what the running task's sub-agents spent so far
+// (messages.TaskCompleted.SubAgentsUsage), zero when the session is idle.
+func (s *SessionState) SubAgentsUsage() messages.Usage {
+	if s.active == nil {
+		return messages.Usage{}
+	}
+	return s.active.SubUsage
 }
 
 // Deadline reports the running task's deadline in Unix microseconds, or 0 when it has

@@ -61,16 +61,22 @@ func loopSetting(v, def int) int {
 }
 
 // overBudget returns the TaskFailed of a task whose tokens reached its budget, or nil.
+// Its sub-agents' tokens (taskState.SubUsage) count too.
 func (a Agent) overBudget(t *taskState) *messages.TaskFailed {
 	budget := a.tokenBudget(t)
-	used := t.Usage.PromptTokens + t.Usage.CompletionTokens
+	used := t.Usage.Tokens() + t.SubUsage.Tokens()
 	if budget == 0 || used < budget {
 		return nil
 	}
-	return &messages.TaskFailed{Reason: messages.ReasonTokenBudget,
-		Error: fmt.Sprintf("stopped: the task used %d tokens (%d prompt + %d completion) without a final answer; its budget is %d",
-			used, t.Usage.PromptTokens, t.Usage.CompletionTokens, budget),
-		Steps: t.Steps, Usage: t.Usage}
+	var msg string
+	if sub := t.SubUsage.Tokens(); sub == 0 {
+		msg = fmt.Sprintf("stopped: the task used %d tokens (%d prompt + %d completion) without a final answer; its budget is %d",
+			used, t.Usage.PromptTokens, t.Usage.CompletionTokens, budget)
+	} else {
+		msg = fmt.Sprintf("stopped: the task used %d tokens (%d prompt + %d completion of its own, %d by its sub-agents) without a final answer; its budget is %d",
+			used, t.Usage.PromptTokens, t.Usage.CompletionTokens, sub, budget)
+	}
+	return &messages.TaskFailed{Reason: messages.ReasonTokenBudget, Error: msg, Steps: t.Steps, Usage: t.Usage}
 }
 
 // repeatedCall returns the TaskFailed of a task whose latest reply requests a call

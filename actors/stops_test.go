@@ -297,3 +297,120 @@ func TestTokenBudgetIsJudgedBeforeTheNextModelCall(t *testing.T) {
 		t.Errorf("Decide is not pure: %+v then %+v", f, again)
 	}
 }
+
+// A tool that spends model tokens on the task's behalf (a sub-agent: it says so,
+// tools.ModelSpender, and reports them with tools.ReportUsage) has them recorded on its tool.completed, and they
+// count against the task's budget, once per call, but not in the task's own usage:
+// the task stops before a model call its sub-agents' tokens put over the budget,
+// and says how many were theirs. Replay re-decides it from the recorded events.
+func TestSubAgentTokensCountAgainstTheBudget(t *testing.T) {
+	own := messages.Usage{PromptTokens: 20, CompletionTokens: 10}
+	spent := messages.Usage{PromptTokens: 70, CompletionTokens: 30, CostUSD: 0.5}
+	sub := spenderTool{funcTool{"sub", func(ctx context.Context, c tools.Call) (string, error) {
+		tools.ReportUsage(ctx, spent)
+		return "done by a sub-agent", nil
+	}}}
+	step := func(n int) llm.ScriptStep {
+		return llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: fmt.Sprint(n), Name: "sub", Arguments: fmt.Sprintf(`{"n":%d}`, n)}}, Usage: own}
+	}
+	answer := llm.ScriptStep{Content: "all done", Usage: own}
+	budget := func(n int) func(*actors.SessionDeps) {
+		return func(d *actors.SessionDeps) { d.Agent.MaxTokens = n }
+	}
+
+	t.Run("over the budget", func(t *testing.T) {
+		// 30 + 100 (the sub-agent) = 130 after the first call: under 150, so the
+		// second model call is made (160, plus 100 more from its call would be 260).
+		// Its reply's call is not made: 160 reached the budget.
+		h := newHarness(t, harnessOpts{tools: []tools.Tool{sub}, model: script(t, step(1), step(2), answer), deps: budget(150)})
+		h.submit("s", "t", "go")
+		events := h.wait("s")
+		f := failure(t, events)
+		if f.Reason != messages.ReasonTokenBudget || f.Usage != (messages.Usage{PromptTokens: 40, CompletionTokens: 20}) || f.SubAgentsUsage != spent {
+			t.Fatalf("failure: %+v", f)
+		}
+		if want := "used 160 tokens (40 prompt + 20 completion of its own, 100 by its sub-agents) without a final answer; its budget is 150"; !strings.Contains(f.Error, want) {
+			t.Errorf("error %q does not say %q", f.Error, want)
+		}
+		completed := payloadsOf[*messages.ToolCallCompleted](t, events)
+		if len(completed) != 1 || completed[0].Usage != spent {
+			t.Fatalf("tool.completed: %+v", completed)
+		}
+		agent := actors.Agent{Model: "scripted", SystemPrompt: "test", Tools: []messages.ToolSpec{sub.Spec()}, MaxTokens: 150}
+		verifyDeterministic(t, agent, events)
+	})
+
+	t.Run("under the budget", func(t *testing.T) {
+		h := newHarness(t, harnessOpts{tools: []tools.Tool{sub}, model: script(t, step(1), answer), deps: budget(1000)})
+		h.submit("s", "t", "go")
+		events := h.wait("s")
+		done := decode[*messages.TaskCompleted](t, events[len(events)-1])
+		if done.Output != "all done" || done.Usage != (messages.Usage{PromptTokens: 40, CompletionTokens: 20}) || done.SubAgentsUsage != spent {
+			t.Fatalf("completed: %+v", done)
+		}
+	})
+
+	t.Run("a tool that spends nothing records nothing", func(t *testing.T) {
+		echo := spenderTool{funcTool{"sub", func(_ context.Context, c tools.Call) (string, error) { return c.Arguments, nil }}}
+		h := newHarness(t, harnessOpts{tools: []tools.Tool{echo}, model: script(t, step(1), answer), deps: budget(1000)})
+		h.submit("s", "t", "go")
+		events := h.wait("s")
+		for _, e := range events {
+			if (e.Type == messages.TypeToolCallCompleted || e.Type == messages.TypeTaskCompleted) && strings.Contains(string(e.Payload), "usage\":{\"prompt_tokens\":0") {
+				t.Errorf("%s records a zero usage: %s", e.Type, e.Payload)
+			}
+			if strings.Contains(string(e.Payload), "sub_agents_usage") {
+				t.Errorf("%s records sub-agents' usage: %s", e.Type, e.Payload)
+			}
+		}
+	})
+}
+
+// The fold counts a call's sub-agent usage once, even when its tool.completed is
+// folded twice (a log with a repeated answer).
+func TestSubAgentUsageCountsOncePerCall(t *testing.T) {
+	st := actors.NewSessionState("s")
+	spent := messages.Usage{PromptTokens: 7, CompletionTokens: 3}
+	add := func(seq uint64, p messages.Payload, id string) {
+		t.Helper()
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Seq, e.CorrelationID = id, "s", seq, "t"
+		if err := st.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	add(1, &messages.TaskSubmitted{Input: "go"}, "t")
+	add(2, &messages.ModelRequested{Key: "s/2", Step: 1}, "s/2")
+	add(3, &messages.ModelResponded{Key: "s/2", Message: messages.ChatMessage{Role: messages.RoleAssistant,
+		ToolCalls: []messages.ToolCall{{ID: "1", Name: "sub", Arguments: "{}"}}}}, "s/3")
+	add(4, &messages.ToolCallRequested{Key: "s/4", CallID: "1", Tool: "sub", Arguments: "{}"}, "s/4")
+	add(5, &messages.ToolCallCompleted{Key: "s/4", CallID: "1", Tool: "sub", Result: "ok", Usage: spent}, "s/5")
+	add(6, &messages.ToolCallCompleted{Key: "s/4", CallID: "1", Tool: "sub", Result: "ok", Usage: spent}, "s/6")
+	if got := st.SubAgentsUsage(); got != spent {
+		t.Fatalf("sub-agents' usage %+v, want %+v", got, spent)
+	}
+}
+
+// payloadsOf decodes the events of one payload type.
+func payloadsOf[P messages.Payload](t *testing.T, events []messages.Envelope) []P {
+	t.Helper()
+	var out []P
+	for _, e := range events {
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := p.(P); ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// spenderTool is a funcTool whose calls report model usage (tools.ModelSpender).
+type spenderTool struct{ funcTool }
+
+func (spenderTool) SpendsModelTokens() bool { return true }

@@ -466,7 +466,12 @@ func (p *ToolCallCompleted) appendJSON(b []byte) ([]byte, bool) {
 	}
 	b = append(b, `,"latency_us":`...)
 	b = strconv.AppendInt(b, p.LatencyUS, 10)
-	return append(b, '}'), true
+	ok := true
+	if !p.Usage.IsZero() {
+		b = append(b, `,"usage":`...)
+		b, ok = p.Usage.appendJSON(b)
+	}
+	return append(b, '}'), ok
 }
 
 func (p *TaskCompleted) appendJSON(b []byte) ([]byte, bool) {
@@ -479,6 +484,12 @@ func (p *TaskCompleted) appendJSON(b []byte) ([]byte, bool) {
 	b = strconv.AppendInt(b, int64(p.Steps), 10)
 	b = append(b, `,"usage":`...)
 	b, ok := p.Usage.appendJSON(b)
+	if !p.SubAgentsUsage.IsZero() {
+		var ok2 bool
+		b = append(b, `,"sub_agents_usage":`...)
+		b, ok2 = p.SubAgentsUsage.appendJSON(b)
+		ok = ok && ok2
+	}
 	if p.Note != "" {
 		b = append(b, `,"note":`...)
 		b = appendJSONString(b, p.Note)
@@ -498,5 +509,11 @@ func (p *TaskFailed) appendJSON(b []byte) ([]byte, bool) {
 	b = strconv.AppendInt(b, int64(p.Steps), 10)
 	b = append(b, `,"usage":`...)
 	b, ok := p.Usage.appendJSON(b)
+	if !p.SubAgentsUsage.IsZero() {
+		var ok2 bool
+		b = append(b, `,"sub_agents_usage":`...)
+		b, ok2 = p.SubAgentsUsage.appendJSON(b)
+		ok = ok && ok2
+	}
 	return append(b, '}'), ok
 }

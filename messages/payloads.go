@@ -55,6 +55,12 @@ func (u Usage) Add(o Usage) Usage {
 	}
 }
 
+// Tokens is the prompt and completion tokens together: what a token budget counts.
+func (u Usage) Tokens() int { return u.PromptTokens + u.CompletionTokens }
+
+// IsZero reports whether u counts nothing.
+func (u Usage) IsZero() bool { return u == Usage{} }
+
 // TaskSubmitted asks a session to run a task. It is the ingress message (HTTP, CLI,
 // Kafka) and, once sequenced, the first event of a task.
 type TaskSubmitted struct {
@@ -175,6 +181,12 @@ type ToolCallCompleted struct {
 	Result    string `json:"result,omitempty"`
 	Error     string `json:"error,omitempty"`
 	LatencyUS int64  `json:"latency_us"`
+	// Usage is what the call spent on models, when it ran some on the task's behalf:
+	// a delegate call's sub-agent (its task's tokens and those of its own
+	// sub-agents). It counts against the task's token budget (TaskSubmitted.MaxTokens)
+	// but is not in the task's own Usage, which is its own model calls'. Absent for
+	// a tool that runs no model, as in a log written before it existed.
+	Usage Usage `json:"usage,omitzero"`
 }
 
 // TaskCompleted records a task's final answer.
@@ -182,6 +194,10 @@ type TaskCompleted struct {
 	Output string `json:"output"`
 	Steps  int    `json:"steps"`
 	Usage  Usage  `json:"usage"`
+	// SubAgentsUsage is what the task's sub-agents spent (the Usage of its
+	// ToolCallCompleted events, summed): it counted against the task's token
+	// budget. Absent when none ran.
+	SubAgentsUsage Usage `json:"sub_agents_usage,omitzero"`
 	// Note is what the agent's paradigm says of the answer, when it has something
 	// to say: a reflection whose critique never passed, a lesson stored, …
 	Note string `json:"note,omitempty"`
@@ -234,6 +250,8 @@ type TaskFailed struct {
 	Error  string `json:"error"`
 	Steps  int    `json:"steps"`
 	Usage  Usage  `json:"usage"`
+	// SubAgentsUsage is as TaskCompleted's.
+	SubAgentsUsage Usage `json:"sub_agents_usage,omitzero"`
 }
 
 // Sections and operations of a team's state (TeamStateUpdated).

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -119,6 +120,7 @@ func delegateTool(agents []NamedAgent, perform func(context.Context, delegateArg
 		tools.WithTimeout(DelegateTimeout+delegateGrace),
 		tools.WithConcurrency(delegateConcurrency),
 		tools.WithMaxOutput(MaxDelegateResult+4<<10),
+		tools.WithModelUsage(),
 	)
 }
 
@@ -155,7 +157,7 @@ func (n *Node) delegate(ctx context.Context, a delegateArgs) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("delegate: the call has no key of a session's call: %w", err)
 	}
-	parent, err := n.parentTask(ctx, key)
+	parent, parentEvents, err := n.parentTask(ctx, key)
 	if err != nil {
 		return "", err
 	}
@@ -172,7 +174,11 @@ func (n *Node) delegate(ctx context.Context, a delegateArgs) (string, error) {
 	if parent.DeadlineUS > 0 {
 		deadline = min(deadline, parent.DeadlineUS)
 	}
-	env, err := n.ingress.admitChild(Task{Input: a.Task, SessionID: childID, Agent: a.Agent}, taskID,
+	budget, err := n.childBudget(parentEvents, key, parent, a.Agent)
+	if err != nil {
+		return "", err
+	}
+	env, err := n.ingress.admitChild(Task{Input: a.Task, SessionID: childID, Agent: a.Agent, MaxTokens: budget}, taskID,
 		child{parent: messages.ParentRef{SessionID: key.SessionID, Key: key.String(), Depth: depth}, deadlineUS: deadline})
 	if err != nil {
 		return "", fmt.Errorf("delegate: %w", err)
@@ -221,11 +227,12 @@ func (n *Node) submitChild(ctx context.Context, env messages.Envelope) error {
 }
 
 // parentTask returns the task of the parent session that made the delegate call
-// keyed key: the task.submitted the call's request event belongs to.
-func (n *Node) parentTask(ctx context.Context, key messages.EffectKey) (*messages.TaskSubmitted, error) {
+// keyed key (the task.submitted the call's request event belongs to), and the
+// parent's events.
+func (n *Node) parentTask(ctx context.Context, key messages.EffectKey) (*messages.TaskSubmitted, []messages.Envelope, error) {
 	events, err := n.log.Read(ctx, key.SessionID, 1)
 	if err != nil {
-		return nil, fmt.Errorf("delegate: read the parent session %s: %w", key.SessionID, err)
+		return nil, nil, fmt.Errorf("delegate: read the parent session %s: %w", key.SessionID, err)
 	}
 	task := ""
 	for _, e := range events {
@@ -239,11 +246,93 @@ func (n *Node) parentTask(ctx context.Context, key messages.EffectKey) (*message
 		}
 		p, err := e.Decode()
 		if err != nil {
-			return nil, fmt.Errorf("delegate: the parent's task: %w", err)
+			return nil, nil, fmt.Errorf("delegate: the parent's task: %w", err)
 		}
-		return p.(*messages.TaskSubmitted), nil
+		return p.(*messages.TaskSubmitted), events, nil
 	}
-	return nil, fmt.Errorf("delegate: call %s is no tool call of a session's task: a sub-agent is delegated to by an agent, not called directly", key)
+	return nil, nil, fmt.Errorf("delegate: call %s is no tool call of a session's task: a sub-agent is delegated to by an agent, not called directly", key)
+}
+
+// childBudget is the token budget of the child that the delegate call keyed key
+// starts, when the parent's task has one (its own, else its agent's): what is left
+// of it at the call (less the tokens of the parent's model calls and of its earlier
+// sub-agents, recorded before the call), shared equally by the delegate calls
+// requested with this one (the model's reply's, or a team's fan-out: they run side
+// by side), and no more than the
+// child's agent's own budget. 0 when the parent has none: the child runs under its
+// agent's. It follows from the parent's events before the call alone, so a call
+// performed again computes the same; the child's task records it.
+func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, parent *messages.TaskSubmitted, childAgent string) (int, error) {
+	budget := parent.MaxTokens
+	if budget == 0 {
+		budget = n.agentBudget(parent.Agent)
+	}
+	if budget == 0 {
+		return 0, nil
+	}
+	var (
+		used, inReply, recorded int
+		taskID, cause           string
+	)
+	for _, e := range events {
+		if e.Seq == key.Seq {
+			taskID, cause = e.CorrelationID, e.CausationID
+		}
+	}
+	for _, e := range events {
+		if e.CorrelationID != taskID {
+			continue
+		}
+		switch {
+		case e.Type == messages.TypeToolCallRequested && e.CausationID == cause:
+		case e.Seq < key.Seq && (e.Type == messages.TypeModelResponded || e.Type == messages.TypeToolCallCompleted):
+		default:
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			return 0, fmt.Errorf("delegate: the parent's event %d: %w", e.Seq, err)
+		}
+		switch p := p.(type) {
+		case *messages.ModelResponded:
+			used += p.Usage.Tokens()
+			if e.ID == cause {
+				for _, c := range p.Message.ToolCalls {
+					if c.Name == DelegateTool {
+						inReply++
+					}
+				}
+			}
+		case *messages.ToolCallCompleted:
+			used += p.Usage.Tokens()
+		case *messages.ToolCallRequested:
+			if p.Tool == DelegateTool {
+				recorded++
+			}
+		}
+	}
+	left := budget - used
+	if left <= 0 {
+		return 0, fmt.Errorf("delegate: the task's token budget of %d is spent (%d tokens used): no sub-agent can start", budget, used)
+	}
+	// The calls side by side: those the model's reply requested, or those a
+	// paradigm (a team's fan-out) requested at once, as recorded.
+	share := max(left/max(inReply, recorded, 1), 1)
+	if own := n.agentBudget(childAgent); own > 0 {
+		share = min(share, own)
+	}
+	return share, nil
+}
+
+// agentBudget is the token budget of the tasks of agent that set none: an agents
+// file's agent's own, else the default agent's; 0 for none.
+func (n *Node) agentBudget(agent string) int {
+	for _, a := range n.cfg.Agents {
+		if a.Name == agent {
+			return cmp.Or(a.MaxTokens, n.cfg.MaxTokens)
+		}
+	}
+	return n.cfg.MaxTokens
 }
 
 // awaitChild waits for the end of the child's task taskID, from the child's live
@@ -267,6 +356,7 @@ func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, li
 			if err != nil {
 				return "", fmt.Errorf("delegate: child session %s: %w", childID, err)
 			}
+			reportChildUsage(ctx, p)
 			return childOutcome(agent, childID, p)
 		case <-check.C:
 			p, err := n.childEnd(ctx, childID, taskID)
@@ -274,6 +364,7 @@ func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, li
 			case err != nil && ctx.Err() == nil:
 				n.cfg.Logger.Warn("delegate: read the child session", "session", childID, "err", err)
 			case p != nil:
+				reportChildUsage(ctx, p)
 				return childOutcome(agent, childID, p)
 			}
 			check.Reset(poll)
@@ -298,6 +389,18 @@ func (n *Node) childEnd(ctx context.Context, childID, taskID string) (messages.P
 		}
 	}
 	return nil, nil
+}
+
+// reportChildUsage reports what the child whose task p ended spent, its own model
+// calls and its sub-agents', as the delegate call's (tools.ReportUsage): it counts
+// against the parent task's budget.
+func reportChildUsage(ctx context.Context, p messages.Payload) {
+	switch p := p.(type) {
+	case *messages.TaskCompleted:
+		tools.ReportUsage(ctx, p.Usage.Add(p.SubAgentsUsage))
+	case *messages.TaskFailed:
+		tools.ReportUsage(ctx, p.Usage.Add(p.SubAgentsUsage))
+	}
 }
 
 // childOutcome is the delegate call's answer for the event that ended its child's

@@ -23,6 +23,7 @@ type FuncTool struct {
 	limits      CallLimits
 	sideEffects bool
 	source      string
+	modelUsage  bool
 }
 
 var (
@@ -41,6 +42,7 @@ type funcOptions struct {
 	limits      CallLimits
 	sideEffects bool
 	source      string
+	modelUsage  bool
 }
 
 // WithSchema replaces the schema derived from the argument type by one written by
@@ -70,6 +72,10 @@ func WithMaxArguments(n int) Option { return func(o *funcOptions) { o.limits.Max
 // WithSideEffects says whether the function changes the world (default true: a
 // function that only reads should say WithSideEffects(false)).
 func WithSideEffects(b bool) Option { return func(o *funcOptions) { o.sideEffects = b } }
+
+// WithModelUsage says that the tool's calls may spend model tokens on the task's
+// behalf and report them (ReportUsage), as a sub-agent does (SpendsModelTokens).
+func WithModelUsage() Option { return func(o *funcOptions) { o.modelUsage = true } }
 
 // WithSource sets the tool's source (Sourced), e.g. "skill:pdf"; default "builtin".
 func WithSource(s string) Option { return func(o *funcOptions) { o.source = s } }
@@ -128,6 +134,7 @@ func Func[A, R any](name, description string, fn func(context.Context, A) (R, er
 		limits:      o.limits,
 		sideEffects: o.sideEffects,
 		source:      o.source,
+		modelUsage:  o.modelUsage,
 	}
 	t.call = func(ctx context.Context, tool string, raw []byte) (string, error) {
 		var args A
@@ -185,6 +192,9 @@ func (t *FuncTool) Limits() CallLimits { return t.limits }
 
 // SideEffects implements Effectful.
 func (t *FuncTool) SideEffects() bool { return t.sideEffects }
+
+// SpendsModelTokens implements ModelSpender.
+func (t *FuncTool) SpendsModelTokens() bool { return t.modelUsage }
 
 // Source implements Sourced.
 func (t *FuncTool) Source() string {

@@ -3,6 +3,7 @@ package tools
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/troupe-run/troupe/messages"
@@ -48,6 +49,55 @@ func WithCallKey(ctx context.Context, key string) context.Context {
 func CallKey(ctx context.Context) string {
 	k, _ := ctx.Value(callKeyContext{}).(string)
 	return k
+}
+
+// usageContext is the context key of WithUsageReport.
+type usageContext struct{}
+
+// usageSink is what ReportUsage adds to: a call's tools may report from several
+// goroutines.
+type usageSink struct {
+	mu sync.Mutex
+	u  messages.Usage
+}
+
+// ModelSpender is implemented by a tool whose calls may spend model tokens on the
+// task's behalf (a sub-agent) and report them with ReportUsage: the performer reads
+// the report of such a tool's calls only (WithUsageReport), which costs the others
+// nothing.
+type ModelSpender interface {
+	SpendsModelTokens() bool
+}
+
+// SpendsModelTokens reports whether t says its calls may report model usage.
+func SpendsModelTokens(t Tool) bool {
+	s, ok := t.(ModelSpender)
+	return ok && s.SpendsModelTokens()
+}
+
+// WithUsageReport returns ctx, for one call of a tool, and a func that returns what
+// the call reported with ReportUsage: the model tokens it spent on the task's
+// behalf, such as a sub-agent's, which count against the task's token budget. Read
+// it once the call returned.
+func WithUsageReport(ctx context.Context) (context.Context, func() messages.Usage) {
+	s := &usageSink{}
+	return context.WithValue(ctx, usageContext{}, s), func() messages.Usage {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.u
+	}
+}
+
+// ReportUsage adds u to what the call ctx runs spent on models (WithUsageReport). A
+// call run without a report (a test, a chain's inner step) drops it.
+func ReportUsage(ctx context.Context, u messages.Usage) {
+	s, _ := ctx.Value(usageContext{}).(*usageSink)
+	if s == nil || u.IsZero() {
+		return
+	}
+	s.mu.Lock()
+	s.u = s.u.Add(u)
+	s.mu.Unlock()
 }
 
 // ErrInvalidArguments marks an error caused by the model's arguments (not retryable).
