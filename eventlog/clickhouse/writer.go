@@ -50,6 +50,14 @@ func (r *appendReq) epoch() uint64 {
 	return r.lease.Epoch
 }
 
+// partition is the partition of r's lease, -1 without one.
+func (r *appendReq) partition() int64 {
+	if r.lease == nil {
+		return -1
+	}
+	return int64(r.lease.Partition)
+}
+
 // position is an event's place in the log.
 type position struct {
 	session string
@@ -441,11 +449,13 @@ type decision struct {
 	claims []claim
 }
 
-// row is one event to insert, under epoch.
+// row is one event to insert, under epoch, with the partition of its lease (-1
+// without one: schema/0010_stale_rows.sql).
 type row struct {
-	e       *messages.Envelope
-	payload string
-	epoch   uint64
+	e         *messages.Envelope
+	payload   string
+	epoch     uint64
+	partition int64
 }
 
 // claim is an event an accepted request holds: at its position, under its epoch.
@@ -481,7 +491,7 @@ func decide(reqs []*appendReq, stored *storedEvents, retry bool) decision {
 				continue // an earlier request of the group has the same event
 			}
 			if !stored.has(e, epoch, r.lease != nil) || retry {
-				d.rows = append(d.rows, row{e, r.payloads[j], epoch})
+				d.rows = append(d.rows, row{e, r.payloads[j], epoch, r.partition()})
 				inserted[c] = true
 			}
 			d.claims = append(d.claims, c)
@@ -565,6 +575,9 @@ func (l *Log) confirmAndFinish(ctx context.Context, group []*appendReq, d decisi
 // current when it landed, so the next owner, which takes the partition before it
 // reads, folds these rows: AppendLeased returns nil only for such a batch.
 func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
+	if l.beforeConfirm != nil {
+		l.beforeConfirm()
+	}
 	var partitions []string
 	for i, r := range reqs {
 		if r.lease != nil && d.errs[i] == nil {
@@ -615,10 +628,13 @@ func rowsOf(rows []row, r *appendReq) []row {
 const fencedAttempts = 5
 
 // recordFenced lists in fenced_events the rows of batches that confirm failed
-// with ErrFenced: they landed after another node took their partition, and the
-// aggregates count them (see schema/0009_fenced_events.sql). It retries while
+// with ErrFenced: they may have landed after another node took their partition,
+// and the aggregates count them (see schema/0009_fenced_events.sql). The server
+// listed those that landed after it already (fenced_events_mv,
+// schema/0010_stale_rows.sql), unless the INSERT was cut off before it wrote the
+// view; this adds them, and the rows that landed just before. It retries while
 // ClickHouse fails with an error that may pass, a few times; a list it could not
-// write is logged, and those sessions may list with a stale owner's status.
+// write is logged.
 func (l *Log) recordFenced(ctx context.Context, rows []row) {
 	var err error
 	for attempt := range fencedAttempts {
@@ -989,7 +1005,7 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 }
 
 // insertQuery names its columns: ClickHouse 18.16 needs the list for batch inserts.
-const insertQuery = "INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)"
+const insertQuery = "INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch, lease_partition)"
 
 // insert writes rows with one INSERT, column by column.
 func (l *Log) insert(ctx context.Context, rows []row) (err error) {
@@ -1001,12 +1017,13 @@ func (l *Log) insert(ctx context.Context, rows []row) (err error) {
 		versions = make([]int64, n)
 		tss      = make([]int64, n)
 		epochs   = make([]uint64, n)
+		parts    = make([]int64, n)
 	)
 	for i, r := range rows {
 		e := r.e
 		sessions[i], seqs[i], ids[i], types[i] = e.SessionID, e.Seq, e.ID, string(e.Type)
 		versions[i], causes[i], corrs[i] = int64(e.Version), e.CausationID, e.CorrelationID
-		tss[i], actors[i], payloads[i], epochs[i] = e.TS, e.Actor, r.payload, r.epoch
+		tss[i], actors[i], payloads[i], epochs[i], parts[i] = e.TS, e.Actor, r.payload, r.epoch, r.partition
 	}
 	b, err := l.conn.PrepareBatch(ctx, insertQuery)
 	if err != nil {
@@ -1017,7 +1034,7 @@ func (l *Log) insert(ctx context.Context, rows []row) (err error) {
 			err = fmt.Errorf("eventlog/clickhouse: append: %w", cerr)
 		}
 	}()
-	for i, col := range []any{sessions, seqs, ids, types, versions, causes, corrs, tss, actors, payloads, epochs} {
+	for i, col := range []any{sessions, seqs, ids, types, versions, causes, corrs, tss, actors, payloads, epochs, parts} {
 		if err := b.Column(i).Append(col); err != nil {
 			return fmt.Errorf("eventlog/clickhouse: append: column %d: %w", i, err)
 		}
