@@ -49,8 +49,13 @@ type Log struct {
 
 	// beforeInsert, set by tests only, runs before each INSERT of events, and
 	// beforeConfirm after each INSERT of leased events, before their leases are
-	// confirmed.
+	// confirmed. cutInsert, set by tests only, runs before each INSERT of events
+	// too: if it returns an error, the INSERT is not sent and the attempt fails
+	// with it, as one cut off does (the hook writes what the cut one wrote).
 	beforeInsert, beforeConfirm func()
+	cutInsert                   func([]row) error
+
+	repairs sync.WaitGroup // repairCut's
 }
 
 var (

@@ -171,6 +171,22 @@
 // row twice until its parts merge (FINAL, or OPTIMIZE … FINAL, shows the
 // collapsed state).
 //
+// An INSERT writes the events table first and then, one after the other, the
+// tables that the materialized views fill (event_ids, the session summaries,
+// open_tasks, fenced_events); one cut off in between (the server stopped or
+// failed, or the writer stopped an attempt whose callers all gave up) leaves
+// events that those tables lack. A retried attempt inserts all its events again,
+// also those found stored, so that the tables get their rows. An attempt that is
+// not retried, because its callers gave up, is completed in the background: the
+// writer looks its events up and inserts again those that landed (see dropCut),
+// unless their lease is no longer current. What stays missing after that — the
+// writer's process died first, the repair failed, or the lease was taken — is
+// missing for good: a caller appending the batch again finds its events stored
+// and skips them. Read, which reads the events table, returns such events; the
+// listings miss them (a session not listed, or listed with fewer events), the
+// conflict check misses an unconventional ID that event_ids lacks, and a stale
+// owner's row that fenced_events lacks counts as valid.
+//
 // # Schema
 //
 // Open creates Config.Database and applies the numbered files of schema/ that

@@ -154,6 +154,7 @@ func (l *Log) runWriter(ctx context.Context) {
 	defer close(l.writerDone)
 	var confirming sync.WaitGroup // groups whose leases are being confirmed
 	defer confirming.Wait()
+	defer l.repairs.Wait()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var (
@@ -333,7 +334,7 @@ func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
 		live      = group
 	)
 	for {
-		if live = l.dropAbandoned(live, true); len(live) == 0 {
+		if live = l.dropCut(ctx, live); len(live) == 0 {
 			return // every caller gave up: the attempt may have been cut short for that
 		}
 		if ctx.Err() != nil { // Close gave up waiting
@@ -366,7 +367,7 @@ func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
 		case <-ctx.Done():
 			timer.Stop()
 		}
-		if live = l.dropAbandoned(live, true); len(live) == 0 {
+		if live = l.dropCut(ctx, live); len(live) == 0 {
 			return
 		}
 		var d decision
@@ -405,6 +406,76 @@ func (l *Log) dropAbandoned(reqs []*appendReq, tried bool) []*appendReq {
 		live = append(live, r)
 	}
 	return live
+}
+
+// dropCut is dropAbandoned after a failed attempt to write reqs, and has the
+// events of the requests it drops that landed completed (repairCut): the attempt
+// may have been cut off after its INSERT wrote the events table and before it
+// wrote the tables that the materialized views fill (the server writes an
+// INSERT's views after its table: a server that stops or fails in between, an
+// attempt stopped once every caller gave up). The requests that are retried are
+// inserted again whole (see decide); the dropped ones are not, and a caller that
+// appends its batch again finds its events stored and skips them, so without the
+// repair those tables would never get their rows: the session summaries and
+// open_tasks would miss them (a running session not listed, so never resumed),
+// and event_ids an unconventional ID (a conflict not detected).
+func (l *Log) dropCut(ctx context.Context, reqs []*appendReq) []*appendReq {
+	live := l.dropAbandoned(reqs, true)
+	if len(live) == len(reqs) {
+		return live
+	}
+	var gone []*appendReq
+	for _, r := range reqs {
+		if !slices.Contains(live, r) {
+			gone = append(gone, r)
+		}
+	}
+	l.repairCut(ctx, gone)
+	return live
+}
+
+// repairCut looks up the events of requests whose callers gave up after an
+// attempt to write them failed, and inserts again, in the background, those it
+// finds stored: their copies collapse in the events table and the tables that
+// count distinct seqs, and the tables the views fill get the rows a cut INSERT
+// left out of them. It leaves alone the requests whose lease is no longer
+// current: inserted again, their rows would be listed in fenced_events
+// (schema/0010_stale_rows.sql), and hidden, though they may have landed while
+// the lease was current. A repair that fails is logged; what it would have
+// added stays missing (see the package doc).
+func (l *Log) repairCut(ctx context.Context, reqs []*appendReq) {
+	l.repairs.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+		defer cancel()
+		stored, err := l.lookup(ctx, reqs)
+		if err != nil {
+			l.cfg.Logger.Warn("eventlog/clickhouse: could not look up the events of an attempt cut off after its callers gave up; the listings may miss those that landed",
+				"appends", len(reqs), "err", err)
+			return
+		}
+		var rows []row
+		for _, r := range reqs {
+			epoch, leased := r.epoch(), r.lease != nil
+			if leased && stored.current[r.lease.Partition] != epoch {
+				continue
+			}
+			for j := range r.events {
+				e := &r.events[j]
+				if ids, _ := stored.holders(position{e.SessionID, e.Seq}, epoch, leased); slices.Contains(ids, e.ID) {
+					rows = append(rows, row{e, r.payloads[j], epoch, r.partition()})
+				}
+			}
+		}
+		if len(rows) == 0 {
+			return
+		}
+		if err := l.insert(ctx, rows); err != nil {
+			l.cfg.Logger.Warn("eventlog/clickhouse: could not complete the write of events an attempt cut off after its callers gave up; the listings may miss them",
+				"events", len(rows), "err", err)
+			return
+		}
+		l.cfg.Logger.Info("eventlog/clickhouse: completed the write of events an attempt cut off after its callers gave up", "events", len(rows))
+	})
 }
 
 // backoff returns the wait before retry attempt+1.
@@ -517,6 +588,11 @@ func (l *Log) insertRows(ctx context.Context, group []*appendReq, rows []row) er
 	}
 	ctx, cancel := attemptCtx(ctx, l.cfg.QueryTimeout, group)
 	defer cancel()
+	if l.cutInsert != nil {
+		if err := l.cutInsert(rows); err != nil {
+			return err
+		}
+	}
 	return l.insert(ctx, rows)
 }
 
