@@ -118,7 +118,11 @@
 // finds its batch fenced after its INSERT lists the batch's rows too, which adds
 // those of an INSERT that landed just before the takeover (its writer is fenced
 // all the same) and those of an INSERT cut off between the events table and the
-// view's table.
+// view's table. Rows that landed before the takeover are also listed when a copy
+// of them lands after it (an attempt retried, or completed by dropCut, whose
+// lookup found the lease still current): a copy has its row's key. Either way
+// such rows are hidden only where no owner wrote after them (see below), and a
+// writer still waiting for them is told ErrFenced.
 //
 // Read leaves out the rows fenced_events lists at the end of a session, those no
 // owner wrote after: the new owner may have read the session before they landed,
