@@ -222,6 +222,16 @@ func TestStaleRowsOfAWriterThatDied(t *testing.T) {
 	if s, ok := listed(t, ctx, c, eventlog.Filter{}); s != messages.StatusRunning {
 		t.Errorf("the general listing has the session %q (listed: %v); want running", s, ok)
 	}
+	// Node c records session t's task, which node a never confirmed (nor
+	// committed on the bus): its own event at seq 1 is the session's.
+	task := sessionEvent(t, 1, "t/1", &messages.TaskSubmitted{Input: "y", Agent: "ghost"})
+	task.ID, task.SessionID, task.Actor = "t/1", "t", "c"
+	if err := c.AppendLeased(ctx, eventlog.Lease{Partition: 1, Epoch: ec}, []messages.Envelope{task}); err != nil {
+		t.Fatal(err)
+	}
+	if events, err := c.Read(ctx, "t", 1); err != nil || len(events) != 1 || events[0].Actor != "c" {
+		t.Fatalf("Read of session t = %+v (%v); want node c's task", events, err)
+	}
 
 	// Node a wakes: its lease is no longer current.
 	wake()
