@@ -47,8 +47,15 @@ type Log struct {
 		appends, inserts, events, retries, failures, waits atomic.Uint64
 	}
 
-	// beforeInsert, set by tests only, runs before each INSERT of events.
-	beforeInsert func()
+	// beforeInsert, set by tests only, runs before each INSERT of events, and
+	// beforeConfirm after each INSERT of leased events, before their leases are
+	// confirmed. cutInsert, set by tests only, runs before each INSERT of events
+	// too: if it returns an error, the INSERT is not sent and the attempt fails
+	// with it, as one cut off does (the hook writes what the cut one wrote).
+	beforeInsert, beforeConfirm func()
+	cutInsert                   func([]row) error
+
+	repairs sync.WaitGroup // repairCut's
 }
 
 var (
@@ -501,12 +508,15 @@ func (l *Log) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.Sessi
 	var closed []string // open_tasks holds them, though they ended or are no session
 	kept := infos[:0]
 	for _, i := range infos {
+		gone := false // every event of the session is a stale owner's
 		if s, ok := folds[i.ID]; ok {
-			i.Status = s.status
+			i.Status, i.Events, i.Steps, i.LastSeq = s.status, s.events, s.steps, s.lastSeq
+			gone = s.events == 0
 		}
 		switch {
-		case open && (i.Status != messages.StatusRunning || !eventlog.IsSession(i.ID)):
+		case open && (gone || i.Status != messages.StatusRunning || !eventlog.IsSession(i.ID)):
 			closed = append(closed, i.ID)
+		case gone:
 		case f.Status == "" || i.Status == f.Status:
 			kept = append(kept, i)
 		}
@@ -639,17 +649,20 @@ func suspect(latest string, tasks, ended uint64) bool {
 }
 
 // statusQuery reads what statuses needs of the sessions' events: their seqs and
-// epochs, the type of the task.* ones, their task (an end's correlation ID, or the
+// epochs, the type of the task.* and model.requested ones, their task (an end's correlation ID, or the
 // event's ID), and whether fenced_events lists them. Each IN list has one
 // bound parameter (?) per session.
-const statusQuery = `SELECT session_id, seq, epoch, if(type IN ('task.submitted', 'task.completed', 'task.failed'), type, ''),
+const statusQuery = `SELECT session_id, seq, epoch, if(type IN ('task.submitted', 'task.completed', 'task.failed', 'model.requested'), type, ''),
 	if(type IN ('task.completed', 'task.failed'), correlation_id, id),
 	(session_id, seq, epoch) IN (SELECT session_id, seq, epoch FROM fenced_events WHERE session_id IN (%[1]s))
 FROM events WHERE session_id IN (%[1]s) ORDER BY session_id, seq, epoch DESC`
 
-// fold is what statuses derives of a session's events.
+// fold is what statuses derives of a session's events: its status, and the
+// number of its events and steps and its last seq, as Read returns them.
 type fold struct {
-	status string
+	status        string
+	events, steps int
+	lastSeq       uint64
 	// ended holds the tasks (correlation IDs) whose end Read returns, and stale the
 	// rows of task.submitted events that fenced_events lists and Read leaves out,
 	// by task (event ID).
@@ -659,6 +672,7 @@ type fold struct {
 
 // foldRow is an event that statuses folds.
 type foldRow struct {
+	seq       uint64
 	typ, task string
 	fenced    bool
 }
@@ -698,7 +712,7 @@ func (l *Log) statuses(ctx context.Context, ids []string) (map[string]*fold, err
 			c = &session{fold: fold{ended: map[string]bool{}, stale: map[string]int64{}}}
 			sessions[id] = c
 		}
-		r := foldRow{typ, task, fenced != 0}
+		r := foldRow{seq, typ, task, fenced != 0}
 		if (c.any && seq == c.seq) || eventlog.Superseded(epoch, c.before) {
 			// A lower epoch's row, or a copy, at a seq counted already, or a
 			// stale owner's event that Read hides.
@@ -727,7 +741,12 @@ func (l *Log) statuses(ctx context.Context, ids []string) (map[string]*fold, err
 				c.stale[r.task]++
 			}
 		}
+		c.events = kept
 		for _, r := range c.rows[:kept] {
+			c.lastSeq = r.seq
+			if r.typ == string(messages.TypeModelRequested) {
+				c.steps++
+			}
 			status, ok := eventlog.TaskStatus(messages.Type(r.typ))
 			switch {
 			case !ok:

@@ -100,29 +100,54 @@
 // and issuing its effects, and AppendLeased returns nil only for a batch the next
 // owner folds.
 //
-// Stale rows still reach the aggregates, which do not look at epochs: the
-// sessions summaries (a stale event past the new owner's last seq counts in events
-// and last_seq), open_tasks, and the analytics views, which take any event at a
-// seq. The status must not follow them: a stale task.failed or task.completed
-// would end, in the summaries and in open_tasks, a session that its new owner
-// still runs, and if that owner died too, the next one would not find it among
-// the running sessions and never resume it; a stale task.submitted would keep a
-// session whose tasks all ended running, resumed at every start. So the writer
-// that finds a batch fenced after its INSERT lists the batch's rows in table
-// fenced_events. Read leaves out the rows it lists at the end of a session, those
-// no owner wrote after: the new owner may have read the session before they
-// landed, and then its successor must not fold them either (a stale task.failed
-// that the new owner never saw would end the session for good). A listed row that
-// another owner's events follow was read by that owner, and stays. Sessions reads
-// the status of every session that fenced_events lists from its events, as Read
-// sees them (statuses), and the running listing reads, besides the sessions
-// open_tasks holds, those that fenced_events lists and no listing found ended yet
-// (settled). It does the same
-// for a session whose latest task ended but whose summary counts more tasks than
-// ended ones (a stale task.submitted that a fenced writer could not list). What
-// fenced_events misses is a batch whose writer died between its INSERT and the
-// confirmation, or could not confirm it: its rows count as the rows of a writer
-// that was not fenced.
+// Stale rows still reach the aggregates that materialized views fill, which do
+// not look at epochs: the sessions summaries (a stale event past the new owner's
+// last seq counts in events and last_seq) and open_tasks. The status must not
+// follow them: a stale task.failed or task.completed would end, in the summaries
+// and in open_tasks, a session that its new owner still runs, and if that owner
+// died too, the next one would not find it among the running sessions and never
+// resume it; a stale task.submitted would keep a session whose tasks all ended
+// running, resumed at every start. So table fenced_events lists the stale rows.
+// The server lists them itself, as it processes each INSERT (a materialized view,
+// schema/0010_stale_rows.sql): the rows whose epoch is not the current epoch of
+// the partition of their lease (a column of events), without the stale writer's
+// help, since it may die, be killed or lose its connection right after its
+// INSERT. A row the view lists landed after Own recorded the new epoch, which Own
+// does before its taker reads anything, so the new owner may not have read it; a
+// row it does not list landed before, and the new owner folds it. The writer that
+// finds its batch fenced after its INSERT lists the batch's rows too, which adds
+// those of an INSERT that landed just before the takeover (its writer is fenced
+// all the same) and those of an INSERT cut off between the events table and the
+// view's table. Rows that landed before the takeover are also listed when a copy
+// of them lands after it (an attempt retried, or completed by dropCut, whose
+// lookup found the lease still current): a copy has its row's key. Either way
+// such rows are hidden only where no owner wrote after them (see below), and a
+// writer still waiting for them is told ErrFenced.
+//
+// Read leaves out the rows fenced_events lists at the end of a session, those no
+// owner wrote after: the new owner may have read the session before they landed,
+// and then its successor must not fold them either (a stale task.failed that the
+// new owner never saw would end the session for good). A listed row that another
+// owner's events follow was read by that owner, and stays. Sessions reads the
+// status, events, steps and last seq of every session that fenced_events lists
+// from its events, as Read sees them (statuses), and leaves out a session none of
+// whose events Read returns (a stale owner's first task); the running listing
+// reads, besides the sessions open_tasks holds, those that fenced_events lists
+// and no listing found ended yet (settled). It does the same for a session whose
+// latest task ended but whose summary counts more tasks than ended ones (a stale
+// task.submitted that fenced_events does not list). Report and the analytics
+// views (model_usage, tool_usage, session_outcomes, memory_ops, session_agents)
+// count, at each (session, seq), the row of the highest epoch, and no row that
+// fenced_events lists, not even one that Read keeps because another owner wrote
+// after it.
+//
+// What fenced_events misses: a stale row whose INSERT was cut off after the server
+// wrote it into events but before it wrote the view's rows, if its writer could
+// not confirm the batch either; a stale row written by a build before schema 10
+// (its lease's partition is not stored) whose writer did not confirm it; and, for
+// a moment, a row the server has written into events and not yet listed (it
+// writes an INSERT's views after its table). Such rows count as the rows of a
+// writer that was not fenced.
 //
 // # Claims
 //
@@ -150,6 +175,22 @@
 // row twice until its parts merge (FINAL, or OPTIMIZE … FINAL, shows the
 // collapsed state).
 //
+// An INSERT writes the events table first and then, one after the other, the
+// tables that the materialized views fill (event_ids, the session summaries,
+// open_tasks, fenced_events); one cut off in between (the server stopped or
+// failed, or the writer stopped an attempt whose callers all gave up) leaves
+// events that those tables lack. A retried attempt inserts all its events again,
+// also those found stored, so that the tables get their rows. An attempt that is
+// not retried, because its callers gave up, is completed in the background: the
+// writer looks its events up and inserts again those that landed (see dropCut),
+// unless their lease is no longer current. What stays missing after that — the
+// writer's process died first, the repair failed, or the lease was taken — is
+// missing for good: a caller appending the batch again finds its events stored
+// and skips them. Read, which reads the events table, returns such events; the
+// listings miss them (a session not listed, or listed with fewer events), the
+// conflict check misses an unconventional ID that event_ids lacks, and a stale
+// owner's row that fenced_events lacks counts as valid.
+//
 // # Schema
 //
 // Open creates Config.Database and applies the numbered files of schema/ that
@@ -163,7 +204,10 @@
 //	SELECT visitParamExtractString(payload, 'model'), count()
 //	FROM events FINAL WHERE type = 'model.requested' GROUP BY 1
 //
-// Table events holds one row per event, ordered by (session_id, seq, epoch). Table
+// (which also counts a stale owner's rows: the analytics views of
+// schema/0010_stale_rows.sql show how to leave them out). Table events holds one
+// row per event, ordered by (session_id, seq, epoch), with the partition of the
+// lease it was appended under. Table
 // event_ids lists the events whose ID is not "<session_id>/<seq>" (the IDs
 // session actors give), ordered by ID, for the conflict check. Table sessions
 // holds per-session aggregate states (distinct events and steps, last seq,

@@ -214,7 +214,7 @@ func TestMigrationListsFencedEvents(t *testing.T) {
 	}
 	old := sessionEvent(t, 1, "old/1", &messages.TaskSubmitted{Input: "x"})
 	old.ID, old.SessionID = "old/1", "old"
-	b, err := conn.PrepareBatch(ctx, insertQuery)
+	b, err := conn.PrepareBatch(ctx, "INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,17 +9,24 @@ import (
 
 var _ eventlog.Analytics = (*Log)(nil)
 
-// deduped is the events at or after a time, one row per (session, seq) even before
-// ReplacingMergeTree merged a duplicate away, with each session's agent (that of its
-// first task; "default" when the task named none). Parameters: since, since.
+// deduped is the events at or after a time as a reader of the log folds them: one
+// row per (session, seq), that of the highest epoch, even before
+// ReplacingMergeTree merged a duplicate away, and none that fenced_events lists (a
+// stale partition owner's, see the package doc's Fencing), with each session's
+// agent (that of its first task; "default" when the task named none). The
+// analytics views of schema/0010_stale_rows.sql count the same rows.
+// Parameters: since, since.
 const deduped = `(SELECT session_id, seq, e_type AS type, e_ts AS ts, e_payload AS payload, agent FROM
-	(SELECT session_id, seq, any(type) AS e_type, any(ts) AS e_ts, any(payload) AS e_payload
-	 FROM events WHERE ts >= ? GROUP BY session_id, seq)
+	(SELECT session_id, seq, argMax(type, epoch) AS e_type, argMax(ts, epoch) AS e_ts, argMax(payload, epoch) AS e_payload
+	 FROM events WHERE ts >= ? AND ` + notFenced + ` GROUP BY session_id, seq)
 	ANY LEFT JOIN
 	(SELECT session_id, if(argMin(visitParamExtractString(payload, 'agent'), seq) = '', 'default',
 	        argMin(visitParamExtractString(payload, 'agent'), seq)) AS agent
-	 FROM events WHERE type = 'task.submitted' AND ts >= ? GROUP BY session_id)
+	 FROM events WHERE type = 'task.submitted' AND ts >= ? AND ` + notFenced + ` GROUP BY session_id)
 	USING session_id)`
+
+// notFenced keeps the rows of events that fenced_events does not list.
+const notFenced = `(session_id, seq, epoch) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)`
 
 // notNotes keeps the sessions, not the notes streams, the memory namespaces, the knowledge bases, the A2A push configs nor the dashboard's sign-ins
 // (eventlog.IsSession), with substring, which ClickHouse 18.16 has as every later

@@ -50,6 +50,14 @@ func (r *appendReq) epoch() uint64 {
 	return r.lease.Epoch
 }
 
+// partition is the partition of r's lease, -1 without one.
+func (r *appendReq) partition() int64 {
+	if r.lease == nil {
+		return -1
+	}
+	return int64(r.lease.Partition)
+}
+
 // position is an event's place in the log.
 type position struct {
 	session string
@@ -146,6 +154,7 @@ func (l *Log) runWriter(ctx context.Context) {
 	defer close(l.writerDone)
 	var confirming sync.WaitGroup // groups whose leases are being confirmed
 	defer confirming.Wait()
+	defer l.repairs.Wait()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var (
@@ -325,7 +334,7 @@ func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
 		live      = group
 	)
 	for {
-		if live = l.dropAbandoned(live, true); len(live) == 0 {
+		if live = l.dropCut(ctx, live); len(live) == 0 {
 			return // every caller gave up: the attempt may have been cut short for that
 		}
 		if ctx.Err() != nil { // Close gave up waiting
@@ -358,7 +367,7 @@ func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
 		case <-ctx.Done():
 			timer.Stop()
 		}
-		if live = l.dropAbandoned(live, true); len(live) == 0 {
+		if live = l.dropCut(ctx, live); len(live) == 0 {
 			return
 		}
 		var d decision
@@ -397,6 +406,76 @@ func (l *Log) dropAbandoned(reqs []*appendReq, tried bool) []*appendReq {
 		live = append(live, r)
 	}
 	return live
+}
+
+// dropCut is dropAbandoned after a failed attempt to write reqs, and has the
+// events of the requests it drops that landed completed (repairCut): the attempt
+// may have been cut off after its INSERT wrote the events table and before it
+// wrote the tables that the materialized views fill (the server writes an
+// INSERT's views after its table: a server that stops or fails in between, an
+// attempt stopped once every caller gave up). The requests that are retried are
+// inserted again whole (see decide); the dropped ones are not, and a caller that
+// appends its batch again finds its events stored and skips them, so without the
+// repair those tables would never get their rows: the session summaries and
+// open_tasks would miss them (a running session not listed, so never resumed),
+// and event_ids an unconventional ID (a conflict not detected).
+func (l *Log) dropCut(ctx context.Context, reqs []*appendReq) []*appendReq {
+	live := l.dropAbandoned(reqs, true)
+	if len(live) == len(reqs) {
+		return live
+	}
+	var gone []*appendReq
+	for _, r := range reqs {
+		if !slices.Contains(live, r) {
+			gone = append(gone, r)
+		}
+	}
+	l.repairCut(ctx, gone)
+	return live
+}
+
+// repairCut looks up the events of requests whose callers gave up after an
+// attempt to write them failed, and inserts again, in the background, those it
+// finds stored: their copies collapse in the events table and the tables that
+// count distinct seqs, and the tables the views fill get the rows a cut INSERT
+// left out of them. It leaves alone the requests whose lease is no longer
+// current: inserted again, their rows would be listed in fenced_events
+// (schema/0010_stale_rows.sql), and hidden, though they may have landed while
+// the lease was current. A repair that fails is logged; what it would have
+// added stays missing (see the package doc).
+func (l *Log) repairCut(ctx context.Context, reqs []*appendReq) {
+	l.repairs.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+		defer cancel()
+		stored, err := l.lookup(ctx, reqs)
+		if err != nil {
+			l.cfg.Logger.Warn("eventlog/clickhouse: could not look up the events of an attempt cut off after its callers gave up; the listings may miss those that landed",
+				"appends", len(reqs), "err", err)
+			return
+		}
+		var rows []row
+		for _, r := range reqs {
+			epoch, leased := r.epoch(), r.lease != nil
+			if leased && stored.current[r.lease.Partition] != epoch {
+				continue
+			}
+			for j := range r.events {
+				e := &r.events[j]
+				if ids, _ := stored.holders(position{e.SessionID, e.Seq}, epoch, leased); slices.Contains(ids, e.ID) {
+					rows = append(rows, row{e, r.payloads[j], epoch, r.partition()})
+				}
+			}
+		}
+		if len(rows) == 0 {
+			return
+		}
+		if err := l.insert(ctx, rows); err != nil {
+			l.cfg.Logger.Warn("eventlog/clickhouse: could not complete the write of events an attempt cut off after its callers gave up; the listings may miss them",
+				"events", len(rows), "err", err)
+			return
+		}
+		l.cfg.Logger.Info("eventlog/clickhouse: completed the write of events an attempt cut off after its callers gave up", "events", len(rows))
+	})
 }
 
 // backoff returns the wait before retry attempt+1.
@@ -441,11 +520,13 @@ type decision struct {
 	claims []claim
 }
 
-// row is one event to insert, under epoch.
+// row is one event to insert, under epoch, with the partition of its lease (-1
+// without one: schema/0010_stale_rows.sql).
 type row struct {
-	e       *messages.Envelope
-	payload string
-	epoch   uint64
+	e         *messages.Envelope
+	payload   string
+	epoch     uint64
+	partition int64
 }
 
 // claim is an event an accepted request holds: at its position, under its epoch.
@@ -481,7 +562,7 @@ func decide(reqs []*appendReq, stored *storedEvents, retry bool) decision {
 				continue // an earlier request of the group has the same event
 			}
 			if !stored.has(e, epoch, r.lease != nil) || retry {
-				d.rows = append(d.rows, row{e, r.payloads[j], epoch})
+				d.rows = append(d.rows, row{e, r.payloads[j], epoch, r.partition()})
 				inserted[c] = true
 			}
 			d.claims = append(d.claims, c)
@@ -507,6 +588,11 @@ func (l *Log) insertRows(ctx context.Context, group []*appendReq, rows []row) er
 	}
 	ctx, cancel := attemptCtx(ctx, l.cfg.QueryTimeout, group)
 	defer cancel()
+	if l.cutInsert != nil {
+		if err := l.cutInsert(rows); err != nil {
+			return err
+		}
+	}
 	return l.insert(ctx, rows)
 }
 
@@ -565,6 +651,9 @@ func (l *Log) confirmAndFinish(ctx context.Context, group []*appendReq, d decisi
 // current when it landed, so the next owner, which takes the partition before it
 // reads, folds these rows: AppendLeased returns nil only for such a batch.
 func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
+	if l.beforeConfirm != nil {
+		l.beforeConfirm()
+	}
 	var partitions []string
 	for i, r := range reqs {
 		if r.lease != nil && d.errs[i] == nil {
@@ -615,10 +704,13 @@ func rowsOf(rows []row, r *appendReq) []row {
 const fencedAttempts = 5
 
 // recordFenced lists in fenced_events the rows of batches that confirm failed
-// with ErrFenced: they landed after another node took their partition, and the
-// aggregates count them (see schema/0009_fenced_events.sql). It retries while
+// with ErrFenced: they may have landed after another node took their partition,
+// and the aggregates count them (see schema/0009_fenced_events.sql). The server
+// listed those that landed after it already (fenced_events_mv,
+// schema/0010_stale_rows.sql), unless the INSERT was cut off before it wrote the
+// view; this adds them, and the rows that landed just before. It retries while
 // ClickHouse fails with an error that may pass, a few times; a list it could not
-// write is logged, and those sessions may list with a stale owner's status.
+// write is logged.
 func (l *Log) recordFenced(ctx context.Context, rows []row) {
 	var err error
 	for attempt := range fencedAttempts {
@@ -989,7 +1081,7 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 }
 
 // insertQuery names its columns: ClickHouse 18.16 needs the list for batch inserts.
-const insertQuery = "INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch)"
+const insertQuery = "INSERT INTO events (session_id, seq, id, type, version, causation_id, correlation_id, ts, actor, payload, epoch, lease_partition)"
 
 // insert writes rows with one INSERT, column by column.
 func (l *Log) insert(ctx context.Context, rows []row) (err error) {
@@ -1001,12 +1093,13 @@ func (l *Log) insert(ctx context.Context, rows []row) (err error) {
 		versions = make([]int64, n)
 		tss      = make([]int64, n)
 		epochs   = make([]uint64, n)
+		parts    = make([]int64, n)
 	)
 	for i, r := range rows {
 		e := r.e
 		sessions[i], seqs[i], ids[i], types[i] = e.SessionID, e.Seq, e.ID, string(e.Type)
 		versions[i], causes[i], corrs[i] = int64(e.Version), e.CausationID, e.CorrelationID
-		tss[i], actors[i], payloads[i], epochs[i] = e.TS, e.Actor, r.payload, r.epoch
+		tss[i], actors[i], payloads[i], epochs[i], parts[i] = e.TS, e.Actor, r.payload, r.epoch, r.partition
 	}
 	b, err := l.conn.PrepareBatch(ctx, insertQuery)
 	if err != nil {
@@ -1017,7 +1110,7 @@ func (l *Log) insert(ctx context.Context, rows []row) (err error) {
 			err = fmt.Errorf("eventlog/clickhouse: append: %w", cerr)
 		}
 	}()
-	for i, col := range []any{sessions, seqs, ids, types, versions, causes, corrs, tss, actors, payloads, epochs} {
+	for i, col := range []any{sessions, seqs, ids, types, versions, causes, corrs, tss, actors, payloads, epochs, parts} {
 		if err := b.Column(i).Append(col); err != nil {
 			return fmt.Errorf("eventlog/clickhouse: append: column %d: %w", i, err)
 		}
