@@ -63,6 +63,11 @@ type Agent struct {
 	// messages.ReasonTokenBudget. A final answer is kept even when its own tokens
 	// crossed the budget: they are spent by then, and the answer is what they bought.
 	MaxTokens int
+	// MaxCostUSD is the cost budget, in US dollars, of a task that sets none
+	// (messages.TaskSubmitted.MaxCostUSD): the cost of its model calls
+	// (messages.Usage.CostUSD) and its sub-agents' together; 0 means none. It stops a
+	// task as MaxTokens does, with messages.ReasonCostBudget.
+	MaxCostUSD float64
 	// LoopRepeats stops a task (messages.ReasonLoop) when its model requests the same
 	// call, the same tool with the same arguments (byte-identical, or the same JSON
 	// value), for the LoopRepeats-th time: that request is not performed. 0 means

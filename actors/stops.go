@@ -16,6 +16,8 @@ import (
 //     without a final answer;
 //   - token budget (messages.ReasonTokenBudget): its model calls used its budget of
 //     prompt and completion tokens (MaxTokens);
+//   - cost budget (messages.ReasonCostBudget): its model calls cost its budget in US
+//     dollars (MaxCostUSD), as the gateway's prices say;
 //   - deadline (messages.ReasonDeadline) and cancellation (messages.ReasonCancelled);
 //   - loop detected (messages.ReasonLoop): the model requested the same tool call
 //     LoopRepeats times, or LoopStaleSteps steps in a row brought no new information.
@@ -60,9 +62,42 @@ func loopSetting(v, def int) int {
 	return v
 }
 
-// overBudget returns the TaskFailed of a task whose tokens reached its budget, or nil.
-// Its sub-agents' tokens (taskState.SubUsage) count too.
+// costBudget is the task's cost budget in US dollars: its own, else the agent's (0:
+// none).
+func (a Agent) costBudget(t *taskState) float64 {
+	if t.Spec.MaxCostUSD > 0 {
+		return t.Spec.MaxCostUSD
+	}
+	return max(a.MaxCostUSD, 0)
+}
+
+// overBudget returns the TaskFailed of a task whose tokens reached its token budget,
+// or whose cost reached its cost budget, or nil. Its sub-agents' tokens and cost
+// (taskState.SubUsage) count too.
 func (a Agent) overBudget(t *taskState) *messages.TaskFailed {
+	if f := a.overTokens(t); f != nil {
+		return f
+	}
+	return a.overCost(t)
+}
+
+// overCost returns the TaskFailed of a task whose cost reached its cost budget, or nil.
+func (a Agent) overCost(t *taskState) *messages.TaskFailed {
+	budget := a.costBudget(t)
+	own, sub := t.Usage.CostUSD, t.SubUsage.CostUSD
+	if budget == 0 || own+sub < budget {
+		return nil
+	}
+	msg := fmt.Sprintf("stopped: the task cost $%.4f without a final answer; its budget is $%.4f", own+sub, budget)
+	if sub != 0 {
+		msg = fmt.Sprintf("stopped: the task cost $%.4f ($%.4f of its own, $%.4f by its sub-agents) without a final answer; its budget is $%.4f",
+			own+sub, own, sub, budget)
+	}
+	return &messages.TaskFailed{Reason: messages.ReasonCostBudget, Error: msg, Steps: t.Steps, Usage: t.Usage}
+}
+
+// overTokens returns the TaskFailed of a task whose tokens reached its token budget, or nil.
+func (a Agent) overTokens(t *taskState) *messages.TaskFailed {
 	budget := a.tokenBudget(t)
 	used := t.Usage.Tokens() + t.SubUsage.Tokens()
 	if budget == 0 || used < budget {

@@ -414,3 +414,71 @@ func payloadsOf[P messages.Payload](t *testing.T, events []messages.Envelope) []
 type spenderTool struct{ funcTool }
 
 func (spenderTool) SpendsModelTokens() bool { return true }
+
+// A task's cost budget (the gateway's prices, as its model calls' usage records
+// them) stops it as its token budget does: before the model call after its cost,
+// with its sub-agents' cost, reached the budget; the task's own budget before its
+// agent's. Replay re-decides it.
+func TestCostBudgetStopsATask(t *testing.T) {
+	echo := funcTool{"echo", func(_ context.Context, c tools.Call) (string, error) { return c.Arguments, nil }}
+	step := func(n int) llm.ScriptStep {
+		return llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: fmt.Sprint(n), Name: "echo", Arguments: fmt.Sprintf(`{"n":%d}`, n)}},
+			Usage: messages.Usage{PromptTokens: 10, CompletionTokens: 5, CostUSD: 0.25}}
+	}
+	withBudget := func(usd float64) func(*actors.SessionDeps) {
+		return func(d *actors.SessionDeps) { d.Agent.MaxCostUSD = usd }
+	}
+
+	t.Run("the agent's budget", func(t *testing.T) {
+		// $0.25 a call: the second reply reaches $0.50, and its call is not made.
+		h := newHarness(t, harnessOpts{tools: []tools.Tool{echo}, model: script(t, step(1), step(2), step(3)), deps: withBudget(0.5)})
+		h.submit("s", "t", "go")
+		events := h.wait("s")
+		f := failure(t, events)
+		if f.Reason != messages.ReasonCostBudget || f.Steps != 2 || f.Usage.CostUSD != 0.5 {
+			t.Fatalf("failure: %+v", f)
+		}
+		if want := "stopped: the task cost $0.5000 without a final answer; its budget is $0.5000"; f.Error != want {
+			t.Errorf("error %q, want %q", f.Error, want)
+		}
+		if n := count(events, messages.TypeToolCallRequested); n != 1 {
+			t.Errorf("%d tool calls requested, want 1: %s", n, types(events))
+		}
+		agent := actors.Agent{Model: "scripted", SystemPrompt: "test", Tools: []messages.ToolSpec{echo.Spec()}, MaxCostUSD: 0.5}
+		verifyDeterministic(t, agent, events)
+	})
+
+	t.Run("the task's budget before the agent's", func(t *testing.T) {
+		h := newHarness(t, harnessOpts{tools: []tools.Tool{echo}, model: script(t, step(1), step(2), step(3)), deps: withBudget(100)})
+		h.submitTask("s", "t", &messages.TaskSubmitted{Input: "go", MaxCostUSD: 0.2})
+		f := failure(t, h.wait("s"))
+		if f.Reason != messages.ReasonCostBudget || f.Steps != 1 || !strings.Contains(f.Error, "its budget is $0.2000") {
+			t.Fatalf("failure: %+v", f)
+		}
+	})
+
+	t.Run("sub-agents' cost counts", func(t *testing.T) {
+		sub := spenderTool{funcTool{"echo", func(ctx context.Context, c tools.Call) (string, error) {
+			tools.ReportUsage(ctx, messages.Usage{PromptTokens: 1, CostUSD: 0.5})
+			return "ok", nil
+		}}}
+		h := newHarness(t, harnessOpts{tools: []tools.Tool{sub}, model: script(t, step(1), step(2), step(3)), deps: withBudget(1)})
+		h.submit("s", "t", "go")
+		f := failure(t, h.wait("s"))
+		// $0.25 + $0.50 after the first call; the second reply makes $1.00.
+		if f.Reason != messages.ReasonCostBudget || f.Steps != 2 || f.SubAgentsUsage.CostUSD != 0.5 ||
+			!strings.Contains(f.Error, "the task cost $1.0000 ($0.5000 of its own, $0.5000 by its sub-agents)") {
+			t.Fatalf("failure: %+v", f)
+		}
+	})
+
+	t.Run("no price, no stop", func(t *testing.T) {
+		free := llm.ScriptStep{ToolCalls: step(1).ToolCalls, Usage: messages.Usage{PromptTokens: 10}}
+		h := newHarness(t, harnessOpts{tools: []tools.Tool{echo}, model: script(t, free, llm.ScriptStep{Content: "done"}), deps: withBudget(0.01)})
+		h.submit("s", "t", "go")
+		events := h.wait("s")
+		if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+			t.Fatalf("ended with %s", last.Type)
+		}
+	})
+}

@@ -327,6 +327,13 @@ func (p *TaskSubmitted) appendJSON(b []byte) ([]byte, bool) {
 		b = append(b, `,"max_tokens":`...)
 		b = strconv.AppendInt(b, int64(p.MaxTokens), 10)
 	}
+	if p.MaxCostUSD != 0 {
+		var ok bool
+		b = append(b, `,"max_cost_usd":`...)
+		if b, ok = appendJSONFloat(b, p.MaxCostUSD); !ok {
+			return b, false
+		}
+	}
 	if p.DeadlineUS != 0 {
 		b = append(b, `,"deadline_us":`...)
 		b = strconv.AppendInt(b, p.DeadlineUS, 10)

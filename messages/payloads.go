@@ -76,6 +76,12 @@ type TaskSubmitted struct {
 	// fails with ReasonTokenBudget; a reply that crosses it is still the answer when it
 	// is a final one. 0 means the agent's budget (none unless its agent has one).
 	MaxTokens int `json:"max_tokens,omitempty"`
+	// MaxCostUSD is the task's cost budget in US dollars: the cost of its model calls
+	// (Usage.CostUSD, from the gateway's price table) and its sub-agents' together.
+	// Once it reaches it, no model or tool call follows and the task fails with
+	// ReasonCostBudget; a final answer that crosses it is kept. 0 means the agent's
+	// budget (none unless its agent has one).
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 	// DeadlineUS is an absolute deadline in Unix microseconds; 0 means none.
 	DeadlineUS int64 `json:"deadline_us,omitempty"`
 	// ReplyTopic, when set, receives the task's result.
@@ -219,6 +225,10 @@ const (
 	// ReasonTokenBudget: the task's model calls used its token budget
 	// (TaskSubmitted.MaxTokens, or its agent's) without a final answer.
 	ReasonTokenBudget = "token_budget"
+	// ReasonCostBudget: the cost of the task's model calls (and its sub-agents')
+	// reached its cost budget (TaskSubmitted.MaxCostUSD, or its agent's) without a
+	// final answer.
+	ReasonCostBudget = "cost_budget"
 	// ReasonLoop: the task went round in circles: the model requested the same tool
 	// call (same tool, same arguments) too many times, or too many steps in a row
 	// brought no new information (every tool result was one seen before in the task).

@@ -123,6 +123,9 @@ type NamedAgent struct {
 	// MaxTokens is the token budget of its tasks that set none (Task.MaxTokens), at
 	// most MaxTokenBudget.
 	MaxTokens int
+	// MaxCostUSD is the cost budget, in US dollars, of its tasks that set none
+	// (Task.MaxCostUSD), at most MaxCostBudget.
+	MaxCostUSD float64
 	// LoopRepeats and LoopStaleSteps tune its loop detection; actors.LoopOff turns a
 	// check off.
 	LoopRepeats    int
@@ -219,8 +222,22 @@ func (a NamedAgent) validate() error {
 	if err := a.Context.ValidateFields(); err != nil { // its 0 fields are the default agent's
 		return fmt.Errorf("node: agent %q: %w", a.Name, err)
 	}
+	if err := checkCost(fmt.Sprintf("agent %q", a.Name), a.MaxCostUSD); err != nil {
+		return err
+	}
 	return checkStops(fmt.Sprintf("agent %q", a.Name), a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps)
 }
+
+// checkCost checks the cost budget of an agent (who names it in the error).
+func checkCost(who string, usd float64) error {
+	if !validCost(usd) {
+		return fmt.Errorf("node: %s: max_cost_usd must be between 0 and %g US dollars; got %g", who, float64(MaxCostBudget), usd)
+	}
+	return nil
+}
+
+// validCost reports whether usd is a cost budget: 0 (none) to MaxCostBudget.
+func validCost(usd float64) bool { return usd >= 0 && usd <= MaxCostBudget }
 
 // checkStops checks the stop conditions of an agent (who names it in the error).
 func checkStops(who string, maxTokens, loopRepeats, loopStaleSteps int) error {
@@ -364,6 +381,7 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		}
 		// Stop conditions: the agent's own, else the default agent's.
 		a.MaxTokens = cmp.Or(na.MaxTokens, a.MaxTokens)
+		a.MaxCostUSD = cmp.Or(na.MaxCostUSD, a.MaxCostUSD)
 		a.LoopRepeats = cmp.Or(na.LoopRepeats, a.LoopRepeats)
 		a.LoopStaleSteps = cmp.Or(na.LoopStaleSteps, a.LoopStaleSteps)
 		a.Context = actors.ContextOptions{Window: cmp.Or(na.Context.Window, a.Context.Window),

@@ -178,7 +178,7 @@ func (n *Node) delegate(ctx context.Context, a delegateArgs) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	env, err := n.ingress.admitChild(Task{Input: a.Task, SessionID: childID, Agent: a.Agent, MaxTokens: budget}, taskID,
+	env, err := n.ingress.admitChild(Task{Input: a.Task, SessionID: childID, Agent: a.Agent, MaxTokens: budget.tokens, MaxCostUSD: budget.usd}, taskID,
 		child{parent: messages.ParentRef{SessionID: key.SessionID, Key: key.String(), Depth: depth}, deadlineUS: deadline})
 	if err != nil {
 		return "", fmt.Errorf("delegate: %w", err)
@@ -253,25 +253,30 @@ func (n *Node) parentTask(ctx context.Context, key messages.EffectKey) (*message
 	return nil, nil, fmt.Errorf("delegate: call %s is no tool call of a session's task: a sub-agent is delegated to by an agent, not called directly", key)
 }
 
-// childBudget is the token budget of the child that the delegate call keyed key
-// starts, when the parent's task has one (its own, else its agent's): what is left
-// of it at the call (less the tokens of the parent's model calls and of its earlier
-// sub-agents, recorded before the call), shared equally by the delegate calls
-// requested with this one (the model's reply's, or a team's fan-out: they run side
-// by side), and no more than the
-// child's agent's own budget. 0 when the parent has none: the child runs under its
-// agent's. It follows from the parent's events before the call alone, so a call
-// performed again computes the same; the child's task records it.
-func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, parent *messages.TaskSubmitted, childAgent string) (int, error) {
-	budget := parent.MaxTokens
-	if budget == 0 {
-		budget = n.agentBudget(parent.Agent)
-	}
-	if budget == 0 {
-		return 0, nil
+// budgets are a task's token and cost budgets (0: none, its agent's).
+type budgets struct {
+	tokens int
+	usd    float64
+}
+
+// childBudget is the token and cost budgets of the child that the delegate call
+// keyed key starts, each when the parent's task has one (its own, else its
+// agent's): what is left of it at the call (less what the parent's model calls and
+// its earlier sub-agents spent, as recorded before the call), shared equally by the
+// delegate calls requested with this one (the model's reply's, or a team's fan-out:
+// they run side by side), and no more than the child's agent's own. 0 where the
+// parent has none: the child runs under its agent's. It follows from the parent's
+// events before the call, so a call performed again computes the same; the
+// child's task records it. A budget already spent is an error: no child starts.
+func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, parent *messages.TaskSubmitted, childAgent string) (budgets, error) {
+	parentAgent := n.agentBudgets(parent.Agent)
+	budget := budgets{tokens: cmp.Or(parent.MaxTokens, parentAgent.tokens), usd: cmp.Or(parent.MaxCostUSD, parentAgent.usd)}
+	if budget == (budgets{}) {
+		return budgets{}, nil
 	}
 	var (
 		used, inReply, recorded int
+		usedUSD                 float64
 		taskID, cause           string
 	)
 	for _, e := range events {
@@ -291,11 +296,12 @@ func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, p
 		}
 		p, err := e.Decode()
 		if err != nil {
-			return 0, fmt.Errorf("delegate: the parent's event %d: %w", e.Seq, err)
+			return budgets{}, fmt.Errorf("delegate: the parent's event %d: %w", e.Seq, err)
 		}
 		switch p := p.(type) {
 		case *messages.ModelResponded:
 			used += p.Usage.Tokens()
+			usedUSD += p.Usage.CostUSD
 			if e.ID == cause {
 				for _, c := range p.Message.ToolCalls {
 					if c.Name == DelegateTool {
@@ -305,34 +311,51 @@ func (n *Node) childBudget(events []messages.Envelope, key messages.EffectKey, p
 			}
 		case *messages.ToolCallCompleted:
 			used += p.Usage.Tokens()
+			usedUSD += p.Usage.CostUSD
 		case *messages.ToolCallRequested:
 			if p.Tool == DelegateTool {
 				recorded++
 			}
 		}
 	}
-	left := budget - used
-	if left <= 0 {
-		return 0, fmt.Errorf("delegate: the task's token budget of %d is spent (%d tokens used): no sub-agent can start", budget, used)
-	}
 	// The calls side by side: those the model's reply requested, or those a
 	// paradigm (a team's fan-out) requested at once, as recorded.
-	share := max(left/max(inReply, recorded, 1), 1)
-	if own := n.agentBudget(childAgent); own > 0 {
-		share = min(share, own)
-	}
-	return share, nil
-}
-
-// agentBudget is the token budget of the tasks of agent that set none: an agents
-// file's agent's own, else the default agent's; 0 for none.
-func (n *Node) agentBudget(agent string) int {
-	for _, a := range n.cfg.Agents {
-		if a.Name == agent {
-			return cmp.Or(a.MaxTokens, n.cfg.MaxTokens)
+	ways := max(inReply, recorded, 1)
+	own := n.agentBudgets(childAgent)
+	var child budgets
+	if budget.tokens > 0 {
+		left := budget.tokens - used
+		if left <= 0 {
+			return budgets{}, fmt.Errorf("delegate: the task's token budget of %d is spent (%d tokens used): no sub-agent can start", budget.tokens, used)
+		}
+		child.tokens = max(left/ways, 1)
+		if own.tokens > 0 {
+			child.tokens = min(child.tokens, own.tokens)
 		}
 	}
-	return n.cfg.MaxTokens
+	if budget.usd > 0 {
+		left := budget.usd - usedUSD
+		if left <= 0 {
+			return budgets{}, fmt.Errorf("delegate: the task's cost budget of $%.4f is spent ($%.4f used): no sub-agent can start", budget.usd, usedUSD)
+		}
+		child.usd = left / float64(ways)
+		if own.usd > 0 {
+			child.usd = min(child.usd, own.usd)
+		}
+	}
+	return child, nil
+}
+
+// agentBudgets is the token and cost budgets of the tasks of agent that set none:
+// an agents file's agent's own, else the default agent's; 0 for none.
+func (n *Node) agentBudgets(agent string) budgets {
+	def := budgets{tokens: n.cfg.MaxTokens, usd: n.cfg.MaxCostUSD}
+	for _, a := range n.cfg.Agents {
+		if a.Name == agent {
+			return budgets{tokens: cmp.Or(a.MaxTokens, def.tokens), usd: cmp.Or(a.MaxCostUSD, def.usd)}
+		}
+	}
+	return def
 }
 
 // awaitChild waits for the end of the child's task taskID, from the child's live

@@ -115,26 +115,31 @@ func TestDelegateCallsOfOneReplyShareTheBudget(t *testing.T) {
 	for _, c := range []struct {
 		session   string
 		maxTokens int
+		maxCost   float64
 		want      [2]int
+		wantCost  [2]float64
 	}{
 		// (1,000 - 100) / 2 = 450 each; thrifty's own budget is 10.
-		{"shared", 1000, [2]int{450, 10}},
+		{"shared", 1000, 0, [2]int{450, 10}, [2]float64{}},
 		// No budget: the children's tasks set none, and run under their agents'
 		// (thrifty's 10).
-		{"unbounded", 0, [2]int{0, 0}},
+		{"unbounded", 0, 0, [2]int{0, 0}, [2]float64{}},
+		// A cost budget is shared alike (no price table here: the calls cost 0).
+		{"shared-cost", 0, 1.5, [2]int{0, 0}, [2]float64{0.75, 0.75}},
 	} {
-		parent := runAgentTask(t, n, node.Task{Input: "Ask both.", SessionID: c.session, Agent: "lead", MaxTokens: c.maxTokens})
+		parent := runAgentTask(t, n, node.Task{Input: "Ask both.", SessionID: c.session, Agent: "lead", MaxTokens: c.maxTokens, MaxCostUSD: c.maxCost})
 		var got [2]int
+		var gotCost [2]float64
 		for i, r := range payloads[*messages.ToolCallRequested](t, parent) {
 			k, err := messages.ParseEffectKey(r.Key)
 			if err != nil {
 				t.Fatal(err)
 			}
 			task, _ := childTask(t, n, node.ChildSessionID(k))
-			got[i] = task.MaxTokens
+			got[i], gotCost[i] = task.MaxTokens, task.MaxCostUSD
 		}
-		if got != c.want {
-			t.Errorf("%s: the children's budgets %v, want %v", c.session, got, c.want)
+		if got != c.want || gotCost != c.wantCost {
+			t.Errorf("%s: the children's budgets %v and $%v, want %v and $%v", c.session, got, gotCost, c.want, c.wantCost)
 		}
 	}
 }

@@ -217,7 +217,7 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 	if id == "" {
 		id = in.ids.NewID()
 	}
-	p := &messages.TaskSubmitted{Input: in.redactor.String(t.Input), Agent: t.Agent, MaxSteps: t.MaxSteps, MaxTokens: t.MaxTokens, ReplyTopic: t.ReplyTopic}
+	p := &messages.TaskSubmitted{Input: in.redactor.String(t.Input), Agent: t.Agent, MaxSteps: t.MaxSteps, MaxTokens: t.MaxTokens, MaxCostUSD: t.MaxCostUSD, ReplyTopic: t.ReplyTopic}
 	if in.memory != nil {
 		p.Memory = in.memory(t.Agent)
 	}
@@ -254,7 +254,7 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, error) {
 		return messages.Envelope{}, err
 	}
 	ts := p.(*messages.TaskSubmitted)
-	t := Task{Input: ts.Input, SessionID: env.SessionID, Agent: ts.Agent, MaxSteps: ts.MaxSteps, MaxTokens: ts.MaxTokens, ReplyTopic: ts.ReplyTopic}
+	t := Task{Input: ts.Input, SessionID: env.SessionID, Agent: ts.Agent, MaxSteps: ts.MaxSteps, MaxTokens: ts.MaxTokens, MaxCostUSD: ts.MaxCostUSD, ReplyTopic: ts.ReplyTopic}
 	if err := t.Validate(); err != nil {
 		return messages.Envelope{}, err
 	}

@@ -148,6 +148,9 @@ type Config struct {
 	// detection; actors.LoopOff turns a loop check off). A named agent without its
 	// own takes them.
 	MaxTokens, LoopRepeats, LoopStaleSteps int
+	// MaxCostUSD is the default agent's cost budget in US dollars (0: none; a named
+	// agent without its own takes it).
+	MaxCostUSD float64
 	// Context bounds what the default agent's model calls are sent: the model's
 	// window, the tokens reserved for its answer, the history considered
 	// (actors.ContextOptions; zero fields: the defaults). A named agent takes the
@@ -255,6 +258,9 @@ func (c Config) Validate() error {
 		return errors.New("node: limits and timeouts must not be negative")
 	}
 	if err := checkStops("the default agent", c.MaxTokens, c.LoopRepeats, c.LoopStaleSteps); err != nil {
+		return err
+	}
+	if err := checkCost("the default agent", c.MaxCostUSD); err != nil {
 		return err
 	}
 	if err := c.Context.Validate(); err != nil {
@@ -494,7 +500,7 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 		prompt += "\n\n" + strings.TrimSuffix(section, "\n")
 	}
 	agent := actors.Agent{Name: "default", SystemPrompt: prompt, Model: c.Model.Name(), Tools: reg.Specs(), MaxSteps: c.MaxSteps,
-		Catalog: c.ToolCatalog, MaxTokens: c.MaxTokens, LoopRepeats: c.LoopRepeats, LoopStaleSteps: c.LoopStaleSteps, Context: c.Context}
+		Catalog: c.ToolCatalog, MaxTokens: c.MaxTokens, MaxCostUSD: c.MaxCostUSD, LoopRepeats: c.LoopRepeats, LoopStaleSteps: c.LoopStaleSteps, Context: c.Context}
 	agent.Context.Compression = c.compression(c.Context.Compression, actors.Compression{})
 	if strategy != disclosure.All {
 		agent.Disclosure = d
@@ -594,6 +600,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
+	cfg.warnUnpricedCosts()
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout)}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
@@ -838,6 +845,10 @@ type Task struct {
 	// MaxTokens is the task's token budget, prompt and completion tokens together
 	// (messages.TaskSubmitted.MaxTokens), at most MaxTokenBudget; 0 means its agent's.
 	MaxTokens int `json:"max_tokens,omitempty"`
+	// MaxCostUSD is the task's cost budget in US dollars, the cost of its model calls
+	// and its sub-agents' together, as the gateway's prices say
+	// (messages.TaskSubmitted.MaxCostUSD), at most MaxCostBudget; 0 means its agent's.
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 	// DeadlineMS is a relative deadline in milliseconds from submission, at most
 	// MaxDeadline; 0 means none.
 	DeadlineMS int64 `json:"deadline_ms,omitempty"`
@@ -852,6 +863,26 @@ const MaxDeadline = 30 * 24 * time.Hour
 // MaxTokenBudget bounds a token budget: a task's (Task.MaxTokens) and an agent's
 // (NamedAgent.MaxTokens).
 const MaxTokenBudget = 100_000_000
+
+// warnUnpricedCosts logs that a cost budget is configured while the gateway has no
+// price table: every model call then costs 0, and no cost budget is ever reached.
+func (c Config) warnUnpricedCosts() {
+	if len(c.Gateway.Prices) > 0 {
+		return
+	}
+	for _, a := range c.Agents {
+		if a.MaxCostUSD > 0 {
+			c.Logger.Warn("agent " + a.Name + " has a cost budget (max_cost_usd), but the gateway has no price table (\"prices\"): its model calls cost 0, and the budget is never reached")
+		}
+	}
+	if c.MaxCostUSD > 0 {
+		c.Logger.Warn("the default agent has a cost budget (max_cost_usd), but the gateway has no price table (\"prices\"): its model calls cost 0, and the budget is never reached")
+	}
+}
+
+// MaxCostBudget bounds a cost budget in US dollars: a task's (Task.MaxCostUSD) and
+// an agent's (NamedAgent.MaxCostUSD).
+const MaxCostBudget = 1_000_000
 
 // maxTopicName is the longest topic name Kafka accepts (kafka.MaxTopicNameLength).
 const maxTopicName = 249
@@ -909,6 +940,8 @@ func (t Task) Validate() error {
 		return fmt.Errorf("%w: max_steps must be between 0 and 1000", ErrBadTask)
 	case t.MaxTokens < 0 || t.MaxTokens > MaxTokenBudget:
 		return fmt.Errorf("%w: max_tokens must be between 0 and %d (0 or left out: the agent's budget); got %d", ErrBadTask, MaxTokenBudget, t.MaxTokens)
+	case !validCost(t.MaxCostUSD):
+		return fmt.Errorf("%w: max_cost_usd must be between 0 and %d US dollars (0 or left out: the agent's budget); got %g", ErrBadTask, MaxCostBudget, t.MaxCostUSD)
 	case t.DeadlineMS < 0 || t.DeadlineMS > MaxDeadline.Milliseconds():
 		return badDeadline(strconv.FormatInt(t.DeadlineMS, 10))
 	case t.Agent != "" && !agentNamePattern.MatchString(t.Agent):

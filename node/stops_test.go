@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/gateway"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
@@ -231,5 +233,33 @@ func TestDefaultAgentStopConditions(t *testing.T) {
 	_, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), LoopRepeats: 1})
 	if err == nil || !strings.Contains(err.Error(), "the default agent: loop_repeats") {
 		t.Errorf("a node with loop_repeats 1: %v", err)
+	}
+}
+
+// A task's cost budget, by the gateway's price table, stops it with reason
+// cost_budget; a cost budget out of range, or not a number, is refused with 400.
+func TestCostBudgetThroughTheNode(t *testing.T) {
+	cfg, rec := stopsConfig(t)
+	// 100 tokens a call at $1,000 per million: $0.10 a call.
+	cfg.Gateway.Prices = map[string]gateway.Price{"scripted": {Prompt: 1000, Completion: 1000}}
+	n := nodetest.Start(t, cfg)
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	if code, out := post(t, srv.URL+"/v1/tasks", `{"input":"1+1?","session_id":"costly","max_cost_usd":0.25}`); code != http.StatusAccepted {
+		t.Fatalf("POST: %d %v", code, out)
+	}
+	r := waitDone(t, srv.URL, "costly")
+	if r.Status != messages.StatusFailed || r.Reason != messages.ReasonCostBudget ||
+		r.Error != "stopped: the task cost $0.3000 without a final answer; its budget is $0.2500" {
+		t.Fatalf("status: %+v", r)
+	}
+	if got := len(rec.take()); got != 3 {
+		t.Errorf("%d model calls, want 3", got)
+	}
+	for _, body := range []string{`{"input":"x","max_cost_usd":-1}`, `{"input":"x","max_cost_usd":1000001}`, `{"input":"x","max_cost_usd":"lots"}`, `{"input":"x","max_cost_usd":1e400}`} {
+		code, out := post(t, srv.URL+"/v1/tasks", body)
+		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out), "max_cost_usd") {
+			t.Errorf("POST %s: %d %v, want 400 naming max_cost_usd", body, code, out)
+		}
 	}
 }

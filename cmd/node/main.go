@@ -127,6 +127,10 @@ flags:
   --max-tokens N         run: the task's token budget, prompt and completion tokens
                          together (default: the agent's "max_tokens", else none); a
                          task that uses it up fails with reason token_budget
+  --max-cost-usd X       run: the task's cost budget in US dollars, by the price table
+                         ("prices"; a model without a price costs 0) (default: the
+                         agent's "max_cost_usd", else none); a task that spends it
+                         fails with reason cost_budget
   --approval-timeout D   reject a call of a tool that needs approval ("approval: required"
                          in the agents file) after it has waited this long; 0 waits for
                          ever (TROUPE_APPROVAL_TIMEOUT, "approval_timeout", default 0); an
@@ -334,6 +338,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	agentsFlag := fs.String("agents", or("TROUPE_AGENTS", fc.AgentsFile, ""), "agents file (YAML)")
 	agentName := fs.String("agent", "", "the agent that runs the task (run; default: the node's own)")
 	maxTokens := fs.Int("max-tokens", 0, "the task's token budget (run; default: the agent's)")
+	maxCost := fs.Float64("max-cost-usd", 0, "the task's cost budget in US dollars (run; default: the agent's)")
 	verbose := fs.Bool("v", false, "log at debug level")
 	streamFlag := fs.String("stream", or("TROUPE_STREAM", "", "auto"), "print streamed answers (run): auto, on or off")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -369,7 +374,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintf(stderr, "error: --max-tokens is node run's: tasks to node %s set their budget themselves (\"max_tokens\")\n", cmd)
 		return 2
 	}
-	task := node.Task{Input: fs.Arg(0), Agent: *agentName, MaxTokens: *maxTokens}
+	if *maxCost != 0 && cmd != "run" {
+		fmt.Fprintf(stderr, "error: --max-cost-usd is node run's: tasks to node %s set their budget themselves (\"max_cost_usd\")\n", cmd)
+		return 2
+	}
+	task := node.Task{Input: fs.Arg(0), Agent: *agentName, MaxTokens: *maxTokens, MaxCostUSD: *maxCost}
 	if *maxConns < 1 {
 		fmt.Fprintln(stderr, "error: --http-max-conns must be at least 1")
 		return 2

@@ -64,6 +64,8 @@ type Agent struct {
 	// MaxTokens, LoopRepeats and LoopStaleSteps are the file's stop conditions, as
 	// node.Config takes them.
 	MaxTokens, LoopRepeats, LoopStaleSteps int
+	// MaxCostUSD is the file's max_cost_usd (node.Config.MaxCostUSD).
+	MaxCostUSD float64
 	// Context is the file's context section (node.Config.Context).
 	Context actors.ContextOptions
 	// ApprovalTimeout is the file's approval_timeout (node.Config.ApprovalTimeout).
@@ -102,7 +104,7 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	}
 	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), MemoryTool: fc.Memory.ToolConfig(), KnowledgeTool: fc.Knowledge.ToolConfig(), Chains: fc.Chains,
 		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps,
-		MaxTokens: fc.MaxTokens, LoopRepeats: loopSetting(fc.LoopRepeats), LoopStaleSteps: loopSetting(fc.LoopStaleSteps),
+		MaxTokens: fc.MaxTokens, LoopRepeats: loopSetting(fc.LoopRepeats), LoopStaleSteps: loopSetting(fc.LoopStaleSteps), MaxCostUSD: fc.MaxCostUSD,
 		Context: fc.Context.Options(), ApprovalTimeout: approvalTimeout}, nil
 }
 
@@ -128,6 +130,7 @@ func (a Agent) Apply(cfg *node.Config) {
 	cfg.MemoryTool, cfg.KnowledgeTool = a.MemoryTool, a.KnowledgeTool
 	cfg.SystemPrompt, cfg.MaxSteps = a.SystemPrompt, a.MaxSteps
 	cfg.MaxTokens, cfg.LoopRepeats, cfg.LoopStaleSteps = a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps
+	cfg.MaxCostUSD = a.MaxCostUSD
 	cfg.ApprovalTimeout = a.ApprovalTimeout
 	cfg.Context = a.Context
 }

@@ -85,9 +85,10 @@ type DeclaredAgent struct {
 	ApprovalTimeout string `json:"approval_timeout,omitempty"`
 	// Stop conditions (stops.go): MaxTokens 0 is no budget; a nil loop setting is the
 	// node's default, 0 turns that check off.
-	MaxTokens      int  `json:"max_tokens,omitempty"`
-	LoopRepeats    *int `json:"loop_repeats,omitempty"`
-	LoopStaleSteps *int `json:"loop_stale_steps,omitempty"`
+	MaxTokens      int     `json:"max_tokens,omitempty"`
+	LoopRepeats    *int    `json:"loop_repeats,omitempty"`
+	LoopStaleSteps *int    `json:"loop_stale_steps,omitempty"`
+	MaxCostUSD     float64 `json:"max_cost_usd,omitempty"`
 	// Context is its context section (context.go); a zero field is the node's.
 	Context ContextFile `json:"context,omitzero"`
 	// MaxRounds, CriticPrompt and CriticModel (a model spec, resolved by
@@ -477,7 +478,7 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 				}
 				a.Tools, a.toolLines = append(a.Tools, s), append(a.toolLines, t.Line)
 			}
-		case "max_tokens", "loop_repeats", "loop_stale_steps": // stopFieldNames
+		case "max_tokens", "loop_repeats", "loop_stale_steps", "max_cost_usd": // stopFieldNames
 			err = parseStopField(path, &a, fk, fv)
 		case "context":
 			err = parseContext(path, &a, fv)
@@ -809,7 +810,7 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 	for i, a := range f.Agents {
 		na := node.NamedAgent{Name: a.Name, Description: a.Description, SystemPrompt: a.SystemPrompt,
 			Paradigm: a.Paradigm, MaxSteps: a.MaxSteps, Model: a.model, Fallbacks: a.fallbacks, MemoryNamespace: a.Memory, Knowledge: a.Knowledge,
-			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps),
+			MaxTokens: a.MaxTokens, LoopRepeats: loopSetting(a.LoopRepeats), LoopStaleSteps: loopSetting(a.LoopStaleSteps), MaxCostUSD: a.MaxCostUSD,
 			Context: a.Context.Options(), SummaryModel: a.Context.summary,
 			MaxRounds: a.MaxRounds, CriticPrompt: a.CriticPrompt, CriticModel: a.critic, LessonsNamespace: a.LessonsNamespace, Lessons: a.Lessons, Evaluate: a.Evaluate,
 			EvaluatorPrompt: a.EvaluatorPrompt}

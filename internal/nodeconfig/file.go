@@ -89,6 +89,9 @@ type File struct {
 	MaxTokens      int  `json:"max_tokens"`
 	LoopRepeats    *int `json:"loop_repeats"`
 	LoopStaleSteps *int `json:"loop_stale_steps"`
+	// MaxCostUSD is the default agent's cost budget in US dollars (0 or absent:
+	// none), as the price table (Gateway.Prices) costs its model calls.
+	MaxCostUSD float64 `json:"max_cost_usd"`
 	// Context bounds what the default agent's model calls are sent, and is the
 	// default of the named agents' context fields (context.go).
 	Context ContextFile `json:"context"`

@@ -16,12 +16,13 @@ import (
 //	    max_tokens: 20000      # the token budget of a task that sets none
 //	    loop_repeats: 3        # stop at the 3rd request of the same call; 0: never
 //	    loop_stale_steps: 4    # stop after 4 steps in a row without new results; 0: never
+//	    max_cost_usd: 0.50     # the cost budget of a task that sets none, by the price table
 //
 // Absent, a field is the node's default: no token budget, loop detection at
 // actors.DefaultLoopRepeats and actors.DefaultLoopStaleSteps.
 
 // stopFieldNames are the agent fields of stop conditions.
-var stopFieldNames = []string{"max_tokens", "loop_repeats", "loop_stale_steps"}
+var stopFieldNames = []string{"max_tokens", "loop_repeats", "loop_stale_steps", "max_cost_usd"}
 
 // maxLoopSetting bounds loop_repeats and loop_stale_steps.
 const maxLoopSetting = 1000
@@ -34,6 +35,12 @@ func parseStopField(path string, a *DeclaredAgent, k, v *yaml.Node) error {
 		return &AgentsFileError{Path: path, Line: v.Line, Msg: fmt.Sprintf("agent %q: %s %q: want %s", a.Name, k.Value, v.Value, want)}
 	}
 	switch k.Value {
+	case "max_cost_usd":
+		var usd float64
+		if v.Kind != yaml.ScalarNode || (v.Tag != "!!int" && v.Tag != "!!float") || v.Decode(&usd) != nil || !(usd > 0 && usd <= node.MaxCostBudget) {
+			return fail(fmt.Sprintf("a number of US dollars above 0, at most %d (the cost of a task's model calls, by the price table)", node.MaxCostBudget))
+		}
+		a.MaxCostUSD = usd
 	case "max_tokens":
 		if !ok || n < 1 || n > node.MaxTokenBudget {
 			return fail(fmt.Sprintf("an integer from 1 to %d (prompt and completion tokens of a task together)", node.MaxTokenBudget))
@@ -68,6 +75,9 @@ func loopSetting(n *int) int {
 // validateStops reports the configuration file's stop conditions out of range.
 func (fc File) validateStops() []error {
 	var errs []error
+	if !(fc.MaxCostUSD >= 0 && fc.MaxCostUSD <= node.MaxCostBudget) {
+		errs = append(errs, fmt.Errorf("max_cost_usd: %g is out of range: want above 0 and at most %d US dollars (0 or absent: no budget)", fc.MaxCostUSD, node.MaxCostBudget))
+	}
 	if fc.MaxTokens < 0 || fc.MaxTokens > node.MaxTokenBudget {
 		errs = append(errs, fmt.Errorf("max_tokens: %d is out of range: want 1 to %d (0 or absent: no budget)", fc.MaxTokens, node.MaxTokenBudget))
 	}

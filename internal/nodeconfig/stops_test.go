@@ -15,6 +15,7 @@ func TestParseAgentsStopConditionsAndSimple(t *testing.T) {
 	f, err := ParseAgents("agents.yaml", []byte(`agents:
   careful:
     max_tokens: 20000
+    max_cost_usd: 0.75
     loop_repeats: 5
     loop_stale_steps: 0
   plain:
@@ -40,10 +41,10 @@ func TestParseAgentsStopConditionsAndSimple(t *testing.T) {
 	}
 	na := f.NodeAgents()
 	c, p, o := na[byName["careful"]], na[byName["plain"]], na[byName["oneshot"]]
-	if c.MaxTokens != 20000 || c.LoopRepeats != 5 || c.LoopStaleSteps != actors.LoopOff {
+	if c.MaxTokens != 20000 || c.MaxCostUSD != 0.75 || c.LoopRepeats != 5 || c.LoopStaleSteps != actors.LoopOff {
 		t.Errorf("careful runs with %+v: want max_tokens 20000, loop_repeats 5, loop_stale_steps off", c)
 	}
-	if p.MaxTokens != 0 || p.LoopRepeats != 0 || p.LoopStaleSteps != 0 {
+	if p.MaxTokens != 0 || p.MaxCostUSD != 0 || p.LoopRepeats != 0 || p.LoopStaleSteps != 0 {
 		t.Errorf("plain runs with %+v: want the defaults", p)
 	}
 	if o.Paradigm != "simple" || o.Tools == nil || len(o.Tools) != 0 {
@@ -65,6 +66,12 @@ func TestParseAgentsStopConditionErrors(t *testing.T) {
 		{"max tokens too many", "agents:\n  a:\n    max_tokens: 100000001\n", 3, "from 1 to 100000000"},
 		{"max tokens string", "agents:\n  a:\n    max_tokens: lots\n", 3, `max_tokens "lots"`},
 		{"max tokens float", "agents:\n  a:\n    max_tokens: 1.5\n", 3, `max_tokens "1.5"`},
+		{"max cost zero", "agents:\n  a:\n    max_cost_usd: 0\n", 3, `max_cost_usd "0": want a number of US dollars above 0, at most 1000000`},
+		{"max cost negative", "agents:\n  a:\n    max_cost_usd: -0.5\n", 3, `max_cost_usd "-0.5"`},
+		{"max cost too much", "agents:\n  a:\n    max_cost_usd: 1e7\n", 3, `max_cost_usd "1e7"`},
+		{"max cost infinite", "agents:\n  a:\n    max_cost_usd: .inf\n", 3, `max_cost_usd ".inf"`},
+		{"max cost not a number", "agents:\n  a:\n    max_cost_usd: .nan\n", 3, `max_cost_usd ".nan"`},
+		{"max cost string", "agents:\n  a:\n    max_cost_usd: \"$5\"\n", 3, `max_cost_usd "$5"`},
 		{"loop repeats one", "agents:\n  a:\n    loop_repeats: 1\n", 3, `loop_repeats "1": want 0 (off) or an integer from 2 to 1000`},
 		{"loop repeats negative", "agents:\n  a:\n    loop_repeats: -1\n", 3, "loop_repeats"},
 		{"loop repeats list", "agents:\n  a:\n    loop_repeats: [3]\n", 3, "loop_repeats"},
@@ -99,7 +106,7 @@ func TestConfigFileStopConditions(t *testing.T) {
 		}
 		return Load(path)
 	}
-	fc, err := load(`{"max_tokens": 5000, "loop_repeats": 0, "loop_stale_steps": 6}`)
+	fc, err := load(`{"max_tokens": 5000, "loop_repeats": 0, "loop_stale_steps": 6, "max_cost_usd": 2.5}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +116,7 @@ func TestConfigFileStopConditions(t *testing.T) {
 	}
 	var cfg node.Config
 	a.Apply(&cfg)
-	if cfg.MaxTokens != 5000 || cfg.LoopRepeats != actors.LoopOff || cfg.LoopStaleSteps != 6 {
+	if cfg.MaxTokens != 5000 || cfg.MaxCostUSD != 2.5 || cfg.LoopRepeats != actors.LoopOff || cfg.LoopStaleSteps != 6 {
 		t.Errorf("config: max_tokens %d, loop_repeats %d, loop_stale_steps %d; want 5000, off, 6", cfg.MaxTokens, cfg.LoopRepeats, cfg.LoopStaleSteps)
 	}
 	fc, err = load(`{"max_steps": 5}`)
@@ -125,6 +132,9 @@ func TestConfigFileStopConditions(t *testing.T) {
 		`{"loop_repeats": 1}`:        "loop_repeats: 1 is out of range: want 0 (off) or 2 to 1000",
 		`{"loop_stale_steps": 1001}`: "loop_stale_steps: 1001 is out of range",
 		`{"max_tokens": "many"}`:     "max_tokens",
+		`{"max_cost_usd": -1}`:       "max_cost_usd: -1 is out of range",
+		`{"max_cost_usd": 2e6}`:      "max_cost_usd: 2e+06 is out of range",
+		`{"max_cost_usd": "cheap"}`:  "max_cost_usd",
 	} {
 		if _, err := load(body); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", body, err, want)
