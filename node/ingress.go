@@ -85,6 +85,9 @@ type Ingress struct {
 	// agents are the names of the agents a task may name besides "default"
 	// (Config.Agents).
 	agents []string
+	// unpriced, when set, is called for a task with a cost budget on a node whose
+	// gateway has no price table (Config.warnUnpricedTask).
+	unpriced func()
 }
 
 func newIngress(redactor *redact.Redactor, clock actors.Clock, ids actors.IDs) *Ingress {
@@ -196,6 +199,9 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 	}
 	if err := in.checkAgent(t.Agent); err != nil {
 		return messages.Envelope{}, err
+	}
+	if t.MaxCostUSD > 0 && c == nil && in.unpriced != nil {
+		in.unpriced()
 	}
 	if t.SessionID == "" {
 		switch {

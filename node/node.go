@@ -613,6 +613,15 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	n.metrics.Registry.MustRegister(gate.refused)
 	n.hub = newHub(nil, nil) // openBus replaces it on a shared bus
 	n.ingress = newIngress(n.redactor, cfg.Clock, cfg.IDs)
+	if len(cfg.Gateway.Prices) == 0 {
+		var once sync.Once
+		n.ingress.unpriced = func() {
+			once.Do(func() {
+				cfg.Logger.Warn("a task sets a cost budget (max_cost_usd), but this node's gateway has no price table (\"prices\"): " +
+					"the model calls it performs cost 0, and reach no cost budget")
+			})
+		}
+	}
 	if err := n.openLog(ctx); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -261,5 +262,28 @@ func TestCostBudgetThroughTheNode(t *testing.T) {
 		if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(out), "max_cost_usd") {
 			t.Errorf("POST %s: %d %v, want 400 naming max_cost_usd", body, code, out)
 		}
+	}
+}
+
+// A node whose gateway has no price table says so once, in its log, when a task
+// sets a cost budget (its model calls cost nothing there), and when an agent has
+// one, at start; the task still runs.
+func TestCostBudgetWithoutPricesIsLogged(t *testing.T) {
+	cfg, _ := stopsConfig(t)
+	var logs syncBuffer
+	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	cfg.Agents = append(cfg.Agents, node.NamedAgent{Name: "capped", MaxCostUSD: 1})
+	n := nodetest.Start(t, cfg)
+	if !strings.Contains(logs.String(), `agent capped has a cost budget (max_cost_usd), but the gateway has no price table`) {
+		t.Errorf("no warning at start for the agent's budget: %s", logs.String())
+	}
+	for i := range 3 {
+		res, err := n.RunTask(context.Background(), node.Task{Input: "1+1?", SessionID: fmt.Sprint("free-", i), MaxCostUSD: 0.01})
+		if err != nil || res.Status != messages.StatusFailed || res.Reason != messages.ReasonLoop {
+			t.Fatalf("RunTask: %+v %v, want it run to its loop stop (no cost)", res, err)
+		}
+	}
+	if c := strings.Count(logs.String(), "a task sets a cost budget (max_cost_usd), but this node's gateway has no price table"); c != 1 {
+		t.Errorf("%d warnings for tasks with a cost budget, want 1: %s", c, logs.String())
 	}
 }
