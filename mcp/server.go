@@ -347,30 +347,24 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 // arguments whose task the node has (a client that sends a cut call again): rec's
 // TaskSession is that task's, and the call's stream is recorded as its.
 func (s *Server) startCall(ctx context.Context, id string, rec *messages.MCPCallStarted) (again bool, err error) {
-	given := rec.TaskSession
-	err = s.book.record(ctx, id, func(st *sessionState) (messages.Payload, error) {
-		if c, ok := st.call(rec.RequestID, ""); ok && c.ArgsHash == rec.ArgsHash {
-			rec.TaskSession = c.TaskSession
-			if ts, ok := s.n.(taskStatus); ok {
-				_, known, err := ts.Status(ctx, c.TaskSession)
-				if err != nil {
-					return nil, err
-				}
-				again = known
+	st, err := s.book.state(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if c, ok := st.call(rec.RequestID, ""); ok && c.ArgsHash == rec.ArgsHash {
+		rec.TaskSession = c.TaskSession
+		if ts, ok := s.n.(taskStatus); ok {
+			if _, again, err = ts.Status(ctx, c.TaskSession); err != nil {
+				return false, err
 			}
-			if c.Stream == rec.Stream {
-				return nil, nil
-			}
-			return rec, nil
 		}
-		again = false
-		rec.TaskSession = given
-		if rec.TaskSession == "" {
-			rec.TaskSession = newTaskSession()
+		if c.Stream == rec.Stream {
+			return again, nil
 		}
-		return rec, nil
-	})
-	return again, err
+	} else if rec.TaskSession == "" {
+		rec.TaskSession = newTaskSession()
+	}
+	return again, s.book.record(ctx, id, func(*sessionState) (messages.Payload, error) { return rec, nil })
 }
 
 // callAgain answers a run_task call sent again with the result of the task the
