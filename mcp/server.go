@@ -287,9 +287,9 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	}
 	task := node.Task{Input: args.Input, SessionID: args.SessionID, Agent: args.Agent, MaxTokens: args.MaxTokens}
 	var started *messages.MCPCallStarted // the call's record, when it has one
-	// A call over Streamable HTTP is recorded (not one whose session_id the node
-	// refuses: bad input changes nothing).
-	if c := s.takeCall(req); c != nil && req.Session.ID() != "" && (task.SessionID == "" || node.ValidSessionID(task.SessionID)) {
+	// A call over Streamable HTTP is recorded (not a task the node refuses: bad
+	// input changes nothing).
+	if c := s.takeCall(req); c != nil && req.Session.ID() != "" && task.Validate() == nil {
 		rec := messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(raw), TaskSession: task.SessionID}
 		again, err := s.startCall(ctx, req.Session.ID(), &rec)
 		if err != nil {

@@ -38,6 +38,7 @@ type restartable struct {
 	hs      *httptest.Server
 	backend atomic.Pointer[http.Handler]
 	srv     *mcp.Server
+	n       *node.Node
 	stop    func()
 }
 
@@ -60,7 +61,7 @@ func (r *restartable) start(m llm.Model) {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	r.srv = mcp.NewServer(n, r.opts)
+	r.srv, r.n = mcp.NewServer(n, r.opts), n
 	h := r.srv.Handler()
 	r.backend.Store(&h)
 	srv := r.srv
@@ -500,5 +501,24 @@ func TestServerSessionStateOutlivesRestartPython(t *testing.T) {
 	}
 	if len(out.Updates) == 0 || slices.ContainsFunc(out.Updates, func(u string) bool { return u != "notes://a" }) {
 		t.Errorf("updates after the restart %q, want those of notes://a alone", out.Updates)
+	}
+}
+
+// A run_task the node refuses (bad arguments) is a tool error that records
+// nothing in the session's stream.
+func TestServerHTTPBadRunTaskRecordsNothing(t *testing.T) {
+	r := newRestartable(t, mcp.ServerOptions{}, answerScript(t, "unused"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := r.connect(ctx, nil)
+	for _, args := range []map[string]any{{"input": "   "}, {"input": "x", "session_id": "bad id\n"}, {"input": "x", "max_tokens": -1}} {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: args})
+		if err != nil || !res.IsError {
+			t.Fatalf("run_task %v: %v %+v, want a tool error", args, err, res)
+		}
+	}
+	events, err := r.n.Log().Read(ctx, "mcp/session/"+cs.ID(), 1)
+	if err != nil || len(events) != 0 {
+		t.Fatalf("the session's stream after bad calls: %v %v", events, err)
 	}
 }
