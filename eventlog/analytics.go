@@ -42,6 +42,11 @@ const A2APushStreamPrefix = "a2a/push/"
 // ID>). No task runs there: it is no session.
 const UISignInStreamPrefix = "ui/signin/"
 
+// MCPSessionStreamPrefix starts the ID of every stream of the log that holds an
+// MCP client's session with the node's MCP server (package mcp: mcp/session/<the
+// session's ID>). No task runs there: it is no session.
+const MCPSessionStreamPrefix = "mcp/session/"
+
 // BusStreamPrefix starts the ID of every stream of the log that holds an effect
 // request or reply too large for one bus message (messages.EffectStored:
 // bus/<kind>/<id>). No task runs there: it is no session.
@@ -49,9 +54,9 @@ const BusStreamPrefix = messages.BusStreamPrefix
 
 // NonSessionPrefixes start the IDs of the streams of the log that are no session:
 // an agent's notes, a memory namespace, a knowledge base, an A2A task's push
-// configs, a dashboard sign-in, a stored effect command. Each is free of SQL
+// configs, a dashboard sign-in, an MCP client's session, a stored effect command. Each is free of SQL
 // pattern and quote characters.
-var NonSessionPrefixes = []string{NotesStreamPrefix, MemoryStreamPrefix, KnowledgeStreamPrefix, A2APushStreamPrefix, UISignInStreamPrefix, BusStreamPrefix}
+var NonSessionPrefixes = []string{NotesStreamPrefix, MemoryStreamPrefix, KnowledgeStreamPrefix, A2APushStreamPrefix, UISignInStreamPrefix, MCPSessionStreamPrefix, BusStreamPrefix}
 
 // IsSession reports whether a stream of the log is a session: its ID starts with
 // none of NonSessionPrefixes. Whoever resumes, lists or counts sessions skips the

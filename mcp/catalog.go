@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/yosida95/uritemplate/v3"
 )
@@ -256,15 +257,39 @@ func (s *Server) readResource(ctx context.Context, req *sdk.ReadResourceRequest)
 // subscribe to a URI turns its source's Watch on.
 func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error {
 	uri := req.Params.URI
+	if len(uri) > maxSubscriptionURI {
+		return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf("the URI is longer than %d bytes, the most the server subscribes to", maxSubscriptionURI)}
+	}
 	_, watch, ok := s.find(uri)
 	if !ok {
 		return sdk.ResourceNotFoundError(uri)
 	}
+	// Recorded first (and bounded: maxSubscriptions), so that a node that resumes
+	// the session subscribes it again.
+	if err := s.recordSubscribe(ctx, req.Session.ID(), uri); err != nil {
+		return err
+	}
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
 	s.pruneSubscriptions(ctx)
+	if !s.subs[uri][req.Session] {
+		// A session without an ID (over stdio) has no record: it is bounded here.
+		held := 0
+		for _, sessions := range s.subs {
+			if sessions[req.Session] {
+				held++
+			}
+		}
+		if held >= maxSubscriptions {
+			return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+				"too many subscriptions: this session has %d, the most the server keeps; unsubscribe from one first", held)}
+		}
+	}
 	if len(s.subs[uri]) == 0 && watch != nil {
 		if err := watch(ctx, uri, true); err != nil {
+			if uerr := s.recordUnsubscribe(context.WithoutCancel(ctx), req.Session.ID(), uri); uerr != nil {
+				s.opts.Logger.Warn("mcp server: a failed subscription stays recorded", "session", req.Session.ID(), "uri", uri, "err", uerr)
+			}
 			return fmt.Errorf("subscribe to %s: %w", uri, err)
 		}
 	}
@@ -278,6 +303,9 @@ func (s *Server) subscribe(ctx context.Context, req *sdk.SubscribeRequest) error
 // unsubscribe ends a session's subscription; when no session is left subscribed
 // to the URI, its source's Watch is turned off.
 func (s *Server) unsubscribe(ctx context.Context, req *sdk.UnsubscribeRequest) error {
+	if err := s.recordUnsubscribe(ctx, req.Session.ID(), req.Params.URI); err != nil {
+		return err
+	}
 	s.subMu.Lock()
 	defer s.subMu.Unlock()
 	if sessions := s.subs[req.Params.URI]; sessions != nil {

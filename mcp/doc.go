@@ -115,8 +115,12 @@
 // (the Python SDK: 300 s) sees it live.
 //
 // Over Streamable HTTP, a client whose connection drops resumes its streams
-// (Last-Event-ID; the events are kept in memory, up to 10 MiB), Handler answers a
-// request larger than it takes with 413 and
+// (Last-Event-ID; the events are kept in memory, up to 10 MiB); a session's log
+// level, resource subscriptions and run_task calls are events of a stream of its
+// own in the node's log (mcp/session/<ID>), so that a node that resumes the session
+// after a restart, or another node, sets them again and answers a cut run_task
+// with its task's result, once (server_state.go, server_calls.go); Handler answers
+// a request larger than it takes with 413 and
 // a JSON-RPC error, and CloseStreams (at the HTTP server's shutdown) ends the
 // clients' streams of notifications.
 package mcp

@@ -11,6 +11,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -62,6 +63,11 @@ type ServerOptions struct {
 	// the server stops; over Streamable HTTP the server forgets it, and resumes it
 	// at the client's next request as after a restart: see Handler).
 	SessionTimeout time.Duration
+	// ReconnectDelay is how long a client whose stream of a call was cut waits
+	// before it resumes the stream (the retry of the stream's events, which the
+	// SDKs follow; default 2s): the official SDKs try twice, so a node that
+	// restarts within twice this gives its clients their answers (server_calls.go).
+	ReconnectDelay time.Duration
 	Logger         *slog.Logger
 }
 
@@ -84,9 +90,14 @@ type Server struct {
 	subMu sync.Mutex
 	subs  map[string]map[*sdk.ServerSession]bool // the sessions subscribed to each URI
 
-	ids sessionIDs // the IDs of new sessions over Streamable HTTP
+	ids     sessionIDs   // the IDs of new sessions over Streamable HTTP
+	book    *sessionBook // the sessions' log levels, subscriptions and calls
+	events  eventStore   // the events of the streams over Streamable HTTP
+	pending sync.Map     // the run_task calls on their way to the handler, by token (*pendingCall)
 
-	closing     chan struct{} // closed by CloseStreams
+	closing     chan struct{}   // closed by CloseStreams
+	closed      context.Context // ends at CloseStreams
+	closeCtx    context.CancelFunc
 	closingOnce sync.Once
 }
 
@@ -101,8 +112,11 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	if opts.SessionTimeout <= 0 {
 		opts.SessionTimeout = 30 * time.Minute
 	}
+	if opts.ReconnectDelay <= 0 {
+		opts.ReconnectDelay = 2 * time.Second
+	}
 	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{},
-		closing: make(chan struct{})}
+		closing: make(chan struct{}), book: newSessionBook(n), events: eventStore{sdk.NewMemoryEventStore(nil)}}
 	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}}
 	sopts := &sdk.ServerOptions{
 		Instructions: "The tools of a Troupe node's agent, and run_task, which runs a task on the agent and answers with its final output.",
@@ -128,7 +142,9 @@ func NewServer(n Node, opts ServerOptions) *Server {
 			}
 		}
 	}
+	s.closed, s.closeCtx = context.WithCancel(context.Background())
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "troupe", Title: "Troupe node", Version: version()}, sopts)
+	s.srv.AddReceivingMiddleware(s.recordLevel)
 	s.srv.AddTool(&sdk.Tool{Name: RunTask, Title: "Run a task on the Troupe agent",
 		Description: "Run a task on the node's agent and answer with its final output. Give session_id (from an earlier answer's _meta " +
 			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason. A task goes on when its call is " +
@@ -270,7 +286,25 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 		return errorResult(err.Error()), nil
 	}
 	task := node.Task{Input: args.Input, SessionID: args.SessionID, Agent: args.Agent, MaxTokens: args.MaxTokens}
+	var started *messages.MCPCallStarted // the call's record, when it has one
+	// A call over Streamable HTTP is recorded (not a task the node refuses: bad
+	// input changes nothing).
+	if c := s.takeCall(req); c != nil && req.Session.ID() != "" && task.Validate() == nil {
+		rec := messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(raw), TaskSession: task.SessionID}
+		again, err := s.startCall(ctx, req.Session.ID(), &rec)
+		if err != nil {
+			s.opts.Logger.Warn("mcp server: run_task call not recorded", "session", req.Session.ID(), "err", err)
+			return errorResult(fmt.Sprintf("run_task: the call could not be recorded, and the task was not started: %v", err)), nil
+		}
+		if again {
+			return s.callAgain(ctx, req, rec.TaskSession)
+		}
+		task.SessionID, started = rec.TaskSession, &rec
+	}
 	f := s.follow(ctx, req.Session, req.Params, RunTask)
+	if started != nil {
+		defer s.closeOnStop(req)()
+	}
 	var res messages.TaskResult
 	var err error
 	if each, ok := s.n.(taskFollower); ok {
@@ -283,6 +317,13 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 		outcome = fmt.Errorf("the task failed (session %s, reason %s): %s", res.SessionID, res.Reason, res.Error)
 	}
 	f.end(ctx, outcome)
+	if started != nil && err != nil && !errors.Is(err, node.ErrBadTask) && ctx.Err() == nil && isClosed(s.closing) {
+		// The node stops and the task goes on when it serves again: this
+		// process does not answer (its answer would reach no one, or a client
+		// that resumes the stream here before the node is gone), the next does.
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	meta := sdk.Meta{}
 	if res.SessionID != "" {
 		meta[SessionIDMeta] = res.SessionID
@@ -296,12 +337,78 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 		r := errorResult(fmt.Sprintf("run_task: %v", err))
 		r.Meta = meta
 		return r, nil
-	case res.Status != messages.StatusCompleted:
-		r := errorResult(fmt.Sprintf("the task failed (session %s, reason %s): %s", res.SessionID, res.Reason, res.Error))
-		r.Meta = meta
+	}
+	return taskAnswer(res), nil
+}
+
+// startCall records a run_task call of session id (rec: its request ID, stream
+// and arguments' hash), and fills in the session of its task: a new one, or the
+// one given. again reports a call the session made before with the same ID and
+// arguments whose task the node has (a client that sends a cut call again): rec's
+// TaskSession is that task's, and the call's stream is recorded as its.
+func (s *Server) startCall(ctx context.Context, id string, rec *messages.MCPCallStarted) (again bool, err error) {
+	st, err := s.book.state(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if c, ok := st.call(rec.RequestID, ""); ok && c.ArgsHash == rec.ArgsHash {
+		rec.TaskSession = c.TaskSession
+		if ts, ok := s.n.(taskStatus); ok {
+			if _, again, err = ts.Status(ctx, c.TaskSession); err != nil {
+				return false, err
+			}
+		}
+		if c.Stream == rec.Stream {
+			return again, nil
+		}
+	} else if rec.TaskSession == "" {
+		rec.TaskSession = newTaskSession()
+	}
+	return again, s.book.record(ctx, id, func(*sessionState) (messages.Payload, error) { return rec, nil })
+}
+
+// callAgain answers a run_task call sent again with the result of the task the
+// first one started, in session taskSession, once it ends.
+func (s *Server) callAgain(ctx context.Context, req *sdk.CallToolRequest, taskSession string) (*sdk.CallToolResult, error) {
+	st := s.n.(taskStatus)
+	defer s.closeOnStop(req)()
+	f := s.follow(ctx, req.Session, req.Params, RunTask)
+	res, err := s.awaitTask(ctx, st, taskSession, true)
+	f.end(ctx, err)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		return nil, err
+	case err != nil && isClosed(s.closing):
+		<-ctx.Done()
+		return nil, ctx.Err()
+	case err != nil:
+		r := errorResult(fmt.Sprintf("run_task: %v", err))
+		r.Meta = sdk.Meta{SessionIDMeta: taskSession}
 		return r, nil
 	}
-	return &sdk.CallToolResult{Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: res.Output}}}, nil
+	res.SessionID = taskSession
+	return taskAnswer(res), nil
+}
+
+// closeOnStop closes the stream of a run_task call when the node stops
+// (CloseStreams), with the retry: its client resumes it from the node that serves
+// next, which answers. Call the function it returns when the call ends.
+func (s *Server) closeOnStop(req *sdk.CallToolRequest) (stop func() bool) {
+	if req.Extra == nil || req.Extra.CloseSSEStream == nil {
+		return func() bool { return false }
+	}
+	return context.AfterFunc(s.closed, func() {
+		req.Extra.CloseSSEStream(sdk.CloseSSEStreamArgs{RetryAfter: s.opts.ReconnectDelay})
+	})
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 // ServeStdio serves one client over the process's stdin and stdout until the client
@@ -341,7 +448,7 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
 		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: s.opts.SessionTimeout, MaxRequestBodyBytes: -1,
-			EventStore: sdk.NewMemoryEventStore(nil)})
+			EventStore: s.events})
 	protected := http.NewCrossOriginProtection().Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && isJSON(r.Header.Get("Content-Type")) {
 			// The SDK answers a body that is not JSON-RPC in plain text.
@@ -382,22 +489,41 @@ func (s *Server) Handler() http.Handler {
 			}()
 			r = r.WithContext(ctx)
 		}
-		protected.ServeHTTP(unnamedPrime{w}, r)
+		protected.ServeHTTP(unnamedPrime{w, strconv.FormatInt(s.opts.ReconnectDelay.Milliseconds(), 10)}, r)
 	})
 }
 
-// unnamedPrime passes the SDK's writes on, but for the name of the priming event
-// that starts a stream ("event: prime"): the spec's priming event is an ID and
-// empty data, an unnamed ("message") event, which the SDKs skip as such; the
-// Python SDK warns of an event named otherwise ("Unknown SSE event: prime") at
-// every call.
-type unnamedPrime struct{ http.ResponseWriter }
+// unnamedPrime passes the SDK's writes on, but for the names of the priming event
+// that starts a stream ("event: prime") and of the event that closes one for the
+// client to resume it ("event: close"): the spec's priming event is an ID and empty
+// data, an unnamed ("message") event, which the SDKs skip as such; the Python SDK
+// warns of an event named otherwise ("Unknown SSE event: prime") at every call.
+// The priming event also gets the retry (milliseconds) that a client whose stream
+// is cut waits before it resumes the stream (ServerOptions.ReconnectDelay).
+type unnamedPrime struct {
+	http.ResponseWriter
+	retry string
+}
 
-var primeName = []byte("event: prime\n")
+var (
+	primeName = []byte("event: prime\n")
+	closeName = []byte("event: close\n")
+	idField   = []byte("id: ")
+)
 
 func (w unnamedPrime) Write(p []byte) (int, error) {
-	if bytes.HasPrefix(p, primeName) {
-		_, err := w.ResponseWriter.Write(p[len(primeName):])
+	switch {
+	case bytes.HasPrefix(p, primeName):
+		ev := p[len(primeName):]
+		if bytes.HasPrefix(ev, idField) && !bytes.Contains(ev, []byte("\nretry: ")) {
+			if i := bytes.IndexByte(ev, '\n'); i >= 0 {
+				ev = slices.Concat(ev[:i+1], []byte("retry: "+w.retry+"\n"), ev[i+1:])
+			}
+		}
+		_, err := w.ResponseWriter.Write(ev)
+		return len(p), err
+	case bytes.HasPrefix(p, closeName):
+		_, err := w.ResponseWriter.Write(p[len(closeName):])
 		return len(p), err
 	}
 	return w.ResponseWriter.Write(p)
@@ -416,7 +542,10 @@ const MaxRequestBytes = sdk.DefaultMaxRequestBodyBytes
 // whose Shutdown would otherwise wait for every connected client to hang up. The
 // clients' sessions stay: a client that connects again goes on with its own.
 func (s *Server) CloseStreams() {
-	s.closingOnce.Do(func() { close(s.closing) })
+	s.closingOnce.Do(func() {
+		close(s.closing)
+		s.closeCtx()
+	})
 }
 
 // JSON-RPC's error codes of a request that never reached the SDK.

@@ -25,11 +25,13 @@ import (
 // node (and its log), and a session's state is the client's initialize. So the
 // server resumes the session: it starts one under the client's ID itself, with an
 // initialize of the protocol version the client names in its MCP-Protocol-Version
-// header, and then serves the request in it. What the process held for the session
-// alone is lost: the client's capabilities and name (the server asks the client for
-// nothing), its log level, its resource subscriptions, and the events of its
-// streams (a stream cut by the restart cannot be resumed; the call it carried ends
-// with an error, and its task goes on in the node).
+// header, sets the log level and resource subscriptions its stream of the log
+// records (server_state.go), and then serves the request in it. A run_task
+// call's stream cut by the restart is resumed from the log too (server_calls.go).
+// What the process held for the session alone is lost: the client's capabilities
+// and name (the server asks the client for nothing), and the events of its
+// streams other than run_task's answers (a cut call of another tool fails on the
+// client when it resumes the stream).
 
 // resumedClient names the client of a resumed session.
 const resumedClient = "unknown (session resumed)"
@@ -85,6 +87,8 @@ func (s *Server) known(id string) bool {
 // starts a session of its own: the SDK answers it 404). A DELETE of a session the
 // server does not know has nothing to end: it is answered 204.
 func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	r, forget := s.holdCall(r)
+	defer forget()
 	id := r.Header.Get("Mcp-Session-Id")
 	if id == "" {
 		if r.Method == http.MethodPost {
@@ -101,7 +105,9 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 	}
 	if s.known(id) {
 		s.ids.resumed(r.Context(), id)
-		h.ServeHTTP(w, r)
+		if !s.resumeCall(w, r, id) {
+			h.ServeHTTP(w, r)
+		}
 		return
 	}
 	if !validSessionID(id) || r.Method == http.MethodPost && isInitialize(peekBody(r)) {
@@ -115,7 +121,9 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 	if err := s.resume(h, r, id); err != nil {
 		s.opts.Logger.Warn("mcp server: session not resumed", "session", id, "err", err)
 	}
-	h.ServeHTTP(w, r)
+	if !s.resumeCall(w, r, id) {
+		h.ServeHTTP(w, r)
+	}
 }
 
 // resume starts a session of id in h, as its client would: an initialize at the
@@ -170,8 +178,38 @@ func (s *Server) resume(h http.Handler, r *http.Request, id string) error {
 	if rec.status != http.StatusAccepted {
 		return fmt.Errorf("notifications/initialized answered %d: %s", rec.status, strings.TrimSpace(rec.body.String()))
 	}
+	s.restore(h, r, id, negotiated)
 	s.opts.Logger.Info("mcp server: session resumed", "session", id, "protocol", negotiated)
 	return nil
+}
+
+// restore sets the log level and the subscriptions of session id that its stream
+// of the log records, as its client did: logging/setLevel and resources/subscribe
+// requests in the session. What fails (a resource no longer offered) is logged.
+func (s *Server) restore(h http.Handler, r *http.Request, id, version string) {
+	st, err := s.book.state(context.WithoutCancel(r.Context()), id)
+	if err != nil {
+		s.opts.Logger.Warn("mcp server: the session's log level and subscriptions not restored", "session", id, "err", err)
+		return
+	}
+	var reqs []map[string]any
+	if st.level != "" {
+		reqs = append(reqs, map[string]any{"method": "logging/setLevel", "params": map[string]any{"level": st.level}})
+	}
+	for _, uri := range st.subs {
+		reqs = append(reqs, map[string]any{"method": "resources/subscribe", "params": map[string]any{"uri": uri}})
+	}
+	for i, req := range reqs {
+		req["jsonrpc"], req["id"] = "2.0", i+2
+		body, _ := json.Marshal(req)
+		rec, err := s.post(h, r, id, version, body)
+		if err == nil && (rec.status != http.StatusOK || bytes.Contains(rec.body.Bytes(), []byte(`"error":`))) {
+			err = fmt.Errorf("answered %d: %s", rec.status, strings.TrimSpace(rec.body.String()))
+		}
+		if err != nil {
+			s.opts.Logger.Warn("mcp server: a resumed session's state not restored", "session", id, "request", req["method"], "params", req["params"], "err", err)
+		}
+	}
 }
 
 // post sends body to h as a POST like r (its host, and the values of its

@@ -51,6 +51,11 @@ const (
 	// The events of a dashboard sign-in (package node), in a stream of its own.
 	TypeUISignedIn  Type = "ui.signed_in"
 	TypeUISignedOut Type = "ui.signed_out"
+	// The events of an MCP client's session (package mcp), in a stream of its own.
+	TypeMCPLevelSet     Type = "mcp.level_set"
+	TypeMCPSubscribed   Type = "mcp.subscribed"
+	TypeMCPUnsubscribed Type = "mcp.unsubscribed"
+	TypeMCPCallStarted  Type = "mcp.call_started"
 )
 
 // Versions is the current schema version of each type. Decoding an envelope whose
@@ -88,6 +93,10 @@ var versions = map[Type]int{
 	TypeUISignedIn:         1,
 	TypeUISignedOut:        1,
 	TypeBusStored:          1,
+	TypeMCPLevelSet:        1,
+	TypeMCPSubscribed:      1,
+	TypeMCPUnsubscribed:    1,
+	TypeMCPCallStarted:     1,
 }
 
 // CurrentVersion reports the schema version this build writes for t, and whether t is known.
@@ -229,6 +238,14 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &UISignedOut{}
 	case TypeBusStored:
 		p = &BusStored{}
+	case TypeMCPLevelSet:
+		p = &MCPLevelSet{}
+	case TypeMCPSubscribed:
+		p = &MCPSubscribed{}
+	case TypeMCPUnsubscribed:
+		p = &MCPUnsubscribed{}
+	case TypeMCPCallStarted:
+		p = &MCPCallStarted{}
 	case TypeNoteUpdated:
 		p = &NoteUpdated{}
 	case TypeNoteRemoved:

@@ -858,3 +858,75 @@ func TestMCPSDKTypeScriptProgressResetsTimeout(t *testing.T) {
 		t.Errorf("%d progress notifications, want one at the start, one each interval, one at the end", out.Progress)
 	}
 }
+
+// A run_task whose node restarts under it (killed, or stopped by SIGTERM) answers
+// each SDK's client, with the SDK's defaults, with the task's result: the client
+// resumes the call's stream (Last-Event-ID) once the node serves again, and the
+// node answers with the result of the task it resumed, which runs once.
+func TestMCPSDKRunTaskThroughRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills node processes")
+	}
+	for _, lang := range sdkLangs {
+		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
+			t.Run(lang+"/"+sig.String(), func(t *testing.T) {
+				dir := t.TempDir()
+				script := filepath.Join(dir, "script.json")
+				if err := os.WriteFile(script, []byte(`{"name":"scripted","steps":[{"content":"done through the restart"}]}`), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				records, modelLog := filepath.Join(dir, "records.txt"), filepath.Join(dir, "model.txt")
+				// Each model call takes 3 s: the node stops during the first.
+				addr := freeAddr(t)
+				first := startChildAt(t, addr, dir, script, records, modelLog)
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+				defer cancel()
+				cmd := sdkCommand(ctx, t, lang, "http://"+addr+"/mcp", "survive")
+				var stdout strings.Builder
+				stderr := &syncBuffer{}
+				cmd.Stdout, cmd.Stderr = &stdout, stderr
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				for len(countLines(t, modelLog, "")) == 0 {
+					select {
+					case <-ctx.Done():
+						t.Fatalf("the model was never asked:\n%s", first.stderr.String())
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+				if err := first.cmd.Process.Signal(sig); err != nil {
+					t.Fatal(err)
+				}
+				for sig == syscall.SIGTERM && !strings.Contains(first.stderr.String(), "msg=stopped") {
+					// The next node starts once this one has stopped.
+					select {
+					case <-ctx.Done():
+						t.Fatalf("the node did not stop:\n%s", first.stderr.String())
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+				second := startChildAt(t, addr, dir, script, records, modelLog)
+				if err := cmd.Wait(); err != nil {
+					t.Fatalf("client: %v\n%s", err, stderr.String())
+				}
+				var out struct {
+					Run   sdkOutcome
+					Fatal any
+				}
+				if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil {
+					t.Fatalf("client printed %q: %v\n%s", stdout.String(), err, stderr.String())
+				}
+				if out.Fatal != nil || out.Run.Text != "done through the restart" || out.Run.IsError {
+					t.Fatalf("run_task through the restart: %v (%v)\nclient:\n%s\nfirst node:\n%s\nsecond node:\n%s",
+						out.Run, out.Fatal, stderr.String(), first.stderr.String(), second.stderr.String())
+				}
+				// The model's calls are those of one task: the one the first node
+				// asked, asked again by the node that resumed it (same key).
+				if keys := countLines(t, modelLog, ""); len(keys) != 1 {
+					t.Errorf("model calls %v: want those of one task", keys)
+				}
+			})
+		}
+	}
+}

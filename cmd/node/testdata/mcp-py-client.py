@@ -13,6 +13,8 @@ with {"command", "args", "env"} and speak to it over stdio. MODE:
   follow          run_task "slow ..." (the server dies under it; "session ID" on stderr
                   once progress names it), then (after a line on stdin: the server
                   restarted) a new client's task_result of that session
+  survive         run_task "slow ..." with the SDK's defaults while the server
+                  restarts under it
   idle SECONDS    run_task, nothing for SECONDS, run_task again
   concurrent N    N clients at once, each with a run_task
 Prints one JSON object on stdout.
@@ -169,6 +171,11 @@ async def follow(url, _):
     return out
 
 
+async def survive(url, _):
+    async with connect(url) as c:
+        return {"run": await call(c, "run_task", {"input": "slow: through the restart"})}
+
+
 async def idle(url, args):
     async with connect(url) as c:
         out = {"before": await call(c, "run_task", {"input": "fast: before idling"})}
@@ -195,7 +202,7 @@ async def concurrent(url, args):
 
 
 MODES = {"basic": basic, "slow": slow, "cancel": cancel, "hostile": hostile,
-         "reconnect": reconnect, "follow": follow, "idle": idle, "concurrent": concurrent}
+         "reconnect": reconnect, "follow": follow, "survive": survive, "idle": idle, "concurrent": concurrent}
 
 
 def main():

@@ -17,6 +17,8 @@
 //   follow          run_task "slow ..." (the server dies under it; "session ID" on
 //                   stderr once progress names it), then (after a line on stdin: the
 //                   server restarted) a new client's task_result of that session
+//   survive         run_task "slow ..." with the SDK's defaults while the server
+//                   restarts under it
 //   idle SECONDS    run_task, nothing for SECONDS, run_task again
 //   concurrent N    N clients at once, each with a run_task
 // Prints one JSON object on stdout.
@@ -167,6 +169,12 @@ const modes = {
     const second = await connect();
     out.result = await call(second.client, 'task_result', { session_id: out.session });
     await second.client.close();
+    return out;
+  },
+  async survive() {
+    const { client } = await connect();
+    const out = { run: await call(client, 'run_task', { input: 'slow: through the restart' }) };
+    await client.close().catch(() => {});
     return out;
   },
   async idle([seconds]) {

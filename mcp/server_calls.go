@@ -1,0 +1,242 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// run_task calls that outlive their stream. A run_task's response is a stream of
+// server-sent events whose IDs the client keeps (the stream starts with a priming
+// event that has one), and a client whose stream is cut before the answer (a
+// proxy dropped the connection, the node restarted) sends GET with the last ID it
+// saw (Last-Event-ID) to get the rest: the Python, TypeScript and Go SDKs all do,
+// twice, waiting the retry the server names (ServerOptions.ReconnectDelay) before
+// each attempt. While the process lives, the SDK's event store (in memory) gives
+// the rest. A call is also recorded in its session's stream of the log
+// (messages.MCPCallStarted: its JSON-RPC ID, its stream, the hash of its
+// arguments, and the session of its task, chosen before the task starts), so that
+// after a restart, or on another node, a GET that resumes its stream waits for the
+// task and answers with its result, and a call sent again in the same session with
+// the same ID and arguments answers with the result of the task the first one
+// started instead of running it again. When the node stops (CloseStreams), the
+// streams of running calls are closed with the retry, so that their clients come
+// back to the node that serves next rather than get an error.
+
+// callHeader carries, from Handler to run_task's handler, the token of the call
+// (pendingCall) a request holds; a client's own is removed.
+const callHeader = "Troupe-Mcp-Call"
+
+// pendingCall is what Handler learns of a run_task call before the SDK runs it:
+// its JSON-RPC ID, and the ID of the stream the SDK opens for its answer.
+type pendingCall struct {
+	rpcID string
+
+	mu     sync.Mutex
+	stream string
+}
+
+func (c *pendingCall) streamID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stream
+}
+
+type pendingKey struct{}
+
+// eventStore is the SDK's event store, which tells the run_task call of the
+// request that opens a stream (a pendingCall in the request's context) the
+// stream's ID.
+type eventStore struct {
+	*sdk.MemoryEventStore
+}
+
+// Open implements sdk.EventStore.
+func (s eventStore) Open(ctx context.Context, sessionID, streamID string) error {
+	if c, ok := ctx.Value(pendingKey{}).(*pendingCall); ok {
+		c.mu.Lock()
+		c.stream = streamID
+		c.mu.Unlock()
+	}
+	return s.MemoryEventStore.Open(ctx, sessionID, streamID)
+}
+
+// has reports whether the store can replay a session's stream after index idx.
+func (s eventStore) has(ctx context.Context, sessionID, streamID string, idx int) bool {
+	for _, err := range s.After(ctx, sessionID, streamID, idx) {
+		return err == nil
+	}
+	return true
+}
+
+// holdCall notes a POST that is a run_task call (one JSON-RPC request, not a
+// batch) as a pendingCall, in r's context and under callHeader, and returns the
+// request to pass on and the function that forgets the call once it is served.
+func (s *Server) holdCall(r *http.Request) (*http.Request, func()) {
+	r.Header.Del(callHeader)
+	if r.Method != http.MethodPost || r.Header.Get("Mcp-Session-Id") == "" {
+		return r, func() {}
+	}
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Name string `json:"name"`
+		} `json:"params"`
+	}
+	body := peekBody(r)
+	if !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) || json.Unmarshal(body, &req) != nil ||
+		req.Method != "tools/call" || req.Params.Name != RunTask || len(req.ID) == 0 || string(req.ID) == "null" {
+		return r, func() {}
+	}
+	var id bytes.Buffer
+	if json.Compact(&id, req.ID) != nil {
+		return r, func() {}
+	}
+	token := rand.Text()
+	c := &pendingCall{rpcID: id.String()}
+	s.pending.Store(token, c)
+	r = r.WithContext(context.WithValue(r.Context(), pendingKey{}, c))
+	r.Header.Set(callHeader, token)
+	return r, func() { s.pending.Delete(token) }
+}
+
+// takeCall returns the pendingCall of run_task's request, if Handler held one.
+func (s *Server) takeCall(req *sdk.CallToolRequest) *pendingCall {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return nil
+	}
+	token := req.Extra.Header.Get(callHeader)
+	if token == "" {
+		return nil
+	}
+	c, ok := s.pending.LoadAndDelete(token)
+	if !ok {
+		return nil
+	}
+	return c.(*pendingCall)
+}
+
+// newTaskSession names the session of a new task that run_task starts.
+func newTaskSession() string { return "mcp-" + strings.ToLower(rand.Text()) }
+
+// resumeCall serves a GET that resumes (Last-Event-ID) the stream of a run_task
+// call in session id that this process does not hold (it started on another, or
+// before a restart): it answers with the result of the call's task once it ends,
+// as the event after the client's last, and reports false when the stream is no
+// such call's (the SDK answers it then).
+func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) bool {
+	last := r.Header.Get("Last-Event-ID")
+	streamID, idx, ok := parseEventID(last)
+	if r.Method != http.MethodGet || !ok || s.events.has(r.Context(), id, streamID, idx) {
+		return false
+	}
+	st, ok := s.n.(taskStatus)
+	if !ok {
+		return false
+	}
+	state, err := s.book.state(r.Context(), id)
+	if err != nil {
+		s.opts.Logger.Warn("mcp server: session state not read", "session", id, "err", err)
+		return false
+	}
+	call, ok := state.call("", streamID)
+	if !ok || streamID == "" {
+		return false
+	}
+	s.opts.Logger.Info("mcp server: a cut run_task stream resumed", "session", id, "stream", streamID, "task_session", call.TaskSession)
+	w.Header().Set("Cache-Control", "no-cache, no-transform")
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.WriteHeader(http.StatusOK)
+	rc := http.NewResponseController(w)
+	write := func(b string) bool {
+		if _, err := io.WriteString(w, b); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !write(": resumed\n\n") {
+		return true
+	}
+	ctx := r.Context()
+	keep := time.NewTicker(s.opts.ProgressInterval)
+	defer keep.Stop()
+	poll := time.NewTicker(taskPoll)
+	defer poll.Stop()
+	for {
+		res, known, err := st.Status(ctx, call.TaskSession)
+		var result *sdk.CallToolResult
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return true
+		case err != nil:
+			result = errorResult(fmt.Sprintf("%s: the task of session %s: %v", RunTask, call.TaskSession, err))
+		case !known:
+			result = errorResult(fmt.Sprintf("%s: the task of this call (session %s) never started; send the call again", RunTask, call.TaskSession))
+		case res.Status != messages.StatusRunning:
+			result = taskAnswer(res)
+		}
+		if result != nil {
+			b, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(call.RequestID), "result": result})
+			if err != nil {
+				b, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(call.RequestID),
+					"error": map[string]any{"code": -32603, "message": "the result could not be encoded: " + err.Error()}})
+			}
+			write("id: " + streamID + "_" + strconv.Itoa(idx+1) + "\ndata: " + string(b) + "\n\n")
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return true
+		case <-s.closing:
+			// The client resumes again, from the node that serves next.
+			write("retry: " + strconv.FormatInt(s.opts.ReconnectDelay.Milliseconds(), 10) + "\n\n")
+			return true
+		case <-keep.C:
+			if !write(": the task runs\n\n") {
+				return true
+			}
+		case <-poll.C:
+		}
+	}
+}
+
+// taskAnswer is run_task's answer for a task that ended (res.Status completed or
+// failed).
+func taskAnswer(res messages.TaskResult) *sdk.CallToolResult {
+	meta := sdk.Meta{}
+	if res.SessionID != "" {
+		meta[SessionIDMeta] = res.SessionID
+	}
+	if res.Status != messages.StatusCompleted {
+		r := errorResult(fmt.Sprintf("the task failed (session %s, reason %s): %s", res.SessionID, res.Reason, res.Error))
+		r.Meta = meta
+		return r
+	}
+	return &sdk.CallToolResult{Meta: meta, Content: []sdk.Content{&sdk.TextContent{Text: res.Output}}}
+}
+
+// parseEventID parses an SSE event ID of the SDK's, <stream>_<index>.
+func parseEventID(id string) (stream string, idx int, ok bool) {
+	stream, n, found := strings.Cut(id, "_")
+	if !found || strings.Contains(n, "_") {
+		return "", 0, false
+	}
+	idx, err := strconv.Atoi(n)
+	if err != nil || idx < 0 {
+		return "", 0, false
+	}
+	return stream, idx, true
+}

@@ -1,0 +1,524 @@
+package mcp_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// restartable serves MCP at one URL from nodes over one data dir that the test
+// restarts: each restart stops the node serving (its HTTP server's shutdown, then
+// the node) and starts another over the same log, as a node process restarts.
+type restartable struct {
+	t       *testing.T
+	dir     string
+	opts    mcp.ServerOptions
+	hs      *httptest.Server
+	backend atomic.Pointer[http.Handler]
+	srv     *mcp.Server
+	n       *node.Node
+	stop    func()
+}
+
+func newRestartable(t *testing.T, opts mcp.ServerOptions, m llm.Model) *restartable {
+	r := &restartable{t: t, dir: t.TempDir(), opts: opts}
+	r.hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { (*r.backend.Load()).ServeHTTP(w, req) }))
+	t.Cleanup(r.hs.Close)
+	r.start(m)
+	t.Cleanup(func() { r.stop() })
+	return r
+}
+
+func (r *restartable) start(m llm.Model) {
+	r.t.Helper()
+	n, err := node.New(context.Background(), node.Config{DataDir: r.dir, Model: m})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	stopNode, err := n.Start(context.Background())
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.srv, r.n = mcp.NewServer(n, r.opts), n
+	h := r.srv.Handler()
+	r.backend.Store(&h)
+	srv := r.srv
+	r.stop = sync.OnceFunc(func() {
+		srv.CloseStreams()
+		stopNode()
+		_ = n.Close()
+	})
+}
+
+// restart stops the node serving, cuts the connections open to it, and serves
+// from a new node with model m.
+func (r *restartable) restart(m llm.Model) {
+	r.t.Helper()
+	r.stop()
+	r.hs.CloseClientConnections()
+	r.start(m)
+}
+
+func (r *restartable) connect(ctx context.Context, opts *sdk.ClientOptions) *sdk.ClientSession {
+	r.t.Helper()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, opts).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: r.hs.URL}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	r.t.Cleanup(func() { cs.Close() })
+	return cs
+}
+
+func notesCatalog() mcp.Catalog {
+	read := func(_ context.Context, uri string) ([]*sdk.ResourceContents, error) {
+		return mcp.TextContents(uri, "text/plain", "x"), nil
+	}
+	return mcp.Catalog{
+		Resources: []mcp.Resource{
+			{Resource: sdk.Resource{URI: "notes://a", Name: "a"}, Read: read},
+			{Resource: sdk.Resource{URI: "notes://b", Name: "b"}, Read: read},
+		},
+		Templates: []mcp.ResourceTemplate{{ResourceTemplate: sdk.ResourceTemplate{URITemplate: "notes://day/{n}", Name: "day"},
+			Read: func(ctx context.Context, uri string, _ map[string]string) ([]*sdk.ResourceContents, error) {
+				return read(ctx, uri)
+			}}},
+	}
+}
+
+// A client's log level and resource subscriptions outlive a restart of its node:
+// the node that resumes its session sets them again (they are events of the
+// session's stream in the log), and the client goes on getting its notifications.
+func TestServerHTTPSessionStateOutlivesRestart(t *testing.T) {
+	r := newRestartable(t, mcp.ServerOptions{Sources: []mcp.Source{notesCatalog()}}, answerScript(t, "unused"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	logs, updates := make(chan string, 256), make(chan string, 256)
+	cs := r.connect(ctx, &sdk.ClientOptions{
+		LoggingMessageHandler:  func(_ context.Context, req *sdk.LoggingMessageRequest) { logs <- fmt.Sprint(req.Params.Data) },
+		ResourceUpdatedHandler: func(_ context.Context, req *sdk.ResourceUpdatedNotificationRequest) { updates <- req.Params.URI },
+	})
+	if err := cs.SetLoggingLevel(ctx, &sdk.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, uri := range []string{"notes://a", "notes://b"} {
+		if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cs.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: "notes://b"}); err != nil {
+		t.Fatal(err)
+	}
+	// An update before the restart: the client's stream of notifications has
+	// events (with IDs, which it names when it reconnects to the next node).
+	awaitUpdate := func(when string) {
+		t.Helper()
+		for {
+			_ = r.srv.ResourceUpdated(ctx, "notes://b")
+			_ = r.srv.ResourceUpdated(ctx, "notes://a")
+			select {
+			case uri := <-updates:
+				if uri != "notes://a" {
+					t.Fatalf("an update of %s %s, which the client unsubscribed from", uri, when)
+				}
+				return
+			case <-ctx.Done():
+				t.Fatalf("no update of notes://a %s: the subscription was lost", when)
+			case <-time.After(100 * time.Millisecond): // the client's stream of notifications may not be there yet
+			}
+		}
+	}
+	awaitUpdate("before the restart")
+
+	r.restart(answerScript(t, "unused"))
+	for len(logs) > 0 {
+		<-logs
+	}
+	// The call resumes the session; its log notifications (debug: "started")
+	// come at the level the client set before the restart.
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "calculator", Arguments: map[string]any{"expression": "6*7"}})
+	if err != nil || res.IsError || textOf(res) != "42" {
+		t.Fatalf("calculator after the restart: %v %v", err, res)
+	}
+	select {
+	case got := <-logs:
+		if !strings.Contains(got, "tool calculator") {
+			t.Errorf("log notification %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("no log notification of the call after the restart: the log level was lost")
+	}
+	// The client is still subscribed to notes://a, and not to notes://b.
+	awaitUpdate("after the restart")
+}
+
+// A session's subscriptions are bounded: one past the bound, or to a URI longer
+// than the server takes, is refused with a JSON-RPC invalid-params error that says
+// so, and the session's others stay.
+func TestServerSubscriptionsAreBounded(t *testing.T) {
+	r := newRestartable(t, mcp.ServerOptions{Sources: []mcp.Source{notesCatalog()}}, answerScript(t, "unused"))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs := r.connect(ctx, nil)
+	const bound = 64
+	for i := range bound {
+		if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: fmt.Sprintf("notes://day/%d", i)}); err != nil {
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+	}
+	refused := func(uri, want string) {
+		t.Helper()
+		err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uri})
+		var rpc *jsonrpc.Error
+		if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpc.Message, want) {
+			t.Fatalf("subscribe %.40s: %v, want an invalid-params error saying %q", uri, err, want)
+		}
+	}
+	refused("notes://day/past-the-bound", "too many subscriptions")
+	if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://day/3"}); err != nil {
+		t.Fatalf("a subscription the session has, again: %v", err)
+	}
+	if err := cs.Unsubscribe(ctx, &sdk.UnsubscribeParams{URI: "notes://day/0"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://day/past-the-bound"}); err != nil {
+		t.Fatalf("a subscription once one ended: %v", err)
+	}
+	refused("notes://day/"+strings.Repeat("x", 4096), "longer than")
+	// The bound holds for the session resumed after a restart, which has them all.
+	r.restart(answerScript(t, "unused"))
+	refused("notes://day/one-more", "too many subscriptions")
+
+	// And for a session without an ID (over stdio), which has no record (at a
+	// protocol with resources/subscribe: from 2026-07-28 on subscriptions are
+	// streams of their own).
+	st, ct := sdk.NewInMemoryTransports()
+	go r.srv.Serve(ctx, st)
+	stdio, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, ct, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stdio.Close()
+	for i := range bound {
+		if err := stdio.Subscribe(ctx, &sdk.SubscribeParams{URI: fmt.Sprintf("notes://day/%d", i)}); err != nil {
+			t.Fatalf("stdio subscription %d: %v", i, err)
+		}
+	}
+	err = stdio.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://day/past-the-bound"})
+	var rpc *jsonrpc.Error
+	if !errors.As(err, &rpc) || rpc.Code != jsonrpc.CodeInvalidParams || !strings.Contains(rpc.Message, "too many subscriptions") {
+		t.Fatalf("stdio subscription past the bound: %v", err)
+	}
+}
+
+// holdModel answers "held: <input>" once released, and tells when it is asked.
+type holdModel struct {
+	asked   chan struct{}
+	release chan struct{}
+	calls   atomic.Int32
+}
+
+func newHoldModel(released bool) *holdModel {
+	m := &holdModel{asked: make(chan struct{}, 16), release: make(chan struct{})}
+	if released {
+		close(m.release)
+	}
+	return m
+}
+
+func (*holdModel) Name() string { return "hold" }
+
+func (m *holdModel) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
+	m.calls.Add(1)
+	select {
+	case m.asked <- struct{}{}:
+	default:
+	}
+	select {
+	case <-m.release:
+	case <-ctx.Done():
+		return llm.Response{}, ctx.Err()
+	}
+	input := ""
+	for _, msg := range req.Messages {
+		if msg.Role == messages.RoleUser {
+			input = msg.Content
+		}
+	}
+	return llm.Response{Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "held: " + input}}, nil
+}
+
+// A run_task whose node restarts under it answers with its task's result: the
+// node that stops closes the call's stream with a retry instead of failing the
+// call, the client resumes the stream (Last-Event-ID) on the node that serves
+// next, and that node, which has the call in the session's stream of the log and
+// resumed the task, answers with the task's result once it ends. The task runs
+// once.
+func TestServerHTTPRunTaskOutlivesRestart(t *testing.T) {
+	first := newHoldModel(false)
+	r := newRestartable(t, mcp.ServerOptions{ReconnectDelay: 100 * time.Millisecond}, first)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs := r.connect(ctx, nil)
+	type answer struct {
+		res *sdk.CallToolResult
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "through the restart"}})
+		answered <- answer{res, err}
+	}()
+	select {
+	case <-first.asked:
+	case <-ctx.Done():
+		t.Fatal("the model was never asked")
+	}
+	second := newHoldModel(true)
+	r.restart(second)
+	var a answer
+	select {
+	case a = <-answered:
+	case <-ctx.Done():
+		t.Fatal("run_task did not answer after the restart")
+	}
+	if a.err != nil || a.res.IsError || textOf(a.res) != "held: through the restart" {
+		t.Fatalf("run_task across the restart: %v %+v", a.err, a.res)
+	}
+	if got := second.calls.Load(); got != 1 {
+		t.Errorf("the model of the node that serves next was asked %d times, want once (the resumed task)", got)
+	}
+	// A GET that names a stream the node does not have (Last-Event-ID), or a
+	// malformed ID, is refused with 400 and changes nothing.
+	for _, last := range []string{"NOSUCHSTREAM_3", "not an id", "A_B_C", "X_-1", strings.Repeat("Z", 5000) + "_1"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.hs.URL, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		req.Header.Set("Last-Event-ID", last)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("Last-Event-ID %.20q: %s, want 400", last, resp.Status)
+		}
+	}
+	// The conversation goes on in the task's session.
+	session, _ := a.res.Meta[mcp.SessionIDMeta].(string)
+	res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "and then", "session_id": session}})
+	if err != nil || res.IsError || textOf(res) != "held: and then" || res.Meta[mcp.SessionIDMeta] != session || session == "" {
+		t.Fatalf("run_task in session %q: %v %+v", session, err, res)
+	}
+}
+
+// post sends a JSON-RPC message to the MCP endpoint at url in session id, and
+// returns the response (the caller closes its body).
+func post(ctx context.Context, t *testing.T, url, id, body string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// A run_task call sent again in its session with the same JSON-RPC ID and
+// arguments (a client whose call was cut, after the node restarted) answers with
+// the result of the task the first one started rather than run it again; with
+// other arguments it is another call.
+func TestServerHTTPRunTaskSentAgain(t *testing.T) {
+	first := newHoldModel(false)
+	r := newRestartable(t, mcp.ServerOptions{}, first)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	id := r.connect(ctx, nil).ID()
+	call := func(input string) string {
+		return `{"jsonrpc":"2.0","id":41,"method":"tools/call","params":{"name":"run_task","arguments":{"input":"` + input + `"}}}`
+	}
+	cctx, cut := context.WithCancel(ctx)
+	resp := post(cctx, t, r.hs.URL, id, call("once"))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("run_task: %s", resp.Status)
+	}
+	select {
+	case <-first.asked:
+	case <-ctx.Done():
+		t.Fatal("the model was never asked")
+	}
+	cut() // the client's connection drops
+	resp.Body.Close()
+	second := newHoldModel(true)
+	r.restart(second)
+	answer := func(input string) string {
+		t.Helper()
+		resp := post(ctx, t, r.hs.URL, id, call(input))
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("run_task %s: %s %v", input, resp.Status, err)
+		}
+		for line := range strings.Lines(string(b)) {
+			data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+			var msg struct {
+				ID     int
+				Result *sdk.CallToolResult
+			}
+			if ok && json.Unmarshal([]byte(data), &msg) == nil && msg.Result != nil {
+				if msg.ID != 41 || msg.Result.IsError {
+					t.Fatalf("run_task %s: %s", input, data)
+				}
+				return textOf(msg.Result)
+			}
+		}
+		t.Fatalf("run_task %s: no answer in %q", input, b)
+		return ""
+	}
+	if got := answer("once"); got != "held: once" {
+		t.Errorf("the call sent again answered %q", got)
+	}
+	if got := second.calls.Load(); got != 1 {
+		t.Errorf("the model was asked %d times after the restart, want once (the resumed task, not a second run)", got)
+	}
+	if got := answer("twice"); got != "held: twice" {
+		t.Errorf("a call with the same ID and other arguments answered %q", got)
+	}
+}
+
+// The Python SDK's client, with its defaults, keeps its log level and
+// subscriptions across a restart of the server (TROUPE_MCP_PY names a python with
+// the SDK: deploy/mcp-sdk.sh py; the test is skipped without it).
+func TestServerSessionStateOutlivesRestartPython(t *testing.T) {
+	py := os.Getenv("TROUPE_MCP_PY")
+	if py == "" {
+		t.Skip("TROUPE_MCP_PY is not set (deploy/mcp-sdk.sh py)")
+	}
+	r := newRestartable(t, mcp.ServerOptions{Sources: []mcp.Source{notesCatalog()}}, answerScript(t, "unused"))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "mcp-py-state.py"), r.hs.URL)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderrR, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout strings.Builder
+	cmd.Stdout = &stdout
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	lines := bufio.NewScanner(stderrR)
+	for lines.Scan() && lines.Text() != "subscribed" {
+		stderr.WriteString(lines.Text() + "\n")
+	}
+	ready := make(chan struct{})
+	go func() {
+		for lines.Scan() && lines.Text() != "ready" {
+			stderr.WriteString(lines.Text() + "\n")
+		}
+		close(ready)
+	}()
+	for waiting := true; waiting; {
+		_ = r.srv.ResourceUpdated(ctx, "notes://b")
+		_ = r.srv.ResourceUpdated(ctx, "notes://a")
+		select {
+		case <-ready:
+			waiting = false
+		case <-ctx.Done():
+			t.Fatalf("the client never got ready: %s\n%s", stdout.String(), stderr.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	r.restart(answerScript(t, "unused"))
+	fmt.Fprintln(stdin, "go")
+	go func() {
+		for lines.Scan() {
+			stderr.WriteString(lines.Text() + "\n")
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	for waiting := true; waiting; {
+		_ = r.srv.ResourceUpdated(ctx, "notes://b")
+		_ = r.srv.ResourceUpdated(ctx, "notes://a")
+		select {
+		case err := <-exited:
+			if err != nil {
+				t.Fatalf("client: %v", err)
+			}
+			waiting = false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	var out struct {
+		Calc          string
+		Logs, Updates []string
+		Fatal         string
+	}
+	if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil || out.Fatal != "" || out.Calc != "42" {
+		t.Fatalf("client printed %q (%v)\n%s", stdout.String(), err, stderr.String())
+	}
+	if !slices.ContainsFunc(out.Logs, func(l string) bool { return strings.Contains(l, "tool calculator") }) {
+		t.Errorf("log notifications after the restart %q: the log level was lost", out.Logs)
+	}
+	if len(out.Updates) == 0 || slices.ContainsFunc(out.Updates, func(u string) bool { return u != "notes://a" }) {
+		t.Errorf("updates after the restart %q, want those of notes://a alone", out.Updates)
+	}
+}
+
+// A run_task the node refuses (bad arguments) is a tool error that records
+// nothing in the session's stream.
+func TestServerHTTPBadRunTaskRecordsNothing(t *testing.T) {
+	r := newRestartable(t, mcp.ServerOptions{}, answerScript(t, "unused"))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs := r.connect(ctx, nil)
+	for _, args := range []map[string]any{{"input": "   "}, {"input": "x", "session_id": "bad id\n"}, {"input": "x", "max_tokens": -1}} {
+		res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: args})
+		if err != nil || !res.IsError {
+			t.Fatalf("run_task %v: %v %+v, want a tool error", args, err, res)
+		}
+	}
+	events, err := r.n.Log().Read(ctx, "mcp/session/"+cs.ID(), 1)
+	if err != nil || len(events) != 0 {
+		t.Fatalf("the session's stream after bad calls: %v %v", events, err)
+	}
+}

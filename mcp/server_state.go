@@ -1,0 +1,243 @@
+package mcp
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// What a client asked of its session over Streamable HTTP, kept in the node's
+// event log so that it outlives the process: its log level (logging/setLevel), its
+// resource subscriptions, and the run_task calls it made. Each session is a stream
+// of the log, eventlog.MCPSessionStreamPrefix + its ID, whose events
+// (messages.MCPLevelSet, MCPSubscribed, MCPUnsubscribed, MCPCallStarted) fold into
+// a sessionState. A node that resumes the session (server_sessions.go) folds the
+// stream and sets the level and subscriptions again; a client that resumes a cut
+// run_task stream on another process, or sends the call again, gets the task's
+// result rather than a second run (server_calls.go).
+
+// maxSubscriptions bounds the resources one session may subscribe to; a
+// subscription past it is refused with a JSON-RPC invalid-params error.
+const maxSubscriptions = 64
+
+// maxSubscriptionURI bounds the URI of a subscription, in bytes.
+const maxSubscriptionURI = 2048
+
+// maxCalls bounds the run_task calls a session's state remembers (the latest):
+// an older call sent again runs again.
+const maxCalls = 256
+
+// maxStates bounds the sessions whose state the server keeps in memory; past it
+// the states are dropped, and read from the log again when needed.
+const maxStates = 4096
+
+// sessionLog is a Node with an event log (*node.Node): the server keeps its
+// clients' sessions there.
+type sessionLog interface {
+	Log() eventlog.Log
+}
+
+// sessionState is the fold of a session's stream.
+type sessionState struct {
+	seq   uint64   // the stream's last event
+	level string   // "" until the client sets one
+	subs  []string // the subscribed URIs, in the order of subscription
+	calls []messages.MCPCallStarted
+}
+
+func (st *sessionState) apply(e messages.Envelope) {
+	st.seq = e.Seq
+	p, err := e.Decode()
+	if err != nil {
+		return
+	}
+	switch p := p.(type) {
+	case *messages.MCPLevelSet:
+		st.level = p.Level
+	case *messages.MCPSubscribed:
+		if !slices.Contains(st.subs, p.URI) {
+			st.subs = append(st.subs, p.URI)
+		}
+	case *messages.MCPUnsubscribed:
+		st.subs = slices.DeleteFunc(st.subs, func(u string) bool { return u == p.URI })
+	case *messages.MCPCallStarted:
+		st.calls = append(st.calls, *p)
+		if len(st.calls) > maxCalls {
+			st.calls = slices.Delete(st.calls, 0, len(st.calls)-maxCalls)
+		}
+	}
+}
+
+// call returns the latest call of the session with request ID id, or whose
+// stream is stream (when id is empty).
+func (st *sessionState) call(id, stream string) (messages.MCPCallStarted, bool) {
+	for _, c := range slices.Backward(st.calls) {
+		if id != "" && c.RequestID == id || id == "" && stream != "" && c.Stream == stream {
+			return c, true
+		}
+	}
+	return messages.MCPCallStarted{}, false
+}
+
+// sessionBook keeps the sessions' states, in the log when the node has one (else
+// in memory only). It is safe for concurrent use.
+type sessionBook struct {
+	log eventlog.Log // nil: in memory only
+
+	mu     sync.Mutex
+	states map[string]*sessionState
+}
+
+func newSessionBook(n Node) *sessionBook {
+	b := &sessionBook{states: map[string]*sessionState{}}
+	if l, ok := n.(sessionLog); ok {
+		b.log = l.Log()
+	}
+	return b
+}
+
+func sessionStream(id string) string { return eventlog.MCPSessionStreamPrefix + id }
+
+// state returns a copy of the state of session id, read from the log unless
+// known.
+func (b *sessionBook) state(ctx context.Context, id string) (sessionState, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st, err := b.loadLocked(ctx, id)
+	if err != nil {
+		return sessionState{}, err
+	}
+	return sessionState{seq: st.seq, level: st.level, subs: slices.Clone(st.subs), calls: slices.Clone(st.calls)}, nil
+}
+
+func (b *sessionBook) loadLocked(ctx context.Context, id string) (*sessionState, error) {
+	if st, ok := b.states[id]; ok {
+		return st, nil
+	}
+	st := &sessionState{}
+	if b.log != nil {
+		events, err := b.log.Read(ctx, sessionStream(id), 1)
+		if err != nil {
+			return nil, fmt.Errorf("read MCP session %s: %w", id, err)
+		}
+		for _, e := range events {
+			st.apply(e)
+		}
+	}
+	if len(b.states) >= maxStates {
+		clear(b.states)
+	}
+	b.states[id] = st
+	return st, nil
+}
+
+// record appends p to session id's stream, unless decide, given the state now,
+// says it changes nothing (or returns an error, which record returns). A
+// conflict (another node wrote the stream meanwhile) reads it again and decides
+// again.
+func (b *sessionBook) record(ctx context.Context, id string, decide func(*sessionState) (messages.Payload, error)) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for attempt := 0; ; attempt++ {
+		st, err := b.loadLocked(ctx, id)
+		if err != nil {
+			return err
+		}
+		p, err := decide(st)
+		if err != nil || p == nil {
+			return err
+		}
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			return err
+		}
+		e.ID, e.SessionID, e.Seq, e.TS, e.Actor = "mcp-"+rand.Text(), sessionStream(id), st.seq+1, time.Now().UnixMicro(), "mcp/server"
+		if b.log != nil {
+			if err := b.log.Append(ctx, []messages.Envelope{e}); err != nil {
+				if errors.Is(err, eventlog.ErrSeqConflict) && attempt < 3 {
+					delete(b.states, id)
+					continue
+				}
+				return fmt.Errorf("record MCP session %s: %w", id, err)
+			}
+		}
+		st.apply(e)
+		return nil
+	}
+}
+
+// recordLevel is the receiving middleware that records a session's
+// logging/setLevel once the SDK has taken it.
+func (s *Server) recordLevel(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		res, err := next(ctx, method, req)
+		if err != nil || method != "logging/setLevel" {
+			return res, err
+		}
+		id := req.GetSession().ID()
+		params, ok := req.GetParams().(*sdk.SetLoggingLevelParams)
+		if id == "" || !ok {
+			return res, nil
+		}
+		level := string(params.Level)
+		if err := s.book.record(ctx, id, func(st *sessionState) (messages.Payload, error) {
+			if st.level == level {
+				return nil, nil
+			}
+			return &messages.MCPLevelSet{Level: level}, nil
+		}); err != nil {
+			s.opts.Logger.Warn("mcp server: log level not recorded", "session", id, "err", err)
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the log level is set, but could not be recorded to outlive a restart of the node: " + err.Error()}
+		}
+		return res, nil
+	}
+}
+
+// recordSubscribe records session id's subscription to uri, refused past
+// maxSubscriptions.
+func (s *Server) recordSubscribe(ctx context.Context, id, uri string) error {
+	if id == "" {
+		return nil
+	}
+	return s.book.record(ctx, id, func(st *sessionState) (messages.Payload, error) {
+		switch {
+		case slices.Contains(st.subs, uri):
+			return nil, nil
+		case len(st.subs) >= maxSubscriptions:
+			return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: fmt.Sprintf(
+				"too many subscriptions: this session has %d, the most the server keeps; unsubscribe from one first", len(st.subs))}
+		}
+		return &messages.MCPSubscribed{URI: uri}, nil
+	})
+}
+
+// recordUnsubscribe records the end of session id's subscription to uri.
+func (s *Server) recordUnsubscribe(ctx context.Context, id, uri string) error {
+	if id == "" {
+		return nil
+	}
+	return s.book.record(ctx, id, func(st *sessionState) (messages.Payload, error) {
+		if !slices.Contains(st.subs, uri) {
+			return nil, nil
+		}
+		return &messages.MCPUnsubscribed{URI: uri}, nil
+	})
+}
+
+// argsHash is the hex SHA-256 of a call's arguments.
+func argsHash(raw string) string {
+	h := sha256.Sum256([]byte(raw))
+	return hex.EncodeToString(h[:])
+}
