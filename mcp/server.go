@@ -152,7 +152,8 @@ func NewServer(n Node, opts ServerOptions) *Server {
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"the task, in words"},` +
 			`"session_id":{"type":"string","description":"the session to continue; a new one when absent"},` +
 			`"agent":{"type":"string","description":"the agent to run (this node runs \"default\")"},` +
-			`"max_tokens":{"type":"integer","minimum":0,"description":"the task's token budget, prompt and completion tokens together; absent: the agent's"}},` +
+			`"max_tokens":{"type":"integer","minimum":0,"description":"the task's token budget, prompt and completion tokens together; absent: the agent's"},` +
+			`"max_cost_usd":{"type":"number","minimum":0,"description":"the task's cost budget in US dollars, by the node's price table; absent: the agent's"}},` +
 			`"required":["input"],"additionalProperties":false}`),
 		Annotations: &sdk.ToolAnnotations{OpenWorldHint: ptr(true)},
 	}, s.runTask)
@@ -273,10 +274,11 @@ func errorResult(text string) *sdk.CallToolResult {
 // runTask is run_task's handler.
 func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	var args struct {
-		Input     string `json:"input"`
-		SessionID string `json:"session_id"`
-		Agent     string `json:"agent"`
-		MaxTokens int    `json:"max_tokens"`
+		Input     string  `json:"input"`
+		SessionID string  `json:"session_id"`
+		Agent     string  `json:"agent"`
+		MaxTokens int     `json:"max_tokens"`
+		MaxCost   float64 `json:"max_cost_usd"`
 	}
 	raw := "{}"
 	if req.Params != nil && len(req.Params.Arguments) > 0 {
@@ -285,7 +287,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	if err := decodeStrict(RunTask, raw, &args, `{"input":"What is 2+2?"}`); err != nil {
 		return errorResult(err.Error()), nil
 	}
-	task := node.Task{Input: args.Input, SessionID: args.SessionID, Agent: args.Agent, MaxTokens: args.MaxTokens}
+	task := node.Task{Input: args.Input, SessionID: args.SessionID, Agent: args.Agent, MaxTokens: args.MaxTokens, MaxCostUSD: args.MaxCost}
 	var started *messages.MCPCallStarted // the call's record, when it has one
 	// A call over Streamable HTTP is recorded (not a task the node refuses: bad
 	// input changes nothing).

@@ -195,6 +195,11 @@ func TestServerRunTaskFailed(t *testing.T) {
 	if err != nil || !res.IsError || !strings.Contains(textOf(res), "max_tokens must be between 0 and") {
 		t.Fatalf("run_task with max_tokens -1: %v %q", err, textOf(res))
 	}
+	// A cost budget reaches the task (the schema has it); out of range, it is refused.
+	res, err = cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "loop", "max_cost_usd": 2e6}})
+	if err != nil || !res.IsError || !strings.Contains(textOf(res), "max_cost_usd must be between 0 and") {
+		t.Fatalf("run_task with max_cost_usd 2e6: %v %q", err, textOf(res))
+	}
 }
 
 // The server follows the node's catalog: an MCP server behind the node that adds a
