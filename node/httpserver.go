@@ -80,7 +80,15 @@ func (c *HTTPConfig) setDefaults() {
 type HTTPServer struct {
 	srv *http.Server
 	cfg HTTPConfig
+
+	mu    sync.Mutex
+	fresh map[net.Conn]struct{} // connections no request came on yet (http.StateNew)
 }
+
+// freshGrace is how long Shutdown lets a connection that no request came on yet
+// (a client's spare one, a proxy's preconnect) send one before it closes it:
+// net/http would wait 5 s for each such connection.
+const freshGrace = 500 * time.Millisecond
 
 // HTTPServer returns a server of the node's HTTP API. Shutting it down ends the
 // node's live streams.
@@ -95,7 +103,30 @@ func (n *Node) HTTPServer() *HTTPServer {
 	}
 	// Live streams never end on their own: end them when shutdown begins.
 	srv.RegisterOnShutdown(n.CloseStreams)
-	return &HTTPServer{srv: srv, cfg: cfg}
+	s := &HTTPServer{srv: srv, cfg: cfg, fresh: map[net.Conn]struct{}{}}
+	srv.ConnState = s.track
+	return s
+}
+
+// track keeps the connections no request came on yet.
+func (s *HTTPServer) track(c net.Conn, state http.ConnState) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if state == http.StateNew {
+		s.fresh[c] = struct{}{}
+	} else {
+		delete(s.fresh, c)
+	}
+}
+
+// closeFresh closes the connections no request came on yet.
+func (s *HTTPServer) closeFresh() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.fresh {
+		_ = c.Close()
+		delete(s.fresh, c)
+	}
 }
 
 // Serve accepts connections on ln until Shutdown or Close; it returns
@@ -105,8 +136,22 @@ func (s *HTTPServer) Serve(ln net.Listener) error {
 }
 
 // Shutdown stops accepting connections, ends live streams and waits (until ctx is
-// done) for the requests in flight.
-func (s *HTTPServer) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+// done) for the requests in flight. A connection no request came on within
+// freshGrace of the start is closed (net/http would wait 5 s for it).
+func (s *HTTPServer) Shutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		t := time.NewTimer(freshGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			s.closeFresh()
+		case <-done:
+		}
+	}()
+	return s.srv.Shutdown(ctx)
+}
 
 // Close closes the listeners and every connection at once.
 func (s *HTTPServer) Close() error { return s.srv.Close() }

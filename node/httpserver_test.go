@@ -299,3 +299,41 @@ func TestSSEOnUnknownSessionIs404(t *testing.T) {
 		t.Fatalf("known session read to its end: %d", resp.StatusCode)
 	}
 }
+
+// Shutdown does not wait for a connection no request ever came on (a client's
+// spare connection, a proxy's preconnect), which net/http would wait 5 s for: it
+// closes it, while a request that is running gets its answer.
+func TestShutdownClosesConnectionsNoRequestCameOn(t *testing.T) {
+	n := nodetest.Start(t, node.Config{})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := n.HTTPServer()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	idle, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	// A kept-alive connection that served a request is closed at once by Shutdown;
+	// make sure the spare one is accepted before shutting down.
+	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(ctx); err != nil {
+		t.Fatalf("Shutdown: %v (it waited for the connection no request came on)", err)
+	}
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve: %v", err)
+	}
+	_ = idle.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := idle.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Errorf("the spare connection: %v, want it closed by the server", err)
+	}
+}
