@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // restartable serves MCP at one URL from nodes over one data dir that the test
@@ -386,27 +387,7 @@ func TestServerHTTPRunTaskSentAgain(t *testing.T) {
 	r.restart(second)
 	answer := func(input string) string {
 		t.Helper()
-		resp := post(ctx, t, r.hs.URL, id, call(input))
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("run_task %s: %s %v", input, resp.Status, err)
-		}
-		for line := range strings.Lines(string(b)) {
-			data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
-			var msg struct {
-				ID     int
-				Result *sdk.CallToolResult
-			}
-			if ok && json.Unmarshal([]byte(data), &msg) == nil && msg.Result != nil {
-				if msg.ID != 41 || msg.Result.IsError {
-					t.Fatalf("run_task %s: %s", input, data)
-				}
-				return textOf(msg.Result)
-			}
-		}
-		t.Fatalf("run_task %s: no answer in %q", input, b)
-		return ""
+		return runTaskAnswer(ctx, t, r.hs.URL, id, 41, call(input))
 	}
 	if got := answer("once"); got != "held: once" {
 		t.Errorf("the call sent again answered %q", got)
@@ -416,6 +397,73 @@ func TestServerHTTPRunTaskSentAgain(t *testing.T) {
 	}
 	if got := answer("twice"); got != "held: twice" {
 		t.Errorf("a call with the same ID and other arguments answered %q", got)
+	}
+}
+
+// runTaskAnswer posts body, a run_task call with JSON-RPC ID rpcID, on session id
+// and returns the text of its answer, failing the test for an error.
+func runTaskAnswer(ctx context.Context, t *testing.T, url, id string, rpcID int, body string) string {
+	t.Helper()
+	resp := post(ctx, t, url, id, body)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("run_task %s: %s %v", body, resp.Status, err)
+	}
+	for line := range strings.Lines(string(b)) {
+		data, ok := strings.CutPrefix(strings.TrimSpace(line), "data: ")
+		var msg struct {
+			ID     int
+			Result *sdk.CallToolResult
+		}
+		if ok && json.Unmarshal([]byte(data), &msg) == nil && msg.Result != nil {
+			if msg.ID != rpcID || msg.Result.IsError {
+				t.Fatalf("run_task %s: %s", body, data)
+			}
+			return textOf(msg.Result)
+		}
+	}
+	t.Fatalf("run_task %s: no answer in %q", body, b)
+	return ""
+}
+
+// Two nodes behind one load balancer without sticky sessions (here two servers
+// over one log, each with its own copy of the sessions' states): a run_task that
+// one of them recorded and answered, sent again to the other, which had read the
+// session before, answers with that task's result instead of running it again.
+func TestServerRunTaskSentAgainToAnotherNode(t *testing.T) {
+	m := newHoldModel(true)
+	n := nodetest.Start(t, node.Config{Model: m})
+	a := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	defer a.Close()
+	b := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: a.URL}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	id := cs.ID()
+	call := func(rpcID int, input string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run_task","arguments":{"input":%q}}}`, rpcID, input)
+	}
+	// b reads the session: a first call through it.
+	if got := runTaskAnswer(ctx, t, b.URL, id, 7, call(7, "first")); got != "held: first" {
+		t.Fatalf("the first call answered %q", got)
+	}
+	if got := runTaskAnswer(ctx, t, a.URL, id, 41, call(41, "once")); got != "held: once" {
+		t.Fatalf("the call answered %q", got)
+	}
+	asked := m.calls.Load()
+	// The client sends the call again, and the load balancer picks b.
+	if got := runTaskAnswer(ctx, t, b.URL, id, 41, call(41, "once")); got != "held: once" {
+		t.Errorf("the call sent again answered %q", got)
+	}
+	if got := m.calls.Load(); got != asked {
+		t.Errorf("the model was asked %d more times: the call sent again ran its task again", got-asked)
 	}
 }
 

@@ -122,13 +122,17 @@ func (b *sessionBook) state(ctx context.Context, id string) (sessionState, error
 	return sessionState{seq: st.seq, level: st.level, subs: slices.Clone(st.subs), calls: slices.Clone(st.calls)}, nil
 }
 
+// loadLocked returns session id's state, caught up with its stream: what other
+// nodes (behind one load balancer, without sticky sessions) recorded since this
+// one last read it counts too, so that a call one of them recorded is known here
+// when the client sends it again to this node.
 func (b *sessionBook) loadLocked(ctx context.Context, id string) (*sessionState, error) {
-	if st, ok := b.states[id]; ok {
-		return st, nil
+	st, ok := b.states[id]
+	if !ok {
+		st = &sessionState{}
 	}
-	st := &sessionState{}
 	if b.log != nil {
-		events, err := b.log.Read(ctx, sessionStream(id), 1)
+		events, err := b.log.Read(ctx, sessionStream(id), st.seq+1)
 		if err != nil {
 			return nil, fmt.Errorf("read MCP session %s: %w", id, err)
 		}
@@ -136,10 +140,12 @@ func (b *sessionBook) loadLocked(ctx context.Context, id string) (*sessionState,
 			st.apply(e)
 		}
 	}
-	if len(b.states) >= maxStates {
-		clear(b.states)
+	if !ok {
+		if len(b.states) >= maxStates {
+			clear(b.states)
+		}
+		b.states[id] = st
 	}
-	b.states[id] = st
 	return st, nil
 }
 
