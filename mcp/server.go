@@ -299,9 +299,9 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 			return errorResult(fmt.Sprintf("run_task: the call could not be recorded, and the task was not started: %v", err)), nil
 		}
 		if again {
-			return s.callAgain(ctx, req, rec.TaskSession)
+			return s.callAgain(ctx, req, rec)
 		}
-		task.SessionID, started = rec.TaskSession, &rec
+		task.SessionID, task.ID, started = rec.TaskSession, rec.TaskID, &rec
 	}
 	f := s.follow(ctx, req.Session, req.Params, RunTask)
 	if started != nil {
@@ -354,28 +354,29 @@ func (s *Server) startCall(ctx context.Context, id string, rec *messages.MCPCall
 		return false, err
 	}
 	if c, ok := st.call(rec.RequestID, ""); ok && c.ArgsHash == rec.ArgsHash {
-		rec.TaskSession = c.TaskSession
-		if ts, ok := s.n.(taskStatus); ok {
-			if _, again, err = ts.Status(ctx, c.TaskSession); err != nil {
-				return false, err
-			}
+		rec.TaskSession, rec.TaskID = c.TaskSession, c.TaskID
+		if _, again, err = s.callStatus(ctx, c); err != nil {
+			return false, err
 		}
 		if c.Stream == rec.Stream {
 			return again, nil
 		}
-	} else if rec.TaskSession == "" {
-		rec.TaskSession = newTaskSession()
+	} else {
+		if rec.TaskSession == "" {
+			rec.TaskSession = newTaskSession()
+		}
+		rec.TaskID = newTaskID()
 	}
 	return again, s.book.record(ctx, id, func(*sessionState) (messages.Payload, error) { return rec, nil })
 }
 
 // callAgain answers a run_task call sent again with the result of the task the
-// first one started, in session taskSession, once it ends.
-func (s *Server) callAgain(ctx context.Context, req *sdk.CallToolRequest, taskSession string) (*sdk.CallToolResult, error) {
-	st := s.n.(taskStatus)
+// first one (rec) started, once it ends.
+func (s *Server) callAgain(ctx context.Context, req *sdk.CallToolRequest, rec messages.MCPCallStarted) (*sdk.CallToolResult, error) {
+	taskSession := rec.TaskSession
 	defer s.closeOnStop(req)()
 	f := s.follow(ctx, req.Session, req.Params, RunTask)
-	res, err := s.awaitTask(ctx, st, taskSession, true)
+	res, err := s.awaitTask(ctx, func(ctx context.Context) (node.SessionStatus, bool, error) { return s.callStatus(ctx, rec) }, taskSession, true)
 	f.end(ctx, err)
 	switch {
 	case err != nil && ctx.Err() != nil:

@@ -132,6 +132,9 @@ func (s *Server) takeCall(req *sdk.CallToolRequest) *pendingCall {
 // newTaskSession names the session of a new task that run_task starts.
 func newTaskSession() string { return "mcp-" + strings.ToLower(rand.Text()) }
 
+// newTaskID is the ID of the task of a new run_task call (node.Task.ID).
+func newTaskID() string { return "mcp-task-" + strings.ToLower(rand.Text()) }
+
 // resumeCall serves a GET that resumes (Last-Event-ID) the stream of a run_task
 // call in session id that this process does not hold (it started on another, or
 // before a restart): it answers with the result of the call's task once it ends,
@@ -143,8 +146,7 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 	if r.Method != http.MethodGet || !ok || s.events.has(r.Context(), id, streamID, idx) {
 		return false
 	}
-	st, ok := s.n.(taskStatus)
-	if !ok {
+	if _, ok := s.n.(taskStatus); !ok {
 		return false
 	}
 	state, err := s.book.state(r.Context(), id)
@@ -176,7 +178,7 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 	poll := time.NewTicker(taskPoll)
 	defer poll.Stop()
 	for {
-		res, known, err := st.Status(ctx, call.TaskSession)
+		res, known, err := s.callStatus(ctx, call)
 		var result *sdk.CallToolResult
 		switch {
 		case err != nil && ctx.Err() != nil:

@@ -3,6 +3,8 @@ package mcp_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,6 +24,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
@@ -464,6 +467,88 @@ func TestServerRunTaskSentAgainToAnotherNode(t *testing.T) {
 	}
 	if got := m.calls.Load(); got != asked {
 		t.Errorf("the model was asked %d more times: the call sent again ran its task again", got-asked)
+	}
+}
+
+// A run_task that continues a session, recorded but cut before its task was
+// submitted (its node died in between), answers for its own task: sent again, it
+// runs that task once and answers with it, not with the session's previous task;
+// resumed by its stream (Last-Event-ID), it says its task never started.
+func TestServerRunTaskContinuingASessionCutBeforeItsTask(t *testing.T) {
+	m := newHoldModel(true)
+	n := nodetest.Start(t, node.Config{Model: m})
+	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: hs.URL}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	id := cs.ID()
+	call := func(rpcID int, args string) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"run_task","arguments":%s}}`, rpcID, args)
+	}
+	if got := runTaskAnswer(ctx, t, hs.URL, id, 1, call(1, `{"input":"first","session_id":"conv"}`)); got != "held: first" {
+		t.Fatalf("the first task answered %q", got)
+	}
+	// The second call as a node that died right after recording it left it.
+	args := `{"input":"second","session_id":"conv"}`
+	sum := sha256.Sum256([]byte(args))
+	stream := eventlog.MCPSessionStreamPrefix + id
+	recorded, err := n.Log().Read(ctx, stream, 1)
+	if err != nil || len(recorded) == 0 {
+		t.Fatalf("the session's stream: %d events, %v", len(recorded), err)
+	}
+	e, err := messages.NewEnvelope(&messages.MCPCallStarted{RequestID: "2", Stream: "DEADSTREAM", ArgsHash: hex.EncodeToString(sum[:]),
+		TaskSession: "conv", TaskID: "mcp-task-cut"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID, e.SessionID, e.Seq, e.TS, e.Actor = "cut-call", stream, recorded[len(recorded)-1].Seq+1, time.Now().UnixMicro(), "mcp/server"
+	if err := n.Log().Append(ctx, []messages.Envelope{e}); err != nil {
+		t.Fatal(err)
+	}
+	// Resumed by its stream.
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", "DEADSTREAM_0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(string(b), "never started") || strings.Contains(string(b), "held: first") {
+		t.Errorf("the resumed stream: %s %s, want that its task never started", resp.Status, b)
+	}
+	// Sent again.
+	before := m.calls.Load()
+	if got := runTaskAnswer(ctx, t, hs.URL, id, 2, call(2, args)); got != "held: second" {
+		t.Errorf("the call sent again answered %q, want its own task's answer", got)
+	}
+	if got := m.calls.Load() - before; got != 1 {
+		t.Errorf("the model was asked %d times for the call sent again, want once", got)
+	}
+	events, err := n.Log().Read(ctx, "conv", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []string
+	for _, e := range events {
+		if e.Type == messages.TypeTaskSubmitted {
+			tasks = append(tasks, e.ID)
+		}
+	}
+	if len(tasks) != 2 || tasks[1] != "mcp-task-cut" {
+		t.Errorf("the session's tasks: %v, want the first and mcp-task-cut", tasks)
 	}
 }
 

@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,6 +33,27 @@ type taskStatus interface {
 }
 
 var _ taskStatus = (*node.Node)(nil)
+
+// taskResults is implemented by a node that tells one task's result by its ID.
+type taskResults interface {
+	// TaskResult returns the result of task (its ID, node.Task.ID) of session
+	// id; known is false while the session has no such task.
+	TaskResult(ctx context.Context, id, task string) (res messages.TaskResult, known bool, err error)
+}
+
+var _ taskResults = (*node.Node)(nil)
+
+// callStatus is the status of the task a recorded run_task call started: that
+// task's own (TaskID), or, for a record kept without it, its session's latest.
+func (s *Server) callStatus(ctx context.Context, c messages.MCPCallStarted) (node.SessionStatus, bool, error) {
+	if tr, ok := s.n.(taskResults); ok && c.TaskID != "" {
+		return tr.TaskResult(ctx, c.TaskSession, c.TaskID)
+	}
+	if st, ok := s.n.(taskStatus); ok {
+		return st.Status(ctx, c.TaskSession)
+	}
+	return node.SessionStatus{}, false, errors.New("this node cannot tell a task's status")
+}
 
 // taskPoll is how often task_result reads a running task's status.
 const taskPoll = 100 * time.Millisecond
@@ -74,7 +96,8 @@ func (s *Server) taskResult(ctx context.Context, st taskStatus, req *sdk.CallToo
 	}
 	wait := args.Wait == nil || *args.Wait
 	f := s.follow(ctx, req.Session, req.Params, TaskResult)
-	res, err := s.awaitTask(ctx, st, args.SessionID, wait)
+	res, err := s.awaitTask(ctx, func(ctx context.Context) (node.SessionStatus, bool, error) { return st.Status(ctx, args.SessionID) },
+		args.SessionID, wait)
 	outcome := err
 	if err == nil && res.Status == messages.StatusFailed {
 		outcome = fmt.Errorf("the task failed (reason %s): %s", res.Reason, res.Error)
@@ -103,11 +126,11 @@ func (s *Server) taskResult(ctx context.Context, st taskStatus, req *sdk.CallToo
 
 // awaitTask returns the status of session id's latest task: at once, or (wait)
 // once the task has ended. An unknown session is an error.
-func (s *Server) awaitTask(ctx context.Context, st taskStatus, id string, wait bool) (node.SessionStatus, error) {
+func (s *Server) awaitTask(ctx context.Context, status func(context.Context) (node.SessionStatus, bool, error), id string, wait bool) (node.SessionStatus, error) {
 	tick := time.NewTicker(taskPoll)
 	defer tick.Stop()
 	for {
-		res, ok, err := st.Status(ctx, id)
+		res, ok, err := status(ctx)
 		switch {
 		case err != nil:
 			return res, err

@@ -39,6 +39,10 @@ type MCPCallStarted struct {
 	ArgsHash string `json:"args_hash"`
 	// TaskSession is the session of the task the call started.
 	TaskSession string `json:"task_session"`
+	// TaskID is the ID of that task (its task.submitted event's): a call that
+	// continues a session waits for its own task, not the session's last. Empty in
+	// records written before it was kept.
+	TaskID string `json:"task_id,omitempty"`
 }
 
 // MessageType implements Payload.

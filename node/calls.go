@@ -130,7 +130,7 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 	defer tick.Stop()
 	for {
 		r, err := n.taskResult(ctx, id, task)
-		if err != nil || r.Status != messages.StatusRunning {
+		if err != nil || r.Status != messages.StatusRunning && r.Status != "" { // "": not read yet
 			return r, err
 		}
 		select {
@@ -143,9 +143,18 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 	}
 }
 
-// taskResult folds a session's log into the status of one of its tasks.
+// TaskResult returns the result of task (its message ID: Task.ID) of session
+// sessionID, its status running while it runs; known is false while the session
+// has no such task.
+func (n *Node) TaskResult(ctx context.Context, sessionID, task string) (res messages.TaskResult, known bool, err error) {
+	res, err = n.taskResult(ctx, sessionID, task)
+	return res, res.Status != "", err
+}
+
+// taskResult folds a session's log into the status of one of its tasks: empty
+// while the session has no such task.
 func (n *Node) taskResult(ctx context.Context, sessionID, task string) (messages.TaskResult, error) {
-	res := messages.TaskResult{SessionID: sessionID, Status: messages.StatusRunning}
+	res := messages.TaskResult{SessionID: sessionID}
 	events, err := n.log.Read(ctx, sessionID, 1)
 	if err != nil {
 		return res, err

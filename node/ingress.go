@@ -117,7 +117,7 @@ func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
 // Admit checks a task given as a value (Go code, the CLI) and returns its
 // task.submitted envelope, with a new message ID, and a new session when it names none.
 func (in *Ingress) Admit(t Task) (messages.Envelope, error) {
-	return in.admit(t, Arrival{Source: SourceAPI}, nil)
+	return in.admit(t, Arrival{Source: SourceAPI, MessageID: t.ID}, nil)
 }
 
 // uniqueIDs reports whether the IDs the ingress makes are never made twice

@@ -847,6 +847,10 @@ func (n *Node) resume(ctx context.Context) error {
 
 // Task is what ingress accepts: the body of POST /v1/tasks and of a troupe.tasks message.
 type Task struct {
+	// ID, set by a Go caller (no JSON body carries it), is the task's message ID,
+	// which its task.submitted event takes: a task submitted again under the same ID
+	// is recorded once, and TaskResult finds it. Empty: a new one.
+	ID        string `json:"-"`
 	Input     string `json:"input"`
 	SessionID string `json:"session_id,omitempty"`
 	Agent     string `json:"agent,omitempty"`
@@ -1003,7 +1007,7 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return n.submitNew(ctx, env, n.ingress.uniqueIDs())
+	return n.submitNew(ctx, env, t.ID == "" && n.ingress.uniqueIDs())
 }
 
 // SubmitFrom decodes and checks what a source read (Ingress.Decode) and submits the
