@@ -13,11 +13,16 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	grpc_retry "github.com/grpc-ecosystem/go-grpc-middleware/retry"
+	"github.com/milvus-io/milvus-proto/go-api/v2/milvuspb"
 	"github.com/milvus-io/milvus-sdk-go/v2/client"
 	"github.com/milvus-io/milvus-sdk-go/v2/entity"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/troupe-run/troupe/vectorstore"
 )
@@ -45,12 +50,18 @@ const tieEpsilon = 1e-4
 // Store is a vectorstore.Store on a Milvus server. Build it with New; it is safe for
 // concurrent use.
 type Store struct {
-	cfg    Config
-	client client.Client
-	level  entity.ConsistencyLevel
+	cfg   Config
+	level entity.ConsistencyLevel
 
-	mu     sync.RWMutex // guards closed
-	closed bool
+	mu      sync.RWMutex // guards closed, client and retired
+	closed  bool
+	client  client.Client
+	retired map[client.Client]*time.Timer // replaced clients, closed once their calls are done
+
+	// answered is when the connection last answered a request (UnixNano); redial
+	// serializes the checks of a connection idle for longer (fresh).
+	answered atomic.Int64
+	redial   sync.Mutex
 
 	cmu   sync.Mutex             // guards colls
 	colls map[string]*collection // by the caller's name: collections known to exist
@@ -77,6 +88,18 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
+	s := &Store{cfg: cfg, level: levels[cfg.Consistency], colls: make(map[string]*collection), retired: map[client.Client]*time.Timer{}}
+	c, err := s.dial(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.client = c
+	return s, nil
+}
+
+// dial connects to the server, within cfg.DialTimeout.
+func (s *Store) dial(ctx context.Context) (client.Client, error) {
+	cfg := s.cfg
 	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	c, err := client.NewClient(dctx, client.Config{
@@ -84,7 +107,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		Username:    cfg.Username,
 		Password:    cfg.Password,
 		DBName:      cfg.DB,
-		DialOptions: dialOptions(),
+		DialOptions: append(dialOptions(), grpc.WithChainUnaryInterceptor(s.stamp)),
 	})
 	if err != nil {
 		if ctx.Err() == nil && dctx.Err() != nil {
@@ -93,7 +116,83 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("vectorstore/milvus: connect to %s: %w", cfg.Addr, err)
 	}
-	return &Store{cfg: cfg, client: c, level: levels[cfg.Consistency], colls: make(map[string]*collection)}, nil
+	return c, nil
+}
+
+// cli returns the client of the current connection.
+func (s *Store) cli() client.Client {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.client
+}
+
+// stamp is a gRPC interceptor that notes when the server last answered.
+func (s *Store) stamp(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	if err == nil {
+		s.answered.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+// A connection can die without a word: a NAT or proxy that forgets an idle
+// connection drops its packets and sends no reset. gRPC then learns of it only from
+// keepalive, whose pings Milvus allows every 5 s at most: with the SDK's settings a
+// request on such a connection waited some 15-20 s before it failed over to a new
+// one. So a request after the connection was idle for probeIdle first asks the
+// server for its version, with no retry, within probeTimeout; a connection that
+// gives no answer in time is replaced by a new one (fresh). The keepalive timeout
+// (keepaliveTimeout) bounds the wait of a request that meets a connection dropped
+// while it was busy.
+const (
+	probeIdle        = time.Second
+	probeTimeout     = 1500 * time.Millisecond
+	keepaliveTime    = 5 * time.Second // the shortest Milvus allows (its enforcement policy)
+	keepaliveTimeout = 2 * time.Second
+)
+
+// fresh makes sure a connection idle for probeIdle still answers, and connects
+// anew when it does not (see probeIdle). A server that refuses connections or
+// answers with an error is left alone: the request fails as it would have.
+func (s *Store) fresh(ctx context.Context) {
+	idle := func() bool { return time.Since(time.Unix(0, s.answered.Load())) >= probeIdle }
+	if !idle() {
+		return
+	}
+	s.redial.Lock()
+	defer s.redial.Unlock()
+	if !idle() || s.isClosed() { // another request checked it meanwhile
+		return
+	}
+	old, ok := s.cli().(*client.GrpcClient)
+	if !ok || old.Service == nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	_, err := old.Service.GetVersion(pctx, &milvuspb.GetVersionRequest{}, grpc_retry.WithMax(1))
+	cancel()
+	if err == nil || ctx.Err() != nil || status.Code(err) != codes.DeadlineExceeded {
+		return
+	}
+	c, err := s.dial(ctx)
+	if err != nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		_ = c.Close()
+		return
+	}
+	s.client = c
+	// Requests still on the old connection may yet get an answer: it is closed
+	// once the longest of them is over.
+	s.retired[old] = time.AfterFunc(s.cfg.RequestTimeout, func() {
+		s.mu.Lock()
+		delete(s.retired, old)
+		s.mu.Unlock()
+		_ = old.Close()
+	})
 }
 
 // retryAttempts bounds the attempts of one request that fails with Unavailable
@@ -105,11 +204,14 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 // reconnection backoff (at most 3 s) when the server comes back.
 const retryAttempts = 4
 
-// dialOptions are the SDK's default gRPC options (keepalive pings every 5 s, which
-// find a dead connection within 15 s even when idle; reconnection backoff) with
-// fewer retries of a request that finds no connection.
+// dialOptions are the SDK's default gRPC options (reconnection backoff, no limit on
+// the size of answers) with keepalive pings that find a dead connection within 7 s
+// rather than 15 (see probeIdle), and fewer retries of a request that finds no
+// connection.
 func dialOptions() []grpc.DialOption {
-	return append(slices.Clone(client.DefaultGrpcOpts), grpc.WithDefaultCallOptions(grpc_retry.WithMax(retryAttempts)))
+	return append(slices.Clone(client.DefaultGrpcOpts),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc_retry.WithMax(retryAttempts)))
 }
 
 var levels = map[Consistency]entity.ConsistencyLevel{
@@ -128,6 +230,12 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
+	for old, t := range s.retired {
+		if t.Stop() {
+			_ = old.Close()
+		}
+	}
+	clear(s.retired)
 	if err := s.client.Close(); err != nil {
 		return fmt.Errorf("vectorstore/milvus: close: %w", err)
 	}
@@ -164,8 +272,10 @@ func (s *Store) fail(ctx context.Context, op, coll string, err error) error {
 	return fmt.Errorf("vectorstore/milvus: %s %q: %w", op, coll, err)
 }
 
-// rpc returns ctx bounded by the request timeout.
+// rpc returns ctx bounded by the request timeout, once the connection is known to
+// answer (fresh).
 func (s *Store) rpc(ctx context.Context) (context.Context, context.CancelFunc) {
+	s.fresh(ctx)
 	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
 }
 
@@ -200,14 +310,14 @@ func (s *Store) describe(ctx context.Context, name string) (*collection, error) 
 	phys := s.physicalName(name)
 	rctx, cancel := s.rpc(ctx)
 	defer cancel()
-	ok, err := s.client.HasCollection(rctx, phys)
+	ok, err := s.cli().HasCollection(rctx, phys)
 	if err != nil {
 		return nil, s.fail(ctx, "describe", name, err)
 	}
 	if !ok {
 		return nil, nil
 	}
-	info, err := s.client.DescribeCollection(rctx, phys)
+	info, err := s.cli().DescribeCollection(rctx, phys)
 	if err != nil {
 		return nil, s.fail(ctx, "describe", name, err)
 	}
@@ -240,23 +350,23 @@ func (s *Store) describe(ctx context.Context, name string) (*collection, error) 
 // loaded: what a collection needs before it can be searched. A collection created by
 // a Store that failed halfway, or released by an operator, recovers here.
 func (s *Store) ready(ctx context.Context, phys string) error {
-	idx, err := s.client.DescribeIndex(ctx, phys, fieldVector)
+	idx, err := s.cli().DescribeIndex(ctx, phys, fieldVector)
 	if err != nil || len(idx) == 0 {
 		// DescribeIndex fails with "index not found" when there is none.
 		flat, ferr := entity.NewIndexFlat(entity.COSINE)
 		if ferr != nil {
 			return ferr
 		}
-		if cerr := s.client.CreateIndex(ctx, phys, fieldVector, flat, false); cerr != nil {
+		if cerr := s.cli().CreateIndex(ctx, phys, fieldVector, flat, false); cerr != nil {
 			return fmt.Errorf("create index: %w", cerr)
 		}
 	}
-	state, err := s.client.GetLoadState(ctx, phys, nil)
+	state, err := s.cli().GetLoadState(ctx, phys, nil)
 	if err != nil {
 		return fmt.Errorf("load state: %w", err)
 	}
 	if state != entity.LoadStateLoaded {
-		if err := s.client.LoadCollection(ctx, phys, false); err != nil {
+		if err := s.cli().LoadCollection(ctx, phys, false); err != nil {
 			return fmt.Errorf("load: %w", err)
 		}
 	}
@@ -282,7 +392,7 @@ func (s *Store) create(ctx context.Context, name string, dim int) (*collection, 
 			WithMaxLength(maxVarChar)).
 		WithField(entity.NewField().WithName(fieldMetadata).WithDataType(entity.FieldTypeJSON))
 	rctx, cancel := s.rpc(ctx)
-	cerr := s.client.CreateCollection(rctx, schema, 1, client.WithConsistencyLevel(s.level))
+	cerr := s.cli().CreateCollection(rctx, schema, 1, client.WithConsistencyLevel(s.level))
 	cancel()
 	// Whether it failed or not (another client may have created it first), the
 	// collection should now exist: describe builds its index and loads it.
@@ -316,6 +426,29 @@ func (s *Store) gone(name string, c *collection, err error) bool {
 	defer s.cmu.Unlock()
 	if s.colls[name] == c {
 		delete(s.colls, name)
+	}
+	return true
+}
+
+// transientReasons are words of the server's errors that speak of its state (a
+// limit of its rate or memory, a collection not yet loaded), not of the request:
+// the same request may pass later.
+var transientReasons = []string{"rate limit", "quota", "deny to write", "memory", "not loaded", "not ready",
+	"unavailable", "timeout", "timed out", "too many", "busy", "retry"}
+
+// refusal reports whether err, from a write, is the server refusing what was sent:
+// an error the server answered with (a gRPC status error means the connection or
+// the server failed, not the request), or the SDK's own check of the columns, that
+// does not speak of a passing state of the server.
+func refusal(err error) bool {
+	if _, ok := status.FromError(err); ok || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	for _, r := range transientReasons {
+		if strings.Contains(msg, r) {
+			return false
+		}
 	}
 	return true
 }
@@ -422,7 +555,7 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 			return fmt.Errorf("vectorstore/milvus: upsert: %w", err)
 		}
 		rctx, cancel := s.rpc(ctx)
-		_, err = s.client.Upsert(rctx, c.name, "",
+		_, err = s.cli().Upsert(rctx, c.name, "",
 			entity.NewColumnVarChar(fieldID, ids),
 			entity.NewColumnFloatVector(fieldVector, dim, vecs),
 			entity.NewColumnVarChar(fieldText, texts),
@@ -430,6 +563,9 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 		cancel()
 		if err != nil && attempt == 0 && s.gone(collection, c, err) {
 			continue // dropped under the Store: create it again
+		}
+		if err != nil && refusal(err) && ctx.Err() == nil && !s.isClosed() {
+			return fmt.Errorf("vectorstore/milvus: upsert %q: %w: %w", collection, vectorstore.ErrRefused, err)
 		}
 		if err != nil {
 			return s.fail(ctx, "upsert", collection, err)
@@ -485,7 +621,7 @@ func (s *Store) Delete(ctx context.Context, collection string, ids []string) err
 func (s *Store) deleteIn(ctx context.Context, c *collection, ids []string) error {
 	rctx, cancel := s.rpc(ctx)
 	defer cancel()
-	if err := s.client.Delete(rctx, c.name, "", idsExpr(ids)); err != nil {
+	if err := s.cli().Delete(rctx, c.name, "", idsExpr(ids)); err != nil {
 		return err
 	}
 	c.written.Store(true)
@@ -494,7 +630,7 @@ func (s *Store) deleteIn(ctx context.Context, c *collection, ids []string) error
 		// cannot wait for it. A Strong query waits until the query nodes have
 		// consumed everything up to now, the delete included: the searches after
 		// it see it.
-		if _, err := s.client.Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
+		if _, err := s.cli().Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
 			client.WithSearchQueryConsistencyLevel(entity.ClStrong), client.WithLimit(1)); err != nil {
 			return fmt.Errorf("waiting until the delete is visible: %w", err)
 		}
@@ -557,7 +693,7 @@ func (s *Store) search(ctx context.Context, collection string, c *collection, q 
 	limit := min(max(2*q.K, q.K+16), maxTopK)
 	for {
 		rctx, cancel := s.rpc(ctx)
-		res, err := s.client.Search(rctx, c.name, nil, expr,
+		res, err := s.cli().Search(rctx, c.name, nil, expr,
 			[]string{fieldID, fieldVector, fieldText, fieldMetadata},
 			[]entity.Vector{entity.FloatVector(q.Vector)}, fieldVector, entity.COSINE, limit, sp,
 			client.WithSearchQueryConsistencyLevel(level))
