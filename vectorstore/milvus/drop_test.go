@@ -113,9 +113,11 @@ func TestSilentlyDroppedConnectionIsReplaced(t *testing.T) {
 	time.Sleep(milvus.ProbeIdle + 200*time.Millisecond) // the connection lies idle, as a NAT forgets idle ones
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
 	defer cancel()
+	start := time.Now()
 	if err := s.Upsert(ctx, "drop", []vectorstore.Item{{ID: "after", Vector: []float32{0, 1}}}); err != nil {
 		t.Fatalf("Upsert after the connection went silent: %v", err)
 	}
+	t.Logf("the first request after the connection went silent took %v", time.Since(start).Round(time.Millisecond))
 	hits, err := s.Search(ctx, "drop", vectorstore.Query{Vector: []float32{1, 0}, K: 5})
 	if ids := hitIDs(hits); err != nil || !slices.Equal(ids, []string{"before", "after"}) {
 		t.Errorf("Search after the connection went silent: %v %v, want [before after]", ids, err)
