@@ -95,31 +95,39 @@ func (p *holeProxy) swallow() {
 	}
 }
 
-// A connection that goes silent while idle (no reset, no answer) is replaced
-// within a couple of seconds: the first request after it succeeds well within 8 s,
-// where gRPC's keepalive alone (pings every 5 s, 10 s to answer) took some 15-20 s.
+// A connection that goes silent (no reset, no answer) is replaced within a couple
+// of seconds, whether it was idle (the request checks it first) or had just
+// answered (the request, waiting, checks it): the first request after it succeeds
+// well within 8 s, where gRPC's keepalive alone (a ping after 10 s of silence, 10 s
+// to answer) took about 19 s.
 func TestSilentlyDroppedConnectionIsReplaced(t *testing.T) {
 	t.Parallel()
 	addr := serverAddr(t)
-	px := startHoleProxy(t, addr)
-	s := newStore(t, milvus.Config{Addr: px.ln.Addr().String(), Prefix: testPrefix(t, addr), Consistency: milvus.Session})
-	setup, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	if err := s.Upsert(setup, "drop", []vectorstore.Item{{ID: "before", Vector: []float32{1, 0}}}); err != nil {
-		t.Fatal(err)
-	}
-
-	px.swallow()
-	time.Sleep(milvus.ProbeIdle + 200*time.Millisecond) // the connection lies idle, as a NAT forgets idle ones
-	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
-	defer cancel()
-	start := time.Now()
-	if err := s.Upsert(ctx, "drop", []vectorstore.Item{{ID: "after", Vector: []float32{0, 1}}}); err != nil {
-		t.Fatalf("Upsert after the connection went silent: %v", err)
-	}
-	t.Logf("the first request after the connection went silent took %v", time.Since(start).Round(time.Millisecond))
-	hits, err := s.Search(ctx, "drop", vectorstore.Query{Vector: []float32{1, 0}, K: 5})
-	if ids := hitIDs(hits); err != nil || !slices.Equal(ids, []string{"before", "after"}) {
-		t.Errorf("Search after the connection went silent: %v %v, want [before after]", ids, err)
+	for _, idle := range []bool{true, false} {
+		t.Run(map[bool]string{true: "idle", false: "busy"}[idle], func(t *testing.T) {
+			t.Parallel()
+			px := startHoleProxy(t, addr)
+			s := newStore(t, milvus.Config{Addr: px.ln.Addr().String(), Prefix: testPrefix(t, addr), Consistency: milvus.Session})
+			setup, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			if err := s.Upsert(setup, "drop", []vectorstore.Item{{ID: "before", Vector: []float32{1, 0}}}); err != nil {
+				t.Fatal(err)
+			}
+			if idle {
+				time.Sleep(milvus.ProbeIdle + 200*time.Millisecond) // the connection lies idle, as a NAT forgets idle ones
+			}
+			px.swallow()
+			ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
+			defer cancel()
+			start := time.Now()
+			if err := s.Upsert(ctx, "drop", []vectorstore.Item{{ID: "after", Vector: []float32{0, 1}}}); err != nil {
+				t.Fatalf("Upsert after the connection went silent: %v", err)
+			}
+			t.Logf("the first request after the connection went silent took %v", time.Since(start).Round(time.Millisecond))
+			hits, err := s.Search(ctx, "drop", vectorstore.Query{Vector: []float32{1, 0}, K: 5})
+			if ids := hitIDs(hits); err != nil || !slices.Equal(ids, []string{"before", "after"}) {
+				t.Errorf("Search after the connection went silent: %v %v, want [before after]", ids, err)
+			}
+		})
 	}
 }

@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -50,18 +52,20 @@ const tieEpsilon = 1e-4
 // Store is a vectorstore.Store on a Milvus server. Build it with New; it is safe for
 // concurrent use.
 type Store struct {
-	cfg   Config
-	level entity.ConsistencyLevel
+	cfg    Config
+	client client.Client
+	level  entity.ConsistencyLevel
 
-	mu      sync.RWMutex // guards closed, client and retired
-	closed  bool
-	client  client.Client
-	retired map[client.Client]*time.Timer // replaced clients, closed once their calls are done
+	mu     sync.RWMutex // guards closed, and client while New sets it
+	closed bool
 
-	// answered is when the connection last answered a request (UnixNano); redial
-	// serializes the checks of a connection idle for longer (fresh).
+	// answered is when the server last answered a request (UnixNano); checking
+	// serializes the checks of the connection (check); socks holds the sockets
+	// gRPC dialled and has not closed.
 	answered atomic.Int64
-	redial   sync.Mutex
+	checking sync.Mutex
+	sockMu   sync.Mutex
+	socks    map[*socket]struct{}
 
 	cmu   sync.Mutex             // guards colls
 	colls map[string]*collection // by the caller's name: collections known to exist
@@ -88,18 +92,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	s := &Store{cfg: cfg, level: levels[cfg.Consistency], colls: make(map[string]*collection), retired: map[client.Client]*time.Timer{}}
-	c, err := s.dial(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.client = c
-	return s, nil
-}
-
-// dial connects to the server, within cfg.DialTimeout.
-func (s *Store) dial(ctx context.Context) (client.Client, error) {
-	cfg := s.cfg
+	s := &Store{cfg: cfg, level: levels[cfg.Consistency], colls: make(map[string]*collection), socks: map[*socket]struct{}{}}
 	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	c, err := client.NewClient(dctx, client.Config{
@@ -107,7 +100,7 @@ func (s *Store) dial(ctx context.Context) (client.Client, error) {
 		Username:    cfg.Username,
 		Password:    cfg.Password,
 		DBName:      cfg.DB,
-		DialOptions: append(dialOptions(), grpc.WithChainUnaryInterceptor(s.stamp)),
+		DialOptions: append(dialOptions(), grpc.WithContextDialer(s.dialSocket), grpc.WithChainUnaryInterceptor(s.watch)),
 	})
 	if err != nil {
 		if ctx.Err() == nil && dctx.Err() != nil {
@@ -116,83 +109,121 @@ func (s *Store) dial(ctx context.Context) (client.Client, error) {
 		}
 		return nil, fmt.Errorf("vectorstore/milvus: connect to %s: %w", cfg.Addr, err)
 	}
-	return c, nil
+	s.mu.Lock()
+	s.client = c
+	s.mu.Unlock()
+	return s, nil
 }
 
-// cli returns the client of the current connection.
-func (s *Store) cli() client.Client {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.client
+// A connection can die without a word: a NAT or proxy that forgets it drops its
+// packets and sends no reset. gRPC learns of it only from keepalive, whose pings
+// come at most every 10 s (grpc-go's floor; Milvus refuses them more often than
+// every 5 s): with the SDK's settings (10 s to answer a ping) a request on such a
+// connection waited about 19 s before it failed over to a new one. So the Store
+// checks the connection (check) before a request when the server has not answered
+// for probeIdle, and while a request waits longer than watchAfter for its answer:
+// it asks the server for its version, with no retry, within probeTimeout. When no
+// answer comes, it closes the connection's sockets: gRPC connects anew at once, and
+// the request (failed as Unavailable) is retried on the new connection. A server
+// that refuses connections or answers with an error is left alone.
+const (
+	probeIdle        = time.Second
+	watchAfter       = 2 * time.Second
+	probeTimeout     = 1500 * time.Millisecond
+	keepaliveTime    = 10 * time.Second // grpc-go's floor
+	keepaliveTimeout = 3 * time.Second
+)
+
+// socket is a TCP connection gRPC dialled, known to the Store until it is closed.
+type socket struct {
+	net.Conn
+	s    *Store
+	once sync.Once
 }
 
-// stamp is a gRPC interceptor that notes when the server last answered.
-func (s *Store) stamp(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+func (c *socket) Close() error {
+	c.once.Do(func() {
+		c.s.sockMu.Lock()
+		delete(c.s.socks, c)
+		c.s.sockMu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// dialSocket is gRPC's dialer: a TCP connection, remembered.
+func (s *Store) dialSocket(ctx context.Context, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	sc := &socket{Conn: c, s: s}
+	s.sockMu.Lock()
+	s.socks[sc] = struct{}{}
+	s.sockMu.Unlock()
+	return sc, nil
+}
+
+// watch is a gRPC interceptor: it notes when the server answers, and checks the
+// connection while a request waits longer than watchAfter (see probeIdle).
+func (s *Store) watch(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	done := make(chan struct{})
+	if !strings.HasSuffix(method, "/GetVersion") { // not the check's own request
+		go func() {
+			t := time.NewTicker(watchAfter)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					s.check(ctx, watchAfter)
+				}
+			}
+		}()
+	}
 	err := invoker(ctx, method, req, reply, cc, opts...)
+	close(done)
 	if err == nil {
 		s.answered.Store(time.Now().UnixNano())
 	}
 	return err
 }
 
-// A connection can die without a word: a NAT or proxy that forgets an idle
-// connection drops its packets and sends no reset. gRPC then learns of it only from
-// keepalive, whose pings Milvus allows every 5 s at most: with the SDK's settings a
-// request on such a connection waited some 15-20 s before it failed over to a new
-// one. So a request after the connection was idle for probeIdle first asks the
-// server for its version, with no retry, within probeTimeout; a connection that
-// gives no answer in time is replaced by a new one (fresh). The keepalive timeout
-// (keepaliveTimeout) bounds the wait of a request that meets a connection dropped
-// while it was busy.
-const (
-	probeIdle        = time.Second
-	probeTimeout     = 1500 * time.Millisecond
-	keepaliveTime    = 5 * time.Second // the shortest Milvus allows (its enforcement policy)
-	keepaliveTimeout = 2 * time.Second
-)
-
-// fresh makes sure a connection idle for probeIdle still answers, and connects
-// anew when it does not (see probeIdle). A server that refuses connections or
-// answers with an error is left alone: the request fails as it would have.
+// fresh checks the connection before a request when the server has not answered
+// for probeIdle.
 func (s *Store) fresh(ctx context.Context) {
-	idle := func() bool { return time.Since(time.Unix(0, s.answered.Load())) >= probeIdle }
-	if !idle() {
+	if time.Since(time.Unix(0, s.answered.Load())) >= probeIdle {
+		s.check(ctx, probeIdle)
+	}
+}
+
+// check asks the server for its version unless it answered within quiet; when no
+// answer comes within probeTimeout, it closes the sockets of the connection (see
+// probeIdle). One check runs at a time.
+func (s *Store) check(ctx context.Context, quiet time.Duration) {
+	s.checking.Lock()
+	defer s.checking.Unlock()
+	if time.Since(time.Unix(0, s.answered.Load())) < quiet || s.isClosed() { // it answered meanwhile
 		return
 	}
-	s.redial.Lock()
-	defer s.redial.Unlock()
-	if !idle() || s.isClosed() { // another request checked it meanwhile
-		return
-	}
-	old, ok := s.cli().(*client.GrpcClient)
-	if !ok || old.Service == nil {
+	s.mu.RLock()
+	gc, ok := s.client.(*client.GrpcClient) // nil while New connects
+	s.mu.RUnlock()
+	if !ok || gc.Service == nil {
 		return
 	}
 	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	_, err := old.Service.GetVersion(pctx, &milvuspb.GetVersionRequest{}, grpc_retry.WithMax(1))
+	_, err := gc.Service.GetVersion(pctx, &milvuspb.GetVersionRequest{}, grpc_retry.WithMax(1))
 	cancel()
 	if err == nil || ctx.Err() != nil || status.Code(err) != codes.DeadlineExceeded {
 		return
 	}
-	c, err := s.dial(ctx)
-	if err != nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
+	s.sockMu.Lock()
+	socks := slices.Collect(maps.Keys(s.socks))
+	s.sockMu.Unlock()
+	for _, c := range socks {
 		_ = c.Close()
-		return
 	}
-	s.client = c
-	// Requests still on the old connection may yet get an answer: it is closed
-	// once the longest of them is over.
-	s.retired[old] = time.AfterFunc(s.cfg.RequestTimeout, func() {
-		s.mu.Lock()
-		delete(s.retired, old)
-		s.mu.Unlock()
-		_ = old.Close()
-	})
 }
 
 // retryAttempts bounds the attempts of one request that fails with Unavailable
@@ -205,8 +236,8 @@ func (s *Store) fresh(ctx context.Context) {
 const retryAttempts = 4
 
 // dialOptions are the SDK's default gRPC options (reconnection backoff, no limit on
-// the size of answers) with keepalive pings that find a dead connection within 7 s
-// rather than 15 (see probeIdle), and fewer retries of a request that finds no
+// the size of answers) with keepalive pings that find a dead connection within 13 s
+// rather than 20 (see probeIdle), and fewer retries of a request that finds no
 // connection.
 func dialOptions() []grpc.DialOption {
 	return append(slices.Clone(client.DefaultGrpcOpts),
@@ -230,12 +261,6 @@ func (s *Store) Close() error {
 		return nil
 	}
 	s.closed = true
-	for old, t := range s.retired {
-		if t.Stop() {
-			_ = old.Close()
-		}
-	}
-	clear(s.retired)
 	if err := s.client.Close(); err != nil {
 		return fmt.Errorf("vectorstore/milvus: close: %w", err)
 	}
@@ -310,14 +335,14 @@ func (s *Store) describe(ctx context.Context, name string) (*collection, error) 
 	phys := s.physicalName(name)
 	rctx, cancel := s.rpc(ctx)
 	defer cancel()
-	ok, err := s.cli().HasCollection(rctx, phys)
+	ok, err := s.client.HasCollection(rctx, phys)
 	if err != nil {
 		return nil, s.fail(ctx, "describe", name, err)
 	}
 	if !ok {
 		return nil, nil
 	}
-	info, err := s.cli().DescribeCollection(rctx, phys)
+	info, err := s.client.DescribeCollection(rctx, phys)
 	if err != nil {
 		return nil, s.fail(ctx, "describe", name, err)
 	}
@@ -350,23 +375,23 @@ func (s *Store) describe(ctx context.Context, name string) (*collection, error) 
 // loaded: what a collection needs before it can be searched. A collection created by
 // a Store that failed halfway, or released by an operator, recovers here.
 func (s *Store) ready(ctx context.Context, phys string) error {
-	idx, err := s.cli().DescribeIndex(ctx, phys, fieldVector)
+	idx, err := s.client.DescribeIndex(ctx, phys, fieldVector)
 	if err != nil || len(idx) == 0 {
 		// DescribeIndex fails with "index not found" when there is none.
 		flat, ferr := entity.NewIndexFlat(entity.COSINE)
 		if ferr != nil {
 			return ferr
 		}
-		if cerr := s.cli().CreateIndex(ctx, phys, fieldVector, flat, false); cerr != nil {
+		if cerr := s.client.CreateIndex(ctx, phys, fieldVector, flat, false); cerr != nil {
 			return fmt.Errorf("create index: %w", cerr)
 		}
 	}
-	state, err := s.cli().GetLoadState(ctx, phys, nil)
+	state, err := s.client.GetLoadState(ctx, phys, nil)
 	if err != nil {
 		return fmt.Errorf("load state: %w", err)
 	}
 	if state != entity.LoadStateLoaded {
-		if err := s.cli().LoadCollection(ctx, phys, false); err != nil {
+		if err := s.client.LoadCollection(ctx, phys, false); err != nil {
 			return fmt.Errorf("load: %w", err)
 		}
 	}
@@ -392,7 +417,7 @@ func (s *Store) create(ctx context.Context, name string, dim int) (*collection, 
 			WithMaxLength(maxVarChar)).
 		WithField(entity.NewField().WithName(fieldMetadata).WithDataType(entity.FieldTypeJSON))
 	rctx, cancel := s.rpc(ctx)
-	cerr := s.cli().CreateCollection(rctx, schema, 1, client.WithConsistencyLevel(s.level))
+	cerr := s.client.CreateCollection(rctx, schema, 1, client.WithConsistencyLevel(s.level))
 	cancel()
 	// Whether it failed or not (another client may have created it first), the
 	// collection should now exist: describe builds its index and loads it.
@@ -555,7 +580,7 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 			return fmt.Errorf("vectorstore/milvus: upsert: %w", err)
 		}
 		rctx, cancel := s.rpc(ctx)
-		_, err = s.cli().Upsert(rctx, c.name, "",
+		_, err = s.client.Upsert(rctx, c.name, "",
 			entity.NewColumnVarChar(fieldID, ids),
 			entity.NewColumnFloatVector(fieldVector, dim, vecs),
 			entity.NewColumnVarChar(fieldText, texts),
@@ -621,7 +646,7 @@ func (s *Store) Delete(ctx context.Context, collection string, ids []string) err
 func (s *Store) deleteIn(ctx context.Context, c *collection, ids []string) error {
 	rctx, cancel := s.rpc(ctx)
 	defer cancel()
-	if err := s.cli().Delete(rctx, c.name, "", idsExpr(ids)); err != nil {
+	if err := s.client.Delete(rctx, c.name, "", idsExpr(ids)); err != nil {
 		return err
 	}
 	c.written.Store(true)
@@ -630,7 +655,7 @@ func (s *Store) deleteIn(ctx context.Context, c *collection, ids []string) error
 		// cannot wait for it. A Strong query waits until the query nodes have
 		// consumed everything up to now, the delete included: the searches after
 		// it see it.
-		if _, err := s.cli().Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
+		if _, err := s.client.Query(rctx, c.name, nil, fieldID+` == ""`, []string{fieldID},
 			client.WithSearchQueryConsistencyLevel(entity.ClStrong), client.WithLimit(1)); err != nil {
 			return fmt.Errorf("waiting until the delete is visible: %w", err)
 		}
@@ -693,7 +718,7 @@ func (s *Store) search(ctx context.Context, collection string, c *collection, q 
 	limit := min(max(2*q.K, q.K+16), maxTopK)
 	for {
 		rctx, cancel := s.rpc(ctx)
-		res, err := s.cli().Search(rctx, c.name, nil, expr,
+		res, err := s.client.Search(rctx, c.name, nil, expr,
 			[]string{fieldID, fieldVector, fieldText, fieldMetadata},
 			[]entity.Vector{entity.FloatVector(q.Vector)}, fieldVector, entity.COSINE, limit, sp,
 			client.WithSearchQueryConsistencyLevel(level))
