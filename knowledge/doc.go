@@ -73,6 +73,11 @@
 // chunk's index. The BM25 index (pipelines/memory KeywordIndex) holds each chunk's
 // heading path and text (see the tokenizer below). A chunk the embedder gives a zero vector (the hashing
 // embedder and a chunk of punctuation) has no vector and is found by its words.
+// A chunk whose vector the store refuses (vectorstore.Refused) is parked
+// (vectorstore.UpsertIsolating writes the rest of its batch; Config.VectorParked
+// hears of it) until it changes or the base is folded anew: searches score it in
+// memory beside the store's hits and say so in a note. Bases.VectorBacklog counts
+// the vectors still waiting for the store.
 //
 // # How data leaves: search
 //

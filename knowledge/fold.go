@@ -52,6 +52,14 @@ type Base struct {
 	// lock, so kept aside under its own lock), for the next sync to record.
 	searchMu      sync.Mutex
 	searchTrouble error
+	// parked holds the chunks whose vector the store refused, and why: one bad
+	// vector must not hold up the others. They are not tried again until the chunk
+	// changes or the base is folded anew (a restart); searches score them in
+	// memory beside the store's hits (Base.pool).
+	parked map[string]error
+	// backlog is the count of vectors still to write or delete, as last told to
+	// Bases (see Bases.VectorBacklog).
+	backlog int64
 }
 
 // The waits after a failure of the vector store before a sync tries it again:
@@ -71,7 +79,7 @@ func (b *Base) inLine() bool { return !b.stale && len(b.dirty) == 0 && b.trouble
 func newBase(bs *Bases, name string) *Base {
 	b := &Base{bs: bs, cfg: &bs.cfg, name: name, stream: Stream(name), coll: Collection(name),
 		st: newState(), kw: pmem.NewKeywordIndexWith(pmem.KeywordOptions{Tokenize: (&stemCache{}).terms}), dirty: map[string]struct{}{},
-		stale: true}
+		stale: true, parked: map[string]error{}}
 	b.s = entity.Stream{Log: bs.cfg.Log, ID: b.stream, Kind: "knowledge", IDPrefix: "kb-", Now: bs.cfg.Now, Conflict: ErrConflict,
 		Closed: func() error {
 			if bs.closed.Load() {
@@ -245,10 +253,12 @@ func (b *Base) apply(e messages.Envelope) error {
 	for _, c := range eff.removed {
 		b.kw.Remove(c.id)
 		b.dirty[c.id] = struct{}{}
+		delete(b.parked, c.id)
 	}
 	for _, c := range eff.added {
 		b.kw.Put(c.id, indexText(c))
 		b.dirty[c.id] = struct{}{}
+		delete(b.parked, c.id) // a changed chunk gets another try
 	}
 	return nil
 }
@@ -282,6 +292,7 @@ func (b *Base) vectorItem(c *chunk) vectorstore.Item {
 // in the log, and searches use the fold's vectors while the store lags. The
 // caller holds mu for writing.
 func (b *Base) syncStore(ctx context.Context) {
+	defer b.countBacklog()
 	b.searchMu.Lock()
 	met := b.searchTrouble
 	b.searchTrouble = nil
@@ -362,6 +373,18 @@ func (b *Base) syncVectors(ctx context.Context) error {
 	return nil
 }
 
+// countBacklog counts the vectors the store still lacks or holds wrongly (the
+// dirty chunks, or every chunk the stream named while a rebuild is due) and tells
+// Bases the change. The caller holds mu for writing.
+func (b *Base) countBacklog() {
+	n := int64(len(b.dirty))
+	if b.stale {
+		n = int64(len(b.st.ever))
+	}
+	b.bs.backlog.Add(n - b.backlog)
+	b.backlog = n
+}
+
 // rebuildVectors makes the vector store hold exactly the fold's vectors after the
 // first fold in this process: every chunk the stream ever named that is no longer
 // live is deleted, every live one upserted, in batches of VectorBatch. It is
@@ -387,11 +410,21 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 	return nil
 }
 
+// upsertVectors upserts items in batches of VectorBatch. The items the store
+// refuses are parked and told to Config.VectorParked, the others written
+// (vectorstore.UpsertIsolating); an error that is no refusal (the store is down)
+// fails the rest. The caller holds mu for writing.
 func (b *Base) upsertVectors(ctx context.Context, items []vectorstore.Item) error {
-	for batch := range slices.Chunk(items, VectorBatch) {
-		if err := b.cfg.Vectors.Upsert(ctx, b.coll, batch); err != nil {
-			return fmt.Errorf("knowledge: %s: upserting %d vectors into %s: %w", b.name, len(batch), b.coll, err)
+	refused, err := vectorstore.UpsertIsolating(ctx, b.cfg.Vectors, b.coll, items, VectorBatch)
+	for _, r := range refused {
+		perr := fmt.Errorf("knowledge: %s: the vector of chunk %s (%s) was refused by %s: %w", b.name, r.Item.ID, r.Item.Metadata["source"], b.coll, r.Err)
+		b.parked[r.Item.ID] = perr
+		if b.cfg.VectorParked != nil {
+			b.cfg.VectorParked(b.name, b.coll, r.Item.ID, perr)
 		}
+	}
+	if err != nil {
+		return fmt.Errorf("knowledge: %s: upserting %d vectors into %s: %w", b.name, len(items), b.coll, err)
 	}
 	return nil
 }

@@ -171,6 +171,13 @@ type Config struct {
 	// searches go on without the store (see Base.Search), so this is the sign of
 	// an outage.
 	VectorTrouble func(base, collection string, err error)
+	// VectorParked, when set, hears of each chunk whose vector the store refused
+	// (a vector of another dimension than its collection's, a payload it does not
+	// take): the other vectors of its batch are written, and this one is left out
+	// of the store (parked) until the chunk changes or the base is folded anew;
+	// searches score parked chunks in memory. A node logs it and counts it. It is
+	// called with the knowledge base's lock held and must not block.
+	VectorParked func(base, collection, chunkID string, err error)
 
 	offline bool // Model was the offline model: no language model
 }
@@ -248,9 +255,15 @@ func (c *Config) setDefaults() {
 type Bases struct {
 	cfg Config
 
-	closed atomic.Bool
-	bases  entity.Registry[Base]
+	closed  atomic.Bool
+	backlog atomic.Int64 // the bases' vectors still to write (VectorBacklog)
+	bases   entity.Registry[Base]
 }
+
+// VectorBacklog is the number of chunk vectors of the open knowledge bases that
+// the vector store still lacks, or holds and should not: what waits for the store
+// while it is down, as of each base's last operation.
+func (bs *Bases) VectorBacklog() int { return int(bs.backlog.Load()) }
 
 // Open returns the knowledge bases cfg describes. It validates cfg and reads nothing
 // yet.

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -321,9 +322,7 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 					lag = fmt.Errorf("searching %s: %w", b.coll, err)
 					b.searchFailed(lag)
 				default:
-					for _, h := range hits {
-						ids = append(ids, h.ID)
-					}
+					ids = b.withParked(v, hits, k)
 				}
 			}
 			if lag != nil {
@@ -339,6 +338,9 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 		}
 		if lag != nil && len(vecLists) > 0 {
 			note = fmt.Sprintf("the vector store lags (%v): the vector lists were searched in the knowledge base's %d chunk vectors in memory, exhaustively", lag, len(b.st.chunks))
+		} else if len(b.parked) > 0 && len(vecLists) > 0 {
+			first := slices.Min(slices.Collect(maps.Keys(b.parked)))
+			note = fmt.Sprintf("the vector store refused the vectors of %d chunks (scored in memory beside its hits): %v", len(b.parked), b.parked[first])
 		}
 	}
 	var kwTexts []string // the texts searched, beside kwLists
@@ -365,6 +367,35 @@ func (b *Base) pool(ctx context.Context, q Query, queries []string, qvecs [][]fl
 	}
 	hits := b.hits(fused)
 	return hits, note, nil
+}
+
+// withParked returns the IDs of the store's hits for query vector v, with the
+// parked chunks (whose vectors the store refused) scored in memory among them, at
+// most k, best first. The caller holds mu.
+func (b *Base) withParked(v []float32, hits []vectorstore.Hit, k int) []string {
+	type scored struct {
+		id    string
+		score float64
+	}
+	all := make([]scored, 0, len(hits)+len(b.parked))
+	for _, h := range hits {
+		if _, p := b.parked[h.ID]; !p {
+			all = append(all, scored{h.ID, float64(h.Score)})
+		}
+	}
+	for id := range b.parked {
+		if c := b.st.chunks[id]; c != nil && len(c.vector) == len(v) {
+			all = append(all, scored{id, cosine(v, c.vector)})
+		}
+	}
+	if len(b.parked) > 0 {
+		slices.SortStableFunc(all, func(x, y scored) int { return cmp.Compare(y.score, x.score) })
+	}
+	ids := make([]string, 0, min(k, len(all)))
+	for _, s := range all[:min(k, len(all))] {
+		ids = append(ids, s.id)
+	}
+	return ids
 }
 
 // nearestInFold returns the IDs of the k live chunks whose vectors are nearest to v

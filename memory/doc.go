@@ -86,6 +86,14 @@
 // search never asks the store, and no search asks about a collection that holds
 // none of the namespace's vectors.
 //
+// A store that refuses some items of a batch (vectorstore.Refused: a vector of
+// another dimension, a payload Milvus does not take) has them isolated
+// (vectorstore.UpsertIsolating): the others are written, and each refused memory
+// is parked — told to Config.VectorParked, left out of the store until it changes
+// or the namespace is folded anew, named in a search's note, and found by keyword
+// and entity only — so one bad vector holds up nothing. Memories.VectorBacklog
+// counts the vectors still waiting for the store.
+//
 // # How data leaves: search and scoring
 //
 // Namespace.Search looks at each tier asked for (all by default). Its candidates

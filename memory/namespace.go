@@ -112,6 +112,13 @@ type Config struct {
 	// the same, their vectors follow. A node logs them. It is called with the
 	// namespace's lock held, at most once per failed request, and must not block.
 	VectorTrouble func(namespace, collection string, err error)
+	// VectorParked, when set, hears of each memory whose vector the store refused
+	// (a vector of another dimension than its collection's, a payload it does not
+	// take): the other vectors of its batch are written, and this one is left out
+	// of the store (parked) until the memory changes or the namespace is folded
+	// anew; searches by keyword find it all the same. A node logs it and counts it.
+	// It is called with the namespace's lock held and must not block.
+	VectorParked func(namespace, collection, id string, err error)
 	// Consolidate is the memory tool's consolidate action; nil: unavailable.
 	Consolidate func(ctx context.Context, ns *Namespace, key string) (string, error)
 }
@@ -193,8 +200,9 @@ func (c *Config) setDefaults() {
 type Memories struct {
 	cfg Config
 
-	closed atomic.Bool
-	spaces entity.Registry[Namespace]
+	closed  atomic.Bool
+	backlog atomic.Int64 // the namespaces' vectors still to write (VectorBacklog)
+	spaces  entity.Registry[Namespace]
 }
 
 // Open returns the memories cfg describes. It validates cfg and reads nothing yet.
@@ -205,6 +213,11 @@ func Open(cfg Config) (*Memories, error) {
 	cfg.setDefaults()
 	return &Memories{cfg: cfg}, nil
 }
+
+// VectorBacklog is the number of vectors of the open namespaces that the vector
+// store still lacks, or holds and should not: what waits for the store while it is
+// down, as of each namespace's last operation.
+func (m *Memories) VectorBacklog() int { return int(m.backlog.Load()) }
 
 // Namespace returns the namespace name, folding its stream on first use. Its vector
 // projection is rebuilt by the syncs that follow (the vector store may hold items

@@ -59,6 +59,20 @@ type projection struct {
 	// trouble holds the last error of the vector store in each collection where
 	// the last request failed, and when a catch-up may try it again.
 	trouble map[string]*trouble
+	// parked holds the memories whose vector the store refused (one bad vector
+	// must not hold up the others of its collection): not dirty, not tried again
+	// until the memory changes or the namespace is folded anew (a restart).
+	parked map[string]parking
+	// backlog is the count of vectors still to write or delete, as last told to
+	// Memories (see Memories.VectorBacklog).
+	backlog int64
+}
+
+// parking is why a memory's vector is not in the store: the collection that
+// refused it, and its refusal.
+type parking struct {
+	coll string
+	err  error
 }
 
 // trouble is a collection's last failure in the vector store.
@@ -130,7 +144,7 @@ func (ns *Namespace) recovered(c string) {
 func newProjection() *projection {
 	p := &projection{keywords: map[Tier]*pmem.KeywordIndex{}, kwTier: map[string]Tier{}, graph: pmem.NewGraph(),
 		entities: map[string]int{}, entsOf: map[string][]string{}, vecAt: map[string]string{}, dirty: map[string]struct{}{},
-		ever: map[string][]string{}, stale: map[string]bool{}, trouble: map[string]*trouble{}}
+		ever: map[string][]string{}, stale: map[string]bool{}, trouble: map[string]*trouble{}, parked: map[string]parking{}}
 	for _, c := range collections() {
 		p.stale[c] = true
 	}
@@ -160,6 +174,7 @@ func (p *projection) apply(st *state, eff effect) {
 	for _, m := range eff.removed {
 		p.drop(m.ID)
 		p.dirty[m.ID] = struct{}{}
+		delete(p.parked, m.ID)
 	}
 	for _, id := range eff.put {
 		m := st.mems[id]
@@ -186,6 +201,7 @@ func (p *projection) apply(st *state, eff effect) {
 			p.graph.Remove(id)
 		}
 		p.dirty[id] = struct{}{}
+		delete(p.parked, id) // a changed memory gets another try
 	}
 }
 
@@ -264,6 +280,7 @@ func (ns *Namespace) wantAt(id string) string {
 // of the collections that failed (nil when all that were tried succeeded).
 func (ns *Namespace) syncVectors(ctx context.Context, force string) error {
 	p := ns.pj
+	defer ns.countBacklog()
 	if len(p.dirty) == 0 && len(p.stale) == 0 {
 		return nil
 	}
@@ -343,12 +360,22 @@ func (ns *Namespace) syncVectors(ctx context.Context, force string) error {
 				items = append(items, ns.vectorItem(ns.st.mems[id]))
 			}
 		}
-		if err := ns.upsertVectors(ctx, c, items); err != nil {
+		refused, err := ns.upsertVectors(ctx, c, items)
+		for _, r := range refused {
+			id := ns.memoryID(r.Item.ID)
+			p.parked[id] = parking{coll: c, err: r.Err}
+			if ns.cfg.VectorParked != nil {
+				ns.cfg.VectorParked(ns.name, c, id, r.Err)
+			}
+		}
+		if err != nil {
 			failed[c] = err
 			continue
 		}
 		for _, it := range items {
-			p.vecAt[ns.memoryID(it.ID)] = c
+			if id := ns.memoryID(it.ID); p.parked[id].coll != c {
+				p.vecAt[id] = c
+			}
 		}
 		delete(p.stale, c)
 		ns.recovered(c)
@@ -361,6 +388,9 @@ func (ns *Namespace) syncVectors(ctx context.Context, force string) error {
 	for id := range p.dirty {
 		want := ns.wantAt(id)
 		cur := p.vecAt[id]
+		if pk, ok := p.parked[id]; ok && pk.coll == want && cur == "" {
+			cur = want // refused there: parked, not waiting
+		}
 		if cur == want && !undeleted[id] && (want == "" || !p.stale[want]) {
 			delete(p.dirty, id)
 		}
@@ -398,13 +428,47 @@ func (ns *Namespace) behind(c string) bool {
 	}
 	return false
 }
-func (ns *Namespace) upsertVectors(ctx context.Context, coll string, items []vectorstore.Item) error {
-	for batch := range slices.Chunk(items, VectorBatch) {
-		if err := ns.cfg.Vectors.Upsert(ctx, coll, batch); err != nil {
-			return fmt.Errorf("memory: %s: upserting %d vectors into %s: %w", ns.name, len(batch), coll, err)
+
+// upsertVectors upserts items into coll in batches of VectorBatch. The items the
+// store refuses are returned, the others written (vectorstore.UpsertIsolating); an
+// error that is no refusal (the store is down) fails the rest.
+func (ns *Namespace) upsertVectors(ctx context.Context, coll string, items []vectorstore.Item) ([]vectorstore.Parked, error) {
+	refused, err := vectorstore.UpsertIsolating(ctx, ns.cfg.Vectors, coll, items, VectorBatch)
+	for i := range refused {
+		refused[i].Err = fmt.Errorf("memory: %s: the vector of memory %s was refused by %s: %w", ns.name, ns.memoryID(refused[i].Item.ID), coll, refused[i].Err)
+	}
+	if err != nil {
+		return refused, fmt.Errorf("memory: %s: upserting %d vectors into %s: %w", ns.name, len(items), coll, err)
+	}
+	return refused, nil
+}
+
+// countBacklog counts the vectors the store still lacks or holds wrongly (the
+// dirty memories, and the live ones of collections still to rebuild) and tells
+// Memories the change. The caller holds ns.mu.
+func (ns *Namespace) countBacklog() {
+	p := ns.pj
+	n := int64(len(p.dirty))
+	if len(p.stale) > 0 {
+		for id := range ns.st.mems {
+			if _, d := p.dirty[id]; !d && p.stale[ns.wantAt(id)] {
+				n++
+			}
 		}
 	}
-	return nil
+	ns.m.backlog.Add(n - p.backlog)
+	p.backlog = n
+}
+
+// parkedIn counts the memories whose vector collection coll refused.
+func (p *projection) parkedIn(coll string) int {
+	n := 0
+	for _, pk := range p.parked {
+		if pk.coll == coll {
+			n++
+		}
+	}
+	return n
 }
 
 func (ns *Namespace) deleteVectors(ctx context.Context, coll string, ids []string) error {
@@ -414,4 +478,17 @@ func (ns *Namespace) deleteVectors(ctx context.Context, coll string, ids []strin
 		}
 	}
 	return nil
+}
+
+// lastParked is the refusal of a memory parked in collection coll (the first by
+// ID), to say why.
+func (p *projection) lastParked(coll string) error {
+	var first string
+	var err error
+	for id, pk := range p.parked {
+		if pk.coll == coll && (err == nil || id < first) {
+			first, err = id, pk.err
+		}
+	}
+	return err
 }

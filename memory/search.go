@@ -180,16 +180,33 @@ func (ns *Namespace) VectorNote(q Query) string {
 }
 
 // note says which collections the search ranked without the vector store, and why.
+// It also names the collections searched that refused some of the namespace's
+// vectors (parked): those memories are found by keyword and entity only. The caller
+// holds s.ns.mu.
 func (s *search) note() string {
-	if len(s.without) == 0 {
-		return ""
+	var notes []string
+	if len(s.without) > 0 {
+		colls := slices.Sorted(maps.Keys(s.without))
+		why := make([]string, len(colls))
+		for i, c := range colls {
+			why[i] = s.without[c].Error()
+		}
+		notes = append(notes, fmt.Sprintf("ranked by keyword and entity graph without the vector store in %s: %s", strings.Join(colls, ", "), strings.Join(why, "; ")))
 	}
-	colls := slices.Sorted(maps.Keys(s.without))
-	why := make([]string, len(colls))
-	for i, c := range colls {
-		why[i] = s.without[c].Error()
+	if s.q.Mode != ModeKeyword {
+		for _, t := range s.q.Tiers {
+			for _, mod := range s.modalities(t) {
+				c := Collection(t, mod)
+				if _, told := s.without[c]; told {
+					continue
+				}
+				if n := s.ns.pj.parkedIn(c); n > 0 {
+					notes = append(notes, fmt.Sprintf("%s refused the vectors of %d memories of namespace %s (found by keyword only): %v", c, n, s.ns.name, s.ns.pj.lastParked(c)))
+				}
+			}
+		}
 	}
-	return fmt.Sprintf("ranked by keyword and entity graph without the vector store in %s: %s", strings.Join(colls, ", "), strings.Join(why, "; "))
+	return strings.Join(notes, "; ")
 }
 
 // prepareSearch starts a search of q: it checks q, folds the namespace (forgetting what
@@ -461,6 +478,11 @@ func (s *search) tier(ctx context.Context, t Tier) ([]pmem.Ranked, error) {
 func (ns *Namespace) searchVectors(ctx context.Context, coll string, t Tier, qv []float32, k int, must bool) ([]vectorstore.Hit, error) {
 	p := ns.pj
 	if !ns.uses(coll) {
+		if n := p.parkedIn(coll); n > 0 {
+			// Every vector of the namespace there was refused: nothing to search.
+			return nil, fmt.Errorf("%w: %s refused the vectors of %d memories of namespace %s (the memories are in the log; searches by keyword find them): %w",
+				ErrVectorStore, coll, n, ns.name, p.lastParked(coll))
+		}
 		return nil, nil
 	}
 	if !must && p.waiting(coll, time.Now()) {

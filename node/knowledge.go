@@ -97,10 +97,27 @@ func (n *Node) openKnowledge() error {
 			n.cfg.Logger.Info("knowledge: the vector store takes the knowledge base's vectors again", "base", base, "collection", coll)
 		}
 	}
+	var bases *knowledge.Bases // once opened: the waiting series reads its backlog
+	parked := vectorSeries(n.metrics.Registry, "knowledge", func() int {
+		if bases == nil {
+			return 0
+		}
+		return bases.VectorBacklog()
+	})
+	parkedHook := cfg.VectorParked
+	cfg.VectorParked = func(base, coll, id string, err error) {
+		if parkedHook != nil {
+			parkedHook(base, coll, id, err)
+		}
+		parked.Inc()
+		n.cfg.Logger.Error("knowledge: the vector store refused a chunk's vector: it is left out of the store (searches score it in memory), and the base's other vectors are written",
+			"base", base, "collection", coll, "chunk", id, "err", err)
+	}
 	bs, err := knowledge.Open(cfg)
 	if err != nil {
 		return err
 	}
+	bases = bs
 	n.knowledge = bs
 	n.kbOpen = &kbOpener{bs: bs, log: n.log}
 	return nil

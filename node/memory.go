@@ -424,6 +424,22 @@ func (n *Node) openMemory() error {
 			n.cfg.Logger.Info("memory: the vector store takes the namespace's vectors again", "namespace", ns, "collection", coll)
 		}
 	}
+	var mems *memory.Memories // once opened: the waiting series reads its backlog
+	parked := vectorSeries(n.metrics.Registry, "memory", func() int {
+		if mems == nil {
+			return 0
+		}
+		return mems.VectorBacklog()
+	})
+	parkedHook := cfg.VectorParked
+	cfg.VectorParked = func(ns, coll, id string, err error) {
+		if parkedHook != nil {
+			parkedHook(ns, coll, id, err)
+		}
+		parked.Inc()
+		n.cfg.Logger.Error("memory: the vector store refused a memory's vector: it is left out of the store (searches by keyword find it), and the collection's other vectors are written",
+			"namespace", ns, "collection", coll, "memory", id, "err", err)
+	}
 	cfg.Consolidate = func(ctx context.Context, ns *memory.Namespace, key string) (string, error) {
 		rep, err := n.Consolidate(ctx, ns.Name(), key)
 		if err != nil {
@@ -435,6 +451,7 @@ func (n *Node) openMemory() error {
 	if err != nil {
 		return err
 	}
+	mems = m
 	n.memories = m
 	// The namespaces as actors: a namespace's writes in order, its searches ranked
 	// by its four tier actors (actors/memory.go).

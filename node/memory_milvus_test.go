@@ -398,8 +398,9 @@ func TestMemoryOnMilvusCollectionOfAnotherDimension(t *testing.T) {
 // A node idle long enough for the network to forget its connection to Milvus (a
 // NAT or a load balancer drops idle flows without telling either end; the test
 // makes that happen at once): the next search and write are answered, on a new
-// connection, once gRPC's keepalive (a ping every 5 s, 10 s to answer) has found
-// the old one dead, instead of waiting for the request timeout or failing.
+// connection, once the Store's check of the silent connection (a request waiting 2 s
+// asks the server for its version, 1.5 s to answer) has closed the old one,
+// instead of waiting for the request timeout or failing.
 func TestMemoryAfterMilvusConnectionForgotten(t *testing.T) {
 	addr := milvusAddr(t)
 	px := startCutProxy(t, addr)

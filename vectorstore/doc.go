@@ -45,4 +45,10 @@
 // vectorstore/milvus; it passes the same suite against the Milvus server .ci/run
 // starts. CheckCollectionName and CheckVector hold the rules both apply to names and
 // vectors.
+//
+// UpsertIsolating writes a batch of which the store may refuse some items (Refused:
+// ErrInvalid, ErrDimension, or ErrRefused from a server): it splits a refused
+// batch until the refused items stand alone, writes the others and returns the
+// refused ones, so that one bad item cannot hold up its collection. Any other error
+// (the store is down) fails the batch, to be tried again whole.
 package vectorstore

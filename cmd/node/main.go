@@ -161,6 +161,11 @@ flags:
   --milvus HOST:PORT     keep the memories' and knowledge bases' vectors in Milvus
                          (TROUPE_MILVUS, "memory"/"knowledge": {"milvus"}) instead of the
                          embedded indexes in the data directory
+  --milvus-prefix P      put P before the name of every Milvus collection the node makes or
+                         uses (TROUPE_MILVUS_PREFIX, "milvus_prefix", default troupe_), so
+                         that deployments sharing one Milvus keep apart: letters, digits
+                         and underscores, starting with a letter or underscore, at most
+                         64 bytes
   --stream auto|on|off   node run: print the model's answers as they stream (auto: when
                          stdout is a terminal; TROUPE_STREAM, default auto)
   -v                     log at debug level
@@ -335,6 +340,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	}
 	secretKeyFile := fs.String("secret-key-file", or("TROUPE_SECRET_KEY_FILE", fc.SecretKeyFile, ""), "file of the secret key that seals the secrets kept in the event log")
 	milvusAddr := fs.String("milvus", os.Getenv("TROUPE_MILVUS"), "Milvus server for the memories' vectors")
+	milvusPrefix := fs.String("milvus-prefix", or("TROUPE_MILVUS_PREFIX", fc.MilvusPrefix, ""), "prefix of every Milvus collection name (default troupe_)")
 	agentsFlag := fs.String("agents", or("TROUPE_AGENTS", fc.AgentsFile, ""), "agents file (YAML)")
 	agentName := fs.String("agent", "", "the agent that runs the task (run; default: the node's own)")
 	maxTokens := fs.Int("max-tokens", 0, "the task's token budget (run; default: the agent's)")
@@ -430,6 +436,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			return 2
 		}
 	}
+	if err := nodeconfig.CheckMilvusPrefix(*milvusPrefix); err != nil {
+		fmt.Fprintln(stderr, "error: --milvus-prefix:", err)
+		return 2
+	}
+	fc.MilvusPrefix = *milvusPrefix
 	// Like --group, the prefix means nothing without --kafka.
 	topics := kafka.TopicLayout{Prefix: *topicPrefix, InitializeTopics: true}
 	if err := topics.Validate(); err != nil && *kafkaAddr != "" {

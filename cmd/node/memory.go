@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -35,7 +36,8 @@ const memoryUsage = `usage:
 
 Every command also takes --config FILE and --data DIR (the node's): the memories
 are events in the node's event log (memory/<namespace> streams), their vectors in
-DATA/vectors or the configured Milvus (--milvus, TROUPE_MILVUS). A node serving the
+DATA/vectors or the configured Milvus (--milvus, TROUPE_MILVUS; its collections
+named with --milvus-prefix, TROUPE_MILVUS_PREFIX, as node serve's). A node serving the
 same data directory holds it locked: use its HTTP API (/v1/memories) meanwhile.
 import checks every line before it writes any, and writes in batches of 1,000 under
 keys derived from the file's content, so running it again writes nothing twice.
@@ -63,6 +65,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	configPath := fs.String("config", "", "configuration file")
 	dataFlag := fs.String("data", "", "data directory of the embedded event log")
 	milvusFlag := fs.String("milvus", "", "Milvus server host:port (TROUPE_MILVUS)")
+	milvusPrefix := fs.String("milvus-prefix", "", "prefix of every Milvus collection name (TROUPE_MILVUS_PREFIX, default troupe_)")
 	namespace := fs.String("namespace", "", "memory namespace, like user:alice")
 	tier := fs.String("tier", "", "tier: working, episodic, semantic or perceptual (search: a comma-separated list)")
 	importance := fs.Float64("importance", 0.5, "importance in [0, 1]")
@@ -139,6 +142,10 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 	fc, err := loadConfig(configPath)
 	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	if fc.MilvusPrefix, err = milvusPrefixOf(*milvusPrefix, fc); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
@@ -434,4 +441,15 @@ func consolidation(m *nodeconfig.MemoryFile, background bool) *consolidator.Sche
 		interval, threshold = -1, -1
 	}
 	return &consolidator.SchedulerConfig{Consolidator: consolidator.Config{Policy: policy}, Interval: interval, Threshold: threshold}
+}
+
+// milvusPrefixOf is the prefix of Milvus collection names of node memory and node
+// rag: the --milvus-prefix flag, else TROUPE_MILVUS_PREFIX, else the
+// configuration's milvus_prefix; checked as node serve checks it.
+func milvusPrefixOf(flag string, fc nodeconfig.File) (string, error) {
+	p := cmp.Or(flag, os.Getenv("TROUPE_MILVUS_PREFIX"), fc.MilvusPrefix)
+	if err := nodeconfig.CheckMilvusPrefix(p); err != nil {
+		return "", fmt.Errorf("--milvus-prefix: %w", err)
+	}
+	return p, nil
 }

@@ -48,7 +48,8 @@ a passage matches) with --alpha, the vector share (default 0.5: --fusion convex)
 
 Every command also takes --config FILE and --data DIR (the node's): a knowledge base
 is the stream kb/<name> of the node's event log, its vectors in DATA/knowledge or
-the configured Milvus (--milvus, TROUPE_MILVUS), its embedder the configuration's
+the configured Milvus (--milvus, TROUPE_MILVUS; --milvus-prefix,
+TROUPE_MILVUS_PREFIX, as node serve's), its embedder the configuration's
 "knowledge" (else "memory") embedder, else the offline hashing embedder. A node
 serving the same data directory holds it locked: use its HTTP API (/v1/kb) meanwhile.
 
@@ -82,6 +83,7 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	configPath := fs.String("config", "", "configuration file")
 	dataFlag := fs.String("data", "", "data directory of the embedded event log")
 	milvusFlag := fs.String("milvus", "", "Milvus server host:port (TROUPE_MILVUS)")
+	milvusPrefix := fs.String("milvus-prefix", "", "prefix of every Milvus collection name (TROUPE_MILVUS_PREFIX, default troupe_)")
 	modelFlag := fs.String("model", "", "model spec for ask, --multi-query and --hyde (TROUPE_MODEL, default the configuration's, else auto)")
 	kb := fs.String("kb", "", "knowledge base, like docs")
 	workers := fs.Int("workers", 0, "add: files ingested at once (default: the number of CPUs)")
@@ -142,6 +144,10 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 	fc, err := loadConfig(configPath)
 	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
+	if fc.MilvusPrefix, err = milvusPrefixOf(*milvusPrefix, fc); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
@@ -518,6 +524,11 @@ func cliKnowledgeBases(ctx context.Context, fc nodeconfig.File, configPath, data
 		}
 		return n.Knowledge(), n.Log(), closeAll, nil
 	}
+	prefix, err := milvusPrefixOf("", fc)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fc.MilvusPrefix = prefix
 	cfg, closeVectors, _, err := fc.KnowledgeConfig(ctx, os.Getenv("TROUPE_MILVUS"))
 	if err != nil {
 		return nil, nil, nil, err

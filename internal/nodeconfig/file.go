@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/disclosure"
 	"github.com/troupe-run/troupe/tools/skills"
+	"github.com/troupe-run/troupe/vectorstore/milvus"
 )
 
 // File is the node's configuration file (JSON). Every field is optional; the
@@ -42,6 +43,7 @@ type File struct {
 	Kafka              string          `json:"kafka"`
 	Group              string          `json:"group"`
 	TopicPrefix        string          `json:"topic_prefix"`
+	MilvusPrefix       string          `json:"milvus_prefix"`
 	Roles              string          `json:"roles"`
 	NodeID             string          `json:"node_id"`
 	TopicsFile         string          `json:"topics_file"`
@@ -367,6 +369,9 @@ func (fc File) Validate() error {
 			bad("topic_prefix", "%v", err)
 		}
 	}
+	if err := CheckMilvusPrefix(fc.MilvusPrefix); err != nil {
+		bad("milvus_prefix", "%v", err)
+	}
 	if fc.Roles != "" {
 		if _, err := node.ParseRoles(fc.Roles); err != nil {
 			bad("roles", "%q: %v", fc.Roles, err)
@@ -582,4 +587,18 @@ func ParseStoredRetention(v string) (time.Duration, error) {
 		return 0, fmt.Errorf("%q is neither a duration of at least an hour (e.g. 192h) nor forever: a reference on the bus must not outlive its message", v)
 	}
 	return d, nil
+}
+
+// CheckMilvusPrefix accepts a prefix of Milvus collection names: empty (the default,
+// "troupe_"), or letters, digits and underscores, starting with a letter or
+// underscore, at most 64 bytes (Milvus allows 255 bytes in a whole name; the rest
+// is the collection's own name).
+func CheckMilvusPrefix(p string) error {
+	if p == "" {
+		return nil
+	}
+	if err := (milvus.Config{Prefix: p}).Validate(); err != nil {
+		return fmt.Errorf("%q: want letters, digits and underscores, starting with a letter or underscore, at most 64 bytes (Milvus collection names)", p)
+	}
+	return nil
 }

@@ -156,7 +156,7 @@ func (fc File) KnowledgeConfig(ctx context.Context, milvusAddr string) (cfg know
 	}
 	if milvusAddr != "" {
 		// Session consistency, as memory's: a node reads its own writes.
-		st, err := milvus.New(ctx, milvus.Config{Addr: milvusAddr, Consistency: milvus.Session})
+		st, err := milvus.New(ctx, milvus.Config{Addr: milvusAddr, Prefix: fc.MilvusPrefix, Consistency: milvus.Session})
 		if err != nil {
 			return knowledge.Config{}, nil, "", fmt.Errorf("knowledge: Milvus at %s: %w", milvusAddr, err)
 		}

@@ -255,7 +255,7 @@ func (fc File) MemoryConfig(ctx context.Context, milvusAddr string) (cfg memory.
 		// Session consistency: a namespace has one writer at a time (its owner),
 		// which reads its own writes; Strong would make every search wait for the
 		// whole server (about 400 ms on Milvus 2.3).
-		st, err := milvus.New(ctx, milvus.Config{Addr: milvusAddr, Consistency: milvus.Session})
+		st, err := milvus.New(ctx, milvus.Config{Addr: milvusAddr, Prefix: fc.MilvusPrefix, Consistency: milvus.Session})
 		if err != nil {
 			return memory.Config{}, nil, "", fmt.Errorf("memory: Milvus at %s: %w", milvusAddr, err)
 		}

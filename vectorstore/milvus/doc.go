@@ -91,10 +91,21 @@
 //
 // Errors of the server or the connection are returned wrapped, and wrap
 // vectorstore.ErrClosed once the Store is closed; they are not vectorstore's
-// permanent errors, and a retry may succeed. A request that finds no connection
+// permanent errors, and a retry may succeed — except an Upsert the server answered
+// with a refusal of what was sent (not a gRPC failure, a timeout, nor a passing
+// state of the server such as a rate or memory limit or a collection not loaded),
+// which wraps vectorstore.ErrRefused: vectorstore.UpsertIsolating then finds the
+// items it refuses and writes the others. A request that finds no connection
 // to the server is tried four times, and fails within about 2.5 s when the server
 // is down (the SDK's own policy took 22 s); the Store reconnects by itself when
-// the server is back. A collection dropped under the Store (or lost with the
-// server's data) is forgotten by the request that finds it gone, which then tries
-// once more: an Upsert creates it again (TestCollectionDroppedUnderTheStore).
+// the server is back. A connection that dies without a word (a NAT or proxy that
+// forgets it and sends no reset) is checked by a request that finds the server
+// silent for a second, and by one that waits two seconds for its answer: the Store
+// asks the server for its version, and when no answer comes within 1.5 s closes the
+// connection's sockets, so that gRPC connects anew and the request is retried on the
+// new connection (TestSilentlyDroppedConnectionIsReplaced: 1.5 s when idle, 3.7 s
+// when busy, where keepalive alone took 19 s). A collection dropped under the
+// Store (or lost with the server's data) is forgotten by the request that finds it
+// gone, which then tries once more: an Upsert creates it again
+// (TestCollectionDroppedUnderTheStore).
 package milvus

@@ -7,17 +7,24 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	grpc_retry "github.com/grpc-ecosystem/go-grpc-middleware/retry"
+	"github.com/milvus-io/milvus-proto/go-api/v2/milvuspb"
 	"github.com/milvus-io/milvus-sdk-go/v2/client"
 	"github.com/milvus-io/milvus-sdk-go/v2/entity"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/troupe-run/troupe/vectorstore"
 )
@@ -49,8 +56,16 @@ type Store struct {
 	client client.Client
 	level  entity.ConsistencyLevel
 
-	mu     sync.RWMutex // guards closed
+	mu     sync.RWMutex // guards closed, and client while New sets it
 	closed bool
+
+	// answered is when the server last answered a request (UnixNano); checking
+	// serializes the checks of the connection (check); socks holds the sockets
+	// gRPC dialled and has not closed.
+	answered atomic.Int64
+	checking sync.Mutex
+	sockMu   sync.Mutex
+	socks    map[*socket]struct{}
 
 	cmu   sync.Mutex             // guards colls
 	colls map[string]*collection // by the caller's name: collections known to exist
@@ -77,6 +92,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
+	s := &Store{cfg: cfg, level: levels[cfg.Consistency], colls: make(map[string]*collection), socks: map[*socket]struct{}{}}
 	dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
 	defer cancel()
 	c, err := client.NewClient(dctx, client.Config{
@@ -84,7 +100,7 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		Username:    cfg.Username,
 		Password:    cfg.Password,
 		DBName:      cfg.DB,
-		DialOptions: dialOptions(),
+		DialOptions: append(dialOptions(), grpc.WithContextDialer(s.dialSocket), grpc.WithChainUnaryInterceptor(s.watch)),
 	})
 	if err != nil {
 		if ctx.Err() == nil && dctx.Err() != nil {
@@ -93,7 +109,121 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		}
 		return nil, fmt.Errorf("vectorstore/milvus: connect to %s: %w", cfg.Addr, err)
 	}
-	return &Store{cfg: cfg, client: c, level: levels[cfg.Consistency], colls: make(map[string]*collection)}, nil
+	s.mu.Lock()
+	s.client = c
+	s.mu.Unlock()
+	return s, nil
+}
+
+// A connection can die without a word: a NAT or proxy that forgets it drops its
+// packets and sends no reset. gRPC learns of it only from keepalive, whose pings
+// come at most every 10 s (grpc-go's floor; Milvus refuses them more often than
+// every 5 s): with the SDK's settings (10 s to answer a ping) a request on such a
+// connection waited about 19 s before it failed over to a new one. So the Store
+// checks the connection (check) before a request when the server has not answered
+// for probeIdle, and while a request waits longer than watchAfter for its answer:
+// it asks the server for its version, with no retry, within probeTimeout. When no
+// answer comes, it closes the connection's sockets: gRPC connects anew at once, and
+// the request (failed as Unavailable) is retried on the new connection. A server
+// that refuses connections or answers with an error is left alone.
+const (
+	probeIdle        = time.Second
+	watchAfter       = 2 * time.Second
+	probeTimeout     = 1500 * time.Millisecond
+	keepaliveTime    = 10 * time.Second // grpc-go's floor
+	keepaliveTimeout = 3 * time.Second
+)
+
+// socket is a TCP connection gRPC dialled, known to the Store until it is closed.
+type socket struct {
+	net.Conn
+	s    *Store
+	once sync.Once
+}
+
+func (c *socket) Close() error {
+	c.once.Do(func() {
+		c.s.sockMu.Lock()
+		delete(c.s.socks, c)
+		c.s.sockMu.Unlock()
+	})
+	return c.Conn.Close()
+}
+
+// dialSocket is gRPC's dialer: a TCP connection, remembered.
+func (s *Store) dialSocket(ctx context.Context, addr string) (net.Conn, error) {
+	c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	sc := &socket{Conn: c, s: s}
+	s.sockMu.Lock()
+	s.socks[sc] = struct{}{}
+	s.sockMu.Unlock()
+	return sc, nil
+}
+
+// watch is a gRPC interceptor: it notes when the server answers, and checks the
+// connection while a request waits longer than watchAfter (see probeIdle).
+func (s *Store) watch(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	done := make(chan struct{})
+	if !strings.HasSuffix(method, "/GetVersion") { // not the check's own request
+		go func() {
+			t := time.NewTicker(watchAfter)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					return
+				case <-t.C:
+					s.check(ctx, watchAfter)
+				}
+			}
+		}()
+	}
+	err := invoker(ctx, method, req, reply, cc, opts...)
+	close(done)
+	if err == nil {
+		s.answered.Store(time.Now().UnixNano())
+	}
+	return err
+}
+
+// fresh checks the connection before a request when the server has not answered
+// for probeIdle.
+func (s *Store) fresh(ctx context.Context) {
+	if time.Since(time.Unix(0, s.answered.Load())) >= probeIdle {
+		s.check(ctx, probeIdle)
+	}
+}
+
+// check asks the server for its version unless it answered within quiet; when no
+// answer comes within probeTimeout, it closes the sockets of the connection (see
+// probeIdle). One check runs at a time.
+func (s *Store) check(ctx context.Context, quiet time.Duration) {
+	s.checking.Lock()
+	defer s.checking.Unlock()
+	if time.Since(time.Unix(0, s.answered.Load())) < quiet || s.isClosed() { // it answered meanwhile
+		return
+	}
+	s.mu.RLock()
+	gc, ok := s.client.(*client.GrpcClient) // nil while New connects
+	s.mu.RUnlock()
+	if !ok || gc.Service == nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	_, err := gc.Service.GetVersion(pctx, &milvuspb.GetVersionRequest{}, grpc_retry.WithMax(1))
+	cancel()
+	if err == nil || ctx.Err() != nil || status.Code(err) != codes.DeadlineExceeded {
+		return
+	}
+	s.sockMu.Lock()
+	socks := slices.Collect(maps.Keys(s.socks))
+	s.sockMu.Unlock()
+	for _, c := range socks {
+		_ = c.Close()
+	}
 }
 
 // retryAttempts bounds the attempts of one request that fails with Unavailable
@@ -105,11 +235,14 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 // reconnection backoff (at most 3 s) when the server comes back.
 const retryAttempts = 4
 
-// dialOptions are the SDK's default gRPC options (keepalive pings every 5 s, which
-// find a dead connection within 15 s even when idle; reconnection backoff) with
-// fewer retries of a request that finds no connection.
+// dialOptions are the SDK's default gRPC options (reconnection backoff, no limit on
+// the size of answers) with keepalive pings that find a dead connection within 13 s
+// rather than 20 (see probeIdle), and fewer retries of a request that finds no
+// connection.
 func dialOptions() []grpc.DialOption {
-	return append(slices.Clone(client.DefaultGrpcOpts), grpc.WithDefaultCallOptions(grpc_retry.WithMax(retryAttempts)))
+	return append(slices.Clone(client.DefaultGrpcOpts),
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: keepaliveTime, Timeout: keepaliveTimeout, PermitWithoutStream: true}),
+		grpc.WithDefaultCallOptions(grpc_retry.WithMax(retryAttempts)))
 }
 
 var levels = map[Consistency]entity.ConsistencyLevel{
@@ -164,8 +297,10 @@ func (s *Store) fail(ctx context.Context, op, coll string, err error) error {
 	return fmt.Errorf("vectorstore/milvus: %s %q: %w", op, coll, err)
 }
 
-// rpc returns ctx bounded by the request timeout.
+// rpc returns ctx bounded by the request timeout, once the connection is known to
+// answer (fresh).
 func (s *Store) rpc(ctx context.Context) (context.Context, context.CancelFunc) {
+	s.fresh(ctx)
 	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
 }
 
@@ -320,6 +455,29 @@ func (s *Store) gone(name string, c *collection, err error) bool {
 	return true
 }
 
+// transientReasons are words of the server's errors that speak of its state (a
+// limit of its rate or memory, a collection not yet loaded), not of the request:
+// the same request may pass later.
+var transientReasons = []string{"rate limit", "quota", "deny to write", "memory", "not loaded", "not ready",
+	"unavailable", "timeout", "timed out", "too many", "busy", "retry"}
+
+// refusal reports whether err, from a write, is the server refusing what was sent:
+// an error the server answered with (a gRPC status error means the connection or
+// the server failed, not the request), or the SDK's own check of the columns, that
+// does not speak of a passing state of the server.
+func refusal(err error) bool {
+	if _, ok := status.FromError(err); ok || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	msg := strings.ToLower(err.Error())
+	for _, r := range transientReasons {
+		if strings.Contains(msg, r) {
+			return false
+		}
+	}
+	return true
+}
+
 // row is one validated item, ready to send.
 type row struct {
 	id     string
@@ -430,6 +588,9 @@ func (s *Store) Upsert(ctx context.Context, collection string, items []vectorsto
 		cancel()
 		if err != nil && attempt == 0 && s.gone(collection, c, err) {
 			continue // dropped under the Store: create it again
+		}
+		if err != nil && refusal(err) && ctx.Err() == nil && !s.isClosed() {
+			return fmt.Errorf("vectorstore/milvus: upsert %q: %w: %w", collection, vectorstore.ErrRefused, err)
 		}
 		if err != nil {
 			return s.fail(ctx, "upsert", collection, err)

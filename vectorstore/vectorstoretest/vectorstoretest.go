@@ -61,6 +61,7 @@ func Run(t *testing.T, f Features, newStore func(t *testing.T) vectorstore.Store
 		{"EmptyBatch", s.emptyBatch},
 		{"DimensionMismatch", s.dimensionMismatch},
 		{"InvalidInput", s.invalidInput},
+		{"PoisonItemsParked", s.poisonItemsParked},
 		{"CollectionsIsolated", s.collectionsIsolated},
 		{"CallerMemoryNotShared", s.callerMemory},
 		{"Concurrent", s.concurrent},
@@ -496,6 +497,48 @@ func (s *suite) dimensionMismatch(t *testing.T) {
 		t.Errorf("upsert into an emptied collection with another dimension: %v, want ErrDimension", err)
 	}
 	s.upsert(t, st, "dim", []vectorstore.Item{{ID: "z", Vector: []float32{1, 2, 3, 4}}})
+}
+
+// poisonItemsParked: vectorstore.UpsertIsolating writes every good item of batches
+// that hold items the store refuses, and parks exactly the refused ones, each with
+// a refusal error: in a new collection whose first item has an odd dimension, and in
+// an existing one.
+func (s *suite) poisonItemsParked(t *testing.T) {
+	st := s.newStore(t)
+	c := ctx(t)
+	rng := rand.New(rand.NewPCG(7, 7))
+	good := randItems(rng, "good", 40, 8)
+	bad := map[string]vectorstore.Item{
+		"bad_dim":  {ID: "bad_dim", Vector: []float32{1, 2, 3}},
+		"bad_nan":  {ID: "bad_nan", Vector: []float32{1, float32(math.NaN()), 0, 0, 0, 0, 0, 0}},
+		"bad_zero": {ID: "bad_zero", Vector: make([]float32, 8)},
+	}
+	// The odd dimension first: it must not fix the new collection's dimension.
+	batch := []vectorstore.Item{bad["bad_dim"]}
+	batch = append(batch, good[:20]...)
+	batch = append(batch, bad["bad_nan"])
+	batch = append(batch, good[20:]...)
+	batch = append(batch, bad["bad_zero"])
+	for _, coll := range []string{"poison_new", "poison_old"} {
+		if coll == "poison_old" {
+			s.upsert(t, st, coll, good[:1])
+		}
+		parked, err := vectorstore.UpsertIsolating(c, st, coll, batch, 16)
+		if err != nil {
+			t.Fatalf("%s: UpsertIsolating: %v", coll, err)
+		}
+		got := map[string]bool{}
+		for _, p := range parked {
+			got[p.Item.ID] = true
+			if _, ok := bad[p.Item.ID]; !ok || !vectorstore.Refused(p.Err) {
+				t.Errorf("%s: parked %q: %v; want only the bad items, with a refusal", coll, p.Item.ID, p.Err)
+			}
+		}
+		if len(got) != len(bad) || len(parked) != len(bad) {
+			t.Errorf("%s: parked %v, want each of %v once", coll, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(bad)))
+		}
+		checkDump(t, s.dump(t, st, coll, 8), good)
+	}
 }
 
 func (s *suite) invalidInput(t *testing.T) {
