@@ -265,6 +265,24 @@ type Bases struct {
 // while it is down, as of each base's last operation.
 func (bs *Bases) VectorBacklog() int { return int(bs.backlog.Load()) }
 
+// CatchUpVectors, while the vector store lacks some vectors (VectorBacklog),
+// refreshes every open knowledge base, which writes what it can of them: after an
+// outage, the vectors of a base nobody adds to or searches reach the store too. A
+// base whose store failed lately waits out its delay. It returns the first error
+// of a refresh.
+func (bs *Bases) CatchUpVectors(ctx context.Context) error {
+	if bs.VectorBacklog() == 0 {
+		return nil
+	}
+	var first error
+	for _, b := range bs.bases.Opened() {
+		if err := b.Refresh(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // Open returns the knowledge bases cfg describes. It validates cfg and reads nothing
 // yet.
 func Open(cfg Config) (*Bases, error) {

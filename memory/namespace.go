@@ -219,6 +219,24 @@ func Open(cfg Config) (*Memories, error) {
 // down, as of each namespace's last operation.
 func (m *Memories) VectorBacklog() int { return int(m.backlog.Load()) }
 
+// CatchUpVectors, while the vector store lacks some vectors (VectorBacklog),
+// refreshes every open namespace, which writes what it can of them: after an
+// outage, the vectors of a namespace nobody writes to or searches reach the store
+// too. A collection that failed lately waits out its delay. It returns the first
+// error of a refresh.
+func (m *Memories) CatchUpVectors(ctx context.Context) error {
+	if m.VectorBacklog() == 0 {
+		return nil
+	}
+	var first error
+	for _, ns := range m.spaces.Opened() {
+		if err := ns.Refresh(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
 // Namespace returns the namespace name, folding its stream on first use. Its vector
 // projection is rebuilt by the syncs that follow (the vector store may hold items
 // from before a restart: the live ones are upserted again and the forgotten ones

@@ -756,6 +756,9 @@ func (n *Node) Run(ctx context.Context) error {
 	expired := make(chan struct{})
 	go func() { defer close(expired); n.expireCaches(expireCtx) }()
 	defer func() { stopExpiring(); <-expired }()
+	caughtUp := make(chan struct{})
+	go func() { defer close(caughtUp); n.catchUpVectors(expireCtx) }()
+	defer func() { stopExpiring(); <-caughtUp }()
 	if p, ok := n.log.(eventlog.Pruner); ok && n.cfg.Bus != nil && n.cfg.Bus.StoredRetention >= 0 {
 		pruned := make(chan struct{})
 		go func() { defer close(pruned); n.pruneStored(expireCtx, p) }()

@@ -1,6 +1,11 @@
 package node
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // The series of the vector projections of the node's memories and knowledge bases,
 // by kind ("memory", "knowledge"):
@@ -25,4 +30,41 @@ func vectorSeries(reg prometheus.Registerer, kind string, waiting func() int) pr
 		Help:        "Vectors waiting to be written to (or deleted from) the vector store, as of each namespace's or knowledge base's last operation.",
 		ConstLabels: labels}, func() float64 { return float64(waiting()) }))
 	return parked
+}
+
+// vectorCatchUpEvery is how often a node writes the vectors its memories and
+// knowledge bases still owe the vector store (after an outage, or a refusal of
+// the store), when they owe some.
+const vectorCatchUpEvery = 2 * time.Second
+
+// catchUpVectors writes, every vectorCatchUpEvery, what the vector store still
+// lacks of the open memory namespaces and knowledge bases (memory.Memories and
+// knowledge.Bases CatchUpVectors), so that vectors left behind by an outage reach
+// it without waiting for the next write or search of their namespace or base,
+// until ctx is done or the node closes.
+func (n *Node) catchUpVectors(ctx context.Context) {
+	if n.memories == nil && n.knowledge == nil {
+		return
+	}
+	t := time.NewTicker(vectorCatchUpEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.stopping:
+			return
+		case <-t.C:
+		}
+		if n.memories != nil {
+			if err := n.memories.CatchUpVectors(ctx); err != nil && ctx.Err() == nil {
+				n.cfg.Logger.Debug("catching up the memories' vectors", "err", err)
+			}
+		}
+		if n.knowledge != nil {
+			if err := n.knowledge.CatchUpVectors(ctx); err != nil && ctx.Err() == nil {
+				n.cfg.Logger.Debug("catching up the knowledge bases' vectors", "err", err)
+			}
+		}
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/node"
@@ -95,5 +96,31 @@ func TestVectorMetricsDuringOutage(t *testing.T) {
 	mn.mustPost(t, `[{"namespace":"user:fay","tier":"semantic","content":"POISON Fay keeps goats"},{"namespace":"user:fay","tier":"semantic","content":"Fay rows at dawn"}]`)
 	if w, p := mn.metric(t, waiting), mn.metric(t, parked); w != "0" || p != "1" {
 		t.Errorf("after a write the store refuses in part: waiting %q, parked %q; want 0 and 1", w, p)
+	}
+}
+
+// Vectors left behind by an outage reach the store once it is back, without a
+// write or a search of their namespace: the node catches them up in the background.
+func TestVectorsCatchUpAfterAnOutageWithoutTraffic(t *testing.T) {
+	inner, err := vectorstore.Open(vectorstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = inner.Close() })
+	store := &outageStore{Store: inner}
+	mn := newMemoryNode(t, node.Config{Memory: &memory.Config{Vectors: store}})
+	const waiting = `troupe_vectors_waiting{kind="memory"}`
+	store.down.Store(true)
+	mn.mustPost(t, `[{"namespace":"user:gus","tier":"semantic","content":"Gus flies kites"},{"namespace":"user:gus","tier":"semantic","content":"Gus lives in Hull"}]`)
+	if w := mn.metric(t, waiting); w != "2" {
+		t.Fatalf("while the store is down: waiting %q, want 2", w)
+	}
+	store.down.Store(false)
+	deadline := time.Now().Add(45 * time.Second)
+	for mn.metric(t, waiting) != "0" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the vectors never reached the store: waiting %q", mn.metric(t, waiting))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -197,6 +197,25 @@ func (r *Registry[T]) Open(name string, make func() *T, open func(*T) error) (*T
 	return e.v, nil
 }
 
+// Opened returns the entities open succeeded on, in no order.
+func (r *Registry[T]) Opened() []*T {
+	r.mu.Lock()
+	entries := make([]*entry[T], 0, len(r.m))
+	for _, e := range r.m {
+		entries = append(entries, e)
+	}
+	r.mu.Unlock()
+	var out []*T
+	for _, e := range entries {
+		e.mu.Lock()
+		if e.opened {
+			out = append(out, e.v)
+		}
+		e.mu.Unlock()
+	}
+	return out
+}
+
 // List returns the names of the streams in log whose IDs start with prefix and
 // that isStream accepts, without the prefix, sorted.
 func List(ctx context.Context, log eventlog.Log, prefix string, isStream func(string) bool) ([]string, error) {
