@@ -422,9 +422,9 @@ func summary(p messages.Payload) string {
 		return fmt.Sprintf("%s(%s)", p.Tool, clip(p.Arguments))
 	case *messages.ToolCallCompleted:
 		if p.Error != "" {
-			return fmt.Sprintf("%s → error: %s", p.Tool, clip(p.Error))
+			return fmt.Sprintf("%s → error: %s", p.Tool, clip(p.Error)) + spentBy(p.Usage, "its sub-agent")
 		}
-		return fmt.Sprintf("%s → %s", p.Tool, clip(p.Result))
+		return fmt.Sprintf("%s → %s", p.Tool, clip(p.Result)) + spentBy(p.Usage, "its sub-agent")
 	case *messages.ApprovalRequested:
 		return fmt.Sprintf("approval needed: %s(%s)", p.Tool, clip(p.Arguments))
 	case *messages.ApprovalResolved:
@@ -438,11 +438,11 @@ func summary(p messages.Payload) string {
 		return verdict + " (by " + p.By + ")"
 	case *messages.TaskCompleted:
 		if p.Note != "" {
-			return "completed: " + clip(p.Output) + " (" + clip(p.Note) + ")"
+			return "completed: " + clip(p.Output) + " (" + clip(p.Note) + ")" + spentBy(p.SubAgentsUsage, "its sub-agents")
 		}
-		return "completed: " + clip(p.Output)
+		return "completed: " + clip(p.Output) + spentBy(p.SubAgentsUsage, "its sub-agents")
 	case *messages.TaskFailed:
-		return fmt.Sprintf("failed (%s): %s", p.Reason, clip(p.Error))
+		return fmt.Sprintf("failed (%s): %s", p.Reason, clip(p.Error)) + spentBy(p.SubAgentsUsage, "its sub-agents")
 	case *messages.TeamStateUpdated:
 		return fmt.Sprintf("team state %s %s.%s by %s: %s", p.Op, p.Section, p.Key, p.By, clip(p.Value))
 	case *messages.KBDocumentIngested:
@@ -518,4 +518,17 @@ func (tl *Timeline) Render(w io.Writer) {
 	for _, r := range tl.Roots {
 		walk(r, 0)
 	}
+}
+
+// spentBy says what who spent on models (u), "" when nothing: " [its sub-agents
+// spent 900 tokens, $0.0120]".
+func spentBy(u messages.Usage, who string) string {
+	if u.IsZero() {
+		return ""
+	}
+	out := fmt.Sprintf(" [%s spent %d tokens", who, u.Tokens())
+	if u.CostUSD != 0 {
+		out += fmt.Sprintf(", $%.4f", u.CostUSD)
+	}
+	return out + "]"
 }

@@ -58,9 +58,9 @@ func TestSubagentSessions(t *testing.T) {
 	if code, out, _ := replay(t, "list", "--data", data); code != 0 || !strings.Contains(out, "PARENT") {
 		t.Errorf("list: exit %d\n%s", code, out)
 	}
-	if code, out, _ := replay(t, "show", "lead-1", "--data", data); code != 0 || !strings.Contains(out, "delegate → 144") ||
-		!strings.Contains(out, `"task":"What is 12 * (7 + 5)?"}) → child session `+child) {
-		t.Errorf("show the parent: exit %d\n%s", code, out)
+	if code, out, _ := replay(t, "show", "lead-1", "--data", data); code != 0 || !strings.Contains(out, "delegate → 144 [its sub-agent spent ") ||
+		!strings.Contains(out, `"task":"What is 12 * (7 + 5)?"}) → child session `+child) || !strings.Contains(out, "completed: 144 [its sub-agents spent ") {
+		t.Errorf("show the parent (what its sub-agent spent, on its call and its end): exit %d\n%s", code, out)
 	}
 	if code, out, _ := replay(t, "show", child, "--data", data); code != 0 || !strings.Contains(out, "child of lead-1") || !strings.Contains(out, "calculator → 144") {
 		t.Errorf("show the child: exit %d\n%s", code, out)
