@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -66,5 +67,47 @@ func (n *Node) catchUpVectors(ctx context.Context) {
 				n.cfg.Logger.Debug("catching up the knowledge bases' vectors", "err", err)
 			}
 		}
+	}
+}
+
+// parkLogBurst bounds the refused vectors a node logs one by one in a minute, per
+// kind: a store that refuses every vector of a rebuild (an embedder of another
+// size) logs a few of them and then a count, not a line each. The metric counts
+// them all.
+const parkLogBurst = 10
+
+// parkLog decides which refused vectors are logged. It is safe for concurrent use.
+type parkLog struct {
+	mu              sync.Mutex
+	start           time.Time
+	logged, dropped int
+}
+
+// allow reports whether a refusal at now is logged, and how many the minute
+// before this one left unlogged (to say so once).
+func (p *parkLog) allow(now time.Time) (ok bool, unlogged int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now.Sub(p.start) >= time.Minute {
+		unlogged = p.dropped
+		p.start, p.logged, p.dropped = now, 0, 0
+	}
+	if p.logged < parkLogBurst {
+		p.logged++
+		return true, unlogged
+	}
+	p.dropped++
+	return false, unlogged
+}
+
+// logParked logs a refused vector through log when pl allows it, and the count of
+// those it left unlogged before.
+func (n *Node) logParked(pl *parkLog, kind string, log func()) {
+	ok, unlogged := pl.allow(time.Now())
+	if unlogged > 0 {
+		n.cfg.Logger.Error(kind+": more vectors the vector store refused were not logged one by one", "count", unlogged)
+	}
+	if ok {
+		log()
 	}
 }
