@@ -62,9 +62,11 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	path := cmp.Or(*agentsPath, fc.AgentsFile)
+	// The flag, else TROUPE_AGENTS, else the configuration file's, as node run and
+	// node serve take it.
+	path := cmp.Or(*agentsPath, os.Getenv("TROUPE_AGENTS"), fc.AgentsFile)
 	if path == "" {
-		fmt.Fprintln(stderr, "error: no agents file: give --agents FILE or \"agents_file\" in the configuration file")
+		fmt.Fprintln(stderr, "error: no agents file: give --agents FILE, TROUPE_AGENTS or \"agents_file\" in the configuration file")
 		return 2
 	}
 	file, err := nodeconfig.LoadAgents(path)
@@ -149,7 +151,7 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 			toolList = cmp.Or(strings.Join(names, ","), "(none)")
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", a.Name, a.Paradigm, cmp.Or(a.Model, "(node's)"),
-			cmp.Or(strings.Join(a.Fallbacks, ","), "-"), cmp.Or(a.Memory, "(node's)"), toolList, a.Description)
+			cmp.Or(strings.Join(a.Fallbacks, ","), "-"), cmp.Or(a.Memory, "(node's)"), toolList, node.EscapeControls(a.Description))
 	}
 	w.Flush()
 	if len(file.Teams) > 0 {
@@ -157,7 +159,7 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 		w = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "TEAM\tPATTERN\tMEMBERS\tDESCRIPTION")
 		for _, t := range file.Teams {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.Name, t.Pattern, strings.Join(teamRoles(t), ","), t.Description)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", t.Name, t.Pattern, strings.Join(teamRoles(t), ","), node.EscapeControls(t.Description))
 		}
 		w.Flush()
 	}
