@@ -355,7 +355,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	case "auto":
 		streamText = opt.streamText
 		if f, ok := stdout.(*os.File); ok && !streamText {
-			streamText = isTerminal(f)
+			streamText = cliflags.IsTerminal(f)
 		}
 	case "on":
 		streamText = true
@@ -656,7 +656,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			in = os.Stdin
 		}
 		if terminal == nil {
-			t := isTerminal(os.Stdin)
+			t := cliflags.IsTerminal(os.Stdin)
 			terminal = &t
 		}
 		return runTask(ctx, cfg, attach, task, why, in, *terminal, streamText, stdout, stderr)
@@ -744,7 +744,7 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	code, err := newAsker(n, id, in, terminal, cfg.Bus != nil, stdout).follow(ctx, events, 1)
+	code, err := node.NewAsker(n, "node run", id, in, terminal, cfg.Bus != nil, stdout).Follow(ctx, events, 1)
 	switch {
 	case ctx.Err() != nil && cfg.Bus != nil:
 		fmt.Fprintf(stderr, "interrupted; the cluster goes on with session %s\n", id)

@@ -248,7 +248,7 @@ func ragAdd(ctx context.Context, bs *knowledge.Bases, name string, paths []strin
 	}
 	live := false
 	if f, ok := stderr.(*os.File); ok && !asJSON {
-		live = isTerminal(f)
+		live = cliflags.IsTerminal(f)
 	}
 	p := &addProgress{w: stderr, live: live, quiet: asJSON}
 	start := time.Now()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/provider"
@@ -455,7 +456,17 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 			return 1
 		}
 	}
-	code, err := node.Follow(ctx, stdout, live, waitFor)
+	// Approvals the fork waits for, from the parent's events or as it goes on, are
+	// asked on the terminal, as node run asks them; without one they are rejected,
+	// saying why, since nobody else can answer.
+	asker := node.NewAsker(n, "replay fork", newID, os.Stdin, cliflags.IsTerminal(os.Stdin), false, stdout)
+	for _, p := range state.PendingApprovals() {
+		if err := asker.Answer(ctx, &messages.ApprovalRequested{Key: p.Key, CallID: p.CallID, Tool: p.Tool, Arguments: p.Arguments}); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
+	}
+	code, err := asker.Follow(ctx, live, waitFor)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return code

@@ -1,12 +1,12 @@
 //go:build !(linux || darwin || freebsd || netbsd || openbsd || dragonfly)
 
-package main
+package cliflags
 
 import "os"
 
-// isTerminal reports whether f is a terminal; where terminal attributes cannot be
+// IsTerminal reports whether f is a terminal; where terminal attributes cannot be
 // read, a character device is taken for one.
-func isTerminal(f *os.File) bool {
+func IsTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

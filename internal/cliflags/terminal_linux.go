@@ -1,4 +1,4 @@
-package main
+package cliflags
 
 import "golang.org/x/sys/unix"
 

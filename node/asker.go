@@ -1,0 +1,118 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Asker answers the approvals that the session a command line runs asks for (a
+// tool declared "approval: required" in the agents file): node run's, replay
+// fork's.
+//
+//   - with a terminal (in is one), it prints the tool and its arguments and asks
+//     "approve? [y/N]", then a reason (optional); the answer is recorded "by
+//     terminal";
+//   - without one, on a cluster, it waits: the cluster's nodes serve, so an answer
+//     comes over HTTP or Kafka (or the approval's timeout rejects the call);
+//   - without one, on an embedded node, nobody else can answer (the command serves
+//     no API), so it rejects the call at once, saying why, and the model reads that.
+type Asker struct {
+	n        *Node
+	program  string // the command, for the rejection's reason: "node run"
+	session  string
+	terminal bool
+	cluster  bool
+	lines    <-chan string // in's lines; closed at its end
+	out      io.Writer
+}
+
+// NewAsker returns the asker of program (its name, "node run") for session on
+// n: terminal says whether in is a terminal, cluster whether n serves a
+// cluster; it prints to out.
+func NewAsker(n *Node, program, session string, in io.Reader, terminal, cluster bool, out io.Writer) *Asker {
+	a := &Asker{n: n, program: program, session: session, terminal: terminal, cluster: cluster, out: out}
+	if terminal {
+		lines := make(chan string)
+		go func() {
+			// Ends with stdin (the process exits before it, most often).
+			defer close(lines)
+			sc := bufio.NewScanner(in)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+		}()
+		a.lines = lines
+	}
+	return a
+}
+
+// Follow prints the session's live events (PrintStep) until tasks tasks finished,
+// answering each approval the session asks for; it returns the exit code (1 if a
+// task failed) or an error when ctx ends or the feed closes first. Approvals
+// asked for before the feed began are Answer's.
+func (a *Asker) Follow(ctx context.Context, live <-chan messages.Envelope, tasks int) (int, error) {
+	return FollowEach(ctx, a.out, live, tasks, func(e messages.Envelope) error {
+		if e.Type != messages.TypeApprovalRequested {
+			return nil
+		}
+		p, err := e.Decode()
+		if err != nil {
+			return err
+		}
+		return a.Answer(ctx, p.(*messages.ApprovalRequested))
+	})
+}
+
+// Answer answers one approval, as Asker's doc says.
+func (a *Asker) Answer(ctx context.Context, r *messages.ApprovalRequested) error {
+	if !a.terminal {
+		if a.cluster {
+			fmt.Fprintf(a.out, "  waiting for an answer: POST /v1/sessions/%s/approvals/%s on a node of the cluster, or a %s message on %s\n",
+				a.session, r.CallID, messages.TypeApprovalAnswer, messages.TopicTasks)
+			return nil
+		}
+		why := a.program + " has no terminal to ask on and serves no API (run the task on node serve to answer it over HTTP or Kafka)"
+		fmt.Fprintf(a.out, "  no terminal: the call of %s is rejected: %s\n", r.Tool, why)
+		return a.send(ctx, r, false, why, messages.ApprovedByAPI)
+	}
+	fmt.Fprintf(a.out, "  approve the call of %s with %s? [y/N] ", EscapeControls(r.Tool), EscapeControls(r.Arguments))
+	yes, ok, err := a.readLine(ctx)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return a.send(ctx, r, false, "the terminal closed before anyone answered", messages.ApprovedByTerminal)
+	}
+	approve := strings.EqualFold(strings.TrimSpace(yes), "y") || strings.EqualFold(strings.TrimSpace(yes), "yes")
+	fmt.Fprint(a.out, "  reason (optional): ")
+	reason, _, err := a.readLine(ctx)
+	if err != nil {
+		return err
+	}
+	return a.send(ctx, r, approve, strings.TrimSpace(reason), messages.ApprovedByTerminal)
+}
+
+// readLine reads a line of the terminal; ok is false at its end.
+func (a *Asker) readLine(ctx context.Context) (line string, ok bool, err error) {
+	select {
+	case <-ctx.Done():
+		return "", false, ctx.Err()
+	case line, ok := <-a.lines:
+		return line, ok, nil
+	}
+}
+
+// send records an answer. One the session no longer waits for (the approval
+// expired, or a node of the cluster was answered first) is reported, not fatal.
+func (a *Asker) send(ctx context.Context, r *messages.ApprovalRequested, approve bool, reason, by string) error {
+	err := a.n.Approve(ctx, a.session, r.Key, approve, reason, by)
+	if err != nil {
+		fmt.Fprintf(a.out, "  the answer was not recorded: %v\n", err)
+	}
+	return nil
+}
