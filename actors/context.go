@@ -87,6 +87,24 @@ func (o ContextOptions) ValidateFields() error {
 	return o.Compression.Validate()
 }
 
+// CheckPromptFits reports a system prompt that leaves no room in the agent's
+// context window for a task: its tokens (cl100k_base, as the context counts them)
+// reach the window less the tokens reserved for the answer. Such an agent would
+// cut every task's own input to fit, and answer a question it never read.
+func (a Agent) CheckPromptFits() error {
+	window := cmp.Or(a.Context.Window, pctx.DefaultWindow)
+	room := window - cmp.Or(a.Context.ReservedOutput, pctx.DefaultReservedOutput)
+	// A prompt of fewer bytes than room has fewer tokens: no need to count it.
+	if len(a.SystemPrompt) < room {
+		return nil
+	}
+	if n := pctx.CountText(contextTokens, a.SystemPrompt); n >= room {
+		return fmt.Errorf("its system prompt is %d tokens, and leaves no room for a task in the context window of %d tokens less the %d reserved for the answer: shorten the prompt, or widen the window (context.window)",
+			n, window, window-room)
+	}
+	return nil
+}
+
 // options returns the builder's options of o.
 func (o ContextOptions) options() pctx.Options {
 	return pctx.Options{Window: o.Window, ReservedOutput: o.ReservedOutput, HistoryTurns: o.Compression.historyTurns(o.HistoryTurns),

@@ -394,6 +394,9 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		if err := a.Context.Validate(); err != nil {
 			return nil, fmt.Errorf("node: agent %q, with the default agent's context settings: %w", na.Name, err)
 		}
+		if err := a.CheckPromptFits(); err != nil {
+			return nil, fmt.Errorf("node: agent %q: %w", na.Name, err)
+		}
 		a.Approvals, a.ApprovalTimeout = nil, 0
 		for _, t := range na.Approvals {
 			if a.Approvals == nil {

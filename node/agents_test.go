@@ -206,3 +206,32 @@ func TestNamedAgentsAreValidated(t *testing.T) {
 		}
 	}
 }
+
+// An agent whose system prompt fills its context window (less the answer's
+// reserve) is refused when the node starts, saying so: it would cut every task's
+// input to fit and answer a question it never read.
+func TestAgentWhosePromptFillsTheWindowIsRefused(t *testing.T) {
+	long := strings.Repeat("Be careful and thorough. ", 400) // about 2,000 tokens
+	for _, c := range []struct {
+		name string
+		cfg  node.Config
+		want string
+	}{
+		{"named", node.Config{Agents: []node.NamedAgent{{Name: "wordy", SystemPrompt: long, Context: actors.ContextOptions{Window: 1024, ReservedOutput: 256}}}},
+			`agent "wordy": its system prompt is `},
+		{"default", node.Config{SystemPrompt: long, Context: actors.ContextOptions{Window: 2048, ReservedOutput: 512}},
+			"the default agent: its system prompt is "},
+	} {
+		c.cfg.DataDir = t.TempDir()
+		_, err := node.New(context.Background(), c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "leaves no room for a task") {
+			t.Errorf("%s: %v, want it refused for its prompt", c.name, err)
+		}
+	}
+	// The same prompt in a wide enough window is taken.
+	n, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), SystemPrompt: long, Context: actors.ContextOptions{Window: 8192}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = n.Close()
+}

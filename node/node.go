@@ -508,6 +508,9 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 	if err := c.resolveGather(&agent, "", "", c.Context, true); err != nil {
 		return actors.Agent{}, nil, err
 	}
+	if err := agent.CheckPromptFits(); err != nil {
+		return actors.Agent{}, nil, fmt.Errorf("node: the default agent: %w", err)
+	}
 	// A session runs the chains among the tools step by step (actors/chain.go).
 	for _, name := range reg.Names() {
 		if t, _ := reg.Get(name); t != nil {
