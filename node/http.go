@@ -339,7 +339,7 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 	if infos == nil {
 		infos = []eventlog.SessionInfo{}
 	}
-	markNotes(infos)
+	MarkStreams(infos)
 	if detail, _ := strconv.ParseBool(q.Get("detail")); detail {
 		rows, err := n.sessionRows(r.Context(), infos)
 		if err != nil {

@@ -2,6 +2,7 @@ package node
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/eventlog"
@@ -43,12 +44,17 @@ func (n *Node) addNotes() error {
 	return nil
 }
 
-// markNotes gives the notes streams among sessions the status notes.Status, and
+// MCPSessionStatus is the status a session listing gives the stream of an MCP
+// client's session with the node (eventlog.MCPSessionStreamPrefix).
+const MCPSessionStatus = "mcp-session"
+
+// MarkStreams gives the notes streams among sessions the status notes.Status, and
 // the memory namespaces' streams memory.Status, the knowledge bases'
 // knowledge.Status, the A2A tasks' push configs' a2a.PushStatus, the dashboard's
-// sign-ins SignInStatus, the stored effect commands BusStatus: they are
-// streams of the log but no sessions, and no task runs there.
-func markNotes(infos []eventlog.SessionInfo) {
+// sign-ins SignInStatus, the stored effect commands BusStatus, the MCP clients'
+// sessions MCPSessionStatus: they are streams of the log but no sessions, and no
+// task runs there.
+func MarkStreams(infos []eventlog.SessionInfo) {
 	for i := range infos {
 		switch {
 		case notes.IsStream(infos[i].ID):
@@ -63,6 +69,8 @@ func markNotes(infos []eventlog.SessionInfo) {
 			infos[i].Status = SignInStatus
 		case IsBusStream(infos[i].ID):
 			infos[i].Status = BusStatus
+		case strings.HasPrefix(infos[i].ID, eventlog.MCPSessionStreamPrefix):
+			infos[i].Status = MCPSessionStatus
 		}
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/knowledge"
@@ -190,22 +189,10 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	for i := range infos {
-		switch {
-		case notes.IsStream(infos[i].ID):
-			infos[i].Status = notes.Status // an agent's notes, not a session: no task runs there
-		case memory.IsStream(infos[i].ID):
-			infos[i].Status = memory.Status // a memory namespace, not a session
-		case knowledge.IsStream(infos[i].ID):
-			infos[i].Status = knowledge.Status // a knowledge base, not a session
-		case a2a.IsPushStream(infos[i].ID):
-			infos[i].Status = a2a.PushStatus // an A2A task's push configs, not a session
-		case node.IsSignInStream(infos[i].ID):
-			infos[i].Status = node.SignInStatus // a dashboard sign-in, not a session
-		case node.IsBusStream(infos[i].ID):
-			infos[i].Status = node.BusStatus // an effect request or reply too large for the bus, not a session
-		}
-	}
+	// The log's streams that are no sessions (notes, memory namespaces, knowledge
+	// bases, push configs, sign-ins, stored effect commands, MCP clients' sessions)
+	// are listed with their kind as status.
+	node.MarkStreams(infos)
 	if asJSON {
 		if infos == nil {
 			infos = []eventlog.SessionInfo{}
