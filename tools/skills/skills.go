@@ -347,6 +347,11 @@ func (s *Set) ReadFile(name, path string) (string, error) {
 		return "", fmt.Errorf("skill %s: %w", name, err)
 	}
 	defer root.Close()
+	// What is no regular file is refused before it is opened: opening a named pipe
+	// waits for a writer that may never come.
+	if info, err := root.Stat(rel); err == nil && !info.Mode().IsRegular() {
+		return "", fmt.Errorf("skill %s: %q is not a regular file", name, path)
+	}
 	f, err := root.Open(rel)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("skill %s has no file %q", name, path)
