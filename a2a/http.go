@@ -337,6 +337,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusOK, req.ID, -32601, fmt.Sprintf("method %q is not served: %s", *req.Method, why))
 			return
 		}
+		if params, ok := paramsOf[*req.Method]; ok {
+			// The SDK calls params it cannot decode a parse error (-32700): the
+			// request parsed, its params are what is wrong.
+			if err := json.Unmarshal(req.Params, params()); err != nil {
+				writeRPCError(w, http.StatusOK, req.ID, -32602, fmt.Sprintf("invalid params of %s: %v", *req.Method, err))
+				return
+			}
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		if *req.Method == "tasks/pushNotificationConfig/delete" {
@@ -351,6 +359,21 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// paramsOf makes, for each A2A 0.3 method the SDK serves, the value its params
+// decode into there (a2asrv's JSON-RPC handler), so that guard answers params of
+// the wrong shape with -32602 invalid params.
+var paramsOf = map[string]func() any{
+	"message/send":                        func() any { return new(sdk.MessageSendParams) },
+	"message/stream":                      func() any { return new(sdk.MessageSendParams) },
+	"tasks/get":                           func() any { return new(sdk.TaskQueryParams) },
+	"tasks/cancel":                        func() any { return new(sdk.TaskIDParams) },
+	"tasks/resubscribe":                   func() any { return new(sdk.TaskIDParams) },
+	"tasks/pushNotificationConfig/get":    func() any { return new(sdk.GetTaskPushConfigParams) },
+	"tasks/pushNotificationConfig/set":    func() any { return new(sdk.TaskPushConfig) },
+	"tasks/pushNotificationConfig/list":   func() any { return new(sdk.ListTaskPushConfigParams) },
+	"tasks/pushNotificationConfig/delete": func() any { return new(sdk.DeleteTaskPushConfigParams) },
 }
 
 // VersionHeader is the request header an A2A 1.0 client names its protocol

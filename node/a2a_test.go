@@ -327,6 +327,13 @@ func TestA2AHostileRequests(t *testing.T) {
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/explode","params":{}}`); code(out) != -32601 {
 		t.Fatalf("unknown method: %v", out)
 	}
+	// Params of the wrong shape are invalid params, not a parse error: the request parsed.
+	for _, body := range []string{`{"jsonrpc":"2.0","id":1,"method":"message/send","params":"x"}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tasks/get","params":{"id":7}}`, `{"jsonrpc":"2.0","id":1,"method":"tasks/cancel"}`} {
+		if _, out := post(body); code(out) != -32602 {
+			t.Fatalf("%s: %v, want -32602", body, out)
+		}
+	}
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{}}`); code(out) != -32602 || !strings.Contains(out["error"].(map[string]any)["message"].(string), "message") {
 		t.Fatalf("A2A 1.0 method without a message: %v", out)
 	}
