@@ -58,7 +58,10 @@ type ServerConfig struct {
 	KeepAlive time.Duration
 	// Name and Version name the node in its card.
 	Name, Version string
-	Logger        *slog.Logger
+	// Bearer says that a request needs a bearer token (the node's API tokens): the
+	// cards declare the scheme, so that a client knows to send one.
+	Bearer bool
+	Logger *slog.Logger
 }
 
 // AgentInfo describes an agent for its card: its name ("default" for the node's
@@ -196,7 +199,7 @@ func (s *Server) Card(baseURL string, a AgentInfo, path string, node bool) *sdk.
 	} else {
 		name = s.cfg.Name + "/" + a.Name
 	}
-	return &sdk.AgentCard{
+	card := &sdk.AgentCard{
 		Name:               name,
 		Description:        desc,
 		URL:                baseURL + path,
@@ -208,7 +211,16 @@ func (s *Server) Card(baseURL string, a AgentInfo, path string, node bool) *sdk.
 		DefaultOutputModes: []string{"text/plain"},
 		Skills:             skills,
 	}
+	if s.cfg.Bearer {
+		card.SecuritySchemes = sdk.NamedSecuritySchemes{bearerScheme: sdk.HTTPAuthSecurityScheme{Scheme: "Bearer",
+			Description: "one of the node's API tokens, in the Authorization header"}}
+		card.Security = []sdk.SecurityRequirements{{bearerScheme: sdk.SecuritySchemeScopes{}}}
+	}
+	return card
 }
+
+// bearerScheme names the bearer token scheme in the cards of a node with tokens.
+const bearerScheme sdk.SecuritySchemeName = "bearer"
 
 func skillOf(a AgentInfo, fallback string) sdk.AgentSkill {
 	name := a.Name

@@ -479,6 +479,36 @@ func TestA2ACardTakesThePublicURL(t *testing.T) {
 	}
 }
 
+// A node whose API needs a token says so in its cards (a bearer scheme, required),
+// so that an A2A client knows to send one; without tokens, the cards name none.
+func TestA2ACardDeclaresTheBearerToken(t *testing.T) {
+	card := func(cfg node.Config) sdk.AgentCard {
+		t.Helper()
+		_, base := a2aNode(t, cfg)
+		resp, err := http.Get(base + a2a.CardPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var c sdk.AgentCard
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&c) != nil {
+			t.Fatalf("card: %s", resp.Status)
+		}
+		return c
+	}
+	c := card(node.Config{Model: llm.Offline{}, HTTP: node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{"a-long-enough-secret-token-1234"}}}})
+	s, ok := c.SecuritySchemes["bearer"].(sdk.HTTPAuthSecurityScheme)
+	if !ok || s.Scheme != "Bearer" || len(c.Security) != 1 {
+		t.Fatalf("with tokens, the card's security: %+v %+v", c.SecuritySchemes, c.Security)
+	}
+	if _, required := c.Security[0]["bearer"]; !required {
+		t.Errorf("with tokens, the card does not require the bearer scheme: %+v", c.Security)
+	}
+	if c := card(node.Config{Model: llm.Offline{}}); len(c.SecuritySchemes) != 0 || len(c.Security) != 0 {
+		t.Errorf("without tokens, the card names security: %+v %+v", c.SecuritySchemes, c.Security)
+	}
+}
+
 func TestA2AAnswersOutliveTheWriteTimeout(t *testing.T) {
 	cfg := node.Config{Model: slowModel{Model: a2aScript(t, llm.ScriptStep{Content: "slow"}, llm.ScriptStep{Content: "slow again"}), pause: 700 * time.Millisecond},
 		A2A: &node.A2AConfig{}, HTTP: node.HTTPConfig{WriteTimeout: 300 * time.Millisecond}}
