@@ -15,6 +15,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -899,6 +900,20 @@ func (c Config) warnUnpricedCosts() {
 	}
 }
 
+// quoteHead quotes s (%q) for an error, its first 64 bytes and their length when
+// longer: a huge value sent back whole would make the error as large as it.
+func quoteHead(s string) string {
+	const head = 64
+	if len(s) <= head {
+		return strconv.Quote(s)
+	}
+	cut := head
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
+}
+
 // MaxCostBudget bounds a cost budget in US dollars: a task's (Task.MaxCostUSD) and
 // an agent's (NamedAgent.MaxCostUSD).
 const MaxCostBudget = 1_000_000
@@ -964,7 +979,7 @@ func (t Task) Validate() error {
 	case t.DeadlineMS < 0 || t.DeadlineMS > MaxDeadline.Milliseconds():
 		return badDeadline(strconv.FormatInt(t.DeadlineMS, 10))
 	case t.Agent != "" && !agentNamePattern.MatchString(t.Agent):
-		return fmt.Errorf("%w: agent %q: want %s", ErrBadTask, t.Agent, AgentNameRule)
+		return fmt.Errorf("%w: agent %s: want %s", ErrBadTask, quoteHead(t.Agent), AgentNameRule)
 	case t.ReplyTopic != "":
 		return checkReplyTopic(t.ReplyTopic)
 	}

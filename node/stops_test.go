@@ -287,3 +287,19 @@ func TestCostBudgetWithoutPricesIsLogged(t *testing.T) {
 		t.Errorf("%d warnings for tasks with a cost budget, want 1: %s", c, logs.String())
 	}
 }
+
+// A huge agent name is refused without being sent back whole: the error quotes
+// its head and says how long it was.
+func TestHugeAgentNameIsNotEchoed(t *testing.T) {
+	cfg, _ := stopsConfig(t)
+	n := nodetest.Start(t, cfg)
+	srv := httptest.NewServer(n.Handler())
+	defer srv.Close()
+	for _, name := range []string{strings.Repeat("x", 100_000), strings.Repeat("é", 50_000) + " bad"} {
+		code, out := post(t, srv.URL+"/v1/tasks", fmt.Sprintf(`{"input":"x","agent":%q}`, name))
+		msg := fmt.Sprint(out)
+		if code != http.StatusBadRequest || len(msg) > 1000 || !strings.Contains(msg, fmt.Sprintf("(%d bytes)", len(name))) {
+			t.Errorf("a %d-byte agent name: %d, a %d-byte answer: %.300s", len(name), code, len(msg), msg)
+		}
+	}
+}
