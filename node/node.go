@@ -292,7 +292,8 @@ func (c Config) Validate() error {
 			return err
 		}
 	}
-	for i, a := range c.Agents {
+	declared := make(map[string]bool, len(c.Agents))
+	for _, a := range c.Agents {
 		if err := a.validate(); err != nil {
 			return err
 		}
@@ -302,11 +303,10 @@ func (c Config) Validate() error {
 		if a.MemoryNamespace != "" && c.MemoryTool == nil {
 			return fmt.Errorf("node: agent %q: a memory namespace of its own needs MemoryTool (the node's memory tool)", a.Name)
 		}
-		for _, b := range c.Agents[:i] {
-			if a.Name == b.Name {
-				return fmt.Errorf("node: agent %q is declared twice", a.Name)
-			}
+		if declared[a.Name] {
+			return fmt.Errorf("node: agent %q is declared twice", a.Name)
 		}
+		declared[a.Name] = true
 	}
 	if _, err := c.withDelegate(c.Tools, nil); err != nil {
 		return err

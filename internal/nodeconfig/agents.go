@@ -278,15 +278,17 @@ func ParseAgents(path string, b []byte) (AgentsFile, error) {
 		}
 		return fail(line, "agents: want a mapping of names to agents, with at least one")
 	}
+	declared := make(map[string]bool, len(agents.Content)/2)
 	for i := 0; i < len(agents.Content); i += 2 {
 		k, v := agents.Content[i], agents.Content[i+1]
 		a, err := parseAgent(path, k, v)
 		if err != nil {
 			return AgentsFile{}, err
 		}
-		if _, dup := f.Lookup(a.Name); dup {
+		if declared[a.Name] {
 			return fail(k.Line, "agent %q is declared twice", a.Name)
 		}
+		declared[a.Name] = true
 		f.Agents = append(f.Agents, a)
 	}
 	slices.SortFunc(f.Agents, func(a, b DeclaredAgent) int { return strings.Compare(a.Name, b.Name) })
