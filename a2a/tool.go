@@ -71,7 +71,13 @@ func NewTool(cfg ToolConfig) (*Tool, error) {
 	return &Tool{cfg: cfg}, nil
 }
 
-var _ tools.Tool = (*Tool)(nil)
+var (
+	_ tools.Tool    = (*Tool)(nil)
+	_ tools.Sourced = (*Tool)(nil)
+)
+
+// Source implements tools.Sourced: "a2a:<name>", the remote agent it calls.
+func (t *Tool) Source() string { return "a2a:" + t.cfg.Name }
 
 type toolArgs struct {
 	Message   string `json:"message"`

@@ -367,6 +367,9 @@ func TestA2AToolCallsAnotherNodesAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if src := tools.SourceOf(tool); src != "a2a:b" {
+		t.Errorf("the remote agent's tool has source %q, want a2a:b", src)
+	}
 	n := nodetest.Start(t, node.Config{Tools: []tools.Tool{tool}, Model: a2aScript(t,
 		llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "a2a__b", Arguments: `{"message":"hello B"}`}}},
 		llm.ScriptStep{Content: "B said hello"})})

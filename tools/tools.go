@@ -153,7 +153,7 @@ func LimitsOf(t Tool) CallLimits {
 
 // Sourced is implemented by a tool that comes from somewhere other than this
 // binary's Go code: "mcp:<server>" for a tool of an MCP server, "skill:<name>" for
-// one of an Agent Skill.
+// one of an Agent Skill, "a2a:<name>" for a remote A2A agent.
 type Sourced interface {
 	Source() string
 }
