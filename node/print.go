@@ -55,7 +55,7 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 			break
 		}
 		if p.Purpose != "" {
-			printf("  [%d] %s %s: tool %s(%s)\n", e.Seq, p.Purpose, p.CallID, p.Tool, p.Arguments)
+			printf("  [%d] %s: tool %s(%s)\n", e.Seq, PurposeLabel(p.Purpose, p.CallID), p.Tool, p.Arguments)
 			break
 		}
 		printf("  [%d] tool %s(%s)\n", e.Seq, p.Tool, p.Arguments)
@@ -255,4 +255,14 @@ func (t *deltaText) end(w io.Writer) {
 		io.WriteString(w, "\n")
 	}
 	t.key, t.bol = "", false
+}
+
+// PurposeLabel names a paradigm's tool call in a step's line: its purpose and its
+// call ID ("branch work-1"), or the purpose alone when the ID repeats it
+// ("lessons", not "lessons lessons").
+func PurposeLabel(purpose, callID string) string {
+	if callID == "" || callID == purpose {
+		return purpose
+	}
+	return purpose + " " + callID
 }

@@ -404,7 +404,7 @@ func summary(p messages.Payload) string {
 			return fmt.Sprintf("step %s: %s(%s)", p.ChainStep, p.Tool, clip(p.Arguments))
 		}
 		if p.Purpose != "" {
-			return fmt.Sprintf("%s %s: %s(%s)", p.Purpose, p.CallID, p.Tool, clip(p.Arguments))
+			return fmt.Sprintf("%s: %s(%s)", node.PurposeLabel(p.Purpose, p.CallID), p.Tool, clip(p.Arguments))
 		}
 		return fmt.Sprintf("%s(%s)", p.Tool, clip(p.Arguments))
 	case *messages.ToolCallCompleted:
