@@ -201,7 +201,7 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 	}
 	if limit > 0 && len(infos) > limit {
 		infos = infos[:limit]
-		fmt.Fprintf(stderr, "(the first %d sessions only: --limit N shows more, --limit 0 all)\n", limit)
+		fmt.Fprintf(stderr, "(the %d most recently started sessions only: --limit N shows more, --limit 0 all)\n", limit)
 	}
 	// The log's streams that are no sessions (notes, memory namespaces, knowledge
 	// bases, push configs, sign-ins, stored effect commands, MCP clients' sessions)

@@ -357,7 +357,7 @@ func TestListSaysWhenCut(t *testing.T) {
 	stop()
 
 	code, out, errs := replay(t, "list", "--data", dir, "--limit", "2")
-	if code != 0 || strings.Count(out, "cut-") != 2 || !strings.Contains(errs, "the first 2 sessions only") {
+	if code != 0 || strings.Count(out, "cut-") != 2 || !strings.Contains(errs, "the 2 most recently started sessions only") {
 		t.Fatalf("list --limit 2 of 3: %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = replay(t, "list", "--data", dir, "--limit", "3", "--json")
