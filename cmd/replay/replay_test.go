@@ -373,3 +373,31 @@ func TestListSaysWhenCut(t *testing.T) {
 		t.Fatalf("list --limit -1: %d %s", code, errs)
 	}
 }
+
+// TestWriteToAServedLogSaysStopTheNodes: fork and import of an embedded log that
+// the nodes of a cluster hold (opened shared, as node serve --kafka opens it) are
+// refused with what to do in replay's terms, not the event log's Go API.
+func TestWriteToAServedLogSaysStopTheNodes(t *testing.T) {
+	dir := t.TempDir()
+	id := recordSession(t, dir, "What is 12 * (7 + 5)?")
+	held, err := sqlite.Open(context.Background(), sqlite.Config{Dir: dir, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+
+	other := t.TempDir()
+	exported := filepath.Join(other, "s.jsonl")
+	if code, _, errs := replay(t, "export", id, "--data", dir, "--out", exported); code != 0 {
+		t.Fatalf("export while held: %d %s", code, errs)
+	}
+	for _, args := range [][]string{
+		{"fork", id, "--at", "3", "--data", dir, "--model", "offline"},
+		{"import", exported, "--data", dir},
+	} {
+		code, _, errs := replay(t, args...)
+		if code != 1 || !strings.Contains(errs, "stop the nodes that serve it first") || strings.Contains(errs, "Config.Shared") {
+			t.Fatalf("%s while a node holds the log: %d %s", args[0], code, errs)
+		}
+	}
+}
