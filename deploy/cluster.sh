@@ -4,6 +4,7 @@
 #
 #   deploy/cluster.sh start [N]   build cmd/node once, start nodes 1..N (default 3)
 #                                 that do not run yet, wait until each answers
+#                                 and the nodes share troupe.tasks' partitions
 #   deploy/cluster.sh stop        stop every node (TERM, then KILL after a grace)
 #   deploy/cluster.sh status      say which nodes run and how many partitions of
 #                                 troupe.tasks each owns
@@ -103,17 +104,65 @@ cmd_start() {
 		log "starting $name on http://$addr, roles ${roles[i - 1]:-all} (log: $RUN_DIR/$name.log)"
 		start_bg "$RUN_DIR/$name.pid" "$RUN_DIR/$name.log" "$BIN" "${args[@]}"
 		echo "$addr" >"$RUN_DIR/$name.http"
+		echo "${roles[i - 1]:-all}" >"$RUN_DIR/$name.roles"
 		started+=("$name")
 	done
 	for name in "${started[@]}"; do
 		wait_until "$WAIT_SECONDS" "$RUN_DIR/$name.pid" "$RUN_DIR/$name.log" "$name" \
 			healthy "$(cat "$RUN_DIR/$name.http")"
 	done
+	if [ "${#started[@]}" -gt 0 ]; then
+		wait_settled
+	fi
 	if [ -n "${TROUPE_CLICKHOUSE:-}" ]; then
 		log "event log: clickhouse $TROUPE_CLICKHOUSE; kafka $TROUPE_KAFKA"
 	else
 		log "event log: $RUN_DIR/data (shared); kafka $TROUPE_KAFKA"
 	fi
+}
+
+# metric ADDR NAME: the value of the unlabelled metric NAME of the node at ADDR.
+metric() {
+	curl -fsS --max-time 2 "http://$1/metrics" 2>/dev/null | awk -v m="$2" '$1 == m {print $2}'
+}
+
+# settled: true when the running nodes own every partition of troupe.tasks
+# between them, each once, and each node with the sessions role owns some: the
+# group's rebalance after a start is over (the first node to join owns all
+# partitions until the others have joined).
+settled() {
+	local name addr owned roles total=0 sum=0
+	for name in $(nodes); do
+		pid_alive "$RUN_DIR/$name.pid" || continue
+		addr="$(cat "$RUN_DIR/$name.http")"
+		owned="$(metric "$addr" troupe_cluster_partitions_owned)"
+		[ -n "$owned" ] || return 1
+		owned="${owned%.*}"
+		roles="$(cat "$RUN_DIR/$name.roles" 2>/dev/null || echo all)"
+		case ",$roles," in
+		*,all,* | *,sessions,*) [ "$owned" -gt 0 ] || return 1 ;;
+		esac
+		sum=$((sum + owned))
+		[ "$total" -gt 0 ] || total="$(metric "$addr" troupe_cluster_partitions_total)"
+		total="${total%.*}"
+		total="${total:-0}"
+	done
+	[ "$total" -gt 0 ] && [ "$sum" -eq "$total" ]
+}
+
+# wait_settled: waits until the nodes share the partitions, so that status and
+# a kill right after start see the cluster as it will run. A node of the same
+# group that this script did not start keeps some: then it says so and goes on.
+wait_settled() {
+	local i
+	for ((i = 0; i < WAIT_SECONDS; i++)); do
+		if settled; then
+			log "partitions of troupe.tasks assigned: $(cmd_status | sed -n 's/^\(node[0-9]*\) .*partitions owned: \(.*\)$/\1 \2/p' | paste -sd, - | sed 's/,/, /g')"
+			return 0
+		fi
+		sleep 1
+	done
+	log "warning: after ${WAIT_SECONDS}s these nodes do not share the partitions of troupe.tasks, each with some (more nodes than partitions, or another node in group ${TROUPE_KAFKA_GROUP:-troupe}?); see $0 status"
 }
 
 cmd_stop() {

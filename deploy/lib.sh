@@ -38,12 +38,15 @@ pid_alive() {
 
 # start_bg PIDFILE LOGFILE CMD...: runs CMD in its own session (so stop can end
 # the whole process group, children included) with output appended to LOGFILE.
+# CMD keeps no other descriptor of the caller's: services.sh up holds its stdout
+# on fd 3, and a service that inherited it would keep the pipe of
+# `eval "$(deploy/services.sh up)"` open, so the shell would wait for ever.
 start_bg() {
 	local pidfile="$1" logfile="$2"
 	shift 2
 	mkdir -p "$(dirname "$pidfile")" "$(dirname "$logfile")"
 	printf '\n===== %s start: %s\n' "$(date -u +%FT%TZ)" "$*" >>"$logfile"
-	setsid "$@" >>"$logfile" 2>&1 </dev/null &
+	setsid "$@" >>"$logfile" 2>&1 </dev/null 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9>&- &
 	echo $! >"$pidfile"
 }
 

@@ -312,7 +312,7 @@ func importFile(ctx context.Context, st store, file string, stdout, stderr io.Wr
 	}
 	log, err := st.open(ctx, false)
 	if err != nil {
-		fmt.Fprintln(stderr, "error:", err)
+		fmt.Fprintln(stderr, "error:", st.writeLocked(err))
 		return 1
 	}
 	defer log.Close()
@@ -384,7 +384,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	}
 	n, err := node.New(ctx, cfg)
 	if err != nil {
-		fmt.Fprintln(stderr, "error:", err)
+		fmt.Fprintln(stderr, "error:", st.writeLocked(err))
 		return 1
 	}
 	defer n.Close()

@@ -96,7 +96,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd {
 	case "list":
-		fs.IntVar(&limit, "limit", limit, "at most this many sessions")
+		fs.IntVar(&limit, "limit", limit, "at most this many sessions (0: all); stderr says when there are more")
 	case "fork":
 		fs.Uint64Var(&at, "at", 0, "the last seq copied into the fork")
 		fs.StringVar(&modelFlag, "model", envOr("TROUPE_MODEL", "auto"), "the model that continues the fork (auto, offline, scripted:FILE or PROVIDER[:MODEL])")
@@ -184,10 +184,24 @@ func envOr(key, def string) string {
 }
 
 func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout, stderr io.Writer) int {
-	infos, err := log.Sessions(ctx, eventlog.Filter{Limit: limit})
+	if limit < 0 {
+		fmt.Fprintln(stderr, "error: --limit must be 0 (no bound) or more, not", limit)
+		return 2
+	}
+	// One more than asked tells whether the list was cut, which stderr then says:
+	// a cluster's log soon holds more sessions than the default shows.
+	query := limit
+	if limit > 0 {
+		query = limit + 1
+	}
+	infos, err := log.Sessions(ctx, eventlog.Filter{Limit: query})
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
+	}
+	if limit > 0 && len(infos) > limit {
+		infos = infos[:limit]
+		fmt.Fprintf(stderr, "(the %d most recently started sessions only: --limit N shows more, --limit 0 all)\n", limit)
 	}
 	// The log's streams that are no sessions (notes, memory namespaces, knowledge
 	// bases, push configs, sign-ins, stored effect commands, MCP clients' sessions)

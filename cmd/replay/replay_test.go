@@ -338,3 +338,66 @@ func recordTasks(t *testing.T, cfg node.Config, seen func(messages.Envelope), ta
 	}
 	return ends
 }
+
+// TestListSaysWhenCut: list shows at most --limit sessions, and says on stderr
+// when the log holds more, so a user does not take the first page for all.
+func TestListSaysWhenCut(t *testing.T) {
+	dir := t.TempDir()
+	n, err := node.New(context.Background(), node.Config{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		nodetest.Run(t, n, fmt.Sprintf("cut-%d", i), "What is 2 + 2?")
+	}
+	stop()
+
+	code, out, errs := replay(t, "list", "--data", dir, "--limit", "2")
+	if code != 0 || strings.Count(out, "cut-") != 2 || !strings.Contains(errs, "the 2 most recently started sessions only") {
+		t.Fatalf("list --limit 2 of 3: %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = replay(t, "list", "--data", dir, "--limit", "3", "--json")
+	var infos []eventlog.SessionInfo
+	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 3 || errs != "" {
+		t.Fatalf("list --limit 3 of 3: %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = replay(t, "list", "--data", dir, "--limit", "0")
+	if code != 0 || strings.Count(out, "cut-") != 3 || errs != "" {
+		t.Fatalf("list --limit 0: %d\n%s\n%s", code, out, errs)
+	}
+	if code, _, errs := replay(t, "list", "--data", dir, "--limit", "-1"); code != 2 || !strings.Contains(errs, "--limit") {
+		t.Fatalf("list --limit -1: %d %s", code, errs)
+	}
+}
+
+// TestWriteToAServedLogSaysStopTheNodes: fork and import of an embedded log that
+// the nodes of a cluster hold (opened shared, as node serve --kafka opens it) are
+// refused with what to do in replay's terms, not the event log's Go API.
+func TestWriteToAServedLogSaysStopTheNodes(t *testing.T) {
+	dir := t.TempDir()
+	id := recordSession(t, dir, "What is 12 * (7 + 5)?")
+	held, err := sqlite.Open(context.Background(), sqlite.Config{Dir: dir, Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+
+	other := t.TempDir()
+	exported := filepath.Join(other, "s.jsonl")
+	if code, _, errs := replay(t, "export", id, "--data", dir, "--out", exported); code != 0 {
+		t.Fatalf("export while held: %d %s", code, errs)
+	}
+	for _, args := range [][]string{
+		{"fork", id, "--at", "3", "--data", dir, "--model", "offline"},
+		{"import", exported, "--data", dir},
+	} {
+		code, _, errs := replay(t, args...)
+		if code != 1 || !strings.Contains(errs, "stop the nodes that serve it first") || strings.Contains(errs, "Config.Shared") {
+			t.Fatalf("%s while a node holds the log: %d %s", args[0], code, errs)
+		}
+	}
+}

@@ -79,3 +79,14 @@ func (s store) checkDir() error {
 	}
 	return nil
 }
+
+// writeLocked rewrites the error of opening the embedded log for writing when a
+// node holds its directory: the event log's own message speaks to Go callers
+// (Config.Shared), not to a user of replay.
+func (s store) writeLocked(err error) error {
+	if s.clickhouse == "" && errors.Is(err, eventlog.ErrLocked) {
+		return fmt.Errorf("%w: a running node holds %s; fork and import write the log, so stop the nodes that serve it first (list, show, verify and export read it while they run)",
+			eventlog.ErrLocked, s.data)
+	}
+	return err
+}
