@@ -19,6 +19,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/eventlog/clickhouse/chtest"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 )
 
@@ -51,7 +52,7 @@ func newClusterEnv(t *testing.T, dir string) clusterEnv {
 		env.brokers = strings.Join(c.ListenAddrs(), ",")
 	}
 	if addr := os.Getenv("TROUPE_TEST_CLICKHOUSE"); addr != "" {
-		env.clickhouse, env.database = addr, fmt.Sprintf("troupe_cluster_%d", time.Now().UnixNano())
+		env.clickhouse, env.database = addr, chtest.Database(t, addr, "troupe_cluster_")
 	}
 	return env
 }
