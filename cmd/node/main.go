@@ -744,6 +744,12 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
+	if cfg.Bus != nil {
+		events = hintWhenSilent(ctx, events, clusterSilence, func() {
+			fmt.Fprintf(stderr, "still waiting: no node has recorded the task after %s; do nodes serve this cluster, with the same --topic-prefix? (Ctrl-C leaves the task to the cluster)\n",
+				clusterSilence)
+		})
+	}
 	code, err := node.NewAsker(n, "node run", id, in, terminal, cfg.Bus != nil, stdout).Follow(ctx, events, 1)
 	switch {
 	case ctx.Err() != nil && cfg.Bus != nil:
@@ -756,6 +762,43 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 		fmt.Fprintf(stdout, "session %s\n", id)
 	}
 	return code
+}
+
+// clusterSilence is how long node run --kafka waits for the first event of its task
+// before it says that no node may be serving the topics it submitted to.
+const clusterSilence = 10 * time.Second
+
+// hintWhenSilent passes events on, and calls hint once if none came within
+// silence: a task no node ever takes would otherwise wait without a word.
+func hintWhenSilent(ctx context.Context, events <-chan messages.Envelope, silence time.Duration, hint func()) <-chan messages.Envelope {
+	out := make(chan messages.Envelope)
+	go func() {
+		defer close(out)
+		t := time.NewTimer(silence)
+		defer t.Stop()
+		quiet := true
+		for {
+			select {
+			case e, ok := <-events:
+				if !ok {
+					return
+				}
+				quiet = false
+				select {
+				case out <- e:
+				case <-ctx.Done():
+					return
+				}
+			case <-t.C:
+				if quiet {
+					hint()
+				}
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
 }
 
 func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach func(*node.Node), addr string, stderr io.Writer) int {
