@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -415,9 +416,10 @@ func isClosed(c <-chan struct{}) bool {
 }
 
 // ServeStdio serves one client over the process's stdin and stdout until the client
-// disconnects or ctx ends.
+// disconnects or ctx ends; a line that is no JSON-RPC message is answered with an
+// error (LineTransport) and the session goes on.
 func (s *Server) ServeStdio(ctx context.Context) error {
-	return s.Serve(ctx, &sdk.StdioTransport{})
+	return s.Serve(ctx, LineTransport(os.Stdin, os.Stdout, 0))
 }
 
 // Serve serves one client over t until it disconnects or ctx ends.
