@@ -64,10 +64,11 @@ type ServerOptions struct {
 	// the server stops; over Streamable HTTP the server forgets it, and resumes it
 	// at the client's next request as after a restart: see Handler).
 	SessionTimeout time.Duration
-	// ReconnectDelay is how long a client whose stream of a call was cut waits
-	// before it resumes the stream (the retry of the stream's events, which the
-	// SDKs follow; default 2s): the official SDKs try twice, so a node that
-	// restarts within twice this gives its clients their answers (server_calls.go).
+	// ReconnectDelay is how long a client whose stream of a call, or of
+	// notifications, was cut waits before it resumes the stream (the stream's
+	// retry, which the SDKs follow; default 2s): the official SDKs try twice, so a
+	// node that restarts within twice this gives its clients their answers
+	// (server_calls.go) and their notifications.
 	ReconnectDelay time.Duration
 	Logger         *slog.Logger
 }
@@ -504,7 +505,8 @@ func (s *Server) Handler() http.Handler {
 // data, an unnamed ("message") event, which the SDKs skip as such; the Python SDK
 // warns of an event named otherwise ("Unknown SSE event: prime") at every call.
 // The priming event also gets the retry (milliseconds) that a client whose stream
-// is cut waits before it resumes the stream (ServerOptions.ReconnectDelay).
+// is cut waits before it resumes the stream (ServerOptions.ReconnectDelay), and so
+// does the comment that starts the server's stream of notifications (GET).
 type unnamedPrime struct {
 	http.ResponseWriter
 	retry string
@@ -514,6 +516,8 @@ var (
 	primeName = []byte("event: prime\n")
 	closeName = []byte("event: close\n")
 	idField   = []byte("id: ")
+
+	standaloneStart = []byte(": ok\n\n")
 )
 
 func (w unnamedPrime) Write(p []byte) (int, error) {
@@ -529,6 +533,13 @@ func (w unnamedPrime) Write(p []byte) (int, error) {
 		return len(p), err
 	case bytes.HasPrefix(p, closeName):
 		_, err := w.ResponseWriter.Write(p[len(closeName):])
+		return len(p), err
+	case bytes.Equal(p, standaloneStart):
+		// The server's stream of notifications (GET) starts with a comment and
+		// no event: its retry goes with the comment, or a client whose stream is
+		// cut (a restart) waits its own default, the Python SDK's 1 s, twice,
+		// and then gets no notifications again.
+		_, err := w.ResponseWriter.Write([]byte(": ok\nretry: " + w.retry + "\n\n"))
 		return len(p), err
 	}
 	return w.ResponseWriter.Write(p)
