@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -463,6 +464,11 @@ func (s *Server) Handler() http.Handler {
 				return
 			}
 		}
+		if r.Method == http.MethodPost {
+			rw := &rpcErrors{ResponseWriter: w}
+			defer rw.finish(peekBody(r))
+			w = rw
+		}
 		s.serveSessions(h, w, r)
 	}))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -568,6 +574,7 @@ func (s *Server) CloseStreams() {
 const (
 	codeParseError     = -32700
 	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
 )
 
 // checkRPC returns the JSON-RPC error code and message of a request body that is
@@ -588,6 +595,55 @@ func checkRPC(body []byte) (code int, message string) {
 	return codeInvalidRequest, "invalid request: the body is neither a JSON-RPC message (a JSON object) nor a batch of them"
 }
 
+// rpcErrors passes a POST's answer on, but for the SDK's refusal of its body in
+// plain text (400: a message of no JSON-RPC version 2.0, a method it does not
+// know, a batch the protocol version has not), which it turns into a JSON-RPC
+// error: method not found (-32601, with the request's id) or invalid request
+// (-32600, id null).
+type rpcErrors struct {
+	http.ResponseWriter
+	held bool // the SDK's answer is plain text, in msg
+	msg  bytes.Buffer
+}
+
+func (w *rpcErrors) WriteHeader(status int) {
+	if status == http.StatusBadRequest && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.held = true
+		return
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *rpcErrors) Write(p []byte) (int, error) {
+	if w.held {
+		return w.msg.Write(p)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *rpcErrors) Flush() {
+	if !w.held {
+		_ = http.NewResponseController(w.ResponseWriter).Flush()
+	}
+}
+
+func (w *rpcErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish writes the JSON-RPC error of a held answer to a request of body.
+func (w *rpcErrors) finish(body []byte) {
+	if !w.held {
+		return
+	}
+	msg := strings.TrimSpace(w.msg.String())
+	if strings.Contains(msg, "not handled") {
+		var one struct{ ID json.RawMessage }
+		_ = json.Unmarshal(body, &one)
+		writeRPCErrorID(w.ResponseWriter, http.StatusBadRequest, codeMethodNotFound, "method not found: "+msg, one.ID)
+		return
+	}
+	writeRPCError(w.ResponseWriter, http.StatusBadRequest, codeInvalidRequest, "invalid request: "+msg)
+}
+
 // isJSON reports whether a Content-Type is JSON's (any other is the SDK's to refuse).
 func isJSON(contentType string) bool {
 	t, _, err := mime.ParseMediaType(contentType)
@@ -597,9 +653,18 @@ func isJSON(contentType string) bool {
 // writeRPCError answers a request that never reached the SDK with a JSON-RPC error
 // of code (its id is unknown: null), at status.
 func writeRPCError(w http.ResponseWriter, status, code int, message string) {
+	writeRPCErrorID(w, status, code, message, nil)
+}
+
+// writeRPCErrorID is writeRPCError with the request's id (nil: null).
+func writeRPCErrorID(w http.ResponseWriter, status, code int, message string, id json.RawMessage) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("X-Content-Type-Options")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil,
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id,
 		"error": map[string]any{"code": code, "message": message}})
 }
 

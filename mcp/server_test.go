@@ -431,19 +431,28 @@ func TestServerHTTPSessionMoves(t *testing.T) {
 	}
 }
 
-// A body that is not JSON is answered with JSON-RPC's parse error, and JSON that
-// is no JSON-RPC message with its invalid request (id null), not with plain text.
+// A body that is not JSON is answered with JSON-RPC's parse error, JSON that is no
+// JSON-RPC 2.0 message with its invalid request (id null), and a method the server
+// does not know with method not found (the request's id), not with plain text.
 func TestServerHTTPMalformedBody(t *testing.T) {
 	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
 	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
 	defer hs.Close()
-	for body, code := range map[string]int{
-		`{"jsonrpc":"2.0","id":1,"method":`: -32700,
-		`not json`:                          -32700,
-		``:                                  -32700,
-		`42`:                                -32600,
-		`[]`:                                -32600,
-		`[1, 2]`:                            -32600,
+	type want struct {
+		code int
+		id   any
+	}
+	for body, want := range map[string]want{
+		`{"jsonrpc":"2.0","id":1,"method":`: {-32700, nil},
+		`not json`:                          {-32700, nil},
+		``:                                  {-32700, nil},
+		`42`:                                {-32600, nil},
+		`[]`:                                {-32600, nil},
+		`[1, 2]`:                            {-32600, nil},
+		`{"id":1,"method":"ping"}`:          {-32600, nil},
+		`{"jsonrpc":"1.0","id":1,"method":"ping"}`:        {-32600, nil},
+		`{"jsonrpc":"2.0","id":7,"method":"nope/nope"}`:   {-32601, 7.0},
+		`{"jsonrpc":"2.0","method":"notifications/nope"}`: {-32601, nil},
 	} {
 		req, err := http.NewRequest("POST", hs.URL, strings.NewReader(body))
 		if err != nil {
@@ -463,8 +472,8 @@ func TestServerHTTPMalformedBody(t *testing.T) {
 			Error   struct{ Code int }
 		}
 		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
-			json.Unmarshal(raw, &rpc) != nil || rpc.JSONRPC != "2.0" || rpc.ID != nil || rpc.Error.Code != code {
-			t.Errorf("body %q: %s %s: %q, want a JSON-RPC error %d", body, resp.Status, resp.Header.Get("Content-Type"), raw, code)
+			json.Unmarshal(raw, &rpc) != nil || rpc.JSONRPC != "2.0" || rpc.ID != want.id || rpc.Error.Code != want.code {
+			t.Errorf("body %q: %s %s: %q, want a JSON-RPC error %d, id %v", body, resp.Status, resp.Header.Get("Content-Type"), raw, want.code, want.id)
 		}
 	}
 }
