@@ -563,3 +563,56 @@ func TestServerHTTPNewerProtocolFallsBack(t *testing.T) {
 		t.Errorf("a request of 2026-07-28: %d %s", status, body)
 	}
 }
+
+// Only a session ID of the shape the server makes is resumed: one a client made
+// up (a path, lower case, another length) is answered 404 "session not found",
+// and nothing is recorded under it.
+func TestServerHTTPResumesOnlyItsOwnSessionIDs(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
+	srv := mcp.NewServer(n, mcp.ServerOptions{})
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	ctx := context.Background()
+	setLevel := `{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}`
+	for _, id := range []string{"../../etc/passwd", "a b", "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXY", "ABCDEFGHIJKLMNOPQRSTUVWXY1"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, strings.NewReader(setLevel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(raw), "session not found") {
+			t.Errorf("session %q: %s %q, want 404 session not found", id, resp.Status, raw)
+		}
+		if events, err := n.Log().Read(ctx, "mcp/session/"+id, 1); err != nil || len(events) != 0 {
+			t.Errorf("session %q: %d events recorded under it (%v)", id, len(events), err)
+		}
+	}
+	// An ID of the server's shape that it does not know is resumed (a restart).
+	id := "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, strings.NewReader(setLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("session %q: %s %q, want it resumed", id, resp.Status, raw)
+	}
+}
