@@ -29,44 +29,144 @@ import (
 // other than initialize and ping before initialize is answered -32600 too (the
 // SDK answers it with code 0). Each answer goes out as one line, between the
 // SDK's. A line longer than maxLine bytes (0: the SDK's DefaultMaxLineLength) is
-// answered -32600 and skipped. The session ends when r ends.
+// answered -32600 and skipped. When r ends, the session ends once the requests
+// read are answered (or cancelled by the client): a client that writes its
+// requests and closes its end gets every answer.
 func LineTransport(r io.Reader, w io.Writer, maxLine int) sdk.Transport {
 	if maxLine <= 0 {
 		maxLine = sdk.DefaultMaxLineLength
 	}
-	return &lineTransport{r: r, w: &lineWriter{w: w}, max: maxLine}
+	t := &lineTransport{r: r, max: maxLine, inFlight: map[string]bool{}, changed: make(chan struct{}, 1)}
+	t.w = &lineWriter{w: w, written: t.answered}
+	return t
 }
 
 type lineTransport struct {
 	r   io.Reader
 	w   *lineWriter
 	max int
+
+	mu       sync.Mutex
+	inFlight map[string]bool // the IDs of the requests passed on and not answered
+	changed  chan struct{}   // a request was answered
 }
 
 func (t *lineTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	pr, pw := io.Pipe()
-	go t.filter(pw)
-	return (&sdk.IOTransport{Reader: pr, Writer: t.w}).Connect(ctx)
+	closed := make(chan struct{})
+	go t.filter(pw, closed)
+	return (&sdk.IOTransport{Reader: &pipeEnd{PipeReader: pr, closed: closed}, Writer: t.w}).Connect(ctx)
 }
 
+// pipeEnd is the SDK's end of the pipe; closed is closed when the SDK closes it.
+type pipeEnd struct {
+	*io.PipeReader
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (p *pipeEnd) Close() error {
+	p.once.Do(func() { close(p.closed) })
+	return p.PipeReader.Close()
+}
+
+// track notes the requests of a message passed on, and forgets those the client
+// cancels.
+func (t *lineTransport) track(line []byte) {
+	msgs := []json.RawMessage{line}
+	if line[0] == '[' {
+		_ = json.Unmarshal(line, &msgs)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, raw := range msgs {
+		msg, err := jsonrpc.DecodeMessage(raw)
+		req, ok := msg.(*jsonrpc.Request)
+		switch {
+		case err != nil || !ok:
+		case req.IsCall():
+			t.inFlight[idKey(req.ID)] = true
+		case req.Method == "notifications/cancelled":
+			var p struct {
+				RequestID any `json:"requestId"`
+			}
+			if json.Unmarshal(req.Params, &p) == nil {
+				if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
+					delete(t.inFlight, idKey(id))
+				}
+			}
+		}
+	}
+}
+
+// answered forgets the requests the server's message p (a line) answers.
+func (t *lineTransport) answered(p []byte) {
+	p = bytes.TrimSpace(p)
+	if len(p) == 0 {
+		return
+	}
+	msgs := []json.RawMessage{p}
+	if p[0] == '[' {
+		_ = json.Unmarshal(p, &msgs)
+	}
+	t.mu.Lock()
+	for _, raw := range msgs {
+		if msg, err := jsonrpc.DecodeMessage(raw); err == nil {
+			if resp, ok := msg.(*jsonrpc.Response); ok {
+				delete(t.inFlight, idKey(resp.ID))
+			}
+		}
+	}
+	t.mu.Unlock()
+	select {
+	case t.changed <- struct{}{}:
+	default:
+	}
+}
+
+// drained returns when every request passed on is answered or cancelled, or the
+// SDK closed the connection.
+func (t *lineTransport) drained(closed <-chan struct{}) {
+	for {
+		t.mu.Lock()
+		n := len(t.inFlight)
+		t.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-t.changed:
+		case <-closed:
+			return
+		}
+	}
+}
+
+func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
+
 // lineWriter serializes the writes of the SDK (a message a write) and the
-// transport's own answers.
+// transport's own answers, and tells written of each.
 type lineWriter struct {
-	mu sync.Mutex
-	w  io.Writer
+	mu      sync.Mutex
+	w       io.Writer
+	written func([]byte)
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.w.Write(p)
+	n, err := w.w.Write(p)
+	if err == nil {
+		w.written(p)
+	}
+	return n, err
 }
 
 func (w *lineWriter) Close() error { return nil }
 
 // filter passes the SDK (pw) the messages of t.r and answers the other lines,
-// until t.r ends or the SDK closes its end.
-func (t *lineTransport) filter(pw *io.PipeWriter) {
+// until t.r ends (and the requests are answered) or the SDK closes its end.
+func (t *lineTransport) filter(pw *io.PipeWriter, closed <-chan struct{}) {
 	br := bufio.NewReaderSize(t.r, 64<<10)
 	var st lineState
 	for {
@@ -76,12 +176,16 @@ func (t *lineTransport) filter(pw *io.PipeWriter) {
 		} else if line = bytes.TrimSpace(line); len(line) > 0 {
 			if code, msg, id := st.check(line); code != 0 {
 				t.answer(id, code, msg)
-			} else if _, werr := pw.Write(append(line, '\n')); werr != nil {
-				return // the SDK closed the connection
+			} else {
+				t.track(line)
+				if _, werr := pw.Write(append(line, '\n')); werr != nil {
+					return // the SDK closed the connection
+				}
 			}
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
+				t.drained(closed)
 				pw.Close()
 			} else {
 				pw.CloseWithError(err)
@@ -95,7 +199,15 @@ func (t *lineTransport) answer(id json.RawMessage, code int, message string) {
 	if id == nil {
 		id = json.RawMessage("null")
 	}
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": map[string]any{"code": code, "message": message}})
+	type rpcError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, rpcError{code, message}})
 	_, _ = t.w.Write(append(b, '\n'))
 }
 
@@ -162,6 +274,9 @@ func (st *lineState) check(line []byte) (code int, message string, id json.RawMe
 
 // checkMessage checks one message (a line, or an element of a batch).
 func (st *lineState) checkMessage(raw []byte) (code int, message string, id json.RawMessage) {
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
+		return codeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message (a JSON object)", nil
+	}
 	msg, err := jsonrpc.DecodeMessage(raw)
 	if err != nil {
 		return codeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message: " + err.Error(), nil

@@ -11,9 +11,9 @@ import (
 )
 
 // `node mcp` answers a line that is no JSON-RPC message with a JSON-RPC error and
-// goes on: the run_task call before it and the ping after it are answered, and the
-// node exits 0 when its client closes stdin. A request before initialize gets a
-// valid error code.
+// goes on: the run_task call before it and the ping after it are answered, though
+// the client closed stdin after its last line, and then the node exits 0. A request
+// before initialize gets a valid error code.
 func TestNodeMCPStdioSurvivesMalformedLines(t *testing.T) {
 	clearLLMEnv(t)
 	inR, inW := io.Pipe()
@@ -42,6 +42,7 @@ func TestNodeMCPStdioSurvivesMalformedLines(t *testing.T) {
 		`{"jsonrpc":"2.0","id":3,"method":"ping"}`,
 	}
 	go func() {
+		defer inW.Close()
 		for _, l := range lines {
 			if _, err := io.WriteString(inW, l+"\n"); err != nil {
 				return
@@ -107,7 +108,6 @@ func TestNodeMCPStdioSurvivesMalformedLines(t *testing.T) {
 	if counts[-32700] != want[-32700] || counts[-32600] != want[-32600] || len(errs) != 8 || nullErrs != 7 {
 		t.Errorf("error codes %v (%d with id null), want one -32700 and seven -32600 (six with id null)", errs, nullErrs)
 	}
-	inW.Close()
 	select {
 	case code := <-exited:
 		if code != 0 {
