@@ -87,3 +87,13 @@ func TestClientOwnsItsServersNames(t *testing.T) {
 		}
 	}
 }
+
+// The session IDs the server makes are those it resumes.
+func TestIssuedSessionIDsAreValid(t *testing.T) {
+	var ids sessionIDs
+	for range 100 {
+		if id := ids.id(); !validSessionID(id) {
+			t.Fatalf("issued session ID %q is not valid", id)
+		}
+	}
+}

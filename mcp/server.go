@@ -10,8 +10,10 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,10 +65,11 @@ type ServerOptions struct {
 	// the server stops; over Streamable HTTP the server forgets it, and resumes it
 	// at the client's next request as after a restart: see Handler).
 	SessionTimeout time.Duration
-	// ReconnectDelay is how long a client whose stream of a call was cut waits
-	// before it resumes the stream (the retry of the stream's events, which the
-	// SDKs follow; default 2s): the official SDKs try twice, so a node that
-	// restarts within twice this gives its clients their answers (server_calls.go).
+	// ReconnectDelay is how long a client whose stream of a call, or of
+	// notifications, was cut waits before it resumes the stream (the stream's
+	// retry, which the SDKs follow; default 2s): the official SDKs try twice, so a
+	// node that restarts within twice this gives its clients their answers
+	// (server_calls.go) and their notifications.
 	ReconnectDelay time.Duration
 	Logger         *slog.Logger
 }
@@ -415,9 +418,10 @@ func isClosed(c <-chan struct{}) bool {
 }
 
 // ServeStdio serves one client over the process's stdin and stdout until the client
-// disconnects or ctx ends.
+// disconnects or ctx ends; a line that is no JSON-RPC message is answered with an
+// error (LineTransport) and the session goes on.
 func (s *Server) ServeStdio(ctx context.Context) error {
-	return s.Serve(ctx, &sdk.StdioTransport{})
+	return s.Serve(ctx, LineTransport(os.Stdin, os.Stdout, 0))
 }
 
 // Serve serves one client over t until it disconnects or ctx ends.
@@ -459,6 +463,11 @@ func (s *Server) Handler() http.Handler {
 				writeRPCError(w, http.StatusBadRequest, code, msg)
 				return
 			}
+		}
+		if r.Method == http.MethodPost {
+			rw := &rpcErrors{ResponseWriter: w}
+			defer rw.finish(peekBody(r))
+			w = rw
 		}
 		s.serveSessions(h, w, r)
 	}))
@@ -502,7 +511,8 @@ func (s *Server) Handler() http.Handler {
 // data, an unnamed ("message") event, which the SDKs skip as such; the Python SDK
 // warns of an event named otherwise ("Unknown SSE event: prime") at every call.
 // The priming event also gets the retry (milliseconds) that a client whose stream
-// is cut waits before it resumes the stream (ServerOptions.ReconnectDelay).
+// is cut waits before it resumes the stream (ServerOptions.ReconnectDelay), and so
+// does the comment that starts the server's stream of notifications (GET).
 type unnamedPrime struct {
 	http.ResponseWriter
 	retry string
@@ -512,6 +522,8 @@ var (
 	primeName = []byte("event: prime\n")
 	closeName = []byte("event: close\n")
 	idField   = []byte("id: ")
+
+	standaloneStart = []byte(": ok\n\n")
 )
 
 func (w unnamedPrime) Write(p []byte) (int, error) {
@@ -527,6 +539,13 @@ func (w unnamedPrime) Write(p []byte) (int, error) {
 		return len(p), err
 	case bytes.HasPrefix(p, closeName):
 		_, err := w.ResponseWriter.Write(p[len(closeName):])
+		return len(p), err
+	case bytes.Equal(p, standaloneStart):
+		// The server's stream of notifications (GET) starts with a comment and
+		// no event: its retry goes with the comment, or a client whose stream is
+		// cut (a restart) waits its own default, the Python SDK's 1 s, twice,
+		// and then gets no notifications again.
+		_, err := w.ResponseWriter.Write([]byte(": ok\nretry: " + w.retry + "\n\n"))
 		return len(p), err
 	}
 	return w.ResponseWriter.Write(p)
@@ -555,6 +574,7 @@ func (s *Server) CloseStreams() {
 const (
 	codeParseError     = -32700
 	codeInvalidRequest = -32600
+	codeMethodNotFound = -32601
 )
 
 // checkRPC returns the JSON-RPC error code and message of a request body that is
@@ -575,6 +595,55 @@ func checkRPC(body []byte) (code int, message string) {
 	return codeInvalidRequest, "invalid request: the body is neither a JSON-RPC message (a JSON object) nor a batch of them"
 }
 
+// rpcErrors passes a POST's answer on, but for the SDK's refusal of its body in
+// plain text (400: a message of no JSON-RPC version 2.0, a method it does not
+// know, a batch the protocol version has not), which it turns into a JSON-RPC
+// error: method not found (-32601, with the request's id) or invalid request
+// (-32600, id null).
+type rpcErrors struct {
+	http.ResponseWriter
+	held bool // the SDK's answer is plain text, in msg
+	msg  bytes.Buffer
+}
+
+func (w *rpcErrors) WriteHeader(status int) {
+	if status == http.StatusBadRequest && strings.HasPrefix(w.Header().Get("Content-Type"), "text/plain") {
+		w.held = true
+		return
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *rpcErrors) Write(p []byte) (int, error) {
+	if w.held {
+		return w.msg.Write(p)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *rpcErrors) Flush() {
+	if !w.held {
+		_ = http.NewResponseController(w.ResponseWriter).Flush()
+	}
+}
+
+func (w *rpcErrors) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// finish writes the JSON-RPC error of a held answer to a request of body.
+func (w *rpcErrors) finish(body []byte) {
+	if !w.held {
+		return
+	}
+	msg := strings.TrimSpace(w.msg.String())
+	if strings.Contains(msg, "not handled") {
+		var one struct{ ID json.RawMessage }
+		_ = json.Unmarshal(body, &one)
+		writeRPCErrorID(w.ResponseWriter, http.StatusBadRequest, codeMethodNotFound, "method not found: "+msg, one.ID)
+		return
+	}
+	writeRPCError(w.ResponseWriter, http.StatusBadRequest, codeInvalidRequest, "invalid request: "+msg)
+}
+
 // isJSON reports whether a Content-Type is JSON's (any other is the SDK's to refuse).
 func isJSON(contentType string) bool {
 	t, _, err := mime.ParseMediaType(contentType)
@@ -584,9 +653,18 @@ func isJSON(contentType string) bool {
 // writeRPCError answers a request that never reached the SDK with a JSON-RPC error
 // of code (its id is unknown: null), at status.
 func writeRPCError(w http.ResponseWriter, status, code int, message string) {
+	writeRPCErrorID(w, status, code, message, nil)
+}
+
+// writeRPCErrorID is writeRPCError with the request's id (nil: null).
+func writeRPCErrorID(w http.ResponseWriter, status, code int, message string, id json.RawMessage) {
+	if len(id) == 0 {
+		id = json.RawMessage("null")
+	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("X-Content-Type-Options")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil,
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": id,
 		"error": map[string]any{"code": code, "message": message}})
 }
 

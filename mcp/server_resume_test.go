@@ -85,6 +85,23 @@ func (r *restartable) restart(m llm.Model) {
 	r.start(m)
 }
 
+// restartAfter restarts as restart does, with no node serving (503) for down.
+func (r *restartable) restartAfter(down time.Duration, m llm.Model) {
+	r.t.Helper()
+	if down <= 0 {
+		r.restart(m)
+		return
+	}
+	r.stop()
+	var unavailable http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "restarting", http.StatusServiceUnavailable)
+	})
+	r.backend.Store(&unavailable)
+	r.hs.CloseClientConnections()
+	time.Sleep(down)
+	r.start(m)
+}
+
 func (r *restartable) connect(ctx context.Context, opts *sdk.ClientOptions) *sdk.ClientSession {
 	r.t.Helper()
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, opts).Connect(ctx,
@@ -556,11 +573,25 @@ func TestServerRunTaskContinuingASessionCutBeforeItsTask(t *testing.T) {
 // subscriptions across a restart of the server (TROUPE_MCP_PY names a python with
 // the SDK: deploy/mcp-sdk.sh py; the test is skipped without it).
 func TestServerSessionStateOutlivesRestartPython(t *testing.T) {
+	pythonAcrossRestart(t, mcp.ServerOptions{Sources: []mcp.Source{notesCatalog()}}, 0)
+}
+
+// A node down longer than the Python SDK's own wait before it reconnects its
+// stream of notifications, twice (1 s each), but less than twice the node's
+// ReconnectDelay, which the stream's retry gives the client: the client's
+// subscriptions get their updates again.
+func TestServerNotificationsOutliveASlowRestartPython(t *testing.T) {
+	pythonAcrossRestart(t, mcp.ServerOptions{Sources: []mcp.Source{notesCatalog()}, ReconnectDelay: 5 * time.Second}, 3500*time.Millisecond)
+}
+
+// pythonAcrossRestart runs testdata/mcp-py-state.py against a server of opts that
+// restarts while the client is connected, down (answering 503) for down.
+func pythonAcrossRestart(t *testing.T, opts mcp.ServerOptions, down time.Duration) {
 	py := os.Getenv("TROUPE_MCP_PY")
 	if py == "" {
 		t.Skip("TROUPE_MCP_PY is not set (deploy/mcp-sdk.sh py)")
 	}
-	r := newRestartable(t, mcp.ServerOptions{Sources: []mcp.Source{notesCatalog()}}, answerScript(t, "unused"))
+	r := newRestartable(t, opts, answerScript(t, "unused"))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, filepath.Join("testdata", "mcp-py-state.py"), r.hs.URL)
@@ -600,7 +631,7 @@ func TestServerSessionStateOutlivesRestartPython(t *testing.T) {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
-	r.restart(answerScript(t, "unused"))
+	r.restartAfter(down, answerScript(t, "unused"))
 	fmt.Fprintln(stdin, "go")
 	go func() {
 		for lines.Scan() {

@@ -296,16 +296,21 @@ func isInitialize(body []byte) bool {
 	return false
 }
 
-// validSessionID reports whether id can be a session ID: visible ASCII (the
-// spec's), and at most 256 bytes.
+// validSessionID reports whether id has the shape of the IDs the server makes
+// (crypto/rand.Text's: 26 letters of base32's alphabet, A-Z and 2-7), the only
+// ones it resumes: an ID a client made up (a path, a name of its choosing) is a
+// session not found, as the SDK answers.
 func validSessionID(id string) bool {
-	if len(id) == 0 || len(id) > 256 {
+	if len(id) != sessionIDLen {
 		return false
 	}
 	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
+		if (id[i] < 'A' || id[i] > 'Z') && (id[i] < '2' || id[i] > '7') {
 			return false
 		}
 	}
 	return true
 }
+
+// sessionIDLen is the length of crypto/rand.Text's strings.
+const sessionIDLen = 26

@@ -431,19 +431,28 @@ func TestServerHTTPSessionMoves(t *testing.T) {
 	}
 }
 
-// A body that is not JSON is answered with JSON-RPC's parse error, and JSON that
-// is no JSON-RPC message with its invalid request (id null), not with plain text.
+// A body that is not JSON is answered with JSON-RPC's parse error, JSON that is no
+// JSON-RPC 2.0 message with its invalid request (id null), and a method the server
+// does not know with method not found (the request's id), not with plain text.
 func TestServerHTTPMalformedBody(t *testing.T) {
 	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
 	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
 	defer hs.Close()
-	for body, code := range map[string]int{
-		`{"jsonrpc":"2.0","id":1,"method":`: -32700,
-		`not json`:                          -32700,
-		``:                                  -32700,
-		`42`:                                -32600,
-		`[]`:                                -32600,
-		`[1, 2]`:                            -32600,
+	type want struct {
+		code int
+		id   any
+	}
+	for body, want := range map[string]want{
+		`{"jsonrpc":"2.0","id":1,"method":`: {-32700, nil},
+		`not json`:                          {-32700, nil},
+		``:                                  {-32700, nil},
+		`42`:                                {-32600, nil},
+		`[]`:                                {-32600, nil},
+		`[1, 2]`:                            {-32600, nil},
+		`{"id":1,"method":"ping"}`:          {-32600, nil},
+		`{"jsonrpc":"1.0","id":1,"method":"ping"}`:        {-32600, nil},
+		`{"jsonrpc":"2.0","id":7,"method":"nope/nope"}`:   {-32601, 7.0},
+		`{"jsonrpc":"2.0","method":"notifications/nope"}`: {-32601, nil},
 	} {
 		req, err := http.NewRequest("POST", hs.URL, strings.NewReader(body))
 		if err != nil {
@@ -463,8 +472,8 @@ func TestServerHTTPMalformedBody(t *testing.T) {
 			Error   struct{ Code int }
 		}
 		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
-			json.Unmarshal(raw, &rpc) != nil || rpc.JSONRPC != "2.0" || rpc.ID != nil || rpc.Error.Code != code {
-			t.Errorf("body %q: %s %s: %q, want a JSON-RPC error %d", body, resp.Status, resp.Header.Get("Content-Type"), raw, code)
+			json.Unmarshal(raw, &rpc) != nil || rpc.JSONRPC != "2.0" || rpc.ID != want.id || rpc.Error.Code != want.code {
+			t.Errorf("body %q: %s %s: %q, want a JSON-RPC error %d, id %v", body, resp.Status, resp.Header.Get("Content-Type"), raw, want.code, want.id)
 		}
 	}
 }
@@ -552,5 +561,58 @@ func TestServerHTTPNewerProtocolFallsBack(t *testing.T) {
 	status, body = post("2026-07-28", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}`)
 	if status != http.StatusBadRequest || !strings.Contains(body, `"code":-32022`) || !strings.Contains(body, `"supported":["2025-11-25"`) {
 		t.Errorf("a request of 2026-07-28: %d %s", status, body)
+	}
+}
+
+// Only a session ID of the shape the server makes is resumed: one a client made
+// up (a path, lower case, another length) is answered 404 "session not found",
+// and nothing is recorded under it.
+func TestServerHTTPResumesOnlyItsOwnSessionIDs(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
+	srv := mcp.NewServer(n, mcp.ServerOptions{})
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	ctx := context.Background()
+	setLevel := `{"jsonrpc":"2.0","id":1,"method":"logging/setLevel","params":{"level":"debug"}}`
+	for _, id := range []string{"../../etc/passwd", "a b", "abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXY", "ABCDEFGHIJKLMNOPQRSTUVWXY1"} {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, strings.NewReader(setLevel))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Mcp-Session-Id", id)
+		req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(raw), "session not found") {
+			t.Errorf("session %q: %s %q, want 404 session not found", id, resp.Status, raw)
+		}
+		if events, err := n.Log().Read(ctx, "mcp/session/"+id, 1); err != nil || len(events) != 0 {
+			t.Errorf("session %q: %d events recorded under it (%v)", id, len(events), err)
+		}
+	}
+	// An ID of the server's shape that it does not know is resumed (a restart).
+	id := "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, strings.NewReader(setLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("session %q: %s %q, want it resumed", id, resp.Status, raw)
 	}
 }

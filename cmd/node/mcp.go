@@ -105,14 +105,10 @@ func serveMCP(ctx context.Context, cfg node.Config, served mcp.ServedConfig, att
 	srv := newMCPServer(n, cfg, served)
 	go srv.Run(srvCtx)
 	cfg.Logger.Info("node serving MCP on stdio", "data", n.DataDir(), "model", cfg.Model.Name(), "tools", len(n.ToolSpecs())+1)
-	err = srv.Serve(srvCtx, &sdk.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}})
+	err = srv.Serve(srvCtx, mcp.LineTransport(stdin, stdout, 0))
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, sdk.ErrConnectionClosed) {
 		fmt.Fprintln(stderr, "error: mcp:", err)
 		return 1
 	}
 	return 0
 }
-
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

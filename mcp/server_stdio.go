@@ -1,0 +1,306 @@
+package mcp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+)
+
+// The SDK's stdio transport ends the session at the first line that is not a
+// JSON-RPC message (and at an empty batch, or a batch the protocol version does
+// not take), and with it every call in flight. LineTransport reads the lines
+// first: it passes the SDK the messages and answers the others itself, as
+// JSON-RPC 2.0 says, and the session goes on.
+
+// LineTransport is the transport of a client over newline-delimited JSON-RPC on r
+// (the client's messages) and w (the server's), such as a process's stdin and
+// stdout. A line that is not JSON is answered with a parse error (-32700, id
+// null); JSON that is no JSON-RPC 2.0 message, a batch that is empty, holds
+// something else or repeats an ID, or a batch at a protocol version without
+// batches (2025-06-18 on) is answered with an invalid request (-32600); a request
+// other than initialize and ping before initialize is answered -32600 too (the
+// SDK answers it with code 0). Each answer goes out as one line, between the
+// SDK's. A line longer than maxLine bytes (0: the SDK's DefaultMaxLineLength) is
+// answered -32600 and skipped. When r ends, the session ends once the requests
+// read are answered (or cancelled by the client): a client that writes its
+// requests and closes its end gets every answer.
+func LineTransport(r io.Reader, w io.Writer, maxLine int) sdk.Transport {
+	if maxLine <= 0 {
+		maxLine = sdk.DefaultMaxLineLength
+	}
+	t := &lineTransport{r: r, max: maxLine, inFlight: map[string]bool{}, changed: make(chan struct{}, 1)}
+	t.w = &lineWriter{w: w, written: t.answered}
+	return t
+}
+
+type lineTransport struct {
+	r   io.Reader
+	w   *lineWriter
+	max int
+
+	mu       sync.Mutex
+	inFlight map[string]bool // the IDs of the requests passed on and not answered
+	changed  chan struct{}   // a request was answered
+}
+
+func (t *lineTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	pr, pw := io.Pipe()
+	closed := make(chan struct{})
+	go t.filter(pw, closed)
+	return (&sdk.IOTransport{Reader: &pipeEnd{PipeReader: pr, closed: closed}, Writer: t.w}).Connect(ctx)
+}
+
+// pipeEnd is the SDK's end of the pipe; closed is closed when the SDK closes it.
+type pipeEnd struct {
+	*io.PipeReader
+	once   sync.Once
+	closed chan struct{}
+}
+
+func (p *pipeEnd) Close() error {
+	p.once.Do(func() { close(p.closed) })
+	return p.PipeReader.Close()
+}
+
+// track notes the requests of a message passed on, and forgets those the client
+// cancels.
+func (t *lineTransport) track(line []byte) {
+	msgs := []json.RawMessage{line}
+	if line[0] == '[' {
+		_ = json.Unmarshal(line, &msgs)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, raw := range msgs {
+		msg, err := jsonrpc.DecodeMessage(raw)
+		req, ok := msg.(*jsonrpc.Request)
+		switch {
+		case err != nil || !ok:
+		case req.IsCall():
+			t.inFlight[idKey(req.ID)] = true
+		case req.Method == "notifications/cancelled":
+			var p struct {
+				RequestID any `json:"requestId"`
+			}
+			if json.Unmarshal(req.Params, &p) == nil {
+				if id, err := jsonrpc.MakeID(p.RequestID); err == nil {
+					delete(t.inFlight, idKey(id))
+				}
+			}
+		}
+	}
+}
+
+// answered forgets the requests the server's message p (a line) answers.
+func (t *lineTransport) answered(p []byte) {
+	p = bytes.TrimSpace(p)
+	if len(p) == 0 {
+		return
+	}
+	msgs := []json.RawMessage{p}
+	if p[0] == '[' {
+		_ = json.Unmarshal(p, &msgs)
+	}
+	t.mu.Lock()
+	for _, raw := range msgs {
+		if msg, err := jsonrpc.DecodeMessage(raw); err == nil {
+			if resp, ok := msg.(*jsonrpc.Response); ok {
+				delete(t.inFlight, idKey(resp.ID))
+			}
+		}
+	}
+	t.mu.Unlock()
+	select {
+	case t.changed <- struct{}{}:
+	default:
+	}
+}
+
+// drained returns when every request passed on is answered or cancelled, or the
+// SDK closed the connection.
+func (t *lineTransport) drained(closed <-chan struct{}) {
+	for {
+		t.mu.Lock()
+		n := len(t.inFlight)
+		t.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		select {
+		case <-t.changed:
+		case <-closed:
+			return
+		}
+	}
+}
+
+func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
+
+// lineWriter serializes the writes of the SDK (a message a write) and the
+// transport's own answers, and tells written of each.
+type lineWriter struct {
+	mu      sync.Mutex
+	w       io.Writer
+	written func([]byte)
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, err := w.w.Write(p)
+	if err == nil {
+		w.written(p)
+	}
+	return n, err
+}
+
+func (w *lineWriter) Close() error { return nil }
+
+// filter passes the SDK (pw) the messages of t.r and answers the other lines,
+// until t.r ends (and the requests are answered) or the SDK closes its end.
+func (t *lineTransport) filter(pw *io.PipeWriter, closed <-chan struct{}) {
+	br := bufio.NewReaderSize(t.r, 64<<10)
+	var st lineState
+	for {
+		line, tooLong, err := readLine(br, t.max)
+		if tooLong {
+			t.answer(nil, codeInvalidRequest, fmt.Sprintf("invalid request: the message is larger than %d bytes, the most this server takes", t.max))
+		} else if line = bytes.TrimSpace(line); len(line) > 0 {
+			if code, msg, id := st.check(line); code != 0 {
+				t.answer(id, code, msg)
+			} else {
+				t.track(line)
+				if _, werr := pw.Write(append(line, '\n')); werr != nil {
+					return // the SDK closed the connection
+				}
+			}
+		}
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				t.drained(closed)
+				pw.Close()
+			} else {
+				pw.CloseWithError(err)
+			}
+			return
+		}
+	}
+}
+
+func (t *lineTransport) answer(id json.RawMessage, code int, message string) {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	type rpcError struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	}
+	b, _ := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   rpcError        `json:"error"`
+	}{"2.0", id, rpcError{code, message}})
+	_, _ = t.w.Write(append(b, '\n'))
+}
+
+// readLine reads the next line of br without its newline; one longer than max
+// is skipped to its end and reported tooLong.
+func readLine(br *bufio.Reader, max int) (line []byte, tooLong bool, err error) {
+	for {
+		chunk, err := br.ReadSlice('\n')
+		if !tooLong {
+			if len(line)+len(chunk) > max+2 { // the newline (and a CR) do not count
+				tooLong, line = true, nil
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return line, tooLong, err
+	}
+}
+
+// lineState is what check knows of the session: whether the client sent
+// initialize, and at which protocol version.
+type lineState struct {
+	initialized bool
+	version     string
+}
+
+// check returns the JSON-RPC error code, message and request ID (nil: unknown)
+// of a line that the SDK must not see; code 0 for a message it takes.
+func (st *lineState) check(line []byte) (code int, message string, id json.RawMessage) {
+	if !json.Valid(line) {
+		return codeParseError, "parse error: the line is not JSON", nil
+	}
+	if line[0] != '[' {
+		return st.checkMessage(line)
+	}
+	var batch []json.RawMessage
+	if err := json.Unmarshal(line, &batch); err != nil || len(batch) == 0 {
+		return codeInvalidRequest, "invalid request: an empty batch", nil
+	}
+	if st.initialized && st.version >= "2025-06-18" {
+		return codeInvalidRequest, fmt.Sprintf("invalid request: protocol version %s has no batches", st.version), nil
+	}
+	ids := map[string]bool{}
+	for _, raw := range batch {
+		if code, message, _ := st.checkMessage(raw); code != 0 {
+			return code, "in a batch: " + message, nil
+		}
+		var m struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.Unmarshal(raw, &m)
+		if len(m.ID) > 0 && string(m.ID) != "null" {
+			if ids[string(m.ID)] {
+				return codeInvalidRequest, "invalid request: the batch repeats the id " + string(m.ID), nil
+			}
+			ids[string(m.ID)] = true
+		}
+	}
+	return 0, "", nil
+}
+
+// checkMessage checks one message (a line, or an element of a batch).
+func (st *lineState) checkMessage(raw []byte) (code int, message string, id json.RawMessage) {
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '{' {
+		return codeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message (a JSON object)", nil
+	}
+	msg, err := jsonrpc.DecodeMessage(raw)
+	if err != nil {
+		return codeInvalidRequest, "invalid request: not a JSON-RPC 2.0 message: " + err.Error(), nil
+	}
+	req, ok := msg.(*jsonrpc.Request)
+	if !ok {
+		return 0, "", nil
+	}
+	var m struct {
+		ID     json.RawMessage `json:"id"`
+		Params struct {
+			ProtocolVersion string                     `json:"protocolVersion"`
+			Meta            map[string]json.RawMessage `json:"_meta"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(raw, &m)
+	switch {
+	case req.Method == "initialize":
+		st.initialized, st.version = true, m.Params.ProtocolVersion
+	case st.initialized || !req.IsCall() || req.Method == "ping":
+	case m.Params.Meta["io.modelcontextprotocol/protocolVersion"] != nil:
+		// A request of the sessionless protocol, which needs no initialize.
+	default:
+		return codeInvalidRequest, fmt.Sprintf("invalid request: %q before initialize; the session starts with initialize", req.Method), m.ID
+	}
+	return 0, "", nil
+}
