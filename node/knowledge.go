@@ -104,18 +104,9 @@ func (n *Node) openKnowledge() error {
 		}
 		return bases.VectorBacklog()
 	})
-	parkedHook := cfg.VectorParked
-	var pl parkLog
-	cfg.VectorParked = func(base, coll, id string, err error) {
-		if parkedHook != nil {
-			parkedHook(base, coll, id, err)
-		}
-		parked.Inc()
-		n.logParked(&pl, "knowledge", func() {
-			n.cfg.Logger.Error("knowledge: the vector store refused a chunk's vector: it is left out of the store (searches score it in memory), and the base's other vectors are written",
-				"base", base, "collection", coll, "chunk", id, "err", err)
-		})
-	}
+	cfg.VectorParked = n.vectorParked(cfg.VectorParked, parked, "knowledge",
+		"knowledge: the vector store refused a chunk's vector: it is left out of the store (searches score it in memory), and the base's other vectors are written",
+		"base", "chunk")
 	bs, err := knowledge.Open(cfg)
 	if err != nil {
 		return err

@@ -431,18 +431,9 @@ func (n *Node) openMemory() error {
 		}
 		return mems.VectorBacklog()
 	})
-	parkedHook := cfg.VectorParked
-	var pl parkLog
-	cfg.VectorParked = func(ns, coll, id string, err error) {
-		if parkedHook != nil {
-			parkedHook(ns, coll, id, err)
-		}
-		parked.Inc()
-		n.logParked(&pl, "memory", func() {
-			n.cfg.Logger.Error("memory: the vector store refused a memory's vector: it is left out of the store (searches by keyword find it), and the collection's other vectors are written",
-				"namespace", ns, "collection", coll, "memory", id, "err", err)
-		})
-	}
+	cfg.VectorParked = n.vectorParked(cfg.VectorParked, parked, "memory",
+		"memory: the vector store refused a memory's vector: it is left out of the store (searches by keyword find it), and the collection's other vectors are written",
+		"namespace", "memory")
 	cfg.Consolidate = func(ctx context.Context, ns *memory.Namespace, key string) (string, error) {
 		rep, err := n.Consolidate(ctx, ns.Name(), key)
 		if err != nil {

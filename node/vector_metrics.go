@@ -100,14 +100,23 @@ func (p *parkLog) allow(now time.Time) (ok bool, unlogged int) {
 	return false, unlogged
 }
 
-// logParked logs a refused vector through log when pl allows it, and the count of
-// those it left unlogged before.
-func (n *Node) logParked(pl *parkLog, kind string, log func()) {
-	ok, unlogged := pl.allow(time.Now())
-	if unlogged > 0 {
-		n.cfg.Logger.Error(kind+": more vectors the vector store refused were not logged one by one", "count", unlogged)
-	}
-	if ok {
-		log()
+// vectorParked returns the VectorParked hook of the memories or the knowledge
+// bases (kind): it calls prev (the configuration's own, when set), counts the
+// refused vector in parked and logs it as msg, with its owner (a namespace, a
+// base) and its item under the keys owner and item, at most parkLogBurst a minute.
+func (n *Node) vectorParked(prev func(owner, coll, id string, err error), parked prometheus.Counter, kind, msg, owner, item string) func(owner, coll, id string, err error) {
+	var pl parkLog
+	return func(o, coll, id string, err error) {
+		if prev != nil {
+			prev(o, coll, id, err)
+		}
+		parked.Inc()
+		ok, unlogged := pl.allow(time.Now())
+		if unlogged > 0 {
+			n.cfg.Logger.Error(kind+": more vectors the vector store refused were not logged one by one", "count", unlogged)
+		}
+		if ok {
+			n.cfg.Logger.Error(msg, owner, o, "collection", coll, item, id, "err", err)
+		}
 	}
 }
