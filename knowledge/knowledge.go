@@ -274,13 +274,7 @@ func (bs *Bases) CatchUpVectors(ctx context.Context) error {
 	if bs.VectorBacklog() == 0 {
 		return nil
 	}
-	var first error
-	for _, b := range bs.bases.Opened() {
-		if err := b.Refresh(ctx); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return bs.bases.EachOpened(func(b *Base) error { return b.Refresh(ctx) })
 }
 
 // Open returns the knowledge bases cfg describes. It validates cfg and reads nothing

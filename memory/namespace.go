@@ -228,13 +228,7 @@ func (m *Memories) CatchUpVectors(ctx context.Context) error {
 	if m.VectorBacklog() == 0 {
 		return nil
 	}
-	var first error
-	for _, ns := range m.spaces.Opened() {
-		if err := ns.Refresh(ctx); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return m.spaces.EachOpened(func(ns *Namespace) error { return ns.Refresh(ctx) })
 }
 
 // Namespace returns the namespace name, folding its stream on first use. Its vector

@@ -197,23 +197,28 @@ func (r *Registry[T]) Open(name string, make func() *T, open func(*T) error) (*T
 	return e.v, nil
 }
 
-// Opened returns the entities open succeeded on, in no order.
-func (r *Registry[T]) Opened() []*T {
+// EachOpened calls fn on each entity open succeeded on, in no order, and returns
+// the first error (after calling it on every one).
+func (r *Registry[T]) EachOpened(fn func(*T) error) error {
 	r.mu.Lock()
 	entries := make([]*entry[T], 0, len(r.m))
 	for _, e := range r.m {
 		entries = append(entries, e)
 	}
 	r.mu.Unlock()
-	var out []*T
+	var first error
 	for _, e := range entries {
 		e.mu.Lock()
-		if e.opened {
-			out = append(out, e.v)
-		}
+		opened := e.opened
 		e.mu.Unlock()
+		if !opened {
+			continue
+		}
+		if err := fn(e.v); err != nil && first == nil {
+			first = err
+		}
 	}
-	return out
+	return first
 }
 
 // List returns the names of the streams in log whose IDs start with prefix and
