@@ -85,33 +85,16 @@ func (n *Node) openKnowledge() error {
 		cfg.Vectors = v
 		n.kbVectors = v
 	}
-	trouble := cfg.VectorTrouble
-	cfg.VectorTrouble = func(base, coll string, err error) {
-		if trouble != nil {
-			trouble(base, coll, err)
-		}
-		if err != nil {
-			n.cfg.Logger.Warn("knowledge: the vector store failed; documents are stored in the log and searched in memory, their vectors follow once it takes them",
-				"base", base, "collection", coll, "err", err)
-		} else {
-			n.cfg.Logger.Info("knowledge: the vector store takes the knowledge base's vectors again", "base", base, "collection", coll)
-		}
-	}
-	var bases *knowledge.Bases // once opened: the waiting series reads its backlog
-	parked := vectorSeries(n.metrics.Registry, "knowledge", func() int {
-		if bases == nil {
-			return 0
-		}
-		return bases.VectorBacklog()
-	})
-	cfg.VectorParked = n.vectorParked(cfg.VectorParked, parked, "knowledge",
-		"knowledge: the vector store refused a chunk's vector: it is left out of the store (searches score it in memory), and the base's other vectors are written",
-		"base", "chunk")
+	vs := n.vectorLogs(&vectorLog{kind: "knowledge", owner: "base", item: "chunk",
+		failed:  "knowledge: the vector store failed; documents are stored in the log and searched in memory, their vectors follow once it takes them",
+		back:    "knowledge: the vector store takes the knowledge base's vectors again",
+		refused: "knowledge: the vector store refused a chunk's vector: it is left out of the store (searches score it in memory), and the base's other vectors are written"})
+	cfg.VectorTrouble, cfg.VectorParked = vs.trouble(cfg.VectorTrouble), vs.parked(cfg.VectorParked)
 	bs, err := knowledge.Open(cfg)
 	if err != nil {
 		return err
 	}
-	bases = bs
+	vs.waiting(bs.VectorBacklog)
 	n.knowledge = bs
 	n.kbOpen = &kbOpener{bs: bs, log: n.log}
 	return nil

@@ -412,28 +412,11 @@ func (n *Node) openMemory() error {
 		}
 		n.memoryWritten(ns, added)
 	}
-	trouble := cfg.VectorTrouble
-	cfg.VectorTrouble = func(ns, coll string, err error) {
-		if trouble != nil {
-			trouble(ns, coll, err)
-		}
-		if err != nil {
-			n.cfg.Logger.Warn("memory: the vector store failed; the memories are stored in the log, their vectors follow once it takes them",
-				"namespace", ns, "collection", coll, "err", err)
-		} else {
-			n.cfg.Logger.Info("memory: the vector store takes the namespace's vectors again", "namespace", ns, "collection", coll)
-		}
-	}
-	var mems *memory.Memories // once opened: the waiting series reads its backlog
-	parked := vectorSeries(n.metrics.Registry, "memory", func() int {
-		if mems == nil {
-			return 0
-		}
-		return mems.VectorBacklog()
-	})
-	cfg.VectorParked = n.vectorParked(cfg.VectorParked, parked, "memory",
-		"memory: the vector store refused a memory's vector: it is left out of the store (searches by keyword find it), and the collection's other vectors are written",
-		"namespace", "memory")
+	vs := n.vectorLogs(&vectorLog{kind: "memory", owner: "namespace", item: "memory",
+		failed:  "memory: the vector store failed; the memories are stored in the log, their vectors follow once it takes them",
+		back:    "memory: the vector store takes the namespace's vectors again",
+		refused: "memory: the vector store refused a memory's vector: it is left out of the store (searches by keyword find it), and the collection's other vectors are written"})
+	cfg.VectorTrouble, cfg.VectorParked = vs.trouble(cfg.VectorTrouble), vs.parked(cfg.VectorParked)
 	cfg.Consolidate = func(ctx context.Context, ns *memory.Namespace, key string) (string, error) {
 		rep, err := n.Consolidate(ctx, ns.Name(), key)
 		if err != nil {
@@ -445,7 +428,7 @@ func (n *Node) openMemory() error {
 	if err != nil {
 		return err
 	}
-	mems = m
+	vs.waiting(m.VectorBacklog)
 	n.memories = m
 	// The namespaces as actors: a namespace's writes in order, its searches ranked
 	// by its four tier actors (actors/memory.go).

@@ -20,17 +20,69 @@ import (
 //	                                   take), left out of it so that the others of
 //	                                   their collection are written
 
-// vectorSeries registers the series of kind, waiting read from waiting, and returns
-// the counter of parked vectors.
-func vectorSeries(reg prometheus.Registerer, kind string, waiting func() int) prometheus.Counter {
-	labels := prometheus.Labels{"kind": kind}
-	parked := prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "vectors", Name: "parked_total",
+// vectorLog is what the node logs and counts of the vector projection of one kind
+// of its stores ("memory", "knowledge"): the keys of an item's owner (a namespace,
+// a base) and of the item in its log lines, and their messages.
+type vectorLog struct {
+	kind, owner, item     string
+	failed, back, refused string
+
+	n        *Node
+	parkedN  prometheus.Counter
+	refusals parkLog
+}
+
+// vectorLogs registers the counter of the vectors kind's store refused and
+// returns the hooks' maker; its waiting series is registered once the store is
+// open (vectorLog.waiting).
+func (n *Node) vectorLogs(v *vectorLog) *vectorLog {
+	v.n = n
+	v.parkedN = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "vectors", Name: "parked_total",
 		Help:        "Vectors the vector store refused (another dimension, a payload it does not take), left out of it so that the others of their collection are written.",
-		ConstLabels: labels})
-	reg.MustRegister(parked, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "vectors", Name: "waiting",
+		ConstLabels: prometheus.Labels{"kind": v.kind}})
+	n.metrics.Registry.MustRegister(v.parkedN)
+	return v
+}
+
+// waiting registers the series of the vectors waiting for the store, read from
+// backlog.
+func (v *vectorLog) waiting(backlog func() int) {
+	v.n.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "vectors", Name: "waiting",
 		Help:        "Vectors waiting to be written to (or deleted from) the vector store, as of each namespace's or knowledge base's last operation.",
-		ConstLabels: labels}, func() float64 { return float64(waiting()) }))
-	return parked
+		ConstLabels: prometheus.Labels{"kind": v.kind}}, func() float64 { return float64(backlog()) }))
+}
+
+// trouble returns the VectorTrouble hook: it calls prev (the configuration's own,
+// when set) and logs that the store failed an owner's collection, or takes it again.
+func (v *vectorLog) trouble(prev func(owner, coll string, err error)) func(owner, coll string, err error) {
+	return func(o, coll string, err error) {
+		if prev != nil {
+			prev(o, coll, err)
+		}
+		if err != nil {
+			v.n.cfg.Logger.Warn(v.failed, v.owner, o, "collection", coll, "err", err)
+		} else {
+			v.n.cfg.Logger.Info(v.back, v.owner, o, "collection", coll)
+		}
+	}
+}
+
+// parked returns the VectorParked hook: it calls prev (the configuration's own,
+// when set), counts the refused vector and logs it, at most parkLogBurst a minute.
+func (v *vectorLog) parked(prev func(owner, coll, id string, err error)) func(owner, coll, id string, err error) {
+	return func(o, coll, id string, err error) {
+		if prev != nil {
+			prev(o, coll, id, err)
+		}
+		v.parkedN.Inc()
+		ok, unlogged := v.refusals.allow(time.Now())
+		if unlogged > 0 {
+			v.n.cfg.Logger.Error(v.kind+": more vectors the vector store refused were not logged one by one", "count", unlogged)
+		}
+		if ok {
+			v.n.cfg.Logger.Error(v.refused, v.owner, o, "collection", coll, v.item, id, "err", err)
+		}
+	}
 }
 
 // vectorCatchUpEvery is how often a node writes the vectors its memories and
@@ -98,25 +150,4 @@ func (p *parkLog) allow(now time.Time) (ok bool, unlogged int) {
 	}
 	p.dropped++
 	return false, unlogged
-}
-
-// vectorParked returns the VectorParked hook of the memories or the knowledge
-// bases (kind): it calls prev (the configuration's own, when set), counts the
-// refused vector in parked and logs it as msg, with its owner (a namespace, a
-// base) and its item under the keys owner and item, at most parkLogBurst a minute.
-func (n *Node) vectorParked(prev func(owner, coll, id string, err error), parked prometheus.Counter, kind, msg, owner, item string) func(owner, coll, id string, err error) {
-	var pl parkLog
-	return func(o, coll, id string, err error) {
-		if prev != nil {
-			prev(o, coll, id, err)
-		}
-		parked.Inc()
-		ok, unlogged := pl.allow(time.Now())
-		if unlogged > 0 {
-			n.cfg.Logger.Error(kind+": more vectors the vector store refused were not logged one by one", "count", unlogged)
-		}
-		if ok {
-			n.cfg.Logger.Error(msg, owner, o, "collection", coll, item, id, "err", err)
-		}
-	}
 }
