@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -87,7 +88,7 @@ func (s *Stream) CatchUp(ctx context.Context, f Fold) error {
 // eventlog.ErrSeqConflict (a write of its own lost its seq), which starts the
 // next attempt; no payloads write nothing.
 func (s *Stream) Write(ctx context.Context, f Fold, key string, change func(ctx context.Context) ([]messages.Payload, error)) (applied bool, err error) {
-	for range MaxAttempts {
+	for attempt := range MaxAttempts {
 		if err := s.CatchUp(ctx, f); err != nil {
 			return false, err
 		}
@@ -107,7 +108,13 @@ func (s *Stream) Write(ctx context.Context, f Fold, key string, change func(ctx 
 		}
 		err = s.Log.Append(ctx, events)
 		if errors.Is(err, eventlog.ErrSeqConflict) {
-			continue // another writer took the seq: catch up, then decide again
+			// Another writer took the seq: catch up, then decide again, after a
+			// random pause that grows with the attempts, so that two writers that
+			// keep meeting stop taking turns in lockstep.
+			if err := conflictPause(ctx, attempt); err != nil {
+				return false, err
+			}
+			continue
 		}
 		if err != nil {
 			return false, fmt.Errorf("%s: appending to %s: %w", s.Kind, s.ID, err)
@@ -124,6 +131,23 @@ func (s *Stream) Write(ctx context.Context, f Fold, key string, change func(ctx 
 	}
 	return false, fmt.Errorf("%w: %d appends in a row found their seq taken by another writer", s.Conflict, MaxAttempts)
 }
+
+// conflictPause waits a random time below 2^attempt ms, at most maxConflictPause,
+// or until ctx ends.
+func conflictPause(ctx context.Context, attempt int) error {
+	limit := min(time.Millisecond<<attempt, maxConflictPause)
+	t := time.NewTimer(time.Duration(mrand.Int64N(int64(limit)) + 1))
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// maxConflictPause bounds a pause after a seq conflict.
+const maxConflictPause = 50 * time.Millisecond
 
 // Events returns the events of one write of ps at the seqs after seq, stamped now.
 func (s *Stream) Events(key string, seq uint64, ps []messages.Payload) ([]messages.Envelope, error) {
