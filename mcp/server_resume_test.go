@@ -361,6 +361,11 @@ func TestServerHTTPRunTaskOutlivesRestart(t *testing.T) {
 
 // post sends a JSON-RPC message to the MCP endpoint at url in session id, and
 // returns the response (the caller closes its body).
+// freshConns sends each request on a connection of its own: one kept alive from
+// before a restart, which cut it, would fail a POST with EOF (the transport does
+// not send a POST again on another).
+var freshConns = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+
 func post(ctx context.Context, t *testing.T, url, id, body string) *http.Response {
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
@@ -371,7 +376,7 @@ func post(ctx context.Context, t *testing.T, url, id, body string) *http.Respons
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Mcp-Session-Id", id)
 	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := freshConns.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
