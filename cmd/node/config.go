@@ -52,15 +52,20 @@ func openLog(ctx context.Context, addr, database string) (eventlog.Log, error) {
 	return l, nil
 }
 
+// sinkGroup is the consumer group of the event sink of a cluster whose nodes' group
+// is group: troupe-sink for the default troupe, so that clusters sharing a Kafka
+// under their own --group (and --topic-prefix) do not share one sink group.
+func sinkGroup(group string) string { return group + "-sink" }
+
 // startSink runs an event sink from troupe.events (with the prefix of topics) into
-// the ClickHouse log at addr, in the consumer group troupe-sink; stop ends it and
-// closes what it opened.
-func startSink(ctx context.Context, brokers []string, topics kafka.TopicLayout, addr, database string, logger *slog.Logger) (stop func(), err error) {
+// the ClickHouse log at addr, in the consumer group sinkGroup(group); stop ends it
+// and closes what it opened, logging what failed to close.
+func startSink(ctx context.Context, brokers []string, topics kafka.TopicLayout, group, addr, database string, logger *slog.Logger) (stop func(), err error) {
 	log, err := openLog(ctx, addr, database)
 	if err != nil {
 		return nil, err
 	}
-	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: "troupe-sink", Topics: topics},
+	sub, err := kafka.NewSubscriber(kafka.SubscriberConfig{Brokers: brokers, ConsumerGroup: sinkGroup(group), Topics: topics},
 		node.NewBusLogger(logger))
 	if err != nil {
 		log.Close()
@@ -78,8 +83,12 @@ func startSink(ctx context.Context, brokers []string, topics kafka.TopicLayout, 
 	return func() {
 		cancel()
 		<-done
-		_ = sub.Close()
-		_ = log.Close()
+		if err := sub.Close(); err != nil {
+			logger.Warn("sink: closing its Kafka subscriber", "err", err)
+		}
+		if err := log.Close(); err != nil {
+			logger.Warn("sink: closing its ClickHouse log", "err", err)
+		}
 	}, nil
 }
 

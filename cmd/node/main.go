@@ -117,7 +117,8 @@ flags:
   --node-id ID           with --kafka: this node's name, unique in the cluster
                          (TROUPE_NODE_ID, default host-pid)
   --sink HOST:PORT       with --kafka: also copy every event of troupe.events into the
-                         ClickHouse log at HOST:PORT (consumer group troupe-sink)
+                         ClickHouse log at HOST:PORT (consumer group GROUP-sink: with
+                         the default --group, troupe-sink)
   --clickhouse HOST:PORT write the event log to ClickHouse (TROUPE_CLICKHOUSE;
                          database TROUPE_CLICKHOUSE_DATABASE, default troupe)
   --agents FILE          the agents file (YAML; TROUPE_AGENTS, "agents_file"): named
@@ -478,6 +479,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
+	if *kafkaAddr != "" && *topicPrefix != "" {
+		// Log lines name topics as the README does (troupe.tasks, troupe.poison); the
+		// prefix on every line says which Kafka topics those are.
+		logger = logger.With("topic_prefix", *topicPrefix)
+	}
 
 	var llmBase provider.Config
 	if configPath != "" && len(fc.LLM) > 0 {
@@ -617,7 +623,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			fmt.Fprintln(stderr, "error: kafka:", err)
 			return 1
 		}
-		defer clients.Close()
+		defer func() {
+			// Close waits for the consumers to settle and the publisher to flush,
+			// within the clients' close timeouts; what it could not finish is said.
+			if err := clients.Close(); err != nil {
+				logger.Warn("kafka: closing the node's clients", "err", err)
+			}
+		}()
 		cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
 			Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf, StoredRetention: storedRetention}
 		cfg.NodeID, cfg.Roles = *nodeID, roles
@@ -634,7 +646,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 			cfg.Log = l
 		}
 		if *sinkAddr != "" {
-			stopSink, err := startSink(ctx, strings.Split(*kafkaAddr, ","), topics, *sinkAddr,
+			stopSink, err := startSink(ctx, strings.Split(*kafkaAddr, ","), topics, *group, *sinkAddr,
 				or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"), logger)
 			if err != nil {
 				fmt.Fprintln(stderr, "error: sink:", err)
