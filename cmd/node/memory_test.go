@@ -719,3 +719,32 @@ func TestMemoryHTTPBadBatchWritesNothing(t *testing.T) {
 		t.Fatalf("a refused batch wrote %d events to its first namespace", len(evs))
 	}
 }
+
+// A memory's content and a change's reason come from users, tools and models: the
+// tables of search and history show their control characters and bidirectional
+// overrides escaped instead of handing them to the terminal, which would run them
+// (clear the screen, set its title, reorder the line).
+func TestMemoryCLITablesEscapeControlCharacters(t *testing.T) {
+	data := memoryCLIEnv(t)
+	cfg := writeConfig(t, `{"memory": {"tool": true}}`)
+	hostile := "evil \x1b[2J\x1b]0;pwned\x07 title \u202egnp.exe\u202c \u0085end"
+	id := strings.TrimSpace(mustMemory(t, "add", "--data", data, "--namespace", "agent:default", hostile))
+	code, out, errs := nodeTools(t, options{}, "call", "--config", cfg, "--data", data, "memory",
+		`{"op":"forget","args":{"ids":["`+id+`"],"reason":"asked \u001b[31mred\u001b[0m \u009b1m"}}`)
+	if code != 0 {
+		t.Fatalf("tool forget: exit %d\n%s%s", code, out, errs)
+	}
+	mustMemory(t, "add", "--data", data, "--namespace", "agent:default", "again "+hostile)
+	tables := mustMemory(t, "search", "--data", data, "--namespace", "agent:default", "evil title") +
+		mustMemory(t, "history", "--data", data, id)
+	for _, bad := range []string{"\x1b", "\x07", "\u202e", "\u202c", "\u009b", "\u0085"} {
+		if strings.Contains(tables, bad) {
+			t.Errorf("the tables hold %q raw:\n%q", bad, tables)
+		}
+	}
+	for _, want := range []string{`evil \x1b[2J\x1b]0;pwned\x07 title \u202egnp.exe\u202c end`, `asked \x1b[31mred\x1b[0m \x9b1m`} {
+		if !strings.Contains(tables, want) {
+			t.Errorf("the tables lack %q:\n%s", want, tables)
+		}
+	}
+}
