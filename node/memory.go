@@ -456,8 +456,32 @@ func (n *Node) openMemory() error {
 			return err
 		}
 		n.consolidation = s
+		n.scheduleNamespaces(sc.Interval)
 	}
 	return nil
+}
+
+// scheduleNamespaces starts the consolidation schedule of every namespace in the
+// log, when the consolidator runs on one (interval not negative; 0 is its
+// default): else a namespace would be
+// maintained only once written to again through this node, and a run that a crash
+// cut short would wait for that write. A node that shards its sessions owns no
+// namespace yet: it leaves their schedules to their writes. A log that cannot list
+// its namespaces is logged; the node starts anyway.
+func (n *Node) scheduleNamespaces(interval time.Duration) {
+	if interval < 0 || n.sharded() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names, err := n.memories.Namespaces(ctx)
+	if err != nil {
+		n.cfg.Logger.Warn("memory: the consolidator schedules the namespaces as they are written to", "err", err)
+		return
+	}
+	for _, name := range names {
+		n.consolidation.Schedule(name)
+	}
 }
 
 // Consolidate runs the consolidator on a namespace now, under key (a run asked
