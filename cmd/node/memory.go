@@ -226,6 +226,9 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return 1
 		}
 		if *asJSON {
+			if report.Decisions == nil {
+				report.Decisions = []consolidator.Decision{} // [], not null
+			}
 			return printJSON(stdout, stderr, report)
 		}
 		fmt.Fprintln(stdout, printable(report.String()))

@@ -330,6 +330,10 @@ func TestMemoryCLIConsolidateWithConfig(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Namespace != "user:alice" || rep.Merged+rep.Promoted+rep.Forgotten != 0 {
 		t.Fatalf("consolidate --json = %+v, %v:\n%s", rep, err, out)
 	}
+	// No decision is an empty list, as no result of search is: jq '.decisions[]' works.
+	if !strings.Contains(out, `"decisions": []`) {
+		t.Errorf("consolidate --json with nothing to do:\n%s", out)
+	}
 }
 
 // Usage errors exit 2 with a message that says what is wrong, before anything is
