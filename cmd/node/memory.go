@@ -37,9 +37,10 @@ const memoryUsage = `usage:
 
 Every command also takes --config FILE and --data DIR (the node's): the memories
 are events in the node's event log (memory/<namespace> streams), their vectors in
-DATA/memory/vectors.log or the configured Milvus (--milvus, TROUPE_MILVUS; its collections
-named with --milvus-prefix, TROUPE_MILVUS_PREFIX, as node serve's). A node serving the
-same data directory holds it locked: use its HTTP API (/v1/memories) meanwhile.
+DATA/memory/vectors.log or the configured Milvus (--milvus, TROUPE_MILVUS; its
+collections named with --milvus-prefix, TROUPE_MILVUS_PREFIX, as node serve's). A
+node serving the same data directory holds it locked: use its HTTP API
+(/v1/memories) meanwhile.
 import checks every line before it writes any, and writes in batches of 1,000 under
 keys derived from the file's content, so running it again writes nothing twice.
 `
