@@ -620,7 +620,7 @@ func TestWorkingCapacityAndTTL(t *testing.T) {
 		}
 	}
 	h, err = ns.History(ctx, res2[0].ID)
-	if err != nil || h[len(h)-1].Reason != "ttl" {
+	if err != nil || h[len(h)-1].Reason != "ttl: not written for 1h0m0s" {
 		t.Fatalf("expiry: %+v %v", h, err)
 	}
 	if len(rs) != 1 { // epsilon, written 59 minutes ago
