@@ -200,14 +200,16 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
-		results, err := ns.Search(ctx, query)
+		// The note says what a hybrid search ranked without the vector store (the
+		// HTTP API's "note"): in the JSON, and on stderr below the table.
+		results, note, err := ns.SearchNoted(ctx, query)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
 		hits := node.SearchHits(results)
 		if *asJSON {
-			return printJSON(stdout, stderr, map[string][]node.SearchHit{"results": hits})
+			return printJSON(stdout, stderr, node.SearchAnswer{Results: hits, Note: note})
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SCORE\tTIER\tID\tCONTENT")
@@ -215,6 +217,9 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(tw, "%.4f\t%s\t%s\t%s\n", h.Score, h.Tier, h.ID, oneLine(h.Content, 100))
 		}
 		_ = tw.Flush()
+		if note != "" {
+			fmt.Fprintln(stderr, "note:", printable(note))
+		}
 	case "consolidate":
 		ns, err := mems.Namespace(ctx, *namespace)
 		if err != nil {

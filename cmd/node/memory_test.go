@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	neturl "net/url"
 	"os"
 	"path/filepath"
@@ -750,5 +751,57 @@ func TestMemoryCLITablesEscapeControlCharacters(t *testing.T) {
 		if !strings.Contains(tables, want) {
 			t.Errorf("the tables lack %q:\n%s", want, tables)
 		}
+	}
+}
+
+// A data directory keeps the embedder it was filled with: searched with another
+// (vectors of another dimension), a hybrid search ranks without the vector store and
+// says so, in the JSON's "note" as the HTTP API does, and on stderr below the table.
+func TestMemoryCLISearchCarriesTheNote(t *testing.T) {
+	data := memoryCLIEnv(t)
+	lisbon := strings.TrimSpace(mustMemory(t, "add", "--data", data, "--namespace", "user:alice", "Alice lives in Lisbon"))
+	// An OpenAI-compatible embeddings endpoint whose vectors have 8 dimensions, not
+	// the offline embedder's 256.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Input []string `json:"input"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		out := struct {
+			Data []item `json:"data"`
+		}{}
+		for i, s := range req.Input {
+			sum := sha256.Sum256([]byte(s))
+			v := make([]float32, 8)
+			for j := range v {
+				v[j] = float32(sum[j]) - 127.5
+			}
+			out.Data = append(out.Data, item{Index: i, Embedding: v})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := writeConfig(t, `{"memory": {"embedder": {"base_url": "`+srv.URL+`/v1", "query_model": "q", "passage_model": "p"}}}`)
+
+	code, out, errs := nodeMemory(t, "search", "--config", cfg, "--data", data, "--namespace", "user:alice", "--json", "Lisbon")
+	var ans node.SearchAnswer
+	if code != 0 || json.Unmarshal([]byte(out), &ans) != nil {
+		t.Fatalf("search --json: exit %d\n%s%s", code, out, errs)
+	}
+	if len(ans.Results) != 1 || ans.Results[0].ID != lisbon || !strings.Contains(ans.Note, "without the vector store") ||
+		!strings.Contains(ans.Note, "dimension") {
+		t.Fatalf("search --json = %+v; want %s and a note that the vector store was left out, and why", ans, lisbon)
+	}
+	code, out, errs = nodeMemory(t, "search", "--config", cfg, "--data", data, "--namespace", "user:alice", "Lisbon")
+	if code != 0 || !strings.Contains(out, lisbon) || !strings.HasPrefix(errs, "note: ranked by keyword") || strings.Contains(out, "note:") {
+		t.Fatalf("search: exit %d\nstdout %s\nstderr %s\nwant the table on stdout and the note on stderr", code, out, errs)
 	}
 }
