@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
@@ -405,6 +406,22 @@ func (n *Node) openMemory() error {
 		cfg.Vectors = v
 		n.ownVectors = v
 	}
+	// A namespace this node uses (a write, a search, the memory tool, its
+	// consolidation asked for) is consolidated on the schedule from then on, not
+	// only once written to through this node: a namespace only searched since the
+	// node started is maintained too, and a run that a crash cut short is taken up
+	// an interval after the namespace's first use. A namespace nobody uses is not
+	// loaded for it.
+	var scheduleOpened atomic.Pointer[consolidator.Scheduler]
+	opened := cfg.Opened
+	cfg.Opened = func(ns string) {
+		if opened != nil {
+			opened(ns)
+		}
+		if s := scheduleOpened.Load(); s != nil {
+			s.Schedule(ns)
+		}
+	}
 	written := cfg.Written
 	cfg.Written = func(ns string, added int) {
 		if written != nil {
@@ -456,32 +473,11 @@ func (n *Node) openMemory() error {
 			return err
 		}
 		n.consolidation = s
-		n.scheduleNamespaces(sc.Interval)
+		if sc.Interval >= 0 { // 0 is its default; negative, never on a schedule
+			scheduleOpened.Store(s)
+		}
 	}
 	return nil
-}
-
-// scheduleNamespaces starts the consolidation schedule of every namespace in the
-// log, when the consolidator runs on one (interval not negative; 0 is its
-// default): else a namespace would be
-// maintained only once written to again through this node, and a run that a crash
-// cut short would wait for that write. A node that shards its sessions owns no
-// namespace yet: it leaves their schedules to their writes. A log that cannot list
-// its namespaces is logged; the node starts anyway.
-func (n *Node) scheduleNamespaces(interval time.Duration) {
-	if interval < 0 || n.sharded() {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	names, err := n.memories.Namespaces(ctx)
-	if err != nil {
-		n.cfg.Logger.Warn("memory: the consolidator schedules the namespaces as they are written to", "err", err)
-		return
-	}
-	for _, name := range names {
-		n.consolidation.Schedule(name)
-	}
 }
 
 // Consolidate runs the consolidator on a namespace now, under key (a run asked

@@ -722,11 +722,11 @@ func TestMemoryConsolidationWakesOnToolWrites(t *testing.T) {
 	}
 }
 
-// A node schedules the consolidation of every namespace in its log when it starts,
-// not only of those written to since: a namespace whose node stopped (or was killed
-// midway through a run) before its consolidator ran is maintained on the schedule,
-// with no write to wake it, and the run applies each change once.
-func TestMemoryConsolidationScheduleCoversTheNamespacesOfTheLog(t *testing.T) {
+// A node consolidates on the schedule every namespace it uses, not only those written
+// to since it started: a namespace whose node stopped (or was killed midway through a
+// run) before its consolidator ran, searched after the restart, is maintained with
+// no write to wake it, and the run applies each change once.
+func TestMemoryConsolidationScheduleCoversTheNamespacesUsed(t *testing.T) {
 	ctx := context.Background()
 	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
 	if err != nil {
@@ -757,6 +757,10 @@ func TestMemoryConsolidationScheduleCoversTheNamespacesOfTheLog(t *testing.T) {
 	n := nodetest.Start(t, node.Config{Log: lg, Memory: &memory.Config{Embedder: &countingEmbedder{}},
 		Consolidation: &consolidator.SchedulerConfig{Interval: 20 * time.Millisecond, Threshold: -1,
 			OnRun: func(o consolidator.Outcome) { runs <- o }}})
+	mn := memoryNode{n: n}
+	if code, ans := mn.search(t, url.Values{"namespace": {"user:erin"}, "q": {"passport"}}); code != http.StatusOK || len(ans.Results) != 1 {
+		t.Fatalf("search: %d %+v", code, ans)
+	}
 	out := runs.next(t, "user:erin")
 	if !strings.HasPrefix(out.Cause, "schedule:") || out.Report.Promoted != 1 {
 		t.Fatalf("the first run: cause %q, report %+v; want a scheduled run that promoted 1", out.Cause, out.Report)
