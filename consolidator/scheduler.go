@@ -90,7 +90,7 @@ var (
 
 // Scheduler runs one NamespaceActor per memory namespace, spawned on the first
 // message for it (Schedule, Wake, Notify, Consolidate) and kept until Close. The
-// memory layer tells it of writes (Notify); a node Schedules every namespace at start
+// memory layer tells it of writes (Notify); a node Schedules each namespace it opens,
 // so that each has its schedule. Its methods are safe for concurrent use.
 type Scheduler struct {
 	system       *actor.ActorSystem
@@ -134,8 +134,9 @@ func (s *Scheduler) Notify(namespace string, written int) {
 
 // Schedule starts the namespace's schedule unless it has one: its consolidator runs
 // Interval from now (and on writes and requests, as always), not now. A node
-// schedules every namespace of its log when it starts, so that a namespace nobody
-// writes to is still maintained, and a run a crash cut short is taken up again.
+// schedules each namespace the first time it opens it (a write, a search), so that
+// a namespace only read is maintained too, and a run a crash cut short is taken up
+// again.
 func (s *Scheduler) Schedule(namespace string) {
 	s.send(namespace, &Scheduled{})
 }
