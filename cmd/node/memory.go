@@ -290,7 +290,11 @@ func readJSONL(path string) ([]memory.Input, []int, error) {
 	)
 	for sc.Scan() {
 		line++
-		b := bytes.TrimSpace(sc.Bytes())
+		b := sc.Bytes()
+		if line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\ufeff")) // the byte order mark some editors write
+		}
+		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
 		}
@@ -303,8 +307,10 @@ func readJSONL(path string) ([]memory.Input, []int, error) {
 		}
 		inputs, lines = append(inputs, in), append(lines, line)
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
 		return nil, nil, fmt.Errorf("%s:%d: %w (a line is at most 1 MiB)", path, line+1, err)
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if bad > len(errs) {
 		errs = append(errs, fmt.Errorf("%s: %d more bad lines", path, bad-len(errs)))

@@ -805,3 +805,27 @@ func TestMemoryCLISearchCarriesTheNote(t *testing.T) {
 		t.Fatalf("search: exit %d\nstdout %s\nstderr %s\nwant the table on stdout and the note on stderr", code, out, errs)
 	}
 }
+
+// A file saved "UTF-8 with BOM" and CRLF line ends (as some editors and
+// spreadsheets write JSONL) imports as any other; a path that is no file is named
+// as such, not as a line too long.
+func TestMemoryCLIImportByteOrderMarkAndCRLF(t *testing.T) {
+	data := memoryCLIEnv(t)
+	f := filepath.Join(t.TempDir(), "bom.jsonl")
+	body := "\ufeff" + `{"namespace":"user:bom","tier":"semantic","content":"first line"}` + "\r\n" +
+		`{"namespace":"user:bom","tier":"semantic","content":"second line"}` + "\r\n"
+	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustMemory(t, "import", "--data", data, f); !strings.HasPrefix(out, "imported 2 memories") {
+		t.Fatalf("import: %s", out)
+	}
+	if added := addedIn(t, memoryEvents(t, data, "user:bom")); len(added) != 2 || added[0].Memory.Content != "first line" {
+		t.Fatalf("added %+v", added)
+	}
+	dir := t.TempDir()
+	code, _, errs := nodeMemory(t, "import", "--data", data, dir)
+	if code != 2 || !strings.Contains(errs, "is a directory") || strings.Contains(errs, "1 MiB") {
+		t.Fatalf("import of a directory: exit %d, %s", code, errs)
+	}
+}
