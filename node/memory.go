@@ -411,14 +411,15 @@ func (n *Node) openMemory() error {
 	// only once written to through this node: a namespace only searched since the
 	// node started is maintained too, and a run that a crash cut short is taken up
 	// an interval after the namespace's first use. A namespace nobody uses is not
-	// loaded for it.
+	// loaded for it; one a sharded node opens without owning it (the core blocks an
+	// ingress reads) is left to its owner.
 	var scheduleOpened atomic.Pointer[consolidator.Scheduler]
 	opened := cfg.Opened
 	cfg.Opened = func(ns string) {
 		if opened != nil {
 			opened(ns)
 		}
-		if s := scheduleOpened.Load(); s != nil {
+		if s := scheduleOpened.Load(); s != nil && n.ownsKey(memory.Stream(ns)) {
 			s.Schedule(ns)
 		}
 	}
