@@ -47,6 +47,10 @@ type Wake struct {
 	At time.Time
 }
 
+// Scheduled starts the schedule of the consolidator of a namespace: the actor it
+// spawns runs Interval later. To one that runs already it changes nothing.
+type Scheduled struct{}
+
 // Consolidate asks the consolidator of a namespace to run now with an idempotency key
 // (empty: one of its own) and to send the outcome on Reply, which must have room for
 // it: the actor does not wait.
@@ -87,9 +91,10 @@ type deps struct {
 
 // NamespaceActor consolidates one memory namespace: it runs on its schedule (every
 // Interval since its last run), when the memories written since its last run reach
-// Threshold (Written), and when asked (Wake, Consolidate). It runs one pass at a time,
-// in its own Receive, so messages that arrive during a run wait for it; every change
-// a run makes is an event of the namespace, made through the Target.
+// Threshold (Written), and when asked (Wake, Consolidate); Scheduled only spawns it.
+// It runs one pass at a time, in its own Receive, so messages that arrive during a
+// run wait for it; every change a run makes is an event of the namespace, made
+// through the Target.
 //
 // Supervision: its parent (the Scheduler's host) restarts it when a run panics, up to
 // 10 times a minute, and stops it past that; the next message for the namespace
@@ -115,6 +120,8 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 		a.arm(ctx)
 	case *actor.Restarting, *actor.Stopping:
 		a.alarm.stop()
+	case *Scheduled:
+		// Started armed the schedule; a schedule running already is kept.
 	case *Written:
 		if m.Count <= 0 {
 			return

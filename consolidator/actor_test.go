@@ -168,6 +168,26 @@ func TestSchedulerRunsOnItsSchedule(t *testing.T) {
 	}
 }
 
+// Schedule starts a namespace's schedule without running it now; a second Schedule
+// (or a write) does not move the schedule on.
+func TestSchedulerScheduleRunsOnlyOnTheSchedule(t *testing.T) {
+	h := newScheduler(t, newFake(cleanup()...), nil)
+	h.sched.Schedule("user:alice")
+	h.clock.waitSet(t)
+	h.clock.Advance(5 * time.Minute)
+	h.sched.Schedule("user:alice")
+	h.sched.Notify("user:alice", 1)
+	select {
+	case o := <-h.runs:
+		t.Fatalf("a run before the schedule's: %+v", o)
+	case <-time.After(50 * time.Millisecond):
+	}
+	h.clock.Advance(5 * time.Minute)
+	if o := h.nextRun(t); o.Err != nil || o.Cause != "schedule: every 10m0s" || o.Report.Forgotten != 2 {
+		t.Fatalf("run %+v", o)
+	}
+}
+
 func TestSchedulerConsolidateReturnsTheReport(t *testing.T) {
 	h := newScheduler(t, newFake(cleanup()...), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -89,9 +89,9 @@ var (
 )
 
 // Scheduler runs one NamespaceActor per memory namespace, spawned on the first
-// message for it (Wake, Notify, Consolidate) and kept until Close. The memory layer
-// tells it of writes (Notify); a node may Wake every namespace at start so that each
-// has its schedule. Its methods are safe for concurrent use.
+// message for it (Schedule, Wake, Notify, Consolidate) and kept until Close. The
+// memory layer tells it of writes (Notify); a node Schedules each namespace it opens,
+// so that each has its schedule. Its methods are safe for concurrent use.
 type Scheduler struct {
 	system       *actor.ActorSystem
 	ownSystem    bool
@@ -130,6 +130,15 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 // Notify tells the namespace's consolidator that written memories were just written.
 func (s *Scheduler) Notify(namespace string, written int) {
 	s.send(namespace, &Written{Count: written})
+}
+
+// Schedule starts the namespace's schedule unless it has one: its consolidator runs
+// Interval from now (and on writes and requests, as always), not now. A node
+// schedules each namespace the first time it opens it (a write, a search), so that
+// a namespace only read is maintained too, and a run a crash cut short is taken up
+// again.
+func (s *Scheduler) Schedule(namespace string) {
+	s.send(namespace, &Scheduled{})
 }
 
 // Wake asks the namespace's consolidator to run now (unless a run starts before it

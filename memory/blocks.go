@@ -122,17 +122,61 @@ func (ns *Namespace) DeleteBlock(ctx context.Context, key, label, reason string)
 }
 
 // RenderBlocks is the text of the blocks put in an agent's system prompt: each an
-// element named by its label, with its description and fill, around its value.
+// element named by its label, with its description and fill, around its value. A
+// value cannot end its element or forge another block's: a tag in it that names a
+// block ("</human>", "<persona ...>", any case) is written with "&lt;" for its "<".
+// Other text, "<" included, is written as it is.
 func RenderBlocks(blocks []Block) string {
+	labels := make([]string, len(blocks))
+	for i, b := range blocks {
+		labels[i] = b.Label
+	}
 	var sb strings.Builder
 	for _, b := range blocks {
 		fmt.Fprintf(&sb, "<%s description=\"%s\" chars=\"%d/%d\">\n", b.Label, html.EscapeString(b.Description),
 			utf8.RuneCountInString(b.Value), b.Limit)
 		if b.Value != "" {
-			sb.WriteString(b.Value)
+			sb.WriteString(escapeBlockTags(b.Value, labels))
 			sb.WriteByte('\n')
 		}
 		fmt.Fprintf(&sb, "</%s>\n", b.Label)
 	}
 	return sb.String()
+}
+
+// escapeBlockTags writes "&lt;" for the "<" of every tag of v that names one of
+// labels: "<label" or "</label" (any case) followed by a character a label cannot
+// hold, or by the end.
+func escapeBlockTags(v string, labels []string) string {
+	if !strings.Contains(v, "<") {
+		return v
+	}
+	var sb strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] == '<' && namesBlock(v[i+1:], labels) {
+			sb.WriteString("&lt;")
+			continue
+		}
+		sb.WriteByte(v[i])
+	}
+	return sb.String()
+}
+
+// namesBlock reports whether rest, the text after a "<", opens or closes an element
+// named by one of labels.
+func namesBlock(rest string, labels []string) bool {
+	rest = strings.TrimPrefix(rest, "/")
+	for _, l := range labels {
+		if len(rest) < len(l) || !strings.EqualFold(rest[:len(l)], l) {
+			continue
+		}
+		if len(rest) == len(l) {
+			return true
+		}
+		c := rest[len(l)]
+		if !(c == '_' || c == '-' || c == '.' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')) {
+			return true
+		}
+	}
+	return false
 }

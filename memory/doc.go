@@ -42,7 +42,8 @@
 // working memories forgets the least valuable (importance × WorkingTimeDecay of
 // their age, the oldest first among equals) in the same Append, with the reason
 // "capacity N"; working memories written more than WorkingTTL ago are forgotten,
-// with the reason "ttl", by the next write or search, and no search returns them.
+// with the reason "ttl: not written for 1h0m0s" (the TTL), by the next write or
+// search, and no search returns them.
 //
 // Update changes content (embedded and extracted again), importance or metadata
 // (merged key by key, a key set to null deleted). Forget and Clear remove memories;

@@ -124,7 +124,7 @@ func CheckNamespace(ns string) error {
 		ok := c == '.' || c == '_' || c == '-' || c == ':' || c == '@' ||
 			('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
 		if !ok {
-			return fmt.Errorf("%w: namespace %q: use letters, digits and . _ - : @ (like user:alice)", ErrInvalid, ns)
+			return fmt.Errorf("%w: namespace %q: use 1 to %d ASCII letters, digits and . _ - : @ (like user:alice)", ErrInvalid, ns, MaxNamespaceLen)
 		}
 	}
 	return nil

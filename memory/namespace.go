@@ -106,6 +106,10 @@ type Config struct {
 	// none). A node wakes the namespace's consolidator with it. It is called after
 	// the write, outside the namespace's lock, and must not block.
 	Written func(namespace string, added int)
+	// Opened, when set, hears of each namespace the first time this process opens
+	// it (folds its stream): a node starts the namespace's consolidation schedule
+	// with it. It is called once the fold succeeded, and must not block.
+	Opened func(namespace string)
 	// VectorTrouble, when set, hears of the vector store's failures in a
 	// namespace's collection (err) and of its recovery there (err nil, once the
 	// collection took a request again after failing): the memories are stored all
@@ -246,7 +250,13 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 	return m.spaces.Open(name, func() *Namespace { return newNamespace(m, name) }, func(ns *Namespace) error {
 		ns.mu.Lock()
 		defer ns.mu.Unlock()
-		return ns.fold(ctx)
+		if err := ns.fold(ctx); err != nil {
+			return err
+		}
+		if m.cfg.Opened != nil {
+			m.cfg.Opened(name)
+		}
+		return nil
 	})
 }
 

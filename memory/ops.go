@@ -443,8 +443,10 @@ func (ns *Namespace) evict(now time.Time, adds []*Memory, key string) messages.P
 	return &messages.MemoryForgotten{Key: key, Reason: fmt.Sprintf("capacity %d", ns.cfg.WorkingCapacity), MemoryIDs: ids}
 }
 
-// expire forgets the working memories that outlived the TTL, with reason "ttl". The
-// caller holds mu and has folded the stream; it refolds on ErrSeqConflict.
+// expire forgets the working memories that outlived the TTL, with the reason "ttl:
+// not written for 1h0m0s" (the TTL then in force, as "capacity N" names the
+// capacity). The caller holds mu and has folded the stream; it refolds on
+// ErrSeqConflict.
 func (ns *Namespace) expire(ctx context.Context) error {
 	now := ns.cfg.Now()
 	var ids []string
@@ -457,7 +459,8 @@ func (ns *Namespace) expire(ctx context.Context) error {
 		return nil
 	}
 	slices.Sort(ids)
-	events, err := ns.s.Events("", ns.st.seq, []messages.Payload{&messages.MemoryForgotten{Reason: "ttl", MemoryIDs: ids}})
+	reason := fmt.Sprintf("ttl: not written for %s", ns.cfg.WorkingTTL)
+	events, err := ns.s.Events("", ns.st.seq, []messages.Payload{&messages.MemoryForgotten{Reason: reason, MemoryIDs: ids}})
 	if err != nil {
 		return err
 	}

@@ -119,7 +119,7 @@ type candidate struct {
 // keyword index (CandidateFactor × limit each) and, in the semantic tier, the entity
 // graph, ranked by the tier's formula (see the package documentation), then merged
 // across tiers by score, ties by ID. Expired working memories are forgotten first
-// (reason "ttl") and never returned.
+// (reason "ttl: not written for TTL") and never returned.
 //
 // Only the vectors need the vector store. A search by vector (ModeVector) that
 // cannot have them — the store does not answer, or refuses the namespace's vectors

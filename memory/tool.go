@@ -572,7 +572,11 @@ func (t *memoryTool) clearAll(ctx context.Context, a clearArgs) (clearResult, er
 		return clearResult{}, err
 	}
 	if !a.Confirm {
-		return clearResult{}, invalid("confirm", "confirm must be true to clear %s", cmp.Or(a.Tier+" memories", "every memory"))
+		what := "every memory of " + ns.Name()
+		if a.Tier != "" {
+			what = "the " + a.Tier + " memories of " + ns.Name()
+		}
+		return clearResult{}, invalid("confirm", "confirm must be true to clear %s", what)
 	}
 	n, err := ns.Clear(ctx, tools.CallKey(ctx), Tier(a.Tier), cmp.Or(strings.TrimSpace(a.Reason), "cleared by the agent"))
 	if err != nil {

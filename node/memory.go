@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
@@ -405,6 +406,23 @@ func (n *Node) openMemory() error {
 		cfg.Vectors = v
 		n.ownVectors = v
 	}
+	// A namespace this node uses (a write, a search, the memory tool, its
+	// consolidation asked for) is consolidated on the schedule from then on, not
+	// only once written to through this node: a namespace only searched since the
+	// node started is maintained too, and a run that a crash cut short is taken up
+	// an interval after the namespace's first use. A namespace nobody uses is not
+	// loaded for it; one a sharded node opens without owning it (the core blocks an
+	// ingress reads) is left to its owner.
+	var scheduleOpened atomic.Pointer[consolidator.Scheduler]
+	opened := cfg.Opened
+	cfg.Opened = func(ns string) {
+		if opened != nil {
+			opened(ns)
+		}
+		if s := scheduleOpened.Load(); s != nil && n.ownsKey(memory.Stream(ns)) {
+			s.Schedule(ns)
+		}
+	}
 	written := cfg.Written
 	cfg.Written = func(ns string, added int) {
 		if written != nil {
@@ -456,6 +474,9 @@ func (n *Node) openMemory() error {
 			return err
 		}
 		n.consolidation = s
+		if sc.Interval >= 0 { // 0 is its default; negative, never on a schedule
+			scheduleOpened.Store(s)
+		}
 	}
 	return nil
 }

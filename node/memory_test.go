@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/vectorstore"
 )
 
 // countingLog is an event log that counts the Append calls that wrote memory events.
@@ -718,5 +719,64 @@ func TestMemoryConsolidationWakesOnToolWrites(t *testing.T) {
 	out := runs.next(t, "agent:planner")
 	if out.Report.Promoted != 1 {
 		t.Errorf("the run woken by the tool's write: %+v; want 1 promoted", out.Report)
+	}
+}
+
+// A node consolidates on the schedule every namespace it uses, not only those written
+// to since it started: a namespace whose node stopped (or was killed midway through a
+// run) before its consolidator ran, searched after the restart, is maintained with
+// no write to wake it, and the run applies each change once.
+func TestMemoryConsolidationScheduleCoversTheNamespacesUsed(t *testing.T) {
+	ctx := context.Background()
+	lg, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lg.Close() })
+	// What a node left behind: an important working memory, not yet promoted.
+	vs, err := vectorstore.Open(vectorstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = vs.Close() })
+	before, err := memory.Open(memory.Config{Log: lg, Vectors: vs, Embedder: &countingEmbedder{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns, err := before.Namespace(ctx, "user:erin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	imp := 0.9
+	res, err := ns.Add(ctx, "left-behind", []memory.AddRequest{{Tier: memory.Working, Content: "Erin must renew her passport", Importance: &imp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	runs := make(outcomes, 16)
+	n := nodetest.Start(t, node.Config{Log: lg, Memory: &memory.Config{Embedder: &countingEmbedder{}},
+		Consolidation: &consolidator.SchedulerConfig{Interval: 20 * time.Millisecond, Threshold: -1,
+			OnRun: func(o consolidator.Outcome) { runs <- o }}})
+	mn := memoryNode{n: n}
+	if code, ans := mn.search(t, url.Values{"namespace": {"user:erin"}, "q": {"passport"}}); code != http.StatusOK || len(ans.Results) != 1 {
+		t.Fatalf("search: %d %+v", code, ans)
+	}
+	out := runs.next(t, "user:erin")
+	if !strings.HasPrefix(out.Cause, "schedule:") || out.Report.Promoted != 1 {
+		t.Fatalf("the first run: cause %q, report %+v; want a scheduled run that promoted 1", out.Cause, out.Report)
+	}
+	if out = runs.next(t, "user:erin"); out.Report.Promoted != 0 || len(out.Report.Decisions) != 0 {
+		t.Fatalf("the next run: %+v; want nothing left to do", out.Report)
+	}
+	h, err := node.MemoryHistory(ctx, n.Memories(), "", res[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []messages.Type
+	for _, c := range h.History {
+		types = append(types, c.Type)
+	}
+	if want := []messages.Type{messages.TypeMemoryAdded, messages.TypeMemoryPromoted}; !slices.Equal(types, want) {
+		t.Fatalf("the history of %s: %v; want %v", res[0].ID, types, want)
 	}
 }

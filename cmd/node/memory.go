@@ -17,6 +17,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/eventlog"
@@ -36,9 +37,10 @@ const memoryUsage = `usage:
 
 Every command also takes --config FILE and --data DIR (the node's): the memories
 are events in the node's event log (memory/<namespace> streams), their vectors in
-DATA/vectors or the configured Milvus (--milvus, TROUPE_MILVUS; its collections
-named with --milvus-prefix, TROUPE_MILVUS_PREFIX, as node serve's). A node serving the
-same data directory holds it locked: use its HTTP API (/v1/memories) meanwhile.
+DATA/memory/vectors.log or the configured Milvus (--milvus, TROUPE_MILVUS; its
+collections named with --milvus-prefix, TROUPE_MILVUS_PREFIX, as node serve's). A
+node serving the same data directory holds it locked: use its HTTP API
+(/v1/memories) meanwhile.
 import checks every line before it writes any, and writes in batches of 1,000 under
 keys derived from the file's content, so running it again writes nothing twice.
 `
@@ -198,14 +200,16 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
-		results, err := ns.Search(ctx, query)
+		// The note says what a hybrid search ranked without the vector store (the
+		// HTTP API's "note"): in the JSON, and on stderr below the table.
+		results, note, err := ns.SearchNoted(ctx, query)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
 		hits := node.SearchHits(results)
 		if *asJSON {
-			return printJSON(stdout, stderr, map[string][]node.SearchHit{"results": hits})
+			return printJSON(stdout, stderr, node.SearchAnswer{Results: hits, Note: note})
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SCORE\tTIER\tID\tCONTENT")
@@ -213,6 +217,9 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			fmt.Fprintf(tw, "%.4f\t%s\t%s\t%s\n", h.Score, h.Tier, h.ID, oneLine(h.Content, 100))
 		}
 		_ = tw.Flush()
+		if note != "" {
+			fmt.Fprintln(stderr, "note:", printable(note))
+		}
 	case "consolidate":
 		ns, err := mems.Namespace(ctx, *namespace)
 		if err != nil {
@@ -225,9 +232,12 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			return 1
 		}
 		if *asJSON {
+			if report.Decisions == nil {
+				report.Decisions = []consolidator.Decision{} // [], not null
+			}
 			return printJSON(stdout, stderr, report)
 		}
-		fmt.Fprintln(stdout, report)
+		fmt.Fprintln(stdout, printable(report.String()))
 	case "history":
 		ans, err := node.MemoryHistory(ctx, mems.Memories, *namespace, arg)
 		if err != nil {
@@ -240,7 +250,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		if *asJSON {
 			return printJSON(stdout, stderr, ans)
 		}
-		fmt.Fprintf(stdout, "memory %s in %s\n", ans.ID, ans.Namespace)
+		fmt.Fprintf(stdout, "memory %s in %s\n", printable(ans.ID), ans.Namespace)
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "SEQ\tAT\tCHANGE\tREASON\tCONTENT")
 		for _, c := range ans.History {
@@ -252,6 +262,7 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 			if len(c.Related) > 0 {
 				reason += " [" + strings.Join(c.Related, ", ") + "]"
 			}
+			reason = oneLine(reason, 200)
 			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", c.Seq, c.At.UTC().Format(time.RFC3339), c.Type, reason, content)
 		}
 		_ = tw.Flush()
@@ -279,7 +290,11 @@ func readJSONL(path string) ([]memory.Input, []int, error) {
 	)
 	for sc.Scan() {
 		line++
-		b := bytes.TrimSpace(sc.Bytes())
+		b := sc.Bytes()
+		if line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\ufeff")) // the byte order mark some editors write
+		}
+		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
 		}
@@ -292,8 +307,10 @@ func readJSONL(path string) ([]memory.Input, []int, error) {
 		}
 		inputs, lines = append(inputs, in), append(lines, line)
 	}
-	if err := sc.Err(); err != nil {
+	if err := sc.Err(); errors.Is(err, bufio.ErrTooLong) {
 		return nil, nil, fmt.Errorf("%s:%d: %w (a line is at most 1 MiB)", path, line+1, err)
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if bad > len(errs) {
 		errs = append(errs, fmt.Errorf("%s: %d more bad lines", path, bad-len(errs)))
@@ -343,12 +360,51 @@ func printJSON(stdout, stderr io.Writer, v any) int {
 	return 0
 }
 
+// oneLine is s for a cell of a table: on one line, its control characters shown
+// escaped (printable), cut to n runes.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = printable(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// printable is s safe to print on a terminal: a memory's content and a reason come
+// from users, tools and models, and an escape sequence among them (ESC, BEL, C1
+// controls, the bidirectional overrides) would otherwise be run by the terminal
+// (clearing it, setting its title, reordering what it shows). Each such character
+// is shown escaped, as \x1b or \u202e; newlines are kept.
+func printable(s string) string {
+	if !strings.ContainsFunc(s, unprintable) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !unprintable(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
+// unprintable reports a character printable escapes: a control character other
+// than a newline or a tab, or a bidirectional embedding, override or isolate.
+func unprintable(r rune) bool {
+	switch {
+	case r == '\n' || r == '\t':
+		return false
+	case unicode.IsControl(r):
+		return true
+	case 0x202a <= r && r <= 0x202e, 0x2066 <= r && r <= 0x2069:
+		return true
+	}
+	return false
 }
 
 func cliKey() string {

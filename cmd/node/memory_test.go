@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	neturl "net/url"
 	"os"
 	"path/filepath"
@@ -330,6 +331,10 @@ func TestMemoryCLIConsolidateWithConfig(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Namespace != "user:alice" || rep.Merged+rep.Promoted+rep.Forgotten != 0 {
 		t.Fatalf("consolidate --json = %+v, %v:\n%s", rep, err, out)
 	}
+	// No decision is an empty list, as no result of search is: jq '.decisions[]' works.
+	if !strings.Contains(out, `"decisions": []`) {
+		t.Errorf("consolidate --json with nothing to do:\n%s", out)
+	}
 }
 
 // Usage errors exit 2 with a message that says what is wrong, before anything is
@@ -345,7 +350,8 @@ func TestMemoryCLIUsageErrors(t *testing.T) {
 		{[]string{"add", "x"}, "node memory add needs --namespace NS"},
 		{[]string{"search", "x"}, "node memory search needs --namespace NS"},
 		{[]string{"consolidate"}, "node memory consolidate needs --namespace NS"},
-		{[]string{"add", "--namespace", "user alice", "x"}, `namespace "user alice": use letters, digits and . _ - : @`},
+		{[]string{"add", "--namespace", "user alice", "x"}, `namespace "user alice": use 1 to 128 ASCII letters, digits and . _ - : @`},
+		{[]string{"add", "--namespace", "user:日本", "x"}, `namespace "user:日本": use 1 to 128 ASCII letters`},
 		{[]string{"add", "--namespace", "user:a"}, "node memory add wants the content as its one argument"},
 		{[]string{"add", "--namespace", "user:a", "one", "two"}, "got 2 arguments"},
 		{[]string{"add", "--namespace", "user:a", "   "}, "empty content"},
@@ -717,5 +723,110 @@ func TestMemoryHTTPBadBatchWritesNothing(t *testing.T) {
 	srv.stop()
 	if evs := memoryEvents(t, filepath.Join(dir, "data"), "user:first"); len(evs) != 0 {
 		t.Fatalf("a refused batch wrote %d events to its first namespace", len(evs))
+	}
+}
+
+// A memory's content and a change's reason come from users, tools and models: the
+// tables of search and history show their control characters and bidirectional
+// overrides escaped instead of handing them to the terminal, which would run them
+// (clear the screen, set its title, reorder the line).
+func TestMemoryCLITablesEscapeControlCharacters(t *testing.T) {
+	data := memoryCLIEnv(t)
+	cfg := writeConfig(t, `{"memory": {"tool": true}}`)
+	hostile := "evil \x1b[2J\x1b]0;pwned\x07 title \u202egnp.exe\u202c \u0085end"
+	id := strings.TrimSpace(mustMemory(t, "add", "--data", data, "--namespace", "agent:default", hostile))
+	code, out, errs := nodeTools(t, options{}, "call", "--config", cfg, "--data", data, "memory",
+		`{"op":"forget","args":{"ids":["`+id+`"],"reason":"asked \u001b[31mred\u001b[0m \u009b1m"}}`)
+	if code != 0 {
+		t.Fatalf("tool forget: exit %d\n%s%s", code, out, errs)
+	}
+	mustMemory(t, "add", "--data", data, "--namespace", "agent:default", "again "+hostile)
+	tables := mustMemory(t, "search", "--data", data, "--namespace", "agent:default", "evil title") +
+		mustMemory(t, "history", "--data", data, id)
+	for _, bad := range []string{"\x1b", "\x07", "\u202e", "\u202c", "\u009b", "\u0085"} {
+		if strings.Contains(tables, bad) {
+			t.Errorf("the tables hold %q raw:\n%q", bad, tables)
+		}
+	}
+	for _, want := range []string{`evil \x1b[2J\x1b]0;pwned\x07 title \u202egnp.exe\u202c end`, `asked \x1b[31mred\x1b[0m \x9b1m`} {
+		if !strings.Contains(tables, want) {
+			t.Errorf("the tables lack %q:\n%s", want, tables)
+		}
+	}
+}
+
+// A data directory keeps the embedder it was filled with: searched with another
+// (vectors of another dimension), a hybrid search ranks without the vector store and
+// says so, in the JSON's "note" as the HTTP API does, and on stderr below the table.
+func TestMemoryCLISearchCarriesTheNote(t *testing.T) {
+	data := memoryCLIEnv(t)
+	lisbon := strings.TrimSpace(mustMemory(t, "add", "--data", data, "--namespace", "user:alice", "Alice lives in Lisbon"))
+	// An OpenAI-compatible embeddings endpoint whose vectors have 8 dimensions, not
+	// the offline embedder's 256.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Input []string `json:"input"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		type item struct {
+			Index     int       `json:"index"`
+			Embedding []float32 `json:"embedding"`
+		}
+		out := struct {
+			Data []item `json:"data"`
+		}{}
+		for i, s := range req.Input {
+			sum := sha256.Sum256([]byte(s))
+			v := make([]float32, 8)
+			for j := range v {
+				v[j] = float32(sum[j]) - 127.5
+			}
+			out.Data = append(out.Data, item{Index: i, Embedding: v})
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(out)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := writeConfig(t, `{"memory": {"embedder": {"base_url": "`+srv.URL+`/v1", "query_model": "q", "passage_model": "p"}}}`)
+
+	code, out, errs := nodeMemory(t, "search", "--config", cfg, "--data", data, "--namespace", "user:alice", "--json", "Lisbon")
+	var ans node.SearchAnswer
+	if code != 0 || json.Unmarshal([]byte(out), &ans) != nil {
+		t.Fatalf("search --json: exit %d\n%s%s", code, out, errs)
+	}
+	if len(ans.Results) != 1 || ans.Results[0].ID != lisbon || !strings.Contains(ans.Note, "without the vector store") ||
+		!strings.Contains(ans.Note, "dimension") {
+		t.Fatalf("search --json = %+v; want %s and a note that the vector store was left out, and why", ans, lisbon)
+	}
+	code, out, errs = nodeMemory(t, "search", "--config", cfg, "--data", data, "--namespace", "user:alice", "Lisbon")
+	if code != 0 || !strings.Contains(out, lisbon) || !strings.HasPrefix(errs, "note: ranked by keyword") || strings.Contains(out, "note:") {
+		t.Fatalf("search: exit %d\nstdout %s\nstderr %s\nwant the table on stdout and the note on stderr", code, out, errs)
+	}
+}
+
+// A file saved "UTF-8 with BOM" and CRLF line ends (as some editors and
+// spreadsheets write JSONL) imports as any other; a path that is no file is named
+// as such, not as a line too long.
+func TestMemoryCLIImportByteOrderMarkAndCRLF(t *testing.T) {
+	data := memoryCLIEnv(t)
+	f := filepath.Join(t.TempDir(), "bom.jsonl")
+	body := "\ufeff" + `{"namespace":"user:bom","tier":"semantic","content":"first line"}` + "\r\n" +
+		`{"namespace":"user:bom","tier":"semantic","content":"second line"}` + "\r\n"
+	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustMemory(t, "import", "--data", data, f); !strings.HasPrefix(out, "imported 2 memories") {
+		t.Fatalf("import: %s", out)
+	}
+	if added := addedIn(t, memoryEvents(t, data, "user:bom")); len(added) != 2 || added[0].Memory.Content != "first line" {
+		t.Fatalf("added %+v", added)
+	}
+	dir := t.TempDir()
+	code, _, errs := nodeMemory(t, "import", "--data", data, dir)
+	if code != 2 || !strings.Contains(errs, "is a directory") || strings.Contains(errs, "1 MiB") {
+		t.Fatalf("import of a directory: exit %d, %s", code, errs)
 	}
 }
