@@ -57,13 +57,51 @@ func (n *Node) Handler() http.Handler {
 	for _, r := range n.Routes() {
 		mux.Handle(r.Pattern(), limitBody(cmp.Or(r.MaxBody, n.cfg.HTTP.MaxBody), r.MaxBody == 0, r.Handler))
 	}
+	routed := jsonUnrouted(mux)
 	if n.tracing.on() {
 		// A client's traceparent header parents what its request starts (a task's
 		// spans, over POST /v1/tasks, A2A or MCP).
-		return n.gate.wrap(withTraceparent(mux))
+		return n.gate.wrap(withTraceparent(routed))
 	}
-	return n.gate.wrap(mux)
+	return n.gate.wrap(routed)
 }
+
+// jsonUnrouted serves mux, answering the requests no route takes as every other
+// refusal of the API is answered, in JSON: 404 for a path no route has, 405 (with
+// the Allow header) for a method the path's routes do not take. http.ServeMux
+// would answer them in plain text.
+func jsonUnrouted(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// No route: the mux's own handler says which refusal (and which methods
+		// the path takes); its plain-text body is dropped.
+		rec := &unroutedAnswer{header: http.Header{}, code: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		switch rec.code {
+		case http.StatusMethodNotAllowed:
+			allow := rec.header.Get("Allow")
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, "%s is not served at %s; it takes %s", r.Method, r.URL.Path, allow)
+		default:
+			writeError(w, http.StatusNotFound, "no route %s %s (the routes: GET /openapi.json)", r.Method, r.URL.Path)
+		}
+	})
+}
+
+// unroutedAnswer keeps the status and headers of http.ServeMux's answer to a
+// request no route takes, and drops its body.
+type unroutedAnswer struct {
+	header http.Header
+	code   int
+}
+
+func (a *unroutedAnswer) Header() http.Header         { return a.header }
+func (a *unroutedAnswer) Write(b []byte) (int, error) { return len(b), nil }
+func (a *unroutedAnswer) WriteHeader(code int)        { a.code = code }
 
 // limitBody bounds the request body of h: reading past max fails
 // (http.MaxBytesReader), and when answer is set a Content-Length above max is
@@ -331,6 +369,13 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.SinceUS = since
+	var detail bool
+	if v := q.Get("detail"); v != "" {
+		if detail, err = strconv.ParseBool(v); err != nil {
+			writeError(w, http.StatusBadRequest, "detail must be true or false")
+			return
+		}
+	}
 	infos, err := n.log.Sessions(r.Context(), f)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "%v", err)
@@ -340,7 +385,7 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 		infos = []eventlog.SessionInfo{}
 	}
 	MarkStreams(infos)
-	if detail, _ := strconv.ParseBool(q.Get("detail")); detail {
+	if detail {
 		rows, err := n.sessionRows(r.Context(), infos)
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, "%v", err)

@@ -1,0 +1,97 @@
+package node_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/node"
+)
+
+// A request that no route takes is refused in JSON, as every other refusal of the
+// API: 404 for a path no route has, 405 with Allow for a method its routes do not
+// take, each with an error that says why.
+func TestUnroutedRequestsAreAnsweredInJSON(t *testing.T) {
+	_, base, _ := serveHTTP(t, node.Config{})
+	for _, c := range []struct {
+		method, path string
+		code         int
+		allow        string
+	}{
+		{"GET", "/v1/nope", http.StatusNotFound, ""},
+		{"POST", "/v1/sessions/a/b/c", http.StatusNotFound, ""},
+		{"GET", "/v1/tasks", http.StatusMethodNotAllowed, "POST"},
+		{"PUT", "/v1/tasks", http.StatusMethodNotAllowed, "POST"},
+		{"DELETE", "/v1/sessions/x", http.StatusMethodNotAllowed, "GET, HEAD"},
+	} {
+		req, err := http.NewRequest(c.method, base+c.path, strings.NewReader("{}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Error string `json:"error"`
+		}
+		derr := json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code || resp.Header.Get("Content-Type") != "application/json" || derr != nil || body.Error == "" {
+			t.Errorf("%s %s: %d %q (%v), error %q; want %d in JSON with an error", c.method, c.path, resp.StatusCode,
+				resp.Header.Get("Content-Type"), derr, body.Error, c.code)
+		}
+		if got := resp.Header.Get("Allow"); got != c.allow {
+			t.Errorf("%s %s: Allow %q, want %q", c.method, c.path, got, c.allow)
+		}
+	}
+}
+
+// A detail parameter that is no boolean is refused, as sessions_only is, rather
+// than read as false.
+func TestSessionListRefusesAMalformedDetail(t *testing.T) {
+	_, base, _ := serveHTTP(t, node.Config{})
+	for q, want := range map[string]int{"detail=maybe": 400, "detail=1": 200, "detail=false": 200, "sessions_only=maybe": 400} {
+		resp, err := http.Get(base + "/v1/sessions?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("?%s: %d %s, want %d", q, resp.StatusCode, body, want)
+		}
+	}
+}
+
+// A login whose body comes slower than the read timeout is answered 408, as a task
+// is, not 400 with the connection's error.
+func TestLoginBodySentTooSlowlyIs408(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	_, base, _ := serveHTTP(t, node.Config{HTTP: node.HTTPConfig{ReadTimeout: 300 * time.Millisecond,
+		Auth: node.AuthConfig{Tokens: []string{token}}}})
+	c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, "POST /v1/auth/login HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"token\""); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestTimeout {
+		t.Fatalf("a login body sent too slowly: %d %s, want 408", resp.StatusCode, body)
+	}
+}
