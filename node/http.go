@@ -518,6 +518,30 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 	heartbeat := time.NewTicker(every)
 	defer heartbeat.Stop()
 	pending := map[uint64]messages.Envelope{}
+	// A watch that ends before it delivered anything (the cluster's bus feed cannot
+	// subscribe, or its subscription keeps ending) is taken again only after a
+	// pause, doubling up to rewatchMax: at once, each stream would read the log in
+	// a loop for as long as the bus is down.
+	var (
+		got     bool             // the current watch delivered something
+		pause   time.Duration    // before the next watch, when this one delivered nothing
+		rewatch <-chan time.Time // the paused watch's turn; nil when none waits
+	)
+	catchUp := func() bool {
+		live, stop = watch(id)
+		got = false
+		more, err := n.log.Read(r.Context(), id, last+1)
+		if err != nil {
+			return false
+		}
+		for _, e := range more {
+			if !send(e) {
+				return false
+			}
+		}
+		fl.Flush()
+		return true
+	}
 	for {
 		select {
 		case <-r.Context().Done():
@@ -530,25 +554,31 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			fl.Flush()
+		case <-rewatch:
+			rewatch = nil
+			if !catchUp() {
+				return
+			}
 		case e, open := <-live:
 			if !open {
 				// Fell behind (or the node is closing): catch up from the log.
 				if n.hub.isClosed() {
 					return
 				}
-				live, stop = watch(id)
-				more, err := n.log.Read(r.Context(), id, last+1)
-				if err != nil {
+				if got {
+					pause = 0
+				} else {
+					pause = min(max(2*pause, rewatchMin), rewatchMax)
+					live = nil // until the pause is over
+					rewatch = time.After(pause)
+					continue
+				}
+				if !catchUp() {
 					return
 				}
-				for _, e := range more {
-					if !send(e) {
-						return
-					}
-				}
-				fl.Flush()
 				continue
 			}
+			got = true
 			if e.Type == messages.TypeModelDelta {
 				// Not an event: no id (Last-Event-ID stays a seq), and dropped
 				// while events wait to be sent in order (best effort, as ever).
@@ -579,6 +609,13 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// rewatchMin and rewatchMax bound the pause of a stream before it watches its
+// session again after a watch that delivered nothing (stream).
+const (
+	rewatchMin = 50 * time.Millisecond
+	rewatchMax = 5 * time.Second
+)
 
 // sessionKnown reports whether the log has a session, for a stream whose client has
 // read up to seq last (0: nothing) and found nothing after it.
