@@ -324,6 +324,10 @@ type sessionView struct {
 
 func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if !eventlog.IsSession(id) {
+		notASession(w, id)
+		return
+	}
 	st, err := n.fold(r.Context(), id)
 	switch {
 	case errors.Is(err, ErrUnknownSession):
@@ -397,6 +401,14 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, infos)
 }
 
+// notASession answers 404 to a session's status or cancel asked of a stream of the
+// log that is no session (notes, a memory namespace, a dashboard sign-in, …: the
+// session list names their kind): it has no status and runs no task. Its events
+// are read as a session's are.
+func notASession(w http.ResponseWriter, id string) {
+	writeError(w, http.StatusNotFound, "no session %q: it is a stream of the log that is no session (GET /v1/sessions/{id}/events reads its events)", id)
+}
+
 func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	events, err := n.log.Read(r.Context(), id, 1)
@@ -412,6 +424,10 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if !eventlog.IsSession(id) {
+		notASession(w, id)
+		return
+	}
 	if _, ok, err := n.Status(r.Context(), id); err != nil || !ok {
 		writeError(w, http.StatusNotFound, "no session %q", id)
 		return

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -93,5 +94,56 @@ func TestLoginBodySentTooSlowlyIs408(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("a login body sent too slowly: %d %s, want 408", resp.StatusCode, body)
+	}
+}
+
+// A stream of the log that is no session (here a dashboard sign-in's) has no status
+// and runs no task: asking its status or cancelling it is 404, not a status of ""
+// or a 400 about a task; its events are read as a session's are.
+func TestStreamsThatAreNoSessionHaveNoStatus(t *testing.T) {
+	const token = "0123456789abcdef0123456789abcdef"
+	_, base, _ := serveHTTP(t, node.Config{HTTP: node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{token}}}})
+	if code, msg := postAs(t, base+"/v1/auth/login", "application/json", `{"token":"`+token+`"}`); code != http.StatusOK {
+		t.Fatalf("login: %d %s", code, msg)
+	}
+	call := func(method, path string) (int, string) {
+		req, err := http.NewRequest(method, base+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	code, body := call("GET", "/v1/sessions")
+	var rows []struct {
+		ID     string `json:"session_id"`
+		Status string `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(body), &rows); code != http.StatusOK || err != nil {
+		t.Fatalf("list: %d %s (%v)", code, body, err)
+	}
+	id := ""
+	for _, r := range rows {
+		if r.Status == node.SignInStatus {
+			id = r.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no sign-in stream listed: %s", body)
+	}
+	p := "/v1/sessions/" + url.PathEscape(id)
+	for _, c := range []struct {
+		method, path string
+		want         int
+	}{{"GET", p, http.StatusNotFound}, {"POST", p + "/cancel", http.StatusNotFound}, {"GET", p + "/events", http.StatusOK}} {
+		if code, body := call(c.method, c.path); code != c.want {
+			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, code, body, c.want)
+		}
 	}
 }
