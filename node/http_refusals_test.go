@@ -147,3 +147,18 @@ func TestStreamsThatAreNoSessionHaveNoStatus(t *testing.T) {
 		}
 	}
 }
+
+// A task body that is not UTF-8 (Latin-1 sent as JSON) is refused with the offset
+// of its first bad byte, rather than run on text where each bad byte became U+FFFD;
+// nothing is recorded.
+func TestTaskBodyNotUTF8IsRefused(t *testing.T) {
+	n, base, _ := serveHTTP(t, node.Config{})
+	code, msg := postAs(t, base+"/v1/tasks", "application/json", "{\"input\": \"caf\xe9 cr\xe8me\"}")
+	if code != http.StatusBadRequest || !strings.Contains(msg, "UTF-8") || !strings.Contains(msg, "byte 14") {
+		t.Fatalf("a Latin-1 body: %d %q, want 400 naming UTF-8 and byte 14", code, msg)
+	}
+	noSessions(t, n)
+	if code, msg := postAs(t, base+"/v1/tasks", "application/json", `{"input": "echo café \ufffd"}`); code != http.StatusAccepted {
+		t.Fatalf("a UTF-8 body: %d %q", code, msg)
+	}
+}
