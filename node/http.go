@@ -553,18 +553,20 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 	heartbeat := time.NewTicker(every)
 	defer heartbeat.Stop()
 	pending := map[uint64]messages.Envelope{}
-	// A watch that ends before it delivered anything (the cluster's bus feed cannot
-	// subscribe, or its subscription keeps ending) is taken again only after a
-	// pause, doubling up to rewatchMax: at once, each stream would read the log in
-	// a loop for as long as the bus is down.
+	// A watch that ends at once, before it delivered anything (the cluster's bus
+	// feed cannot subscribe, or its subscription keeps ending), is taken again only
+	// after a pause, doubling up to rewatchMax: at once, each stream would read the
+	// log in a loop for as long as the bus is down. One that delivered something or
+	// lasted (a session that moved between nodes) is taken again at once.
 	var (
-		got     bool             // the current watch delivered something
-		pause   time.Duration    // before the next watch, when this one delivered nothing
-		rewatch <-chan time.Time // the paused watch's turn; nil when none waits
+		got       bool             // the current watch delivered something
+		watchedAt = time.Now()     // when the current watch began
+		pause     time.Duration    // before the next watch, when this one ended at once
+		rewatch   <-chan time.Time // the paused watch's turn; nil when none waits
 	)
 	catchUp := func() bool {
 		live, stop = watch(id)
-		got = false
+		got, watchedAt = false, time.Now()
 		more, err := n.log.Read(r.Context(), id, last+1)
 		if err != nil {
 			return false
@@ -600,7 +602,7 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 				if n.hub.isClosed() {
 					return
 				}
-				if got {
+				if got || time.Since(watchedAt) >= rewatchMax {
 					pause = 0
 				} else {
 					pause = min(max(2*pause, rewatchMin), rewatchMax)
