@@ -57,13 +57,51 @@ func (n *Node) Handler() http.Handler {
 	for _, r := range n.Routes() {
 		mux.Handle(r.Pattern(), limitBody(cmp.Or(r.MaxBody, n.cfg.HTTP.MaxBody), r.MaxBody == 0, r.Handler))
 	}
+	routed := jsonUnrouted(mux)
 	if n.tracing.on() {
 		// A client's traceparent header parents what its request starts (a task's
 		// spans, over POST /v1/tasks, A2A or MCP).
-		return n.gate.wrap(withTraceparent(mux))
+		return n.gate.wrap(withTraceparent(routed))
 	}
-	return n.gate.wrap(mux)
+	return n.gate.wrap(routed)
 }
+
+// jsonUnrouted serves mux, answering the requests no route takes as every other
+// refusal of the API is answered, in JSON: 404 for a path no route has, 405 (with
+// the Allow header) for a method the path's routes do not take. http.ServeMux
+// would answer them in plain text.
+func jsonUnrouted(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		// No route: the mux's own handler says which refusal (and which methods
+		// the path takes); its plain-text body is dropped.
+		rec := &unroutedAnswer{header: http.Header{}, code: http.StatusOK}
+		h.ServeHTTP(rec, r)
+		switch rec.code {
+		case http.StatusMethodNotAllowed:
+			allow := rec.header.Get("Allow")
+			w.Header().Set("Allow", allow)
+			writeError(w, http.StatusMethodNotAllowed, "%s is not served at %s; it takes %s", r.Method, r.URL.Path, allow)
+		default:
+			writeError(w, http.StatusNotFound, "no route %s %s (the routes: GET /openapi.json)", r.Method, r.URL.Path)
+		}
+	})
+}
+
+// unroutedAnswer keeps the status and headers of http.ServeMux's answer to a
+// request no route takes, and drops its body.
+type unroutedAnswer struct {
+	header http.Header
+	code   int
+}
+
+func (a *unroutedAnswer) Header() http.Header         { return a.header }
+func (a *unroutedAnswer) Write(b []byte) (int, error) { return len(b), nil }
+func (a *unroutedAnswer) WriteHeader(code int)        { a.code = code }
 
 // limitBody bounds the request body of h: reading past max fails
 // (http.MaxBytesReader), and when answer is set a Content-Length above max is
@@ -125,6 +163,12 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if !utf8.Valid(body) {
+		// encoding/json would read each bad byte as U+FFFD: the task would run on
+		// text other than the one sent (Latin-1 sent as JSON, say).
+		writeError(w, http.StatusBadRequest, "bad task: the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", invalidUTF8At(body))
+		return
+	}
 	id, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body})
 	switch {
 	case errors.Is(err, ErrBadTask):
@@ -136,6 +180,19 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id})
 	}
+}
+
+// invalidUTF8At is the offset of the first byte of b that is not valid UTF-8
+// (len(b) when there is none).
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
 }
 
 // checkJSONContentType accepts application/json, with a UTF-8 charset if any.
@@ -286,6 +343,10 @@ type sessionView struct {
 
 func (n *Node) getSession(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if !eventlog.IsSession(id) {
+		notASession(w, id)
+		return
+	}
 	st, err := n.fold(r.Context(), id)
 	switch {
 	case errors.Is(err, ErrUnknownSession):
@@ -331,6 +392,13 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.SinceUS = since
+	var detail bool
+	if v := q.Get("detail"); v != "" {
+		if detail, err = strconv.ParseBool(v); err != nil {
+			writeError(w, http.StatusBadRequest, "detail must be true or false")
+			return
+		}
+	}
 	infos, err := n.log.Sessions(r.Context(), f)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, "%v", err)
@@ -340,7 +408,7 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 		infos = []eventlog.SessionInfo{}
 	}
 	MarkStreams(infos)
-	if detail, _ := strconv.ParseBool(q.Get("detail")); detail {
+	if detail {
 		rows, err := n.sessionRows(r.Context(), infos)
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, "%v", err)
@@ -350,6 +418,14 @@ func (n *Node) listSessions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, infos)
+}
+
+// notASession answers 404 to a session's status or cancel asked of a stream of the
+// log that is no session (notes, a memory namespace, a dashboard sign-in, …: the
+// session list names their kind): it has no status and runs no task. Its events
+// are read as a session's are.
+func notASession(w http.ResponseWriter, id string) {
+	writeError(w, http.StatusNotFound, "no session %q: it is a stream of the log that is no session (GET /v1/sessions/{id}/events reads its events)", id)
 }
 
 func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
@@ -367,6 +443,10 @@ func (n *Node) getEvents(w http.ResponseWriter, r *http.Request) {
 
 func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	if !eventlog.IsSession(id) {
+		notASession(w, id)
+		return
+	}
 	if _, ok, err := n.Status(r.Context(), id); err != nil || !ok {
 		writeError(w, http.StatusNotFound, "no session %q", id)
 		return
@@ -473,6 +553,32 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 	heartbeat := time.NewTicker(every)
 	defer heartbeat.Stop()
 	pending := map[uint64]messages.Envelope{}
+	// A watch that ends at once, before it delivered anything (the cluster's bus
+	// feed cannot subscribe, or its subscription keeps ending), is taken again only
+	// after a pause, doubling up to rewatchMax: at once, each stream would read the
+	// log in a loop for as long as the bus is down. One that delivered something or
+	// lasted (a session that moved between nodes) is taken again at once.
+	var (
+		got       bool             // the current watch delivered something
+		watchedAt = time.Now()     // when the current watch began
+		pause     time.Duration    // before the next watch, when this one ended at once
+		rewatch   <-chan time.Time // the paused watch's turn; nil when none waits
+	)
+	catchUp := func() bool {
+		live, stop = watch(id)
+		got, watchedAt = false, time.Now()
+		more, err := n.log.Read(r.Context(), id, last+1)
+		if err != nil {
+			return false
+		}
+		for _, e := range more {
+			if !send(e) {
+				return false
+			}
+		}
+		fl.Flush()
+		return true
+	}
 	for {
 		select {
 		case <-r.Context().Done():
@@ -485,25 +591,31 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			fl.Flush()
+		case <-rewatch:
+			rewatch = nil
+			if !catchUp() {
+				return
+			}
 		case e, open := <-live:
 			if !open {
 				// Fell behind (or the node is closing): catch up from the log.
 				if n.hub.isClosed() {
 					return
 				}
-				live, stop = watch(id)
-				more, err := n.log.Read(r.Context(), id, last+1)
-				if err != nil {
+				if got || time.Since(watchedAt) >= rewatchMax {
+					pause = 0
+				} else {
+					pause = min(max(2*pause, rewatchMin), rewatchMax)
+					live = nil // until the pause is over
+					rewatch = time.After(pause)
+					continue
+				}
+				if !catchUp() {
 					return
 				}
-				for _, e := range more {
-					if !send(e) {
-						return
-					}
-				}
-				fl.Flush()
 				continue
 			}
+			got = true
 			if e.Type == messages.TypeModelDelta {
 				// Not an event: no id (Last-Event-ID stays a seq), and dropped
 				// while events wait to be sent in order (best effort, as ever).
@@ -534,6 +646,13 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 }
+
+// rewatchMin and rewatchMax bound the pause of a stream before it watches its
+// session again after a watch that delivered nothing (stream).
+const (
+	rewatchMin = 50 * time.Millisecond
+	rewatchMax = 5 * time.Second
+)
 
 // sessionKnown reports whether the log has a session, for a stream whose client has
 // read up to seq last (0: nothing) and found nothing after it.

@@ -165,3 +165,55 @@ func TestOpenAPIDescribesTheSessionRows(t *testing.T) {
 		t.Errorf("waiting is %v of %v, want an array of strings", w.Value.Type, w.Value.Items)
 	}
 }
+
+// The task body's schema says what POST /v1/tasks takes: a body the schema accepts
+// is accepted, one it refuses is refused (input required, no other field, the
+// bounds of Task.Validate), so that a client made from the document sends what
+// the node takes.
+func TestOpenAPITaskSchemaAgreesWithTheNode(t *testing.T) {
+	_, base, _ := authNode(t, node.HTTPConfig{})
+	code, _, body := doCall(t, "GET", base+"/openapi.json", "", "")
+	if code != http.StatusOK {
+		t.Fatalf("GET /openapi.json: %d %s", code, body)
+	}
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := doc.Paths.Find("/v1/tasks").Post.RequestBody.Value.Content.Get("application/json").Schema.Value
+	for _, b := range []string{
+		`{"input": "echo hi"}`,
+		`{}`,
+		`{"session_id": "s1"}`,
+		`{"input": "echo hi", "foo": 1}`,
+		`{"input": "echo hi", "session_id": "a.b:c-d_e"}`,
+		`{"input": "echo hi", "session_id": "-a"}`,
+		`{"input": "echo hi", "session_id": "a/b"}`,
+		`{"input": "echo hi", "session_id": "` + strings.Repeat("s", 128) + `"}`,
+		`{"input": "echo hi", "session_id": "` + strings.Repeat("s", 129) + `"}`,
+		`{"input": "echo hi", "agent": "default"}`,
+		`{"input": "echo hi", "agent": "Default"}`,
+		`{"input": "echo hi", "max_steps": 1000}`,
+		`{"input": "echo hi", "max_steps": 1001}`,
+		`{"input": "echo hi", "max_steps": -1}`,
+		`{"input": "echo hi", "max_tokens": 100000000}`,
+		`{"input": "echo hi", "max_tokens": 100000001}`,
+		`{"input": "echo hi", "max_cost_usd": 1000000}`,
+		`{"input": "echo hi", "max_cost_usd": 1000000.5}`,
+		`{"input": "echo hi", "deadline_ms": 1}`,
+		`{"input": "echo hi", "deadline_ms": 0}`,
+		`{"input": "echo hi", "deadline_ms": 2592000001}`,
+		`{"input": "echo hi", "reply_topic": "my.results"}`,
+		`{"input": "echo hi", "reply_topic": "my results"}`,
+	} {
+		var v any
+		if err := json.Unmarshal([]byte(b), &v); err != nil {
+			t.Fatal(err)
+		}
+		schemaErr := schema.VisitJSON(v)
+		code, _, answer := doCall(t, "POST", base+"/v1/tasks", "", b)
+		if (schemaErr == nil) != (code == http.StatusAccepted) {
+			t.Errorf("%s: the schema says %v, the node %d %s", b, schemaErr, code, answer)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -122,7 +123,7 @@ func (n *Node) apiRoutes() []Route {
 	routes := []Route{
 		{Method: "POST", Path: "/v1/tasks", Handler: http.HandlerFunc(n.postTask), MaxBody: maxBody, Doc: RouteDoc{
 			Summary:   "Submit a task; it runs in its session (a new one unless session_id is given)",
-			Body:      jsonBody(Task{}),
+			Body:      jsonBody(taskSchema()),
 			Responses: []Response{accepted("the task is accepted", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}}}), {http.StatusUnsupportedMediaType, "the body is not application/json", jsonBody(apiError{})}, unavailable("the task was not accepted"), sessionFailed}}},
 		{Method: "GET", Path: "/v1/sessions", Handler: http.HandlerFunc(n.listSessions), Doc: RouteDoc{
 			Summary: "List sessions, the latest first",
@@ -234,6 +235,36 @@ func (n *Node) apiRoutes() []Route {
 		Responses: []Response{ok("the figures", Schema{"type": "object"})}}})
 	routes = append(routes, n.uiRoutes()...)
 	return append(routes, n.a2aRoutes()...)
+}
+
+// taskSchema is the body of POST /v1/tasks: Task's fields with the bounds that
+// Task.Validate checks, input required, and no other field (DecodeTask refuses
+// unknown ones).
+func taskSchema() Schema {
+	s := Schema(schemaOf(Task{}))
+	props := s["properties"].(map[string]any)
+	bound := func(name, desc string, more Schema) {
+		p := props[name].(map[string]any)
+		p["description"] = desc
+		for k, v := range more {
+			p[k] = v
+		}
+	}
+	bound("input", "what the agent is asked: at most 1 MiB of UTF-8, not blank", Schema{"minLength": 1})
+	bound("session_id", "the session to run it in (a new one when left out): "+SessionIDRule,
+		Schema{"pattern": `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`})
+	bound("agent", "the agent that runs it (default: default): "+AgentNameRule, Schema{"pattern": agentNamePattern.String()})
+	bound("max_steps", "model calls before the task fails (0 or left out: the agent's, 10 by default)", Schema{"minimum": 0, "maximum": 1000})
+	bound("max_tokens", "the task's token budget, prompt and completion tokens together (0 or left out: the agent's, else none)",
+		Schema{"minimum": 0, "maximum": MaxTokenBudget})
+	bound("max_cost_usd", "the task's cost budget in US dollars, by the gateway's price table (0 or left out: the agent's, else none)",
+		Schema{"minimum": 0, "maximum": MaxCostBudget})
+	bound("deadline_ms", "a deadline relative to the task's arrival (left out: none)", Schema{"minimum": 1, "maximum": MaxDeadline.Milliseconds()})
+	bound("reply_topic", "a bus topic that also receives the result; none of the node's own troupe. topics",
+		Schema{"pattern": "^[A-Za-z0-9._-]{1," + strconv.Itoa(maxTopicName) + "}$"})
+	s["required"] = []string{"input"}
+	s["additionalProperties"] = false
+	return s
 }
 
 // Handle adds a handler to the node's HTTP API (Handler, HTTPServer) at pattern (a

@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -470,11 +471,15 @@ func (g *gate) login(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooLarge):
 			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes", loginMaxBody)
-			return
+		case errors.As(err, &netErr) && netErr.Timeout():
+			writeError(w, http.StatusRequestTimeout, "the request body was not sent in time")
+		default:
+			writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
 		}
-		writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
 		return
 	}
 	var b loginBody

@@ -3,8 +3,11 @@ package telemetry
 import (
 	"context"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -180,7 +183,7 @@ func (s *Sessions) observe(sessionID string, e *messages.Envelope, now time.Time
 	case *answered:
 		if es, ok := s.takeEffect(ss, p.Key); ok {
 			if es.unnamed && p.Model != "" {
-				es.span.SetName("chat " + p.Model)
+				es.span.SetName(spanName("chat", p.Model))
 			}
 			if p.Model != "" { // a fallback answered: its provider, not the one asked
 				if a, ok := s.provider(p.Model); ok {
@@ -242,7 +245,7 @@ func (s *Sessions) startTask(sessionID, taskID string, t *messages.TaskSubmitted
 	if resumed {
 		attrs = append(attrs, AttrResumed.Bool(true))
 	}
-	ctx, span := s.tracer.Start(ctx, "invoke_agent "+agent, trace.WithTimestamp(now), trace.WithAttributes(attrs...))
+	ctx, span := s.tracer.Start(ctx, spanName("invoke_agent", agent), trace.WithTimestamp(now), trace.WithAttributes(attrs...))
 	s.tick++
 	ss := &sessionSpans{session: sessionID, taskID: taskID, task: span, taskCtx: ctx, resumed: resumed, effects: map[string]bool{}, seen: s.tick}
 	s.open[sessionID] = ss
@@ -296,7 +299,7 @@ func (s *Sessions) startTool(ss *sessionSpans, p *messages.ToolCallRequested, no
 	if p.Purpose != "" {
 		attrs = append(attrs, AttrPurpose.String(p.Purpose))
 	}
-	_, span := s.tracer.Start(parent, "execute_tool "+p.Tool, trace.WithTimestamp(now), trace.WithAttributes(attrs...))
+	_, span := s.tracer.Start(parent, spanName("execute_tool", p.Tool), trace.WithTimestamp(now), trace.WithAttributes(attrs...))
 	s.addEffect(ss, p.Key, effectSpan{span: span}, now)
 }
 
@@ -519,14 +522,14 @@ func StartEffect(ctx context.Context, tracer trace.Tracer, req messages.EffectRe
 		name = "chat"
 		attrs = append(attrs, semconv.GenAIOperationNameChat, AttrStep.Int(req.Model.Step))
 		if len(req.Model.Models) > 0 {
-			name += " " + req.Model.Models[0]
+			name = spanName("chat", req.Model.Models[0])
 			attrs = append(attrs, semconv.GenAIRequestModel(req.Model.Models[0]))
 		}
 		if req.Model.Agent != "" {
 			attrs = append(attrs, semconv.GenAIAgentName(req.Model.Agent))
 		}
 	case req.Tool != nil:
-		name = "execute_tool " + req.Tool.Tool
+		name = spanName("execute_tool", req.Tool.Tool)
 		attrs = append(attrs, semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(req.Tool.Tool), semconv.GenAIToolType("function"))
 		if req.Tool.CallID != "" {
 			attrs = append(attrs, semconv.GenAIToolCallID(req.Tool.CallID))
@@ -544,10 +547,36 @@ func EndEffect(span trace.Span, req messages.EffectRequest, rep messages.EffectR
 	if req.Model != nil {
 		finish := finishReason(rep.Error, rep.Message != nil && len(rep.Message.ToolCalls) > 0)
 		if len(req.Model.Models) == 0 && rep.Model != "" {
-			span.SetName("chat " + rep.Model)
+			span.SetName(spanName("chat", rep.Model))
 		}
 		EndModel(span, rep.Model, rep.Usage, rep.Cached, finish, rep.Error, now)
 		return
 	}
 	EndTool(span, rep.Error, now)
+}
+
+// maxSpanLabel bounds the name of a model, tool or agent in a span's name, in runes.
+const maxSpanLabel = 64
+
+// spanName is "op label": label (a model's or a tool's name, which a model or a
+// provider chooses: a model may call a tool of any name) on one line of at most
+// maxSpanLabel runes, so that a span's name stays a short label for trace backends
+// to group by. The span's attributes keep the whole name.
+func spanName(op, label string) string {
+	var b strings.Builder
+	b.WriteString(op)
+	b.WriteByte(' ')
+	n := 0
+	for _, r := range label {
+		if n == maxSpanLabel {
+			b.WriteString("…")
+			break
+		}
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			r = '?'
+		}
+		b.WriteRune(r)
+		n++
+	}
+	return b.String()
 }

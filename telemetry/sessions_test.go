@@ -1,7 +1,11 @@
 package telemetry_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -119,5 +123,37 @@ func TestSessionSpansBounded(t *testing.T) {
 	s.Close()
 	if s.Open() != 0 || len(rec.Ended()) != 3 {
 		t.Fatalf("after Close: %d open, %d ended", s.Open(), len(rec.Ended()))
+	}
+}
+
+// TestSpanNamesAreBoundedLabels: a tool name the model made up (any length, with
+// newlines) and a provider's model name name their spans on one short line; the
+// attributes keep them whole.
+func TestSpanNamesAreBoundedLabels(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	s := telemetry.NewSessions(tp.Tracer("t"), 0)
+	tool := "evil\n\x1b[31m" + strings.Repeat("x", 5000)
+	model := strings.Repeat("m", 300)
+	h := &history{t: t, session: "s1"}
+	h.add(&messages.TaskSubmitted{Input: "x"})
+	h.add(&messages.ModelRequested{Key: "s1/2", Step: 1})
+	h.add(&messages.ModelResponded{Key: "s1/2", Model: model, Message: messages.ChatMessage{ToolCalls: []messages.ToolCall{{ID: "c1", Name: tool}}}})
+	h.add(&messages.ToolCallRequested{Key: "s1/4", CallID: "c1", Tool: tool, Step: 1})
+	h.add(&messages.ToolCallCompleted{Key: "s1/4", CallID: "c1", Tool: tool, Error: "unknown tool"})
+	h.add(&messages.TaskFailed{Reason: messages.ReasonModelError, Error: "gave up", Steps: 1})
+	s.Observe("s1", h.events)
+	var names []string
+	for _, sp := range rec.Ended() {
+		names = append(names, sp.Name())
+		if utf8.RuneCountInString(sp.Name()) > len("execute_tool ")+64+1 || strings.ContainsFunc(sp.Name(), unicode.IsControl) {
+			t.Errorf("span name %q (%d runes): want one line of a bounded length", sp.Name(), utf8.RuneCountInString(sp.Name()))
+		}
+		if strings.HasPrefix(sp.Name(), "execute_tool ") && attr(sp, "gen_ai.tool.name") != tool {
+			t.Errorf("the tool span's gen_ai.tool.name is %q, want the whole name", attr(sp, "gen_ai.tool.name"))
+		}
+	}
+	if !slices.Contains(names, "execute_tool evil??[31m"+strings.Repeat("x", 54)+"…") || !slices.Contains(names, "chat "+strings.Repeat("m", 64)+"…") {
+		t.Errorf("span names %q", names)
 	}
 }

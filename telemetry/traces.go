@@ -96,6 +96,9 @@ const (
 	envOTLPEndpoint    = "OTEL_EXPORTER_OTLP_ENDPOINT"
 	envOTLPTracesEndpt = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
 	envSDKDisabled     = "OTEL_SDK_DISABLED"
+	// The OTLP exporter's protocol (grpc or http/protobuf), named in errors.
+	envOTLPProtocol       = "OTEL_EXPORTER_OTLP_PROTOCOL"
+	envOTLPTracesProtocol = "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"
 )
 
 // FromEnv sets up tracing from the standard OTEL_* environment variables. Tracing is
@@ -122,7 +125,7 @@ func FromEnv(ctx context.Context, opts Options) (*Traces, error) {
 	}
 	exp, err := autoexport.NewSpanExporter(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: %s=%q: %w", envTracesExporter, os.Getenv(envTracesExporter), err)
+		return nil, fmt.Errorf("telemetry: %s: %w", exporterSettings(exporter), err)
 	}
 	if autoexport.IsNoneSpanExporter(exp) {
 		return Off(), nil
@@ -134,6 +137,26 @@ func FromEnv(ctx context.Context, opts Options) (*Traces, error) {
 	}
 	sdk := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	return &Traces{provider: sdk, tracer: sdk.Tracer(TracerName), sdk: sdk, exporter: exporter}, nil
+}
+
+// exporterSettings names the variables that chose the exporter, with their
+// values, for an error: OTEL_TRACES_EXPORTER (or the endpoint that means OTLP when
+// it is unset) and, for OTLP, the protocol variables that are set.
+func exporterSettings(exporter string) string {
+	var parts []string
+	if v := os.Getenv(envTracesExporter); strings.TrimSpace(v) != "" {
+		parts = append(parts, fmt.Sprintf("%s=%q", envTracesExporter, v))
+	} else {
+		parts = append(parts, fmt.Sprintf("OTLP (%s unset, an OTLP endpoint set)", envTracesExporter))
+	}
+	if exporter == "otlp" {
+		for _, k := range []string{envOTLPProtocol, envOTLPTracesProtocol} {
+			if v, ok := os.LookupEnv(k); ok && v != "" {
+				parts = append(parts, fmt.Sprintf("%s=%q", k, v))
+			}
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // newResource is the resource of the environment (OTEL_SERVICE_NAME,

@@ -55,7 +55,10 @@ func TestOTELEnvironmentChoosesTheExporter(t *testing.T) {
 		{"console", map[string]string{"OTEL_TRACES_EXPORTER": "console"}, "console", ""},
 		{"sdk disabled", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"}, "", ""},
 		{"unknown exporter", map[string]string{"OTEL_TRACES_EXPORTER": "zipkinx"}, "", "OTEL_TRACES_EXPORTER"},
-		{"unknown protocol", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"}, "", "OTEL_TRACES_EXPORTER"},
+		{"unknown protocol", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_PROTOCOL": "carrier-pigeon"}, "", `OTEL_EXPORTER_OTLP_PROTOCOL="carrier-pigeon"`},
+		// An OTLP endpoint alone chose the exporter: the error names the protocol
+		// variable, not an empty OTEL_TRACES_EXPORTER.
+		{"unknown protocol of an endpoint alone", map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "carrier-pigeon"}, "", `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="carrier-pigeon"`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -254,8 +254,13 @@ function select(value, options, onchange) {
 
 // SESSIONS_POLL_MS is how often the sessions list is fetched again as a safety net:
 // the feed (GET /v1/feed/sessions) pushes its changes. ?poll=SECONDS in the page's
-// address sets it (the browser tests make it huge, to see the push alone).
-const SESSIONS_POLL_MS = (Number(new URLSearchParams(location.search).get("poll")) || 60) * 1000;
+// address sets it (the browser tests make it huge, to see the push alone), from 1 s
+// to a day: a timer of 0 or less, or past 2^31 ms, would fire at once, and the page
+// would fetch the list in a loop.
+const SESSIONS_POLL_MS = (() => {
+  const s = Number(new URLSearchParams(location.search).get("poll"));
+  return (s >= 1 ? Math.min(s, 86400) : 60) * 1000;
+})();
 
 // sessionFeed reads GET /v1/feed/sessions?query with an EventSource (the login's
 // cookie signs it in) and reconnects with a growing backoff after an error.
