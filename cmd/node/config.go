@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/vectorstore/milvus"
 )
 
 // The configuration file (its fields, loading and validation, and the default agent
@@ -102,4 +104,15 @@ func loadConfig(path *string) (nodeconfig.File, error) {
 		}
 	}
 	return nodeconfig.Load(*path)
+}
+
+// configOrFault is the exit code of a failure to open a store the configuration
+// names: 1 when the store's server is down (a fault of the service, which a
+// supervisor restarting the node may outlast), 2 for what only a change of the
+// configuration mends.
+func configOrFault(err error) int {
+	if errors.Is(err, milvus.ErrUnreachable) {
+		return 1
+	}
+	return 2
 }

@@ -561,7 +561,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		memCfg, closeVectors, memKey, err := fc.MemoryConfig(ctx, *milvusAddr)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
-			return 2
+			return configOrFault(err)
 		}
 		defer closeVectors()
 		cfg.Memory, cfg.Secrets = &memCfg, append(cfg.Secrets, memKey)
@@ -574,7 +574,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		kbCfg, closeVectors, kbKey, err := fc.KnowledgeConfig(ctx, *milvusAddr)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
-			return 2
+			return configOrFault(err)
 		}
 		defer closeVectors()
 		cfg.Knowledge, cfg.Secrets = &kbCfg, append(cfg.Secrets, kbKey) // the rag tool: agent.Apply

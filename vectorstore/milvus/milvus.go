@@ -85,6 +85,17 @@ type collection struct {
 
 var _ vectorstore.Store = (*Store)(nil)
 
+// ErrUnreachable is what New's error wraps when no Milvus server answered at the
+// address: a fault of the service, not of the configuration.
+var ErrUnreachable = errors.New("vectorstore/milvus: server unreachable")
+
+// unreachable is an error of the connection that is also ErrUnreachable, with the
+// connection's message.
+type unreachable struct{ err error }
+
+func (e unreachable) Error() string   { return e.err.Error() }
+func (e unreachable) Unwrap() []error { return []error{ErrUnreachable, e.err} }
+
 // New connects to the server of cfg. It fails if cfg is invalid or the server does not
 // answer within cfg.DialTimeout (or before ctx ends).
 func New(ctx context.Context, cfg Config) (*Store, error) {
@@ -105,7 +116,8 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		if ctx.Err() == nil && dctx.Err() != nil {
 			// gRPC reports only the deadline, not why it could not connect.
-			return nil, fmt.Errorf("vectorstore/milvus: connect to %s: no answer within %s (is Milvus running and listening there?): %w", cfg.Addr, cfg.DialTimeout, err)
+			return nil, fmt.Errorf("vectorstore/milvus: connect to %s: no answer within %s (is Milvus running and listening there?): %w", cfg.Addr, cfg.DialTimeout,
+				unreachable{err})
 		}
 		return nil, fmt.Errorf("vectorstore/milvus: connect to %s: %w", cfg.Addr, err)
 	}

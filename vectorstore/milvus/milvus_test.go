@@ -339,6 +339,9 @@ func TestUnreachableServer(t *testing.T) {
 	if err == nil {
 		t.Fatal("New with nothing listening: no error")
 	}
+	if !errors.Is(err, milvus.ErrUnreachable) {
+		t.Errorf("error %v is not ErrUnreachable: the node would report a fault of the service as one of its configuration", err)
+	}
 	// The user learns where it looked, and that nothing answered there.
 	if msg := err.Error(); !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "no answer within 1s") {
 		t.Errorf("New with nothing listening: %q; want the address and that nothing answered", msg)
