@@ -169,7 +169,9 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad task: the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", invalidUTF8At(body))
 		return
 	}
-	id, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body})
+	// With an Idempotency-Key, the same request sent again (its answer lost, say) is
+	// the same task of the same session, run once.
+	id, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body, IdempotencyKey: r.Header.Get("Idempotency-Key")})
 	switch {
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -65,6 +66,37 @@ type Arrival struct {
 	// Key is the bus message's session key (its messages.MetaSessionID metadata), the
 	// session of a plain task that names none.
 	Key string
+	// IdempotencyKey is the client's key for this request (HTTP's Idempotency-Key
+	// header): the task's message ID, and its session when the body names none, are
+	// derived from it and the payload (idempotentIDs), so that the request sent again
+	// is the same task of the same session, recorded and run once.
+	IdempotencyKey string
+}
+
+// MaxIdempotencyKey is the longest Idempotency-Key a task request may carry, in bytes.
+const MaxIdempotencyKey = 200
+
+// idempotentIDs derives a task's message ID and the session it runs in when its
+// request names none from the client's idempotency key and the request's payload:
+// the same key and the same bytes are the same task; another payload under a key
+// used before is another task (the key does not hide a request that differs). Both
+// are UUIDs (version 8, from SHA-256), the shape of the IDs the node makes.
+func idempotentIDs(key string, payload []byte) (msgID, session string) {
+	h := func(kind string) string {
+		d := sha256.New()
+		d.Write([]byte(kind))
+		d.Write([]byte{0})
+		d.Write([]byte(key))
+		d.Write([]byte{0})
+		d.Write(payload)
+		var b [sha256.Size]byte
+		d.Sum(b[:0])
+		b[6] = b[6]&0x0f | 0x80 // version 8
+		b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+		x := hex.EncodeToString(b[:16])
+		return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
+	}
+	return h("task"), h("session")
 }
 
 // arrivalOf is the Arrival of a message of the tasks topic.
@@ -131,7 +163,7 @@ func (in *Ingress) uniqueIDs() bool {
 // IDs (uniqueIDs), rather than the ID the source gave it (a bus message's, which a
 // redelivery repeats).
 func (in *Ingress) mintsID(a Arrival) bool {
-	return a.MessageID == "" && a.Source != SourceBus && in.uniqueIDs()
+	return a.MessageID == "" && a.IdempotencyKey == "" && a.Source != SourceBus && in.uniqueIDs()
 }
 
 // child is what a sub-agent's task carries besides a Task (delegate.go): its
@@ -203,6 +235,17 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 	if t.MaxCostUSD > 0 && c == nil && in.unpriced != nil {
 		in.unpriced()
 	}
+	var keyedID string
+	if a.IdempotencyKey != "" && a.MessageID == "" {
+		if len(a.IdempotencyKey) > MaxIdempotencyKey {
+			return messages.Envelope{}, fmt.Errorf("%w: the Idempotency-Key is %d bytes long; the limit is %d", ErrBadTask, len(a.IdempotencyKey), MaxIdempotencyKey)
+		}
+		var session string
+		keyedID, session = idempotentIDs(a.IdempotencyKey, a.Payload)
+		if t.SessionID == "" {
+			t.SessionID = session
+		}
+	}
 	if t.SessionID == "" {
 		switch {
 		case a.Source != SourceBus:
@@ -219,7 +262,7 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 	if err := in.checkSessionShape(t.SessionID); err != nil {
 		return messages.Envelope{}, err
 	}
-	id := a.MessageID
+	id := cmp.Or(a.MessageID, keyedID)
 	if id == "" {
 		id = in.ids.NewID()
 	}
