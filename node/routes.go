@@ -122,7 +122,7 @@ func (n *Node) apiRoutes() []Route {
 	sessionGone := notFound("no such session")
 	routes := []Route{
 		{Method: "POST", Path: "/v1/tasks", Handler: http.HandlerFunc(n.postTask), MaxBody: maxBody, Doc: RouteDoc{
-			Summary:   "Submit a task; it runs in its session (a new one unless session_id is given)",
+			Summary:   "Submit a task; it runs in its session (a new one unless session_id is given); Idempotency-Key makes the same request sent again the same task, run once",
 			Body:      jsonBody(taskSchema()),
 			Responses: []Response{accepted("the task is accepted", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}}}), {http.StatusUnsupportedMediaType, "the body is not application/json", jsonBody(apiError{})}, unavailable("the task was not accepted"), sessionFailed}}},
 		{Method: "GET", Path: "/v1/sessions", Handler: http.HandlerFunc(n.listSessions), Doc: RouteDoc{
