@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -135,6 +136,11 @@ func (n *Node) Ingress() *Ingress { return n.ingress }
 // session is its session_id, else the Arrival's key, else one named after the
 // message ID; every other source takes a strict JSON task body (DecodeTask).
 func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
+	if !utf8.Valid(a.Payload) {
+		// encoding/json would read each bad byte as U+FFFD: the task would run on
+		// text other than the one sent (Latin-1 from a producer, say).
+		return messages.Envelope{}, fmt.Errorf("%w: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, invalidUTF8At(a.Payload))
+	}
 	valid := messages.ValidJSON(a.Payload)
 	if a.Source == SourceBus && valid && isEnvelope(a.Payload) {
 		return in.admitEnvelope(a.Payload)

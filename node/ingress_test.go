@@ -121,6 +121,8 @@ func TestBusTasksWithBadDeadlineOrReplyTopicArePoisoned(t *testing.T) {
 		{"json-blank", `{"input":"   ","session_id":"json-blank"}`, "input"},
 		{"json-dup", `{"input":"echo x","input":"echo y","session_id":"json-dup"}`, "duplicate key"},
 		{"env-loop", string(mustEnvelope(t, loop)), "reply_topic"},
+		// Latin-1 from a producer: "café" would run as "caf\ufffd".
+		{"json-latin1", "{\"input\":\"echo caf\xe9\",\"session_id\":\"json-latin1\"}", "not valid UTF-8 (byte 18)"},
 	}
 	for _, c := range cases {
 		msg := message.NewMessage(c.id, []byte(c.body))
