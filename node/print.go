@@ -41,7 +41,7 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 		if len(p.Message.ToolCalls) > 0 {
 			names := make([]string, len(p.Message.ToolCalls))
 			for i, c := range p.Message.ToolCalls {
-				names[i] = c.Name
+				names[i] = oneLine(c.Name)
 			}
 			what = "call " + strings.Join(names, ", ")
 		}
@@ -51,21 +51,21 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 		printf("  [%d] model %s → %s (%d+%d tokens, %s)\n", e.Seq, p.Model, what, p.Usage.PromptTokens, p.Usage.CompletionTokens, micros(p.LatencyUS))
 	case *messages.ToolCallRequested:
 		if p.ChainStep != "" {
-			printf("  [%d] chain step %s: tool %s(%s)\n", e.Seq, p.ChainStep, p.Tool, p.Arguments)
+			printf("  [%d] chain step %s: tool %s(%s)\n", e.Seq, oneLine(p.ChainStep), oneLine(p.Tool), oneLine(p.Arguments))
 			break
 		}
 		if p.Purpose != "" {
-			printf("  [%d] %s: tool %s(%s)\n", e.Seq, PurposeLabel(p.Purpose, p.CallID), p.Tool, p.Arguments)
+			printf("  [%d] %s: tool %s(%s)\n", e.Seq, oneLine(PurposeLabel(p.Purpose, p.CallID)), oneLine(p.Tool), oneLine(p.Arguments))
 			break
 		}
-		printf("  [%d] tool %s(%s)\n", e.Seq, p.Tool, p.Arguments)
+		printf("  [%d] tool %s(%s)\n", e.Seq, oneLine(p.Tool), oneLine(p.Arguments))
 	case *messages.ToolCallCompleted:
 		if p.Error != "" {
-			printf("  [%d] tool %s → error: %s (%s)\n", e.Seq, p.Tool, p.Error, micros(p.LatencyUS))
+			printf("  [%d] tool %s → error: %s (%s)\n", e.Seq, oneLine(p.Tool), p.Error, micros(p.LatencyUS))
 		} else if k, err := messages.ParseEffectKey(p.Key); err == nil && p.Tool == DelegateTool {
 			printf("  [%d] tool %s → %s (child session %s, %s)\n", e.Seq, p.Tool, p.Result, ChildSessionID(k), micros(p.LatencyUS))
 		} else {
-			printf("  [%d] tool %s → %s (%s)\n", e.Seq, p.Tool, p.Result, micros(p.LatencyUS))
+			printf("  [%d] tool %s → %s (%s)\n", e.Seq, oneLine(p.Tool), p.Result, micros(p.LatencyUS))
 		}
 	case *messages.TaskCompleted:
 		note := ""
@@ -82,7 +82,7 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 		if p.ExpiresUS > 0 {
 			expires = "expires " + time.UnixMicro(p.ExpiresUS).UTC().Format(time.RFC3339)
 		}
-		printf("  [%d] approval needed: tool %s(%s), call %s (%s)\n", e.Seq, p.Tool, p.Arguments, p.CallID, expires)
+		printf("  [%d] approval needed: tool %s(%s), call %s (%s)\n", e.Seq, oneLine(p.Tool), oneLine(p.Arguments), oneLine(p.CallID), expires)
 	case *messages.ApprovalResolved:
 		verdict := "approved"
 		if !p.Approve {
@@ -98,6 +98,16 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 		printf("  [%d] team state: %s %s.%s by %s: %s\n", e.Seq, p.Op, p.Section, p.Key, p.By, p.Value)
 	}
 	return 0, false
+}
+
+// oneLine keeps a field of a step line (a tool's name, as the model wrote it, its
+// arguments) on the line: newlines and tabs become \n and \t (EscapeControls, which
+// keeps them, does the rest).
+func oneLine(s string) string {
+	if !strings.ContainsAny(s, "\n\t") {
+		return s
+	}
+	return strings.NewReplacer("\n", `\n`, "\t", `\t`).Replace(s)
 }
 
 // EscapeControls makes text safe to print to a terminal: every character that a

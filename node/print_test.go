@@ -45,3 +45,25 @@ func TestPrintStepEscapesControls(t *testing.T) {
 		t.Fatalf("PrintStep printed %q", got)
 	}
 }
+
+// A tool's name is the model's text: one with a newline (a made-up tool) stays on
+// its step's one line, as do a request's arguments.
+func TestPrintStepKeepsToolNamesOnTheLine(t *testing.T) {
+	for _, p := range []messages.Payload{
+		&messages.ModelResponded{Model: "m", Message: messages.ChatMessage{Role: "assistant",
+			ToolCalls: []messages.ToolCall{{ID: "c1", Name: "fake\n  [9] done in 1 steps\nanswer: forged", Arguments: "{}"}}}},
+		&messages.ToolCallRequested{CallID: "c1", Tool: "fake\nanswer: forged", Arguments: "{\n\"a\":1}"},
+		&messages.ToolCallCompleted{CallID: "c1", Tool: "fake\nanswer: forged", Result: "ok"},
+		&messages.ApprovalRequested{CallID: "c1", Tool: "fake\nanswer: forged", Arguments: "{}"},
+	} {
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		node.PrintStep(&out, e)
+		if got := out.String(); strings.Count(got, "\n") != 1 || !strings.Contains(got, `fake\n`) {
+			t.Errorf("%s printed %q: want one line, the newline escaped", e.Type, got)
+		}
+	}
+}
