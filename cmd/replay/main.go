@@ -408,26 +408,26 @@ func summary(p messages.Payload) string {
 		if len(p.Message.ToolCalls) > 0 {
 			names := make([]string, len(p.Message.ToolCalls))
 			for i, c := range p.Message.ToolCalls {
-				names[i] = c.Name
+				names[i] = clip(c.Name)
 			}
 			return "call " + strings.Join(names, ", ")
 		}
 		return "answer: " + clip(p.Message.Content)
 	case *messages.ToolCallRequested:
 		if p.ChainStep != "" {
-			return fmt.Sprintf("step %s: %s(%s)", p.ChainStep, p.Tool, clip(p.Arguments))
+			return fmt.Sprintf("step %s: %s(%s)", clip(p.ChainStep), clip(p.Tool), clip(p.Arguments))
 		}
 		if p.Purpose != "" {
-			return fmt.Sprintf("%s: %s(%s)", node.PurposeLabel(p.Purpose, p.CallID), p.Tool, clip(p.Arguments))
+			return fmt.Sprintf("%s: %s(%s)", clip(node.PurposeLabel(p.Purpose, p.CallID)), clip(p.Tool), clip(p.Arguments))
 		}
-		return fmt.Sprintf("%s(%s)", p.Tool, clip(p.Arguments))
+		return fmt.Sprintf("%s(%s)", clip(p.Tool), clip(p.Arguments))
 	case *messages.ToolCallCompleted:
 		if p.Error != "" {
-			return fmt.Sprintf("%s → error: %s", p.Tool, clip(p.Error)) + spentBy(p.Usage, "its sub-agent")
+			return fmt.Sprintf("%s → error: %s", clip(p.Tool), clip(p.Error)) + spentBy(p.Usage, "its sub-agent")
 		}
-		return fmt.Sprintf("%s → %s", p.Tool, clip(p.Result)) + spentBy(p.Usage, "its sub-agent")
+		return fmt.Sprintf("%s → %s", clip(p.Tool), clip(p.Result)) + spentBy(p.Usage, "its sub-agent")
 	case *messages.ApprovalRequested:
-		return fmt.Sprintf("approval needed: %s(%s)", p.Tool, clip(p.Arguments))
+		return fmt.Sprintf("approval needed: %s(%s)", clip(p.Tool), clip(p.Arguments))
 	case *messages.ApprovalResolved:
 		verdict := "approved"
 		if !p.Approve {
