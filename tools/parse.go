@@ -85,6 +85,16 @@ func NewArgumentParser(tool string, schema json.RawMessage, maxBytes int) (*Argu
 	return newArgumentParser(tool, s, maxBytes)
 }
 
+// mustArgumentParser is NewArgumentParser for a built-in tool's constant schema: it
+// panics on a schema the parser cannot use, a programming error.
+func mustArgumentParser(tool, schema string) *ArgumentParser {
+	p, err := NewArgumentParser(tool, json.RawMessage(schema), 0)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
 func newArgumentParser(tool string, s *jsonschema.Schema, maxBytes int) (*ArgumentParser, error) {
 	if t := schemaType(s); t != "" && t != "object" && !slices.Contains(s.Types, "object") {
 		return nil, fmt.Errorf("tools: tool %q: its parameters have the type %q: arguments are a JSON object, so want \"object\"", tool, t)
