@@ -210,9 +210,22 @@ func checkStepRefs(t *template.Template, before []string, all []ChainStep, self 
 				}
 			}
 		case *parse.CommandNode:
+			// index .steps "NAME" (or $.steps) names a step as .steps.NAME does.
+			if len(n.Args) >= 3 && root {
+				if id, ok := n.Args[0].(*parse.IdentifierNode); ok && id.Ident == "index" {
+					if s, ok := n.Args[2].(*parse.StringNode); ok && isStepsMap(n.Args[1]) {
+						check([]string{"steps", s.Text})
+					}
+				}
+			}
 			for _, a := range n.Args {
 				walk(a, root)
 			}
+		case *parse.TemplateNode:
+			if t.Lookup(n.Name) == nil && err == nil {
+				err = fmt.Errorf("calls the template %q, which it does not define", n.Name)
+			}
+			walk(n.Pipe, root)
 		case *parse.FieldNode:
 			if root {
 				check(n.Ident)
@@ -237,8 +250,24 @@ func checkStepRefs(t *template.Template, before []string, all []ChainStep, self 
 			walk(n.ElseList, root)
 		}
 	}
-	walk(t.Root, true)
+	// The template and those it defines ({{define "x"}}), which see what it passes.
+	for _, d := range t.Templates() {
+		if d.Tree != nil {
+			walk(d.Root, true)
+		}
+	}
 	return err
+}
+
+// isStepsMap reports whether n is .steps or $.steps, the map of the steps' results.
+func isStepsMap(n parse.Node) bool {
+	switch n := n.(type) {
+	case *parse.FieldNode:
+		return len(n.Ident) == 1 && n.Ident[0] == "steps"
+	case *parse.VariableNode:
+		return len(n.Ident) == 2 && n.Ident[0] == "$" && n.Ident[1] == "steps"
+	}
+	return false
 }
 
 func stepNames(steps []ChainStep) string {

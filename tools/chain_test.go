@@ -115,6 +115,10 @@ func TestChainValidationErrors(t *testing.T) {
 		{"unknown function", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "{{yaml .args}}")}}, `function "yaml" not defined`},
 		{"later step", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "{{.steps.b.output}}"), step("b", "echo", "")}}, `refers to step "b", which runs after it`},
 		{"own step", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "{{$.steps.a.output}}")}}, `refers to its own step "a"`},
+		{"later step by index", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", `{{index .steps "b"}}`), step("b", "echo", "")}}, `refers to step "b", which runs after it`},
+		{"unknown step by index", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "")}, Output: `{{(index $.steps "z").output}}`}, `refers to step "z", which the chain does not have`},
+		{"undefined template", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", `{{template "x" .}}`)}}, `calls the template "x", which it does not define`},
+		{"later step in a defined template", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", `{{define "x"}}{{.steps.b.output}}{{end}}{{template "x" .}}`), step("b", "echo", "")}}, `refers to step "b", which runs after it`},
 		{"unknown step", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "")}, Output: "{{.steps.z.output}}"}, `refers to step "z", which the chain does not have (its steps: a)`},
 		{"schema not an object", tools.Chain{Name: "c", Description: "d", InputSchema: []byte(`{"type":"string"}`), Steps: []tools.ChainStep{step("a", "echo", "")}}, "input_schema"},
 		{"step calls a chain", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "inner", "")}}, `calls the chain "inner"`},
@@ -135,6 +139,12 @@ func TestChainValidationErrors(t *testing.T) {
 	ok := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{
 		step("a", "echo", `{"n": [{{range $i, $x := .args.xs}}{{if $i}},{{end}}{{json .steps}}{{end}}]}`)}}
 	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// A template the chain defines may be called, and index may name an earlier step.
+	defined := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", ""),
+		step("b", "echo", `{{define "q"}}{{json .}}{{end}}{"a": {{template "q" (index .steps "a").output}}}`)}}
+	if err := defined.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	dup := tools.ValidateChains([]tools.Chain{ok, ok})
