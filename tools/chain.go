@@ -304,11 +304,15 @@ type ChainTool struct {
 	cc    *compiledChain
 	tools []Tool // of each step
 	spec  messages.ToolSpec
+	// maxOutput bounds the chain's result: the largest MaxOutput of its steps'
+	// tools, at least DefaultMaxOutput.
+	maxOutput int
 }
 
 var (
 	_ Tool      = (*ChainTool)(nil)
 	_ Effectful = (*ChainTool)(nil)
+	_ Limits    = (*ChainTool)(nil)
 )
 
 // NewChainTool validates c (Validate) and finds the tool of each step with lookup.
@@ -319,7 +323,7 @@ func NewChainTool(c Chain, lookup func(name string) (Tool, bool)) (*ChainTool, e
 	if err != nil {
 		errs = append(errs, err)
 	}
-	ct := &ChainTool{chain: c, cc: cc}
+	ct := &ChainTool{chain: c, cc: cc, maxOutput: DefaultMaxOutput}
 	for i, s := range c.Steps {
 		if s.Tool == "" {
 			continue
@@ -337,6 +341,7 @@ func NewChainTool(c Chain, lookup func(name string) (Tool, bool)) (*ChainTool, e
 			ct.tools = make([]Tool, len(c.Steps))
 		}
 		ct.tools[i] = t
+		ct.maxOutput = max(ct.maxOutput, LimitsOf(t).MaxOutput)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -454,6 +459,12 @@ func (t *ChainTool) Spec() messages.ToolSpec {
 	return s
 }
 
+// Limits implements Limits: the chain's result is bounded as its steps' results
+// are, by the largest MaxOutput of their tools (at least DefaultMaxOutput), so a
+// chain that passes on a step's result gives it as the step's tool would. Its other
+// limits are its performer's defaults; each step keeps its own tool's.
+func (t *ChainTool) Limits() CallLimits { return CallLimits{MaxOutput: t.maxOutput} }
+
 // SideEffects implements Effectful: whether a step's tool has side effects.
 func (t *ChainTool) SideEffects() bool {
 	return slices.ContainsFunc(t.tools, HasSideEffects)
@@ -483,16 +494,19 @@ func (t *ChainTool) StepArguments(i int, args map[string]any, outputs []string) 
 	return out.String(), nil
 }
 
-// Result renders the chain's result from its arguments and every step's result.
+// Result renders the chain's result from its arguments and every step's result,
+// cut as a tool's output is (Truncate) to the chain's MaxOutput (Limits): an output
+// template that repeats a large step's result gives the model no more than a tool
+// may.
 func (t *ChainTool) Result(args map[string]any, outputs []string) (string, error) {
 	if t.cc.output == nil {
-		return outputs[len(outputs)-1], nil
+		return Truncate(outputs[len(outputs)-1], t.maxOutput), nil
 	}
 	var buf bytes.Buffer
 	if err := t.cc.output.Execute(&buf, chainData(t.chain.Steps, args, outputs)); err != nil {
 		return "", fmt.Errorf("chain %s: rendering its output: %w", t.chain.Name, templateProblem(err))
 	}
-	return buf.String(), nil
+	return Truncate(buf.String(), t.maxOutput), nil
 }
 
 // StepError is the error a chain ends with when its step i fails with err.

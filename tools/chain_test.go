@@ -230,3 +230,58 @@ func TestParseNamedCall(t *testing.T) {
 		}
 	}
 }
+
+// bigTool answers n bytes of text and may give that much: its MaxOutput is limit.
+type bigTool struct{ n, limit int }
+
+func (b bigTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "big", Description: "answers a lot"}
+}
+
+func (b bigTool) Call(context.Context, tools.Call) (string, error) {
+	return strings.Repeat("x", b.n), nil
+}
+
+func (b bigTool) Limits() tools.CallLimits { return tools.CallLimits{MaxOutput: b.limit} }
+
+// A chain's result is bounded as a tool's output is: by the largest output limit
+// of its steps' tools (at least the default), so a chain that passes a large step's
+// result on gives it whole, and one whose output template repeats it is cut with
+// the truncation note. A session records the chain's result as Result renders it.
+func TestChainResultIsBoundedAsAToolsOutput(t *testing.T) {
+	const n, limit = 100 << 10, 256 << 10
+	cts, err := tools.NewChainTools([]tools.Chain{
+		{Name: "pass", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "big"}}},
+		{Name: "repeat", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "big"}},
+			Output: "{{.steps.a.output}}{{.steps.a.output}}{{.steps.a.output}}{{.steps.a.output}}"},
+		{Name: "echoes", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "echo", Args: `{"s": "0123456789"}`}},
+			Output: "{{range .args.n}}{{$.steps.a.output}}{{end}}"},
+	}, []tools.Tool{bigTool{n, limit}, echoTool{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass, repeat, echoes := cts[0], cts[1], cts[2]
+	big := strings.Repeat("x", n)
+	if got := tools.LimitsOf(repeat).MaxOutput; got != limit {
+		t.Errorf("the chain's output limit is %d, want its step's %d", got, limit)
+	}
+	if got := tools.LimitsOf(echoes).MaxOutput; got != tools.DefaultMaxOutput {
+		t.Errorf("the chain of echo's output limit is %d, want the default %d", got, tools.DefaultMaxOutput)
+	}
+	if out, err := pass.Result(nil, []string{big}); err != nil || out != big {
+		t.Errorf("passing a %d-byte result on: %d bytes, %v", n, len(out), err)
+	}
+	out, err := repeat.Result(nil, []string{big})
+	if want := fmt.Sprintf("\n[truncated: %d bytes, showing the first %d]", 4*n, limit); err != nil || !strings.HasSuffix(out, want) || len(out) != limit+len(want) {
+		t.Errorf("repeating it four times: %d bytes ending %q, %v; want %d bytes ending %q", len(out), out[max(len(out)-60, 0):], err, limit+len(want), want)
+	}
+	args, err := echoes.ParseArguments(`{"n": 10000}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := `{"s":"0123456789"}`
+	out, err = echoes.Result(args, []string{step})
+	if want := fmt.Sprintf("\n[truncated: %d bytes, showing the first %d]", 10000*len(step), tools.DefaultMaxOutput); err != nil || !strings.HasSuffix(out, want) {
+		t.Errorf("an output of 10000 echoes: %d bytes, %v; want it cut to %d with %q", len(out), err, tools.DefaultMaxOutput, want)
+	}
+}
