@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+	"time"
 
 	"github.com/troupe-run/troupe/messages"
 )
@@ -307,7 +308,15 @@ type ChainTool struct {
 	// maxOutput bounds the chain's result: the largest MaxOutput of its steps'
 	// tools, at least DefaultMaxOutput.
 	maxOutput int
+	// timeout bounds a run of every step in one call: the sum of the steps'
+	// timeouts (stepTimeout for a step whose tool sets none).
+	timeout time.Duration
 }
+
+// stepTimeout is what a chain run in one call (ChainTool.Call) counts for a step
+// whose tool sets no timeout: the default of the node's tool performer
+// (actors.LocalEffectsConfig.ToolTimeout).
+const stepTimeout = 30 * time.Second
 
 var (
 	_ Tool      = (*ChainTool)(nil)
@@ -341,7 +350,12 @@ func NewChainTool(c Chain, lookup func(name string) (Tool, bool)) (*ChainTool, e
 			ct.tools = make([]Tool, len(c.Steps))
 		}
 		ct.tools[i] = t
-		ct.maxOutput = max(ct.maxOutput, LimitsOf(t).MaxOutput)
+		lim := LimitsOf(t)
+		ct.maxOutput = max(ct.maxOutput, lim.MaxOutput)
+		if lim.Timeout <= 0 {
+			lim.Timeout = stepTimeout
+		}
+		ct.timeout += lim.Timeout
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -461,9 +475,13 @@ func (t *ChainTool) Spec() messages.ToolSpec {
 
 // Limits implements Limits: the chain's result is bounded as its steps' results
 // are, by the largest MaxOutput of their tools (at least DefaultMaxOutput), so a
-// chain that passes on a step's result gives it as the step's tool would. Its other
-// limits are its performer's defaults; each step keeps its own tool's.
-func (t *ChainTool) Limits() CallLimits { return CallLimits{MaxOutput: t.maxOutput} }
+// chain that passes on a step's result gives it as the step's tool would; and a run
+// of every step in one call (Call) by the sum of their timeouts, each step by its
+// own tool's (Call), so that steps each within their time are not cut short
+// together. A session's steps are calls of their own, each under its tool's limits.
+func (t *ChainTool) Limits() CallLimits {
+	return CallLimits{MaxOutput: t.maxOutput, Timeout: t.timeout}
+}
 
 // SideEffects implements Effectful: whether a step's tool has side effects.
 func (t *ChainTool) SideEffects() bool {
@@ -533,13 +551,30 @@ func (t *ChainTool) Call(ctx context.Context, c Call) (string, error) {
 		if err != nil {
 			return "", errors.New(t.StepError(i, err.Error()))
 		}
-		out, err := t.tools[i].Call(ctx, Call{Key: c.Key + "#" + s.Name, Arguments: raw})
+		out, err := t.callStep(ctx, i, Call{Key: c.Key + "#" + s.Name, Arguments: raw})
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", t.stepPrefix(i), err)
 		}
 		outputs = append(outputs, out)
 	}
 	return t.Result(args, outputs)
+}
+
+// callStep calls step i's tool under its own timeout (tools.Limits), as a session's
+// performer would.
+func (t *ChainTool) callStep(ctx context.Context, i int, c Call) (string, error) {
+	if d := LimitsOf(t.tools[i]).Timeout; d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d, fmt.Errorf("tool timed out after %s", d))
+		defer cancel()
+	}
+	out, err := t.tools[i].Call(ctx, c)
+	if err != nil && ctx.Err() != nil {
+		if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
+	}
+	return out, err
 }
 
 // chainData is what a chain's templates see: .args and .steps.NAME.{output,json}.

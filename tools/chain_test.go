@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -283,5 +284,49 @@ func TestChainResultIsBoundedAsAToolsOutput(t *testing.T) {
 	out, err = echoes.Result(args, []string{step})
 	if want := fmt.Sprintf("\n[truncated: %d bytes, showing the first %d]", 10000*len(step), tools.DefaultMaxOutput); err != nil || !strings.HasSuffix(out, want) {
 		t.Errorf("an output of 10000 echoes: %d bytes, %v; want it cut to %d with %q", len(out), err, tools.DefaultMaxOutput, want)
+	}
+}
+
+// waitTool waits until its call's context ends (or a long while) and says which.
+type waitTool struct{ timeout time.Duration }
+
+func (w waitTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "wait", Description: "waits"}
+}
+
+func (w waitTool) Call(ctx context.Context, _ tools.Call) (string, error) {
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-time.After(10 * time.Second):
+		return "nobody cut the call short", nil
+	}
+}
+
+func (w waitTool) Limits() tools.CallLimits { return tools.CallLimits{Timeout: w.timeout} }
+
+// A chain run in one call (node tools call, an MCP client) has the time of all its
+// steps, the sum of their timeouts (30 s for a step whose tool sets none), and each
+// step has its own tool's: three steps each within their time are not cut short
+// together, and a step past its own is.
+func TestChainRunInOneCallTimesEachStepByItsTool(t *testing.T) {
+	cts, err := tools.NewChainTools([]tools.Chain{{Name: "c", Description: "d", Steps: []tools.ChainStep{
+		{Name: "a", Tool: "calculator", Args: `{"expression": "1"}`},
+		{Name: "b", Tool: "wait"}}}}, []tools.Tool{tools.Calculator{}, waitTool{time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tools.LimitsOf(cts[0]).Timeout, 30*time.Second+time.Hour; got != want {
+		t.Errorf("the chain's timeout is %s, want the sum of its steps' %s", got, want)
+	}
+	cts, err = tools.NewChainTools([]tools.Chain{{Name: "c", Description: "d", Steps: []tools.ChainStep{
+		{Name: "a", Tool: "calculator", Args: `{"expression": "1"}`},
+		{Name: "b", Tool: "wait"}}}}, []tools.Tool{tools.Calculator{}, waitTool{20 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cts[0].Call(context.Background(), tools.Call{Key: "k"})
+	if want := `chain c stopped at step 2 of 2, "b" (wait): tool timed out after 20ms`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("a step past its tool's timeout: %q, %v; want an error starting %q", out, err, want)
 	}
 }
