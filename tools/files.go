@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -178,6 +179,12 @@ func (f *files) fail(op, p string, err error) error {
 		return fmt.Errorf("files: %s %q: no such file or directory (%w)", op, p, ErrInvalidArguments)
 	case errors.Is(err, fs.ErrPermission):
 		return fmt.Errorf("files: %s %q: permission denied (%w)", op, p, ErrInvalidArguments)
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("files: %s %q: a part of the path is a file, not a directory (%w)", op, p, ErrInvalidArguments)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fmt.Errorf("files: %s %q: a name in the path is too long (%w)", op, p, ErrInvalidArguments)
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("files: %s %q: too many levels of symbolic links (%w)", op, p, ErrInvalidArguments)
 	}
 	return fmt.Errorf("files: %s %q: %v", op, p, err)
 }

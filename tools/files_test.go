@@ -52,6 +52,9 @@ func filesCall(t *testing.T, tool tools.Tool, op string, args map[string]any) (s
 
 func TestFilesStayInsideTheRoot(t *testing.T) {
 	root, outside := filesFixture(t)
+	if err := errors.Join(os.Symlink("loop-b", filepath.Join(root, "loop-a")), os.Symlink("loop-a", filepath.Join(root, "loop-b"))); err != nil {
+		t.Fatal(err)
+	}
 	tool, err := tools.NewFiles(tools.FilesConfig{Root: root})
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +84,11 @@ func TestFilesStayInsideTheRoot(t *testing.T) {
 		{"list", "..", tools.ErrOutsideRoot},
 		{"list", "dir-out", tools.ErrOutsideRoot},
 		{"list", "/", tools.ErrOutsideRoot},
+		// What the model got wrong about the tree is its error too.
+		{"read", "a.txt/b", tools.ErrInvalidArguments},
+		{"write", "a.txt/b", tools.ErrInvalidArguments},
+		{"write", strings.Repeat("n", 300), tools.ErrInvalidArguments},
+		{"read", "loop-a", tools.ErrInvalidArguments},
 		{"stat", "link-out", tools.ErrOutsideRoot},
 		{"stat", "../secret.txt", tools.ErrOutsideRoot},
 	} {
