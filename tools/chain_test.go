@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -330,3 +331,40 @@ func TestChainRunInOneCallTimesEachStepByItsTool(t *testing.T) {
 		t.Errorf("a step past its tool's timeout: %q, %v; want an error starting %q", out, err, want)
 	}
 }
+
+// A chain run in one call bounds each step as a session's performer does: a step's
+// result past its tool's output bound is cut before the later steps see it, and
+// arguments past its argument bound are refused; so the chain answers what it
+// answers in a session.
+func TestChainRunInOneCallBoundsEachStepAsASession(t *testing.T) {
+	const n = 100 << 10
+	cts, err := tools.NewChainTools([]tools.Chain{
+		{Name: "size", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "big"}}, Output: "{{len .steps.a.output}}"},
+	}, []tools.Tool{bigTool{n: n}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strconv.Itoa(len(tools.Truncate(strings.Repeat("x", n), tools.DefaultMaxOutput)))
+	if out, err := cts[0].Call(context.Background(), tools.Call{Key: "k"}); err != nil || out != want {
+		t.Errorf("the length a later template sees of a %d-byte result: %s, %v; want %s, as in a session", n, out, err, want)
+	}
+	limited, err := tools.NewChainTools([]tools.Chain{
+		{Name: "pass", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "big"}, {Name: "b", Tool: "small", Args: `{"s": {{json .steps.a.output}}}`}}},
+	}, []tools.Tool{bigTool{n: n, limit: 1 << 20}, smallArgs{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := limited[0].Call(context.Background(), tools.Call{Key: "k"}); err == nil || !errors.Is(err, tools.ErrInvalidArguments) ||
+		!strings.Contains(err.Error(), `step 2 of 2, "b" (small): small: invalid arguments: the arguments are`) {
+		t.Errorf("a step's arguments past its bound: %.80q, %v", out, err)
+	}
+}
+
+// smallArgs takes at most 1 KiB of arguments.
+type smallArgs struct{}
+
+func (smallArgs) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "small", Description: "small"}
+}
+func (smallArgs) Call(context.Context, tools.Call) (string, error) { return "ok", nil }
+func (smallArgs) Limits() tools.CallLimits                         { return tools.CallLimits{MaxArguments: 1 << 10} }
