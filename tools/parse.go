@@ -706,12 +706,52 @@ func validatorProblem(err error) string {
 		}
 		path, msg = p, after
 	}
-	msg = strings.TrimPrefix(msg, "validating root: ")
+	msg = clipQuoted(strings.TrimPrefix(msg, "validating root: "))
 	if path == "" {
 		return "the arguments do not match the schema: " + msg
 	}
 	field := strings.NewReplacer("/properties/", ".", "/items", "[]").Replace(path)
 	return fmt.Sprintf("%s does not match the schema: %s", strconv.Quote(strings.TrimPrefix(field, ".")), msg)
+}
+
+// maxQuoted bounds a quoted value in a validator's message (clipQuoted).
+const maxQuoted = 80
+
+// clipQuoted shortens each quoted string of a validator's message longer than
+// maxQuoted bytes to its head and its length: the validator quotes the model's value
+// whole, and a value of half a megabyte filled the error and cut off what was
+// expected.
+func clipQuoted(msg string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(msg, '"')
+		if i < 0 {
+			break
+		}
+		j := i + 1
+		for j < len(msg) && msg[j] != '"' {
+			if msg[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		if j >= len(msg) {
+			break
+		}
+		lit := msg[i : j+1]
+		b.WriteString(msg[:i])
+		if s, err := strconv.Unquote(lit); err == nil && len(lit) > maxQuoted && len(s) > maxQuoted/2 {
+			cut := maxQuoted / 2
+			for cut > 0 && !utf8.RuneStart(s[cut]) {
+				cut--
+			}
+			lit = fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
+		}
+		b.WriteString(lit)
+		msg = msg[j+1:]
+	}
+	b.WriteString(msg)
+	return b.String()
 }
 
 // marshalCompact writes v as compact JSON without HTML escaping.
