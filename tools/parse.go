@@ -307,7 +307,7 @@ func (w *walker) fail(path, format string, args ...any) {
 		w.more++
 		return
 	}
-	w.problems = append(w.problems, fmt.Sprintf(format, args...))
+	w.problems = append(w.problems, clipQuoted(fmt.Sprintf(format, args...)))
 }
 
 // walk returns v coerced to s (numbers made float64 or int64), reporting what does
@@ -717,9 +717,9 @@ func validatorProblem(err error) string {
 // maxQuoted bounds a quoted value in a validator's message (clipQuoted).
 const maxQuoted = 80
 
-// clipQuoted shortens each quoted string of a validator's message longer than
-// maxQuoted bytes to its head and its length: the validator quotes the model's value
-// whole, and a value of half a megabyte filled the error and cut off what was
+// clipQuoted shortens each quoted string of a message longer than maxQuoted bytes
+// to its head and its length: a message quotes the model's value or field name
+// whole, and one of half a megabyte filled the error and cut off what was
 // expected.
 func clipQuoted(msg string) string {
 	var b strings.Builder

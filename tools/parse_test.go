@@ -3,6 +3,7 @@ package tools_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -185,9 +186,16 @@ func TestParserRefusesSchemasItCannotUse(t *testing.T) {
 	}
 }
 
-// A validator's message is clipped however its quoted values are escaped.
+// A validator's message is clipped however its quoted values are escaped, and the
+// parser's own messages clip what they quote of the model's (a field's name, a value).
 func TestValidatorMessagesWithEscapedValues(t *testing.T) {
 	p := searchParser(t)
+	for _, in := range []string{`{"query":"q","` + strings.Repeat("k", 100_000) + `":1}`, `{"query":"q","limit":"` + strings.Repeat("9x", 50_000) + `"}`} {
+		_, err := p.ParseJSON(in)
+		if err == nil || len(err.Error()) > 400 {
+			t.Errorf("%.40s…: an error of %d bytes: %.200v", in, len(fmt.Sprint(err)), err)
+		}
+	}
 	for _, lang := range []string{strings.Repeat(`\u0000`, 30), strings.Repeat(`\"`, 50), strings.Repeat(`\\`, 41) + "x", strings.Repeat("🙂", 100)} {
 		_, err := p.ParseJSON(`{"query":"q","filter":{"lang":"` + lang + `"}}`)
 		if err == nil || !strings.Contains(err.Error(), `does not match regular expression "^[a-z]{2}$"`) || len(err.Error()) > 400 {
