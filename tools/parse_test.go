@@ -203,3 +203,11 @@ func TestValidatorMessagesWithEscapedValues(t *testing.T) {
 		}
 	}
 }
+
+// A call_tool call's arguments with a long unknown field: the error quotes its head.
+func TestNamedCallErrorClipsTheField(t *testing.T) {
+	_, err := tools.ParseNamedCall("call_tool", `{"name":"x","`+strings.Repeat("k", 100_000)+`":1}`)
+	if err == nil || !strings.Contains(err.Error(), "unknown field") || len(err.Error()) > 400 {
+		t.Errorf("an error of %d bytes: %.200v", len(fmt.Sprint(err)), err)
+	}
+}
