@@ -39,7 +39,7 @@ func decodeArguments(tool, raw, example string, v any) error {
 		raw = "{}"
 	}
 	fail := func(reason string) error {
-		return &ArgumentError{Tool: tool, Reason: reason + "; expected a JSON object such as " + example}
+		return &ArgumentError{Tool: tool, Reason: clipQuoted(reason) + "; expected a JSON object such as " + example}
 	}
 	if t := strings.TrimSpace(raw); t[0] != '{' && t != "null" {
 		return fail("arguments are not a JSON object")

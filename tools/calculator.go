@@ -57,7 +57,11 @@ const calculatorParameters = `{"type":"object","properties":{"expression":{"type
 	`"description":"The expression to evaluate, e.g. \"12 * (7 + 5)\" or \"sqrt(2) ^ 2\"","maxLength":1000}},` +
 	`"required":["expression"],"additionalProperties":false}`
 
-const calculatorExample = `{"expression": "12 * (7 + 5)"}`
+// calculatorArguments reads the calculator's arguments as every tool's are read
+// (ArgumentParser): JSON or key=value pairs, coerced to its schema's types (a number
+// given for the expression is taken as its text) and checked against it (a
+// duplicate key, an unknown field, an expression over 1000 characters refused).
+var calculatorArguments = mustArgumentParser("calculator", calculatorParameters)
 
 // Spec implements Tool.
 func (Calculator) Spec() messages.ToolSpec {
@@ -76,16 +80,12 @@ func (Calculator) Call(ctx context.Context, c Call) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	var args struct {
-		Expression *string `json:"expression"`
-	}
-	if err := decodeArguments("calculator", c.Arguments, calculatorExample, &args); err != nil {
+	args, err := calculatorArguments.Parse(c.Arguments)
+	if err != nil {
 		return "", err
 	}
-	if args.Expression == nil {
-		return "", &ArgumentError{Tool: "calculator", Reason: `missing "expression"; expected a JSON object such as ` + calculatorExample}
-	}
-	v, err := Evaluate(*args.Expression)
+	expression, _ := args["expression"].(string)
+	v, err := Evaluate(expression)
 	if err != nil {
 		return "", err
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/tools"
 )
@@ -118,16 +119,18 @@ func TestCalculatorErrors(t *testing.T) {
 		want string // substring of the reason
 	}{
 		// The arguments themselves.
-		{`not json`, 0, "not a JSON object"},
+		{`not json`, 0, "neither a JSON object nor key=value pairs"},
 		{`{"expression": "1+1"`, 0, "malformed JSON"},
-		{`{"expression": 12}`, 0, `field "expression" must be a string, not a JSON number`},
-		{`{}`, 0, `missing "expression"`},
-		{``, 0, `missing "expression"`},
-		{`null`, 0, `missing "expression"`},
+		{`{"expression": null}`, 0, `"expression" must be a string, not null`},
+		{`{"expression": ["1+1"]}`, 0, `"expression" must be a string, not an array`},
+		{`{}`, 0, `missing the required field "expression"`},
+		{``, 0, `missing the required field "expression"`},
+		{`null`, 0, `missing the required field "expression"`},
 		{`{"expr": "1+1"}`, 0, `unknown field "expr"`},
-		{`{"expression": "1"} {"expression": "2"}`, 0, "after the JSON object"},
-		{`"1+1"`, 0, "not a JSON object"},
-		{`[1]`, 0, "not a JSON object"},
+		{`{"expression": "1", "expression": "2"}`, 0, `the key "expression" appears twice`},
+		{`{"expression": "1"} {"expression": "2"}`, 0, "after the JSON value"},
+		{`"1+1"`, 0, "the arguments are a JSON string"},
+		{`[1]`, 0, "the arguments are a JSON array"},
 		// Syntax.
 		{`{"expression": ""}`, 0, "expression is empty"},
 		{`{"expression": "   "}`, 0, "expression is empty"},
@@ -175,7 +178,7 @@ func TestCalculatorErrors(t *testing.T) {
 		{`{"expression": "round(1, 0.5)"}`, 1, "integer between -15 and 15"},
 		{`{"expression": "1 + 1/0 + )"}`, 11, "unexpected ')'"}, // syntax is checked before evaluation
 		// Limits.
-		{fmt.Sprintf(`{"expression": %q}`, strings.Repeat("1", 1001)), 0, "too long: 1001 characters, the limit is 1000"},
+		{fmt.Sprintf(`{"expression": %q}`, strings.Repeat("1", 1001)), 0, `"expression" must be at most 1000 characters long, not 1001`},
 		{fmt.Sprintf(`{"expression": %q}`, strings.Repeat("(", 101)+"1"+strings.Repeat(")", 101)), 101, "nested too deeply"},
 		{fmt.Sprintf(`{"expression": %q}`, strings.Repeat("-", 101)+"1"), 101, "nested too deeply"},
 		{fmt.Sprintf(`{"expression": %q}`, strings.Repeat("2^", 101)+"1"), 202, "nested too deeply"},
@@ -307,4 +310,27 @@ func ExampleCalculator() {
 	// 1.4142135623730951
 	// 33.33
 	// error: calculator: invalid arguments: division by zero at position 4
+}
+
+// The calculator and the clock read their arguments as every tool does
+// (ArgumentParser): a number given for a string is taken as its text, key=value
+// pairs are arguments, and what the model wrote twice is refused, not half-read.
+func TestBuiltinsCoerceArgumentsAsEveryTool(t *testing.T) {
+	clock := tools.NewClock(fixedTime(time.Date(2026, 11, 29, 23, 10, 0, 0, time.UTC)))
+	for _, tc := range []struct {
+		tool       tools.Tool
+		args, want string
+	}{
+		{tools.Calculator{}, `{"expression": 12345}`, "12345"},
+		{tools.Calculator{}, `{"expression": -2.5e3}`, "-2500"},
+		{tools.Calculator{}, `expression="max(2, 3) * 7"`, "21"},
+		{tools.Calculator{}, "expression: 6 * 7", "42"},
+		{clock, `timezone=Europe/Paris`, "2026-11-30T00:10:00+01:00 (Monday)"},
+		{clock, `{"timezone": null}`, "2026-11-29T23:10:00Z (Sunday)"},
+	} {
+		got, err := tc.tool.Call(context.Background(), tools.Call{Arguments: tc.args})
+		if err != nil || got != tc.want {
+			t.Errorf("%s %s: %q, %v; want %q", tc.tool.Spec().Name, tc.args, got, err, tc.want)
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/template"
 	"text/template/parse"
+	"time"
 
 	"github.com/troupe-run/troupe/messages"
 )
@@ -210,9 +211,22 @@ func checkStepRefs(t *template.Template, before []string, all []ChainStep, self 
 				}
 			}
 		case *parse.CommandNode:
+			// index .steps "NAME" (or $.steps) names a step as .steps.NAME does.
+			if len(n.Args) >= 3 && root {
+				if id, ok := n.Args[0].(*parse.IdentifierNode); ok && id.Ident == "index" {
+					if s, ok := n.Args[2].(*parse.StringNode); ok && isStepsMap(n.Args[1]) {
+						check([]string{"steps", s.Text})
+					}
+				}
+			}
 			for _, a := range n.Args {
 				walk(a, root)
 			}
+		case *parse.TemplateNode:
+			if t.Lookup(n.Name) == nil && err == nil {
+				err = fmt.Errorf("calls the template %q, which it does not define", n.Name)
+			}
+			walk(n.Pipe, root)
 		case *parse.FieldNode:
 			if root {
 				check(n.Ident)
@@ -237,8 +251,24 @@ func checkStepRefs(t *template.Template, before []string, all []ChainStep, self 
 			walk(n.ElseList, root)
 		}
 	}
-	walk(t.Root, true)
+	// The template and those it defines ({{define "x"}}), which see what it passes.
+	for _, d := range t.Templates() {
+		if d.Tree != nil {
+			walk(d.Root, true)
+		}
+	}
 	return err
+}
+
+// isStepsMap reports whether n is .steps or $.steps, the map of the steps' results.
+func isStepsMap(n parse.Node) bool {
+	switch n := n.(type) {
+	case *parse.FieldNode:
+		return len(n.Ident) == 1 && n.Ident[0] == "steps"
+	case *parse.VariableNode:
+		return len(n.Ident) == 2 && n.Ident[0] == "$" && n.Ident[1] == "steps"
+	}
+	return false
 }
 
 func stepNames(steps []ChainStep) string {
@@ -275,11 +305,23 @@ type ChainTool struct {
 	cc    *compiledChain
 	tools []Tool // of each step
 	spec  messages.ToolSpec
+	// maxOutput bounds the chain's result: the largest MaxOutput of its steps'
+	// tools, at least DefaultMaxOutput.
+	maxOutput int
+	// timeout bounds a run of every step in one call: the sum of the steps'
+	// timeouts (stepTimeout for a step whose tool sets none).
+	timeout time.Duration
 }
+
+// stepTimeout is what a chain run in one call (ChainTool.Call) counts for a step
+// whose tool sets no timeout: the default of the node's tool performer
+// (actors.LocalEffectsConfig.ToolTimeout).
+const stepTimeout = 30 * time.Second
 
 var (
 	_ Tool      = (*ChainTool)(nil)
 	_ Effectful = (*ChainTool)(nil)
+	_ Limits    = (*ChainTool)(nil)
 )
 
 // NewChainTool validates c (Validate) and finds the tool of each step with lookup.
@@ -290,7 +332,7 @@ func NewChainTool(c Chain, lookup func(name string) (Tool, bool)) (*ChainTool, e
 	if err != nil {
 		errs = append(errs, err)
 	}
-	ct := &ChainTool{chain: c, cc: cc}
+	ct := &ChainTool{chain: c, cc: cc, maxOutput: DefaultMaxOutput}
 	for i, s := range c.Steps {
 		if s.Tool == "" {
 			continue
@@ -308,6 +350,12 @@ func NewChainTool(c Chain, lookup func(name string) (Tool, bool)) (*ChainTool, e
 			ct.tools = make([]Tool, len(c.Steps))
 		}
 		ct.tools[i] = t
+		lim := LimitsOf(t)
+		ct.maxOutput = max(ct.maxOutput, lim.MaxOutput)
+		if lim.Timeout <= 0 {
+			lim.Timeout = stepTimeout
+		}
+		ct.timeout += lim.Timeout
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -425,6 +473,16 @@ func (t *ChainTool) Spec() messages.ToolSpec {
 	return s
 }
 
+// Limits implements Limits: the chain's result is bounded as its steps' results
+// are, by the largest MaxOutput of their tools (at least DefaultMaxOutput), so a
+// chain that passes on a step's result gives it as the step's tool would; and a run
+// of every step in one call (Call) by the sum of their timeouts, each step by its
+// own tool's (Call), so that steps each within their time are not cut short
+// together. A session's steps are calls of their own, each under its tool's limits.
+func (t *ChainTool) Limits() CallLimits {
+	return CallLimits{MaxOutput: t.maxOutput, Timeout: t.timeout}
+}
+
 // SideEffects implements Effectful: whether a step's tool has side effects.
 func (t *ChainTool) SideEffects() bool {
 	return slices.ContainsFunc(t.tools, HasSideEffects)
@@ -454,16 +512,19 @@ func (t *ChainTool) StepArguments(i int, args map[string]any, outputs []string) 
 	return out.String(), nil
 }
 
-// Result renders the chain's result from its arguments and every step's result.
+// Result renders the chain's result from its arguments and every step's result,
+// cut as a tool's output is (Truncate) to the chain's MaxOutput (Limits): an output
+// template that repeats a large step's result gives the model no more than a tool
+// may.
 func (t *ChainTool) Result(args map[string]any, outputs []string) (string, error) {
 	if t.cc.output == nil {
-		return outputs[len(outputs)-1], nil
+		return Truncate(outputs[len(outputs)-1], t.maxOutput), nil
 	}
 	var buf bytes.Buffer
 	if err := t.cc.output.Execute(&buf, chainData(t.chain.Steps, args, outputs)); err != nil {
 		return "", fmt.Errorf("chain %s: rendering its output: %w", t.chain.Name, templateProblem(err))
 	}
-	return buf.String(), nil
+	return Truncate(buf.String(), t.maxOutput), nil
 }
 
 // StepError is the error a chain ends with when its step i fails with err.
@@ -490,13 +551,40 @@ func (t *ChainTool) Call(ctx context.Context, c Call) (string, error) {
 		if err != nil {
 			return "", errors.New(t.StepError(i, err.Error()))
 		}
-		out, err := t.tools[i].Call(ctx, Call{Key: c.Key + "#" + s.Name, Arguments: raw})
+		out, err := t.callStep(ctx, i, Call{Key: c.Key + "#" + s.Name, Arguments: raw})
 		if err != nil {
 			return "", fmt.Errorf("%s: %w", t.stepPrefix(i), err)
 		}
 		outputs = append(outputs, out)
 	}
 	return t.Result(args, outputs)
+}
+
+// callStep calls step i's tool under its own limits (tools.Limits), as a session's
+// performer would: arguments past its bound are refused, the call is timed by its
+// timeout, and its result (or error) is cut to its output bound, so that the later
+// steps' templates see what they would see in a session.
+func (t *ChainTool) callStep(ctx context.Context, i int, c Call) (string, error) {
+	lim := LimitsOf(t.tools[i])
+	if n := len(c.Arguments); n > lim.MaxArguments {
+		return "", &ArgumentError{Tool: t.chain.Steps[i].Tool, Reason: fmt.Sprintf("the arguments are %d bytes long; the limit is %d", n, lim.MaxArguments)}
+	}
+	if lim.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, lim.Timeout, fmt.Errorf("tool timed out after %s", lim.Timeout))
+		defer cancel()
+	}
+	out, err := t.tools[i].Call(ctx, c)
+	if err != nil {
+		if cause := context.Cause(ctx); ctx.Err() != nil && cause != nil && !errors.Is(err, cause) {
+			err = fmt.Errorf("%w: %w", cause, err)
+		}
+		if msg := err.Error(); len(msg) > lim.MaxOutput {
+			err = errors.New(Truncate(msg, lim.MaxOutput))
+		}
+		return "", err
+	}
+	return Truncate(out, lim.MaxOutput), nil
 }
 
 // chainData is what a chain's templates see: .args and .steps.NAME.{output,json}.

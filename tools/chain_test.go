@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -115,6 +117,10 @@ func TestChainValidationErrors(t *testing.T) {
 		{"unknown function", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "{{yaml .args}}")}}, `function "yaml" not defined`},
 		{"later step", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "{{.steps.b.output}}"), step("b", "echo", "")}}, `refers to step "b", which runs after it`},
 		{"own step", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "{{$.steps.a.output}}")}}, `refers to its own step "a"`},
+		{"later step by index", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", `{{index .steps "b"}}`), step("b", "echo", "")}}, `refers to step "b", which runs after it`},
+		{"unknown step by index", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "")}, Output: `{{(index $.steps "z").output}}`}, `refers to step "z", which the chain does not have`},
+		{"undefined template", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", `{{template "x" .}}`)}}, `calls the template "x", which it does not define`},
+		{"later step in a defined template", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", `{{define "x"}}{{.steps.b.output}}{{end}}{{template "x" .}}`), step("b", "echo", "")}}, `refers to step "b", which runs after it`},
 		{"unknown step", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", "")}, Output: "{{.steps.z.output}}"}, `refers to step "z", which the chain does not have (its steps: a)`},
 		{"schema not an object", tools.Chain{Name: "c", Description: "d", InputSchema: []byte(`{"type":"string"}`), Steps: []tools.ChainStep{step("a", "echo", "")}}, "input_schema"},
 		{"step calls a chain", tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "inner", "")}}, `calls the chain "inner"`},
@@ -135,6 +141,12 @@ func TestChainValidationErrors(t *testing.T) {
 	ok := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{
 		step("a", "echo", `{"n": [{{range $i, $x := .args.xs}}{{if $i}},{{end}}{{json .steps}}{{end}}]}`)}}
 	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// A template the chain defines may be called, and index may name an earlier step.
+	defined := tools.Chain{Name: "c", Description: "d", Steps: []tools.ChainStep{step("a", "echo", ""),
+		step("b", "echo", `{{define "q"}}{{json .}}{{end}}{"a": {{template "q" (index .steps "a").output}}}`)}}
+	if err := defined.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	dup := tools.ValidateChains([]tools.Chain{ok, ok})
@@ -220,3 +232,139 @@ func TestParseNamedCall(t *testing.T) {
 		}
 	}
 }
+
+// bigTool answers n bytes of text and may give that much: its MaxOutput is limit.
+type bigTool struct{ n, limit int }
+
+func (b bigTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "big", Description: "answers a lot"}
+}
+
+func (b bigTool) Call(context.Context, tools.Call) (string, error) {
+	return strings.Repeat("x", b.n), nil
+}
+
+func (b bigTool) Limits() tools.CallLimits { return tools.CallLimits{MaxOutput: b.limit} }
+
+// A chain's result is bounded as a tool's output is: by the largest output limit
+// of its steps' tools (at least the default), so a chain that passes a large step's
+// result on gives it whole, and one whose output template repeats it is cut with
+// the truncation note. A session records the chain's result as Result renders it.
+func TestChainResultIsBoundedAsAToolsOutput(t *testing.T) {
+	const n, limit = 100 << 10, 256 << 10
+	cts, err := tools.NewChainTools([]tools.Chain{
+		{Name: "pass", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "big"}}},
+		{Name: "repeat", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "big"}},
+			Output: "{{.steps.a.output}}{{.steps.a.output}}{{.steps.a.output}}{{.steps.a.output}}"},
+		{Name: "echoes", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "echo", Args: `{"s": "0123456789"}`}},
+			Output: "{{range .args.n}}{{$.steps.a.output}}{{end}}"},
+	}, []tools.Tool{bigTool{n, limit}, echoTool{"echo"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass, repeat, echoes := cts[0], cts[1], cts[2]
+	big := strings.Repeat("x", n)
+	if got := tools.LimitsOf(repeat).MaxOutput; got != limit {
+		t.Errorf("the chain's output limit is %d, want its step's %d", got, limit)
+	}
+	if got := tools.LimitsOf(echoes).MaxOutput; got != tools.DefaultMaxOutput {
+		t.Errorf("the chain of echo's output limit is %d, want the default %d", got, tools.DefaultMaxOutput)
+	}
+	if out, err := pass.Result(nil, []string{big}); err != nil || out != big {
+		t.Errorf("passing a %d-byte result on: %d bytes, %v", n, len(out), err)
+	}
+	out, err := repeat.Result(nil, []string{big})
+	if want := fmt.Sprintf("\n[truncated: %d bytes, showing the first %d]", 4*n, limit); err != nil || !strings.HasSuffix(out, want) || len(out) != limit+len(want) {
+		t.Errorf("repeating it four times: %d bytes ending %q, %v; want %d bytes ending %q", len(out), out[max(len(out)-60, 0):], err, limit+len(want), want)
+	}
+	args, err := echoes.ParseArguments(`{"n": 10000}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := `{"s":"0123456789"}`
+	out, err = echoes.Result(args, []string{step})
+	if want := fmt.Sprintf("\n[truncated: %d bytes, showing the first %d]", 10000*len(step), tools.DefaultMaxOutput); err != nil || !strings.HasSuffix(out, want) {
+		t.Errorf("an output of 10000 echoes: %d bytes, %v; want it cut to %d with %q", len(out), err, tools.DefaultMaxOutput, want)
+	}
+}
+
+// waitTool waits until its call's context ends (or a long while) and says which.
+type waitTool struct{ timeout time.Duration }
+
+func (w waitTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "wait", Description: "waits"}
+}
+
+func (w waitTool) Call(ctx context.Context, _ tools.Call) (string, error) {
+	select {
+	case <-ctx.Done():
+		return "", ctx.Err()
+	case <-time.After(10 * time.Second):
+		return "nobody cut the call short", nil
+	}
+}
+
+func (w waitTool) Limits() tools.CallLimits { return tools.CallLimits{Timeout: w.timeout} }
+
+// A chain run in one call (node tools call, an MCP client) has the time of all its
+// steps, the sum of their timeouts (30 s for a step whose tool sets none), and each
+// step has its own tool's: three steps each within their time are not cut short
+// together, and a step past its own is.
+func TestChainRunInOneCallTimesEachStepByItsTool(t *testing.T) {
+	cts, err := tools.NewChainTools([]tools.Chain{{Name: "c", Description: "d", Steps: []tools.ChainStep{
+		{Name: "a", Tool: "calculator", Args: `{"expression": "1"}`},
+		{Name: "b", Tool: "wait"}}}}, []tools.Tool{tools.Calculator{}, waitTool{time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := tools.LimitsOf(cts[0]).Timeout, 30*time.Second+time.Hour; got != want {
+		t.Errorf("the chain's timeout is %s, want the sum of its steps' %s", got, want)
+	}
+	cts, err = tools.NewChainTools([]tools.Chain{{Name: "c", Description: "d", Steps: []tools.ChainStep{
+		{Name: "a", Tool: "calculator", Args: `{"expression": "1"}`},
+		{Name: "b", Tool: "wait"}}}}, []tools.Tool{tools.Calculator{}, waitTool{20 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cts[0].Call(context.Background(), tools.Call{Key: "k"})
+	if want := `chain c stopped at step 2 of 2, "b" (wait): tool timed out after 20ms`; err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("a step past its tool's timeout: %q, %v; want an error starting %q", out, err, want)
+	}
+}
+
+// A chain run in one call bounds each step as a session's performer does: a step's
+// result past its tool's output bound is cut before the later steps see it, and
+// arguments past its argument bound are refused; so the chain answers what it
+// answers in a session.
+func TestChainRunInOneCallBoundsEachStepAsASession(t *testing.T) {
+	const n = 100 << 10
+	cts, err := tools.NewChainTools([]tools.Chain{
+		{Name: "size", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "big"}}, Output: "{{len .steps.a.output}}"},
+	}, []tools.Tool{bigTool{n: n}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strconv.Itoa(len(tools.Truncate(strings.Repeat("x", n), tools.DefaultMaxOutput)))
+	if out, err := cts[0].Call(context.Background(), tools.Call{Key: "k"}); err != nil || out != want {
+		t.Errorf("the length a later template sees of a %d-byte result: %s, %v; want %s, as in a session", n, out, err, want)
+	}
+	limited, err := tools.NewChainTools([]tools.Chain{
+		{Name: "pass", Description: "d", Steps: []tools.ChainStep{{Name: "a", Tool: "big"}, {Name: "b", Tool: "small", Args: `{"s": {{json .steps.a.output}}}`}}},
+	}, []tools.Tool{bigTool{n: n, limit: 1 << 20}, smallArgs{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := limited[0].Call(context.Background(), tools.Call{Key: "k"}); err == nil || !errors.Is(err, tools.ErrInvalidArguments) ||
+		!strings.Contains(err.Error(), `step 2 of 2, "b" (small): small: invalid arguments: the arguments are`) {
+		t.Errorf("a step's arguments past its bound: %.80q, %v", out, err)
+	}
+}
+
+// smallArgs takes at most 1 KiB of arguments.
+type smallArgs struct{}
+
+func (smallArgs) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "small", Description: "small"}
+}
+func (smallArgs) Call(context.Context, tools.Call) (string, error) { return "ok", nil }
+func (smallArgs) Limits() tools.CallLimits                         { return tools.CallLimits{MaxArguments: 1 << 10} }

@@ -34,7 +34,9 @@ const clockParameters = `{"type":"object","properties":{"timezone":{"type":"stri
 	`"description":"IANA time zone name such as \"Europe/Paris\" or \"America/New_York\"; default UTC"}},` +
 	`"additionalProperties":false}`
 
-const clockExample = `{"timezone": "Europe/Paris"}`
+// clockArguments reads the clock's arguments as every tool's are read
+// (ArgumentParser): JSON or key=value pairs, coerced and checked against its schema.
+var clockArguments = mustArgumentParser("clock", clockParameters)
 
 // Spec implements Tool.
 func (*Clock) Spec() messages.ToolSpec {
@@ -57,13 +59,12 @@ func (c *Clock) Call(ctx context.Context, call Call) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", err
 	}
-	var args struct {
-		Timezone string `json:"timezone"`
-	}
-	if err := decodeArguments("clock", call.Arguments, clockExample, &args); err != nil {
+	args, err := clockArguments.Parse(call.Arguments)
+	if err != nil {
 		return "", err
 	}
-	loc, err := location(strings.TrimSpace(args.Timezone))
+	zone, _ := args["timezone"].(string)
+	loc, err := location(strings.TrimSpace(zone))
 	if err != nil {
 		return "", err
 	}

@@ -47,10 +47,12 @@ func TestClockRejectsBadArguments(t *testing.T) {
 		{`{"timezone": "../../etc/passwd"}`, "unknown time zone"},
 		{`{"timezone": "/etc/localtime"}`, "unknown time zone"},
 		{`{"timezone": "` + strings.Repeat("A", 65) + `"}`, "too long"},
-		{`{"timezone": 1}`, `field "timezone" must be a string`},
+		{`{"timezone": 1}`, `unknown time zone "1"`}, // the number taken as its text
+		{`{"timezone": ["UTC"]}`, `"timezone" must be a string, not an array`},
 		{`{"tz": "UTC"}`, `unknown field "tz"`},
+		{`{"timezone": "UTC", "timezone": "Local"}`, `the key "timezone" appears twice`},
 		{`{"timezone": "UTC"`, "malformed JSON"},
-		{`Europe/Paris`, "not a JSON object"},
+		{`Europe/Paris`, "neither a JSON object nor key=value pairs"},
 	} {
 		_, err := clock.Call(context.Background(), tools.Call{Arguments: tc.args})
 		if !errors.Is(err, tools.ErrInvalidArguments) || !strings.Contains(err.Error(), tc.want) {

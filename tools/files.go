@@ -11,7 +11,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode/utf8"
 )
@@ -42,6 +44,12 @@ type FilesConfig struct {
 	// ReadOnly leaves out the write operation.
 	ReadOnly bool
 }
+
+// MaxPathBytes bounds a path the files tool takes, as the system bounds one it
+// resolves at once (PATH_MAX): the tool resolves a path one name at a time, and
+// would otherwise make, and write under, directories nested deeper than any other
+// program could reach by path.
+const MaxPathBytes = 4096
 
 // Defaults of FilesConfig.
 const (
@@ -145,6 +153,9 @@ func (f *files) rel(p string, dflt string) (string, error) {
 	if strings.ContainsRune(p, 0) {
 		return "", &ArgumentError{Tool: "files", Field: "path", Reason: "the path holds a NUL byte"}
 	}
+	if len(p) > MaxPathBytes {
+		return "", &ArgumentError{Tool: "files", Field: "path", Reason: fmt.Sprintf("the path is %d bytes long; the limit is %d", len(p), MaxPathBytes)}
+	}
 	if filepath.IsAbs(p) {
 		clean := filepath.Clean(p)
 		for _, root := range f.abs {
@@ -161,8 +172,24 @@ func (f *files) rel(p string, dflt string) (string, error) {
 	return clean, nil
 }
 
+// maxQuotedPath bounds a path quoted in an error (quotePath).
+const maxQuotedPath = 256
+
+// quotePath quotes a path of the model's for an error, clipped to its head when it
+// is long: a path of half a megabyte is not worth sending back.
+func quotePath(p string) string {
+	if len(p) <= maxQuotedPath {
+		return strconv.Quote(p)
+	}
+	cut := maxQuotedPath / 2
+	for cut > 0 && !utf8.RuneStart(p[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%s… (%d bytes)", strconv.Quote(p[:cut]), len(p))
+}
+
 func (f *files) outside(p string) error {
-	return fmt.Errorf("files: %q: %w, the agent's work directory (%w)", p, ErrOutsideRoot, ErrInvalidArguments)
+	return fmt.Errorf("files: %s: %w, the agent's work directory (%w)", quotePath(p), ErrOutsideRoot, ErrInvalidArguments)
 }
 
 // fail rephrases an error of os.Root about path p without the host's paths.
@@ -175,11 +202,17 @@ func (f *files) fail(op, p string, err error) error {
 	case err.Error() == "path escapes from parent":
 		return f.outside(p)
 	case errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("files: %s %q: no such file or directory (%w)", op, p, ErrInvalidArguments)
+		return fmt.Errorf("files: %s %s: no such file or directory (%w)", op, quotePath(p), ErrInvalidArguments)
 	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("files: %s %q: permission denied (%w)", op, p, ErrInvalidArguments)
+		return fmt.Errorf("files: %s %s: permission denied (%w)", op, quotePath(p), ErrInvalidArguments)
+	case errors.Is(err, syscall.ENOTDIR):
+		return fmt.Errorf("files: %s %s: a part of the path is a file, not a directory (%w)", op, quotePath(p), ErrInvalidArguments)
+	case errors.Is(err, syscall.ENAMETOOLONG):
+		return fmt.Errorf("files: %s %s: a name in the path is too long (%w)", op, quotePath(p), ErrInvalidArguments)
+	case errors.Is(err, syscall.ELOOP):
+		return fmt.Errorf("files: %s %s: too many levels of symbolic links (%w)", op, quotePath(p), ErrInvalidArguments)
 	}
-	return fmt.Errorf("files: %s %q: %v", op, p, err)
+	return fmt.Errorf("files: %s %s: %v", op, quotePath(p), err)
 }
 
 func (f *files) open() (*os.Root, error) {
@@ -191,7 +224,7 @@ func (f *files) open() (*os.Root, error) {
 }
 
 func notRegular(p string, mode fs.FileMode) error {
-	return fmt.Errorf("files: %q is %s: %w (%w)", p, kind(mode), ErrNotRegular, ErrInvalidArguments)
+	return fmt.Errorf("files: %s is %s: %w (%w)", quotePath(p), kind(mode), ErrNotRegular, ErrInvalidArguments)
 }
 
 // kind names a file's type.
@@ -237,7 +270,7 @@ func (f *files) read(ctx context.Context, a fileReadArgs) (string, error) {
 		return "", notRegular(a.Path, st.Mode())
 	}
 	if a.Offset > st.Size() {
-		return "", &ArgumentError{Tool: "files", Field: "offset", Reason: fmt.Sprintf("offset %d is past the end of %q (%d bytes)", a.Offset, a.Path, st.Size())}
+		return "", &ArgumentError{Tool: "files", Field: "offset", Reason: fmt.Sprintf("offset %d is past the end of %s (%d bytes)", a.Offset, quotePath(a.Path), st.Size())}
 	}
 	buf := make([]byte, min(int64(f.cfg.MaxReadBytes)+1, st.Size()-a.Offset+1))
 	n, err := file.ReadAt(buf, a.Offset)
@@ -250,7 +283,7 @@ func (f *files) read(ctx context.Context, a fileReadArgs) (string, error) {
 		buf = cutPartialRune(buf[:f.cfg.MaxReadBytes])
 	}
 	if slices.Contains(buf, 0) {
-		return "", fmt.Errorf("files: %q is a binary file; read returns text only (%w)", a.Path, ErrInvalidArguments)
+		return "", fmt.Errorf("files: %s is a binary file; read returns text only (%w)", quotePath(a.Path), ErrInvalidArguments)
 	}
 	text := strings.ToValidUTF8(string(buf), "\uFFFD")
 	if truncated {
@@ -266,7 +299,7 @@ func (f *files) write(ctx context.Context, a fileWriteArgs) (string, error) {
 		return "", err
 	}
 	if p == "." {
-		return "", fmt.Errorf("files: %q is the work directory itself, not a file (%w)", a.Path, ErrInvalidArguments)
+		return "", fmt.Errorf("files: %s is the work directory itself, not a file (%w)", quotePath(a.Path), ErrInvalidArguments)
 	}
 	if len(a.Content) > f.cfg.MaxWriteBytes {
 		return "", &ArgumentError{Tool: "files", Field: "content", Reason: fmt.Sprintf("the content is %d bytes; the limit is %d", len(a.Content), f.cfg.MaxWriteBytes)}
@@ -333,7 +366,7 @@ func (f *files) list(ctx context.Context, a filePathArgs) (string, error) {
 		return "", f.fail("list", a.Path, err)
 	}
 	if !st.IsDir() {
-		return "", fmt.Errorf("files: %q is %s, not a directory (%w)", a.Path, kind(st.Mode()), ErrInvalidArguments)
+		return "", fmt.Errorf("files: %s is %s, not a directory (%w)", quotePath(a.Path), kind(st.Mode()), ErrInvalidArguments)
 	}
 	entries, err := dir.ReadDir(-1)
 	if err != nil {

@@ -52,6 +52,9 @@ func filesCall(t *testing.T, tool tools.Tool, op string, args map[string]any) (s
 
 func TestFilesStayInsideTheRoot(t *testing.T) {
 	root, outside := filesFixture(t)
+	if err := errors.Join(os.Symlink("loop-b", filepath.Join(root, "loop-a")), os.Symlink("loop-a", filepath.Join(root, "loop-b"))); err != nil {
+		t.Fatal(err)
+	}
 	tool, err := tools.NewFiles(tools.FilesConfig{Root: root})
 	if err != nil {
 		t.Fatal(err)
@@ -81,6 +84,13 @@ func TestFilesStayInsideTheRoot(t *testing.T) {
 		{"list", "..", tools.ErrOutsideRoot},
 		{"list", "dir-out", tools.ErrOutsideRoot},
 		{"list", "/", tools.ErrOutsideRoot},
+		// What the model got wrong about the tree is its error too.
+		{"read", "a.txt/b", tools.ErrInvalidArguments},
+		{"write", "a.txt/b", tools.ErrInvalidArguments},
+		{"write", strings.Repeat("n", 300), tools.ErrInvalidArguments},
+		{"write", strings.Repeat("d/", 3000) + "f", tools.ErrInvalidArguments},
+		{"read", strings.Repeat("../", 1000) + "secret.txt", tools.ErrOutsideRoot},
+		{"read", "loop-a", tools.ErrInvalidArguments},
 		{"stat", "link-out", tools.ErrOutsideRoot},
 		{"stat", "../secret.txt", tools.ErrOutsideRoot},
 	} {
@@ -93,6 +103,9 @@ func TestFilesStayInsideTheRoot(t *testing.T) {
 			t.Errorf("%s %s: %q, %v; want %v", c.op, c.path, out, err, c.want)
 			continue
 		}
+		if len(err.Error()) > 600 {
+			t.Errorf("%s %.40s…: an error of %d bytes", c.op, c.path, len(err.Error()))
+		}
 		if strings.Contains(err.Error(), filepath.Dir(root)) && !strings.Contains(c.path, filepath.Dir(root)) {
 			t.Errorf("%s %s: the error names a host path: %v", c.op, c.path, err)
 		}
@@ -102,6 +115,9 @@ func TestFilesStayInsideTheRoot(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(filepath.Dir(root), "escape.txt")); err == nil {
 		t.Fatal("a file was written outside the root")
+	}
+	if _, err := os.Stat(filepath.Join(root, "d")); err == nil {
+		t.Fatal("a path past 4096 bytes made directories")
 	}
 }
 

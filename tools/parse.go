@@ -85,6 +85,16 @@ func NewArgumentParser(tool string, schema json.RawMessage, maxBytes int) (*Argu
 	return newArgumentParser(tool, s, maxBytes)
 }
 
+// mustArgumentParser is NewArgumentParser for a built-in tool's constant schema: it
+// panics on a schema the parser cannot use, a programming error.
+func mustArgumentParser(tool, schema string) *ArgumentParser {
+	p, err := NewArgumentParser(tool, json.RawMessage(schema), 0)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
 func newArgumentParser(tool string, s *jsonschema.Schema, maxBytes int) (*ArgumentParser, error) {
 	if t := schemaType(s); t != "" && t != "object" && !slices.Contains(s.Types, "object") {
 		return nil, fmt.Errorf("tools: tool %q: its parameters have the type %q: arguments are a JSON object, so want \"object\"", tool, t)
@@ -297,7 +307,7 @@ func (w *walker) fail(path, format string, args ...any) {
 		w.more++
 		return
 	}
-	w.problems = append(w.problems, fmt.Sprintf(format, args...))
+	w.problems = append(w.problems, clipQuoted(fmt.Sprintf(format, args...)))
 }
 
 // walk returns v coerced to s (numbers made float64 or int64), reporting what does
@@ -696,12 +706,52 @@ func validatorProblem(err error) string {
 		}
 		path, msg = p, after
 	}
-	msg = strings.TrimPrefix(msg, "validating root: ")
+	msg = clipQuoted(strings.TrimPrefix(msg, "validating root: "))
 	if path == "" {
 		return "the arguments do not match the schema: " + msg
 	}
 	field := strings.NewReplacer("/properties/", ".", "/items", "[]").Replace(path)
 	return fmt.Sprintf("%s does not match the schema: %s", strconv.Quote(strings.TrimPrefix(field, ".")), msg)
+}
+
+// maxQuoted bounds a quoted value in a validator's message (clipQuoted).
+const maxQuoted = 80
+
+// clipQuoted shortens each quoted string of a message longer than maxQuoted bytes
+// to its head and its length: a message quotes the model's value or field name
+// whole, and one of half a megabyte filled the error and cut off what was
+// expected.
+func clipQuoted(msg string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexByte(msg, '"')
+		if i < 0 {
+			break
+		}
+		j := i + 1
+		for j < len(msg) && msg[j] != '"' {
+			if msg[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		if j >= len(msg) {
+			break
+		}
+		lit := msg[i : j+1]
+		b.WriteString(msg[:i])
+		if s, err := strconv.Unquote(lit); err == nil && len(lit) > maxQuoted && len(s) > maxQuoted/2 {
+			cut := maxQuoted / 2
+			for cut > 0 && !utf8.RuneStart(s[cut]) {
+				cut--
+			}
+			lit = fmt.Sprintf("%s… (%d bytes)", strconv.Quote(s[:cut]), len(s))
+		}
+		b.WriteString(lit)
+		msg = msg[j+1:]
+	}
+	b.WriteString(msg)
+	return b.String()
 }
 
 // marshalCompact writes v as compact JSON without HTML escaping.

@@ -3,6 +3,7 @@ package tools_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -83,6 +84,10 @@ var argumentCases = []struct {
 	{name: "too many items", in: `{"query":"q","tags":["a","b","c","d"]}`, field: "tags", err: `"tags" must have at most 3 items, not 4`},
 	{name: "item type", in: `{"query":"q","tags":["a",{}]}`, field: "tags[1]", err: `"tags[1]" must be a string, not an object`},
 	{name: "pattern (the validator)", in: `{"query":"q","filter":{"lang":"english"}}`, err: `"filter.lang" does not match the schema: pattern`},
+	// The validator quotes the value: a long one is clipped, so that the error keeps
+	// what was expected, and stays short.
+	{name: "pattern of a long value", in: `{"query":"q","filter":{"lang":"` + strings.Repeat("é", 30000) + `"}}`,
+		err: `pattern: "` + strings.Repeat("é", 20) + `"… (60000 bytes) does not match regular expression "^[a-z]{2}$"`},
 	{name: "several problems", in: `{"limit":"x","sort":1}`, field: "query", err: `missing the required field "query"; "limit" must be an integer`},
 	{name: "array", in: `["q"]`, err: "the arguments are a JSON array; want a JSON object such as {\"query\": …}"},
 	{name: "string", in: `"q"`, err: "a JSON string"},
@@ -178,5 +183,31 @@ func TestParserRefusesSchemasItCannotUse(t *testing.T) {
 	}
 	if got, err := p.ParseJSON(`a=1, b="x"`); err != nil || string(got) != `{"a":"1","b":"x"}` {
 		t.Fatalf("no schema: %s, %v", got, err)
+	}
+}
+
+// A validator's message is clipped however its quoted values are escaped, and the
+// parser's own messages clip what they quote of the model's (a field's name, a value).
+func TestValidatorMessagesWithEscapedValues(t *testing.T) {
+	p := searchParser(t)
+	for _, in := range []string{`{"query":"q","` + strings.Repeat("k", 100_000) + `":1}`, `{"query":"q","limit":"` + strings.Repeat("9x", 50_000) + `"}`} {
+		_, err := p.ParseJSON(in)
+		if err == nil || len(err.Error()) > 400 {
+			t.Errorf("%.40s…: an error of %d bytes: %.200v", in, len(fmt.Sprint(err)), err)
+		}
+	}
+	for _, lang := range []string{strings.Repeat(`\u0000`, 30), strings.Repeat(`\"`, 50), strings.Repeat(`\\`, 41) + "x", strings.Repeat("🙂", 100)} {
+		_, err := p.ParseJSON(`{"query":"q","filter":{"lang":"` + lang + `"}}`)
+		if err == nil || !strings.Contains(err.Error(), `does not match regular expression "^[a-z]{2}$"`) || len(err.Error()) > 400 {
+			t.Errorf("lang %.40s…: %v", lang, err)
+		}
+	}
+}
+
+// A call_tool call's arguments with a long unknown field: the error quotes its head.
+func TestNamedCallErrorClipsTheField(t *testing.T) {
+	_, err := tools.ParseNamedCall("call_tool", `{"name":"x","`+strings.Repeat("k", 100_000)+`":1}`)
+	if err == nil || !strings.Contains(err.Error(), "unknown field") || len(err.Error()) > 400 {
+		t.Errorf("an error of %d bytes: %.200v", len(fmt.Sprint(err)), err)
 	}
 }

@@ -110,12 +110,22 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 		list, memLog = append(list, box), kbLog
 	}
 	if nc := agent.Notes; nc != nil {
-		notesTools, closeLog, err := cliNotes(ctx, fc, *dataFlag, *nc, memLog)
+		// The notes' log is opened only for a call that reaches the notes: listing the
+		// tools, or calling another, works while a node serves the data directory.
+		notesTools, err := notesSpecs(*nc)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
-			return 1
+			return 2
 		}
-		defer closeLog()
+		if memLog != nil || (sub == "call" && len(pos) > 0 && callReaches(pos[0], notesTools, agent.Chains)) {
+			var closeLog func()
+			notesTools, closeLog, err = cliNotes(ctx, fc, *dataFlag, *nc, memLog)
+			if err != nil {
+				fmt.Fprintln(stderr, "error:", err)
+				return 1
+			}
+			defer closeLog()
+		}
 		list = append(list, notesTools...)
 	}
 	var cfg node.Config
@@ -283,6 +293,37 @@ func callTool(ctx context.Context, reg *tools.Registry, catalog actors.ToolCatal
 	}
 	fmt.Fprintln(stdout, rep.Output)
 	return 0
+}
+
+// notesSpecs makes the notes tools of cfg on a log that is never read: what listing
+// them, or building chains over them, needs. Calling one panics.
+func notesSpecs(cfg notes.Config) ([]tools.Tool, error) {
+	cfg.Log = unreadLog{}
+	n, err := notes.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return n.Tools()
+}
+
+// unreadLog stands in for the notes' log where only their tools' specs are needed.
+type unreadLog struct{ eventlog.Log }
+
+// callReaches reports whether calling the tool name reaches one of ts: it is one of
+// them, or a chain with a step that calls one.
+func callReaches(name string, ts []tools.Tool, chains []tools.Chain) bool {
+	reaches := func(n string) bool {
+		return slices.ContainsFunc(ts, func(t tools.Tool) bool { return t.Spec().Name == n })
+	}
+	if reaches(name) {
+		return true
+	}
+	for _, c := range chains {
+		if c.Name == name && slices.ContainsFunc(c.Steps, func(s tools.ChainStep) bool { return reaches(s.Tool) }) {
+			return true
+		}
+	}
+	return false
 }
 
 // cliNotes builds the notes tool of "node tools" on the event log that run and

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -168,5 +169,37 @@ func TestToolsListShowsA2AAgents(t *testing.T) {
 	bad := writeConfig(t, `{"a2a_agents": {"no spaces": "https://x.invalid/card.json"}}`)
 	if code, _, errs := nodeTools(t, options{}, "list", "--config", bad); code != 2 || !strings.Contains(errs, "a2a_agents") {
 		t.Fatalf("bad name: %d %s", code, errs)
+	}
+}
+
+// With the notes enabled, listing the tools and calling one that is not the notes'
+// work while a node holds the data directory (its log locked); a call that reaches
+// the notes, directly or through a chain, says the directory is held.
+func TestToolsListAndCallWhileANodeHoldsTheNotesLog(t *testing.T) {
+	t.Chdir(t.TempDir())
+	data := t.TempDir()
+	held, err := sqlite.Open(context.Background(), sqlite.Config{Dir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	cfg := writeConfig(t, `{"tools": {"notes": {}}, "chains": [{"name": "jot", "description": "Adds a note.",
+		"steps": [{"name": "add", "tool": "notes", "args": "{\"op\": \"add\", \"args\": {\"type\": \"fact\", \"body\": \"b\"}}"}]},
+		{"name": "twice", "description": "Doubles.", "steps": [{"name": "a", "tool": "calculator", "args": "{\"expression\": \"2 * 21\"}"}]}]}`)
+	code, out, errs := nodeTools(t, options{}, "list", "--config", cfg, "--data", data)
+	if code != 0 || !strings.Contains(out, "\nnotes ") || !strings.Contains(out, "\njot ") {
+		t.Fatalf("list while the log is held: %d\n%s%s", code, out, errs)
+	}
+	for _, args := range [][]string{{"calculator", "expression=6*7"}, {"twice"}} {
+		code, out, errs = nodeTools(t, options{}, append([]string{"call", "--config", cfg, "--data", data}, args...)...)
+		if code != 0 || out != "42\n" {
+			t.Errorf("call %s while the log is held: %d %q %s", args[0], code, out, errs)
+		}
+	}
+	for _, args := range [][]string{{"notes", `{"op": "list"}`}, {"jot"}} {
+		code, _, errs = nodeTools(t, options{}, append([]string{"call", "--config", cfg, "--data", data}, args...)...)
+		if code != 1 || !strings.Contains(errs, "locked by another process") {
+			t.Errorf("call %s while the log is held: %d %s; want exit 1 saying the directory is locked", args[0], code, errs)
+		}
 	}
 }

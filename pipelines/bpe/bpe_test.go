@@ -241,3 +241,39 @@ func BenchmarkCountLongPiece(b *testing.B) {
 		}
 	}
 }
+
+// CountWithin answers whether a text's count is within a limit exactly as Count
+// does, on texts of every kind and at every limit around the count, and stops
+// early: past the limit it counts little more than the limit's worth of text.
+func TestCountWithinAgreesWithCount(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	texts := []string{"", "a", " ", "it's  a\ttest\n\n", "数据 处理 🙂", "\xff\xfeabc", strings.Repeat("a", 5000),
+		strings.Repeat("ab1 ", 3000), strings.Repeat("{\"k\": [1, 2]}\n", 500)}
+	for range 40 {
+		var b strings.Builder
+		for range rng.IntN(400) {
+			b.WriteString([]string{"word", " ", "\n", "123", "'s", "é", "🙂", "\t", "A", "x"}[rng.IntN(10)])
+		}
+		texts = append(texts, b.String())
+	}
+	for _, name := range bpe.Encodings() {
+		c, err := bpe.New(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, text := range texts {
+			n := c.Count(text)
+			for _, limit := range []int{0, 1, n / 2, n - 1, n, n + 1, 2*n + 5} {
+				got, ok := c.CountWithin(text, limit)
+				if ok != (n <= limit) || (ok && got != n) || (!ok && got <= limit) {
+					t.Fatalf("%s: %.40q… (count %d) within %d: %d, %v", name, text, n, limit, got, ok)
+				}
+			}
+		}
+	}
+	// Past the limit it stops: a megabyte within 10 tokens counts a few pieces.
+	c, _ := bpe.New("cl100k_base")
+	if got, ok := c.CountWithin(strings.Repeat("word ", 200_000), 10); ok || got > 12 {
+		t.Errorf("a megabyte within 10 tokens: %d, %v; want it to stop at 11", got, ok)
+	}
+}

@@ -112,6 +112,32 @@ func (c *Counter) Count(text string) int {
 	return n
 }
 
+// CountWithin counts the tokens of text while they stay within limit: it returns
+// Count(text) and true when that is at most limit, and otherwise a count past
+// limit (of a part of text) and false, having stopped at the first piece that took
+// the count past it. The answer is exact, since a text's count is the sum of its
+// pieces' counts; it costs the work of about limit tokens of text, not of all of
+// it, which is what a search for the longest part of a long text within a budget
+// needs.
+func (c *Counter) CountWithin(text string, limit int) (int, bool) {
+	c.once.Do(c.load)
+	if c.t.ranks == nil {
+		return len(text), len(text) <= limit
+	}
+	if !utf8.ValidString(text) {
+		text = replaceInvalid(text)
+	}
+	n := 0
+	for i := 0; i < len(text); {
+		j := c.t.next(text, i)
+		if n += c.t.pieceTokens(text[i:j]); n > limit {
+			return n, false
+		}
+		i = j
+	}
+	return n, n <= limit
+}
+
 // replaceInvalid returns s with each byte that is not part of a valid UTF-8
 // sequence replaced by U+FFFD, as []rune(s) reads it (strings.ToValidUTF8
 // replaces a run of such bytes by one).

@@ -654,7 +654,7 @@ func (b Builder) headWithin(text string, room int) int {
 	l, h := 0, len(cuts)-1
 	for l < h {
 		mid := (l + h + 1) / 2
-		if b.Tokenizer.Count(text[:cuts[mid]]) <= room {
+		if b.within(text[:cuts[mid]], room) {
 			l = mid
 		} else {
 			h = mid - 1
@@ -694,7 +694,7 @@ func (b Builder) truncate(c *cand, target int) bool {
 		l, h := 0, len(cuts)-1
 		for l < h {
 			mid := (l + h + 1) / 2
-			if b.Tokenizer.Count(text[:cuts[mid]]) <= room*2/3 {
+			if b.within(text[:cuts[mid]], room*2/3) {
 				l = mid
 			} else {
 				h = mid - 1
@@ -706,7 +706,7 @@ func (b Builder) truncate(c *cand, target int) bool {
 		l, h = first, len(cuts)-1
 		for l < h {
 			mid := (l + h) / 2
-			if b.Tokenizer.Count(text[cuts[mid]:]) <= left {
+			if b.within(text[cuts[mid]:], left) {
 				h = mid
 			} else {
 				l = mid + 1

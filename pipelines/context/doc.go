@@ -32,7 +32,7 @@
 // The package is pure: no I/O, no clock, no randomness, no map-order dependence.
 // The same items and options always give the same bytes, so a session's decisions
 // that build a context stay replayable. Tokens are counted with a rag.Tokenizer
-// (rag.Cl100k by default: cl100k_base); a caller that counted an item already sets
+// (Cl100k: cl100k_base, rag.Cl100k's counts); a caller that counted an item already sets
 // Item.Tokens and is not asked again.
 //
 // Importers alias the package, as its name is the standard library's:

@@ -298,7 +298,7 @@ func (n *Notes) Remove(ctx context.Context, id string) error {
 }
 
 func (n *Notes) unknown(id string) error {
-	return inputErr(ErrUnknownNote, "no note has the id %q: list or search the notes to find their ids", id)
+	return inputErr(ErrUnknownNote, "no note has the id %q: list or search the notes to find their ids", truncate(id, 48))
 }
 
 // idOf returns the note an event of the stream changes.

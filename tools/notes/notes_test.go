@@ -378,18 +378,19 @@ func TestHostileInput(t *testing.T) {
 		want     error
 		says     string
 	}{
-		"huge body":      {"add", fmt.Sprintf(`{"body":%q}`, strings.Repeat("x", 101)), notes.ErrLimit, "101 bytes; the limit is 100"},
-		"blank body":     {"add", `{"body":"   "}`, notes.ErrBadNote, "body is empty"},
-		"tag with space": {"add", `{"body":"x","tags":["two words"]}`, notes.ErrBadNote, `tag "two words" is not a word`},
-		"empty tag":      {"add", `{"body":"x","tags":[""]}`, notes.ErrBadNote, `tag "" is not a word`},
-		"long tag":       {"add", fmt.Sprintf(`{"body":"x","tags":[%q]}`, strings.Repeat("t", 33)), notes.ErrBadNote, "is not a word"},
-		"control type":   {"add", `{"body":"x","type":"a\u0000b"}`, notes.ErrBadNote, "type"},
-		"too many tags":  {"add", `{"body":"x","tags":` + tooMany + `}`, notes.ErrLimit, "4 tags; a note has at most 3"},
-		"unknown id":     {"update", `{"id":"n999","body":"x"}`, notes.ErrUnknownNote, `no note has the id "n999"`},
-		"remove unknown": {"remove", `{"id":"n999"}`, notes.ErrUnknownNote, "list or search"},
-		"empty update":   {"update", `{"id":"n1"}`, notes.ErrBadNote, "nothing to update"},
-		"empty query":    {"search", `{"query":" "}`, notes.ErrBadNote, "query is empty"},
-		"bad filter tag": {"list", `{"tags":["a b"]}`, notes.ErrBadNote, "not a word"},
+		"huge body":       {"add", fmt.Sprintf(`{"body":%q}`, strings.Repeat("x", 101)), notes.ErrLimit, "101 bytes; the limit is 100"},
+		"blank body":      {"add", `{"body":"   "}`, notes.ErrBadNote, "body is empty"},
+		"tag with space":  {"add", `{"body":"x","tags":["two words"]}`, notes.ErrBadNote, `tag "two words" is not a word`},
+		"empty tag":       {"add", `{"body":"x","tags":[""]}`, notes.ErrBadNote, `tag "" is not a word`},
+		"long tag":        {"add", fmt.Sprintf(`{"body":"x","tags":[%q]}`, strings.Repeat("t", 33)), notes.ErrBadNote, "is not a word"},
+		"control type":    {"add", `{"body":"x","type":"a\u0000b"}`, notes.ErrBadNote, "type"},
+		"too many tags":   {"add", `{"body":"x","tags":` + tooMany + `}`, notes.ErrLimit, "4 tags; a note has at most 3"},
+		"unknown id":      {"update", `{"id":"n999","body":"x"}`, notes.ErrUnknownNote, `no note has the id "n999"`},
+		"remove unknown":  {"remove", `{"id":"n999"}`, notes.ErrUnknownNote, "list or search"},
+		"huge unknown id": {"remove", fmt.Sprintf(`{"id":%q}`, strings.Repeat("n", 20000)), notes.ErrUnknownNote, `no note has the id "` + strings.Repeat("n", 48) + `…": list`},
+		"empty update":    {"update", `{"id":"n1"}`, notes.ErrBadNote, "nothing to update"},
+		"empty query":     {"search", `{"query":" "}`, notes.ErrBadNote, "query is empty"},
+		"bad filter tag":  {"list", `{"tags":["a b"]}`, notes.ErrBadNote, "not a word"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
