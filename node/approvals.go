@@ -251,6 +251,10 @@ type approvalBody struct {
 
 func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 	id, call := r.PathValue("id"), r.PathValue("call")
+	if !eventlog.IsSession(id) {
+		notASession(w, id)
+		return
+	}
 	if err := checkJSONContentType(r.Header.Get("Content-Type")); err != nil {
 		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
 		return

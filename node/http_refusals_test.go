@@ -141,7 +141,7 @@ func TestStreamsThatAreNoSessionHaveNoStatus(t *testing.T) {
 	for _, c := range []struct {
 		method, path string
 		want         int
-	}{{"GET", p, http.StatusNotFound}, {"POST", p + "/cancel", http.StatusNotFound}, {"GET", p + "/events", http.StatusOK}} {
+	}{{"GET", p, http.StatusNotFound}, {"POST", p + "/cancel", http.StatusNotFound}, {"POST", p + "/approvals/call_1", http.StatusNotFound}, {"GET", p + "/events", http.StatusOK}} {
 		if code, body := call(c.method, c.path); code != c.want {
 			t.Errorf("%s %s: %d %s, want %d", c.method, c.path, code, body, c.want)
 		}
