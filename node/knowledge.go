@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/knowledge"
@@ -360,6 +361,10 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 			bodyError(w, err)
 			return
 		}
+		if !utf8.Valid(raw) {
+			writeError(w, http.StatusBadRequest, "%s; nothing was written", errJSONNotUTF8(raw))
+			return
+		}
 		var in struct {
 			Source  *string `json:"source"`
 			Content *string `json:"content"`
@@ -418,6 +423,22 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 	default:
 		kbJSON(w, http.StatusCreated, res)
 	}
+}
+
+// errJSONNotUTF8 says where a JSON body that is not UTF-8 goes wrong. JSON is
+// UTF-8; decoding would turn each bad byte into U+FFFD silently, storing a text
+// (or naming a source) other than the one sent, where the same bytes uploaded as a
+// file are refused.
+func errJSONNotUTF8(raw []byte) string {
+	at := 0
+	for at < len(raw) {
+		r, n := utf8.DecodeRune(raw[at:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		at += n
+	}
+	return fmt.Sprintf("the JSON body is not valid UTF-8 (byte %d, 0x%02x): send text as UTF-8, or a file as multipart/form-data", at, raw[at])
 }
 
 // kbJSON writes v as JSON without HTML escapes, so that citation labels and
@@ -552,6 +573,10 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
 	if err != nil {
 		bodyError(w, err)
+		return
+	}
+	if !utf8.Valid(raw) {
+		writeError(w, http.StatusBadRequest, "%s", errJSONNotUTF8(raw))
 		return
 	}
 	var in KBAskRequest

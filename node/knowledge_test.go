@@ -332,6 +332,15 @@ func TestKBBadRequests(t *testing.T) {
 		{"JSON with an unknown field", 400, func() (int, []byte) {
 			return k.do(t, "POST", "/v1/kb/docs/documents", "application/json", strings.NewReader(`{"source":"b.md","content":"x","tags":[]}`))
 		}, `unknown field "tags"`},
+		{"JSON content not UTF-8", 400, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/docs/documents", "application/json", strings.NewReader("{\"source\":\"latin1.md\",\"content\":\"caf\xe9\"}"))
+		}, "not valid UTF-8 (byte 36, 0xe9)"},
+		{"JSON source not UTF-8", 400, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/docs/documents", "application/json", strings.NewReader("{\"source\":\"\xff.md\",\"content\":\"fine\"}"))
+		}, "not valid UTF-8"},
+		{"ask not UTF-8", 400, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/docs/ask", "application/json", strings.NewReader("{\"question\":\"caf\xe9?\"}"))
+		}, "not valid UTF-8"},
 		{"multipart without a file", 400, func() (int, []byte) {
 			var buf bytes.Buffer
 			mw := multipart.NewWriter(&buf)
