@@ -126,7 +126,14 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 	// one just over it.
 	opts := b.cfg.Chunk
 	opts.MaxChunks = b.cfg.MaxChunks
-	chunks := rag.Pack(rag.Split(md), opts)
+	paras := rag.Split(md)
+	chunks := rag.Pack(paras, opts)
+	if len(chunks) > b.cfg.MaxChunks && !opts.SpanHeadings {
+		// Sections too many to make a chunk each (a changelog, a glossary):
+		// chunks span them, cited by the headings they share.
+		opts.SpanHeadings = true
+		chunks = rag.Pack(paras, opts)
+	}
 	if len(chunks) == 0 {
 		return AddResult{}, fmt.Errorf("%w: %q (%d bytes) gives no text to index", ErrEmpty, source, len(body))
 	}

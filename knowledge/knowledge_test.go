@@ -814,3 +814,34 @@ func TestBaseOpensWhileVectorStoreIsDown(t *testing.T) {
 		t.Errorf("search after a restart during the outage: hits %v, notes %q", got, res.Notes)
 	}
 }
+
+// A passage is cited by the section it is from: a chunk never spans a heading, so
+// the answer to a question about the second section of a short document does not
+// cite the first. A document of sections too many to make a chunk each is still
+// ingested, its chunks spanning sections, cited by the headings they share.
+func TestChunksAreCitedByTheirOwnSection(t *testing.T) {
+	f := newFixture(t, func(c *knowledge.Config) { c.MaxChunks = 4 })
+	b := f.base(t, "docs")
+	addText(t, b, "ops.md", "# Operations\n\n## Backups\n\nCopy the data directory while the node is stopped.\n\n"+
+		"## Restore\n\nTo restore, put the copied directory back and start the node.")
+	ans, err := b.Ask(testCtx(t), "How do I restore the node?", knowledge.AskOptions{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ans.Citations) != 1 || ans.Citations[0].HeadingPath != "# Operations > ## Restore" || !strings.Contains(ans.Text, "put the copied directory back") {
+		t.Errorf("answer %q citing %+v; want the Restore section cited", ans.Text, ans.Citations)
+	}
+	var changelog strings.Builder
+	changelog.WriteString("# Changelog\n\n")
+	for i := range 10 {
+		fmt.Fprintf(&changelog, "## v1.%d\n\nFixed bug %d.\n\n", i, i)
+	}
+	r := addText(t, b, "CHANGELOG.md", changelog.String())
+	if r.Chunks > 4 {
+		t.Errorf("%d chunks, over MaxChunks", r.Chunks)
+	}
+	hits := search(t, b, knowledge.Query{Text: "v1.7", Mode: knowledge.ModeBM25, Limit: 1}).Hits
+	if len(hits) != 1 || hits[0].Source != "CHANGELOG.md" || hits[0].HeadingPath != "# Changelog" || !strings.Contains(hits[0].Content, "Fixed bug 7.") {
+		t.Errorf("hits %+v", hits)
+	}
+}
