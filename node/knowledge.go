@@ -37,6 +37,9 @@ import (
 // full of quotes and newlines: such a text is at most half the limit).
 const kbMaxBody = knowledge.MaxDocumentBytes + 64<<10
 
+// kbMaxAskBody bounds a POST /v1/kb/{name}/ask body (its route's MaxBody).
+const kbMaxAskBody = 64 << 10
+
 // kbIngestTimeout is how long an upload's ingestion may take (conversion and
 // embedding with a remote embedder) before its response is written: the write
 // deadline of the HTTP server (HTTPConfig.WriteTimeout, 30 s by default) is
@@ -456,6 +459,8 @@ func bodyError(w http.ResponseWriter, err error) {
 	var tooLarge *http.MaxBytesError
 	var netErr net.Error
 	switch {
+	case errors.As(err, &tooLarge) && tooLarge.Limit == kbMaxAskBody:
+		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes (64 KiB): ask a shorter question", kbMaxAskBody)
 	case errors.As(err, &tooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes: a document is at most %d bytes (32 MiB); nothing was written", kbMaxBody, knowledge.MaxDocumentBytes)
 	case errors.As(err, &netErr) && netErr.Timeout():
@@ -570,7 +575,7 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
 		return
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, kbMaxAskBody))
 	if err != nil {
 		bodyError(w, err)
 		return

@@ -436,6 +436,17 @@ func TestKBHugeBodyIs413(t *testing.T) {
 	if got := k.ingested(t, "docs"); len(got) != 0 {
 		t.Fatalf("ingested %v after refused bodies", got)
 	}
+	// A question over the ask route's 64 KiB is told so, not that a document is at
+	// most 32 MiB: with its length said, and chunked.
+	question := `{"question": "` + strings.Repeat("port ", 20000) + `"}`
+	code, b = k.do(t, http.MethodPost, "/v1/kb/docs/ask", "application/json", strings.NewReader(question))
+	if code != http.StatusRequestEntityTooLarge || !bytes.Contains(b, []byte("ask a shorter question")) {
+		t.Fatalf("huge question: %d %s", code, b)
+	}
+	code, b = k.do(t, http.MethodPost, "/v1/kb/docs/ask", "application/json", struct{ io.Reader }{strings.NewReader(question)})
+	if code != http.StatusRequestEntityTooLarge || !bytes.Contains(b, []byte("ask a shorter question")) {
+		t.Fatalf("huge question, chunked: %d %s", code, b)
+	}
 }
 
 // A client that sends its upload a byte at a time, slower than the server's read
