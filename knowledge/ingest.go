@@ -50,7 +50,8 @@ func (r AddResult) Skipped() bool { return r.Status == StatusUnchanged }
 
 // CheckSource accepts a document's source name: 1 to MaxSourceLen bytes of valid
 // UTF-8 without control characters (a newline in a name would break the citations
-// "[source > heading]" and the lines of a listing), not only spaces.
+// "[source > heading]" and the lines of a listing) nor bidirectional controls (an
+// override makes "\u202egnp.exe" read "exe.png" in a citation), not only spaces.
 func CheckSource(source string) error {
 	switch {
 	case strings.TrimSpace(source) == "":
@@ -61,7 +62,7 @@ func CheckSource(source string) error {
 		return fmt.Errorf("%w: source name %q is not valid UTF-8", ErrInvalid, source)
 	}
 	for _, r := range source {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
 			return fmt.Errorf("%w: source name %q holds a control character (%U): rename the file", ErrInvalid, source, r)
 		}
 	}

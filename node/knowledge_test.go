@@ -247,7 +247,7 @@ func TestKBSourceNamesWithEscapes(t *testing.T) {
 	if code, b := k.do(t, http.MethodGet, "/v1/kb/docs/documents", "", nil); code != http.StatusOK || !bytes.Contains(b, []byte(`"documents":[]`)) {
 		t.Fatalf("after the deletes: %d %s", code, b)
 	}
-	for _, bad := range []string{"line\nbreak.md", "tab\there.md", "nul\x00.md", "   "} {
+	for _, bad := range []string{"line\nbreak.md", "tab\there.md", "nul\x00.md", "   ", "\u202egnp.exe", "a\u2066b.md"} {
 		code, b := k.postText(t, "docs", bad, "# X\n\ntext")
 		if code != http.StatusBadRequest || !bytes.Contains(b, []byte("source name")) {
 			t.Errorf("post source %q: %d %s; want 400 about the source name", bad, code, b)
