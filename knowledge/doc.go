@@ -62,7 +62,7 @@
 // than Config.MaxChunks chunks (ErrTooLarge: they travel in one event), a format
 // Convert cannot read (rag.ErrUnsupported, rag.ErrMalformed), a document without
 // text (ErrEmpty), a source name that is empty, over MaxSourceLen or holds a control
-// character such as a newline (ErrInvalid, CheckSource).
+// character such as a newline or a bidirectional override (ErrInvalid, CheckSource).
 //
 // # Projections
 //
@@ -70,7 +70,10 @@
 // Collection(name) = "kb_<name>" ('-' becomes '_' and a hash suffix keeps names
 // apart: Milvus allows letters, digits and underscores only), an item per chunk
 // whose ID is the chunk's ID, derived from the source, the document's hash and the
-// chunk's index. The BM25 index (pipelines/memory KeywordIndex) holds each chunk's
+// chunk's index. A collection keeps the dimension of its first vectors for good: a
+// base whose documents were all removed and added again by an embedder of another
+// dimension puts its vectors in Collection(name) + "_d<dim>", and empties the
+// collection before of its vectors. The BM25 index (pipelines/memory KeywordIndex) holds each chunk's
 // heading path and text (see the tokenizer below). A chunk the embedder gives a zero vector (the hashing
 // embedder and a chunk of punctuation) has no vector and is found by its words.
 // A chunk whose vector the store refuses (vectorstore.Refused) is parked

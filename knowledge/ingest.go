@@ -169,8 +169,8 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 			return nil, nil
 		}
 		if dim, emb := b.st.dim(source); dim != 0 && newDim != 0 && dim != newDim {
-			return nil, fmt.Errorf("%w: knowledge base %s holds vectors of dimension %d (embedder %s); %s gives %d: re-ingest every document with one embedder, or use another knowledge base",
-				ErrEmbedder, b.name, dim, emb, b.cfg.EmbedderName, newDim)
+			return nil, fmt.Errorf("%w: knowledge base %s holds vectors of dimension %d (embedder %s); %s gives %d: add the documents to another knowledge base, or remove every document of this one and add them again",
+				ErrDimension, b.name, dim, emb, b.cfg.EmbedderName, newDim)
 		}
 		ev.Reason = "new document"
 		res.Status = StatusAdded

@@ -845,3 +845,54 @@ func TestChunksAreCitedByTheirOwnSection(t *testing.T) {
 		t.Errorf("hits %+v", hits)
 	}
 }
+
+// A base moved to an embedder of another dimension — every document removed, then
+// added again with the new embedder — searches its vectors in the store, in a
+// collection of the new dimension: the first collection keeps its dimension for
+// good and refused them, and every search ran in memory with a note saying that the
+// store lagged. The first collection is emptied of the base's vectors.
+func TestBaseMovesToAnEmbedderOfAnotherDimension(t *testing.T) {
+	f := newFixture(t)
+	first := f.base(t, "docs")
+	addText(t, first, "a.md", "# A\n\nThe lighthouse keeper logs the weather.")
+	addText(t, first, "b.md", "# B\n\nThe ferry leaves at noon.")
+	for _, src := range []string{"a.md", "b.md"} {
+		if err := first.Remove(testCtx(t), src, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.bases.Close(); err != nil {
+		t.Fatal(err)
+	}
+	open := func() *knowledge.Base {
+		bs, err := knowledge.Open(knowledge.Config{Log: f.log, Vectors: f.store, Embedder: llm.HashingEmbedder{Dim: 64}, EmbedderName: "small",
+			Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bs.Close() })
+		b, err := bs.Base(testCtx(t), "docs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := open()
+	addText(t, b, "a.md", "# A\n\nThe lighthouse keeper logs the weather.")
+	check := func(when string, b *knowledge.Base) {
+		t.Helper()
+		res := search(t, b, knowledge.Query{Text: "lighthouse weather", Mode: knowledge.ModeVector})
+		if len(res.Notes) != 0 || len(res.Hits) != 1 || res.Hits[0].Source != "a.md" {
+			t.Errorf("%s: hits %v, notes %q", when, sources(res.Hits), res.Notes)
+		}
+		if coll := b.Stats().Collection; coll == knowledge.Collection("docs") {
+			t.Errorf("%s: the vectors of dimension 64 in %s, the collection of dimension 256", when, coll)
+		}
+		hits, err := f.store.Search(testCtx(t), knowledge.Collection("docs"), vectorstore.Query{Vector: slices.Repeat([]float32{1}, 256), K: 10})
+		if err != nil || len(hits) != 0 {
+			t.Errorf("%s: the first collection holds %d vectors (%v)", when, len(hits), err)
+		}
+	}
+	check("after the move", b)
+	check("opened again", open())
+}

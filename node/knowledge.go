@@ -274,6 +274,8 @@ func kbStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, knowledge.ErrKeyReused):
 		return http.StatusUnprocessableEntity
+	case errors.Is(err, knowledge.ErrDimension):
+		return http.StatusConflict
 	case errors.Is(err, knowledge.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, knowledge.ErrInvalid), errors.Is(err, knowledge.ErrEmpty),

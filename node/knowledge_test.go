@@ -746,3 +746,23 @@ func TestKBModelCallsGoThroughTheGateway(t *testing.T) {
 		t.Fatalf("the model was called %d times; want 2 (a failure, then its retry)", n)
 	}
 }
+
+// A document whose embedder gives vectors of another dimension than the base's is
+// refused with 409, saying what to do, not 503 with advice to send it again (which
+// fails the same way).
+func TestKBAnotherDimensionIs409(t *testing.T) {
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lg.Close() })
+	a := kbNode{n: nodetest.Start(t, node.Config{Log: lg, Knowledge: &knowledge.Config{}}), log: lg}
+	b := kbNode{n: nodetest.Start(t, node.Config{Log: lg, Knowledge: &knowledge.Config{Embedder: llm.HashingEmbedder{Dim: 64}, EmbedderName: "small"}}), log: lg}
+	if code, body := a.postText(t, "docs", "a.md", kbInstall); code != http.StatusCreated {
+		t.Fatalf("%d %s", code, body)
+	}
+	code, body := b.postText(t, "docs", "b.md", "# B\n\nAnother document.", "Idempotency-Key", "k1")
+	if code != http.StatusConflict || !bytes.Contains(body, []byte("another knowledge base")) || bytes.Contains(body, []byte("send it again")) {
+		t.Fatalf("a document of another dimension: %d %s; want 409 saying to use another knowledge base", code, body)
+	}
+}

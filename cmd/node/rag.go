@@ -310,6 +310,9 @@ func ragAdd(ctx context.Context, bs *knowledge.Bases, name string, paths []strin
 			name, res.Added+res.Replaced, res.Added, res.Replaced, res.Unchanged, removed, len(res.Failed), chunks, byteSize(res.Bytes), max(elapsed.Round(time.Millisecond), time.Millisecond))
 	}
 	switch {
+	case err != nil && errors.Is(err, knowledge.ErrDimension):
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "error: %v (run node rag add again: what was ingested is skipped as unchanged)\n", err)
 		return 1
