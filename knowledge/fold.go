@@ -432,16 +432,36 @@ func (b *Base) countBacklog() {
 
 // rebuildVectors makes the vector store hold exactly the fold's vectors after the
 // first fold in this process: every chunk the stream ever named that is no longer
-// live is deleted, every live one upserted, in batches of VectorBatch. It is
-// idempotent. The caller holds mu for writing.
+// live is deleted, every live one upserted, in batches of VectorBatch. What the
+// store holds already as the fold has it (storedVectors) is not written again, so
+// that opening a base in line with its store (every node rag command, every start
+// of a node) writes nothing; what it holds that the fold does not is deleted. It
+// is idempotent. The caller holds mu for writing.
 func (b *Base) rebuildVectors(ctx context.Context) error {
 	var dels []string
 	var ups []vectorstore.Item
 	ever := slices.Sorted(maps.Keys(b.st.ever))
-	for _, id := range ever {
+	stored := b.storedVectors(ctx, len(ever))
+	live := func(id string) *chunk {
 		if c := b.st.chunks[id]; c != nil && len(c.vector) > 0 {
+			return c
+		}
+		return nil
+	}
+	for _, id := range ever {
+		if c := live(id); c != nil {
+			if it, ok := stored[id]; ok && sameVector(it, b.vectorItem(c)) {
+				continue
+			}
 			ups = append(ups, b.vectorItem(c))
-		} else {
+		} else if stored == nil {
+			dels = append(dels, id)
+		}
+	}
+	// What the store holds and the fold does not: chunks removed since, and
+	// chunks the stream never named (a log begun anew beside a store kept).
+	for _, id := range slices.Sorted(maps.Keys(stored)) {
+		if live(id) == nil {
 			dels = append(dels, id)
 		}
 	}
@@ -460,6 +480,39 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 	clear(b.dirty)
 	b.stale = false
 	return nil
+}
+
+// storedVectors lists the items the store's collection holds for the knowledge
+// base, by ID: a search for any of its vectors, filtered on the base, for more
+// items than the stream ever named (a vectorstore.Store returns every match when
+// there are no more than K). nil when it cannot tell (no live vector to search
+// with, the store failing or refusing so large a K, more items than expected): the
+// rebuild then writes everything.
+func (b *Base) storedVectors(ctx context.Context, ever int) map[string]vectorstore.Item {
+	var probe []float32
+	for _, id := range slices.Sorted(maps.Keys(b.st.chunks)) {
+		if v := b.st.chunks[id].vector; len(v) > 0 {
+			probe = v
+			break
+		}
+	}
+	if probe == nil {
+		return nil
+	}
+	hits, err := b.cfg.Vectors.Search(ctx, b.coll, vectorstore.Query{Vector: probe, K: ever + 1, Filter: map[string]string{"kb": b.name}})
+	if err != nil || len(hits) > ever {
+		return nil
+	}
+	out := make(map[string]vectorstore.Item, len(hits))
+	for _, h := range hits {
+		out[h.ID] = h.Item
+	}
+	return out
+}
+
+// sameVector reports whether the stored item a is the item b to write.
+func sameVector(a, b vectorstore.Item) bool {
+	return a.ID == b.ID && slices.Equal(a.Vector, b.Vector) && maps.Equal(a.Metadata, b.Metadata) && a.Text == b.Text
 }
 
 // upsertVectors upserts items in batches of VectorBatch. The items the store

@@ -896,3 +896,79 @@ func TestBaseMovesToAnEmbedderOfAnotherDimension(t *testing.T) {
 	check("after the move", b)
 	check("opened again", open())
 }
+
+// countingStore counts the items written to and deleted from a store.
+type countingStore struct {
+	vectorstore.Store
+	upserted, deleted atomic.Int64
+}
+
+func (s *countingStore) Upsert(ctx context.Context, coll string, items []vectorstore.Item) error {
+	s.upserted.Add(int64(len(items)))
+	return s.Store.Upsert(ctx, coll, items)
+}
+
+func (s *countingStore) Delete(ctx context.Context, coll string, ids []string) error {
+	s.deleted.Add(int64(len(ids)))
+	return s.Store.Delete(ctx, coll, ids)
+}
+
+// A base opened again on a store in line with its stream writes nothing to the
+// store (every node rag command and every start of a node wrote every vector of
+// the base again); a store that lost a vector or kept a removed one (a crash
+// between the event and the store's write) gets exactly those put right.
+func TestOpeningABaseInLineWithItsStoreWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	for i := range 5 {
+		addText(t, b, fmt.Sprintf("d%d.md", i), fmt.Sprintf("# D%d\n\nParagraph one of d%d about otters.\n\n## More\n\nParagraph two of d%d about beavers.", i, i, i))
+	}
+	if err := b.Remove(testCtx(t), "d4.md", ""); err != nil {
+		t.Fatal(err)
+	}
+	live := len(b.Documents()) * 2
+	open := func() (*countingStore, *knowledge.Base) {
+		store := &countingStore{Store: f.store}
+		bs, err := knowledge.Open(knowledge.Config{Log: f.log, Vectors: store, Embedder: llm.HashingEmbedder{}, EmbedderName: "hashing", Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bs.Close() })
+		b, err := bs.Base(testCtx(t), "docs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store, b
+	}
+	store, b2 := open()
+	if res := search(t, b2, knowledge.Query{Text: "beavers", Mode: knowledge.ModeVector, Limit: 10}); len(res.Notes) != 0 || len(res.Hits) != live {
+		t.Fatalf("search after the open: %d hits %q", len(res.Hits), res.Notes)
+	}
+	if u, d := store.upserted.Load(), store.deleted.Load(); u != 0 || d != 0 {
+		t.Errorf("opening a base in line with its store upserted %d vectors and deleted %d; want none", u, d)
+	}
+	// The store loses d0's vectors and gets back one of d4's, as after a crash.
+	d0, _ := b.Chunks("d0.md")
+	var lost []string
+	for _, h := range d0 {
+		lost = append(lost, h.ChunkID)
+	}
+	if err := f.store.Delete(testCtx(t), knowledge.Collection("docs"), lost); err != nil {
+		t.Fatal(err)
+	}
+	stray := vectorstore.Item{ID: "c_stray", Vector: slices.Repeat([]float32{1}, 256), Metadata: map[string]string{"kb": "docs", "source": "d4.md"}}
+	if err := f.store.Upsert(testCtx(t), knowledge.Collection("docs"), []vectorstore.Item{stray}); err != nil {
+		t.Fatal(err)
+	}
+	store, b3 := open()
+	if res := search(t, b3, knowledge.Query{Text: "beavers", Mode: knowledge.ModeVector, Limit: 10}); len(res.Notes) != 0 || len(res.Hits) != live {
+		t.Fatalf("search after the repair: %d hits %q", len(res.Hits), res.Notes)
+	}
+	if u := store.upserted.Load(); u != int64(len(lost)) {
+		t.Errorf("the repair upserted %d vectors; want the %d lost", u, len(lost))
+	}
+	hits, err := f.store.Search(testCtx(t), knowledge.Collection("docs"), vectorstore.Query{Vector: stray.Vector, K: 100})
+	if err != nil || len(hits) != live {
+		t.Errorf("the store holds %d vectors after the repair (%v); want the %d live", len(hits), err, live)
+	}
+}
