@@ -16,9 +16,10 @@
 // Open builds the Bases of a node from a Config (the log and the vector store are
 // required; the embedders, the model, the chunking, the clock and the limits have
 // defaults). Bases.Base folds a knowledge base's stream on its first use, makes the
-// vector store hold exactly the fold's vectors (the store is persistent: chunks
-// replaced or removed since an earlier run are deleted, the live ones upserted
-// again), and caches it. A name (CheckName) is 1 to 64 ASCII letters, digits, '-'
+// vector store hold exactly the fold's vectors (the store is persistent: it is
+// asked for the base's items, those the fold does not hold — chunks replaced or
+// removed since an earlier run — are deleted, the live ones it lacks or holds
+// otherwise upserted; a store in line is not written), and caches it. A name (CheckName) is 1 to 64 ASCII letters, digits, '-'
 // and '_', starting with a letter or digit.
 //
 // Base.Add ingests one document: the pure pipeline of package pipelines/rag converts
