@@ -48,7 +48,7 @@ var codeLanguages = map[string]string{
 // word/document.xml a DOCX and one holding xl/workbook.xml an XLSX; valid UTF-8 is
 // HTML if it starts like HTML, JSON if it parses as JSON, and plain text otherwise.
 //
-// Line endings become "\n". Errors wrap ErrUnsupported, ErrTooLarge or ErrMalformed
+// A UTF-8 byte order mark is dropped and line endings become "\n". Errors wrap ErrUnsupported, ErrTooLarge or ErrMalformed
 // and never panic, whatever the bytes.
 func Convert(name string, data []byte) (markdown string, err error) {
 	if len(data) > MaxDocumentBytes {
@@ -88,6 +88,10 @@ func convertAs(kind, name string, data []byte) (string, error) {
 	if !utf8.Valid(data) {
 		return "", fmt.Errorf("%s is not valid UTF-8: %w", kind, ErrMalformed)
 	}
+	// A byte order mark (Windows editors write one) is no text: left in, it made
+	// the first line "\ufeff# Title" a paragraph rather than a heading, and JSON
+	// invalid.
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	text := normalizeNewlines(string(data))
 	switch kind {
 	case ".md", ".markdown":
@@ -124,8 +128,8 @@ func sniff(data []byte) string {
 	case !utf8.Valid(data):
 		return ""
 	}
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	head := strings.ToLower(strings.TrimSpace(string(data[:min(len(data), 512)])))
-	head = strings.TrimPrefix(head, "\ufeff")
 	switch {
 	case strings.HasPrefix(head, "<!doctype html"), strings.HasPrefix(head, "<html"),
 		strings.HasPrefix(head, "<head"), strings.HasPrefix(head, "<body"):

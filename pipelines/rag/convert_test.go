@@ -25,6 +25,9 @@ func TestConvertText(t *testing.T) {
 		{"fence longer than backticks inside", "x.py", "s = '```'\n", "# x.py\n\n````python\ns = '```'\n````\n"},
 		{"unknown extension sniffed as JSON", "data", `[1]`, "# data\n\n```json\n[\n  1\n]\n```\n"},
 		{"unknown extension sniffed as text", "README", "plain words", "plain words"},
+		{"markdown with a byte order mark", "win.md", "\ufeff# Install\r\n\r\nRun it.\r\n", "# Install\n\nRun it.\n"},
+		{"json with a byte order mark", "win.json", "\ufeff{\"a\":1}", "# win.json\n\n```json\n{\n  \"a\": 1\n}\n```\n"},
+		{"json sniffed with a byte order mark", "data", "\ufeff[1]", "# data\n\n```json\n[\n  1\n]\n```\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
