@@ -111,7 +111,8 @@
 //     making the best keyword match 1 however poor it is. The vector lists are
 //     averaged, the BM25 lists are averaged, and a chunk scores
 //     Alpha × vector + (1 − Alpha) × BM25 (Query.Alpha, default Config.Alpha,
-//     default DefaultAlpha 0.5). A single list keeps its order, so ModeVector and
+//     default DefaultAlpha 0.5, DefaultHashingAlpha 0.2 with the offline hashing
+//     embedder, whose vectors only blur BM25). A single list keeps its order, so ModeVector and
 //     ModeBM25 rank as their one list does.
 //   - FusionRRF is reciprocal rank fusion, k = 60: a chunk scores the sum over the
 //     lists that rank it of 1/(60 + rank).

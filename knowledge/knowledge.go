@@ -153,7 +153,8 @@ type Config struct {
 	Rerank func(ctx context.Context, query string, hits []Hit) ([]Hit, error)
 	// Fusion is how hybrid searches fuse their lists when the Query does not say
 	// (default FusionConvex); Alpha is FusionConvex's vector share, in (0, 1]
-	// (default DefaultAlpha).
+	// (default DefaultAlpha; DefaultHashingAlpha with the offline hashing
+	// embedder).
 	Fusion Fusion
 	Alpha  float64
 	// Chunk says how documents are cut (pipelines/rag defaults: 512 tokens,
@@ -234,6 +235,11 @@ func (c *Config) setDefaults() {
 	}
 	if c.Alpha == 0 {
 		c.Alpha = DefaultAlpha
+		_, lexical := c.Embedder.(llm.HashingEmbedder)
+		_, lexicalQuery := c.QueryEmbedder.(llm.HashingEmbedder)
+		if lexical && lexicalQuery {
+			c.Alpha = DefaultHashingAlpha
+		}
 	}
 	if c.Model != nil && c.Model.Name() == llm.OfflineName {
 		c.Model, c.offline = nil, true

@@ -972,3 +972,31 @@ func TestOpeningABaseInLineWithItsStoreWritesNothing(t *testing.T) {
 		t.Errorf("the store holds %d vectors after the repair (%v); want the %d live", len(hits), err, live)
 	}
 }
+
+// With the offline hashing embedder (the default), a hybrid search leans on BM25:
+// the hashing vectors of texts that share no word score by hash collisions, which
+// min-max normalisation stretched to the full scale, so that at an even mix a
+// passage about Homebrew ranked first for "how large may an upload be".
+func TestHybridSearchWithTheHashingEmbedderLeansOnWords(t *testing.T) {
+	bs, err := knowledge.Open(knowledge.Config{Log: openLog(t, t.TempDir()), Vectors: openStore(t, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bs.Close() })
+	b, err := bs.Base(testCtx(t), "docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addText(t, b, "install.md", "# Install\n\n## Linux\n\nDownload the tarball and run node serve. The node listens on 127.0.0.1:8080.\n\n"+
+		"## macOS\n\nUse Homebrew: brew install troupe, then start the node with node serve.\n")
+	addText(t, b, "limits.md", "# Limits\n\n## Uploads\n\nA document is at most 32 MiB. Larger uploads are refused with status 413.\n\n"+
+		"## Search\n\nA search returns at most 100 passages; the default limit is 5.\n")
+	hits := search(t, b, knowledge.Query{Text: "how large may an upload be", Limit: 3}).Hits
+	if len(hits) == 0 || hits[0].Label() != "limits.md > # Limits > ## Uploads" {
+		var labels []string
+		for _, h := range hits {
+			labels = append(labels, fmt.Sprintf("%s (%.3f)", h.Label(), h.Score))
+		}
+		t.Errorf("hits %v; want the Uploads section first", labels)
+	}
+}

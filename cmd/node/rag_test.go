@@ -118,7 +118,7 @@ func TestRagAddFolderReportsBadFilesAndIngestsTheRest(t *testing.T) {
 	}
 
 	// Searchable, under the paths as given.
-	code, out, errs = nodeRag(t, "search", "--kb", "docs", "--data", data, "--json", "--limit", "3", "how large may uploads be")
+	code, out, errs = nodeRag(t, "search", "--kb", "docs", "--data", data, "--json", "--limit", "3", "how large may an upload be")
 	if code != 0 {
 		t.Fatalf("node rag search: exit %d\n%s", code, errs)
 	}
