@@ -435,8 +435,8 @@ func (b *Base) countBacklog() {
 // live is deleted, every live one upserted, in batches of VectorBatch. What the
 // store holds already as the fold has it (storedVectors) is not written again, so
 // that opening a base in line with its store (every node rag command, every start
-// of a node) writes nothing; what it holds that the fold does not is deleted. It
-// is idempotent. The caller holds mu for writing.
+// of a node) writes nothing, and only the chunks of the stream it holds are
+// deleted. It is idempotent. The caller holds mu for writing.
 func (b *Base) rebuildVectors(ctx context.Context) error {
 	var dels []string
 	var ups []vectorstore.Item
@@ -449,20 +449,21 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 		return nil
 	}
 	for _, id := range ever {
-		if c := live(id); c != nil {
+		c := live(id)
+		switch {
+		case c != nil:
 			if it, ok := stored[id]; ok && sameVector(it, b.vectorItem(c)) {
 				continue
 			}
 			ups = append(ups, b.vectorItem(c))
-		} else if stored == nil {
+		case stored == nil:
 			dels = append(dels, id)
-		}
-	}
-	// What the store holds and the fold does not: chunks removed since, and
-	// chunks the stream never named (a log begun anew beside a store kept).
-	for _, id := range slices.Sorted(maps.Keys(stored)) {
-		if live(id) == nil {
-			dels = append(dels, id)
+		default:
+			// Only what the stream named: an item it never did may be another
+			// node's newer write to a shared store (Milvus), not yet folded here.
+			if _, ok := stored[id]; ok {
+				dels = append(dels, id)
+			}
 		}
 	}
 	for len(b.retired) > 0 {

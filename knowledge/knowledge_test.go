@@ -923,6 +923,7 @@ func TestOpeningABaseInLineWithItsStoreWritesNothing(t *testing.T) {
 	for i := range 5 {
 		addText(t, b, fmt.Sprintf("d%d.md", i), fmt.Sprintf("# D%d\n\nParagraph one of d%d about otters.\n\n## More\n\nParagraph two of d%d about beavers.", i, i, i))
 	}
+	removed, _ := b.Chunks("d4.md")
 	if err := b.Remove(testCtx(t), "d4.md", ""); err != nil {
 		t.Fatal(err)
 	}
@@ -956,7 +957,7 @@ func TestOpeningABaseInLineWithItsStoreWritesNothing(t *testing.T) {
 	if err := f.store.Delete(testCtx(t), knowledge.Collection("docs"), lost); err != nil {
 		t.Fatal(err)
 	}
-	stray := vectorstore.Item{ID: "c_stray", Vector: slices.Repeat([]float32{1}, 256), Metadata: map[string]string{"kb": "docs", "source": "d4.md"}}
+	stray := vectorstore.Item{ID: removed[0].ChunkID, Vector: slices.Repeat([]float32{1}, 256), Metadata: map[string]string{"kb": "docs", "source": "d4.md"}}
 	if err := f.store.Upsert(testCtx(t), knowledge.Collection("docs"), []vectorstore.Item{stray}); err != nil {
 		t.Fatal(err)
 	}
