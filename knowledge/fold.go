@@ -487,9 +487,13 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 // base, by ID: a search for any of its vectors, filtered on the base, for more
 // items than the stream ever named (a vectorstore.Store returns every match when
 // there are no more than K). nil when it cannot tell (no live vector to search
-// with, the store failing or refusing so large a K, more items than expected): the
-// rebuild then writes everything.
+// with, the store failing or refusing so large a K, more items than expected, a
+// base of more than storedVectorsMax chunks, whose copies would cost more memory
+// than writing them again costs time): the rebuild then writes everything.
 func (b *Base) storedVectors(ctx context.Context, ever int) map[string]vectorstore.Item {
+	if ever >= storedVectorsMax {
+		return nil
+	}
 	var probe []float32
 	for _, id := range slices.Sorted(maps.Keys(b.st.chunks)) {
 		if v := b.st.chunks[id].vector; len(v) > 0 {
@@ -510,6 +514,10 @@ func (b *Base) storedVectors(ctx context.Context, ever int) map[string]vectorsto
 	}
 	return out
 }
+
+// storedVectorsMax bounds the items storedVectors asks the store for: their
+// vectors are copied (100 MB at 384 dimensions).
+const storedVectorsMax = 1 << 16
 
 // sameVector reports whether the stored item a is the item b to write.
 func sameVector(a, b vectorstore.Item) bool {
