@@ -242,16 +242,22 @@ func chunkID(source, hash string, i int) string {
 }
 
 // Remove removes a document and its chunks in one kb.document_removed event. A
-// source the knowledge base does not hold fails with ErrNotFound; a key applied
-// before to the same removal returns nil and writes nothing.
+// source the knowledge base does not hold fails with ErrNotFound, or ErrInvalid when
+// CheckSource refuses it (a document it holds is removed whatever its name: one
+// named before CheckSource refused what it refuses now must not be stuck); a key
+// applied before to the same removal returns nil and writes nothing.
 func (b *Base) Remove(ctx context.Context, source, key string) error {
-	if err := CheckSource(source); err != nil {
-		return err
+	invalid := CheckSource(source)
+	if len(source) > MaxSourceLen {
+		return invalid // never stored: no fold needed to say so
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	applied, err := b.write(ctx, key, func() (messages.Payload, error) {
 		if b.st.docs[source] == nil {
+			if invalid != nil {
+				return nil, invalid
+			}
 			return nil, fmt.Errorf("%w: knowledge base %s has no document %q", ErrNotFound, b.name, source)
 		}
 		return &messages.KBDocumentRemoved{Key: key, Reason: "removed", Source: source}, nil

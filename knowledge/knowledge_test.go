@@ -1001,3 +1001,48 @@ func TestHybridSearchWithTheHashingEmbedderLeansOnWords(t *testing.T) {
 		t.Errorf("hits %v; want the Uploads section first", labels)
 	}
 }
+
+// A document whose name CheckSource refuses now (a bidirectional control, refused
+// since) but that a base holds from before can still be removed, by name and by a
+// prune; a name the base never held is refused for what it is.
+func TestRemoveADocumentNamedBeforeTheRulesTightened(t *testing.T) {
+	ctx := testCtx(t)
+	t.Chdir(t.TempDir())
+	writeFile(t, "docs/a.md", "# A\n\nAlpha.", 0o644)
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	if _, err := knowledge.AddFolder(ctx, b, []string{"docs"}, knowledge.FolderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	appendOld := func(source string, seq uint64) {
+		t.Helper()
+		vs, _ := llm.HashingEmbedder{}.Embed(ctx, []string{"beta"})
+		env, err := messages.NewEnvelope(&messages.KBDocumentIngested{Reason: "new document", Source: source, Hash: fmt.Sprint("h", seq), Bytes: 4,
+			MarkdownBytes: 4, Embedder: "hashing", Chunks: []messages.KBChunk{{ChunkID: fmt.Sprint("c_old", seq), Tokens: 1, End: 4, Text: "beta", Vector: messages.Vector(vs[0])}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.ID, env.SessionID, env.Seq, env.TS, env.Actor = fmt.Sprint("kb-old-", seq), knowledge.Stream("docs"), seq, t0.UnixMicro(), "knowledge"
+		if err := f.log.Append(ctx, []messages.Envelope{env}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendOld("\u202egnp.exe", 2)
+	appendOld("docs/\u202egone.md", 3)
+	if err := b.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Remove(ctx, "\u202egnp.exe", ""); err != nil {
+		t.Errorf("removing a document named before the rules tightened: %v", err)
+	}
+	res, err := knowledge.AddFolder(ctx, b, []string{"docs"}, knowledge.FolderOptions{Prune: true})
+	if err != nil || !slices.Equal(res.Removed, []string{"docs/\u202egone.md"}) {
+		t.Errorf("prune: %+v %v", res, err)
+	}
+	if err := b.Remove(ctx, "\u202enever.md", ""); !errors.Is(err, knowledge.ErrInvalid) {
+		t.Errorf("removing a name never held: %v, want ErrInvalid", err)
+	}
+	if got := b.Documents(); len(got) != 1 || got[0].Source != "docs/a.md" {
+		t.Errorf("documents %+v", got)
+	}
+}
