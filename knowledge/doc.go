@@ -112,8 +112,8 @@
 //     averaged, the BM25 lists are averaged, and a chunk scores
 //     Alpha × vector + (1 − Alpha) × BM25 (Query.Alpha, default Config.Alpha,
 //     default DefaultAlpha 0.5, DefaultHashingAlpha 0.2 with the offline hashing
-//     embedder, whose vectors only blur BM25). A single list keeps its order, so ModeVector and
-//     ModeBM25 rank as their one list does.
+//     embedder, whose vectors only blur BM25). A single list keeps its order, so
+//     ModeVector and ModeBM25 rank as their one list does.
 //   - FusionRRF is reciprocal rank fusion, k = 60: a chunk scores the sum over the
 //     lists that rank it of 1/(60 + rank).
 //   - FusionWeightedRRF weights each BM25 vote by the same share of the query, at
