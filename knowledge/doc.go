@@ -16,9 +16,10 @@
 // Open builds the Bases of a node from a Config (the log and the vector store are
 // required; the embedders, the model, the chunking, the clock and the limits have
 // defaults). Bases.Base folds a knowledge base's stream on its first use, makes the
-// vector store hold exactly the fold's vectors (the store is persistent: chunks
-// replaced or removed since an earlier run are deleted, the live ones upserted
-// again), and caches it. A name (CheckName) is 1 to 64 ASCII letters, digits, '-'
+// vector store hold exactly the fold's vectors (the store is persistent: it is
+// asked for the base's items, those the fold does not hold — chunks replaced or
+// removed since an earlier run — are deleted, the live ones it lacks or holds
+// otherwise upserted; a store in line is not written), and caches it. A name (CheckName) is 1 to 64 ASCII letters, digits, '-'
 // and '_', starting with a letter or digit.
 //
 // Base.Add ingests one document: the pure pipeline of package pipelines/rag converts
@@ -62,7 +63,7 @@
 // than Config.MaxChunks chunks (ErrTooLarge: they travel in one event), a format
 // Convert cannot read (rag.ErrUnsupported, rag.ErrMalformed), a document without
 // text (ErrEmpty), a source name that is empty, over MaxSourceLen or holds a control
-// character such as a newline (ErrInvalid, CheckSource).
+// character such as a newline or a bidirectional override (ErrInvalid, CheckSource).
 //
 // # Projections
 //
@@ -70,7 +71,10 @@
 // Collection(name) = "kb_<name>" ('-' becomes '_' and a hash suffix keeps names
 // apart: Milvus allows letters, digits and underscores only), an item per chunk
 // whose ID is the chunk's ID, derived from the source, the document's hash and the
-// chunk's index. The BM25 index (pipelines/memory KeywordIndex) holds each chunk's
+// chunk's index. A collection keeps the dimension of its first vectors for good: a
+// base whose documents were all removed and added again by an embedder of another
+// dimension puts its vectors in Collection(name) + "_d<dim>", and empties the
+// collection before of its vectors. The BM25 index (pipelines/memory KeywordIndex) holds each chunk's
 // heading path and text (see the tokenizer below). A chunk the embedder gives a zero vector (the hashing
 // embedder and a chunk of punctuation) has no vector and is found by its words.
 // A chunk whose vector the store refuses (vectorstore.Refused) is parked
@@ -107,8 +111,9 @@
 //     making the best keyword match 1 however poor it is. The vector lists are
 //     averaged, the BM25 lists are averaged, and a chunk scores
 //     Alpha × vector + (1 − Alpha) × BM25 (Query.Alpha, default Config.Alpha,
-//     default DefaultAlpha 0.5). A single list keeps its order, so ModeVector and
-//     ModeBM25 rank as their one list does.
+//     default DefaultAlpha 0.5, DefaultHashingAlpha 0.2 with the offline hashing
+//     embedder, whose vectors only blur BM25). A single list keeps its order, so
+//     ModeVector and ModeBM25 rank as their one list does.
 //   - FusionRRF is reciprocal rank fusion, k = 60: a chunk scores the sum over the
 //     lists that rank it of 1/(60 + rank).
 //   - FusionWeightedRRF weights each BM25 vote by the same share of the query, at

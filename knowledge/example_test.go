@@ -28,7 +28,7 @@ func Example() {
 	}
 	docs, _ := bases.Base(ctx, "handbook")
 	r, _ := docs.AddText(ctx, "office.md", "# Office\n\n## Parking\n\nVisitors park in garage B. The barrier opens with the intercom.\n\n## Lunch\n\nThe canteen serves lunch from noon to two.", "")
-	fmt.Println(r.Status, r.Chunks, "chunk")
+	fmt.Println(r.Status, r.Chunks, "chunks")
 	r, _ = docs.AddText(ctx, "office.md", "# Office\n\n## Parking\n\nVisitors park in garage B. The barrier opens with the intercom.\n\n## Lunch\n\nThe canteen serves lunch from noon to two.", "")
 	fmt.Println(r.Status)
 
@@ -38,12 +38,15 @@ func Example() {
 
 	ans, _ := docs.Ask(ctx, "Where do visitors park?", knowledge.AskOptions{})
 	fmt.Println(ans.Text)
+	ans, _ = docs.Ask(ctx, "When is lunch served?", knowledge.AskOptions{})
+	fmt.Println(ans.Citations[0].Source, ">", ans.Citations[0].HeadingPath)
 	// Output:
-	// added 1 chunk
+	// added 2 chunks
 	// unchanged
 	// office.md > # Office > ## Parking
 	// multi-query expansion is off: no language model is configured
 	// Extractive answer (quoted from the knowledge base, not written by a language model):
 	//
 	// - Visitors park in garage B. [office.md > # Office > ## Parking]
+	// office.md > # Office > ## Lunch
 }

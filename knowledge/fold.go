@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -28,8 +29,12 @@ type Base struct {
 	cfg    *Config
 	name   string
 	stream string
-	coll   string
-	s      entity.Stream
+	// coll is the vector store collection of the live vectors' dimension
+	// (collectionFor); retired holds those of the dimensions the base had before,
+	// whose vectors the next rebuild deletes.
+	coll    string
+	retired []string
+	s       entity.Stream
 
 	mu sync.RWMutex
 	st *state
@@ -114,6 +119,9 @@ type state struct {
 	// vectors of those no longer live.
 	ever map[string]struct{}
 	keys map[string]keyed
+	// firstDim is the dimension of the first chunk vector the stream held (0
+	// before any): its vectors go to the collection Collection(name).
+	firstDim int
 }
 
 // document is one ingested document as the fold holds it.
@@ -178,6 +186,9 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 				start: c.Start, end: c.End, tokens: c.Tokens, hash: c.Hash, text: c.Text, vector: slices.Clone([]float32(c.Vector))}
 			if prev := s.chunks[ch.id]; prev != nil && prev.source != p.Source {
 				return eff, fmt.Errorf("knowledge: %s seq %d: chunk %s of %q is already a chunk of %q", e.SessionID, e.Seq, ch.id, p.Source, prev.source)
+			}
+			if s.firstDim == 0 {
+				s.firstDim = len(ch.vector)
 			}
 			d.chunks = append(d.chunks, ch)
 			s.chunks[ch.id] = ch
@@ -260,7 +271,41 @@ func (b *Base) apply(e messages.Envelope) error {
 		b.dirty[c.id] = struct{}{}
 		delete(b.parked, c.id) // a changed chunk gets another try
 	}
+	for _, c := range eff.added {
+		if len(c.vector) > 0 {
+			b.useCollection(b.collectionFor(len(c.vector)))
+			break
+		}
+	}
 	return nil
+}
+
+// collectionFor is the vector store collection of a knowledge base's vectors of
+// dimension dim: Collection(name) for the dimension of its first vectors,
+// Collection(name) + "_d" + dim for another. A collection keeps its dimension for
+// good, even emptied; a base whose documents were all removed and added again by
+// an embedder of another dimension (a move from the offline embedder to a model)
+// gets a collection of its own instead of one that refuses its vectors.
+func (b *Base) collectionFor(dim int) string {
+	if dim == b.st.firstDim {
+		return Collection(b.name)
+	}
+	return Collection(b.name) + "_d" + strconv.Itoa(dim)
+}
+
+// useCollection makes coll the collection of the live vectors: when it is another
+// than before, the one before is retired (the next sync rebuilds, deleting every
+// vector the stream named from it) and the new one filled. The caller holds mu for
+// writing.
+func (b *Base) useCollection(coll string) {
+	if coll == b.coll {
+		return
+	}
+	if !slices.Contains(b.retired, b.coll) {
+		b.retired = append(b.retired, b.coll)
+	}
+	b.retired = slices.DeleteFunc(b.retired, func(c string) bool { return c == coll })
+	b.coll, b.stale = coll, true
 }
 
 // write makes one change (entity.Stream.Write): it folds the stream and, unless the
@@ -387,17 +432,45 @@ func (b *Base) countBacklog() {
 
 // rebuildVectors makes the vector store hold exactly the fold's vectors after the
 // first fold in this process: every chunk the stream ever named that is no longer
-// live is deleted, every live one upserted, in batches of VectorBatch. It is
-// idempotent. The caller holds mu for writing.
+// live is deleted, every live one upserted, in batches of VectorBatch. What the
+// store holds already as the fold has it (storedVectors) is not written again, so
+// that opening a base in line with its store (every node rag command, every start
+// of a node) writes nothing, and only the chunks of the stream it holds are
+// deleted. It is idempotent. The caller holds mu for writing.
 func (b *Base) rebuildVectors(ctx context.Context) error {
 	var dels []string
 	var ups []vectorstore.Item
-	for _, id := range slices.Sorted(maps.Keys(b.st.ever)) {
+	ever := slices.Sorted(maps.Keys(b.st.ever))
+	stored := b.storedVectors(ctx, len(ever))
+	live := func(id string) *chunk {
 		if c := b.st.chunks[id]; c != nil && len(c.vector) > 0 {
-			ups = append(ups, b.vectorItem(c))
-		} else {
-			dels = append(dels, id)
+			return c
 		}
+		return nil
+	}
+	for _, id := range ever {
+		c := live(id)
+		switch {
+		case c != nil:
+			if it, ok := stored[id]; ok && sameVector(it, b.vectorItem(c)) {
+				continue
+			}
+			ups = append(ups, b.vectorItem(c))
+		case stored == nil:
+			dels = append(dels, id)
+		default:
+			// Only what the stream named: an item it never did may be another
+			// node's newer write to a shared store (Milvus), not yet folded here.
+			if _, ok := stored[id]; ok {
+				dels = append(dels, id)
+			}
+		}
+	}
+	for len(b.retired) > 0 {
+		if err := b.deleteVectorsFrom(ctx, b.retired[0], ever); err != nil {
+			return err
+		}
+		b.retired = b.retired[1:]
 	}
 	if err := b.deleteVectors(ctx, dels); err != nil {
 		return err
@@ -408,6 +481,47 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 	clear(b.dirty)
 	b.stale = false
 	return nil
+}
+
+// storedVectors lists the items the store's collection holds for the knowledge
+// base, by ID: a search for any of its vectors, filtered on the base, for more
+// items than the stream ever named (a vectorstore.Store returns every match when
+// there are no more than K). nil when it cannot tell (no live vector to search
+// with, the store failing or refusing so large a K, more items than expected, a
+// base of more than storedVectorsMax chunks, whose copies would cost more memory
+// than writing them again costs time): the rebuild then writes everything.
+func (b *Base) storedVectors(ctx context.Context, ever int) map[string]vectorstore.Item {
+	if ever >= storedVectorsMax {
+		return nil
+	}
+	var probe []float32
+	for _, id := range slices.Sorted(maps.Keys(b.st.chunks)) {
+		if v := b.st.chunks[id].vector; len(v) > 0 {
+			probe = v
+			break
+		}
+	}
+	if probe == nil {
+		return nil
+	}
+	hits, err := b.cfg.Vectors.Search(ctx, b.coll, vectorstore.Query{Vector: probe, K: ever + 1, Filter: map[string]string{"kb": b.name}})
+	if err != nil || len(hits) > ever {
+		return nil
+	}
+	out := make(map[string]vectorstore.Item, len(hits))
+	for _, h := range hits {
+		out[h.ID] = h.Item
+	}
+	return out
+}
+
+// storedVectorsMax bounds the items storedVectors asks the store for: their
+// vectors are copied (100 MB at 384 dimensions).
+const storedVectorsMax = 1 << 16
+
+// sameVector reports whether the stored item a is the item b to write.
+func sameVector(a, b vectorstore.Item) bool {
+	return a.ID == b.ID && slices.Equal(a.Vector, b.Vector) && maps.Equal(a.Metadata, b.Metadata) && a.Text == b.Text
 }
 
 // upsertVectors upserts items in batches of VectorBatch. The items the store
@@ -430,9 +544,13 @@ func (b *Base) upsertVectors(ctx context.Context, items []vectorstore.Item) erro
 }
 
 func (b *Base) deleteVectors(ctx context.Context, ids []string) error {
+	return b.deleteVectorsFrom(ctx, b.coll, ids)
+}
+
+func (b *Base) deleteVectorsFrom(ctx context.Context, coll string, ids []string) error {
 	for batch := range slices.Chunk(ids, VectorBatch) {
-		if err := b.cfg.Vectors.Delete(ctx, b.coll, batch); err != nil {
-			return fmt.Errorf("knowledge: %s: deleting %d vectors from %s: %w", b.name, len(batch), b.coll, err)
+		if err := b.cfg.Vectors.Delete(ctx, coll, batch); err != nil {
+			return fmt.Errorf("knowledge: %s: deleting %d vectors from %s: %w", b.name, len(batch), coll, err)
 		}
 	}
 	return nil

@@ -82,8 +82,9 @@ type FolderResult struct {
 
 // AddFolder ingests files and folders into base: each path is a file, or a folder
 // walked recursively. Files are ingested in parallel (opts.Workers), each with Add,
-// under its path as given joined with the names below it (relative paths stay
-// relative: "docs/guide.md"). Names starting with "." below a given path (hidden
+// under its path as given joined with the names below it, without "." elements
+// and repeated separators (relative paths stay relative: "./docs//guide.md" is
+// "docs/guide.md", as the walk of the folder "docs" names it). Names starting with "." below a given path (hidden
 // files and folders) are skipped, so are symbolic links to folders (which cannot
 // make the walk loop) and anything that is not a regular file (a FIFO, a device).
 // A file that cannot be ingested — unreadable, over MaxDocumentBytes, a format
@@ -258,6 +259,20 @@ func ingestFile(ctx context.Context, base *Base, source string, size int64, key 
 	return base.Add(ctx, source, body, key)
 }
 
+// fileSource is the source of a file given by path: the path without "." elements
+// and repeated separators, so that "./docs/a.md", "docs//a.md" and the file a.md
+// of the folder "docs" are one document, "docs/a.md". A path with a ".." element
+// stays as given: dropping "x/.." would name another file where x is a symbolic
+// link.
+func fileSource(path string) string {
+	for _, e := range strings.Split(filepath.ToSlash(path), "/") {
+		if e == ".." {
+			return path
+		}
+	}
+	return filepath.Clean(path)
+}
+
 // walk lists the regular files under paths, in order (each folder's entries
 // sorted), with their sizes, and the entries it could not look at. A path that does
 // not exist is an error.
@@ -285,7 +300,7 @@ func walk(paths []string) (files []string, sizes []int64, failed []FileError, er
 			if !fi.Mode().IsRegular() {
 				return nil, nil, nil, fmt.Errorf("knowledge: %s is not a regular file nor a folder", root)
 			}
-			add(root, fi.Size())
+			add(fileSource(root), fi.Size())
 			continue
 		}
 		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {

@@ -195,3 +195,30 @@ func TestAddFolderPrune(t *testing.T) {
 		t.Error("the absolute path was pruned")
 	}
 }
+
+// A file named by several spellings of its path is one document, under the name
+// the walk of its folder gives it.
+func TestAddFolderCleansFilePaths(t *testing.T) {
+	t.Chdir(t.TempDir())
+	writeFile(t, "docs/ops/a.md", "# A\n\nThe alpha runbook.", 0o644)
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	res, err := knowledge.AddFolder(testCtx(t), b, []string{"./docs/ops/a.md", "docs//ops/a.md", "docs/./ops/a.md"}, knowledge.FolderOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Added != 1 || res.Files != 1 {
+		t.Errorf("%+v", res)
+	}
+	again, err := knowledge.AddFolder(testCtx(t), b, []string{"docs"}, knowledge.FolderOptions{Prune: true})
+	if err != nil || again.Unchanged != 1 || again.Added != 0 || len(again.Removed) != 0 {
+		t.Errorf("the folder after the file: %+v %v", again, err)
+	}
+	var got []string
+	for _, d := range b.Documents() {
+		got = append(got, d.Source)
+	}
+	if want := []string{"docs/ops/a.md"}; !slices.Equal(got, want) {
+		t.Errorf("documents %v, want %v", got, want)
+	}
+}

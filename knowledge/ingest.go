@@ -50,7 +50,8 @@ func (r AddResult) Skipped() bool { return r.Status == StatusUnchanged }
 
 // CheckSource accepts a document's source name: 1 to MaxSourceLen bytes of valid
 // UTF-8 without control characters (a newline in a name would break the citations
-// "[source > heading]" and the lines of a listing), not only spaces.
+// "[source > heading]" and the lines of a listing) nor bidirectional controls (an
+// override makes "\u202egnp.exe" read "exe.png" in a citation), not only spaces.
 func CheckSource(source string) error {
 	switch {
 	case strings.TrimSpace(source) == "":
@@ -61,7 +62,7 @@ func CheckSource(source string) error {
 		return fmt.Errorf("%w: source name %q is not valid UTF-8", ErrInvalid, source)
 	}
 	for _, r := range source {
-		if unicode.IsControl(r) {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
 			return fmt.Errorf("%w: source name %q holds a control character (%U): rename the file", ErrInvalid, source, r)
 		}
 	}
@@ -126,7 +127,14 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 	// one just over it.
 	opts := b.cfg.Chunk
 	opts.MaxChunks = b.cfg.MaxChunks
-	chunks := rag.Pack(rag.Split(md), opts)
+	paras := rag.Split(md)
+	chunks := rag.Pack(paras, opts)
+	if len(chunks) > b.cfg.MaxChunks && !opts.SpanHeadings {
+		// Sections too many to make a chunk each (a changelog, a glossary):
+		// chunks span them, cited by the headings they share.
+		opts.SpanHeadings = true
+		chunks = rag.Pack(paras, opts)
+	}
 	if len(chunks) == 0 {
 		return AddResult{}, fmt.Errorf("%w: %q (%d bytes) gives no text to index", ErrEmpty, source, len(body))
 	}
@@ -161,8 +169,8 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 			return nil, nil
 		}
 		if dim, emb := b.st.dim(source); dim != 0 && newDim != 0 && dim != newDim {
-			return nil, fmt.Errorf("%w: knowledge base %s holds vectors of dimension %d (embedder %s); %s gives %d: re-ingest every document with one embedder, or use another knowledge base",
-				ErrEmbedder, b.name, dim, emb, b.cfg.EmbedderName, newDim)
+			return nil, fmt.Errorf("%w: knowledge base %s holds vectors of dimension %d (embedder %s); %s gives %d: add the documents to another knowledge base, or remove every document of this one and add them again",
+				ErrDimension, b.name, dim, emb, b.cfg.EmbedderName, newDim)
 		}
 		ev.Reason = "new document"
 		res.Status = StatusAdded
@@ -234,16 +242,22 @@ func chunkID(source, hash string, i int) string {
 }
 
 // Remove removes a document and its chunks in one kb.document_removed event. A
-// source the knowledge base does not hold fails with ErrNotFound; a key applied
-// before to the same removal returns nil and writes nothing.
+// source the knowledge base does not hold fails with ErrNotFound, or ErrInvalid when
+// CheckSource refuses it (a document it holds is removed whatever its name: one
+// named before CheckSource refused what it refuses now must not be stuck); a key
+// applied before to the same removal returns nil and writes nothing.
 func (b *Base) Remove(ctx context.Context, source, key string) error {
-	if err := CheckSource(source); err != nil {
-		return err
+	invalid := CheckSource(source)
+	if len(source) > MaxSourceLen {
+		return invalid // never stored: no fold needed to say so
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	applied, err := b.write(ctx, key, func() (messages.Payload, error) {
 		if b.st.docs[source] == nil {
+			if invalid != nil {
+				return nil, invalid
+			}
 			return nil, fmt.Errorf("%w: knowledge base %s has no document %q", ErrNotFound, b.name, source)
 		}
 		return &messages.KBDocumentRemoved{Key: key, Reason: "removed", Source: source}, nil

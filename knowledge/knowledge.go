@@ -82,6 +82,10 @@ var (
 	// ErrEmbedder means the embedder failed: a permanent error, or a transient one
 	// still failing after Config.EmbedAttempts attempts.
 	ErrEmbedder = errors.New("knowledge: embedding failed")
+	// ErrDimension means a document's vectors are not of the dimension of the
+	// knowledge base's (another embedder ingested it): trying again fails the same
+	// way. It wraps ErrEmbedder.
+	ErrDimension = fmt.Errorf("%w: another dimension than the knowledge base's vectors", ErrEmbedder)
 	// ErrConflict is wrapped by the error of a write that lost its seq to other
 	// writers MaxAttempts times in a row. It is transient.
 	ErrConflict = errors.New("knowledge: the knowledge base's stream kept changing under the write")
@@ -121,7 +125,8 @@ type Config struct {
 	// Log holds the knowledge bases' streams (required).
 	Log eventlog.Log
 	// Vectors holds the vector projection (required): one collection per
-	// knowledge base, Collection(name), an item per chunk.
+	// knowledge base, Collection(name) (see the package doc for a base that changed
+	// its embedder's dimension), an item per chunk.
 	Vectors vectorstore.Store
 	// Embedder embeds chunks (passages); default llm.HashingEmbedder{} (offline,
 	// lexical, not semantic).
@@ -148,7 +153,8 @@ type Config struct {
 	Rerank func(ctx context.Context, query string, hits []Hit) ([]Hit, error)
 	// Fusion is how hybrid searches fuse their lists when the Query does not say
 	// (default FusionConvex); Alpha is FusionConvex's vector share, in (0, 1]
-	// (default DefaultAlpha).
+	// (default DefaultAlpha; DefaultHashingAlpha with the offline hashing
+	// embedder).
 	Fusion Fusion
 	Alpha  float64
 	// Chunk says how documents are cut (pipelines/rag defaults: 512 tokens,
@@ -229,6 +235,11 @@ func (c *Config) setDefaults() {
 	}
 	if c.Alpha == 0 {
 		c.Alpha = DefaultAlpha
+		_, lexical := c.Embedder.(llm.HashingEmbedder)
+		_, lexicalQuery := c.QueryEmbedder.(llm.HashingEmbedder)
+		if lexical && lexicalQuery {
+			c.Alpha = DefaultHashingAlpha
+		}
 	}
 	if c.Model != nil && c.Model.Name() == llm.OfflineName {
 		c.Model, c.offline = nil, true

@@ -814,3 +814,235 @@ func TestBaseOpensWhileVectorStoreIsDown(t *testing.T) {
 		t.Errorf("search after a restart during the outage: hits %v, notes %q", got, res.Notes)
 	}
 }
+
+// A passage is cited by the section it is from: a chunk never spans a heading, so
+// the answer to a question about the second section of a short document does not
+// cite the first. A document of sections too many to make a chunk each is still
+// ingested, its chunks spanning sections, cited by the headings they share.
+func TestChunksAreCitedByTheirOwnSection(t *testing.T) {
+	f := newFixture(t, func(c *knowledge.Config) { c.MaxChunks = 4 })
+	b := f.base(t, "docs")
+	addText(t, b, "ops.md", "# Operations\n\n## Backups\n\nCopy the data directory while the node is stopped.\n\n"+
+		"## Restore\n\nTo restore, put the copied directory back and start the node.")
+	ans, err := b.Ask(testCtx(t), "How do I restore the node?", knowledge.AskOptions{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ans.Citations) != 1 || ans.Citations[0].HeadingPath != "# Operations > ## Restore" || !strings.Contains(ans.Text, "put the copied directory back") {
+		t.Errorf("answer %q citing %+v; want the Restore section cited", ans.Text, ans.Citations)
+	}
+	var changelog strings.Builder
+	changelog.WriteString("# Changelog\n\n")
+	for i := range 10 {
+		fmt.Fprintf(&changelog, "## v1.%d\n\nFixed bug %d.\n\n", i, i)
+	}
+	r := addText(t, b, "CHANGELOG.md", changelog.String())
+	if r.Chunks > 4 {
+		t.Errorf("%d chunks, over MaxChunks", r.Chunks)
+	}
+	hits := search(t, b, knowledge.Query{Text: "v1.7", Mode: knowledge.ModeBM25, Limit: 1}).Hits
+	if len(hits) != 1 || hits[0].Source != "CHANGELOG.md" || hits[0].HeadingPath != "# Changelog" || !strings.Contains(hits[0].Content, "Fixed bug 7.") {
+		t.Errorf("hits %+v", hits)
+	}
+}
+
+// A base moved to an embedder of another dimension — every document removed, then
+// added again with the new embedder — searches its vectors in the store, in a
+// collection of the new dimension: the first collection keeps its dimension for
+// good and refused them, and every search ran in memory with a note saying that the
+// store lagged. The first collection is emptied of the base's vectors.
+func TestBaseMovesToAnEmbedderOfAnotherDimension(t *testing.T) {
+	f := newFixture(t)
+	first := f.base(t, "docs")
+	addText(t, first, "a.md", "# A\n\nThe lighthouse keeper logs the weather.")
+	addText(t, first, "b.md", "# B\n\nThe ferry leaves at noon.")
+	for _, src := range []string{"a.md", "b.md"} {
+		if err := first.Remove(testCtx(t), src, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.bases.Close(); err != nil {
+		t.Fatal(err)
+	}
+	open := func() *knowledge.Base {
+		bs, err := knowledge.Open(knowledge.Config{Log: f.log, Vectors: f.store, Embedder: llm.HashingEmbedder{Dim: 64}, EmbedderName: "small",
+			Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bs.Close() })
+		b, err := bs.Base(testCtx(t), "docs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	b := open()
+	addText(t, b, "a.md", "# A\n\nThe lighthouse keeper logs the weather.")
+	check := func(when string, b *knowledge.Base) {
+		t.Helper()
+		res := search(t, b, knowledge.Query{Text: "lighthouse weather", Mode: knowledge.ModeVector})
+		if len(res.Notes) != 0 || len(res.Hits) != 1 || res.Hits[0].Source != "a.md" {
+			t.Errorf("%s: hits %v, notes %q", when, sources(res.Hits), res.Notes)
+		}
+		if coll := b.Stats().Collection; coll == knowledge.Collection("docs") {
+			t.Errorf("%s: the vectors of dimension 64 in %s, the collection of dimension 256", when, coll)
+		}
+		hits, err := f.store.Search(testCtx(t), knowledge.Collection("docs"), vectorstore.Query{Vector: slices.Repeat([]float32{1}, 256), K: 10})
+		if err != nil || len(hits) != 0 {
+			t.Errorf("%s: the first collection holds %d vectors (%v)", when, len(hits), err)
+		}
+	}
+	check("after the move", b)
+	check("opened again", open())
+}
+
+// countingStore counts the items written to and deleted from a store.
+type countingStore struct {
+	vectorstore.Store
+	upserted, deleted atomic.Int64
+}
+
+func (s *countingStore) Upsert(ctx context.Context, coll string, items []vectorstore.Item) error {
+	s.upserted.Add(int64(len(items)))
+	return s.Store.Upsert(ctx, coll, items)
+}
+
+func (s *countingStore) Delete(ctx context.Context, coll string, ids []string) error {
+	s.deleted.Add(int64(len(ids)))
+	return s.Store.Delete(ctx, coll, ids)
+}
+
+// A base opened again on a store in line with its stream writes nothing to the
+// store (every node rag command and every start of a node wrote every vector of
+// the base again); a store that lost a vector or kept a removed one (a crash
+// between the event and the store's write) gets exactly those put right.
+func TestOpeningABaseInLineWithItsStoreWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	for i := range 5 {
+		addText(t, b, fmt.Sprintf("d%d.md", i), fmt.Sprintf("# D%d\n\nParagraph one of d%d about otters.\n\n## More\n\nParagraph two of d%d about beavers.", i, i, i))
+	}
+	removed, _ := b.Chunks("d4.md")
+	if err := b.Remove(testCtx(t), "d4.md", ""); err != nil {
+		t.Fatal(err)
+	}
+	live := len(b.Documents()) * 2
+	open := func() (*countingStore, *knowledge.Base) {
+		store := &countingStore{Store: f.store}
+		bs, err := knowledge.Open(knowledge.Config{Log: f.log, Vectors: store, Embedder: llm.HashingEmbedder{}, EmbedderName: "hashing", Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bs.Close() })
+		b, err := bs.Base(testCtx(t), "docs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return store, b
+	}
+	store, b2 := open()
+	if res := search(t, b2, knowledge.Query{Text: "beavers", Mode: knowledge.ModeVector, Limit: 10}); len(res.Notes) != 0 || len(res.Hits) != live {
+		t.Fatalf("search after the open: %d hits %q", len(res.Hits), res.Notes)
+	}
+	if u, d := store.upserted.Load(), store.deleted.Load(); u != 0 || d != 0 {
+		t.Errorf("opening a base in line with its store upserted %d vectors and deleted %d; want none", u, d)
+	}
+	// The store loses d0's vectors and gets back one of d4's, as after a crash.
+	d0, _ := b.Chunks("d0.md")
+	var lost []string
+	for _, h := range d0 {
+		lost = append(lost, h.ChunkID)
+	}
+	if err := f.store.Delete(testCtx(t), knowledge.Collection("docs"), lost); err != nil {
+		t.Fatal(err)
+	}
+	stray := vectorstore.Item{ID: removed[0].ChunkID, Vector: slices.Repeat([]float32{1}, 256), Metadata: map[string]string{"kb": "docs", "source": "d4.md"}}
+	if err := f.store.Upsert(testCtx(t), knowledge.Collection("docs"), []vectorstore.Item{stray}); err != nil {
+		t.Fatal(err)
+	}
+	store, b3 := open()
+	if res := search(t, b3, knowledge.Query{Text: "beavers", Mode: knowledge.ModeVector, Limit: 10}); len(res.Notes) != 0 || len(res.Hits) != live {
+		t.Fatalf("search after the repair: %d hits %q", len(res.Hits), res.Notes)
+	}
+	if u := store.upserted.Load(); u != int64(len(lost)) {
+		t.Errorf("the repair upserted %d vectors; want the %d lost", u, len(lost))
+	}
+	hits, err := f.store.Search(testCtx(t), knowledge.Collection("docs"), vectorstore.Query{Vector: stray.Vector, K: 100})
+	if err != nil || len(hits) != live {
+		t.Errorf("the store holds %d vectors after the repair (%v); want the %d live", len(hits), err, live)
+	}
+}
+
+// With the offline hashing embedder (the default), a hybrid search leans on BM25:
+// the hashing vectors of texts that share no word score by hash collisions, which
+// min-max normalisation stretched to the full scale, so that at an even mix a
+// passage about Homebrew ranked first for "how large may an upload be".
+func TestHybridSearchWithTheHashingEmbedderLeansOnWords(t *testing.T) {
+	bs, err := knowledge.Open(knowledge.Config{Log: openLog(t, t.TempDir()), Vectors: openStore(t, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = bs.Close() })
+	b, err := bs.Base(testCtx(t), "docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addText(t, b, "install.md", "# Install\n\n## Linux\n\nDownload the tarball and run node serve. The node listens on 127.0.0.1:8080.\n\n"+
+		"## macOS\n\nUse Homebrew: brew install troupe, then start the node with node serve.\n")
+	addText(t, b, "limits.md", "# Limits\n\n## Uploads\n\nA document is at most 32 MiB. Larger uploads are refused with status 413.\n\n"+
+		"## Search\n\nA search returns at most 100 passages; the default limit is 5.\n")
+	hits := search(t, b, knowledge.Query{Text: "how large may an upload be", Limit: 3}).Hits
+	if len(hits) == 0 || hits[0].Label() != "limits.md > # Limits > ## Uploads" {
+		var labels []string
+		for _, h := range hits {
+			labels = append(labels, fmt.Sprintf("%s (%.3f)", h.Label(), h.Score))
+		}
+		t.Errorf("hits %v; want the Uploads section first", labels)
+	}
+}
+
+// A document whose name CheckSource refuses now (a bidirectional control, refused
+// since) but that a base holds from before can still be removed, by name and by a
+// prune; a name the base never held is refused for what it is.
+func TestRemoveADocumentNamedBeforeTheRulesTightened(t *testing.T) {
+	ctx := testCtx(t)
+	t.Chdir(t.TempDir())
+	writeFile(t, "docs/a.md", "# A\n\nAlpha.", 0o644)
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	if _, err := knowledge.AddFolder(ctx, b, []string{"docs"}, knowledge.FolderOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	appendOld := func(source string, seq uint64) {
+		t.Helper()
+		vs, _ := llm.HashingEmbedder{}.Embed(ctx, []string{"beta"})
+		env, err := messages.NewEnvelope(&messages.KBDocumentIngested{Reason: "new document", Source: source, Hash: fmt.Sprint("h", seq), Bytes: 4,
+			MarkdownBytes: 4, Embedder: "hashing", Chunks: []messages.KBChunk{{ChunkID: fmt.Sprint("c_old", seq), Tokens: 1, End: 4, Text: "beta", Vector: messages.Vector(vs[0])}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.ID, env.SessionID, env.Seq, env.TS, env.Actor = fmt.Sprint("kb-old-", seq), knowledge.Stream("docs"), seq, t0.UnixMicro(), "knowledge"
+		if err := f.log.Append(ctx, []messages.Envelope{env}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	appendOld("\u202egnp.exe", 2)
+	appendOld("docs/\u202egone.md", 3)
+	if err := b.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Remove(ctx, "\u202egnp.exe", ""); err != nil {
+		t.Errorf("removing a document named before the rules tightened: %v", err)
+	}
+	res, err := knowledge.AddFolder(ctx, b, []string{"docs"}, knowledge.FolderOptions{Prune: true})
+	if err != nil || !slices.Equal(res.Removed, []string{"docs/\u202egone.md"}) {
+		t.Errorf("prune: %+v %v", res, err)
+	}
+	if err := b.Remove(ctx, "\u202enever.md", ""); !errors.Is(err, knowledge.ErrInvalid) {
+		t.Errorf("removing a name never held: %v, want ErrInvalid", err)
+	}
+	if got := b.Documents(); len(got) != 1 || got[0].Source != "docs/a.md" {
+		t.Errorf("documents %+v", got)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/knowledge"
@@ -35,6 +36,9 @@ import (
 // the JSON escaping of {"source","content"}, which can double the size of text
 // full of quotes and newlines: such a text is at most half the limit).
 const kbMaxBody = knowledge.MaxDocumentBytes + 64<<10
+
+// kbMaxAskBody bounds a POST /v1/kb/{name}/ask body (its route's MaxBody).
+const kbMaxAskBody = 64 << 10
 
 // kbIngestTimeout is how long an upload's ingestion may take (conversion and
 // embedding with a remote embedder) before its response is written: the write
@@ -270,6 +274,8 @@ func kbStatus(err error) int {
 		return http.StatusNotFound
 	case errors.Is(err, knowledge.ErrKeyReused):
 		return http.StatusUnprocessableEntity
+	case errors.Is(err, knowledge.ErrDimension):
+		return http.StatusConflict
 	case errors.Is(err, knowledge.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, knowledge.ErrInvalid), errors.Is(err, knowledge.ErrEmpty),
@@ -360,6 +366,10 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 			bodyError(w, err)
 			return
 		}
+		if !utf8.Valid(raw) {
+			writeError(w, http.StatusBadRequest, "%s; nothing was written", errJSONNotUTF8(raw))
+			return
+		}
 		var in struct {
 			Source  *string `json:"source"`
 			Content *string `json:"content"`
@@ -420,6 +430,22 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// errJSONNotUTF8 says where a JSON body that is not UTF-8 goes wrong. JSON is
+// UTF-8; decoding would turn each bad byte into U+FFFD silently, storing a text
+// (or naming a source) other than the one sent, where the same bytes uploaded as a
+// file are refused.
+func errJSONNotUTF8(raw []byte) string {
+	at := 0
+	for at < len(raw) {
+		r, n := utf8.DecodeRune(raw[at:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		at += n
+	}
+	return fmt.Sprintf("the JSON body is not valid UTF-8 (byte %d, 0x%02x): send text as UTF-8, or a file as multipart/form-data", at, raw[at])
+}
+
 // kbJSON writes v as JSON without HTML escapes, so that citation labels and
 // heading paths read "# Install > ## Linux", not "# Install \u003e ## Linux".
 func kbJSON(w http.ResponseWriter, code int, v any) {
@@ -435,6 +461,8 @@ func bodyError(w http.ResponseWriter, err error) {
 	var tooLarge *http.MaxBytesError
 	var netErr net.Error
 	switch {
+	case errors.As(err, &tooLarge) && tooLarge.Limit == kbMaxAskBody:
+		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes (64 KiB): ask a shorter question", kbMaxAskBody)
 	case errors.As(err, &tooLarge):
 		writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes: a document is at most %d bytes (32 MiB); nothing was written", kbMaxBody, knowledge.MaxDocumentBytes)
 	case errors.As(err, &netErr) && netErr.Timeout():
@@ -549,9 +577,13 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "%v", err)
 		return
 	}
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<10))
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, kbMaxAskBody))
 	if err != nil {
 		bodyError(w, err)
+		return
+	}
+	if !utf8.Valid(raw) {
+		writeError(w, http.StatusBadRequest, "%s", errJSONNotUTF8(raw))
 		return
 	}
 	var in KBAskRequest
@@ -614,10 +646,12 @@ func (n *Node) deleteKBDocument(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "no source: DELETE /v1/kb/%s/documents/SOURCE (percent-encoded) or /v1/kb/%s/documents?source=SOURCE", name, name)
 		return
 	}
-	if err := knowledge.CheckSource(source); err != nil {
-		writeError(w, http.StatusBadRequest, "%v", err)
+	if len(source) > knowledge.MaxSourceLen {
+		writeError(w, http.StatusBadRequest, "%v", knowledge.CheckSource(source))
 		return
 	}
+	// The rest of CheckSource is the knowledge base's to apply: a document it
+	// holds is removed whatever its name (one named before the rules tightened).
 	key := r.Header.Get("Idempotency-Key")
 	if len(key) > 200 {
 		writeError(w, http.StatusBadRequest, "Idempotency-Key is longer than 200 bytes")

@@ -247,7 +247,7 @@ func TestKBSourceNamesWithEscapes(t *testing.T) {
 	if code, b := k.do(t, http.MethodGet, "/v1/kb/docs/documents", "", nil); code != http.StatusOK || !bytes.Contains(b, []byte(`"documents":[]`)) {
 		t.Fatalf("after the deletes: %d %s", code, b)
 	}
-	for _, bad := range []string{"line\nbreak.md", "tab\there.md", "nul\x00.md", "   "} {
+	for _, bad := range []string{"line\nbreak.md", "tab\there.md", "nul\x00.md", "   ", "\u202egnp.exe", "a\u2066b.md"} {
 		code, b := k.postText(t, "docs", bad, "# X\n\ntext")
 		if code != http.StatusBadRequest || !bytes.Contains(b, []byte("source name")) {
 			t.Errorf("post source %q: %d %s; want 400 about the source name", bad, code, b)
@@ -332,6 +332,15 @@ func TestKBBadRequests(t *testing.T) {
 		{"JSON with an unknown field", 400, func() (int, []byte) {
 			return k.do(t, "POST", "/v1/kb/docs/documents", "application/json", strings.NewReader(`{"source":"b.md","content":"x","tags":[]}`))
 		}, `unknown field "tags"`},
+		{"JSON content not UTF-8", 400, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/docs/documents", "application/json", strings.NewReader("{\"source\":\"latin1.md\",\"content\":\"caf\xe9\"}"))
+		}, "not valid UTF-8 (byte 36, 0xe9)"},
+		{"JSON source not UTF-8", 400, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/docs/documents", "application/json", strings.NewReader("{\"source\":\"\xff.md\",\"content\":\"fine\"}"))
+		}, "not valid UTF-8"},
+		{"ask not UTF-8", 400, func() (int, []byte) {
+			return k.do(t, "POST", "/v1/kb/docs/ask", "application/json", strings.NewReader("{\"question\":\"caf\xe9?\"}"))
+		}, "not valid UTF-8"},
 		{"multipart without a file", 400, func() (int, []byte) {
 			var buf bytes.Buffer
 			mw := multipart.NewWriter(&buf)
@@ -426,6 +435,17 @@ func TestKBHugeBodyIs413(t *testing.T) {
 	}
 	if got := k.ingested(t, "docs"); len(got) != 0 {
 		t.Fatalf("ingested %v after refused bodies", got)
+	}
+	// A question over the ask route's 64 KiB is told so, not that a document is at
+	// most 32 MiB: with its length said, and chunked.
+	question := `{"question": "` + strings.Repeat("port ", 20000) + `"}`
+	code, b = k.do(t, http.MethodPost, "/v1/kb/docs/ask", "application/json", strings.NewReader(question))
+	if code != http.StatusRequestEntityTooLarge || !bytes.Contains(b, []byte("ask a shorter question")) {
+		t.Fatalf("huge question: %d %s", code, b)
+	}
+	code, b = k.do(t, http.MethodPost, "/v1/kb/docs/ask", "application/json", struct{ io.Reader }{strings.NewReader(question)})
+	if code != http.StatusRequestEntityTooLarge || !bytes.Contains(b, []byte("ask a shorter question")) {
+		t.Fatalf("huge question, chunked: %d %s", code, b)
 	}
 }
 
@@ -724,5 +744,25 @@ func TestKBModelCallsGoThroughTheGateway(t *testing.T) {
 	}
 	if n := model.calls.Load(); n != 2 {
 		t.Fatalf("the model was called %d times; want 2 (a failure, then its retry)", n)
+	}
+}
+
+// A document whose embedder gives vectors of another dimension than the base's is
+// refused with 409, saying what to do, not 503 with advice to send it again (which
+// fails the same way).
+func TestKBAnotherDimensionIs409(t *testing.T) {
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lg.Close() })
+	a := kbNode{n: nodetest.Start(t, node.Config{Log: lg, Knowledge: &knowledge.Config{}}), log: lg}
+	b := kbNode{n: nodetest.Start(t, node.Config{Log: lg, Knowledge: &knowledge.Config{Embedder: llm.HashingEmbedder{Dim: 64}, EmbedderName: "small"}}), log: lg}
+	if code, body := a.postText(t, "docs", "a.md", kbInstall); code != http.StatusCreated {
+		t.Fatalf("%d %s", code, body)
+	}
+	code, body := b.postText(t, "docs", "b.md", "# B\n\nAnother document.", "Idempotency-Key", "k1")
+	if code != http.StatusConflict || !bytes.Contains(body, []byte("another knowledge base")) || bytes.Contains(body, []byte("send it again")) {
+		t.Fatalf("a document of another dimension: %d %s; want 409 saying to use another knowledge base", code, body)
 	}
 }

@@ -183,7 +183,7 @@ type kbAnswer struct {
 }
 
 // kbKinds are the request errors a knowledge base command answers, in the order
-// they are tested (ErrKeyReused wraps ErrInvalid).
+// they are tested (ErrKeyReused wraps ErrInvalid, ErrDimension ErrEmbedder).
 var kbKinds = []struct {
 	kind string
 	err  error
@@ -195,6 +195,7 @@ var kbKinds = []struct {
 	{"too_large", knowledge.ErrTooLarge},
 	{"unsupported", rag.ErrUnsupported},
 	{"malformed", rag.ErrMalformed},
+	{"dimension", knowledge.ErrDimension},
 	{"embedder", knowledge.ErrEmbedder},
 	{"conflict", knowledge.ErrConflict},
 	{"no_base", errNoBase},

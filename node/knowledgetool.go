@@ -125,7 +125,7 @@ func ragToolbox(bs *knowledge.Bases, cfg KnowledgeToolConfig, write kbWrite, ope
 			tools.WithMaxArguments(knowledge.MaxDocumentBytes/4), kbEnum))
 	}
 	return tools.NewToolbox(t.name,
-		"Knowledge bases of documents (retrieval-augmented generation). "+where+" Search or ask before answering from memory, and cite the passages you use with their labels, like [guide.md > Install].",
+		"Knowledge bases of documents (retrieval-augmented generation). "+where+" Search or ask before answering from memory, and cite the passages you use with their labels, like [guide.md > # Install].",
 		subs...)
 }
 

@@ -310,6 +310,9 @@ func ragAdd(ctx context.Context, bs *knowledge.Bases, name string, paths []strin
 			name, res.Added+res.Replaced, res.Added, res.Replaced, res.Unchanged, removed, len(res.Failed), chunks, byteSize(res.Bytes), max(elapsed.Round(time.Millisecond), time.Millisecond))
 	}
 	switch {
+	case err != nil && errors.Is(err, knowledge.ErrDimension):
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "error: %v (run node rag add again: what was ingested is skipped as unchanged)\n", err)
 		return 1
@@ -337,7 +340,8 @@ func (p *addProgress) report(pr knowledge.Progress) {
 			p.clear()
 			fmt.Fprintf(p.w, "failed %s: %v\n", pr.Source, pr.Err)
 		}
-		line := fmt.Sprintf("[%d/%d] %s of %s  %s %s", pr.Done, pr.Total, byteSize(pr.BytesDone), byteSize(pr.BytesTotal), pr.Status, oneLine(pr.Source, 60))
+		head := fmt.Sprintf("[%d/%d] %s of %s  %s ", pr.Done, pr.Total, byteSize(pr.BytesDone), byteSize(pr.BytesTotal), pr.Status)
+		line := head + lineTail(pr.Source, max(liveWidth-len([]rune(head)), 16))
 		p.clear()
 		fmt.Fprint(p.w, line)
 		p.width = len([]rune(line))
@@ -349,6 +353,21 @@ func (p *addProgress) report(pr knowledge.Progress) {
 	case !p.quiet:
 		fmt.Fprintf(p.w, "[%d/%d] %s %s (%s)\n", pr.Done, pr.Total, pr.Status, pr.Source, byteSize(pr.Bytes))
 	}
+}
+
+// liveWidth bounds the live progress line: a line longer than the terminal wraps,
+// and "\r" then returns to the start of its last row only, leaving a row behind at
+// each update. 79 fits the narrowest common terminal.
+const liveWidth = 79
+
+// lineTail writes s on one line of at most n characters, keeping its end (a
+// file's name) and marking what it cut: "…/deep/folder/guide.md".
+func lineTail(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return "…" + string(r[len(r)-n+1:])
+	}
+	return s
 }
 
 // clear erases the live line.

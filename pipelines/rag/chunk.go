@@ -34,6 +34,12 @@ type ChunkOptions struct {
 	// Tokenizer counts tokens; nil means a Cl100k (cl100k_base, the counts of a
 	// TiktokenCounter without its allocations) shared by the calls that leave it nil.
 	Tokenizer Tokenizer
+	// SpanHeadings lets a chunk hold paragraphs of several sections, for a
+	// document of sections too many and too small to make a chunk each (a
+	// changelog, a glossary): a chunk's HeadingPath is then the headings its
+	// paragraphs share (the longest common prefix of their paths), which is true of
+	// every paragraph of it, if less precise. By default a heading starts a chunk.
+	SpanHeadings bool
 	// MaxChunks, when positive, stops Pack once it has made more than MaxChunks
 	// chunks: it returns those MaxChunks+1, so a caller with a limit learns that
 	// the text is over it without paying for the rest. 0 means no limit.
@@ -50,7 +56,9 @@ type Chunk struct {
 	// Text is the chunk's paragraphs, separated by a blank line; pieces of one
 	// paragraph are separated by a space, or a newline where the paragraph had one.
 	Text string
-	// HeadingPath is the heading path of the chunk's first paragraph.
+	// HeadingPath is the heading path of every paragraph of the chunk: a chunk
+	// never spans a heading (unless ChunkOptions.SpanHeadings), so that its
+	// citation names the section its text is from.
 	HeadingPath []string
 	// Start and End are the byte offsets in the Markdown of the start of the first
 	// paragraph and the end of the last.
@@ -74,10 +82,11 @@ type unit struct {
 }
 
 // Pack packs paragraphs, in order, into chunks of at most opts.MaxTokens tokens.
-// A chunk holds whole paragraphs; each chunk after the first starts with whole
-// trailing paragraphs of the chunk before, as many as fit in opts.OverlapTokens
-// (and leave room for at least one new paragraph), and holds at least one
-// paragraph the chunk before did not.
+// A chunk holds whole paragraphs of one section (one heading path: a heading
+// starts a new chunk, unless opts.SpanHeadings); each chunk after the first starts
+// with whole trailing paragraphs of the chunk before in its section, as many as fit in
+// opts.OverlapTokens (and leave room for at least one new paragraph), and holds at
+// least one paragraph the chunk before did not.
 //
 // A paragraph longer than MaxTokens is cut into pieces that are then packed like
 // paragraphs: at sentence ends (at line ends for a fenced code block or a table),
@@ -100,7 +109,7 @@ func Pack(paras []Paragraph, opts ChunkOptions) []Chunk {
 	if tk == nil {
 		tk = defaultTokenizer
 	}
-	c := chunker{tk: tk, max: maxTokens}
+	c := chunker{tk: tk, max: maxTokens, span: opts.SpanHeadings}
 	next, stop := iter.Pull(c.all(paras))
 	defer stop()
 	return c.pack(&unitWindow{next: next}, overlap, opts.MaxChunks)
@@ -143,9 +152,13 @@ func (w *unitWindow) drop(i int) {
 
 // chunker holds what Pack's steps share.
 type chunker struct {
-	tk  Tokenizer
-	max int
+	tk   Tokenizer
+	max  int
+	span bool // ChunkOptions.SpanHeadings
 }
+
+// sameSection reports whether units of heading paths a and b may share a chunk.
+func (c *chunker) sameSection(a, b []string) bool { return c.span || slices.Equal(a, b) }
 
 // all yields the units of the paragraphs in order.
 func (c *chunker) all(paras []Paragraph) iter.Seq[unit] {
@@ -342,12 +355,14 @@ func (c *chunker) pack(w *unitWindow, overlap, maxChunks int) []Chunk {
 		if _, ok := w.get(i); !ok || (maxChunks > 0 && len(out) > maxChunks) {
 			break
 		}
-		// The overlap: whole trailing units of the chunk before, within budget.
+		// The overlap: whole trailing units of the chunk before, within budget,
+		// of the section of the first new unit (a chunk never spans a heading).
+		section := w.at(i).path
 		var cur []int
 		est := 0
 		for k := len(prev) - 1; k >= 0; k-- {
 			add := w.at(prev[k]).tokens + boolInt(len(cur) > 0)
-			if est+add > overlap {
+			if est+add > overlap || !c.sameSection(w.at(prev[k]).path, section) {
 				break
 			}
 			cur = append([]int{prev[k]}, cur...)
@@ -359,7 +374,7 @@ func (c *chunker) pack(w *unitWindow, overlap, maxChunks int) []Chunk {
 		j := i
 		for {
 			u, ok := w.get(j)
-			if !ok {
+			if !ok || !c.sameSection(u.path, section) {
 				break
 			}
 			add := u.tokens + boolInt(len(cur) > 0)
@@ -392,9 +407,13 @@ func (c *chunker) pack(w *unitWindow, overlap, maxChunks int) []Chunk {
 			n = c.tk.Count(text)
 		}
 		first, last := w.at(cur[0]), w.at(cur[len(cur)-1])
+		path := first.path
+		for _, x := range cur[1:] {
+			path = commonPrefix(path, w.at(x).path)
+		}
 		out = append(out, Chunk{
 			Text:        text,
-			HeadingPath: slices.Clone(first.path),
+			HeadingPath: slices.Clone(path),
 			Start:       first.start,
 			End:         last.end,
 			Tokens:      n,
@@ -405,6 +424,15 @@ func (c *chunker) pack(w *unitWindow, overlap, maxChunks int) []Chunk {
 		w.drop(min(prev[0], i))
 	}
 	return out
+}
+
+// commonPrefix returns the headings heading paths a and b start with both.
+func commonPrefix(a, b []string) []string {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return a[:n]
 }
 
 // join joins the units at the indices into a chunk's text.

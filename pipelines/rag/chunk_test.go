@@ -280,3 +280,56 @@ func TestChunkKeepsLongURLOfAParagraphThatFits(t *testing.T) {
 		t.Errorf("a paragraph under budget with a %d-byte URL was cut: %+v", len(url), cs)
 	}
 }
+
+// A chunk never spans a heading: its heading path is every paragraph's, so that a
+// citation names the section a passage is from, and the overlap stays within the
+// section.
+func TestPackChunkNeverSpansAHeading(t *testing.T) {
+	md := "# Operations\n\n## Backups\n\nStop the node and copy the directory.\n\nThe copy is a backup.\n\n" +
+		"## Restore\n\nPut the copy back and start the node.\n\n### Check\n\nSearch for a known document.\n\n" +
+		"## Restore\n\nA second section of the same name."
+	chunks := Pack(Split(md), ChunkOptions{MaxTokens: 512, OverlapTokens: 64, Tokenizer: words{}})
+	type got struct{ path, text string }
+	want := []got{
+		{"# Operations > ## Backups", "Stop the node and copy the directory.\n\nThe copy is a backup."},
+		{"# Operations > ## Restore", "Put the copy back and start the node."},
+		{"# Operations > ## Restore > ### Check", "Search for a known document."},
+		{"# Operations > ## Restore", "A second section of the same name."},
+	}
+	if len(chunks) != len(want) {
+		t.Fatalf("%d chunks, want %d: %+v", len(chunks), len(want), chunks)
+	}
+	for i, c := range chunks {
+		if g := (got{strings.Join(c.HeadingPath, " > "), c.Text}); g != want[i] {
+			t.Errorf("chunk %d: %+v, want %+v", i, g, want[i])
+		}
+		if md[c.Start:c.End] != c.Text {
+			t.Errorf("chunk %d: offsets [%d,%d) hold %q", i, c.Start, c.End, md[c.Start:c.End])
+		}
+	}
+	// Within one section the overlap still carries trailing paragraphs over.
+	long := "# A\n\n" + sentence(0, 6) + "\n\n" + sentence(100, 6) + "\n\n" + sentence(200, 6)
+	chunks = Pack(Split(long), ChunkOptions{MaxTokens: 13, OverlapTokens: 6, Tokenizer: words{}})
+	if len(chunks) != 2 || !strings.HasPrefix(chunks[1].Text, sentence(100, 6)) {
+		t.Errorf("overlap within a section: %+v", chunks)
+	}
+}
+
+// With SpanHeadings a chunk holds paragraphs of several sections and is labelled
+// by the headings they share.
+func TestPackSpanHeadingsLabelsByTheSharedHeadings(t *testing.T) {
+	md := "# Changelog\n\n## v1.1\n\nFixed a.\n\n## v1.0\n\nFixed b.\n\n# Other\n\nElse."
+	chunks := Pack(Split(md), ChunkOptions{MaxTokens: 5, OverlapTokens: -1, Tokenizer: words{}, SpanHeadings: true})
+	var got []string
+	for _, c := range chunks {
+		got = append(got, strings.Join(c.HeadingPath, " > ")+": "+c.Text)
+	}
+	want := []string{"# Changelog: Fixed a.\n\nFixed b.", "# Other: Else."}
+	if strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("chunks %q, want %q", got, want)
+	}
+	chunks = Pack(Split(md), ChunkOptions{MaxTokens: 10, OverlapTokens: -1, Tokenizer: words{}, SpanHeadings: true})
+	if len(chunks) != 1 || len(chunks[0].HeadingPath) != 0 || chunks[0].Text != "Fixed a.\n\nFixed b.\n\nElse." {
+		t.Errorf("one chunk under no shared heading: %+v", chunks)
+	}
+}

@@ -30,7 +30,10 @@ var codeLanguages = map[string]string{
 // Convert turns a document into Markdown. name is the file name (only its extension
 // and base name are used); data its content. The format comes from the extension:
 //
-//   - .md, .markdown: as is;
+//   - .md, .markdown: as is, but for a YAML front matter (a first line "---", lines
+//     of "key: value", a line "---" or "..."), which is metadata, not text: it is
+//     dropped, and its title, if any, becomes a first heading "# title" (a heading
+//     of the document's own of level 1 replaces it);
 //   - .txt, .text: plain text, its paragraphs kept and lines that Markdown would
 //     read as a heading, a fence or a rule escaped;
 //   - .html, .htm: converted by html-to-markdown, tables kept as Markdown tables;
@@ -48,7 +51,7 @@ var codeLanguages = map[string]string{
 // word/document.xml a DOCX and one holding xl/workbook.xml an XLSX; valid UTF-8 is
 // HTML if it starts like HTML, JSON if it parses as JSON, and plain text otherwise.
 //
-// Line endings become "\n". Errors wrap ErrUnsupported, ErrTooLarge or ErrMalformed
+// A UTF-8 byte order mark is dropped and line endings become "\n". Errors wrap ErrUnsupported, ErrTooLarge or ErrMalformed
 // and never panic, whatever the bytes.
 func Convert(name string, data []byte) (markdown string, err error) {
 	if len(data) > MaxDocumentBytes {
@@ -88,10 +91,14 @@ func convertAs(kind, name string, data []byte) (string, error) {
 	if !utf8.Valid(data) {
 		return "", fmt.Errorf("%s is not valid UTF-8: %w", kind, ErrMalformed)
 	}
+	// A byte order mark (Windows editors write one) is no text: left in, it made
+	// the first line "\ufeff# Title" a paragraph rather than a heading, and JSON
+	// invalid.
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	text := normalizeNewlines(string(data))
 	switch kind {
 	case ".md", ".markdown":
-		return text, nil
+		return dropFrontMatter(text), nil
 	case ".txt", ".text":
 		return convertText(text), nil
 	case ".html", ".htm":
@@ -124,8 +131,8 @@ func sniff(data []byte) string {
 	case !utf8.Valid(data):
 		return ""
 	}
+	data = bytes.TrimPrefix(data, []byte("\ufeff"))
 	head := strings.ToLower(strings.TrimSpace(string(data[:min(len(data), 512)])))
-	head = strings.TrimPrefix(head, "\ufeff")
 	switch {
 	case strings.HasPrefix(head, "<!doctype html"), strings.HasPrefix(head, "<html"),
 		strings.HasPrefix(head, "<head"), strings.HasPrefix(head, "<body"):
@@ -134,6 +141,65 @@ func sniff(data []byte) string {
 		return ".json"
 	}
 	return ".txt"
+}
+
+// dropFrontMatter drops the YAML front matter of a Markdown text (static site
+// generators put a page's title, date, tags and layout there), putting its title
+// in its place as "# title". A text whose first line is "---" but whose next
+// lines do not read as YAML keys (a thematic break, a setext heading) is left as it
+// is, as is one whose block does not close within frontMatterMax bytes.
+func dropFrontMatter(text string) string {
+	rest, ok := strings.CutPrefix(text, "---\n")
+	if !ok {
+		return text
+	}
+	title := ""
+	for pos, first := 0, true; pos < len(rest) && pos < frontMatterMax; first = false {
+		end := strings.IndexByte(rest[pos:], '\n')
+		if end < 0 {
+			end = len(rest) - pos
+		}
+		line := strings.TrimRight(rest[pos:pos+end], " \t")
+		next := min(len(rest), pos+end+1)
+		switch {
+		case line == "---" || line == "...":
+			if first {
+				return text // "---\n---": two rules, no front matter
+			}
+			body := strings.TrimLeft(rest[next:], "\n")
+			if title != "" {
+				return "# " + title + "\n\n" + body
+			}
+			return body
+		case first && !yamlKey(line):
+			return text
+		}
+		if v, ok := strings.CutPrefix(line, "title:"); ok {
+			if v = strings.TrimSpace(v); v != "" && v[0] != '|' && v[0] != '>' { // not a block scalar
+				title = strings.Join(strings.Fields(strings.Trim(v, `"'`)), " ")
+			}
+		}
+		pos = next
+	}
+	return text
+}
+
+// frontMatterMax bounds the front matter dropFrontMatter looks for.
+const frontMatterMax = 64 << 10
+
+// yamlKey reports whether line starts a YAML mapping entry: "key:" and a space or
+// nothing after it.
+func yamlKey(line string) bool {
+	k, v, ok := strings.Cut(line, ":")
+	if !ok || k == "" || (v != "" && v[0] != ' ') {
+		return false
+	}
+	for _, r := range k {
+		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // normalizeNewlines turns "\r\n" and lone "\r" into "\n".

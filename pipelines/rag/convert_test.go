@@ -25,6 +25,16 @@ func TestConvertText(t *testing.T) {
 		{"fence longer than backticks inside", "x.py", "s = '```'\n", "# x.py\n\n````python\ns = '```'\n````\n"},
 		{"unknown extension sniffed as JSON", "data", `[1]`, "# data\n\n```json\n[\n  1\n]\n```\n"},
 		{"unknown extension sniffed as text", "README", "plain words", "plain words"},
+		{"front matter: dropped, its title a heading", "hugo.md", "---\ntitle: \"Install  guide\"\nweight: 10\ntags: [ops]\n---\n\n## Linux\n\nRun it.\n", "# Install guide\n\n## Linux\n\nRun it.\n"},
+		{"front matter without a title, closed by ...", "page.md", "---\nlayout: page\n...\n# A\n\ntext", "# A\n\ntext"},
+		{"front matter with a block title", "b.md", "---\ntitle: >-\n  Long\n---\nbody", "body"},
+		{"a rule first is no front matter", "rule.md", "---\n\nText after a rule.\n---\n", "---\n\nText after a rule.\n---\n"},
+		{"a setext heading first is no front matter", "setext.md", "---\nSome heading\n---\ntext", "---\nSome heading\n---\ntext"},
+		{"an unclosed block is no front matter", "open.md", "---\ntitle: x\nno end", "---\ntitle: x\nno end"},
+		{"two rules are no front matter", "rules.md", "---\n---\ntext", "---\n---\ntext"},
+		{"markdown with a byte order mark", "win.md", "\ufeff# Install\r\n\r\nRun it.\r\n", "# Install\n\nRun it.\n"},
+		{"json with a byte order mark", "win.json", "\ufeff{\"a\":1}", "# win.json\n\n```json\n{\n  \"a\": 1\n}\n```\n"},
+		{"json sniffed with a byte order mark", "data", "\ufeff[1]", "# data\n\n```json\n[\n  1\n]\n```\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -25,6 +25,7 @@ func Example() {
 	}
 	// Output:
 	// document c55b2670d318
-	// # Guide [9,83) 15 tokens: "Troupe runs agents.\n\nDownload the binary. Put it on your PATH."
+	// # Guide [9,28) 5 tokens: "Troupe runs agents."
+	// # Guide > ## Install [42,83) 10 tokens: "Download the binary. Put it on your PATH."
 	// # Guide > ## Install [85,162) 20 tokens: "| OS    | File          |\n|-------|---------------|\n| Linux | troupe.tar.gz |"
 }
