@@ -20,8 +20,10 @@ type KBChunk struct {
 	ChunkID string `json:"chunk_id"`
 	// Index is the chunk's position in its document, from 0.
 	Index int `json:"index"`
-	// HeadingPath is the chain of Markdown headings above the chunk's first
-	// paragraph, outermost first ("# Guide", "## Install").
+	// HeadingPath is the chain of Markdown headings above the chunk, outermost first
+	// ("# Guide", "## Install"): a chunk holds one section's text (a heading starts a
+	// chunk), except in a document too long for that, whose chunks may span sections
+	// and are labelled by the section they start in.
 	HeadingPath []string `json:"heading_path,omitempty"`
 	// Start and End are byte offsets into the document's Markdown.
 	Start int `json:"start"`

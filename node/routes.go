@@ -216,7 +216,7 @@ func (n *Node) apiRoutes() []Route {
 					{Name: "hyde", Description: "search with a hypothetical answer too", Type: "boolean"}, str("fusion", "convex (default), rrf or wrrf"),
 					{Name: "alpha", Description: "convex fusion's vector share, in (0, 1]", Type: "number"}},
 				Responses: []Response{ok("the results", KBSearchAnswer{}), kbGone}}},
-			Route{Method: "POST", Path: "/v1/kb/{name}/ask", Handler: http.HandlerFunc(n.askKB), MaxBody: 64 << 10, Doc: RouteDoc{
+			Route{Method: "POST", Path: "/v1/kb/{name}/ask", Handler: http.HandlerFunc(n.askKB), MaxBody: kbMaxAskBody, Doc: RouteDoc{
 				Summary:   "Answer a question from a knowledge base, with citations",
 				Body:      jsonBody(KBAskRequest{}),
 				Responses: []Response{ok("the answer", knowledge.Answer{}), kbGone}}},
