@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/troupe-run/troupe/messages"
@@ -257,12 +258,17 @@ func (s *Server) callTool(name string) sdk.ToolHandler {
 				key = k
 			}
 		}
+		s.recordCall(ctx, req, name, args, "")
 		f := s.follow(ctx, req.Session, req.Params, "tool "+name)
 		out, err := s.n.CallTool(ctx, key, name, args)
 		f.end(ctx, err)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
+			}
+			if isClosed(s.closing) {
+				// The node stops under the call (which it may have cut).
+				return nil, &jsonrpc.Error{Code: codeCallCut, Message: callCutMessage + ": " + err.Error()}
 			}
 			return errorResult(err.Error()), nil
 		}
@@ -294,7 +300,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	var started *messages.MCPCallStarted // the call's record, when it has one
 	// A call over Streamable HTTP is recorded (not a task the node refuses: bad
 	// input changes nothing).
-	if c := s.takeCall(req); c != nil && req.Session.ID() != "" && task.Validate() == nil {
+	if c := s.takeCall(req); c != nil && req.Session != nil && req.Session.ID() != "" && task.Validate() == nil {
 		rec := messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(raw), TaskSession: task.SessionID}
 		again, err := s.startCall(ctx, req.Session.ID(), &rec)
 		if err != nil {
