@@ -367,8 +367,9 @@ func validate(e messages.Envelope) error {
 // Pruner is a log that deletes the streams that only carried a message too large
 // for the bus (BusStreamPrefix, messages.BusStored) once no reference to them can
 // still be read: the bus keeps a reference for its topics' retention, and the
-// session that read one recorded what it held in its own events. Sessions and the
-// other streams are never deleted.
+// session that read one recorded what it held in its own events. It also deletes,
+// for their owners, the other streams of PrunablePrefixes once they are of no
+// use. Sessions and the other streams are never deleted.
 type Pruner interface {
 	// PruneBusStreams deletes the streams of BusStreamPrefix whose last event is
 	// stamped before beforeUS (Unix microseconds), with their summaries, at most
@@ -377,4 +378,30 @@ type Pruner interface {
 	// log may finish the deletion after PruneBusStreams returns (ClickHouse runs it
 	// as a mutation); until then Read may still return the pruned events.
 	PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (int, error)
+	// PruneStreams is PruneBusStreams for the streams of prefix, one of
+	// PrunablePrefixes (any other is an error, and deletes nothing).
+	PruneStreams(ctx context.Context, prefix string, beforeUS int64, limit int) (int, error)
+}
+
+// PrunablePrefixes are the prefixes of the streams a Pruner deletes: the bus's
+// stored messages, the MCP server's clients' sessions (package mcp prunes those
+// that ended or expired), and the A2A tasks' push-notification configs (package
+// a2a prunes those of tasks that ended).
+var PrunablePrefixes = []string{BusStreamPrefix, MCPSessionStreamPrefix, A2APushStreamPrefix}
+
+// PrefixRange returns the range of stream IDs that start with prefix, a
+// non-empty prefix whose last byte is below 0xff: from prefix (included) to end
+// (excluded), prefix with its last byte incremented ("bus/": "bus0").
+func PrefixRange(prefix string) (from, end string) {
+	return prefix, prefix[:len(prefix)-1] + string(prefix[len(prefix)-1]+1)
+}
+
+// CheckPrunable returns an error unless prefix is one of PrunablePrefixes.
+func CheckPrunable(prefix string) error {
+	for _, p := range PrunablePrefixes {
+		if p == prefix {
+			return nil
+		}
+	}
+	return fmt.Errorf("the streams of prefix %q are not pruned (only those of %q)", prefix, PrunablePrefixes)
 }

@@ -169,8 +169,16 @@ func NewServer(n Node, opts ServerOptions) *Server {
 func ptr[T any](v T) *T { return &v }
 
 // Run keeps the offered tools equal to the node's until ctx ends (with
-// ServerOptions.Changed; without it, it only waits for ctx). It returns nil.
+// ServerOptions.Changed), and keeps the streams of the live sessions in the
+// node's log while it prunes those of the sessions that ended or expired
+// (server_prune.go) until ctx ends or CloseStreams. It returns nil.
 func (s *Server) Run(ctx context.Context) error {
+	pruned := make(chan struct{})
+	go func() {
+		defer close(pruned)
+		s.pruneSessions(ctx)
+	}()
+	defer func() { <-pruned }()
 	if s.opts.Changed == nil {
 		<-ctx.Done()
 		return nil

@@ -322,12 +322,12 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		// is (summarize, which sets status, tasks and ended, rewrites the session's
 		// entry in sessions_running).
 		{&w.touch, touchQuery},
-		// The bus streams due to be pruned, picked alike by each of the three
+		// The streams due to be pruned, picked alike by each of the three
 		// statements of one transaction (which holds the write lock), the summaries
 		// last, since they pick them.
-		{&w.pruneAliases, `DELETE FROM aliases WHERE id IN (` + dueBusStreams + `)`},
-		{&w.pruneEvents, `DELETE FROM events WHERE session_id IN (` + dueBusStreams + `)`},
-		{&w.pruneSessions, `DELETE FROM sessions WHERE session_id IN (` + dueBusStreams + `)`},
+		{&w.pruneAliases, `DELETE FROM aliases WHERE id IN (` + dueStreams + `)`},
+		{&w.pruneEvents, `DELETE FROM events WHERE session_id IN (` + dueStreams + `)`},
+		{&w.pruneSessions, `DELETE FROM sessions WHERE session_id IN (` + dueStreams + `)`},
 		// Positional parameters: the driver names a numbered one anew on every call.
 		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
 	}...) {
@@ -638,7 +638,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		case r.own != nil:
 			err = l.takeOwnership(ctx, r.own)
 		case r.prune != nil:
-			err = l.pruneBusStreams(ctx, r.prune)
+			err = l.pruneStreams(ctx, r.prune)
 		default:
 			n, err = l.applyReq(ctx, r, !savepoints)
 		}
