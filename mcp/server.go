@@ -683,7 +683,11 @@ func writeRPCErrorID(w http.ResponseWriter, status, code int, message string, id
 }
 
 // sdkLogger passes the SDK's warnings and errors to l; its info lines (a line per
-// session and connection) are left out.
+// session and connection) are left out. Its keepalive's lines are not the
+// warnings they say they are: a ping a client does not answer (a warning each
+// over Streamable HTTP for a client without a stream of notifications, GET,
+// which cannot answer any) is logged at debug level, and the end of a session
+// whose client answered none for SessionTimeout (an error) at info level.
 func sdkLogger(l *slog.Logger) *slog.Logger {
 	return slog.New(warnOnly{l.Handler()})
 }
@@ -692,6 +696,35 @@ type warnOnly struct{ slog.Handler }
 
 func (h warnOnly) Enabled(ctx context.Context, level slog.Level) bool {
 	return level >= slog.LevelWarn && h.Handler.Enabled(ctx, level)
+}
+
+// The messages of the SDK's keepalive (startKeepalive in its shared.go).
+const (
+	sdkPingMissed  = "keepalive ping failed; tolerating below threshold"
+	sdkPingsMissed = "keepalive ping failed; closing session"
+)
+
+func (h warnOnly) Handle(ctx context.Context, r slog.Record) error {
+	switch r.Message {
+	case sdkPingMissed:
+		r = relevel(r, slog.LevelDebug, "mcp server: a client answered no ping (one without a stream of notifications, GET, cannot)")
+	case sdkPingsMissed:
+		r = relevel(r, slog.LevelInfo, "mcp server: a session ends: its client answered no ping for the session timeout")
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// relevel returns r at level with message msg.
+func relevel(r slog.Record, level slog.Level, msg string) slog.Record {
+	out := slog.NewRecord(r.Time, level, msg, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(a)
+		return true
+	})
+	return out
 }
 func (h warnOnly) WithAttrs(a []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(a)} }
 func (h warnOnly) WithGroup(g string) slog.Handler      { return warnOnly{h.Handler.WithGroup(g)} }
