@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/troupe-run/troupe/messages"
 )
@@ -379,7 +380,8 @@ type Pruner interface {
 	// as a mutation); until then Read may still return the pruned events.
 	PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (int, error)
 	// PruneStreams is PruneBusStreams for the streams of prefix, one of
-	// PrunablePrefixes (any other is an error, and deletes nothing).
+	// PrunablePrefixes or a longer one that starts with one of them (a whole
+	// stream ID: that stream; any other prefix is an error, and deletes nothing).
 	PruneStreams(ctx context.Context, prefix string, beforeUS int64, limit int) (int, error)
 }
 
@@ -389,17 +391,18 @@ type Pruner interface {
 // a2a prunes those of tasks that ended).
 var PrunablePrefixes = []string{BusStreamPrefix, MCPSessionStreamPrefix, A2APushStreamPrefix}
 
-// PrefixRange returns the range of stream IDs that start with prefix, a
-// non-empty prefix whose last byte is below 0xff: from prefix (included) to end
-// (excluded), prefix with its last byte incremented ("bus/": "bus0").
+// PrefixRange returns the range of stream IDs that start with prefix, a prefix
+// CheckPrunable takes: from prefix (included) to end (excluded), prefix with its
+// last byte incremented ("bus/": "bus0").
 func PrefixRange(prefix string) (from, end string) {
-	return prefix, prefix[:len(prefix)-1] + string(prefix[len(prefix)-1]+1)
+	return prefix, prefix[:len(prefix)-1] + string([]byte{prefix[len(prefix)-1] + 1})
 }
 
-// CheckPrunable returns an error unless prefix is one of PrunablePrefixes.
+// CheckPrunable returns an error unless prefix starts with one of
+// PrunablePrefixes and does not end with the byte 0xff.
 func CheckPrunable(prefix string) error {
 	for _, p := range PrunablePrefixes {
-		if p == prefix {
+		if strings.HasPrefix(prefix, p) && prefix[len(prefix)-1] != 0xff {
 			return nil
 		}
 	}

@@ -76,6 +76,13 @@ func (n *Node) a2aRoutes() []Route {
 			return
 		}
 		n.a2aServer = srv
+		// The push configs of ended tasks are pruned while the node lives.
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-n.stopping
+			cancel()
+		}()
+		go srv.PrunePushes(ctx)
 	})
 	if n.a2aServer == nil {
 		return nil

@@ -194,6 +194,13 @@ func (s *suite) testPruneStreams(t *testing.T) {
 	// The stream's ID and its events' IDs are free again.
 	s.append(t, l, oldB...)
 	s.wantRead(t, l, oldB[0].SessionID, 1, oldB)
+	// A whole stream ID prunes that stream only.
+	n, err = p.PruneStreams(s.ctx(t), recent[0].SessionID, 10_000_000, 10)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneStreams(%s before 10 s) = %d, %v; want 1", recent[0].SessionID, n, err)
+	}
+	s.wantGone(t, l, recent[0].SessionID)
+	s.wantRead(t, l, oldB[0].SessionID, 1, oldB)
 	n, err = p.PruneStreams(s.ctx(t), eventlog.A2APushStreamPrefix, 5_000_000, 10)
 	if err != nil || n != 1 {
 		t.Fatalf("PruneStreams(A2A push configs before 5 s) = %d, %v; want 1", n, err)

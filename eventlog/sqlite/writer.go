@@ -73,7 +73,7 @@ type appendReq struct {
 	lease  *eventlog.Lease     // AppendLeased's; nil for Append
 	claim  bool                // Claim or ClaimLeased: only into a session with no events
 	own    *ownReq             // set for Own, which has no events
-	prune  *pruneReq           // set for PruneBusStreams, which has no events
+	prune  *pruneReq           // set for PruneStreams, which has no events
 	done   chan error          // buffered: the writer never blocks on it
 	pooled bool                // from Log.reqPool, to go back once answered
 }
@@ -100,7 +100,7 @@ type writeStmts struct {
 	restart                      driver.Stmt
 	current, maxEpoch, takeOwner driver.Stmt
 	aliased, addAlias            driver.Stmt
-	pruneAliases, pruneEvents    driver.Stmt // PruneBusStreams's, in this order,
+	pruneAliases, pruneEvents    driver.Stmt // PruneStreams's, in this order,
 	pruneSessions                driver.Stmt // then this one
 
 	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
@@ -528,7 +528,7 @@ func (l *Log) writeGroup(group []*appendReq) {
 		return
 	}
 	for _, r := range live {
-		if r.own == nil && r.prune == nil { // Own and PruneBusStreams calls are not appends
+		if r.own == nil && r.prune == nil { // Own and PruneStreams calls are not appends
 			l.stats.appends.Add(1)
 		}
 	}
