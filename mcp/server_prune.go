@@ -15,18 +15,19 @@ import (
 // client deleted it, or answered no ping for SessionTimeout) as that of a session
 // whose client went away without a word. A live session keeps its stream: the
 // server appends messages.MCPSessionKept to the stream of each session it serves
-// whose last event is older than half of SessionTimeout, every quarter of it.
-// After a restart, the server prunes nothing for a whole SessionTimeout: the
-// clients of the sessions live before come back within it (and are kept again),
-// and a client that does not has answered no ping for that long, past its
-// session's expiry. Every node of a cluster prunes, the first time after a random
-// part of the interval, so that they seldom do at once.
+// whose last event is older than half of SessionTimeout, every quarter of it,
+// and prunes every SessionTimeout (a deletion is a mutation of several tables on
+// ClickHouse). After a restart, the server prunes nothing for a whole
+// SessionTimeout: the clients of the sessions live before come back within it
+// (and are kept again), and a client that does not has answered no ping for that
+// long, past its session's expiry. Every node of a cluster prunes, each starting
+// after a random part of the interval, so that they seldom do at once.
 
 // pruneBatch bounds the streams one PruneStreams call deletes.
 const pruneBatch = 1000
 
-// keepEvery is how often the server keeps its live sessions' streams and prunes
-// the others: a quarter of the session timeout, within [10 ms, 1 h].
+// keepEvery is how often the server keeps its live sessions' streams: a quarter
+// of the session timeout, within [10 ms, 1 h].
 func keepEvery(timeout time.Duration) time.Duration {
 	return min(max(timeout/4, 10*time.Millisecond), time.Hour)
 }
@@ -40,7 +41,7 @@ func (s *Server) pruneSessions(ctx context.Context) {
 	}
 	timeout := s.opts.SessionTimeout
 	every := keepEvery(timeout)
-	firstPrune := time.Now().Add(timeout)
+	nextPrune := time.Now().Add(timeout)
 	t := time.NewTimer(time.Duration(rand.Int64N(int64(every))) + 1)
 	defer t.Stop()
 	for {
@@ -52,8 +53,9 @@ func (s *Server) pruneSessions(ctx context.Context) {
 		case <-t.C:
 		}
 		s.keepLive(ctx, timeout/2)
-		if !time.Now().Before(firstPrune) {
+		if !time.Now().Before(nextPrune) {
 			s.pruneOnce(ctx, p, timeout)
+			nextPrune = time.Now().Add(timeout)
 		}
 		t.Reset(every)
 	}
