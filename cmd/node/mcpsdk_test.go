@@ -357,7 +357,7 @@ func TestMCPSDKHostileArguments(t *testing.T) {
 				{"session_id with control characters", "session_id must be 1-128 characters", false},
 				{"1 MiB input", "input is 1048592 bytes, the limit is 1 MiB", false},
 				{"3 MiB input", "the request is larger than 2097152 bytes", true},
-				{"calculator with a wrong type", `field "expression" must be a string, not a JSON array`, false},
+				{"calculator with a wrong type", `"expression" must be a string, not an array`, false},
 				{"max_tokens is a string", `field "max_tokens" must be an integer, not a JSON string`, false},
 			}
 			for _, w := range want {
