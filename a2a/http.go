@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -83,6 +84,35 @@ type Server struct {
 	cfg    ServerConfig
 	agents []AgentInfo
 	rpc    map[string]http.Handler
+	pushes *PushStore // nil: the configs are in memory only
+}
+
+// PrunePushes deletes from the log, every hour (the first time after a random
+// part of it, so that the nodes over one log seldom do at once), the push configs
+// of the tasks that ended PushRetention ago (PushStore.Prune), until ctx ends.
+// It does nothing without ServerConfig.PushLog.
+func (s *Server) PrunePushes(ctx context.Context) {
+	if s.pushes == nil {
+		return
+	}
+	const every = time.Hour
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(every))) + 1)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := s.pushes.Prune(ctx, time.Now().Add(-PushRetention))
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.cfg.Logger.Warn("a2a push: pruning the configs of ended tasks failed; trying again later", "pruned", n, "err", err)
+		case n > 0:
+			s.cfg.Logger.Info("a2a push: pruned the configs of ended tasks", "tasks", n, "older_than", PushRetention)
+		}
+		t.Reset(every)
+	}
 }
 
 // NewServer builds the server of agents on backend; agents[0] is the default
@@ -122,6 +152,18 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 	if cfg.PushKey != nil {
 		sealer = NewPushSealer(cfg.PushKey)
 	}
+	if cfg.PushLog != nil {
+		// One store of every agent's configs (a task ID names its session).
+		s.pushes = NewPushStore(cfg.PushLog, sealer, cfg.Logger)
+		tasks := NewTaskStore(b)
+		s.pushes.SetEnded(func(ctx context.Context, id sdk.TaskID) bool {
+			t, err := tasks.Get(ctx, id)
+			if errors.Is(err, sdk.ErrTaskNotFound) {
+				return true // no such task: none to notify of
+			}
+			return err == nil && t.Status.State.Terminal()
+		})
+	}
 	for i, a := range agents {
 		name := a.Name
 		if i == 0 {
@@ -130,9 +172,8 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 		store := NewTaskStore(b)
 		var pushes a2asrv.PushConfigStore = push.NewInMemoryStore()
 		var pushSender a2asrv.PushSender = sender
-		if cfg.PushLog != nil {
-			ps := NewPushStore(cfg.PushLog, sealer, cfg.Logger)
-			pushes, pushSender = ps, storeSender{PushSender: sender, store: ps}
+		if s.pushes != nil {
+			pushes, pushSender = s.pushes, storeSender{PushSender: sender, store: s.pushes}
 		}
 		exec := NewExecutor(b, name)
 		h := a2asrv.NewHandler(exec,

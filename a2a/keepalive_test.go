@@ -19,12 +19,12 @@ type silentBackend struct {
 	log []messages.Envelope
 }
 
-func (b *silentBackend) SubmitTask(_ context.Context, _, session, input, envID string) error {
-	e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: input})
+func (b *silentBackend) SubmitTask(_ context.Context, s Submission) error {
+	e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: s.Input})
 	if err != nil {
 		return err
 	}
-	e.ID, e.SessionID, e.Seq = envID, session, 1
+	e.ID, e.SessionID, e.Seq = s.EnvelopeID, s.SessionID, 1
 	b.mu.Lock()
 	b.log = append(b.log, e)
 	b.mu.Unlock()

@@ -61,7 +61,10 @@ type PushStore struct {
 	sealer *PushSealer // nil: secrets are kept in memory only
 	logger *slog.Logger
 	now    func() time.Time
-	mu     sync.Mutex
+	// ended, when set, reports whether a task ended (no notification follows):
+	// a config of such a task whose secrets do not open is no trouble.
+	ended func(context.Context, sdk.TaskID) bool
+	mu    sync.Mutex
 	// tasks are the tasks' configs as folded, by task.
 	tasks map[sdk.TaskID]*taskPushes
 }
@@ -119,7 +122,12 @@ func (s *PushStore) load(ctx context.Context, id sdk.TaskID, force bool) (*taskP
 		if err != nil {
 			return nil, err
 		}
-		if failed != "" {
+		switch {
+		case failed == "":
+		case s.ended != nil && s.ended(ctx, id):
+			s.logger.Info("a2a push: a config's token and credentials cannot be decrypted; its task ended, so it needs them no more",
+				"task", id, "config", failed, "err", t.sealedErr[failed])
+		default:
 			s.logger.Error("a2a push: a config's token and credentials cannot be decrypted: it gets no notification until the node has the key they were sealed with, or the config is set again",
 				"task", id, "config", failed, "err", t.sealedErr[failed])
 		}
@@ -127,6 +135,52 @@ func (s *PushStore) load(ctx context.Context, id sdk.TaskID, force bool) (*taskP
 	t.read = now
 	return t, nil
 }
+
+// PushRetention is how long the push configs of a task that ended are kept
+// after their last change (PushStore.Prune).
+const PushRetention = 24 * time.Hour
+
+// Prune deletes from the log the push configs of the tasks that ended (their
+// stream), once their last change is older than before,
+// and forgets them; it returns how many it deleted.
+// A task's configs stay while it runs or waits, however old they are. It needs
+// a log that prunes (eventlog.Pruner) and a store that knows which tasks ended
+// (SetEnded); else it does nothing.
+func (s *PushStore) Prune(ctx context.Context, before time.Time) (int, error) {
+	p, ok := s.log.(eventlog.Pruner)
+	if !ok || s.ended == nil {
+		return 0, nil
+	}
+	infos, err := s.log.Sessions(ctx, eventlog.Filter{Prefix: eventlog.A2APushStreamPrefix})
+	if err != nil {
+		return 0, fmt.Errorf("a2a: list the push configs: %w", err)
+	}
+	pruned := 0
+	for _, info := range infos {
+		if info.UpdatedUS >= before.UnixMicro() || !IsPushStream(info.ID) {
+			continue
+		}
+		id := taskOfStream(info.ID)
+		if !s.ended(ctx, id) {
+			continue
+		}
+		// Only the events stamped up to the last one seen: a config set meanwhile
+		// keeps the stream.
+		n, err := p.PruneStreams(ctx, info.ID, info.UpdatedUS+1, 1)
+		if err != nil {
+			return pruned, fmt.Errorf("a2a: prune the push configs of task %s: %w", id, err)
+		}
+		pruned += n
+		s.mu.Lock()
+		delete(s.tasks, id)
+		s.mu.Unlock()
+	}
+	return pruned, nil
+}
+
+// SetEnded tells the store how to know that a task ended (no notification
+// follows): see PushStore.ended.
+func (s *PushStore) SetEnded(ended func(context.Context, sdk.TaskID) bool) { s.ended = ended }
 
 // dropOldest forgets the half of the tasks used least recently (their stream still
 // has their configs, not the secrets this process knew). The caller holds s.mu.

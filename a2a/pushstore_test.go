@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -137,5 +138,62 @@ func TestPushStoreSealsSecretsWithTheNodeKey(t *testing.T) {
 	}
 	if _, err := sealer(keyA).open(task, "other", set.Sealed); !errors.Is(err, ErrUndecryptable) {
 		t.Fatalf("a sealed value opened for another config: %v", err)
+	}
+}
+
+// The configs of a task that ended are no trouble: secrets of theirs that do not
+// open are logged at info level, not as an error (a running task's still are),
+// and Prune deletes their stream from the log, leaving a running task's however
+// old.
+func TestPushStoreEndedTasks(t *testing.T) {
+	ctx := context.Background()
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	sealer := func(b byte) *PushSealer {
+		k := bytes.Repeat([]byte{b}, SecretKeySize)
+		return NewPushSealer(func() ([]byte, error) { return k, nil })
+	}
+	const ended, running = sdk.TaskID("s1~0123456789abcdef0123456789abcdef"), sdk.TaskID("s2~0123456789abcdef0123456789abcdef")
+	a := NewPushStore(log, sealer(1), nil)
+	for _, task := range []sdk.TaskID{ended, running} {
+		if _, err := a.Save(ctx, task, &sdk.PushConfig{ID: "c", URL: "https://hooks.example.com/x", Token: "tok"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var logs bytes.Buffer
+	b := NewPushStore(log, sealer(2), slog.New(slog.NewTextHandler(&logs, nil)))
+	b.SetEnded(func(_ context.Context, id sdk.TaskID) bool { return id == ended })
+	if got, err := b.List(ctx, ended); err != nil || len(got) != 1 {
+		t.Fatalf("the ended task's configs: %+v, %v", got, err)
+	}
+	if l := logs.String(); strings.Contains(l, "level=ERROR") || !strings.Contains(l, "level=INFO") {
+		t.Fatalf("the ended task's config whose secrets do not open was logged:\n%s", l)
+	}
+	logs.Reset()
+	if _, err := b.List(ctx, running); err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=ERROR") {
+		t.Fatalf("the running task's config whose secrets do not open was not logged as an error:\n%s", l)
+	}
+
+	if n, err := b.Prune(ctx, time.Now().Add(-time.Hour)); err != nil || n != 0 {
+		t.Fatalf("Prune of the configs older than an hour: %d, %v; want none (they are new)", n, err)
+	}
+	if n, err := b.Prune(ctx, time.Now().Add(time.Second)); err != nil || n != 1 {
+		t.Fatalf("Prune: %d, %v; want the ended task's configs", n, err)
+	}
+	for task, want := range map[sdk.TaskID]int{ended: 0, running: 1} {
+		events, err := log.Read(ctx, PushStreamFor(task), 1)
+		if err != nil || len(events) != want {
+			t.Errorf("the configs' stream of task %s: %d events, %v; want %d", task, len(events), err, want)
+		}
+		if got, err := b.List(ctx, task); err != nil || len(got) != want {
+			t.Errorf("the configs of task %s after Prune: %+v, %v", task, got, err)
+		}
 	}
 }

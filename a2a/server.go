@@ -28,9 +28,10 @@ import (
 // that makes a retried submission the same task, to read and watch a session's
 // events, to cancel its task and to answer its approvals.
 type Backend interface {
-	// SubmitTask submits input to agent in session sessionID as the task.submitted
-	// envelope with ID envID (a session records one envelope ID once).
-	SubmitTask(ctx context.Context, agent, sessionID, input, envID string) error
+	// SubmitTask submits s's task as the task.submitted envelope with ID
+	// s.EnvelopeID (a session records one envelope ID once), caused by
+	// s.MessageID (its CausationID is MessageCause's).
+	SubmitTask(ctx context.Context, s Submission) error
 	// Events returns the session's events from seq from on.
 	Events(ctx context.Context, sessionID string, from uint64) ([]messages.Envelope, error)
 	// Watch returns the session's live events (a wake-up: Events is the truth),
@@ -49,7 +50,91 @@ type Backend interface {
 // such a message is answered with InvalidParams (-32602) and the reason, not with
 // a task that fails and says no more.
 type TaskChecker interface {
-	CheckTask(agent, sessionID, input string) error
+	CheckTask(s Submission) error
+}
+
+// Submission is the Troupe task an A2A message starts.
+type Submission struct {
+	Agent     string // the executor's agent ("default": the node's default)
+	SessionID string // the message's contextId
+	Input     string // the text of its parts
+	// MessageID is the client's messageId, and EnvelopeID the ID of the task's
+	// task.submitted envelope, EnvelopeID(MessageID).
+	MessageID, EnvelopeID string
+	// Budget is what the message's metadata asks (MessageBudget).
+	Budget Budget
+}
+
+// Budget is a task's budget as a message's metadata gives it (the keys of a task
+// POSTed to /v1/tasks: "max_tokens", "max_cost_usd", "max_steps"); 0 means the
+// agent's.
+type Budget struct {
+	MaxTokens  int
+	MaxCostUSD float64
+	MaxSteps   int
+}
+
+// MessageBudget reads the budget of the task message m starts from its metadata:
+// "max_tokens" and "max_steps" are whole numbers, "max_cost_usd" a number; any
+// other type is an error that wraps sdk.ErrInvalidParams (the Backend checks the
+// ranges: TaskChecker).
+func MessageBudget(m *sdk.Message) (Budget, error) {
+	var b Budget
+	whole := func(key string, dst *int) error {
+		v, ok := m.Metadata[key]
+		if !ok || v == nil {
+			return nil
+		}
+		f, ok := v.(float64)
+		if !ok || f != float64(int64(f)) || f > 1<<53 || f < -(1<<53) {
+			return fmt.Errorf("a2a: %w: message.metadata.%s must be a whole number, got %s", sdk.ErrInvalidParams, key, jsonText(v))
+		}
+		*dst = int(f)
+		return nil
+	}
+	if err := whole("max_tokens", &b.MaxTokens); err != nil {
+		return b, err
+	}
+	if err := whole("max_steps", &b.MaxSteps); err != nil {
+		return b, err
+	}
+	if v, ok := m.Metadata["max_cost_usd"]; ok && v != nil {
+		f, ok := v.(float64)
+		if !ok {
+			return b, fmt.Errorf("a2a: %w: message.metadata.max_cost_usd must be a number of US dollars, got %s", sdk.ErrInvalidParams, jsonText(v))
+		}
+		b.MaxCostUSD = f
+	}
+	return b, nil
+}
+
+// jsonText is v as JSON, cut at 64 bytes.
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%T", v)
+	}
+	if len(b) > 64 {
+		return string(b[:64]) + "…"
+	}
+	return string(b)
+}
+
+// messageCausePrefix starts MessageCause's IDs.
+const messageCausePrefix = "a2a-message:"
+
+// MessageCause is the CausationID of the task.submitted envelope of a task that
+// A2A message messageID started: the session's events keep the client's
+// messageId, which a task rebuilt from them shows as its first message's.
+func MessageCause(messageID string) string { return messageCausePrefix + messageID }
+
+// submission is the Submission of message m to e's agent in session.
+func (e *Executor) submission(m *sdk.Message, session string) (Submission, error) {
+	b, err := MessageBudget(m)
+	if err != nil {
+		return Submission{}, err
+	}
+	return Submission{Agent: e.agent, SessionID: session, Input: messageText(m), MessageID: m.ID, EnvelopeID: EnvelopeID(m.ID), Budget: b}, nil
 }
 
 // Executor runs A2A tasks as Troupe tasks of one agent (a2asrv.AgentExecutor).
@@ -91,8 +176,12 @@ func (e *Executor) check(m *sdk.Message) error {
 	if strings.TrimSpace(input) == "" {
 		return fmt.Errorf("a2a: %w: the message has no text part", sdk.ErrInvalidParams)
 	}
+	sub, err := e.submission(m, m.ContextID)
+	if err != nil {
+		return err
+	}
 	if c, ok := e.backend.(TaskChecker); ok {
-		if err := c.CheckTask(e.agent, m.ContextID, input); err != nil {
+		if err := c.CheckTask(sub); err != nil {
 			return fmt.Errorf("a2a: %w: %w", sdk.ErrInvalidParams, err)
 		}
 	}
@@ -123,8 +212,12 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		// act on the task at its first event (tasks/cancel), and must find it
 		// running. A task the session refuses was never one: the client gets the
 		// error, and the message may be sent again (Dedupe releases its claim).
-		envID = EnvelopeID(rc.Message.ID)
-		if err := e.backend.SubmitTask(ctx, e.agent, session, messageText(rc.Message), envID); err != nil {
+		sub, err := e.submission(rc.Message, session)
+		if err != nil {
+			return err
+		}
+		envID = sub.EnvelopeID
+		if err := e.backend.SubmitTask(ctx, sub); err != nil {
 			return fmt.Errorf("a2a: the task was not accepted: %w", err)
 		}
 		if err := q.Write(ctx, sdk.NewSubmittedTask(rc, rc.Message)); err != nil {

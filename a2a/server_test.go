@@ -98,10 +98,10 @@ type takingBackend struct {
 	stopped context.CancelFunc
 }
 
-func (b *takingBackend) SubmitTask(ctx context.Context, agent, session, input, envID string) error {
+func (b *takingBackend) SubmitTask(ctx context.Context, s Submission) error {
 	b.told = b.q.written()
 	b.stopped()
-	return b.silentBackend.SubmitTask(ctx, agent, session, input, envID)
+	return b.silentBackend.SubmitTask(ctx, s)
 }
 
 // The executor reports a new task (its submitted event, the first a client gets)

@@ -212,7 +212,11 @@ func taskOf(id sdk.TaskID, session, envID string, events []messages.Envelope) (*
 	}
 	if p, err := submitted.Decode(); err == nil {
 		if ts, ok := p.(*messages.TaskSubmitted); ok {
-			task.History = []*sdk.Message{message("", sdk.MessageRoleUser, ts.Input)}
+			first := message("", sdk.MessageRoleUser, ts.Input)
+			if id, ok := strings.CutPrefix(submitted.CausationID, messageCausePrefix); ok && id != "" {
+				first.ID = id // the client's messageId
+			}
+			task.History = []*sdk.Message{first}
 		}
 	}
 	at := func(e messages.Envelope) *time.Time { t := time.UnixMicro(e.TS).UTC(); return &t }

@@ -36,7 +36,8 @@ func (b *streamBackend) envelope(p messages.Payload, seq uint64) messages.Envelo
 	return e
 }
 
-func (b *streamBackend) SubmitTask(_ context.Context, _, session, _, envID string) error {
+func (b *streamBackend) SubmitTask(_ context.Context, sub Submission) error {
+	session, envID := sub.SessionID, sub.EnvelopeID
 	const key = "call-1"
 	submitted := b.envelope(&messages.TaskSubmitted{Input: "count"}, 1)
 	submitted.ID, submitted.SessionID = envID, session

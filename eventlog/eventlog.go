@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/troupe-run/troupe/messages"
 )
@@ -367,8 +368,9 @@ func validate(e messages.Envelope) error {
 // Pruner is a log that deletes the streams that only carried a message too large
 // for the bus (BusStreamPrefix, messages.BusStored) once no reference to them can
 // still be read: the bus keeps a reference for its topics' retention, and the
-// session that read one recorded what it held in its own events. Sessions and the
-// other streams are never deleted.
+// session that read one recorded what it held in its own events. It also deletes,
+// for their owners, the other streams of PrunablePrefixes once they are of no
+// use. Sessions and the other streams are never deleted.
 type Pruner interface {
 	// PruneBusStreams deletes the streams of BusStreamPrefix whose last event is
 	// stamped before beforeUS (Unix microseconds), with their summaries, at most
@@ -377,4 +379,32 @@ type Pruner interface {
 	// log may finish the deletion after PruneBusStreams returns (ClickHouse runs it
 	// as a mutation); until then Read may still return the pruned events.
 	PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (int, error)
+	// PruneStreams is PruneBusStreams for the streams of prefix, one of
+	// PrunablePrefixes or a longer one that starts with one of them (a whole
+	// stream ID: that stream; any other prefix is an error, and deletes nothing).
+	PruneStreams(ctx context.Context, prefix string, beforeUS int64, limit int) (int, error)
+}
+
+// PrunablePrefixes are the prefixes of the streams a Pruner deletes: the bus's
+// stored messages, the MCP server's clients' sessions (package mcp prunes those
+// that ended or expired), and the A2A tasks' push-notification configs (package
+// a2a prunes those of tasks that ended).
+var PrunablePrefixes = []string{BusStreamPrefix, MCPSessionStreamPrefix, A2APushStreamPrefix}
+
+// PrefixRange returns the range of stream IDs that start with prefix, a prefix
+// CheckPrunable takes: from prefix (included) to end (excluded), prefix with its
+// last byte incremented ("bus/": "bus0").
+func PrefixRange(prefix string) (from, end string) {
+	return prefix, prefix[:len(prefix)-1] + string([]byte{prefix[len(prefix)-1] + 1})
+}
+
+// CheckPrunable returns an error unless prefix starts with one of
+// PrunablePrefixes and does not end with the byte 0xff.
+func CheckPrunable(prefix string) error {
+	for _, p := range PrunablePrefixes {
+		if strings.HasPrefix(prefix, p) && prefix[len(prefix)-1] != 0xff {
+			return nil
+		}
+	}
+	return fmt.Errorf("the streams of prefix %q are not pruned (only those of %q)", prefix, PrunablePrefixes)
 }

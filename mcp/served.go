@@ -18,8 +18,9 @@ import (
 // ServedConfig is what a node's MCP server offers besides the node's tools,
 // run_task, its skills and its MCP servers' resources and prompts: fixed resources,
 // resource templates and prompts declared in the node configuration's "mcp_server"
-// object, how often a long call reports progress, and how long a client that
-// answers no ping keeps its session.
+// object, how often a long call reports progress, how long a client that
+// answers no ping keeps its session, and how long a client whose stream was cut
+// waits before it resumes it.
 type ServedConfig struct {
 	// ProgressInterval is ServerOptions.ProgressInterval, as a Go duration ("5s").
 	ProgressInterval string           `json:"progress_interval,omitempty"`
@@ -28,6 +29,9 @@ type ServedConfig struct {
 	Prompts          []ServedPrompt   `json:"prompts,omitempty"`
 	// SessionTimeout is ServerOptions.SessionTimeout, as a Go duration ("30m").
 	SessionTimeout string `json:"session_timeout,omitempty"`
+	// ReconnectDelay is ServerOptions.ReconnectDelay, as a Go duration ("2s"):
+	// the retry the server's streams name.
+	ReconnectDelay string `json:"reconnect_delay,omitempty"`
 }
 
 // ServedResource is a resource of fixed text, or of a file read at each read (a
@@ -98,6 +102,11 @@ func (c ServedConfig) Validate(section string) error {
 	if c.SessionTimeout != "" {
 		if d, err := time.ParseDuration(c.SessionTimeout); err != nil || d < time.Second || d > 24*time.Hour {
 			bad("session_timeout", "%q is not a duration from 1s to 24h, like \"30m\"", c.SessionTimeout)
+		}
+	}
+	if c.ReconnectDelay != "" {
+		if d, err := time.ParseDuration(c.ReconnectDelay); err != nil || d < 10*time.Millisecond || d > 5*time.Minute {
+			bad("reconnect_delay", "%q is not a duration from 10ms to 5m, like \"2s\"", c.ReconnectDelay)
 		}
 	}
 	uris := map[string]bool{}
@@ -172,6 +181,12 @@ func (c ServedConfig) Interval() time.Duration {
 // Idle is c's SessionTimeout (zero when absent or bad).
 func (c ServedConfig) Idle() time.Duration {
 	d, _ := time.ParseDuration(c.SessionTimeout)
+	return d
+}
+
+// Retry is c's ReconnectDelay (zero when absent or bad).
+func (c ServedConfig) Retry() time.Duration {
+	d, _ := time.ParseDuration(c.ReconnectDelay)
 	return d
 }
 

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/troupe-run/troupe/messages"
@@ -168,8 +169,16 @@ func NewServer(n Node, opts ServerOptions) *Server {
 func ptr[T any](v T) *T { return &v }
 
 // Run keeps the offered tools equal to the node's until ctx ends (with
-// ServerOptions.Changed; without it, it only waits for ctx). It returns nil.
+// ServerOptions.Changed), and keeps the streams of the live sessions in the
+// node's log while it prunes those of the sessions that ended or expired
+// (server_prune.go) until ctx ends or CloseStreams. It returns nil.
 func (s *Server) Run(ctx context.Context) error {
+	pruned := make(chan struct{})
+	go func() {
+		defer close(pruned)
+		s.pruneSessions(ctx)
+	}()
+	defer func() { <-pruned }()
 	if s.opts.Changed == nil {
 		<-ctx.Done()
 		return nil
@@ -257,12 +266,17 @@ func (s *Server) callTool(name string) sdk.ToolHandler {
 				key = k
 			}
 		}
+		s.recordCall(ctx, req, name, args, "")
 		f := s.follow(ctx, req.Session, req.Params, "tool "+name)
 		out, err := s.n.CallTool(ctx, key, name, args)
 		f.end(ctx, err)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil, err
+			}
+			if isClosed(s.closing) {
+				// The node stops under the call (which it may have cut).
+				return nil, &jsonrpc.Error{Code: codeCallCut, Message: callCutMessage + ": " + err.Error()}
 			}
 			return errorResult(err.Error()), nil
 		}
@@ -294,7 +308,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	var started *messages.MCPCallStarted // the call's record, when it has one
 	// A call over Streamable HTTP is recorded (not a task the node refuses: bad
 	// input changes nothing).
-	if c := s.takeCall(req); c != nil && req.Session.ID() != "" && task.Validate() == nil {
+	if c := s.takeCall(req); c != nil && req.Session != nil && req.Session.ID() != "" && task.Validate() == nil {
 		rec := messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(raw), TaskSession: task.SessionID}
 		again, err := s.startCall(ctx, req.Session.ID(), &rec)
 		if err != nil {
@@ -669,7 +683,11 @@ func writeRPCErrorID(w http.ResponseWriter, status, code int, message string, id
 }
 
 // sdkLogger passes the SDK's warnings and errors to l; its info lines (a line per
-// session and connection) are left out.
+// session and connection) are left out. Its keepalive's lines are not the
+// warnings they say they are: a ping a client does not answer (a warning each
+// over Streamable HTTP for a client without a stream of notifications, GET,
+// which cannot answer any) is logged at debug level, and the end of a session
+// whose client answered none for SessionTimeout (an error) at info level.
 func sdkLogger(l *slog.Logger) *slog.Logger {
 	return slog.New(warnOnly{l.Handler()})
 }
@@ -678,6 +696,35 @@ type warnOnly struct{ slog.Handler }
 
 func (h warnOnly) Enabled(ctx context.Context, level slog.Level) bool {
 	return level >= slog.LevelWarn && h.Handler.Enabled(ctx, level)
+}
+
+// The messages of the SDK's keepalive (startKeepalive in its shared.go).
+const (
+	sdkPingMissed  = "keepalive ping failed; tolerating below threshold"
+	sdkPingsMissed = "keepalive ping failed; closing session"
+)
+
+func (h warnOnly) Handle(ctx context.Context, r slog.Record) error {
+	switch r.Message {
+	case sdkPingMissed:
+		r = relevel(r, slog.LevelDebug, "mcp server: a client answered no ping (one without a stream of notifications, GET, cannot)")
+	case sdkPingsMissed:
+		r = relevel(r, slog.LevelInfo, "mcp server: a session ends: its client answered no ping for the session timeout")
+	}
+	if !h.Handler.Enabled(ctx, r.Level) {
+		return nil
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// relevel returns r at level with message msg.
+func relevel(r slog.Record, level slog.Level, msg string) slog.Record {
+	out := slog.NewRecord(r.Time, level, msg, r.PC)
+	r.Attrs(func(a slog.Attr) bool {
+		out.AddAttrs(a)
+		return true
+	})
+	return out
 }
 func (h warnOnly) WithAttrs(a []slog.Attr) slog.Handler { return warnOnly{h.Handler.WithAttrs(a)} }
 func (h warnOnly) WithGroup(g string) slog.Handler      { return warnOnly{h.Handler.WithGroup(g)} }

@@ -33,14 +33,19 @@ import (
 // the same ID and arguments answers with the result of the task the first one
 // started instead of running it again. When the node stops (CloseStreams), the
 // streams of running calls are closed with the retry, so that their clients come
-// back to the node that serves next rather than get an error.
+// back to the node that serves next rather than get an error. The calls of
+// task_result are recorded alike (its resumed stream answers once the task it
+// waits for ends), and so are those of the other tools, whose resumed stream
+// answers a JSON-RPC error (codeCallCut): the node cannot know whether a tool cut
+// off by a crash did its work. A call of another tool that a stopping node cuts
+// off answers that error at once.
 
 // callHeader carries, from Handler to run_task's handler, the token of the call
 // (pendingCall) a request holds; a client's own is removed.
 const callHeader = "Troupe-Mcp-Call"
 
-// pendingCall is what Handler learns of a run_task call before the SDK runs it:
-// its JSON-RPC ID, and the ID of the stream the SDK opens for its answer.
+// pendingCall is what Handler learns of a tools/call before the SDK runs it: its
+// JSON-RPC ID, and the ID of the stream the SDK opens for its answer.
 type pendingCall struct {
 	rpcID string
 
@@ -81,7 +86,7 @@ func (s eventStore) has(ctx context.Context, sessionID, streamID string, idx int
 	return true
 }
 
-// holdCall notes a POST that is a run_task call (one JSON-RPC request, not a
+// holdCall notes a POST that is a tools/call (one JSON-RPC request, not a
 // batch) as a pendingCall, in r's context and under callHeader, and returns the
 // request to pass on and the function that forgets the call once it is served.
 func (s *Server) holdCall(r *http.Request) (*http.Request, func()) {
@@ -98,7 +103,7 @@ func (s *Server) holdCall(r *http.Request) (*http.Request, func()) {
 	}
 	body := peekBody(r)
 	if !bytes.HasPrefix(bytes.TrimSpace(body), []byte("{")) || json.Unmarshal(body, &req) != nil ||
-		req.Method != "tools/call" || req.Params.Name != RunTask || len(req.ID) == 0 || string(req.ID) == "null" {
+		req.Method != "tools/call" || len(req.ID) == 0 || string(req.ID) == "null" {
 		return r, func() {}
 	}
 	var id bytes.Buffer
@@ -113,7 +118,7 @@ func (s *Server) holdCall(r *http.Request) (*http.Request, func()) {
 	return r, func() { s.pending.Delete(token) }
 }
 
-// takeCall returns the pendingCall of run_task's request, if Handler held one.
+// takeCall returns the pendingCall of a tools/call request, if Handler held one.
 func (s *Server) takeCall(req *sdk.CallToolRequest) *pendingCall {
 	if req.Extra == nil || req.Extra.Header == nil {
 		return nil
@@ -158,7 +163,7 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 	if !ok || streamID == "" {
 		return false
 	}
-	s.opts.Logger.Info("mcp server: a cut run_task stream resumed", "session", id, "stream", streamID, "task_session", call.TaskSession)
+	s.opts.Logger.Info("mcp server: a cut call's stream resumed", "session", id, "stream", streamID, "task_session", call.TaskSession)
 	w.Header().Set("Cache-Control", "no-cache, no-transform")
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
@@ -178,6 +183,14 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 	poll := time.NewTicker(taskPoll)
 	defer poll.Stop()
 	for {
+		if call.TaskSession == "" {
+			// A call of another tool: its outcome died with the process that
+			// ran it.
+			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(call.RequestID),
+				"error": map[string]any{"code": codeCallCut, "message": callCutMessage}})
+			write("id: " + streamID + "_" + strconv.Itoa(idx+1) + "\ndata: " + string(b) + "\n\n")
+			return true
+		}
 		res, known, err := s.callStatus(ctx, call)
 		var result *sdk.CallToolResult
 		switch {
@@ -212,6 +225,34 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 			}
 		case <-poll.C:
 		}
+	}
+}
+
+// codeCallCut is the JSON-RPC error code (a server error, of the range
+// JSON-RPC 2.0 leaves to implementations) of a tools/call cut off by a stop or
+// restart of the node before it answered: callCutMessage.
+const codeCallCut = -32000
+
+const callCutMessage = "the call was cut off before it answered: the node that ran it stopped or restarted, " +
+	"and whether the tool did its work is not known; call the tool again (" + RunTask + " and " + TaskResult +
+	" calls outlive a restart; other tools' calls do not)"
+
+// recordCall records a tools/call of tool (not run_task, which records its own)
+// in its session's stream, so that a client that resumes its stream after a
+// restart gets an answer: task_result's (taskSession, the session it waits on)
+// once the task ends, another tool's a JSON-RPC error (codeCallCut). A call not
+// recorded (the log failed) is served anyway, and logged.
+func (s *Server) recordCall(ctx context.Context, req *sdk.CallToolRequest, tool, raw, taskSession string) {
+	c := s.takeCall(req)
+	if c == nil || req.Session == nil || req.Session.ID() == "" {
+		return
+	}
+	rec := &messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(tool + "\x00" + raw), TaskSession: taskSession}
+	if rec.Stream == "" {
+		return // a JSON answer, which no one resumes
+	}
+	if err := s.book.record(ctx, req.Session.ID(), func(*sessionState) (messages.Payload, error) { return rec, nil }); err != nil {
+		s.opts.Logger.Warn("mcp server: tool call not recorded; a restart cuts it off without an answer", "session", req.Session.ID(), "tool", tool, "err", err)
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // restartable serves MCP at one URL from nodes over one data dir that the test
@@ -44,20 +45,27 @@ type restartable struct {
 	srv     *mcp.Server
 	n       *node.Node
 	stop    func()
+	tools   []tools.Tool // the tools of each node
 }
 
 func newRestartable(t *testing.T, opts mcp.ServerOptions, m llm.Model) *restartable {
 	r := &restartable{t: t, dir: t.TempDir(), opts: opts}
-	r.hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { (*r.backend.Load()).ServeHTTP(w, req) }))
-	t.Cleanup(r.hs.Close)
+	r.hs = newBackendServer(t, r)
 	r.start(m)
 	t.Cleanup(func() { r.stop() })
 	return r
 }
 
+// newBackendServer serves r's node serving now, until the test ends.
+func newBackendServer(t *testing.T, r *restartable) *httptest.Server {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) { (*r.backend.Load()).ServeHTTP(w, req) }))
+	t.Cleanup(hs.Close)
+	return hs
+}
+
 func (r *restartable) start(m llm.Model) {
 	r.t.Helper()
-	n, err := node.New(context.Background(), node.Config{DataDir: r.dir, Model: m})
+	n, err := node.New(context.Background(), node.Config{DataDir: r.dir, Model: m, Tools: r.tools})
 	if err != nil {
 		r.t.Fatal(err)
 	}

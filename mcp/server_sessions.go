@@ -30,8 +30,9 @@ import (
 // call's stream cut by the restart is resumed from the log too (server_calls.go).
 // What the process held for the session alone is lost: the client's capabilities
 // and name (the server asks the client for nothing), and the events of its
-// streams other than run_task's answers (a cut call of another tool fails on the
-// client when it resumes the stream).
+// streams other than the answers of run_task and task_result (a cut call of
+// another tool, whose outcome the node cannot know, answers a JSON-RPC error
+// that says so when its client resumes the stream).
 
 // resumedClient names the client of a resumed session.
 const resumedClient = "unknown (session resumed)"

@@ -22,8 +22,9 @@ import (
 // event log so that it outlives the process: its log level (logging/setLevel), its
 // resource subscriptions, and the run_task calls it made. Each session is a stream
 // of the log, eventlog.MCPSessionStreamPrefix + its ID, whose events
-// (messages.MCPLevelSet, MCPSubscribed, MCPUnsubscribed, MCPCallStarted) fold into
-// a sessionState. A node that resumes the session (server_sessions.go) folds the
+// (messages.MCPLevelSet, MCPSubscribed, MCPUnsubscribed, MCPCallStarted,
+// MCPSessionKept) fold into a sessionState; the streams of sessions that ended
+// or expired are pruned (server_prune.go). A node that resumes the session (server_sessions.go) folds the
 // stream and sets the level and subscriptions again; a client that resumes a cut
 // run_task stream on another process, or sends the call again, gets the task's
 // result rather than a second run (server_calls.go).
@@ -52,13 +53,14 @@ type sessionLog interface {
 // sessionState is the fold of a session's stream.
 type sessionState struct {
 	seq   uint64   // the stream's last event
+	ts    int64    // its time, Unix microseconds
 	level string   // "" until the client sets one
 	subs  []string // the subscribed URIs, in the order of subscription
 	calls []messages.MCPCallStarted
 }
 
 func (st *sessionState) apply(e messages.Envelope) {
-	st.seq = e.Seq
+	st.seq, st.ts = e.Seq, e.TS
 	p, err := e.Decode()
 	if err != nil {
 		return
@@ -119,7 +121,7 @@ func (b *sessionBook) state(ctx context.Context, id string) (sessionState, error
 	if err != nil {
 		return sessionState{}, err
 	}
-	return sessionState{seq: st.seq, level: st.level, subs: slices.Clone(st.subs), calls: slices.Clone(st.calls)}, nil
+	return sessionState{seq: st.seq, ts: st.ts, level: st.level, subs: slices.Clone(st.subs), calls: slices.Clone(st.calls)}, nil
 }
 
 // loadLocked returns session id's state, caught up with its stream: what other
@@ -147,6 +149,14 @@ func (b *sessionBook) loadLocked(ctx context.Context, id string) (*sessionState,
 		b.states[id] = st
 	}
 	return st, nil
+}
+
+// forget drops the states the book keeps in memory (some of whose streams were
+// pruned): they are read from the log again when needed.
+func (b *sessionBook) forget() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	clear(b.states)
 }
 
 // record appends p to session id's stream, unless decide, given the state now,

@@ -25,7 +25,9 @@ import (
 // stdout. A line that is not JSON is answered with a parse error (-32700, id
 // null); JSON that is no JSON-RPC 2.0 message, a batch that is empty, holds
 // something else or repeats an ID, or a batch at a protocol version without
-// batches (2025-06-18 on) is answered with an invalid request (-32600); a request
+// batches (2025-06-18 on) is answered with an invalid request (-32600), and so
+// is a request of a batch whose ID is one of a request in flight (id null; the
+// rest of the batch is served); a request
 // other than initialize and ping before initialize is answered -32600 too (the
 // SDK answers it with code 0). Each answer goes out as one line, between the
 // SDK's. A line longer than maxLine bytes (0: the SDK's DefaultMaxLineLength) is
@@ -73,10 +75,7 @@ func (p *pipeEnd) Close() error {
 // track notes the requests of a message passed on, and forgets those the client
 // cancels.
 func (t *lineTransport) track(line []byte) {
-	msgs := []json.RawMessage{line}
-	if line[0] == '[' {
-		_ = json.Unmarshal(line, &msgs)
-	}
+	msgs := splitBatch(line)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, raw := range msgs {
@@ -99,16 +98,52 @@ func (t *lineTransport) track(line []byte) {
 	}
 }
 
+// dropOpen returns batch without its requests whose ID is one of a request in
+// flight, each answered with an invalid request (id null: the answer is not the
+// request in flight's); nil when none is left. The SDK would end the session at
+// such a batch. A line that is no batch is returned as it is (the SDK answers a
+// request that reuses an open ID itself, and goes on).
+func (t *lineTransport) dropOpen(batch []byte) []byte {
+	if batch[0] != '[' {
+		return batch
+	}
+	msgs := splitBatch(batch)
+	var keep []json.RawMessage
+	var open []string
+	t.mu.Lock()
+	for _, raw := range msgs {
+		msg, err := jsonrpc.DecodeMessage(raw)
+		if req, ok := msg.(*jsonrpc.Request); err == nil && ok && req.IsCall() && t.inFlight[idKey(req.ID)] {
+			id, _ := json.Marshal(req.ID.Raw())
+			open = append(open, string(id))
+			continue
+		}
+		keep = append(keep, raw)
+	}
+	t.mu.Unlock()
+	for _, id := range open {
+		t.answer(nil, codeInvalidRequest, "invalid request: in a batch: the id "+id+" is the id of a request still in flight; this one is not served")
+	}
+	if len(open) == 0 {
+		return batch
+	}
+	if len(keep) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(keep)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
 // answered forgets the requests the server's message p (a line) answers.
 func (t *lineTransport) answered(p []byte) {
 	p = bytes.TrimSpace(p)
 	if len(p) == 0 {
 		return
 	}
-	msgs := []json.RawMessage{p}
-	if p[0] == '[' {
-		_ = json.Unmarshal(p, &msgs)
-	}
+	msgs := splitBatch(p)
 	t.mu.Lock()
 	for _, raw := range msgs {
 		if msg, err := jsonrpc.DecodeMessage(raw); err == nil {
@@ -140,6 +175,18 @@ func (t *lineTransport) drained(closed <-chan struct{}) {
 			return
 		}
 	}
+}
+
+// splitBatch returns the messages of a line: its elements when it is a batch,
+// else the line. (Unmarshalling a batch into a slice that holds the line would
+// write its first element over the line.)
+func splitBatch(line []byte) []json.RawMessage {
+	if line[0] != '[' {
+		return []json.RawMessage{line}
+	}
+	var msgs []json.RawMessage
+	_ = json.Unmarshal(line, &msgs)
+	return msgs
 }
 
 func idKey(id jsonrpc.ID) string { return fmt.Sprintf("%T:%v", id.Raw(), id.Raw()) }
@@ -176,7 +223,7 @@ func (t *lineTransport) filter(pw *io.PipeWriter, closed <-chan struct{}) {
 		} else if line = bytes.TrimSpace(line); len(line) > 0 {
 			if code, msg, id := st.check(line); code != 0 {
 				t.answer(id, code, msg)
-			} else {
+			} else if line = t.dropOpen(line); len(line) > 0 {
 				t.track(line)
 				if _, werr := pw.Write(append(line, '\n')); werr != nil {
 					return // the SDK closed the connection

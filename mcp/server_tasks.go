@@ -95,9 +95,19 @@ func (s *Server) taskResult(ctx context.Context, st taskStatus, req *sdk.CallToo
 		return errorResult(TaskResult + `: session_id is empty; give the session of a task run_task started, e.g. {"session_id":"s-..."}`), nil
 	}
 	wait := args.Wait == nil || *args.Wait
+	s.recordCall(ctx, req, TaskResult, raw, args.SessionID)
+	defer s.closeOnStop(req)()
 	f := s.follow(ctx, req.Session, req.Params, TaskResult)
 	res, err := s.awaitTask(ctx, func(ctx context.Context) (node.SessionStatus, bool, error) { return st.Status(ctx, args.SessionID) },
 		args.SessionID, wait)
+	if err != nil && ctx.Err() == nil && isClosed(s.closing) && req.Extra != nil && req.Extra.CloseSSEStream != nil {
+		// The node stops: its stream closes with the retry, and the client
+		// resumes it from the node that serves next, which answers (the call
+		// is recorded).
+		f.end(ctx, nil)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
 	outcome := err
 	if err == nil && res.Status == messages.StatusFailed {
 		outcome = fmt.Errorf("the task failed (reason %s): %s", res.Reason, res.Error)

@@ -56,6 +56,7 @@ const (
 	TypeMCPSubscribed   Type = "mcp.subscribed"
 	TypeMCPUnsubscribed Type = "mcp.unsubscribed"
 	TypeMCPCallStarted  Type = "mcp.call_started"
+	TypeMCPSessionKept  Type = "mcp.session_kept"
 )
 
 // Versions is the current schema version of each type. Decoding an envelope whose
@@ -97,6 +98,7 @@ var versions = map[Type]int{
 	TypeMCPSubscribed:      1,
 	TypeMCPUnsubscribed:    1,
 	TypeMCPCallStarted:     1,
+	TypeMCPSessionKept:     1,
 }
 
 // CurrentVersion reports the schema version this build writes for t, and whether t is known.
@@ -246,6 +248,8 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &MCPUnsubscribed{}
 	case TypeMCPCallStarted:
 		p = &MCPCallStarted{}
+	case TypeMCPSessionKept:
+		p = &MCPSessionKept{}
 	case TypeNoteUpdated:
 		p = &NoteUpdated{}
 	case TypeNoteRemoved:

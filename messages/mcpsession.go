@@ -45,6 +45,15 @@ type MCPCallStarted struct {
 	TaskID string `json:"task_id,omitempty"`
 }
 
+// MCPSessionKept records that a client's session is live (a node serves it), so
+// that the pruning of the sessions' streams, which deletes those whose last
+// event is older than the session timeout, keeps its stream: a node appends one
+// to the stream of each session it serves whose last event is half as old.
+type MCPSessionKept struct{}
+
+// MessageType implements Payload.
+func (*MCPSessionKept) MessageType() Type { return TypeMCPSessionKept }
+
 // MessageType implements Payload.
 func (*MCPLevelSet) MessageType() Type { return TypeMCPLevelSet }
 

@@ -76,6 +76,13 @@ func (n *Node) a2aRoutes() []Route {
 			return
 		}
 		n.a2aServer = srv
+		// The push configs of ended tasks are pruned while the node lives.
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			<-n.stopping
+			cancel()
+		}()
+		go srv.PrunePushes(ctx)
 	})
 	if n.a2aServer == nil {
 		return nil
@@ -115,30 +122,38 @@ type a2aBackend struct{ n *Node }
 
 var _ a2a.TaskChecker = a2aBackend{}
 
-func (b a2aBackend) SubmitTask(ctx context.Context, agent, sessionID, input, envID string) error {
-	if agent == "default" {
-		agent = ""
-	}
-	env, err := b.n.ingress.admit(Task{Input: input, SessionID: sessionID, Agent: agent}, Arrival{Source: SourceHTTP, MessageID: envID}, nil)
+func (b a2aBackend) SubmitTask(ctx context.Context, s a2a.Submission) error {
+	env, err := b.n.ingress.admit(a2aTask(s), Arrival{Source: SourceHTTP, MessageID: s.EnvelopeID}, nil)
 	if err != nil {
 		return err
 	}
+	// The session keeps a task.submitted's causation: the client's messageId,
+	// which the task rebuilt from the events shows (after a restart).
+	env.CausationID = a2a.MessageCause(s.MessageID)
 	_, err = b.n.submit(ctx, env)
 	return err
 }
 
-// CheckTask implements a2a.TaskChecker: what SubmitTask's admission refuses.
-func (b a2aBackend) CheckTask(agent, sessionID, input string) error {
+// a2aTask is the Task of an A2A submission.
+func a2aTask(s a2a.Submission) Task {
+	agent := s.Agent
 	if agent == "default" {
 		agent = ""
 	}
-	if err := (Task{Input: input, SessionID: sessionID, Agent: agent}).Validate(); err != nil {
+	return Task{Input: s.Input, SessionID: s.SessionID, Agent: agent,
+		MaxTokens: s.Budget.MaxTokens, MaxCostUSD: s.Budget.MaxCostUSD, MaxSteps: s.Budget.MaxSteps}
+}
+
+// CheckTask implements a2a.TaskChecker: what SubmitTask's admission refuses.
+func (b a2aBackend) CheckTask(s a2a.Submission) error {
+	t := a2aTask(s)
+	if err := t.Validate(); err != nil {
 		return err
 	}
-	if err := b.n.ingress.checkAgent(agent); err != nil {
+	if err := b.n.ingress.checkAgent(t.Agent); err != nil {
 		return err
 	}
-	return b.n.ingress.checkSessionShape(sessionID)
+	return b.n.ingress.checkSessionShape(t.SessionID)
 }
 
 func (b a2aBackend) Events(ctx context.Context, sessionID string, from uint64) ([]messages.Envelope, error) {

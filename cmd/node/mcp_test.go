@@ -58,6 +58,7 @@ func TestMCPServersConfigIsValidated(t *testing.T) {
 		{"elicitation", `{"mcp_servers": {"r": {"url": "http://h/mcp", "elicitation": "ask"}}}`, []string{"mcp_servers.r.elicitation", `"ask"`, `"defaults"`}},
 		{"served resource uri", `{"mcp_server": {"resources": [{"uri": "today", "name": "t", "text": "x"}]}}`, []string{"mcp_server.resources[0].uri", `"today"`}},
 		{"served interval", `{"mcp_server": {"progress_interval": "soon"}}`, []string{"mcp_server.progress_interval", `"soon"`}},
+		{"served reconnect delay", `{"mcp_server": {"reconnect_delay": "1h"}}`, []string{"mcp_server.reconnect_delay", `"1h"`, "from 10ms to 5m"}},
 		{"served session timeout", `{"mcp_server": {"session_timeout": "100ms"}}`, []string{"mcp_server.session_timeout", `"100ms"`, "from 1s to 24h"}},
 		{"served unknown field", `{"mcp_server": {"prompts": [{"name": "p", "messages": [{"txt": "a"}]}]}}`,
 			[]string{`unknown field "mcp_server.prompts[0].messages[0].txt"`, "role, text, image, mime_type, resource"}},
@@ -385,6 +386,40 @@ func TestServeMCPOverHTTP(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Errorf("a cross-site POST to /mcp got %d, want 403", resp.StatusCode)
+	}
+}
+
+// The retry of the streams of /mcp (what a client whose stream was cut waits
+// before it resumes it) is the configuration's "mcp_server" "reconnect_delay":
+// here on the stream of notifications (GET), which names it first.
+func TestServeMCPReconnectDelay(t *testing.T) {
+	for _, c := range []struct{ config, want string }{
+		{``, "retry: 2000\n"},
+		{`{"mcp_server": {"reconnect_delay": "750ms"}}`, "retry: 750\n"},
+	} {
+		url := serveForSDK(t, newSDKModel(0), c.config)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+			&sdk.StreamableClientTransport{Endpoint: url, DisableStandaloneSSE: true}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cs.Close()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Mcp-Session-Id", cs.ID())
+		req.Header.Set("MCP-Protocol-Version", cs.InitializeResult().ProtocolVersion)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := make([]byte, 64)
+		n, _ := io.ReadAtLeast(resp.Body, start, len(": ok\n")+len(c.want))
+		resp.Body.Close()
+		if got := string(start[:n]); !strings.Contains(got, c.want) {
+			t.Errorf("config %s: the stream of notifications starts %q, want %q", c.config, got, c.want)
+		}
 	}
 }
 

@@ -357,7 +357,7 @@ func TestMCPSDKHostileArguments(t *testing.T) {
 				{"session_id with control characters", "session_id must be 1-128 characters", false},
 				{"1 MiB input", "input is 1048592 bytes, the limit is 1 MiB", false},
 				{"3 MiB input", "the request is larger than 2097152 bytes", true},
-				{"calculator with a wrong type", `field "expression" must be a string, not a JSON array`, false},
+				{"calculator with a wrong type", `"expression" must be a string, not an array`, false},
 				{"max_tokens is a string", `field "max_tokens" must be an integer, not a JSON string`, false},
 			}
 			for _, w := range want {
@@ -528,10 +528,10 @@ func TestMCPSDKServerRestart(t *testing.T) {
 }
 
 // startChildAt starts a node process (startChildWith's) at addr whose model calls
-// take 3 s each; it is stopped (SIGTERM) at the test's end unless it was killed.
-func startChildAt(t *testing.T, addr, dir, script, records, modelLog string) *child {
+// take 3 s each (extra: more flags of node serve); it is stopped (SIGTERM) at the test's end unless it was killed.
+func startChildAt(t *testing.T, addr, dir, script, records, modelLog string, extra ...string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "serve", "--data", filepath.Join(dir, "data"), "--http", addr, "--model", "scripted:"+script)
+	cmd := exec.Command(os.Args[0], append([]string{"serve", "--data", filepath.Join(dir, "data"), "--http", addr, "--model", "scripted:" + script}, extra...)...)
 	cmd.Env = append(os.Environ(), "TROUPE_CRASH_CHILD=1", "TROUPE_RECORD_FILE="+records, "TROUPE_MODEL_LOG="+modelLog, "TROUPE_MODEL_DELAY=3s")
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
@@ -863,6 +863,68 @@ func TestMCPSDKTypeScriptProgressResetsTimeout(t *testing.T) {
 // each SDK's client, with the SDK's defaults, with the task's result: the client
 // resumes the call's stream (Last-Event-ID) once the node serves again, and the
 // node answers with the result of the task it resumed, which runs once.
+// A call of a tool other than run_task and task_result that a crash (SIGKILL) of
+// the node cuts off answers, on each SDK's client with its defaults, the JSON-RPC
+// error -32000 that says so: the node that serves next answers the resumed
+// stream. A stop (SIGTERM) drains the call, or answers that error if it cuts it. The tool is a2a__self,
+// the node's own agent over A2A, whose task takes a model call of 3 s.
+func TestMCPSDKToolCallCutByRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts and kills node processes")
+	}
+	for _, lang := range sdkLangs {
+		t.Run(lang, func(t *testing.T) {
+			dir := t.TempDir()
+			script := filepath.Join(dir, "script.json")
+			if err := os.WriteFile(script, []byte(`{"name":"scripted","steps":[{"content":"answered"}]}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			addr := freeAddr(t)
+			config := filepath.Join(dir, "troupe.json")
+			if err := os.WriteFile(config, []byte(`{"a2a_agents": {"self": "http://`+addr+`/.well-known/agent-card.json"}}`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			records, modelLog := filepath.Join(dir, "records.txt"), filepath.Join(dir, "model.txt")
+			first := startChildAt(t, addr, dir, script, records, modelLog, "--config", config)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+			defer cancel()
+			cmd := sdkCommand(ctx, t, lang, "http://"+addr+"/mcp", "tool", "a2a__self", `{"message":"slow: cut"}`)
+			var stdout strings.Builder
+			stderr := &syncBuffer{}
+			cmd.Stdout, cmd.Stderr = &stdout, stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			for len(countLines(t, modelLog, "")) == 0 { // the tool's task runs
+				select {
+				case <-ctx.Done():
+					t.Fatalf("the model was never asked:\n%s\nclient:\n%s", first.stderr.String(), stderr.String())
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if err := first.cmd.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			_, _ = first.cmd.Process.Wait()
+			second := startChildAt(t, addr, dir, script, records, modelLog, "--config", config)
+			if err := cmd.Wait(); err != nil {
+				t.Fatalf("client: %v\n%s", err, stderr.String())
+			}
+			var out struct {
+				Run   sdkOutcome
+				Fatal any
+			}
+			if err := json.Unmarshal([]byte(stdout.String()), &out); err != nil {
+				t.Fatalf("client printed %q: %v\n%s", stdout.String(), err, stderr.String())
+			}
+			if out.Fatal != nil || out.Run.Error == nil || out.Run.Error.Code != -32000 || !strings.Contains(out.Run.Error.Message, "cut off") {
+				t.Fatalf("a2a__self cut by a crash: %s, want the JSON-RPC error -32000 saying it was cut off\nclient:\n%s\nfirst node:\n%s\nsecond node:\n%s",
+					stdout.String(), stderr.String(), first.stderr.String(), second.stderr.String())
+			}
+		})
+	}
+}
+
 func TestMCPSDKRunTaskThroughRestart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts and kills node processes")

@@ -12,10 +12,10 @@ import (
 var _ eventlog.Pruner = (*Log)(nil)
 
 // pruneTables are the tables that hold rows of a stream, by the column that names
-// it: the events, and what the materialized views derive from them. A bus
-// stream's one event has an ID of its own, the stream's (event_ids).
+// it: the events, and what the materialized views derive from them (event_ids:
+// the events whose ID is their own, such as a bus stream's one event).
 var pruneTables = []struct{ table, column string }{
-	{"event_ids", "id"},
+	{"event_ids", "session_id"},
 	{"sessions", "session_id"},
 	{"session_tasks", "session_id"},
 	{"session_summaries", "session_id"},
@@ -23,34 +23,43 @@ var pruneTables = []struct{ table, column string }{
 	{"events", "session_id"}, // last: a prune cut short is found again by its events
 }
 
-// dueBusStreamsQuery lists the bus streams whose last event is stamped before
-// the first parameter, at most the second parameter of them: a range of the
-// events table's key ('0' follows '/').
-const dueBusStreamsQuery = `SELECT session_id FROM events
-WHERE session_id >= '` + eventlog.BusStreamPrefix + `' AND session_id < 'bus0'
+// dueStreamsQuery lists the streams of a range of the events table's key (the
+// first two parameters) whose last event is stamped before the third parameter,
+// at most the fourth parameter of them.
+const dueStreamsQuery = `SELECT session_id FROM events
+WHERE session_id >= ? AND session_id < ?
 GROUP BY session_id HAVING max(ts) < ? ORDER BY session_id LIMIT ?`
 
-// PruneBusStreams implements eventlog.Pruner. ClickHouse deletes rows with a
+// PruneBusStreams implements eventlog.Pruner.
+func (l *Log) PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (int, error) {
+	return l.PruneStreams(ctx, eventlog.BusStreamPrefix, beforeUS, limit)
+}
+
+// PruneStreams implements eventlog.Pruner. ClickHouse deletes rows with a
 // mutation (ALTER TABLE … DELETE), which rewrites the data parts that hold them in
-// the background: PruneBusStreams starts one per table and returns once they are
+// the background: PruneStreams starts one per table and returns once they are
 // done (system.mutations), so that a caller that prunes again does not find the
 // same streams. Rewriting parts costs what the parts weigh: prune seldom, many
 // streams at a time. If ctx ends first, the mutations go on in the server.
-func (l *Log) PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (int, error) {
+func (l *Log) PruneStreams(ctx context.Context, prefix string, beforeUS int64, limit int) (int, error) {
+	if err := eventlog.CheckPrunable(prefix); err != nil {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune streams: %w", err)
+	}
 	if limit <= 0 {
-		return 0, fmt.Errorf("eventlog/clickhouse: prune bus streams: limit %d, want > 0", limit)
+		return 0, fmt.Errorf("eventlog/clickhouse: prune streams of %s: limit %d, want > 0", prefix, limit)
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("eventlog/clickhouse: prune bus streams: %w", err)
+		return 0, fmt.Errorf("eventlog/clickhouse: prune streams of %s: %w", prefix, err)
 	}
 	if l.isClosed() {
-		return 0, fmt.Errorf("eventlog/clickhouse: prune bus streams: %w", eventlog.ErrClosed)
+		return 0, fmt.Errorf("eventlog/clickhouse: prune streams of %s: %w", prefix, eventlog.ErrClosed)
 	}
+	from, end := eventlog.PrefixRange(prefix)
 	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
-	rows, err := l.conn.Query(qctx, dueBusStreamsQuery, beforeUS, uint64(limit))
+	rows, err := l.conn.Query(qctx, dueStreamsQuery, from, end, beforeUS, uint64(limit))
 	if err != nil {
 		cancel()
-		return 0, l.readErr(ctx, "prune bus streams: list them", err)
+		return 0, l.readErr(ctx, "prune streams of "+prefix+": list them", err)
 	}
 	var due []any
 	for rows.Next() {
@@ -58,7 +67,7 @@ func (l *Log) PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (i
 		if err := rows.Scan(&id); err != nil {
 			rows.Close()
 			cancel()
-			return 0, fmt.Errorf("eventlog/clickhouse: prune bus streams: list them: %w", err)
+			return 0, fmt.Errorf("eventlog/clickhouse: prune streams of %s: list them: %w", prefix, err)
 		}
 		due = append(due, id)
 	}
@@ -66,7 +75,7 @@ func (l *Log) PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (i
 	err = rows.Err()
 	cancel()
 	if err != nil {
-		return 0, fmt.Errorf("eventlog/clickhouse: prune bus streams: list them: %w", err)
+		return 0, fmt.Errorf("eventlog/clickhouse: prune streams of %s: list them: %w", prefix, err)
 	}
 	if len(due) == 0 {
 		return 0, nil
@@ -78,12 +87,12 @@ func (l *Log) PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (i
 		err := l.conn.Exec(qctx, "ALTER TABLE "+t.table+" DELETE WHERE "+t.column+" IN ("+in+")", due...)
 		cancel()
 		if err != nil {
-			return 0, fmt.Errorf("eventlog/clickhouse: prune %d bus streams: delete from %s: %w", len(due), t.table, err)
+			return 0, fmt.Errorf("eventlog/clickhouse: prune %d streams of %s: delete from %s: %w", len(due), prefix, t.table, err)
 		}
 		tables = append(tables, "'"+t.table+"'")
 	}
 	if err := l.waitMutations(ctx, tables); err != nil {
-		return 0, fmt.Errorf("eventlog/clickhouse: prune %d bus streams: %w", len(due), err)
+		return 0, fmt.Errorf("eventlog/clickhouse: prune %d streams of %s: %w", len(due), prefix, err)
 	}
 	return len(due), nil
 }

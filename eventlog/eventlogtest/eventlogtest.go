@@ -89,6 +89,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"ClaimConcurrent", s.testClaimConcurrent},
 		{"ClaimFencing", s.testClaimFencing},
 		{"PruneBusStreams", s.testPruneBusStreams},
+		{"PruneStreams", s.testPruneStreams},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

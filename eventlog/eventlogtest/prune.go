@@ -144,3 +144,66 @@ func (s *suite) testPruneBusStreams(t *testing.T) {
 		t.Errorf("PruneBusStreams after Close = %v, want ErrClosed", err)
 	}
 }
+
+// testPruneStreams: PruneStreams deletes the streams of the prefix it is given
+// whose last event is older than the bound (with events of IDs of their own, as
+// the MCP server's are), and nothing else: not a later one, not another prefix's,
+// not a session. A prefix that is not prunable is an error and deletes nothing.
+func (s *suite) testPruneStreams(t *testing.T) {
+	l := s.newLog(t)
+	p, ok := l.(eventlog.Pruner)
+	if !ok {
+		t.Skipf("%T does not implement eventlog.Pruner", l)
+	}
+	stream := func(id string, ts int64, n int) []messages.Envelope {
+		b := newSession(id, ts)
+		var events []messages.Envelope
+		for i := range n {
+			e := b.next(t, &messages.MCPSubscribed{URI: fmt.Sprintf("notes://%d", i)})
+			e.ID = fmt.Sprintf("mcp-%s-%d", id, i) // an ID of its own
+			events = append(events, e)
+		}
+		return events
+	}
+	oldA := stream(eventlog.MCPSessionStreamPrefix+"A", 1_000_000, 3)
+	oldB := stream(eventlog.MCPSessionStreamPrefix+"B", 1_000_000, 1)
+	recent := stream(eventlog.MCPSessionStreamPrefix+"C", 9_000_000, 1)
+	push := stream(eventlog.A2APushStreamPrefix+"t1", 1_000_000, 1)
+	notes := stream(eventlog.NotesStreamPrefix+"n", 1_000_000, 1)
+	sess := newSession(eventlog.MCPSessionStreamPrefix[:len(eventlog.MCPSessionStreamPrefix)-1], 1_000_000) // "mcp/session": a neighbour of the range
+	kept := sess.task(t, completed())
+	for _, events := range [][]messages.Envelope{oldA, oldB, recent, push, notes, kept} {
+		s.append(t, l, events...)
+	}
+	if _, err := p.PruneStreams(s.ctx(t), eventlog.NotesStreamPrefix, 5_000_000, 10); err == nil {
+		t.Error("PruneStreams of the notes' prefix returned no error")
+	}
+	if _, err := p.PruneStreams(s.ctx(t), eventlog.MCPSessionStreamPrefix, 5_000_000, 0); err == nil {
+		t.Error("PruneStreams with limit 0 returned no error")
+	}
+	n, err := p.PruneStreams(s.ctx(t), eventlog.MCPSessionStreamPrefix, 5_000_000, 10)
+	if err != nil || n != 2 {
+		t.Fatalf("PruneStreams(MCP sessions before 5 s) = %d, %v; want the 2 due", n, err)
+	}
+	s.wantGone(t, l, oldA[0].SessionID)
+	s.wantGone(t, l, oldB[0].SessionID)
+	s.wantRead(t, l, recent[0].SessionID, 1, recent)
+	s.wantRead(t, l, push[0].SessionID, 1, push)
+	s.wantRead(t, l, notes[0].SessionID, 1, notes)
+	s.wantRead(t, l, sess.id, 1, kept)
+	// The stream's ID and its events' IDs are free again.
+	s.append(t, l, oldB...)
+	s.wantRead(t, l, oldB[0].SessionID, 1, oldB)
+	// A whole stream ID prunes that stream only.
+	n, err = p.PruneStreams(s.ctx(t), recent[0].SessionID, 10_000_000, 10)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneStreams(%s before 10 s) = %d, %v; want 1", recent[0].SessionID, n, err)
+	}
+	s.wantGone(t, l, recent[0].SessionID)
+	s.wantRead(t, l, oldB[0].SessionID, 1, oldB)
+	n, err = p.PruneStreams(s.ctx(t), eventlog.A2APushStreamPrefix, 5_000_000, 10)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneStreams(A2A push configs before 5 s) = %d, %v; want 1", n, err)
+	}
+	s.wantGone(t, l, push[0].SessionID)
+}

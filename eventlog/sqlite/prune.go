@@ -10,60 +10,66 @@ import (
 
 var _ eventlog.Pruner = (*Log)(nil)
 
-// pruneReq is a PruneBusStreams call: the writer sets pruned before it answers.
+// pruneReq is a PruneStreams call: the writer sets pruned before it answers.
 type pruneReq struct {
-	beforeUS int64
-	limit    int64
-	pruned   int64
+	from, end string // the range of the streams' IDs (eventlog.PrefixRange)
+	beforeUS  int64
+	limit     int64
+	pruned    int64
 }
 
-// dueBusStreams selects the bus streams (eventlog.BusStreamPrefix, a range of the
-// sessions table's key: '0' follows '/') whose last event is stamped before the
-// first parameter, at most the second parameter of them, in key order, so that
-// the statements of one transaction pick the same ones.
-const dueBusStreams = `SELECT session_id FROM sessions WHERE session_id >= '` + eventlog.BusStreamPrefix + `'
-	AND session_id < '` + busPrefixEnd + `' AND updated_us < ? ORDER BY session_id LIMIT ?`
+// dueStreams selects the streams of a range of the sessions table's key (the
+// first two parameters) whose last event is stamped before the third parameter,
+// at most the fourth parameter of them, in key order, so that the statements of
+// one transaction pick the same ones.
+const dueStreams = `SELECT session_id FROM sessions WHERE session_id >= ? AND session_id < ?
+	AND updated_us < ? ORDER BY session_id LIMIT ?`
 
-// busPrefixEnd is the least string above every one that starts with
-// eventlog.BusStreamPrefix ("bus/": "bus0").
-const busPrefixEnd = "bus0"
+// PruneBusStreams implements eventlog.Pruner.
+func (l *Log) PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (int, error) {
+	return l.PruneStreams(ctx, eventlog.BusStreamPrefix, beforeUS, limit)
+}
 
-// PruneBusStreams implements eventlog.Pruner. The deletion is one transaction of
+// PruneStreams implements eventlog.Pruner. The deletion is one transaction of
 // the writer: its events, their IDs kept in table aliases, and its summary row go
 // together.
-func (l *Log) PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (int, error) {
+func (l *Log) PruneStreams(ctx context.Context, prefix string, beforeUS int64, limit int) (int, error) {
+	if err := eventlog.CheckPrunable(prefix); err != nil {
+		return 0, fmt.Errorf("eventlog/sqlite: prune streams: %w", err)
+	}
 	if limit <= 0 {
-		return 0, fmt.Errorf("eventlog/sqlite: prune bus streams: limit %d, want > 0", limit)
+		return 0, fmt.Errorf("eventlog/sqlite: prune streams of %s: limit %d, want > 0", prefix, limit)
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("eventlog/sqlite: prune bus streams: %w", err)
+		return 0, fmt.Errorf("eventlog/sqlite: prune streams of %s: %w", prefix, err)
 	}
 	if l.isClosed() {
-		return 0, fmt.Errorf("eventlog/sqlite: prune bus streams: %w", eventlog.ErrClosed)
+		return 0, fmt.Errorf("eventlog/sqlite: prune streams of %s: %w", prefix, eventlog.ErrClosed)
 	}
 	if l.cfg.ReadOnly {
-		return 0, fmt.Errorf("eventlog/sqlite: prune bus streams of %s: %w", l.path, ErrReadOnly)
+		return 0, fmt.Errorf("eventlog/sqlite: prune streams of %s in %s: %w", prefix, l.path, ErrReadOnly)
 	}
-	p := &pruneReq{beforeUS: beforeUS, limit: int64(limit)}
+	from, end := eventlog.PrefixRange(prefix)
+	p := &pruneReq{from: from, end: end, beforeUS: beforeUS, limit: int64(limit)}
 	if err := l.submit(ctx, &appendReq{ctx: ctx, prune: p, done: make(chan error, 1)}); err != nil {
 		return 0, err
 	}
 	return int(p.pruned), nil
 }
 
-// pruneBusStreams deletes the bus streams p names, inside the writer's transaction.
-func (l *Log) pruneBusStreams(ctx context.Context, p *pruneReq) error {
+// pruneStreams deletes the streams p names, inside the writer's transaction.
+func (l *Log) pruneStreams(ctx context.Context, p *pruneReq) error {
 	for _, s := range []struct {
 		what string
 		stmt *driver.Stmt
 	}{{"their IDs", &l.w.pruneAliases}, {"their events", &l.w.pruneEvents}} {
-		if _, err := l.w.exec(ctx, *s.stmt, p.beforeUS, p.limit); err != nil {
-			return fmt.Errorf("eventlog/sqlite: prune bus streams: delete %s: %w", s.what, err)
+		if _, err := l.w.exec(ctx, *s.stmt, p.from, p.end, p.beforeUS, p.limit); err != nil {
+			return fmt.Errorf("eventlog/sqlite: prune streams of %s: delete %s: %w", p.from, s.what, err)
 		}
 	}
-	n, err := l.w.exec(ctx, l.w.pruneSessions, p.beforeUS, p.limit)
+	n, err := l.w.exec(ctx, l.w.pruneSessions, p.from, p.end, p.beforeUS, p.limit)
 	if err != nil {
-		return fmt.Errorf("eventlog/sqlite: prune bus streams: delete their summaries: %w", err)
+		return fmt.Errorf("eventlog/sqlite: prune streams of %s: delete their summaries: %w", p.from, err)
 	}
 	p.pruned = n
 	return nil

@@ -73,7 +73,7 @@ type appendReq struct {
 	lease  *eventlog.Lease     // AppendLeased's; nil for Append
 	claim  bool                // Claim or ClaimLeased: only into a session with no events
 	own    *ownReq             // set for Own, which has no events
-	prune  *pruneReq           // set for PruneBusStreams, which has no events
+	prune  *pruneReq           // set for PruneStreams, which has no events
 	done   chan error          // buffered: the writer never blocks on it
 	pooled bool                // from Log.reqPool, to go back once answered
 }
@@ -100,7 +100,7 @@ type writeStmts struct {
 	restart                      driver.Stmt
 	current, maxEpoch, takeOwner driver.Stmt
 	aliased, addAlias            driver.Stmt
-	pruneAliases, pruneEvents    driver.Stmt // PruneBusStreams's, in this order,
+	pruneAliases, pruneEvents    driver.Stmt // PruneStreams's, in this order,
 	pruneSessions                driver.Stmt // then this one
 
 	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
@@ -322,12 +322,12 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		// is (summarize, which sets status, tasks and ended, rewrites the session's
 		// entry in sessions_running).
 		{&w.touch, touchQuery},
-		// The bus streams due to be pruned, picked alike by each of the three
+		// The streams due to be pruned, picked alike by each of the three
 		// statements of one transaction (which holds the write lock), the summaries
 		// last, since they pick them.
-		{&w.pruneAliases, `DELETE FROM aliases WHERE id IN (` + dueBusStreams + `)`},
-		{&w.pruneEvents, `DELETE FROM events WHERE session_id IN (` + dueBusStreams + `)`},
-		{&w.pruneSessions, `DELETE FROM sessions WHERE session_id IN (` + dueBusStreams + `)`},
+		{&w.pruneAliases, `DELETE FROM aliases WHERE id IN (` + dueStreams + `)`},
+		{&w.pruneEvents, `DELETE FROM events WHERE session_id IN (` + dueStreams + `)`},
+		{&w.pruneSessions, `DELETE FROM sessions WHERE session_id IN (` + dueStreams + `)`},
 		// Positional parameters: the driver names a numbered one anew on every call.
 		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
 	}...) {
@@ -528,7 +528,7 @@ func (l *Log) writeGroup(group []*appendReq) {
 		return
 	}
 	for _, r := range live {
-		if r.own == nil && r.prune == nil { // Own and PruneBusStreams calls are not appends
+		if r.own == nil && r.prune == nil { // Own and PruneStreams calls are not appends
 			l.stats.appends.Add(1)
 		}
 	}
@@ -638,7 +638,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		case r.own != nil:
 			err = l.takeOwnership(ctx, r.own)
 		case r.prune != nil:
-			err = l.pruneBusStreams(ctx, r.prune)
+			err = l.pruneStreams(ctx, r.prune)
 		default:
 			n, err = l.applyReq(ctx, r, !savepoints)
 		}

@@ -15,6 +15,7 @@ with {"command", "args", "env"} and speak to it over stdio. MODE:
                   restarted) a new client's task_result of that session
   survive         run_task "slow ..." with the SDK's defaults while the server
                   restarts under it
+  tool NAME JSON  call tool NAME with the arguments JSON ("calling" on stderr first)
   idle SECONDS    run_task, nothing for SECONDS, run_task again
   concurrent N    N clients at once, each with a run_task
 Prints one JSON object on stdout.
@@ -176,6 +177,17 @@ async def survive(url, _):
         return {"run": await call(c, "run_task", {"input": "slow: through the restart"})}
 
 
+async def tool(url, args):
+    out = {}
+    try:
+        async with connect(url) as c:
+            print("calling", file=sys.stderr, flush=True)
+            out["run"] = await call(c, args[0], json.loads(args[1]))
+    except Exception as e:  # noqa: BLE001 - closing the session, the node may be down
+        out["close"] = err(e)
+    return out
+
+
 async def idle(url, args):
     async with connect(url) as c:
         out = {"before": await call(c, "run_task", {"input": "fast: before idling"})}
@@ -202,7 +214,7 @@ async def concurrent(url, args):
 
 
 MODES = {"basic": basic, "slow": slow, "cancel": cancel, "hostile": hostile,
-         "reconnect": reconnect, "follow": follow, "survive": survive, "idle": idle, "concurrent": concurrent}
+         "reconnect": reconnect, "follow": follow, "survive": survive, "tool": tool, "idle": idle, "concurrent": concurrent}
 
 
 def main():

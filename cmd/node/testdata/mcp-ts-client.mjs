@@ -19,6 +19,7 @@
 //                   server restarted) a new client's task_result of that session
 //   survive         run_task "slow ..." with the SDK's defaults while the server
 //                   restarts under it
+//   tool NAME JSON  call tool NAME with the arguments JSON ("calling" on stderr first)
 //   idle SECONDS    run_task, nothing for SECONDS, run_task again
 //   concurrent N    N clients at once, each with a run_task
 // Prints one JSON object on stdout.
@@ -174,6 +175,13 @@ const modes = {
   async survive() {
     const { client } = await connect();
     const out = { run: await call(client, 'run_task', { input: 'slow: through the restart' }) };
+    await client.close().catch(() => {});
+    return out;
+  },
+  async tool([name, json]) {
+    const { client } = await connect();
+    process.stderr.write('calling\n');
+    const out = { run: await call(client, name, JSON.parse(json)) };
     await client.close().catch(() => {});
     return out;
   },

@@ -1,0 +1,117 @@
+package mcp_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// crash stops r's node as a crash would, for its clients: their connections
+// drop, and it answers nothing more (its answers go nowhere); then a node over
+// the same log serves, with model m.
+func (r *restartable) crash(m *holdModel) {
+	r.t.Helper()
+	var down http.Handler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "restarting", http.StatusServiceUnavailable)
+	})
+	r.backend.Store(&down)
+	r.hs.CloseClientConnections()
+	_ = r.n.Close()
+	r.stop()
+	r.start(m)
+}
+
+// Across a stop or a crash of the node, a call of task_result answers with its
+// task's result, as run_task's does (the node that serves next answers the
+// resumed stream); a call of another tool, whose outcome the node cannot know,
+// answers a JSON-RPC error that says it was cut off, rather than a transport
+// error or nothing.
+func TestServerHTTPToolCallsCutByRestart(t *testing.T) {
+	for _, how := range []string{"stop", "crash"} {
+		t.Run(how, func(t *testing.T) {
+			block := blockTool{started: make(chan error, 4), causes: make(chan error, 4)}
+			r := &restartable{t: t, dir: t.TempDir(), opts: mcp.ServerOptions{ReconnectDelay: 100 * time.Millisecond}, tools: []tools.Tool{block}}
+			r.hs = newBackendServer(t, r)
+			first := newHoldModel(false)
+			r.start(first)
+			t.Cleanup(func() { r.stop() })
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			cs := r.connect(ctx, nil)
+			type answer struct {
+				res *sdk.CallToolResult
+				err error
+			}
+			call := func(name string, args map[string]any) chan answer {
+				c := make(chan answer, 1)
+				go func() {
+					res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: name, Arguments: args})
+					c <- answer{res, err}
+				}()
+				return c
+			}
+			blocked := call("block", map[string]any{})
+			ran := call("run_task", map[string]any{"input": "cut", "session_id": "s-cut"})
+			select {
+			case <-block.started:
+			case <-ctx.Done():
+				t.Fatal("the tool was never called")
+			}
+			select {
+			case <-first.asked:
+			case <-ctx.Done():
+				t.Fatal("the model was never asked")
+			}
+			waited := call("task_result", map[string]any{"session_id": "s-cut"})
+			// The calls are recorded in the session's stream before they run.
+			for {
+				events, err := r.n.Log().Read(ctx, eventlog.MCPSessionStreamPrefix+cs.ID(), 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(events) >= 3 {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatalf("%d calls recorded, want 3", len(events))
+				case <-time.After(10 * time.Millisecond):
+				}
+			}
+			if how == "stop" {
+				r.restart(newHoldModel(true))
+			} else {
+				r.crash(newHoldModel(true))
+			}
+			for name, c := range map[string]chan answer{"run_task": ran, "task_result": waited} {
+				select {
+				case a := <-c:
+					if a.err != nil || a.res.IsError || textOf(a.res) != "held: cut" {
+						t.Errorf("%s across the %s: %v %+v", name, how, a.err, a.res)
+					}
+				case <-ctx.Done():
+					t.Fatalf("%s did not answer after the %s", name, how)
+				}
+			}
+			select {
+			case a := <-blocked:
+				var rpcErr *jsonrpc.Error
+				if !errors.As(a.err, &rpcErr) || rpcErr.Code != -32000 || !strings.Contains(rpcErr.Message, "cut off") {
+					t.Errorf("the call of block across the %s: %v %+v, want a JSON-RPC error -32000 that says it was cut off", how, a.err, a.res)
+				}
+			case <-ctx.Done():
+				t.Fatalf("the call of block did not answer after the %s", how)
+			}
+		})
+	}
+}
