@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
@@ -146,8 +147,10 @@ const exitUnsupportedRules = 3
 
 // verify re-runs the agents' decisions (each task's, by the name it recorded)
 // against the recorded session. No model
-// is called and no tool runs: every result comes from the log.
-func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, asJSON bool, stdout, stderr io.Writer) int {
+// is called and no tool runs: every result comes from the log. A divergence's
+// events are printed clipped around their first difference, whole with full (and
+// in JSON).
+func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, asJSON, full bool, stdout, stderr io.Writer) int {
 	events, err := readSession(ctx, log, id)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -213,7 +216,14 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	} else if div == nil {
 		fmt.Fprintf(stdout, "session %s: deterministic (%d events re-decided against their recorded results)\n", id, len(events))
 	} else {
-		fmt.Fprint(stdout, node.EscapeControls(fmt.Sprintf("session %s %s\n", id, div)))
+		// Clipped around the first difference unless --full: a payload may be megabytes.
+		text := div.String()
+		if full {
+			text = div.Whole()
+		} else if text != div.Whole() {
+			text = strings.TrimSuffix(text, ")") + "; --full prints them whole)"
+		}
+		fmt.Fprint(stdout, node.EscapeControls(fmt.Sprintf("session %s %s\n", id, text)))
 	}
 	if div != nil {
 		return 1
