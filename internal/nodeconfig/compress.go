@@ -92,6 +92,22 @@ func (c CompressionFile) validateTurns() error {
 	return nil
 }
 
+// validateRanges reports an integer setting of the configuration file's
+// compression out of the range an agents file takes (1 to maxCompressionSetting;
+// 0, absent, is the default), naming the field.
+func (c CompressionFile) validateRanges() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"keep_turns", c.KeepTurns}, {"step_turns", c.StepTurns}, {"summary_words", c.SummaryWords}, {"observation_tokens", c.ObservationTokens},
+		{"compact_tokens", c.CompactTokens}, {"middle_summaries", c.MiddleSummaries}, {"importance_tokens", c.ImportanceTokens}} {
+		if f.v < 0 || f.v > maxCompressionSetting {
+			return fmt.Errorf("%s %d: want an integer from 1 to %d (absent: the default)", f.name, f.v, maxCompressionSetting)
+		}
+	}
+	return nil
+}
+
 // validateFileCompression reports a summary_model of the configuration file
 // other than none: the file's models are the node's own (--model, --fallback), and
 // a summary model of its own is an agents file agent's.

@@ -125,3 +125,20 @@ func TestStepTurnsAtMostKeepTurns(t *testing.T) {
 		t.Fatalf("the configuration file's step_turns over keep_turns: %v", err)
 	}
 }
+
+// The configuration file's compression integers take the range an agents file's
+// do, and an error names the field.
+func TestConfigFileCompressionRanges(t *testing.T) {
+	path := t.TempDir() + "/troupe.json"
+	for body, want := range map[string]string{
+		`{"keep_turns": 99999999999}`: "context: keep_turns 99999999999: want an integer from 1 to 10000000",
+		`{"summary_words": -5}`:       "context: summary_words -5: want an integer from 1 to 10000000",
+	} {
+		if err := os.WriteFile(path, []byte(`{"context": `+strings.Replace(body, "{", `{"compression": "summary", `, 1)+`}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}

@@ -81,6 +81,9 @@ func (fc File) validateContext() []error {
 	if err := fc.Context.validateGather(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
+	if err := fc.Context.validateRanges(); err != nil {
+		return []error{fmt.Errorf("context: %w", err)}
+	}
 	if err := fc.Context.Options().Validate(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
