@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/messages"
 )
@@ -19,10 +21,73 @@ type Divergence struct {
 	// decided instead ("nothing" when it decided to wait).
 	Expected string `json:"expected"`
 	Actual   string `json:"actual"`
+	// At is the byte offset in Expected and Actual of their first difference.
+	At int `json:"at"`
 }
 
+// String says where d is, with Expected and Actual clipped around their first
+// difference (Clip): a payload may be megabytes. Whole prints them whole.
 func (d *Divergence) String() string {
-	return fmt.Sprintf("diverges at seq %d (step %d):\n  recorded: %s\n  now:      %s", d.Seq, d.Step, d.Expected, d.Actual)
+	e, a := Clip(d.Expected, d.At), Clip(d.Actual, d.At)
+	s := d.format(e, a)
+	if e != d.Expected || a != d.Actual {
+		s += fmt.Sprintf("\n  (clipped around the first difference, at byte %d of %d recorded and %d now)", d.At, len(d.Expected), len(d.Actual))
+	}
+	return s
+}
+
+// Whole is String with Expected and Actual whole.
+func (d *Divergence) Whole() string { return d.format(d.Expected, d.Actual) }
+
+func (d *Divergence) format(expected, actual string) string {
+	return fmt.Sprintf("diverges at seq %d (step %d):\n  recorded: %s\n  now:      %s", d.Seq, d.Step, expected, actual)
+}
+
+// What Clip keeps of a long text: its head, and a window around the offset.
+const (
+	clipHead   = 80
+	clipBefore = 160
+	clipAfter  = 240
+)
+
+// Clip returns s when it is short, else its first 80 bytes (an event's type and
+// the start of its payload) and the bytes from 160 before at to 240 after it, each
+// cut marked with the number of bytes left out; cuts fall between characters.
+func Clip(s string, at int) string {
+	if len(s) <= clipHead+clipBefore+clipAfter+64 {
+		return s
+	}
+	at = min(max(at, 0), len(s))
+	start, end := runeStart(s, max(at-clipBefore, 0)), runeStart(s, min(at+clipAfter, len(s)))
+	var b strings.Builder
+	if head := runeStart(s, clipHead); start > head+32 {
+		fmt.Fprintf(&b, "%s[… %d bytes …]", s[:head], start-head)
+	} else {
+		start = 0
+	}
+	b.WriteString(s[start:end])
+	if end < len(s) {
+		fmt.Fprintf(&b, "[… %d more bytes]", len(s)-end)
+	}
+	return b.String()
+}
+
+// runeStart is i, or the start of the character of s that i is inside.
+func runeStart(s string, i int) int {
+	for i > 0 && i < len(s) && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return i
+}
+
+// firstDifference is the byte offset of the first difference of a and b (the
+// shorter's length when it is a prefix of the other), at a character's start.
+func firstDifference(a, b string) int {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	return runeStart(a, i)
 }
 
 // Verify re-runs the agent's decisions against a recorded session: every recorded
@@ -129,7 +194,7 @@ func decided(e messages.Envelope, p messages.Payload) bool {
 func compare(d *Decision, e messages.Envelope, recorded messages.Payload, step int) *Divergence {
 	want := describe(e.Type, recorded)
 	if d == nil {
-		return &Divergence{Seq: e.Seq, Step: step, Expected: want, Actual: "nothing (the agent waits)"}
+		return newDivergence(e.Seq, step, want, "nothing (the agent waits)")
 	}
 	d = withoutNewReport(d, recorded)
 	got := describe(d.Payload.MessageType(), d.Payload)
@@ -137,7 +202,7 @@ func compare(d *Decision, e messages.Envelope, recorded messages.Payload, step i
 		if want == got && d.CausationID != e.CausationID {
 			got += fmt.Sprintf(" (caused by %s, recorded %s)", d.CausationID, e.CausationID)
 		}
-		return &Divergence{Seq: e.Seq, Step: step, Expected: want, Actual: got}
+		return newDivergence(e.Seq, step, want, got)
 	}
 	return nil
 }
@@ -159,6 +224,10 @@ func withoutNewReport(d *Decision, recorded messages.Payload) *Decision {
 	out := *d
 	out.Payload = &p
 	return &out
+}
+
+func newDivergence(seq uint64, step int, expected, actual string) *Divergence {
+	return &Divergence{Seq: seq, Step: step, Expected: expected, Actual: actual, At: firstDifference(expected, actual)}
 }
 
 func sameJSON(a, b messages.Payload) bool {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
@@ -71,5 +72,25 @@ func TestVerifyRejectsACorruptLog(t *testing.T) {
 	events[3].Payload = []byte(`{"key":`)
 	if _, err := actors.Verify(agent, events); err == nil || !strings.Contains(err.Error(), "seq 4") {
 		t.Fatalf("corrupt event: %v", err)
+	}
+}
+
+// Clip keeps a long text's head and the bytes around an offset, cutting between
+// characters, and leaves a short one whole.
+func TestClipKeepsTheHeadAndTheDifference(t *testing.T) {
+	if s := "short"; actors.Clip(s, 2) != s {
+		t.Errorf("Clip of a short text: %q", actors.Clip(s, 2))
+	}
+	long := strings.Repeat("é", 5000) + "DIFF" + strings.Repeat("ü", 5000)
+	at := strings.Index(long, "DIFF")
+	got := actors.Clip(long, at)
+	if !utf8.ValidString(got) || len(got) > 700 || !strings.Contains(got, "DIFF") || !strings.HasPrefix(got, "éé") ||
+		!strings.Contains(got, "bytes …]") || !strings.HasSuffix(got, "more bytes]") {
+		t.Errorf("Clip: %d bytes: %q", len(got), got)
+	}
+	for _, at := range []int{-1, 0, 1, len(long) - 1, len(long), len(long) + 5} {
+		if got := actors.Clip(long, at); !utf8.ValidString(got) || len(got) > 700 {
+			t.Errorf("Clip at %d: %d bytes, valid %v", at, len(got), utf8.ValidString(got))
+		}
 	}
 }

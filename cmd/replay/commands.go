@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
@@ -19,6 +20,7 @@ import (
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	pctx "github.com/troupe-run/troupe/pipelines/context"
 )
 
 // agentConfig is the default agent of the node configuration file of --config, as
@@ -145,8 +147,10 @@ const exitUnsupportedRules = 3
 
 // verify re-runs the agents' decisions (each task's, by the name it recorded)
 // against the recorded session. No model
-// is called and no tool runs: every result comes from the log.
-func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, asJSON bool, stdout, stderr io.Writer) int {
+// is called and no tool runs: every result comes from the log. A divergence's
+// events are printed clipped around their first difference, whole with full (and
+// in JSON).
+func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, asJSON, full bool, stdout, stderr io.Writer) int {
 	events, err := readSession(ctx, log, id)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -168,10 +172,15 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	}
 	// The model is the runtime's choice, not the agent's code: take the recorded one,
 	// each agent's own (an agent may have a model of its own), else the first.
-	first, byAgent := recordedModels(events)
+	first, byAgent, summaries := recordedModels(events)
 	agents.Default.Model = cmp.Or(byAgent["default"], first)
+	summarySpecs := map[string]string{}
+	for _, d := range ac.agents.Agents {
+		summarySpecs[d.Name] = d.Context.SummaryModel
+	}
 	for name, a := range agents.Named {
 		a.Model = cmp.Or(byAgent[name], first)
+		a.Context.Compression.Model = summaryModel(summarySpecs[name], summaries[name], a.Context.Compression.Model)
 		if p, ok := a.Paradigm.(actors.Reflection); ok {
 			// The critic's model, as recorded, when it is not the agent's.
 			p.CriticModels = nil
@@ -207,7 +216,14 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	} else if div == nil {
 		fmt.Fprintf(stdout, "session %s: deterministic (%d events re-decided against their recorded results)\n", id, len(events))
 	} else {
-		fmt.Fprint(stdout, node.EscapeControls(fmt.Sprintf("session %s %s\n", id, div)))
+		// Clipped around the first difference unless --full: a payload may be megabytes.
+		text := div.String()
+		if full {
+			text = div.Whole()
+		} else if text != div.Whole() {
+			text = strings.TrimSuffix(text, ")") + "; --full prints them whole)"
+		}
+		fmt.Fprint(stdout, node.EscapeControls(fmt.Sprintf("session %s %s\n", id, text)))
 	}
 	if div != nil {
 		return 1
@@ -215,13 +231,33 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	return 0
 }
 
+// summaryModel is the name of the model an agent's compression calls go to in
+// verify, from its summary_model spec (an agents file's), the model of the
+// agent's first recorded compression call (recorded, "" for none) and what the
+// agent was built with (built: none, or "" for the agent's own model). A node
+// resolves the spec to a model and names its calls by the model's name, which
+// verify, calling no model, takes from the recording, as it takes the agent's
+// own. A session that made no such call needs only to know whether the model can
+// summarise, which the spec says: offline (llm.OfflineName) cannot, any other can.
+func summaryModel(spec, recorded, built string) string {
+	switch {
+	case spec == "" || spec == actors.NoSummaryModel:
+		return built
+	case recorded != "":
+		return recorded
+	}
+	return spec
+}
+
 // recordedModels returns the model of the first model.requested of events' loops,
 // and the first of each agent's tasks (task.submitted's agent: "default" for none),
 // by agent; and the first of each purpose of a paradigm's calls, by
 // "<agent>/<purpose>". An agent whose every call has a purpose (plan_execute's, but
-// for goal steps) counts its first such call's model as its own.
-func recordedModels(events []messages.Envelope) (first string, byAgent map[string]string) {
-	byAgent = map[string]string{}
+// for goal steps) counts its first such call's model as its own. summaries is the
+// model of each agent's first compression call (a summary, digest, extraction,
+// compaction), by agent.
+func recordedModels(events []messages.Envelope) (first string, byAgent, summaries map[string]string) {
+	byAgent, summaries = map[string]string{}, map[string]string{}
 	agentOf := map[string]string{} // task ID -> agent
 	var firstAny string
 	var anyOrder []string           // agents in the order of their first call with a purpose
@@ -246,6 +282,13 @@ func recordedModels(events []messages.Envelope) (first string, byAgent map[strin
 				continue
 			}
 			mr := p.(*messages.ModelRequested)
+			if pctx.IsCompressPurpose(mr.Purpose) {
+				// Compression's calls go to the agent's summary model.
+				if agent, ok := agentOf[e.CorrelationID]; ok && summaries[agent] == "" {
+					summaries[agent] = mr.Model
+				}
+				continue
+			}
 			if mr.Purpose != "" {
 				// A paradigm's call may go to a model of its own (a critic's): by
 				// "<agent>/<purpose>".
@@ -267,7 +310,7 @@ func recordedModels(events []messages.Envelope) (first string, byAgent map[strin
 			}
 		}
 	}
-	return first, byAgent
+	return first, byAgent, summaries
 }
 
 func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stderr io.Writer) int {

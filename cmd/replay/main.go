@@ -35,7 +35,7 @@ const usage = `usage:
 
   replay list [--data DIR] [--limit N] [--json]
   replay show <session-id> [--data DIR] [--json]
-  replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json]
+  replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json] [--full]
   replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]
   replay export <session-id> [--data DIR] [--out FILE]
   replay import <file> [--data DIR]
@@ -46,7 +46,7 @@ const usage = `usage:
 var commandUsage = map[string]string{
 	"list":   "replay list [--data DIR] [--limit N] [--json]",
 	"show":   "replay show <session-id> [--data DIR] [--json]",
-	"verify": "replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json]",
+	"verify": "replay verify <session-id> [--data DIR] [--config FILE] [--agents FILE] [--json] [--full]",
 	"fork":   "replay fork <session-id> --at SEQ [--data DIR] [--config FILE] [--agents FILE] [--model auto|offline|scripted:FILE|PROVIDER[:MODEL]] [--input TEXT] [--session NEW-ID]",
 	"export": "replay export <session-id> [--data DIR] [--out FILE]",
 	"import": "replay import <file> [--data DIR]",
@@ -82,6 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		modelFlag, input, newID   string
 		outFile, since, agentFlag string
 		configPath, agentsPath    string
+		full                      bool
 	)
 	fs.StringVar(&data, "data", envOr("TROUPE_DATA", ".troupe"), "data directory of the embedded event log")
 	fs.StringVar(&chAddr, "clickhouse", envOr("TROUPE_CLICKHOUSE", ""), "read and write the ClickHouse event log at HOST:PORT instead")
@@ -95,6 +96,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fs.StringVar(&agentsPath, "agents", envOr("TROUPE_AGENTS", ""), `the node's agents file (as node serve's --agents; default the configuration's "agents_file"): the agents its tasks may name`)
 	}
 	switch cmd {
+	case "verify":
+		fs.BoolVar(&full, "full", false, "print a divergence's recorded and decided events whole, not clipped around their first difference (--json has them whole)")
 	case "list":
 		fs.IntVar(&limit, "limit", limit, "at most this many sessions (0: all); stderr says when there are more")
 	case "fork":
@@ -168,7 +171,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "show":
 		return show(ctx, log, positional[0], asJSON, stdout, stderr)
 	case "verify":
-		return verify(ctx, log, positional[0], ac, asJSON, stdout, stderr)
+		return verify(ctx, log, positional[0], ac, asJSON, full, stdout, stderr)
 	case "export":
 		return export(ctx, log, positional[0], outFile, stdout, stderr)
 	default: // stats

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/a2a"
@@ -101,6 +102,16 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	approvalTimeout, err := ParseApprovalTimeout(fc.ApprovalTimeout)
 	if err != nil {
 		return Agent{}, fmt.Errorf("approval_timeout: %w", err)
+	}
+	// A system prompt that leaves no room in the window for a task is refused
+	// here, with the file's other errors, as the node would refuse it at its
+	// start (the skills' section is part of it).
+	prompt := cmp.Or(fc.SystemPrompt, node.DefaultSystemPrompt)
+	if section := set.PromptSection(); section != "" {
+		prompt += "\n\n" + strings.TrimSuffix(section, "\n")
+	}
+	if err := (actors.Agent{SystemPrompt: prompt, Context: fc.Context.Options()}).CheckPromptFits(); err != nil {
+		return Agent{}, fmt.Errorf("system_prompt: %w", err)
 	}
 	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), MemoryTool: fc.Memory.ToolConfig(), KnowledgeTool: fc.Knowledge.ToolConfig(), Chains: fc.Chains,
 		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps,

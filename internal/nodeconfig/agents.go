@@ -116,8 +116,10 @@ type DeclaredAgent struct {
 	fallbackLines []int
 	memoryLine    int
 	knowledgeLine int
-	// gatherLine is the line of its context section's latest gathering number.
-	gatherLine int
+	// gatherLine is the line of its context section's latest gathering number;
+	// contextLine the line of the section.
+	gatherLine  int
+	contextLine int
 	// model and fallbacks are the resolved models (ResolveModels).
 	model     llm.Model
 	fallbacks []llm.Model
@@ -483,6 +485,7 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 		case "max_tokens", "loop_repeats", "loop_stale_steps", "max_cost_usd": // stopFieldNames
 			err = parseStopField(path, &a, fk, fv)
 		case "context":
+			a.contextLine = fk.Line
 			err = parseContext(path, &a, fv)
 		default:
 			return fail(fk.Line, "agent %q: unknown field %q: the fields are %s", name, fk.Value, strings.Join(agentFields, ", "))
@@ -855,7 +858,8 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 // the memory tool's and delegate), its entries mcp:SERVER against the MCP servers of
 // cfg.ToolCatalog (an *mcp.Client) and skill:NAME against cfg.Skills, and the
 // agents' memory namespaces against the node's memory tool (cfg.MemoryTool), which
-// they need.
+// they need. Then it builds the agents as the node will (checkBuild), so that
+// whatever checks it, node agents list included, refuses what the node would.
 func (f AgentsFile) CheckNodeTools(cfg node.Config) error {
 	var servers, skillNames []string
 	if c, ok := cfg.ToolCatalog.(*mcp.Client); ok {
@@ -898,7 +902,47 @@ func (f AgentsFile) CheckNodeTools(cfg node.Config) error {
 	if err := f.checkLessons(cfg); err != nil {
 		return err
 	}
-	return f.CheckTools(known)
+	if err := f.CheckTools(known); err != nil {
+		return err
+	}
+	return f.checkBuild(cfg)
+}
+
+// namedAgentError finds the agent a node's error about a named agent names.
+var namedAgentError = regexp.MustCompile(`^node: agent "([^"]*)"(,| with|:)`)
+
+// checkBuild builds the agents as the node will (node.Config.AllAgents), so that
+// what the node would refuse at its start is refused here, with the same words: a
+// setting that is in range alone but not with the node's (a window smaller than
+// the node's reserved output), a system prompt that leaves no room in the
+// window. The error names the line of the agent (of its context section, for
+// its context settings).
+func (f AgentsFile) checkBuild(cfg node.Config) error {
+	_, err := cfg.AllAgents()
+	if err == nil {
+		return nil
+	}
+	m := namedAgentError.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err
+	}
+	msg := strings.TrimPrefix(err.Error(), "node: ")
+	for _, a := range f.Agents {
+		if a.Name != m[1] {
+			continue
+		}
+		line := a.Line
+		if a.contextLine != 0 && strings.Contains(msg, "context") {
+			line = a.contextLine
+		}
+		return &AgentsFileError{Path: f.Path, Line: line, Msg: msg}
+	}
+	for _, t := range f.Teams {
+		if t.Name == m[1] {
+			return &AgentsFileError{Path: f.Path, Line: t.Line, Msg: msg}
+		}
+	}
+	return err
 }
 
 // checkLessons reports a reflexion agent that cannot keep its lessons: the node

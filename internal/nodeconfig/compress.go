@@ -19,7 +19,7 @@ import (
 //	  compression: summary      # window, summary, hierarchical, importance, mask, proactive, extract, compact;
 //	                            # or one with mask and/or proactive: summary+mask
 //	  keep_turns: 8             # turns sent verbatim (default 8)
-//	  step_turns: 4             # turns the window moves at a time (default keep_turns/2)
+//	  step_turns: 4             # turns the window moves at a time (default keep_turns/2; at most keep_turns)
 //	  summary_model: none       # the model of summaries, as model: (agents files only); the agent's own when absent; none: truncate instead
 //	  summary_words: 200        # a summary's length, as its prompt asks
 //	  observation_tokens: 500   # mask, proactive: the size of a tool result from which it is masked or digested
@@ -41,9 +41,11 @@ type CompressionFile struct {
 	ImportanceTokens  int    `json:"importance_tokens,omitempty"`
 	FactsBlock        string `json:"facts_block,omitempty"`
 	// summaryLine is where an agents file gives summary_model; summary is the
-	// model it names, once resolved (AgentsFile.ResolveModels).
+	// model it names, once resolved (AgentsFile.ResolveModels). turnsLine is
+	// where it gives keep_turns or step_turns, the later of the two.
 	summaryLine int
 	summary     llm.Model
+	turnsLine   int
 }
 
 // compressionFieldNames are the compression fields of a context section.
@@ -69,6 +71,41 @@ func (c CompressionFile) Compression() actors.Compression {
 	return actors.Compression{Strategy: c.Strategy, Window: c.KeepTurns, Step: c.StepTurns, Model: model,
 		SummaryWords: c.SummaryWords, ObservationTokens: c.ObservationTokens, CompactTokens: c.CompactTokens,
 		MiddleChunks: c.MiddleSummaries, HistoryTokens: c.ImportanceTokens, MemoryBlock: c.FactsBlock}
+}
+
+// defaultKeepTurns is keep_turns when it is absent (actors.Compression's default).
+const defaultKeepTurns = 8
+
+// validateTurns reports a step_turns over keep_turns. The window keeps between
+// keep_turns and keep_turns+step_turns-1 turns verbatim and moves step_turns at a
+// time: a step over keep_turns would send up to that many more turns than
+// keep_turns says (keep 4, step 50: 53 turns).
+func (c CompressionFile) validateTurns() error {
+	keep, given := c.KeepTurns, "keep_turns"
+	if keep == 0 {
+		keep, given = defaultKeepTurns, "keep_turns (its default)"
+	}
+	if c.StepTurns > keep {
+		return fmt.Errorf("step_turns %d is more than %s %d: the window keeps from keep_turns up to keep_turns+step_turns-1 turns verbatim, "+
+			"so step_turns must be at most keep_turns (default keep_turns/2): lower step_turns, or raise keep_turns", c.StepTurns, given, keep)
+	}
+	return nil
+}
+
+// validateRanges reports an integer setting of the configuration file's
+// compression out of the range an agents file takes (1 to maxCompressionSetting;
+// 0, absent, is the default), naming the field.
+func (c CompressionFile) validateRanges() error {
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"keep_turns", c.KeepTurns}, {"step_turns", c.StepTurns}, {"summary_words", c.SummaryWords}, {"observation_tokens", c.ObservationTokens},
+		{"compact_tokens", c.CompactTokens}, {"middle_summaries", c.MiddleSummaries}, {"importance_tokens", c.ImportanceTokens}} {
+		if f.v < 0 || f.v > maxCompressionSetting {
+			return fmt.Errorf("%s %d: want an integer from 1 to %d (absent: the default)", f.name, f.v, maxCompressionSetting)
+		}
+	}
+	return nil
 }
 
 // validateFileCompression reports a summary_model of the configuration file
@@ -116,8 +153,10 @@ func parseCompressionField(c *CompressionFile, k, v *yaml.Node) (handled bool, p
 		}
 		c.FactsBlock = strings.ToLower(strings.TrimSpace(v.Value))
 	case "keep_turns":
+		c.turnsLine = max(c.turnsLine, v.Line)
 		return intField(&c.KeepTurns, "the latest turns sent verbatim")
 	case "step_turns":
+		c.turnsLine = max(c.turnsLine, v.Line)
 		return intField(&c.StepTurns, "the turns the window moves at a time")
 	case "summary_words":
 		return intField(&c.SummaryWords, "the words of a summary")

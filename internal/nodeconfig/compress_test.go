@@ -92,3 +92,53 @@ func TestAgentsFileSummaryModel(t *testing.T) {
 		t.Fatalf("a configuration file's summary model: %v", err)
 	}
 }
+
+// step_turns is at most keep_turns (its default 8 when absent): the window keeps
+// up to keep_turns+step_turns-1 turns, so a larger step sent many more than
+// keep_turns said. An agents file names the line, a configuration file the field.
+func TestStepTurnsAtMostKeepTurns(t *testing.T) {
+	for _, c := range []struct {
+		body string
+		line int
+		want string
+	}{
+		{"keep_turns: 4\n      step_turns: 50", 6, "step_turns 50 is more than keep_turns 4"},
+		{"step_turns: 50\n      keep_turns: 4", 6, "step_turns 50 is more than keep_turns 4"},
+		{"step_turns: 9", 5, "step_turns 9 is more than keep_turns (its default) 8"},
+	} {
+		_, err := ParseAgents("agents.yaml", []byte("agents:\n  chat:\n    context:\n      compression: window\n      "+c.body+"\n"))
+		var fe *AgentsFileError
+		if !errors.As(err, &fe) || fe.Line != c.line || !strings.Contains(fe.Msg, `agent "chat": context: `+c.want) || !strings.Contains(fe.Msg, "at most keep_turns") {
+			t.Errorf("%q: err = %v, want line %d and %q", c.body, err, c.line, c.want)
+		}
+	}
+	for _, body := range []string{"keep_turns: 4\n      step_turns: 4", "step_turns: 8", "keep_turns: 2\n      step_turns: 1"} {
+		if _, err := ParseAgents("agents.yaml", []byte("agents:\n  chat:\n    context:\n      compression: window\n      "+body+"\n")); err != nil {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+	path := t.TempDir() + "/troupe.json"
+	if err := os.WriteFile(path, []byte(`{"context": {"compression": "window", "keep_turns": 4, "step_turns": 50}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "context: step_turns 50 is more than keep_turns 4") {
+		t.Fatalf("the configuration file's step_turns over keep_turns: %v", err)
+	}
+}
+
+// The configuration file's compression integers take the range an agents file's
+// do, and an error names the field.
+func TestConfigFileCompressionRanges(t *testing.T) {
+	path := t.TempDir() + "/troupe.json"
+	for body, want := range map[string]string{
+		`{"keep_turns": 99999999999}`: "context: keep_turns 99999999999: want an integer from 1 to 10000000",
+		`{"summary_words": -5}`:       "context: summary_words -5: want an integer from 1 to 10000000",
+	} {
+		if err := os.WriteFile(path, []byte(`{"context": `+strings.Replace(body, "{", `{"compression": "summary", `, 1)+`}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", body, err, want)
+		}
+	}
+}

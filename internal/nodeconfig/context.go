@@ -81,10 +81,16 @@ func (fc File) validateContext() []error {
 	if err := fc.Context.validateGather(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
+	if err := fc.Context.validateRanges(); err != nil {
+		return []error{fmt.Errorf("context: %w", err)}
+	}
 	if err := fc.Context.Options().Validate(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
 	if err := fc.Context.validateFileCompression(); err != nil {
+		return []error{fmt.Errorf("context: %w", err)}
+	}
+	if err := fc.Context.validateTurns(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
 	return nil
@@ -151,6 +157,9 @@ func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
 	}
 	if err := c.Options().ValidateFields(); err != nil { // its absent fields are the node's
 		return fail(v.Line, "%v", err)
+	}
+	if err := c.validateTurns(); err != nil { // a compression is the agent's whole, or the node's
+		return fail(c.turnsLine, "%v", err)
 	}
 	a.Context = c
 	return nil

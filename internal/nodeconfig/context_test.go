@@ -174,3 +174,44 @@ func TestConfigFileContextGather(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// An agent's context settings that are in range alone but not with the node's
+// (a window of 300 tokens under the default 4096 reserved for the answer) are
+// refused by CheckNodeTools, which node agents list, node run and serve and replay
+// verify and fork all call, as the node would refuse them at its start; the error
+// names the line of the agent's context section.
+func TestCheckNodeToolsRefusesWhatTheNodeRefuses(t *testing.T) {
+	f, err := ParseAgents("agents.yaml", []byte("agents:\n  tiny:\n    tools: [calculator]\n    context: {window: 300}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := node.Config{}
+	cfg.Agents = f.NodeAgents()
+	_, buildErr := cfg.AllAgents()
+	if buildErr == nil {
+		t.Fatal("the node builds an agent of window 300 and the default reserved output")
+	}
+	err = f.CheckNodeTools(node.Config{})
+	var fe *AgentsFileError
+	if !errors.As(err, &fe) || fe.Line != 4 || !strings.Contains(fe.Msg, `agent "tiny", with the default agent's context settings: context reserved output 4096 leaves no room in the window of 300 tokens`) {
+		t.Fatalf("err = %v, want line 4 and the node's reason (%v)", err, buildErr)
+	}
+	// With the node's own reserved output small enough, the same file is fine.
+	if err := f.CheckNodeTools(node.Config{Context: actors.ContextOptions{ReservedOutput: 100}}); err != nil {
+		t.Fatalf("with a node reserving 100 tokens: %v", err)
+	}
+}
+
+// A configuration file whose system prompt leaves no room in its window is refused
+// when its agent is built, with the file's other errors (node run exits 2 on
+// those), not only when the node starts.
+func TestConfigFileSystemPromptMustFit(t *testing.T) {
+	fc := File{SystemPrompt: strings.Repeat("word ", 2000), Context: ContextFile{Window: 1000, ReservedOutput: 100}}
+	if _, err := fc.Agent(AgentOptions{}); err == nil || !strings.Contains(err.Error(), "system_prompt: its system prompt is 2001 tokens") {
+		t.Fatalf("err = %v", err)
+	}
+	fc.Context.Window = 4000
+	if _, err := fc.Agent(AgentOptions{}); err != nil {
+		t.Fatalf("with room: %v", err)
+	}
+}
