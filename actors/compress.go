@@ -138,6 +138,11 @@ func (c Compression) Validate() error {
 			return fmt.Errorf("compression settings must not be negative")
 		}
 	}
+	// A step past the window sends more turns verbatim than the window keeps (window
+	// 4, step 50: 54 messages), as the configuration files refuse it.
+	if window := cmp.Or(c.Window, 8); c.Step > window {
+		return fmt.Errorf("compression step %d is more than its window of %d turns: the window moves at most its own length at a time", c.Step, window)
+	}
 	return nil
 }
 

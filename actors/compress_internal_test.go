@@ -663,3 +663,22 @@ func TestCompressStrategiesCombine(t *testing.T) {
 		}
 	}
 }
+
+// A Go caller's compression whose step is past its window is refused, as the
+// configuration files refuse it: it would send more turns than the window keeps.
+func TestCompressionStepAtMostWindow(t *testing.T) {
+	for _, c := range []struct {
+		cfg Compression
+		ok  bool
+	}{
+		{Compression{Strategy: "summary", Window: 4, Step: 50}, false},
+		{Compression{Strategy: "summary", Step: 9}, false}, // the default window is 8
+		{Compression{Strategy: "summary", Window: 4, Step: 4}, true},
+		{Compression{Strategy: "summary", Step: 8}, true},
+		{Compression{Strategy: "summary", Window: 20}, true},
+	} {
+		if err := c.cfg.Validate(); (err == nil) != c.ok {
+			t.Errorf("%+v: Validate() = %v, want ok %v", c.cfg, err, c.ok)
+		}
+	}
+}
