@@ -84,13 +84,13 @@ func (fc File) validateContext() []error {
 	if err := fc.Context.validateRanges(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
+	if err := fc.Context.validateTurns(); err != nil { // before Options, whose check of the same says less
+		return []error{fmt.Errorf("context: %w", err)}
+	}
 	if err := fc.Context.Options().Validate(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
 	if err := fc.Context.validateFileCompression(); err != nil {
-		return []error{fmt.Errorf("context: %w", err)}
-	}
-	if err := fc.Context.validateTurns(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
 	return nil
@@ -155,11 +155,11 @@ func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
 			return fail(k.Line, "unknown field %q: the fields are %s", k.Value, strings.Join(contextFieldNames, ", "))
 		}
 	}
-	if err := c.Options().ValidateFields(); err != nil { // its absent fields are the node's
-		return fail(v.Line, "%v", err)
-	}
 	if err := c.validateTurns(); err != nil { // a compression is the agent's whole, or the node's
 		return fail(c.turnsLine, "%v", err)
+	}
+	if err := c.Options().ValidateFields(); err != nil { // its absent fields are the node's
+		return fail(v.Line, "%v", err)
 	}
 	a.Context = c
 	return nil

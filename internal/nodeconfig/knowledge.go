@@ -2,7 +2,6 @@ package nodeconfig
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -132,12 +131,12 @@ func (fc File) KnowledgeConfig(ctx context.Context, milvusAddr string) (cfg know
 	if k != nil && k.Embedder != nil {
 		emb.Embedder = k.Embedder
 	}
-	passage, query, name, key, err := emb.Embedders()
+	field := "memory.embedder" // the knowledge bases share the memory section's
+	if k != nil && k.Embedder != nil {
+		field = "knowledge.embedder"
+	}
+	passage, query, name, key, err := emb.embedders(field, "knowledge embedder")
 	if err != nil {
-		if k != nil && k.Embedder != nil {
-			// Embedders names the memory section's fields.
-			return knowledge.Config{}, nil, "", errors.New(strings.Replace(err.Error(), "memory.embedder", "knowledge.embedder", 1))
-		}
 		return knowledge.Config{}, nil, "", err
 	}
 	cfg = knowledge.Config{Embedder: passage, QueryEmbedder: query, EmbedderName: name}

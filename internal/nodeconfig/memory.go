@@ -176,13 +176,19 @@ func (m *MemoryFile) AgentNamespace() string {
 // (for redaction): the offline hashing embedder for both when no endpoint is
 // configured.
 func (m *MemoryFile) Embedders() (passage, query llm.Embedder, name, key string, err error) {
+	return m.embedders("memory.embedder", "memory embedder")
+}
+
+// embedders is Embedders whose errors name the section's field (memory.embedder,
+// knowledge.embedder) and whose embedders name their user in theirs (provider).
+func (m *MemoryFile) embedders(field, provider string) (passage, query llm.Embedder, name, key string, err error) {
 	if m == nil || m.Embedder == nil {
 		return llm.HashingEmbedder{}, llm.HashingEmbedder{}, "hashing", "", nil
 	}
 	e := m.Embedder
 	if e.APIKeyEnv != "" {
 		if key = os.Getenv(e.APIKeyEnv); key == "" {
-			return nil, nil, "", "", fmt.Errorf("memory.embedder.api_key_env: %s is not set", e.APIKeyEnv)
+			return nil, nil, "", "", fmt.Errorf("%s.api_key_env: %s is not set", field, e.APIKeyEnv)
 		}
 	}
 	var timeout time.Duration
@@ -190,14 +196,14 @@ func (m *MemoryFile) Embedders() (passage, query llm.Embedder, name, key string,
 		timeout, _ = time.ParseDuration(e.Timeout)
 	}
 	mk := func(model string) (llm.Embedder, error) {
-		return openai.NewEmbedder(openai.EmbedderConfig{Provider: "memory embedder", BaseURL: e.BaseURL, APIKey: key, Model: model,
+		return openai.NewEmbedder(openai.EmbedderConfig{Provider: provider, BaseURL: e.BaseURL, APIKey: key, Model: model,
 			Timeout: timeout, BatchSize: e.BatchSize})
 	}
 	if passage, err = mk(e.PassageModel); err != nil {
-		return nil, nil, "", "", fmt.Errorf("memory.embedder: %w", err)
+		return nil, nil, "", "", fmt.Errorf("%s: %w", field, err)
 	}
 	if query, err = mk(e.QueryModel); err != nil {
-		return nil, nil, "", "", fmt.Errorf("memory.embedder: %w", err)
+		return nil, nil, "", "", fmt.Errorf("%s: %w", field, err)
 	}
 	return passage, query, e.PassageModel, key, nil
 }
