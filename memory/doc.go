@@ -165,6 +165,8 @@
 // stream afresh and returns every event that touched a memory — added, updated,
 // merged into it or merged away, promoted, a source of a distillation or distilled,
 // invalidated or invalidating, forgotten or cleared — with its reason and key.
+// Memories.Locate finds the namespace of a memory by its ID alone, from an index of
+// the IDs each namespace's events put (see idIndex), without a read of every stream.
 //
 // # In an agent's loop
 //

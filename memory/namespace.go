@@ -207,6 +207,7 @@ type Memories struct {
 	closed  atomic.Bool
 	backlog atomic.Int64 // the namespaces' vectors still to write (VectorBacklog)
 	spaces  entity.Registry[Namespace]
+	ids     *idIndex // memory ID → namespace (Locate)
 }
 
 // Open returns the memories cfg describes. It validates cfg and reads nothing yet.
@@ -215,7 +216,7 @@ func Open(cfg Config) (*Memories, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	return &Memories{cfg: cfg}, nil
+	return &Memories{cfg: cfg, ids: newIDIndex()}, nil
 }
 
 // VectorBacklog is the number of vectors of the open namespaces that the vector
@@ -327,6 +328,7 @@ func (ns *Namespace) apply(e messages.Envelope) error {
 		return err
 	}
 	ns.pj.apply(ns.st, eff)
+	ns.m.ids.folded(ns.name, e.Seq, eff.put)
 	return nil
 }
 

@@ -303,13 +303,13 @@ type HistoryAnswer struct {
 }
 
 // MemoryHistory finds the history of memory id: in namespace when given, else in
-// every namespace of the log. It fails with memory.ErrNotFound when no event
-// touched id.
+// the namespace that holds it (memory.Memories.Locate: no read of every namespace
+// per lookup). It fails with memory.ErrNotFound when no event touched id.
 func MemoryHistory(ctx context.Context, m *memory.Memories, namespace, id string) (HistoryAnswer, error) {
 	names := []string{namespace}
 	if namespace == "" {
 		var err error
-		if names, err = m.Namespaces(ctx); err != nil {
+		if names, err = m.Locate(ctx, id); err != nil {
 			return HistoryAnswer{}, err
 		}
 	} else if err := memory.CheckNamespace(namespace); err != nil {
