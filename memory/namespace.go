@@ -106,9 +106,21 @@ type Config struct {
 	// none). A node wakes the namespace's consolidator with it. It is called after
 	// the write, outside the namespace's lock, and must not block.
 	Written func(namespace string, added int)
-	// Opened, when set, hears of each namespace the first time this process opens
-	// it (folds its stream): a node starts the namespace's consolidation schedule
-	// with it. It is called once the fold succeeded, and must not block.
+	// IdleTimeout releases a namespace from memory (its fold and projections:
+	// tens of KB, more with its memories) once no operation used it for this long
+	// (default DefaultIdleTimeout; negative: never); MaxNamespaces bounds the
+	// namespaces loaded at once (default DefaultMaxNamespaces; negative: no
+	// bound): past it, the least recently used are released first. A released
+	// namespace is folded again from its events on its next use, and its vectors
+	// are not written again. A namespace in use, held (Memories.Hold: a
+	// consolidation run), or whose vectors the store still lacks is not released,
+	// so the bound is soft. Their times are read from Now.
+	IdleTimeout   time.Duration
+	MaxNamespaces int
+	// Opened, when set, hears of each namespace each time this process loads it
+	// (folds its stream: first, and again after it was released): a node starts
+	// the namespace's consolidation schedule with it. It is called once the fold
+	// succeeded, and must not block.
 	Opened func(namespace string)
 	// VectorTrouble, when set, hears of the vector store's failures in a
 	// namespace's collection (err) and of its recovery there (err nil, once the
@@ -197,16 +209,23 @@ func (c *Config) setDefaults() {
 	if c.BlockLimit == 0 {
 		c.BlockLimit = DefaultBlockLimit
 	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxNamespaces == 0 {
+		c.MaxNamespaces = DefaultMaxNamespaces
+	}
 }
 
 // Memories is the memory of a node: its namespaces, each folded from its stream on
-// first use and cached. It is safe for concurrent use.
+// first use and kept in memory until it is idle (Config.IdleTimeout,
+// Config.MaxNamespaces). It is safe for concurrent use.
 type Memories struct {
 	cfg Config
 
 	closed  atomic.Bool
 	backlog atomic.Int64 // the namespaces' vectors still to write (VectorBacklog)
-	spaces  entity.Registry[Namespace]
+	spaces  loaded
 	ids     *idIndex // memory ID → namespace (Locate)
 }
 
@@ -229,11 +248,15 @@ func (m *Memories) VectorBacklog() int { return int(m.backlog.Load()) }
 // outage, the vectors of a namespace nobody writes to or searches reach the store
 // too. A collection that failed lately waits out its delay. It returns the first
 // error of a refresh.
+//
+// A node calls it every few seconds: it also releases the namespaces idle past
+// IdleTimeout or over MaxNamespaces (ReleaseIdle), at most every 10 s.
 func (m *Memories) CatchUpVectors(ctx context.Context) error {
+	m.spaces.sweep(m.cfg.Now(), m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false)
 	if m.VectorBacklog() == 0 {
 		return nil
 	}
-	return m.spaces.EachOpened(func(ns *Namespace) error { return ns.Refresh(ctx) })
+	return m.spaces.each(func(ns *Namespace) error { return ns.Refresh(ctx) })
 }
 
 // Namespace returns the namespace name, folding its stream on first use. Its vector
@@ -248,7 +271,8 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	return m.spaces.Open(name, func() *Namespace { return newNamespace(m, name) }, func(ns *Namespace) error {
+	now := m.cfg.Now()
+	ns, err := m.spaces.open(name, now, func() *Namespace { return newNamespace(m, name) }, func(ns *Namespace) error {
 		ns.mu.Lock()
 		defer ns.mu.Unlock()
 		if err := ns.fold(ctx); err != nil {
@@ -259,6 +283,11 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	m.spaces.sweep(now, m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false)
+	return ns, nil
 }
 
 // Namespaces lists the namespaces whose streams are in the log, sorted.
@@ -287,6 +316,8 @@ type Namespace struct {
 	name   string
 	stream string
 	s      entity.Stream
+
+	namespaceUse
 
 	mu sync.Mutex
 	st *state
@@ -329,6 +360,9 @@ func (ns *Namespace) apply(e messages.Envelope) error {
 	}
 	ns.pj.apply(ns.st, eff)
 	ns.m.ids.folded(ns.name, e.Seq, eff.put)
+	if e.Seq == ns.resumeAt {
+		ns.trustStore()
+	}
 	return nil
 }
 

@@ -492,3 +492,19 @@ func (p *projection) lastParked(coll string) error {
 	}
 	return err
 }
+
+// trustStore takes the vector store to hold every vector of the fold, as it did
+// when this process released the namespace at this seq (loaded.synced): the fold
+// of the events up to it marks nothing to write, and a namespace loaded again
+// writes only what changed since. The caller holds mu.
+func (ns *Namespace) trustStore() {
+	p := ns.pj
+	clear(p.dirty)
+	clear(p.stale)
+	clear(p.vecAt)
+	for id := range ns.st.mems {
+		if c := ns.wantAt(id); c != "" {
+			p.vecAt[id] = c
+		}
+	}
+}

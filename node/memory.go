@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/llm"
@@ -447,6 +449,9 @@ func (n *Node) openMemory() error {
 		return err
 	}
 	vs.waiting(m.VectorBacklog)
+	n.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "memory", Name: "namespaces_loaded",
+		Help: "Memory namespaces held in memory, folded (one unused for memory.idle_timeout, or past memory.max_namespaces, is released and folded again on its next use)."},
+		func() float64 { return float64(m.LoadedNamespaces()) }))
 	n.memories = m
 	// The namespaces as actors: a namespace's writes in order, its searches ranked
 	// by its four tier actors (actors/memory.go).
@@ -467,7 +472,12 @@ func (n *Node) openMemory() error {
 				// Moved to another node in a rebalance: its consolidator runs there.
 				return nil, fmt.Errorf("node %s does not own namespace %s", n.cfg.NodeID, name)
 			}
-			return n.memories.Namespace(ctx, name)
+			// Held for the run: not released from memory in its middle.
+			ns, release, err := n.memories.Hold(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			return heldNamespace{Namespace: ns, release: release}, nil
 		}
 		s, err := consolidator.NewScheduler(sc)
 		if err != nil {
@@ -480,6 +490,15 @@ func (n *Node) openMemory() error {
 	}
 	return nil
 }
+
+// heldNamespace is a namespace a consolidation run holds in memory
+// (memory.Memories.Hold) until it ends (consolidator.Releaser).
+type heldNamespace struct {
+	*memory.Namespace
+	release func()
+}
+
+func (h heldNamespace) Release() { h.release() }
 
 // Consolidate runs the consolidator on a namespace now, under key (a run asked
 // again with the same key applies nothing twice): through the background actor of
