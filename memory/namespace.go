@@ -272,7 +272,7 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 		return nil, ErrClosed
 	}
 	now := m.cfg.Now()
-	ns, err := m.spaces.open(name, now, func() *Namespace { return newNamespace(m, name) }, func(ns *Namespace) error {
+	ns, stale, err := m.spaces.open(name, now, func() *Namespace { return newNamespace(m, name) }, func(ns *Namespace) error {
 		ns.mu.Lock()
 		defer ns.mu.Unlock()
 		if err := ns.fold(ctx); err != nil {
@@ -285,6 +285,11 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 	})
 	if err != nil {
 		return nil, err
+	}
+	if stale {
+		if err := ns.Refresh(ctx); err != nil {
+			return nil, err
+		}
 	}
 	m.spaces.sweep(now, m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false)
 	return ns, nil
@@ -373,6 +378,11 @@ func (ns *Namespace) apply(e messages.Envelope) error {
 // returned with nothing written. A nil change, or one that returns no events,
 // writes nothing but the expiry. The caller holds mu.
 func (ns *Namespace) write(ctx context.Context, key string, change func() ([]messages.Payload, error)) (applied bool, err error) {
+	if ns.released.Load() {
+		// Released while its caller held it: the namespace loaded in its place
+		// folds this write before its next use (loaded.open).
+		defer ns.m.spaces.changed(ns.name)
+	}
 	return ns.s.Write(ctx, nsFold{ns}, key, func(ctx context.Context) ([]messages.Payload, error) {
 		if err := ns.expire(ctx); err != nil {
 			if errors.Is(err, eventlog.ErrSeqConflict) {

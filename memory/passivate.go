@@ -40,6 +40,10 @@ type loaded struct {
 	// vectors were all in the store: loaded again, it trusts the store with them
 	// instead of writing them all again.
 	synced map[string]uint64
+	// written holds the namespaces that an instance released while its caller
+	// held it wrote to since: the instance loaded now folds that before its next
+	// use, so that this process reads its own writes.
+	written map[string]bool
 }
 
 type slot struct {
@@ -50,15 +54,18 @@ type slot struct {
 }
 
 // open returns the namespace name, loaded (open succeeded on it) and marked used
-// now.
-func (l *loaded) open(name string, now time.Time, make func() *Namespace, open func(*Namespace) error) (*Namespace, error) {
+// now; stale when an instance released earlier wrote to it since it was loaded:
+// the caller refreshes it.
+func (l *loaded) open(name string, now time.Time, make func() *Namespace, open func(*Namespace) error) (ns *Namespace, stale bool, err error) {
 	for {
 		l.mu.Lock()
+		if l.m == nil {
+			l.m, l.synced, l.written = map[string]*slot{}, map[string]uint64{}, map[string]bool{}
+		}
+		stale = l.written[name]
+		delete(l.written, name)
 		s, ok := l.m[name]
 		if !ok {
-			if l.m == nil {
-				l.m, l.synced = map[string]*slot{}, map[string]uint64{}
-			}
 			ns := make()
 			if seq, ok := l.synced[name]; ok {
 				ns.resumeAt = seq
@@ -77,12 +84,21 @@ func (l *loaded) open(name string, now time.Time, make func() *Namespace, open f
 		if !s.opened {
 			if err := open(s.ns); err != nil {
 				s.mu.Unlock()
-				return nil, err
+				return nil, false, err
 			}
 			s.opened = true
 		}
 		s.mu.Unlock()
-		return s.ns, nil
+		return s.ns, stale, nil
+	}
+}
+
+// changed records that a released instance of namespace name wrote to it.
+func (l *loaded) changed(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.written != nil {
+		l.written[name] = true
 	}
 }
 
@@ -177,6 +193,7 @@ func (l *loaded) release(name string, s *slot) bool {
 		l.synced[name] = ns.st.seq
 	}
 	s.gone = true
+	ns.released.Store(true)
 	delete(l.m, name)
 	return true
 }
@@ -226,6 +243,9 @@ func (m *Memories) Hold(ctx context.Context, name string) (ns *Namespace, releas
 type namespaceUse struct {
 	used  atomic.Int64 // when it was last opened (Memories.Namespace), in Unix ns of Config.Now
 	holds atomic.Int32 // Memories.Hold calls not released
+	// released: no longer the instance Memories serves for its name (a caller
+	// that held it goes on with it, and its writes are told to the new one)
+	released atomic.Bool
 	// resumeAt is the seq up to which the vector store held every vector of the
 	// namespace when it was last released in this process (0: unknown): the fold
 	// trusts the store with them once it passes that seq.
