@@ -103,3 +103,40 @@ func TestIdleNamespacesAreReleasedUnlessHeld(t *testing.T) {
 		t.Fatalf("a write repeated after the release: %+v, %d memories", res, len(f.ns(t, "user:a").Snapshot()))
 	}
 }
+
+// Namespaces opened, written and released at once lose nothing: every write of
+// many goroutines over more namespaces than the bound is there after.
+func TestReleaseUnderConcurrentWrites(t *testing.T) {
+	f := newFixture(t, func(c *memory.Config) { c.MaxNamespaces, c.IdleTimeout = 2, -1 })
+	ctx := testCtx(t)
+	const workers, writes, spaces = 8, 30, 6
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			for i := range writes {
+				name := fmt.Sprintf("user:c%d", (w+i)%spaces)
+				ns, err := f.mem.Namespace(ctx, name)
+				if err == nil {
+					_, err = ns.Add(ctx, fmt.Sprintf("w%d-%d", w, i), []memory.AddRequest{{Tier: memory.Semantic, Content: fmt.Sprintf("worker %d wrote note %d", w, i)}})
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := 0
+	for i := range spaces {
+		total += len(f.ns(t, fmt.Sprintf("user:c%d", i)).Snapshot())
+	}
+	if total != workers*writes {
+		t.Fatalf("%d memories; want %d", total, workers*writes)
+	}
+}
