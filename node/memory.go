@@ -142,18 +142,19 @@ func groupByNamespace(inputs []memory.Input) []nsGroup {
 
 // AddMemories writes inputs (checked by memory.DecodeInputs) to their namespaces:
 // one Add per namespace, in the order the namespaces first appear, under key and
-// the namespace. It returns the IDs in the order of inputs (an exact duplicate of a
-// stored memory gets that memory's ID). Every input is checked (Memories.Check)
+// the namespace. It returns the results in the order of inputs (an exact duplicate
+// of a stored memory gets that memory's ID and NONE; a repeat under the key the
+// earlier results, marked Repeat). Every input is checked (Memories.Check)
 // before anything is written, so bad input writes nothing; a namespace's batch is
 // one append, so a failure of the store leaves the namespaces before it written and
 // the others untouched, and retrying with the same key writes each once.
-func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []memory.Input, reason string) ([]string, error) {
+func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []memory.Input, reason string) ([]memory.AddResult, error) {
 	for i, in := range inputs {
 		if err := m.Check(in); err != nil {
 			return nil, fmt.Errorf("memory %d: %w", i, err)
 		}
 	}
-	ids := make([]string, len(inputs))
+	out := make([]memory.AddResult, len(inputs))
 	for _, g := range groupByNamespace(inputs) {
 		batch := make([]memory.Input, len(g.idx))
 		for j, i := range g.idx {
@@ -164,14 +165,14 @@ func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []m
 			return nil, fmt.Errorf("namespace %s: %w", g.ns, err)
 		}
 		for j, i := range g.idx {
-			ids[i] = got[j]
+			out[i] = got[j]
 		}
 	}
-	return ids, nil
+	return out, nil
 }
 
 // addToNamespace writes checked inputs of one namespace in one Add.
-func addToNamespace(ctx context.Context, m *memory.Memories, name, key string, inputs []memory.Input, reason string) ([]string, error) {
+func addToNamespace(ctx context.Context, m *memory.Memories, name, key string, inputs []memory.Input, reason string) ([]memory.AddResult, error) {
 	ns, err := m.Namespace(ctx, name)
 	if err != nil {
 		return nil, err
@@ -186,15 +187,16 @@ func addToNamespace(ctx context.Context, m *memory.Memories, name, key string, i
 		}
 		reqs[i] = in.Request(reason)
 	}
-	res, err := ns.Add(ctx, key, reqs)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(res))
-	for i, r := range res {
+	return ns.Add(ctx, key, reqs)
+}
+
+// resultIDs returns the IDs of results.
+func resultIDs(results []memory.AddResult) []string {
+	ids := make([]string, len(results))
+	for i, r := range results {
 		ids[i] = r.ID
 	}
-	return ids, nil
+	return ids
 }
 
 // memoryWritten tells the consolidator (and Config.MemoryWritten) that a namespace
