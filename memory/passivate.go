@@ -36,6 +36,7 @@ type loaded struct {
 	mu    sync.Mutex
 	m     map[string]*slot
 	swept time.Time
+	uses  uint64 // counts the opens: the order of the last uses
 	// synced holds, by namespace, the seq up to which a released namespace's
 	// vectors were all in the store: loaded again, it trusts the store with them
 	// instead of writing them all again.
@@ -74,7 +75,9 @@ func (l *loaded) open(name string, now time.Time, make func() *Namespace, open f
 			s = &slot{ns: ns}
 			l.m[name] = s
 		}
+		l.uses++
 		s.ns.used.Store(now.UnixNano())
+		s.ns.order.Store(l.uses)
 		l.mu.Unlock()
 		s.mu.Lock()
 		if s.gone {
@@ -146,25 +149,21 @@ func (l *loaded) sweep(now time.Time, idle time.Duration, max int, force bool) i
 	}
 	l.swept = now
 	type cand struct {
-		name string
-		s    *slot
-		used int64
+		name  string
+		s     *slot
+		used  int64
+		order uint64
 	}
 	var cands []cand
 	for name, s := range l.m {
-		cands = append(cands, cand{name, s, s.ns.used.Load()})
+		cands = append(cands, cand{name, s, s.ns.used.Load(), s.ns.order.Load()})
 	}
-	slices.SortFunc(cands, func(a, b cand) int {
-		if a.used != b.used {
-			return compareInts(a.used, b.used)
-		}
-		return compareStrings(a.name, b.name)
-	})
+	slices.SortFunc(cands, func(a, b cand) int { return compareUints(a.order, b.order) })
 	released := 0
 	for _, c := range cands {
 		idleOut := idle > 0 && now.UnixNano()-c.used >= int64(idle)
 		if !idleOut && (max <= 0 || len(l.m) <= max) {
-			break // the rest were used later still
+			continue
 		}
 		if l.release(c.name, c.s) {
 			released++
@@ -198,7 +197,7 @@ func (l *loaded) release(name string, s *slot) bool {
 	return true
 }
 
-func compareInts(a, b int64) int {
+func compareUints(a, b uint64) int {
 	switch {
 	case a < b:
 		return -1
@@ -241,8 +240,9 @@ func (m *Memories) Hold(ctx context.Context, name string) (ns *Namespace, releas
 
 // namespaceUse is what a Namespace keeps of its passivation.
 type namespaceUse struct {
-	used  atomic.Int64 // when it was last opened (Memories.Namespace), in Unix ns of Config.Now
-	holds atomic.Int32 // Memories.Hold calls not released
+	used  atomic.Int64  // when it was last opened (Memories.Namespace), in Unix ns of Config.Now
+	order atomic.Uint64 // the order of that use among the others' (loaded.uses)
+	holds atomic.Int32  // Memories.Hold calls not released
 	// released: no longer the instance Memories serves for its name (a caller
 	// that held it goes on with it, and its writes are told to the new one)
 	released atomic.Bool

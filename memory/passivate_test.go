@@ -140,3 +140,20 @@ func TestReleaseUnderConcurrentWrites(t *testing.T) {
 		t.Fatalf("%d memories; want %d", total, workers*writes)
 	}
 }
+
+// A caller that got a namespace before it was released writes through it: the
+// namespace loaded in its place shows the write at its next use.
+func TestAWriteThroughAReleasedNamespaceIsSeen(t *testing.T) {
+	f := newFixture(t, func(c *memory.Config) { c.MaxNamespaces, c.IdleTimeout = 1, -1 })
+	old := f.ns(t, "user:x")
+	add(t, old, "k1", memory.AddRequest{Tier: memory.Semantic, Content: "X likes tea"})
+	f.ns(t, "user:y") // releases user:x
+	loaded := f.ns(t, "user:x")
+	if loaded == old {
+		t.Fatal("user:x was not released past the bound")
+	}
+	add(t, old, "k2", memory.AddRequest{Tier: memory.Semantic, Content: "X likes cake"})
+	if got := len(f.ns(t, "user:x").Snapshot()); got != 2 {
+		t.Fatalf("user:x after a write through its released instance: %d memories; want 2", got)
+	}
+}
