@@ -117,6 +117,12 @@ type Config struct {
 	// so the bound is soft. Their times are read from Now.
 	IdleTimeout   time.Duration
 	MaxNamespaces int
+	// VectorRetry is how long a vector the store refused waits before a catch-up
+	// (CatchUpVectors, or the namespace's next operation) tries it again: a
+	// transient error the store gave as a refusal must not keep a memory out of
+	// vector search for good. Each refusal again doubles the wait, up to 32 times
+	// this (default DefaultVectorRetry, 2 minutes: about an hour at most).
+	VectorRetry time.Duration
 	// Opened, when set, hears of each namespace each time this process loads it
 	// (folds its stream: first, and again after it was released): a node starts
 	// the namespace's consolidation schedule with it. It is called once the fold
@@ -131,8 +137,9 @@ type Config struct {
 	// VectorParked, when set, hears of each memory whose vector the store refused
 	// (a vector of another dimension than its collection's, a payload it does not
 	// take): the other vectors of its batch are written, and this one is left out
-	// of the store (parked) until the memory changes or the namespace is folded
-	// anew; searches by keyword find it all the same. A node logs it and counts it.
+	// of the store (parked) until the memory changes, the namespace is folded
+	// anew, or VectorRetry has passed; searches by keyword find it all the same. A
+	// node logs it and counts it (a refusal of a try again too).
 	// It is called with the namespace's lock held and must not block.
 	VectorParked func(namespace, collection, id string, err error)
 	// Consolidate is the memory tool's consolidate action; nil: unavailable.
@@ -209,6 +216,9 @@ func (c *Config) setDefaults() {
 	if c.BlockLimit == 0 {
 		c.BlockLimit = DefaultBlockLimit
 	}
+	if c.VectorRetry <= 0 {
+		c.VectorRetry = DefaultVectorRetry
+	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
@@ -225,8 +235,11 @@ type Memories struct {
 
 	closed  atomic.Bool
 	backlog atomic.Int64 // the namespaces' vectors still to write (VectorBacklog)
-	spaces  loaded
-	ids     *idIndex // memory ID → namespace (Locate)
+	// parkedN and retriedN count the vectors the store refused that wait for
+	// another try (ParkedVectors), and those tries (ParkedRetries).
+	parkedN, retriedN atomic.Int64
+	spaces            loaded
+	ids               *idIndex // memory ID → namespace (Locate)
 }
 
 // Open returns the memories cfg describes. It validates cfg and reads nothing yet.
@@ -251,13 +264,30 @@ func (m *Memories) VectorBacklog() int { return int(m.backlog.Load()) }
 //
 // A node calls it every few seconds: it also releases the namespaces idle past
 // IdleTimeout or over MaxNamespaces (ReleaseIdle), at most every 10 s.
+//
+// It also tries again the vectors the store refused (parked) whose wait
+// (Config.VectorRetry) is over, in the namespaces that have some.
 func (m *Memories) CatchUpVectors(ctx context.Context) error {
 	m.spaces.sweep(m.cfg.Now(), m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false)
-	if m.VectorBacklog() == 0 {
+	all := m.VectorBacklog() > 0
+	if !all && m.ParkedVectors() == 0 {
 		return nil
 	}
-	return m.spaces.each(func(ns *Namespace) error { return ns.Refresh(ctx) })
+	now := time.Now().UnixNano()
+	return m.spaces.each(func(ns *Namespace) error {
+		if due := ns.parkDue.Load(); all || (due != 0 && due <= now) {
+			return ns.Refresh(ctx)
+		}
+		return nil
+	})
 }
+
+// ParkedVectors is the number of vectors of the loaded namespaces that the store
+// refused and that wait to be tried again (Config.VectorRetry).
+func (m *Memories) ParkedVectors() int { return int(m.parkedN.Load()) }
+
+// ParkedRetries counts the tries of refused vectors after their wait, since Open.
+func (m *Memories) ParkedRetries() int64 { return m.retriedN.Load() }
 
 // Namespace returns the namespace name, folding its stream on first use. Its vector
 // projection is rebuilt by the syncs that follow (the vector store may hold items

@@ -13,6 +13,8 @@ import (
 const (
 	DefaultIdleTimeout   = 10 * time.Minute
 	DefaultMaxNamespaces = 1000
+	// DefaultVectorRetry is the default of Config.VectorRetry.
+	DefaultVectorRetry = 2 * time.Minute
 )
 
 // sweepEvery bounds how often the operations of a namespace look for namespaces to
@@ -191,6 +193,9 @@ func (l *loaded) release(name string, s *slot) bool {
 	if len(p.parked) == 0 && ns.st.seq > 0 && len(l.synced) < maxSynced {
 		l.synced[name] = ns.st.seq
 	}
+	// Its parked vectors are tried again when it is loaded again.
+	ns.m.parkedN.Add(-p.parkedN)
+	p.parkedN = 0
 	s.gone = true
 	ns.released.Store(true)
 	delete(l.m, name)
@@ -242,7 +247,10 @@ func (m *Memories) Hold(ctx context.Context, name string) (ns *Namespace, releas
 type namespaceUse struct {
 	used  atomic.Int64  // when it was last opened (Memories.Namespace), in Unix ns of Config.Now
 	order atomic.Uint64 // the order of that use among the others' (loaded.uses)
-	holds atomic.Int32  // Memories.Hold calls not released
+	// parkDue is when the first of its parked vectors may be tried again, in
+	// Unix ns of the wall clock (0: none parked)
+	parkDue atomic.Int64
+	holds   atomic.Int32 // Memories.Hold calls not released
 	// released: no longer the instance Memories serves for its name (a caller
 	// that held it goes on with it, and its writes are told to the new one)
 	released atomic.Bool

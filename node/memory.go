@@ -454,6 +454,12 @@ func (n *Node) openMemory() error {
 	n.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "memory", Name: "namespaces_loaded",
 		Help: "Memory namespaces held in memory, folded (one unused for memory.idle_timeout, or past memory.max_namespaces, is released and folded again on its next use)."},
 		func() float64 { return float64(m.LoadedNamespaces()) }))
+	n.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "memory", Name: "vectors_parked",
+		Help: "Vectors of the loaded memory namespaces that the vector store refused, waiting to be tried again (after 2 minutes, doubling at each refusal up to about an hour)."},
+		func() float64 { return float64(m.ParkedVectors()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "memory", Name: "vector_retries_total",
+			Help: "Tries again of vectors the vector store refused, after their wait (a refusal again also counts in troupe_vectors_parked_total)."},
+			func() float64 { return float64(m.ParkedRetries()) }))
 	n.memories = m
 	// The namespaces as actors: a namespace's writes in order, its searches ranked
 	// by its four tier actors (actors/memory.go).
