@@ -183,6 +183,11 @@ func (s *Scheduler) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
 		s.cancel()
+		if !s.ownSystem && s.system.IsStopped() {
+			// Its owner shut the system down first (a node does): the actors
+			// are stopped, and a stop request would never be answered.
+			return
+		}
 		stopped := make(chan error, 1)
 		go func() { stopped <- s.system.Root.StopFuture(s.host).Wait() }()
 		timer := time.NewTimer(s.closeTimeout)

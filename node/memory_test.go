@@ -878,3 +878,25 @@ func TestMemoryHistoryWithoutNamespaceReadsOneNamespace(t *testing.T) {
 		}
 	}
 }
+
+// A node with memory and a consolidator closes without waiting out the
+// consolidator's CloseTimeout: the node stops its actor system first, and the
+// scheduler in it must not wait for an answer the stopped system never gives.
+func TestMemoryNodeClosesWithoutWaitingForTheConsolidator(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	for i := range 6 {
+		n, err := node.New(ctx, node.Config{DataDir: data, Memory: &memory.Config{Embedder: &countingEmbedder{}},
+			Consolidation: &consolidator.SchedulerConfig{CloseTimeout: time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := node.AddMemories(ctx, n.Memories(), fmt.Sprint("k", i), []memory.Input{{Namespace: "user:bob", Tier: "semantic", Content: "Bob likes jazz"},
+			{Namespace: "user:bob", Tier: "semantic", Content: fmt.Sprintf("Bob went to Porto %d times", i)}, {Namespace: fmt.Sprintf("user:c%d", i), Tier: "semantic", Content: "Carol sings"}}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Close(); err != nil {
+			t.Fatalf("close %d: %v", i, err)
+		}
+	}
+}
