@@ -7,6 +7,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -33,6 +34,7 @@ type idIndex struct {
 	// index is not built).
 	refreshed time.Time
 	refresh   sync.Mutex // one catch-up at a time
+	built     atomic.Bool
 }
 
 // idRefreshEvery bounds how often lookups that miss read the log's listing of
@@ -72,6 +74,9 @@ func (x *idIndex) note(ns string, seq uint64, ids []string) {
 // folded tells the index of an event a namespace of this process folded (ids the
 // memories it put). It does nothing before the index is built.
 func (x *idIndex) folded(ns string, seq uint64, ids []string) {
+	if !x.built.Load() {
+		return
+	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if !x.refreshed.IsZero() {
@@ -141,6 +146,7 @@ func (x *idIndex) catchUp(ctx context.Context, log eventlog.Log, force bool) err
 	x.mu.Lock()
 	x.refreshed = start
 	x.mu.Unlock()
+	x.built.Store(true)
 	return nil
 }
 
