@@ -188,6 +188,9 @@ func (a *NamespaceActor) run(ctx actor.Context, cause, key string, asker context
 	}()
 	t, err := a.deps.open(runCtx, a.ns)
 	if err == nil {
+		if r, ok := t.(Releaser); ok {
+			defer r.Release()
+		}
 		out.Report, err = a.deps.consolidator.Run(runCtx, t, key)
 	}
 	if err != nil {

@@ -297,3 +297,46 @@ func TestSchedulerCloseIsBounded(t *testing.T) {
 		t.Errorf("close: %v, want ErrCloseTimeout", err)
 	}
 }
+
+// heldFake is a target Open holds for the run: the scheduler releases it when the
+// run ends, and not before.
+type heldFake struct {
+	*fakeTarget
+	released chan int
+	runs     *int
+}
+
+func (h heldFake) Release() { h.released <- *h.runs }
+
+func TestSchedulerReleasesAHeldTargetAfterTheRun(t *testing.T) {
+	released := make(chan int, 4)
+	var opened int
+	h := newScheduler(t, newFake(cleanup()...), func(c *consolidator.SchedulerConfig) {
+		open := c.Open
+		c.Open = func(ctx context.Context, ns string) (consolidator.Target, error) {
+			tg, err := open(ctx, ns)
+			if err != nil {
+				return nil, err
+			}
+			opened++
+			return heldFake{fakeTarget: tg.(*fakeTarget), released: released, runs: &opened}, nil
+		}
+	})
+	rep, err := h.sched.Consolidate(context.Background(), "user:alice", "k")
+	if err != nil || rep.Forgotten != 2 {
+		t.Fatalf("run: %+v, %v", rep, err)
+	}
+	select {
+	case n := <-released:
+		if n != 1 {
+			t.Fatalf("released after %d opens; want 1", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held target was not released after the run")
+	}
+	select {
+	case <-released:
+		t.Fatal("released twice")
+	default:
+	}
+}

@@ -37,6 +37,13 @@ type Target interface {
 	Invalidate(ctx context.Context, key, id, by, reason string) error
 }
 
+// Releaser is implemented by targets that SchedulerConfig.Open holds for the run
+// (a node holds the namespace in memory, memory.Memories.Hold, so that it is not
+// released in the middle of a run): the scheduler calls Release when the run ends.
+type Releaser interface {
+	Release()
+}
+
 // Refresher is implemented by targets whose Snapshot shows the namespace as of their
 // last operation (*memory.Namespace: other writers may have appended since). Run
 // refreshes such a target before it plans and again before it applies.

@@ -17,7 +17,8 @@ import (
 // SchedulerConfig configures a Scheduler.
 type SchedulerConfig struct {
 	// Open returns the namespace a run consolidates (required): in a node,
-	// memory.Memories.Namespace. It is called at the start of every run.
+	// memory.Memories.Namespace, or Memories.Hold with a target that is a Releaser.
+	// It is called at the start of every run.
 	Open func(ctx context.Context, namespace string) (Target, error)
 	// Consolidator is the configuration of every run (model, policy, logger); its
 	// Now defaults to Clock.Now.
@@ -182,6 +183,11 @@ func (s *Scheduler) Close() error {
 	s.once.Do(func() {
 		s.closed.Store(true)
 		s.cancel()
+		if !s.ownSystem && s.system.IsStopped() {
+			// Its owner shut the system down first (a node does): the actors
+			// are stopped, and a stop request would never be answered.
+			return
+		}
 		stopped := make(chan error, 1)
 		go func() { stopped <- s.system.Root.StopFuture(s.host).Wait() }()
 		timer := time.NewTimer(s.closeTimeout)

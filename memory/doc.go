@@ -90,9 +90,12 @@
 // A store that refuses some items of a batch (vectorstore.Refused: a vector of
 // another dimension, a payload Milvus does not take) has them isolated
 // (vectorstore.UpsertIsolating): the others are written, and each refused memory
-// is parked — told to Config.VectorParked, left out of the store until it changes
-// or the namespace is folded anew, named in a search's note, and found by keyword
-// and entity only — so one bad vector holds up nothing. Memories.VectorBacklog
+// is parked — told to Config.VectorParked, left out of the store until it
+// changes, the namespace is folded anew or Config.VectorRetry passed (2 minutes,
+// doubled at each refusal up to about an hour: a transient error the store gave
+// as a refusal keeps it out only that long; CatchUpVectors tries it), named in a
+// search's note, and found by keyword and entity only — so one bad vector holds up
+// nothing. Memories.ParkedVectors counts them. Memories.VectorBacklog
 // counts the vectors still waiting for the store.
 //
 // # How data leaves: search and scoring
@@ -165,6 +168,8 @@
 // stream afresh and returns every event that touched a memory — added, updated,
 // merged into it or merged away, promoted, a source of a distillation or distilled,
 // invalidated or invalidating, forgotten or cleared — with its reason and key.
+// Memories.Locate finds the namespace of a memory by its ID alone, from an index of
+// the IDs each namespace's events put (see idIndex), without a read of every stream.
 //
 // # In an agent's loop
 //

@@ -106,9 +106,27 @@ type Config struct {
 	// none). A node wakes the namespace's consolidator with it. It is called after
 	// the write, outside the namespace's lock, and must not block.
 	Written func(namespace string, added int)
-	// Opened, when set, hears of each namespace the first time this process opens
-	// it (folds its stream): a node starts the namespace's consolidation schedule
-	// with it. It is called once the fold succeeded, and must not block.
+	// IdleTimeout releases a namespace from memory (its fold and projections:
+	// tens of KB, more with its memories) once no operation used it for this long
+	// (default DefaultIdleTimeout; negative: never); MaxNamespaces bounds the
+	// namespaces loaded at once (default DefaultMaxNamespaces; negative: no
+	// bound): past it, the least recently used are released first. A released
+	// namespace is folded again from its events on its next use, and its vectors
+	// are not written again. A namespace in use, held (Memories.Hold: a
+	// consolidation run), or whose vectors the store still lacks is not released,
+	// so the bound is soft. Their times are read from Now.
+	IdleTimeout   time.Duration
+	MaxNamespaces int
+	// VectorRetry is how long a vector the store refused waits before a catch-up
+	// (CatchUpVectors, or the namespace's next operation) tries it again: a
+	// transient error the store gave as a refusal must not keep a memory out of
+	// vector search for good. Each refusal again doubles the wait, up to 32 times
+	// this (default DefaultVectorRetry, 2 minutes: about an hour at most).
+	VectorRetry time.Duration
+	// Opened, when set, hears of each namespace each time this process loads it
+	// (folds its stream: first, and again after it was released): a node starts
+	// the namespace's consolidation schedule with it. It is called once the fold
+	// succeeded, and must not block.
 	Opened func(namespace string)
 	// VectorTrouble, when set, hears of the vector store's failures in a
 	// namespace's collection (err) and of its recovery there (err nil, once the
@@ -119,8 +137,9 @@ type Config struct {
 	// VectorParked, when set, hears of each memory whose vector the store refused
 	// (a vector of another dimension than its collection's, a payload it does not
 	// take): the other vectors of its batch are written, and this one is left out
-	// of the store (parked) until the memory changes or the namespace is folded
-	// anew; searches by keyword find it all the same. A node logs it and counts it.
+	// of the store (parked) until the memory changes, the namespace is folded
+	// anew, or VectorRetry has passed; searches by keyword find it all the same. A
+	// node logs it and counts it (a refusal of a try again too).
 	// It is called with the namespace's lock held and must not block.
 	VectorParked func(namespace, collection, id string, err error)
 	// Consolidate is the memory tool's consolidate action; nil: unavailable.
@@ -197,16 +216,30 @@ func (c *Config) setDefaults() {
 	if c.BlockLimit == 0 {
 		c.BlockLimit = DefaultBlockLimit
 	}
+	if c.VectorRetry <= 0 {
+		c.VectorRetry = DefaultVectorRetry
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxNamespaces == 0 {
+		c.MaxNamespaces = DefaultMaxNamespaces
+	}
 }
 
 // Memories is the memory of a node: its namespaces, each folded from its stream on
-// first use and cached. It is safe for concurrent use.
+// first use and kept in memory until it is idle (Config.IdleTimeout,
+// Config.MaxNamespaces). It is safe for concurrent use.
 type Memories struct {
 	cfg Config
 
 	closed  atomic.Bool
 	backlog atomic.Int64 // the namespaces' vectors still to write (VectorBacklog)
-	spaces  entity.Registry[Namespace]
+	// parkedN and retriedN count the vectors the store refused that wait for
+	// another try (ParkedVectors), and those tries (ParkedRetries).
+	parkedN, retriedN atomic.Int64
+	spaces            loaded
+	ids               *idIndex // memory ID → namespace (Locate)
 }
 
 // Open returns the memories cfg describes. It validates cfg and reads nothing yet.
@@ -215,7 +248,7 @@ func Open(cfg Config) (*Memories, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	return &Memories{cfg: cfg}, nil
+	return &Memories{cfg: cfg, ids: newIDIndex()}, nil
 }
 
 // VectorBacklog is the number of vectors of the open namespaces that the vector
@@ -228,12 +261,33 @@ func (m *Memories) VectorBacklog() int { return int(m.backlog.Load()) }
 // outage, the vectors of a namespace nobody writes to or searches reach the store
 // too. A collection that failed lately waits out its delay. It returns the first
 // error of a refresh.
+//
+// A node calls it every few seconds: it also releases the namespaces idle past
+// IdleTimeout or over MaxNamespaces (ReleaseIdle), at most every 10 s.
+//
+// It also tries again the vectors the store refused (parked) whose wait
+// (Config.VectorRetry) is over, in the namespaces that have some.
 func (m *Memories) CatchUpVectors(ctx context.Context) error {
-	if m.VectorBacklog() == 0 {
+	m.spaces.sweep(m.cfg.Now(), m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false)
+	all := m.VectorBacklog() > 0
+	if !all && m.ParkedVectors() == 0 {
 		return nil
 	}
-	return m.spaces.EachOpened(func(ns *Namespace) error { return ns.Refresh(ctx) })
+	now := time.Now().UnixNano()
+	return m.spaces.each(func(ns *Namespace) error {
+		if due := ns.parkDue.Load(); all || (due != 0 && due <= now) {
+			return ns.Refresh(ctx)
+		}
+		return nil
+	})
 }
+
+// ParkedVectors is the number of vectors of the loaded namespaces that the store
+// refused and that wait to be tried again (Config.VectorRetry).
+func (m *Memories) ParkedVectors() int { return int(m.parkedN.Load()) }
+
+// ParkedRetries counts the tries of refused vectors after their wait, since Open.
+func (m *Memories) ParkedRetries() int64 { return m.retriedN.Load() }
 
 // Namespace returns the namespace name, folding its stream on first use. Its vector
 // projection is rebuilt by the syncs that follow (the vector store may hold items
@@ -247,7 +301,8 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	return m.spaces.Open(name, func() *Namespace { return newNamespace(m, name) }, func(ns *Namespace) error {
+	now := m.cfg.Now()
+	ns, stale, err := m.spaces.open(name, now, func() *Namespace { return newNamespace(m, name) }, func(ns *Namespace) error {
 		ns.mu.Lock()
 		defer ns.mu.Unlock()
 		if err := ns.fold(ctx); err != nil {
@@ -258,6 +313,16 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 		}
 		return nil
 	})
+	if err != nil {
+		return nil, err
+	}
+	if stale {
+		if err := ns.Refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
+	m.spaces.sweep(now, m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false)
+	return ns, nil
 }
 
 // Namespaces lists the namespaces whose streams are in the log, sorted.
@@ -286,6 +351,8 @@ type Namespace struct {
 	name   string
 	stream string
 	s      entity.Stream
+
+	namespaceUse
 
 	mu sync.Mutex
 	st *state
@@ -327,6 +394,10 @@ func (ns *Namespace) apply(e messages.Envelope) error {
 		return err
 	}
 	ns.pj.apply(ns.st, eff)
+	ns.m.ids.folded(ns.name, e.Seq, eff.put)
+	if e.Seq == ns.resumeAt {
+		ns.trustStore()
+	}
 	return nil
 }
 
@@ -337,6 +408,11 @@ func (ns *Namespace) apply(e messages.Envelope) error {
 // returned with nothing written. A nil change, or one that returns no events,
 // writes nothing but the expiry. The caller holds mu.
 func (ns *Namespace) write(ctx context.Context, key string, change func() ([]messages.Payload, error)) (applied bool, err error) {
+	if ns.released.Load() {
+		// Released while its caller held it: the namespace loaded in its place
+		// folds this write before its next use (loaded.open).
+		defer ns.m.spaces.changed(ns.name)
+	}
 	return ns.s.Write(ctx, nsFold{ns}, key, func(ctx context.Context) ([]messages.Payload, error) {
 		if err := ns.expire(ctx); err != nil {
 			if errors.Is(err, eventlog.ErrSeqConflict) {

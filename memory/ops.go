@@ -45,6 +45,11 @@ type AddRequest struct {
 type AddResult struct {
 	ID    string `json:"id"`
 	Event string `json:"event"`
+	// Repeat says that the Add was a repeat of an earlier one under its key: the
+	// result is the earlier Add's (ADD for the memories it added then), and
+	// nothing was written now. It is not sent on the wire: a retried call gets the
+	// answer of the first.
+	Repeat bool `json:"-"`
 }
 
 // The events of AddResult.
@@ -140,7 +145,11 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 		return nil, err
 	}
 	if applied {
-		return ns.addedBefore(key, prepared)
+		out, err := ns.addedBefore(key, prepared)
+		for i := range out {
+			out[i].Repeat = true
+		}
+		return out, err
 	}
 	for _, r := range results {
 		if r.Event == EventAdd {

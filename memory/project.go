@@ -60,9 +60,17 @@ type projection struct {
 	// the last request failed, and when a catch-up may try it again.
 	trouble map[string]*trouble
 	// parked holds the memories whose vector the store refused (one bad vector
-	// must not hold up the others of its collection): not dirty, not tried again
-	// until the memory changes or the namespace is folded anew (a restart).
+	// must not hold up the others of its collection): not dirty, tried again when
+	// the memory changes, when the namespace is folded anew, and after a wait
+	// that grows with each refusal (Config.VectorRetry): a transient error the
+	// store gave as a refusal keeps a memory out of it only that long.
 	parked map[string]parking
+	// retrying holds the parked memories put back among the dirty ones for
+	// another try, with the wait before it: a refusal again doubles it.
+	retrying map[string]time.Duration
+	// parkedN is the count of parked memories, as last told to Memories
+	// (Memories.ParkedVectors).
+	parkedN int64
 	// backlog is the count of vectors still to write or delete, as last told to
 	// Memories (see Memories.VectorBacklog).
 	backlog int64
@@ -71,8 +79,10 @@ type projection struct {
 // parking is why a memory's vector is not in the store: the collection that
 // refused it, and its refusal.
 type parking struct {
-	coll string
-	err  error
+	coll  string
+	err   error
+	wait  time.Duration // the wait before the next try
+	retry time.Time     // when a catch-up tries it again
 }
 
 // trouble is a collection's last failure in the vector store.
@@ -144,7 +154,8 @@ func (ns *Namespace) recovered(c string) {
 func newProjection() *projection {
 	p := &projection{keywords: map[Tier]*pmem.KeywordIndex{}, kwTier: map[string]Tier{}, graph: pmem.NewGraph(),
 		entities: map[string]int{}, entsOf: map[string][]string{}, vecAt: map[string]string{}, dirty: map[string]struct{}{},
-		ever: map[string][]string{}, stale: map[string]bool{}, trouble: map[string]*trouble{}, parked: map[string]parking{}}
+		ever: map[string][]string{}, stale: map[string]bool{}, trouble: map[string]*trouble{}, parked: map[string]parking{},
+		retrying: map[string]time.Duration{}}
 	for _, c := range collections() {
 		p.stale[c] = true
 	}
@@ -175,6 +186,7 @@ func (p *projection) apply(st *state, eff effect) {
 		p.drop(m.ID)
 		p.dirty[m.ID] = struct{}{}
 		delete(p.parked, m.ID)
+		delete(p.retrying, m.ID)
 	}
 	for _, id := range eff.put {
 		m := st.mems[id]
@@ -201,7 +213,8 @@ func (p *projection) apply(st *state, eff effect) {
 			p.graph.Remove(id)
 		}
 		p.dirty[id] = struct{}{}
-		delete(p.parked, id) // a changed memory gets another try
+		delete(p.parked, id) // a changed memory gets another try, from the first wait
+		delete(p.retrying, id)
 	}
 }
 
@@ -281,6 +294,8 @@ func (ns *Namespace) wantAt(id string) string {
 func (ns *Namespace) syncVectors(ctx context.Context, force string) error {
 	p := ns.pj
 	defer ns.countBacklog()
+	now := time.Now()
+	ns.retryParked(now)
 	if len(p.dirty) == 0 && len(p.stale) == 0 {
 		return nil
 	}
@@ -318,7 +333,6 @@ func (ns *Namespace) syncVectors(ctx context.Context, force string) error {
 			at(want).ups[id] = true
 		}
 	}
-	now := time.Now()
 	tried := func(c string) bool { return c == force || !p.waiting(c, now) }
 	failed := map[string]error{}
 	undeleted := map[string]bool{} // memories whose old vector is still in place
@@ -363,7 +377,12 @@ func (ns *Namespace) syncVectors(ctx context.Context, force string) error {
 		refused, err := ns.upsertVectors(ctx, c, items)
 		for _, r := range refused {
 			id := ns.memoryID(r.Item.ID)
-			p.parked[id] = parking{coll: c, err: r.Err}
+			wait := ns.cfg.VectorRetry
+			if prev, ok := p.retrying[id]; ok {
+				wait = min(2*prev, vectorRetryMaxFactor*ns.cfg.VectorRetry)
+			}
+			delete(p.retrying, id)
+			p.parked[id] = parking{coll: c, err: r.Err, wait: wait, retry: now.Add(wait)}
 			if ns.cfg.VectorParked != nil {
 				ns.cfg.VectorParked(ns.name, c, id, r.Err)
 			}
@@ -393,6 +412,7 @@ func (ns *Namespace) syncVectors(ctx context.Context, force string) error {
 		}
 		if cur == want && !undeleted[id] && (want == "" || !p.stale[want]) {
 			delete(p.dirty, id)
+			delete(p.retrying, id)
 		}
 	}
 	if len(failed) == 0 {
@@ -443,6 +463,42 @@ func (ns *Namespace) upsertVectors(ctx context.Context, coll string, items []vec
 	return refused, nil
 }
 
+// vectorRetryMaxFactor bounds the wait before a refused vector is tried again:
+// at most this many times Config.VectorRetry.
+const vectorRetryMaxFactor = 32
+
+// retryParked puts the parked memories whose wait is over back among the dirty
+// ones, for the sync to try them again, unless their collection failed lately.
+// The caller holds mu.
+func (ns *Namespace) retryParked(now time.Time) {
+	p := ns.pj
+	for id, pk := range p.parked {
+		if ns.wantAt(id) != pk.coll {
+			delete(p.parked, id) // moved since (apply unparks a change: not expected)
+			continue
+		}
+		if now.Before(pk.retry) || p.waiting(pk.coll, now) {
+			continue
+		}
+		delete(p.parked, id)
+		p.dirty[id] = struct{}{}
+		p.retrying[id] = pk.wait
+		ns.m.retriedN.Add(1)
+	}
+}
+
+// parkedDue returns when the first parked memory may be tried again (zero: none
+// parked). The caller holds mu.
+func (p *projection) parkedDue() time.Time {
+	var first time.Time
+	for _, pk := range p.parked {
+		if first.IsZero() || pk.retry.Before(first) {
+			first = pk.retry
+		}
+	}
+	return first
+}
+
 // countBacklog counts the vectors the store still lacks or holds wrongly (the
 // dirty memories, and the live ones of collections still to rebuild) and tells
 // Memories the change. The caller holds ns.mu.
@@ -458,6 +514,14 @@ func (ns *Namespace) countBacklog() {
 	}
 	ns.m.backlog.Add(n - p.backlog)
 	p.backlog = n
+	parked := int64(len(p.parked))
+	ns.m.parkedN.Add(parked - p.parkedN)
+	p.parkedN = parked
+	var due int64
+	if t := p.parkedDue(); !t.IsZero() {
+		due = t.UnixNano()
+	}
+	ns.parkDue.Store(due)
 }
 
 // parkedIn counts the memories whose vector collection coll refused.
@@ -491,4 +555,20 @@ func (p *projection) lastParked(coll string) error {
 		}
 	}
 	return err
+}
+
+// trustStore takes the vector store to hold every vector of the fold, as it did
+// when this process released the namespace at this seq (loaded.synced): the fold
+// of the events up to it marks nothing to write, and a namespace loaded again
+// writes only what changed since. The caller holds mu.
+func (ns *Namespace) trustStore() {
+	p := ns.pj
+	clear(p.dirty)
+	clear(p.stale)
+	clear(p.vecAt)
+	for id := range ns.st.mems {
+		if c := ns.wantAt(id); c != "" {
+			p.vecAt[id] = c
+		}
+	}
 }

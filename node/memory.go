@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/consolidator"
 	"github.com/troupe-run/troupe/llm"
@@ -140,18 +142,19 @@ func groupByNamespace(inputs []memory.Input) []nsGroup {
 
 // AddMemories writes inputs (checked by memory.DecodeInputs) to their namespaces:
 // one Add per namespace, in the order the namespaces first appear, under key and
-// the namespace. It returns the IDs in the order of inputs (an exact duplicate of a
-// stored memory gets that memory's ID). Every input is checked (Memories.Check)
+// the namespace. It returns the results in the order of inputs (an exact duplicate
+// of a stored memory gets that memory's ID and NONE; a repeat under the key the
+// earlier results, marked Repeat). Every input is checked (Memories.Check)
 // before anything is written, so bad input writes nothing; a namespace's batch is
 // one append, so a failure of the store leaves the namespaces before it written and
 // the others untouched, and retrying with the same key writes each once.
-func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []memory.Input, reason string) ([]string, error) {
+func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []memory.Input, reason string) ([]memory.AddResult, error) {
 	for i, in := range inputs {
 		if err := m.Check(in); err != nil {
 			return nil, fmt.Errorf("memory %d: %w", i, err)
 		}
 	}
-	ids := make([]string, len(inputs))
+	out := make([]memory.AddResult, len(inputs))
 	for _, g := range groupByNamespace(inputs) {
 		batch := make([]memory.Input, len(g.idx))
 		for j, i := range g.idx {
@@ -162,14 +165,14 @@ func AddMemories(ctx context.Context, m *memory.Memories, key string, inputs []m
 			return nil, fmt.Errorf("namespace %s: %w", g.ns, err)
 		}
 		for j, i := range g.idx {
-			ids[i] = got[j]
+			out[i] = got[j]
 		}
 	}
-	return ids, nil
+	return out, nil
 }
 
 // addToNamespace writes checked inputs of one namespace in one Add.
-func addToNamespace(ctx context.Context, m *memory.Memories, name, key string, inputs []memory.Input, reason string) ([]string, error) {
+func addToNamespace(ctx context.Context, m *memory.Memories, name, key string, inputs []memory.Input, reason string) ([]memory.AddResult, error) {
 	ns, err := m.Namespace(ctx, name)
 	if err != nil {
 		return nil, err
@@ -184,15 +187,16 @@ func addToNamespace(ctx context.Context, m *memory.Memories, name, key string, i
 		}
 		reqs[i] = in.Request(reason)
 	}
-	res, err := ns.Add(ctx, key, reqs)
-	if err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(res))
-	for i, r := range res {
+	return ns.Add(ctx, key, reqs)
+}
+
+// resultIDs returns the IDs of results.
+func resultIDs(results []memory.AddResult) []string {
+	ids := make([]string, len(results))
+	for i, r := range results {
 		ids[i] = r.ID
 	}
-	return ids, nil
+	return ids
 }
 
 // memoryWritten tells the consolidator (and Config.MemoryWritten) that a namespace
@@ -303,13 +307,13 @@ type HistoryAnswer struct {
 }
 
 // MemoryHistory finds the history of memory id: in namespace when given, else in
-// every namespace of the log. It fails with memory.ErrNotFound when no event
-// touched id.
+// the namespace that holds it (memory.Memories.Locate: no read of every namespace
+// per lookup). It fails with memory.ErrNotFound when no event touched id.
 func MemoryHistory(ctx context.Context, m *memory.Memories, namespace, id string) (HistoryAnswer, error) {
 	names := []string{namespace}
 	if namespace == "" {
 		var err error
-		if names, err = m.Namespaces(ctx); err != nil {
+		if names, err = m.Locate(ctx, id); err != nil {
 			return HistoryAnswer{}, err
 		}
 	} else if err := memory.CheckNamespace(namespace); err != nil {
@@ -447,6 +451,15 @@ func (n *Node) openMemory() error {
 		return err
 	}
 	vs.waiting(m.VectorBacklog)
+	n.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "memory", Name: "namespaces_loaded",
+		Help: "Memory namespaces held in memory, folded (one unused for memory.idle_timeout, or past memory.max_namespaces, is released and folded again on its next use)."},
+		func() float64 { return float64(m.LoadedNamespaces()) }))
+	n.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "memory", Name: "vectors_parked",
+		Help: "Vectors of the loaded memory namespaces that the vector store refused, waiting to be tried again (after 2 minutes, doubling at each refusal up to about an hour)."},
+		func() float64 { return float64(m.ParkedVectors()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "memory", Name: "vector_retries_total",
+			Help: "Tries again of vectors the vector store refused, after their wait (a refusal again also counts in troupe_vectors_parked_total)."},
+			func() float64 { return float64(m.ParkedRetries()) }))
 	n.memories = m
 	// The namespaces as actors: a namespace's writes in order, its searches ranked
 	// by its four tier actors (actors/memory.go).
@@ -467,7 +480,12 @@ func (n *Node) openMemory() error {
 				// Moved to another node in a rebalance: its consolidator runs there.
 				return nil, fmt.Errorf("node %s does not own namespace %s", n.cfg.NodeID, name)
 			}
-			return n.memories.Namespace(ctx, name)
+			// Held for the run: not released from memory in its middle.
+			ns, release, err := n.memories.Hold(ctx, name)
+			if err != nil {
+				return nil, err
+			}
+			return heldNamespace{Namespace: ns, release: release}, nil
 		}
 		s, err := consolidator.NewScheduler(sc)
 		if err != nil {
@@ -480,6 +498,15 @@ func (n *Node) openMemory() error {
 	}
 	return nil
 }
+
+// heldNamespace is a namespace a consolidation run holds in memory
+// (memory.Memories.Hold) until it ends (consolidator.Releaser).
+type heldNamespace struct {
+	*memory.Namespace
+	release func()
+}
+
+func (h heldNamespace) Release() { h.release() }
 
 // Consolidate runs the consolidator on a namespace now, under key (a run asked
 // again with the same key applies nothing twice): through the background actor of

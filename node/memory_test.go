@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -778,5 +779,124 @@ func TestMemoryConsolidationScheduleCoversTheNamespacesUsed(t *testing.T) {
 	}
 	if want := []messages.Type{messages.TypeMemoryAdded, messages.TypeMemoryPromoted}; !slices.Equal(types, want) {
 		t.Fatalf("the history of %s: %v; want %v", res[0].ID, types, want)
+	}
+}
+
+// readCountingLog counts the reads of memory streams.
+type readCountingLog struct {
+	eventlog.Log
+	reads atomic.Int64
+}
+
+func (l *readCountingLog) Read(ctx context.Context, id string, from uint64) ([]messages.Envelope, error) {
+	if memory.IsStream(id) {
+		l.reads.Add(1)
+	}
+	return l.Log.Read(ctx, id, from)
+}
+
+// The history of a memory asked for without its namespace reads the namespace that
+// holds it, not every namespace of the log: once the first lookup indexed the IDs,
+// a memory is found by reading its own stream, and an unknown ID reads none. A
+// memory written through this process after the index was built is found at once,
+// one another process wrote soon after.
+func TestMemoryHistoryWithoutNamespaceReadsOneNamespace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir(), Shared: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	lg := &readCountingLog{Log: base}
+	open := func() *memory.Memories {
+		vs, err := vectorstore.Open(vectorstore.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = vs.Close() })
+		m, err := memory.Open(memory.Config{Log: lg, Vectors: vs, Embedder: &countingEmbedder{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	m := open()
+	add := func(m *memory.Memories, ns, content string) string {
+		t.Helper()
+		space, err := m.Namespace(ctx, ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := space.Add(ctx, "", []memory.AddRequest{{Tier: memory.Semantic, Content: content}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[0].ID
+	}
+	const spaces = 100
+	ids := make([]string, spaces)
+	for i := range spaces {
+		ids[i] = add(m, fmt.Sprintf("user:u%03d", i), fmt.Sprintf("user %d drinks tea", i))
+	}
+	if h, err := node.MemoryHistory(ctx, m, "", ids[50]); err != nil || h.Namespace != "user:u050" || len(h.History) != 1 {
+		t.Fatalf("history of %s: %+v, %v", ids[50], h, err)
+	}
+	lg.reads.Store(0)
+	for i := range 200 {
+		if _, err := node.MemoryHistory(ctx, m, "", fmt.Sprintf("m_%016x", i)); !errors.Is(err, memory.ErrNotFound) {
+			t.Fatalf("an unknown ID: %v; want ErrNotFound", err)
+		}
+	}
+	for i := range 20 {
+		if h, err := node.MemoryHistory(ctx, m, "", ids[i*5]); err != nil || h.Namespace != fmt.Sprintf("user:u%03d", i*5) {
+			t.Fatalf("history of %s: %+v, %v", ids[i*5], h, err)
+		}
+	}
+	if got := lg.reads.Load(); got > 20 {
+		t.Fatalf("200 lookups of unknown IDs and 20 of known ones read %d memory streams; want at most 20 (one per memory found)", got)
+	}
+	// Written here after the index was built: found at once.
+	mine := add(m, "user:late", "Late drinks coffee")
+	if h, err := node.MemoryHistory(ctx, m, "", mine); err != nil || h.Namespace != "user:late" {
+		t.Fatalf("history of %s, written here: %+v, %v", mine, h, err)
+	}
+	// Written by another process on the same log: found once the index catches up.
+	theirs := add(open(), "user:u007", "user 7 also drinks mate")
+	for {
+		h, err := node.MemoryHistory(ctx, m, "", theirs)
+		if err == nil && h.Namespace == "user:u007" && len(h.History) == 1 {
+			break
+		}
+		if !errors.Is(err, memory.ErrNotFound) {
+			t.Fatalf("history of %s, written by another process: %+v, %v", theirs, h, err)
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("history of %s, written by another process: never found", theirs)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// A node with memory and a consolidator closes without waiting out the
+// consolidator's CloseTimeout: the node stops its actor system first, and the
+// scheduler in it must not wait for an answer the stopped system never gives.
+func TestMemoryNodeClosesWithoutWaitingForTheConsolidator(t *testing.T) {
+	ctx := context.Background()
+	data := t.TempDir()
+	for i := range 6 {
+		n, err := node.New(ctx, node.Config{DataDir: data, Memory: &memory.Config{Embedder: &countingEmbedder{}},
+			Consolidation: &consolidator.SchedulerConfig{CloseTimeout: time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := node.AddMemories(ctx, n.Memories(), fmt.Sprint("k", i), []memory.Input{{Namespace: "user:bob", Tier: "semantic", Content: "Bob likes jazz"},
+			{Namespace: "user:bob", Tier: "semantic", Content: fmt.Sprintf("Bob went to Porto %d times", i)}, {Namespace: fmt.Sprintf("user:c%d", i), Tier: "semantic", Content: "Carol sings"}}, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Close(); err != nil {
+			t.Fatalf("close %d: %v", i, err)
+		}
 	}
 }

@@ -140,7 +140,11 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 			return nil, fmt.Errorf("%w: %v", memory.ErrInvalid, err)
 		}
 		v, err := n.memHost.Do(ctx, c.Namespace, func(ctx context.Context, _ *memory.Namespace) (any, error) {
-			return addToNamespace(ctx, n.memories, c.Namespace, c.Key, inputs, "added over HTTP")
+			res, err := addToNamespace(ctx, n.memories, c.Namespace, c.Key, inputs, "added over HTTP")
+			if err != nil {
+				return nil, err
+			}
+			return resultIDs(res), nil
 		})
 		ids, _ := v.([]string)
 		if err != nil {

@@ -42,7 +42,8 @@ collections named with --milvus-prefix, TROUPE_MILVUS_PREFIX, as node serve's). 
 node serving the same data directory holds it locked: use its HTTP API
 (/v1/memories) meanwhile.
 import checks every line before it writes any, and writes in batches of 1,000 under
-keys derived from the file's content, so running it again writes nothing twice.
+keys derived from the file's content, so running it again writes nothing twice;
+it prints how many memories it wrote and how many were there already.
 `
 
 // memoryCmd runs "node memory ...": args are what follows "memory".
@@ -186,12 +187,12 @@ func memoryCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 	switch sub {
 	case "add":
-		ids, err := node.AddMemories(ctx, mems.Memories, "cli/"+cliKey(), inputs, "added by node memory add")
+		res, err := node.AddMemories(ctx, mems.Memories, "cli/"+cliKey(), inputs, "added by node memory add")
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
-		fmt.Fprintln(stdout, ids[0])
+		fmt.Fprintln(stdout, res[0].ID)
 	case "import":
 		return importMemories(ctx, mems.Memories, arg, inputs, stdout, stderr)
 	case "search":
@@ -337,16 +338,24 @@ func importMemories(ctx context.Context, m *memory.Memories, path string, inputs
 		sum.Write(b)
 	}
 	key := "import/" + hex.EncodeToString(sum.Sum(nil))[:24]
-	written := 0
+	done, written := 0, 0
 	for start := 0; start < len(inputs); start += importBatch {
 		end := min(start+importBatch, len(inputs))
-		if _, err := node.AddMemories(ctx, m, fmt.Sprintf("%s/%d", key, start/importBatch), inputs[start:end], "imported from "+path); err != nil {
-			fmt.Fprintf(stderr, "error: after %d of %d memories: %v (run the import again: what was written is not written twice)\n", written, len(inputs), err)
+		res, err := node.AddMemories(ctx, m, fmt.Sprintf("%s/%d", key, start/importBatch), inputs[start:end], "imported from "+path)
+		if err != nil {
+			fmt.Fprintf(stderr, "error: after %d of %d memories (%d written now): %v (run the import again: what was written is not written twice)\n", done, len(inputs), written, err)
 			return 1
 		}
-		written = end
+		for _, r := range res {
+			if r.Event == memory.EventAdd && !r.Repeat {
+				written++
+			}
+		}
+		done = end
 	}
-	fmt.Fprintf(stdout, "imported %d memories from %s\n", written, path)
+	// A memory not written now was there already: imported by an earlier run of
+	// this file (its key), or the same content stored before (an exact duplicate).
+	fmt.Fprintf(stdout, "%s: %d memories: %d written, %d already there\n", path, len(inputs), written, len(inputs)-written)
 	return 0
 }
 

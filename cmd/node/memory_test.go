@@ -250,9 +250,10 @@ not json
 	if err := os.WriteFile(good, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for range 2 {
-		if out := mustMemory(t, "import", "--data", data, good); out != fmt.Sprintf("imported %d memories from %s\n", lines, good) {
-			t.Fatalf("import: %q", out)
+	// Run again, the import writes nothing and says so: each memory is there already.
+	for i, want := range []string{"%s: %d memories: 2500 written, 0 already there\n", "%s: %d memories: 0 written, 2500 already there\n"} {
+		if out := mustMemory(t, "import", "--data", data, good); out != fmt.Sprintf(want, good, lines) {
+			t.Fatalf("import %d: %q; want %q", i+1, out, fmt.Sprintf(want, good, lines))
 		}
 	}
 	added := addedIn(t, memoryEvents(t, data, "user:bulk"))[1:]
@@ -818,7 +819,7 @@ func TestMemoryCLIImportByteOrderMarkAndCRLF(t *testing.T) {
 	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out := mustMemory(t, "import", "--data", data, f); !strings.HasPrefix(out, "imported 2 memories") {
+	if out := mustMemory(t, "import", "--data", data, f); out != f+": 2 memories: 2 written, 0 already there\n" {
 		t.Fatalf("import: %s", out)
 	}
 	if added := addedIn(t, memoryEvents(t, data, "user:bom")); len(added) != 2 || added[0].Memory.Content != "first line" {
@@ -828,5 +829,29 @@ func TestMemoryCLIImportByteOrderMarkAndCRLF(t *testing.T) {
 	code, _, errs := nodeMemory(t, "import", "--data", data, dir)
 	if code != 2 || !strings.Contains(errs, "is a directory") || strings.Contains(errs, "1 MiB") {
 		t.Fatalf("import of a directory: exit %d, %s", code, errs)
+	}
+}
+
+// An import says how many of its memories it wrote and how many were there
+// already: stored before with the same content, or imported by an earlier run.
+func TestMemoryCLIImportCountsWhatWasThere(t *testing.T) {
+	data := memoryCLIEnv(t)
+	mustMemory(t, "add", "--data", data, "--namespace", "user:bob", "Bob likes jazz")
+	f := filepath.Join(t.TempDir(), "bob.jsonl")
+	body := `{"namespace":"user:bob","tier":"semantic","content":"Bob likes jazz"}
+{"namespace":"user:bob","tier":"semantic","content":"Bob went to Porto"}
+{"namespace":"user:carol","tier":"semantic","content":"Carol sings"}
+`
+	if err := os.WriteFile(f, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out := mustMemory(t, "import", "--data", data, f); out != f+": 3 memories: 2 written, 1 already there\n" {
+		t.Fatalf("first import: %q", out)
+	}
+	if out := mustMemory(t, "import", "--data", data, f); out != f+": 3 memories: 0 written, 3 already there\n" {
+		t.Fatalf("second import: %q", out)
+	}
+	if added := addedIn(t, memoryEvents(t, data, "user:bob")); len(added) != 2 {
+		t.Fatalf("user:bob: %d memories added; want 2", len(added))
 	}
 }

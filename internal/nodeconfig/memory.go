@@ -27,6 +27,7 @@ import (
 //	  "embedder": {"base_url": "http://127.0.0.1:8089/v1", "query_model": "e5-query", "passage_model": "e5-passage"},
 //	  "milvus": "127.0.0.1:19530",
 //	  "working_capacity": 50, "working_ttl": "1h",
+//	  "idle_timeout": "10m", "max_namespaces": 1000,
 //	  "write_after_task": false,
 //	  "consolidator": {"interval": "10m", "threshold": 50, "duplicate_threshold": 0.92, "promote_above": 0.7}
 //	}
@@ -47,6 +48,11 @@ type MemoryFile struct {
 	// WorkingCapacity and WorkingTTL bound working memory (defaults 50 and 1h).
 	WorkingCapacity int    `json:"working_capacity"`
 	WorkingTTL      string `json:"working_ttl"`
+	// IdleTimeout and MaxNamespaces release namespaces from memory: one unused
+	// this long, and the least recently used past this many loaded (defaults 10m
+	// and 1000; memory.Config.IdleTimeout). Their next use folds them again.
+	IdleTimeout   string `json:"idle_timeout"`
+	MaxNamespaces int    `json:"max_namespaces"`
 	// WriteAfterTask makes the agent write what it learnt in a task to its
 	// namespace (the Mem0-style write path, memory.Namespace.Remember) once the
 	// task completes (node.Config.MemoryWriteAfterTask). It needs Tool.
@@ -137,6 +143,14 @@ func (m *MemoryFile) validate() []error {
 		if err := checkDuration(m.WorkingTTL, time.Second, 365*24*time.Hour); err != nil {
 			bad("working_ttl", "%v", err)
 		}
+	}
+	if m.IdleTimeout != "" {
+		if err := checkDuration(m.IdleTimeout, time.Second, 365*24*time.Hour); err != nil {
+			bad("idle_timeout", "%v", err)
+		}
+	}
+	if m.MaxNamespaces < 0 || m.MaxNamespaces > 10_000_000 {
+		bad("max_namespaces", "%d: want 1 to 10000000", m.MaxNamespaces)
 	}
 	if c := m.Consolidator; c != nil {
 		if c.Interval != "" {
@@ -252,6 +266,10 @@ func (fc File) MemoryConfig(ctx context.Context, milvusAddr string) (cfg memory.
 	if m != nil {
 		cfg.WorkingCapacity = m.WorkingCapacity
 		cfg.WorkingTTL = m.WorkingTTLDuration()
+		if m.IdleTimeout != "" {
+			cfg.IdleTimeout, _ = time.ParseDuration(m.IdleTimeout)
+		}
+		cfg.MaxNamespaces = m.MaxNamespaces
 	}
 	close = func() error { return nil }
 	if milvusAddr == "" && m != nil {

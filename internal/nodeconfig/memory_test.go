@@ -28,6 +28,8 @@ func TestMemorySectionIsChecked(t *testing.T) {
 		`{"memory": {"milvus": "nohostport"}}`:                                                        "memory.milvus",
 		`{"memory": {"working_capacity": -1}}`:                                                        "memory.working_capacity",
 		`{"memory": {"working_ttl": "soon"}}`:                                                         "memory.working_ttl",
+		`{"memory": {"idle_timeout": "soon"}}`:                                                        "memory.idle_timeout",
+		`{"memory": {"max_namespaces": -1}}`:                                                          "memory.max_namespaces",
 		`{"memory": {"consolidator": {"duplicate_threshold": 1.5}}}`:                                  "memory.consolidator.duplicate_threshold",
 		`{"memory": {"consolidator": {"interval": "1ms"}}}`:                                           "memory.consolidator.interval",
 		`{"memory": {"write_after_task": true}}`:                                                      "memory.write_after_task",

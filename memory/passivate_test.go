@@ -1,0 +1,159 @@
+package memory_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/vectorstore"
+)
+
+// upsertCountingStore counts the vectors upserted through it.
+type upsertCountingStore struct {
+	vectorstore.Store
+	items atomic.Int64
+}
+
+func (s *upsertCountingStore) Upsert(ctx context.Context, coll string, items []vectorstore.Item) error {
+	s.items.Add(int64(len(items)))
+	return s.Store.Upsert(ctx, coll, items)
+}
+
+// A node that touches many namespaces keeps at most MaxNamespaces of them in
+// memory: the least recently used are released, and folded again from their events
+// on their next use, with every memory there and found by vector, and without
+// writing their vectors to the store again.
+func TestNamespacesPastTheBoundAreReleasedAndLoadAgain(t *testing.T) {
+	store := &upsertCountingStore{}
+	f := newFixture(t, func(c *memory.Config) {
+		store.Store = c.Vectors
+		c.Vectors, c.MaxNamespaces, c.IdleTimeout = store, 5, -1
+	})
+	ctx := testCtx(t)
+	const spaces = 40
+	for i := range spaces {
+		ns := f.ns(t, fmt.Sprintf("user:u%02d", i))
+		add(t, ns, "", memory.AddRequest{Tier: memory.Semantic, Content: fmt.Sprintf("user %d lives in town %d", i, i)},
+			memory.AddRequest{Tier: memory.Episodic, Content: fmt.Sprintf("user %d went hiking on day %d", i, i)},
+			memory.AddRequest{Tier: memory.Working, Content: fmt.Sprintf("user %d is reading book %d", i, i)})
+		if n := f.mem.LoadedNamespaces(); n > 5 {
+			t.Fatalf("after %d namespaces: %d loaded; want at most MaxNamespaces, 5", i+1, n)
+		}
+	}
+	upserted := store.items.Load()
+	if upserted != 3*spaces {
+		t.Fatalf("%d vectors upserted; want %d", upserted, 3*spaces)
+	}
+	for i := range spaces {
+		ns := f.ns(t, fmt.Sprintf("user:u%02d", i))
+		if got := len(ns.Snapshot()); got != 3 {
+			t.Fatalf("user:u%02d loaded again: %d memories; want 3", i, got)
+		}
+		res, err := ns.Search(ctx, memory.Query{Text: fmt.Sprintf("hiking on day %d", i), Mode: "vector", Limit: 1})
+		if err != nil || len(res) != 1 || res[0].Memory.Tier != memory.Episodic {
+			t.Fatalf("user:u%02d loaded again, a search by vector: %+v, %v", i, res, err)
+		}
+	}
+	if n := f.mem.LoadedNamespaces(); n > 5 {
+		t.Fatalf("%d loaded; want at most 5", n)
+	}
+	if got := store.items.Load() - upserted; got != 0 {
+		t.Fatalf("loading the released namespaces again upserted %d vectors; want none (the store holds them)", got)
+	}
+}
+
+// A namespace unused for IdleTimeout is released; one held by a long operation (a
+// consolidation run) is not, until it lets go; nothing written is lost.
+func TestIdleNamespacesAreReleasedUnlessHeld(t *testing.T) {
+	f := newFixture(t, func(c *memory.Config) { c.IdleTimeout = time.Minute })
+	ctx := testCtx(t)
+	a, b := f.ns(t, "user:a"), f.ns(t, "user:b")
+	add(t, a, "k1", memory.AddRequest{Tier: memory.Semantic, Content: "A likes jazz"})
+	add(t, b, "k1", memory.AddRequest{Tier: memory.Semantic, Content: "B likes rock"})
+	held, release, err := f.mem.Hold(ctx, "user:b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Add(30 * time.Second)
+	if n := f.mem.ReleaseIdle(); n != 0 || f.mem.LoadedNamespaces() != 2 {
+		t.Fatalf("before the idle timeout: released %d, %d loaded; want 0 and 2", n, f.mem.LoadedNamespaces())
+	}
+	f.clock.Add(31 * time.Second)
+	if n := f.mem.ReleaseIdle(); n != 1 || f.mem.LoadedNamespaces() != 1 {
+		t.Fatalf("past the idle timeout, user:b held: released %d, %d loaded; want 1 and 1", n, f.mem.LoadedNamespaces())
+	}
+	// The holder goes on: its writes are stored.
+	add(t, held, "k2", memory.AddRequest{Tier: memory.Semantic, Content: "B plays the drums"})
+	release()
+	release()
+	f.clock.Add(2 * time.Minute)
+	if n := f.mem.ReleaseIdle(); n != 1 || f.mem.LoadedNamespaces() != 0 {
+		t.Fatalf("released by its holder and idle: released %d, %d loaded; want 1 and 0", n, f.mem.LoadedNamespaces())
+	}
+	for name, want := range map[string]int{"user:a": 1, "user:b": 2} {
+		if got := len(f.ns(t, name).Snapshot()); got != want {
+			t.Fatalf("%s loaded again: %d memories; want %d", name, got, want)
+		}
+	}
+	// A write repeated under its key after the release writes nothing twice.
+	if res := add(t, f.ns(t, "user:a"), "k1", memory.AddRequest{Tier: memory.Semantic, Content: "A likes jazz"}); len(f.ns(t, "user:a").Snapshot()) != 1 || res[0].ID == "" {
+		t.Fatalf("a write repeated after the release: %+v, %d memories", res, len(f.ns(t, "user:a").Snapshot()))
+	}
+}
+
+// Namespaces opened, written and released at once lose nothing: every write of
+// many goroutines over more namespaces than the bound is there after.
+func TestReleaseUnderConcurrentWrites(t *testing.T) {
+	f := newFixture(t, func(c *memory.Config) { c.MaxNamespaces, c.IdleTimeout = 2, -1 })
+	ctx := testCtx(t)
+	const workers, writes, spaces = 8, 30, 6
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			for i := range writes {
+				name := fmt.Sprintf("user:c%d", (w+i)%spaces)
+				ns, err := f.mem.Namespace(ctx, name)
+				if err == nil {
+					_, err = ns.Add(ctx, fmt.Sprintf("w%d-%d", w, i), []memory.AddRequest{{Tier: memory.Semantic, Content: fmt.Sprintf("worker %d wrote note %d", w, i)}})
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := 0
+	for i := range spaces {
+		total += len(f.ns(t, fmt.Sprintf("user:c%d", i)).Snapshot())
+	}
+	if total != workers*writes {
+		t.Fatalf("%d memories; want %d", total, workers*writes)
+	}
+}
+
+// A caller that got a namespace before it was released writes through it: the
+// namespace loaded in its place shows the write at its next use.
+func TestAWriteThroughAReleasedNamespaceIsSeen(t *testing.T) {
+	f := newFixture(t, func(c *memory.Config) { c.MaxNamespaces, c.IdleTimeout = 1, -1 })
+	old := f.ns(t, "user:x")
+	add(t, old, "k1", memory.AddRequest{Tier: memory.Semantic, Content: "X likes tea"})
+	f.ns(t, "user:y") // releases user:x
+	loaded := f.ns(t, "user:x")
+	if loaded == old {
+		t.Fatal("user:x was not released past the bound")
+	}
+	add(t, old, "k2", memory.AddRequest{Tier: memory.Semantic, Content: "X likes cake"})
+	if got := len(f.ns(t, "user:x").Snapshot()); got != 2 {
+		t.Fatalf("user:x after a write through its released instance: %d memories; want 2", got)
+	}
+}
