@@ -1234,6 +1234,12 @@ func (n *Node) Close() error {
 				_ = n.system.Root.PoisonFuture(n.host).Wait()
 				n.hostStopped.Store(true)
 			}
+			// The consolidator's actors run on the node's system: stopped before it
+			// shuts down, each finishes its message (a run cut short would be
+			// resumed at the next start, but need not be).
+			if n.consolidation != nil {
+				errs = append(errs, n.consolidation.Close())
+			}
 			n.system.Shutdown()
 		}
 		// The sessions are stopped: the calls they waited on, and those served for
@@ -1260,9 +1266,6 @@ func (n *Node) Close() error {
 		}
 		if n.bus != nil {
 			errs = append(errs, n.bus.Close())
-		}
-		if n.consolidation != nil {
-			errs = append(errs, n.consolidation.Close())
 		}
 		if n.memories != nil {
 			errs = append(errs, n.memories.Close())
