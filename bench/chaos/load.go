@@ -289,6 +289,10 @@ func (c *cluster) a2aSend(session, agent, input string) string {
 			time.Sleep(time.Second)
 			continue
 		}
+		if st := r.Result.Status.State; st != "completed" {
+			// the check compares it with how the session ended
+			logf("a2a %s via %s: message/send answered state %q", session, base, st)
+		}
 		return "ok"
 	}
 	return out
