@@ -139,7 +139,9 @@ type CancelRequest struct {
 //
 // A knowledge base (package knowledge) is owned the same way: a command whose
 // Action starts with "kb_" (kb_add, kb_remove) addresses knowledge base Namespace,
-// SessionID its stream "kb/<name>".
+// SessionID its stream "kb/<name>". So is an agent's notes (package tools/notes):
+// a command whose Action is "notes" makes a change to the notes of agent
+// Namespace, SessionID their stream "notes/<agent>".
 type MemoryCommand struct {
 	V         int    `json:"v"`
 	ID        string `json:"id"`
@@ -177,7 +179,8 @@ func DecodeMemoryCommand(b []byte) (MemoryCommand, error) {
 	switch {
 	case c.ID == "" || c.Namespace == "" || c.Action == "":
 		return c, fmt.Errorf("%w: memory command without id, namespace or action", ErrCorrupt)
-	case c.SessionID != "memory/"+c.Namespace && !(strings.HasPrefix(c.Action, "kb_") && c.SessionID == "kb/"+c.Namespace):
+	case c.SessionID != "memory/"+c.Namespace && !(strings.HasPrefix(c.Action, "kb_") && c.SessionID == "kb/"+c.Namespace) &&
+		!(c.Action == "notes" && c.SessionID == "notes/"+c.Namespace):
 		return c, fmt.Errorf("%w: memory command %s for namespace %s keyed %q", ErrCorrupt, c.ID, c.Namespace, c.SessionID)
 	case c.ReplyTopic == "" || c.ReplyNode == "":
 		return c, fmt.Errorf("%w: memory command %s without reply_topic or reply_node", ErrCorrupt, c.ID)

@@ -89,6 +89,8 @@ func TestMemoryCommandRejects(t *testing.T) {
 		"trailing object":          `{"v":1,"id":"c","session_id":"memory/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"} {}`,
 		"kb stream, memory action": `{"v":1,"id":"c","session_id":"kb/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
 		"kb action, another base":  `{"v":1,"id":"c","session_id":"kb/b","namespace":"a","action":"kb_add","reply_topic":"r","reply_node":"n"}`,
+		"notes, another agent":     `{"v":1,"id":"c","session_id":"notes/b","namespace":"a","action":"notes","reply_topic":"r","reply_node":"n"}`,
+		"notes stream, memory op":  `{"v":1,"id":"c","session_id":"notes/a","namespace":"a","action":"add","reply_topic":"r","reply_node":"n"}`,
 	} {
 		if _, err := messages.DecodeMemoryCommand([]byte(b)); err == nil {
 			t.Errorf("%s: decoded", name)
@@ -97,6 +99,10 @@ func TestMemoryCommandRejects(t *testing.T) {
 	// A knowledge base's command: its stream, an action of its own.
 	if c, err := messages.DecodeMemoryCommand([]byte(`{"v":1,"id":"c","session_id":"kb/docs","namespace":"docs","action":"kb_add","reply_topic":"r","reply_node":"n"}`)); err != nil || c.SessionID != "kb/docs" {
 		t.Errorf("a knowledge base's command: %+v %v", c, err)
+	}
+	// An agent's notes: their stream, the action notes.
+	if c, err := messages.DecodeMemoryCommand([]byte(`{"v":1,"id":"c","session_id":"notes/default","namespace":"default","action":"notes","reply_topic":"r","reply_node":"n"}`)); err != nil || c.SessionID != "notes/default" {
+		t.Errorf("a change to an agent's notes: %+v %v", c, err)
 	}
 	if _, err := messages.DecodeMemoryReply([]byte(`{"v":1}`)); err == nil {
 		t.Error("reply without id decoded")

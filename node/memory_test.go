@@ -26,10 +26,12 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools/notes"
 	"github.com/troupe-run/troupe/vectorstore"
 )
 
-// countingLog is an event log that counts the Append calls that wrote memory events.
+// countingLog is an event log that counts the Append calls that wrote memory events
+// or notes.
 type countingLog struct {
 	eventlog.Log
 	mu      sync.Mutex
@@ -41,7 +43,7 @@ func newCountingLog(l eventlog.Log) *countingLog {
 }
 
 func (l *countingLog) Append(ctx context.Context, events []messages.Envelope) error {
-	if len(events) > 0 && memory.IsStream(events[0].SessionID) {
+	if len(events) > 0 && (memory.IsStream(events[0].SessionID) || notes.IsStream(events[0].SessionID)) {
 		l.mu.Lock()
 		l.appends[events[0].SessionID]++
 		l.mu.Unlock()
@@ -54,8 +56,23 @@ func (l *countingLog) memoryAppends() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
-	for _, c := range l.appends {
-		n += c
+	for stream, c := range l.appends {
+		if memory.IsStream(stream) {
+			n += c
+		}
+	}
+	return n
+}
+
+// notesAppends is how many appends wrote to the streams of agents' notes.
+func (l *countingLog) notesAppends() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for stream, c := range l.appends {
+		if notes.IsStream(stream) {
+			n += c
+		}
 	}
 	return n
 }

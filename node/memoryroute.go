@@ -184,6 +184,8 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 		out = ans
 	case memoryToolCall:
 		return n.runMemoryTool(ctx, c)
+	case notesToolCall:
+		return n.runNotesTool(ctx, c) // notesroute.go
 	case kbAddAction, kbRemoveAction, kbPartAction:
 		return n.kbLocal(ctx, c) // knowledgeroute.go
 	default:
@@ -268,7 +270,7 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 		ctx, end = n.tracing.startMemory(telemetry.Extract(ctx, msg.Metadata), c)
 		defer func() { end(rep.Error) }()
 	}
-	if n.memories == nil && !isKBAction(c.Action) {
+	if n.memories == nil && !isKBAction(c.Action) && c.Action != notesToolCall {
 		rep.Error = "the node that owns the namespace has no memory configured"
 	} else {
 		res, err := n.memoryLocal(ctx, c, memoryMessageMax-1<<10)

@@ -566,6 +566,9 @@ type Node struct {
 	// every agent without a namespace of its own) and name (Config.MemoryTool), as
 	// this node performs them for the namespaces it owns.
 	memTools map[string]map[string]tools.Tool
+	// notesTools are the notes tool's tools by name, as Config.Notes made them (not
+	// routed): what a routed notes call runs on the stream's owner (notesroute.go).
+	notesTools map[string]tools.Tool
 	// knowledge is the knowledge bases (Config.Knowledge), nil without them;
 	// kbVectors the embedded vector index the node opened for them.
 	knowledge *knowledge.Bases

@@ -8,6 +8,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/notes"
 )
 
@@ -39,6 +40,22 @@ func (n *Node) addNotes() error {
 	ts, err := ns.Tools()
 	if err != nil {
 		return err
+	}
+	ops := []string{""}
+	if cfg.Expand {
+		box, err := ns.Toolbox()
+		if err != nil {
+			return err
+		}
+		ops = box.Ops()
+	}
+	n.notesTools = map[string]tools.Tool{}
+	for i, t := range ts {
+		n.notesTools[t.Spec().Name] = t
+		if n.sharded() {
+			// The stream's changes run on its owner (notesroute.go).
+			ts[i] = &routedNotesTool{Tool: t, n: n, op: ops[i], agent: cfg.Agent}
+		}
 	}
 	n.cfg.Tools = append(slices.Clone(n.cfg.Tools), ts...)
 	return nil

@@ -23,7 +23,10 @@
 // again, so a call re-issued after a crash or replayed changes the notes once.
 // Writers of one stream (two tool calls at once, two nodes on one log) append at the
 // stream's next seq; the one that loses the seq to another refolds the stream and
-// tries again (at most MaxAttempts times).
+// tries again (at most MaxAttempts times). That needs a log that refuses a second
+// event at one (stream, seq), as SQLite does; ClickHouse cannot, so a sharded node
+// sends its changes to the stream's owner (package node, notesroute.go) and one
+// writer at a time appends.
 //
 // Search ranks the notes with BM25 over their type, tags and body (the ranking of
 // tools/disclosure), after filtering by type and tags.

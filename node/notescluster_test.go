@@ -1,0 +1,190 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/eventlog/clickhouse/chtest"
+	"github.com/troupe-run/troupe/kafka"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools/notes"
+)
+
+// notesAgent adds a note whose body is its task's input (none for the input
+// "empty": an add the tool refuses), then answers.
+type notesAgent struct{}
+
+func (notesAgent) Name() string { return "notes-agent" }
+
+func (notesAgent) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	input := ""
+	for _, m := range r.Messages {
+		if m.Role == messages.RoleUser {
+			input = m.Content
+		}
+	}
+	msg := messages.ChatMessage{Role: messages.RoleAssistant}
+	if r.Step == 1 {
+		body := input
+		if input == "empty" {
+			body = ""
+		}
+		args, err := json.Marshal(map[string]any{"op": "add", "args": map[string]any{"type": "fact", "tags": []string{"cluster"}, "body": body}})
+		if err != nil {
+			return llm.Response{}, err
+		}
+		msg.ToolCalls = []messages.ToolCall{{ID: "n1", Name: "notes", Arguments: string(args)}}
+	} else {
+		msg.Content = "noted"
+	}
+	return llm.Response{Message: msg}, nil
+}
+
+// sessionsOn returns n session IDs with prefix whose partitions the node owns.
+func sessionsOn(t *testing.T, owner memoryClusterNode, prefix string, n int) []string {
+	t.Helper()
+	var out []string
+	for i := 0; len(out) < n && i < 10000; i++ {
+		if id := fmt.Sprintf("%s-%d", prefix, i); owner.parts.owns(kafka.PartitionOf(id, memoryClusterPartitions)) {
+			out = append(out, id)
+		}
+	}
+	if len(out) < n {
+		t.Fatalf("%d of %d sessions fall on the node's partitions", len(out), n)
+	}
+	return out
+}
+
+// The agent's notes are written by the owner of the notes stream's partition alone,
+// whichever node runs the session: sessions on both nodes add notes at once, the
+// other node appends nothing to the stream, and the stream holds every note once,
+// at seqs 1..n. On ClickHouse, which cannot refuse a second event at one seq, two
+// writers lost notes this way; SQLite refused the seq and hid it.
+func TestNotesClusterChangesRunOnTheStreamOwner(t *testing.T) {
+	shared := sharedLog(t)
+	testNotesOnTheStreamOwner(t, func() eventlog.Log { return shared }, shared)
+}
+
+// The same on a ClickHouse log of each node's own (as separate processes have),
+// on one database.
+func TestNotesClusterChangesRunOnTheStreamOwnerClickHouse(t *testing.T) {
+	addr := os.Getenv("TROUPE_TEST_CLICKHOUSE")
+	if addr == "" {
+		t.Skip("TROUPE_TEST_CLICKHOUSE is not set")
+	}
+	db := chtest.Database(t, addr, "troupe_notes_")
+	open := func() eventlog.Log {
+		l, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: clickhouse.SplitAddr(addr), Database: db})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = l.Close() })
+		return l
+	}
+	testNotesOnTheStreamOwner(t, open, open())
+}
+
+func testNotesOnTheStreamOwner(t *testing.T, logOf func() eventlog.Log, reader eventlog.Log) {
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	withNotes := func(c *node.Config) {
+		c.Model = notesAgent{}
+		c.Notes = &notes.Config{}
+	}
+	a := startMemoryClusterNode(t, k, group, logOf(), "a", withNotes)
+	b := startMemoryClusterNode(t, k, group, logOf(), "b", withNotes)
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
+		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
+	})
+	stream := notes.Stream("default")
+	owner, other := a, b
+	if !a.parts.owns(kafka.PartitionOf(stream, memoryClusterPartitions)) {
+		owner, other = b, a
+	}
+
+	const each = 12
+	onOwner, onOther := sessionsOn(t, owner, "owner", each), sessionsOn(t, other, "other", each+1)
+	refused := onOther[each]
+	onOther = onOther[:each]
+	var wg sync.WaitGroup
+	submit := func(n *node.Node, session, input string) {
+		defer wg.Done()
+		if _, err := n.Submit(context.Background(), node.Task{Input: input, SessionID: session}); err != nil {
+			t.Error(err)
+		}
+	}
+	for i := range each {
+		wg.Add(2)
+		go submit(owner.n, onOwner[i], "note from "+onOwner[i])
+		go submit(other.n, onOther[i], "note from "+onOther[i])
+	}
+	wg.Add(1)
+	go submit(other.n, refused, "empty")
+	wg.Wait()
+	waitCompleted(t, owner.n, onOwner, 60*time.Second)
+	waitCompleted(t, other.n, append(onOther, refused), 60*time.Second)
+
+	if got := other.log.notesAppends(); got != 0 {
+		t.Errorf("the node that does not own the notes stream appended to it %d times", got)
+	}
+	if got := owner.log.notesAppends(); got != 2*each {
+		t.Errorf("the stream's owner appended %d times for %d notes; want one each", got, 2*each)
+	}
+	events, err := reader.Read(context.Background(), stream, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := map[string]int{}
+	for i, e := range events {
+		if e.Seq != uint64(i+1) {
+			t.Errorf("event %d of the stream is at seq %d", i, e.Seq)
+		}
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		added, ok := p.(*messages.NoteAdded)
+		if !ok {
+			t.Fatalf("event %d is a %s", i, e.Type)
+		}
+		bodies[added.Body]++
+	}
+	for _, s := range append(onOwner, onOther...) {
+		if bodies["note from "+s] != 1 {
+			t.Errorf("the note of session %s is in the stream %d times", s, bodies["note from "+s])
+		}
+	}
+	if len(events) != 2*each {
+		t.Errorf("the stream holds %d events; want %d", len(events), 2*each)
+	}
+
+	// Each session's tool result is its note, as the owner added it; the empty
+	// body is refused by the owner and reaches the model as the arguments' fault.
+	for _, s := range onOther {
+		evs, err := reader.Read(context.Background(), s, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := answers(evs); len(res) != 1 || !strings.Contains(res[0], "note from "+s) {
+			t.Errorf("session %s: tool results %q", s, res)
+		}
+	}
+	evs, err := reader.Read(context.Background(), refused, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := answers(evs); len(res) != 1 || !strings.Contains(res[0], "invalid arguments") {
+		t.Errorf("an add without a body: %q; want the arguments' fault", res)
+	}
+}
