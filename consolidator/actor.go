@@ -87,6 +87,8 @@ type deps struct {
 	onRun        func(Outcome)
 	// base ends every run when the Scheduler closes.
 	base context.Context
+	// namespaces counts the NamespaceActors running (Scheduler.Namespaces).
+	namespaces atomic.Int64
 }
 
 // NamespaceActor consolidates one memory namespace: it runs on its schedule (every
@@ -94,7 +96,9 @@ type deps struct {
 // Threshold (Written), and when asked (Wake, Consolidate); Scheduled only spawns it.
 // It runs one pass at a time, in its own Receive, so messages that arrive during a
 // run wait for it; every change a run makes is an event of the namespace, made
-// through the Target.
+// through the Target. After a run on the schedule that found nothing to do, with
+// nothing written or asked since the run before, it tells the host it is idle, and
+// the host stops it if no message for it is on its way (see idle).
 //
 // Supervision: its parent (the Scheduler's host) restarts it when a run panics, up to
 // 10 times a minute, and stops it past that; the next message for the namespace
@@ -109,13 +113,21 @@ type NamespaceActor struct {
 	// lastStart is when the last run started (the clock's time).
 	lastStart time.Time
 	runs      int
+	// seq is the host's number of the last message handled (delivery).
+	seq uint64
+	// touched says that memories were written, or a run asked, since the last run.
+	touched bool
 }
 
 var _ actor.Actor = (*NamespaceActor)(nil)
 
 // Receive implements actor.Actor.
 func (a *NamespaceActor) Receive(ctx actor.Context) {
-	switch m := ctx.Message().(type) {
+	msg := ctx.Message()
+	if d, ok := msg.(*delivery); ok {
+		a.seq, msg = d.seq, d.msg
+	}
+	switch m := msg.(type) {
 	case *actor.Started:
 		a.arm(ctx)
 	case *actor.Restarting, *actor.Stopping:
@@ -127,10 +139,12 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.pending += m.Count
+		a.touched = true
 		if t := a.deps.threshold; t > 0 && a.pending >= t {
 			a.run(ctx, fmt.Sprintf("threshold: %d written ≥ %d", a.pending, t), "", nil, nil)
 		}
 	case *Wake:
+		a.touched = true
 		if !m.At.IsZero() && m.At.Before(a.lastStart) {
 			return
 		}
@@ -138,8 +152,18 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 	case *Consolidate:
 		a.run(ctx, "asked", m.Key, m.ctx, m.Reply)
 	case *tick:
-		if m.gen == a.gen {
-			a.run(ctx, fmt.Sprintf("schedule: every %s", a.deps.interval), "", nil, nil)
+		if m.gen != a.gen {
+			return
+		}
+		touched := a.touched
+		out := a.run(ctx, fmt.Sprintf("schedule: every %s", a.deps.interval), "", nil, nil)
+		if !touched && out.Err == nil && len(out.Report.Decisions) == 0 {
+			// Idle: nothing written or asked since the run before, and nothing to
+			// do now. The actor stops (the host decides, seeing its mailbox empty),
+			// so that a node does not load every namespace it ever used each
+			// Interval, nor keep an actor for each; the namespace's next use (a
+			// write, a request, its next load) spawns one again.
+			ctx.Send(ctx.Parent(), &idle{namespace: a.ns, pid: ctx.Self(), seq: a.seq})
 		}
 	}
 }
@@ -155,10 +179,11 @@ func (a *NamespaceActor) arm(ctx actor.Context) {
 
 // run consolidates the namespace once. A panic is reported (onRun, reply) and goes
 // on to the supervisor.
-func (a *NamespaceActor) run(ctx actor.Context, cause, key string, asker context.Context, reply chan<- Outcome) {
+func (a *NamespaceActor) run(ctx actor.Context, cause, key string, asker context.Context, reply chan<- Outcome) Outcome {
 	a.alarm.stop()
 	a.lastStart = a.deps.clock.Now()
 	a.pending = 0
+	a.touched = false
 	a.runs++
 	if key == "" {
 		key = fmt.Sprintf("consolidator/%s/%d", a.lastStart.UTC().Format("20060102T150405.000000000Z"), a.runs)
@@ -199,6 +224,7 @@ func (a *NamespaceActor) run(ctx actor.Context, cause, key string, asker context
 	}
 	done()
 	a.arm(ctx)
+	return out
 }
 
 // alarm sends an actor a message of its own after a delay, as actors' wakeup does:

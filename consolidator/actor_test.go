@@ -340,3 +340,97 @@ func TestSchedulerReleasesAHeldTargetAfterTheRun(t *testing.T) {
 	default:
 	}
 }
+
+// waitNamespaces waits until the scheduler has a consolidator for n namespaces.
+func (h *schedulerHarness) waitNamespaces(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for h.sched.Namespaces() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d namespaces have a consolidator; want %d", h.sched.Namespaces(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// noRun fails if a run comes within a moment.
+func (h *schedulerHarness) noRun(t *testing.T, why string) {
+	t.Helper()
+	select {
+	case o := <-h.runs:
+		t.Fatalf("%s: a run %+v", why, o)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+// A namespace whose run on the schedule finds nothing to do, with nothing written or
+// asked since the run before, loses its consolidator: a node does not load every
+// namespace it ever used each interval, nor keep an actor for each. Its next use
+// gives it one again, with its schedule.
+func TestSchedulerStopsTheConsolidatorOfAnIdleNamespace(t *testing.T) {
+	h := newScheduler(t, newFake(cleanup()...), nil)
+	h.sched.Notify("user:alice", 1)
+	h.clock.waitSet(t)
+	h.waitNamespaces(t, 1)
+	h.clock.Advance(10 * time.Minute)
+	if o := h.nextRun(t); o.Report.Forgotten != 2 {
+		t.Fatalf("first run %+v", o)
+	}
+	h.clock.waitSet(t)
+	h.clock.Advance(10 * time.Minute)
+	if o := h.nextRun(t); o.Err != nil || len(o.Report.Decisions) != 0 {
+		t.Fatalf("second run %+v", o)
+	}
+	h.waitNamespaces(t, 0)
+	h.clock.Advance(10 * time.Minute)
+	h.noRun(t, "after the idle run")
+
+	// Its next use: a consolidator again, on the schedule.
+	h.sched.Schedule("user:alice")
+	h.clock.waitSet(t)
+	h.waitNamespaces(t, 1)
+	h.clock.Advance(10 * time.Minute)
+	if o := h.nextRun(t); o.Cause != "schedule: every 10m0s" {
+		t.Fatalf("run after the next use %+v", o)
+	}
+}
+
+// A namespace written to since its last run keeps its consolidator, even when its
+// run on the schedule finds nothing to do. The write may reach the actor before or
+// after a run's tick, which comes straight from the timer: before, the run sees it;
+// after, the host refuses the actor's word that it is idle, the write waiting in its
+// mailbox. Either way the actor stays; an idle run after the write stops it.
+func TestSchedulerKeepsTheConsolidatorOfAUsedNamespace(t *testing.T) {
+	h := newScheduler(t, newFake(cleanup()...), nil)
+	h.sched.Schedule("user:alice")
+	h.clock.waitSet(t)
+	h.clock.Advance(10 * time.Minute)
+	if o := h.nextRun(t); o.Report.Forgotten != 2 {
+		t.Fatalf("first run %+v", o)
+	}
+	h.clock.waitSet(t)
+	h.sched.Notify("user:alice", 1)
+	h.clock.Advance(10 * time.Minute)
+	if o := h.nextRun(t); len(o.Report.Decisions) != 0 {
+		t.Fatalf("second run %+v", o)
+	}
+	h.clock.waitSet(t)
+	if n := h.sched.Namespaces(); n != 1 {
+		t.Fatalf("%d namespaces have a consolidator after a run that followed a write; want 1", n)
+	}
+	for range 20 {
+		h.clock.Advance(10 * time.Minute)
+		if o := h.nextRun(t); o.Cause != "schedule: every 10m0s" {
+			t.Fatalf("a run after the write %+v", o)
+		}
+		h.clock.waitSet(t)
+		deadline := time.Now().Add(100 * time.Millisecond)
+		for h.sched.Namespaces() != 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if h.sched.Namespaces() == 0 {
+			return
+		}
+	}
+	t.Fatal("the consolidator stayed through 20 idle runs")
+}

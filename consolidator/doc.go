@@ -49,6 +49,11 @@
 // message: it runs every Interval (10m) after its last run, when the memories written
 // since its last run reach Threshold (50), and when asked; one run at a time. A run
 // that panics restarts the actor (its supervisor's policy) and leaves the others be.
+// A namespace gone idle (a run on the schedule with nothing to do, and nothing written
+// or asked since the run before) loses its actor, so that a long-running node neither
+// keeps an actor nor loads the namespace every Interval for each namespace it ever
+// used; its next message (a write, a request, a node's Schedule when it loads the
+// namespace again) spawns one with a new schedule. Scheduler.Namespaces counts them.
 //
 // # Data in and out
 //

@@ -90,7 +90,9 @@ var (
 )
 
 // Scheduler runs one NamespaceActor per memory namespace, spawned on the first
-// message for it (Schedule, Wake, Notify, Consolidate) and kept until Close. The
+// message for it (Schedule, Wake, Notify, Consolidate) and kept until the namespace
+// is idle (a run on the schedule with nothing to do and nothing written or asked
+// since the run before) or Close. The
 // memory layer tells it of writes (Notify); a node Schedules each namespace it opens,
 // so that each has its schedule. Its methods are safe for concurrent use.
 type Scheduler struct {
@@ -103,6 +105,7 @@ type Scheduler struct {
 	closed       atomic.Bool
 	once         sync.Once
 	closeErr     error
+	deps         *deps
 }
 
 // NewScheduler starts a Scheduler.
@@ -118,7 +121,7 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 	base, cancel := context.WithCancel(context.Background())
 	d := &deps{open: cfg.Open, consolidator: c, interval: cfg.Interval, threshold: cfg.Threshold,
 		runTimeout: cfg.RunTimeout, clock: cfg.Clock, logger: cfg.Logger, onRun: cfg.OnRun, base: base}
-	s := &Scheduler{system: cfg.System, clock: cfg.Clock, cancel: cancel, closeTimeout: cfg.CloseTimeout}
+	s := &Scheduler{system: cfg.System, clock: cfg.Clock, cancel: cancel, closeTimeout: cfg.CloseTimeout, deps: d}
 	if s.system == nil {
 		logger := cfg.Logger
 		s.system = actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return logger }))
@@ -127,6 +130,10 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 	s.host = s.system.Root.Spawn(hostProps(d))
 	return s, nil
 }
+
+// Namespaces returns how many namespaces have a consolidator now: those used since
+// their last idle run (see NamespaceActor).
+func (s *Scheduler) Namespaces() int { return int(s.deps.namespaces.Load()) }
 
 // Notify tells the namespace's consolidator that written memories were just written.
 func (s *Scheduler) Notify(namespace string, written int) {
@@ -213,11 +220,34 @@ type toNamespace struct {
 	msg       any
 }
 
+// delivery is a message the host hands a NamespaceActor: the seq-th it sent to that
+// actor.
+type delivery struct {
+	seq uint64
+	msg any
+}
+
+// idle is a NamespaceActor's word to the host that its namespace is idle (a run on
+// the schedule found nothing to do, and nothing was written or asked since the run
+// before): the host stops it if seq, the last delivery it handled, is the last the
+// host sent it, so that no message for the namespace is lost in its mailbox.
+type idle struct {
+	namespace string
+	pid       *actor.PID
+	seq       uint64
+}
+
+// child is one NamespaceActor of the host, and how many messages the host sent it.
+type child struct {
+	pid  *actor.PID
+	sent uint64
+}
+
 // host spawns and supervises the NamespaceActors. It is never restarted (that would
 // stop every namespace's actor): a failure of its own is logged and it resumes.
 type host struct {
 	deps     *deps
-	children map[string]*actor.PID
+	children map[string]*child
 	byPID    map[string]string
 }
 
@@ -232,28 +262,44 @@ func hostProps(d *deps) *actor.Props {
 		return actor.ResumeDirective
 	}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &host{deps: d, children: map[string]*actor.PID{}, byPID: map[string]string{}}
+		return &host{deps: d, children: map[string]*child{}, byPID: map[string]string{}}
 	},
 		actor.WithSupervisor(actor.NewOneForOneStrategy(10, time.Minute, restart)),
 		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)))
+}
+
+// forget drops a namespace's actor from the host's maps.
+func (h *host) forget(ns string, pid *actor.PID) {
+	delete(h.children, ns)
+	delete(h.byPID, pid.Id)
+	h.deps.namespaces.Add(-1)
 }
 
 // Receive implements actor.Actor.
 func (h *host) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *toNamespace:
-		pid, ok := h.children[m.namespace]
+		c, ok := h.children[m.namespace]
 		if !ok {
 			ns, d := m.namespace, h.deps
-			pid = ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &NamespaceActor{ns: ns, deps: d} }))
-			h.children[ns] = pid
-			h.byPID[pid.Id] = ns
+			c = &child{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &NamespaceActor{ns: ns, deps: d} }))}
+			h.children[ns] = c
+			h.byPID[c.pid.Id] = ns
+			h.deps.namespaces.Add(1)
 		}
-		ctx.Send(pid, m.msg)
+		c.sent++
+		ctx.Send(c.pid, &delivery{seq: c.sent, msg: m.msg})
+	case *idle:
+		// Stopped only when nothing sent to it waits in its mailbox; the next
+		// message for the namespace spawns a new actor, with a new schedule.
+		if c, ok := h.children[m.namespace]; ok && c.pid.Id == m.pid.Id && c.sent == m.seq {
+			h.forget(m.namespace, c.pid)
+			ctx.Stop(c.pid)
+			h.deps.logger.Debug("memory consolidation of an idle namespace stops until its next use", "namespace", m.namespace)
+		}
 	case *actor.Terminated:
 		if ns, ok := h.byPID[m.Who.Id]; ok {
-			delete(h.children, ns)
-			delete(h.byPID, m.Who.Id)
+			h.forget(ns, m.Who)
 		}
 	}
 }
