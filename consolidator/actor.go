@@ -2,6 +2,7 @@ package consolidator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -157,7 +158,7 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 		}
 		touched := a.touched
 		out := a.run(ctx, fmt.Sprintf("schedule: every %s", a.deps.interval), "", nil, nil)
-		if !touched && out.Err == nil && len(out.Report.Decisions) == 0 {
+		if errors.Is(out.Err, ErrNotOwned) || !touched && out.Err == nil && len(out.Report.Decisions) == 0 {
 			// Idle: nothing written or asked since the run before, and nothing to
 			// do now. The actor stops (the host decides, seeing its mailbox empty),
 			// so that a node does not load every namespace it ever used each
@@ -218,7 +219,11 @@ func (a *NamespaceActor) run(ctx actor.Context, cause, key string, asker context
 		}
 		out.Report, err = a.deps.consolidator.Run(runCtx, t, key)
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotOwned):
+		out.Err = fmt.Errorf("consolidator: %s: %w", a.ns, err)
+		a.deps.logger.Debug("memory consolidation skipped: the namespace is another's", "namespace", a.ns, "error", err)
+	case err != nil:
 		out.Err = fmt.Errorf("consolidator: %s: %w", a.ns, err)
 		a.deps.logger.Warn("memory consolidation failed", "namespace", a.ns, "cause", cause, "error", err)
 	}

@@ -3,6 +3,7 @@ package consolidator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -433,4 +434,21 @@ func TestSchedulerKeepsTheConsolidatorOfAUsedNamespace(t *testing.T) {
 		}
 	}
 	t.Fatal("the consolidator stayed through 20 idle runs")
+}
+
+// A namespace another node consolidates now (Open says ErrNotOwned: it moved in a
+// rebalance) loses its actor at its next run on the schedule, with no failure.
+func TestSchedulerStopsTheConsolidatorOfANamespaceOwnedElsewhere(t *testing.T) {
+	h := newScheduler(t, newFake(cleanup()...), func(c *consolidator.SchedulerConfig) {
+		c.Open = func(context.Context, string) (consolidator.Target, error) {
+			return nil, fmt.Errorf("node b owns it: %w", consolidator.ErrNotOwned)
+		}
+	})
+	h.sched.Notify("user:alice", 1)
+	h.clock.waitSet(t)
+	h.clock.Advance(10 * time.Minute)
+	if o := h.nextRun(t); !errors.Is(o.Err, consolidator.ErrNotOwned) {
+		t.Fatalf("run %+v", o)
+	}
+	h.waitNamespaces(t, 0)
 }

@@ -84,6 +84,10 @@ func (c SchedulerConfig) Validate() error {
 var (
 	// ErrClosed answers a Scheduler used after Close.
 	ErrClosed = errors.New("consolidator: scheduler closed")
+	// ErrNotOwned, wrapped by SchedulerConfig.Open's error, says the namespace is
+	// another's to consolidate (a node that no longer owns it after a rebalance): the
+	// run is no failure, and the namespace's actor stops until its next message.
+	ErrNotOwned = errors.New("consolidator: the namespace is consolidated elsewhere")
 	// ErrCloseTimeout means Close gave up waiting for the actors to stop (a run that
 	// ignores its context).
 	ErrCloseTimeout = errors.New("consolidator: actors did not stop in time")

@@ -478,7 +478,7 @@ func (n *Node) openMemory() error {
 		sc.Open = func(ctx context.Context, name string) (consolidator.Target, error) {
 			if !n.ownsKey(memory.Stream(name)) {
 				// Moved to another node in a rebalance: its consolidator runs there.
-				return nil, fmt.Errorf("node %s does not own namespace %s", n.cfg.NodeID, name)
+				return nil, fmt.Errorf("node %s does not own namespace %s: %w", n.cfg.NodeID, name, consolidator.ErrNotOwned)
 			}
 			// Held for the run: not released from memory in its middle.
 			ns, release, err := n.memories.Hold(ctx, name)
