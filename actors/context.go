@@ -100,10 +100,17 @@ func (a Agent) CheckPromptFits() error {
 	specs, section := a.offer(nil)
 	prefix := stablePrefix(a.SystemPrompt, section)
 	prompt := pctx.CountText(contextTokens, prefix)
-	toolTokens := prefixCounts.tools(specs)
+	toolTokens := 0
+	if len(specs) > 0 {
+		// Counted as prefixCounts.tools counts them, without remembering the slice
+		// (which may be this call's own).
+		b, _ := json.Marshal(specs) // fixed struct types: it cannot fail
+		toolTokens = pctx.CountText(contextTokens, string(b))
+	}
 	if n := pctx.MessageOverhead + prompt + toolTokens; n >= room {
-		what := fmt.Sprintf("its system prompt is %d tokens", prompt)
+		what, fix := fmt.Sprintf("its system prompt is %d tokens", prompt), "shorten the prompt"
 		if len(specs) > 0 {
+			fix += ", offer fewer tools"
 			tools := fmt.Sprintf("the schemas of the %d tools it offers are", len(specs))
 			if len(specs) == 1 {
 				tools = "the schema of the tool it offers is"
@@ -111,7 +118,7 @@ func (a Agent) CheckPromptFits() error {
 			what += fmt.Sprintf(" and %s %d tokens: %d in all, with the message's framing", tools, toolTokens, n)
 		}
 		return fmt.Errorf("%s, which leaves no room for a task in the context window of %d tokens less the %d reserved for the answer: "+
-			"shorten the prompt, offer fewer tools, or widen the window (context.window)", what, window, window-room)
+			"%s, or widen the window (context.window)", what, window, window-room, fix)
 	}
 	return nil
 }
