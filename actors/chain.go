@@ -32,10 +32,10 @@ import (
 const ToolCallTool = "call_tool"
 
 // addChainStep folds the request of a step into its chain's call.
-func (t *taskState) addChainStep(eventID string, key messages.EffectKey, p messages.ToolCallRequested) {
+func (t *taskState) addChainStep(eventID string, ts int64, key messages.EffectKey, p messages.ToolCallRequested) {
 	for _, c := range t.calls {
 		if c.req.Key == p.Chain && !c.done {
-			c.steps = append(c.steps, &callState{eventID: eventID, key: key, req: p})
+			c.steps = append(c.steps, &callState{eventID: eventID, ts: ts, key: key, req: p})
 			return
 		}
 	}
@@ -90,24 +90,31 @@ func (a Agent) chainOf(r messages.ToolCallRequested) (*tools.ChainTool, string) 
 
 // decideChains returns the next event of the first chain call of t that can go on:
 // its next step's request, or its own result. Nil when every chain call waits on a
-// step (or there is none).
-func decideChains(a Agent, t *taskState, nextSeq uint64) *Decision {
+// step (or there is none). nowUS is the time of the decision (the session's clock,
+// the recorded event's time in replay): a chain call's result records its latency
+// from its first step's request to nowUS (0 when no step ran), as an effect's result
+// records its call's.
+func decideChains(a Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision {
 	for _, c := range t.calls {
 		if c.done || c.waitsForApproval() || !a.isChainCall(c.req) {
 			continue
 		}
-		if d := decideChain(a, c, nextSeq); d != nil {
+		if d := decideChain(a, c, nextSeq, nowUS); d != nil {
 			return d
 		}
 	}
 	return nil
 }
 
-func decideChain(a Agent, c *callState, nextSeq uint64) *Decision {
+func decideChain(a Agent, c *callState, nextSeq uint64, nowUS int64) *Decision {
 	ch, rawArgs := a.chainOf(c.req)
 	answer := func(result, errMsg string) *Decision {
-		return &Decision{Payload: &messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool, Result: result, Error: errMsg},
-			CausationID: c.eventID}
+		latency := int64(0)
+		if len(c.steps) > 0 {
+			latency = max(nowUS-c.steps[0].ts, 0)
+		}
+		return &Decision{Payload: &messages.ToolCallCompleted{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool, Result: result, Error: errMsg,
+			LatencyUS: latency}, CausationID: c.eventID}
 	}
 	args, err := ch.ParseArguments(rawArgs)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
@@ -449,3 +450,45 @@ func TestChainStepOfACatalogToolThatLeft(t *testing.T) {
 type ownAll struct{ *catalog }
 
 func (ownAll) Owns(string) bool { return true }
+
+// A chain call's result records its latency on the session's clock: from its first
+// step's request to its result, as an effect's result records its call's. The
+// steps here move a test clock 3 ms each, so the chain took 6 ms on it. Replay
+// re-decides the same latency from the recorded times, and a result recorded
+// before chains carried one (0) still verifies.
+func TestChainResultRecordsItsLatencyOnTheSessionClock(t *testing.T) {
+	clock := &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	slow := funcTool{"rec", func(_ context.Context, c tools.Call) (string, error) {
+		clock.advance(3 * time.Millisecond)
+		return fmt.Sprintf(`{"got":%s}`, c.Arguments), nil
+	}}
+	list, withChain := chainAgent(t, slow)
+	model := script(t, calls(messages.ToolCall{ID: "c1", Name: "two_steps", Arguments: `{"x":"hello"}`}), llm.ScriptStep{Content: "done"})
+	h := newHarness(t, harnessOpts{model: model, tools: list, deps: func(d *actors.SessionDeps) {
+		withChain(d)
+		d.Clock = clock
+	}})
+	h.submit("s", "t", "go")
+	events := h.wait("s")
+	result := decode[*messages.ToolCallCompleted](t, events[8])
+	if result.Tool != "two_steps" || result.LatencyUS != 6000 {
+		t.Fatalf("the chain's result: %+v, want latency_us 6000 (two steps of 3 ms on the session's clock)", result)
+	}
+	agent := actors.Agent{Model: model.Name(), SystemPrompt: "test", Tools: mustRegistry(t, list).Specs()}
+	withAgent := actors.SessionDeps{Agent: agent}
+	withChain(&withAgent)
+	if div, err := actors.Verify(withAgent.Agent, events); err != nil || div != nil {
+		t.Fatalf("verify: %v %v", div, err)
+	}
+	old := &messages.ToolCallCompleted{Key: result.Key, CallID: result.CallID, Tool: result.Tool, Result: result.Result}
+	env, err := messages.NewEnvelope(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.ID, env.SessionID, env.Seq, env.TS, env.CausationID, env.CorrelationID, env.Actor = events[8].ID, events[8].SessionID, events[8].Seq,
+		events[8].TS, events[8].CausationID, events[8].CorrelationID, events[8].Actor
+	recorded := append(append(append([]messages.Envelope(nil), events[:8]...), env), events[9:]...)
+	if div, err := actors.Verify(withAgent.Agent, recorded); err != nil || div != nil {
+		t.Fatalf("verify of a chain result recorded without its latency: %v %v", div, err)
+	}
+}

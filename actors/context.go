@@ -87,20 +87,38 @@ func (o ContextOptions) ValidateFields() error {
 	return o.Compression.Validate()
 }
 
-// CheckPromptFits reports a system prompt that leaves no room in the agent's
-// context window for a task: its tokens (cl100k_base, as the context counts them)
-// reach the window less the tokens reserved for the answer. Such an agent would
-// cut every task's own input to fit, and answer a question it never read.
+// CheckPromptFits reports a stable prefix that leaves no room in the agent's
+// context window for a task: the system prompt (with its tool section, when a
+// ToolDisclosure adds one) and the schemas of the tools its first request offers
+// (name, description and parameters, as a request sends them), counted as the
+// context counts them (cl100k_base, with the system message's framing), reach the
+// window less the tokens reserved for the answer. Such an agent would cut every
+// task's own input to fit, and answer a question it never read.
 func (a Agent) CheckPromptFits() error {
 	window := cmp.Or(a.Context.Window, pctx.DefaultWindow)
 	room := window - cmp.Or(a.Context.ReservedOutput, pctx.DefaultReservedOutput)
-	// A prompt of fewer bytes than room has fewer tokens: no need to count it.
-	if len(a.SystemPrompt) < room {
-		return nil
+	specs, section := a.offer(nil)
+	prefix := stablePrefix(a.SystemPrompt, section)
+	prompt := pctx.CountText(contextTokens, prefix)
+	toolTokens := 0
+	if len(specs) > 0 {
+		// Counted as prefixCounts.tools counts them, without remembering the slice
+		// (which may be this call's own).
+		b, _ := json.Marshal(specs) // fixed struct types: it cannot fail
+		toolTokens = pctx.CountText(contextTokens, string(b))
 	}
-	if n := pctx.CountText(contextTokens, a.SystemPrompt); n >= room {
-		return fmt.Errorf("its system prompt is %d tokens, and leaves no room for a task in the context window of %d tokens less the %d reserved for the answer: shorten the prompt, or widen the window (context.window)",
-			n, window, window-room)
+	if n := pctx.MessageOverhead + prompt + toolTokens; n >= room {
+		what, fix := fmt.Sprintf("its system prompt is %d tokens", prompt), "shorten the prompt"
+		if len(specs) > 0 {
+			fix += ", offer fewer tools"
+			tools := fmt.Sprintf("the schemas of the %d tools it offers are", len(specs))
+			if len(specs) == 1 {
+				tools = "the schema of the tool it offers is"
+			}
+			what += fmt.Sprintf(" and %s %d tokens: %d in all, with the message's framing", tools, toolTokens, n)
+		}
+		return fmt.Errorf("%s, which leaves no room for a task in the context window of %d tokens less the %d reserved for the answer: "+
+			"%s, or widen the window (context.window)", what, window, window-room, fix)
 	}
 	return nil
 }

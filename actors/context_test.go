@@ -196,3 +196,30 @@ func TestVerifyOldRecordingsWithoutReports(t *testing.T) {
 		t.Fatalf("verify of a recording whose report differs: %v %v, want a divergence", div, err)
 	}
 }
+
+// The check of an agent's prompt against its window counts the schemas of the
+// tools its requests offer (name, description, parameters), as the context of a
+// request does: a short prompt with many tools that fill the window is refused,
+// naming the tools' share, and the same agent in a wider window is taken.
+func TestCheckPromptFitsCountsToolSchemas(t *testing.T) {
+	var specs []messages.ToolSpec
+	for i := range 40 {
+		specs = append(specs, messages.ToolSpec{Name: fmt.Sprintf("lookup_%02d", i),
+			Description: "Looks up a record of the inventory by its identifier and returns its fields, its history and the records it refers to.",
+			Parameters:  []byte(`{"type":"object","properties":{"id":{"type":"string","description":"the record's identifier"},"fields":{"type":"array","items":{"type":"string"}}},"required":["id"]}`)})
+	}
+	agent := actors.Agent{Name: "clerk", SystemPrompt: "You keep the inventory.", Tools: specs,
+		Context: actors.ContextOptions{Window: 2000, ReservedOutput: 200}}
+	err := agent.CheckPromptFits()
+	if err == nil || !strings.Contains(err.Error(), "the schemas of the 40 tools it offers are") || !strings.Contains(err.Error(), "leaves no room for a task") {
+		t.Fatalf("40 tools' schemas in a window of 2000 tokens: %v, want them refused", err)
+	}
+	agent.Context.Window = 32000
+	if err := agent.CheckPromptFits(); err != nil {
+		t.Fatalf("in a window of 32000 tokens: %v", err)
+	}
+	agent.Context.Window, agent.Tools = 2000, specs[:1]
+	if err := agent.CheckPromptFits(); err != nil {
+		t.Fatalf("one tool in a window of 2000 tokens: %v", err)
+	}
+}

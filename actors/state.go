@@ -255,10 +255,13 @@ const (
 
 type callState struct {
 	eventID string
-	key     messages.EffectKey
-	req     messages.ToolCallRequested
-	done    bool
-	result  messages.ToolCallCompleted
+	// ts is the time of its request (Envelope.TS, Unix microseconds): a chain's
+	// call measures its latency from its first step's (chain.go).
+	ts     int64
+	key    messages.EffectKey
+	req    messages.ToolCallRequested
+	done   bool
+	result messages.ToolCallCompleted
 	// steps are the requested steps of a tool chain's call, in order (chain.go).
 	steps []*callState
 	// approval is the call's approval, once one was requested (approvals.go).
@@ -502,14 +505,14 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 			return nil
 		}
 		if p.Chain != "" {
-			t.addChainStep(e.ID, key, *p)
+			t.addChainStep(e.ID, e.TS, key, *p)
 			return nil
 		}
 		if t.phase == phaseGotReply {
 			t.calls = t.calls[:0]
 		}
 		t.phase = phaseAwaitTools
-		t.calls = append(t.calls, &callState{eventID: e.ID, key: key, req: *p})
+		t.calls = append(t.calls, &callState{eventID: e.ID, ts: e.TS, key: key, req: *p})
 	case *messages.ToolCallCompleted:
 		if t != nil && e.CorrelationID == t.ID {
 			t.noteSubUsage(p)
@@ -749,7 +752,7 @@ func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64, nowUS i
 		if dec := decideApprovals(a, t, nowUS); dec != nil {
 			return d(dec.Payload, dec.CausationID)
 		}
-		if dec := decideChains(a, t, nextSeq); dec != nil {
+		if dec := decideChains(a, t, nextSeq, nowUS); dec != nil {
 			return d(dec.Payload, dec.CausationID)
 		}
 	}

@@ -196,7 +196,7 @@ func compare(d *Decision, e messages.Envelope, recorded messages.Payload, step i
 	if d == nil {
 		return newDivergence(e.Seq, step, want, "nothing (the agent waits)")
 	}
-	d = withoutNewReport(d, recorded)
+	d = withoutNewLatency(withoutNewReport(d, recorded), recorded)
 	got := describe(d.Payload.MessageType(), d.Payload)
 	if d.Payload.MessageType() != e.Type || !sameJSON(recorded, d.Payload) || d.CausationID != e.CausationID {
 		if want == got && d.CausationID != e.CausationID {
@@ -221,6 +221,25 @@ func withoutNewReport(d *Decision, recorded messages.Payload) *Decision {
 	}
 	p := *m
 	p.Context = nil
+	out := *d
+	out.Payload = &p
+	return &out
+}
+
+// withoutNewLatency returns d without its latency when it is a chain call's result
+// and the recorded one has none: it was recorded before a chain's result carried
+// its latency (decideChains), and the rest still says whether it was decided alike.
+func withoutNewLatency(d *Decision, recorded messages.Payload) *Decision {
+	r, ok := recorded.(*messages.ToolCallCompleted)
+	if !ok || r.LatencyUS != 0 {
+		return d
+	}
+	c, ok := d.Payload.(*messages.ToolCallCompleted)
+	if !ok || c.LatencyUS == 0 {
+		return d
+	}
+	p := *c
+	p.LatencyUS = 0
 	out := *d
 	out.Payload = &p
 	return &out

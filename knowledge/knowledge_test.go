@@ -1046,3 +1046,32 @@ func TestRemoveADocumentNamedBeforeTheRulesTightened(t *testing.T) {
 		t.Errorf("documents %+v", got)
 	}
 }
+
+// A Markdown page of headings only (an outline, a table of contents) is ingested
+// as its headings' text, cited under the headings above each; an empty or
+// whitespace-only document is still refused as ErrEmpty, naming it.
+func TestHeadingOnlyDocument(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	ctx := testCtx(t)
+	res, err := b.AddText(ctx, "outline.md", "# Deployment guide\n\n## Kubernetes\n\n## Bare metal\n", "")
+	if err != nil {
+		t.Fatalf("a heading-only page: %v", err)
+	}
+	if res.Status != knowledge.StatusAdded || res.Chunks == 0 {
+		t.Fatalf("a heading-only page: %+v, want it added with its chunks", res)
+	}
+	found, err := b.Search(ctx, knowledge.Query{Text: "kubernetes", Limit: 5, Mode: knowledge.ModeBM25})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found.Hits) == 0 || found.Hits[0].Source != "outline.md" || found.Hits[0].HeadingPath != "# Deployment guide" ||
+		!strings.Contains(found.Hits[0].Content, "## Kubernetes") {
+		t.Fatalf("search for a heading of the page: %+v", found.Hits)
+	}
+	for name, body := range map[string]string{"empty.md": "", "blank.md": "  \n\n\t\n"} {
+		if _, err := b.AddText(ctx, name, body, ""); !errors.Is(err, knowledge.ErrEmpty) || !strings.Contains(err.Error(), name) {
+			t.Errorf("%s: %v, want ErrEmpty naming it", name, err)
+		}
+	}
+}

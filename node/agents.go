@@ -394,9 +394,6 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		if err := a.Context.Validate(); err != nil {
 			return nil, fmt.Errorf("node: agent %q, with the default agent's context settings: %w", na.Name, err)
 		}
-		if err := a.CheckPromptFits(); err != nil {
-			return nil, fmt.Errorf("node: agent %q: %w", na.Name, err)
-		}
 		a.Approvals, a.ApprovalTimeout = nil, 0
 		for _, t := range na.Approvals {
 			if a.Approvals == nil {
@@ -415,6 +412,9 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 			a.SingleCall, a.SystemPrompt = true, cmp.Or(na.SystemPrompt, c.SystemPrompt)
 			a.Tools, a.Disclosure, a.Catalog, a.Chains = nil, nil, nil, nil
 			a.Sources, a.Context.Evidence, a.Context.Recall, a.Context.Notes = actors.ContextSources{}, 0, 0, 0
+			if err := a.CheckPromptFits(); err != nil {
+				return nil, fmt.Errorf("node: agent %q: %w", na.Name, err)
+			}
 			named[na.Name] = a
 			continue
 		}
@@ -461,6 +461,10 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		}
 		if a.Paradigm, err = c.paradigm(na, a); err != nil {
 			return nil, err
+		}
+		// Its prompt and the tools it offers, as they are now final.
+		if err := a.CheckPromptFits(); err != nil {
+			return nil, fmt.Errorf("node: agent %q: %w", na.Name, err)
 		}
 		named[na.Name] = a
 	}

@@ -19,11 +19,13 @@ import (
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/notes"
+	"github.com/troupe-run/troupe/vectorstore"
 )
 
 const toolsUsage = `usage:
@@ -76,39 +78,61 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	list := append(slices.Clone(agent.Tools), agent.Skills.Tools()...)
 	// The memory tool ("memory": {"tool": true}) works on the memories of a node
 	// built on the data directory, as node memory does; the notes then share its log.
+	// The rag tool ("knowledge": {"tool": true}) works on the knowledge bases of the
+	// memory tool's node, or of a node built on the data directory as node rag does.
+	// Both are opened only for a call that reaches them: listing the tools, or
+	// calling another, needs no data directory (nor one that no node serves), as
+	// their specs come from memories and bases that are never read.
+	reaches := func(ts []tools.Tool) bool {
+		return sub == "call" && len(pos) > 0 && callReaches(pos[0], ts, agent.Chains)
+	}
 	var memLog eventlog.Log
 	var memNode *node.Node
-	if tc := fc.Memory.ToolConfig(); tc != nil {
+	var memTools, ragTools []tools.Tool
+	memCfg, ragCfg := fc.Memory.ToolConfig(), fc.Knowledge.ToolConfig()
+	if memCfg != nil {
+		if memTools, err = memorySpecs(*memCfg); err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+	}
+	if ragCfg != nil {
+		box, err := node.RAGTool(nil, *ragCfg)
+		if err != nil {
+			fmt.Fprintln(stderr, "error:", err)
+			return 2
+		}
+		ragTools = []tools.Tool{box}
+	}
+	if memCfg != nil && reaches(memTools) {
 		mems, closeMems, err := openCLIMemories(ctx, fc, *configPath, *dataFlag, "")
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
 		defer closeMems()
-		memTools, err := mems.Tools(*tc)
-		if err != nil {
+		if memTools, err = mems.Tools(*memCfg); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
-		list, memLog = append(list, memTools...), mems.n.Log()
-		memNode = mems.n
+		memLog, memNode = mems.n.Log(), mems.n
 	}
-	// The rag tool ("knowledge": {"tool": true}) works on the knowledge bases of the
-	// memory tool's node, or of a node built on the data directory as node rag does.
-	if tc := fc.Knowledge.ToolConfig(); tc != nil {
+	list = append(list, memTools...)
+	if ragCfg != nil && reaches(ragTools) {
 		bs, kbLog, closeKB, err := cliKnowledgeBases(ctx, fc, *configPath, *dataFlag, memNode)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 1
 		}
 		defer closeKB()
-		box, err := node.RAGTool(bs, *tc)
+		box, err := node.RAGTool(bs, *ragCfg)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
-		list, memLog = append(list, box), kbLog
+		ragTools, memLog = []tools.Tool{box}, kbLog
 	}
+	list = append(list, ragTools...)
 	if nc := agent.Notes; nc != nil {
 		// The notes' log is opened only for a call that reaches the notes: listing the
 		// tools, or calling another, works while a node serves the data directory.
@@ -304,6 +328,22 @@ func notesSpecs(cfg notes.Config) ([]tools.Tool, error) {
 		return nil, err
 	}
 	return n.Tools()
+}
+
+// memorySpecs makes the memory tool of cfg on memories that are never read (a log
+// never read, an empty vector store in memory): what listing it, or building
+// chains over it, needs. Calling it fails.
+func memorySpecs(cfg memory.ToolConfig) ([]tools.Tool, error) {
+	v, err := vectorstore.Open(vectorstore.Config{})
+	if err != nil {
+		return nil, err
+	}
+	defer v.Close()
+	m, err := memory.Open(memory.Config{Log: unreadLog{}, Vectors: v})
+	if err != nil {
+		return nil, err
+	}
+	return m.Tools(cfg)
 }
 
 // unreadLog stands in for the notes' log where only their tools' specs are needed.

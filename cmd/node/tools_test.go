@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -201,5 +202,43 @@ func TestToolsListAndCallWhileANodeHoldsTheNotesLog(t *testing.T) {
 		if code != 1 || !strings.Contains(errs, "locked by another process") {
 			t.Errorf("call %s while the log is held: %d %s; want exit 1 saying the directory is locked", args[0], code, errs)
 		}
+	}
+}
+
+// Listing the tools of a node with the memory tool and the rag tool opens no data
+// directory: in a fresh empty directory it creates none, and with a --data that
+// cannot be one (under a file) it lists them all the same, as does a call of
+// another tool. A call of the memory tool opens it, and says so when it cannot.
+func TestToolsListWithMemoryAndRAGNeedsNoDataDirectory(t *testing.T) {
+	clearLLMEnv(t)
+	t.Setenv("TROUPE_CLICKHOUSE", "")
+	t.Setenv("TROUPE_DATA", "")
+	dir := t.TempDir()
+	t.Chdir(dir)
+	cfg := writeConfig(t, `{"memory": {"tool": true}, "knowledge": {"tool": true, "default": "handbook"}}`)
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, data := range [][]string{nil, {"--data", filepath.Join(file, "data")}} {
+		code, out, errs := nodeTools(t, options{}, append([]string{"list", "--config", cfg}, data...)...)
+		if code != 0 || !strings.Contains(out, "\nmemory ") || !strings.Contains(out, "\nrag ") {
+			t.Fatalf("list %v: %d\n%s%s", data, code, out, errs)
+		}
+		if code, out, errs := nodeTools(t, options{}, append([]string{"call", "--config", cfg, "calculator", "expression=2+3"}, data...)...); code != 0 || strings.TrimSpace(out) != "5" {
+			t.Fatalf("call calculator %v: %d %q %s", data, code, out, errs)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".troupe")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("listing the tools made the data directory .troupe: %v", err)
+	}
+	code, _, errs := nodeTools(t, options{}, "call", "--config", cfg, "--data", filepath.Join(file, "data"), "memory", `{"op": "stats"}`)
+	if code != 1 || !strings.Contains(errs, "the memories of "+filepath.Join(file, "data")) {
+		t.Fatalf("call memory on a data directory under a file: %d %s", code, errs)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	if code, out, errs := nodeTools(t, options{}, "call", "--config", cfg, "--data", data, "memory",
+		`{"op": "add", "args": {"tier": "semantic", "content": "Alice likes tea", "importance": 0.5}}`); code != 0 || !strings.Contains(out, `"event":"ADD"`) {
+		t.Fatalf("call memory: %d %q %s", code, out, errs)
 	}
 }

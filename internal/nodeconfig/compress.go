@@ -29,6 +29,8 @@ import (
 //	  facts_block: facts        # extract: the core memory block its facts are appended to (needs the memory tool)
 //
 // Absent, a field is its default (actors.Compression's zero value: no compression).
+// A setting needs compression in the same section: without it, it is refused
+// (settingWithoutStrategy), since it would do nothing.
 type CompressionFile struct {
 	Strategy          string `json:"compression,omitempty"`
 	KeepTurns         int    `json:"keep_turns,omitempty"`
@@ -90,6 +92,36 @@ func (c CompressionFile) validateTurns() error {
 			"so step_turns must be at most keep_turns (default keep_turns/2): lower step_turns, or raise keep_turns", c.StepTurns, given, keep)
 	}
 	return nil
+}
+
+// settingWithoutStrategy returns the first setting of a compression given without
+// compression (its strategy), or "" for none. Such a setting did nothing: with no
+// strategy the conversation is sent as history_turns cuts it, and a named agent
+// that names no strategy takes the default agent's compression whole, settings
+// included. summary_model is not one: it names the summary model of the
+// compression the agent takes.
+func (c CompressionFile) settingWithoutStrategy() string {
+	if c.Strategy != "" {
+		return ""
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"keep_turns", c.KeepTurns != 0}, {"step_turns", c.StepTurns != 0}, {"summary_words", c.SummaryWords != 0},
+		{"observation_tokens", c.ObservationTokens != 0}, {"compact_tokens", c.CompactTokens != 0},
+		{"middle_summaries", c.MiddleSummaries != 0}, {"importance_tokens", c.ImportanceTokens != 0}, {"facts_block", c.FactsBlock != ""}} {
+		if f.set {
+			return f.name
+		}
+	}
+	return ""
+}
+
+// withoutStrategyError is the error of a setting given without compression.
+func withoutStrategyError(field, whose string) error {
+	return fmt.Errorf("%s is given without compression: it is a setting of a compression strategy, and %s; "+
+		"set compression too (compression: window sends only the latest keep_turns turns verbatim), "+
+		"or remove %s (history_turns cuts the messages considered without compression)", field, whose, field)
 }
 
 // validateRanges reports an integer setting of the configuration file's

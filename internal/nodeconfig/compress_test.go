@@ -142,3 +142,46 @@ func TestConfigFileCompressionRanges(t *testing.T) {
 		}
 	}
 }
+
+// A compression setting without compression did nothing (the conversation was sent
+// whole, or a named agent took the default agent's compression, settings and all):
+// it is refused, naming the field (an agents file its line too) and what it needs.
+func TestCompressionSettingWithoutStrategy(t *testing.T) {
+	for _, c := range []struct {
+		body  string
+		line  int
+		field string
+	}{
+		{"keep_turns: 2", 4, "keep_turns"},
+		{"window: 32000\n      step_turns: 1", 5, "step_turns"},
+		{"observation_tokens: 300", 4, "observation_tokens"},
+		{"facts_block: facts", 4, "facts_block"},
+	} {
+		_, err := ParseAgents("agents.yaml", []byte("agents:\n  chat:\n    context:\n      "+c.body+"\n"))
+		var fe *AgentsFileError
+		if !errors.As(err, &fe) || fe.Line != c.line || !strings.Contains(fe.Msg, `agent "chat": context: `+c.field+" is given without compression") ||
+			!strings.Contains(fe.Msg, "set compression too") {
+			t.Errorf("%q: err = %v, want line %d naming %s", c.body, err, c.line, c.field)
+		}
+	}
+	// With compression, or summary_model alone (it names the summary model of the
+	// compression the agent takes), the section is taken.
+	for _, body := range []string{"compression: window\n      keep_turns: 2", "summary_model: none"} {
+		if _, err := ParseAgents("agents.yaml", []byte("agents:\n  chat:\n    context:\n      "+body+"\n")); err != nil {
+			t.Errorf("%q: %v", body, err)
+		}
+	}
+	path := t.TempDir() + "/troupe.json"
+	if err := os.WriteFile(path, []byte(`{"context": {"window": 32000, "keep_turns": 2}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "context: keep_turns is given without compression") {
+		t.Fatalf("the configuration file's keep_turns without compression: %v", err)
+	}
+	if err := os.WriteFile(path, []byte(`{"context": {"window": 32000, "compression": "window", "keep_turns": 2}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if fc, err := Load(path); err != nil || fc.Context.Options().Compression.Window != 2 {
+		t.Fatalf("keep_turns with compression: %v", err)
+	}
+}

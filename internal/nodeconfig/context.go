@@ -84,6 +84,9 @@ func (fc File) validateContext() []error {
 	if err := fc.Context.validateRanges(); err != nil {
 		return []error{fmt.Errorf("context: %w", err)}
 	}
+	if f := fc.Context.settingWithoutStrategy(); f != "" {
+		return []error{fmt.Errorf("context: %w", withoutStrategyError(f, "with none the conversation is sent whole (as history_turns cuts it)"))}
+	}
 	if err := fc.Context.validateTurns(); err != nil { // before Options, whose check of the same says less
 		return []error{fmt.Errorf("context: %w", err)}
 	}
@@ -107,12 +110,13 @@ func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
 	}
 	var c ContextFile
 	seen := map[string]bool{}
+	lines := map[string]int{} // of the fields, by name
 	for i := 0; i+1 < len(v.Content); i += 2 {
 		k, fv := v.Content[i], v.Content[i+1]
 		if seen[k.Value] {
 			return fail(k.Line, "field %q is given twice", k.Value)
 		}
-		seen[k.Value] = true
+		seen[k.Value], lines[k.Value] = true, k.Line
 		var n int
 		isInt := fv.Kind == yaml.ScalarNode && fv.Tag == "!!int" && fv.Decode(&n) == nil
 		switch k.Value {
@@ -154,6 +158,9 @@ func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
 			}
 			return fail(k.Line, "unknown field %q: the fields are %s", k.Value, strings.Join(contextFieldNames, ", "))
 		}
+	}
+	if f := c.settingWithoutStrategy(); f != "" {
+		return fail(lines[f], "%v", withoutStrategyError(f, "an agent that names none takes the default agent's compression whole, its settings included"))
 	}
 	if err := c.validateTurns(); err != nil { // a compression is the agent's whole, or the node's
 		return fail(c.turnsLine, "%v", err)

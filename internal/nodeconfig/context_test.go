@@ -176,12 +176,12 @@ func TestConfigFileContextGather(t *testing.T) {
 }
 
 // An agent's context settings that are in range alone but not with the node's
-// (a window of 300 tokens under the default 4096 reserved for the answer) are
+// (a window of 600 tokens under the default 4096 reserved for the answer) are
 // refused by CheckNodeTools, which node agents list, node run and serve and replay
 // verify and fork all call, as the node would refuse them at its start; the error
 // names the line of the agent's context section.
 func TestCheckNodeToolsRefusesWhatTheNodeRefuses(t *testing.T) {
-	f, err := ParseAgents("agents.yaml", []byte("agents:\n  tiny:\n    tools: [calculator]\n    context: {window: 300}\n"))
+	f, err := ParseAgents("agents.yaml", []byte("agents:\n  tiny:\n    tools: [calculator]\n    context: {window: 600}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,11 +189,11 @@ func TestCheckNodeToolsRefusesWhatTheNodeRefuses(t *testing.T) {
 	cfg.Agents = f.NodeAgents()
 	_, buildErr := cfg.AllAgents()
 	if buildErr == nil {
-		t.Fatal("the node builds an agent of window 300 and the default reserved output")
+		t.Fatal("the node builds an agent of window 600 and the default reserved output")
 	}
 	err = f.CheckNodeTools(node.Config{})
 	var fe *AgentsFileError
-	if !errors.As(err, &fe) || fe.Line != 4 || !strings.Contains(fe.Msg, `agent "tiny", with the default agent's context settings: context reserved output 4096 leaves no room in the window of 300 tokens`) {
+	if !errors.As(err, &fe) || fe.Line != 4 || !strings.Contains(fe.Msg, `agent "tiny", with the default agent's context settings: context reserved output 4096 leaves no room in the window of 600 tokens`) {
 		t.Fatalf("err = %v, want line 4 and the node's reason (%v)", err, buildErr)
 	}
 	// With the node's own reserved output small enough, the same file is fine.

@@ -27,7 +27,8 @@
 //     what its object streams decode to by MaxPDFObjectStreamBytes.
 //   - Split cuts Markdown into Paragraphs: blank lines separate them, a fenced code
 //     block or a table stays whole, and headings (ATX and setext) are not
-//     paragraphs but set the HeadingPath ("# A", "## B") of the paragraphs below.
+//     paragraphs but set the HeadingPath ("# A", "## B") of the paragraphs below
+//     (a text of headings only has its headings as its paragraphs instead).
 //     Start and End are byte offsets, and markdown[Start:End] is the paragraph.
 //   - Pack packs whole paragraphs into Chunks of at most ChunkOptions.MaxTokens
 //     tokens, counted by a Tokenizer (Cl100k, cl100k_base, by default: counted by

@@ -23,8 +23,11 @@ type Paragraph struct {
 // and is not merged with the text around it. Headings, ATX ("## B") and setext (a
 // line underlined with "=" or "-"), are not paragraphs: they set the HeadingPath of
 // the paragraphs that follow, a heading of level n replacing those of level n and
-// deeper. Headings inside code blocks are code. Split runs in time linear in the
-// length of the text and never fails.
+// deeper. Headings inside code blocks are code. A text of headings only (a table
+// of contents, a page's outline) has its headings as its paragraphs instead, each
+// its line as written under the headings above it, so that the page is not lost
+// as empty; a text of whitespace only has no paragraph. Split runs in time linear
+// in the length of the text and never fails.
 func Split(markdown string) []Paragraph {
 	s := splitter{md: markdown}
 	for pos := 0; pos < len(markdown); {
@@ -43,6 +46,9 @@ func Split(markdown string) []Paragraph {
 		s.emit(s.start, len(s.md))
 	}
 	s.flush()
+	if len(s.out) == 0 {
+		return s.heads
+	}
 	return s.out
 }
 
@@ -52,6 +58,9 @@ type splitter struct {
 	out    []Paragraph
 	path   []string
 	levels []int
+	// heads are the headings as paragraphs, what Split returns for a text
+	// without any other; they are kept while out is empty only.
+	heads []Paragraph
 
 	// The open paragraph: its first line's start and its last line's end; open
 	// is false when there is none. table is true when it is a table.
@@ -86,13 +95,13 @@ func (s *splitter) line(start, end int) {
 	}
 	if level, title, ok := atxHeading(line); ok {
 		s.flush()
-		s.heading(level, title)
+		s.heading(level, title, start, end)
 		return
 	}
 	if level := setextUnderline(line); level > 0 && s.open && !s.table && !startsLikeBlock(s.md[s.start:s.end]) {
 		title := strings.Join(strings.Fields(s.md[s.start:s.end]), " ")
 		s.open = false
-		s.heading(level, title)
+		s.heading(level, title, s.start, s.end)
 		return
 	}
 	isTable := strings.HasPrefix(strings.TrimLeft(line, " \t"), "|")
@@ -134,11 +143,34 @@ func (s *splitter) emit(start, end int) {
 	})
 }
 
-// heading makes a heading of the level the innermost of the path.
-func (s *splitter) heading(level int, title string) {
+// headingText keeps md[start:end], a heading's text, trimmed, as a paragraph under
+// the headings above it (the path without those the heading replaces), while the
+// text has no other paragraph.
+func (s *splitter) headingText(start, end int) {
+	if len(s.out) > 0 {
+		s.heads = nil
+		return
+	}
+	for start < end && isSpace(s.md[start]) {
+		start++
+	}
+	for end > start && isSpace(s.md[end-1]) {
+		end--
+	}
+	if start < end {
+		s.heads = append(s.heads, Paragraph{HeadingPath: slices.Clone(s.path), Text: s.md[start:end], Start: start, End: end})
+	}
+}
+
+// heading makes a heading of the level the innermost of the path; md[start:end]
+// is its text (headingText).
+func (s *splitter) heading(level int, title string, start, end int) {
 	for len(s.levels) > 0 && s.levels[len(s.levels)-1] >= level {
 		s.levels = s.levels[:len(s.levels)-1]
 		s.path = s.path[:len(s.path)-1]
+	}
+	if title != "" {
+		s.headingText(start, end)
 	}
 	entry := strings.Repeat("#", level)
 	if title != "" {

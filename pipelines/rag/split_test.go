@@ -37,7 +37,12 @@ func TestSplit(t *testing.T) {
 		{"table kept apart from text", "text before\n| a | b |\n| - | - |\n| 1 | 2 |\ntext after",
 			[]para{{"", "text before"}, {"", "| a | b |\n| - | - |\n| 1 | 2 |"}, {"", "text after"}}},
 		{"empty", "", []para{}},
-		{"headings only", "# A\n## B\n", []para{}},
+		{"whitespace only", "  \n\n\t\n", []para{}},
+		// A page of headings only is its headings, each under those above it.
+		{"headings only", "# A\n## B\n", []para{{"", "# A"}, {"# A", "## B"}}},
+		{"headings only, siblings and setext", "Guide\n=====\n\n## Install ##\n\n## Run\n\n#\n", []para{{"", "Guide"}, {"# Guide", "## Install ##"}, {"# Guide", "## Run"}}},
+		{"headings then text: the text only", "# A\n## B\n\nbody\n\n## C\n", []para{{"# A > ## B", "body"}}},
+		{"text then headings: the text only", "intro\n\n# A\n## B\n", []para{{"", "intro"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
