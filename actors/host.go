@@ -183,6 +183,9 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 		h.forward(ctx, m.SessionID)
 	case *ResumeSession:
 		if h.owns != nil && !h.owns(m.SessionID) {
+			if ctx.Sender() != nil {
+				ctx.Respond(&SessionResumed{SessionID: m.SessionID})
+			}
 			return
 		}
 		h.forward(ctx, m.SessionID)
@@ -460,7 +463,7 @@ func sessionFailed(id string, reason any, what string) error {
 }
 
 // answerRequest answers a request a session actor will never handle with why:
-// SubmitTask, CancelTask and ResolveApproval. ErrNotOwner, which the node's handlers
+// SubmitTask, CancelTask, ResolveApproval and ResumeSession. ErrNotOwner, which the node's handlers
 // take for "not here, not now": once the partition moved, its next owner reads the
 // message again; on this node, the retry reaches the session's next actor, which
 // the host starts for it; ErrSessionFailed is retried the same way. The actor
@@ -485,6 +488,8 @@ func answerRequest(system *actor.ActorSystem, msg any, sender *actor.PID, why er
 		reply = fmt.Errorf("%w (a cancellation)", why)
 	case *ResolveApproval:
 		reply = fmt.Errorf("%w (the answer to approval %s)", why, m.Call)
+	case *ResumeSession:
+		reply = fmt.Errorf("%w (the resumption of session %s)", why, m.SessionID)
 	case *Drain:
 		if !stopped {
 			return

@@ -186,8 +186,16 @@ type ResolveApproval struct {
 
 // ResumeSession wakes a session so it folds its events and continues unfinished work
 // (a session already awake decides again: an approval that expired meanwhile is
-// rejected).
+// rejected). Sent as a request, it is answered *SessionResumed once the session
+// read its log and decided (or at once, by the host, when the node does not own the
+// session), or an error: a node resuming many sessions waits for the answers, so as
+// to read a few sessions' logs at a time.
 type ResumeSession struct {
+	SessionID string
+}
+
+// SessionResumed answers a ResumeSession sent as a request.
+type SessionResumed struct {
 	SessionID string
 }
 
@@ -321,6 +329,9 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		*a.handled++
 		if !a.drain.on {
 			a.step(ctx, nil)
+		}
+		if ctx.Sender() != nil {
+			ctx.Respond(&SessionResumed{SessionID: m.SessionID})
 		}
 	case *ResolveApproval:
 		*a.handled++

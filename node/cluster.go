@@ -196,9 +196,7 @@ func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 	// Resuming reads the log; it runs beside the tasks of the new generation (both
 	// reach a session through the host, which runs each session once).
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := n.resumeOwned(ctx, gen, owns); err != nil {
+		if err := n.resumeOwned(context.Background(), gen, owns); err != nil {
 			n.cfg.Logger.Error("resume sessions of assigned partitions", "err", err)
 		}
 	}()
@@ -272,12 +270,17 @@ const republishWindow = 10 * time.Minute
 // them anyway). Each folds its events and publishes its latest task's again
 // (actors.SetOwnership.Republish): what a previous owner appended and never
 // published reaches troupe.events and troupe.results; the unfinished ones go on.
+// The sessions are resumed Config.ResumeConcurrency at a time (resumeSessions):
+// each reads its log, and a takeover of many must leave connections to the rest
+// of the node. The listings get a minute.
 func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) bool) error {
-	infos, err := n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
+	lctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	infos, err := n.log.Sessions(lctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
 	if err != nil {
 		return err
 	}
-	ended, err := n.log.Sessions(ctx, eventlog.Filter{UpdatedSinceUS: time.Now().Add(-republishWindow).UnixMicro(), SessionsOnly: true})
+	ended, err := n.log.Sessions(lctx, eventlog.Filter{UpdatedSinceUS: time.Now().Add(-republishWindow).UnixMicro(), SessionsOnly: true})
 	if err != nil {
 		return err
 	}
@@ -286,21 +289,20 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) boo
 			infos = append(infos, s)
 		}
 	}
-	count := 0
+	var ids []string
 	for _, s := range infos {
-		n.own.mu.Lock()
-		current := n.own.generation == gen
-		n.own.mu.Unlock()
-		if !current {
-			return nil
-		}
 		if owns(s.ID) && eventlog.IsSession(s.ID) { // a notes stream is no session
-			n.system.Root.Send(n.host, &actors.ResumeSession{SessionID: s.ID})
-			count++
+			ids = append(ids, s.ID)
 		}
 	}
-	if count > 0 {
-		n.cfg.Logger.Info("resuming the unfinished and lately ended sessions of assigned partitions", "count", count)
+	current := func() bool {
+		n.own.mu.Lock()
+		defer n.own.mu.Unlock()
+		return n.own.generation == gen
+	}
+	if len(ids) > 0 && current() {
+		n.cfg.Logger.Info("resuming the unfinished and lately ended sessions of assigned partitions", "count", len(ids))
+		n.resumeSessions(ctx, ids, current)
 	}
 	return nil
 }

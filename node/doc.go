@@ -42,7 +42,9 @@
 //
 // In a cluster (Bus.Sharded) the nodes share one log and Kafka's consumer group on
 // messages.TopicTasks spreads the sessions: Assigned resumes the unfinished sessions of
-// the partitions a node gets, Revoked drains and stops them before the partitions move.
+// the partitions a node gets (Config.ResumeConcurrency at a time, as a node's start
+// does: each reads its log, and the log's connections are shared with the API),
+// Revoked drains and stops them before the partitions move.
 // A session's partition is murmur2 of its ID (Bus.Partition); a task or cancellation
 // read from another partition (a librdkafka client's CRC32, or a record without a
 // key) is forwarded to the session's partition with its message ID, and committed

@@ -51,6 +51,10 @@ const DefaultSystemPrompt = "You are a helpful agent running on Troupe. Use the 
 // takes about 8 KB), and it sets the size of maps that never shrink.
 const DefaultMaxLiveSessions = 10_000
 
+// DefaultResumeConcurrency is the default of Config.ResumeConcurrency: half the
+// default connections of the ClickHouse log (clickhouse.DefaultMaxOpenConns).
+const DefaultResumeConcurrency = 4
+
 // Config configures a node. The zero value runs an embedded node in ./.troupe on the
 // offline model with the calculator and clock tools.
 type Config struct {
@@ -211,6 +215,13 @@ type Config struct {
 	// on the embedded node a wait may end up to a sixteenth of it earlier, as waits
 	// that start close together share one deadline).
 	SubmitTimeout time.Duration
+	// ResumeConcurrency bounds the sessions the node resumes at once, when Run starts
+	// and when it is assigned partitions (default DefaultResumeConcurrency): each
+	// reads its events from the log, and a takeover that woke hundreds at once held
+	// every connection of the ClickHouse log's pool until their reads were done, so
+	// that the API's reads (MCP, A2A, the dashboard) timed out waiting for one. Keep
+	// it below the log's connections (cmd/node: half of clickhouse_max_conns).
+	ResumeConcurrency int
 	// HandoffGrace bounds how long a sharded node that loses its partitions waits for
 	// effects in flight to answer before it stops their sessions (default 5 s). Kafka
 	// evicts a member that has not rejoined within its session timeout (10 s for a
@@ -341,6 +352,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.NodeID == "" {
 		c.NodeID = defaultNodeID()
+	}
+	if c.ResumeConcurrency <= 0 {
+		c.ResumeConcurrency = DefaultResumeConcurrency
 	}
 	if c.HandoffGrace <= 0 {
 		c.HandoffGrace = 5 * time.Second
@@ -841,18 +855,60 @@ func (n *Node) resume(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	count := 0
+	var ids []string
 	for _, s := range infos {
 		if !eventlog.IsSession(s.ID) || n.cfg.Resume != nil && !n.cfg.Resume(s.ID) {
 			continue // a notes stream is no session
 		}
-		n.system.Root.Send(n.host, &actors.ResumeSession{SessionID: s.ID})
-		count++
+		ids = append(ids, s.ID)
 	}
-	if count > 0 {
-		n.cfg.Logger.Info("resuming unfinished sessions", "count", count)
+	if len(ids) > 0 {
+		n.cfg.Logger.Info("resuming unfinished sessions", "count", len(ids))
+		n.resumeSessions(ctx, ids, func() bool { return true })
 	}
 	return nil
+}
+
+// resumeSessions wakes the sessions ids (ResumeSession), Config.ResumeConcurrency
+// at a time: each is answered once its session read its log, so that a node
+// resuming many reads a few sessions' logs at once, and leaves the log's other
+// connections to the rest of the node. It stops early when ctx ends or current
+// reports false (the node's partitions changed); a session not resumed then, or
+// whose resumption failed, is resumed by the next task that reaches it or by its
+// next owner.
+func (n *Node) resumeSessions(ctx context.Context, ids []string, current func() bool) {
+	work := make(chan string)
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Int64
+		last   atomic.Value // the last failure's error
+	)
+	for range min(n.cfg.ResumeConcurrency, len(ids)) {
+		wg.Go(func() {
+			for id := range work {
+				if _, err := n.system.Root.RequestFuture(n.host, &actors.ResumeSession{SessionID: id}, n.cfg.SubmitTimeout).Result(); err != nil {
+					failed.Add(1)
+					last.Store(fmt.Errorf("session %s: %w", id, err))
+				}
+			}
+		})
+	}
+feed:
+	for _, id := range ids {
+		if !current() {
+			break
+		}
+		select {
+		case work <- id:
+		case <-ctx.Done():
+			break feed
+		}
+	}
+	close(work)
+	wg.Wait()
+	if f := failed.Load(); f > 0 {
+		n.cfg.Logger.Warn("some sessions could not be resumed; each resumes with its next task or owner", "failed", f, "of", len(ids), "last_err", last.Load())
+	}
 }
 
 // Task is what ingress accepts: the body of POST /v1/tasks and of a troupe.tasks message.

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -37,13 +40,14 @@ func parseIdleTimeout(s string) (time.Duration, error) {
 	return d, nil
 }
 
-// openLog opens the ClickHouse event log when an address is configured; nil means the
+// openLog opens the ClickHouse event log when an address is configured, with at
+// most maxConns connections (0: clickhouse.DefaultMaxOpenConns); nil means the
 // node's embedded SQLite log.
-func openLog(ctx context.Context, addr, database string) (eventlog.Log, error) {
+func openLog(ctx context.Context, addr, database string, maxConns int) (eventlog.Log, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	cfg := clickhouse.Config{Addr: clickhouse.SplitAddr(addr), Database: database}
+	cfg := clickhouse.Config{Addr: clickhouse.SplitAddr(addr), Database: database, MaxOpenConns: maxConns}
 	if cfg.Database == "" {
 		cfg.Database = "troupe"
 	}
@@ -54,6 +58,32 @@ func openLog(ctx context.Context, addr, database string) (eventlog.Log, error) {
 	return l, nil
 }
 
+// openConfiguredLog opens the ClickHouse log that the environment names, else the
+// file fc (TROUPE_CLICKHOUSE or "clickhouse", TROUPE_CLICKHOUSE_DATABASE or
+// "clickhouse_database", TROUPE_CLICKHOUSE_MAX_CONNS or "clickhouse_max_conns"),
+// for the subcommands that take no flags for it; nil without an address.
+func openConfiguredLog(ctx context.Context, fc nodeconfig.File) (eventlog.Log, error) {
+	conns := fc.ClickHouseMaxConns
+	if v := os.Getenv("TROUPE_CLICKHOUSE_MAX_CONNS"); v != "" {
+		var err error
+		if conns, err = parseMaxConns("TROUPE_CLICKHOUSE_MAX_CONNS", v); err != nil {
+			return nil, err
+		}
+	}
+	return openLog(ctx, cmp.Or(os.Getenv("TROUPE_CLICKHOUSE"), fc.ClickHouse),
+		cmp.Or(os.Getenv("TROUPE_CLICKHOUSE_DATABASE"), fc.ClickHouseDatabase, "troupe"), conns)
+}
+
+// parseMaxConns parses the node's bound on its ClickHouse connections, given as
+// what (a flag or a variable): a count from 1 to nodeconfig.MaxClickHouseConns.
+func parseMaxConns(what, v string) (int, error) {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 || n > nodeconfig.MaxClickHouseConns {
+		return 0, fmt.Errorf("%s %q: want a count of connections from 1 to %d (default %d)", what, v, nodeconfig.MaxClickHouseConns, clickhouse.DefaultMaxOpenConns)
+	}
+	return n, nil
+}
+
 // sinkGroup is the consumer group of the event sink of a cluster whose nodes' group
 // is group: troupe-sink for the default troupe, so that clusters sharing a Kafka
 // under their own --group (and --topic-prefix) do not share one sink group.
@@ -62,8 +92,8 @@ func sinkGroup(group string) string { return group + "-sink" }
 // startSink runs an event sink from troupe.events (with the prefix of topics) into
 // the ClickHouse log at addr, in the consumer group sinkGroup(group); stop ends it
 // and closes what it opened, logging what failed to close.
-func startSink(ctx context.Context, brokers []string, topics kafka.TopicLayout, group, addr, database string, logger *slog.Logger) (stop func(), err error) {
-	log, err := openLog(ctx, addr, database)
+func startSink(ctx context.Context, brokers []string, topics kafka.TopicLayout, group, addr, database string, maxConns int, logger *slog.Logger) (stop func(), err error) {
+	log, err := openLog(ctx, addr, database, maxConns)
 	if err != nil {
 		return nil, err
 	}

@@ -54,6 +54,9 @@ func TestConfigFileRejectsBadValues(t *testing.T) {
 		{"fallback unknown", `{"fallbacks": ["acme:large"]}`, []string{"fallbacks[0]", `"acme:large"`, "PROVIDER[:MODEL]"}},
 		{"clickhouse URL", `{"clickhouse": "http://ch:8123"}`, []string{"clickhouse", `"http://ch:8123"`, "host:port"}},
 		{"clickhouse_database", `{"clickhouse_database": "my-db"}`, []string{"clickhouse_database", `"my-db"`, "letters, digits and underscores"}},
+		{"clickhouse_max_conns negative", `{"clickhouse_max_conns": -1}`, []string{"clickhouse_max_conns", "-1", "1 to 1000", "default, 8"}},
+		{"clickhouse_max_conns huge", `{"clickhouse_max_conns": 5000}`, []string{"clickhouse_max_conns", "5000", "1 to 1000"}},
+		{"clickhouse_max_conns wrong type", `{"clickhouse_max_conns": "many"}`, []string{"clickhouse_max_conns", "string", "1 to 1000"}},
 		{"kafka without port", `{"kafka": "broker1:9092,broker2"}`, []string{"kafka", `"broker2"`, "host:port"}},
 		{"group", `{"group": "my group"}`, []string{"group", `"my group"`, "letters, digits"}},
 		{"topic_prefix", `{"topic_prefix": "prod/"}`, []string{"topic_prefix", `"prod/"`, "letters, digits"}},
@@ -127,7 +130,7 @@ func TestConfigFileRejectsBadValues(t *testing.T) {
 func TestConfigFileAcceptsGoodValues(t *testing.T) {
 	for _, body := range []string{`{}`, `{
 		"data": "DATA", "http": "127.0.0.1:0", "model": "offline", "fallbacks": ["offline"],
-		"clickhouse": "", "clickhouse_database": "troupe_test", "kafka": "", "group": "troupe-a.1",
+		"clickhouse": "", "clickhouse_database": "troupe_test", "clickhouse_max_conns": 16, "kafka": "", "group": "troupe-a.1",
 		"topic_prefix": "test.", "roles": "all", "node_id": "node-1.host_a", "topics_file": "",
 		"system_prompt": "Be brief.", "max_steps": 12, "max_sessions": 500,
 		"gateway": {"prices": {"offline": {"prompt": 0.15, "completion": 0.6, "cached": 0.075}},
@@ -163,6 +166,26 @@ func TestMaxSessionsIsValidated(t *testing.T) {
 	if code := run(context.Background(), []string{"serve", "--data", dir}, &bytes.Buffer{}, &stderr, options{}); code != 2 ||
 		!strings.Contains(stderr.String(), "TROUPE_MAX_SESSIONS") {
 		t.Errorf("TROUPE_MAX_SESSIONS=lots: exit %d, stderr %q", code, stderr.String())
+	}
+}
+
+// --clickhouse-max-conns (and TROUPE_CLICKHOUSE_MAX_CONNS) must be a count from 1 to
+// 1000.
+func TestClickHouseMaxConnsIsValidated(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("TROUPE_CLICKHOUSE_MAX_CONNS", "")
+	for _, v := range []string{"0", "-3", "many", "2000"} {
+		var stderr bytes.Buffer
+		code := run(context.Background(), []string{"serve", "--data", dir, "--clickhouse-max-conns", v}, &bytes.Buffer{}, &stderr, options{})
+		if code != 2 || !strings.Contains(stderr.String(), "--clickhouse-max-conns") || !strings.Contains(stderr.String(), "1 to 1000") {
+			t.Errorf("--clickhouse-max-conns %s: exit %d, stderr %q; want 2 naming the flag and the range", v, code, stderr.String())
+		}
+	}
+	t.Setenv("TROUPE_CLICKHOUSE_MAX_CONNS", "lots")
+	var stderr bytes.Buffer
+	if code := run(context.Background(), []string{"serve", "--data", dir}, &bytes.Buffer{}, &stderr, options{}); code != 2 ||
+		!strings.Contains(stderr.String(), "TROUPE_CLICKHOUSE_MAX_CONNS") {
+		t.Errorf("TROUPE_CLICKHOUSE_MAX_CONNS=lots: exit %d, stderr %q", code, stderr.String())
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	_ "time/tzdata"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/internal/cliflags"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
@@ -121,6 +122,12 @@ flags:
                          the default --group, troupe-sink)
   --clickhouse HOST:PORT write the event log to ClickHouse (TROUPE_CLICKHOUSE;
                          database TROUPE_CLICKHOUSE_DATABASE, default troupe)
+  --clickhouse-max-conns N
+                         connections to ClickHouse at most, 1 to 1000, shared by the
+                         log's writer, the sessions' reads and the API's
+                         (TROUPE_CLICKHOUSE_MAX_CONNS, "clickhouse_max_conns", default
+                         8); sessions resume half as many at a time. Raise it when
+                         the log says "connections to ClickHouse were busy"
   --agents FILE          the agents file (YAML; TROUPE_AGENTS, "agents_file"): named
                          agents a task may run ("agent"; node agents for its usage)
   --agent NAME           run: the agent of the file that runs the task (default: the
@@ -319,6 +326,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	modelFlag := fs.String("model", or("TROUPE_MODEL", fc.Model, "auto"), "model spec")
 	fallbacks := fs.String("fallback", or("TROUPE_FALLBACK", strings.Join(fc.Fallbacks, ","), ""), "fallback model specs, comma-separated")
 	chAddr := fs.String("clickhouse", or("TROUPE_CLICKHOUSE", fc.ClickHouse, ""), "ClickHouse native address for the event log")
+	chConnsFlag := fs.String("clickhouse-max-conns", or("TROUPE_CLICKHOUSE_MAX_CONNS", strconv.Itoa(cmp.Or(fc.ClickHouseMaxConns, clickhouse.DefaultMaxOpenConns)), ""),
+		"connections to ClickHouse at most (the event log's, and the sink's)")
 	kafkaAddr := fs.String("kafka", or("TROUPE_KAFKA", fc.Kafka, ""), "Kafka brokers")
 	sinkAddr := fs.String("sink", or("TROUPE_SINK_CLICKHOUSE", "", ""), "ClickHouse the event sink writes to (with --kafka)")
 	group := fs.String("group", or("TROUPE_KAFKA_GROUP", fc.Group, "troupe"), "consumer group of the cluster's nodes (with --kafka)")
@@ -399,6 +408,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if cmd != "serve" {
 		// Only serve serves the HTTP API: run and mcp need no tokens file.
 		httpCfg.Auth, httpCfg.CORS = node.AuthConfig{}, node.CORSConfig{}
+	}
+	chConns, err := parseMaxConns("--clickhouse-max-conns (TROUPE_CLICKHOUSE_MAX_CONNS, \"clickhouse_max_conns\")", *chConnsFlag)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
 	}
 	if *maxSessions < 1 || *maxSessions > nodeconfig.MaxMaxSessions {
 		fmt.Fprintf(stderr, "error: --max-sessions %d is out of range: want 1 to %d\n", *maxSessions, nodeconfig.MaxMaxSessions)
@@ -579,7 +593,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		defer closeVectors()
 		cfg.Knowledge, cfg.Secrets = &kbCfg, append(cfg.Secrets, kbKey) // the rag tool: agent.Apply
 	}
-	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"))
+	log, err := openLog(ctx, *chAddr, or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"), chConns)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
@@ -587,6 +601,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if log != nil {
 		cfg.Log = log
 		defer log.Close()
+		// Resuming sessions reads their logs: leave half the connections to the
+		// writer and the API.
+		cfg.ResumeConcurrency = max(1, chConns/2)
 	}
 	// The MCP servers' tools join the agent's (cmd/node/mcp.go).
 	_, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
@@ -647,7 +664,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		}
 		if *sinkAddr != "" {
 			stopSink, err := startSink(ctx, strings.Split(*kafkaAddr, ","), topics, *group, *sinkAddr,
-				or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"), logger)
+				or("TROUPE_CLICKHOUSE_DATABASE", fc.ClickHouseDatabase, "troupe"), chConns, logger)
 			if err != nil {
 				fmt.Fprintln(stderr, "error: sink:", err)
 				return 1

@@ -468,7 +468,7 @@ func openCLIMemories(ctx context.Context, fc nodeconfig.File, configPath, data, 
 		Consolidation: consolidation(fc.Memory, false),
 		Secrets:       append(llmBase.Secrets(nil), key, embKey), Resume: node.ResumeNone,
 		Logger: slog.New(slog.DiscardHandler)}
-	log, err := openLog(ctx, or(os.Getenv("TROUPE_CLICKHOUSE"), fc.ClickHouse), or(os.Getenv("TROUPE_CLICKHOUSE_DATABASE"), fc.ClickHouseDatabase, "troupe"))
+	log, err := openConfiguredLog(ctx, fc)
 	if err != nil {
 		_ = closeVectors()
 		return cliMemories{}, nil, err

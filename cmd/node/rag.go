@@ -491,7 +491,7 @@ func openCLIKnowledge(ctx context.Context, fc nodeconfig.File, configPath, data,
 	cfg := node.Config{DataDir: or(data, os.Getenv("TROUPE_DATA"), fc.Data, ".troupe"), Model: model, Knowledge: &kbCfg,
 		Secrets: append(llmBase.Secrets(nil), key, embKey), Resume: node.ResumeNone,
 		Logger: slog.New(slog.DiscardHandler)}
-	log, err := openLog(ctx, or(os.Getenv("TROUPE_CLICKHOUSE"), fc.ClickHouse), or(os.Getenv("TROUPE_CLICKHOUSE_DATABASE"), fc.ClickHouseDatabase, "troupe"))
+	log, err := openConfiguredLog(ctx, fc)
 	if err != nil {
 		_ = closeVectors()
 		return nil, nil, err

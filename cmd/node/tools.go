@@ -389,7 +389,7 @@ func cliNotes(ctx context.Context, fc nodeconfig.File, data string, cfg notes.Co
 		return ""
 	}
 	var log eventlog.Log
-	log, err = openLog(ctx, or(os.Getenv("TROUPE_CLICKHOUSE"), fc.ClickHouse), or(os.Getenv("TROUPE_CLICKHOUSE_DATABASE"), fc.ClickHouseDatabase, "troupe"))
+	log, err = openConfiguredLog(ctx, fc)
 	if err != nil {
 		return nil, nil, err
 	}

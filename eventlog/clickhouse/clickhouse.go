@@ -98,7 +98,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 	wctx, abort := context.WithCancel(context.Background())
 	l := &Log{
 		cfg:        cfg,
-		conn:       rereading{conn},
+		conn:       rereading{conn, cfg.MaxOpenConns},
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),

@@ -46,7 +46,9 @@ type Config struct {
 	// wrong costs a new connection and one retry. Default 5s.
 	ResponseTimeout time.Duration
 	// MaxOpenConns bounds the connections to ClickHouse, shared by the writer and
-	// by Read and Sessions. Default 8.
+	// by Read and Sessions. A request that waits DialTimeout for a free one fails
+	// with an error that says to raise it (wrapping clickhouse-go's
+	// ErrAcquireConnTimeout; the writer retries its writes). Default 8.
 	MaxOpenConns int
 
 	// BatchSize is the number of events the writer gathers from concurrent Append

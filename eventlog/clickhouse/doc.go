@@ -115,14 +115,17 @@
 // INSERT. A row the view lists landed after Own recorded the new epoch, which Own
 // does before its taker reads anything, so the new owner may not have read it; a
 // row it does not list landed before, and the new owner folds it. The writer that
-// finds its batch fenced after its INSERT lists the batch's rows too, which adds
-// those of an INSERT that landed just before the takeover (its writer is fenced
-// all the same) and those of an INSERT cut off between the events table and the
-// view's table. Rows that landed before the takeover are also listed when a copy
-// of them lands after it (an attempt retried, or completed by dropCut, whose
-// lookup found the lease still current): a copy has its row's key. Either way
-// such rows are hidden only where no owner wrote after them (see below), and a
-// writer still waiting for them is told ErrFenced.
+// finds its batch fenced after its INSERT lists nothing itself (builds before
+// schema 11 listed the batch's rows, also those that landed just before the
+// takeover, which the new owner folded and went on from): its INSERT returned
+// after the server wrote the view's rows, and an INSERT cut off between the
+// events table and the view's table is retried whole. Rows that landed before
+// the takeover are still listed when a copy of them lands after it (an attempt
+// retried, or completed by dropCut, whose lookup found the lease still current):
+// a copy has its row's key; and so is a row the server wrote into events just
+// before Own recorded the new epoch and listed just after. Such rows are hidden
+// only where no owner wrote after them (see below), and a writer still waiting
+// for them is told ErrFenced.
 //
 // Read leaves out the rows fenced_events lists at the end of a session, those no
 // owner wrote after: the new owner may have read the session before they landed,
@@ -136,14 +139,19 @@
 // and no listing found ended yet (settled). It does the same for a session whose
 // latest task ended but whose summary counts more tasks than ended ones (a stale
 // task.submitted that fenced_events does not list). Report and the analytics
-// views (model_usage, tool_usage, session_outcomes, memory_ops, session_agents)
-// count, at each (session, seq), the row of the highest epoch, and no row that
-// fenced_events lists, not even one that Read keeps because another owner wrote
-// after it.
+// views (model_usage, tool_usage, session_outcomes, memory_ops, session_agents,
+// schema/0011_analytics_per_task.sql) count, at each (session, seq), the row of
+// the highest epoch, and of the rows fenced_events lists those Read keeps: a
+// listed row beside a row of a higher epoch at its seq, or after the last row of
+// its session that is not listed, counts for nothing (staleRows in report.go).
+// They count sessions only (eventlog.IsSession; memory_ops counts the memory
+// namespaces' events), and charge each model call to the agent of its own task,
+// the latest submitted at or before it.
 //
 // What fenced_events misses: a stale row whose INSERT was cut off after the server
-// wrote it into events but before it wrote the view's rows, if its writer could
-// not confirm the batch either; a stale row written by a build before schema 10
+// wrote it into events but before it wrote the view's rows, and not retried (its
+// callers gave up and dropCut found the lease taken, or the writer's process
+// died); a stale row written by a build before schema 10
 // (its lease's partition is not stored) whose writer did not confirm it; and, for
 // a moment, a row the server has written into events and not yet listed (it
 // writes an INSERT's views after its table). Such rows count as the rows of a
@@ -205,7 +213,7 @@
 //	FROM events FINAL WHERE type = 'model.requested' GROUP BY 1
 //
 // (which also counts a stale owner's rows: the analytics views of
-// schema/0010_stale_rows.sql show how to leave them out). Table events holds one
+// schema/0011_analytics_per_task.sql show how to leave them out). Table events holds one
 // row per event, ordered by (session_id, seq, epoch), with the partition of the
 // lease it was appended under. Table
 // event_ids lists the events whose ID is not "<session_id>/<seq>" (the IDs

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	ch "github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -244,8 +245,69 @@ const deadConnRetries = 3
 // dead before any answer came (errNoAnswer: the network forgot the connection
 // while it sat idle) runs again, on another connection, so that the caller sees a
 // delay rather than an error. The writer retries its writes by itself.
+//
+// It also names the fix of an exhausted pool: a request that waited DialTimeout
+// for one of the MaxOpenConns connections fails with errPoolExhausted.
 type rereading struct {
 	driver.Conn
+	maxConns int // Config.MaxOpenConns
+}
+
+// errPoolExhausted is clickhouse-go's "acquire conn timeout" (ch.ErrAcquireConnTimeout,
+// which it wraps): every connection of the pool was busy while the request
+// waited DialTimeout for one.
+type errPoolExhausted struct {
+	maxConns int
+	err      error
+}
+
+func (e *errPoolExhausted) Error() string {
+	return fmt.Sprintf("all %d connections to ClickHouse were busy (raise Config.MaxOpenConns: the node's clickhouse_max_conns, "+
+		"--clickhouse-max-conns or TROUPE_CLICKHOUSE_MAX_CONNS, and the server's max_concurrent_queries if need be): %v", e.maxConns, e.err)
+}
+
+func (e *errPoolExhausted) Unwrap() error { return e.err }
+
+// poolErr wraps err in errPoolExhausted when the pool had no free connection.
+func (c rereading) poolErr(err error) error {
+	if err != nil && errors.Is(err, ch.ErrAcquireConnTimeout) {
+		var done *errPoolExhausted
+		if !errors.As(err, &done) {
+			return &errPoolExhausted{maxConns: c.maxConns, err: err}
+		}
+	}
+	return err
+}
+
+func (c rereading) Exec(ctx context.Context, query string, args ...any) error {
+	return c.poolErr(c.Conn.Exec(ctx, query, args...))
+}
+
+func (c rereading) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	b, err := c.Conn.PrepareBatch(ctx, query, opts...)
+	return b, c.poolErr(err)
+}
+
+// poolRow is a driver.Row whose error names the fix of an exhausted pool.
+type poolRow struct {
+	driver.Row
+	err error
+}
+
+func (r poolRow) Err() error { return r.err }
+
+func (r poolRow) Scan(dest ...any) error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.Row.Scan(dest...)
+}
+
+func (r poolRow) ScanStruct(dest any) error {
+	if r.err != nil {
+		return r.err
+	}
+	return r.Row.ScanStruct(dest)
 }
 
 func isNoAnswer(err error) bool {
@@ -257,7 +319,7 @@ func (c rereading) Query(ctx context.Context, query string, args ...any) (driver
 	for attempt := 0; ; attempt++ {
 		rows, err := c.Conn.Query(ctx, query, args...)
 		if err == nil || attempt == deadConnRetries || !isNoAnswer(err) || ctx.Err() != nil {
-			return rows, err
+			return rows, c.poolErr(err)
 		}
 	}
 }
@@ -266,6 +328,9 @@ func (c rereading) QueryRow(ctx context.Context, query string, args ...any) driv
 	for attempt := 0; ; attempt++ {
 		row := c.Conn.QueryRow(ctx, query, args...)
 		if err := row.Err(); err == nil || attempt == deadConnRetries || !isNoAnswer(err) || ctx.Err() != nil {
+			if perr := c.poolErr(err); perr != err {
+				return poolRow{row, perr}
+			}
 			return row
 		}
 	}

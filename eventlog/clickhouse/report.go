@@ -11,22 +11,52 @@ var _ eventlog.Analytics = (*Log)(nil)
 
 // deduped is the events at or after a time as a reader of the log folds them: one
 // row per (session, seq), that of the highest epoch, even before
-// ReplacingMergeTree merged a duplicate away, and none that fenced_events lists (a
-// stale partition owner's, see the package doc's Fencing), with each session's
-// agent (that of its first task; "default" when the task named none). The
-// analytics views of schema/0010_stale_rows.sql count the same rows.
-// Parameters: since, since.
-const deduped = `(SELECT session_id, seq, e_type AS type, e_ts AS ts, e_payload AS payload, agent FROM
-	(SELECT session_id, seq, argMax(type, epoch) AS e_type, argMax(ts, epoch) AS e_ts, argMax(payload, epoch) AS e_payload
-	 FROM events WHERE ts >= ? AND ` + notFenced + ` GROUP BY session_id, seq)
-	ANY LEFT JOIN
-	(SELECT session_id, if(argMin(visitParamExtractString(payload, 'agent'), seq) = '', 'default',
-	        argMin(visitParamExtractString(payload, 'agent'), seq)) AS agent
-	 FROM events WHERE type = 'task.submitted' AND ts >= ? AND ` + notFenced + ` GROUP BY session_id)
-	USING session_id)`
+// ReplacingMergeTree merged a duplicate away, and none that Read leaves out
+// (staleRows), each with the agent of its task (taskAgent). The analytics views
+// of schema/0011_analytics_per_task.sql count the same rows.
+// Parameter: since.
+const deduped = `(SELECT session_id, seq, e_type AS type, e_ts AS ts, e_payload AS payload, ` + taskAgent + ` AS agent FROM
+	(SELECT session_id, seq, argMax(type, epoch) AS e_type, argMax(ts, epoch) AS e_ts, argMax(payload, epoch) AS e_payload,
+	        max(epoch) AS e_epoch
+	 FROM events WHERE ts >= ? GROUP BY session_id, seq)
+	ANY LEFT JOIN ` + taskAgents + ` USING session_id
+	WHERE (session_id, seq, e_epoch) NOT IN (` + staleRows + `))`
 
-// notFenced keeps the rows of events that fenced_events does not list.
-const notFenced = `(session_id, seq, epoch) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)`
+// taskAgents is, per session, the seqs of its tasks (task.submitted, as Read
+// returns them) and their agents ("default" for a task that named none), as two
+// arrays in the same order: ClickHouse 18.16 has no join on an inequality, which
+// charging each event to its task's agent takes.
+const taskAgents = `(SELECT session_id, groupArray(seq) AS t_seqs,
+		groupArray(if(visitParamExtractString(t_payload, 'agent') = '', 'default', visitParamExtractString(t_payload, 'agent'))) AS t_agents
+	FROM (SELECT session_id, seq, argMax(payload, epoch) AS t_payload, max(epoch) AS t_epoch
+	      FROM events WHERE type = 'task.submitted' GROUP BY session_id, seq)
+	WHERE (session_id, seq, t_epoch) NOT IN (` + staleRows + `)
+	GROUP BY session_id)`
+
+// taskAgent is the agent of an event (columns seq, t_seqs and t_agents of
+// taskAgents): that of the latest task submitted at or before it, or of the
+// session's first task for an event before any; "" in a session without tasks.
+const taskAgent = `if(arrayCount(s -> s <= seq, t_seqs) = 0, arrayReduce('argMin', t_agents, t_seqs),
+	arrayReduce('argMax', arrayFilter((a, s) -> s <= seq, t_agents, t_seqs), arrayFilter(s -> s <= seq, t_seqs)))`
+
+// staleRows is the rows of events that fenced_events lists and Read leaves out
+// (a stale partition owner's, see the package doc's Fencing): those beside a row
+// of a higher epoch at their seq, and those after the last row of their session
+// that fenced_events does not list (no owner wrote after them). A listed row
+// that another owner wrote after was read by that owner, and counts. It reads
+// the events of the sessions that fenced_events lists only.
+const staleRows = `SELECT session_id, seq, epoch FROM
+		(SELECT session_id, seq, epoch, top FROM fenced_events
+		 ANY LEFT JOIN (SELECT session_id, seq, max(epoch) AS top FROM events
+		                WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
+		 USING session_id, seq)
+	ANY LEFT JOIN (SELECT session_id, max(seq) AS kept
+	               FROM (SELECT session_id, seq, max(epoch) AS top FROM events
+	                     WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
+	               WHERE (session_id, seq, top) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
+	               GROUP BY session_id)
+	USING session_id
+	WHERE epoch < top OR seq > kept`
 
 // notNotes keeps the sessions, not the notes streams, the memory namespaces, the knowledge bases, the A2A push configs nor the dashboard's sign-ins
 // (eventlog.IsSession), with substring, which ClickHouse 18.16 has as every later
@@ -42,7 +72,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
 	defer cancel()
 	s := &eventlog.Stats{}
-	args := []any{f.SinceUS, f.SinceUS, f.Agent, f.Agent}
+	args := []any{f.SinceUS, f.Agent, f.Agent}
 	agentCond := `(? = '' OR agent = ?)`
 	query := func(q string, scan func(scan func(...any) error) error) error {
 		rows, err := l.conn.Query(qctx, q, args...)
@@ -100,7 +130,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	err = query(`SELECT agent, count(), countIf(status = 'task.completed' AND n_tasks <= n_ended),
 			countIf(status = 'task.failed' AND n_tasks <= n_ended),
 			avg(steps), quantileExact(0.5)(duration), quantileExact(0.95)(duration)
-		FROM (SELECT session_id, any(agent) AS agent, argMaxIf(type, seq, type LIKE 'task.%') AS status,
+		FROM (SELECT session_id, argMin(agent, seq) AS agent, argMaxIf(type, seq, type LIKE 'task.%') AS status,
 		             countIf(type = 'task.submitted') AS n_tasks, countIf(type IN ('task.completed', 'task.failed')) AS n_ended,
 		             countIf(type = 'model.requested') AS steps, max(ts) - min(ts) AS duration
 		      FROM `+deduped+` WHERE `+notNotes+` GROUP BY session_id)

@@ -30,7 +30,7 @@ var schemaFS embed.FS
 
 // SchemaVersion is the schema version this build writes: the number of the last
 // file in schema/.
-const SchemaVersion = 10
+const SchemaVersion = 11
 
 // Migration is one numbered schema file.
 type Migration struct {

@@ -650,6 +650,12 @@ func (l *Log) confirmAndFinish(ctx context.Context, group []*appendReq, d decisi
 // they were part of the session. A lease still current after the INSERT was
 // current when it landed, so the next owner, which takes the partition before it
 // reads, folds these rows: AppendLeased returns nil only for such a batch.
+//
+// confirm lists nothing in fenced_events: the INSERT returned after the server
+// wrote fenced_events_mv's rows, so the rows that landed after the takeover are
+// listed already, and the others landed before it, and the new owner, which
+// takes the partition before it reads, folds them (listed, they were left out
+// of the analytics although that owner went on from them).
 func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
 	if l.beforeConfirm != nil {
 		l.beforeConfirm()
@@ -664,7 +670,6 @@ func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
 		return
 	}
 	current, err := l.currentEpochs(ctx, partitions)
-	var fenced []row // the rows of the batches fenced here
 	for i, r := range reqs {
 		if r.lease == nil || d.errs[i] != nil {
 			continue
@@ -675,90 +680,10 @@ func (l *Log) confirm(ctx context.Context, reqs []*appendReq, d *decision) {
 			// checked again.
 			d.errs[i] = fmt.Errorf("eventlog/clickhouse: append under %s: written, but the lease could not be confirmed (append again): %w", r.lease, err)
 		case current[r.lease.Partition] != r.lease.Epoch:
-			d.errs[i] = fmt.Errorf("%w: the partition was taken (epoch %d) while the batch under %s was being written: it is in the log, but hidden from Read unless the new owner read it first and wrote after it",
+			d.errs[i] = fmt.Errorf("%w: the partition was taken (epoch %d) while the batch under %s was being written: it is in the log, folded by the new owner if it landed before the takeover, and otherwise hidden from Read unless the new owner wrote after it",
 				eventlog.ErrFenced, current[r.lease.Partition], r.lease)
-			fenced = append(fenced, rowsOf(d.rows, r)...)
 		}
 	}
-	if len(fenced) > 0 {
-		l.recordFenced(ctx, fenced)
-	}
-}
-
-// rowsOf returns the rows of a group's INSERT that hold r's events.
-func rowsOf(rows []row, r *appendReq) []row {
-	mine := make(map[*messages.Envelope]bool, len(r.events))
-	for j := range r.events {
-		mine[&r.events[j]] = true
-	}
-	var out []row
-	for _, w := range rows {
-		if mine[w.e] {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-// fencedAttempts bounds the attempts of recordFenced.
-const fencedAttempts = 5
-
-// recordFenced lists in fenced_events the rows of batches that confirm failed
-// with ErrFenced: they may have landed after another node took their partition,
-// and the aggregates count them (see schema/0009_fenced_events.sql). The server
-// listed those that landed after it already (fenced_events_mv,
-// schema/0010_stale_rows.sql), unless the INSERT was cut off before it wrote the
-// view; this adds them, and the rows that landed just before. It retries while
-// ClickHouse fails with an error that may pass, a few times; a list it could not
-// write is logged.
-func (l *Log) recordFenced(ctx context.Context, rows []row) {
-	var err error
-	for attempt := range fencedAttempts {
-		if attempt > 0 {
-			timer := time.NewTimer(backoff(l.cfg, attempt-1))
-			select {
-			case <-timer.C:
-			case <-ctx.Done():
-				timer.Stop()
-			}
-		}
-		if err = l.insertFenced(ctx, rows); err == nil || !retryable(err) || ctx.Err() != nil {
-			break
-		}
-	}
-	if err != nil {
-		l.cfg.Logger.Error("eventlog/clickhouse: could not list a fenced batch's events in fenced_events; the listings may count them",
-			"events", len(rows), "session", rows[0].e.SessionID, "epoch", rows[0].epoch, "err", err)
-	}
-}
-
-// insertFenced writes rows into fenced_events, within the query timeout.
-func (l *Log) insertFenced(ctx context.Context, rows []row) error {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
-	defer cancel()
-	b, err := l.conn.PrepareBatch(ctx, "INSERT INTO fenced_events (session_id, seq, epoch, type, task, settled)")
-	if err != nil {
-		return err
-	}
-	defer func() { _ = b.Close() }()
-	for _, w := range rows {
-		if err := b.Append(w.e.SessionID, w.e.Seq, w.epoch, string(w.e.Type), openTaskKey(w.e), uint8(0)); err != nil {
-			return err
-		}
-	}
-	return b.Send()
-}
-
-// openTaskKey is the task open_tasks files an event under: a task.submitted's ID,
-// the correlation ID (the task's) of an event that ends a task, "" otherwise.
-func openTaskKey(e *messages.Envelope) string {
-	switch e.Type {
-	case messages.TypeTaskSubmitted:
-		return e.ID
-	case messages.TypeTaskCompleted, messages.TypeTaskFailed:
-		return e.CorrelationID
-	}
-	return ""
 }
 
 // currentEpochs reads the current epoch of partitions (decimal numbers).

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/gateway"
@@ -40,6 +41,7 @@ type File struct {
 	Fallbacks          []string        `json:"fallbacks"`
 	ClickHouse         string          `json:"clickhouse"`
 	ClickHouseDatabase string          `json:"clickhouse_database"`
+	ClickHouseMaxConns int             `json:"clickhouse_max_conns"`
 	Kafka              string          `json:"kafka"`
 	Group              string          `json:"group"`
 	TopicPrefix        string          `json:"topic_prefix"`
@@ -277,10 +279,15 @@ const (
 	maxQuotaWindow = 8784 * time.Hour // 366 days
 )
 
+// MaxClickHouseConns bounds clickhouse_max_conns (and --clickhouse-max-conns), the
+// node's connections to ClickHouse (clickhouse.Config.MaxOpenConns).
+const MaxClickHouseConns = 1000
+
 // fieldRanges says what each numeric field allows, for Validate and decodeError.
 var fieldRanges = map[string]string{
-	"max_steps":    fmt.Sprintf("1 to %d (0 or absent: the node's default)", maxMaxSteps),
-	"max_sessions": fmt.Sprintf("1 to %d (0 or absent: the node's default, %d)", MaxMaxSessions, node.DefaultMaxLiveSessions),
+	"max_steps":            fmt.Sprintf("1 to %d (0 or absent: the node's default)", maxMaxSteps),
+	"max_sessions":         fmt.Sprintf("1 to %d (0 or absent: the node's default, %d)", MaxMaxSessions, node.DefaultMaxLiveSessions),
+	"clickhouse_max_conns": fmt.Sprintf("1 to %d (0 or absent: the default, %d)", MaxClickHouseConns, clickhouse.DefaultMaxOpenConns),
 }
 
 // jsonFields lists the JSON names of T's fields.
@@ -357,6 +364,9 @@ func (fc File) Validate() error {
 	}
 	if fc.ClickHouseDatabase != "" && !identifier.MatchString(fc.ClickHouseDatabase) {
 		bad("clickhouse_database", "%q: want letters, digits and underscores, not starting with a digit", fc.ClickHouseDatabase)
+	}
+	if fc.ClickHouseMaxConns < 0 || fc.ClickHouseMaxConns > MaxClickHouseConns {
+		bad("clickhouse_max_conns", "%d is out of range: want %s", fc.ClickHouseMaxConns, fieldRanges["clickhouse_max_conns"])
 	}
 	if fc.Group != "" && !kafkaName.MatchString(fc.Group) {
 		bad("group", "%q: want 1 to 249 letters, digits, '.', '_' and '-'", fc.Group)
