@@ -266,8 +266,8 @@ func (n *Node) Revoked() {
 const republishWindow = 10 * time.Minute
 
 // resumeOwned wakes every unfinished session this node owns, and every one that ended
-// within republishWindow, unless ownership changed meanwhile (the host would ignore
-// them anyway). Each folds its events and publishes its latest task's again
+// within republishWindow past what this process published of it (published.go),
+// unless ownership changed meanwhile (the host would ignore them anyway). Each folds its events and publishes its latest task's again
 // (actors.SetOwnership.Republish): what a previous owner appended and never
 // published reaches troupe.events and troupe.results; the unfinished ones go on.
 // The sessions are resumed Config.ResumeConcurrency at a time (resumeSessions):
@@ -285,7 +285,9 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) boo
 		return err
 	}
 	for _, s := range ended {
-		if s.Status != messages.StatusRunning {
+		// An ended session whose events this process published to its last
+		// needs nothing published again (published.go).
+		if s.Status != messages.StatusRunning && !n.published.covers(s.ID, s.LastSeq) {
 			infos = append(infos, s)
 		}
 	}

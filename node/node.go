@@ -557,6 +557,7 @@ type Node struct {
 	own         ownership
 	hostStopped atomic.Bool
 	outbox      *outbox
+	published   publishedSeqs // what this process's sessions handed to outbox (published.go)
 	router      *message.Router
 	busLogs     *logShutter // the bus's and router's logger, shut by Close
 	hub         *Hub

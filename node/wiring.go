@@ -232,6 +232,17 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		Agent: agents.Default, Named: agents.Named,
 	}
 	deps.Live, deps.Recovered = n.sessionEvents, n.metrics.sessions.recovered
+	if n.sharded() {
+		// What this process published needs no republishing at a rebalance
+		// (published.go).
+		live := deps.Live
+		deps.Live = func(sessionID string, events []messages.Envelope) {
+			if len(events) > 0 {
+				n.published.record(sessionID, events[len(events)-1].Seq)
+			}
+			live(sessionID, events)
+		}
+	}
 	if n.tracing.on() {
 		deps.Live = n.tracing.observe(deps.Live)
 		deps.Recovered = func(sessionID string, events []messages.Envelope) {
