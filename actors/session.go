@@ -50,6 +50,11 @@ type SessionDeps struct {
 	// before Publisher gets them: the node's live watchers, when they are in the same
 	// process. It must not block, nor modify the events.
 	Live func(sessionID string, events []messages.Envelope)
+	// Published, when set, reports whether this process published the session's
+	// events up to seq already: a session that folds its events to republish them
+	// (SetOwnership.Republish) skips those (a node's partitions given back to it in
+	// a rebalance).
+	Published func(sessionID string, seq uint64) bool
 	// Recovered, when set, is handed a session's events each time the session folds
 	// them as it starts (a node's traces resume a running task's spans from them).
 	// It must not block, nor modify the events.
@@ -423,7 +428,7 @@ func (a *SessionActor) load(ctx actor.Context) error {
 			return fmt.Errorf("session %s: fold: %w", a.id, err)
 		}
 	}
-	if a.republish && len(events) > 0 {
+	if a.republish && len(events) > 0 && (a.deps.Published == nil || !a.deps.Published(a.id, events[len(events)-1].Seq)) {
 		// Before anything of this incarnation's, so that the bus keeps the session's
 		// order: its latest task's events, which the previous owner may have
 		// appended and not published (with the task's result).

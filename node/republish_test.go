@@ -148,4 +148,21 @@ func TestReassignedPartitionsPublishNothingAgain(t *testing.T) {
 			}
 		}
 	}
+	// A new task of one of them: its session folds its events again, and publishes
+	// its own, not the task before it again.
+	again := sessions[0]
+	if _, err := n.Submit(context.Background(), node.Task{Input: "What is 3 * 3?", SessionID: again}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the new task's result", func() bool { return results(again) >= 2 })
+	evs, err := log.Read(context.Background(), again, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := results(again); got != 2 {
+		t.Errorf("session %s has %d results after its second task; want 2", again, got)
+	}
+	if got := len(topicRecords(t, k, messages.TopicEvents, again)); got != len(evs) {
+		t.Errorf("session %s has %d events on troupe.events for %d in the log", again, got, len(evs))
+	}
 }

@@ -235,6 +235,7 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 	if n.sharded() {
 		// What this process published needs no republishing at a rebalance
 		// (published.go).
+		deps.Published = n.published.covers
 		live := deps.Live
 		deps.Live = func(sessionID string, events []messages.Envelope) {
 			if len(events) > 0 {
