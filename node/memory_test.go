@@ -52,25 +52,18 @@ func (l *countingLog) Append(ctx context.Context, events []messages.Envelope) er
 }
 
 // memoryAppends is how many appends wrote to the streams of memory namespaces.
-func (l *countingLog) memoryAppends() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for stream, c := range l.appends {
-		if memory.IsStream(stream) {
-			n += c
-		}
-	}
-	return n
-}
+func (l *countingLog) memoryAppends() int { return l.appendsTo(memory.IsStream) }
 
 // notesAppends is how many appends wrote to the streams of agents' notes.
-func (l *countingLog) notesAppends() int {
+func (l *countingLog) notesAppends() int { return l.appendsTo(notes.IsStream) }
+
+// appendsTo is how many appends wrote to the streams that are.
+func (l *countingLog) appendsTo(are func(string) bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for stream, c := range l.appends {
-		if notes.IsStream(stream) {
+		if are(stream) {
 			n += c
 		}
 	}

@@ -63,17 +63,7 @@ func (t *routedMemoryTool) Call(ctx context.Context, c tools.Call) (string, erro
 	if err != nil {
 		return "", err
 	}
-	var ans memoryToolAnswer
-	if err := json.Unmarshal(res, &ans); err != nil {
-		return "", fmt.Errorf("node: the answer of memory tool %s: %w", args.Tool, err)
-	}
-	switch {
-	case ans.Invalid != nil:
-		return "", ans.Invalid
-	case ans.Error != "":
-		return "", errors.New(ans.Error)
-	}
-	return ans.Result, nil
+	return routedToolResult(args.Tool, res)
 }
 
 // target reads the namespace a call works in; ok is false for a call that is not
@@ -123,18 +113,39 @@ func (n *Node) runMemoryTool(ctx context.Context, c messages.MemoryCommand) (jso
 	if t == nil {
 		return nil, fmt.Errorf("%w: this node has no memory tool %q for agent %q (every node should run the same agents file)", memory.ErrInvalid, a.Tool, cmp.Or(a.Agent, "default"))
 	}
-	out, err := t.Call(tools.WithCallKey(ctx, c.Key), tools.Call{Key: c.Key, Arguments: a.Arguments})
+	return runRoutedTool(ctx, t, a.Tool, c.Key, a.Arguments)
+}
+
+// runRoutedTool performs a routed tool call (a memory or notes tool's, on the owner
+// of its stream) under the call's key, and returns its answer's JSON.
+func runRoutedTool(ctx context.Context, t tools.Tool, name, key, arguments string) (json.RawMessage, error) {
+	out, err := t.Call(tools.WithCallKey(ctx, key), tools.Call{Key: key, Arguments: arguments})
 	var ans memoryToolAnswer
 	var invalid *tools.ArgumentError
 	switch {
 	case errors.As(err, &invalid):
 		ans.Invalid = invalid
 	case errors.Is(err, tools.ErrInvalidArguments):
-		ans.Invalid = &tools.ArgumentError{Tool: a.Tool, Reason: err.Error()}
+		ans.Invalid = &tools.ArgumentError{Tool: name, Reason: err.Error()}
 	case err != nil:
 		ans.Error = err.Error() // as the tool's error would be, called here
 	default:
 		ans.Result = out
 	}
 	return json.Marshal(ans)
+}
+
+// routedToolResult reads the answer of a routed tool call as the tool's result.
+func routedToolResult(name string, res json.RawMessage) (string, error) {
+	var ans memoryToolAnswer
+	if err := json.Unmarshal(res, &ans); err != nil {
+		return "", fmt.Errorf("node: the answer of tool %s: %w", name, err)
+	}
+	switch {
+	case ans.Invalid != nil:
+		return "", ans.Invalid
+	case ans.Error != "":
+		return "", errors.New(ans.Error)
+	}
+	return ans.Result, nil
 }

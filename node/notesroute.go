@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/troupe-run/troupe/memory"
@@ -66,17 +65,7 @@ func (t *routedNotesTool) Call(ctx context.Context, c tools.Call) (string, error
 	if err != nil {
 		return "", err
 	}
-	var ans memoryToolAnswer
-	if err := json.Unmarshal(res, &ans); err != nil {
-		return "", fmt.Errorf("node: the answer of notes tool %s: %w", t.Spec().Name, err)
-	}
-	switch {
-	case ans.Invalid != nil:
-		return "", ans.Invalid
-	case ans.Error != "":
-		return "", errors.New(ans.Error)
-	}
-	return ans.Result, nil
+	return routedToolResult(t.Spec().Name, res)
 }
 
 // changes reports whether a call changes the notes (add, update, remove): false for
@@ -105,18 +94,5 @@ func (n *Node) runNotesTool(ctx context.Context, c messages.MemoryCommand) (json
 	if t == nil {
 		return nil, fmt.Errorf("%w: this node has no notes tool %q for %s (every node should run the same configuration)", memory.ErrInvalid, a.Tool, c.SessionID)
 	}
-	out, err := t.Call(tools.WithCallKey(ctx, c.Key), tools.Call{Key: c.Key, Arguments: a.Arguments})
-	var ans memoryToolAnswer
-	var invalid *tools.ArgumentError
-	switch {
-	case errors.As(err, &invalid):
-		ans.Invalid = invalid
-	case errors.Is(err, tools.ErrInvalidArguments):
-		ans.Invalid = &tools.ArgumentError{Tool: a.Tool, Reason: err.Error()}
-	case err != nil:
-		ans.Error = err.Error() // as the tool's error would be, called here
-	default:
-		ans.Result = out
-	}
-	return json.Marshal(ans)
+	return runRoutedTool(ctx, t, a.Tool, c.Key, a.Arguments)
 }
