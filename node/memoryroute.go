@@ -258,6 +258,14 @@ func (n *Node) memoryRemoteWithin(ctx context.Context, c messages.MemoryCommand,
 func (n *Node) handleMemoryCommand(msg *message.Message) error {
 	c, err := messages.DecodeMemoryCommand(msg.Payload)
 	if err != nil {
+		if c.ID != "" && c.ReplyTopic != "" && c.ReplyNode != "" {
+			// Its asker waits for an answer (a node of another build, say, whose
+			// command this one cannot read): it gets why, not a timeout.
+			rep := messages.MemoryReply{ID: c.ID, Kind: "invalid", Error: fmt.Sprintf("the node that owns %s refused the command: %v", c.SessionID, err)}
+			if perr := n.publishMemoryReply(c, rep); perr != nil {
+				n.cfg.Logger.Warn("answering a refused memory command", "command", c.ID, "err", perr)
+			}
+		}
 		return fmt.Errorf("%w: memory command %s: %w", errPermanent, msg.UUID, err)
 	}
 	if forwarded, err := n.forward(msg, c.SessionID); forwarded || err != nil {
@@ -292,6 +300,12 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 			rep.Result = res
 		}
 	}
+	return n.publishMemoryReply(c, rep)
+}
+
+// publishMemoryReply publishes the reply to command c; one past a bus message's
+// size is replaced by an error saying so.
+func (n *Node) publishMemoryReply(c messages.MemoryCommand, rep messages.MemoryReply) error {
 	b, err := messages.EncodeCommand(&rep)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errPermanent, err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	kgo "github.com/segmentio/kafka-go"
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -186,5 +188,32 @@ func testNotesOnTheStreamOwner(t *testing.T, logOf func() eventlog.Log, reader e
 	}
 	if res := answers(evs); len(res) != 1 || !strings.Contains(res[0], "invalid arguments") {
 		t.Errorf("an add without a body: %q; want the arguments' fault", res)
+	}
+}
+
+// A memory command the owner cannot read (here one of a later build's version) is
+// answered with why, on the reply topic the asker waits on, besides going to the
+// poison topic: the asker does not wait out its timeout.
+func TestMemoryCommandRefusedIsAnswered(t *testing.T) {
+	k := newKafkaEnv(t)
+	k.nodeWith(t, node.Config{})
+	ns := "refused-" + time.Now().Format("150405.000000")
+	w := k.writer(t, messages.TopicTasks)
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := `{"v":99,"id":"cmd-` + ns + `","session_id":"memory/` + ns + `","namespace":"` + ns + `","action":"add","reply_topic":"` +
+		messages.TopicReplies + `","reply_node":"elsewhere"}`
+	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte("memory/" + ns), Value: []byte(cmd),
+		Headers: []kgo.Header{{Key: messages.MetaType, Value: []byte(messages.TypeMemoryCommand)}}}); err != nil {
+		t.Fatal(err)
+	}
+	m := findRecord(t, k, messages.TopicReplies, "memory/"+ns)
+	rep, err := messages.DecodeMemoryReply(m.Value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.ID != "cmd-"+ns || rep.Kind != "invalid" || !strings.Contains(rep.Error, "this build reads up to") {
+		t.Errorf("the reply: %+v", rep)
 	}
 }
