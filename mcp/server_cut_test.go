@@ -40,7 +40,10 @@ func TestServerHTTPToolCallsCutByRestart(t *testing.T) {
 	for _, how := range []string{"stop", "crash"} {
 		t.Run(how, func(t *testing.T) {
 			block := blockTool{started: make(chan error, 4), causes: make(chan error, 4)}
-			r := &restartable{t: t, dir: t.TempDir(), opts: mcp.ServerOptions{ReconnectDelay: 100 * time.Millisecond}, tools: []tools.Tool{block}}
+			// The client tries to resume its streams twice, this far apart: the
+			// restart must fit in, and under the race detector on a loaded machine it
+			// took more than 200 ms (the client then got the 503 of the crash).
+			r := &restartable{t: t, dir: t.TempDir(), opts: mcp.ServerOptions{ReconnectDelay: time.Second}, tools: []tools.Tool{block}}
 			r.hs = newBackendServer(t, r)
 			first := newHoldModel(false)
 			r.start(first)
