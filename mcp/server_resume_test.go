@@ -307,7 +307,7 @@ func (m *holdModel) Generate(ctx context.Context, req llm.Request) (llm.Response
 // once.
 func TestServerHTTPRunTaskOutlivesRestart(t *testing.T) {
 	first := newHoldModel(false)
-	r := newRestartable(t, mcp.ServerOptions{ReconnectDelay: 100 * time.Millisecond}, first)
+	r := newRestartable(t, mcp.ServerOptions{ReconnectDelay: time.Second}, first)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cs := r.connect(ctx, nil)
