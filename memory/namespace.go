@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -446,7 +447,7 @@ func (ns *Namespace) Snapshot() []Memory {
 	for _, m := range ns.st.mems {
 		out = append(out, copyMemory(m))
 	}
-	slices.SortFunc(out, func(a, b Memory) int { return compareStrings(a.ID, b.ID) })
+	slices.SortFunc(out, func(a, b Memory) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 
@@ -505,14 +506,4 @@ func (ns *Namespace) Stats() Stats {
 		}
 	}
 	return s
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

@@ -1,6 +1,7 @@
 package memory
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -160,7 +161,7 @@ func (l *loaded) sweep(now time.Time, idle time.Duration, max int, force bool) i
 	for name, s := range l.m {
 		cands = append(cands, cand{name, s, s.ns.used.Load(), s.ns.order.Load()})
 	}
-	slices.SortFunc(cands, func(a, b cand) int { return compareUints(a.order, b.order) })
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.order, b.order) })
 	released := 0
 	for _, c := range cands {
 		idleOut := idle > 0 && now.UnixNano()-c.used >= int64(idle)
@@ -200,16 +201,6 @@ func (l *loaded) release(name string, s *slot) bool {
 	ns.released.Store(true)
 	delete(l.m, name)
 	return true
-}
-
-func compareUints(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // LoadedNamespaces is the number of namespaces this process holds in memory,
