@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"sort"
@@ -240,7 +241,7 @@ func check(c *cluster, st *stats, o options) int {
 
 	// replay verify on a sample.
 	if o.replay != "" && o.verifySample > 0 {
-		perm := rng.Perm(len(names))
+		perm := rand.Perm(len(names))
 		ok, n := 0, 0
 		for _, i := range perm {
 			if n == o.verifySample {

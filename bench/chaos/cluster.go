@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	mrand "math/rand"
 	"net/http"
 	"os"
 	"os/exec"
@@ -160,8 +161,10 @@ func (c *cluster) stopAll() {
 	wg.Wait()
 }
 
-// faults injects one fault at a time, every gap (jittered), on nodes 1..n, until ctx ends.
-func (c *cluster) faults(ctx context.Context, n int, gap time.Duration, st *stats) {
+// faults injects one fault at a time, every gap (jittered), on nodes 1..n, until ctx
+// ends, drawn from rng, which only this goroutine uses: the same seed gives the same
+// faults.
+func (c *cluster) faults(ctx context.Context, rng *mrand.Rand, n int, gap time.Duration, st *stats) {
 	for {
 		select {
 		case <-ctx.Done():

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"os/exec"
 	"strings"
@@ -78,7 +79,7 @@ func (c *cluster) anyNode() string {
 	if len(l) == 0 {
 		return ""
 	}
-	return l[rng.Intn(len(l))]
+	return l[rand.IntN(len(l))] // math/rand/v2: safe for the load's goroutines
 }
 
 // postTask POSTs a task to a live node; with key, it retries (same key) until a 202 or 12 tries.

@@ -26,12 +26,11 @@ type options struct {
 	duration, faultGap, settle                                                     time.Duration
 	rate                                                                           float64
 	checkOnly                                                                      bool
+	seed                                                                           int64
 }
 
 // scale divides a pacing interval by the rate.
 func (o options) scale(d time.Duration) time.Duration { return time.Duration(float64(d) / o.rate) }
-
-var rng = mrand.New(mrand.NewSource(time.Now().UnixNano()))
 
 func logf(format string, a ...any) {
 	fmt.Fprintf(os.Stderr, "%s %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
@@ -55,6 +54,7 @@ func main() {
 	flag.DurationVar(&o.settle, "settle", 4*time.Minute, "how long to wait for every task to end after the load")
 	flag.Float64Var(&o.rate, "rate", 1, "load multiplier (1: about 6 tasks a second)")
 	flag.IntVar(&o.verifySample, "verify", 20, "sessions to replay verify")
+	flag.Int64Var(&o.seed, "seed", time.Now().UnixNano(), "seed of the faults: which fault, on which node, after which gap (the same seed gives the same sequence, for comparing two builds)")
 	flag.BoolVar(&o.checkOnly, "check-only", false, "do not start nodes or load; only check the database (needs -dir of a run and nodes up)")
 	flag.Parse()
 	if o.bin == "" {
@@ -73,7 +73,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	logf("dir %s, prefix %s, group %s, database %s", o.dir, o.prefix, o.group, o.db)
+	logf("dir %s, prefix %s, group %s, database %s, seed %d (-seed repeats the faults)", o.dir, o.prefix, o.group, o.db, o.seed)
 	os.Exit(run(o))
 }
 
@@ -120,7 +120,7 @@ func run(o options) int {
 	go func() {
 		defer close(faultsDone)
 		if o.faultGap > 0 {
-			c.faults(ctx, o.nodes, o.faultGap, st)
+			c.faults(ctx, mrand.New(mrand.NewSource(o.seed)), o.nodes, o.faultGap, st)
 		}
 	}()
 	tick := time.NewTicker(time.Minute)
