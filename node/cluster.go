@@ -267,9 +267,10 @@ const republishWindow = 10 * time.Minute
 
 // resumeOwned wakes every unfinished session this node owns, and every one that ended
 // within republishWindow past what this process published of it (published.go),
-// unless ownership changed meanwhile (the host would ignore them anyway). Each folds its events and publishes its latest task's again
-// (actors.SetOwnership.Republish): what a previous owner appended and never
-// published reaches troupe.events and troupe.results; the unfinished ones go on.
+// unless ownership changed meanwhile (the host would ignore them anyway). Each folds
+// its events and publishes its latest task's again (actors.SetOwnership.Republish):
+// what a previous owner appended and never published reaches troupe.events and
+// troupe.results; the unfinished ones go on.
 // The sessions are resumed Config.ResumeConcurrency at a time (resumeSessions):
 // each reads its log, and a takeover of many must leave connections to the rest
 // of the node. The listings get a minute.

@@ -163,12 +163,7 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	if !utf8.Valid(body) {
-		// encoding/json would read each bad byte as U+FFFD: the task would run on
-		// text other than the one sent (Latin-1 sent as JSON, say).
-		writeError(w, http.StatusBadRequest, "bad task: the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", invalidUTF8At(body))
-		return
-	}
+	// A body that is not UTF-8 is refused by the ingress, as from every source.
 	// With an Idempotency-Key, the same request sent again (its answer lost, say) is
 	// the same task of the same session, run once.
 	id, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body, IdempotencyKey: r.Header.Get("Idempotency-Key")})
@@ -182,19 +177,6 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id})
 	}
-}
-
-// invalidUTF8At is the offset of the first byte of b that is not valid UTF-8
-// (len(b) when there is none).
-func invalidUTF8At(b []byte) int {
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && size == 1 {
-			return i
-		}
-		i += size
-	}
-	return len(b)
 }
 
 // checkJSONContentType accepts application/json, with a UTF-8 charset if any.

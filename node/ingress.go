@@ -379,3 +379,16 @@ func (in *Ingress) DecodeCancel(a Arrival) (messages.CancelRequest, error) {
 	}
 	return in.AdmitCancel(c.SessionID, c.Reason)
 }
+
+// invalidUTF8At is the offset of the first byte of b that is not valid UTF-8
+// (len(b) when there is none).
+func invalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
+}

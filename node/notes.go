@@ -37,17 +37,13 @@ func (n *Node) addNotes() error {
 	if err != nil {
 		return err
 	}
-	ts, err := ns.Tools()
+	box, err := ns.Toolbox()
 	if err != nil {
 		return err
 	}
-	ops := []string{""}
+	ts, ops := []tools.Tool{box}, []string{""}
 	if cfg.Expand {
-		box, err := ns.Toolbox()
-		if err != nil {
-			return err
-		}
-		ops = box.Ops()
+		ts, ops = box.Expand(), box.Ops()
 	}
 	n.notesTools = map[string]tools.Tool{}
 	for i, t := range ts {
