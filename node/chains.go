@@ -70,20 +70,15 @@ func (c Config) withNotesAndMemory() ([]tools.Tool, error) {
 	if err != nil || c.MemoryTool == nil {
 		return ts, err
 	}
-	// The memory tool's specs, from memories on a log that is never read.
-	v, err := vectorstore.Open(vectorstore.Config{})
+	maxContent := 0
+	if c.Memory != nil {
+		maxContent = c.Memory.MaxContentBytes
+	}
+	m, done, err := specMemories(maxContent)
 	if err != nil {
 		return nil, err
 	}
-	defer v.Close()
-	mc := memory.Config{Log: unopenedLog{}, Vectors: v}
-	if c.Memory != nil {
-		mc.MaxContentBytes = c.Memory.MaxContentBytes
-	}
-	m, err := memory.Open(mc)
-	if err != nil {
-		return nil, fmt.Errorf("node: %w", err)
-	}
+	defer done()
 	mt, err := m.Tools(*c.MemoryTool)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
@@ -103,22 +98,58 @@ func (c Config) withNotesAndMemory() ([]tools.Tool, error) {
 	return ts, nil
 }
 
-// withNotesOnly is withNotesSpecs without the memory tool.
-func (c Config) withNotesOnly() ([]tools.Tool, error) {
-	if c.Notes == nil {
-		return c.Tools, nil
+// specMemories returns memories on a log that is never read and an empty vector
+// store in memory, whose tools give the memory tool's specs; done closes them.
+func specMemories(maxContentBytes int) (m *memory.Memories, done func(), err error) {
+	v, err := vectorstore.Open(vectorstore.Config{})
+	if err != nil {
+		return nil, nil, err
 	}
-	nc := *c.Notes
-	if nc.Log == nil {
-		nc.Log = unopenedLog{}
+	m, err = memory.Open(memory.Config{Log: unopenedLog{}, Vectors: v, MaxContentBytes: maxContentBytes})
+	if err != nil {
+		v.Close()
+		return nil, nil, fmt.Errorf("node: %w", err)
 	}
-	ns, err := notes.New(nc)
+	return m, func() { v.Close() }, nil
+}
+
+// MemoryToolSpecs returns the memory tool of tc on memories that are never read:
+// its specs, for listing it or checking chains over it. Calling it fails.
+func MemoryToolSpecs(tc memory.ToolConfig, maxContentBytes int) ([]tools.Tool, error) {
+	m, done, err := specMemories(maxContentBytes)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	return m.Tools(tc)
+}
+
+// NotesToolSpecs returns the notes tools of cfg made on a log that is never read
+// (unless cfg names one): their specs, for listing them or checking chains over
+// them. Calling one fails.
+func NotesToolSpecs(cfg notes.Config) ([]tools.Tool, error) {
+	if cfg.Log == nil {
+		cfg.Log = unopenedLog{}
+	}
+	ns, err := notes.New(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	ts, err := ns.Tools()
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
+	}
+	return ts, nil
+}
+
+// withNotesOnly is withNotesSpecs without the memory tool.
+func (c Config) withNotesOnly() ([]tools.Tool, error) {
+	if c.Notes == nil {
+		return c.Tools, nil
+	}
+	ts, err := NotesToolSpecs(*c.Notes)
+	if err != nil {
+		return nil, err
 	}
 	out := slices.Clone(c.Tools)
 	for _, t := range ts {

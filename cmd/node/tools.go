@@ -19,13 +19,11 @@ import (
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
-	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/notes"
-	"github.com/troupe-run/troupe/vectorstore"
 )
 
 const toolsUsage = `usage:
@@ -91,7 +89,7 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	var memTools, ragTools []tools.Tool
 	memCfg, ragCfg := fc.Memory.ToolConfig(), fc.Knowledge.ToolConfig()
 	if memCfg != nil {
-		if memTools, err = memorySpecs(*memCfg); err != nil {
+		if memTools, err = node.MemoryToolSpecs(*memCfg, 0); err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
@@ -136,12 +134,12 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	if nc := agent.Notes; nc != nil {
 		// The notes' log is opened only for a call that reaches the notes: listing the
 		// tools, or calling another, works while a node serves the data directory.
-		notesTools, err := notesSpecs(*nc)
+		notesTools, err := node.NotesToolSpecs(*nc)
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2
 		}
-		if memLog != nil || (sub == "call" && len(pos) > 0 && callReaches(pos[0], notesTools, agent.Chains)) {
+		if memLog != nil || reaches(notesTools) {
 			var closeLog func()
 			notesTools, closeLog, err = cliNotes(ctx, fc, *dataFlag, *nc, memLog)
 			if err != nil {
@@ -318,36 +316,6 @@ func callTool(ctx context.Context, reg *tools.Registry, catalog actors.ToolCatal
 	fmt.Fprintln(stdout, rep.Output)
 	return 0
 }
-
-// notesSpecs makes the notes tools of cfg on a log that is never read: what listing
-// them, or building chains over them, needs. Calling one panics.
-func notesSpecs(cfg notes.Config) ([]tools.Tool, error) {
-	cfg.Log = unreadLog{}
-	n, err := notes.New(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return n.Tools()
-}
-
-// memorySpecs makes the memory tool of cfg on memories that are never read (a log
-// never read, an empty vector store in memory): what listing it, or building
-// chains over it, needs. Calling it fails.
-func memorySpecs(cfg memory.ToolConfig) ([]tools.Tool, error) {
-	v, err := vectorstore.Open(vectorstore.Config{})
-	if err != nil {
-		return nil, err
-	}
-	defer v.Close()
-	m, err := memory.Open(memory.Config{Log: unreadLog{}, Vectors: v})
-	if err != nil {
-		return nil, err
-	}
-	return m.Tools(cfg)
-}
-
-// unreadLog stands in for the notes' log where only their tools' specs are needed.
-type unreadLog struct{ eventlog.Log }
 
 // callReaches reports whether calling the tool name reaches one of ts: it is one of
 // them, or a chain with a step that calls one.
