@@ -36,9 +36,15 @@ const maxSubscriptions = 64
 // maxSubscriptionURI bounds the URI of a subscription, in bytes.
 const maxSubscriptionURI = 2048
 
-// maxCalls bounds the run_task calls a session's state remembers (the latest):
-// an older call sent again runs again.
-const maxCalls = 256
+// maxCalls bounds the run_task and task_result calls a session's state remembers
+// (the latest): an older call sent again runs again. maxToolCalls bounds, apart,
+// the calls of the node's other tools it remembers, whose record only says that a
+// restart cut them off: a client calling tools many times does not push a task's
+// call out, which would run its task a second time when sent again.
+const (
+	maxCalls     = 256
+	maxToolCalls = 16
+)
 
 // maxStates bounds the sessions whose state the server keeps in memory; past it
 // the states are dropped, and read from the log again when needed.
@@ -76,10 +82,36 @@ func (st *sessionState) apply(e messages.Envelope) {
 		st.subs = slices.DeleteFunc(st.subs, func(u string) bool { return u == p.URI })
 	case *messages.MCPCallStarted:
 		st.calls = append(st.calls, *p)
-		if len(st.calls) > maxCalls {
-			st.calls = slices.Delete(st.calls, 0, len(st.calls)-maxCalls)
+		st.trimCalls()
+	}
+}
+
+// trimCalls keeps the latest maxCalls calls that started or wait for a task and
+// the latest maxToolCalls others, in their order.
+func (st *sessionState) trimCalls() {
+	tasks, others := 0, 0
+	for _, c := range st.calls {
+		if c.TaskSession != "" {
+			tasks++
+		} else {
+			others++
 		}
 	}
+	if tasks <= maxCalls && others <= maxToolCalls {
+		return
+	}
+	dropTasks, dropOthers := max(tasks-maxCalls, 0), max(others-maxToolCalls, 0)
+	st.calls = slices.DeleteFunc(st.calls, func(c messages.MCPCallStarted) bool {
+		switch {
+		case c.TaskSession != "" && dropTasks > 0:
+			dropTasks--
+			return true
+		case c.TaskSession == "" && dropOthers > 0:
+			dropOthers--
+			return true
+		}
+		return false
+	})
 }
 
 // call returns the latest call of the session with request ID id, or whose
