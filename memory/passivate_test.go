@@ -157,3 +157,30 @@ func TestAWriteThroughAReleasedNamespaceIsSeen(t *testing.T) {
 		t.Fatalf("user:x after a write through its released instance: %d memories; want 2", got)
 	}
 }
+
+// A write through a released instance while the vector store is down leaves no
+// count behind: once the store is back and the loaded instance wrote the vectors,
+// the backlog is 0 (the released one used to add its share to the totals, where
+// nothing took it off again, and every catch-up tick refreshed every namespace).
+func TestAWriteThroughAReleasedNamespaceLeavesNoBacklog(t *testing.T) {
+	store := newFaultyStore(openStore(t, ""))
+	f := newFixture(t, func(c *memory.Config) { c.MaxNamespaces, c.IdleTimeout, c.Vectors = 1, -1, store })
+	old := f.ns(t, "user:x")
+	add(t, old, "k1", memory.AddRequest{Tier: memory.Semantic, Content: "X likes tea"})
+	f.ns(t, "user:y") // releases user:x
+	if loaded := f.ns(t, "user:x"); loaded == old {
+		t.Fatal("user:x was not released past the bound")
+	}
+	store.down.Store(true)
+	add(t, old, "k2", memory.AddRequest{Tier: memory.Semantic, Content: "X likes cake"})
+	store.down.Store(false)
+	ctx := context.Background()
+	for range 3 {
+		if err := f.mem.CatchUpVectors(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.mem.VectorBacklog(); n != 0 {
+		t.Errorf("vector backlog %d after the store came back; want 0", n)
+	}
+}

@@ -512,9 +512,15 @@ func (ns *Namespace) countBacklog() {
 			}
 		}
 	}
+	parked := int64(len(p.parked))
+	if ns.released.Load() {
+		// A released instance a caller still held: the one loaded in its place
+		// folds the same writes and counts them; this one stops counting, or
+		// nothing would take its share off the totals again.
+		n, parked = 0, 0
+	}
 	ns.m.backlog.Add(n - p.backlog)
 	p.backlog = n
-	parked := int64(len(p.parked))
 	ns.m.parkedN.Add(parked - p.parkedN)
 	p.parkedN = parked
 	var due int64
