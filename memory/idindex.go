@@ -103,15 +103,14 @@ func (x *idIndex) candidates(id string) []string {
 }
 
 // catchUp folds what the memory streams of log gained since the last catch-up,
-// unless one started less than idRefreshEvery ago and force is false (the first
-// builds the index).
-func (x *idIndex) catchUp(ctx context.Context, log eventlog.Log, force bool) error {
+// unless one started less than idRefreshEvery ago (the first builds the index).
+func (x *idIndex) catchUp(ctx context.Context, log eventlog.Log) error {
 	x.refresh.Lock()
 	defer x.refresh.Unlock()
 	x.mu.Lock()
 	last := x.refreshed
 	x.mu.Unlock()
-	if !force && !last.IsZero() && time.Since(last) < idRefreshEvery {
+	if !last.IsZero() && time.Since(last) < idRefreshEvery {
 		return nil
 	}
 	start := time.Now()
@@ -180,7 +179,12 @@ func (m *Memories) Locate(ctx context.Context, id string) ([]string, error) {
 	if m.closed.Load() {
 		return nil, ErrClosed
 	}
-	if err := m.ids.catchUp(ctx, m.cfg.Log, false); err != nil {
+	if m.ids.built.Load() {
+		if c := m.ids.candidates(id); c != nil {
+			return c, nil // a hit reads nothing
+		}
+	}
+	if err := m.ids.catchUp(ctx, m.cfg.Log); err != nil {
 		return nil, err
 	}
 	return m.ids.candidates(id), nil
