@@ -3,6 +3,7 @@ package bpe
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -96,19 +97,7 @@ func (c *Counter) Err() error {
 
 // Count returns the number of tokens of text.
 func (c *Counter) Count(text string) int {
-	c.once.Do(c.load)
-	if c.t.ranks == nil {
-		return len(text)
-	}
-	if !utf8.ValidString(text) {
-		text = replaceInvalid(text)
-	}
-	n := 0
-	for i := 0; i < len(text); {
-		j := c.t.next(text, i)
-		n += c.t.pieceTokens(text[i:j])
-		i = j
-	}
+	n, _ := c.CountWithin(text, math.MaxInt)
 	return n
 }
 
