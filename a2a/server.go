@@ -114,10 +114,7 @@ func jsonText(v any) string {
 	if err != nil {
 		return fmt.Sprintf("%T", v)
 	}
-	if len(b) > 64 {
-		return string(b[:64]) + "…"
-	}
-	return string(b)
+	return truncate(string(b), 64)
 }
 
 // messageCausePrefix starts MessageCause's IDs.
