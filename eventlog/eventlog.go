@@ -385,6 +385,24 @@ type Pruner interface {
 	PruneStreams(ctx context.Context, prefix string, beforeUS int64, limit int) (int, error)
 }
 
+// PruneAll deletes, batch streams a call, every stream of prefix whose last event
+// is stamped before beforeUS (Pruner.PruneStreams), until a call finds fewer due or
+// ctx ends, and returns how many it deleted, with the error that stopped it.
+func PruneAll(ctx context.Context, p Pruner, prefix string, beforeUS int64, batch int) (int, error) {
+	total := 0
+	for ctx.Err() == nil {
+		k, err := p.PruneStreams(ctx, prefix, beforeUS, batch)
+		total += k
+		if err != nil {
+			return total, err
+		}
+		if k < batch {
+			break
+		}
+	}
+	return total, nil
+}
+
 // PrunablePrefixes are the prefixes of the streams a Pruner deletes: the bus's
 // stored messages, the MCP server's clients' sessions (package mcp prunes those
 // that ended or expired), and the A2A tasks' push-notification configs (package

@@ -86,19 +86,9 @@ func (s *Server) keepLive(ctx context.Context, age time.Duration) {
 // timeout, and forgets the states the server kept of sessions.
 func (s *Server) pruneOnce(ctx context.Context, p eventlog.Pruner, timeout time.Duration) {
 	before := time.Now().Add(-timeout).UnixMicro()
-	total := 0
-	for ctx.Err() == nil {
-		k, err := p.PruneStreams(ctx, eventlog.MCPSessionStreamPrefix, before, pruneBatch)
-		total += k
-		if err != nil {
-			if ctx.Err() == nil && !isClosed(s.closing) {
-				s.opts.Logger.Warn("mcp server: pruning the ended sessions' streams failed; trying again later", "pruned", total, "err", err)
-			}
-			break
-		}
-		if k < pruneBatch {
-			break
-		}
+	total, err := eventlog.PruneAll(ctx, p, eventlog.MCPSessionStreamPrefix, before, pruneBatch)
+	if err != nil && ctx.Err() == nil && !isClosed(s.closing) {
+		s.opts.Logger.Warn("mcp server: pruning the ended sessions' streams failed; trying again later", "pruned", total, "err", err)
 	}
 	if total > 0 {
 		s.book.forget()

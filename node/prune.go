@@ -8,7 +8,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 )
 
-// pruneBatch bounds the streams one PruneBusStreams call deletes: on ClickHouse
+// pruneBatch bounds the streams one PruneStreams call deletes: on ClickHouse
 // each call is a mutation of every table that holds them.
 const pruneBatch = 1000
 
@@ -45,19 +45,9 @@ func (n *Node) pruneStored(ctx context.Context, p eventlog.Pruner) {
 		case <-t.C:
 		}
 		before := n.cfg.Clock.Now().Add(-retention).UnixMicro()
-		total := 0
-		for ctx.Err() == nil {
-			k, err := p.PruneBusStreams(ctx, before, pruneBatch)
-			total += k
-			if err != nil {
-				if ctx.Err() == nil {
-					n.cfg.Logger.Warn("pruning the stored bus messages failed; trying again later", "pruned", total, "err", err)
-				}
-				break
-			}
-			if k < pruneBatch {
-				break
-			}
+		total, err := eventlog.PruneAll(ctx, p, eventlog.BusStreamPrefix, before, pruneBatch)
+		if err != nil && ctx.Err() == nil {
+			n.cfg.Logger.Warn("pruning the stored bus messages failed; trying again later", "pruned", total, "err", err)
 		}
 		if total > 0 {
 			n.metrics.storedPruned.Add(float64(total))
