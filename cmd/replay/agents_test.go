@@ -54,8 +54,9 @@ func TestVerifyRebuildsTheNamedAgent(t *testing.T) {
 			t.Errorf("verify %v: exit %d\n%s%s", args, code, out, errs)
 		}
 	}
-	if code, out, _ := replay(t, "verify", "named", "--data", data); code != 1 || !strings.Contains(out, "unknown_agent") {
-		t.Errorf("verify without the agents file: exit %d %s", code, out)
+	if code, out, errs := replay(t, "verify", "named", "--data", data); code != 1 || !strings.Contains(out, "unknown_agent") ||
+		!strings.Contains(errs, `hint: the session ran agent "thinker", which neither --agents nor --config defines here`) {
+		t.Errorf("verify without the agents file: exit %d %s%s", code, out, errs)
 	}
 	if code, out, _ := replay(t, "verify", "named", "--data", data, "--agents", filepath.Join(dir, "changed.yaml")); code != 1 || !strings.Contains(out, "diverges") {
 		t.Errorf("verify with a changed prompt: exit %d %s", code, out)

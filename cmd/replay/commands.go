@@ -8,6 +8,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -226,9 +228,47 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		fmt.Fprint(stdout, node.EscapeControls(fmt.Sprintf("session %s %s\n", id, text)))
 	}
 	if div != nil {
+		if missing := unknownAgents(events, agents); len(missing) > 0 && !asJSON {
+			fmt.Fprint(stderr, node.EscapeControls(fmt.Sprintf("hint: the session ran %s, which neither --agents nor --config defines here: verify it with the agents file it ran with\n",
+				quotedList("agent", missing))))
+		}
 		return 1
 	}
 	return 0
+}
+
+// unknownAgents lists, sorted, the agents the session's tasks named that agents
+// lacks: a verify without the agents file they ran with diverges at their first
+// task, and says why in a hint.
+func unknownAgents(events []messages.Envelope, agents actors.Agents) []string {
+	var out []string
+	for _, e := range events {
+		if e.Type != messages.TypeTaskSubmitted {
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			continue
+		}
+		name := p.(*messages.TaskSubmitted).Agent
+		if _, ok := agents.For(name); !ok && !slices.Contains(out, name) {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// quotedList is "agent "a"" or "agents "a", "b"".
+func quotedList(noun string, names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	if len(names) > 1 {
+		noun += "s"
+	}
+	return noun + " " + strings.Join(q, ", ")
 }
 
 // summaryModel is the name of the model an agent's compression calls go to in
