@@ -72,8 +72,19 @@ type ServerOptions struct {
 	// node that restarts within twice this gives its clients their answers
 	// (server_calls.go) and their notifications.
 	ReconnectDelay time.Duration
-	Logger         *slog.Logger
+	// StartGrace is how long the resumed stream of a run_task call whose task is
+	// not in the log yet waits for it before it answers that the task never
+	// started (default 30s): the call is recorded before its task is submitted,
+	// and on a cluster the task travels through Kafka, where it waits out a
+	// rebalance when the node that owned its session died with the call; a
+	// client told at once to send its call again would, with a new request ID,
+	// start a second task beside the one still on its way.
+	StartGrace time.Duration
+	Logger     *slog.Logger
 }
+
+// DefaultStartGrace is the default of ServerOptions.StartGrace.
+const DefaultStartGrace = 30 * time.Second
 
 // sessionPings is how many pings a client may leave unanswered in a row before
 // its session ends: SessionTimeout is this many ping intervals.
@@ -118,6 +129,9 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	}
 	if opts.ReconnectDelay <= 0 {
 		opts.ReconnectDelay = 2 * time.Second
+	}
+	if opts.StartGrace <= 0 {
+		opts.StartGrace = DefaultStartGrace
 	}
 	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{},
 		closing: make(chan struct{}), book: newSessionBook(n), events: eventStore{sdk.NewMemoryEventStore(nil)}}

@@ -182,6 +182,8 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 	defer keep.Stop()
 	poll := time.NewTicker(taskPoll)
 	defer poll.Stop()
+	// A task not in the log yet may be on its way (StartGrace).
+	giveUp := time.Now().Add(s.opts.StartGrace)
 	for {
 		if call.TaskSession == "" {
 			// A call of another tool: its outcome died with the process that
@@ -198,8 +200,11 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 			return true
 		case err != nil:
 			result = errorResult(fmt.Sprintf("%s: the task of session %s: %v", RunTask, call.TaskSession, err))
+		case !known && !time.Now().Before(giveUp):
+			result = errorResult(fmt.Sprintf("%s: the task of this call (session %s) never started (not in the log %s after the stream resumed); send the call again",
+				RunTask, call.TaskSession, s.opts.StartGrace))
 		case !known:
-			result = errorResult(fmt.Sprintf("%s: the task of this call (session %s) never started; send the call again", RunTask, call.TaskSession))
+			// Not yet: polled again.
 		case res.Status != messages.StatusRunning:
 			result = taskAnswer(res)
 		}

@@ -503,11 +503,12 @@ func TestServerRunTaskSentAgainToAnotherNode(t *testing.T) {
 // A run_task that continues a session, recorded but cut before its task was
 // submitted (its node died in between), answers for its own task: sent again, it
 // runs that task once and answers with it, not with the session's previous task;
-// resumed by its stream (Last-Event-ID), it says its task never started.
+// resumed by its stream (Last-Event-ID), it says its task never started once
+// StartGrace passed without it.
 func TestServerRunTaskContinuingASessionCutBeforeItsTask(t *testing.T) {
 	m := newHoldModel(true)
 	n := nodetest.Start(t, node.Config{Model: m})
-	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{StartGrace: 300 * time.Millisecond}).Handler())
 	defer hs.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -579,6 +580,76 @@ func TestServerRunTaskContinuingASessionCutBeforeItsTask(t *testing.T) {
 	}
 	if len(tasks) != 2 || tasks[1] != "mcp-task-cut" {
 		t.Errorf("the session's tasks: %v, want the first and mcp-task-cut", tasks)
+	}
+}
+
+// A run_task recorded but whose task was still on its way when its node died (on
+// a cluster, in Kafka until the group gives the session's partition to another
+// node): its stream, resumed, waits for the task rather than telling the client
+// at once that it never started, which a client sending the call again with a new
+// request ID would answer with a second task beside the first.
+func TestServerRunTaskResumedWhileItsTaskIsOnItsWay(t *testing.T) {
+	m := newHoldModel(true)
+	n := nodetest.Start(t, node.Config{Model: m})
+	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{}).Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx,
+		&sdk.StreamableClientTransport{Endpoint: hs.URL}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	id := cs.ID()
+	args := `{"input":"late","session_id":"conv"}`
+	sum := sha256.Sum256([]byte(args))
+	stream := eventlog.MCPSessionStreamPrefix + id
+	recorded, err := n.Log().Read(ctx, stream, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	if len(recorded) > 0 {
+		seq = recorded[len(recorded)-1].Seq
+	}
+	e, err := messages.NewEnvelope(&messages.MCPCallStarted{RequestID: "7", Stream: "CUTSTREAM", ArgsHash: hex.EncodeToString(sum[:]),
+		TaskSession: "conv", TaskID: "mcp-task-late"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID, e.SessionID, e.Seq, e.TS, e.Actor = "late-call", stream, seq+1, time.Now().UnixMicro(), "mcp/server"
+	if err := n.Log().Append(ctx, []messages.Envelope{e}); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", "CUTSTREAM_0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	lines := bufio.NewReader(resp.Body)
+	first, err := lines.ReadString('\n')
+	if err != nil || !strings.HasPrefix(first, ": resumed") {
+		t.Fatalf("the resumed stream began with %q (%v)", first, err)
+	}
+	// The server polls for the task now; it arrives (the bus delivers it late).
+	if _, err := n.Submit(ctx, node.Task{ID: "mcp-task-late", SessionID: "conv", Input: "late"}); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(lines)
+	if !strings.Contains(string(rest), "held: late") || strings.Contains(string(rest), "never started") {
+		t.Errorf("the resumed stream: %s, want the late task's answer", rest)
+	}
+	if got := m.calls.Load(); got != 1 {
+		t.Errorf("the model was asked %d times, want once", got)
 	}
 }
 
