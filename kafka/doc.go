@@ -136,6 +136,11 @@
 //   - Partitions a topic gains start at InitialOffset like new ones (kafka-go's
 //     StartOffset), so with FromLatest their first records can be skipped.
 //
+// The members agree on sticky assignment (StickyProtocol) when all of them offer
+// it: each keeps the partitions it held as far as an even share allows, so that a
+// join or a leave moves only the partitions it must; a member of an older build
+// offers kafka-go's range and round robin only, and the group then uses range.
+//
 // Each Subscribe call is one group member with one connection to the coordinator and
 // one per assigned partition. A record the Marshaler cannot decode is logged and
 // skipped (committed), so that it cannot stall its partition; DefaultMarshaler

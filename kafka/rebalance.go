@@ -65,6 +65,9 @@ func (sub *subscription) runGeneration(ctx context.Context, gen *kafkago.Generat
 		partitions = append(partitions, pa.ID)
 	}
 	slices.Sort(partitions)
+	if sub.sticky != nil {
+		sub.sticky.hold(gen.ID, sub.wire, partitions) // claimed at the next join
+	}
 	fields := watermill.LogFields{"generation": gen.ID, "member": gen.MemberID, "partitions": partitions}
 	listener := sub.s.cfg.Rebalance
 

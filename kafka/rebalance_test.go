@@ -430,3 +430,69 @@ func TestRebalanceAssignedBeforeDelivery(t *testing.T) {
 	}
 	log.check(t, topic, testPartitions)
 }
+
+// TestRebalanceStickyKeepsTheSurvivorsPartitions: four members share a topic of
+// twelve partitions; when one leaves, each of the others keeps every partition it
+// held and only the leaver's move. (Range assignment, kafka-go's default, deals
+// the partitions out again by member ID, and some survivor always loses some.)
+func TestRebalanceStickyKeepsTheSurvivorsPartitions(t *testing.T) {
+	const partitions = 12
+	c := newCluster(t)
+	topic := uniqueName(t, "troupe.test.sticky.")
+	group := uniqueName(t, "g-")
+	ctx := testContext(t, 3*time.Minute)
+	log := &rebalanceLog{}
+	names := []string{"a", "b", "c", "d"}
+	subs := map[string]*kafka.Subscriber{}
+	for _, name := range names {
+		subs[name] = c.groupMember(t, group, partitions, memberListener{log: log, name: name})
+	}
+	defer func() {
+		for _, s := range subs {
+			closeAll(t, s)
+		}
+	}()
+	for _, name := range names {
+		if _, err := subs[name].Subscribe(ctx, topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// holdAll waits for one generation in which members hold every partition.
+	holdAll := func(members []string, after int32) (int32, map[string][]int) {
+		var gen int32
+		held := map[string][]int{}
+		eventually(t, time.Minute, fmt.Sprintf("%v to share the topic after generation %d", members, after), func() bool {
+			clear(held)
+			total := 0
+			for i, m := range members {
+				a, ok := log.holding(m)
+				if !ok || a.Generation <= after || (i > 0 && a.Generation != gen) {
+					return false
+				}
+				gen = a.Generation
+				held[m] = a.Partitions
+				total += len(a.Partitions)
+			}
+			return total == partitions
+		})
+		return gen, held
+	}
+	gen, before := holdAll(names, 0)
+	for _, m := range names {
+		if n := len(before[m]); n != 3 {
+			t.Fatalf("generation %d: %s holds %d partitions, want 3 each: %v", gen, m, n, before)
+		}
+	}
+	closeAll(t, subs["b"])
+	delete(subs, "b")
+	survivors := []string{"a", "c", "d"}
+	_, after := holdAll(survivors, gen)
+	for _, m := range survivors {
+		for _, p := range before[m] {
+			if !slices.Contains(after[m], p) {
+				t.Errorf("%s held %v, then %v: it lost partition %d although only b left", m, before[m], after[m], p)
+			}
+		}
+	}
+	log.check(t, topic, partitions)
+}

@@ -126,12 +126,14 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	created, err := s.admin.ensureTopic(setup, topic, wire)
 	var (
 		group  *kafkago.ConsumerGroup
-		starts map[int]int64 // partition -> first offset to read, without a group
+		sticky *stickyBalancer // the group's
+		starts map[int]int64   // partition -> first offset to read, without a group
 	)
 	switch {
 	case err != nil:
 	case s.cfg.ConsumerGroup != "":
-		group, err = kafkago.NewConsumerGroup(s.groupConfig(wire))
+		sticky = &stickyBalancer{}
+		group, err = kafkago.NewConsumerGroup(s.groupConfig(wire, sticky))
 	case s.cfg.InitialOffset == FromLatest && created > 0:
 		// Created just now: every partition ends at offset 0. Asking the cluster
 		// would wait for its metadata to learn of the topic (seconds, on some brokers).
@@ -155,6 +157,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		s:      s,
 		topic:  topic,
 		wire:   wire,
+		sticky: sticky,
 		out:    make(chan *message.Message),
 		logger: s.logger.With(watermill.LogFields{"topic": wire}),
 	}
@@ -228,9 +231,12 @@ func (s *Subscriber) startOffset() int64 {
 }
 
 // groupConfig configures the group of one subscription to wire, a Kafka topic name.
-func (s *Subscriber) groupConfig(wire string) kafkago.ConsumerGroupConfig {
+// Its members agree on sticky assignment (stickyBalancer), or on kafka-go's
+// default balancers, range then round robin, with members of builds without it.
+func (s *Subscriber) groupConfig(wire string, sticky *stickyBalancer) kafkago.ConsumerGroupConfig {
 	return kafkago.ConsumerGroupConfig{
 		ID:                     s.cfg.ConsumerGroup,
+		GroupBalancers:         []kafkago.GroupBalancer{sticky, kafkago.RangeGroupBalancer{}, kafkago.RoundRobinGroupBalancer{}},
 		Brokers:                s.cfg.Brokers,
 		Dialer:                 s.dialer,
 		Topics:                 []string{wire},
@@ -250,8 +256,9 @@ func (s *Subscriber) groupConfig(wire string) kafkago.ConsumerGroupConfig {
 // subscription is one Subscribe call.
 type subscription struct {
 	s      *Subscriber
-	topic  string // as Subscribe was given it
-	wire   string // topic's name in Kafka, with the prefix
+	topic  string          // as Subscribe was given it
+	wire   string          // topic's name in Kafka, with the prefix
+	sticky *stickyBalancer // the group's balancer (nil without a group)
 	out    chan *message.Message
 	logger watermill.LoggerAdapter
 }
