@@ -269,7 +269,7 @@ func (m *Memories) VectorBacklog() int { return int(m.backlog.Load()) }
 // It also tries again the vectors the store refused (parked) whose wait
 // (Config.VectorRetry) is over, in the namespaces that have some.
 func (m *Memories) CatchUpVectors(ctx context.Context) error {
-	m.spaces.sweep(m.cfg.Now(), m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false)
+	m.spaces.sweep(m.cfg.Now(), m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false, "")
 	all := m.VectorBacklog() > 0
 	if !all && m.ParkedVectors() == 0 {
 		return nil
@@ -322,7 +322,7 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 			return nil, err
 		}
 	}
-	m.spaces.sweep(now, m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false)
+	m.spaces.sweep(now, m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false, name)
 	return ns, nil
 }
 

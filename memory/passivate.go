@@ -34,12 +34,25 @@ const maxSynced = 100_000
 // folds it again from its events: nothing is lost, since the events hold it all. A
 // namespace is not released while an operation runs on it, while it is held
 // (Memories.Hold: a consolidation run), or while the vector store still lacks some
-// of its vectors: the bound is soft.
+// of its vectors: the bound is soft. Nor is the namespace an open returns released
+// by the sweep of that open, even when it is the only one that could be.
+//
+// Past the bound, each open releases the least recently used of the namespaces it
+// may release, without going through all of them: one found unreleasable is set
+// aside (blocked) and not looked at again by the opens that follow until it is
+// used again or the next full sweep (every sweepEvery, or ReleaseIdle), so that
+// opens stay cheap however many loaded namespaces cannot be released.
 type loaded struct {
 	mu    sync.Mutex
 	m     map[string]*slot
 	swept time.Time
 	uses  uint64 // counts the opens: the order of the last uses
+	// lru holds the loaded namespaces a sweep past the bound may try to
+	// release, least recently used at its back; blocked those such a sweep
+	// found it could not release since the last full sweep.
+	lru, blocked slotList
+	// examined counts the namespaces sweeps tried to release (a test reads it).
+	examined int64
 	// synced holds, by namespace, the seq up to which a released namespace's
 	// vectors were all in the store: loaded again, it trusts the store with them
 	// instead of writing them all again.
@@ -51,10 +64,46 @@ type loaded struct {
 }
 
 type slot struct {
+	name   string
 	ns     *Namespace
 	mu     sync.Mutex
 	opened bool
 	gone   bool // released: the next use makes a new slot
+	// prev, next and list place it in loaded.lru or loaded.blocked (l.mu).
+	prev, next *slot
+	list       *slotList
+}
+
+// slotList is a doubly linked list of slots, most recently put at its front.
+type slotList struct{ front, back *slot }
+
+func (q *slotList) pushFront(s *slot) {
+	s.list, s.prev, s.next = q, nil, q.front
+	if q.front != nil {
+		q.front.prev = s
+	} else {
+		q.back = s
+	}
+	q.front = s
+}
+
+// remove takes s out of the list it is in, if any.
+func (s *slot) remove() {
+	q := s.list
+	if q == nil {
+		return
+	}
+	if s.prev != nil {
+		s.prev.next = s.next
+	} else {
+		q.front = s.next
+	}
+	if s.next != nil {
+		s.next.prev = s.prev
+	} else {
+		q.back = s.prev
+	}
+	s.list, s.prev, s.next = nil, nil, nil
 }
 
 // open returns the namespace name, loaded (open succeeded on it) and marked used
@@ -75,12 +124,14 @@ func (l *loaded) open(name string, now time.Time, make func() *Namespace, open f
 				ns.resumeAt = seq
 				delete(l.synced, name)
 			}
-			s = &slot{ns: ns}
+			s = &slot{name: name, ns: ns}
 			l.m[name] = s
 		}
 		l.uses++
 		s.ns.used.Store(now.UnixNano())
 		s.ns.order.Store(l.uses)
+		s.remove()
+		l.lru.pushFront(s)
 		l.mu.Unlock()
 		s.mu.Lock()
 		if s.gone {
@@ -140,44 +191,63 @@ func (l *loaded) count() int {
 }
 
 // sweep releases the namespaces unused since now − idle (idle ≤ 0: none), then the
-// least recently used ones while more than max are loaded (max ≤ 0: no bound).
-// Unless force, it does nothing when it swept less than sweepEvery ago and no more
-// than max are loaded. It returns how many it released.
-func (l *loaded) sweep(now time.Time, idle time.Duration, max int, force bool) int {
+// least recently used ones while more than max are loaded (max ≤ 0: no bound),
+// never namespace keep (the one the open that sweeps returns; "": none). A full
+// sweep, which looks at every namespace, runs when force or when the last one ran
+// sweepEvery ago or more; else, while more than max are loaded, a sweep releases
+// the least recently used of those not found unreleasable since (see loaded). It
+// returns how many it released.
+func (l *loaded) sweep(now time.Time, idle time.Duration, max int, force bool, keep string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	over := max > 0 && len(l.m) > max
-	if !force && !over && now.Sub(l.swept) < sweepEvery {
-		return 0
+	over := func() bool { return max > 0 && len(l.m) > max }
+	if force || now.Sub(l.swept) >= sweepEvery {
+		l.swept = now
+		return l.sweepAll(now, idle, max, keep)
 	}
-	l.swept = now
-	type cand struct {
-		name  string
-		s     *slot
-		used  int64
-		order uint64
-	}
-	var cands []cand
-	for name, s := range l.m {
-		cands = append(cands, cand{name, s, s.ns.used.Load(), s.ns.order.Load()})
-	}
-	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.order, b.order) })
 	released := 0
-	for _, c := range cands {
-		idleOut := idle > 0 && now.UnixNano()-c.used >= int64(idle)
-		if !idleOut && (max <= 0 || len(l.m) <= max) {
-			continue
-		}
-		if l.release(c.name, c.s) {
+	for s := l.lru.back; s != nil && over(); {
+		prev := s.prev
+		switch {
+		case s.name == keep:
+		case l.release(s):
 			released++
+		default:
+			s.remove()
+			l.blocked.pushFront(s)
 		}
+		s = prev
 	}
 	return released
 }
 
-// release takes namespace name out of the loaded ones, unless it is in use. The
-// caller holds l.mu.
-func (l *loaded) release(name string, s *slot) bool {
+// sweepAll is a full sweep: it looks at every loaded namespace, least recently
+// used first, and makes every one left a candidate of the sweeps that follow
+// again. The caller holds l.mu.
+func (l *loaded) sweepAll(now time.Time, idle time.Duration, max int, keep string) int {
+	slots := make([]*slot, 0, len(l.m))
+	for _, s := range l.m {
+		slots = append(slots, s)
+	}
+	slices.SortFunc(slots, func(a, b *slot) int { return cmp.Compare(a.ns.order.Load(), b.ns.order.Load()) })
+	l.lru, l.blocked = slotList{}, slotList{}
+	released := 0
+	for _, s := range slots {
+		s.list, s.prev, s.next = nil, nil, nil
+		idleOut := idle > 0 && now.UnixNano()-s.ns.used.Load() >= int64(idle)
+		if s.name != keep && (idleOut || (max > 0 && len(l.m) > max)) && l.release(s) {
+			released++
+			continue
+		}
+		l.lru.pushFront(s)
+	}
+	return released
+}
+
+// release takes slot s's namespace out of the loaded ones, unless it is in use.
+// The caller holds l.mu.
+func (l *loaded) release(s *slot) bool {
+	l.examined++
 	if !s.mu.TryLock() { // being loaded
 		return false
 	}
@@ -192,14 +262,15 @@ func (l *loaded) release(name string, s *slot) bool {
 		return false // what the vector store still lacks would wait for the next use
 	}
 	if len(p.parked) == 0 && ns.st.seq > 0 && len(l.synced) < maxSynced {
-		l.synced[name] = ns.st.seq
+		l.synced[s.name] = ns.st.seq
 	}
 	// Its parked vectors are tried again when it is loaded again.
 	ns.m.parkedN.Add(-p.parkedN)
 	p.parkedN = 0
 	s.gone = true
 	ns.released.Store(true)
-	delete(l.m, name)
+	s.remove()
+	delete(l.m, s.name)
 	return true
 }
 
@@ -212,7 +283,7 @@ func (m *Memories) LoadedNamespaces() int { return m.spaces.count() }
 // it in its background catch-up (CatchUpVectors), and the opening of a namespace
 // does it too. It returns how many it released.
 func (m *Memories) ReleaseIdle() int {
-	return m.spaces.sweep(m.cfg.Now(), m.cfg.IdleTimeout, m.cfg.MaxNamespaces, true)
+	return m.spaces.sweep(m.cfg.Now(), m.cfg.IdleTimeout, m.cfg.MaxNamespaces, true, "")
 }
 
 // Hold returns the namespace name, as Namespace does, held in memory until release

@@ -1,0 +1,8 @@
+package memory
+
+// SweepExamined is the number of namespaces the sweeps of m tried to release.
+func SweepExamined(m *Memories) int64 {
+	m.spaces.mu.Lock()
+	defer m.spaces.mu.Unlock()
+	return m.spaces.examined
+}
