@@ -2,7 +2,5 @@ package memory
 
 // SweepExamined is the number of namespaces the sweeps of m tried to release.
 func SweepExamined(m *Memories) int64 {
-	m.spaces.mu.Lock()
-	defer m.spaces.mu.Unlock()
-	return m.spaces.examined
+	return m.spaces.Examined()
 }

@@ -238,7 +238,7 @@ func TestOpensPastTheBoundDoNotRescanUnreleasableNamespaces(t *testing.T) {
 }
 
 // A namespace a sweep past the bound could not release is looked at again by the
-// next full sweep (sweepEvery later), which brings the loaded namespaces back
+// next full sweep (entity.SweepEvery later), which brings the loaded namespaces back
 // within the bound once the holds end.
 func TestUnreleasableNamespacesAreLookedAtAgainByTheNextFullSweep(t *testing.T) {
 	f := newFixture(t, func(c *memory.Config) { c.MaxNamespaces, c.IdleTimeout = 2, -1 })
