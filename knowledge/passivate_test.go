@@ -259,3 +259,45 @@ func TestAWriteThroughAReleasedBaseIsSeen(t *testing.T) {
 		t.Errorf("vector backlog %d; want 0", n)
 	}
 }
+
+// Knowledge bases opened, written, searched and released at once lose nothing:
+// every document of many goroutines over more bases than the bound is there after.
+func TestBaseReleaseUnderConcurrentWrites(t *testing.T) {
+	f := newFixture(t, func(c *knowledge.Config) { c.MaxBases, c.IdleTimeout = 2, -1 })
+	ctx := testCtx(t)
+	const workers, writes, bases = 6, 8, 5
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			for i := range writes {
+				b, err := f.bases.Base(ctx, fmt.Sprintf("kb%d", (w+i)%bases))
+				if err == nil {
+					_, err = b.AddText(ctx, fmt.Sprintf("w%d-%d.md", w, i), docText("kb", w*100+i), "")
+				}
+				if err == nil {
+					_, err = b.Search(ctx, knowledge.Query{Text: "otters", Limit: 3})
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := 0
+	for i := range bases {
+		total += len(f.base(t, fmt.Sprintf("kb%d", i)).Documents())
+	}
+	if total != workers*writes {
+		t.Fatalf("%d documents; want %d", total, workers*writes)
+	}
+	if n := f.bases.VectorBacklog(); n != 0 {
+		t.Errorf("vector backlog %d; want 0", n)
+	}
+}
