@@ -17,6 +17,9 @@ const (
 	DefaultVectorRetry = 2 * time.Minute
 )
 
+// Memories keeps its namespaces in an entity.Loaded (Memories.spaces), whose doc
+// says when a namespace is loaded and released.
+
 // releaseNamespace is the release function of Memories' entity.Loaded: a
 // namespace in use (its lock taken), or whose vectors the store still lacks (what
 // it lacks would wait for its next use), stays.
