@@ -77,6 +77,7 @@ const askSystem = "You answer questions from numbered evidence passages of a kno
 // cites no evidence, the answer is extractive: the sentences of the best hits that
 // share the most words with the question, each followed by its citation.
 func (b *Base) Ask(ctx context.Context, question string, opts AskOptions) (Answer, error) {
+	defer b.bs.hold(b)()
 	res, err := b.Search(ctx, Query{Text: question, Limit: opts.Limit, Mode: opts.Mode, MultiQuery: opts.MultiQuery,
 		HyDE: opts.HyDE, Pool: opts.Pool, Fusion: opts.Fusion, Alpha: opts.Alpha})
 	if err != nil {

@@ -19,7 +19,14 @@
 // vector store hold exactly the fold's vectors (the store is persistent: it is
 // asked for the base's items, those the fold does not hold — chunks replaced or
 // removed since an earlier run — are deleted, the live ones it lacks or holds
-// otherwise upserted; a store in line is not written), and caches it. A name (CheckName) is 1 to 64 ASCII letters, digits, '-'
+// otherwise upserted; a store in line is not written), and keeps it in memory
+// until it is unused for Config.IdleTimeout (10m), or earlier, least recently used
+// first, when more than Config.MaxBases (1000) are loaded (Bases.ReleaseIdle,
+// Bases.LoadedBases). A released base is folded again on its next use, trusting
+// the store with the vectors it held at the release instead of writing them
+// again. A base is not released while an ingestion, a search or an answer runs on
+// it, while it is held (Bases.Hold), or while the store lacks some of its vectors:
+// the bound is soft. A name (CheckName) is 1 to 64 ASCII letters, digits, '-'
 // and '_', starting with a letter or digit.
 //
 // Base.Add ingests one document: the pure pipeline of package pipelines/rag converts

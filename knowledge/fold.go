@@ -35,6 +35,7 @@ type Base struct {
 	coll    string
 	retired []string
 	s       entity.Stream
+	use     entity.Use // its passivation (Bases.bases)
 
 	mu sync.RWMutex
 	st *state
@@ -80,6 +81,37 @@ const (
 // inLine reports whether the store holds exactly the fold's vectors, as of the
 // last sync. The caller holds mu.
 func (b *Base) inLine() bool { return !b.stale && len(b.dirty) == 0 && b.trouble == nil }
+
+// releaseBase is the release function of Bases' entity.Loaded: a knowledge base in
+// use (its lock taken: a write, or a search reading it), or whose store is not in
+// line with its fold (what it lacks would wait for its next use), stays. Loaded
+// again, it trusts the store with its vectors up to its seq, unless some were
+// refused (parked: tried again by the rebuild of the next load).
+func releaseBase(b *Base, let func(synced uint64)) bool {
+	if !b.mu.TryLock() {
+		return false
+	}
+	defer b.mu.Unlock()
+	if !b.inLine() || b.backlog > 0 {
+		return false
+	}
+	var synced uint64
+	if len(b.parked) == 0 && len(b.retired) == 0 {
+		synced = b.st.seq
+	}
+	let(synced)
+	return true
+}
+
+// trustStore takes the vector store to hold every vector of the fold, as it did
+// when this process released the knowledge base at this seq (entity.Use.ResumeAt):
+// the fold of the events up to it marks nothing to write, no rebuild is due, and a
+// base loaded again writes only what changed since. The caller holds mu for
+// writing.
+func (b *Base) trustStore() {
+	clear(b.dirty)
+	b.stale, b.retired = false, nil
+}
 
 func newBase(bs *Bases, name string) *Base {
 	b := &Base{bs: bs, cfg: &bs.cfg, name: name, stream: Stream(name), coll: Collection(name),
@@ -277,6 +309,9 @@ func (b *Base) apply(e messages.Envelope) error {
 			break
 		}
 	}
+	if e.Seq == b.use.ResumeAt() {
+		b.trustStore()
+	}
 	return nil
 }
 
@@ -314,6 +349,11 @@ func (b *Base) useCollection(coll string) {
 // folded state; its error is returned with nothing written, and a nil payload
 // writes nothing. The caller holds mu for writing.
 func (b *Base) write(ctx context.Context, key string, change func() (messages.Payload, error)) (applied bool, err error) {
+	if b.use.Released() {
+		// Released while its caller held it: the base loaded in its place folds
+		// this write before its next use (entity.Loaded.Open).
+		defer b.bs.bases.Changed(b.name)
+	}
 	return b.s.Write(ctx, baseFold{b}, key, func(context.Context) ([]messages.Payload, error) {
 		p, err := change()
 		if err != nil || p == nil {
@@ -425,6 +465,12 @@ func (b *Base) countBacklog() {
 	n := int64(len(b.dirty))
 	if b.stale {
 		n = int64(len(b.st.ever))
+	}
+	if b.use.Released() {
+		// A released instance a caller still held: the one loaded in its place
+		// folds the same writes and counts them; this one stops counting, or
+		// nothing would take its share off the total again.
+		n = 0
 	}
 	b.bs.backlog.Add(n - b.backlog)
 	b.backlog = n

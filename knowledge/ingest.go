@@ -107,6 +107,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 	if len(body) > MaxDocumentBytes {
 		return AddResult{}, fmt.Errorf("%w: %q: %d bytes, over the limit of %d (%w)", ErrTooLarge, source, len(body), MaxDocumentBytes, rag.ErrTooLarge)
 	}
+	defer b.bs.hold(b)() // the conversion and the embedding run without its lock
 	hash := rag.DocumentHash(body)
 	// What the stream says already: an applied key or an unchanged document needs
 	// no conversion and no embedding.

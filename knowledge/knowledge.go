@@ -118,6 +118,10 @@ const (
 	VectorBatch = 1000
 	// MaxSourceLen bounds a source's name, in bytes.
 	MaxSourceLen = 1024
+	// DefaultIdleTimeout and DefaultMaxBases are the defaults of the passivation
+	// of knowledge bases (Config.IdleTimeout, Config.MaxBases).
+	DefaultIdleTimeout = 10 * time.Minute
+	DefaultMaxBases    = 1000
 )
 
 // Config configures the knowledge bases of a node.
@@ -170,8 +174,19 @@ type Config struct {
 	EmbedBackoff  time.Duration
 	// MaxChunks bounds the chunks of one document (default 4096).
 	MaxChunks int
-	// Now is the clock of events (default time.Now).
+	// Now is the clock of events, and of IdleTimeout (default time.Now).
 	Now func() time.Time
+	// IdleTimeout releases a knowledge base from memory (its fold: its chunks'
+	// text and vectors, and its keyword index) once no operation used it for
+	// this long (default DefaultIdleTimeout; negative: never); MaxBases bounds
+	// the knowledge bases loaded at once (default DefaultMaxBases; negative: no
+	// bound): past it, the least recently used are released first. A released
+	// base is folded again from its events on its next use, and its vectors,
+	// already in the store, are not written again. A base in use (an ingestion,
+	// a search or an answer running on it, or held: Bases.Hold), or whose vectors
+	// the store still lacks, is not released, so the bound is soft.
+	IdleTimeout time.Duration
+	MaxBases    int
 	// VectorTrouble, when set, hears of the vector store's failures in a knowledge
 	// base's collection (err set) and of its recovery there (err nil). Writes and
 	// searches go on without the store (see Base.Search), so this is the sign of
@@ -259,16 +274,23 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.MaxBases == 0 {
+		c.MaxBases = DefaultMaxBases
+	}
 }
 
 // Bases is the knowledge of a node: its knowledge bases, each folded from its
-// stream on first use and cached. It is safe for concurrent use.
+// stream on first use and kept in memory until it is idle (Config.IdleTimeout,
+// Config.MaxBases). It is safe for concurrent use.
 type Bases struct {
 	cfg Config
 
 	closed  atomic.Bool
 	backlog atomic.Int64 // the bases' vectors still to write (VectorBacklog)
-	bases   entity.Registry[Base]
+	bases   *entity.Loaded[*Base]
 }
 
 // VectorBacklog is the number of chunk vectors of the open knowledge bases that
@@ -281,11 +303,39 @@ func (bs *Bases) VectorBacklog() int { return int(bs.backlog.Load()) }
 // outage, the vectors of a base nobody adds to or searches reach the store too. A
 // base whose store failed lately waits out its delay. It returns the first error
 // of a refresh.
+//
+// A node calls it every few seconds: it also releases the knowledge bases idle
+// past IdleTimeout or over MaxBases (ReleaseIdle), at most every 10 s.
 func (bs *Bases) CatchUpVectors(ctx context.Context) error {
+	bs.bases.Sweep(bs.cfg.Now(), bs.cfg.IdleTimeout, bs.cfg.MaxBases, false, "")
 	if bs.VectorBacklog() == 0 {
 		return nil
 	}
-	return bs.bases.EachOpened(func(b *Base) error { return b.Refresh(ctx) })
+	return bs.bases.Each(func(b *Base) error { return b.Refresh(ctx) })
+}
+
+// LoadedBases is the number of knowledge bases this process holds in memory,
+// folded (see Config.IdleTimeout and Config.MaxBases).
+func (bs *Bases) LoadedBases() int { return bs.bases.Count() }
+
+// ReleaseIdle releases the knowledge bases unused for IdleTimeout, and the least
+// recently used ones past MaxBases (see Config.IdleTimeout), now: a node does it
+// in its background catch-up (CatchUpVectors), and the opening of a base does it
+// too. It returns how many it released.
+func (bs *Bases) ReleaseIdle() int {
+	return bs.bases.Sweep(bs.cfg.Now(), bs.cfg.IdleTimeout, bs.cfg.MaxBases, true, "")
+}
+
+// Hold returns knowledge base name, as Base does, held in memory until release is
+// called: a long operation that calls the base several times is not cut by its
+// release in the middle. Its own operations (Add, Search, Ask) hold it while they
+// run. release is idempotent.
+func (bs *Bases) Hold(ctx context.Context, name string) (b *Base, release func(), err error) {
+	b, err = bs.Base(ctx, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, bs.bases.Hold(b, bs.cfg.Now), nil
 }
 
 // Open returns the knowledge bases cfg describes. It validates cfg and reads nothing
@@ -295,14 +345,17 @@ func Open(cfg Config) (*Bases, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	return &Bases{cfg: cfg}, nil
+	bs := &Bases{cfg: cfg}
+	bs.bases = entity.NewLoaded(func(b *Base) *entity.Use { return &b.use }, releaseBase)
+	return bs, nil
 }
 
 // Base returns knowledge base name (CheckName), folding its stream and bringing its
 // vector collection in line with the fold on first use: the store is persistent and
 // may hold chunks from before a restart, among them chunks replaced or removed
 // since. A knowledge base that has no events yet is empty; its stream starts with
-// its first document.
+// its first document. A base released since its last use (Config.IdleTimeout) is
+// folded again, trusting the store with the vectors it held then.
 func (bs *Bases) Base(ctx context.Context, name string) (*Base, error) {
 	if err := CheckName(name); err != nil {
 		return nil, err
@@ -310,14 +363,28 @@ func (bs *Bases) Base(ctx context.Context, name string) (*Base, error) {
 	if bs.closed.Load() {
 		return nil, ErrClosed
 	}
-	return bs.bases.Open(name, func() *Base { return newBase(bs, name) }, func(b *Base) error {
+	now := bs.cfg.Now()
+	b, stale, err := bs.bases.Open(name, now, func() *Base { return newBase(bs, name) }, func(b *Base) error {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		// The fold syncs the store (stale: a rebuild); a store that is down
 		// leaves it stale, for a later operation, and the base opens anyway.
 		return b.fold(ctx)
 	})
+	if err != nil {
+		return nil, err
+	}
+	if stale {
+		if err := b.refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
+	bs.bases.Sweep(now, bs.cfg.IdleTimeout, bs.cfg.MaxBases, false, name)
+	return b, nil
 }
+
+// hold keeps b loaded while an operation runs on it (Bases.Hold).
+func (bs *Bases) hold(b *Base) (release func()) { return bs.bases.Hold(b, bs.cfg.Now) }
 
 // List lists the knowledge bases whose streams are in the log, sorted.
 func (bs *Bases) List(ctx context.Context) ([]string, error) {

@@ -199,6 +199,7 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	if err := q.check(b.cfg); err != nil {
 		return SearchResult{}, err
 	}
+	defer b.bs.hold(b)()
 	if err := b.refresh(ctx); err != nil {
 		return SearchResult{}, err
 	}

@@ -239,7 +239,7 @@ type Memories struct {
 	// parkedN and retriedN count the vectors the store refused that wait for
 	// another try (ParkedVectors), and those tries (ParkedRetries).
 	parkedN, retriedN atomic.Int64
-	spaces            loaded
+	spaces            *entity.Loaded[*Namespace]
 	ids               *idIndex // memory ID → namespace (Locate)
 }
 
@@ -249,7 +249,9 @@ func Open(cfg Config) (*Memories, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	return &Memories{cfg: cfg, ids: newIDIndex()}, nil
+	m := &Memories{cfg: cfg, ids: newIDIndex()}
+	m.spaces = entity.NewLoaded(func(ns *Namespace) *entity.Use { return &ns.use }, releaseNamespace)
+	return m, nil
 }
 
 // VectorBacklog is the number of vectors of the open namespaces that the vector
@@ -269,13 +271,13 @@ func (m *Memories) VectorBacklog() int { return int(m.backlog.Load()) }
 // It also tries again the vectors the store refused (parked) whose wait
 // (Config.VectorRetry) is over, in the namespaces that have some.
 func (m *Memories) CatchUpVectors(ctx context.Context) error {
-	m.spaces.sweep(m.cfg.Now(), m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false)
+	m.spaces.Sweep(m.cfg.Now(), m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false, "")
 	all := m.VectorBacklog() > 0
 	if !all && m.ParkedVectors() == 0 {
 		return nil
 	}
 	now := time.Now().UnixNano()
-	return m.spaces.each(func(ns *Namespace) error {
+	return m.spaces.Each(func(ns *Namespace) error {
 		if due := ns.parkDue.Load(); all || (due != 0 && due <= now) {
 			return ns.Refresh(ctx)
 		}
@@ -303,7 +305,7 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 		return nil, ErrClosed
 	}
 	now := m.cfg.Now()
-	ns, stale, err := m.spaces.open(name, now, func() *Namespace { return newNamespace(m, name) }, func(ns *Namespace) error {
+	ns, stale, err := m.spaces.Open(name, now, func() *Namespace { return newNamespace(m, name) }, func(ns *Namespace) error {
 		ns.mu.Lock()
 		defer ns.mu.Unlock()
 		if err := ns.fold(ctx); err != nil {
@@ -322,7 +324,7 @@ func (m *Memories) Namespace(ctx context.Context, name string) (*Namespace, erro
 			return nil, err
 		}
 	}
-	m.spaces.sweep(now, m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false)
+	m.spaces.Sweep(now, m.cfg.IdleTimeout, m.cfg.MaxNamespaces, false, name)
 	return ns, nil
 }
 
@@ -396,7 +398,7 @@ func (ns *Namespace) apply(e messages.Envelope) error {
 	}
 	ns.pj.apply(ns.st, eff)
 	ns.m.ids.folded(ns.name, e.Seq, eff.put)
-	if e.Seq == ns.resumeAt {
+	if e.Seq == ns.use.ResumeAt() {
 		ns.trustStore()
 	}
 	return nil
@@ -409,10 +411,10 @@ func (ns *Namespace) apply(e messages.Envelope) error {
 // returned with nothing written. A nil change, or one that returns no events,
 // writes nothing but the expiry. The caller holds mu.
 func (ns *Namespace) write(ctx context.Context, key string, change func() ([]messages.Payload, error)) (applied bool, err error) {
-	if ns.released.Load() {
+	if ns.use.Released() {
 		// Released while its caller held it: the namespace loaded in its place
-		// folds this write before its next use (loaded.open).
-		defer ns.m.spaces.changed(ns.name)
+		// folds this write before its next use (entity.Loaded.Open).
+		defer ns.m.spaces.Changed(ns.name)
 	}
 	return ns.s.Write(ctx, nsFold{ns}, key, func(ctx context.Context) ([]messages.Payload, error) {
 		if err := ns.expire(ctx); err != nil {

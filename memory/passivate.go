@@ -1,12 +1,11 @@
 package memory
 
 import (
-	"cmp"
 	"context"
-	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/troupe-run/troupe/internal/entity"
 )
 
 // The defaults of the passivation of namespaces (Config.IdleTimeout,
@@ -18,201 +17,42 @@ const (
 	DefaultVectorRetry = 2 * time.Minute
 )
 
-// sweepEvery bounds how often the operations of a namespace look for namespaces to
-// release while the loaded ones stay within MaxNamespaces.
-const sweepEvery = 10 * time.Second
+// Memories keeps its namespaces in an entity.Loaded (Memories.spaces), whose doc
+// says when a namespace is loaded and released.
 
-// maxSynced bounds the marks of released namespaces whose vectors were in the store
-// (loaded.synced): past it, a namespace is released without one, and rebuilds its
-// vectors when it is loaded again.
-const maxSynced = 100_000
-
-// loaded holds the namespaces this process has folded and keeps in memory, as a
-// node holds its session actors: a namespace is loaded (folded from its events) on
-// its first use, and released (passivated) once unused for IdleTimeout, or earlier,
-// least recently used first, when more than MaxNamespaces are loaded. Its next use
-// folds it again from its events: nothing is lost, since the events hold it all. A
-// namespace is not released while an operation runs on it, while it is held
-// (Memories.Hold: a consolidation run), or while the vector store still lacks some
-// of its vectors: the bound is soft.
-type loaded struct {
-	mu    sync.Mutex
-	m     map[string]*slot
-	swept time.Time
-	uses  uint64 // counts the opens: the order of the last uses
-	// synced holds, by namespace, the seq up to which a released namespace's
-	// vectors were all in the store: loaded again, it trusts the store with them
-	// instead of writing them all again.
-	synced map[string]uint64
-	// written holds the namespaces that an instance released while its caller
-	// held it wrote to since: the instance loaded now folds that before its next
-	// use, so that this process reads its own writes.
-	written map[string]bool
-}
-
-type slot struct {
-	ns     *Namespace
-	mu     sync.Mutex
-	opened bool
-	gone   bool // released: the next use makes a new slot
-}
-
-// open returns the namespace name, loaded (open succeeded on it) and marked used
-// now; stale when an instance released earlier wrote to it since it was loaded:
-// the caller refreshes it.
-func (l *loaded) open(name string, now time.Time, make func() *Namespace, open func(*Namespace) error) (ns *Namespace, stale bool, err error) {
-	for {
-		l.mu.Lock()
-		if l.m == nil {
-			l.m, l.synced, l.written = map[string]*slot{}, map[string]uint64{}, map[string]bool{}
-		}
-		stale = l.written[name]
-		delete(l.written, name)
-		s, ok := l.m[name]
-		if !ok {
-			ns := make()
-			if seq, ok := l.synced[name]; ok {
-				ns.resumeAt = seq
-				delete(l.synced, name)
-			}
-			s = &slot{ns: ns}
-			l.m[name] = s
-		}
-		l.uses++
-		s.ns.used.Store(now.UnixNano())
-		s.ns.order.Store(l.uses)
-		l.mu.Unlock()
-		s.mu.Lock()
-		if s.gone {
-			s.mu.Unlock()
-			continue
-		}
-		if !s.opened {
-			if err := open(s.ns); err != nil {
-				s.mu.Unlock()
-				return nil, false, err
-			}
-			s.opened = true
-		}
-		s.mu.Unlock()
-		return s.ns, stale, nil
-	}
-}
-
-// changed records that a released instance of namespace name wrote to it.
-func (l *loaded) changed(name string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.written != nil {
-		l.written[name] = true
-	}
-}
-
-// each calls fn on each loaded namespace, in no order, and returns the first error
-// (after calling it on every one).
-func (l *loaded) each(fn func(*Namespace) error) error {
-	l.mu.Lock()
-	slots := make([]*slot, 0, len(l.m))
-	for _, s := range l.m {
-		slots = append(slots, s)
-	}
-	l.mu.Unlock()
-	var first error
-	for _, s := range slots {
-		s.mu.Lock()
-		ok := s.opened && !s.gone
-		s.mu.Unlock()
-		if !ok {
-			continue
-		}
-		if err := fn(s.ns); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// count is the number of namespaces loaded.
-func (l *loaded) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.m)
-}
-
-// sweep releases the namespaces unused since now − idle (idle ≤ 0: none), then the
-// least recently used ones while more than max are loaded (max ≤ 0: no bound).
-// Unless force, it does nothing when it swept less than sweepEvery ago and no more
-// than max are loaded. It returns how many it released.
-func (l *loaded) sweep(now time.Time, idle time.Duration, max int, force bool) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	over := max > 0 && len(l.m) > max
-	if !force && !over && now.Sub(l.swept) < sweepEvery {
-		return 0
-	}
-	l.swept = now
-	type cand struct {
-		name  string
-		s     *slot
-		used  int64
-		order uint64
-	}
-	var cands []cand
-	for name, s := range l.m {
-		cands = append(cands, cand{name, s, s.ns.used.Load(), s.ns.order.Load()})
-	}
-	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.order, b.order) })
-	released := 0
-	for _, c := range cands {
-		idleOut := idle > 0 && now.UnixNano()-c.used >= int64(idle)
-		if !idleOut && (max <= 0 || len(l.m) <= max) {
-			continue
-		}
-		if l.release(c.name, c.s) {
-			released++
-		}
-	}
-	return released
-}
-
-// release takes namespace name out of the loaded ones, unless it is in use. The
-// caller holds l.mu.
-func (l *loaded) release(name string, s *slot) bool {
-	if !s.mu.TryLock() { // being loaded
-		return false
-	}
-	defer s.mu.Unlock()
-	ns := s.ns
-	if !s.opened || ns.holds.Load() > 0 || !ns.mu.TryLock() {
+// releaseNamespace is the release function of Memories' entity.Loaded: a
+// namespace in use (its lock taken), or whose vectors the store still lacks (what
+// it lacks would wait for its next use), stays.
+func releaseNamespace(ns *Namespace, let func(synced uint64)) bool {
+	if !ns.mu.TryLock() {
 		return false
 	}
 	defer ns.mu.Unlock()
 	p := ns.pj
 	if len(p.dirty) > 0 || len(p.stale) > 0 || p.backlog > 0 {
-		return false // what the vector store still lacks would wait for the next use
+		return false
 	}
-	if len(p.parked) == 0 && ns.st.seq > 0 && len(l.synced) < maxSynced {
-		l.synced[name] = ns.st.seq
+	var synced uint64
+	if len(p.parked) == 0 {
+		synced = ns.st.seq
 	}
 	// Its parked vectors are tried again when it is loaded again.
 	ns.m.parkedN.Add(-p.parkedN)
 	p.parkedN = 0
-	s.gone = true
-	ns.released.Store(true)
-	delete(l.m, name)
+	let(synced)
 	return true
 }
 
 // LoadedNamespaces is the number of namespaces this process holds in memory,
 // folded (see Config.IdleTimeout and Config.MaxNamespaces).
-func (m *Memories) LoadedNamespaces() int { return m.spaces.count() }
+func (m *Memories) LoadedNamespaces() int { return m.spaces.Count() }
 
 // ReleaseIdle releases the namespaces unused for IdleTimeout, and the least
 // recently used ones past MaxNamespaces (see Config.IdleTimeout), now: a node does
 // it in its background catch-up (CatchUpVectors), and the opening of a namespace
 // does it too. It returns how many it released.
 func (m *Memories) ReleaseIdle() int {
-	return m.spaces.sweep(m.cfg.Now(), m.cfg.IdleTimeout, m.cfg.MaxNamespaces, true)
+	return m.spaces.Sweep(m.cfg.Now(), m.cfg.IdleTimeout, m.cfg.MaxNamespaces, true, "")
 }
 
 // Hold returns the namespace name, as Namespace does, held in memory until release
@@ -224,29 +64,13 @@ func (m *Memories) Hold(ctx context.Context, name string) (ns *Namespace, releas
 	if err != nil {
 		return nil, nil, err
 	}
-	ns.holds.Add(1)
-	var once sync.Once
-	return ns, func() {
-		once.Do(func() {
-			ns.used.Store(m.cfg.Now().UnixNano())
-			ns.holds.Add(-1)
-		})
-	}, nil
+	return ns, m.spaces.Hold(ns, m.cfg.Now), nil
 }
 
 // namespaceUse is what a Namespace keeps of its passivation.
 type namespaceUse struct {
-	used  atomic.Int64  // when it was last opened (Memories.Namespace), in Unix ns of Config.Now
-	order atomic.Uint64 // the order of that use among the others' (loaded.uses)
+	use entity.Use
 	// parkDue is when the first of its parked vectors may be tried again, in
 	// Unix ns of the wall clock (0: none parked)
 	parkDue atomic.Int64
-	holds   atomic.Int32 // Memories.Hold calls not released
-	// released: no longer the instance Memories serves for its name (a caller
-	// that held it goes on with it, and its writes are told to the new one)
-	released atomic.Bool
-	// resumeAt is the seq up to which the vector store held every vector of the
-	// namespace when it was last released in this process (0: unknown): the fold
-	// trusts the store with them once it passes that seq.
-	resumeAt uint64
 }

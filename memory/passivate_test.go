@@ -184,3 +184,87 @@ func TestAWriteThroughAReleasedNamespaceLeavesNoBacklog(t *testing.T) {
 		t.Errorf("vector backlog %d after the store came back; want 0", n)
 	}
 }
+
+// The namespace an open returns is not released by that open's sweep, even when
+// every other loaded namespace is held past the bound: the caller would work on a
+// released instance, folded again at the next use.
+func TestTheNamespaceOpenedIsNotReleasedByItsOwnOpen(t *testing.T) {
+	f := newFixture(t, func(c *memory.Config) { c.MaxNamespaces, c.IdleTimeout = 2, -1 })
+	ctx := testCtx(t)
+	for _, name := range []string{"user:a", "user:b"} {
+		_, release, err := f.mem.Hold(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer release()
+	}
+	c := f.ns(t, "user:c")
+	if n := f.mem.LoadedNamespaces(); n != 3 {
+		t.Fatalf("%d namespaces loaded after opening user:c past the bound, the others held; want 3", n)
+	}
+	if again := f.ns(t, "user:c"); again != c {
+		t.Fatal("user:c was released by its own open: a second open returned another instance")
+	}
+}
+
+// Past the bound, with many namespaces that cannot be released (the vector store,
+// down, lacks their vectors), an open does not try each of them again: its
+// sweep's work does not grow with them.
+func TestOpensPastTheBoundDoNotRescanUnreleasableNamespaces(t *testing.T) {
+	store := newFaultyStore(openStore(t, ""))
+	f := newFixture(t, func(c *memory.Config) { c.MaxNamespaces, c.IdleTimeout, c.Vectors = 3, -1, store })
+	store.down.Store(true)
+	const stuck = 40
+	for i := range stuck {
+		name := fmt.Sprintf("user:s%02d", i)
+		add(t, f.ns(t, name), "", memory.AddRequest{Tier: memory.Semantic, Content: fmt.Sprintf("user %d likes tea", i)})
+		f.ns(t, name)
+	}
+	if n := f.mem.LoadedNamespaces(); n != stuck {
+		t.Fatalf("%d loaded; want the %d whose vectors the store lacks", n, stuck)
+	}
+	before := memory.SweepExamined(f.mem)
+	const opens = 2 * stuck
+	for i := range stuck {
+		f.ns(t, fmt.Sprintf("user:s%02d", (i*7)%stuck)) // one of them, used again
+		f.ns(t, fmt.Sprintf("user:n%02d", i))           // a new one
+	}
+	if work := memory.SweepExamined(f.mem) - before; work > 3*opens {
+		t.Fatalf("%d opens past the bound with %d namespaces unreleasable tried %d releases; want at most %d (not all of them at each open)", opens, stuck, work, 3*opens)
+	}
+	if n := f.mem.LoadedNamespaces(); n != stuck+1 {
+		t.Fatalf("%d loaded; want the %d unreleasable and the last one opened", n, stuck)
+	}
+}
+
+// A namespace a sweep past the bound could not release is looked at again by the
+// next full sweep (entity.SweepEvery later), which brings the loaded namespaces back
+// within the bound once the holds end.
+func TestUnreleasableNamespacesAreLookedAtAgainByTheNextFullSweep(t *testing.T) {
+	f := newFixture(t, func(c *memory.Config) { c.MaxNamespaces, c.IdleTimeout = 2, -1 })
+	ctx := testCtx(t)
+	var releases []func()
+	for _, name := range []string{"user:a", "user:b", "user:c"} {
+		_, release, err := f.mem.Hold(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		releases = append(releases, release)
+	}
+	f.ns(t, "user:d")
+	for _, release := range releases {
+		release()
+	}
+	f.ns(t, "user:e") // releases user:d; the others, found held, wait for a full sweep
+	if n := f.mem.LoadedNamespaces(); n != 4 {
+		t.Fatalf("%d loaded; want 4 (user:a, b, c, e)", n)
+	}
+	f.clock.Add(11 * time.Second)
+	e := f.ns(t, "user:e")
+	if n := f.mem.LoadedNamespaces(); n != 2 {
+		t.Fatalf("%d loaded after a full sweep; want MaxNamespaces, 2", n)
+	}
+	if f.ns(t, "user:e") != e {
+		t.Fatal("user:e released by the full sweep of its own open")
+	}
+}

@@ -513,7 +513,7 @@ func (ns *Namespace) countBacklog() {
 		}
 	}
 	parked := int64(len(p.parked))
-	if ns.released.Load() {
+	if ns.use.Released() {
 		// A released instance a caller still held: the one loaded in its place
 		// folds the same writes and counts them; this one stops counting, or
 		// nothing would take its share off the totals again.
@@ -564,8 +564,8 @@ func (p *projection) lastParked(coll string) error {
 }
 
 // trustStore takes the vector store to hold every vector of the fold, as it did
-// when this process released the namespace at this seq (loaded.synced): the fold
-// of the events up to it marks nothing to write, and a namespace loaded again
+// when this process released the namespace at this seq (entity.Use.ResumeAt): the
+// fold of the events up to it marks nothing to write, and a namespace loaded again
 // writes only what changed since. The caller holds mu.
 func (ns *Namespace) trustStore() {
 	p := ns.pj

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
@@ -99,6 +100,9 @@ func (n *Node) openKnowledge() error {
 		return err
 	}
 	vs.waiting(bs.VectorBacklog)
+	n.metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "knowledge", Name: "bases_loaded",
+		Help: "Knowledge bases held in memory, folded (one unused for knowledge.idle_timeout, or past knowledge.max_bases, is released and folded again on its next use)."},
+		func() float64 { return float64(bs.LoadedBases()) }))
 	n.knowledge = bs
 	n.kbOpen = &kbOpener{bs: bs, log: n.log}
 	return nil
@@ -216,8 +220,9 @@ func ParseKBQuery(get func(string) string) (knowledge.Query, error) {
 
 // existingBase returns knowledge base name when its stream has events; a name
 // that never had a document is errNoBase (a base is created by its first
-// document). It opens the base, which stays cached in bs: kbOpener asks the log
-// first, so that names that do not exist cache nothing.
+// document). It opens the base, which stays loaded in bs until it is idle
+// (knowledge.Config.IdleTimeout): kbOpener asks the log first, so that names that
+// do not exist load nothing.
 func existingBase(ctx context.Context, bs *knowledge.Bases, name string) (*knowledge.Base, error) {
 	b, err := bs.Base(ctx, name)
 	if err != nil {
@@ -233,9 +238,9 @@ func existingBase(ctx context.Context, bs *knowledge.Bases, name string) (*knowl
 }
 
 // kbOpener opens the knowledge bases that exist for the reads of the API and of
-// the rag tool. Bases caches every base it is asked for, so a base is looked for
+// the rag tool. Bases loads every base it is asked for, so a base is looked for
 // in the log first, once per name, and a name without events is refused without
-// being cached: requests for made-up names do not make the node grow.
+// being loaded: requests for made-up names do not make the node grow.
 type kbOpener struct {
 	bs    *knowledge.Bases
 	log   eventlog.Log

@@ -4,6 +4,11 @@
 // that stream, brought up to date before every operation; a change is decided
 // against the folded state and appended at the next seqs, decided again when another
 // writer took them, and made at most once per idempotency key.
+//
+// Loaded holds the entities of one kind that a process keeps in memory, folded on
+// first use and released (passivated) when idle or past a bound, least recently
+// used first: a node serving many namespaces or knowledge bases does not grow
+// without bound.
 package entity
 
 import (
@@ -16,7 +21,6 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -180,69 +184,6 @@ func (s *Stream) eventID(key string, i int, payload []byte) string {
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", s.ID, key, i)
 	h.Write(payload)
 	return s.IDPrefix + hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-// Registry holds a node's entities of one kind, each made on first use, opened
-// (folded, its outside projections rebuilt) until that succeeds once, and kept. It
-// is safe for concurrent use.
-type Registry[T any] struct {
-	mu sync.Mutex
-	m  map[string]*entry[T]
-}
-
-type entry[T any] struct {
-	v      *T
-	mu     sync.Mutex
-	opened bool
-}
-
-// Open returns the entity named name, made by make the first time, once open
-// succeeded on it. Calls for one name wait for each other's open; a failed open
-// returns its error and is tried again by the next call.
-func (r *Registry[T]) Open(name string, make func() *T, open func(*T) error) (*T, error) {
-	r.mu.Lock()
-	e, ok := r.m[name]
-	if !ok {
-		if r.m == nil {
-			r.m = map[string]*entry[T]{}
-		}
-		e = &entry[T]{v: make()}
-		r.m[name] = e
-	}
-	r.mu.Unlock()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.opened {
-		if err := open(e.v); err != nil {
-			return nil, err
-		}
-		e.opened = true
-	}
-	return e.v, nil
-}
-
-// EachOpened calls fn on each entity open succeeded on, in no order, and returns
-// the first error (after calling it on every one).
-func (r *Registry[T]) EachOpened(fn func(*T) error) error {
-	r.mu.Lock()
-	entries := make([]*entry[T], 0, len(r.m))
-	for _, e := range r.m {
-		entries = append(entries, e)
-	}
-	r.mu.Unlock()
-	var first error
-	for _, e := range entries {
-		e.mu.Lock()
-		opened := e.opened
-		e.mu.Unlock()
-		if !opened {
-			continue
-		}
-		if err := fn(e.v); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
 }
 
 // List returns the names of the streams in log whose IDs start with prefix and

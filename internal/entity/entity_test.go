@@ -184,29 +184,34 @@ func TestClosedStopsReadsAndWrites(t *testing.T) {
 	}
 }
 
-func TestRegistryMakesEachOnceAndOpensUntilItSucceeds(t *testing.T) {
-	var r entity.Registry[notes]
+func TestLoadedMakesEachOnceAndOpensUntilItSucceeds(t *testing.T) {
+	type entry struct {
+		notes
+		use entity.Use
+	}
+	r := entity.NewLoaded(func(e *entry) *entity.Use { return &e.use }, func(*entry, func(uint64)) bool { return true })
 	made, opens := 0, 0
-	mk := func() *notes { made++; return &notes{} }
+	mk := func() *entry { made++; return &entry{} }
 	down := errors.New("down")
 	fail := true
-	open := func(*notes) error {
+	open := func(*entry) error {
 		opens++
 		if fail {
 			return down
 		}
 		return nil
 	}
-	if _, err := r.Open("x", mk, open); !errors.Is(err, down) {
+	now := time.Unix(0, 0)
+	if _, _, err := r.Open("x", now, mk, open); !errors.Is(err, down) {
 		t.Fatalf("err %v, want the open's error", err)
 	}
 	fail = false
-	a, err := r.Open("x", mk, open)
+	a, _, err := r.Open("x", now, mk, open)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _ := r.Open("x", mk, open)
-	c, _ := r.Open("y", mk, open)
+	b, _, _ := r.Open("x", now, mk, open)
+	c, _, _ := r.Open("y", now, mk, open)
 	if a != b || a == c || made != 2 || opens != 3 {
 		t.Fatalf("made %d, opened %d times (want 2, 3); same entity %v, other %v", made, opens, a == b, a != c)
 	}

@@ -26,7 +26,8 @@ import (
 //	  "embedder": {"base_url": "http://127.0.0.1:8089/v1", "query_model": "e5-query", "passage_model": "e5-passage"},
 //	  "milvus": "127.0.0.1:19530",
 //	  "model": true,
-//	  "chunk_tokens": 512, "overlap_tokens": 64
+//	  "chunk_tokens": 512, "overlap_tokens": 64,
+//	  "idle_timeout": "10m", "max_bases": 1000
 //	}
 type KnowledgeFile struct {
 	// Tool gives the agent the rag tool (node.KnowledgeToolConfig).
@@ -56,6 +57,11 @@ type KnowledgeFile struct {
 	// an overlap of -1 is none).
 	ChunkTokens   int `json:"chunk_tokens"`
 	OverlapTokens int `json:"overlap_tokens"`
+	// IdleTimeout and MaxBases release knowledge bases from memory: one unused
+	// this long, and the least recently used past this many loaded (defaults 10m
+	// and 1000; knowledge.Config.IdleTimeout). Their next use folds them again.
+	IdleTimeout string `json:"idle_timeout"`
+	MaxBases    int    `json:"max_bases"`
 }
 
 // validate checks the knowledge section, naming fields as knowledge.FIELD.
@@ -103,6 +109,14 @@ func (k *KnowledgeFile) validate() []error {
 	if k.OverlapTokens < -1 || k.OverlapTokens > 4096 || (k.ChunkTokens > 0 && k.OverlapTokens >= k.ChunkTokens) {
 		bad("overlap_tokens", "%d: want -1 (none) to less than chunk_tokens", k.OverlapTokens)
 	}
+	if k.IdleTimeout != "" {
+		if err := checkDuration(k.IdleTimeout, time.Second, 365*24*time.Hour); err != nil {
+			bad("idle_timeout", "%v", err)
+		}
+	}
+	if k.MaxBases < 0 || k.MaxBases > 10_000_000 {
+		bad("max_bases", "%d: want 1 to 10000000", k.MaxBases)
+	}
 	return errs
 }
 
@@ -142,6 +156,10 @@ func (fc File) KnowledgeConfig(ctx context.Context, milvusAddr string) (cfg know
 	cfg = knowledge.Config{Embedder: passage, QueryEmbedder: query, EmbedderName: name}
 	if k != nil {
 		cfg.Chunk.MaxTokens, cfg.Chunk.OverlapTokens = k.ChunkTokens, k.OverlapTokens
+		if k.IdleTimeout != "" {
+			cfg.IdleTimeout, _ = time.ParseDuration(k.IdleTimeout) // validate checked it
+		}
+		cfg.MaxBases = k.MaxBases
 		if k.Model != nil && !*k.Model {
 			cfg.Model = llm.Offline{} // knowledge takes the offline model for none
 		}

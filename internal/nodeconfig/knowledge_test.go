@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm"
@@ -23,6 +24,9 @@ func TestKnowledgeSectionIsChecked(t *testing.T) {
 		`{"knowledge": {"milvus": "nohostport"}}`:                                                        "knowledge.milvus",
 		`{"knowledge": {"chunk_tokens": 5}}`:                                                             "knowledge.chunk_tokens",
 		`{"knowledge": {"chunk_tokens": 100, "overlap_tokens": 100}}`:                                    "knowledge.overlap_tokens",
+		`{"knowledge": {"idle_timeout": "soon"}}`:                                                        "knowledge.idle_timeout",
+		`{"knowledge": {"idle_timeout": "1ms"}}`:                                                         "knowledge.idle_timeout",
+		`{"knowledge": {"max_bases": -1}}`:                                                               "knowledge.max_bases",
 		`{"knowledge": {"tools": true}}`:                                                                 `"knowledge.tools"`,
 		`{"knowledge": {"embedder": {"url": "http://x"}}}`:                                               `"knowledge.embedder.url"`,
 	} {
@@ -45,7 +49,8 @@ func TestKnowledgeSectionIsChecked(t *testing.T) {
 
 	// The memory section's embedder, the section's tool and chunking, no model.
 	fc, err = loadString(t, `{"memory": {"embedder": {"base_url": "http://127.0.0.1:8089/v1", "query_model": "e5-query", "passage_model": "e5-passage"}},
-		"knowledge": {"tool": true, "default": "docs", "bases": ["handbook"], "model": false, "chunk_tokens": 256, "overlap_tokens": -1}}`)
+		"knowledge": {"tool": true, "default": "docs", "bases": ["handbook"], "model": false, "chunk_tokens": 256, "overlap_tokens": -1,
+		"idle_timeout": "30m", "max_bases": 50}}`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +59,8 @@ func TestKnowledgeSectionIsChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = closeFn()
-	if cfg.EmbedderName != "e5-passage" || cfg.Chunk.MaxTokens != 256 || cfg.Chunk.OverlapTokens != -1 || cfg.Model == nil || cfg.Model.Name() != llm.OfflineName {
+	if cfg.EmbedderName != "e5-passage" || cfg.Chunk.MaxTokens != 256 || cfg.Chunk.OverlapTokens != -1 || cfg.Model == nil || cfg.Model.Name() != llm.OfflineName ||
+		cfg.IdleTimeout != 30*time.Minute || cfg.MaxBases != 50 {
 		t.Fatalf("from the file: %+v", cfg)
 	}
 	if tc := fc.Knowledge.ToolConfig(); tc == nil || tc.Base != "docs" || len(tc.Bases) != 1 {
