@@ -3,6 +3,7 @@ package mcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -212,4 +213,50 @@ func wantNoLocks(t *testing.T, b *sessionBook) {
 	if len(b.locks) != 0 {
 		t.Errorf("the book keeps %d sessions' locks after their calls returned", len(b.locks))
 	}
+}
+
+// Past maxStates the book drops the states it keeps, one in use too: its record
+// goes on, and the session's next call reads the stream again, so that it
+// appends at the next seq and loses nothing.
+func TestSessionBookDropsStatesInUse(t *testing.T) {
+	h := newHeldLog(t, sessionStream("A"))
+	b := newBook(h)
+	var errA error
+	doneA := recordAsync(b, "A", &messages.MCPSubscribed{URI: "notes://1"}, &errA)
+	await(t, h.held, "session A's append")
+	filled := make(chan struct{})
+	var errFill error
+	go func() { // other sessions' calls, past maxStates, while A's record waits
+		defer close(filled)
+		for i := range maxStates + 1 {
+			if _, errFill = b.state(t.Context(), fmt.Sprint("other-", i)); errFill != nil {
+				return
+			}
+		}
+	}()
+	await(t, filled, "the other sessions' calls while session A's append waits")
+	if errFill != nil {
+		t.Fatal(errFill)
+	}
+	b.mu.Lock()
+	_, kept := b.states["A"]
+	b.mu.Unlock()
+	if kept {
+		t.Fatal("session A's state outlived maxStates other sessions' calls")
+	}
+	h.free()
+	await(t, doneA, "session A's record")
+	if errA != nil {
+		t.Fatalf("session A's record: %v", errA)
+	}
+	var errA2 error
+	await(t, recordAsync(b, "A", &messages.MCPSubscribed{URI: "notes://2"}, &errA2), "session A's second record")
+	if errA2 != nil || h.conflict != 0 {
+		t.Fatalf("session A's second record: %v (%d conflicts); want it at the next seq", errA2, h.conflict)
+	}
+	st, err := b.state(t.Context(), "A")
+	if err != nil || st.seq != 2 || !slices.Equal(st.subs, []string{"notes://1", "notes://2"}) {
+		t.Fatalf("session A's state: seq %d, subs %q, %v; want both subscriptions", st.seq, st.subs, err)
+	}
+	wantNoLocks(t, b)
 }
