@@ -64,7 +64,9 @@ type PushStore struct {
 	// ended, when set, reports whether a task ended (no notification follows):
 	// a config of such a task whose secrets do not open is no trouble.
 	ended func(context.Context, sdk.TaskID) bool
-	mu    sync.Mutex
+	// pruneBatch bounds the streams of one deletion of Prune: pushPruneBatch.
+	pruneBatch int
+	mu         sync.Mutex
 	// tasks are the tasks' configs as folded, by task.
 	tasks map[sdk.TaskID]*taskPushes
 }
@@ -92,7 +94,7 @@ func NewPushStore(log eventlog.Log, sealer *PushSealer, logger *slog.Logger) *Pu
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &PushStore{log: log, sealer: sealer, logger: logger, now: time.Now, tasks: map[sdk.TaskID]*taskPushes{}}
+	return &PushStore{log: log, sealer: sealer, logger: logger, now: time.Now, pruneBatch: pushPruneBatch, tasks: map[sdk.TaskID]*taskPushes{}}
 }
 
 // load returns task id's configs, reading what its stream has past them when they
@@ -140,12 +142,19 @@ func (s *PushStore) load(ctx context.Context, id sdk.TaskID, force bool) (*taskP
 // after their last change (PushStore.Prune).
 const PushRetention = 24 * time.Hour
 
+// pushPruneBatch bounds the streams of one deletion of PushStore.Prune (at most
+// eventlog.MaxPruneListed): on ClickHouse each is one mutation per table, so
+// that a node with thousands of ended tasks runs a few, not thousands.
+const pushPruneBatch = 500
+
 // Prune deletes from the log the push configs of the tasks that ended (their
 // stream), once their last change is older than before,
 // and forgets them; it returns how many it deleted.
-// A task's configs stay while it runs or waits, however old they are. It needs
-// a log that prunes (eventlog.Pruner) and a store that knows which tasks ended
-// (SetEnded); else it does nothing.
+// A task's configs stay while it runs or waits, however old they are, and so do
+// those of a task changed since the listing Prune starts from. The streams go
+// pushPruneBatch at a time, in one deletion each (eventlog.Pruner.PruneListed). It needs a log that
+// prunes (eventlog.Pruner) and a store that knows which tasks ended (SetEnded);
+// else it does nothing.
 func (s *PushStore) Prune(ctx context.Context, before time.Time) (int, error) {
 	p, ok := s.log.(eventlog.Pruner)
 	if !ok || s.ended == nil {
@@ -156,26 +165,41 @@ func (s *PushStore) Prune(ctx context.Context, before time.Time) (int, error) {
 		return 0, fmt.Errorf("a2a: list the push configs: %w", err)
 	}
 	pruned := 0
+	batch := make([]eventlog.StreamBound, 0, min(len(infos), s.pruneBatch))
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		n, err := p.PruneListed(ctx, batch)
+		if err != nil {
+			return fmt.Errorf("a2a: prune the push configs of %d ended tasks (of task %s on): %w", len(batch), taskOfStream(batch[0].ID), err)
+		}
+		pruned += n
+		s.mu.Lock()
+		for _, b := range batch {
+			delete(s.tasks, taskOfStream(b.ID))
+		}
+		s.mu.Unlock()
+		batch = batch[:0]
+		return nil
+	}
 	for _, info := range infos {
-		if info.UpdatedUS >= before.UnixMicro() || !IsPushStream(info.ID) {
+		if info.UpdatedUS >= before.UnixMicro() || !IsPushStream(info.ID) || info.ID == eventlog.A2APushStreamPrefix {
 			continue
 		}
-		id := taskOfStream(info.ID)
-		if !s.ended(ctx, id) {
+		if !s.ended(ctx, taskOfStream(info.ID)) {
 			continue
 		}
 		// Only the events stamped up to the last one seen: a config set meanwhile
 		// keeps the stream.
-		n, err := p.PruneStreams(ctx, info.ID, info.UpdatedUS+1, 1)
-		if err != nil {
-			return pruned, fmt.Errorf("a2a: prune the push configs of task %s: %w", id, err)
+		batch = append(batch, eventlog.StreamBound{ID: info.ID, BeforeUS: info.UpdatedUS + 1})
+		if len(batch) == s.pruneBatch {
+			if err := flush(); err != nil {
+				return pruned, err
+			}
 		}
-		pruned += n
-		s.mu.Lock()
-		delete(s.tasks, id)
-		s.mu.Unlock()
 	}
-	return pruned, nil
+	return pruned, flush()
 }
 
 // SetEnded tells the store how to know that a task ended (no notification

@@ -5,13 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -195,5 +199,120 @@ func TestPushStoreEndedTasks(t *testing.T) {
 		if got, err := b.List(ctx, task); err != nil || len(got) != want {
 			t.Errorf("the configs of task %s after Prune: %+v, %v", task, got, err)
 		}
+	}
+}
+
+// countingPruner is a log that counts its prunes: the calls and the streams listed.
+type countingPruner struct {
+	*sqlite.Log
+	mu      sync.Mutex
+	listed  []int // the streams of each PruneListed call
+	streams int   // PruneStreams calls
+}
+
+func (c *countingPruner) PruneStreams(ctx context.Context, prefix string, beforeUS int64, limit int) (int, error) {
+	c.mu.Lock()
+	c.streams++
+	c.mu.Unlock()
+	return c.Log.PruneStreams(ctx, prefix, beforeUS, limit)
+}
+
+func (c *countingPruner) PruneListed(ctx context.Context, streams []eventlog.StreamBound) (int, error) {
+	c.mu.Lock()
+	c.listed = append(c.listed, len(streams))
+	c.mu.Unlock()
+	return c.Log.PruneListed(ctx, streams)
+}
+
+// The configs of many ended tasks go in one deletion per batch, not one per
+// task (on ClickHouse each is a mutation of every table); a task whose config
+// was set after Prune listed the streams keeps them, as does a running task.
+func TestPushStorePrunesEndedTasksInBatches(t *testing.T) {
+	ctx := context.Background()
+	l, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	log := &countingPruner{Log: l}
+	var (
+		clock   sync.Mutex
+		now     = time.Unix(1_800_000_000, 0)
+		running = sdk.TaskID("running")
+		changed = sdk.TaskID("ended-changed")
+	)
+	s := NewPushStore(log, nil, nil)
+	s.now = func() time.Time { clock.Lock(); defer clock.Unlock(); return now }
+	save := func(task sdk.TaskID) {
+		t.Helper()
+		if _, err := s.Save(ctx, task, &sdk.PushConfig{ID: "c", URL: "https://hooks.example.com/x"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setEnded := func() {
+		s.SetEnded(func(_ context.Context, id sdk.TaskID) bool {
+			if id == changed { // set again after the listing, before the deletion
+				clock.Lock()
+				now = now.Add(time.Second)
+				clock.Unlock()
+				save(changed)
+			}
+			return id != running
+		})
+	}
+	setEnded()
+	streamEvents := func(task sdk.TaskID) int {
+		t.Helper()
+		events, err := l.Read(ctx, PushStreamFor(task), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(events)
+	}
+
+	const n = 7
+	var ended []sdk.TaskID
+	for i := range n {
+		ended = append(ended, sdk.TaskID(fmt.Sprintf("ended-%d", i)))
+	}
+	for _, task := range append(slices.Clone(ended), running, changed) {
+		save(task)
+	}
+	got, err := s.Prune(ctx, now.Add(time.Hour))
+	if err != nil || got != n {
+		t.Fatalf("Prune = %d, %v; want the %d ended tasks' configs", got, err, n)
+	}
+	if log.streams != 0 || !slices.Equal(log.listed, []int{n + 1}) {
+		t.Errorf("Prune made %d PruneStreams calls and PruneListed calls of %v streams; want one PruneListed call of the %d ended tasks' streams",
+			log.streams, log.listed, n+1)
+	}
+	for _, task := range ended {
+		if k := streamEvents(task); k != 0 {
+			t.Errorf("the stream of ended task %s holds %d events after Prune", task, k)
+		}
+	}
+	if k := streamEvents(running); k != 1 {
+		t.Errorf("the running task's stream holds %d events after Prune, want its config", k)
+	}
+	if k := streamEvents(changed); k != 2 {
+		t.Errorf("the stream of the task set again during Prune holds %d events, want both", k)
+	}
+
+	// Past a batch, the next batch is another deletion (the task set again during
+	// Prune is listed, and set again, once more).
+	log.listed = nil
+	s.pruneBatch = 3
+	for _, task := range ended {
+		save(task)
+	}
+	clock.Lock()
+	now = now.Add(2 * time.Hour)
+	clock.Unlock()
+	got, err = s.Prune(ctx, now.Add(time.Hour))
+	if err != nil || got != n {
+		t.Fatalf("Prune in batches of 3 = %d, %v; want the %d ended tasks' configs", got, err, n)
+	}
+	if !slices.Equal(log.listed, []int{3, 3, 2}) || log.streams != 0 {
+		t.Errorf("Prune in batches of 3 made PruneListed calls of %v streams (and %d PruneStreams calls); want [3 3 2]", log.listed, log.streams)
 	}
 }

@@ -10,5 +10,12 @@
 // cases. Both also implement Fencing, with which the nodes of a cluster fence a
 // partition's stale owner, and Claiming, with which a session actor writes a
 // session's first batch without reading the session first (CheckClaim validates
-// its batch).
+// its batch). Both implement Pruner, which deletes the streams of
+// PrunablePrefixes (the bus's stored messages, the MCP clients' sessions, the A2A
+// push configs) once of no use: by prefix, all those whose last event is older
+// than a bound (PruneStreams, PruneAll batch by batch), or by a list of streams
+// each with a bound of its own (PruneListed: the caller read each stream's last
+// event, and one written since keeps it), at most MaxPruneListed of them in one
+// deletion. On ClickHouse a deletion is one mutation of each table that holds
+// the streams' rows, whatever their number: prune many streams at a time.
 package eventlog

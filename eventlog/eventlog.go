@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/troupe-run/troupe/messages"
@@ -383,6 +384,52 @@ type Pruner interface {
 	// PrunablePrefixes or a longer one that starts with one of them (a whole
 	// stream ID: that stream; any other prefix is an error, and deletes nothing).
 	PruneStreams(ctx context.Context, prefix string, beforeUS int64, limit int) (int, error)
+	// PruneListed deletes, of the streams listed, each whose last event is
+	// stamped before its own bound (StreamBound.BeforeUS), with their summaries,
+	// all in one deletion (one transaction; on ClickHouse one mutation per table),
+	// and returns how many it deleted. A stream written at or after its bound
+	// (a caller that saw its last event at T passes T+1: one written since keeps
+	// it), one not stored, and every stream not listed stay. Each ID must be a
+	// whole stream ID that starts with one of PrunablePrefixes, listed once, and
+	// at most MaxPruneListed of them (CheckPruneList); otherwise PruneListed
+	// fails naming the first that is not, and deletes nothing. An empty list
+	// deletes nothing. As for PruneStreams, a log may finish the deletion after
+	// it returns.
+	PruneListed(ctx context.Context, streams []StreamBound) (int, error)
+}
+
+// StreamBound is a stream for Pruner.PruneListed to delete if its last event is
+// stamped before BeforeUS (Unix microseconds).
+type StreamBound struct {
+	ID       string
+	BeforeUS int64
+}
+
+// MaxPruneListed bounds the streams one Pruner.PruneListed call names: on
+// ClickHouse they are the IN list of each table's mutation.
+const MaxPruneListed = 1000
+
+// CheckPruneList returns an error unless streams are at most MaxPruneListed,
+// each a stream ID CheckPrunable takes, longer than the prefix it starts with,
+// and none listed twice.
+func CheckPruneList(streams []StreamBound) error {
+	if len(streams) > MaxPruneListed {
+		return fmt.Errorf("%d streams listed to prune; at most %d a call", len(streams), MaxPruneListed)
+	}
+	seen := make(map[string]bool, len(streams))
+	for i, s := range streams {
+		if err := CheckPrunable(s.ID); err != nil {
+			return fmt.Errorf("stream %d of %d: %w", i+1, len(streams), err)
+		}
+		if slices.Contains(PrunablePrefixes, s.ID) {
+			return fmt.Errorf("stream %d of %d: %q is a prefix of streams, not a stream", i+1, len(streams), s.ID)
+		}
+		if seen[s.ID] {
+			return fmt.Errorf("stream %d of %d: %q is listed twice", i+1, len(streams), s.ID)
+		}
+		seen[s.ID] = true
+	}
+	return nil
 }
 
 // PruneAll deletes, batch streams a call, every stream of prefix whose last event

@@ -126,42 +126,85 @@ func (st *sessionState) call(id, stream string) (messages.MCPCallStarted, bool) 
 }
 
 // sessionBook keeps the sessions' states, in the log when the node has one (else
-// in memory only). It is safe for concurrent use.
+// in memory only). It is safe for concurrent use. The calls of one session take
+// turns (sessionLock), from the read of its stream to the append that follows:
+// the latter is decided on the former. Those of different sessions do not wait
+// for one another: a durable append (milliseconds; tens of them on ClickHouse)
+// holds its session only, and mu is held only to look a state or a lock up.
 type sessionBook struct {
 	log eventlog.Log // nil: in memory only
 
 	mu     sync.Mutex
-	states map[string]*sessionState
+	states map[string]*sessionState // each read and changed under its session's lock
+	locks  map[string]*sessionLock  // those of the sessions in use, no other
+}
+
+// sessionLock is the lock of one session, in the book while held or waited for:
+// the last to unlock it removes it, so that the book keeps as many as calls are
+// under way, however many sessions come and go. It is apart from the session's
+// state, which the book may drop (maxStates, forget) while it is in use.
+type sessionLock struct {
+	mu    sync.Mutex
+	users int // holders and waiters; guarded by sessionBook.mu
 }
 
 func newSessionBook(n Node) *sessionBook {
-	b := &sessionBook{states: map[string]*sessionState{}}
+	var log eventlog.Log
 	if l, ok := n.(sessionLog); ok {
-		b.log = l.Log()
+		log = l.Log()
 	}
-	return b
+	return newBook(log)
+}
+
+// newBook returns a book of the sessions in log (nil: in memory only).
+func newBook(log eventlog.Log) *sessionBook {
+	return &sessionBook{log: log, states: map[string]*sessionState{}, locks: map[string]*sessionLock{}}
 }
 
 func sessionStream(id string) string { return eventlog.MCPSessionStreamPrefix + id }
 
+// lock waits for session id's turn and returns the function that ends it.
+func (b *sessionBook) lock(id string) (unlock func()) {
+	b.mu.Lock()
+	l := b.locks[id]
+	if l == nil {
+		l = &sessionLock{}
+		b.locks[id] = l
+	}
+	l.users++
+	b.mu.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		b.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(b.locks, id)
+		}
+		b.mu.Unlock()
+	}
+}
+
 // state returns a copy of the state of session id, read from the log unless
 // known.
 func (b *sessionBook) state(ctx context.Context, id string) (sessionState, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	st, err := b.loadLocked(ctx, id)
+	defer b.lock(id)()
+	st, err := b.load(ctx, id)
 	if err != nil {
 		return sessionState{}, err
 	}
 	return sessionState{seq: st.seq, ts: st.ts, level: st.level, subs: slices.Clone(st.subs), calls: slices.Clone(st.calls)}, nil
 }
 
-// loadLocked returns session id's state, caught up with its stream: what other
-// nodes (behind one load balancer, without sticky sessions) recorded since this
-// one last read it counts too, so that a call one of them recorded is known here
-// when the client sends it again to this node.
-func (b *sessionBook) loadLocked(ctx context.Context, id string) (*sessionState, error) {
+// load returns session id's state, caught up with its stream: what other nodes
+// (behind one load balancer, without sticky sessions) recorded since this one
+// last read it counts too, so that a call one of them recorded is known here
+// when the client sends it again to this node. The caller holds id's lock
+// (lock), which the state is read and changed under; the read of the log holds
+// no other.
+func (b *sessionBook) load(ctx context.Context, id string) (*sessionState, error) {
+	b.mu.Lock()
 	st, ok := b.states[id]
+	b.mu.Unlock()
 	if !ok {
 		st = &sessionState{}
 	}
@@ -175,12 +218,21 @@ func (b *sessionBook) loadLocked(ctx context.Context, id string) (*sessionState,
 		}
 	}
 	if !ok {
+		b.mu.Lock()
 		if len(b.states) >= maxStates {
-			clear(b.states)
+			clear(b.states) // a state in use goes on being used, and is read again next time
 		}
 		b.states[id] = st
+		b.mu.Unlock()
 	}
 	return st, nil
+}
+
+// drop forgets session id's state: it is read from the log again when needed.
+func (b *sessionBook) drop(id string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.states, id)
 }
 
 // forget drops the states the book keeps in memory (some of whose streams were
@@ -194,12 +246,11 @@ func (b *sessionBook) forget() {
 // record appends p to session id's stream, unless decide, given the state now,
 // says it changes nothing (or returns an error, which record returns). A
 // conflict (another node wrote the stream meanwhile) reads it again and decides
-// again.
+// again. The records of one session take turns; those of others go on meanwhile.
 func (b *sessionBook) record(ctx context.Context, id string, decide func(*sessionState) (messages.Payload, error)) error {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	defer b.lock(id)()
 	for attempt := 0; ; attempt++ {
-		st, err := b.loadLocked(ctx, id)
+		st, err := b.load(ctx, id)
 		if err != nil {
 			return err
 		}
@@ -215,7 +266,7 @@ func (b *sessionBook) record(ctx context.Context, id string, decide func(*sessio
 		if b.log != nil {
 			if err := b.log.Append(ctx, []messages.Envelope{e}); err != nil {
 				if errors.Is(err, eventlog.ErrSeqConflict) && attempt < 3 {
-					delete(b.states, id)
+					b.drop(id)
 					continue
 				}
 				return fmt.Errorf("record MCP session %s: %w", id, err)

@@ -80,6 +80,74 @@ func (l *Log) PruneStreams(ctx context.Context, prefix string, beforeUS int64, l
 	if len(due) == 0 {
 		return 0, nil
 	}
+	if err := l.deleteStreams(ctx, due); err != nil {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune %d streams of %s: %w", len(due), prefix, err)
+	}
+	return len(due), nil
+}
+
+// PruneListed implements eventlog.Pruner: one query finds which of the streams
+// are due (the last event of each, against its bound), and one mutation per
+// table deletes them all, as PruneStreams's do.
+func (l *Log) PruneListed(ctx context.Context, streams []eventlog.StreamBound) (int, error) {
+	if err := eventlog.CheckPruneList(streams); err != nil {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune listed streams: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune %d listed streams: %w", len(streams), err)
+	}
+	if l.isClosed() {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune %d listed streams: %w", len(streams), eventlog.ErrClosed)
+	}
+	if len(streams) == 0 {
+		return 0, nil
+	}
+	bound := make(map[string]int64, len(streams))
+	ids := make([]any, len(streams))
+	for i, s := range streams {
+		bound[s.ID] = s.BeforeUS
+		ids[i] = s.ID
+	}
+	in := strings.TrimSuffix(strings.Repeat("?, ", len(ids)), ", ")
+	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	rows, err := l.conn.Query(qctx, "SELECT session_id, max(ts) FROM events WHERE session_id IN ("+in+") GROUP BY session_id", ids...)
+	if err != nil {
+		cancel()
+		return 0, l.readErr(ctx, fmt.Sprintf("prune %d listed streams: find those due", len(streams)), err)
+	}
+	var due []any
+	for rows.Next() {
+		var (
+			id   string
+			last int64
+		)
+		if err := rows.Scan(&id, &last); err != nil {
+			rows.Close()
+			cancel()
+			return 0, fmt.Errorf("eventlog/clickhouse: prune %d listed streams: find those due: %w", len(streams), err)
+		}
+		if before, ok := bound[id]; ok && last < before {
+			due = append(due, id)
+		}
+	}
+	rows.Close()
+	err = rows.Err()
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune %d listed streams: find those due: %w", len(streams), err)
+	}
+	if len(due) == 0 {
+		return 0, nil
+	}
+	if err := l.deleteStreams(ctx, due); err != nil {
+		return 0, fmt.Errorf("eventlog/clickhouse: prune %d of %d listed streams: %w", len(due), len(streams), err)
+	}
+	return len(due), nil
+}
+
+// deleteStreams deletes the streams due (their IDs) from each table of
+// pruneTables, one mutation per table, and waits until the mutations are done.
+func (l *Log) deleteStreams(ctx context.Context, due []any) error {
 	in := strings.TrimSuffix(strings.Repeat("?, ", len(due)), ", ")
 	var tables []string
 	for _, t := range pruneTables {
@@ -87,14 +155,11 @@ func (l *Log) PruneStreams(ctx context.Context, prefix string, beforeUS int64, l
 		err := l.conn.Exec(qctx, "ALTER TABLE "+t.table+" DELETE WHERE "+t.column+" IN ("+in+")", due...)
 		cancel()
 		if err != nil {
-			return 0, fmt.Errorf("eventlog/clickhouse: prune %d streams of %s: delete from %s: %w", len(due), prefix, t.table, err)
+			return fmt.Errorf("delete from %s: %w", t.table, err)
 		}
 		tables = append(tables, "'"+t.table+"'")
 	}
-	if err := l.waitMutations(ctx, tables); err != nil {
-		return 0, fmt.Errorf("eventlog/clickhouse: prune %d streams of %s: %w", len(due), prefix, err)
-	}
-	return len(due), nil
+	return l.waitMutations(ctx, tables)
 }
 
 // waitMutations waits until no mutation of tables (quoted names) is left to do.

@@ -90,6 +90,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"ClaimFencing", s.testClaimFencing},
 		{"PruneBusStreams", s.testPruneBusStreams},
 		{"PruneStreams", s.testPruneStreams},
+		{"PruneListed", s.testPruneListed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package eventlogtest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -142,6 +143,105 @@ func (s *suite) testPruneBusStreams(t *testing.T) {
 	}
 	if _, err := p.PruneBusStreams(s.ctx(t), 5_000_000, 3); !errors.Is(err, eventlog.ErrClosed) {
 		t.Errorf("PruneBusStreams after Close = %v, want ErrClosed", err)
+	}
+}
+
+// ownStream returns n events of stream id, stamped from baseUS on, each with an
+// ID of its own (as the MCP server's and the A2A push configs' are).
+func ownStream(t *testing.T, id string, baseUS int64, n int) []messages.Envelope {
+	t.Helper()
+	b := newSession(id, baseUS)
+	var events []messages.Envelope
+	for i := range n {
+		e := b.next(t, &messages.MCPSubscribed{URI: fmt.Sprintf("notes://%d", i)})
+		e.ID = fmt.Sprintf("own-%s-%d", id, i)
+		events = append(events, e)
+	}
+	return events
+}
+
+// testPruneListed: PruneListed deletes, of the streams listed, those whose last
+// event is stamped before their own bound, in one call, and nothing else: not a
+// stream written at or after its bound (a change since its caller looked), not a
+// stream not listed. A list naming a stream that is not prunable, a prefix, a
+// stream twice or too many streams is an error and deletes nothing.
+func (s *suite) testPruneListed(t *testing.T) {
+	l := s.newLog(t)
+	p, ok := l.(eventlog.Pruner)
+	if !ok {
+		t.Skipf("%T does not implement eventlog.Pruner", l)
+	}
+	last := func(events []messages.Envelope) int64 { return events[len(events)-1].TS }
+	mcpA := ownStream(t, eventlog.MCPSessionStreamPrefix+"A", 1_000_000, 3)
+	mcpB := ownStream(t, eventlog.MCPSessionStreamPrefix+"B", 1_000_000, 1)
+	pushDue := ownStream(t, eventlog.A2APushStreamPrefix+"t1", 1_000_000, 2)
+	pushSince := ownStream(t, eventlog.A2APushStreamPrefix+"t2", 1_000_000, 2)
+	bus := busStream(t, messages.BusStoredReply, messages.EffectKey{SessionID: "listed", Seq: 2}, `{"v":1}`, 1_000_000)
+	notes := ownStream(t, eventlog.NotesStreamPrefix+"n", 1_000_000, 1)
+	for _, events := range [][]messages.Envelope{mcpA, mcpB, pushDue, pushSince, {bus}, notes} {
+		s.append(t, l, events...)
+	}
+	due := []eventlog.StreamBound{
+		{ID: mcpA[0].SessionID, BeforeUS: 5_000_000},
+		{ID: pushDue[0].SessionID, BeforeUS: last(pushDue) + 1}, // the last event seen, as a2a passes it
+		{ID: bus.SessionID, BeforeUS: bus.TS + 1},
+	}
+	kept := []eventlog.StreamBound{
+		{ID: pushSince[0].SessionID, BeforeUS: pushSince[0].TS + 1}, // its second event came after the caller looked
+		{ID: eventlog.MCPSessionStreamPrefix + "none", BeforeUS: 5_000_000},
+	}
+
+	for _, bad := range []struct {
+		why  string
+		list []eventlog.StreamBound
+	}{
+		{"a notes stream", append(slices.Clone(due), eventlog.StreamBound{ID: notes[0].SessionID, BeforeUS: 5_000_000})},
+		{"a session", append(slices.Clone(due), eventlog.StreamBound{ID: "session-1", BeforeUS: 5_000_000})},
+		{"an empty ID", append(slices.Clone(due), eventlog.StreamBound{BeforeUS: 5_000_000})},
+		{"a prefix", append(slices.Clone(due), eventlog.StreamBound{ID: eventlog.MCPSessionStreamPrefix, BeforeUS: 5_000_000})},
+		{"a stream twice", append(slices.Clone(due), due[0])},
+		{"too many streams", slices.Repeat(due[:1], eventlog.MaxPruneListed+1)},
+	} {
+		if n, err := p.PruneListed(s.ctx(t), bad.list); err == nil {
+			t.Errorf("PruneListed of a list with %s = %d, nil; want an error", bad.why, n)
+		}
+	}
+	for _, events := range [][]messages.Envelope{mcpA, pushDue, {bus}} {
+		s.wantRead(t, l, events[0].SessionID, 1, events) // a refused list deleted nothing
+	}
+	if n, err := p.PruneListed(s.ctx(t), nil); err != nil || n != 0 {
+		t.Errorf("PruneListed of no streams = %d, %v; want 0", n, err)
+	}
+
+	n, err := p.PruneListed(s.ctx(t), slices.Concat(kept[:1], due, kept[1:]))
+	if err != nil || n != len(due) {
+		t.Fatalf("PruneListed = %d, %v; want the %d due", n, err, len(due))
+	}
+	for _, d := range due {
+		s.wantGone(t, l, d.ID)
+	}
+	s.wantRead(t, l, pushSince[0].SessionID, 1, pushSince)
+	s.wantRead(t, l, mcpB[0].SessionID, 1, mcpB)
+	s.wantRead(t, l, notes[0].SessionID, 1, notes)
+	infos, err := l.Sessions(s.ctx(t), eventlog.Filter{Prefix: eventlog.A2APushStreamPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].ID != pushSince[0].SessionID {
+		t.Errorf("Sessions(push prefix) after PruneListed = %s, want only %s", describeSessions(infos), pushSince[0].SessionID)
+	}
+	// The stream's ID and its events' IDs are free again.
+	s.append(t, l, mcpA...)
+	s.wantRead(t, l, mcpA[0].SessionID, 1, mcpA)
+	if n, err := p.PruneListed(s.ctx(t), due[1:]); err != nil || n != 0 {
+		t.Errorf("PruneListed of streams gone = %d, %v; want 0", n, err)
+	}
+
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.PruneListed(s.ctx(t), due); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("PruneListed after Close = %v, want ErrClosed", err)
 	}
 }
 

@@ -106,8 +106,8 @@ func (d *logDirs) features() eventlogtest.Features {
 }
 
 // sharedLogs is one eventlog.Log made of several Logs opened with Shared on one
-// directory: Append, AppendLeased and Own go to each writer in turn, Read and
-// Sessions to the reader.
+// directory: Append, AppendLeased, Own and the prunes go to each writer in turn,
+// Read and Sessions to the reader.
 type sharedLogs struct {
 	writers []*sqlite.Log
 	reader  *sqlite.Log
@@ -134,6 +134,18 @@ func (s *sharedLogs) ClaimLeased(ctx context.Context, lease eventlog.Lease, even
 
 func (s *sharedLogs) Own(ctx context.Context, node string, partitions []int) (uint64, error) {
 	return s.writer().Own(ctx, node, partitions)
+}
+
+func (s *sharedLogs) PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (int, error) {
+	return s.writer().PruneBusStreams(ctx, beforeUS, limit)
+}
+
+func (s *sharedLogs) PruneStreams(ctx context.Context, prefix string, beforeUS int64, limit int) (int, error) {
+	return s.writer().PruneStreams(ctx, prefix, beforeUS, limit)
+}
+
+func (s *sharedLogs) PruneListed(ctx context.Context, streams []eventlog.StreamBound) (int, error) {
+	return s.writer().PruneListed(ctx, streams)
 }
 
 func (s *sharedLogs) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {

@@ -73,7 +73,7 @@ type appendReq struct {
 	lease  *eventlog.Lease     // AppendLeased's; nil for Append
 	claim  bool                // Claim or ClaimLeased: only into a session with no events
 	own    *ownReq             // set for Own, which has no events
-	prune  *pruneReq           // set for PruneStreams, which has no events
+	prune  *pruneReq           // set for PruneStreams and PruneListed, which have no events
 	done   chan error          // buffered: the writer never blocks on it
 	pooled bool                // from Log.reqPool, to go back once answered
 }
@@ -102,6 +102,8 @@ type writeStmts struct {
 	aliased, addAlias            driver.Stmt
 	pruneAliases, pruneEvents    driver.Stmt // PruneStreams's, in this order,
 	pruneSessions                driver.Stmt // then this one
+	// PruneListed's, of one stream each, in this order.
+	pruneListedAliases, pruneListedEvents, pruneListedSessions driver.Stmt
 
 	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
 	vals [insertColumns * maxInsertRows]driver.Value      // apply's, for insertRows
@@ -328,6 +330,9 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.pruneAliases, `DELETE FROM aliases WHERE id IN (` + dueStreams + `)`},
 		{&w.pruneEvents, `DELETE FROM events WHERE session_id IN (` + dueStreams + `)`},
 		{&w.pruneSessions, `DELETE FROM sessions WHERE session_id IN (` + dueStreams + `)`},
+		{&w.pruneListedAliases, `DELETE FROM aliases WHERE id IN (` + listedDue + `)`},
+		{&w.pruneListedEvents, `DELETE FROM events WHERE session_id IN (` + listedDue + `)`},
+		{&w.pruneListedSessions, `DELETE FROM sessions WHERE session_id IN (` + listedDue + `)`},
 		// Positional parameters: the driver names a numbered one anew on every call.
 		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
 	}...) {
@@ -349,7 +354,8 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 func (w *writeStmts) close() error {
 	var errs []error
 	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.summarize, &w.touch, &w.restart,
-		&w.current, &w.maxEpoch, &w.takeOwner, &w.aliased, &w.addAlias, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions}
+		&w.current, &w.maxEpoch, &w.takeOwner, &w.aliased, &w.addAlias, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
+		&w.pruneListedAliases, &w.pruneListedEvents, &w.pruneListedSessions}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
 	}
@@ -528,7 +534,7 @@ func (l *Log) writeGroup(group []*appendReq) {
 		return
 	}
 	for _, r := range live {
-		if r.own == nil && r.prune == nil { // Own and PruneStreams calls are not appends
+		if r.own == nil && r.prune == nil { // Own and prune calls are not appends
 			l.stats.appends.Add(1)
 		}
 	}
