@@ -93,7 +93,8 @@ func (o ContextOptions) ValidateFields() error {
 // (name, description and parameters, as a request sends them), counted as the
 // context counts them (cl100k_base, with the system message's framing), reach the
 // window less the tokens reserved for the answer. Such an agent would cut every
-// task's own input to fit, and answer a question it never read.
+// task's own input to fit, and answer a question it never read. The error is a
+// *PromptFitError.
 func (a Agent) CheckPromptFits() error {
 	window := cmp.Or(a.Context.Window, pctx.DefaultWindow)
 	room := window - cmp.Or(a.Context.ReservedOutput, pctx.DefaultReservedOutput)
@@ -108,19 +109,38 @@ func (a Agent) CheckPromptFits() error {
 		toolTokens = pctx.CountText(contextTokens, string(b))
 	}
 	if n := pctx.MessageOverhead + prompt + toolTokens; n >= room {
-		what, fix := fmt.Sprintf("its system prompt is %d tokens", prompt), "shorten the prompt"
-		if len(specs) > 0 {
-			fix += ", offer fewer tools"
-			tools := fmt.Sprintf("the schemas of the %d tools it offers are", len(specs))
-			if len(specs) == 1 {
-				tools = "the schema of the tool it offers is"
-			}
-			what += fmt.Sprintf(" and %s %d tokens: %d in all, with the message's framing", tools, toolTokens, n)
-		}
-		return fmt.Errorf("%s, which leaves no room for a task in the context window of %d tokens less the %d reserved for the answer: "+
-			"%s, or widen the window (context.window)", what, window, window-room, fix)
+		return &PromptFitError{Prompt: prompt, Tools: len(specs), ToolTokens: toolTokens, Total: n, Window: window, Reserved: window - room}
 	}
 	return nil
+}
+
+// PromptFitError is the error of an agent whose stable prefix leaves no room for a
+// task in its context window (Agent.CheckPromptFits), with its counts in tokens.
+type PromptFitError struct {
+	// Prompt is the system prompt's tokens (with its tool section, if any).
+	Prompt int
+	// Tools is how many tools the agent's first request offers, ToolTokens their
+	// schemas' tokens.
+	Tools, ToolTokens int
+	// Total is the prefix's tokens: the prompt, the schemas and the system
+	// message's framing.
+	Total int
+	// Window is the context window, Reserved the tokens kept for the answer.
+	Window, Reserved int
+}
+
+func (e *PromptFitError) Error() string {
+	what, fix := fmt.Sprintf("its system prompt is %d tokens", e.Prompt), "shorten the prompt"
+	if e.Tools > 0 {
+		fix += ", offer fewer tools"
+		tools := fmt.Sprintf("the schemas of the %d tools it offers are", e.Tools)
+		if e.Tools == 1 {
+			tools = "the schema of the tool it offers is"
+		}
+		what += fmt.Sprintf(" and %s %d tokens: %d in all, with the message's framing", tools, e.ToolTokens, e.Total)
+	}
+	return fmt.Sprintf("%s, which leaves no room for a task in the context window of %d tokens less the %d reserved for the answer: "+
+		"%s, or widen the window (context.window)", what, e.Window, e.Reserved, fix)
 }
 
 // options returns the builder's options of o.

@@ -47,7 +47,7 @@ var (
 	// ErrToolPanicked answers a tool call whose tool panicked.
 	ErrToolPanicked = errors.New("tool panicked")
 	// ErrToolTimeout answers a tool call that ran past its timeout.
-	ErrToolTimeout = errors.New("tool timed out")
+	ErrToolTimeout = tools.ErrTimeout
 	// ErrModelTimeout answers a model call that ran past its timeout.
 	ErrModelTimeout = errors.New("model call timed out")
 	// ErrNoSuchTool answers a tool call for a tool the performing node does not have.
@@ -371,9 +371,9 @@ func modelDeltas(ctx context.Context, req messages.EffectRequest, to func(messag
 }
 
 // toolPerformer performs the calls of tool t under its own limits (tools.Limits),
-// cfg's defaults where it sets none: arguments past its size are refused unread, and
-// an output or error past its size reaches the model as its head and a note
-// (tools.Truncate).
+// cfg's defaults where it sets none, as tools.CallLimited applies them: arguments
+// past its size are refused unread, and an output or error past its size reaches
+// the model as its head and a note (tools.Truncate).
 func toolPerformer(name string, t tools.Tool, cfg LocalEffectsConfig) *performer {
 	lim := tools.LimitsOf(t)
 	spends := tools.SpendsModelTokens(t) // its calls' reports are read (a sub-agent's tokens)
@@ -385,21 +385,20 @@ func toolPerformer(name string, t tools.Tool, cfg LocalEffectsConfig) *performer
 		p.limit = lim.Concurrency
 	}
 	p.perform = func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
-		if n := len(req.Tool.Arguments); n > lim.MaxArguments {
-			err := &tools.ArgumentError{Tool: name, Reason: fmt.Sprintf("the arguments are %d bytes long; the limit is %d", n, lim.MaxArguments)}
-			return messages.EffectReply{Error: err.Error()}
-		}
 		var spent func() messages.Usage
 		if spends {
 			ctx, spent = tools.WithUsageReport(ctx)
 		}
-		out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent})
-		rep := messages.EffectReply{Output: tools.Truncate(out, lim.MaxOutput)}
+		// The tool's limits, as a chain's step has them (tools.CallLimited); its
+		// timeout is this performer's too, whose timer answers the call when it
+		// passes (start, expire).
+		out, err := tools.CallLimited(ctx, t, name, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent})
+		rep := messages.EffectReply{Output: out}
 		if spent != nil {
 			rep.Usage = spent()
 		}
 		if err != nil {
-			rep.Error = tools.Truncate(err.Error(), lim.MaxOutput)
+			rep.Error = err.Error()
 		}
 		return rep
 	}

@@ -413,7 +413,7 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 			a.Tools, a.Disclosure, a.Catalog, a.Chains = nil, nil, nil, nil
 			a.Sources, a.Context.Evidence, a.Context.Recall, a.Context.Notes = actors.ContextSources{}, 0, 0, 0
 			if err := a.CheckPromptFits(); err != nil {
-				return nil, fmt.Errorf("node: agent %q: %w", na.Name, err)
+				return nil, c.promptError(na.Name, err)
 			}
 			named[na.Name] = a
 			continue
@@ -464,11 +464,38 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		}
 		// Its prompt and the tools it offers, as they are now final.
 		if err := a.CheckPromptFits(); err != nil {
-			return nil, fmt.Errorf("node: agent %q: %w", na.Name, err)
+			return nil, c.promptError(na.Name, err)
 		}
 		named[na.Name] = a
 	}
 	return named, nil
+}
+
+// promptError is the error of the agent name whose prompt leaves no room for a
+// task (actors.Agent.CheckPromptFits): it names the teams the agent works in, and
+// its part in each, since a team cannot work without it.
+func (c Config) promptError(name string, err error) error {
+	var parts []string
+	for _, o := range c.Agents {
+		if o.Team == nil {
+			continue
+		}
+		tm := o.Team
+		switch {
+		case slices.ContainsFunc(tm.Members, func(m actors.TeamMember) bool { return m.Name == name }):
+			parts = append(parts, fmt.Sprintf("a member of team %q", o.Name))
+		case tm.Aggregator == name:
+			parts = append(parts, fmt.Sprintf("the aggregator of team %q", o.Name))
+		case tm.Judge == name:
+			parts = append(parts, fmt.Sprintf("the judge of team %q", o.Name))
+		case tm.Check.Critic == name:
+			parts = append(parts, fmt.Sprintf("the critic of team %q", o.Name))
+		}
+	}
+	if len(parts) == 0 {
+		return fmt.Errorf("node: agent %q: %w", name, err)
+	}
+	return fmt.Errorf("node: agent %q, %s: %w", name, strings.Join(parts, ", "), err)
 }
 
 // agentSkills returns the skills the agent has: Config.Skills, or those it names.
@@ -660,6 +687,14 @@ func (c Config) teamAgent(def actors.Agent, na NamedAgent, reg *tools.Registry) 
 	a.Disclosure, a.Catalog, a.Chains, a.Protocol = nil, nil, nil, ""
 	// A team gathers nothing: its members do, each for its own work.
 	a.Sources, a.Context.Evidence, a.Context.Recall, a.Context.Notes = actors.ContextSources{}, 0, 0, 0
+	// Its own model calls (an orchestrator's routing) send its system prompt and
+	// no tools: that prompt must leave room for the task, as an agent's must. Its
+	// members are agents of the node, checked as such (namedAgents).
+	own := a
+	own.Tools = nil
+	if err := own.CheckPromptFits(); err != nil {
+		return actors.Agent{}, fmt.Errorf("node: team %q: %w", na.Name, err)
+	}
 	return a, nil
 }
 

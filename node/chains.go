@@ -13,8 +13,9 @@ import (
 )
 
 // chainTools builds Chains, each step calling one of available (the agent's tools,
-// the notes' among them once the node added them) or a tool ToolCatalog owns.
-func (c Config) chainTools(available []tools.Tool) ([]tools.Tool, error) {
+// the notes' among them once the node added them) or a tool ToolCatalog owns; extra
+// options follow (CheckPromptFits's catalog to come).
+func (c Config) chainTools(available []tools.Tool, extra ...tools.ChainOption) ([]tools.Tool, error) {
 	if len(c.Chains) == 0 {
 		return nil, nil
 	}
@@ -22,6 +23,7 @@ func (c Config) chainTools(available []tools.Tool) ([]tools.Tool, error) {
 	if cat, ok := c.ToolCatalog.(tools.ChainCatalog); ok {
 		opts = append(opts, tools.WithStepCatalog(cat))
 	}
+	opts = append(opts, extra...)
 	cts, err := tools.NewChainTools(c.Chains, available, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("node: chains: %w", err)

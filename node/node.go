@@ -480,13 +480,66 @@ func (c Config) AllAgents() (actors.Agents, error) {
 	return actors.Agents{Default: agent, Named: named}, err
 }
 
-// agent is the agent of this configuration and the registry of its tools: Tools, the
-// skills' tools and the disclosure strategy's, sorted by name with compacted schemas,
-// so the tool section of every prompt is byte-identical whatever order the tools were
-// configured in. The system prompt gains the skills' section (the strategy's is added
-// at each request, as it follows the tool catalog: actors.ToolDisclosure). The
-// caller has set the defaults.
+// CheckPromptFits reports a default agent whose stable prefix leaves no room for a
+// task in its context window (actors.Agent.CheckPromptFits, whose
+// *actors.PromptFitError it wraps), as New refuses it: it builds the agent as New
+// does, from the configuration's tools, the skills', the notes', the memory, rag
+// and delegate tools', the chains' and the disclosure strategy's. It judges a
+// configuration before its MCP servers are connected (a configuration file's,
+// internal/nodeconfig): with no ToolCatalog, their tools, which New offers too,
+// are not counted, and a chain's step that names a tool the agent has not got is
+// taken for one of theirs (Validate reports it, once they are known). It fails,
+// as Agent does, on what keeps the agent from being built.
+func (c Config) CheckPromptFits() error {
+	c.setDefaults()
+	ts, err := c.withNotesSpecs()
+	if err != nil {
+		return err
+	}
+	c.Tools = ts
+	var opts []tools.ChainOption
+	if c.ToolCatalog == nil {
+		opts = append(opts, tools.WithStepCatalog(pendingCatalog{}))
+	}
+	agent, _, err := c.defaultAgent(opts...)
+	if err != nil {
+		return err
+	}
+	if err := agent.CheckPromptFits(); err != nil {
+		return fmt.Errorf("node: the default agent: %w", err)
+	}
+	return nil
+}
+
+// pendingCatalog stands for the MCP servers' catalog before it is connected
+// (CheckPromptFits): it may offer a tool of any name, and offers none yet.
+type pendingCatalog struct{}
+
+func (pendingCatalog) Owns(string) bool               { return true }
+func (pendingCatalog) Tool(string) (tools.Tool, bool) { return nil, false }
+
+// agent is the agent of this configuration and the registry of its tools
+// (defaultAgent), refused when its prompt leaves no room for a task
+// (actors.Agent.CheckPromptFits). The caller has set the defaults.
 func (c Config) agent() (actors.Agent, *tools.Registry, error) {
+	agent, reg, err := c.defaultAgent()
+	if err != nil {
+		return actors.Agent{}, nil, err
+	}
+	if err := agent.CheckPromptFits(); err != nil {
+		return actors.Agent{}, nil, fmt.Errorf("node: the default agent: %w", err)
+	}
+	return agent, reg, nil
+}
+
+// defaultAgent is the agent of this configuration and the registry of its tools:
+// Tools, the skills' tools and the disclosure strategy's, sorted by name with
+// compacted schemas, so the tool section of every prompt is byte-identical whatever
+// order the tools were configured in. The system prompt gains the skills' section
+// (the strategy's is added at each request, as it follows the tool catalog:
+// actors.ToolDisclosure). chainOpts add to the chains' options (chainTools). The
+// caller has set the defaults.
+func (c Config) defaultAgent(chainOpts ...tools.ChainOption) (actors.Agent, *tools.Registry, error) {
 	strategy, err := disclosure.ParseStrategy(string(c.Disclosure))
 	if err != nil {
 		return actors.Agent{}, nil, fmt.Errorf("node: %w", err)
@@ -496,7 +549,7 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 		return actors.Agent{}, nil, err
 	}
 	ts := append(slices.Clone(c.Tools), skillTools...)
-	chains, err := c.chainTools(ts)
+	chains, err := c.chainTools(ts, chainOpts...)
 	if err != nil {
 		return actors.Agent{}, nil, err
 	}
@@ -522,9 +575,6 @@ func (c Config) agent() (actors.Agent, *tools.Registry, error) {
 	}
 	if err := c.resolveGather(&agent, "", "", c.Context, true); err != nil {
 		return actors.Agent{}, nil, err
-	}
-	if err := agent.CheckPromptFits(); err != nil {
-		return actors.Agent{}, nil, fmt.Errorf("node: the default agent: %w", err)
 	}
 	// A session runs the chains among the tools step by step (actors/chain.go).
 	for _, name := range reg.Names() {

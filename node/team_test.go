@@ -196,3 +196,39 @@ func TestTeamConfigurationErrors(t *testing.T) {
 		}
 	}
 }
+
+// A team whose prompts cannot fit their windows is refused when the node starts,
+// as an agent's are: a member's (an agent of the node, whose error names its
+// team too), and the team's own, its system prompt with the delegate tool's
+// schema, which its routing calls send. A team that fits starts as before.
+func TestTeamWhosePromptCannotFitIsRefusedAtStart(t *testing.T) {
+	long := strings.Repeat("Be careful and thorough. ", 400) // about 2,000 tokens
+	team := func(prompt string) node.NamedAgent {
+		return node.NamedAgent{Name: "crew", SystemPrompt: prompt, Team: &actors.Team{Pattern: actors.TeamPipeline,
+			Members: []actors.TeamMember{{Name: "first"}, {Name: "second"}}}}
+	}
+	small := actors.ContextOptions{Window: 2048, ReservedOutput: 512}
+	for _, c := range []struct {
+		name string
+		cfg  node.Config
+		want string
+	}{
+		{"member", node.Config{Agents: []node.NamedAgent{{Name: "first"}, {Name: "second", SystemPrompt: long, Context: small}, team("")}},
+			`agent "second", a member of team "crew": its system prompt is `},
+		{"team", node.Config{Context: small, Agents: []node.NamedAgent{{Name: "first"}, {Name: "second"}, team(long)}},
+			`team "crew": its system prompt is `},
+	} {
+		c.cfg.DataDir = t.TempDir()
+		_, err := node.New(context.Background(), c.cfg)
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "leaves no room for a task") {
+			t.Errorf("%s: %v, want it refused for its prompt (%q)", c.name, err, c.want)
+		}
+	}
+	// The same team, its prompts within their windows, starts.
+	n, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), Context: small,
+		Agents: []node.NamedAgent{{Name: "first"}, {Name: "second", SystemPrompt: "Check the facts."}, team("Share the work.")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = n.Close()
+}

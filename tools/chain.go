@@ -560,31 +560,16 @@ func (t *ChainTool) Call(ctx context.Context, c Call) (string, error) {
 	return t.Result(args, outputs)
 }
 
-// callStep calls step i's tool under its own limits (tools.Limits), as a session's
-// performer would: arguments past its bound are refused, the call is timed by its
-// timeout, and its result (or error) is cut to its output bound, so that the later
-// steps' templates see what they would see in a session.
+// callStep calls step i's tool under its own limits, as a session's performer
+// does (CallLimited): arguments past its bound are refused, the call is timed by
+// its timeout, and its result (or error) is cut to its output bound, so that the
+// later steps' templates see what they would see in a session.
 func (t *ChainTool) callStep(ctx context.Context, i int, c Call) (string, error) {
-	lim := LimitsOf(t.tools[i])
-	if n := len(c.Arguments); n > lim.MaxArguments {
-		return "", &ArgumentError{Tool: t.chain.Steps[i].Tool, Reason: fmt.Sprintf("the arguments are %d bytes long; the limit is %d", n, lim.MaxArguments)}
-	}
-	if lim.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, lim.Timeout, fmt.Errorf("tool timed out after %s", lim.Timeout))
-		defer cancel()
-	}
-	out, err := t.tools[i].Call(ctx, c)
+	out, err := CallLimited(ctx, t.tools[i], t.chain.Steps[i].Tool, c)
 	if err != nil {
-		if cause := context.Cause(ctx); ctx.Err() != nil && cause != nil && !errors.Is(err, cause) {
-			err = fmt.Errorf("%w: %w", cause, err)
-		}
-		if msg := err.Error(); len(msg) > lim.MaxOutput {
-			err = errors.New(Truncate(msg, lim.MaxOutput))
-		}
 		return "", err
 	}
-	return Truncate(out, lim.MaxOutput), nil
+	return out, nil
 }
 
 // chainData is what a chain's templates see: .args and .steps.NAME.{output,json}.

@@ -49,5 +49,7 @@
 //
 // actors.LocalEffects runs tools with timeouts, bounded concurrency, cancellation,
 // panic recovery and output truncation (Truncate), reading each tool's Limits; this
-// package holds only the tools themselves.
+// package holds the tools themselves and CallLimited, the one call under a tool's
+// own limits (arguments, timeout, output) that a session's performer and a chain's
+// step both make.
 package tools

@@ -5,11 +5,11 @@ import (
 
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/a2a"
@@ -103,20 +103,25 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 	if err != nil {
 		return Agent{}, fmt.Errorf("approval_timeout: %w", err)
 	}
-	// A system prompt that leaves no room in the window for a task is refused
-	// here, with the file's other errors, as the node would refuse it at its
-	// start (the skills' section is part of it).
-	prompt := cmp.Or(fc.SystemPrompt, node.DefaultSystemPrompt)
-	if section := set.PromptSection(); section != "" {
-		prompt += "\n\n" + strings.TrimSuffix(section, "\n")
-	}
-	if err := (actors.Agent{SystemPrompt: prompt, Context: fc.Context.Options()}).CheckPromptFits(); err != nil {
-		return Agent{}, fmt.Errorf("system_prompt: %w", err)
-	}
-	return Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), MemoryTool: fc.Memory.ToolConfig(), KnowledgeTool: fc.Knowledge.ToolConfig(), Chains: fc.Chains,
+	a := Agent{Tools: list, Skills: set, Disclosure: strategy, Notes: fc.Tools.NotesConfig(), MemoryTool: fc.Memory.ToolConfig(), KnowledgeTool: fc.Knowledge.ToolConfig(), Chains: fc.Chains,
 		SystemPrompt: fc.SystemPrompt, MaxSteps: fc.MaxSteps,
 		MaxTokens: fc.MaxTokens, LoopRepeats: loopSetting(fc.LoopRepeats), LoopStaleSteps: loopSetting(fc.LoopStaleSteps), MaxCostUSD: fc.MaxCostUSD,
-		Context: fc.Context.Options(), ApprovalTimeout: approvalTimeout}, nil
+		Context: fc.Context.Options(), ApprovalTimeout: approvalTimeout}
+	// A stable prefix that leaves no room in the window for a task is refused
+	// here, with the file's other errors, as the node would refuse it at its
+	// start: counted by the node's own check (node.Config.CheckPromptFits), over
+	// the system prompt with the skills' section and the schemas of the tools the
+	// file gives the agent (the built-ins, the skills', notes', memory, rag, A2A
+	// tools and chains), all but the MCP servers', which connect later.
+	var cfg node.Config
+	a.Apply(&cfg)
+	if err := cfg.CheckPromptFits(); err != nil {
+		if fit := (*actors.PromptFitError)(nil); errors.As(err, &fit) {
+			return Agent{}, fmt.Errorf("system_prompt: the default agent: %w", fit)
+		}
+		return Agent{}, err
+	}
+	return a, nil
 }
 
 // A2ATools returns the tools a2a__<name> of the remote A2A agents of the file's

@@ -908,8 +908,8 @@ func (f AgentsFile) CheckNodeTools(cfg node.Config) error {
 	return f.checkBuild(cfg)
 }
 
-// namedAgentError finds the agent a node's error about a named agent names.
-var namedAgentError = regexp.MustCompile(`^node: agent "([^"]*)"(,| with|:)`)
+// namedAgentError finds the agent or team a node's error about one names.
+var namedAgentError = regexp.MustCompile(`^node: (?:agent|team) "([^"]*)"(,| with|:)`)
 
 // checkBuild builds the agents as the node will (node.Config.AllAgents), so that
 // what the node would refuse at its start is refused here, with the same words: a

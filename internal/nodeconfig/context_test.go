@@ -1,7 +1,9 @@
 package nodeconfig
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools"
 )
 
 func TestParseAgentsContext(t *testing.T) {
@@ -207,11 +210,56 @@ func TestCheckNodeToolsRefusesWhatTheNodeRefuses(t *testing.T) {
 // those), not only when the node starts.
 func TestConfigFileSystemPromptMustFit(t *testing.T) {
 	fc := File{SystemPrompt: strings.Repeat("word ", 2000), Context: ContextFile{Window: 1000, ReservedOutput: 100}}
-	if _, err := fc.Agent(AgentOptions{}); err == nil || !strings.Contains(err.Error(), "system_prompt: its system prompt is 2001 tokens") {
+	if _, err := fc.Agent(AgentOptions{}); err == nil || !strings.Contains(err.Error(), "system_prompt: the default agent: its system prompt is 2001 tokens") {
 		t.Fatalf("err = %v", err)
 	}
 	fc.Context.Window = 4000
 	if _, err := fc.Agent(AgentOptions{}); err != nil {
 		t.Fatalf("with room: %v", err)
+	}
+}
+
+// A configuration file's agent is refused for its prompt as the node refuses it,
+// counting the schemas of the tools the file gives it: a system prompt that fits
+// its window alone, but not with the schemas of calculator, clock and the
+// http_fetch the file enables, is refused with the counts; in a wider window it is
+// taken.
+func TestConfigFilePromptMustFitWithItsTools(t *testing.T) {
+	fc := File{SystemPrompt: strings.Repeat("word ", 700), Tools: ToolsFile{HTTPFetch: &HTTPFetchFile{}},
+		Context: ContextFile{Window: 1000, ReservedOutput: 100}}
+	if err := (actors.Agent{SystemPrompt: fc.SystemPrompt, Context: fc.Context.Options()}).CheckPromptFits(); err != nil {
+		t.Fatalf("the prompt alone does not fit: %v", err)
+	}
+	_, err := fc.Agent(AgentOptions{})
+	var fit *actors.PromptFitError
+	if !errors.As(err, &fit) || fit.Prompt != 701 || fit.Tools != 3 || fit.Total < 900 || fit.Window != 1000 || fit.Reserved != 100 {
+		t.Fatalf("err = %v (%+v), want the prompt of 701 tokens refused with its 3 tools", err, fit)
+	}
+	want := fmt.Sprintf("system_prompt: the default agent: its system prompt is 701 tokens and the schemas of the 3 tools it offers are %d tokens: %d in all, "+
+		"with the message's framing, which leaves no room for a task in the context window of 1000 tokens less the 100 reserved for the answer", fit.ToolTokens, fit.Total)
+	if !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("err = %v, want %q", err, want)
+	}
+	// The node counts the same: it refuses the agent at its start, with the same numbers.
+	a, _ := (File{Tools: fc.Tools}).Agent(AgentOptions{})
+	var cfg node.Config
+	a.Apply(&cfg)
+	cfg.SystemPrompt, cfg.Context, cfg.DataDir = fc.SystemPrompt, fc.Context.Options(), t.TempDir()
+	if _, err := node.New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(want, "system_prompt: ")) {
+		t.Errorf("node.New: %v, want %q", err, want)
+	}
+	fc.Context.Window = 2000
+	if _, err := fc.Agent(AgentOptions{}); err != nil {
+		t.Errorf("with room: %v", err)
+	}
+	// A chain whose step calls a tool of an MCP server, which connects later, is
+	// counted (its own schema) and left to the node's checks once it has.
+	fc.Chains = []tools.Chain{{Name: "forecast", Description: "The weather.", Steps: []tools.ChainStep{{Name: "get", Tool: "wx__forecast", Args: `{}`}}}}
+	if _, err := fc.Agent(AgentOptions{}); err != nil {
+		t.Errorf("with a chain over an MCP tool: %v", err)
+	}
+	fc.Context.Window = 1000
+	if _, err := fc.Agent(AgentOptions{}); !errors.As(err, &fit) || fit.Tools != 4 {
+		t.Errorf("with a chain over an MCP tool, in the small window: %v, want its 4 tools counted", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/node"
 )
 
 const goodTeams = `agents:
@@ -108,5 +109,51 @@ func TestParseTeamsErrors(t *testing.T) {
 				t.Errorf("err = %v, want line %d and %q", err, c.line, c.want)
 			}
 		})
+	}
+}
+
+// A team whose own system prompt leaves no room in its window is refused by the
+// agents file's check, as the node refuses it at its start, at the team's line;
+// a member's, at the member's line, naming its team. The same file with room
+// passes.
+func TestTeamPromptMustFit(t *testing.T) {
+	long := strings.Repeat("Be careful and thorough. ", 400) // about 2,000 tokens
+	file := func(teamPrompt, memberPrompt string) string {
+		return `agents:
+  first: {}
+  second:
+    system_prompt: "` + memberPrompt + `"
+teams:
+  crew:
+    system_prompt: "` + teamPrompt + `"
+    pattern: pipeline
+    members: [first, second]
+`
+	}
+	cfg := node.Config{Context: actors.ContextOptions{Window: 2048, ReservedOutput: 512}}
+	for _, c := range []struct {
+		name, file string
+		line       int
+		want       string
+	}{
+		{"team", file(long, "Check."), 6, `team "crew": its system prompt is 2001 tokens, which leaves no room for a task in the context window of 2048 tokens less the 512 reserved`},
+		{"member", file("Share.", long), 3, `agent "second", a member of team "crew": its system prompt is 2001 tokens and the schemas of the`},
+	} {
+		f, err := ParseAgents("agents.yaml", []byte(c.file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = f.CheckNodeTools(cfg)
+		var fe *AgentsFileError
+		if !errors.As(err, &fe) || fe.Line != c.line || !strings.HasPrefix(fe.Msg, c.want) {
+			t.Errorf("%s: %v; want line %d and %q", c.name, err, c.line, c.want)
+		}
+	}
+	f, err := ParseAgents("agents.yaml", []byte(file("Share.", "Check.")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.CheckNodeTools(cfg); err != nil {
+		t.Errorf("with room: %v", err)
 	}
 }
