@@ -117,9 +117,16 @@ func (n *Node) runMemoryTool(ctx context.Context, c messages.MemoryCommand) (jso
 }
 
 // runRoutedTool performs a routed tool call (a memory or notes tool's, on the owner
-// of its stream) under the call's key, and returns its answer's JSON.
+// of its stream) under the call's key, and returns its answer's JSON. A call that
+// failed once ctx ended (this node stops, or gives the stream's partition up) is
+// no answer: its error is returned, and the command, not acknowledged, reaches the
+// stream's next owner, which makes the change under the same key (once). Answered,
+// the tool's failure would have been the caller's result, a change never made.
 func runRoutedTool(ctx context.Context, t tools.Tool, name, key, arguments string) (json.RawMessage, error) {
 	out, err := t.Call(tools.WithCallKey(ctx, key), tools.Call{Key: key, Arguments: arguments})
+	if err != nil && ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: %s cut off on the stream's owner (%w): %w", errStopping, name, context.Cause(ctx), err)
+	}
 	var ans memoryToolAnswer
 	var invalid *tools.ArgumentError
 	switch {
