@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"encoding/json"
 	"slices"
 	"sync"
@@ -65,15 +66,7 @@ func (b *stickyBalancer) UserData() ([]byte, error) {
 // consume it: each gets ⌊n/m⌋ or ⌈n/m⌉ of them, keeping its claims first.
 func (*stickyBalancer) AssignGroups(members []kafkago.GroupMember, partitions []kafkago.Partition) kafkago.GroupMemberAssignments {
 	members = slices.Clone(members)
-	slices.SortFunc(members, func(a, b kafkago.GroupMember) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(members, func(a, b kafkago.GroupMember) int { return cmp.Compare(a.ID, b.ID) })
 	claims := make([]stickyClaims, len(members))
 	for i, m := range members {
 		_ = json.Unmarshal(m.UserData, &claims[i]) // no claims, or a foreign form: none
@@ -99,7 +92,7 @@ func (*stickyBalancer) AssignGroups(members []kafkago.GroupMember, partitions []
 		}
 		// The later generation's claims first: a partition claimed twice goes to
 		// the member that held it last.
-		slices.SortStableFunc(consumers, func(a, b int) int { return int(claims[b].Generation) - int(claims[a].Generation) })
+		slices.SortStableFunc(consumers, func(a, b int) int { return cmp.Compare(claims[b].Generation, claims[a].Generation) })
 		got := dealSticky(ids, len(consumers), func(c int) []int { return claims[consumers[c]].Held[topic] })
 		for c, parts := range got {
 			out[members[consumers[c]].ID][topic] = parts

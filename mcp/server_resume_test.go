@@ -533,28 +533,8 @@ func TestServerRunTaskContinuingASessionCutBeforeItsTask(t *testing.T) {
 	if err != nil || len(recorded) == 0 {
 		t.Fatalf("the session's stream: %d events, %v", len(recorded), err)
 	}
-	e, err := messages.NewEnvelope(&messages.MCPCallStarted{RequestID: "2", Stream: "DEADSTREAM", ArgsHash: hex.EncodeToString(sum[:]),
-		TaskSession: "conv", TaskID: "mcp-task-cut"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.ID, e.SessionID, e.Seq, e.TS, e.Actor = "cut-call", stream, recorded[len(recorded)-1].Seq+1, time.Now().UnixMicro(), "mcp/server"
-	if err := n.Log().Append(ctx, []messages.Envelope{e}); err != nil {
-		t.Fatal(err)
-	}
-	// Resumed by its stream.
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", id)
-	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-	req.Header.Set("Last-Event-ID", "DEADSTREAM_0")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp := recordCutCallAndResume(ctx, t, n, hs.URL, id, messages.MCPCallStarted{RequestID: "2", Stream: "DEADSTREAM",
+		ArgsHash: hex.EncodeToString(sum[:]), TaskSession: "conv", TaskID: "mcp-task-cut"})
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	if !strings.Contains(string(b), "never started") || strings.Contains(string(b), "held: first") {
@@ -602,38 +582,9 @@ func TestServerRunTaskResumedWhileItsTaskIsOnItsWay(t *testing.T) {
 	}
 	defer cs.Close()
 	id := cs.ID()
-	args := `{"input":"late","session_id":"conv"}`
-	sum := sha256.Sum256([]byte(args))
-	stream := eventlog.MCPSessionStreamPrefix + id
-	recorded, err := n.Log().Read(ctx, stream, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var seq uint64
-	if len(recorded) > 0 {
-		seq = recorded[len(recorded)-1].Seq
-	}
-	e, err := messages.NewEnvelope(&messages.MCPCallStarted{RequestID: "7", Stream: "CUTSTREAM", ArgsHash: hex.EncodeToString(sum[:]),
-		TaskSession: "conv", TaskID: "mcp-task-late"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.ID, e.SessionID, e.Seq, e.TS, e.Actor = "late-call", stream, seq+1, time.Now().UnixMicro(), "mcp/server"
-	if err := n.Log().Append(ctx, []messages.Envelope{e}); err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, hs.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", id)
-	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
-	req.Header.Set("Last-Event-ID", "CUTSTREAM_0")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sum := sha256.Sum256([]byte(`{"input":"late","session_id":"conv"}`))
+	resp := recordCutCallAndResume(ctx, t, n, hs.URL, id, messages.MCPCallStarted{RequestID: "7", Stream: "CUTSTREAM",
+		ArgsHash: hex.EncodeToString(sum[:]), TaskSession: "conv", TaskID: "mcp-task-late"})
 	defer resp.Body.Close()
 	lines := bufio.NewReader(resp.Body)
 	first, err := lines.ReadString('\n')
@@ -651,6 +602,43 @@ func TestServerRunTaskResumedWhileItsTaskIsOnItsWay(t *testing.T) {
 	if got := m.calls.Load(); got != 1 {
 		t.Errorf("the model was asked %d times, want once", got)
 	}
+}
+
+// recordCutCallAndResume records call in MCP session id's stream, as a node that
+// died right after recording it left it, and resumes the call's stream on the
+// server at url (Last-Event-ID: its first event), as the client's SDK does.
+func recordCutCallAndResume(ctx context.Context, t *testing.T, n *node.Node, url, id string, call messages.MCPCallStarted) *http.Response {
+	t.Helper()
+	stream := eventlog.MCPSessionStreamPrefix + id
+	recorded, err := n.Log().Read(ctx, stream, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seq uint64
+	if len(recorded) > 0 {
+		seq = recorded[len(recorded)-1].Seq
+	}
+	e, err := messages.NewEnvelope(&call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.ID, e.SessionID, e.Seq, e.TS, e.Actor = "cut-"+call.Stream, stream, seq+1, time.Now().UnixMicro(), "mcp/server"
+	if err := n.Log().Append(ctx, []messages.Envelope{e}); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+	req.Header.Set("Last-Event-ID", call.Stream+"_0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
 }
 
 // The Python SDK's client, with its defaults, keeps its log level and
