@@ -112,7 +112,6 @@ func TestHandOverMarksNothingUnlessEverythingWasPublished(t *testing.T) {
 	bus := NewEmbeddedBus(watermill.NopLogger{})
 	t.Cleanup(func() { _ = bus.Close() })
 	pub := newHeldPublisher(bus)
-	t.Cleanup(func() { pub.hold(false) })
 	n, err := New(ctx, Config{Log: log, NodeID: "a", Model: model, HandoffGrace: 100 * time.Millisecond,
 		Bus: &Bus{Publisher: pub, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}})
 	if err != nil {
@@ -123,6 +122,7 @@ func TestHandOverMarksNothingUnlessEverythingWasPublished(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
+	t.Cleanup(func() { pub.hold(false) }) // before stop: Close publishes what the outbox holds
 	owner := func() eventlog.Ownership {
 		t.Helper()
 		o, err := base.Owners(ctx, []int{0})
@@ -166,7 +166,12 @@ func TestHandOverMarksNothingUnlessEverythingWasPublished(t *testing.T) {
 	// A resumption that has not finished when the partitions go: not marked.
 	log.stall.Store(true)
 	n.Assigned([]int{0}, 1)
-	<-log.stalled
+	t.Cleanup(func() { log.stall.Store(false); close(log.resume) }) // before stop
+	select {
+	case <-log.stalled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the resumption never listed the sessions")
+	}
 	n.Revoked()
 	if o := owner(); o.Node != "a" || o.ReleasedUS != 0 {
 		t.Fatalf("after a hand-over before the resumption finished: owner %+v; want a, not released", o)
@@ -174,6 +179,4 @@ func TestHandOverMarksNothingUnlessEverythingWasPublished(t *testing.T) {
 	if got := unreleased(); got != 2 {
 		t.Errorf("troupe_cluster_handovers_unreleased_total = %v, want 2", got)
 	}
-	log.stall.Store(false)
-	close(log.resume)
 }
