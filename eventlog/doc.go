@@ -8,7 +8,11 @@
 // TaskStatus (how task.* events set a session's status) and Superseded (which
 // events of a stale partition owner Read hides), so that they agree on the edge
 // cases. Both also implement Fencing, with which the nodes of a cluster fence a
-// partition's stale owner, and Claiming, with which a session actor writes a
+// partition's stale owner, Releasing, with which an owner that gives its
+// partitions up cleanly (once the bus has all it appended for them) records it at
+// its epoch, and its successor reads it (Owners) before it takes them, so that it
+// publishes none of their ended sessions again (CheckRelease validates a
+// release), and Claiming, with which a session actor writes a
 // session's first batch without reading the session first (CheckClaim validates
 // its batch). Both implement Pruner, which deletes the streams of
 // PrunablePrefixes (the bus's stored messages, the MCP clients' sessions, the A2A

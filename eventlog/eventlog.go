@@ -85,6 +85,62 @@ type Fencing interface {
 	AppendLeased(ctx context.Context, lease Lease, events []messages.Envelope) error
 }
 
+// Releasing is the optional capability of a Fencing log to record that a
+// partition's owner gave it up cleanly: every event it appended for the
+// partition's sessions is on the bus already. A node assigned partitions reads
+// their latest owners (Owners) before it takes them (Fencing.Own): a partition
+// its previous owner released needs nothing of its ended sessions published
+// again, while one whose owner was killed, or fenced, before it released may
+// hold events appended and never published. Both backends implement Releasing;
+// find it with a type assertion. A log without it is read as if no partition
+// were ever released.
+type Releasing interface {
+	// Release records that node, owner of partitions under epoch (Fencing.Own),
+	// released them cleanly at atUS (Unix microseconds, > 0). A partition whose
+	// current epoch is no longer epoch (a later owner took it), or whose owner at
+	// epoch is not node, is left as it is; so is a partition nobody owns. The
+	// arguments are checked as CheckRelease does. Releasing twice is harmless.
+	Release(ctx context.Context, node string, epoch uint64, partitions []int, atUS int64) error
+	// Owners returns the latest owner record (the highest epoch) of each of
+	// partitions that has one; a partition nobody ever owned is not in the map.
+	// Partitions must be non-negative; an empty list returns an empty map.
+	Owners(ctx context.Context, partitions []int) (map[int]Ownership, error)
+}
+
+// Ownership is a partition's latest owner record (Releasing.Owners).
+type Ownership struct {
+	Node  string
+	Epoch uint64
+	// ReleasedUS is when Node released the partition cleanly (Releasing.Release)
+	// at Epoch: 0 if it did not (it still owns it, or it died or was fenced).
+	ReleasedUS int64
+}
+
+// CheckRelease validates the arguments of Releasing.Release: a node name, an
+// epoch > 0, a time > 0, and at least one partition, none negative.
+func CheckRelease(node string, epoch uint64, partitions []int, atUS int64) error {
+	if err := CheckOwn(node, partitions); err != nil {
+		return err
+	}
+	if epoch == 0 {
+		return fmt.Errorf("node %s: epoch 0 is no lease", node)
+	}
+	if atUS <= 0 {
+		return fmt.Errorf("node %s: release time %d, want a Unix-microsecond time > 0", node, atUS)
+	}
+	return nil
+}
+
+// CheckPartitions validates the partitions of Releasing.Owners: none negative.
+func CheckPartitions(partitions []int) error {
+	for _, p := range partitions {
+		if p < 0 {
+			return fmt.Errorf("negative partition %d", p)
+		}
+	}
+	return nil
+}
+
 // Claiming is the optional capability of a Log to append a session's first batch
 // without reading the session first: a session actor starting for a task writes
 // the task at seq 1 with what the agent decides after it, and the log refuses the

@@ -107,6 +107,18 @@ type ownership struct {
 	// lease is the node's claim on the partitions in a log that fences (fencing.go),
 	// from the log's recording it until the partitions' session actors stopped.
 	lease lease
+	// released are the partitions of the generation whose previous owner released
+	// them cleanly (eventlog.Releasing), read before the lease was taken: their
+	// ended sessions are on the bus already, and resumeOwned publishes none of them
+	// again. Nil without a lease, or with a log that does not record releases.
+	released map[int]bool
+	// resumed is the latest generation whose resumption finished (resumeOwned):
+	// every session it had to resume or publish again was handed to the host.
+	// A generation revoked before that is not released cleanly (handOver).
+	resumed int64
+	// handedOver is the epoch of the last lease handOver ran for: it runs once per
+	// lease, from Revoked or from Close.
+	handedOver uint64
 	// revoked is closed when the generation is revoked; taking counts the
 	// goroutines still taking a lease in the background.
 	revoked chan struct{}
@@ -150,7 +162,7 @@ func (n *Node) Assigned(partitions []int, total int) {
 	n.own.mu.Lock()
 	n.own.generation++
 	gen := n.own.generation
-	n.own.partitions, n.own.total = set, total
+	n.own.partitions, n.own.total, n.own.released = set, total, nil
 	n.own.held.Store(&heldPartitions{set: set, total: total})
 	n.takenOver(partitions, total) // deltas_cluster.go: the watchers elsewhere announce themselves again
 	revoked := make(chan struct{})
@@ -184,6 +196,8 @@ func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 	// generation's Revoked, which changes the generation first.
 	n.own.mu.Lock()
 	current := n.own.generation == gen
+	released := n.own.released
+	cleanly := func(id string) bool { return released[partition(id, total)] }
 	if current {
 		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns, Republish: true}, n.cfg.SubmitTimeout).Result(); err != nil {
 			n.cfg.Logger.Error("set session ownership", "err", err)
@@ -196,7 +210,7 @@ func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 	// Resuming reads the log; it runs beside the tasks of the new generation (both
 	// reach a session through the host, which runs each session once).
 	go func() {
-		if err := n.resumeOwned(context.Background(), gen, owns); err != nil {
+		if err := n.resumeOwned(context.Background(), gen, owns, cleanly); err != nil {
 			n.cfg.Logger.Error("resume sessions of assigned partitions", "err", err)
 		}
 	}()
@@ -212,6 +226,14 @@ func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 // that nothing this node does overlaps with the partitions' next owners; events are
 // durable before effects are issued, so those owners fold the sessions exactly where
 // they stopped.
+//
+// Once they stopped, and if the generation's resumption had finished, Revoked waits
+// (up to Config.HandoffGrace) until the outbox published everything the sessions
+// handed it, and then records in the log that this node released its partitions
+// cleanly (eventlog.Releasing, handOver): their next owners, which read it before
+// they take the partitions, publish nothing of their ended sessions again. A broker
+// that does not take the events in time leaves the partitions unmarked, and their
+// next owners publish the latest task of each session that ended lately again.
 func (n *Node) Revoked() {
 	if !n.sharded() {
 		return
@@ -231,9 +253,20 @@ func (n *Node) Revoked() {
 	// owners take them (they cannot before Revoked returns), not after.
 	n.own.taking.Wait()
 	n.metrics.partitions.Set(0)
+	n.own.mu.Lock()
+	held := n.own.lease
+	n.own.mu.Unlock()
 	defer n.dropLease() // once every session actor stopped: draining sessions append under it
 	if n.hostStopped.Load() {
-		return // the node closed: its sessions are stopped already
+		// The node closed: its sessions are stopped already, and Close hands the
+		// lease over; this member leaves the group once Revoked returned.
+		t := time.NewTimer(n.cfg.HandoffGrace + leaseWait)
+		defer t.Stop()
+		select {
+		case <-n.handedOver:
+		case <-t.C:
+		}
+		return
 	}
 	res, err := n.system.Root.RequestFuture(n.host, &actors.ReleaseSessions{}, n.cfg.SubmitTimeout).Result()
 	if err != nil {
@@ -257,6 +290,7 @@ func (n *Node) Revoked() {
 	wg.Wait()
 	n.cfg.Logger.Info("partitions revoked; sessions handed over", "node", n.cfg.NodeID, "sessions", len(pids),
 		"effects_abandoned_sessions", late.Load(), "took", time.Since(start).Round(time.Millisecond))
+	n.handOver(held)
 }
 
 // republishWindow is how far back resumeOwned looks for sessions that ended lately:
@@ -267,14 +301,17 @@ const republishWindow = 10 * time.Minute
 
 // resumeOwned wakes every unfinished session this node owns, and every one that ended
 // within republishWindow past what this process published of it (published.go),
-// unless ownership changed meanwhile (the host would ignore them anyway). Each folds
+// except those of the partitions their previous owner released cleanly (cleanly:
+// it published all it appended, see handOver), unless ownership changed meanwhile
+// (the host would ignore them anyway). Once every one was resumed in generation
+// gen, the generation may be released cleanly when it ends. Each folds
 // its events and publishes its latest task's again (actors.SetOwnership.Republish):
 // what a previous owner appended and never published reaches troupe.events and
 // troupe.results; the unfinished ones go on.
 // The sessions are resumed Config.ResumeConcurrency at a time (resumeSessions):
 // each reads its log, and a takeover of many must leave connections to the rest
 // of the node. The listings get a minute.
-func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) bool) error {
+func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(string) bool) error {
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	infos, err := n.log.Sessions(lctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
@@ -285,17 +322,23 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) boo
 	if err != nil {
 		return err
 	}
+	running := len(infos)
 	for _, s := range ended {
 		// An ended session whose events this process published to its last
-		// needs nothing published again (published.go).
-		if s.Status != messages.StatusRunning && !n.published.covers(s.ID, s.LastSeq) {
+		// needs nothing published again (published.go), nor does one of a
+		// partition its previous owner released cleanly (handOver).
+		if s.Status != messages.StatusRunning && !n.published.covers(s.ID, s.LastSeq) && !cleanly(s.ID) {
 			infos = append(infos, s)
 		}
 	}
 	var ids []string
-	for _, s := range infos {
+	republished := 0
+	for i, s := range infos {
 		if owns(s.ID) && eventlog.IsSession(s.ID) { // a notes stream is no session
 			ids = append(ids, s.ID)
+			if i >= running {
+				republished++
+			}
 		}
 	}
 	current := func() bool {
@@ -303,9 +346,21 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns func(string) boo
 		defer n.own.mu.Unlock()
 		return n.own.generation == gen
 	}
+	complete := true
 	if len(ids) > 0 && current() {
-		n.cfg.Logger.Info("resuming the unfinished and lately ended sessions of assigned partitions", "count", len(ids))
-		n.resumeSessions(ctx, ids, current)
+		n.cfg.Logger.Info("resuming the unfinished and lately ended sessions of assigned partitions", "count", len(ids),
+			"ended_republished", republished)
+		n.metrics.republished.Add(float64(republished))
+		complete = n.resumeSessions(ctx, ids, current)
+	}
+	n.own.mu.Lock()
+	complete = complete && n.own.generation == gen
+	if complete {
+		n.own.resumed = gen
+	}
+	n.own.mu.Unlock()
+	if complete {
+		n.metrics.resumptions.Inc()
 	}
 	return nil
 }

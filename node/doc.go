@@ -44,7 +44,12 @@
 // messages.TopicTasks spreads the sessions: Assigned resumes the unfinished sessions of
 // the partitions a node gets (Config.ResumeConcurrency at a time, as a node's start
 // does: each reads its log, and the log's connections are shared with the API),
-// Revoked drains and stops them before the partitions move.
+// Revoked drains and stops them before the partitions move. A node that gives its
+// partitions up cleanly (Revoked, or Close) records the release in the log
+// (eventlog.Releasing) once its outbox published everything its sessions handed it;
+// the next owner reads it before it takes them (fencing.go), and republishes the
+// ended sessions' latest tasks only for partitions not released so (an owner
+// killed or fenced between appending and publishing).
 // A session's partition is murmur2 of its ID (Bus.Partition); a task or cancellation
 // read from another partition (a librdkafka client's CRC32, or a record without a
 // key) is forwarded to the session's partition with its message ID, and committed

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
@@ -35,6 +36,10 @@ type leasedStore struct {
 	eventlog.Log
 	n       *Node
 	fencing eventlog.Fencing
+	// releasing records the node's clean releases of its partitions, and reads
+	// those of their previous owners; nil when the log does not (every takeover
+	// then publishes the ended sessions' latest tasks again).
+	releasing eventlog.Releasing
 }
 
 var _ actors.EventStore = (*leasedStore)(nil)
@@ -81,6 +86,7 @@ func (s leasedClaims) Claim(ctx context.Context, events []messages.Envelope) err
 
 // lease is a sharded node's claim on its partitions in a log that fences.
 type lease struct {
+	gen        int64 // the generation it was taken for
 	epoch      uint64
 	partitions map[int]bool
 	total      int
@@ -126,6 +132,9 @@ func (n *Node) takeLeases(gen int64, partitions []int, deadline time.Time, revok
 		if !n.isGeneration(gen) {
 			return false
 		}
+		// Which partitions their previous owners released cleanly is read before
+		// this node's Own makes it their latest owner.
+		released := n.releasedPartitions(partitions)
 		ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
 		epoch, err := n.leased.fencing.Own(ctx, n.cfg.NodeID, partitions)
 		cancel()
@@ -133,7 +142,8 @@ func (n *Node) takeLeases(gen int64, partitions []int, deadline time.Time, revok
 			n.own.mu.Lock()
 			current := n.own.generation == gen
 			if current {
-				n.own.lease = lease{epoch: epoch, partitions: n.own.partitions, total: n.own.total}
+				n.own.lease = lease{gen: gen, epoch: epoch, partitions: n.own.partitions, total: n.own.total}
+				n.own.released = released
 			}
 			n.own.mu.Unlock()
 			if current {
@@ -165,4 +175,101 @@ func (n *Node) isGeneration(gen int64) bool {
 	n.own.mu.Lock()
 	defer n.own.mu.Unlock()
 	return n.own.generation == gen
+}
+
+// releasedPartitions returns those of partitions whose latest owner released them
+// cleanly (eventlog.Releasing.Owners); none if the log does not record releases or
+// cannot tell now: their next owner then publishes their ended sessions' latest
+// tasks again, duplicates rather than a loss.
+func (n *Node) releasedPartitions(partitions []int) map[int]bool {
+	if n.leased.releasing == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
+	defer cancel()
+	owners, err := n.leased.releasing.Owners(ctx, partitions)
+	if err != nil {
+		n.cfg.Logger.Warn("cannot read which partitions their previous owners released cleanly; publishing their lately ended sessions again",
+			"node", n.cfg.NodeID, "partitions", partitions, "err", err)
+		return nil
+	}
+	released := map[int]bool{}
+	var from []string
+	for _, p := range partitions {
+		if o, ok := owners[p]; ok && o.ReleasedUS > 0 {
+			released[p] = true
+			from = append(from, fmt.Sprintf("%d:%s@%d", p, o.Node, o.Epoch))
+		}
+	}
+	if len(from) > 0 {
+		n.cfg.Logger.Info("partitions released cleanly by their previous owners: their ended sessions are not published again",
+			"node", n.cfg.NodeID, "released", from)
+	}
+	return released
+}
+
+// handOver records, once per lease, that this node released the partitions of
+// held cleanly (eventlog.Releasing): called once their session actors stopped
+// (Revoked, or Close), it waits up to Config.HandoffGrace for the outbox to publish
+// everything they handed it, then marks the partitions released at the lease's
+// epoch. It marks nothing when the resumption of the lease's generation had not
+// finished (sessions a previous owner left unpublished may not be published yet),
+// when the outbox cannot publish in time (a broker outage), or when the log does
+// not record releases: the partitions' next owners then publish again the latest
+// tasks of the sessions that ended lately, as after a crash.
+func (n *Node) handOver(held lease) {
+	if held.epoch == 0 || n.leased == nil || n.leased.releasing == nil {
+		return
+	}
+	n.own.mu.Lock()
+	done := n.own.handedOver == held.epoch
+	n.own.handedOver = held.epoch
+	complete := n.own.resumed == held.gen
+	n.own.mu.Unlock()
+	if done {
+		return
+	}
+	partitions := make([]int, 0, len(held.partitions))
+	for p := range held.partitions {
+		partitions = append(partitions, p)
+	}
+	slices.Sort(partitions)
+	if len(partitions) == 0 {
+		return
+	}
+	unmarked := func(why string, args ...any) {
+		n.metrics.unreleased.Inc()
+		n.cfg.Logger.Warn("partitions handed over without a clean release: their next owners publish their lately ended sessions again; "+why,
+			append([]any{"node", n.cfg.NodeID, "partitions", partitions, "epoch", held.epoch}, args...)...)
+	}
+	if !complete {
+		unmarked("the sessions to resume after the assignment were not all resumed")
+		return
+	}
+	if !n.outbox.Flush(n.cfg.HandoffGrace) {
+		unmarked("the bus did not take the sessions' events in time", "waited", n.cfg.HandoffGrace)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
+	defer cancel()
+	if err := n.leased.releasing.Release(ctx, n.cfg.NodeID, held.epoch, partitions, time.Now().UnixMicro()); err != nil {
+		unmarked("the log did not record the release", "err", err)
+		return
+	}
+	n.metrics.released.Add(float64(len(partitions)))
+	n.cfg.Logger.Info("partitions released cleanly", "node", n.cfg.NodeID, "partitions", partitions, "epoch", held.epoch)
+}
+
+// closeHandOver hands over the lease of a sharded node that closes while it still
+// holds one (Close, once the host and its sessions stopped: Revoked did not run
+// yet, or did not finish), and then lets a Revoked that waits for it return.
+func (n *Node) closeHandOver() {
+	defer close(n.handedOver)
+	if !n.sharded() || n.host == nil {
+		return
+	}
+	n.own.mu.Lock()
+	held := n.own.lease
+	n.own.mu.Unlock()
+	n.handOver(held)
 }

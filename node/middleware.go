@@ -32,6 +32,10 @@ type Metrics struct {
 	forwarded    prometheus.Counter
 	epoch        prometheus.Gauge
 	fenced       prometheus.Counter
+	released     prometheus.Counter
+	unreleased   prometheus.Counter
+	resumptions  prometheus.Counter
+	republished  prometheus.Counter
 	storedPruned prometheus.Counter // troupe_bus_stored_messages_pruned_total
 	// sessions counts what the node's sessions record (metrics.go); appends times
 	// their log appends, by backend.
@@ -70,6 +74,14 @@ func newMetrics() *Metrics {
 			Name: "ownership_epoch", Help: "The ownership epoch this node took for its partitions in the event log at its latest assignment (0 before any)."}),
 		fenced: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "fenced_appends_total", Help: "Session appends the event log refused because another node took the session's partition since (their session actors stopped)."}),
+		released: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "partitions_released_total", Help: "Partitions this node gave up cleanly, recorded in the event log once the bus had all their events: their next owners publish nothing of their ended sessions again."}),
+		unreleased: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "handovers_unreleased_total", Help: "Hand-overs of this node's partitions left without a clean release (the bus or the log did not answer in time, or sessions to resume were not all resumed): their next owners publish the lately ended sessions' latest tasks again."}),
+		resumptions: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "resumptions_total", Help: "Assignments whose sessions to resume (the unfinished ones, and the lately ended ones to publish again) were all resumed before the next rebalance."}),
+		republished: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "ended_sessions_republished_total", Help: "Sessions that ended lately, of partitions taken over from an owner that did not release them cleanly, resumed to publish their latest task's events and result again."}),
 		storedPruned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
 			Name: "stored_messages_pruned_total", Help: "Messages too large for the bus that the log kept for their references, deleted once older than the node's retention (Bus.StoredRetention)."}),
 		sessions: newSessionMetrics(reg),
@@ -78,7 +90,7 @@ func newMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(50e-6, 3, 12)}, []string{"backend"}),
 	}
 	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed, m.forwarded,
-		m.epoch, m.fenced, m.appends, m.storedPruned)
+		m.epoch, m.fenced, m.released, m.unreleased, m.resumptions, m.republished, m.appends, m.storedPruned)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

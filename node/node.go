@@ -662,6 +662,10 @@ type Node struct {
 	streamsOnce sync.Once
 	streamsDone chan struct{}
 
+	// handedOver is closed once Close handed the partitions' lease over (handOver),
+	// for a Revoked that runs after the host stopped.
+	handedOver chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -673,7 +677,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	cfg.setDefaults()
 	cfg.warnUnpricedCosts()
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), handedOver: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout)}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	n.keys = &secretKeys{given: cfg.SecretKey, dir: cfg.DataDir, shared: cfg.Bus != nil, logger: cfg.Logger}
@@ -927,7 +931,9 @@ func (n *Node) resume(ctx context.Context) error {
 // reports false (the node's partitions changed); a session not resumed then, or
 // whose resumption failed, is resumed by the next task that reaches it or by its
 // next owner.
-func (n *Node) resumeSessions(ctx context.Context, ids []string, current func() bool) {
+// It reports whether every session was resumed: all of them handed to the host
+// while current held, and each answered.
+func (n *Node) resumeSessions(ctx context.Context, ids []string, current func() bool) bool {
 	work := make(chan string)
 	var (
 		wg     sync.WaitGroup
@@ -944,6 +950,7 @@ func (n *Node) resumeSessions(ctx context.Context, ids []string, current func() 
 			}
 		})
 	}
+	fed := 0
 feed:
 	for _, id := range ids {
 		if !current() {
@@ -951,15 +958,19 @@ feed:
 		}
 		select {
 		case work <- id:
+			fed++
 		case <-ctx.Done():
 			break feed
 		}
 	}
 	close(work)
 	wg.Wait()
+	complete := fed == len(ids)
 	if f := failed.Load(); f > 0 {
+		complete = false
 		n.cfg.Logger.Warn("some sessions could not be resumed; each resumes with its next task or owner", "failed", f, "of", len(ids), "last_err", last.Load())
 	}
+	return complete
 }
 
 // Task is what ingress accepts: the body of POST /v1/tasks and of a troupe.tasks message.
@@ -1356,6 +1367,11 @@ func (n *Node) Close() error {
 		// other nodes, are cancelled (a model's HTTP request is closed, a tool sees
 		// its context end), and nobody records their end: the sessions' next owners
 		// issue them again.
+		// A sharded node whose partitions were not revoked yet (the bus's Revoked
+		// comes after the host stopped, or never) hands them over here: its sessions
+		// are stopped, the outbox publishes what they handed it, and the log records
+		// the clean release before this member leaves the group (Revoked waits).
+		n.closeHandOver()
 		if n.afterTask != nil {
 			n.afterTask.close(5 * time.Second)
 		}

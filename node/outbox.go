@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -36,11 +37,17 @@ type outbox struct {
 	closeOnce sync.Once
 	mu        sync.RWMutex // held for reading by Publish, for writing by Close
 	closed    bool
+	// dropped counts the batches given up (only while closing): after one, Flush
+	// never reports everything published.
+	dropped atomic.Int64
 }
 
+// outMsg is a message to publish, or a Flush's barrier (flushed set, no message):
+// the run loop closes flushed once everything queued before it was published.
 type outMsg struct {
-	topic string
-	msg   *message.Message
+	topic   string
+	msg     *message.Message
+	flushed chan struct{}
 }
 
 // errOutboxClosed is returned by Publish after Close.
@@ -71,7 +78,7 @@ func (o *outbox) Publish(topic string, msgs ...*message.Message) error {
 		return errOutboxClosed
 	}
 	for _, m := range msgs {
-		o.queue <- outMsg{topic, m}
+		o.queue <- outMsg{topic: topic, msg: m}
 	}
 	return nil
 }
@@ -87,6 +94,35 @@ func (o *outbox) Close() error {
 		<-o.done
 	})
 	return nil
+}
+
+// Flush waits until everything handed to the outbox before it was published, up
+// to timeout, and reports whether it was: false if the time ran out (a broker
+// outage: the outbox keeps retrying) or if the outbox ever gave a batch up (at
+// shutdown). A sharded node flushes before it marks its partitions released.
+func (o *outbox) Flush(timeout time.Duration) bool {
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	barrier := make(chan struct{})
+	o.mu.RLock()
+	if o.closed {
+		o.mu.RUnlock()
+		<-o.done // Close published, or gave up, everything queued
+		return o.dropped.Load() == 0
+	}
+	select {
+	case o.queue <- outMsg{flushed: barrier}:
+		o.mu.RUnlock()
+	case <-t.C:
+		o.mu.RUnlock()
+		return false
+	}
+	select {
+	case <-barrier:
+		return o.dropped.Load() == 0
+	case <-t.C:
+		return false
+	}
 }
 
 func (o *outbox) run() {
@@ -112,9 +148,16 @@ func (o *outbox) run() {
 
 // flush publishes a batch: one Publish per topic.
 func (o *outbox) flush(batch []outMsg) {
-	var topics []string
+	var (
+		topics   []string
+		barriers []chan struct{}
+	)
 	byTopic := map[string][]*message.Message{}
 	for _, m := range batch {
+		if m.flushed != nil {
+			barriers = append(barriers, m.flushed)
+			continue
+		}
 		if _, ok := byTopic[m.topic]; !ok {
 			topics = append(topics, m.topic)
 		}
@@ -131,6 +174,10 @@ func (o *outbox) flush(batch []outMsg) {
 		}()
 	}
 	wg.Wait()
+	// Everything queued before a barrier was in this batch or an earlier one.
+	for _, b := range barriers {
+		close(b)
+	}
 }
 
 // publish publishes msgs on topic, retrying until the broker takes them or the outbox closes.
@@ -142,6 +189,7 @@ func (o *outbox) publish(topic string, msgs []*message.Message) {
 			return
 		}
 		if attempt >= o.retries && o.isClosing() {
+			o.dropped.Add(1)
 			o.failed()
 			o.logger.Error("bus publish failed; the log has these events, live watchers and the sink miss them", "topic", topic, "messages", len(msgs), "attempts", attempt, "err", err)
 			return

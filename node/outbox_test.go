@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 )
@@ -80,5 +81,71 @@ func TestOutboxKeepsOrderThroughAnOutage(t *testing.T) {
 	}
 	if err := o.Publish("events", message.NewMessage("late", nil)); !errors.Is(err, errOutboxClosed) {
 		t.Errorf("Publish after Close: %v", err)
+	}
+}
+
+// gatedPublisher blocks every Publish until open is closed, then records it.
+type gatedPublisher struct {
+	open chan struct{}
+	mu   sync.Mutex
+	got  []string
+}
+
+func (p *gatedPublisher) Publish(topic string, msgs ...*message.Message) error {
+	<-p.open
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range msgs {
+		p.got = append(p.got, m.UUID)
+	}
+	return nil
+}
+
+func (p *gatedPublisher) Close() error { return nil }
+
+// Flush reports true only once everything handed over before it is published:
+// not while the broker does not take it (the time runs out), and not after the
+// outbox gave a batch up at shutdown.
+func TestOutboxFlush(t *testing.T) {
+	pub := &gatedPublisher{open: make(chan struct{})}
+	o := newOutbox(pub, 64, slog.New(slog.DiscardHandler), func() {})
+	for i := range 10 {
+		if err := o.Publish("results", message.NewMessage(fmt.Sprintf("r-%d", i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if o.Flush(50 * time.Millisecond) {
+		t.Fatal("Flush reported everything published while the broker took nothing")
+	}
+	close(pub.open)
+	if !o.Flush(30 * time.Second) {
+		t.Fatal("Flush timed out with the broker taking everything")
+	}
+	pub.mu.Lock()
+	got := len(pub.got)
+	pub.mu.Unlock()
+	if got != 10 {
+		t.Fatalf("Flush returned with %d of 10 messages published", got)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !o.Flush(time.Second) {
+		t.Error("Flush after a Close that published everything reported false")
+	}
+
+	// A broker that refuses everything: Close gives the batch up, and Flush says so.
+	down := &flakyPublisher{got: map[string][]string{}}
+	down.fail.Store(1 << 40)
+	o = newOutbox(down, 64, slog.New(slog.DiscardHandler), func() {})
+	o.retries = 1
+	if err := o.Publish("results", message.NewMessage("lost", nil)); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if o.Flush(time.Second) {
+		t.Error("Flush reported everything published after Close gave a batch up")
 	}
 }

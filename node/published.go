@@ -15,7 +15,9 @@ import "sync"
 // session another owner appended to since (a node paused past the group's session
 // timeout, whose partitions ran elsewhere meanwhile, then came back) is past the
 // mark and is; so is every session of a process that restarted, which remembers
-// nothing.
+// nothing. Partitions whose previous owner, this process or another, released them
+// cleanly (handOver, fencing.go) need no mark: their next owner publishes none of
+// their ended sessions again.
 
 // maxPublishedMarks bounds the sessions publishedSeqs remembers: past it, it forgets
 // them all, and the next rebalance publishes their latest tasks again (duplicates,

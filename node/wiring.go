@@ -283,6 +283,7 @@ func (n *Node) sessionStore() actors.EventStore {
 	var store actors.EventStore = n.log
 	if f, ok := n.log.(eventlog.Fencing); ok && n.sharded() {
 		n.leased = &leasedStore{Log: n.log, n: n, fencing: f}
+		n.leased.releasing, _ = n.log.(eventlog.Releasing)
 		store = n.leased
 		if c, ok := n.log.(eventlog.Claiming); ok {
 			store = leasedClaims{leasedStore: n.leased, claims: c}

@@ -81,6 +81,13 @@
 // sorting key, so that rows of different epochs at one position all survive
 // merges.
 //
+// Log implements eventlog.Releasing too: Release reads the partitions' latest
+// ownership rows and adds a row to table releases (schema 12) for each that the
+// node still owns at its epoch; Owners reads each partition's latest ownership
+// row and the release of that very (epoch, node), if any. A release whose check
+// passed just before another node's Own lands at an epoch that is no longer the
+// latest, where Owners does not see it.
+//
 // The race window: the check and the INSERT are two statements, and the writer
 // may hold a checked group for as long as the INSERT before it takes (pipelining),
 // or for as long as the process is frozen between them (SIGSTOP, a VM pause, a
@@ -231,7 +238,8 @@
 // cost, not what every ended session and every stream that is no session (a
 // dashboard sign-in) does. open_tasks may keep an ended session (a row written
 // twice); the listing checks each against its summary. Table ownership lists the
-// epochs Own took, per partition, and table fenced_events the events written
+// epochs Own took, per partition, table releases the clean releases of its
+// owners (see Fencing), and table fenced_events the events written
 // under an epoch that was no longer current (see Fencing).
 //
 // # Large payloads

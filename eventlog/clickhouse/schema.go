@@ -30,7 +30,7 @@ var schemaFS embed.FS
 
 // SchemaVersion is the schema version this build writes: the number of the last
 // file in schema/.
-const SchemaVersion = 11
+const SchemaVersion = 12
 
 // Migration is one numbered schema file.
 type Migration struct {

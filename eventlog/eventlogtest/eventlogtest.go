@@ -88,6 +88,8 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"ClaimNewSession", s.testClaimNewSession},
 		{"ClaimConcurrent", s.testClaimConcurrent},
 		{"ClaimFencing", s.testClaimFencing},
+		{"ReleaseOwners", s.testReleaseOwners},
+		{"ReleaseArguments", s.testReleaseArguments},
 		{"PruneBusStreams", s.testPruneBusStreams},
 		{"PruneStreams", s.testPruneStreams},
 		{"PruneListed", s.testPruneListed},

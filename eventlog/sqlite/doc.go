@@ -85,6 +85,12 @@
 // event row keeps the epoch it was appended under (0 for Append), and Read applies
 // eventlog.Superseded like every Log.
 //
+// Log implements eventlog.Releasing as well: Release goes through the writer and
+// sets released_us (schema 9) of the node's ownership rows at its epoch, where
+// that epoch is still the partition's highest, inside the write transaction that
+// SQLite serializes with every Own; Owners reads each partition's row of the
+// highest epoch.
+//
 // # Claims
 //
 // Log implements eventlog.Claiming. A claim (Claim, ClaimLeased) goes through the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -224,5 +225,43 @@ func wantEpochIndex(ctx context.Context, t *testing.T, l *Log) {
 	}
 	if !search {
 		t.Errorf("the lookup of the highest epoch before a seq does not search events_by_epoch_start by session and epoch alone; plan:\n%s", strings.Join(plan, "\n"))
+	}
+}
+
+// A log of schema 8 keeps its owners when migrated to schema 9, none of them
+// released; an owner's Release then marks its own row.
+func TestMigrationKeepsOwnersUnreleased(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, dbFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range append(slices.Concat(migrations[:8]...), "PRAGMA user_version = 8",
+		`INSERT INTO ownership (partition, epoch, node, ts_us) VALUES (0, 1, 'a', 1), (1, 1, 'a', 1), (1, 2, 'b', 2)`) {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(ctx, Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	want := map[int]eventlog.Ownership{0: {Node: "a", Epoch: 1}, 1: {Node: "b", Epoch: 2}}
+	got, err := l.Owners(ctx, []int{0, 1, 2})
+	if err != nil || !maps.Equal(got, want) {
+		t.Fatalf("Owners after the migration = %v, %v; want %v", got, err, want)
+	}
+	if err := l.Release(ctx, "a", 1, []int{0, 1}, 77); err != nil {
+		t.Fatal(err)
+	}
+	want[0] = eventlog.Ownership{Node: "a", Epoch: 1, ReleasedUS: 77}
+	if got, err = l.Owners(ctx, []int{0, 1, 2}); err != nil || !maps.Equal(got, want) {
+		t.Fatalf("Owners after a release = %v, %v; want %v", got, err, want)
 	}
 }

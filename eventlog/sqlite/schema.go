@@ -107,6 +107,14 @@ var migrations = [][]string{
 	// A row written before (or by an older build) starts one. Index
 	// events_by_epoch goes, unless another process may run (notAloneSteps).
 	slices.Concat(epochStartStmts, []string{`DROP INDEX events_by_epoch`}),
+	// 9: an owner that gives its partitions up cleanly, once the bus has every
+	// event it appended for them, marks its owner record released
+	// (eventlog.Releasing): the next owner then publishes nothing of their ended
+	// sessions again. 0: not released. Older builds insert ownership rows with
+	// their columns named, and read no released_us: they run beside it.
+	{
+		`ALTER TABLE ownership ADD COLUMN released_us INTEGER NOT NULL DEFAULT 0`,
+	},
 }
 
 // epochStartWhere is the condition of index events_by_epoch_start: a leased event
@@ -238,7 +246,7 @@ const sessionParent = `(SELECT json_extract(CAST(p.payload AS TEXT), '$.parent.s
 		WHERE p.session_id = sessions.session_id AND p.seq = 1 AND p.type = 'task.submitted')`
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 8 // = len(migrations), checked by a test
+const SchemaVersion = 9 // = len(migrations), checked by a test
 
 // olderBuildSteps are the migrations whose statements a process of an older
 // build, still running on a Shared log, cannot live with, and what migrate does

@@ -106,8 +106,8 @@ func (d *logDirs) features() eventlogtest.Features {
 }
 
 // sharedLogs is one eventlog.Log made of several Logs opened with Shared on one
-// directory: Append, AppendLeased, Own and the prunes go to each writer in turn,
-// Read and Sessions to the reader.
+// directory: Append, AppendLeased, Own, Release and the prunes go to each writer in
+// turn, Read, Sessions and Owners to the reader.
 type sharedLogs struct {
 	writers []*sqlite.Log
 	reader  *sqlite.Log
@@ -134,6 +134,14 @@ func (s *sharedLogs) ClaimLeased(ctx context.Context, lease eventlog.Lease, even
 
 func (s *sharedLogs) Own(ctx context.Context, node string, partitions []int) (uint64, error) {
 	return s.writer().Own(ctx, node, partitions)
+}
+
+func (s *sharedLogs) Release(ctx context.Context, node string, epoch uint64, partitions []int, atUS int64) error {
+	return s.writer().Release(ctx, node, epoch, partitions, atUS)
+}
+
+func (s *sharedLogs) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ownership, error) {
+	return s.reader.Owners(ctx, partitions)
 }
 
 func (s *sharedLogs) PruneBusStreams(ctx context.Context, beforeUS int64, limit int) (int, error) {

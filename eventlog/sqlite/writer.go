@@ -73,6 +73,7 @@ type appendReq struct {
 	lease  *eventlog.Lease     // AppendLeased's; nil for Append
 	claim  bool                // Claim or ClaimLeased: only into a session with no events
 	own    *ownReq             // set for Own, which has no events
+	free   *releaseReq         // set for Release, which has no events
 	prune  *pruneReq           // set for PruneStreams and PruneListed, which have no events
 	done   chan error          // buffered: the writer never blocks on it
 	pooled bool                // from Log.reqPool, to go back once answered
@@ -83,6 +84,14 @@ type ownReq struct {
 	node       string
 	partitions []int
 	epoch      uint64
+}
+
+// releaseReq is a Release call.
+type releaseReq struct {
+	node       string
+	epoch      uint64
+	partitions []int
+	atUS       int64
 }
 
 // writeStmts are the statements of the writer, prepared once on its connection and
@@ -99,6 +108,7 @@ type writeStmts struct {
 	insertRows                   [maxInsertRows - 1]driver.Stmt
 	restart                      driver.Stmt
 	current, maxEpoch, takeOwner driver.Stmt
+	releaseOwner                 driver.Stmt
 	aliased, addAlias            driver.Stmt
 	pruneAliases, pruneEvents    driver.Stmt // PruneStreams's, in this order,
 	pruneSessions                driver.Stmt // then this one
@@ -302,6 +312,9 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.current, `SELECT coalesce(max(epoch), 0) FROM ownership WHERE partition = ?`},
 		{&w.maxEpoch, `SELECT coalesce(max(epoch), 0) FROM ownership`},
 		{&w.takeOwner, `INSERT INTO ownership (partition, epoch, node, ts_us) VALUES (?, ?, ?, ?)`},
+		// Release marks the owner record of a partition at its current epoch only.
+		{&w.releaseOwner, `UPDATE ownership SET released_us = ?
+			WHERE partition = ? AND epoch = ? AND node = ? AND epoch = (SELECT max(epoch) FROM ownership WHERE partition = ?)`},
 		// SET expressions all see the row as it was before the update. started_us is
 		// left out, so that the sessions_by_start index is not rewritten on every
 		// append: restart lowers it in the rare case that an earlier event of the
@@ -354,7 +367,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 func (w *writeStmts) close() error {
 	var errs []error
 	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.summarize, &w.touch, &w.restart,
-		&w.current, &w.maxEpoch, &w.takeOwner, &w.aliased, &w.addAlias, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
+		&w.current, &w.maxEpoch, &w.takeOwner, &w.releaseOwner, &w.aliased, &w.addAlias, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
 		&w.pruneListedAliases, &w.pruneListedEvents, &w.pruneListedSessions}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
@@ -534,7 +547,7 @@ func (l *Log) writeGroup(group []*appendReq) {
 		return
 	}
 	for _, r := range live {
-		if r.own == nil && r.prune == nil { // Own and prune calls are not appends
+		if r.own == nil && r.free == nil && r.prune == nil { // Own, Release and prune calls are not appends
 			l.stats.appends.Add(1)
 		}
 	}
@@ -643,6 +656,8 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		switch {
 		case r.own != nil:
 			err = l.takeOwnership(ctx, r.own)
+		case r.free != nil:
+			err = l.releaseOwnership(ctx, r.free)
 		case r.prune != nil:
 			err = l.pruneStreams(ctx, r.prune)
 		default:
@@ -732,6 +747,18 @@ func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
 		}
 	}
 	o.epoch = uint64(epoch)
+	return nil
+}
+
+// releaseOwnership marks o.node's owner records of o.partitions at o.epoch
+// released, where o.epoch is still the partition's current epoch, inside the
+// writer's transaction.
+func (l *Log) releaseOwnership(ctx context.Context, o *releaseReq) error {
+	for _, p := range o.partitions {
+		if _, err := l.w.exec(ctx, l.w.releaseOwner, o.atUS, int64(p), int64(o.epoch), o.node, int64(p)); err != nil {
+			return fmt.Errorf("eventlog/sqlite: release partition %d for node %s at epoch %d: %w", p, o.node, o.epoch, err)
+		}
+	}
 	return nil
 }
 

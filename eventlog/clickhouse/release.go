@@ -1,0 +1,153 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"github.com/troupe-run/troupe/eventlog"
+)
+
+var _ eventlog.Releasing = (*Log)(nil)
+
+// Release implements eventlog.Releasing: it reads the partitions' current epochs
+// and owners, and inserts a row in table releases for each that node still owns
+// at epoch. ClickHouse cannot make the check and the insert one step: a release
+// whose check passed just before another node took the partition lands at the
+// old epoch, where Owners, which matches each partition's latest ownership row,
+// does not see it.
+func (l *Log) Release(ctx context.Context, node string, epoch uint64, partitions []int, atUS int64) error {
+	if err := eventlog.CheckRelease(node, epoch, partitions, atUS); err != nil {
+		return fmt.Errorf("eventlog/clickhouse: release: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("eventlog/clickhouse: release: %w", err)
+	}
+	if l.isClosed() {
+		return fmt.Errorf("eventlog/clickhouse: release: %w", eventlog.ErrClosed)
+	}
+	list, err := partitionList(partitions)
+	if err != nil {
+		return fmt.Errorf("eventlog/clickhouse: release: %w", err)
+	}
+	what := fmt.Sprintf("release partitions %s of node %s at epoch %d", list, node, epoch)
+	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	owners, err := l.owners(qctx, list)
+	if err != nil {
+		return l.readErr(ctx, what, err)
+	}
+	var mine []int
+	for _, p := range partitions {
+		if o, ok := owners[p]; ok && o.Epoch == epoch && o.Node == node {
+			mine = append(mine, p)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	b, err := l.conn.PrepareBatch(qctx, "INSERT INTO releases (partition, epoch, node, released_us)")
+	if err != nil {
+		return l.readErr(ctx, what, err)
+	}
+	defer func() { _ = b.Close() }()
+	for _, p := range mine {
+		if err := b.Append(uint32(p), epoch, node, atUS); err != nil {
+			return l.readErr(ctx, what, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return l.readErr(ctx, what, err)
+	}
+	return nil
+}
+
+// Owners implements eventlog.Releasing: each partition's latest ownership row,
+// with the time its node released it at that epoch (table releases).
+func (l *Log) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ownership, error) {
+	if err := eventlog.CheckPartitions(partitions); err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: owners: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: owners: %w", err)
+	}
+	if l.isClosed() {
+		return nil, fmt.Errorf("eventlog/clickhouse: owners: %w", eventlog.ErrClosed)
+	}
+	if len(partitions) == 0 {
+		return map[int]eventlog.Ownership{}, nil
+	}
+	list, err := partitionList(partitions)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog/clickhouse: owners: %w", err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	out, err := l.owners(qctx, list)
+	if err != nil {
+		return nil, l.readErr(ctx, "owners of partitions "+list, err)
+	}
+	rows, err := l.conn.Query(qctx, "SELECT partition, epoch, node, max(released_us) FROM releases WHERE partition IN ("+list+") GROUP BY partition, epoch, node")
+	if err != nil {
+		return nil, l.readErr(ctx, "owners of partitions "+list+": read releases", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			p     uint32
+			epoch uint64
+			node  string
+			at    int64
+		)
+		if err := rows.Scan(&p, &epoch, &node, &at); err != nil {
+			return nil, l.readErr(ctx, "owners of partitions "+list+": read releases", err)
+		}
+		if o, ok := out[int(p)]; ok && o.Epoch == epoch && o.Node == node {
+			o.ReleasedUS = at
+			out[int(p)] = o
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, l.readErr(ctx, "owners of partitions "+list+": read releases", err)
+	}
+	return out, nil
+}
+
+// owners reads the latest ownership row of each partition of list (decimal
+// numbers, comma-separated), without releases.
+func (l *Log) owners(ctx context.Context, list string) (map[int]eventlog.Ownership, error) {
+	rows, err := l.conn.Query(ctx, "SELECT partition, max(epoch), argMax(node, epoch) FROM ownership WHERE partition IN ("+list+") GROUP BY partition")
+	if err != nil {
+		return nil, fmt.Errorf("read the owners: %w", err)
+	}
+	defer rows.Close()
+	out := map[int]eventlog.Ownership{}
+	for rows.Next() {
+		var (
+			p uint32
+			o eventlog.Ownership
+		)
+		if err := rows.Scan(&p, &o.Epoch, &o.Node); err != nil {
+			return nil, fmt.Errorf("read the owners: %w", err)
+		}
+		out[int(p)] = o
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the owners: %w", err)
+	}
+	return out, nil
+}
+
+// partitionList formats partitions for an IN list, refusing those beyond UInt32.
+func partitionList(partitions []int) (string, error) {
+	list := make([]string, len(partitions))
+	for i, p := range partitions {
+		if p > math.MaxUint32 {
+			return "", fmt.Errorf("partition %d out of range", p)
+		}
+		list[i] = strconv.Itoa(p)
+	}
+	return strings.Join(list, ", "), nil
+}

@@ -1,0 +1,153 @@
+package eventlogtest
+
+import (
+	"errors"
+	"maps"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/eventlog"
+)
+
+// The tests of eventlog.Releasing: an owner's clean release of its partitions is
+// recorded at its epoch only, and read back with the partitions' latest owners.
+
+// releasing returns l's Releasing (and Fencing), or skips the test for a log
+// without them.
+func (s *suite) releasing(t *testing.T, l eventlog.Log) (eventlog.Fencing, eventlog.Releasing) {
+	t.Helper()
+	f := s.fencing(t, l)
+	r, ok := l.(eventlog.Releasing)
+	if !ok {
+		t.Skipf("%T does not implement eventlog.Releasing", l)
+	}
+	return f, r
+}
+
+func (s *suite) release(t *testing.T, r eventlog.Releasing, node string, epoch uint64, partitions []int, atUS int64) {
+	t.Helper()
+	if err := r.Release(s.ctx(t), node, epoch, partitions, atUS); err != nil {
+		t.Fatalf("Release(%s, epoch %d, partitions %v): %v", node, epoch, partitions, err)
+	}
+}
+
+// wantOwners checks Owners(partitions), polling up to Features.VisibilityTimeout.
+func (s *suite) wantOwners(t *testing.T, r eventlog.Releasing, partitions []int, want map[int]eventlog.Ownership) {
+	t.Helper()
+	deadline := time.Now().Add(s.f.VisibilityTimeout)
+	for {
+		got, err := r.Owners(s.ctx(t), partitions)
+		if err != nil {
+			t.Fatalf("Owners(%v): %v", partitions, err)
+		}
+		if maps.Equal(got, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Owners(%v) = %v, want %v", partitions, got, want)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// testReleaseOwners: Owners returns each partition's latest owner record, with
+// ReleasedUS once its owner released it at its epoch; a Release under an epoch
+// that is not the partition's current one (a later owner took it), or by another
+// node, changes nothing; the next Own makes the partition unreleased again.
+func (s *suite) testReleaseOwners(t *testing.T) {
+	l := s.newLog(t)
+	f, r := s.releasing(t, l)
+	s.wantOwners(t, r, []int{0, 1, 2}, map[int]eventlog.Ownership{})
+	s.wantOwners(t, r, nil, map[int]eventlog.Ownership{})
+
+	ea, err := f.Own(s.ctx(t), "node-a", []int{0, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.wantOwners(t, r, []int{0, 1, 2, 3}, map[int]eventlog.Ownership{
+		0: {Node: "node-a", Epoch: ea}, 1: {Node: "node-a", Epoch: ea}, 2: {Node: "node-a", Epoch: ea},
+	})
+	// Another node's name, or an epoch the partitions were not taken at: nothing.
+	s.release(t, r, "node-b", ea, []int{0}, 500)
+	s.release(t, r, "node-a", ea+100, []int{0}, 500)
+	s.wantOwners(t, r, []int{0}, map[int]eventlog.Ownership{0: {Node: "node-a", Epoch: ea}})
+
+	s.release(t, r, "node-a", ea, []int{0, 1}, 1_000)
+	s.release(t, r, "node-a", ea, []int{7}, 1_000) // nobody owns partition 7: nothing
+	s.wantOwners(t, r, []int{0, 1, 2, 7}, map[int]eventlog.Ownership{
+		0: {Node: "node-a", Epoch: ea, ReleasedUS: 1_000},
+		1: {Node: "node-a", Epoch: ea, ReleasedUS: 1_000},
+		2: {Node: "node-a", Epoch: ea},
+	})
+
+	// node-b takes partitions 1 and 2: its records, not released, are the latest.
+	eb, err := f.Own(s.ctx(t), "node-b", []int{1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// node-a, evicted without knowing, releases partition 2 late: a stale epoch.
+	s.release(t, r, "node-a", ea, []int{2}, 2_000)
+	want := map[int]eventlog.Ownership{
+		0: {Node: "node-a", Epoch: ea, ReleasedUS: 1_000},
+		1: {Node: "node-b", Epoch: eb},
+		2: {Node: "node-b", Epoch: eb},
+	}
+	s.wantOwners(t, r, []int{0, 1, 2}, want)
+
+	// node-b releases partition 1, then takes it back (a rebalance that gives it
+	// the partition again): not released at the new epoch.
+	s.release(t, r, "node-b", eb, []int{1}, 3_000)
+	want[1] = eventlog.Ownership{Node: "node-b", Epoch: eb, ReleasedUS: 3_000}
+	s.wantOwners(t, r, []int{0, 1, 2}, want)
+	eb2, err := f.Own(s.ctx(t), "node-b", []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want[1] = eventlog.Ownership{Node: "node-b", Epoch: eb2}
+	s.wantOwners(t, r, []int{0, 1, 2}, want)
+	s.release(t, r, "node-b", eb2, []int{1}, 4_000)
+	s.release(t, r, "node-b", eb2, []int{1}, 4_000) // twice: harmless
+	want[1] = eventlog.Ownership{Node: "node-b", Epoch: eb2, ReleasedUS: 4_000}
+	s.wantOwners(t, r, []int{0, 1, 2}, want)
+}
+
+// testReleaseArguments: bad arguments are refused, naming what is wrong, and
+// change nothing; a closed log refuses with ErrClosed.
+func (s *suite) testReleaseArguments(t *testing.T) {
+	l := s.newLog(t)
+	f, r := s.releasing(t, l)
+	epoch, err := f.Own(s.ctx(t), "node-a", []int{4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		node       string
+		epoch      uint64
+		partitions []int
+		atUS       int64
+	}{
+		{"", epoch, []int{4}, 1},
+		{"node-a", 0, []int{4}, 1},
+		{"node-a", epoch, nil, 1},
+		{"node-a", epoch, []int{-1}, 1},
+		{"node-a", epoch, []int{4}, 0},
+		{"node-a", epoch, []int{4}, -5},
+	} {
+		if err := r.Release(s.ctx(t), bad.node, bad.epoch, bad.partitions, bad.atUS); err == nil {
+			t.Errorf("Release(%q, %d, %v, %d) succeeded, want an error", bad.node, bad.epoch, bad.partitions, bad.atUS)
+		}
+	}
+	if _, err := r.Owners(s.ctx(t), []int{4, -2}); err == nil {
+		t.Error("Owners with a negative partition succeeded, want an error")
+	}
+	s.wantOwners(t, r, []int{4}, map[int]eventlog.Ownership{4: {Node: "node-a", Epoch: epoch}})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Release(s.ctx(t), "node-a", epoch, []int{4}, 1); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("Release after Close = %v, want ErrClosed", err)
+	}
+	if _, err := r.Owners(s.ctx(t), []int{4}); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("Owners after Close = %v, want ErrClosed", err)
+	}
+}

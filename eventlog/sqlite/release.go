@@ -1,0 +1,90 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/troupe-run/troupe/eventlog"
+)
+
+var _ eventlog.Releasing = (*Log)(nil)
+
+// Release implements eventlog.Releasing. The writer marks the owner records in
+// a write transaction, which SQLite serializes with every Own: a partition taken
+// by a later owner before it keeps its current record unmarked.
+func (l *Log) Release(ctx context.Context, node string, epoch uint64, partitions []int, atUS int64) error {
+	if err := eventlog.CheckRelease(node, epoch, partitions, atUS); err != nil {
+		return fmt.Errorf("eventlog/sqlite: release: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("eventlog/sqlite: release: %w", err)
+	}
+	if l.isClosed() {
+		return fmt.Errorf("eventlog/sqlite: release: %w", eventlog.ErrClosed)
+	}
+	if l.cfg.ReadOnly {
+		return fmt.Errorf("eventlog/sqlite: release partitions of %s: %w", l.path, ErrReadOnly)
+	}
+	if epoch > math.MaxInt64 {
+		return fmt.Errorf("eventlog/sqlite: release: epoch %d out of range", epoch)
+	}
+	for _, p := range partitions {
+		if p > math.MaxInt32 {
+			return fmt.Errorf("eventlog/sqlite: release: partition %d out of range", p)
+		}
+	}
+	o := &releaseReq{node: node, epoch: epoch, partitions: slices.Clone(partitions), atUS: atUS}
+	return l.submit(ctx, &appendReq{ctx: ctx, free: o, done: make(chan error, 1)})
+}
+
+// Owners implements eventlog.Releasing: one query of the owner records at each
+// partition's highest epoch.
+func (l *Log) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ownership, error) {
+	if err := eventlog.CheckPartitions(partitions); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: owners: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: owners: %w", err)
+	}
+	if l.isClosed() {
+		return nil, fmt.Errorf("eventlog/sqlite: owners: %w", eventlog.ErrClosed)
+	}
+	out := make(map[int]eventlog.Ownership, len(partitions))
+	if len(partitions) == 0 {
+		return out, nil
+	}
+	marks := make([]string, len(partitions))
+	args := make([]any, len(partitions))
+	for i, p := range partitions {
+		if p > math.MaxInt32 {
+			return nil, fmt.Errorf("eventlog/sqlite: owners: partition %d out of range", p)
+		}
+		marks[i], args[i] = "?", int64(p)
+	}
+	rows, err := l.rdb.QueryContext(ctx, `SELECT o.partition, o.epoch, o.node, o.released_us FROM ownership o
+		WHERE o.partition IN (`+strings.Join(marks, ", ")+`)
+		AND o.epoch = (SELECT max(epoch) FROM ownership WHERE partition = o.partition)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: owners of partitions %v: %w", partitions, err)
+	}
+	defer func() { _ = rows.Close() }()
+	for rows.Next() {
+		var (
+			p     int
+			epoch int64
+			o     eventlog.Ownership
+		)
+		if err := rows.Scan(&p, &epoch, &o.Node, &o.ReleasedUS); err != nil {
+			return nil, fmt.Errorf("eventlog/sqlite: owners of partitions %v: %w", partitions, err)
+		}
+		o.Epoch = uint64(epoch)
+		out[p] = o
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: owners of partitions %v: %w", partitions, err)
+	}
+	return out, nil
+}

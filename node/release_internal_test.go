@@ -1,0 +1,182 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// heldPublisher is a bus publisher that holds what sessions publish (every topic
+// but troupe.tasks) while held is set, as a broker outage does, and lets it through
+// once it is cleared.
+type heldPublisher struct {
+	message.Publisher
+	mu     sync.Mutex
+	held   bool
+	opened *sync.Cond
+}
+
+func newHeldPublisher(p message.Publisher) *heldPublisher {
+	h := &heldPublisher{Publisher: p}
+	h.opened = sync.NewCond(&h.mu)
+	return h
+}
+
+func (h *heldPublisher) hold(on bool) {
+	h.mu.Lock()
+	h.held = on
+	h.mu.Unlock()
+	h.opened.Broadcast()
+}
+
+func (h *heldPublisher) Publish(topic string, msgs ...*message.Message) error {
+	if topic != messages.TopicTasks {
+		h.mu.Lock()
+		for h.held {
+			h.opened.Wait()
+		}
+		h.mu.Unlock()
+	}
+	return h.Publisher.Publish(topic, msgs...)
+}
+
+// listingLog is a SQLite log whose session listings wait, while stall is set,
+// until go is closed: a takeover's resumption that has not finished.
+type listingLog struct {
+	*sqlite.Log
+	stall   atomic.Bool
+	stalled chan struct{} // closed when a listing waits
+	once    sync.Once
+	resume  chan struct{}
+}
+
+func (l *listingLog) Sessions(ctx context.Context, f eventlog.Filter) ([]eventlog.SessionInfo, error) {
+	if l.stall.Load() {
+		l.once.Do(func() { close(l.stalled) })
+		<-l.resume
+	}
+	return l.Log.Sessions(ctx, f)
+}
+
+// counterValue is the value of c.
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// waitWithin waits, up to within, for cond.
+func waitWithin(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A node hands its partitions over without marking them released when the bus
+// does not take what its sessions handed to the outbox within HandoffGrace, or
+// when the resumption of the partitions it took had not finished: their next
+// owner must then publish the lately ended sessions again. Once the bus takes
+// everything, the hand-over marks them.
+func TestHandOverMarksNothingUnlessEverythingWasPublished(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &listingLog{Log: base, stalled: make(chan struct{}), resume: make(chan struct{})}
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := NewEmbeddedBus(watermill.NopLogger{})
+	t.Cleanup(func() { _ = bus.Close() })
+	pub := newHeldPublisher(bus)
+	n, err := New(ctx, Config{Log: log, NodeID: "a", Model: model, HandoffGrace: 100 * time.Millisecond,
+		Bus: &Bus{Publisher: pub, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	t.Cleanup(func() { pub.hold(false) }) // before stop: Close publishes what the outbox holds
+	owner := func() eventlog.Ownership {
+		t.Helper()
+		o, err := base.Owners(ctx, []int{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o[0]
+	}
+	resumptions := func() float64 { return counterValue(t, n.metrics.resumptions) }
+	unreleased := func() float64 { return counterValue(t, n.metrics.unreleased) }
+
+	// The bus holds the session's result: the hand-over cannot flush it.
+	n.Assigned([]int{0}, 1)
+	waitWithin(t, 30*time.Second, "the first resumption", func() bool { return resumptions() == 1 })
+	pub.hold(true)
+	id, err := n.Submit(ctx, Task{Input: "hello", SessionID: "held"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWithin(t, 30*time.Second, "the task's end", func() bool {
+		st, ok, err := n.Status(ctx, id)
+		return err == nil && ok && st.Status == messages.StatusCompleted
+	})
+	n.Revoked()
+	if o := owner(); o.Node != "a" || o.ReleasedUS != 0 {
+		t.Fatalf("after a hand-over whose result the bus held: owner %+v; want a, not released", o)
+	}
+	if got := unreleased(); got != 1 {
+		t.Errorf("troupe_cluster_handovers_unreleased_total = %v, want 1", got)
+	}
+
+	// The bus takes everything again: the next hand-over marks the partition.
+	pub.hold(false)
+	n.Assigned([]int{0}, 1)
+	waitWithin(t, 30*time.Second, "the second resumption", func() bool { return resumptions() == 2 })
+	n.Revoked()
+	if o := owner(); o.Node != "a" || o.ReleasedUS == 0 {
+		t.Fatalf("after a clean hand-over: owner %+v; want released by a", o)
+	}
+
+	// A resumption that has not finished when the partitions go: not marked.
+	log.stall.Store(true)
+	n.Assigned([]int{0}, 1)
+	t.Cleanup(func() { log.stall.Store(false); close(log.resume) }) // before stop
+	select {
+	case <-log.stalled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the resumption never listed the sessions")
+	}
+	n.Revoked()
+	if o := owner(); o.Node != "a" || o.ReleasedUS != 0 {
+		t.Fatalf("after a hand-over before the resumption finished: owner %+v; want a, not released", o)
+	}
+	if got := unreleased(); got != 2 {
+		t.Errorf("troupe_cluster_handovers_unreleased_total = %v, want 2", got)
+	}
+}
