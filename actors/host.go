@@ -50,6 +50,9 @@ type SessionHost struct {
 	// republished are the sessions started since SetOwnership asked for
 	// republishing (nil: not asked); see SetOwnership.Republish.
 	republished map[string]struct{}
+	// handedOver reports the sessions that need no republishing
+	// (SetOwnership.HandedOver); nil: none.
+	handedOver func(sessionID string) bool
 	// dispatcher runs the session actors' mailboxes on long-lived goroutines.
 	dispatcher actor.Dispatcher
 	// mailbox makes the mailbox that sessionMailbox wraps.
@@ -79,6 +82,10 @@ type SetOwnership struct {
 	// its write landed), and the log is the only place left that has them. The bus
 	// copy is at least once: consumers skip events by ID, as for any redelivery.
 	Republish bool
+	// HandedOver, when set, reports the sessions Republish leaves out: those of
+	// partitions their previous owner handed over cleanly, having published all it
+	// appended (eventlog.Releasing).
+	HandedOver func(sessionID string) bool
 }
 
 // maxRepublished bounds the sessions a host remembers having republished since its
@@ -145,7 +152,7 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 		ctx.Respond(len(h.sessions))
 	case *SetOwnership:
 		h.owns = m.Owns
-		h.republished = nil
+		h.republished, h.handedOver = nil, m.HandedOver
 		if m.Republish {
 			h.republished = map[string]struct{}{}
 		}
@@ -303,7 +310,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 		h.makeRoom(ctx, 1)
 		deps, shared := h.deps, &incarnations{}
 		republish := false
-		if h.republished != nil {
+		if h.republished != nil && (h.handedOver == nil || !h.handedOver(id)) {
 			if _, done := h.republished[id]; !done {
 				if len(h.republished) >= maxRepublished {
 					clear(h.republished)

@@ -199,7 +199,7 @@ func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 	released := n.own.released
 	cleanly := func(id string) bool { return released[partition(id, total)] }
 	if current {
-		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns, Republish: true}, n.cfg.SubmitTimeout).Result(); err != nil {
+		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns, Republish: true, HandedOver: cleanly}, n.cfg.SubmitTimeout).Result(); err != nil {
 			n.cfg.Logger.Error("set session ownership", "err", err)
 		}
 	}

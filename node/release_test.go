@@ -168,6 +168,25 @@ func TestCleanHandOverPublishesNothingAgain(t *testing.T) {
 	if got := metricValue(t, b, "troupe_cluster_ended_sessions_republished_total"); got != 0 {
 		t.Errorf("node b republished %v ended sessions; want none", got)
 	}
+
+	// A second task on each session: the node that starts a session's actor for
+	// it publishes only the new task's result, not the first one's again.
+	for _, s := range sessions {
+		if _, err := a.Submit(context.Background(), node.Task{Input: "What is 7 * 7?", SessionID: s}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, 60*time.Second, "each session's second result on troupe.results", func() bool {
+		counts := recordsByKey(t, k, messages.TopicResults)
+		for _, s := range sessions {
+			if counts[s] < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	probeEveryPartition(t, k, a)
+	wantResults(t, k, sessions, 2)
 }
 
 // A node that closes cleanly marks its partitions released before it leaves the
