@@ -42,7 +42,7 @@ func metricValue(t *testing.T, n *node.Node, name string) float64 {
 }
 
 // recordsByKey counts the records of topic by key, reading every partition from
-// its start.
+// its start up to its end offset as the broker reports it now.
 func recordsByKey(t *testing.T, k kafkaEnv, name string) map[string]int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -58,15 +58,29 @@ func recordsByKey(t *testing.T, k kafkaEnv, name string) map[string]int {
 	}
 	counts := map[string]int{}
 	for _, p := range parts {
+		pc, err := kgo.DialLeader(ctx, "tcp", k.brokers[0], k.topic(name), p.ID)
+		if err != nil {
+			t.Fatalf("partition %d of %s: %v", p.ID, name, err)
+		}
+		end, err := pc.ReadLastOffset()
+		pc.Close()
+		if err != nil {
+			t.Fatalf("end offset of partition %d of %s: %v", p.ID, name, err)
+		}
+		if end == 0 {
+			continue
+		}
 		r := kgo.NewReader(kgo.ReaderConfig{Brokers: k.brokers, Topic: k.topic(name), Partition: p.ID, MaxWait: 50 * time.Millisecond})
 		for {
-			rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			m, err := r.ReadMessage(rctx)
-			rcancel()
+			m, err := r.ReadMessage(ctx)
 			if err != nil {
-				break
+				r.Close()
+				t.Fatalf("partition %d of %s, before offset %d: %v", p.ID, name, end, err)
 			}
 			counts[string(m.Key)]++
+			if m.Offset+1 >= end {
+				break
+			}
 		}
 		r.Close()
 	}
