@@ -41,49 +41,11 @@ func metricValue(t *testing.T, n *node.Node, name string) float64 {
 	return 0
 }
 
-// recordsByKey counts the records of topic by key, reading every partition from
-// its start up to its end offset as the broker reports it now.
+// recordsByKey counts the records of topic by key (eachRecord).
 func recordsByKey(t *testing.T, k kafkaEnv, name string) map[string]int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	conn, err := kgo.DialContext(ctx, "tcp", k.brokers[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	parts, err := conn.ReadPartitions(k.topic(name))
-	conn.Close()
-	if err != nil {
-		t.Fatalf("partitions of %s: %v", name, err)
-	}
 	counts := map[string]int{}
-	for _, p := range parts {
-		pc, err := kgo.DialLeader(ctx, "tcp", k.brokers[0], k.topic(name), p.ID)
-		if err != nil {
-			t.Fatalf("partition %d of %s: %v", p.ID, name, err)
-		}
-		end, err := pc.ReadLastOffset()
-		pc.Close()
-		if err != nil {
-			t.Fatalf("end offset of partition %d of %s: %v", p.ID, name, err)
-		}
-		if end == 0 {
-			continue
-		}
-		r := kgo.NewReader(kgo.ReaderConfig{Brokers: k.brokers, Topic: k.topic(name), Partition: p.ID, MaxWait: 50 * time.Millisecond})
-		for {
-			m, err := r.ReadMessage(ctx)
-			if err != nil {
-				r.Close()
-				t.Fatalf("partition %d of %s, before offset %d: %v", p.ID, name, end, err)
-			}
-			counts[string(m.Key)]++
-			if m.Offset+1 >= end {
-				break
-			}
-		}
-		r.Close()
-	}
+	eachRecord(t, k, name, func(m kgo.Message) { counts[string(m.Key)]++ })
 	return counts
 }
 
