@@ -41,35 +41,11 @@ func metricValue(t *testing.T, n *node.Node, name string) float64 {
 	return 0
 }
 
-// recordsByKey counts the records of topic by key, reading every partition from
-// its start.
+// recordsByKey counts the records of topic by key (eachRecord).
 func recordsByKey(t *testing.T, k kafkaEnv, name string) map[string]int {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	conn, err := kgo.DialContext(ctx, "tcp", k.brokers[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	parts, err := conn.ReadPartitions(k.topic(name))
-	conn.Close()
-	if err != nil {
-		t.Fatalf("partitions of %s: %v", name, err)
-	}
 	counts := map[string]int{}
-	for _, p := range parts {
-		r := kgo.NewReader(kgo.ReaderConfig{Brokers: k.brokers, Topic: k.topic(name), Partition: p.ID, MaxWait: 50 * time.Millisecond})
-		for {
-			rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			m, err := r.ReadMessage(rctx)
-			rcancel()
-			if err != nil {
-				break
-			}
-			counts[string(m.Key)]++
-		}
-		r.Close()
-	}
+	eachRecord(t, k, name, func(m kgo.Message) { counts[string(m.Key)]++ })
 	return counts
 }
 

@@ -14,10 +14,26 @@ import (
 	"github.com/troupe-run/troupe/node/nodetest"
 )
 
-// topicRecords returns the records of topic keyed key, from every partition's start.
+// topicRecords returns the records of topic keyed key, from every partition's start
+// up to its end offset as the broker reports it now.
 func topicRecords(t *testing.T, k kafkaEnv, name, key string) []kgo.Message {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	var out []kgo.Message
+	eachRecord(t, k, name, func(m kgo.Message) {
+		if string(m.Key) == key {
+			out = append(out, m)
+		}
+	})
+	return out
+}
+
+// eachRecord calls f with each record of topic, reading every partition from its
+// start up to its end offset as the broker reports it now: no read waits for a
+// timeout to tell the end, so a slow broker misses nothing. A topic not created
+// yet has no records.
+func eachRecord(t *testing.T, k kafkaEnv, name string, f func(kgo.Message)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	conn, err := kgo.DialContext(ctx, "tcp", k.brokers[0])
 	if err != nil {
@@ -26,25 +42,35 @@ func topicRecords(t *testing.T, k kafkaEnv, name, key string) []kgo.Message {
 	parts, err := conn.ReadPartitions(k.topic(name))
 	conn.Close()
 	if err != nil {
-		return nil
+		return
 	}
-	var out []kgo.Message
 	for _, p := range parts {
+		pc, err := kgo.DialLeader(ctx, "tcp", k.brokers[0], k.topic(name), p.ID)
+		if err != nil {
+			t.Fatalf("partition %d of %s: %v", p.ID, name, err)
+		}
+		end, err := pc.ReadLastOffset()
+		pc.Close()
+		if err != nil {
+			t.Fatalf("end offset of partition %d of %s: %v", p.ID, name, err)
+		}
+		if end == 0 {
+			continue
+		}
 		r := kgo.NewReader(kgo.ReaderConfig{Brokers: k.brokers, Topic: k.topic(name), Partition: p.ID, MaxWait: 50 * time.Millisecond})
 		for {
-			rctx, rcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			m, err := r.ReadMessage(rctx)
-			rcancel()
+			m, err := r.ReadMessage(ctx)
 			if err != nil {
-				break
+				r.Close()
+				t.Fatalf("partition %d of %s, before offset %d: %v", p.ID, name, end, err)
 			}
-			if string(m.Key) == key {
-				out = append(out, m)
+			f(m)
+			if m.Offset+1 >= end {
+				break
 			}
 		}
 		r.Close()
 	}
-	return out
 }
 
 // A session whose last events its owner appended and never published (the owner was
