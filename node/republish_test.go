@@ -27,6 +27,30 @@ func topicRecords(t *testing.T, k kafkaEnv, name, key string) []kgo.Message {
 	return out
 }
 
+// endOffset returns the end offset of partition p of topic name. A broker that
+// has just created the topic answers "not leader for partition" until the
+// partition's leader is elected (Kafka does, kfake does not): it is asked again
+// until ctx ends.
+func endOffset(ctx context.Context, t *testing.T, k kafkaEnv, name string, p int) int64 {
+	t.Helper()
+	for {
+		pc, err := kgo.DialLeader(ctx, "tcp", k.brokers[0], k.topic(name), p)
+		if err == nil {
+			var end int64
+			end, err = pc.ReadLastOffset()
+			pc.Close()
+			if err == nil {
+				return end
+			}
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("end offset of partition %d of %s: %v", p, name, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // eachRecord calls f with each record of topic, reading every partition from its
 // start up to its end offset as the broker reports it now: no read waits for a
 // timeout to tell the end, so a slow broker misses nothing. A topic not created
@@ -45,15 +69,7 @@ func eachRecord(t *testing.T, k kafkaEnv, name string, f func(kgo.Message)) {
 		return
 	}
 	for _, p := range parts {
-		pc, err := kgo.DialLeader(ctx, "tcp", k.brokers[0], k.topic(name), p.ID)
-		if err != nil {
-			t.Fatalf("partition %d of %s: %v", p.ID, name, err)
-		}
-		end, err := pc.ReadLastOffset()
-		pc.Close()
-		if err != nil {
-			t.Fatalf("end offset of partition %d of %s: %v", p.ID, name, err)
-		}
+		end := endOffset(ctx, t, k, name, p.ID)
 		if end == 0 {
 			continue
 		}
