@@ -13,6 +13,7 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -54,6 +55,9 @@ type Log struct {
 	// with it, as one cut off does (the hook writes what the cut one wrote).
 	beforeInsert, beforeConfirm func()
 	cutInsert                   func([]row) error
+	// externalTables, set by tests only, is given the external tables that lookup
+	// sends with its next query (the compatibility dump records their rows).
+	externalTables func([]*ext.Table)
 
 	repairs sync.WaitGroup // repairCut's
 }

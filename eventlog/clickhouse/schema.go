@@ -226,7 +226,12 @@ func createDatabase(ctx context.Context, opts *ch.Options, database string) erro
 		return err
 	}
 	defer func() { _ = conn.Close() }()
-	// Look first, so that a user who may not create databases can use an existing one.
+	return ensureDatabase(ctx, conn, database)
+}
+
+// ensureDatabase creates the database on conn unless it exists. It looks first, so
+// that a user who may not create databases can use an existing one.
+func ensureDatabase(ctx context.Context, conn driver.Conn, database string) error {
 	var n uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", database).Scan(&n); err != nil {
 		return err
