@@ -347,7 +347,9 @@ func checkStored(e messages.Envelope) error {
 // aliases everywhere in a query, and an alias named like the column it aggregates
 // would refer to itself. A session without task events has no session_tasks row,
 // and one that is no child no parent: the LEFT JOINs give it zero counts and "".
-// ClickHouse 18.16 joins two tables per SELECT, hence the nesting. was_fenced
+// ClickHouse 18.16 joins two tables per SELECT, hence the nesting; current
+// releases want an alias on each joined subquery (joined_subquery_requires_alias),
+// hence the aliases, which nothing refers to. was_fenced
 // says that fenced_events lists events of the session: a stale owner's, which the
 // summaries count (see suspect).
 const sessionsQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id,
@@ -361,17 +363,17 @@ FROM (SELECT session_id,
 	minMerge(started_us) AS first_us,
 	maxMerge(updated_us) AS last_us
 FROM sessions
-GROUP BY session_id)
+GROUP BY session_id) AS summaries
 ANY LEFT JOIN (SELECT session_id,
 	uniqExactIfMerge(tasks) AS n_tasks,
 	uniqExactIfMerge(ended) AS n_ended
 FROM session_tasks
-GROUP BY session_id) USING session_id)
+GROUP BY session_id) AS task_counts USING session_id) AS counted
 ANY LEFT JOIN (SELECT session_id,
 	any(visitParamExtractString(visitParamExtractRaw(payload, 'parent'), 'session_id')) AS parent_id
 FROM events
 WHERE seq = 1 AND type = 'task.submitted'
-GROUP BY session_id) USING session_id`
+GROUP BY session_id) AS parents USING session_id`
 
 // runningQuery is sessionsQuery for the running sessions (Filter{Status: running,
 // SessionsOnly: true}): it reads the summaries (session_summaries) of the
