@@ -5,7 +5,9 @@ the database, and each statement with its step and the external tables it was
 sent with), and runs them in order in a chdb session (the ClickHouse engine as a
 Python module) whose data lives in a temporary directory. A statement's external
 tables are created, as Memory tables with their rows, before it and dropped after
-it. Every statement runs, also after a failure; each failure is printed with its
+it. A query whose number of rows the dump gives ("rows": what the events that the
+dump appended before it make it return) fails if it returns another number.
+Every statement runs, also after a failure; each failure is printed with its
 step, its number, its SQL and the server's error. Exits 1 if any statement
 failed, 2 if the dump cannot be read.
 
@@ -51,7 +53,12 @@ def main(argv):
                     created.append(t["name"])
                     if t.get("rows"):
                         s.query(f"INSERT INTO {t['name']} VALUES " + ", ".join(t["rows"]))
-                s.query(sql, "TSV")
+                out = s.query(sql, "TSV").bytes()
+                want, got = st.get("rows"), out.count(b"\n")
+                if want is not None and got != want:
+                    failures += 1
+                    print(f"\nFAIL statement {n} (step {st['step']!r}):\n{sql}\n--> returned {got} rows, want {want}:\n"
+                          + out.decode(errors="replace"), file=sys.stderr)
                 if sql.startswith("CREATE DATABASE"):
                     s.query(f"USE {database}")
             except Exception as e:  # chdb raises ChdbError (or RuntimeError in older builds)

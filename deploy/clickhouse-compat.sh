@@ -10,9 +10,10 @@
 # writes what it sends: the schema migrations from an empty database (twice, as
 # two nodes starting at once apply them), then the appends, claims, reads, session
 # listings, fencing, releases, prunes and analytics queries, with their arguments
-# bound as literals. deploy/clickhouse-compat.py runs them in order in a chdb
-# session on a temporary directory and names each statement that fails, with the
-# server's error. Exits non-zero if any failed.
+# bound as literals, and for some reads, listings and reports the number of rows
+# they return. deploy/clickhouse-compat.py runs them in order in a chdb session on
+# a temporary directory and names each statement that fails, with the server's
+# error or the rows it returned. Exits non-zero if any failed.
 #
 # Usage: deploy/clickhouse-compat.sh
 # CHDB_VERSION picks another chdb-core version (default 26.9.0, ClickHouse 26.9).

@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,11 +37,15 @@ const compatDatabase = "troupe_compat"
 
 // dumpedStatement is one statement of the dump. Tables are the external tables
 // sent with it (the runner creates them, with their rows, before the statement and
-// drops them after).
+// drops them after). Rows, if set, is the number of rows the query returns on a
+// server that ran the statements before it: the events that the dump appended are
+// in the tables, so a read, a listing or a report returns what a reader of those
+// events expects.
 type dumpedStatement struct {
 	Step   string        `json:"step"`
 	SQL    string        `json:"sql"`
 	Tables []dumpedTable `json:"tables,omitempty"`
+	Rows   *int          `json:"rows,omitempty"`
 }
 
 type dumpedTable struct {
@@ -62,6 +67,7 @@ type recorder struct {
 	step    string
 	stmts   []dumpedStatement
 	answers []answer
+	expects []expect
 	tables  []*ext.Table // for the next Query (Log.externalTables)
 	err     error        // the first statement that could not be rendered
 }
@@ -71,13 +77,33 @@ type answer struct {
 	rows [][]any
 }
 
+// expect says how many rows the first query of a step that contains key returns
+// on the server (dumpedStatement.Rows).
+type expect struct {
+	key  string
+	rows int
+}
+
 var _ driver.Conn = (*recorder)(nil)
 
 // at names the step of the statements that follow, and sets the answers of its queries.
 func (r *recorder) at(step string, answers ...answer) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.step, r.answers = step, answers
+	for _, e := range r.expects {
+		if r.err == nil {
+			r.err = fmt.Errorf("step %s: no query contained %q", r.step, e.key)
+		}
+	}
+	r.step, r.answers, r.expects = step, answers, nil
+}
+
+// expect sets the number of rows the first query of the step that contains key
+// returns on the server.
+func (r *recorder) expect(key string, rows int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.expects = append(r.expects, expect{key, rows})
 }
 
 func (r *recorder) record(sql string, args []any) {
@@ -88,6 +114,13 @@ func (r *recorder) record(sql string, args []any) {
 		r.err = fmt.Errorf("step %s: %w", r.step, err)
 	}
 	s := dumpedStatement{Step: r.step, SQL: bound}
+	for i, e := range r.expects {
+		if strings.Contains(sql, e.key) {
+			s.Rows = &e.rows
+			r.expects = slices.Delete(r.expects, i, i+1)
+			break
+		}
+	}
 	for _, t := range r.tables {
 		dt, err := dumpTable(t)
 		if err != nil && r.err == nil {
@@ -483,24 +516,33 @@ func TestDumpStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// What the server returns for the events appended above: sessions child (a
+	// task submitted), s'1\ (a task submitted, a model call, a tool call, the
+	// task completed) and s2 (a task submitted), each task of agent math.
 	r.at("read")
+	r.expect("AND seq >= ", 5)
 	if _, err := l.Read(ctx, sid, 1); err != nil {
 		t.Fatal(err)
 	}
 	r.at("read from a seq")
+	r.expect("AND seq < ", 1)
+	r.expect("AND seq >= ", 3)
 	if _, err := l.Read(ctx, sid, 3); err != nil {
 		t.Fatal(err)
 	}
 
 	r.at("sessions")
+	r.expect("ORDER BY first_us", 3)
 	if _, err := l.Sessions(ctx, eventlog.Filter{}); err != nil {
 		t.Fatal(err)
 	}
 	r.at("sessions filtered")
+	r.expect("ORDER BY first_us", 1)
 	if _, err := l.Sessions(ctx, eventlog.Filter{SinceUS: 1, UpdatedSinceUS: 2, Prefix: `s'`, SessionsOnly: true, Status: messages.StatusCompleted, Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
 	r.at("sessions running")
+	r.expect("ORDER BY first_us", 2) // s'1\ ended
 	if _, err := l.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning}); err != nil {
 		t.Fatal(err)
 	}
@@ -517,11 +559,25 @@ func TestDumpStatements(t *testing.T) {
 		}},
 		answer{"FROM open_tasks WHERE", [][]any{{"s2", "", 1}, {sid, task, 1}}},
 	)
+	r.expect("ORDER BY first_us", 3) // the candidates: each has a task's row +1 in open_tasks
+	r.expect("if(type IN ('task.submitted'", 5)
+	r.expect("FROM open_tasks WHERE", 1) // s2's task; s'1\'s ended
 	if _, err := l.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true, Limit: 5}); err != nil {
 		t.Fatal(err)
 	}
 
 	r.at("report")
+	r.expect("'model.responded'", 1)
+	r.expect("'tool.completed'", 1)
+	r.expect("AS steps", 1) // agent math's sessions
+	r.expect("'memory.%'", 0)
+	if _, err := l.Report(ctx, eventlog.StatsFilter{SinceUS: 1}); err != nil {
+		t.Fatal(err)
+	}
+	r.at("report of an agent")
+	r.expect("'model.responded'", 0)
+	r.expect("'tool.completed'", 0)
+	r.expect("AS steps", 0)
 	if _, err := l.Report(ctx, eventlog.StatsFilter{SinceUS: 1, Agent: "ma'th"}); err != nil {
 		t.Fatal(err)
 	}
@@ -531,6 +587,8 @@ func TestDumpStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.at("owners")
+	r.expect("argMax(node, epoch)", 2)
+	r.expect("FROM releases", 1)
 	if _, err := l.Owners(ctx, []int{0, 1}); err != nil {
 		t.Fatal(err)
 	}
@@ -548,6 +606,7 @@ func TestDumpStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	r.at("")
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.err != nil {
@@ -559,7 +618,7 @@ func TestDumpStatements(t *testing.T) {
 		steps[s.Step] = true
 	}
 	for _, want := range []string{"create database", "migrate", "own", "append", "claim leased", "append leased", "claim", "read",
-		"read from a seq", "sessions", "sessions filtered", "sessions running", "sessions running, listing", "report", "release",
+		"read from a seq", "sessions", "sessions filtered", "sessions running", "sessions running, listing", "report", "report of an agent", "release",
 		"owners", "own again", "prune bus streams", "prune listed streams"} {
 		if !steps[want] {
 			t.Errorf("step %q sent no statement", want)

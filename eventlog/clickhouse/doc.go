@@ -270,5 +270,6 @@
 // connection and writes every statement it sent, arguments bound as literals: the
 // migrations from an empty database (twice, as two nodes starting at once apply
 // them), then appends, claims, reads, session listings, fencing, releases, prunes
-// and the analytics queries. A new query of the package belongs in that test.
+// and the analytics queries, with the number of rows some of them return. A new
+// query of the package belongs in that test.
 package clickhouse
