@@ -99,10 +99,15 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 			return nil, fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
 		}
 	}
+	return start(cfg, rereading{conn, cfg.MaxOpenConns}), nil
+}
+
+// start returns a Log of cfg (with defaults) on conn, its writer running.
+func start(cfg Config, conn driver.Conn) *Log {
 	wctx, abort := context.WithCancel(context.Background())
 	l := &Log{
 		cfg:        cfg,
-		conn:       rereading{conn, cfg.MaxOpenConns},
+		conn:       conn,
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -110,7 +115,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		abort:      abort,
 	}
 	go l.runWriter(wctx)
-	return l, nil
+	return l
 }
 
 // connect opens a connection pool to the database, creating and migrating it.

@@ -455,12 +455,8 @@ func TestDumpStatements(t *testing.T) {
 	}
 
 	cfg := Config{Database: compatDatabase, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))}.WithDefaults()
-	wctx, abort := context.WithCancel(context.Background())
-	l := &Log{
-		cfg: cfg, conn: r, externalTables: r.externalTables,
-		wake: make(chan struct{}, 1), closing: make(chan struct{}), writerDone: make(chan struct{}), gone: make(chan struct{}), abort: abort,
-	}
-	go l.runWriter(wctx)
+	l := start(cfg, r)
+	l.externalTables = r.externalTables // before the first Append: the writer reads it
 	defer func() {
 		if err := l.Close(); err != nil {
 			t.Error(err)
