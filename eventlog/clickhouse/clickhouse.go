@@ -13,6 +13,7 @@ import (
 	"time"
 
 	ch "github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/ext"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -54,6 +55,9 @@ type Log struct {
 	// with it, as one cut off does (the hook writes what the cut one wrote).
 	beforeInsert, beforeConfirm func()
 	cutInsert                   func([]row) error
+	// externalTables, set by tests only, is given the external tables that lookup
+	// sends with its next query (the compatibility dump records their rows).
+	externalTables func([]*ext.Table)
 
 	repairs sync.WaitGroup // repairCut's
 }
@@ -95,10 +99,15 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 			return nil, fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
 		}
 	}
+	return start(cfg, rereading{conn, cfg.MaxOpenConns}), nil
+}
+
+// start returns a Log of cfg (with defaults) on conn, its writer running.
+func start(cfg Config, conn driver.Conn) *Log {
 	wctx, abort := context.WithCancel(context.Background())
 	l := &Log{
 		cfg:        cfg,
-		conn:       rereading{conn, cfg.MaxOpenConns},
+		conn:       conn,
 		wake:       make(chan struct{}, 1),
 		closing:    make(chan struct{}),
 		writerDone: make(chan struct{}),
@@ -106,7 +115,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		abort:      abort,
 	}
 	go l.runWriter(wctx)
-	return l, nil
+	return l
 }
 
 // connect opens a connection pool to the database, creating and migrating it.
@@ -343,7 +352,9 @@ func checkStored(e messages.Envelope) error {
 // aliases everywhere in a query, and an alias named like the column it aggregates
 // would refer to itself. A session without task events has no session_tasks row,
 // and one that is no child no parent: the LEFT JOINs give it zero counts and "".
-// ClickHouse 18.16 joins two tables per SELECT, hence the nesting. was_fenced
+// ClickHouse 18.16 joins two tables per SELECT, hence the nesting; current
+// releases want an alias on each joined subquery (joined_subquery_requires_alias),
+// hence the aliases, which nothing refers to. was_fenced
 // says that fenced_events lists events of the session: a stale owner's, which the
 // summaries count (see suspect).
 const sessionsQuery = `SELECT session_id, n_events, n_steps, max_seq, latest_task_type, first_us, last_us, n_tasks, n_ended, parent_id,
@@ -357,17 +368,17 @@ FROM (SELECT session_id,
 	minMerge(started_us) AS first_us,
 	maxMerge(updated_us) AS last_us
 FROM sessions
-GROUP BY session_id)
+GROUP BY session_id) AS summaries
 ANY LEFT JOIN (SELECT session_id,
 	uniqExactIfMerge(tasks) AS n_tasks,
 	uniqExactIfMerge(ended) AS n_ended
 FROM session_tasks
-GROUP BY session_id) USING session_id)
+GROUP BY session_id) AS task_counts USING session_id) AS counted
 ANY LEFT JOIN (SELECT session_id,
 	any(visitParamExtractString(visitParamExtractRaw(payload, 'parent'), 'session_id')) AS parent_id
 FROM events
 WHERE seq = 1 AND type = 'task.submitted'
-GROUP BY session_id) USING session_id`
+GROUP BY session_id) AS parents USING session_id`
 
 // runningQuery is sessionsQuery for the running sessions (Filter{Status: running,
 // SessionsOnly: true}): it reads the summaries (session_summaries) of the

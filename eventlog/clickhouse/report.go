@@ -13,13 +13,15 @@ var _ eventlog.Analytics = (*Log)(nil)
 // row per (session, seq), that of the highest epoch, even before
 // ReplacingMergeTree merged a duplicate away, and none that Read leaves out
 // (staleRows), each with the agent of its task (taskAgent). The analytics views
-// of schema/0011_analytics_per_task.sql count the same rows.
+// of schema/0011_analytics_per_task.sql count the same rows. Each joined subquery
+// has an alias, which nothing refers to: current releases of ClickHouse refuse a
+// joined subquery without one (joined_subquery_requires_alias).
 // Parameter: since.
 const deduped = `(SELECT session_id, seq, e_type AS type, e_ts AS ts, e_payload AS payload, ` + taskAgent + ` AS agent FROM
 	(SELECT session_id, seq, argMax(type, epoch) AS e_type, argMax(ts, epoch) AS e_ts, argMax(payload, epoch) AS e_payload,
 	        max(epoch) AS e_epoch
-	 FROM events WHERE ts >= ? GROUP BY session_id, seq)
-	ANY LEFT JOIN ` + taskAgents + ` USING session_id
+	 FROM events WHERE ts >= ? GROUP BY session_id, seq) AS latest
+	ANY LEFT JOIN ` + taskAgents + ` AS task_agents USING session_id
 	WHERE (session_id, seq, e_epoch) NOT IN (` + staleRows + `))`
 
 // taskAgents is, per session, the seqs of its tasks (task.submitted, as Read
@@ -48,13 +50,13 @@ const taskAgent = `if(arrayCount(s -> s <= seq, t_seqs) = 0, arrayReduce('argMin
 const staleRows = `SELECT session_id, seq, epoch FROM
 		(SELECT session_id, seq, epoch, top FROM fenced_events
 		 ANY LEFT JOIN (SELECT session_id, seq, max(epoch) AS top FROM events
-		                WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
-		 USING session_id, seq)
+		                WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq) AS tops
+		 USING session_id, seq) AS listed
 	ANY LEFT JOIN (SELECT session_id, max(seq) AS kept
 	               FROM (SELECT session_id, seq, max(epoch) AS top FROM events
 	                     WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
 	               WHERE (session_id, seq, top) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
-	               GROUP BY session_id)
+	               GROUP BY session_id) AS kept_seqs
 	USING session_id
 	WHERE epoch < top OR seq > kept`
 

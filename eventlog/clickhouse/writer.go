@@ -963,6 +963,9 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 	if claims {
 		query, tables = lookupQuery+lookupClaimsQuery, append(tables, claimed)
 	}
+	if l.externalTables != nil {
+		l.externalTables(tables)
+	}
 	rows, err := l.conn.Query(ch.Context(ctx, ch.WithExternalTable(tables...)), query)
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/clickhouse: append: look up stored events: %w", err)

@@ -19,7 +19,7 @@ SELECT toDate(toDateTime(intDiv(e_ts, 1000000))) AS day, agent,
        sum(visitParamExtractFloat(e_payload, 'cost_usd')) AS cost_usd,
        countIf(visitParamExtractBool(e_payload, 'cached') = 1) AS cache_hits
 FROM (SELECT session_id, seq, any(ts) AS e_ts, any(payload) AS e_payload
-      FROM events WHERE type = 'model.responded' GROUP BY session_id, seq)
+      FROM events WHERE type = 'model.responded' GROUP BY session_id, seq) AS j1
 ANY LEFT JOIN session_agents USING session_id
 GROUP BY day, agent, model;
 
@@ -47,7 +47,7 @@ SELECT agent, count() AS sessions,
 FROM (SELECT session_id, argMaxIf(e_type, seq, e_type LIKE 'task.%') AS status,
              countIf(e_type = 'model.requested') AS steps, max(e_ts) - min(e_ts) AS duration_us
       FROM (SELECT session_id, seq, any(type) AS e_type, any(ts) AS e_ts FROM events GROUP BY session_id, seq)
-      GROUP BY session_id)
+      GROUP BY session_id) AS j1
 ANY LEFT JOIN session_agents USING session_id
 GROUP BY agent;
 

@@ -50,6 +50,6 @@ FROM (SELECT session_id, argMaxIf(e_type, seq, e_type LIKE 'task.%') AS status,
              countIf(e_type IN ('task.completed', 'task.failed')) AS n_ended,
              countIf(e_type = 'model.requested') AS steps, max(e_ts) - min(e_ts) AS duration_us
       FROM (SELECT session_id, seq, any(type) AS e_type, any(ts) AS e_ts FROM events GROUP BY session_id, seq)
-      GROUP BY session_id)
+      GROUP BY session_id) AS j1
 ANY LEFT JOIN session_agents USING session_id
 GROUP BY agent;

@@ -68,13 +68,13 @@ SELECT toDate(toDateTime(intDiv(e_ts, 1000000))) AS day, agent,
 FROM (SELECT session_id, seq, argMax(ts, epoch) AS e_ts, argMax(payload, epoch) AS e_payload
       FROM events
       WHERE type = 'model.responded' AND (session_id, seq, epoch) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
-      GROUP BY session_id, seq)
+      GROUP BY session_id, seq) AS j1
 ANY LEFT JOIN (SELECT session_id,
                   if(argMin(visitParamExtractString(payload, 'agent'), seq) = '', 'default',
                      argMin(visitParamExtractString(payload, 'agent'), seq)) AS agent
            FROM events
            WHERE type = 'task.submitted' AND (session_id, seq, epoch) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
-           GROUP BY session_id) USING session_id
+           GROUP BY session_id) AS j2 USING session_id
 GROUP BY day, agent, model;
 
 DROP TABLE IF EXISTS tool_usage;
@@ -110,13 +110,13 @@ FROM (SELECT session_id, argMaxIf(e_type, seq, e_type LIKE 'task.%') AS status,
             FROM events
             WHERE (session_id, seq, epoch) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
             GROUP BY session_id, seq)
-      GROUP BY session_id)
+      GROUP BY session_id) AS j1
 ANY LEFT JOIN (SELECT session_id,
                   if(argMin(visitParamExtractString(payload, 'agent'), seq) = '', 'default',
                      argMin(visitParamExtractString(payload, 'agent'), seq)) AS agent
            FROM events
            WHERE type = 'task.submitted' AND (session_id, seq, epoch) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
-           GROUP BY session_id) USING session_id
+           GROUP BY session_id) AS j2 USING session_id
 GROUP BY agent;
 
 DROP TABLE IF EXISTS memory_ops;

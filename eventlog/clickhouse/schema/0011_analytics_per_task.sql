@@ -43,13 +43,13 @@ FROM (SELECT session_id, groupArray(seq) AS t_seqs,
             SELECT session_id, seq, epoch FROM
                 (SELECT session_id, seq, epoch, top FROM fenced_events
                  ANY LEFT JOIN (SELECT session_id, seq, max(epoch) AS top FROM events
-                                WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
-                 USING session_id, seq)
+                                WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq) AS j1
+                 USING session_id, seq) AS j2
             ANY LEFT JOIN (SELECT session_id, max(seq) AS kept
                            FROM (SELECT session_id, seq, max(epoch) AS top FROM events
                                  WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
                            WHERE (session_id, seq, top) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
-                           GROUP BY session_id)
+                           GROUP BY session_id) AS j3
             USING session_id
             WHERE epoch < top OR seq > kept)
       GROUP BY session_id);
@@ -69,7 +69,7 @@ FROM (SELECT e_ts, e_payload,
              if(arrayCount(s -> s <= seq, t_seqs) = 0, arrayReduce('argMin', t_agents, t_seqs),
                 arrayReduce('argMax', arrayFilter((a, s) -> s <= seq, t_agents, t_seqs), arrayFilter(s -> s <= seq, t_seqs))) AS agent
       FROM (SELECT session_id, seq, argMax(ts, epoch) AS e_ts, argMax(payload, epoch) AS e_payload, max(epoch) AS e_epoch
-            FROM events WHERE type = 'model.responded' GROUP BY session_id, seq)
+            FROM events WHERE type = 'model.responded' GROUP BY session_id, seq) AS j1
       ANY LEFT JOIN (SELECT session_id, groupArray(seq) AS t_seqs,
                             groupArray(if(visitParamExtractString(t_payload, 'agent') = '', 'default', visitParamExtractString(t_payload, 'agent'))) AS t_agents
                      FROM (SELECT session_id, seq, argMax(payload, epoch) AS t_payload, max(epoch) AS t_epoch
@@ -78,27 +78,27 @@ FROM (SELECT e_ts, e_payload,
                            SELECT session_id, seq, epoch FROM
                                (SELECT session_id, seq, epoch, top FROM fenced_events
                                 ANY LEFT JOIN (SELECT session_id, seq, max(epoch) AS top FROM events
-                                               WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
-                                USING session_id, seq)
+                                               WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq) AS j3
+                                USING session_id, seq) AS j4
                            ANY LEFT JOIN (SELECT session_id, max(seq) AS kept
                                           FROM (SELECT session_id, seq, max(epoch) AS top FROM events
                                                 WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
                                           WHERE (session_id, seq, top) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
-                                          GROUP BY session_id)
+                                          GROUP BY session_id) AS j5
                            USING session_id
                            WHERE epoch < top OR seq > kept)
-                     GROUP BY session_id) USING session_id
+                     GROUP BY session_id) AS j2 USING session_id
       WHERE (session_id, seq, e_epoch) NOT IN (
             SELECT session_id, seq, epoch FROM
                 (SELECT session_id, seq, epoch, top FROM fenced_events
                  ANY LEFT JOIN (SELECT session_id, seq, max(epoch) AS top FROM events
-                                WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
-                 USING session_id, seq)
+                                WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq) AS j6
+                 USING session_id, seq) AS j7
             ANY LEFT JOIN (SELECT session_id, max(seq) AS kept
                            FROM (SELECT session_id, seq, max(epoch) AS top FROM events
                                  WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
                            WHERE (session_id, seq, top) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
-                           GROUP BY session_id)
+                           GROUP BY session_id) AS j8
             USING session_id
             WHERE epoch < top OR seq > kept))
 GROUP BY day, agent, model;
@@ -118,13 +118,13 @@ WHERE (session_id, seq, e_epoch) NOT IN (
       SELECT session_id, seq, epoch FROM
           (SELECT session_id, seq, epoch, top FROM fenced_events
            ANY LEFT JOIN (SELECT session_id, seq, max(epoch) AS top FROM events
-                          WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
-           USING session_id, seq)
+                          WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq) AS j1
+           USING session_id, seq) AS j2
       ANY LEFT JOIN (SELECT session_id, max(seq) AS kept
                      FROM (SELECT session_id, seq, max(epoch) AS top FROM events
                            WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
                      WHERE (session_id, seq, top) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
-                     GROUP BY session_id)
+                     GROUP BY session_id) AS j3
       USING session_id
       WHERE epoch < top OR seq > kept)
 GROUP BY tool;
@@ -151,16 +151,16 @@ FROM (SELECT session_id, argMaxIf(e_type, seq, e_type LIKE 'task.%') AS status,
             SELECT session_id, seq, epoch FROM
                 (SELECT session_id, seq, epoch, top FROM fenced_events
                  ANY LEFT JOIN (SELECT session_id, seq, max(epoch) AS top FROM events
-                                WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
-                 USING session_id, seq)
+                                WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq) AS j1
+                 USING session_id, seq) AS j2
             ANY LEFT JOIN (SELECT session_id, max(seq) AS kept
                            FROM (SELECT session_id, seq, max(epoch) AS top FROM events
                                  WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
                            WHERE (session_id, seq, top) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
-                           GROUP BY session_id)
+                           GROUP BY session_id) AS j3
             USING session_id
             WHERE epoch < top OR seq > kept)
-      GROUP BY session_id)
+      GROUP BY session_id) AS j4
 ANY LEFT JOIN (SELECT session_id, arrayReduce('argMin', t_agents, t_seqs) AS agent
                FROM (SELECT session_id, groupArray(seq) AS t_seqs,
                             groupArray(if(visitParamExtractString(t_payload, 'agent') = '', 'default', visitParamExtractString(t_payload, 'agent'))) AS t_agents
@@ -170,16 +170,16 @@ ANY LEFT JOIN (SELECT session_id, arrayReduce('argMin', t_agents, t_seqs) AS age
                            SELECT session_id, seq, epoch FROM
                                (SELECT session_id, seq, epoch, top FROM fenced_events
                                 ANY LEFT JOIN (SELECT session_id, seq, max(epoch) AS top FROM events
-                                               WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
-                                USING session_id, seq)
+                                               WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq) AS j6
+                                USING session_id, seq) AS j7
                            ANY LEFT JOIN (SELECT session_id, max(seq) AS kept
                                           FROM (SELECT session_id, seq, max(epoch) AS top FROM events
                                                 WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
                                           WHERE (session_id, seq, top) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
-                                          GROUP BY session_id)
+                                          GROUP BY session_id) AS j8
                            USING session_id
                            WHERE epoch < top OR seq > kept)
-                     GROUP BY session_id)) USING session_id
+                     GROUP BY session_id)) AS j5 USING session_id
 GROUP BY agent;
 
 DROP TABLE IF EXISTS memory_ops;
@@ -192,13 +192,13 @@ WHERE (session_id, seq, e_epoch) NOT IN (
       SELECT session_id, seq, epoch FROM
           (SELECT session_id, seq, epoch, top FROM fenced_events
            ANY LEFT JOIN (SELECT session_id, seq, max(epoch) AS top FROM events
-                          WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
-           USING session_id, seq)
+                          WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq) AS j1
+           USING session_id, seq) AS j2
       ANY LEFT JOIN (SELECT session_id, max(seq) AS kept
                      FROM (SELECT session_id, seq, max(epoch) AS top FROM events
                            WHERE session_id IN (SELECT session_id FROM fenced_events) GROUP BY session_id, seq)
                      WHERE (session_id, seq, top) NOT IN (SELECT session_id, seq, epoch FROM fenced_events)
-                     GROUP BY session_id)
+                     GROUP BY session_id) AS j3
       USING session_id
       WHERE epoch < top OR seq > kept)
 GROUP BY tier, op;
