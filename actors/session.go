@@ -1024,7 +1024,7 @@ func (a *SessionActor) publish(batch []messages.Envelope) {
 			continue
 		}
 		status, output, errMsg, _ := a.state.Task(e.CorrelationID)
-		r, err := encodeResult(messages.TaskResult{SessionID: a.id, Status: status, Output: output, Error: errMsg, Reason: a.state.TaskReason(e.CorrelationID),
+		r, err := encodeResult(messages.TaskResult{SessionID: a.id, TaskID: a.state.TaskName(e.CorrelationID), Status: status, Output: output, Error: errMsg, Reason: a.state.TaskReason(e.CorrelationID),
 			Note: a.state.TaskNote(e.CorrelationID)})
 		if err != nil {
 			continue

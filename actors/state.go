@@ -2,6 +2,7 @@ package actors
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -972,6 +973,31 @@ func (s *SessionState) TaskNote(id string) string {
 		}
 	}
 	return ""
+}
+
+// TaskName returns the ID a task is known by outside the log, for its result
+// (messages.TaskResult.TaskID): the task_id its client named it by, else id, the ID
+// of its task.submitted event.
+func (s *SessionState) TaskName(id string) string {
+	for _, t := range s.tasks {
+		if t.ID == id {
+			return cmp.Or(t.Spec.TaskID, id)
+		}
+	}
+	return id
+}
+
+// StatusTask returns the name (TaskName) of the task Status reports on: the
+// running one, else the latest; "" for a session without tasks.
+func (s *SessionState) StatusTask() string {
+	t := s.active
+	if t == nil && len(s.tasks) > 0 {
+		t = s.tasks[len(s.tasks)-1]
+	}
+	if t == nil {
+		return ""
+	}
+	return cmp.Or(t.Spec.TaskID, t.ID)
 }
 
 // Task returns the outcome of the task whose ID is id.

@@ -363,6 +363,10 @@ func (p *TaskSubmitted) appendJSON(b []byte) ([]byte, bool) {
 		b = append(b, `,"rules":`...)
 		b = strconv.AppendInt(b, int64(p.Rules), 10)
 	}
+	if p.TaskID != "" {
+		b = append(b, `,"task_id":`...)
+		b = appendJSONString(b, p.TaskID)
+	}
 	return append(b, '}'), true
 }
 

@@ -110,6 +110,13 @@ type TaskSubmitted struct {
 	// fork run the task under it. Optional: 0, a task recorded before it existed,
 	// means version 1, the rules of those builds (the schema version stays 1).
 	Rules int `json:"rules,omitempty"`
+	// TaskID is the name the client gave the task (a task body's task_id): the
+	// session records a task of that name once, and its result says it
+	// (TaskResult.TaskID). The event's ID is derived from it and the session, so
+	// that two sessions may use one name. Empty: the task's ID is its event's.
+	// Optional: a task recorded before it existed has none (the schema version
+	// stays 1).
+	TaskID string `json:"task_id,omitempty"`
 }
 
 // ParentRef links a child session's task to the call that delegated it: the

@@ -17,12 +17,21 @@ const (
 	StatusFailed    = "failed"
 )
 
-// TaskResult is the body published on TopicResults and returned by GET /v1/sessions/{id}.
+// TaskResult is the body published on TopicResults (and a task's reply topic) and
+// returned by GET /v1/sessions/{id}.
 type TaskResult struct {
 	SessionID string `json:"session_id"`
-	Status    string `json:"status"`
-	Output    string `json:"output,omitempty"`
-	Error     string `json:"error,omitempty"`
+	// TaskID names the task the result is of: the task_id its client gave it
+	// (TaskSubmitted.TaskID), else the ID of its task.submitted event, the
+	// correlation ID of its task.* events (what POST /v1/tasks answers as task_id;
+	// for a plain record of the tasks topic, "kafka:<topic>/<partition>/<offset>").
+	// A result published again (a node that takes a partition over publishes the
+	// latest task's again) has the same TaskID: consumers dedupe by it. In GET
+	// /v1/sessions/{id}, the task the status is of: the running one, else the latest.
+	TaskID string `json:"task_id,omitempty"`
+	Status string `json:"status"`
+	Output string `json:"output,omitempty"`
+	Error  string `json:"error,omitempty"`
 	// Reason is why a failed task stopped (TaskFailed.Reason: ReasonMaxSteps,
 	// ReasonTokenBudget, ReasonLoop, ReasonDeadline, ReasonCancelled, ...); empty
 	// unless Status is StatusFailed.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -94,7 +95,7 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 	if err != nil {
 		return messages.TaskResult{}, err
 	}
-	res := messages.TaskResult{SessionID: id}
+	res := messages.TaskResult{SessionID: id, TaskID: cmp.Or(t.TaskID, task)}
 	cancel := func() (messages.TaskResult, error) {
 		cctx, done := context.WithTimeout(context.Background(), n.cfg.SubmitTimeout)
 		defer done()
@@ -166,6 +167,7 @@ func (n *Node) taskResult(ctx context.Context, sessionID, task string) (messages
 		}
 	}
 	if status, out, errMsg, ok := st.Task(task); ok {
+		res.TaskID = st.TaskName(task)
 		res.Status, res.Output, res.Error, res.Reason = status, out, errMsg, st.TaskReason(task)
 		res.Note = st.TaskNote(task)
 	}

@@ -8,7 +8,8 @@
 // Tasks enter through Submit, POST /v1/tasks or the bus topic messages.TopicTasks (an
 // envelope, or the plain JSON task any Kafka client can publish); they leave as
 // events in the event log, as live events on messages.TopicEvents (and SSE), and as a
-// TaskResult on messages.TopicResults. The tasks handler works on many tasks at once (on
+// TaskResult on messages.TopicResults, which names its task (TaskResult.TaskID: the
+// task_id a client gave it, else its task.submitted's ID). The tasks handler works on many tasks at once (on
 // Kafka, kafka.NodeTasksInFlight per partition), but on one session's tasks and
 // cancellations one at a time, in the order the bus delivered them, a failed one
 // again before the next (ingest.go). Every source (Submit and the CLI, HTTP, the

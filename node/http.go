@@ -166,7 +166,7 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	// A body that is not UTF-8 is refused by the ingress, as from every source.
 	// With an Idempotency-Key, the same request sent again (its answer lost, say) is
 	// the same task of the same session, run once.
-	id, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body, IdempotencyKey: r.Header.Get("Idempotency-Key")})
+	sub, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body, IdempotencyKey: r.Header.Get("Idempotency-Key")})
 	switch {
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)
@@ -175,7 +175,7 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "the task was not accepted: %v", err)
 	default:
-		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id})
+		writeJSON(w, http.StatusAccepted, sub)
 	}
 }
 
@@ -198,7 +198,7 @@ func checkJSONContentType(ct string) error {
 // the tasks topic's plain tasks; Ingress.Decode calls it): a single JSON object whose keys are Task's field names, spelled exactly
 // (encoding/json alone would take "INPUT" for "input") and each given once; values of
 // the right types; nothing after the object; no deadline_ms of 0 or null (leave it
-// out for no deadline). Every error wraps ErrBadTask and says what was wrong; the task
+// out for no deadline), no task_id but a non-empty string. Every error wraps ErrBadTask and says what was wrong; the task
 // is then validated (Task.Validate).
 func DecodeTask(body []byte) (Task, error) {
 	t, err := decodeTask(body, messages.ValidJSON(body))
@@ -216,9 +216,12 @@ func decodeTask(body []byte, valid bool) (Task, error) {
 		err := json.Unmarshal(body, new(json.RawMessage)) // says what is wrong
 		return Task{}, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
 	}
-	deadline, err := taskKeys(body)
+	deadline, taskID, err := taskKeys(body)
 	if err != nil {
 		return Task{}, err
+	}
+	if taskID != nil && taskID[0] != '"' {
+		return Task{}, fmt.Errorf("%w: task_id must be a string (%s), or left out; got %s", ErrBadTask, TaskIDRule, quoteHead(string(taskID)))
 	}
 	var t Task
 	if err := json.Unmarshal(body, &t); err != nil {
@@ -227,15 +230,18 @@ func decodeTask(body []byte, valid bool) (Task, error) {
 	if deadline != nil && t.DeadlineMS == 0 {
 		return Task{}, badDeadline(string(deadline))
 	}
+	if taskID != nil && t.TaskID == "" {
+		return Task{}, fmt.Errorf("%w: task_id is empty: it must be %s, or left out", ErrBadTask, TaskIDRule)
+	}
 	return t, nil
 }
 
 // taskKeys checks the top-level keys of a task body (valid JSON: json.Valid) and
-// returns the raw value of its deadline_ms, nil without one.
-func taskKeys(body []byte) (deadline []byte, err error) {
+// returns the raw values of its deadline_ms and task_id, nil without them.
+func taskKeys(body []byte) (deadline, taskID []byte, err error) {
 	i := skipSpace(body, 0)
 	if i == len(body) || body[i] != '{' {
-		return nil, fmt.Errorf("%w: the body must be a JSON object", ErrBadTask)
+		return nil, nil, fmt.Errorf("%w: the body must be a JSON object", ErrBadTask)
 	}
 	names := taskFields()
 	var seen [16]string // Task has fewer fields
@@ -264,12 +270,15 @@ func taskKeys(body []byte) (deadline []byte, err error) {
 		default:
 			seen[n] = key
 			n++
-			if key == "deadline_ms" {
+			switch key {
+			case "deadline_ms":
 				deadline = value
+			case "task_id":
+				taskID = value
 			}
 		}
 	})
-	return deadline, err
+	return deadline, taskID, err
 }
 
 // plainASCII reports whether the text between a JSON string's quotes holds only
@@ -289,7 +298,9 @@ var taskFields = sync.OnceValue(func() map[string]bool {
 	tt := reflect.TypeFor[Task]()
 	for i := range tt.NumField() {
 		name, _, _ := strings.Cut(tt.Field(i).Tag.Get("json"), ",")
-		names[name] = true
+		if name != "-" { // Task.ID: Go callers' only
+			names[name] = true
+		}
 	}
 	return names
 })
@@ -315,7 +326,7 @@ func (n *Node) Status(ctx context.Context, id string) (SessionStatus, bool, erro
 // statusOf is the status of the session id folded in st.
 func statusOf(id string, st *actors.SessionState) SessionStatus {
 	status, out, errMsg := st.Status()
-	return SessionStatus{SessionID: id, Status: status, Output: out, Error: errMsg, Reason: st.StatusReason(), Note: st.Note()}
+	return SessionStatus{SessionID: id, TaskID: st.StatusTask(), Status: status, Output: out, Error: errMsg, Reason: st.StatusReason(), Note: st.Note()}
 }
 
 // sessionView is the body of GET /v1/sessions/{id}: the session's status and, while

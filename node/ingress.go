@@ -35,13 +35,17 @@ import (
 // /v1/sessions/{id}/approvals/{call}, a task.approval message (handleApproval), each
 // checked by AdmitApproval.
 //
-// The Ingress applies every rule (Task.Validate's bounds, the session ID rule, the
-// refusal of a credential-shaped session ID, the redaction of secrets from the input
+// The Ingress applies every rule (Task.Validate's bounds, the session ID rule and
+// the task ID rule, the refusal of a credential-shaped session or task ID, of a
+// task_id with an Idempotency-Key, the redaction of secrets from the input
 // and the reason), records the agent's core memory blocks with a task when the agent
 // has a memory tool (messages.TaskSubmitted.Memory, replacing what a client sent),
 // and builds what travels on: a task.submitted envelope, or a
-// messages.CancelRequest. Node.submit, and Node.cancelHere (or publishCancel, to a
-// sharded session's owner), are then the one way each reaches its session.
+// messages.CancelRequest. It gives each task its ID: a task_id's, derived from it
+// and the session (namedTaskID), else the Go caller's, the bus message's, the
+// Idempotency-Key's (idempotentIDs), or a new one. Node.submit, and
+// Node.cancelHere (or publishCancel, to a sharded session's owner), are then the
+// one way each reaches its session.
 
 // Source is where a task or a cancellation entered the node.
 type Source string
@@ -83,21 +87,30 @@ const MaxIdempotencyKey = 200
 // used before is another task (the key does not hide a request that differs). Both
 // are UUIDs (version 8, from SHA-256), the shape of the IDs the node makes.
 func idempotentIDs(key string, payload []byte) (msgID, session string) {
-	h := func(kind string) string {
-		d := sha256.New()
-		d.Write([]byte(kind))
+	return hashUUID("task", []byte(key), payload), hashUUID("session", []byte(key), payload)
+}
+
+// namedTaskID is the message ID of the task named taskID (Task.TaskID) in session:
+// the same name in the same session is the same task, recorded once; in another
+// session, another (event IDs are unique in the whole log).
+func namedTaskID(session, taskID string) string {
+	return hashUUID("task_id", []byte(session), []byte(taskID))
+}
+
+// hashUUID is a UUID (version 8, from SHA-256) of kind and parts.
+func hashUUID(kind string, parts ...[]byte) string {
+	d := sha256.New()
+	d.Write([]byte(kind))
+	for _, p := range parts {
 		d.Write([]byte{0})
-		d.Write([]byte(key))
-		d.Write([]byte{0})
-		d.Write(payload)
-		var b [sha256.Size]byte
-		d.Sum(b[:0])
-		b[6] = b[6]&0x0f | 0x80 // version 8
-		b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
-		x := hex.EncodeToString(b[:16])
-		return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
+		d.Write(p)
 	}
-	return h("task"), h("session")
+	var b [sha256.Size]byte
+	d.Sum(b[:0])
+	b[6] = b[6]&0x0f | 0x80 // version 8
+	b[8] = b[8]&0x3f | 0x80 // RFC 9562 variant
+	x := hex.EncodeToString(b[:16])
+	return x[:8] + "-" + x[8:12] + "-" + x[12:16] + "-" + x[16:20] + "-" + x[20:]
 }
 
 // arrivalOf is the Arrival of a message of the tasks topic.
@@ -136,10 +149,16 @@ func (n *Node) Ingress() *Ingress { return n.ingress }
 // session is its session_id, else the Arrival's key, else one named after the
 // message ID; every other source takes a strict JSON task body (DecodeTask).
 func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
+	env, _, err := in.decode(a)
+	return env, err
+}
+
+// decode is Decode; named is the task's task_id (Task.TaskID), "" when it names none.
+func (in *Ingress) decode(a Arrival) (env messages.Envelope, named string, err error) {
 	if !utf8.Valid(a.Payload) {
 		// encoding/json would read each bad byte as U+FFFD: the task would run on
 		// text other than the one sent (Latin-1 from a producer, say).
-		return messages.Envelope{}, fmt.Errorf("%w: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, invalidUTF8At(a.Payload))
+		return messages.Envelope{}, "", fmt.Errorf("%w: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, invalidUTF8At(a.Payload))
 	}
 	valid := messages.ValidJSON(a.Payload)
 	if a.Source == SourceBus && valid && isEnvelope(a.Payload) {
@@ -147,9 +166,10 @@ func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
 	}
 	t, err := decodeTask(a.Payload, valid)
 	if err != nil {
-		return messages.Envelope{}, err
+		return messages.Envelope{}, "", err
 	}
-	return in.admit(t, a, nil)
+	env, err = in.admit(t, a, nil)
+	return env, t.TaskID, err
 }
 
 // Admit checks a task given as a value (Go code, the CLI) and returns its
@@ -241,6 +261,14 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 	if t.MaxCostUSD > 0 && c == nil && in.unpriced != nil {
 		in.unpriced()
 	}
+	if t.TaskID != "" {
+		if a.IdempotencyKey != "" {
+			return messages.Envelope{}, fmt.Errorf("%w: a task with a task_id (%q) and an Idempotency-Key: give one, both name the task (the same task_id sent again to a session is the same task)", ErrBadTask, t.TaskID)
+		}
+		if err := in.checkTaskIDShape(t.TaskID); err != nil {
+			return messages.Envelope{}, err
+		}
+	}
 	var keyedID string
 	if a.IdempotencyKey != "" && a.MessageID == "" {
 		if len(a.IdempotencyKey) > MaxIdempotencyKey {
@@ -254,13 +282,16 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 	}
 	if t.SessionID == "" {
 		switch {
-		case a.Source != SourceBus:
-			t.SessionID = in.ids.NewID()
-		case a.Key != "":
+		case a.Source == SourceBus && a.Key != "":
 			if !ValidSessionID(a.Key) {
 				return messages.Envelope{}, fmt.Errorf("%w: session %q: not a valid session ID", ErrBadTask, a.Key)
 			}
 			t.SessionID = a.Key
+		case t.TaskID != "":
+			// Named after the task, so that the task sent again is the same.
+			t.SessionID = in.taskSession(t.TaskID)
+		case a.Source != SourceBus:
+			t.SessionID = in.ids.NewID()
 		default:
 			t.SessionID = in.messageSession(a.MessageID)
 		}
@@ -269,10 +300,14 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 		return messages.Envelope{}, err
 	}
 	id := cmp.Or(a.MessageID, keyedID)
+	if t.TaskID != "" {
+		id = namedTaskID(t.SessionID, t.TaskID)
+	}
 	if id == "" {
 		id = in.ids.NewID()
 	}
-	p := &messages.TaskSubmitted{Input: in.redactor.String(t.Input), Agent: t.Agent, MaxSteps: t.MaxSteps, MaxTokens: t.MaxTokens, MaxCostUSD: t.MaxCostUSD, ReplyTopic: t.ReplyTopic}
+	p := &messages.TaskSubmitted{Input: in.redactor.String(t.Input), Agent: t.Agent, MaxSteps: t.MaxSteps, MaxTokens: t.MaxTokens, MaxCostUSD: t.MaxCostUSD, ReplyTopic: t.ReplyTopic,
+		TaskID: t.TaskID}
 	if in.memory != nil {
 		p.Memory = in.memory(t.Agent)
 	}
@@ -294,30 +329,39 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 
 // admitEnvelope checks a task.submitted envelope a client published whole by the
 // rules a plain task passes (its deadline is absolute already, and its session ID is
-// the envelope's), and redacts its input.
-func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, error) {
+// the envelope's), and redacts its input. A task with a task_id gets the ID a plain
+// task of that name gets in its session (namedTaskID); named is its task_id.
+func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, string, error) {
 	env, err := messages.Unmarshal(payload)
 	if err != nil {
-		return env, err
+		return env, "", err
 	}
 	if env.Type != messages.TypeTaskSubmitted {
-		return messages.Envelope{}, fmt.Errorf("%w: a %s envelope on %s; a task is a %s envelope or a plain JSON task",
+		return messages.Envelope{}, "", fmt.Errorf("%w: a %s envelope on %s; a task is a %s envelope or a plain JSON task",
 			ErrBadTask, env.Type, messages.TopicTasks, messages.TypeTaskSubmitted)
 	}
 	p, err := env.Decode()
 	if err != nil {
-		return messages.Envelope{}, err
+		return messages.Envelope{}, "", err
 	}
 	ts := p.(*messages.TaskSubmitted)
-	t := Task{Input: ts.Input, SessionID: env.SessionID, Agent: ts.Agent, MaxSteps: ts.MaxSteps, MaxTokens: ts.MaxTokens, MaxCostUSD: ts.MaxCostUSD, ReplyTopic: ts.ReplyTopic}
+	t := Task{Input: ts.Input, SessionID: env.SessionID, Agent: ts.Agent, MaxSteps: ts.MaxSteps, MaxTokens: ts.MaxTokens, MaxCostUSD: ts.MaxCostUSD, ReplyTopic: ts.ReplyTopic,
+		TaskID: ts.TaskID}
 	if err := t.Validate(); err != nil {
-		return messages.Envelope{}, err
+		return messages.Envelope{}, "", err
 	}
 	if err := in.checkAgent(t.Agent); err != nil {
-		return messages.Envelope{}, err
+		return messages.Envelope{}, "", err
 	}
 	if err := in.checkSessionShape(env.SessionID); err != nil {
-		return messages.Envelope{}, err
+		return messages.Envelope{}, "", err
+	}
+	if t.TaskID != "" {
+		if err := in.checkTaskIDShape(t.TaskID); err != nil {
+			return messages.Envelope{}, "", err
+		}
+		// A named task's ID is its name's in its session, whoever built the envelope.
+		env.ID = namedTaskID(env.SessionID, t.TaskID)
 	}
 	// The core blocks are the node's to give (a client's are replaced): they go in
 	// the system prompt.
@@ -329,11 +373,11 @@ func (in *Ingress) admitEnvelope(payload []byte) (messages.Envelope, error) {
 		ts.Input, ts.Memory = redacted, memory
 		b, err := json.Marshal(ts)
 		if err != nil {
-			return messages.Envelope{}, fmt.Errorf("messages: encode %s: %w", env.Type, err)
+			return messages.Envelope{}, "", fmt.Errorf("messages: encode %s: %w", env.Type, err)
 		}
 		env.Payload = b
 	}
-	return env, nil
+	return env, ts.TaskID, nil
 }
 
 // checkSessionShape refuses a session ID the redactor would change (one shaped like a
@@ -346,8 +390,30 @@ func (in *Ingress) checkSessionShape(id string) error {
 	return nil
 }
 
-// messageSession names the session of a task that names none and has no key after
-// its message's ID, so that a redelivery, or the copy a node forwards to the session's
+// checkTaskIDShape refuses a task_id the redactor would change, as checkSessionShape
+// a session ID: the task's result would not say the name it was sent with.
+func (in *Ingress) checkTaskIDShape(id string) error {
+	if red := in.redactor.String(id); red != id {
+		return fmt.Errorf("%w: task_id %q has the shape of a credential or holds a secret, which would be redacted; choose another", ErrBadTask, red)
+	}
+	return nil
+}
+
+// taskSession names the session of a task that names none and has no key after its
+// task_id (Task.TaskID), so that the task sent again is the same task of the same
+// session: "task." and the task_id, or, where that is over 128 characters or has the
+// shape of a secret, "task." and a hash of it.
+func (in *Ingress) taskSession(taskID string) string {
+	id := "task." + taskID
+	if ValidSessionID(id) && in.redactor.String(id) == id {
+		return id
+	}
+	sum := sha256.Sum256([]byte("task_id\x00" + taskID))
+	return "task." + hex.EncodeToString(sum[:16])
+}
+
+// messageSession names the session of a task that names none, no task_id and has no
+// key after its message's ID, so that a redelivery, or the copy a node forwards to the session's
 // partition, is the same session: "task." and the ID ("kafka:<topic>/<partition>/<offset>"
 // for a record without a Troupe UUID header) with '/' and ':' as '-'. Where that is not
 // a valid session ID (too long) or has the shape of a secret (it would be redacted in

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -978,8 +979,16 @@ type Task struct {
 	// ID, set by a Go caller (no JSON body carries it), is the task's message ID,
 	// which its task.submitted event takes: a task submitted again under the same ID
 	// is recorded once, and TaskResult finds it. Empty: a new one.
-	ID        string `json:"-"`
-	Input     string `json:"input"`
+	ID    string `json:"-"`
+	Input string `json:"input"`
+	// TaskID, optional, is the client's name for the task (a JSON body's task_id):
+	// the task's result says it (messages.TaskResult.TaskID), and the session
+	// records a task of that name once, however often it is sent (on another
+	// session, it is another task). It follows TaskIDRule. The task's event ID is
+	// derived from it and the session; a task that names no session runs in one
+	// named after it ("task.<task_id>"), so that it sent again is the same task.
+	// Neither ID nor an Idempotency-Key may be given with it: each names the task.
+	TaskID    string `json:"task_id,omitempty"`
 	SessionID string `json:"session_id,omitempty"`
 	Agent     string `json:"agent,omitempty"`
 	MaxSteps  int    `json:"max_steps,omitempty"`
@@ -1075,6 +1084,10 @@ func ValidSessionID(id string) bool {
 	return true
 }
 
+// TaskIDRule says which strings a task_id may be (Task.TaskID): those of
+// SessionIDRule.
+const TaskIDRule = SessionIDRule
+
 // ErrBadTask is wrapped by every validation error of a submitted task.
 var ErrBadTask = errors.New("bad task")
 
@@ -1091,6 +1104,10 @@ func (t Task) Validate() error {
 		return fmt.Errorf("%w: input is %d bytes, the limit is 1 MiB", ErrBadTask, len(t.Input))
 	case t.SessionID != "" && !ValidSessionID(t.SessionID):
 		return fmt.Errorf("%w: session_id must be %s", ErrBadTask, SessionIDRule)
+	case t.TaskID != "" && !ValidSessionID(t.TaskID):
+		return fmt.Errorf("%w: task_id %s: must be %s", ErrBadTask, quoteHead(t.TaskID), TaskIDRule)
+	case t.TaskID != "" && t.ID != "":
+		return fmt.Errorf("%w: a task with a task_id (%q) and an ID (%q): give one, both name the task", ErrBadTask, t.TaskID, t.ID)
 	case t.MaxSteps < 0 || t.MaxSteps > 1000:
 		return fmt.Errorf("%w: max_steps must be between 0 and 1000", ErrBadTask)
 	case t.MaxTokens < 0 || t.MaxTokens > MaxTokenBudget:
@@ -1149,18 +1166,31 @@ func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return n.submitNew(ctx, env, t.ID == "" && n.ingress.uniqueIDs())
+	return n.submitNew(ctx, env, t.ID == "" && t.TaskID == "" && n.ingress.uniqueIDs())
+}
+
+// Submitted says what a submitted task is: its session, and its task ID, which its
+// result carries (messages.TaskResult.TaskID).
+type Submitted struct {
+	SessionID string `json:"session_id"`
+	// TaskID is the task's task_id when it named one (Task.TaskID), else the ID of
+	// its task.submitted event.
+	TaskID string `json:"task_id"`
 }
 
 // SubmitFrom decodes and checks what a source read (Ingress.Decode) and submits the
 // task as Submit does. Every error for a task that breaks a rule wraps ErrBadTask;
 // others say why the task was not accepted.
-func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (string, error) {
-	env, err := n.ingress.Decode(a)
+func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (Submitted, error) {
+	env, named, err := n.ingress.decode(a)
 	if err != nil {
-		return "", err
+		return Submitted{}, err
 	}
-	return n.submitNew(ctx, env, n.ingress.mintsID(a))
+	session, err := n.submitNew(ctx, env, named == "" && n.ingress.mintsID(a))
+	if err != nil {
+		return Submitted{}, err
+	}
+	return Submitted{SessionID: session, TaskID: cmp.Or(named, env.ID)}, nil
 }
 
 // submit publishes an admitted task (Ingress) on messages.TopicTasks, as Submit

@@ -124,7 +124,7 @@ func (n *Node) apiRoutes() []Route {
 		{Method: "POST", Path: "/v1/tasks", Handler: http.HandlerFunc(n.postTask), MaxBody: maxBody, Doc: RouteDoc{
 			Summary:   "Submit a task; it runs in its session (a new one unless session_id is given); Idempotency-Key makes the same request sent again the same task, run once",
 			Body:      jsonBody(taskSchema()),
-			Responses: []Response{accepted("the task is accepted", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}}}), {http.StatusUnsupportedMediaType, "the body is not application/json", jsonBody(apiError{})}, unavailable("the task was not accepted"), sessionFailed}}},
+			Responses: []Response{accepted("the task is accepted: its session, and its task ID (its task_id, else the ID the node gave it), which its result carries", Schema{"type": "object", "properties": Schema{"session_id": Schema{"type": "string"}, "task_id": Schema{"type": "string"}}}), {http.StatusUnsupportedMediaType, "the body is not application/json", jsonBody(apiError{})}, unavailable("the task was not accepted"), sessionFailed}}},
 		{Method: "GET", Path: "/v1/sessions", Handler: http.HandlerFunc(n.listSessions), Doc: RouteDoc{
 			Summary: "List sessions, the latest first",
 			Query: []Param{intp("limit", "at most this many, 1 to 10000 (default 100)"), str("status", "only the agents' sessions with this status (no other stream)"),
@@ -252,6 +252,8 @@ func taskSchema() Schema {
 	}
 	bound("input", "what the agent is asked: at most 1 MiB of UTF-8, not blank", Schema{"minLength": 1})
 	bound("session_id", "the session to run it in (a new one when left out): "+SessionIDRule,
+		Schema{"pattern": `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`})
+	bound("task_id", "the client's name for the task, which its result carries: sent again to the session, it is the same task, run once; not with an Idempotency-Key; a task without session_id runs in session task.<task_id>: "+TaskIDRule,
 		Schema{"pattern": `^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$`})
 	bound("agent", "the agent that runs it (default: default): "+AgentNameRule, Schema{"pattern": agentNamePattern.String()})
 	bound("max_steps", "model calls before the task fails (0 or left out: the agent's, 10 by default)", Schema{"minimum": 0, "maximum": 1000})

@@ -158,7 +158,9 @@ type kafkaClient struct {
 	pub *kafka.Publisher
 	sub *kafka.Subscriber
 
-	mu      sync.Mutex
+	mu sync.Mutex
+	// waiting maps a task's task_id (its session's ID: one task per session) to
+	// the channel its result goes to.
 	waiting map[string]chan arrival
 
 	measuredPrefix string
@@ -193,14 +195,16 @@ func (c *kafkaClient) dispatch(results <-chan *message.Message) {
 		at := time.Now()
 		msg.Ack()
 		var r messages.TaskResult
-		if err := json.Unmarshal(msg.Payload, &r); err != nil || r.SessionID == "" {
+		if err := json.Unmarshal(msg.Payload, &r); err != nil || r.SessionID == "" || r.TaskID == "" {
 			c.undecodable.Add(1)
 			continue
 		}
+		// A result names its task: a result published again (a partition taken
+		// over) finds no waiter and counts as unmatched.
 		c.mu.Lock()
-		ch, ok := c.waiting[r.SessionID]
+		ch, ok := c.waiting[r.TaskID]
 		if ok {
-			delete(c.waiting, r.SessionID)
+			delete(c.waiting, r.TaskID)
 		}
 		c.mu.Unlock()
 		if ok {
@@ -217,8 +221,9 @@ func (c *kafkaClient) close() error {
 	return errors.Join(err, c.pub.Close())
 }
 
-// run publishes a task for a new session and waits for its result; the latency is
-// from just before Publish to the moment the result was read.
+// run publishes a task for a new session, named as its session (task_id), and waits
+// for the result with that task_id; the latency is from just before Publish to the
+// moment the result was read.
 func (c *kafkaClient) run(ctx context.Context, id string) (time.Duration, error) {
 	ch := make(chan arrival, 1)
 	c.mu.Lock()
@@ -229,7 +234,7 @@ func (c *kafkaClient) run(ctx context.Context, id string) (time.Duration, error)
 		delete(c.waiting, id)
 		c.mu.Unlock()
 	}()
-	body, err := json.Marshal(node.Task{Input: taskInput, SessionID: id})
+	body, err := json.Marshal(node.Task{Input: taskInput, SessionID: id, TaskID: id})
 	if err != nil {
 		return 0, err
 	}
@@ -241,7 +246,7 @@ func (c *kafkaClient) run(ctx context.Context, id string) (time.Duration, error)
 	}
 	select {
 	case a := <-ch:
-		if a.res.Status != messages.StatusCompleted || a.res.Output != taskOutput {
+		if a.res.Status != messages.StatusCompleted || a.res.Output != taskOutput || a.res.SessionID != id {
 			return 0, fmt.Errorf("session %s: result %+v, want status %s and output %q", id, a.res, messages.StatusCompleted, taskOutput)
 		}
 		return a.at.Sub(start), nil
