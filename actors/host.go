@@ -53,6 +53,9 @@ type SessionHost struct {
 	// handedOver reports the sessions that need no republishing
 	// (SetOwnership.HandedOver); nil: none.
 	handedOver func(sessionID string) bool
+	// publishedBefore reports, per session, the time before which its events need
+	// no republishing (SetOwnership.PublishedBefore); nil: none.
+	publishedBefore func(sessionID string) int64
 	// dispatcher runs the session actors' mailboxes on long-lived goroutines.
 	dispatcher actor.Dispatcher
 	// mailbox makes the mailbox that sessionMailbox wraps.
@@ -86,6 +89,12 @@ type SetOwnership struct {
 	// partitions their previous owner handed over cleanly, having published all it
 	// appended (eventlog.Releasing).
 	HandedOver func(sessionID string) bool
+	// PublishedBefore, when set, reports for a session the time (Unix
+	// microseconds, 0 for none) before which the previous owner of its partition
+	// published every event it appended (eventlog.Releasing.MarkPublished): a
+	// session Republish starts publishes nothing again if none of its events is
+	// stamped at or after it.
+	PublishedBefore func(sessionID string) int64
 }
 
 // maxRepublished bounds the sessions a host remembers having republished since its
@@ -152,7 +161,7 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 		ctx.Respond(len(h.sessions))
 	case *SetOwnership:
 		h.owns = m.Owns
-		h.republished, h.handedOver = nil, m.HandedOver
+		h.republished, h.handedOver, h.publishedBefore = nil, m.HandedOver, m.PublishedBefore
 		if m.Republish {
 			h.republished = map[string]struct{}{}
 		}
@@ -309,8 +318,11 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 	if !ok {
 		h.makeRoom(ctx, 1)
 		deps, shared := h.deps, &incarnations{}
-		republish := false
+		republish, publishedBefore := false, int64(0)
 		if h.republished != nil && (h.handedOver == nil || !h.handedOver(id)) {
+			if h.publishedBefore != nil {
+				publishedBefore = h.publishedBefore(id)
+			}
 			if _, done := h.republished[id]; !done {
 				if len(h.republished) >= maxRepublished {
 					clear(h.republished)
@@ -324,6 +336,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 			a := newSessionActor(id, deps, shared)
 			a.stop = stop
 			a.republish = republish // a restarted incarnation publishes again: duplicates only
+			a.publishedBefore = publishedBefore
 			a.unread, unread = unread, false
 			if deps.spawned != nil {
 				deps.spawned(a)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -55,6 +56,16 @@ type SessionDeps struct {
 	// (SetOwnership.Republish) skips those (a node's partitions given back to it in
 	// a rebalance).
 	Published func(sessionID string, seq uint64) bool
+	// Stamping and Handed, when set, bracket each batch a session appends and
+	// hands to Publisher, so that the node can tell up to when it has published
+	// everything its sessions appended (the node's publication marks): Stamping
+	// is called before the batch's new events are stamped, with the earliest TS
+	// of those it already holds (math.MaxInt64 if none), and Handed once
+	// Publisher was handed the batch, or the step appended nothing. A step whose
+	// append fails (the batch may be stored all the same) calls no Handed: its
+	// session's next step does. They must not block.
+	Stamping func(sessionID string, earliestUS int64)
+	Handed   func(sessionID string)
 	// Recovered, when set, is handed a session's events each time the session folds
 	// them as it starts (a node's traces resume a running task's spans from them).
 	// It must not block, nor modify the events.
@@ -246,6 +257,10 @@ type SessionActor struct {
 	// republish makes recover publish the session's latest task's events again
 	// (SetOwnership.Republish).
 	republish bool
+	// publishedBefore is the time before which the session's events were all
+	// published by its partition's previous owner (SetOwnership.PublishedBefore):
+	// recover republishes nothing of a session whose events are all older.
+	publishedBefore int64
 	// unread is set while the session has not read its log: it was started for a
 	// task (SubmitTask.New, or any with a ClaimingStore), and its state is that of a
 	// session with no events until claim proves it or the log refuses the claim.
@@ -423,12 +438,15 @@ func (a *SessionActor) load(ctx actor.Context) error {
 	if err != nil {
 		return fmt.Errorf("session %s: read events: %w", a.id, err)
 	}
+	var latest int64 // the session's latest TS (eventlog.SessionInfo.UpdatedUS)
 	for _, e := range events {
 		if err := a.state.Apply(e); err != nil {
 			return fmt.Errorf("session %s: fold: %w", a.id, err)
 		}
+		latest = max(latest, e.TS)
 	}
-	if a.republish && len(events) > 0 && (a.deps.Published == nil || !a.deps.Published(a.id, events[len(events)-1].Seq)) {
+	if a.republish && len(events) > 0 && (a.deps.Published == nil || !a.deps.Published(a.id, events[len(events)-1].Seq)) &&
+		latest >= a.publishedBefore {
 		// Before anything of this incarnation's, so that the bus keeps the session's
 		// order: its latest task's events, which the previous owner may have
 		// appended and not published (with the task's result).
@@ -723,6 +741,13 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloa
 			return err
 		}
 	}
+	if a.deps.Stamping != nil {
+		earliest := int64(math.MaxInt64)
+		for i := range batch {
+			earliest = min(earliest, batch[i].TS)
+		}
+		a.deps.Stamping(a.id, earliest)
+	}
 	now := a.deps.Clock.Now().UnixMicro()
 	for {
 		d := a.state.DecideAmong(a.agents(), a.state.LastSeq+1, now)
@@ -750,6 +775,9 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloa
 			a.deps.Live(a.id, batch)
 		}
 		a.publish(batch)
+	}
+	if a.deps.Handed != nil {
+		a.deps.Handed(a.id)
 	}
 	a.issueEffects(ctx)
 	return nil

@@ -12,7 +12,9 @@
 // partitions up cleanly (once the bus has all it appended for them) records it at
 // its epoch, and its successor reads it (Owners) before it takes them, so that it
 // publishes none of their ended sessions again (CheckRelease validates a
-// release), and Claiming, with which a session actor writes a
+// release), and marks, while it holds them, up to when it published everything
+// (MarkPublished, CheckMark), so that a successor of an owner killed before it
+// released them publishes again only what ended after the mark, and Claiming, with which a session actor writes a
 // session's first batch without reading the session first (CheckClaim validates
 // its batch). Both implement Pruner, which deletes the streams of
 // PrunablePrefixes (the bus's stored messages, the MCP clients' sessions, the A2A

@@ -87,7 +87,8 @@ type Fencing interface {
 
 // Releasing is the optional capability of a Fencing log to record that a
 // partition's owner gave it up cleanly: every event it appended for the
-// partition's sessions is on the bus already. A node assigned partitions reads
+// partition's sessions is on the bus already; and, while it holds the partition,
+// up to when it has published them (MarkPublished). A node assigned partitions reads
 // their latest owners (Owners) before it takes them (Fencing.Own): a partition
 // its previous owner released needs nothing of its ended sessions published
 // again, while one whose owner was killed, or fenced, before it released may
@@ -101,6 +102,17 @@ type Releasing interface {
 	// epoch is not node, is left as it is; so is a partition nobody owns. The
 	// arguments are checked as CheckRelease does. Releasing twice is harmless.
 	Release(ctx context.Context, node string, epoch uint64, partitions []int, atUS int64) error
+	// MarkPublished records that node, owner of partitions under epoch, has
+	// published on the bus every event of their sessions it appended (and every one
+	// it published again when it took them) whose TS is before throughUS (Unix
+	// microseconds, > 0, on the clock of node, which stamped the events): a next
+	// owner taking them from a node that died before it released them publishes
+	// again only the sessions that ended at or after it. An owner marks
+	// periodically while it holds partitions; Owners reads the greatest mark of
+	// the owner record. A partition whose current epoch is no longer epoch, or
+	// whose owner at epoch is not node, is left as it is, as by Release. The
+	// arguments are checked as CheckMark does.
+	MarkPublished(ctx context.Context, node string, epoch uint64, partitions []int, throughUS int64) error
 	// Owners returns the latest owner record (the highest epoch) of each of
 	// partitions that has one; a partition nobody ever owned is not in the map.
 	// Partitions must be non-negative; an empty list returns an empty map.
@@ -114,6 +126,10 @@ type Ownership struct {
 	// ReleasedUS is when Node released the partition cleanly (Releasing.Release)
 	// at Epoch: 0 if it did not (it still owns it, or it died or was fenced).
 	ReleasedUS int64
+	// PublishedUS is the greatest mark of Node at Epoch (Releasing.MarkPublished):
+	// every event it appended for the partition's sessions with a TS before it is
+	// on the bus. 0 if it marked none. A release supersedes it.
+	PublishedUS int64
 }
 
 // CheckRelease validates the arguments of Releasing.Release: a node name, an
@@ -127,6 +143,21 @@ func CheckRelease(node string, epoch uint64, partitions []int, atUS int64) error
 	}
 	if atUS <= 0 {
 		return fmt.Errorf("node %s: release time %d, want a Unix-microsecond time > 0", node, atUS)
+	}
+	return nil
+}
+
+// CheckMark validates the arguments of Releasing.MarkPublished: a node name, an
+// epoch > 0, a time > 0, and at least one partition, none negative.
+func CheckMark(node string, epoch uint64, partitions []int, throughUS int64) error {
+	if err := CheckOwn(node, partitions); err != nil {
+		return err
+	}
+	if epoch == 0 {
+		return fmt.Errorf("node %s: epoch 0 is no lease", node)
+	}
+	if throughUS <= 0 {
+		return fmt.Errorf("node %s: published-through time %d, want a Unix-microsecond time > 0", node, throughUS)
 	}
 	return nil
 }

@@ -112,6 +112,11 @@ type ownership struct {
 	// ended sessions are on the bus already, and resumeOwned publishes none of them
 	// again. Nil without a lease, or with a log that does not record releases.
 	released map[int]bool
+	// publishedBefore are, for the other partitions of the generation, the time
+	// before which their previous owner published every event it appended (its
+	// publication mark less markMargin, pubmark.go): resumeOwned publishes again
+	// none of their sessions whose events are all older. Read with released.
+	publishedBefore map[int]int64
 	// resumed is the latest generation whose resumption finished (resumeOwned):
 	// every session it had to resume or publish again was handed to the host.
 	// A generation revoked before that is not released cleanly (handOver).
@@ -162,7 +167,7 @@ func (n *Node) Assigned(partitions []int, total int) {
 	n.own.mu.Lock()
 	n.own.generation++
 	gen := n.own.generation
-	n.own.partitions, n.own.total, n.own.released = set, total, nil
+	n.own.partitions, n.own.total, n.own.released, n.own.publishedBefore = set, total, nil, nil
 	n.own.held.Store(&heldPartitions{set: set, total: total})
 	n.takenOver(partitions, total) // deltas_cluster.go: the watchers elsewhere announce themselves again
 	revoked := make(chan struct{})
@@ -196,10 +201,12 @@ func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 	// generation's Revoked, which changes the generation first.
 	n.own.mu.Lock()
 	current := n.own.generation == gen
-	released := n.own.released
+	released, marks := n.own.released, n.own.publishedBefore
 	cleanly := func(id string) bool { return released[partition(id, total)] }
+	before := func(id string) int64 { return marks[partition(id, total)] }
 	if current {
-		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns, Republish: true, HandedOver: cleanly}, n.cfg.SubmitTimeout).Result(); err != nil {
+		if _, err := n.system.Root.RequestFuture(n.host, &actors.SetOwnership{Owns: owns, Republish: true, HandedOver: cleanly,
+			PublishedBefore: before}, n.cfg.SubmitTimeout).Result(); err != nil {
 			n.cfg.Logger.Error("set session ownership", "err", err)
 		}
 	}
@@ -210,7 +217,7 @@ func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 	// Resuming reads the log; it runs beside the tasks of the new generation (both
 	// reach a session through the host, which runs each session once).
 	go func() {
-		if err := n.resumeOwned(context.Background(), gen, owns, cleanly); err != nil {
+		if err := n.resumeOwned(context.Background(), gen, owns, cleanly, before); err != nil {
 			n.cfg.Logger.Error("resume sessions of assigned partitions", "err", err)
 		}
 	}()
@@ -302,7 +309,8 @@ const republishWindow = 10 * time.Minute
 // resumeOwned wakes every unfinished session this node owns, and every one that ended
 // within republishWindow past what this process published of it (published.go),
 // except those of the partitions their previous owner released cleanly (cleanly:
-// it published all it appended, see handOver), unless ownership changed meanwhile
+// it published all it appended, see handOver) and those that ended before the
+// previous owner's publication mark (before, pubmark.go), unless ownership changed meanwhile
 // (the host would ignore them anyway). Once every one was resumed in generation
 // gen, the generation may be released cleanly when it ends. Each folds
 // its events and publishes its latest task's again (actors.SetOwnership.Republish):
@@ -311,7 +319,7 @@ const republishWindow = 10 * time.Minute
 // The sessions are resumed Config.ResumeConcurrency at a time (resumeSessions):
 // each reads its log, and a takeover of many must leave connections to the rest
 // of the node. The listings get a minute.
-func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(string) bool) error {
+func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(string) bool, before func(string) int64) error {
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	infos, err := n.log.Sessions(lctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
@@ -326,8 +334,9 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 	for _, s := range ended {
 		// An ended session whose events this process published to its last
 		// needs nothing published again (published.go), nor does one of a
-		// partition its previous owner released cleanly (handOver).
-		if s.Status != messages.StatusRunning && !n.published.covers(s.ID, s.LastSeq) && !cleanly(s.ID) {
+		// partition its previous owner released cleanly (handOver), nor one
+		// that ended before its previous owner's publication mark (pubmark.go).
+		if s.Status != messages.StatusRunning && !n.published.covers(s.ID, s.LastSeq) && !cleanly(s.ID) && s.UpdatedUS >= before(s.ID) {
 			infos = append(infos, s)
 		}
 	}

@@ -50,7 +50,10 @@
 // (eventlog.Releasing) once its outbox published everything its sessions handed it;
 // the next owner reads it before it takes them (fencing.go), and republishes the
 // ended sessions' latest tasks only for partitions not released so (an owner
-// killed or fenced between appending and publishing).
+// killed or fenced between appending and publishing), and of those only the
+// sessions that ended after their owner's last publication mark: every
+// Config.PublishMarkInterval, an owner records the time before which it published
+// everything its sessions appended (pubmark.go).
 // A session's partition is murmur2 of its ID (Bus.Partition); a task or cancellation
 // read from another partition (a librdkafka client's CRC32, or a record without a
 // key) is forwarded to the session's partition with its message ID, and committed

@@ -134,7 +134,7 @@ func (n *Node) takeLeases(gen int64, partitions []int, deadline time.Time, revok
 		}
 		// Which partitions their previous owners released cleanly is read before
 		// this node's Own makes it their latest owner.
-		released := n.releasedPartitions(partitions)
+		released, before := n.releasedPartitions(partitions)
 		ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
 		epoch, err := n.leased.fencing.Own(ctx, n.cfg.NodeID, partitions)
 		cancel()
@@ -143,7 +143,7 @@ func (n *Node) takeLeases(gen int64, partitions []int, deadline time.Time, revok
 			current := n.own.generation == gen
 			if current {
 				n.own.lease = lease{gen: gen, epoch: epoch, partitions: n.own.partitions, total: n.own.total}
-				n.own.released = released
+				n.own.released, n.own.publishedBefore = released, before
 			}
 			n.own.mu.Unlock()
 			if current {
@@ -178,12 +178,14 @@ func (n *Node) isGeneration(gen int64) bool {
 }
 
 // releasedPartitions returns those of partitions whose latest owner released them
-// cleanly (eventlog.Releasing.Owners); none if the log does not record releases or
-// cannot tell now: their next owner then publishes their ended sessions' latest
-// tasks again, duplicates rather than a loss.
-func (n *Node) releasedPartitions(partitions []int) map[int]bool {
+// cleanly (eventlog.Releasing.Owners), and for the others the time before which
+// their latest owner published everything (its publication mark, pubmark.go, less
+// markMargin); none if the log does not record releases or cannot tell now: their
+// next owner then publishes their ended sessions' latest tasks again, duplicates
+// rather than a loss.
+func (n *Node) releasedPartitions(partitions []int) (released map[int]bool, before map[int]int64) {
 	if n.leased.releasing == nil {
-		return nil
+		return nil, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
 	defer cancel()
@@ -191,21 +193,31 @@ func (n *Node) releasedPartitions(partitions []int) map[int]bool {
 	if err != nil {
 		n.cfg.Logger.Warn("cannot read which partitions their previous owners released cleanly; publishing their lately ended sessions again",
 			"node", n.cfg.NodeID, "partitions", partitions, "err", err)
-		return nil
+		return nil, nil
 	}
-	released := map[int]bool{}
-	var from []string
+	released, before = map[int]bool{}, map[int]int64{}
+	var from, marked []string
 	for _, p := range partitions {
-		if o, ok := owners[p]; ok && o.ReleasedUS > 0 {
+		o, ok := owners[p]
+		switch {
+		case !ok:
+		case o.ReleasedUS > 0:
 			released[p] = true
 			from = append(from, fmt.Sprintf("%d:%s@%d", p, o.Node, o.Epoch))
+		case o.PublishedUS > 0:
+			before[p] = o.PublishedUS - markMargin.Microseconds()
+			marked = append(marked, fmt.Sprintf("%d:%s@%d:%s", p, o.Node, o.Epoch, time.UnixMicro(o.PublishedUS).UTC().Format(time.RFC3339Nano)))
 		}
 	}
 	if len(from) > 0 {
 		n.cfg.Logger.Info("partitions released cleanly by their previous owners: their ended sessions are not published again",
 			"node", n.cfg.NodeID, "released", from)
 	}
-	return released
+	if len(marked) > 0 {
+		n.cfg.Logger.Info("partitions left unreleased by their previous owners, which marked what they published: only the sessions that ended after the mark are published again",
+			"node", n.cfg.NodeID, "marked", marked)
+	}
+	return released, before
 }
 
 // handOver records, once per lease, that this node released the partitions of

@@ -34,6 +34,7 @@ type Metrics struct {
 	fenced       prometheus.Counter
 	released     prometheus.Counter
 	unreleased   prometheus.Counter
+	marks        prometheus.Counter
 	resumptions  prometheus.Counter
 	republished  prometheus.Counter
 	storedPruned prometheus.Counter // troupe_bus_stored_messages_pruned_total
@@ -78,6 +79,8 @@ func newMetrics() *Metrics {
 			Name: "partitions_released_total", Help: "Partitions this node gave up cleanly, recorded in the event log once the bus had all their events: their next owners publish nothing of their ended sessions again."}),
 		unreleased: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "handovers_unreleased_total", Help: "Hand-overs of this node's partitions left without a clean release (the bus or the log did not answer in time, or sessions to resume were not all resumed): their next owners publish the lately ended sessions' latest tasks again."}),
+		marks: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "published_marks_total", Help: "Marks this node recorded in the event log of the time before which it had published every event of its partitions' sessions (Config.PublishMarkInterval): a next owner taking them unreleased publishes again only the sessions that ended after it."}),
 		resumptions: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "resumptions_total", Help: "Assignments whose sessions to resume (the unfinished ones, and the lately ended ones to publish again) were all resumed before the next rebalance."}),
 		republished: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
@@ -90,7 +93,7 @@ func newMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(50e-6, 3, 12)}, []string{"backend"}),
 	}
 	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed, m.forwarded,
-		m.epoch, m.fenced, m.released, m.unreleased, m.resumptions, m.republished, m.appends, m.storedPruned)
+		m.epoch, m.fenced, m.released, m.unreleased, m.marks, m.resumptions, m.republished, m.appends, m.storedPruned)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -228,6 +228,14 @@ type Config struct {
 	// evicts a member that has not rejoined within its session timeout (10 s for a
 	// node's groups), so keep it well below that.
 	HandoffGrace time.Duration
+	// PublishMarkInterval is how often a sharded node whose log records releases
+	// (eventlog.Releasing) marks in it, for the partitions it owns, the time before
+	// which it has published on the bus every event their sessions appended
+	// (publication marks, pubmark.go), when they appended anything since the last
+	// mark (default 5 s; negative: never). A node killed without releasing its
+	// partitions leaves that mark: their next owners publish again only what
+	// ended after it, not the last ten minutes. One write per interval per node.
+	PublishMarkInterval time.Duration
 	// HTTP bounds the HTTP server of the node's API (HTTPServer): timeouts and the
 	// number of connections served at once.
 	HTTP HTTPConfig
@@ -359,6 +367,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandoffGrace <= 0 {
 		c.HandoffGrace = 5 * time.Second
+	}
+	if c.PublishMarkInterval == 0 {
+		c.PublishMarkInterval = 5 * time.Second
 	}
 	if c.MaxLiveSessions == 0 {
 		c.MaxLiveSessions = DefaultMaxLiveSessions
@@ -608,7 +619,8 @@ type Node struct {
 	own         ownership
 	hostStopped atomic.Bool
 	outbox      *outbox
-	published   publishedSeqs // what this process's sessions handed to outbox (published.go)
+	published   publishedSeqs    // what this process's sessions handed to outbox (published.go)
+	marks       publicationMarks // the batches its sessions are appending and publishing (pubmark.go)
 	router      *message.Router
 	busLogs     *logShutter // the bus's and router's logger, shut by Close
 	hub         *Hub

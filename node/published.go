@@ -17,7 +17,8 @@ import "sync"
 // mark and is; so is every session of a process that restarted, which remembers
 // nothing. Partitions whose previous owner, this process or another, released them
 // cleanly (handOver, fencing.go) need no mark: their next owner publishes none of
-// their ended sessions again.
+// their ended sessions again; for those it did not, the previous owner's last
+// publication mark (pubmark.go) bounds what is published again.
 
 // maxPublishedMarks bounds the sessions publishedSeqs remembers: past it, it forgets
 // them all, and the next rebalance publishes their latest tasks again (duplicates,

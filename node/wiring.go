@@ -244,6 +244,15 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 			live(sessionID, events)
 		}
 	}
+	if n.leased != nil && n.leased.releasing != nil {
+		// Publication marks (pubmark.go): what the sessions are appending and
+		// publishing, and a mark of what they published every interval.
+		n.marks.clock = cfg.Clock
+		deps.Stamping, deps.Handed = n.marks.stamping, n.marks.handed
+		if cfg.PublishMarkInterval > 0 {
+			go n.markEvery(cfg.PublishMarkInterval)
+		}
+	}
 	if n.tracing.on() {
 		deps.Live = n.tracing.observe(deps.Live)
 		deps.Recovered = func(sessionID string, events []messages.Envelope) {

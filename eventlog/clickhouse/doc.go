@@ -86,7 +86,10 @@
 // node still owns at its epoch; Owners reads each partition's latest ownership
 // row and the release of that very (epoch, node), if any. A release whose check
 // passed just before another node's Own lands at an epoch that is no longer the
-// latest, where Owners does not see it.
+// latest, where Owners does not see it. MarkPublished does the same into table
+// published_marks (schema 13), an INSERT per mark (a ReplacingMergeTree whose
+// merges keep the greatest mark of each (partition, epoch, node)), and Owners
+// reads the greatest mark of each partition's latest ownership row.
 //
 // The race window: the check and the INSERT are two statements, and the writer
 // may hold a checked group for as long as the INSERT before it takes (pipelining),
@@ -239,7 +242,7 @@
 // dashboard sign-in) does. open_tasks may keep an ended session (a row written
 // twice); the listing checks each against its summary. Table ownership lists the
 // epochs Own took, per partition, table releases the clean releases of its
-// owners (see Fencing), and table fenced_events the events written
+// owners and table published_marks what they published (see Fencing), and table fenced_events the events written
 // under an epoch that was no longer current (see Fencing).
 //
 // # Large payloads

@@ -64,8 +64,59 @@ func (l *Log) Release(ctx context.Context, node string, epoch uint64, partitions
 	return nil
 }
 
+// MarkPublished implements eventlog.Releasing as Release does (the same check,
+// then one INSERT, and the same race: a mark that lands at an epoch no longer
+// the latest is not seen), into table published_marks: one row per partition,
+// of which merges keep the greatest.
+func (l *Log) MarkPublished(ctx context.Context, node string, epoch uint64, partitions []int, throughUS int64) error {
+	if err := eventlog.CheckMark(node, epoch, partitions, throughUS); err != nil {
+		return fmt.Errorf("eventlog/clickhouse: mark published: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("eventlog/clickhouse: mark published: %w", err)
+	}
+	if l.isClosed() {
+		return fmt.Errorf("eventlog/clickhouse: mark published: %w", eventlog.ErrClosed)
+	}
+	list, err := partitionList(partitions)
+	if err != nil {
+		return fmt.Errorf("eventlog/clickhouse: mark published: %w", err)
+	}
+	what := fmt.Sprintf("mark partitions %s of node %s at epoch %d published", list, node, epoch)
+	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	owners, err := l.owners(qctx, list)
+	if err != nil {
+		return l.readErr(ctx, what, err)
+	}
+	var mine []int
+	for _, p := range partitions {
+		if o, ok := owners[p]; ok && o.Epoch == epoch && o.Node == node {
+			mine = append(mine, p)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	b, err := l.conn.PrepareBatch(qctx, "INSERT INTO published_marks (partition, epoch, node, published_us)")
+	if err != nil {
+		return l.readErr(ctx, what, err)
+	}
+	defer func() { _ = b.Close() }()
+	for _, p := range mine {
+		if err := b.Append(uint32(p), epoch, node, uint64(throughUS)); err != nil {
+			return l.readErr(ctx, what, err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		return l.readErr(ctx, what, err)
+	}
+	return nil
+}
+
 // Owners implements eventlog.Releasing: each partition's latest ownership row,
-// with the time its node released it at that epoch (table releases).
+// with the time its node released it at that epoch (table releases) and its
+// greatest mark at that epoch (table published_marks).
 func (l *Log) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ownership, error) {
 	if err := eventlog.CheckPartitions(partitions); err != nil {
 		return nil, fmt.Errorf("eventlog/clickhouse: owners: %w", err)
@@ -111,6 +162,30 @@ func (l *Log) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ow
 	}
 	if err := rows.Err(); err != nil {
 		return nil, l.readErr(ctx, "owners of partitions "+list+": read releases", err)
+	}
+	rows.Close()
+	marks, err := l.conn.Query(qctx, "SELECT partition, epoch, node, max(published_us) FROM published_marks WHERE partition IN ("+list+") GROUP BY partition, epoch, node")
+	if err != nil {
+		return nil, l.readErr(ctx, "owners of partitions "+list+": read published marks", err)
+	}
+	defer marks.Close()
+	for marks.Next() {
+		var (
+			p     uint32
+			epoch uint64
+			node  string
+			at    uint64
+		)
+		if err := marks.Scan(&p, &epoch, &node, &at); err != nil {
+			return nil, l.readErr(ctx, "owners of partitions "+list+": read published marks", err)
+		}
+		if o, ok := out[int(p)]; ok && o.Epoch == epoch && o.Node == node && at <= math.MaxInt64 {
+			o.PublishedUS = int64(at)
+			out[int(p)] = o
+		}
+	}
+	if err := marks.Err(); err != nil {
+		return nil, l.readErr(ctx, "owners of partitions "+list+": read published marks", err)
 	}
 	return out, nil
 }

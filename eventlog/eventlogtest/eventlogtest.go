@@ -90,6 +90,8 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"ClaimFencing", s.testClaimFencing},
 		{"ReleaseOwners", s.testReleaseOwners},
 		{"ReleaseArguments", s.testReleaseArguments},
+		{"MarkPublished", s.testMarkPublished},
+		{"MarkPublishedArguments", s.testMarkPublishedArguments},
 		{"PruneBusStreams", s.testPruneBusStreams},
 		{"PruneStreams", s.testPruneStreams},
 		{"PruneListed", s.testPruneListed},

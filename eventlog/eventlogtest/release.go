@@ -9,8 +9,9 @@ import (
 	"github.com/troupe-run/troupe/eventlog"
 )
 
-// The tests of eventlog.Releasing: an owner's clean release of its partitions is
-// recorded at its epoch only, and read back with the partitions' latest owners.
+// The tests of eventlog.Releasing: an owner's clean release of its partitions,
+// and its marks of what it published, are recorded at its epoch only, and read
+// back with the partitions' latest owners.
 
 // releasing returns l's Releasing (and Fencing), or skips the test for a log
 // without them.
@@ -149,5 +150,108 @@ func (s *suite) testReleaseArguments(t *testing.T) {
 	}
 	if _, err := r.Owners(s.ctx(t), []int{4}); !errors.Is(err, eventlog.ErrClosed) {
 		t.Errorf("Owners after Close = %v, want ErrClosed", err)
+	}
+}
+
+func (s *suite) mark(t *testing.T, r eventlog.Releasing, node string, epoch uint64, partitions []int, throughUS int64) {
+	t.Helper()
+	if err := r.MarkPublished(s.ctx(t), node, epoch, partitions, throughUS); err != nil {
+		t.Fatalf("MarkPublished(%s, epoch %d, partitions %v, %d): %v", node, epoch, partitions, throughUS, err)
+	}
+}
+
+// testMarkPublished: Owners returns, with each partition's latest owner record,
+// the greatest mark its owner made at its epoch (PublishedUS); a mark under an
+// epoch that is not the partition's current one, or by another node, changes
+// nothing; a lower mark does not lower it; a release is reported beside it and
+// the next Own starts unmarked.
+func (s *suite) testMarkPublished(t *testing.T) {
+	l := s.newLog(t)
+	f, r := s.releasing(t, l)
+	ea, err := f.Own(s.ctx(t), "node-a", []int{0, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mark(t, r, "node-a", ea, []int{0, 1}, 1_000)
+	s.mark(t, r, "node-a", ea, []int{9}, 1_000) // nobody owns partition 9: nothing
+	want := map[int]eventlog.Ownership{
+		0: {Node: "node-a", Epoch: ea, PublishedUS: 1_000},
+		1: {Node: "node-a", Epoch: ea, PublishedUS: 1_000},
+		2: {Node: "node-a", Epoch: ea},
+	}
+	s.wantOwners(t, r, []int{0, 1, 2, 9}, want)
+
+	// The greatest of several marks; a lower one (a retry that lands late) does
+	// not lower it. Another node's name, or an epoch the partitions were not taken
+	// at: nothing.
+	s.mark(t, r, "node-a", ea, []int{0}, 3_000)
+	s.mark(t, r, "node-a", ea, []int{0}, 2_000)
+	s.mark(t, r, "node-b", ea, []int{1}, 9_000)
+	s.mark(t, r, "node-a", ea+100, []int{1}, 9_000)
+	want[0] = eventlog.Ownership{Node: "node-a", Epoch: ea, PublishedUS: 3_000}
+	s.wantOwners(t, r, []int{0, 1, 2}, want)
+
+	// node-b takes partition 1: its record, unmarked, is the latest; node-a,
+	// evicted without knowing, marks it late under its stale epoch: nothing.
+	eb, err := f.Own(s.ctx(t), "node-b", []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want[1] = eventlog.Ownership{Node: "node-b", Epoch: eb}
+	s.wantOwners(t, r, []int{0, 1, 2}, want)
+	s.mark(t, r, "node-a", ea, []int{1}, 5_000)
+	s.wantOwners(t, r, []int{0, 1, 2}, want)
+	s.mark(t, r, "node-b", eb, []int{1}, 4_000)
+	want[1] = eventlog.Ownership{Node: "node-b", Epoch: eb, PublishedUS: 4_000}
+	s.wantOwners(t, r, []int{0, 1, 2}, want)
+
+	// A release is recorded beside the marks (a node reading Owners takes it
+	// for the stronger: everything is published), and a mark after it is too.
+	s.release(t, r, "node-a", ea, []int{0}, 6_000)
+	s.mark(t, r, "node-a", ea, []int{0}, 7_000)
+	want[0] = eventlog.Ownership{Node: "node-a", Epoch: ea, ReleasedUS: 6_000, PublishedUS: 7_000}
+	s.wantOwners(t, r, []int{0, 1, 2}, want)
+
+	// node-b takes partition 1 back at a new epoch: unmarked again.
+	eb2, err := f.Own(s.ctx(t), "node-b", []int{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want[1] = eventlog.Ownership{Node: "node-b", Epoch: eb2}
+	s.wantOwners(t, r, []int{0, 1, 2}, want)
+}
+
+// testMarkPublishedArguments: bad arguments are refused, naming what is wrong,
+// and change nothing; a closed log refuses with ErrClosed.
+func (s *suite) testMarkPublishedArguments(t *testing.T) {
+	l := s.newLog(t)
+	f, r := s.releasing(t, l)
+	epoch, err := f.Own(s.ctx(t), "node-a", []int{4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct {
+		node       string
+		epoch      uint64
+		partitions []int
+		throughUS  int64
+	}{
+		{"", epoch, []int{4}, 1},
+		{"node-a", 0, []int{4}, 1},
+		{"node-a", epoch, nil, 1},
+		{"node-a", epoch, []int{-1}, 1},
+		{"node-a", epoch, []int{4}, 0},
+		{"node-a", epoch, []int{4}, -5},
+	} {
+		if err := r.MarkPublished(s.ctx(t), bad.node, bad.epoch, bad.partitions, bad.throughUS); err == nil {
+			t.Errorf("MarkPublished(%q, %d, %v, %d) succeeded, want an error", bad.node, bad.epoch, bad.partitions, bad.throughUS)
+		}
+	}
+	s.wantOwners(t, r, []int{4}, map[int]eventlog.Ownership{4: {Node: "node-a", Epoch: epoch}})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.MarkPublished(s.ctx(t), "node-a", epoch, []int{4}, 1); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("MarkPublished after Close = %v, want ErrClosed", err)
 	}
 }

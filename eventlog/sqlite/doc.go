@@ -88,7 +88,8 @@
 // Log implements eventlog.Releasing as well: Release goes through the writer and
 // sets released_us (schema 9) of the node's ownership rows at its epoch, where
 // that epoch is still the partition's highest, inside the write transaction that
-// SQLite serializes with every Own; Owners reads each partition's row of the
+// SQLite serializes with every Own; MarkPublished raises published_us (schema
+// 10) of those rows the same way; Owners reads each partition's row of the
 // highest epoch.
 //
 // # Claims

@@ -265,3 +265,41 @@ func TestMigrationKeepsOwnersUnreleased(t *testing.T) {
 		t.Fatalf("Owners after a release = %v, %v; want %v", got, err, want)
 	}
 }
+
+// A log of schema 9 keeps its owners and their releases when migrated to schema
+// 10, none of them marked; an owner's MarkPublished then marks its own row.
+func TestMigrationKeepsOwnersUnmarked(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	db, err := sql.Open("sqlite", filepath.Join(dir, dbFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stmt := range append(slices.Concat(migrations[:9]...), "PRAGMA user_version = 9",
+		`INSERT INTO ownership (partition, epoch, node, ts_us, released_us) VALUES (0, 1, 'a', 1, 5), (1, 1, 'a', 1, 0), (1, 2, 'b', 2, 0)`) {
+		if _, err := db.ExecContext(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(ctx, Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	want := map[int]eventlog.Ownership{0: {Node: "a", Epoch: 1, ReleasedUS: 5}, 1: {Node: "b", Epoch: 2}}
+	got, err := l.Owners(ctx, []int{0, 1, 2})
+	if err != nil || !maps.Equal(got, want) {
+		t.Fatalf("Owners after the migration = %v, %v; want %v", got, err, want)
+	}
+	if err := l.MarkPublished(ctx, "b", 2, []int{0, 1}, 88); err != nil {
+		t.Fatal(err)
+	}
+	want[1] = eventlog.Ownership{Node: "b", Epoch: 2, PublishedUS: 88}
+	if got, err = l.Owners(ctx, []int{0, 1, 2}); err != nil || !maps.Equal(got, want) {
+		t.Fatalf("Owners after a mark = %v, %v; want %v", got, err, want)
+	}
+}

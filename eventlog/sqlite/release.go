@@ -40,6 +40,33 @@ func (l *Log) Release(ctx context.Context, node string, epoch uint64, partitions
 	return l.submit(ctx, &appendReq{ctx: ctx, free: o, done: make(chan error, 1)})
 }
 
+// MarkPublished implements eventlog.Releasing, as Release does: in a write
+// transaction of the writer, raising the owner records' published_us.
+func (l *Log) MarkPublished(ctx context.Context, node string, epoch uint64, partitions []int, throughUS int64) error {
+	if err := eventlog.CheckMark(node, epoch, partitions, throughUS); err != nil {
+		return fmt.Errorf("eventlog/sqlite: mark published: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("eventlog/sqlite: mark published: %w", err)
+	}
+	if l.isClosed() {
+		return fmt.Errorf("eventlog/sqlite: mark published: %w", eventlog.ErrClosed)
+	}
+	if l.cfg.ReadOnly {
+		return fmt.Errorf("eventlog/sqlite: mark partitions of %s published: %w", l.path, ErrReadOnly)
+	}
+	if epoch > math.MaxInt64 {
+		return fmt.Errorf("eventlog/sqlite: mark published: epoch %d out of range", epoch)
+	}
+	for _, p := range partitions {
+		if p > math.MaxInt32 {
+			return fmt.Errorf("eventlog/sqlite: mark published: partition %d out of range", p)
+		}
+	}
+	o := &releaseReq{node: node, epoch: epoch, partitions: slices.Clone(partitions), atUS: throughUS, mark: true}
+	return l.submit(ctx, &appendReq{ctx: ctx, free: o, done: make(chan error, 1)})
+}
+
 // Owners implements eventlog.Releasing: one query of the owner records at each
 // partition's highest epoch.
 func (l *Log) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ownership, error) {
@@ -64,7 +91,7 @@ func (l *Log) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ow
 		}
 		marks[i], args[i] = "?", int64(p)
 	}
-	rows, err := l.rdb.QueryContext(ctx, `SELECT o.partition, o.epoch, o.node, o.released_us FROM ownership o
+	rows, err := l.rdb.QueryContext(ctx, `SELECT o.partition, o.epoch, o.node, o.released_us, o.published_us FROM ownership o
 		WHERE o.partition IN (`+strings.Join(marks, ", ")+`)
 		AND o.epoch = (SELECT max(epoch) FROM ownership WHERE partition = o.partition)`, args...)
 	if err != nil {
@@ -77,7 +104,7 @@ func (l *Log) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ow
 			epoch int64
 			o     eventlog.Ownership
 		)
-		if err := rows.Scan(&p, &epoch, &o.Node, &o.ReleasedUS); err != nil {
+		if err := rows.Scan(&p, &epoch, &o.Node, &o.ReleasedUS, &o.PublishedUS); err != nil {
 			return nil, fmt.Errorf("eventlog/sqlite: owners of partitions %v: %w", partitions, err)
 		}
 		o.Epoch = uint64(epoch)

@@ -115,6 +115,14 @@ var migrations = [][]string{
 	{
 		`ALTER TABLE ownership ADD COLUMN released_us INTEGER NOT NULL DEFAULT 0`,
 	},
+	// 10: an owner marks its owner records, every few seconds while it holds the
+	// partitions, with the time before which every event it appended for them is
+	// on the bus (eventlog.Releasing.MarkPublished): a next owner taking them
+	// from a node that died unreleased publishes again only the sessions that
+	// ended after it. 0: no mark. Older builds run beside it as beside 9.
+	{
+		`ALTER TABLE ownership ADD COLUMN published_us INTEGER NOT NULL DEFAULT 0`,
+	},
 }
 
 // epochStartWhere is the condition of index events_by_epoch_start: a leased event
@@ -246,7 +254,7 @@ const sessionParent = `(SELECT json_extract(CAST(p.payload AS TEXT), '$.parent.s
 		WHERE p.session_id = sessions.session_id AND p.seq = 1 AND p.type = 'task.submitted')`
 
 // SchemaVersion is the schema version this build writes.
-const SchemaVersion = 9 // = len(migrations), checked by a test
+const SchemaVersion = 10 // = len(migrations), checked by a test
 
 // olderBuildSteps are the migrations whose statements a process of an older
 // build, still running on a Shared log, cannot live with, and what migrate does

@@ -86,12 +86,13 @@ type ownReq struct {
 	epoch      uint64
 }
 
-// releaseReq is a Release call.
+// releaseReq is a Release call, or a MarkPublished one (mark set).
 type releaseReq struct {
 	node       string
 	epoch      uint64
 	partitions []int
 	atUS       int64
+	mark       bool
 }
 
 // writeStmts are the statements of the writer, prepared once on its connection and
@@ -108,7 +109,7 @@ type writeStmts struct {
 	insertRows                   [maxInsertRows - 1]driver.Stmt
 	restart                      driver.Stmt
 	current, maxEpoch, takeOwner driver.Stmt
-	releaseOwner                 driver.Stmt
+	releaseOwner, markOwner      driver.Stmt
 	aliased, addAlias            driver.Stmt
 	pruneAliases, pruneEvents    driver.Stmt // PruneStreams's, in this order,
 	pruneSessions                driver.Stmt // then this one
@@ -315,6 +316,9 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		// Release marks the owner record of a partition at its current epoch only.
 		{&w.releaseOwner, `UPDATE ownership SET released_us = ?
 			WHERE partition = ? AND epoch = ? AND node = ? AND epoch = (SELECT max(epoch) FROM ownership WHERE partition = ?)`},
+		// MarkPublished likewise; a mark never lowers the record's.
+		{&w.markOwner, `UPDATE ownership SET published_us = max(published_us, ?)
+			WHERE partition = ? AND epoch = ? AND node = ? AND epoch = (SELECT max(epoch) FROM ownership WHERE partition = ?)`},
 		// SET expressions all see the row as it was before the update. started_us is
 		// left out, so that the sessions_by_start index is not rewritten on every
 		// append: restart lowers it in the rare case that an earlier event of the
@@ -367,7 +371,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 func (w *writeStmts) close() error {
 	var errs []error
 	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.summarize, &w.touch, &w.restart,
-		&w.current, &w.maxEpoch, &w.takeOwner, &w.releaseOwner, &w.aliased, &w.addAlias, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
+		&w.current, &w.maxEpoch, &w.takeOwner, &w.releaseOwner, &w.markOwner, &w.aliased, &w.addAlias, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
 		&w.pruneListedAliases, &w.pruneListedEvents, &w.pruneListedSessions}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
@@ -753,10 +757,15 @@ func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
 // releaseOwnership marks o.node's owner records of o.partitions at o.epoch
 // released, where o.epoch is still the partition's current epoch, inside the
 // writer's transaction.
+// A mark (o.mark) raises their published_us to o.atUS instead.
 func (l *Log) releaseOwnership(ctx context.Context, o *releaseReq) error {
+	stmt, what := l.w.releaseOwner, "release"
+	if o.mark {
+		stmt, what = l.w.markOwner, "mark published"
+	}
 	for _, p := range o.partitions {
-		if _, err := l.w.exec(ctx, l.w.releaseOwner, o.atUS, int64(p), int64(o.epoch), o.node, int64(p)); err != nil {
-			return fmt.Errorf("eventlog/sqlite: release partition %d for node %s at epoch %d: %w", p, o.node, o.epoch, err)
+		if _, err := l.w.exec(ctx, stmt, o.atUS, int64(p), int64(o.epoch), o.node, int64(p)); err != nil {
+			return fmt.Errorf("eventlog/sqlite: %s partition %d for node %s at epoch %d: %w", what, p, o.node, o.epoch, err)
 		}
 	}
 	return nil
