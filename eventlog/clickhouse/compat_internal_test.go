@@ -578,6 +578,10 @@ func TestDumpStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	r.at("mark published", answer{"argMax(node, epoch) FROM ownership", [][]any{{0, epoch, node}}})
+	if err := l.MarkPublished(ctx, node, epoch, []int{0}, 1_767_225_650_000_000); err != nil {
+		t.Fatal(err)
+	}
 	r.at("release", answer{"argMax(node, epoch) FROM ownership", [][]any{{0, epoch, node}}})
 	if err := l.Release(ctx, node, epoch, []int{0}, 1_767_225_700_000_000); err != nil {
 		t.Fatal(err)
@@ -585,6 +589,7 @@ func TestDumpStatements(t *testing.T) {
 	r.at("owners")
 	r.expect("argMax(node, epoch)", 2)
 	r.expect("FROM releases", 1)
+	r.expect("FROM published_marks", 1)
 	if _, err := l.Owners(ctx, []int{0, 1}); err != nil {
 		t.Fatal(err)
 	}
