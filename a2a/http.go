@@ -155,14 +155,7 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 	if cfg.PushLog != nil {
 		// One store of every agent's configs (a task ID names its session).
 		s.pushes = NewPushStore(cfg.PushLog, sealer, cfg.Logger)
-		tasks := NewTaskStore(b)
-		s.pushes.SetEnded(func(ctx context.Context, id sdk.TaskID) bool {
-			t, err := tasks.Get(ctx, id)
-			if errors.Is(err, sdk.ErrTaskNotFound) {
-				return true // no such task: none to notify of
-			}
-			return err == nil && t.Status.State.Terminal()
-		})
+		s.pushes.SetEnded(NewTaskStore(b))
 	}
 	for i, a := range agents {
 		name := a.Name

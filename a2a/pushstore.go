@@ -61,9 +61,10 @@ type PushStore struct {
 	sealer *PushSealer // nil: secrets are kept in memory only
 	logger *slog.Logger
 	now    func() time.Time
-	// ended, when set, reports whether a task ended (no notification follows):
-	// a config of such a task whose secrets do not open is no trouble.
-	ended func(context.Context, sdk.TaskID) bool
+	// ended, when set, tells which tasks ended (no notification follows): a
+	// config of such a task whose secrets do not open is no trouble, and Prune
+	// deletes their configs.
+	ended TaskEnds
 	// pruneBatch bounds the streams of one deletion of Prune: pushPruneBatch.
 	pruneBatch int
 	mu         sync.Mutex
@@ -126,7 +127,7 @@ func (s *PushStore) load(ctx context.Context, id sdk.TaskID, force bool) (*taskP
 		}
 		switch {
 		case failed == "":
-		case s.ended != nil && s.ended(ctx, id):
+		case s.ended != nil && s.ended.Ended(ctx, id):
 			s.logger.Info("a2a push: a config's token and credentials cannot be decrypted; its task ended, so it needs them no more",
 				"task", id, "config", failed, "err", t.sealedErr[failed])
 		default:
@@ -152,9 +153,10 @@ const pushPruneBatch = 500
 // and forgets them; it returns how many it deleted.
 // A task's configs stay while it runs or waits, however old they are, and so do
 // those of a task changed since the listing Prune starts from. The streams go
-// pushPruneBatch at a time, in one deletion each (eventlog.Pruner.PruneListed). It needs a log that
-// prunes (eventlog.Pruner) and a store that knows which tasks ended (SetEnded);
-// else it does nothing.
+// pushPruneBatch at a time: which of their tasks ended is asked once per batch
+// (TaskEnds.EndedAmong), and those are deleted in one deletion
+// (eventlog.Pruner.PruneListed). It needs a log that prunes (eventlog.Pruner) and
+// a store that knows which tasks ended (SetEnded); else it does nothing.
 func (s *PushStore) Prune(ctx context.Context, before time.Time) (int, error) {
 	p, ok := s.log.(eventlog.Pruner)
 	if !ok || s.ended == nil {
@@ -165,11 +167,11 @@ func (s *PushStore) Prune(ctx context.Context, before time.Time) (int, error) {
 		return 0, fmt.Errorf("a2a: list the push configs: %w", err)
 	}
 	pruned := 0
+	// due are streams old enough, whose tasks are asked about a batch at a time;
+	// batch those of ended tasks, deleted a batch at a time.
+	due := make([]eventlog.StreamBound, 0, min(len(infos), s.pruneBatch))
 	batch := make([]eventlog.StreamBound, 0, min(len(infos), s.pruneBatch))
 	flush := func() error {
-		if len(batch) == 0 {
-			return nil
-		}
 		n, err := p.PruneListed(ctx, batch)
 		if err != nil {
 			return fmt.Errorf("a2a: prune the push configs of %d ended tasks (of task %s on): %w", len(batch), taskOfStream(batch[0].ID), err)
@@ -183,28 +185,67 @@ func (s *PushStore) Prune(ctx context.Context, before time.Time) (int, error) {
 		batch = batch[:0]
 		return nil
 	}
+	ask := func() error {
+		ids := make([]sdk.TaskID, len(due))
+		for i, b := range due {
+			ids[i] = taskOfStream(b.ID)
+		}
+		ended, err := s.ended.EndedAmong(ctx, ids)
+		if err != nil {
+			return fmt.Errorf("a2a: which of %d tasks with push configs ended (of task %s on): %w", len(ids), ids[0], err)
+		}
+		for _, b := range due {
+			if !ended[taskOfStream(b.ID)] {
+				continue
+			}
+			if batch = append(batch, b); len(batch) == s.pruneBatch {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		due = due[:0]
+		return nil
+	}
 	for _, info := range infos {
 		if info.UpdatedUS >= before.UnixMicro() || !IsPushStream(info.ID) || info.ID == eventlog.A2APushStreamPrefix {
 			continue
 		}
-		if !s.ended(ctx, taskOfStream(info.ID)) {
-			continue
-		}
 		// Only the events stamped up to the last one seen: a config set meanwhile
 		// keeps the stream.
-		batch = append(batch, eventlog.StreamBound{ID: info.ID, BeforeUS: info.UpdatedUS + 1})
-		if len(batch) == s.pruneBatch {
-			if err := flush(); err != nil {
+		if due = append(due, eventlog.StreamBound{ID: info.ID, BeforeUS: info.UpdatedUS + 1}); len(due) == s.pruneBatch {
+			if err := ask(); err != nil {
 				return pruned, err
 			}
 		}
 	}
-	return pruned, flush()
+	if len(due) > 0 {
+		if err := ask(); err != nil {
+			return pruned, err
+		}
+	}
+	if len(batch) > 0 {
+		return pruned, flush()
+	}
+	return pruned, nil
+}
+
+// TaskEnds tells a PushStore which tasks ended: no notification follows, so a
+// config of theirs whose secrets do not open is no trouble, and Prune deletes
+// their configs. TaskStore is one.
+type TaskEnds interface {
+	// Ended reports whether task id ended; a task that does not exist did (none
+	// is to be notified of).
+	Ended(ctx context.Context, id sdk.TaskID) bool
+	// EndedAmong tells, as Ended does, which of ids ended (true) and which did not
+	// (false or absent), in a few reads however many they are, not one a task;
+	// an error when it cannot tell.
+	EndedAmong(ctx context.Context, ids []sdk.TaskID) (map[sdk.TaskID]bool, error)
 }
 
 // SetEnded tells the store how to know that a task ended (no notification
-// follows): see PushStore.ended.
-func (s *PushStore) SetEnded(ended func(context.Context, sdk.TaskID) bool) { s.ended = ended }
+// follows): see TaskEnds.
+func (s *PushStore) SetEnded(ended TaskEnds) { s.ended = ended }
 
 // dropOldest forgets the half of the tasks used least recently (their stream still
 // has their configs, not the secrets this process knew). The caller holds s.mu.

@@ -170,7 +170,7 @@ func TestPushStoreEndedTasks(t *testing.T) {
 
 	var logs bytes.Buffer
 	b := NewPushStore(log, sealer(2), slog.New(slog.NewTextHandler(&logs, nil)))
-	b.SetEnded(func(_ context.Context, id sdk.TaskID) bool { return id == ended })
+	b.SetEnded(&taskEnds{ended: func(id sdk.TaskID) bool { return id == ended }})
 	if got, err := b.List(ctx, ended); err != nil || len(got) != 1 {
 		t.Fatalf("the ended task's configs: %+v, %v", got, err)
 	}
@@ -200,6 +200,33 @@ func TestPushStoreEndedTasks(t *testing.T) {
 			t.Errorf("the configs of task %s after Prune: %+v, %v", task, got, err)
 		}
 	}
+}
+
+// taskEnds is a TaskEnds that tells which tasks ended with a function, and counts
+// the questions: Ended's, and the tasks of each EndedAmong call.
+type taskEnds struct {
+	ended   func(sdk.TaskID) bool
+	mu      sync.Mutex
+	singles int
+	among   []int
+}
+
+func (e *taskEnds) Ended(_ context.Context, id sdk.TaskID) bool {
+	e.mu.Lock()
+	e.singles++
+	e.mu.Unlock()
+	return e.ended(id)
+}
+
+func (e *taskEnds) EndedAmong(_ context.Context, ids []sdk.TaskID) (map[sdk.TaskID]bool, error) {
+	e.mu.Lock()
+	e.among = append(e.among, len(ids))
+	e.mu.Unlock()
+	out := map[sdk.TaskID]bool{}
+	for _, id := range ids {
+		out[id] = e.ended(id)
+	}
+	return out, nil
 }
 
 // countingPruner is a log that counts its prunes: the calls and the streams listed.
@@ -249,18 +276,16 @@ func TestPushStorePrunesEndedTasksInBatches(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	setEnded := func() {
-		s.SetEnded(func(_ context.Context, id sdk.TaskID) bool {
-			if id == changed { // set again after the listing, before the deletion
-				clock.Lock()
-				now = now.Add(time.Second)
-				clock.Unlock()
-				save(changed)
-			}
-			return id != running
-		})
-	}
-	setEnded()
+	ends := &taskEnds{ended: func(id sdk.TaskID) bool {
+		if id == changed { // set again after the listing, before the deletion
+			clock.Lock()
+			now = now.Add(time.Second)
+			clock.Unlock()
+			save(changed)
+		}
+		return id != running
+	}}
+	s.SetEnded(ends)
 	streamEvents := func(task sdk.TaskID) int {
 		t.Helper()
 		events, err := l.Read(ctx, PushStreamFor(task), 1)
@@ -286,6 +311,10 @@ func TestPushStorePrunesEndedTasksInBatches(t *testing.T) {
 		t.Errorf("Prune made %d PruneStreams calls and PruneListed calls of %v streams; want one PruneListed call of the %d ended tasks' streams",
 			log.streams, log.listed, n+1)
 	}
+	// Which tasks ended is asked once for them all, not once a task.
+	if ends.singles != 0 || !slices.Equal(ends.among, []int{n + 2}) {
+		t.Errorf("Prune asked %d times whether a task ended, and EndedAmong of %v tasks; want one EndedAmong of the %d tasks", ends.singles, ends.among, n+2)
+	}
 	for _, task := range ended {
 		if k := streamEvents(task); k != 0 {
 			t.Errorf("the stream of ended task %s holds %d events after Prune", task, k)
@@ -300,7 +329,7 @@ func TestPushStorePrunesEndedTasksInBatches(t *testing.T) {
 
 	// Past a batch, the next batch is another deletion (the task set again during
 	// Prune is listed, and set again, once more).
-	log.listed = nil
+	log.listed, ends.among = nil, nil
 	s.pruneBatch = 3
 	for _, task := range ended {
 		save(task)
@@ -314,5 +343,8 @@ func TestPushStorePrunesEndedTasksInBatches(t *testing.T) {
 	}
 	if !slices.Equal(log.listed, []int{3, 3, 2}) || log.streams != 0 {
 		t.Errorf("Prune in batches of 3 made PruneListed calls of %v streams (and %d PruneStreams calls); want [3 3 2]", log.listed, log.streams)
+	}
+	if ends.singles != 0 || !slices.Equal(ends.among, []int{3, 3, 3}) {
+		t.Errorf("Prune in batches of 3 asked %d times whether a task ended, and EndedAmong of %v tasks; want [3 3 3]", ends.singles, ends.among)
 	}
 }

@@ -3,6 +3,7 @@ package a2a
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -171,6 +172,64 @@ func (s *TaskStore) Get(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
 		return copyTask(t)
 	}
 	return s.rebuild(ctx, id)
+}
+
+var _ TaskEnds = (*TaskStore)(nil)
+
+// RunningLister is a Backend that lists its sessions running a task now
+// (eventlog.SessionInfo.Status running) in one read: TaskStore.EndedAmong asks it
+// once for many tasks instead of reading each task's session.
+type RunningLister interface {
+	RunningSessions(ctx context.Context) ([]string, error)
+}
+
+// Ended implements TaskEnds: the task is in a terminal state, or there is no such
+// task. A task that cannot be read (the log fails) has not ended.
+func (s *TaskStore) Ended(ctx context.Context, id sdk.TaskID) bool {
+	t, err := s.Get(ctx, id)
+	if errors.Is(err, sdk.ErrTaskNotFound) {
+		return true // no such task: none to notify of
+	}
+	return err == nil && t.Status.State.Terminal()
+}
+
+// EndedAmong implements TaskEnds. With a Backend that lists its running sessions
+// (RunningLister), one listing answers for every task this process does not hold:
+// a task whose session runs no task ended (or never was); only those whose session
+// runs one (it, or a later task of the session) are read one by one, as Ended
+// reads them. Without, each task is read as Ended reads it.
+func (s *TaskStore) EndedAmong(ctx context.Context, ids []sdk.TaskID) (map[sdk.TaskID]bool, error) {
+	out := make(map[sdk.TaskID]bool, len(ids))
+	lister, ok := s.backend.(RunningLister)
+	if !ok {
+		for _, id := range ids {
+			out[id] = s.Ended(ctx, id)
+		}
+		return out, nil
+	}
+	list, err := lister.RunningSessions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("a2a: the running sessions: %w", err)
+	}
+	running := make(map[string]bool, len(list))
+	for _, id := range list {
+		running[id] = true
+	}
+	for _, id := range ids {
+		s.mu.Lock()
+		t, live := s.live[id]
+		s.mu.Unlock()
+		session, _, valid := ParseTaskID(id)
+		switch {
+		case live:
+			out[id] = t.Status.State.Terminal()
+		case !valid || !running[session]:
+			out[id] = true
+		default:
+			out[id] = s.Ended(ctx, id)
+		}
+	}
+	return out, nil
 }
 
 // rebuild tells task id from its session's events.

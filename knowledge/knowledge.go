@@ -318,6 +318,11 @@ func (bs *Bases) CatchUpVectors(ctx context.Context) error {
 // folded (see Config.IdleTimeout and Config.MaxBases).
 func (bs *Bases) LoadedBases() int { return bs.bases.Count() }
 
+// Loaded reports whether knowledge base name is held in memory, folded, now (it
+// may be released just after: see Config.IdleTimeout). A base may be loaded and
+// empty: one that has no events is folded, empty, when it is asked for by name.
+func (bs *Bases) Loaded(name string) bool { return bs.bases.Has(name) }
+
 // ReleaseIdle releases the knowledge bases unused for IdleTimeout, and the least
 // recently used ones past MaxBases (see Config.IdleTimeout), now: a node does it
 // in its background catch-up (CatchUpVectors), and the opening of a base does it

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -158,6 +159,22 @@ func (b a2aBackend) CheckTask(s a2a.Submission) error {
 
 func (b a2aBackend) Events(ctx context.Context, sessionID string, from uint64) ([]messages.Envelope, error) {
 	return b.n.log.Read(ctx, sessionID, from)
+}
+
+var _ a2a.RunningLister = a2aBackend{}
+
+// RunningSessions implements a2a.RunningLister: the sessions of the log running a
+// task now, in one listing.
+func (b a2aBackend) RunningSessions(ctx context.Context) ([]string, error) {
+	infos, err := b.n.log.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(infos))
+	for i, info := range infos {
+		out[i] = info.ID
+	}
+	return out, nil
 }
 
 func (b a2aBackend) Watch(sessionID string) (<-chan messages.Envelope, func()) {

@@ -131,7 +131,9 @@ type NamedAgent struct {
 	LoopRepeats    int
 	LoopStaleSteps int
 	// Context bounds what its model calls are sent (actors.ContextOptions); a zero
-	// field is the default agent's (Config.Context).
+	// field is the default agent's (Config.Context). A team's bounds its own calls
+	// (its routing): it takes no Evidence, Recall nor Notes, since it gathers
+	// nothing (its members do).
 	Context actors.ContextOptions
 	// SummaryModel, when set, is the model its context compression's own calls
 	// (summaries, digests, extractions) go to: a chain of one of the node's
@@ -201,6 +203,8 @@ func (a NamedAgent) validate() error {
 		return fmt.Errorf("node: agent %q: MCPServers and Skills need Tools (nil Tools: every tool of the node already)", a.Name)
 	case a.Team != nil && (a.Paradigm != "" || a.Tools != nil):
 		return fmt.Errorf("node: team %q: a team has no paradigm nor tools of its own: its members have them", a.Name)
+	case a.Team != nil && (a.Context.Evidence != 0 || a.Context.Recall != 0 || a.Context.Notes != 0):
+		return fmt.Errorf("node: team %q: context evidence, recall and notes: a team gathers nothing, its members do (set them on its members)", a.Name)
 	case a.ApprovalTimeout < 0 && a.ApprovalTimeout != NoApprovalTimeout:
 		return fmt.Errorf("node: agent %q: approval timeout %s is negative: want 0 (the node's) or more, or NoApprovalTimeout", a.Name, a.ApprovalTimeout)
 	}
@@ -220,6 +224,9 @@ func (a NamedAgent) validate() error {
 		}
 	}
 	if err := a.Context.ValidateFields(); err != nil { // its 0 fields are the default agent's
+		if a.Team != nil {
+			return fmt.Errorf("node: team %q: %w", a.Name, err)
+		}
 		return fmt.Errorf("node: agent %q: %w", a.Name, err)
 	}
 	if err := checkCost(fmt.Sprintf("agent %q", a.Name), a.MaxCostUSD); err != nil {
@@ -384,15 +391,8 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		a.MaxCostUSD = cmp.Or(na.MaxCostUSD, a.MaxCostUSD)
 		a.LoopRepeats = cmp.Or(na.LoopRepeats, a.LoopRepeats)
 		a.LoopStaleSteps = cmp.Or(na.LoopStaleSteps, a.LoopStaleSteps)
-		a.Context = actors.ContextOptions{Window: cmp.Or(na.Context.Window, a.Context.Window),
-			ReservedOutput: cmp.Or(na.Context.ReservedOutput, a.Context.ReservedOutput),
-			HistoryTurns:   cmp.Or(na.Context.HistoryTurns, a.Context.HistoryTurns),
-			Compression:    c.compression(na.Context.Compression, a.Context.Compression)}
-		if na.SummaryModel != nil {
-			a.Context.Compression.Model = na.SummaryModel.Name()
-		}
-		if err := a.Context.Validate(); err != nil {
-			return nil, fmt.Errorf("node: agent %q, with the default agent's context settings: %w", na.Name, err)
+		if a.Context, err = c.ownContext(na, a.Context); err != nil {
+			return nil, err
 		}
 		a.Approvals, a.ApprovalTimeout = nil, 0
 		for _, t := range na.Approvals {
@@ -469,6 +469,28 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		named[na.Name] = a
 	}
 	return named, nil
+}
+
+// ownContext returns the context settings of the named agent or team na: its own
+// (NamedAgent.Context, SummaryModel), each field it leaves zero the default agent's
+// (def), checked as a whole.
+func (c Config) ownContext(na NamedAgent, def actors.ContextOptions) (actors.ContextOptions, error) {
+	// Gathering (Evidence, Recall, Notes) is resolved apart (resolveGather).
+	out := actors.ContextOptions{Window: cmp.Or(na.Context.Window, def.Window),
+		ReservedOutput: cmp.Or(na.Context.ReservedOutput, def.ReservedOutput),
+		HistoryTurns:   cmp.Or(na.Context.HistoryTurns, def.HistoryTurns),
+		Compression:    c.compression(na.Context.Compression, def.Compression)}
+	if na.SummaryModel != nil {
+		out.Compression.Model = na.SummaryModel.Name()
+	}
+	if err := out.Validate(); err != nil {
+		what := "agent"
+		if na.Team != nil {
+			what = "team"
+		}
+		return out, fmt.Errorf("node: %s %q, with the default agent's context settings: %w", what, na.Name, err)
+	}
+	return out, nil
 }
 
 // promptError is the error of the agent name whose prompt leaves no room for a
@@ -685,8 +707,12 @@ func (c Config) teamAgent(def actors.Agent, na NamedAgent, reg *tools.Registry) 
 	}
 	a.Tools = reg.Specs()[i : i+1]
 	a.Disclosure, a.Catalog, a.Chains, a.Protocol = nil, nil, nil, ""
-	// A team gathers nothing: its members do, each for its own work.
-	a.Sources, a.Context.Evidence, a.Context.Recall, a.Context.Notes = actors.ContextSources{}, 0, 0, 0
+	// Its own context settings (window, history, compression), else the default
+	// agent's. A team gathers nothing: its members do, each for its own work.
+	if a.Context, err = c.ownContext(na, def.Context); err != nil {
+		return actors.Agent{}, err
+	}
+	a.Sources = actors.ContextSources{}
 	// Its own model calls (an orchestrator's routing) send its system prompt and
 	// no tools: that prompt must leave room for the task, as an agent's must. Its
 	// members are agents of the node, checked as such (namedAgents).

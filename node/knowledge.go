@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -238,13 +237,16 @@ func existingBase(ctx context.Context, bs *knowledge.Bases, name string) (*knowl
 }
 
 // kbOpener opens the knowledge bases that exist for the reads of the API and of
-// the rag tool. Bases loads every base it is asked for, so a base is looked for
-// in the log first, once per name, and a name without events is refused without
-// being loaded: requests for made-up names do not make the node grow.
+// the rag tool. Bases loads every base it is asked for, so a base that is not
+// loaded is looked for in the log first, and a name without events is refused
+// without being loaded: requests for made-up names do not make the node grow. A
+// base that is loaded (Bases.Loaded) is not looked for again: the opener keeps no
+// name of its own, so what it knows is bounded by the bases Bases holds
+// (knowledge.Config.MaxBases), and a base released since its last use is looked
+// for again, once, before it is folded again.
 type kbOpener struct {
-	bs    *knowledge.Bases
-	log   eventlog.Log
-	known sync.Map // name → struct{}: a base whose stream has events
+	bs  *knowledge.Bases
+	log eventlog.Log
 }
 
 // existing returns knowledge base name if its stream has events, else errNoBase.
@@ -252,7 +254,7 @@ func (o *kbOpener) existing(ctx context.Context, name string) (*knowledge.Base, 
 	if err := knowledge.CheckName(name); err != nil {
 		return nil, err
 	}
-	if _, ok := o.known.Load(name); !ok {
+	if !o.bs.Loaded(name) {
 		events, err := o.log.Read(ctx, knowledge.Stream(name), 1)
 		if err != nil {
 			return nil, fmt.Errorf("knowledge: reading %s: %w", knowledge.Stream(name), err)
@@ -260,7 +262,6 @@ func (o *kbOpener) existing(ctx context.Context, name string) (*knowledge.Base, 
 		if len(events) == 0 {
 			return nil, fmt.Errorf("%w %q (add a document to create it)", errNoBase, name)
 		}
-		o.known.Store(name, struct{}{})
 	}
 	return existingBase(ctx, o.bs, name)
 }

@@ -232,3 +232,40 @@ func TestTeamWhosePromptCannotFitIsRefusedAtStart(t *testing.T) {
 	}
 	_ = n.Close()
 }
+
+// A team's own context settings (NamedAgent.Context: window, reserved output,
+// history, compression) bound its routing calls, each field it leaves zero the
+// default agent's; a team without any takes the default agent's. A team gathers
+// nothing, so a gathering number on it is refused.
+func TestTeamTakesItsOwnContext(t *testing.T) {
+	crew := func(name string, ctx actors.ContextOptions) node.NamedAgent {
+		return node.NamedAgent{Name: name, Context: ctx, Team: &actors.Team{Pattern: actors.TeamPipeline, Members: []actors.TeamMember{{Name: "a"}}}}
+	}
+	def := actors.ContextOptions{Window: 16000, ReservedOutput: 1000, HistoryTurns: 30}
+	own := actors.ContextOptions{Window: 4096, HistoryTurns: 7, Compression: actors.Compression{Strategy: "window", Window: 4}}
+	cfg := node.Config{Model: llm.Offline{}, Context: def, Agents: []node.NamedAgent{{Name: "a"}, crew("own", own), crew("plain", actors.ContextOptions{})}}
+	all, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := all.Named["own"].Context
+	if got.Window != 4096 || got.ReservedOutput != 1000 || got.HistoryTurns != 7 || got.Compression.Strategy != "window" || got.Compression.Window != 4 {
+		t.Errorf("team with its own context: %+v; want window 4096, the default's reserved output 1000, history 7, window compression of 4 turns", got)
+	}
+	if got := all.Named["plain"].Context; got.Window != 16000 || got.ReservedOutput != 1000 || got.HistoryTurns != 30 || got.Compression.Strategy != "" {
+		t.Errorf("team without context settings: %+v; want the default agent's %+v", got, def)
+	}
+	for name, c := range map[string]struct {
+		ctx  actors.ContextOptions
+		want string
+	}{
+		"gathers":      {actors.ContextOptions{Recall: 3}, `team "bad": context evidence, recall and notes: a team gathers nothing`},
+		"no room":      {actors.ContextOptions{Window: 900}, `team "bad", with the default agent's context settings: context reserved output 1000`},
+		"out of range": {actors.ContextOptions{Window: 100}, `team "bad": context window 100 is out of range`},
+	} {
+		bad := node.Config{Model: llm.Offline{}, DataDir: t.TempDir(), Context: def, Agents: []node.NamedAgent{{Name: "a"}, crew("bad", c.ctx)}}
+		if _, err := node.New(context.Background(), bad); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want %q", name, err, c.want)
+		}
+	}
+}

@@ -132,8 +132,10 @@ type writeStmts struct {
 
 	// started holds, for sessions written lately, a start their committed summary
 	// row is at or before: a batch that starts no earlier needs no restart
-	// statement. A row's started_us only ever goes down (and rows are never
-	// deleted), in this process or any other sharing the log, so the bound stays
+	// statement. A row's started_us only ever goes down, in this process or any
+	// other sharing the log, and only the rows of prunable streams are ever
+	// deleted (eventlog.Pruner), whose starts are not kept (prunable): a stream
+	// pruned and stored again gets a row that starts anew. So the bound stays
 	// true. starting are the starts of the transaction being written, kept in
 	// started once it commits.
 	started  map[string]int64
@@ -178,12 +180,30 @@ func (w *writeStmts) startedBy(id string, us int64) bool {
 	return ok && s <= us
 }
 
+// prunable reports whether stream id may be pruned (eventlog.PrunablePrefixes):
+// its summary row may be deleted, by this process or another sharing the log, so
+// what the writer saw of that row bounds nothing of the row the stream, stored
+// again, gets (writeStmts.started, writeStmts.tails). Such streams are few and
+// seldom written (a large message's, an MCP session's, a task's push configs):
+// not knowing them costs a statement now and then. It allocates nothing.
+func prunable(id string) bool {
+	for _, p := range eventlog.PrunablePrefixes {
+		if strings.HasPrefix(id, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // keepStarts records the starts of a transaction that committed.
 func (w *writeStmts) keepStarts() {
 	if w.started == nil || len(w.started)+len(w.starting) > maxStarted {
 		w.started = make(map[string]int64, min(maxStarted, 64))
 	}
 	for _, s := range w.starting {
+		if prunable(s.id) {
+			continue
+		}
 		if v, ok := w.started[s.id]; !ok || s.us < v {
 			w.started[s.id] = s.us
 		}
@@ -996,7 +1016,8 @@ var (
 // epoch, as the writer knows for sure: inserted by the same batch (prevInBatch:
 // the batch's event before e is that event, and was inserted by it, so under the
 // same epoch; if e's row is written, so is that one), or committed by an earlier
-// transaction (writeStmts.tails). A stored row never changes, nor goes.
+// transaction (writeStmts.tails). A stored row never changes, nor goes: but a
+// prunable stream's, whose tails are not kept (prunable).
 func (w *writeStmts) epochStart(e messages.Envelope, epoch uint64, prevInBatch bool) driver.Value {
 	if epoch == 0 {
 		return startsRun // never in the index: as the column's default
@@ -1029,6 +1050,9 @@ func (w *writeStmts) keepTails() {
 		w.tails = make(map[string]sessionTail, min(maxTails, 64))
 	}
 	for _, t := range w.tailing {
+		if prunable(t.session) {
+			continue
+		}
 		if old, ok := w.tails[t.session]; !ok || t.seq > old.seq {
 			w.tails[t.session] = t
 		}

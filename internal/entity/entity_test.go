@@ -205,6 +205,9 @@ func TestLoadedMakesEachOnceAndOpensUntilItSucceeds(t *testing.T) {
 	if _, _, err := r.Open("x", now, mk, open); !errors.Is(err, down) {
 		t.Fatalf("err %v, want the open's error", err)
 	}
+	if r.Has("x") {
+		t.Fatal("Has: an entity whose open failed is loaded")
+	}
 	fail = false
 	a, _, err := r.Open("x", now, mk, open)
 	if err != nil {
@@ -214,5 +217,11 @@ func TestLoadedMakesEachOnceAndOpensUntilItSucceeds(t *testing.T) {
 	c, _, _ := r.Open("y", now, mk, open)
 	if a != b || a == c || made != 2 || opens != 3 {
 		t.Fatalf("made %d, opened %d times (want 2, 3); same entity %v, other %v", made, opens, a == b, a != c)
+	}
+	if !r.Has("x") || !r.Has("y") || r.Has("z") {
+		t.Fatalf("Has x, y, z: %v %v %v; want the two opened only", r.Has("x"), r.Has("y"), r.Has("z"))
+	}
+	if n := r.Sweep(now.Add(time.Hour), time.Minute, 0, true, ""); n != 2 || r.Has("x") || r.Has("y") {
+		t.Fatalf("after a sweep releasing %d (want 2): Has x %v, y %v", n, r.Has("x"), r.Has("y"))
 	}
 }

@@ -228,6 +228,21 @@ func (l *Loaded[T]) Each(fn func(T) error) error {
 	return first
 }
 
+// Has reports whether entity name is loaded: open succeeded on it, and it is not
+// released. The answer may be out of date as soon as it is given (a sweep may
+// release it): a hint, for a caller that would otherwise read the log.
+func (l *Loaded[T]) Has(name string) bool {
+	l.mu.Lock()
+	s, ok := l.m[name]
+	l.mu.Unlock()
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.opened && !s.gone
+}
+
 // Count is the number of entities loaded.
 func (l *Loaded[T]) Count() int {
 	l.mu.Lock()

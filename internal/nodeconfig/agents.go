@@ -486,7 +486,7 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 			err = parseStopField(path, &a, fk, fv)
 		case "context":
 			a.contextLine = fk.Line
-			err = parseContext(path, &a, fv)
+			a.Context, a.gatherLine, err = parseContext(path, fmt.Sprintf("agent %q", name), fv)
 		default:
 			return fail(fk.Line, "agent %q: unknown field %q: the fields are %s", name, fk.Value, strings.Join(agentFields, ", "))
 		}
@@ -713,13 +713,14 @@ func (f *AgentsFile) ResolveModels(ctx context.Context, known map[string]llm.Mod
 		}
 	}
 	var secrets []string
-	resolve := func(a DeclaredAgent, spec string, line int) (llm.Model, error) {
+	// resolve resolves the model spec at line of who (`agent "NAME"` or `team "NAME"`).
+	resolve := func(who, spec string, line int) (llm.Model, error) {
 		if m, ok := bySpec[spec]; ok {
 			return m, nil
 		}
 		m, _, key, err := provider.FallbackFromSpec(ctx, spec, env)
 		if err != nil {
-			return nil, &AgentsFileError{Path: f.Path, Line: line, Msg: fmt.Sprintf("agent %q: model %q cannot be reached: %v (an agent's model is resolved as a --fallback: at its provider's own base URL, with its provider's own key variable only)", a.Name, spec, err)}
+			return nil, &AgentsFileError{Path: f.Path, Line: line, Msg: fmt.Sprintf("%s: model %q cannot be reached: %v (an agent's model is resolved as a --fallback: at its provider's own base URL, with its provider's own key variable only)", who, spec, err)}
 		}
 		if key != "" {
 			secrets = append(secrets, key)
@@ -727,8 +728,8 @@ func (f *AgentsFile) ResolveModels(ctx context.Context, known map[string]llm.Mod
 		if other, ok := byName[m.Name()]; ok {
 			if p := providerOf(m); p == "" || p != providerOf(other.m) {
 				return nil, &AgentsFileError{Path: f.Path, Line: line, Msg: fmt.Sprintf(
-					"agent %q: model %q is named %q, as model %q is: a call names its model by name, so two models of one name must be one provider's; give one of them another name",
-					a.Name, spec, m.Name(), other.spec)}
+					"%s: model %q is named %q, as model %q is: a call names its model by name, so two models of one name must be one provider's; give one of them another name",
+					who, spec, m.Name(), other.spec)}
 			}
 			m = other.m // the same provider's model of that name
 		} else {
@@ -741,14 +742,14 @@ func (f *AgentsFile) ResolveModels(ctx context.Context, known map[string]llm.Mod
 		a := &f.Agents[i]
 		a.model, a.fallbacks, a.critic, a.Context.summary = nil, nil, nil, nil
 		if s := a.Context.SummaryModel; s != "" && s != actors.NoSummaryModel {
-			m, err := resolve(*a, s, a.Context.summaryLine)
+			m, err := resolve(fmt.Sprintf("agent %q", a.Name), s, a.Context.summaryLine)
 			if err != nil {
 				return nil, err
 			}
 			a.Context.summary = m
 		}
 		if a.CriticModel != "" {
-			c, err := resolve(*a, a.CriticModel, a.criticLine)
+			c, err := resolve(fmt.Sprintf("agent %q", a.Name), a.CriticModel, a.criticLine)
 			if err != nil {
 				return nil, err
 			}
@@ -757,13 +758,13 @@ func (f *AgentsFile) ResolveModels(ctx context.Context, known map[string]llm.Mod
 		if a.Model == "" {
 			continue
 		}
-		m, err := resolve(*a, a.Model, a.modelLine)
+		m, err := resolve(fmt.Sprintf("agent %q", a.Name), a.Model, a.modelLine)
 		if err != nil {
 			return nil, err
 		}
 		a.model = m
 		for j, spec := range a.Fallbacks {
-			fm, err := resolve(*a, spec, a.fallbackLines[j])
+			fm, err := resolve(fmt.Sprintf("agent %q", a.Name), spec, a.fallbackLines[j])
 			if err != nil {
 				return nil, err
 			}
@@ -772,6 +773,17 @@ func (f *AgentsFile) ResolveModels(ctx context.Context, known map[string]llm.Mod
 					Msg: fmt.Sprintf("agent %q: fallback %q is model %q, already in the agent's chain", a.Name, spec, fm.Name())}
 			}
 			a.fallbacks = append(a.fallbacks, fm)
+		}
+	}
+	for i := range f.Teams {
+		t := &f.Teams[i]
+		t.Context.summary = nil
+		if s := t.Context.SummaryModel; s != "" && s != actors.NoSummaryModel {
+			m, err := resolve(fmt.Sprintf("team %q", t.Name), s, t.Context.summaryLine)
+			if err != nil {
+				return nil, err
+			}
+			t.Context.summary = m
 		}
 	}
 	return secrets, nil
@@ -848,7 +860,8 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 	}
 	for _, t := range f.Teams {
 		tm := t.Team()
-		out = append(out, node.NamedAgent{Name: t.Name, Description: t.Description, SystemPrompt: t.SystemPrompt, MaxSteps: t.MaxSteps, Team: &tm})
+		out = append(out, node.NamedAgent{Name: t.Name, Description: t.Description, SystemPrompt: t.SystemPrompt, MaxSteps: t.MaxSteps,
+			Context: t.Context.Options(), SummaryModel: t.Context.summary, Team: &tm})
 	}
 	return out
 }
@@ -938,9 +951,14 @@ func (f AgentsFile) checkBuild(cfg node.Config) error {
 		return &AgentsFileError{Path: f.Path, Line: line, Msg: msg}
 	}
 	for _, t := range f.Teams {
-		if t.Name == m[1] {
-			return &AgentsFileError{Path: f.Path, Line: t.Line, Msg: msg}
+		if t.Name != m[1] {
+			continue
 		}
+		line := t.Line
+		if t.contextLine != 0 && strings.Contains(msg, "context") {
+			line = t.contextLine
+		}
+		return &AgentsFileError{Path: f.Path, Line: line, Msg: msg}
 	}
 	return err
 }

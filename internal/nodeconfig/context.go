@@ -99,16 +99,16 @@ func (fc File) validateContext() []error {
 	return nil
 }
 
-// parseContext reads an agents file's agent's "context" section (v) into a,
-// naming the line of a problem.
-func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
-	fail := func(line int, format string, args ...any) error {
-		return &AgentsFileError{Path: path, Line: line, Msg: fmt.Sprintf("agent %q: context: ", a.Name) + fmt.Sprintf(format, args...)}
+// parseContext reads the "context" section (v) of an agents file's agent (who is
+// `agent "NAME"`) or team (`team "NAME"`), naming the line of a problem; gatherLine
+// is the line of its latest gathering number (0: none).
+func parseContext(path, who string, v *yaml.Node) (c ContextFile, gatherLine int, err error) {
+	fail := func(line int, format string, args ...any) (ContextFile, int, error) {
+		return ContextFile{}, 0, &AgentsFileError{Path: path, Line: line, Msg: who + ": context: " + fmt.Sprintf(format, args...)}
 	}
 	if v.Kind != yaml.MappingNode {
 		return fail(v.Line, "want a mapping of %s, such as context: {window: 32000}", strings.Join(contextFieldNames, ", "))
 	}
-	var c ContextFile
 	seen := map[string]bool{}
 	lines := map[string]int{} // of the fields, by name
 	for i := 0; i+1 < len(v.Content); i += 2 {
@@ -148,7 +148,7 @@ func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
 				}
 				return fail(fv.Line, "%v", err)
 			}
-			a.gatherLine = fv.Line
+			gatherLine = fv.Line
 		default:
 			if ok, problem := parseCompressionField(&c.CompressionFile, k, fv); ok {
 				if problem != "" {
@@ -168,6 +168,5 @@ func parseContext(path string, a *DeclaredAgent, v *yaml.Node) error {
 	if err := c.Options().ValidateFields(); err != nil { // its absent fields are the node's
 		return fail(v.Line, "%v", err)
 	}
-	a.Context = c
-	return nil
+	return c, gatherLine, nil
 }

@@ -14,7 +14,7 @@ import (
 // the pattern's settings (the others every team has).
 var (
 	teamFieldNames = []string{"description", "system_prompt", "pattern", "members", "routes", "router", "fallback", "check",
-		"redispatch", "aggregator", "judge", "rounds", "max_handoffs", "max_steps"}
+		"redispatch", "aggregator", "judge", "rounds", "max_handoffs", "max_steps", "context"}
 	patternFields = map[string]string{
 		"routes": actors.TeamOrchestrator, "router": actors.TeamOrchestrator, "fallback": actors.TeamOrchestrator,
 		"check": actors.TeamOrchestrator, "redispatch": actors.TeamOrchestrator,
@@ -41,6 +41,7 @@ var (
 //	    judge: judge                    # debate: the agent that accepts a proposal
 //	    rounds: 2                       # debate
 //	    max_handoffs: 3                 # handoff
+//	    context: {window: 32000, history_turns: 40} # its routing calls' (context.go); no evidence, recall, notes
 type DeclaredTeam struct {
 	Name         string   `json:"name"`
 	Description  string   `json:"description,omitempty"`
@@ -60,8 +61,14 @@ type DeclaredTeam struct {
 	Rounds      int             `json:"rounds,omitempty"`
 	MaxHandoffs int             `json:"max_handoffs,omitempty"`
 	MaxSteps    int             `json:"max_steps,omitempty"`
-	// Line is where the team's name is in the file.
-	Line int `json:"-"`
+	// Context is its context section (context.go), which bounds its own model
+	// calls (an orchestrator's routing, its summaries); a zero field is the
+	// node's. It gathers nothing (its members do): no evidence, recall nor notes.
+	Context ContextFile `json:"context,omitzero"`
+	// Line is where the team's name is in the file; contextLine where its context
+	// section is.
+	Line        int `json:"-"`
+	contextLine int
 	// check is Check parsed; lines are where each agent the team names is.
 	check actors.TeamCheck
 	lines map[string]int
@@ -186,6 +193,12 @@ func parseTeam(path string, k, v *yaml.Node) (DeclaredTeam, error) {
 			err = num(fv, fk.Value, 1, actors.MaxTeamHandoffs, &t.MaxHandoffs)
 		case "max_steps":
 			err = num(fv, fk.Value, 1, maxMaxSteps, &t.MaxSteps)
+		case "context":
+			var gatherLine int
+			t.contextLine = fk.Line
+			if t.Context, gatherLine, err = parseContext(path, fmt.Sprintf("team %q", name), fv); err == nil && gatherLine != 0 {
+				return fail(gatherLine, "team %q: context: evidence, recall and notes are an agent's: a team gathers nothing, its members do (set them on its members)", name)
+			}
 		default:
 			return fail(fk.Line, "team %q: unknown field %q: the fields are %s", name, fk.Value, strings.Join(teamFieldNames, ", "))
 		}

@@ -1,11 +1,14 @@
 package nodeconfig
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/node"
 )
 
@@ -97,6 +100,9 @@ func TestParseTeamsErrors(t *testing.T) {
 		{"unknown judge", "teams:\n  t:\n    pattern: debate\n    members: [a]\n    judge: j\n", 8, `judge "j": want an agent`},
 		{"max handoffs", "teams:\n  t:\n    pattern: handoff\n    members: [a]\n    max_handoffs: 50\n", 8, "max_handoffs"},
 		{"aggregator", "teams:\n  t:\n    pattern: fan_out\n    members: [a]\n    aggregator: z\n", 8, `aggregator "z": want an agent`},
+		{"context field", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    context:\n      width: 10\n", 9, `team "t": context: unknown field "width"`},
+		{"context window", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    context: {window: 10}\n", 8, `team "t": context: window "10"`},
+		{"context gathers", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    context:\n      window: 4096\n      recall: 3\n", 10, `team "t": context: evidence, recall and notes are an agent's: a team gathers nothing`},
 		{"team twice", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n  t:\n    pattern: pipeline\n    members: [a]\n", 8, "declared twice"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -155,5 +161,53 @@ teams:
 	}
 	if err := f.CheckNodeTools(cfg); err != nil {
 		t.Errorf("with room: %v", err)
+	}
+}
+
+// A team's context section bounds its own model calls as an agent's does: the
+// node builds the team with it (its summary model resolved as an agent's), and a
+// setting the node refuses with its own (a window smaller than the node's
+// reserved output) is refused at the line of the section.
+func TestTeamContext(t *testing.T) {
+	const file = `agents:
+  a: {}
+teams:
+  crew:
+    pattern: pipeline
+    members: [a]
+    context:
+      window: %d
+      history_turns: 7
+      compression: summary
+      summary_model: offline
+`
+	f, err := ParseAgents("agents.yaml", []byte(fmt.Sprintf(file, 4096)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.ResolveModels(context.Background(), nil, func(string) string { return "" }); err != nil {
+		t.Fatal(err)
+	}
+	crew := f.NodeAgents()[1]
+	if crew.Name != "crew" || crew.Context.Window != 4096 || crew.Context.HistoryTurns != 7 || crew.Context.Compression.Strategy != "summary" ||
+		crew.SummaryModel == nil || crew.SummaryModel.Name() != "offline" || crew.Context.Compression.Model != "offline" {
+		t.Fatalf("team %q: context %+v, summary model %v; want window 4096, history 7, summary compression by offline", crew.Name, crew.Context, crew.SummaryModel)
+	}
+	cfg := node.Config{Model: llm.Offline{}, Context: actors.ContextOptions{ReservedOutput: 512}, Agents: f.NodeAgents()}
+	all, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := all.Named["crew"].Context; got.Window != 4096 || got.ReservedOutput != 512 || got.HistoryTurns != 7 || got.Compression.Model != "offline" {
+		t.Errorf("the node's team: context %+v; want the file's, and the node's reserved output", got)
+	}
+	f, err = ParseAgents("agents.yaml", []byte(fmt.Sprintf(file, 300)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = f.CheckNodeTools(cfg)
+	var fe *AgentsFileError
+	if !errors.As(err, &fe) || fe.Line != 7 || !strings.Contains(fe.Msg, `team "crew", with the default agent's context settings: context reserved output 512`) {
+		t.Errorf("a window smaller than the node's reserved output: %v; want it refused at line 7", err)
 	}
 }
