@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -90,6 +91,29 @@ type lease struct {
 	epoch      uint64
 	partitions map[int]bool
 	total      int
+	// released and before are what the partitions' previous owners left this
+	// lease to publish again (releasedPartitions): nothing for a partition they
+	// released cleanly, the sessions that ended at or after before[p] for one they
+	// marked, every one that ended lately for the others. Until the lease's
+	// resumption has finished, its own release or mark can promise no more
+	// (inheritedBefore).
+	released map[int]bool
+	before   map[int]int64
+}
+
+// inheritedBefore returns, for partition p of the lease, the time at or after which
+// sessions that ended may still be owed a publication by a previous owner while the
+// lease's resumption has not finished: math.MaxInt64 when the previous owner
+// released p cleanly (nothing owed), its mark (less markMargin) when it marked p,
+// and 0 when it did neither (every session that ended lately may be owed).
+func (l lease) inheritedBefore(p int) int64 {
+	switch {
+	case l.released[p]:
+		return math.MaxInt64
+	case l.before[p] > 0:
+		return l.before[p]
+	}
+	return 0
 }
 
 // leaseOf returns the node's lease of the session's partition.
@@ -142,7 +166,7 @@ func (n *Node) takeLeases(gen int64, partitions []int, deadline time.Time, revok
 			n.own.mu.Lock()
 			current := n.own.generation == gen
 			if current {
-				n.own.lease = lease{gen: gen, epoch: epoch, partitions: n.own.partitions, total: n.own.total}
+				n.own.lease = lease{gen: gen, epoch: epoch, partitions: n.own.partitions, total: n.own.total, released: released, before: before}
 				n.own.released, n.own.publishedBefore = released, before
 			}
 			n.own.mu.Unlock()
@@ -224,11 +248,14 @@ func (n *Node) releasedPartitions(partitions []int) (released map[int]bool, befo
 // held cleanly (eventlog.Releasing): called once their session actors stopped
 // (Revoked, or Close), it waits up to Config.HandoffGrace for the outbox to publish
 // everything they handed it, then marks the partitions released at the lease's
-// epoch. It marks nothing when the resumption of the lease's generation had not
-// finished (sessions a previous owner left unpublished may not be published yet),
-// when the outbox cannot publish in time (a broker outage), or when the log does
-// not record releases: the partitions' next owners then publish again the latest
-// tasks of the sessions that ended lately, as after a crash.
+// epoch. When the resumption of the lease's generation had not finished, sessions
+// a previous owner left unpublished may not be published yet: of the partitions,
+// it releases those their previous owner had released (nothing was owed), marks
+// those it had marked at no later than that mark (eventlog.Releasing.MarkPublished),
+// and leaves the others as they are. It marks nothing when the outbox cannot
+// publish in time (a broker outage), or when the log does not record releases: the
+// partitions' next owners then publish again the latest tasks of the sessions that
+// ended lately, as after a crash.
 func (n *Node) handOver(held lease) {
 	if held.epoch == 0 || n.leased == nil || n.leased.releasing == nil {
 		return
@@ -254,9 +281,31 @@ func (n *Node) handOver(held lease) {
 		n.cfg.Logger.Warn("partitions handed over without a clean release: their next owners publish their lately ended sessions again; "+why,
 			append([]any{"node", n.cfg.NodeID, "partitions", partitions, "epoch", held.epoch}, args...)...)
 	}
+	// A resumption that has not finished may leave unpublished what the
+	// partitions' previous owners left to publish again, and no more: the
+	// unfinished sessions it did not resume are resumed by the next owner anyway,
+	// and everything this node appended is in its outbox. A partition its
+	// previous owner released cleanly owed nothing, so it is released all the
+	// same; one it marked is marked (at most at that mark); one it did neither
+	// stays as it is (its next owner publishes every session that ended lately).
+	release, owed := partitions, map[int64][]int(nil)
 	if !complete {
-		unmarked("the sessions to resume after the assignment were not all resumed")
-		return
+		release = nil
+		for _, p := range partitions {
+			switch before := held.inheritedBefore(p); {
+			case before == math.MaxInt64:
+				release = append(release, p)
+			case before > 0:
+				if owed == nil {
+					owed = map[int64][]int{}
+				}
+				owed[before] = append(owed[before], p)
+			}
+		}
+		if len(release) == 0 && len(owed) == 0 {
+			unmarked("the sessions to resume after the assignment were not all resumed")
+			return
+		}
 	}
 	if !n.outbox.Flush(n.cfg.HandoffGrace) {
 		unmarked("the bus did not take the sessions' events in time", "waited", n.cfg.HandoffGrace)
@@ -264,12 +313,30 @@ func (n *Node) handOver(held lease) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
 	defer cancel()
-	if err := n.leased.releasing.Release(ctx, n.cfg.NodeID, held.epoch, partitions, time.Now().UnixMicro()); err != nil {
+	if len(owed) > 0 {
+		// Everything appended before low was published (the outbox is flushed);
+		// what the previous owners left after their marks may not be.
+		low, _ := n.marks.low()
+		for before, ps := range owed {
+			if err := n.leased.releasing.MarkPublished(ctx, n.cfg.NodeID, held.epoch, ps, min(low, before)); err != nil {
+				unmarked("the log did not record the publication mark", "err", err)
+				return
+			}
+		}
+	}
+	if left := len(partitions) - len(release); left > 0 {
+		unmarked("the sessions to resume after the assignment were not all resumed, and some partitions' previous owners did not release them",
+			"released", release)
+	}
+	if len(release) == 0 {
+		return
+	}
+	if err := n.leased.releasing.Release(ctx, n.cfg.NodeID, held.epoch, release, time.Now().UnixMicro()); err != nil {
 		unmarked("the log did not record the release", "err", err)
 		return
 	}
-	n.metrics.released.Add(float64(len(partitions)))
-	n.cfg.Logger.Info("partitions released cleanly", "node", n.cfg.NodeID, "partitions", partitions, "epoch", held.epoch)
+	n.metrics.released.Add(float64(len(release)))
+	n.cfg.Logger.Info("partitions released cleanly", "node", n.cfg.NodeID, "partitions", release, "epoch", held.epoch)
 }
 
 // closeHandOver hands over the lease of a sharded node that closes while it still
