@@ -60,6 +60,10 @@ type Log struct {
 	externalTables func([]*ext.Table)
 
 	repairs sync.WaitGroup // repairCut's
+	// repairCtx is the context of the repairs; stopRepairs ends it once the writer
+	// stopped (Close: the buffered appends are written or failed).
+	repairCtx   context.Context
+	stopRepairs context.CancelFunc
 }
 
 var (
@@ -105,6 +109,7 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 // start returns a Log of cfg (with defaults) on conn, its writer running.
 func start(cfg Config, conn driver.Conn) *Log {
 	wctx, abort := context.WithCancel(context.Background())
+	repairCtx, stopRepairs := context.WithCancel(wctx)
 	l := &Log{
 		cfg:        cfg,
 		conn:       conn,
@@ -113,6 +118,9 @@ func start(cfg Config, conn driver.Conn) *Log {
 		writerDone: make(chan struct{}),
 		gone:       make(chan struct{}),
 		abort:      abort,
+
+		repairCtx:   repairCtx,
+		stopRepairs: stopRepairs,
 	}
 	go l.runWriter(wctx)
 	return l
@@ -852,7 +860,8 @@ func (l *Log) isClosed() bool {
 // Close implements eventlog.Log: it stops taking appends, lets the writer write
 // what is buffered for up to Config.CloseTimeout (retrying while ClickHouse
 // fails), fails what is still unwritten then with an error wrapping
-// eventlog.ErrClosed, and closes the connections. It is idempotent and returns
+// eventlog.ErrClosed, stops the background completion of attempts cut off after
+// their callers gave up (see the package doc), and closes the connections. It is idempotent and returns
 // the first call's result: an error if buffered appends could not be written.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {

@@ -201,9 +201,11 @@
 // also those found stored, so that the tables get their rows. An attempt that is
 // not retried, because its callers gave up, is completed in the background: the
 // writer looks its events up and inserts again those that landed (see dropCut),
-// unless their lease is no longer current. What stays missing after that — the
-// writer's process died first, the repair failed, or the lease was taken — is
-// missing for good: a caller appending the batch again finds its events stored
+// unless their lease is no longer current. Close does not wait for such a
+// repair once the buffered appends are written or failed: it stops it (one may
+// hang up to Config.QueryTimeout on a connection the network forgot). What stays
+// missing after that — the writer's process died or closed first, the repair
+// failed, or the lease was taken — is missing for good: a caller appending the batch again finds its events stored
 // and skips them. Read, which reads the events table, returns such events; the
 // listings miss them (a session not listed, or listed with fewer events), the
 // conflict check misses an unconventional ID that event_ids lacks, and a stale

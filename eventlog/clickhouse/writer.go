@@ -39,6 +39,7 @@ type appendReq struct {
 	bytes    int                 // payload bytes
 	enq      time.Time           // when it was queued
 	state    reqState
+	sent     bool       // the writer's: an INSERT of its group was started (insertRows)
 	done     chan error // buffered: the writer never blocks on it
 }
 
@@ -154,7 +155,12 @@ func (l *Log) runWriter(ctx context.Context) {
 	defer close(l.writerDone)
 	var confirming sync.WaitGroup // groups whose leases are being confirmed
 	defer confirming.Wait()
-	defer l.repairs.Wait()
+	defer func() {
+		// The repairs are not waited out: one may hang on a connection the network
+		// forgot (up to Config.QueryTimeout) while nothing is left to write.
+		l.stopRepairs()
+		l.repairs.Wait()
+	}()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var (
@@ -334,7 +340,7 @@ func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
 		live      = group
 	)
 	for {
-		if live = l.dropCut(ctx, live); len(live) == 0 {
+		if live = l.dropCut(live); len(live) == 0 {
 			return // every caller gave up: the attempt may have been cut short for that
 		}
 		if ctx.Err() != nil { // Close gave up waiting
@@ -367,7 +373,7 @@ func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
 		case <-ctx.Done():
 			timer.Stop()
 		}
-		if live = l.dropCut(ctx, live); len(live) == 0 {
+		if live = l.dropCut(live); len(live) == 0 {
 			return
 		}
 		var d decision
@@ -397,7 +403,7 @@ func (l *Log) dropAbandoned(reqs []*appendReq, tried bool) []*appendReq {
 	for _, r := range reqs {
 		if err := r.ctx.Err(); err != nil {
 			note := "not written"
-			if tried {
+			if tried && r.sent {
 				note = "a failed attempt may have written it"
 			}
 			l.answer(r, fmt.Errorf("eventlog/clickhouse: append: %w (%s)", err, note))
@@ -409,7 +415,10 @@ func (l *Log) dropAbandoned(reqs []*appendReq, tried bool) []*appendReq {
 }
 
 // dropCut is dropAbandoned after a failed attempt to write reqs, and has the
-// events of the requests it drops that landed completed (repairCut): the attempt
+// events of the requests it drops that landed completed (repairCut), for those
+// an INSERT was started for (the others, whose attempts failed before, wrote
+// nothing and need no repair, which would be one more query on a connection
+// that may hang): the attempt
 // may have been cut off after its INSERT wrote the events table and before it
 // wrote the tables that the materialized views fill (the server writes an
 // INSERT's views after its table: a server that stops or fails in between, an
@@ -419,18 +428,20 @@ func (l *Log) dropAbandoned(reqs []*appendReq, tried bool) []*appendReq {
 // repair those tables would never get their rows: the session summaries and
 // open_tasks would miss them (a running session not listed, so never resumed),
 // and event_ids an unconventional ID (a conflict not detected).
-func (l *Log) dropCut(ctx context.Context, reqs []*appendReq) []*appendReq {
+func (l *Log) dropCut(reqs []*appendReq) []*appendReq {
 	live := l.dropAbandoned(reqs, true)
 	if len(live) == len(reqs) {
 		return live
 	}
 	var gone []*appendReq
 	for _, r := range reqs {
-		if !slices.Contains(live, r) {
+		if r.sent && !slices.Contains(live, r) {
 			gone = append(gone, r)
 		}
 	}
-	l.repairCut(ctx, gone)
+	if len(gone) > 0 {
+		l.repairCut(gone)
+	}
 	return live
 }
 
@@ -441,16 +452,27 @@ func (l *Log) dropCut(ctx context.Context, reqs []*appendReq) []*appendReq {
 // left out of them. It leaves alone the requests whose lease is no longer
 // current: inserted again, their rows would be listed in fenced_events
 // (schema/0010_stale_rows.sql), and hidden, though they may have landed while
-// the lease was current. A repair that fails is logged; what it would have
-// added stays missing (see the package doc).
-func (l *Log) repairCut(ctx context.Context, reqs []*appendReq) {
+// the lease was current. A repair that fails, or that still runs when the writer
+// stops (Close wrote or failed the buffered appends), is logged; what it would
+// have added stays missing (see the package doc).
+func (l *Log) repairCut(reqs []*appendReq) {
 	l.repairs.Go(func() {
-		ctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+		ctx, cancel := context.WithTimeout(l.repairCtx, l.cfg.QueryTimeout)
 		defer cancel()
+		stopped := func(err error) bool {
+			if l.repairCtx.Err() == nil {
+				return false
+			}
+			l.cfg.Logger.Warn("eventlog/clickhouse: Close stopped completing the write of an attempt cut off after its callers gave up; the listings may miss the events that landed",
+				"appends", len(reqs), "err", err)
+			return true
+		}
 		stored, err := l.lookup(ctx, reqs)
 		if err != nil {
-			l.cfg.Logger.Warn("eventlog/clickhouse: could not look up the events of an attempt cut off after its callers gave up; the listings may miss those that landed",
-				"appends", len(reqs), "err", err)
+			if !stopped(err) {
+				l.cfg.Logger.Warn("eventlog/clickhouse: could not look up the events of an attempt cut off after its callers gave up; the listings may miss those that landed",
+					"appends", len(reqs), "err", err)
+			}
 			return
 		}
 		var rows []row
@@ -470,8 +492,10 @@ func (l *Log) repairCut(ctx context.Context, reqs []*appendReq) {
 			return
 		}
 		if err := l.insert(ctx, rows); err != nil {
-			l.cfg.Logger.Warn("eventlog/clickhouse: could not complete the write of events an attempt cut off after its callers gave up; the listings may miss them",
-				"events", len(rows), "err", err)
+			if !stopped(err) {
+				l.cfg.Logger.Warn("eventlog/clickhouse: could not complete the write of events an attempt cut off after its callers gave up; the listings may miss them",
+					"events", len(rows), "err", err)
+			}
 			return
 		}
 		l.cfg.Logger.Info("eventlog/clickhouse: completed the write of events an attempt cut off after its callers gave up", "events", len(rows))
@@ -583,6 +607,9 @@ func (l *Log) lookupGroup(ctx context.Context, reqs []*appendReq) (*storedEvents
 // insertRows inserts rows, the events of the requests of group, within the query
 // timeout, and until every caller of the group gave up (attemptCtx).
 func (l *Log) insertRows(ctx context.Context, group []*appendReq, rows []row) error {
+	for _, r := range group {
+		r.sent = true // read by the writer once the INSERT returned
+	}
 	if l.beforeInsert != nil {
 		l.beforeInsert()
 	}
