@@ -22,46 +22,8 @@ func (l *Log) Release(ctx context.Context, node string, epoch uint64, partitions
 	if err := eventlog.CheckRelease(node, epoch, partitions, atUS); err != nil {
 		return fmt.Errorf("eventlog/clickhouse: release: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("eventlog/clickhouse: release: %w", err)
-	}
-	if l.isClosed() {
-		return fmt.Errorf("eventlog/clickhouse: release: %w", eventlog.ErrClosed)
-	}
-	list, err := partitionList(partitions)
-	if err != nil {
-		return fmt.Errorf("eventlog/clickhouse: release: %w", err)
-	}
-	what := fmt.Sprintf("release partitions %s of node %s at epoch %d", list, node, epoch)
-	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
-	defer cancel()
-	owners, err := l.owners(qctx, list)
-	if err != nil {
-		return l.readErr(ctx, what, err)
-	}
-	var mine []int
-	for _, p := range partitions {
-		if o, ok := owners[p]; ok && o.Epoch == epoch && o.Node == node {
-			mine = append(mine, p)
-		}
-	}
-	if len(mine) == 0 {
-		return nil
-	}
-	b, err := l.conn.PrepareBatch(qctx, "INSERT INTO releases (partition, epoch, node, released_us)")
-	if err != nil {
-		return l.readErr(ctx, what, err)
-	}
-	defer func() { _ = b.Close() }()
-	for _, p := range mine {
-		if err := b.Append(uint32(p), epoch, node, atUS); err != nil {
-			return l.readErr(ctx, what, err)
-		}
-	}
-	if err := b.Send(); err != nil {
-		return l.readErr(ctx, what, err)
-	}
-	return nil
+	return l.insertOwned(ctx, "release", "release partitions %s of node %s at epoch %d",
+		"INSERT INTO releases (partition, epoch, node, released_us)", node, epoch, partitions, atUS)
 }
 
 // MarkPublished implements eventlog.Releasing as Release does (the same check,
@@ -72,17 +34,26 @@ func (l *Log) MarkPublished(ctx context.Context, node string, epoch uint64, part
 	if err := eventlog.CheckMark(node, epoch, partitions, throughUS); err != nil {
 		return fmt.Errorf("eventlog/clickhouse: mark published: %w", err)
 	}
+	return l.insertOwned(ctx, "mark published", "mark partitions %s of node %s at epoch %d published",
+		"INSERT INTO published_marks (partition, epoch, node, published_us)", node, epoch, partitions, uint64(throughUS))
+}
+
+// insertOwned inserts, with insert, a row (partition, epoch, node, value) for each
+// of partitions (checked already) whose current owner record is node's at epoch,
+// and none for the others. op names the call in errors, and whatFormat, given the
+// partition list, node and epoch, what it does.
+func (l *Log) insertOwned(ctx context.Context, op, whatFormat, insert string, node string, epoch uint64, partitions []int, value any) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("eventlog/clickhouse: mark published: %w", err)
+		return fmt.Errorf("eventlog/clickhouse: %s: %w", op, err)
 	}
 	if l.isClosed() {
-		return fmt.Errorf("eventlog/clickhouse: mark published: %w", eventlog.ErrClosed)
+		return fmt.Errorf("eventlog/clickhouse: %s: %w", op, eventlog.ErrClosed)
 	}
 	list, err := partitionList(partitions)
 	if err != nil {
-		return fmt.Errorf("eventlog/clickhouse: mark published: %w", err)
+		return fmt.Errorf("eventlog/clickhouse: %s: %w", op, err)
 	}
-	what := fmt.Sprintf("mark partitions %s of node %s at epoch %d published", list, node, epoch)
+	what := fmt.Sprintf(whatFormat, list, node, epoch)
 	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
 	defer cancel()
 	owners, err := l.owners(qctx, list)
@@ -98,13 +69,13 @@ func (l *Log) MarkPublished(ctx context.Context, node string, epoch uint64, part
 	if len(mine) == 0 {
 		return nil
 	}
-	b, err := l.conn.PrepareBatch(qctx, "INSERT INTO published_marks (partition, epoch, node, published_us)")
+	b, err := l.conn.PrepareBatch(qctx, insert)
 	if err != nil {
 		return l.readErr(ctx, what, err)
 	}
 	defer func() { _ = b.Close() }()
 	for _, p := range mine {
-		if err := b.Append(uint32(p), epoch, node, uint64(throughUS)); err != nil {
+		if err := b.Append(uint32(p), epoch, node, value); err != nil {
 			return l.readErr(ctx, what, err)
 		}
 	}

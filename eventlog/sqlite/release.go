@@ -19,25 +19,7 @@ func (l *Log) Release(ctx context.Context, node string, epoch uint64, partitions
 	if err := eventlog.CheckRelease(node, epoch, partitions, atUS); err != nil {
 		return fmt.Errorf("eventlog/sqlite: release: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("eventlog/sqlite: release: %w", err)
-	}
-	if l.isClosed() {
-		return fmt.Errorf("eventlog/sqlite: release: %w", eventlog.ErrClosed)
-	}
-	if l.cfg.ReadOnly {
-		return fmt.Errorf("eventlog/sqlite: release partitions of %s: %w", l.path, ErrReadOnly)
-	}
-	if epoch > math.MaxInt64 {
-		return fmt.Errorf("eventlog/sqlite: release: epoch %d out of range", epoch)
-	}
-	for _, p := range partitions {
-		if p > math.MaxInt32 {
-			return fmt.Errorf("eventlog/sqlite: release: partition %d out of range", p)
-		}
-	}
-	o := &releaseReq{node: node, epoch: epoch, partitions: slices.Clone(partitions), atUS: atUS}
-	return l.submit(ctx, &appendReq{ctx: ctx, free: o, done: make(chan error, 1)})
+	return l.markOwners(ctx, "release", "release partitions", &releaseReq{node: node, epoch: epoch, partitions: slices.Clone(partitions), atUS: atUS})
 }
 
 // MarkPublished implements eventlog.Releasing, as Release does: in a write
@@ -46,24 +28,30 @@ func (l *Log) MarkPublished(ctx context.Context, node string, epoch uint64, part
 	if err := eventlog.CheckMark(node, epoch, partitions, throughUS); err != nil {
 		return fmt.Errorf("eventlog/sqlite: mark published: %w", err)
 	}
+	return l.markOwners(ctx, "mark published", "mark partitions published", &releaseReq{node: node, epoch: epoch, partitions: slices.Clone(partitions), atUS: throughUS, mark: true})
+}
+
+// markOwners hands the writer o, a release or a mark of owner records whose
+// arguments were checked (eventlog.CheckRelease, CheckMark), once the log can take
+// it. what names the call in errors, and doing what it does to a read-only log.
+func (l *Log) markOwners(ctx context.Context, what, doing string, o *releaseReq) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("eventlog/sqlite: mark published: %w", err)
+		return fmt.Errorf("eventlog/sqlite: %s: %w", what, err)
 	}
 	if l.isClosed() {
-		return fmt.Errorf("eventlog/sqlite: mark published: %w", eventlog.ErrClosed)
+		return fmt.Errorf("eventlog/sqlite: %s: %w", what, eventlog.ErrClosed)
 	}
 	if l.cfg.ReadOnly {
-		return fmt.Errorf("eventlog/sqlite: mark partitions of %s published: %w", l.path, ErrReadOnly)
+		return fmt.Errorf("eventlog/sqlite: %s of %s: %w", doing, l.path, ErrReadOnly)
 	}
-	if epoch > math.MaxInt64 {
-		return fmt.Errorf("eventlog/sqlite: mark published: epoch %d out of range", epoch)
+	if o.epoch > math.MaxInt64 {
+		return fmt.Errorf("eventlog/sqlite: %s: epoch %d out of range", what, o.epoch)
 	}
-	for _, p := range partitions {
+	for _, p := range o.partitions {
 		if p > math.MaxInt32 {
-			return fmt.Errorf("eventlog/sqlite: mark published: partition %d out of range", p)
+			return fmt.Errorf("eventlog/sqlite: %s: partition %d out of range", what, p)
 		}
 	}
-	o := &releaseReq{node: node, epoch: epoch, partitions: slices.Clone(partitions), atUS: throughUS, mark: true}
 	return l.submit(ctx, &appendReq{ctx: ctx, free: o, done: make(chan error, 1)})
 }
 
