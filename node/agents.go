@@ -121,13 +121,17 @@ type NamedAgent struct {
 	// Stop conditions (actors.Agent's; 0: the default agent's).
 
 	// MaxTokens is the token budget of its tasks that set none (Task.MaxTokens), at
-	// most MaxTokenBudget.
+	// most MaxTokenBudget. As an agent's budget covers what its sub-agents spend, a
+	// team's covers its whole task: its own model calls (an orchestrator's routing)
+	// and its members' work, each member handed what is left of it.
 	MaxTokens int
 	// MaxCostUSD is the cost budget, in US dollars, of its tasks that set none
-	// (Task.MaxCostUSD), at most MaxCostBudget.
+	// (Task.MaxCostUSD), at most MaxCostBudget; a team's covers its members', as
+	// MaxTokens does.
 	MaxCostUSD float64
 	// LoopRepeats and LoopStaleSteps tune its loop detection; actors.LoopOff turns a
-	// check off.
+	// check off. A team has none: loop detection judges a model's tool calls, and a
+	// team's hand-overs are its pattern's (its members' own loops have theirs).
 	LoopRepeats    int
 	LoopStaleSteps int
 	// Context bounds what its model calls are sent (actors.ContextOptions); a zero
@@ -153,6 +157,8 @@ type NamedAgent struct {
 	Approvals []string
 	// ApprovalTimeout rejects a call still waiting for approval this long after it
 	// was requested: 0 takes Config.ApprovalTimeout, NoApprovalTimeout waits for ever.
+	// A team has neither: its hand-overs wait for no approval (its members' calls
+	// wait for theirs).
 	ApprovalTimeout time.Duration
 }
 
@@ -205,6 +211,10 @@ func (a NamedAgent) validate() error {
 		return fmt.Errorf("node: team %q: a team has no paradigm nor tools of its own: its members have them", a.Name)
 	case a.Team != nil && (a.Context.Evidence != 0 || a.Context.Recall != 0 || a.Context.Notes != 0):
 		return fmt.Errorf("node: team %q: context evidence, recall and notes: a team gathers nothing, its members do (set them on its members)", a.Name)
+	case a.Team != nil && (a.LoopRepeats != 0 || a.LoopStaleSteps != 0):
+		return fmt.Errorf("node: team %q: loop_repeats %d, loop_stale_steps %d: loop detection judges a model's tool calls, and a team's hand-overs are its pattern's: set them on its members", a.Name, a.LoopRepeats, a.LoopStaleSteps)
+	case a.Team != nil && (len(a.Approvals) > 0 || a.ApprovalTimeout != 0):
+		return fmt.Errorf("node: team %q: approvals %v, approval timeout %s: a team's hand-overs wait for no approval: set them on its members, whose tool calls do", a.Name, a.Approvals, a.ApprovalTimeout)
 	case a.ApprovalTimeout < 0 && a.ApprovalTimeout != NoApprovalTimeout:
 		return fmt.Errorf("node: agent %q: approval timeout %s is negative: want 0 (the node's) or more, or NoApprovalTimeout", a.Name, a.ApprovalTimeout)
 	}
@@ -229,10 +239,14 @@ func (a NamedAgent) validate() error {
 		}
 		return fmt.Errorf("node: agent %q: %w", a.Name, err)
 	}
-	if err := checkCost(fmt.Sprintf("agent %q", a.Name), a.MaxCostUSD); err != nil {
+	who := fmt.Sprintf("agent %q", a.Name)
+	if a.Team != nil {
+		who = fmt.Sprintf("team %q", a.Name)
+	}
+	if err := checkCost(who, a.MaxCostUSD); err != nil {
 		return err
 	}
-	return checkStops(fmt.Sprintf("agent %q", a.Name), a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps)
+	return checkStops(who, a.MaxTokens, a.LoopRepeats, a.LoopStaleSteps)
 }
 
 // checkCost checks the cost budget of an agent (who names it in the error).
@@ -386,11 +400,7 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		if na.Paradigm == ParadigmReAct {
 			a.Protocol = llm.ProtocolReAct
 		}
-		// Stop conditions: the agent's own, else the default agent's.
-		a.MaxTokens = cmp.Or(na.MaxTokens, a.MaxTokens)
-		a.MaxCostUSD = cmp.Or(na.MaxCostUSD, a.MaxCostUSD)
-		a.LoopRepeats = cmp.Or(na.LoopRepeats, a.LoopRepeats)
-		a.LoopStaleSteps = cmp.Or(na.LoopStaleSteps, a.LoopStaleSteps)
+		ownStops(na, &a)
 		if a.Context, err = c.ownContext(na, a.Context); err != nil {
 			return nil, err
 		}
@@ -469,6 +479,16 @@ func (c Config) namedAgents(def actors.Agent, reg *tools.Registry) (map[string]a
 		named[na.Name] = a
 	}
 	return named, nil
+}
+
+// ownStops sets the stop conditions of a, built for the named agent or team na
+// from the default agent: na's own, each it leaves zero the default agent's (a
+// team sets no loop detection: validate).
+func ownStops(na NamedAgent, a *actors.Agent) {
+	a.MaxTokens = cmp.Or(na.MaxTokens, a.MaxTokens)
+	a.MaxCostUSD = cmp.Or(na.MaxCostUSD, a.MaxCostUSD)
+	a.LoopRepeats = cmp.Or(na.LoopRepeats, a.LoopRepeats)
+	a.LoopStaleSteps = cmp.Or(na.LoopStaleSteps, a.LoopStaleSteps)
 }
 
 // ownContext returns the context settings of the named agent or team na: its own
@@ -707,6 +727,11 @@ func (c Config) teamAgent(def actors.Agent, na NamedAgent, reg *tools.Registry) 
 	}
 	a.Tools = reg.Specs()[i : i+1]
 	a.Disclosure, a.Catalog, a.Chains, a.Protocol = nil, nil, nil, ""
+	// Its own budgets, else the default agent's: they bound its task, its members'
+	// work included (as the delegate tool hands each member what is left: the
+	// node's agentBudgets). Its hand-overs wait for no approval.
+	ownStops(na, &a)
+	a.Approvals, a.ApprovalTimeout = nil, 0
 	// Its own context settings (window, history, compression), else the default
 	// agent's. A team gathers nothing: its members do, each for its own work.
 	if a.Context, err = c.ownContext(na, def.Context); err != nil {

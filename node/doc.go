@@ -78,4 +78,6 @@
 //
 // A team (NamedAgent.Team) is a named agent whose paradigm hands its members, other
 // named agents, their work with that tool: each member works in a child session.
+// Its own context settings and budgets are built as an agent's (ownContext,
+// ownStops); its budgets are its whole task's, its members' work included.
 package node

@@ -269,3 +269,76 @@ func TestTeamTakesItsOwnContext(t *testing.T) {
 		}
 	}
 }
+
+// A team's own budgets (NamedAgent.MaxTokens, MaxCostUSD) are its task's, each it
+// leaves zero the default agent's: they bound its own model calls (the agent the
+// node builds for it) and, as an agent's budget covers its sub-agents, its
+// members' work: a pipeline's second stage is handed what the first left of the
+// team's 500 tokens (100), not of the default agent's 100,000, and stops when it
+// has spent them.
+func TestTeamTakesItsOwnBudgets(t *testing.T) {
+	model := newByAgent(t, map[string][]llm.ScriptStep{
+		"first": {{Content: "draft", Usage: promptTokens(400)}},
+		"second": {{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}, Usage: promptTokens(300)},
+			{Content: "never asked", Usage: promptTokens(300)}},
+	})
+	crew := func(name string, tokens int, usd float64) node.NamedAgent {
+		return node.NamedAgent{Name: name, MaxTokens: tokens, MaxCostUSD: usd,
+			Team: &actors.Team{Pattern: actors.TeamPipeline, Members: []actors.TeamMember{{Name: "first"}, {Name: "second"}}}}
+	}
+	cfg := node.Config{Model: model, MaxTokens: 100_000, MaxCostUSD: 5, Agents: []node.NamedAgent{
+		{Name: "first", SystemPrompt: "You draft."}, {Name: "second", SystemPrompt: "You finish.", Tools: []string{"calculator"}},
+		crew("crew", 500, 0.25), crew("plain", 0, 0)}}
+	all, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := all.Named["crew"]; a.MaxTokens != 500 || a.MaxCostUSD != 0.25 {
+		t.Errorf("team with its own budgets: %d tokens, $%g; want 500 and $0.25", a.MaxTokens, a.MaxCostUSD)
+	}
+	if a := all.Named["plain"]; a.MaxTokens != 100_000 || a.MaxCostUSD != 5 {
+		t.Errorf("team without budgets: %d tokens, $%g; want the default agent's 100000 and $5", a.MaxTokens, a.MaxCostUSD)
+	}
+	n := nodetest.Start(t, cfg)
+	events := runAgentTask(t, n, node.Task{Input: "Draft, then finish.", SessionID: "crew-budget", Agent: "crew"})
+	ids, calls := teamChildren(t, events)
+	if got := strings.Join(calls, " "); got != "stage→first stage→second" {
+		t.Fatalf("delegations %s", got)
+	}
+	second, secondEvents := childTask(t, n, ids[1])
+	if second.MaxTokens != 100 {
+		t.Errorf("the second stage's budget: %d tokens; want the 100 left of the team's 500", second.MaxTokens)
+	}
+	if f := payloads[*messages.TaskFailed](t, secondEvents); len(f) != 1 || f[0].Reason != messages.ReasonTokenBudget {
+		t.Errorf("the second stage's end: %+v; want it stopped by its token budget", f)
+	}
+	if f := payloads[*messages.TaskFailed](t, events); len(f) != 1 || f[0].Reason != messages.ReasonMemberFailed || f[0].SubAgentsUsage != promptTokens(700) {
+		t.Errorf("the team's end: %+v; want it failed, its members' 700 tokens counted", f)
+	}
+	if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
+		t.Errorf("verify: %+v %v", div, err)
+	}
+}
+
+// A team has no loop detection nor approvals of its own (its hand-overs are its
+// pattern's, not a model's tool calls, and wait for no approval): setting them on
+// a team is refused, naming the team, as is a budget out of range.
+func TestTeamRefusesAnAgentsOwnSettings(t *testing.T) {
+	for name, c := range map[string]struct {
+		set  func(*node.NamedAgent)
+		want string
+	}{
+		"loop repeats":     {func(a *node.NamedAgent) { a.LoopRepeats = 5 }, `team "bad": loop_repeats 5, loop_stale_steps 0: loop detection judges a model's tool calls`},
+		"loop stale steps": {func(a *node.NamedAgent) { a.LoopStaleSteps = actors.LoopOff }, `team "bad": loop_repeats 0, loop_stale_steps -1`},
+		"approval timeout": {func(a *node.NamedAgent) { a.ApprovalTimeout = time.Minute }, `team "bad": approvals [], approval timeout 1m0s: a team's hand-overs wait for no approval`},
+		"max tokens":       {func(a *node.NamedAgent) { a.MaxTokens = node.MaxTokenBudget + 1 }, `team "bad": max_tokens must be between 0 and`},
+		"max cost":         {func(a *node.NamedAgent) { a.MaxCostUSD = -1 }, `team "bad": max_cost_usd must be between 0 and`},
+	} {
+		bad := node.NamedAgent{Name: "bad", Team: &actors.Team{Pattern: actors.TeamPipeline, Members: []actors.TeamMember{{Name: "a"}}}}
+		c.set(&bad)
+		cfg := node.Config{Model: llm.Offline{}, DataDir: t.TempDir(), Agents: []node.NamedAgent{{Name: "a"}, bad}}
+		if _, err := node.New(context.Background(), cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want %q", name, err, c.want)
+		}
+	}
+}

@@ -483,7 +483,7 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 				a.Tools, a.toolLines = append(a.Tools, s), append(a.toolLines, t.Line)
 			}
 		case "max_tokens", "loop_repeats", "loop_stale_steps", "max_cost_usd": // stopFieldNames
-			err = parseStopField(path, &a, fk, fv)
+			err = parseStopField(path, fmt.Sprintf("agent %q", name), &a, fk, fv)
 		case "context":
 			a.contextLine = fk.Line
 			a.Context, a.gatherLine, err = parseContext(path, fmt.Sprintf("agent %q", name), fv)
@@ -861,7 +861,7 @@ func (f AgentsFile) NodeAgents() []node.NamedAgent {
 	for _, t := range f.Teams {
 		tm := t.Team()
 		out = append(out, node.NamedAgent{Name: t.Name, Description: t.Description, SystemPrompt: t.SystemPrompt, MaxSteps: t.MaxSteps,
-			Context: t.Context.Options(), SummaryModel: t.Context.summary, Team: &tm})
+			MaxTokens: t.MaxTokens, MaxCostUSD: t.MaxCostUSD, Context: t.Context.Options(), SummaryModel: t.Context.summary, Team: &tm})
 	}
 	return out
 }

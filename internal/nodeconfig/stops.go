@@ -27,12 +27,13 @@ var stopFieldNames = []string{"max_tokens", "loop_repeats", "loop_stale_steps", 
 // maxLoopSetting bounds loop_repeats and loop_stale_steps.
 const maxLoopSetting = 1000
 
-// parseStopField sets the stop condition field k (one of stopFieldNames) of a from v.
-func parseStopField(path string, a *DeclaredAgent, k, v *yaml.Node) error {
+// parseStopField sets the stop condition field k (one of stopFieldNames) of a from
+// v; who (`agent "NAME"`, `team "NAME"`) is whose field it is, for the error.
+func parseStopField(path, who string, a *DeclaredAgent, k, v *yaml.Node) error {
 	var n int
 	ok := v.Kind == yaml.ScalarNode && v.Tag == "!!int" && v.Decode(&n) == nil
 	fail := func(want string) error {
-		return &AgentsFileError{Path: path, Line: v.Line, Msg: fmt.Sprintf("agent %q: %s %q: want %s", a.Name, k.Value, v.Value, want)}
+		return &AgentsFileError{Path: path, Line: v.Line, Msg: fmt.Sprintf("%s: %s %q: want %s", who, k.Value, v.Value, want)}
 	}
 	switch k.Value {
 	case "max_cost_usd":

@@ -14,7 +14,13 @@ import (
 // the pattern's settings (the others every team has).
 var (
 	teamFieldNames = []string{"description", "system_prompt", "pattern", "members", "routes", "router", "fallback", "check",
-		"redispatch", "aggregator", "judge", "rounds", "max_handoffs", "max_steps", "context"}
+		"redispatch", "aggregator", "judge", "rounds", "max_handoffs", "max_steps", "max_tokens", "max_cost_usd", "context"}
+	// notTeamFields are an agent's fields a team has not, with why.
+	notTeamFields = map[string]string{
+		"loop_repeats":     "loop detection judges a model's tool calls, and a team's hand-overs are its pattern's",
+		"loop_stale_steps": "loop detection judges a model's tool calls, and a team's hand-overs are its pattern's",
+		"approval_timeout": "a team's hand-overs wait for no approval, its members' tool calls do",
+	}
 	patternFields = map[string]string{
 		"routes": actors.TeamOrchestrator, "router": actors.TeamOrchestrator, "fallback": actors.TeamOrchestrator,
 		"check": actors.TeamOrchestrator, "redispatch": actors.TeamOrchestrator,
@@ -42,6 +48,8 @@ var (
 //	    rounds: 2                       # debate
 //	    max_handoffs: 3                 # handoff
 //	    context: {window: 32000, history_turns: 40} # its routing calls' (context.go); no evidence, recall, notes
+//	    max_tokens: 20000               # its task's budget, its members' work included (stops.go)
+//	    max_cost_usd: 0.50              # the same, in US dollars
 type DeclaredTeam struct {
 	Name         string   `json:"name"`
 	Description  string   `json:"description,omitempty"`
@@ -61,6 +69,12 @@ type DeclaredTeam struct {
 	Rounds      int             `json:"rounds,omitempty"`
 	MaxHandoffs int             `json:"max_handoffs,omitempty"`
 	MaxSteps    int             `json:"max_steps,omitempty"`
+	// MaxTokens and MaxCostUSD are the budgets of its tasks that set none (0: the
+	// node's): as an agent's cover its sub-agents', a team's cover its whole task,
+	// its routing calls and its members' work (node.NamedAgent). It has no loop
+	// detection nor approvals: its members have theirs.
+	MaxTokens  int     `json:"max_tokens,omitempty"`
+	MaxCostUSD float64 `json:"max_cost_usd,omitempty"`
 	// Context is its context section (context.go), which bounds its own model
 	// calls (an orchestrator's routing, its summaries); a zero field is the
 	// node's. It gathers nothing (its members do): no evidence, recall nor notes.
@@ -193,6 +207,15 @@ func parseTeam(path string, k, v *yaml.Node) (DeclaredTeam, error) {
 			err = num(fv, fk.Value, 1, actors.MaxTeamHandoffs, &t.MaxHandoffs)
 		case "max_steps":
 			err = num(fv, fk.Value, 1, maxMaxSteps, &t.MaxSteps)
+		case "max_tokens", "max_cost_usd":
+			var stops DeclaredAgent
+			if err = parseStopField(path, fmt.Sprintf("team %q", name), &stops, fk, fv); err == nil {
+				if fk.Value == "max_tokens" {
+					t.MaxTokens = stops.MaxTokens
+				} else {
+					t.MaxCostUSD = stops.MaxCostUSD
+				}
+			}
 		case "context":
 			var gatherLine int
 			t.contextLine = fk.Line
@@ -200,6 +223,9 @@ func parseTeam(path string, k, v *yaml.Node) (DeclaredTeam, error) {
 				return fail(gatherLine, "team %q: context: evidence, recall and notes are an agent's: a team gathers nothing, its members do (set them on its members)", name)
 			}
 		default:
+			if why, ok := notTeamFields[fk.Value]; ok {
+				return fail(fk.Line, "team %q: %s is an agent's, not a team's: %s (set it on its members)", name, fk.Value, why)
+			}
 			return fail(fk.Line, "team %q: unknown field %q: the fields are %s", name, fk.Value, strings.Join(teamFieldNames, ", "))
 		}
 		if err != nil {

@@ -103,6 +103,11 @@ func TestParseTeamsErrors(t *testing.T) {
 		{"context field", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    context:\n      width: 10\n", 9, `team "t": context: unknown field "width"`},
 		{"context window", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    context: {window: 10}\n", 8, `team "t": context: window "10"`},
 		{"context gathers", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    context:\n      window: 4096\n      recall: 3\n", 10, `team "t": context: evidence, recall and notes are an agent's: a team gathers nothing`},
+		{"max tokens", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    max_tokens: 0\n", 8, `team "t": max_tokens "0": want an integer from 1 to`},
+		{"max cost", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    max_cost_usd: lots\n", 8, `team "t": max_cost_usd "lots": want a number of US dollars`},
+		{"loop repeats", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    loop_repeats: 3\n", 8, `team "t": loop_repeats is an agent's, not a team's: loop detection judges a model's tool calls`},
+		{"loop stale steps", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    loop_stale_steps: 0\n", 8, `team "t": loop_stale_steps is an agent's, not a team's`},
+		{"approval timeout", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n    approval_timeout: 10m\n", 8, `team "t": approval_timeout is an agent's, not a team's: a team's hand-overs wait for no approval`},
 		{"team twice", "teams:\n  t:\n    pattern: pipeline\n    members: [a]\n  t:\n    pattern: pipeline\n    members: [a]\n", 8, "declared twice"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -209,5 +214,40 @@ teams:
 	var fe *AgentsFileError
 	if !errors.As(err, &fe) || fe.Line != 7 || !strings.Contains(fe.Msg, `team "crew", with the default agent's context settings: context reserved output 512`) {
 		t.Errorf("a window smaller than the node's reserved output: %v; want it refused at line 7", err)
+	}
+}
+
+// A team's max_tokens and max_cost_usd are its node.NamedAgent's, the budgets of
+// its task (its members' work included); a team that sets none has the node's.
+func TestTeamBudgets(t *testing.T) {
+	f, err := ParseAgents("agents.yaml", []byte(`agents:
+  a: {}
+teams:
+  crew:
+    pattern: pipeline
+    members: [a]
+    max_tokens: 500
+    max_cost_usd: 0.25
+  plain:
+    pattern: pipeline
+    members: [a]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := f.NodeAgents()
+	if crew := named[1]; crew.Name != "crew" || crew.MaxTokens != 500 || crew.MaxCostUSD != 0.25 {
+		t.Fatalf("team %q: %d tokens, $%g; want 500 and $0.25", crew.Name, crew.MaxTokens, crew.MaxCostUSD)
+	}
+	cfg := node.Config{Model: llm.Offline{}, MaxTokens: 100_000, Agents: named}
+	all, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := all.Named["crew"]; got.MaxTokens != 500 || got.MaxCostUSD != 0.25 {
+		t.Errorf("the node's team: %d tokens, $%g; want the file's 500 and $0.25", got.MaxTokens, got.MaxCostUSD)
+	}
+	if got := all.Named["plain"]; got.MaxTokens != 100_000 || got.MaxCostUSD != 0 {
+		t.Errorf("the node's team without budgets: %d tokens, $%g; want the node's 100000 and none", got.MaxTokens, got.MaxCostUSD)
 	}
 }
