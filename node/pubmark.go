@@ -35,8 +35,11 @@ import (
 //     when Flush returned; one still pending then has every event stamped at or
 //     after T; one that started later stamps after the reading.
 //   - The sessions a node publishes again when it takes partitions (resumeOwned)
-//     are handed to the outbox before their resumption ends; a lease is marked
-//     only once it ended (as for a release), so that those are published too.
+//     are handed to the outbox before their resumption ends. Until it ended, a
+//     partition is marked no later than what its previous owner left to publish
+//     again (nothing if that owner released it, its mark less markMargin if it
+//     marked it), and not at all if that owner did neither, so that those are
+//     published too; the hand-over does the same (handOver).
 //
 // Only one node's clock is involved: the owner stamps the events and reads T,
 // and the next owner compares T with the latest TS of each session (the log's
@@ -112,10 +115,12 @@ func (m *publicationMarks) unmarked() {
 }
 
 // markPublished runs one mark round (see above) for the node's lease, and
-// reports whether it recorded a mark. It marks nothing without a lease, before
-// the lease's resumption ended, when the lease was marked already and nothing
-// was stamped since, when the outbox does not publish within wait, or when the
-// mark would not be above the last one.
+// reports whether it recorded a mark. Before the lease's resumption ended, a
+// partition is marked no later than what its previous owner left to publish
+// again, and one that owner neither released nor marked is not marked. It marks
+// nothing without a lease, when the lease was marked already and nothing was
+// stamped since, when the outbox does not publish within wait, or when the mark
+// would not be above the last one.
 func (n *Node) markPublished(wait time.Duration) bool {
 	if n.leased == nil || n.leased.releasing == nil || n.outbox == nil {
 		return false
@@ -124,7 +129,7 @@ func (n *Node) markPublished(wait time.Duration) bool {
 	held := n.own.lease
 	resumed := n.own.resumed == held.gen
 	n.own.mu.Unlock()
-	if held.epoch == 0 || !resumed || len(held.partitions) == 0 {
+	if held.epoch == 0 || len(held.partitions) == 0 {
 		return false
 	}
 	through, changed := n.marks.low()
@@ -145,18 +150,33 @@ func (n *Node) markPublished(wait time.Duration) bool {
 		n.marks.unmarked() // a broker outage: the mark stays where it is
 		return false
 	}
-	partitions := make([]int, 0, len(held.partitions))
+	// Until the lease's resumption has ended, a partition is marked no later than
+	// what its previous owner left to publish again (lease.inheritedBefore), and
+	// not at all when that owner neither released nor marked it.
+	marks := map[int64][]int{}
 	for p := range held.partitions {
-		partitions = append(partitions, p)
+		at := through
+		if !resumed {
+			at = min(at, held.inheritedBefore(p))
+		}
+		if at > 0 {
+			marks[at] = append(marks[at], p)
+		}
 	}
-	slices.Sort(partitions)
+	if len(marks) == 0 {
+		n.marks.unmarked()
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
 	defer cancel()
-	if err := n.leased.releasing.MarkPublished(ctx, n.cfg.NodeID, held.epoch, partitions, through); err != nil {
-		n.marks.unmarked()
-		n.cfg.Logger.Warn("cannot mark in the event log what the node published; a next owner publishes more again",
-			"node", n.cfg.NodeID, "partitions", partitions, "epoch", held.epoch, "err", err)
-		return false
+	for at, partitions := range marks {
+		slices.Sort(partitions)
+		if err := n.leased.releasing.MarkPublished(ctx, n.cfg.NodeID, held.epoch, partitions, at); err != nil {
+			n.marks.unmarked()
+			n.cfg.Logger.Warn("cannot mark in the event log what the node published; a next owner publishes more again",
+				"node", n.cfg.NodeID, "partitions", partitions, "epoch", held.epoch, "err", err)
+			return false
+		}
 	}
 	n.marks.mu.Lock()
 	n.marks.epoch, n.marks.through = held.epoch, through

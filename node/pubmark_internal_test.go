@@ -134,3 +134,108 @@ func TestPublicationMarkWaitsForTheBus(t *testing.T) {
 		t.Errorf("owner %+v; want marked past the session's end %d, not released", o, ended)
 	}
 }
+
+// Before the resumption of its lease ended, a node marks a partition its previous
+// owner released (nothing is owed), marks one its previous owner marked no later
+// than that mark less markMargin, and does not mark one its previous owner did
+// neither: the sessions that owner left unpublished may not be published yet.
+func TestPublicationMarksBeforeTheResumptionEnded(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &listingLog{Log: base, stalled: make(chan struct{}), resume: make(chan struct{})}
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := NewEmbeddedBus(watermill.NopLogger{})
+	t.Cleanup(func() { _ = bus.Close() })
+	n, err := New(ctx, Config{Log: log, NodeID: "a", Model: model, HandoffGrace: 100 * time.Millisecond, PublishMarkInterval: -1,
+		Bus: &Bus{Publisher: bus, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	owner := func() eventlog.Ownership {
+		t.Helper()
+		o, err := base.Owners(ctx, []int{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o[0]
+	}
+	// assign takes partition 0 under a new epoch, its resumption stalled.
+	assign := func() eventlog.Ownership {
+		t.Helper()
+		prev := owner().Epoch
+		n.Assigned([]int{0}, 1)
+		waitWithin(t, 30*time.Second, "the lease", func() bool { return owner().Epoch > prev })
+		n.own.mu.Lock()
+		resumed := n.own.resumed == n.own.lease.gen
+		n.own.mu.Unlock()
+		if resumed {
+			t.Fatal("the resumption ended; the test needs it stalled")
+		}
+		return owner()
+	}
+	log.stall.Store(true)
+	t.Cleanup(func() { log.stall.Store(false); close(log.resume) }) // before stop
+
+	// Nobody owned it before: nothing is owed... but nothing says so either.
+	assign()
+	if n.markPublished(time.Second) {
+		t.Fatal("marked a partition nobody released nor marked before its resumption ended")
+	}
+	if o := owner(); o.PublishedUS != 0 {
+		t.Fatalf("owner %+v; want no mark", o)
+	}
+	// Released by its previous owner: marked.
+	n.Revoked()
+	if o := owner(); o.ReleasedUS != 0 {
+		t.Fatalf("owner %+v: a partition owed everything was released", o)
+	}
+	prev := owner()
+	if err := base.Release(ctx, prev.Node, prev.Epoch, []int{0}, time.Now().UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	assign()
+	before := time.Now().UnixMicro()
+	if !n.markPublished(time.Second) {
+		t.Fatal("no mark of a partition its previous owner released")
+	}
+	if o := owner(); o.PublishedUS < before {
+		t.Fatalf("owner %+v; want a mark at the clock's reading, at least %d", o, before)
+	}
+	// Marked by its previous owner: marked at that mark less the margin.
+	n.Revoked()
+	prev = owner()
+	if prev.ReleasedUS == 0 {
+		t.Fatalf("owner %+v; want released (its previous owner had released it)", prev)
+	}
+	// The record released is read as released: mark the next as a dead owner would.
+	n.Assigned([]int{0}, 1)
+	waitWithin(t, 30*time.Second, "the lease", func() bool { return owner().Epoch > prev.Epoch })
+	dead := owner()
+	mark := time.Now().Add(-time.Minute).UnixMicro()
+	if err := base.MarkPublished(ctx, dead.Node, dead.Epoch, []int{0}, mark); err != nil {
+		t.Fatal(err)
+	}
+	n.own.mu.Lock()
+	n.own.handedOver = dead.Epoch // as if its owner died: no hand-over of this lease
+	n.own.mu.Unlock()
+	n.Revoked()
+	assign()
+	if !n.markPublished(time.Second) {
+		t.Fatal("no mark of a partition its previous owner marked")
+	}
+	if o, want := owner(), mark-markMargin.Microseconds(); o.PublishedUS != want {
+		t.Fatalf("owner %+v; want marked at %d (the previous mark less the margin)", o, want)
+	}
+}
