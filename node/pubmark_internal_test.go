@@ -7,11 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
-	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -60,34 +57,9 @@ func TestPublicationMarkWaitsForTheBus(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = log.Close() })
-	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bus := NewEmbeddedBus(watermill.NopLogger{})
-	t.Cleanup(func() { _ = bus.Close() })
-	pub := newHeldPublisher(bus)
 	clock := &testClock{}
 	clock.us.Store(time.Now().UnixMicro())
-	n, err := New(ctx, Config{Log: log, NodeID: "a", Model: model, Clock: clock, PublishMarkInterval: -1,
-		Bus: &Bus{Publisher: pub, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	t.Cleanup(func() { pub.hold(false) }) // before stop: Close publishes what the outbox holds
-	owner := func() eventlog.Ownership {
-		t.Helper()
-		o, err := log.Owners(ctx, []int{0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o[0]
-	}
+	n, pub, owner := startPartitionZeroNode(t, log, log, Config{Clock: clock, PublishMarkInterval: -1})
 
 	if n.markPublished(time.Second) {
 		t.Fatal("marked before any assignment")
@@ -147,30 +119,7 @@ func TestPublicationMarksBeforeTheResumptionEnded(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = base.Close() })
 	log := &listingLog{Log: base, stalled: make(chan struct{}), resume: make(chan struct{})}
-	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bus := NewEmbeddedBus(watermill.NopLogger{})
-	t.Cleanup(func() { _ = bus.Close() })
-	n, err := New(ctx, Config{Log: log, NodeID: "a", Model: model, HandoffGrace: 100 * time.Millisecond, PublishMarkInterval: -1,
-		Bus: &Bus{Publisher: bus, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, err := n.Start(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stop)
-	owner := func() eventlog.Ownership {
-		t.Helper()
-		o, err := base.Owners(ctx, []int{0})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o[0]
-	}
+	n, _, owner := startPartitionZeroNode(t, log, base, Config{HandoffGrace: 100 * time.Millisecond, PublishMarkInterval: -1})
 	// assign takes partition 0 under a new epoch, its resumption stalled.
 	assign := func() eventlog.Ownership {
 		t.Helper()

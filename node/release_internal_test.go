@@ -92,19 +92,13 @@ func waitWithin(t *testing.T, within time.Duration, what string, cond func() boo
 	}
 }
 
-// A node hands its partitions over without marking them released when the bus
-// does not take what its sessions handed to the outbox within HandoffGrace, or
-// when the resumption of the partitions it took had not finished: their next
-// owner must then publish the lately ended sessions again. Once the bus takes
-// everything, the hand-over marks them.
-func TestHandOverMarksNothingUnlessEverythingWasPublished(t *testing.T) {
+// startPartitionZeroNode starts node "a", sharded over one partition of an
+// in-process bus, behind a publisher a test can hold, on log (base, or a wrapper
+// of it), with cfg's other settings and a scripted model that answers "done". It
+// returns the node, its publisher, and a reader of partition 0's owner record.
+func startPartitionZeroNode(t *testing.T, log eventlog.Log, base *sqlite.Log, cfg Config) (*Node, *heldPublisher, func() eventlog.Ownership) {
+	t.Helper()
 	ctx := context.Background()
-	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = base.Close() })
-	log := &listingLog{Log: base, stalled: make(chan struct{}), resume: make(chan struct{})}
 	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -112,8 +106,9 @@ func TestHandOverMarksNothingUnlessEverythingWasPublished(t *testing.T) {
 	bus := NewEmbeddedBus(watermill.NopLogger{})
 	t.Cleanup(func() { _ = bus.Close() })
 	pub := newHeldPublisher(bus)
-	n, err := New(ctx, Config{Log: log, NodeID: "a", Model: model, HandoffGrace: 100 * time.Millisecond,
-		Bus: &Bus{Publisher: pub, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}})
+	cfg.Log, cfg.NodeID, cfg.Model = log, "a", model
+	cfg.Bus = &Bus{Publisher: pub, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}
+	n, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,6 +126,23 @@ func TestHandOverMarksNothingUnlessEverythingWasPublished(t *testing.T) {
 		}
 		return o[0]
 	}
+	return n, pub, owner
+}
+
+// A node hands its partitions over without marking them released when the bus
+// does not take what its sessions handed to the outbox within HandoffGrace, or
+// when the resumption of the partitions it took had not finished: their next
+// owner must then publish the lately ended sessions again. Once the bus takes
+// everything, the hand-over marks them.
+func TestHandOverMarksNothingUnlessEverythingWasPublished(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &listingLog{Log: base, stalled: make(chan struct{}), resume: make(chan struct{})}
+	n, pub, owner := startPartitionZeroNode(t, log, base, Config{HandoffGrace: 100 * time.Millisecond})
 	resumptions := func() float64 { return counterValue(t, n.metrics.resumptions) }
 	unreleased := func() float64 { return counterValue(t, n.metrics.unreleased) }
 
