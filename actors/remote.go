@@ -33,7 +33,12 @@ type BusEffectsConfig struct {
 	MaxMessage int
 	// Store stores the encoded request of key in the log and returns the stream
 	// it is in (messages.EffectStream).
-	Store  func(ctx context.Context, key messages.EffectKey, command []byte) (string, error)
+	Store func(ctx context.Context, key messages.EffectKey, command []byte) (string, error)
+	// Ready, when set, is closed once the node reads messages.TopicReplies (its
+	// subscription there, from the latest offset, is positioned): a request waits
+	// for it before it is published, since a reply published before then would
+	// never be read and the call would wait for ever. Nil: replies are read now.
+	Ready  <-chan struct{}
 	Logger *slog.Logger
 }
 
@@ -99,6 +104,14 @@ func (b *BusEffects) Perform(req messages.EffectRequest, reply func(messages.Eff
 	}
 	large := b.cfg.Store != nil && b.cfg.MaxMessage > 0 && len(payload) > b.cfg.MaxMessage
 	go func() {
+		if b.cfg.Ready != nil {
+			select {
+			case <-b.cfg.Ready:
+			case <-b.stop:
+				b.Deliver(answer(req, messages.EffectReply{Error: fmt.Sprintf("request %s not published: %v", req.Key, ErrEffectsClosed)}))
+				return
+			}
+		}
 		if large {
 			ref, err := b.reference(req, payload)
 			if err != nil {

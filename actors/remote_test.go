@@ -2,9 +2,11 @@ package actors_test
 
 import (
 	"errors"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
@@ -119,5 +121,33 @@ func TestBusEffects(t *testing.T) {
 	waitUntil(t, "the unpublishable request answered", func() bool { return len(r.of(failed.Key)) == 1 })
 	if got := r.of(failed.Key)[0]; !strings.Contains(got.Error, "not published") {
 		t.Errorf("unpublishable request answered %+v", got)
+	}
+}
+
+// A request waits for Ready before it is published: a reply sent before the node
+// reads its replies (from the latest offset) would never reach it, and the call
+// would wait for ever. Once Ready is closed, it is published.
+func TestBusEffectsPublishOnceRepliesAreRead(t *testing.T) {
+	pub := &recordingPublisher{got: map[string][]*message.Message{}}
+	ready := make(chan struct{})
+	b := actors.NewBusEffects(actors.BusEffectsConfig{Publisher: pub, NodeID: "n1", Ready: ready})
+	t.Cleanup(func() { _ = b.Close() })
+	r := newReplies()
+	model := modelRequest("s-1", 2)
+	b.Perform(model, r.to)
+	// Nothing may be published before Ready, however long it takes: give the
+	// request's goroutine time to (wrongly) publish.
+	deadline := time.Now().Add(200 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if n := pub.count(messages.TopicModelRequests); n != 0 {
+			t.Fatalf("%d requests published before the replies are read", n)
+		}
+		runtime.Gosched()
+	}
+	close(ready)
+	waitUntil(t, "the request published", func() bool { return pub.count(messages.TopicModelRequests) == 1 })
+	b.Deliver(messages.EffectReply{SessionID: "s-1", Key: model.Key, Output: "hello"})
+	if got := r.of(model.Key); len(got) != 1 {
+		t.Fatalf("answered %+v", got)
 	}
 }

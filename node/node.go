@@ -614,8 +614,12 @@ type Node struct {
 	host              *actor.PID
 	// local performs effects on this node; remote, on a node without the tools or
 	// models role, asks the nodes that have it.
-	local       *actors.LocalEffects
-	remote      *actors.BusEffects
+	local  *actors.LocalEffects
+	remote *actors.BusEffects
+	// routing is closed once the router runs every handler (Run), the replies'
+	// subscription positioned: remote effect requests wait for it (BusEffects.Ready).
+	routing     chan struct{}
+	routingOnce sync.Once
 	own         ownership
 	hostStopped atomic.Bool
 	outbox      *outbox
@@ -857,6 +861,9 @@ func (n *Node) Run(ctx context.Context) error {
 	go func() { errc <- n.router.Run(ctx) }()
 	select {
 	case <-n.router.Running():
+		if n.routing != nil {
+			n.routingOnce.Do(func() { close(n.routing) })
+		}
 	case err := <-errc:
 		return err
 	}
