@@ -9,9 +9,10 @@ import (
 
 // ContextRules is the version of the decision rules this build records with each
 // new task (messages.TaskSubmitted.Rules): how a task's context is gathered, built,
-// selected under the token budget and compressed, and so what its prompts hold.
-// A change to those rules that changes a prompt built from the same events is a
-// new version; the versions from MinContextRules up stay callable, so that a
+// selected under the token budget and compressed, and so what its prompts hold,
+// and what the task decides from the same events. A change to those rules that
+// changes a prompt built, or an event decided, from the same events is a new
+// version; the versions from MinContextRules up stay callable, so that a
 // recorded task is refolded, replayed, verified and forked under the rules it ran
 // under, and only a new task gets today's.
 //
@@ -24,7 +25,22 @@ import (
 //     task gathers evidence, memories and notes from its sources; compression
 //     strategies, and condense-section calls for what is still cut or dropped when
 //     the agent has a model for summaries (compress.go, gather.go).
-const ContextRules = 2
+//   - 3: a team whose budget is spent ends its task with token_budget/cost_budget
+//     instead of starting another member (team.go's decide); under 1 and 2 the
+//     member started failed at once (its delegate call refused: no budget left
+//     for it), and the team's pattern took that as a member's failure. Prompts are
+//     version 2's.
+const ContextRules = 3
+
+// The versions of the rules whose changes the code tests for by name (ContextRules
+// lists them all).
+const (
+	// rulesGather is the version that cuts the middle of a text, gathers and
+	// compresses.
+	rulesGather = 2
+	// rulesTeamBudget is the version whose team stops when its budget is spent.
+	rulesTeamBudget = 3
+)
 
 // MinContextRules is the oldest version of the decision rules this build still
 // has. A task recorded under an older one, or a newer one (a later build's), is
@@ -88,13 +104,18 @@ func CheckRules(events []messages.Envelope) error {
 // underRules returns a as it decides under rules version v (ContextRules: a
 // itself). Under version 1 a cut keeps the head of a text, and nothing of what
 // came with version 2 runs: no gathering, no compression and no summary calls.
+// What came with version 3 reads the task's own version (taskState.rules), not
+// a's.
 func (a Agent) underRules(v int) Agent {
 	if v >= ContextRules {
 		return a
 	}
+	a.Context.rules = v
+	if v >= rulesGather {
+		return a
+	}
 	a.Context.Compression = Compression{Model: NoSummaryModel}
 	a.Context.Evidence, a.Context.Recall, a.Context.Notes = 0, 0, 0
-	a.Context.rules = v
 	return a
 }
 
@@ -151,11 +172,11 @@ func (s *SessionState) taskRules(id string, p *messages.TaskSubmitted) int {
 // task refolded here continues under the rules it began with.
 func (s *SessionState) noteRulesEvidence(e messages.Envelope, p messages.Payload) {
 	t := s.active
-	if t == nil || t.Spec.Rules != 0 || t.rules >= ContextRules || e.CorrelationID != t.ID {
+	if t == nil || t.Spec.Rules != 0 || t.rules >= rulesGather || e.CorrelationID != t.ID {
 		return
 	}
 	if rules2Evidence(p) {
-		t.rules = ContextRules
+		t.rules = rulesGather
 	}
 }
 
@@ -187,7 +208,7 @@ func verifyRules(events []messages.Envelope) (map[string]int, error) {
 				out[e.ID] = 1
 			}
 		case messages.TypeModelRequested, messages.TypeToolCallRequested:
-			if v, ok := out[e.CorrelationID]; !ok || v == ContextRules {
+			if v, ok := out[e.CorrelationID]; !ok || v == rulesGather {
 				continue
 			}
 			p, err := e.Decode()
@@ -195,7 +216,7 @@ func verifyRules(events []messages.Envelope) (map[string]int, error) {
 				return nil, err
 			}
 			if rules2Evidence(p) {
-				out[e.CorrelationID] = ContextRules
+				out[e.CorrelationID] = rulesGather
 			}
 		}
 	}

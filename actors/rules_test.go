@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -58,16 +59,19 @@ func firstRequest(t *testing.T, a actors.Agent, task *messages.TaskSubmitted) (*
 	return mr, req
 }
 
-// A task of today's rules builds, byte for byte, the prompts the builds before
-// tasks recorded their rules built.
+// A task of today's rules, and one recorded under version 2, build byte for byte
+// the prompts the builds before tasks recorded their rules built: version 3
+// changed no prompt (a team's budget).
 func TestCurrentRulesKeepThePinnedPromptHashes(t *testing.T) {
-	mr, _ := firstRequest(t, rulesAgent(""), &messages.TaskSubmitted{Input: rulesInput, Rules: actors.ContextRules})
-	if mr.Purpose != pctx.PurposeCondenseSection || mr.PromptHash != pinRules2Condense {
-		t.Fatalf("with a summary model: purpose %q hash %s, want %s %s", mr.Purpose, mr.PromptHash, pctx.PurposeCondenseSection, pinRules2Condense)
-	}
-	mr, req := firstRequest(t, rulesAgent(actors.NoSummaryModel), &messages.TaskSubmitted{Input: rulesInput, Rules: actors.ContextRules})
-	if mr.Purpose != "" || mr.PromptHash != pinRules2NoSummary || !strings.HasSuffix(req.Messages[1].Content, "Question: what is 12 * (7 + 5)?") {
-		t.Fatalf("without one: purpose %q hash %s, want the loop's %s", mr.Purpose, mr.PromptHash, pinRules2NoSummary)
+	for v := 2; v <= actors.ContextRules; v++ {
+		mr, _ := firstRequest(t, rulesAgent(""), &messages.TaskSubmitted{Input: rulesInput, Rules: v})
+		if mr.Purpose != pctx.PurposeCondenseSection || mr.PromptHash != pinRules2Condense {
+			t.Fatalf("rules %d with a summary model: purpose %q hash %s, want %s %s", v, mr.Purpose, mr.PromptHash, pctx.PurposeCondenseSection, pinRules2Condense)
+		}
+		mr, req := firstRequest(t, rulesAgent(actors.NoSummaryModel), &messages.TaskSubmitted{Input: rulesInput, Rules: v})
+		if mr.Purpose != "" || mr.PromptHash != pinRules2NoSummary || !strings.HasSuffix(req.Messages[1].Content, "Question: what is 12 * (7 + 5)?") {
+			t.Fatalf("rules %d without one: purpose %q hash %s, want the loop's %s", v, mr.Purpose, mr.PromptHash, pinRules2NoSummary)
+		}
 	}
 }
 
@@ -94,14 +98,14 @@ func TestATaskOfUnknownRulesFailsAndVerifyNamesTheVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	f, ok := st.Decide(rulesAgent(""), 2, 0).Payload.(*messages.TaskFailed)
-	if !ok || f.Reason != messages.ReasonUnsupportedRules || !strings.Contains(f.Error, "decision rules version 3, which is newer than this build") {
+	if want := fmt.Sprintf("decision rules version %d, which is newer than this build", actors.ContextRules+1); !ok || f.Reason != messages.ReasonUnsupportedRules || !strings.Contains(f.Error, want) {
 		t.Fatalf("decided %+v", f)
 	}
 	failed := env(t, f, "r", 2, "task-r")
 	failed.CausationID = "task-r"
 	_, err := actors.Verify(rulesAgent(""), []messages.Envelope{task, failed})
 	var re *actors.RulesError
-	if !errors.As(err, &re) || re.Version != 3 || re.Seq != 1 {
+	if !errors.As(err, &re) || re.Version != actors.ContextRules+1 || re.Seq != 1 {
 		t.Fatalf("verify: %v", err)
 	}
 }
@@ -123,7 +127,7 @@ func TestVerifyAnUnversionedSessionOfVersion2(t *testing.T) {
 			}
 			events = append(events, e)
 		}
-		add(&messages.TaskSubmitted{Input: rulesInput, Rules: actors.ContextRules}, "")
+		add(&messages.TaskSubmitted{Input: rulesInput, Rules: 2}, "")
 		for range 4 {
 			d := st.DecideAmong(actors.Agents{Default: a}, st.LastSeq+1, 0)
 			if d == nil {

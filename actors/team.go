@@ -279,7 +279,10 @@ func (t *team) begin(task messages.TaskSubmitted) taskRun {
 // teamRun is a team's state of one task. Everything the team decides follows from
 // it; fold works out the consequences of each event (what to record in the team's
 // state, whom to hand work to next, how the task ends) and decide emits them in
-// order: first the state updates, then the end or the next hand-overs.
+// order: first the state updates, then the end or the next hand-overs. A hand-over
+// when the team's budget is spent (its own model calls and its members' work,
+// stops.go) is not made: the task ends with token_budget or cost_budget instead
+// (from decision rules 3; rules.go).
 type teamRun struct {
 	team  *team
 	input string
@@ -680,6 +683,14 @@ func (r *teamRun) decide(v *view) *Decision {
 	}
 	for _, w := range r.wants {
 		if !w.requested {
+			// Under rules 3, a team whose budget is spent starts no member: the
+			// task ends as an agent's does (under 1 and 2 the member started
+			// failed at once, its delegate call refused, and the pattern went on).
+			if v.t.rules >= rulesTeamBudget {
+				if f := v.a.overBudget(v.t); f != nil {
+					return &Decision{Payload: f, CausationID: cause(w.cause), TaskID: v.t.ID}
+				}
+			}
 			args, _ := json.Marshal(delegateArgs{Agent: w.member, Task: r.taskText(v, w)}) // strings always encode
 			return v.call(w.purpose, w.id, DelegateTool, string(args), cause(w.cause))
 		}

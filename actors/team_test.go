@@ -33,6 +33,9 @@ type delegates struct {
 	handed  map[string][]string // member → the tasks it was handed, in order
 	// block, when set, holds the calls to these members until their context ends.
 	block map[string]bool
+	// spend is what each call to a member reports it spent on models
+	// (tools.ReportUsage), read when the tool is a spender (spendingTool).
+	spend map[string]messages.Usage
 }
 
 func newDelegates(members map[string]memberFunc) *delegates {
@@ -49,8 +52,9 @@ func (d *delegates) tool() tools.Tool {
 		d.perKey[c.Key]++
 		d.handed[args.Agent] = append(d.handed[args.Agent], args.Task)
 		n := len(d.handed[args.Agent])
-		fn, block := d.members[args.Agent], d.block[args.Agent]
+		fn, block, spent := d.members[args.Agent], d.block[args.Agent], d.spend[args.Agent]
 		d.mu.Unlock()
+		tools.ReportUsage(ctx, spent)
 		if block {
 			<-ctx.Done()
 			return "", ctx.Err()
@@ -61,6 +65,10 @@ func (d *delegates) tool() tools.Tool {
 		return fn(args.Task, n)
 	}}
 }
+
+// spendingTool is the delegate tool as a sub-agent is: its calls report what
+// they spent (spend), which counts against the team's budgets.
+func (d *delegates) spendingTool() tools.Tool { return spenderTool{d.tool().(funcTool)} }
 
 func (d *delegates) tasks(member string) []string {
 	d.mu.Lock()
@@ -94,7 +102,11 @@ func runTeam(t *testing.T, agent actors.Agent, model llm.Model, d *delegates, in
 	if model == nil {
 		model = script(t, llm.ScriptStep{Content: "unused"})
 	}
-	h := newHarness(t, harnessOpts{model: model, tools: []tools.Tool{d.tool()}, deps: func(deps *actors.SessionDeps) {
+	tool := d.tool()
+	if d.spend != nil {
+		tool = d.spendingTool()
+	}
+	h := newHarness(t, harnessOpts{model: model, tools: []tools.Tool{tool}, deps: func(deps *actors.SessionDeps) {
 		deps.Named = map[string]actors.Agent{agent.Name: agent}
 	}})
 	h.submitTo("s", "task-1", agent.Name, input)

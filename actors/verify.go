@@ -130,10 +130,10 @@ func VerifyAmong(as Agents, events []messages.Envelope) (*Divergence, error) {
 			furthest = div
 		}
 		task := taskAt(events, div.Seq)
-		if v, ok := unversioned[task]; !ok || v == ContextRules {
+		if v, ok := unversioned[task]; !ok || v == rulesGather {
 			return furthest, nil
 		}
-		unversioned[task] = ContextRules
+		unversioned[task] = rulesGather
 	}
 }
 

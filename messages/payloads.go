@@ -105,7 +105,8 @@ type TaskSubmitted struct {
 	TraceParent string `json:"traceparent,omitempty"`
 	// Rules is the version of the agent's decision rules the task runs under: how
 	// its context is built, selected under the token budget and compressed, and so
-	// what its prompts hold (actors.ContextRules). The session sets it when it
+	// what its prompts hold, and what it decides from the same events (a team
+	// whose budget is spent stops from version 3; actors.ContextRules). The session sets it when it
 	// records a new task (replacing what a client sent); a refold, a replay and a
 	// fork run the task under it. Optional: 0, a task recorded before it existed,
 	// means version 1, the rules of those builds (the schema version stays 1).

@@ -123,7 +123,8 @@ type NamedAgent struct {
 	// MaxTokens is the token budget of its tasks that set none (Task.MaxTokens), at
 	// most MaxTokenBudget. As an agent's budget covers what its sub-agents spend, a
 	// team's covers its whole task: its own model calls (an orchestrator's routing)
-	// and its members' work, each member handed what is left of it.
+	// and its members' work, each member handed what is left of it; once it is
+	// spent the team starts no member, and its task ends with token_budget.
 	MaxTokens int
 	// MaxCostUSD is the cost budget, in US dollars, of its tasks that set none
 	// (Task.MaxCostUSD), at most MaxCostBudget; a team's covers its members', as

@@ -342,3 +342,40 @@ func TestTeamRefusesAnAgentsOwnSettings(t *testing.T) {
 		}
 	}
 }
+
+// A team whose budget its members spent starts no other member: a fan-out whose
+// branches spent 600 of its 500 tokens ends with token_budget, saying what they
+// spent, and its aggregator's child session never starts (before decision rules 3
+// its delegate call was made, refused at once, and the team failed with
+// member_failed). The session verifies.
+func TestTeamWhoseBudgetIsSpentStartsNoMoreMembers(t *testing.T) {
+	model := newByAgent(t, map[string][]llm.ScriptStep{
+		"first":  {{Content: "A", Usage: promptTokens(300)}},
+		"second": {{Content: "B", Usage: promptTokens(300)}},
+		"agg":    {{Content: "never asked"}},
+	})
+	cfg := node.Config{Model: model, Agents: []node.NamedAgent{
+		{Name: "first", SystemPrompt: "You answer."}, {Name: "second", SystemPrompt: "You answer."}, {Name: "agg", SystemPrompt: "You combine."},
+		{Name: "panel", MaxTokens: 500, Team: &actors.Team{Pattern: actors.TeamFanOut,
+			Members: []actors.TeamMember{{Name: "first"}, {Name: "second"}}, Aggregator: "agg"}}}}
+	all, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, cfg)
+	events := runAgentTask(t, n, node.Task{Input: "Ideas, please.", SessionID: "panel-budget", Agent: "panel"})
+	if _, calls := teamChildren(t, events); strings.Join(calls, " ") != "branch→first branch→second" {
+		t.Fatalf("delegations %s; want the branches only", strings.Join(calls, " "))
+	}
+	f := payloads[*messages.TaskFailed](t, events)
+	if len(f) != 1 || f[0].Reason != messages.ReasonTokenBudget || f[0].SubAgentsUsage != promptTokens(600) ||
+		f[0].Error != "stopped: the task used 600 tokens (0 prompt + 0 completion of its own, 600 by its sub-agents) without a final answer; its budget is 500" {
+		t.Fatalf("the team's end: %+v; want token_budget, its members' 600 tokens counted", f)
+	}
+	if task := payloads[*messages.TaskSubmitted](t, events); len(task) != 1 || task[0].Rules != actors.ContextRules {
+		t.Errorf("the team's task: %+v; want it recorded under rules %d", task, actors.ContextRules)
+	}
+	if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
+		t.Errorf("verify: %+v %v", div, err)
+	}
+}

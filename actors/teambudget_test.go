@@ -1,0 +1,186 @@
+package actors_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// spentAtOnce is a member started when the team's budget is spent: the node's
+// delegate tool fails it before a child starts.
+func spentAtOnce(string, int) (string, error) {
+	return "", fmt.Errorf("delegate: the task's token budget of 100 is spent (105 tokens used): no sub-agent can start")
+}
+
+// budgetDesk is an orchestrator with a token budget of 100 whose routing call
+// spends 25 tokens and whose first worker, calc, spends 80 and fails (its share
+// spent); it may re-dispatch three times, to backup.
+func budgetDesk(t *testing.T) (actors.Agent, *delegates, llm.ScriptStep) {
+	agent := newTeamAgent(t, "desk", "scripted", actors.Team{Pattern: actors.TeamOrchestrator, Members: members("calc", "backup"),
+		ModelRouting: true, Fallback: "backup", Redispatch: 3})
+	agent.MaxTokens = 100
+	d := newDelegates(map[string]memberFunc{
+		"calc": func(string, int) (string, error) {
+			return "", fmt.Errorf("sub-agent calc failed (token_budget): stopped: the task used 80 tokens")
+		},
+		"backup": spentAtOnce,
+	})
+	d.spend = map[string]messages.Usage{"calc": {PromptTokens: 60, CompletionTokens: 20}}
+	route := llm.ScriptStep{Content: `{"member": "calc", "reason": "numbers"}`, Usage: messages.Usage{PromptTokens: 20, CompletionTokens: 5}}
+	return agent, d, route
+}
+
+// A team whose budget its first member spent starts no other member: its task
+// ends with token_budget (or cost_budget), as an agent's does, saying what its
+// sub-agents spent; its pattern's re-dispatches or aggregator never start. Replay
+// re-decides it.
+func TestTeamWhoseBudgetIsSpentStopsInsteadOfStartingAMember(t *testing.T) {
+	t.Run("token budget, orchestrator", func(t *testing.T) {
+		agent, d, route := budgetDesk(t)
+		events := runTeam(t, agent, script(t, route), d, "What is 12 * 12?")
+		if task := decode[*messages.TaskSubmitted](t, events[0]); task.Rules != actors.ContextRules {
+			t.Fatalf("the task was recorded under rules %d, want %d", task.Rules, actors.ContextRules)
+		}
+		f := wantFailed(t, events, messages.ReasonTokenBudget, "")
+		if want := "stopped: the task used 105 tokens (20 prompt + 5 completion of its own, 80 by its sub-agents) without a final answer; its budget is 100"; f.Error != want {
+			t.Errorf("error %q, want %q", f.Error, want)
+		}
+		if f.Steps != 1 || f.Usage != (messages.Usage{PromptTokens: 20, CompletionTokens: 5}) ||
+			f.SubAgentsUsage != (messages.Usage{PromptTokens: 60, CompletionTokens: 20}) {
+			t.Errorf("failure: steps %d, usage %+v, sub-agents' %+v", f.Steps, f.Usage, f.SubAgentsUsage)
+		}
+		if got := strings.Join(delegations(t, events), " "); got != "work→calc" {
+			t.Errorf("delegations: %s; want calc's only", got)
+		}
+		if n := len(d.tasks("backup")); n != 0 {
+			t.Errorf("backup was started %d times", n)
+		}
+		verifyTeam(t, agent, events)
+	})
+
+	t.Run("cost budget, fan-out", func(t *testing.T) {
+		agent := newTeamAgent(t, "panel", "scripted", actors.Team{Pattern: actors.TeamFanOut, Members: members("a", "b"), Aggregator: "agg"})
+		agent.MaxCostUSD = 0.5
+		d := newDelegates(map[string]memberFunc{"a": answer("A"), "b": answer("B"), "agg": answer("A+B")})
+		d.spend = map[string]messages.Usage{"a": {PromptTokens: 10, CostUSD: 0.3}, "b": {PromptTokens: 10, CostUSD: 0.3}}
+		events := runTeam(t, agent, nil, d, "ideas")
+		f := wantFailed(t, events, messages.ReasonCostBudget, "")
+		if want := "stopped: the task cost $0.6000 ($0.0000 of its own, $0.6000 by its sub-agents) without a final answer; its budget is $0.5000"; f.Error != want {
+			t.Errorf("error %q, want %q", f.Error, want)
+		}
+		if f.Steps != 0 || !f.Usage.IsZero() || f.SubAgentsUsage != (messages.Usage{PromptTokens: 20, CostUSD: 0.6}) {
+			t.Errorf("failure: steps %d, usage %+v, sub-agents' %+v", f.Steps, f.Usage, f.SubAgentsUsage)
+		}
+		if got := strings.Join(delegations(t, events), " "); got != "branch→a branch→b" {
+			t.Errorf("delegations: %s; want the branches only", got)
+		}
+		// The branches' answers are in the team's state before it stops.
+		if ups := stateUpdates(t, events); len(ups) != 2 || ups[0] != "a/merge/answer by a: A" || ups[1] != "b/merge/answer by b: B" {
+			t.Errorf("state updates: %q", ups)
+		}
+		verifyTeam(t, agent, events)
+	})
+}
+
+// recordTeam records, as a session of a build of rules version rules would have
+// (driving its state: no node stamps it), one task of the team agent, its routing
+// call answered by route and its delegate calls by d. It returns the session's
+// events.
+func recordTeam(t *testing.T, agent actors.Agent, rules int, route llm.ScriptStep, d *delegates, input string) []messages.Envelope {
+	t.Helper()
+	as := actors.Agents{Named: map[string]actors.Agent{agent.Name: agent}}
+	st := actors.NewSessionState("r").WithAgents(as)
+	var events []messages.Envelope
+	add := func(p messages.Payload, cause string) {
+		t.Helper()
+		e := env(t, p, "r", st.LastSeq+1, "task-r")
+		e.CausationID = cause
+		if err := st.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+		events = append(events, e)
+	}
+	add(&messages.TaskSubmitted{Input: input, Agent: agent.Name, Rules: rules}, "")
+	for range 40 {
+		dec := st.DecideAmong(as, st.LastSeq+1, 0)
+		if dec == nil {
+			t.Fatalf("the task waits for nothing: %s", types(events))
+		}
+		add(dec.Payload, dec.CausationID)
+		cause := events[len(events)-1].ID
+		switch p := dec.Payload.(type) {
+		case *messages.ModelRequested:
+			add(&messages.ModelResponded{Key: p.Key, Model: "scripted", Usage: route.Usage,
+				Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: route.Content}}, cause)
+		case *messages.ToolCallRequested:
+			var args struct{ Agent, Task string }
+			if err := json.Unmarshal([]byte(p.Arguments), &args); err != nil {
+				t.Fatal(err)
+			}
+			d.handed[args.Agent] = append(d.handed[args.Agent], args.Task)
+			out, err := d.members[args.Agent](args.Task, len(d.handed[args.Agent]))
+			c := &messages.ToolCallCompleted{Key: p.Key, CallID: p.CallID, Tool: p.Tool, Result: out, Usage: d.spend[args.Agent]}
+			if err != nil {
+				c.Result, c.Error = "", err.Error()
+			}
+			add(c, cause)
+		case *messages.TaskCompleted, *messages.TaskFailed:
+			return events
+		}
+	}
+	t.Fatalf("the task did not end: %s", types(events))
+	return nil
+}
+
+// A team task recorded under rules 2, whose budget its first member spent, went
+// on starting members (the next failing at once): refolded and verified, it
+// decides the same, under the rules it ran under; under rules 3 the same events
+// diverge where the team now stops.
+func TestTeamTaskRecordedUnderRules2StillStartsTheNextMember(t *testing.T) {
+	agent, d, route := budgetDesk(t)
+	events := recordTeam(t, agent, 2, route, d, "What is 12 * 12?")
+	if got := strings.Join(delegations(t, events), " "); got != "work→calc work→backup work→backup work→backup" {
+		t.Fatalf("delegations under rules 2: %s", got)
+	}
+	wantFailed(t, events, messages.ReasonMemberFailed, "after 3 re-dispatches")
+	verifyTeam(t, agent, events)
+
+	// Refolded up to calc's answer and the state updates it caused, the task
+	// starts backup.
+	as := actors.Agents{Named: map[string]actors.Agent{agent.Name: agent}}
+	st := actors.NewSessionState("r").WithAgents(as)
+	second := -1
+	for i, e := range events {
+		if e.Type == messages.TypeToolCallRequested && strings.Contains(string(e.Payload), `"call_id":"work-2"`) {
+			second = i
+			break
+		}
+		if err := st.Apply(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dec := st.DecideAmong(as, st.LastSeq+1, 0)
+	call, ok := dec.Payload.(*messages.ToolCallRequested)
+	if second < 0 || !ok || call.Tool != actors.DelegateTool || !strings.Contains(call.Arguments, `"agent":"backup"`) {
+		t.Fatalf("refolded under rules 2, the task decides %+v; want backup's delegate call", dec.Payload)
+	}
+
+	// The same events as a task of rules 3: it stops before backup.
+	relabelled := append([]messages.Envelope(nil), events...)
+	task := decode[*messages.TaskSubmitted](t, relabelled[0])
+	task.Rules = actors.ContextRules
+	enc, err := messages.NewEnvelope(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relabelled[0].Payload = enc.Payload
+	div, err := actors.VerifyAmong(as, relabelled)
+	if err != nil || div == nil || div.Seq != events[second].Seq || !strings.Contains(div.Actual, "token_budget") {
+		t.Fatalf("under rules 3 the recording must diverge at backup's call (seq %d) with token_budget: %+v %v", events[second].Seq, div, err)
+	}
+}
