@@ -225,11 +225,21 @@ func (n *Node) memoryRemoteWithin(ctx context.Context, c messages.MemoryCommand,
 		telemetry.Inject(ctx, msg.Metadata) // the owner's span of it is the tool call's child
 	}
 	msg.SetContext(ctx)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	// Its reply, published before this node reads troupe.replies (its subscription
+	// there is positioned at the latest offset once the router runs), would never
+	// be read: a command sent while the node starts waits for the router.
+	select {
+	case <-n.routing:
+	case <-n.stopping:
+		return nil, errors.New("node: stopping")
+	case <-ctx.Done():
+		return nil, fmt.Errorf("node: the command to the owner of namespace %s was not sent: the node does not read replies yet: %w", c.Namespace, ctx.Err())
+	}
 	if err := n.pub.Publish(messages.TopicTasks, msg); err != nil {
 		return nil, fmt.Errorf("node: publish memory command: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	select {
 	case rep := <-ch:
 		switch {

@@ -617,7 +617,8 @@ type Node struct {
 	local  *actors.LocalEffects
 	remote *actors.BusEffects
 	// routing is closed once the router runs every handler (Run), the replies'
-	// subscription positioned: remote effect requests wait for it (BusEffects.Ready).
+	// subscription positioned: remote effect requests (BusEffects.Ready) and the
+	// memory, notes and knowledge commands sent to their owners wait for it.
 	routing     chan struct{}
 	routingOnce sync.Once
 	own         ownership
@@ -694,7 +695,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	cfg.setDefaults()
 	cfg.warnUnpricedCosts()
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), handedOver: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), routing: make(chan struct{}), handedOver: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout)}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	n.keys = &secretKeys{given: cfg.SecretKey, dir: cfg.DataDir, shared: cfg.Bus != nil, logger: cfg.Logger}
@@ -861,9 +862,7 @@ func (n *Node) Run(ctx context.Context) error {
 	go func() { errc <- n.router.Run(ctx) }()
 	select {
 	case <-n.router.Running():
-		if n.routing != nil {
-			n.routingOnce.Do(func() { close(n.routing) })
-		}
+		n.routingOnce.Do(func() { close(n.routing) })
 	case err := <-errc:
 		return err
 	}

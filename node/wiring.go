@@ -196,7 +196,6 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	// A reply published before the replies' subscription is positioned (it reads
 	// from the latest offset, once the router runs) would be lost, and its call
 	// would wait for ever: requests wait for the router.
-	n.routing = make(chan struct{})
 	n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger,
 		Inject: n.tracing.injectHook(), MaxMessage: effectMessageMax, Ready: n.routing,
 		Store: func(ctx context.Context, key messages.EffectKey, command []byte) (string, error) {
