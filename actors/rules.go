@@ -26,10 +26,14 @@ import (
 //     strategies, and condense-section calls for what is still cut or dropped when
 //     the agent has a model for summaries (compress.go, gather.go).
 //   - 3: a team whose budget is spent ends its task with token_budget/cost_budget
-//     instead of starting another member (team.go's decide); under 1 and 2 the
-//     member started failed at once (its delegate call refused: no budget left
-//     for it), and the team's pattern took that as a member's failure. Prompts are
-//     version 2's.
+//     instead of starting another member, and instead of the failure its pattern
+//     would end the task with (member_failed when a member's share of the budget
+//     ran out and the pattern cannot go on: a pipeline's stage, a fan-out's
+//     aggregator, an orchestrator out of re-dispatches); an answer is kept
+//     (team.go's decide). Under 1 and 2 the member started failed at once (its
+//     delegate call refused: no budget left for it), the team's pattern took that
+//     as a member's failure, and the task ended with the pattern's reason. Prompts
+//     are version 2's.
 const ContextRules = 3
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -38,7 +42,8 @@ const (
 	// rulesGather is the version that cuts the middle of a text, gathers and
 	// compresses.
 	rulesGather = 2
-	// rulesTeamBudget is the version whose team stops when its budget is spent.
+	// rulesTeamBudget is the version whose team stops when its budget is spent,
+	// and ends its task with the budget's reason rather than its pattern's.
 	rulesTeamBudget = 3
 )
 

@@ -279,10 +279,12 @@ func (t *team) begin(task messages.TaskSubmitted) taskRun {
 // teamRun is a team's state of one task. Everything the team decides follows from
 // it; fold works out the consequences of each event (what to record in the team's
 // state, whom to hand work to next, how the task ends) and decide emits them in
-// order: first the state updates, then the end or the next hand-overs. A hand-over
-// when the team's budget is spent (its own model calls and its members' work,
-// stops.go) is not made: the task ends with token_budget or cost_budget instead
-// (from decision rules 3; rules.go).
+// order: first the state updates, then the end or the next hand-overs. Once the
+// team's budget is spent (its own model calls and its members' work, stops.go),
+// no hand-over is made and no failure of its pattern's ends the task (a member
+// whose share ran out, its pipeline stage or aggregator failed): the task ends
+// with token_budget or cost_budget instead, as an agent's does; an answer its
+// pattern has is kept (from decision rules 3; rules.go).
 type teamRun struct {
 	team  *team
 	input string
@@ -677,6 +679,16 @@ func (r *teamRun) decide(v *view) *Decision {
 	}
 	if e := r.end; e != nil {
 		if e.reason != "" {
+			// Under rules 3, a team whose budget is spent when its pattern ends
+			// it failed (a member whose share ran out, and no member left to hand
+			// the work to) ends as an agent's task does, with the budget's
+			// reason: the member's failure is in the team's state and the
+			// delegate call's result. An answer is kept, as an agent's is.
+			if v.t.rules >= rulesTeamBudget {
+				if f := v.a.overBudget(v.t); f != nil {
+					return &Decision{Payload: f, CausationID: cause(e.cause), TaskID: v.t.ID}
+				}
+			}
 			return v.fail(e.reason, e.msg, cause(e.cause))
 		}
 		return v.complete(e.output, cause(e.cause))

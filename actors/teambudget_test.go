@@ -184,3 +184,117 @@ func TestTeamTaskRecordedUnderRules2StillStartsTheNextMember(t *testing.T) {
 		t.Fatalf("under rules 3 the recording must diverge at backup's call (seq %d) with token_budget: %+v %v", events[second].Seq, div, err)
 	}
 }
+
+// budgetLine is a pipeline with a token budget of 100 whose first stage answers,
+// spending 40, and whose second fails, its share spent (60 tokens): the team's
+// budget is spent when its pattern ends.
+func budgetLine(t *testing.T) (actors.Agent, *delegates) {
+	agent := newTeamAgent(t, "line", "scripted", actors.Team{Pattern: actors.TeamPipeline, Members: members("first", "second")})
+	agent.MaxTokens = 100
+	d := newDelegates(map[string]memberFunc{
+		"first": answer("draft"),
+		"second": func(string, int) (string, error) {
+			return "", fmt.Errorf("sub-agent second failed (token_budget): stopped: the task used 60 tokens")
+		},
+	})
+	d.spend = map[string]messages.Usage{"first": {PromptTokens: 40}, "second": {PromptTokens: 50, CompletionTokens: 10}}
+	return agent, d
+}
+
+// A team whose member failed, its share of the budget spent, and whose pattern
+// then ends (a pipeline's stage, a fan-out's aggregator, an orchestrator out of
+// re-dispatches) ends its task with token_budget or cost_budget, as an agent's,
+// not member_failed: its error says what its members spent, and the member's
+// failure is still in the team's state. A team whose budget is not spent keeps
+// its pattern's reason, and an answer is kept even past the budget. Replay
+// re-decides each.
+func TestTeamWhoseBudgetIsSpentWhenItsPatternFailsEndsWithTheBudgetsReason(t *testing.T) {
+	t.Run("token budget, pipeline", func(t *testing.T) {
+		agent, d := budgetLine(t)
+		events := runTeam(t, agent, nil, d, "Draft, then finish.")
+		f := wantFailed(t, events, messages.ReasonTokenBudget, "")
+		if want := "stopped: the task used 100 tokens (0 prompt + 0 completion of its own, 100 by its sub-agents) without a final answer; its budget is 100"; f.Error != want {
+			t.Errorf("error %q, want %q", f.Error, want)
+		}
+		if f.SubAgentsUsage != (messages.Usage{PromptTokens: 90, CompletionTokens: 10}) {
+			t.Errorf("sub-agents' usage %+v", f.SubAgentsUsage)
+		}
+		ups := stateUpdates(t, events)
+		if len(ups) != 2 || ups[1] != "second/merge/answer by second: (failed) sub-agent second failed (token_budget): stopped: the task used 60 tokens" {
+			t.Errorf("state updates: %q; want the second stage's failure recorded", ups)
+		}
+		verifyTeam(t, agent, events)
+	})
+
+	t.Run("cost budget, fan-out's aggregator", func(t *testing.T) {
+		agent := newTeamAgent(t, "panel", "scripted", actors.Team{Pattern: actors.TeamFanOut, Members: members("a", "b"), Aggregator: "agg"})
+		agent.MaxCostUSD = 0.5
+		d := newDelegates(map[string]memberFunc{"a": answer("A"), "b": answer("B"),
+			"agg": func(string, int) (string, error) {
+				return "", fmt.Errorf("sub-agent agg failed (cost_budget): stopped: the task cost $0.2500")
+			}})
+		d.spend = map[string]messages.Usage{"a": {CostUSD: 0.125}, "b": {CostUSD: 0.125}, "agg": {CostUSD: 0.25}}
+		events := runTeam(t, agent, nil, d, "ideas")
+		f := wantFailed(t, events, messages.ReasonCostBudget, "")
+		if want := "stopped: the task cost $0.5000 ($0.0000 of its own, $0.5000 by its sub-agents) without a final answer; its budget is $0.5000"; f.Error != want {
+			t.Errorf("error %q, want %q", f.Error, want)
+		}
+		if got := strings.Join(delegations(t, events), " "); got != "branch→a branch→b aggregate→agg" {
+			t.Errorf("delegations: %s", got)
+		}
+		verifyTeam(t, agent, events)
+	})
+
+	t.Run("token budget, orchestrator out of re-dispatches", func(t *testing.T) {
+		agent, d, route := budgetDesk(t)
+		p, err := actors.NewTeam(actors.Team{Pattern: actors.TeamOrchestrator, Members: members("calc", "backup"), ModelRouting: true, Fallback: "backup"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		agent.Paradigm = p // no re-dispatch: calc's failure ends the pattern
+		events := runTeam(t, agent, script(t, route), d, "What is 12 * 12?")
+		wantFailed(t, events, messages.ReasonTokenBudget, "stopped: the task used 105 tokens (20 prompt + 5 completion of its own, 80 by its sub-agents)")
+		verifyTeam(t, agent, events)
+	})
+
+	t.Run("budget not spent", func(t *testing.T) {
+		agent, d := budgetLine(t)
+		agent.MaxTokens = 200
+		events := runTeam(t, agent, nil, d, "Draft, then finish.")
+		wantFailed(t, events, messages.ReasonMemberFailed, "stage 2 (second) failed: sub-agent second failed (token_budget)")
+		verifyTeam(t, agent, events)
+	})
+
+	t.Run("an answer past the budget", func(t *testing.T) {
+		agent, d := budgetLine(t)
+		d.members["second"] = answer("final")
+		events := runTeam(t, agent, nil, d, "Draft, then finish.")
+		wantCompleted(t, events, "final")
+		verifyTeam(t, agent, events)
+	})
+}
+
+// A team task recorded under rules 2 whose member failed, the team's budget
+// spent, ended with member_failed: refolded and verified it still does; the same
+// events as a task of rules 3 diverge at its end, which is token_budget.
+func TestTeamTaskRecordedUnderRules2StillEndsMemberFailed(t *testing.T) {
+	agent, d := budgetLine(t)
+	events := recordTeam(t, agent, 2, llm.ScriptStep{}, d, "Draft, then finish.")
+	wantFailed(t, events, messages.ReasonMemberFailed, "stage 2 (second) failed")
+	verifyTeam(t, agent, events)
+
+	relabelled := append([]messages.Envelope(nil), events...)
+	task := decode[*messages.TaskSubmitted](t, relabelled[0])
+	task.Rules = actors.ContextRules
+	enc, err := messages.NewEnvelope(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relabelled[0].Payload = enc.Payload
+	as := actors.Agents{Named: map[string]actors.Agent{agent.Name: agent}}
+	end := events[len(events)-1].Seq
+	div, err := actors.VerifyAmong(as, relabelled)
+	if err != nil || div == nil || div.Seq != end || !strings.Contains(div.Actual, "token_budget") {
+		t.Fatalf("under rules 3 the recording must diverge at its end (seq %d) with token_budget: %+v %v", end, div, err)
+	}
+}

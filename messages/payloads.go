@@ -245,7 +245,9 @@ const (
 	//
 	// ReasonMemberFailed: a member's work failed (its delegate call answered with an
 	// error) and the team's pattern cannot go on without it, or a member handed the
-	// conversation to someone who is not a member.
+	// conversation to someone who is not a member. A team whose budget is spent
+	// ends with ReasonTokenBudget or ReasonCostBudget instead (from decision rules
+	// 3, actors.ContextRules), whatever its pattern's reason.
 	ReasonMemberFailed = "member_failed"
 	// ReasonCheckFailed: an orchestrator's worker results failed the team's check
 	// after every re-dispatch the team allows.

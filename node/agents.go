@@ -124,7 +124,9 @@ type NamedAgent struct {
 	// most MaxTokenBudget. As an agent's budget covers what its sub-agents spend, a
 	// team's covers its whole task: its own model calls (an orchestrator's routing)
 	// and its members' work, each member handed what is left of it; once it is
-	// spent the team starts no member, and its task ends with token_budget.
+	// spent the team starts no member, and its task, unless it has an answer, ends
+	// with token_budget (not member_failed, when a member whose share ran out
+	// ended its pattern).
 	MaxTokens int
 	// MaxCostUSD is the cost budget, in US dollars, of its tasks that set none
 	// (Task.MaxCostUSD), at most MaxCostBudget; a team's covers its members', as

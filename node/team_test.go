@@ -275,7 +275,9 @@ func TestTeamTakesItsOwnContext(t *testing.T) {
 // node builds for it) and, as an agent's budget covers its sub-agents, its
 // members' work: a pipeline's second stage is handed what the first left of the
 // team's 500 tokens (100), not of the default agent's 100,000, and stops when it
-// has spent them.
+// has spent them. The team's budget spent, its task ends with token_budget (from
+// decision rules 3; member_failed before), the stage's failure kept in the team's
+// state and on its delegate call.
 func TestTeamTakesItsOwnBudgets(t *testing.T) {
 	model := newByAgent(t, map[string][]llm.ScriptStep{
 		"first": {{Content: "draft", Usage: promptTokens(400)}},
@@ -312,8 +314,22 @@ func TestTeamTakesItsOwnBudgets(t *testing.T) {
 	if f := payloads[*messages.TaskFailed](t, secondEvents); len(f) != 1 || f[0].Reason != messages.ReasonTokenBudget {
 		t.Errorf("the second stage's end: %+v; want it stopped by its token budget", f)
 	}
-	if f := payloads[*messages.TaskFailed](t, events); len(f) != 1 || f[0].Reason != messages.ReasonMemberFailed || f[0].SubAgentsUsage != promptTokens(700) {
-		t.Errorf("the team's end: %+v; want it failed, its members' 700 tokens counted", f)
+	if f := payloads[*messages.TaskFailed](t, events); len(f) != 1 || f[0].Reason != messages.ReasonTokenBudget || f[0].SubAgentsUsage != promptTokens(700) ||
+		f[0].Error != "stopped: the task used 700 tokens (0 prompt + 0 completion of its own, 700 by its sub-agents) without a final answer; its budget is 500" {
+		t.Errorf("the team's end: %+v; want token_budget, its members' 700 tokens counted", f)
+	}
+	// The stage's failure is still recorded: its delegate call's error and its
+	// answer in the team's state.
+	done := payloads[*messages.ToolCallCompleted](t, events)
+	if len(done) != 2 || !strings.Contains(done[1].Error, "token_budget") {
+		t.Errorf("the second stage's delegate call: %+v; want its token_budget failure", done)
+	}
+	var recorded bool
+	for _, u := range payloads[*messages.TeamStateUpdated](t, events) {
+		recorded = recorded || u.Section == "second" && strings.HasPrefix(u.Value, "(failed) ") && strings.Contains(u.Value, "token_budget")
+	}
+	if !recorded {
+		t.Errorf("the team's state does not record the second stage's failure")
 	}
 	if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
 		t.Errorf("verify: %+v %v", div, err)
