@@ -88,8 +88,18 @@ func TestClusterStartWaitsForRebalance(t *testing.T) {
 // freePortBase returns a port p such that p+1..p+n are free on 127.0.0.1 now.
 func freePortBase(t *testing.T, n int) int {
 	t.Helper()
+	// Below the kernel's ephemeral range (32768 up by default): a port there that
+	// is free now can be taken by any test's outgoing connection (a Kafka client's)
+	// before the node binds it.
+	lo, hi := 20000, 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		var first, last int
+		if _, err := fmt.Sscan(string(b), &first, &last); err == nil && first > lo+n+1000 {
+			hi = first
+		}
+	}
 	for range 100 {
-		base := 20000 + rand.IntN(20000)
+		base := lo + rand.IntN(hi-lo-n)
 		free := true
 		for i := 1; i <= n && free; i++ {
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+i))
