@@ -199,6 +199,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	n.routing = make(chan struct{})
 	n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger,
 		Inject: n.tracing.injectHook(), MaxMessage: effectMessageMax, Ready: n.routing,
+		Reissue: cfg.EffectReissue, OnReissue: n.metrics.reissued.Inc,
 		Store: func(ctx context.Context, key messages.EffectKey, command []byte) (string, error) {
 			return n.storeEffect(ctx, messages.BusStoredRequest, key, command)
 		}})
