@@ -151,14 +151,20 @@ func TestBusEffectsReissueJoinsTheRunningCall(t *testing.T) {
 }
 
 // A request answered before the interval is never published again; one cancelled
-// (Cancel) or whose effects closed (Close) is published no more. Another request,
-// left unanswered, is the clock: by its fifth re-issue, any of theirs would have come.
+// (Cancel) or whose effects closed (Close) is published no more; one of a session
+// that runs elsewhere now (RunsHere) is dropped. Another request, left unanswered,
+// is the clock: by its fifth re-issue, any of theirs would have come.
 func TestBusEffectsReissueStops(t *testing.T) {
 	seen := newRequestsSeen(t)
-	cfg := actors.BusEffectsConfig{Publisher: seen, NodeID: "n1", Reissue: reissueInterval, ReissueMax: 2 * reissueInterval}
+	cfg := actors.BusEffectsConfig{Publisher: seen, NodeID: "n1", Reissue: reissueInterval, ReissueMax: 2 * reissueInterval,
+		RunsHere: func(sessionID string) bool { return sessionID != "s-moved" }}
 	b := actors.NewBusEffects(cfg)
 	t.Cleanup(func() { _ = b.Close() })
 	r := newReplies()
+
+	moved := toolRequest("s-moved", 4, "gate")
+	b.Perform(moved, r.to)
+	waitUntil(t, "the request published", func() bool { return seen.count(moved.Key) == 1 })
 
 	answered := toolRequest("s-1", 4, "gate")
 	b.Perform(answered, r.to)
@@ -185,6 +191,10 @@ func TestBusEffectsReissueStops(t *testing.T) {
 	b.Perform(clock, r.to)
 	waitUntil(t, "the unanswered request published again 5 times", func() bool { return seen.count(clock.Key) >= 6 })
 
+	if n := seen.count(moved.Key); n != 1 || b.Waiting(moved.Key) || len(r.of(moved.Key)) != 0 {
+		t.Errorf("a request of a session that moved was published %d times, waited for: %v, answered %+v",
+			n, b.Waiting(moved.Key), r.of(moved.Key))
+	}
 	if n := seen.count(answered.Key); n != 1 {
 		t.Errorf("a request answered at once was published %d times", n)
 	}

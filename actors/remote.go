@@ -46,7 +46,11 @@ type BusEffectsConfig struct {
 	Reissue, ReissueMax time.Duration
 	// OnReissue, when set, is called each time a request is published again.
 	OnReissue func()
-	Logger    *slog.Logger
+	// RunsHere, when set, reports whether a session runs on this node: a request
+	// due to be published again whose session does not (it moved to another node,
+	// which issues its effects again) is dropped instead, unanswered.
+	RunsHere func(sessionID string) bool
+	Logger   *slog.Logger
 }
 
 // DefaultReissue is BusEffectsConfig.Reissue's default: a model call's default
@@ -70,9 +74,10 @@ const DefaultReissue = 150 * time.Second
 // the performer could not publish it): a request still unanswered Reissue after it
 // was published is published again, with a fresh message ID (a large one with the
 // same reference, not stored again), then after waits that double up to
-// ReissueMax, until it is answered, cancelled (Cancel) or the effects close. The
-// performer answers it from the answer it keeps, or joins the call still running,
-// so the effect is performed once and the caller answered once.
+// ReissueMax, until it is answered, cancelled (Cancel) or the effects close, or its
+// session runs here no more (RunsHere). The performer answers it from the answer it
+// keeps, or joins the call still running, so the effect is performed once and the
+// caller answered once.
 type BusEffects struct {
 	cfg  BusEffectsConfig
 	stop chan struct{}
@@ -214,6 +219,12 @@ func (b *BusEffects) reissue(key messages.EffectKey, p *pendingEffect) {
 	b.mu.Lock()
 	if b.closed || b.pending[key] != p {
 		b.mu.Unlock()
+		return
+	}
+	if b.cfg.RunsHere != nil && !b.cfg.RunsHere(key.SessionID) {
+		delete(b.pending, key)
+		b.mu.Unlock()
+		b.cfg.Logger.Info("dropping an unanswered effect request of a session that runs elsewhere now", "key", key)
 		return
 	}
 	p.attempt++
