@@ -38,9 +38,24 @@ type BusEffectsConfig struct {
 	// subscription there, from the latest offset, is positioned): a request waits
 	// for it before it is published, since a reply published before then would
 	// never be read and the call would wait for ever. Nil: replies are read now.
-	Ready  <-chan struct{}
-	Logger *slog.Logger
+	Ready <-chan struct{}
+	// Reissue is how long a published request waits for its reply before it is
+	// published again (default DefaultReissue; negative: never). Each further wait
+	// doubles, up to ReissueMax (default 8 × Reissue). Set it above the performer's
+	// call timeout: a request published again while its call runs joins that call.
+	Reissue, ReissueMax time.Duration
+	// OnReissue, when set, is called each time a request is published again.
+	OnReissue func()
+	// RunsHere, when set, reports whether a session runs on this node: a request
+	// due to be published again whose session does not (it moved to another node,
+	// which issues its effects again) is dropped instead, unanswered.
+	RunsHere func(sessionID string) bool
+	Logger   *slog.Logger
 }
+
+// DefaultReissue is BusEffectsConfig.Reissue's default: a model call's default
+// timeout (LocalEffectsConfig.ModelTimeout) and a margin.
+const DefaultReissue = 150 * time.Second
 
 // BusEffects has effects performed by the nodes that have the role (tools, models):
 // it publishes each request as it is, a messages.EffectRequest, and answers with the
@@ -53,15 +68,42 @@ type BusEffectsConfig struct {
 // delivery; the performing nodes perform it once per key. A reply nobody waits for
 // (its session moved to another node, or an earlier copy was answered) is dropped: the
 // session's owner issues the effect again if it is still unanswered.
+//
+// A reply can be lost (the node's subscription to messages.TopicReplies was
+// positioned at the latest offset again after a broker restart or a rebalance, or
+// the performer could not publish it): a request still unanswered Reissue after it
+// was published is published again, with a fresh message ID (a large one with the
+// same reference, not stored again), then after waits that double up to
+// ReissueMax, until it is answered, cancelled (Cancel) or the effects close, or its
+// session runs here no more (RunsHere). The performer answers it from the answer it
+// keeps, or joins the call still running, so the effect is performed once and the
+// caller answered once.
 type BusEffects struct {
 	cfg  BusEffectsConfig
 	stop chan struct{}
+	// reissuing counts the armed re-issue timers and the re-issues running: Close
+	// waits for them.
+	reissuing sync.WaitGroup
 
 	mu     sync.Mutex
 	closed bool
 	// pending holds the callers waiting on each key (a session's restarted
 	// incarnation may issue a key its previous one is waiting on).
-	pending map[messages.EffectKey][]func(messages.EffectReply)
+	pending map[messages.EffectKey]*pendingEffect
+}
+
+// pendingEffect is a key's unanswered request: its callers and its re-issue.
+type pendingEffect struct {
+	waiters []func(messages.EffectReply)
+	// topic and msg are the request as first published (msg's payload is its
+	// reference when it was stored), set once it was; nil before.
+	topic string
+	msg   *message.Message
+	// timer is the next re-issue, when armed; wait the time it waits; attempt
+	// counts the re-issues so far.
+	timer   *time.Timer
+	wait    time.Duration
+	attempt int
 }
 
 var _ Effects = (*BusEffects)(nil)
@@ -74,7 +116,13 @@ func NewBusEffects(cfg BusEffectsConfig) *BusEffects {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &BusEffects{cfg: cfg, stop: make(chan struct{}), pending: map[messages.EffectKey][]func(messages.EffectReply){}}
+	if cfg.Reissue == 0 {
+		cfg.Reissue = DefaultReissue
+	}
+	if cfg.ReissueMax < cfg.Reissue {
+		cfg.ReissueMax = 8 * cfg.Reissue
+	}
+	return &BusEffects{cfg: cfg, stop: make(chan struct{}), pending: map[messages.EffectKey]*pendingEffect{}}
 }
 
 // Perform implements Effects. The request is published in the background (the
@@ -85,7 +133,12 @@ func (b *BusEffects) Perform(req messages.EffectRequest, reply func(messages.Eff
 		b.mu.Unlock()
 		return
 	}
-	b.pending[req.Key] = append(b.pending[req.Key], reply)
+	p := b.pending[req.Key]
+	if p == nil {
+		p = &pendingEffect{}
+		b.pending[req.Key] = p
+	}
+	p.waiters = append(p.waiters, reply)
 	b.mu.Unlock()
 	topic := messages.TopicToolRequests
 	if req.Model != nil {
@@ -122,8 +175,76 @@ func (b *BusEffects) Perform(req messages.EffectRequest, reply func(messages.Eff
 		}
 		if err := b.publish(topic, msg); err != nil {
 			b.Deliver(answer(req, messages.EffectReply{Error: err.Error()}))
+			return
 		}
+		b.armReissue(req.Key, p, topic, msg)
 	}()
+}
+
+// armReissue arms the first re-issue of p, the pending request of key just
+// published as msg on topic, unless it was answered, the effects closed, or an
+// earlier issue of the key armed it already.
+func (b *BusEffects) armReissue(key messages.EffectKey, p *pendingEffect, topic string, msg *message.Message) {
+	if b.cfg.Reissue < 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.pending[key] != p || p.msg != nil {
+		return
+	}
+	p.topic, p.msg, p.wait = topic, msg, b.cfg.Reissue
+	b.scheduleReissue(key, p)
+}
+
+// scheduleReissue arms p's next re-issue, p.wait from now. The caller holds b.mu.
+func (b *BusEffects) scheduleReissue(key messages.EffectKey, p *pendingEffect) {
+	b.reissuing.Add(1)
+	p.timer = time.AfterFunc(p.wait, func() { b.reissue(key, p) })
+}
+
+// disarm stops p's re-issue timer, if armed and not fired. The caller holds b.mu.
+func (b *BusEffects) disarm(p *pendingEffect) {
+	if p.timer != nil && p.timer.Stop() {
+		b.reissuing.Done() // the timer's function will not run
+	}
+}
+
+// reissue publishes p, the request of key, again with a fresh message ID if it is
+// still unanswered, and arms the next re-issue, twice as far (up to ReissueMax).
+// A re-issue the bus refuses is tried again at the next one: the first publication
+// reached the bus, and the reply may still come.
+func (b *BusEffects) reissue(key messages.EffectKey, p *pendingEffect) {
+	defer b.reissuing.Done()
+	b.mu.Lock()
+	if b.closed || b.pending[key] != p {
+		b.mu.Unlock()
+		return
+	}
+	if b.cfg.RunsHere != nil && !b.cfg.RunsHere(key.SessionID) {
+		delete(b.pending, key)
+		b.mu.Unlock()
+		b.cfg.Logger.Info("dropping an unanswered effect request of a session that runs elsewhere now", "key", key)
+		return
+	}
+	p.attempt++
+	attempt, topic, msg := p.attempt, p.topic, p.msg.Copy()
+	b.mu.Unlock()
+	msg.UUID = watermill.NewUUID()
+	b.cfg.Logger.Warn("effect request unanswered; publishing it again", "key", key, "topic", topic, "attempt", attempt)
+	if b.cfg.OnReissue != nil {
+		b.cfg.OnReissue()
+	}
+	if err := b.publish(topic, msg); err != nil {
+		b.cfg.Logger.Warn("effect request not published again; trying at the next re-issue", "key", key, "attempt", attempt, "err", err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed || b.pending[key] != p {
+		return
+	}
+	p.wait = min(2*p.wait, b.cfg.ReissueMax)
+	b.scheduleReissue(key, p)
 }
 
 // reference stores the encoded request in the log (BusEffectsConfig.Store), retrying
@@ -157,7 +278,7 @@ func (b *BusEffects) reference(req messages.EffectRequest, payload []byte) ([]by
 func (b *BusEffects) Waiting(key messages.EffectKey) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.pending[key]) > 0
+	return b.pending[key] != nil
 }
 
 // publish publishes a command message, retrying with backoff until PublishRetries
@@ -190,25 +311,35 @@ func (b *BusEffects) publish(topic string, msg *message.Message) error {
 // nobody waits for is dropped.
 func (b *BusEffects) Deliver(rep messages.EffectReply) {
 	b.mu.Lock()
-	waiters := b.pending[rep.Key]
+	p := b.pending[rep.Key]
 	delete(b.pending, rep.Key)
+	if p != nil {
+		b.disarm(p)
+	}
 	b.mu.Unlock()
-	for _, reply := range waiters {
+	if p == nil {
+		return
+	}
+	for _, reply := range p.waiters {
 		reply(rep)
 	}
 }
 
-// Cancel implements Effects: the caller is answered at once, and the nodes that may
-// perform the effect are told on messages.TopicEffectCancels.
+// Cancel implements Effects: the caller is answered at once, the request is not
+// published again, and the nodes that may perform the effect are told on
+// messages.TopicEffectCancels.
 func (b *BusEffects) Cancel(key messages.EffectKey) {
 	b.mu.Lock()
-	waiters, ok := b.pending[key]
+	p := b.pending[key]
 	delete(b.pending, key)
+	if p != nil {
+		b.disarm(p)
+	}
 	b.mu.Unlock()
-	if !ok {
+	if p == nil {
 		return
 	}
-	for _, reply := range waiters {
+	for _, reply := range p.waiters {
 		reply(messages.EffectReply{SessionID: key.SessionID, Key: key, Error: ErrEffectCancelled.Error()})
 	}
 	payload, err := messages.EncodeCommand(&messages.EffectCancel{SessionID: key.SessionID, Key: key})
@@ -225,16 +356,21 @@ func (b *BusEffects) Cancel(key messages.EffectKey) {
 	}()
 }
 
-// Close drops every pending effect, unanswered, and stops publishing retries. The
+// Close drops every pending effect, unanswered, and stops publishing retries and
+// re-issues (it returns once no re-issue runs, within a publication's time). The
 // effects go on on the nodes performing them (their answers are kept there for the
 // sessions' next owners, who issue them again). It is idempotent.
 func (b *BusEffects) Close() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if !b.closed {
 		b.closed = true
-		b.pending = map[messages.EffectKey][]func(messages.EffectReply){}
+		for _, p := range b.pending {
+			b.disarm(p)
+		}
+		b.pending = map[messages.EffectKey]*pendingEffect{}
 		close(b.stop)
 	}
+	b.mu.Unlock()
+	b.reissuing.Wait()
 	return nil
 }

@@ -28,6 +28,7 @@ type Metrics struct {
 	total        prometheus.Gauge
 	assigned     prometheus.Counter
 	effectHits   prometheus.Counter
+	reissued     prometheus.Counter
 	pubFailed    prometheus.Counter
 	forwarded    prometheus.Counter
 	epoch        prometheus.Gauge
@@ -67,6 +68,8 @@ func newMetrics() *Metrics {
 			Name: "assignments_total", Help: "Partition assignments this node received (one per rebalance of the sessions group)."}),
 		effectHits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "effect_requests_coalesced_total", Help: "Effect requests answered from an earlier or concurrent performance of the same key."}),
+		reissued: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "effect_requests_reissued_total", Help: "Effect requests this node published again because their reply had not come (Config.EffectReissue): a reply lost, or a call slower than its timeout."}),
 		pubFailed: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
 			Name: "publish_failures_total", Help: "Batches of session events or results the bus kept refusing (retried until the broker is back; dropped only at shutdown; the log has the events)."}),
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
@@ -92,7 +95,7 @@ func newMetrics() *Metrics {
 			Name: "append_seconds", Help: "Time of the session actors' appends to the event log (one per batch of a session's events, errors included), by backend (sqlite, clickhouse).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 3, 12)}, []string{"backend"}),
 	}
-	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.pubFailed, m.forwarded,
+	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.reissued, m.pubFailed, m.forwarded,
 		m.epoch, m.fenced, m.released, m.unreleased, m.marks, m.resumptions, m.republished, m.appends, m.storedPruned)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -179,6 +179,11 @@ type Config struct {
 	ToolTimeout time.Duration
 	// ModelTimeout bounds one model call (default 2 minutes).
 	ModelTimeout time.Duration
+	// EffectReissue is how long a node without the tools or models role waits for
+	// the reply to a call it asked another node for before it publishes the request
+	// again (a reply can be lost); each further wait doubles, up to 8 times it.
+	// Default: the longer of ModelTimeout and ToolTimeout, plus 30 s.
+	EffectReissue time.Duration
 	// StreamUnwatched has every model call of the sessions the node runs stream,
 	// watched or not, so that a watcher that comes during one gets its text so far
 	// (WatchDeltas). By default a call streams only when its session has a watcher
@@ -275,7 +280,7 @@ func (c Config) Validate() error {
 	if c.SecretKey != nil && len(c.SecretKey) != a2a.SecretKeySize {
 		return fmt.Errorf("node: the secret key has %d bytes, want %d", len(c.SecretKey), a2a.SecretKeySize)
 	}
-	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.IdleTimeout < 0 || c.MaxLiveSessions < 0 || c.ApprovalTimeout < 0 {
+	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.EffectReissue < 0 || c.IdleTimeout < 0 || c.MaxLiveSessions < 0 || c.ApprovalTimeout < 0 {
 		return errors.New("node: limits and timeouts must not be negative")
 	}
 	if err := checkStops("the default agent", c.MaxTokens, c.LoopRepeats, c.LoopStaleSteps); err != nil {
@@ -379,6 +384,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.ModelTimeout <= 0 {
 		c.ModelTimeout = 2 * time.Minute
+	}
+	if c.EffectReissue <= 0 {
+		// A reissued request joins the call still running on its performer, so
+		// one sooner than the call's timeout costs only a message; one later
+		// leaves a lost reply's session waiting longer.
+		c.EffectReissue = max(c.ModelTimeout, c.ToolTimeout) + 30*time.Second
 	}
 	// The memory tool may work in the reflexion agents' lessons namespaces.
 	c.MemoryTool = c.withLessonNamespaces()

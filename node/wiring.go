@@ -198,6 +198,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	// would wait for ever: requests wait for the router.
 	n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger,
 		Inject: n.tracing.injectHook(), MaxMessage: effectMessageMax, Ready: n.routing,
+		Reissue: cfg.EffectReissue, OnReissue: n.metrics.reissued.Inc, RunsHere: n.reissuesOf(),
 		Store: func(ctx context.Context, key messages.EffectKey, command []byte) (string, error) {
 			return n.storeEffect(ctx, messages.BusStoredRequest, key, command)
 		}})
@@ -212,6 +213,16 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		byKind.Tools = n.remote
 	}
 	return byKind, nil
+}
+
+// reissuesOf says which sessions' unanswered remote effects BusEffects publishes
+// again: on a sharded node, those of the sessions of its partitions (one that moved
+// is stopped here, and its next owner issues its effects again); else all.
+func (n *Node) reissuesOf() func(sessionID string) bool {
+	if !n.sharded() {
+		return nil
+	}
+	return n.runsHere
 }
 
 // newSessionHost spawns the session host, whose session actors append to the log
