@@ -76,8 +76,10 @@
 // cancellation apply: a cancelled MCP request cancels the tool's context); the tool
 // list follows the node's catalog (notifications/tools/list_changed to the client
 // when an MCP server behind the node changes its tools); and run_task {"input",
-// "session_id"?, "agent"?}, which submits a task to the node and answers with the
-// task's final output (a failed task is a tool error with the reason); and
+// "session_id"?, "task_id"?, "agent"?}, which submits a task to the node and answers
+// with the task's final output (a failed task is a tool error with the reason; a
+// task_id names the task as a task body's does, so that run_task called again with
+// it answers with that one task's result instead of running another); and
 // task_result {"session_id", "wait"?}, which answers with the result of the task a
 // run_task started in that session, waiting while it runs, for a client whose
 // run_task call was cut off (the node restarted). `node mcp`

@@ -44,6 +44,11 @@ const RunTask = "run_task"
 // pass it back as session_id to go on with the conversation.
 const SessionIDMeta = "troupe/session_id"
 
+// TaskIDMeta is the _meta key of run_task's result that names the task: its
+// task_id when the call gave one (node.Task.TaskID), else the ID the node gave it
+// (messages.TaskResult.TaskID).
+const TaskIDMeta = "troupe/task_id"
+
 // ServerOptions configures a Server.
 type ServerOptions struct {
 	// Changed, when set, returns a channel closed at the next change of the node's
@@ -166,9 +171,13 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	s.srv.AddTool(&sdk.Tool{Name: RunTask, Title: "Run a task on the Troupe agent",
 		Description: "Run a task on the node's agent and answer with its final output. Give session_id (from an earlier answer's _meta " +
 			SessionIDMeta + ") to go on with a conversation. A failed task is an error with the reason. A task goes on when its call is " +
-			"cut off (the connection dropped, the node restarted): " + TaskResult + " with its session (named by the progress messages) gets its result.",
+			"cut off (the connection dropped, the node restarted): " + TaskResult + " with its session (named by the progress messages) gets its result. " +
+			"Give task_id, a name of your own for the task, to make calling again safe: run_task again with the same task_id (and session_id) " +
+			"answers with the result of that one task, waiting for it while it runs, instead of running it again; a named task goes on when " +
+			"its call ends early (a timeout, a cancellation). The answer's _meta " + TaskIDMeta + " names the task.",
 		InputSchema: json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"the task, in words"},` +
 			`"session_id":{"type":"string","description":"the session to continue; a new one when absent"},` +
+			`"task_id":{"type":"string","description":` + taskIDHelp() + `},` +
 			`"agent":{"type":"string","description":"the agent to run (this node runs \"default\")"},` +
 			`"max_tokens":{"type":"integer","minimum":0,"description":"the task's token budget, prompt and completion tokens together; absent: the agent's"},` +
 			`"max_cost_usd":{"type":"number","minimum":0,"description":"the task's cost budget in US dollars, by the node's price table; absent: the agent's"}},` +
@@ -181,6 +190,14 @@ func NewServer(n Node, opts ServerOptions) *Server {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// taskIDHelp describes run_task's task_id, as a JSON string. The node's ingress
+// checks it (node.Task.Validate), as it checks a task body's.
+func taskIDHelp() string {
+	b, _ := json.Marshal("your name for the task, " + node.TaskIDRule + ": the same task_id sent again (to the same session_id) " +
+		"is the same task, run once, and answers with its result; without session_id the task runs in session task.<task_id>")
+	return string(b)
+}
 
 // Run keeps the offered tools equal to the node's until ctx ends (with
 // ServerOptions.Changed), and keeps the streams of the live sessions in the
@@ -310,6 +327,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 		Agent     string  `json:"agent"`
 		MaxTokens int     `json:"max_tokens"`
 		MaxCost   float64 `json:"max_cost_usd"`
+		TaskID    *string `json:"task_id"`
 	}
 	raw := "{}"
 	if req.Params != nil && len(req.Params.Arguments) > 0 {
@@ -318,12 +336,28 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	if err := decodeStrict(RunTask, raw, &args, `{"input":"What is 2+2?"}`); err != nil {
 		return errorResult(err.Error()), nil
 	}
+	if args.TaskID != nil && *args.TaskID == "" {
+		// As a task body's (node.DecodeTask): an empty name is no name.
+		return errorResult(fmt.Sprintf("%s: %v: task_id is empty: it must be %s, or left out", RunTask, node.ErrBadTask, node.TaskIDRule)), nil
+	}
 	task := node.Task{Input: args.Input, SessionID: args.SessionID, Agent: args.Agent, MaxTokens: args.MaxTokens, MaxCostUSD: args.MaxCost}
+	if args.TaskID != nil {
+		task.TaskID = *args.TaskID
+	}
 	var started *messages.MCPCallStarted // the call's record, when it has one
 	// A call over Streamable HTTP is recorded (not a task the node refuses: bad
-	// input changes nothing).
-	if c := s.takeCall(req); c != nil && req.Session != nil && req.Session.ID() != "" && task.Validate() == nil {
+	// input changes nothing). A named task's session and ID are its name's, the
+	// same at each call that names it: the ingress's.
+	in, admits := s.n.(admitter)
+	if c := s.takeCall(req); c != nil && req.Session != nil && req.Session.ID() != "" && task.Validate() == nil && (task.TaskID == "" || admits) {
 		rec := messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(raw), TaskSession: task.SessionID}
+		if task.TaskID != "" {
+			env, err := in.Ingress().Admit(task)
+			if err != nil {
+				return errorResult(err.Error()), nil
+			}
+			rec.TaskSession, rec.TaskID = env.SessionID, env.ID
+		}
 		again, err := s.startCall(ctx, req.Session.ID(), &rec)
 		if err != nil {
 			s.opts.Logger.Warn("mcp server: run_task call not recorded", "session", req.Session.ID(), "err", err)
@@ -332,7 +366,10 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 		if again {
 			return s.callAgain(ctx, req, rec)
 		}
-		task.SessionID, task.ID, started = rec.TaskSession, rec.TaskID, &rec
+		task.SessionID, started = rec.TaskSession, &rec
+		if task.TaskID == "" {
+			task.ID = rec.TaskID
+		}
 	}
 	f := s.follow(ctx, req.Session, req.Params, RunTask)
 	if started != nil {
@@ -357,10 +394,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
-	meta := sdk.Meta{}
-	if res.SessionID != "" {
-		meta[SessionIDMeta] = res.SessionID
-	}
+	meta := taskMeta(res)
 	switch {
 	case errors.Is(err, node.ErrBadTask):
 		return errorResult(err.Error()), nil
@@ -373,6 +407,16 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	}
 	return taskAnswer(res), nil
 }
+
+// admitter is a Node whose ingress admits a task without submitting it (*node.Node
+// does): run_task learns from it the session and the ID of a named task
+// (node.Task.TaskID) before it records its call. Without one, the call of a named
+// task is not recorded (as over stdio).
+type admitter interface {
+	Ingress() *node.Ingress
+}
+
+var _ admitter = (*node.Node)(nil)
 
 // startCall records a run_task call of session id (rec: its request ID, stream
 // and arguments' hash), and fills in the session of its task: a new one, or the
@@ -396,7 +440,9 @@ func (s *Server) startCall(ctx context.Context, id string, rec *messages.MCPCall
 		if rec.TaskSession == "" {
 			rec.TaskSession = newTaskSession()
 		}
-		rec.TaskID = newTaskID()
+		if rec.TaskID == "" {
+			rec.TaskID = newTaskID()
+		}
 	}
 	return again, s.book.record(ctx, id, func(*sessionState) (messages.Payload, error) { return rec, nil })
 }

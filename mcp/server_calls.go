@@ -264,10 +264,7 @@ func (s *Server) recordCall(ctx context.Context, req *sdk.CallToolRequest, tool,
 // taskAnswer is run_task's answer for a task that ended (res.Status completed or
 // failed).
 func taskAnswer(res messages.TaskResult) *sdk.CallToolResult {
-	meta := sdk.Meta{}
-	if res.SessionID != "" {
-		meta[SessionIDMeta] = res.SessionID
-	}
+	meta := taskMeta(res)
 	if res.Status != messages.StatusCompleted {
 		r := errorResult(fmt.Sprintf("the task failed (session %s, reason %s): %s", res.SessionID, res.Reason, res.Error))
 		r.Meta = meta
@@ -287,4 +284,17 @@ func parseEventID(id string) (stream string, idx int, ok bool) {
 		return "", 0, false
 	}
 	return stream, idx, true
+}
+
+// taskMeta is the _meta of run_task's answer for res: its session
+// (SessionIDMeta) and its task (TaskIDMeta), those it names.
+func taskMeta(res messages.TaskResult) sdk.Meta {
+	meta := sdk.Meta{}
+	if res.SessionID != "" {
+		meta[SessionIDMeta] = res.SessionID
+	}
+	if res.TaskID != "" {
+		meta[TaskIDMeta] = res.TaskID
+	}
+	return meta
 }

@@ -114,6 +114,9 @@ func (s *Server) taskResult(ctx context.Context, st taskStatus, req *sdk.CallToo
 	}
 	f.end(ctx, outcome)
 	meta := sdk.Meta{SessionIDMeta: args.SessionID}
+	if res.TaskID != "" {
+		meta[TaskIDMeta] = res.TaskID
+	}
 	if res.Status != "" {
 		meta[StatusMeta] = string(res.Status)
 	}

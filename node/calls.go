@@ -74,8 +74,12 @@ func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (strin
 
 // RunTask submits a task (Submit) and waits for its end: the task's result, with
 // Status completed or failed. ctx ending cancels the session's running task (Cancel)
-// and returns ctx's error. It follows the session's live events (Watch), and reads
-// the log when it fell behind them.
+// and returns ctx's error, except for a named task (Task.TaskID), which goes on: its
+// caller, cut off (a timeout, a dropped connection), comes back for it by its name.
+// A named task submitted again is the one the session has (recorded once): RunTask
+// waits for it while it runs, and answers its result at once when it ended. It
+// follows the session's live events (Watch), and reads the log when it fell behind
+// them.
 func (n *Node) RunTask(ctx context.Context, t Task) (messages.TaskResult, error) {
 	return n.RunTaskEach(ctx, t, nil)
 }
@@ -96,7 +100,17 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 		return messages.TaskResult{}, err
 	}
 	res := messages.TaskResult{SessionID: id, TaskID: cmp.Or(t.TaskID, task)}
+	if t.TaskID != "" {
+		// The session may have had the task before (it records it once): one
+		// that ended sends no more events.
+		if r, err := n.taskResult(ctx, id, task); err != nil || r.Status == messages.StatusCompleted || r.Status == messages.StatusFailed {
+			return r, err
+		}
+	}
 	cancel := func() (messages.TaskResult, error) {
+		if t.TaskID != "" {
+			return res, context.Cause(ctx) // a named task is not its caller's alone
+		}
 		cctx, done := context.WithTimeout(context.Background(), n.cfg.SubmitTimeout)
 		defer done()
 		if err := n.Cancel(cctx, id, "the caller of run_task went away"); err != nil {

@@ -27,7 +27,9 @@ import (
 //   - the tasks topic: handleTask decodes a message as SourceBus (an envelope, or a
 //     plain JSON task with the record's key and the message's ID), handleCancel a
 //     CancelRequest with DecodeCancel;
-//   - MCP's run_task: its arguments are a JSON task body, decoded as SourceHTTP is;
+//   - MCP's run_task: its arguments (input, session_id, task_id, agent, budgets)
+//     make a Task, which Node.RunTask admits as Node.Submit does (a recorded call
+//     of a named task learns its session and ID from Admit first);
 //   - A2A (node/a2a.go): a message's text, admitted as SourceHTTP with an envelope
 //     ID derived from the A2A messageId, so that a message sent again is one task.
 //
