@@ -52,6 +52,15 @@ const DefaultSystemPrompt = "You are a helpful agent running on Troupe. Use the 
 // takes about 8 KB), and it sets the size of maps that never shrink.
 const DefaultMaxLiveSessions = 10_000
 
+// DefaultToolTimeout and DefaultModelTimeout are the defaults of Config.ToolTimeout
+// and Config.ModelTimeout; the default of Config.EffectReissue is the longer of the
+// two timeouts plus DefaultReissueMargin.
+const (
+	DefaultToolTimeout   = 30 * time.Second
+	DefaultModelTimeout  = 2 * time.Minute
+	DefaultReissueMargin = 30 * time.Second
+)
+
 // DefaultResumeConcurrency is the default of Config.ResumeConcurrency: half the
 // default connections of the ClickHouse log (clickhouse.DefaultMaxOpenConns).
 const DefaultResumeConcurrency = 4
@@ -175,7 +184,8 @@ type Config struct {
 	// MaxParallelTools bounds one session's tool calls in flight (default 4; a
 	// plan_execute agent's concurrency raises it).
 	MaxParallelTools int
-	// ToolTimeout bounds one tool call (default 30 s).
+	// ToolTimeout bounds one tool call (default 30 s), of the tools that set no
+	// timeout of their own (tools.WithTimeout: http_fetch's, a delegate's).
 	ToolTimeout time.Duration
 	// ModelTimeout bounds one model call (default 2 minutes).
 	ModelTimeout time.Duration
@@ -380,16 +390,16 @@ func (c *Config) setDefaults() {
 		c.MaxLiveSessions = DefaultMaxLiveSessions
 	}
 	if c.ToolTimeout <= 0 {
-		c.ToolTimeout = 30 * time.Second
+		c.ToolTimeout = DefaultToolTimeout
 	}
 	if c.ModelTimeout <= 0 {
-		c.ModelTimeout = 2 * time.Minute
+		c.ModelTimeout = DefaultModelTimeout
 	}
 	if c.EffectReissue <= 0 {
 		// A reissued request joins the call still running on its performer, so
 		// one sooner than the call's timeout costs only a message; one later
 		// leaves a lost reply's session waiting longer.
-		c.EffectReissue = max(c.ModelTimeout, c.ToolTimeout) + 30*time.Second
+		c.EffectReissue = max(c.ModelTimeout, c.ToolTimeout) + DefaultReissueMargin
 	}
 	// The memory tool may work in the reflexion agents' lessons namespaces.
 	c.MemoryTool = c.withLessonNamespaces()

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -38,6 +39,45 @@ func parseIdleTimeout(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("--idle-timeout %q: must be positive", s)
 	}
 	return d, nil
+}
+
+// callTimeouts reads the node's bounds of one model call and one tool call and its
+// wait before it publishes an unanswered remote request again (node.Config's
+// ModelTimeout, ToolTimeout and EffectReissue) from the flags of fs, whose defaults
+// are the environment's values, else the file's; 0 is the node's default. An error
+// names where the bad value came from: the flag, the variable or the file's field.
+func callTimeouts(fs *flag.FlagSet) (model, tool, reissue time.Duration, err error) {
+	source := func(flagName, env, field string) string {
+		flagged := false
+		fs.Visit(func(f *flag.Flag) { flagged = flagged || f.Name == flagName })
+		switch {
+		case flagged:
+			return "--" + flagName
+		case os.Getenv(env) != "":
+			return env
+		}
+		return fmt.Sprintf("config %s: %s", fs.Lookup("config").Value, field)
+	}
+	value := func(flagName string) string { return fs.Lookup(flagName).Value.String() }
+	for _, t := range []struct {
+		flag, env, field string
+		d                *time.Duration
+	}{
+		{"model-timeout", "TROUPE_MODEL_TIMEOUT", "model_timeout", &model},
+		{"tool-timeout", "TROUPE_TOOL_TIMEOUT", "tool_timeout", &tool},
+	} {
+		if *t.d, err = nodeconfig.ParseCallTimeout(value(t.flag)); err != nil {
+			return 0, 0, 0, fmt.Errorf("%s: %w", source(t.flag, t.env, t.field), err)
+		}
+	}
+	where := source("effect-reissue", "TROUPE_EFFECT_REISSUE", "effect_reissue")
+	if reissue, err = nodeconfig.ParseEffectReissue(value("effect-reissue")); err != nil {
+		return 0, 0, 0, fmt.Errorf("%s: %w", where, err)
+	}
+	if err := nodeconfig.CheckEffectReissue(reissue, model, tool); err != nil {
+		return 0, 0, 0, fmt.Errorf("%s: %s is %w", where, nodeconfig.QuoteHead(value("effect-reissue")), err)
+	}
+	return model, tool, reissue, nil
 }
 
 // openLog opens the ClickHouse event log when an address is configured, with at

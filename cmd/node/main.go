@@ -26,6 +26,7 @@ import (
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/llm/openai"
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
@@ -151,6 +152,20 @@ flags:
   --idle-timeout D       stop a session's actor after it has been idle this long, a
                          positive Go duration such as 90s or 5m (TROUPE_IDLE_TIMEOUT,
                          default 1m); its next task folds it back from the log
+  --model-timeout D      fail a model call that has not answered after D, 100ms to 1h
+                         (TROUPE_MODEL_TIMEOUT, "model_timeout", default 2m): raise it
+                         for a slow model (a local one on CPU, a reasoning model),
+                         with the provider's own per-request timeout (LLM_TIMEOUT,
+                         "llm": {"timeout"}, default 2m)
+  --tool-timeout D       fail a tool call that has not answered after D, 100ms to 1h
+                         (TROUPE_TOOL_TIMEOUT, "tool_timeout", default 30s), for the
+                         tools without a timeout of their own: http_fetch keeps its
+                         "tools": {"http_fetch": {"timeout"}} (default 30s)
+  --effect-reissue D     with --kafka, on a node without the tools or models role:
+                         publish a call's request again after D unanswered (a reply
+                         can be lost), at least the longer of the two timeouts, at
+                         most 2h (TROUPE_EFFECT_REISSUE, "effect_reissue", default
+                         that timeout plus 30s)
   --skills DIR           load the Agent Skills of DIR, one folder with a SKILL.md each
                          (TROUPE_SKILLS, "skills_dir"; scripts run only with
                          "skills": {"allow_scripts": true})
@@ -338,6 +353,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	storedFlag := fs.String("stored-retention", or("TROUPE_STORED_RETENTION", fc.StoredRetention, ""), "how long a message too large for the bus stays stored (with --kafka)")
 	streamUnwatched := fs.Bool("stream-unwatched", os.Getenv("TROUPE_STREAM_UNWATCHED") == "true", "stream every model call, watched or not, so that a client that comes mid-call gets its text so far")
 	idleFlag := fs.String("idle-timeout", or("TROUPE_IDLE_TIMEOUT", fc.IdleTimeout, ""), "passivate a session's actor after this long idle")
+	fs.String("model-timeout", or("TROUPE_MODEL_TIMEOUT", fc.ModelTimeout, ""), "fail a model call that has not answered after this long (default 2m)")
+	fs.String("tool-timeout", or("TROUPE_TOOL_TIMEOUT", fc.ToolTimeout, ""), "fail a tool call that has not answered after this long (default 30s)")
+	fs.String("effect-reissue", or("TROUPE_EFFECT_REISSUE", fc.EffectReissue, ""), "publish a remote call's request again after this long unanswered (with --kafka)")
 	approvalFlag := fs.String("approval-timeout", or("TROUPE_APPROVAL_TIMEOUT", fc.ApprovalTimeout, ""), "reject a call waiting for approval after this long (0: wait for ever)")
 	skillsDir := fs.String("skills", or("TROUPE_SKILLS", fc.SkillsDir, ""), "directory of Agent Skills")
 	disclosureFlag := fs.String("disclosure", or("TROUPE_DISCLOSURE", fc.Disclosure, "all"), "tool disclosure: all, catalog or search")
@@ -439,6 +457,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
+	modelTimeout, toolTimeout, effectReissue, err := callTimeouts(fs)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 2
+	}
 	approvalTimeout, err := nodeconfig.ParseApprovalTimeout(*approvalFlag)
 	if err != nil {
 		fmt.Fprintln(stderr, "error: --approval-timeout:", err)
@@ -514,6 +537,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
+	if modelTimeout > openai.DefaultTimeout && cmp.Or(llmBase.Timeout, openai.DefaultTimeout) == openai.DefaultTimeout &&
+		*modelFlag != "offline" && !strings.HasPrefix(*modelFlag, "scripted:") {
+		// The provider's client ends each request at its own timeout, and the
+		// gateway retries it: with that left at its default, a model slower than it
+		// never answers. (A shorter one set on purpose is retried within the longer
+		// model timeout.)
+		logger.Warn(fmt.Sprintf("the model timeout (--model-timeout) is %s, but the provider's client ends each request after its default %s (\"llm\": {\"timeout\"}, %s, at most 1h): raise that too for a model that answers slower",
+			modelTimeout, openai.DefaultTimeout, provider.EnvTimeout))
+	}
 	secrets := append(llmBase.Secrets(nil), key)
 	var fallback []llm.Model
 	for _, spec := range nonEmpty(strings.Split(*fallbacks, ",")) {
@@ -549,7 +581,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		return 2
 	}
 	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
-		IdleTimeout: idle, MaxLiveSessions: *maxSessions, StreamUnwatched: *streamUnwatched}
+		IdleTimeout: idle, MaxLiveSessions: *maxSessions, StreamUnwatched: *streamUnwatched,
+		ModelTimeout: modelTimeout, ToolTimeout: toolTimeout, EffectReissue: effectReissue}
 	if cfg.SecretKey, err = secretKey(fs, *secretKeyFile); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2

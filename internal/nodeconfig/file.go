@@ -2,6 +2,7 @@ package nodeconfig
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/kafka"
@@ -53,6 +55,9 @@ type File struct {
 	SystemPrompt       string          `json:"system_prompt"`
 	MaxSteps           int             `json:"max_steps"`
 	IdleTimeout        string          `json:"idle_timeout"`
+	ModelTimeout       string          `json:"model_timeout"`  // ParseCallTimeout
+	ToolTimeout        string          `json:"tool_timeout"`   // ParseCallTimeout
+	EffectReissue      string          `json:"effect_reissue"` // ParseEffectReissue, CheckEffectReissue
 	MaxSessions        int             `json:"max_sessions"`
 	Gateway            GatewayFile     `json:"gateway"`
 	LLM                json.RawMessage `json:"llm"`
@@ -323,6 +328,14 @@ func (fc File) Validate() error {
 			bad("idle_timeout", "%q is not a positive duration (e.g. 90s or 5m)", fc.IdleTimeout)
 		}
 	}
+	for field, v := range map[string]string{"model_timeout": fc.ModelTimeout, "tool_timeout": fc.ToolTimeout} {
+		if _, err := ParseCallTimeout(v); err != nil {
+			bad(field, "%v", err)
+		}
+	}
+	if _, err := ParseEffectReissue(fc.EffectReissue); err != nil {
+		bad("effect_reissue", "%v", err)
+	}
 	if fc.StoredRetention != "" {
 		if _, err := ParseStoredRetention(fc.StoredRetention); err != nil {
 			bad("stored_retention", "%v", err)
@@ -507,6 +520,84 @@ func ParseApprovalTimeout(s string) (time.Duration, error) {
 		return 0, err
 	}
 	return time.ParseDuration(s)
+}
+
+// Bounds of the node's call timeouts: model_timeout and tool_timeout (--model-timeout,
+// --tool-timeout; node.Config.ModelTimeout and ToolTimeout) from MinCallTimeout to
+// MaxCallTimeout, effect_reissue (--effect-reissue) from MinCallTimeout to
+// MaxEffectReissue and no shorter than the longer timeout (CheckEffectReissue).
+const (
+	MinCallTimeout   = 100 * time.Millisecond
+	MaxCallTimeout   = time.Hour
+	MaxEffectReissue = 2 * time.Hour
+)
+
+// ParseCallTimeout reads a model or tool call timeout (model_timeout, tool_timeout):
+// a Go duration from MinCallTimeout to MaxCallTimeout; "" is 0, the node's default.
+func ParseCallTimeout(s string) (time.Duration, error) {
+	return parseBounded(s, MinCallTimeout, MaxCallTimeout)
+}
+
+// ParseEffectReissue reads effect_reissue: a Go duration from MinCallTimeout to
+// MaxEffectReissue; "" is 0, the node's default (the longer timeout plus 30 s).
+func ParseEffectReissue(s string) (time.Duration, error) {
+	return parseBounded(s, MinCallTimeout, MaxEffectReissue)
+}
+
+// parseBounded reads a positive Go duration from lo to hi; "" is 0. Its errors
+// quote at most the head of s (QuoteHead), so that a huge or multi-line value
+// cannot swamp or break the message.
+func parseBounded(s string, lo, hi time.Duration) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s is not a duration: want %s to %s, e.g. \"90s\" or \"5m\"", QuoteHead(s), shortDuration(lo), shortDuration(hi))
+	case d <= 0:
+		return 0, fmt.Errorf("%s is not positive: want %s to %s", QuoteHead(s), shortDuration(lo), shortDuration(hi))
+	case d < lo || d > hi:
+		return 0, fmt.Errorf("%s is out of range: want %s to %s", QuoteHead(s), shortDuration(lo), shortDuration(hi))
+	}
+	return d, nil
+}
+
+// CheckEffectReissue refuses an effect reissue interval (0: the default) shorter
+// than the longer of the model and tool timeouts (0: their defaults): a request
+// still unanswered after it is published again, and one published while its call
+// still runs costs a message for nothing (the performer joins the running call);
+// below the timeout every call that runs longer than the interval would be. The
+// error says why, after the caller's name and value of the interval.
+func CheckEffectReissue(reissue, model, tool time.Duration) error {
+	if reissue == 0 {
+		return nil
+	}
+	which, longest := "model", cmp.Or(model, node.DefaultModelTimeout)
+	if t := cmp.Or(tool, node.DefaultToolTimeout); t > longest {
+		which, longest = "tool", t
+	}
+	if reissue >= longest {
+		return nil
+	}
+	return fmt.Errorf("shorter than the %s timeout, %s: a request still unanswered after it is published again, "+
+		"and one published while its call still runs costs a message for nothing, as every call slower than it would; "+
+		"want at least %s, or leave it unset (default: the longer timeout plus %s)",
+		which, shortDuration(longest), shortDuration(longest), shortDuration(node.DefaultReissueMargin))
+}
+
+// QuoteHead quotes s (%q) for an error, its first 64 bytes and their length when
+// longer: a huge value sent back whole would make the error as large as it.
+func QuoteHead(s string) string {
+	const head = 64
+	if len(s) <= head {
+		return strconv.Quote(s)
+	}
+	cut := head
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
 }
 
 // checkDuration accepts a Go duration from lo to hi.

@@ -2,6 +2,7 @@ package nodeconfig
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +45,46 @@ func TestNewToolEmbedder(t *testing.T) {
 	}
 	if err := (File{Disclosure: "search", ToolEmbedder: "llm"}).Validate(); err != nil {
 		t.Errorf("llm with search: %v", err)
+	}
+}
+
+// The call timeouts take 100ms to 1h (effect_reissue up to 2h), and effect_reissue
+// no less than the longer timeout, each one's default standing in when unset.
+func TestCallTimeouts(t *testing.T) {
+	for in, want := range map[string]time.Duration{"": 0, "100ms": 100 * time.Millisecond, "5m": 5 * time.Minute, "1h": time.Hour} {
+		if got, err := ParseCallTimeout(in); err != nil || got != want {
+			t.Errorf("ParseCallTimeout(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"abc", "0", "-1s", "99ms", "61m", "1s\n"} {
+		if _, err := ParseCallTimeout(in); err == nil {
+			t.Errorf("ParseCallTimeout(%q) accepted", in)
+		}
+	}
+	if _, err := ParseEffectReissue("2h"); err != nil {
+		t.Errorf("ParseEffectReissue(2h): %v", err)
+	}
+	if _, err := ParseEffectReissue("121m"); err == nil {
+		t.Error("ParseEffectReissue(121m) accepted")
+	}
+	for _, c := range []struct {
+		reissue, model, tool time.Duration
+		ok                   bool
+	}{
+		{0, 0, 0, true},
+		{2 * time.Minute, 0, 0, true},
+		{2*time.Minute - 1, 0, 0, false},
+		{30 * time.Second, 10 * time.Second, 0, true},
+		{29 * time.Second, 10 * time.Second, 0, false},
+		{5 * time.Minute, time.Minute, 10 * time.Minute, false},
+		{10 * time.Minute, time.Minute, 10 * time.Minute, true},
+	} {
+		if err := CheckEffectReissue(c.reissue, c.model, c.tool); (err == nil) != c.ok {
+			t.Errorf("CheckEffectReissue(%v, %v, %v) = %v, want ok %v", c.reissue, c.model, c.tool, err, c.ok)
+		}
+	}
+	if err := (File{ModelTimeout: "2h", ToolTimeout: "0", EffectReissue: "x"}).Validate(); err == nil ||
+		!strings.Contains(err.Error(), "model_timeout") || !strings.Contains(err.Error(), "tool_timeout") || !strings.Contains(err.Error(), "effect_reissue") {
+		t.Errorf("Validate: %v", err)
 	}
 }
