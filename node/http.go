@@ -221,7 +221,7 @@ func decodeTask(body []byte, valid bool) (Task, error) {
 		return Task{}, err
 	}
 	if taskID != nil && taskID[0] != '"' {
-		return Task{}, fmt.Errorf("%w: task_id must be a string (%s), or left out; got %s", ErrBadTask, TaskIDRule, quoteHead(string(taskID)))
+		return Task{}, fmt.Errorf("%w: task_id must be a string (%s), or left out; got %s", ErrBadTask, TaskIDRule, QuoteHead(string(taskID)))
 	}
 	var t Task
 	if err := json.Unmarshal(body, &t); err != nil {

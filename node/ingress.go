@@ -215,7 +215,7 @@ func (in *Ingress) checkAgent(name string) error {
 		return nil
 	}
 	known := strings.Join(append([]string{"default"}, in.agents...), ", ")
-	return fmt.Errorf("%w: unknown agent %s: this node runs %s", ErrBadTask, quoteHead(name), known)
+	return fmt.Errorf("%w: unknown agent %s: this node runs %s", ErrBadTask, QuoteHead(name), known)
 }
 
 // isEnvelope tells a task.submitted envelope (it has a type and a payload) from a

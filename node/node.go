@@ -1069,9 +1069,9 @@ func (c Config) warnUnpricedCosts() {
 	}
 }
 
-// quoteHead quotes s (%q) for an error, its first 64 bytes and their length when
+// QuoteHead quotes s (%q) for an error, its first 64 bytes and their length when
 // longer: a huge value sent back whole would make the error as large as it.
-func quoteHead(s string) string {
+func QuoteHead(s string) string {
 	const head = 64
 	if len(s) <= head {
 		return strconv.Quote(s)
@@ -1144,7 +1144,7 @@ func (t Task) Validate() error {
 	case t.SessionID != "" && !ValidSessionID(t.SessionID):
 		return fmt.Errorf("%w: session_id must be %s", ErrBadTask, SessionIDRule)
 	case t.TaskID != "" && !ValidSessionID(t.TaskID):
-		return fmt.Errorf("%w: task_id %s: must be %s", ErrBadTask, quoteHead(t.TaskID), TaskIDRule)
+		return fmt.Errorf("%w: task_id %s: must be %s", ErrBadTask, QuoteHead(t.TaskID), TaskIDRule)
 	case t.TaskID != "" && t.ID != "":
 		return fmt.Errorf("%w: a task with a task_id (%q) and an ID (%q): give one, both name the task", ErrBadTask, t.TaskID, t.ID)
 	case t.MaxSteps < 0 || t.MaxSteps > 1000:
@@ -1156,7 +1156,7 @@ func (t Task) Validate() error {
 	case t.DeadlineMS < 0 || t.DeadlineMS > MaxDeadline.Milliseconds():
 		return badDeadline(strconv.FormatInt(t.DeadlineMS, 10))
 	case t.Agent != "" && !agentNamePattern.MatchString(t.Agent):
-		return fmt.Errorf("%w: agent %s: want %s", ErrBadTask, quoteHead(t.Agent), AgentNameRule)
+		return fmt.Errorf("%w: agent %s: want %s", ErrBadTask, QuoteHead(t.Agent), AgentNameRule)
 	case t.ReplyTopic != "":
 		return checkReplyTopic(t.ReplyTopic)
 	}

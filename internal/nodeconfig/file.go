@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/kafka"
@@ -586,19 +585,9 @@ func CheckEffectReissue(reissue, model, tool time.Duration) error {
 		which, shortDuration(longest), shortDuration(longest), shortDuration(node.DefaultReissueMargin))
 }
 
-// QuoteHead quotes s (%q) for an error, its first 64 bytes and their length when
-// longer: a huge value sent back whole would make the error as large as it.
-func QuoteHead(s string) string {
-	const head = 64
-	if len(s) <= head {
-		return strconv.Quote(s)
-	}
-	cut := head
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
-}
+// QuoteHead is node.QuoteHead: a value quoted for an error, its head only when
+// it is long.
+func QuoteHead(s string) string { return node.QuoteHead(s) }
 
 // checkDuration accepts a Go duration from lo to hi.
 func checkDuration(s string, lo, hi time.Duration) error {
