@@ -340,6 +340,11 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 		// As a task body's (node.DecodeTask): an empty name is no name.
 		return errorResult(fmt.Sprintf("%s: %v: task_id is empty: it must be %s, or left out", RunTask, node.ErrBadTask, node.TaskIDRule)), nil
 	}
+	if args.TaskID == nil && nullTaskID(raw) {
+		// As a task body's: a client that meant to name the task and sent null
+		// would otherwise run it unnamed, again at each call.
+		return errorResult(fmt.Sprintf("%s: %v: task_id must be a string (%s), or left out; got null", RunTask, node.ErrBadTask, node.TaskIDRule)), nil
+	}
 	task := node.Task{Input: args.Input, SessionID: args.SessionID, Agent: args.Agent, MaxTokens: args.MaxTokens, MaxCostUSD: args.MaxCost}
 	if args.TaskID != nil {
 		task.TaskID = *args.TaskID
@@ -406,6 +411,15 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 		return r, nil
 	}
 	return taskAnswer(res), nil
+}
+
+// nullTaskID reports whether run_task's arguments (a JSON object that decoded)
+// give task_id as null.
+func nullTaskID(raw string) bool {
+	var probe struct {
+		TaskID json.RawMessage `json:"task_id"`
+	}
+	return json.Unmarshal([]byte(raw), &probe) == nil && string(probe.TaskID) == "null"
 }
 
 // admitter is a Node whose ingress admits a task without submitting it (*node.Node

@@ -219,7 +219,7 @@ func TestServerRunTaskTaskID(t *testing.T) {
 }
 
 // A task_id the ingress refuses (too long, a character outside the rule, empty,
-// not a string, the shape of a credential) is a tool error that names task_id, and
+// not a string, null as in a task body, the shape of a credential) is a tool error that names task_id, and
 // runs nothing.
 func TestServerRunTaskBadTaskID(t *testing.T) {
 	for _, over := range []string{"memory", "http"} {
@@ -240,6 +240,7 @@ func TestServerRunTaskBadTaskID(t *testing.T) {
 				{"a newline", "q\n1", `task_id "q\n1": must be ` + node.TaskIDRule},
 				{"empty", "", "task_id is empty: it must be " + node.TaskIDRule},
 				{"a number", 42, `field "task_id" must be a string`},
+				{"null", nil, "task_id must be a string (" + node.TaskIDRule + "), or left out; got null"},
 				{"the shape of a credential", "sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD", "task_id \"[REDACTED"},
 			} {
 				res, err := cs.CallTool(ctx, &sdk.CallToolParams{Name: mcp.RunTask, Arguments: map[string]any{"input": "hi", "session_id": "s-bad", "task_id": c.id}})

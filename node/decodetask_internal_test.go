@@ -23,7 +23,15 @@ func TestDecodeTaskKeys(t *testing.T) {
 		{body: `{"\u0069nput":"hi","max_steps":3}`, want: Task{Input: "hi", MaxSteps: 3}},
 		{body: `{"input":"a \"quoted\" {brace}, [bracket]","deadline_ms":1500}`, want: Task{Input: `a "quoted" {brace}, [bracket]`, DeadlineMS: 1500}},
 		{body: `{"input":"hi","\u0069nput":"again"}`, err: `duplicate key "input"`},
-		{body: `{"input":"hi","agent":{"nested":[1,{"x":"}"}]}}`, err: "malformed JSON"},
+		{body: `{"input":"hi","agent":{"nested":[1,{"x":"}"}]}}`, err: "agent must be a string, not a JSON object"},
+		// A value of the wrong type is no malformed JSON: the error names the
+		// field and what it takes, not Go's types.
+		{body: `{"input":5}`, err: "bad task: input must be a string, not a JSON number"},
+		{body: `{"input":"hi","session_id":true}`, err: "session_id must be a string, not a JSON bool"},
+		{body: `{"input":"hi","max_tokens":"10"}`, err: "max_tokens must be an integer, not a JSON string"},
+		{body: `{"input":"hi","max_steps":10.5}`, err: "max_steps must be an integer within its bounds, got \"10.5\""},
+		{body: `{"input":"hi","max_cost_usd":[1]}`, err: "max_cost_usd must be a number, not a JSON array"},
+		{body: `{"input":"hi","max_tokens":1` + strings.Repeat("0", 5000) + `}`, err: "(5001 bytes)"},
 		{body: `{"input":"hi","Deadline_MS":5}`, err: `case-sensitive: "deadline_ms"`},
 		{body: `{"input":"hi","inpüt":"x"}`, err: `unknown field "inpüt"`},
 		{body: `{"input":"hi","extra":null}`, err: `unknown field "extra"`},

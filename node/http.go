@@ -225,7 +225,7 @@ func decodeTask(body []byte, valid bool) (Task, error) {
 	}
 	var t Task
 	if err := json.Unmarshal(body, &t); err != nil {
-		return Task{}, fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
+		return Task{}, taskTypeError(err)
 	}
 	if deadline != nil && t.DeadlineMS == 0 {
 		return Task{}, badDeadline(string(deadline))
@@ -234,6 +234,30 @@ func decodeTask(body []byte, valid bool) (Task, error) {
 		return Task{}, fmt.Errorf("%w: task_id is empty: it must be %s, or left out", ErrBadTask, TaskIDRule)
 	}
 	return t, nil
+}
+
+// taskTypeError is the error of a task body (valid JSON) that json.Unmarshal
+// refused: a field's value of another JSON type than the field's, or a number
+// the field cannot hold, says which field and what it takes (the body is no
+// malformed JSON, and Go's type names mean nothing to a client); a huge number
+// is clipped (quoteHead).
+func taskTypeError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) || te.Field == "" {
+		return fmt.Errorf("%w: malformed JSON: %v", ErrBadTask, err)
+	}
+	want := "a string"
+	switch te.Type.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "an integer"
+	case reflect.Float32, reflect.Float64:
+		want = "a number"
+	}
+	if num, ok := strings.CutPrefix(te.Value, "number "); ok {
+		return fmt.Errorf("%w: %s must be %s within its bounds, got %s", ErrBadTask, te.Field, want, QuoteHead(num))
+	}
+	return fmt.Errorf("%w: %s must be %s, not a JSON %s", ErrBadTask, te.Field, want, te.Value)
 }
 
 // taskKeys checks the top-level keys of a task body (valid JSON: json.Valid) and

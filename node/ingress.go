@@ -99,6 +99,13 @@ func namedTaskID(session, taskID string) string {
 	return hashUUID("task_id", []byte(session), []byte(taskID))
 }
 
+// NamedTaskID is the ID of the task.submitted event of the task named taskID
+// (Task.TaskID) in session, the one the ingress gives it: a session's task of
+// that name is the one recorded under this ID (a copy of a named task into
+// another session, such as replay fork's, takes it, so that the name sent
+// again to that session is the copy, not a second task).
+func NamedTaskID(session, taskID string) string { return namedTaskID(session, taskID) }
+
 // hashUUID is a UUID (version 8, from SHA-256) of kind and parts.
 func hashUUID(kind string, parts ...[]byte) string {
 	d := sha256.New()

@@ -141,6 +141,17 @@ type verifyResult struct {
 	// does not have (actors.ContextRules): the session was not re-decided.
 	UnsupportedRules *actors.RulesError `json:"unsupported_rules,omitempty"`
 	Error            string             `json:"error,omitempty"`
+	// NoSession is the kind of a stream of the log that is no session (as list's
+	// status names it: notes, mcp-session, ...): it was not verified.
+	NoSession string `json:"no_session,omitempty"`
+}
+
+// streamKind is the status a listing gives id when it is a stream of the log but
+// no session (node.MarkStreams), "" for a session.
+func streamKind(id string) string {
+	infos := []eventlog.SessionInfo{{ID: id}}
+	node.MarkStreams(infos)
+	return infos[0].Status
 }
 
 // exitUnsupportedRules is verify's exit code for a session it cannot re-decide: a
@@ -157,6 +168,14 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
+	}
+	if kind := streamKind(id); kind != "" {
+		// No task ran there: nothing was decided, nothing is re-decided.
+		if asJSON {
+			return writeJSON(stdout, stderr, verifyResult{SessionID: id, Events: len(events), NoSession: kind})
+		}
+		fmt.Fprintf(stdout, "%s: not verified: a stream of the log (%s), no session: no task ran there to re-decide\n", id, kind)
+		return 0
 	}
 	var cfg node.Config
 	ac.apply(&cfg)

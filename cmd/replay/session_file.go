@@ -160,7 +160,8 @@ func readExport(r io.Reader) ([]messages.Envelope, error) {
 
 // forkEvents copies a session's first at events into a new session: event IDs,
 // causation and correlation IDs and idempotency keys are re-derived for the new
-// session (so its effects are its own), payloads are otherwise identical, and a
+// session (so its effects are its own; a named task's ID is its name's in the new
+// session, node.NamedTaskID), payloads are otherwise identical, and a
 // session.forked event at at+1 links it to its parent.
 func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) ([]messages.Envelope, error) {
 	if at < 1 || at > uint64(len(parent)) {
@@ -204,6 +205,11 @@ func forkEvents(parent []messages.Envelope, at uint64, newID string, ts int64) (
 			ne.Payload = e.Payload // nothing to re-derive: copy the bytes as recorded
 		}
 		ne.ID = fmt.Sprintf("%s/%d", newID, e.Seq)
+		if ts, ok := p.(*messages.TaskSubmitted); ok && ts.TaskID != "" {
+			// A named task is the fork's by its name too: sent again to the
+			// fork, it is this task, as it is the parent's in the parent.
+			ne.ID = node.NamedTaskID(newID, ts.TaskID)
+		}
 		ids[e.ID] = ne.ID
 		ne.SessionID, ne.Seq, ne.TS, ne.Actor = newID, e.Seq, e.TS, e.Actor
 		ne.CausationID = mapID(ids, e.CausationID)
