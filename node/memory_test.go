@@ -897,7 +897,9 @@ func TestMemoryNodeClosesWithoutWaitingForTheConsolidator(t *testing.T) {
 	data := t.TempDir()
 	for i := range 6 {
 		n, err := node.New(ctx, node.Config{DataDir: data, Memory: &memory.Config{Embedder: &countingEmbedder{}},
-			Consolidation: &consolidator.SchedulerConfig{CloseTimeout: time.Second}})
+			// A bound far above a stop's time on a loaded machine: a Close that
+			// waited it out would fail with ErrCloseTimeout all the same.
+			Consolidation: &consolidator.SchedulerConfig{CloseTimeout: 30 * time.Second}})
 		if err != nil {
 			t.Fatal(err)
 		}
