@@ -95,24 +95,24 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 	}
 	// The agents' models, as node run resolves them: a spec the node runs is its
 	// model (TROUPE_MODEL, the file's "model").
+	// The others take the node's per-request timeout (its "llm" section's, or
+	// LLM_TIMEOUT), as node run gives them.
 	known := map[string]llm.Model{}
 	nodeSpec := cmp.Or(os.Getenv("TROUPE_MODEL"), fc.Model, "auto")
-	if slices.ContainsFunc(file.Agents, func(a nodeconfig.DeclaredAgent) bool {
+	base, err := provider.Load("", nil)
+	if *configPath != "" && len(fc.LLM) > 0 {
+		base, err = provider.Load(*configPath, nil)
+	}
+	if err == nil && slices.ContainsFunc(file.Agents, func(a nodeconfig.DeclaredAgent) bool {
 		return a.Model == nodeSpec || slices.Contains(a.Fallbacks, nodeSpec)
 	}) {
-		base, err := provider.Load("", nil)
-		if *configPath != "" && len(fc.LLM) > 0 {
-			base, err = provider.Load(*configPath, nil)
-		}
-		if err == nil {
-			known[nodeSpec], _, _, err = provider.FromSpec(ctx, nodeSpec, base, nil)
-		}
-		if err != nil {
-			fmt.Fprintln(stderr, "error: the node's model:", err)
-			return 2
-		}
+		known[nodeSpec], _, _, err = provider.FromSpec(ctx, nodeSpec, base, nil)
 	}
-	if _, err := file.ResolveModels(ctx, known, nil); err != nil {
+	if err != nil {
+		fmt.Fprintln(stderr, "error: the node's model:", err)
+		return 2
+	}
+	if _, err := file.ResolveModels(ctx, known, base.TimeoutEnv(nil)); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}

@@ -91,7 +91,9 @@ flags:
                          rightmost X-Forwarded-For address that is no trusted proxy.
                          From any other peer X-Forwarded-For is ignored
   --model SPEC           auto | offline | scripted:FILE | PROVIDER[:MODEL] (TROUPE_MODEL, default auto)
-  --fallback SPECS       comma-separated models tried when the first fails
+  --fallback SPECS       comma-separated models tried when the first fails (TROUPE_FALLBACK);
+                         each at its provider's own URL with its own key variable, with
+                         the node's per-request timeout (LLM_TIMEOUT, "llm": {"timeout"})
   --kafka HOST:PORT,...  join the cluster on Kafka instead of the in-process bus (TROUPE_KAFKA):
                          tasks from troupe.tasks, results to troupe.results, events to
                          troupe.events; sessions are spread over the nodes by partition.
@@ -154,9 +156,11 @@ flags:
                          default 1m); its next task folds it back from the log
   --model-timeout D      fail a model call that has not answered after D, 100ms to 1h
                          (TROUPE_MODEL_TIMEOUT, "model_timeout", default 2m): raise it
-                         for a slow model (a local one on CPU, a reasoning model),
-                         with the provider's own per-request timeout (LLM_TIMEOUT,
-                         "llm": {"timeout"}, default 2m)
+                         for a slow model (a local one on CPU, a reasoning model).
+                         The provider's own per-request timeout (LLM_TIMEOUT,
+                         "llm": {"timeout"}, default 2m; retried within D) follows a
+                         longer D unless set; it bounds the fallbacks and the
+                         agents' models too
   --tool-timeout D       fail a tool call that has not answered after D, 100ms to 1h
                          (TROUPE_TOOL_TIMEOUT, "tool_timeout", default 30s), for the
                          tools without a timeout of their own: http_fetch keeps its
@@ -532,24 +536,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
+	if modelTimeout > llmBase.Timeout && llmBase.TimeoutSource == "" {
+		// The provider's client ends each request at its own timeout, and the
+		// gateway retries it: left at its default, it would cut (and pay again for)
+		// every call of a model the user gave longer. It follows the model timeout,
+		// for every model of the node: fallbacks and the agents' models take it below
+		// (TimeoutEnv). One set on purpose is kept: a shorter one is retried within
+		// the model timeout.
+		llmBase.Timeout, llmBase.TimeoutSource = min(modelTimeout, provider.MaxTimeout), "--model-timeout"
+		if (*modelFlag != "offline" && !strings.HasPrefix(*modelFlag, "scripted:")) || *fallbacks != "" || len(agentsFile.Agents) > 0 {
+			logger.Info(fmt.Sprintf("the provider's per-request timeout (\"llm\": {\"timeout\"}, %s) is not set: it follows the model timeout (--model-timeout), %s, instead of its default %s",
+				provider.EnvTimeout, llmBase.Timeout, openai.DefaultTimeout))
+		}
+	}
 	model, why, key, err := provider.FromSpec(ctx, *modelFlag, llmBase, nil)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	if modelTimeout > openai.DefaultTimeout && cmp.Or(llmBase.Timeout, openai.DefaultTimeout) == openai.DefaultTimeout &&
-		*modelFlag != "offline" && !strings.HasPrefix(*modelFlag, "scripted:") {
-		// The provider's client ends each request at its own timeout, and the
-		// gateway retries it: with that left at its default, a model slower than it
-		// never answers. (A shorter one set on purpose is retried within the longer
-		// model timeout.)
-		logger.Warn(fmt.Sprintf("the model timeout (--model-timeout) is %s, but the provider's client ends each request after its default %s (\"llm\": {\"timeout\"}, %s, at most 1h): raise that too for a model that answers slower",
-			modelTimeout, openai.DefaultTimeout, provider.EnvTimeout))
-	}
 	secrets := append(llmBase.Secrets(nil), key)
 	var fallback []llm.Model
 	for _, spec := range nonEmpty(strings.Split(*fallbacks, ",")) {
-		m, fwhy, fkey, err := provider.FallbackFromSpec(ctx, spec, nil)
+		m, fwhy, fkey, err := provider.FallbackFromSpec(ctx, spec, llmBase.TimeoutEnv(nil))
 		if err != nil {
 			fmt.Fprintf(stderr, "error: fallback %s: %v\n", spec, err)
 			return 2
@@ -568,7 +576,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		for i, spec := range nonEmpty(strings.Split(*fallbacks, ",")) {
 			known[spec] = fallback[i]
 		}
-		keys, err := agentsFile.ResolveModels(ctx, known, nil)
+		keys, err := agentsFile.ResolveModels(ctx, known, llmBase.TimeoutEnv(nil))
 		if err != nil {
 			fmt.Fprintln(stderr, "error:", err)
 			return 2

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,12 +230,14 @@ func TestCallTimeoutsAreValidated(t *testing.T) {
 }
 
 // A model timeout longer than the provider client's default per-request timeout
-// (llm.timeout, LLM_TIMEOUT: 2m) warns that each request still ends there; one set
-// on purpose, shorter, is retried within the model timeout and is not warned about.
-func TestModelTimeoutWarnsOfTheProviderTimeout(t *testing.T) {
+// (llm.timeout, LLM_TIMEOUT: 2m), with that left unset, raises it to the model
+// timeout, saying so (at Info: with -v): a slow model is not cut at 2 minutes and
+// retried. One set on purpose, shorter, is kept (retried within the model timeout)
+// and nothing is said; nor is anything with a model timeout below the default.
+func TestModelTimeoutRaisesTheProviderTimeout(t *testing.T) {
 	for _, c := range []struct {
 		llmTimeout, modelTimeout string
-		warns                    bool
+		follows                  bool
 	}{
 		{"", "3m", true},
 		{"", "90s", false},
@@ -244,12 +247,86 @@ func TestModelTimeoutWarnsOfTheProviderTimeout(t *testing.T) {
 		t.Setenv("LLM_TIMEOUT", c.llmTimeout)
 		t.Setenv("TROUPE_MODEL_TIMEOUT", "")
 		var out, errb bytes.Buffer
-		code := run(context.Background(), []string{"run", "--data", t.TempDir(), "--stream", "off", "--model-timeout", c.modelTimeout, "hi"}, &out, &errb, options{})
+		code := run(context.Background(), []string{"run", "-v", "--data", t.TempDir(), "--stream", "off", "--model-timeout", c.modelTimeout, "hi"}, &out, &errb, options{})
 		if code != 0 {
 			t.Fatalf("%+v: exit %d\n%s%s", c, code, out.String(), errb.String())
 		}
-		if warned := strings.Contains(errb.String(), "ends each request after its default 2m0s"); warned != c.warns {
-			t.Errorf("%+v: warned %v, want %v:\n%s", c, warned, c.warns, errb.String())
+		said := strings.Contains(errb.String(), "level=INFO") && strings.Contains(errb.String(), "it follows the model timeout (--model-timeout), 3m0s, instead of its default 2m0s")
+		if said != c.follows {
+			t.Errorf("%+v: said the provider timeout follows the model timeout: %v, want %v:\n%s", c, said, c.follows, errb.String())
+		}
+		if strings.Contains(errb.String(), "level=WARN") {
+			t.Errorf("%+v: a warning:\n%s", c, errb.String())
 		}
 	}
+}
+
+// A fallback ends each request at the node's per-request timeout, the config file's
+// llm.timeout (1s here), not at the client's default (2m): the provider sees the
+// fallback's held request abandoned and retried well within the model timeout. The
+// primary (a script) runs out at its second step, so the gateway falls back; the
+// fallback ("auto") reaches the fake server of the LLM_* variables.
+func TestFallbackTakesTheConfiguredProviderTimeout(t *testing.T) {
+	seen, gone := make(chan int, 16), make(chan int, 16)
+	stop := make(chan struct{})
+	var n atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.ReadAll(r.Body)
+		if !strings.HasSuffix(r.URL.Path, "/chat/completions") {
+			http.NotFound(w, r)
+			return
+		}
+		i := int(n.Add(1))
+		seen <- i
+		select {
+		case <-r.Context().Done():
+			gone <- i
+		case <-stop:
+		}
+	}))
+	t.Cleanup(func() {
+		close(stop)
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	clearLLMEnv(t)
+	for _, v := range []string{"LLM_TIMEOUT", "TROUPE_STREAM", "TROUPE_MODEL_TIMEOUT", "TROUPE_TOOL_TIMEOUT", "TROUPE_EFFECT_REISSUE"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("LLM_API_KEY", "sk-troupe-test-0123456789abcdefFALL")
+	t.Setenv("LLM_BASE_URL", srv.URL+"/v1")
+	t.Setenv("LLM_MODEL", "slow-model")
+	dir := t.TempDir()
+	path, script := filepath.Join(dir, "troupe.json"), filepath.Join(dir, "script.json")
+	if err := os.WriteFile(path, []byte(`{"llm": {"timeout": "1s"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte(`{"name": "short-script", "steps": [{"tool_calls": [{"id": "a", "name": "clock", "arguments": "{}"}]}]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"run", "--config", path, "--data", t.TempDir(), "--stream", "off", "--model", "scripted:" + script,
+			"--model-timeout", "20s", "--fallback", "auto", "held question"}, &out, &errb, options{})
+	}()
+	select {
+	case <-seen:
+	case code := <-done:
+		t.Fatalf("run ended (exit %d) before the fallback was called\n%s%s", code, out.String(), errb.String())
+	}
+	select {
+	case <-gone:
+	case code := <-done:
+		t.Fatalf("run ended (exit %d) before the fallback's request was abandoned\n%s%s", code, out.String(), errb.String())
+	}
+	select {
+	case <-seen: // the retry: the request ended at llm.timeout, within the model timeout
+	case code := <-done:
+		t.Fatalf("run ended (exit %d) without retrying the fallback's request: it was cut at the model timeout, not at llm.timeout\n%s%s", code, out.String(), errb.String())
+	}
+	cancel()
+	receive(t, done, "run to return")
 }

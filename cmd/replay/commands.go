@@ -458,7 +458,7 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key), Resume: func(id string) bool { return id == newID }}
 	// The agents' own models continue the fork as they ran the session (--model is
 	// the default agent's).
-	keys, err := ac.agents.ResolveModels(ctx, map[string]llm.Model{modelSpec: model}, nil)
+	keys, err := ac.agents.ResolveModels(ctx, map[string]llm.Model{modelSpec: model}, base.TimeoutEnv(nil))
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2

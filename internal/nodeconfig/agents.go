@@ -697,7 +697,10 @@ func (f AgentsFile) checkGroups(servers, skillNames []string) error {
 // way (a provider without its key, a script that does not load) is an error at its
 // line, as is a model whose name another model of the node has (a call names its
 // model by name) unless both are the same provider's. It returns the API keys the
-// models use, for the node's redactor. env is os.Getenv when nil.
+// models use, for the node's redactor. env is os.Getenv when nil; its LLM_TIMEOUT
+// is each model's per-request timeout: pass the node's provider.Config.TimeoutEnv so
+// that they end each request when the node's own model does (the timeout is the one
+// setting of the node's that they share).
 func (f *AgentsFile) ResolveModels(ctx context.Context, known map[string]llm.Model, env func(string) string) ([]string, error) {
 	type named struct {
 		spec string

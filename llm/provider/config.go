@@ -58,8 +58,14 @@ type Config struct {
 	Model     string
 	// EmbeddingModel overrides the provider's default embedding model.
 	EmbeddingModel string
-	// Timeout bounds each model call.
+	// Timeout bounds each HTTP request to the model (the gateway retries one that
+	// runs out).
 	Timeout time.Duration
+	// TimeoutSource names where Timeout came from, for messages: "llm.timeout" (or
+	// "timeout" in a file that is the llm section alone), EnvTimeout, or "" for the
+	// default (DefaultConfig). A caller that replaces the
+	// default (a node following its longer model timeout) names itself here.
+	TimeoutSource string
 	// ExtraHeaders are sent with every request.
 	ExtraHeaders map[string]string
 	// DisableProbe skips looking for a local Ollama or vLLM server.
@@ -252,6 +258,7 @@ func (c Config) withFile(b []byte, env func(string) string) (Config, error) {
 	set(&c.EmbeddingModel, f.EmbeddingModel)
 	if f.Timeout != "" {
 		c.Timeout, _ = time.ParseDuration(f.Timeout) // validate parsed it
+		c.TimeoutSource = prefix + "timeout"
 	}
 	if len(f.ExtraHeaders) > 0 {
 		c.ExtraHeaders = maps.Clone(f.ExtraHeaders)
@@ -277,9 +284,31 @@ func (c Config) withEnv(env func(string) string) (Config, error) {
 		if err != nil {
 			return c, fmt.Errorf("llm/provider: %s: %w", EnvTimeout, err)
 		}
-		c.Timeout = d
+		c.Timeout, c.TimeoutSource = d, EnvTimeout
 	}
 	return c, nil
+}
+
+// TimeoutEnv returns env (os.Getenv when nil) with EnvTimeout giving c.Timeout (when
+// not 0), and every other variable as env has it: the env argument of
+// FallbackFromSpec (and of nodeconfig's ResolveModels), so that a fallback or an
+// agent's model ends each request when the node's own model does, whether the timeout
+// came from the config file's llm.timeout, from LLM_TIMEOUT or from the node. Nothing
+// else of c is passed: its key, base URL, model and provider stay the node's own.
+func (c Config) TimeoutEnv(env func(string) string) func(string) string {
+	if env == nil {
+		env = os.Getenv
+	}
+	if c.Timeout == 0 {
+		return env
+	}
+	timeout := c.Timeout.String()
+	return func(k string) string {
+		if k == EnvTimeout {
+			return timeout
+		}
+		return env(k)
+	}
 }
 
 func set(dst *string, v string) {

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
@@ -201,5 +202,58 @@ func TestSecretsListsEveryKeyVariable(t *testing.T) {
 	}
 	if n := len(provider.KeyVars()); n != 7 {
 		t.Fatalf("%d key variables: %v", n, provider.KeyVars())
+	}
+}
+
+// A fallback ends each request when the primary model does: through the primary's
+// Config.TimeoutEnv it gets the config file's llm.timeout, or the longer one a node
+// put there, and nothing else of the primary's: a fallback of another provider keeps
+// its own base URL and key variable, and one without its key gets none.
+func TestFallbackTakesThePrimaryTimeoutOnly(t *testing.T) {
+	srv, _ := keyServer(t)
+	env := envOf("HOUSE_KEY", "house-key-0123456789abcdefHOUSE", "OPENAI_API_KEY", "sk-openai-0123456789abcdefOPENAI")
+	cfg, err := provider.Load(writeFile(t, `{"llm": {"provider": "openai-compatible", "base_url": "`+srv.URL+`",
+		"model": "house", "api_key_env": "HOUSE_KEY", "timeout": "45s"}}`), env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Timeout != 45*time.Second || cfg.TimeoutSource != "llm.timeout" {
+		t.Fatalf("the primary's timeout %s from %q, want 45s from llm.timeout", cfg.Timeout, cfg.TimeoutSource)
+	}
+	check := func(cfg provider.Config, want time.Duration) {
+		t.Helper()
+		r, err := provider.ResolveFallback(deadline(t), "openai", cfg.TimeoutEnv(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Timeout != want || r.BaseURL != "https://api.openai.com/v1" || r.KeySource != "OPENAI_API_KEY" ||
+			r.APIKey != "sk-openai-0123456789abcdefOPENAI" || r.Model != "gpt-4o-mini" {
+			t.Errorf("fallback openai: %v, timeout %s (key from %s), want %s at its own URL with its own key", r, r.Timeout, r.KeySource, want)
+		}
+		r, err = provider.ResolveFallback(deadline(t), "ollama:qwen2.5", cfg.TimeoutEnv(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Timeout != want || r.BaseURL != "http://127.0.0.1:11434/v1" || r.APIKey != "" || r.Model != "qwen2.5" {
+			t.Errorf("fallback ollama: %v, timeout %s, want %s at its own URL without a key", r, r.Timeout, want)
+		}
+	}
+	check(cfg, 45*time.Second)
+	// A node whose model timeout is longer than the default puts it here.
+	raised := provider.DefaultConfig()
+	raised.Timeout, raised.TimeoutSource = 10*time.Minute, "the model timeout"
+	check(raised, 10*time.Minute)
+	// LLM_TIMEOUT is the primary's too.
+	cfg, err = provider.Load("", envOf("LLM_TIMEOUT", "20s"))
+	if err != nil || cfg.Timeout != 20*time.Second || cfg.TimeoutSource != provider.EnvTimeout {
+		t.Fatalf("LLM_TIMEOUT: %s from %q, %v", cfg.Timeout, cfg.TimeoutSource, err)
+	}
+	check(cfg, 20*time.Second)
+	// The default is no source.
+	if cfg, err := provider.Load("", envOf()); err != nil || cfg.TimeoutSource != "" {
+		t.Fatalf("the default: timeout from %q, %v", cfg.TimeoutSource, err)
+	}
+	if len(srv.Requests()) != 0 {
+		t.Fatal("a fallback was sent to the primary's host")
 	}
 }

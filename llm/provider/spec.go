@@ -106,12 +106,23 @@ func CheckSpec(spec string) error {
 // provider (PROVIDER[:MODEL]) runs at that provider's own base URL with that
 // provider's own key variable and nothing else: LLM_BASE_URL, LLM_API_KEY, LLM_MODEL,
 // TROUPE_LLM_PROVIDER and the config file configure the primary model, and its key
-// is not the fallback's to send. auto, offline and scripted:FILE are as in FromSpec.
+// is not the fallback's to send. Its per-request timeout is env's EnvTimeout: pass
+// the primary's Config.TimeoutEnv for the node's own (its config file's llm.timeout
+// included). auto, offline and scripted:FILE are as in FromSpec.
 func FallbackFromSpec(ctx context.Context, spec string, env func(string) string) (llm.Model, string, string, error) {
+	name, _, _ := strings.Cut(spec, ":")
+	if _, ok := Lookup(name); !ok {
+		return FromSpec(ctx, spec, DefaultConfig(), env)
+	}
+	return fromResolved(resolveFallback(ctx, spec, env))
+}
+
+// resolveFallback resolves a fallback's PROVIDER[:MODEL] spec (FallbackFromSpec).
+func resolveFallback(ctx context.Context, spec string, env func(string) string) (Resolved, error) {
 	name, model, _ := strings.Cut(spec, ":")
 	p, ok := Lookup(name)
 	if !ok {
-		return FromSpec(ctx, spec, DefaultConfig(), env)
+		return Resolved{}, fmt.Errorf("model: %q names no provider", spec)
 	}
 	if env == nil {
 		env = os.Getenv
@@ -124,5 +135,5 @@ func FallbackFromSpec(ctx context.Context, spec string, env func(string) string)
 	}
 	cfg := DefaultConfig()
 	cfg.Provider, cfg.Model, cfg.DisableProbe = p.Name, model, true
-	return fromResolved(Detect(ctx, cfg, own, nil))
+	return Detect(ctx, cfg, own, nil)
 }
