@@ -51,18 +51,7 @@ func holdingProvider(t *testing.T) (seen, gone chan string, release chan struct{
 		case <-stop:
 		}
 	}))
-	t.Cleanup(func() {
-		close(stop)
-		srv.CloseClientConnections()
-		srv.Close()
-	})
-	clearLLMEnv(t)
-	for _, v := range []string{"LLM_TIMEOUT", "TROUPE_STREAM", "TROUPE_MODEL_TIMEOUT", "TROUPE_TOOL_TIMEOUT", "TROUPE_EFFECT_REISSUE"} {
-		t.Setenv(v, "")
-	}
-	t.Setenv("LLM_API_KEY", "sk-troupe-test-0123456789abcdefHOLD")
-	t.Setenv("LLM_BASE_URL", srv.URL+"/v1")
-	t.Setenv("LLM_MODEL", "slow-model")
+	useHeldServer(t, srv, stop, "sk-troupe-test-0123456789abcdefHOLD")
 	return seen, gone, release
 }
 
@@ -284,18 +273,7 @@ func TestFallbackTakesTheConfiguredProviderTimeout(t *testing.T) {
 		case <-stop:
 		}
 	}))
-	t.Cleanup(func() {
-		close(stop)
-		srv.CloseClientConnections()
-		srv.Close()
-	})
-	clearLLMEnv(t)
-	for _, v := range []string{"LLM_TIMEOUT", "TROUPE_STREAM", "TROUPE_MODEL_TIMEOUT", "TROUPE_TOOL_TIMEOUT", "TROUPE_EFFECT_REISSUE"} {
-		t.Setenv(v, "")
-	}
-	t.Setenv("LLM_API_KEY", "sk-troupe-test-0123456789abcdefFALL")
-	t.Setenv("LLM_BASE_URL", srv.URL+"/v1")
-	t.Setenv("LLM_MODEL", "slow-model")
+	useHeldServer(t, srv, stop, "sk-troupe-test-0123456789abcdefFALL")
 	dir := t.TempDir()
 	path, script := filepath.Join(dir, "troupe.json"), filepath.Join(dir, "script.json")
 	if err := os.WriteFile(path, []byte(`{"llm": {"timeout": "1s"}}`), 0o600); err != nil {
@@ -329,4 +307,23 @@ func TestFallbackTakesTheConfiguredProviderTimeout(t *testing.T) {
 	}
 	cancel()
 	receive(t, done, "run to return")
+}
+
+// useHeldServer points the node's model (LLM_* variables, with key) at srv, a fake
+// server whose held requests end when stop is closed (at the test's end, with its
+// connections), and clears the variables of the node's timeouts.
+func useHeldServer(t *testing.T, srv *httptest.Server, stop chan struct{}, key string) {
+	t.Helper()
+	t.Cleanup(func() {
+		close(stop)
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	clearLLMEnv(t)
+	for _, v := range []string{"LLM_TIMEOUT", "TROUPE_STREAM", "TROUPE_MODEL_TIMEOUT", "TROUPE_TOOL_TIMEOUT", "TROUPE_EFFECT_REISSUE"} {
+		t.Setenv(v, "")
+	}
+	t.Setenv("LLM_API_KEY", key)
+	t.Setenv("LLM_BASE_URL", srv.URL+"/v1")
+	t.Setenv("LLM_MODEL", "slow-model")
 }
