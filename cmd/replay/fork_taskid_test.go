@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,21 @@ func TestForkKeepsANamedTaskByItsName(t *testing.T) {
 	}
 	if code, out, errs := replay(t, "verify", "child", "--data", dir); code != 0 {
 		t.Fatalf("verify of the fork: %d\n%s\n%s", code, out, errs)
+	}
+}
+
+// show names a named task: the task_id its result carries is how a user finds
+// the task in a session's timeline.
+func TestShowNamesANamedTask(t *testing.T) {
+	dir := t.TempDir()
+	runNamed(t, dir, "named", "q-1", "What is 12 * (7 + 5)?")
+	code, out, errs := replay(t, "show", "named", "--data", dir)
+	if code != 0 || !strings.Contains(out, "task q-1: What is 12") {
+		t.Fatalf("show: %d\n%s\n%s", code, out, errs)
+	}
+	code, out, errs = replay(t, "show", "--json", "--data", dir, "named")
+	var tl Timeline
+	if code != 0 || json.Unmarshal([]byte(out), &tl) != nil || len(tl.Roots) == 0 || tl.Roots[0].TaskID != "q-1" {
+		t.Fatalf("show --json: %d\n%s\n%s", code, out, errs)
 	}
 }

@@ -310,6 +310,9 @@ type Step struct {
 	LatencyUS int64           `json:"latency_us,omitempty"`
 	Tokens    *messages.Usage `json:"tokens,omitempty"`
 	Summary   string          `json:"summary"`
+	// TaskID, on a task.submitted event, is the client's name for the task
+	// (its task_id), which the task's result carries; "" for a task sent unnamed.
+	TaskID string `json:"task_id,omitempty"`
 	// ChildSession, on a delegate call, is the child session it started (a
 	// sub-agent's), when the log has it (linkChildren).
 	ChildSession string `json:"child_session,omitempty"`
@@ -351,6 +354,7 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 			ended++
 		case *messages.TaskSubmitted:
 			submitted++
+			st.TaskID = p.TaskID
 			if submitted == 1 && e.Seq == 1 && p.Parent != nil {
 				tl.Parent = p.Parent.SessionID
 			}
@@ -398,6 +402,9 @@ func summary(p messages.Payload) string {
 	}
 	switch p := p.(type) {
 	case *messages.TaskSubmitted:
+		if p.TaskID != "" {
+			return "task " + clip(p.TaskID) + ": " + clip(p.Input)
+		}
 		return "task: " + clip(p.Input)
 	case *messages.ModelRequested:
 		if p.Purpose != "" {
