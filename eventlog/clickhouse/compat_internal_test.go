@@ -634,3 +634,37 @@ func TestDumpStatements(t *testing.T) {
 	}
 	t.Logf("%d statements written to %s", len(r.stmts), out)
 }
+
+// TestDumpCallsEveryMethod keeps TestDumpStatements whole: every exported method
+// of Log is called by it, so that the statements of a method added later reach
+// the compatibility check of current ClickHouse (deploy/clickhouse-compat.sh),
+// or the method is named here as running no statement of its own.
+func TestDumpCallsEveryMethod(t *testing.T) {
+	noStatements := map[string]string{
+		"Stats":        "reads counters",
+		"PruneStreams": "PruneBusStreams runs its statements",
+	}
+	src, err := os.ReadFile("compat_internal_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(src)
+	start := strings.Index(body, "func TestDumpStatements(")
+	if start < 0 {
+		t.Fatal("no TestDumpStatements")
+	}
+	body = body[start:]
+	if end := strings.Index(body, "\n}\n"); end >= 0 {
+		body = body[:end]
+	}
+	typ := reflect.TypeFor[*Log]()
+	for i := range typ.NumMethod() {
+		name := typ.Method(i).Name
+		if _, ok := noStatements[name]; ok {
+			continue
+		}
+		if !strings.Contains(body, "l."+name+"(") {
+			t.Errorf("TestDumpStatements does not call Log.%s: add its statements to the dump (or name it in noStatements if it runs none)", name)
+		}
+	}
+}
