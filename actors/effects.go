@@ -322,7 +322,7 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 				resp, err := m.Generate(ctx, llm.RequestOf(req.Key.String(), *req.Model))
 				// A copy: a pointer into resp would keep all of it with the answer.
 				msg := resp.Message
-				rep := messages.EffectReply{Model: name, Message: &msg, Usage: resp.Usage, Cached: resp.Cached}
+				rep := messages.EffectReply{Model: name, Message: &msg, Usage: resp.Usage, Cached: resp.Cached, FinishReason: resp.FinishReason}
 				if len(req.Model.Models) > 0 {
 					rep.Model = req.Model.Models[0] // an agent's own chain (llm.Request.Models)
 				}

@@ -101,8 +101,8 @@ func (v *view) loop() *Decision { return v.s.decideLoop(v.a, v.t, v.nextSeq, v.n
 // model reply is one (no tool calls, no error) and nothing acted on it yet.
 func (v *view) loopAnswer() (output, replyID string, ok bool) {
 	t := v.t
-	if t.phase != phaseGotReply || t.reply.Error != "" || len(t.reply.Message.ToolCalls) > 0 {
-		return "", "", false
+	if t.phase != phaseGotReply || t.reply.Error != "" || len(t.reply.Message.ToolCalls) > 0 || unwholeAnswer(t) != nil {
+		return "", "", false // an unfinished answer is no draft: the loop fails the task
 	}
 	return t.reply.Message.Content, t.replyID, true
 }

@@ -34,7 +34,14 @@ import (
 //     delegate call refused: no budget left for it), the team's pattern took that
 //     as a member's failure, and the task ended with the pattern's reason. Prompts
 //     are version 2's.
-const ContextRules = 3
+//   - 4: a final answer the model did not finish ends the task failed: cut at
+//     the output token limit (finish_reason "length", output_truncated) or
+//     stopped by the provider's content filter (content_filter), instead of
+//     completing it with the cut or withheld text (stops.go's unwholeAnswer). A
+//     paradigm does not take such an answer as its draft. Under 1 to 3 (whose
+//     events carry no finish reason) the task completed with it. Prompts are
+//     version 2's.
+const ContextRules = 4
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -45,6 +52,9 @@ const (
 	// rulesTeamBudget is the version whose team stops when its budget is spent,
 	// and ends its task with the budget's reason rather than its pattern's.
 	rulesTeamBudget = 3
+	// rulesWholeAnswer is the version that fails a task whose final answer the
+	// model did not finish.
+	rulesWholeAnswer = 4
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

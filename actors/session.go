@@ -649,7 +649,7 @@ func (a *SessionActor) onModel(ctx actor.Context, m *messages.EffectReply) {
 		return
 	}
 	a.modelKey = messages.EffectKey{}
-	p := &messages.ModelResponded{Key: a.state.pendingModelText(), Model: m.Model, Usage: m.Usage, LatencyUS: m.LatencyUS, Cached: m.Cached, Error: m.Error}
+	p := &messages.ModelResponded{Key: a.state.pendingModelText(), Model: m.Model, Usage: m.Usage, LatencyUS: m.LatencyUS, Cached: m.Cached, Error: m.Error, FinishReason: m.FinishReason}
 	if m.Message != nil {
 		p.Message = *m.Message
 	}

@@ -724,6 +724,9 @@ func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64, nowUS i
 					strings.Join(callNames(r.Message.ToolCalls), ", ")), Steps: t.Steps, Usage: t.Usage}, t.replyID)
 		}
 		if len(r.Message.ToolCalls) == 0 || a.SingleCall {
+			if f := unwholeAnswer(t); f != nil {
+				return d(f, t.replyID)
+			}
 			return d(&messages.TaskCompleted{Output: r.Message.Content, Steps: t.Steps, Usage: t.Usage}, t.replyID)
 		}
 		if f := a.overBudget(t); f != nil {

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -16,6 +17,9 @@ import (
 //     without a final answer;
 //   - token budget (messages.ReasonTokenBudget): its model calls used its budget of
 //     prompt and completion tokens (MaxTokens);
+//   - an unfinished final answer (rules 4 on, unwholeAnswer): cut at the model's
+//     output token limit (messages.ReasonOutputTruncated), or stopped by the
+//     provider's content filter (messages.ReasonContentFilter);
 //   - cost budget (messages.ReasonCostBudget): its model calls cost its budget in US
 //     dollars (MaxCostUSD), as the gateway's prices say;
 //   - deadline (messages.ReasonDeadline) and cancellation (messages.ReasonCancelled);
@@ -448,4 +452,29 @@ func hex4(s string, i int) (rune, bool) {
 		}
 	}
 	return r, true
+}
+
+// unwholeAnswer returns the failure of a task whose latest model reply, its final
+// answer, is not whole (rules 4 on): cut at the output token limit, or stopped
+// by the provider's content filter. nil for a whole answer, and under older rules.
+func unwholeAnswer(t *taskState) *messages.TaskFailed {
+	if t.rules < rulesWholeAnswer {
+		return nil
+	}
+	r := &t.reply
+	switch r.FinishReason {
+	case llm.FinishLength:
+		return &messages.TaskFailed{Reason: messages.ReasonOutputTruncated,
+			Error: fmt.Sprintf("the model's answer reached its output token limit and was cut after %d characters (finish_reason %q); "+
+				"raise the model's output limit or ask for a shorter answer (the cut answer is in the session's model.responded event)",
+				utf8.RuneCountInString(r.Message.Content), r.FinishReason),
+			Steps: t.Steps, Usage: t.Usage}
+	case llm.FinishContentFilter:
+		msg := fmt.Sprintf("the provider's content filter stopped the model's answer (finish_reason %q)", r.FinishReason)
+		if r.Message.Content != "" { // what the provider let through, or its refusal
+			msg += ": " + clipText(r.Message.Content, 200)
+		}
+		return &messages.TaskFailed{Reason: messages.ReasonContentFilter, Error: msg, Steps: t.Steps, Usage: t.Usage}
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"hash"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/messages"
 )
@@ -89,6 +90,43 @@ type Response struct {
 	Model string
 	// Cached is true when the answer came from a cache, not from a model.
 	Cached bool
+	// FinishReason is why the model stopped when that was not the end of its answer
+	// or a turn of tool calls: the provider's word, such as FinishLength (the answer
+	// reached the output limit, cut) or FinishContentFilter. Empty for a whole
+	// answer ("stop", "tool_calls" and the like are not kept).
+	FinishReason string
+}
+
+// The finish reasons a Response may carry (the OpenAI chat API's words, which
+// OpenAI-compatible servers share).
+const (
+	// FinishLength: the answer reached the request's or the model's output token
+	// limit and was cut there.
+	FinishLength = "length"
+	// FinishContentFilter: the provider's content filter stopped or withheld the
+	// answer.
+	FinishContentFilter = "content_filter"
+)
+
+// AbnormalFinish returns the finish reason a provider gave, or "" when it says
+// the answer is whole: "stop" (or none), "tool_calls", "function_call", and
+// "end_turn"/"stop_sequence"/"tool_use", the words of providers that have their
+// own. Any other word is kept as given (at most 64 bytes).
+func AbnormalFinish(reason string) string {
+	switch reason {
+	case "", "stop", "tool_calls", "function_call", "end_turn", "stop_sequence", "tool_use", "eos":
+		return ""
+	case "max_tokens":
+		return FinishLength
+	}
+	if len(reason) > 64 {
+		cut := 64
+		for cut > 0 && !utf8.RuneStart(reason[cut]) {
+			cut--
+		}
+		reason = reason[:cut]
+	}
+	return reason
 }
 
 // Capabilities says what a model can do natively.

@@ -33,6 +33,10 @@ type ScriptStep struct {
 	Content   string              `json:"content,omitempty"`
 	ToolCalls []messages.ToolCall `json:"tool_calls,omitempty"`
 	Usage     messages.Usage      `json:"usage,omitempty"`
+	// FinishReason, when set, is the answer's Response.FinishReason, kept as
+	// AbnormalFinish keeps a provider's ("length" for an answer cut at the output
+	// limit, "content_filter", …; "stop" and "tool_calls" are no reason).
+	FinishReason string `json:"finish_reason,omitempty"`
 }
 
 // Script is the JSON form of a scripted model: {"name": "...", "steps": [...]}.
@@ -64,8 +68,9 @@ func NewScripted(s Script) (*Scripted, error) {
 			}
 		}
 		m.steps = append(m.steps, Response{
-			Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: st.Content, ToolCalls: st.ToolCalls},
-			Usage:   st.Usage,
+			Message:      messages.ChatMessage{Role: messages.RoleAssistant, Content: st.Content, ToolCalls: st.ToolCalls},
+			Usage:        st.Usage,
+			FinishReason: AbnormalFinish(st.FinishReason),
 		})
 	}
 	return m, nil

@@ -105,6 +105,9 @@ type EffectReply struct {
 	Cached    bool         `json:"cached,omitempty"`
 	Error     string       `json:"error,omitempty"`
 	LatencyUS int64        `json:"latency_us"`
+	// FinishReason is a model's llm.Response.FinishReason: why it stopped, when
+	// its answer is not whole (cut at the output limit, filtered).
+	FinishReason string `json:"finish_reason,omitempty"`
 	// Stored, when set, says that this message is a reference, as in EffectRequest: the
 	// reply, whole, is the EffectStored event of that stream of the log.
 	Stored string `json:"stored,omitempty"`

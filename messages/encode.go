@@ -425,6 +425,10 @@ func (p *ModelResponded) appendJSON(b []byte) ([]byte, bool) {
 	if p.Cached {
 		b = append(b, `,"cached":true`...)
 	}
+	if p.FinishReason != "" {
+		b = append(b, `,"finish_reason":`...)
+		b = appendJSONString(b, p.FinishReason)
+	}
 	return append(b, '}'), ok
 }
 

@@ -166,6 +166,10 @@ type ModelResponded struct {
 	// Error is set when the model call failed for good (after retries).
 	Error  string `json:"error,omitempty"`
 	Cached bool   `json:"cached,omitempty"`
+	// FinishReason says why the model stopped when its answer is not whole:
+	// "length" (cut at the output token limit), "content_filter", or another word
+	// of the provider's. Empty for a whole answer or a turn of tool calls.
+	FinishReason string `json:"finish_reason,omitempty"`
 }
 
 // ToolCallRequested records that the session asked a tool to run.
@@ -262,6 +266,13 @@ const (
 	// ReasonPlanFailed: a plan_execute task found no plan to finish it (the planner
 	// gave no valid plan in its retries, or a step failed with no re-plan left).
 	ReasonPlanFailed = "plan_failed"
+	// ReasonOutputTruncated: the model's final answer reached its output token limit
+	// and was cut there (ModelResponded.FinishReason "length"), so the task has no
+	// whole answer.
+	ReasonOutputTruncated = "output_truncated"
+	// ReasonContentFilter: the provider's content filter stopped or withheld the
+	// model's final answer (ModelResponded.FinishReason "content_filter").
+	ReasonContentFilter = "content_filter"
 )
 
 // TaskFailed records that a task stopped without an answer.

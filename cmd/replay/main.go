@@ -388,6 +388,14 @@ func BuildTimeline(events []messages.Envelope) (*Timeline, error) {
 	return tl, nil
 }
 
+// finishNote says why a model stopped when its answer is not whole ("" for a whole one).
+func finishNote(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return " [not finished: " + reason + "]"
+}
+
 func summary(p messages.Payload) string {
 	clip := func(s string) string {
 		s = strings.ReplaceAll(s, "\n", " ")
@@ -420,9 +428,9 @@ func summary(p messages.Payload) string {
 			for i, c := range p.Message.ToolCalls {
 				names[i] = clip(c.Name)
 			}
-			return "call " + strings.Join(names, ", ")
+			return "call " + strings.Join(names, ", ") + finishNote(p.FinishReason)
 		}
-		return "answer: " + clip(p.Message.Content)
+		return "answer: " + clip(p.Message.Content) + finishNote(p.FinishReason)
 	case *messages.ToolCallRequested:
 		if p.ChainStep != "" {
 			return fmt.Sprintf("step %s: %s(%s)", clip(p.ChainStep), clip(p.Tool), clip(p.Arguments))

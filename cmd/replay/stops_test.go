@@ -48,3 +48,23 @@ func TestStoppedTaskShowsAndVerifies(t *testing.T) {
 		t.Errorf("verify with loop_repeats 3: exit %d %s", code, out)
 	}
 }
+
+// show marks a model answer that was not finished, beside the task's failure.
+func TestShowMarksACutAnswer(t *testing.T) {
+	t.Setenv("TROUPE_SKILLS", "")
+	t.Setenv("TROUPE_DISCLOSURE", "")
+	t.Setenv("TROUPE_AGENTS", "")
+	data := t.TempDir()
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "It is one hun", FinishReason: "length"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordTasks(t, node.Config{DataDir: data, Model: model}, nil, node.Task{Input: "12*12?", SessionID: "cut"})
+	code, out, errs := replay(t, "show", "cut", "--data", data)
+	if code != 0 || !strings.Contains(out, "answer: It is one hun [not finished: length]") || !strings.Contains(out, "failed (output_truncated)") {
+		t.Fatalf("show: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := replay(t, "verify", "cut", "--data", data); code != 0 || !strings.Contains(out, "deterministic") {
+		t.Fatalf("verify: exit %d\n%s%s", code, out, errs)
+	}
+}

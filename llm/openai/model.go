@@ -128,7 +128,7 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	if err != nil {
 		return llm.Response{}, err
 	}
-	return llm.Response{Message: msg, Usage: usage(cc.Usage)}, nil
+	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
 }
 
 // params builds the chat request body.

@@ -121,7 +121,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	if err != nil {
 		return llm.Response{}, err
 	}
-	return llm.Response{Message: msg, Usage: usage(u)}, nil
+	return llm.Response{Message: msg, Usage: usage(u), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
 }
 
 // whole is the answer of a chat completion body, as Generate reads it.
@@ -141,7 +141,7 @@ func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response,
 	if err != nil {
 		return llm.Response{}, err
 	}
-	return llm.Response{Message: msg, Usage: usage(cc.Usage)}, nil
+	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
 }
 
 // deltas lists a chunk's increments: content (or refusal), then tool-call pieces.

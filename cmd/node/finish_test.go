@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/llm/openai/openaitest"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// An answer the provider cut at its output limit fails node run (exit 1) with
+// output_truncated, streamed or not: the finish reason goes through the provider
+// client, the gateway and the effect path to the decision. Before, the task
+// completed with the cut text and exit 0.
+func TestRunFailsACutAnswer(t *testing.T) {
+	for _, stream := range []string{"on", "off"} {
+		t.Run("stream "+stream, func(t *testing.T) {
+			srv := openaitest.NewServer(t, func(r openaitest.Request) openaitest.Reply {
+				u := messages.Usage{PromptTokens: 30, CompletionTokens: 16}
+				if stream == "on" {
+					return openaitest.Stream(openaitest.RoleChunk(), openaitest.ContentChunk("Twelve times twelve is one hun"),
+						openaitest.FinishChunk("length"), openaitest.UsageChunk(u), openaitest.Done)
+				}
+				body := openaitest.CompletionJSON(messages.ChatMessage{Content: "Twelve times twelve is one hun"}, u)
+				return openaitest.Reply{Body: strings.Replace(body, `"finish_reason":"stop"`, `"finish_reason":"length"`, 1)}
+			})
+			for _, v := range []string{"OPENAI_API_KEY", "DEEPSEEK_API_KEY", "DASHSCOPE_API_KEY", "ZHIPU_API_KEY", "MOONSHOT_API_KEY", "SILICONFLOW_API_KEY", "MODELSCOPE_API_KEY", "TROUPE_LLM_PROVIDER", "TROUPE_STREAM"} {
+				t.Setenv(v, "")
+			}
+			t.Setenv("LLM_API_KEY", "sk-troupe-test-finish")
+			t.Setenv("LLM_BASE_URL", srv.URL+"/v1")
+			t.Setenv("LLM_MODEL", "fake-model")
+			var out, errb bytes.Buffer
+			code := run(context.Background(), []string{"run", "--data", t.TempDir(), "--stream", stream, "What is 12*12?"}, &out, &errb, options{})
+			if code != 1 || !strings.Contains(out.String(), "failed (output_truncated): the model's answer reached its output token limit and was cut after 30 characters") {
+				t.Fatalf("run: exit %d\n%s\n%s", code, out.String(), errb.String())
+			}
+		})
+	}
+}
