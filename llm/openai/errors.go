@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -56,8 +57,12 @@ type exchange struct {
 	sent    bool
 	status  int
 	header  http.Header
-	body    []byte // the body of an error response (bounded)
+	body    []byte // the body of an error response, or of a success that is not JSON (bounded)
 	readErr error  // a transport error while reading a successful response's body
+	// notJSON is the Content-Type of a successful response that is neither JSON nor
+	// an event stream (an HTML page of a proxy or of a base URL that is not the
+	// API's): the SDK refuses it with a message about Go types.
+	notJSON string
 }
 
 func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
@@ -79,14 +84,42 @@ func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*h
 		res.Body = io.NopCloser(bytes.NewReader(b))
 		return res, nil
 	}
+	if ct := res.Header.Get("Content-Type"); !answerType(ct) {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, maxErrorBody))
+		_ = res.Body.Close()
+		x.body, x.notJSON = b, ct
+		res.Body = io.NopCloser(bytes.NewReader(b))
+		return res, nil
+	}
 	res.Body = &watchedBody{rc: res.Body, x: x}
 	return res, nil
+}
+
+// answerType reports whether a successful response of Content-Type ct can be an
+// answer: JSON (application/json, any +json), an event stream, or no type at all.
+func answerType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == "application/json" || strings.HasSuffix(mt, "+json") || mt == "text/event-stream"
 }
 
 func (x *exchange) snapshot() (sent bool, status int, header http.Header, body []byte, readErr error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	return x.sent, x.status, x.header, x.body, x.readErr
+}
+
+// wrongType returns the Content-Type of a successful response that was not JSON,
+// and the head of its body.
+func (x *exchange) wrongType() (ct string, body []byte) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.notJSON, x.body
 }
 
 // watchedBody records transport errors (resets, unexpected EOF, timeouts) while the
@@ -137,6 +170,10 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 		return c.errorf(op, "%w: %w", ErrInvalidRequest, err)
 	case status == 0, readErr != nil:
 		return c.errorf(op, "%w: %w", llm.ErrTransient, err)
+	}
+	if ct, head := x.wrongType(); ct != "" {
+		return c.errorf(op, "%w: the server answered HTTP %d with Content-Type %q, not JSON (is the base URL the API's, such as https://host/v1?): %q",
+			ErrMalformedResponse, status, clip(ct), redact.New(c.apiKey).String(clip(strings.Join(strings.Fields(string(head)), " "))))
 	}
 	return c.errorf(op, "%w: %w", ErrMalformedResponse, err)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/openai"
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
+	"github.com/troupe-run/troupe/messages"
 )
 
 func generate(t *testing.T, m *openai.Model) error {
@@ -166,5 +167,30 @@ func TestKeyNeverPrinted(t *testing.T) {
 	}
 	if !strings.Contains(apiError(t, err).Message, "[REDACTED]") {
 		t.Fatalf("message %q", apiError(t, err).Message)
+	}
+}
+
+// A success that is not JSON (a proxy's HTML page, a base URL that is not the
+// API's) says what came and where to look, not the SDK's words about Go types;
+// the key in it is redacted. JSON under another JSON type, or none, is read.
+func TestAnswerThatIsNotJSONSaysWhatCame(t *testing.T) {
+	page := "<html>\n<body>Sign in to the proxy, key " + testKey + "</body></html>"
+	srv := openaitest.NewServer(t, openaitest.Sequence(
+		openaitest.Reply{Header: map[string]string{"Content-Type": "text/html; charset=utf-8"}, Body: page},
+		openaitest.Reply{Header: map[string]string{"Content-Type": "text/plain"}, Body: openaitest.CompletionJSON(messages.ChatMessage{Content: "hi"}, messages.Usage{})},
+		openaitest.Reply{Header: map[string]string{"Content-Type": "application/vnd.api+json"}, Body: openaitest.CompletionJSON(messages.ChatMessage{Content: "hi"}, messages.Usage{})},
+	))
+	m := newModel(t, srv)
+	err := generate(t, m)
+	if !errors.Is(err, openai.ErrMalformedResponse) || errors.Is(err, llm.ErrTransient) ||
+		!strings.Contains(err.Error(), `answered HTTP 200 with Content-Type "text/html; charset=utf-8", not JSON`) ||
+		!strings.Contains(err.Error(), `"<html> <body>Sign in to the proxy, key [REDACTED]</body></html>"`) || strings.Contains(err.Error(), testKey) {
+		t.Fatalf("html: %v", err)
+	}
+	if err := generate(t, m); !errors.Is(err, openai.ErrMalformedResponse) || !strings.Contains(err.Error(), `Content-Type "text/plain", not JSON`) {
+		t.Fatalf("text/plain: %v", err)
+	}
+	if r, err := m.Generate(deadline(t), llm.Request{Messages: conversation()}); err != nil || r.Message.Content != "hi" {
+		t.Fatalf("+json: %+v %v", r, err)
 	}
 }
