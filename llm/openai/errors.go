@@ -63,6 +63,26 @@ type exchange struct {
 	// an event stream (an HTML page of a proxy or of a base URL that is not the
 	// API's): the SDK refuses it with a message about Go types.
 	notJSON string
+	// limit, when positive, bounds a successful response's body (maxAnswerBytes
+	// for a chat answer); tooLarge says the body went past it.
+	limit    int64
+	tooLarge bool
+}
+
+// maxAnswerBytes bounds the body of a chat answer, streamed or whole: far above
+// any model's output limit (128k tokens streamed in chunks of some 250 bytes is
+// about 32 MiB), it stops a server that sends without end before it fills the
+// memory.
+var maxAnswerBytes int64 = 64 << 20 // a variable for tests
+
+var errAnswerTooLarge = errors.New("the answer is too large")
+
+// answerBound is maxAnswerBytes in words.
+func answerBound() string {
+	if maxAnswerBytes >= 1<<20 {
+		return strconv.FormatInt(maxAnswerBytes>>20, 10) + " MiB"
+	}
+	return strconv.FormatInt(maxAnswerBytes>>10, 10) + " KiB"
 }
 
 func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
@@ -91,7 +111,7 @@ func (x *exchange) middleware(req *http.Request, next option.MiddlewareNext) (*h
 		res.Body = io.NopCloser(bytes.NewReader(b))
 		return res, nil
 	}
-	res.Body = &watchedBody{rc: res.Body, x: x}
+	res.Body = &watchedBody{rc: res.Body, x: x, left: x.limit}
 	return res, nil
 }
 
@@ -126,12 +146,21 @@ func (x *exchange) wrongType() (ct string, body []byte) {
 // SDK reads a successful response, to tell a dropped connection (transient) from a
 // body that arrived whole but does not parse (malformed).
 type watchedBody struct {
-	rc io.ReadCloser
-	x  *exchange
+	rc   io.ReadCloser
+	x    *exchange
+	left int64 // bytes it may still read, when x.limit is set
 }
 
 func (b *watchedBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	if b.x.limit > 0 {
+		if b.left -= int64(n); b.left < 0 {
+			b.x.mu.Lock()
+			b.x.tooLarge = true
+			b.x.mu.Unlock()
+			return 0, errAnswerTooLarge
+		}
+	}
 	if err != nil && err != io.EOF {
 		b.x.mu.Lock()
 		if b.x.readErr == nil {
@@ -159,7 +188,12 @@ func (c caller) errorf(op, format string, args ...any) error {
 // error when the caller gave up, ErrMalformedResponse otherwise.
 func (c caller) classify(op string, parent, call context.Context, x *exchange, err error) error {
 	sent, status, header, body, readErr := x.snapshot()
+	x.mu.Lock()
+	tooLarge := x.tooLarge
+	x.mu.Unlock()
 	switch {
+	case tooLarge:
+		return c.errorf(op, "%w: the answer is larger than %s, more than any model writes (is the base URL a model API's?)", ErrMalformedResponse, answerBound())
 	case status >= 400:
 		return fmt.Errorf("llm/openai: %s: %w", op, c.apiError(status, header, body, err))
 	case context.Cause(call) == errCallTimeout && parent.Err() == nil:

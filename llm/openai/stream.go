@@ -48,7 +48,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	params.StreamOptions.IncludeUsage = sdk.Bool(true)
 	call, cancel := context.WithTimeoutCause(ctx, m.who.callTimeout, errCallTimeout)
 	defer cancel()
-	x := &exchange{}
+	x := &exchange{limit: maxAnswerBytes}
 	var raw *http.Response
 	// The response body is decoded here (not by NewStreaming) to see whether the
 	// stream really ended with [DONE].
@@ -127,6 +127,9 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 // whole is the answer of a chat completion body, as Generate reads it.
 func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response, error) {
 	b, err := io.ReadAll(body)
+	if errors.Is(err, errAnswerTooLarge) {
+		return llm.Response{}, m.who.errorf(op, "%w: the answer is larger than %s, more than any model writes (is the base URL a model API's?)", ErrMalformedResponse, answerBound())
+	}
 	if err != nil {
 		return llm.Response{}, m.who.errorf(op, "reading the answer: %w: %w", err, llm.ErrTransient)
 	}
