@@ -88,13 +88,20 @@ type Fencing interface {
 // Releasing is the optional capability of a Fencing log to record that a
 // partition's owner gave it up cleanly: every event it appended for the
 // partition's sessions is on the bus already; and, while it holds the partition,
-// up to when it has published them (MarkPublished). A node assigned partitions reads
-// their latest owners (Owners) before it takes them (Fencing.Own): a partition
-// its previous owner released needs nothing of its ended sessions published
-// again, while one whose owner was killed, or fenced, before it released may
-// hold events appended and never published. Both backends implement Releasing;
-// find it with a type assertion. A log without it is read as if no partition
-// were ever released.
+// up to when it has published them (MarkPublished). A node assigned partitions
+// takes them with TakeOver, which returns the owner records its new epoch
+// superseded: a partition its previous owner released needs nothing of its ended
+// sessions published again, while one whose owner was killed, or fenced, before
+// it released may hold events appended and never published. Both backends
+// implement Releasing; find it with a type assertion. A log without it is read as
+// if no partition were ever released.
+//
+// The decision must rest on the records TakeOver returns, not on an Owners read
+// before Fencing.Own: between the two another node that believes it owns a
+// partition (an evicted member still running, a takeover racing a rebalance) may
+// take it, end sessions, and die without releasing it; the earlier read would
+// then promise that nothing is owed, and those sessions' results would never
+// reach the bus.
 type Releasing interface {
 	// Release records that node, owner of partitions under epoch (Fencing.Own),
 	// released them cleanly at atUS (Unix microseconds, > 0). A partition whose
@@ -117,6 +124,21 @@ type Releasing interface {
 	// partitions that has one; a partition nobody ever owned is not in the map.
 	// Partitions must be non-negative; an empty list returns an empty map.
 	Owners(ctx context.Context, partitions []int) (map[int]Ownership, error)
+	// TakeOver is Fencing.Own that also returns, for each of partitions that had
+	// one, the owner record the new epoch superseded: the partition's latest
+	// record below epoch, with its release and mark, as Owners would have
+	// returned it just before; a partition nobody owned before is not in the map.
+	// Its arguments are checked as Own's are.
+	//
+	// Where Own and the read are one transaction (SQLite), the record is exactly
+	// the one replaced. Where they cannot be (ClickHouse), the record is read
+	// after the new epoch was recorded, as the latest below it: every Own that
+	// returned before TakeOver began is seen (its epoch is lower, or TakeOver
+	// would have taken a higher one); but the record may be that of an Own
+	// attempt abandoned for a higher epoch (it reads as neither released nor
+	// marked), and a Release or MarkPublished landing meanwhile may be missing.
+	// Each of these only makes the caller publish more again, never less.
+	TakeOver(ctx context.Context, node string, partitions []int) (epoch uint64, previous map[int]Ownership, err error)
 }
 
 // Ownership is a partition's latest owner record (Releasing.Owners).

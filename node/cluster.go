@@ -108,9 +108,9 @@ type ownership struct {
 	// from the log's recording it until the partitions' session actors stopped.
 	lease lease
 	// released are the partitions of the generation whose previous owner released
-	// them cleanly (eventlog.Releasing), read before the lease was taken: their
-	// ended sessions are on the bus already, and resumeOwned publishes none of them
-	// again. Nil without a lease, or with a log that does not record releases.
+	// them cleanly (eventlog.Releasing), read from the owner records the lease's
+	// epoch superseded (Releasing.TakeOver, takeOver): their ended sessions are on
+	// the bus already, and resumeOwned publishes none of them again. Nil without a lease, or with a log that does not record releases.
 	released map[int]bool
 	// publishedBefore are, for the other partitions of the generation, the time
 	// before which their previous owner published every event it appended (its
@@ -237,8 +237,8 @@ func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 // Once they stopped, and if the generation's resumption had finished, Revoked waits
 // (up to Config.HandoffGrace) until the outbox published everything the sessions
 // handed it, and then records in the log that this node released its partitions
-// cleanly (eventlog.Releasing, handOver): their next owners, which read it before
-// they take the partitions, publish nothing of their ended sessions again. A broker
+// cleanly (eventlog.Releasing, handOver): their next owners, which read it as they
+// take the partitions over, publish nothing of their ended sessions again. A broker
 // that does not take the events in time leaves the partitions unmarked, and their
 // next owners publish the latest task of each session that ended lately again.
 func (n *Node) Revoked() {

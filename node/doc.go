@@ -48,7 +48,8 @@
 // Revoked drains and stops them before the partitions move. A node that gives its
 // partitions up cleanly (Revoked, or Close) records the release in the log
 // (eventlog.Releasing) once its outbox published everything its sessions handed it;
-// the next owner reads it before it takes them (fencing.go), and republishes the
+// the next owner reads it in the owner records its epoch supersedes when it takes
+// them (eventlog.Releasing.TakeOver, fencing.go), and republishes the
 // ended sessions' latest tasks only for partitions not released so (an owner
 // killed or fenced between appending and publishing), and of those only the
 // sessions that ended after their owner's last publication mark: every

@@ -156,11 +156,8 @@ func (n *Node) takeLeases(gen int64, partitions []int, deadline time.Time, revok
 		if !n.isGeneration(gen) {
 			return false
 		}
-		// Which partitions their previous owners released cleanly is read before
-		// this node's Own makes it their latest owner.
-		released, before := n.releasedPartitions(partitions)
 		ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
-		epoch, err := n.leased.fencing.Own(ctx, n.cfg.NodeID, partitions)
+		epoch, released, before, err := n.takeOver(ctx, partitions)
 		cancel()
 		if err == nil {
 			n.own.mu.Lock()
@@ -201,24 +198,34 @@ func (n *Node) isGeneration(gen int64) bool {
 	return n.own.generation == gen
 }
 
-// releasedPartitions returns those of partitions whose latest owner released them
-// cleanly (eventlog.Releasing.Owners), and for the others the time before which
-// their latest owner published everything (its publication mark, pubmark.go, less
-// markMargin); none if the log does not record releases or cannot tell now: their
-// next owner then publishes their ended sessions' latest tasks again, duplicates
-// rather than a loss.
-func (n *Node) releasedPartitions(partitions []int) (released map[int]bool, before map[int]int64) {
+// takeOver records this node as the owner of partitions under a new epoch
+// (eventlog.Fencing.Own) and returns it, with what the partitions' previous
+// owners left it to publish again (releasedPartitions). With a log that records
+// releases, that is read from the owner records the new epoch superseded
+// (eventlog.Releasing.TakeOver), not from a read before it: another node that
+// believed it owned a partition may have taken it in between, ended sessions and
+// died without releasing it, and their results would never be published. With a
+// log that does not, every partition is left to publish again.
+func (n *Node) takeOver(ctx context.Context, partitions []int) (epoch uint64, released map[int]bool, before map[int]int64, err error) {
 	if n.leased.releasing == nil {
-		return nil, nil
+		epoch, err = n.leased.fencing.Own(ctx, n.cfg.NodeID, partitions)
+		return epoch, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
-	defer cancel()
-	owners, err := n.leased.releasing.Owners(ctx, partitions)
+	epoch, previous, err := n.leased.releasing.TakeOver(ctx, n.cfg.NodeID, partitions)
 	if err != nil {
-		n.cfg.Logger.Warn("cannot read which partitions their previous owners released cleanly; publishing their lately ended sessions again",
-			"node", n.cfg.NodeID, "partitions", partitions, "err", err)
-		return nil, nil
+		return 0, nil, nil, err
 	}
+	released, before = n.releasedPartitions(partitions, previous)
+	return epoch, released, before, nil
+}
+
+// releasedPartitions returns those of partitions whose previous owner (owners,
+// the records this node's epoch superseded) released them cleanly, and for the
+// others the time before which that owner published everything (its publication
+// mark, pubmark.go, less markMargin). A partition without a previous owner has
+// neither: its next owner publishes its ended sessions' latest tasks again,
+// duplicates rather than a loss.
+func (n *Node) releasedPartitions(partitions []int, owners map[int]eventlog.Ownership) (released map[int]bool, before map[int]int64) {
 	released, before = map[int]bool{}, map[int]int64{}
 	var from, marked []string
 	for _, p := range partitions {

@@ -597,6 +597,14 @@ func TestDumpStatements(t *testing.T) {
 	if _, err := l.Own(ctx, "node-b", []int{1}); err != nil {
 		t.Fatal(err)
 	}
+	// Partition 0 from node-a (released, marked), 1 from node-b.
+	r.at("take over", answer{"SELECT max(epoch) FROM ownership", [][]any{{epoch + 1}}})
+	r.expect("argMax(node, epoch)", 2)
+	r.expect("FROM releases", 1)
+	r.expect("FROM published_marks", 1)
+	if _, _, err := l.TakeOver(ctx, "node-c", []int{0, 1}); err != nil {
+		t.Fatal(err)
+	}
 
 	r.at("prune bus streams", answer{"GROUP BY session_id HAVING max(ts)", [][]any{{eventlog.BusStreamPrefix + "x"}}})
 	if _, err := l.PruneBusStreams(ctx, 1_767_225_700_000_000, 100); err != nil {
@@ -620,7 +628,7 @@ func TestDumpStatements(t *testing.T) {
 	}
 	for _, want := range []string{"create database", "migrate", "own", "append", "claim leased", "append leased", "claim", "read",
 		"read from a seq", "sessions", "sessions filtered", "sessions running", "sessions running, listing", "report", "report of an agent", "release",
-		"owners", "own again", "prune bus streams", "prune listed streams"} {
+		"owners", "own again", "take over", "prune bus streams", "prune listed streams"} {
 		if !steps[want] {
 			t.Errorf("step %q sent no statement", want)
 		}

@@ -91,6 +91,20 @@
 // merges keep the greatest mark of each (partition, epoch, node)), and Owners
 // reads the greatest mark of each partition's latest ownership row.
 //
+// TakeOver, what a node taking partitions over decides on, is Own followed by a
+// read of each partition's latest ownership row below the new epoch, with its
+// release and mark: the two are not one step, as in SQLite. Guaranteed (with a
+// single server, or reads that see every acknowledged INSERT, which Own's
+// read-back needs as well): another node's Own that returned before TakeOver
+// began recorded a lower epoch (Own retries until no row at its epoch or above
+// is seen), so the read finds its row, or a later one, and never reports a
+// partition released that such an owner took afterwards. Not guaranteed, each
+// costing duplicates on the bus rather than a loss: the row read may be that of
+// an Own attempt abandoned for a higher epoch (neither released nor marked), and
+// a release or mark whose check passed before the new epoch was recorded may
+// land after the read and be missed. Replicas that lag (reads not sequentially
+// consistent) break the guarantee, as they break Own's read-back.
+//
 // The race window: the check and the INSERT are two statements, and the writer
 // may hold a checked group for as long as the INSERT before it takes (pipelining),
 // or for as long as the process is frozen between them (SIGSTOP, a VM pause, a

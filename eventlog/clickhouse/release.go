@@ -56,7 +56,7 @@ func (l *Log) insertOwned(ctx context.Context, op, whatFormat, insert string, no
 	what := fmt.Sprintf(whatFormat, list, node, epoch)
 	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
 	defer cancel()
-	owners, err := l.owners(qctx, list)
+	owners, err := l.owners(qctx, list, 0)
 	if err != nil {
 		return l.readErr(ctx, what, err)
 	}
@@ -107,7 +107,46 @@ func (l *Log) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ow
 	}
 	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
 	defer cancel()
-	out, err := l.owners(qctx, list)
+	return l.ownerRecords(ctx, qctx, list, 0)
+}
+
+// TakeOver implements eventlog.Releasing: Own, then a read of each partition's
+// latest ownership row below the epoch it took, with its release and mark, as
+// Owners reads them. ClickHouse cannot make the two one step; what the read
+// guarantees rests on Own's read-back (see the package doc): Own returns an
+// epoch only once no other taker's row at it or above was seen, so an Own of
+// another node that returned before this one began recorded a lower epoch, and
+// the read, which comes after this one's rows landed, finds its row or a later
+// one. What it cannot promise errs toward publishing more: the latest row below
+// may be that of an attempt abandoned for a higher epoch (never released nor
+// marked), and a release or mark whose check passed before the new epoch was
+// recorded may land after the read, and be missed.
+func (l *Log) TakeOver(ctx context.Context, node string, partitions []int) (uint64, map[int]eventlog.Ownership, error) {
+	epoch, err := l.Own(ctx, node, partitions)
+	if err != nil {
+		return 0, nil, err
+	}
+	list, err := partitionList(partitions) // checked by Own
+	if err != nil {
+		return 0, nil, fmt.Errorf("eventlog/clickhouse: take over: %w", err)
+	}
+	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	previous, err := l.ownerRecords(ctx, qctx, list, epoch)
+	if err != nil {
+		// The epoch is recorded: a caller that takes the partitions again finds
+		// this attempt's rows below its own, neither released nor marked.
+		return 0, nil, fmt.Errorf("eventlog/clickhouse: take over partitions %s for node %s at epoch %d: %w", list, node, epoch, err)
+	}
+	return epoch, previous, nil
+}
+
+// ownerRecords reads, for each partition of list (decimal numbers,
+// comma-separated), its latest ownership row (below epoch below, if not 0) with
+// the time its node released it at that epoch (table releases) and its greatest
+// mark there (table published_marks). ctx is the caller's, qctx the query's.
+func (l *Log) ownerRecords(ctx, qctx context.Context, list string, below uint64) (map[int]eventlog.Ownership, error) {
+	out, err := l.owners(qctx, list, below)
 	if err != nil {
 		return nil, l.readErr(ctx, "owners of partitions "+list, err)
 	}
@@ -162,9 +201,14 @@ func (l *Log) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ow
 }
 
 // owners reads the latest ownership row of each partition of list (decimal
-// numbers, comma-separated), without releases.
-func (l *Log) owners(ctx context.Context, list string) (map[int]eventlog.Ownership, error) {
-	rows, err := l.conn.Query(ctx, "SELECT partition, max(epoch), argMax(node, epoch) FROM ownership WHERE partition IN ("+list+") GROUP BY partition")
+// numbers, comma-separated), without releases: the latest below epoch below, if
+// it is not 0.
+func (l *Log) owners(ctx context.Context, list string, below uint64) (map[int]eventlog.Ownership, error) {
+	where := ""
+	if below > 0 {
+		where = " AND epoch < " + strconv.FormatUint(below, 10)
+	}
+	rows, err := l.conn.Query(ctx, "SELECT partition, max(epoch), argMax(node, epoch) FROM ownership WHERE partition IN ("+list+")"+where+" GROUP BY partition")
 	if err != nil {
 		return nil, fmt.Errorf("read the owners: %w", err)
 	}

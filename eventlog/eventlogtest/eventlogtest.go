@@ -92,6 +92,8 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"ReleaseArguments", s.testReleaseArguments},
 		{"MarkPublished", s.testMarkPublished},
 		{"MarkPublishedArguments", s.testMarkPublishedArguments},
+		{"TakeOver", s.testTakeOver},
+		{"TakeOverArguments", s.testTakeOverArguments},
 		{"PruneBusStreams", s.testPruneBusStreams},
 		{"PruneStreams", s.testPruneStreams},
 		{"PruneListed", s.testPruneListed},

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
 )
 
 // The tests of eventlog.Releasing: an owner's clean release of its partitions,
@@ -253,5 +254,99 @@ func (s *suite) testMarkPublishedArguments(t *testing.T) {
 	}
 	if err := r.MarkPublished(s.ctx(t), "node-a", epoch, []int{4}, 1); !errors.Is(err, eventlog.ErrClosed) {
 		t.Errorf("MarkPublished after Close = %v, want ErrClosed", err)
+	}
+}
+
+// takeOver takes partitions for node with TakeOver, and returns the epoch and the
+// owner records it superseded.
+func (s *suite) takeOver(t *testing.T, r eventlog.Releasing, node string, partitions []int) (uint64, map[int]eventlog.Ownership) {
+	t.Helper()
+	epoch, previous, err := r.TakeOver(s.ctx(t), node, partitions)
+	if err != nil {
+		t.Fatalf("TakeOver(%s, partitions %v): %v", node, partitions, err)
+	}
+	if epoch == 0 {
+		t.Fatalf("TakeOver(%s, partitions %v) returned epoch 0, which is Append's", node, partitions)
+	}
+	return epoch, previous
+}
+
+// testTakeOver: TakeOver is an Own that returns the owner records it superseded,
+// with their releases and marks, and none for a partition nobody owned.
+//
+// The race it closes: node a reads Owners (partition 0 released cleanly by c),
+// then node b, which believes it owns the partition too (evicted, or a takeover
+// racing a rebalance), takes it, ends a session under its lease and dies without
+// releasing; a then takes the partition. What it took it from is b, not
+// released, not marked: b's session may be unpublished, so a must publish it
+// again; the Owners it read before says the opposite.
+func (s *suite) testTakeOver(t *testing.T) {
+	l := s.newLog(t)
+	f, r := s.releasing(t, l)
+
+	ec, previous := s.takeOver(t, r, "node-c", []int{0, 1, 2})
+	if len(previous) != 0 {
+		t.Fatalf("TakeOver of partitions nobody owned returned previous owners %v, want none", previous)
+	}
+	s.release(t, r, "node-c", ec, []int{0, 1}, 1_000)
+	s.mark(t, r, "node-c", ec, []int{2}, 900)
+	stale := map[int]eventlog.Ownership{
+		0: {Node: "node-c", Epoch: ec, ReleasedUS: 1_000},
+		1: {Node: "node-c", Epoch: ec, ReleasedUS: 1_000},
+		2: {Node: "node-c", Epoch: ec, PublishedUS: 900},
+	}
+	s.wantOwners(t, r, []int{0, 1, 2}, stale) // what node-a reads first
+
+	// node-b takes partition 0 in between, and ends a session under its lease.
+	lb := s.own(t, f, "node-b", 0)
+	b := newSession("taken-between", 1_000_000)
+	s.appendLeased(t, f, lb, b.task(t, completed())...)
+
+	ea, previous := s.takeOver(t, r, "node-a", []int{0, 1, 2, 3})
+	if ea <= lb.Epoch {
+		t.Fatalf("TakeOver returned epoch %d, not above node-b's %d", ea, lb.Epoch)
+	}
+	want := map[int]eventlog.Ownership{
+		0: {Node: "node-b", Epoch: lb.Epoch}, // not node-c's clean release
+		1: stale[1],
+		2: stale[2],
+	}
+	if !maps.Equal(previous, want) {
+		t.Fatalf("TakeOver after node-b took partition 0 returned previous owners %v, want %v", previous, want)
+	}
+	// It owns the partitions like Own: node-b is fenced, and Owners reads node-a.
+	s.appendLeasedErr(t, f, lb, eventlog.ErrFenced, b.next(t, &messages.TaskSubmitted{Input: "again", Agent: "default"}))
+	s.wantOwners(t, r, []int{0, 1, 2, 3}, map[int]eventlog.Ownership{
+		0: {Node: "node-a", Epoch: ea}, 1: {Node: "node-a", Epoch: ea}, 2: {Node: "node-a", Epoch: ea}, 3: {Node: "node-a", Epoch: ea},
+	})
+
+	// Taken again, by node-a itself after it released partition 1: its own
+	// record, released.
+	s.release(t, r, "node-a", ea, []int{1}, 2_000)
+	_, previous = s.takeOver(t, r, "node-a", []int{1})
+	if want := (map[int]eventlog.Ownership{1: {Node: "node-a", Epoch: ea, ReleasedUS: 2_000}}); !maps.Equal(previous, want) {
+		t.Fatalf("TakeOver of a partition its taker released returned previous owners %v, want %v", previous, want)
+	}
+}
+
+// testTakeOverArguments: bad arguments are refused as by Own, and take nothing;
+// a closed log refuses with ErrClosed.
+func (s *suite) testTakeOverArguments(t *testing.T) {
+	l := s.newLog(t)
+	_, r := s.releasing(t, l)
+	for _, bad := range []struct {
+		node       string
+		partitions []int
+	}{{"", []int{1}}, {"node-a", nil}, {"node-a", []int{1, -1}}} {
+		if _, _, err := r.TakeOver(s.ctx(t), bad.node, bad.partitions); err == nil {
+			t.Errorf("TakeOver(%q, %v) succeeded, want an error", bad.node, bad.partitions)
+		}
+	}
+	s.wantOwners(t, r, []int{1}, map[int]eventlog.Ownership{})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.TakeOver(s.ctx(t), "node-a", []int{1}); !errors.Is(err, eventlog.ErrClosed) {
+		t.Errorf("TakeOver after Close = %v, want ErrClosed", err)
 	}
 }

@@ -90,7 +90,8 @@
 // that epoch is still the partition's highest, inside the write transaction that
 // SQLite serializes with every Own; MarkPublished raises published_us (schema
 // 10) of those rows the same way; Owners reads each partition's row of the
-// highest epoch.
+// highest epoch. TakeOver is Own whose transaction reads those rows before it
+// records the new epoch: they are exactly the ones it superseded.
 //
 // # Claims
 //

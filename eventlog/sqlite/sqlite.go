@@ -269,28 +269,48 @@ func (l *Log) append(ctx context.Context, lease *eventlog.Lease, events []messag
 // SQLite serializes with every other one (of every process sharing the log): no
 // two Own calls get the same epoch, and none overlaps an append's check.
 func (l *Log) Own(ctx context.Context, node string, partitions []int) (uint64, error) {
+	o, err := l.own(ctx, "own", node, partitions)
+	if err != nil {
+		return 0, err
+	}
+	return o.epoch, nil
+}
+
+// TakeOver implements eventlog.Releasing: Own, whose transaction reads each
+// partition's latest owner record before it records the new epoch, so that the
+// records returned are exactly those the epoch superseded.
+func (l *Log) TakeOver(ctx context.Context, node string, partitions []int) (uint64, map[int]eventlog.Ownership, error) {
+	o, err := l.own(ctx, "take over", node, partitions)
+	if err != nil {
+		return 0, nil, err
+	}
+	return o.epoch, o.previous, nil
+}
+
+// own runs an Own (what names it in errors) in a write transaction of the writer.
+func (l *Log) own(ctx context.Context, what, node string, partitions []int) (*ownReq, error) {
 	if err := eventlog.CheckOwn(node, partitions); err != nil {
-		return 0, fmt.Errorf("eventlog/sqlite: own: %w", err)
+		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", what, err)
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, fmt.Errorf("eventlog/sqlite: own: %w", err)
+		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", what, err)
 	}
 	if l.isClosed() {
-		return 0, fmt.Errorf("eventlog/sqlite: own: %w", eventlog.ErrClosed)
+		return nil, fmt.Errorf("eventlog/sqlite: %s: %w", what, eventlog.ErrClosed)
 	}
 	if l.cfg.ReadOnly {
-		return 0, fmt.Errorf("eventlog/sqlite: own partitions of %s: %w", l.path, ErrReadOnly)
+		return nil, fmt.Errorf("eventlog/sqlite: %s: own partitions of %s: %w", what, l.path, ErrReadOnly)
 	}
 	for _, p := range partitions {
 		if p > math.MaxInt32 {
-			return 0, fmt.Errorf("eventlog/sqlite: own: partition %d out of range", p)
+			return nil, fmt.Errorf("eventlog/sqlite: %s: partition %d out of range", what, p)
 		}
 	}
 	o := &ownReq{node: node, partitions: partitions}
 	if err := l.submit(ctx, &appendReq{ctx: ctx, own: o, done: make(chan error, 1)}); err != nil {
-		return 0, err
+		return nil, err
 	}
-	return o.epoch, nil
+	return o, nil
 }
 
 // submit hands req to the writer goroutine and waits for its outcome.

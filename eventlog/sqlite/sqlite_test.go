@@ -140,6 +140,14 @@ func (s *sharedLogs) Release(ctx context.Context, node string, epoch uint64, par
 	return s.writer().Release(ctx, node, epoch, partitions, atUS)
 }
 
+func (s *sharedLogs) MarkPublished(ctx context.Context, node string, epoch uint64, partitions []int, throughUS int64) error {
+	return s.writer().MarkPublished(ctx, node, epoch, partitions, throughUS)
+}
+
+func (s *sharedLogs) TakeOver(ctx context.Context, node string, partitions []int) (uint64, map[int]eventlog.Ownership, error) {
+	return s.writer().TakeOver(ctx, node, partitions)
+}
+
 func (s *sharedLogs) Owners(ctx context.Context, partitions []int) (map[int]eventlog.Ownership, error) {
 	return s.reader.Owners(ctx, partitions)
 }

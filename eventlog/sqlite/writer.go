@@ -79,11 +79,15 @@ type appendReq struct {
 	pooled bool                // from Log.reqPool, to go back once answered
 }
 
-// ownReq is an Own call: the writer sets epoch before it answers.
+// ownReq is an Own (or TakeOver) call: the writer sets epoch, and previous,
+// before it answers.
 type ownReq struct {
 	node       string
 	partitions []int
 	epoch      uint64
+	// previous is each partition's latest owner record before epoch, read in the
+	// transaction that records epoch (eventlog.Releasing.TakeOver).
+	previous map[int]eventlog.Ownership
 }
 
 // releaseReq is a Release call, or a MarkPublished one (mark set).
@@ -109,6 +113,7 @@ type writeStmts struct {
 	insertRows                   [maxInsertRows - 1]driver.Stmt
 	restart                      driver.Stmt
 	current, maxEpoch, takeOwner driver.Stmt
+	owner                        driver.Stmt
 	releaseOwner, markOwner      driver.Stmt
 	aliased, addAlias            driver.Stmt
 	pruneAliases, pruneEvents    driver.Stmt // PruneStreams's, in this order,
@@ -118,7 +123,7 @@ type writeStmts struct {
 
 	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
 	vals [insertColumns * maxInsertRows]driver.Value      // apply's, for insertRows
-	row  [3]driver.Value                                  // the row a query returned
+	row  [4]driver.Value                                  // the row a query returned
 
 	// Strings that repeat from event to event, kept as driver.Values: a string made
 	// a driver.Value is copied to the heap each time.
@@ -333,6 +338,8 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.current, `SELECT coalesce(max(epoch), 0) FROM ownership WHERE partition = ?`},
 		{&w.maxEpoch, `SELECT coalesce(max(epoch), 0) FROM ownership`},
 		{&w.takeOwner, `INSERT INTO ownership (partition, epoch, node, ts_us) VALUES (?, ?, ?, ?)`},
+		// The latest owner record of a partition, which an Own supersedes.
+		{&w.owner, `SELECT epoch, node, released_us, published_us FROM ownership WHERE partition = ? ORDER BY epoch DESC LIMIT 1`},
 		// Release marks the owner record of a partition at its current epoch only.
 		{&w.releaseOwner, `UPDATE ownership SET released_us = ?
 			WHERE partition = ? AND epoch = ? AND node = ? AND epoch = (SELECT max(epoch) FROM ownership WHERE partition = ?)`},
@@ -391,7 +398,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 func (w *writeStmts) close() error {
 	var errs []error
 	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.summarize, &w.touch, &w.restart,
-		&w.current, &w.maxEpoch, &w.takeOwner, &w.releaseOwner, &w.markOwner, &w.aliased, &w.addAlias, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
+		&w.current, &w.maxEpoch, &w.takeOwner, &w.owner, &w.releaseOwner, &w.markOwner, &w.aliased, &w.addAlias, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
 		&w.pruneListedAliases, &w.pruneListedEvents, &w.pruneListedSessions}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
@@ -753,7 +760,9 @@ type sessionDelta struct {
 }
 
 // takeOwnership records o.node as the owner of o.partitions under the next epoch
-// (one above the highest recorded, of any partition), inside the writer's transaction.
+// (one above the highest recorded, of any partition), inside the writer's
+// transaction, and sets o.previous to the owner records it supersedes, read in
+// that transaction.
 func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
 	row, err := l.w.queryRow(ctx, l.w.maxEpoch)
 	var top int64
@@ -762,6 +771,27 @@ func (l *Log) takeOwnership(ctx context.Context, o *ownReq) error {
 	}
 	if err != nil {
 		return fmt.Errorf("eventlog/sqlite: own: read epochs: %w", err)
+	}
+	// A transaction written again (errRetryWithSavepoints) reads them again.
+	o.previous = make(map[int]eventlog.Ownership, len(o.partitions))
+	for _, p := range o.partitions {
+		row, err := l.w.queryRow(ctx, l.w.owner, int64(p))
+		if errors.Is(err, errNoRows) {
+			continue // nobody owned it
+		}
+		var (
+			prev            eventlog.Ownership
+			epoch, released int64
+			published       int64
+		)
+		if err == nil {
+			err = scan(row, &epoch, &prev.Node, &released, &published)
+		}
+		if err != nil {
+			return fmt.Errorf("eventlog/sqlite: own: read the owner of partition %d: %w", p, err)
+		}
+		prev.Epoch, prev.ReleasedUS, prev.PublishedUS = uint64(epoch), released, published
+		o.previous[p] = prev
 	}
 	epoch, now := top+1, time.Now().UnixMicro()
 	clear(l.w.epochs) // this transaction's epochs are the ones being taken now
