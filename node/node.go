@@ -192,7 +192,12 @@ type Config struct {
 	// EffectReissue is how long a node without the tools or models role waits for
 	// the reply to a call it asked another node for before it publishes the request
 	// again (a reply can be lost); each further wait doubles, up to 8 times it.
-	// Default: the longer of ModelTimeout and ToolTimeout, plus 30 s.
+	// Default: the longer of ModelTimeout and ToolTimeout, plus 30 s. A call of a
+	// tool of the node's agents with a longer timeout of its own (tools.WithTimeout:
+	// http_fetch's, a delegate's) first waits that timeout plus 30 s, set or not: a
+	// request published again while its call runs only joins it. The node knows only
+	// its own tools' timeouts: a tool that only the tool nodes have, or that they
+	// configure with another timeout, waits EffectReissue.
 	EffectReissue time.Duration
 	// StreamUnwatched has every model call of the sessions the node runs stream,
 	// watched or not, so that a watcher that comes during one gets its text so far
