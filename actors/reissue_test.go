@@ -11,6 +11,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // reissueInterval is the tests' BusEffectsConfig.Reissue: short, since they wait on
@@ -233,5 +234,35 @@ func TestBusEffectsReissueKeepsTheReference(t *testing.T) {
 		if err != nil || got.Stored != messages.EffectStream(messages.BusStoredRequest, req.Key) || got.Tool != nil {
 			t.Errorf("publication %d: %+v, %v", i, got, err)
 		}
+	}
+}
+
+// A call of a tool with a timeout of its own longer than Reissue (http_fetch's, up
+// to 10 minutes) is not published again while the performer may still run it: its
+// first re-issue waits for that timeout and the margin. A call of a tool without
+// one, left unanswered, is the clock: it is published again at Reissue.
+func TestBusEffectsReissueWaitsForTheToolsOwnTimeout(t *testing.T) {
+	seen := newRequestsSeen(t)
+	slow, err := tools.Func("slow", "a tool with a long timeout of its own",
+		func(ctx context.Context, _ struct{}) (string, error) { return "", nil }, tools.WithTimeout(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := actors.NewBusEffects(actors.BusEffectsConfig{Publisher: seen, NodeID: "n1", Reissue: reissueInterval,
+		ReissueMax: 2 * reissueInterval, Tools: registry(t, slow, newGate())})
+	t.Cleanup(func() { _ = b.Close() })
+	r := newReplies()
+
+	long := toolRequest("s-1", 4, "slow")
+	b.Perform(long, r.to)
+	waitUntil(t, "the request published", func() bool { return seen.count(long.Key) == 1 })
+	clock := toolRequest("s-1", 5, "gate")
+	b.Perform(clock, r.to)
+	waitUntil(t, "the unanswered request published again 5 times", func() bool { return seen.count(clock.Key) >= 6 })
+	if n := seen.count(long.Key); n != 1 {
+		t.Errorf("a call of a tool with a timeout of its own of an hour was published %d times within its timeout", n)
+	}
+	if !b.Waiting(long.Key) {
+		t.Error("the call of the slow tool is not waited for any more")
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // BusEffectsConfig configures BusEffects.
@@ -42,8 +43,19 @@ type BusEffectsConfig struct {
 	// Reissue is how long a published request waits for its reply before it is
 	// published again (default DefaultReissue; negative: never). Each further wait
 	// doubles, up to ReissueMax (default 8 × Reissue). Set it above the performer's
-	// call timeout: a request published again while its call runs joins that call.
+	// call timeout: a request published again while its call runs joins that call,
+	// a message for nothing.
 	Reissue, ReissueMax time.Duration
+	// Tools, when set, are the tools this node knows (its registry; the performing
+	// nodes have the same when they share its configuration): the first re-issue of a
+	// call of one that sets a timeout of its own (tools.Limits, e.g. http_fetch's,
+	// up to 10 minutes) waits at least that timeout plus ReissueMargin (default
+	// DefaultReissueMargin), however Reissue was set, since the performer runs the
+	// call that long. A tool this node does not know (one only the performers have,
+	// e.g. from their ToolCatalog), or whose timeout the performers set otherwise
+	// than this node does, waits Reissue.
+	Tools         *tools.Registry
+	ReissueMargin time.Duration
 	// OnReissue, when set, is called each time a request is published again.
 	OnReissue func()
 	// RunsHere, when set, reports whether a session runs on this node: a request
@@ -54,8 +66,11 @@ type BusEffectsConfig struct {
 }
 
 // DefaultReissue is BusEffectsConfig.Reissue's default: a model call's default
-// timeout (LocalEffectsConfig.ModelTimeout) and a margin.
+// timeout (LocalEffectsConfig.ModelTimeout) and DefaultReissueMargin.
 const DefaultReissue = 150 * time.Second
+
+// DefaultReissueMargin is BusEffectsConfig.ReissueMargin's default.
+const DefaultReissueMargin = 30 * time.Second
 
 // BusEffects has effects performed by the nodes that have the role (tools, models):
 // it publishes each request as it is, a messages.EffectRequest, and answers with the
@@ -72,7 +87,8 @@ const DefaultReissue = 150 * time.Second
 // A reply can be lost (the node's subscription to messages.TopicReplies was
 // positioned at the latest offset again after a broker restart or a rebalance, or
 // the performer could not publish it): a request still unanswered Reissue after it
-// was published is published again, with a fresh message ID (a large one with the
+// was published (a call of a tool with a longer timeout of its own: that timeout
+// and ReissueMargin, BusEffectsConfig.Tools) is published again, with a fresh message ID (a large one with the
 // same reference, not stored again), then after waits that double up to
 // ReissueMax, until it is answered, cancelled (Cancel) or the effects close, or its
 // session runs here no more (RunsHere). The performer answers it from the answer it
@@ -121,6 +137,9 @@ func NewBusEffects(cfg BusEffectsConfig) *BusEffects {
 	}
 	if cfg.ReissueMax < cfg.Reissue {
 		cfg.ReissueMax = 8 * cfg.Reissue
+	}
+	if cfg.ReissueMargin <= 0 {
+		cfg.ReissueMargin = DefaultReissueMargin
 	}
 	return &BusEffects{cfg: cfg, stop: make(chan struct{}), pending: map[messages.EffectKey]*pendingEffect{}}
 }
@@ -177,14 +196,30 @@ func (b *BusEffects) Perform(req messages.EffectRequest, reply func(messages.Eff
 			b.Deliver(answer(req, messages.EffectReply{Error: err.Error()}))
 			return
 		}
-		b.armReissue(req.Key, p, topic, msg)
+		b.armReissue(req.Key, p, topic, msg, b.firstReissue(req))
 	}()
 }
 
+// firstReissue is how long req waits for its reply before it is published again
+// the first time: Reissue, or longer for a call of a tool whose own timeout this
+// node knows (BusEffectsConfig.Tools) and Reissue would not outlast.
+func (b *BusEffects) firstReissue(req messages.EffectRequest) time.Duration {
+	wait := b.cfg.Reissue
+	if req.Tool == nil || b.cfg.Tools == nil {
+		return wait
+	}
+	if t, ok := b.cfg.Tools.Get(req.Tool.Tool); ok {
+		if own := tools.LimitsOf(t).Timeout; own > 0 {
+			wait = max(wait, own+b.cfg.ReissueMargin)
+		}
+	}
+	return wait
+}
+
 // armReissue arms the first re-issue of p, the pending request of key just
-// published as msg on topic, unless it was answered, the effects closed, or an
-// earlier issue of the key armed it already.
-func (b *BusEffects) armReissue(key messages.EffectKey, p *pendingEffect, topic string, msg *message.Message) {
+// published as msg on topic, to go out after wait, unless it was answered, the
+// effects closed, or an earlier issue of the key armed it already.
+func (b *BusEffects) armReissue(key messages.EffectKey, p *pendingEffect, topic string, msg *message.Message, wait time.Duration) {
 	if b.cfg.Reissue < 0 {
 		return
 	}
@@ -193,7 +228,7 @@ func (b *BusEffects) armReissue(key messages.EffectKey, p *pendingEffect, topic 
 	if b.closed || b.pending[key] != p || p.msg != nil {
 		return
 	}
-	p.topic, p.msg, p.wait = topic, msg, b.cfg.Reissue
+	p.topic, p.msg, p.wait = topic, msg, wait
 	b.scheduleReissue(key, p)
 }
 

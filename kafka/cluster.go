@@ -39,7 +39,10 @@ type Owner interface {
 }
 
 // Group timing of a node's consumer groups: a node that dies is noticed after
-// SessionTimeout, and its partitions move then.
+// SessionTimeout, and its partitions move then. A node handing its sessions over
+// (Owner.Revoked) keeps its membership past SessionTimeout (the subscription
+// heartbeats meanwhile) but not past RebalanceTimeout: node.Node.Revoked bounds
+// itself below it.
 const (
 	nodeHeartbeat        = time.Second
 	nodeSessionTimeout   = 10 * time.Second

@@ -345,7 +345,10 @@ type SubscriberConfig struct {
 	SessionTimeout time.Duration
 	// RebalanceTimeout is how long the coordinator waits for members to rejoin in a
 	// rebalance (default 30 s). A member that is giving up a partition waits up to
-	// half of it for the handler to ack the message in flight.
+	// half of it for the handler to ack the message in flight. It also bounds the
+	// Rebalance listener's Revoked: the member heartbeats while Revoked runs, so
+	// SessionTimeout does not, but a member that has not rejoined once
+	// RebalanceTimeout passed since the rebalance began is evicted.
 	RebalanceTimeout time.Duration
 	// JoinGroupBackoff is the pause before joining again after a failed join
 	// (default 1 s).

@@ -96,10 +96,14 @@
 // offset commits, and before the member joins the next generation: kafka-go joins
 // again only after every function of the generation returned, and the coordinator
 // completes the rebalance only when every member rejoined (it evicts a member that
-// has not after RebalanceTimeout, or after SessionTimeout without a heartbeat, and
-// kafka-go does not heartbeat between generations). So a partition's next owner
-// gets its Assigned only after the previous owner's Revoked returned, as long as
-// Revoked returns well within both timeouts. The calls of one subscription come in
+// has not once RebalanceTimeout passed since the rebalance began, or after
+// SessionTimeout without a heartbeat). kafka-go does not heartbeat between
+// generations, so the subscription does, every HeartbeatInterval from the end of
+// the generation until Revoked returned: the coordinator answers
+// REBALANCE_IN_PROGRESS and keeps the member, so Revoked may take longer than
+// SessionTimeout. So a partition's next owner gets its Assigned only after the
+// previous owner's Revoked returned, as long as Revoked returns well within
+// RebalanceTimeout (30 s for a node's groups). The calls of one subscription come in
 // order and never overlap. Rebalances are eager: every member's partitions are
 // revoked, then assigned again, even those that stay with it.
 //

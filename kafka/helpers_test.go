@@ -38,13 +38,13 @@ type cluster struct {
 }
 
 // newCluster returns the real broker named by TROUPE_TEST_KAFKA, or starts a kfake
-// cluster that lives as long as t.
-func newCluster(t testing.TB) cluster {
+// cluster, with opts, that lives as long as t.
+func newCluster(t testing.TB, opts ...kfake.Opt) cluster {
 	t.Helper()
 	if addr := os.Getenv(envKafka); addr != "" {
 		return cluster{brokers: strings.Split(addr, ","), real: true}
 	}
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
 	if err != nil {
 		t.Fatalf("start kfake: %v", err)
 	}

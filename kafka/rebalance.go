@@ -2,8 +2,11 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -45,11 +48,19 @@ type RebalanceListener interface {
 	// subscription then skips the generation altogether.
 	//
 	// The coordinator completes a rebalance when every member rejoined, or evicts a
-	// member that has not: after RebalanceTimeout, or after SessionTimeout without a
-	// heartbeat, and kafka-go sends none between the end of a generation and the
-	// next JoinGroup (its heartbeat loop is one of the generation's functions). An
-	// evicted member's partitions go to the others without waiting for its Revoked,
-	// so Revoked should return well within both timeouts.
+	// member that has not: after SessionTimeout without a heartbeat, or, heartbeats
+	// or not, once RebalanceTimeout passed since the rebalance began. kafka-go sends
+	// no heartbeat between the end of a generation and the next JoinGroup (its
+	// heartbeat loop is one of the generation's functions), so the subscription
+	// sends them itself while Revoked runs (keepAlive): every HeartbeatInterval,
+	// with the ending generation's ID and member ID. A coordinator preparing a
+	// rebalance answers them REBALANCE_IN_PROGRESS but resets the member's session
+	// timer (Kafka's classic group protocol, GroupCoordinator.handleHeartbeat; kfake
+	// does the same), so a Revoked that takes longer than SessionTimeout keeps the
+	// member. RebalanceTimeout still bounds it: an evicted member's partitions go to
+	// the others without waiting for its Revoked, so Revoked must return well within
+	// RebalanceTimeout (less a heartbeat interval, the time the generation's
+	// consumers take to stop, and the JoinGroup's trip).
 	Revoked(a Assignment)
 }
 
@@ -97,11 +108,16 @@ func (sub *subscription) runGeneration(ctx context.Context, gen *kafkago.Generat
 		case <-gctx.Done():
 		case <-ctx.Done():
 		}
+		// kafka-go's heartbeat loop is one of the generation's functions: from
+		// here until Revoked returned and kafka-go joins again, the member
+		// heartbeats only through keepAlive.
+		stop := sub.keepAlive(gen, fields)
 		parts.Wait()
 		sub.logger.Debug("consumer group: generation ended", fields)
 		if listener != nil {
 			listener.Revoked(*a)
 		}
+		stop()
 		running.Done()
 		// The generation ends when the group does (a rebalance, Close): a watcher
 		// that returned would end it early, e.g. on a subscription context that ended
@@ -174,5 +190,77 @@ func (s *Subscriber) partitionCount(ctx context.Context, topic string, atLeast i
 		case <-t.C:
 		}
 		wait = min(2*wait, time.Second)
+	}
+}
+
+// keepAlive heartbeats for gen's member, every HeartbeatInterval, from the end of
+// the generation until the returned stop is called (once Revoked returned), so
+// that the coordinator does not evict the member while the subscription hands
+// its partitions over (see RebalanceListener.Revoked): kafka-go's own heartbeats
+// stopped with the generation. The first one goes out a HeartbeatInterval after
+// the generation ended, so a quick Revoked sends none. It stops early when the
+// coordinator no longer knows the member or the generation: the member was
+// evicted (after RebalanceTimeout, or after a lost session), and its partitions
+// may be another member's already; that is logged.
+func (sub *subscription) keepAlive(gen *kafkago.Generation, fields watermill.LogFields) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	client := sub.s.admin.client
+	go func() {
+		defer close(done)
+		t := time.NewTicker(sub.s.cfg.HeartbeatInterval)
+		defer t.Stop()
+		var (
+			coordinator net.Addr // nil: to find
+			sent        int
+		)
+		for {
+			select {
+			case <-ctx.Done():
+				if sent > 0 {
+					sub.logger.Debug("consumer group: kept the member alive while the generation ended",
+						fields.Add(watermill.LogFields{"heartbeats": sent}))
+				}
+				return
+			case <-t.C:
+			}
+			if coordinator == nil {
+				res, err := client.FindCoordinator(ctx, &kafkago.FindCoordinatorRequest{Key: gen.GroupID, KeyType: kafkago.CoordinatorKeyTypeConsumer})
+				if err == nil {
+					err = res.Error
+				}
+				if err != nil {
+					if ctx.Err() == nil {
+						sub.logger.Debug("consumer group: no coordinator to heartbeat to while the generation ends", fields.Add(watermill.LogFields{"err": err}))
+					}
+					continue
+				}
+				coordinator = kafkago.TCP(net.JoinHostPort(res.Coordinator.Host, strconv.Itoa(res.Coordinator.Port)))
+			}
+			res, err := client.Heartbeat(ctx, &kafkago.HeartbeatRequest{
+				Addr: coordinator, GroupID: gen.GroupID, GenerationID: gen.ID, MemberID: gen.MemberID,
+			})
+			if err == nil {
+				err = res.Error
+			}
+			switch {
+			case err == nil, errors.Is(err, kafkago.RebalanceInProgress):
+				sent++
+			case errors.Is(err, kafkago.UnknownMemberId), errors.Is(err, kafkago.IllegalGeneration), errors.Is(err, kafkago.FencedInstanceID):
+				sub.logger.Info("consumer group: the coordinator no longer knows the member or its generation while the generation's end is handled "+
+					"(evicted: a lost session, or Revoked past RebalanceTimeout); its partitions may be another member's already",
+					fields.Add(watermill.LogFields{"err": err}))
+				return
+			default:
+				if ctx.Err() == nil {
+					sub.logger.Debug("consumer group: heartbeat while the generation ends failed", fields.Add(watermill.LogFields{"err": err}))
+				}
+				coordinator = nil // maybe moved: found again at the next tick
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/troupe-run/troupe/kafka"
 )
@@ -340,6 +342,95 @@ func TestRebalanceRevokedFencesNextOwner(t *testing.T) {
 	assigned := slices.IndexFunc(events, func(e rebalanceEvent) bool { return e.member == "b" && !e.revoked && len(e.a.Partitions) > 0 })
 	if revoked < 0 || assigned < revoked {
 		t.Errorf("b was assigned a's partitions (event %d) before a's Revoked returned (event %d):%s", assigned, revoked, log)
+	}
+	log.check(t, topic, partitions)
+}
+
+// blockingListener is a memberListener whose first Revoked tells entered and
+// waits until release is closed.
+type blockingListener struct {
+	memberListener
+	entered chan<- kafka.Assignment // buffered
+	release <-chan struct{}
+	once    sync.Once
+}
+
+func (b *blockingListener) Revoked(a kafka.Assignment) {
+	b.once.Do(func() {
+		b.entered <- a
+		<-b.release
+	})
+	b.memberListener.Revoked(a)
+}
+
+// TestRebalanceSlowRevokedKeepsTheMember: a member whose Revoked takes longer than
+// SessionTimeout (a node handing its sessions over on a slow bus) is not evicted:
+// the subscription heartbeats for it meanwhile, so the member joining gets none of
+// its partitions before Revoked returned, and both share the topic in the next
+// generation. Without those heartbeats, the coordinator evicts it after SessionTimeout
+// and gives the other member every partition while Revoked still runs.
+func TestRebalanceSlowRevokedKeepsTheMember(t *testing.T) {
+	const partitions = 6
+	session := 1500 * time.Millisecond
+	if os.Getenv(envKafka) != "" {
+		session = 6 * time.Second // the least a default broker accepts
+	}
+	// How long a's Revoked blocks: long enough that an evicted a would show.
+	blocked := 4 * session
+	c := newCluster(t, kfake.GroupMinSessionTimeout(session))
+	topic := uniqueName(t, "troupe.test.listener.")
+	group := uniqueName(t, "g-")
+	ctx := testContext(t, 3*time.Minute)
+	log := &rebalanceLog{}
+	member := func(l kafka.RebalanceListener) *kafka.Subscriber {
+		return c.subscriber(t, group, func(cfg *kafka.SubscriberConfig) {
+			cfg.Topics.Default.Partitions = partitions
+			cfg.Rebalance = l
+			cfg.HeartbeatInterval = 200 * time.Millisecond
+			cfg.SessionTimeout = session
+			cfg.RebalanceTimeout = blocked + 15*time.Second
+		})
+	}
+	entered := make(chan kafka.Assignment, 1)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	unblock := func() { releaseOnce.Do(func() { close(release) }) }
+	subA := member(&blockingListener{memberListener: memberListener{log: log, name: "a"}, entered: entered, release: release})
+	subB := member(memberListener{log: log, name: "b"})
+	defer closeAll(t, subA, subB)
+	defer unblock() // before the Close of a, which waits for its Revoked
+
+	if _, err := subA.Subscribe(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "a to hold every partition", func() bool {
+		a, ok := log.holding("a")
+		return ok && len(a.Partitions) == partitions
+	})
+	first, _ := log.holding("a")
+	if _, err := subB.Subscribe(ctx, topic); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case a := <-entered:
+		if !assignmentsEqual(a, first) {
+			t.Fatalf("a's Revoked of %+v; want %+v", a, first)
+		}
+	case <-ctx.Done():
+		t.Fatal("a's Revoked was not called after b subscribed")
+	}
+	// While a's Revoked blocks, b must get nothing: a has not rejoined.
+	since := time.Now()
+	for time.Since(since) < blocked {
+		if b, ok := log.holding("b"); ok && len(b.Partitions) > 0 {
+			t.Fatalf("b was assigned %v (generation %d) while a's Revoked still ran: a was evicted:%s", b.Partitions, b.Generation, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	unblock()
+	gen := shareTheTopic(t, log, "a", "b", partitions)
+	if gen <= first.Generation {
+		t.Errorf("a and b share generation %d, not one after a's %d", gen, first.Generation)
 	}
 	log.check(t, topic, partitions)
 }

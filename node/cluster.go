@@ -241,10 +241,27 @@ func (n *Node) runAssigned(gen int64, set map[int]bool, total int) {
 // take the partitions over, publish nothing of their ended sessions again. A broker
 // that does not take the events in time leaves the partitions unmarked, and their
 // next owners publish the latest task of each session that ended lately again.
+//
+// All of it is bounded by revokeBudget: the group evicts a member that has not
+// rejoined within its RebalanceTimeout, heartbeats or not (the kafka package
+// heartbeats for the member while Revoked runs, so its SessionTimeout does not),
+// and gives its partitions to the others while it still hands them over. What is
+// still waited for at the deadline is abandoned and logged: a lease being taken in
+// the background, sessions not drained or not stopped (their next owners issue their
+// effects again; the log's fencing stops a session's late write), or the release
+// (the next owners publish the lately ended sessions again).
 func (n *Node) Revoked() {
 	if !n.sharded() {
 		return
 	}
+	deadline := time.Now().Add(n.revokeWithin)
+	var abandoned []string
+	defer func() {
+		if len(abandoned) > 0 {
+			n.cfg.Logger.Warn("partitions revoked at the end of the handover's budget, abandoning what was still waited for",
+				"node", n.cfg.NodeID, "budget", n.revokeWithin, "abandoned", abandoned)
+		}
+	}()
 	n.own.mu.Lock()
 	n.own.generation++
 	n.own.partitions = nil
@@ -258,7 +275,9 @@ func (n *Node) Revoked() {
 	n.hub.revoked()
 	// An Own still running in the background lands before the partitions' next
 	// owners take them (they cannot before Revoked returns), not after.
-	n.own.taking.Wait()
+	if !waitBy(deadline, n.own.taking.Wait) {
+		abandoned = append(abandoned, "a lease still being taken (recorded late, it would fence the partitions' next owner)")
+	}
 	n.metrics.partitions.Set(0)
 	n.own.mu.Lock()
 	held := n.own.lease
@@ -267,15 +286,19 @@ func (n *Node) Revoked() {
 	if n.hostStopped.Load() {
 		// The node closed: its sessions are stopped already, and Close hands the
 		// lease over; this member leaves the group once Revoked returned.
-		t := time.NewTimer(n.cfg.HandoffGrace + leaseWait)
-		defer t.Stop()
-		select {
-		case <-n.handedOver:
-		case <-t.C:
+		if !waitBy(deadline, func() {
+			t := time.NewTimer(n.cfg.HandoffGrace + leaseWait)
+			defer t.Stop()
+			select {
+			case <-n.handedOver:
+			case <-t.C:
+			}
+		}) {
+			abandoned = append(abandoned, "the handover of the closing node")
 		}
 		return
 	}
-	res, err := n.system.Root.RequestFuture(n.host, &actors.ReleaseSessions{}, n.cfg.SubmitTimeout).Result()
+	res, err := n.system.Root.RequestFuture(n.host, &actors.ReleaseSessions{}, within(deadline, n.cfg.SubmitTimeout)).Result()
 	if err != nil {
 		n.cfg.Logger.Error("release sessions", "err", err)
 		return
@@ -283,21 +306,57 @@ func (n *Node) Revoked() {
 	pids, _ := res.([]*actor.PID)
 	start := time.Now()
 	var wg sync.WaitGroup
-	var late atomic.Int64
+	var late, stopped atomic.Int64
 	for _, pid := range pids {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, err := n.system.Root.RequestFuture(pid, &actors.Drain{}, n.cfg.HandoffGrace).Result(); err != nil {
+			if _, err := n.system.Root.RequestFuture(pid, &actors.Drain{}, within(deadline, n.cfg.HandoffGrace)).Result(); err != nil {
 				late.Add(1) // still waiting on an effect: its next owner issues it again
 			}
-			_ = n.system.Root.StopFuture(pid).Wait()
+			if n.system.Root.StopFuture(pid).Wait() == nil {
+				stopped.Add(1)
+			}
 		}()
 	}
-	wg.Wait()
+	if !waitBy(deadline, wg.Wait) {
+		abandoned = append(abandoned, fmt.Sprintf("%d of %d session actors still stopping", int64(len(pids))-stopped.Load(), len(pids)))
+	}
 	n.cfg.Logger.Info("partitions revoked; sessions handed over", "node", n.cfg.NodeID, "sessions", len(pids),
 		"effects_abandoned_sessions", late.Load(), "took", time.Since(start).Round(time.Millisecond))
-	n.handOver(held)
+	if !n.handOver(held, deadline) {
+		abandoned = append(abandoned, "the clean release")
+	}
+}
+
+// revokeBudget bounds Node.Revoked as a whole: below the 30 s RebalanceTimeout of
+// a node's consumer groups (kafka.DialNode), less the heartbeat interval after
+// which the group's heartbeat learned of the rebalance (1 s), the time its
+// partition consumers take to stop and commit, and the JoinGroup's trip.
+const revokeBudget = 20 * time.Second
+
+// within is d, or less to end by deadline (at least a millisecond: a timeout of
+// zero would wait for ever).
+func within(deadline time.Time, d time.Duration) time.Duration {
+	return max(min(d, time.Until(deadline)), time.Millisecond)
+}
+
+// waitBy runs wait and reports whether it returned by deadline; one that did not
+// goes on in the background.
+func waitBy(deadline time.Time, wait func()) bool {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wait()
+	}()
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // republishWindow is how far back resumeOwned looks for sessions that ended lately:

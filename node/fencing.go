@@ -263,17 +263,27 @@ func (n *Node) releasedPartitions(partitions []int, owners map[int]eventlog.Owne
 // publish in time (a broker outage), or when the log does not record releases: the
 // partitions' next owners then publish again the latest tasks of the sessions that
 // ended lately, as after a crash.
-func (n *Node) handOver(held lease) {
+//
+// Its waits end by deadline too (Revoked's budget; none when zero). It reports false
+// when deadline cut it short, before it recorded everything it meant to.
+func (n *Node) handOver(held lease, deadline time.Time) bool {
 	if held.epoch == 0 || n.leased == nil || n.leased.releasing == nil {
-		return
+		return true
 	}
+	wait := func(d time.Duration) time.Duration {
+		if deadline.IsZero() {
+			return d
+		}
+		return within(deadline, d)
+	}
+	cut := func() bool { return !deadline.IsZero() && !time.Now().Before(deadline) }
 	n.own.mu.Lock()
 	done := n.own.handedOver == held.epoch
 	n.own.handedOver = held.epoch
 	complete := n.own.resumed == held.gen
 	n.own.mu.Unlock()
 	if done {
-		return
+		return true
 	}
 	partitions := make([]int, 0, len(held.partitions))
 	for p := range held.partitions {
@@ -281,7 +291,7 @@ func (n *Node) handOver(held lease) {
 	}
 	slices.Sort(partitions)
 	if len(partitions) == 0 {
-		return
+		return true
 	}
 	unmarked := func(why string, args ...any) {
 		n.metrics.unreleased.Inc()
@@ -311,14 +321,14 @@ func (n *Node) handOver(held lease) {
 		}
 		if len(release) == 0 && len(owed) == 0 {
 			unmarked("the sessions to resume after the assignment were not all resumed")
-			return
+			return true
 		}
 	}
-	if !n.outbox.Flush(n.cfg.HandoffGrace) {
-		unmarked("the bus did not take the sessions' events in time", "waited", n.cfg.HandoffGrace)
-		return
+	if grace := wait(n.cfg.HandoffGrace); !n.outbox.Flush(grace) {
+		unmarked("the bus did not take the sessions' events in time", "waited", grace)
+		return !cut()
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), leaseWait)
+	ctx, cancel := context.WithTimeout(context.Background(), wait(leaseWait))
 	defer cancel()
 	if len(owed) > 0 {
 		// Everything appended before low was published (the outbox is flushed);
@@ -327,7 +337,7 @@ func (n *Node) handOver(held lease) {
 		for before, ps := range owed {
 			if err := n.leased.releasing.MarkPublished(ctx, n.cfg.NodeID, held.epoch, ps, min(low, before)); err != nil {
 				unmarked("the log did not record the publication mark", "err", err)
-				return
+				return !cut()
 			}
 		}
 	}
@@ -336,14 +346,15 @@ func (n *Node) handOver(held lease) {
 			"released", release)
 	}
 	if len(release) == 0 {
-		return
+		return true
 	}
 	if err := n.leased.releasing.Release(ctx, n.cfg.NodeID, held.epoch, release, time.Now().UnixMicro()); err != nil {
 		unmarked("the log did not record the release", "err", err)
-		return
+		return !cut()
 	}
 	n.metrics.released.Add(float64(len(release)))
 	n.cfg.Logger.Info("partitions released cleanly", "node", n.cfg.NodeID, "partitions", release, "epoch", held.epoch)
+	return true
 }
 
 // closeHandOver hands over the lease of a sharded node that closes while it still
@@ -357,5 +368,5 @@ func (n *Node) closeHandOver() {
 	n.own.mu.Lock()
 	held := n.own.lease
 	n.own.mu.Unlock()
-	n.handOver(held)
+	n.handOver(held, time.Time{})
 }

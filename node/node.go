@@ -192,7 +192,12 @@ type Config struct {
 	// EffectReissue is how long a node without the tools or models role waits for
 	// the reply to a call it asked another node for before it publishes the request
 	// again (a reply can be lost); each further wait doubles, up to 8 times it.
-	// Default: the longer of ModelTimeout and ToolTimeout, plus 30 s.
+	// Default: the longer of ModelTimeout and ToolTimeout, plus 30 s. A call of a
+	// tool of the node's agents with a longer timeout of its own (tools.WithTimeout:
+	// http_fetch's, a delegate's) first waits that timeout plus 30 s, set or not: a
+	// request published again while its call runs only joins it. The node knows only
+	// its own tools' timeouts: a tool that only the tool nodes have, or that they
+	// configure with another timeout, waits EffectReissue.
 	EffectReissue time.Duration
 	// StreamUnwatched has every model call of the sessions the node runs stream,
 	// watched or not, so that a watcher that comes during one gets its text so far
@@ -239,9 +244,13 @@ type Config struct {
 	// it below the log's connections (cmd/node: half of clickhouse_max_conns).
 	ResumeConcurrency int
 	// HandoffGrace bounds how long a sharded node that loses its partitions waits for
-	// effects in flight to answer before it stops their sessions (default 5 s). Kafka
-	// evicts a member that has not rejoined within its session timeout (10 s for a
-	// node's groups), so keep it well below that.
+	// effects in flight to answer before it stops their sessions, and then for its
+	// outbox to publish what they handed it (default 5 s). The whole handover
+	// (Revoked) is bounded at 20 s whatever it is, since Kafka evicts a member that
+	// has not rejoined once the group's rebalance timeout (30 s for a node's groups)
+	// passed since the rebalance began, heartbeats or not: what is still waited for
+	// then is abandoned. The two waits and recording the release (up to 5 s) fit in
+	// that bound while it stays below 7 s.
 	HandoffGrace time.Duration
 	// PublishMarkInterval is how often a sharded node whose log records releases
 	// (eventlog.Releasing) marks in it, for the partitions it owns, the time before
@@ -652,6 +661,10 @@ type Node struct {
 	hub         *Hub
 	feed        *sessionFeed // GET /v1/feed/sessions
 	dedupe      *deduplicator
+
+	// revokeWithin bounds Revoked as a whole (revokeBudget; tests shorten it).
+	revokeWithin time.Duration
+
 	// leased is the session actors' store when the node is sharded on a log that fences.
 	leased *leasedStore
 	// agent is the default agent: its tools are what ToolSpecs and CallTool offer.
@@ -717,7 +730,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	cfg.setDefaults()
 	cfg.warnUnpricedCosts()
 	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), routing: make(chan struct{}), handedOver: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
-		submits: deadline.New(cfg.SubmitTimeout)}
+		submits: deadline.New(cfg.SubmitTimeout), revokeWithin: revokeBudget}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	n.keys = &secretKeys{given: cfg.SecretKey, dir: cfg.DataDir, shared: cfg.Bus != nil, logger: cfg.Logger}
 	gate, err := newGate(cfg.HTTP, cfg.Logger)

@@ -148,3 +148,60 @@ type futureResult struct {
 	res  any
 	err  error
 }
+
+// TestRevokedEndsWithinItsBudget: a session's actor is busy (its log write hangs)
+// when the node's partitions are revoked, and HandoffGrace is longer than the
+// group would wait for the node to rejoin. Revoked gives the session up at the
+// end of its budget (revokeBudget, shortened here) and returns while the write
+// still hangs: a node still handing over past the group's RebalanceTimeout is
+// evicted, and its partitions go to others while it still works on them.
+func TestRevokedEndsWithinItsBudget(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &slowLog{Log: base, session: "busy", entered: make(chan struct{}), release: make(chan struct{})}
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(log.release) }) }
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{{Content: "done"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bus := NewEmbeddedBus(watermill.NopLogger{})
+	t.Cleanup(func() { _ = bus.Close() })
+	n, err := New(ctx, Config{Log: log, NodeID: "a", Model: model, HandoffGrace: time.Hour,
+		Bus: &Bus{Publisher: bus, Tasks: partitionZero{bus}, Live: bus, Sharded: true, Partition: func(string, int) int { return 0 }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.revokeWithin = 200 * time.Millisecond
+	stop, err := n.Start(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	t.Cleanup(release) // before stop: the actor's write ends
+	n.Assigned([]int{0}, 1)
+
+	env, err := n.ingress.Admit(Task{Input: "first", SessionID: "busy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = n.system.Root.RequestFuture(n.host, &actors.SubmitTask{Envelope: env}, time.Minute) // as handleTask asks
+	select {
+	case <-log.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session never wrote its task")
+	}
+
+	revoked := make(chan struct{})
+	go func() { defer close(revoked); n.Revoked() }()
+	select {
+	case <-revoked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Revoked still waits for the busy session (HandoffGrace of an hour) past its budget")
+	}
+	release()
+}

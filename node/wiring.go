@@ -198,7 +198,7 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 	// would wait for ever: requests wait for the router.
 	n.remote = actors.NewBusEffects(actors.BusEffectsConfig{Publisher: n.pub, NodeID: cfg.NodeID, Logger: cfg.Logger,
 		Inject: n.tracing.injectHook(), MaxMessage: effectMessageMax, Ready: n.routing,
-		Reissue: cfg.EffectReissue, OnReissue: n.metrics.reissued.Inc, RunsHere: n.reissuesOf(),
+		Reissue: cfg.EffectReissue, ReissueMargin: DefaultReissueMargin, Tools: reg, OnReissue: n.metrics.reissued.Inc, RunsHere: n.reissuesOf(),
 		Store: func(ctx context.Context, key messages.EffectKey, command []byte) (string, error) {
 			return n.storeEffect(ctx, messages.BusStoredRequest, key, command)
 		}})

@@ -169,7 +169,8 @@ flags:
                          publish a call's request again after D unanswered (a reply
                          can be lost), at least the longer of the two timeouts, at
                          most 2h (TROUPE_EFFECT_REISSUE, "effect_reissue", default
-                         that timeout plus 30s)
+                         that timeout plus 30s); a call of a tool with a longer
+                         timeout of its own (http_fetch's) waits that plus 30s first
   --skills DIR           load the Agent Skills of DIR, one folder with a SKILL.md each
                          (TROUPE_SKILLS, "skills_dir"; scripts run only with
                          "skills": {"allow_scripts": true})
