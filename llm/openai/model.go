@@ -116,7 +116,7 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 	}
 	call, cancel := context.WithTimeoutCause(ctx, m.who.callTimeout, errCallTimeout)
 	defer cancel()
-	x := &exchange{}
+	x := &exchange{limit: maxAnswerBytes}
 	cc, err := m.chat.New(call, params, option.WithMiddleware(x.middleware))
 	if err != nil {
 		return llm.Response{}, m.who.classify("chat", ctx, call, x, err)
