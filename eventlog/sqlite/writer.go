@@ -103,7 +103,7 @@ type writeStmts struct {
 	begin, commit, rollback        driver.Stmt
 	savepoint, release, undo       driver.Stmt
 	insert, byID, byPos, summarize driver.Stmt
-	touch, settle                  driver.Stmt
+	touch, settle, create          driver.Stmt
 	claimed                        driver.Stmt // whether a session has events, and their highest epoch
 	hasEvents                      driver.Stmt // whether a session has events: claimed without a lease
 	// insertRows[k-2] inserts k events in one statement (see apply).
@@ -367,6 +367,12 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		// session whose row exists (a task's end, nearly always): the update alone,
 		// without first trying to insert the row.
 		{&w.settle, settleQuery},
+		// summarize for the first batch of a session (one with a task.submitted,
+		// of a session the writer knows no start of): the row alone, if there is
+		// none. The row it makes starts at the batch's start, which spares the
+		// restart statement. OR IGNORE for the reason insertQuery gives.
+		{&w.create, `INSERT OR IGNORE INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		// The streams due to be pruned, picked alike by each of the three
 		// statements of one transaction (which holds the write lock), the summaries
 		// last, since they pick them.
@@ -396,7 +402,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 
 func (w *writeStmts) close() error {
 	var errs []error
-	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.hasEvents, &w.summarize, &w.touch, &w.settle, &w.restart,
+	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.hasEvents, &w.summarize, &w.touch, &w.settle, &w.create, &w.restart,
 		&w.current, &w.maxEpoch, &w.takeOwner, &w.releaseOwner, &w.markOwner, &w.aliased, &w.addAlias, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
 		&w.pruneListedAliases, &w.pruneListedEvents, &w.pruneListedSessions}
 	for i := range w.insertRows {
@@ -957,6 +963,7 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 	for _, d := range deltas {
 		id, started := l.w.session.of(d.id), l.w.stamp(d.startedUS)
 		var touched int64
+		fresh := false // the row was made by create: it starts at d.startedUS
 		switch {
 		case d.statusSeq == 0 && d.tasks == 0 && d.ended == 0:
 			// No task.* event: summarize would leave status, status_seq, tasks and
@@ -975,6 +982,16 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			if err != nil {
 				return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 			}
+		case !l.w.startedBy(d.id, d.startedUS):
+			// A task.submitted, of a session the writer knows no start of: a new
+			// session's first batch, most likely.
+			var err error
+			touched, err = l.w.exec(ctx, l.w.create, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
+				int64(d.lastSeq), started, l.w.stamp(d.updatedUS), int64(d.tasks), int64(d.ended))
+			if err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append: summary of session %s: %w", d.id, err)
+			}
+			fresh = touched != 0
 		}
 		if touched == 0 {
 			if _, err := l.w.exec(ctx, l.w.summarize, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
@@ -983,8 +1000,8 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			}
 		}
 		// After these statements the row starts at or before d.startedUS; the restart
-		// is needed only if it may have started later.
-		if !l.w.startedBy(d.id, d.startedUS) {
+		// is needed only if it may have started later (not a row create just made).
+		if !fresh && !l.w.startedBy(d.id, d.startedUS) {
 			if _, err := l.w.exec(ctx, l.w.restart, started, id, started); err != nil {
 				return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
 			}
