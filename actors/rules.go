@@ -146,18 +146,25 @@ func (s *SessionState) activeRules() int {
 // stampRules returns the task envelope e with the rules of this build recorded on
 // it (messages.TaskSubmitted.Rules): a new task runs under today's rules whatever a
 // client sent, and its payload, or e as it is when the payload does not decode (the
-// fold refuses it) or already says so.
-func stampRules(e messages.Envelope) (messages.Envelope, messages.Payload) {
-	p, err := e.Decode()
-	if err != nil {
-		return e, nil
-	}
-	task, ok := p.(*messages.TaskSubmitted)
-	if !ok {
-		return e, nil
+// fold refuses it) or already says so. decoded, when not nil, is e's payload
+// decoded (SubmitTask.Task): it is taken instead of decoding the payload again.
+func stampRules(e messages.Envelope, decoded *messages.TaskSubmitted) (messages.Envelope, messages.Payload) {
+	var task *messages.TaskSubmitted
+	if decoded != nil && e.Type == messages.TypeTaskSubmitted {
+		cp := *decoded // stamped below: the caller's stays what e encodes, for a second try
+		task = &cp
+	} else {
+		p, err := e.Decode()
+		if err != nil {
+			return e, nil
+		}
+		var ok bool
+		if task, ok = p.(*messages.TaskSubmitted); !ok {
+			return e, nil
+		}
 	}
 	if task.Rules == ContextRules {
-		return e, p
+		return e, task
 	}
 	task.Rules = ContextRules
 	enc, err := messages.NewEnvelope(task)

@@ -36,3 +36,37 @@ func TestUnversionedTaskWithVersion2EvidenceRunsUnderVersion2(t *testing.T) {
 		t.Fatalf("the refolded task runs under rules %d, want 2", got)
 	}
 }
+
+// A task the sender gave decoded (SubmitTask.Task) is stamped as the same task
+// decoded from its envelope would be, byte for byte, without decoding it again; and
+// the sender's payload is left as the envelope encodes it, so that a second try of
+// the same SubmitTask (a claim refused, then the session's log read) stamps the
+// same bytes again.
+func TestStampRulesTakesTheDecodedTask(t *testing.T) {
+	for _, rules := range []int{0, ContextRules} {
+		task := &messages.TaskSubmitted{Input: "What is 12 * (7 + 5)?", Agent: "calc", MaxSteps: 4, Rules: rules}
+		e, err := messages.NewEnvelope(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Seq = "t1", "s", 1
+		want, wantP := stampRules(e, nil)
+		for try := 1; try <= 2; try++ {
+			got, p := stampRules(e, task)
+			if string(got.Payload) != string(want.Payload) {
+				t.Fatalf("rules %d, try %d: stamped payload %s, want %s", rules, try, got.Payload, want.Payload)
+			}
+			if gp, ok := p.(*messages.TaskSubmitted); !ok || *gp != *wantP.(*messages.TaskSubmitted) {
+				t.Fatalf("rules %d, try %d: payload %+v, want %+v", rules, try, p, wantP)
+			}
+			if task.Rules != rules {
+				t.Fatalf("rules %d, try %d: the sender's task was changed to rules %d", rules, try, task.Rules)
+			}
+		}
+		decoding := testing.AllocsPerRun(100, func() { stampRules(e, nil) })
+		given := testing.AllocsPerRun(100, func() { stampRules(e, task) })
+		if given >= decoding {
+			t.Errorf("rules %d: %v allocations with the task given, %v decoding it: want fewer (not decoded again)", rules, given, decoding)
+		}
+	}
+}

@@ -148,6 +148,11 @@ func (d *SessionDeps) withDefaults() {
 // sent to the sender, or to Done when it is set.
 type SubmitTask struct {
 	Envelope messages.Envelope
+	// Task, when set, is Envelope's payload decoded, as the sender made it (the
+	// node's ingress): the session takes it instead of decoding the payload again.
+	// It must be what Envelope.Payload encodes, and the sender must not use it
+	// afterwards (the session may change it). Nil: the session decodes the payload.
+	Task *messages.TaskSubmitted
 	// Done, when set, receives the answer instead of the sender: nil once the task is
 	// durably recorded (or was before), else the error it was refused with. It must
 	// have room for it: the session does not wait.
@@ -500,7 +505,7 @@ func (a *SessionActor) claim(ctx actor.Context, m *SubmitTask) bool {
 		e.TS = a.deps.Clock.Now().UnixMicro()
 	}
 	e.Actor = "session"
-	e, p := stampRules(e) // a new task runs under this build's rules
+	e, p := stampRules(e, m.Task) // a new task runs under this build's rules
 	a.claiming, a.claimRetried = true, false
 	err := a.step(ctx, oneEvent(e), p)
 	a.claiming = false
@@ -569,7 +574,7 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 		e.TS = a.deps.Clock.Now().UnixMicro()
 	}
 	e.Actor = "session"
-	e, p := stampRules(e) // a new task runs under this build's rules
+	e, p := stampRules(e, m.Task) // a new task runs under this build's rules
 	if err := a.step(ctx, oneEvent(e), p); err != nil {
 		m.answer(ctx, err)
 		return

@@ -184,7 +184,13 @@ func (in *Ingress) decode(a Arrival) (env messages.Envelope, named string, err e
 // Admit checks a task given as a value (Go code, the CLI) and returns its
 // task.submitted envelope, with a new message ID, and a new session when it names none.
 func (in *Ingress) Admit(t Task) (messages.Envelope, error) {
-	return in.admit(t, Arrival{Source: SourceAPI, MessageID: t.ID}, nil)
+	env, _, err := in.admitValue(t)
+	return env, err
+}
+
+// admitValue is Admit, and also returns the payload the envelope encodes.
+func (in *Ingress) admitValue(t Task) (messages.Envelope, *messages.TaskSubmitted, error) {
+	return in.admitTask(t, Arrival{Source: SourceAPI, MessageID: t.ID}, nil)
 }
 
 // uniqueIDs reports whether the IDs the ingress makes are never made twice
@@ -261,27 +267,34 @@ func isEnvelope(payload []byte) bool {
 // from any source is checked. Secrets in the input are redacted here: they never
 // reach the bus, let alone the log. c, when set, makes it a sub-agent's task.
 func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error) {
+	env, _, err := in.admitTask(t, a, c)
+	return env, err
+}
+
+// admitTask is admit, and also returns the payload the envelope encodes, which
+// spares the session decoding it (actors.SubmitTask.Task).
+func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *messages.TaskSubmitted, error) {
 	if err := t.Validate(); err != nil {
-		return messages.Envelope{}, err
+		return messages.Envelope{}, nil, err
 	}
 	if err := in.checkAgent(t.Agent); err != nil {
-		return messages.Envelope{}, err
+		return messages.Envelope{}, nil, err
 	}
 	if t.MaxCostUSD > 0 && c == nil && in.unpriced != nil {
 		in.unpriced()
 	}
 	if t.TaskID != "" {
 		if a.IdempotencyKey != "" {
-			return messages.Envelope{}, fmt.Errorf("%w: a task with a task_id (%q) and an Idempotency-Key: give one, both name the task (the same task_id sent again to a session is the same task)", ErrBadTask, t.TaskID)
+			return messages.Envelope{}, nil, fmt.Errorf("%w: a task with a task_id (%q) and an Idempotency-Key: give one, both name the task (the same task_id sent again to a session is the same task)", ErrBadTask, t.TaskID)
 		}
 		if err := in.checkTaskIDShape(t.TaskID); err != nil {
-			return messages.Envelope{}, err
+			return messages.Envelope{}, nil, err
 		}
 	}
 	var keyedID string
 	if a.IdempotencyKey != "" && a.MessageID == "" {
 		if len(a.IdempotencyKey) > MaxIdempotencyKey {
-			return messages.Envelope{}, fmt.Errorf("%w: the Idempotency-Key is %d bytes long; the limit is %d", ErrBadTask, len(a.IdempotencyKey), MaxIdempotencyKey)
+			return messages.Envelope{}, nil, fmt.Errorf("%w: the Idempotency-Key is %d bytes long; the limit is %d", ErrBadTask, len(a.IdempotencyKey), MaxIdempotencyKey)
 		}
 		var session string
 		keyedID, session = idempotentIDs(a.IdempotencyKey, a.Payload)
@@ -293,7 +306,7 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 		switch {
 		case a.Source == SourceBus && a.Key != "":
 			if !ValidSessionID(a.Key) {
-				return messages.Envelope{}, fmt.Errorf("%w: session %q: not a valid session ID", ErrBadTask, a.Key)
+				return messages.Envelope{}, nil, fmt.Errorf("%w: session %q: not a valid session ID", ErrBadTask, a.Key)
 			}
 			t.SessionID = a.Key
 		case t.TaskID != "":
@@ -306,7 +319,7 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 		}
 	}
 	if err := in.checkSessionShape(t.SessionID); err != nil {
-		return messages.Envelope{}, err
+		return messages.Envelope{}, nil, err
 	}
 	id := cmp.Or(a.MessageID, keyedID)
 	if t.TaskID != "" {
@@ -330,10 +343,10 @@ func (in *Ingress) admit(t Task, a Arrival, c *child) (messages.Envelope, error)
 	}
 	env, err := messages.NewEnvelope(p)
 	if err != nil {
-		return env, err
+		return env, nil, err
 	}
 	env.ID, env.SessionID, env.TS, env.Actor = id, t.SessionID, now.UnixMicro(), "ingress"
-	return env, nil
+	return env, p, nil
 }
 
 // admitEnvelope checks a task.submitted envelope a client published whole by the

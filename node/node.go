@@ -1214,11 +1214,11 @@ func checkReplyTopic(topic string) error {
 // record (acks=all): the task is durable there, and the owning node records it when
 // it consumes the partition.
 func (n *Node) Submit(ctx context.Context, t Task) (string, error) {
-	env, err := n.ingress.Admit(t)
+	env, task, err := n.ingress.admitValue(t)
 	if err != nil {
 		return "", err
 	}
-	return n.submitNew(ctx, env, t.ID == "" && t.TaskID == "" && n.ingress.uniqueIDs())
+	return n.submitNew(ctx, env, task, t.ID == "" && t.TaskID == "" && n.ingress.uniqueIDs())
 }
 
 // Submitted says what a submitted task is: its session, and its task ID, which its
@@ -1238,7 +1238,7 @@ func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (Submitted, error) {
 	if err != nil {
 		return Submitted{}, err
 	}
-	session, err := n.submitNew(ctx, env, named == "" && n.ingress.mintsID(a))
+	session, err := n.submitNew(ctx, env, nil, named == "" && n.ingress.mintsID(a))
 	if err != nil {
 		return Submitted{}, err
 	}
@@ -1249,18 +1249,19 @@ func (n *Node) SubmitFrom(ctx context.Context, a Arrival) (Submitted, error) {
 // says: the one way a task from Go code, the CLI, HTTP (and next MCP and A2A)
 // reaches its session.
 func (n *Node) submit(ctx context.Context, env messages.Envelope) (string, error) {
-	return n.submitNew(ctx, env, false)
+	return n.submitNew(ctx, env, nil, false)
 }
 
 // submitNew is submit; newID says that the ingress made env.ID, with IDs that are
 // unique (Ingress.mintsID): with a log that cannot claim sessions, on the embedded
 // bus, a new session then records the task without reading its log first
 // (actors.SubmitTask.New); with one that can, every session does, on any bus.
-func (n *Node) submitNew(ctx context.Context, env messages.Envelope, newID bool) (string, error) {
+func (n *Node) submitNew(ctx context.Context, env messages.Envelope, task *messages.TaskSubmitted, newID bool) (string, error) {
 	if n.tracing.on() {
 		var end func()
 		env, end = n.tracing.stamp(ctx, env)
 		defer end()
+		task = nil // the stamp may have changed the payload
 	}
 	if n.bus != nil && !n.routerRunning() {
 		// The in-process bus drops what is published before the tasks handler
@@ -1279,7 +1280,7 @@ func (n *Node) submitNew(ctx context.Context, env messages.Envelope, newID bool)
 		}
 	}
 	if n.bus != nil {
-		return n.deliverTask(ctx, env, newID)
+		return n.deliverTask(ctx, env, task, newID)
 	}
 	b, err := messages.Marshal(env)
 	if err != nil {
@@ -1317,9 +1318,9 @@ func (n *Node) routerRunning() bool {
 // in one process the bus would only copy, encode and decode it on the way. It
 // returns once the session recorded the task, as submit says. Tasks published on the
 // embedded bus's tasks topic by others still go through the router (handleTask).
-func (n *Node) deliverTask(ctx context.Context, env messages.Envelope, newID bool) (string, error) {
+func (n *Node) deliverTask(ctx context.Context, env messages.Envelope, task *messages.TaskSubmitted, newID bool) (string, error) {
 	done := make(chan error, 1)
-	n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Done: done, New: newID})
+	n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Task: task, Done: done, New: newID})
 	timeout := n.submits.Context() // SubmitTimeout, give or take a sixteenth
 	tries := 1
 	for {

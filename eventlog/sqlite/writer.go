@@ -107,8 +107,9 @@ type writeStmts struct {
 	begin, commit, rollback        driver.Stmt
 	savepoint, release, undo       driver.Stmt
 	insert, byID, byPos, summarize driver.Stmt
-	touch                          driver.Stmt
+	touch, settle, create          driver.Stmt
 	claimed                        driver.Stmt // whether a session has events, and their highest epoch
+	hasEvents                      driver.Stmt // whether a session has events: claimed without a lease
 	// insertRows[k-2] inserts k events in one statement (see apply).
 	insertRows                   [maxInsertRows - 1]driver.Stmt
 	restart                      driver.Stmt
@@ -335,6 +336,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.claimed, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ?),
 			coalesce((SELECT epoch FROM events INDEXED BY events_by_epoch_start
 				WHERE session_id = ? AND ` + epochStartWhere + ` ORDER BY epoch DESC LIMIT 1), 0)`},
+		{&w.hasEvents, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ?)`},
 		{&w.current, `SELECT coalesce(max(epoch), 0) FROM ownership WHERE partition = ?`},
 		{&w.maxEpoch, `SELECT coalesce(max(epoch), 0) FROM ownership`},
 		{&w.takeOwner, `INSERT INTO ownership (partition, epoch, node, ts_us) VALUES (?, ?, ?, ?)`},
@@ -368,6 +370,16 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		// is (summarize, which sets status, tasks and ended, rewrites the session's
 		// entry in sessions_running).
 		{&w.touch, touchQuery},
+		// summarize for a batch with task.* events but no task.submitted, of a
+		// session whose row exists (a task's end, nearly always): the update alone,
+		// without first trying to insert the row.
+		{&w.settle, settleQuery},
+		// summarize for the first batch of a session (one with a task.submitted,
+		// of a session the writer knows no start of): the row alone, if there is
+		// none. The row it makes starts at the batch's start, which spares the
+		// restart statement. OR IGNORE for the reason insertQuery gives.
+		{&w.create, `INSERT OR IGNORE INTO sessions (session_id, status, status_seq, events, steps, last_seq, started_us, updated_us, tasks, ended)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`},
 		// The streams due to be pruned, picked alike by each of the three
 		// statements of one transaction (which holds the write lock), the summaries
 		// last, since they pick them.
@@ -397,7 +409,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 
 func (w *writeStmts) close() error {
 	var errs []error
-	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.summarize, &w.touch, &w.restart,
+	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.hasEvents, &w.summarize, &w.touch, &w.settle, &w.create, &w.restart,
 		&w.current, &w.maxEpoch, &w.takeOwner, &w.owner, &w.releaseOwner, &w.markOwner, &w.aliased, &w.addAlias, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
 		&w.pruneListedAliases, &w.pruneListedEvents, &w.pruneListedSessions}
 	for i := range w.insertRows {
@@ -625,6 +637,19 @@ func (l *Log) commit(reqs []*appendReq) (errs []error, err error) {
 // touchQuery is writeStmts.touch.
 const touchQuery = `UPDATE sessions SET events = events + ?, steps = steps + ?, last_seq = max(last_seq, ?),
 			updated_us = max(updated_us, ?) WHERE session_id = ?`
+
+// settleQuery is writeStmts.settle: summarize's update, as an UPDATE. Its SET
+// expressions, like summarize's, see the row as it was before.
+const settleQuery = `UPDATE sessions SET
+				status     = CASE WHEN ? > status_seq THEN ? ELSE status END,
+				status_seq = max(status_seq, ?),
+				events     = events + ?,
+				steps      = steps + ?,
+				tasks      = tasks + ?,
+				ended      = ended + ?,
+				last_seq   = max(last_seq, ?),
+				updated_us = max(updated_us, ?)
+			WHERE session_id = ?`
 
 // errRetryWithSavepoints says a group written without savepoints had a refused
 // request: it was rolled back, to be written again with them.
@@ -968,7 +993,9 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 	for _, d := range deltas {
 		id, started := l.w.session.of(d.id), l.w.stamp(d.startedUS)
 		var touched int64
-		if d.statusSeq == 0 && d.tasks == 0 && d.ended == 0 {
+		fresh := false // the row was made by create: it starts at d.startedUS
+		switch {
+		case d.statusSeq == 0 && d.tasks == 0 && d.ended == 0:
 			// No task.* event: summarize would leave status, status_seq, tasks and
 			// ended as they are, in a row that exists.
 			var err error
@@ -976,6 +1003,25 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			if err != nil {
 				return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
 			}
+		case d.tasks == 0:
+			// No task.submitted, which a new session's first batch has: the row
+			// most likely exists.
+			var err error
+			touched, err = l.w.exec(ctx, l.w.settle, int64(d.statusSeq), l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
+				int64(d.tasks), int64(d.ended), int64(d.lastSeq), l.w.stamp(d.updatedUS), id)
+			if err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append: update summary of session %s: %w", d.id, err)
+			}
+		case !l.w.startedBy(d.id, d.startedUS):
+			// A task.submitted, of a session the writer knows no start of: a new
+			// session's first batch, most likely.
+			var err error
+			touched, err = l.w.exec(ctx, l.w.create, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
+				int64(d.lastSeq), started, l.w.stamp(d.updatedUS), int64(d.tasks), int64(d.ended))
+			if err != nil {
+				return 0, fmt.Errorf("eventlog/sqlite: append: summary of session %s: %w", d.id, err)
+			}
+			fresh = touched != 0
 		}
 		if touched == 0 {
 			if _, err := l.w.exec(ctx, l.w.summarize, id, l.w.name(d.status), int64(d.statusSeq), int64(d.events), int64(d.steps),
@@ -984,8 +1030,8 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 			}
 		}
 		// After these statements the row starts at or before d.startedUS; the restart
-		// is needed only if it may have started later.
-		if !l.w.startedBy(d.id, d.startedUS) {
+		// is needed only if it may have started later (not a row create just made).
+		if !fresh && !l.w.startedBy(d.id, d.startedUS) {
 			if _, err := l.w.exec(ctx, l.w.restart, started, id, started); err != nil {
 				return 0, fmt.Errorf("eventlog/sqlite: append: update start of session %s: %w", d.id, err)
 			}
@@ -1012,9 +1058,14 @@ func (l *Log) applyReq(ctx context.Context, r *appendReq, rows bool) (uint64, er
 	e := r.events[0]
 	id := l.w.session.of(e.SessionID)
 	var has, epoch int64
-	row, err := l.w.queryRow(ctx, l.w.claimed, id, id)
-	if err == nil {
-		err = scan(row, &has, &epoch)
+	var row []driver.Value
+	var err error
+	if r.lease != nil {
+		if row, err = l.w.queryRow(ctx, l.w.claimed, id, id); err == nil {
+			err = scan(row, &has, &epoch)
+		}
+	} else if row, err = l.w.queryRow(ctx, l.w.hasEvents, id); err == nil {
+		err = scan(row, &has) // epoch is of no use without a lease
 	}
 	if err != nil {
 		return 0, fmt.Errorf("eventlog/sqlite: claim session %s: look up its events: %w", e.SessionID, err)
