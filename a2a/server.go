@@ -768,6 +768,9 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 		return nil, err
 	}
 	if seen {
+		if blocking(p) {
+			return d.awaitTask(ctx, id)
+		}
 		return d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
 	}
 	res, err := d.RequestHandler.OnSendMessage(ctx, p)
@@ -788,6 +791,43 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 		res = &c
 	}
 	return res, err
+}
+
+// blocking reports whether the client of p waits for its task to end (or to ask
+// for input), as the SDK takes it: unless its configuration says "blocking": false.
+func blocking(p *sdk.MessageSendParams) bool {
+	return p == nil || p.Config == nil || p.Config.Blocking == nil || *p.Config.Blocking
+}
+
+// awaitTask answers a blocking message seen before as its first sending is
+// answered: with task id once it ended or asks for input, not as it is meanwhile
+// (a client retrying a message/send whose answer it lost would otherwise take a
+// working task, and its partial answer, for the task's end). It follows the task's
+// session's events (subscribe); a task claimed by a sending whose execution has
+// not recorded it yet is read again, a little later each time, until it is. It
+// waits as long as the request does.
+func (d *Dedupe) awaitTask(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
+	wait := 10 * time.Millisecond
+	for {
+		for _, err := range d.subscribe(ctx, &sdk.TaskIDParams{ID: id}, subscription{}) {
+			if err != nil {
+				break
+			}
+		}
+		t, err := d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
+		if err != nil || t.Status.State.Terminal() || t.Status.State == sdk.TaskStateInputRequired ||
+			t.Status.State == sdk.TaskStateAuthRequired {
+			return t, err
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return t, nil
+		case <-timer.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
 }
 
 // namesTask reports whether p is a message to a task (an answer to a task in
