@@ -344,6 +344,13 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBody))
 				return
 			}
+			if netErr := net.Error(nil); errors.As(err, &netErr) && netErr.Timeout() {
+				// The server's read deadline passed; its write deadline, set when
+				// the headers were read, passes about then too: the answer gets its own.
+				_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(5 * time.Second))
+				writeRPCError(w, http.StatusRequestTimeout, nil, -32600, "the request body was not sent in time")
+				return
+			}
 			writeRPCError(w, http.StatusBadRequest, nil, -32700, "reading the request body: "+err.Error())
 			return
 		}
