@@ -173,7 +173,9 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 			a2asrv.WithTaskStore(store),
 			a2asrv.WithPushNotifications(pushes, pushSender),
 			a2asrv.WithLogger(cfg.Logger))
-		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(NewDedupe(h, exec, store))
+		d := NewDedupe(h, exec, store)
+		d.checkPush = sender.CheckURL
+		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(d)
 	}
 	return s, nil
 }
@@ -516,6 +518,36 @@ func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
 	s.client = &http.Client{Timeout: 15 * time.Second, Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return s, nil
+}
+
+// CheckURL refuses, with sdk.ErrInvalidParams saying why, a webhook URL no push
+// would be sent to: one that is not http(s) with a host, or whose host is an
+// address (or localhost) the push policy refuses. A host name is resolved when a
+// push is sent, not here: one that resolves to a refused address is refused then
+// (and logged).
+func (s *PushSender) CheckURL(raw string) error {
+	if raw == "" {
+		return fmt.Errorf("%w: a push config needs a url", sdk.ErrInvalidParams)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return fmt.Errorf("%w: push config url %q: want an http or https URL with a host", sdk.ErrInvalidParams, raw)
+	}
+	host := u.Hostname()
+	if s.policy.AllowsHost(host) {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil && strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		ip, err = netip.IPv6Loopback(), nil
+	}
+	if err != nil {
+		return nil
+	}
+	if why := s.policy.Refuses(ip); why != "" {
+		return fmt.Errorf("%w: push config url %q: %s is %s, where pushes are not sent unless the node's a2a.push_allow names it", sdk.ErrInvalidParams, raw, host, why)
+	}
+	return nil
 }
 
 // dial connects to addr as the push policy allows (tools.AddressPolicy.Dial).

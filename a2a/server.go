@@ -722,6 +722,8 @@ type Dedupe struct {
 	a2asrv.RequestHandler
 	exec  *Executor
 	store *TaskStore
+	// checkPush refuses a webhook URL no push could reach (nil: any URL).
+	checkPush func(string) error
 }
 
 var _ a2asrv.RequestHandler = (*Dedupe)(nil)
@@ -762,6 +764,9 @@ func (d *Dedupe) prepare(ctx context.Context, p *sdk.MessageSendParams) (sdk.Tas
 
 // OnSendMessage implements a2asrv.RequestHandler.
 func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (sdk.SendMessageResult, error) {
+	if err := d.checkSentPush(p); err != nil {
+		return nil, err
+	}
 	answer := namesTask(p)
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
@@ -830,6 +835,15 @@ func (d *Dedupe) awaitTask(ctx context.Context, id sdk.TaskID) (*sdk.Task, error
 	}
 }
 
+// checkSentPush refuses a message whose configuration names a push webhook no push
+// could reach (checkPush), before it starts a task.
+func (d *Dedupe) checkSentPush(p *sdk.MessageSendParams) error {
+	if d.checkPush == nil || p == nil || p.Config == nil || p.Config.PushConfig == nil {
+		return nil
+	}
+	return d.checkPush(p.Config.PushConfig.URL)
+}
+
 // namesTask reports whether p is a message to a task (an answer to a task in
 // input-required).
 func namesTask(p *sdk.MessageSendParams) bool {
@@ -865,6 +879,9 @@ func whileExecuting(ctx context.Context, err error, send func() error) error {
 // subscribes to its task while it runs (here, on another node, or resumed after a
 // restart), else yields the task as it is.
 func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
+	if err := d.checkSentPush(p); err != nil {
+		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
+	}
 	answer := namesTask(p)
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
@@ -923,6 +940,11 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 func (d *Dedupe) OnSetTaskPushConfig(ctx context.Context, p *sdk.TaskPushConfig) (*sdk.TaskPushConfig, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: no push config", sdk.ErrInvalidParams)
+	}
+	if d.checkPush != nil {
+		if err := d.checkPush(p.Config.URL); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := d.store.Get(ctx, p.TaskID); err != nil {
 		return nil, err
