@@ -371,6 +371,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusOK, req.ID, -32600, `invalid request: want a JSON-RPC 2.0 object with "jsonrpc": "2.0", "method" and "id"`)
 			return
 		}
+		switch req.ID.(type) {
+		case nil, string, float64:
+		default:
+			// JSON-RPC 2.0: an id is a string, a number or null. Another one is
+			// not echoed back, and the request runs nothing (a message starts no task).
+			writeRPCError(w, http.StatusOK, nil, -32600, fmt.Sprintf(`invalid request: "id" must be a string, a number or null, not %s`, jsonKind(req.ID)))
+			return
+		}
 		if v := r.Header.Get(VersionHeader); !versionServed(v) {
 			writeRPCError(w, http.StatusOK, req.ID, -32009, fmt.Sprintf("VersionNotSupportedError: A2A-Version %q is not served: this server speaks %s and %s (an empty header is %s)",
 				v, strings.TrimSuffix(ProtocolVersion, ".0"), V1ProtocolVersion, strings.TrimSuffix(ProtocolVersion, ".0")))
@@ -414,6 +422,19 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// jsonKind names the JSON type of v as encoding/json decodes it into an any.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // paramsOf makes, for each A2A 0.3 method the SDK serves, the value its params

@@ -324,6 +324,17 @@ func TestA2AHostileRequests(t *testing.T) {
 	if _, out := post(`[1,2]`); code(out) != -32600 {
 		t.Fatalf("batch: %v", out)
 	}
+	// An id is a string, a number or null: another is refused, not echoed back, and
+	// its message starts no task.
+	for _, id := range []string{`{"a":1}`, `[1]`, `true`} {
+		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"message/send","params":{"message":{"kind":"message","messageId":"bad-id","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`
+		if _, out := post(body); code(out) != -32600 || out["id"] != nil || out["result"] != nil {
+			t.Fatalf("id %s: %v, want -32600 with a null id", id, out)
+		}
+	}
+	if _, out := post(`{"jsonrpc":"2.0","id":"x-1","method":"tasks/get","params":{"id":"nope"}}`); code(out) != -32001 || out["id"] != "x-1" {
+		t.Fatalf("a string id: %v", out)
+	}
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/explode","params":{}}`); code(out) != -32601 {
 		t.Fatalf("unknown method: %v", out)
 	}
