@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -356,6 +357,12 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			writeRPCError(w, http.StatusBadRequest, nil, -32700, "reading the request body: "+err.Error())
 			return
 		}
+		if !utf8.Valid(body) {
+			// encoding/json would read each bad byte as U+FFFD: a message would
+			// run as another text than the one sent.
+			writeRPCError(w, http.StatusOK, nil, -32700, fmt.Sprintf("parse error: the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", invalidUTF8At(body)))
+			return
+		}
 		var raw json.RawMessage
 		if err := json.Unmarshal(body, &raw); err != nil {
 			writeRPCError(w, http.StatusOK, nil, -32700, "parse error: "+err.Error())
@@ -422,6 +429,19 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// invalidUTF8At is the offset of the first byte of b that is not valid UTF-8
+// (len(b) when all is).
+func invalidUTF8At(b []byte) int {
+	for at := 0; at < len(b); {
+		r, size := utf8.DecodeRune(b[at:])
+		if r == utf8.RuneError && size == 1 {
+			return at
+		}
+		at += size
+	}
+	return len(b)
 }
 
 // jsonKind names the JSON type of v as encoding/json decodes it into an any.

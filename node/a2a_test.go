@@ -324,6 +324,12 @@ func TestA2AHostileRequests(t *testing.T) {
 	if _, out := post(`[1,2]`); code(out) != -32600 {
 		t.Fatalf("batch: %v", out)
 	}
+	// A body that is not UTF-8 is a parse error, not a message run on U+FFFD in place
+	// of its bad bytes.
+	if _, out := post("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"kind\":\"message\",\"messageId\":\"bad-utf8\",\"role\":\"user\",\"parts\":[{\"kind\":\"text\",\"text\":\"hi \xff\"}]}}}"); code(out) != -32700 || out["result"] != nil ||
+		!strings.Contains(out["error"].(map[string]any)["message"].(string), "UTF-8") {
+		t.Fatalf("a body that is not UTF-8: %v, want -32700 saying so", out)
+	}
 	// An id is a string, a number or null: another is refused, not echoed back, and
 	// its message starts no task.
 	for _, id := range []string{`{"a":1}`, `[1]`, `true`} {
