@@ -357,6 +357,13 @@ func TestA2AHostileRequests(t *testing.T) {
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"kind":"text","value":"hi"}]}}}`); code(out) != -32602 {
 		t.Fatalf("A2A 1.0 part without content: %v", out)
 	}
+	// A 1.0 request's params of the wrong shape are invalid params too, not a parse error.
+	for _, body := range []string{`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":5}]}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":7}}`} {
+		if _, out := post(body); code(out) != -32602 {
+			t.Fatalf("%s: %v, want -32602", body, out)
+		}
+	}
 	if out := postVersion("2.0"); code(out) != -32009 {
 		t.Fatalf("A2A-Version 2.0: %v", out)
 	}
