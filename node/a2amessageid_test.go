@@ -11,8 +11,8 @@ import (
 
 	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/llm"
-	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/tools"
 )
