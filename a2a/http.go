@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -173,7 +174,9 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 			a2asrv.WithTaskStore(store),
 			a2asrv.WithPushNotifications(pushes, pushSender),
 			a2asrv.WithLogger(cfg.Logger))
-		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(NewDedupe(h, exec, store))
+		d := NewDedupe(h, exec, store)
+		d.checkPush = sender.CheckURL
+		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(d)
 	}
 	return s, nil
 }
@@ -344,7 +347,20 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBody))
 				return
 			}
+			if netErr := net.Error(nil); errors.As(err, &netErr) && netErr.Timeout() {
+				// The server's read deadline passed; its write deadline, set when
+				// the headers were read, passes about then too: the answer gets its own.
+				_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(5 * time.Second))
+				writeRPCError(w, http.StatusRequestTimeout, nil, -32600, "the request body was not sent in time")
+				return
+			}
 			writeRPCError(w, http.StatusBadRequest, nil, -32700, "reading the request body: "+err.Error())
+			return
+		}
+		if !utf8.Valid(body) {
+			// encoding/json would read each bad byte as U+FFFD: a message would
+			// run as another text than the one sent.
+			writeRPCError(w, http.StatusOK, nil, -32700, fmt.Sprintf("parse error: the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", invalidUTF8At(body)))
 			return
 		}
 		var raw json.RawMessage
@@ -360,6 +376,14 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		if err := json.Unmarshal(body, &req); err != nil || req.JSONRPC != "2.0" || req.Method == nil {
 			writeRPCError(w, http.StatusOK, req.ID, -32600, `invalid request: want a JSON-RPC 2.0 object with "jsonrpc": "2.0", "method" and "id"`)
+			return
+		}
+		switch req.ID.(type) {
+		case nil, string, float64:
+		default:
+			// JSON-RPC 2.0: an id is a string, a number or null. Another one is
+			// not echoed back, and the request runs nothing (a message starts no task).
+			writeRPCError(w, http.StatusOK, nil, -32600, fmt.Sprintf(`invalid request: "id" must be a string, a number or null, not %s`, jsonKind(req.ID)))
 			return
 		}
 		if v := r.Header.Get(VersionHeader); !versionServed(v) {
@@ -405,6 +429,32 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// invalidUTF8At is the offset of the first byte of b that is not valid UTF-8
+// (len(b) when all is).
+func invalidUTF8At(b []byte) int {
+	for at := 0; at < len(b); {
+		r, size := utf8.DecodeRune(b[at:])
+		if r == utf8.RuneError && size == 1 {
+			return at
+		}
+		at += size
+	}
+	return len(b)
+}
+
+// jsonKind names the JSON type of v as encoding/json decodes it into an any.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
 }
 
 // paramsOf makes, for each A2A 0.3 method the SDK serves, the value its params
@@ -509,6 +559,36 @@ func NewPushSender(allow []string, logger *slog.Logger) (*PushSender, error) {
 	s.client = &http.Client{Timeout: 15 * time.Second, Transport: tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return s, nil
+}
+
+// CheckURL refuses, with sdk.ErrInvalidParams saying why, a webhook URL no push
+// would be sent to: one that is not http(s) with a host, or whose host is an
+// address (or localhost) the push policy refuses. A host name is resolved when a
+// push is sent, not here: one that resolves to a refused address is refused then
+// (and logged).
+func (s *PushSender) CheckURL(raw string) error {
+	if raw == "" {
+		return fmt.Errorf("%w: a push config needs a url", sdk.ErrInvalidParams)
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return fmt.Errorf("%w: push config url %q: want an http or https URL with a host", sdk.ErrInvalidParams, raw)
+	}
+	host := u.Hostname()
+	if s.policy.AllowsHost(host) {
+		return nil
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil && strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		ip, err = netip.IPv6Loopback(), nil
+	}
+	if err != nil {
+		return nil
+	}
+	if why := s.policy.Refuses(ip); why != "" {
+		return fmt.Errorf("%w: push config url %q: %s is %s, where pushes are not sent unless the node's a2a.push_allow names it", sdk.ErrInvalidParams, raw, host, why)
+	}
+	return nil
 }
 
 // dial connects to addr as the push policy allows (tools.AddressPolicy.Dial).

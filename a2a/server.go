@@ -722,6 +722,8 @@ type Dedupe struct {
 	a2asrv.RequestHandler
 	exec  *Executor
 	store *TaskStore
+	// checkPush refuses a webhook URL no push could reach (nil: any URL).
+	checkPush func(string) error
 }
 
 var _ a2asrv.RequestHandler = (*Dedupe)(nil)
@@ -762,12 +764,18 @@ func (d *Dedupe) prepare(ctx context.Context, p *sdk.MessageSendParams) (sdk.Tas
 
 // OnSendMessage implements a2asrv.RequestHandler.
 func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (sdk.SendMessageResult, error) {
+	if err := d.checkSentPush(p); err != nil {
+		return nil, err
+	}
 	answer := namesTask(p)
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	if seen {
+		if blocking(p) {
+			return d.awaitTask(ctx, id)
+		}
 		return d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
 	}
 	res, err := d.RequestHandler.OnSendMessage(ctx, p)
@@ -788,6 +796,52 @@ func (d *Dedupe) OnSendMessage(ctx context.Context, p *sdk.MessageSendParams) (s
 		res = &c
 	}
 	return res, err
+}
+
+// blocking reports whether the client of p waits for its task to end (or to ask
+// for input), as the SDK takes it: unless its configuration says "blocking": false.
+func blocking(p *sdk.MessageSendParams) bool {
+	return p == nil || p.Config == nil || p.Config.Blocking == nil || *p.Config.Blocking
+}
+
+// awaitTask answers a blocking message seen before as its first sending is
+// answered: with task id once it ended or asks for input, not as it is meanwhile
+// (a client retrying a message/send whose answer it lost would otherwise take a
+// working task, and its partial answer, for the task's end). It follows the task's
+// session's events (subscribe); a task claimed by a sending whose execution has
+// not recorded it yet is read again, a little later each time, until it is. It
+// waits as long as the request does.
+func (d *Dedupe) awaitTask(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
+	wait := 10 * time.Millisecond
+	for {
+		for _, err := range d.subscribe(ctx, &sdk.TaskIDParams{ID: id}, subscription{}) {
+			if err != nil {
+				break
+			}
+		}
+		t, err := d.RequestHandler.OnGetTask(ctx, &sdk.TaskQueryParams{ID: id})
+		if err != nil || t.Status.State.Terminal() || t.Status.State == sdk.TaskStateInputRequired ||
+			t.Status.State == sdk.TaskStateAuthRequired {
+			return t, err
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return t, nil
+		case <-timer.C:
+		}
+		wait = min(2*wait, 200*time.Millisecond)
+	}
+}
+
+// checkSentPush refuses a message whose configuration names a push webhook no push
+// could reach (checkPush), before it starts a task.
+func (d *Dedupe) checkSentPush(p *sdk.MessageSendParams) error {
+	if d.checkPush == nil || p == nil || p.Config == nil || p.Config.PushConfig == nil {
+		return nil
+	}
+	return d.checkPush(p.Config.PushConfig.URL)
 }
 
 // namesTask reports whether p is a message to a task (an answer to a task in
@@ -825,6 +879,9 @@ func whileExecuting(ctx context.Context, err error, send func() error) error {
 // subscribes to its task while it runs (here, on another node, or resumed after a
 // restart), else yields the task as it is.
 func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
+	if err := d.checkSentPush(p); err != nil {
+		return func(yield func(sdk.Event, error) bool) { yield(nil, err) }
+	}
 	answer := namesTask(p)
 	id, seen, err := d.prepare(ctx, p)
 	if err != nil {
@@ -883,6 +940,11 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 func (d *Dedupe) OnSetTaskPushConfig(ctx context.Context, p *sdk.TaskPushConfig) (*sdk.TaskPushConfig, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: no push config", sdk.ErrInvalidParams)
+	}
+	if d.checkPush != nil {
+		if err := d.checkPush(p.Config.URL); err != nil {
+			return nil, err
+		}
 	}
 	if _, err := d.store.Get(ctx, p.TaskID); err != nil {
 		return nil, err

@@ -69,7 +69,20 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request, next http.Handl
 		writeRPCError(w, http.StatusOK, id, -32602, "invalid params: "+err.Error())
 		return
 	}
-	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": m.legacy, "params": legacy})
+	lp, err := json.Marshal(legacy)
+	if err != nil {
+		writeRPCError(w, http.StatusOK, id, -32603, err.Error())
+		return
+	}
+	if mk, ok := paramsOf[m.legacy]; ok {
+		// As guard does for 0.3: params of the wrong shape (a text that is a
+		// number) are invalid params, not the SDK's parse error.
+		if err := json.Unmarshal(lp, mk()); err != nil {
+			writeRPCError(w, http.StatusOK, id, -32602, "invalid params: "+err.Error())
+			return
+		}
+	}
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": m.legacy, "params": json.RawMessage(lp)})
 	if err != nil {
 		writeRPCError(w, http.StatusOK, id, -32603, err.Error())
 		return

@@ -6,6 +6,7 @@ import (
 	"unicode"
 
 	"github.com/kljensen/snowball/english"
+	"golang.org/x/text/unicode/norm"
 
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
@@ -31,6 +32,7 @@ func termsWith(text string, stem func(string) string) []string {
 	if len(text) > pmem.MaxTokenizeBytes {
 		text = text[:pmem.MaxTokenizeBytes]
 	}
+	text = norm.NFC.String(text) // as TokenizeStem reads it
 	alnum := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
 	joiner := func(r rune) bool { return strings.ContainsRune("-_.:/@", r) }
 	start, joins := -1, 0 // start of the current run, joiners inside it

@@ -1075,3 +1075,19 @@ func TestHeadingOnlyDocument(t *testing.T) {
 		}
 	}
 }
+
+// A passage is found whichever Unicode spelling of its accented letters it and the
+// query use: a document written with decomposed letters (e and U+0301, as macOS
+// writes them) answers a query typed with composed ones (U+00E9), by every mode.
+func TestSearchFindsEitherUnicodeSpelling(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	addText(t, b, "menu.md", "# Menu\n\nThe cafe\u0301 serves cre\u0300me bru\u0302le\u0301e.\n")
+	addText(t, b, "faq.md", "# FAQ\n\nThe coffee machine is on the third floor.\n")
+	for _, mode := range []knowledge.Mode{knowledge.ModeHybrid, knowledge.ModeVector, knowledge.ModeBM25} {
+		res := search(t, b, knowledge.Query{Text: "caf\u00e9 cr\u00e8me br\u00fbl\u00e9e", Mode: mode, Limit: 1})
+		if len(res.Hits) == 0 || res.Hits[0].Source != "menu.md" {
+			t.Errorf("%s: hits %v, want menu.md", mode, sources(res.Hits))
+		}
+	}
+}

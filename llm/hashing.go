@@ -6,6 +6,8 @@ import (
 	"math"
 	"strings"
 	"unicode"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // HashingEmbedder is an offline embedder: it hashes a text's lower-cased words and word
@@ -32,7 +34,8 @@ func (h HashingEmbedder) Embed(ctx context.Context, texts []string) ([][]float32
 	out := make([][]float32, len(texts))
 	for i, t := range texts {
 		v := make([]float32, dim)
-		words := strings.FieldsFunc(strings.ToLower(t), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+		// NFC: a decomposed "é" (e + U+0301) is the composed one, not "e" and a separator.
+		words := strings.FieldsFunc(strings.ToLower(norm.NFC.String(t)), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
 		add := func(s string, w float32) {
 			f := fnv.New64a()
 			f.Write([]byte(s))

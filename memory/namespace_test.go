@@ -1054,3 +1054,38 @@ func TestPerceptualEncodersAndExtractHook(t *testing.T) {
 		t.Fatalf("graph of the hook's entities: %+v", st)
 	}
 }
+
+// A memory is found whichever Unicode spelling of its accented letters it and the
+// query use: "café" typed composed (U+00E9) finds "cafe\u0301" (e and a combining
+// accent, as macOS and some keyboards write it), and the other way round, by every
+// mode.
+func TestSearchFindsEitherUnicodeSpelling(t *testing.T) {
+	f := newFixture(t)
+	ctx := testCtx(t)
+	ns := f.ns(t, "user:zoe")
+	res := add(t, ns, "",
+		memory.AddRequest{Tier: memory.Semantic, Content: "Zoe likes cafe\u0301"},
+		memory.AddRequest{Tier: memory.Semantic, Content: "Bob likes tea"},
+		memory.AddRequest{Tier: memory.Semantic, Content: "Carol visits the Mus\u00e9e"},
+	)
+	for _, mode := range []string{memory.ModeHybrid, memory.ModeKeyword, memory.ModeVector} {
+		for _, c := range []struct {
+			query, want string
+		}{
+			{"caf\u00e9", res[0].ID},
+			{"muse\u0301e", res[2].ID},
+		} {
+			rs, err := ns.Search(ctx, memory.Query{Text: c.query, Mode: mode, Limit: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rs) == 0 || rs[0].Memory.ID != c.want {
+				var got []string
+				for _, r := range rs {
+					got = append(got, r.Memory.Content)
+				}
+				t.Errorf("%s search %+q: %q, want %s first", mode, c.query, got, c.want)
+			}
+		}
+	}
+}

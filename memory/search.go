@@ -11,6 +11,8 @@ import (
 	"time"
 	"unicode"
 
+	"golang.org/x/text/unicode/norm"
+
 	pmem "github.com/troupe-run/troupe/pipelines/memory"
 	"github.com/troupe-run/troupe/vectorstore"
 )
@@ -701,7 +703,7 @@ const FloorPrior = 10
 // semantic memory mentions (queries are often lowercase: "where does alice work").
 func (s *search) queryEntities() []string {
 	ents, _ := pmem.ExtractEntities(s.text)
-	words := strings.FieldsFunc(strings.ToLower(s.text), func(r rune) bool {
+	words := strings.FieldsFunc(strings.ToLower(norm.NFC.String(s.text)), func(r rune) bool {
 		return !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '@' && r != '.' && r != '_' && r != '-'
 	})
 	for i := range words {

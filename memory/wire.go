@@ -32,6 +32,23 @@ type Input struct {
 // MaxInputs bounds the memories of one request or one import batch.
 const MaxInputs = 10_000
 
+// checkUTF8 refuses JSON that is not UTF-8: encoding/json would store each bad
+// byte as U+FFFD, a memory of another text than the one sent.
+func checkUTF8(b []byte) error {
+	if utf8.Valid(b) {
+		return nil
+	}
+	at := 0
+	for at < len(b) {
+		r, size := utf8.DecodeRune(b[at:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		at += size
+	}
+	return fmt.Errorf("%w: the JSON is not valid UTF-8 (byte %d, 0x%02x): send text as UTF-8; nothing was written", ErrInvalid, at, b[at])
+}
+
 // DecodeInputs reads one Input object or an array of them, strictly: keys spelled
 // exactly as Input's (encoding/json alone would take "CONTENT" for "content") and each
 // given once, values of the right types, nothing after the JSON value. Each input is
@@ -41,6 +58,9 @@ func DecodeInputs(body []byte) ([]Input, error) {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
 		return nil, fmt.Errorf("%w: empty body: want a memory object or an array of them", ErrInvalid)
+	}
+	if err := checkUTF8(body); err != nil {
+		return nil, err
 	}
 	if !json.Valid(body) {
 		var v any
@@ -78,6 +98,9 @@ func DecodeInputs(body []byte) ([]Input, error) {
 
 // DecodeInput reads one Input object strictly and checks it (see DecodeInputs).
 func DecodeInput(raw []byte) (Input, error) {
+	if err := checkUTF8(raw); err != nil {
+		return Input{}, err
+	}
 	d := json.NewDecoder(bytes.NewReader(raw))
 	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
 		return Input{}, fmt.Errorf("%w: want a JSON object", ErrInvalid)

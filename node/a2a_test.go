@@ -324,6 +324,23 @@ func TestA2AHostileRequests(t *testing.T) {
 	if _, out := post(`[1,2]`); code(out) != -32600 {
 		t.Fatalf("batch: %v", out)
 	}
+	// A body that is not UTF-8 is a parse error, not a message run on U+FFFD in place
+	// of its bad bytes.
+	if _, out := post("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"message/send\",\"params\":{\"message\":{\"kind\":\"message\",\"messageId\":\"bad-utf8\",\"role\":\"user\",\"parts\":[{\"kind\":\"text\",\"text\":\"hi \xff\"}]}}}"); code(out) != -32700 || out["result"] != nil ||
+		!strings.Contains(out["error"].(map[string]any)["message"].(string), "UTF-8") {
+		t.Fatalf("a body that is not UTF-8: %v, want -32700 saying so", out)
+	}
+	// An id is a string, a number or null: another is refused, not echoed back, and
+	// its message starts no task.
+	for _, id := range []string{`{"a":1}`, `[1]`, `true`} {
+		body := `{"jsonrpc":"2.0","id":` + id + `,"method":"message/send","params":{"message":{"kind":"message","messageId":"bad-id","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`
+		if _, out := post(body); code(out) != -32600 || out["id"] != nil || out["result"] != nil {
+			t.Fatalf("id %s: %v, want -32600 with a null id", id, out)
+		}
+	}
+	if _, out := post(`{"jsonrpc":"2.0","id":"x-1","method":"tasks/get","params":{"id":"nope"}}`); code(out) != -32001 || out["id"] != "x-1" {
+		t.Fatalf("a string id: %v", out)
+	}
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"tasks/explode","params":{}}`); code(out) != -32601 {
 		t.Fatalf("unknown method: %v", out)
 	}
@@ -339,6 +356,13 @@ func TestA2AHostileRequests(t *testing.T) {
 	}
 	if _, out := post(`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"kind":"text","value":"hi"}]}}}`); code(out) != -32602 {
 		t.Fatalf("A2A 1.0 part without content: %v", out)
+	}
+	// A 1.0 request's params of the wrong shape are invalid params too, not a parse error.
+	for _, body := range []string{`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":5}]}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":{"id":7}}`} {
+		if _, out := post(body); code(out) != -32602 {
+			t.Fatalf("%s: %v, want -32602", body, out)
+		}
 	}
 	if out := postVersion("2.0"); code(out) != -32009 {
 		t.Fatalf("A2A-Version 2.0: %v", out)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 )
@@ -226,5 +227,59 @@ func TestA2APushConfigsSurviveARestart(t *testing.T) {
 	}
 	if list, err := client.ListTaskPushConfig(ctx, &sdk.ListTaskPushConfigParams{TaskID: waiting.ID}); err != nil || len(list) != 1 {
 		t.Fatalf("pushNotificationConfig/list after the delete: %+v, %v", list, err)
+	}
+}
+
+// A webhook no push would ever be sent to — not http(s), no host, or an address the
+// push policy refuses (loopback, private, cloud metadata) that push_allow does not
+// name — is refused when the config is set, with -32602 saying why, not accepted
+// and then never posted to (the refusal only in the node's log). So is a message
+// whose configuration names one: it starts no task.
+func TestA2APushConfigRefusesAWebhookNoPushReaches(t *testing.T) {
+	n, base := a2aNode(t, node.Config{A2A: &node.A2AConfig{PushAllow: []string{"10.1.2.3"}},
+		Model: a2aScript(t, llm.ScriptStep{Content: "done"})})
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hi")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	for _, c := range []struct{ url, why string }{
+		{"file:///etc/passwd", "http or https"},
+		{"ftp://hooks.example.com/a2a", "http or https"},
+		{"http:///nohost", "http or https"},
+		{"http://169.254.169.254/latest", "metadata"},
+		{"http://127.0.0.1:9/hook", "loopback"},
+		{"http://localhost:9/hook", "loopback"},
+		{"https://[::1]/hook", "loopback"},
+		{"http://192.168.1.10/hook", "private"},
+	} {
+		_, err := client.SetTaskPushConfig(ctx, &sdk.TaskPushConfig{TaskID: task.ID, Config: sdk.PushConfig{URL: c.url}})
+		if !errors.Is(err, sdk.ErrInvalidParams) || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("a push config for %s: %v, want invalid params saying %q", c.url, err, c.why)
+		}
+	}
+	for _, u := range []string{"http://10.1.2.3/hook", "https://hooks.example.com/a2a"} {
+		if _, err := client.SetTaskPushConfig(ctx, &sdk.TaskPushConfig{TaskID: task.ID, Config: sdk.PushConfig{URL: u}}); err != nil {
+			t.Errorf("a push config for %s: %v", u, err)
+		}
+	}
+	sessions := func() int {
+		list, err := n.Log().Sessions(ctx, eventlog.Filter{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	before := sessions()
+	_, err = client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hi again"),
+		Config: &sdk.MessageSendConfig{PushConfig: &sdk.PushConfig{URL: "file:///etc/passwd"}}})
+	if !errors.Is(err, sdk.ErrInvalidParams) {
+		t.Errorf("a message whose push config is file:///etc/passwd: %v, want invalid params", err)
+	}
+	if after := sessions(); after != before {
+		t.Errorf("the refused message made %d streams, want none", after-before)
 	}
 }

@@ -135,8 +135,24 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 func writeError(w http.ResponseWriter, code int, format string, args ...any) {
+	if code == http.StatusRequestTimeout {
+		// The body's read deadline (HTTPConfig.ReadTimeout) passed: the write
+		// deadline, set when the headers were read, passes at about the same time
+		// (both are 30 s by default), and the 408 would be cut, the client left
+		// with a closed connection and no reason.
+		answerLate(w)
+	}
 	writeJSON(w, code, apiError{Error: fmt.Sprintf(format, args...)})
 }
+
+// answerLate gives the answer to a request whose body came too slowly a write
+// deadline of its own (lateAnswerTimeout from now).
+func answerLate(w http.ResponseWriter) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(lateAnswerTimeout))
+}
+
+// lateAnswerTimeout bounds writing a 408.
+const lateAnswerTimeout = 5 * time.Second
 
 func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	// JSON only: a web page can send text/plain or a form cross-site without asking

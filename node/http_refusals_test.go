@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/node"
 )
 
@@ -94,6 +96,38 @@ func TestLoginBodySentTooSlowlyIs408(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusRequestTimeout {
 		t.Fatalf("a login body sent too slowly: %d %s, want 408", resp.StatusCode, body)
+	}
+}
+
+// A body that comes slower than the read timeout is answered 408 on every route
+// that takes one, also when the write timeout passes first (by default both are
+// 30 s, and the write deadline, set once the headers are read, passed with the
+// read deadline): the client learns why, rather than finding its connection
+// closed with no answer.
+func TestBodySentTooSlowlyIs408AfterTheWriteTimeout(t *testing.T) {
+	_, base, _ := serveHTTP(t, node.Config{A2A: &node.A2AConfig{}, Memory: &memory.Config{}, Knowledge: &knowledge.Config{},
+		HTTP: node.HTTPConfig{ReadTimeout: 600 * time.Millisecond, WriteTimeout: 200 * time.Millisecond}})
+	for _, path := range []string{"/v1/tasks", "/v1/kb/handbook/documents", "/v1/memories", "/a2a"} {
+		t.Run(path, func(t *testing.T) {
+			c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(c, "POST "+path+" HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"input\""); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+			if err != nil {
+				t.Fatalf("a body sent too slowly: no answer (%v), want 408", err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(string(body), "not sent in time") {
+				t.Fatalf("a body sent too slowly: %d %s, want 408 saying so", resp.StatusCode, body)
+			}
+		})
 	}
 }
 

@@ -364,6 +364,9 @@ func TestMemoryBadInputIsRefusedAndWritesNothing(t *testing.T) {
 		{"data after the value", obj(`"content":"x"`) + ` {}`, ""},
 		{"a bad one in a good array", `[` + obj(`"content":"fine"`) + `,` + obj(`"content":"x","importance":2`) + `]`, "memory 1"},
 		{"more than MaxInputs", `[` + strings.Repeat(obj(`"content":"x"`)+`,`, memory.MaxInputs) + obj(`"content":"x"`) + `]`, "at most"},
+		// Not repaired into another text (encoding/json would put U+FFFD in its place).
+		{"content not UTF-8", obj("\"content\":\"bad \xff byte\""), "not valid UTF-8 (byte 59, 0xff)"},
+		{"namespace not UTF-8", "{\"namespace\":\"user:\xe9\",\"tier\":\"semantic\",\"content\":\"x\"}", "not valid UTF-8"},
 		{"content past MaxContentBytes in a good array", `[` + obj(`"content":"fine"`) + `,` + obj(`"content":"`+strings.Repeat("long ", 20)+`"`) + `]`, "content"},
 	}
 	for _, c := range cases {

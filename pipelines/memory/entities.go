@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Relation types ExtractEntities produces.
@@ -84,6 +86,7 @@ func ExtractEntities(text string) (entities []string, relations []Relation) {
 	if len(text) > MaxTokenizeBytes {
 		text = text[:MaxTokenizeBytes]
 	}
+	text = norm.NFC.String(text) // as Tokenize: one spelling of each accented letter
 	var found []foundEntity
 	add := func(pos int, name string) {
 		if name = NormalizeEntity(name); name != "" {

@@ -3,6 +3,8 @@ package memory
 import (
 	"slices"
 	"strings"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Relation is a typed edge between two entities, say {alice, works_at, acme}. Graph
@@ -14,7 +16,7 @@ type Relation struct {
 // NormalizeEntity is the form entity names are stored and compared in: lowercased,
 // trimmed, inner whitespace collapsed to one space.
 func NormalizeEntity(name string) string {
-	return strings.Join(strings.Fields(strings.ToLower(name)), " ")
+	return strings.Join(strings.Fields(strings.ToLower(norm.NFC.String(name))), " ")
 }
 
 // MaxGraphHops is how far Graph.Score looks from a query entity.

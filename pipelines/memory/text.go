@@ -55,6 +55,8 @@ func isCJK(r rune) bool {
 //   - runs of CJK characters (Han, Hiragana, Katakana, Hangul) become overlapping
 //     character bigrams ("東京都" → "東京", "京都"), a lone character stays a unigram,
 //     so text without spaces is still searchable;
+//   - the text is read in Unicode NFC, so that a composed "é" (U+00E9) and a
+//     decomposed one (e + U+0301) are the same letter;
 //   - work is bounded: only the first MaxTokenizeBytes bytes are read and words are
 //     cut to MaxWordRunes runes.
 //
@@ -68,6 +70,11 @@ func TokenizeStem(text string, stem func(string) string) []string {
 	if len(text) > MaxTokenizeBytes {
 		text = text[:MaxTokenizeBytes]
 	}
+	// One spelling of "café" (U+00E9), whichever the text has: the decomposed one
+	// (e + U+0301, as macOS file names and some keyboards write it) would be the
+	// word "cafe" and an accent that separates words, and a query typed composed
+	// would not find it.
+	text = norm.NFC.String(text)
 	var (
 		words []string
 		word  []rune

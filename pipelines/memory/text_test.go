@@ -20,6 +20,7 @@ func TestTokenize(t *testing.T) {
 		{"stopwords only", "the and of it is", nil},
 		{"empty", "", nil},
 		{"accents", "Café Müller ÉCOLE naïve", []string{"café", "müller", "école", "naïve"}},
+		{"decomposed accents are the composed letters", "Cafe\u0301 Mu\u0308ller E\u0301COLE", []string{"café", "müller", "école"}},
 		{"cyrillic", "Привет, Мир", []string{"привет", "мир"}},
 		{"greek", "Καλημέρα κόσμε", []string{"καλημέρα", "κόσμε"}},
 		{"CJK bigrams", "東京都", []string{"東京", "京都"}},

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path"
 	"strings"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
@@ -51,11 +52,18 @@ var codeLanguages = map[string]string{
 // word/document.xml a DOCX and one holding xl/workbook.xml an XLSX; valid UTF-8 is
 // HTML if it starts like HTML, JSON if it parses as JSON, and plain text otherwise.
 //
-// A UTF-8 byte order mark is dropped and line endings become "\n". Errors wrap ErrUnsupported, ErrTooLarge or ErrMalformed
+// A UTF-8 byte order mark is dropped and line endings become "\n". Text that
+// starts with a UTF-16 byte order mark (Windows' "Unicode") is read as UTF-16.
+// Text holding a NUL byte is refused (ErrUnsupported): it is binary content, or
+// UTF-16 without a byte order mark, which is valid UTF-8 byte by byte and would be
+// indexed as letters between NULs that no query finds. Errors wrap ErrUnsupported, ErrTooLarge or ErrMalformed
 // and never panic, whatever the bytes.
 func Convert(name string, data []byte) (markdown string, err error) {
 	if len(data) > MaxDocumentBytes {
 		return "", fmt.Errorf("rag: convert %q: %d bytes, over the limit of %d: %w", name, len(data), MaxDocumentBytes, ErrTooLarge)
+	}
+	if data, err = fromUTF16(data); err != nil {
+		return "", fmt.Errorf("rag: convert %q: %w", name, err)
 	}
 	ext := strings.ToLower(path.Ext(name))
 	kind := ext
@@ -91,6 +99,9 @@ func convertAs(kind, name string, data []byte) (string, error) {
 	if !utf8.Valid(data) {
 		return "", fmt.Errorf("%s is not valid UTF-8: %w", kind, ErrMalformed)
 	}
+	if i := bytes.IndexByte(data, 0); i >= 0 {
+		return "", fmt.Errorf("%s holds a NUL byte (at byte %d): binary content, or text in UTF-16 without a byte order mark (save it as UTF-8): %w", kind, i, ErrUnsupported)
+	}
 	// A byte order mark (Windows editors write one) is no text: left in, it made
 	// the first line "\ufeff# Title" a paragraph rather than a heading, and JSON
 	// invalid.
@@ -112,6 +123,42 @@ func convertAs(kind, name string, data []byte) (string, error) {
 		return codeBlock(path.Base(name), lang, text), nil
 	}
 	return "", fmt.Errorf("extension %q: %w", kind, ErrUnsupported)
+}
+
+// fromUTF16 returns data as UTF-8 when it starts with a UTF-16 byte order mark
+// (FF FE: little-endian, FE FF: big-endian), else data as it is. Half a code unit
+// at the end or a lone surrogate is ErrMalformed, as invalid UTF-8 is.
+func fromUTF16(data []byte) ([]byte, error) {
+	var order func([]byte) uint16
+	switch {
+	case bytes.HasPrefix(data, []byte{0xff, 0xfe}):
+		order = func(b []byte) uint16 { return uint16(b[0]) | uint16(b[1])<<8 }
+	case bytes.HasPrefix(data, []byte{0xfe, 0xff}):
+		order = func(b []byte) uint16 { return uint16(b[0])<<8 | uint16(b[1]) }
+	default:
+		return data, nil
+	}
+	if len(data)%2 != 0 {
+		return nil, fmt.Errorf("UTF-16 text (it starts with a byte order mark) of an odd number of bytes, %d: %w", len(data), ErrMalformed)
+	}
+	out := make([]byte, 0, len(data))
+	for i := 2; i < len(data); i += 2 {
+		r := rune(order(data[i:]))
+		if utf16.IsSurrogate(r) {
+			at := i
+			if i+3 < len(data) {
+				r = utf16.DecodeRune(r, rune(order(data[i+2:])))
+				i += 2
+			} else {
+				r = utf8.RuneError
+			}
+			if r == utf8.RuneError {
+				return nil, fmt.Errorf("UTF-16 text with a lone surrogate at byte %d: %w", at, ErrMalformed)
+			}
+		}
+		out = utf8.AppendRune(out, r)
+	}
+	return out, nil
 }
 
 // sniff names the format of data by its content, as an extension, or "" for binary

@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"unicode/utf16"
 
 	"github.com/xuri/excelize/v2"
 )
@@ -35,6 +36,9 @@ func TestConvertText(t *testing.T) {
 		{"markdown with a byte order mark", "win.md", "\ufeff# Install\r\n\r\nRun it.\r\n", "# Install\n\nRun it.\n"},
 		{"json with a byte order mark", "win.json", "\ufeff{\"a\":1}", "# win.json\n\n```json\n{\n  \"a\": 1\n}\n```\n"},
 		{"json sniffed with a byte order mark", "data", "\ufeff[1]", "# data\n\n```json\n[\n  1\n]\n```\n"},
+		{"UTF-16LE text with its byte order mark", "win.txt", utf16LE("\ufeffCopy the data directory, café.\r\n"), "Copy the data directory, café.\n"},
+		{"UTF-16BE markdown with its byte order mark", "mac.md", utf16BE("\ufeff# Ops\n\nA 𝄞 clef."), "# Ops\n\nA 𝄞 clef."},
+		{"UTF-16LE sniffed as text", "NOTES", utf16LE("\ufeffplain words"), "plain words"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -47,6 +51,23 @@ func TestConvertText(t *testing.T) {
 			}
 		})
 	}
+}
+
+// utf16LE and utf16BE encode s in UTF-16 (a leading U+FEFF is the byte order mark).
+func utf16LE(s string) string {
+	var b []byte
+	for _, u := range utf16.Encode([]rune(s)) {
+		b = append(b, byte(u), byte(u>>8))
+	}
+	return string(b)
+}
+
+func utf16BE(s string) string {
+	var b []byte
+	for _, u := range utf16.Encode([]rune(s)) {
+		b = append(b, byte(u>>8), byte(u))
+	}
+	return string(b)
 }
 
 func TestConvertHTMLKeepsTable(t *testing.T) {
@@ -258,6 +279,11 @@ func TestConvertRefusesBadInput(t *testing.T) {
 		{"unknown binary", "blob", []byte{0, 1, 2, 0xff, 0xfe}, ErrUnsupported},
 		{"too large", "a.txt", make([]byte, MaxDocumentBytes+1), ErrTooLarge},
 		{"deeply nested HTML", "a.html", []byte(nested), ErrTooLarge},
+		{"NUL bytes only", "zeros.dat", make([]byte, 2000), ErrUnsupported},
+		{"a NUL byte in Markdown", "a.md", []byte("# A\n\nhello\x00world"), ErrUnsupported},
+		{"UTF-16 without a byte order mark", "win.txt", []byte(utf16LE("Copy the data directory.")), ErrUnsupported},
+		{"UTF-16 of an odd length", "odd.txt", []byte(utf16LE("\ufeffab") + "x"), ErrMalformed},
+		{"UTF-16 with a lone surrogate", "lone.txt", []byte{0xff, 0xfe, 'a', 0, 0x00, 0xd8, 'b', 0}, ErrMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
