@@ -452,3 +452,33 @@ func TestSchedulerStopsTheConsolidatorOfANamespaceOwnedElsewhere(t *testing.T) {
 	}
 	h.waitNamespaces(t, 0)
 }
+
+// A stop that takes longer than protoactor's own 10 s future (a run that ends
+// late, on a loaded machine) is waited for up to CloseTimeout: Close returned
+// "consolidator: stop: future: timeout" after 10 s whatever CloseTimeout said.
+func TestSchedulerCloseWaitsPastTenSeconds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("takes 11 s")
+	}
+	release := make(chan struct{})
+	started := make(chan struct{})
+	h := newScheduler(t, newFake(), func(c *consolidator.SchedulerConfig) {
+		c.Open = func(ctx context.Context, ns string) (consolidator.Target, error) {
+			close(started)
+			<-release // ignores its context
+			return nil, errors.New("released")
+		}
+		c.CloseTimeout = time.Minute
+	})
+	h.sched.Wake("user:alice")
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the run did not start within 10s")
+	}
+	late := time.AfterFunc(11*time.Second, func() { close(release) }) // the run ends past the 10 s
+	defer late.Stop()
+	if err := h.sched.Close(); err != nil {
+		t.Errorf("close: %v, want nil once the run ended", err)
+	}
+}

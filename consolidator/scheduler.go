@@ -199,16 +199,32 @@ func (s *Scheduler) Close() error {
 			// are stopped, and a stop request would never be answered.
 			return
 		}
-		stopped := make(chan error, 1)
-		go func() { stopped <- s.system.Root.StopFuture(s.host).Wait() }()
+		// Not StopFuture: its future gives up after protoactor's fixed 10 s, and
+		// a stop that took longer on a loaded machine failed Close within its
+		// CloseTimeout. A watcher of its own says when the host stopped. Its Watch
+		// must reach the host before the Stop does (a host already stopping answers
+		// a Watch at once), so the Stop is sent once the watcher watches.
+		watching, stopped := make(chan struct{}), make(chan struct{})
+		watcher, err := s.system.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
+			switch m := c.Message().(type) {
+			case *actor.Started:
+				c.Watch(s.host)
+				close(watching)
+			case *actor.Terminated:
+				if m.Who.Equal(s.host) {
+					close(stopped)
+					c.Stop(c.Self())
+				}
+			}
+		}), "consolidator-close-watch-"+s.host.Id)
+		if err != nil {
+			s.closeErr = fmt.Errorf("consolidator: stop: %w", err)
+			return
+		}
 		timer := time.NewTimer(s.closeTimeout)
 		defer timer.Stop()
-		select {
-		case err := <-stopped:
-			if err != nil {
-				s.closeErr = fmt.Errorf("consolidator: stop: %w", err)
-			}
-		case <-timer.C:
+		if !s.stopWatched(watching, stopped, timer.C) {
+			s.system.Root.Stop(watcher)
 			s.closeErr = ErrCloseTimeout
 		}
 		if s.ownSystem {
@@ -216,6 +232,23 @@ func (s *Scheduler) Close() error {
 		}
 	})
 	return s.closeErr
+}
+
+// stopWatched stops the host once the watcher watches it, and reports whether it
+// stopped before timeout.
+func (s *Scheduler) stopWatched(watching, stopped <-chan struct{}, timeout <-chan time.Time) bool {
+	select {
+	case <-watching:
+	case <-timeout:
+		return false
+	}
+	s.system.Root.Stop(s.host)
+	select {
+	case <-stopped:
+		return true
+	case <-timeout:
+		return false
+	}
 }
 
 // toNamespace carries a message to the consolidator of a namespace.
