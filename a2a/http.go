@@ -415,6 +415,13 @@ func (s *Server) guard(next http.Handler) http.Handler {
 				return
 			}
 		}
+		if *req.Method == "message/send" || *req.Method == "message/stream" {
+			// What the spec makes invalid and the SDK lets through (parts.go).
+			if err := checkMessageV03(req.Params); err != nil {
+				writeRPCError(w, http.StatusOK, req.ID, -32602, fmt.Sprintf("invalid params of %s: %v", *req.Method, err))
+				return
+			}
+		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		if *req.Method == "tasks/pushNotificationConfig/delete" {

@@ -401,6 +401,9 @@ func v1ToMessage(m map[string]any) (map[string]any, error) {
 const dataCompat = "data_part_compat"
 
 func v1ToPart(p map[string]any) (map[string]any, error) {
+	if err := checkPartV1(p); err != nil {
+		return nil, err
+	}
 	out := map[string]any{}
 	if md, ok := p["metadata"].(map[string]any); ok {
 		out["metadata"] = md

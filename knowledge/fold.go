@@ -648,7 +648,7 @@ func (b *Base) Documents() []Document {
 func (b *Base) Chunks(source string) ([]Hit, bool) {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
-	d := b.st.docs[source]
+	d := b.st.docs[b.storedName(source)]
 	if d == nil {
 		return nil, false
 	}

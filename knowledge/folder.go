@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/troupe-run/troupe/pipelines/rag"
+	"golang.org/x/text/unicode/norm"
 )
 
 // FolderOptions say how AddFolder ingests.
@@ -177,15 +178,17 @@ feed:
 		return res, fmt.Errorf("knowledge: ingesting %d files stopped: %w", len(files), err)
 	}
 	if opts.Prune {
+		// Compared in NFC, as the documents are named (storedName): a file
+		// named with decomposed accents is its document's.
 		found := map[string]bool{}
 		for _, f := range files {
-			found[f] = true
+			found[norm.NFC.String(f)] = true
 		}
 		for _, f := range failed {
-			found[f.Source] = true
+			found[norm.NFC.String(f.Source)] = true
 		}
 		for _, d := range base.Documents() {
-			if found[d.Source] || !underFolder(d.Source, paths) {
+			if found[norm.NFC.String(d.Source)] || !underFolder(d.Source, paths) {
 				continue
 			}
 			key := ""
@@ -216,7 +219,7 @@ func underFolder(source string, paths []string) bool {
 			continue
 		}
 		root := filepath.Clean(p) // the walk joins the names below it to the cleaned path
-		if root == string(filepath.Separator) || strings.HasPrefix(source, root+string(filepath.Separator)) {
+		if root == string(filepath.Separator) || strings.HasPrefix(norm.NFC.String(source), norm.NFC.String(root)+string(filepath.Separator)) {
 			return true
 		}
 	}

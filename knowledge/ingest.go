@@ -15,6 +15,7 @@ import (
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/pipelines/rag"
+	"golang.org/x/text/unicode/norm"
 )
 
 // The statuses of AddResult.
@@ -80,6 +81,9 @@ func CheckSource(source string) error {
 // before returns the earlier result and writes nothing (another document under the
 // same key: ErrKeyReused).
 //
+// The document is named source in Unicode NFC, or the name a document stored
+// before under another spelling of it has (storedName).
+//
 // A document over MaxDocumentBytes fails with ErrTooLarge, one Convert cannot read
 // with its error (rag.ErrUnsupported, rag.ErrMalformed), one without text with
 // ErrEmpty, and a failing embedder with ErrEmbedder; nothing is written then.
@@ -112,7 +116,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 	// What the stream says already: an applied key or an unchanged document needs
 	// no conversion and no embedding.
 	b.mu.Lock()
-	res, done, err := b.decided(ctx, source, hash, key)
+	source, res, done, err := b.decided(ctx, source, hash, key)
 	b.mu.Unlock()
 	if err != nil || done {
 		return res, err
@@ -165,6 +169,13 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 	var decidedRes AddResult
 	var unchanged bool
 	applied, err := b.write(ctx, key, func() (messages.Payload, error) {
+		if s := b.storedName(source); s != source {
+			// Another spelling of the name was stored meanwhile: write to it.
+			source, ev.Source, res.Source = s, s, s
+			for i := range ev.Chunks {
+				ev.Chunks[i].ChunkID = chunkID(source, hash, i)
+			}
+		}
 		if d := b.st.docs[source]; b.unchanged(d, hash) {
 			decidedRes, unchanged = unchangedResult(d), true
 			return nil, nil
@@ -192,19 +203,49 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 }
 
 // decided answers an ingestion from the fold when it can: the key was applied, or
-// the document is unchanged. The caller holds mu for writing.
-func (b *Base) decided(ctx context.Context, source, hash, key string) (AddResult, bool, error) {
+// the document is unchanged. It returns the name the document is stored under
+// (storedName). The caller holds mu for writing.
+func (b *Base) decided(ctx context.Context, source, hash, key string) (string, AddResult, bool, error) {
 	if err := b.fold(ctx); err != nil {
-		return AddResult{}, false, err
+		return source, AddResult{}, false, err
 	}
+	source = b.storedName(source)
 	if _, ok := b.st.keys[key]; key != "" && ok {
 		r, err := b.keyResult(key, source, hash)
-		return r, true, err
+		return source, r, true, err
 	}
 	if d := b.st.docs[source]; b.unchanged(d, hash) {
-		return unchangedResult(d), true, nil
+		return source, unchangedResult(d), true, nil
 	}
-	return AddResult{}, false, nil
+	return source, AddResult{}, false, nil
+}
+
+// storedName is the name under which the knowledge base holds, or is to hold,
+// document source. Names are kept in Unicode NFC, so that "café" written with a
+// composed é (U+00E9, as most systems write it) and with e + U+0301 (as macOS
+// writes file names) is one document: source itself when a document has that
+// name, else the document whose name is source's in NFC (one stored before names
+// were normalised, with decomposed accents, stays reachable under either
+// spelling and is updated, not duplicated), else source in NFC. The caller holds
+// mu (either way).
+func (b *Base) storedName(source string) string {
+	if b.st.docs[source] != nil {
+		return source
+	}
+	nfc := norm.NFC.String(source)
+	if b.st.docs[nfc] != nil {
+		return nfc
+	}
+	found := ""
+	for s := range b.st.docs {
+		if !norm.NFC.IsNormalString(s) && norm.NFC.String(s) == nfc && (found == "" || s < found) {
+			found = s
+		}
+	}
+	if found != "" {
+		return found
+	}
+	return nfc
 }
 
 // unchanged reports whether the stored document d is the document of hash,
@@ -255,6 +296,7 @@ func (b *Base) Remove(ctx context.Context, source, key string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	applied, err := b.write(ctx, key, func() (messages.Payload, error) {
+		source = b.storedName(source)
 		if b.st.docs[source] == nil {
 			if invalid != nil {
 				return nil, invalid

@@ -1091,3 +1091,80 @@ func TestSearchFindsEitherUnicodeSpelling(t *testing.T) {
 		}
 	}
 }
+
+// A source name is one document whichever Unicode spelling of its accents it is
+// given in: "café.md" added with a composed é (U+00E9) and again with e + U+0301,
+// as macOS names files, replaces the one document, named in NFC. A document stored
+// under a decomposed name before names were normalised stays reachable under both
+// spellings: a new version of it replaces it, Chunks finds it, Remove removes it.
+func TestSourceNameIsOneDocumentInEitherUnicodeSpelling(t *testing.T) {
+	ctx := testCtx(t)
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	const composed, decomposed = "caf\u00e9.md", "cafe\u0301.md"
+	addText(t, b, composed, "# Menu\n\nEspresso.\n")
+	if r := addText(t, b, decomposed, "# Menu\n\nEspresso and tea.\n"); r.Status != knowledge.StatusReplaced || r.Source != composed {
+		t.Errorf("the decomposed name after the composed one: %+v, want the document replaced, named in NFC", r)
+	}
+	if r := addText(t, b, decomposed, "# Menu\n\nEspresso and tea.\n"); r.Status != knowledge.StatusUnchanged {
+		t.Errorf("the same content again under the decomposed name: %+v, want unchanged", r)
+	}
+	if got := b.Documents(); len(got) != 1 || got[0].Source != composed {
+		t.Fatalf("documents %+v, want one, %q", got, composed)
+	}
+
+	// A document stored under a decomposed name, before names were normalised.
+	const oldName = "cre\u0300me.md"
+	vs, _ := llm.HashingEmbedder{}.Embed(ctx, []string{"custard"})
+	env, err := messages.NewEnvelope(&messages.KBDocumentIngested{Reason: "new document", Source: oldName, Hash: "hold", Bytes: 7,
+		MarkdownBytes: 7, Embedder: "hashing", Chunks: []messages.KBChunk{{ChunkID: "c_old", Tokens: 1, End: 7, Text: "custard", Vector: messages.Vector(vs[0])}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.ID, env.SessionID, env.Seq, env.TS, env.Actor = "kb-old", knowledge.Stream("docs"), uint64(len(events(t, f.log, "docs"))+1), t0.UnixMicro(), "knowledge"
+	if err := f.log.Append(ctx, []messages.Envelope{env}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{oldName, "cr\u00e8me.md"} {
+		if _, ok := b.Chunks(name); !ok {
+			t.Errorf("Chunks(%+q): the document stored under the decomposed name is not found", name)
+		}
+	}
+	if r := addText(t, b, "cr\u00e8me.md", "# Cr\u00e8me\n\nCustard and caramel.\n"); r.Status != knowledge.StatusReplaced || r.Source != oldName {
+		t.Errorf("a new version under the composed name: %+v, want the stored document replaced", r)
+	}
+	if got := b.Documents(); len(got) != 2 {
+		t.Errorf("documents %+v, want two", got)
+	}
+	if err := b.Remove(ctx, "cr\u00e8me.md", ""); err != nil {
+		t.Errorf("removing the stored decomposed name by its composed one: %v", err)
+	}
+	if err := b.Remove(ctx, decomposed, ""); err != nil {
+		t.Errorf("removing the composed name by its decomposed one: %v", err)
+	}
+	if got := b.Documents(); len(got) != 0 {
+		t.Errorf("documents %+v, want none", got)
+	}
+}
+
+// A folder whose file is named with decomposed accents (as macOS writes names)
+// keeps its document, named in NFC, through a prune: the file is the document's.
+func TestPruneKeepsADecomposedFileName(t *testing.T) {
+	ctx := testCtx(t)
+	t.Chdir(t.TempDir())
+	writeFile(t, "docs/cafe\u0301.md", "# Menu\n\nEspresso.", 0o644)
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	for range 2 {
+		res, err := knowledge.AddFolder(ctx, b, []string{"docs"}, knowledge.FolderOptions{Prune: true})
+		if err != nil || len(res.Removed) != 0 {
+			t.Fatalf("AddFolder with prune: %+v %v, want nothing removed", res, err)
+		}
+	}
+	if got := b.Documents(); len(got) != 1 || got[0].Source != "docs/caf\u00e9.md" {
+		t.Errorf("documents %+v, want the one file, named in NFC", got)
+	}
+}

@@ -568,3 +568,59 @@ func TestA2AAnswersOutliveTheWriteTimeout(t *testing.T) {
 		t.Fatalf("stream ended with %q", last)
 	}
 }
+
+// What the A2A specification makes invalid in a message is refused with -32602
+// naming the field, in 0.3 and 1.0, and nothing runs: an empty messageId, a part
+// with the content of two kinds (text and data), file bytes that are not base64.
+// What it allows is accepted: base64 padded or not, in either alphabet, and a
+// part's members that are no kind's content.
+func TestA2AInvalidPartsAndMessageIDs(t *testing.T) {
+	n, base := a2aNode(t, node.Config{Model: a2aScript(t, llm.ScriptStep{Content: "x"}, llm.ScriptStep{Content: "x"},
+		llm.ScriptStep{Content: "x"}, llm.ScriptStep{Content: "x"})})
+	post := func(body string) map[string]any {
+		t.Helper()
+		resp, err := http.Post(base+"/a2a", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return out
+	}
+	v03 := func(method, id, parts string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"` + method + `","params":{"message":{"kind":"message","messageId":` + id + `,"role":"user","parts":[` + parts + `]}}}`
+	}
+	v1 := func(id, parts string) string {
+		return `{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":` + id + `,"role":"ROLE_USER","parts":[` + parts + `]}}}`
+	}
+	for _, c := range []struct{ body, field string }{
+		{v03("message/send", `""`, `{"kind":"text","text":"hi"}`), "message.messageId"},
+		{v03("message/stream", `""`, `{"kind":"text","text":"hi"}`), "message.messageId"},
+		{`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`, "message.messageId"},
+		{v03("message/send", `"m-both"`, `{"kind":"text","text":"hi","data":{"a":1}}`), `message.parts[0]" is a text part with "data"`},
+		{v03("message/send", `"m-both2"`, `{"kind":"text","text":"hi"},{"kind":"data","data":{"a":1},"text":"x"}`), `message.parts[1]" is a data part with "text"`},
+		{v03("message/send", `"m-b64"`, `{"kind":"text","text":"hi"},{"kind":"file","file":{"bytes":"not base64!","mimeType":"text/plain"}}`), "message.parts[1].file.bytes"},
+		{v1(`""`, `{"text":"hi"}`), "message.messageId"},
+		{v1(`"m1-both"`, `{"text":"hi","data":{"a":1}}`), `message.parts[0]: a part has one of "text", "raw", "url" or "data", not "text" and "data"`},
+		{v1(`"m1-b64"`, `{"raw":"not base64!","mediaType":"text/plain"}`), `message.parts[0]: "raw" is not valid base64`},
+	} {
+		out := post(c.body)
+		e, _ := out["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		if e["code"] != float64(-32602) || !strings.Contains(msg, c.field) || out["result"] != nil {
+			t.Errorf("%s: %v, want -32602 naming %s", c.body, out, c.field)
+		}
+	}
+	noSessions(t, n)
+	for _, body := range []string{
+		v03("message/send", `"m-ok-1"`, `{"kind":"text","text":"hi"},{"kind":"file","file":{"bytes":"aGk=","mimeType":"text/plain"}}`),
+		v03("message/send", `"m-ok-2"`, `{"kind":"text","text":"hi","x-extension":{"a":1}},{"kind":"file","file":{"bytes":"_-8","mimeType":"application/octet-stream"}}`),
+		v1(`"m1-ok-1"`, `{"text":"hi"},{"raw":"aGk","mediaType":"text/plain"}`),
+		v1(`"m1-ok-2"`, `{"text":"hi"},{"data":{"a":1}}`),
+	} {
+		if out := post(body); out["error"] != nil || out["result"] == nil {
+			t.Errorf("%s: %v, want it accepted", body, out)
+		}
+	}
+}

@@ -136,9 +136,10 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 
 func writeError(w http.ResponseWriter, code int, format string, args ...any) {
 	if code == http.StatusRequestTimeout {
-		// The body's read deadline (HTTPConfig.ReadTimeout) passed: the write
-		// deadline, set when the headers were read, passes at about the same time
-		// (both are 30 s by default), and the 408 would be cut, the client left
+		// The body's read deadline (HTTPConfig.ReadTimeout and MinBodyRate)
+		// passed: the write deadline, set when the headers were read, passed
+		// about then or before (both are 30 s by default, and a paced body's
+		// read deadline moves past it), and the 408 would be cut, the client left
 		// with a closed connection and no reason.
 		answerLate(w)
 	}

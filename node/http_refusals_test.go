@@ -3,6 +3,7 @@ package node_test
 import (
 	"bufio"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -194,5 +195,74 @@ func TestTaskBodyNotUTF8IsRefused(t *testing.T) {
 	noSessions(t, n)
 	if code, msg := postAs(t, base+"/v1/tasks", "application/json", `{"input": "echo café \ufffd"}`); code != http.StatusAccepted {
 		t.Fatalf("a UTF-8 body: %d %q", code, msg)
+	}
+}
+
+// A body that takes longer than the read timeout is read to its end while it keeps
+// arriving at the minimum rate (a large upload over a modest link), and a trickle
+// below that rate is still cut and answered 408. The timeouts are scaled down: a
+// 300 ms read timeout, 1 KiB/s.
+func TestSteadySlowBodyIsReadAndTrickleIs408(t *testing.T) {
+	_, base, _ := serveHTTP(t, node.Config{HTTP: node.HTTPConfig{ReadTimeout: 300 * time.Millisecond,
+		MinBodyRate: 1 << 10, MaxBodyTime: time.Minute, WriteTimeout: 5 * time.Second}})
+	send := func(pieces []string, every time.Duration) (*http.Response, string) {
+		t.Helper()
+		c, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		n := 0
+		for _, p := range pieces {
+			n += len(p)
+		}
+		if _, err := fmt.Fprintf(c, "POST /v1/tasks HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", n); err != nil {
+			t.Fatal(err)
+		}
+		// The client's pace: a piece each tick, until the server answers.
+		answered := make(chan struct{})
+		go func() {
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for _, p := range pieces {
+				select {
+				case <-answered:
+					return
+				case <-tick.C:
+				}
+				if _, err := io.WriteString(c, p); err != nil {
+					return
+				}
+			}
+		}()
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		close(answered)
+		if err != nil {
+			t.Fatalf("no answer: %v", err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(body)
+	}
+
+	// About 2 KiB/s for 3 s: ten read timeouts, at twice the minimum rate.
+	steady := []string{`{"input": "echo `}
+	for range 60 {
+		steady = append(steady, strings.Repeat("a", 100))
+	}
+	steady = append(steady, `"}`)
+	if resp, body := send(steady, 50*time.Millisecond); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("a body sent steadily at twice the minimum rate: %d %s, want 202", resp.StatusCode, body)
+	}
+
+	// Ten bytes a second: cut, and told why.
+	trickle := []string{`{"input": "echo `}
+	for range 100 {
+		trickle = append(trickle, "a")
+	}
+	trickle = append(trickle, `"}`)
+	if resp, body := send(trickle, 100*time.Millisecond); resp.StatusCode != http.StatusRequestTimeout || !strings.Contains(body, "not sent in time") {
+		t.Fatalf("a body trickled a byte each 100 ms: %d %s, want 408 saying so", resp.StatusCode, body)
 	}
 }

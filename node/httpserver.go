@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"sync"
@@ -14,9 +15,27 @@ import (
 type HTTPConfig struct {
 	// ReadHeaderTimeout bounds reading a request's headers (default 10 s).
 	ReadHeaderTimeout time.Duration
-	// ReadTimeout bounds reading a whole request, body included (default 30 s): a
-	// client that sends its request slower has its connection closed.
+	// ReadTimeout is how long a request, body included, may take at any rate
+	// (default 30 s). Past it a body keeps arriving as long as it comes at
+	// MinBodyRate on average since the request began, up to MaxBodyTime; a body
+	// that falls behind has its read cut and is answered 408.
+	//
+	// The rule is a minimum average rate with a grace period, rather than a
+	// fixed bound on the whole body or a bound on each gap between reads: a
+	// fixed bound refuses a large healthy upload over a modest link (a 32 MiB
+	// document in 30 s needs 1.1 MB/s), and a gap bound alone lets a slowloris
+	// that sends a byte just inside each gap hold its connection for
+	// MaxBodyTime. With the average, every byte buys 1/MinBodyRate seconds: a
+	// trickle is cut at about ReadTimeout, as before, while a 32 MiB document
+	// at 64 KiB/s takes its 512 s. A client that got ahead may pause on its
+	// credit, never past MaxBodyTime.
 	ReadTimeout time.Duration
+	// MinBodyRate is the least average rate, in bytes a second, at which a body
+	// read past ReadTimeout must keep arriving (default DefaultMinBodyRate).
+	MinBodyRate int64
+	// MaxBodyTime bounds reading a request, body included, whatever its rate
+	// (default 10 minutes; at least ReadTimeout).
+	MaxBodyTime time.Duration
 	// WriteTimeout bounds writing a response (default 30 s). A live stream (SSE)
 	// extends it before each write, so it bounds each write, not the stream.
 	WriteTimeout time.Duration
@@ -45,11 +64,18 @@ type HTTPConfig struct {
 // DefaultMaxConnections is the default of HTTPConfig.MaxConnections.
 const DefaultMaxConnections = 4096
 
+// DefaultMinBodyRate is the default of HTTPConfig.MinBodyRate: 64 KiB/s.
+const DefaultMinBodyRate = 64 << 10
+
 // Validate reports limits that cannot work.
 func (c HTTPConfig) Validate() error {
 	var errs []error
-	if c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxConnections < 0 || c.MaxBody < 0 {
-		errs = append(errs, errors.New("node: HTTP timeouts, the connection limit and the body limit must not be negative"))
+	if c.ReadHeaderTimeout < 0 || c.ReadTimeout < 0 || c.WriteTimeout < 0 || c.IdleTimeout < 0 || c.MaxConnections < 0 || c.MaxBody < 0 ||
+		c.MinBodyRate < 0 || c.MaxBodyTime < 0 {
+		errs = append(errs, errors.New("node: HTTP timeouts, the connection limit and the body limits must not be negative"))
+	}
+	if c.MaxBodyTime > 0 && c.ReadTimeout > c.MaxBodyTime {
+		errs = append(errs, errors.New("node: the HTTP max body time must be at least the read timeout"))
 	}
 	_, proxies := parseProxies(c.TrustedProxies)
 	return errors.Join(append(errs, c.Auth.Validate(), c.CORS.Validate(), proxies)...)
@@ -64,6 +90,12 @@ func (c *HTTPConfig) setDefaults() {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 30 * time.Second
+	}
+	if c.MinBodyRate == 0 {
+		c.MinBodyRate = DefaultMinBodyRate
+	}
+	if c.MaxBodyTime == 0 {
+		c.MaxBodyTime = max(10*time.Minute, c.ReadTimeout)
 	}
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = 2 * time.Minute
@@ -95,7 +127,7 @@ const freshGrace = 500 * time.Millisecond
 func (n *Node) HTTPServer() *HTTPServer {
 	cfg := n.cfg.HTTP
 	srv := &http.Server{
-		Handler:           n.Handler(),
+		Handler:           paceBodies(cfg, n.Handler()),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		ReadTimeout:       cfg.ReadTimeout,
 		WriteTimeout:      cfg.WriteTimeout,
@@ -155,6 +187,51 @@ func (s *HTTPServer) Shutdown(ctx context.Context) error {
 
 // Close closes the listeners and every connection at once.
 func (s *HTTPServer) Close() error { return s.srv.Close() }
+
+// paceBodies lets the body of a request to h take longer than ReadTimeout while
+// it keeps coming at MinBodyRate (HTTPConfig.ReadTimeout says why that rule):
+// net/http sets the connection's read deadline to ReadTimeout from the request's
+// start; each read of the body moves it to where the average rate since then
+// would fall below MinBodyRate, never past MaxBodyTime. A read past the deadline
+// fails as the server's own timeout does (a net.Error that is a Timeout), which
+// the routes answer 408.
+func paceBodies(cfg HTTPConfig, h http.Handler) http.Handler {
+	if cfg.MinBodyRate <= 0 || cfg.ReadTimeout <= 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = &pacedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), cfg: cfg, start: time.Now()}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// pacedBody extends the connection's read deadline as its body arrives.
+type pacedBody struct {
+	io.ReadCloser
+	rc    *http.ResponseController
+	cfg   HTTPConfig
+	start time.Time
+	n     int64 // bytes read so far
+	off   bool  // the deadline cannot be set (not a net/http connection): leave it
+}
+
+func (b *pacedBody) Read(p []byte) (int, error) {
+	if !b.off {
+		earned := time.Duration(float64(b.n) / float64(b.cfg.MinBodyRate) * float64(time.Second))
+		d := b.cfg.ReadTimeout + earned
+		if d > b.cfg.MaxBodyTime {
+			d = b.cfg.MaxBodyTime
+		}
+		if err := b.rc.SetReadDeadline(b.start.Add(d)); err != nil {
+			b.off = true
+		}
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	return n, err
+}
 
 // limitListener returns a listener that has at most max connections open at once:
 // Accept waits for one of them to close before it accepts another (which waits in

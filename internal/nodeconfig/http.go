@@ -14,7 +14,8 @@ import (
 //	         "session_ttl": "12h"},
 //	"cors": {"origins": ["https://app.example"]},
 //	"http_limits": {"read_header_timeout": "10s", "read_timeout": "30s", "write_timeout": "30s",
-//	                "idle_timeout": "2m", "max_body": 1048576, "max_conns": 4096},
+//	                "idle_timeout": "2m", "min_body_rate": 65536, "max_body_time": "10m",
+//	                "max_body": 1048576, "max_conns": 4096},
 //	"trusted_proxies": ["10.0.0.0/8"]
 //
 // The flags and the environment (cmd/node) override each field.
@@ -49,8 +50,12 @@ type HTTPLimitsFile struct {
 	ReadTimeout       string `json:"read_timeout"`
 	WriteTimeout      string `json:"write_timeout"`
 	IdleTimeout       string `json:"idle_timeout"`
-	MaxBody           int64  `json:"max_body"`
-	MaxConns          int    `json:"max_conns"`
+	// MinBodyRate is node.HTTPConfig.MinBodyRate in bytes a second, MaxBodyTime
+	// its MaxBodyTime (a Go duration).
+	MinBodyRate int64  `json:"min_body_rate"`
+	MaxBodyTime string `json:"max_body_time"`
+	MaxBody     int64  `json:"max_body"`
+	MaxConns    int    `json:"max_conns"`
 }
 
 // Bounds of the http_limits section.
@@ -78,12 +83,12 @@ func (fc File) HTTPConfig() node.HTTPConfig {
 		for _, f := range []struct {
 			s string
 			d *time.Duration
-		}{{l.ReadHeaderTimeout, &c.ReadHeaderTimeout}, {l.ReadTimeout, &c.ReadTimeout}, {l.WriteTimeout, &c.WriteTimeout}, {l.IdleTimeout, &c.IdleTimeout}} {
+		}{{l.ReadHeaderTimeout, &c.ReadHeaderTimeout}, {l.ReadTimeout, &c.ReadTimeout}, {l.WriteTimeout, &c.WriteTimeout}, {l.IdleTimeout, &c.IdleTimeout}, {l.MaxBodyTime, &c.MaxBodyTime}} {
 			if f.s != "" {
 				*f.d, _ = time.ParseDuration(f.s)
 			}
 		}
-		c.MaxBody, c.MaxConnections = l.MaxBody, l.MaxConns
+		c.MaxBody, c.MaxConnections, c.MinBodyRate = l.MaxBody, l.MaxConns, l.MinBodyRate
 	}
 	return c
 }
@@ -112,12 +117,22 @@ func (fc File) validateHTTP() []error {
 	}
 	if l := fc.HTTPLimits; l != nil {
 		for field, v := range map[string]string{"read_header_timeout": l.ReadHeaderTimeout, "read_timeout": l.ReadTimeout,
-			"write_timeout": l.WriteTimeout, "idle_timeout": l.IdleTimeout} {
+			"write_timeout": l.WriteTimeout, "idle_timeout": l.IdleTimeout, "max_body_time": l.MaxBodyTime} {
 			if v == "" {
 				continue
 			}
 			if err := checkDuration(v, minHTTPTimeout, maxHTTPTimeout); err != nil {
 				errs = append(errs, fmt.Errorf("http_limits.%s: %w", field, err))
+			}
+		}
+		if l.MinBodyRate < 0 || l.MinBodyRate > maxMaxBody {
+			errs = append(errs, fmt.Errorf("http_limits.min_body_rate: %d is out of range: want 1 to %d bytes a second (0 or absent: %d)", l.MinBodyRate, maxMaxBody, node.DefaultMinBodyRate))
+		}
+		if l.ReadTimeout != "" && l.MaxBodyTime != "" {
+			rt, err1 := time.ParseDuration(l.ReadTimeout)
+			mt, err2 := time.ParseDuration(l.MaxBodyTime)
+			if err1 == nil && err2 == nil && mt < rt {
+				errs = append(errs, fmt.Errorf("http_limits.max_body_time: %s is shorter than read_timeout %s", l.MaxBodyTime, l.ReadTimeout))
 			}
 		}
 		if l.MaxBody < 0 || l.MaxBody > maxMaxBody {

@@ -1,0 +1,111 @@
+package a2a
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// What the A2A specification makes invalid in a message, which the SDK's decoding
+// lets through, is refused with -32602 invalid params naming the field:
+//
+//   - an empty messageId: 0.3 and 1.0 both require it (the sender's identifier of
+//     the message; the task's idempotency rests on it);
+//   - a part that carries the content of more than one kind: in 1.0 a part's
+//     text, raw, url and data are a oneof (exactly one); in 0.3 a part is a
+//     union discriminated by its kind, whose content member is text, file or
+//     data: a text part with a data member too would have the data dropped
+//     unseen. Members that are no kind's content (an extension's) are let be;
+//   - file bytes that are not base64: 0.3's file.bytes is "base64-encoded
+//     content" and 1.0's raw is proto bytes, base64 in JSON. Both alphabets
+//     (standard, URL-safe), padded or not, are accepted, as proto-JSON parsers do.
+
+// partContent is the content member each 0.3 part kind carries.
+var partContent = map[string]string{"text": "text", "file": "file", "data": "data"}
+
+// checkMessageV03 checks the message of the params of a 0.3 message/send or
+// message/stream (the SDK decoded them already: the shape is right).
+func checkMessageV03(params json.RawMessage) error {
+	var p struct {
+		Message struct {
+			MessageID string                       `json:"messageId"`
+			Parts     []map[string]json.RawMessage `json:"parts"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(params, &p); err != nil {
+		return nil // the SDK's decoding said what is wrong
+	}
+	if p.Message.MessageID == "" {
+		return errors.New(`"message.messageId" is required: the sender's identifier of the message, not empty`)
+	}
+	for i, part := range p.Message.Parts {
+		var kind string
+		_ = json.Unmarshal(part["kind"], &kind)
+		var others []string
+		for _, member := range partContent {
+			if _, ok := part[member]; ok && member != partContent[kind] {
+				others = append(others, member)
+			}
+		}
+		if len(others) > 0 {
+			sort.Strings(others)
+			return fmt.Errorf(`"message.parts[%d]" is a %s part with %s too: a part carries one kind of content, the one its kind names`, i, kind, quoteJoin(others))
+		}
+		if kind == "file" {
+			var f struct {
+				Bytes *string `json:"bytes"`
+			}
+			_ = json.Unmarshal(part["file"], &f)
+			if f.Bytes != nil && !isBase64(*f.Bytes) {
+				return fmt.Errorf(`"message.parts[%d].file.bytes" is not valid base64`, i)
+			}
+		}
+	}
+	return nil
+}
+
+// v1PartContent are the members of a 1.0 part's content oneof.
+var v1PartContent = []string{"text", "raw", "url", "data"}
+
+// checkPartV1 checks the content oneof of a 1.0 part: exactly one member, and
+// raw base64.
+func checkPartV1(p map[string]any) error {
+	var set []string
+	for _, k := range v1PartContent {
+		if _, ok := p[k]; ok {
+			set = append(set, k)
+		}
+	}
+	if len(set) > 1 {
+		return fmt.Errorf(`a part has one of "text", "raw", "url" or "data", not %s`, quoteJoin(set))
+	}
+	if raw, ok := p["raw"]; ok {
+		if s, isString := raw.(string); !isString || !isBase64(s) {
+			return errors.New(`"raw" is not valid base64`)
+		}
+	}
+	return nil
+}
+
+// isBase64 reports whether s is base64 in the standard or the URL-safe alphabet,
+// padded or not (as proto-JSON reads bytes).
+func isBase64(s string) bool {
+	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		if _, err := enc.DecodeString(s); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// quoteJoin is names quoted and joined with "and".
+func quoteJoin(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = `"` + n + `"`
+	}
+	return strings.Join(q, " and ")
+}
