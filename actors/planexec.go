@@ -3,6 +3,7 @@ package actors
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -208,6 +209,12 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 		return
 	}
 	if purpose == PurposeAnswer {
+		if f.t.rules >= rulesWholeWork {
+			if tf := unwholeFailure(p); tf != nil { // the task's final answer, cut or withheld
+				r.end("", tf.Reason, tf.Error, e.ID)
+				return
+			}
+		}
 		r.end(p.Message.Content, "", "", e.ID)
 		return
 	}
@@ -224,6 +231,9 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 		}
 	}
 	pl, err := parsePlan(p.Message.Content, lim)
+	if why := unwholeWork(f.t.rules, p); why != "" {
+		err = errors.New(why)
+	}
 	if err != nil {
 		r.attempts++
 		r.prev, r.problem, r.cause = p.Message.Content, err.Error(), e.ID

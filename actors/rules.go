@@ -41,7 +41,17 @@ import (
 //     paradigm does not take such an answer as its draft. Under 1 to 3 (whose
 //     events carry no finish reason) the task completed with it. Prompts are
 //     version 2's.
-const ContextRules = 4
+//   - 5: an answer the model did not finish (cut at the output token limit, or
+//     stopped by the content filter) is not read as if whole where a paradigm or
+//     a team reads it: plan-and-execute's plan is refused (asked again, as an
+//     unreadable one is) and its answer call fails the task as version 4's final
+//     answer does (output_truncated, content_filter); reflection's verdict is
+//     asked again once, as an unreadable one; reflexion's evaluation and lesson
+//     are unreadable; an orchestrator's routing decision goes to the fallback
+//     (stops.go's unwholeWork). Under 4 they were read as if whole: a cut answer
+//     call completed its task with the cut text, and the JSON object at the
+//     head of a cut answer was taken. Prompts are version 2's.
+const ContextRules = 5
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -55,6 +65,9 @@ const (
 	// rulesWholeAnswer is the version that fails a task whose final answer the
 	// model did not finish.
 	rulesWholeAnswer = 4
+	// rulesWholeWork is the version whose paradigms and teams do not read an
+	// unfinished plan, verdict, routing decision, lesson or answer call as whole.
+	rulesWholeWork = 5
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

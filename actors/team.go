@@ -387,7 +387,7 @@ func (r *teamRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 	case *messages.ModelResponded:
 		if r.needRoute && p.Key == r.routeKey {
 			r.needRoute = false
-			r.routed(p, e.ID)
+			r.routed(p, f.t.rules, e.ID)
 		}
 	case *messages.ToolCallRequested:
 		if p.Purpose == "" {
@@ -413,10 +413,15 @@ func (r *teamRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 }
 
 // routed folds the answer of an orchestrator's routing call.
-func (r *teamRun) routed(p *messages.ModelResponded, cause string) {
+// A routing answer the model did not finish goes to the fallback from rules 5.
+func (r *teamRun) routed(p *messages.ModelResponded, rules int, cause string) {
 	fb := r.team.cfg.Fallback
 	if p.Error != "" {
 		r.dispatch(fb, "the fallback: the routing call failed: "+oneLine(p.Error), cause)
+		return
+	}
+	if why := unwholeWork(rules, p); why != "" {
+		r.dispatch(fb, fmt.Sprintf("the fallback: the model's routing answer is not whole (%s): %q", why, cut(oneLine(p.Message.Content), 200)), cause)
 		return
 	}
 	var ans struct {
