@@ -134,3 +134,31 @@ func TestReflexionCutEvaluationIsNotRead(t *testing.T) {
 		t.Fatal("under rules 4 the cut evaluation passes: the events must diverge")
 	}
 }
+
+// A critic passes an answer when the first word of its reply is PASS (rules 5):
+// "Passing over …: FAIL" fails the answer, "**PASS**" passes it. Under rules 4
+// the reply's first four letters decided, the other way round for both.
+func TestTeamCriticPassIsItsFirstWord(t *testing.T) {
+	cfg := actors.Team{Pattern: actors.TeamOrchestrator, Members: members("calc", "backup", "critic"),
+		Routes: []actors.TeamRoute{{Match: "sum", Member: "calc"}}, Fallback: "backup", Check: actors.TeamCheck{Critic: "critic"}, Redispatch: 1}
+	agent := newTeamAgent(t, "desk", "scripted", cfg)
+	d := newDelegates(map[string]memberFunc{
+		"calc":   answer("13"),
+		"backup": answer("12"),
+		"critic": func(task string, n int) (string, error) {
+			if strings.Contains(task, `<answer by="backup">12</answer>`) {
+				return "**PASS**", nil
+			}
+			return "Passing over the style: FAIL, 5+7 is 12", nil
+		},
+	})
+	events := runTeam(t, agent, nil, d, "sum 5 and 7")
+	wantCompleted(t, events, "12")
+	if got := strings.Join(delegations(t, events), " "); got != "work→calc check→critic work→backup check→critic" {
+		t.Fatalf("delegations: %s", got)
+	}
+	verifyTeam(t, agent, events)
+	if div := underOlderRules(t, agent, events, 4); div == nil {
+		t.Fatal("under rules 4 the critic's \"Passing …\" passes 13: the events must diverge")
+	}
+}

@@ -50,7 +50,10 @@ import (
 //     are unreadable; an orchestrator's routing decision goes to the fallback
 //     (stops.go's unwholeWork). Under 4 they were read as if whole: a cut answer
 //     call completed its task with the cut text, and the JSON object at the
-//     head of a cut answer was taken. Prompts are version 2's.
+//     head of a cut answer was taken. A team's critic passes an answer when the
+//     first word of its reply is PASS (team.go's criticPasses), where under 1 to
+//     4 a reply starting with the letters passed ("Passing over that: FAIL")
+//     and one in markup ("**PASS**") did not. Prompts are version 2's.
 const ContextRules = 5
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
