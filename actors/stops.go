@@ -497,7 +497,7 @@ func unwholeWork(rules int, r *messages.ModelResponded) string {
 		return ""
 	}
 	if r.FinishReason == llm.FinishLength {
-		return fmt.Sprintf("the answer was cut at the output token limit after %d characters (finish_reason %q): answer shorter, with the JSON object only",
+		return fmt.Sprintf("the answer was cut at the output token limit after %d characters (finish_reason %q)",
 			utf8.RuneCountInString(r.Message.Content), r.FinishReason)
 	}
 	return fmt.Sprintf("the answer was not finished (finish_reason %q)", r.FinishReason)
