@@ -162,3 +162,30 @@ func TestTeamCriticPassIsItsFirstWord(t *testing.T) {
 		t.Fatal("under rules 4 the critic's \"Passing …\" passes 13: the events must diverge")
 	}
 }
+
+// A goal step the agent's loop answers with a reply cut at the output limit has no
+// result: the step fails and is re-planned with why (rules 5), where under rules 4
+// the cut text was the step's result.
+func TestPlanExecuteCutGoalStepIsReplanned(t *testing.T) {
+	model := &recordingModel{Model: script(t,
+		text(`{"steps": [{"id": "g", "goal": "Work out 2+3", "deps": []}]}`),
+		llm.ScriptStep{Content: "It is 5, and also", FinishReason: "length"},
+		text(calcPlan), text("5"))}
+	h, agent := planHarness(t, model, actors.PlanExecute{}, tools.Calculator{})
+	h.submit("cut", "task-cut", "What is 2+3?")
+	events := h.wait("cut")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted || decode[*messages.TaskCompleted](t, last).Output != "5" {
+		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
+	}
+	if model, steps := planCalls(t, events); strings.Join(model, ",") != "plan,,replan,answer" || len(steps) != 1 {
+		t.Fatalf("model calls %q, steps %v", model, steps)
+	}
+	replan := model.requests(actors.PurposeReplan)
+	if len(replan) != 1 || !strings.Contains(replan[0].Messages[len(replan[0].Messages)-1].Content, "its answer was not whole: the answer was cut at the output token limit after 17 characters") {
+		t.Fatalf("the re-plan does not say why the step failed: %+v", replan)
+	}
+	verifyDeterministic(t, agent, events)
+	if div := underOlderRules(t, agent, events, 4); div == nil {
+		t.Fatal("under rules 4 the cut text is the step's result: the events must diverge")
+	}
+}

@@ -180,7 +180,12 @@ func (r *planRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 		case r.loopStep != "" && f.t.phase == phaseGotReply && f.t.replyID == e.ID:
 			if s := r.step(r.loopStep); s != nil && (p.Error != "" || len(p.Message.ToolCalls) == 0) {
 				r.loopStep = ""
-				r.finish(s, e.ID, p.Message.Content, p.Error)
+				errMsg := p.Error
+				if why := unwholeWork(f.t.rules, p); why != "" && errMsg == "" {
+					// A cut answer is no result: the step failed, and is re-planned.
+					errMsg = "its answer was not whole: " + why + ": " + clipText(p.Message.Content, 300)
+				}
+				r.finish(s, e.ID, p.Message.Content, errMsg)
 			}
 		}
 	case *messages.ToolCallRequested:
