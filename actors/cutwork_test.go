@@ -189,3 +189,21 @@ func TestPlanExecuteCutGoalStepIsReplanned(t *testing.T) {
 		t.Fatal("under rules 4 the cut text is the step's result: the events must diverge")
 	}
 }
+
+// An empty planner answer is refused saying so (rules 5), not with the JSON
+// decoder's bare "EOF", in the retry prompt and in the task's failure.
+func TestPlanExecuteEmptyPlanSaysSo(t *testing.T) {
+	model := &recordingModel{Model: script(t, text(" "), text(" \n"))}
+	h, agent := planHarness(t, model, actors.PlanExecute{MaxPlanRetries: 1}, tools.Calculator{})
+	h.submit("empty", "task-empty", "What is 2+3?")
+	events := h.wait("empty")
+	f := failure(t, events)
+	if f.Reason != messages.ReasonPlanFailed || !strings.HasSuffix(f.Error, "the last one: the answer is empty") {
+		t.Fatalf("failure %+v", f)
+	}
+	retry := model.requests(actors.PurposePlan)[1].Messages
+	if !strings.Contains(retry[len(retry)-1].Content, "not a valid plan: the answer is empty.") {
+		t.Fatalf("the retry: %+v", retry[len(retry)-1])
+	}
+	verifyDeterministic(t, agent, events)
+}

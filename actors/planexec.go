@@ -238,6 +238,8 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 	pl, err := parsePlan(p.Message.Content, lim)
 	if why := unwholeWork(f.t.rules, p); why != "" {
 		err = errors.New(why)
+	} else if f.t.rules >= rulesWholeWork && strings.TrimSpace(p.Message.Content) == "" {
+		err = errors.New("the answer is empty") // not the decoder's bare "EOF"
 	}
 	if err != nil {
 		r.attempts++

@@ -44,7 +44,8 @@ import (
 //   - 5: an answer the model did not finish (cut at the output token limit, or
 //     stopped by the content filter) is not read as if whole where a paradigm or
 //     a team reads it: plan-and-execute's plan is refused (asked again, as an
-//     unreadable one is), a goal step the agent's loop answered with one failed
+//     unreadable one is; an empty plan is refused as "the answer is empty",
+//     where 4 said the decoder's "EOF"), a goal step the agent's loop answered with one failed
 //     (re-planned), and its answer call fails the task as version 4's final
 //     answer does (output_truncated, content_filter); reflection's verdict is
 //     asked again once, as an unreadable one; reflexion's evaluation and lesson
