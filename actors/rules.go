@@ -45,17 +45,19 @@ import (
 //     stopped by the content filter) is not read as if whole where a paradigm or
 //     a team reads it: plan-and-execute's plan is refused (asked again, as an
 //     unreadable one is; an empty plan is refused as "the answer is empty",
-//     where 4 said the decoder's "EOF"), a goal step the agent's loop answered with one failed
-//     (re-planned), and its answer call fails the task as version 4's final
-//     answer does (output_truncated, content_filter); reflection's verdict is
-//     asked again once, as an unreadable one; reflexion's evaluation and lesson
-//     are unreadable; an orchestrator's routing decision goes to the fallback
+//     where 4 said the decoder's "EOF"), a goal step the agent's loop answered
+//     with one failed (re-planned), and its answer call fails the task as
+//     version 4's final answer does (output_truncated, content_filter);
+//     reflection's verdict is asked again once, as an unreadable one;
+//     reflexion's evaluation and lesson are unreadable; an orchestrator's
+//     routing decision goes to the fallback
 //     (stops.go's unwholeWork). Under 4 they were read as if whole: a cut answer
 //     call completed its task with the cut text, and the JSON object at the
 //     head of a cut answer was taken. A team's critic passes an answer when the
 //     first word of its reply is PASS (team.go's criticPasses), where under 1 to
 //     4 a reply starting with the letters passed ("Passing over that: FAIL")
-//     and one in markup ("**PASS**") did not. Prompts are version 2's.
+//     and one in markup ("**PASS**") did not. Prompts are version 2's, but for
+//     the reason a planner's retry quotes for an empty answer.
 const ContextRules = 5
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
