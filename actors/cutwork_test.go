@@ -35,8 +35,7 @@ func underOlderRules(t *testing.T, agent actors.Agent, events []messages.Envelop
 const calcPlan = `{"steps": [{"id": "s1", "tool": "calculator", "args": {"expression": "2+3"}, "deps": []}]}`
 
 // Plan-and-execute's answer call is the task's final answer: cut at the output
-// limit it fails the task with output_truncated (rules 5), as the loop's does
-// (rules 4), instead of completing it with the cut text.
+// limit it fails the task with output_truncated (rules 4), as the loop's does, instead of completing it with the cut text.
 func TestPlanExecuteCutAnswerFailsTheTask(t *testing.T) {
 	model := &recordingModel{Model: script(t, text(calcPlan), llm.ScriptStep{Content: "2+3 is 5, and the other half of", FinishReason: "length"})}
 	h, agent := planHarness(t, model, actors.PlanExecute{}, tools.Calculator{})
@@ -50,8 +49,8 @@ func TestPlanExecuteCutAnswerFailsTheTask(t *testing.T) {
 		t.Fatalf("model calls %v", model)
 	}
 	verifyDeterministic(t, agent, events)
-	if div := underOlderRules(t, agent, events, 4); div == nil || !strings.Contains(div.Actual, "task.completed") {
-		t.Fatalf("under rules 4 the task completes with the cut text: %+v", div)
+	if div := underOlderRules(t, agent, events, 3); div == nil || !strings.Contains(div.Actual, "task.completed") {
+		t.Fatalf("under rules 3 the task completes with the cut text: %+v", div)
 	}
 }
 
@@ -75,8 +74,8 @@ func TestPlanExecuteCutPlanIsAskedAgain(t *testing.T) {
 		t.Fatalf("the second plan request does not say why the first was refused: %+v", retry[len(retry)-1])
 	}
 	verifyDeterministic(t, agent, events)
-	if div := underOlderRules(t, agent, events, 4); div == nil {
-		t.Fatal("under rules 4 the cut plan runs: the events must diverge")
+	if div := underOlderRules(t, agent, events, 3); div == nil {
+		t.Fatal("under rules 3 the cut plan runs: the events must diverge")
 	}
 }
 
@@ -98,8 +97,8 @@ func TestReflectionCutVerdictIsAskedAgain(t *testing.T) {
 		t.Fatalf("the second critique request does not say why: %+v", retry[len(retry)-1])
 	}
 	verifyDeterministic(t, agent, events)
-	if div := underOlderRules(t, agent, events, 4); div == nil {
-		t.Fatal("under rules 4 the cut verdict passes: the events must diverge")
+	if div := underOlderRules(t, agent, events, 3); div == nil {
+		t.Fatal("under rules 3 the cut verdict passes: the events must diverge")
 	}
 }
 
@@ -116,8 +115,8 @@ func TestTeamCutRoutingAnswerFallsBack(t *testing.T) {
 		t.Fatalf("state updates: %q", ups)
 	}
 	verifyTeam(t, agent, events)
-	if div := underOlderRules(t, agent, events, 4); div == nil {
-		t.Fatal("under rules 4 the cut routing answer is taken: the events must diverge")
+	if div := underOlderRules(t, agent, events, 3); div == nil {
+		t.Fatal("under rules 3 the cut routing answer is taken: the events must diverge")
 	}
 }
 
@@ -130,13 +129,13 @@ func TestReflexionCutEvaluationIsNotRead(t *testing.T) {
 		t.Fatalf("completion: %+v", done)
 	}
 	verifyDeterministic(t, agent, events)
-	if div := underOlderRules(t, agent, events, 4); div == nil {
-		t.Fatal("under rules 4 the cut evaluation passes: the events must diverge")
+	if div := underOlderRules(t, agent, events, 3); div == nil {
+		t.Fatal("under rules 3 the cut evaluation passes: the events must diverge")
 	}
 }
 
-// A critic passes an answer when the first word of its reply is PASS (rules 5):
-// "Passing over …: FAIL" fails the answer, "**PASS**" passes it. Under rules 4
+// A critic passes an answer when the first word of its reply is PASS (rules 4):
+// "Passing over …: FAIL" fails the answer, "**PASS**" passes it. Under rules 3
 // the reply's first four letters decided, the other way round for both.
 func TestTeamCriticPassIsItsFirstWord(t *testing.T) {
 	cfg := actors.Team{Pattern: actors.TeamOrchestrator, Members: members("calc", "backup", "critic"),
@@ -158,13 +157,13 @@ func TestTeamCriticPassIsItsFirstWord(t *testing.T) {
 		t.Fatalf("delegations: %s", got)
 	}
 	verifyTeam(t, agent, events)
-	if div := underOlderRules(t, agent, events, 4); div == nil {
-		t.Fatal("under rules 4 the critic's \"Passing …\" passes 13: the events must diverge")
+	if div := underOlderRules(t, agent, events, 3); div == nil {
+		t.Fatal("under rules 3 the critic's \"Passing …\" passes 13: the events must diverge")
 	}
 }
 
 // A goal step the agent's loop answers with a reply cut at the output limit has no
-// result: the step fails and is re-planned with why (rules 5), where under rules 4
+// result: the step fails and is re-planned with why (rules 4), where under rules 3
 // the cut text was the step's result.
 func TestPlanExecuteCutGoalStepIsReplanned(t *testing.T) {
 	model := &recordingModel{Model: script(t,
@@ -185,12 +184,12 @@ func TestPlanExecuteCutGoalStepIsReplanned(t *testing.T) {
 		t.Fatalf("the re-plan does not say why the step failed: %+v", replan)
 	}
 	verifyDeterministic(t, agent, events)
-	if div := underOlderRules(t, agent, events, 4); div == nil {
-		t.Fatal("under rules 4 the cut text is the step's result: the events must diverge")
+	if div := underOlderRules(t, agent, events, 3); div == nil {
+		t.Fatal("under rules 3 the cut text is the step's result: the events must diverge")
 	}
 }
 
-// An empty planner answer is refused saying so (rules 5), not with the JSON
+// An empty planner answer is refused saying so (rules 4), not with the JSON
 // decoder's bare "EOF", in the retry prompt and in the task's failure.
 func TestPlanExecuteEmptyPlanSaysSo(t *testing.T) {
 	model := &recordingModel{Model: script(t, text(" "), text(" \n"))}

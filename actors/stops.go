@@ -489,7 +489,7 @@ func unwholeFailure(r *messages.ModelResponded) *messages.TaskFailed {
 
 // unwholeWork returns why an intermediate answer r (a plan, a verdict, a routing
 // decision, a lesson) is not taken, as a paradigm says of one it cannot read, when
-// the model did not finish it (rules 5 on): its JSON may be whole while what
+// the model did not finish it (rules 4 on): its JSON may be whole while what
 // followed it was cut, or the provider withheld part of it. "" for a whole answer,
 // and under older rules, which read it as if whole.
 func unwholeWork(rules int, r *messages.ModelResponded) string {

@@ -416,7 +416,7 @@ func (r *teamRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 }
 
 // routed folds the answer of an orchestrator's routing call.
-// A routing answer the model did not finish goes to the fallback from rules 5.
+// A routing answer the model did not finish goes to the fallback from rules 4.
 func (r *teamRun) routed(p *messages.ModelResponded, rules int, cause string) {
 	fb := r.team.cfg.Fallback
 	if p.Error != "" {
@@ -602,7 +602,7 @@ func (r *teamRun) checked(c *teamWant, cause string) {
 }
 
 // criticPasses reports whether a critic's reply passes the answer it checked. From
-// rules 5 its first word is PASS, in any case and after any markup ("**Pass**:",
+// rules 4 its first word is PASS, in any case and after any markup ("**Pass**:",
 // "PASS."); under older rules the reply started with the letters PASS, so that
 // "Passing over the details: FAIL, the sum is wrong" passed, and "**PASS**" did not.
 func criticPasses(rules int, verdict string) bool {
