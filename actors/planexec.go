@@ -3,6 +3,7 @@ package actors
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -179,7 +180,12 @@ func (r *planRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 		case r.loopStep != "" && f.t.phase == phaseGotReply && f.t.replyID == e.ID:
 			if s := r.step(r.loopStep); s != nil && (p.Error != "" || len(p.Message.ToolCalls) == 0) {
 				r.loopStep = ""
-				r.finish(s, e.ID, p.Message.Content, p.Error)
+				errMsg := p.Error
+				if why := unwholeWork(f.t.rules, p); why != "" && errMsg == "" {
+					// A cut answer is no result: the step failed, and is re-planned.
+					errMsg = "its answer was not whole: " + why + ": " + clipText(p.Message.Content, 300)
+				}
+				r.finish(s, e.ID, p.Message.Content, errMsg)
 			}
 		}
 	case *messages.ToolCallRequested:
@@ -208,6 +214,12 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 		return
 	}
 	if purpose == PurposeAnswer {
+		if f.t.rules >= rulesWholeWork {
+			if tf := unwholeFailure(p); tf != nil { // the task's final answer, cut or withheld
+				r.end("", tf.Reason, tf.Error, e.ID)
+				return
+			}
+		}
 		r.end(p.Message.Content, "", "", e.ID)
 		return
 	}
@@ -224,6 +236,11 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 		}
 	}
 	pl, err := parsePlan(p.Message.Content, lim)
+	if why := unwholeWork(f.t.rules, p); why != "" {
+		err = errors.New(why)
+	} else if f.t.rules >= rulesWholeWork && strings.TrimSpace(p.Message.Content) == "" {
+		err = errors.New("the answer is empty") // not the decoder's bare "EOF"
+	}
 	if err != nil {
 		r.attempts++
 		r.prev, r.problem, r.cause = p.Message.Content, err.Error(), e.ID

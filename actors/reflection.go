@@ -2,6 +2,7 @@ package actors
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 
 	"github.com/troupe-run/troupe/llm"
@@ -115,6 +116,9 @@ func (r *reflectionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 			return
 		}
 		v, err := parseVerdict(p.Message.Content)
+		if why := unwholeWork(f.t.rules, p); why != "" {
+			err = errors.New(why)
+		}
 		switch {
 		case err != nil && !r.retried:
 			r.retry, r.retried, r.bad, r.badErr = true, true, p.Message.Content, err.Error()

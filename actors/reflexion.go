@@ -3,6 +3,7 @@ package actors
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -170,6 +171,9 @@ func (r *reflexionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 				return
 			}
 			v, err := parseVerdict(p.Message.Content)
+			if why := unwholeWork(f.t.rules, p); why != "" {
+				err = errors.New(why)
+			}
 			switch {
 			case err != nil:
 				r.evalErr = "its verdict could not be read: " + err.Error()
@@ -180,6 +184,10 @@ func (r *reflexionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 			r.lessonID = e.ID
 			if p.Error != "" {
 				r.lessonErr = p.Error
+				return
+			}
+			if why := unwholeWork(f.t.rules, p); why != "" {
+				r.lessonErr = why
 				return
 			}
 			var l lesson

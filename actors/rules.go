@@ -34,13 +34,26 @@ import (
 //     delegate call refused: no budget left for it), the team's pattern took that
 //     as a member's failure, and the task ended with the pattern's reason. Prompts
 //     are version 2's.
-//   - 4: a final answer the model did not finish ends the task failed: cut at
-//     the output token limit (finish_reason "length", output_truncated) or
-//     stopped by the provider's content filter (content_filter), instead of
-//     completing it with the cut or withheld text (stops.go's unwholeAnswer). A
-//     paradigm does not take such an answer as its draft. Under 1 to 3 (whose
-//     events carry no finish reason) the task completed with it. Prompts are
-//     version 2's.
+//   - 4: an answer the model did not finish (cut at the output token limit,
+//     finish_reason "length", or stopped by the provider's content filter) is
+//     not taken as whole. A final answer of that kind ends the task failed
+//     (output_truncated, content_filter: stops.go's unwholeAnswer) instead of
+//     completing it with the cut or withheld text, and a paradigm does not take
+//     it as its draft. Where a paradigm or a team reads one (stops.go's
+//     unwholeWork): plan-and-execute's plan is refused (asked again, as an
+//     unreadable one is; an empty plan is refused as "the answer is empty",
+//     where 3 said the decoder's "EOF"), a goal step the agent's loop answered
+//     with one fails (re-planned), and its answer call fails the task as a final
+//     answer does; reflection's verdict is asked again once, as an unreadable
+//     one; reflexion's evaluation and lesson are unreadable; an orchestrator's
+//     routing decision goes to the fallback. Under 1 to 3 (whose events carry no
+//     finish reason) they were read as if whole: the task completed with a cut
+//     answer, and the JSON object at the head of a cut answer was taken. And a
+//     team's critic passes an answer when the first word of its reply is PASS
+//     (team.go's criticPasses), where under 1 to 3 a reply starting with the
+//     letters passed ("Passing over that: FAIL") and one in markup ("**PASS**")
+//     did not. Prompts are version 2's, but for the reason a planner's retry
+//     quotes for an empty answer.
 const ContextRules = 4
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -55,6 +68,10 @@ const (
 	// rulesWholeAnswer is the version that fails a task whose final answer the
 	// model did not finish.
 	rulesWholeAnswer = 4
+	// rulesWholeWork is the version whose paradigms and teams do not read an
+	// unfinished plan, verdict, routing decision, lesson or answer call as whole,
+	// and whose team critic passes by the first word (the same version).
+	rulesWholeWork = rulesWholeAnswer
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

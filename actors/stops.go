@@ -461,20 +461,44 @@ func unwholeAnswer(t *taskState) *messages.TaskFailed {
 	if t.rules < rulesWholeAnswer {
 		return nil
 	}
-	r := &t.reply
+	f := unwholeFailure(&t.reply)
+	if f != nil {
+		f.Steps, f.Usage = t.Steps, t.Usage
+	}
+	return f
+}
+
+// unwholeFailure returns the failure, without its steps and usage, that a final
+// answer r the model did not finish ends its task with; nil for a whole one.
+func unwholeFailure(r *messages.ModelResponded) *messages.TaskFailed {
 	switch r.FinishReason {
 	case llm.FinishLength:
 		return &messages.TaskFailed{Reason: messages.ReasonOutputTruncated,
 			Error: fmt.Sprintf("the model's answer reached its output token limit and was cut after %d characters (finish_reason %q); "+
 				"raise the model's output limit or ask for a shorter answer (the cut answer is in the session's model.responded event)",
-				utf8.RuneCountInString(r.Message.Content), r.FinishReason),
-			Steps: t.Steps, Usage: t.Usage}
+				utf8.RuneCountInString(r.Message.Content), r.FinishReason)}
 	case llm.FinishContentFilter:
 		msg := fmt.Sprintf("the provider's content filter stopped the model's answer (finish_reason %q)", r.FinishReason)
 		if r.Message.Content != "" { // what the provider let through, or its refusal
 			msg += ": " + clipText(r.Message.Content, 200)
 		}
-		return &messages.TaskFailed{Reason: messages.ReasonContentFilter, Error: msg, Steps: t.Steps, Usage: t.Usage}
+		return &messages.TaskFailed{Reason: messages.ReasonContentFilter, Error: msg}
 	}
 	return nil
+}
+
+// unwholeWork returns why an intermediate answer r (a plan, a verdict, a routing
+// decision, a lesson) is not taken, as a paradigm says of one it cannot read, when
+// the model did not finish it (rules 4 on): its JSON may be whole while what
+// followed it was cut, or the provider withheld part of it. "" for a whole answer,
+// and under older rules, which read it as if whole.
+func unwholeWork(rules int, r *messages.ModelResponded) string {
+	if rules < rulesWholeWork || r.FinishReason == "" {
+		return ""
+	}
+	if r.FinishReason == llm.FinishLength {
+		return fmt.Sprintf("the answer was cut at the output token limit after %d characters (finish_reason %q)",
+			utf8.RuneCountInString(r.Message.Content), r.FinishReason)
+	}
+	return fmt.Sprintf("the answer was not finished (finish_reason %q)", r.FinishReason)
 }

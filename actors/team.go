@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -246,7 +247,7 @@ func (t *team) memberList() string {
 }
 
 func (t *team) begin(task messages.TaskSubmitted) taskRun {
-	r := &teamRun{team: t, input: task.Input, state: teamState{}}
+	r := &teamRun{team: t, input: task.Input, state: teamState{}, rules: rulesOf(&task)}
 	switch t.cfg.Pattern {
 	case TeamOrchestrator:
 		for i, rt := range t.cfg.Routes {
@@ -306,6 +307,8 @@ type teamRun struct {
 	chain []string
 	// round is a debate's current round.
 	round int
+	// rules is the version of the decision rules the task runs under.
+	rules int
 }
 
 // teamUpdate is a state update to record, and the event it follows from.
@@ -387,7 +390,7 @@ func (r *teamRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 	case *messages.ModelResponded:
 		if r.needRoute && p.Key == r.routeKey {
 			r.needRoute = false
-			r.routed(p, e.ID)
+			r.routed(p, f.t.rules, e.ID)
 		}
 	case *messages.ToolCallRequested:
 		if p.Purpose == "" {
@@ -413,10 +416,15 @@ func (r *teamRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 }
 
 // routed folds the answer of an orchestrator's routing call.
-func (r *teamRun) routed(p *messages.ModelResponded, cause string) {
+// A routing answer the model did not finish goes to the fallback from rules 4.
+func (r *teamRun) routed(p *messages.ModelResponded, rules int, cause string) {
 	fb := r.team.cfg.Fallback
 	if p.Error != "" {
 		r.dispatch(fb, "the fallback: the routing call failed: "+oneLine(p.Error), cause)
+		return
+	}
+	if why := unwholeWork(rules, p); why != "" {
+		r.dispatch(fb, fmt.Sprintf("the fallback: the model's routing answer is not whole (%s): %q", why, cut(oneLine(p.Message.Content), 200)), cause)
 		return
 	}
 	var ans struct {
@@ -585,12 +593,27 @@ func (r *teamRun) checked(c *teamWant, cause string) {
 		verdict = "FAIL: the critic failed: " + oneLine(c.err)
 	}
 	r.record(cause, messages.TeamSectionGlobal, messages.TeamOpAppend, "checks", fmt.Sprintf("%s's answer: %s", work.member, cut(oneLine(verdict), 300)), c.member)
-	if strings.HasPrefix(strings.ToUpper(verdict), "PASS") {
+	if criticPasses(r.rules, verdict) {
 		r.finish(work.result, cause)
 		return
 	}
 	why := strings.TrimSpace(strings.TrimLeft(strings.TrimPrefix(strings.TrimPrefix(verdict, "FAIL"), "fail"), ":"))
 	r.retry(work, fmt.Sprintf("the critic %s says: %s", c.member, cut(oneLine(why), 500)), cause)
+}
+
+// criticPasses reports whether a critic's reply passes the answer it checked. From
+// rules 4 its first word is PASS, in any case and after any markup ("**Pass**:",
+// "PASS."); under older rules the reply started with the letters PASS, so that
+// "Passing over the details: FAIL, the sum is wrong" passed, and "**PASS**" did not.
+func criticPasses(rules int, verdict string) bool {
+	if rules < rulesWholeWork {
+		return strings.HasPrefix(strings.ToUpper(verdict), "PASS")
+	}
+	word := strings.TrimLeftFunc(verdict, func(c rune) bool { return !unicode.IsLetter(c) && !unicode.IsDigit(c) })
+	if i := strings.IndexFunc(word, func(c rune) bool { return !unicode.IsLetter(c) && !unicode.IsDigit(c) }); i >= 0 {
+		word = word[:i]
+	}
+	return strings.EqualFold(word, "PASS")
 }
 
 // judged folds a debate judge's verdict.
