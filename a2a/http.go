@@ -23,6 +23,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2asrv/push"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -360,7 +361,7 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		if !utf8.Valid(body) {
 			// encoding/json would read each bad byte as U+FFFD: a message would
 			// run as another text than the one sent.
-			writeRPCError(w, http.StatusOK, nil, -32700, fmt.Sprintf("parse error: the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", invalidUTF8At(body)))
+			writeRPCError(w, http.StatusOK, nil, -32700, fmt.Sprintf("parse error: the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", messages.InvalidUTF8At(body)))
 			return
 		}
 		var raw json.RawMessage
@@ -436,19 +437,6 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// invalidUTF8At is the offset of the first byte of b that is not valid UTF-8
-// (len(b) when all is).
-func invalidUTF8At(b []byte) int {
-	for at := 0; at < len(b); {
-		r, size := utf8.DecodeRune(b[at:])
-		if r == utf8.RuneError && size == 1 {
-			return at
-		}
-		at += size
-	}
-	return len(b)
 }
 
 // jsonKind names the JSON type of v as encoding/json decodes it into an any.

@@ -1,5 +1,7 @@
 package messages
 
+import "unicode/utf8"
+
 // ValidJSON reports whether b is exactly one JSON value (with whitespace around it
 // allowed): json.Valid's answer, with its nesting limit (10,000 open objects and
 // arrays), in about a third of its time. Like json.Valid, it accepts any byte from
@@ -283,4 +285,17 @@ func isHex(c byte) bool {
 
 func hasPrefix(b []byte, s string) bool {
 	return len(b) >= len(s) && string(b[:len(s)]) == s
+}
+
+// InvalidUTF8At is the offset of the first byte of b that is not valid UTF-8
+// (len(b) when there is none): where a body that must be UTF-8 (JSON) goes wrong.
+func InvalidUTF8At(b []byte) int {
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if r == utf8.RuneError && size == 1 {
+			return i
+		}
+		i += size
+	}
+	return len(b)
 }

@@ -167,7 +167,7 @@ func (in *Ingress) decode(a Arrival) (env messages.Envelope, named string, err e
 	if !utf8.Valid(a.Payload) {
 		// encoding/json would read each bad byte as U+FFFD: the task would run on
 		// text other than the one sent (Latin-1 from a producer, say).
-		return messages.Envelope{}, "", fmt.Errorf("%w: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, invalidUTF8At(a.Payload))
+		return messages.Envelope{}, "", fmt.Errorf("%w: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, messages.InvalidUTF8At(a.Payload))
 	}
 	valid := messages.ValidJSON(a.Payload)
 	if a.Source == SourceBus && valid && isEnvelope(a.Payload) {
@@ -466,17 +466,4 @@ func (in *Ingress) DecodeCancel(a Arrival) (messages.CancelRequest, error) {
 		return c, err
 	}
 	return in.AdmitCancel(c.SessionID, c.Reason)
-}
-
-// invalidUTF8At is the offset of the first byte of b that is not valid UTF-8
-// (len(b) when there is none).
-func invalidUTF8At(b []byte) int {
-	for i := 0; i < len(b); {
-		r, size := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && size == 1 {
-			return i
-		}
-		i += size
-	}
-	return len(b)
 }
