@@ -30,7 +30,7 @@ import (
 // task records its parent (messages.TaskSubmitted.Parent); it runs the named agent
 // with a clean context (only the task) and that agent's own limits, routed by its
 // own key like any session (in a cluster, to the owner of its partition). Its final
-// answer, cut to MaxDelegateResult, is the call's result; a child that fails, for
+// answer, cut to MaxDelegateResult (MaxTeamMemberResult for a team's hand-over), is the call's result; a child that fails, for
 // whatever reason, is the call's error, with the reason and the child's session ID.
 // Cancelling the call (the parent's task is cancelled, or runs out of time) cancels
 // the child's task.
@@ -48,6 +48,10 @@ const (
 	// MaxDelegateResult bounds, in bytes, the answer a delegate call returns: a
 	// longer one is cut, with a note that says so and names the child session.
 	MaxDelegateResult = 8 << 10
+	// MaxTeamMemberResult bounds, in bytes, the answer of a team's member (a
+	// delegate call a team makes): its answer is the team's work, and the team's
+	// own answer when it is the last, so only one past any model's output is cut.
+	MaxTeamMemberResult = 256 << 10
 	// DelegateTimeout bounds a child's task: its deadline is this long after the
 	// delegate call was first performed, or the parent task's deadline when that
 	// comes first.
@@ -119,7 +123,7 @@ func delegateTool(agents []NamedAgent, perform func(context.Context, delegateArg
 		}),
 		tools.WithTimeout(DelegateTimeout+delegateGrace),
 		tools.WithConcurrency(delegateConcurrency),
-		tools.WithMaxOutput(MaxDelegateResult+4<<10),
+		tools.WithMaxOutput(MaxTeamMemberResult+4<<10),
 		tools.WithModelUsage(),
 	)
 }
@@ -189,7 +193,19 @@ func (n *Node) delegate(ctx context.Context, a delegateArgs) (string, error) {
 	if err := n.submitChild(ctx, env); err != nil {
 		return "", err
 	}
-	return n.awaitChild(ctx, a.Agent, childID, taskID, live)
+	return n.awaitChild(ctx, a.Agent, childID, taskID, n.resultBound(parent.Agent), live)
+}
+
+// resultBound is how much of a child's answer a delegate call made for agent
+// returns: MaxTeamMemberResult for a team's hand-over, MaxDelegateResult for an
+// agent's own call (its answer goes into that agent's conversation).
+func (n *Node) resultBound(agent string) int {
+	for _, a := range n.cfg.Agents {
+		if a.Name == agent && a.Team != nil {
+			return MaxTeamMemberResult
+		}
+	}
+	return MaxDelegateResult
 }
 
 // submitChild submits a child's task, trying again a few times (with the same
@@ -361,7 +377,7 @@ func (n *Node) agentBudgets(agent string) budgets {
 // awaitChild waits for the end of the child's task taskID, from the child's live
 // events and, in case they are late or lost, from its log (at once, for a call
 // performed again after its child ended, then ever less often).
-func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, live <-chan messages.Envelope) (string, error) {
+func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, bound int, live <-chan messages.Envelope) (string, error) {
 	poll := 250 * time.Millisecond
 	check := time.NewTimer(0)
 	defer check.Stop()
@@ -380,7 +396,7 @@ func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, li
 				return "", fmt.Errorf("delegate: child session %s: %w", childID, err)
 			}
 			reportChildUsage(ctx, p)
-			return childOutcome(agent, childID, p)
+			return childOutcome(agent, childID, p, bound)
 		case <-check.C:
 			p, err := n.childEnd(ctx, childID, taskID)
 			switch {
@@ -388,7 +404,7 @@ func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, li
 				n.cfg.Logger.Warn("delegate: read the child session", "session", childID, "err", err)
 			case p != nil:
 				reportChildUsage(ctx, p)
-				return childOutcome(agent, childID, p)
+				return childOutcome(agent, childID, p, bound)
 			}
 			check.Reset(poll)
 			poll = min(2*poll, 5*time.Second)
@@ -428,25 +444,25 @@ func reportChildUsage(ctx context.Context, p messages.Payload) {
 
 // childOutcome is the delegate call's answer for the event that ended its child's
 // task: the child's answer (cutResult), or an error with its reason.
-func childOutcome(agent, childID string, p messages.Payload) (string, error) {
+func childOutcome(agent, childID string, p messages.Payload, bound int) (string, error) {
 	switch p := p.(type) {
 	case *messages.TaskCompleted:
-		return cutResult(p.Output, childID), nil
+		return cutResult(p.Output, childID, bound), nil
 	case *messages.TaskFailed:
 		return "", fmt.Errorf("sub-agent %s failed (%s) in child session %s: %s", agent, p.Reason, childID, p.Error)
 	}
 	return "", fmt.Errorf("delegate: child session %s: unexpected %T", childID, p)
 }
 
-// cutResult returns a child's answer, or, past MaxDelegateResult, its head and a note
-// that says it was cut and where the whole of it is: at most MaxDelegateResult bytes.
-func cutResult(out, childID string) string {
-	if len(out) <= MaxDelegateResult {
+// cutResult returns a child's answer, or, past bound bytes, its head and a note
+// that says it was cut and where the whole of it is: at most bound bytes.
+func cutResult(out, childID string, bound int) string {
+	if len(out) <= bound {
 		return out
 	}
 	note := fmt.Sprintf("\n[cut: the sub-agent's answer is %d bytes, more than %d; the whole of it is the result of child session %s]",
-		len(out), MaxDelegateResult, childID)
-	cut := max(MaxDelegateResult-len(note), 0)
+		len(out), bound, childID)
+	cut := max(bound-len(note), 0)
 	for cut > 0 && !utf8.RuneStart(out[cut]) { // not inside a character
 		cut--
 	}

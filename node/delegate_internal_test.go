@@ -112,11 +112,11 @@ func TestDelegatePerformedAgainFindsTheSameChild(t *testing.T) {
 // A child's answer past MaxDelegateResult is cut, within the bound, on a
 // character's edge, with a note naming its size and the child session.
 func TestDelegateResultIsCut(t *testing.T) {
-	if got := cutResult("short", "c"); got != "short" {
+	if got := cutResult("short", "c", MaxDelegateResult); got != "short" {
 		t.Errorf("a short answer: %q", got)
 	}
 	long := strings.Repeat("é", MaxDelegateResult) // 2 bytes each
-	got := cutResult(long, "boss.sub4")
+	got := cutResult(long, "boss.sub4", MaxDelegateResult)
 	if len(got) > MaxDelegateResult || !strings.HasPrefix(got, "éé") ||
 		!strings.Contains(got, "[cut: the sub-agent's answer is 16384 bytes, more than 8192; the whole of it is the result of child session boss.sub4]") {
 		t.Errorf("cut to %d bytes: ...%q", len(got), got[len(got)-200:])

@@ -395,3 +395,26 @@ func TestTeamWhoseBudgetIsSpentStartsNoMoreMembers(t *testing.T) {
 		t.Errorf("verify: %+v %v", div, err)
 	}
 }
+
+// A team's member answer comes back whole up to MaxTeamMemberResult (it is the
+// team's work, and here the team's answer), where an agent's own delegate call
+// gets MaxDelegateResult: a 20 KiB answer completed a pipeline with its 8 KiB head.
+func TestTeamMemberAnswerIsNotCutAtTheDelegateBound(t *testing.T) {
+	long := strings.Repeat("word ", 4<<10) // 20 KiB
+	model := newByAgent(t, map[string][]llm.ScriptStep{"writer": {{Content: long}}})
+	cfg := node.Config{Model: model, Agents: []node.NamedAgent{
+		{Name: "writer", SystemPrompt: "You write."},
+		{Name: "line", Team: &actors.Team{Pattern: actors.TeamPipeline, Members: []actors.TeamMember{{Name: "writer"}}}}}}
+	n := nodetest.Start(t, cfg)
+	res, err := n.RunTask(context.Background(), node.Task{Input: "Write at length.", SessionID: "line-long", Agent: "line"})
+	if err != nil || res.Status != messages.StatusCompleted || res.Output != long {
+		t.Fatalf("the team's answer: %d bytes, status %s, %v; want the member's %d bytes whole", len(res.Output), res.Status, err, len(long))
+	}
+	all, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if div, err := actors.VerifyAmong(all, readAll(t, n.Log(), "line-long")); err != nil || div != nil {
+		t.Errorf("verify: %+v %v", div, err)
+	}
+}
