@@ -214,7 +214,7 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 		return
 	}
 	if purpose == PurposeAnswer {
-		if f.t.rules >= rulesWholeWork {
+		if f.t.rules >= rulesWhole {
 			if tf := unwholeFailure(p); tf != nil { // the task's final answer, cut or withheld
 				r.end("", tf.Reason, tf.Error, e.ID)
 				return
@@ -238,7 +238,7 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 	pl, err := parsePlan(p.Message.Content, lim)
 	if why := unwholeWork(f.t.rules, p); why != "" {
 		err = errors.New(why)
-	} else if f.t.rules >= rulesWholeWork && strings.TrimSpace(p.Message.Content) == "" {
+	} else if f.t.rules >= rulesWhole && strings.TrimSpace(p.Message.Content) == "" {
 		err = errors.New("the answer is empty") // not the decoder's bare "EOF"
 	}
 	if err != nil {

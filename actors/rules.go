@@ -65,13 +65,11 @@ const (
 	// rulesTeamBudget is the version whose team stops when its budget is spent,
 	// and ends its task with the budget's reason rather than its pattern's.
 	rulesTeamBudget = 3
-	// rulesWholeAnswer is the version that fails a task whose final answer the
-	// model did not finish.
-	rulesWholeAnswer = 4
-	// rulesWholeWork is the version whose paradigms and teams do not read an
-	// unfinished plan, verdict, routing decision, lesson or answer call as whole,
-	// and whose team critic passes by the first word (the same version).
-	rulesWholeWork = rulesWholeAnswer
+	// rulesWhole is the version that takes no answer the model did not finish as
+	// whole (a final answer fails its task; a paradigm's or a team's plan, verdict,
+	// routing decision, lesson or answer call is not read), and whose team critic
+	// passes by the first word.
+	rulesWhole = 4
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

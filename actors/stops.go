@@ -458,7 +458,7 @@ func hex4(s string, i int) (rune, bool) {
 // answer, is not whole (rules 4 on): cut at the output token limit, or stopped
 // by the provider's content filter. nil for a whole answer, and under older rules.
 func unwholeAnswer(t *taskState) *messages.TaskFailed {
-	if t.rules < rulesWholeAnswer {
+	if t.rules < rulesWhole {
 		return nil
 	}
 	f := unwholeFailure(&t.reply)
@@ -493,7 +493,7 @@ func unwholeFailure(r *messages.ModelResponded) *messages.TaskFailed {
 // followed it was cut, or the provider withheld part of it. "" for a whole answer,
 // and under older rules, which read it as if whole.
 func unwholeWork(rules int, r *messages.ModelResponded) string {
-	if rules < rulesWholeWork || r.FinishReason == "" {
+	if rules < rulesWhole || r.FinishReason == "" {
 		return ""
 	}
 	if r.FinishReason == llm.FinishLength {

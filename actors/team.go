@@ -606,7 +606,7 @@ func (r *teamRun) checked(c *teamWant, cause string) {
 // "PASS."); under older rules the reply started with the letters PASS, so that
 // "Passing over the details: FAIL, the sum is wrong" passed, and "**PASS**" did not.
 func criticPasses(rules int, verdict string) bool {
-	if rules < rulesWholeWork {
+	if rules < rulesWhole {
 		return strings.HasPrefix(strings.ToUpper(verdict), "PASS")
 	}
 	word := strings.TrimLeftFunc(verdict, func(c rune) bool { return !unicode.IsLetter(c) && !unicode.IsDigit(c) })

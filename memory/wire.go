@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/troupe-run/troupe/messages"
 )
 
 // Input is one memory as a caller writes it: an object of POST /v1/memories (one,
@@ -35,16 +37,9 @@ const MaxInputs = 10_000
 // checkUTF8 refuses JSON that is not UTF-8: encoding/json would store each bad
 // byte as U+FFFD, a memory of another text than the one sent.
 func checkUTF8(b []byte) error {
-	if utf8.Valid(b) {
+	at := messages.InvalidUTF8At(b)
+	if at == len(b) {
 		return nil
-	}
-	at := 0
-	for at < len(b) {
-		r, size := utf8.DecodeRune(b[at:])
-		if r == utf8.RuneError && size == 1 {
-			break
-		}
-		at += size
 	}
 	return fmt.Errorf("%w: the JSON is not valid UTF-8 (byte %d, 0x%02x): send text as UTF-8; nothing was written", ErrInvalid, at, b[at])
 }

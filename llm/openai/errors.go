@@ -193,7 +193,7 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 	x.mu.Unlock()
 	switch {
 	case tooLarge:
-		return c.errorf(op, "%w: the answer is larger than %s, more than any model writes (is the base URL a model API's?)", ErrMalformedResponse, answerBound())
+		return c.tooLarge(op)
 	case status >= 400:
 		return fmt.Errorf("llm/openai: %s: %w", op, c.apiError(status, header, body, err))
 	case context.Cause(call) == errCallTimeout && parent.Err() == nil:
@@ -210,6 +210,11 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 			ErrMalformedResponse, status, clip(ct), redact.New(c.apiKey).String(clip(strings.Join(strings.Fields(string(head)), " "))))
 	}
 	return c.errorf(op, "%w: %w", ErrMalformedResponse, err)
+}
+
+// tooLarge is the error of an answer past maxAnswerBytes.
+func (c caller) tooLarge(op string) error {
+	return c.errorf(op, "%w: the answer is larger than %s, more than any model writes (is the base URL a model API's?)", ErrMalformedResponse, answerBound())
 }
 
 func (c caller) timeout(op string) error {

@@ -128,7 +128,7 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response, error) {
 	b, err := io.ReadAll(body)
 	if errors.Is(err, errAnswerTooLarge) {
-		return llm.Response{}, m.who.errorf(op, "%w: the answer is larger than %s, more than any model writes (is the base URL a model API's?)", ErrMalformedResponse, answerBound())
+		return llm.Response{}, m.who.tooLarge(op)
 	}
 	if err != nil {
 		return llm.Response{}, m.who.errorf(op, "reading the answer: %w: %w", err, llm.ErrTransient)
