@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"golang.org/x/text/unicode/norm"
 	"maps"
 	"slices"
 	"strconv"
@@ -144,9 +145,13 @@ func (b *Base) Name() string { return b.name }
 
 // state is the fold of a knowledge base's stream.
 type state struct {
-	seq    uint64
-	docs   map[string]*document
-	chunks map[string]*chunk
+	seq  uint64
+	docs map[string]*document
+	// unnormal counts the documents whose name is not in Unicode NFC (stored
+	// before names were normalised): while there are none, storedName looks
+	// nothing up beyond the name and its NFC.
+	unnormal int
+	chunks   map[string]*chunk
 	// ever holds every chunk ID the stream ever named: a rebuild deletes the
 	// vectors of those no longer live.
 	ever map[string]struct{}
@@ -229,6 +234,9 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			tokens += ch.tokens
 		}
 		s.docs[p.Source] = d
+		if !norm.NFC.IsNormalString(p.Source) {
+			s.unnormal++
+		}
 		if p.Key != "" {
 			s.keys[p.Key] = keyed{source: p.Source, hash: p.Hash, result: AddResult{Source: p.Source, Status: status,
 				Hash: p.Hash, Chunks: len(p.Chunks), Tokens: tokens, Bytes: p.Bytes, MarkdownBytes: p.MarkdownBytes}}
@@ -253,6 +261,9 @@ func (s *state) drop(d *document) []*chunk {
 		delete(s.chunks, c.id)
 	}
 	delete(s.docs, d.source)
+	if !norm.NFC.IsNormalString(d.source) {
+		s.unnormal--
+	}
 	return d.chunks
 }
 

@@ -236,6 +236,9 @@ func (b *Base) storedName(source string) string {
 	if b.st.docs[nfc] != nil {
 		return nfc
 	}
+	if b.st.unnormal == 0 {
+		return nfc // no name is stored decomposed: none to find
+	}
 	found := ""
 	for s := range b.st.docs {
 		if !norm.NFC.IsNormalString(s) && norm.NFC.String(s) == nfc && (found == "" || s < found) {
