@@ -5,8 +5,8 @@
 // Data enters through Append: session actors (through the event sink) hand it
 // batches of sequenced messages.Envelope values. A single writer goroutine owns the
 // write connection and commits the batches of concurrent Append calls together, one
-// transaction per group (group commit), a batch's events inserted up to four in one
-// statement: a batch that conflicts fails alone (the group is then written again,
+// transaction per group (group commit), the events of the group's batches inserted
+// up to eighteen in one statement: a batch that conflicts fails alone (the group is then written again,
 // each batch in its own savepoint and each event alone), and the others commit. Data leaves through Read (one
 // session's events from a seq, in seq order, byte for byte as appended) and Sessions
 // (one summary row per session, maintained in the same transaction as the events),

@@ -239,3 +239,142 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatalf("Read after migrating = %v, %v; want %s then %s", got, err, old.ID, next.ID)
 	}
 }
+
+// TestGroupCommitAcrossBatches queues groups behind a held writer whose batches'
+// rows the writer inserts together, several batches to a statement, over more
+// than one statement. In each, one batch conflicts with an earlier batch of the
+// group only: it takes the position or the ID of an event not yet inserted, or
+// claims a session an earlier batch appends to, or appends a single event of an
+// earlier batch again. Each batch gets what it gets when the batches are written
+// one after the other (refused alone, or a repeat that writes nothing), and every
+// other batch is written, in one transaction.
+func TestGroupCommitAcrossBatches(t *testing.T) {
+	h := &heldWriter{t: t}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	l, err := open(ctx, Config{Dir: t.TempDir()}, h.hook)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := l.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	type call struct {
+		batch []messages.Envelope
+		claim bool
+		want  error // nil, or the sentinel the error must wrap
+	}
+	pair := func(s string, seq uint64, actor string) []messages.Envelope {
+		return []messages.Envelope{testEvent(t, s, seq, actor), testEvent(t, s, seq+1, actor)}
+	}
+	for _, tc := range []struct {
+		name string
+		odd  func(p string) call // the odd batch, of sessions prefixed p
+		// at: the odd batch's place in the group of 12 good batches of 2 events
+		// (sessions p+"00" to p+"11"), after at of them; events: what the group
+		// writes.
+		at, events int
+	}{
+		{"position taken", func(p string) call {
+			return call{batch: append(pair(p+"x", 1, "session")[:1], testEvent(t, p+"01", 2, "other")), want: eventlog.ErrSeqConflict}
+		}, 5, 24},
+		{"position taken past a statement", func(p string) call {
+			return call{batch: append(pair(p+"x", 1, "session")[:1], testEvent(t, p+"01", 1, "other")), want: eventlog.ErrSeqConflict}
+		}, 10, 24},
+		{"ID taken", func(p string) call {
+			e := testEvent(t, p+"x", 2, "session")
+			e.ID = p + "02/1/session"
+			return call{batch: []messages.Envelope{testEvent(t, p+"x", 1, "session"), e}, want: eventlog.ErrSeqConflict}
+		}, 5, 24},
+		{"claim of a session appended to", func(p string) call {
+			return call{batch: pair(p+"03", 3, "session"), claim: true, want: eventlog.ErrSeqConflict}
+		}, 5, 24},
+		{"claim of a new session", func(p string) call {
+			return call{batch: pair(p+"x", 1, "session"), claim: true}
+		}, 10, 26},
+		{"event appended again", func(p string) call {
+			return call{batch: []messages.Envelope{testEvent(t, p+"03", 2, "session")}}
+		}, 5, 24},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := strings.ReplaceAll(tc.name, " ", "-") + "-"
+			var calls []call
+			for i := range 12 {
+				if i == tc.at {
+					calls = append(calls, tc.odd(p))
+				}
+				calls = append(calls, call{batch: pair(fmt.Sprintf("%s%02d", p, i), 1, "session")})
+			}
+			release := h.hold()
+			first := make(chan error, 1)
+			go func() { first <- l.Append(ctx, []messages.Envelope{testEvent(t, p+"first", 1, "session")}) }()
+			h.waitHeld()
+			errs := make([]error, len(calls))
+			var wg sync.WaitGroup
+			for i, c := range calls {
+				// One at a time, so that the group holds them in this order.
+				wg.Go(func() {
+					if c.claim {
+						errs[i] = l.Claim(ctx, c.batch)
+					} else {
+						errs[i] = l.Append(ctx, c.batch)
+					}
+				})
+				waitQueued(t, l, i+1)
+			}
+			before := l.Stats()
+			release()
+			if err := <-first; err != nil {
+				t.Fatalf("first append: %v", err)
+			}
+			wg.Wait()
+			after := l.Stats()
+			for i, c := range calls {
+				switch {
+				case c.want == nil && errs[i] != nil:
+					t.Errorf("append %d (%s): %v", i, c.batch[0].ID, errs[i])
+				case c.want != nil && !errors.Is(errs[i], c.want):
+					t.Errorf("append %d (%s) = %v, want an error wrapping %q", i, c.batch[0].ID, errs[i], c.want)
+				}
+			}
+			if txs := after.Transactions - before.Transactions; txs != 2 {
+				t.Errorf("the held group and the %d appends queued behind it took %d transactions, want 2", len(calls), txs)
+			}
+			if n, want := after.Events-before.Events, uint64(1+tc.events); n != want {
+				t.Errorf("%d events written, want %d", n, want)
+			}
+			infos, err := l.Sessions(ctx, eventlog.Filter{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			sessions := 0
+			for _, s := range infos {
+				if !strings.HasPrefix(s.ID, p) {
+					continue
+				}
+				sessions++
+				got, err := l.Read(ctx, s.ID, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := 2
+				if s.ID == p+"first" {
+					want = 1
+				}
+				if len(got) != want || s.Events != want {
+					t.Errorf("session %s has %d events, its summary %d, want %d", s.ID, len(got), s.Events, want)
+				}
+				for i, e := range got {
+					if id := fmt.Sprintf("%s/%d/session", s.ID, i+1); e.ID != id {
+						t.Errorf("session %s seq %d holds %s, want %s", s.ID, e.Seq, e.ID, id)
+					}
+				}
+			}
+			if want := 1 + tc.events/2; sessions != want {
+				t.Errorf("%d sessions, want %d", sessions, want)
+			}
+		})
+	}
+}

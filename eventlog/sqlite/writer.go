@@ -123,8 +123,15 @@ type writeStmts struct {
 	pruneListedAliases, pruneListedEvents, pruneListedSessions driver.Stmt
 
 	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
-	vals [insertColumns * maxInsertRows]driver.Value      // apply's, for insertRows
+	vals [insertColumns]driver.Value                      // apply's, for insert
 	row  [4]driver.Value                                  // the row a query returned
+
+	// The rows of the group's batches not yet inserted (see Log.pendRow): their
+	// values, and their events' keys, for a lookup that must see them and for
+	// errors. They are inserted maxInsertRows at a time, and before the
+	// transaction commits.
+	pend     [insertColumns * maxInsertRows]driver.Value
+	pendKeys []pendingKey
 
 	// Strings that repeat from event to event, kept as driver.Values: a string made
 	// a driver.Value is copied to the heap each time.
@@ -219,10 +226,13 @@ func (w *writeStmts) keepStarts() {
 }
 
 // insertColumns are the columns of an event's row; maxInsertRows bounds the events
-// one INSERT statement writes.
+// one INSERT statement writes. The more rows a statement, the less each costs; but
+// the driver keeps a list of the text and blob values it binds (7 a row), grown by
+// doubling on every statement: 18 rows (126 values) fill its 128 entries, where 16
+// (112) left an eighth of them unused, which the node's allocations showed.
 const (
 	insertColumns = 12
-	maxInsertRows = 4
+	maxInsertRows = 18
 )
 
 // insertQuery is the INSERT of k events. A row whose position or ID is taken is
@@ -663,6 +673,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	l.w.starting = l.w.starting[:0]
 	clear(l.w.tailing)
 	l.w.tailing = l.w.tailing[:0]
+	l.dropRows()
 	if l.cfg.Shared {
 		clear(l.w.epochs) // another process may have taken partitions since
 	}
@@ -671,6 +682,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 	}
 	rollback := func() error {
 		clear(l.w.epochs) // they may be what a rolled back Own wrote
+		l.dropRows()
 		if _, err := l.w.exec(ctx, l.w.rollback); err != nil {
 			return fmt.Errorf("rollback: %w", err)
 		}
@@ -709,7 +721,11 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			err error
 		)
 		starts, tails := len(l.w.starting), len(l.w.tailing) // a request undone takes its starts and tails with it
+		if r.own != nil || r.free != nil || r.prune != nil {
+			err = l.flushRows(ctx) // a prune deletes rows; none of them looks up events, but none is an append either
+		}
 		switch {
+		case err != nil:
 		case r.own != nil:
 			err = l.takeOwnership(ctx, r.own)
 		case r.free != nil:
@@ -757,6 +773,14 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 				return abort(fmt.Errorf("eventlog/sqlite: append: release savepoint: %w", err))
 			}
 		}
+	}
+	if err := l.flushRows(ctx); errors.Is(err, errInsertedFewer) {
+		if rerr := rollback(); rerr != nil {
+			return nil, fmt.Errorf("eventlog/sqlite: append: %w", rerr)
+		}
+		return nil, errRetryWithSavepoints
+	} else if err != nil {
+		return abort(err)
 	}
 	if _, err := l.w.exec(ctx, l.w.commit); err != nil {
 		return abort(fmt.Errorf("eventlog/sqlite: append: commit: %w", err))
@@ -875,9 +899,10 @@ func (l *Log) fence(ctx context.Context, lease eventlog.Lease) error {
 // batch conflicts with stored events, or ErrFenced if lease is not current, or an
 // error of the database (which wraps neither). The caller undoes the batch on error.
 //
-// With rows, events are inserted up to maxInsertRows in one statement, which fails
-// with errInsertedFewer if it could not insert them all; the caller then rolls back
-// and writes the group again without rows, an event at a time.
+// With rows, a batch of several events adds their rows to those of the group's
+// batches before it (pendRow), inserted up to maxInsertRows in one statement, which
+// fails with errInsertedFewer if it could not insert them all; the caller then rolls
+// back and writes the group again without rows, an event at a time.
 func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []messages.Envelope, rows bool) (uint64, error) {
 	var (
 		deltas  = l.w.deltas[:0] // batches rarely span more than one session
@@ -891,53 +916,41 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 		}
 		epoch = lease.Epoch
 	}
-	chunked := 0 // events[:chunked] were inserted by a statement of several rows
+	chunked := 0 // events[:chunked] are inserted by the group's statements of several rows
 	// prevIn: the batch's event before the one at hand was inserted (by the batch).
 	prevIn := false
 	follows := func(i int) bool { // events[i] follows events[i-1] in its session
 		return i > 0 && events[i-1].SessionID == events[i].SessionID && events[i-1].Seq+1 == events[i].Seq
 	}
-	for i, e := range events {
-		if rows && i == chunked && len(events)-i > 1 {
-			chunk := events[i:min(i+maxInsertRows, len(events))]
-			// No two events of a batch share an ID (CheckBatch): each is checked
-			// against the stored ones alone.
-			aliases := false
-			for _, e := range chunk {
-				alias, err := l.checkID(ctx, e)
-				if err != nil {
+	if rows && len(events) > 1 {
+		// No two events of a batch share an ID (CheckBatch): each is checked
+		// against the stored ones alone (a lookup first inserts the rows pending).
+		aliases := false
+		for _, e := range events {
+			alias, err := l.checkID(ctx, e)
+			if err != nil {
+				return 0, err
+			}
+			aliases = aliases || alias
+		}
+		for i, e := range events {
+			// Every event is inserted, or the group is written again without rows
+			// (errInsertedFewer): the event before, of the same batch, is in.
+			if err := l.pendRow(ctx, e, epoch, l.w.epochStart(e, epoch, follows(i))); err != nil {
+				return 0, err
+			}
+			if aliases && isAlias(e) {
+				if err := l.addAlias(ctx, e); err != nil {
 					return 0, err
 				}
-				aliases = aliases || alias
 			}
-			chunked += len(chunk)
-			vals := l.w.vals[:0]
-			for j, e := range chunk {
-				// Every event of the chunk is inserted, or the group is written
-				// again without rows (errInsertedFewer).
-				vals = l.w.rowValues(vals, e, epoch, l.w.epochStart(e, epoch, follows(i+j) && (j > 0 || prevIn)))
+			if epoch > 0 {
+				l.w.tailing = append(l.w.tailing, sessionTail{e.SessionID, e.Seq, epoch})
 			}
-			n, err := l.w.exec(ctx, l.w.insertRows[len(chunk)-2], vals...)
-			clear(vals)
-			if err != nil {
-				return 0, fmt.Errorf("eventlog/sqlite: append events %s to %s (session %s seq %d to %d): %w",
-					chunk[0].ID, chunk[len(chunk)-1].ID, e.SessionID, e.Seq, chunk[len(chunk)-1].Seq, err)
-			}
-			if n != int64(len(chunk)) {
-				return 0, errInsertedFewer
-			}
-			for _, e := range chunk {
-				if aliases && isAlias(e) {
-					if err := l.addAlias(ctx, e); err != nil {
-						return 0, err
-					}
-				}
-				if epoch > 0 {
-					l.w.tailing = append(l.w.tailing, sessionTail{e.SessionID, e.Seq, epoch})
-				}
-			}
-			prevIn = true
 		}
+		chunked = len(events)
+	}
+	for i, e := range events {
 		if i >= chunked {
 			alias, err := l.checkID(ctx, e)
 			if err != nil {
@@ -1041,6 +1054,70 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 	return written, nil
 }
 
+// pendingKey is the key of an event whose row is pending (writeStmts.pend).
+type pendingKey struct {
+	id, session string
+	seq         uint64
+}
+
+// pendRow adds e's row to the rows pending in the group, and inserts them when
+// they fill a statement. The rows of the batches of a group go in together, so
+// that a statement writes the rows of several batches: every row must be
+// inserted, or the insert fails with errInsertedFewer and the group is written
+// again with a savepoint per batch, an event at a time, which finds the batch
+// refused. Until they are inserted, nothing may look up stored events that the
+// pending rows could be (flushRows).
+func (l *Log) pendRow(ctx context.Context, e messages.Envelope, epoch uint64, start driver.Value) error {
+	n := len(l.w.pendKeys)
+	l.w.rowValues(l.w.pend[n*insertColumns:n*insertColumns], e, epoch, start)
+	l.w.pendKeys = append(l.w.pendKeys, pendingKey{e.ID, e.SessionID, e.Seq})
+	if n+1 < maxInsertRows {
+		return nil
+	}
+	return l.flushRows(ctx)
+}
+
+// flushRows inserts the rows pending, if any, in one statement.
+func (l *Log) flushRows(ctx context.Context) error {
+	k := len(l.w.pendKeys)
+	if k == 0 {
+		return nil
+	}
+	stmt := l.w.insert
+	if k > 1 {
+		stmt = l.w.insertRows[k-2]
+	}
+	first, last := l.w.pendKeys[0], l.w.pendKeys[k-1]
+	vals := l.w.pend[:k*insertColumns]
+	n, err := l.w.exec(ctx, stmt, vals...)
+	l.dropRows()
+	if err != nil {
+		return fmt.Errorf("eventlog/sqlite: append events %s (session %s seq %d) to %s (session %s seq %d): %w",
+			first.id, first.session, first.seq, last.id, last.session, last.seq, err)
+	}
+	if n != int64(k) {
+		return errInsertedFewer
+	}
+	return nil
+}
+
+// dropRows forgets the rows pending.
+func (l *Log) dropRows() {
+	clear(l.w.pend[:len(l.w.pendKeys)*insertColumns])
+	clear(l.w.pendKeys)
+	l.w.pendKeys = l.w.pendKeys[:0]
+}
+
+// pendingIn reports whether a row of session is pending.
+func (w *writeStmts) pendingIn(session string) bool {
+	for _, k := range w.pendKeys {
+		if k.session == session {
+			return true
+		}
+	}
+	return false
+}
+
 // applyReq applies an append request: apply, after checking that a claim's
 // session has no events. The check runs in the writer's transaction, which holds
 // SQLite's write lock: no event of the session can be written between it and the
@@ -1056,6 +1133,11 @@ func (l *Log) applyReq(ctx context.Context, r *appendReq, rows bool) (uint64, er
 		}
 	}
 	e := r.events[0]
+	if l.w.pendingIn(e.SessionID) { // the lookup must see them
+		if err := l.flushRows(ctx); err != nil {
+			return 0, err
+		}
+	}
 	id := l.w.session.of(e.SessionID)
 	var has, epoch int64
 	var row []driver.Value
@@ -1151,6 +1233,9 @@ func (w *writeStmts) keepTails() {
 // of a stale owner is stored here: a stored event of a lower epoch at e's position
 // was written before lease was taken, and the holder of lease read it.
 func (l *Log) classify(ctx context.Context, lease *eventlog.Lease, e messages.Envelope) error {
+	if err := l.flushRows(ctx); err != nil { // the lookups must see them
+		return err
+	}
 	session, seq, epoch, err := l.storedAt(ctx, e.ID)
 	switch {
 	case err == nil && session == e.SessionID && uint64(seq) == e.Seq && lease != nil && uint64(epoch) > lease.Epoch:
@@ -1231,6 +1316,9 @@ func (l *Log) checkID(ctx context.Context, e messages.Envelope) (alias bool, err
 
 // lookUpID is checkID's lookup.
 func (l *Log) lookUpID(ctx context.Context, e messages.Envelope, derived bool) (alias bool, err error) {
+	if err := l.flushRows(ctx); err != nil { // the lookup must see them
+		return false, err
+	}
 	var (
 		session    string
 		seq, epoch int64
