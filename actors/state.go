@@ -600,6 +600,11 @@ func (s *SessionState) activate(t *taskState) {
 		t.run = a.Paradigm.begin(t.Spec)
 	}
 	t.start = len(s.history)
+	if s.history == nil {
+		// Room for a short task's turns (its input, a tool call and its result, the
+		// answer) in one array rather than three.
+		s.history = make([]messages.ChatMessage, 0, 4)
+	}
 	s.history = append(s.history, messages.ChatMessage{Role: messages.RoleUser, Content: t.Spec.Input})
 }
 
