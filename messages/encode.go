@@ -133,8 +133,12 @@ func plainEnd(s string, i int) int {
 		c := s[i : i+8]
 		x := uint64(c[0]) | uint64(c[1])<<8 | uint64(c[2])<<16 | uint64(c[3])<<24 |
 			uint64(c[4])<<32 | uint64(c[5])<<40 | uint64(c[6])<<48 | uint64(c[7])<<56
-		q, b, l, g, a := x^(lo*'"'), x^(lo*'\\'), x^(lo*'<'), x^(lo*'>'), x^(lo*'&')
-		if (x|(x-lo*0x20)&^x|(q-lo)&^q|(b-lo)&^b|(l-lo)&^l|(g-lo)&^g|(a-lo)&^a)&hi != 0 {
+		// '"' (0x22) and '&' (0x26) differ in one bit, as do '<' (0x3c) and '>'
+		// (0x3e): a byte is one of a pair when it equals the first with that bit cleared.
+		q := x&^(lo*0x04) ^ (lo * '"')
+		l := x&^(lo*0x02) ^ (lo * '<')
+		b := x ^ (lo * '\\')
+		if (x|(x-lo*0x20)&^x|(q-lo)&^q|(l-lo)&^l|(b-lo)&^b)&hi != 0 {
 			break
 		}
 	}
