@@ -71,7 +71,7 @@ func (s *SessionState) applyApprovalResolved(e messages.Envelope, p *messages.Ap
 // decideApprovals returns the next approval event of the task's calls: a request for
 // a call that needs one, a rejection by timeout of an approval past its expiry, or
 // the result of a rejected call. Nil when none is due.
-func decideApprovals(a Agent, t *taskState, nowUS int64) *Decision {
+func decideApprovals(a *Agent, t *taskState, nowUS int64) *Decision {
 	for _, c := range t.calls {
 		if c.done {
 			continue

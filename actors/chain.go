@@ -94,12 +94,12 @@ func (a Agent) chainOf(r messages.ToolCallRequested) (*tools.ChainTool, string) 
 // the recorded event's time in replay): a chain call's result records its latency
 // from its first step's request to nowUS (0 when no step ran), as an effect's result
 // records its call's.
-func decideChains(a Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision {
+func decideChains(a *Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision {
 	for _, c := range t.calls {
 		if c.done || c.waitsForApproval() || !a.isChainCall(c.req) {
 			continue
 		}
-		if d := decideChain(a, c, nextSeq, nowUS); d != nil {
+		if d := decideChain(*a, c, nextSeq, nowUS); d != nil {
 			return d
 		}
 	}

@@ -179,7 +179,7 @@ func (c Compression) historyTurns(set int) int {
 
 // summaryModel returns the model compression's calls go to, and false when there
 // is none: NoSummaryModel, or the offline rule-based model, which cannot summarise.
-func (a Agent) summaryModel() (string, bool) {
+func (a *Agent) summaryModel() (string, bool) {
 	m := a.Context.Compression.Model
 	if m == "" {
 		m = a.Model
@@ -301,7 +301,7 @@ func estimate(m messages.ChatMessage) int { return llm.EstimateTokens([]messages
 // next model call, or nil: the strategy's (strategyPlan), then the condensation
 // of an item always sent that the context still cuts (sectionPlan). It is a pure
 // function of the folded state and the agent.
-func (s *SessionState) compressPlan(a Agent) *compressCall {
+func (s *SessionState) compressPlan(a *Agent) *compressCall {
 	if _, ok := a.summaryModel(); !ok {
 		return nil
 	}
@@ -312,7 +312,7 @@ func (s *SessionState) compressPlan(a Agent) *compressCall {
 }
 
 // strategyPlan returns the call the agent's compression strategy needs, or nil.
-func (s *SessionState) strategyPlan(a Agent) *compressCall {
+func (s *SessionState) strategyPlan(a *Agent) *compressCall {
 	c := a.Context.Compression
 	if c.Strategy == "" {
 		return nil
@@ -376,7 +376,7 @@ func (s *SessionState) strategyPlan(a Agent) *compressCall {
 // nil. A summary is never
 // summarised again (it is cut, with its marker), and an item is summarised once
 // while its text stays the same. A paradigm's calls are not condensed.
-func (s *SessionState) sectionPlan(a Agent) *compressCall {
+func (s *SessionState) sectionPlan(a *Agent) *compressCall {
 	if s.active == nil || a.Paradigm != nil {
 		return nil
 	}
@@ -513,7 +513,7 @@ func (s *SessionState) compressRequest(a Agent, call *compressCall) (llm.Request
 
 // decideCompression is the hook of the loop's decision before its model call: the
 // compression call to make first, or wait true while one is in flight.
-func (s *SessionState) decideCompression(a Agent, t *taskState, nextSeq uint64) (d *Decision, wait bool) {
+func (s *SessionState) decideCompression(a *Agent, t *taskState, nextSeq uint64) (d *Decision, wait bool) {
 	if t.pending != nil || s.compress.storeKey != "" && s.compress.storeTask == t.ID {
 		return nil, true
 	}
@@ -527,7 +527,7 @@ func (s *SessionState) decideCompression(a Agent, t *taskState, nextSeq uint64) 
 	if call == nil {
 		return nil, false
 	}
-	req, report := s.compressRequest(a, call)
+	req, report := s.compressRequest(*a, call)
 	req.Step = t.Steps + 1
 	model, _ := a.summaryModel()
 	return &Decision{Payload: &messages.ModelRequested{
@@ -538,7 +538,7 @@ func (s *SessionState) decideCompression(a Agent, t *taskState, nextSeq uint64) 
 
 // decideStoreFacts returns the memory tool call that appends the facts extracted
 // since the last one to the agent's core block, or nil.
-func (s *SessionState) decideStoreFacts(a Agent, t *taskState, nextSeq uint64) *Decision {
+func (s *SessionState) decideStoreFacts(a *Agent, t *taskState, nextSeq uint64) *Decision {
 	c, st := a.Context.Compression, &s.compress
 	if c.picker() != pctx.CompressExtract || c.MemoryTool == "" || st.stored >= len(st.facts) {
 		return nil
@@ -602,7 +602,7 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 		}
 		a = a.underRules(t.rules)
 		st.pending, st.pendingKey = nil, p.Key
-		if call := s.compressPlan(a); call != nil && call.purpose == p.Purpose {
+		if call := s.compressPlan(&a); call != nil && call.purpose == p.Purpose {
 			st.pending = call
 		}
 	case *messages.ModelResponded:
@@ -702,7 +702,7 @@ type sentPart struct {
 // compression, in order — its own messages first, then the task's input when the
 // history sent begins after it, then the history sent — and the facts extract
 // keeps, for the context's State section ("" for none).
-func (s *SessionState) compressedParts(a Agent) (parts []sentPart, state string) {
+func (s *SessionState) compressedParts(a *Agent) (parts []sentPart, state string) {
 	c := a.Context.Compression
 	st := &s.compress
 	_, model := a.summaryModel()
@@ -805,7 +805,7 @@ func (s *SessionState) compressedParts(a Agent) (parts []sentPart, state string)
 // (a masked or digested result) is counted again, a masked one of kind masked;
 // the turns are grouped and the latest group pinned as appendTurns does; the
 // facts extract keeps are a State item, after the conversation.
-func (s *SessionState) appendConversation(a Agent, items []pctx.Item, start int) []pctx.Item {
+func (s *SessionState) appendConversation(a *Agent, items []pctx.Item, start int) []pctx.Item {
 	if a.Context.Compression.Strategy == "" {
 		return s.appendTurns(items, start)
 	}
@@ -963,7 +963,7 @@ func (s *SessionState) importantParts(c Compression) []sentPart {
 
 // compressionState returns the facts and decisions compression extracted, as a
 // section of the context ("" for none).
-func (s *SessionState) compressionState(a Agent) string {
+func (s *SessionState) compressionState(a *Agent) string {
 	if a.Context.Compression.picker() != pctx.CompressExtract || len(s.compress.facts) == 0 {
 		return ""
 	}
@@ -972,7 +972,7 @@ func (s *SessionState) compressionState(a Agent) string {
 
 // compressionTools returns specs with the tools compression gives the agent (the
 // recall of masked observations): specs itself when it gives none.
-func (a Agent) compressionTools(specs []messages.ToolSpec) []messages.ToolSpec {
+func (a *Agent) compressionTools(specs []messages.ToolSpec) []messages.ToolSpec {
 	if !a.Context.Compression.has(pctx.CompressMask) || slices.ContainsFunc(specs, func(s messages.ToolSpec) bool { return s.Name == pctx.RecallObservationTool }) {
 		return specs
 	}
@@ -982,7 +982,7 @@ func (a Agent) compressionTools(specs []messages.ToolSpec) []messages.ToolSpec {
 // decideRecall is the hook of the loop's tool calls: a call of recall_observation
 // is answered here, from the session's own recorded conversation, without an
 // effect: the masked result's full text, or why there is none.
-func (s *SessionState) decideRecall(a Agent, t *taskState) *Decision {
+func (s *SessionState) decideRecall(a *Agent, t *taskState) *Decision {
 	if !a.Context.Compression.has(pctx.CompressMask) {
 		return nil
 	}

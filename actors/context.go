@@ -396,7 +396,7 @@ func stablePrefix(prompt, toolSection string) string {
 // latest move). Turns of the running task are fully relevant, earlier tasks' half;
 // recency ranks them all. With nothing to drop, the messages are the system
 // message and the whole conversation, in order.
-func (s *SessionState) loopContext(a Agent) ([]messages.ChatMessage, []messages.ToolSpec, *messages.ContextReport) {
+func (s *SessionState) loopContext(a *Agent) ([]messages.ChatMessage, []messages.ToolSpec, *messages.ContextReport) {
 	specs, section := a.offer(s.loads)
 	t := s.active
 	paradigm := ""

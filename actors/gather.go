@@ -82,7 +82,7 @@ type gatherSource struct {
 
 // gatherSources returns the sources agent a gathers from for a task whose input
 // is input, in their fixed order: evidence, recall, notes.
-func (a Agent) gatherSources(input string) []gatherSource {
+func (a *Agent) gatherSources(input string) []gatherSource {
 	src, o := a.Sources, a.Context
 	query := clip(input, 2000)
 	var out []gatherSource
@@ -180,7 +180,7 @@ func (s *SessionState) foldGather(e messages.Envelope, p messages.Payload) {
 
 // decideGather returns the active task's next gathering call, or nil; wait
 // reports that the task waits for its gathering calls' results.
-func (s *SessionState) decideGather(a Agent, t *taskState, nextSeq uint64) (d *Decision, wait bool) {
+func (s *SessionState) decideGather(a *Agent, t *taskState, nextSeq uint64) (d *Decision, wait bool) {
 	g := &t.gather
 	if g.begun {
 		return nil, false

@@ -95,7 +95,7 @@ func (v *view) cause() string { return v.s.lastID }
 // loop returns the decision of the agent's tool loop: its next model call or tool
 // call, or its final answer or failure. A taskRun that lets the loop run returns it
 // as it is; one that takes the final answer as a draft returns its own move instead.
-func (v *view) loop() *Decision { return v.s.decideLoop(v.a, v.t, v.nextSeq, v.nowUS) }
+func (v *view) loop() *Decision { return v.s.decideLoop(&v.a, v.t, v.nextSeq, v.nowUS) }
 
 // loopAnswer returns the output of the loop's final answer, when the loop's latest
 // model reply is one (no tool calls, no error) and nothing acted on it yet.

@@ -114,7 +114,7 @@ func (as Agents) For(name string) (Agent, bool) {
 	return a, ok
 }
 
-func (a Agent) maxSteps(t *taskState) int {
+func (a *Agent) maxSteps(t *taskState) int {
 	if t.Spec.MaxSteps > 0 {
 		return t.Spec.MaxSteps
 	}
@@ -124,7 +124,7 @@ func (a Agent) maxSteps(t *taskState) int {
 	return 10
 }
 
-func (a Agent) hasTool(name string) bool {
+func (a *Agent) hasTool(name string) bool {
 	for _, s := range a.Tools {
 		if s.Name == name {
 			return true
@@ -177,7 +177,7 @@ type specNamesMemo struct {
 
 // offer returns the tools a request offers, given the session's recorded loads, and
 // the section the disclosure adds to the system prompt.
-func (a Agent) offer(loads []ToolLoad) ([]messages.ToolSpec, string) {
+func (a *Agent) offer(loads []ToolLoad) ([]messages.ToolSpec, string) {
 	if a.SingleCall {
 		return nil, ""
 	}
@@ -600,6 +600,11 @@ func (s *SessionState) activate(t *taskState) {
 		t.run = a.Paradigm.begin(t.Spec)
 	}
 	t.start = len(s.history)
+	if s.history == nil {
+		// Room for a short task's turns (its input, a tool call and its result, the
+		// answer) in one array rather than three.
+		s.history = make([]messages.ChatMessage, 0, 4)
+	}
 	s.history = append(s.history, messages.ChatMessage{Role: messages.RoleUser, Content: t.Spec.Input})
 }
 
@@ -636,7 +641,7 @@ func (s *SessionState) Decide(a Agent, nextSeq uint64, nowUS int64) *Decision {
 // among as. A task naming an agent that as does not have fails with
 // messages.ReasonUnknownAgent.
 func (s *SessionState) DecideAmong(as Agents, nextSeq uint64, nowUS int64) *Decision {
-	d := s.decideAmong(as, nextSeq, nowUS)
+	d := s.decideAmong(&as, nextSeq, nowUS)
 	if d != nil {
 		s.active.stampSubUsage(d.Payload)
 	}
@@ -654,7 +659,11 @@ func (t *taskState) stampSubUsage(p messages.Payload) {
 }
 
 // decideAmong is DecideAmong but for the sub-agents' usage on a task's end.
-func (s *SessionState) decideAmong(as Agents, nextSeq uint64, nowUS int64) *Decision {
+//
+// The agent is used by pointer, not copied from call to call (an Agent is half a
+// kilobyte, and a session decides several times per step): the default agent in as
+// itself, a named one or one under older rules copied once.
+func (s *SessionState) decideAmong(as *Agents, nextSeq uint64, nowUS int64) *Decision {
 	t := s.active
 	if t == nil {
 		return nil
@@ -662,17 +671,25 @@ func (s *SessionState) decideAmong(as Agents, nextSeq uint64, nowUS int64) *Deci
 	d := func(p messages.Payload, cause string) *Decision {
 		return &Decision{Payload: p, CausationID: cause, TaskID: t.ID}
 	}
-	a, ok := as.For(t.Spec.Agent)
-	if !ok {
-		return d(&messages.TaskFailed{Reason: messages.ReasonUnknownAgent, Error: fmt.Sprintf("unknown agent %q: this node does not run it", t.Spec.Agent),
-			Steps: t.Steps, Usage: t.Usage}, t.ID)
+	a := &as.Default
+	var own Agent // a named agent, or one under older rules
+	if name := t.Spec.Agent; name != "" && name != "default" {
+		var ok bool
+		if own, ok = as.Named[name]; !ok {
+			return d(&messages.TaskFailed{Reason: messages.ReasonUnknownAgent, Error: fmt.Sprintf("unknown agent %q: this node does not run it", t.Spec.Agent),
+				Steps: t.Steps, Usage: t.Usage}, t.ID)
+		}
+		a = &own
 	}
 	// A task is decided under the rules it was recorded with (rules.go).
 	if !supportedRules(t.rules) {
 		return d(&messages.TaskFailed{Reason: messages.ReasonUnsupportedRules, Error: (&RulesError{Seq: t.Seq, TaskID: t.ID, Version: t.rules}).Error(),
 			Steps: t.Steps, Usage: t.Usage}, t.ID)
 	}
-	a = a.underRules(t.rules)
+	if t.rules < ContextRules {
+		own = a.underRules(t.rules)
+		a = &own
+	}
 	if t.Spec.DeadlineUS > 0 && nowUS >= t.Spec.DeadlineUS {
 		return d(&messages.TaskFailed{Reason: messages.ReasonDeadline, Error: "the task's deadline passed", Steps: t.Steps, Usage: t.Usage}, t.ID)
 	}
@@ -681,14 +698,14 @@ func (s *SessionState) decideAmong(as Agents, nextSeq uint64, nowUS int64) *Deci
 		return dec
 	}
 	if a.Paradigm != nil {
-		return s.decideParadigm(a, t, nextSeq, nowUS)
+		return s.decideParadigm(*a, t, nextSeq, nowUS)
 	}
 	return s.decideLoop(a, t, nextSeq, nowUS)
 }
 
 // decideLoop returns the next event of the agent's tool loop for task t, or nil
 // when it waits.
-func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision {
+func (s *SessionState) decideLoop(a *Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision {
 	d := func(p messages.Payload, cause string) *Decision {
 		return &Decision{Payload: p, CausationID: cause, TaskID: t.ID}
 	}
@@ -764,7 +781,7 @@ func (s *SessionState) decideLoop(a Agent, t *taskState, nextSeq uint64, nowUS i
 }
 
 // offered returns the tools the session's requests offer now.
-func (s *SessionState) offered(a Agent) []messages.ToolSpec {
+func (s *SessionState) offered(a *Agent) []messages.ToolSpec {
 	specs, _ := a.offer(s.loads)
 	return specs
 }
@@ -792,13 +809,13 @@ func (s *SessionState) Request(a Agent) llm.Request {
 		req.Step, req.Key, req.Purpose = t.Steps, t.pending.req.Key, t.pending.req.Purpose
 		return req
 	}
-	req, _ := s.loopRequest(a)
+	req, _ := s.loopRequest(&a)
 	return req
 }
 
 // loopRequest builds the request of the loop's next model call and the report of
 // its context.
-func (s *SessionState) loopRequest(a Agent) (llm.Request, *messages.ContextReport) {
+func (s *SessionState) loopRequest(a *Agent) (llm.Request, *messages.ContextReport) {
 	msgs, specs, report := s.loopContext(a)
 	req := llm.Request{Messages: msgs, Tools: specs, Protocol: a.Protocol}
 	if s.active != nil {

@@ -78,7 +78,7 @@ func (a Agent) costBudget(t *taskState) float64 {
 // overBudget returns the TaskFailed of a task whose tokens reached its token budget,
 // or whose cost reached its cost budget, or nil. Its sub-agents' tokens and cost
 // (taskState.SubUsage) count too.
-func (a Agent) overBudget(t *taskState) *messages.TaskFailed {
+func (a *Agent) overBudget(t *taskState) *messages.TaskFailed {
 	if f := a.overTokens(t); f != nil {
 		return f
 	}
@@ -120,7 +120,7 @@ func (a Agent) overTokens(t *taskState) *messages.TaskFailed {
 
 // repeatedCall returns the TaskFailed of a task whose latest reply requests a call
 // the task requested LoopRepeats times in all, or nil.
-func (a Agent) repeatedCall(t *taskState) *messages.TaskFailed {
+func (a *Agent) repeatedCall(t *taskState) *messages.TaskFailed {
 	limit := a.loopRepeats()
 	calls := t.reply.Message.ToolCalls
 	if limit == 0 || t.loop.replyMax < limit || t.loop.replyArgmax >= len(calls) {
@@ -134,7 +134,7 @@ func (a Agent) repeatedCall(t *taskState) *messages.TaskFailed {
 
 // staleSteps returns the TaskFailed of a task whose latest LoopStaleSteps steps
 // brought no new information, or nil.
-func (a Agent) staleSteps(t *taskState) *messages.TaskFailed {
+func (a *Agent) staleSteps(t *taskState) *messages.TaskFailed {
 	limit := a.loopStaleSteps()
 	if limit == 0 || t.loop.stale < limit {
 		return nil

@@ -67,8 +67,9 @@ func appendJSONString(dst []byte, s string) []byte {
 	start := 0
 	for i := 0; i < len(s); {
 		if b := s[i]; b < utf8.RuneSelf {
-			if b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&' {
-				i++
+			if jsonSafe[b] {
+				// Plain ASCII text goes eight bytes at a time.
+				i = plainEnd(s, i+1)
 				continue
 			}
 			dst = append(dst, s[start:i]...)
@@ -111,6 +112,37 @@ func appendJSONString(dst []byte, s string) []byte {
 	}
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
+}
+
+// jsonSafe says which ASCII bytes appendJSONString copies as they are: not a
+// control character, '"', '\\', '<', '>' nor '&' (a constant table).
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for b := range t {
+		t[b] = b >= 0x20 && b != '"' && b != '\\' && b != '<' && b != '>' && b != '&'
+	}
+	return t
+}()
+
+// plainEnd returns i moved past the eight-byte chunks of s from i on whose bytes
+// are all jsonSafe: ASCII, none below 0x20, none of '"', '\\', '<', '>' and '&'.
+// Each test below is exact for "some byte of the chunk is": a borrow can only
+// flag a byte above one that truly is.
+func plainEnd(s string, i int) int {
+	const lo, hi = 0x0101010101010101, 0x8080808080808080
+	for ; i+8 <= len(s); i += 8 {
+		c := s[i : i+8]
+		x := uint64(c[0]) | uint64(c[1])<<8 | uint64(c[2])<<16 | uint64(c[3])<<24 |
+			uint64(c[4])<<32 | uint64(c[5])<<40 | uint64(c[6])<<48 | uint64(c[7])<<56
+		// '"' (0x22) and '&' (0x26) differ in one bit, as do '<' (0x3c) and '>'
+		// (0x3e): a byte is one of a pair when it equals the first with that bit cleared.
+		q := x&^(lo*0x04) ^ (lo * '"')
+		l := x&^(lo*0x02) ^ (lo * '<')
+		b := x ^ (lo * '\\')
+		if (x|(x-lo*0x20)&^x|(q-lo)&^q|(l-lo)&^l|(b-lo)&^b)&hi != 0 {
+			break
+		}
+	}
+	return i
 }
 
 // appendJSONFloat appends f as encoding/json encodes a float64: like ES6's number

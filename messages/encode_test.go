@@ -161,3 +161,69 @@ func BenchmarkNewEnvelope(b *testing.B) {
 		}
 	}
 }
+
+// plainEnd agrees with jsonSafe on every byte at every place of a plain chunk,
+// and on random chunks: the eight-byte skip of appendJSONString never passes over
+// a byte it must escape.
+func TestPlainEndIsJSONSafe(t *testing.T) {
+	want := func(s string) bool {
+		for i := range len(s) {
+			if s[i] >= 0x80 || !jsonSafe[s[i]] {
+				return false
+			}
+		}
+		return true
+	}
+	base := []byte("abcdefgh")
+	for pos := range 8 {
+		for b := range 256 {
+			c := append([]byte(nil), base...)
+			c[pos] = byte(b)
+			if got := plainEnd(string(c), 0) == 8; got != want(string(c)) {
+				t.Fatalf("plainEnd(%q) skips it: %v", c, got)
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	alphabet := []byte("aZ09 ~\x7f\x00\x1f\x20\"\\<>&\x80\xff\xc3\xe2\t\n")
+	for range 200000 {
+		c := make([]byte, 8)
+		for i := range c {
+			if r.IntN(3) == 0 {
+				c[i] = alphabet[r.IntN(len(alphabet))]
+			} else {
+				c[i] = byte(r.IntN(256))
+			}
+		}
+		if got := plainEnd(string(c), 0) == 8; got != want(string(c)) {
+			t.Fatalf("plainEnd(%q) skips it: %v", c, got)
+		}
+	}
+}
+
+// appendJSONString encodes as json.Marshal does strings of every length with the
+// bytes to escape at every place, around and across the eight-byte chunks it skips.
+func TestAppendJSONStringIsJSONMarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	specials := []string{"\"", "\\", "<", ">", "&", "\x00", "\x1f", "\n", "\x7f", "é", "你", "🎉", "\u2028", "\u2029", "\xff", "\xe2\x80", "\xc3"}
+	for n := range 40 {
+		for range 300 {
+			b := make([]byte, 0, n+8)
+			for len(b) < n {
+				if r.IntN(6) == 0 {
+					b = append(b, specials[r.IntN(len(specials))]...)
+				} else {
+					b = append(b, byte('a'+r.IntN(26)))
+				}
+			}
+			s := string(b)
+			want, err := json.Marshal(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
+				t.Fatalf("%q:\n got  %s\n want %s", s, got, want)
+			}
+		}
+	}
+}

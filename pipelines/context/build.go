@@ -507,7 +507,7 @@ func groupsOf(cs []cand, sp *scratchSpace) []group {
 // the Context section in groups that are not pinned), a group the cut would split
 // whole, and returns how many it left out.
 func (b Builder) historyWindow(o Options, cs []cand, gs []group) int {
-	if o.HistoryTurns < 0 {
+	if o.HistoryTurns < 0 || len(cs) <= o.HistoryTurns {
 		return 0
 	}
 	turns := make([]int, 0, len(cs))
@@ -565,7 +565,7 @@ func scoreAll(o Options, cs []cand, idx []int) {
 		} else if r > start && cs[idx[r-1]].Pos > cs[i].Pos {
 			newer = r - start
 		}
-		cs[i].raw = o.Score(cs[i].Relevance, newer)
+		cs[i].raw = o.score(cs[i].Relevance, newer)
 		cs[i].score = cs[i].raw
 		if cs[i].Pinned {
 			cs[i].score = 1

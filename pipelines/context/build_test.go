@@ -2,6 +2,7 @@ package context_test
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -307,6 +308,30 @@ func TestScore(t *testing.T) {
 	}
 	if s := o.Score(7, 0); s != 1 {
 		t.Errorf("relevance is clamped: %v", s)
+	}
+}
+
+// Score is its formula, math.Pow's recency included, for every age of an item
+// (those its table of the default half-life holds and older ones), at the default
+// half-life and another, and under other weights.
+func TestScoreIsItsFormula(t *testing.T) {
+	for _, o := range []pctx.Options{{}, {RecencyHalfLife: 3}, {RelevanceWeight: 0.2, RecencyWeight: 0.8}, {RecencyHalfLife: 8.5}} {
+		d := o
+		if d.RelevanceWeight <= 0 && d.RecencyWeight <= 0 {
+			d.RelevanceWeight, d.RecencyWeight = pctx.DefaultRelevanceWeight, pctx.DefaultRecencyWeight
+		}
+		if d.RecencyHalfLife <= 0 {
+			d.RecencyHalfLife = pctx.DefaultRecencyHalfLife
+		}
+		for newer := range 200 {
+			for _, rel := range []float64{0, 0.5, 1} {
+				rec := math.Pow(0.5, float64(newer)/d.RecencyHalfLife)
+				want := math.Round(float64((float64(d.RelevanceWeight*rel)+float64(d.RecencyWeight*rec))/(d.RelevanceWeight+d.RecencyWeight))*1e6) / 1e6
+				if got := o.Score(rel, newer); got != want {
+					t.Fatalf("%+v: Score(%v, %d) = %v, want %v", o, rel, newer, got, want)
+				}
+			}
+		}
 	}
 }
 

@@ -169,17 +169,41 @@ func (o Options) withDefaults() Options {
 // fuses operations differently (or whose math.Pow differs in the last bit) scores
 // the same, so a session builds the same context on every node and in replay.
 func (o Options) Score(relevance float64, newer int) float64 {
-	o = o.withDefaults()
+	return o.withDefaults().score(relevance, newer)
+}
+
+// score is Score of options with their defaults set (withDefaults).
+func (o Options) score(relevance float64, newer int) float64 {
 	rel := min(max(relevance, 0), 1)
 	if math.IsNaN(relevance) {
 		rel = 0
 	}
-	rec := math.Pow(0.5, float64(newer)/o.RecencyHalfLife)
+	rec := recency(o.RecencyHalfLife, newer)
 	// The explicit conversions keep each product rounded on its own (no fused
 	// multiply-add).
 	sum := float64(o.RelevanceWeight*rel) + float64(o.RecencyWeight*rec)
 	return math.Round(float64(sum/(o.RelevanceWeight+o.RecencyWeight))*1e6) / 1e6
 }
+
+// recency returns 0.5^(newer/halfLife), as Score weighs recency: under the
+// default half-life, for the newest candidates of a kind, from a table of
+// math.Pow's own results (the same bits, without computing a power per item per
+// build).
+func recency(halfLife float64, newer int) float64 {
+	if halfLife == DefaultRecencyHalfLife && newer >= 0 && newer < len(defaultRecency) {
+		return defaultRecency[newer]
+	}
+	return math.Pow(0.5, float64(newer)/halfLife)
+}
+
+// defaultRecency holds recency under the default half-life (a constant table,
+// never written after).
+var defaultRecency = func() (t [64]float64) {
+	for i := range t {
+		t[i] = math.Pow(0.5, float64(i)/float64(DefaultRecencyHalfLife))
+	}
+	return t
+}()
 
 // Builder builds contexts. It is a value: safe for concurrent use when its
 // Tokenizer is.

@@ -53,8 +53,15 @@ func (c *Context) Messages() []messages.ChatMessage {
 			n++
 		}
 	}
-	out := make([]messages.ChatMessage, 0, n+2)
-	if sys := c.System(); sys != "" {
+	sys, brief := c.System(), c.briefing()
+	if sys != "" {
+		n++
+	}
+	if brief != "" {
+		n++
+	}
+	out := make([]messages.ChatMessage, 0, n) // a request's messages are kept while it is in flight: no room to spare
+	if sys != "" {
 		out = append(out, messages.ChatMessage{Role: messages.RoleSystem, Content: sys})
 	}
 	// Items are in section order, each section's by Pos: merge the sections'
@@ -77,8 +84,8 @@ func (c *Context) Messages() []messages.ChatMessage {
 		out = append(out, *c.Items[i].Message)
 		next[best] = c.nextMessage(Section(best), i+1)
 	}
-	if b := c.briefing(); b != "" {
-		out = append(out, messages.ChatMessage{Role: messages.RoleUser, Content: b})
+	if brief != "" {
+		out = append(out, messages.ChatMessage{Role: messages.RoleUser, Content: brief})
 	}
 	return out
 }
