@@ -58,8 +58,6 @@ type SessionHost struct {
 	publishedBefore func(sessionID string) int64
 	// dispatcher runs the session actors' mailboxes on long-lived goroutines.
 	dispatcher actor.Dispatcher
-	// mailbox makes the mailbox that sessionMailbox wraps.
-	mailbox actor.MailboxProducer
 	// started are the sessions the host started an actor for, up to maxStarted
 	// (then it forgets them all): a new task of one of them reads the session's
 	// events first rather than claim the session, which has events most likely
@@ -131,7 +129,7 @@ func NewSessionHostProps(deps SessionDeps) *actor.Props {
 	// Shared by the host's incarnations, as its sessions are.
 	mailboxes := dispatcher{w: newWorkers(sessionWorkers, workerIdle), throughput: mailboxThroughput}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes, mailbox: actor.Unbounded(), started: map[string]struct{}{}}
+		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes, started: map[string]struct{}{}}
 	},
 		actor.WithSupervisor(actor.NewOneForOneStrategy(5, 10*time.Second, actor.DefaultDecider)),
 		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)))
@@ -342,7 +340,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 				deps.spawned(a)
 			}
 			return a
-		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(h.mailbox, ctx.ActorSystem(), id, abort)))
+		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(ctx.ActorSystem(), id, abort)))
 		pid := ctx.Spawn(props)
 		if len(h.started) >= maxStarted {
 			clear(h.started)
@@ -361,7 +359,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 }
 
 // sessionMailbox returns the mailbox of session id's actor: protoactor's unbounded
-// one (made by unbounded), wrapped to see the actor's lifecycle (stoppedAnswering):
+// one (sessionQueue), seeing the actor's lifecycle (stoppedAnswering):
 //
 //   - A Stop posted to the actor calls abort, which ends a write the actor retries in
 //     place (SessionActor.appendDurably: a log that keeps failing) or a retry's
@@ -381,9 +379,9 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 //   - The request the actor failed on (it panicked) is answered ErrSessionFailed as
 //     the failure reaches the supervisor: the actor answers it no more, whether it is
 //     restarted or stopped.
-func sessionMailbox(unbounded actor.MailboxProducer, system *actor.ActorSystem, id string, abort context.CancelFunc) actor.MailboxProducer {
+func sessionMailbox(system *actor.ActorSystem, id string, abort context.CancelFunc) actor.MailboxProducer {
 	return func() actor.Mailbox {
-		return &stoppedAnswering{Mailbox: unbounded(), system: system, session: id, abort: abort}
+		return &stoppedAnswering{system: system, session: id, abort: abort}
 	}
 }
 
@@ -391,7 +389,7 @@ func sessionMailbox(unbounded actor.MailboxProducer, system *actor.ActorSystem, 
 // MessageInvoker the mailbox calls, in front of the actor's context; a mailbox
 // invokes one message at a time, so stopped and failure need no lock.
 type stoppedAnswering struct {
-	actor.Mailbox
+	sessionQueue
 	actor.MessageInvoker
 	system  *actor.ActorSystem
 	session string
@@ -411,7 +409,7 @@ type stoppedAnswering struct {
 // the actor's context.
 func (m *stoppedAnswering) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
 	m.MessageInvoker = invoker
-	m.Mailbox.RegisterHandlers(m, dispatcher)
+	m.sessionQueue.RegisterHandlers(m, dispatcher)
 }
 
 // PostSystemMessage implements actor.Mailbox: a Stop ends what the actor waits on
@@ -420,7 +418,7 @@ func (m *stoppedAnswering) PostSystemMessage(msg any) {
 	if _, ok := msg.(*actor.Stop); ok {
 		m.abort()
 	}
-	m.Mailbox.PostSystemMessage(msg)
+	m.sessionQueue.PostSystemMessage(msg)
 }
 
 // InvokeSystemMessage implements actor.MessageInvoker.
@@ -434,7 +432,7 @@ func (m *stoppedAnswering) InvokeSystemMessage(msg any) {
 		if m.failure != nil {
 			// The mailbox of a failed actor is suspended, and a Stop does not resume
 			// it: resume it, so that the requests left reach InvokeUserMessage.
-			m.Mailbox.PostSystemMessage(&actor.ResumeMailbox{})
+			m.sessionQueue.PostSystemMessage(&actor.ResumeMailbox{})
 		}
 	}
 }
