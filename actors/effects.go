@@ -188,6 +188,7 @@ var _ Effects = (*LocalEffects)(nil)
 
 // performer performs one kind of effect: its calls, their bound and their queue.
 type performer struct {
+	e       *LocalEffects // whose performer it is
 	timeout time.Duration
 	limit   int
 	running int
@@ -309,6 +310,7 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	if m := cfg.Model; m != nil {
 		name := m.Name()
 		e.model = &performer{
+			e:       e,
 			timeout: cfg.ModelTimeout, limit: cfg.ModelConcurrency, timedOut: ErrModelTimeout,
 			perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
 				if cfg.ModelDeltas != nil {
@@ -341,7 +343,9 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	}
 	for _, name := range cfg.Tools.Names() {
 		t, _ := cfg.Tools.Get(name)
-		e.tools[name] = toolPerformer(name, t, cfg)
+		p := toolPerformer(name, t, cfg)
+		p.e = e
+		e.tools[name] = p
 	}
 	return e
 }
@@ -482,20 +486,47 @@ func (e *LocalEffects) start(f *flight) {
 	// the timeout, which ends it through the timer.
 	ctx, cancel := context.WithCancelCause(e.root)
 	f.cancel, f.session, f.began = cancel, req.SessionID, time.Now()
-	var call context.Context = deadlineContext{Context: ctx, deadline: f.began.Add(p.timeout)}
+	c := &callContext{Context: ctx, deadline: f.began.Add(p.timeout), f: f}
 	if e.cfg.Trace != nil {
-		call, f.traced = e.cfg.Trace(call, req)
+		c.traced, f.traced = e.cfg.Trace(c, req)
 	}
 	p.run(f, e)
-	e.workers.Go(func() {
-		rep := e.run(call, p, req)
-		if cause := context.Cause(ctx); cause != nil && rep.Error != "" {
-			// The call failed because its context ended (the timeout, Cancel, Close):
-			// say why, whichever of the call and the timer answers first.
-			rep = p.failed(cause)
-		}
-		e.answer(f, rep)
-	})
+	e.workers.Do(c)
+}
+
+// callContext is a call's context: a context.WithCancelCause that reports the
+// deadline a timer enforces, as context.WithDeadlineCause would, without a second
+// context. It is also the job of the worker that performs the call (run): one
+// object per call for both.
+type callContext struct {
+	context.Context
+	deadline time.Time
+	f        *flight
+	// traced, when set, is the context the call runs under instead
+	// (LocalEffectsConfig.Trace).
+	traced context.Context
+}
+
+func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// run performs the call on its worker goroutine (start), and answers it. The
+// flight's request is this goroutine's from start on: it lets go of it as it
+// returns, so that a remembered answer does not keep it.
+func (c *callContext) run() {
+	f := c.f
+	p := f.p
+	var call context.Context = c
+	if c.traced != nil {
+		call = c.traced
+	}
+	rep := p.e.run(call, p, f.req)
+	if cause := context.Cause(c.Context); cause != nil && rep.Error != "" {
+		// The call failed because its context ended (the timeout, Cancel, Close):
+		// say why, whichever of the call and the timer answers first.
+		rep = p.failed(cause)
+	}
+	f.req = messages.EffectRequest{}
+	p.e.answer(f, rep)
 }
 
 // expire answers p's calls past their deadline with their timeout, as the end of
@@ -542,16 +573,6 @@ func (e *LocalEffects) answer(f *flight, rep messages.EffectReply) {
 	e.finish(f, rep)
 }
 
-// deadlineContext is a call's context: a context.WithCancelCause that reports the
-// deadline a timer enforces, as context.WithDeadlineCause would, without a second
-// context.
-type deadlineContext struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
-
 // run performs a call, turning a panic into an error reply.
 func (e *LocalEffects) run(ctx context.Context, p *performer, req messages.EffectRequest) (rep messages.EffectReply) {
 	defer func() {
@@ -589,12 +610,12 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 	waiters.answer(rep)
 }
 
-// done marks f answered with rep, remembers it, and returns its waiters; only the
-// reply is kept (a model call's request holds the whole conversation). The caller
-// holds e.mu.
+// done marks f answered with rep, remembers it, and returns its waiters. The caller
+// holds e.mu. Only the reply is to be kept (a model call's request holds the whole
+// conversation): a call that started lets go of its request as it returns
+// (flight.run), and the caller drops that of one that never started.
 func (e *LocalEffects) done(f *flight, rep messages.EffectReply) waiters {
 	f.done, f.rep = true, rep
-	f.req = messages.EffectRequest{}
 	w := f.waiters
 	f.waiters = waiters{}
 	e.remember(f, time.Now())
@@ -691,6 +712,7 @@ func (e *LocalEffects) Cancel(key messages.EffectKey) {
 		return
 	default:
 		f.p.queue = slices.DeleteFunc(f.p.queue, func(q *flight) bool { return q == f })
+		f.req = messages.EffectRequest{}
 		waiters := e.done(f, cancelled)
 		e.mu.Unlock()
 		waiters.answer(cancelled)

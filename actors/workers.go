@@ -26,7 +26,7 @@ type workers struct {
 	max     int32
 	idleFor time.Duration
 	live    atomic.Int32
-	idle    chan func() // unbuffered: a send succeeds only when a worker waits
+	idle    chan job // unbuffered: a send succeeds only when a worker waits
 	// waiting counts the workers waiting on idle (a worker adds itself before it
 	// waits, the sender that hands it a function takes it off); fewest is the least
 	// it was since the last sweep.
@@ -38,25 +38,36 @@ type workers struct {
 }
 
 func newWorkers(max int, idleFor time.Duration) *workers {
-	return &workers{max: int32(max), idleFor: idleFor, idle: make(chan func())}
+	return &workers{max: int32(max), idleFor: idleFor, idle: make(chan job)}
 }
+
+// job is what a worker runs: a function (funcJob), or a value that runs itself (an
+// effect's flight), which needs no closure made for it.
+type job interface{ run() }
+
+type funcJob func()
+
+func (f funcJob) run() { f() }
 
 // Go runs fn on a waiting worker, a new one, or, with max of them busy, a goroutine
 // of its own.
-func (w *workers) Go(fn func()) {
+func (w *workers) Go(fn func()) { w.Do(funcJob(fn)) }
+
+// Do runs j as Go runs a function.
+func (w *workers) Do(j job) {
 	select {
-	case w.idle <- fn:
+	case w.idle <- j:
 		w.handed()
 		return
 	default:
 	}
 	if w.live.Add(1) <= w.max {
 		w.arm()
-		go w.run(fn)
+		go w.run(j)
 		return
 	}
 	w.live.Add(-1)
-	go fn()
+	go j.run()
 }
 
 // handed takes a worker off the waiting ones, once it was handed a function (or
@@ -71,12 +82,12 @@ func (w *workers) handed() {
 	}
 }
 
-func (w *workers) run(fn func()) {
+func (w *workers) run(j job) {
 	defer w.live.Add(-1)
-	for fn != nil {
-		fn()
+	for j != nil {
+		j.run()
 		w.waiting.Add(1)
-		fn = <-w.idle // nil: retire ends this worker
+		j = <-w.idle // nil: retire ends this worker
 	}
 }
 
