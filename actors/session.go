@@ -291,8 +291,9 @@ type SessionActor struct {
 	reply func(messages.EffectReply)
 	// idle sends idleTimeout once no message came for IdleTimeout; deadline sends
 	// deadlineTick when the running task's deadline passes. Neither is protoactor's
-	// receive timeout nor a plain timer: see wakeup.
-	idle, deadline *wakeup
+	// receive timeout nor a plain timer: see wakeup and idleWakeup.
+	idle     *idleWakeup
+	deadline *wakeup
 	// drain is set by Drain (on) with the PID that waits for Drained (drainer); the
 	// incarnations share it, so that one restarted after a failure while the session
 	// drained (a result the log refused) still issues nothing and answers the Drain.
@@ -324,7 +325,7 @@ type drainState struct {
 // Receive implements actor.Actor.
 func (a *SessionActor) Receive(ctx actor.Context) {
 	// The idle timeout counts from the end of the last message handled.
-	a.idle.pause()
+	a.idle.handling()
 	if a.unread {
 		switch ctx.Message().(type) {
 		case *CancelTask, *ResolveApproval, *ResumeSession, *Drain, *messages.EffectReply, *deadlineTick, *idleTimeout:
@@ -379,7 +380,7 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		a.step(ctx, nil)
 	}
 	a.reportIdle(ctx)
-	a.idle.reset(a.deps.IdleTimeout) // nothing once stopped
+	a.idle.handled() // nothing once stopped
 }
 
 // reportIdle tells a host that bounds its sessions when this session becomes idle,
@@ -412,7 +413,7 @@ func (a *SessionActor) recover(ctx actor.Context) {
 	a.reset()
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	a.reply = func(rep messages.EffectReply) { root.Send(self, &rep) }
-	a.idle = newWakeup(ctx.ActorSystem().Root, ctx.Self(), a.deps.IdleTimeout, &idleTimeout{})
+	a.idle = newIdleWakeup(ctx.ActorSystem().Root, ctx.Self(), a.deps.IdleTimeout, &idleTimeout{})
 	if a.unread {
 		return
 	}
