@@ -148,8 +148,8 @@ func (c *LocalEffectsConfig) setDefaults() {
 // Each kind of effect has a performer (the model, each tool) with a concurrency bound
 // and a timeout. A request takes a slot of its performer before a goroutine starts
 // for it; past the bound it waits in the performer's queue. Each call runs under a
-// context derived from a root context that Close cancels, with its timeout, and
-// registered by key: Cancel cancels it. User code runs on that goroutine with panic
+// context of its own, with its timeout, that Close cancels, registered by key:
+// Cancel cancels it. User code runs on that goroutine with panic
 // recovery; a call that ignores its context is abandoned when the context ends (its
 // reply says why, and its slot is free again), so a hanging tool or model never
 // holds a session.
@@ -164,8 +164,6 @@ func (c *LocalEffectsConfig) setDefaults() {
 // guarantee across nodes and restarts; this saves the repeated call.
 type LocalEffects struct {
 	cfg     LocalEffectsConfig
-	root    context.Context
-	stop    context.CancelCauseFunc
 	workers *workers // run the calls
 
 	mu      sync.Mutex
@@ -304,8 +302,7 @@ func (w waiters) answer(rep messages.EffectReply) {
 // NewLocalEffects returns the effects of a node that performs them itself.
 func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	cfg.setDefaults()
-	root, stop := context.WithCancelCause(context.Background())
-	e := &LocalEffects{cfg: cfg, root: root, stop: stop, workers: newWorkers(effectWorkers, workerIdle),
+	e := &LocalEffects{cfg: cfg, workers: newWorkers(effectWorkers, workerIdle),
 		tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}}
 	if m := cfg.Model; m != nil {
 		name := m.Name()
@@ -484,7 +481,10 @@ func (e *LocalEffects) start(f *flight) {
 	p.running++
 	// One context per call, whose cause says why it ended; it reports the deadline of
 	// the timeout, which ends it through the timer.
-	ctx, cancel := context.WithCancelCause(e.root)
+	// Not derived from a context of e's that Close would cancel: that would register
+	// each call with it, a map's insert and delete under its lock. Close cancels the
+	// running calls itself, found in their performers' lists.
+	ctx, cancel := context.WithCancelCause(context.Background())
 	f.cancel, f.session, f.began = cancel, req.SessionID, time.Now()
 	c := &callContext{Context: ctx, deadline: f.began.Add(p.timeout), f: f}
 	if e.cfg.Trace != nil {
@@ -752,17 +752,26 @@ func (e *LocalEffects) Expire(now time.Time) {
 func (e *LocalEffects) Close() error {
 	e.mu.Lock()
 	e.closed = true
+	var running []context.CancelCauseFunc
+	closing := func(p *performer) {
+		p.queue = nil
+		for f := p.oldest; f != nil; f = f.nextRun {
+			running = append(running, f.cancel)
+		}
+	}
 	if e.model != nil {
-		e.model.queue = nil
+		closing(e.model)
 	}
 	for _, p := range e.tools {
-		p.queue = nil
+		closing(p)
 	}
 	for _, p := range e.catalog {
-		p.queue = nil
+		closing(p)
 	}
 	e.mu.Unlock()
-	e.stop(ErrEffectsClosed)
+	for _, cancel := range running {
+		cancel(ErrEffectsClosed)
+	}
 	return nil
 }
 
