@@ -132,7 +132,11 @@ func NewSessionHostProps(deps SessionDeps) *actor.Props {
 		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes, started: map[string]struct{}{}}
 	},
 		actor.WithSupervisor(actor.NewOneForOneStrategy(5, 10*time.Second, actor.DefaultDecider)),
-		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)))
+		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)),
+		// Every task passes through the host: its mailbox is a session's queue, run
+		// on the sessions' workers.
+		actor.WithMailbox(func() actor.Mailbox { return &sessionQueue{} }),
+		actor.WithDispatcher(mailboxes))
 }
 
 // Bounds of the goroutines kept to run session actors' mailboxes and effects

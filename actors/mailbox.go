@@ -8,11 +8,11 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 )
 
-// sessionQueue is the queue of a session actor's mailbox (stoppedAnswering):
-// protoactor's unbounded mailbox (actor.Unbounded, its defaultMailbox) as the
-// session actors use it, with no middleware, and without its allocations per
-// message and per run: protoactor's queues allocate a node for each system message
-// and three objects per mailbox, and its mailbox a function value each time it
+// sessionQueue is the queue of a session actor's mailbox (stoppedAnswering), and the
+// session host's mailbox: protoactor's unbounded mailbox (actor.Unbounded, its
+// defaultMailbox) as these actors use it, with no middleware, and without its
+// allocations: protoactor's queues allocate a node for each system message and
+// three objects per mailbox, and its mailbox a function value each time it
 // schedules a run. Every effect's reply and every task is a message to a session,
 // and every run a schedule. Its behaviour is defaultMailbox's: system messages
 // first, user messages while not suspended (SuspendMailbox, ResumeMailbox),
