@@ -2,7 +2,6 @@ package actors
 
 import (
 	"container/list"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -332,11 +331,8 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 				h.republished[id], republish = struct{}{}, true
 			}
 		}
-		// stop ends once the actor is asked to stop; its incarnations share it.
-		stop, abort := context.WithCancel(context.Background())
 		props := actor.PropsFromProducer(func() actor.Actor {
 			a := newSessionActor(id, deps, shared)
-			a.stop = stop
 			a.republish = republish // a restarted incarnation publishes again: duplicates only
 			a.publishedBefore = publishedBefore
 			a.unread, unread = unread, false
@@ -344,7 +340,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 				deps.spawned(a)
 			}
 			return a
-		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(ctx.ActorSystem(), id, abort)))
+		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(ctx.ActorSystem(), id, &shared.stop)))
 		pid := ctx.Spawn(props)
 		if len(h.started) >= maxStarted {
 			clear(h.started)
@@ -365,7 +361,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 // sessionMailbox returns the mailbox of session id's actor: protoactor's unbounded
 // one (sessionQueue), seeing the actor's lifecycle (stoppedAnswering):
 //
-//   - A Stop posted to the actor calls abort, which ends a write the actor retries in
+//   - A Stop posted to the actor ends stop, which ends a write the actor retries in
 //     place (SessionActor.appendDurably: a log that keeps failing) or a retry's
 //     attempt, so that the actor handles the Stop next instead of after the log
 //     recovered: a node whose partitions are revoked (Revoked) or that closes does not
@@ -383,9 +379,9 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 //   - The request the actor failed on (it panicked) is answered ErrSessionFailed as
 //     the failure reaches the supervisor: the actor answers it no more, whether it is
 //     restarted or stopped.
-func sessionMailbox(system *actor.ActorSystem, id string, abort context.CancelFunc) actor.MailboxProducer {
+func sessionMailbox(system *actor.ActorSystem, id string, stop *stopSignal) actor.MailboxProducer {
 	return func() actor.Mailbox {
-		return &stoppedAnswering{system: system, session: id, abort: abort}
+		return &stoppedAnswering{system: system, session: id, stop: stop}
 	}
 }
 
@@ -397,9 +393,8 @@ type stoppedAnswering struct {
 	actor.MessageInvoker
 	system  *actor.ActorSystem
 	session string
-	// abort ends the actor's stop context (SessionActor.stop); it may be called on
-	// any goroutine, more than once.
-	abort context.CancelFunc
+	// stop is the actor's (SessionActor.stop), ended by a Stop posted to it.
+	stop *stopSignal
 	// stopped is set once the actor handled a Stop: it handles no user message
 	// after it (a session actor has no children, so a Stop ends it at once).
 	stopped bool
@@ -417,10 +412,10 @@ func (m *stoppedAnswering) RegisterHandlers(invoker actor.MessageInvoker, dispat
 }
 
 // PostSystemMessage implements actor.Mailbox: a Stop ends what the actor waits on
-// first (abort), on the poster's goroutine, since the actor's may be busy.
+// first (its stop), on the poster's goroutine, since the actor's may be busy.
 func (m *stoppedAnswering) PostSystemMessage(msg any) {
 	if _, ok := msg.(*actor.Stop); ok {
-		m.abort()
+		m.stop.end()
 	}
 	m.sessionQueue.PostSystemMessage(msg)
 }
