@@ -113,6 +113,9 @@ type hosted struct {
 	forwarded int
 	// idle is the session's place in SessionHost.idle; nil when it is busy.
 	idle *list.Element
+	// shared is what the actor's incarnations share, made with it (one
+	// allocation for both).
+	shared incarnations
 }
 
 // NewSessionHostProps returns the props of a SessionHost, to spawn from the root
@@ -318,7 +321,8 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 	s, ok := h.sessions[id]
 	if !ok {
 		h.makeRoom(ctx, 1)
-		deps, shared := h.deps, &incarnations{}
+		s = &hosted{id: id}
+		deps, shared := h.deps, &s.shared
 		republish, publishedBefore := false, int64(0)
 		if h.republished != nil && (h.handedOver == nil || !h.handedOver(id)) {
 			if h.publishedBefore != nil {
@@ -346,7 +350,7 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 			clear(h.started)
 		}
 		h.started[id] = struct{}{}
-		s = &hosted{id: id, pid: pid}
+		s.pid = pid
 		h.sessions[id] = s
 		h.byPID[pid.Id] = id
 	} else if s.idle != nil {
