@@ -63,6 +63,7 @@ func (e *LocalEffects) catalogPerformer(name string) (*performer, bool) {
 	}
 	t := catalogTool{cat: e.cfg.Catalog, name: name}
 	p := &performer{
+		e:       e,
 		timeout: e.cfg.ToolTimeout, limit: e.cfg.ToolConcurrency, timedOut: ErrToolTimeout,
 		perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
 			out, err := t.Call(ctx, tools.Call{Key: req.Tool.Key, Arguments: req.Tool.Arguments, Agent: req.Agent})

@@ -148,8 +148,8 @@ func (c *LocalEffectsConfig) setDefaults() {
 // Each kind of effect has a performer (the model, each tool) with a concurrency bound
 // and a timeout. A request takes a slot of its performer before a goroutine starts
 // for it; past the bound it waits in the performer's queue. Each call runs under a
-// context derived from a root context that Close cancels, with its timeout, and
-// registered by key: Cancel cancels it. User code runs on that goroutine with panic
+// context of its own, with its timeout, that Close cancels, registered by key:
+// Cancel cancels it. User code runs on that goroutine with panic
 // recovery; a call that ignores its context is abandoned when the context ends (its
 // reply says why, and its slot is free again), so a hanging tool or model never
 // holds a session.
@@ -164,8 +164,6 @@ func (c *LocalEffectsConfig) setDefaults() {
 // guarantee across nodes and restarts; this saves the repeated call.
 type LocalEffects struct {
 	cfg     LocalEffectsConfig
-	root    context.Context
-	stop    context.CancelCauseFunc
 	workers *workers // run the calls
 
 	mu      sync.Mutex
@@ -188,6 +186,7 @@ var _ Effects = (*LocalEffects)(nil)
 
 // performer performs one kind of effect: its calls, their bound and their queue.
 type performer struct {
+	e       *LocalEffects // whose performer it is
 	timeout time.Duration
 	limit   int
 	running int
@@ -303,12 +302,12 @@ func (w waiters) answer(rep messages.EffectReply) {
 // NewLocalEffects returns the effects of a node that performs them itself.
 func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	cfg.setDefaults()
-	root, stop := context.WithCancelCause(context.Background())
-	e := &LocalEffects{cfg: cfg, root: root, stop: stop, workers: newWorkers(effectWorkers, workerIdle),
+	e := &LocalEffects{cfg: cfg, workers: newWorkers(effectWorkers, workerIdle),
 		tools: map[string]*performer{}, flights: map[messages.EffectKey]*flight{}}
 	if m := cfg.Model; m != nil {
 		name := m.Name()
 		e.model = &performer{
+			e:       e,
 			timeout: cfg.ModelTimeout, limit: cfg.ModelConcurrency, timedOut: ErrModelTimeout,
 			perform: func(ctx context.Context, req messages.EffectRequest) messages.EffectReply {
 				if cfg.ModelDeltas != nil {
@@ -341,7 +340,9 @@ func NewLocalEffects(cfg LocalEffectsConfig) *LocalEffects {
 	}
 	for _, name := range cfg.Tools.Names() {
 		t, _ := cfg.Tools.Get(name)
-		e.tools[name] = toolPerformer(name, t, cfg)
+		p := toolPerformer(name, t, cfg)
+		p.e = e
+		e.tools[name] = p
 	}
 	return e
 }
@@ -480,22 +481,52 @@ func (e *LocalEffects) start(f *flight) {
 	p.running++
 	// One context per call, whose cause says why it ended; it reports the deadline of
 	// the timeout, which ends it through the timer.
-	ctx, cancel := context.WithCancelCause(e.root)
+	// Not derived from a context of e's that Close would cancel: that would register
+	// each call with it, a map's insert and delete under its lock. Close cancels the
+	// running calls itself, found in their performers' lists.
+	ctx, cancel := context.WithCancelCause(context.Background())
 	f.cancel, f.session, f.began = cancel, req.SessionID, time.Now()
-	var call context.Context = deadlineContext{Context: ctx, deadline: f.began.Add(p.timeout)}
+	c := &callContext{Context: ctx, deadline: f.began.Add(p.timeout), f: f}
 	if e.cfg.Trace != nil {
-		call, f.traced = e.cfg.Trace(call, req)
+		c.traced, f.traced = e.cfg.Trace(c, req)
 	}
 	p.run(f, e)
-	e.workers.Go(func() {
-		rep := e.run(call, p, req)
-		if cause := context.Cause(ctx); cause != nil && rep.Error != "" {
-			// The call failed because its context ended (the timeout, Cancel, Close):
-			// say why, whichever of the call and the timer answers first.
-			rep = p.failed(cause)
-		}
-		e.answer(f, rep)
-	})
+	e.workers.Do(c)
+}
+
+// callContext is a call's context: a context.WithCancelCause that reports the
+// deadline a timer enforces, as context.WithDeadlineCause would, without a second
+// context. It is also the job of the worker that performs the call (run): one
+// object per call for both.
+type callContext struct {
+	context.Context
+	deadline time.Time
+	f        *flight
+	// traced, when set, is the context the call runs under instead
+	// (LocalEffectsConfig.Trace).
+	traced context.Context
+}
+
+func (c *callContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// run performs the call on its worker goroutine (start), and answers it. The
+// flight's request is this goroutine's from start on: it lets go of it as it
+// returns, so that a remembered answer does not keep it.
+func (c *callContext) run() {
+	f := c.f
+	p := f.p
+	var call context.Context = c
+	if c.traced != nil {
+		call = c.traced
+	}
+	rep := p.e.run(call, p, f.req)
+	if cause := context.Cause(c.Context); cause != nil && rep.Error != "" {
+		// The call failed because its context ended (the timeout, Cancel, Close):
+		// say why, whichever of the call and the timer answers first.
+		rep = p.failed(cause)
+	}
+	f.req = messages.EffectRequest{}
+	p.e.answer(f, rep)
 }
 
 // expire answers p's calls past their deadline with their timeout, as the end of
@@ -542,16 +573,6 @@ func (e *LocalEffects) answer(f *flight, rep messages.EffectReply) {
 	e.finish(f, rep)
 }
 
-// deadlineContext is a call's context: a context.WithCancelCause that reports the
-// deadline a timer enforces, as context.WithDeadlineCause would, without a second
-// context.
-type deadlineContext struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
-
 // run performs a call, turning a panic into an error reply.
 func (e *LocalEffects) run(ctx context.Context, p *performer, req messages.EffectRequest) (rep messages.EffectReply) {
 	defer func() {
@@ -589,12 +610,12 @@ func (e *LocalEffects) finish(f *flight, rep messages.EffectReply) {
 	waiters.answer(rep)
 }
 
-// done marks f answered with rep, remembers it, and returns its waiters; only the
-// reply is kept (a model call's request holds the whole conversation). The caller
-// holds e.mu.
+// done marks f answered with rep, remembers it, and returns its waiters. The caller
+// holds e.mu. Only the reply is to be kept (a model call's request holds the whole
+// conversation): a call that started lets go of its request as it returns
+// (flight.run), and the caller drops that of one that never started.
 func (e *LocalEffects) done(f *flight, rep messages.EffectReply) waiters {
 	f.done, f.rep = true, rep
-	f.req = messages.EffectRequest{}
 	w := f.waiters
 	f.waiters = waiters{}
 	e.remember(f, time.Now())
@@ -691,6 +712,7 @@ func (e *LocalEffects) Cancel(key messages.EffectKey) {
 		return
 	default:
 		f.p.queue = slices.DeleteFunc(f.p.queue, func(q *flight) bool { return q == f })
+		f.req = messages.EffectRequest{}
 		waiters := e.done(f, cancelled)
 		e.mu.Unlock()
 		waiters.answer(cancelled)
@@ -730,17 +752,26 @@ func (e *LocalEffects) Expire(now time.Time) {
 func (e *LocalEffects) Close() error {
 	e.mu.Lock()
 	e.closed = true
+	var running []context.CancelCauseFunc
+	closing := func(p *performer) {
+		p.queue = nil
+		for f := p.oldest; f != nil; f = f.nextRun {
+			running = append(running, f.cancel)
+		}
+	}
 	if e.model != nil {
-		e.model.queue = nil
+		closing(e.model)
 	}
 	for _, p := range e.tools {
-		p.queue = nil
+		closing(p)
 	}
 	for _, p := range e.catalog {
-		p.queue = nil
+		closing(p)
 	}
 	e.mu.Unlock()
-	e.stop(ErrEffectsClosed)
+	for _, cancel := range running {
+		cancel(ErrEffectsClosed)
+	}
 	return nil
 }
 

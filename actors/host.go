@@ -2,7 +2,6 @@ package actors
 
 import (
 	"container/list"
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,8 +57,6 @@ type SessionHost struct {
 	publishedBefore func(sessionID string) int64
 	// dispatcher runs the session actors' mailboxes on long-lived goroutines.
 	dispatcher actor.Dispatcher
-	// mailbox makes the mailbox that sessionMailbox wraps.
-	mailbox actor.MailboxProducer
 	// started are the sessions the host started an actor for, up to maxStarted
 	// (then it forgets them all): a new task of one of them reads the session's
 	// events first rather than claim the session, which has events most likely
@@ -116,6 +113,9 @@ type hosted struct {
 	forwarded int
 	// idle is the session's place in SessionHost.idle; nil when it is busy.
 	idle *list.Element
+	// shared is what the actor's incarnations share, made with it (one
+	// allocation for both).
+	shared incarnations
 }
 
 // NewSessionHostProps returns the props of a SessionHost, to spawn from the root
@@ -131,10 +131,14 @@ func NewSessionHostProps(deps SessionDeps) *actor.Props {
 	// Shared by the host's incarnations, as its sessions are.
 	mailboxes := dispatcher{w: newWorkers(sessionWorkers, workerIdle), throughput: mailboxThroughput}
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes, mailbox: actor.Unbounded(), started: map[string]struct{}{}}
+		return &SessionHost{deps: d, sessions: map[string]*hosted{}, byPID: map[string]string{}, dispatcher: mailboxes, started: map[string]struct{}{}}
 	},
 		actor.WithSupervisor(actor.NewOneForOneStrategy(5, 10*time.Second, actor.DefaultDecider)),
-		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)))
+		actor.WithGuardian(actor.NewOneForOneStrategy(0, 0, resume)),
+		// Every task passes through the host: its mailbox is a session's queue, run
+		// on the sessions' workers.
+		actor.WithMailbox(func() actor.Mailbox { return &sessionQueue{} }),
+		actor.WithDispatcher(mailboxes))
 }
 
 // Bounds of the goroutines kept to run session actors' mailboxes and effects
@@ -317,7 +321,8 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 	s, ok := h.sessions[id]
 	if !ok {
 		h.makeRoom(ctx, 1)
-		deps, shared := h.deps, &incarnations{}
+		s = &hosted{id: id}
+		deps, shared := h.deps, &s.shared
 		republish, publishedBefore := false, int64(0)
 		if h.republished != nil && (h.handedOver == nil || !h.handedOver(id)) {
 			if h.publishedBefore != nil {
@@ -330,11 +335,8 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 				h.republished[id], republish = struct{}{}, true
 			}
 		}
-		// stop ends once the actor is asked to stop; its incarnations share it.
-		stop, abort := context.WithCancel(context.Background())
 		props := actor.PropsFromProducer(func() actor.Actor {
 			a := newSessionActor(id, deps, shared)
-			a.stop = stop
 			a.republish = republish // a restarted incarnation publishes again: duplicates only
 			a.publishedBefore = publishedBefore
 			a.unread, unread = unread, false
@@ -342,13 +344,13 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 				deps.spawned(a)
 			}
 			return a
-		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(h.mailbox, ctx.ActorSystem(), id, abort)))
+		}, actor.WithDispatcher(h.dispatcher), actor.WithMailbox(sessionMailbox(ctx.ActorSystem(), id, &shared.stop)))
 		pid := ctx.Spawn(props)
 		if len(h.started) >= maxStarted {
 			clear(h.started)
 		}
 		h.started[id] = struct{}{}
-		s = &hosted{id: id, pid: pid}
+		s.pid = pid
 		h.sessions[id] = s
 		h.byPID[pid.Id] = id
 	} else if s.idle != nil {
@@ -361,9 +363,9 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 }
 
 // sessionMailbox returns the mailbox of session id's actor: protoactor's unbounded
-// one (made by unbounded), wrapped to see the actor's lifecycle (stoppedAnswering):
+// one (sessionQueue), seeing the actor's lifecycle (stoppedAnswering):
 //
-//   - A Stop posted to the actor calls abort, which ends a write the actor retries in
+//   - A Stop posted to the actor ends stop, which ends a write the actor retries in
 //     place (SessionActor.appendDurably: a log that keeps failing) or a retry's
 //     attempt, so that the actor handles the Stop next instead of after the log
 //     recovered: a node whose partitions are revoked (Revoked) or that closes does not
@@ -381,9 +383,9 @@ func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 //   - The request the actor failed on (it panicked) is answered ErrSessionFailed as
 //     the failure reaches the supervisor: the actor answers it no more, whether it is
 //     restarted or stopped.
-func sessionMailbox(unbounded actor.MailboxProducer, system *actor.ActorSystem, id string, abort context.CancelFunc) actor.MailboxProducer {
+func sessionMailbox(system *actor.ActorSystem, id string, stop *stopSignal) actor.MailboxProducer {
 	return func() actor.Mailbox {
-		return &stoppedAnswering{Mailbox: unbounded(), system: system, session: id, abort: abort}
+		return &stoppedAnswering{system: system, session: id, stop: stop}
 	}
 }
 
@@ -391,13 +393,12 @@ func sessionMailbox(unbounded actor.MailboxProducer, system *actor.ActorSystem, 
 // MessageInvoker the mailbox calls, in front of the actor's context; a mailbox
 // invokes one message at a time, so stopped and failure need no lock.
 type stoppedAnswering struct {
-	actor.Mailbox
+	sessionQueue
 	actor.MessageInvoker
 	system  *actor.ActorSystem
 	session string
-	// abort ends the actor's stop context (SessionActor.stop); it may be called on
-	// any goroutine, more than once.
-	abort context.CancelFunc
+	// stop is the actor's (SessionActor.stop), ended by a Stop posted to it.
+	stop *stopSignal
 	// stopped is set once the actor handled a Stop: it handles no user message
 	// after it (a session actor has no children, so a Stop ends it at once).
 	stopped bool
@@ -411,16 +412,16 @@ type stoppedAnswering struct {
 // the actor's context.
 func (m *stoppedAnswering) RegisterHandlers(invoker actor.MessageInvoker, dispatcher actor.Dispatcher) {
 	m.MessageInvoker = invoker
-	m.Mailbox.RegisterHandlers(m, dispatcher)
+	m.sessionQueue.RegisterHandlers(m, dispatcher)
 }
 
 // PostSystemMessage implements actor.Mailbox: a Stop ends what the actor waits on
-// first (abort), on the poster's goroutine, since the actor's may be busy.
+// first (its stop), on the poster's goroutine, since the actor's may be busy.
 func (m *stoppedAnswering) PostSystemMessage(msg any) {
 	if _, ok := msg.(*actor.Stop); ok {
-		m.abort()
+		m.stop.end()
 	}
-	m.Mailbox.PostSystemMessage(msg)
+	m.sessionQueue.PostSystemMessage(msg)
 }
 
 // InvokeSystemMessage implements actor.MessageInvoker.
@@ -434,7 +435,7 @@ func (m *stoppedAnswering) InvokeSystemMessage(msg any) {
 		if m.failure != nil {
 			// The mailbox of a failed actor is suspended, and a Stop does not resume
 			// it: resume it, so that the requests left reach InvokeUserMessage.
-			m.Mailbox.PostSystemMessage(&actor.ResumeMailbox{})
+			m.sessionQueue.PostSystemMessage(&actor.ResumeMailbox{})
 		}
 	}
 }

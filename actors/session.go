@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -291,28 +292,64 @@ type SessionActor struct {
 	reply func(messages.EffectReply)
 	// idle sends idleTimeout once no message came for IdleTimeout; deadline sends
 	// deadlineTick when the running task's deadline passes. Neither is protoactor's
-	// receive timeout nor a plain timer: see wakeup.
-	idle, deadline *wakeup
+	// receive timeout nor a plain timer: see wakeup and idleWakeup.
+	idle     *idleWakeup
+	deadline *wakeup
 	// drain is set by Drain (on) with the PID that waits for Drained (drainer); the
 	// incarnations share it, so that one restarted after a failure while the session
 	// drained (a result the log refused) still issues nothing and answers the Drain.
 	drain *drainState
 	// stop ends once the actor is asked to stop (sessionMailbox); its incarnations
 	// share it. It ends a write retried in place (appendDurably).
-	stop context.Context
+	stop *stopSignal
 }
 
 var _ actor.Actor = (*SessionActor)(nil)
 
 func newSessionActor(id string, deps *SessionDeps, shared *incarnations) *SessionActor {
-	return &SessionActor{id: id, deps: deps, handled: &shared.handled, drain: &shared.drain, idleAt: -1, stop: context.Background()}
+	return &SessionActor{id: id, deps: deps, handled: &shared.handled, drain: &shared.drain, idleAt: -1, stop: &shared.stop}
+}
+
+// stopSignal says that a session actor was asked to stop (SessionActor.stop): end
+// ends it, on any goroutine, any number of times. Its context is made when first
+// asked for (a write retried), not for each session.
+type stopSignal struct {
+	mu     sync.Mutex
+	ended  bool
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// context returns a context that ends once the signal does.
+func (s *stopSignal) context() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ctx == nil {
+		s.ctx, s.cancel = context.WithCancel(context.Background())
+		if s.ended {
+			s.cancel()
+		}
+	}
+	return s.ctx
+}
+
+// end ends the signal.
+func (s *stopSignal) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	if s.cancel != nil {
+		s.cancel()
+	}
 }
 
 // incarnations is what the incarnations of one session actor share (a restart
-// makes a new SessionActor): SessionActor.handled and SessionActor.drain.
+// makes a new SessionActor): SessionActor.handled, SessionActor.drain and
+// SessionActor.stop.
 type incarnations struct {
 	handled int
 	drain   drainState
+	stop    stopSignal
 }
 
 // drainState is SessionActor.drain.
@@ -324,7 +361,7 @@ type drainState struct {
 // Receive implements actor.Actor.
 func (a *SessionActor) Receive(ctx actor.Context) {
 	// The idle timeout counts from the end of the last message handled.
-	a.idle.pause()
+	a.idle.handling()
 	if a.unread {
 		switch ctx.Message().(type) {
 		case *CancelTask, *ResolveApproval, *ResumeSession, *Drain, *messages.EffectReply, *deadlineTick, *idleTimeout:
@@ -379,7 +416,7 @@ func (a *SessionActor) Receive(ctx actor.Context) {
 		a.step(ctx, nil)
 	}
 	a.reportIdle(ctx)
-	a.idle.reset(a.deps.IdleTimeout) // nothing once stopped
+	a.idle.handled() // nothing once stopped
 }
 
 // reportIdle tells a host that bounds its sessions when this session becomes idle,
@@ -412,7 +449,7 @@ func (a *SessionActor) recover(ctx actor.Context) {
 	a.reset()
 	self, root := ctx.Self(), ctx.ActorSystem().Root
 	a.reply = func(rep messages.EffectReply) { root.Send(self, &rep) }
-	a.idle = newWakeup(ctx.ActorSystem().Root, ctx.Self(), a.deps.IdleTimeout, &idleTimeout{})
+	a.idle = newIdleWakeup(ctx.ActorSystem().Root, ctx.Self(), a.deps.IdleTimeout, &idleTimeout{})
 	if a.unread {
 		return
 	}
@@ -837,7 +874,7 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 	for attempt := 1; ; attempt++ {
 		ctx, cancel := a.ioCtx(), context.CancelFunc(nil)
 		if attempt > 1 {
-			ctx, cancel = context.WithTimeout(a.stop, a.deps.IOTimeout)
+			ctx, cancel = context.WithTimeout(a.stop.context(), a.deps.IOTimeout)
 		}
 		var err error
 		if a.claiming && a.deps.claims != nil {
@@ -869,7 +906,7 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 		case <-time.After(backoff):
 		case <-a.deps.Stopping:
 			panic(fmt.Errorf("session %s: node stopping with %d events at seq %d unwritten: %w", a.id, len(batch), batch[0].Seq, err))
-		case <-a.stop.Done():
+		case <-a.stop.context().Done():
 			return fmt.Errorf("%w: %d events at seq %d not written after %d attempts: %w", errStopped, len(batch), batch[0].Seq, attempt, err)
 		}
 		backoff = min(backoff*2, 5*time.Second)

@@ -57,3 +57,75 @@ func (w *wakeup) stop() {
 		w.target.Store(nil)
 	}
 }
+
+// idleWakeup sends an actor a message of its own once it handled no message for a
+// while (a session's idle timeout), as a wakeup paused as each message starts and
+// reset as it ends would, without touching its timer for each message: busy and
+// the time the last message ended are atomics the timer's callback reads when it
+// fires, arming the timer again for what is left of the wait. Only a message
+// handled after the callback sent its message arms the timer (reset). Its callback
+// reaches the actor only through target, as a wakeup's does.
+type idleWakeup struct {
+	timer  *time.Timer
+	target atomic.Pointer[actor.PID]
+	after  time.Duration
+	// start is when it was made; last is when the last message ended, as a duration
+	// since start (monotonic).
+	start time.Time
+	last  atomic.Int64
+	busy  atomic.Bool
+	// fired is set once the callback sent its message, until reset arms the timer again.
+	fired atomic.Bool
+}
+
+// newIdleWakeup sends msg to pid through root once no message was handled for
+// after (busy and done bracket each message), unless stopped.
+func newIdleWakeup(root *actor.RootContext, pid *actor.PID, after time.Duration, msg any) *idleWakeup {
+	w := &idleWakeup{after: after, start: time.Now()}
+	w.target.Store(pid)
+	w.timer = time.AfterFunc(after, func() {
+		pid := w.target.Load()
+		if pid == nil {
+			return
+		}
+		if w.busy.Load() {
+			w.timer.Reset(w.after)
+			return
+		}
+		if left := w.after - (time.Since(w.start) - time.Duration(w.last.Load())); left > 0 {
+			w.timer.Reset(left)
+			return
+		}
+		w.fired.Store(true)
+		root.Send(pid, msg)
+	})
+	return w
+}
+
+// handling says a message is being handled: no wait ends meanwhile. w may be nil.
+func (w *idleWakeup) handling() {
+	if w != nil {
+		w.busy.Store(true)
+	}
+}
+
+// handled says the message ended: the wait counts from now, and starts again if the
+// message was sent already. w may be nil.
+func (w *idleWakeup) handled() {
+	if w == nil || w.target.Load() == nil {
+		return
+	}
+	w.last.Store(int64(time.Since(w.start)))
+	w.busy.Store(false)
+	if w.fired.Swap(false) {
+		w.timer.Reset(w.after)
+	}
+}
+
+// stop sends nothing any more and lets go of the actor. w may be nil.
+func (w *idleWakeup) stop() {
+	if w != nil {
+		w.timer.Stop()
+		w.target.Store(nil)
+	}
+}

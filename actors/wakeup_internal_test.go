@@ -52,3 +52,58 @@ func TestStoppedWakeupLetsGoOfItsActor(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// chanProbe hands each message it receives to got.
+type chanProbe struct{ got chan any }
+
+func (p *chanProbe) Receive(ctx actor.Context) {
+	if _, ok := ctx.Message().(*idleTimeout); ok {
+		p.got <- ctx.Message()
+	}
+}
+
+// An idle wakeup sends nothing while a message is being handled, however long,
+// sends its message once none was handled for its wait, and, after it did, waits
+// again from the next message handled.
+func TestIdleWakeupWaitsFromTheLastMessage(t *testing.T) {
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	p := &chanProbe{got: make(chan any, 4)}
+	pid := sys.Root.Spawn(actor.PropsFromProducer(func() actor.Actor { return p }))
+	const after = 20 * time.Millisecond
+	w := newIdleWakeup(sys.Root, pid, after, &idleTimeout{})
+	t.Cleanup(w.stop)
+	w.handling()
+	select {
+	case <-p.got:
+		t.Fatal("an idle wakeup fired while a message was being handled")
+	case <-time.After(5 * after):
+	}
+	w.handled()
+	select {
+	case <-p.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no idle message 10 s after the last message was handled")
+	}
+	// Fired: nothing more until a message is handled, then again after the wait.
+	select {
+	case <-p.got:
+		t.Fatal("an idle wakeup fired twice without a message handled between")
+	case <-time.After(5 * after):
+	}
+	w.handling()
+	w.handled()
+	select {
+	case <-p.got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no idle message after a message handled once the wakeup had fired")
+	}
+	w.stop()
+	w.handling()
+	w.handled()
+	select {
+	case <-p.got:
+		t.Fatal("a stopped idle wakeup fired")
+	case <-time.After(5 * after):
+	}
+}

@@ -99,13 +99,13 @@ func (n *Node) WatchDeltas(sessionID string) (<-chan messages.Envelope, func()) 
 // streams only for the watchers there are as it starts.
 func (n *Node) modelDeltas(req messages.EffectRequest) (func(messages.ModelDelta), func()) {
 	sid := req.SessionID
-	key := req.Key.String()
 	c := n.hub.cluster
 	onBus := c != nil && (req.Stream || c.leases.watched(sid))
 	runsHere := n.cfg.StreamUnwatched && (c == nil || n.hub.isLocal == nil || n.hub.isLocal(sid))
 	if !onBus && !runsHere && !n.hub.wantsDeltas(sid) {
 		return nil, nil
 	}
+	key := req.Key.String()
 	var out *deltaStream
 	if c != nil {
 		out = c.stream(sid)

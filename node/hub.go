@@ -100,7 +100,7 @@ type watcher struct {
 	backlog              []messages.Envelope
 	feeding              bool          // a goroutine feeds backlog into ch
 	gone                 bool          // disconnected: ch is closed, or is once the feeder returns
-	stop                 chan struct{} // closed when gone, to stop the feeder
+	stop                 chan struct{} // made with the first feeder, closed when gone, to stop it
 }
 
 // newHub makes a hub. With sub (a shared bus), watchers of sessions for which isLocal
@@ -221,6 +221,9 @@ func (h *Hub) send(sessionID string, w *watcher, e messages.Envelope) bool {
 		default:
 			w.backlog = append(w.backlog, e)
 			w.feeding = true
+			if w.stop == nil {
+				w.stop = make(chan struct{})
+			}
 			go h.feed(w)
 		}
 	}
@@ -261,7 +264,9 @@ func (h *Hub) drop(sessionID string, w *watcher) {
 		return
 	}
 	w.gone = true
-	close(w.stop)
+	if w.stop != nil {
+		close(w.stop)
+	}
 	if !w.feeding {
 		close(w.ch)
 	}
@@ -305,7 +310,7 @@ func (h *Hub) watch(sessionID string, deltas bool) (<-chan messages.Envelope, fu
 	if deltas {
 		size = deltaWatcherBuffer
 	}
-	w := &watcher{ch: make(chan messages.Envelope, size), stop: make(chan struct{}), deltas: deltas}
+	w := &watcher{ch: make(chan messages.Envelope, size), deltas: deltas}
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
