@@ -159,9 +159,13 @@ func (h *MemoryHost) ask(ctx context.Context, msg any) (any, error) {
 }
 
 // Stop stops the host and its namespaces' actors, each after the request it is
-// handling.
-func (h *MemoryHost) Stop() {
-	_ = h.system.Root.PoisonFuture(h.pid).Wait()
+// handling, and waits until they stopped or ctx ends (AwaitStop), whose error it
+// then returns.
+func (h *MemoryHost) Stop(ctx context.Context) error {
+	if err := AwaitStop(ctx, h.system, h.pid, h.system.Root.Poison); err != nil {
+		return fmt.Errorf("actors: memory host still stopping: %w", err)
+	}
+	return nil
 }
 
 func nsOf(msg any) string {

@@ -47,7 +47,14 @@ func newMemoryHost(t *testing.T, m *memory.Memories, idle time.Duration) (*actor
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { h.Stop(); sys.Shutdown() })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := h.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+		sys.Shutdown()
+	})
 	return h, sys
 }
 

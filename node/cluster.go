@@ -305,6 +305,8 @@ func (n *Node) Revoked() {
 	}
 	pids, _ := res.([]*actor.PID)
 	start := time.Now()
+	stopCtx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
 	var wg sync.WaitGroup
 	var late, stopped atomic.Int64
 	for _, pid := range pids {
@@ -314,7 +316,10 @@ func (n *Node) Revoked() {
 			if _, err := n.system.Root.RequestFuture(pid, &actors.Drain{}, within(deadline, n.cfg.HandoffGrace)).Result(); err != nil {
 				late.Add(1) // still waiting on an effect: its next owner issues it again
 			}
-			if n.system.Root.StopFuture(pid).Wait() == nil {
+			// Not StopFuture: its future gives up after protoactor's fixed 10 s,
+			// and the handover went on under a session still handling a message
+			// (an append attempt to a slow log, which IOTimeout bounds).
+			if actors.AwaitStop(stopCtx, n.system, pid, n.system.Root.Stop) == nil {
 				stopped.Add(1)
 			}
 		}()

@@ -61,6 +61,10 @@ const (
 	DefaultReissueMargin = 30 * time.Second
 )
 
+// DefaultStopTimeout is the default of Config.StopTimeout: a session actor's
+// longest message is about one append attempt (actors.Deps.IOTimeout, 30 s).
+const DefaultStopTimeout = 30 * time.Second
+
 // DefaultResumeConcurrency is the default of Config.ResumeConcurrency: half the
 // default connections of the ClickHouse log (clickhouse.DefaultMaxOpenConns).
 const DefaultResumeConcurrency = 4
@@ -252,6 +256,13 @@ type Config struct {
 	// then is abandoned. The two waits and recording the release (up to 5 s) fit in
 	// that bound while it stays below 7 s.
 	HandoffGrace time.Duration
+	// StopTimeout bounds how long Close waits for the node's actors to stop (default
+	// DefaultStopTimeout): each session actor finishes the message it is handling,
+	// which may be an append (IOTimeout, 30 s, bounds each attempt) or the fold of a
+	// long history, and each memory namespace's actor its request. Past it, Close
+	// logs what is still stopping and goes on: it closes the bus and the log (the
+	// caller closes a log it gave in Log) under them.
+	StopTimeout time.Duration
 	// PublishMarkInterval is how often a sharded node whose log records releases
 	// (eventlog.Releasing) marks in it, for the partitions it owns, the time before
 	// which it has published on the bus every event their sessions appended
@@ -299,7 +310,7 @@ func (c Config) Validate() error {
 	if c.SecretKey != nil && len(c.SecretKey) != a2a.SecretKeySize {
 		return fmt.Errorf("node: the secret key has %d bytes, want %d", len(c.SecretKey), a2a.SecretKeySize)
 	}
-	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.EffectReissue < 0 || c.IdleTimeout < 0 || c.MaxLiveSessions < 0 || c.ApprovalTimeout < 0 {
+	if c.MaxSteps < 0 || c.MaxParallelTools < 0 || c.ToolTimeout < 0 || c.ModelTimeout < 0 || c.EffectReissue < 0 || c.IdleTimeout < 0 || c.MaxLiveSessions < 0 || c.ApprovalTimeout < 0 || c.StopTimeout < 0 {
 		return errors.New("node: limits and timeouts must not be negative")
 	}
 	if err := checkStops("the default agent", c.MaxTokens, c.LoopRepeats, c.LoopStaleSteps); err != nil {
@@ -391,6 +402,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandoffGrace <= 0 {
 		c.HandoffGrace = 5 * time.Second
+	}
+	if c.StopTimeout <= 0 {
+		c.StopTimeout = DefaultStopTimeout
 	}
 	if c.PublishMarkInterval == 0 {
 		c.PublishMarkInterval = 5 * time.Second
@@ -1420,7 +1434,8 @@ func (n *Node) CloseStreams() {
 // router then finishes subscribing a handler it is starting and stops it, where a
 // canceled context would leave that handler waited for until the close timeout), then the session actors (each finishes the
 // message it is handling, so nothing is half-written; unfinished tasks stay resumable
-// from the log), then the effects still running (their contexts are cancelled: a
+// from the log; Close waits for them, and then for the memory namespaces' actors, up
+// to Config.StopTimeout), then the effects still running (their contexts are cancelled: a
 // model's HTTP request is closed, a tool sees ctx.Done(); nobody records their end, so
 // the sessions' next owners issue them again), the bus and the log. It is idempotent.
 func (n *Node) Close() error {
@@ -1433,9 +1448,19 @@ func (n *Node) Close() error {
 		if n.router != nil && n.ran.Load() {
 			errs = append(errs, n.router.Close())
 		}
+		// The node's actors are waited for within StopTimeout as a whole.
+		stopCtx, stopCancel := context.WithTimeout(context.Background(), n.cfg.StopTimeout)
+		defer stopCancel()
 		if n.system != nil {
 			if n.host != nil {
-				_ = n.system.Root.PoisonFuture(n.host).Wait()
+				// Not PoisonFuture: its future gives up after protoactor's fixed
+				// 10 s, and the bus and the log were closed under a session still
+				// handling a message (an append attempt to a slow log, which
+				// IOTimeout bounds, the fold of a long history).
+				if err := actors.AwaitStop(stopCtx, n.system, n.host, n.system.Root.Poison); err != nil {
+					n.cfg.Logger.Warn("node closing with session actors still handling a message past StopTimeout; closing the bus and the log under them",
+						"node", n.cfg.NodeID, "stop_timeout", n.cfg.StopTimeout, "err", err)
+				}
 				n.hostStopped.Store(true)
 			}
 			// The consolidator's actors run on the node's system: stopped before it
@@ -1443,6 +1468,14 @@ func (n *Node) Close() error {
 			// resumed at the next start, but need not be).
 			if n.consolidation != nil {
 				errs = append(errs, n.consolidation.Close())
+			}
+			if n.memHost != nil {
+				// Before the memories they work on are closed, the namespaces'
+				// actors finish their requests.
+				if err := n.memHost.Stop(stopCtx); err != nil {
+					n.cfg.Logger.Warn("node closing with memory namespace actors still handling a request past StopTimeout; closing the memories under them",
+						"node", n.cfg.NodeID, "stop_timeout", n.cfg.StopTimeout, "err", err)
+				}
 			}
 			n.system.Shutdown()
 		}

@@ -25,29 +25,38 @@ type slowLog struct {
 	once    sync.Once
 	entered chan struct{} // closed once that write started
 	release chan struct{}
+	// written, when not nil, is closed once that write returned.
+	written chan struct{}
 }
 
-func (l *slowLog) hold(events []messages.Envelope) {
+// hold holds the first write of l.session until release, and returns what to call
+// once the write returned.
+func (l *slowLog) hold(events []messages.Envelope) (done func()) {
+	done = func() {}
 	if len(events) > 0 && events[0].SessionID == l.session {
 		l.once.Do(func() {
 			close(l.entered)
 			<-l.release
+			if l.written != nil {
+				done = func() { close(l.written) }
+			}
 		})
 	}
+	return done
 }
 
 func (l *slowLog) Append(ctx context.Context, events []messages.Envelope) error {
-	l.hold(events)
+	defer l.hold(events)()
 	return l.Log.Append(ctx, events)
 }
 
 func (l *slowLog) AppendLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
-	l.hold(events)
+	defer l.hold(events)()
 	return l.Log.AppendLeased(ctx, lease, events)
 }
 
 func (l *slowLog) ClaimLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
-	l.hold(events)
+	defer l.hold(events)()
 	return l.Log.ClaimLeased(ctx, lease, events)
 }
 
@@ -93,6 +102,9 @@ func TestRevokedAnswersTheTasksQueuedAtABusySession(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(stop)
+	// Revoked waits for the busy actor to stop until the end of its budget,
+	// shortened here: the write is released once Revoked returned.
+	n.revokeWithin = time.Second
 	n.Assigned([]int{0}, 1)
 
 	submit := func(input string, timeout time.Duration) *futureResult {
@@ -117,8 +129,8 @@ func TestRevokedAnswersTheTasksQueuedAtABusySession(t *testing.T) {
 
 	revoked := make(chan struct{})
 	go func() { defer close(revoked); n.Revoked() }()
-	// Revoked returns once it gave up waiting for the busy actor to stop (protoactor's
-	// StopFuture waits 10 s): the actor's Stop is in its mailbox, ahead of the task.
+	// Revoked returns once it gave up waiting for the busy actor to stop: the
+	// actor's Stop is in its mailbox, ahead of the task.
 	select {
 	case <-revoked:
 	case <-time.After(60 * time.Second):
