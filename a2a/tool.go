@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -34,6 +35,12 @@ type ToolConfig struct {
 	// HTTPClient sends the requests (nil: http.DefaultClient, bounded by the
 	// timeouts).
 	HTTPClient *http.Client
+	// CancelRemote says whether a call whose context ended with cause (context.Cause)
+	// cancels the remote task (tasks/cancel), as when the calling session's task was
+	// cancelled or ran past its deadline; nil: never. A call that ends for a reason
+	// after which it is performed again (the node stopping) leaves the remote task
+	// running: the call performed again is the same message, which answers it.
+	CancelRemote func(cause error) bool
 }
 
 var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,48}$`)
@@ -144,14 +151,118 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 		msg.ID = c.Key
 	}
 	msg.ContextID = a.ContextID
-	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: msg})
+	res, taskID, err := t.send(ctx, client, msg)
 	if err != nil {
+		if ctx.Err() != nil && taskID != "" && t.cfg.CancelRemote != nil && t.cfg.CancelRemote(context.Cause(ctx)) {
+			t.cancelRemote(ctx, client, taskID)
+		}
 		if errors.Is(err, context.DeadlineExceeded) {
 			return "", fmt.Errorf("remote agent %s did not answer within %s", t.cfg.Name, t.cfg.CallTimeout)
 		}
 		return "", fmt.Errorf("remote agent %s: %w", t.cfg.Name, err)
 	}
 	return describe(t.cfg.Name, res)
+}
+
+// send sends msg as message/stream (message/send to an agent whose card says it
+// does not stream) and returns the answer: the message, or the task as its events
+// left it. taskID is the remote task's, once an event named it, also when err is
+// not nil, so that a cancelled call can cancel it (a blocking message/send would
+// name it only in its answer). A call whose context ends before the remote named
+// its task, and whose remote task is to be cancelled, reads on until it does, for
+// up to the card timeout.
+func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Message) (res sdk.SendMessageResult, taskID sdk.TaskID, err error) {
+	stream, stop := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stop(nil)
+	named := make(chan struct{})
+	go func() {
+		select {
+		case <-stream.Done():
+			return
+		case <-ctx.Done():
+		}
+		if t.cfg.CancelRemote != nil && t.cfg.CancelRemote(context.Cause(ctx)) {
+			wait := time.NewTimer(t.cfg.CardTimeout)
+			defer wait.Stop()
+			select {
+			case <-named:
+			case <-wait.C:
+			case <-stream.Done():
+			}
+		}
+		stop(context.Cause(ctx))
+	}()
+	var task *sdk.Task
+	for ev, err := range client.SendStreamingMessage(stream, &sdk.MessageSendParams{Message: msg}) {
+		if err != nil {
+			if ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
+			return nil, taskID, err
+		}
+		switch v := ev.(type) {
+		case *sdk.Message:
+			return v, taskID, nil
+		case *sdk.Task:
+			task = v
+		case *sdk.TaskStatusUpdateEvent:
+			if task == nil {
+				task = &sdk.Task{ID: v.TaskID, ContextID: v.ContextID}
+			}
+			task.Status = v.Status
+		case *sdk.TaskArtifactUpdateEvent:
+			if task == nil {
+				task = &sdk.Task{ID: v.TaskID, ContextID: v.ContextID}
+			}
+			task.Artifacts = updateArtifacts(task.Artifacts, v)
+		}
+		if task != nil && taskID == "" && task.ID != "" {
+			taskID = task.ID
+			close(named)
+		}
+		if ctx.Err() != nil {
+			return nil, taskID, context.Cause(ctx)
+		}
+	}
+	if ctx.Err() != nil { // the stream ended because the call did
+		return nil, taskID, context.Cause(ctx)
+	}
+	if task == nil {
+		return nil, taskID, errors.New("the stream ended without an answer")
+	}
+	return task, taskID, nil
+}
+
+// updateArtifacts applies an artifact update to a task's artifacts: its parts are
+// appended to the artifact of the same ID (Append), or it replaces it, or it is
+// added.
+func updateArtifacts(arts []*sdk.Artifact, ev *sdk.TaskArtifactUpdateEvent) []*sdk.Artifact {
+	if ev.Artifact == nil {
+		return arts
+	}
+	for i, a := range arts {
+		if a.ID != ev.Artifact.ID {
+			continue
+		}
+		if ev.Append {
+			merged := *a
+			merged.Parts = append(slices.Clip(a.Parts), ev.Artifact.Parts...)
+			arts[i] = &merged
+		} else {
+			arts[i] = ev.Artifact
+		}
+		return arts
+	}
+	return append(arts, ev.Artifact)
+}
+
+// cancelRemote asks the remote agent to cancel its task, bounded by the card
+// timeout, and logs nothing: a remote that fails to cancel runs its task to its own
+// end, as before the call was cancelled.
+func (t *Tool) cancelRemote(ctx context.Context, client *a2aclient.Client, id sdk.TaskID) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), t.cfg.CardTimeout)
+	defer cancel()
+	_, _ = client.CancelTask(cctx, &sdk.TaskIDParams{ID: id})
 }
 
 // describe renders what a remote agent answered.

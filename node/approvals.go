@@ -63,8 +63,12 @@ func (in *Ingress) AdmitApproval(sessionID, call string, approve bool, reason, b
 }
 
 // DecodeApproval reads an ApprovalAnswer from the tasks topic; one that does not
-// say where it came from came from Kafka.
+// say where it came from came from Kafka. A message that is not UTF-8 is refused, as
+// a task is: encoding/json would read its bad bytes as U+FFFD.
 func (in *Ingress) DecodeApproval(a Arrival) (messages.ApprovalAnswer, error) {
+	if !utf8.Valid(a.Payload) {
+		return messages.ApprovalAnswer{}, fmt.Errorf("%w: approval: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, messages.InvalidUTF8At(a.Payload))
+	}
 	c, err := messages.DecodeApprovalAnswer(a.Payload)
 	if err != nil {
 		return c, fmt.Errorf("%w: %w", ErrBadTask, err)

@@ -449,18 +449,31 @@ func (in *Ingress) messageSession(msgID string) string {
 	return "task." + hex.EncodeToString(sum[:16])
 }
 
+// maxCancelReason bounds a cancellation's reason, as maxApprovalReason an approval's:
+// it is recorded in the task's end and sent to every watcher.
+const maxCancelReason = 4096
+
 // AdmitCancel checks a cancellation (its session ID follows SessionIDRule; its reason
-// has secrets redacted: it is published to the session's owner, and recorded) and
-// returns it as it travels.
+// is at most 4096 bytes of UTF-8, and has secrets redacted: it is published to the
+// session's owner, and recorded) and returns it as it travels.
 func (in *Ingress) AdmitCancel(sessionID, reason string) (messages.CancelRequest, error) {
-	if !ValidSessionID(sessionID) {
+	switch {
+	case !ValidSessionID(sessionID):
 		return messages.CancelRequest{}, fmt.Errorf("%w: cancel: session_id %q: must be %s", ErrBadTask, sessionID, SessionIDRule)
+	case len(reason) > maxCancelReason:
+		return messages.CancelRequest{}, fmt.Errorf("%w: cancel: reason: %d bytes, want at most %d", ErrBadTask, len(reason), maxCancelReason)
+	case !utf8.ValidString(reason):
+		return messages.CancelRequest{}, fmt.Errorf("%w: cancel: reason: not valid UTF-8 (byte %d)", ErrBadTask, messages.InvalidUTF8At([]byte(reason)))
 	}
 	return messages.CancelRequest{SessionID: sessionID, Reason: in.redactor.String(reason)}, nil
 }
 
-// DecodeCancel reads a CancelRequest from the tasks topic.
+// DecodeCancel reads a CancelRequest from the tasks topic. A message that is not
+// UTF-8 is refused, as a task is: encoding/json would read its bad bytes as U+FFFD.
 func (in *Ingress) DecodeCancel(a Arrival) (messages.CancelRequest, error) {
+	if !utf8.Valid(a.Payload) {
+		return messages.CancelRequest{}, fmt.Errorf("%w: cancel: the message is not valid UTF-8 (byte %d): JSON is sent in UTF-8", ErrBadTask, messages.InvalidUTF8At(a.Payload))
+	}
 	c, err := messages.DecodeCancelRequest(a.Payload)
 	if err != nil {
 		return c, err

@@ -12,6 +12,7 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // A cancellation a sharded node sends to the session's owner over troupe.tasks has
@@ -69,5 +70,54 @@ func TestCancelRefusesAnInvalidSessionID(t *testing.T) {
 		if err := n.Cancel(context.Background(), id, "why"); !errors.Is(err, node.ErrBadTask) || !strings.Contains(err.Error(), "session_id") {
 			t.Errorf("Cancel(%q) = %v, want ErrBadTask naming session_id", id, err)
 		}
+	}
+}
+
+// A cancellation's reason is recorded in the task's end (task.failed) and sent to
+// every watcher: like an approval's, it is at most 4096 bytes of UTF-8. A longer one,
+// or bytes that are not UTF-8 (from the Go API, or in a task.cancel from any Kafka
+// client, where encoding/json would turn them into U+FFFD), is refused with
+// ErrBadTask naming the reason, and the running task goes on.
+func TestCancelRefusesAHostileReason(t *testing.T) {
+	block := newBlockingTool()
+	n := nodetest.Start(t, node.Config{Model: blockScript(t), Tools: []tools.Tool{block}})
+	if _, err := n.Submit(context.Background(), node.Task{Input: "block", SessionID: "hostile-cancel"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-block.started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tool was never called")
+	}
+	for name, reason := range map[string]string{
+		"huge":         strings.Repeat(`"\<script>`, 1<<20),
+		"one too many": strings.Repeat("é", 2048) + "x",
+		"not UTF-8":    "stop \xff\xfe now",
+	} {
+		if err := n.Cancel(context.Background(), "hostile-cancel", reason); !errors.Is(err, node.ErrBadTask) || !strings.Contains(err.Error(), "reason") {
+			t.Errorf("%s: Cancel = %v, want ErrBadTask naming the reason", name, err)
+		}
+	}
+	for name, payload := range map[string]string{
+		"not UTF-8": "{\"v\":1,\"session_id\":\"hostile-cancel\",\"reason\":\"stop \xff now\"}",
+		"huge":      `{"v":1,"session_id":"hostile-cancel","reason":"` + strings.Repeat(`\u0000\"`, 1<<12) + `"}`,
+	} {
+		if _, err := n.Ingress().DecodeCancel(node.Arrival{Source: node.SourceBus, Payload: []byte(payload)}); !errors.Is(err, node.ErrBadTask) {
+			t.Errorf("%s task.cancel: DecodeCancel = %v, want ErrBadTask", name, err)
+		}
+	}
+	events, err := n.Log().Read(context.Background(), "hostile-cancel", 1)
+	if err != nil || len(events) == 0 || events[len(events)-1].Type != messages.TypeToolCallRequested || len(block.causes) != 0 {
+		t.Fatalf("a refused cancellation changed the session: %d events (%v), the tool's context ended: %v", len(events), err, len(block.causes) != 0)
+	}
+	// Within the bounds, control characters and all, the reason is recorded as given.
+	reason := "stop\x00 \"now\" \u2028<b>" + strings.Repeat("é", 2000)
+	if err := n.Cancel(context.Background(), "hostile-cancel", reason); err != nil {
+		t.Fatal(err)
+	}
+	events = waitFailed(t, n, "hostile-cancel", messages.ReasonCancelled)
+	p, err := events[len(events)-1].Decode()
+	if err != nil || p.(*messages.TaskFailed).Error != reason {
+		t.Fatalf("the recorded reason is not the one given: %v", err)
 	}
 }

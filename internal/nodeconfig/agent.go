@@ -126,12 +126,13 @@ func (fc File) Agent(opt AgentOptions) (Agent, error) {
 
 // A2ATools returns the tools a2a__<name> of the remote A2A agents of the file's
 // "a2a_agents" (name → agent card URL), sorted by name; their cards are fetched at
-// their first call.
+// their first call. A call cancelled by its session (its task cancelled, or past its
+// deadline) cancels the remote task, as a delegate call cancels its child's.
 func A2ATools(agents map[string]string) ([]tools.Tool, error) {
 	names := slices.Sorted(maps.Keys(agents))
 	out := make([]tools.Tool, 0, len(names))
 	for _, name := range names {
-		t, err := a2a.NewTool(a2a.ToolConfig{Name: name, CardURL: agents[name]})
+		t, err := a2a.NewTool(a2a.ToolConfig{Name: name, CardURL: agents[name], CancelRemote: CancelsRemoteTask})
 		if err != nil {
 			return nil, err
 		}
@@ -139,6 +140,12 @@ func A2ATools(agents map[string]string) ([]tools.Tool, error) {
 	}
 	return out, nil
 }
+
+// CancelsRemoteTask says whether a call that ended with cause (context.Cause of its
+// context) cancels the remote work it started: when its session cancelled it (the
+// task was cancelled or ran past its deadline), not when the node stops (the call's
+// next performer asks for the same work again).
+func CancelsRemoteTask(cause error) bool { return errors.Is(cause, actors.ErrEffectCancelled) }
 
 // Apply sets the agent's fields of cfg.
 func (a Agent) Apply(cfg *node.Config) {

@@ -1,0 +1,208 @@
+package a2a_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// remoteAgent is an A2A peer written by hand: its card (streaming or not), and a
+// JSON-RPC endpoint whose answer to each method the test gives. Each request's
+// method arrives on methods.
+type remoteAgent struct {
+	srv     *httptest.Server
+	methods chan string
+}
+
+// rpcAnswer answers one JSON-RPC request: w is the response, id the request's ID.
+type rpcAnswer func(w http.ResponseWriter, r *http.Request, id json.RawMessage, params json.RawMessage)
+
+func newRemoteAgent(t *testing.T, streaming bool, answers map[string]rpcAnswer) *remoteAgent {
+	t.Helper()
+	ra := &remoteAgent{methods: make(chan string, 16)}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"name":"fake","description":"a fake agent","version":"1","url":%q,"preferredTransport":"JSONRPC",
+			"protocolVersion":"0.3.0","capabilities":{"streaming":%t},"defaultInputModes":["text"],"defaultOutputModes":["text"],"skills":[]}`,
+			ra.srv.URL+"/rpc", streaming)
+	})
+	mux.HandleFunc("POST /rpc", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID     json.RawMessage `json:"id"`
+			Method string          `json:"method"`
+			Params json.RawMessage `json:"params"`
+		}
+		b, _ := io.ReadAll(r.Body)
+		if err := json.Unmarshal(b, &req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		ra.methods <- req.Method
+		answer, ok := answers[req.Method]
+		if !ok {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":-32601,"message":"no %s here"}}`, req.ID, req.Method)
+			return
+		}
+		answer(w, r, req.ID, req.Params)
+	})
+	ra.srv = httptest.NewServer(mux)
+	t.Cleanup(ra.srv.Close)
+	return ra
+}
+
+func (ra *remoteAgent) tool(t *testing.T, cancelRemote func(error) bool) *a2a.Tool {
+	t.Helper()
+	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, CancelRemote: cancelRemote})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tool
+}
+
+// next returns the next method the agent was asked, within 10 s.
+func (ra *remoteAgent) next(t *testing.T) string {
+	t.Helper()
+	select {
+	case m := <-ra.methods:
+		return m
+	case <-time.After(10 * time.Second):
+		t.Fatal("the remote agent was asked nothing within 10 s")
+	}
+	return ""
+}
+
+// sse writes the results as a stream of JSON-RPC responses to request id.
+func sse(w http.ResponseWriter, id json.RawMessage, results ...string) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	for _, res := range results {
+		fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"result\":%s}\n\n", id, res)
+		w.(http.Flusher).Flush()
+	}
+}
+
+const (
+	workingTask = `{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"working"}}`
+	canceled    = `{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"canceled"}}`
+)
+
+// The answer of a streaming agent is its task as its events leave it: an artifact's
+// appended parts joined to it, the last status.
+func TestToolAssemblesAStreamedAnswer(t *testing.T) {
+	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+		"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			sse(w, id, workingTask,
+				`{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"draft"}]}}`,
+				`{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","artifact":{"artifactId":"a","parts":[{"kind":"text","text":"Hel"}]}}`,
+				`{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","append":true,"artifact":{"artifactId":"a","parts":[{"kind":"text","text":"lo"}]}}`,
+				`{"kind":"status-update","taskId":"t-1","contextId":"c-1","final":true,"status":{"state":"completed"}}`)
+		},
+	})
+	out, err := ra.tool(t, nil).Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"hi"}`})
+	if err != nil || out != "Hel\nlo\n\n(context_id: c-1)" {
+		t.Fatalf("Call = %q, %v", out, err)
+	}
+}
+
+// An agent whose card says it does not stream is sent message/send.
+func TestToolSendsToAnAgentThatDoesNotStream(t *testing.T) {
+	ra := newRemoteAgent(t, false, map[string]rpcAnswer{
+		"message/send": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"completed"},
+				"artifacts":[{"artifactId":"a","parts":[{"kind":"text","text":"42"}]}]}}`, id)
+		},
+	})
+	out, err := ra.tool(t, nil).Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"6*7?"}`})
+	if err != nil || out != "42\n\n(context_id: c-1)" {
+		t.Fatalf("Call = %q, %v", out, err)
+	}
+	if m := ra.next(t); m != "message/send" {
+		t.Fatalf("the agent was asked %s", m)
+	}
+}
+
+var errCancelled = errors.New("the session cancelled the call")
+
+// A call whose context ends with a cause CancelRemote accepts sends tasks/cancel for
+// the remote task, also when it ended before the agent's first event named the
+// task: the call reads on until it does. A cause it refuses (the node stopping)
+// leaves the remote task running.
+func TestToolCancelsTheRemoteTask(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		cause       error
+		beforeFirst bool
+		cancels     bool
+	}{
+		{"cancelled", errCancelled, false, true},
+		{"cancelled before the first event", errCancelled, true, true},
+		{"stopping", errors.New("the node stops"), false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			release := make(chan struct{})
+			ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+				"message/stream": func(w http.ResponseWriter, r *http.Request, id, _ json.RawMessage) {
+					if c.beforeFirst {
+						<-release
+					}
+					sse(w, id, workingTask)
+					<-r.Context().Done() // the task runs until the client goes
+				},
+				"tasks/cancel": func(w http.ResponseWriter, _ *http.Request, id, params json.RawMessage) {
+					var p struct {
+						ID string `json:"id"`
+					}
+					if err := json.Unmarshal(params, &p); err != nil || p.ID != "t-1" {
+						t.Errorf("tasks/cancel of %s, %v; want t-1", params, err)
+					}
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, canceled)
+				},
+			})
+			tool := ra.tool(t, func(cause error) bool { return errors.Is(cause, errCancelled) })
+			ctx, cancel := context.WithCancelCause(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := tool.Call(ctx, tools.Call{Key: "s/4", Arguments: `{"message":"work"}`})
+				done <- err
+			}()
+			if m := ra.next(t); m != "message/stream" {
+				t.Fatalf("the agent was asked %s", m)
+			}
+			cancel(c.cause)
+			if c.beforeFirst {
+				close(release)
+			}
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(20 * time.Second):
+				t.Fatal("the call did not return after its context ended")
+			}
+			if !errors.Is(err, c.cause) {
+				t.Errorf("Call's error %v does not say why it ended (%v)", err, c.cause)
+			}
+			select {
+			case m := <-ra.methods:
+				if !c.cancels || m != "tasks/cancel" {
+					t.Errorf("after the call ended the agent was asked %s (cancels: %v)", m, c.cancels)
+				}
+			default:
+				if c.cancels {
+					t.Error("the remote task was not cancelled")
+				}
+			}
+		})
+	}
+}
