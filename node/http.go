@@ -82,11 +82,17 @@ func answerUnread(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		body := &watchedBody{ReadCloser: r.Body}
+		orig := r.Body
+		body := &watchedBody{ReadCloser: orig}
 		r.Body = body
 		a := &unreadAnswer{ResponseWriter: w, body: body}
 		h.ServeHTTP(a, r)
 		a.settle() // a handler that wrote nothing is answered 200 by net/http
+		// net/http looks at the request's body once the handler returned: one it
+		// closed early (more than 256 KiB left unread) has the connection shut
+		// for writing and closed only half a second later, so that the client
+		// reads the answer before the reset of the unread data.
+		r.Body = orig
 	})
 }
 
