@@ -36,25 +36,26 @@ func sendHead(t *testing.T, addr, head, start string) (net.Conn, *bufio.Reader) 
 // task route, A2A's) is answered at once, while the client is still sending its
 // body, and the connection closes: net/http would first wait for up to 256 KiB
 // more of a body nobody reads, so a client on a slow link, or one that stopped,
-// had no answer until the read timeout.
+// had no answer until the read timeout. (A body of more than 256 KiB still to
+// come net/http gives up on at once: the bodies here are smaller.)
 func TestRefusalsDoNotWaitForTheBody(t *testing.T) {
 	const token = "0123456789abcdef0123456789abcdef"
-	_, base, _ := serveHTTP(t, node.Config{A2A: &node.A2AConfig{}, HTTP: node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{token}}}})
+	_, base, _ := serveHTTP(t, node.Config{A2A: &node.A2AConfig{}, HTTP: node.HTTPConfig{MaxBody: 100000, Auth: node.AuthConfig{Tokens: []string{token}}}})
 	addr := strings.TrimPrefix(base, "http://")
-	const mb = "Content-Length: 1048576\r\n"
+	const cl = "Content-Length: 200000\r\n" // under 256 KiB, which net/http would wait for
 	auth := "Authorization: Bearer " + token + "\r\n"
 	for _, c := range []struct {
 		name, head string
 		code       int
 	}{
-		{"no token", "POST /v1/tasks HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + mb, http.StatusUnauthorized},
-		{"wrong token", "POST /v1/tasks HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\nAuthorization: Bearer nope\r\n" + mb, http.StatusUnauthorized},
-		{"no route", "POST /v1/nowhere HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + mb, http.StatusNotFound},
-		{"method", "POST /v1/stats HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + mb, http.StatusMethodNotAllowed},
-		{"content type", "POST /v1/tasks HTTP/1.1\r\nHost: node\r\nContent-Type: text/plain\r\n" + auth + mb, http.StatusUnsupportedMediaType},
+		{"no token", "POST /v1/tasks HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + cl, http.StatusUnauthorized},
+		{"wrong token", "POST /v1/tasks HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\nAuthorization: Bearer nope\r\n" + cl, http.StatusUnauthorized},
+		{"no route", "POST /v1/nowhere HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + cl, http.StatusNotFound},
+		{"method", "POST /v1/stats HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + cl, http.StatusMethodNotAllowed},
+		{"content type", "POST /v1/tasks HTTP/1.1\r\nHost: node\r\nContent-Type: text/plain\r\n" + auth + cl, http.StatusUnsupportedMediaType},
 		{"too large", "POST /v1/tasks HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + "Content-Length: 3145728\r\n", http.StatusRequestEntityTooLarge},
-		{"too large, a route without a bound of its own", "POST /v1/sessions/s1/cancel HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + "Content-Length: 2097152\r\n", http.StatusRequestEntityTooLarge},
-		{"a2a no token", "POST /a2a HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + mb, http.StatusUnauthorized},
+		{"too large, a route without a bound of its own", "POST /v1/sessions/s1/cancel HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + cl, http.StatusRequestEntityTooLarge},
+		{"a2a no token", "POST /a2a HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + cl, http.StatusUnauthorized},
 		{"a2a too large", "POST /a2a HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\n" + auth + "Content-Length: 3145728\r\n", http.StatusRequestEntityTooLarge},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -93,6 +94,44 @@ func TestAnswersToReadBodiesKeepTheConnection(t *testing.T) {
 			if _, err := io.WriteString(c, req+"\r\n"+bad); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+}
+
+// Past the rate limit, a request with a body is answered 429 at once too.
+func TestRateLimitRefusalDoesNotWaitForTheBody(t *testing.T) {
+	_, base, _ := serveHTTP(t, node.Config{HTTP: node.HTTPConfig{Auth: node.AuthConfig{Rate: 0.001, Burst: 1}}})
+	addr := strings.TrimPrefix(base, "http://")
+	resp, err := http.Get(base + "/v1/sessions") // the burst
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	_, br := sendHead(t, addr, "POST /v1/tasks HTTP/1.1\r\nHost: node\r\nContent-Type: application/json\r\nContent-Length: 200000\r\n", `{"input":"`)
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer while the body is unsent: %v; want 429 at once", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || !resp.Close {
+		t.Fatalf("%d (connection close %v); want 429, closing the connection", resp.StatusCode, resp.Close)
+	}
+}
+
+// A client that sends a refused body in full at once, not reading until it has
+// written it (as Go's does), gets its refusal: the connection is shut for writing
+// first and closed only later, not reset under the answer by the unread body.
+func TestRefusalOfABodySentAtOnceArrives(t *testing.T) {
+	_, base, _ := serveHTTP(t, node.Config{})
+	body := `{"input":"` + strings.Repeat("a", 3<<20) + `"}`
+	for i := range 20 {
+		resp, err := http.Post(base+"/v1/tasks", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatalf("post %d: %v; want 413", i+1, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusRequestEntityTooLarge {
+			t.Fatalf("post %d: %d; want 413", i+1, resp.StatusCode)
 		}
 	}
 }
