@@ -338,6 +338,9 @@ func writeRPCError(w http.ResponseWriter, status int, id any, code int, msg stri
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength > s.cfg.MaxBody {
+			// Refused before the body is read: the connection closes, or net/http
+			// would wait for up to 256 KiB more of the body before it answered.
+			w.Header().Set("Connection", "close")
 			writeRPCError(w, http.StatusRequestEntityTooLarge, nil, -32600, fmt.Sprintf("request body is larger than %d bytes", s.cfg.MaxBody))
 			return
 		}

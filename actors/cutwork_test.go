@@ -54,6 +54,24 @@ func TestPlanExecuteCutAnswerFailsTheTask(t *testing.T) {
 	}
 }
 
+// Plan-and-execute's answer call, ended by the provider with a word of its own
+// (Gemini's recitation), fails the task with content_filter (rules 5), as the
+// loop's final answer does; under rules 4 the task completed with the text.
+func TestPlanExecuteAnswerTheProviderEndedFailsTheTask(t *testing.T) {
+	model := &recordingModel{Model: script(t, text(calcPlan), llm.ScriptStep{Content: "2+3 is 5", FinishReason: "recitation"})}
+	h, agent := planHarness(t, model, actors.PlanExecute{}, tools.Calculator{})
+	h.submit("ended", "task-ended", "What is 2+3?")
+	events := h.wait("ended")
+	f := failure(t, events)
+	if f.Reason != messages.ReasonContentFilter || !strings.Contains(f.Error, `(finish_reason "recitation"): 2+3 is 5`) {
+		t.Fatalf("failure %+v; want content_filter", f)
+	}
+	verifyDeterministic(t, agent, events)
+	if div := underOlderRules(t, agent, events, 4); div == nil || !strings.Contains(div.Actual, "task.completed") {
+		t.Fatalf("under rules 4 the task completes with the text: %+v", div)
+	}
+}
+
 // A plan cut at the output limit is not run, even when the JSON object at its
 // head is whole: it is asked again with why, as an unreadable plan is.
 func TestPlanExecuteCutPlanIsAskedAgain(t *testing.T) {

@@ -215,7 +215,7 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 	}
 	if purpose == PurposeAnswer {
 		if f.t.rules >= rulesWhole {
-			if tf := unwholeFailure(p); tf != nil { // the task's final answer, cut or withheld
+			if tf := unwholeFailure(f.t.rules, p); tf != nil { // the task's final answer, cut or withheld
 				r.end("", tf.Reason, tf.Error, e.ID)
 				return
 			}

@@ -54,7 +54,22 @@ import (
 //     letters passed ("Passing over that: FAIL") and one in markup ("**PASS**")
 //     did not. Prompts are version 2's, but for the reason a planner's retry
 //     quotes for an empty answer.
-const ContextRules = 4
+//   - 5: a final answer whose recorded finish reason is any other word than
+//     "length" and "content_filter" (providers answer through OpenAI-compatible
+//     endpoints with their own: Gemini's "safety", "recitation", "blocklist",
+//     "prohibited_content", "spii", "malformed_function_call", "language",
+//     "other", Anthropic's "refusal", "pause_turn", …) is not taken as whole
+//     either: it ends the task failed, content_filter for a provider's word for
+//     its content filter (stops.go's filterFinish), answer_unfinished for any
+//     other (stops.go's unwholeFailure), where under 4 (whose builds recorded
+//     these words too, llm.AbnormalFinish keeping every word but a whole
+//     answer's) the task completed with the text, and a paradigm took it as its
+//     draft. The gateway records no reason for a whole answer (llm.AbnormalFinish
+//     says which words are a whole answer's, "stop", "tool_calls", "end_turn", …,
+//     in any case), so every recorded one is an unfinished answer's. What a
+//     paradigm or a team reads (unwholeWork) is as under 4, which refused an
+//     answer with any recorded reason already. Prompts are version 2's, as 4's.
+const ContextRules = 5
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -70,6 +85,9 @@ const (
 	// routing decision, lesson or answer call is not read), and whose team critic
 	// passes by the first word.
 	rulesWhole = 4
+	// rulesAnyFinish is the version whose final answer with any recorded finish
+	// reason fails its task (under 4, only "length" and "content_filter" did).
+	rulesAnyFinish = 5
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

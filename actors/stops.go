@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/llm"
@@ -19,7 +20,9 @@ import (
 //     prompt and completion tokens (MaxTokens);
 //   - an unfinished final answer (rules 4 on, unwholeAnswer): cut at the model's
 //     output token limit (messages.ReasonOutputTruncated), or stopped by the
-//     provider's content filter (messages.ReasonContentFilter);
+//     provider's content filter (messages.ReasonContentFilter); from rules 5,
+//     stopped for any other reason a provider gives that is not a whole answer's
+//     (messages.ReasonAnswerUnfinished);
 //   - cost budget (messages.ReasonCostBudget): its model calls cost its budget in US
 //     dollars (MaxCostUSD), as the gateway's prices say;
 //   - deadline (messages.ReasonDeadline) and cancellation (messages.ReasonCancelled);
@@ -456,12 +459,13 @@ func hex4(s string, i int) (rune, bool) {
 
 // unwholeAnswer returns the failure of a task whose latest model reply, its final
 // answer, is not whole (rules 4 on): cut at the output token limit, or stopped
-// by the provider's content filter. nil for a whole answer, and under older rules.
+// by the provider's content filter; from rules 5, stopped for any reason that
+// is not a whole answer's. nil for a whole answer, and under older rules.
 func unwholeAnswer(t *taskState) *messages.TaskFailed {
 	if t.rules < rulesWhole {
 		return nil
 	}
-	f := unwholeFailure(&t.reply)
+	f := unwholeFailure(t.rules, &t.reply)
 	if f != nil {
 		f.Steps, f.Usage = t.Steps, t.Usage
 	}
@@ -469,22 +473,49 @@ func unwholeAnswer(t *taskState) *messages.TaskFailed {
 }
 
 // unwholeFailure returns the failure, without its steps and usage, that a final
-// answer r the model did not finish ends its task with; nil for a whole one.
-func unwholeFailure(r *messages.ModelResponded) *messages.TaskFailed {
-	switch r.FinishReason {
-	case llm.FinishLength:
+// answer r the model did not finish ends its task with under rules (4 on); nil
+// for a whole one. Under 4 only "length" and "content_filter" fail it, and any
+// other recorded reason (Gemini's "safety", "recitation", …) completes the task
+// with the text; from 5 every recorded reason does (the gateway records none for
+// a whole answer: llm.AbnormalFinish): a provider's word for its content filter
+// (filterFinish) as content_filter, any other as answer_unfinished.
+func unwholeFailure(rules int, r *messages.ModelResponded) *messages.TaskFailed {
+	switch {
+	case r.FinishReason == "":
+		return nil
+	case r.FinishReason == llm.FinishLength:
 		return &messages.TaskFailed{Reason: messages.ReasonOutputTruncated,
 			Error: fmt.Sprintf("the model's answer reached its output token limit and was cut after %d characters (finish_reason %q); "+
 				"raise the model's output limit or ask for a shorter answer (the cut answer is in the session's model.responded event)",
 				utf8.RuneCountInString(r.Message.Content), r.FinishReason)}
-	case llm.FinishContentFilter:
+	case r.FinishReason == llm.FinishContentFilter || rules >= rulesAnyFinish && filterFinish(r.FinishReason):
 		msg := fmt.Sprintf("the provider's content filter stopped the model's answer (finish_reason %q)", r.FinishReason)
 		if r.Message.Content != "" { // what the provider let through, or its refusal
 			msg += ": " + clipText(r.Message.Content, 200)
 		}
 		return &messages.TaskFailed{Reason: messages.ReasonContentFilter, Error: msg}
+	case rules >= rulesAnyFinish:
+		msg := fmt.Sprintf("the provider ended the model's answer before it was finished (finish_reason %q)", r.FinishReason)
+		if r.Message.Content != "" {
+			msg += ": " + clipText(r.Message.Content, 200)
+		}
+		return &messages.TaskFailed{Reason: messages.ReasonAnswerUnfinished, Error: msg}
 	}
 	return nil
+}
+
+// filterFinish reports whether a finish reason is a provider's word for its
+// content filter stopping or withholding an answer (rules 5 on): Gemini's
+// (safety, recitation, blocklist, prohibited_content, spii, image_safety),
+// Anthropic's refusal, Bedrock's guardrail_intervened and content_filtered, in
+// any case.
+func filterFinish(reason string) bool {
+	switch strings.ToLower(reason) {
+	case llm.FinishContentFilter, "safety", "recitation", "blocklist", "prohibited_content", "spii", "image_safety",
+		"refusal", "guardrail_intervened", "content_filtered":
+		return true
+	}
+	return false
 }
 
 // unwholeWork returns why an intermediate answer r (a plan, a verdict, a routing

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"hash"
+	"strings"
 	"sync"
 	"unicode/utf8"
 
@@ -109,14 +110,25 @@ const (
 )
 
 // AbnormalFinish returns the finish reason a provider gave, or "" when it says
-// the answer is whole: "stop" (or none), "tool_calls", "function_call", and
-// "end_turn"/"stop_sequence"/"tool_use", the words of providers that have their
-// own. Any other word is kept as given (at most 64 bytes).
+// the answer is whole. The rule: a reason is whole when it is one of the words
+// providers use for an answer the model ended itself, a turn of tool calls
+// included: "stop" (or none), "tool_calls", "function_call", and the words of
+// providers that have their own, "end_turn", "stop_sequence", "tool_use",
+// "eos", "eos_token", "complete", "tool_call" (Anthropic's, Hugging Face TGI's,
+// Cohere's), in any case (Gemini's own API says "STOP"). A cut at the output
+// limit is FinishLength whatever its word ("length", "max_tokens",
+// "model_length"). Any other word, known or not, means the answer is not whole
+// (FinishContentFilter, Gemini's "safety", "recitation", "blocklist",
+// "prohibited_content", "spii", "malformed_function_call", "language", "other",
+// Anthropic's "refusal", "pause_turn", …): it is kept as given (at most 64 bytes),
+// for the session to record and act on (package actors fails a final answer of
+// that kind).
 func AbnormalFinish(reason string) string {
-	switch reason {
-	case "", "stop", "tool_calls", "function_call", "end_turn", "stop_sequence", "tool_use", "eos":
+	if wholeFinish(reason) {
 		return ""
-	case "max_tokens":
+	}
+	switch strings.ToLower(reason) {
+	case "length", "max_tokens", "model_length":
 		return FinishLength
 	}
 	if len(reason) > 64 {
@@ -127,6 +139,16 @@ func AbnormalFinish(reason string) string {
 		reason = reason[:cut]
 	}
 	return reason
+}
+
+// wholeFinish reports whether a provider's finish reason says the answer is whole
+// (AbnormalFinish gives the rule).
+func wholeFinish(reason string) bool {
+	switch strings.ToLower(reason) {
+	case "", "stop", "tool_calls", "function_call", "end_turn", "stop_sequence", "tool_use", "eos", "eos_token", "complete", "tool_call":
+		return true
+	}
+	return false
 }
 
 // Capabilities says what a model can do natively.

@@ -35,7 +35,8 @@ type ScriptStep struct {
 	Usage     messages.Usage      `json:"usage,omitempty"`
 	// FinishReason, when set, is the answer's Response.FinishReason, kept as
 	// AbnormalFinish keeps a provider's ("length" for an answer cut at the output
-	// limit, "content_filter", …; "stop" and "tool_calls" are no reason).
+	// limit, "content_filter", "safety", …; "stop" and "tool_calls" are no
+	// reason). A step with one that is not a whole answer's may have no content.
 	FinishReason string `json:"finish_reason,omitempty"`
 }
 
@@ -59,7 +60,9 @@ func NewScripted(s Script) (*Scripted, error) {
 	}
 	m := &Scripted{name: name, chunk: max(s.StreamChunk, 0)}
 	for i, st := range s.Steps {
-		if st.Content == "" && len(st.ToolCalls) == 0 {
+		if st.Content == "" && len(st.ToolCalls) == 0 && AbnormalFinish(st.FinishReason) == "" {
+			// An empty answer is a provider's only when it withheld it (a finish
+			// reason such as "safety").
 			return nil, fmt.Errorf("llm: script %q step %d has neither content nor tool calls", name, i+1)
 		}
 		for j, c := range st.ToolCalls {

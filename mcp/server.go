@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,7 +86,12 @@ type ServerOptions struct {
 	// client told at once to send its call again would, with a new request ID,
 	// start a second task beside the one still on its way.
 	StartGrace time.Duration
-	Logger     *slog.Logger
+	// MaxRequestBytes bounds the body of a request over Streamable HTTP (Handler;
+	// default MaxRequestBytes). Set it to the bound the server's route puts on
+	// r.Body, if lower: a request whose Content-Length is above it is answered 413
+	// at once, before its body is read, rather than once that much of it came.
+	MaxRequestBytes int64
+	Logger          *slog.Logger
 }
 
 // DefaultStartGrace is the default of ServerOptions.StartGrace.
@@ -538,8 +544,10 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 // rebinding). A request's write deadline is lifted: a run_task may take longer than
 // the node's HTTP WriteTimeout, and a client's stream of notifications lasts (until
 // CloseStreams). A request body larger than the bound set on r.Body (an
-// http.MaxBytesReader: the node's route sets one) or than MaxRequestBytes is
-// answered 413 with a JSON-RPC error that says so, which an SDK shows its user.
+// http.MaxBytesReader: the node's route sets one) or than
+// ServerOptions.MaxRequestBytes is answered 413 with a JSON-RPC error that says
+// so, which an SDK shows its user: at once, before the body is read, when its
+// Content-Length says so.
 func (s *Server) Handler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
 		&sdk.StreamableHTTPOptions{Logger: sdkLogger(s.opts.Logger), SessionTimeout: s.opts.SessionTimeout, MaxRequestBodyBytes: -1,
@@ -562,7 +570,15 @@ func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 		if r.Method == http.MethodPost && r.Body != nil {
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
+			limit := cmp.Or(s.opts.MaxRequestBytes, MaxRequestBytes)
+			if r.ContentLength > limit {
+				// Refused before the body is read: the connection closes, or net/http
+				// would wait for up to 256 KiB more of the body before it answered.
+				w.Header().Set("Connection", "close")
+				writeRPCError(w, http.StatusRequestEntityTooLarge, codeInvalidRequest, fmt.Sprintf("the request is larger than %d bytes, the most this server takes", limit))
+				return
+			}
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 			var tooLarge *http.MaxBytesError
 			switch {
 			case errors.As(err, &tooLarge):

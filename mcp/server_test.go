@@ -1,6 +1,7 @@
 package mcp_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -614,5 +615,33 @@ func TestServerHTTPResumesOnlyItsOwnSessionIDs(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		t.Errorf("session %q: %s %q, want it resumed", id, resp.Status, raw)
+	}
+}
+
+// A request whose Content-Length is above ServerOptions.MaxRequestBytes is
+// answered 413 at once, while its body is still on its way, and the connection
+// closes: the handler does not wait for the body it refuses.
+func TestServerHTTPTooLargeIsRefusedBeforeItsBody(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: answerScript(t, "unused")})
+	hs := httptest.NewServer(mcp.NewServer(n, mcp.ServerOptions{MaxRequestBytes: 1000}).Handler())
+	defer hs.Close()
+	c, err := net.Dial("tcp", strings.TrimPrefix(hs.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+		"Content-Length: 2000\r\n\r\n{\"jsonrpc\":\"2.0\""); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("no answer while the body is unsent: %v; want 413 at once", err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !resp.Close || !strings.Contains(string(raw), "larger than 1000 bytes") {
+		t.Fatalf("%s (connection close %v): %q; want 413 saying the bound, closing the connection", resp.Status, resp.Close, raw)
 	}
 }

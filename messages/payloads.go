@@ -271,8 +271,18 @@ const (
 	// whole answer.
 	ReasonOutputTruncated = "output_truncated"
 	// ReasonContentFilter: the provider's content filter stopped or withheld the
-	// model's final answer (ModelResponded.FinishReason "content_filter").
+	// model's final answer (ModelResponded.FinishReason "content_filter"; from
+	// decision rules 5, actors.ContextRules, also a provider's own word for it:
+	// Gemini's "safety", "recitation", "blocklist", "prohibited_content", "spii",
+	// "image_safety", Anthropic's "refusal", Bedrock's "guardrail_intervened",
+	// "content_filtered").
 	ReasonContentFilter = "content_filter"
+	// ReasonAnswerUnfinished: the provider ended the model's final answer for
+	// another reason than a whole answer, its output limit or its content filter
+	// (ModelResponded.FinishReason such as Gemini's "malformed_function_call",
+	// "language", "other", or a word no provider used before), so the task has
+	// no whole answer (from decision rules 5, actors.ContextRules).
+	ReasonAnswerUnfinished = "answer_unfinished"
 )
 
 // TaskFailed records that a task stopped without an answer.

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -61,10 +62,94 @@ func (n *Node) Handler() http.Handler {
 	if n.tracing.on() {
 		// A client's traceparent header parents what its request starts (a task's
 		// spans, over POST /v1/tasks, A2A or MCP).
-		return n.gate.wrap(withTraceparent(routed))
+		routed = withTraceparent(routed)
 	}
-	return n.gate.wrap(routed)
+	return answerUnread(n.gate.wrap(routed))
 }
+
+// answerUnread serves h so that an answer given before the request's body was read
+// to its end (a refusal before the body: 401, 403, 404, 405, 413, 415, 429, …, by
+// the gate, a route or a handler mounted with Handle) goes out at once, and closes
+// the connection (Connection: close). net/http would otherwise read and discard up
+// to 256 KiB of what is left of the body before it wrote the answer, so that a
+// client that sends its body slowly (a bad link, a slowloris) got its refusal only
+// once it had sent it all, or at the read timeout, with no answer. An answer given
+// with the body read to its end, or to a request with none, keeps the connection
+// for the next request. HTTP/2 answers at once anyway, and keeps its connection.
+func answerUnread(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ProtoMajor != 1 || r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+			h.ServeHTTP(w, r)
+			return
+		}
+		orig := r.Body
+		body := &watchedBody{ReadCloser: orig}
+		r.Body = body
+		a := &unreadAnswer{ResponseWriter: w, body: body}
+		h.ServeHTTP(a, r)
+		a.settle() // a handler that wrote nothing is answered 200 by net/http
+		// net/http looks at the request's body once the handler returned: one it
+		// closed early (more than 256 KiB left unread) has the connection shut
+		// for writing and closed only half a second later, so that the client
+		// reads the answer before the reset of the unread data.
+		r.Body = orig
+	})
+}
+
+// watchedBody is a request body that knows whether it was read to its end.
+type watchedBody struct {
+	io.ReadCloser
+	read atomic.Bool
+}
+
+func (b *watchedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.read.Store(true)
+	}
+	return n, err
+}
+
+// unreadAnswer adds Connection: close to an answer begun before its request's
+// body was read to its end (answerUnread).
+type unreadAnswer struct {
+	http.ResponseWriter
+	body    *watchedBody
+	settled bool
+}
+
+// settle adds Connection: close to the answer's headers, before they are written,
+// when the body is not read to its end.
+func (a *unreadAnswer) settle() {
+	if a.settled {
+		return
+	}
+	a.settled = true
+	if !a.body.read.Load() {
+		a.ResponseWriter.Header().Set("Connection", "close")
+	}
+}
+
+func (a *unreadAnswer) WriteHeader(code int) {
+	if code >= 200 { // an informational answer (1xx) is not the answer
+		a.settle()
+	}
+	a.ResponseWriter.WriteHeader(code)
+}
+
+func (a *unreadAnswer) Write(p []byte) (int, error) {
+	a.settle()
+	return a.ResponseWriter.Write(p)
+}
+
+// Flush implements http.Flusher (a live stream's handler asks for one).
+func (a *unreadAnswer) Flush() {
+	a.settle()
+	_ = http.NewResponseController(a.ResponseWriter).Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (a *unreadAnswer) Unwrap() http.ResponseWriter { return a.ResponseWriter }
 
 // jsonUnrouted serves mux, answering the requests no route takes as every other
 // refusal of the API is answered, in JSON: 404 for a path no route has, 405 (with

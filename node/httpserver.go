@@ -200,10 +200,12 @@ func paceBodies(cfg HTTPConfig, h http.Handler) http.Handler {
 		return h
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		orig := r.Body
 		if r.Body != nil && r.Body != http.NoBody {
 			r.Body = &pacedBody{ReadCloser: r.Body, rc: http.NewResponseController(w), cfg: cfg, start: time.Now()}
 		}
 		h.ServeHTTP(w, r)
+		r.Body = orig // net/http's own, as answerUnread says why
 	})
 }
 

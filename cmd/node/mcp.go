@@ -57,7 +57,7 @@ func startMCP(ctx context.Context, servers map[string]mcp.ServerConfig, cfg *nod
 // prompts of the configuration's "mcp_server" (served), of the node's skills and of
 // its MCP servers; its lists follow the MCP client's, when cfg has one.
 func newMCPServer(n *node.Node, cfg node.Config, served mcp.ServedConfig) *mcp.Server {
-	opts := mcp.ServerOptions{Logger: cfg.Logger, ProgressInterval: served.Interval(), SessionTimeout: served.Idle(), ReconnectDelay: served.Retry(),
+	opts := mcp.ServerOptions{Logger: cfg.Logger, ProgressInterval: served.Interval(), SessionTimeout: served.Idle(), ReconnectDelay: served.Retry(), MaxRequestBytes: mcpMaxBody,
 		Sources: []mcp.Source{served.Source(), mcp.SkillSource(cfg.Skills)}}
 	if c, ok := cfg.ToolCatalog.(*mcp.Client); ok {
 		opts.Changed = c.Changed

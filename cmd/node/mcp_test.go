@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -648,5 +649,43 @@ func TestToolsListAndCallSeeMCPServers(t *testing.T) {
 	out.Reset()
 	if code := run(context.Background(), []string{"tools", "call", "--config", path, "everything__echo", `{"message":"via tools call"}`}, &out, &errb, options{}); code != 0 || !strings.Contains(out.String(), "via tools call") {
 		t.Fatalf("tools call: exit %d %q\n%s", code, out.String(), errb.String())
+	}
+}
+
+// A request to /mcp refused before its body is read (no token; a Content-Length
+// above the route's bound) is answered at once, while the body is still on its
+// way, and the connection closes: node serve does not wait for a body it refuses.
+func TestServeMCPRefusesBeforeTheBody(t *testing.T) {
+	clearLLMEnv(t)
+	const token = "0123456789abcdef0123456789abcdef"
+	base := serveNode(t, options{}, "--auth-token", token)
+	for _, c := range []struct {
+		name, head string
+		code       int
+	}{
+		{"no token", "Content-Length: 200000\r\n", http.StatusUnauthorized}, // under 256 KiB, which net/http would wait for
+		{"too large", "Authorization: Bearer " + token + "\r\nContent-Length: 3145728\r\n", http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", strings.TrimPrefix(base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+			if _, err := io.WriteString(conn, "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"+
+				c.head+"\r\n{\"jsonrpc\":\"2.0\""); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer while the body is unsent: %v; want %d at once", err, c.code)
+			}
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != c.code || !resp.Close {
+				t.Fatalf("%s (connection close %v): %q; want %d, closing the connection", resp.Status, resp.Close, raw, c.code)
+			}
+		})
 	}
 }
