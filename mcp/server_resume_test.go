@@ -46,6 +46,12 @@ type restartable struct {
 	n       *node.Node
 	stop    func()
 	tools   []tools.Tool // the tools of each node
+	// clients are the transports of the clients connect made: a restart closes
+	// their idle connections too. The server's side of them is cut, and a POST
+	// sent on one before its client noticed would fail with EOF (a POST is not
+	// retried): a race of the test's restart, which a client of a real server
+	// that restarts may meet once too.
+	clients []*http.Transport
 }
 
 func newRestartable(t *testing.T, opts mcp.ServerOptions, m llm.Model) *restartable {
@@ -90,7 +96,14 @@ func (r *restartable) restart(m llm.Model) {
 	r.t.Helper()
 	r.stop()
 	r.hs.CloseClientConnections()
+	r.closeIdle()
 	r.start(m)
+}
+
+func (r *restartable) closeIdle() {
+	for _, tr := range r.clients {
+		tr.CloseIdleConnections()
+	}
 }
 
 // restartAfter restarts as restart does, with no node serving (503) for down.
@@ -106,14 +119,17 @@ func (r *restartable) restartAfter(down time.Duration, m llm.Model) {
 	})
 	r.backend.Store(&unavailable)
 	r.hs.CloseClientConnections()
+	r.closeIdle()
 	time.Sleep(down)
 	r.start(m)
 }
 
 func (r *restartable) connect(ctx context.Context, opts *sdk.ClientOptions) *sdk.ClientSession {
 	r.t.Helper()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	r.clients = append(r.clients, tr)
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, opts).Connect(ctx,
-		&sdk.StreamableClientTransport{Endpoint: r.hs.URL}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+		&sdk.StreamableClientTransport{Endpoint: r.hs.URL, HTTPClient: &http.Client{Transport: tr}}, &sdk.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		r.t.Fatal(err)
 	}
