@@ -11,6 +11,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/memory"
 )
 
@@ -201,30 +202,10 @@ func (s *Scheduler) Close() error {
 		}
 		// Not StopFuture: its future gives up after protoactor's fixed 10 s, and
 		// a stop that took longer on a loaded machine failed Close within its
-		// CloseTimeout. A watcher of its own says when the host stopped. Its Watch
-		// must reach the host before the Stop does (a host already stopping answers
-		// a Watch at once), so the Stop is sent once the watcher watches.
-		watching, stopped := make(chan struct{}), make(chan struct{})
-		watcher, err := s.system.Root.SpawnNamed(actor.PropsFromFunc(func(c actor.Context) {
-			switch m := c.Message().(type) {
-			case *actor.Started:
-				c.Watch(s.host)
-				close(watching)
-			case *actor.Terminated:
-				if m.Who.Equal(s.host) {
-					close(stopped)
-					c.Stop(c.Self())
-				}
-			}
-		}), "consolidator-close-watch-"+s.host.Id)
-		if err != nil {
-			s.closeErr = fmt.Errorf("consolidator: stop: %w", err)
-			return
-		}
-		timer := time.NewTimer(s.closeTimeout)
-		defer timer.Stop()
-		if !s.stopWatched(watching, stopped, timer.C) {
-			s.system.Root.Stop(watcher)
+		// CloseTimeout. actors.AwaitStop waits as long as its ctx lets it.
+		ctx, cancel := context.WithTimeout(context.Background(), s.closeTimeout)
+		defer cancel()
+		if err := actors.AwaitStop(ctx, s.system, s.host, s.system.Root.Stop); err != nil {
 			s.closeErr = ErrCloseTimeout
 		}
 		if s.ownSystem {
@@ -232,23 +213,6 @@ func (s *Scheduler) Close() error {
 		}
 	})
 	return s.closeErr
-}
-
-// stopWatched stops the host once the watcher watches it, and reports whether it
-// stopped before timeout.
-func (s *Scheduler) stopWatched(watching, stopped <-chan struct{}, timeout <-chan time.Time) bool {
-	select {
-	case <-watching:
-	case <-timeout:
-		return false
-	}
-	s.system.Root.Stop(s.host)
-	select {
-	case <-stopped:
-		return true
-	case <-timeout:
-		return false
-	}
 }
 
 // toNamespace carries a message to the consolidator of a namespace.

@@ -20,9 +20,10 @@ type CacheConfig struct {
 // ExactCache answers a request from the answer to an earlier request with the same
 // model (the wrapped model's name), messages and tools, in the same namespace, within
 // cfg.TTL, without calling the model it wraps; such an answer has Cached set. A request
-// with NoCache set bypasses it. Answers the wrapped model gives are stored, except
-// those that a cache below served (Cached set). The entries are kept in memory (clock
-// nil: time.Now), shared by every model the middleware wraps.
+// with NoCache set bypasses it. Only whole answers the wrapped model gives are stored
+// (storable): not an error, an unfinished or empty answer, nor one that a cache below
+// served (Cached set). The entries are kept in memory (clock nil: time.Now), shared by
+// every model the middleware wraps.
 func ExactCache(cfg CacheConfig, clock func() time.Time) Middleware {
 	if clock == nil {
 		clock = time.Now
@@ -48,10 +49,21 @@ func (m *exactCached) Generate(ctx context.Context, req llm.Request) (llm.Respon
 		return r, nil
 	}
 	resp, err := m.Model.Generate(ctx, req)
-	if err == nil && !resp.Cached {
+	if err == nil && storable(resp) {
 		m.cache.put(key, resp)
 	}
 	return resp, err
+}
+
+// storable reports whether a cache may keep resp, an answer a model gave: a whole
+// one, with content or tool calls, that no cache below served. An answer the
+// provider ended before it was finished (a FinishReason: cut at the output limit,
+// withheld by its content filter, "safety", …; llm.AbnormalFinish) fails its task,
+// and an empty one is no answer: the same request asked again, the task retried,
+// must reach the provider again rather than get them back.
+func storable(resp llm.Response) bool {
+	return !resp.Cached && resp.FinishReason == "" &&
+		(resp.Message.Content != "" || len(resp.Message.ToolCalls) > 0)
 }
 
 type cacheEntry struct {

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -76,5 +77,102 @@ func TestExactCacheDoesNotStoreACachedAnswer(t *testing.T) {
 	cached.Generate(context.Background(), ask("q"))
 	if m.calls.Load() != 2 {
 		t.Fatalf("calls %d", m.calls.Load())
+	}
+}
+
+// firstAnswers are the first answers to a request that no cache may keep, since the
+// same request asked again (the task retried) must reach the provider again: an
+// answer the provider ended before it was finished (llm.AbnormalFinish keeps its
+// reason), an empty one, and a failure.
+func firstAnswers() []struct {
+	name string
+	resp llm.Response
+	err  error
+} {
+	unfinished := func(content, reason string) llm.Response {
+		r := answer(content)
+		r.FinishReason = llm.AbnormalFinish(reason)
+		return r
+	}
+	return []struct {
+		name string
+		resp llm.Response
+		err  error
+	}{
+		{"cut at the output limit", unfinished("the first half of", "length"), nil},
+		{"cut at max_tokens", unfinished("the first half of", "max_tokens"), nil},
+		{"content filter", unfinished("", "content_filter"), nil},
+		{"safety", unfinished("", "SAFETY"), nil},
+		{"recitation", unfinished("partly recited", "recitation"), nil},
+		{"refusal", unfinished("I can't", "refusal"), nil},
+		{"empty", answer(""), nil},
+		{"failed", llm.Response{}, &llm.APIError{StatusCode: 503}},
+	}
+}
+
+// cacheKeepsOnlyWholeAnswers asks a cache the same question three times, of a model
+// whose first answer is one of firstAnswers and whose later ones are whole: the
+// second call must reach the model and get the whole answer, the third the cached one.
+func cacheKeepsOnlyWholeAnswers(t *testing.T, cache func() gateway.Middleware) {
+	for _, c := range firstAnswers() {
+		t.Run(c.name, func(t *testing.T) {
+			m := &fakeModel{name: "m", fn: func(n int, _ llm.Request) (llm.Response, error) {
+				if n == 1 {
+					return c.resp, c.err
+				}
+				return answer("the whole answer"), nil
+			}}
+			cached := cache()(m)
+			ctx := context.Background()
+			q := "What is the capital of France?"
+			if r, err := cached.Generate(ctx, ask(q)); r.Cached || r.FinishReason != c.resp.FinishReason || !errors.Is(err, c.err) {
+				t.Fatalf("first call: %+v, %v", r, err)
+			}
+			r, err := cached.Generate(ctx, ask(q))
+			if err != nil || r.Cached || r.FinishReason != "" || r.Message.Content != "the whole answer" || m.calls.Load() != 2 {
+				t.Fatalf("the same request again must reach the model and get its whole answer: %+v, %v, calls %d", r, err, m.calls.Load())
+			}
+			r, err = cached.Generate(ctx, ask(q))
+			if err != nil || !r.Cached || r.Message.Content != "the whole answer" || m.calls.Load() != 2 {
+				t.Fatalf("the whole answer must be cached: %+v, %v, calls %d", r, err, m.calls.Load())
+			}
+		})
+	}
+}
+
+// An answer the provider did not finish, an empty one or a failure is not stored: the
+// task retried with the same request gets the provider's new answer, not the cut one.
+func TestExactCacheKeepsOnlyWholeAnswers(t *testing.T) {
+	cacheKeepsOnlyWholeAnswers(t, func() gateway.Middleware {
+		return gateway.ExactCache(gateway.CacheConfig{TTL: time.Hour}, nil)
+	})
+}
+
+func TestSemanticCacheKeepsOnlyWholeAnswers(t *testing.T) {
+	cacheKeepsOnlyWholeAnswers(t, func() gateway.Middleware {
+		return gateway.SemanticCache(gateway.SemanticConfig{Embedder: llm.HashingEmbedder{}, Threshold: 0.8, TTL: time.Hour}, nil)
+	})
+}
+
+// Through the gateway, with both caches: a cut answer is not served again.
+func TestGatewayCachesDoNotServeACutAnswer(t *testing.T) {
+	m := &fakeModel{name: "m", fn: func(n int, _ llm.Request) (llm.Response, error) {
+		r := answer("the whole answer")
+		if n == 1 {
+			r.Message.Content, r.FinishReason = "the whole", llm.FinishLength
+		}
+		return r, nil
+	}}
+	g, _, _ := newGateway(t, gateway.Config{Chain: []llm.Model{m}, Cache: &gateway.CacheConfig{TTL: time.Hour},
+		Semantic: &gateway.SemanticConfig{Embedder: llm.HashingEmbedder{}, Threshold: 0.8, TTL: time.Hour}})
+	ctx := context.Background()
+	if r, _ := g.Generate(ctx, ask("q")); r.FinishReason != llm.FinishLength {
+		t.Fatalf("first: %+v", r)
+	}
+	if r, _ := g.Generate(ctx, ask("q")); r.Cached || r.FinishReason != "" || r.Message.Content != "the whole answer" || m.calls.Load() != 2 {
+		t.Fatalf("second: %+v, calls %d", r, m.calls.Load())
+	}
+	if r, _ := g.Generate(ctx, ask("q")); !r.Cached || r.Message.Content != "the whole answer" || m.calls.Load() != 2 {
+		t.Fatalf("third: %+v, calls %d", r, m.calls.Load())
 	}
 }

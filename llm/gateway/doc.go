@@ -33,7 +33,10 @@
 //   - The caches are outermost, so a cached answer makes no call, spends no quota and
 //     is served even when the quota is spent; it carries the Model and CostUSD of the
 //     answer it repeats. The exact cache comes first because its key is a hash, the
-//     semantic one's an embedding. An answer a cache served is not stored again.
+//     semantic one's an embedding. An answer a cache served is not stored again, nor
+//     is a failure, an empty answer or one the provider did not finish (a
+//     llm.Response.FinishReason: cut at the output limit, filtered, …), so that the
+//     same request asked again reaches the provider again.
 //   - Quotas is outside Fallback, so a refusal is not retried nor tried on another
 //     model, and the tokens charged are those of the answer given, whichever model gave
 //     it, as CountTokens counted them when its provider reported none.

@@ -27,9 +27,10 @@ type SemanticConfig struct {
 // one whose user message embeds within cfg.Threshold cosine similarity (see
 // SemanticConfig), without calling the model it wraps; such an answer has Cached set.
 // A request with NoCache set bypasses it; a request whose text cannot be embedded
-// (the embedder failed, or ctx ended) is a miss. Answers the wrapped model gives are
-// stored, except those that a cache below served (Cached set). The entries are kept
-// in memory (clock nil: time.Now), shared by every model the middleware wraps. Without
+// (the embedder failed, or ctx ended) is a miss. Only whole answers the wrapped model
+// gives are stored, as by ExactCache (storable): not an error, an unfinished or empty
+// answer, nor one that a cache below served (Cached set). The entries are kept in
+// memory (clock nil: time.Now), shared by every model the middleware wraps. Without
 // an embedder (which Config.Validate refuses), the middleware wraps nothing.
 func SemanticCache(cfg SemanticConfig, clock func() time.Time) Middleware {
 	if cfg.Embedder == nil {
@@ -60,7 +61,7 @@ func (m *semanticCached) Generate(ctx context.Context, req llm.Request) (llm.Res
 		return r, nil
 	}
 	resp, err := m.Model.Generate(ctx, req)
-	if err == nil && !resp.Cached {
+	if err == nil && storable(resp) {
 		m.cache.put(key, resp)
 	}
 	return resp, err
