@@ -379,7 +379,9 @@ const republishWindow = 10 * time.Minute
 // gen, the generation may be released cleanly when it ends. Each folds
 // its events and publishes its latest task's again (actors.SetOwnership.Republish):
 // what a previous owner appended and never published reaches troupe.events and
-// troupe.results; the unfinished ones go on.
+// troupe.results; the unfinished ones go on. Before, it looks for the last event
+// and result of each ended one on the bus (findOnBus, onbus.go): those found
+// publish nothing again.
 // The sessions are resumed Config.ResumeConcurrency at a time (resumeSessions):
 // each reads its log, and a takeover of many must leave connections to the rest
 // of the node. The listings get a minute.
@@ -405,15 +407,20 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 		}
 	}
 	var ids []string
-	republished := 0
+	var toRepublish []eventlog.SessionInfo
 	for i, s := range infos {
 		if owns(s.ID) && eventlog.IsSession(s.ID) { // a notes stream is no session
 			ids = append(ids, s.ID)
 			if i >= running {
-				republished++
+				toRepublish = append(toRepublish, s)
 			}
 		}
 	}
+	// Those whose last event and result the bus holds already publish nothing
+	// again (onbus.go); they are resumed all the same, and publish again if the
+	// task has a reply topic.
+	found := n.findOnBus(ctx, toRepublish)
+	republished := len(toRepublish) - len(found)
 	current := func() bool {
 		n.own.mu.Lock()
 		defer n.own.mu.Unlock()
@@ -422,8 +429,9 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 	complete := true
 	if len(ids) > 0 && current() {
 		n.cfg.Logger.Info("resuming the unfinished and lately ended sessions of assigned partitions", "count", len(ids),
-			"ended_republished", republished)
+			"ended_republished", republished, "ended_found_on_bus", len(found))
 		n.metrics.republished.Add(float64(republished))
+		n.metrics.foundOnBus.Add(float64(len(found)))
 		complete = n.resumeSessions(ctx, ids, current)
 	}
 	n.own.mu.Lock()
