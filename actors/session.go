@@ -57,6 +57,12 @@ type SessionDeps struct {
 	// (SetOwnership.Republish) skips those (a node's partitions given back to it in
 	// a rebalance).
 	Published func(sessionID string, seq uint64) bool
+	// OnBus, when set, reports whether the session's events up to seq were found
+	// on messages.TopicEvents and the result of the task its event seq ends on
+	// messages.TopicResults (a sharded node that takes partitions over reads them,
+	// in its own process): a session that folds its events to republish them
+	// skips those too, unless that task has a reply topic, which nobody read.
+	OnBus func(sessionID string, seq uint64) bool
 	// Stamping and Handed, when set, bracket each batch a session appends and
 	// hands to Publisher, so that the node can tell up to when it has published
 	// everything its sessions appended (the node's publication marks): Stamping
@@ -487,8 +493,7 @@ func (a *SessionActor) load(ctx actor.Context) error {
 		}
 		latest = max(latest, e.TS)
 	}
-	if a.republish && len(events) > 0 && (a.deps.Published == nil || !a.deps.Published(a.id, events[len(events)-1].Seq)) &&
-		latest >= a.publishedBefore {
+	if a.republish && len(events) > 0 && !a.onBus(events[len(events)-1]) && latest >= a.publishedBefore {
 		// Before anything of this incarnation's, so that the bus keeps the session's
 		// order: its latest task's events, which the previous owner may have
 		// appended and not published (with the task's result).
@@ -502,6 +507,15 @@ func (a *SessionActor) load(ctx actor.Context) error {
 	}
 	a.step(ctx, nil)
 	return nil
+}
+
+// onBus reports whether the session's events up to last, its last event, and its
+// result if it ends a task, are on the bus already (SessionDeps.Published and OnBus).
+func (a *SessionActor) onBus(last messages.Envelope) bool {
+	if a.deps.Published != nil && a.deps.Published(a.id, last.Seq) {
+		return true
+	}
+	return a.deps.OnBus != nil && a.state.ReplyTopic(last.CorrelationID) == "" && a.deps.OnBus(a.id, last.Seq)
 }
 
 // mustLoad loads the events of a session that has not read them (unread), before

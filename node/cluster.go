@@ -379,7 +379,9 @@ const republishWindow = 10 * time.Minute
 // gen, the generation may be released cleanly when it ends. Each folds
 // its events and publishes its latest task's again (actors.SetOwnership.Republish):
 // what a previous owner appended and never published reaches troupe.events and
-// troupe.results; the unfinished ones go on.
+// troupe.results; the unfinished ones go on. Before it resumes the ended ones, it
+// looks for the last event and result of each on the bus (findOnBus, onbus.go):
+// those found publish nothing again.
 // The sessions are resumed Config.ResumeConcurrency at a time (resumeSessions):
 // each reads its log, and a takeover of many must leave connections to the rest
 // of the node. The listings get a minute.
@@ -404,13 +406,15 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 			infos = append(infos, s)
 		}
 	}
-	var ids []string
-	republished := 0
+	var unfinished, endedIDs []string
+	var toRepublish []eventlog.SessionInfo
 	for i, s := range infos {
 		if owns(s.ID) && eventlog.IsSession(s.ID) { // a notes stream is no session
-			ids = append(ids, s.ID)
-			if i >= running {
-				republished++
+			if i < running {
+				unfinished = append(unfinished, s.ID)
+			} else {
+				endedIDs = append(endedIDs, s.ID)
+				toRepublish = append(toRepublish, s)
 			}
 		}
 	}
@@ -420,11 +424,21 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 		return n.own.generation == gen
 	}
 	complete := true
-	if len(ids) > 0 && current() {
-		n.cfg.Logger.Info("resuming the unfinished and lately ended sessions of assigned partitions", "count", len(ids),
-			"ended_republished", republished)
+	if len(unfinished)+len(endedIDs) > 0 && current() {
+		// Those of the ended ones whose last event and result the bus holds
+		// already publish nothing again (onbus.go); they are resumed all the
+		// same, and publish again if the task has a reply topic. The unfinished
+		// ones go on while the bus is read.
+		scan := make(chan map[string]bool, 1)
+		go func() { scan <- n.findOnBus(ctx, toRepublish) }()
+		complete = n.resumeSessions(ctx, unfinished, current)
+		found := <-scan
+		republished := len(toRepublish) - len(found)
+		n.cfg.Logger.Info("resuming the unfinished and lately ended sessions of assigned partitions", "count", len(unfinished)+len(endedIDs),
+			"ended_republished", republished, "ended_found_on_bus", len(found))
 		n.metrics.republished.Add(float64(republished))
-		complete = n.resumeSessions(ctx, ids, current)
+		n.metrics.foundOnBus.Add(float64(len(found)))
+		complete = n.resumeSessions(ctx, endedIDs, current) && complete
 	}
 	n.own.mu.Lock()
 	complete = complete && n.own.generation == gen

@@ -38,6 +38,7 @@ type Metrics struct {
 	marks        prometheus.Counter
 	resumptions  prometheus.Counter
 	republished  prometheus.Counter
+	foundOnBus   prometheus.Counter
 	storedPruned prometheus.Counter // troupe_bus_stored_messages_pruned_total
 	// sessions counts what the node's sessions record (metrics.go); appends times
 	// their log appends, by backend.
@@ -88,6 +89,8 @@ func newMetrics() *Metrics {
 			Name: "resumptions_total", Help: "Assignments whose sessions to resume (the unfinished ones, and the lately ended ones to publish again) were all resumed before the next rebalance."}),
 		republished: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
 			Name: "ended_sessions_republished_total", Help: "Sessions that ended lately, of partitions taken over from an owner that did not release them cleanly, resumed to publish their latest task's events and result again."}),
+		foundOnBus: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "cluster",
+			Name: "ended_sessions_found_on_bus_total", Help: "Sessions that ended lately, of partitions taken over from an owner that did not release them cleanly, whose last event and result were found on troupe.events and troupe.results already: none of it is published again (unless the task has a reply topic)."}),
 		storedPruned: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "bus",
 			Name: "stored_messages_pruned_total", Help: "Messages too large for the bus that the log kept for their references, deleted once older than the node's retention (Bus.StoredRetention)."}),
 		sessions: newSessionMetrics(reg),
@@ -96,7 +99,7 @@ func newMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(50e-6, 3, 12)}, []string{"backend"}),
 	}
 	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.reissued, m.pubFailed, m.forwarded,
-		m.epoch, m.fenced, m.released, m.unreleased, m.marks, m.resumptions, m.republished, m.appends, m.storedPruned)
+		m.epoch, m.fenced, m.released, m.unreleased, m.marks, m.resumptions, m.republished, m.foundOnBus, m.appends, m.storedPruned)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -669,6 +669,7 @@ type Node struct {
 	hostStopped atomic.Bool
 	outbox      *outbox
 	published   publishedSeqs    // what this process's sessions handed to outbox (published.go)
+	onBus       publishedSeqs    // what a takeover found on the bus already (onbus.go)
 	marks       publicationMarks // the batches its sessions are appending and publishing (pubmark.go)
 	router      *message.Router
 	busLogs     *logShutter // the bus's and router's logger, shut by Close

@@ -48,6 +48,10 @@ import (
 // markMargin covers that clock stepping back (an NTP correction) between a
 // stamp and a mark: a step larger than it may lose a result a crash left
 // unpublished, as before marks a crash more than republishWindow old did.
+//
+// What the owner published after its last mark, most of what the next owner
+// would publish again, the next owner finds on the bus and publishes no more
+// (onbus.go).
 
 // markMargin is subtracted from a previous owner's mark before its sessions are
 // compared with it: the owner's clock may step back between a stamp and a mark.

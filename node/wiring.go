@@ -250,6 +250,8 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		// What this process published needs no republishing at a rebalance
 		// (published.go).
 		deps.Published = n.published.covers
+		// Nor does what a takeover found on the bus (onbus.go).
+		deps.OnBus = n.onBus.covers
 		live := deps.Live
 		deps.Live = func(sessionID string, events []messages.Envelope) {
 			if len(events) > 0 {
