@@ -334,7 +334,7 @@ func (f *files) write(ctx context.Context, a fileWriteArgs) (string, error) {
 	}
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])
-	tmp := filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".tmp-"+hex.EncodeToString(suffix[:]))
+	tmp := filepath.Join(filepath.Dir(p), "."+tmpBase(filepath.Base(p))+".tmp-"+hex.EncodeToString(suffix[:]))
 	file, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, cmp.Or(perm, 0o644))
 	if err != nil {
 		return "", f.fail("write", a.Path, err)
@@ -409,6 +409,23 @@ func (f *files) list(ctx context.Context, a filePathArgs) (string, error) {
 		return "(empty directory)", ctx.Err()
 	}
 	return strings.TrimSuffix(b.String(), "\n"), ctx.Err()
+}
+
+// maxTmpBase bounds the part of a name a write's temporary file takes, so that its
+// name (with a dot and ".tmp-" and 12 hex digits) stays within the 255 bytes a
+// name may have.
+const maxTmpBase = 200
+
+// tmpBase is the head of name that a write's temporary file is named after.
+func tmpBase(name string) string {
+	if len(name) <= maxTmpBase {
+		return name
+	}
+	cut := maxTmpBase
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut]
 }
 
 // listedName is a directory entry's name as list shows it: as it is when it is

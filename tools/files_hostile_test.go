@@ -71,3 +71,23 @@ func TestFilesWriteKeepsTheMode(t *testing.T) {
 		}
 	}
 }
+
+// A name as long as the system allows (255 bytes) can be written: the temporary
+// file of the write has a name of its own that fits too.
+func TestFilesWriteLongNames(t *testing.T) {
+	root := t.TempDir()
+	tool, err := tools.NewFiles(tools.FilesConfig{Root: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{strings.Repeat("n", 255), strings.Repeat("é", 127)} {
+		for range 2 { // anew, then over the file
+			if out, err := filesCall(t, tool, "write", map[string]any{"path": name, "content": "x"}); err != nil {
+				t.Fatalf("write a %d-byte name: %q, %v", len(name), out, err)
+			}
+		}
+	}
+	if entries, _ := os.ReadDir(root); len(entries) != 2 {
+		t.Errorf("entries %d, want the 2 files and no temporary one", len(entries))
+	}
+}
