@@ -50,13 +50,20 @@ func (a Agent) requiresApproval(tool string) bool {
 }
 
 // callNeedsApproval reports whether call r waits for approval: it calls a tool that
-// needs one, directly or through call_tool (ToolCallTool, the search disclosure's),
-// which would otherwise run such a tool, named in its arguments, unapproved.
+// needs one, directly, through call_tool (ToolCallTool, the search disclosure's),
+// which names it in its arguments, or as a step of a chain it runs (directly or
+// through call_tool): each would otherwise run such a tool unapproved.
 func (a Agent) callNeedsApproval(r messages.ToolCallRequested) bool {
 	if a.requiresApproval(r.Tool) {
 		return true
 	}
-	if len(a.Approvals) == 0 || r.Tool != ToolCallTool || !a.hasTool(ToolCallTool) {
+	if len(a.Approvals) == 0 {
+		return false
+	}
+	if ch, _ := a.chainOf(r); ch != nil && slices.ContainsFunc(ch.Steps(), func(s tools.ChainStep) bool { return a.requiresApproval(s.Tool) }) {
+		return true
+	}
+	if r.Tool != ToolCallTool || !a.hasTool(ToolCallTool) {
 		return false
 	}
 	nc, err := tools.ParseNamedCall(ToolCallTool, r.Arguments)

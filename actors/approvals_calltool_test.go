@@ -54,3 +54,32 @@ func TestApprovalHoldsThroughCallTool(t *testing.T) {
 	}
 	verifyDeterministic(t, actors.Agent{Model: model.Name(), SystemPrompt: "test", Tools: reg.Specs(), Approvals: map[string]bool{"send": true}}, events)
 }
+
+// A chain whose steps call a tool that needs approval needs it too: the chain's
+// call waits for an approval before any step runs, and runs once approved.
+func TestApprovalHoldsForAChainThatCallsTheTool(t *testing.T) {
+	rec := &recorder{}
+	list, withChain := chainAgent(t, rec.tool())
+	model := script(t, calls(messages.ToolCall{ID: "c1", Name: "two_steps", Arguments: `{"x":"hello"}`}), llm.ScriptStep{Content: "done"})
+	h := &approvalHarness{clock: &testClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}}
+	h.harness = newHarness(t, harnessOpts{model: model, tools: list, deps: func(d *actors.SessionDeps) {
+		withChain(d)
+		d.Agent.Approvals = map[string]bool{"rec": true}
+		d.Clock = h.clock
+	}})
+	h.submit("ap-chain", "t1", "go")
+	events := h.waitEvent("ap-chain", messages.TypeApprovalRequested, 1)
+	if req := firstOf[*messages.ApprovalRequested](t, events, messages.TypeApprovalRequested); req.CallID != "c1" || req.Tool != "two_steps" {
+		t.Fatalf("approval requested: %+v", req)
+	}
+	if got := rec.seen(); len(got) != 0 {
+		t.Fatalf("the chain's steps ran before the approval: %v", got)
+	}
+	if _, err := h.resolve("ap-chain", "c1", true, "fine"); err != nil {
+		t.Fatal(err)
+	}
+	events = h.wait("ap-chain")
+	if events[len(events)-1].Type != messages.TypeTaskCompleted || len(rec.seen()) != 2 {
+		t.Fatalf("steps run %v; events: %s", rec.seen(), types(events))
+	}
+}
