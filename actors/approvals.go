@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // Human-in-the-loop approvals. A call to one of Agent.Approvals is recorded as every
@@ -48,6 +49,27 @@ func (a Agent) requiresApproval(tool string) bool {
 	return a.Approvals[tool]
 }
 
+// callNeedsApproval reports whether call r waits for approval: it calls a tool that
+// needs one, directly, through call_tool (ToolCallTool, the search disclosure's),
+// which names it in its arguments, or as a step of a chain it runs (directly or
+// through call_tool): each would otherwise run such a tool unapproved.
+func (a Agent) callNeedsApproval(r messages.ToolCallRequested) bool {
+	if a.requiresApproval(r.Tool) {
+		return true
+	}
+	if len(a.Approvals) == 0 {
+		return false
+	}
+	if ch, _ := a.chainOf(r); ch != nil && slices.ContainsFunc(ch.Steps(), func(s tools.ChainStep) bool { return a.requiresApproval(s.Tool) }) {
+		return true
+	}
+	if r.Tool != ToolCallTool || !a.hasTool(ToolCallTool) {
+		return false
+	}
+	nc, err := tools.ParseNamedCall(ToolCallTool, r.Arguments)
+	return err == nil && a.requiresApproval(nc.Name) // a call call_tool refuses runs nothing
+}
+
 func (s *SessionState) applyApprovalRequested(t *taskState, e messages.Envelope, p *messages.ApprovalRequested) {
 	for _, c := range t.calls {
 		if c.req.Key == p.Key && !c.done && c.approval == nil {
@@ -78,7 +100,7 @@ func decideApprovals(a *Agent, t *taskState, nowUS int64) *Decision {
 		}
 		ap := c.approval
 		switch {
-		case ap == nil && a.requiresApproval(c.req.Tool):
+		case ap == nil && a.callNeedsApproval(c.req):
 			req := &messages.ApprovalRequested{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool, Arguments: c.req.Arguments}
 			if a.ApprovalTimeout > 0 {
 				req.ExpiresUS = nowUS + a.ApprovalTimeout.Microseconds()

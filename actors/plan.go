@@ -52,7 +52,7 @@ type planLimits struct {
 	chain   func(tool, args string) bool
 	// approval reports whether the agent's calls of a tool wait for a human's
 	// approval, which only its loop asks for.
-	approval func(tool string) bool
+	approval func(tool, args string) bool
 	agents   []string
 	// delegate reports whether the agent can delegate (it has the delegate tool).
 	delegate bool
@@ -183,7 +183,7 @@ func checkStep(s *planStep, lim planLimits) error {
 			return fmt.Errorf("args: want a JSON object (the tool's arguments)")
 		}
 		s.Args = compact.Bytes()
-		if lim.approval != nil && lim.approval(s.Tool) {
+		if lim.approval != nil && lim.approval(s.Tool, string(s.Args)) {
 			return fmt.Errorf("tool %q needs a human's approval, which a step calling it cannot wait for: give its work to a step with only a goal", s.Tool)
 		}
 		if lim.chain != nil && lim.chain(s.Tool, string(s.Args)) {

@@ -11,7 +11,7 @@ func TestParsePlanRefusesWithAReason(t *testing.T) {
 		return n == "calculator" || n == DelegateTool || n == "calculator_chain" || n == "send_email"
 	},
 		agents: []string{"researcher"}, delegate: true, chain: func(tool, _ string) bool { return tool == "calculator_chain" },
-		approval: func(tool string) bool { return tool == "send_email" }}
+		approval: func(tool, _ string) bool { return tool == "send_email" }}
 	for answer, want := range map[string]string{
 		`no plan here`:    "not a JSON object",
 		`{"steps": []}`:   "no steps",

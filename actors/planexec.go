@@ -226,7 +226,9 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 	a, _ := f.s.agents.For(f.t.Spec.Agent)
 	lim := planLimits{maxSteps: r.cfg.MaxPlanSteps, maxDepth: r.cfg.MaxDepth, maxNew: r.cfg.MaxTotalSteps - r.total,
 		hasTool: a.hasTool, agents: r.delegates(), delegate: a.hasTool(DelegateTool),
-		approval: a.requiresApproval,
+		approval: func(tool, args string) bool {
+			return a.callNeedsApproval(messages.ToolCallRequested{Tool: tool, Arguments: args})
+		},
 		chain: func(tool, args string) bool {
 			return a.isChainCall(messages.ToolCallRequested{Tool: tool, Arguments: args})
 		}}

@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -90,9 +91,10 @@ type FileInfo struct {
 // pipe or socket is refused with ErrNotRegular, and files are opened non-blocking, so
 // a named pipe cannot hang a call. A read returns text (a file holding NUL bytes is
 // refused as binary) of at most MaxReadBytes, with a note when it is cut. A write
-// replaces the whole file atomically (a temporary file renamed over it), so a call
-// made twice with the same key leaves the same file, and refuses to write through a
-// symbolic link. Errors name paths relative to the root, never the host's.
+// replaces the whole file atomically (a temporary file renamed over it), keeping its
+// permissions, so a call made twice with the same key leaves the same file, and
+// refuses to write through a symbolic link. A list quotes a name that is not plain
+// printable text (listedName). Errors name paths relative to the root, never the host's.
 func NewFiles(cfg FilesConfig) (*Toolbox, error) {
 	if strings.TrimSpace(cfg.Root) == "" {
 		return nil, errors.New("tools: files: the root directory is not set")
@@ -125,7 +127,7 @@ func NewFiles(cfg FilesConfig) (*Toolbox, error) {
 	out := WithMaxOutput(cfg.MaxReadBytes + 1024)
 	subs := []SubTool{
 		Sub("read", fmt.Sprintf("Reads a text file (at most %d bytes per call; use offset to read on).", cfg.MaxReadBytes), f.read, readOnly, out),
-		Sub("list", "Lists a directory: one entry per line, directories ending in /.", f.list, readOnly, out),
+		Sub("list", "Lists a directory: one entry per line, directories ending in /; a name that is not plain printable text is quoted.", f.list, readOnly, out),
 		Sub("stat", "Tells a path's type, size, mode and modification time.", f.stat, readOnly),
 	}
 	if !cfg.ReadOnly {
@@ -312,10 +314,15 @@ func (f *files) write(ctx context.Context, a fileWriteArgs) (string, error) {
 		return "", err
 	}
 	defer root.Close()
+	// A file written anew keeps its permissions (a private file stays private);
+	// a new one gets 0644 less the umask.
+	perm := fs.FileMode(0)
 	if st, err := root.Lstat(p); err == nil && !st.Mode().IsRegular() {
 		return "", notRegular(a.Path, st.Mode())
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", f.fail("write", a.Path, err)
+	} else if err == nil {
+		perm = st.Mode().Perm()
 	}
 	if dir := filepath.Dir(p); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
@@ -327,12 +334,17 @@ func (f *files) write(ctx context.Context, a fileWriteArgs) (string, error) {
 	}
 	var suffix [6]byte
 	_, _ = rand.Read(suffix[:])
-	tmp := filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".tmp-"+hex.EncodeToString(suffix[:]))
-	file, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	tmp := filepath.Join(filepath.Dir(p), "."+tmpBase(filepath.Base(p))+".tmp-"+hex.EncodeToString(suffix[:]))
+	file, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, cmp.Or(perm, 0o644))
 	if err != nil {
 		return "", f.fail("write", a.Path, err)
 	}
-	_, err = io.WriteString(file, a.Content)
+	if perm != 0 {
+		err = file.Chmod(perm) // as it was, whatever the umask
+	}
+	if err == nil {
+		_, err = io.WriteString(file, a.Content)
+	}
 	if cerr := file.Close(); err == nil {
 		err = cerr
 	}
@@ -379,23 +391,52 @@ func (f *files) list(ctx context.Context, a filePathArgs) (string, error) {
 			fmt.Fprintf(&b, "[… and %d more entries]\n", len(entries)-i)
 			break
 		}
+		name := listedName(e.Name())
 		switch t := e.Type(); {
 		case t.IsDir():
-			fmt.Fprintf(&b, "%s/\n", e.Name())
+			fmt.Fprintf(&b, "%s/\n", name)
 		case t.IsRegular():
 			size := int64(-1)
 			if info, err := e.Info(); err == nil {
 				size = info.Size()
 			}
-			fmt.Fprintf(&b, "%s (%d bytes)\n", e.Name(), size)
+			fmt.Fprintf(&b, "%s (%d bytes)\n", name, size)
 		default:
-			fmt.Fprintf(&b, "%s (%s)\n", e.Name(), kind(t))
+			fmt.Fprintf(&b, "%s (%s)\n", name, kind(t))
 		}
 	}
 	if b.Len() == 0 {
 		return "(empty directory)", ctx.Err()
 	}
 	return strings.TrimSuffix(b.String(), "\n"), ctx.Err()
+}
+
+// maxTmpBase bounds the part of a name a write's temporary file takes, so that its
+// name (with a dot and ".tmp-" and 12 hex digits) stays within the 255 bytes a
+// name may have.
+const maxTmpBase = 200
+
+// tmpBase is the head of name that a write's temporary file is named after.
+func tmpBase(name string) string {
+	if len(name) <= maxTmpBase {
+		return name
+	}
+	cut := maxTmpBase
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return name[:cut]
+}
+
+// listedName is a directory entry's name as list shows it: as it is when it is
+// plain printable text, and quoted as a Go string otherwise ("a\nb", "\x1b[2J",
+// "\xff"): a name holding a newline would pose as more entries, and one holding
+// terminal controls or bytes that are not UTF-8 would reach the model raw.
+func listedName(name string) string {
+	if q := strconv.Quote(name); q[1:len(q)-1] != name {
+		return q
+	}
+	return name
 }
 
 func (f *files) stat(ctx context.Context, a filePathArgs) (FileInfo, error) {

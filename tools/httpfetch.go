@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -45,6 +46,9 @@ type HTTPFetchConfig struct {
 	// inject names that resolve where they need.
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
+
+// maxFetchHeaderBytes bounds a response's header section; a larger one fails the call.
+const maxFetchHeaderBytes = 256 << 10
 
 // Defaults of HTTPFetchConfig.
 const (
@@ -225,8 +229,9 @@ type httpFetchArgs struct {
 // check refuses.
 //
 // A body must be text (text/*, JSON, XML, JavaScript, YAML, form data; sniffed when
-// no type is given); it is returned as UTF-8 (ISO-8859-1 is converted, invalid bytes
-// replaced) and cut at MaxBytes with a note. A non-2xx status is a result, not an
+// no type is given) and hold no NUL byte, whatever its type claims; it is returned
+// as UTF-8 (ISO-8859-1 is converted, invalid bytes replaced) and cut at MaxBytes, as
+// decoded from gzip, with a note. A body in another Content-Encoding is refused. A non-2xx status is a result, not an
 // error: the model reads it.
 func NewHTTPFetch(cfg HTTPFetchConfig) (*FuncTool, error) {
 	policy, err := NewAddressPolicy(cfg.Allow)
@@ -260,6 +265,8 @@ func NewHTTPFetch(cfg HTTPFetchConfig) (*FuncTool, error) {
 		MaxIdleConns:        16,
 		IdleConnTimeout:     30 * time.Second,
 		TLSHandshakeTimeout: 10 * time.Second,
+		// Headers are not the body's limit's to bound: the default is 10 MiB.
+		MaxResponseHeaderBytes: maxFetchHeaderBytes,
 	}
 	f.client = &http.Client{Transport: transport, CheckRedirect: f.checkRedirect}
 	return Func("http_fetch",
@@ -396,6 +403,11 @@ func (f *fetcher) fetch(ctx context.Context, a httpFetchArgs) (string, error) {
 	if method == http.MethodHead {
 		return strings.TrimSuffix(b.String(), "\n"), nil
 	}
+	// The transport asks for gzip and decodes it (the size limit holds after
+	// decoding); any other encoding would hand the model compressed bytes.
+	if enc := strings.TrimSpace(resp.Header.Get("Content-Encoding")); enc != "" && !strings.EqualFold(enc, "identity") {
+		return "", fmt.Errorf("http_fetch: %w: %s is encoded with %q (Content-Encoding), which http_fetch does not decode", ErrNotText, resp.Request.URL.Redacted(), enc)
+	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, int64(f.cfg.MaxBytes)+1))
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
@@ -413,6 +425,11 @@ func (f *fetcher) fetch(ctx context.Context, a httpFetchArgs) (string, error) {
 	mediaType, params, _ := mime.ParseMediaType(ctype)
 	if !isTextType(mediaType) {
 		return "", fmt.Errorf("http_fetch: %w: %s is %q; http_fetch returns text only", ErrNotText, resp.Request.URL.Redacted(), mediaType)
+	}
+	// A type is the server's word: a body that holds NUL bytes is binary whatever
+	// it claims (as the files tool judges a file).
+	if bytes.IndexByte(body, 0) >= 0 {
+		return "", fmt.Errorf("http_fetch: %w: %s claims to be %q but holds NUL bytes: it is binary; http_fetch returns text only", ErrNotText, resp.Request.URL.Redacted(), mediaType)
 	}
 	if truncated && !isLatin1(params["charset"]) {
 		body = cutPartialRune(body)

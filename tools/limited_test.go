@@ -2,10 +2,13 @@ package tools_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -94,4 +97,27 @@ func TestCallLimited(t *testing.T) {
 			t.Errorf("CallLimited = %q, %v; want %q", out, err, want)
 		}
 	})
+}
+
+// What a tool returns is recorded as JSON, which holds UTF-8 only: CallLimited
+// hands on the output and the error text as the event log will give them back
+// (each byte that is not UTF-8 a U+FFFD, as encoding/json writes it), so a session
+// folds the same text live as when it is recovered from its log.
+func TestCallLimitedReturnsTextAsRecorded(t *testing.T) {
+	raw := "ok \xff\xfe é \xc3"
+	bad := limitedTool{limits: tools.CallLimits{MaxArguments: 100, MaxOutput: 100}, call: func(context.Context, tools.Call) (string, error) {
+		return raw, fmt.Errorf("%w: bad \xff", errTool)
+	}}
+	out, err := tools.CallLimited(context.Background(), bad, "bad", tools.Call{})
+	b, _ := json.Marshal(raw)
+	var recorded string
+	if jerr := json.Unmarshal(b, &recorded); jerr != nil {
+		t.Fatal(jerr)
+	}
+	if out != recorded {
+		t.Errorf("out = %q, want it as recorded: %q", out, recorded)
+	}
+	if err == nil || !utf8.ValidString(err.Error()) || !errors.Is(err, errTool) || err.Error() != "the tool failed: bad \uFFFD" {
+		t.Errorf("err = %q (%v), want valid UTF-8 that still wraps the tool's error", err, err)
+	}
 }

@@ -185,7 +185,7 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 			// A server that is down is said, not hidden: its tools join when it is back.
 			for _, st := range client.Status() {
 				if st.State != mcp.StateConnected {
-					fmt.Fprintf(stderr, "mcp server %s (%s) is %s: %s\n", st.Name, st.Transport, st.State, st.Error)
+					fmt.Fprintf(stderr, "mcp server %s (%s) is %s: %s\n", st.Name, st.Transport, st.State, node.EscapeControls(st.Error))
 				}
 			}
 		}
@@ -270,7 +270,7 @@ func listTools(reg *tools.Registry, catalog actors.ToolCatalog, asJSON bool, std
 		if len(desc) > 100 {
 			desc = desc[:97] + "..."
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\n", e.Name, e.Source, desc)
+		fmt.Fprintf(w, "%s\t%s\t%s\n", node.EscapeControls(e.Name), node.EscapeControls(e.Source), node.EscapeControls(desc))
 	}
 	if err := w.Flush(); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -309,11 +309,13 @@ func callTool(ctx context.Context, reg *tools.Registry, catalog actors.ToolCatal
 		effects.Cancel(key)
 		rep = <-replies
 	}
+	// The result comes from outside (a page, a file, an MCP server): its terminal
+	// controls are escaped, as replay show escapes them.
 	if rep.Error != "" {
-		fmt.Fprintln(stderr, "error:", rep.Error)
+		fmt.Fprintln(stderr, "error:", node.EscapeControls(rep.Error))
 		return 1
 	}
-	fmt.Fprintln(stdout, rep.Output)
+	fmt.Fprintln(stdout, node.EscapeControls(rep.Output))
 	return 0
 }
 

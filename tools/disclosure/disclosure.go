@@ -442,8 +442,8 @@ func (callTool) Spec() messages.ToolSpec {
 			`"arguments":{"type":"object","description":"The tool's arguments, as its schema says"}},"required":["name"],"additionalProperties":false}`)}
 }
 
-// Call calls the named tool of the catalog with the call's idempotency key, under the
-// call's context. The disclosure tools cannot be called through it: their answers
+// Call calls the named tool of the catalog with the call's idempotency key and
+// agent, under the call's context and the tool's own limits (tools.CallLimited). The disclosure tools cannot be called through it: their answers
 // are recorded, and folded, only as calls of their own.
 func (t callTool) Call(ctx context.Context, c tools.Call) (string, error) {
 	a, err := tools.ParseNamedCall(ToolCallTool, c.Arguments)
@@ -461,7 +461,9 @@ func (t callTool) Call(ctx context.Context, c tools.Call) (string, error) {
 			return "", fmt.Errorf("%w: %q (it left the catalog)", actors.ErrNoSuchTool, a.Name)
 		}
 	}
-	return tl.Call(ctx, tools.Call{Key: c.Key, Arguments: a.Arguments})
+	// As the performer would call it: for the same agent (its own memory namespace,
+	// its skills) and under the tool's own limits.
+	return tools.CallLimited(ctx, tl, a.Name, tools.Call{Key: c.Key, Arguments: a.Arguments, Agent: c.Agent})
 }
 
 func result(r loadResult) (string, error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -69,10 +70,7 @@ func (s *Set) RunScript(ctx context.Context, name, path string, args []string) (
 	// The node's environment holds API keys: the script gets none of it but PATH.
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + k.Dir, "LANG=C.UTF-8", "SKILL_DIR=" + k.Dir}
 	out := &limitedBuffer{max: s.cfg.MaxOutputBytes}
-	cmd.Stdout, cmd.Stderr = out, out
-	killGroup(cmd)
-	cmd.WaitDelay = time.Second
-	err = cmd.Run()
+	err = run(cmd, out)
 	script := filepath.ToSlash(rel)
 	switch {
 	case ctx.Err() != nil && errors.Is(context.Cause(ctx), context.DeadlineExceeded) && err != nil:
@@ -87,4 +85,38 @@ func (s *Set) RunScript(ctx context.Context, name, path string, args []string) (
 		return "", fmt.Errorf("skill %s: script %s: %w", name, script, err)
 	}
 	return out.String(), nil
+}
+
+// run runs cmd with its stdout and stderr copied into out, and kills its process
+// group when the script ends, by itself or by its context: a child it left behind
+// (sleep 300 &) does not outlive it, nor keep its output open. A child that left
+// the group (setsid) is beyond its reach.
+func run(cmd *exec.Cmd, out io.Writer) error {
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	killGroup(cmd)
+	err = cmd.Start()
+	pw.Close()
+	if err != nil {
+		return err
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(out, pr)
+	}()
+	err = cmd.Wait()
+	stopGroup(cmd)
+	select {
+	case <-copied:
+	case <-time.After(time.Second):
+		// A child outside the group still holds the output open: stop reading.
+		pr.Close()
+		<-copied
+	}
+	return err
 }

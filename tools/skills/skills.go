@@ -195,20 +195,38 @@ func parse(b []byte) (frontMatter, string, error) {
 	return fm, strings.TrimSpace(body), nil
 }
 
+// openRegular opens name inside root for reading, without blocking (a named pipe
+// would wait for a writer that may never come), and refuses what is no regular file.
+func openRegular(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
+	f, err := root.OpenFile(name, os.O_RDONLY|nonBlock, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	if !info.Mode().IsRegular() {
+		f.Close()
+		return nil, nil, errNotRegular
+	}
+	return f, info, nil
+}
+
+// errNotRegular is openRegular's refusal of a directory, device, pipe or socket.
+var errNotRegular = errors.New("not a regular file")
+
 // readFile reads name inside root: a regular file of at most max bytes.
 func readFile(root *os.Root, name string, max int) ([]byte, error) {
-	f, err := root.Open(name)
+	f, info, err := openRegular(root, name)
+	if errors.Is(err, errNotRegular) {
+		return nil, fmt.Errorf("%s is not a regular file", name)
+	}
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", name)
-	}
 	if info.Size() > int64(max) {
 		return nil, fmt.Errorf("%s has %d bytes: the limit is %d", name, info.Size(), max)
 	}
@@ -347,26 +365,16 @@ func (s *Set) ReadFile(name, path string) (string, error) {
 		return "", fmt.Errorf("skill %s: %w", name, err)
 	}
 	defer root.Close()
-	// What is no regular file is refused before it is opened: opening a named pipe
-	// waits for a writer that may never come.
-	if info, err := root.Stat(rel); err == nil && !info.Mode().IsRegular() {
+	f, info, err := openRegular(root, rel)
+	switch {
+	case errors.Is(err, errNotRegular):
 		return "", fmt.Errorf("skill %s: %q is not a regular file", name, path)
-	}
-	f, err := root.Open(rel)
-	if errors.Is(err, fs.ErrNotExist) {
+	case errors.Is(err, fs.ErrNotExist):
 		return "", fmt.Errorf("skill %s has no file %q", name, path)
-	}
-	if err != nil {
+	case err != nil:
 		return "", fmt.Errorf("skill %s: %q: %w", name, path, stripRoot(err))
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !info.Mode().IsRegular() {
-		return "", fmt.Errorf("skill %s: %q is not a regular file", name, path)
-	}
 	max := s.cfg.MaxOutputBytes
 	b, err := io.ReadAll(io.LimitReader(f, int64(max)))
 	if err != nil {
@@ -456,21 +464,16 @@ func (s *Set) ReadBytes(name, path string, max int64) ([]byte, error) {
 		return nil, fmt.Errorf("skill %s: %w", name, err)
 	}
 	defer root.Close()
-	f, err := root.Open(rel)
-	if errors.Is(err, fs.ErrNotExist) {
+	f, info, err := openRegular(root, rel)
+	switch {
+	case errors.Is(err, errNotRegular):
+		return nil, fmt.Errorf("skill %s: %q is not a regular file", name, path)
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("skill %s has no file %q", name, path)
-	}
-	if err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("skill %s: %q: %w", name, path, stripRoot(err))
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("skill %s: %q is not a regular file", name, path)
-	}
 	if info.Size() > max {
 		return nil, fmt.Errorf("skill %s: %q has %d bytes, more than the %d a resource may have", name, path, info.Size(), max)
 	}
