@@ -52,12 +52,14 @@ func (a Agent) requiresApproval(tool string) bool {
 // callNeedsApproval reports whether call r waits for approval: it calls a tool that
 // needs one, directly, through call_tool (ToolCallTool, the search disclosure's),
 // which names it in its arguments, or as a step of a chain it runs (directly or
-// through call_tool): each would otherwise run such a tool unapproved.
-func (a Agent) callNeedsApproval(r messages.ToolCallRequested) bool {
+// through call_tool): each would otherwise run such a tool unapproved. The last two
+// hold from decision rules 5 (rulesIndirectApproval) on: a task recorded under
+// older rules ran them without approval, and refolds as it ran.
+func (a Agent) callNeedsApproval(rules int, r messages.ToolCallRequested) bool {
 	if a.requiresApproval(r.Tool) {
 		return true
 	}
-	if len(a.Approvals) == 0 {
+	if len(a.Approvals) == 0 || rules < rulesIndirectApproval {
 		return false
 	}
 	if ch, _ := a.chainOf(r); ch != nil && slices.ContainsFunc(ch.Steps(), func(s tools.ChainStep) bool { return a.requiresApproval(s.Tool) }) {
@@ -100,7 +102,7 @@ func decideApprovals(a *Agent, t *taskState, nowUS int64) *Decision {
 		}
 		ap := c.approval
 		switch {
-		case ap == nil && a.callNeedsApproval(c.req):
+		case ap == nil && a.callNeedsApproval(t.rules, c.req):
 			req := &messages.ApprovalRequested{Key: c.req.Key, CallID: c.req.CallID, Tool: c.req.Tool, Arguments: c.req.Arguments}
 			if a.ApprovalTimeout > 0 {
 				req.ExpiresUS = nowUS + a.ApprovalTimeout.Microseconds()

@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,7 +53,13 @@ func TestApprovalHoldsThroughCallTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	verifyDeterministic(t, actors.Agent{Model: model.Name(), SystemPrompt: "test", Tools: reg.Specs(), Approvals: map[string]bool{"send": true}}, events)
+	agent := actors.Agent{Model: model.Name(), SystemPrompt: "test", Tools: reg.Specs(), Approvals: map[string]bool{"send": true}}
+	verifyDeterministic(t, agent, events)
+	// Under rules 4 the call ran without approval: the recording diverges at the
+	// request, which that task did not make.
+	if div := underOlderRules(t, agent, events, 4); div == nil || !strings.Contains(div.Expected, string(messages.TypeApprovalRequested)) {
+		t.Fatalf("relabelled to rules 4: %+v, want a divergence at the approval request", div)
+	}
 }
 
 // A chain whose steps call a tool that needs approval needs it too: the chain's

@@ -227,7 +227,7 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 	lim := planLimits{maxSteps: r.cfg.MaxPlanSteps, maxDepth: r.cfg.MaxDepth, maxNew: r.cfg.MaxTotalSteps - r.total,
 		hasTool: a.hasTool, agents: r.delegates(), delegate: a.hasTool(DelegateTool),
 		approval: func(tool, args string) bool {
-			return a.callNeedsApproval(messages.ToolCallRequested{Tool: tool, Arguments: args})
+			return a.callNeedsApproval(f.t.rules, messages.ToolCallRequested{Tool: tool, Arguments: args})
 		},
 		chain: func(tool, args string) bool {
 			return a.isChainCall(messages.ToolCallRequested{Tool: tool, Arguments: args})

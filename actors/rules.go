@@ -68,7 +68,12 @@ import (
 //     says which words are a whole answer's, "stop", "tool_calls", "end_turn", …,
 //     in any case), so every recorded one is an unfinished answer's. What a
 //     paradigm or a team reads (unwholeWork) is as under 4, which refused an
-//     answer with any recorded reason already. Prompts are version 2's, as 4's.
+//     answer with any recorded reason already. And a call waits for a human's
+//     approval when it reaches a tool that needs one indirectly: through
+//     call_tool (the search disclosure's, naming the tool in its arguments) or as
+//     a step of a tool chain (approvals.go's callNeedsApproval), and a plan step
+//     doing so is refused as a direct one is; under 1 to 4 only a direct call
+//     waited, and such calls ran unapproved. Prompts are version 2's, as 4's.
 const ContextRules = 5
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -88,6 +93,9 @@ const (
 	// rulesAnyFinish is the version whose final answer with any recorded finish
 	// reason fails its task (under 4, only "length" and "content_filter" did).
 	rulesAnyFinish = 5
+	// rulesIndirectApproval is the version whose calls of a tool that needs
+	// approval through call_tool or a chain wait for it as direct calls do.
+	rulesIndirectApproval = 5
 )
 
 // MinContextRules is the oldest version of the decision rules this build still
