@@ -593,3 +593,23 @@ func TestWalkReflexionAndReplan(t *testing.T) {
 		walkReplay(t, data, "w", "--agents", agents)
 	})
 }
+
+// TestWalkResumed: a node stopped mid-task (its model call unanswered), then a node
+// of the same data directory resumes the task; replay walks the session.
+func TestWalkResumed(t *testing.T) {
+	walkEnv(t)
+	data := t.TempDir()
+	m := &blockingModel{Model: llm.NewOffline(), block: 2, started: make(chan struct{})}
+	n, stop := startWalkNode(t, node.Config{DataDir: data, Model: m})
+	if _, err := n.Submit(context.Background(), node.Task{Input: "What is 12 * (7 + 5)?", SessionID: "w"}); err != nil {
+		t.Fatal(err)
+	}
+	<-m.started
+	stop()
+	before := readAll(t, data)["w"]
+	t.Logf("stopped after %d events, the last %s", len(before), before[len(before)-1].Type)
+	n2, stop2 := startWalkNode(t, node.Config{DataDir: data, Model: llm.NewOffline()})
+	waitSession(t, n2, "w", 1)
+	stop2()
+	walkReplay(t, data, "w")
+}
