@@ -106,6 +106,16 @@ func Verify(a Agent, events []messages.Envelope) (*Divergence, error) {
 
 // VerifyAmong is Verify of a session whose tasks may name agents of as.
 func VerifyAmong(as Agents, events []messages.Envelope) (*Divergence, error) {
+	return VerifyFrom(as, events, 1)
+}
+
+// VerifyFrom is VerifyAmong that re-decides only the events from seq from on:
+// the events before it are folded as they are, as a node that takes the session
+// up there folds them. A fork's own part (from its session.forked event on) was
+// decided by the agents of the node that continued it, which may run another
+// model than the parent's, so it is verified with those agents, and its first
+// part with the parent's.
+func VerifyFrom(as Agents, events []messages.Envelope, from uint64) (*Divergence, error) {
 	if len(events) == 0 {
 		return nil, fmt.Errorf("actors: verify: the session has no events")
 	}
@@ -122,7 +132,7 @@ func VerifyAmong(as Agents, events []messages.Envelope) (*Divergence, error) {
 	}
 	var furthest *Divergence
 	for {
-		div, err := verifyUnder(as, events, unversioned)
+		div, err := verifyUnder(as, events, unversioned, from)
 		if err != nil || div == nil {
 			return nil, err
 		}
@@ -147,9 +157,10 @@ func taskAt(events []messages.Envelope, seq uint64) string {
 	return ""
 }
 
-// verifyUnder is VerifyAmong with the rules versions of the tasks recorded with
+// verifyUnder is VerifyFrom with the rules versions of the tasks recorded with
 // none (SessionState.unversioned).
-func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]int) (*Divergence, error) {
+// Only the events from seq from on are re-decided.
+func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]int, from uint64) (*Divergence, error) {
 	st := NewSessionState(events[0].SessionID).WithAgents(as)
 	st.unversioned = unversioned
 	for _, e := range events {
@@ -157,7 +168,7 @@ func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]i
 		if err != nil {
 			return nil, err
 		}
-		if decided(e, p) {
+		if e.Seq >= from && decided(e, p) {
 			step := 0
 			if st.active != nil {
 				step = st.active.Steps

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -108,6 +109,39 @@ func (ac agentConfig) connected() error {
 	return nil
 }
 
+// stores sets cfg's agent memory and knowledge bases from the file's "memory"
+// and "knowledge" sections, as node run builds them (the vectors in Milvus with
+// TROUPE_MILVUS or the section's milvus, else in the data directory); a file with
+// neither sets nothing. close releases them.
+func (ac agentConfig) stores(ctx context.Context, cfg *node.Config) (close func(), err error) {
+	var closers []func() error
+	close = func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	milvus := os.Getenv("TROUPE_MILVUS")
+	if ac.file.Memory != nil {
+		memCfg, closeVectors, key, err := ac.file.MemoryConfig(ctx, milvus)
+		if err != nil {
+			return close, err
+		}
+		closers = append(closers, closeVectors)
+		cfg.Memory, cfg.Secrets = &memCfg, append(cfg.Secrets, key)
+		cfg.MemoryWriteAfterTask = cfg.MemoryTool != nil && ac.file.Memory.WriteAfterTask
+	}
+	if ac.file.Knowledge != nil {
+		kbCfg, closeVectors, key, err := ac.file.KnowledgeConfig(ctx, milvus)
+		if err != nil {
+			close()
+			return func() {}, err
+		}
+		closers = append(closers, closeVectors)
+		cfg.Knowledge, cfg.Secrets = &kbCfg, append(cfg.Secrets, key)
+	}
+	return close, nil
+}
+
 // apply sets cfg's agents and its MCP catalog.
 func (ac agentConfig) apply(cfg *node.Config) {
 	ac.agent.Apply(cfg)
@@ -141,6 +175,10 @@ type verifyResult struct {
 	// does not have (actors.ContextRules): the session was not re-decided.
 	UnsupportedRules *actors.RulesError `json:"unsupported_rules,omitempty"`
 	Error            string             `json:"error,omitempty"`
+	// From, on a fork, is the seq of its session.forked event: the events from it
+	// on are the fork's own and re-decided; those before are Parent's, copied.
+	From   uint64 `json:"from,omitempty"`
+	Parent string `json:"parent,omitempty"`
 	// NoSession is the kind of a stream of the log that is no session (as list's
 	// status names it: notes, mcp-session, ...): it was not verified.
 	NoSession string `json:"no_session,omitempty"`
@@ -191,28 +229,7 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	// The model is the runtime's choice, not the agent's code: take the recorded one,
-	// each agent's own (an agent may have a model of its own), else the first.
-	first, byAgent, summaries := recordedModels(events)
-	agents.Default.Model = cmp.Or(byAgent["default"], first)
-	summarySpecs := map[string]string{}
-	for _, d := range ac.agents.Agents {
-		summarySpecs[d.Name] = d.Context.SummaryModel
-	}
-	for name, a := range agents.Named {
-		a.Model = cmp.Or(byAgent[name], first)
-		a.Context.Compression.Model = summaryModel(summarySpecs[name], summaries[name], a.Context.Compression.Model)
-		if p, ok := a.Paradigm.(actors.Reflection); ok {
-			// The critic's model, as recorded, when it is not the agent's.
-			p.CriticModels = nil
-			if c := byAgent[name+"/"+actors.PurposeCritique]; c != "" && c != a.Model {
-				p.CriticModels = []string{c}
-			}
-			a.Paradigm = p
-		}
-		agents.Named[name] = a
-	}
-	div, err := actors.VerifyAmong(agents, events)
+	div, from, parent, err := verifyParts(agents, ac, events)
 	if re, ok := errors.AsType[*actors.RulesError](err); ok {
 		// Not a divergence: this build cannot re-decide the task at all.
 		if asJSON {
@@ -230,10 +247,16 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		return 1
 	}
 	res := verifyResult{SessionID: id, Deterministic: div == nil, Events: len(events), Divergence: div}
+	if parent != "" {
+		res.From, res.Parent = from, parent
+	}
 	if asJSON {
 		if code := writeJSON(stdout, stderr, res); code != 0 {
 			return code
 		}
+	} else if div == nil && parent != "" {
+		fmt.Fprint(stdout, node.EscapeControls(fmt.Sprintf("session %s: deterministic (its %d events from seq %d re-decided against their recorded results; the %d before are %s's, as replay fork copied them: verify %s for those)\n",
+			id, len(events)-int(from)+1, from, from-1, parent, parent)))
 	} else if div == nil {
 		fmt.Fprintf(stdout, "session %s: deterministic (%d events re-decided against their recorded results)\n", id, len(events))
 	} else {
@@ -254,6 +277,60 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		return 1
 	}
 	return 0
+}
+
+// verifyParts re-decides events with agents on the models the session recorded
+// (the model is the runtime's choice, not the agent's code). A fork re-decides its
+// own part only, from its session.forked event on: it ran on the node that
+// continued the fork, on its models (replay fork --model), under the fork's
+// session and task IDs; the events before it are its parent's decisions, copied,
+// which verify of the parent re-decides. from is the first seq re-decided, and
+// parent the session copied before it ("" for no fork).
+func verifyParts(agents actors.Agents, ac agentConfig, events []messages.Envelope) (div *actors.Divergence, from uint64, parent string, err error) {
+	from = 1
+	for _, e := range events {
+		if e.Type != messages.TypeSessionForked {
+			continue
+		}
+		if p, err := e.Decode(); err == nil {
+			from, parent = e.Seq, p.(*messages.SessionForked).ParentID
+		}
+	}
+	div, err = actors.VerifyFrom(withRecordedModels(agents, ac, events, from), events, from)
+	return div, from, parent, err
+}
+
+// withRecordedModels returns a copy of agents on the models events recorded from
+// seq from on: each agent's own (an agent may have a model of its own), else the
+// first; an agent that made no call from there is on the one it recorded before.
+func withRecordedModels(agents actors.Agents, ac agentConfig, events []messages.Envelope, from uint64) actors.Agents {
+	first, byAgent, summaries := recordedModels(events, 1)
+	if from > 1 {
+		f, b, s := recordedModels(events, from)
+		first = cmp.Or(f, first)
+		maps.Copy(byAgent, b)
+		maps.Copy(summaries, s)
+	}
+	agents.Named = maps.Clone(agents.Named)
+	agents.Default.Model = cmp.Or(byAgent["default"], first)
+	summarySpecs := map[string]string{}
+	for _, d := range ac.agents.Agents {
+		summarySpecs[d.Name] = d.Context.SummaryModel
+	}
+	for name, a := range agents.Named {
+		a.Model = cmp.Or(byAgent[name], first)
+		a.Context.Compression.Model = summaryModel(summarySpecs[name], summaries[name], a.Context.Compression.Model)
+		if p, ok := a.Paradigm.(actors.Reflection); ok {
+			// The critic's model, as recorded, when it is not the agent's.
+			p.CriticModels = nil
+			if c := byAgent[name+"/"+actors.PurposeCritique]; c != "" && c != a.Model {
+				p.CriticModels = []string{c}
+			}
+			a.Paradigm = p
+		}
+		agents.Named[name] = a
+	}
+	return agents
 }
 
 // unknownAgents lists, sorted, the agents the session's tasks named that agents
@@ -314,8 +391,8 @@ func summaryModel(spec, recorded, built string) string {
 // "<agent>/<purpose>". An agent whose every call has a purpose (plan_execute's, but
 // for goal steps) counts its first such call's model as its own. summaries is the
 // model of each agent's first compression call (a summary, digest, extraction,
-// compaction), by agent.
-func recordedModels(events []messages.Envelope) (first string, byAgent, summaries map[string]string) {
+// compaction), by agent. Only the calls from seq from on count.
+func recordedModels(events []messages.Envelope, from uint64) (first string, byAgent, summaries map[string]string) {
 	byAgent, summaries = map[string]string{}, map[string]string{}
 	agentOf := map[string]string{} // task ID -> agent
 	var firstAny string
@@ -336,6 +413,9 @@ func recordedModels(events []messages.Envelope) (first string, byAgent, summarie
 				agentOf[e.ID] = cmp.Or(p.(*messages.TaskSubmitted).Agent, "default")
 			}
 		case messages.TypeModelRequested:
+			if e.Seq < from {
+				continue
+			}
 			p, err := e.Decode()
 			if err != nil {
 				continue
@@ -472,6 +552,14 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		return 2
 	}
 	cfg.ToolEmbedder, cfg.Secrets = embedder, append(cfg.Secrets, embedderKey)
+	// The memory and the knowledge bases of the file, as the node that ran the
+	// session had them: the agent's memory and rag tools need them.
+	closeStores, err := ac.stores(ctx, &cfg)
+	if err != nil {
+		fmt.Fprintln(stderr, "error: --config:", err)
+		return 2
+	}
+	defer closeStores()
 	if st.clickhouse != "" {
 		log, err := st.open(ctx, false)
 		if err != nil {
