@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -708,6 +709,9 @@ type cutProxy struct {
 	target string
 	mu     sync.Mutex
 	conns  []net.Conn
+	// ids has a value once an SSE event with an ID (a line "id: …") went from the
+	// server to a client: one the client can resume its stream from.
+	ids chan struct{}
 }
 
 func newCutProxy(t *testing.T, target string) *cutProxy {
@@ -716,7 +720,7 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, target: target}
+	p := &cutProxy{ln: ln, target: target, ids: make(chan struct{}, 1)}
 	t.Cleanup(func() { ln.Close(); p.cut() })
 	go func() {
 		for {
@@ -733,10 +737,36 @@ func newCutProxy(t *testing.T, target string) *cutProxy {
 			p.conns = append(p.conns, c, u)
 			p.mu.Unlock()
 			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
+			go func() { p.relay(c, u); c.Close() }()
 		}
 	}()
 	return p
+}
+
+// relay copies what the server u sends to the client c, telling ids of each event
+// ID it passes on.
+func (p *cutProxy) relay(c, u net.Conn) {
+	buf := make([]byte, 32<<10)
+	var tail []byte // the end of the last read, for a line split across two
+	for {
+		n, err := u.Read(buf)
+		if n > 0 {
+			seen := append(tail, buf[:n]...)
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+			if bytes.Contains(seen, []byte("\nid:")) {
+				select {
+				case p.ids <- struct{}{}:
+				default:
+				}
+			}
+			tail = append(tail[:0], seen[max(0, len(seen)-3):]...)
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 func (p *cutProxy) cut() {
@@ -749,7 +779,12 @@ func (p *cutProxy) cut() {
 }
 
 // A client whose connection drops while its run_task runs gets the answer: it
-// resumes the call's stream (Last-Event-ID) on a new connection.
+// resumes the call's stream (Last-Event-ID) on a new connection. The cut comes
+// as an event with an ID reaches the client after the model was asked (the
+// server's ping on the call's stream, every progress_interval), when the client
+// reads: a cut at a fixed delay could fall while the client POSTs its answer to
+// such a ping, and the Python SDK (mcp 2.3.0) ends its whole session with
+// "Connection closed" when a POST fails (2 runs in 8 on a loaded machine).
 func TestMCPSDKResumeAfterDrop(t *testing.T) {
 	for _, lang := range sdkLangs {
 		t.Run(lang, func(t *testing.T) {
@@ -757,12 +792,25 @@ func TestMCPSDKResumeAfterDrop(t *testing.T) {
 			url := serveForSDK(t, m, `{"mcp_server": {"progress_interval": "500ms"}}`)
 			base := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
 			p := newCutProxy(t, base)
+			done := make(chan struct{})
+			cutter := make(chan struct{})
+			defer func() { close(done); <-cutter }()
 			go func() {
+				defer close(cutter)
 				select {
 				case <-m.asked:
-					time.Sleep(500 * time.Millisecond)
+				case <-done:
+					return
+				}
+				select {
+				case <-p.ids: // an ID from before the model was asked
+				default:
+				}
+				select {
+				case <-p.ids:
 					p.cut()
-				case <-time.After(time.Minute):
+				case <-done:
+					t.Errorf("no event with an ID reached the client while the task ran: the connection was not cut")
 				}
 			}()
 			var out struct {
