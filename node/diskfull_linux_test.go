@@ -9,11 +9,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -21,65 +19,13 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/smalldisk"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 	"github.com/troupe-run/troupe/tools"
 )
-
-// smallDisk mounts a tmpfs of 4 MiB for the test and returns its path. It skips the
-// test where mounting is not permitted (not root): .ci/run runs as root.
-func smallDisk(t *testing.T) string {
-	t.Helper()
-	dir := filepath.Join(t.TempDir(), "disk")
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
-		t.Skipf("a full disk needs a small filesystem: mounting a tmpfs at %s was refused (%v); run the test as root", dir, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillDisk fills the filesystem of dir to the brim with a file, and returns a
-// function that removes it.
-func fillDisk(t *testing.T, dir string) (free func()) {
-	t.Helper()
-	path := filepath.Join(dir, "filler")
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_EXCL, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, size := range []int{64 << 10, 4 << 10, 512, 1} {
-		buf := make([]byte, size)
-		for {
-			if _, err := f.Write(buf); err != nil {
-				if !errors.Is(err, syscall.ENOSPC) {
-					t.Fatalf("fill %s: %v", dir, err)
-				}
-				break
-			}
-		}
-	}
-	if err := f.Close(); err != nil && !errors.Is(err, syscall.ENOSPC) {
-		t.Fatal(err)
-	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil || st.Bavail != 0 {
-		t.Fatalf("the filesystem of %s is not full: %d blocks free (%v)", dir, st.Bavail, err)
-	}
-	return func() {
-		if err := os.Remove(path); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // diskFullNode is a node whose data directory is on a small filesystem, with a
 // scripted model (a call of tool "count", then an answer) and tool "count", each
@@ -96,7 +42,7 @@ type diskFullNode struct {
 
 func startDiskFullNode(t *testing.T, cfg node.Config) *diskFullNode {
 	t.Helper()
-	d := &diskFullNode{disk: smallDisk(t), toolStarted: make(chan string, 16)}
+	d := &diskFullNode{disk: smalldisk.Mount(t), toolStarted: make(chan string, 16)}
 	script, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
 		{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "count", Arguments: "{}"}}},
 		{Content: "counted"},
@@ -202,7 +148,7 @@ func TestFullDiskRefusesANewTaskAtOnce(t *testing.T) {
 		t.Fatalf("the task before the disk filled ended %s", s)
 	}
 
-	free := fillDisk(t, d.disk)
+	free := smalldisk.Fill(t, d.disk)
 	code, body, err := postTask(srv.URL, `{"input":"full","session_id":"full-http"}`)
 	if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(body, "disk is full") || !strings.Contains(body, "not recorded") {
 		t.Errorf("a task on a full disk was answered %d %s (%v); want 503 saying the disk is full and the task not recorded", code, body, err)
@@ -261,7 +207,7 @@ func TestFullDiskMidTaskResumes(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the tool was not called")
 	}
-	free := fillDisk(t, d.disk)
+	free := smalldisk.Fill(t, d.disk)
 	d.gate.Store(nil)
 	close(gate) // its result cannot be written
 
