@@ -282,6 +282,12 @@ type SessionActor struct {
 	// claimRetried is set when such a batch was refused after an attempt whose
 	// outcome was unknown, which may have written it (see claim).
 	claiming, claimRetried bool
+	// newTask is set while an idle session (no task running, no effect in flight)
+	// appends the batch that records a new task: a log that is full (eventlog.ErrFull)
+	// at the first attempt then refuses the task (errNotRecorded) instead of having
+	// the write retried in place, so that the submitter learns at once that it was
+	// not recorded, and it is not recorded later behind the submitter's back.
+	newTask bool
 	// handled counts the host-forwarded messages the session processed; its
 	// incarnations share it, so that after a restart it still matches what the host
 	// forwarded, and the session can passivate.
@@ -557,9 +563,9 @@ func (a *SessionActor) claim(ctx actor.Context, m *SubmitTask) bool {
 	}
 	e.Actor = "session"
 	e, p := stampRules(e, m.Task) // a new task runs under this build's rules
-	a.claiming, a.claimRetried = true, false
+	a.claiming, a.claimRetried, a.newTask = true, false, true
 	err := a.step(ctx, oneEvent(e), p)
-	a.claiming = false
+	a.claiming, a.newTask = false, false
 	switch {
 	case errors.Is(err, eventlog.ErrSeqConflict):
 		a.deps.Logger.Debug("session has events: reading them before its new task", "session", a.id)
@@ -626,8 +632,17 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 	}
 	e.Actor = "session"
 	e, p := stampRules(e, m.Task) // a new task runs under this build's rules
-	if err := a.step(ctx, oneEvent(e), p); err != nil {
+	a.newTask = a.state.Active() == "" && len(a.inflight) == 0 && a.modelKey.IsZero()
+	err := a.step(ctx, oneEvent(e), p)
+	a.newTask = false
+	if err != nil {
 		m.answer(ctx, err)
+		if errors.Is(err, errNotRecorded) {
+			// The state holds the task the log refused: the session reads its log
+			// again before its next message.
+			a.reset()
+			a.unread = true
+		}
 		return
 	}
 	m.answer(ctx, &TaskAccepted{SessionID: a.id, Seq: e.Seq})
@@ -824,6 +839,12 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloa
 			if a.claiming && errors.Is(err, eventlog.ErrSeqConflict) {
 				return err
 			}
+			if errors.Is(err, errNotRecorded) {
+				if a.deps.Handed != nil {
+					a.deps.Handed(a.id) // the step appended nothing
+				}
+				return fmt.Errorf("session %s: %w", a.id, err)
+			}
 			a.fenced(ctx, err) // or stopped
 			return fmt.Errorf("%w: session %s: %w", ErrNotOwner, a.id, err)
 		}
@@ -871,7 +892,11 @@ func (a *SessionActor) fenced(ctx actor.Context, err error) {
 // appendDurably writes a batch to the log. A log that is down (an outage, a full
 // disk) is retried in place with backoff, for as long as it takes: nothing can go on
 // before the batch is durable, and appends are idempotent on event ID, so a retry
-// of a write whose outcome was unknown is safe. A batch the log refuses for its
+// of a write whose outcome was unknown is safe. But the batch of a new task of an
+// idle session (newTask) that a full log refused at the first attempt, which wrote
+// nothing, is returned (errNotRecorded): nothing is in hand that would be lost,
+// and its submitter is told now, rather than waiting out its timeout to be told
+// that the task was not recorded while it is, later. A batch the log refuses for its
 // content, or a node that is stopping, panics instead: the supervisor restarts the
 // actor, which refolds from what is durable. A batch refused with
 // eventlog.ErrFenced is returned: the session must stop (fenced).
@@ -915,6 +940,9 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 		if errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrInvalidEvent) {
 			panic(fmt.Errorf("session %s: append %d events at seq %d: %w", a.id, len(batch), batch[0].Seq, err))
 		}
+		if attempt == 1 && a.newTask && errors.Is(err, eventlog.ErrFull) {
+			return fmt.Errorf("%w: %w", errNotRecorded, err)
+		}
 		a.deps.Logger.Warn("event log write failed; retrying", "session", a.id, "seq", batch[0].Seq, "attempt", attempt, "retry_in", backoff, "err", err)
 		select {
 		case <-time.After(backoff):
@@ -926,6 +954,10 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 		backoff = min(backoff*2, 5*time.Second)
 	}
 }
+
+// errNotRecorded is returned by appendDurably for a new task's batch that a full log
+// refused (SessionActor.newTask).
+var errNotRecorded = errors.New("the task was not recorded, the event log has no room: send it again once space is freed")
 
 // errStopped is returned by appendDurably when the actor was asked to stop while it
 // retried a write.

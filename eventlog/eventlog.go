@@ -340,6 +340,9 @@ var (
 	// ErrFenced means a later owner took the partition of the lease an append was
 	// made under (see Fencing): the writer is stale and must stop, not retry.
 	ErrFenced = errors.New("eventlog: fenced: a later owner took the partition")
+	// ErrFull means the log's storage has no room left (a full disk): the write
+	// that failed with it wrote nothing. Retrying succeeds once space is freed.
+	ErrFull = errors.New("eventlog: the log's disk is full")
 )
 
 // TaskStatus maps a task.* event type to the session status it sets: task.submitted

@@ -282,6 +282,7 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err = n.Approve(r.Context(), id, call, *b.Approve, b.Reason, messages.ApprovedByHTTP)
+	answerLate(w) // as postTask's
 	switch {
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)

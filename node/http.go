@@ -231,8 +231,9 @@ func writeError(w http.ResponseWriter, code int, format string, args ...any) {
 	writeJSON(w, code, apiError{Error: fmt.Sprintf(format, args...)})
 }
 
-// answerLate gives the answer to a request whose body came too slowly a write
-// deadline of its own (lateAnswerTimeout from now).
+// answerLate gives the answer to a request whose body came too slowly, or that
+// waited for a session (up to Config.SubmitTimeout), a write deadline of its own
+// (lateAnswerTimeout from now).
 func answerLate(w http.ResponseWriter) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(lateAnswerTimeout))
 }
@@ -269,6 +270,10 @@ func (n *Node) postTask(w http.ResponseWriter, r *http.Request) {
 	// With an Idempotency-Key, the same request sent again (its answer lost, say) is
 	// the same task of the same session, run once.
 	sub, err := n.SubmitFrom(r.Context(), Arrival{Source: SourceHTTP, Payload: body, IdempotencyKey: r.Header.Get("Idempotency-Key")})
+	// The submission waits for the session to record the task, up to
+	// Config.SubmitTimeout, which is about the write timeout: the answer must
+	// still reach the client.
+	answerLate(w)
 	switch {
 	case errors.Is(err, ErrBadTask):
 		writeError(w, http.StatusBadRequest, "%v", err)
@@ -573,6 +578,7 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := n.Cancel(r.Context(), id, "cancelled through the HTTP API")
+	answerLate(w) // as postTask's
 	switch {
 	case errors.Is(err, actors.ErrNoRunningTask):
 		writeError(w, http.StatusConflict, "session %s has no running task", id)

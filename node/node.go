@@ -1359,7 +1359,10 @@ func (n *Node) deliverTask(ctx context.Context, env messages.Envelope, task *mes
 		case <-ctx.Done():
 			return "", fmt.Errorf("node: task %s for session %s: waiting for the session to record it: %w", env.ID, env.SessionID, ctx.Err())
 		case <-timeout.Done():
-			return "", fmt.Errorf("node: task %s for session %s: not recorded within %s (SubmitTimeout)", env.ID, env.SessionID, n.cfg.SubmitTimeout)
+			// The task waits in the session's mailbox, behind a step or a write
+			// the session retries in place: it may still be recorded and run.
+			return "", fmt.Errorf("node: task %s for session %s: not recorded within %s (SubmitTimeout): the session is busy, or retries a write the event log refused, and may still record it: send it again with the same Idempotency-Key or task_id, and it runs once",
+				env.ID, env.SessionID, n.cfg.SubmitTimeout)
 		case <-n.stopping:
 			return "", fmt.Errorf("node: task %s for session %s: the node is closing", env.ID, env.SessionID)
 		}

@@ -113,6 +113,11 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	}
 	defer func() {
 		if err != nil {
+			if noSpace(dir) && !errors.Is(err, eventlog.ErrFull) {
+				// SQLite says "disk I/O error" when it cannot size its shared
+				// memory file, which names no cause.
+				err = fmt.Errorf("%w: the filesystem of %s has no space left: %w", eventlog.ErrFull, dir, err)
+			}
 			err = errors.Join(err, l.release())
 		}
 	}()

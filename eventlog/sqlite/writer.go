@@ -37,6 +37,25 @@ func (l *Log) busyErr(err error) error {
 		ErrBusy, l.path, l.cfg.BusyTimeout, err)
 }
 
+// fullErr marks err with eventlog.ErrFull if SQLite reported SQLITE_FULL: the disk
+// (or the filesystem's quota) had no room for the transaction, which SQLite then
+// rolled back. Nothing of it is stored.
+func (l *Log) fullErr(err error) error {
+	var e *msqlite.Error
+	if !errors.As(err, &e) || e.Code()&0xff != sqlite3.SQLITE_FULL || errors.Is(err, eventlog.ErrFull) {
+		return err
+	}
+	return fmt.Errorf("%w: nothing was written; free space on the filesystem of %s: %w", eventlog.ErrFull, l.path, err)
+}
+
+// noTransaction reports whether err is SQLite's answer to a ROLLBACK with no
+// transaction open: one that SQLite rolled back itself, as it may on a full disk
+// or an I/O error.
+func noTransaction(err error) bool {
+	var e *msqlite.Error
+	return errors.As(err, &e) && e.Code()&0xff == sqlite3.SQLITE_ERROR && strings.Contains(err.Error(), "no transaction is active")
+}
+
 // firstConn opens the writer's connection, which sets the pragmas. Switching a
 // fresh database to WAL mode while another process does the same can fail with
 // SQLITE_BUSY at once, without waiting for the busy timeout (SQLite refuses to wait
@@ -572,11 +591,11 @@ func payloadBytes(events []messages.Envelope) int {
 // writeGroup writes a group of requests and answers each one. Normally the group is
 // one transaction, each request inside its own savepoint: a request whose batch
 // conflicts is rolled back to its savepoint and answered ErrSeqConflict while the
-// others commit. If the transaction fails as a whole (an I/O error, a full disk),
-// every request is retried alone, so that each caller gets its own batch's outcome;
-// except when the database stayed locked (ErrBusy), which says nothing about any one
-// batch: every request is answered ErrBusy at once rather than each waiting out the
-// busy timeout again.
+// others commit. If the transaction fails as a whole (an I/O error), every request
+// is retried alone, so that each caller gets its own batch's outcome; except when
+// the database stayed locked (ErrBusy) or the disk is full (eventlog.ErrFull),
+// which say nothing about any one batch: every request is answered so at once
+// rather than each waiting out the busy timeout, or filling the disk, again.
 func (l *Log) writeGroup(group []*appendReq) {
 	if l.beforeGroup != nil {
 		l.beforeGroup(group)
@@ -593,7 +612,7 @@ func (l *Log) writeGroup(group []*appendReq) {
 		return
 	}
 	errs, err := l.commit(live)
-	if err != nil && len(live) > 1 && !errors.Is(err, ErrBusy) {
+	if err != nil && len(live) > 1 && !errors.Is(err, ErrBusy) && !errors.Is(err, eventlog.ErrFull) {
 		for _, r := range live {
 			l.writeGroup([]*appendReq{r})
 		}
@@ -678,18 +697,18 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 		clear(l.w.epochs) // another process may have taken partitions since
 	}
 	if _, err := l.w.exec(ctx, l.w.begin); err != nil {
-		return nil, l.busyErr(fmt.Errorf("eventlog/sqlite: append: begin: %w", err))
+		return nil, l.fullErr(l.busyErr(fmt.Errorf("eventlog/sqlite: append: begin: %w", err)))
 	}
 	rollback := func() error {
 		clear(l.w.epochs) // they may be what a rolled back Own wrote
 		l.dropRows()
-		if _, err := l.w.exec(ctx, l.w.rollback); err != nil {
+		if _, err := l.w.exec(ctx, l.w.rollback); err != nil && !noTransaction(err) {
 			return fmt.Errorf("rollback: %w", err)
 		}
 		return nil
 	}
 	abort := func(err error) ([]error, error) {
-		err = l.busyErr(err)
+		err = l.fullErr(l.busyErr(err))
 		if rerr := rollback(); rerr != nil {
 			err = errors.Join(err, rerr)
 		}
