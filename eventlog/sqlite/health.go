@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"time"
@@ -62,7 +63,10 @@ func (l *Log) Writable(ctx context.Context) error {
 	}
 	l.probed = time.Now()
 	if dir := filepath.Dir(l.path); noSpace(dir) {
-		return fmt.Errorf("%w: the filesystem of %s has no space left: %w", eventlog.ErrFull, dir, f.err)
+		if errors.Is(f.err, eventlog.ErrFull) {
+			return f.err // which names the filesystem
+		}
+		return fmt.Errorf("%w: the filesystem of %s has no space left (the last write failed with: %w)", eventlog.ErrFull, dir, f.err)
 	}
 	if err := l.submit(ctx, &appendReq{ctx: ctx, probe: true, done: make(chan error, 1)}); err != nil {
 		return fmt.Errorf("eventlog/sqlite: a probe write to learn whether writes go through again: %w", err)
