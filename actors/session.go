@@ -107,6 +107,14 @@ type SessionDeps struct {
 	// MaxLiveSessions; OnSessionsOverLimit for each session started past it because
 	// the others were busy (nil: none).
 	OnSessionEvicted, OnSessionsOverLimit func()
+	// LogWrites, when set, hears how the sessions' log writes go, so that an outage
+	// of the log (a full disk) is told once for the node, as it starts and as it
+	// ends, rather than by every session at every attempt: each attempt that failed
+	// with an error the session retries (retried) or gives up on (a new task a full
+	// log refused), and each write that went through (err nil) after attempt
+	// attempts. It must be cheap: every append calls it. The sessions then log each
+	// failed attempt at debug level; without LogWrites, as a warning.
+	LogWrites func(attempt int, err error, retried bool)
 
 	// spawned, when set (by a test), sees each session actor the host creates.
 	spawned func(*SessionActor)
@@ -925,7 +933,12 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 			cancel()
 		}
 		if err == nil {
-			if attempt > 1 {
+			if a.deps.LogWrites != nil {
+				a.deps.LogWrites(attempt, nil, false)
+				if attempt > 1 {
+					a.deps.Logger.Debug("event log write succeeded after retries", "session", a.id, "attempts", attempt)
+				}
+			} else if attempt > 1 {
 				a.deps.Logger.Info("event log write succeeded after retries", "session", a.id, "attempts", attempt)
 			}
 			return nil
@@ -940,10 +953,18 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 		if errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrInvalidEvent) {
 			panic(fmt.Errorf("session %s: append %d events at seq %d: %w", a.id, len(batch), batch[0].Seq, err))
 		}
-		if attempt == 1 && a.newTask && errors.Is(err, eventlog.ErrFull) {
+		refuse := attempt == 1 && a.newTask && errors.Is(err, eventlog.ErrFull)
+		if a.deps.LogWrites != nil && a.stop.context().Err() == nil { // not an attempt cut short by a stop
+			a.deps.LogWrites(attempt, err, !refuse)
+		}
+		if refuse {
 			return fmt.Errorf("%w: %w", errNotRecorded, err)
 		}
-		a.deps.Logger.Warn("event log write failed; retrying", "session", a.id, "seq", batch[0].Seq, "attempt", attempt, "retry_in", backoff, "err", err)
+		level := slog.LevelWarn
+		if a.deps.LogWrites != nil {
+			level = slog.LevelDebug // the node tells the outage once
+		}
+		a.deps.Logger.Log(context.Background(), level, "event log write failed; retrying", "session", a.id, "seq", batch[0].Seq, "attempt", attempt, "retry_in", backoff, "err", err)
 		select {
 		case <-time.After(backoff):
 		case <-a.deps.Stopping:

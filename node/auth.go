@@ -57,12 +57,12 @@ type CORSConfig struct {
 }
 
 // PublicPaths are the paths every client may call without a token and without the
-// API's rate limit: the health check (for load balancers and probes), the A2A agent
+// API's rate limit: the health and liveness checks (for load balancers and probes), the A2A agent
 // card (which tells other agents how to authenticate), the dashboard's files (no
 // data: the page's API calls are signed in) and the dashboard's login (which has a
 // rate limit of its own, per client IP). A path ending in "/" covers every path
 // under it.
-var PublicPaths = []string{"/healthz", "/.well-known/agent-card.json", "/ui/", "/ui", "/v1/auth/login"}
+var PublicPaths = []string{"/healthz", "/livez", "/.well-known/agent-card.json", "/ui/", "/ui", "/v1/auth/login"}
 
 // isPublic reports whether path is one of PublicPaths or under one ending in "/".
 func isPublic(path string) bool {

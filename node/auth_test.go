@@ -136,6 +136,7 @@ var routeCases = map[string]routeCase{
 	"GET /v1/approvals":                          {"/v1/approvals", "", http.StatusOK},
 	"GET /metrics":                               {"/metrics", "", http.StatusOK},
 	"GET /healthz":                               {"/healthz", "", http.StatusOK},
+	"GET /livez":                                 {"/livez", "", http.StatusOK},
 	"GET /openapi.json":                          {"/openapi.json", "", http.StatusOK},
 	"POST /v1/memories":                          {"/v1/memories", `{"namespace":"ns","tier":"semantic","content":"the sky is blue"}`, http.StatusCreated},
 	"GET /v1/memories/search":                    {"/v1/memories/search?namespace=ns&q=sky", "", http.StatusOK},

@@ -3,9 +3,11 @@ package node_test
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -256,4 +258,135 @@ func (d *diskFullNode) serve(t *testing.T) string {
 		}
 	})
 	return "http://" + ln.Addr().String()
+}
+
+// getPath serves a GET of path on h and returns the answer's status and body.
+func getPath(h http.Handler, path string) (int, string) {
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+	return rec.Code, rec.Body.String()
+}
+
+// TestHealthzFollowsAFullDisk: while the event log cannot write for a full disk,
+// /healthz answers 503 with a reason naming the full disk (a load balancer stops
+// sending tasks the node can only refuse), while /livez stays 200 (a liveness
+// probe does not kill the node in a loop); once space is freed the node learns it
+// with no task sent and no health check made (troupe_eventlog_writes_failing back
+// to 0), and /healthz is 200 again. Before, /healthz said ok throughout.
+func TestHealthzFollowsAFullDisk(t *testing.T) {
+	d := startDiskFullNode(t, node.Config{SubmitTimeout: 10 * time.Second})
+	srv := httptest.NewServer(d.Handler())
+	t.Cleanup(srv.Close)
+	h := d.Handler()
+	if code, body, err := postTask(srv.URL, `{"input":"before","session_id":"before"}`); err != nil || code != http.StatusAccepted {
+		t.Fatalf("a task before the disk filled: %d %s %v", code, body, err)
+	}
+	if s := d.waitStatus(t, "before"); s != messages.StatusCompleted {
+		t.Fatalf("the task before the disk filled ended %s", s)
+	}
+	if code, body := getPath(h, "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz before the disk filled: %d %s", code, body)
+	}
+
+	free := smalldisk.Fill(t, d.disk)
+	if code, body, err := postTask(srv.URL, `{"input":"full","session_id":"full"}`); err != nil || code != http.StatusServiceUnavailable {
+		t.Fatalf("a task on a full disk: %d %s %v; want 503", code, body, err)
+	}
+	for range 3 {
+		code, body := getPath(h, "/healthz")
+		if code != http.StatusServiceUnavailable || !strings.Contains(body, `"unhealthy"`) || !strings.Contains(body, "disk is full") {
+			t.Fatalf("/healthz on a full disk: %d %s; want 503 naming the full disk", code, body)
+		}
+	}
+	if code, body := getPath(h, "/livez"); code != http.StatusOK {
+		t.Errorf("/livez on a full disk: %d %s; want 200: restarting the node frees no space", code, body)
+	}
+	if v := metric(t, d.Node, "troupe_eventlog_writes_failing"); v != 1 {
+		t.Errorf("troupe_eventlog_writes_failing on a full disk: %d, want 1", v)
+	}
+
+	free()
+	waitFor(t, 10*time.Second, "the node to learn that space was freed, with no write of its own", func() bool {
+		return metric(t, d.Node, "troupe_eventlog_writes_failing") == 0
+	})
+	if code, body := getPath(h, "/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz once space was freed: %d %s", code, body)
+	}
+	if code, body, err := postTask(srv.URL, `{"input":"after","session_id":"after"}`); err != nil || code != http.StatusAccepted {
+		t.Fatalf("a task once space was freed: %d %s %v", code, body, err)
+	}
+	if s := d.waitStatus(t, "after"); s != messages.StatusCompleted {
+		t.Fatalf("the task once space was freed ended %s", s)
+	}
+}
+
+// TestFullDiskOutageIsLoggedOnce: sessions whose writes a full disk refuses retry
+// them, and the node logs the outage once as it starts (its cause) and once as it
+// ends (how long, how many writes waited), not a warning per session and attempt
+// (100 sessions made 100 lines every 5 s); the attempts are counted in
+// troupe_eventlog_write_failures_total.
+func TestFullDiskOutageIsLoggedOnce(t *testing.T) {
+	logs := &syncBuf{}
+	d := startDiskFullNode(t, node.Config{Logger: slog.New(slog.NewJSONHandler(logs, nil))})
+	srv := httptest.NewServer(d.Handler())
+	t.Cleanup(srv.Close)
+	gate := make(chan struct{})
+	d.gate.Store(&gate)
+	const sessions = 4
+	for i := range sessions {
+		if code, body, err := postTask(srv.URL, fmt.Sprintf(`{"input":"wait","session_id":"s%d"}`, i)); err != nil || code != http.StatusAccepted {
+			t.Fatalf("task %d: %d %s %v", i, code, body, err)
+		}
+	}
+	for range sessions {
+		select {
+		case <-d.toolStarted:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the tool was not called")
+		}
+	}
+	free := smalldisk.Fill(t, d.disk)
+	d.gate.Store(nil)
+	close(gate) // the tools' results cannot be written
+	waitFor(t, 20*time.Second, "the sessions to retry their writes", func() bool {
+		return metric(t, d.Node, "troupe_eventlog_write_failures_total") >= 3*sessions
+	})
+	free()
+	for i := range sessions {
+		if s := d.waitStatus(t, fmt.Sprintf("s%d", i)); s != messages.StatusCompleted {
+			t.Fatalf("session s%d ended %s", i, s)
+		}
+	}
+
+	var starts, ends, attempts int
+	var end map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		msg, _ := rec["msg"].(string)
+		switch {
+		case strings.HasPrefix(msg, "event log writes fail"):
+			starts++
+			if err, _ := rec["err"].(string); !strings.Contains(err, "disk is full") {
+				t.Errorf("the outage's first line does not name its cause: %s", line)
+			}
+		case msg == "event log writes go through again":
+			ends++
+			end = rec
+		case strings.HasPrefix(msg, "event log write"):
+			attempts++
+		}
+	}
+	if starts != 1 || ends != 1 || attempts != 0 {
+		t.Fatalf("%d lines for the outage's start, %d for its end, %d for sessions' attempts; want 1, 1, 0:\n%s", starts, ends, attempts, logs.String())
+	}
+	if w, _ := end["writes_waited"].(float64); w != sessions {
+		t.Errorf("the outage's end says %v writes waited, want %d: %v", end["writes_waited"], sessions, end)
+	}
+	if _, ok := end["outage"]; !ok {
+		t.Errorf("the outage's end does not say how long it lasted: %v", end)
+	}
+	d.checkLog(t, "s0", "s1", "s2", "s3")
 }

@@ -44,6 +44,10 @@ type Metrics struct {
 	// their log appends, by backend.
 	sessions *sessionMetrics
 	appends  *prometheus.HistogramVec
+	// logFailing is 1 during an outage of the log's writes; logFailures counts
+	// the sessions' failed attempts (logoutage.go).
+	logFailing  prometheus.Gauge
+	logFailures prometheus.Counter
 }
 
 func newMetrics() *Metrics {
@@ -97,9 +101,14 @@ func newMetrics() *Metrics {
 		appends: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "troupe", Subsystem: "eventlog",
 			Name: "append_seconds", Help: "Time of the session actors' appends to the event log (one per batch of a session's events, errors included), by backend (sqlite, clickhouse).",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 3, 12)}, []string{"backend"}),
+		logFailing: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "troupe", Subsystem: "eventlog",
+			Name: "writes_failing", Help: "1 while the event log's writes fail (a full disk, a log that is down: new tasks are refused, sessions retry their writes), from the first failed write to the first that goes through again; else 0."}),
+		logFailures: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "eventlog",
+			Name: "write_failures_total", Help: "The session actors' log writes that failed, each attempt (retried until one goes through; a new task a full log refused is not retried)."}),
 	}
 	reg.MustRegister(m.retries, m.poisoned, m.duplicates, m.panics, m.handled, m.partitions, m.total, m.assigned, m.effectHits, m.reissued, m.pubFailed, m.forwarded,
-		m.epoch, m.fenced, m.released, m.unreleased, m.marks, m.resumptions, m.republished, m.foundOnBus, m.appends, m.storedPruned)
+		m.epoch, m.fenced, m.released, m.unreleased, m.marks, m.resumptions, m.republished, m.foundOnBus, m.appends, m.storedPruned,
+		m.logFailing, m.logFailures)
 	// The process (memory, descriptors, CPU) and the Go runtime (goroutines, heap, GC).
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

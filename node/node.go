@@ -722,9 +722,11 @@ type Node struct {
 	ingress  *Ingress
 	stopping chan struct{}
 	// submits bounds deliverTask's waits by SubmitTimeout.
-	submits     *deadline.Shared
-	tracing     *tracing // the node's traces (tracing.go)
-	metrics     *Metrics
+	submits *deadline.Shared
+	tracing *tracing // the node's traces (tracing.go)
+	metrics *Metrics
+	// outage tells an outage of the log's writes once (logoutage.go).
+	outage      *logOutage
 	ran         atomic.Bool
 	streamsOnce sync.Once
 	streamsDone chan struct{}
@@ -768,6 +770,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.openLog(ctx); err != nil {
 		return nil, err
 	}
+	n.outage = newLogOutage(cfg.Logger, n.log, n.stopping, n.metrics)
 	n.gate.keepSignIns(n.log)
 	n.busLogs = &logShutter{}
 	wlog := newBusLogger(cfg.Logger, n.busLogs)

@@ -167,9 +167,13 @@ func (n *Node) apiRoutes() []Route {
 			Summary:   "Prometheus metrics",
 			Responses: []Response{{http.StatusOK, "the metrics in the Prometheus text format", &Body{ContentType: "text/plain", Schema: Schema{"type": "string"}}}}}},
 		{Method: "GET", Path: "/healthz", Handler: http.HandlerFunc(n.healthz), Doc: RouteDoc{
-			Summary: "Health check (needs no token)",
+			Summary: "Health check, for load balancers and readiness probes: 503 while the node cannot run tasks, its event log unable to write included (needs no token)",
 			Responses: []Response{ok("healthy", Schema{"type": "object", "properties": Schema{"status": Schema{"type": "string"}}}),
 				{http.StatusServiceUnavailable, "unhealthy", jsonBody(Schema{"type": "object", "properties": Schema{"status": Schema{"type": "string"}, "reason": Schema{"type": "string"}}})}}}},
+		{Method: "GET", Path: "/livez", Handler: http.HandlerFunc(n.livez), Doc: RouteDoc{
+			Summary: "Liveness check, for liveness probes: 503 only when the node is stopping or its session host does not answer, not for a full disk (needs no token)",
+			Responses: []Response{ok("alive", Schema{"type": "object", "properties": Schema{"status": Schema{"type": "string"}}}),
+				{http.StatusServiceUnavailable, "not alive", jsonBody(Schema{"type": "object", "properties": Schema{"status": Schema{"type": "string"}, "reason": Schema{"type": "string"}}})}}}},
 		{Method: "GET", Path: "/openapi.json", Handler: http.HandlerFunc(n.openAPI), Doc: RouteDoc{
 			Summary:   "This document: the OpenAPI 3.0 description of the node's HTTP API",
 			Responses: []Response{ok("the document", Schema{"type": "object"})}}},

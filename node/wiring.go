@@ -244,6 +244,7 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		MaxParallelTools: cfg.parallelTools(), IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,
 		Agent: agents.Default, Named: agents.Named,
+		LogWrites: n.outage.wrote,
 	}
 	deps.Live, deps.Recovered = n.sessionEvents, n.metrics.sessions.recovered
 	if n.sharded() {

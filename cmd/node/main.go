@@ -69,8 +69,8 @@ flags:
                          accepted (TROUPE_HTTP_MAX_CONNS, default 4096)
   --auth-token TOKEN     serve: a bearer token that may call the HTTP API (repeatable;
                          TROUPE_AUTH_TOKENS=tok1,tok2; "auth": {"tokens"}). With any
-                         token every route but /healthz and the A2A agent card needs
-                         Authorization: Bearer TOKEN. A flag shows in ps: prefer the
+                         token every route but /healthz, /livez and the A2A agent card
+                         needs Authorization: Bearer TOKEN. A flag shows in ps: prefer the
                          environment or a tokens file
   --auth-tokens-file F   serve: more tokens, one a line, # comments (TROUPE_AUTH_TOKENS_FILE,
                          "auth": {"tokens_file"}); read again on SIGHUP

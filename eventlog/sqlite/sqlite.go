@@ -58,6 +58,13 @@ type Log struct {
 
 	stats struct{ appends, transactions, events atomic.Uint64 }
 
+	// failing is why the writer's last transaction failed, nil when it committed
+	// (Writable); probing is held by the Writable call that probes, probed is when
+	// it last did.
+	failing atomic.Pointer[writeFailure]
+	probing sync.Mutex
+	probed  time.Time
+
 	// beforeGroup, set by tests only, runs in the writer before each group is written.
 	beforeGroup func(group []*appendReq)
 }
@@ -65,6 +72,7 @@ type Log struct {
 var (
 	_ eventlog.Log     = (*Log)(nil)
 	_ eventlog.Fencing = (*Log)(nil)
+	_ eventlog.Health  = (*Log)(nil)
 )
 
 // Open opens (creating if needed) the event log in cfg.Dir. It takes the directory's

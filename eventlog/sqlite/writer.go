@@ -94,6 +94,7 @@ type appendReq struct {
 	own    *ownReq             // set for Own, which has no events
 	free   *releaseReq         // set for Release, which has no events
 	prune  *pruneReq           // set for PruneStreams and PruneListed, which have no events
+	probe  bool                // set for Writable's probe write, which has no events
 	done   chan error          // buffered: the writer never blocks on it
 	pooled bool                // from Log.reqPool, to go back once answered
 }
@@ -136,6 +137,7 @@ type writeStmts struct {
 	owner                        driver.Stmt
 	releaseOwner, markOwner      driver.Stmt
 	aliased, addAlias            driver.Stmt
+	dropProbe                    driver.Stmt // deletes the row of Writable's probe
 	pruneAliases, pruneEvents    driver.Stmt // PruneStreams's, in this order,
 	pruneSessions                driver.Stmt // then this one
 	// PruneListed's, of one stream each, in this order.
@@ -358,6 +360,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.byID, `SELECT session_id, seq, epoch FROM events WHERE id = ? AND NOT (` + derivedWhere + `)`},
 		{&w.aliased, `SELECT EXISTS (SELECT 1 FROM aliases)`},
 		{&w.addAlias, `INSERT OR IGNORE INTO aliases (id) VALUES (?)`},
+		{&w.dropProbe, `DELETE FROM aliases WHERE id = ''`},
 		{&w.byPos, `SELECT id, epoch FROM events WHERE session_id = ? AND seq = ?`},
 		// Whether a session has events (its first by the primary key), and the
 		// highest epoch of its leased ones (the partial index events_by_epoch_start,
@@ -439,7 +442,7 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 func (w *writeStmts) close() error {
 	var errs []error
 	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.hasEvents, &w.summarize, &w.touch, &w.settle, &w.create, &w.restart,
-		&w.current, &w.maxEpoch, &w.takeOwner, &w.owner, &w.releaseOwner, &w.markOwner, &w.aliased, &w.addAlias, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
+		&w.current, &w.maxEpoch, &w.takeOwner, &w.owner, &w.releaseOwner, &w.markOwner, &w.aliased, &w.addAlias, &w.dropProbe, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
 		&w.pruneListedAliases, &w.pruneListedEvents, &w.pruneListedSessions}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
@@ -618,8 +621,9 @@ func (l *Log) writeGroup(group []*appendReq) {
 		}
 		return
 	}
+	l.wrote(err)
 	for _, r := range live {
-		if r.own == nil && r.free == nil && r.prune == nil { // Own, Release and prune calls are not appends
+		if r.own == nil && r.free == nil && r.prune == nil && !r.probe { // Own, Release, prune calls and probes are not appends
 			l.stats.appends.Add(1)
 		}
 	}
@@ -740,11 +744,13 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			err error
 		)
 		starts, tails := len(l.w.starting), len(l.w.tailing) // a request undone takes its starts and tails with it
-		if r.own != nil || r.free != nil || r.prune != nil {
+		if r.own != nil || r.free != nil || r.prune != nil || r.probe {
 			err = l.flushRows(ctx) // a prune deletes rows; none of them looks up events, but none is an append either
 		}
 		switch {
 		case err != nil:
+		case r.probe:
+			err = l.probeWrite(ctx)
 		case r.own != nil:
 			err = l.takeOwnership(ctx, r.own)
 		case r.free != nil:
