@@ -468,7 +468,8 @@ func TestAdmitApproval(t *testing.T) {
 	}
 	if a, err := in.DecodeApproval(node.Arrival{Source: node.SourceBus, Payload: []byte(`{"session_id":"s-1","call":"c","approve":false}`)}); err != nil || a.By != messages.ApprovedByKafka {
 		t.Errorf("an answer from Kafka: %+v, %v", a, err)
-	}	// Bytes that are not UTF-8 are refused, as in a task: encoding/json would record
+	}
+	// Bytes that are not UTF-8 are refused, as in a task: encoding/json would record
 	// U+FFFD in their place as the reason a human gave.
 	if _, err := in.DecodeApproval(node.Arrival{Source: node.SourceBus, Payload: []byte("{\"session_id\":\"s-1\",\"call\":\"c\",\"approve\":false,\"reason\":\"no \xff\"}")}); !errors.Is(err, node.ErrBadTask) ||
 		!strings.Contains(err.Error(), "UTF-8") {
