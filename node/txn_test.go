@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"context"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -123,4 +125,56 @@ func TestRecordsWithoutAValueArePoisonedClearly(t *testing.T) {
 			t.Errorf("poison reason %q does not say the record has no value", r)
 		}
 	}
+}
+
+// TestConfluentKafkaPythonTransactions is TestTransactionalTasks with PyPI's
+// confluent-kafka, a user's default Python client: a task aborted never runs, the
+// session's next task does, a committed one runs once, nothing is poisoned.
+func TestConfluentKafkaPythonTransactions(t *testing.T) {
+	py := testPython(t)
+	k := newKafkaEnv(t)
+	n := k.node(t)
+	stamp := time.Now().Format("150405.000000")
+	aborted, committed := "py-aborted-"+stamp, "py-committed-"+stamp
+	script, err := filepath.Abs(filepath.Join("testdata", "produce_txn.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, script, strings.Join(k.brokers, ","), k.topic(messages.TopicTasks), "troupe-test-py-"+stamp)
+	// The task after the aborted one goes in a transaction of its own, by the same
+	// producer (its partitioner puts it on the aborted one's partition, after it).
+	cmd.Stdin = strings.NewReader(strings.Join([]string{
+		"abort|" + aborted + `|{"input":"echo aborted"}`,
+		"commit|" + aborted + `|{"input":"echo after the abort"}`,
+		"commit|" + committed + `|{"input":"echo committed"}`,
+	}, "\n") + "\n")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("confluent-kafka transactional producer: %v\n%s", err, out)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if res := readResult(t, k, aborted); res.Status != messages.StatusCompleted || res.Output != "after the abort" {
+		t.Errorf("session %s: %+v, want the task after the aborted one completed", aborted, res)
+	}
+	if res := readResult(t, k, committed); res.Status != messages.StatusCompleted || res.Output != "committed" {
+		t.Errorf("session %s: %+v, want the committed task completed", committed, res)
+	}
+	for _, session := range []string{aborted, committed} {
+		events, err := n.Log().Read(ctx, session, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for _, e := range events {
+			if e.Type == messages.TypeTaskSubmitted {
+				got++
+			}
+		}
+		if got != 1 {
+			t.Errorf("session %s recorded %d tasks, want 1", session, got)
+		}
+	}
+	eachRecord(t, k, node.TopicPoison, func(m kgo.Message) {
+		t.Errorf("poisoned: key %q value %q, reason %q", m.Key, m.Value, header(m, "reason_poisoned"))
+	})
 }
