@@ -61,6 +61,13 @@
 //     acked, so a crash or a rebalance delivers again the first unacked message and
 //     every message after it, acked or not (at least once).
 //
+// Only committed records are delivered (isolation level read_committed; fetch.go):
+// a record of a transaction its producer aborted never is, the broker's
+// transaction markers are not records, and a transaction still open holds back
+// every later record of its partition until it commits or aborts (or the broker
+// aborts it at its timeout). Skipped records count as acked. kafka-go's Reader reads
+// uncommitted, so partitions are fetched through kafka-go's protocol package.
+//
 // Different partitions are delivered concurrently. With a ConsumerGroup, commits
 // run in the background while delivery goes on, and a partition's consumer waits for
 // them before it gives the partition up. In a rebalance it stops delivering at once
@@ -146,7 +153,8 @@
 // offers kafka-go's range and round robin only, and the group then uses range.
 //
 // Each Subscribe call is one group member with one connection to the coordinator and
-// one per assigned partition. A record the Marshaler cannot decode is logged and
+// one per assigned partition (fetches go through the Subscriber's transport, which
+// finds each partition's leader from the cluster metadata it refreshes every 6 s). A record the Marshaler cannot decode is logged and
 // skipped (committed), so that it cannot stall its partition; DefaultMarshaler
 // decodes any record. Publish does not consult the messages' contexts; it is bounded
 // by PublisherConfig.PublishTimeout. There are no metrics yet.

@@ -87,19 +87,19 @@ func (sub *subscription) trackLag(partition int, offset int64) (*partitionLag, f
 	}
 }
 
-// probeLag asks the broker for the lag of rd (just positioned at its start offset)
-// before anything is fetched, so that an idle partition reports its lag (0) too.
+// probeLag asks the broker for the lag of rd from start (its start offset) before
+// anything is fetched, so that an idle partition reports its lag (0) too.
 // A probe that fails (a topic just created may have no leader yet) is tried again
 // with back-off until one answers, a record is fetched, or ctx ends. It runs beside
 // the fetches, counted in the subscriber's cleanup.
-func (sub *subscription) probeLag(ctx context.Context, rd *kafkago.Reader, pl *partitionLag) {
+func (sub *subscription) probeLag(ctx context.Context, rd *partitionReader, start int64, pl *partitionLag) {
 	sub.s.cleanup.Add(1)
 	go func() {
 		defer sub.s.cleanup.Done()
 		backoff := 100 * time.Millisecond
 		for {
 			pctx, cancel := context.WithTimeout(ctx, lagProbeTimeout)
-			lag, err := rd.ReadLag(pctx)
+			lag, err := rd.lag(pctx, start)
 			cancel()
 			if err == nil {
 				pl.probed.Store(max(lag, 0))

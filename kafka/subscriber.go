@@ -333,17 +333,14 @@ func (sub *subscription) runAll(ctx context.Context, starts map[int]int64) {
 func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, partition int, offset int64) {
 	cfg := sub.s.cfg
 	logger := sub.logger.With(watermill.LogFields{"partition": partition})
-	rd := kafkago.NewReader(kafkago.ReaderConfig{
-		Brokers:     cfg.Brokers,
-		Topic:       sub.wire,
-		Partition:   partition,
-		Dialer:      sub.s.dialer,
-		MinBytes:    1,
-		MaxBytes:    cfg.FetchMaxBytes,
-		MaxWait:     cfg.FetchMaxWait,
-		Logger:      traceLogger(logger),
-		ErrorLogger: debugLogger(logger),
-	})
+	rd := &partitionReader{
+		client:    sub.s.admin.client,
+		topic:     sub.wire,
+		partition: partition,
+		maxBytes:  cfg.FetchMaxBytes,
+		maxWait:   cfg.FetchMaxWait,
+		offset:    offset,
+	}
 	fetched := make(chan fetchedRecord)
 	fetcherDone := make(chan struct{})
 	fetchCtx, cancelFetch := context.WithCancel(ctx)
@@ -352,18 +349,12 @@ func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, 
 		sub.s.cleanup.Add(1)
 		go func() {
 			defer sub.s.cleanup.Done()
-			<-fetcherDone
-			_ = rd.Close() // waits for a fetch in flight, at most FetchMaxWait
+			<-fetcherDone // a fetch in flight ends with fetchCtx
 		}()
 	}()
-	if err := rd.SetOffset(offset); err != nil {
-		close(fetcherDone)
-		logger.Error("set start offset", err, watermill.LogFields{"offset": offset})
-		return
-	}
 	lag, untrack := sub.trackLag(partition, offset)
 	defer untrack()
-	sub.probeLag(fetchCtx, rd, lag)
+	sub.probeLag(fetchCtx, rd, offset, lag)
 	var genDone <-chan struct{}
 	if gctx != nil {
 		genDone = gctx.Done()
@@ -406,31 +397,48 @@ type fetchedRecord struct {
 	msg *message.Message
 }
 
-// fetch reads a partition's records into out, in offset order, until ctx is done.
-func (sub *subscription) fetch(ctx context.Context, rd *kafkago.Reader, out chan<- fetchedRecord, lag *partitionLag, logger watermill.LoggerAdapter) {
+// fetch reads a partition's committed records into out, in offset order, until ctx
+// is done. The records it skips (transaction markers, records of aborted
+// transactions) go out without a message, as consumed.
+func (sub *subscription) fetch(ctx context.Context, rd *partitionReader, out chan<- fetchedRecord, lag *partitionLag, logger watermill.LoggerAdapter) {
 	for {
-		rec, err := rd.FetchMessage(ctx)
+		recs, err := rd.fetch(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
-			// The reader reconnects by itself; this reports a failed attempt.
-			logger.Info("fetch failed, retrying", watermill.LogFields{"err": err.Error()})
+			if errors.Is(err, kafkago.OffsetOutOfRange) {
+				if skipped, err := rd.outOfRange(ctx); err == nil {
+					if skipped > 0 {
+						logger.Info("records deleted before they were read (retention); skipping them",
+							watermill.LogFields{"records": skipped, "offset": rd.offset})
+					}
+					if skipped > 0 || sleepCtx(ctx, nil, time.Second) {
+						continue
+					}
+					return
+				}
+			}
+			logger.Info("fetch failed, retrying", watermill.LogFields{"err": err.Error(), "offset": rd.offset})
 			if !sleepCtx(ctx, nil, time.Second) {
 				return
 			}
 			continue
 		}
-		lag.fetched(rec)
-		msg, err := sub.s.cfg.Marshaler.Unmarshal(rec)
-		if err != nil {
-			logger.Error("cannot decode record, skipping it", err, watermill.LogFields{"offset": rec.Offset})
-			msg = nil
-		}
-		select {
-		case out <- fetchedRecord{rec: rec, msg: msg}:
-		case <-ctx.Done():
-			return
+		for _, r := range recs {
+			lag.fetched(r.rec)
+			var msg *message.Message
+			if r.skip != "" {
+				logger.Debug("record skipped: "+r.skip, watermill.LogFields{"offset": r.rec.Offset})
+			} else if msg, err = sub.s.cfg.Marshaler.Unmarshal(r.rec); err != nil {
+				logger.Error("cannot decode record, skipping it", err, watermill.LogFields{"offset": r.rec.Offset})
+				msg = nil
+			}
+			select {
+			case out <- fetchedRecord{rec: r.rec, msg: msg}:
+			case <-ctx.Done():
+				return
+			}
 		}
 	}
 }

@@ -164,6 +164,11 @@ func (in *Ingress) Decode(a Arrival) (messages.Envelope, error) {
 
 // decode is Decode; named is the task's task_id (Task.TaskID), "" when it names none.
 func (in *Ingress) decode(a Arrival) (env messages.Envelope, named string, err error) {
+	if a.Source == SourceBus && len(a.Payload) == 0 {
+		// A record without a value (null: a tombstone) or with an empty one; JSON's
+		// "unexpected end of JSON input" would not say which part was wrong.
+		return messages.Envelope{}, "", fmt.Errorf("%w: the record has no value (empty, or null: a tombstone): a task is a JSON object such as {\"input\":\"…\"}", ErrBadTask)
+	}
 	if !utf8.Valid(a.Payload) {
 		// encoding/json would read each bad byte as U+FFFD: the task would run on
 		// text other than the one sent (Latin-1 from a producer, say).
