@@ -127,8 +127,10 @@ func TestNodeWithHostileServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The timeout lets 10 MB cross a pipe on a loaded machine, and ends the hang.
-	n := nodetest.Start(t, node.Config{Model: m, ToolCatalog: c, ToolTimeout: 5 * time.Second})
+	// The timeout lets 10 MB cross a pipe on a loaded machine under the race
+	// detector (5 s did not, once, in a CI run beside other builds), and ends the
+	// hang.
+	n := nodetest.Start(t, node.Config{Model: m, ToolCatalog: c, ToolTimeout: 20 * time.Second})
 	// The agent offers the catalog's tools beside its own, sorted.
 	var offered []string
 	for _, s := range n.ToolSpecs() {
