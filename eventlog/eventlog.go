@@ -328,8 +328,8 @@ type SessionInfo struct {
 // Health is the optional capability of a Log that can tell whether its writes go
 // through, for a node's health check: a node whose log cannot write (its disk is
 // full) can only refuse new tasks, so a load balancer should stop sending it any,
-// and send them again once it can write. The SQLite log implements it; find it
-// with a type assertion.
+// and send them again once it can write. The SQLite and ClickHouse logs implement
+// it; find it with a type assertion.
 type Health interface {
 	// Writable returns nil when the log's last write went through, at the cost of
 	// an atomic load: it writes nothing then. When the last write failed, Writable
@@ -337,7 +337,8 @@ type Health interface {
 	// next write: it tries a small write of its own (at most one a second; in
 	// between, and while one is under way, it returns the failure it knows), and
 	// returns nil once one goes through, or why writes still fail: an error
-	// wrapping ErrFull while the disk is full.
+	// wrapping ErrFull while the disk is full (SQLite), the server's error while
+	// ClickHouse is down or refuses writes.
 	Writable(ctx context.Context) error
 }
 

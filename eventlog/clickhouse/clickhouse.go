@@ -48,6 +48,13 @@ type Log struct {
 		appends, inserts, events, retries, failures, waits atomic.Uint64
 	}
 
+	// failing is the outage of the writer's writes under way, nil while its last
+	// attempt went through (Writable, health.go); probing is held by the Writable
+	// call that probes, probed is when it last did.
+	failing atomic.Pointer[writeFailure]
+	probing sync.Mutex
+	probed  time.Time
+
 	// beforeInsert, set by tests only, runs before each INSERT of events, and
 	// beforeConfirm after each INSERT of leased events, before their leases are
 	// confirmed. cutInsert, set by tests only, runs before each INSERT of events
@@ -69,6 +76,7 @@ type Log struct {
 var (
 	_ eventlog.Log     = (*Log)(nil)
 	_ eventlog.Fencing = (*Log)(nil)
+	_ eventlog.Health  = (*Log)(nil)
 )
 
 // abortGrace is how long Close waits for the writer to stop after it aborted it.

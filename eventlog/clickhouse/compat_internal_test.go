@@ -615,6 +615,17 @@ func TestDumpStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Writable sends nothing while writes go through; once one failed, its probe.
+	r.at("writable")
+	if err := l.Writable(ctx); err != nil {
+		t.Fatal(err)
+	}
+	outage := errors.New("an attempt of the writer failed")
+	l.failing.Store(&writeFailure{since: time.Now(), cause: outage, err: outage})
+	if err := l.Writable(ctx); err != nil {
+		t.Fatal(err)
+	}
+
 	r.at("")
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -628,7 +639,7 @@ func TestDumpStatements(t *testing.T) {
 	}
 	for _, want := range []string{"create database", "migrate", "own", "append", "claim leased", "append leased", "claim", "read",
 		"read from a seq", "sessions", "sessions filtered", "sessions running", "sessions running, listing", "report", "report of an agent", "release",
-		"owners", "own again", "take over", "prune bus streams", "prune listed streams"} {
+		"owners", "own again", "take over", "prune bus streams", "prune listed streams", "writable"} {
 		if !steps[want] {
 			t.Errorf("step %q sent no statement", want)
 		}

@@ -16,8 +16,18 @@
 // batch (or found every event of it already stored), so the sink may commit its
 // bus offsets then. While ClickHouse is unreachable or failing with an error
 // that may pass, the writer retries the group with exponential backoff
-// (Config.RetryInitialBackoff up to Config.RetryMaxBackoff), logs every failed
-// attempt, and Append blocks until the write succeeds or its ctx ends. Events
+// (Config.RetryInitialBackoff up to Config.RetryMaxBackoff), and Append blocks
+// until the write succeeds or its ctx ends. The writer logs such an outage once
+// as it starts (a warning with its cause) and once as it ends (how long it
+// lasted), each attempt at debug level.
+//
+// Log implements eventlog.Health, for a node's readiness check: Writable returns
+// nil at the cost of an atomic load while the writer's last attempt went
+// through; once one failed, why, until an INSERT goes through again, the
+// writer's or Writable's own probe (at most one a second: one row into table
+// write_probes, schema 14, which no reader reads and which merges keep at one
+// row), so that a node learns that ClickHouse takes writes again although no
+// session wrote. Events
 // are never dropped: a caller either gets nil, or an error, and then its batch
 // was not written ("not written" in the message: refused before the writer took
 // it), or may have been (its ctx ended or Close gave up while the writer was

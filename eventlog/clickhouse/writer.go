@@ -339,6 +339,7 @@ func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
 		firstFail = time.Now()
 		live      = group
 	)
+	l.writeFailed(ctx, group, err)
 	for {
 		if live = l.dropCut(live); len(live) == 0 {
 			return // every caller gave up: the attempt may have been cut short for that
@@ -364,7 +365,10 @@ func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
 		wait := backoff(l.cfg, attempt)
 		attempt++
 		l.stats.retries.Add(1)
-		l.cfg.Logger.Warn("eventlog/clickhouse: write failed, retrying",
+		// The outage is logged once, as it starts and as it ends (writeFailed,
+		// wentThrough): a line per attempt of every group made a line every few
+		// seconds for as long as the server was down.
+		l.cfg.Logger.Debug("eventlog/clickhouse: write failed, retrying",
 			"err", err, "attempt", attempt, "retry_in", wait.Round(time.Millisecond),
 			"failing_for", time.Since(firstFail).Round(time.Millisecond), "appends", len(live), "buffered_events", l.Stats().Buffered)
 		timer := time.NewTimer(wait)
@@ -378,11 +382,12 @@ func (l *Log) writeGroup(ctx context.Context, group []*appendReq, err error) {
 		}
 		var d decision
 		if d, err = l.tryWrite(ctx, live, true); err == nil {
-			l.cfg.Logger.Info("eventlog/clickhouse: write succeeded after retries",
+			l.cfg.Logger.Debug("eventlog/clickhouse: write succeeded after retries",
 				"attempts", attempt+1, "outage", time.Since(firstFail).Round(time.Millisecond), "appends", len(live))
 			l.finish(live, d)
 			return
 		}
+		l.writeFailed(ctx, live, err)
 	}
 }
 
@@ -620,7 +625,11 @@ func (l *Log) insertRows(ctx context.Context, group []*appendReq, rows []row) er
 			return err
 		}
 	}
-	return l.insert(ctx, rows)
+	if err := l.insert(ctx, rows); err != nil {
+		return err
+	}
+	l.wentThrough("write")
+	return nil
 }
 
 // attemptCtx returns the context of one attempt to write group: it ends with ctx,
