@@ -50,7 +50,15 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int
 	// within the client's timeout; the request may still have created the topic, so
 	// it is sent again (a few times, while ctx lasts) and TopicAlreadyExists then
 	// counts as existing: created stays 0, which claims nothing about older records.
+	//
+	// A broker that has just started may refuse the request for a while
+	// (BROKER_NOT_AVAILABLE while a KRaft broker registers with its controller,
+	// NOT_CONTROLLER, LEADER_NOT_AVAILABLE): the request created nothing, and is
+	// sent again with back-off, for up to notReadyWait, while ctx lasts. A node
+	// started beside its broker (a compose file, a CI job) would otherwise exit.
 	timedOut := false
+	var notReadySince time.Time
+	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		res, err := a.client.CreateTopics(ctx, &kafkago.CreateTopicsRequest{
 			Topics: []kafkago.TopicConfig{{
@@ -68,6 +76,19 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int
 		case attempt < createAttempts && ctx.Err() == nil && isTimeout(err):
 			timedOut = true
 			continue
+		case notReady(err) && ctx.Err() == nil && (notReadySince.IsZero() || time.Since(notReadySince) < notReadyWait):
+			if notReadySince.IsZero() {
+				notReadySince = time.Now()
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return 0, fmt.Errorf("kafka: create topic %s (%d partitions, replication %d): %w (the broker was not ready; waited until %w)", wire, tc.Partitions, tc.ReplicationFactor, err, ctx.Err())
+			case <-t.C:
+			}
+			backoff = min(2*backoff, time.Second)
+			continue
 		default:
 			return 0, fmt.Errorf("kafka: create topic %s (%d partitions, replication %d): %w", wire, tc.Partitions, tc.ReplicationFactor, err)
 		}
@@ -77,6 +98,18 @@ func (a admin) ensureTopic(ctx context.Context, topic, wire string) (created int
 // createAttempts bounds the CreateTopics requests of one ensureTopic that the
 // broker did not answer in time.
 const createAttempts = 3
+
+// notReadyWait bounds how long ensureTopic sends a CreateTopics request again that
+// a broker refused as not ready yet (notReady).
+const notReadyWait = 30 * time.Second
+
+// notReady reports whether err is a broker's refusal to create a topic because it
+// is not ready yet (starting, or between controllers): the request created
+// nothing and may succeed soon.
+func notReady(err error) bool {
+	return errors.Is(err, kafkago.BrokerNotAvailable) || errors.Is(err, kafkago.NotController) ||
+		errors.Is(err, kafkago.LeaderNotAvailable) || errors.Is(err, kafkago.ThrottlingQuotaExceeded)
+}
 
 // isTimeout reports whether err is a request that was not answered in time (the
 // client's own timeout, not the caller's context).
