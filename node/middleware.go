@@ -12,6 +12,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/troupe-run/troupe/eventlog"
 )
 
 // Metrics are a node's Prometheus metrics, in a registry of its own (served at
@@ -193,7 +195,11 @@ func (r retry) middleware(h message.HandlerFunc) message.HandlerFunc {
 			next()
 			wait := next()
 			r.onRetry()
-			r.logger.Warn("bus message handler failed; retrying", "handler", message.HandlerNameFromCtx(ctx), "message", msg.UUID,
+			level := slog.LevelWarn
+			if errors.Is(err, eventlog.ErrFull) {
+				level = slog.LevelDebug // the node tells an outage of its log once (logOutage)
+			}
+			r.logger.Log(ctx, level, "bus message handler failed; retrying", "handler", message.HandlerNameFromCtx(ctx), "message", msg.UUID,
 				"retry", try+1, "max_retries", r.max, "wait", wait, "err", err)
 			t := time.NewTimer(wait)
 			select {

@@ -884,9 +884,12 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return fmt.Errorf("task %s for session %s: %w", env.ID, env.SessionID, err) // retried
 	}
 	if err, ok := res.(error); ok {
-		if errors.Is(err, actors.ErrNotOwner) || errors.Is(err, actors.ErrSessionFailed) {
+		if errors.Is(err, actors.ErrNotOwner) || errors.Is(err, actors.ErrSessionFailed) || errors.Is(err, eventlog.ErrFull) {
 			// The partition is moving: its next owner reads the task again. Or the
 			// session's actor failed: its next one, which a retry starts, may take it.
+			// Or the log had no room for it (a full disk): the task is sound, and the
+			// bus holds it until space is freed (a client over HTTP is told 503 and
+			// sends it again; a task from the bus has nobody to tell).
 			return fmt.Errorf("task %s: %w", env.ID, err)
 		}
 		return fmt.Errorf("%w: task %s for session %s: %w", errPermanent, env.ID, env.SessionID, err)
