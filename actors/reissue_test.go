@@ -169,8 +169,12 @@ func TestBusEffectsReissueStops(t *testing.T) {
 
 	answered := toolRequest("s-1", 4, "gate")
 	b.Perform(answered, r.to)
-	waitUntil(t, "the request published", func() bool { return seen.count(answered.Key) == 1 })
+	// At least once: on a loaded machine the 5 ms re-issue may come before this
+	// goroutine looks (it waited for exactly one, for ever, in a CI run).
+	waitUntil(t, "the request published", func() bool { return seen.count(answered.Key) >= 1 })
 	b.Deliver(messages.EffectReply{SessionID: "s-1", Key: answered.Key, Output: "paid"})
+	// A re-issue under way as the answer came may still go out; none after it.
+	atAnswer := seen.count(answered.Key)
 
 	cancelled := toolRequest("s-1", 5, "gate")
 	b.Perform(cancelled, r.to)
@@ -196,8 +200,8 @@ func TestBusEffectsReissueStops(t *testing.T) {
 		t.Errorf("a request of a session that moved was published %d times, waited for: %v, answered %+v",
 			n, b.Waiting(moved.Key), r.of(moved.Key))
 	}
-	if n := seen.count(answered.Key); n != 1 {
-		t.Errorf("a request answered at once was published %d times", n)
+	if n := seen.count(answered.Key); n > atAnswer+1 {
+		t.Errorf("a request was published %d times after its answer", n-atAnswer)
 	}
 	if n := seen.count(cancelled.Key); n > atCancel+1 {
 		t.Errorf("a cancelled request was published %d times after its cancellation", n-atCancel)
