@@ -131,9 +131,11 @@ func (r Report) String() string {
 	return b.String()
 }
 
-// Run consolidates t once: it plans from t's snapshot (Plan), asks the model for the
-// distilled facts and the conflict judgements, and applies the decisions through t,
-// each with the idempotency key DecisionKey(key, d). A run repeated with the same key
+// Run consolidates t once: it plans from t's snapshot (Plan), applies the decisions
+// that need no model through t, then asks the model for each distilled fact and
+// conflict judgement in turn, applying each answer before the next question (a run
+// cut short keeps every answer it got), each decision with the idempotency key
+// DecisionKey(key, d). A run repeated with the same key
 // (after a crash, say) applies nothing twice: decisions already applied are either
 // no longer planned (their memories changed) or carry a key t has already seen.
 // Decisions whose memories vanished meanwhile are skipped, as are those the model
@@ -148,92 +150,119 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 	if err := refresh(ctx, t); err != nil {
 		return rep, err
 	}
-	snap := t.Snapshot()
-	byID := make(map[string]memory.Memory, len(snap))
-	for _, m := range snap {
-		byID[m.ID] = m
-	}
-	planned := Plan(c.now(), snap, c.policy)
+	planned := Plan(c.now(), t.Snapshot(), c.policy)
 
-	// Ask the model first: it may take a while, and nothing is applied meanwhile.
-	var apply []Decision
-	step, unjudged := 0, 0
-	for _, d := range planned {
-		switch {
-		case d.Kind == Distill:
-			if c.model == nil {
-				rep.skip(d, "no model configured: a cluster is distilled by a model only")
-				continue
-			}
-			step++
-			ok, err := c.distill(ctx, key, step, &d, byID)
-			if ctx.Err() != nil {
-				return rep, ctx.Err()
-			}
-			if err != nil {
-				rep.skip(d, err.Error())
-				continue
-			}
-			if !ok {
-				rep.skip(d, "the model found no durable fact in them")
-				continue
-			}
-		case d.Kind == Invalidate && d.Judge:
-			if c.model == nil {
-				unjudged++
-				continue
-			}
-			step++
-			yes, err := c.judge(ctx, key, step, &d, byID)
-			if ctx.Err() != nil {
-				return rep, ctx.Err()
-			}
-			if err != nil {
-				rep.skip(d, err.Error())
-				continue
-			}
-			if !yes {
-				rep.skip(d, "not contradicted: "+d.Reason)
-				continue
-			}
-		}
-		apply = append(apply, d)
-	}
-	if unjudged > 0 {
-		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%d pair(s) of close facts not judged for conflicts: no model configured", unjudged))
-	}
-
-	// Apply against the namespace as it is now.
+	// The decisions that need no model are applied at once, against the namespace
+	// as it is now (planning a large namespace takes a while; a run cut short later
+	// keeps them).
 	if err := refresh(ctx, t); err != nil {
 		return rep, err
 	}
-	live := map[string]memory.Memory{}
-	for _, m := range t.Snapshot() {
-		live[m.ID] = m
+	live := snapshot(t)
+	var asks []Decision
+	for _, d := range planned {
+		if d.Kind == Distill || d.Kind == Invalidate && d.Judge {
+			asks = append(asks, d)
+			continue
+		}
+		if err := c.applyOne(ctx, t, key, d, live, &rep); err != nil {
+			return rep, err
+		}
 	}
-	for _, d := range apply {
+
+	// Then each question to the model, its answer applied as soon as it comes: it
+	// is recorded (the event of the fact written, of the memory invalidated) before
+	// the next question, so that a run cut short (a kill, the run's timeout) never
+	// throws away an answer it was given, and the run after it asks only what was
+	// not answered.
+	step, unjudged := 0, 0
+	for _, d := range asks {
+		if c.model == nil {
+			if d.Kind == Distill {
+				rep.skip(d, "no model configured: a cluster is distilled by a model only")
+			} else {
+				unjudged++
+			}
+			continue
+		}
 		if gone := vanished(d, live); gone != "" {
 			rep.skip(d, gone+" vanished meanwhile")
 			continue
 		}
-		err := c.apply(ctx, t, key, &d, live)
-		switch {
-		case err == nil:
-			rep.count(d)
-		case ctx.Err() != nil:
-			return rep, ctx.Err()
-		case errors.Is(err, memory.ErrNotFound):
-			rep.skip(d, "a memory vanished meanwhile: "+err.Error())
-		case errors.Is(err, memory.ErrInvalid):
-			rep.skip(d, "refused by the namespace: "+err.Error())
-		default:
-			return rep, fmt.Errorf("consolidator: %s: %s: %w", rep.Namespace, d.Kind, err)
+		step++
+		var (
+			ok  bool
+			err error
+		)
+		if d.Kind == Distill {
+			ok, err = c.distill(ctx, key, step, &d, live)
+		} else {
+			ok, err = c.judge(ctx, key, step, &d, live)
 		}
+		if ctx.Err() != nil {
+			return rep, ctx.Err()
+		}
+		switch {
+		case err != nil:
+			rep.skip(d, err.Error())
+			continue
+		case !ok && d.Kind == Distill:
+			rep.skip(d, "the model found no durable fact in them")
+			continue
+		case !ok:
+			rep.skip(d, "not contradicted: "+d.Reason)
+			continue
+		}
+		// The model may have taken a while: apply against the namespace as it is now.
+		if _, stale := t.(Refresher); stale {
+			if err := refresh(ctx, t); err != nil {
+				return rep, err
+			}
+			live = snapshot(t)
+		}
+		if err := c.applyOne(ctx, t, key, d, live, &rep); err != nil {
+			return rep, err
+		}
+	}
+	if unjudged > 0 {
+		rep.Skipped = append(rep.Skipped, fmt.Sprintf("%d pair(s) of close facts not judged for conflicts: no model configured", unjudged))
 	}
 	c.logger.Info("memory consolidated", "namespace", rep.Namespace, "key", key,
 		"forgotten", rep.Forgotten, "merged", rep.Merged, "promoted", rep.Promoted,
 		"distilled", rep.Distilled, "invalidated", rep.Invalidated, "skipped", len(rep.Skipped))
 	return rep, nil
+}
+
+// snapshot is t's memories by ID.
+func snapshot(t Target) map[string]memory.Memory {
+	live := map[string]memory.Memory{}
+	for _, m := range t.Snapshot() {
+		live[m.ID] = m
+	}
+	return live
+}
+
+// applyOne applies d unless one of its memories vanished, and reports it in rep; the
+// error is a failure of t or of ctx, which ends the run.
+func (c *Consolidator) applyOne(ctx context.Context, t Target, key string, d Decision, live map[string]memory.Memory, rep *Report) error {
+	if gone := vanished(d, live); gone != "" {
+		rep.skip(d, gone+" vanished meanwhile")
+		return nil
+	}
+	err := c.apply(ctx, t, key, &d, live)
+	switch {
+	case err == nil:
+		rep.count(d)
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case errors.Is(err, memory.ErrNotFound):
+		rep.skip(d, "a memory vanished meanwhile: "+err.Error())
+	case errors.Is(err, memory.ErrInvalid):
+		rep.skip(d, "refused by the namespace: "+err.Error())
+	default:
+		return fmt.Errorf("consolidator: %s: %s: %w", rep.Namespace, d.Kind, err)
+	}
+	return nil
 }
 
 func refresh(ctx context.Context, t Target) error {

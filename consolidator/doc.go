@@ -34,9 +34,11 @@
 //     (the most important first) form clusters of MinCluster (3) to MaxCluster (20),
 //     unless a semantic memory already has all of them as sources.
 //
-// A Consolidator runs one pass over a namespace (Run): it plans, asks the optional
-// model (llm.Model) for each cluster's fact and each candidate conflict's verdict,
-// and applies the decisions through a Target, the namespace (*memory.Namespace
+// A Consolidator runs one pass over a namespace (Run): it plans, applies the
+// decisions that need no model, then asks the optional model (llm.Model) for each
+// cluster's fact and each candidate conflict's verdict, applying each answer before
+// it asks the next question (a run cut short, by a kill or its timeout, keeps the
+// answers it got, and the next run asks only the rest), all through a Target, the namespace (*memory.Namespace
 // satisfies it). Each decision's idempotency key is DecisionKey(key, decision): a run
 // repeated with the same key after a crash applies nothing twice, and decisions whose
 // memories vanished meanwhile are skipped. Without a model nothing is distilled and

@@ -119,6 +119,9 @@ type item struct {
 	gone bool
 	// invalidated is set by a conflict decision of this plan.
 	invalidated bool
+	// merged is set when a merge of this plan folds the memory into another, which
+	// keeps its sources.
+	merged bool
 }
 
 func (it *item) valid() bool { return !it.gone && it.m.InvalidAt == nil && !it.invalidated }
@@ -250,7 +253,7 @@ func (pl *planner) dedupe() {
 				keepers = append(keepers, k)
 			}
 			merged[k] = append(merged[k], it.m.ID)
-			it.gone = true
+			it.gone, it.merged = true, true
 		}
 		for _, k := range keepers {
 			pl.emit(Decision{Kind: Merge, Into: k.m.ID, IDs: merged[k],
@@ -271,7 +274,7 @@ func (pl *planner) dedupe() {
 					continue
 				}
 				if c, ok := cosine(k.m.Vector, it.m.Vector); ok && c >= pl.p.DuplicateThreshold && !pl.contradict(k, it) {
-					it.gone = true
+					it.gone, it.merged = true, true
 					ids = append(ids, it.m.ID)
 					s, _ := atLeast(c, pl.p.DuplicateThreshold)
 					cos = append(cos, s)
@@ -461,9 +464,10 @@ func (pl *planner) clusters() {
 		return
 	}
 	// The source sets of the semantic memories: a cluster they cover is distilled.
+	// Those of a memory merged away count: the memory it goes into keeps them.
 	var distilled []map[string]bool
 	for _, it := range pl.items {
-		if it.gone || it.tier != memory.Semantic {
+		if it.gone && !it.merged || it.tier != memory.Semantic {
 			continue
 		}
 		set := map[string]bool{}

@@ -297,3 +297,17 @@ func TestPlanDoesNotMergeFactsThatContradict(t *testing.T) {
 			Reason: "newer s2 (2026-03-01) says alice lives_in berlin, this (2026-01-10) says alice lives_in paris: lives_in is functional"},
 	})
 }
+
+// A fact merged into another in the same plan still covers its cluster: the memory
+// it is merged into keeps its sources. Before, the plan merged the fact away and then
+// proposed its cluster for distillation again: one more model call, and one more fact
+// that the next run merged in turn.
+func TestPlanMergedFactStillCoversItsCluster(t *testing.T) {
+	kept := withHash(mem("s0", memory.Semantic, 0.9, 0), "same")
+	fact := withHash(mem("s1", memory.Semantic, 0.6, 0), "same")
+	fact.Sources = []messages.MemorySource{{Kind: "memory", ID: "e1"}, {Kind: "memory", ID: "e2"}, {Kind: "memory", ID: "e3"}}
+	got := consolidator.Plan(now, append(episodes(), kept, fact), only(consolidator.Policy{ClusterThreshold: 0.8}))
+	check(t, got, []consolidator.Decision{
+		{Kind: consolidator.Merge, Into: "s0", IDs: []string{"s1"}, Reason: "same content hash as s0"},
+	})
+}

@@ -1089,3 +1089,21 @@ func TestSearchFindsEitherUnicodeSpelling(t *testing.T) {
 		}
 	}
 }
+
+// A memory that reads the same as a stored one, but for characters that show nothing
+// (a zero width space or a byte order mark pasted from a chat or a web page), is the
+// stored one: it is not written again.
+func TestAddInvisibleCharactersAreNoNewMemory(t *testing.T) {
+	f := newFixture(t)
+	ns := f.ns(t, "user:alice")
+	res := add(t, ns, "k1", memory.AddRequest{Tier: memory.Semantic, Content: "Bob drinks café au lait every day"})
+	for i, c := range []string{"Bob\u200b drinks café au lait every day", "\ufeffBob drinks cafe\u0301 au lait every day", "Bob drinks ca\u00adfé au lait every day"} {
+		again := add(t, ns, fmt.Sprintf("k%d", i+2), memory.AddRequest{Tier: memory.Semantic, Content: c})
+		if again[0] != (memory.AddResult{ID: res[0].ID, Event: "NONE"}) {
+			t.Errorf("%q: %v, want the stored %s", c, again, res[0].ID)
+		}
+	}
+	if n := len(events(t, f.log, "user:alice")); n != 1 {
+		t.Errorf("%d events, want the one memory added", n)
+	}
+}

@@ -197,13 +197,21 @@ func isASCIILower(w string) bool {
 }
 
 // Normalize is the form ContentHash hashes: Unicode NFC, lowercased, trimmed, with
-// every run of whitespace collapsed to one space.
+// every run of whitespace collapsed to one space, and without the characters that
+// show nothing (invisible): two texts that read the same are one.
 func Normalize(text string) string {
-	return strings.Join(strings.Fields(strings.ToLower(norm.NFC.String(text))), " ")
+	return strings.Join(strings.Fields(strings.ToLower(norm.NFC.String(invisible.Replace(text)))), " ")
 }
 
+// invisible removes the format characters that neither show nor change how the text
+// around them shows: the zero width space, the word joiner, the zero width no-break
+// space (a byte order mark pasted in) and the soft hyphen. The zero width joiner and
+// non-joiner stay: they change how Persian, Indic scripts and emoji are drawn.
+var invisible = strings.NewReplacer("\u200b", "", "\u2060", "", "\ufeff", "", "\u00ad", "")
+
 // ContentHash is the hex SHA-256 of Normalize(text): two memories with the same hash
-// are exact duplicates up to Unicode composition, case and whitespace.
+// are exact duplicates up to Unicode composition, case, whitespace and invisible
+// characters.
 func ContentHash(text string) string {
 	sum := sha256.Sum256([]byte(Normalize(text)))
 	return hex.EncodeToString(sum[:])

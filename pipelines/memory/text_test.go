@@ -93,6 +93,17 @@ func TestContentHash(t *testing.T) {
 	if ContentHash("hello world") == ContentHash("hello world!") {
 		t.Error("different texts share a hash")
 	}
+	// Characters that show nothing do not make another text (pasted from a web page
+	// or a chat, they would store a memory twice that reads the same), but a zero
+	// width joiner, which changes how the text is drawn, does.
+	for _, s := range []string{"hello\u200b world", "\ufeffhello world", "hel\u00adlo wor\u2060ld"} {
+		if got := ContentHash(s); got != helloWorld {
+			t.Errorf("ContentHash(%q) = %s, want that of %q", s, got, "hello world")
+		}
+	}
+	if ContentHash("\U0001F469\u200d\U0001F4BB") == ContentHash("\U0001F469\U0001F4BB") {
+		t.Error("a zero width joiner is dropped: it makes another emoji")
+	}
 	if got := Normalize(" Ça  VA\n"); got != "ça va" {
 		t.Errorf("Normalize = %q, want %q", got, "ça va")
 	}
