@@ -2,12 +2,22 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // hostileText is what a task, a model or a tool may say to the dashboard: markup,
@@ -53,4 +63,140 @@ func TestDashboardAPIAnswersAreTypedAndNotSniffed(t *testing.T) {
 		resp.Body.Close()
 		cancel()
 	}
+}
+
+// hostileModel answers as its script does, except a task that asks it to fail:
+// then its error (which the session's failure reports) is hostile text.
+type hostileModel struct{ inner llm.Model }
+
+func (m hostileModel) Name() string { return m.inner.Name() }
+
+func (m hostileModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	for _, msg := range r.Messages {
+		if strings.Contains(msg.Content, "please fail") {
+			return llm.Response{}, errors.New("model refused: " + hostileText)
+		}
+	}
+	return m.inner.Generate(ctx, r)
+}
+
+// leakTool answers every call with its hostile result.
+type leakTool struct{ result string }
+
+func (leakTool) Spec() messages.ToolSpec {
+	return messages.ToolSpec{Name: "leak", Description: "says something hostile", Parameters: json.RawMessage(`{"type":"object"}`)}
+}
+
+func (l leakTool) Call(context.Context, tools.Call) (string, error) { return l.result, nil }
+
+// A walk of the dashboard over sessions whose every shown field is hostile: the
+// task's input, the model's calls (arguments and an unknown tool's name) and
+// answer, a tool's result, errors, the approval's reason; a megabyte of each where
+// the node takes it. Nothing of it runs (no handler fires, nothing is fetched from
+// the address it names, the policy refuses nothing because nothing was parsed as
+// markup), no link becomes javascript:, the pages stay usable (the list renders,
+// the Approve button answers, nothing overflows the window) and none hangs.
+func TestDashboardShowsHostileSessionsAsTextInChromium(t *testing.T) {
+	bin := chromium(t)
+	var hits atomic.Int64
+	rec := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		t.Logf("the recorder was asked for %s", r.URL)
+	}))
+	t.Cleanup(rec.Close)
+	// The hostile text names the recorder: markup parsed as HTML would fetch it.
+	evil := strings.ReplaceAll(hostileText, "src=x", "src="+rec.URL+"/img") +
+		`<img src=x onerror="fetch('` + rec.URL + `/fetch')"><link rel=stylesheet href="` + rec.URL + `/css">` +
+		`<iframe src="javascript:parent.__owned=4"></iframe>`
+	big := func(n int) string { return evil + " " + strings.Repeat("<b>A", n/4) }
+	args, _ := json.Marshal(map[string]string{"to": "\u202emoc.elpmaxe@eve", "body": big(4 << 10)})
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{Content: evil, ToolCalls: []messages.ToolCall{
+			{ID: "call_mail", Name: "send_email", Arguments: string(args)},
+			{ID: "call_leak", Name: "leak", Arguments: `{"q":` + strconv.Quote(evil) + `}`},
+			{ID: "call_calc", Name: "calculator", Arguments: `{"expression":` + strconv.Quote(evil) + `}`},
+			{ID: "call_evil", Name: `<img src=x onerror="window.__owned=5">`, Arguments: evil},
+		}},
+		{Content: big(1 << 20)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	n := nodetest.Start(t, node.Config{Model: hostileModel{model},
+		Tools:  []tools.Tool{tools.Calculator{}, emailTool{&sent}, leakTool{big(32 << 10)}},
+		Agents: []node.NamedAgent{{Name: "mailer", Tools: []string{"send_email", "calculator", "leak"}, Approvals: []string{"send_email"}}}})
+	// The input stays within the model's window: a longer one is condensed by a call of
+	// its own, which the script does not expect.
+	input := big(64 << 10)
+	if _, err := n.Submit(context.Background(), node.Task{Input: input, SessionID: "hx-ap", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Submit(context.Background(), node.Task{Input: "please fail " + evil, SessionID: "hx-fail", Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	waitApproval(t, n, "hx-ap")
+	waitEnded(t, n, "hx-fail")
+	base := serveUI(t, n.Handler())
+
+	b := newBrowser(t, bin)
+	// clean checks what the page must never show, whatever it draws.
+	clean := func(page string) {
+		t.Helper()
+		var got struct {
+			Owned    any
+			Markup   int
+			JSLinks  []string
+			Overflow int
+		}
+		b.eval(`({Owned: window.__owned ?? null,
+			Markup: document.querySelectorAll("main img, main script, main style, main link, main iframe, main meta, main b, main object, main embed").length,
+			JSLinks: [...document.querySelectorAll("a[href], [src], [action], [formaction]")].map((e) => e.getAttribute("href") || e.getAttribute("src") || e.getAttribute("action") || e.getAttribute("formaction")).filter((h) => /^\s*javascript:/i.test(h)),
+			Overflow: document.documentElement.scrollWidth - window.innerWidth})`, &got)
+		if got.Owned != nil || got.Markup != 0 || len(got.JSLinks) != 0 {
+			t.Errorf("%s: hostile text became markup: window.__owned %v, %d elements, javascript: links %q", page, got.Owned, got.Markup, got.JSLinks)
+		}
+		if got.Overflow > 0 {
+			t.Errorf("%s: the page is %d px wider than the window", page, got.Overflow)
+		}
+		if h := hits.Load(); h != 0 {
+			t.Errorf("%s: the page fetched the hostile text's address %d times", page, h)
+		}
+	}
+
+	b.navigate(base + "#/sessions")
+	b.waitTrue("both sessions listed", `document.querySelector('tr[data-session="hx-ap"] a.badge.waiting') && document.querySelector('tr[data-session="hx-fail"] .badge.failed')`)
+	clean("the sessions list")
+
+	b.navigate(base + "#/sessions/hx-fail")
+	b.waitText("main", "model refused: <img src=")
+	clean("the failed session")
+
+	b.navigate(base + "#/approvals")
+	b.waitTrue("the hostile call listed", `document.querySelector("main td.args pre")?.textContent.includes("moc.elpmaxe@eve")`)
+	clean("the approvals page")
+	b.typeInto("main input", evil)
+	b.click("main button.approve")
+	b.waitText("main", "No tool call waits for approval.")
+	waitEnded(t, n, "hx-ap")
+	if sent.Load() != 1 {
+		t.Fatalf("the approved email was sent %d times", sent.Load())
+	}
+
+	b.navigate(base + "#/sessions/hx-ap")
+	b.waitTrue("the answer shown", `document.getElementById("answer")?.textContent.length > 1000000`)
+	b.waitText(".tree", "approved: <img src=")
+	b.waitText(".tree", "leak → <img src=")
+	b.waitText(".tree", "task: <img src=")
+	clean("the hostile session")
+	// Each event's payload, a megabyte among them, is shown as text on a click.
+	for _, typ := range []string{"task.submitted", "model.responded", "tool.requested", "tool.completed", "approval.resolved", "task.completed"} {
+		q, _ := json.Marshal(typ)
+		b.eval(fmt.Sprintf(`[...document.querySelectorAll(".step")].find((s) => s.querySelector(".type").textContent === %s).click()`, q), nil)
+		b.waitText(".detail h2", typ)
+		clean("the payload of " + typ)
+	}
+	b.navigate(base + "#/charts")
+	b.waitTrue("the charts drawn", `document.querySelectorAll(".chart svg").length === 5`)
+	clean("the charts")
 }
