@@ -148,13 +148,27 @@ func TestDashboardShowsHostileSessionsAsTextInChromium(t *testing.T) {
 			Markup   int
 			JSLinks  []string
 			Overflow int
+			Hidden   []string
 		}
 		b.eval(`({Owned: window.__owned ?? null,
 			Markup: document.querySelectorAll("main img, main script, main style, main link, main iframe, main meta, main b, main object, main embed").length,
 			JSLinks: [...document.querySelectorAll("a[href], [src], [action], [formaction]")].map((e) => e.getAttribute("href") || e.getAttribute("src") || e.getAttribute("action") || e.getAttribute("formaction")).filter((h) => /^\s*javascript:/i.test(h)),
-			Overflow: document.documentElement.scrollWidth - window.innerWidth})`, &got)
+			Overflow: document.documentElement.scrollWidth - window.innerWidth,
+			Hidden: (() => {
+				const found = [], w = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+				while (w.nextNode()) {
+					const m = w.currentNode.data.match(/.{0,20}[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff].{0,20}/);
+					if (m) found.push(m[0]);
+				}
+				return found;
+			})()})`, &got)
 		if got.Owned != nil || got.Markup != 0 || len(got.JSLinks) != 0 {
 			t.Errorf("%s: hostile text became markup: window.__owned %v, %d elements, javascript: links %q", page, got.Owned, got.Markup, got.JSLinks)
+		}
+		// A bidi override or an invisible character shows as what it is: the text
+		// reads as the tool gets it.
+		if len(got.Hidden) != 0 {
+			t.Errorf("%s: the page shows text with bidi or invisible characters as they are: %q", page, got.Hidden)
 		}
 		if got.Overflow > 0 {
 			t.Errorf("%s: the page is %d px wider than the window", page, got.Overflow)
@@ -173,7 +187,7 @@ func TestDashboardShowsHostileSessionsAsTextInChromium(t *testing.T) {
 	clean("the failed session")
 
 	b.navigate(base + "#/approvals")
-	b.waitTrue("the hostile call listed", `document.querySelector("main td.args pre")?.textContent.includes("moc.elpmaxe@eve")`)
+	b.waitTrue("the hostile call listed", `document.querySelector("main td.args pre")?.textContent.includes('"to":"[U+202E]moc.elpmaxe@eve"')`)
 	clean("the approvals page")
 	b.typeInto("main input", evil)
 	b.click("main button.approve")

@@ -33,10 +33,21 @@ function el(tag, attrs = {}, ...children) {
 function append(parent, children) {
   for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
-    parent.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    parent.append(c instanceof Node ? c : document.createTextNode(visible(String(c))));
   }
   return parent;
 }
+
+// INVISIBLE matches the characters that change how text around them reads without
+// showing themselves: bidi embeddings, overrides, isolates and marks, zero-width
+// spaces, word joiners and byte-order marks.
+const INVISIBLE = /[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
+
+// visible shows each INVISIBLE character as [U+XXXX]: what a model or a tool
+// says may hide one in a call's arguments, and the text shown must read as the
+// tool gets it (an argument "\u202emoc.elpmaxe@eve" would otherwise read as
+// "eve@example.com" on the approvals page).
+const visible = (s) => s.replace(INVISIBLE, (ch) => "[U+" + ch.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "]");
 
 function render(...children) {
   main.replaceChildren();
