@@ -112,7 +112,9 @@ func TestDashboardShowsHostileSessionsAsTextInChromium(t *testing.T) {
 	args, _ := json.Marshal(map[string]string{"to": "\u202emoc.elpmaxe@eve", "body": big(4 << 10)})
 	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
 		{Content: evil, ToolCalls: []messages.ToolCall{
-			{ID: "call_mail", Name: "send_email", Arguments: string(args)},
+			// A model's call ID is any string: ".." in the answer's URL would be a
+			// dot segment.
+			{ID: "..", Name: "send_email", Arguments: string(args)},
 			{ID: "call_leak", Name: "leak", Arguments: `{"q":` + strconv.Quote(evil) + `}`},
 			{ID: "call_calc", Name: "calculator", Arguments: `{"expression":` + strconv.Quote(evil) + `}`},
 			{ID: "call_evil", Name: `<img src=x onerror="window.__owned=5">`, Arguments: evil},

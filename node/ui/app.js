@@ -643,6 +643,11 @@ async function sessionPage(id, seq, { signal }) {
 
 // --- approvals --------------------------------------------------------------
 
+// callRef names a waiting call in its answer's URL: its call_id, the model's, or
+// its key when the call_id is "." or "..", which the browser would take for a
+// path's dot segment (a POST to the session's URL, not the call's: 404).
+const callRef = (a) => (a.call && a.call !== "." && a.call !== ".." ? a.call : a.key);
+
 function approvalsTable(list, after) {
   return el("table", {},
     el("thead", {}, el("tr", {}, el("th", {}, "Session"), el("th", {}, "Tool"), el("th", {}, "Arguments"),
@@ -652,7 +657,7 @@ function approvalsTable(list, after) {
       const answer = async (approve, btns) => {
         btns.forEach((b) => { b.disabled = true; });
         try {
-          await api(`/v1/sessions/${encodeURIComponent(a.session_id)}/approvals/${encodeURIComponent(a.call)}`, {
+          await api(`/v1/sessions/${encodeURIComponent(a.session_id)}/approvals/${encodeURIComponent(callRef(a))}`, {
             method: "POST", headers: { "Content-Type": "application/json" },
             body: JSON.stringify({ approve, reason: reason.value }) });
           await after();
