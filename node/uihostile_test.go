@@ -212,6 +212,12 @@ func TestDashboardShowsHostileSessionsAsTextInChromium(t *testing.T) {
 		b.waitText(".detail h2", typ)
 		clean("the payload of " + typ)
 	}
+	// A link with a malformed escape in the session's place is no session: the page
+	// says so, and its links still work.
+	b.navigate(base + "#/sessions/%E0%A4%A")
+	b.waitText("main", "No such page")
+	b.click(`header nav a[data-route="approvals"]`)
+	b.waitText("main", "No tool call waits for approval.")
 	b.navigate(base + "#/charts")
 	b.waitTrue("the charts drawn", `document.querySelectorAll(".chart svg").length === 5`)
 	clean("the charts")

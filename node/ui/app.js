@@ -236,7 +236,18 @@ function route() {
     case "sessions":
       // #/sessions/ID[/SEQ]: a session's timeline, with event SEQ shown (session IDs
       // have no "/").
-      done = rest.length ? sessionPage(decodeURIComponent(rest[0]), Number(rest[1]) || 0, ctx) : sessionsPage(ctx);
+      if (!rest.length) {
+        done = sessionsPage(ctx);
+        break;
+      }
+      try {
+        done = sessionPage(decodeURIComponent(rest[0]), Number(rest[1]) || 0, ctx);
+      } catch {
+        // A malformed escape (a link cut short): no session's page, and not the
+        // one shown before either.
+        render(el("p", {}, "No such page: the session's ID in the address is not well formed. ", link("#/sessions", "Sessions")));
+        return;
+      }
       break;
     case "charts":
       done = chartsPage(ctx);
