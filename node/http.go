@@ -65,7 +65,19 @@ func (n *Node) Handler() http.Handler {
 		// spans, over POST /v1/tasks, A2A or MCP).
 		routed = withTraceparent(routed)
 	}
-	return answerUnread(n.gate.wrap(routed))
+	return answerUnread(noSniff(n.gate.wrap(routed)))
+}
+
+// noSniff has every answer forbid the browser to guess its type from its body
+// (X-Content-Type-Options: nosniff): an answer holds what tasks, models and tools
+// said (hostile text among it), and one opened directly in a browser must stay
+// the JSON or event stream it says it is, never be taken for a page. The
+// dashboard's files (ui.go) set it too, being served by their own handler.
+func noSniff(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		h.ServeHTTP(w, r)
+	})
 }
 
 // answerUnread serves h so that an answer given before the request's body was read

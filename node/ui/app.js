@@ -33,10 +33,21 @@ function el(tag, attrs = {}, ...children) {
 function append(parent, children) {
   for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
-    parent.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    parent.append(c instanceof Node ? c : document.createTextNode(visible(String(c))));
   }
   return parent;
 }
+
+// INVISIBLE matches the characters that change how text around them reads without
+// showing themselves: bidi embeddings, overrides, isolates and marks, zero-width
+// spaces, word joiners and byte-order marks.
+const INVISIBLE = /[\u061c\u200b\u200e\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]/g;
+
+// visible shows each INVISIBLE character as [U+XXXX]: what a model or a tool
+// says may hide one in a call's arguments, and the text shown must read as the
+// tool gets it (an argument "\u202emoc.elpmaxe@eve" would otherwise read as
+// "eve@example.com" on the approvals page).
+const visible = (s) => s.replace(INVISIBLE, (ch) => "[U+" + ch.charCodeAt(0).toString(16).toUpperCase().padStart(4, "0") + "]");
 
 function render(...children) {
   main.replaceChildren();
@@ -225,7 +236,18 @@ function route() {
     case "sessions":
       // #/sessions/ID[/SEQ]: a session's timeline, with event SEQ shown (session IDs
       // have no "/").
-      done = rest.length ? sessionPage(decodeURIComponent(rest[0]), Number(rest[1]) || 0, ctx) : sessionsPage(ctx);
+      if (!rest.length) {
+        done = sessionsPage(ctx);
+        break;
+      }
+      try {
+        done = sessionPage(decodeURIComponent(rest[0]), Number(rest[1]) || 0, ctx);
+      } catch {
+        // A malformed escape (a link cut short): no session's page, and not the
+        // one shown before either.
+        render(el("p", {}, "No such page: the session's ID in the address is not well formed. ", link("#/sessions", "Sessions")));
+        return;
+      }
       break;
     case "charts":
       done = chartsPage(ctx);
@@ -632,6 +654,11 @@ async function sessionPage(id, seq, { signal }) {
 
 // --- approvals --------------------------------------------------------------
 
+// callRef names a waiting call in its answer's URL: its call_id, the model's, or
+// its key when the call_id is "." or "..", which the browser would take for a
+// path's dot segment (a POST to the session's URL, not the call's: 404).
+const callRef = (a) => (a.call && a.call !== "." && a.call !== ".." ? a.call : a.key);
+
 function approvalsTable(list, after) {
   return el("table", {},
     el("thead", {}, el("tr", {}, el("th", {}, "Session"), el("th", {}, "Tool"), el("th", {}, "Arguments"),
@@ -641,7 +668,7 @@ function approvalsTable(list, after) {
       const answer = async (approve, btns) => {
         btns.forEach((b) => { b.disabled = true; });
         try {
-          await api(`/v1/sessions/${encodeURIComponent(a.session_id)}/approvals/${encodeURIComponent(a.call)}`, {
+          await api(`/v1/sessions/${encodeURIComponent(a.session_id)}/approvals/${encodeURIComponent(callRef(a))}`, {
             method: "POST", headers: { "Content-Type": "application/json" },
             body: JSON.stringify({ approve, reason: reason.value }) });
           await after();
