@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"slices"
+	"syscall"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
@@ -262,6 +264,21 @@ func (r *partitionReader) readAll(b protocol.RecordReader, skip string, add func
 			return fmt.Errorf("fetch: %w", err)
 		}
 	}
+}
+
+// dropIdleConns closes the transport's idle connections: one was found closed by
+// the broker or the network, which then closed those idle as long too.
+func (r *partitionReader) dropIdleConns() {
+	if t, ok := r.client.Transport.(*kafkago.Transport); ok {
+		t.CloseIdleConnections()
+	}
+}
+
+// closedConn reports whether err is a request's connection found closed (by the
+// broker or the network) rather than an answer of the broker's.
+func closedConn(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 func closeBytes(rec *protocol.Record) {

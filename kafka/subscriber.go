@@ -403,6 +403,16 @@ type fetchedRecord struct {
 func (sub *subscription) fetch(ctx context.Context, rd *partitionReader, out chan<- fetchedRecord, lag *partitionLag, logger watermill.LoggerAdapter) {
 	for {
 		recs, err := rd.fetch(ctx)
+		for again := 0; err != nil && closedConn(err) && ctx.Err() == nil && again < 3; again++ {
+			// The transport's pooled connection was closed while it idled (the
+			// broker closes connections idle for connections.max.idle.ms; a
+			// network may forget them), and so may the others idle beside it:
+			// they are dropped, and the fetch goes out again at once on a new one,
+			// as kafka-go's Reader and Java's consumer reconnect without a word.
+			logger.Debug("fetch on a closed connection, fetching again", watermill.LogFields{"err": err.Error(), "offset": rd.offset})
+			rd.dropIdleConns()
+			recs, err = rd.fetch(ctx)
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
