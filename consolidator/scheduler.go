@@ -283,10 +283,15 @@ func (h *host) Receive(ctx actor.Context) {
 		c, ok := h.children[m.namespace]
 		if !ok {
 			ns, d := m.namespace, h.deps
+			// Counted before it is spawned: the actor starts (and arms its
+			// schedule, and may run) on its own goroutine at once, and Namespaces
+			// read meanwhile said 0 while it ran (a flake of
+			// TestSchedulerKeepsTheConsolidatorOfAUsedNamespace under the race
+			// detector).
+			h.deps.namespaces.Add(1)
 			c = &child{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &NamespaceActor{ns: ns, deps: d} }))}
 			h.children[ns] = c
 			h.byPID[c.pid.Id] = ns
-			h.deps.namespaces.Add(1)
 		}
 		c.sent++
 		ctx.Send(c.pid, &delivery{seq: c.sent, msg: m.msg})
