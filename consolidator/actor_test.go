@@ -445,12 +445,26 @@ func TestSchedulerStopsTheConsolidatorOfANamespaceOwnedElsewhere(t *testing.T) {
 		}
 	})
 	h.sched.Notify("user:alice", 1)
-	h.clock.waitSet(t)
-	h.clock.Advance(10 * time.Minute)
-	if o := h.nextRun(t); !errors.Is(o.Err, consolidator.ErrNotOwned) {
-		t.Fatalf("run %+v", o)
+	// The first run mostly ends it; but the actor starts (and arms its schedule)
+	// before the host hands it the write, and a run on the schedule may come
+	// first: the host then refuses its word that it is idle, a message for it
+	// being on its way (seen under the race detector in CI), and the next run
+	// ends it.
+	for range 3 {
+		h.clock.waitSet(t)
+		h.clock.Advance(10 * time.Minute)
+		if o := h.nextRun(t); !errors.Is(o.Err, consolidator.ErrNotOwned) {
+			t.Fatalf("run %+v", o)
+		}
+		deadline := time.Now().Add(time.Second)
+		for h.sched.Namespaces() != 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if h.sched.Namespaces() == 0 {
+			return
+		}
 	}
-	h.waitNamespaces(t, 0)
+	t.Fatalf("%d namespaces have a consolidator after three runs that found it owned elsewhere; want 0", h.sched.Namespaces())
 }
 
 // A stop that takes longer than protoactor's own 10 s future (a run that ends
