@@ -286,6 +286,9 @@ func TestServerDownAtStart(t *testing.T) {
 	nodeBin, script := everything(t)
 	port := freePort(t)
 	c := startClient(t, map[string]mcp.ServerConfig{"everything": {URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port)}}, nil)
+	// The first attempt's end is waited for: on a loaded machine (the race
+	// detector's run) the client may still be making it when startClient returns.
+	waitFor(t, 30*time.Second, "down", func() bool { return c.Status()[0].State == mcp.StateDown })
 	st := c.Status()[0]
 	if st.State != mcp.StateDown || st.Error == "" || len(st.Tools) != 0 {
 		t.Fatalf("status %+v, want down with an error and no tools", st)
