@@ -162,6 +162,14 @@ func TestClickHouseOutageHealthz(t *testing.T) {
 	if v := metric(t, n, "troupe_eventlog_writes_failing"); v != 1 {
 		t.Errorf("troupe_eventlog_writes_failing while ClickHouse is down: %d, want 1", v)
 	}
+	// A new task while the log cannot write is refused at once, with nothing
+	// recorded. It used to wait in its session behind the writer's retries, be
+	// answered 503 after SubmitTimeout ("may still record it"), and then be
+	// recorded and run once ClickHouse came back.
+	if code, body, err := postTask(srv.URL, `{"input":"during","session_id":"during"}`); err != nil || code != http.StatusServiceUnavailable ||
+		!strings.Contains(body, "the task was not recorded: the event log cannot write") {
+		t.Errorf("a new task while ClickHouse is down: %d %s %v; want 503 saying that it was not recorded", code, body, err)
+	}
 	time.Sleep(2 * time.Second) // more attempts of the writer, more probes of the node
 
 	server("start", "wait")
@@ -181,6 +189,12 @@ func TestClickHouseOutageHealthz(t *testing.T) {
 		t.Fatalf("a task once ClickHouse is back: %d %s %v", code, body, err)
 	}
 	waitDone("after")
+	if infos, err := lg.Sessions(ctx, eventlog.Filter{Prefix: "during"}); err != nil || len(infos) != 0 {
+		t.Errorf("the task refused during the outage: sessions %+v, %v; want none: it was not recorded", infos, err)
+	}
+	if c := toolCalls.Load(); c != sessions+2 {
+		t.Errorf("the tool was called %d times, want %d: once per task accepted", c, sessions+2)
+	}
 
 	counts := map[string]int{}
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {

@@ -160,6 +160,12 @@ func TestFullDiskRefusesANewTaskAtOnce(t *testing.T) {
 		t.Errorf("Submit on a full disk: %v; want eventlog.ErrFull", err)
 	}
 	free()
+	// New tasks are refused until the log learns that it can write again (at most
+	// a second later), as /healthz says.
+	waitFor(t, 10*time.Second, "/healthz to answer 200 once space is freed", func() bool {
+		code, _ := getPath(d.Handler(), "/healthz")
+		return code == http.StatusOK
+	})
 
 	if code, body, err := postTask(srv.URL, `{"input":"after","session_id":"after"}`); err != nil || code != http.StatusAccepted {
 		t.Fatalf("a task once space was freed: %d %s %v", code, body, err)

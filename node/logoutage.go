@@ -97,6 +97,26 @@ func (o *logOutage) failedLocked(err error) {
 	}
 }
 
+// admit reports whether a new task may go to its session: nil on a log that
+// cannot tell (eventlog.Health) and while the log's writes go through (an atomic
+// load of the log's); while they fail, why, and the task counts as refused. The
+// log learns that its writes go through again at most once a second
+// (eventlog.Health), so a task may be refused for up to that long after an outage.
+func (o *logOutage) admit(ctx context.Context) error {
+	if o.health == nil {
+		return nil
+	}
+	err := o.health.Writable(ctx)
+	if err == nil {
+		return nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.failedLocked(err)
+	o.refused++
+	return err
+}
+
 // recovered ends the outage under way, if any: a write went through.
 func (o *logOutage) recovered() {
 	o.mu.Lock()

@@ -1340,9 +1340,19 @@ func (n *Node) routerRunning() bool {
 // returns once the session recorded the task, as submit says. Tasks published on the
 // embedded bus's tasks topic by others still go through the router (handleTask).
 func (n *Node) deliverTask(ctx context.Context, env messages.Envelope, task *messages.TaskSubmitted, newID bool) (string, error) {
+	timeout := n.submits.Context() // SubmitTimeout, give or take a sixteenth
+	if err := n.outage.admit(timeout); err != nil {
+		// The log cannot write (a full disk, ClickHouse down or refusing writes):
+		// the task is refused before its session hears of it. Handed on, it would
+		// wait in the session behind a write retried in place (ClickHouse's writer
+		// retries an outage on its own; only a full SQLite log refuses a new task's
+		// write at once), its client would be told after SubmitTimeout that it may
+		// still be recorded, and it would be recorded and run once the log came
+		// back: a client that sent it again without an Idempotency-Key ran it twice.
+		return "", fmt.Errorf("node: task %s for session %s: %w: %w", env.ID, env.SessionID, errLogCannotWrite, err)
+	}
 	done := make(chan error, 1)
 	n.system.Root.Send(n.host, &actors.SubmitTask{Envelope: env, Task: task, Done: done, New: newID})
-	timeout := n.submits.Context() // SubmitTimeout, give or take a sixteenth
 	tries := 1
 	for {
 		select {
@@ -1374,6 +1384,9 @@ func (n *Node) deliverTask(ctx context.Context, env messages.Envelope, task *mes
 		}
 	}
 }
+
+// errLogCannotWrite is the refusal of a new task while the event log cannot write.
+var errLogCannotWrite = errors.New("the task was not recorded: the event log cannot write, so new tasks are refused until it can (GET /healthz answers 200 again): send it again then")
 
 // maxDeliveries bounds the times deliverTask hands one task to the session host.
 const maxDeliveries = 3
