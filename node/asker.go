@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/url"
 	"strings"
 
 	"github.com/troupe-run/troupe/messages"
@@ -73,7 +74,7 @@ func (a *Asker) Answer(ctx context.Context, r *messages.ApprovalRequested) error
 	if !a.terminal {
 		if a.cluster {
 			fmt.Fprintf(a.out, "  waiting for an answer: POST /v1/sessions/%s/approvals/%s on a node of the cluster, or a %s message on %s\n",
-				a.session, r.CallID, messages.TypeApprovalAnswer, messages.TopicTasks)
+				url.PathEscape(a.session), url.PathEscape(approvalRef(r)), messages.TypeApprovalAnswer, messages.TopicTasks)
 			return nil
 		}
 		why := a.program + " has no terminal to ask on and serves no API (run the task on node serve to answer it over HTTP or Kafka)"
@@ -105,6 +106,16 @@ func (a *Asker) readLine(ctx context.Context) (line string, ok bool, err error) 
 	case line, ok := <-a.lines:
 		return line, ok, nil
 	}
+}
+
+// approvalRef names a waiting call in its answer's URL: its call ID, or its key
+// when the call ID is "." or "..", which a client takes for a dot segment of the
+// path (curl posts to the session's URL instead: 404). The route takes either.
+func approvalRef(r *messages.ApprovalRequested) string {
+	if r.CallID == "" || r.CallID == "." || r.CallID == ".." {
+		return r.Key
+	}
+	return r.CallID
 }
 
 // send records an answer. One the session no longer waits for (the approval

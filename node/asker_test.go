@@ -1,0 +1,89 @@
+package node_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/tools"
+)
+
+// TestAskerPrintsAnAnswerURLThatWorks: node run on a cluster node without a
+// terminal prints where to answer an approval. A model's call ID is any string:
+// the printed URL names a call whose ID is ".." by its key, so that curl posting
+// to it answers the call. It printed the call ID raw, and curl took ".." for a dot
+// segment and posted to the session's URL (404).
+func TestAskerPrintsAnAnswerURLThatWorks(t *testing.T) {
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{{ID: "..", Name: "send_email", Arguments: `{"to":"bob@example.com"}`}}},
+		{Content: "handled"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sent atomic.Int64
+	n := nodetest.Start(t, node.Config{Model: model, Tools: []tools.Tool{emailTool{&sent}},
+		Agents: []node.NamedAgent{{Name: "mailer", Tools: []string{"send_email"}, Approvals: []string{"send_email"}}}})
+	const session = "asker-1"
+	live, stop := n.Watch(session)
+	defer stop()
+	if _, err := n.Submit(context.Background(), node.Task{Input: "mail bob", SessionID: session, Agent: "mailer"}); err != nil {
+		t.Fatal(err)
+	}
+	var req *messages.ApprovalRequested
+	for e := range live {
+		if e.Type != messages.TypeApprovalRequested {
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		req = p.(*messages.ApprovalRequested)
+		break
+	}
+	if req == nil || req.CallID != ".." {
+		t.Fatalf("approval requested: %+v; want one for call ..", req)
+	}
+
+	var out bytes.Buffer
+	a := node.NewAsker(n, "node run", session, nil, false, true, &out)
+	if err := a.Answer(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`POST (\S+) on a node`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("printed %q; want the URL to POST an answer to", out.String())
+	}
+	path := m[1]
+	for _, seg := range strings.Split(path, "/") {
+		if seg == "." || seg == ".." {
+			t.Fatalf("printed %s: a dot segment, which a client removes", path)
+		}
+	}
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(`{"approve":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		t.Fatalf("POST %s (the printed URL): %s", path, resp.Status)
+	}
+	if events := waitEnded(t, n, session); events[len(events)-1].Type != messages.TypeTaskCompleted {
+		t.Errorf("the task ended with %s", events[len(events)-1].Type)
+	}
+	if sent.Load() != 1 {
+		t.Errorf("the approved tool ran %d times, want 1", sent.Load())
+	}
+}
