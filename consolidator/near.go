@@ -192,10 +192,11 @@ func tableBits(t, k int) []int {
 
 // sketch is the sign of it's vector against each hyperplane of its dimension; nil for
 // a vector that cannot be compared (empty, zero, or not finite).
+// It is computed once per item: the searches of several rules share it.
 func (pl *planner) sketch(it *item) *[sketchWords]uint64 {
 	v := it.m.Vector
-	if len(v) == 0 || it.norm == 0 || math.IsNaN(it.norm) || math.IsInf(it.norm, 0) {
-		return nil
+	if it.sketch != nil || len(v) == 0 || it.norm == 0 || math.IsNaN(it.norm) || math.IsInf(it.norm, 0) {
+		return it.sketch
 	}
 	hp := pl.planes[len(v)]
 	if hp == nil {
@@ -218,7 +219,8 @@ func (pl *planner) sketch(it *item) *[sketchWords]uint64 {
 			out[h/64] |= 1 << (h % 64)
 		}
 	}
-	return &out
+	it.sketch = &out
+	return it.sketch
 }
 
 // planes are sparse random hyperplanes of one dimension: each coordinate is +1 or −1

@@ -138,9 +138,11 @@ type item struct {
 	m    *memory.Memory
 	tier memory.Tier
 	at   time.Time
-	// norm is the squared norm of the memory's vector.
-	norm float64
-	gone bool
+	// norm is the squared norm of the memory's vector, sketch its hash (near.go),
+	// once computed.
+	norm   float64
+	sketch *[sketchWords]uint64
+	gone   bool
 	// invalidated is set by a conflict decision of this plan.
 	invalidated bool
 	// merged is set when a merge of this plan folds the memory into another, which
