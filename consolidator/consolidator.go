@@ -150,7 +150,10 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 	if err := refresh(ctx, t); err != nil {
 		return rep, err
 	}
-	planned := Plan(c.now(), t.Snapshot(), c.policy)
+	planned, err := PlanContext(ctx, c.now(), t.Snapshot(), c.policy)
+	if err != nil {
+		return rep, fmt.Errorf("consolidator: planning %s: %w", rep.Namespace, err)
+	}
 
 	// The decisions that need no model are applied at once, against the namespace
 	// as it is now (planning a large namespace takes a while; a run cut short later

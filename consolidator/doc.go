@@ -34,6 +34,12 @@
 //     (the most important first) form clusters of MinCluster (3) to MaxCluster (20),
 //     unless a semantic memory already has all of them as sources.
 //
+// Dedupe, conflict candidates and distillation compare memories pairwise: every pair
+// in sets smaller than ExhaustiveBelow, candidates found by locality-sensitive hashing
+// (then compared exactly) in larger ones, where a pair right at a threshold is
+// missed about once in a hundred. PlanContext stops when its context is done: Run
+// plans with its own, so a run abandoned at its timeout stops planning.
+//
 // A Consolidator runs one pass over a namespace (Run): it plans, applies the
 // decisions that need no model, then asks the optional model (llm.Model) for each
 // cluster's fact and each candidate conflict's verdict, applying each answer before

@@ -2,6 +2,7 @@ package consolidator
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"math"
 	"slices"
@@ -98,16 +99,37 @@ func (d Decision) subject() string {
 // history: only rule 1 applies to them, and they do not count towards a capacity.
 // Value is importance × Recency(age), age counting from Timestamp (Created when
 // Timestamp is zero); ties go to the older memory, then the smaller ID.
+//
+// Rules 2, 5 and 6 compare memories pairwise. Within a set of fewer than
+// ExhaustiveBelow memories (a tier and modality for rules 2 and 6, the valid semantic
+// facts for rule 5) every pair is compared. In larger sets, where that is quadratic,
+// close pairs are found by locality-sensitive hashing and then compared exactly: the
+// decisions stay deterministic and independent of the order of mems, but a pair right
+// at a threshold is missed about once in a hundred (see ExhaustiveBelow).
 func Plan(now time.Time, mems []memory.Memory, p Policy) []Decision {
+	d, _ := PlanContext(context.Background(), now, mems, p)
+	return d
+}
+
+// PlanContext is Plan that gives up when ctx is done: planning a large namespace
+// takes a while, and a run abandoned (at its timeout) should not go on using a core.
+// It then returns no decisions and ctx.Err().
+func PlanContext(ctx context.Context, now time.Time, mems []memory.Memory, p Policy) ([]Decision, error) {
 	p = p.withDefaults()
-	pl := newPlanner(now, mems, p)
-	pl.forgetOld()
-	pl.dedupe()
-	pl.promote()
-	pl.capacity()
-	pl.conflicts()
-	pl.clusters()
-	return pl.out
+	pl := newPlanner(ctx, now, mems, p)
+	for _, rule := range []func(){pl.forgetOld, pl.dedupe, pl.promote, pl.capacity, pl.conflicts, pl.clusters} {
+		if pl.err == nil {
+			pl.err = ctx.Err()
+		}
+		if pl.err != nil {
+			return nil, pl.err
+		}
+		rule()
+	}
+	if pl.err != nil {
+		return nil, pl.err
+	}
+	return pl.out, nil
 }
 
 // item is a memory as the plan goes on: its tier after promotion, and whether an
@@ -116,7 +138,11 @@ type item struct {
 	m    *memory.Memory
 	tier memory.Tier
 	at   time.Time
-	gone bool
+	// norm is the squared norm of the memory's vector, sketch its hash (near.go),
+	// once computed.
+	norm   float64
+	sketch *[sketchWords]uint64
+	gone   bool
 	// invalidated is set by a conflict decision of this plan.
 	invalidated bool
 	// merged is set when a merge of this plan folds the memory into another, which
@@ -127,6 +153,12 @@ type item struct {
 func (it *item) valid() bool { return !it.gone && it.m.InvalidAt == nil && !it.invalidated }
 
 type planner struct {
+	ctx context.Context
+	// err is ctx's error once a check found it done; steps counts the work since
+	// the last check.
+	err        error
+	steps      int
+	planes     map[int]*planes // by dimension
 	now        time.Time
 	p          Policy
 	functional map[string]bool // normalised relation types
@@ -134,11 +166,11 @@ type planner struct {
 	out        []Decision
 }
 
-func newPlanner(now time.Time, mems []memory.Memory, p Policy) *planner {
+func newPlanner(ctx context.Context, now time.Time, mems []memory.Memory, p Policy) *planner {
 	ms := slices.Clone(mems)
 	slices.SortStableFunc(ms, func(a, b memory.Memory) int { return cmp.Compare(a.ID, b.ID) })
 	ms = slices.CompactFunc(ms, func(a, b memory.Memory) bool { return a.ID == b.ID })
-	pl := &planner{now: now, p: p, functional: map[string]bool{}, items: make([]*item, len(ms))}
+	pl := &planner{ctx: ctx, now: now, p: p, functional: map[string]bool{}, items: make([]*item, len(ms))}
 	for _, r := range p.FunctionalRelations {
 		pl.functional[norm(r)] = true
 	}
@@ -147,9 +179,34 @@ func newPlanner(now time.Time, mems []memory.Memory, p Policy) *planner {
 		if at.IsZero() {
 			at = ms[i].Created
 		}
-		pl.items[i] = &item{m: &ms[i], tier: ms[i].Tier, at: at}
+		pl.items[i] = &item{m: &ms[i], tier: ms[i].Tier, at: at, norm: dot(ms[i].Vector, ms[i].Vector)}
 	}
 	return pl
+}
+
+// checkEvery is how many steps (comparisons of two vectors, mostly) the planner
+// takes between two checks of its context.
+const checkEvery = 4096
+
+// tick counts n steps of work and reports whether the plan goes on: false once its
+// context is done.
+func (pl *planner) tick(n int) bool {
+	if pl.err != nil {
+		return false
+	}
+	if pl.steps += n; pl.steps >= checkEvery {
+		pl.steps = 0
+		pl.err = pl.ctx.Err()
+	}
+	return pl.err == nil
+}
+
+// cos is the cosine of a's and b's vectors (cosine, with the norms computed once).
+func (pl *planner) cos(a, b *item) (float64, bool) {
+	if len(a.m.Vector) != len(b.m.Vector) || len(a.m.Vector) == 0 || a.norm == 0 || b.norm == 0 {
+		return 0, false
+	}
+	return dot(a.m.Vector, b.m.Vector) / math.Sqrt(a.norm*b.norm), true
 }
 
 func (pl *planner) age(it *item) time.Duration { return pl.now.Sub(it.at) }
@@ -264,22 +321,23 @@ func (pl *planner) dedupe() {
 		return
 	}
 	for _, g := range pl.groups(func(it *item) bool { return len(it.m.Vector) > 0 }) {
+		near := pl.near(g, pl.p.DuplicateThreshold)
 		for i, k := range g {
+			if pl.err != nil {
+				return
+			}
 			if k.gone {
 				continue
 			}
 			var ids, cos []string
-			for _, it := range g[i+1:] {
-				if it.gone {
-					continue
-				}
-				if c, ok := cosine(k.m.Vector, it.m.Vector); ok && c >= pl.p.DuplicateThreshold && !pl.contradict(k, it) {
+			near.each(i, i+1, func(j int) bool { return g[j].gone }, func(j int, c float64) {
+				if it := g[j]; !pl.contradict(k, it) {
 					it.gone, it.merged = true, true
 					ids = append(ids, it.m.ID)
 					s, _ := atLeast(c, pl.p.DuplicateThreshold)
 					cos = append(cos, s)
 				}
-			}
+			})
 			if len(ids) > 0 {
 				_, thr := atLeast(0, pl.p.DuplicateThreshold)
 				pl.emit(Decision{Kind: Merge, Into: k.m.ID, IDs: ids,
@@ -413,24 +471,24 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 		cos          float64
 	}
 	var cs []cand
-	for i, a := range semantic {
-		for _, b := range semantic[i+1:] {
-			if !a.valid() || !b.valid() || len(a.m.Vector) == 0 || a.m.Modality != b.m.Modality {
-				continue
-			}
-			c, ok := cosine(a.m.Vector, b.m.Vector)
-			if !ok || c < pl.p.ConflictThreshold || (pl.p.DuplicateThreshold >= 0 && c >= pl.p.DuplicateThreshold) {
-				continue
-			}
-			older, newer := a, b
-			if newerFirst(a, b) < 0 {
-				older, newer = b, a
-			}
-			if done[[2]*item{older, newer}] {
-				continue
-			}
-			cs = append(cs, cand{older, newer, c})
+	facts := slices.DeleteFunc(slices.Clone(semantic), func(it *item) bool { return !it.valid() || len(it.m.Vector) == 0 })
+	near := pl.near(facts, pl.p.ConflictThreshold)
+	for i, a := range facts {
+		if pl.err != nil {
+			return
 		}
+		near.each(i, i+1, func(j int) bool { return a.m.Modality != facts[j].m.Modality }, func(j int, c float64) {
+			if pl.p.DuplicateThreshold >= 0 && c >= pl.p.DuplicateThreshold {
+				return
+			}
+			older, newer := a, facts[j]
+			if newerFirst(older, newer) < 0 {
+				older, newer = newer, older
+			}
+			if !done[[2]*item{older, newer}] {
+				cs = append(cs, cand{older, newer, c})
+			}
+		})
 	}
 	slices.SortStableFunc(cs, func(a, b cand) int {
 		if c := cmp.Compare(b.cos, a.cos); c != 0 {
@@ -480,8 +538,16 @@ func (pl *planner) clusters() {
 			distilled = append(distilled, set)
 		}
 	}
+	// holding lists, for a memory, the source sets it is in: a set covering a
+	// cluster holds its first member.
+	holding := map[string][]map[string]bool{}
+	for _, set := range distilled {
+		for id := range set {
+			holding[id] = append(holding[id], set)
+		}
+	}
 	covered := func(ids []string) bool {
-		for _, set := range distilled {
+		for _, set := range holding[ids[0]] {
 			all := true
 			for _, id := range ids {
 				all = all && set[id]
@@ -493,28 +559,28 @@ func (pl *planner) clusters() {
 		return false
 	}
 	for _, g := range pl.groups(func(it *item) bool { return it.tier == memory.Episodic && len(it.m.Vector) > 0 }) {
-		taken := map[*item]bool{}
-		for _, seed := range g {
-			if taken[seed] {
+		taken := make([]bool, len(g))
+		near := pl.near(g, pl.p.ClusterThreshold)
+		for i, seed := range g {
+			if pl.err != nil {
+				return
+			}
+			if taken[i] {
 				continue
 			}
-			type near struct {
+			type peer struct {
 				it  *item
+				at  int
 				cos float64
 			}
-			var ns []near
-			for _, it := range g {
-				if it == seed || taken[it] {
-					continue
-				}
-				if c, ok := cosine(seed.m.Vector, it.m.Vector); ok && c >= pl.p.ClusterThreshold {
-					ns = append(ns, near{it, c})
-				}
-			}
+			var ns []peer
+			near.each(i, 0, func(j int) bool { return taken[j] }, func(j int, c float64) {
+				ns = append(ns, peer{g[j], j, c})
+			})
 			if len(ns)+1 < pl.p.MinCluster {
 				continue
 			}
-			slices.SortStableFunc(ns, func(a, b near) int { return cmp.Compare(b.cos, a.cos) })
+			slices.SortStableFunc(ns, func(a, b peer) int { return cmp.Compare(b.cos, a.cos) })
 			if len(ns) > pl.p.MaxCluster-1 {
 				ns = ns[:pl.p.MaxCluster-1]
 			}
@@ -533,8 +599,9 @@ func (pl *planner) clusters() {
 			if covered(ids) {
 				continue
 			}
-			for _, m := range members {
-				taken[m] = true
+			taken[i] = true
+			for _, n := range ns {
+				taken[n.at] = true
 			}
 			low, thr := atLeast(lowest, pl.p.ClusterThreshold)
 			pl.emit(Decision{Kind: Distill, IDs: ids, Importance: imp,
@@ -553,21 +620,12 @@ func norm(relType string) string {
 
 func date(t time.Time) string { return t.UTC().Format("2006-01-02") }
 
-// cosine is the cosine similarity of a and b; ok is false when they cannot be
-// compared (different or zero dimensions, a zero vector).
-func cosine(a, b []float32) (float64, bool) {
-	if len(a) != len(b) || len(a) == 0 {
-		return 0, false
-	}
-	var dot, na, nb float64
+// dot is the dot product of a and b, of the same length, in float64.
+func dot(a, b []float32) float64 {
+	b = b[:len(a)]
+	var s float64
 	for i := range a {
-		x, y := float64(a[i]), float64(b[i])
-		dot += x * y
-		na += x * x
-		nb += y * y
+		s += float64(a[i]) * float64(b[i])
 	}
-	if na == 0 || nb == 0 {
-		return 0, false
-	}
-	return dot / math.Sqrt(na*nb), true
+	return s
 }

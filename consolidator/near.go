@@ -1,0 +1,267 @@
+package consolidator
+
+import (
+	"math"
+	"math/bits"
+	"slices"
+)
+
+// The planner's pairwise rules (semantic duplicates, close facts to judge, episodic
+// clusters) ask, for each memory of a set, which others have a cosine of at least a
+// threshold with it. Below ExhaustiveBelow memories (or for a threshold too low for
+// buckets to help) every pair is compared: the answer is exact. From ExhaustiveBelow
+// on, comparing every pair is quadratic (a namespace of 100k memories took hours), so
+// the candidates are found by random-hyperplane locality-sensitive hashing and each
+// candidate is then compared exactly: a pair reported is always within the threshold,
+// but a pair within it may, rarely, be missed (about 1% of the pairs right at the
+// threshold, far fewer of the pairs well within it). The hashing is deterministic
+// (fixed hyperplanes, drawn from a fixed seed, that depend on nothing but the vector's
+// dimension) and depends on each vector alone, so the pairs found are the same for
+// the same memories in any order.
+
+// ExhaustiveBelow is the size of a set of memories from which the planner's pairwise
+// searches use hashing instead of comparing every pair (see Plan).
+const ExhaustiveBelow = 2048
+
+const (
+	// sketchBits is the number of hyperplanes a vector is hashed against.
+	sketchBits  = 256
+	sketchWords = sketchBits / 64
+	// maxTables bounds the hash tables of one search, and minTableBits the bits of a
+	// table's key below which buckets are too coarse to help (thresholds below about
+	// 0.6): then every pair is compared.
+	maxTables    = 64
+	minTableBits = 8
+	maxTableBits = 24
+	// recall is the fraction of the pairs right at the threshold the tables are sized
+	// to find, and slack the standard deviations of sketch distance a candidate may be
+	// beyond the one the threshold implies before it is dropped without comparison.
+	recall = 0.99
+	slack  = 4.0
+	// sketchSeed fixes the hyperplanes: changing it changes which rare pairs are missed.
+	sketchSeed = 0x7a3c9d2e5b1f4086
+)
+
+// nbr is a neighbour in a near set: its position and cosine.
+type nbr struct {
+	j   int32
+	cos float64
+}
+
+// nearSet answers, for the items of a set (in the caller's order), which others have a
+// cosine of at least s with them.
+type nearSet struct {
+	pl    *planner
+	items []*item
+	s     float64
+	// adj holds each item's neighbours in ascending position, when hashing found them;
+	// nil when every pair is compared on demand.
+	adj [][]nbr
+}
+
+// near prepares the searches within items at threshold s. It stops early (an empty
+// set) when the plan's context is done.
+func (pl *planner) near(items []*item, s float64) *nearSet {
+	ns := &nearSet{pl: pl, items: items, s: s}
+	tables, k := tablesFor(s)
+	if len(items) < ExhaustiveBelow || tables == 0 {
+		return ns
+	}
+	ns.adj = make([][]nbr, len(items))
+	sk := make([]*[sketchWords]uint64, len(items))
+	for i, it := range items {
+		if !pl.tick(1) {
+			return ns
+		}
+		sk[i] = pl.sketch(it)
+	}
+	q := math.Acos(s) / math.Pi
+	maxDist := int(sketchBits*q + slack*math.Sqrt(sketchBits*q*(1-q)))
+	seen := map[uint64]bool{}
+	keys := make([]uint64, 0, len(items))
+	for t := range tables {
+		pick := tableBits(t, k)
+		keys = keys[:0]
+		for i := range items {
+			if sk[i] == nil {
+				continue
+			}
+			var key uint64
+			for b, bit := range pick {
+				key |= (sk[i][bit/64] >> (bit % 64) & 1) << b
+			}
+			// The dimension (mod 256) is part of the key: vectors of different
+			// dimensions are compared rarely (and never found close).
+			key |= uint64(len(items[i].m.Vector)%256) << maxTableBits
+			keys = append(keys, key<<32|uint64(i))
+		}
+		slices.Sort(keys)
+		for lo := 0; lo < len(keys); {
+			hi := lo + 1
+			for hi < len(keys) && keys[hi]>>32 == keys[lo]>>32 {
+				hi++
+			}
+			for x := lo; x < hi; x++ {
+				a := int(uint32(keys[x]))
+				if !pl.tick(hi - x) {
+					return ns
+				}
+				for y := x + 1; y < hi; y++ {
+					b := int(uint32(keys[y]))
+					if distance(sk[a], sk[b]) > maxDist {
+						continue
+					}
+					pair := uint64(a)<<32 | uint64(b)
+					if seen[pair] {
+						continue
+					}
+					seen[pair] = true
+					if c, ok := pl.cos(items[a], items[b]); ok && c >= s {
+						ns.adj[a] = append(ns.adj[a], nbr{int32(b), c})
+						ns.adj[b] = append(ns.adj[b], nbr{int32(a), c})
+					}
+				}
+			}
+			lo = hi
+		}
+	}
+	for _, l := range ns.adj {
+		slices.SortFunc(l, func(x, y nbr) int { return int(x.j) - int(y.j) })
+	}
+	return ns
+}
+
+// each calls f, in ascending position, for the items from position from on (but i)
+// whose cosine with item i is at least s, skipping those skip says to (which it may
+// say before any comparison). It stops when the plan's context is done.
+func (ns *nearSet) each(i, from int, skip func(j int) bool, f func(j int, cos float64)) {
+	if ns.adj != nil {
+		for _, n := range ns.adj[i] {
+			if j := int(n.j); j >= from && !skip(j) {
+				f(j, n.cos)
+			}
+		}
+		return
+	}
+	a := ns.items[i]
+	for j := from; j < len(ns.items); j++ {
+		if j == i || skip(j) {
+			continue
+		}
+		if !ns.pl.tick(1) {
+			return
+		}
+		if c, ok := ns.pl.cos(a, ns.items[j]); ok && c >= ns.s {
+			f(j, c)
+		}
+	}
+}
+
+// tablesFor is the number of hash tables and bits of each for a search at threshold
+// s, so that a pair right at s shares a bucket in at least one table with probability
+// recall (were the tables independent); 0 tables: compare every pair.
+func tablesFor(s float64) (tables, k int) {
+	if s >= 1 {
+		s = math.Nextafter(1, 0)
+	}
+	if !(s > 0) {
+		return 0, 0
+	}
+	// A random hyperplane separates two vectors at angle θ with probability θ/π.
+	p := 1 - math.Acos(s)/math.Pi
+	perTable := 1 - math.Pow(1-recall, 1.0/maxTables) // the least a table may find
+	k = min(int(math.Log(perTable)/math.Log(p)), maxTableBits)
+	if k < minTableBits {
+		return 0, 0
+	}
+	tables = int(math.Ceil(math.Log(1-recall) / math.Log(1-math.Pow(p, float64(k)))))
+	return min(tables, maxTables), k
+}
+
+// tableBits are the k sketch bits that make table t's key: distinct, fixed.
+func tableBits(t, k int) []int {
+	r := splitmix(sketchSeed ^ uint64(t+1)*0x9e3779b97f4a7c15 ^ uint64(k)<<56)
+	pick := make([]int, 0, k)
+	for len(pick) < k {
+		if b := int(r.next() % sketchBits); !slices.Contains(pick, b) {
+			pick = append(pick, b)
+		}
+	}
+	return pick
+}
+
+// sketch is the sign of it's vector against each hyperplane of its dimension; nil for
+// a vector that cannot be compared (empty, zero, or not finite).
+// It is computed once per item: the searches of several rules share it.
+func (pl *planner) sketch(it *item) *[sketchWords]uint64 {
+	v := it.m.Vector
+	if it.sketch != nil || len(v) == 0 || it.norm == 0 || math.IsNaN(it.norm) || math.IsInf(it.norm, 0) {
+		return it.sketch
+	}
+	hp := pl.planes[len(v)]
+	if hp == nil {
+		hp = newPlanes(len(v))
+		if pl.planes == nil {
+			pl.planes = map[int]*planes{}
+		}
+		pl.planes[len(v)] = hp
+	}
+	var out [sketchWords]uint64
+	for h := range sketchBits {
+		var sum float32
+		for _, d := range hp.plus[h] {
+			sum += v[d]
+		}
+		for _, d := range hp.minus[h] {
+			sum -= v[d]
+		}
+		if sum > 0 {
+			out[h/64] |= 1 << (h % 64)
+		}
+	}
+	it.sketch = &out
+	return it.sketch
+}
+
+// planes are sparse random hyperplanes of one dimension: each coordinate is +1 or −1
+// with probability 1/8 each, else 0 (sums of additions only: the same bits on every
+// platform).
+type planes struct {
+	plus, minus [sketchBits][]int32
+}
+
+func newPlanes(dim int) *planes {
+	r := splitmix(sketchSeed ^ uint64(dim))
+	hp := &planes{}
+	for h := range sketchBits {
+		for d := range dim {
+			switch r.next() & 7 {
+			case 0:
+				hp.plus[h] = append(hp.plus[h], int32(d))
+			case 1:
+				hp.minus[h] = append(hp.minus[h], int32(d))
+			}
+		}
+	}
+	return hp
+}
+
+// distance is the Hamming distance of two sketches.
+func distance(a, b *[sketchWords]uint64) int {
+	n := 0
+	for w := range a {
+		n += bits.OnesCount64(a[w] ^ b[w])
+	}
+	return n
+}
+
+// splitmix is the SplitMix64 generator: fixed output for a seed, on every platform.
+type splitmix uint64
+
+func (s *splitmix) next() uint64 {
+	*s += 0x9e3779b97f4a7c15
+	z := uint64(*s)
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return z ^ z>>31
+}
