@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/memory"
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
 
 // Kind is what a decision does to its memories.
@@ -98,7 +99,10 @@ func (d Decision) subject() string {
 // forgotten, a promoted one counts as episodic. Invalid memories (InvalidAt set) are
 // history: only rule 1 applies to them, and they do not count towards a capacity.
 // Value is importance × Recency(age), age counting from Timestamp (Created when
-// Timestamp is zero); ties go to the older memory, then the smaller ID.
+// Timestamp is zero); ties go to the older memory, then the smaller ID. Rule 4 ranks
+// the working tier by importance × the working tier's own decay
+// (pipelines/memory.WorkingTimeDecay) instead, as the namespace does when a write
+// takes that tier past its capacity.
 //
 // Rules 2, 5 and 6 compare memories pairwise. Within a set of fewer than
 // ExhaustiveBelow memories (a tier and modality for rules 2 and 6, the valid semantic
@@ -376,13 +380,24 @@ func (pl *planner) capacity() {
 		if over <= 0 {
 			continue
 		}
-		slices.SortFunc(in, pl.leastValuableFirst)
+		decay, name := Recency, "recency"
+		if t == memory.Working {
+			// As the namespace ranks its working memories when a write takes the
+			// tier past working_capacity: the two must agree on which go first.
+			decay, name = pmem.WorkingTimeDecay, "working decay"
+		}
+		value := func(it *item) float64 { return it.m.Importance * decay(pl.age(it)) }
+		slices.SortFunc(in, func(a, b *item) int {
+			if c := cmp.Compare(value(a), value(b)); c != 0 {
+				return c
+			}
+			return olderFirst(a, b)
+		})
 		for _, it := range in[:over] {
 			it.gone = true
-			age := pl.age(it)
 			pl.emit(Decision{Kind: Forget, IDs: []string{it.m.ID},
-				Reason: fmt.Sprintf("%s holds %d > capacity %d: value %s (importance %s × recency %s) is among the %d lowest",
-					t, len(in), limit, num(Value(it.m.Importance, age), 3), num(it.m.Importance, 2), num(Recency(age), 2), over)})
+				Reason: fmt.Sprintf("%s holds %d > capacity %d: value %s (importance %s × %s %s) is among the %d lowest",
+					t, len(in), limit, num(value(it), 3), num(it.m.Importance, 2), name, num(decay(pl.age(it)), 2), over)})
 		}
 	}
 }

@@ -98,16 +98,36 @@ func TestPlanReasonNeverReadsFalse(t *testing.T) {
 
 func TestPlanForgetsPastCapacityLeastValuableFirst(t *testing.T) {
 	mems := []memory.Memory{
-		mem("w1", memory.Working, 0.3, 0),            // value 0.3
-		mem("w2", memory.Working, 0.6, 0),            // value 0.6
-		mem("w3", memory.Working, 0.5, 48*time.Hour), // value 0.5 × exp(−0.2) = 0.409
-		mem("w4", memory.Working, 0.3, 24*time.Hour), // value 0.3 × exp(−0.1) = 0.271
-		mem("e1", memory.Episodic, 0.01, 0),          // another tier
+		mem("w1", memory.Working, 0.3, 0),             // value 0.3
+		mem("w2", memory.Working, 0.6, 0),             // value 0.6
+		mem("w3", memory.Working, 0.5, 48*time.Hour),  // value 0.5 × 0.95^8 = 0.332
+		mem("w4", memory.Working, 0.3, 24*time.Hour),  // value 0.3 × 0.95^4 = 0.244
+		mem("e1", memory.Episodic, 0.01, 0),           // another tier
+		mem("e2", memory.Episodic, 0.3, 24*time.Hour), // value 0.3 × exp(−0.1) = 0.271
+		mem("e3", memory.Episodic, 0.5, 0),
 	}
-	got := consolidator.Plan(now, mems, only(consolidator.Policy{Capacity: map[memory.Tier]int{memory.Working: 2}}))
+	got := consolidator.Plan(now, mems, only(consolidator.Policy{Capacity: map[memory.Tier]int{memory.Working: 2, memory.Episodic: 2}}))
 	check(t, got, []consolidator.Decision{
-		{Kind: consolidator.Forget, IDs: []string{"w4"}, Reason: "working holds 4 > capacity 2: value 0.271 (importance 0.3 × recency 0.9) is among the 2 lowest"},
-		{Kind: consolidator.Forget, IDs: []string{"w1"}, Reason: "working holds 4 > capacity 2: value 0.3 (importance 0.3 × recency 1) is among the 2 lowest"},
+		{Kind: consolidator.Forget, IDs: []string{"w4"}, Reason: "working holds 4 > capacity 2: value 0.244 (importance 0.3 × working decay 0.81) is among the 2 lowest"},
+		{Kind: consolidator.Forget, IDs: []string{"w1"}, Reason: "working holds 4 > capacity 2: value 0.3 (importance 0.3 × working decay 1) is among the 2 lowest"},
+		{Kind: consolidator.Forget, IDs: []string{"e1"}, Reason: "episodic holds 3 > capacity 2: value 0.01 (importance 0.01 × recency 1) is among the 1 lowest"},
+	})
+}
+
+// TestPlanRanksWorkingMemoriesAsTheNamespaceEvicts: past its capacity, the working
+// tier loses what the namespace's own eviction on write would take (importance ×
+// the working tier's decay, 0.95^(hours/6)), not what episodic recency would: an
+// important memory two days old goes before a fresh one of middling importance.
+// Rule 4 ranked the working tier by episodic recency, exp(−0.1·days), and so
+// forgot the fresh one, which a write past working_capacity would have kept.
+func TestPlanRanksWorkingMemoriesAsTheNamespaceEvicts(t *testing.T) {
+	mems := []memory.Memory{
+		mem("old", memory.Working, 0.9, 48*time.Hour), // 0.9 × 0.95^8 = 0.597; × exp(−0.2) = 0.737
+		mem("new", memory.Working, 0.65, 0),           // 0.65
+	}
+	got := consolidator.Plan(now, mems, only(consolidator.Policy{Capacity: map[memory.Tier]int{memory.Working: 1}}))
+	check(t, got, []consolidator.Decision{
+		{Kind: consolidator.Forget, IDs: []string{"old"}, Reason: "working holds 2 > capacity 1: value 0.597 (importance 0.9 × working decay 0.66) is among the 1 lowest"},
 	})
 }
 
