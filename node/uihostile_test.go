@@ -222,3 +222,35 @@ func TestDashboardShowsHostileSessionsAsTextInChromium(t *testing.T) {
 	b.waitTrue("the charts drawn", `document.querySelectorAll(".chart svg").length === 5`)
 	clean("the charts")
 }
+
+// TestDashboardShowsLiveTextAsItIsInChromium: the text of a model answer shown as it
+// streams (model.delta) marks a bidi override or an invisible character as
+// [U+XXXX], as the recorded answer is shown: it was shown raw, so that a streamed
+// "\u202emoc.elpmaxe@eve" read as "eve@example.com" until the answer was whole.
+func TestDashboardShowsLiveTextAsItIsInChromium(t *testing.T) {
+	bin := chromium(t)
+	inner, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{Content: "\u202emoc.elpmaxe@eve \u200bhidden and the rest of a long answer"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	streaming := inner.WithStreaming(8)
+	model := textGatedModel{Model: streaming, s: streaming, after: 5, reached: make(chan struct{}), gate: make(chan struct{})}
+	n := nodetest.Start(t, node.Config{Model: model, StreamUnwatched: true})
+	base := serveUI(t, n.Handler())
+	b := newBrowser(t, bin)
+	if _, err := n.Submit(context.Background(), node.Task{Input: "write", SessionID: "hx-live"}); err != nil {
+		t.Fatal(err)
+	}
+	model.waitReached(t)
+	b.navigate(base + "#/sessions/hx-live")
+	b.waitText("#main", "hidden")
+	var live string
+	b.eval(`document.querySelector(".output.delta").textContent`, &live)
+	if strings.ContainsAny(live, "\u202e\u200b") || !strings.Contains(live, "[U+202E]moc.elpmaxe@eve [U+200B]hidden") {
+		t.Errorf("the live text reads %q; want each invisible character shown as [U+XXXX]", live)
+	}
+	close(model.gate)
+	waitEnded(t, n, "hx-live")
+}

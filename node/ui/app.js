@@ -625,7 +625,8 @@ async function sessionPage(id, seq, { signal }) {
       let piece = typeof d.content === "string" ? d.content : "";
       if (typeof d.tool_name === "string" && d.tool_name) piece += `\n${d.tool_name} `;
       if (typeof d.arguments === "string") piece += d.arguments;
-      if (piece) { live.hidden = false; live.textContent += piece; }
+      // Marked piece by piece: an invisible character is one code unit, never split.
+      if (piece) { live.hidden = false; live.textContent += visible(piece); }
       return;
     }
     // Anything else that is no event of the log is ignored.
