@@ -49,11 +49,9 @@ type Log struct {
 	}
 
 	// failing is the outage of the writer's writes under way, nil while its last
-	// attempt went through (Writable, health.go); probing is held by the Writable
-	// call that probes, probed is when it last did.
+	// attempt went through (Writable, health.go); probes paces its probe writes.
 	failing atomic.Pointer[writeFailure]
-	probing sync.Mutex
-	probed  time.Time
+	probes  eventlog.Probes
 
 	// beforeInsert, set by tests only, runs before each INSERT of events, and
 	// beforeConfirm after each INSERT of leased events, before their leases are
@@ -126,6 +124,7 @@ func start(cfg Config, conn driver.Conn) *Log {
 		writerDone: make(chan struct{}),
 		gone:       make(chan struct{}),
 		abort:      abort,
+		probes:     eventlog.Probes{Every: probeInterval},
 
 		repairCtx:   repairCtx,
 		stopRepairs: stopRepairs,

@@ -91,28 +91,26 @@ func (l *Log) wentThrough(by string) {
 // too many parts in a partition): the writer's next attempt that fails makes the
 // log unwritable again.
 func (l *Log) Writable(ctx context.Context) error {
-	f := l.failing.Load()
-	if f == nil {
+	if l.failing.Load() == nil {
 		return nil
 	}
 	if l.isClosed() {
 		return fmt.Errorf("eventlog/clickhouse: %w", eventlog.ErrClosed)
 	}
-	if !l.probing.TryLock() {
-		return f.err // another caller is probing
-	}
-	defer l.probing.Unlock()
-	if f = l.failing.Load(); f == nil {
+	return l.probes.Try(ctx, l.lastFailure, func(ctx context.Context, known error) error {
+		if err := l.probe(ctx); err != nil {
+			return fmt.Errorf("eventlog/clickhouse: a probe write to learn whether writes go through again: %w (the last write failed with: %w)", err, known)
+		}
+		l.wentThrough("probe")
 		return nil
-	}
-	if time.Since(l.probed) < probeInterval {
+	})
+}
+
+// lastFailure is the latest failure of the outage under way, nil when none is.
+func (l *Log) lastFailure() error {
+	if f := l.failing.Load(); f != nil {
 		return f.err
 	}
-	l.probed = time.Now()
-	if err := l.probe(ctx); err != nil {
-		return fmt.Errorf("eventlog/clickhouse: a probe write to learn whether writes go through again: %w (the last write failed with: %w)", err, f.err)
-	}
-	l.wentThrough("probe")
 	return nil
 }
 

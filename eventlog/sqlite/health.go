@@ -44,32 +44,30 @@ func (l *Log) wrote(err error) {
 // rewritten from its start, in place, so the probe may go through where a large
 // batch would not: the next write that fails makes the log unwritable again.
 func (l *Log) Writable(ctx context.Context) error {
-	f := l.failing.Load()
-	if f == nil {
+	if l.failing.Load() == nil {
 		return nil
 	}
 	if l.isClosed() {
 		return fmt.Errorf("eventlog/sqlite: %w", eventlog.ErrClosed)
 	}
-	if !l.probing.TryLock() {
-		return f.err // another caller is probing
-	}
-	defer l.probing.Unlock()
-	if f = l.failing.Load(); f == nil {
-		return nil
-	}
-	if time.Since(l.probed) < probeInterval {
-		return f.err
-	}
-	l.probed = time.Now()
-	if dir := filepath.Dir(l.path); noSpace(dir) {
-		if errors.Is(f.err, eventlog.ErrFull) {
-			return f.err // which names the filesystem
+	return l.probes.Try(ctx, l.lastFailure, func(ctx context.Context, known error) error {
+		if dir := filepath.Dir(l.path); noSpace(dir) {
+			if errors.Is(known, eventlog.ErrFull) {
+				return known // which names the filesystem
+			}
+			return fmt.Errorf("%w: the filesystem of %s has no space left (the last write failed with: %w)", eventlog.ErrFull, dir, known)
 		}
-		return fmt.Errorf("%w: the filesystem of %s has no space left (the last write failed with: %w)", eventlog.ErrFull, dir, f.err)
-	}
-	if err := l.submit(ctx, &appendReq{ctx: ctx, probe: true, done: make(chan error, 1)}); err != nil {
-		return fmt.Errorf("eventlog/sqlite: a probe write to learn whether writes go through again: %w", err)
+		if err := l.submit(ctx, &appendReq{ctx: ctx, probe: true, done: make(chan error, 1)}); err != nil {
+			return fmt.Errorf("eventlog/sqlite: a probe write to learn whether writes go through again: %w", err)
+		}
+		return nil
+	})
+}
+
+// lastFailure is why the writer's last transaction failed, nil when it committed.
+func (l *Log) lastFailure() error {
+	if f := l.failing.Load(); f != nil {
+		return f.err
 	}
 	return nil
 }

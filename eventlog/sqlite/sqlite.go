@@ -59,11 +59,9 @@ type Log struct {
 	stats struct{ appends, transactions, events atomic.Uint64 }
 
 	// failing is why the writer's last transaction failed, nil when it committed
-	// (Writable); probing is held by the Writable call that probes, probed is when
-	// it last did.
+	// (Writable); probes paces its probe writes.
 	failing atomic.Pointer[writeFailure]
-	probing sync.Mutex
-	probed  time.Time
+	probes  eventlog.Probes
 
 	// beforeGroup, set by tests only, runs in the writer before each group is written.
 	beforeGroup func(group []*appendReq)
@@ -111,6 +109,7 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 		ckWanted:    make(chan struct{}, 1),
 		ckDone:      make(chan struct{}),
 		beforeGroup: beforeGroup,
+		probes:      eventlog.Probes{Every: probeInterval},
 	}
 	l.reqPool.New = func() any { return &appendReq{done: make(chan error, 1)} }
 	// Whether this process opens the log alone: an exclusive opener does; a shared
