@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime/debug"
@@ -560,26 +562,83 @@ func (s *server) transport() sdk.Transport {
 		cmd.Stderr = &lineLogger{log: s.c.cfg.Logger.With("mcp_server", s.name)}
 		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
 	}
-	var rt http.RoundTripper = http.DefaultTransport
+	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport}
 	if len(s.cfg.Headers) > 0 {
-		rt = headerTransport{base: rt, headers: s.cfg.Headers}
+		u, _ := url.Parse(s.cfg.URL) // valid (Validate)
+		rt = headerTransport{base: rt, headers: s.cfg.Headers, scheme: u.Scheme, host: u.Host}
 	}
 	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}, OAuthHandler: s.oauth}
 }
 
-// headerTransport adds the configured headers to every request.
+// headerTransport adds the configured headers to every request to the server's
+// own scheme and host: a redirect to another host (which the HTTP client follows)
+// gets none of them, for they are the server's secrets (an API key, a token).
 type headerTransport struct {
-	base    http.RoundTripper
-	headers map[string]string
+	base         http.RoundTripper
+	headers      map[string]string
+	scheme, host string
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.EqualFold(r.URL.Scheme, t.scheme) || !strings.EqualFold(r.URL.Host, t.host) {
+		return t.base.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	for k, v := range t.headers {
 		r.Header.Set(k, v)
 	}
 	return t.base.RoundTrip(r)
 }
+
+// maxResponseBytes bounds the body of one HTTP response of a server that is not an
+// event stream (a JSON answer, an error page): the SDK reads such a body whole, so
+// a server that sends an endless one would otherwise fill the node's memory. It is
+// the SDK's own bound of one message over stdio and of one event of a stream.
+const maxResponseBytes = sdk.DefaultMaxLineLength
+
+// ErrResponseTooLarge fails a request to a server whose answer (a body that is not
+// an event stream) is larger than the node reads.
+var ErrResponseTooLarge = fmt.Errorf("the server's answer is larger than %d bytes, the most the node reads of one", maxResponseBytes)
+
+// boundedBodies cuts a response body that is not an event stream at
+// maxResponseBytes: reading past it fails with ErrResponseTooLarge. Event streams
+// are bounded by the SDK, an event at a time.
+type boundedBodies struct{ base http.RoundTripper }
+
+func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body = &boundedBody{body: resp.Body, left: maxResponseBytes}
+	}
+	return resp, nil
+}
+
+type boundedBody struct {
+	body io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more says whether the body ends here.
+		var one [1]byte
+		if n, err := b.body.Read(one[:]); n == 0 {
+			return 0, err
+		}
+		return 0, ErrResponseTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.body.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *boundedBody) Close() error { return b.body.Close() }
 
 // lineLogger logs what a stdio server writes to its stderr, a line at a time (each
 // cut at 1 KiB), at debug level.

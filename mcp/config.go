@@ -27,7 +27,8 @@ type ServerConfig struct {
 	Env     map[string]string `json:"env,omitempty"`
 	Dir     string            `json:"dir,omitempty"`
 	// URL is a Streamable HTTP endpoint (http or https); Headers are sent with every
-	// request to it (e.g. Authorization).
+	// request to it (e.g. Authorization): to its scheme and host only, not to
+	// another host it redirects to.
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 	// Allow, when not empty, keeps only the server's tools whose name matches one of
