@@ -560,7 +560,11 @@ func (s *server) transport() sdk.Transport {
 			cmd.Env = env
 		}
 		cmd.Stderr = &lineLogger{log: s.c.cfg.Logger.With("mcp_server", s.name)}
-		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		// A child of the server that holds its stderr does not keep the server's
+		// end waiting on it once the server exited.
+		cmd.WaitDelay = time.Second
+		ownGroup(cmd)
+		return &groupTransport{CommandTransport: sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}}
 	}
 	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport}
 	if len(s.cfg.Headers) > 0 {
@@ -568,6 +572,39 @@ func (s *server) transport() sdk.Transport {
 		rt = headerTransport{base: rt, headers: s.cfg.Headers, scheme: u.Scheme, host: u.Host}
 	}
 	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}, OAuthHandler: s.oauth}
+}
+
+// groupTransport starts a stdio server in a process group of its own, and ends
+// what is left of the group when the connection closes: a server's children (a
+// browser, a language server, the node that "npx" starts) do not outlive it.
+type groupTransport struct {
+	sdk.CommandTransport
+}
+
+func (t *groupTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	conn, err := t.CommandTransport.Connect(ctx)
+	if err != nil {
+		stopGroup(t.Command)
+		return nil, err
+	}
+	return &groupConn{Connection: conn, cmd: t.Command}, nil
+}
+
+type groupConn struct {
+	sdk.Connection
+	cmd  *exec.Cmd
+	once sync.Once
+	err  error
+}
+
+// Close closes the connection (the server is asked to exit, then made to), then
+// kills the rest of its group, once.
+func (c *groupConn) Close() error {
+	c.once.Do(func() {
+		c.err = c.Connection.Close()
+		stopGroup(c.cmd)
+	})
+	return c.err
 }
 
 // headerTransport adds the configured headers to every request to the server's

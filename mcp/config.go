@@ -22,6 +22,8 @@ import (
 type ServerConfig struct {
 	// Command and Args start a stdio server; Env adds to (or replaces in) the node's
 	// environment for it, and Dir is its working directory (default the node's).
+	// It runs in a process group of its own (on Unix), killed when its connection
+	// closes: its children do not outlive it.
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -166,4 +169,50 @@ func TestNodeWithHostileServer(t *testing.T) {
 	if r := results["hostile__ok"]; r == nil || r.Result != "fine" {
 		t.Errorf("ok's recorded result: %+v", r)
 	}
+}
+
+// A stdio server that starts a child which holds its stdout and stderr and ignores
+// SIGTERM: when the client closes, the child ends with the server; it does not stay
+// behind as a process of nobody's.
+func TestServersChildrenEndWithIt(t *testing.T) {
+	marker := "troupe-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	cfg := testServer(t, "forker")
+	cfg.Env["TROUPE_TEST_MARKER"] = marker
+	c := startClient(t, map[string]mcp.ServerConfig{"forker": cfg}, nil)
+	if st := c.Status()[0]; st.State != mcp.StateConnected {
+		t.Fatalf("status %+v", st)
+	}
+	if out := mustCall(t, c, "forker__ok", "{}"); out != "fine" {
+		t.Errorf("ok answered %q", out)
+	}
+	// Two processes carry the marker: the server and its child.
+	waitFor(t, 10*time.Second, "the server and its child", func() bool { return len(processesWith(marker)) == 2 })
+	t.Cleanup(func() {
+		for _, pid := range processesWith(marker) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the server and its child ended", func() bool { return len(processesWith(marker)) == 0 })
+}
+
+// processesWith returns the live processes whose environment holds marker.
+func processesWith(marker string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		env, err := os.ReadFile(filepath.Join(d, "environ"))
+		if err != nil || !strings.Contains(string(env), "TROUPE_TEST_MARKER="+marker) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			continue // a zombie
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		pids = append(pids, pid)
+	}
+	return pids
 }
