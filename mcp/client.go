@@ -17,6 +17,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -564,7 +565,7 @@ func (s *server) transport() sdk.Transport {
 		// end waiting on it once the server exited.
 		cmd.WaitDelay = time.Second
 		ownGroup(cmd)
-		return &groupTransport{CommandTransport: sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}}
+		return &stdioTransport{CommandTransport: sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}}
 	}
 	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport}
 	if len(s.cfg.Headers) > 0 {
@@ -574,32 +575,75 @@ func (s *server) transport() sdk.Transport {
 	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}, OAuthHandler: s.oauth}
 }
 
-// groupTransport starts a stdio server in a process group of its own, and ends
+// stdioTransport starts a stdio server in a process group of its own, and ends
 // what is left of the group when the connection closes: a server's children (a
 // browser, a language server, the node that "npx" starts) do not outlive it.
-type groupTransport struct {
+type stdioTransport struct {
 	sdk.CommandTransport
 }
 
-func (t *groupTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
 	conn, err := t.CommandTransport.Connect(ctx)
 	if err != nil {
 		stopGroup(t.Command)
 		return nil, err
 	}
-	return &groupConn{Connection: conn, cmd: t.Command}, nil
+	return &stdioConn{Connection: conn, cmd: t.Command}, nil
 }
 
-type groupConn struct {
+// stuckWriteGrace is how long a write to a stdio server may go on after its
+// context ended before the connection is closed under it.
+const stuckWriteGrace = time.Second
+
+// ErrServerNotReading fails a message that a stdio server did not read (its stdin
+// stayed full) before the request's context ended: the connection is closed.
+var ErrServerNotReading = errors.New("the server is not reading its stdin: the message could not be written before the request ended; the connection is closed")
+
+type stdioConn struct {
 	sdk.Connection
-	cmd  *exec.Cmd
-	once sync.Once
-	err  error
+	cmd     *exec.Cmd
+	once    sync.Once
+	err     error
+	aborted atomic.Bool
+}
+
+// Write writes msg, and closes the connection when the write is still blocked
+// stuckWriteGrace after ctx ended: a server that stopped reading its stdin (hung,
+// yet alive) would keep it blocked for ever once the pipe is full, and with it
+// every write after it (the next calls, the keepalive's pings, the SDK's Close,
+// which waits for the calls in flight), past every timeout.
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	var mu sync.Mutex
+	var finished bool
+	var abort *time.Timer
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			abort = time.AfterFunc(stuckWriteGrace, func() {
+				c.aborted.Store(true)
+				_ = c.Close()
+			})
+		}
+	})
+	err := c.Connection.Write(ctx, msg)
+	if !stop() {
+		mu.Lock()
+		finished = true
+		if abort != nil {
+			abort.Stop()
+		}
+		mu.Unlock()
+	}
+	if err != nil && c.aborted.Load() {
+		return fmt.Errorf("%w (%v)", ErrServerNotReading, err)
+	}
+	return err
 }
 
 // Close closes the connection (the server is asked to exit, then made to), then
 // kills the rest of its group, once.
-func (c *groupConn) Close() error {
+func (c *stdioConn) Close() error {
 	c.once.Do(func() {
 		c.err = c.Connection.Close()
 		stopGroup(c.cmd)

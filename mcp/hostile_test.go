@@ -216,3 +216,47 @@ func processesWith(marker string) []int {
 	}
 	return pids
 }
+
+// A stdio server that stops reading its stdin (hung, but alive): a call whose
+// arguments fill the pipe ends with its context instead of blocking in the write
+// for ever, with every write after it (the keepalive's pings, the next calls); the
+// client takes the connection for broken and starts the server again, and its
+// Close does not wait on the stuck write.
+func TestServerThatStopsReading(t *testing.T) {
+	c := startClient(t, map[string]mcp.ServerConfig{"rude": testServer(t, "rude")}, nil)
+	if out := mustCall(t, c, "rude__deafen", "{}"); out != "I stop reading" {
+		t.Fatalf("deafen answered %q", out)
+	}
+	// 1 MiB of arguments: more than a pipe holds.
+	big := `{"pad":"` + strings.Repeat("p", 1<<20) + `"}`
+	tool, _ := c.Tool("rude__ok")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := tool.Call(ctx, tools.Call{Key: "s/2", Arguments: big})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the call to a server that reads nothing answered %v, want its deadline", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call was still writing to a server that reads nothing 30 s after its context ended")
+	}
+	waitFor(t, 20*time.Second, "reconnected", func() bool {
+		st := c.Status()[0]
+		return st.State == mcp.StateConnected && st.Connects >= 2
+	})
+	if out := mustCall(t, c, "rude__ok", "{}"); out != "fine" {
+		t.Errorf("ok after the restart answered %q", out)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return within 30 s")
+	}
+}
