@@ -260,3 +260,52 @@ func TestServerThatStopsReading(t *testing.T) {
 		t.Fatal("Close did not return within 30 s")
 	}
 }
+
+// What a rude server tries does not reach past the client: sampling it was never
+// offered is refused, a flood of elicitations is declined (or answered with the
+// defaults), a resource link to the node's /etc/passwd stays a line of text, 64 MiB
+// on stderr blocks nothing, a line that is not JSON on stdout fails the call and the
+// server is started again, and a tool it removes leaves the catalog.
+func TestRudeServer(t *testing.T) {
+	for _, mode := range []string{mcp.ElicitDecline, mcp.ElicitDefaults} {
+		cfg := testServer(t, "rude")
+		cfg.Elicitation = mode
+		c := startClient(t, map[string]mcp.ServerConfig{"rude": cfg}, nil)
+		if out := mustCall(t, c, "rude__sample", "{}"); !strings.Contains(out, "does not support CreateMessage") {
+			t.Errorf("%s: sampling answered %q, want a refusal", mode, out)
+		}
+		want := "client does not support elicitation"
+		if mode == mcp.ElicitDefaults {
+			want = `{"action":"decline"} … {"action":"decline"}`
+		}
+		if out := mustCall(t, c, "rude__elicit_flood", "{}"); !strings.Contains(out, want) {
+			t.Errorf("%s: the elicitations were answered %q, want %s", mode, out, want)
+		}
+		if out := mustCall(t, c, "rude__links", "{}"); out != "[resource file:///etc/passwd (passwd)]\nroot:*:embedded by the server" {
+			t.Errorf("%s: links answered %q", mode, out)
+		}
+		if out := mustCall(t, c, "rude__stderr_flood", "{}"); out != "after the flood" {
+			t.Errorf("%s: stderr_flood answered %q", mode, out)
+		}
+		if _, err := call(t, c, "rude__garbage", "{}"); err == nil || !strings.Contains(err.Error(), "invalid character") {
+			t.Errorf("%s: garbage answered %v, want the decoding error", mode, err)
+		}
+		waitFor(t, 20*time.Second, "reconnected", func() bool {
+			st := c.Status()[0]
+			return st.State == mcp.StateConnected && st.Connects >= 2
+		})
+		changed := c.Changed()
+		mustCall(t, c, "rude__remove_victim", "{}")
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no catalog change within 10 s of list_changed", mode)
+		}
+		if _, ok := c.Tool("rude__victim"); ok {
+			t.Errorf("%s: rude__victim is still in the catalog: %v", mode, names(c))
+		}
+		if out := mustCall(t, c, "rude__ok", "{}"); out != "fine" {
+			t.Errorf("%s: ok answered %q", mode, out)
+		}
+	}
+}
