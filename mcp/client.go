@@ -8,13 +8,16 @@ import (
 	"io"
 	"log/slog"
 	"maps"
+	"mime"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -558,28 +561,165 @@ func (s *server) transport() sdk.Transport {
 			cmd.Env = env
 		}
 		cmd.Stderr = &lineLogger{log: s.c.cfg.Logger.With("mcp_server", s.name)}
-		return &sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}
+		// A child of the server that holds its stderr does not keep the server's
+		// end waiting on it once the server exited.
+		cmd.WaitDelay = time.Second
+		ownGroup(cmd)
+		return &stdioTransport{CommandTransport: sdk.CommandTransport{Command: cmd, TerminateDuration: 2 * time.Second}}
 	}
-	var rt http.RoundTripper = http.DefaultTransport
+	var rt http.RoundTripper = boundedBodies{base: http.DefaultTransport}
 	if len(s.cfg.Headers) > 0 {
-		rt = headerTransport{base: rt, headers: s.cfg.Headers}
+		u, _ := url.Parse(s.cfg.URL) // valid (Validate)
+		rt = headerTransport{base: rt, headers: s.cfg.Headers, scheme: u.Scheme, host: u.Host}
 	}
 	return &sdk.StreamableClientTransport{Endpoint: s.cfg.URL, HTTPClient: &http.Client{Transport: rt}, OAuthHandler: s.oauth}
 }
 
-// headerTransport adds the configured headers to every request.
+// stdioTransport starts a stdio server in a process group of its own, and ends
+// what is left of the group when the connection closes: a server's children (a
+// browser, a language server, the node that "npx" starts) do not outlive it.
+type stdioTransport struct {
+	sdk.CommandTransport
+}
+
+func (t *stdioTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	conn, err := t.CommandTransport.Connect(ctx)
+	if err != nil {
+		stopGroup(t.Command)
+		return nil, err
+	}
+	return &stdioConn{Connection: conn, cmd: t.Command}, nil
+}
+
+// stuckWriteGrace is how long a write to a stdio server may go on after its
+// context ended before the connection is closed under it.
+const stuckWriteGrace = time.Second
+
+// ErrServerNotReading fails a message that a stdio server did not read (its stdin
+// stayed full) before the request's context ended: the connection is closed.
+var ErrServerNotReading = errors.New("the server is not reading its stdin: the message could not be written before the request ended; the connection is closed")
+
+type stdioConn struct {
+	sdk.Connection
+	cmd     *exec.Cmd
+	once    sync.Once
+	err     error
+	aborted atomic.Bool
+}
+
+// Write writes msg, and closes the connection when the write is still blocked
+// stuckWriteGrace after ctx ended: a server that stopped reading its stdin (hung,
+// yet alive) would keep it blocked for ever once the pipe is full, and with it
+// every write after it (the next calls, the keepalive's pings, the SDK's Close,
+// which waits for the calls in flight), past every timeout.
+func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
+	var mu sync.Mutex
+	var finished bool
+	var abort *time.Timer
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !finished {
+			abort = time.AfterFunc(stuckWriteGrace, func() {
+				c.aborted.Store(true)
+				_ = c.Close()
+			})
+		}
+	})
+	err := c.Connection.Write(ctx, msg)
+	if !stop() {
+		mu.Lock()
+		finished = true
+		if abort != nil {
+			abort.Stop()
+		}
+		mu.Unlock()
+	}
+	if err != nil && c.aborted.Load() {
+		return fmt.Errorf("%w (%v)", ErrServerNotReading, err)
+	}
+	return err
+}
+
+// Close closes the connection (the server is asked to exit, then made to), then
+// kills the rest of its group, once.
+func (c *stdioConn) Close() error {
+	c.once.Do(func() {
+		c.err = c.Connection.Close()
+		stopGroup(c.cmd)
+	})
+	return c.err
+}
+
+// headerTransport adds the configured headers to every request to the server's
+// own scheme and host: a redirect to another host (which the HTTP client follows)
+// gets none of them, for they are the server's secrets (an API key, a token).
 type headerTransport struct {
-	base    http.RoundTripper
-	headers map[string]string
+	base         http.RoundTripper
+	headers      map[string]string
+	scheme, host string
 }
 
 func (t headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if !strings.EqualFold(r.URL.Scheme, t.scheme) || !strings.EqualFold(r.URL.Host, t.host) {
+		return t.base.RoundTrip(r)
+	}
 	r = r.Clone(r.Context())
 	for k, v := range t.headers {
 		r.Header.Set(k, v)
 	}
 	return t.base.RoundTrip(r)
 }
+
+// maxResponseBytes bounds the body of one HTTP response of a server that is not an
+// event stream (a JSON answer, an error page): the SDK reads such a body whole, so
+// a server that sends an endless one would otherwise fill the node's memory. It is
+// the SDK's own bound of one message over stdio and of one event of a stream.
+const maxResponseBytes = sdk.DefaultMaxLineLength
+
+// ErrResponseTooLarge fails a request to a server whose answer (a body that is not
+// an event stream) is larger than the node reads.
+var ErrResponseTooLarge = fmt.Errorf("the server's answer is larger than %d bytes, the most the node reads of one", maxResponseBytes)
+
+// boundedBodies cuts a response body that is not an event stream at
+// maxResponseBytes: reading past it fails with ErrResponseTooLarge. Event streams
+// are bounded by the SDK, an event at a time.
+type boundedBodies struct{ base http.RoundTripper }
+
+func (t boundedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := t.base.RoundTrip(r)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+		resp.Body = &boundedBody{body: resp.Body, left: maxResponseBytes}
+	}
+	return resp, nil
+}
+
+type boundedBody struct {
+	body io.ReadCloser
+	left int64
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One byte more says whether the body ends here.
+		var one [1]byte
+		if n, err := b.body.Read(one[:]); n == 0 {
+			return 0, err
+		}
+		return 0, ErrResponseTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.body.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *boundedBody) Close() error { return b.body.Close() }
 
 // lineLogger logs what a stdio server writes to its stderr, a line at a time (each
 // cut at 1 KiB), at debug level.

@@ -22,12 +22,15 @@ import (
 type ServerConfig struct {
 	// Command and Args start a stdio server; Env adds to (or replaces in) the node's
 	// environment for it, and Dir is its working directory (default the node's).
+	// It runs in a process group of its own (on Unix), killed when its connection
+	// closes: its children do not outlive it.
 	Command string            `json:"command,omitempty"`
 	Args    []string          `json:"args,omitempty"`
 	Env     map[string]string `json:"env,omitempty"`
 	Dir     string            `json:"dir,omitempty"`
 	// URL is a Streamable HTTP endpoint (http or https); Headers are sent with every
-	// request to it (e.g. Authorization).
+	// request to it (e.g. Authorization): to its scheme and host only, not to
+	// another host it redirects to.
 	URL     string            `json:"url,omitempty"`
 	Headers map[string]string `json:"headers,omitempty"`
 	// Allow, when not empty, keeps only the server's tools whose name matches one of

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -165,5 +168,144 @@ func TestNodeWithHostileServer(t *testing.T) {
 	}
 	if r := results["hostile__ok"]; r == nil || r.Result != "fine" {
 		t.Errorf("ok's recorded result: %+v", r)
+	}
+}
+
+// A stdio server that starts a child which holds its stdout and stderr and ignores
+// SIGTERM: when the client closes, the child ends with the server; it does not stay
+// behind as a process of nobody's.
+func TestServersChildrenEndWithIt(t *testing.T) {
+	marker := "troupe-test-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	cfg := testServer(t, "forker")
+	cfg.Env["TROUPE_TEST_MARKER"] = marker
+	c := startClient(t, map[string]mcp.ServerConfig{"forker": cfg}, nil)
+	if st := c.Status()[0]; st.State != mcp.StateConnected {
+		t.Fatalf("status %+v", st)
+	}
+	if out := mustCall(t, c, "forker__ok", "{}"); out != "fine" {
+		t.Errorf("ok answered %q", out)
+	}
+	// Two processes carry the marker: the server and its child.
+	waitFor(t, 10*time.Second, "the server and its child", func() bool { return len(processesWith(marker)) == 2 })
+	t.Cleanup(func() {
+		for _, pid := range processesWith(marker) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 20*time.Second, "the server and its child ended", func() bool { return len(processesWith(marker)) == 0 })
+}
+
+// processesWith returns the live processes whose environment holds marker.
+func processesWith(marker string) []int {
+	var pids []int
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		env, err := os.ReadFile(filepath.Join(d, "environ"))
+		if err != nil || !strings.Contains(string(env), "TROUPE_TEST_MARKER="+marker) {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join(d, "stat"))
+		if err != nil || strings.Contains(string(stat), ") Z ") {
+			continue // a zombie
+		}
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// A stdio server that stops reading its stdin (hung, but alive): a call whose
+// arguments fill the pipe ends with its context instead of blocking in the write
+// for ever, with every write after it (the keepalive's pings, the next calls); the
+// client takes the connection for broken and starts the server again, and its
+// Close does not wait on the stuck write.
+func TestServerThatStopsReading(t *testing.T) {
+	c := startClient(t, map[string]mcp.ServerConfig{"rude": testServer(t, "rude")}, nil)
+	if out := mustCall(t, c, "rude__deafen", "{}"); out != "I stop reading" {
+		t.Fatalf("deafen answered %q", out)
+	}
+	// 1 MiB of arguments: more than a pipe holds.
+	big := `{"pad":"` + strings.Repeat("p", 1<<20) + `"}`
+	tool, _ := c.Tool("rude__ok")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := tool.Call(ctx, tools.Call{Key: "s/2", Arguments: big})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the call to a server that reads nothing answered %v, want its deadline", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call was still writing to a server that reads nothing 30 s after its context ended")
+	}
+	waitFor(t, 20*time.Second, "reconnected", func() bool {
+		st := c.Status()[0]
+		return st.State == mcp.StateConnected && st.Connects >= 2
+	})
+	if out := mustCall(t, c, "rude__ok", "{}"); out != "fine" {
+		t.Errorf("ok after the restart answered %q", out)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not return within 30 s")
+	}
+}
+
+// What a rude server tries does not reach past the client: sampling it was never
+// offered is refused, a flood of elicitations is declined (or answered with the
+// defaults), a resource link to the node's /etc/passwd stays a line of text, 64 MiB
+// on stderr blocks nothing, a line that is not JSON on stdout fails the call and the
+// server is started again, and a tool it removes leaves the catalog.
+func TestRudeServer(t *testing.T) {
+	for _, mode := range []string{mcp.ElicitDecline, mcp.ElicitDefaults} {
+		cfg := testServer(t, "rude")
+		cfg.Elicitation = mode
+		c := startClient(t, map[string]mcp.ServerConfig{"rude": cfg}, nil)
+		if out := mustCall(t, c, "rude__sample", "{}"); !strings.Contains(out, "does not support CreateMessage") {
+			t.Errorf("%s: sampling answered %q, want a refusal", mode, out)
+		}
+		want := "client does not support elicitation"
+		if mode == mcp.ElicitDefaults {
+			want = `{"action":"decline"} … {"action":"decline"}`
+		}
+		if out := mustCall(t, c, "rude__elicit_flood", "{}"); !strings.Contains(out, want) {
+			t.Errorf("%s: the elicitations were answered %q, want %s", mode, out, want)
+		}
+		if out := mustCall(t, c, "rude__links", "{}"); out != "[resource file:///etc/passwd (passwd)]\nroot:*:embedded by the server" {
+			t.Errorf("%s: links answered %q", mode, out)
+		}
+		if out := mustCall(t, c, "rude__stderr_flood", "{}"); out != "after the flood" {
+			t.Errorf("%s: stderr_flood answered %q", mode, out)
+		}
+		if _, err := call(t, c, "rude__garbage", "{}"); err == nil || !strings.Contains(err.Error(), "invalid character") {
+			t.Errorf("%s: garbage answered %v, want the decoding error", mode, err)
+		}
+		waitFor(t, 20*time.Second, "reconnected", func() bool {
+			st := c.Status()[0]
+			return st.State == mcp.StateConnected && st.Connects >= 2
+		})
+		changed := c.Changed()
+		mustCall(t, c, "rude__remove_victim", "{}")
+		select {
+		case <-changed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no catalog change within 10 s of list_changed", mode)
+		}
+		if _, ok := c.Tool("rude__victim"); ok {
+			t.Errorf("%s: rude__victim is still in the catalog: %v", mode, names(c))
+		}
+		if out := mustCall(t, c, "rude__ok", "{}"); out != "fine" {
+			t.Errorf("%s: ok answered %q", mode, out)
+		}
 	}
 }

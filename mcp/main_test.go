@@ -5,17 +5,41 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // The test binary doubles as MCP servers the tests start over stdio:
-// TROUPE_MCP_TEST_SERVER=hostile serves hostileServer, =mute reads and never answers.
+// TROUPE_MCP_TEST_SERVER=hostile serves hostileServer, =forker serves it after starting
+// a child (=orphan) that holds its stdout and stderr and outlives it, =mute reads and
+// never answers.
 func TestMain(m *testing.M) {
 	switch os.Getenv("TROUPE_MCP_TEST_SERVER") {
 	case "hostile":
 		hostileServer()
+		os.Exit(0)
+	case "rude":
+		rudeServer()
+		os.Exit(0)
+	case "forker":
+		// A server that starts a child holding its stdout and stderr, which
+		// ignores them and outlives it unless killed.
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), "TROUPE_MCP_TEST_SERVER=orphan")
+		child.Stdout, child.Stderr = os.Stdout, os.Stderr
+		if err := child.Start(); err != nil {
+			os.Exit(4)
+		}
+		hostileServer()
+		os.Exit(0)
+	case "orphan":
+		signal.Ignore(syscall.SIGTERM, syscall.SIGHUP)
+		time.Sleep(2 * time.Minute) // a bound, should a test fail and leave it
 		os.Exit(0)
 	case "mute":
 		_, _ = bufio.NewReader(os.Stdin).WriteTo(discard{})
