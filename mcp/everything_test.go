@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -200,17 +199,8 @@ func findProcess(t *testing.T, marker string) int {
 	t.Helper()
 	var found int
 	waitFor(t, 10*time.Second, "the server's process", func() bool {
-		dirs, _ := filepath.Glob("/proc/[0-9]*")
-		for _, d := range dirs {
-			env, err := os.ReadFile(filepath.Join(d, "environ"))
-			if err != nil || !strings.Contains(string(env), "TROUPE_TEST_MARKER="+marker) {
-				continue
-			}
-			stat, err := os.ReadFile(filepath.Join(d, "stat"))
-			if err != nil || strings.Contains(string(stat), ") Z ") {
-				continue // a zombie
-			}
-			found, _ = strconv.Atoi(filepath.Base(d))
+		if pids := processesWith(marker); len(pids) > 0 {
+			found = pids[0]
 			return true
 		}
 		return false
