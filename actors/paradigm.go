@@ -116,7 +116,7 @@ func (v *view) conversation() []messages.ChatMessage { return v.s.history[v.t.st
 // token budget (stops.go).
 func (v *view) model(purpose, cause string) *Decision {
 	if max := v.a.maxSteps(v.t); v.t.Steps >= max {
-		return v.fail(messages.ReasonMaxSteps, fmt.Sprintf("stopped after %d model calls without a final answer", max), cause)
+		return v.fail(messages.ReasonMaxSteps, maxStepsError(v.t.Steps, max), cause)
 	}
 	if f := v.a.overBudget(v.t); f != nil {
 		return &Decision{Payload: f, CausationID: cause, TaskID: v.t.ID}

@@ -114,6 +114,17 @@ func (as Agents) For(name string) (Agent, bool) {
 	return a, ok
 }
 
+// maxStepsError is the error of a task stopped by its max steps, max, after steps
+// model calls. More calls than max were made only when the agent's max_steps was
+// lowered while the task ran (a node restarted with another configuration): the
+// error says so, rather than that it stopped after max calls.
+func maxStepsError(steps, max int) string {
+	if steps > max {
+		return fmt.Sprintf("stopped after %d model calls without a final answer: its max steps are %d, fewer than it had made (its agent's max_steps was lowered while it ran)", steps, max)
+	}
+	return fmt.Sprintf("stopped after %d model calls without a final answer", max)
+}
+
 func (a *Agent) maxSteps(t *taskState) int {
 	if t.Spec.MaxSteps > 0 {
 		return t.Spec.MaxSteps
@@ -712,7 +723,7 @@ func (s *SessionState) decideLoop(a *Agent, t *taskState, nextSeq uint64, nowUS 
 	switch t.phase {
 	case phaseNeedModel:
 		if max := a.maxSteps(t); t.Steps >= max {
-			return d(&messages.TaskFailed{Reason: messages.ReasonMaxSteps, Error: fmt.Sprintf("stopped after %d model calls without a final answer", max), Steps: t.Steps, Usage: t.Usage}, t.ID)
+			return d(&messages.TaskFailed{Reason: messages.ReasonMaxSteps, Error: maxStepsError(t.Steps, max), Steps: t.Steps, Usage: t.Usage}, t.ID)
 		}
 		if f := a.overBudget(t); f != nil {
 			return d(f, t.ID)

@@ -403,6 +403,7 @@ func (r *teamRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 					r.calls = map[string]*teamWant{}
 				}
 				r.calls[p.Key] = w
+				r.sameMember(w, p, e.ID)
 			}
 		}
 	case *messages.ToolCallCompleted:
@@ -413,6 +414,22 @@ func (r *teamRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 		w.done, w.result, w.err = true, p.Result, p.Error
 		r.answered(w, e.ID)
 	}
+}
+
+// sameMember checks that the recorded delegate call p, which fold matched to w by
+// its call ID, went to the member w names. It did, unless the team's configuration
+// changed since the call was recorded (a node restarted with the member removed, the
+// members reordered, another route or judge): w is then the recorded member, so
+// that its answer is not taken for another's, and the task fails with
+// unknown_agent, naming both, since the team it ran as is not the node's any more.
+func (r *teamRun) sameMember(w *teamWant, p *messages.ToolCallRequested, cause string) {
+	var args delegateArgs
+	if p.Tool != DelegateTool || json.Unmarshal([]byte(p.Arguments), &args) != nil || args.Agent == w.member {
+		return
+	}
+	r.failWith(messages.ReasonUnknownAgent, fmt.Sprintf("the team changed since its task began: its call %s went to %q, and the team now gives it to %q (members: %s); "+
+		"change a team only once its tasks have ended", p.CallID, args.Agent, w.member, r.team.memberList()), cause)
+	w.member = args.Agent
 }
 
 // routed folds the answer of an orchestrator's routing call.

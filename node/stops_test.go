@@ -303,3 +303,58 @@ func TestHugeAgentNameIsNotEchoed(t *testing.T) {
 		}
 	}
 }
+
+// A node stopped while a task waits on its third model call, restarted with the
+// agent's max_steps lowered to 2: the task goes on from its log (the call in flight
+// is made, under its recorded key), then stops with max_steps, and its error counts
+// the calls it made, saying that its limit was lowered, rather than claiming it
+// stopped after 2 calls.
+func TestMaxStepsLoweredAcrossARestart(t *testing.T) {
+	dir := t.TempDir()
+	var steps []llm.ScriptStep
+	for i := range 5 {
+		steps = append(steps, llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: fmt.Sprint("c", i), Name: "calculator", Arguments: fmt.Sprintf(`{"expression":"%d+1"}`, i)}}})
+	}
+	scripts := map[string][]llm.ScriptStep{"stepper": steps}
+	config := func(model llm.Model, maxSteps int) node.Config {
+		return node.Config{Model: model, DataDir: dir, Agents: []node.NamedAgent{{Name: "stepper", Tools: []string{"calculator"}, MaxSteps: maxSteps}}}
+	}
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
+	first := newByAgent(t, scripts)
+	first.hold = func(_ string, step int) <-chan struct{} {
+		if step == 3 {
+			return held
+		}
+		return nil
+	}
+	n1, err := node.New(context.Background(), config(first, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop1, err := n1.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.Submit(context.Background(), node.Task{Input: "count", SessionID: "s", Agent: "stepper"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the third model call", func() bool { return first.callsOf("stepper") >= 3 })
+	stop1()
+
+	n2 := nodetest.Start(t, config(newByAgent(t, scripts), 2))
+	var events []messages.Envelope
+	waitFor(t, 10*time.Second, "the task to end", func() bool {
+		events = readAll(t, n2.Log(), "s")
+		last := events[len(events)-1].Type
+		return last == messages.TypeTaskCompleted || last == messages.TypeTaskFailed
+	})
+	failed := payloads[*messages.TaskFailed](t, events)
+	if len(failed) != 1 || failed[0].Reason != messages.ReasonMaxSteps {
+		t.Fatalf("the task's end: %+v; want it failed with max_steps", events[len(events)-1])
+	}
+	want := fmt.Sprintf("stopped after %d model calls", failed[0].Steps)
+	if failed[0].Steps <= 2 || !strings.Contains(failed[0].Error, want) || !strings.Contains(failed[0].Error, "max steps are 2") {
+		t.Errorf("error %q after %d steps; want %q and its lowered limit", failed[0].Error, failed[0].Steps, want)
+	}
+}

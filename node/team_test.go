@@ -418,3 +418,64 @@ func TestTeamMemberAnswerIsNotCutAtTheDelegateBound(t *testing.T) {
 		t.Errorf("verify: %+v %v", div, err)
 	}
 }
+
+// A node stopped while a pipeline's first stage runs, restarted with the team's
+// members changed (its first member taken out of the team): the stage's recorded
+// delegate call went to "calc", whom the team no longer has first. The team's task
+// fails with unknown_agent naming both, instead of taking calc's answer for
+// writer's (recording it in writer's section of the team's state) and completing
+// without writer ever running.
+func TestTeamChangedAcrossARestartFailsClearly(t *testing.T) {
+	dir := t.TempDir()
+	scripts := map[string][]llm.ScriptStep{"calc": {{Content: "calc's answer"}}, "writer": {{Content: "writer's answer"}}}
+	config := func(model llm.Model, members ...string) node.Config {
+		var ms []actors.TeamMember
+		for _, m := range members {
+			ms = append(ms, actors.TeamMember{Name: m})
+		}
+		return node.Config{Model: model, DataDir: dir, Agents: []node.NamedAgent{
+			{Name: "calc", Tools: []string{"calculator"}}, {Name: "writer", Tools: []string{}},
+			{Name: "desk", Team: &actors.Team{Pattern: actors.TeamPipeline, Members: ms}},
+		}}
+	}
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
+	first := newByAgent(t, scripts)
+	first.hold = func(agent string, _ int) <-chan struct{} {
+		if agent == "calc" {
+			return held // the first stage's answer never comes on the first node
+		}
+		return nil
+	}
+	n1, err := node.New(context.Background(), config(first, "calc", "writer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop1, err := n1.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.Submit(context.Background(), node.Task{Input: "do it", SessionID: "team", Agent: "desk"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "calc's model call", func() bool { return first.callsOf("calc") >= 1 })
+	stop1()
+
+	n2 := nodetest.Start(t, config(newByAgent(t, scripts), "writer"))
+	var events []messages.Envelope
+	waitFor(t, 10*time.Second, "the team's task to end", func() bool {
+		events = readAll(t, n2.Log(), "team")
+		last := events[len(events)-1].Type
+		return last == messages.TypeTaskCompleted || last == messages.TypeTaskFailed
+	})
+	failed := payloads[*messages.TaskFailed](t, events)
+	if len(failed) != 1 || failed[0].Reason != messages.ReasonUnknownAgent ||
+		!strings.Contains(failed[0].Error, `went to "calc"`) || !strings.Contains(failed[0].Error, `now gives it to "writer"`) {
+		t.Fatalf("the team's end: %+v; want unknown_agent naming calc and writer", events[len(events)-1])
+	}
+	for _, u := range payloads[*messages.TeamStateUpdated](t, events) {
+		if u.Section == "writer" || u.By == "writer" {
+			t.Errorf("the team's state records %+v for writer, who never ran", u)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -171,6 +172,9 @@ func Load(path string) (File, error) {
 	d := json.NewDecoder(bytes.NewReader(b))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&fc); err != nil {
+		if line := errorLine(b, err); line > 0 {
+			return fc, fmt.Errorf("config %s: line %d: %w", path, line, decodeError(b, err))
+		}
 		return fc, fmt.Errorf("config %s: %w", path, decodeError(b, err))
 	}
 	if d.InputOffset() != int64(len(b)) {
@@ -207,10 +211,75 @@ func decodeError(file []byte, err error) error {
 		return fmt.Errorf("%s: got %s, want %s", typeErr.Field, typeErr.Value, want)
 	case errors.As(err, &syntaxErr):
 		return fmt.Errorf("not valid JSON at byte %d: %w", syntaxErr.Offset, err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("the file ends inside the JSON object (a closing } or ] or a quote is missing): %w", err)
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		return unknownField(file, strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
 	}
 	return err
+}
+
+// errorLine is the line of file (from 1) that a decoding error of it is about, 0 when
+// unknown: where the syntax broke, the value of the wrong type, the unknown field's
+// key (its first place as a key in the file), the end of a file cut short.
+func errorLine(file []byte, err error) int {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &syntaxErr):
+		return lineAt(file, syntaxErr.Offset)
+	case errors.As(err, &typeErr):
+		return lineAt(file, typeErr.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return lineAt(file, int64(len(file)))
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return keyLine(file, strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`))
+	}
+	return 0
+}
+
+// lineAt is the line of the byte before offset: the last byte read of a value or a
+// token that ends at offset.
+func lineAt(file []byte, offset int64) int {
+	offset = min(max(offset, 1), int64(len(file)))
+	return 1 + bytes.Count(file[:offset-1], []byte("\n"))
+}
+
+// keyLine is the line where name first stands as an object's key in file, 0 when it
+// does not.
+func keyLine(file []byte, name string) int {
+	d := json.NewDecoder(bytes.NewReader(file))
+	// The open containers, innermost last: whether each is an object, and whether it
+	// waits for a key (an object between its members).
+	var inObject, wantKey []bool
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return 0
+		}
+		switch tok {
+		case json.Delim('{'):
+			inObject, wantKey = append(inObject, true), append(wantKey, true)
+			continue
+		case json.Delim('['):
+			inObject, wantKey = append(inObject, false), append(wantKey, false)
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			inObject, wantKey = inObject[:len(inObject)-1], wantKey[:len(wantKey)-1]
+		default:
+			if n := len(wantKey); n > 0 && wantKey[n-1] {
+				if tok == name {
+					return lineAt(file, d.InputOffset())
+				}
+				wantKey[n-1] = false // its value comes next
+				continue
+			}
+		}
+		// A value ended: the object around it waits for its next key.
+		if n := len(inObject); n > 0 && inObject[n-1] {
+			wantKey[n-1] = true
+		}
+	}
 }
 
 // unknownField names the unknown field name with the section it is in, and lists

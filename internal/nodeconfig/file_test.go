@@ -2,6 +2,8 @@ package nodeconfig
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +88,29 @@ func TestCallTimeouts(t *testing.T) {
 	if err := (File{ModelTimeout: "2h", ToolTimeout: "0", EffectReissue: "x"}).Validate(); err == nil ||
 		!strings.Contains(err.Error(), "model_timeout") || !strings.Contains(err.Error(), "tool_timeout") || !strings.Contains(err.Error(), "effect_reissue") {
 		t.Errorf("Validate: %v", err)
+	}
+}
+
+// A configuration file that does not decode is refused with the line it goes wrong
+// on, for an unknown field (also one of a deeper section, or one whose name is also
+// another section's value), a value of the wrong type, broken syntax and a file cut
+// short.
+func TestLoadNamesTheLineOfADecodingError(t *testing.T) {
+	for name, c := range map[string]struct{ body, want string }{
+		"unknown field": {"{\"model\": \"offline\",\n \"max_steps\": 5,\n \"toolz\": {}}", `line 3: unknown field "toolz"`},
+		"unknown deeper field": {"{\"tools\": {\"http_fetch\": {\"allow\": [\"readonly\"]},\n  \"files\": {\"root\": \".\",\n  \"readonly\": true}}}",
+			`line 3: unknown field "tools.files.readonly"`},
+		"wrong type": {"{\"model\": \"offline\",\n\n \"max_steps\": \"ten\"}", "line 3: max_steps: got string"},
+		"syntax":     {"{\"model\": \"offline\",\n \"max_steps\": 3,\n}", "line 3: not valid JSON"},
+		"cut short":  {"{\"model\": \"offline\",\n \"tools\": {\"files\": {\"root\": \".\"}}\n", "line 2: the file ends inside the JSON object"},
+	} {
+		path := filepath.Join(t.TempDir(), "troupe.json")
+		if err := os.WriteFile(path, []byte(c.body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(path)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v; want %q", name, err, c.want)
+		}
 	}
 }
