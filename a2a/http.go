@@ -600,8 +600,15 @@ func (s *PushSender) dial(ctx context.Context, network, addr string) (net.Conn, 
 // the background. A running task whose answer artifact holds streamed text
 // (PartialKey) is not sent: the SDK pushes the task at each event, and a model
 // streams an event a token; the task is sent again when its model's answer is
-// recorded.
+// recorded. The task is posted as A2A 0.3 has it (a config of a 1.0 client:
+// PushStore's sender posts 1.0's StreamResponse).
 func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error {
+	return s.push(ctx, cfg, task, false)
+}
+
+// push is SendPush, posting the task as A2A 1.0's StreamResponse ({"task": …} in
+// 1.0's JSON, as the 1.0 SDKs post a notification and parse one) when v1.
+func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task, v1 bool) error {
 	if !task.Status.State.Terminal() {
 		for _, a := range task.Artifacts {
 			if partial, _ := a.Metadata[PartialKey].(bool); partial {
@@ -617,6 +624,15 @@ func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 	body, err := json.Marshal(task)
 	if err != nil {
 		return err
+	}
+	if v1 {
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			return err
+		}
+		if body, err = json.Marshal(map[string]any{"task": v1Task(m)}); err != nil {
+			return err
+		}
 	}
 	c := *cfg
 	key := pushKey{task: task.ID, config: cfg.ID, url: cfg.URL}

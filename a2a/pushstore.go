@@ -86,6 +86,8 @@ type taskPushes struct {
 	// sealedErr are the configs whose sealed secrets did not open, with why
 	// (wrapping ErrUndecryptable).
 	sealedErr map[string]error
+	// v1 are the configs set by an A2A 1.0 request: their notifications are 1.0's.
+	v1 map[string]bool
 }
 
 // NewPushStore returns a store of push configs in log. With sealer, configs'
@@ -107,7 +109,7 @@ func (s *PushStore) load(ctx context.Context, id sdk.TaskID, force bool) (*taskP
 		if len(s.tasks) >= maxLiveTasks {
 			s.dropOldest()
 		}
-		t = &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}, sealedErr: map[string]error{}}
+		t = &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}, sealedErr: map[string]error{}, v1: map[string]bool{}}
 		s.tasks[id] = t
 		force = true
 	}
@@ -275,6 +277,7 @@ func (t *taskPushes) apply(e messages.Envelope, sealer *PushSealer) (failed stri
 			c.Auth = &sdk.PushAuthInfo{Schemes: slices.Clone(v.Schemes)}
 		}
 		t.configs[v.ConfigID] = c
+		t.v1[v.ConfigID] = v.Version == V1ProtocolVersion
 		t.withheld[v.ConfigID] = v.HadToken || v.HadCredentials
 		delete(t.sealedErr, v.ConfigID)
 		delete(t.warned, v.ConfigID)
@@ -301,10 +304,12 @@ func (t *taskPushes) apply(e messages.Envelope, sealer *PushSealer) (failed stri
 			clear(t.configs)
 			clear(t.withheld)
 			clear(t.sealedErr)
+			clear(t.v1)
 		} else {
 			delete(t.configs, v.ConfigID)
 			delete(t.withheld, v.ConfigID)
 			delete(t.sealedErr, v.ConfigID)
+			delete(t.v1, v.ConfigID)
 		}
 	default:
 		return "", fmt.Errorf("a2a: push configs %s seq %d: a %s event has no place there", e.SessionID, e.Seq, e.Type)
@@ -360,7 +365,9 @@ func (s *PushStore) write(ctx context.Context, id sdk.TaskID, change func(*taskP
 
 // Save implements a2asrv.PushConfigStore: it records the config with its secrets
 // sealed (PushSealer), or without them, which this process then keeps, when the
-// store has no sealer. A secret that cannot be sealed (no key) fails the save.
+// store has no sealer. A secret that cannot be sealed (no key) fails the save. A
+// config set by an A2A 1.0 request (isV1) is recorded as such: its notifications
+// speak 1.0 (V1).
 func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushConfig) (*sdk.PushConfig, error) {
 	if config == nil || config.URL == "" {
 		return nil, fmt.Errorf("%w: a push config needs a url", sdk.ErrInvalidParams)
@@ -373,6 +380,9 @@ func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushCon
 		c.ID = uuid.Must(uuid.NewV7()).String()
 	}
 	set := &messages.A2APushSet{ConfigID: c.ID, URL: c.URL, HadToken: c.Token != ""}
+	if isV1(ctx) {
+		set.Version = V1ProtocolVersion
+	}
 	if c.Auth != nil {
 		set.Schemes, set.HadCredentials = slices.Clone(c.Auth.Schemes), c.Auth.Credentials != ""
 	}
@@ -470,6 +480,15 @@ func (s *PushStore) Withheld(id sdk.TaskID, configID string) (withheld, first bo
 	return true, first, t.sealedErr[configID]
 }
 
+// V1 reports whether task id's config was set by an A2A 1.0 request: its
+// notifications are 1.0's StreamResponse, not 0.3's task.
+func (s *PushStore) V1(id sdk.TaskID, configID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tasks[id]
+	return t != nil && t.v1[configID]
+}
+
 // copyConfig is a deep copy of c.
 func copyConfig(c *sdk.PushConfig) *sdk.PushConfig {
 	out := *c
@@ -501,5 +520,5 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 		}
 		return nil
 	}
-	return s.PushSender.SendPush(ctx, cfg, task)
+	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID))
 }
