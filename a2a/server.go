@@ -6,6 +6,7 @@
 package a2a
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -244,7 +245,10 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 // taskRun is what a Troupe task's events say so far.
 type taskRun struct {
 	started bool
-	last    uint64
+	// task is the task's correlation ID (its task.submitted's), which the events
+	// the session records for it carry.
+	task string
+	last uint64
 	// pending are the approval.requested of calls not answered yet, by key.
 	pending map[string]*messages.ApprovalRequested
 	order   []string
@@ -261,7 +265,10 @@ func newTaskRun() *taskRun {
 	return &taskRun{pending: map[string]*messages.ApprovalRequested{}, calls: map[string]bool{}, answered: map[string]bool{}}
 }
 
-// scan reads the task's events after the task.submitted with envID.
+// scan reads the task's events after the task.submitted with envID. Another
+// task's events are not the task's: a task sent to a session whose task runs is
+// recorded at once and runs after it, so the running task's answer and end come
+// after its task.submitted.
 func (r *taskRun) scan(events []messages.Envelope, envID string, each func(messages.Envelope, messages.Payload) error) error {
 	for _, ev := range events {
 		if ev.Seq <= r.last {
@@ -269,10 +276,12 @@ func (r *taskRun) scan(events []messages.Envelope, envID string, each func(messa
 		}
 		r.last = ev.Seq
 		if !r.started {
-			r.started = ev.Type == messages.TypeTaskSubmitted && ev.ID == envID
+			if ev.Type == messages.TypeTaskSubmitted && ev.ID == envID {
+				r.started, r.task = true, cmp.Or(ev.CorrelationID, ev.ID)
+			}
 			continue
 		}
-		if r.done != nil {
+		if r.done != nil || (ev.CorrelationID != "" && ev.CorrelationID != r.task) {
 			continue
 		}
 		p, err := ev.Decode()
