@@ -87,6 +87,9 @@ type Server struct {
 	agents []AgentInfo
 	rpc    map[string]http.Handler
 	pushes *PushStore // nil: the configs are in memory only
+	// backend and sender serve ResumePushes.
+	backend Backend
+	sender  storeSender
 }
 
 // PrunePushes deletes from the log, every hour (the first time after a random
@@ -149,7 +152,7 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, agents: agents, rpc: map[string]http.Handler{}}
+	s := &Server{cfg: cfg, agents: agents, rpc: map[string]http.Handler{}, backend: b}
 	var sealer *PushSealer
 	if cfg.PushKey != nil {
 		sealer = NewPushSealer(cfg.PushKey)
@@ -158,6 +161,7 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 		// One store of every agent's configs (a task ID names its session).
 		s.pushes = NewPushStore(cfg.PushLog, sealer, cfg.Logger)
 		s.pushes.SetEnded(NewTaskStore(b))
+		s.sender = storeSender{PushSender: sender, store: s.pushes}
 	}
 	for i, a := range agents {
 		name := a.Name

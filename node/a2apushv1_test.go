@@ -119,7 +119,7 @@ func TestA2APushSpeaksTheVersionOfItsConfig(t *testing.T) {
 
 	url, stop := a2aNodeToStop(t, cfg)
 	out := postJSONRPC(t, url+"/a2a/mailer", "SendMessage", map[string]any{
-		"message": map[string]any{"messageId": "m-push-v1", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "mail bob"}}},
+		"message":       map[string]any{"messageId": "m-push-v1", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "mail bob"}}},
 		"configuration": map[string]any{"taskPushNotificationConfig": map[string]any{"id": "inline", "url": hookURL + "/inline", "token": "tok"}},
 	})
 	task, _ := out["result"].(map[string]any)["task"].(map[string]any)
