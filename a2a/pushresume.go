@@ -74,12 +74,19 @@ func (s *Server) followPushes(ctx context.Context, id sdk.TaskID) {
 	poll := time.NewTicker(resumePoll)
 	defer poll.Stop()
 	var posted sdk.TaskState
+	from := uint64(1) // the task's task.submitted, once read: the events before are not its
 	for {
-		events, err := s.backend.Events(ctx, session, 1)
+		events, err := s.backend.Events(ctx, session, from)
 		if err == nil {
 			task, _, terr := taskOf(id, session, envID, events)
 			if terr != nil {
 				return // the task is gone (its session was deleted)
+			}
+			for _, e := range events {
+				if e.Type == messages.TypeTaskSubmitted && e.ID == envID {
+					from = e.Seq
+					break
+				}
 			}
 			if st := task.Status.State; st != posted {
 				posted = st
