@@ -673,8 +673,21 @@ func parseAnswer(m *sdk.Message) (approve bool, reason string, err error) {
 	return false, "", fmt.Errorf(`the task waits for approval: answer "approve" or "reject" (a reason may follow), not %q`, truncate(text, 80))
 }
 
-// Cancel cancels the session's running task and reports the task canceled.
+// Cancel cancels the session's running task and reports the task canceled. A
+// task queued behind another task of its session (sent while that one ran) is
+// not the running one: cancelling the session's would cancel the other task,
+// so it is refused (sdk.ErrTaskNotCancelable, saying which task runs).
 func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	if _, envID, ok := ParseTaskID(rc.TaskID); ok {
+		events, err := e.backend.Events(ctx, rc.ContextID, 1)
+		if err != nil {
+			return fmt.Errorf("a2a: session %s: %w", rc.ContextID, err)
+		}
+		if running := runningTask(events); running != "" && running != envID {
+			return fmt.Errorf("%w: task %s is queued behind the task its context runs (%s~%s): it can be canceled once it runs",
+				sdk.ErrTaskNotCancelable, rc.TaskID, rc.ContextID, strings.TrimPrefix(running, "a2a-"))
+		}
+	}
 	if err := e.backend.Cancel(ctx, rc.ContextID, "a2a tasks/cancel"); err != nil {
 		return fmt.Errorf("a2a: cancel session %s: %w", rc.ContextID, err)
 	}
@@ -687,6 +700,24 @@ func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return nil
 	}
 	return err
+}
+
+// runningTask is the task.submitted envelope ID of the task a session's events
+// say it runs: the first submitted that has not ended (a session runs its tasks
+// one at a time, in the order they came); "" when none runs.
+func runningTask(events []messages.Envelope) string {
+	ended := map[string]bool{}
+	for _, ev := range events {
+		if ev.Type == messages.TypeTaskCompleted || ev.Type == messages.TypeTaskFailed {
+			ended[ev.CorrelationID] = true
+		}
+	}
+	for _, ev := range events {
+		if ev.Type == messages.TypeTaskSubmitted && !ended[cmp.Or(ev.CorrelationID, ev.ID)] {
+			return ev.ID
+		}
+	}
+	return ""
 }
 
 // messageText joins the text parts of a message (and data parts as JSON).

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -119,5 +120,53 @@ func TestA2AQueuedTaskReportsItsOwnAnswer(t *testing.T) {
 	}
 	if sub, done, failed := tasksOf(waitEnded(t, n, first.ContextID)); sub != 2 || done != 2 || failed != 0 {
 		t.Fatalf("session %s: %d tasks submitted, %d completed, %d failed, want 2, 2, 0", first.ContextID, sub, done, failed)
+	}
+}
+
+// tasks/cancel of a task queued behind its context's running task cancels
+// neither: it is refused (TaskNotCancelableError, saying why), and both tasks run
+// to their ends. (It cancelled the running task, the one the client did not name,
+// and told the client its own task was canceled, which then ran and completed.)
+func TestA2ACancelOfAQueuedTaskCancelsNoOtherTask(t *testing.T) {
+	model := &heldEcho{held: make(chan struct{}), release: make(chan struct{})}
+	n, base := a2aNode(t, node.Config{Model: model})
+	client, _ := a2aClient(t, base, a2a.CardPath)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	blocking := false
+	send := func(text, contextID string) *sdk.Task {
+		t.Helper()
+		m := userMessage(text)
+		m.ContextID = contextID
+		res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: m, Config: &sdk.MessageSendConfig{Blocking: &blocking}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.(*sdk.Task)
+	}
+	first := send("first, hold", "")
+	select {
+	case <-model.held:
+	case <-ctx.Done():
+		t.Fatal("the first task's model call was never made")
+	}
+	second := send("second", first.ContextID)
+	waitFor(t, 30*time.Second, "the second task recorded", func() bool {
+		events, err := n.Log().Read(ctx, first.ContextID, 1)
+		submitted, _, _ := tasksOf(events)
+		return err == nil && submitted == 2
+	})
+	if got, err := client.CancelTask(ctx, &sdk.TaskIDParams{ID: second.ID}); !errors.Is(err, sdk.ErrTaskNotCancelable) || !strings.Contains(err.Error(), "queued") {
+		t.Fatalf("tasks/cancel of the queued task: %+v, %v, want TaskNotCancelableError saying it is queued", got, err)
+	}
+	close(model.release)
+	if sub, done, failed := tasksOf(waitEnded(t, n, first.ContextID)); sub != 2 || done != 2 || failed != 0 {
+		t.Fatalf("session %s: %d tasks submitted, %d completed, %d failed, want 2, 2, 0", first.ContextID, sub, done, failed)
+	}
+	for id, want := range map[sdk.TaskID]string{first.ID: "answer to first, hold", second.ID: "answer to second"} {
+		waitFor(t, 30*time.Second, "task "+string(id)+" completed", func() bool {
+			got, err := client.GetTask(ctx, &sdk.TaskQueryParams{ID: id})
+			return err == nil && got.Status.State == sdk.TaskStateCompleted && artifactText(t, got) == want
+		})
 	}
 }
