@@ -41,6 +41,10 @@ func IsPushStream(id string) bool { return strings.HasPrefix(id, eventlog.A2APus
 // over the same log).
 const pushRefresh = time.Second
 
+// maxPushConfigs bounds the push configs of a task: each is an event of its stream
+// and a POST at every update of the task.
+const maxPushConfigs = 32
+
 // pushAppendAttempts bounds the appends of one change that find their seq taken by
 // another writer.
 const pushAppendAttempts = 5
@@ -398,10 +402,21 @@ func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushCon
 		}
 		set.Sealed = sealed
 	}
-	err := s.write(ctx, id, func(*taskPushes) messages.Payload { return set }, func(t *taskPushes) {
+	var full error
+	err := s.write(ctx, id, func(t *taskPushes) messages.Payload {
+		if _, again := t.configs[c.ID]; !again && len(t.configs) >= maxPushConfigs {
+			full = fmt.Errorf("%w: task %s has %d push configs, the most a task has: delete one, or set one again by its id", sdk.ErrInvalidParams, id, maxPushConfigs)
+			return nil
+		}
+		full = nil
+		return set
+	}, func(t *taskPushes) {
 		t.configs[c.ID] = c
 		t.withheld[c.ID] = false
 	})
+	if err == nil {
+		err = full
+	}
 	if err != nil {
 		return nil, err
 	}
