@@ -87,6 +87,9 @@ type Server struct {
 	agents []AgentInfo
 	rpc    map[string]http.Handler
 	pushes *PushStore // nil: the configs are in memory only
+	// backend and sender serve ResumePushes.
+	backend Backend
+	sender  storeSender
 }
 
 // PrunePushes deletes from the log, every hour (the first time after a random
@@ -149,7 +152,7 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, agents: agents, rpc: map[string]http.Handler{}}
+	s := &Server{cfg: cfg, agents: agents, rpc: map[string]http.Handler{}, backend: b}
 	var sealer *PushSealer
 	if cfg.PushKey != nil {
 		sealer = NewPushSealer(cfg.PushKey)
@@ -158,6 +161,7 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 		// One store of every agent's configs (a task ID names its session).
 		s.pushes = NewPushStore(cfg.PushLog, sealer, cfg.Logger)
 		s.pushes.SetEnded(NewTaskStore(b))
+		s.sender = storeSender{PushSender: sender, store: s.pushes}
 	}
 	for i, a := range agents {
 		name := a.Name
@@ -600,8 +604,15 @@ func (s *PushSender) dial(ctx context.Context, network, addr string) (net.Conn, 
 // the background. A running task whose answer artifact holds streamed text
 // (PartialKey) is not sent: the SDK pushes the task at each event, and a model
 // streams an event a token; the task is sent again when its model's answer is
-// recorded.
+// recorded. The task is posted as A2A 0.3 has it (a config of a 1.0 client:
+// PushStore's sender posts 1.0's StreamResponse).
 func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error {
+	return s.push(ctx, cfg, task, false)
+}
+
+// push is SendPush, posting the task as A2A 1.0's StreamResponse ({"task": …} in
+// 1.0's JSON, as the 1.0 SDKs post a notification and parse one) when v1.
+func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task, v1 bool) error {
 	if !task.Status.State.Terminal() {
 		for _, a := range task.Artifacts {
 			if partial, _ := a.Metadata[PartialKey].(bool); partial {
@@ -617,6 +628,15 @@ func (s *PushSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 	body, err := json.Marshal(task)
 	if err != nil {
 		return err
+	}
+	if v1 {
+		var m map[string]any
+		if err := json.Unmarshal(body, &m); err != nil {
+			return err
+		}
+		if body, err = json.Marshal(map[string]any{"task": v1Task(m)}); err != nil {
+			return err
+		}
 	}
 	c := *cfg
 	key := pushKey{task: task.ID, config: cfg.ID, url: cfg.URL}

@@ -14,6 +14,8 @@ import (
 //
 //   - an empty messageId: 0.3 and 1.0 both require it (the sender's identifier of
 //     the message; the task's idempotency rests on it);
+//   - a role other than "user" and "agent" (0.3's two; 1.0's ROLE_USER and
+//     ROLE_AGENT, which v1ToMessage checks);
 //   - a part that carries the content of more than one kind: in 1.0 a part's
 //     text, raw, url and data are a oneof (exactly one); in 0.3 a part is a
 //     union discriminated by its kind, whose content member is text, file or
@@ -32,6 +34,7 @@ func checkMessageV03(params json.RawMessage) error {
 	var p struct {
 		Message struct {
 			MessageID string                       `json:"messageId"`
+			Role      string                       `json:"role"`
 			Parts     []map[string]json.RawMessage `json:"parts"`
 		} `json:"message"`
 	}
@@ -40,6 +43,9 @@ func checkMessageV03(params json.RawMessage) error {
 	}
 	if p.Message.MessageID == "" {
 		return errors.New(`"message.messageId" is required: the sender's identifier of the message, not empty`)
+	}
+	if r := p.Message.Role; r != "user" && r != "agent" {
+		return fmt.Errorf(`"message.role" %q: want "user" or "agent"`, r)
 	}
 	for i, part := range p.Message.Parts {
 		var kind string

@@ -41,6 +41,10 @@ func IsPushStream(id string) bool { return strings.HasPrefix(id, eventlog.A2APus
 // over the same log).
 const pushRefresh = time.Second
 
+// maxPushConfigs bounds the push configs of a task: each is an event of its stream
+// and a POST at every update of the task.
+const maxPushConfigs = 32
+
 // pushAppendAttempts bounds the appends of one change that find their seq taken by
 // another writer.
 const pushAppendAttempts = 5
@@ -86,6 +90,8 @@ type taskPushes struct {
 	// sealedErr are the configs whose sealed secrets did not open, with why
 	// (wrapping ErrUndecryptable).
 	sealedErr map[string]error
+	// v1 are the configs set by an A2A 1.0 request: their notifications are 1.0's.
+	v1 map[string]bool
 }
 
 // NewPushStore returns a store of push configs in log. With sealer, configs'
@@ -107,7 +113,7 @@ func (s *PushStore) load(ctx context.Context, id sdk.TaskID, force bool) (*taskP
 		if len(s.tasks) >= maxLiveTasks {
 			s.dropOldest()
 		}
-		t = &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}, sealedErr: map[string]error{}}
+		t = &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}, sealedErr: map[string]error{}, v1: map[string]bool{}}
 		s.tasks[id] = t
 		force = true
 	}
@@ -275,6 +281,7 @@ func (t *taskPushes) apply(e messages.Envelope, sealer *PushSealer) (failed stri
 			c.Auth = &sdk.PushAuthInfo{Schemes: slices.Clone(v.Schemes)}
 		}
 		t.configs[v.ConfigID] = c
+		t.v1[v.ConfigID] = v.Version == V1ProtocolVersion
 		t.withheld[v.ConfigID] = v.HadToken || v.HadCredentials
 		delete(t.sealedErr, v.ConfigID)
 		delete(t.warned, v.ConfigID)
@@ -301,10 +308,12 @@ func (t *taskPushes) apply(e messages.Envelope, sealer *PushSealer) (failed stri
 			clear(t.configs)
 			clear(t.withheld)
 			clear(t.sealedErr)
+			clear(t.v1)
 		} else {
 			delete(t.configs, v.ConfigID)
 			delete(t.withheld, v.ConfigID)
 			delete(t.sealedErr, v.ConfigID)
+			delete(t.v1, v.ConfigID)
 		}
 	default:
 		return "", fmt.Errorf("a2a: push configs %s seq %d: a %s event has no place there", e.SessionID, e.Seq, e.Type)
@@ -360,7 +369,9 @@ func (s *PushStore) write(ctx context.Context, id sdk.TaskID, change func(*taskP
 
 // Save implements a2asrv.PushConfigStore: it records the config with its secrets
 // sealed (PushSealer), or without them, which this process then keeps, when the
-// store has no sealer. A secret that cannot be sealed (no key) fails the save.
+// store has no sealer. A secret that cannot be sealed (no key) fails the save. A
+// config set by an A2A 1.0 request (isV1) is recorded as such: its notifications
+// speak 1.0 (V1).
 func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushConfig) (*sdk.PushConfig, error) {
 	if config == nil || config.URL == "" {
 		return nil, fmt.Errorf("%w: a push config needs a url", sdk.ErrInvalidParams)
@@ -373,6 +384,9 @@ func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushCon
 		c.ID = uuid.Must(uuid.NewV7()).String()
 	}
 	set := &messages.A2APushSet{ConfigID: c.ID, URL: c.URL, HadToken: c.Token != ""}
+	if isV1(ctx) {
+		set.Version = V1ProtocolVersion
+	}
 	if c.Auth != nil {
 		set.Schemes, set.HadCredentials = slices.Clone(c.Auth.Schemes), c.Auth.Credentials != ""
 	}
@@ -388,10 +402,21 @@ func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushCon
 		}
 		set.Sealed = sealed
 	}
-	err := s.write(ctx, id, func(*taskPushes) messages.Payload { return set }, func(t *taskPushes) {
+	var full error
+	err := s.write(ctx, id, func(t *taskPushes) messages.Payload {
+		if _, again := t.configs[c.ID]; !again && len(t.configs) >= maxPushConfigs {
+			full = fmt.Errorf("%w: task %s has %d push configs, the most a task has: delete one, or set one again by its id", sdk.ErrInvalidParams, id, maxPushConfigs)
+			return nil
+		}
+		full = nil
+		return set
+	}, func(t *taskPushes) {
 		t.configs[c.ID] = c
 		t.withheld[c.ID] = false
 	})
+	if err == nil {
+		err = full
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -470,6 +495,15 @@ func (s *PushStore) Withheld(id sdk.TaskID, configID string) (withheld, first bo
 	return true, first, t.sealedErr[configID]
 }
 
+// V1 reports whether task id's config was set by an A2A 1.0 request: its
+// notifications are 1.0's StreamResponse, not 0.3's task.
+func (s *PushStore) V1(id sdk.TaskID, configID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tasks[id]
+	return t != nil && t.v1[configID]
+}
+
 // copyConfig is a deep copy of c.
 func copyConfig(c *sdk.PushConfig) *sdk.PushConfig {
 	out := *c
@@ -501,5 +535,5 @@ func (s storeSender) SendPush(ctx context.Context, cfg *sdk.PushConfig, task *sd
 		}
 		return nil
 	}
-	return s.PushSender.SendPush(ctx, cfg, task)
+	return s.PushSender.push(ctx, cfg, task, s.store.V1(task.ID, cfg.ID))
 }

@@ -348,3 +348,46 @@ func TestPushStorePrunesEndedTasksInBatches(t *testing.T) {
 		t.Errorf("Prune in batches of 3 asked %d times whether a task ended, and EndedAmong of %v tasks; want [3 3 3]", ends.singles, ends.among)
 	}
 }
+
+// A task has at most maxPushConfigs push configs: one more is refused as invalid
+// params, saying so, and nothing is recorded; a config set again (its ID) and a
+// new one after a delete are taken. (Each was taken: a client could set
+// thousands on one task, each an event of the log and a POST at every update.)
+func TestPushStoreBoundsATasksConfigs(t *testing.T) {
+	ctx := context.Background()
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	s := NewPushStore(log, nil, nil)
+	const task = sdk.TaskID("s1~0123456789abcdef0123456789abcdef")
+	cfg := func(i int) *sdk.PushConfig {
+		return &sdk.PushConfig{ID: fmt.Sprintf("c%d", i), URL: fmt.Sprintf("https://hooks.example.com/%d", i)}
+	}
+	for i := range maxPushConfigs {
+		if _, err := s.Save(ctx, task, cfg(i)); err != nil {
+			t.Fatalf("config %d: %v", i, err)
+		}
+	}
+	_, err = s.Save(ctx, task, cfg(maxPushConfigs))
+	if !errors.Is(err, sdk.ErrInvalidParams) || !strings.Contains(err.Error(), fmt.Sprintf("%d push configs", maxPushConfigs)) {
+		t.Fatalf("one config too many: %v", err)
+	}
+	events, err := log.Read(ctx, PushStreamFor(task), 1)
+	if err != nil || len(events) != maxPushConfigs {
+		t.Fatalf("%d events recorded, want %d: %v", len(events), maxPushConfigs, err)
+	}
+	if _, err := s.Save(ctx, task, &sdk.PushConfig{ID: "c0", URL: "https://hooks.example.com/again"}); err != nil {
+		t.Fatalf("a config set again: %v", err)
+	}
+	if err := s.Delete(ctx, task, "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Save(ctx, task, cfg(maxPushConfigs)); err != nil {
+		t.Fatalf("a config after a delete: %v", err)
+	}
+	if got, err := s.List(ctx, task); err != nil || len(got) != maxPushConfigs {
+		t.Fatalf("%d configs listed, want %d: %v", len(got), maxPushConfigs, err)
+	}
+}

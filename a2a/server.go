@@ -6,6 +6,7 @@
 package a2a
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -244,7 +245,10 @@ func (e *Executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 // taskRun is what a Troupe task's events say so far.
 type taskRun struct {
 	started bool
-	last    uint64
+	// task is the task's correlation ID (its task.submitted's), which the events
+	// the session records for it carry.
+	task string
+	last uint64
 	// pending are the approval.requested of calls not answered yet, by key.
 	pending map[string]*messages.ApprovalRequested
 	order   []string
@@ -261,7 +265,10 @@ func newTaskRun() *taskRun {
 	return &taskRun{pending: map[string]*messages.ApprovalRequested{}, calls: map[string]bool{}, answered: map[string]bool{}}
 }
 
-// scan reads the task's events after the task.submitted with envID.
+// scan reads the task's events after the task.submitted with envID. Another
+// task's events are not the task's: a task sent to a session whose task runs is
+// recorded at once and runs after it, so the running task's answer and end come
+// after its task.submitted.
 func (r *taskRun) scan(events []messages.Envelope, envID string, each func(messages.Envelope, messages.Payload) error) error {
 	for _, ev := range events {
 		if ev.Seq <= r.last {
@@ -269,10 +276,12 @@ func (r *taskRun) scan(events []messages.Envelope, envID string, each func(messa
 		}
 		r.last = ev.Seq
 		if !r.started {
-			r.started = ev.Type == messages.TypeTaskSubmitted && ev.ID == envID
+			if ev.Type == messages.TypeTaskSubmitted && ev.ID == envID {
+				r.started, r.task = true, cmp.Or(ev.CorrelationID, ev.ID)
+			}
 			continue
 		}
-		if r.done != nil {
+		if r.done != nil || (ev.CorrelationID != "" && ev.CorrelationID != r.task) {
 			continue
 		}
 		p, err := ev.Decode()
@@ -664,8 +673,21 @@ func parseAnswer(m *sdk.Message) (approve bool, reason string, err error) {
 	return false, "", fmt.Errorf(`the task waits for approval: answer "approve" or "reject" (a reason may follow), not %q`, truncate(text, 80))
 }
 
-// Cancel cancels the session's running task and reports the task canceled.
+// Cancel cancels the session's running task and reports the task canceled. A
+// task queued behind another task of its session (sent while that one ran) is
+// not the running one: cancelling the session's would cancel the other task,
+// so it is refused (sdk.ErrTaskNotCancelable, saying which task runs).
 func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	if _, envID, ok := ParseTaskID(rc.TaskID); ok {
+		events, err := e.backend.Events(ctx, rc.ContextID, 1)
+		if err != nil {
+			return fmt.Errorf("a2a: session %s: %w", rc.ContextID, err)
+		}
+		if running := runningTask(events); running != "" && running != envID {
+			return fmt.Errorf("%w: task %s is queued behind the task its context runs (%s~%s): it can be canceled once it runs",
+				sdk.ErrTaskNotCancelable, rc.TaskID, rc.ContextID, strings.TrimPrefix(running, "a2a-"))
+		}
+	}
 	if err := e.backend.Cancel(ctx, rc.ContextID, "a2a tasks/cancel"); err != nil {
 		return fmt.Errorf("a2a: cancel session %s: %w", rc.ContextID, err)
 	}
@@ -678,6 +700,24 @@ func (e *Executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q even
 		return nil
 	}
 	return err
+}
+
+// runningTask is the task.submitted envelope ID of the task a session's events
+// say it runs: the first submitted that has not ended (a session runs its tasks
+// one at a time, in the order they came); "" when none runs.
+func runningTask(events []messages.Envelope) string {
+	ended := map[string]bool{}
+	for _, ev := range events {
+		if ev.Type == messages.TypeTaskCompleted || ev.Type == messages.TypeTaskFailed {
+			ended[ev.CorrelationID] = true
+		}
+	}
+	for _, ev := range events {
+		if ev.Type == messages.TypeTaskSubmitted && !ended[cmp.Or(ev.CorrelationID, ev.ID)] {
+			return ev.ID
+		}
+	}
+	return ""
 }
 
 // messageText joins the text parts of a message (and data parts as JSON).

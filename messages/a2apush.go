@@ -24,6 +24,10 @@ type A2APushSet struct {
 	// (a2a.PushSealer), which is not in the log; empty when the config had neither,
 	// or was set by a node that kept them in memory only.
 	Sealed string `json:"sealed,omitempty"`
+	// Version is the A2A version of the request that set the config, which its
+	// notifications speak: "1.0" (a 1.0 StreamResponse) or empty (0.3, the task
+	// as 0.3 has it).
+	Version string `json:"version,omitempty"`
 }
 
 // A2APushDeleted records that a task's push-notification config was deleted

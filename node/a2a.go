@@ -84,6 +84,8 @@ func (n *Node) a2aRoutes() []Route {
 			cancel()
 		}()
 		go srv.PrunePushes(ctx)
+		// The tasks with push configs that a restart cut post their updates on.
+		go srv.ResumePushes(ctx)
 	})
 	if n.a2aServer == nil {
 		return nil

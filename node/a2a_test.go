@@ -570,7 +570,8 @@ func TestA2AAnswersOutliveTheWriteTimeout(t *testing.T) {
 }
 
 // What the A2A specification makes invalid in a message is refused with -32602
-// naming the field, in 0.3 and 1.0, and nothing runs: an empty messageId, a part
+// naming the field, in 0.3 and 1.0, and nothing runs: an empty messageId, a role
+// other than user or agent (0.3 let any through, where 1.0 refused it), a part
 // with the content of two kinds (text and data), file bytes that are not base64.
 // What it allows is accepted: base64 padded or not, in either alphabet, and a
 // part's members that are no kind's content.
@@ -601,6 +602,8 @@ func TestA2AInvalidPartsAndMessageIDs(t *testing.T) {
 		{v03("message/send", `"m-both"`, `{"kind":"text","text":"hi","data":{"a":1}}`), `message.parts[0]" is a text part with "data"`},
 		{v03("message/send", `"m-both2"`, `{"kind":"text","text":"hi"},{"kind":"data","data":{"a":1},"text":"x"}`), `message.parts[1]" is a data part with "text"`},
 		{v03("message/send", `"m-b64"`, `{"kind":"text","text":"hi"},{"kind":"file","file":{"bytes":"not base64!","mimeType":"text/plain"}}`), "message.parts[1].file.bytes"},
+		{`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-root","role":"root","parts":[{"kind":"text","text":"hi"}]}}}`, `"message.role" "root"`},
+		{`{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"kind":"message","messageId":"m-norole","parts":[{"kind":"text","text":"hi"}]}}}`, `"message.role" ""`},
 		{v1(`""`, `{"text":"hi"}`), "message.messageId"},
 		{v1(`"m1-both"`, `{"text":"hi","data":{"a":1}}`), `message.parts[0]: a part has one of "text", "raw", "url" or "data", not "text" and "data"`},
 		{v1(`"m1-b64"`, `{"raw":"not base64!","mediaType":"text/plain"}`), `message.parts[0]: "raw" is not valid base64`},

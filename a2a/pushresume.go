@@ -1,0 +1,135 @@
+package a2a
+
+import (
+	"context"
+	"time"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// Pushes after a restart. The SDK posts a task's notifications from the execution
+// that runs it, in the process the client's message came to; a restart ends that
+// execution, and the node resumes the task (a fold of its session) with no client
+// connected, which is when a client relies on its webhook. So a node that starts
+// follows each task that has push configs and has not ended (ResumePushes): it
+// posts the task as its events tell it (taskOf) at each change of its state, from
+// the state it is in, to its end. A notification may come twice (one from before
+// the restart, or from an execution a client starts again, an approval): each is
+// the whole task, as a retried one is.
+
+// resumePoll is how often a followed task's session is read again while its live
+// events do not come (its watch ended: it fell behind, or the node closes).
+const resumePoll = time.Second
+
+// ResumePushes follows, until ctx ends, the tasks with push configs that had not
+// ended when it was called, posting their updates to their configs (see Pushes
+// after a restart above). It does nothing without ServerConfig.PushLog.
+func (s *Server) ResumePushes(ctx context.Context) {
+	if s.pushes == nil || s.pushes.ended == nil {
+		return
+	}
+	infos, err := s.pushes.log.Sessions(ctx, eventlog.Filter{Prefix: eventlog.A2APushStreamPrefix})
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Logger.Warn("a2a push: the tasks with push configs cannot be listed; those that run get no notification until a client sends them a message", "err", err)
+		}
+		return
+	}
+	var ids []sdk.TaskID
+	for _, info := range infos {
+		if IsPushStream(info.ID) && info.ID != eventlog.A2APushStreamPrefix {
+			ids = append(ids, taskOfStream(info.ID))
+		}
+	}
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), pushPruneBatch)]
+		ids = ids[len(batch):]
+		ended, err := s.pushes.ended.EndedAmong(ctx, batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.cfg.Logger.Warn("a2a push: which tasks with push configs run cannot be told; they get no notification until a client sends them a message", "tasks", len(batch), "err", err)
+			}
+			continue
+		}
+		for _, id := range batch {
+			if !ended[id] {
+				go s.followPushes(ctx, id)
+			}
+		}
+	}
+}
+
+// followPushes posts task id to its push configs at each change of its state,
+// from the state it is in now to its end (or until ctx ends).
+func (s *Server) followPushes(ctx context.Context, id sdk.TaskID) {
+	session, envID, ok := ParseTaskID(id)
+	if !ok {
+		return
+	}
+	live, stop := s.backend.Watch(session)
+	defer func() { stop() }()
+	poll := time.NewTicker(resumePoll)
+	defer poll.Stop()
+	var posted sdk.TaskState
+	from := uint64(1) // the task's task.submitted, once read: the events before are not its
+	for {
+		events, err := s.backend.Events(ctx, session, from)
+		if err == nil {
+			task, _, terr := taskOf(id, session, envID, events)
+			if terr != nil {
+				return // the task is gone (its session was deleted)
+			}
+			for _, e := range events {
+				if e.Type == messages.TypeTaskSubmitted && e.ID == envID {
+					from = e.Seq
+					break
+				}
+			}
+			if st := task.Status.State; st != posted {
+				posted = st
+				s.postPushes(ctx, task)
+				if st.Terminal() {
+					return
+				}
+			}
+		}
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-live:
+				if !ok {
+					live = nil
+					break wait
+				}
+				if e.Type != messages.TypeModelDelta {
+					break wait
+				}
+			case <-poll.C:
+				if live == nil {
+					stop()
+					live, stop = s.backend.Watch(session)
+				}
+				break wait
+			}
+		}
+	}
+}
+
+// postPushes posts task to each of its push configs.
+func (s *Server) postPushes(ctx context.Context, task *sdk.Task) {
+	configs, err := s.pushes.List(ctx, task.ID)
+	if err != nil {
+		s.cfg.Logger.Warn("a2a push: the task's push configs cannot be read; its update is not posted", "task", task.ID, "state", task.Status.State, "err", err)
+		return
+	}
+	for _, c := range configs {
+		if err := s.sender.SendPush(ctx, c, task); err != nil {
+			s.cfg.Logger.Warn("a2a push: the task's update is not posted", "task", task.ID, "config", c.ID, "err", err)
+		}
+	}
+}
