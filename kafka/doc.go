@@ -154,7 +154,10 @@
 //
 // Each Subscribe call is one group member with one connection to the coordinator and
 // one per assigned partition (fetches go through the Subscriber's transport, which
-// finds each partition's leader from the cluster metadata it refreshes every 6 s). A record the Marshaler cannot decode is logged and
+// finds each partition's leader from the cluster metadata it reads again every
+// MetadataMaxAge, 6 s by default, and at once when a broker refuses a fetch or a
+// write as no longer the partition's leader or cannot be reached, as after a
+// leader election, a reassignment or a broker's death). A record the Marshaler cannot decode is logged and
 // skipped (committed), so that it cannot stall its partition; DefaultMarshaler
 // decodes any record. Publish does not consult the messages' contexts; it is bounded
 // by PublisherConfig.PublishTimeout. There are no metrics yet.

@@ -27,6 +27,7 @@ type Subscriber struct {
 	cfg       SubscriberConfig
 	logger    watermill.LoggerAdapter
 	transport *kafkago.Transport
+	routes    *routes // the transport's, refreshed when a partition's leader moved
 	dialer    *kafkago.Dialer
 	admin     admin
 
@@ -56,11 +57,12 @@ func NewSubscriber(cfg SubscriberConfig, logger watermill.LoggerAdapter) (*Subsc
 		logger = watermill.NopLogger{}
 	}
 	logger = logger.With(watermill.LogFields{"component": "kafka.Subscriber", "consumer_group": cfg.ConsumerGroup})
-	tr := newTransport(cfg.Brokers, cfg.ClientID, cfg.DialTimeout)
+	tr := newTransport(cfg.Brokers, cfg.ClientID, cfg.DialTimeout, cfg.MetadataMaxAge)
 	return &Subscriber{
 		cfg:       cfg,
 		logger:    logger,
 		transport: tr,
+		routes:    &routes{transport: tr},
 		dialer:    newDialer(cfg.ClientID, cfg.DialTimeout),
 		admin: admin{
 			client: &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Transport: tr, Timeout: cfg.CoordinatorTimeout},
@@ -335,6 +337,7 @@ func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, 
 	logger := sub.logger.With(watermill.LogFields{"partition": partition})
 	rd := &partitionReader{
 		client:    sub.s.admin.client,
+		routes:    sub.s.routes,
 		topic:     sub.wire,
 		partition: partition,
 		maxBytes:  cfg.FetchMaxBytes,
@@ -428,6 +431,13 @@ func (sub *subscription) fetch(ctx context.Context, rd *partitionReader, out cha
 					}
 					return
 				}
+			}
+			if leaderMoved(err) {
+				// The partition's leader is not where the transport's metadata
+				// says (an election, a reassignment, a broker down): it is read
+				// again for the next fetch, rather than at the next periodic
+				// refresh (MetadataMaxAge).
+				rd.routes.refresh()
 			}
 			logger.Info("fetch failed, retrying", watermill.LogFields{"err": err.Error(), "offset": rd.offset})
 			if !sleepCtx(ctx, nil, time.Second) {
