@@ -144,6 +144,10 @@
 //     protocol, no static membership.
 //   - A member closed while a rebalance is in progress may not send LeaveGroup; the
 //     group then waits SessionTimeout for it before it rebalances again.
+//   - A member that loses its coordinator (the coordinator's broker dies) gives its
+//     partitions up at once and joins again as a new member once the group has a
+//     new coordinator; Java's consumer keeps fetching meanwhile. The old member
+//     is made to leave then, so the rejoin does not wait for its session to expire.
 //   - Partitions a topic gains start at InitialOffset like new ones (kafka-go's
 //     StartOffset), so with FromLatest their first records can be skipped.
 //

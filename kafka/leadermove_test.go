@@ -1,11 +1,14 @@
 package kafka_test
 
 import (
+	"net"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/troupe-run/troupe/kafka"
 )
@@ -114,5 +117,78 @@ func TestPublisherFollowsMovedLeaders(t *testing.T) {
 		m := receive(t, ch, 20*time.Second)
 		got[string(m.Payload)] = true
 		m.Ack()
+	}
+}
+
+// A group member whose coordinator's broker dies joins the group again on the new
+// coordinator without waiting out its session timeout. Until the controller fences
+// the dead broker, FindCoordinator still names it; kafka-go, unable to reach it,
+// abandons its member ID (its LeaveGroup cannot be delivered either) and joins as
+// a new member, and the new coordinator, which loaded the group with the old
+// member, held the rebalance until that member's session expired: every partition
+// of the group stood still that long (a node's 10 s), on top of the failover.
+func TestGroupRejoinsAtOnceWhenItsCoordinatorDies(t *testing.T) {
+	kc, c := leaderCluster(t)
+	topic := uniqueName(t, "troupe.test.coordinator.")
+	group := uniqueName(t, "g-")
+	ctx := testContext(t, 2*time.Minute)
+	pub := c.publisher(t, nil)
+	defer closeAll(t, pub)
+	sub := c.subscriber(t, group, func(cfg *kafka.SubscriberConfig) {
+		cfg.SessionTimeout = time.Minute // longer than the wait below: it must not be waited out
+		cfg.RebalanceTimeout = time.Minute
+	})
+	defer closeAll(t, sub)
+	ch, err := sub.Subscribe(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish(topic, sessionMessage("s-1", "before")); err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, ch, 20*time.Second); string(m.Payload) != "before" {
+		t.Fatalf("got %q", m.Payload)
+	} else {
+		m.Ack()
+	}
+	dead := kc.CoordinatorFor(group)
+	host, port, err := net.SplitHostPort(c.brokers[dead])
+	if err != nil {
+		t.Fatal(err)
+	}
+	portNum, err := strconv.Atoi(port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first answers after the death still name the dead broker, as a real
+	// cluster's do until the broker is fenced.
+	stale := 5
+	kc.ControlKey(int16(kmsg.FindCoordinator), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if stale == 0 {
+			kc.DropControl()
+			return nil, nil, false
+		}
+		stale--
+		kc.KeepControl()
+		res := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+		res.NodeID, res.Host, res.Port = dead, host, int32(portNum)
+		for _, key := range req.(*kmsg.FindCoordinatorRequest).CoordinatorKeys {
+			res.Coordinators = append(res.Coordinators, kmsg.FindCoordinatorResponseCoordinator{Key: key, NodeID: dead, Host: host, Port: int32(portNum)})
+		}
+		return res, nil, true
+	})
+	if err := kc.RemoveNode(dead); err != nil {
+		t.Fatal(err)
+	}
+	if err := pub.Publish(topic, sessionMessage("s-1", "after")); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		m := receive(t, ch, 30*time.Second)
+		m.Ack()
+		if string(m.Payload) == "after" {
+			break
+		}
+		// "before", again: its offset commit may not have reached the old coordinator.
 	}
 }

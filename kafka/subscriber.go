@@ -277,11 +277,22 @@ func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGr
 			_ = group.Close() // leaves the group; bounded by the coordinator timeout
 		}()
 	}()
+	member := "" // the member ID of the last generation, until kafka-go gives it up
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, kafkago.ErrGroupClosed) {
 				return
+			}
+			if member != "" && !errors.Is(err, kafkago.RebalanceInProgress) {
+				// kafka-go gave the member ID up (after any error but
+				// RebalanceInProgress: kafka-go v0.4.51, consumergroup.go, run)
+				// and joins as a new member; its LeaveGroup for the old one
+				// went where the error came from, most often a coordinator it
+				// could not reach. The group's next coordinator would wait for
+				// the old member until its session expired.
+				sub.leaveAbandoned(ctx, member, &running)
+				member = ""
 			}
 			// kafka-go joins again by itself (after JoinGroupBackoff).
 			sub.logger.Info("consumer group: join failed, retrying", watermill.LogFields{"err": err.Error()})
@@ -290,8 +301,49 @@ func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGr
 		if ctx.Err() != nil {
 			return // Next may pick a generation over a done ctx; Close ends it
 		}
+		member = gen.MemberID
 		sub.runGeneration(ctx, gen, &running)
 	}
+}
+
+// leaveAbandoned tells the group's coordinator, in the background, that member,
+// a member ID of this subscription's that kafka-go gave up, has left: once the
+// coordinator of a dead broker has moved (the controller fenced the broker),
+// the rebalance that the subscription's new member joined completes without
+// waiting for the old one's session to expire. It tries until the coordinator
+// answers, or SessionTimeout is over (the member has expired by then), or ctx is
+// done.
+func (sub *subscription) leaveAbandoned(ctx context.Context, member string, running *sync.WaitGroup) {
+	cfg := sub.s.cfg
+	ctx, cancel := context.WithTimeout(ctx, cfg.SessionTimeout)
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		defer cancel()
+		for {
+			res, err := sub.s.admin.client.LeaveGroup(ctx, &kafkago.LeaveGroupRequest{
+				GroupID: cfg.ConsumerGroup,
+				Members: []kafkago.LeaveGroupRequestMember{{ID: member}},
+			})
+			if err == nil {
+				err = res.Error
+				for _, m := range res.Members {
+					err = cmp.Or(err, m.Error)
+				}
+			}
+			if err == nil || errors.Is(err, kafkago.UnknownMemberId) {
+				sub.logger.Debug("consumer group: the abandoned member left", watermill.LogFields{"member": member})
+				return
+			}
+			if leaderMoved(err) {
+				sub.s.routes.refresh()
+			}
+			if !sleepCtx(ctx, nil, cfg.JoinGroupBackoff) {
+				sub.logger.Debug("consumer group: the abandoned member could not leave; it expires", watermill.LogFields{"member": member, "err": err.Error()})
+				return
+			}
+		}
+	}()
 }
 
 // runAll consumes every partition of the topic without a group, and the partitions
