@@ -277,7 +277,9 @@ func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGr
 			_ = group.Close() // leaves the group; bounded by the coordinator timeout
 		}()
 	}()
-	member := "" // the member ID of the last generation, until kafka-go gives it up
+	member := ""             // the member ID of the last generation, until kafka-go gives it up
+	stopLeaving := func() {} // ends leaveAbandoned's tries
+	defer func() { stopLeaving() }()
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
@@ -291,7 +293,8 @@ func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGr
 				// went where the error came from, most often a coordinator it
 				// could not reach. The group's next coordinator would wait for
 				// the old member until its session expired.
-				sub.leaveAbandoned(ctx, member, &running)
+				stopLeaving()
+				stopLeaving = sub.leaveAbandoned(ctx, member, &running)
 				member = ""
 			}
 			// kafka-go joins again by itself (after JoinGroupBackoff).
@@ -301,6 +304,8 @@ func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGr
 		if ctx.Err() != nil {
 			return // Next may pick a generation over a done ctx; Close ends it
 		}
+		// A generation began: a member abandoned before has left or expired.
+		stopLeaving()
 		member = gen.MemberID
 		sub.runGeneration(ctx, gen, &running)
 	}
@@ -308,14 +313,16 @@ func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGr
 
 // leaveAbandoned tells the group's coordinator, in the background, that member,
 // a member ID of this subscription's that kafka-go gave up, has left: once the
-// coordinator of a dead broker has moved (the controller fenced the broker),
-// the rebalance that the subscription's new member joined completes without
-// waiting for the old one's session to expire. It tries until the coordinator
-// answers, or SessionTimeout is over (the member has expired by then), or ctx is
-// done.
-func (sub *subscription) leaveAbandoned(ctx context.Context, member string, running *sync.WaitGroup) {
+// coordinator of a dead broker has moved (the controller fenced the broker), the
+// rebalance that the subscription's new member joined completes without waiting
+// for the old one's session to expire (a session the new coordinator starts anew
+// when it loads the group, so it may end long after SessionTimeout from the
+// death). It tries until the coordinator answers, or the returned function is
+// called (the next generation began: the member is gone), or ctx is done, or
+// SessionTimeout plus RebalanceTimeout twice over have passed.
+func (sub *subscription) leaveAbandoned(ctx context.Context, member string, running *sync.WaitGroup) (stop func()) {
 	cfg := sub.s.cfg
-	ctx, cancel := context.WithTimeout(ctx, cfg.SessionTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 2*(cfg.SessionTimeout+cfg.RebalanceTimeout))
 	running.Add(1)
 	go func() {
 		defer running.Done()
@@ -332,18 +339,20 @@ func (sub *subscription) leaveAbandoned(ctx context.Context, member string, runn
 				}
 			}
 			if err == nil || errors.Is(err, kafkago.UnknownMemberId) {
-				sub.logger.Debug("consumer group: the abandoned member left", watermill.LogFields{"member": member})
+				sub.logger.Info("consumer group: the member given up after an error left the group", watermill.LogFields{"member": member, "unknown": err != nil})
 				return
 			}
+			sub.logger.Debug("consumer group: the member given up could not leave yet", watermill.LogFields{"member": member, "err": err.Error()})
 			if leaderMoved(err) {
 				sub.s.routes.refresh()
 			}
 			if !sleepCtx(ctx, nil, cfg.JoinGroupBackoff) {
-				sub.logger.Debug("consumer group: the abandoned member could not leave; it expires", watermill.LogFields{"member": member, "err": err.Error()})
+				sub.logger.Info("consumer group: the member given up after an error did not leave; the coordinator waits for its session to expire", watermill.LogFields{"member": member, "err": err.Error()})
 				return
 			}
 		}
 	}()
+	return cancel
 }
 
 // runAll consumes every partition of the topic without a group, and the partitions
