@@ -126,7 +126,8 @@ func TestPublisherFollowsMovedLeaders(t *testing.T) {
 // abandons its member ID (its LeaveGroup cannot be delivered either) and joins as
 // a new member, and the new coordinator, which loaded the group with the old
 // member, held the rebalance until that member's session expired: every partition
-// of the group stood still that long (a node's 10 s), on top of the failover.
+// of the group stood still that long (a node's 10 s), on top of the failover. A
+// leave that a coordinator acknowledges and loses is sent again.
 func TestGroupRejoinsAtOnceWhenItsCoordinatorDies(t *testing.T) {
 	kc, c := leaderCluster(t)
 	topic := uniqueName(t, "troupe.test.coordinator.")
@@ -134,9 +135,11 @@ func TestGroupRejoinsAtOnceWhenItsCoordinatorDies(t *testing.T) {
 	ctx := testContext(t, 2*time.Minute)
 	pub := c.publisher(t, nil)
 	defer closeAll(t, pub)
+	revoked := make(revocations, 8)
 	sub := c.subscriber(t, group, func(cfg *kafka.SubscriberConfig) {
 		cfg.SessionTimeout = time.Minute // longer than the wait below: it must not be waited out
 		cfg.RebalanceTimeout = time.Minute
+		cfg.Rebalance = revoked
 	})
 	defer closeAll(t, sub)
 	ch, err := sub.Subscribe(ctx, topic)
@@ -177,8 +180,24 @@ func TestGroupRejoinsAtOnceWhenItsCoordinatorDies(t *testing.T) {
 		}
 		return res, nil, true
 	})
+	// The first leave that reaches a coordinator is acknowledged and not applied,
+	// as by a coordinator handing the group over while its broker shuts down.
+	kc.ControlKey(int16(kmsg.LeaveGroup), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		res := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+		for _, m := range req.(*kmsg.LeaveGroupRequest).Members {
+			res.Members = append(res.Members, kmsg.LeaveGroupResponseMember{MemberID: m.MemberID})
+		}
+		return res, nil, true
+	})
 	if err := kc.RemoveNode(dead); err != nil {
 		t.Fatal(err)
+	}
+	// The member notices (its next heartbeat fails) before "after" is published,
+	// which it must then read in a generation on the new coordinator.
+	select {
+	case <-revoked:
+	case <-ctx.Done():
+		t.Fatal("the generation never ended")
 	}
 	if err := pub.Publish(topic, sessionMessage("s-1", "after")); err != nil {
 		t.Fatal(err)

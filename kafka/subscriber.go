@@ -317,8 +317,8 @@ func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGr
 // rebalance that the subscription's new member joined completes without waiting
 // for the old one's session to expire (a session the new coordinator starts anew
 // when it loads the group, so it may end long after SessionTimeout from the
-// death). It tries until the coordinator answers, or the returned function is
-// called (the next generation began: the member is gone), or ctx is done, or
+// death). It tries, every JoinGroupBackoff, until the returned function is called
+// (the next generation began: the member is gone), or ctx is done, or
 // SessionTimeout plus RebalanceTimeout twice over have passed.
 func (sub *subscription) leaveAbandoned(ctx context.Context, member string, running *sync.WaitGroup) (stop func()) {
 	cfg := sub.s.cfg
@@ -327,6 +327,7 @@ func (sub *subscription) leaveAbandoned(ctx context.Context, member string, runn
 	go func() {
 		defer running.Done()
 		defer cancel()
+		left := false
 		for {
 			res, err := sub.s.admin.client.LeaveGroup(ctx, &kafkago.LeaveGroupRequest{
 				GroupID: cfg.ConsumerGroup,
@@ -338,16 +339,26 @@ func (sub *subscription) leaveAbandoned(ctx context.Context, member string, runn
 					err = cmp.Or(err, m.Error)
 				}
 			}
-			if err == nil || errors.Is(err, kafkago.UnknownMemberId) {
-				sub.logger.Info("consumer group: the member given up after an error left the group", watermill.LogFields{"member": member, "unknown": err != nil})
-				return
+			switch {
+			case err == nil || errors.Is(err, kafkago.UnknownMemberId):
+				if !left {
+					sub.logger.Info("consumer group: the member given up after an error left the group", watermill.LogFields{"member": member, "unknown": err != nil})
+				}
+				left = true
+			default:
+				sub.logger.Debug("consumer group: the member given up could not leave yet", watermill.LogFields{"member": member, "err": err.Error()})
+				if leaderMoved(err) {
+					sub.s.routes.refresh()
+				}
 			}
-			sub.logger.Debug("consumer group: the member given up could not leave yet", watermill.LogFields{"member": member, "err": err.Error()})
-			if leaderMoved(err) {
-				sub.s.routes.refresh()
-			}
+			// The leave is sent again until the next generation begins (stop),
+			// even once acknowledged: a coordinator handing the group over (its
+			// broker shutting down) acknowledged it and still handed the member
+			// over to the next coordinator, which waited for it to expire.
 			if !sleepCtx(ctx, nil, cfg.JoinGroupBackoff) {
-				sub.logger.Info("consumer group: the member given up after an error did not leave; the coordinator waits for its session to expire", watermill.LogFields{"member": member, "err": err.Error()})
+				if !left && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					sub.logger.Info("consumer group: the member given up after an error did not leave; the coordinator waits for its session to expire", watermill.LogFields{"member": member})
+				}
 				return
 			}
 		}
