@@ -222,6 +222,11 @@ type PublisherConfig struct {
 	// PublishTimeout bounds one Publish call, retries and topic creation included
 	// (default 60 s).
 	PublishTimeout time.Duration
+	// MetadataMaxAge is how long the cluster metadata (which broker leads each
+	// partition) is used before it is read again (default 6 s, kafka-go's). A
+	// request that finds a partition's leader gone (a leader election, a
+	// reassignment, a broker down) has it read again at once, whatever this says.
+	MetadataMaxAge time.Duration
 	// DialTimeout bounds a connection attempt (default 5 s).
 	DialTimeout time.Duration
 	// CloseTimeout bounds Close (default 30 s).
@@ -258,6 +263,9 @@ func (c *PublisherConfig) setDefaults() {
 	if c.DialTimeout == 0 {
 		c.DialTimeout = 5 * time.Second
 	}
+	if c.MetadataMaxAge == 0 {
+		c.MetadataMaxAge = defaultMetadataMaxAge
+	}
 	if c.CloseTimeout == 0 {
 		c.CloseTimeout = 30 * time.Second
 	}
@@ -273,7 +281,7 @@ func (c PublisherConfig) Validate() error {
 	}
 	if c.BatchTimeout < 0 || c.BatchSize < 0 || c.BatchBytes < 0 || c.MaxAttempts < 0 ||
 		c.RetryBackoffMin < 0 || c.RetryBackoffMax < 0 || c.WriteTimeout < 0 ||
-		c.PublishTimeout < 0 || c.DialTimeout < 0 || c.CloseTimeout < 0 {
+		c.PublishTimeout < 0 || c.DialTimeout < 0 || c.CloseTimeout < 0 || c.MetadataMaxAge < 0 {
 		return errors.New("kafka: publisher sizes, attempts and timeouts must not be negative")
 	}
 	if c.RetryBackoffMin > 0 && c.RetryBackoffMax > 0 && c.RetryBackoffMax < c.RetryBackoffMin {
@@ -365,6 +373,11 @@ type SubscriberConfig struct {
 	FetchMaxWait time.Duration
 	// FetchMaxBytes caps one fetch (default 1 MiB).
 	FetchMaxBytes int
+	// MetadataMaxAge is how long the cluster metadata (which broker leads each
+	// partition) is used before it is read again (default 6 s, kafka-go's). A
+	// request that finds a partition's leader gone (a leader election, a
+	// reassignment, a broker down) has it read again at once, whatever this says.
+	MetadataMaxAge time.Duration
 	// DialTimeout bounds a connection attempt (default 5 s).
 	DialTimeout time.Duration
 	// CloseTimeout bounds Close (default 30 s).
@@ -410,6 +423,9 @@ func (c *SubscriberConfig) setDefaults() {
 	if c.DialTimeout == 0 {
 		c.DialTimeout = 5 * time.Second
 	}
+	if c.MetadataMaxAge == 0 {
+		c.MetadataMaxAge = defaultMetadataMaxAge
+	}
 	if c.CloseTimeout == 0 {
 		c.CloseTimeout = 30 * time.Second
 	}
@@ -437,7 +453,7 @@ func (c SubscriberConfig) Validate() error {
 	}
 	if c.HeartbeatInterval < 0 || c.SessionTimeout < 0 || c.RebalanceTimeout < 0 || c.JoinGroupBackoff < 0 ||
 		c.PartitionWatchInterval < 0 || c.CoordinatorTimeout < 0 || c.FetchMaxWait < 0 || c.FetchMaxBytes < 0 ||
-		c.DialTimeout < 0 || c.CloseTimeout < 0 {
+		c.DialTimeout < 0 || c.CloseTimeout < 0 || c.MetadataMaxAge < 0 {
 		return errors.New("kafka: subscriber sizes and timeouts must not be negative")
 	}
 	if c.HeartbeatInterval > 0 && c.SessionTimeout > 0 && c.HeartbeatInterval >= c.SessionTimeout {

@@ -144,6 +144,10 @@
 //     protocol, no static membership.
 //   - A member closed while a rebalance is in progress may not send LeaveGroup; the
 //     group then waits SessionTimeout for it before it rebalances again.
+//   - A member that loses its coordinator (the coordinator's broker dies) gives its
+//     partitions up at once and joins again as a new member once the group has a
+//     new coordinator; Java's consumer keeps fetching meanwhile. The old member
+//     is made to leave then, so the rejoin does not wait for its session to expire.
 //   - Partitions a topic gains start at InitialOffset like new ones (kafka-go's
 //     StartOffset), so with FromLatest their first records can be skipped.
 //
@@ -154,7 +158,10 @@
 //
 // Each Subscribe call is one group member with one connection to the coordinator and
 // one per assigned partition (fetches go through the Subscriber's transport, which
-// finds each partition's leader from the cluster metadata it refreshes every 6 s). A record the Marshaler cannot decode is logged and
+// finds each partition's leader from the cluster metadata it reads again every
+// MetadataMaxAge, 6 s by default, and at once when a broker refuses a fetch or a
+// write as no longer the partition's leader or cannot be reached, as after a
+// leader election, a reassignment or a broker's death). A record the Marshaler cannot decode is logged and
 // skipped (committed), so that it cannot stall its partition; DefaultMarshaler
 // decodes any record. Publish does not consult the messages' contexts; it is bounded
 // by PublisherConfig.PublishTimeout. There are no metrics yet.

@@ -37,6 +37,7 @@ const fetchRequestSlack = 10 * time.Second
 // used by one goroutine.
 type partitionReader struct {
 	client    *kafkago.Client // the subscriber's admin client: its transport routes a fetch to the partition's leader
+	routes    *routes         // that transport's, to refresh when the leader moved
 	topic     string          // the Kafka name
 	partition int
 	maxBytes  int

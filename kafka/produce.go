@@ -94,6 +94,7 @@ func (p *Publisher) produce(deadline time.Time, wire string, recs []kafkago.Mess
 			wg.Wait()
 		}
 		var retry error // the first error retried
+		moved := false  // a partition's leader is not where the metadata says
 		for _, pr := range order {
 			switch {
 			case pr.err == nil:
@@ -101,6 +102,7 @@ func (p *Publisher) produce(deadline time.Time, wire string, recs []kafkago.Mess
 				if retry == nil {
 					retry = pr.err
 				}
+				moved = moved || leaderMoved(pr.err)
 			default:
 				if failed == nil {
 					failed = make(kafkago.WriteErrors, len(recs))
@@ -121,6 +123,12 @@ func (p *Publisher) produce(deadline time.Time, wire string, recs []kafkago.Mess
 			time.Sleep(max(wait, 0))
 		}
 		ctx, cancel = round()
+		if moved {
+			// The new leaders, read now rather than at the transport's next
+			// periodic refresh (MetadataMaxAge), which the attempts might not
+			// outlast.
+			p.routes.refresh()
+		}
 		if retry != nil {
 			if l, err := p.leaders(ctx, wire); err == nil && len(l) >= len(leaders) {
 				leaders = l

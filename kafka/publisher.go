@@ -27,6 +27,7 @@ type Publisher struct {
 	cfg       PublisherConfig
 	logger    watermill.LoggerAdapter
 	transport *kafkago.Transport
+	routes    *routes // the transport's, refreshed when a partition's leader moved
 	addr      net.Addr
 	admin     admin
 	ready     sync.Map // topic -> struct{}: created (when configured) and known
@@ -51,12 +52,13 @@ func NewPublisher(cfg PublisherConfig, logger watermill.LoggerAdapter) (*Publish
 		logger = watermill.NopLogger{}
 	}
 	logger = logger.With(watermill.LogFields{"component": "kafka.Publisher"})
-	tr := newTransport(cfg.Brokers, cfg.ClientID, cfg.DialTimeout)
+	tr := newTransport(cfg.Brokers, cfg.ClientID, cfg.DialTimeout, cfg.MetadataMaxAge)
 	addr := kafkago.TCP(cfg.Brokers...)
 	p := &Publisher{
 		cfg:       cfg,
 		logger:    logger,
 		transport: tr,
+		routes:    &routes{transport: tr},
 		admin:     admin{client: &kafkago.Client{Addr: addr, Transport: tr, Timeout: cfg.WriteTimeout}, layout: cfg.Topics},
 		addr:      addr,
 	}

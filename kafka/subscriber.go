@@ -27,6 +27,7 @@ type Subscriber struct {
 	cfg       SubscriberConfig
 	logger    watermill.LoggerAdapter
 	transport *kafkago.Transport
+	routes    *routes // the transport's, refreshed when a partition's leader moved
 	dialer    *kafkago.Dialer
 	admin     admin
 
@@ -56,11 +57,12 @@ func NewSubscriber(cfg SubscriberConfig, logger watermill.LoggerAdapter) (*Subsc
 		logger = watermill.NopLogger{}
 	}
 	logger = logger.With(watermill.LogFields{"component": "kafka.Subscriber", "consumer_group": cfg.ConsumerGroup})
-	tr := newTransport(cfg.Brokers, cfg.ClientID, cfg.DialTimeout)
+	tr := newTransport(cfg.Brokers, cfg.ClientID, cfg.DialTimeout, cfg.MetadataMaxAge)
 	return &Subscriber{
 		cfg:       cfg,
 		logger:    logger,
 		transport: tr,
+		routes:    &routes{transport: tr},
 		dialer:    newDialer(cfg.ClientID, cfg.DialTimeout),
 		admin: admin{
 			client: &kafkago.Client{Addr: kafkago.TCP(cfg.Brokers...), Transport: tr, Timeout: cfg.CoordinatorTimeout},
@@ -275,11 +277,25 @@ func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGr
 			_ = group.Close() // leaves the group; bounded by the coordinator timeout
 		}()
 	}()
+	member := ""             // the member ID of the last generation, until kafka-go gives it up
+	stopLeaving := func() {} // ends leaveAbandoned's tries
+	defer func() { stopLeaving() }()
 	for {
 		gen, err := group.Next(ctx)
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, kafkago.ErrGroupClosed) {
 				return
+			}
+			if member != "" && !errors.Is(err, kafkago.RebalanceInProgress) {
+				// kafka-go gave the member ID up (after any error but
+				// RebalanceInProgress: kafka-go v0.4.51, consumergroup.go, run)
+				// and joins as a new member; its LeaveGroup for the old one
+				// went where the error came from, most often a coordinator it
+				// could not reach. The group's next coordinator would wait for
+				// the old member until its session expired.
+				stopLeaving()
+				stopLeaving = sub.leaveAbandoned(ctx, member, &running)
+				member = ""
 			}
 			// kafka-go joins again by itself (after JoinGroupBackoff).
 			sub.logger.Info("consumer group: join failed, retrying", watermill.LogFields{"err": err.Error()})
@@ -288,8 +304,66 @@ func (sub *subscription) runGroup(ctx context.Context, group *kafkago.ConsumerGr
 		if ctx.Err() != nil {
 			return // Next may pick a generation over a done ctx; Close ends it
 		}
+		// A generation began: a member abandoned before has left or expired.
+		stopLeaving()
+		member = gen.MemberID
 		sub.runGeneration(ctx, gen, &running)
 	}
+}
+
+// leaveAbandoned tells the group's coordinator, in the background, that member,
+// a member ID of this subscription's that kafka-go gave up, has left: once the
+// coordinator of a dead broker has moved (the controller fenced the broker), the
+// rebalance that the subscription's new member joined completes without waiting
+// for the old one's session to expire (a session the new coordinator starts anew
+// when it loads the group, so it may end long after SessionTimeout from the
+// death). It tries, every JoinGroupBackoff, until the returned function is called
+// (the next generation began: the member is gone), or ctx is done, or
+// SessionTimeout plus RebalanceTimeout twice over have passed.
+func (sub *subscription) leaveAbandoned(ctx context.Context, member string, running *sync.WaitGroup) (stop func()) {
+	cfg := sub.s.cfg
+	ctx, cancel := context.WithTimeout(ctx, 2*(cfg.SessionTimeout+cfg.RebalanceTimeout))
+	running.Add(1)
+	go func() {
+		defer running.Done()
+		defer cancel()
+		left := false
+		for {
+			res, err := sub.s.admin.client.LeaveGroup(ctx, &kafkago.LeaveGroupRequest{
+				GroupID: cfg.ConsumerGroup,
+				Members: []kafkago.LeaveGroupRequestMember{{ID: member}},
+			})
+			if err == nil {
+				err = res.Error
+				for _, m := range res.Members {
+					err = cmp.Or(err, m.Error)
+				}
+			}
+			switch {
+			case err == nil || errors.Is(err, kafkago.UnknownMemberId):
+				if !left {
+					sub.logger.Info("consumer group: the member given up after an error left the group", watermill.LogFields{"member": member, "unknown": err != nil})
+				}
+				left = true
+			default:
+				sub.logger.Debug("consumer group: the member given up could not leave yet", watermill.LogFields{"member": member, "err": err.Error()})
+				if leaderMoved(err) {
+					sub.s.routes.refresh()
+				}
+			}
+			// The leave is sent again until the next generation begins (stop),
+			// even once acknowledged: a coordinator handing the group over (its
+			// broker shutting down) acknowledged it and still handed the member
+			// over to the next coordinator, which waited for it to expire.
+			if !sleepCtx(ctx, nil, cfg.JoinGroupBackoff) {
+				if !left && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+					sub.logger.Info("consumer group: the member given up after an error did not leave; the coordinator waits for its session to expire", watermill.LogFields{"member": member})
+				}
+				return
+			}
+		}
+	}()
+	return cancel
 }
 
 // runAll consumes every partition of the topic without a group, and the partitions
@@ -335,6 +409,7 @@ func (sub *subscription) consume(ctx, gctx context.Context, commits *committer, 
 	logger := sub.logger.With(watermill.LogFields{"partition": partition})
 	rd := &partitionReader{
 		client:    sub.s.admin.client,
+		routes:    sub.s.routes,
 		topic:     sub.wire,
 		partition: partition,
 		maxBytes:  cfg.FetchMaxBytes,
@@ -428,6 +503,13 @@ func (sub *subscription) fetch(ctx context.Context, rd *partitionReader, out cha
 					}
 					return
 				}
+			}
+			if leaderMoved(err) {
+				// The partition's leader is not where the transport's metadata
+				// says (an election, a reassignment, a broker down): it is read
+				// again for the next fetch, rather than at the next periodic
+				// refresh (MetadataMaxAge).
+				rd.routes.refresh()
 			}
 			logger.Info("fetch failed, retrying", watermill.LogFields{"err": err.Error(), "offset": rd.offset})
 			if !sleepCtx(ctx, nil, time.Second) {

@@ -6,18 +6,72 @@ import (
 	"fmt"
 	"net"
 	"sort"
+	"sync"
+	"syscall"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 	metadataAPI "github.com/segmentio/kafka-go/protocol/metadata"
 )
 
-func newTransport(brokers []string, clientID string, dialTimeout time.Duration) *kafkago.Transport {
+// defaultMetadataMaxAge is the default MetadataMaxAge: kafka-go's.
+const defaultMetadataMaxAge = 6 * time.Second
+
+func newTransport(brokers []string, clientID string, dialTimeout, metadataMaxAge time.Duration) *kafkago.Transport {
 	return &kafkago.Transport{
 		Dial:        (&net.Dialer{Timeout: dialTimeout}).DialContext,
 		DialTimeout: dialTimeout,
 		ClientID:    clientID,
+		MetadataTTL: metadataMaxAge,
 	}
+}
+
+// minRefreshInterval spaces the metadata refreshes of one transport: the
+// partitions of a broker that lost its leaderships fail together, and one fresh
+// read of the metadata serves them all.
+const minRefreshInterval = 500 * time.Millisecond
+
+// routes is a transport whose cached cluster metadata, which routes each request
+// to its partition's leader, can be read again before MetadataMaxAge is over.
+type routes struct {
+	transport *kafkago.Transport
+
+	mu   sync.Mutex
+	last time.Time // of the last refresh
+}
+
+// refresh drops the transport's connection pools, unless it did so within
+// minRefreshInterval: the next request starts a pool that reads the metadata
+// before it sends anything (kafka-go v0.4.51, transport.go: grabPool, then
+// roundTrip waits for the pool's first metadata), and requests in flight end on
+// the pools they started on. kafka-go has no other way to have it read again.
+func (r *routes) refresh() {
+	r.mu.Lock()
+	if time.Since(r.last) < minRefreshInterval {
+		r.mu.Unlock()
+		return
+	}
+	r.last = time.Now()
+	r.mu.Unlock()
+	r.transport.CloseIdleConnections()
+}
+
+// leaderMoved reports whether err says that the metadata the transport routed a
+// request by is out of date: the broker is no longer the partition's leader (a
+// leader election, a reassignment), the partition has no leader for now, or is
+// unknown to the broker (its replica moved away, or the topic is new), or the
+// broker is gone (its connection refused, or not in the metadata any more). The
+// request should be sent again after a refresh (routes.refresh), as Java's
+// clients do.
+func leaderMoved(err error) bool {
+	for _, e := range []kafkago.Error{kafkago.NotLeaderForPartition, kafkago.LeaderNotAvailable,
+		kafkago.UnknownTopicOrPartition, kafkago.ReplicaNotAvailable, kafkago.FencedLeaderEpoch,
+		kafkago.UnknownLeaderEpoch, kafkago.KafkaStorageError, kafkago.BrokerNotAvailable} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 func newDialer(clientID string, timeout time.Duration) *kafkago.Dialer {

@@ -185,3 +185,48 @@ func TestBusEnvelopeSessionIDFollowsTheRule(t *testing.T) {
 		t.Fatalf("envelopes with bad session IDs wrote sessions: %v %v", infos, err)
 	}
 }
+
+// A message on the tasks topic whose type header this node does not know (a typo
+// in a producer's header, "task.cancle") is not run as a task, whatever its body:
+// it goes to the poison topic with a reason naming the type, and no session is
+// written. Before, anything but the known command types was read as a task, so a
+// mistyped cancellation with a task-shaped body started work.
+func TestBusMessageOfUnknownTypeIsPoisoned(t *testing.T) {
+	n := nodetest.Start(t, node.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	poisoned, err := n.Bus().Subscribe(ctx, node.TopicPoison)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct{ id, typ, body string }{
+		{"typo-task", "task.cancle", `{"input":"echo x","session_id":"typo-task"}`},
+		{"typo-cancel", "task.cancle", `{"v":1,"session_id":"typo-cancel","reason":"stop"}`},
+		{"other-case", "Task.Submitted", `{"input":"echo x","session_id":"other-case"}`},
+	}
+	for _, c := range cases {
+		msg := message.NewMessage(c.id, []byte(c.body))
+		msg.Metadata.Set(messages.MetaType, c.typ)
+		go func() {
+			if err := n.Bus().Publish(messages.TopicTasks, msg); err != nil {
+				t.Error(err)
+			}
+		}()
+		select {
+		case p := <-poisoned:
+			p.Ack()
+			want := fmt.Sprintf("unknown type %q", c.typ)
+			if reason := p.Metadata.Get(middleware.ReasonForPoisonedKey); p.UUID != c.id || !strings.Contains(reason, want) {
+				t.Errorf("%s: poisoned %s with %q, want a reason saying %s", c.id, p.UUID, reason, want)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s (type %q) never reached the poison topic", c.id, c.typ)
+		}
+	}
+	// A task sent after them runs: the partition moved on.
+	nodetest.Run(t, n, "after-typo", "echo fine")
+	infos, err := n.Log().Sessions(ctx, eventlog.Filter{})
+	if err != nil || len(infos) != 1 || infos[0].ID != "after-typo" {
+		t.Fatalf("messages of unknown types wrote sessions: %v %v", infos, err)
+	}
+}

@@ -856,6 +856,14 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return n.handleMemoryCommand(msg)
 	case messages.TypeDeltaWatch:
 		return n.handleDeltaWatch(msg)
+	case "", string(messages.TypeTaskSubmitted):
+	default:
+		// A type this node does not know (a typo such as "task.cancle", a kind of
+		// message of a newer build) is not a task: run as one, a cancellation
+		// would start the work it meant to stop.
+		return fmt.Errorf("%w: message %s: unknown type %s: the tasks topic takes a task (no type header, or %q), %q, %q, %q or %q",
+			errPermanent, msg.UUID, QuoteHead(msg.Metadata.Get(messages.MetaType)), messages.TypeTaskSubmitted,
+			messages.TypeCancelRequested, messages.TypeApprovalAnswer, messages.TypeMemoryCommand, messages.TypeDeltaWatch)
 	}
 	arrival := arrivalOf(msg)
 	if stream := msg.Metadata.Get(messages.MetaStored); stream != "" {
