@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
@@ -330,17 +331,36 @@ func (d *deduplicator) size() int {
 	return len(d.seen)
 }
 
-// isPermanent decides which errors go to the poison topic; it counts and logs them
-// (on the embedded bus, a poison topic nobody subscribes to keeps nothing).
-func (m *Metrics) isPermanent(handler string, logger *slog.Logger) func(error) bool {
-	return func(err error) bool {
-		if errors.Is(err, errPermanent) {
-			m.poisoned.WithLabelValues(handler).Inc()
-			logger.Error("bus message sent to the poison topic", "handler", handler, "topic", TopicPoison, "reason", err)
-			return true
+// isPermanent decides which errors go to the poison topic. It neither counts nor
+// logs them: a publish to the poison topic may fail (its partition's broker down),
+// and the message then comes again and is decided again; poisonPublisher counts
+// and logs a message once the poison topic took it.
+func isPermanent(err error) bool { return errors.Is(err, errPermanent) }
+
+// poisonPublisher is the publisher of the poison middleware: it counts and logs
+// each message the poison topic took, with its reason (on the embedded bus, a
+// poison topic nobody subscribes to keeps nothing), and a publish that failed as
+// such, so that a message retried while the poison topic is unavailable is not
+// told as sent at each try.
+type poisonPublisher struct {
+	message.Publisher
+	m       *Metrics
+	handler string
+	logger  *slog.Logger
+}
+
+func (p poisonPublisher) Publish(topic string, msgs ...*message.Message) error {
+	err := p.Publisher.Publish(topic, msgs...)
+	for _, msg := range msgs {
+		reason := msg.Metadata.Get(middleware.ReasonForPoisonedKey)
+		if err != nil {
+			p.logger.Warn("bus message not sent to the poison topic; it is handled again", "handler", p.handler, "topic", topic, "message", msg.UUID, "reason", reason, "err", err)
+			continue
 		}
-		return false
+		p.m.poisoned.WithLabelValues(p.handler).Inc()
+		p.logger.Error("bus message sent to the poison topic", "handler", p.handler, "topic", topic, "message", msg.UUID, "reason", reason)
 	}
+	return err
 }
 
 type forwardedKey struct{}
