@@ -28,6 +28,19 @@ import (
 // partContent is the content member each 0.3 part kind carries.
 var partContent = map[string]string{"text": "text", "file": "file", "data": "data"}
 
+// MaxMessageID bounds a message's messageId, in bytes, as the task API bounds its
+// Idempotency-Key: the ID is recorded in the session's events (their causation)
+// and names the task's envelope.
+const MaxMessageID = 200
+
+// checkMessageID refuses a messageId longer than MaxMessageID.
+func checkMessageID(id string) error {
+	if len(id) > MaxMessageID {
+		return fmt.Errorf(`"message.messageId" is %d bytes long: at most %d`, len(id), MaxMessageID)
+	}
+	return nil
+}
+
 // checkMessageV03 checks the message of the params of a 0.3 message/send or
 // message/stream (the SDK decoded them already: the shape is right).
 func checkMessageV03(params json.RawMessage) error {
@@ -43,6 +56,9 @@ func checkMessageV03(params json.RawMessage) error {
 	}
 	if p.Message.MessageID == "" {
 		return errors.New(`"message.messageId" is required: the sender's identifier of the message, not empty`)
+	}
+	if err := checkMessageID(p.Message.MessageID); err != nil {
+		return err
 	}
 	if r := p.Message.Role; r != "user" && r != "agent" {
 		return fmt.Errorf(`"message.role" %q: want "user" or "agent"`, r)

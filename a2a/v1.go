@@ -365,8 +365,12 @@ func v1ToMessage(m map[string]any) (map[string]any, error) {
 			out[k] = v
 		}
 	}
-	if id, _ := out["messageId"].(string); id == "" {
+	id, _ := out["messageId"].(string)
+	if id == "" {
 		return nil, errors.New(`"message.messageId" is required`)
+	}
+	if err := checkMessageID(id); err != nil {
+		return nil, err
 	}
 	var role string
 	switch v := m["role"].(type) {

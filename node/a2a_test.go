@@ -605,6 +605,8 @@ func TestA2AInvalidPartsAndMessageIDs(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-root","role":"root","parts":[{"kind":"text","text":"hi"}]}}}`, `"message.role" "root"`},
 		{`{"jsonrpc":"2.0","id":1,"method":"message/stream","params":{"message":{"kind":"message","messageId":"m-norole","parts":[{"kind":"text","text":"hi"}]}}}`, `"message.role" ""`},
 		{v1(`""`, `{"text":"hi"}`), "message.messageId"},
+		{v03("message/send", `"`+strings.Repeat("m", 201)+`"`, `{"kind":"text","text":"hi"}`), `"message.messageId" is 201 bytes long: at most 200`},
+		{v1(`"`+strings.Repeat("m", 500<<10)+`"`, `{"text":"hi"}`), `"message.messageId" is 512000 bytes long: at most 200`},
 		{v1(`"m1-both"`, `{"text":"hi","data":{"a":1}}`), `message.parts[0]: a part has one of "text", "raw", "url" or "data", not "text" and "data"`},
 		{v1(`"m1-b64"`, `{"raw":"not base64!","mediaType":"text/plain"}`), `message.parts[0]: "raw" is not valid base64`},
 	} {
