@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -29,11 +30,19 @@ const LoggerName = "troupe"
 // grows by one at each: the start, each task event (a model step, a tool call),
 // each ProgressInterval it runs on, and the end, which also gives the total.
 //
-// A request without a progressToken gets a ping instead every ProgressInterval it
-// runs on, related to the call (over Streamable HTTP it travels on the call's
+// Every request also gets a ping each ProgressInterval it runs on (before, only
+// those without a progressToken did), related to the call (over Streamable HTTP it travels on the call's
 // response stream): a client reading that stream with a read timeout (the Python
 // SDK's default is 300 s) would otherwise see nothing on it until the answer, and
 // give up on a long run_task.
+//
+// The heartbeat also finds out when the call's session has closed (its client
+// answered no ping for the session timeout, or the node closes it): the SDK's
+// Close then waits for the calls under way to return, but does not cancel them,
+// so a call whose task runs on (one waiting for an approval, with no timeout)
+// held its goroutines, its session and the SDK's record of it for as long as
+// the task ran, for every client that went away. The call's context (ctx, from
+// follow) is cancelled then, with errSessionClosed.
 type follower struct {
 	ss    *sdk.ServerSession
 	token any
@@ -44,15 +53,23 @@ type follower struct {
 	// pinging is cancelled at the end: a ping still waiting for its answer ends.
 	pinging context.Context
 	endPing context.CancelFunc
+	// closed cancels the call's context once its session has closed.
+	closed context.CancelCauseFunc
 
 	mu       sync.Mutex
 	progress float64
 }
 
+// errSessionClosed is the cause of a call's context cancelled because its
+// session closed: the call ends, its task (run_task's) goes on.
+var errSessionClosed = fmt.Errorf("mcp: the call's session has closed: %w", node.ErrCallerGone)
+
 // follow starts to follow a call of what (e.g. "tool calculator"); call end with
-// its outcome when it returns.
-func (s *Server) follow(ctx context.Context, ss *sdk.ServerSession, params *sdk.CallToolParamsRaw, what string) *follower {
+// its outcome when it returns. The call runs under the context it returns: ctx,
+// cancelled with errSessionClosed once the session has closed.
+func (s *Server) follow(ctx context.Context, ss *sdk.ServerSession, params *sdk.CallToolParamsRaw, what string) (*follower, context.Context) {
 	f := &follower{ss: ss, what: what, start: time.Now(), stop: make(chan struct{})}
+	ctx, f.closed = context.WithCancelCause(ctx)
 	f.pinging, f.endPing = context.WithCancel(ctx)
 	if params != nil {
 		f.token = params.GetProgressToken()
@@ -71,18 +88,24 @@ func (s *Server) follow(ctx context.Context, ss *sdk.ServerSession, params *sdk.
 				return
 			case <-tick.C:
 				f.tell(ctx, "debug", fmt.Sprintf("%s: running for %s", what, time.Since(f.start).Round(time.Millisecond)), false)
-				if f.token == nil && f.ss != nil {
-					// The answer does not matter (a client that does not answer
-					// still got the bytes); waiting for it bounds the pings in
-					// flight to one.
-					pctx, cancel := context.WithTimeout(f.pinging, s.opts.ProgressInterval)
-					_ = f.ss.Ping(pctx, nil)
-					cancel()
+				if f.ss == nil {
+					continue
+				}
+				// The answer does not matter (a client that does not answer
+				// still got the bytes); waiting for it bounds the pings in
+				// flight to one. A request with a progressToken is pinged too,
+				// for the one answer that does: a session that has closed.
+				pctx, cancel := context.WithTimeout(f.pinging, s.opts.ProgressInterval)
+				err := f.ss.Ping(pctx, nil)
+				cancel()
+				if errors.Is(err, sdk.ErrConnectionClosed) {
+					f.closed(errSessionClosed)
+					return
 				}
 			}
 		}
 	}()
-	return f
+	return f, ctx
 }
 
 // event tells of one event of a run_task's task.

@@ -304,7 +304,7 @@ func (s *Server) callTool(name string) sdk.ToolHandler {
 			}
 		}
 		s.recordCall(ctx, req, name, args, "")
-		f := s.follow(ctx, req.Session, req.Params, "tool "+name)
+		f, ctx := s.follow(ctx, req.Session, req.Params, "tool "+name)
 		out, err := s.n.CallTool(ctx, key, name, args)
 		f.end(ctx, err)
 		if err != nil {
@@ -382,7 +382,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 			task.ID = rec.TaskID
 		}
 	}
-	f := s.follow(ctx, req.Session, req.Params, RunTask)
+	f, ctx := s.follow(ctx, req.Session, req.Params, RunTask)
 	if started != nil {
 		defer s.closeOnStop(req)()
 	}
@@ -472,7 +472,7 @@ func (s *Server) startCall(ctx context.Context, id string, rec *messages.MCPCall
 func (s *Server) callAgain(ctx context.Context, req *sdk.CallToolRequest, rec messages.MCPCallStarted) (*sdk.CallToolResult, error) {
 	taskSession := rec.TaskSession
 	defer s.closeOnStop(req)()
-	f := s.follow(ctx, req.Session, req.Params, RunTask)
+	f, ctx := s.follow(ctx, req.Session, req.Params, RunTask)
 	res, err := s.awaitTask(ctx, func(ctx context.Context) (node.SessionStatus, bool, error) { return s.callStatus(ctx, rec) }, taskSession, true)
 	f.end(ctx, err)
 	switch {

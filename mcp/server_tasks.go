@@ -97,7 +97,7 @@ func (s *Server) taskResult(ctx context.Context, st taskStatus, req *sdk.CallToo
 	wait := args.Wait == nil || *args.Wait
 	s.recordCall(ctx, req, TaskResult, raw, args.SessionID)
 	defer s.closeOnStop(req)()
-	f := s.follow(ctx, req.Session, req.Params, TaskResult)
+	f, ctx := s.follow(ctx, req.Session, req.Params, TaskResult)
 	res, err := s.awaitTask(ctx, func(ctx context.Context) (node.SessionStatus, bool, error) { return st.Status(ctx, args.SessionID) },
 		args.SessionID, wait)
 	if err != nil && ctx.Err() == nil && isClosed(s.closing) && req.Extra != nil && req.Extra.CloseSSEStream != nil {

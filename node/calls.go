@@ -84,6 +84,12 @@ func (n *Node) RunTask(ctx context.Context, t Task) (messages.TaskResult, error)
 	return n.RunTaskEach(ctx, t, nil)
 }
 
+// ErrCallerGone, as the cause of a RunTask or RunTaskEach context (context.Cause),
+// says that its caller went away for good without asking to stop the task (an MCP
+// client whose session closed): the call returns, and the task goes on, as a
+// named task does, or any task after a restart of the node.
+var ErrCallerGone = errors.New("node: the caller of the task is gone")
+
 // RunTaskEach is RunTask that also hands each live event of the task to each (when
 // not nil), in order, from RunTaskEach's goroutine: a caller's view of the task's
 // progress (a model step, a tool call). Events it fell behind on are not handed.
@@ -108,7 +114,7 @@ func (n *Node) RunTaskEach(ctx context.Context, t Task, each func(messages.Envel
 		}
 	}
 	cancel := func() (messages.TaskResult, error) {
-		if t.TaskID != "" {
+		if t.TaskID != "" || errors.Is(context.Cause(ctx), ErrCallerGone) {
 			return res, context.Cause(ctx) // a named task is not its caller's alone
 		}
 		cctx, done := context.WithTimeout(context.Background(), n.cfg.SubmitTimeout)

@@ -110,3 +110,52 @@ func runAsync(t *testing.T, ctx context.Context, n *node.Node, task node.Task) <
 	}()
 	return c
 }
+
+// RunTask of an unnamed task whose caller is gone for good (its context ended with
+// the cause node.ErrCallerGone: an MCP client whose session closed) returns and
+// leaves the task running, as after a restart of the node; a caller whose
+// context merely ends cancels the task.
+func TestRunTaskUnnamedTaskOutlivesACallerGone(t *testing.T) {
+	m := &heldModel{asked: make(chan struct{}, 16), release: make(chan struct{})}
+	n := nodetest.Start(t, node.Config{Model: m})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first, leave := context.WithCancelCause(ctx)
+	gone := make(chan error, 1)
+	go func() {
+		_, err := n.RunTask(first, node.Task{Input: "go on without me", SessionID: "s-unnamed"})
+		gone <- err
+	}()
+	select {
+	case <-m.asked:
+	case <-ctx.Done():
+		t.Fatal("the model was not asked within 30 s")
+	}
+	leave(node.ErrCallerGone)
+	select {
+	case err := <-gone:
+		if !errors.Is(err, node.ErrCallerGone) {
+			t.Fatalf("RunTask whose caller is gone: %v, want node.ErrCallerGone", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("RunTask did not return within 30 s of its context's end")
+	}
+	close(m.release)
+	for {
+		res, _, err := n.Status(ctx, "s-unnamed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != messages.StatusRunning {
+			if res.Status != messages.StatusCompleted || res.Output != "done" {
+				t.Errorf("the task: %+v, want it completed with \"done\" (not cancelled)", res)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the task did not end within 30 s")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
