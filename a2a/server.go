@@ -9,14 +9,17 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
 	"maps"
+	"mime"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	sdk "github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
@@ -170,6 +173,9 @@ func ContextFor(messageID string) string {
 // check reports why a message that starts a task would not start one (the
 // error wraps sdk.ErrInvalidParams), if it would not.
 func (e *Executor) check(m *sdk.Message) error {
+	if err := checkFiles(m); err != nil {
+		return err
+	}
 	input := messageText(m)
 	if strings.TrimSpace(input) == "" {
 		return fmt.Errorf("a2a: %w: the message has no text part", sdk.ErrInvalidParams)
@@ -732,9 +738,77 @@ func messageText(m *sdk.Message) string {
 			if err == nil {
 				parts = append(parts, string(b))
 			}
+		case sdk.FilePart:
+			if text, name, err := fileText(v); err == nil {
+				parts = append(parts, "[file "+name+"]\n"+text)
+			}
 		}
 	}
 	return strings.Join(parts, "\n")
+}
+
+// checkFiles reports the first file part of m the agent cannot read (fileText),
+// wrapping sdk.ErrUnsupportedContentType (-32005). It used to be taken and left
+// out of the task's input without a word: the client got an answer that ignored
+// its attachment.
+func checkFiles(m *sdk.Message) error {
+	for i, p := range m.Parts {
+		if f, ok := p.(sdk.FilePart); ok {
+			if _, _, err := fileText(f); err != nil {
+				return fmt.Errorf("a2a: %w: message.parts[%d]: %w", sdk.ErrUnsupportedContentType, i, err)
+			}
+		}
+	}
+	return nil
+}
+
+// fileText is the content of a file part as the agent reads it, and the name it
+// goes by: a file sent as bytes of a text media type (text/*, JSON, XML, YAML, or
+// none given) that are UTF-8. The agent reads text only, as the agent card says
+// (defaultInputModes); a file given by URI is not fetched (the node would fetch
+// what a client names, on the client's word).
+func fileText(f sdk.FilePart) (text, name string, err error) {
+	switch c := f.File.(type) {
+	case sdk.FileBytes:
+		name = cmp.Or(c.Name, "attachment")
+		if !textMedia(c.MimeType) {
+			return "", name, fmt.Errorf("file %q is %s: the agent reads text files only (text/*, application/json, XML or YAML)", truncate(name, 100), truncate(c.MimeType, 100))
+		}
+		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+			if b, err := enc.DecodeString(c.Bytes); err == nil {
+				if !utf8.Valid(b) {
+					return "", name, fmt.Errorf("file %q is not UTF-8 text", truncate(name, 100))
+				}
+				return string(b), name, nil
+			}
+		}
+		return "", name, fmt.Errorf("file %q: its bytes are not base64", truncate(name, 100))
+	case sdk.FileURI:
+		return "", "", fmt.Errorf("a file by uri (%s) is not fetched: send its content as bytes", truncate(c.URI, 100))
+	default:
+		return "", "", errors.New("a file part with no content")
+	}
+}
+
+// textMedia reports whether a media type (its parameters aside) is text the agent
+// reads; an empty one is taken for text, whose bytes must then be UTF-8.
+func textMedia(mediaType string) bool {
+	mt, _, err := mime.ParseMediaType(mediaType)
+	if mediaType == "" {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	switch {
+	case strings.HasPrefix(mt, "text/"), strings.HasSuffix(mt, "+json"), strings.HasSuffix(mt, "+xml"), strings.HasSuffix(mt, "+yaml"):
+		return true
+	}
+	switch mt {
+	case "application/json", "application/xml", "application/yaml", "application/x-yaml", "application/toml", "application/x-ndjson":
+		return true
+	}
+	return false
 }
 
 func truncate(s string, n int) string {

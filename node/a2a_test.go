@@ -19,6 +19,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
 	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -617,15 +618,54 @@ func TestA2AInvalidPartsAndMessageIDs(t *testing.T) {
 			t.Errorf("%s: %v, want -32602 naming %s", c.body, out, c.field)
 		}
 	}
+	// A file the agent cannot read is refused (-32005): it was taken and left out
+	// of the task's input without a word.
+	for _, c := range []struct{ body, why string }{
+		{v03("message/send", `"m-bin"`, `{"kind":"text","text":"hi"},{"kind":"file","file":{"bytes":"_-8","mimeType":"application/octet-stream","name":"a.bin"}}`), `message.parts[1]: file "a.bin" is application/octet-stream: the agent reads text files only`},
+		{v03("message/send", `"m-pdf"`, `{"kind":"text","text":"hi"},{"kind":"file","file":{"bytes":"JVBERi0=","mimeType":"application/pdf"}}`), `file "attachment" is application/pdf`},
+		{v03("message/send", `"m-uri"`, `{"kind":"text","text":"hi"},{"kind":"file","file":{"uri":"file:///etc/passwd","mimeType":"text/plain"}}`), `a file by uri (file:///etc/passwd) is not fetched`},
+		{v03("message/send", `"m-latin1"`, `{"kind":"text","text":"hi"},{"kind":"file","file":{"bytes":"6Q==","mimeType":"text/plain"}}`), `is not UTF-8 text`},
+		{v1(`"m1-url"`, `{"text":"hi"},{"url":"https://example.com/a.txt","mediaType":"text/plain"}`), `is not fetched`},
+		{v1(`"m1-bin"`, `{"text":"hi"},{"raw":"aGk","mediaType":"image/png"}`), `is image/png`},
+	} {
+		out := post(c.body)
+		e, _ := out["error"].(map[string]any)
+		msg, _ := e["message"].(string)
+		if d, ok := e["data"].(map[string]any); ok { // 0.3: the reason is in data
+			why, _ := d["error"].(string)
+			msg += " " + why
+		}
+		if e["code"] != float64(-32005) || !strings.Contains(msg, c.why) || out["result"] != nil {
+			t.Errorf("%s: %v, want -32005 saying %s", c.body, out, c.why)
+		}
+	}
 	noSessions(t, n)
 	for _, body := range []string{
 		v03("message/send", `"m-ok-1"`, `{"kind":"text","text":"hi"},{"kind":"file","file":{"bytes":"aGk=","mimeType":"text/plain"}}`),
-		v03("message/send", `"m-ok-2"`, `{"kind":"text","text":"hi","x-extension":{"a":1}},{"kind":"file","file":{"bytes":"_-8","mimeType":"application/octet-stream"}}`),
+		v03("message/send", `"m-ok-2"`, `{"kind":"text","text":"hi","x-extension":{"a":1}},{"kind":"file","file":{"bytes":"aGk-","mimeType":"text/plain"}}`),
 		v1(`"m1-ok-1"`, `{"text":"hi"},{"raw":"aGk","mediaType":"text/plain"}`),
 		v1(`"m1-ok-2"`, `{"text":"hi"},{"data":{"a":1}}`),
 	} {
 		if out := post(body); out["error"] != nil || out["result"] == nil {
 			t.Errorf("%s: %v, want it accepted", body, out)
 		}
+	}
+	// A text file is part of the task's input.
+	infos, err := n.Log().Sessions(context.Background(), eventlog.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, info := range infos {
+		events, err := n.Log().Read(context.Background(), info.ID, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range events {
+			found = found || (e.Type == messages.TypeTaskSubmitted && strings.Contains(string(e.Payload), `hi\n[file attachment]\nhi`))
+		}
+	}
+	if !found {
+		t.Error("no task's input holds the text file sent with it")
 	}
 }
