@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools"
 )
 
 // Divergence is the first place where an agent's decisions differ from a recorded
@@ -174,7 +176,7 @@ func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]i
 				step = st.active.Steps
 			}
 			d := st.DecideAmong(as, e.Seq, e.TS)
-			if div := compare(d, e, p, step); div != nil {
+			if div := compare(d, e, p, step); div != nil && !st.decidedByEarlierTools(as, d, e, p, step) {
 				return div, nil
 			}
 		}
@@ -183,6 +185,59 @@ func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]i
 		}
 	}
 	return nil, nil
+}
+
+// decidedByEarlierTools reports whether d, a model request that differs from the
+// recorded one, comes out as recorded when the agents offer their built-in tools
+// described as an earlier build described them (tools.PriorSpecs): a tool's
+// description is part of the prompt's hash, and a build that reworded one would
+// otherwise find every session recorded before as diverging, where the agent
+// decided the same. The request must name the same tools, with the same number
+// of messages.
+func (s *SessionState) decidedByEarlierTools(as Agents, d *Decision, e messages.Envelope, recorded messages.Payload, step int) bool {
+	r, ok := recorded.(*messages.ModelRequested)
+	if !ok || d == nil {
+		return false
+	}
+	m, ok := d.Payload.(*messages.ModelRequested)
+	if !ok || m.Messages != r.Messages || !slices.Equal(m.Tools, r.Tools) {
+		return false
+	}
+	for i := 0; ; i++ {
+		earlier, changed := agentsWithEarlierTools(as, i)
+		if !changed {
+			return false
+		}
+		if compare(s.DecideAmong(earlier, e.Seq, e.TS), e, recorded, step) == nil {
+			return true
+		}
+	}
+}
+
+// agentsWithEarlierTools returns as with each agent's tools as the i-th earlier
+// wording of them (tools.PriorSpecs; an agent with fewer keeps its earliest), and
+// whether any agent had an i-th one.
+func agentsWithEarlierTools(as Agents, i int) (Agents, bool) {
+	changed := false
+	earlier := func(a Agent) Agent {
+		prior := tools.PriorSpecs(a.Tools)
+		if len(prior) == 0 {
+			return a
+		}
+		if i < len(prior) {
+			changed = true
+		}
+		a.Tools = prior[min(i, len(prior)-1)]
+		return a
+	}
+	out := Agents{Default: earlier(as.Default)}
+	if as.Named != nil {
+		out.Named = make(map[string]Agent, len(as.Named))
+		for name, a := range as.Named {
+			out.Named[name] = earlier(a)
+		}
+	}
+	return out, changed
 }
 
 // decided reports whether the agent (Decide) produced this event, as opposed to an

@@ -127,7 +127,7 @@ func NewFiles(cfg FilesConfig) (*Toolbox, error) {
 	out := WithMaxOutput(cfg.MaxReadBytes + 1024)
 	subs := []SubTool{
 		Sub("read", fmt.Sprintf("Reads a text file (at most %d bytes per call; use offset to read on).", cfg.MaxReadBytes), f.read, readOnly, out),
-		Sub("list", "Lists a directory: one entry per line, directories ending in /; a name that is not plain printable text is quoted.", f.list, readOnly, out),
+		Sub("list", filesListDescription, f.list, readOnly, out),
 		Sub("stat", "Tells a path's type, size, mode and modification time.", f.stat, readOnly),
 	}
 	if !cfg.ReadOnly {
