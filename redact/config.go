@@ -67,3 +67,42 @@ func URLSecrets(s string) []string {
 	}
 	return out
 }
+
+// URL returns s, a URL, with the credentials URLSecrets finds in it replaced by
+// Redacted, whatever their length; everything else of it is left as written. A
+// string that does not parse as a URL is returned as it is.
+func URL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || !strings.Contains(s, "://") {
+		return s
+	}
+	out := s
+	if _, ok := u.User.Password(); ok {
+		// scheme://user:password@host...: the password is what lies between the
+		// first ':' after "://" and the '@' that ends the user information.
+		start := strings.Index(out, "://") + 3
+		if at := strings.IndexByte(out[start:], '@'); at >= 0 {
+			info := out[start : start+at]
+			if colon := strings.IndexByte(info, ':'); colon >= 0 {
+				out = out[:start+colon+1] + Redacted + out[start+at:]
+			}
+		}
+	}
+	q := strings.IndexByte(out, '?')
+	if q < 0 {
+		return out
+	}
+	query, fragment := out[q+1:], ""
+	if h := strings.IndexByte(query, '#'); h >= 0 {
+		query, fragment = query[:h], query[h:]
+	}
+	pairs := strings.Split(query, "&")
+	for i, p := range pairs {
+		k, _, ok := strings.Cut(p, "=")
+		name, err := url.QueryUnescape(k)
+		if ok && err == nil && (SecretName(name) || strings.EqualFold(name, "sig") || strings.EqualFold(name, "signature")) {
+			pairs[i] = k + "=" + Redacted
+		}
+	}
+	return out[:q+1] + strings.Join(pairs, "&") + fragment
+}

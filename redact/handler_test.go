@@ -52,3 +52,18 @@ func TestURLSecrets(t *testing.T) {
 		}
 	}
 }
+
+// URL replaces a URL's password and secret-named query values, short ones too, and
+// leaves the rest as written.
+func TestURL(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://u:pw@h:8443/hook?token=abc&x=1#f": "https://u:[REDACTED]@h:8443/hook?token=[REDACTED]&x=1#f",
+		"https://h/hook?Signature=s&api%5Fkey=k":   "https://h/hook?Signature=[REDACTED]&api%5Fkey=[REDACTED]",
+		"https://user@h/hook?region=eu":            "https://user@h/hook?region=eu",
+		"not a url":                                "not a url",
+	} {
+		if got := redact.URL(in); got != want {
+			t.Errorf("URL(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
