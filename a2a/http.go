@@ -24,6 +24,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -622,7 +623,7 @@ func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Ta
 	}
 	u, err := url.Parse(cfg.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		s.logger.Warn("a2a push: not an http(s) URL; not sent", "url", cfg.URL)
+		s.logger.Warn("a2a push: not an http(s) URL; not sent", "url", redact.URL(cfg.URL))
 		return nil
 	}
 	body, err := json.Marshal(task)
@@ -742,6 +743,9 @@ func (s *PushSender) send(ctx context.Context, cfg *sdk.PushConfig, body []byte,
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := s.Send(ctx, cfg, body); err != nil {
-		s.logger.Warn("a2a push notification not delivered", "task", task, "url", cfg.URL, "err", err)
+		// The URL's credentials (?token=...) stay out of the log, also from the
+		// error, which names the URL.
+		red := redact.New(redact.URLSecrets(cfg.URL)...)
+		s.logger.Warn("a2a push notification not delivered", "task", task, "url", redact.URL(cfg.URL), "err", red.String(err.Error()))
 	}
 }

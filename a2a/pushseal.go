@@ -49,6 +49,8 @@ func NewPushSealer(key func() ([]byte, error)) *PushSealer { return &PushSealer{
 type pushSecrets struct {
 	Token       string `json:"token,omitempty"`
 	Credentials string `json:"credentials,omitempty"`
+	// URL is the config's URL when it had credentials (A2APushSet.HadURLCredentials).
+	URL string `json:"url,omitempty"`
 }
 
 // KeyID names key in a sealed value and in error messages: the first 8 hex digits

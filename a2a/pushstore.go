@@ -21,6 +21,7 @@ import (
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // PushStreamFor is the stream of the log that holds task id's push-notification
@@ -282,7 +283,7 @@ func (t *taskPushes) apply(e messages.Envelope, sealer *PushSealer) (failed stri
 		}
 		t.configs[v.ConfigID] = c
 		t.v1[v.ConfigID] = v.Version == V1ProtocolVersion
-		t.withheld[v.ConfigID] = v.HadToken || v.HadCredentials
+		t.withheld[v.ConfigID] = v.HadToken || v.HadCredentials || v.HadURLCredentials
 		delete(t.sealedErr, v.ConfigID)
 		delete(t.warned, v.ConfigID)
 		switch {
@@ -298,6 +299,9 @@ func (t *taskPushes) apply(e messages.Envelope, sealer *PushSealer) (failed stri
 				break
 			}
 			c.Token = sec.Token
+			if v.HadURLCredentials && sec.URL != "" {
+				c.URL = sec.URL
+			}
 			if c.Auth != nil {
 				c.Auth.Credentials = sec.Credentials
 			}
@@ -383,15 +387,21 @@ func (s *PushStore) Save(ctx context.Context, id sdk.TaskID, config *sdk.PushCon
 	if c.ID == "" {
 		c.ID = uuid.Must(uuid.NewV7()).String()
 	}
-	set := &messages.A2APushSet{ConfigID: c.ID, URL: c.URL, HadToken: c.Token != ""}
+	// A URL's credentials (https://hooks.example/x?token=...) are secrets like the
+	// token: the event has the URL without them.
+	set := &messages.A2APushSet{ConfigID: c.ID, URL: redact.URL(c.URL), HadToken: c.Token != ""}
+	set.HadURLCredentials = set.URL != c.URL
 	if isV1(ctx) {
 		set.Version = V1ProtocolVersion
 	}
 	if c.Auth != nil {
 		set.Schemes, set.HadCredentials = slices.Clone(c.Auth.Schemes), c.Auth.Credentials != ""
 	}
-	if s.sealer != nil && (set.HadToken || set.HadCredentials) {
+	if s.sealer != nil && (set.HadToken || set.HadCredentials || set.HadURLCredentials) {
 		sec := pushSecrets{Token: c.Token}
+		if set.HadURLCredentials {
+			sec.URL = c.URL
+		}
 		if c.Auth != nil {
 			sec.Credentials = c.Auth.Credentials
 		}

@@ -391,3 +391,75 @@ func TestPushStoreBoundsATasksConfigs(t *testing.T) {
 		t.Fatalf("%d configs listed, want %d: %v", len(got), maxPushConfigs, err)
 	}
 }
+
+// A push URL's credentials (a webhook's ?token=, a password) are secrets like the
+// config's token: the log has the URL without them, sealed whole beside it; a store
+// with the key posts to the URL as given, one without it withholds the config, and
+// a store with no sealer keeps the URL it was given in memory only.
+func TestPushStoreSealsTheURLsCredentials(t *testing.T) {
+	ctx := context.Background()
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	key := bytes.Repeat([]byte{1}, SecretKeySize)
+	sealer := NewPushSealer(func() ([]byte, error) { return key, nil })
+	const task = sdk.TaskID("s1~0123456789abcdef0123456789abcdef")
+	const hook = "https://me:pw-plain@hooks.example.com/x?token=urltok-plain&team=a"
+
+	a := NewPushStore(log, sealer, nil)
+	if _, err := a.Save(ctx, task, &sdk.PushConfig{ID: "c", URL: hook}); err != nil {
+		t.Fatal(err)
+	}
+	unsealed := NewPushStore(log, nil, nil)
+	if _, err := unsealed.Save(ctx, task, &sdk.PushConfig{ID: "d", URL: hook}); err != nil {
+		t.Fatal(err)
+	}
+	events, err := log.Read(ctx, PushStreamFor(task), 1)
+	if err != nil || len(events) != 2 {
+		t.Fatalf("the stream: %d events, %v", len(events), err)
+	}
+	for _, e := range events {
+		b, _ := json.Marshal(e)
+		if bytes.Contains(b, []byte("urltok-plain")) || bytes.Contains(b, []byte("pw-plain")) {
+			t.Fatalf("the URL's credentials in plain text in the log: %s", b)
+		}
+	}
+	if got, err := NewPushStore(log, sealer, nil).Get(ctx, task, "c"); err != nil || got.URL != hook {
+		t.Fatalf("a store with the key: %+v, %v", got, err)
+	}
+	if got, err := unsealed.Get(ctx, task, "d"); err != nil || got.URL != hook {
+		t.Fatalf("the store that was given the URL: %+v, %v", got, err)
+	}
+	other := NewPushStore(log, nil, nil)
+	list, err := other.List(ctx, task)
+	if err != nil || len(list) != 2 || list[0].URL != "https://me:[REDACTED]@hooks.example.com/x?token=[REDACTED]&team=a" {
+		t.Fatalf("a store without the key: %+v, %v", list, err)
+	}
+	for _, id := range []string{"c", "d"} {
+		if w, _, _ := other.Withheld(task, id); !w {
+			t.Fatalf("a store without the URL's credentials would post config %s to the redacted URL", id)
+		}
+	}
+}
+
+// A notification that cannot be delivered is logged without the URL's credentials,
+// which the HTTP client's error names too.
+func TestPushSenderLogsNoURLCredentials(t *testing.T) {
+	var buf bytes.Buffer
+	s, err := NewPushSender([]string{"127.0.0.1"}, slog.New(slog.NewTextHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.attempts = 1
+	cfg := &sdk.PushConfig{ID: "c", URL: "http://me:pw-plain-123@127.0.0.1:1/hook?token=urltok-plain-456"}
+	s.send(context.Background(), cfg, []byte(`{}`), "t1")
+	out := buf.String()
+	if !strings.Contains(out, "not delivered") || !strings.Contains(out, "token=[REDACTED]") {
+		t.Fatalf("the failure should be logged with the URL redacted:\n%s", out)
+	}
+	if strings.Contains(out, "urltok-plain-456") || strings.Contains(out, "pw-plain-123") {
+		t.Fatalf("the log holds the URL's credentials:\n%s", out)
+	}
+}

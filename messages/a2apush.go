@@ -20,7 +20,11 @@ type A2APushSet struct {
 	// which are never recorded in plain text.
 	HadToken       bool `json:"had_token,omitempty"`
 	HadCredentials bool `json:"had_credentials,omitempty"`
-	// Sealed holds the token and credentials encrypted with the node's secret key
+	// HadURLCredentials says that the config's URL had credentials (a password, a
+	// ?token=...: redact.URL), which URL holds as "[REDACTED]" and Sealed whole.
+	HadURLCredentials bool `json:"had_url_credentials,omitempty"`
+	// Sealed holds the token and credentials (and the URL that had credentials)
+	// encrypted with the node's secret key
 	// (a2a.PushSealer), which is not in the log; empty when the config had neither,
 	// or was set by a node that kept them in memory only.
 	Sealed string `json:"sealed,omitempty"`

@@ -21,4 +21,9 @@
 // character JSON escapes, so a JSON document stays valid. Most text holds no secret:
 // a byte scan rules that out before any regular expression runs, and text with nothing
 // to replace is returned as it is, without copying.
+//
+// Handler does the same to log records (a node's log lines carry what its MCP servers
+// write to stderr and errors that name URLs), and SecretName, HeaderSecrets and
+// URLSecrets say which values of a configuration are secrets: a header's, a
+// secret-named variable's, a URL's password and api_key-like query values.
 package redact

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -79,4 +80,16 @@ func reloadTokensOnHUP(n *node.Node, logger *slog.Logger) (stop func()) {
 		signal.Stop(hup)
 		close(done)
 	}
+}
+
+// authSecrets are the API's tokens, which the node keeps out of its events and logs
+// like its other secrets: those given, and those of the tokens file as it is at
+// start (one added later on SIGHUP is not known to the redactor).
+func authSecrets(c node.AuthConfig) []string {
+	out := slices.Clone(c.Tokens)
+	if c.TokensFile != "" {
+		tokens, _ := node.ReadTokensFile(c.TokensFile) // read once already: a bad file stopped the node
+		out = append(out, tokens...)
+	}
+	return out
 }

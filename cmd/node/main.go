@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +32,7 @@ import (
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -520,13 +522,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	if cmd == "run" && !*verbose {
 		level = slog.LevelWarn
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}))
-	if *kafkaAddr != "" && *topicPrefix != "" {
-		// Log lines name topics as the README does (troupe.tasks, troupe.poison); the
-		// prefix on every line says which Kafka topics those are.
-		logger = logger.With("topic_prefix", *topicPrefix)
-	}
-
 	var llmBase provider.Config
 	if configPath != "" && len(fc.LLM) > 0 {
 		if llmBase, err = provider.Load(configPath, nil); err != nil {
@@ -537,6 +532,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
+	// Every secret the node is given: the events keep them out (node.Config.Secrets),
+	// and so do the node's log lines, which carry text the node does not write itself
+	// (a stdio MCP server's stderr, a server's error naming its URL).
+	secrets := slices.Concat(llmBase.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), authSecrets(httpCfg.Auth))
+	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}), redact.New(secrets...)))
+	if *kafkaAddr != "" && *topicPrefix != "" {
+		// Log lines name topics as the README does (troupe.tasks, troupe.poison); the
+		// prefix on every line says which Kafka topics those are.
+		logger = logger.With("topic_prefix", *topicPrefix)
+	}
+
 	if modelTimeout > llmBase.Timeout && llmBase.TimeoutSource == "" {
 		// The provider's client ends each request at its own timeout, and the
 		// gateway retries it: left at its default, it would cut (and pay again for)
@@ -555,7 +561,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	secrets := append(llmBase.Secrets(nil), key)
+	secrets = append(secrets, key)
 	var fallback []llm.Model
 	for _, spec := range nonEmpty(strings.Split(*fallbacks, ",")) {
 		m, fwhy, fkey, err := provider.FallbackFromSpec(ctx, spec, llmBase.TimeoutEnv(nil))

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
 	"github.com/troupe-run/troupe/messages"
@@ -110,5 +113,146 @@ func TestEveryKeyVariableIsRedactedWhateverTheModel(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "[REDACTED]") {
 		t.Fatalf("the echoed keys should show as [REDACTED]:\n%s", out.String())
+	}
+}
+
+// dataFiles reads every file under dir, for a test that greps them for secrets.
+func dataFiles(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		files[path] = b
+		return err
+	})
+	if err != nil || len(files) == 0 {
+		t.Fatalf("data directory %s: %v (%d files)", dir, err, len(files))
+	}
+	return files
+}
+
+// The MCP servers' secrets stay out of the node's log lines, at debug level too: a
+// stdio server that prints its token and its database URL on stderr (which the node
+// logs), and a URL server whose ?api_key= and password a connection error names.
+func TestMCPServerSecretsStayOutOfTheLogs(t *testing.T) {
+	clearLLMEnv(t)
+	secrets := map[string]string{
+		"the stdio server's token":             "stdio-token-P9O8I7U6Y5T4",
+		"the stdio server's database password": "dbpass-L1K2J3H4",
+		"the URL's api_key":                    "urlkey-Z1X2C3V4B5N6",
+		"the URL's password":                   "urlpass-Q2W3E4R5",
+	}
+	dir := t.TempDir()
+	config := filepath.Join(dir, "troupe.json")
+	body := `{"mcp_servers": {
+		"local": {"command": "sh", "args": ["-c", "echo \"starting with $MY_SERVICE_TOKEN on $DATABASE_URL\" >&2; exit 3"],
+			"env": {"MY_SERVICE_TOKEN": "stdio-token-P9O8I7U6Y5T4", "DATABASE_URL": "postgres://app:dbpass-L1K2J3H4@db.internal/app"}},
+		"remote": {"url": "http://me:urlpass-Q2W3E4R5@127.0.0.1:1/mcp?api_key=urlkey-Z1X2C3V4B5N6"}}}`
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"run", "-v", "--config", config, "--model", "offline", "--data", filepath.Join(dir, "data"), "What is 2+3?"}, &out, &errb, options{})
+	if code != 0 {
+		t.Fatalf("run: %d\n%s\n%s", code, out.String(), errb.String())
+	}
+	logs := errb.String()
+	if !strings.Contains(logs, "mcp server stderr") || !strings.Contains(logs, `mcp_server=remote`) {
+		t.Fatalf("the servers' lines should be logged:\n%s", logs)
+	}
+	for what, v := range secrets {
+		if strings.Contains(logs, v) {
+			t.Errorf("the log holds %s:\n%s", what, logs)
+		}
+	}
+	if !strings.Contains(logs, "starting with [REDACTED] on postgres://app:[REDACTED]@db.internal/app") {
+		t.Errorf("the stderr line should show with its secrets redacted:\n%s", logs)
+	}
+}
+
+// A gateway's key given in llm.extra_headers is as secret as the API key: a provider
+// (or the gateway) that echoes the request's headers in its error must not put it in
+// the task's failure, its events or the log. An X-Title is no secret and stays.
+func TestExtraHeaderKeyStaysOutOfEvents(t *testing.T) {
+	clearLLMEnv(t)
+	const gatewayKey = "gwkey-H8J6K4L2M0N9"
+	srv := openaitest.NewServer(t, func(r openaitest.Request) openaitest.Reply {
+		return openaitest.Error(400, "bad request with X-Gateway-Key: "+r.Header.Get("X-Gateway-Key")+", X-Title: "+r.Header.Get("X-Title"))
+	})
+	dir := t.TempDir()
+	config := filepath.Join(dir, "troupe.json")
+	body := `{"llm": {"base_url": "` + srv.URL + `", "api_key_env": "HOUSE_KEY", "model": "fake-model",
+		"extra_headers": {"X-Gateway-Key": "` + gatewayKey + `", "X-Title": "Troupe Secrets Test"}}}`
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOUSE_KEY", "house-key-0123456789")
+	data := filepath.Join(dir, "data")
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"run", "-v", "--config", config, "--data", data, "hello"}, &out, &errb, options{})
+	if code != 1 || len(srv.Requests()) == 0 || srv.Requests()[0].Header.Get("X-Gateway-Key") != gatewayKey {
+		t.Fatalf("run: %d, %d requests\n%s\n%s", code, len(srv.Requests()), out.String(), errb.String())
+	}
+	haystacks := dataFiles(t, data)
+	haystacks["stdout"], haystacks["logs"] = out.Bytes(), errb.Bytes()
+	for name, b := range haystacks {
+		if bytes.Contains(b, []byte(gatewayKey)) {
+			t.Errorf("%s holds the gateway's key", name)
+		}
+	}
+	if !strings.Contains(out.String(), "X-Gateway-Key: [REDACTED], X-Title: Troupe Secrets Test") {
+		t.Fatalf("the failure should show the key redacted and the title as it is:\n%s", out.String())
+	}
+}
+
+// The node's API tokens are secrets it knows: a task that holds one (pasted by its
+// user, or echoed by a tool) is recorded without it.
+func TestAPITokenStaysOutOfEvents(t *testing.T) {
+	clearLLMEnv(t)
+	const token = "apitoken-W2E4R6T8Y0U1I3O5"
+	t.Setenv("TROUPE_AUTH_TOKENS", token)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "--model", "offline", "--data", dir, "--http", addr}, &out, &errb, options{})
+	}()
+	call := func(method, path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(method, "http://"+addr+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, nil
+		}
+		defer resp.Body.Close()
+		var v map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&v)
+		return resp.StatusCode, v
+	}
+	waitFor(t, 30*time.Second, "the node serving", func() bool { code, _ := call("GET", "/healthz", ""); return code == 200 })
+	if code, v := call("POST", "/v1/tasks", `{"input": "echo my token `+token+`", "session_id": "s-token"}`); code != 202 {
+		t.Fatalf("POST /v1/tasks: %d %v", code, v)
+	}
+	waitFor(t, 30*time.Second, "the task completed", func() bool {
+		_, v := call("GET", "/v1/sessions/s-token", "")
+		return v["status"] == "completed"
+	})
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node did not stop")
+	}
+	for name, b := range dataFiles(t, dir) {
+		if bytes.Contains(b, []byte(token)) {
+			t.Errorf("%s holds the API token", name)
+		}
 	}
 }

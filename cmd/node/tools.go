@@ -383,9 +383,11 @@ func cliNotes(ctx context.Context, fc nodeconfig.File, data string, cfg notes.Co
 }
 
 // cliAgent builds the default agent of configuration fc as a command that lists or
-// checks tools does: with the extra tools of opt, logging warnings to stderr.
+// checks tools does: with the extra tools of opt, logging warnings to stderr without
+// the environment's keys and the MCP servers' secrets (a server's error names its URL).
 func cliAgent(fc nodeconfig.File, opt options, stderr io.Writer) (nodeconfig.Agent, *slog.Logger, error) {
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	red := redact.New(append(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers)...)...)
+	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), red))
 	agent, err := fc.Agent(nodeconfig.AgentOptions{ExtraTools: opt.extraTools, Logger: logger})
 	return agent, logger, err
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	pctx "github.com/troupe-run/troupe/pipelines/context"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // agentConfig is the default agent of the node configuration file of --config, as
@@ -60,7 +61,9 @@ func loadAgent(ctx context.Context, path, agentsPath string, stderr io.Writer) (
 	if path == "" {
 		where = ""
 	}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Its warnings (an MCP server's error names its URL) keep the secrets out, as the node's do.
+	red := redact.New(append(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers)...)...)
+	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), red))
 	if ac.agent, err = fc.Agent(nodeconfig.AgentOptions{SkillsDir: os.Getenv("TROUPE_SKILLS"), Disclosure: os.Getenv("TROUPE_DISCLOSURE"),
 		Logger: logger}); err != nil {
 		return ac, fmt.Errorf("%s%w", where, err)

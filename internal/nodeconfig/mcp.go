@@ -4,11 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
-	"strings"
 
 	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // validateMCPServers checks the "mcp_servers" section, naming fields as
@@ -78,32 +77,35 @@ func unknownServedField(raw json.RawMessage, name string) error {
 	return nil
 }
 
-// MCPSecrets are the values of the servers' configuration that events must not
-// hold: every header value (and the token of "Bearer <token>"), the values of
-// environment variables named like a secret (…KEY, …TOKEN, …SECRET, …PASSWORD, …),
-// and the OAuth client secret read from the variable "oauth.client_secret_env"
-// names.
+// MCPSecrets are the values of the servers' configuration that events and logs must
+// not hold: every header value (and the token of "Bearer <token>"), the values of
+// environment variables named like a secret (…KEY, …TOKEN, …SECRET, …PASSWORD, …:
+// redact.SecretName), the OAuth client secret read from the variable
+// "oauth.client_secret_env" names, and the credentials of every URL among them: the
+// server's "url" (https://user:password@host/mcp?api_key=...), and an environment
+// value or an argument of a stdio server that is one
+// (DATABASE_URL=postgres://user:password@host/db).
 // Other variables (NODE_ENV=production) are not secrets: redacting their values
 // would blank out common words.
 func MCPSecrets(servers map[string]mcp.ServerConfig) []string {
 	var out []string
 	for _, s := range servers {
+		out = append(out, redact.URLSecrets(s.URL)...)
 		for _, v := range s.Headers {
-			out = append(out, v)
-			if _, token, ok := strings.Cut(v, " "); ok {
-				out = append(out, strings.TrimSpace(token))
-			}
+			out = append(out, redact.HeaderSecrets(v)...)
 		}
 		if secret := s.OAuth.Secret(); secret != "" {
 			out = append(out, secret)
 		}
 		for k, v := range s.Env {
-			if secretName.MatchString(k) {
+			if redact.SecretName(k) {
 				out = append(out, v)
 			}
+			out = append(out, redact.URLSecrets(v)...)
+		}
+		for _, a := range s.Args {
+			out = append(out, redact.URLSecrets(a)...)
 		}
 	}
 	return out
 }
-
-var secretName = regexp.MustCompile(`(?i)(key|token|secret|passw|auth|credential|private)`)

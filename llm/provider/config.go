@@ -347,8 +347,12 @@ func keyState(key string) string {
 
 // Secrets returns every API key a node must keep out of its events, logs and output,
 // whichever model it runs: the values in env (os.Getenv when nil) of every provider's
-// key variable (KeyVars), of EnvAPIKey and of the variable llm.api_key_env names, and
-// the configured key itself.
+// key variable (KeyVars), of EnvAPIKey and of the variable llm.api_key_env names, the
+// configured key itself, the values of the llm.extra_headers named like secrets (a
+// gateway's key, such as "api-key" or "Helicone-Auth: Bearer ...", which a
+// provider's error may echo as well as the key: redact.SecretName; an
+// "OpenAI-Organization" or an "X-Title" is no secret) and the credentials in the base URL (a password, an ?api_key=...:
+// redact.URLSecrets).
 func (c Config) Secrets(env func(string) string) []string {
 	if env == nil {
 		env = os.Getenv
@@ -366,5 +370,11 @@ func (c Config) Secrets(env func(string) string) []string {
 	if c.APIKey != "" {
 		out = append(out, c.APIKey)
 	}
+	for name, v := range c.ExtraHeaders {
+		if redact.SecretName(name) {
+			out = append(out, redact.HeaderSecrets(v)...)
+		}
+	}
+	out = append(out, redact.URLSecrets(c.BaseURL)...)
 	return out
 }
