@@ -46,6 +46,17 @@ func (p *Publisher) produce(deadline time.Time, wire string, recs []kafkago.Mess
 	ctx, cancel := round()
 	defer func() { cancel() }()
 	leaders, err := p.leaders(ctx, wire)
+	// Reading the partitions' leaders is tried again as a write is: once a refused
+	// write made the transport read the metadata afresh (routes.refresh), the read
+	// goes to the brokers, which may be down for a moment (a restart), where the
+	// transport's cached metadata used to answer at once.
+	for attempt := 1; err != nil && (isRetriable(err) || leaderMoved(err)) && attempt < p.cfg.MaxAttempts && time.Now().Before(deadline); attempt++ {
+		cancel()
+		p.logger.Debug("reading the partitions' leaders failed, retrying", watermill.LogFields{"err": err.Error(), "attempt": attempt})
+		time.Sleep(max(min(writeBackoff(attempt, p.cfg.RetryBackoffMin, p.cfg.RetryBackoffMax), time.Until(deadline)), 0))
+		ctx, cancel = round()
+		leaders, err = p.leaders(ctx, wire)
+	}
 	if err != nil {
 		return err
 	}
