@@ -115,12 +115,18 @@ func checkPartV1(p map[string]any) error {
 // isBase64 reports whether s is base64 in the standard or the URL-safe alphabet,
 // padded or not (as proto-JSON reads bytes).
 func isBase64(s string) bool {
+	_, ok := decodeBase64(s)
+	return ok
+}
+
+// decodeBase64 decodes s in either alphabet, padded or not, as a part's bytes may be.
+func decodeBase64(s string) ([]byte, bool) {
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-		if _, err := enc.DecodeString(s); err == nil {
-			return true
+		if b, err := enc.DecodeString(s); err == nil {
+			return b, true
 		}
 	}
-	return false
+	return nil, false
 }
 
 // quoteJoin is names quoted and joined with "and".

@@ -9,7 +9,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -774,15 +773,14 @@ func fileText(f sdk.FilePart) (text, name string, err error) {
 		if !textMedia(c.MimeType) {
 			return "", name, fmt.Errorf("file %q is %s: the agent reads text files only (text/*, application/json, XML or YAML)", truncate(name, 100), truncate(c.MimeType, 100))
 		}
-		for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
-			if b, err := enc.DecodeString(c.Bytes); err == nil {
-				if !utf8.Valid(b) {
-					return "", name, fmt.Errorf("file %q is not UTF-8 text", truncate(name, 100))
-				}
-				return string(b), name, nil
-			}
+		b, ok := decodeBase64(c.Bytes)
+		switch {
+		case !ok:
+			return "", name, fmt.Errorf("file %q: its bytes are not base64", truncate(name, 100))
+		case !utf8.Valid(b):
+			return "", name, fmt.Errorf("file %q is not UTF-8 text", truncate(name, 100))
 		}
-		return "", name, fmt.Errorf("file %q: its bytes are not base64", truncate(name, 100))
+		return string(b), name, nil
 	case sdk.FileURI:
 		return "", "", fmt.Errorf("a file by uri (%s) is not fetched: send its content as bytes", truncate(c.URI, 100))
 	default:

@@ -235,11 +235,16 @@ func keepFirst(a, b *item) int {
 }
 
 // leastValuableFirst orders by value, then older first.
-func (pl *planner) leastValuableFirst(a, b *item) int {
-	if c := cmp.Compare(pl.value(a), pl.value(b)); c != 0 {
-		return c
+func (pl *planner) leastValuableFirst(a, b *item) int { return byValue(pl.value)(a, b) }
+
+// byValue orders by value, then older first.
+func byValue(value func(*item) float64) func(a, b *item) int {
+	return func(a, b *item) int {
+		if c := cmp.Compare(value(a), value(b)); c != 0 {
+			return c
+		}
+		return olderFirst(a, b)
 	}
-	return olderFirst(a, b)
 }
 
 func (pl *planner) where(keep func(*item) bool) []*item {
@@ -387,12 +392,7 @@ func (pl *planner) capacity() {
 			decay, name = pmem.WorkingTimeDecay, "working decay"
 		}
 		value := func(it *item) float64 { return it.m.Importance * decay(pl.age(it)) }
-		slices.SortFunc(in, func(a, b *item) int {
-			if c := cmp.Compare(value(a), value(b)); c != 0 {
-				return c
-			}
-			return olderFirst(a, b)
-		})
+		slices.SortFunc(in, byValue(value))
 		for _, it := range in[:over] {
 			it.gone = true
 			pl.emit(Decision{Kind: Forget, IDs: []string{it.m.ID},
