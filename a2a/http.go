@@ -163,6 +163,11 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 		s.pushes = NewPushStore(cfg.PushLog, sealer, cfg.Logger)
 		s.pushes.SetEnded(NewTaskStore(b))
 		s.sender = storeSender{PushSender: sender, store: s.pushes}
+		sender.final = func(ctx context.Context, task sdk.TaskID, configID string, state sdk.TaskState, status int) {
+			if err := s.pushes.Final(ctx, task, configID, state, status); err != nil {
+				cfg.Logger.Warn("a2a push: the task's end was posted, but that it was is not recorded: a node that starts may post it again", "task", task, "config", configID, "err", err)
+			}
+		}
 	}
 	for i, a := range agents {
 		name := a.Name
@@ -525,6 +530,10 @@ type PushSender struct {
 	// working posted after the completed, as concurrent posts with retries would).
 	mu     sync.Mutex
 	queues map[pushKey]*pushQueue
+
+	// final, when set, is told each task's end posted to a config: the webhook took
+	// it, or refused it for good (status).
+	final func(ctx context.Context, task sdk.TaskID, configID string, state sdk.TaskState, status int)
 }
 
 // pushKey is a task's config: the queue of its notifications.
@@ -544,8 +553,9 @@ type pushQueue struct {
 }
 
 type pushItem struct {
-	cfg  *sdk.PushConfig
-	body []byte
+	cfg   *sdk.PushConfig
+	body  []byte
+	state sdk.TaskState
 }
 
 // maxPushQueues bounds the queues a sender keeps; past it, idle ones are forgotten.
@@ -662,7 +672,7 @@ func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Ta
 		return nil // an update from before the end, come late
 	}
 	q.ended = q.ended || task.Status.State.Terminal()
-	q.pending = append(q.pending, pushItem{cfg: &c, body: body})
+	q.pending = append(q.pending, pushItem{cfg: &c, body: body, state: task.Status.State})
 	if !q.running {
 		q.running = true
 		go s.drain(context.WithoutCancel(ctx), q, task.ID)
@@ -683,27 +693,33 @@ func (s *PushSender) drain(ctx context.Context, q *pushQueue, task sdk.TaskID) {
 		q.pending[0] = pushItem{}
 		q.pending = q.pending[1:]
 		s.mu.Unlock()
-		s.send(ctx, it.cfg, it.body, task)
+		s.send(ctx, it, task)
 	}
 }
 
 // Send posts body to cfg's URL, trying again after a failure or a 5xx or 429
 // answer with doubling back-off; it returns the last error.
 func (s *PushSender) Send(ctx context.Context, cfg *sdk.PushConfig, body []byte) error {
+	_, err := s.post(ctx, cfg, body)
+	return err
+}
+
+// post is Send, also returning the webhook's last answer (0: none).
+func (s *PushSender) post(ctx context.Context, cfg *sdk.PushConfig, body []byte) (status int, err error) {
 	var last error
 	wait := s.backoff
 	for i := 0; i < s.attempts; i++ {
 		if i > 0 {
 			select {
 			case <-ctx.Done():
-				return ctx.Err()
+				return status, ctx.Err()
 			case <-time.After(wait):
 			}
 			wait *= 2
 		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL, bytes.NewReader(body))
 		if err != nil {
-			return err
+			return status, err
 		}
 		req.Header.Set("Content-Type", "application/json")
 		if cfg.Token != "" {
@@ -721,28 +737,36 @@ func (s *PushSender) Send(ctx context.Context, cfg *sdk.PushConfig, body []byte)
 		if err != nil {
 			last = err
 			if errors.Is(err, tools.ErrAddressRefused) {
-				return err
+				return status, err
 			}
 			continue
 		}
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()
+		status = resp.StatusCode
 		switch {
 		case resp.StatusCode >= 200 && resp.StatusCode < 300:
-			return nil
+			return status, nil
 		case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 			last = fmt.Errorf("webhook answered %s", resp.Status)
 		default:
-			return fmt.Errorf("webhook answered %s", resp.Status)
+			return status, fmt.Errorf("webhook answered %s", resp.Status)
 		}
 	}
-	return last
+	return status, last
 }
 
-func (s *PushSender) send(ctx context.Context, cfg *sdk.PushConfig, body []byte, task sdk.TaskID) {
+func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID) {
+	cfg := it.cfg
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := s.Send(ctx, cfg, body); err != nil {
+	status, err := s.post(ctx, cfg, it.body)
+	// The end is posted when the webhook took it, or refused it for good: a 4xx
+	// other than 429 comes again however often it is sent.
+	if it.state.Terminal() && s.final != nil && status >= 200 && status < 500 && status != http.StatusTooManyRequests {
+		s.final(ctx, task, cfg.ID, it.state, status)
+	}
+	if err != nil {
 		// The URL's credentials (?token=...) stay out of the log, also from the
 		// error, which names the URL.
 		red := redact.New(redact.URLSecrets(cfg.URL)...)

@@ -18,7 +18,9 @@ import (
 // posts the task as its events tell it (taskOf) at each change of its state, from
 // the state it is in, to its end. A notification may come twice (one from before
 // the restart, or from an execution a client starts again, an approval): each is
-// the whole task, as a retried one is.
+// the whole task, as a retried one is. A task that ended before its end was posted
+// to a config (the webhook took it, or refused it for good: messages.A2APushFinal)
+// has it posted by the next node that starts (finishPushes).
 
 // resumePoll is how often a followed task's session is read again while its live
 // events do not come (its watch ended: it fell behind, or the node closes).
@@ -54,9 +56,52 @@ func (s *Server) ResumePushes(ctx context.Context) {
 			}
 			continue
 		}
+		var done []sdk.TaskID
 		for _, id := range batch {
 			if !ended[id] {
 				go s.followPushes(ctx, id)
+			} else {
+				done = append(done, id)
+			}
+		}
+		if len(done) > 0 {
+			go s.finishPushes(ctx, done)
+		}
+	}
+}
+
+// finishPushes posts the end of each of the ended tasks ids to those of its configs
+// it was not posted to (PushStore.Unfinished): the node that was to post it may
+// have stopped after the task ended and before the webhook took it.
+func (s *Server) finishPushes(ctx context.Context, ids []sdk.TaskID) {
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			return
+		}
+		configs, err := s.pushes.Unfinished(ctx, id)
+		if err != nil {
+			s.cfg.Logger.Warn("a2a push: the configs of an ended task cannot be read; its end is not posted again", "task", id, "err", err)
+			continue
+		}
+		if len(configs) == 0 {
+			continue
+		}
+		session, envID, ok := ParseTaskID(id)
+		if !ok {
+			continue
+		}
+		events, err := s.backend.Events(ctx, session, 1)
+		if err != nil {
+			s.cfg.Logger.Warn("a2a push: an ended task cannot be read; its end is not posted again", "task", id, "err", err)
+			continue
+		}
+		task, _, err := taskOf(id, session, envID, events)
+		if err != nil || !task.Status.State.Terminal() {
+			continue // gone (its session was deleted), or not its end
+		}
+		for _, c := range configs {
+			if err := s.sender.SendPush(ctx, c, task); err != nil {
+				s.cfg.Logger.Warn("a2a push: the task's end is not posted", "task", id, "config", c.ID, "err", err)
 			}
 		}
 	}

@@ -93,6 +93,8 @@ type taskPushes struct {
 	sealedErr map[string]error
 	// v1 are the configs set by an A2A 1.0 request: their notifications are 1.0's.
 	v1 map[string]bool
+	// final are the configs the task's end was posted to (messages.A2APushFinal).
+	final map[string]bool
 }
 
 // NewPushStore returns a store of push configs in log. With sealer, configs'
@@ -114,7 +116,7 @@ func (s *PushStore) load(ctx context.Context, id sdk.TaskID, force bool) (*taskP
 		if len(s.tasks) >= maxLiveTasks {
 			s.dropOldest()
 		}
-		t = &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}, sealedErr: map[string]error{}, v1: map[string]bool{}}
+		t = &taskPushes{configs: map[string]*sdk.PushConfig{}, withheld: map[string]bool{}, warned: map[string]bool{}, sealedErr: map[string]error{}, v1: map[string]bool{}, final: map[string]bool{}}
 		s.tasks[id] = t
 		force = true
 	}
@@ -286,6 +288,7 @@ func (t *taskPushes) apply(e messages.Envelope, sealer *PushSealer) (failed stri
 		t.withheld[v.ConfigID] = v.HadToken || v.HadCredentials || v.HadURLCredentials
 		delete(t.sealedErr, v.ConfigID)
 		delete(t.warned, v.ConfigID)
+		delete(t.final, v.ConfigID)
 		switch {
 		case v.Sealed == "":
 		case sealer == nil:
@@ -313,11 +316,17 @@ func (t *taskPushes) apply(e messages.Envelope, sealer *PushSealer) (failed stri
 			clear(t.withheld)
 			clear(t.sealedErr)
 			clear(t.v1)
+			clear(t.final)
 		} else {
 			delete(t.configs, v.ConfigID)
 			delete(t.withheld, v.ConfigID)
 			delete(t.sealedErr, v.ConfigID)
 			delete(t.v1, v.ConfigID)
+			delete(t.final, v.ConfigID)
+		}
+	case *messages.A2APushFinal:
+		if t.configs[v.ConfigID] != nil {
+			t.final[v.ConfigID] = true
 		}
 	default:
 		return "", fmt.Errorf("a2a: push configs %s seq %d: a %s event has no place there", e.SessionID, e.Seq, e.Type)
@@ -512,6 +521,37 @@ func (s *PushStore) V1(id sdk.TaskID, configID string) bool {
 	defer s.mu.Unlock()
 	t := s.tasks[id]
 	return t != nil && t.v1[configID]
+}
+
+// Final records that task id's end (state) was posted to its config configID, the
+// webhook answering status (messages.A2APushFinal), unless that is recorded
+// already or the config is no more.
+func (s *PushStore) Final(ctx context.Context, id sdk.TaskID, configID string, state sdk.TaskState, status int) error {
+	return s.write(ctx, id, func(t *taskPushes) messages.Payload {
+		if t.configs[configID] == nil || t.final[configID] {
+			return nil
+		}
+		return &messages.A2APushFinal{ConfigID: configID, State: string(state), Status: status}
+	}, nil)
+}
+
+// Unfinished returns task id's configs its end was not posted to (Final), sorted
+// by ID.
+func (s *PushStore) Unfinished(ctx context.Context, id sdk.TaskID) ([]*sdk.PushConfig, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, err := s.load(ctx, id, true)
+	if err != nil {
+		return nil, err
+	}
+	var out []*sdk.PushConfig
+	for cid, c := range t.configs {
+		if !t.final[cid] {
+			out = append(out, copyConfig(c))
+		}
+	}
+	slices.SortFunc(out, func(a, b *sdk.PushConfig) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
 }
 
 // copyConfig is a deep copy of c.

@@ -454,7 +454,7 @@ func TestPushSenderLogsNoURLCredentials(t *testing.T) {
 	}
 	s.attempts = 1
 	cfg := &sdk.PushConfig{ID: "c", URL: "http://me:pw-plain-123@127.0.0.1:1/hook?token=urltok-plain-456"}
-	s.send(context.Background(), cfg, []byte(`{}`), "t1")
+	s.send(context.Background(), pushItem{cfg: cfg, body: []byte(`{}`)}, "t1")
 	out := buf.String()
 	if !strings.Contains(out, "not delivered") || !strings.Contains(out, "token=[REDACTED]") {
 		t.Fatalf("the failure should be logged with the URL redacted:\n%s", out)

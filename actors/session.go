@@ -68,8 +68,10 @@ type SessionDeps struct {
 	// everything its sessions appended (the node's publication marks): Stamping
 	// is called before the batch's new events are stamped, with the earliest TS
 	// of those it already holds (math.MaxInt64 if none), and Handed once
-	// Publisher was handed the batch, or the step appended nothing. A step whose
-	// append fails (the batch may be stored all the same) calls no Handed: its
+	// Publisher was handed the batch, or the step appended nothing, or the log
+	// refused the batch as fenced (eventlog.ErrFenced: the partition's new owner
+	// publishes the session, and this actor stops). A step whose append fails
+	// otherwise (the batch may be stored all the same) calls no Handed: its
 	// session's next step does. They must not block.
 	Stamping func(sessionID string, earliestUS int64)
 	Handed   func(sessionID string)
@@ -852,6 +854,12 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloa
 					a.deps.Handed(a.id) // the step appended nothing
 				}
 				return fmt.Errorf("session %s: %w", a.id, err)
+			}
+			if a.deps.Handed != nil && errors.Is(err, eventlog.ErrFenced) {
+				// Another node owns the session's partition now: what the batch holds
+				// is its to publish (it folds the session when it takes it), and this
+				// actor stops, so it has no next step to end the bracket.
+				a.deps.Handed(a.id)
 			}
 			a.fenced(ctx, err) // or stopped
 			return fmt.Errorf("%w: session %s: %w", ErrNotOwner, a.id, err)

@@ -40,8 +40,22 @@ type A2APushDeleted struct {
 	ConfigID string `json:"config_id,omitempty"`
 }
 
+// A2APushFinal records that a task's last notification, of the state it ended in,
+// was posted to a config: the webhook took it (Status 2xx) or refused it for good
+// (a 4xx other than 429). A node that starts posts the end of each ended task to
+// those of its configs without one (a2a.Server.ResumePushes): the node that was
+// to post it may have stopped first.
+type A2APushFinal struct {
+	ConfigID string `json:"config_id"`
+	State    string `json:"state"`
+	Status   int    `json:"status,omitempty"`
+}
+
 // MessageType implements Payload.
 func (*A2APushSet) MessageType() Type { return TypeA2APushSet }
 
 // MessageType implements Payload.
 func (*A2APushDeleted) MessageType() Type { return TypeA2APushDeleted }
+
+// MessageType implements Payload.
+func (*A2APushFinal) MessageType() Type { return TypeA2APushFinal }

@@ -48,6 +48,7 @@ const (
 	// stream of their own.
 	TypeA2APushSet     Type = "a2a.push_set"
 	TypeA2APushDeleted Type = "a2a.push_deleted"
+	TypeA2APushFinal   Type = "a2a.push_final"
 	// The events of a dashboard sign-in (package node), in a stream of its own.
 	TypeUISignedIn  Type = "ui.signed_in"
 	TypeUISignedOut Type = "ui.signed_out"
@@ -76,6 +77,7 @@ var versions = map[Type]int{
 	TypeNoteAdded:          1,
 	TypeA2APushSet:         1,
 	TypeA2APushDeleted:     1,
+	TypeA2APushFinal:       1,
 	TypeNoteUpdated:        1,
 	TypeNoteRemoved:        1,
 	TypeMemoryAdded:        1,
@@ -234,6 +236,8 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &A2APushSet{}
 	case TypeA2APushDeleted:
 		p = &A2APushDeleted{}
+	case TypeA2APushFinal:
+		p = &A2APushFinal{}
 	case TypeUISignedIn:
 		p = &UISignedIn{}
 	case TypeUISignedOut:

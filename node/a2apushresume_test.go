@@ -2,7 +2,12 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
+	"net/http"
 	"net/http/httptest"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,4 +69,125 @@ func TestA2APushFollowsATaskResumedAfterARestart(t *testing.T) {
 		t.Fatalf("the recorded answer: %q", output)
 	}
 	oneTaskEnded(t, second, task.ContextID, messages.TypeTaskCompleted)
+}
+
+// A task that ended while its webhook could not take the end (it answered 503
+// until the sender gave up), and then the node stopped: the end is posted by the
+// node that starts next, once, and recorded as posted (a2a.push_final), so that
+// the one after does not post it again. Before, a node that started followed only
+// the tasks that had not ended: the webhook never heard that the task did.
+func TestA2APushPostsAnEndTheStopCut(t *testing.T) {
+	const answer = "ended while the hook was down"
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var down atomic.Bool
+	var mu sync.Mutex
+	var refused, taken []sdk.TaskState
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var task sdk.Task
+		if err := json.NewDecoder(r.Body).Decode(&task); err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if down.Load() {
+			refused = append(refused, task.Status.State)
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		taken = append(taken, task.Status.State)
+	}))
+	defer hook.Close()
+	got := func() (refusedEnds int, takenStates []sdk.TaskState) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range refused {
+			if s == sdk.TaskStateCompleted {
+				refusedEnds++
+			}
+		}
+		return refusedEnds, append([]sdk.TaskState(nil), taken...)
+	}
+
+	held := newHeldTool()
+	cfg := heldConfig(t, held, answer)
+	cfg.DataDir = dir
+	cfg.A2A = &node.A2AConfig{PushAllow: []string{"127.0.0.1"}}
+	url, stop := a2aNodeToStop(t, cfg)
+	client, _ := a2aClient(t, url, a2a.CardPath)
+	blocking := false
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("hold on"),
+		Config: &sdk.MessageSendConfig{Blocking: &blocking, PushConfig: &sdk.PushConfig{ID: "hook", URL: hook.URL + "/ended"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	held.waitStarted(t, "before the stop")
+	down.Store(true)
+	close(held.release)
+	// The sender tries the end four times, then gives up: only then does the
+	// webhook come back, so that none but the next node can post it.
+	for {
+		if n, _ := got(); n >= 4 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			n, states := got()
+			t.Fatalf("the webhook was not tried with the task's end four times: %d (it took %v)", n, states)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	stop()
+	down.Store(false)
+	_, before := got()
+	if slices.Contains(before, sdk.TaskStateCompleted) {
+		t.Fatalf("the webhook took the end while it was down: %v", before)
+	}
+
+	cfg2 := heldConfig(t, newHeldTool(), answer)
+	cfg2.DataDir, cfg2.A2A = dir, cfg.A2A
+	second := nodetest.Start(t, cfg2)
+	api := httptest.NewServer(second.Handler()) // as node serve does: the A2A server starts with its routes
+	defer api.Close()
+	for {
+		_, states := got()
+		if slices.Contains(states, sdk.TaskStateCompleted) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the webhook did not hear of the task's end from the node that started after it: it took %v", states)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if _, output := recordedAnswer(t, second, task.ContextID); output != answer {
+		t.Fatalf("the recorded answer: %q", output)
+	}
+	// The end is recorded as posted, once.
+	for {
+		events, err := second.Log().Read(ctx, a2a.PushStreamFor(task.ID), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		finals := 0
+		for _, e := range events {
+			if e.Type == messages.TypeA2APushFinal {
+				finals++
+			}
+		}
+		if finals > 1 {
+			t.Fatalf("the end is recorded as posted %d times", finals)
+		}
+		if finals == 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the end posted is not recorded as posted in the task's push stream")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -191,6 +191,12 @@ func TestBusEnvelopeSessionIDFollowsTheRule(t *testing.T) {
 // it goes to the poison topic with a reason naming the type, and no session is
 // written. Before, anything but the known command types was read as a task, so a
 // mistyped cancellation with a task-shaped body started work.
+//
+// A header whose name is "type" in another case (kcat -H Type=…) is read as the
+// type (TestKafkaCancelWithATypeHeaderInAnotherCase), so a typo there is refused
+// the same way, naming the header; type headers that disagree are refused, naming
+// each, rather than one picked (before, a Type header was not read: the message
+// ran as a task whatever it said).
 func TestBusMessageOfUnknownTypeIsPoisoned(t *testing.T) {
 	n := nodetest.Start(t, node.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -199,14 +205,29 @@ func TestBusMessageOfUnknownTypeIsPoisoned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := []struct{ id, typ, body string }{
-		{"typo-task", "task.cancle", `{"input":"echo x","session_id":"typo-task"}`},
-		{"typo-cancel", "task.cancle", `{"v":1,"session_id":"typo-cancel","reason":"stop"}`},
-		{"other-case", "Task.Submitted", `{"input":"echo x","session_id":"other-case"}`},
+	task := func(id string) string { return `{"input":"echo x","session_id":"` + id + `"}` }
+	cases := []struct {
+		id      string
+		headers map[string]string
+		body    string
+		want    string
+	}{
+		{"typo-task", map[string]string{"type": "task.cancle"}, task("typo-task"), `unknown type "task.cancle" (header "type")`},
+		{"typo-cancel", map[string]string{"type": "task.cancle"}, `{"v":1,"session_id":"typo-cancel","reason":"stop"}`, `unknown type "task.cancle"`},
+		{"other-case", map[string]string{"type": "Task.Submitted"}, task("other-case"), `unknown type "Task.Submitted"`},
+		{"typo-header-case", map[string]string{"Type": "task.cancle"}, task("typo-header-case"), `unknown type "task.cancle" (header "Type")`},
+		{"disagree-exact", map[string]string{"type": "task.submitted", "Type": "task.cancel"}, task("disagree-exact"),
+			`type headers disagree ("Type"="task.cancel", "type"="task.submitted")`},
+		{"disagree-cases", map[string]string{"TYPE": "task.submitted", "Type": "task.cancel"}, task("disagree-cases"),
+			`type headers disagree ("TYPE"="task.submitted", "Type"="task.cancel")`},
+		{"disagree-empty", map[string]string{"type": "", "tYpE": "task.cancel"}, task("disagree-empty"),
+			`type headers disagree ("tYpE"="task.cancel", "type"="")`},
 	}
 	for _, c := range cases {
 		msg := message.NewMessage(c.id, []byte(c.body))
-		msg.Metadata.Set(messages.MetaType, c.typ)
+		for k, v := range c.headers {
+			msg.Metadata.Set(k, v)
+		}
 		go func() {
 			if err := n.Bus().Publish(messages.TopicTasks, msg); err != nil {
 				t.Error(err)
@@ -215,12 +236,11 @@ func TestBusMessageOfUnknownTypeIsPoisoned(t *testing.T) {
 		select {
 		case p := <-poisoned:
 			p.Ack()
-			want := fmt.Sprintf("unknown type %q", c.typ)
-			if reason := p.Metadata.Get(middleware.ReasonForPoisonedKey); p.UUID != c.id || !strings.Contains(reason, want) {
-				t.Errorf("%s: poisoned %s with %q, want a reason saying %s", c.id, p.UUID, reason, want)
+			if reason := p.Metadata.Get(middleware.ReasonForPoisonedKey); p.UUID != c.id || !strings.Contains(reason, c.want) {
+				t.Errorf("%s: poisoned %s with %q, want a reason saying %s", c.id, p.UUID, reason, c.want)
 			}
 		case <-ctx.Done():
-			t.Fatalf("%s (type %q) never reached the poison topic", c.id, c.typ)
+			t.Fatalf("%s (headers %v) never reached the poison topic", c.id, c.headers)
 		}
 	}
 	// A task sent after them runs: the partition moved on.

@@ -278,3 +278,26 @@ func TestOversizedTasks(t *testing.T) {
 		t.Fatalf("result: %+v", res)
 	}
 }
+
+// A cancellation another Kafka client sends with its type header named Type (kcat
+// -H Type=task.cancel: Kafka header names are case-sensitive) cancels the running
+// task. Before, only a header named exactly "type" was read: the cancellation was
+// read as a task, poisoned as one without input, and the task ran on.
+func TestKafkaCancelWithATypeHeaderInAnotherCase(t *testing.T) {
+	srv, model := heldProvider(t)
+	k := newKafkaEnv(t)
+	n := k.nodeWith(t, node.Config{Model: model})
+	session := "type-case-" + time.Now().Format("150405.000000")
+	if _, err := n.Submit(context.Background(), node.Task{Input: "think hard", SessionID: session}); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, srv, 1)
+	writeAll(t, k.writer(t, messages.TopicTasks), []kgo.Message{{Key: []byte(session),
+		Value:   []byte(`{"v":1,"session_id":"` + session + `","reason":"stop from kcat"}`),
+		Headers: []kgo.Header{{Key: "Type", Value: []byte(messages.TypeCancelRequested)}}}})
+	waitFor(t, 30*time.Second, "session "+session+" cancelled", func() bool {
+		st, ok, err := n.Status(context.Background(), session)
+		return err == nil && ok && st.Status == messages.StatusFailed && strings.Contains(st.Error, "stop from kcat")
+	})
+	waitClosed(t, srv, "after the session recorded the cancellation")
+}

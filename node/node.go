@@ -847,7 +847,11 @@ var errPermanent = errors.New("permanent failure")
 // CancelRequest to handleCancel), forwards it when it was read from a partition
 // other than its session's, and otherwise hands the task to its session.
 func (n *Node) handleTask(msg *message.Message) error {
-	switch msg.Metadata.Get(messages.MetaType) {
+	typ, header, err := taskTopicType(msg)
+	if err != nil {
+		return err
+	}
+	switch typ {
 	case messages.TypeCancelRequested:
 		return n.handleCancel(msg)
 	case messages.TypeApprovalAnswer:
@@ -861,8 +865,8 @@ func (n *Node) handleTask(msg *message.Message) error {
 		// A type this node does not know (a typo such as "task.cancle", a kind of
 		// message of a newer build) is not a task: run as one, a cancellation
 		// would start the work it meant to stop.
-		return fmt.Errorf("%w: message %s: unknown type %s: the tasks topic takes a task (no type header, or %q), %q, %q, %q or %q",
-			errPermanent, msg.UUID, QuoteHead(msg.Metadata.Get(messages.MetaType)), messages.TypeTaskSubmitted,
+		return fmt.Errorf("%w: message %s: unknown type %s (header %s): the tasks topic takes a task (no type header, or %q), %q, %q, %q or %q",
+			errPermanent, msg.UUID, QuoteHead(typ), QuoteHead(header), messages.TypeTaskSubmitted,
 			messages.TypeCancelRequested, messages.TypeApprovalAnswer, messages.TypeMemoryCommand, messages.TypeDeltaWatch)
 	}
 	arrival := arrivalOf(msg)
@@ -903,6 +907,47 @@ func (n *Node) handleTask(msg *message.Message) error {
 		return fmt.Errorf("%w: task %s for session %s: %w", errPermanent, env.ID, env.SessionID, err)
 	}
 	return nil
+}
+
+// taskTopicType returns the type of a message read from the tasks topic, and the
+// name of the header it was read from: its type header (messages.MetaType), which
+// every node writes. Kafka header names are case-sensitive, but a producer that
+// wrote Type or TYPE (kcat -H Type=task.cancel) meant the type: read without it,
+// a cancellation would run as a task. So a header whose name is "type" in another
+// case is read as the type too, and headers that disagree (type=task.submitted
+// and Type=task.cancel; Type and TYPE) are refused (errPermanent), naming them,
+// rather than one picked. A message without any is a task ("").
+func taskTopicType(msg *message.Message) (typ, header string, err error) {
+	typ, exact := msg.Metadata[messages.MetaType]
+	header = messages.MetaType
+	agree := true
+	for k, v := range msg.Metadata {
+		if k == messages.MetaType || !strings.EqualFold(k, messages.MetaType) {
+			continue
+		}
+		switch {
+		case !exact && header == messages.MetaType:
+			typ, header = v, k
+		case v != typ:
+			agree = false
+		}
+	}
+	if agree {
+		return typ, header, nil
+	}
+	var names []string
+	for k := range msg.Metadata {
+		if strings.EqualFold(k, messages.MetaType) {
+			names = append(names, k)
+		}
+	}
+	slices.Sort(names)
+	headers := make([]string, len(names))
+	for i, k := range names {
+		headers[i] = QuoteHead(k) + "=" + QuoteHead(msg.Metadata[k])
+	}
+	return "", "", fmt.Errorf("%w: message %s: its type headers disagree (%s): Kafka header names are case-sensitive, and this node reads any case of %q as the type: give one type header",
+		errPermanent, msg.UUID, strings.Join(headers, ", "), messages.MetaType)
 }
 
 // Run serves until ctx is done: it resumes sessions left running by an earlier

@@ -27,7 +27,14 @@ import (
 //     since the earlier of the clock's reading and the earliest TS of the events
 //     the batch holds already; once the outbox was handed the batch, it is pending
 //     no more. A batch whose append failed (it may be stored all the same) stays
-//     pending until the session's next step.
+//     pending until the session's next step, but one the log refused as fenced
+//     (eventlog.ErrFenced) is pending no more: its session's actor stops, and
+//     never takes the next step that would end it, so the mark would stay before
+//     that batch for as long as the node runs. The refusal shows that another
+//     node took the partition under a later epoch, and read this node's record
+//     as it was then (Releasing.TakeOver): a mark this node makes after it, at
+//     its older epoch, leaves that partition as it is, so it cannot make the new
+//     owner publish less; the batch is the new owner's to publish.
 //   - A mark round reads, at once, T = the earliest of the clock's reading and of
 //     every pending session's time, then waits until the outbox published
 //     everything queued before (outbox.Flush), then records T. A batch stamped

@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"errors"
 	"math"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
@@ -186,5 +188,72 @@ func TestPublicationMarksBeforeTheResumptionEnded(t *testing.T) {
 	}
 	if o, want := owner(), mark-markMargin.Microseconds(); o.PublishedUS != want {
 		t.Fatalf("owner %+v; want marked at %d (the previous mark less the margin)", o, want)
+	}
+}
+
+// A session whose write the log refuses as fenced (another node took its partition
+// under a later epoch) stops, and its batch is the new owner's to publish: it holds
+// the node's publication mark back no more. Before, it stayed pending for as long
+// as the node ran, and every later mark stayed before it: after a crash, the
+// node's next owner published again every session that ended since.
+func TestPublicationMarkPassesAFencedWrite(t *testing.T) {
+	ctx := context.Background()
+	log, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	clock := &testClock{}
+	clock.us.Store(time.Now().UnixMicro())
+	n, _, owner := startPartitionZeroNode(t, log, log, Config{Clock: clock, PublishMarkInterval: -1, HandoffGrace: 100 * time.Millisecond})
+	resumptions := func() float64 { return counterValue(t, n.metrics.resumptions) }
+	minute := int64(time.Minute / time.Microsecond)
+
+	n.Assigned([]int{0}, 1)
+	waitWithin(t, 30*time.Second, "the first resumption", func() bool { return resumptions() == 1 })
+	if !n.markPublished(10 * time.Second) {
+		t.Fatal("no first mark of the lease")
+	}
+
+	// Node b takes partition 0: the next write of a's session is refused.
+	if _, _, err := log.TakeOver(ctx, "b", []int{0}); err != nil {
+		t.Fatal(err)
+	}
+	env, err := n.ingress.Admit(Task{Input: "hello", SessionID: "fenced"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := n.system.Root.RequestFuture(n.host, &actors.SubmitTask{Envelope: env}, 30*time.Second).Result()
+	if e, _ := res.(error); err != nil || !errors.Is(e, eventlog.ErrFenced) {
+		t.Fatalf("the task's write was answered %v, %v; want ErrFenced", res, err)
+	}
+	fencedAt := clock.us.Load()
+
+	// Kafka gives partition 0 back to a, under an epoch above b's, and a session
+	// of it runs a task to its end.
+	clock.us.Add(minute)
+	n.Revoked()
+	b := owner()
+	n.Assigned([]int{0}, 1)
+	waitWithin(t, 30*time.Second, "the second resumption", func() bool { return resumptions() == 2 })
+	if o := owner(); o.Node != "a" || o.Epoch <= b.Epoch {
+		t.Fatalf("owner %+v; want a, above b's %+v", o, b)
+	}
+	id, err := n.Submit(ctx, Task{Input: "hello", SessionID: "later"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWithin(t, 30*time.Second, "the later task's end", func() bool {
+		st, ok, err := n.Status(ctx, id)
+		return err == nil && ok && st.Status == messages.StatusCompleted
+	})
+	ended := clock.us.Load()
+	clock.us.Add(minute)
+	if !n.markPublished(10 * time.Second) {
+		t.Fatal("no mark of the new lease")
+	}
+	if o := owner(); o.PublishedUS <= ended {
+		t.Errorf("owner %+v: marked at %d, before the later session's end %d (the fenced write was at %d); want the clock's %d",
+			o, o.PublishedUS, ended, fencedAt, clock.us.Load())
 	}
 }
