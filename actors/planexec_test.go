@@ -315,8 +315,8 @@ func TestPlanExecuteGoalStepCompressionIsNoPlannerAnswer(t *testing.T) {
 		t.Fatalf("model calls %q", model)
 	}
 	verifyDeterministic(t, agent, events)
-	// Under rules 4 the third digest failed the task: the recording diverges there.
-	if div := underOlderRules(t, agent, events, 4); div == nil || !strings.HasPrefix(div.Actual, string(messages.TypeTaskFailed)+" {\"reason\":\"plan_failed\"") {
-		t.Fatalf("relabelled to rules 4: %+v, want a divergence at the task's failure", div)
+	// Under rules 5 the third digest failed the task: the recording diverges there.
+	if div := underOlderRules(t, agent, events, 5); div == nil || !strings.HasPrefix(div.Actual, string(messages.TypeTaskFailed)+" {\"reason\":\"plan_failed\"") {
+		t.Fatalf("relabelled to rules 5: %+v, want a divergence at the task's failure", div)
 	}
 }
