@@ -168,7 +168,10 @@ type planRun struct {
 func (r *planRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 	switch p := p.(type) {
 	case *messages.ModelRequested:
-		if p.Purpose != "" {
+		// Only the paradigm's own calls are the planner's: a goal step's loop makes
+		// its agent's compression calls (a digest, a summary) too, which older rules
+		// read as plans.
+		if p.Purpose != "" && (f.t.rules < rulesPlanOwnCalls || planPurpose(p.Purpose)) {
 			r.asking, r.askKey = p.Purpose, p.Key
 		}
 	case *messages.ModelResponded:
@@ -205,6 +208,12 @@ func (r *planRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 		}
 	}
 	r.settle(f, e.ID)
+}
+
+// planPurpose reports whether a model call of purpose is one of the paradigm's own:
+// a plan, a re-plan or the answer.
+func planPurpose(purpose string) bool {
+	return purpose == PurposePlan || purpose == PurposeReplan || purpose == PurposeAnswer
 }
 
 // onAnswer folds the answer of a planning or answer call.

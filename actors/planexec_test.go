@@ -11,6 +11,7 @@ import (
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
+	pctx "github.com/troupe-run/troupe/pipelines/context"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -279,4 +280,43 @@ func TestPlanExecuteBoundsItsConcurrency(t *testing.T) {
 		t.Fatalf("at most %d step calls in flight of %d requested; want 2 of 5: %s", most, requested, types(events))
 	}
 	verifyDeterministic(t, agent, events)
+}
+
+// A goal step's loop may make its agent's compression calls (a proactive digest of
+// each large tool result, a summary): those are not the planner's answers. Three
+// digests within one goal step were read as three unreadable plans, and the task
+// failed with plan_failed ("the planner gave no valid plan in 3 answers") with its
+// plan running well.
+func TestPlanExecuteGoalStepCompressionIsNoPlannerAnswer(t *testing.T) {
+	page := strings.Repeat("lorem ipsum dolor sit amet ", 200)
+	fetch := funcTool{"fetch", func(context.Context, tools.Call) (string, error) { return page, nil }}
+	model := script(t,
+		llm.ScriptStep{Content: `{"steps": [{"id": "s1", "goal": "read three pages", "deps": []}]}`},
+		calls(messages.ToolCall{ID: "c1", Name: "fetch", Arguments: `{"page":1}`},
+			messages.ToolCall{ID: "c2", Name: "fetch", Arguments: `{"page":2}`},
+			messages.ToolCall{ID: "c3", Name: "fetch", Arguments: `{"page":3}`}),
+		llm.ScriptStep{Content: "digest of page 1"},
+		llm.ScriptStep{Content: "digest of page 2"},
+		llm.ScriptStep{Content: "digest of page 3"},
+		llm.ScriptStep{Content: "three pages of lorem ipsum"},
+		llm.ScriptStep{Content: "the pages say lorem ipsum"})
+	var agent actors.Agent
+	h := newHarness(t, harnessOpts{model: model, tools: []tools.Tool{fetch}, maxSteps: 20, deps: func(d *actors.SessionDeps) {
+		d.Agent.Paradigm = actors.PlanExecute{}
+		d.Agent.Context.Compression = actors.Compression{Strategy: pctx.CompressProactive, ObservationTokens: 100}
+		agent = d.Agent
+	}})
+	h.submit("dig", "task-dig", "Read the three pages.")
+	events := h.wait("dig")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted || decode[*messages.TaskCompleted](t, last).Output != "the pages say lorem ipsum" {
+		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
+	}
+	if model, _ := planCalls(t, events); strings.Join(model, ",") != "plan,,digest,digest,digest,,answer" {
+		t.Fatalf("model calls %q", model)
+	}
+	verifyDeterministic(t, agent, events)
+	// Under rules 5 the third digest failed the task: the recording diverges there.
+	if div := underOlderRules(t, agent, events, 5); div == nil || !strings.HasPrefix(div.Actual, string(messages.TypeTaskFailed)+" {\"reason\":\"plan_failed\"") {
+		t.Fatalf("relabelled to rules 5: %+v, want a divergence at the task's failure", div)
+	}
 }

@@ -74,7 +74,13 @@ import (
 //     a step of a tool chain (approvals.go's callNeedsApproval), and a plan step
 //     doing so is refused as a direct one is; under 1 to 4 only a direct call
 //     waited, and such calls ran unapproved. Prompts are version 2's, as 4's.
-const ContextRules = 5
+//   - 6: a plan_execute task reads only its own model calls (plan, replan,
+//     answer) as the planner's answers (planexec.go's fold): under 1 to 5 the
+//     compression calls of a goal step's loop (a proactive digest, a summary)
+//     were read as unreadable plans too, each counted against max_plan_retries
+//     and quoted to the next re-plan, and the third failed the task with
+//     plan_failed. Prompts are version 2's, as 5's.
+const ContextRules = 6
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -96,6 +102,11 @@ const (
 	// rulesIndirectApproval is the version whose calls of a tool that needs
 	// approval through call_tool or a chain wait for it as direct calls do.
 	rulesIndirectApproval = 5
+	// rulesPlanOwnCalls is the version whose plan_execute task reads only its own
+	// model calls' answers (plan, replan, answer) as the planner's: under older
+	// rules a compression call a goal step's loop made (a digest, a summary) was
+	// read as an unreadable plan, three of them failing the task with plan_failed.
+	rulesPlanOwnCalls = 6
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

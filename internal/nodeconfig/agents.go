@@ -339,6 +339,7 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 		return n.Value, nil
 	}
 	seen := map[string]int{}
+	var settings *yaml.Node
 	for i := 0; i < len(v.Content); i += 2 {
 		fk, fv := v.Content[i], v.Content[i+1]
 		if seen[fk.Value] > 0 {
@@ -440,7 +441,7 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 				return fail(fv.Line, "agent %q: unknown paradigm %q: want %s", name, a.Paradigm, orList(paradigms))
 			}
 		case "settings":
-			a.PlanSettings, err = parsePlanSettings(path, name, fv)
+			settings = fv // read once the paradigm is known: a wrong one is the mistake to name
 		case "max_steps":
 			if fv.Kind != yaml.ScalarNode || fv.Tag != "!!int" || fv.Decode(&a.MaxSteps) != nil || a.MaxSteps < 1 || a.MaxSteps > maxMaxSteps {
 				return fail(fv.Line, "agent %q: max_steps %q: want an integer from 1 to %d", name, fv.Value, maxMaxSteps)
@@ -508,6 +509,12 @@ func parseAgent(path string, k, v *yaml.Node) (DeclaredAgent, error) {
 	for _, field := range slices.Sorted(maps.Keys(paradigmFields)) {
 		if line := seen[field]; line > 0 && paradigmFields[field] != a.Paradigm {
 			return fail(line, "agent %q: %s is a setting of the %s paradigm, and this agent's is %s", name, field, paradigmFields[field], a.Paradigm)
+		}
+	}
+	if settings != nil {
+		var err error
+		if a.PlanSettings, err = parsePlanSettings(path, name, settings); err != nil {
+			return DeclaredAgent{}, err
 		}
 	}
 	if a.Paradigm == node.ParadigmReflexion && seen["evaluate"] == 0 {

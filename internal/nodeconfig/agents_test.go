@@ -91,6 +91,8 @@ func TestParseAgentsErrors(t *testing.T) {
 		{"unknown field", "agents:\n  a:\n    system_prompt: hi\n    temperature: 1\n", 4, `unknown field "temperature"`},
 		{"settings of another paradigm", "agents:\n  a:\n    settings: {concurrency: 2}\n", 3, "settings is a setting of the plan_execute paradigm, and this agent's is function_calling"},
 		{"unknown setting", "agents:\n  a:\n    paradigm: plan_execute\n    settings:\n      parallelism: 2\n", 5, `unknown setting "parallelism"`},
+		// A reflection agent's setting put under settings: the paradigm is the mistake, not the plan's setting names.
+		{"settings on a reflection agent", "agents:\n  a:\n    paradigm: reflection\n    settings:\n      max_rounds: 3\n", 4, "settings is a setting of the plan_execute paradigm, and this agent's is reflection"},
 		{"concurrency", "agents:\n  a:\n    paradigm: plan_execute\n    settings:\n      concurrency: 0\n", 5, "concurrency \"0\": want an integer from 1 to 64"},
 		{"own executor", "agents:\n  a:\n    paradigm: plan_execute\n    settings: {executor: a}\n", 4, "its own executor"},
 		{"unknown paradigm", "agents:\n  a:\n    paradigm: chaos\n", 3, `unknown paradigm "chaos"`},
