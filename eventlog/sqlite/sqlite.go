@@ -38,6 +38,7 @@ type Log struct {
 	wconn     *sql.Conn // owned by the writer goroutine
 	w         writeStmts
 	ckconn    *sql.Conn // owned by the checkpointer goroutine
+	pageSize  int64     // the database's, to size the WAL's frames
 	rdb       *sql.DB   // read pool
 	read      *sql.Stmt
 	readEpoch *sql.Stmt // the highest epoch of a session before a seq
@@ -135,7 +136,7 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	}
 	busy := fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds())
 	if l.wdb, err = sql.Open("sqlite", dsn(l.path, busy, "journal_mode(WAL)", "synchronous("+synchronous+")",
-		fmt.Sprintf("wal_autocheckpoint(%d)", backstopCheckpointPages))); err != nil {
+		fmt.Sprintf("wal_autocheckpoint(%d)", backstopCheckpointPages), fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
 	}
 	l.wdb.SetMaxOpenConns(2)
@@ -154,6 +155,13 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	}
 	if l.ckconn, err = l.wdb.Conn(ctx); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
+	}
+	// The checkpointer never waits for a lock (see runCheckpointer).
+	if _, err := l.ckconn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
+	}
+	if err := l.ckconn.QueryRowContext(ctx, "PRAGMA page_size").Scan(&l.pageSize); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: %s: read page size: %w", l.path, err)
 	}
 	if err := migrate(ctx, l.wconn, l.path, alone); err != nil {
 		return nil, l.busyErr(err)
