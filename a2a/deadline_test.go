@@ -1,3 +1,5 @@
+//go:build unix
+
 package a2a
 
 import (
