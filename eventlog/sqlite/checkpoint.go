@@ -21,18 +21,20 @@ import (
 // the backstop and stay 64 MiB on disk for good. So:
 //
 //   - journal_size_limit truncates the file to walSizeLimit at the first commit
-//     after a restart;
-//   - when a PASSIVE checkpoint leaves more than walSizeLimit in the WAL, the
-//     checkpointer follows it with a RESTART checkpoint, which copies the few
-//     frames committed meanwhile under the write lock and starts the WAL over;
+//     after a restart (when every frame was copied, a PASSIVE checkpoint that
+//     caught up, or the backstop);
 //   - when the writer has committed nothing for idleCheckpointAfter, the
 //     checkpointer runs a TRUNCATE checkpoint, which leaves an empty -wal file.
 //
-// RESTART and TRUNCATE take the write lock and then wait for readers of older
-// frames; the checkpointer's connection has no busy timeout, so instead of waiting
-// (and keeping this process's writer, or another's with Config.Shared, waiting
-// behind it) they give up at once, reported busy, and the next one tries again. The
-// write lock is held only to copy what the PASSIVE checkpoint just before left.
+// Under load the WAL is not restarted by force: a RESTART checkpoint holds the
+// write lock while it copies, which stalls the writer, and under steady load it
+// seldom found the writer idle anyway; the backstop bounds the WAL then, and the first
+// idle second truncates it. TRUNCATE takes the write lock and then waits for
+// readers of older frames; the checkpointer's connection has no busy timeout, so
+// instead of waiting (and keeping this process's writer, or another's with
+// Config.Shared, waiting behind it) it gives up at once, reported busy, and the
+// next idle tick tries again. The write lock is held only to copy what the PASSIVE
+// checkpoint just before left.
 // PASSIVE copies what no reader of any process still needs and never waits; when
 // another process is checkpointing it returns at once. Each process asks for
 // checkpoints after its own commits; whichever runs copies the commits of all of them.
@@ -44,7 +46,7 @@ const (
 	// backstopCheckpointPages is SQLite's wal_autocheckpoint: 64 MiB of 4 KiB pages.
 	backstopCheckpointPages = 16384
 	// walSizeLimit is the WAL's size (journal_size_limit) beyond which it is
-	// truncated at a restart, and beyond which the checkpointer restarts it.
+	// truncated at a restart.
 	walSizeLimit = 2 * checkpointBytes
 	// idleCheckpointAfter is how long the writer commits nothing before the
 	// checkpointer truncates the WAL; it looks that often.
@@ -79,9 +81,7 @@ func (l *Log) runCheckpointer() {
 		select {
 		case <-l.ckWanted:
 			truncated = false
-			if ck, ok := l.checkpoint("PASSIVE"); ok && int64(ck.frames)*l.pageSize > walSizeLimit {
-				l.checkpoint("RESTART")
-			}
+			l.checkpoint("PASSIVE")
 		case <-idle.C:
 			if n := l.stats.transactions.Load(); n != seen {
 				seen, truncated = n, false

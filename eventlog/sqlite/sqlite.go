@@ -38,7 +38,6 @@ type Log struct {
 	wconn     *sql.Conn // owned by the writer goroutine
 	w         writeStmts
 	ckconn    *sql.Conn // owned by the checkpointer goroutine
-	pageSize  int64     // the database's, to size the WAL's frames
 	rdb       *sql.DB   // read pool
 	read      *sql.Stmt
 	readEpoch *sql.Stmt // the highest epoch of a session before a seq
@@ -159,9 +158,6 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	// The checkpointer never waits for a lock (see runCheckpointer).
 	if _, err := l.ckconn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
-	}
-	if err := l.ckconn.QueryRowContext(ctx, "PRAGMA page_size").Scan(&l.pageSize); err != nil {
-		return nil, fmt.Errorf("eventlog/sqlite: %s: read page size: %w", l.path, err)
 	}
 	if err := migrate(ctx, l.wconn, l.path, alone); err != nil {
 		return nil, l.busyErr(err)
