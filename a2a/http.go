@@ -60,6 +60,10 @@ type ServerConfig struct {
 	// KeepAlive is how long a stream (message/stream, tasks/resubscribe) stays
 	// silent before an SSE comment keeps it alive (0: DefaultKeepAlive).
 	KeepAlive time.Duration
+	// WriteTimeout bounds each write of an answer, an event of a stream among
+	// them: a client that reads nothing for that long is dropped, its stream ended
+	// (0: DefaultWriteTimeout).
+	WriteTimeout time.Duration
 	// Name and Version name the node in its card.
 	Name, Version string
 	// Bearer says that a request needs a bearer token (the node's API tokens): the
@@ -132,6 +136,9 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 	}
 	if cfg.KeepAlive <= 0 {
 		cfg.KeepAlive = DefaultKeepAlive
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = DefaultWriteTimeout
 	}
 	if cfg.Name == "" {
 		cfg.Name = "troupe"
@@ -406,9 +413,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			return
 		}
 		// The answer outlives the server's write timeout: a blocking message/send
-		// answers when the task ends, a stream as long as the task runs. The
-		// request's context still ends it when the client goes away.
-		_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
+		// answers when the task ends, a stream as long as the task runs. Each
+		// write has a deadline instead, so that a client that stops reading is
+		// dropped; the request's context ends the answer when the client goes away.
+		w, last := withWriteDeadlines(w, s.cfg.WriteTimeout)
+		defer last()
 		// A stream silent longer than a client's read timeout (a slow model call or
 		// tool) gets SSE comments between its events.
 		w, stop := keepAlive(w, s.cfg.KeepAlive)

@@ -50,13 +50,30 @@ type nbr struct {
 
 // nearSet answers, for the items of a set (in the caller's order), which others have a
 // cosine of at least s with them.
+//
+// With hashing, a pair is a candidate when the items share a bucket in one of the
+// tables; the candidates of an item are gathered when it is asked about, not stored
+// for every pair: an item's candidates can be nearly the whole set (thousands of
+// identical vectors share every bucket), and a set of all pairs grew as its square.
+// What the searches hold is one key per item and table, and one item's candidates
+// at a time.
 type nearSet struct {
 	pl    *planner
 	items []*item
 	s     float64
-	// adj holds each item's neighbours in ascending position, when hashing found them;
-	// nil when every pair is compared on demand.
-	adj [][]nbr
+	// tables holds, per hash table, the key of each item with a sketch in the high
+	// 32 bits and its position in the low ones, in ascending order: a bucket is a
+	// run of one key. nil when every pair is compared on demand.
+	tables  [][]uint64
+	picks   [][]int // the sketch bits of each table's key
+	sk      []*[sketchWords]uint64
+	maxDist int
+	// asked marks, with the number of the search, the candidates a search has
+	// looked at already (an item shares buckets in several tables); found collects
+	// its neighbours.
+	asked  []uint32
+	search uint32
+	found  []nbr
 }
 
 // near prepares the searches within items at threshold s. It stops early (an empty
@@ -67,80 +84,52 @@ func (pl *planner) near(items []*item, s float64) *nearSet {
 	if len(items) < ExhaustiveBelow || tables == 0 {
 		return ns
 	}
-	ns.adj = make([][]nbr, len(items))
-	sk := make([]*[sketchWords]uint64, len(items))
+	ns.sk = make([]*[sketchWords]uint64, len(items))
 	for i, it := range items {
 		if !pl.tick(1) {
 			return ns
 		}
-		sk[i] = pl.sketch(it)
+		ns.sk[i] = pl.sketch(it)
 	}
 	q := math.Acos(s) / math.Pi
-	maxDist := int(sketchBits*q + slack*math.Sqrt(sketchBits*q*(1-q)))
-	seen := map[uint64]bool{}
-	keys := make([]uint64, 0, len(items))
+	ns.maxDist = int(sketchBits*q + slack*math.Sqrt(sketchBits*q*(1-q)))
+	ns.asked = make([]uint32, len(items))
+	ns.tables = make([][]uint64, tables)
+	ns.picks = make([][]int, tables)
 	for t := range tables {
-		pick := tableBits(t, k)
-		keys = keys[:0]
+		ns.picks[t] = tableBits(t, k)
+		keys := make([]uint64, 0, len(items))
 		for i := range items {
-			if sk[i] == nil {
-				continue
+			if ns.sk[i] != nil {
+				keys = append(keys, ns.key(t, i)<<32|uint64(i))
 			}
-			var key uint64
-			for b, bit := range pick {
-				key |= (sk[i][bit/64] >> (bit % 64) & 1) << b
-			}
-			// The dimension (mod 256) is part of the key: vectors of different
-			// dimensions are compared rarely (and never found close).
-			key |= uint64(len(items[i].m.Vector)%256) << maxTableBits
-			keys = append(keys, key<<32|uint64(i))
+		}
+		if !pl.tick(len(keys)) {
+			return ns
 		}
 		slices.Sort(keys)
-		for lo := 0; lo < len(keys); {
-			hi := lo + 1
-			for hi < len(keys) && keys[hi]>>32 == keys[lo]>>32 {
-				hi++
-			}
-			for x := lo; x < hi; x++ {
-				a := int(uint32(keys[x]))
-				if !pl.tick(hi - x) {
-					return ns
-				}
-				for y := x + 1; y < hi; y++ {
-					b := int(uint32(keys[y]))
-					if distance(sk[a], sk[b]) > maxDist {
-						continue
-					}
-					pair := uint64(a)<<32 | uint64(b)
-					if seen[pair] {
-						continue
-					}
-					seen[pair] = true
-					if c, ok := pl.cos(items[a], items[b]); ok && c >= s {
-						ns.adj[a] = append(ns.adj[a], nbr{int32(b), c})
-						ns.adj[b] = append(ns.adj[b], nbr{int32(a), c})
-					}
-				}
-			}
-			lo = hi
-		}
-	}
-	for _, l := range ns.adj {
-		slices.SortFunc(l, func(x, y nbr) int { return int(x.j) - int(y.j) })
+		ns.tables[t] = keys
 	}
 	return ns
+}
+
+// key is item i's bucket in table t.
+func (ns *nearSet) key(t, i int) uint64 {
+	var key uint64
+	for b, bit := range ns.picks[t] {
+		key |= (ns.sk[i][bit/64] >> (bit % 64) & 1) << b
+	}
+	// The dimension (mod 256) is part of the key: vectors of different dimensions
+	// are compared rarely (and never found close).
+	return key | uint64(len(ns.items[i].m.Vector)%256)<<maxTableBits
 }
 
 // each calls f, in ascending position, for the items from position from on (but i)
 // whose cosine with item i is at least s, skipping those skip says to (which it may
 // say before any comparison). It stops when the plan's context is done.
 func (ns *nearSet) each(i, from int, skip func(j int) bool, f func(j int, cos float64)) {
-	if ns.adj != nil {
-		for _, n := range ns.adj[i] {
-			if j := int(n.j); j >= from && !skip(j) {
-				f(j, n.cos)
-			}
-		}
+	if ns.tables != nil {
+		ns.hashed(i, from, skip, f)
 		return
 	}
 	a := ns.items[i]
@@ -154,6 +143,48 @@ func (ns *nearSet) each(i, from int, skip func(j int) bool, f func(j int, cos fl
 		if c, ok := ns.pl.cos(a, ns.items[j]); ok && c >= ns.s {
 			f(j, c)
 		}
+	}
+}
+
+// hashed is each through the tables: the candidates are the items from position
+// from on that share a bucket with i in a table, and whose sketches are close enough.
+func (ns *nearSet) hashed(i, from int, skip func(j int) bool, f func(j int, cos float64)) {
+	if ns.sk[i] == nil {
+		return
+	}
+	ns.search++
+	if ns.search == 0 { // wrapped: no mark may look current
+		clear(ns.asked)
+		ns.search = 1
+	}
+	ns.asked[i] = ns.search
+	ns.found = ns.found[:0]
+	for t, keys := range ns.tables {
+		key := ns.key(t, i)
+		lo, _ := slices.BinarySearch(keys, key<<32|uint64(from))
+		for _, e := range keys[lo:] {
+			if e>>32 != key {
+				break
+			}
+			if !ns.pl.tick(1) {
+				return
+			}
+			j := int(uint32(e))
+			if ns.asked[j] == ns.search {
+				continue
+			}
+			ns.asked[j] = ns.search
+			if skip(j) || distance(ns.sk[i], ns.sk[j]) > ns.maxDist {
+				continue
+			}
+			if c, ok := ns.pl.cos(ns.items[i], ns.items[j]); ok && c >= ns.s {
+				ns.found = append(ns.found, nbr{int32(j), c})
+			}
+		}
+	}
+	slices.SortFunc(ns.found, func(x, y nbr) int { return int(x.j) - int(y.j) })
+	for _, n := range ns.found {
+		f(int(n.j), n.cos)
 	}
 }
 

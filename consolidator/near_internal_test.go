@@ -64,7 +64,7 @@ func TestNearByHashingFindsAlmostEveryClosePair(t *testing.T) {
 			mems := closePairs(ExhaustiveBelow+500, s-0.05, 1)
 			pl := newPlanner(context.Background(), time.Now(), mems, DefaultPolicy())
 			ns := pl.near(pl.items, s)
-			if ns.adj == nil {
+			if ns.tables == nil {
 				t.Fatalf("%d items at threshold %v: compared exhaustively, want hashing", len(pl.items), s)
 			}
 			found := map[[2]int]float64{}

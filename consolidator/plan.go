@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -485,7 +486,19 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 		older, newer *item
 		cos          float64
 	}
-	var cs []cand
+	closer := func(a, b cand) int {
+		if c := cmp.Compare(b.cos, a.cos); c != 0 {
+			return c
+		}
+		if c := olderFirst(a.older, b.older); c != 0 {
+			return c
+		}
+		return olderFirst(a.newer, b.newer)
+	}
+	// Each older fact is judged once, against its closest newer one: only that
+	// candidate of it is kept, not every close pair (thousands of nearly identical
+	// facts are millions of pairs).
+	best := map[*item]cand{}
 	facts := slices.DeleteFunc(slices.Clone(semantic), func(it *item) bool { return !it.valid() || len(it.m.Vector) == 0 })
 	near := pl.near(facts, pl.p.ConflictThreshold)
 	for i, a := range facts {
@@ -500,31 +513,19 @@ func (pl *planner) judgements(semantic []*item, done map[[2]*item]bool) {
 			if newerFirst(older, newer) < 0 {
 				older, newer = newer, older
 			}
-			if !done[[2]*item{older, newer}] {
-				cs = append(cs, cand{older, newer, c})
+			if done[[2]*item{older, newer}] {
+				return
+			}
+			if b, ok := best[older]; !ok || closer(cand{older, newer, c}, b) < 0 {
+				best[older] = cand{older, newer, c}
 			}
 		})
 	}
-	slices.SortStableFunc(cs, func(a, b cand) int {
-		if c := cmp.Compare(b.cos, a.cos); c != 0 {
-			return c
-		}
-		if c := olderFirst(a.older, b.older); c != 0 {
-			return c
-		}
-		return olderFirst(a.newer, b.newer)
-	})
-	seen := map[*item]bool{}
-	n := 0
-	for _, c := range cs {
+	cs := slices.SortedFunc(maps.Values(best), closer)
+	for n, c := range cs {
 		if n == pl.p.MaxJudgements {
 			break
 		}
-		if seen[c.older] {
-			continue
-		}
-		seen[c.older] = true
-		n++
 		cos, thr := atLeast(c.cos, pl.p.ConflictThreshold)
 		pl.emit(Decision{Kind: Invalidate, IDs: []string{c.older.m.ID}, By: c.newer.m.ID, Judge: true,
 			Reason: fmt.Sprintf("cosine %s ≥ %s with newer %s", cos, thr, c.newer.m.ID)})

@@ -2,6 +2,8 @@ package sqlite
 
 import (
 	"context"
+	"fmt"
+	"time"
 )
 
 // Checkpointing moves committed pages from the WAL into the database file, and is
@@ -12,13 +14,30 @@ import (
 // SQLite's automatic checkpoint stays as a backstop, at a much larger WAL, in case
 // the checkpointer falls behind.
 //
-// Both are PASSIVE, which is what makes them safe when several processes share the
-// log (Config.Shared): a PASSIVE checkpoint copies what no reader of any process
-// still needs, never waits for a reader or a writer, and when another process is
-// checkpointing it returns at once (PRAGMA wal_checkpoint reports it busy, not as
-// an error). FULL, RESTART and TRUNCATE wait for other processes' writers and
-// readers, so this package never runs them. Each process asks for checkpoints
-// after its own commits; whichever runs copies the commits of all of them.
+// A checkpoint alone never shrinks the -wal file: SQLite starts writing it from the
+// beginning again (a restart) only when a transaction begins with every frame
+// copied, and keeps the file at its largest size. Under steady load a PASSIVE
+// checkpoint never catches up with the writer, so the WAL used to restart only at
+// the backstop and stay 64 MiB on disk for good. So:
+//
+//   - journal_size_limit truncates the file to walSizeLimit at the first commit
+//     after a restart (when every frame was copied, a PASSIVE checkpoint that
+//     caught up, or the backstop);
+//   - when the writer has committed nothing for idleCheckpointAfter, the
+//     checkpointer runs a TRUNCATE checkpoint, which leaves an empty -wal file.
+//
+// Under load the WAL is not restarted by force: a RESTART checkpoint holds the
+// write lock while it copies, which stalls the writer, and under steady load it
+// seldom found the writer idle anyway; the backstop bounds the WAL then, and the first
+// idle second truncates it. TRUNCATE takes the write lock and then waits for
+// readers of older frames; the checkpointer's connection has no busy timeout, so
+// instead of waiting (and keeping this process's writer, or another's with
+// Config.Shared, waiting behind it) it gives up at once, reported busy, and the
+// next idle tick tries again. The write lock is held only to copy what the PASSIVE
+// checkpoint just before left.
+// PASSIVE copies what no reader of any process still needs and never waits; when
+// another process is checkpointing it returns at once. Each process asks for
+// checkpoints after its own commits; whichever runs copies the commits of all of them.
 const (
 	// checkpointTxs and checkpointBytes are the writer's work after which it asks for
 	// a checkpoint: a few MiB of WAL.
@@ -26,6 +45,15 @@ const (
 	checkpointBytes = 4 << 20
 	// backstopCheckpointPages is SQLite's wal_autocheckpoint: 64 MiB of 4 KiB pages.
 	backstopCheckpointPages = 16384
+	// walSizeLimit is the WAL's size (journal_size_limit) beyond which it is
+	// truncated at a restart: the backstop's. Under steady load the WAL restarts
+	// and grows again all the time, and a file cut shorter at each restart has its
+	// blocks allocated again as it grows (5% of the embedded node's steps/s in
+	// BenchmarkLoopNodeConcurrent at 8 MiB); the idle TRUNCATE shrinks it.
+	walSizeLimit = backstopCheckpointPages * 4096
+	// idleCheckpointAfter is how long the writer commits nothing before the
+	// checkpointer truncates the WAL; it looks that often.
+	idleCheckpointAfter = time.Second
 )
 
 // committed records a commit of n payload bytes, and asks for a checkpoint when
@@ -48,19 +76,52 @@ func (l *Log) committed(bytes int) {
 // database open (Config.Shared), whose checkpoints then take it.
 func (l *Log) runCheckpointer() {
 	defer close(l.ckDone)
+	idle := time.NewTicker(idleCheckpointAfter)
+	defer idle.Stop()
+	seen := l.stats.transactions.Load()
+	truncated := false // a WAL left by an earlier process is truncated once idle too
 	for {
 		select {
 		case <-l.ckWanted:
-			var busy, frames, done int
-			if err := l.ckconn.QueryRowContext(context.Background(), "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &frames, &done); err != nil {
-				// Not fatal: the next checkpoint, or the backstop, retries.
-				l.cfg.Logger.Warn("eventlog/sqlite: background checkpoint failed; the WAL grows until one succeeds",
-					"path", l.path, "err", err)
+			truncated = false
+			l.checkpoint("PASSIVE")
+		case <-idle.C:
+			if n := l.stats.transactions.Load(); n != seen {
+				seen, truncated = n, false
+				continue
 			}
+			if truncated {
+				continue
+			}
+			// PASSIVE first copies everything without the write lock, so that
+			// TRUNCATE holds it only to empty the file.
+			if _, ok := l.checkpoint("PASSIVE"); !ok {
+				continue
+			}
+			ck, ok := l.checkpoint("TRUNCATE")
+			truncated = ok && ck.busy == 0
 		case <-l.closing:
 			return
 		}
 	}
+}
+
+// walCheckpoint is what PRAGMA wal_checkpoint reports: whether it could not finish
+// (another connection held a lock it needs), the frames in the WAL, and how many of
+// them are copied into the database.
+type walCheckpoint struct{ busy, frames, copied int }
+
+// checkpoint runs PRAGMA wal_checkpoint(mode) on the checkpointer's connection. A
+// failure is logged, not returned: the next checkpoint, or the backstop, retries.
+func (l *Log) checkpoint(mode string) (walCheckpoint, bool) {
+	var ck walCheckpoint
+	err := l.ckconn.QueryRowContext(context.Background(), fmt.Sprintf("PRAGMA wal_checkpoint(%s)", mode)).Scan(&ck.busy, &ck.frames, &ck.copied)
+	if err != nil {
+		l.cfg.Logger.Warn("eventlog/sqlite: background checkpoint failed; the WAL grows until one succeeds",
+			"path", l.path, "mode", mode, "err", err)
+		return ck, false
+	}
+	return ck, true
 }
 
 // all returns a channel closed once every one of cs is closed.

@@ -24,7 +24,9 @@
 // crash or power loss may roll back the last commits, never corrupt the file; set
 // Config.SyncFull to fsync every commit when that matters more than throughput.
 // Checkpoints, which copy the WAL into events.db and pay the fsyncs, run on a
-// background connection so that no Append waits for them.
+// background connection so that no Append waits for them. The -wal file does not
+// keep its peak size: it is cut back to a few MiB when SQLite starts it over, and
+// emptied once the log has been idle for a second (see checkpoint.go).
 //
 // # Several processes (Shared)
 //

@@ -135,7 +135,7 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 	}
 	busy := fmt.Sprintf("busy_timeout(%d)", cfg.BusyTimeout.Milliseconds())
 	if l.wdb, err = sql.Open("sqlite", dsn(l.path, busy, "journal_mode(WAL)", "synchronous("+synchronous+")",
-		fmt.Sprintf("wal_autocheckpoint(%d)", backstopCheckpointPages))); err != nil {
+		fmt.Sprintf("wal_autocheckpoint(%d)", backstopCheckpointPages), fmt.Sprintf("journal_size_limit(%d)", walSizeLimit))); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
 	}
 	l.wdb.SetMaxOpenConns(2)
@@ -153,6 +153,10 @@ func open(ctx context.Context, cfg Config, beforeGroup func([]*appendReq)) (_ *L
 		return nil, fmt.Errorf("eventlog/sqlite: %s: journal mode is %q, want wal (is the file system one SQLite can share memory on?)", l.path, mode)
 	}
 	if l.ckconn, err = l.wdb.Conn(ctx); err != nil {
+		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
+	}
+	// The checkpointer never waits for a lock (see runCheckpointer).
+	if _, err := l.ckconn.ExecContext(ctx, "PRAGMA busy_timeout = 0"); err != nil {
 		return nil, fmt.Errorf("eventlog/sqlite: open %s: %w", l.path, err)
 	}
 	if err := migrate(ctx, l.wconn, l.path, alone); err != nil {
