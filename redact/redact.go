@@ -53,8 +53,8 @@ func New(secrets ...string) *Redactor {
 // quote, a backslash, <, >, &, a control character) is also replaced in its escaped
 // form, as it appears inside a JSON payload. Add on a nil Redactor does nothing.
 func (r *Redactor) Add(secrets ...string) {
-	if r == nil || len(secrets) == 0 {
-		return
+	if r == nil || !slices.ContainsFunc(secrets, func(s string) bool { return len(s) >= MinSecretLen && !r.knows(s) }) {
+		return // nothing new: a token source adds its token at every request
 	}
 	r.adding.Lock()
 	defer r.adding.Unlock()
@@ -79,6 +79,11 @@ func (r *Redactor) Add(secrets ...string) {
 	}
 	slices.SortStableFunc(list, func(a, b secret) int { return cmp.Compare(len(b.value), len(a.value)) })
 	r.secrets.Store(&list)
+}
+
+// knows reports whether r replaces the value s.
+func (r *Redactor) knows(s string) bool {
+	return slices.ContainsFunc(r.list(), func(x secret) bool { return string(x.value) == s })
 }
 
 // list is r's secrets, longest first.

@@ -68,7 +68,7 @@ func loadAgent(ctx context.Context, path, agentsPath string, stderr io.Writer) (
 		Logger: logger}); err != nil {
 		return ac, fmt.Errorf("%s%w", where, err)
 	}
-	ac.catalog, ac.stop, err = nodeconfig.ConnectMCP(ctx, fc.MCPServers, mcpWait, logger)
+	ac.catalog, ac.stop, err = nodeconfig.ConnectMCP(ctx, fc.MCPServers, mcpWait, logger, red)
 	if err != nil {
 		return ac, fmt.Errorf("%s%w", where, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/disclosure"
 	"github.com/troupe-run/troupe/tools/notes"
@@ -161,12 +162,14 @@ func (a Agent) Apply(cfg *node.Config) {
 // ConnectMCP connects to the MCP servers of the file's "mcp_servers" section and
 // waits up to wait for each one's first attempt; a server that has not connected by
 // then joins the client's catalog when it does (Client.Status says which). With no
-// servers it returns a nil client. stop closes the connections.
-func ConnectMCP(ctx context.Context, servers map[string]mcp.ServerConfig, wait time.Duration, logger *slog.Logger) (client *mcp.Client, stop func(), err error) {
+// servers it returns a nil client. stop closes the connections. red (that of
+// logger's redact.Handler, and of the node's events) learns the servers' OAuth
+// tokens as they are obtained (mcp.ClientConfig.Redactor).
+func ConnectMCP(ctx context.Context, servers map[string]mcp.ServerConfig, wait time.Duration, logger *slog.Logger, red *redact.Redactor) (client *mcp.Client, stop func(), err error) {
 	if len(servers) == 0 {
 		return nil, func() {}, nil
 	}
-	client, err = mcp.NewClient(mcp.ClientConfig{Servers: servers, Logger: logger})
+	client, err = mcp.NewClient(mcp.ClientConfig{Servers: servers, Logger: logger, Redactor: red})
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcp_servers: %w", err)
 	}
