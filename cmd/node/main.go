@@ -538,7 +538,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	// One Redactor for both: it learns the secrets found below (the models' keys) when
 	// the node is made (node.Config.Redactor), and those the node obtains at run time
 	// (a reloaded tokens file's, an MCP server's OAuth tokens).
-	secrets := slices.Concat(llmBase.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), authSecrets(httpCfg.Auth))
+	secrets := slices.Concat(llmBase.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents), authSecrets(httpCfg.Auth))
 	red := redact.New(secrets...)
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}), red))
 	if *kafkaAddr != "" && *topicPrefix != "" {

@@ -386,7 +386,7 @@ func cliNotes(ctx context.Context, fc nodeconfig.File, data string, cfg notes.Co
 // checks tools does: with the extra tools of opt, logging warnings to stderr without
 // the environment's keys and the MCP servers' secrets (a server's error names its URL).
 func cliAgent(fc nodeconfig.File, opt options, stderr io.Writer) (nodeconfig.Agent, *slog.Logger, *redact.Redactor, error) {
-	red := redact.New(append(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers)...)...)
+	red := redact.New(slices.Concat(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents))...)
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), red))
 	agent, err := fc.Agent(nodeconfig.AgentOptions{ExtraTools: opt.extraTools, Logger: logger})
 	return agent, logger, red, err

@@ -142,6 +142,17 @@ func A2ATools(agents map[string]string) ([]tools.Tool, error) {
 	return out, nil
 }
 
+// A2ASecrets returns the credentials of the card URLs of the file's "a2a_agents"
+// (a password, ?api_key=...: redact.URLSecrets), which a remote agent's error may
+// echo.
+func A2ASecrets(agents map[string]string) []string {
+	var out []string
+	for _, u := range agents {
+		out = append(out, redact.URLSecrets(u)...)
+	}
+	return out
+}
+
 // CancelsRemoteTask says whether a call that ended with cause (context.Cause of its
 // context) cancels the remote work it started: when its session cancelled it (the
 // task was cancelled or ran past its deadline), not when the node stops (the call's
