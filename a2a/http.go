@@ -776,9 +776,26 @@ func (s *PushSender) send(ctx context.Context, it pushItem, task sdk.TaskID) {
 		s.final(ctx, task, cfg.ID, it.state, status)
 	}
 	if err != nil {
-		// The URL's credentials (?token=...) stay out of the log, also from the
-		// error, which names the URL.
-		red := redact.New(redact.URLSecrets(cfg.URL)...)
-		s.logger.Warn("a2a push notification not delivered", "task", task, "url", redact.URL(cfg.URL), "err", red.String(err.Error()))
+		s.logger.Warn("a2a push notification not delivered", "task", task, "url", redact.URL(cfg.URL), "err", pushError(err, cfg.URL))
 	}
+}
+
+// pushError is the text of err, a failed post to rawURL, with the URL's credentials
+// (?token=..., a password) redacted as the event and the "url" of the log line have
+// them (redact.URL): whatever their length, wherever the error names the URL, as
+// given or as Go's HTTP client prints it (a *url.Error: the password masked, the
+// query whole). A Redactor replaces the longer ones elsewhere in the text too.
+func pushError(err error, rawURL string) string {
+	text := err.Error()
+	forms := []string{rawURL}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		forms = append(forms, uerr.URL)
+	}
+	for _, f := range forms {
+		if f != "" {
+			text = strings.ReplaceAll(text, f, redact.URL(f))
+		}
+	}
+	return redact.New(redact.URLSecrets(rawURL)...).String(text)
 }

@@ -463,3 +463,26 @@ func TestPushSenderLogsNoURLCredentials(t *testing.T) {
 		t.Fatalf("the log holds the URL's credentials:\n%s", out)
 	}
 }
+
+// A push URL's credentials shorter than redact.MinSecretLen are redacted in the
+// log as in the event (redact.URL): in the URL logged and in the error, which names
+// the URL as Go's HTTP client prints it.
+func TestPushSenderLogsNoShortURLCredentials(t *testing.T) {
+	var buf bytes.Buffer
+	s, err := NewPushSender([]string{"127.0.0.1"}, slog.New(slog.NewTextHandler(&buf, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.attempts = 1
+	cfg := &sdk.PushConfig{ID: "c", URL: "http://me:Pw9Z@127.0.0.1:1/hook?token=Tk7Q&sig=Sg3X&x=1"}
+	s.send(context.Background(), pushItem{cfg: cfg, body: []byte(`{}`)}, "t1")
+	out := buf.String()
+	if !strings.Contains(out, "not delivered") || !strings.Contains(out, "127.0.0.1:1/hook?token=[REDACTED]&sig=[REDACTED]&x=1") {
+		t.Fatalf("the failure should be logged with the URL redacted, as the event has it:\n%s", out)
+	}
+	for _, v := range []string{"Pw9Z", "Tk7Q", "Sg3X"} {
+		if strings.Contains(out, v) {
+			t.Errorf("the log holds %s:\n%s", v, out)
+		}
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -52,6 +53,10 @@ var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,48}$`)
 type Tool struct {
 	cfg ToolConfig
 
+	// shown is cfg.CardURL as the model and the events see it: its credentials (a
+	// password, ?api_key=...) redacted (redact.URL).
+	shown string
+
 	mu     sync.Mutex
 	client *a2aclient.Client
 	card   *sdk.AgentCard
@@ -75,7 +80,7 @@ func NewTool(cfg ToolConfig) (*Tool, error) {
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
 	}
-	return &Tool{cfg: cfg}, nil
+	return &Tool{cfg: cfg, shown: redact.URL(cfg.CardURL)}, nil
 }
 
 var (
@@ -96,7 +101,7 @@ func (t *Tool) Spec() messages.ToolSpec {
 	return messages.ToolSpec{
 		Name: ToolPrefix + t.cfg.Name,
 		Description: fmt.Sprintf("Send a message to the remote A2A agent %q (%s) and return its answer. "+
-			"Pass the context_id it returns to continue the same conversation.", t.cfg.Name, t.cfg.CardURL),
+			"Pass the context_id it returns to continue the same conversation.", t.cfg.Name, t.shown),
 		Parameters: json.RawMessage(`{"type":"object","properties":{` +
 			`"message":{"type":"string","minLength":1,"maxLength":100000,"description":"What to ask the agent"},` +
 			`"context_id":{"type":"string","maxLength":256,"description":"The context_id of an earlier answer, to continue that conversation"}},` +
@@ -118,11 +123,11 @@ func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
 	defer cancel()
 	card, err := agentcard.NewResolver(t.cfg.HTTPClient).Resolve(cctx, u.String(), agentcard.WithPath(path))
 	if err != nil {
-		return nil, fmt.Errorf("fetching the agent card %s: %w", t.cfg.CardURL, err)
+		return nil, fmt.Errorf("fetching the agent card %s: %w", t.shown, err)
 	}
 	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(t.cfg.HTTPClient))
 	if err != nil {
-		return nil, fmt.Errorf("agent card %s: %w", t.cfg.CardURL, err)
+		return nil, fmt.Errorf("agent card %s: %w", t.shown, err)
 	}
 	t.client, t.card = client, card
 	return client, nil

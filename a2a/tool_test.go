@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -204,5 +205,31 @@ func TestToolCancelsTheRemoteTask(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The credentials of a remote agent's card URL (a password, ?api_key=...) are not
+// the model's to read: the tool's description, which every model request carries,
+// and its errors, which the session records, name the URL with them redacted,
+// whatever their length.
+func TestToolNamesItsCardURLWithoutCredentials(t *testing.T) {
+	for _, card := range []string{
+		"http://agent:pw-card-7Q3@127.0.0.1:1/.well-known/agent-card.json",
+		"http://127.0.0.1:1/.well-known/agent-card.json?api_key=k9Z",
+	} {
+		tool, err := a2a.NewTool(a2a.ToolConfig{Name: "remote", CardURL: card, CardTimeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		desc := tool.Spec().Description
+		_, callErr := tool.Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"message":"hi"}`})
+		if callErr == nil || !strings.Contains(desc, "127.0.0.1:1") || !strings.Contains(desc+callErr.Error(), "[REDACTED]") {
+			t.Fatalf("%s: description %q, error %v: want the URL with its credentials redacted", card, desc, callErr)
+		}
+		for _, secret := range []string{"pw-card-7Q3", "k9Z"} {
+			if strings.Contains(desc, secret) || strings.Contains(callErr.Error(), secret) {
+				t.Errorf("%s: the description %q or the error %q holds %s", card, desc, callErr, secret)
+			}
+		}
 	}
 }

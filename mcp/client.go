@@ -85,7 +85,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		s := &server{c: c, name: name, source: "mcp:" + name, cfg: cfg.Servers[name],
 			refresh: make(chan struct{}, 1), kick: make(chan struct{}, 1), up: make(chan struct{}), state: StateConnecting, since: time.Now()}
 		if s.cfg.OAuth != nil {
-			h, err := s.cfg.OAuth.oauthHandler(name, &http.Client{Timeout: 30 * time.Second})
+			h, err := s.cfg.OAuth.oauthHandler(name, &http.Client{Timeout: 30 * time.Second}, cfg.Redactor)
 			if err != nil {
 				return nil, err
 			}

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/redact"
 )
 
 // ServerConfig declares one MCP server: a command the node starts and talks to over
@@ -229,6 +231,13 @@ type ClientConfig struct {
 	// Logger receives connections, disconnections, skipped tools and the lines a
 	// stdio server writes to its stderr (at debug level).
 	Logger *slog.Logger
+	// Redactor learns the secrets the client obtains at run time: an OAuth server's
+	// access and refresh tokens, as they are issued and refreshed, and the client
+	// secret of a dynamic registration. A server that echoes its Authorization
+	// header (in a result, an error or its log) then leaks no token to the events
+	// and logs that the same Redactor keeps (node.Config.Redactor, the log's
+	// redact.Handler). Nil: they are not registered anywhere.
+	Redactor *redact.Redactor
 }
 
 // Validate reports every server that cannot work (ServerConfig.Validate) and

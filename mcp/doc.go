@@ -63,7 +63,9 @@
 // exchange and step-up; the node's own part is the headless authorization step,
 // which follows the authorization server's redirects to the configured redirect URL
 // and takes the code from it, and fails with ErrAuthorizationNeedsPerson, naming the
-// server, when a person would have to log in or consent. ServerConfig.Elicitation
+// server, when a person would have to log in or consent. The tokens it obtains, and
+// a dynamic registration's client secret, are registered with ClientConfig.Redactor
+// as they are issued and refreshed, before any is sent. ServerConfig.Elicitation
 // decides how a server's elicitation/create is answered: declined (the default, no
 // capability advertised), or with the form's schema defaults when every required
 // field has one (ElicitDefaults, SEP-1034).

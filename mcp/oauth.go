@@ -14,6 +14,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
+	"golang.org/x/oauth2"
+
+	"github.com/troupe-run/troupe/redact"
 )
 
 // OAuthConfig authorizes the node with a remote MCP server by OAuth 2.1, as the MCP
@@ -114,9 +117,15 @@ func (o *OAuthConfig) Secret() string {
 }
 
 // oauthHandler makes the OAuth handler of the server named name: one per server,
-// kept across its connections so that its tokens are.
-func (o *OAuthConfig) oauthHandler(name string, hc *http.Client) (auth.OAuthHandler, error) {
+// kept across its connections so that its tokens are. red learns the tokens it
+// obtains (learningTokens).
+func (o *OAuthConfig) oauthHandler(name string, hc *http.Client, red *redact.Redactor) (auth.OAuthHandler, error) {
 	cfg := &auth.AuthorizationCodeHandlerConfig{
+		NewTokenSource: func(ctx context.Context, c *oauth2.Config, t *oauth2.Token) (oauth2.TokenSource, error) {
+			red.Add(c.ClientSecret) // a dynamic registration's, issued now
+			learnToken(red, t)
+			return learningTokens{ts: c.TokenSource(ctx, t), red: red}, nil
+		},
 		RedirectURL:              o.RedirectURL,
 		AuthorizationCodeFetcher: headlessAuthorization(name, o.RedirectURL, hc),
 		DynamicClientRegistrationConfig: &auth.DynamicClientRegistrationConfig{Metadata: &oauthex.ClientRegistrationMetadata{
@@ -149,6 +158,28 @@ func (o *OAuthConfig) oauthHandler(name string, hc *http.Client) (auth.OAuthHand
 		return nil, fmt.Errorf("mcp_servers.%s.oauth: %w", name, err)
 	}
 	return h, nil
+}
+
+// learningTokens is the token source of an authorized server: it has red learn
+// every token it gives before the token is sent, the refreshed ones too.
+type learningTokens struct {
+	ts  oauth2.TokenSource
+	red *redact.Redactor
+}
+
+func (l learningTokens) Token() (*oauth2.Token, error) {
+	t, err := l.ts.Token()
+	learnToken(l.red, t)
+	return t, err
+}
+
+// learnToken has red learn t's access, refresh and ID tokens.
+func learnToken(red *redact.Redactor, t *oauth2.Token) {
+	if t == nil {
+		return
+	}
+	id, _ := t.Extra("id_token").(string)
+	red.Add(t.AccessToken, t.RefreshToken, id)
 }
 
 // maxAuthorizationRedirects bounds the redirects followed from the authorization

@@ -3,10 +3,12 @@ package mcp_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,6 +18,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/oauthex"
 
 	"github.com/troupe-run/troupe/mcp"
+	"github.com/troupe-run/troupe/mcp/mcptest"
+	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -172,4 +176,96 @@ func TestOAuthConfigValidate(t *testing.T) {
 			t.Errorf("%s: err = %v, want one naming %s", tc.name, err, tc.field)
 		}
 	}
+}
+
+// The tokens an OAuth server issues at run time are secrets the client's Redactor
+// learns as it obtains them: the first access and refresh tokens, the refreshed
+// ones, and a dynamically registered client's secret. A server that echoes the
+// token it was called with, in a result, in a tool's error or in the error that
+// fails a connection (logged by the client), leaks it to no log line and, through
+// the Redactor the session's events use, to no event.
+func TestOAuthTokensAreRedacted(t *testing.T) {
+	for _, dynamic := range []bool{false, true} {
+		t.Run(map[bool]string{false: "preregistered", true: "dynamic"}[dynamic], func(t *testing.T) {
+			srv := mcptest.EchoingOAuthServer(t)
+			oauth := &mcp.OAuthConfig{RedirectURL: mcptest.RedirectURL}
+			if !dynamic {
+				t.Setenv("TEST_OAUTH_SECRET", "s3cret-preregistered")
+				oauth.ClientID, oauth.ClientSecretEnv = "node", "TEST_OAUTH_SECRET"
+			}
+			red := redact.New()
+			var logs syncBuffer
+			c, err := mcp.NewClient(mcp.ClientConfig{Servers: map[string]mcp.ServerConfig{"echoing": {URL: srv.URL + "/mcp", OAuth: oauth}},
+				ConnectTimeout: 10 * time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Redactor: red,
+				Logger: slog.New(redact.NewHandler(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}), red))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- c.Run(ctx) }()
+			defer func() { c.Close(); <-done }()
+			var whoami tools.Tool
+			for whoami == nil {
+				changed := c.Changed()
+				if tl, ok := c.Tool("echoing__whoami"); ok {
+					whoami = tl
+					break
+				}
+				select {
+				case <-changed:
+				case <-ctx.Done():
+					t.Fatalf("the server never connected: %+v\n%s", c.Status(), logs.String())
+				}
+			}
+			admin, _ := c.Tool("echoing__admin")
+			out, err := whoami.Call(ctx, tools.Call{Key: "s/1", Arguments: `{}`})
+			if err != nil || out != "you are "+mcptest.AccessToken {
+				t.Fatalf("whoami = %q, %v: the server should echo the refreshed token", out, err)
+			}
+			_, adminErr := admin.Call(ctx, tools.Call{Key: "s/2", Arguments: `{}`})
+			if adminErr == nil || !strings.Contains(adminErr.Error(), mcptest.AccessToken) {
+				t.Fatalf("admin: %v, want the server's error echoing the token", adminErr)
+			}
+			if !strings.Contains(logs.String(), "mcp server is down") || !strings.Contains(logs.String(), "no session yet for") {
+				t.Fatalf("the refused connection should be logged:\n%s", logs.String())
+			}
+			secrets := []string{mcptest.FirstAccessToken, mcptest.FirstRefreshToken, mcptest.AccessToken, mcptest.RefreshToken}
+			if dynamic {
+				secrets = append(secrets, mcptest.DynamicClientSecret)
+			}
+			// What the session's events record (the output, the error), the log, and
+			// any other text the Redactor sees: the first tokens and the registered
+			// client's secret, which this server echoes nowhere, are known too.
+			for _, text := range []string{red.String(out), red.String(adminErr.Error()), logs.String(), red.String(strings.Join(secrets, " "))} {
+				for _, s := range secrets {
+					if strings.Contains(text, s) {
+						t.Errorf("%s is not redacted in %q", s, text)
+					}
+				}
+			}
+			if got := red.String(out); got != "you are "+redact.Redacted {
+				t.Errorf("the echoed token: %q", got)
+			}
+		})
+	}
+}
+
+// syncBuffer is a log buffer safe for the client's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -23,6 +23,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // AuthConfig is who may call the node's HTTP API and how often (HTTPConfig.Auth).
@@ -188,11 +189,15 @@ type gate struct {
 	proxies []netip.Prefix
 
 	logger *slog.Logger
+	// red learns every token the gate reads, at start and at each reload: a token
+	// is a secret from the moment it opens the API, and stays one after a reload
+	// drops it.
+	red *redact.Redactor
 	// refused counts the requests the gate answered itself, by status.
 	refused *prometheus.CounterVec
 }
 
-func newGate(h HTTPConfig, logger *slog.Logger) (*gate, error) {
+func newGate(h HTTPConfig, logger *slog.Logger, red *redact.Redactor) (*gate, error) {
 	auth, cors := h.Auth, h.CORS
 	ttl := auth.SessionTTL
 	if ttl == 0 {
@@ -202,7 +207,7 @@ func newGate(h HTTPConfig, logger *slog.Logger) (*gate, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &gate{cfg: auth, origins: map[string]bool{}, logger: logger, proxies: proxies,
+	g := &gate{cfg: auth, origins: map[string]bool{}, logger: logger, proxies: proxies, red: red,
 		logins: newLoginLimiters(), lookups: newLookupLimiters(),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "troupe", Subsystem: "http",
 			Name: "refused_total", Help: "HTTP requests refused before their route, and dashboard logins refused: 401 (no or a wrong token), 429 (past the rate limit, the login limit or the look-ups of unknown session cookies of a client address), 403 (a CORS preflight from another origin, a state-changing request from another site's page, or a cookie-signed request without its CSRF value)."},
@@ -228,7 +233,8 @@ func newGate(h HTTPConfig, logger *slog.Logger) (*gate, error) {
 	return g, nil
 }
 
-// reload hashes the configured tokens and those of the tokens file, read again.
+// reload hashes the configured tokens and those of the tokens file, read again, and
+// registers them with the node's redactor.
 func (g *gate) reload() error {
 	tokens := slices.Clone(g.cfg.Tokens)
 	if g.cfg.TokensFile != "" {
@@ -242,6 +248,7 @@ func (g *gate) reload() error {
 		}
 		tokens = append(tokens, more...)
 	}
+	g.red.Add(tokens...) // before they are accepted
 	hashes := make([][sha256.Size]byte, len(tokens))
 	for i, t := range tokens {
 		hashes[i] = sha256.Sum256([]byte(t))

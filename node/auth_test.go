@@ -24,6 +24,7 @@ import (
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/redact"
 )
 
 const (
@@ -324,6 +325,54 @@ func TestReloadTokensReadsTheFileAgain(t *testing.T) {
 	}
 	if code, _, _ := doCall(t, "GET", base+"/v1/sessions", otherToken, ""); code != 200 {
 		t.Errorf("after an emptied file, the last token: %d, want 200", code)
+	}
+}
+
+// A token added to the tokens file and taken by ReloadTokens (node serve's SIGHUP)
+// is a secret as those read at start are: a task that holds it is recorded without
+// it, and the node's Redactor (the one its log handler holds) replaces it. A token
+// the reload dropped stays a secret: it may still leak.
+func TestReloadedTokensAreRedacted(t *testing.T) {
+	const startToken, addedToken = "tok-at-start-0123456789", "tok-added-on-reload-9876543210"
+	file := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(file, []byte(startToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	red := redact.New()
+	logs := &syncBuf{}
+	n := nodetest.Start(t, node.Config{HTTP: node.HTTPConfig{Auth: node.AuthConfig{TokensFile: file}}, Redactor: red,
+		Logger: slog.New(redact.NewHandler(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}), red))})
+	srv := httptest.NewServer(n.Handler())
+	t.Cleanup(srv.Close)
+	if err := os.WriteFile(file, []byte("# rotated\n"+addedToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.ReloadTokens(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := doCall(t, "GET", srv.URL+"/v1/sessions", addedToken, ""); code != 200 {
+		t.Fatalf("the added token: %d", code)
+	}
+	events := nodetest.Run(t, n, "s-reloaded", "echo the tokens "+addedToken+" and "+startToken)
+	if len(events) == 0 {
+		t.Fatal("no events")
+	}
+	for _, e := range events {
+		for _, tok := range []string{addedToken, startToken} {
+			if bytes.Contains(e.Payload, []byte(tok)) {
+				t.Errorf("event %d (%s) holds the token %s: %s", e.Seq, e.Type, tok, e.Payload)
+			}
+		}
+	}
+	_, _, body := doCall(t, "GET", srv.URL+"/v1/sessions/s-reloaded", addedToken, "")
+	slog.New(redact.NewHandler(slog.NewTextHandler(logs, nil), red)).Info("a line that names " + addedToken + " and " + startToken)
+	for _, tok := range []string{addedToken, startToken} {
+		if strings.Contains(body, tok) || strings.Contains(logs.String(), tok) {
+			t.Errorf("the answer or the log holds the token %s:\n%s\n%s", tok, body, logs.String())
+		}
+	}
+	if !strings.Contains(body, redact.Redacted) {
+		t.Errorf("the session's input should show the tokens redacted: %s", body)
 	}
 }
 

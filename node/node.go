@@ -222,6 +222,13 @@ type Config struct {
 	// enter an event; strings shaped like keys and bearer tokens always are (package
 	// redact). cmd/node passes every key variable of the environment.
 	Secrets []string
+	// Redactor keeps the secrets out of the events: it learns Secrets, and those the
+	// node obtains at run time (the API tokens of a tokens file read again by
+	// ReloadTokens). A program that redacts its log lines with it
+	// (redact.NewHandler), as cmd/node does, keeps them out of those too, and can
+	// have it learn its own run-time secrets (an MCP server's OAuth tokens).
+	// Nil: a Redactor of its own.
+	Redactor *redact.Redactor
 	// SecretKey (a2a.SecretKeySize bytes, AES-256) seals the secrets the node keeps
 	// in its event log: the token and credentials of A2A push configs (secretkey.go).
 	// Every node over one log must have the same key. Nil: the key of the file
@@ -746,11 +753,15 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	cfg.setDefaults()
 	cfg.warnUnpricedCosts()
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), routing: make(chan struct{}), handedOver: make(chan struct{}), redactor: redact.New(cfg.Secrets...), metrics: newMetrics(),
+	if cfg.Redactor == nil {
+		cfg.Redactor = redact.New()
+	}
+	cfg.Redactor.Add(cfg.Secrets...)
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), routing: make(chan struct{}), handedOver: make(chan struct{}), redactor: cfg.Redactor, metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout), revokeWithin: revokeBudget}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	n.keys = &secretKeys{given: cfg.SecretKey, dir: cfg.DataDir, shared: cfg.Bus != nil, logger: cfg.Logger}
-	gate, err := newGate(cfg.HTTP, cfg.Logger)
+	gate, err := newGate(cfg.HTTP, cfg.Logger, n.redactor)
 	if err != nil {
 		return nil, err
 	}

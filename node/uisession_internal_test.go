@@ -120,11 +120,11 @@ func TestUISessionsLiveInTheLog(t *testing.T) {
 // The client IP is the connection's peer unless the peer is a trusted proxy; then
 // it is the rightmost address of X-Forwarded-For that is not a trusted proxy.
 func TestClientIPBehindTrustedProxies(t *testing.T) {
-	g, err := newGate(HTTPConfig{TrustedProxies: []string{"10.0.0.0/8", "192.0.2.7", "fd00::/8"}}, slog.Default())
+	g, err := newGate(HTTPConfig{TrustedProxies: []string{"10.0.0.0/8", "192.0.2.7", "fd00::/8"}}, slog.Default(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	open, err := newGate(HTTPConfig{}, slog.Default())
+	open, err := newGate(HTTPConfig{}, slog.Default(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestClientIPBehindTrustedProxies(t *testing.T) {
 			t.Errorf("without trusted proxies, peer %s, X-Forwarded-For %q: %s, want %s", c.peer, c.xff, got, c.none)
 		}
 	}
-	if _, err := newGate(HTTPConfig{TrustedProxies: []string{"10.0.0.0/33"}}, slog.Default()); err == nil {
+	if _, err := newGate(HTTPConfig{TrustedProxies: []string{"10.0.0.0/33"}}, slog.Default(), nil); err == nil {
 		t.Error("a bad prefix is taken")
 	}
 }

@@ -3,9 +3,10 @@
 // every event payload), the node's ingress (on task input) and the LLM client (on
 // provider error messages) all use it.
 //
-// A Redactor is built once with the secret values it must know — typically every API
-// key variable present in the environment (llm/provider's Config.Secrets) — and
-// replaces, with Redacted:
+// A Redactor is built with the secret values it must know — typically every API key
+// variable present in the environment (llm/provider's Config.Secrets) — and learns
+// those its program obtains later (Redactor.Add: reloaded API tokens, OAuth tokens);
+// it replaces, with Redacted:
 //
 //   - each of those values, wherever it occurs (longest first, so a secret that
 //     contains another goes whole; values shorter than MinSecretLen are ignored, being

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -21,8 +23,14 @@ var redacted = []byte(Redacted)
 // Redactor replaces known secret values and credential-shaped strings with
 // Redacted. Its methods are safe for concurrent use; a nil *Redactor replaces only
 // credential-shaped strings.
+//
+// It learns secrets for as long as it lives (Add): a node learns some at run time
+// (the API tokens of a reloaded tokens file, an MCP server's OAuth tokens), and
+// every user of the Redactor (the events, the log handler) replaces them from then
+// on. It never forgets one: a secret that is no longer in use is still a secret.
 type Redactor struct {
-	secrets []secret // longest first
+	secrets atomic.Pointer[[]secret] // longest first; replaced whole by Add
+	adding  sync.Mutex               // serializes Add
 }
 
 // secret is one value to replace, and the index of its byte least likely in ordinary
@@ -33,15 +41,28 @@ type secret struct {
 	anchor int
 }
 
-// New returns a Redactor for these secret values. Empty, duplicate and short (under
-// MinSecretLen bytes) values are ignored. A value that JSON would escape (a quote, a
-// backslash, <, >, &, a control character) is also replaced in its escaped form, as
-// it appears inside a JSON payload.
+// New returns a Redactor for these secret values (Add).
 func New(secrets ...string) *Redactor {
 	r := &Redactor{}
+	r.Add(secrets...)
+	return r
+}
+
+// Add makes r replace these secret values too, from now on. Empty, known and short
+// (under MinSecretLen bytes) values are ignored. A value that JSON would escape (a
+// quote, a backslash, <, >, &, a control character) is also replaced in its escaped
+// form, as it appears inside a JSON payload. Add on a nil Redactor does nothing.
+func (r *Redactor) Add(secrets ...string) {
+	if r == nil || !slices.ContainsFunc(secrets, func(s string) bool { return len(s) >= MinSecretLen && !r.knows(s) }) {
+		return // nothing new: a token source adds its token at every request
+	}
+	r.adding.Lock()
+	defer r.adding.Unlock()
+	list := slices.Clone(r.list())
+	n := len(list)
 	add := func(s string) {
-		if !slices.ContainsFunc(r.secrets, func(x secret) bool { return string(x.value) == s }) {
-			r.secrets = append(r.secrets, secret{value: []byte(s), anchor: rarest(s)})
+		if !slices.ContainsFunc(list, func(x secret) bool { return string(x.value) == s }) {
+			list = append(list, secret{value: []byte(s), anchor: rarest(s)})
 		}
 	}
 	for _, s := range secrets {
@@ -53,19 +74,36 @@ func New(secrets ...string) *Redactor {
 			add(string(q[1 : len(q)-1]))
 		}
 	}
-	slices.SortStableFunc(r.secrets, func(a, b secret) int { return cmp.Compare(len(b.value), len(a.value)) })
-	return r
+	if len(list) == n {
+		return // nothing new
+	}
+	slices.SortStableFunc(list, func(a, b secret) int { return cmp.Compare(len(b.value), len(a.value)) })
+	r.secrets.Store(&list)
+}
+
+// knows reports whether r replaces the value s.
+func (r *Redactor) knows(s string) bool {
+	return slices.ContainsFunc(r.list(), func(x secret) bool { return string(x.value) == s })
+}
+
+// list is r's secrets, longest first.
+func (r *Redactor) list() []secret {
+	if r == nil {
+		return nil
+	}
+	if p := r.secrets.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // Bytes returns b with every secret replaced by Redacted. It returns b itself when
 // there is nothing to replace, and never modifies b.
 func (r *Redactor) Bytes(b []byte) []byte {
 	out := b
-	if r != nil {
-		for _, s := range r.secrets {
-			if s.in(out) {
-				out = bytes.ReplaceAll(out, s.value, redacted)
-			}
+	for _, s := range r.list() {
+		if s.in(out) {
+			out = bytes.ReplaceAll(out, s.value, redacted)
 		}
 	}
 	return redactShapes(out)

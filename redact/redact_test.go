@@ -3,6 +3,7 @@ package redact
 import (
 	"bytes"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 )
@@ -99,6 +100,47 @@ func TestRedactsSecretValues(t *testing.T) {
 	}
 	if got := New("").String("nothing"); got != "nothing" {
 		t.Fatal(got)
+	}
+}
+
+// A secret added after the Redactor was made is replaced from then on, by the
+// Redactor and by every handler that holds it, while it is in use by others: a
+// node learns secrets at run time (reloaded API tokens, OAuth tokens). Nothing
+// added is forgotten; short and known values are ignored as by New.
+func TestAddedSecretsAreReplaced(t *testing.T) {
+	r := New("start-secret-value")
+	var buf bytes.Buffer
+	log := slog.New(NewHandler(slog.NewTextHandler(&buf, nil), r))
+	const later = "later-secret-value"
+	if got := r.String("x " + later); got != "x "+later {
+		t.Fatalf("before Add: %s", got)
+	}
+	done := make(chan struct{})
+	go func() { // Add while Bytes runs (go test -race)
+		defer close(done)
+		for i := range 50 {
+			r.Add(fmt.Sprintf("racing-secret-%04d", i), "tiny")
+		}
+	}()
+	for range 50 {
+		r.String("start-secret-value racing-secret-0001")
+	}
+	<-done
+	r.Add(later, `quo"ted-secret`, "start-secret-value")
+	if got := r.String("start-secret-value, " + later + ", racing-secret-0049, tiny"); got != "[REDACTED], [REDACTED], [REDACTED], tiny" {
+		t.Fatal(got)
+	}
+	if got := r.String(`{"k":"quo\"ted-secret"}`); got != `{"k":"[REDACTED]"}` {
+		t.Fatal(got)
+	}
+	log.Info("learned " + later)
+	if strings.Contains(buf.String(), later) {
+		t.Fatalf("the handler does not know the added secret:\n%s", buf.String())
+	}
+	var none *Redactor
+	none.Add(later) // does nothing
+	if none.String(later) != later {
+		t.Fatal("a nil Redactor replaced a value")
 	}
 }
 

@@ -76,12 +76,12 @@ func agentsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt
 	}
 	// The node's tools, as node run builds them: the file's, the skills', the
 	// chains', the notes' and the memory tool's.
-	agent, logger, err := cliAgent(fc, opt, stderr)
+	agent, logger, red, err := cliAgent(fc, opt, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	var cfg node.Config
+	cfg := node.Config{Redactor: red}
 	agent.Apply(&cfg)
 	_, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
 	if err != nil {

@@ -84,7 +84,8 @@ func reloadTokensOnHUP(n *node.Node, logger *slog.Logger) (stop func()) {
 
 // authSecrets are the API's tokens, which the node keeps out of its events and logs
 // like its other secrets: those given, and those of the tokens file as it is at
-// start (one added later on SIGHUP is not known to the redactor).
+// start, known to the log from its first line (the node's gate registers those it
+// reads again on SIGHUP with the same Redactor: node.Config.Redactor).
 func authSecrets(c node.AuthConfig) []string {
 	out := slices.Clone(c.Tokens)
 	if c.TokensFile != "" {

@@ -535,8 +535,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 	// Every secret the node is given: the events keep them out (node.Config.Secrets),
 	// and so do the node's log lines, which carry text the node does not write itself
 	// (a stdio MCP server's stderr, a server's error naming its URL).
-	secrets := slices.Concat(llmBase.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), authSecrets(httpCfg.Auth))
-	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}), redact.New(secrets...)))
+	// One Redactor for both: it learns the secrets found below (the models' keys) when
+	// the node is made (node.Config.Redactor), and those the node obtains at run time
+	// (a reloaded tokens file's, an MCP server's OAuth tokens).
+	secrets := slices.Concat(llmBase.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents), authSecrets(httpCfg.Auth))
+	red := redact.New(secrets...)
+	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: level}), red))
 	if *kafkaAddr != "" && *topicPrefix != "" {
 		// Log lines name topics as the README does (troupe.tasks, troupe.poison); the
 		// prefix on every line says which Kafka topics those are.
@@ -595,7 +599,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, opt optio
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
 	}
-	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets,
+	cfg := node.Config{DataDir: *data, Model: model, Fallbacks: fallback, Gateway: gw, Logger: logger, Secrets: secrets, Redactor: red,
 		IdleTimeout: idle, MaxLiveSessions: *maxSessions, StreamUnwatched: *streamUnwatched,
 		ModelTimeout: modelTimeout, ToolTimeout: toolTimeout, EffectReissue: effectReissue}
 	if cfg.SecretKey, err = secretKey(fs, *secretKeyFile); err != nil {

@@ -30,11 +30,12 @@ const mcpMaxBody = 2 << 20
 
 // startMCP connects to the MCP servers of the configuration, makes them cfg's tool
 // catalog, and adds their header and environment values to cfg's secrets (so a
-// server that echoes its token does not put it in an event). It waits up to
+// server that echoes its token does not put it in an event); cfg.Redactor (that of
+// logger) learns their OAuth tokens as they are obtained. It waits up to
 // mcpStartWait for each server's first attempt and logs every server's state. With
 // no servers it does nothing; stop closes the connections.
 func startMCP(ctx context.Context, servers map[string]mcp.ServerConfig, cfg *node.Config, logger *slog.Logger) (client *mcp.Client, stop func(), err error) {
-	client, stop, err = nodeconfig.ConnectMCP(ctx, servers, mcpStartWait, logger)
+	client, stop, err = nodeconfig.ConnectMCP(ctx, servers, mcpStartWait, logger, cfg.Redactor)
 	if err != nil || client == nil {
 		return client, stop, err
 	}

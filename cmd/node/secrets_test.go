@@ -11,7 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/llm/openai/openaitest"
+	"github.com/troupe-run/troupe/mcp/mcptest"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -253,6 +255,77 @@ func TestAPITokenStaysOutOfEvents(t *testing.T) {
 	for name, b := range dataFiles(t, dir) {
 		if bytes.Contains(b, []byte(token)) {
 			t.Errorf("%s holds the API token", name)
+		}
+	}
+}
+
+// An MCP server's OAuth tokens, obtained while the node runs, are secrets like
+// the configured ones: a server that echoes its caller's token (in a tool's
+// result, in a tool's error, in the error that refused a connection) puts it in
+// no event, no answer and no log line of node serve.
+func TestMCPOAuthTokensStayOutOfEventsAndLogs(t *testing.T) {
+	clearLLMEnv(t)
+	srv := mcptest.EchoingOAuthServer(t)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "troupe.json")
+	body := `{"mcp_servers": {"echoing": {"url": "` + srv.URL + `/mcp", "oauth": {"redirect_url": "` + mcptest.RedirectURL + `"}}}}`
+	if err := os.WriteFile(config, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := writeScript(t,
+		llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "echoing__whoami", Arguments: "{}"}}},
+		llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: "c2", Name: "echoing__admin", Arguments: "{}"}}},
+		llm.ScriptStep{Content: "done"})
+	data := filepath.Join(dir, "data")
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out, errb syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"serve", "-v", "--config", config, "--model", "scripted:" + script, "--data", data, "--http", addr}, &out, &errb, options{})
+	}()
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, _ = b.ReadFrom(resp.Body)
+		return resp.StatusCode, b.String()
+	}
+	// The server refuses the first connection, naming the token; the node connects again.
+	waitFor(t, 30*time.Second, "the MCP server connected", func() bool { return strings.Contains(errb.String(), `msg="mcp server connected"`) })
+	resp, err := http.Post("http://"+addr+"/v1/tasks", "application/json", strings.NewReader(`{"input": "who am I?", "session_id": "s-oauth"}`))
+	if err != nil || resp.StatusCode != 202 {
+		t.Fatalf("POST /v1/tasks: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	var answer, events string
+	waitFor(t, 30*time.Second, "the task completed", func() bool {
+		_, answer = get("/v1/sessions/s-oauth")
+		return strings.Contains(answer, `"status":"completed"`)
+	})
+	_, events = get("/v1/sessions/s-oauth/events")
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the node did not stop")
+	}
+	logs := errb.String()
+	if !strings.Contains(events, "you are [REDACTED]") || !strings.Contains(events, "the token [REDACTED] lacks the scope admin") ||
+		!strings.Contains(logs, "no session yet for [REDACTED]") {
+		t.Fatalf("the server's echoes should be recorded and logged redacted:\n%s\n%s", events, logs)
+	}
+	haystacks := dataFiles(t, data)
+	haystacks["answer"], haystacks["events"], haystacks["logs"], haystacks["stdout"] = []byte(answer), []byte(events), []byte(logs), []byte(out.String())
+	for name, b := range haystacks {
+		for _, tok := range []string{mcptest.FirstAccessToken, mcptest.FirstRefreshToken, mcptest.AccessToken, mcptest.RefreshToken, mcptest.DynamicClientSecret} {
+			if bytes.Contains(b, []byte(tok)) {
+				t.Errorf("%s holds %s", name, tok)
+			}
 		}
 	}
 }

@@ -68,7 +68,7 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 	}
 	// The default agent's tools: the built-ins and its skills' (then its notes', its
 	// MCP servers' and its chains').
-	agent, logger, err := cliAgent(fc, opt, stderr)
+	agent, logger, red, err := cliAgent(fc, opt, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 2
@@ -150,7 +150,7 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 		}
 		list = append(list, notesTools...)
 	}
-	var cfg node.Config
+	cfg := node.Config{Redactor: red}
 	client, stopMCP, err := startMCP(ctx, fc.MCPServers, &cfg, logger)
 	if err != nil {
 		fmt.Fprintln(stderr, "error:", err)
@@ -385,9 +385,9 @@ func cliNotes(ctx context.Context, fc nodeconfig.File, data string, cfg notes.Co
 // cliAgent builds the default agent of configuration fc as a command that lists or
 // checks tools does: with the extra tools of opt, logging warnings to stderr without
 // the environment's keys and the MCP servers' secrets (a server's error names its URL).
-func cliAgent(fc nodeconfig.File, opt options, stderr io.Writer) (nodeconfig.Agent, *slog.Logger, error) {
-	red := redact.New(append(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers)...)...)
+func cliAgent(fc nodeconfig.File, opt options, stderr io.Writer) (nodeconfig.Agent, *slog.Logger, *redact.Redactor, error) {
+	red := redact.New(slices.Concat(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents))...)
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), red))
 	agent, err := fc.Agent(nodeconfig.AgentOptions{ExtraTools: opt.extraTools, Logger: logger})
-	return agent, logger, err
+	return agent, logger, red, err
 }

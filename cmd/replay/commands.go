@@ -62,13 +62,13 @@ func loadAgent(ctx context.Context, path, agentsPath string, stderr io.Writer) (
 		where = ""
 	}
 	// Its warnings (an MCP server's error names its URL) keep the secrets out, as the node's do.
-	red := redact.New(append(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers)...)...)
+	red := redact.New(slices.Concat(provider.Config{}.Secrets(nil), nodeconfig.MCPSecrets(fc.MCPServers), nodeconfig.A2ASecrets(fc.A2AAgents))...)
 	logger := slog.New(redact.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), red))
 	if ac.agent, err = fc.Agent(nodeconfig.AgentOptions{SkillsDir: os.Getenv("TROUPE_SKILLS"), Disclosure: os.Getenv("TROUPE_DISCLOSURE"),
 		Logger: logger}); err != nil {
 		return ac, fmt.Errorf("%s%w", where, err)
 	}
-	ac.catalog, ac.stop, err = nodeconfig.ConnectMCP(ctx, fc.MCPServers, mcpWait, logger)
+	ac.catalog, ac.stop, err = nodeconfig.ConnectMCP(ctx, fc.MCPServers, mcpWait, logger, red)
 	if err != nil {
 		return ac, fmt.Errorf("%s%w", where, err)
 	}

@@ -482,7 +482,7 @@ func TestWalkEffects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, stopMCP, err := nodeconfig.ConnectMCP(ctx, fc.MCPServers, 10*time.Second, nil)
+	client, stopMCP, err := nodeconfig.ConnectMCP(ctx, fc.MCPServers, 10*time.Second, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

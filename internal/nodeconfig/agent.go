@@ -19,6 +19,7 @@ import (
 	"github.com/troupe-run/troupe/llm/provider"
 	"github.com/troupe-run/troupe/mcp"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/redact"
 	"github.com/troupe-run/troupe/tools"
 	"github.com/troupe-run/troupe/tools/disclosure"
 	"github.com/troupe-run/troupe/tools/notes"
@@ -141,6 +142,17 @@ func A2ATools(agents map[string]string) ([]tools.Tool, error) {
 	return out, nil
 }
 
+// A2ASecrets returns the credentials of the card URLs of the file's "a2a_agents"
+// (a password, ?api_key=...: redact.URLSecrets), which a remote agent's error may
+// echo.
+func A2ASecrets(agents map[string]string) []string {
+	var out []string
+	for _, u := range agents {
+		out = append(out, redact.URLSecrets(u)...)
+	}
+	return out
+}
+
 // CancelsRemoteTask says whether a call that ended with cause (context.Cause of its
 // context) cancels the remote work it started: when its session cancelled it (the
 // task was cancelled or ran past its deadline), not when the node stops (the call's
@@ -161,12 +173,14 @@ func (a Agent) Apply(cfg *node.Config) {
 // ConnectMCP connects to the MCP servers of the file's "mcp_servers" section and
 // waits up to wait for each one's first attempt; a server that has not connected by
 // then joins the client's catalog when it does (Client.Status says which). With no
-// servers it returns a nil client. stop closes the connections.
-func ConnectMCP(ctx context.Context, servers map[string]mcp.ServerConfig, wait time.Duration, logger *slog.Logger) (client *mcp.Client, stop func(), err error) {
+// servers it returns a nil client. stop closes the connections. red (that of
+// logger's redact.Handler, and of the node's events) learns the servers' OAuth
+// tokens as they are obtained (mcp.ClientConfig.Redactor).
+func ConnectMCP(ctx context.Context, servers map[string]mcp.ServerConfig, wait time.Duration, logger *slog.Logger, red *redact.Redactor) (client *mcp.Client, stop func(), err error) {
 	if len(servers) == 0 {
 		return nil, func() {}, nil
 	}
-	client, err = mcp.NewClient(mcp.ClientConfig{Servers: servers, Logger: logger})
+	client, err = mcp.NewClient(mcp.ClientConfig{Servers: servers, Logger: logger, Redactor: red})
 	if err != nil {
 		return nil, nil, fmt.Errorf("mcp_servers: %w", err)
 	}
