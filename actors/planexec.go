@@ -371,6 +371,22 @@ func (r *planRun) decide(v *view) *Decision {
 			return d
 		}
 	}
+	return r.nextStep(v)
+}
+
+// decideBeside implements besideModel: while a goal step's loop waits for the
+// model, the tool and delegate steps that are ready start (from rules 6; under
+// older rules they waited for its answer).
+func (r *planRun) decideBeside(v *view) *Decision {
+	if r.stage != stageRunning {
+		return nil
+	}
+	return r.nextStep(v)
+}
+
+// nextStep returns the call of the next ready tool or delegate step, within the
+// plan's concurrency, or nil.
+func (r *planRun) nextStep(v *view) *Decision {
 	if r.failed != nil || r.running() >= r.cfg.Concurrency {
 		return nil
 	}

@@ -320,3 +320,102 @@ func TestPlanExecuteGoalStepCompressionIsNoPlannerAnswer(t *testing.T) {
 		t.Fatalf("relabelled to rules 5: %+v, want a divergence at the task's failure", div)
 	}
 }
+
+// loopGatedModel holds each of the loop's model calls (no purpose) until gate is
+// closed, or for a few seconds at most (a hang guard: an answer that comes late
+// shows in the recorded order of events, which the test reads).
+type loopGatedModel struct {
+	llm.Model
+	gate chan struct{}
+}
+
+func (m loopGatedModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	if r.Purpose == "" {
+		select {
+		case <-m.gate:
+		case <-time.After(3 * time.Second):
+		case <-ctx.Done():
+			return llm.Response{}, ctx.Err()
+		}
+	}
+	return m.Model.Generate(ctx, r)
+}
+
+// stepsBesideLoop returns the step calls requested between the loop's (first)
+// model request and its answer.
+func stepsBesideLoop(t *testing.T, events []messages.Envelope) []string {
+	t.Helper()
+	key := ""
+	var out []string
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeModelRequested:
+			if r := decode[*messages.ModelRequested](t, e); r.Purpose == "" && key == "" {
+				key = r.Key
+			}
+		case messages.TypeModelResponded:
+			if key != "" && decode[*messages.ModelResponded](t, e).Key == key {
+				return out
+			}
+		case messages.TypeToolCallRequested:
+			if r := decode[*messages.ToolCallRequested](t, e); key != "" && r.Purpose == actors.PurposeStep {
+				out = append(out, r.CallID)
+			}
+		}
+	}
+	t.Fatalf("the loop's model call was not answered: %s", types(events))
+	return nil
+}
+
+const besidePlan = `{"steps": [{"id": "g", "goal": "think it over", "deps": []},
+	{"id": "a", "tool": "lookup", "args": {"q": "a"}, "deps": []},
+	{"id": "b", "tool": "lookup", "args": {"q": "after {{a}}"}, "deps": ["a"]}]}`
+
+// The steps that are ready run while a goal step's loop waits for the model: a tool
+// step with no deps, and the one that depends on it once it finished, start and
+// finish before the goal step's answer comes (rules 6). Under rules 5 they waited
+// for that answer: the recording diverges at the first of them.
+func TestPlanExecuteStepsRunBesideAGoalStep(t *testing.T) {
+	gate := make(chan struct{})
+	var once sync.Once
+	lookup := funcTool{"lookup", func(_ context.Context, c tools.Call) (string, error) {
+		if strings.Contains(c.Arguments, "after") {
+			once.Do(func() { close(gate) })
+		}
+		return "found " + c.Arguments, nil
+	}}
+	model := loopGatedModel{Model: script(t, text(besidePlan), text("thought over"), text("done")), gate: gate}
+	h, agent := planHarness(t, model, actors.PlanExecute{}, lookup)
+	h.submit("bs", "task-bs", "Look a up, then b, and think it over.")
+	events := h.wait("bs")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted || decode[*messages.TaskCompleted](t, last).Output != "done" {
+		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
+	}
+	if beside := stepsBesideLoop(t, events); strings.Join(beside, ",") != "a,b" {
+		t.Fatalf("steps requested while the goal step's model call was in flight: %v, want a,b: %s", beside, types(events))
+	}
+	verifyDeterministic(t, agent, events)
+	if div := underOlderRules(t, agent, events, 5); div == nil || div.Actual != "nothing (the agent waits)" || !strings.Contains(div.Expected, `"call_id":"a"`) {
+		t.Fatalf("relabelled to rules 5: %+v, want a divergence at step a's call", div)
+	}
+}
+
+// The plan's concurrency counts a goal step: with a bound of 1 no step starts
+// while the goal step's loop runs.
+func TestPlanExecuteGoalStepCountsAgainstConcurrency(t *testing.T) {
+	lookup := funcTool{"lookup", func(_ context.Context, c tools.Call) (string, error) { return "found " + c.Arguments, nil }}
+	model := script(t, text(besidePlan), text("thought over"), text("done"))
+	h, agent := planHarness(t, model, actors.PlanExecute{Concurrency: 1}, lookup)
+	h.submit("bc", "task-bc", "Look a up, then b, and think it over.")
+	events := h.wait("bc")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
+	}
+	if beside := stepsBesideLoop(t, events); len(beside) != 0 {
+		t.Fatalf("steps requested beside the goal step with a concurrency of 1: %v", beside)
+	}
+	if _, steps := planCalls(t, events); strings.Join(steps, ",") != "a,b" {
+		t.Fatalf("steps %v", steps)
+	}
+	verifyDeterministic(t, agent, events)
+}
