@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -418,4 +419,40 @@ func TestPlanExecuteGoalStepCountsAgainstConcurrency(t *testing.T) {
 		t.Fatalf("steps %v", steps)
 	}
 	verifyDeterministic(t, agent, events)
+}
+
+// A refused plan is quoted back to the planner clipped: a plan of ten thousand steps
+// was quoted whole in each retry (about 123K prompt tokens). Its head and tail stay,
+// with how much was left out (rules 6); under rules 5 the retry's prompt differs.
+func TestPlanExecuteRefusedPlanIsQuotedClipped(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"steps": [`)
+	for i := range 10000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `{"id": "s%d", "tool": "calculator", "args": {"expression": "%d+1"}, "deps": []}`, i, i)
+	}
+	b.WriteString(`]}`)
+	huge := b.String()
+	model := &recordingModel{Model: script(t, text(huge), text(calcPlan), text("5"))}
+	h, agent := planHarness(t, model, actors.PlanExecute{}, tools.Calculator{})
+	h.submit("big", "task-big", "What is 2+3?")
+	events := h.wait("big")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted || decode[*messages.TaskCompleted](t, last).Output != "5" {
+		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
+	}
+	retry := model.requests(actors.PurposePlan)[1].Messages
+	quoted := retry[2].Content
+	if len(quoted) > 4200 || !strings.HasPrefix(quoted, `{"steps": [{"id": "s0"`) || !strings.HasSuffix(quoted, `"9999+1"}, "deps": []}]}`) ||
+		!strings.Contains(quoted, " bytes left out …]") {
+		t.Fatalf("the retry quotes %d bytes of the %d-byte answer: %.300s … %.300s", len(quoted), len(huge), quoted, quoted[max(len(quoted)-300, 0):])
+	}
+	if !strings.Contains(retry[3].Content, "the plan has 10000 steps, more than the 20 allowed") {
+		t.Fatalf("the retry does not say why: %.500s", retry[3].Content)
+	}
+	verifyDeterministic(t, agent, events)
+	if div := underOlderRules(t, agent, events, 5); div == nil || !strings.HasPrefix(div.Expected, string(messages.TypeModelRequested)) || !strings.Contains(div.Expected, `"purpose":"plan"`) {
+		t.Fatalf("relabelled to rules 5: %+v, want a divergence at the retry's request", div)
+	}
 }

@@ -82,7 +82,11 @@ import (
 //     plan_failed. Its tool and delegate steps that are ready start while a goal
 //     step's loop waits for the model (paradigm.go's besideModel), within the
 //     plan's concurrency, where under 1 to 5 they waited for the model's answer.
-//     Prompts are version 2's, as 5's.
+//     Prompts are version 2's, but for plan_execute's planner: a retry quotes the
+//     refused answer clipped to its head and tail (planQuoteBytes, with how many
+//     bytes were left out), and why it was refused likewise (planProblemBytes),
+//     where under 1 to 5 it quoted both whole (a plan of ten thousand steps was
+//     some 123K prompt tokens each retry).
 const ContextRules = 6
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
