@@ -542,7 +542,7 @@ func (r *planRun) prompt(v *view, purpose string) llm.Request {
 	}
 	msgs := []messages.ChatMessage{v.systemMessage(r.planSection(v.a)), task}
 	if purpose == PurposeReplan {
-		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleUser, Content: r.replanBrief()})
+		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleUser, Content: r.replanBrief(v.t.rules)})
 	}
 	if r.prev != "" {
 		prev, problem := r.prev, r.problem
@@ -622,12 +622,17 @@ func (r *planRun) planSection(a Agent) string {
 	return b.String()
 }
 
-// replanBrief tells the planner how its plan ran and what failed.
-func (r *planRun) replanBrief() string {
+// replanBrief tells the planner how its plan ran and what failed, under decision
+// rules version rules.
+func (r *planRun) replanBrief(rules int) string {
 	var b strings.Builder
 	cur := plan{Answer: r.answerHint}
 	for _, s := range r.steps {
-		cur.Steps = append(cur.Steps, s.planStep)
+		ps := s.planStep
+		if ps.Deps == nil && rules >= rulesPlanPrompts {
+			ps.Deps = []string{} // "deps":[], as the planner was asked to write it, not null
+		}
+		cur.Steps = append(cur.Steps, ps)
 	}
 	pj, _ := json.Marshal(cur)
 	fmt.Fprintf(&b, "Your plan so far:\n%s\n\nHow its steps ran:", pj)

@@ -456,3 +456,26 @@ func TestPlanExecuteRefusedPlanIsQuotedClipped(t *testing.T) {
 		t.Fatalf("relabelled to rules 5: %+v, want a divergence at the retry's request", div)
 	}
 }
+
+// The re-plan brief shows the plan with a step of no dependencies as "deps":[], as
+// the planner was asked to write it, where it showed "deps":null (rules 6; under
+// rules 5 the re-plan's prompt differs).
+func TestPlanExecuteReplanBriefShowsNoDepsAsEmpty(t *testing.T) {
+	broken := funcTool{"broken", func(context.Context, tools.Call) (string, error) { return "", errors.New("down") }}
+	const p = `{"steps": [{"id": "s1", "tool": "broken"}, {"id": "s2", "tool": "calculator", "args": {"expression": "1+1"}, "deps": []}]}`
+	model := &recordingModel{Model: script(t, text(p), text(p))}
+	h, agent := planHarness(t, model, actors.PlanExecute{MaxReplans: 1}, broken, tools.Calculator{})
+	h.submit("dn", "task-dn", "go")
+	events := h.wait("dn")
+	if f := failure(t, events); f.Reason != messages.ReasonPlanFailed {
+		t.Fatalf("failure: %+v", f)
+	}
+	brief := model.requests(actors.PurposeReplan)[0].Messages[2].Content
+	if !strings.Contains(brief, `{"id":"s1","tool":"broken","args":{},"deps":[]}`) || !strings.Contains(brief, `"args":{"expression":"1+1"},"deps":[]}`) || strings.Contains(brief, "null") {
+		t.Fatalf("the re-plan brief: %s", brief)
+	}
+	verifyDeterministic(t, agent, events)
+	if div := underOlderRules(t, agent, events, 5); div == nil || !strings.HasPrefix(div.Expected, string(messages.TypeModelRequested)) || !strings.Contains(div.Expected, `"purpose":"replan"`) {
+		t.Fatalf("relabelled to rules 5: %+v, want a divergence at the re-plan's request", div)
+	}
+}

@@ -86,7 +86,8 @@ import (
 //     refused answer clipped to its head and tail (planQuoteBytes, with how many
 //     bytes were left out), and why it was refused likewise (planProblemBytes),
 //     where under 1 to 5 it quoted both whole (a plan of ten thousand steps was
-//     some 123K prompt tokens each retry).
+//     some 123K prompt tokens each retry); and a re-plan's brief shows a step with
+//     no dependencies as "deps":[], where under 1 to 5 it showed "deps":null.
 const ContextRules = 6
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -119,9 +120,10 @@ const (
 	// rules they waited for its answer.
 	rulesPlanBeside = 6
 	// rulesPlanPrompts is the version whose planner's retry quotes a refused answer
-	// clipped (its head and tail, planQuoteBytes at most), and whose re-plan brief
-	// shows a step with no dependencies as "deps":[]: older rules quoted it whole,
-	// and showed "deps":null.
+	// clipped (its head and tail, planQuoteBytes at most; why it was refused,
+	// planProblemBytes), and whose re-plan brief shows a step with no
+	// dependencies as "deps":[]: older rules quoted both whole, and showed
+	// "deps":null.
 	rulesPlanPrompts = 6
 )
 
