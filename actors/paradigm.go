@@ -27,8 +27,10 @@ import (
 //
 // One model call is in flight at a time, the loop's or a paradigm's; tool calls with
 // a purpose run in parallel, bounded by the paradigm and by the session's
-// MaxParallelTools. Every move is decided from folded state only, so the same events
-// give the same decisions.
+// MaxParallelTools. A paradigm whose run decides beside a model call (besideModel:
+// plan_execute's steps, from rules 6) starts such calls while one is in flight too.
+// Every move is decided from folded state only, so the same events give the same
+// decisions.
 
 // Paradigm is an agent's paradigm (Agent.Paradigm): nil for the tool loop alone.
 // The paradigms are this package's (NewPlanExecute, …); the interface is sealed.
@@ -50,6 +52,16 @@ type taskRun interface {
 	// prompt builds the request of the model call with this purpose; its Models,
 	// when set, name a chain of models of its own (else the agent's).
 	prompt(v *view, purpose string) llm.Request
+}
+
+// besideModel is a taskRun that makes moves while a model call of its task is in
+// flight (the loop's, or its own): plan_execute starts the steps that are ready
+// while a goal step's loop waits for the model (rulesPlanBeside).
+type besideModel interface {
+	// decideBeside is decide while a model call is in flight: the task's next
+	// event that is no model call, or nil to wait. It must be a pure function of
+	// the folded state and the view.
+	decideBeside(v *view) *Decision
 }
 
 // promptSectioner is a taskRun that adds a section to the system prompt of the
@@ -268,8 +280,13 @@ func (s *SessionState) foldRun(e messages.Envelope, p messages.Payload) {
 
 // decideParadigm is DecideAmong for a task whose agent has a paradigm.
 func (s *SessionState) decideParadigm(a Agent, t *taskState, nextSeq uint64, nowUS int64) *Decision {
+	var beside besideModel
 	if t.pending != nil || t.phase == phaseAwaitModel {
-		return nil // one model call at a time
+		// One model call at a time; from rules 6 a run may start tool calls beside it.
+		var ok bool
+		if beside, ok = t.run.(besideModel); !ok || t.rules < rulesPlanBeside {
+			return nil
+		}
 	}
 	// A call to a tool the agent does not have is answered here, without an effect.
 	for _, c := range t.aux {
@@ -291,5 +308,9 @@ func (s *SessionState) decideParadigm(a Agent, t *taskState, nextSeq uint64, now
 			Error: fmt.Sprintf("agent %q runs the %s paradigm, which this state was not set up for", a.Name, a.Paradigm.Name()),
 			Steps: t.Steps, Usage: t.Usage}, CausationID: t.ID, TaskID: t.ID}
 	}
-	return t.run.decide(&view{s: s, t: t, a: a, nextSeq: nextSeq, nowUS: nowUS})
+	v := &view{s: s, t: t, a: a, nextSeq: nextSeq, nowUS: nowUS}
+	if beside != nil {
+		return beside.decideBeside(v)
+	}
+	return t.run.decide(v)
 }

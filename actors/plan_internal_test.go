@@ -3,6 +3,7 @@ package actors
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // Each way a plan can be wrong is refused with a reason the planner can act on.
@@ -50,5 +51,24 @@ func TestParsePlanRefusesWithAReason(t *testing.T) {
 	}
 	if _, err := parsePlan(`{"steps": [{"id": "b", "goal": "y"}, {"id": "c", "goal": "z"}]}`, lim); err == nil || !strings.Contains(err.Error(), "adds 2 steps") {
 		t.Fatalf("the total limit: %v", err)
+	}
+}
+
+// clipMiddle keeps a text that fits, and of a longer one its head and tail, cut
+// between characters, within the bound and the marker.
+func TestClipMiddle(t *testing.T) {
+	if got := clipMiddle("short", 10); got != "short" {
+		t.Fatalf("a text that fits: %q", got)
+	}
+	s := strings.Repeat("é", 100) + strings.Repeat("ü", 100) // 400 bytes
+	got := clipMiddle(s, 61)
+	if !utf8.ValidString(got) || !strings.HasPrefix(got, strings.Repeat("é", 20)+"\n[… ") || !strings.HasSuffix(got, " left out …]\n"+strings.Repeat("ü", 10)) {
+		t.Fatalf("clipped: %q", got)
+	}
+	if head, tail, _ := strings.Cut(got, "\n[… "); len(head)+len(tail[strings.Index(tail, "]\n")+2:]) > 61 {
+		t.Fatalf("kept more than 61 bytes: %q", got)
+	}
+	if !strings.Contains(got, "[… 340 bytes left out …]") {
+		t.Fatalf("the marker: %q", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -18,7 +19,7 @@ import (
 //     dependencies (plan.go). The plan is checked in the fold: its JSON, its IDs, that
 //     its tools and agents are the agent's, its size, and that it has no cycle. A plan
 //     that fails a check goes back to the planner with the reason (purpose "plan"
-//     again, its prompt showing the previous answer), MaxPlanRetries times at most;
+//     again, its prompt showing the previous answer, clipped), MaxPlanRetries times at most;
 //   - the steps run as their dependencies finish, Concurrency of them at once (the
 //     ready step on the longest chain of steps waiting for it first). A step
 //     that names a tool is a call of it with its args (ToolCallRequested purpose
@@ -371,6 +372,22 @@ func (r *planRun) decide(v *view) *Decision {
 			return d
 		}
 	}
+	return r.nextStep(v)
+}
+
+// decideBeside implements besideModel: while a goal step's loop waits for the
+// model, the tool and delegate steps that are ready start (from rules 6; under
+// older rules they waited for its answer).
+func (r *planRun) decideBeside(v *view) *Decision {
+	if r.stage != stageRunning {
+		return nil
+	}
+	return r.nextStep(v)
+}
+
+// nextStep returns the call of the next ready tool or delegate step, within the
+// plan's concurrency, or nil.
+func (r *planRun) nextStep(v *view) *Decision {
 	if r.failed != nil || r.running() >= r.cfg.Concurrency {
 		return nil
 	}
@@ -525,13 +542,43 @@ func (r *planRun) prompt(v *view, purpose string) llm.Request {
 	}
 	msgs := []messages.ChatMessage{v.systemMessage(r.planSection(v.a)), task}
 	if purpose == PurposeReplan {
-		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleUser, Content: r.replanBrief()})
+		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleUser, Content: r.replanBrief(v.t.rules)})
 	}
 	if r.prev != "" {
-		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleAssistant, Content: r.prev},
-			messages.ChatMessage{Role: messages.RoleUser, Content: "That answer is not a valid plan: " + r.problem + ". Answer again with the plan's JSON object only."})
+		prev, problem := r.prev, r.problem
+		if v.t.rules >= rulesPlanPrompts {
+			// A refused answer may be huge (a plan of ten thousand steps): its head
+			// and tail say what it was.
+			prev, problem = clipMiddle(prev, planQuoteBytes), clipMiddle(problem, planProblemBytes)
+		}
+		msgs = append(msgs, messages.ChatMessage{Role: messages.RoleAssistant, Content: prev},
+			messages.ChatMessage{Role: messages.RoleUser, Content: "That answer is not a valid plan: " + problem + ". Answer again with the plan's JSON object only."})
 	}
 	return llm.Request{Messages: msgs}
+}
+
+// What a planner's retry quotes, at most, of the answer refused and of why it was
+// (rulesPlanPrompts).
+const (
+	planQuoteBytes   = 4096
+	planProblemBytes = 1024
+)
+
+// clipMiddle returns s when it has at most n bytes, else its head (two thirds of
+// n) and its tail (the rest), cut between characters, with a marker of the bytes
+// left out between them.
+func clipMiddle(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	head, tail := n*2/3, len(s)-(n-n*2/3)
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s\n[… %d bytes left out …]\n%s", s[:head], tail-head, s[tail:])
 }
 
 // stepTitle is what a step does, in a line.
@@ -575,12 +622,17 @@ func (r *planRun) planSection(a Agent) string {
 	return b.String()
 }
 
-// replanBrief tells the planner how its plan ran and what failed.
-func (r *planRun) replanBrief() string {
+// replanBrief tells the planner how its plan ran and what failed, under decision
+// rules version rules.
+func (r *planRun) replanBrief(rules int) string {
 	var b strings.Builder
 	cur := plan{Answer: r.answerHint}
 	for _, s := range r.steps {
-		cur.Steps = append(cur.Steps, s.planStep)
+		ps := s.planStep
+		if ps.Deps == nil && rules >= rulesPlanPrompts {
+			ps.Deps = []string{} // "deps":[], as the planner was asked to write it, not null
+		}
+		cur.Steps = append(cur.Steps, ps)
 	}
 	pj, _ := json.Marshal(cur)
 	fmt.Fprintf(&b, "Your plan so far:\n%s\n\nHow its steps ran:", pj)

@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -318,5 +319,163 @@ func TestPlanExecuteGoalStepCompressionIsNoPlannerAnswer(t *testing.T) {
 	// Under rules 5 the third digest failed the task: the recording diverges there.
 	if div := underOlderRules(t, agent, events, 5); div == nil || !strings.HasPrefix(div.Actual, string(messages.TypeTaskFailed)+" {\"reason\":\"plan_failed\"") {
 		t.Fatalf("relabelled to rules 5: %+v, want a divergence at the task's failure", div)
+	}
+}
+
+// loopGatedModel holds each of the loop's model calls (no purpose) until gate is
+// closed, or for a few seconds at most (a hang guard: an answer that comes late
+// shows in the recorded order of events, which the test reads).
+type loopGatedModel struct {
+	llm.Model
+	gate chan struct{}
+}
+
+func (m loopGatedModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	if r.Purpose == "" {
+		select {
+		case <-m.gate:
+		case <-time.After(3 * time.Second):
+		case <-ctx.Done():
+			return llm.Response{}, ctx.Err()
+		}
+	}
+	return m.Model.Generate(ctx, r)
+}
+
+// stepsBesideLoop returns the step calls requested between the loop's (first)
+// model request and its answer.
+func stepsBesideLoop(t *testing.T, events []messages.Envelope) []string {
+	t.Helper()
+	key := ""
+	var out []string
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeModelRequested:
+			if r := decode[*messages.ModelRequested](t, e); r.Purpose == "" && key == "" {
+				key = r.Key
+			}
+		case messages.TypeModelResponded:
+			if key != "" && decode[*messages.ModelResponded](t, e).Key == key {
+				return out
+			}
+		case messages.TypeToolCallRequested:
+			if r := decode[*messages.ToolCallRequested](t, e); key != "" && r.Purpose == actors.PurposeStep {
+				out = append(out, r.CallID)
+			}
+		}
+	}
+	t.Fatalf("the loop's model call was not answered: %s", types(events))
+	return nil
+}
+
+const besidePlan = `{"steps": [{"id": "g", "goal": "think it over", "deps": []},
+	{"id": "a", "tool": "lookup", "args": {"q": "a"}, "deps": []},
+	{"id": "b", "tool": "lookup", "args": {"q": "after {{a}}"}, "deps": ["a"]}]}`
+
+// The steps that are ready run while a goal step's loop waits for the model: a tool
+// step with no deps, and the one that depends on it once it finished, start and
+// finish before the goal step's answer comes (rules 6). Under rules 5 they waited
+// for that answer: the recording diverges at the first of them.
+func TestPlanExecuteStepsRunBesideAGoalStep(t *testing.T) {
+	gate := make(chan struct{})
+	var once sync.Once
+	lookup := funcTool{"lookup", func(_ context.Context, c tools.Call) (string, error) {
+		if strings.Contains(c.Arguments, "after") {
+			once.Do(func() { close(gate) })
+		}
+		return "found " + c.Arguments, nil
+	}}
+	model := loopGatedModel{Model: script(t, text(besidePlan), text("thought over"), text("done")), gate: gate}
+	h, agent := planHarness(t, model, actors.PlanExecute{}, lookup)
+	h.submit("bs", "task-bs", "Look a up, then b, and think it over.")
+	events := h.wait("bs")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted || decode[*messages.TaskCompleted](t, last).Output != "done" {
+		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
+	}
+	if beside := stepsBesideLoop(t, events); strings.Join(beside, ",") != "a,b" {
+		t.Fatalf("steps requested while the goal step's model call was in flight: %v, want a,b: %s", beside, types(events))
+	}
+	verifyDeterministic(t, agent, events)
+	if div := underOlderRules(t, agent, events, 5); div == nil || div.Actual != "nothing (the agent waits)" || !strings.Contains(div.Expected, `"call_id":"a"`) {
+		t.Fatalf("relabelled to rules 5: %+v, want a divergence at step a's call", div)
+	}
+}
+
+// The plan's concurrency counts a goal step: with a bound of 1 no step starts
+// while the goal step's loop runs.
+func TestPlanExecuteGoalStepCountsAgainstConcurrency(t *testing.T) {
+	lookup := funcTool{"lookup", func(_ context.Context, c tools.Call) (string, error) { return "found " + c.Arguments, nil }}
+	model := script(t, text(besidePlan), text("thought over"), text("done"))
+	h, agent := planHarness(t, model, actors.PlanExecute{Concurrency: 1}, lookup)
+	h.submit("bc", "task-bc", "Look a up, then b, and think it over.")
+	events := h.wait("bc")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
+	}
+	if beside := stepsBesideLoop(t, events); len(beside) != 0 {
+		t.Fatalf("steps requested beside the goal step with a concurrency of 1: %v", beside)
+	}
+	if _, steps := planCalls(t, events); strings.Join(steps, ",") != "a,b" {
+		t.Fatalf("steps %v", steps)
+	}
+	verifyDeterministic(t, agent, events)
+}
+
+// A refused plan is quoted back to the planner clipped: a plan of ten thousand steps
+// was quoted whole in each retry (about 123K prompt tokens). Its head and tail stay,
+// with how much was left out (rules 6); under rules 5 the retry's prompt differs.
+func TestPlanExecuteRefusedPlanIsQuotedClipped(t *testing.T) {
+	var b strings.Builder
+	b.WriteString(`{"steps": [`)
+	for i := range 10000 {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `{"id": "s%d", "tool": "calculator", "args": {"expression": "%d+1"}, "deps": []}`, i, i)
+	}
+	b.WriteString(`]}`)
+	huge := b.String()
+	model := &recordingModel{Model: script(t, text(huge), text(calcPlan), text("5"))}
+	h, agent := planHarness(t, model, actors.PlanExecute{}, tools.Calculator{})
+	h.submit("big", "task-big", "What is 2+3?")
+	events := h.wait("big")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted || decode[*messages.TaskCompleted](t, last).Output != "5" {
+		t.Fatalf("the task ended with %s %s", last.Type, last.Payload)
+	}
+	retry := model.requests(actors.PurposePlan)[1].Messages
+	quoted := retry[2].Content
+	if len(quoted) > 4200 || !strings.HasPrefix(quoted, `{"steps": [{"id": "s0"`) || !strings.HasSuffix(quoted, `"9999+1"}, "deps": []}]}`) ||
+		!strings.Contains(quoted, " bytes left out …]") {
+		t.Fatalf("the retry quotes %d bytes of the %d-byte answer: %.300s … %.300s", len(quoted), len(huge), quoted, quoted[max(len(quoted)-300, 0):])
+	}
+	if !strings.Contains(retry[3].Content, "the plan has 10000 steps, more than the 20 allowed") {
+		t.Fatalf("the retry does not say why: %.500s", retry[3].Content)
+	}
+	verifyDeterministic(t, agent, events)
+	if div := underOlderRules(t, agent, events, 5); div == nil || !strings.HasPrefix(div.Expected, string(messages.TypeModelRequested)) || !strings.Contains(div.Expected, `"purpose":"plan"`) {
+		t.Fatalf("relabelled to rules 5: %+v, want a divergence at the retry's request", div)
+	}
+}
+
+// The re-plan brief shows the plan with a step of no dependencies as "deps":[], as
+// the planner was asked to write it, where it showed "deps":null (rules 6; under
+// rules 5 the re-plan's prompt differs).
+func TestPlanExecuteReplanBriefShowsNoDepsAsEmpty(t *testing.T) {
+	broken := funcTool{"broken", func(context.Context, tools.Call) (string, error) { return "", errors.New("down") }}
+	const p = `{"steps": [{"id": "s1", "tool": "broken"}, {"id": "s2", "tool": "calculator", "args": {"expression": "1+1"}, "deps": []}]}`
+	model := &recordingModel{Model: script(t, text(p), text(p))}
+	h, agent := planHarness(t, model, actors.PlanExecute{MaxReplans: 1}, broken, tools.Calculator{})
+	h.submit("dn", "task-dn", "go")
+	events := h.wait("dn")
+	if f := failure(t, events); f.Reason != messages.ReasonPlanFailed {
+		t.Fatalf("failure: %+v", f)
+	}
+	brief := model.requests(actors.PurposeReplan)[0].Messages[2].Content
+	if !strings.Contains(brief, `{"id":"s1","tool":"broken","args":{},"deps":[]}`) || !strings.Contains(brief, `"args":{"expression":"1+1"},"deps":[]}`) || strings.Contains(brief, "null") {
+		t.Fatalf("the re-plan brief: %s", brief)
+	}
+	verifyDeterministic(t, agent, events)
+	if div := underOlderRules(t, agent, events, 5); div == nil || !strings.HasPrefix(div.Expected, string(messages.TypeModelRequested)) || !strings.Contains(div.Expected, `"purpose":"replan"`) {
+		t.Fatalf("relabelled to rules 5: %+v, want a divergence at the re-plan's request", div)
 	}
 }

@@ -79,7 +79,15 @@ import (
 //     compression calls of a goal step's loop (a proactive digest, a summary)
 //     were read as unreadable plans too, each counted against max_plan_retries
 //     and quoted to the next re-plan, and the third failed the task with
-//     plan_failed. Prompts are version 2's, as 5's.
+//     plan_failed. Its tool and delegate steps that are ready start while a goal
+//     step's loop waits for the model (paradigm.go's besideModel), within the
+//     plan's concurrency, where under 1 to 5 they waited for the model's answer.
+//     Prompts are version 2's, but for plan_execute's planner: a retry quotes the
+//     refused answer clipped to its head and tail (planQuoteBytes, with how many
+//     bytes were left out), and why it was refused likewise (planProblemBytes),
+//     where under 1 to 5 it quoted both whole (a plan of ten thousand steps was
+//     some 123K prompt tokens each retry); and a re-plan's brief shows a step with
+//     no dependencies as "deps":[], where under 1 to 5 it showed "deps":null.
 const ContextRules = 6
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -107,6 +115,16 @@ const (
 	// rules a compression call a goal step's loop made (a digest, a summary) was
 	// read as an unreadable plan, three of them failing the task with plan_failed.
 	rulesPlanOwnCalls = 6
+	// rulesPlanBeside is the version whose plan_execute task starts its ready tool
+	// and delegate steps while a goal step's loop waits for the model: under older
+	// rules they waited for its answer.
+	rulesPlanBeside = 6
+	// rulesPlanPrompts is the version whose planner's retry quotes a refused answer
+	// clipped (its head and tail, planQuoteBytes at most; why it was refused,
+	// planProblemBytes), and whose re-plan brief shows a step with no
+	// dependencies as "deps":[]: older rules quoted both whole, and showed
+	// "deps":null.
+	rulesPlanPrompts = 6
 )
 
 // MinContextRules is the oldest version of the decision rules this build still
