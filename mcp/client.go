@@ -642,9 +642,14 @@ func (c *stdioConn) Write(ctx context.Context, msg jsonrpc.Message) error {
 }
 
 // Close closes the connection (the server is asked to exit, then made to), then
-// kills the rest of its group, once.
+// kills the rest of its group, once. A server that stopped reading its stdin
+// (aborted) is killed first: it would not hear the request to exit, and the SDK
+// waits seconds for it before it makes it, keeping the server down meanwhile.
 func (c *stdioConn) Close() error {
 	c.once.Do(func() {
+		if c.aborted.Load() {
+			stopGroup(c.cmd)
+		}
 		c.err = c.Connection.Close()
 		stopGroup(c.cmd)
 	})

@@ -181,7 +181,7 @@ func TestEverythingStdioRestart(t *testing.T) {
 	if out := mustCall(t, c, "everything__echo", `{"message":"after kill"}`); !strings.Contains(out, "after kill") {
 		t.Errorf("echo after the kill answered %q", out)
 	}
-	waitFor(t, 20*time.Second, "reconnected", func() bool {
+	waitFor(t, 60*time.Second, "reconnected", func() bool {
 		st := c.Status()[0]
 		return st.State == mcp.StateConnected && st.Connects >= 2
 	})
@@ -263,7 +263,7 @@ func TestEverythingHTTP(t *testing.T) {
 	if out := mustCall(t, c, "everything__echo", `{"message":"after restart"}`); !strings.Contains(out, "after restart") {
 		t.Errorf("echo after the restart answered %q", out)
 	}
-	waitFor(t, 20*time.Second, "reconnected", func() bool {
+	waitFor(t, 60*time.Second, "reconnected", func() bool {
 		st := c.Status()[0]
 		return st.State == mcp.StateConnected && st.Connects >= 2
 	})

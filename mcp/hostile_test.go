@@ -230,7 +230,11 @@ func TestServerThatStopsReading(t *testing.T) {
 	// 1 MiB of arguments: more than a pipe holds.
 	big := `{"pad":"` + strings.Repeat("p", 1<<20) + `"}`
 	tool, _ := c.Tool("rude__ok")
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	// The context must end while the write is blocked, not before it began: under
+	// load (the race detector, a busy CI machine) the 1 MiB call took more than
+	// half a second to reach its write, ended unsent, and left the connection
+	// up, as it should be.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
@@ -245,7 +249,7 @@ func TestServerThatStopsReading(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the call was still writing to a server that reads nothing 30 s after its context ended")
 	}
-	waitFor(t, 20*time.Second, "reconnected", func() bool {
+	waitFor(t, 60*time.Second, "reconnected", func() bool {
 		st := c.Status()[0]
 		return st.State == mcp.StateConnected && st.Connects >= 2
 	})
@@ -290,7 +294,7 @@ func TestRudeServer(t *testing.T) {
 		if _, err := call(t, c, "rude__garbage", "{}"); err == nil || !strings.Contains(err.Error(), "invalid character") {
 			t.Errorf("%s: garbage answered %v, want the decoding error", mode, err)
 		}
-		waitFor(t, 20*time.Second, "reconnected", func() bool {
+		waitFor(t, 60*time.Second, "reconnected", func() bool {
 			st := c.Status()[0]
 			return st.State == mcp.StateConnected && st.Connects >= 2
 		})
