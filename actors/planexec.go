@@ -257,7 +257,11 @@ func (r *planRun) onAnswer(f fold, e messages.Envelope, purpose string, p *messa
 		r.attempts++
 		r.prev, r.problem, r.cause = p.Message.Content, err.Error(), e.ID
 		if r.attempts > r.cfg.MaxPlanRetries {
-			r.end("", messages.ReasonPlanFailed, fmt.Sprintf("the planner gave no valid plan in %d answers; the last one: %s", r.attempts, err), e.ID)
+			why := err.Error()
+			if f.t.rules >= rulesPlanPrompts {
+				why = clipMiddle(why, planProblemBytes) // as the retries quoted it
+			}
+			r.end("", messages.ReasonPlanFailed, fmt.Sprintf("the planner gave no valid plan in %d answers; the last one: %s", r.attempts, why), e.ID)
 		}
 		return
 	}

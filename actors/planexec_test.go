@@ -479,3 +479,23 @@ func TestPlanExecuteReplanBriefShowsNoDepsAsEmpty(t *testing.T) {
 		t.Fatalf("relabelled to rules 5: %+v, want a divergence at the re-plan's request", div)
 	}
 }
+
+// A planner that gives up with a huge answer (a step ID of 100 KB) fails its task
+// with why clipped, as its retries quoted it (rules 6): task.failed held the whole
+// reason, the step ID whole, under rules 5.
+func TestPlanExecuteGivesUpWithWhyClipped(t *testing.T) {
+	bad := `{"steps": [{"id": "` + strings.Repeat("x", 100_000) + `", "tool": "nope"}]}`
+	model := &recordingModel{Model: script(t, text(bad), text(bad), text(bad), text(bad))}
+	h, agent := planHarness(t, model, actors.PlanExecute{}, tools.Calculator{})
+	h.submit("gu", "task-gu", "What is 2+3?")
+	events := h.wait("gu")
+	f := failure(t, events)
+	if f.Reason != messages.ReasonPlanFailed || len(f.Error) > 1500 || !strings.Contains(f.Error, " bytes left out …]") {
+		t.Fatalf("failure %s with %d bytes: %.300s", f.Reason, len(f.Error), f.Error)
+	}
+	verifyDeterministic(t, agent, events)
+	// Under rules 5 the retries quoted it whole already.
+	if div := underOlderRules(t, agent, events, 5); div == nil || !strings.Contains(div.Expected, `"purpose":"plan"`) {
+		t.Fatalf("relabelled to rules 5: %+v, want a divergence at the first retry", div)
+	}
+}

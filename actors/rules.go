@@ -88,6 +88,9 @@ import (
 //     where under 1 to 5 it quoted both whole (a plan of ten thousand steps was
 //     some 123K prompt tokens each retry); and a re-plan's brief shows a step with
 //     no dependencies as "deps":[], where under 1 to 5 it showed "deps":null.
+//     A planner that gives up fails the task (plan_failed) with why its last
+//     answer was refused clipped as the retries quoted it, where under 1 to 5 the
+//     error held it whole (a step ID of 100 KB among it).
 const ContextRules = 6
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -122,8 +125,9 @@ const (
 	// rulesPlanPrompts is the version whose planner's retry quotes a refused answer
 	// clipped (its head and tail, planQuoteBytes at most; why it was refused,
 	// planProblemBytes), and whose re-plan brief shows a step with no
-	// dependencies as "deps":[]: older rules quoted both whole, and showed
-	// "deps":null.
+	// dependencies as "deps":[], and whose plan_failed error clips why the last
+	// answer was refused: older rules quoted both whole, showed "deps":null, and
+	// failed with the whole reason.
 	rulesPlanPrompts = 6
 )
 
