@@ -194,6 +194,7 @@ func NewServer(b Backend, cfg ServerConfig, agents []AgentInfo) (*Server, error)
 			a2asrv.WithLogger(cfg.Logger))
 		d := NewDedupe(h, exec, store)
 		d.checkPush = sender.CheckURL
+		d.pushEnd = pushSender.SendPush
 		s.rpc[a.Name] = a2asrv.NewJSONRPCHandler(d)
 	}
 	return s, nil

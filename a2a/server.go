@@ -836,6 +836,8 @@ type Dedupe struct {
 	store *TaskStore
 	// checkPush refuses a webhook URL no push could reach (nil: any URL).
 	checkPush func(string) error
+	// pushEnd posts an ended task to a config just set for it (nil: nothing).
+	pushEnd func(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Task) error
 }
 
 var _ a2asrv.RequestHandler = (*Dedupe)(nil)
@@ -1048,7 +1050,8 @@ func (d *Dedupe) OnSendMessageStream(ctx context.Context, p *sdk.MessageSendPara
 
 // OnSetTaskPushConfig implements a2asrv.RequestHandler: a config is set for a task
 // the node has (live, or in its session's events), not for any ID (each config is
-// written to the log: PushStore).
+// written to the log: PushStore). A config set for a task that ended is sent the
+// task, its end, at once.
 func (d *Dedupe) OnSetTaskPushConfig(ctx context.Context, p *sdk.TaskPushConfig) (*sdk.TaskPushConfig, error) {
 	if p == nil {
 		return nil, fmt.Errorf("%w: no push config", sdk.ErrInvalidParams)
@@ -1058,8 +1061,19 @@ func (d *Dedupe) OnSetTaskPushConfig(ctx context.Context, p *sdk.TaskPushConfig)
 			return nil, err
 		}
 	}
-	if _, err := d.store.Get(ctx, p.TaskID); err != nil {
+	task, err := d.store.Get(ctx, p.TaskID)
+	if err != nil {
 		return nil, err
 	}
-	return d.RequestHandler.OnSetTaskPushConfig(ctx, p)
+	out, err := d.RequestHandler.OnSetTaskPushConfig(ctx, p)
+	if err == nil && d.pushEnd != nil && task.Status.State.Terminal() {
+		// The task ended before its config was set: no update will follow, so
+		// the webhook hears of the end now, as it would have had it been set
+		// earlier (a client that set it after a restart, or late).
+		// It is sent in the background (retried, logged when not delivered); the
+		// config is set either way.
+		cfg := out.Config
+		_ = d.pushEnd(ctx, &cfg, task)
+	}
+	return out, err
 }

@@ -191,3 +191,44 @@ func TestA2APushPostsAnEndTheStopCut(t *testing.T) {
 		}
 	}
 }
+
+// A push config set for a task that ended is sent the task's end at once: no
+// update follows an end, and the webhook heard nothing for good before (a client
+// that sets its webhook late, or again after a restart of its own).
+func TestA2APushConfigSetOnAnEndedTaskHearsItsEnd(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	hook, hookURL := newPushHook(t)
+	held := newHeldTool()
+	close(held.release)
+	cfg := heldConfig(t, held, "done before the webhook")
+	cfg.DataDir = t.TempDir()
+	cfg.A2A = &node.A2AConfig{PushAllow: []string{"127.0.0.1"}}
+	url, _ := a2aNodeToStop(t, cfg)
+	client, _ := a2aClient(t, url, a2a.CardPath)
+	res, err := client.SendMessage(ctx, &sdk.MessageSendParams{Message: userMessage("go")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task := res.(*sdk.Task)
+	if task.Status.State != sdk.TaskStateCompleted {
+		t.Fatalf("the task is %s, want completed", task.Status.State)
+	}
+	if _, err := client.SetTaskPushConfig(ctx, &sdk.TaskPushConfig{TaskID: task.ID, Config: sdk.PushConfig{ID: "late", URL: hookURL + "/late"}}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if states, _ := hook.got("/late"); slices.Contains(states, sdk.TaskStateCompleted) {
+			if len(states) != 1 {
+				t.Fatalf("the webhook got %v, want the end once", states)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			states, _ := hook.got("/late")
+			t.Fatalf("a config set on an ended task heard nothing of its end: %v", states)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
