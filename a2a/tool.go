@@ -30,6 +30,9 @@ type ToolConfig struct {
 	// Name names the tool a2a__<Name>: letters, digits, '_' and '-'.
 	Name string
 	// CardURL is the agent card's URL (https://host/.well-known/agent-card.json).
+	// Its credentials (a query string such as ?api_key=..., a user and password) go
+	// with the card's fetch and with the calls to an endpoint the card names on the
+	// same origin, never elsewhere; descriptions and errors show them redacted.
 	CardURL string
 	// CardTimeout bounds fetching the card (0: 10s); CallTimeout a call (0: 5m).
 	CardTimeout, CallTimeout time.Duration
@@ -117,15 +120,16 @@ func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
 		return t.client, nil
 	}
 	u, _ := url.Parse(t.cfg.CardURL)
+	hc, u := withCardCredentials(t.cfg.HTTPClient, u)
 	path := u.Path
-	u.Path, u.RawQuery = "", ""
+	u.Path, u.RawPath = "", ""
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.CardTimeout)
 	defer cancel()
-	card, err := agentcard.NewResolver(t.cfg.HTTPClient).Resolve(cctx, u.String(), agentcard.WithPath(path))
+	card, err := agentcard.NewResolver(hc).Resolve(cctx, u.String(), agentcard.WithPath(path))
 	if err != nil {
 		return nil, fmt.Errorf("fetching the agent card %s: %w", t.shown, err)
 	}
-	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(t.cfg.HTTPClient))
+	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc))
 	if err != nil {
 		return nil, fmt.Errorf("agent card %s: %w", t.shown, err)
 	}

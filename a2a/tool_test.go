@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -232,4 +233,93 @@ func TestToolNamesItsCardURLWithoutCredentials(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A key in the card URL's query string (?api_key=...), or a user and password in it,
+// reaches the card's fetch and the calls to the endpoint the card names on the same
+// origin, as the user wrote it; an endpoint the card names elsewhere gets none of
+// it. The tool's errors name neither.
+func TestToolSendsTheCardURLsCredentials(t *testing.T) {
+	const key = "k9Z/+secret"
+	type seen struct{ path, key, user, pw string }
+	got := make(chan seen, 16)
+	answer := func(w http.ResponseWriter, r *http.Request) bool {
+		user, pw, _ := r.BasicAuth()
+		got <- seen{r.URL.Path, r.URL.Query().Get("api_key"), user, pw}
+		if r.URL.Query().Get("api_key") != key && pw != "pw-7Q3" {
+			http.Error(w, "no key", http.StatusUnauthorized)
+			return false
+		}
+		return true
+	}
+	rpc := func(w http.ResponseWriter, r *http.Request) {
+		if !answer(w, r) {
+			return
+		}
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"kind":"message","messageId":"m","role":"agent","contextId":"c-1","parts":[{"kind":"text","text":"in"}]}}`, req.ID)
+	}
+	elsewhere := httptest.NewServer(http.HandlerFunc(rpc))
+	t.Cleanup(elsewhere.Close)
+	var endpoint string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) {
+		if !answer(w, r) {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"name":"fake","description":"d","version":"1","url":%q,"preferredTransport":"JSONRPC",
+			"protocolVersion":"0.3.0","capabilities":{"streaming":false},"defaultInputModes":["text"],"defaultOutputModes":["text"],"skills":[]}`, endpoint)
+	})
+	mux.HandleFunc("POST /rpc", rpc)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, c := range []struct {
+		name, card, endpoint string
+		want                 seen
+	}{
+		{"query", srv.URL + a2a.CardPath + "?api_key=" + url.QueryEscape(key), srv.URL + "/rpc?v=1", seen{key: key}},
+		{"password", "http://agent:pw-7Q3@" + host + a2a.CardPath, srv.URL + "/rpc", seen{user: "agent", pw: "pw-7Q3"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			endpoint = c.endpoint
+			tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: c.card})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := tool.Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"message":"hi"}`})
+			if err != nil || !strings.HasPrefix(out, "in") {
+				t.Fatalf("Call = %q, %v", out, err)
+			}
+			for _, path := range []string{a2a.CardPath, "/rpc"} {
+				s := <-got
+				c.want.path = path
+				if s != c.want {
+					t.Errorf("the agent saw %+v, want %+v", s, c.want)
+				}
+			}
+		})
+	}
+	t.Run("elsewhere", func(t *testing.T) {
+		endpoint = elsewhere.URL + "/rpc"
+		tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: srv.URL + a2a.CardPath + "?api_key=" + url.QueryEscape(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tool.Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"message":"hi"}`})
+		if err == nil || strings.Contains(err.Error(), "secret") {
+			t.Fatalf("Call's error = %v, want a refusal without the key", err)
+		}
+		if s := <-got; s.key != key {
+			t.Errorf("the card was fetched with %+v", s)
+		}
+		if s := <-got; s.key != "" || s.pw != "" {
+			t.Errorf("an endpoint on another origin was sent the card's credentials: %+v", s)
+		}
+	})
 }
