@@ -323,3 +323,125 @@ func TestToolSendsTheCardURLsCredentials(t *testing.T) {
 		}
 	})
 }
+
+// An answer larger than the SDK's 64 KiB line of a stream is read whole, as one
+// event or as appended pieces; one past the tool's bound fails the call, as the
+// answer of an agent that does not stream, and cancels the remote task.
+func TestToolReadsLargeAnswersWithinItsBound(t *testing.T) {
+	text := func(n int) string { return strings.Repeat("x", n) }
+	artifact := func(s string, appended bool) string {
+		return fmt.Sprintf(`{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","append":%t,"artifact":{"artifactId":"a","parts":[{"kind":"text","text":%q}]}}`, appended, s)
+	}
+	done := `{"kind":"status-update","taskId":"t-1","contextId":"c-1","final":true,"status":{"state":"completed"}}`
+	const bound = 1 << 20
+	for _, c := range []struct {
+		name      string
+		streaming bool
+		events    []string
+		want      int // the answer's bytes; 0: too large
+	}{
+		{"one large event", true, []string{workingTask, artifact(text(300<<10), false), done}, 300 << 10},
+		{"an event past the bound", true, []string{workingTask, artifact(text(bound+1), false), done}, 0},
+		{"appended pieces past the bound", true, []string{workingTask, artifact(text(bound/2), false), artifact(text(bound/2), true), artifact("x", true), done}, 0},
+		{"replaced pieces", true, []string{workingTask, artifact(text(bound/2), false), artifact(text(bound/2), false), artifact(text(bound/2), false), done}, bound / 2},
+		{"a response past the bound", false, []string{`{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"completed"},"artifacts":[{"artifactId":"a","parts":[{"kind":"text","text":"` + text(bound) + `"}]}]}`}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ra := newRemoteAgent(t, c.streaming, map[string]rpcAnswer{
+				"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) { sse(w, id, c.events...) },
+				"message/send": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, c.events[0])
+				},
+				"tasks/cancel": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, canceled)
+				},
+			})
+			tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, MaxAnswerBytes: bound})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := tool.Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"hi"}`})
+			if c.want > 0 {
+				if err != nil || out != text(c.want)+"\n\n(context_id: c-1)" {
+					t.Fatalf("Call = %d bytes, %v; want %d x", len(out), err, c.want)
+				}
+				return
+			}
+			if !errors.Is(err, a2a.ErrAnswerTooLarge) || len(err.Error()) > 1000 {
+				t.Fatalf("Call = %d bytes, %.300v; want ErrAnswerTooLarge", len(out), err)
+			}
+			ra.next(t) // message/send or message/stream
+			if !c.streaming {
+				return // the answer is the task's end
+			}
+			if m := ra.next(t); m != "tasks/cancel" {
+				t.Errorf("after the answer was refused the agent was asked %s, want tasks/cancel", m)
+			}
+		})
+	}
+}
+
+// A JSON-RPC error the remote agent answers reaches the model as it gave it, its
+// code (one A2A does not know) and message: answered to message/send, as the one
+// response to message/stream, or as an event of its stream.
+func TestToolSaysTheRemoteAgentsError(t *testing.T) {
+	const rpcErr = `{"code":-32050,"message":"quota exceeded: retry after 60 s","data":{"retry_after":60}}`
+	asJSON := func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":%s}`, id, rpcErr)
+	}
+	for _, c := range []struct {
+		name      string
+		streaming bool
+		answer    rpcAnswer
+	}{
+		{"message/send", false, asJSON},
+		{"message/stream answered as JSON", true, asJSON},
+		{"message/stream event", true, func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			sse(w, id, workingTask)
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":%s}\n\n", id, rpcErr)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ra := newRemoteAgent(t, c.streaming, map[string]rpcAnswer{"message/send": c.answer, "message/stream": c.answer})
+			_, err := ra.tool(t, nil).Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"hi"}`})
+			var re *a2a.RemoteError
+			if !errors.As(err, &re) || re.Code != -32050 || !strings.Contains(err.Error(), "quota exceeded: retry after 60 s") || !strings.Contains(err.Error(), "retry_after") {
+				t.Fatalf("Call's error = %v, want the remote's -32050 and its message", err)
+			}
+		})
+	}
+}
+
+// A call that runs past its own timeout says so and cancels the remote task; the
+// tool's limits give its performer a timeout beyond the call's, so that a remote
+// agent that takes minutes is not cut at a node's default tool timeout (30 s).
+func TestToolTimesOutOnItsOwn(t *testing.T) {
+	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+		"message/stream": func(w http.ResponseWriter, r *http.Request, id, _ json.RawMessage) {
+			sse(w, id, workingTask)
+			<-r.Context().Done()
+		},
+		"tasks/cancel": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, canceled)
+		},
+	})
+	if lim := tools.LimitsOf(ra.tool(t, nil)).Timeout; lim <= 5*time.Minute {
+		t.Errorf("the tool's timeout is %s, want more than its calls' 5 minutes", lim)
+	}
+	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, CallTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tool.Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"hi"}`})
+	if err == nil || !strings.Contains(err.Error(), "did not answer within 300ms") {
+		t.Fatalf("Call's error = %v, want the call's timeout", err)
+	}
+	ra.next(t)
+	if m := ra.next(t); m != "tasks/cancel" {
+		t.Errorf("after the call timed out the agent was asked %s, want tasks/cancel", m)
+	}
+}
