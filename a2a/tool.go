@@ -30,9 +30,19 @@ type ToolConfig struct {
 	// Name names the tool a2a__<Name>: letters, digits, '_' and '-'.
 	Name string
 	// CardURL is the agent card's URL (https://host/.well-known/agent-card.json).
+	// Its credentials (a query string such as ?api_key=..., a user and password) go
+	// with the card's fetch and with the calls to an endpoint the card names on the
+	// same origin, never elsewhere; descriptions and errors show them redacted.
 	CardURL string
-	// CardTimeout bounds fetching the card (0: 10s); CallTimeout a call (0: 5m).
+	// CardTimeout bounds fetching the card (0: 10s); CallTimeout a call (0: 5m): the
+	// tool's own timeout (Limits), not its performer's default one. A call that runs
+	// past it cancels the remote task (tasks/cancel).
 	CardTimeout, CallTimeout time.Duration
+	// MaxAnswerBytes bounds what a call reads of the remote agent's answer: a
+	// response, one event of its stream, the text of the artifacts its stream
+	// assembles (0: 16 MiB). A larger answer fails the call (ErrAnswerTooLarge) and
+	// cancels the remote task.
+	MaxAnswerBytes int
 	// HTTPClient sends the requests (nil: http.DefaultClient, bounded by the
 	// timeouts).
 	HTTPClient *http.Client
@@ -43,6 +53,12 @@ type ToolConfig struct {
 	// running: the call performed again is the same message, which answers it.
 	CancelRemote func(cause error) bool
 }
+
+// DefaultMaxAnswerBytes is ToolConfig.MaxAnswerBytes's default.
+const DefaultMaxAnswerBytes = 16 << 20
+
+// errCallTimeout is the cause of a call's context that ran past its CallTimeout.
+var errCallTimeout = errors.New("the call ran past its timeout")
 
 var toolNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,48}$`)
 
@@ -77,6 +93,9 @@ func NewTool(cfg ToolConfig) (*Tool, error) {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 5 * time.Minute
 	}
+	if cfg.MaxAnswerBytes <= 0 {
+		cfg.MaxAnswerBytes = DefaultMaxAnswerBytes
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{}
 	}
@@ -86,7 +105,22 @@ func NewTool(cfg ToolConfig) (*Tool, error) {
 var (
 	_ tools.Tool    = (*Tool)(nil)
 	_ tools.Sourced = (*Tool)(nil)
+	_ tools.Limits  = (*Tool)(nil)
 )
+
+// Limits implements tools.Limits: a call's timeout is the tool's own, long enough
+// for the card's fetch, the call (CallTimeout) and the remote task's cancellation,
+// so that the call's own timeout ends it first and cancels the remote task; a
+// performer's default (a node's 30 s) would cut a remote agent that takes minutes.
+func (t *Tool) Limits() tools.CallLimits {
+	return tools.CallLimits{Timeout: t.cfg.CallTimeout + 3*t.cfg.CardTimeout}
+}
+
+// cancels says whether a call that ended with cause cancels its remote task: when
+// it ran past its own timeout, or CancelRemote says so.
+func (t *Tool) cancels(cause error) bool {
+	return errors.Is(cause, errCallTimeout) || t.cfg.CancelRemote != nil && t.cfg.CancelRemote(cause)
+}
 
 // Source implements tools.Sourced: "a2a:<name>", the remote agent it calls.
 func (t *Tool) Source() string { return "a2a:" + t.cfg.Name }
@@ -117,15 +151,19 @@ func (t *Tool) connect(ctx context.Context) (*a2aclient.Client, error) {
 		return t.client, nil
 	}
 	u, _ := url.Parse(t.cfg.CardURL)
+	hc, u := withCardCredentials(t.cfg.HTTPClient, u)
 	path := u.Path
-	u.Path, u.RawQuery = "", ""
+	u.Path, u.RawPath = "", ""
 	cctx, cancel := context.WithTimeout(ctx, t.cfg.CardTimeout)
 	defer cancel()
-	card, err := agentcard.NewResolver(t.cfg.HTTPClient).Resolve(cctx, u.String(), agentcard.WithPath(path))
+	card, err := agentcard.NewResolver(hc).Resolve(cctx, u.String(), agentcard.WithPath(path))
 	if err != nil {
 		return nil, fmt.Errorf("fetching the agent card %s: %w", t.shown, err)
 	}
-	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(t.cfg.HTTPClient))
+	client, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithTransport(sdk.TransportProtocolJSONRPC,
+		a2aclient.TransportFactoryFn(func(_ context.Context, url string, _ *sdk.AgentCard) (a2aclient.Transport, error) {
+			return &rpcTransport{url: url, client: hc, maxBytes: t.cfg.MaxAnswerBytes}, nil
+		})))
 	if err != nil {
 		return nil, fmt.Errorf("agent card %s: %w", t.shown, err)
 	}
@@ -149,7 +187,7 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("remote agent %s is unreachable: %w", t.cfg.Name, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.cfg.CallTimeout)
+	ctx, cancel := context.WithTimeoutCause(ctx, t.cfg.CallTimeout, errCallTimeout)
 	defer cancel()
 	msg := sdk.NewMessage(sdk.MessageRoleUser, sdk.TextPart{Text: a.Message})
 	if c.Key != "" {
@@ -158,10 +196,10 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 	msg.ContextID = a.ContextID
 	res, taskID, err := t.send(ctx, client, msg)
 	if err != nil {
-		if ctx.Err() != nil && taskID != "" && t.cfg.CancelRemote != nil && t.cfg.CancelRemote(context.Cause(ctx)) {
+		if taskID != "" && (ctx.Err() != nil && t.cancels(context.Cause(ctx)) || errors.Is(err, ErrAnswerTooLarge)) {
 			t.cancelRemote(ctx, client, taskID)
 		}
-		if errors.Is(err, context.DeadlineExceeded) {
+		if errors.Is(err, errCallTimeout) {
 			return "", fmt.Errorf("remote agent %s did not answer within %s", t.cfg.Name, t.cfg.CallTimeout)
 		}
 		return "", fmt.Errorf("remote agent %s: %w", t.cfg.Name, err)
@@ -186,7 +224,7 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 			return
 		case <-ctx.Done():
 		}
-		if t.cfg.CancelRemote != nil && t.cfg.CancelRemote(context.Cause(ctx)) {
+		if t.cancels(context.Cause(ctx)) {
 			wait := time.NewTimer(t.cfg.CardTimeout)
 			defer wait.Stop()
 			select {
@@ -198,6 +236,7 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 		stop(context.Cause(ctx))
 	}()
 	var task *sdk.Task
+	sizes := map[string]int{} // of the text of each artifact of the task
 	for ev, err := range client.SendStreamingMessage(stream, &sdk.MessageSendParams{Message: msg}) {
 		if err != nil {
 			if ctx.Err() != nil {
@@ -220,6 +259,19 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 				task = &sdk.Task{ID: v.TaskID, ContextID: v.ContextID}
 			}
 			task.Artifacts = updateArtifacts(task.Artifacts, v)
+			if v.Artifact != nil {
+				n := len(partsText(v.Artifact.Parts))
+				if v.Append {
+					n += sizes[string(v.Artifact.ID)]
+				}
+				sizes[string(v.Artifact.ID)] = n
+			}
+			if size := sumOf(sizes); size > t.cfg.MaxAnswerBytes {
+				if taskID == "" {
+					taskID = task.ID
+				}
+				return nil, taskID, fmt.Errorf("%w: its artifacts passed %d bytes", ErrAnswerTooLarge, t.cfg.MaxAnswerBytes)
+			}
 		}
 		if task != nil && taskID == "" && task.ID != "" {
 			taskID = task.ID
@@ -236,6 +288,14 @@ func (t *Tool) send(ctx context.Context, client *a2aclient.Client, msg *sdk.Mess
 		return nil, taskID, errors.New("the stream ended without an answer")
 	}
 	return task, taskID, nil
+}
+
+func sumOf(sizes map[string]int) int {
+	n := 0
+	for _, s := range sizes {
+		n += s
+	}
+	return n
 }
 
 // updateArtifacts applies an artifact update to a task's artifacts: its parts are

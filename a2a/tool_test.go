@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,216 @@ func TestToolNamesItsCardURLWithoutCredentials(t *testing.T) {
 				t.Errorf("%s: the description %q or the error %q holds %s", card, desc, callErr, secret)
 			}
 		}
+	}
+}
+
+// A key in the card URL's query string (?api_key=...), or a user and password in it,
+// reaches the card's fetch and the calls to the endpoint the card names on the same
+// origin, as the user wrote it; an endpoint the card names elsewhere gets none of
+// it. The tool's errors name neither.
+func TestToolSendsTheCardURLsCredentials(t *testing.T) {
+	const key = "k9Z/+secret"
+	type seen struct{ path, key, user, pw string }
+	got := make(chan seen, 16)
+	answer := func(w http.ResponseWriter, r *http.Request) bool {
+		user, pw, _ := r.BasicAuth()
+		got <- seen{r.URL.Path, r.URL.Query().Get("api_key"), user, pw}
+		if r.URL.Query().Get("api_key") != key && pw != "pw-7Q3" {
+			http.Error(w, "no key", http.StatusUnauthorized)
+			return false
+		}
+		return true
+	}
+	rpc := func(w http.ResponseWriter, r *http.Request) {
+		if !answer(w, r) {
+			return
+		}
+		var req struct {
+			ID json.RawMessage `json:"id"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"kind":"message","messageId":"m","role":"agent","contextId":"c-1","parts":[{"kind":"text","text":"in"}]}}`, req.ID)
+	}
+	elsewhere := httptest.NewServer(http.HandlerFunc(rpc))
+	t.Cleanup(elsewhere.Close)
+	var endpoint string
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/agent-card.json", func(w http.ResponseWriter, r *http.Request) {
+		if !answer(w, r) {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"name":"fake","description":"d","version":"1","url":%q,"preferredTransport":"JSONRPC",
+			"protocolVersion":"0.3.0","capabilities":{"streaming":false},"defaultInputModes":["text"],"defaultOutputModes":["text"],"skills":[]}`, endpoint)
+	})
+	mux.HandleFunc("POST /rpc", rpc)
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, c := range []struct {
+		name, card, endpoint string
+		want                 seen
+	}{
+		{"query", srv.URL + a2a.CardPath + "?api_key=" + url.QueryEscape(key), srv.URL + "/rpc?v=1", seen{key: key}},
+		{"password", "http://agent:pw-7Q3@" + host + a2a.CardPath, srv.URL + "/rpc", seen{user: "agent", pw: "pw-7Q3"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			endpoint = c.endpoint
+			tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: c.card})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := tool.Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"message":"hi"}`})
+			if err != nil || !strings.HasPrefix(out, "in") {
+				t.Fatalf("Call = %q, %v", out, err)
+			}
+			for _, path := range []string{a2a.CardPath, "/rpc"} {
+				s := <-got
+				c.want.path = path
+				if s != c.want {
+					t.Errorf("the agent saw %+v, want %+v", s, c.want)
+				}
+			}
+		})
+	}
+	t.Run("elsewhere", func(t *testing.T) {
+		endpoint = elsewhere.URL + "/rpc"
+		tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: srv.URL + a2a.CardPath + "?api_key=" + url.QueryEscape(key)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tool.Call(context.Background(), tools.Call{Key: "s/1", Arguments: `{"message":"hi"}`})
+		if err == nil || strings.Contains(err.Error(), "secret") {
+			t.Fatalf("Call's error = %v, want a refusal without the key", err)
+		}
+		if s := <-got; s.key != key {
+			t.Errorf("the card was fetched with %+v", s)
+		}
+		if s := <-got; s.key != "" || s.pw != "" {
+			t.Errorf("an endpoint on another origin was sent the card's credentials: %+v", s)
+		}
+	})
+}
+
+// An answer larger than the SDK's 64 KiB line of a stream is read whole, as one
+// event or as appended pieces; one past the tool's bound fails the call, as the
+// answer of an agent that does not stream, and cancels the remote task.
+func TestToolReadsLargeAnswersWithinItsBound(t *testing.T) {
+	text := func(n int) string { return strings.Repeat("x", n) }
+	artifact := func(s string, appended bool) string {
+		return fmt.Sprintf(`{"kind":"artifact-update","taskId":"t-1","contextId":"c-1","append":%t,"artifact":{"artifactId":"a","parts":[{"kind":"text","text":%q}]}}`, appended, s)
+	}
+	done := `{"kind":"status-update","taskId":"t-1","contextId":"c-1","final":true,"status":{"state":"completed"}}`
+	const bound = 1 << 20
+	for _, c := range []struct {
+		name      string
+		streaming bool
+		events    []string
+		want      int // the answer's bytes; 0: too large
+	}{
+		{"one large event", true, []string{workingTask, artifact(text(300<<10), false), done}, 300 << 10},
+		{"an event past the bound", true, []string{workingTask, artifact(text(bound+1), false), done}, 0},
+		{"appended pieces past the bound", true, []string{workingTask, artifact(text(bound/2), false), artifact(text(bound/2), true), artifact("x", true), done}, 0},
+		{"replaced pieces", true, []string{workingTask, artifact(text(bound/2), false), artifact(text(bound/2), false), artifact(text(bound/2), false), done}, bound / 2},
+		{"a response past the bound", false, []string{`{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"completed"},"artifacts":[{"artifactId":"a","parts":[{"kind":"text","text":"` + text(bound) + `"}]}]}`}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ra := newRemoteAgent(t, c.streaming, map[string]rpcAnswer{
+				"message/stream": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) { sse(w, id, c.events...) },
+				"message/send": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, c.events[0])
+				},
+				"tasks/cancel": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, canceled)
+				},
+			})
+			tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, MaxAnswerBytes: bound})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := tool.Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"hi"}`})
+			if c.want > 0 {
+				if err != nil || out != text(c.want)+"\n\n(context_id: c-1)" {
+					t.Fatalf("Call = %d bytes, %v; want %d x", len(out), err, c.want)
+				}
+				return
+			}
+			if !errors.Is(err, a2a.ErrAnswerTooLarge) || len(err.Error()) > 1000 {
+				t.Fatalf("Call = %d bytes, %.300v; want ErrAnswerTooLarge", len(out), err)
+			}
+			ra.next(t) // message/send or message/stream
+			if !c.streaming {
+				return // the answer is the task's end
+			}
+			if m := ra.next(t); m != "tasks/cancel" {
+				t.Errorf("after the answer was refused the agent was asked %s, want tasks/cancel", m)
+			}
+		})
+	}
+}
+
+// A JSON-RPC error the remote agent answers reaches the model as it gave it, its
+// code (one A2A does not know) and message: answered to message/send, as the one
+// response to message/stream, or as an event of its stream.
+func TestToolSaysTheRemoteAgentsError(t *testing.T) {
+	const rpcErr = `{"code":-32050,"message":"quota exceeded: retry after 60 s","data":{"retry_after":60}}`
+	asJSON := func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":%s}`, id, rpcErr)
+	}
+	for _, c := range []struct {
+		name      string
+		streaming bool
+		answer    rpcAnswer
+	}{
+		{"message/send", false, asJSON},
+		{"message/stream answered as JSON", true, asJSON},
+		{"message/stream event", true, func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			sse(w, id, workingTask)
+			fmt.Fprintf(w, "data: {\"jsonrpc\":\"2.0\",\"id\":%s,\"error\":%s}\n\n", id, rpcErr)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ra := newRemoteAgent(t, c.streaming, map[string]rpcAnswer{"message/send": c.answer, "message/stream": c.answer})
+			_, err := ra.tool(t, nil).Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"hi"}`})
+			var re *a2a.RemoteError
+			if !errors.As(err, &re) || re.Code != -32050 || !strings.Contains(err.Error(), "quota exceeded: retry after 60 s") || !strings.Contains(err.Error(), "retry_after") {
+				t.Fatalf("Call's error = %v, want the remote's -32050 and its message", err)
+			}
+		})
+	}
+}
+
+// A call that runs past its own timeout says so and cancels the remote task; the
+// tool's limits give its performer a timeout beyond the call's, so that a remote
+// agent that takes minutes is not cut at a node's default tool timeout (30 s).
+func TestToolTimesOutOnItsOwn(t *testing.T) {
+	ra := newRemoteAgent(t, true, map[string]rpcAnswer{
+		"message/stream": func(w http.ResponseWriter, r *http.Request, id, _ json.RawMessage) {
+			sse(w, id, workingTask)
+			<-r.Context().Done()
+		},
+		"tasks/cancel": func(w http.ResponseWriter, _ *http.Request, id, _ json.RawMessage) {
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, id, canceled)
+		},
+	})
+	if lim := tools.LimitsOf(ra.tool(t, nil)).Timeout; lim <= 5*time.Minute {
+		t.Errorf("the tool's timeout is %s, want more than its calls' 5 minutes", lim)
+	}
+	tool, err := a2a.NewTool(a2a.ToolConfig{Name: "fake", CardURL: ra.srv.URL + a2a.CardPath, CallTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = tool.Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"hi"}`})
+	if err == nil || !strings.Contains(err.Error(), "did not answer within 300ms") {
+		t.Fatalf("Call's error = %v, want the call's timeout", err)
+	}
+	ra.next(t)
+	if m := ra.next(t); m != "tasks/cancel" {
+		t.Errorf("after the call timed out the agent was asked %s, want tasks/cancel", m)
 	}
 }

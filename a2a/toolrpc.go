@@ -1,0 +1,325 @@
+package a2a
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"mime"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"unicode/utf8"
+
+	sdk "github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
+)
+
+// ErrAnswerTooLarge says a remote agent's answer (a response, one event of its
+// stream, or the artifacts its stream assembled) passed the tool's bound
+// (ToolConfig.MaxAnswerBytes).
+var ErrAnswerTooLarge = errors.New("the remote agent's answer is too large")
+
+// RemoteError is a JSON-RPC error a remote agent answered, as it gave it: its code,
+// known to A2A or not, its message and its data.
+type RemoteError struct {
+	Code    int
+	Message string
+	Data    json.RawMessage
+}
+
+func (e *RemoteError) Error() string {
+	s := fmt.Sprintf("error %d: %s", e.Code, clip(e.Message, 1000))
+	if len(e.Data) > 0 && string(e.Data) != "null" {
+		s += " (data: " + clip(string(e.Data), 1000) + ")"
+	}
+	return s
+}
+
+// clip cuts s to at most n bytes, on a character's boundary, saying so.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// rpcTransport is the tool's JSON-RPC binding of A2A 0.3: message/send,
+// message/stream and tasks/cancel, the methods the tool sends. Unlike the SDK's
+// own (a2aclient.NewJSONRPCTransport) it reads every answer within maxBytes (a
+// response read whole, a stream event by event, of any size up to it: the SDK's
+// stream reader fails on an event of more than 64 KiB), keeps a JSON-RPC error's
+// code and message whatever the code, and reads an error answered as one JSON
+// response to a streaming request.
+type rpcTransport struct {
+	url      string
+	client   *http.Client
+	maxBytes int
+	ids      atomic.Int64
+}
+
+var _ a2aclient.Transport = (*rpcTransport)(nil)
+
+var errNotSent = errors.New("not sent by the a2a tool")
+
+type rpcResponse struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
+	} `json:"error"`
+}
+
+// result returns the response's result, or its error as a RemoteError.
+func (r *rpcResponse) result() (json.RawMessage, error) {
+	if r.Error != nil {
+		return nil, &RemoteError{Code: r.Error.Code, Message: r.Error.Message, Data: r.Error.Data}
+	}
+	if len(r.Result) == 0 || string(r.Result) == "null" {
+		return nil, errors.New("the remote agent answered neither a result nor an error")
+	}
+	return r.Result, nil
+}
+
+// post sends a JSON-RPC request and returns the HTTP response, whose status is 200.
+func (t *rpcTransport) post(ctx context.Context, method string, params any, accept string) (*http.Response, error) {
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": t.ids.Add(1), "method": method, "params": params})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", accept)
+	resp, err := t.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		msg := fmt.Sprintf("%s answered HTTP %s", method, resp.Status)
+		if s := strings.TrimSpace(strings.ToValidUTF8(string(snippet), "?")); s != "" {
+			msg += ": " + clip(s, 300)
+		}
+		return nil, errors.New(msg)
+	}
+	return resp, nil
+}
+
+// readAll reads a JSON-RPC response of at most maxBytes.
+func (t *rpcTransport) readAll(resp *http.Response) (json.RawMessage, error) {
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, int64(t.maxBytes)+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	if len(b) > t.maxBytes {
+		return nil, fmt.Errorf("%w: more than %d bytes", ErrAnswerTooLarge, t.maxBytes)
+	}
+	var r rpcResponse
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("the answer is not a JSON-RPC response: %w", err)
+	}
+	return r.result()
+}
+
+func (t *rpcTransport) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	resp, err := t.post(ctx, method, params, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	return t.readAll(resp)
+}
+
+// SendMessage implements a2aclient.Transport: message/send.
+func (t *rpcTransport) SendMessage(ctx context.Context, p *sdk.MessageSendParams) (sdk.SendMessageResult, error) {
+	res, err := t.call(ctx, "message/send", p)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := sdk.UnmarshalEventJSON(res)
+	if err != nil {
+		return nil, fmt.Errorf("the answer is no A2A message or task: %w", err)
+	}
+	switch v := ev.(type) {
+	case *sdk.Task:
+		return v, nil
+	case *sdk.Message:
+		return v, nil
+	}
+	return nil, fmt.Errorf("the answer is a %T, not a message or a task", ev)
+}
+
+// CancelTask implements a2aclient.Transport: tasks/cancel.
+func (t *rpcTransport) CancelTask(ctx context.Context, p *sdk.TaskIDParams) (*sdk.Task, error) {
+	res, err := t.call(ctx, "tasks/cancel", p)
+	if err != nil {
+		return nil, err
+	}
+	var task sdk.Task
+	if err := json.Unmarshal(res, &task); err != nil {
+		return nil, fmt.Errorf("the answer is no A2A task: %w", err)
+	}
+	return &task, nil
+}
+
+// SendStreamingMessage implements a2aclient.Transport: message/stream, whose
+// answer is a stream of server-sent events, or one JSON-RPC response (an error
+// answered before the stream began).
+func (t *rpcTransport) SendStreamingMessage(ctx context.Context, p *sdk.MessageSendParams) iter.Seq2[sdk.Event, error] {
+	return func(yield func(sdk.Event, error) bool) {
+		resp, err := t.post(ctx, "message/stream", p, "text/event-stream")
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "text/event-stream" {
+			res, err := t.readAll(resp)
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			ev, err := sdk.UnmarshalEventJSON(res)
+			if err != nil {
+				err = fmt.Errorf("the answer is no A2A event: %w", err)
+			}
+			yield(ev, err)
+			return
+		}
+		defer resp.Body.Close()
+		for data, err := range sseData(resp.Body, t.maxBytes) {
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			var r rpcResponse
+			if err := json.Unmarshal(data, &r); err != nil {
+				yield(nil, fmt.Errorf("an event of the stream is not a JSON-RPC response: %w", err))
+				return
+			}
+			res, err := r.result()
+			if err != nil {
+				yield(nil, err)
+				return
+			}
+			ev, err := sdk.UnmarshalEventJSON(res)
+			if err != nil {
+				yield(nil, fmt.Errorf("an event of the stream is no A2A event: %w", err))
+				return
+			}
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// sseData yields the data of each event of a server-sent event stream (its data
+// lines joined by newlines), each of at most max bytes.
+func sseData(body io.Reader, max int) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		r := bufio.NewReaderSize(body, 64<<10)
+		var data []byte
+		has := false
+		for {
+			line, err := readLine(r, max)
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					if has {
+						yield(data, nil)
+					}
+					return
+				}
+				if !errors.Is(err, ErrAnswerTooLarge) {
+					err = fmt.Errorf("the stream broke: %w", err)
+				}
+				yield(nil, err)
+				return
+			}
+			if len(line) == 0 { // the end of an event
+				if has && !yield(data, nil) {
+					return
+				}
+				data, has = data[:0], false
+				continue
+			}
+			field, value, _ := bytes.Cut(line, []byte(":"))
+			if string(field) != "data" {
+				continue // a comment (keep-alive), an id, an event name, a retry
+			}
+			value = bytes.TrimPrefix(value, []byte(" "))
+			if has {
+				data = append(data, '\n')
+			}
+			if len(data)+len(value) > max {
+				yield(nil, fmt.Errorf("%w: an event of the stream passed %d bytes", ErrAnswerTooLarge, max))
+				return
+			}
+			data, has = append(data, value...), true
+		}
+	}
+}
+
+// readLine reads one line of at most max bytes, without its end (\n, \r\n).
+func readLine(r *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := r.ReadSlice('\n')
+		if len(line)+len(frag) > max+2 {
+			return nil, fmt.Errorf("%w: an event of the stream passed %d bytes", ErrAnswerTooLarge, max)
+		}
+		line = append(line, frag...)
+		switch {
+		case err == nil:
+			return bytes.TrimSuffix(bytes.TrimSuffix(line, []byte("\n")), []byte("\r")), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case errors.Is(err, io.EOF) && len(line) > 0:
+			return nil, fmt.Errorf("in the middle of an event: %w", io.ErrUnexpectedEOF)
+		default:
+			return nil, err
+		}
+	}
+}
+
+// The methods the tool does not send.
+
+func (t *rpcTransport) GetTask(context.Context, *sdk.TaskQueryParams) (*sdk.Task, error) {
+	return nil, errNotSent
+}
+
+func (t *rpcTransport) ResubscribeToTask(context.Context, *sdk.TaskIDParams) iter.Seq2[sdk.Event, error] {
+	return func(yield func(sdk.Event, error) bool) { yield(nil, errNotSent) }
+}
+
+func (t *rpcTransport) GetTaskPushConfig(context.Context, *sdk.GetTaskPushConfigParams) (*sdk.TaskPushConfig, error) {
+	return nil, errNotSent
+}
+
+func (t *rpcTransport) ListTaskPushConfig(context.Context, *sdk.ListTaskPushConfigParams) ([]*sdk.TaskPushConfig, error) {
+	return nil, errNotSent
+}
+
+func (t *rpcTransport) SetTaskPushConfig(context.Context, *sdk.TaskPushConfig) (*sdk.TaskPushConfig, error) {
+	return nil, errNotSent
+}
+
+func (t *rpcTransport) DeleteTaskPushConfig(context.Context, *sdk.DeleteTaskPushConfigParams) error {
+	return errNotSent
+}
+
+func (t *rpcTransport) GetAgentCard(context.Context) (*sdk.AgentCard, error) { return nil, errNotSent }
+
+func (t *rpcTransport) Destroy() error { return nil }
