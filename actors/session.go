@@ -72,7 +72,9 @@ type SessionDeps struct {
 	// refused the batch as fenced (eventlog.ErrFenced: the partition's new owner
 	// publishes the session, and this actor stops). A step whose append fails
 	// otherwise (the batch may be stored all the same) calls no Handed: its
-	// session's next step does. They must not block.
+	// session's next step does, and an actor stopped while it retried the write
+	// (its partitions revoked, the node closing) takes none: the node reads the
+	// batch as pending when it hands the partitions over. They must not block.
 	Stamping func(sessionID string, earliestUS int64)
 	Handed   func(sessionID string)
 	// Recovered, when set, is handed a session's events each time the session folds

@@ -3,7 +3,10 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	kafkago "github.com/segmentio/kafka-go"
@@ -85,16 +88,27 @@ func (m DefaultMarshaler) Marshal(topic string, msg *message.Message) (kafkago.M
 // Unmarshal implements Marshaler. It also reads records that other producers wrote
 // (kcat, a Java client): a record without a UUID header gets the ID
 // "kafka:<topic>/<partition>/<offset>", stable across redeliveries, and a keyed
-// record without the key metadata gets it from the key.
+// record without the key metadata gets it from the key. A record that gives one
+// header name different values (kcat -H type=task.submitted -H type=task.cancel)
+// keeps the last in its metadata entry, as a map must, and lists them all in
+// messages.MetaRepeatedHeaders, so that its reader can refuse it rather than act on
+// one of them.
 func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, error) {
 	md := make(message.Metadata, len(rec.Headers))
-	id := ""
+	id, hasID, repeated := "", false, false
 	for _, h := range rec.Headers {
 		if h.Key == HeaderUUID {
-			id = string(h.Value)
+			repeated = repeated || hasID && id != string(h.Value)
+			id, hasID = string(h.Value), true
 			continue
 		}
+		if v, ok := md[h.Key]; ok && v != string(h.Value) {
+			repeated = true
+		}
 		md[h.Key] = string(h.Value)
+	}
+	if repeated {
+		md[messages.MetaRepeatedHeaders] = repeatedHeaders(rec.Headers)
 	}
 	if id == "" {
 		id = fmt.Sprintf("kafka:%s/%d/%d", rec.Topic, rec.Partition, rec.Offset)
@@ -107,6 +121,46 @@ func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, erro
 	msg := message.NewMessage(id, rec.Value)
 	msg.Metadata = md
 	return msg, nil
+}
+
+// repeatedHeaders lists, for messages.MetaRepeatedHeaders, each occurrence of the
+// header names that headers give different values, in order.
+func repeatedHeaders(headers []kafkago.Header) string {
+	first := map[string]string{}
+	differ := map[string]bool{}
+	for _, h := range headers {
+		if v, ok := first[h.Key]; !ok {
+			first[h.Key] = string(h.Value)
+		} else if v != string(h.Value) {
+			differ[h.Key] = true
+		}
+	}
+	var b strings.Builder
+	for _, h := range headers {
+		if !differ[h.Key] {
+			continue
+		}
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(quoteHead(h.Key))
+		b.WriteByte('=')
+		b.WriteString(quoteHead(string(h.Value)))
+	}
+	return b.String()
+}
+
+// quoteHead quotes s (%q), its first 64 bytes and their length when longer.
+func quoteHead(s string) string {
+	const head = 64
+	if len(s) <= head {
+		return strconv.Quote(s)
+	}
+	cut := head
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
 }
 
 // RecordInfo is where a consumed message sits in Kafka.

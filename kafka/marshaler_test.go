@@ -1,6 +1,7 @@
 package kafka_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -88,5 +89,63 @@ func TestDefaultMarshalerForeignRecord(t *testing.T) {
 	}
 	if msg.Metadata.Get(messages.MetaSessionID) != "s-7" {
 		t.Errorf("session_id %q: want the record key", msg.Metadata.Get(messages.MetaSessionID))
+	}
+}
+
+// BenchmarkUnmarshal reads a record as a node's consumers do for every message:
+// one a node wrote (its UUID, session and type headers).
+func BenchmarkUnmarshal(b *testing.B) {
+	m := kafka.DefaultMarshaler{}
+	msg := message.NewMessage("0f8fad5b-d9cb-469f-a165-70867728950e", make([]byte, 600))
+	msg.Metadata.Set(messages.MetaSessionID, "session-42")
+	msg.Metadata.Set(messages.MetaType, "model.responded")
+	rec, err := m.Marshal("troupe.events", msg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Unmarshal(rec); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// A record that gives one header name different values (kcat -H type=a -H type=b)
+// keeps the last in the metadata, and lists every occurrence, in order, in
+// messages.MetaRepeatedHeaders: its reader sees the conflict. Repeating a header
+// with the same value, or giving it once, sets nothing.
+func TestDefaultMarshalerRepeatedHeaders(t *testing.T) {
+	h := func(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: []byte(v)} }
+	long := strings.Repeat("x", 100)
+	cases := []struct {
+		name    string
+		headers []kafkago.Header
+		want    string
+		typ     string
+	}{
+		{"once", []kafkago.Header{h("type", "task.cancel"), h("Type", "task.submitted")}, "", "task.cancel"},
+		{"same value", []kafkago.Header{h("type", "task.cancel"), h("session_id", "s"), h("type", "task.cancel")}, "", "task.cancel"},
+		{"two values", []kafkago.Header{h("type", "task.submitted"), h("session_id", "s"), h("type", "task.cancel")},
+			`"type"="task.submitted", "type"="task.cancel"`, "task.cancel"},
+		{"three, two alike", []kafkago.Header{h("type", "a"), h("type", "a"), h("type", "b")},
+			`"type"="a", "type"="a", "type"="b"`, "b"},
+		{"UUID", []kafkago.Header{h(kafka.HeaderUUID, "id-1"), h(kafka.HeaderUUID, "id-2")},
+			`"_watermill_message_uuid"="id-1", "_watermill_message_uuid"="id-2"`, ""},
+		{"long value", []kafkago.Header{h("type", long), h("type", "b")},
+			`"type"="` + long[:64] + `"… (100 bytes), "type"="b"`, "b"},
+	}
+	for _, c := range cases {
+		msg, err := kafka.DefaultMarshaler{}.Unmarshal(kafkago.Message{Topic: "troupe.tasks", Headers: c.headers})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got, ok := msg.Metadata[messages.MetaRepeatedHeaders]
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("%s: %s = %q (set: %v); want %q", c.name, messages.MetaRepeatedHeaders, got, ok, c.want)
+		}
+		if typ := msg.Metadata.Get(messages.MetaType); typ != c.typ {
+			t.Errorf("%s: type %q; want %q", c.name, typ, c.typ)
+		}
 	}
 }

@@ -55,6 +55,13 @@ const (
 	// at its seq); for a task, the stream whose one BusStored event holds the
 	// task's envelope (BusStream(BusStoredTask, ID)).
 	MetaStored = "stored"
+	// MetaRepeatedHeaders is set by a bus whose transport lets a message give one
+	// header name more than once (Kafka: kcat -H type=a -H type=b) on a message
+	// that gave one different values, which its metadata cannot hold: it lists
+	// each occurrence of those headers, in order, as "name"="value" (quoted, each
+	// value cut to its first 64 bytes), comma-separated. The metadata entry of
+	// such a header holds its last value.
+	MetaRepeatedHeaders = "_troupe_repeated_headers"
 )
 
 // BusMessageMax bounds the encoded message that goes on the bus as it is, under the

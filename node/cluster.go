@@ -282,7 +282,7 @@ func (n *Node) Revoked() {
 	n.own.mu.Lock()
 	held := n.own.lease
 	n.own.mu.Unlock()
-	defer n.dropLease() // once every session actor stopped: draining sessions append under it
+	defer n.dropLease(held) // once every session actor stopped: draining sessions append under it
 	if n.hostStopped.Load() {
 		// The node closed: its sessions are stopped already, and Close hands the
 		// lease over; this member leaves the group once Revoked returned.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
@@ -131,12 +132,14 @@ func (n *Node) leaseOf(sessionID string) (eventlog.Lease, bool) {
 	return eventlog.Lease{Partition: p, Epoch: l.epoch}, true
 }
 
-// dropLease forgets the node's lease: its partitions were revoked and its session
-// actors stopped.
-func (n *Node) dropLease() {
+// dropLease forgets the node's lease, held: its partitions were revoked and its
+// session actors stopped. The publication marks forget the sessions of held still
+// pending (stopped while they retried a write): the hand-over read them.
+func (n *Node) dropLease(held lease) {
 	n.own.mu.Lock()
 	n.own.lease = lease{}
 	n.own.mu.Unlock()
+	n.marks.forget(held, n.cfg.Bus.Partition)
 }
 
 // takeLeases records this node as the owner of partitions in the log, under a new
@@ -259,7 +262,10 @@ func (n *Node) releasedPartitions(partitions []int, owners map[int]eventlog.Owne
 // a previous owner left unpublished may not be published yet: of the partitions,
 // it releases those their previous owner had released (nothing was owed), marks
 // those it had marked at no later than that mark (eventlog.Releasing.MarkPublished),
-// and leaves the others as they are. It marks nothing when the outbox cannot
+// and leaves the others as they are. A partition of a session whose actor was
+// stopped while it retried a write (still pending in the publication marks,
+// pubmark.go) is marked before that write, not released: it may be stored and is
+// not published. It marks nothing when the outbox cannot
 // publish in time (a broker outage), or when the log does not record releases: the
 // partitions' next owners then publish again the latest tasks of the sessions that
 // ended lately, as after a crash.
@@ -305,24 +311,40 @@ func (n *Node) handOver(held lease, deadline time.Time) bool {
 	// previous owner released cleanly owed nothing, so it is released all the
 	// same; one it marked is marked (at most at that mark); one it did neither
 	// stays as it is (its next owner publishes every session that ended lately).
-	release, owed := partitions, map[int64][]int(nil)
+	// A session still pending stopped while it retried a write (its actor was
+	// stopped): the batch may be stored all the same, and is not published, so
+	// its partition is marked before it rather than released.
+	stranded := n.marks.strandedIn(held, n.cfg.Bus.Partition)
+	var why []string
 	if !complete {
-		release = nil
-		for _, p := range partitions {
-			switch before := held.inheritedBefore(p); {
-			case before == math.MaxInt64:
-				release = append(release, p)
-			case before > 0:
-				if owed == nil {
-					owed = map[int64][]int{}
-				}
-				owed[before] = append(owed[before], p)
+		why = append(why, "the sessions to resume after the assignment were not all resumed")
+	}
+	if len(stranded) > 0 {
+		why = append(why, "sessions stopped with a write unfinished, which may be stored and is not published")
+	}
+	var release []int
+	var owed map[int64][]int
+	for _, p := range partitions {
+		before := int64(math.MaxInt64)
+		if at, ok := stranded[p]; ok {
+			before = at
+		}
+		if !complete {
+			before = min(before, held.inheritedBefore(p))
+		}
+		switch {
+		case before == math.MaxInt64:
+			release = append(release, p)
+		case before > 0:
+			if owed == nil {
+				owed = map[int64][]int{}
 			}
+			owed[before] = append(owed[before], p)
 		}
-		if len(release) == 0 && len(owed) == 0 {
-			unmarked("the sessions to resume after the assignment were not all resumed")
-			return true
-		}
+	}
+	if len(release) == 0 && len(owed) == 0 {
+		unmarked(strings.Join(why, "; "))
+		return true
 	}
 	if grace := wait(n.cfg.HandoffGrace); !n.outbox.Flush(grace) {
 		unmarked("the bus did not take the sessions' events in time", "waited", grace)
@@ -332,7 +354,8 @@ func (n *Node) handOver(held lease, deadline time.Time) bool {
 	defer cancel()
 	if len(owed) > 0 {
 		// Everything appended before low was published (the outbox is flushed);
-		// what the previous owners left after their marks may not be.
+		// what the previous owners left after their marks may not be, nor what
+		// a session stopped mid-write holds.
 		low, _ := n.marks.low()
 		for before, ps := range owed {
 			if err := n.leased.releasing.MarkPublished(ctx, n.cfg.NodeID, held.epoch, ps, min(low, before)); err != nil {
@@ -342,8 +365,7 @@ func (n *Node) handOver(held lease, deadline time.Time) bool {
 		}
 	}
 	if left := len(partitions) - len(release); left > 0 {
-		unmarked("the sessions to resume after the assignment were not all resumed, and some partitions' previous owners did not release them",
-			"released", release)
+		unmarked(strings.Join(why, "; ")+": the partitions that may owe a publication are marked before it, or left as they are", "released", release)
 	}
 	if len(release) == 0 {
 		return true

@@ -301,3 +301,58 @@ func TestKafkaCancelWithATypeHeaderInAnotherCase(t *testing.T) {
 	})
 	waitClosed(t, srv, "after the session recorded the cancellation")
 }
+
+// A record on the tasks topic that gives its type header two values (kcat -H
+// type=task.submitted -H type=task.cancel) goes to the poison topic, its reason
+// naming the header and both values, and changes nothing: its session runs on.
+// Before, the last header won, unseen: the record cancelled the running session.
+// One that repeats a header with the same value is read as it says.
+func TestKafkaRecordGivingItsTypeTwoValuesIsPoisoned(t *testing.T) {
+	srv, model := heldProvider(t)
+	k := newKafkaEnv(t)
+	n := k.nodeWith(t, node.Config{Model: model})
+	session := "type-twice-" + time.Now().Format("150405.000000")
+	if _, err := n.Submit(context.Background(), node.Task{Input: "think hard", SessionID: session}); err != nil {
+		t.Fatal(err)
+	}
+	waitHeld(t, srv, 1)
+	cancel := func(reason string, types ...string) kgo.Message {
+		m := kgo.Message{Key: []byte(session), Value: []byte(`{"v":1,"session_id":"` + session + `","reason":"` + reason + `"}`)}
+		for _, typ := range types {
+			m.Headers = append(m.Headers, kgo.Header{Key: messages.MetaType, Value: []byte(typ)})
+		}
+		return m
+	}
+	w := k.writer(t, messages.TopicTasks)
+	defer w.Close()
+	writeAll(t, w, []kgo.Message{cancel("stop from a confused producer", string(messages.TypeTaskSubmitted), string(messages.TypeCancelRequested))})
+	defer func() {
+		if t.Failed() {
+			st, ok, err := n.Status(context.Background(), session)
+			t.Logf("session %s: %+v, %v, %v", session, st, ok, err)
+		}
+	}()
+
+	m := findRecord(t, k, node.TopicPoison, session)
+	reason := ""
+	for _, h := range m.Headers {
+		if h.Key == "reason_poisoned" {
+			reason = string(h.Value)
+		}
+	}
+	if want := `"type"="task.submitted", "type"="task.cancel"`; !strings.Contains(reason, want) {
+		t.Fatalf("poison reason %q; want it to name %s", reason, want)
+	}
+	if st, ok, err := n.Status(context.Background(), session); err != nil || !ok || st.Status != messages.StatusRunning {
+		t.Fatalf("session %s after the poisoned record: %+v, %v, %v; want it running", session, st, ok, err)
+	}
+
+	// The partition moved on: a cancellation whose type header is repeated with
+	// the same value cancels the session.
+	writeAll(t, w, []kgo.Message{cancel("stop from kcat", string(messages.TypeCancelRequested), string(messages.TypeCancelRequested))})
+	waitFor(t, 30*time.Second, "session "+session+" cancelled", func() bool {
+		st, ok, err := n.Status(context.Background(), session)
+		return err == nil && ok && st.Status == messages.StatusFailed && strings.Contains(st.Error, "stop from kcat")
+	})
+	waitClosed(t, srv, "after the session recorded the cancellation")
+}

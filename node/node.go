@@ -858,6 +858,13 @@ var errPermanent = errors.New("permanent failure")
 // CancelRequest to handleCancel), forwards it when it was read from a partition
 // other than its session's, and otherwise hands the task to its session.
 func (n *Node) handleTask(msg *message.Message) error {
+	if repeated := msg.Metadata.Get(messages.MetaRepeatedHeaders); repeated != "" {
+		// A record that gives a header different values (kcat -H type=task.submitted
+		// -H type=task.cancel) reaches the node with the last one only: run as it,
+		// a cancellation could start the work it meant to stop.
+		return fmt.Errorf("%w: message %s: its record gives headers more than one value (%s): this node cannot tell which is meant: give each header once",
+			errPermanent, msg.UUID, repeated)
+	}
 	typ, header, err := taskTopicType(msg)
 	if err != nil {
 		return err

@@ -34,7 +34,13 @@ import (
 //     node took the partition under a later epoch, and read this node's record
 //     as it was then (Releasing.TakeOver): a mark this node makes after it, at
 //     its older epoch, leaves that partition as it is, so it cannot make the new
-//     owner publish less; the batch is the new owner's to publish.
+//     owner publish less; the batch is the new owner's to publish. A session
+//     whose actor was stopped while it retried a write (its partitions revoked,
+//     the node closing) stays pending too: the hand-over reads it (handOver does
+//     not release its partition cleanly, but marks it before the batch, which may
+//     be stored all the same and is not published), and then forgets it
+//     (dropLease), so that it holds back no mark of the partitions the node
+//     takes later.
 //   - A mark round reads, at once, T = the earliest of the clock's reading and of
 //     every pending session's time, then waits until the outbox published
 //     everything queued before (outbox.Flush), then records T. A batch stamped
@@ -101,6 +107,44 @@ func (m *publicationMarks) handed(session string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.pending, session)
+}
+
+// strandedIn returns, per partition of held, the earliest time of its sessions
+// still pending: sessions whose actors stopped while they retried a write
+// (actors' errStopped), once every actor of the lease stopped (handOver).
+func (m *publicationMarks) strandedIn(held lease, partition func(string, int) int) map[int]int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var stranded map[int]int64
+	for session, since := range m.pending {
+		p := partition(session, held.total)
+		if !held.partitions[p] {
+			continue
+		}
+		if stranded == nil {
+			stranded = map[int]int64{}
+		}
+		if old, ok := stranded[p]; !ok || since < old {
+			stranded[p] = since
+		}
+	}
+	return stranded
+}
+
+// forget drops the pending sessions of held's partitions: their actors stopped,
+// and the lease was handed over (handOver read them). A session of a partition
+// the node no longer owns holds none of its later marks back.
+func (m *publicationMarks) forget(held lease, partition func(string, int) int) {
+	if len(held.partitions) == 0 || held.total <= 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for session := range m.pending {
+		if held.partitions[partition(session, held.total)] {
+			delete(m.pending, session)
+		}
+	}
 }
 
 // low returns the earliest of now and every pending session's time, and whether

@@ -3,7 +3,10 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -256,4 +259,174 @@ func TestPublicationMarkPassesAFencedWrite(t *testing.T) {
 		t.Errorf("owner %+v: marked at %d, before the later session's end %d (the fenced write was at %d); want the clock's %d",
 			o, o.PublishedUS, ended, fencedAt, clock.us.Load())
 	}
+}
+
+// A session stopped while it retried a write (errStopped: its partition revoked,
+// or the node closing) stops with its batch pending: its actor never takes the
+// next step that would end it. The hand-over reads it (see
+// TestHandOverMarksASessionStoppedMidWrite); after it, it holds the node's later
+// marks back no more. Before, it stayed pending for as long as the node ran, and
+// every mark of the partitions the node took later stayed before it: after a crash,
+// their next owner published again every session that ended since.
+func TestPublicationMarkPassesASessionStoppedMidWrite(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &downLog{Log: base, session: "stuck", entered: make(chan struct{})}
+	clock := &testClock{}
+	clock.us.Store(time.Now().UnixMicro())
+	n, _, owner := startPartitionZeroNode(t, log, base, Config{Clock: clock, PublishMarkInterval: -1, HandoffGrace: 100 * time.Millisecond})
+	resumptions := func() float64 { return counterValue(t, n.metrics.resumptions) }
+	minute := int64(time.Minute / time.Microsecond)
+
+	n.Assigned([]int{0}, 1)
+	waitWithin(t, 30*time.Second, "the first resumption", func() bool { return resumptions() == 1 })
+
+	// The log is down for a session: it retries its task's write until the
+	// partition is revoked, and stops.
+	env, err := n.ingress.Admit(Task{Input: "hello", SessionID: "stuck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := n.system.Root.RequestFuture(n.host, &actors.SubmitTask{Envelope: env}, 30*time.Second)
+	select {
+	case <-log.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session never wrote its task")
+	}
+	stuckAt := clock.us.Load()
+	clock.us.Add(minute)
+	n.Revoked()
+	if res, err := f.Result(); err != nil {
+		t.Fatal(err)
+	} else if e, _ := res.(error); !errors.Is(e, actors.ErrNotOwner) {
+		t.Fatalf("the task being written was answered %v; want ErrNotOwner", res)
+	}
+
+	// The partition comes back, and a session of it runs a task to its end.
+	clock.us.Add(minute)
+	n.Assigned([]int{0}, 1)
+	waitWithin(t, 30*time.Second, "the second resumption", func() bool { return resumptions() == 2 })
+	id, err := n.Submit(ctx, Task{Input: "hello", SessionID: "later"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitWithin(t, 30*time.Second, "the later task's end", func() bool {
+		st, ok, err := n.Status(ctx, id)
+		return err == nil && ok && st.Status == messages.StatusCompleted
+	})
+	ended := clock.us.Load()
+	clock.us.Add(minute)
+	if !n.markPublished(10 * time.Second) {
+		t.Fatal("no mark of the new lease")
+	}
+	if o := owner(); o.PublishedUS <= ended {
+		t.Errorf("owner %+v: marked at %d, before the later session's end %d (the stopped write was at %d); want the clock's %d",
+			o, o.PublishedUS, ended, stuckAt, clock.us.Load())
+	}
+}
+
+// landedLog is a SQLite log that, for one session, writes the batch that ends its
+// task and answers with an error all the same (a timeout after the log took it),
+// then is down for the session until up is called.
+type landedLog struct {
+	*sqlite.Log
+	session string
+	down    atomic.Bool
+	once    sync.Once
+	landed  chan struct{} // closed once the batch was written
+}
+
+func (l *landedLog) write(events []messages.Envelope, write func() error) error {
+	if len(events) == 0 || events[0].SessionID != l.session {
+		return write()
+	}
+	if l.down.Load() {
+		return errDown
+	}
+	if !slices.ContainsFunc(events, func(e messages.Envelope) bool { return e.Type == messages.TypeTaskCompleted }) {
+		return write()
+	}
+	if err := write(); err != nil {
+		return err
+	}
+	l.down.Store(true)
+	l.once.Do(func() { close(l.landed) })
+	return fmt.Errorf("%w: no answer to the write", errDown)
+}
+
+func (l *landedLog) up() { l.down.Store(false) }
+
+func (l *landedLog) Append(ctx context.Context, events []messages.Envelope) error {
+	return l.write(events, func() error { return l.Log.Append(ctx, events) })
+}
+
+func (l *landedLog) AppendLeased(ctx context.Context, lease eventlog.Lease, events []messages.Envelope) error {
+	return l.write(events, func() error { return l.Log.AppendLeased(ctx, lease, events) })
+}
+
+// A session stopped while it retried a write whose first attempt the log took
+// without answering (its task's end) leaves its batch unpublished: the hand-over
+// does not release its partition cleanly, but marks it before that batch, and the
+// partition's next owner publishes the session's result. Before, the partition was
+// released, its next owner published nothing of its ended sessions again, and the
+// result never reached troupe.results.
+func TestHandOverMarksASessionStoppedMidWrite(t *testing.T) {
+	ctx := context.Background()
+	base, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &landedLog{Log: base, session: "stuck", landed: make(chan struct{})}
+	n, pub, owner := startPartitionZeroNode(t, log, base, Config{PublishMarkInterval: -1, HandoffGrace: 100 * time.Millisecond})
+	resumptions := func() float64 { return counterValue(t, n.metrics.resumptions) }
+
+	sub, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	results, err := pub.Publisher.(*EmbeddedBus).Subscribe(sub, messages.TopicResults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published atomic.Int64
+	go func() {
+		for m := range results {
+			if m.Metadata.Get(messages.MetaSessionID) == "stuck" {
+				published.Add(1)
+			}
+			m.Ack()
+		}
+	}()
+
+	n.Assigned([]int{0}, 1)
+	waitWithin(t, 30*time.Second, "the first resumption", func() bool { return resumptions() == 1 })
+	before := time.Now().UnixMicro()
+	id, err := n.Submit(ctx, Task{Input: "hello", SessionID: "stuck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-log.landed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the session never wrote its task's end")
+	}
+	n.Revoked()
+	log.up()
+	if st, ok, err := n.Status(ctx, id); err != nil || !ok || st.Status != messages.StatusCompleted {
+		t.Fatalf("status %+v, %v, %v; want the task completed in the log", st, ok, err)
+	}
+	if got := published.Load(); got != 0 {
+		t.Fatalf("%d results of the stopped session published; want none yet", got)
+	}
+	if o := owner(); o.ReleasedUS != 0 || o.PublishedUS <= 0 || o.PublishedUS > time.Now().UnixMicro() || o.PublishedUS < before {
+		t.Errorf("owner %+v; want marked (at the stopped write, after %d), not released", o, before)
+	}
+
+	// The partition's next owner (this node, under a new epoch) publishes it.
+	n.Assigned([]int{0}, 1)
+	waitWithin(t, 30*time.Second, "the second resumption", func() bool { return resumptions() == 2 })
+	waitWithin(t, 30*time.Second, "the stopped session's result on "+messages.TopicResults, func() bool { return published.Load() == 1 })
 }
