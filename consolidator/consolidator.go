@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -150,7 +151,35 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 	if err := refresh(ctx, t); err != nil {
 		return rep, err
 	}
-	planned, err := PlanContext(ctx, c.now(), t.Snapshot(), c.policy)
+	now := c.now()
+	snap := t.Snapshot()
+
+	// Forgetting by age (rule 1, the first of the plan, which no other rule comes
+	// before) is planned and applied on its own first: it takes one pass over the
+	// memories, while the pairwise rules of a large namespace may take longer than
+	// the run has (its timeout), and a namespace too large to dedupe must still
+	// forget. The plan of the other rules then starts from what is left, as the
+	// whole plan would have.
+	if old := planOld(now, snap, c.policy); len(old) > 0 {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		live := snapshot(t)
+		decided := map[string]bool{}
+		for _, d := range old {
+			if err := c.applyOne(ctx, t, key, d, live, &rep); err != nil {
+				return rep, err
+			}
+			for _, id := range d.IDs {
+				decided[id] = true
+			}
+		}
+		// The rest is planned from the same snapshot, less what rule 1 decided
+		// (applied, or gone meanwhile), as the whole plan would have: a target
+		// whose snapshot lags its writes gets no decision of rule 1 twice.
+		snap = slices.DeleteFunc(snap, func(m memory.Memory) bool { return decided[m.ID] })
+	}
+	planned, err := PlanContext(ctx, now, snap, c.policy)
 	if err != nil {
 		return rep, fmt.Errorf("consolidator: planning %s: %w", rep.Namespace, err)
 	}
@@ -237,9 +266,12 @@ func (c *Consolidator) Run(ctx context.Context, t Target, key string) (Report, e
 }
 
 // snapshot is t's memories by ID.
-func snapshot(t Target) map[string]memory.Memory {
-	live := map[string]memory.Memory{}
-	for _, m := range t.Snapshot() {
+func snapshot(t Target) map[string]memory.Memory { return byID(t.Snapshot()) }
+
+// byID is mems by ID.
+func byID(mems []memory.Memory) map[string]memory.Memory {
+	live := make(map[string]memory.Memory, len(mems))
+	for _, m := range mems {
 		live[m.ID] = m
 	}
 	return live

@@ -40,8 +40,10 @@
 // missed about once in a hundred. PlanContext stops when its context is done: Run
 // plans with its own, so a run abandoned at its timeout stops planning.
 //
-// A Consolidator runs one pass over a namespace (Run): it plans, applies the
-// decisions that need no model, then asks the optional model (llm.Model) for each
+// A Consolidator runs one pass over a namespace (Run): it plans and applies rule 1
+// (forgetting by age, one pass over the memories) on its own first, so that a run
+// whose timeout the pairwise rules of a large namespace use up still forgets; then it
+// plans the rest, applies the decisions that need no model, then asks the optional model (llm.Model) for each
 // cluster's fact and each candidate conflict's verdict, applying each answer before
 // it asks the next question (a run cut short, by a kill or its timeout, keeps the
 // answers it got, and the next run asks only the rest), all through a Target, the namespace (*memory.Namespace

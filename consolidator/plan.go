@@ -137,6 +137,15 @@ func PlanContext(ctx context.Context, now time.Time, mems []memory.Memory, p Pol
 	return pl.out, nil
 }
 
+// planOld is the decisions of rule 1 alone (forgetting by age), which PlanContext
+// makes first: one pass over mems, no pair compared. Run applies them before it
+// plans the rest, so that a plan cut short by the run's timeout forgets all the same.
+func planOld(now time.Time, mems []memory.Memory, p Policy) []Decision {
+	pl := newPlanner(context.Background(), now, mems, p.withDefaults())
+	pl.forgetOld()
+	return pl.out
+}
+
 // item is a memory as the plan goes on: its tier after promotion, and whether an
 // earlier decision removed it.
 type item struct {

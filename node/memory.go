@@ -31,6 +31,12 @@ import (
 // memoryMaxBody bounds a POST /v1/memories body: 10,000 memories of 3 KB.
 const memoryMaxBody = 32 << 20
 
+// memoryWriteTimeout is how long a POST /v1/memories may take to write its
+// memories (embedding them, waiting for the namespace) before its response is
+// written: the write deadline of the HTTP server (HTTPConfig.WriteTimeout, 30 s by
+// default) is extended to it once the body is read, as for a document's ingestion.
+const memoryWriteTimeout = 10 * time.Minute
+
 // Memories returns the node's agent memory, nil when Config.Memory is not set.
 func (n *Node) Memories() *memory.Memories { return n.memories }
 
@@ -66,6 +72,11 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	// The body is read: embedding and appending its memories (10,000 of them with
+	// a remote embedder, or behind a consolidation of the namespace) may outlast
+	// the server's write timeout, which would close the connection on a write
+	// that is stored, its IDs never answered.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(memoryWriteTimeout))
 	inputs, err := memory.DecodeInputs(body)
 	if err == nil {
 		// Every memory is checked with the limits of the write (content size, a

@@ -512,6 +512,61 @@ func TestMemorySlowBodyIsCutByTheServer(t *testing.T) {
 	}
 }
 
+// slowEmbedder takes pause over each call: an embeddings service under load.
+type slowEmbedder struct {
+	pause time.Duration
+}
+
+func (e slowEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	select {
+	case <-time.After(e.pause):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return llm.HashingEmbedder{}.Embed(ctx, texts)
+}
+
+// A write whose body was read in time but whose memories take longer than the
+// server's write timeout to embed and append (a batch of 10,000 with a remote
+// embedder, a namespace busy with its consolidation) is answered: the memories are
+// written, so the client must get their IDs, not a closed connection it would take
+// for a failure.
+func TestMemoryWriteSlowerThanTheWriteTimeoutIsAnswered(t *testing.T) {
+	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	const writeTimeout = 200 * time.Millisecond
+	n, addr, _ := serveHTTP(t, node.Config{Log: base, Memory: &memory.Config{Embedder: slowEmbedder{pause: 4 * writeTimeout}},
+		HTTP: node.HTTPConfig{WriteTimeout: writeTimeout}})
+
+	client := &http.Client{Timeout: 30 * time.Second} // a hang guard
+	body := `[{"namespace":"user:alice","tier":"semantic","content":"Alice lives in Lisbon"},
+		{"namespace":"user:alice","tier":"episodic","content":"Alice ran the Lisbon half marathon"}]`
+	resp, err := client.Post(addr+"/v1/memories", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("a write slower than the write timeout got no answer: %v", err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got struct {
+		IDs []string `json:"ids"`
+	}
+	if resp.StatusCode != http.StatusCreated || json.Unmarshal(b, &got) != nil || len(got.IDs) != 2 {
+		t.Fatalf("a write slower than the write timeout: %d %s", resp.StatusCode, b)
+	}
+	ns, err := n.Memories().Namespace(context.Background(), "user:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range got.IDs {
+		if _, ok := ns.Get(id); !ok {
+			t.Errorf("memory %s answered but not stored", id)
+		}
+	}
+}
+
 func TestMemorySearch(t *testing.T) {
 	mn := newMemoryNode(t, node.Config{})
 	ids := mn.mustPost(t, `[
