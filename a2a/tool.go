@@ -128,17 +128,27 @@ func (t *Tool) Source() string { return "a2a:" + t.cfg.Name }
 type toolArgs struct {
 	Message   string `json:"message"`
 	ContextID string `json:"context_id,omitempty"`
+	TaskID    string `json:"task_id,omitempty"`
 }
+
+// The tool's spec names task_id since 2026-12 (tools/prior.go keeps the spec from
+// before, which replay's verify takes for sessions recorded then).
+const (
+	toolContinues = "Pass the context_id it returns to continue the same conversation."
+	toolAnswers   = " When it answers that it needs more input, answer with the task_id it gives, and the context_id, to go on with that task."
+	toolTaskParam = `,"task_id":{"type":"string","maxLength":256,"description":"The task_id of an answer that needs more input, to answer it"}`
+)
 
 // Spec implements tools.Tool.
 func (t *Tool) Spec() messages.ToolSpec {
 	return messages.ToolSpec{
 		Name: ToolPrefix + t.cfg.Name,
-		Description: fmt.Sprintf("Send a message to the remote A2A agent %q (%s) and return its answer. "+
-			"Pass the context_id it returns to continue the same conversation.", t.cfg.Name, t.shown),
+		Description: fmt.Sprintf("Send a message to the remote A2A agent %q (%s) and return its answer. ", t.cfg.Name, t.shown) +
+			toolContinues + toolAnswers,
 		Parameters: json.RawMessage(`{"type":"object","properties":{` +
 			`"message":{"type":"string","minLength":1,"maxLength":100000,"description":"What to ask the agent"},` +
-			`"context_id":{"type":"string","maxLength":256,"description":"The context_id of an earlier answer, to continue that conversation"}},` +
+			`"context_id":{"type":"string","maxLength":256,"description":"The context_id of an earlier answer, to continue that conversation"}` +
+			toolTaskParam + `},` +
 			`"required":["message"],"additionalProperties":false}`),
 	}
 }
@@ -178,7 +188,10 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 	dec := json.NewDecoder(strings.NewReader(c.Arguments))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&a); err != nil {
-		return "", fmt.Errorf("%w: %v (want {\"message\": \"...\", \"context_id\": \"...\"})", tools.ErrInvalidArguments, err)
+		return "", fmt.Errorf("%w: %v (want {\"message\": \"...\", \"context_id\": \"...\", \"task_id\": \"...\"})", tools.ErrInvalidArguments, err)
+	}
+	if a.TaskID != "" && a.ContextID == "" {
+		return "", fmt.Errorf("%w: task_id %q needs the context_id the same answer gave", tools.ErrInvalidArguments, a.TaskID)
 	}
 	if strings.TrimSpace(a.Message) == "" {
 		return "", fmt.Errorf("%w: message is empty", tools.ErrInvalidArguments)
@@ -194,6 +207,7 @@ func (t *Tool) Call(ctx context.Context, c tools.Call) (string, error) {
 		msg.ID = c.Key
 	}
 	msg.ContextID = a.ContextID
+	msg.TaskID = sdk.TaskID(a.TaskID)
 	res, taskID, err := t.send(ctx, client, msg)
 	if err != nil {
 		if taskID != "" && (ctx.Err() != nil && t.cancels(context.Cause(ctx)) || errors.Is(err, ErrAnswerTooLarge)) {
@@ -354,7 +368,7 @@ func describe(name string, res sdk.SendMessageResult) (string, error) {
 		case sdk.TaskStateCompleted:
 			return fmt.Sprintf("%s\n\n(context_id: %s)", text, v.ContextID), nil
 		case sdk.TaskStateInputRequired, sdk.TaskStateAuthRequired:
-			return fmt.Sprintf("The remote agent %s needs more input (task %s, state %s): %s\n\n(context_id: %s)", name, v.ID, v.Status.State, status, v.ContextID), nil
+			return fmt.Sprintf("The remote agent %s needs more input (state %s): %s\n\n(task_id: %s, context_id: %s)", name, v.Status.State, status, v.ID, v.ContextID), nil
 		default:
 			return "", fmt.Errorf("remote agent %s: task %s ended %s: %s", name, v.ID, v.Status.State, status)
 		}

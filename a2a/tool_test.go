@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/a2a"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
 
@@ -443,5 +444,57 @@ func TestToolTimesOutOnItsOwn(t *testing.T) {
 	ra.next(t)
 	if m := ra.next(t); m != "tasks/cancel" {
 		t.Errorf("after the call timed out the agent was asked %s, want tasks/cancel", m)
+	}
+}
+
+// A remote task that needs more input is answered in that task: the tool's answer
+// gives its task_id, and a call with it (and the context_id) sends the message in
+// the task, where the agent had no way to but to start another task. The spec
+// before task_id is what tools.PriorSpecs gives, for sessions recorded then.
+func TestToolAnswersATaskThatNeedsInput(t *testing.T) {
+	var sent []string
+	ra := newRemoteAgent(t, false, map[string]rpcAnswer{
+		"message/send": func(w http.ResponseWriter, _ *http.Request, id, params json.RawMessage) {
+			var p struct {
+				Message struct {
+					TaskID    string `json:"taskId"`
+					ContextID string `json:"contextId"`
+				} `json:"message"`
+			}
+			_ = json.Unmarshal(params, &p)
+			sent = append(sent, p.Message.TaskID+"|"+p.Message.ContextID)
+			w.Header().Set("Content-Type", "application/json")
+			if p.Message.TaskID == "" {
+				fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"kind":"task","id":"t-7","contextId":"c-7","status":{"state":"input-required",
+					"message":{"kind":"message","role":"agent","messageId":"m","parts":[{"kind":"text","text":"Which city?"}]}}}}`, id)
+				return
+			}
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":{"kind":"task","id":%q,"contextId":"c-7","status":{"state":"completed"},
+				"artifacts":[{"artifactId":"a","parts":[{"kind":"text","text":"Sunny in Paris"}]}]}}`, id, p.Message.TaskID)
+		},
+	})
+	tool := ra.tool(t, nil)
+	out, err := tool.Call(context.Background(), tools.Call{Key: "s/4", Arguments: `{"message":"weather?"}`})
+	if err != nil || !strings.Contains(out, "Which city?") || !strings.Contains(out, "(task_id: t-7, context_id: c-7)") {
+		t.Fatalf("first answer %q, %v", out, err)
+	}
+	out, err = tool.Call(context.Background(), tools.Call{Key: "s/6", Arguments: `{"message":"Paris","task_id":"t-7","context_id":"c-7"}`})
+	if err != nil || !strings.HasPrefix(out, "Sunny in Paris") {
+		t.Fatalf("second answer %q, %v", out, err)
+	}
+	if strings.Join(sent, ",") != "|,t-7|c-7" {
+		t.Fatalf("the agent was sent %v", sent)
+	}
+	if _, err := tool.Call(context.Background(), tools.Call{Key: "s/8", Arguments: `{"message":"x","task_id":"t-7"}`}); !errors.Is(err, tools.ErrInvalidArguments) {
+		t.Fatalf("a task_id without its context_id: %v", err)
+	}
+	spec := tool.Spec()
+	prior := tools.PriorSpecs([]messages.ToolSpec{spec})
+	if len(prior) != 1 || strings.Contains(string(prior[0][0].Parameters), "task_id") || strings.Contains(prior[0][0].Description, "task_id") ||
+		!strings.HasSuffix(prior[0][0].Description, "Pass the context_id it returns to continue the same conversation.") || !json.Valid(prior[0][0].Parameters) {
+		t.Fatalf("the spec before task_id: %+v", prior)
+	}
+	if !json.Valid(spec.Parameters) {
+		t.Fatalf("the spec's parameters are not JSON: %s", spec.Parameters)
 	}
 }
