@@ -193,7 +193,30 @@ func parse(b []byte) (frontMatter, string, error) {
 	case utf8.RuneCountInString(fm.Description) > MaxDescription:
 		return fm, "", fmt.Errorf("the description has %d characters: want at most %d", utf8.RuneCountInString(fm.Description), MaxDescription)
 	}
+	if i, r := hiddenRune(fm.Description); i >= 0 {
+		return fm, "", fmt.Errorf("the description holds %U at character %d: a description is plain text, without control characters (NUL, terminal escapes) or bidirectional overrides, which would reach the system prompt and MCP clients unseen", r, i+1)
+	}
 	return fm, strings.TrimSpace(body), nil
+}
+
+// hiddenRune finds the first character of text that a reader of the skill does not
+// see but a model or a terminal acts on: a control character other than tab and
+// newline (NUL, ESC of a terminal escape, …) or a bidirectional formatting
+// character (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C). It returns its
+// index in characters, or -1.
+func hiddenRune(text string) (int, rune) {
+	i := 0
+	for _, r := range text {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+		case unicode.IsControl(r),
+			r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069,
+			r == 0x200E, r == 0x200F, r == 0x061C:
+			return i, r
+		}
+		i++
+	}
+	return -1, 0
 }
 
 // openRegular opens name inside root for reading, without blocking (a named pipe
