@@ -419,7 +419,8 @@ func (s *Set) listing(width int) string {
 }
 
 // Body is level 2: the skill's instructions (SKILL.md without its front matter), read
-// from disk now, and the files of its folder.
+// from disk now, and the files of its folder that ReadFile reads: regular files, and
+// symlinks to regular files inside the folder.
 func (s *Set) Body(name string) (body string, files []string, err error) {
 	k, ok := s.Get(name)
 	if !ok {
@@ -447,6 +448,11 @@ func (s *Set) Body(name string) (body string, files []string, err error) {
 		}
 		if strings.HasPrefix(d.Name(), ".") {
 			return nil
+		}
+		if d.Type()&fs.ModeType != 0 { // a symlink, pipe, device or socket
+			if info, err := root.Stat(p); err != nil || !info.Mode().IsRegular() {
+				return nil // read_skill_file would refuse it: a symlink out, a pipe, …
+			}
 		}
 		if len(files) == maxListed {
 			files = append(files, "…")
