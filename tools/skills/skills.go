@@ -426,12 +426,15 @@ func (s *Set) Body(name string) (body string, files []string, err error) {
 	if !ok {
 		return "", nil, fmt.Errorf("no skill is named %q; %s", name, s.names(name))
 	}
-	root, err := os.OpenRoot(k.Dir)
+	root, err := openFolder(k)
 	if err != nil {
-		return "", nil, fmt.Errorf("skill %s: %w", name, err)
+		return "", nil, err
 	}
 	defer root.Close()
 	b, err := readFile(root, FileName, s.cfg.MaxSkillBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, fmt.Errorf("skill %s: its %s is gone: it was removed or renamed after the node loaded the skills", name, FileName)
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("skill %s: %w", name, err)
 	}
@@ -476,9 +479,9 @@ func (s *Set) ReadFile(name, path string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	root, err := os.OpenRoot(k.Dir)
+	root, err := openFolder(k)
 	if err != nil {
-		return "", fmt.Errorf("skill %s: %w", name, err)
+		return "", err
 	}
 	defer root.Close()
 	f, info, err := openRegular(root, rel)
@@ -513,6 +516,23 @@ func confine(path string) (string, error) {
 		return "", fmt.Errorf("the path %q leaves the skill's folder: \"..\" is not allowed", path)
 	}
 	return filepath.Clean(path), nil
+}
+
+// openFolder opens the folder of skill k. Its errors name the skill, not the
+// folder's path on the node's disk (which the model and the session's events
+// would otherwise be told).
+func openFolder(k Skill) (*os.Root, error) {
+	root, err := os.OpenRoot(k.Dir)
+	var pe *fs.PathError
+	switch {
+	case err == nil:
+		return root, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("skill %s: its folder is gone: it was removed or renamed after the node loaded the skills", k.Name)
+	case errors.As(err, &pe):
+		return nil, fmt.Errorf("skill %s: its folder cannot be opened: %w", k.Name, pe.Err)
+	}
+	return nil, fmt.Errorf("skill %s: %w", k.Name, err)
 }
 
 // stripRoot turns os.Root's escape error into words for the model.
@@ -575,9 +595,9 @@ func (s *Set) ReadBytes(name, path string, max int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(k.Dir)
+	root, err := openFolder(k)
 	if err != nil {
-		return nil, fmt.Errorf("skill %s: %w", name, err)
+		return nil, err
 	}
 	defer root.Close()
 	f, info, err := openRegular(root, rel)

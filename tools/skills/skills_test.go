@@ -310,3 +310,31 @@ func TestDescriptionWithHiddenCharactersIsRefused(t *testing.T) {
 		t.Fatalf("plain text in several scripts: skills %v, problems %v", set.Skills(), problems)
 	}
 }
+
+// A skill removed after the node loaded it (while a task uses it) gets an error that
+// says so from each tool, without the folder's path on the node's disk.
+func TestSkillRemovedAfterLoadIsSaidSo(t *testing.T) {
+	dir := skillsDir(t)
+	set, _ := load(t, skills.Config{Dir: dir, AllowScripts: true})
+	if err := os.Remove(filepath.Join(dir, "alpha", "SKILL.md")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "pdf-forms")); err != nil {
+		t.Fatal(err)
+	}
+	for tool, args := range map[string]string{
+		skills.ToolLoadSkill: `{"name":"pdf-forms"}`,
+		skills.ToolReadFile:  `{"skill":"pdf-forms","path":"references/fields.md"}`,
+		skills.ToolRunScript: `{"skill":"pdf-forms","script":"scripts/hello.sh"}`,
+		"alpha":              `{"name":"alpha"}`,
+	} {
+		tl := tool
+		if tool == "alpha" {
+			tl = skills.ToolLoadSkill
+		}
+		_, err := call(t, toolNamed(t, set, tl), args)
+		if err == nil || !strings.Contains(err.Error(), "is gone") || strings.Contains(err.Error(), dir) {
+			t.Errorf("%s after the skill was removed: %v", tool, err)
+		}
+	}
+}
