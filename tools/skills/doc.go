@@ -21,7 +21,7 @@
 //
 // A bad skill does not stop the others: a folder without SKILL.md, with front matter
 // that is missing or malformed, a name that is not its folder's, a blank or overlong
-// description, or a SKILL.md over Config.MaxSkillBytes is skipped, and Load returns a
+// description or one holding control characters or bidirectional overrides, or a SKILL.md over Config.MaxSkillBytes is skipped, and Load returns a
 // *Problem naming the file and the reason for each. Load fails only when the skills
 // directory itself cannot be read.
 //

@@ -3,7 +3,9 @@
 package skills_test
 
 import (
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,5 +35,34 @@ func TestReadSkillFileRefusesANamedPipe(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("reading the pipe still waits for a writer")
+	}
+}
+
+// load_skill lists only the files read_skill_file reads: a symlink out of the
+// folder (to /etc/passwd) or a named pipe is left out, a symlink to a file inside
+// the folder is listed, and every file listed reads.
+func TestLoadSkillListsOnlyReadableFiles(t *testing.T) {
+	dir := skillsDir(t)
+	refs := filepath.Join(dir, "pdf-forms", "references")
+	for link, target := range map[string]string{"passwd": "/etc/passwd", "outside.md": "../../alpha/SKILL.md", "inside.md": "fields.md"} {
+		if err := os.Symlink(target, filepath.Join(refs, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := syscall.Mkfifo(filepath.Join(refs, "pipe.md"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	set, _ := load(t, skills.Config{Dir: dir})
+	_, files, err := set.Body("pdf-forms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(files, "references/inside.md") || !slices.Contains(files, "references/fields.md") {
+		t.Errorf("files %v: want references/inside.md and references/fields.md", files)
+	}
+	for _, f := range files {
+		if _, err := set.ReadFile("pdf-forms", f); err != nil {
+			t.Errorf("listed %s does not read: %v", f, err)
+		}
 	}
 }

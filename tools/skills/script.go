@@ -30,7 +30,7 @@ func (s *Set) RunScript(ctx context.Context, name, path string, args []string) (
 	}
 	k, ok := s.Get(name)
 	if !ok {
-		return "", fmt.Errorf("no skill is named %q; the skills are %s", name, s.names())
+		return "", fmt.Errorf("no skill is named %q; %s", name, s.names(name))
 	}
 	rel, err := confine(path)
 	if err != nil {
@@ -39,9 +39,9 @@ func (s *Set) RunScript(ctx context.Context, name, path string, args []string) (
 	if !strings.HasPrefix(filepath.ToSlash(rel), "scripts/") {
 		rel = filepath.Join("scripts", rel)
 	}
-	root, err := os.OpenRoot(k.Dir)
+	root, err := openFolder(k)
 	if err != nil {
-		return "", fmt.Errorf("skill %s: %w", name, err)
+		return "", err
 	}
 	info, err := root.Lstat(rel)
 	root.Close()

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -192,7 +193,30 @@ func parse(b []byte) (frontMatter, string, error) {
 	case utf8.RuneCountInString(fm.Description) > MaxDescription:
 		return fm, "", fmt.Errorf("the description has %d characters: want at most %d", utf8.RuneCountInString(fm.Description), MaxDescription)
 	}
+	if i, r := hiddenRune(fm.Description); i >= 0 {
+		return fm, "", fmt.Errorf("the description holds %U at character %d: a description is plain text, without control characters (NUL, terminal escapes) or bidirectional overrides, which would reach the system prompt and MCP clients unseen", r, i+1)
+	}
 	return fm, strings.TrimSpace(body), nil
+}
+
+// hiddenRune finds the first character of text that a reader of the skill does not
+// see but a model or a terminal acts on: a control character other than tab and
+// newline (NUL, ESC of a terminal escape, …) or a bidirectional formatting
+// character (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C). It returns its
+// index in characters, or -1.
+func hiddenRune(text string) (int, rune) {
+	i := 0
+	for _, r := range text {
+		switch {
+		case r == '\t' || r == '\n' || r == '\r':
+		case unicode.IsControl(r),
+			r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069,
+			r == 0x200E, r == 0x200F, r == 0x061C:
+			return i, r
+		}
+		i++
+	}
+	return -1, 0
 }
 
 // openRegular opens name inside root for reading, without blocking (a named pipe
@@ -272,55 +296,145 @@ func (s *Set) Only(names []string) (*Set, error) {
 	}
 	for _, n := range names {
 		if _, ok := s.Get(n); !ok {
-			return nil, fmt.Errorf("skills: unknown skill %q: the skills are %s", n, s.names())
+			return nil, fmt.Errorf("skills: unknown skill %q: %s", n, s.names(n))
 		}
 	}
 	return out, nil
 }
 
-// names lists the skills' names for error messages.
-func (s *Set) names() string {
-	n := make([]string, len(s.skills))
-	for i, k := range s.skills {
-		n[i] = k.Name
+// maxNamed is how many skills' names an error names: all of them up to this, else
+// those matching the name asked for.
+const maxNamed = 50
+
+// names lists the skills' names for an error about name, which the set lacks: all of
+// them when they are few, else at most maxNamed of those whose name or description
+// holds a word of name (so that a model among thousands of skills, not all listed in
+// its prompt, finds them by asking load_skill for a word of its task).
+func (s *Set) names(name string) string {
+	if len(s.skills) == 0 {
+		return "there are no skills"
 	}
-	if len(n) == 0 {
-		return "(none)"
+	if len(s.skills) <= maxNamed {
+		n := make([]string, len(s.skills))
+		for i, k := range s.skills {
+			n[i] = k.Name
+		}
+		return "the skills are " + strings.Join(n, ", ")
 	}
-	return strings.Join(n, ", ")
+	words := strings.FieldsFunc(strings.ToLower(name), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
+	type hit struct {
+		name  string
+		score int
+	}
+	var hits []hit
+	for _, k := range s.skills {
+		text := k.Name + " " + strings.ToLower(k.Description)
+		score := 0
+		for _, w := range words {
+			if strings.Contains(text, w) {
+				score++
+			}
+		}
+		if score > 0 {
+			hits = append(hits, hit{k.Name, score})
+		}
+	}
+	if len(hits) == 0 {
+		return fmt.Sprintf("none of the %d skills has a word of %q in its name or description: ask load_skill again with a word of the task", len(s.skills), name)
+	}
+	slices.SortStableFunc(hits, func(a, b hit) int { return b.score - a.score }) // then by name, as the set
+	n := make([]string, 0, min(len(hits), maxNamed))
+	for _, h := range hits[:min(len(hits), maxNamed)] {
+		n = append(n, h.name)
+	}
+	more := ""
+	if len(hits) > maxNamed {
+		more = fmt.Sprintf(" (the first %d of %d)", maxNamed, len(hits))
+	}
+	return fmt.Sprintf("of the %d skills, those with a word of %q in their names or descriptions are %s%s", len(s.skills), name, strings.Join(n, ", "), more)
 }
 
+// MaxPromptSection bounds PromptSection, in bytes, however many skills there are
+// (level 1 must not grow with them: 3,000 skills with long descriptions would
+// otherwise fill a context window). Past it the descriptions are shortened, then
+// left out, then the names past the bound are left out with a count, and the
+// section says how to find the rest (load_skill with a word of the task).
+const MaxPromptSection = 16 << 10
+
+const (
+	promptIntro = "## Skills\n\nThese skills are available. When a task matches one, call load_skill with its name to read its instructions before you act; read_skill_file reads a file its instructions refer to.\n"
+	promptShort = "The list is shortened to fit: when no skill listed matches, call load_skill with a word of the task as the name and it answers with the skills that match.\n"
+)
+
 // PromptSection is level 1: the skills' names and descriptions, sorted by name, for
-// the system prompt; "" when there are none. The same set gives the same bytes.
+// the system prompt; "" when there are none. The same set gives the same bytes. It
+// is at most MaxPromptSection bytes.
 func (s *Set) PromptSection() string {
 	if s == nil || len(s.skills) == 0 {
 		return ""
 	}
+	full := promptIntro + "\n" + s.listing(-1)
+	if len(full) <= MaxPromptSection {
+		return full
+	}
+	head := promptIntro + promptShort + "\n"
+	for _, width := range []int{200, 100, 50, 0} {
+		if l := s.listing(width); len(head)+len(l) <= MaxPromptSection {
+			return head + l
+		}
+	}
 	var b strings.Builder
-	b.WriteString("## Skills\n\nThese skills are available. When a task matches one, call load_skill with its name to read its instructions before you act; read_skill_file reads a file its instructions refer to.\n\n")
+	b.WriteString(head)
+	for i, k := range s.skills {
+		line := "- " + k.Name + "\n"
+		more := fmt.Sprintf("- … and %d more skills, not listed\n", len(s.skills)-i)
+		if b.Len()+len(line)+len(more) > MaxPromptSection {
+			b.WriteString(more)
+			break
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}
+
+// listing is one line per skill: its name and its description on one line, cut to
+// width characters when width is positive, left out when it is 0, whole when it is
+// negative.
+func (s *Set) listing(width int) string {
+	var b strings.Builder
 	for _, k := range s.skills {
 		b.WriteString("- ")
 		b.WriteString(k.Name)
-		b.WriteString(": ")
-		b.WriteString(strings.Join(strings.Fields(k.Description), " "))
+		if width != 0 {
+			d := strings.Join(strings.Fields(k.Description), " ")
+			if width > 0 && utf8.RuneCountInString(d) > width {
+				d = strings.TrimRightFunc(string([]rune(d)[:width]), unicode.IsSpace) + "…"
+			}
+			b.WriteString(": ")
+			b.WriteString(d)
+		}
 		b.WriteByte('\n')
 	}
 	return b.String()
 }
 
 // Body is level 2: the skill's instructions (SKILL.md without its front matter), read
-// from disk now, and the files of its folder.
+// from disk now, and the files of its folder that ReadFile reads: regular files, and
+// symlinks to regular files inside the folder.
 func (s *Set) Body(name string) (body string, files []string, err error) {
 	k, ok := s.Get(name)
 	if !ok {
-		return "", nil, fmt.Errorf("no skill is named %q; the skills are %s", name, s.names())
+		return "", nil, fmt.Errorf("no skill is named %q; %s", name, s.names(name))
 	}
-	root, err := os.OpenRoot(k.Dir)
+	root, err := openFolder(k)
 	if err != nil {
-		return "", nil, fmt.Errorf("skill %s: %w", name, err)
+		return "", nil, err
 	}
 	defer root.Close()
 	b, err := readFile(root, FileName, s.cfg.MaxSkillBytes)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil, fmt.Errorf("skill %s: its %s is gone: it was removed or renamed after the node loaded the skills", name, FileName)
+	}
 	if err != nil {
 		return "", nil, fmt.Errorf("skill %s: %w", name, err)
 	}
@@ -338,6 +452,11 @@ func (s *Set) Body(name string) (body string, files []string, err error) {
 		if strings.HasPrefix(d.Name(), ".") {
 			return nil
 		}
+		if d.Type()&fs.ModeType != 0 { // a symlink, pipe, device or socket
+			if info, err := root.Stat(p); err != nil || !info.Mode().IsRegular() {
+				return nil // read_skill_file would refuse it: a symlink out, a pipe, …
+			}
+		}
 		if len(files) == maxListed {
 			files = append(files, "…")
 			return fs.SkipAll
@@ -354,15 +473,15 @@ func (s *Set) Body(name string) (body string, files []string, err error) {
 func (s *Set) ReadFile(name, path string) (string, error) {
 	k, ok := s.Get(name)
 	if !ok {
-		return "", fmt.Errorf("no skill is named %q; the skills are %s", name, s.names())
+		return "", fmt.Errorf("no skill is named %q; %s", name, s.names(name))
 	}
 	rel, err := confine(path)
 	if err != nil {
 		return "", err
 	}
-	root, err := os.OpenRoot(k.Dir)
+	root, err := openFolder(k)
 	if err != nil {
-		return "", fmt.Errorf("skill %s: %w", name, err)
+		return "", err
 	}
 	defer root.Close()
 	f, info, err := openRegular(root, rel)
@@ -397,6 +516,23 @@ func confine(path string) (string, error) {
 		return "", fmt.Errorf("the path %q leaves the skill's folder: \"..\" is not allowed", path)
 	}
 	return filepath.Clean(path), nil
+}
+
+// openFolder opens the folder of skill k. Its errors name the skill, not the
+// folder's path on the node's disk (which the model and the session's events
+// would otherwise be told).
+func openFolder(k Skill) (*os.Root, error) {
+	root, err := os.OpenRoot(k.Dir)
+	var pe *fs.PathError
+	switch {
+	case err == nil:
+		return root, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("skill %s: its folder is gone: it was removed or renamed after the node loaded the skills", k.Name)
+	case errors.As(err, &pe):
+		return nil, fmt.Errorf("skill %s: its folder cannot be opened: %w", k.Name, pe.Err)
+	}
+	return nil, fmt.Errorf("skill %s: %w", k.Name, err)
 }
 
 // stripRoot turns os.Root's escape error into words for the model.
@@ -453,15 +589,15 @@ func (l *limitedBuffer) String() string {
 func (s *Set) ReadBytes(name, path string, max int64) ([]byte, error) {
 	k, ok := s.Get(name)
 	if !ok {
-		return nil, fmt.Errorf("no skill is named %q; the skills are %s", name, s.names())
+		return nil, fmt.Errorf("no skill is named %q; %s", name, s.names(name))
 	}
 	rel, err := confine(path)
 	if err != nil {
 		return nil, err
 	}
-	root, err := os.OpenRoot(k.Dir)
+	root, err := openFolder(k)
 	if err != nil {
-		return nil, fmt.Errorf("skill %s: %w", name, err)
+		return nil, err
 	}
 	defer root.Close()
 	f, info, err := openRegular(root, rel)
