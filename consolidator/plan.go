@@ -172,6 +172,7 @@ type planner struct {
 	// the last check.
 	err        error
 	steps      int
+	compared   int             // the cosines computed (tests count them)
 	planes     map[int]*planes // by dimension
 	now        time.Time
 	p          Policy
@@ -220,6 +221,7 @@ func (pl *planner) cos(a, b *item) (float64, bool) {
 	if len(a.m.Vector) != len(b.m.Vector) || len(a.m.Vector) == 0 || a.norm == 0 || b.norm == 0 {
 		return 0, false
 	}
+	pl.compared++
 	return dot(a.m.Vector, b.m.Vector) / math.Sqrt(a.norm*b.norm), true
 }
 
