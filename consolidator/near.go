@@ -190,7 +190,9 @@ func (ns *nearSet) each(i, from int, skip func(j int) bool, f func(j int, cos fl
 }
 
 // hashed is each through the tables: the candidates are the items from position
-// from on that share a bucket with i in a table, and whose sketches are close enough.
+// from on within window entries of i in a bucket it shares with them, and whose
+// sketches are close enough; the first maxCompared of them (tables in order, a
+// window in its order) are compared.
 func (ns *nearSet) hashed(i, from int, skip func(j int) bool, f func(j int, cos float64)) {
 	if ns.sk[i] == nil {
 		return
