@@ -438,7 +438,9 @@ func (c *Consolidator) distill(ctx context.Context, key string, step int, d *Dec
 	if err != nil {
 		return false, fmt.Errorf("model %s answered what cannot be read, nothing distilled: %w", c.model.Name(), err)
 	}
-	if !ok {
+	// A model's text may hold bytes no memory takes (a NUL copied from an old
+	// memory): the fact is kept without them rather than failing the run.
+	if fact = strings.TrimSpace(memory.CleanText(fact)); !ok || fact == "" {
 		return false, nil
 	}
 	d.Content = fact

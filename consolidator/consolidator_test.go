@@ -140,6 +140,9 @@ func (f *fakeTarget) Distill(_ context.Context, key string, sources []string, co
 		if strings.TrimSpace(content) == "" {
 			return memory.Memory{}, fmt.Errorf("%w: empty content", memory.ErrInvalid)
 		}
+		if strings.ContainsRune(content, 0) { // as memory.Namespace.Distill
+			return memory.Memory{}, fmt.Errorf("%w: content holds a NUL byte", memory.ErrInvalid)
+		}
 		f.next++
 		m := memory.Memory{ID: fmt.Sprintf("m_new%d", f.next), Namespace: f.name, Tier: memory.Semantic,
 			Content: content, Importance: importance, Created: now, Timestamp: now}
@@ -251,6 +254,24 @@ func TestRunDistilsAClusterIntoAFactLinkedToItsSources(t *testing.T) {
 	}
 	if !strings.Contains(rep.String(), "distilled 1") || !strings.Contains(rep.String(), "Alice prefers morning meetings.") {
 		t.Errorf("report:\n%s", rep)
+	}
+}
+
+// A model that copies a NUL from a memory stored before such content was refused
+// (or answers one) gets its fact distilled without it, rather than the namespace
+// refusing the distillation at every run.
+func TestRunDistilsAFactHoldingANulWithoutIt(t *testing.T) {
+	f := newFake(episodes()...)
+	model := scripted(t, `{"fact": "Alice prefers\u0000 morning meetings.\u0000", "importance": 0.8}`)
+	rep, err := newConsolidator(t, model, only(consolidator.Policy{ClusterThreshold: 0.8})).Run(context.Background(), f, "run1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Distilled != 1 || len(rep.Skipped) != 0 {
+		t.Fatalf("report:\n%s", rep)
+	}
+	if fact, _ := f.get(rep.Decisions[0].Into); fact.Content != "Alice prefers morning meetings." {
+		t.Errorf("distilled %q", fact.Content)
 	}
 }
 

@@ -1,6 +1,7 @@
 package consolidator
 
 import (
+	"cmp"
 	"math"
 	"math/bits"
 	"slices"
@@ -18,6 +19,18 @@ import (
 // (fixed hyperplanes, drawn from a fixed seed, that depend on nothing but the vector's
 // dimension) and depends on each vector alone, so the pairs found are the same for
 // the same memories in any order.
+//
+// The work of a hashed search is bounded per item, so that a run plans a namespace of
+// any size in time linear in it: templated memories ("user N ordered item M") are
+// alike enough to share a bucket by the ten thousand, and comparing each with every
+// other of its bucket took a run's 5 minutes and more at 100,000 memories (the run
+// timed out before it applied any merge). A bucket is ordered by a locality key (sketch
+// bits, a different rotation in each table, then position), and an item's candidates
+// in a table are the window entries on each side of its own; at most maxCompared
+// candidates of an item are compared exactly. In a bucket of at most 2·window+1
+// items every pair is a candidate, as before; in a larger one a close pair far apart
+// in every table's order is missed by this run, and the next run, its
+// namespace changed by this one's merges, sees other neighbours.
 
 // ExhaustiveBelow is the size of a set of memories from which the planner's pairwise
 // searches use hashing instead of comparing every pair (see Plan).
@@ -40,6 +53,11 @@ const (
 	slack  = 4.0
 	// sketchSeed fixes the hyperplanes: changing it changes which rare pairs are missed.
 	sketchSeed = 0x7a3c9d2e5b1f4086
+	// window is how many entries on each side of an item's own in a bucket are its
+	// candidates in that table, and maxCompared how many candidates of one item one
+	// search compares exactly at most (see the bound above).
+	window      = 32
+	maxCompared = 256
 )
 
 // nbr is a neighbour in a near set: its position and cosine.
@@ -62,8 +80,9 @@ type nearSet struct {
 	items []*item
 	s     float64
 	// tables holds, per hash table, the key of each item with a sketch in the high
-	// 32 bits and its position in the low ones, in ascending order: a bucket is a
-	// run of one key. nil when every pair is compared on demand.
+	// 32 bits and its position in the low ones, ordered by key, then locality key
+	// (sub), then position: a bucket is a run of one key. nil when every pair is
+	// compared on demand.
 	tables  [][]uint64
 	picks   [][]int // the sketch bits of each table's key
 	sk      []*[sketchWords]uint64
@@ -81,8 +100,13 @@ type nearSet struct {
 func (pl *planner) near(items []*item, s float64) *nearSet {
 	ns := &nearSet{pl: pl, items: items, s: s}
 	tables, k := tablesFor(s)
-	if len(items) < ExhaustiveBelow || tables == 0 {
+	if len(items) < ExhaustiveBelow || !(s > 0) {
 		return ns
+	}
+	if tables == 0 {
+		// A threshold too low for buckets to find 99% of its pairs: they find
+		// fewer, rather than compare every pair of a large set (quadratic).
+		tables, k = maxTables, minTableBits
 	}
 	ns.sk = make([]*[sketchWords]uint64, len(items))
 	for i, it := range items {
@@ -107,10 +131,29 @@ func (pl *planner) near(items []*item, s float64) *nearSet {
 		if !pl.tick(len(keys)) {
 			return ns
 		}
-		slices.Sort(keys)
+		slices.SortFunc(keys, func(a, b uint64) int { return ns.order(t, a, b) })
 		ns.tables[t] = keys
 	}
 	return ns
+}
+
+// sub is item i's locality key in table t: 64 of its sketch bits, a different word
+// and rotation in each table, so that the items next to one another in a bucket
+// share many hyperplanes' sides, and not the same ones in every table.
+func (ns *nearSet) sub(t, i int) uint64 {
+	return bits.RotateLeft64(ns.sk[i][t%sketchWords], -4*(t/sketchWords))
+}
+
+// order orders two entries of table t: by key, locality key, then position.
+func (ns *nearSet) order(t int, a, b uint64) int {
+	if c := cmp.Compare(a>>32, b>>32); c != 0 {
+		return c
+	}
+	i, j := int(uint32(a)), int(uint32(b))
+	if c := cmp.Compare(ns.sub(t, i), ns.sub(t, j)); c != 0 {
+		return c
+	}
+	return cmp.Compare(i, j)
 }
 
 // key is item i's bucket in table t.
@@ -147,7 +190,9 @@ func (ns *nearSet) each(i, from int, skip func(j int) bool, f func(j int, cos fl
 }
 
 // hashed is each through the tables: the candidates are the items from position
-// from on that share a bucket with i in a table, and whose sketches are close enough.
+// from on within window entries of i in a bucket it shares with them, and whose
+// sketches are close enough; the first maxCompared of them (tables in order, a
+// window in its order) are compared.
 func (ns *nearSet) hashed(i, from int, skip func(j int) bool, f func(j int, cos float64)) {
 	if ns.sk[i] == nil {
 		return
@@ -159,27 +204,34 @@ func (ns *nearSet) hashed(i, from int, skip func(j int) bool, f func(j int, cos 
 	}
 	ns.asked[i] = ns.search
 	ns.found = ns.found[:0]
+	compared := 0
 	for t, keys := range ns.tables {
-		key := ns.key(t, i)
-		lo, _ := slices.BinarySearch(keys, key<<32|uint64(from))
-		for _, e := range keys[lo:] {
-			if e>>32 != key {
-				break
+		own := ns.key(t, i)<<32 | uint64(i)
+		at, _ := slices.BinarySearchFunc(keys, own, func(e, target uint64) int { return ns.order(t, e, target) })
+		for _, e := range keys[max(at-window, 0):min(at+window+1, len(keys))] {
+			if e>>32 != own>>32 {
+				continue // another bucket
 			}
 			if !ns.pl.tick(1) {
 				return
 			}
 			j := int(uint32(e))
-			if ns.asked[j] == ns.search {
+			if j < from || ns.asked[j] == ns.search {
 				continue
 			}
 			ns.asked[j] = ns.search
 			if skip(j) || distance(ns.sk[i], ns.sk[j]) > ns.maxDist {
 				continue
 			}
+			if compared++; compared > maxCompared {
+				break
+			}
 			if c, ok := ns.pl.cos(ns.items[i], ns.items[j]); ok && c >= ns.s {
 				ns.found = append(ns.found, nbr{int32(j), c})
 			}
+		}
+		if compared > maxCompared {
+			break
 		}
 	}
 	slices.SortFunc(ns.found, func(x, y nbr) int { return int(x.j) - int(y.j) })

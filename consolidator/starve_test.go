@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -108,5 +109,38 @@ func TestRunCutShortWhilePlanningPairsStillForgetsTheOld(t *testing.T) {
 	rep, err = c.Run(context.Background(), f, "run2")
 	if err != nil || rep.Forgotten != 0 || f.dups != 0 {
 		t.Errorf("the next run: err %v, forgot %d, %d changes repeated", err, rep.Forgotten, f.dups)
+	}
+}
+
+// A run over a namespace of 20,000 memories of one template (their vectors all
+// alike: they share their hash buckets by the thousand) plans within a budget of
+// work linear in their number and applies what it decided: before, its pairwise
+// rules compared every pair of a bucket, and at 100,000 memories a run's 5 minutes
+// ran out before a single merge was applied, run after run.
+func TestRunOfAlikeMemoriesFinishesWithinItsBudget(t *testing.T) {
+	const n = 20_000
+	mems := denseEpisodes(n)
+	// Every tenth memory repeats the one before in other words (cosine 0.999).
+	for i := 9; i < n; i += 10 {
+		v := slices.Clone(mems[i-1].Vector)
+		v[i%len(v)] += 0.01
+		mems[i].Vector = v
+	}
+	f := newFake(mems...)
+	c := newConsolidator(t, nil, consolidator.Policy{})
+	// The planner asks its context once per 4,096 steps of work (a memory looked
+	// at as a candidate, mostly); a budget of n/2 asks is 2,048 steps per memory.
+	ctx := newWorkBudget(n / 2)
+	rep, err := c.Run(ctx, f, "run1")
+	if err != nil {
+		t.Fatalf("the run ended with %v (%d asks left of %d); want it planned and applied", err, ctx.budget, n/2)
+	}
+	t.Logf("%d memories alike: %d asks of the budget's %d; merged %d, distilled %d, %d decisions", n, n/2-ctx.budget, n/2,
+		rep.Merged, rep.Distilled, len(rep.Decisions))
+	if rep.Merged < n/10 {
+		t.Errorf("the run merged %d memories, want the %d repeated at least", rep.Merged, n/10)
+	}
+	if len(f.mems) > n-n/10 {
+		t.Errorf("%d memories left of %d: the merges were not applied", len(f.mems), n)
 	}
 }

@@ -85,6 +85,9 @@ func (ns *Namespace) SetBlock(ctx context.Context, key string, b Block, reason s
 	if !utf8.ValidString(value) {
 		return fmt.Errorf("%w: block %s: the value is not UTF-8 text", ErrInvalid, label)
 	}
+	if i := strings.IndexByte(value, 0); i >= 0 {
+		return fmt.Errorf("%w: block %s: the value holds a NUL byte (at byte %d): binary content is no block", ErrInvalid, label, i)
+	}
 	ns.mu.Lock()
 	defer ns.mu.Unlock()
 	_, err = ns.write(ctx, key, func() ([]messages.Payload, error) {

@@ -185,6 +185,8 @@ func TestAddRejectsBadInputAndWritesNothing(t *testing.T) {
 		"metadata string":  {Tier: memory.Semantic, Content: "x", Metadata: json.RawMessage(`"a"`)},
 		"metadata broken":  {Tier: memory.Semantic, Content: "x", Metadata: json.RawMessage(`{"a":`)},
 		"far future":       {Tier: memory.Episodic, Content: "x", Timestamp: t0.Add(25 * time.Hour)},
+		"NUL byte":         {Tier: memory.Semantic, Content: "\x7fELF\x02\x01\x01\x00\x00"},
+		"not UTF-8":        {Tier: memory.Semantic, Content: "caf\xe9"},
 	} {
 		_, err := ns.Add(testCtx(t), "", []memory.AddRequest{good, bad})
 		if !errors.Is(err, memory.ErrInvalid) {

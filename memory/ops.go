@@ -259,7 +259,29 @@ func (ns *Namespace) checkContent(s string) (string, error) {
 	case !utf8.ValidString(c):
 		return "", fmt.Errorf("%w: content is not UTF-8 text", ErrInvalid)
 	}
+	if err := checkNUL(c); err != nil {
+		return "", err
+	}
 	return ns.redact(c), nil
+}
+
+// checkNUL refuses content holding a NUL byte, as the knowledge base refuses such a
+// document: it is binary (a piece of an executable), or UTF-16 read as bytes, and a
+// memory holding it would go into every prompt and JSON answer that recalls it.
+func checkNUL(c string) error {
+	if i := strings.IndexByte(c, 0); i >= 0 {
+		return fmt.Errorf("%w: content holds a NUL byte (at byte %d): binary content, or text in UTF-16; send the memory as UTF-8 text", ErrInvalid, i)
+	}
+	return nil
+}
+
+// CleanText returns s as content checkContent accepts, for the memories written
+// without a caller to answer (the write after a task, a distillation): each invalid
+// UTF-8 sequence becomes U+FFFD and NUL bytes are dropped (UTF-16 text of ASCII
+// letters reads as its letters). A caller that can be told (the HTTP API, the memory
+// tool) gets ErrInvalid instead.
+func CleanText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
 }
 
 func (ns *Namespace) redact(s string) string {

@@ -235,11 +235,12 @@ func parseImportance(raw json.RawMessage) float64 {
 	return -1
 }
 
-// normalizeFact trims a fact, bounds its text, clamps its importance into [0, 1]
+// normalizeFact trims a fact (dropping the bytes no memory takes, CleanText: a
+// turn may hold a NUL, and the write after a task must not fail on it), bounds its text, clamps its importance into [0, 1]
 // (a negative or NaN one becomes DefaultImportance) and makes an unknown or empty
 // tier semantic.
 func normalizeFact(f Fact) Fact {
-	f.Content = strings.Join(strings.Fields(f.Content), " ")
+	f.Content = strings.Join(strings.Fields(CleanText(f.Content)), " ")
 	if len(f.Content) > maxFactBytes {
 		f.Content = clipText(f.Content, maxFactBytes)
 	}
@@ -862,6 +863,7 @@ func (ns *Namespace) Remember(ctx context.Context, key string, turn Turn, opts R
 		if err != nil {
 			return decisions, err
 		}
+		d.Content = CleanText(d.Content) // a model's decided text, as the fact's
 		if err := ns.apply1(ctx, sub(strconv.Itoa(i)), turn, opts, near, &d); err != nil {
 			return decisions, fmt.Errorf("memory: remember fact %d (%s): %w", i+1, d.Event, err)
 		}

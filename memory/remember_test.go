@@ -658,3 +658,43 @@ func TestRememberOptions(t *testing.T) {
 		t.Fatalf("memory %+v", m)
 	}
 }
+
+// A turn holding bytes no memory takes (a NUL, invalid UTF-8: a task's input is
+// whatever its caller sent) is remembered without them, rather than failing the
+// write after the task at its first such fact.
+func TestRememberDropsTheBytesNoMemoryTakes(t *testing.T) {
+	ns := newWriteFixture(t, nil).ns(t, "user:bob")
+	ds := remember(t, ns, "a", userTurn("I live in Par\x00is.\nMy sister is called Ann\xffa. I like green tea."))
+	if len(ds) != 3 {
+		t.Fatalf("decisions %+v, want 3", ds)
+	}
+	want := []string{"I live in Paris.", "My sister is called Ann\uFFFDa.", "I like green tea."}
+	for i, d := range ds {
+		if d.Event != memory.EventAdd {
+			t.Fatalf("fact %d: %+v, want ADD", i, d)
+		}
+		m, ok := ns.Get(d.MemoryID)
+		if !ok || m.Content != want[i] {
+			t.Errorf("fact %d stored %q, want %q", i, m.Content, want[i])
+		}
+	}
+
+	// With a model: its facts and its decided text are cleaned too.
+	model := &phased{}
+	f := newWriteFixture(t, model)
+	ns = f.ns(t, "user:dan")
+	model.next(t, `{"facts": ["Dan plays the cello"]}`)
+	remember(t, ns, "seed", userTurn("I play the cello."))
+	model.next(t, `{"facts": ["Dan owns a \u0000red bicycle", "Dan plays the cello in an orchestra"]}`,
+		`{"event": "ADD", "reason": "a new possession"}`,
+		`{"event": "UPDATE", "id": "m_1", "text": "Dan plays the cello\u0000 in an orchestra"}`)
+	ds = remember(t, ns, "turn-2", userTurn("I have a red bicycle and I play the cello in an orchestra."))
+	if len(ds) != 2 || ds[0].Event != memory.EventAdd || ds[1].Event != memory.EventUpdate {
+		t.Fatalf("decisions %+v", ds)
+	}
+	for id, want := range map[string]string{ds[0].MemoryID: "Dan owns a red bicycle", "m_1": "Dan plays the cello in an orchestra"} {
+		if m, _ := ns.Get(id); m.Content != want {
+			t.Errorf("%s holds %q, want %q", id, m.Content, want)
+		}
+	}
+}

@@ -217,6 +217,9 @@ func (m *Memories) Check(in Input) error {
 	case !utf8.ValidString(c):
 		return fmt.Errorf("%w: content is not UTF-8 text", ErrInvalid)
 	}
+	if err := checkNUL(strings.TrimSpace(in.Content)); err != nil {
+		return err
+	}
 	if in.Timestamp != "" {
 		ts, _ := time.Parse(time.RFC3339Nano, in.Timestamp) // Check parsed it
 		if now := m.cfg.Now(); ts.After(now.Add(MaxFuture)) {

@@ -218,6 +218,41 @@ func TestWriteAfterTask(t *testing.T) {
 	}
 }
 
+// A task's input holding a NUL (its caller's bytes) is remembered without it: the
+// write after the task does not fail on it, as a memory written by hand would.
+func TestWriteAfterTaskOfAnInputHoldingANul(t *testing.T) {
+	model, err := llm.NewScripted(llm.Script{Steps: []llm.ScriptStep{{Content: "Noted."}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, node.Config{Model: model, Memory: &memory.Config{}, MemoryTool: &memory.ToolConfig{Namespace: "agent:a"},
+		MemoryWriteAfterTask: true})
+	events := nodetest.Run(t, n, "s-nul", "I live in Os\x00lo and I like tea.")
+	if done := events[len(events)-1]; done.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task ended with %s", done.Type)
+	}
+	ns, err := n.Memories().Namespace(context.Background(), "agent:a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if err := ns.Refresh(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := ns.Snapshot(); len(got) > 0 {
+			if len(got) != 1 || got[0].Content != "I live in Oslo and I like tea." {
+				t.Fatalf("remembered %+v", got)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nothing was remembered in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // MemoryWriteAfterTask needs the memory tool's namespace.
 func TestWriteAfterTaskNeedsTheMemoryTool(t *testing.T) {
 	_, err := node.New(context.Background(), node.Config{DataDir: t.TempDir(), Memory: &memory.Config{}, MemoryWriteAfterTask: true})
