@@ -230,10 +230,14 @@ func (n *Node) memoryRemoteWithin(ctx context.Context, c messages.MemoryCommand,
 	// Its reply, published before this node reads troupe.replies (its subscription
 	// there is positioned at the latest offset once the router runs), would never
 	// be read: a command sent while the node starts waits for the router.
+	//
+	// A node that stops meanwhile does not answer the call (it waits for its context,
+	// which the node's Close ends, effects answering nobody then): answered, "the
+	// node stops" would be recorded as the tool's result, a change never made (or
+	// made, its answer lost), and the session would go on from it; unanswered, the
+	// session's next owner performs the call again under its key, once.
 	select {
 	case <-n.routing:
-	case <-n.stopping:
-		return nil, errors.New("node: stopping")
 	case <-ctx.Done():
 		return nil, fmt.Errorf("node: the command to the owner of namespace %s was not sent: the node does not read replies yet: %w", c.Namespace, ctx.Err())
 	}
@@ -255,8 +259,6 @@ func (n *Node) memoryRemoteWithin(ctx context.Context, c messages.MemoryCommand,
 			return nil, errors.New(rep.Error)
 		}
 		return rep.Result, nil
-	case <-n.stopping:
-		return nil, errors.New("node: stopping")
 	case <-ctx.Done():
 		return nil, fmt.Errorf("node: the owner of namespace %s did not answer: %w (a write sent again with the same key is made once)", c.Namespace, ctx.Err())
 	}
