@@ -426,14 +426,15 @@ func TestMemoryAfterMilvusConnectionForgotten(t *testing.T) {
 }
 
 // Hostile input through the HTTP API on Milvus: content at the size limit in
-// four-byte characters, quotes, backslashes, NUL and line breaks in content and
-// metadata, and many namespaces named with every character a namespace may hold.
+// four-byte characters, quotes, backslashes, control characters and line breaks in
+// content (a NUL is refused there: TestMemoryBadInputIsRefusedAndWritesNothing), a NUL
+// in metadata, and many namespaces named with every character a namespace may hold.
 // Each namespace's search finds its own memory, byte for byte, and no other's.
 func TestMemoryHostileInputOnMilvus(t *testing.T) {
 	addr := milvusAddr(t)
 	mn := newMemoryNode(t, node.Config{Memory: &memory.Config{Vectors: newMilvusStore(t, addr, milvusPrefix(t, addr))}})
 	huge := strings.Repeat("🦀", memory.DefaultMaxContentBytes/4-4) + " crab"
-	hostile := []string{huge, `quote " and 'single' and \backslash\ and "]["`, "nul \x00 byte\nnew line\ttab \u2028 sep",
+	hostile := []string{huge, `quote " and 'single' and \backslash\ and "]["`, "bell \x07 esc \x1b byte\nnew line\ttab \u2028 sep",
 		`metadata["ns"] == "user:a" or true`, "ünïcödé 日本語"}
 	const namespaces = 40
 	var items []string
