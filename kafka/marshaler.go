@@ -3,10 +3,8 @@ package kafka
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	kafkago "github.com/segmentio/kafka-go"
@@ -143,24 +141,11 @@ func repeatedHeaders(headers []kafkago.Header) string {
 		if b.Len() > 0 {
 			b.WriteString(", ")
 		}
-		b.WriteString(quoteHead(h.Key))
+		b.WriteString(messages.QuoteHead(h.Key))
 		b.WriteByte('=')
-		b.WriteString(quoteHead(string(h.Value)))
+		b.WriteString(messages.QuoteHead(string(h.Value)))
 	}
 	return b.String()
-}
-
-// quoteHead quotes s (%q), its first 64 bytes and their length when longer.
-func quoteHead(s string) string {
-	const head = 64
-	if len(s) <= head {
-		return strconv.Quote(s)
-	}
-	cut := head
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
 }
 
 // RecordInfo is where a consumed message sits in Kafka.

@@ -16,7 +16,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -1175,18 +1174,8 @@ func (c Config) warnUnpricedCosts() {
 }
 
 // QuoteHead quotes s (%q) for an error, its first 64 bytes and their length when
-// longer: a huge value sent back whole would make the error as large as it.
-func QuoteHead(s string) string {
-	const head = 64
-	if len(s) <= head {
-		return strconv.Quote(s)
-	}
-	cut := head
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return fmt.Sprintf("%q… (%d bytes)", s[:cut], len(s))
-}
+// longer (messages.QuoteHead).
+func QuoteHead(s string) string { return messages.QuoteHead(s) }
 
 // MaxCostBudget bounds a cost budget in US dollars: a task's (Task.MaxCostUSD) and
 // an agent's (NamedAgent.MaxCostUSD).
