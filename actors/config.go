@@ -15,7 +15,7 @@ import (
 // system prompt (its skills' section included), its model and its approvals. A
 // node restarted with another configuration goes on with a task in flight as it
 // began, re-issuing its model call in flight as recorded (the same model, the
-// same prompt), and replay verifies a session whose configuration changed since;
+// same prompt, no tool configured since), and replay verifies a session whose configuration changed since;
 // a task recorded after the change runs under the new one. The session records
 // the configuration's content once per change, the digest with every task.
 
@@ -29,6 +29,9 @@ func (a *Agent) configOf() messages.AgentConfig {
 		}
 	}
 	slices.Sort(c.Approvals)
+	for _, t := range a.Tools {
+		c.Tools = append(c.Tools, t.Name)
+	}
 	return c
 }
 
@@ -42,7 +45,8 @@ func configDigest(c *messages.AgentConfig) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// withConfig returns a running under the recorded configuration c. When c names
+// withConfig returns a running under the recorded configuration c: of a's tools,
+// those c names (a tool c names that a no longer has cannot be offered). When c names
 // another model than a's, and no chain of its own, its calls name that model
 // (llm.Request.Models), so that the call performed is the one recorded: a node
 // that does not have it answers the call with an error naming it.
@@ -60,6 +64,16 @@ func (a Agent) withConfig(c *messages.AgentConfig) Agent {
 		a.Approvals[tool] = true
 	}
 	a.ApprovalTimeout = time.Duration(c.ApprovalTimeoutUS) * time.Microsecond
+	if slices.ContainsFunc(a.Tools, func(t messages.ToolSpec) bool { return !slices.Contains(c.Tools, t.Name) }) {
+		// A tool configured since is not the task's: its offer, its calls.
+		tools := make([]messages.ToolSpec, 0, len(c.Tools))
+		for _, t := range a.Tools {
+			if slices.Contains(c.Tools, t.Name) {
+				tools = append(tools, t)
+			}
+		}
+		a.Tools = tools
+	}
 	return a
 }
 

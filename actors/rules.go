@@ -93,8 +93,9 @@ import (
 //     error held it whole (a step ID of 100 KB among it).
 //   - 7: a task runs under the configuration of its agent recorded with it
 //     (messages.TaskSubmitted.ConfigDigest and Config; config.go): its system
-//     prompt, its skills' section included, its model (and own chain) and its
-//     approvals (the tools that wait, the timeout), for the whole task. A node
+//     prompt, its skills' section included, its model (and own chain), the
+//     names of its configured tools (one configured since is not offered) and
+//     its approvals (the tools that wait, the timeout), for the whole task. A node
 //     restarted with another configuration re-issues the task's model call in
 //     flight as it was recorded (the same model, the same prompt) and goes on
 //     under that configuration; tasks recorded after the change run under the new

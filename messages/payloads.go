@@ -134,7 +134,8 @@ type TaskSubmitted struct {
 
 // AgentConfig is what of its agent's configuration a task runs under, recorded
 // with it (TaskSubmitted.Config): what its prompts open with and which model they
-// go to, and which of its tool calls wait for a human's approval.
+// go to, the tools it is offered, and which of its tool calls wait for a human's
+// approval.
 type AgentConfig struct {
 	// SystemPrompt is the agent's system prompt, its skills' section included.
 	SystemPrompt string `json:"system_prompt,omitempty"`
@@ -146,6 +147,10 @@ type AgentConfig struct {
 	// ApprovalTimeoutUS is how long a call waits before it is rejected (0: for ever).
 	Approvals         []string `json:"approvals,omitempty"`
 	ApprovalTimeoutUS int64    `json:"approval_timeout_us,omitempty"`
+	// Tools are the names of the tools the agent was configured with, in their
+	// order (not an MCP server's, which come and go while a node runs): a tool
+	// configured since is not offered to the task.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // ParentRef links a child session's task to the call that delegated it: the
