@@ -31,7 +31,7 @@ func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
 	writeFiles(t, dir, map[string]string{
 		"skills-a/greet/SKILL.md": "---\nname: greet\ndescription: Greets people warmly.\n---\nSay hello by name.\n",
 		"skills-b/greet/SKILL.md": "---\nname: greet\ndescription: Greets people curtly.\n---\nSay hi.\n",
-		"b.json": `{"model": "offline", "system_prompt": "You are the second configuration.", "skills_dir": ` + quote(filepath.Join(dir, "skills-b")) + `}`,
+		"b.json":                  `{"model": "offline", "system_prompt": "You are the second configuration.", "skills_dir": ` + quote(filepath.Join(dir, "skills-b")) + `}`,
 	})
 	set, _, err := skills.Load(skills.Config{Dir: filepath.Join(dir, "skills-a")})
 	if err != nil {
