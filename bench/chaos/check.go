@@ -76,6 +76,23 @@ func summarize(ev []event) tally {
 	return t
 }
 
+// noteSession is the session a note's call key counts for: the key is
+// "<session>/<seq>", and a child session of a delegate call ("<parent>.sub<seq>",
+// lead's) counts for its parent.
+func noteSession(key string) string {
+	s := key
+	if i := strings.LastIndex(s, "/"); i > 0 {
+		s = s[:i]
+	}
+	for {
+		i := strings.LastIndex(s, ".sub")
+		if i <= 0 || i+4 == len(s) || strings.Trim(s[i+4:], "0123456789") != "" {
+			return s
+		}
+		s = s[:i]
+	}
+}
+
 func ch(o options, q string) (string, error) {
 	b, err := exec.Command("clickhouse-client", "--host", strings.Split(o.clickhouse, ":")[0], "--port", strings.Split(o.clickhouse, ":")[1],
 		"--database", o.db, "--query", q).CombinedOutput()
@@ -209,11 +226,7 @@ func check(c *cluster, st *stats, o options) int {
 			repeated++
 			fmt.Printf("SIDE EFFECT REPEATED: key %s %s times\n", f[0], f[1])
 		}
-		s := f[0]
-		if i := strings.LastIndex(s, "/"); i > 0 {
-			s = s[:i]
-		}
-		notesBy[s]++
+		notesBy[noteSession(f[0])]++
 	}
 	wantNotes, gotNotes, noteMismatch := 0, 0, 0
 	for _, s := range names {

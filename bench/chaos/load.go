@@ -21,7 +21,7 @@ type sess struct {
 	kind     string
 	accepted int // tasks the cluster acknowledged
 	unknown  int // tasks whose submission had no clear answer (may or may not run)
-	noter    int // of the accepted, tasks of the noter agent (one note each)
+	noter    int // of the accepted, tasks that make one note each (noter's, lead's through its child)
 	noterUnk int
 }
 
@@ -51,7 +51,7 @@ func (s *stats) record(kind, session, agent, outcome string) {
 		x = &sess{kind: kind}
 		s.sessions[session] = x
 	}
-	noter := agent == "noter"
+	noter := agent == "noter" || agent == "lead"
 	if outcome == "ok" {
 		x.accepted++
 		if noter {
@@ -67,9 +67,14 @@ func (s *stats) record(kind, session, agent, outcome string) {
 
 var httpc = &http.Client{Timeout: 20 * time.Second}
 
+// pickAgent: half the tasks make a note (noter), a quarter hand that to a
+// child session (lead delegates to noter), a quarter use the calculator.
 func pickAgent(n int) (agent, input string) {
-	if n%2 == 0 {
+	switch {
+	case n%2 == 0:
 		return "noter", fmt.Sprintf("note %d", n)
+	case n%4 == 3:
+		return "lead", fmt.Sprintf("delegate note %d", n)
 	}
 	return "default", fmt.Sprintf("What is %d * 3?", n)
 }

@@ -87,8 +87,15 @@ func writeConfigs(o *options) error {
 	o.config = filepath.Join(o.dir, "config.json")
 	o.agents = filepath.Join(o.dir, "agents.yaml")
 	sp := filepath.Join(o.dir, "script.json")
-	agents := "agents:\n  noter:\n    description: Adds one note per task, an observable side effect.\n    model: scripted:" + sp + "\n    tools: [notes]\n    max_steps: 4\n"
-	for p, s := range map[string]string{sp: script, o.config: `{"tools": {"notes": {"max_notes": 100000}}}`, o.agents: agents} {
+	// lead hands a note to a child session of noter (the delegate tool): the
+	// child, routed by its own key, often runs on another node.
+	lead := `{"name":"lead-script","steps":[
+ {"tool_calls":[{"id":"d1","name":"delegate","arguments":"{\"agent\":\"noter\",\"task\":\"note this\"}"}]},
+ {"content":"delegated"}]}`
+	lp := filepath.Join(o.dir, "lead.json")
+	agents := "agents:\n  noter:\n    description: Adds one note per task, an observable side effect.\n    model: scripted:" + sp + "\n    tools: [notes]\n    max_steps: 4\n" +
+		"  lead:\n    description: Delegates one note to noter.\n    model: scripted:" + lp + "\n    tools: [delegate]\n    max_steps: 4\n"
+	for p, s := range map[string]string{sp: script, lp: lead, o.config: `{"tools": {"notes": {"max_notes": 100000}}}`, o.agents: agents} {
 		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 			return err
 		}
