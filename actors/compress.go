@@ -600,7 +600,7 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 		if !ok {
 			return
 		}
-		a = a.underRules(t.rules)
+		a = t.runs(a)
 		st.pending, st.pendingKey = nil, p.Key
 		if call := s.compressPlan(&a); call != nil && call.purpose == p.Purpose {
 			st.pending = call
@@ -615,7 +615,7 @@ func (s *SessionState) foldCompression(e messages.Envelope, p messages.Payload) 
 			return
 		}
 		a, _ := s.agents.For(s.ActiveAgent())
-		a = a.underRules(s.activeRules())
+		a = s.runAgent(a)
 		text := strings.TrimSpace(p.Message.Content)
 		if p.Error != "" || text == "" {
 			text = s.compressFallback(a, call, p.Error)

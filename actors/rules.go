@@ -91,7 +91,21 @@ import (
 //     A planner that gives up fails the task (plan_failed) with why its last
 //     answer was refused clipped as the retries quoted it, where under 1 to 5 the
 //     error held it whole (a step ID of 100 KB among it).
-const ContextRules = 6
+//   - 7: a task runs under the configuration of its agent recorded with it
+//     (messages.TaskSubmitted.ConfigDigest and Config; config.go): its system
+//     prompt, its skills' section included, its model (and own chain), the
+//     names of its configured tools (one configured since is not offered) and
+//     its approvals (the tools that wait, the timeout), for the whole task. A node
+//     restarted with another configuration re-issues the task's model call in
+//     flight as it was recorded (the same model, the same prompt) and goes on
+//     under that configuration; tasks recorded after the change run under the new
+//     one. Under 1 to 6 (whose tasks record none) a task went on under the
+//     configuration of the node deciding it: its call in flight was performed
+//     with the new prompt and model while its model.requested named the old ones,
+//     and replay verify of a session whose configuration changed since diverged
+//     at its first model request. A fork's unfinished tasks go on under the
+//     fork's agents (messages.SessionForked). Prompts are version 6's.
+const ContextRules = 7
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -129,6 +143,9 @@ const (
 	// answer was refused: older rules quoted both whole, showed "deps":null, and
 	// failed with the whole reason.
 	rulesPlanPrompts = 6
+	// rulesConfig is the version whose task runs under the configuration of its
+	// agent recorded with it (config.go): under older rules, under the node's.
+	rulesConfig = 7
 )
 
 // MinContextRules is the oldest version of the decision rules this build still
@@ -218,11 +235,13 @@ func (s *SessionState) activeRules() int {
 }
 
 // stampRules returns the task envelope e with the rules of this build recorded on
-// it (messages.TaskSubmitted.Rules): a new task runs under today's rules whatever a
-// client sent, and its payload, or e as it is when the payload does not decode (the
-// fold refuses it) or already says so. decoded, when not nil, is e's payload
-// decoded (SubmitTask.Task): it is taken instead of decoding the payload again.
-func stampRules(e messages.Envelope, decoded *messages.TaskSubmitted) (messages.Envelope, messages.Payload) {
+// it (messages.TaskSubmitted.Rules), and the configuration of its agent among the
+// agents of s, the session it is new to (stampConfig): a new task runs under
+// today's rules and the node's configuration whatever a client sent, and its
+// payload, or e as it is when the payload does not decode (the fold refuses it) or
+// already says so. decoded, when not nil, is e's payload decoded (SubmitTask.Task):
+// it is taken instead of decoding the payload again.
+func stampRules(e messages.Envelope, decoded *messages.TaskSubmitted, s *SessionState) (messages.Envelope, messages.Payload) {
 	var task *messages.TaskSubmitted
 	if decoded != nil && e.Type == messages.TypeTaskSubmitted {
 		cp := *decoded // stamped below: the caller's stays what e encodes, for a second try
@@ -237,7 +256,9 @@ func stampRules(e messages.Envelope, decoded *messages.TaskSubmitted) (messages.
 			return e, nil
 		}
 	}
-	if task.Rules == ContextRules {
+	digest, config := task.ConfigDigest, task.Config
+	s.stampConfig(task)
+	if task.Rules == ContextRules && task.ConfigDigest == digest && task.Config == config {
 		return e, task
 	}
 	task.Rules = ContextRules

@@ -50,21 +50,22 @@ func TestStampRulesTakesTheDecodedTask(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.ID, e.SessionID, e.Seq = "t1", "s", 1
-		want, wantP := stampRules(e, nil)
+		st := NewSessionState("s").WithAgents(Agents{Named: map[string]Agent{"calc": {Name: "calc", Model: "m", SystemPrompt: "You calculate."}}})
+		want, wantP := stampRules(e, nil, st)
 		for try := 1; try <= 2; try++ {
-			got, p := stampRules(e, task)
+			got, p := stampRules(e, task, st)
 			if string(got.Payload) != string(want.Payload) {
 				t.Fatalf("rules %d, try %d: stamped payload %s, want %s", rules, try, got.Payload, want.Payload)
 			}
-			if gp, ok := p.(*messages.TaskSubmitted); !ok || *gp != *wantP.(*messages.TaskSubmitted) {
+			if gp, ok := p.(*messages.TaskSubmitted); !ok || !sameJSON(gp, wantP) || gp.Config == nil {
 				t.Fatalf("rules %d, try %d: payload %+v, want %+v", rules, try, p, wantP)
 			}
-			if task.Rules != rules {
+			if task.Rules != rules || task.ConfigDigest != "" || task.Config != nil {
 				t.Fatalf("rules %d, try %d: the sender's task was changed to rules %d", rules, try, task.Rules)
 			}
 		}
-		decoding := testing.AllocsPerRun(100, func() { stampRules(e, nil) })
-		given := testing.AllocsPerRun(100, func() { stampRules(e, task) })
+		decoding := testing.AllocsPerRun(100, func() { stampRules(e, nil, st) })
+		given := testing.AllocsPerRun(100, func() { stampRules(e, task, st) })
 		if given >= decoding {
 			t.Errorf("rules %d: %v allocations with the task given, %v decoding it: want fewer (not decoded again)", rules, given, decoding)
 		}

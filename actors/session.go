@@ -574,7 +574,7 @@ func (a *SessionActor) claim(ctx actor.Context, m *SubmitTask) bool {
 		e.TS = a.deps.Clock.Now().UnixMicro()
 	}
 	e.Actor = "session"
-	e, p := stampRules(e, m.Task) // a new task runs under this build's rules
+	e, p := stampRules(e, m.Task, a.state) // a new task runs under this build's rules and the node's configuration
 	a.claiming, a.claimRetried, a.newTask = true, false, true
 	err := a.step(ctx, oneEvent(e), p)
 	a.claiming, a.newTask = false, false
@@ -643,7 +643,7 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 		e.TS = a.deps.Clock.Now().UnixMicro()
 	}
 	e.Actor = "session"
-	e, p := stampRules(e, m.Task) // a new task runs under this build's rules
+	e, p := stampRules(e, m.Task, a.state) // a new task runs under this build's rules and the node's configuration
 	a.newTask = a.state.Active() == "" && len(a.inflight) == 0 && a.modelKey.IsZero()
 	err := a.step(ctx, oneEvent(e), p)
 	a.newTask = false
@@ -1009,8 +1009,7 @@ func (a *SessionActor) agents() Agents { return Agents{Default: a.deps.Agent, Na
 // agent is the agent of the running task (the default one when there is none, or
 // when the task names an unknown one: such a task fails before any effect).
 func (a *SessionActor) agent() Agent {
-	agent, _ := a.agents().For(a.state.ActiveAgent())
-	return agent
+	return a.state.ActiveTaskAgent(a.agents())
 }
 
 // pendingOnStack is how many pending calls the session actor gathers without

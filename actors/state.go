@@ -318,6 +318,9 @@ type taskState struct {
 	// rules is the version of the decision rules the task runs under, as recorded
 	// with it (rules.go).
 	rules int
+	// config is the recorded configuration of its agent the task runs under, when
+	// it is not the agent's own now (config.go); nil: the agent's.
+	config *messages.AgentConfig
 }
 
 // SessionState is a session folded from its events. The zero value is not usable:
@@ -351,6 +354,11 @@ type SessionState struct {
 	ctx contextCache
 	// compress is what the agents' conversation compression folded (compress.go).
 	compress compressState
+	// configs are the configurations of agents the session's tasks recorded, in
+	// the order recorded (config.go); digests memoizes the digests of the agents'
+	// own, by name.
+	configs []knownConfig
+	digests map[string]string
 	// key memoizes keyAt: the key of a decided event is also its event's ID.
 	key struct {
 		seq uint64
@@ -482,6 +490,7 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 	switch p := p.(type) {
 	case *messages.TaskSubmitted:
 		nt := &taskState{ID: e.ID, Seq: e.Seq, Spec: *p, phase: phaseQueued, Status: messages.StatusRunning, rules: s.taskRules(e.ID, p)}
+		s.foldConfig(nt, p)
 		s.tasks = append(s.tasks, nt)
 		if s.active == nil {
 			s.activate(nt)
@@ -558,6 +567,8 @@ func (s *SessionState) applyLoop(e messages.Envelope, p messages.Payload) error 
 		}
 	case *messages.ApprovalResolved:
 		s.applyApprovalResolved(e, p)
+	case *messages.SessionForked:
+		s.forgetConfigs()
 	case *messages.TaskCompleted:
 		if t != nil && e.CorrelationID == t.ID {
 			t.phase, t.Status, t.Output, t.Note = phaseDone, messages.StatusCompleted, p.Output, p.Note
@@ -697,8 +708,8 @@ func (s *SessionState) decideAmong(as *Agents, nextSeq uint64, nowUS int64) *Dec
 		return d(&messages.TaskFailed{Reason: messages.ReasonUnsupportedRules, Error: (&RulesError{Seq: t.Seq, TaskID: t.ID, Version: t.rules}).Error(),
 			Steps: t.Steps, Usage: t.Usage}, t.ID)
 	}
-	if t.rules < ContextRules {
-		own = a.underRules(t.rules)
+	if t.rules < ContextRules || t.config != nil {
+		own = t.runs(*a) // its rules, its recorded configuration (config.go)
 		a = &own
 	}
 	if t.Spec.DeadlineUS > 0 && nowUS >= t.Spec.DeadlineUS {
@@ -811,7 +822,7 @@ func effectKey(sessionID string, seq uint64) string {
 // builds the same prompt) and its paradigm's section; then the conversation, what
 // of it fits. A paradigm's own call is its prompt, fitted to the same budget.
 func (s *SessionState) Request(a Agent) llm.Request {
-	a = a.underRules(s.activeRules()) // as the request was decided (DecideAmong)
+	a = s.runAgent(a) // as the request was decided (DecideAmong)
 	if req, ok := s.compressionRequest(a); ok {
 		return req
 	}

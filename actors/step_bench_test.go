@@ -65,7 +65,7 @@ func runStateTask(tb testing.TB, as Agents, id string) *SessionState {
 		tb.Fatal(err)
 	}
 	task.ID, task.SessionID, task.Seq, task.CorrelationID, task.TS = "task-"+id, id, 1, "task-"+id, now
-	task, p := stampRules(task, nil)
+	task, p := stampRules(task, nil, s)
 	if err := s.applyEncoded(task, p); err != nil {
 		tb.Fatal(err)
 	}

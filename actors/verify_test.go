@@ -2,6 +2,7 @@ package actors_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -35,8 +36,12 @@ func TestVerifyARecordedSessionIsDeterministic(t *testing.T) {
 	}
 }
 
+// A session recorded under decision rules 6 diverges at its first model request
+// when its agent's system prompt changed since: its task did not record the
+// configuration it ran under, and is re-decided under today's.
 func TestVerifyReportsAChangedPromptAtItsStep(t *testing.T) {
 	events, agent := recorded(t)
+	events = asRecordedUnder(t, events, 6)
 	agent.SystemPrompt = "You are terse."
 	div, err := actors.Verify(agent, events)
 	if err != nil || div == nil {
@@ -45,6 +50,49 @@ func TestVerifyReportsAChangedPromptAtItsStep(t *testing.T) {
 	if div.Seq != 2 || !strings.Contains(div.Expected, "model.requested") || !strings.Contains(div.Actual, "prompt_hash") {
 		t.Fatalf("divergence: %s", div)
 	}
+}
+
+// A session recorded under decision rules 7 verifies with its agent configured
+// otherwise since (another system prompt, its skills' section among it, another
+// model, other approvals): its task is re-decided under the configuration it
+// recorded.
+func TestVerifyDecidesUnderTheRecordedConfiguration(t *testing.T) {
+	events, agent := recorded(t)
+	task := decode[*messages.TaskSubmitted](t, events[0])
+	if task.Rules != actors.ContextRules || task.Config == nil || task.Config.SystemPrompt != "test" || task.Config.Model != "scripted" {
+		t.Fatalf("the task recorded rules %d and configuration %+v", task.Rules, task.Config)
+	}
+	agent.SystemPrompt = "You are terse.\n\n<skills>\n- pdf: reads PDFs\n</skills>"
+	agent.Model = "other"
+	agent.Approvals = map[string]bool{"add": true}
+	div, err := actors.Verify(agent, events)
+	if err != nil || div != nil {
+		t.Fatalf("verify under another configuration: %v %v", div, err)
+	}
+}
+
+// asRecordedUnder returns events with their tasks as a build of decision rules v
+// recorded them: with that version, and with no configuration when v is older
+// than 7.
+func asRecordedUnder(t *testing.T, events []messages.Envelope, v int) []messages.Envelope {
+	t.Helper()
+	out := slices.Clone(events)
+	for i, e := range out {
+		if e.Type != messages.TypeTaskSubmitted {
+			continue
+		}
+		task := decode[*messages.TaskSubmitted](t, e)
+		task.Rules = v
+		if v < 7 {
+			task.ConfigDigest, task.Config = "", nil
+		}
+		enc, err := messages.NewEnvelope(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[i].Payload = enc.Payload
+	}
+	return out
 }
 
 func TestVerifyReportsAChangedToolOrder(t *testing.T) {

@@ -1,6 +1,7 @@
 package messages
 
 import (
+	"encoding/json"
 	"math"
 	"strconv"
 	"sync"
@@ -398,6 +399,18 @@ func (p *TaskSubmitted) appendJSON(b []byte) ([]byte, bool) {
 	if p.TaskID != "" {
 		b = append(b, `,"task_id":`...)
 		b = appendJSONString(b, p.TaskID)
+	}
+	if p.ConfigDigest != "" {
+		b = append(b, `,"config_digest":`...)
+		b = appendJSONString(b, p.ConfigDigest)
+	}
+	if p.Config != nil {
+		c, err := json.Marshal(p.Config) // once per change of the configuration
+		if err != nil {
+			return b, false
+		}
+		b = append(b, `,"config":`...)
+		b = append(b, c...)
 	}
 	return append(b, '}'), true
 }

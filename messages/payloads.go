@@ -118,6 +118,39 @@ type TaskSubmitted struct {
 	// Optional: a task recorded before it existed has none (the schema version
 	// stays 1).
 	TaskID string `json:"task_id,omitempty"`
+	// ConfigDigest names the configuration of its agent the task runs under
+	// (AgentConfig, from decision rules 7, actors.ContextRules): the SHA-256 of that
+	// configuration as the node had it, its secrets included. The session sets it
+	// when it records a new task (replacing what a client sent), with Config the
+	// first time the session records that digest; a refold, a replay and a
+	// recovery on a node configured otherwise run the task under it. Empty: a task
+	// recorded before it existed, which runs under the configuration of the node
+	// that decides it (the schema version stays 1).
+	ConfigDigest string `json:"config_digest,omitempty"`
+	// Config is the configuration ConfigDigest names, with secrets redacted; nil
+	// when an earlier task of the session recorded it.
+	Config *AgentConfig `json:"config,omitempty"`
+}
+
+// AgentConfig is what of its agent's configuration a task runs under, recorded
+// with it (TaskSubmitted.Config): what its prompts open with and which model they
+// go to, the tools it is offered, and which of its tool calls wait for a human's
+// approval.
+type AgentConfig struct {
+	// SystemPrompt is the agent's system prompt, its skills' section included.
+	SystemPrompt string `json:"system_prompt,omitempty"`
+	// Model is the model its requests name (ModelRequested.Model); Models the
+	// agent's own chain of models (empty: the node's model and fallbacks).
+	Model  string   `json:"model,omitempty"`
+	Models []string `json:"models,omitempty"`
+	// Approvals are the tools whose calls wait for approval, sorted;
+	// ApprovalTimeoutUS is how long a call waits before it is rejected (0: for ever).
+	Approvals         []string `json:"approvals,omitempty"`
+	ApprovalTimeoutUS int64    `json:"approval_timeout_us,omitempty"`
+	// Tools are the names of the tools the agent was configured with, in their
+	// order (not an MCP server's, which come and go while a node runs): a tool
+	// configured since is not offered to the task.
+	Tools []string `json:"tools,omitempty"`
 }
 
 // ParentRef links a child session's task to the call that delegated it: the

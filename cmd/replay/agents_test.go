@@ -15,8 +15,9 @@ import (
 )
 
 // A session whose task named an agent of an agents file verifies against that file
-// (--agents, or the configuration's agents_file), and diverges without it or with a
-// file whose agent changed. The recording node is built from the file as node serve
+// (--agents, or the configuration's agents_file), and with a file whose agent's
+// system prompt changed since (the task recorded it), and diverges without it or
+// with a file whose agent stops sooner. The recording node is built from the file as node serve
 // builds it.
 func TestVerifyRebuildsTheNamedAgent(t *testing.T) {
 	t.Setenv("TROUPE_SKILLS", "")
@@ -58,8 +59,15 @@ func TestVerifyRebuildsTheNamedAgent(t *testing.T) {
 		!strings.Contains(errs, `hint: the session ran agent "thinker", which neither --agents nor --config defines here`) {
 		t.Errorf("verify without the agents file: exit %d %s%s", code, out, errs)
 	}
-	if code, out, _ := replay(t, "verify", "named", "--data", data, "--agents", filepath.Join(dir, "changed.yaml")); code != 1 || !strings.Contains(out, "diverges") {
-		t.Errorf("verify with a changed prompt: exit %d %s", code, out)
+	// The task recorded the agent's system prompt (decision rules 7): it is
+	// re-decided under it with the prompt changed since; a change of what it did
+	// not record (its max_steps) still diverges.
+	if code, out, errs := replay(t, "verify", "named", "--data", data, "--agents", filepath.Join(dir, "changed.yaml")); code != 0 || !strings.Contains(out, "deterministic") {
+		t.Errorf("verify with a changed prompt: exit %d %s%s", code, out, errs)
+	}
+	writeFiles(t, dir, map[string]string{"shorter.yaml": strings.Replace(agents, "max_steps: 4", "max_steps: 1", 1)})
+	if code, out, _ := replay(t, "verify", "named", "--data", data, "--agents", filepath.Join(dir, "shorter.yaml")); code != 1 || !strings.Contains(out, "diverges") {
+		t.Errorf("verify with a changed max_steps: exit %d %s", code, out)
 	}
 	writeFiles(t, dir, map[string]string{"bad.yaml": "agents:\n  thinker:\n    tools: [shell]\n"})
 	if code, _, errs := replay(t, "verify", "named", "--data", data, "--agents", filepath.Join(dir, "bad.yaml")); code != 2 || !strings.Contains(errs, `line 3: agent "thinker": unknown tool "shell"`) {

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/skills"
+)
+
+// A session recorded by a node with one system prompt and skill verifies against
+// a configuration file whose system prompt and skill's description changed since:
+// its task recorded the configuration it ran under (decision rules 7), and is
+// re-decided under it. The same session as a build of rules 6 recorded it (no
+// configuration with its task) diverges at its first model request, its prompt's
+// hash alone differing.
+func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
+	t.Setenv("TROUPE_SKILLS", "")
+	t.Setenv("TROUPE_DISCLOSURE", "")
+	t.Setenv("TROUPE_AGENTS", "")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	writeFiles(t, dir, map[string]string{
+		"skills-a/greet/SKILL.md": "---\nname: greet\ndescription: Greets people warmly.\n---\nSay hello by name.\n",
+		"skills-b/greet/SKILL.md": "---\nname: greet\ndescription: Greets people curtly.\n---\nSay hi.\n",
+		"b.json":                  `{"model": "offline", "system_prompt": "You are the second configuration.", "skills_dir": ` + quote(filepath.Join(dir, "skills-b")) + `}`,
+	})
+	set, _, err := skills.Load(skills.Config{Dir: filepath.Join(dir, "skills-a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	model, err := llm.NewScripted(llm.Script{Name: "scripted", Steps: []llm.ScriptStep{
+		{ToolCalls: []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: `{"expression":"6*7"}`}}},
+		{Content: "hello, 42"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recordRun(context.Background(), t, node.Config{DataDir: data, Model: model, Skills: set,
+		Tools: []tools.Tool{tools.Calculator{}, tools.NewClock(nil)}, SystemPrompt: "You are the first configuration."}, "changed", "greet Ada and multiply")
+
+	if code, out, errs := replay(t, "verify", "changed", "--data", data, "--config", filepath.Join(dir, "b.json")); code != 0 || !strings.Contains(out, "deterministic") {
+		t.Fatalf("verify under the changed configuration: exit %d\n%s%s", code, out, errs)
+	}
+
+	// The session as rules 6 recorded it.
+	file := filepath.Join(dir, "changed.jsonl")
+	if code, _, errs := replay(t, "export", "changed", "--data", data, "--out", file); code != 0 {
+		t.Fatalf("export: %s", errs)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n"))
+	for i, line := range lines[1:] {
+		var e messages.Envelope
+		if err := json.Unmarshal(line, &e); err != nil {
+			t.Fatal(err)
+		}
+		if e.Type != messages.TypeTaskSubmitted {
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		task := p.(*messages.TaskSubmitted)
+		if task.Rules != 7 || task.Config == nil || !strings.Contains(task.Config.SystemPrompt, "Greets people warmly.") {
+			t.Fatalf("the task recorded rules %d, configuration %+v", task.Rules, task.Config)
+		}
+		task.Rules, task.ConfigDigest, task.Config = 6, "", nil
+		enc, err := messages.NewEnvelope(task)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Payload = enc.Payload
+		if lines[i+1], err = json.Marshal(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := filepath.Join(dir, "old.jsonl")
+	if err := os.WriteFile(old, append(bytes.Join(lines, []byte("\n")), '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	oldData := filepath.Join(dir, "old")
+	if code, _, errs := replay(t, "import", old, "--data", oldData); code != 0 {
+		t.Fatalf("import: %s", errs)
+	}
+	code, out, _ := replay(t, "verify", "changed", "--data", oldData, "--config", filepath.Join(dir, "b.json"), "--json")
+	var res struct {
+		Divergence *struct {
+			Seq      uint64 `json:"seq"`
+			Expected string `json:"expected"`
+			Actual   string `json:"actual"`
+		} `json:"divergence"`
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 1 || res.Divergence == nil || res.Divergence.Seq != 2 {
+		t.Fatalf("verify of the session as rules 6 recorded it: exit %d %s (%v)", code, out, err)
+	}
+	// The same model, step and tools: the prompt's hash differs (and the system
+	// prompt's tokens in its context report).
+	rec, now := res.Divergence.Expected, res.Divergence.Actual
+	i, j := strings.Index(rec, `"prompt_hash":"`), strings.Index(rec, `,"context"`)
+	if i < 0 || j < i || rec[:i+15] != now[:i+15] || rec[i:i+79] == now[i:i+79] || rec[i+79:j] != now[i+79:j] {
+		t.Errorf("rules 6 diverges otherwise than by the prompt's hash:\n%s\n%s", rec, now)
+	}
+}

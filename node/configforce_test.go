@@ -1,0 +1,134 @@
+package node_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// namedModel answers every call with its name, and keeps the requests it was sent.
+// While hold is open, a call waits for it to close (or for its context).
+type namedModel struct {
+	name string
+	hold chan struct{}
+	mu   sync.Mutex
+	reqs []llm.Request
+}
+
+func (m *namedModel) Name() string { return m.name }
+
+func (m *namedModel) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	m.mu.Lock()
+	m.reqs = append(m.reqs, r)
+	m.mu.Unlock()
+	if m.hold != nil {
+		select {
+		case <-m.hold:
+		case <-ctx.Done():
+			return llm.Response{}, ctx.Err()
+		}
+	}
+	return llm.Response{Message: messages.ChatMessage{Role: messages.RoleAssistant, Content: "answered by " + m.name}}, nil
+}
+
+func (m *namedModel) requests() []llm.Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.reqs)
+}
+
+// tasksEnded reads session's events once n tasks of it ended.
+func tasksEnded(t *testing.T, n *node.Node, session string, tasks int) []messages.Envelope {
+	t.Helper()
+	var events []messages.Envelope
+	waitFor(t, 10*time.Second, "the session's tasks to end", func() bool {
+		events = readAll(t, n.Log(), session)
+		ended := 0
+		for _, e := range events {
+			if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
+				ended++
+			}
+		}
+		return ended >= tasks
+	})
+	return events
+}
+
+// A node stopped while a task's model call is in flight, restarted with another
+// system prompt and another default model: the call is made again as its
+// model.requested recorded it, to the recorded model with the recorded prompt
+// (its hash), not built from the new configuration, and the task ends under the
+// configuration it began with. A task submitted after the restart runs under the
+// new configuration. Under decision rules 6 the call went to the new model with
+// the new prompt while the log named the old model and the old prompt's hash.
+func TestACallInFlightIsReissuedUnderTheRecordedConfiguration(t *testing.T) {
+	dir := t.TempDir()
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
+	first := &namedModel{name: "model-a", hold: held}
+	n1, err := node.New(context.Background(), node.Config{Model: first, SystemPrompt: "You are the first configuration.", DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop1, err := n1.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n1.Submit(context.Background(), node.Task{Input: "hello", SessionID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the model call", func() bool { return len(first.requests()) == 1 })
+	stop1() // closed with the call unanswered
+
+	// The new configuration: model-b by default, model-a still served to an agent.
+	again, second := &namedModel{name: "model-a"}, &namedModel{name: "model-b"}
+	n2 := nodetest.Start(t, node.Config{Model: second, SystemPrompt: "You are the second configuration.", DataDir: dir,
+		Agents: []node.NamedAgent{{Name: "legacy", Model: again}}})
+	events := tasksEnded(t, n2, "s", 1)
+	requested := payloads[*messages.ModelRequested](t, events)
+	if len(requested) != 1 || requested[0].Model != "model-a" {
+		t.Fatalf("model requests %+v; want the one recorded on the first node", requested)
+	}
+	reissued := again.requests()
+	if len(reissued) != 1 || len(second.requests()) != 0 {
+		t.Fatalf("the call in flight went to model-a %d times and to model-b %d times; want model-a once", len(reissued), len(second.requests()))
+	}
+	r := reissued[0]
+	if r.Key != requested[0].Key || llm.PromptHash(r) != requested[0].PromptHash || !slices.Equal(r.Models, []string{"model-a"}) ||
+		!strings.HasPrefix(r.Messages[0].Content, "You are the first configuration.") {
+		t.Fatalf("the call re-issued: key %s, models %v, prompt hash %s, system %q, tools %d; recorded key %s, model-a, hash %s, tools %v",
+			r.Key, r.Models, llm.PromptHash(r), r.Messages[0].Content, len(r.Tools), requested[0].Key, requested[0].PromptHash, requested[0].Tools)
+	}
+	completed := payloads[*messages.TaskCompleted](t, events)
+	if len(completed) != 1 || completed[0].Output != "answered by model-a" {
+		t.Fatalf("the task's end: %+v", completed)
+	}
+
+	// A new task runs under the new configuration, recorded with it.
+	if _, err := n2.Submit(context.Background(), node.Task{Input: "and now?", SessionID: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	events = tasksEnded(t, n2, "s", 2)
+	tasks := payloads[*messages.TaskSubmitted](t, events)
+	if len(tasks) != 2 || tasks[1].Config == nil || tasks[1].Config.SystemPrompt != "You are the second configuration." || tasks[1].Config.Model != "model-b" ||
+		tasks[0].Config == nil || tasks[0].Config.SystemPrompt != "You are the first configuration." || tasks[0].ConfigDigest == tasks[1].ConfigDigest {
+		t.Fatalf("the tasks recorded %+v", tasks)
+	}
+	requested = payloads[*messages.ModelRequested](t, events)
+	calls := second.requests()
+	if len(requested) != 2 || requested[1].Model != "model-b" || len(calls) != 1 || llm.PromptHash(calls[0]) != requested[1].PromptHash ||
+		calls[0].Models != nil || !strings.HasPrefix(calls[0].Messages[0].Content, "You are the second configuration.") {
+		t.Fatalf("the new task's requests %+v, its calls to model-b %+v", requested, calls)
+	}
+	if len(again.requests()) != 1 {
+		t.Fatalf("model-a was called %d times; want once", len(again.requests()))
+	}
+}
