@@ -180,12 +180,12 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 			fmt.Fprint(stderr, toolsUsage)
 			return 2
 		}
-		code := listTools(reg, catalog, *asJSON, stdout, stderr)
+		code := listTools(reg, catalog, red, *asJSON, stdout, stderr)
 		if client != nil {
 			// A server that is down is said, not hidden: its tools join when it is back.
 			for _, st := range client.Status() {
 				if st.State != mcp.StateConnected {
-					fmt.Fprintf(stderr, "mcp server %s (%s) is %s: %s\n", st.Name, st.Transport, st.State, node.EscapeControls(st.Error))
+					fmt.Fprintf(stderr, "mcp server %s (%s) is %s: %s\n", st.Name, st.Transport, st.State, node.EscapeControls(red.String(st.Error)))
 				}
 			}
 		}
@@ -222,7 +222,7 @@ func toolsCmd(ctx context.Context, args []string, stdout, stderr io.Writer, opt 
 			b, _ := json.Marshal(pairs)
 			arguments = string(b)
 		}
-		return callTool(ctx, reg, catalog, pos[0], arguments, stdout, stderr)
+		return callTool(ctx, reg, catalog, red, pos[0], arguments, stdout, stderr)
 	}
 }
 
@@ -235,7 +235,10 @@ type toolEntry struct {
 	SideEffects bool            `json:"side_effects"`
 }
 
-func listTools(reg *tools.Registry, catalog actors.ToolCatalog, asJSON bool, stdout, stderr io.Writer) int {
+// listTools prints the tools of reg and catalog. What a tool says of itself (an MCP
+// server's description and schema may name the token it was given) passes through
+// red, as it does into the node's events.
+func listTools(reg *tools.Registry, catalog actors.ToolCatalog, red *redact.Redactor, asJSON bool, stdout, stderr io.Writer) int {
 	var entries []toolEntry
 	specs := reg.Specs()
 	if catalog != nil {
@@ -246,11 +249,14 @@ func listTools(reg *tools.Registry, catalog actors.ToolCatalog, asJSON bool, std
 		if !ok && catalog != nil {
 			t, _ = catalog.Tool(s.Name)
 		}
-		schema := s.Parameters
+		schema := json.RawMessage(red.Bytes(s.Parameters))
 		if len(schema) == 0 {
 			schema = json.RawMessage(`{"type":"object"}`)
+		} else if !json.Valid(schema) {
+			// A secret that spanned JSON syntax: the schema is shown as the text it is.
+			schema, _ = json.Marshal(string(schema))
 		}
-		entries = append(entries, toolEntry{Name: s.Name, Source: tools.SourceOf(t), Description: s.Description,
+		entries = append(entries, toolEntry{Name: red.String(s.Name), Source: red.String(tools.SourceOf(t)), Description: red.String(s.Description),
 			InputSchema: schema, SideEffects: tools.HasSideEffects(t)})
 	}
 	if asJSON {
@@ -280,7 +286,8 @@ func listTools(reg *tools.Registry, catalog actors.ToolCatalog, asJSON bool, std
 }
 
 // callTool performs one call through actors.LocalEffects, the node's tool performer.
-func callTool(ctx context.Context, reg *tools.Registry, catalog actors.ToolCatalog, name, arguments string, stdout, stderr io.Writer) int {
+// Its result and error pass through red, as they do into the node's events.
+func callTool(ctx context.Context, reg *tools.Registry, catalog actors.ToolCatalog, red *redact.Redactor, name, arguments string, stdout, stderr io.Writer) int {
 	if _, ok := reg.Get(name); !ok {
 		inCatalog := false
 		if catalog != nil {
@@ -289,9 +296,9 @@ func callTool(ctx context.Context, reg *tools.Registry, catalog actors.ToolCatal
 		if !inCatalog {
 			var names []string
 			for _, s := range (actors.Agent{Tools: reg.Specs(), Catalog: catalog}).ToolSpecs() {
-				names = append(names, s.Name)
+				names = append(names, red.String(s.Name))
 			}
-			fmt.Fprintf(stderr, "error: no tool %q; the tools are: %s\n", name, strings.Join(names, ", "))
+			fmt.Fprintf(stderr, "error: no tool %q; the tools are: %s\n", name, node.EscapeControls(strings.Join(names, ", ")))
 			return 2
 		}
 	}
@@ -312,10 +319,10 @@ func callTool(ctx context.Context, reg *tools.Registry, catalog actors.ToolCatal
 	// The result comes from outside (a page, a file, an MCP server): its terminal
 	// controls are escaped, as replay show escapes them.
 	if rep.Error != "" {
-		fmt.Fprintln(stderr, "error:", node.EscapeControls(rep.Error))
+		fmt.Fprintln(stderr, "error:", node.EscapeControls(red.String(rep.Error)))
 		return 1
 	}
-	fmt.Fprintln(stdout, node.EscapeControls(rep.Output))
+	fmt.Fprintln(stdout, node.EscapeControls(red.String(rep.Output)))
 	return 0
 }
 
