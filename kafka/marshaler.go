@@ -87,10 +87,12 @@ func (m DefaultMarshaler) Marshal(topic string, msg *message.Message) (kafkago.M
 // (kcat, a Java client): a record without a UUID header gets the ID
 // "kafka:<topic>/<partition>/<offset>", stable across redeliveries, and a keyed
 // record without the key metadata gets it from the key. A record that gives one
-// header name different values (kcat -H type=task.submitted -H type=task.cancel)
-// keeps the last in its metadata entry, as a map must, and lists them all in
-// messages.MetaRepeatedHeaders, so that its reader can refuse it rather than act on
-// one of them.
+// header name different values keeps the last in its metadata entry, as a map must.
+// When that header is one a node decides by (messages.DecidingHeader, in any case:
+// kcat -H type=task.submitted -H type=task.cancel) or the UUID header, the record
+// also lists its values in messages.MetaRepeatedHeaders, so that its reader can
+// refuse it rather than act on one of them; other headers (two b3 or traceparent
+// values set by different tools) are not listed.
 func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, error) {
 	md := make(message.Metadata, len(rec.Headers))
 	id, hasID, repeated := "", false, false
@@ -100,7 +102,7 @@ func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, erro
 			id, hasID = string(h.Value), true
 			continue
 		}
-		if v, ok := md[h.Key]; ok && v != string(h.Value) {
+		if v, ok := md[h.Key]; ok && v != string(h.Value) && messages.DecidingHeader(h.Key) {
 			repeated = true
 		}
 		md[h.Key] = string(h.Value)
@@ -122,14 +124,15 @@ func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, erro
 }
 
 // repeatedHeaders lists, for messages.MetaRepeatedHeaders, each occurrence of the
-// header names that headers give different values, in order.
+// header names a node decides by (and the UUID header's) that headers give
+// different values, in order.
 func repeatedHeaders(headers []kafkago.Header) string {
 	first := map[string]string{}
 	differ := map[string]bool{}
 	for _, h := range headers {
 		if v, ok := first[h.Key]; !ok {
 			first[h.Key] = string(h.Value)
-		} else if v != string(h.Value) {
+		} else if v != string(h.Value) && (h.Key == HeaderUUID || messages.DecidingHeader(h.Key)) {
 			differ[h.Key] = true
 		}
 	}

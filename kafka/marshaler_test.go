@@ -112,9 +112,11 @@ func BenchmarkUnmarshal(b *testing.B) {
 }
 
 // A record that gives one header name different values (kcat -H type=a -H type=b)
-// keeps the last in the metadata, and lists every occurrence, in order, in
-// messages.MetaRepeatedHeaders: its reader sees the conflict. Repeating a header
-// with the same value, or giving it once, sets nothing.
+// keeps the last in the metadata, and, for a header a node decides by
+// (messages.DecidingHeader, in any case) or the UUID, lists every occurrence, in
+// order, in messages.MetaRepeatedHeaders: its reader sees the conflict. Repeating a
+// header with the same value, giving it once, or repeating one a node does not
+// decide by (b3, traceparent) sets nothing.
 func TestDefaultMarshalerRepeatedHeaders(t *testing.T) {
 	h := func(k, v string) kafkago.Header { return kafkago.Header{Key: k, Value: []byte(v)} }
 	long := strings.Repeat("x", 100)
@@ -134,6 +136,18 @@ func TestDefaultMarshalerRepeatedHeaders(t *testing.T) {
 			`"_watermill_message_uuid"="id-1", "_watermill_message_uuid"="id-2"`, ""},
 		{"long value", []kafkago.Header{h("type", long), h("type", "b")},
 			`"type"="` + long[:64] + `"… (100 bytes), "type"="b"`, "b"},
+		// A node reads any case of the type: Type given two values is flagged too.
+		{"Type in another case", []kafkago.Header{h("Type", "task.submitted"), h("Type", "task.cancel")},
+			`"Type"="task.submitted", "Type"="task.cancel"`, ""},
+		{"session", []kafkago.Header{h("session_id", "a"), h("type", "task.cancel"), h("session_id", "b")},
+			`"session_id"="a", "session_id"="b"`, "task.cancel"},
+		// Headers a node does not decide by: tracing headers that two tools (or a
+		// proxy) each set, a producer's own. Only the deciding ones are listed.
+		{"tracing headers", []kafkago.Header{h("b3", "80f198ee56343ba8-e457b5a2e4d86bd1-1"), h("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+			h("type", "task.cancel"), h("b3", "0af7651916cd43dd-00f067aa0ba902b7-0"), h("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), h("X-Request-Id", "r1"), h("x-request-id", "r2"), h("X-Request-Id", "r3")},
+			"", "task.cancel"},
+		{"tracing and type", []kafkago.Header{h("b3", "1"), h("type", "task.submitted"), h("b3", "2"), h("type", "task.cancel")},
+			`"type"="task.submitted", "type"="task.cancel"`, "task.cancel"},
 	}
 	for _, c := range cases {
 		msg, err := kafka.DefaultMarshaler{}.Unmarshal(kafkago.Message{Topic: "troupe.tasks", Headers: c.headers})

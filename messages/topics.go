@@ -1,5 +1,7 @@
 package messages
 
+import "strings"
+
 // Bus topics. Every message on them is keyed by session ID.
 const (
 	// TopicTasks carries TaskSubmitted envelopes into the cluster.
@@ -57,12 +59,34 @@ const (
 	MetaStored = "stored"
 	// MetaRepeatedHeaders is set by a bus whose transport lets a message give one
 	// header name more than once (Kafka: kcat -H type=a -H type=b) on a message
-	// that gave one different values, which its metadata cannot hold: it lists
-	// each occurrence of those headers, in order, as "name"="value" (quoted, each
-	// value cut to its first 64 bytes), comma-separated. The metadata entry of
-	// such a header holds its last value.
+	// that gave a header a node decides by (DecidingHeader, or the message's ID)
+	// different values, which its metadata cannot hold: it lists each occurrence
+	// of those headers, in order, as "name"="value" (quoted, each value cut to its
+	// first 64 bytes), comma-separated. The metadata entry of such a header holds
+	// its last value, as does that of any other header given more than once.
 	MetaRepeatedHeaders = "_troupe_repeated_headers"
 )
+
+// decidingHeaders are the metadata entries a node reads to decide what a bus
+// message is and where it goes.
+var decidingHeaders = [...]string{MetaType, MetaSessionID, MetaStored, MetaReplyNode, MetaCorrelationID}
+
+// DecidingHeader reports whether name, in any case, is a metadata entry (a bus
+// message's header) a node decides by: what the message is (MetaType, read in any
+// case), whose it is (MetaSessionID), where it is held (MetaStored), whom it answers
+// (MetaReplyNode, MetaCorrelationID). A message that gives one of these different
+// values cannot be acted on (MetaRepeatedHeaders); any other header (a producer's
+// own, a tracing header such as b3 or traceparent that two tools or a proxy each
+// set) changes nothing the node decides, and a message repeating it is read as
+// usual.
+func DecidingHeader(name string) bool {
+	for _, h := range decidingHeaders {
+		if strings.EqualFold(name, h) {
+			return true
+		}
+	}
+	return false
+}
 
 // BusMessageMax bounds the encoded message that goes on the bus as it is, under the
 // 1 MiB a Kafka message holds by default (the broker's message.max.bytes, the

@@ -302,6 +302,27 @@ func TestKafkaCancelWithATypeHeaderInAnotherCase(t *testing.T) {
 	waitClosed(t, srv, "after the session recorded the cancellation")
 }
 
+// A task record whose tracing headers are repeated with different values (two
+// tools each set b3 and traceparent; a proxy added its own) runs: the node decides
+// nothing by them. Before, the record went to the poison topic and the task was lost.
+func TestKafkaTaskRepeatingHeadersTheNodeDoesNotReadRuns(t *testing.T) {
+	k := newKafkaEnv(t)
+	k.node(t)
+	session := "tracing-twice-" + time.Now().Format("150405.000000")
+	w := k.writer(t, messages.TopicTasks)
+	defer w.Close()
+	h := func(k, v string) kgo.Header { return kgo.Header{Key: k, Value: []byte(v)} }
+	writeAll(t, w, []kgo.Message{{Key: []byte(session), Value: []byte(`{"input":"What is 12 * (7 + 5)?","session_id":"` + session + `"}`),
+		Headers: []kgo.Header{
+			h("b3", "80f198ee56343ba8-e457b5a2e4d86bd1-1"), h("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
+			h("b3", "0af7651916cd43dd-00f067aa0ba902b7-0"), h("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+			h("type", string(messages.TypeTaskSubmitted)), h("type", string(messages.TypeTaskSubmitted)),
+		}}})
+	if res := readResult(t, k, session); res.Status != messages.StatusCompleted || res.Output != "144" {
+		t.Fatalf("result: %+v", res)
+	}
+}
+
 // A record on the tasks topic that gives its type header two values (kcat -H
 // type=task.submitted -H type=task.cancel) goes to the poison topic, its reason
 // naming the header and both values, and changes nothing: its session runs on.
