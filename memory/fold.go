@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/troupe-run/troupe/messages"
+	pmem "github.com/troupe-run/troupe/pipelines/memory"
 )
 
 // state is the fold of a namespace's stream: its live memories, its core blocks and
@@ -138,7 +140,9 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		}
 	case *messages.MemoryBlockSet:
 		key, eff.reason = p.Key, p.Reason
-		s.blocks[p.Label] = &Block{Label: p.Label, Value: p.Value, Description: p.Description, Limit: p.Limit}
+		// A block an older build stored may hold a NUL (SetBlock refuses one now):
+		// it would go into every prompt, so it is read without it.
+		s.blocks[p.Label] = &Block{Label: p.Label, Value: CleanText(p.Value), Description: CleanText(p.Description), Limit: p.Limit}
 		eff.blocks = true
 	case *messages.MemoryBlockDeleted:
 		key, eff.reason = p.Key, p.Reason
@@ -232,17 +236,26 @@ func nonEmpty(s string) []string {
 	return []string{s}
 }
 
-// fromRecord is the memory a record describes (without its event times).
+// fromRecord is the memory a record describes (without its event times). A record an
+// older build wrote may hold NUL bytes in its content or outcome, which writes refuse
+// now (checkContent): they are read without them (CleanText), so that such a memory
+// reaches no prompt or answer with them, is found by its words, and is an exact
+// duplicate of the same text written now (its hash is that of the text read).
 func fromRecord(ns string, r messages.MemoryRecord) *Memory {
 	mod := Modality(r.Modality)
 	if mod == "" {
 		mod = Text
 	}
+	content, hash := r.Content, r.Hash
+	if strings.IndexByte(content, 0) >= 0 {
+		content = CleanText(content)
+		hash = pmem.ContentHash(content)
+	}
 	return &Memory{
-		ID: r.MemoryID, Namespace: ns, Tier: Tier(r.Tier), Modality: mod, Content: r.Content, URI: r.URI,
-		Importance: r.Importance, Timestamp: time.UnixMicro(r.AtUS).UTC(), Hash: r.Hash,
+		ID: r.MemoryID, Namespace: ns, Tier: Tier(r.Tier), Modality: mod, Content: content, URI: r.URI,
+		Importance: r.Importance, Timestamp: time.UnixMicro(r.AtUS).UTC(), Hash: hash,
 		Vector: slices.Clone([]float32(r.Vector)), Embedder: r.Embedder, Metadata: cloneRaw(r.Metadata),
-		Participants: slices.Clone(r.Participants), Outcome: r.Outcome,
+		Participants: slices.Clone(r.Participants), Outcome: CleanText(r.Outcome),
 		Entities: slices.Clone(r.Entities), Relations: slices.Clone(r.Relations), Sources: cloneSources(r.Sources),
 	}
 }
