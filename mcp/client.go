@@ -332,6 +332,12 @@ func (s *server) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		cs, err := s.connect(ctx)
 		if first {
+			if err != nil {
+				// Down, with why, before the first attempt counts: a caller
+				// of WaitReady reads it in Status (it read "connecting" with
+				// no error, the attempt's failure not yet set).
+				s.setDown(err)
+			}
 			s.c.triedOnce()
 			first = false
 		}
