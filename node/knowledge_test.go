@@ -294,6 +294,43 @@ func TestKBSourceNamesWithEscapes(t *testing.T) {
 	}
 }
 
+// A source field names an upload; it does not say how the file is read: a
+// guide.md stored as "docs/guide" is Markdown (its headings cite its passages) and
+// a page.html stored as "docs/page.md" is HTML (its tags are no text), as the same
+// files uploaded under their own names are. Before, the source's extension chose
+// the format: the Markdown was indexed as plain text, its headings escaped into
+// one chunk without a citation, and the HTML as Markdown, tags and all.
+func TestKBUploadRenamedBySourceIsReadByItsFilename(t *testing.T) {
+	k := newKBNode(t, node.Config{})
+	for _, up := range []struct{ file, source, content string }{
+		{"guide.md", "docs/guide", "# Guide\n\n## Backups\n\nCopy the data directory.\n\n## Restore\n\nPut the copied directory back, then start the node.\n"},
+		{"page.html", "docs/page.md", "<html><body><h1>Page</h1><h2>Ports</h2><p>The node listens on port 8080.</p></body></html>"},
+	} {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		_ = mw.WriteField("source", up.source)
+		fw, _ := mw.CreateFormFile("file", up.file)
+		_, _ = io.WriteString(fw, up.content)
+		_ = mw.Close()
+		if code, b := k.do(t, http.MethodPost, "/v1/kb/docs/documents", mw.FormDataContentType(), &buf); code != http.StatusCreated ||
+			!bytes.Contains(b, []byte(`"source":"`+up.source+`"`)) {
+			t.Fatalf("upload %s as %s: %d %s", up.file, up.source, code, b)
+		}
+	}
+	for _, c := range []struct{ q, source, heading, content string }{
+		{"restore the copied directory", "docs/guide", "# Guide > ## Restore", "Put the copied directory back, then start the node."},
+		{"which port", "docs/page.md", "# Page > ## Ports", "The node listens on port 8080."},
+	} {
+		code, ans, msg := k.search(t, "docs", url.Values{"q": {c.q}, "limit": {"1"}, "mode": {"bm25"}})
+		if code != http.StatusOK || len(ans.Results) != 1 {
+			t.Fatalf("search %q: %d %s %+v", c.q, code, msg, ans)
+		}
+		if r := ans.Results[0]; r.Source != c.source || r.HeadingPath != c.heading || r.Content != c.content {
+			t.Errorf("search %q: %q under %q: %q; want %q under %q: %q", c.q, r.Source, r.HeadingPath, r.Content, c.source, c.heading, c.content)
+		}
+	}
+}
+
 func mustJSON(t *testing.T, v any) string {
 	t.Helper()
 	b, err := json.Marshal(v)
