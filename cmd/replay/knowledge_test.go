@@ -61,4 +61,12 @@ func TestVerifyASessionWithTheRAGTool(t *testing.T) {
 	if code, out, errs := replay(t, "verify", "with-rag", "--data", dir, "--config", cfg); code != 0 || !strings.Contains(out, "deterministic") {
 		t.Fatalf("verify --config: %d\n%s%s", code, out, errs)
 	}
+	// Without the configuration the agent has no rag tool, gathers no evidence and
+	// diverges at the session's first gathering: verify says which tool it lacks
+	// and where to get it, rather than leave a false divergence unexplained.
+	code, out, errs := replay(t, "verify", "with-rag", "--data", dir)
+	if code != 1 || !strings.Contains(out, "diverges") ||
+		!strings.Contains(errs, `hint: the session called tool "rag", which the agent verified here does not have: verify it with the configuration it ran with (--config, --agents)`) {
+		t.Fatalf("verify without --config: %d\n%s%s", code, out, errs)
+	}
 }
