@@ -361,16 +361,17 @@ func unknownAgents(events []messages.Envelope, agents actors.Agents) []string {
 	return out
 }
 
-// missingTools names the tools the session's tasks called, a knowledge base's
-// evidence or memories gathered before a first model call among them, that the
-// agent of the task lacks here: verified without the configuration whose
-// "knowledge" or "memory" section gave it rag or memory, the agent gathers nothing
-// and diverges at the first gathering.
+// missingTools names the tools that performed calls of the session's tasks, a
+// knowledge base's evidence or memories gathered before a first model call among
+// them, and that the agent of the task lacks here: verified without the
+// configuration whose "knowledge" or "memory" section gave it rag or memory, the
+// agent gathers nothing and diverges at the first gathering. A call the session
+// answered itself (a tool the model made up, answered as unknown) names none.
 func missingTools(events []messages.Envelope, agents actors.Agents) []string {
 	var out []string
 	agent, known := agents.For("")
 	for _, e := range events {
-		if e.Type != messages.TypeTaskSubmitted && e.Type != messages.TypeToolCallRequested {
+		if e.Type != messages.TypeTaskSubmitted && (e.Type != messages.TypeToolCallCompleted || e.Actor == "session") {
 			continue
 		}
 		p, err := e.Decode()
@@ -380,7 +381,7 @@ func missingTools(events []messages.Envelope, agents actors.Agents) []string {
 		switch p := p.(type) {
 		case *messages.TaskSubmitted:
 			agent, known = agents.For(p.Agent)
-		case *messages.ToolCallRequested:
+		case *messages.ToolCallCompleted:
 			if known && !agentHas(agent, p.Tool) && !slices.Contains(out, p.Tool) {
 				out = append(out, p.Tool)
 			}
