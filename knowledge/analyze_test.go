@@ -58,9 +58,10 @@ func TestNormalise(t *testing.T) {
 	if z[0] != -1 || z[1] != 1 || z[2] != -1 {
 		t.Errorf("z-score %v, want -1 1 -1", z)
 	}
-	// Without BM25 lists the vector lists get all the weight, and the reverse.
+	// Without BM25 lists the vector lists get all the weight, and the reverse; a
+	// vector search's scores are its cosines, not normalised.
 	got := fuseConvex([]string{"a", "b"}, []candidateScores{{0.2, 0.9}}, nil, 0.5, normCoverage)
-	if got[0].id != "b" || got[0].score != 1 || got[1].score != 0 {
+	if got[0].id != "b" || got[0].score != 0.9 || got[1].score != 0.2 {
 		t.Errorf("vector only: %v", got)
 	}
 	got = fuseConvex([]string{"a", "b"}, nil, []candidateScores{{0.7, 0.2}}, 0.5, normCoverage)

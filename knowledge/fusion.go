@@ -61,6 +61,7 @@ const (
 	normCoverage scoreNorm = iota
 	normMinMax             // (s − min)/(max − min) over the candidates
 	normZ                  // (s − mean)/stddev over the candidates
+	normNone               // as they are, NaN as 0: the cosines of a vector search
 )
 
 // candidateScores holds, for one list (a query vector or a query text), the score
@@ -69,10 +70,18 @@ const (
 type candidateScores []float64
 
 // normalise puts scores on one scale in place: what cannot be scored takes the
-// lowest normalised score. A list whose scores are all equal tells the candidates
-// apart no more than a constant: min-max makes them 1 (the best there is, so a
-// lone candidate scores above 0), z-score 0.
+// lowest normalised score (0 for normNone). A list whose scores are all equal
+// tells the candidates apart no more than a constant: min-max makes them 1 (the
+// best there is, so a lone candidate scores above 0), z-score 0.
 func (s candidateScores) normalise(n scoreNorm) {
+	if n == normNone {
+		for i, v := range s {
+			if math.IsNaN(v) {
+				s[i] = 0
+			}
+		}
+		return
+	}
 	lo, hi, sum, cnt := math.Inf(1), math.Inf(-1), 0.0, 0
 	for _, v := range s {
 		if math.IsNaN(v) {
@@ -120,7 +129,10 @@ func (s candidateScores) normalise(n scoreNorm) {
 
 // fuseConvex mixes the normalised lists of the candidates ids: the mean of the
 // vector lists times alpha plus the mean of the BM25 lists times 1 − alpha (a kind
-// without lists gives the other all the weight). Best first, ties by ID.
+// without lists gives the other all the weight). Vector lists alone (a vector
+// search) are not normalised: a hit's score is its cosine (the mean over the
+// queries), which says how near it is, where min-max would give every search's
+// best hit 1, a passage on Kafka for a query on cakes too. Best first, ties by ID.
 func fuseConvex(ids []string, vec, kw []candidateScores, alpha float64, n scoreNorm) []fusedID {
 	vecNorm, kwNorm := n, n
 	if n == normCoverage {
@@ -130,7 +142,7 @@ func fuseConvex(ids []string, vec, kw []candidateScores, alpha float64, n scoreN
 	case len(vec) == 0:
 		alpha = 0
 	case len(kw) == 0:
-		alpha = 1
+		alpha, vecNorm = 1, normNone
 	}
 	out := make([]fusedID, len(ids))
 	for i, id := range ids {

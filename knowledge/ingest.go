@@ -91,6 +91,18 @@ func (b *Base) Add(ctx context.Context, source string, body []byte, key string) 
 	return b.ingest(ctx, source, body, key, func() (string, error) { return rag.Convert(source, body) })
 }
 
+// AddFile is Add of a file stored under another name than its own: body is the
+// content of the file named file (an upload's filename), stored as the document
+// source. How it is read comes from file's extension (rag.ConvertFile), so that a
+// guide.md stored as "docs/guide" is read as Markdown and a page.html stored as
+// "docs/page.md" as HTML. An empty file is source.
+func (b *Base) AddFile(ctx context.Context, source, file string, body []byte, key string) (AddResult, error) {
+	if file == "" {
+		file = source
+	}
+	return b.ingest(ctx, source, body, key, func() (string, error) { return rag.ConvertFile(source, file, body) })
+}
+
 // AddText ingests a text given as Markdown (plain text is Markdown too) under the
 // name source, for callers that send {source, content} rather than a file: the
 // content is not converted, whatever the source's extension. Otherwise it is Add.

@@ -371,3 +371,42 @@ func TestConvexFusion(t *testing.T) {
 		t.Error("Open accepted the fusion max")
 	}
 }
+
+// A vector search scores a hit by its cosine to the query, as a memory search
+// does, so a score says how near a passage is: a query on cakes that shares one
+// word with a passage on ports scores it low. Before, the cosines were min-max
+// normalised over the candidates: every vector search's best hit scored 1 and its
+// pool's worst 0, whatever the query.
+func TestVectorSearchScoresAreCosines(t *testing.T) {
+	f := newFixture(t)
+	b := f.base(t, "docs")
+	addText(t, b, "ports.md", "# Ports\n\nThe node listens for HTTP on port 8080.\n")
+	addText(t, b, "backups.md", "# Backups\n\nStop the node and copy the data directory.\n")
+	addText(t, b, "kafka.md", "# Kafka\n\nSessions are partitioned by key on Kafka.\n")
+	embed := func(text string) []float32 {
+		v, err := llm.HashingEmbedder{}.Embed(testCtx(t), []string{text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v[0]
+	}
+	cos := func(a, b []float32) float64 {
+		var dot, na, nb float64
+		for i := range a {
+			dot, na, nb = dot+float64(a[i])*float64(b[i]), na+float64(a[i])*float64(a[i]), nb+float64(b[i])*float64(b[i])
+		}
+		return dot / math.Sqrt(na*nb)
+	}
+	for _, q := range []string{"which port does the node listen on", "a chocolate cake recipe with port wine"} {
+		res := search(t, b, knowledge.Query{Text: q, Mode: knowledge.ModeVector, Limit: 3})
+		if len(res.Hits) == 0 || res.Hits[0].Source != "ports.md" {
+			t.Fatalf("%q: hits %v, want ports.md first", q, sources(res.Hits))
+		}
+		for _, h := range res.Hits {
+			chunks, _ := b.Chunks(h.Source)
+			if want := cos(embed(q), embed(chunks[0].Content)); math.Abs(h.Score-want) > 1e-6 {
+				t.Errorf("%q: %s scores %.4f, its cosine is %.4f", q, h.Source, h.Score, want)
+			}
+		}
+	}
+}

@@ -46,6 +46,14 @@ const kbMaxAskBody = 64 << 10
 // extended to it once the body is read.
 const kbIngestTimeout = 10 * time.Minute
 
+// searchTimeout is how long a search of a knowledge base or of memories may take
+// before its response is written: the query is embedded, by a remote embedder
+// that may be slow or retried, after the request is read, so the server's write
+// deadline (30 s by default) is extended to it as for an ingestion; past the
+// deadline the results found would be dropped and the client left with a closed
+// connection.
+const searchTimeout = 10 * time.Minute
+
 // Knowledge returns the node's knowledge bases, nil when Config.Knowledge is not set.
 func (n *Node) Knowledge() *knowledge.Bases { return n.knowledge }
 
@@ -358,9 +366,7 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := http.MaxBytesReader(w, r.Body, kbMaxBody)
-	var source string
-	var doc []byte
-	var text bool // JSON: the content is Markdown, not a file to convert
+	var doc kbAddArgs // from JSON: Text, the content is Markdown, not a file to convert
 	switch mt {
 	case "application/json":
 		if err := checkJSONContentType(ct); err != nil {
@@ -394,9 +400,9 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "want {\"source\": NAME, \"content\": MARKDOWN}: source and content are both required")
 			return
 		}
-		source, doc, text = *in.Source, []byte(*in.Content), true
+		doc = kbAddArgs{Source: *in.Source, Body: []byte(*in.Content), Text: true}
 	case "multipart/form-data":
-		source, doc, err = readUpload(body, params["boundary"])
+		doc, err = readUpload(body, params["boundary"])
 		if err != nil {
 			var tooLarge *http.MaxBytesError
 			var netErr net.Error
@@ -411,7 +417,7 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "Content-Type must be multipart/form-data (a file) or application/json ({\"source\", \"content\"}), not %q", ct)
 		return
 	}
-	if err := knowledge.CheckSource(source); err != nil {
+	if err := knowledge.CheckSource(doc.Source); err != nil {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
@@ -421,7 +427,7 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 	// The body is read: the ingestion (conversion, embedding) may outlast the
 	// server's write timeout.
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(kbIngestTimeout))
-	res, err := n.kbAdd(r.Context(), name, source, doc, text, key) // here, or on the base's owner
+	res, err := n.kbAdd(r.Context(), name, doc, key) // here, or on the base's owner
 	switch code := kbStatus(err); {
 	case errors.Is(err, knowledge.ErrKeyReused):
 		writeError(w, code, "%v: the Idempotency-Key %q was sent with another document before; use a new key for a new request", err, r.Header.Get("Idempotency-Key"))
@@ -481,13 +487,16 @@ func bodyError(w http.ResponseWriter, err error) {
 // readUpload reads a multipart body: one file part, whose filename (as sent, with
 // its folders: it names the document, it is never a path on this host) is the
 // source unless a "source" field names it (curl sends only the file's base name:
-// -F source=docs/guide.md keeps the folder). Other fields are refused.
-func readUpload(body io.Reader, boundary string) (source string, doc []byte, err error) {
+// -F source=docs/guide.md keeps the folder). Other fields are refused. A source
+// field does not change how the file is read: the filename's extension says that
+// (kbAddArgs.File), so -F file=@guide.md -F source=docs/guide is Markdown still.
+func readUpload(body io.Reader, boundary string) (kbAddArgs, error) {
 	if boundary == "" {
-		return "", nil, errors.New("multipart/form-data without a boundary")
+		return kbAddArgs{}, errors.New("multipart/form-data without a boundary")
 	}
 	mr := multipart.NewReader(body, boundary)
-	var named string
+	var named, file string
+	var doc []byte
 	found := false
 	for {
 		p, err := mr.NextRawPart()
@@ -495,43 +504,44 @@ func readUpload(body io.Reader, boundary string) (source string, doc []byte, err
 			break
 		}
 		if err != nil {
-			return "", nil, fmt.Errorf("malformed multipart body: %w", err)
+			return kbAddArgs{}, fmt.Errorf("malformed multipart body: %w", err)
 		}
 		_, dp, derr := mime.ParseMediaType(p.Header.Get("Content-Disposition"))
 		if derr != nil {
-			return "", nil, fmt.Errorf("a multipart part without a readable Content-Disposition: %v", derr)
+			return kbAddArgs{}, fmt.Errorf("a multipart part without a readable Content-Disposition: %v", derr)
 		}
 		field := dp["name"]
 		filename, hasFile := dp["filename"]
 		switch {
 		case hasFile:
 			if found {
-				return "", nil, errors.New("more than one file in the upload: send one document per request")
+				return kbAddArgs{}, errors.New("more than one file in the upload: send one document per request")
 			}
 			found = true
+			var err error
 			if doc, err = io.ReadAll(p); err != nil {
-				return "", nil, err
+				return kbAddArgs{}, err
 			}
-			source = filename
+			file = filename
 		case field == "source":
 			v, err := io.ReadAll(io.LimitReader(p, knowledge.MaxSourceLen+1))
 			if err != nil {
-				return "", nil, err
+				return kbAddArgs{}, err
 			}
 			if named = string(v); named == "" {
-				return "", nil, errors.New("the source field is empty")
+				return kbAddArgs{}, errors.New("the source field is empty")
 			}
 		default:
-			return "", nil, fmt.Errorf("unknown multipart field %q: want one file part (and optionally a source field before it)", field)
+			return kbAddArgs{}, fmt.Errorf("unknown multipart field %q: want one file part (and optionally a source field before it)", field)
 		}
 	}
 	if !found {
-		return "", nil, errors.New("no file in the upload: send a file part, such as curl -F file=@guide.md")
+		return kbAddArgs{}, errors.New("no file in the upload: send a file part, such as curl -F file=@guide.md")
 	}
-	if named != "" {
-		source = named
+	if named == "" || named == file {
+		return kbAddArgs{Source: file, Body: doc}, nil
 	}
-	return source, doc, nil
+	return kbAddArgs{Source: named, Body: doc, File: file}, nil
 }
 
 func (n *Node) searchKB(w http.ResponseWriter, r *http.Request) {
@@ -550,6 +560,7 @@ func (n *Node) searchKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(searchTimeout))
 	res, err := b.Search(r.Context(), q)
 	if err != nil {
 		writeError(w, kbStatus(err), "search failed: %v", err)
@@ -620,7 +631,7 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(kbIngestTimeout))
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(searchTimeout))
 	ans, err := b.Ask(r.Context(), in.Question, knowledge.AskOptions{Limit: in.Limit, Mode: in.Mode, MultiQuery: in.MultiQuery, HyDE: in.HyDE,
 		Fusion: in.Fusion, Alpha: in.Alpha, Extractive: in.Extractive})
 	if err != nil {

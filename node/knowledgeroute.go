@@ -162,11 +162,22 @@ func (u *kbUploads) part(base string, a kbPartArgs, now time.Time) (whole []byte
 }
 
 // kbAddArgs are the arguments of kb_add: a document (a file to convert, or
-// Markdown when Text).
+// Markdown when Text) stored as Source. File is the uploaded file's own name when a
+// source field renamed it: its extension says how the file is read
+// (knowledge.Base.AddFile). An owner built before File was sent ignores it.
 type kbAddArgs struct {
 	Source string `json:"source"`
 	Body   []byte `json:"body"`
 	Text   bool   `json:"text,omitempty"`
+	File   string `json:"file,omitempty"`
+}
+
+// add ingests a into b under key.
+func (a kbAddArgs) add(ctx context.Context, b *knowledge.Base, key string) (knowledge.AddResult, error) {
+	if a.Text {
+		return b.AddText(ctx, a.Source, string(a.Body), key)
+	}
+	return b.AddFile(ctx, a.Source, a.File, a.Body, key)
 }
 
 // kbRemoveArgs are the arguments of kb_remove.
@@ -215,7 +226,7 @@ func (e *remoteKBError) Unwrap() error { return e.kind }
 // kbAdd ingests a document into knowledge base name under key: on this node, or on
 // the owner of the base's stream on a sharded cluster when its command fits in a
 // bus message.
-func (n *Node) kbAdd(ctx context.Context, name, source string, body []byte, text bool, key string) (knowledge.AddResult, error) {
+func (n *Node) kbAdd(ctx context.Context, name string, doc kbAddArgs, key string) (knowledge.AddResult, error) {
 	if n.knowledge == nil {
 		return knowledge.AddResult{}, errors.New("node: no knowledge bases configured")
 	}
@@ -223,16 +234,16 @@ func (n *Node) kbAdd(ctx context.Context, name, source string, body []byte, text
 	// add, whose content a model wrote) is redacted as session events are, before
 	// it is hashed, chunked and stored; a file's converted text is redacted by the
 	// knowledge bases themselves (knowledge.Config.Redact).
-	source = n.redactor.String(source)
-	if text {
-		body = n.redactor.Bytes(body)
+	doc.Source, doc.File = n.redactor.String(doc.Source), n.redactor.String(doc.File)
+	if doc.Text {
+		doc.Body = n.redactor.Bytes(doc.Body)
 	}
 	if n.memoryRouted() {
 		if key == "" {
 			// The command may be delivered twice: its retries must write once.
 			key = "auto/" + randomKey()
 		}
-		args, err := json.Marshal(kbAddArgs{Source: source, Body: body, Text: text})
+		args, err := json.Marshal(doc)
 		if err != nil {
 			return knowledge.AddResult{}, err
 		}
@@ -254,10 +265,7 @@ func (n *Node) kbAdd(ctx context.Context, name, source string, body []byte, text
 	if err != nil {
 		return knowledge.AddResult{}, err
 	}
-	if text {
-		return b.AddText(ctx, source, string(body), key)
-	}
-	return b.Add(ctx, source, body, key)
+	return doc.add(ctx, b, key)
 }
 
 // kbRemove removes a document from knowledge base name under key: here, or on the
@@ -375,11 +383,7 @@ func (n *Node) kbLocal(ctx context.Context, c messages.MemoryCommand) (json.RawM
 		var b *knowledge.Base
 		if b, err = n.knowledge.Base(ctx, c.Namespace); err == nil {
 			var res knowledge.AddResult
-			if a.Text {
-				res, err = b.AddText(ctx, a.Source, string(a.Body), c.Key)
-			} else {
-				res, err = b.Add(ctx, a.Source, a.Body, c.Key)
-			}
+			res, err = a.add(ctx, b, c.Key)
 			ans.Result = &res
 		}
 	case kbRemoveAction:

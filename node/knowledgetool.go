@@ -311,7 +311,7 @@ func (n *Node) addKnowledgeTool() error {
 		return errors.New("node: KnowledgeTool needs Knowledge")
 	}
 	write := func(ctx context.Context, base, source, markdown, key string) (knowledge.AddResult, error) {
-		return n.kbAdd(ctx, base, source, []byte(markdown), true, key)
+		return n.kbAdd(ctx, base, kbAddArgs{Source: source, Body: []byte(markdown), Text: true}, key)
 	}
 	def, err := ragToolbox(n.knowledge, *n.cfg.KnowledgeTool, write, n.kbOpen)
 	if err != nil {

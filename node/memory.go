@@ -297,6 +297,7 @@ func (n *Node) searchMemories(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(searchTimeout))
 	res, err := n.memoryExec(r.Context(), name, memorySearch, "", q)
 	switch {
 	case errors.Is(err, memory.ErrInvalid):

@@ -276,6 +276,9 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		if missing := unknownAgents(events, agents); len(missing) > 0 && !asJSON {
 			fmt.Fprint(stderr, node.EscapeControls(fmt.Sprintf("hint: the session ran %s, which neither --agents nor --config defines here: verify it with the agents file it ran with\n",
 				quotedList("agent", missing))))
+		} else if missing := missingTools(events, agents); len(missing) > 0 && !asJSON {
+			fmt.Fprint(stderr, node.EscapeControls(fmt.Sprintf("hint: the session called %s, which the agent verified here does not have: verify it with the configuration it ran with (--config, --agents)\n",
+				quotedList("tool", missing))))
 		}
 		return 1
 	}
@@ -356,6 +359,50 @@ func unknownAgents(events []messages.Envelope, agents actors.Agents) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// missingTools names the tools that performed calls of the session's tasks, a
+// knowledge base's evidence or memories gathered before a first model call among
+// them, and that the agent of the task lacks here: verified without the
+// configuration whose "knowledge" or "memory" section gave it rag or memory, the
+// agent gathers nothing and diverges at the first gathering. A call the session
+// answered itself (a tool the model made up, answered as unknown) names none.
+func missingTools(events []messages.Envelope, agents actors.Agents) []string {
+	var out []string
+	agent, known := agents.For("")
+	for _, e := range events {
+		if e.Type != messages.TypeTaskSubmitted && (e.Type != messages.TypeToolCallCompleted || e.Actor == "session") {
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			continue
+		}
+		switch p := p.(type) {
+		case *messages.TaskSubmitted:
+			agent, known = agents.For(p.Agent)
+		case *messages.ToolCallCompleted:
+			if known && !agentHas(agent, p.Tool) && !slices.Contains(out, p.Tool) {
+				out = append(out, p.Tool)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// agentHas reports whether a has the tool name, of its own or of its catalog.
+func agentHas(a actors.Agent, name string) bool {
+	for _, t := range a.Tools {
+		if t.Name == name {
+			return true
+		}
+	}
+	if a.Catalog != nil {
+		_, ok := a.Catalog.Tool(name)
+		return ok
+	}
+	return false
 }
 
 // quotedList is "agent "a"" or "agents "a", "b"".

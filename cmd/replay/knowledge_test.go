@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -60,5 +62,36 @@ func TestVerifyASessionWithTheRAGTool(t *testing.T) {
 	}
 	if code, out, errs := replay(t, "verify", "with-rag", "--data", dir, "--config", cfg); code != 0 || !strings.Contains(out, "deterministic") {
 		t.Fatalf("verify --config: %d\n%s%s", code, out, errs)
+	}
+	// Without the configuration the agent has no rag tool, gathers no evidence and
+	// diverges at the session's first gathering: verify says which tool it lacks
+	// and where to get it, rather than leave a false divergence unexplained.
+	code, out, errs := replay(t, "verify", "with-rag", "--data", dir)
+	if code != 1 || !strings.Contains(out, "diverges") ||
+		!strings.Contains(errs, `hint: the session called tool "rag", which the agent verified here does not have: verify it with the configuration it ran with (--config, --agents)`) {
+		t.Fatalf("verify without --config: %d\n%s%s", code, out, errs)
+	}
+}
+
+// missingTools names the tools that answered a session's calls and that the agent
+// lacks, not one the model made up, which the session answered as unknown.
+func TestMissingToolsNamesPerformedToolsOnly(t *testing.T) {
+	event := func(actor string, p messages.Payload) messages.Envelope {
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Actor = actor
+		return e
+	}
+	events := []messages.Envelope{
+		event("session", &messages.TaskSubmitted{Input: "which port?"}),
+		event("tool/rag", &messages.ToolCallCompleted{Key: "s/2", CallID: "gather/evidence", Tool: "rag", Result: "{}"}),
+		event("tool/calculator", &messages.ToolCallCompleted{Key: "s/4", CallID: "c1", Tool: "calculator", Result: "4"}),
+		event("session", &messages.ToolCallCompleted{Key: "s/5", CallID: "c2", Tool: "search_web", Error: `unknown tool "search_web"`}),
+	}
+	agents := actors.Agents{Default: actors.Agent{Tools: []messages.ToolSpec{{Name: "calculator"}}}}
+	if got := missingTools(events, agents); !slices.Equal(got, []string{"rag"}) {
+		t.Errorf("missing tools %q, want rag only", got)
 	}
 }

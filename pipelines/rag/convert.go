@@ -59,20 +59,26 @@ var codeLanguages = map[string]string{
 // indexed as letters between NULs that no query finds. Errors wrap ErrUnsupported, ErrTooLarge or ErrMalformed
 // and never panic, whatever the bytes.
 func Convert(name string, data []byte) (markdown string, err error) {
+	return ConvertFile(name, name, data)
+}
+
+// ConvertFile is Convert of a document named name whose content came as the file
+// file (an upload stored under a name of its own): file's extension says how to
+// read it when Convert knows that extension, else name's does, else the content is
+// sniffed, as in Convert. The Markdown and the errors name the document name.
+func ConvertFile(name, file string, data []byte) (markdown string, err error) {
 	if len(data) > MaxDocumentBytes {
 		return "", fmt.Errorf("rag: convert %q: %d bytes, over the limit of %d: %w", name, len(data), MaxDocumentBytes, ErrTooLarge)
 	}
 	if data, err = fromUTF16(data); err != nil {
 		return "", fmt.Errorf("rag: convert %q: %w", name, err)
 	}
-	ext := strings.ToLower(path.Ext(name))
-	kind := ext
-	switch ext {
-	case ".md", ".markdown", ".txt", ".text", ".html", ".htm", ".csv", ".json", ".xlsx", ".docx", ".pdf":
-	default:
-		if _, ok := codeLanguages[ext]; !ok {
-			kind = sniff(data)
-		}
+	kind, ok := knownKind(file)
+	if !ok {
+		kind, ok = knownKind(name)
+	}
+	if !ok {
+		kind = sniff(data)
 	}
 	md, err := convertAs(kind, name, data)
 	if err != nil {
@@ -82,6 +88,18 @@ func Convert(name string, data []byte) (markdown string, err error) {
 		return "", fmt.Errorf("rag: convert %q: Markdown of %d bytes, over the limit of %d: %w", name, len(md), MaxMarkdownBytes, ErrTooLarge)
 	}
 	return md, nil
+}
+
+// knownKind is the format Convert reads a file named name as, by its extension,
+// and whether it knows that extension.
+func knownKind(name string) (string, bool) {
+	ext := strings.ToLower(path.Ext(name))
+	switch ext {
+	case ".md", ".markdown", ".txt", ".text", ".html", ".htm", ".csv", ".json", ".xlsx", ".docx", ".pdf":
+		return ext, true
+	}
+	_, ok := codeLanguages[ext]
+	return ext, ok
 }
 
 // convertAs converts data as the format kind names (an extension).

@@ -314,3 +314,21 @@ func FuzzConvert(f *testing.F) {
 		}
 	})
 }
+
+// ConvertFile reads a document by its file's extension, named by its own name: a
+// Go file stored as "src/tool" is a Go fence under "# tool"; a file whose
+// extension Convert does not know is read by the name's.
+func TestConvertFileReadsByTheFilesExtension(t *testing.T) {
+	for _, c := range []struct{ name, file, data, want string }{
+		{"src/tool", "tool.go", "package tool\n", "# tool\n\n```go\npackage tool\n```\n"},
+		{"docs/guide", "guide.md", "# Guide\n\ntext\n", "# Guide\n\ntext\n"},
+		{"docs/page.md", "page.html", "<h1>Page</h1><p>text</p>", "# Page\n\ntext"},
+		{"docs/guide.md", "upload.bin", "# Guide\n\ntext\n", "# Guide\n\ntext\n"},
+		{"docs/notes", "-", "# Not a heading\n", "\\# Not a heading\n"},
+	} {
+		got, err := ConvertFile(c.name, c.file, []byte(c.data))
+		if err != nil || got != c.want {
+			t.Errorf("ConvertFile(%q, %q) = %q, %v; want %q", c.name, c.file, got, err, c.want)
+		}
+	}
+}
