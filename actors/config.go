@@ -5,9 +5,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
+	"unicode"
 
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // A task runs under the configuration of its agent it was recorded with
@@ -145,7 +148,140 @@ func (s *SessionState) foldConfig(t *taskState, p *messages.TaskSubmitted) {
 	if c == nil || s.liveDigest(p.Agent) == p.ConfigDigest {
 		return // the agent as configured now, secrets and all; or a log that lost the content
 	}
+	if strings.Contains(c.SystemPrompt, redact.Redacted) {
+		// Its prompt held secrets, redacted as it was recorded: the task runs with
+		// them put back, or not at all (decideAmong), never with "[REDACTED]" sent
+		// to its model in their place.
+		restored, ok := s.restoreSecrets(c, p.ConfigDigest)
+		c, t.secretsLost = restored, !ok
+	}
 	t.config = c
+}
+
+// The most fillings of a recorded prompt's redacted places restoreSecrets tries, and
+// the most candidates it takes for one place.
+const (
+	maxSecretFillings  = 4096
+	maxSecretsForPlace = 16
+)
+
+// restoreSecrets returns c, a recorded configuration whose system prompt was
+// redacted, with the secrets put back in its place: each place filled with what
+// stands between the same words in the system prompt of one of the state's agents
+// now (a prompt edited since keeps its secret among the same words, most often),
+// the filling taken only when the configuration it makes has c's recorded digest,
+// which was of the configuration as it was, secrets included. It returns false
+// when no filling has that digest: the secret is in none of the agents' prompts
+// now, or the words around it changed.
+func (s *SessionState) restoreSecrets(c *messages.AgentConfig, digest string) (*messages.AgentConfig, bool) {
+	pieces := strings.Split(c.SystemPrompt, redact.Redacted)
+	var prompts []string
+	for _, a := range s.agentList() {
+		if strings.TrimSpace(a.SystemPrompt) != "" && !slices.Contains(prompts, a.SystemPrompt) {
+			prompts = append(prompts, a.SystemPrompt)
+		}
+	}
+	places := make([][]string, len(pieces)-1)
+	total := 1
+	for i := range places {
+		places[i] = secretCandidates(prompts, pieces[i], pieces[i+1], i == 0, i == len(places)-1)
+		if total *= len(places[i]); total == 0 || total > maxSecretFillings {
+			return c, false
+		}
+	}
+	filled := *c
+	pick := make([]int, len(places))
+	var b strings.Builder
+	for {
+		b.Reset()
+		for i, piece := range pieces {
+			b.WriteString(piece)
+			if i < len(places) {
+				b.WriteString(places[i][pick[i]])
+			}
+		}
+		filled.SystemPrompt = b.String()
+		if configDigest(&filled) == digest {
+			return &filled, true
+		}
+		i := 0
+		for ; i < len(pick); i++ { // the next filling
+			if pick[i]++; pick[i] < len(places[i]) {
+				break
+			}
+			pick[i] = 0
+		}
+		if i == len(pick) {
+			return c, false
+		}
+	}
+}
+
+// secretCandidates returns what may have stood in a redacted place of a recorded
+// prompt, between the texts before and after it: in each of prompts, what follows
+// an occurrence of before's last words (its last 32, 8 or 2 bytes: the prompt may
+// have been edited around it), up to the next occurrence of after's first ones, or
+// to the end of its word; "[REDACTED]" itself (a prompt may say it). The longer the
+// words matched, the earlier a candidate comes.
+// first and last say that the place opens or ends the prompt.
+func secretCandidates(prompts []string, before, after string, first, last bool) []string {
+	out := []string{redact.Redacted}
+	add := func(c string) {
+		if c != "" && len(out) < maxSecretsForPlace && !slices.Contains(out, c) {
+			out = append(out, c)
+		}
+	}
+	for _, n := range []int{32, 8, 2} { // the words around it, edited or not
+		tail, head := before[max(0, len(before)-n):], after[:min(len(after), n)]
+		for _, p := range prompts {
+			var starts []int
+			switch {
+			case tail == "" && first:
+				starts = []int{0}
+			case tail != "":
+				for from := 0; len(starts) < maxSecretsForPlace; {
+					i := strings.Index(p[from:], tail)
+					if i < 0 {
+						break
+					}
+					starts = append(starts, from+i+len(tail))
+					from += i + 1
+				}
+			} // two places in a row: the second has no words before it to find
+			for _, start := range starts {
+				rest := p[start:]
+				if head == "" && last {
+					add(rest)
+				} else if j := strings.Index(rest, head); head != "" && j > 0 {
+					add(rest[:j])
+				}
+				word := rest
+				if j := strings.IndexFunc(rest, unicode.IsSpace); j >= 0 {
+					word = rest[:j]
+				}
+				add(word)
+				add(strings.TrimRightFunc(word, unicode.IsPunct))
+			}
+		}
+	}
+	return out
+}
+
+// agentList returns the state's agents: the default one and the named ones, by name.
+func (s *SessionState) agentList() []Agent {
+	if s.agents == nil {
+		return nil
+	}
+	out := []Agent{s.agents.Default}
+	names := make([]string, 0, len(s.agents.Named))
+	for name := range s.agents.Named {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		out = append(out, s.agents.Named[name])
+	}
+	return out
 }
 
 // forgetConfigs makes the session's unfinished tasks run under the agents of the
@@ -153,7 +289,7 @@ func (s *SessionState) foldConfig(t *taskState, p *messages.TaskSubmitted) {
 func (s *SessionState) forgetConfigs() {
 	for _, t := range s.tasks {
 		if t.phase != phaseDone {
-			t.config = nil
+			t.config, t.secretsLost = nil, false
 		}
 	}
 }

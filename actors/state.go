@@ -321,6 +321,10 @@ type taskState struct {
 	// config is the recorded configuration of its agent the task runs under, when
 	// it is not the agent's own now (config.go); nil: the agent's.
 	config *messages.AgentConfig
+	// secretsLost says that config's system prompt held secrets, redacted in the
+	// log, that none of the agents' prompts hold now (restoreSecrets): the task
+	// fails rather than send its model "[REDACTED]" in their place.
+	secretsLost bool
 }
 
 // SessionState is a session folded from its events. The zero value is not usable:
@@ -706,6 +710,11 @@ func (s *SessionState) decideAmong(as *Agents, nextSeq uint64, nowUS int64) *Dec
 	// A task is decided under the rules it was recorded with (rules.go).
 	if !supportedRules(t.rules) {
 		return d(&messages.TaskFailed{Reason: messages.ReasonUnsupportedRules, Error: (&RulesError{Seq: t.Seq, TaskID: t.ID, Version: t.rules}).Error(),
+			Steps: t.Steps, Usage: t.Usage}, t.ID)
+	}
+	if t.secretsLost {
+		return d(&messages.TaskFailed{Reason: messages.ReasonModelError, Error: "the system prompt recorded with the task held a secret, redacted in the log, " +
+			"that no agent of this node holds now among the same words: the task cannot go on under the configuration it began with (give the node that prompt back, or run the task again)",
 			Steps: t.Steps, Usage: t.Usage}, t.ID)
 	}
 	if t.rules < ContextRules || t.config != nil {

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
+	"github.com/troupe-run/troupe/redact"
 )
 
 // namedModel answers every call with its name, and keeps the requests it was sent.
@@ -130,5 +132,83 @@ func TestACallInFlightIsReissuedUnderTheRecordedConfiguration(t *testing.T) {
 	}
 	if len(again.requests()) != 1 {
 		t.Fatalf("model-a was called %d times; want once", len(again.requests()))
+	}
+}
+
+// A task whose system prompt holds one of the node's secrets records it redacted.
+// The node is stopped while the task's model call is in flight and restarted with
+// the prompt edited, the secret still in it: the call is made again with the
+// secret in its place, as first sent (its recorded hash), never with
+// "[REDACTED]", and verify with the new configuration reports the session
+// deterministic. Restarted with a prompt that lost the secret, the task fails
+// with model_error saying why, and its model is not called. Under rules 7 as
+// first built the model was sent the recorded prompt, "[REDACTED]" in the secret's
+// place, and verify with the new configuration diverged at the first model request.
+func TestACallInFlightIsReissuedWithTheSecretsOfItsPrompt(t *testing.T) {
+	const secret = "tok-Zq81mPx0-deploy-7731"
+	first := "You are the deploy bot. Log in with " + secret + " when asked."
+	for _, c := range []struct {
+		name, prompt string
+		keeps        bool
+	}{
+		{"kept", "You are the CHANGED deploy bot, terse. Log in with " + secret + " when asked.", true},
+		{"lost", "You are the deploy bot. Log in with the vault's token when asked.", false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			held := make(chan struct{})
+			t.Cleanup(func() { close(held) })
+			m1 := &namedModel{name: "model-a", hold: held}
+			n1, err := node.New(context.Background(), node.Config{Model: m1, SystemPrompt: first, DataDir: dir, Secrets: []string{secret}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop1, err := n1.Start(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := n1.Submit(context.Background(), node.Task{Input: "deploy", SessionID: "s"}); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, 10*time.Second, "the model call", func() bool { return len(m1.requests()) == 1 })
+			stop1()
+
+			m2 := &namedModel{name: "model-a"}
+			cfg := node.Config{Model: m2, SystemPrompt: c.prompt, DataDir: dir, Secrets: []string{secret}}
+			n2 := nodetest.Start(t, cfg)
+			events := tasksEnded(t, n2, "s", 1)
+			for _, e := range events {
+				if strings.Contains(string(e.Payload), secret) {
+					t.Fatalf("event %d holds the secret: %s", e.Seq, e.Payload)
+				}
+			}
+			calls := m2.requests()
+			for _, r := range calls {
+				if strings.Contains(r.Messages[0].Content, redact.Redacted) {
+					t.Fatalf("the model was sent %q", r.Messages[0].Content)
+				}
+			}
+			if !c.keeps {
+				failed := payloads[*messages.TaskFailed](t, events)
+				if len(calls) != 0 || len(failed) != 1 || failed[0].Reason != messages.ReasonModelError || !strings.Contains(failed[0].Error, "secret") {
+					t.Fatalf("the model was called %d times; the task's end %+v", len(calls), failed)
+				}
+			} else {
+				requested := payloads[*messages.ModelRequested](t, events)
+				if len(calls) != 1 || len(requested) != 1 || calls[0].Messages[0].Content != first || llm.PromptHash(calls[0]) != requested[0].PromptHash {
+					t.Fatalf("the calls re-issued %+v; recorded %+v; failed %+v", calls, requested, payloads[*messages.TaskFailed](t, events)[0])
+				}
+			}
+			if !c.keeps {
+				return
+			}
+			all, err := cfg.AllAgents()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
+				t.Fatalf("verify with the new configuration: %v %v", div, err)
+			}
+		})
 	}
 }
