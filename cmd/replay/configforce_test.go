@@ -51,20 +51,35 @@ func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
 		t.Fatalf("verify under the changed configuration: exit %d\n%s%s", code, out, errs)
 	}
 
-	// The session as rules 6 recorded it.
+	// The export carries the configuration its task names, stored in the log once,
+	// not with the task: imported into another log, the session verifies there
+	// under the changed configuration.
 	file := filepath.Join(dir, "changed.jsonl")
 	if code, _, errs := replay(t, "export", "changed", "--data", data, "--out", file); code != 0 {
 		t.Fatalf("export: %s", errs)
 	}
+	copyData := filepath.Join(dir, "copy")
+	if code, out, errs := replay(t, "import", file, "--data", copyData); code != 0 {
+		t.Fatalf("import: %s%s", out, errs)
+	}
+	if code, out, errs := replay(t, "verify", "changed", "--data", copyData, "--config", filepath.Join(dir, "b.json")); code != 0 || !strings.Contains(out, "deterministic") {
+		t.Fatalf("verify of the imported session under the changed configuration: exit %d\n%s%s", code, out, errs)
+	}
+
+	// The session as rules 6 recorded it.
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n"))
+	configs := 0
 	for i, line := range lines[1:] {
 		var e messages.Envelope
 		if err := json.Unmarshal(line, &e); err != nil {
 			t.Fatal(err)
+		}
+		if e.Type == messages.TypeConfigRecorded && bytes.Contains(e.Payload, []byte("Greets people warmly.")) {
+			configs++
 		}
 		if e.Type != messages.TypeTaskSubmitted {
 			continue
@@ -74,8 +89,8 @@ func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
 			t.Fatal(err)
 		}
 		task := p.(*messages.TaskSubmitted)
-		if task.Rules != 7 || task.Config == nil || !strings.Contains(task.Config.SystemPrompt, "Greets people warmly.") {
-			t.Fatalf("the task recorded rules %d, configuration %+v", task.Rules, task.Config)
+		if task.Rules != 7 || task.Config != nil || len(task.ConfigDigest) != 64 || bytes.Contains(e.Payload, []byte("Greets people")) {
+			t.Fatalf("the task recorded rules %d, digest %q, configuration %+v", task.Rules, task.ConfigDigest, task.Config)
 		}
 		task.Rules, task.ConfigDigest, task.Config = 6, "", nil
 		enc, err := messages.NewEnvelope(task)
@@ -86,6 +101,9 @@ func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
 		if lines[i+1], err = json.Marshal(e); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if configs != 1 {
+		t.Fatalf("the export carries %d configurations with the skill; want 1:\n%s", configs, raw)
 	}
 	old := filepath.Join(dir, "old.jsonl")
 	if err := os.WriteFile(old, append(bytes.Join(lines, []byte("\n")), '\n'), 0o644); err != nil {
