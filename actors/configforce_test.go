@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
@@ -112,5 +115,47 @@ func TestAConfigurationIsStoredOncePerLog(t *testing.T) {
 		if err != nil || len(stream) != 1 || strings.Count(string(stream[0].Payload), "Keep every record") != 410 {
 			t.Fatalf("the configuration's stream: %v %d events", err, len(stream))
 		}
+	}
+}
+
+// Two nodes over one log that store the same configuration at once (each its
+// first task of it) write the same event at the same position: both tasks are
+// recorded and run, and the configuration's stream holds it once.
+func TestTwoNodesStoreOneConfigurationOnce(t *testing.T) {
+	h := newHarness(t, harnessOpts{model: llm.Offline{}})
+	second := h.system.Root.Spawn(actors.NewSessionHostProps(actors.SessionDeps{Store: h.log, Effects: h.effects,
+		Agent: actors.Agent{Model: "offline", SystemPrompt: "test"}}))
+	t.Cleanup(func() { _ = h.system.Root.PoisonFuture(second).Wait() })
+	const each = 8
+	answers := make(chan error, 2*each)
+	for i := range each {
+		for j, host := range []*actor.PID{h.host, second} {
+			h.system.Root.Send(host, &actors.SubmitTask{Envelope: taskEnvelope(t, fmt.Sprintf("n%d-%d", j, i), fmt.Sprintf("t-n%d-%d", j, i)), Done: answers})
+		}
+	}
+	for range 2 * each {
+		select {
+		case err := <-answers:
+			if err != nil {
+				t.Fatalf("a task was refused: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a task was not answered")
+		}
+	}
+	var digest string
+	for i := range each {
+		for j := range 2 {
+			events := h.wait(fmt.Sprintf("n%d-%d", j, i))
+			task := payloadsOf[*messages.TaskSubmitted](t, events)[0]
+			if digest != "" && task.ConfigDigest != digest || task.Config != nil {
+				t.Fatalf("task %+v; want the digest %s alone", task, digest)
+			}
+			digest = task.ConfigDigest
+		}
+	}
+	stream, err := h.log.Read(context.Background(), messages.ConfigStream(digest), 1)
+	if err != nil || len(stream) != 1 {
+		t.Fatalf("the configuration's stream: %d events (%v)", len(stream), err)
 	}
 }

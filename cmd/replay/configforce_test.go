@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,5 +131,48 @@ func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
 	i, j := strings.Index(rec, `"prompt_hash":"`), strings.Index(rec, `,"context"`)
 	if i < 0 || j < i || rec[:i+15] != now[:i+15] || rec[i:i+79] == now[i:i+79] || rec[i+79:j] != now[i+79:j] {
 		t.Errorf("rules 6 diverges otherwise than by the prompt's hash:\n%s\n%s", rec, now)
+	}
+}
+
+// An export's configurations are read back as written, and one that is not the
+// one event of its digest's stream is refused, the whole file with it.
+func TestExportCarriesConfigurations(t *testing.T) {
+	task, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "hi", Rules: 7, ConfigDigest: strings.Repeat("ab", 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task.ID, task.SessionID, task.Seq, task.TS = "s/1", "s", 1, 1
+	good, err := messages.ConfigRecordedEvent(strings.Repeat("ab", 32), messages.AgentConfig{SystemPrompt: "You file."}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := writeExport(&b, []messages.Envelope{task}, good); err != nil {
+		t.Fatal(err)
+	}
+	events, configs, err := readExport(bytes.NewReader(b.Bytes()))
+	if err != nil || len(events) != 1 || len(configs) != 1 || configs[0].SessionID != good.SessionID || !bytes.Equal(configs[0].Payload, good.Payload) {
+		t.Fatalf("read back %v %v (%v)", events, configs, err)
+	}
+	b.Reset()
+	if err := writeExport(&b, []messages.Envelope{task}); err != nil || !strings.HasPrefix(b.String(), `{"format":"troupe.session","version":1,`) {
+		t.Fatalf("an export with no configuration: %q (%v); want version 1", b.String(), err)
+	}
+	for name, bad := range map[string]func(e *messages.Envelope){
+		"another stream": func(e *messages.Envelope) {
+			e.SessionID, e.ID = "config/"+strings.Repeat("cd", 32), "config/"+strings.Repeat("cd", 32)+"/1"
+		},
+		"another seq": func(e *messages.Envelope) { e.Seq = 2 },
+		"a session":   func(e *messages.Envelope) { e.SessionID, e.ID = "s2", "s2/1" },
+	} {
+		e := good
+		bad(&e)
+		b.Reset()
+		if err := writeExport(&b, []messages.Envelope{task}, e); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := readExport(bytes.NewReader(b.Bytes())); !errors.Is(err, ErrBadExport) {
+			t.Errorf("%s: %v; want ErrBadExport", name, err)
+		}
 	}
 }
