@@ -311,6 +311,9 @@ type SessionActor struct {
 	// storingConfig is set while storeConfig appends: a configuration's stream
 	// that holds another event at its position is left as it is.
 	storingConfig bool
+	// unstored is the new task that step records, while submit or claim steps it:
+	// step stores the configuration it names first (storeConfig).
+	unstored messages.Payload
 	// newTask is set while an idle session (no task running, no effect in flight)
 	// appends the batch that records a new task: a log that is full (eventlog.ErrFull)
 	// at the first attempt then refuses the task (errNotRecorded) instead of having
@@ -568,13 +571,14 @@ func (a *SessionActor) loadConfigs(events []messages.Envelope) error {
 	return nil
 }
 
-// storeConfig stores the configuration that task p, new, names (ConfigDigest) in
-// its stream, before the task is recorded, so that a node configured otherwise
-// that folds the task finds it: once per node (SessionDeps.stored), the log
-// keeping the first when several nodes store it (the same event at the same
-// position). Its secrets are redacted as the session's events' are. An error is
-// the task's: it is not recorded.
-func (a *SessionActor) storeConfig(ctx actor.Context, task messages.Payload) error {
+// storeConfig stores the configuration that task, new and folded, names
+// (ConfigDigest) in its stream, just before the batch that records the task
+// (step, unstored), so that a node configured otherwise that folds the task finds
+// it, and a task the fold refuses stores nothing: once per node
+// (SessionDeps.stored), the log keeping the first when several nodes store it (the
+// same event at the same position). Its secrets are redacted as the session's
+// events' are. An error is the batch's: the task is not recorded.
+func (a *SessionActor) storeConfig(task messages.Payload) error {
 	p, ok := task.(*messages.TaskSubmitted)
 	if !ok || p.ConfigDigest == "" || a.deps.stored.has(p.ConfigDigest) {
 		return nil
@@ -595,12 +599,8 @@ func (a *SessionActor) storeConfig(ctx actor.Context, task messages.Payload) err
 	a.storingConfig = true
 	err = a.appendDurably([]messages.Envelope{e})
 	a.storingConfig = false
-	switch {
-	case errors.Is(err, errNotRecorded):
-		return fmt.Errorf("session %s: store the configuration of its task: %w", a.id, err)
-	case err != nil: // fenced (a Configs that leases), or stopped
-		a.fenced(ctx, err)
-		return fmt.Errorf("%w: session %s: store the configuration of its task: %w", ErrNotOwner, a.id, err)
+	if err != nil {
+		return fmt.Errorf("store the configuration of its task: %w", err)
 	}
 	a.deps.stored.add(p.ConfigDigest)
 	return nil
@@ -654,17 +654,9 @@ func (a *SessionActor) claim(ctx actor.Context, m *SubmitTask) bool {
 	}
 	e.Actor = "session"
 	e, p := stampRules(e, m.Task, a.state) // a new task runs under this build's rules and the node's configuration
-	a.newTask = true
-	if err := a.storeConfig(ctx, p); err != nil {
-		a.newTask = false
-		m.answer(ctx, err)
-		a.reset()
-		a.unread = true
-		return true
-	}
-	a.claiming, a.claimRetried = true, false
+	a.claiming, a.claimRetried, a.newTask, a.unstored = true, false, true, p
 	err := a.step(ctx, oneEvent(e), p)
-	a.claiming, a.newTask = false, false
+	a.claiming, a.newTask, a.unstored = false, false, nil
 	switch {
 	case errors.Is(err, eventlog.ErrSeqConflict):
 		a.deps.Logger.Debug("session has events: reading them before its new task", "session", a.id)
@@ -732,11 +724,9 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 	e.Actor = "session"
 	e, p := stampRules(e, m.Task, a.state) // a new task runs under this build's rules and the node's configuration
 	a.newTask = a.state.Active() == "" && len(a.inflight) == 0 && a.modelKey.IsZero()
-	err := a.storeConfig(ctx, p)
-	if err == nil {
-		err = a.step(ctx, oneEvent(e), p)
-	}
-	a.newTask = false
+	a.unstored = p
+	err := a.step(ctx, oneEvent(e), p)
+	a.newTask, a.unstored = false, nil
 	if err != nil {
 		m.answer(ctx, err)
 		if errors.Is(err, errNotRecorded) {
@@ -937,7 +927,12 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloa
 		batch = append(batch, e)
 	}
 	if len(batch) > 0 {
-		if err := a.appendDurably(batch); err != nil {
+		err := a.storeConfig(a.unstored) // the task was folded: it is recorded next
+		a.unstored = nil
+		if err == nil {
+			err = a.appendDurably(batch)
+		}
+		if err != nil {
 			if a.claiming && errors.Is(err, eventlog.ErrSeqConflict) {
 				return err
 			}
@@ -1024,10 +1019,10 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 			ctx, cancel = context.WithTimeout(a.stop.context(), a.deps.IOTimeout)
 		}
 		var err error
-		if a.claiming && a.deps.claims != nil {
-			err = a.deps.claims.Claim(ctx, batch)
-		} else if a.storingConfig {
+		if a.storingConfig {
 			err = a.deps.Configs.Append(ctx, batch)
+		} else if a.claiming && a.deps.claims != nil {
+			err = a.deps.claims.Claim(ctx, batch)
 		} else {
 			err = a.deps.Store.Append(ctx, batch)
 		}
@@ -1048,16 +1043,16 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 		if errors.Is(err, eventlog.ErrFenced) {
 			return err
 		}
-		if a.claiming && errors.Is(err, eventlog.ErrSeqConflict) {
-			a.claimRetried = attempt > 1
-			return err // the session has events: claim reads them
-		}
 		if a.storingConfig && errors.Is(err, eventlog.ErrSeqConflict) {
 			// Another event holds the configuration's position (an import's): a
 			// node folding the task reads it, and runs the task as recorded if it
 			// is the configuration, as in a log that lost it if not.
 			a.deps.Logger.Warn("a configuration's stream holds another event; left as it is", "session", a.id, "stream", batch[0].SessionID, "err", err)
 			return nil
+		}
+		if a.claiming && errors.Is(err, eventlog.ErrSeqConflict) {
+			a.claimRetried = attempt > 1
+			return err // the session has events: claim reads them
 		}
 		if errors.Is(err, eventlog.ErrSeqConflict) || errors.Is(err, eventlog.ErrInvalidEvent) {
 			panic(fmt.Errorf("session %s: append %d events at seq %d: %w", a.id, len(batch), batch[0].Seq, err))
