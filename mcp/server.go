@@ -122,6 +122,9 @@ type Server struct {
 	events  eventStore   // the events of the streams over Streamable HTTP
 	pending sync.Map     // the run_task calls on their way to the handler, by token (*pendingCall)
 
+	callsMu sync.Mutex
+	calls   map[string]map[*follower]bool // the calls under way, by their session's ID (Streamable HTTP)
+
 	closing     chan struct{}   // closed by CloseStreams
 	closed      context.Context // ends at CloseStreams
 	closeCtx    context.CancelFunc
@@ -145,7 +148,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	if opts.StartGrace <= 0 {
 		opts.StartGrace = DefaultStartGrace
 	}
-	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{},
+	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{}, calls: map[string]map[*follower]bool{},
 		closing: make(chan struct{}), book: newSessionBook(n), events: eventStore{sdk.NewMemoryEventStore(nil)}}
 	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}}
 	sopts := &sdk.ServerOptions{
