@@ -365,7 +365,8 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	// same at each call that names it: the ingress's.
 	in, admits := s.n.(admitter)
 	if c := s.takeCall(req); c != nil && req.Session != nil && req.Session.ID() != "" && task.Validate() == nil && (task.TaskID == "" || admits) {
-		rec := messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(raw), TaskSession: task.SessionID}
+		rec := messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(raw), TaskSession: task.SessionID,
+			ProgressToken: progressToken(req.Params)}
 		if task.TaskID != "" {
 			env, err := in.Ingress().Admit(task)
 			if err != nil {
@@ -454,7 +455,7 @@ func (s *Server) startCall(ctx context.Context, id string, rec *messages.MCPCall
 	}
 	if c, ok := st.call(rec.RequestID, ""); ok && c.ArgsHash == rec.ArgsHash {
 		rec.TaskSession, rec.TaskID = c.TaskSession, c.TaskID
-		if _, again, err = s.callStatus(ctx, c); err != nil {
+		if _, again, err = s.callStatus(ctx, c.MCPCallStarted); err != nil {
 			return false, err
 		}
 		if c.Stream == rec.Stream {
