@@ -303,7 +303,14 @@ func (s *Server) callTool(name string) sdk.ToolHandler {
 		}
 		key := ""
 		if req.Params != nil {
-			if k, ok := req.Params.Meta[IdempotencyKeyMeta].(string); ok {
+			if v, given := req.Params.Meta[IdempotencyKeyMeta]; given {
+				k, ok := v.(string)
+				if !ok || k == "" {
+					// A key the call would run without: its caller meant it to run once.
+					got, _ := json.Marshal(v)
+					return errorResult(fmt.Sprintf("%s: _meta %q must be a non-empty string, the call's key of your choice; got %.40s",
+						name, IdempotencyKeyMeta, got)), nil
+				}
 				key = k
 			}
 		}
