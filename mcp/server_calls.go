@@ -192,7 +192,7 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 		}
 		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{
 			"progressToken": json.RawMessage(call.ProgressToken), "progress": progress,
-			"message": fmt.Sprintf("%s: the task runs (session %s; the call's stream resumed)", RunTask, call.TaskSession)}})
+			"message": fmt.Sprintf("the task runs (session %s; the call's stream resumed)", call.TaskSession)}})
 		progress++
 		next++
 		return write("id: " + streamID + "_" + strconv.Itoa(next-1) + "\ndata: " + string(b) + "\n\n")
