@@ -65,13 +65,18 @@ func (c *teamCluster) tallied() (int, []string) {
 }
 
 func (c *teamCluster) start(name string, model *byAgent) *teamClusterNode {
+	return c.startAs(name, 0, model)
+}
+
+// startAs starts a node with roles (0: all).
+func (c *teamCluster) startAs(name string, roles node.Role, model *byAgent) *teamClusterNode {
 	t := c.t
 	t.Helper()
 	clients, err := kafka.DialNode(c.k.brokers, c.group, c.k.layout(memoryClusterPartitions), watermill.NopLogger{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := node.Config{Log: c.log, NodeID: name, DataDir: t.TempDir(), Model: model, MaxSteps: 4,
+	cfg := node.Config{Log: c.log, NodeID: name, Roles: roles, DataDir: t.TempDir(), Model: model, MaxSteps: 4,
 		Tools: []tools.Tool{tools.Calculator{}, c.tally()}, Agents: c.agents}
 	cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
 		Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf}
@@ -506,6 +511,55 @@ func TestTeamClusterHugeAndHostileAnswer(t *testing.T) {
 	}
 	if len(quietTask) > 64<<10 {
 		t.Errorf("the second stage's task is %d bytes", len(quietTask))
+	}
+	checkTeamOnce(t, c, session, events)
+}
+
+// A node that runs sessions but no tools sends its tool calls to a node that
+// serves them. A team's delegate calls only wait for child sessions, which run on
+// the sessions node: the team's fan-out branches run at once, and a child whose
+// tool calls share a partition of the tool requests with its parent's delegate
+// call is not held behind it.
+func TestTeamClusterSessionsNodeWithoutTools(t *testing.T) {
+	c := newTeamCluster(t, fanOutAgents())
+	held := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(held) }) }
+	t.Cleanup(release)
+	model := newByAgent(t, fanOutScripts)
+	model.hold = func(agent string, step int) <-chan struct{} {
+		if step == 2 && (agent == "slow" || agent == "fast") {
+			return held
+		}
+		return nil
+	}
+	s := c.startAs("s", node.RoleSessions, model)
+	w := c.startAs("w", node.RoleTools|node.RoleModels, model)
+	_ = w
+	waitFor(t, 60*time.Second, "s owns every partition", func() bool { return s.n.PartitionsOwned() == memoryClusterPartitions })
+	// The team's session, and its first branch's child, on one partition.
+	session := ""
+	for i := range 5000 {
+		id := fmt.Sprintf("roles%d", i)
+		child := node.ChildSessionID(messages.EffectKey{SessionID: id, Seq: 2})
+		if kafka.PartitionOf(id, memoryClusterPartitions) == kafka.PartitionOf(child, memoryClusterPartitions) {
+			session = id
+			break
+		}
+	}
+	if _, err := s.n.Submit(context.Background(), node.Task{Input: "tally", SessionID: session, Agent: "panel"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "both branches' children at their second model call, side by side", func() bool {
+		return model.callsOf("slow") >= 2 && model.callsOf("fast") >= 2
+	})
+	release()
+	events := waitTeamEnded(t, c.log, session, 30*time.Second)
+	if got := payloads[*messages.TaskCompleted](t, events); len(got) != 1 || got[0].Output != "both tallied" {
+		t.Fatalf("the team's end: %s", events[len(events)-1].Payload)
+	}
+	if n, twice := c.tallied(); n != 2 || len(twice) > 0 {
+		t.Errorf("tally: %d keys, repeated %v", n, twice)
 	}
 	checkTeamOnce(t, c, session, events)
 }
