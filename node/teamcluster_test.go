@@ -17,6 +17,7 @@ import (
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/tools"
+	"github.com/troupe-run/troupe/tools/notes"
 )
 
 // teamCluster is a cluster of nodes on kfake sharing one SQLite log, each running
@@ -27,6 +28,7 @@ type teamCluster struct {
 	group  string
 	log    eventlog.Log
 	agents []node.NamedAgent
+	notes  bool // the nodes have the notes tool
 
 	tallies sync.Map // by key: how many times the tool was performed
 }
@@ -80,6 +82,9 @@ func (c *teamCluster) startAs(name string, roles node.Role, model *byAgent) *tea
 		Tools: []tools.Tool{tools.Calculator{}, c.tally()}, Agents: c.agents}
 	cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
 		Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf}
+	if c.notes {
+		cfg.Notes = &notes.Config{}
+	}
 	n, err := node.New(context.Background(), cfg)
 	if err != nil {
 		_ = clients.Close()
@@ -154,7 +159,11 @@ func waitTeamEnded(t *testing.T, log eventlog.Log, session string, within time.D
 // verified, the team's too.
 func checkTeamOnce(t *testing.T, c *teamCluster, session string, events []messages.Envelope) {
 	t.Helper()
-	all, err := (node.Config{Agents: c.agents, Tools: []tools.Tool{tools.Calculator{}, c.tally()}}).AllAgents()
+	cfg := node.Config{Agents: c.agents, Tools: []tools.Tool{tools.Calculator{}, c.tally()}}
+	if c.notes {
+		cfg.Notes = &notes.Config{Log: c.log}
+	}
+	all, err := cfg.AllAgents()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,6 +569,67 @@ func TestTeamClusterSessionsNodeWithoutTools(t *testing.T) {
 	}
 	if n, twice := c.tallied(); n != 2 || len(twice) > 0 {
 		t.Errorf("tally: %d keys, repeated %v", n, twice)
+	}
+	checkTeamOnce(t, c, session, events)
+}
+
+// Members that write notes, in children on another node, killed mid-task: each
+// member's note is written once, whoever finishes its child.
+func TestTeamClusterMemberNotesOnceAcrossAKill(t *testing.T) {
+	c := newTeamCluster(t, []node.NamedAgent{
+		{Name: "fast", Tools: []string{"notes"}}, {Name: "slow", Tools: []string{"notes"}},
+		{Name: "panel", Team: &actors.Team{Pattern: actors.TeamFanOut, Members: []actors.TeamMember{{Name: "fast"}, {Name: "slow"}}}},
+	})
+	c.notes = true
+	add := func(body string) llm.ScriptStep {
+		return llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: "n1", Name: "notes", Arguments: `{"op":"add","args":{"type":"fact","body":"` + body + `"}}`}}}
+	}
+	scripts := map[string][]llm.ScriptStep{
+		"fast": {add("fast was here"), {Content: "fast noted"}},
+		"slow": {add("slow was here"), {Content: "slow noted"}},
+	}
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
+	onB := newByAgent(t, scripts)
+	onB.hold = func(agent string, step int) <-chan struct{} {
+		if step == 2 {
+			return held
+		}
+		return nil
+	}
+	a := c.start("a", newByAgent(t, scripts))
+	b := c.start("b", onB)
+	waitOwned(t, a, b)
+	session := placed(t, "notes", a, b, 2, 3)
+	if _, err := a.n.Submit(context.Background(), node.Task{Input: "note it", SessionID: session, Agent: "panel"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for onB.callsOf("slow") < 2 || onB.callsOf("fast") < 2 {
+		if time.Now().After(deadline) {
+			for _, id := range []string{session, session + ".sub2", session + ".sub3", "notes/default"} {
+				for _, e := range readAll(t, c.log, id) {
+					t.Logf("%s %d %s %.300s", id, e.Seq, e.Type, e.Payload)
+				}
+			}
+			t.Fatalf("the children's model calls on b: fast %d, slow %d", onB.callsOf("fast"), onB.callsOf("slow"))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.stop()
+	events := waitTeamEnded(t, c.log, session, 60*time.Second)
+	if got := payloads[*messages.TaskCompleted](t, events); len(got) != 1 || got[0].Output != "## fast\nfast noted\n\n## slow\nslow noted" {
+		t.Fatalf("the team's end: %s", events[len(events)-1].Payload)
+	}
+	stream := readAll(t, c.log, "notes/default")
+	bodies := map[string]int{}
+	for _, e := range stream {
+		if e.Type == messages.TypeNoteAdded {
+			bodies[string(e.Payload)]++
+		}
+	}
+	if len(bodies) != 2 || len(stream) != 2 {
+		t.Errorf("the notes stream: %d events, adds %v; want one add by each member", len(stream), bodies)
 	}
 	checkTeamOnce(t, c, session, events)
 }

@@ -34,9 +34,9 @@ import (
 type wiring struct {
 	roles Role
 	bus   *Bus
-	// memory: the node has agent memory or knowledge bases, whose commands it sends
-	// to the namespaces' and the bases' owners on a shared bus, and whose replies it
-	// reads.
+	// memory: the node has agent memory, knowledge bases or notes, whose commands
+	// (a notes change is one) it sends to the namespaces', the bases' and the notes
+	// streams' owners on a shared bus, and whose replies it reads.
 	memory bool
 }
 
@@ -100,7 +100,7 @@ var roleHandlers = []roleHandler{
 func (n *Node) live() message.Subscriber { return n.liveSub }
 
 func (n *Node) wiring() wiring {
-	return wiring{roles: n.cfg.Roles, bus: n.cfg.Bus, memory: n.cfg.Memory != nil || n.cfg.Knowledge != nil}
+	return wiring{roles: n.cfg.Roles, bus: n.cfg.Bus, memory: n.cfg.Memory != nil || n.cfg.Knowledge != nil || n.cfg.Notes != nil}
 }
 
 // openLog opens the embedded SQLite log in DataDir unless Config.Log gives one.
