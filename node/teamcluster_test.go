@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -71,7 +73,7 @@ func (c *teamCluster) start(name string, model *byAgent) *teamClusterNode {
 }
 
 // startAs starts a node with roles (0: all).
-func (c *teamCluster) startAs(name string, roles node.Role, model *byAgent) *teamClusterNode {
+func (c *teamCluster) startAs(name string, roles node.Role, model llm.Model) *teamClusterNode {
 	t := c.t
 	t.Helper()
 	clients, err := kafka.DialNode(c.k.brokers, c.group, c.k.layout(memoryClusterPartitions), watermill.NopLogger{})
@@ -99,7 +101,8 @@ func (c *teamCluster) startAs(name string, roles node.Role, model *byAgent) *tea
 	var once sync.Once
 	closeAll := func() { once.Do(func() { stop(); _ = clients.Close() }) }
 	t.Cleanup(closeAll)
-	return &teamClusterNode{n: n, parts: rec, model: model, stop: closeAll}
+	scripted, _ := model.(*byAgent)
+	return &teamClusterNode{n: n, parts: rec, model: scripted, stop: closeAll}
 }
 
 // placed returns a session ID whose partition a owns and whose children, the
@@ -632,4 +635,79 @@ func TestTeamClusterMemberNotesOnceAcrossAKill(t *testing.T) {
 		t.Errorf("the notes stream: %d events, adds %v; want one add by each member", len(stream), bodies)
 	}
 	checkTeamOnce(t, c, session, events)
+}
+
+// A node joins while a fan-out team waits on its members' children: the rebalance
+// hands every session over (the team's, its children's), and the team completes
+// with its children's answers, each child with one task, none cancelled.
+func TestTeamClusterRebalanceWhileMembersWork(t *testing.T) {
+	c := newTeamCluster(t, fanOutAgents())
+	held := make(chan struct{})
+	var once sync.Once
+	release := func() { once.Do(func() { close(held) }) }
+	t.Cleanup(release)
+	hold := func(agent string, step int) <-chan struct{} {
+		if step == 2 && (agent == "slow" || agent == "fast") {
+			return held
+		}
+		return nil
+	}
+	onA, onB := newByAgent(t, fanOutScripts), newByAgent(t, fanOutScripts)
+	onA.hold, onB.hold = hold, hold
+	a := c.start("a", onA)
+	b := c.start("b", onB)
+	waitOwned(t, a, b)
+	session := placed(t, "joined", a, b, 2, 3)
+	if _, err := a.n.Submit(context.Background(), node.Task{Input: "tally", SessionID: session, Agent: "panel"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "both children's second model calls on b", func() bool { return onB.callsOf("slow") >= 2 && onB.callsOf("fast") >= 2 })
+	cn := c.start("c", newByAgent(t, fanOutScripts))
+	waitOwned(t, a, b, cn)
+	release()
+	events := waitTeamEnded(t, c.log, session, 60*time.Second)
+	if got := payloads[*messages.TaskCompleted](t, events); len(got) != 1 || got[0].Output != "both tallied" {
+		for _, id := range []string{session + ".sub2", session + ".sub3"} {
+			for _, e := range readAll(t, c.log, id) {
+				t.Logf("%s %d %s %.300s", id, e.Seq, e.Type, e.Payload)
+			}
+		}
+		t.Fatalf("the team's end: %s", events[len(events)-1].Payload)
+	}
+	if n, twice := c.tallied(); n != 2 || len(twice) > 0 {
+		t.Errorf("tally: %d keys, repeated %v", n, twice)
+	}
+	checkTeamOnce(t, c, session, events)
+}
+
+// Every team of examples/teams.yaml runs on a cluster of two nodes with the
+// offline model, the team on one node and its members' children on the other, and
+// each session verifies.
+func TestTeamClusterExamples(t *testing.T) {
+	file, err := nodeconfig.LoadAgents(filepath.Join("..", "examples", "teams.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newTeamCluster(t, file.NodeAgents())
+	a := c.startAs("a", 0, llm.Offline{})
+	b := c.startAs("b", 0, llm.Offline{})
+	waitOwned(t, a, b)
+	for i, tc := range []struct{ team, input, output string }{
+		{"desk", "What is 12 * (7 + 5)?", "144"},
+		{"desk", "Write a haiku about tea", "I am Troupe's offline model"},
+		{"compute_then_write", "What is 12 * (7 + 5)?", "144"},
+		{"panel", "What is 12 * (7 + 5)?", "calculator: 144\nchecker: 144"},
+		{"review", "What is 12 * (7 + 5)?", "144"},
+		{"frontdesk", "What is 12 * (7 + 5)?", "144"},
+	} {
+		session := placed(t, fmt.Sprintf("%s-%d-", tc.team, i), a, b, 2)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		res, err := b.n.RunTask(ctx, node.Task{Input: tc.input, SessionID: session, Agent: tc.team})
+		cancel()
+		if err != nil || res.Status != messages.StatusCompleted || !strings.HasPrefix(res.Output, tc.output) {
+			t.Errorf("%s: %+v %v; want it completed with %q", tc.team, res, err, tc.output)
+			continue
+		}
+		checkTeamOnce(t, c, session, readAll(t, c.log, session))
+	}
 }
