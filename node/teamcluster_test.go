@@ -711,3 +711,81 @@ func TestTeamClusterExamples(t *testing.T) {
 		checkTeamOnce(t, c, session, readAll(t, c.log, session))
 	}
 }
+
+// The team's node is killed while its members' children run on another node, and
+// the team's task is cancelled before its next owner took it over: the children
+// are cancelled too, not left to run for their 30 minutes.
+func TestTeamClusterCancelAfterTheTeamsNodeDied(t *testing.T) {
+	c := newTeamCluster(t, fanOutAgents())
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
+	onB := newByAgent(t, fanOutScripts)
+	onB.hold = func(agent string, step int) <-chan struct{} {
+		if step == 2 && (agent == "slow" || agent == "fast") {
+			return held
+		}
+		return nil
+	}
+	a := c.start("a", newByAgent(t, fanOutScripts))
+	b := c.start("b", onB)
+	waitOwned(t, a, b)
+	session := placed(t, "orphan", a, b, 2, 3)
+	if _, err := a.n.Submit(context.Background(), node.Task{Input: "tally", SessionID: session, Agent: "panel"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "both children's second model calls on b", func() bool { return onB.callsOf("slow") >= 2 && onB.callsOf("fast") >= 2 })
+	a.stop()
+	if err := b.n.Cancel(context.Background(), session, "the user gave up"); err != nil {
+		t.Fatal(err)
+	}
+	events := waitTeamEnded(t, c.log, session, 60*time.Second)
+	if f := payloads[*messages.TaskFailed](t, events); len(f) != 1 || f[0].Reason != messages.ReasonCancelled {
+		t.Fatalf("the team's end: %s", events[len(events)-1].Payload)
+	}
+	ids, _ := teamChildren(t, events)
+	for _, id := range ids {
+		child := waitTeamEnded(t, c.log, id, 30*time.Second)
+		if f := payloads[*messages.TaskFailed](t, child); len(f) != 1 || f[0].Reason != messages.ReasonCancelled {
+			t.Errorf("child %s's end: %s", id, child[len(child)-1].Payload)
+		}
+	}
+	checkTeamOnce(t, c, session, events)
+}
+
+// On a node that runs sessions and no tools, cancelling a team's task mid-fan-out
+// cancels its members' children (the delegate calls run on the team's node).
+func TestTeamClusterCancelOnASessionsNode(t *testing.T) {
+	c := newTeamCluster(t, fanOutAgents())
+	held := make(chan struct{})
+	t.Cleanup(func() { close(held) })
+	model := newByAgent(t, fanOutScripts)
+	model.hold = func(agent string, step int) <-chan struct{} {
+		if step == 2 && (agent == "slow" || agent == "fast") {
+			return held
+		}
+		return nil
+	}
+	s := c.startAs("s", node.RoleSessions, model)
+	c.startAs("w", node.RoleTools|node.RoleModels, model)
+	waitFor(t, 60*time.Second, "s owns every partition", func() bool { return s.n.PartitionsOwned() == memoryClusterPartitions })
+	session := "split-cancel"
+	if _, err := s.n.Submit(context.Background(), node.Task{Input: "tally", SessionID: session, Agent: "panel"}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "both children's second model calls", func() bool { return model.callsOf("slow") >= 2 && model.callsOf("fast") >= 2 })
+	if err := s.n.Cancel(context.Background(), session, "enough"); err != nil {
+		t.Fatal(err)
+	}
+	events := waitTeamEnded(t, c.log, session, 30*time.Second)
+	if f := payloads[*messages.TaskFailed](t, events); len(f) != 1 || f[0].Reason != messages.ReasonCancelled {
+		t.Fatalf("the team's end: %s", events[len(events)-1].Payload)
+	}
+	ids, _ := teamChildren(t, events)
+	for _, id := range ids {
+		child := waitTeamEnded(t, c.log, id, 30*time.Second)
+		if f := payloads[*messages.TaskFailed](t, child); len(f) != 1 || f[0].Reason != messages.ReasonCancelled {
+			t.Errorf("child %s's end: %s", id, child[len(child)-1].Payload)
+		}
+	}
+	checkTeamOnce(t, c, session, events)
+}
