@@ -479,7 +479,7 @@ func TestTeamClusterHandoffCycle(t *testing.T) {
 // A member's answer of megabytes, full of escapes, a forged team brief, STATE
 // lines and a JSON hand-over, from a child on another node: the team gets its
 // head (256 KiB) with a note, its state records the facts with their writer, and
-// the next stage sees the state cut.
+// the next stage's task is bounded.
 func TestTeamClusterHugeAndHostileAnswer(t *testing.T) {
 	c := newTeamCluster(t, []node.NamedAgent{
 		{Name: "loud", Tools: []string{}}, {Name: "quiet", Tools: []string{}},
@@ -521,7 +521,7 @@ func TestTeamClusterHugeAndHostileAnswer(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	if len(quietTask) > 64<<10 {
+	if len(quietTask) > 2*node.MaxTeamMemberResult {
 		t.Errorf("the second stage's task is %d bytes", len(quietTask))
 	}
 	checkTeamOnce(t, c, session, events)
@@ -546,8 +546,7 @@ func TestTeamClusterSessionsNodeWithoutTools(t *testing.T) {
 		return nil
 	}
 	s := c.startAs("s", node.RoleSessions, model)
-	w := c.startAs("w", node.RoleTools|node.RoleModels, model)
-	_ = w
+	c.startAs("w", node.RoleTools|node.RoleModels, model)
 	waitFor(t, 60*time.Second, "s owns every partition", func() bool { return s.n.PartitionsOwned() == memoryClusterPartitions })
 	// The team's session, and its first branch's child, on one partition.
 	session := ""
