@@ -217,3 +217,33 @@ func TestMemoryCommandRefusedIsAnswered(t *testing.T) {
 		t.Errorf("the reply: %+v", rep)
 	}
 }
+
+// A cluster whose nodes have the notes tool and neither agent memory nor knowledge
+// bases: a change travels to the stream's owner, and its answer comes back. The
+// nodes did not read troupe.replies, where the owner answers: the change was
+// written, and the call waited for its answer until it timed out.
+func TestNotesClusterWithoutMemoryIsAnswered(t *testing.T) {
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	shared := sharedLog(t)
+	withNotes := func(c *node.Config) {
+		c.Model, c.Memory, c.Notes = notesAgent{}, nil, &notes.Config{}
+	}
+	a := startMemoryClusterNode(t, k, group, shared, "a", withNotes)
+	b := startMemoryClusterNode(t, k, group, shared, "b", withNotes)
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		return a.n.PartitionsOwned() > 0 && b.n.PartitionsOwned() > 0 && a.n.PartitionsOwned()+b.n.PartitionsOwned() == memoryClusterPartitions
+	})
+	for i, owner := range []memoryClusterNode{a, b} {
+		session := sessionsOn(t, owner, fmt.Sprintf("plain-notes-%d", i), 1)[0]
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		res, err := owner.n.RunTask(ctx, node.Task{Input: "fact of " + session, SessionID: session})
+		cancel()
+		if err != nil || res.Status != messages.StatusCompleted || res.Output != "noted" {
+			t.Fatalf("session %s: %+v %v", session, res, err)
+		}
+	}
+	if got := payloads[*messages.NoteAdded](t, readAll(t, shared, "notes/default")); len(got) != 2 {
+		t.Errorf("%d notes added, want 2", len(got))
+	}
+}
