@@ -157,8 +157,14 @@ type state struct {
 	ever map[string]struct{}
 	keys map[string]keyed
 	// firstDim is the dimension of the first chunk vector the stream held (0
-	// before any): its vectors go to the collection Collection(name).
+	// before any): its vectors go to the collection Collection(name). anchor is
+	// the seq of the event that held it, which compaction keeps.
 	firstDim int
+	anchor   uint64
+	// trail holds, by source, the seqs of the stream's events of that source
+	// still stored, ascending; events counts them all (see Base.compact).
+	trail  map[string][]uint64
+	events int
 }
 
 // document is one ingested document as the fold holds it.
@@ -190,7 +196,8 @@ type keyed struct {
 }
 
 func newState() *state {
-	return &state{docs: map[string]*document{}, chunks: map[string]*chunk{}, ever: map[string]struct{}{}, keys: map[string]keyed{}}
+	return &state{docs: map[string]*document{}, chunks: map[string]*chunk{}, ever: map[string]struct{}{}, keys: map[string]keyed{},
+		trail: map[string][]uint64{}}
 }
 
 // effect is what one event changed: the chunks it added and those it removed.
@@ -201,7 +208,8 @@ type effect struct {
 // apply folds one event of the stream.
 func (s *state) apply(e messages.Envelope) (effect, error) {
 	var eff effect
-	if e.Seq != s.seq+1 {
+	// Seqs grow; they skip those of the events compaction deleted (Base.compact).
+	if e.Seq <= s.seq {
 		return eff, fmt.Errorf("knowledge: %s: seq %d follows %d", e.SessionID, e.Seq, s.seq)
 	}
 	p, err := e.Decode()
@@ -224,8 +232,8 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			if prev := s.chunks[ch.id]; prev != nil && prev.source != p.Source {
 				return eff, fmt.Errorf("knowledge: %s seq %d: chunk %s of %q is already a chunk of %q", e.SessionID, e.Seq, ch.id, p.Source, prev.source)
 			}
-			if s.firstDim == 0 {
-				s.firstDim = len(ch.vector)
+			if s.firstDim == 0 && len(ch.vector) > 0 {
+				s.firstDim, s.anchor = len(ch.vector), e.Seq
 			}
 			d.chunks = append(d.chunks, ch)
 			s.chunks[ch.id] = ch
@@ -234,6 +242,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			tokens += ch.tokens
 		}
 		s.docs[p.Source] = d
+		s.trail[p.Source] = append(s.trail[p.Source], e.Seq)
 		if !norm.NFC.IsNormalString(p.Source) {
 			s.unnormal++
 		}
@@ -248,10 +257,12 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		if p.Key != "" {
 			s.keys[p.Key] = keyed{source: p.Source, removed: true}
 		}
+		s.trail[p.Source] = append(s.trail[p.Source], e.Seq)
 	default:
 		return eff, fmt.Errorf("knowledge: %s seq %d: a %s event has no place in a knowledge base's stream", e.SessionID, e.Seq, e.Type)
 	}
 	s.seq = e.Seq
+	s.events++
 	return eff, nil
 }
 
@@ -300,6 +311,11 @@ func (b *Base) fold(ctx context.Context) error { return b.s.CatchUp(ctx, baseFol
 // apply folds one event into the state and the keyword index, and marks the
 // vectors it changed.
 func (b *Base) apply(e messages.Envelope) error {
+	if r := b.use.ResumeAt(); r != 0 && b.st.seq < r && e.Seq > r {
+		// The event at the seq of the release was compacted away: the fold of
+		// those before it is the state the store was left in line with.
+		b.trustStore()
+	}
 	eff, err := b.st.apply(e)
 	if err != nil {
 		return err
@@ -365,13 +381,20 @@ func (b *Base) write(ctx context.Context, key string, change func() (messages.Pa
 		// this write before its next use (entity.Loaded.Open).
 		defer b.bs.bases.Changed(b.name)
 	}
-	return b.s.Write(ctx, baseFold{b}, key, func(context.Context) ([]messages.Payload, error) {
+	wrote := false
+	applied, err = b.s.Write(ctx, baseFold{b}, key, func(context.Context) ([]messages.Payload, error) {
 		p, err := change()
 		if err != nil || p == nil {
+			wrote = false
 			return nil, err
 		}
+		wrote = true
 		return []messages.Payload{p}, nil
 	})
+	if err == nil && wrote && !applied {
+		b.compactIfDue(ctx)
+	}
+	return applied, err
 }
 
 // vectorItem is the store item of a live chunk: its vector and where it comes

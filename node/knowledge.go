@@ -102,6 +102,12 @@ func (n *Node) openKnowledge() error {
 		back:    "knowledge: the vector store takes the knowledge base's vectors again",
 		refused: "knowledge: the vector store refused a chunk's vector: it is left out of the store (searches score it in memory), and the base's other vectors are written"})
 	cfg.VectorTrouble, cfg.VectorParked = vs.trouble(cfg.VectorTrouble), vs.parked(cfg.VectorParked)
+	if cfg.CompactTrouble == nil {
+		cfg.CompactTrouble = func(base string, err error) {
+			n.cfg.Logger.Warn("knowledge: compacting a knowledge base's stream failed; the write is stored, a later one tries again",
+				"base", base, "err", err)
+		}
+	}
 	bs, err := knowledge.Open(cfg)
 	if err != nil {
 		return err
