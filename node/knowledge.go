@@ -432,7 +432,7 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 	}
 	// The body is read: the ingestion (conversion, embedding) may outlast the
 	// server's write timeout.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(kbIngestTimeout))
+	w = n.awaitAnswer(w, kbIngestTimeout)
 	res, err := n.kbAdd(r.Context(), name, doc, key) // here, or on the base's owner
 	switch code := kbStatus(err); {
 	case errors.Is(err, knowledge.ErrKeyReused):
@@ -566,7 +566,7 @@ func (n *Node) searchKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(searchTimeout))
+	w = n.awaitAnswer(w, searchTimeout)
 	res, err := b.Search(r.Context(), q)
 	if err != nil {
 		writeError(w, kbStatus(err), "search failed: %v", err)
@@ -637,7 +637,7 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(searchTimeout))
+	w = n.awaitAnswer(w, searchTimeout)
 	ans, err := b.Ask(r.Context(), in.Question, knowledge.AskOptions{Limit: in.Limit, Mode: in.Mode, MultiQuery: in.MultiQuery, HyDE: in.HyDE,
 		Fusion: in.Fusion, Alpha: in.Alpha, Extractive: in.Extractive})
 	if err != nil {
