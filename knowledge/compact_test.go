@@ -2,6 +2,7 @@ package knowledge_test
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -202,5 +203,62 @@ func TestCompactionUnderConcurrentFolds(t *testing.T) {
 	}
 	if len(b.Documents()) != docs+1 {
 		t.Fatalf("%d documents after the late write, want %d", len(b.Documents()), docs+1)
+	}
+}
+
+// TestCompactionLeavesNoStaleVectorsInAnotherNodesStore: a node of a cluster
+// keeps its own vector store. One that folded the base, then stopped while the
+// owner replaced every document and compacted the stream, must not keep the
+// vectors of the chunks replaced when it folds the base again: the events that
+// named them are gone, and they would crowd its searches' candidates.
+func TestCompactionLeavesNoStaleVectorsInAnotherNodesStore(t *testing.T) {
+	const docs, kept = 300, 50
+	f := newFixture(t)
+	owner := f.base(t, "docs")
+	reingest(t, owner, docs, 0)
+	otherStore := openStore(t, "")
+	open := func() (*knowledge.Bases, *knowledge.Base) {
+		bs, err := knowledge.Open(knowledge.Config{Log: f.log, Vectors: otherStore, Embedder: llm.HashingEmbedder{}, EmbedderName: "hashing",
+			Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bs.Close() })
+		b, err := bs.Base(testCtx(t), "docs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bs, b
+	}
+	bs, _ := open()
+	if got := len(storeIDs(t, otherStore, "docs", 256)); got == 0 {
+		t.Fatal("the other node's store holds no vector after its fold")
+	}
+	if err := bs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The base shrinks to fewer chunks than the other node's store holds.
+	for d := kept; d < docs; d++ {
+		if err := owner.Remove(testCtx(t), fmt.Sprintf("docs/%03d.md", d), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := 1; round < 5; round++ {
+		reingest(t, owner, kept, round)
+	}
+	if n, _ := streamSize(t, f.log, "docs"); n >= docs {
+		t.Fatalf("the stream holds %d events: it was not compacted", n)
+	}
+	_, other := open()
+	var live []string
+	for _, d := range other.Documents() {
+		hits, _ := other.Chunks(d.Source)
+		for _, h := range hits {
+			live = append(live, h.ChunkID)
+		}
+	}
+	slices.Sort(live)
+	if got := storeIDs(t, otherStore, "docs", 256); !slices.Equal(got, live) {
+		t.Fatalf("the other node's store holds %d vectors, the base %d live chunks", len(got), len(live))
 	}
 }

@@ -165,6 +165,10 @@ type state struct {
 	// still stored, ascending; events counts them all (see Base.compact).
 	trail  map[string][]uint64
 	events int
+	// holes says the fold met seqs that compaction deleted: ever may lack chunks
+	// the stream named once, whose vectors a store not in line at the
+	// compaction (another node's) may still hold.
+	holes bool
 }
 
 // document is one ingested document as the fold holds it.
@@ -212,6 +216,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 	if e.Seq <= s.seq {
 		return eff, fmt.Errorf("knowledge: %s: seq %d follows %d", e.SessionID, e.Seq, s.seq)
 	}
+	s.holes = s.holes || e.Seq > s.seq+1
 	p, err := e.Decode()
 	if err != nil {
 		return eff, fmt.Errorf("knowledge: %w", err)
@@ -311,7 +316,7 @@ func (b *Base) fold(ctx context.Context) error { return b.s.CatchUp(ctx, baseFol
 // apply folds one event into the state and the keyword index, and marks the
 // vectors it changed.
 func (b *Base) apply(e messages.Envelope) error {
-	if r := b.use.ResumeAt(); r != 0 && b.st.seq < r && e.Seq > r {
+	if r := b.use.ResumeAt(); r != 0 && b.st.seq < r && e.Seq > r && !b.st.holes {
 		// The event at the seq of the release was compacted away: the fold of
 		// those before it is the state the store was left in line with.
 		b.trustStore()
@@ -336,7 +341,10 @@ func (b *Base) apply(e messages.Envelope) error {
 			break
 		}
 	}
-	if e.Seq == b.use.ResumeAt() {
+	if e.Seq == b.use.ResumeAt() && !b.st.holes {
+		// Unless compaction deleted events up to it: those may have named chunks
+		// the store held at the release and replaced since, which only a
+		// rebuild finds (rebuildVectors).
 		b.trustStore()
 	}
 	return nil
@@ -521,7 +529,13 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 	var dels []string
 	var ups []vectorstore.Item
 	ever := slices.Sorted(maps.Keys(b.st.ever))
-	stored := b.storedVectors(ctx, len(ever))
+	want := len(ever)
+	if b.st.holes {
+		// The store may hold chunks the stream no longer names (see below): ask
+		// for as many as Milvus answers at most.
+		want = max(want, storedVectorsHoles)
+	}
+	stored := b.storedVectors(ctx, want)
 	live := func(id string) *chunk {
 		if c := b.st.chunks[id]; c != nil && len(c.vector) > 0 {
 			return c
@@ -543,6 +557,24 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 			// node's newer write to a shared store (Milvus), not yet folded here.
 			if _, ok := stored[id]; ok {
 				dels = append(dels, id)
+			}
+		}
+	}
+	if stored != nil && b.st.holes {
+		// Compaction deleted events that may have named chunks the store still
+		// holds: its items of the base that the fold does not hold are stale, if
+		// the stream gained nothing since the fold (a writer appends before it
+		// writes to the store, so any item listed is of an event stored by now).
+		var unknown []string
+		for id := range stored {
+			if _, named := b.st.ever[id]; !named {
+				unknown = append(unknown, id)
+			}
+		}
+		if len(unknown) > 0 {
+			if newer, err := b.cfg.Log.Read(ctx, b.stream, b.st.seq+1); err == nil && len(newer) == 0 {
+				slices.Sort(unknown)
+				dels = append(dels, unknown...)
 			}
 		}
 	}
@@ -594,6 +626,10 @@ func (b *Base) storedVectors(ctx context.Context, ever int) map[string]vectorsto
 	}
 	return out
 }
+
+// storedVectorsHoles is how many items a rebuild after compaction asks the
+// store for at least: Milvus's largest topK.
+const storedVectorsHoles = 16384
 
 // storedVectorsMax bounds the items storedVectors asks the store for: their
 // vectors are copied (100 MB at 384 dimensions).
