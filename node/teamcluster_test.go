@@ -323,18 +323,7 @@ func TestTeamClusterCancelMidFanOut(t *testing.T) {
 	if err := b.n.Cancel(context.Background(), session, "the user changed their mind"); err != nil {
 		t.Fatal(err)
 	}
-	events := waitTeamEnded(t, c.log, session, 30*time.Second)
-	if f := payloads[*messages.TaskFailed](t, events); len(f) != 1 || f[0].Reason != messages.ReasonCancelled {
-		t.Fatalf("the team's end: %s", events[len(events)-1].Payload)
-	}
-	ids, _ := teamChildren(t, events)
-	for _, id := range ids {
-		child := waitTeamEnded(t, c.log, id, 30*time.Second)
-		if f := payloads[*messages.TaskFailed](t, child); len(f) != 1 || f[0].Reason != messages.ReasonCancelled {
-			t.Errorf("child %s's end: %s", id, child[len(child)-1].Payload)
-		}
-	}
-	checkTeamOnce(t, c, session, events)
+	checkTeamCancelled(t, c, session, 30*time.Second)
 }
 
 // Two tasks queued on one team session; the owner is killed while the first runs:
@@ -737,18 +726,7 @@ func TestTeamClusterCancelAfterTheTeamsNodeDied(t *testing.T) {
 	if err := b.n.Cancel(context.Background(), session, "the user gave up"); err != nil {
 		t.Fatal(err)
 	}
-	events := waitTeamEnded(t, c.log, session, 60*time.Second)
-	if f := payloads[*messages.TaskFailed](t, events); len(f) != 1 || f[0].Reason != messages.ReasonCancelled {
-		t.Fatalf("the team's end: %s", events[len(events)-1].Payload)
-	}
-	ids, _ := teamChildren(t, events)
-	for _, id := range ids {
-		child := waitTeamEnded(t, c.log, id, 30*time.Second)
-		if f := payloads[*messages.TaskFailed](t, child); len(f) != 1 || f[0].Reason != messages.ReasonCancelled {
-			t.Errorf("child %s's end: %s", id, child[len(child)-1].Payload)
-		}
-	}
-	checkTeamOnce(t, c, session, events)
+	checkTeamCancelled(t, c, session, 60*time.Second)
 }
 
 // On a node that runs sessions and no tools, cancelling a team's task mid-fan-out
@@ -775,7 +753,14 @@ func TestTeamClusterCancelOnASessionsNode(t *testing.T) {
 	if err := s.n.Cancel(context.Background(), session, "enough"); err != nil {
 		t.Fatal(err)
 	}
-	events := waitTeamEnded(t, c.log, session, 30*time.Second)
+	checkTeamCancelled(t, c, session, 30*time.Second)
+}
+
+// checkTeamCancelled waits up to wait for the team's task in session to end, and
+// checks that it and each of its members' children ended cancelled, each once.
+func checkTeamCancelled(t *testing.T, c *teamCluster, session string, wait time.Duration) {
+	t.Helper()
+	events := waitTeamEnded(t, c.log, session, wait)
 	if f := payloads[*messages.TaskFailed](t, events); len(f) != 1 || f[0].Reason != messages.ReasonCancelled {
 		t.Fatalf("the team's end: %s", events[len(events)-1].Payload)
 	}
