@@ -242,3 +242,10 @@ func (b *Batch) commit(ws []*batchWrite) {
 		finish(w, err)
 	}
 }
+
+// Queued is the number of writes waiting for the next batch.
+func (b *Batch) Queued() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.queue)
+}
