@@ -9,6 +9,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools/notes"
 )
 
 // Ingest pipelining. The Router handles every message its subscriber delivers on a
@@ -17,9 +18,9 @@ import (
 // (kafka.SubscriberConfig.MaxInFlight), all partitions at once. A session's tasks and
 // cancellations must still reach it in the order the bus delivered them, so the
 // handler does not see the bus's subscriber directly but a sessionOrder in front of
-// it, which hands over one message per session at a time, except memory commands
-// (a memory namespace's, a notes stream's, a knowledge base's changes), several of
-// which run at once: the stream writes them in groups (entity.Batch).
+// it, which hands over one message per session at a time, except a notes stream's
+// commands, several of which run at once: the stream writes them in groups
+// (entity.Batch).
 
 // Limits of a sessionOrder.
 const (
@@ -42,9 +43,9 @@ const (
 // taskResendPause) before anything later of its session, so a failure does not
 // reorder a session's tasks, and the bus does not see the Nack.
 //
-// Memory commands (MetaType messages.TypeMemoryCommand) are the exception: the
-// commands queued one after another for one stream (a memory namespace, a notes
-// stream, a knowledge base: a "session" of commands alone) are handed over together,
+// A notes stream's memory commands (MetaType messages.TypeMemoryCommand, to a
+// stream notes.IsStream names) are the exception: the commands queued one after
+// another for one notes stream (a "session" of commands alone) are handed over together,
 // up to maxParallelCommands at once, so that the stream decides and appends them in
 // groups instead of one Append each. They need no order among themselves: a
 // session's own calls are sequential across its steps (the next is sent after the
@@ -210,7 +211,11 @@ func (q *sessionQueues) arrive(msg *message.Message) {
 	if q.ackOnArrival {
 		msg.Ack()
 	}
-	t := &queuedTask{key: orderKey(msg), bus: msg, parallel: msg.Metadata.Get(messages.MetaType) == messages.TypeMemoryCommand}
+	t := &queuedTask{key: orderKey(msg), bus: msg}
+	// Only a notes stream's commands run beside each other: its writes are
+	// grouped (entity.Batch). A memory namespace's run one at a time anyway
+	// (memHost), and a knowledge base's upload parts must arrive in order.
+	t.parallel = msg.Metadata.Get(messages.MetaType) == messages.TypeMemoryCommand && notes.IsStream(t.key)
 	q.queues[t.key] = append(q.queues[t.key], t)
 	q.held++
 	q.fill(t.key)
