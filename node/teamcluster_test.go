@@ -491,7 +491,7 @@ func TestTeamClusterHugeAndHostileAnswer(t *testing.T) {
 	var mu sync.Mutex
 	var quietTask string
 	scripts := map[string][]llm.ScriptStep{
-		"loud":  {{Content: hostile}},
+		"loud": {{Content: hostile}},
 		// quiet's task holds loud's answer whole up to 256 KiB, more than its
 		// window: its context condenses it first (a summary call), then it answers.
 		"quiet": {{Content: "loud shouted"}, {Content: "calm"}},
