@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -479,8 +480,10 @@ func TestTeamClusterHugeAndHostileAnswer(t *testing.T) {
 	var mu sync.Mutex
 	var quietTask string
 	scripts := map[string][]llm.ScriptStep{
-		"loud":  {{Content: hostile}},
-		"quiet": {{Content: "calm"}},
+		"loud": {{Content: hostile}},
+		// quiet's task holds loud's answer whole up to 256 KiB, more than its
+		// window: its context condenses it first (a summary call), then it answers.
+		"quiet": {{Content: "loud shouted"}, {Content: "calm"}},
 	}
 	mk := func() *byAgent {
 		m := newByAgent(t, scripts)
@@ -510,8 +513,18 @@ func TestTeamClusterHugeAndHostileAnswer(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	if len(quietTask) > 2*node.MaxTeamMemberResult {
-		t.Errorf("the second stage's task is %d bytes", len(quietTask))
+	// Its task holds loud's answer as the hand-over had it (256 KiB), its "<", ">"
+	// and "&" escaped (from rules 7): bounded, though larger than the answer.
+	var args struct{ Task string }
+	if err := json.Unmarshal([]byte(quietTask), &args); err != nil {
+		t.Fatal(err)
+	}
+	if len(args.Task) > 2*node.MaxTeamMemberResult {
+		t.Errorf("the second stage's task is %d bytes", len(args.Task))
+	}
+	// The forged tags in loud's answer are shown escaped: the state has one end.
+	if n := strings.Count(args.Task, "</team_state>"); n != 1 || !strings.Contains(args.Task, "&lt;/team_state&gt;&lt;global&gt;") {
+		t.Errorf("the second stage's task holds %d ends of the team state, the forged one not escaped", n)
 	}
 	checkTeamOnce(t, c, session, events)
 }
