@@ -106,7 +106,16 @@ import (
 //     with the new prompt and model while its model.requested named the old ones,
 //     and replay verify of a session whose configuration changed since diverged
 //     at its first model request. A fork's unfinished tasks go on under the
-//     fork's agents (messages.SessionForked). Prompts are version 6's.
+//     fork's agents (messages.SessionForked). Prompts are version 6's, but
+//     for a team's: the values of its state shown to members and its router
+//     are whole up to TeamHandOverBytes (a member's answer as the hand-over
+//     had it), their &, < and > escaped (team.go's teamValueText), where under
+//     1 to 6 each was cut at 4,000 bytes (a pipeline's next stage, a fan-out's
+//     aggregator saw the head of a longer answer) and written as it was (an
+//     answer holding "</member><member name=…>" posed as another section). And
+//     a handoff member hands over only by its answer's last line that is not
+//     blank (team.go's handoffDirective), where under 1 to 6 a HANDOFF line
+//     anywhere did (a member quoting its brief's failed the team).
 const ContextRules = 7
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -148,6 +157,11 @@ const (
 	// rulesConfig is the version whose task runs under the configuration of its
 	// agent recorded with it (config.go): under older rules, under the node's.
 	rulesConfig = 7
+	// rulesTeamPrompts is the version whose team shows its members the values of
+	// its state whole (up to TeamHandOverBytes) and escaped, and takes a handoff
+	// member's HANDOFF line only as its answer's last: older rules cut each value
+	// at teamValueCut, wrote it as it was, and took a HANDOFF line anywhere.
+	rulesTeamPrompts = 7
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

@@ -67,8 +67,15 @@ const (
 	MaxTeamRounds     = 10
 	MaxTeamHandoffs   = 20
 	MaxTeamRedispatch = 5
-	// teamValueCut bounds a value of the team's state as rendered into prompts.
+	// teamValueCut bounds a value of the team's state as rendered into prompts
+	// under decision rules 1 to 6 (rules.go): a longer one was cut, even a
+	// member's answer that a hand-over had whole.
 	teamValueCut = 4000
+	// TeamHandOverBytes bounds, in bytes, a team member's answer as a hand-over
+	// carries it (node.MaxTeamMemberResult), and from decision rules 7 a value of
+	// the team's state as rendered into prompts: a member's answer shows there as
+	// whole as the team received it.
+	TeamHandOverBytes = 256 << 10
 	// teamBy is the writer of the team's own entries of its state.
 	teamBy = "team"
 )
@@ -571,6 +578,23 @@ var (
 	handoffLine = regexp.MustCompile(`(?m)^\s*` + regexp.QuoteMeta(llm.TeamHandoff) + `\s*([^\s:]+)\s*(?::\s*(.*?))?\s*$`)
 )
 
+// handoffDirective returns the submatches of a handoff member's answer's
+// "HANDOFF: <member>: <note>" directive (the member, the note), or nil when it
+// hands nothing over. From decision rules 7 the directive is the answer's last
+// line that is not blank, where the member's brief asks for it: a HANDOFF line
+// before it (a member quoting its brief, or an example) is text. Under older
+// rules the first HANDOFF line anywhere in the answer was taken.
+func handoffDirective(rules int, answer string) []string {
+	if rules < rulesTeamPrompts {
+		return handoffLine.FindStringSubmatch(answer)
+	}
+	last := strings.TrimRightFunc(answer, unicode.IsSpace)
+	if i := strings.LastIndexByte(last, '\n'); i >= 0 {
+		last = last[i+1:]
+	}
+	return handoffLine.FindStringSubmatch(last)
+}
+
 // retry re-dispatches an orchestrator's task whose result failed its check (or
 // whose member failed): to the fallback member if it has not had the task yet, else
 // to the same member, with what failed; or fails the task when the team allows no
@@ -688,7 +712,7 @@ func (r *teamRun) handedOff(w *teamWant, cause string) {
 		r.failWith(messages.ReasonMemberFailed, fmt.Sprintf("%s failed: %s (chain: %s)", w.member, w.err, strings.Join(r.chain, " → ")), cause)
 		return
 	}
-	m := handoffLine.FindStringSubmatch(w.result)
+	m := handoffDirective(r.rules, w.result)
 	if m == nil {
 		r.finish(w.result, cause)
 		return
@@ -768,7 +792,7 @@ func (r *teamRun) prompt(v *view, purpose string) llm.Request {
 		b.WriteString(memberLine(m))
 	}
 	fmt.Fprintf(&b, "If none fits, choose %q.\n\n", cfg.Fallback)
-	if s := r.state.render(cfg.Members); s != "" {
+	if s := r.state.render(cfg.Members, r.rules); s != "" {
 		b.WriteString(s + "\n\n")
 	}
 	b.WriteString("Task:\n" + r.input + "\n\n" + llm.TeamRouteAsk)
@@ -837,7 +861,7 @@ func (r *teamRun) taskText(v *view, w *teamWant) string {
 	if w.purpose != "judge" && w.purpose != "check" {
 		fmt.Fprintf(&b, "\nTo share a fact with the team, add a line: %s <key> = <value>", llm.TeamStateLine)
 	}
-	if s := r.state.render(cfg.Members); s != "" {
+	if s := r.state.render(cfg.Members, r.rules); s != "" {
 		b.WriteString("\n\n" + s)
 	}
 	return b.String()
@@ -883,10 +907,11 @@ func (s teamState) apply(u messages.TeamStateUpdated) {
 	sec[u.Key] = append(vals, nv)
 }
 
-// render writes the state for a prompt: the global section, then the members' in
-// the team's order, then any other, sorted; keys sorted; values in order, each with
-// its writer, a long one cut. An empty state renders as "".
-func (s teamState) render(members []TeamMember) string {
+// render writes the state for a prompt under decision rules rules: the global
+// section, then the members' in the team's order, then any other, sorted; keys
+// sorted; values in order, each with its writer (teamValueText). An empty state
+// renders as "".
+func (s teamState) render(members []TeamMember, rules int) string {
 	if len(s) == 0 {
 		return ""
 	}
@@ -923,7 +948,7 @@ func (s teamState) render(members []TeamMember) string {
 		slices.Sort(keys)
 		for _, k := range keys {
 			for _, v := range sec[k] {
-				fmt.Fprintf(&b, "<%s by=%q>%s</%s>\n", k, v.by, cut(v.value, teamValueCut), k)
+				fmt.Fprintf(&b, "<%s by=%q>%s</%s>\n", k, v.by, teamValueText(rules, v.value), k)
 			}
 		}
 		if name == messages.TeamSectionGlobal {
@@ -935,6 +960,31 @@ func (s teamState) render(members []TeamMember) string {
 	b.WriteString("</team_state>")
 	return b.String()
 }
+
+// teamValueText is a value of the team's state as render writes it between its
+// key's tags. From decision rules 7 it is whole up to TeamHandOverBytes (a longer
+// one cut with a note saying how much, and that the whole is in the team's
+// recorded state), its "&", "<" and ">" escaped as "&amp;", "&lt;" and "&gt;", so
+// that a value (a member's answer) cannot close its section nor pose as another
+// ("</member><member name=…>"). Under older rules it was cut at teamValueCut and
+// written as it is.
+func teamValueText(rules int, value string) string {
+	if rules < rulesTeamPrompts {
+		return cut(value, teamValueCut)
+	}
+	n := TeamHandOverBytes
+	if len(value) <= n {
+		return teamValueEscaper.Replace(value)
+	}
+	for n > 0 && value[n]&0xC0 == 0x80 {
+		n--
+	}
+	return teamValueEscaper.Replace(value[:n]) +
+		fmt.Sprintf(" […%d bytes cut: the whole value is in the team's recorded state, its session's team.state_updated event]", len(value)-n)
+}
+
+// teamValueEscaper escapes what would read as markup in a value of the team's state.
+var teamValueEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // firstJSON decodes the first JSON object in s (a model may wrap it in prose or a
 // code fence) into v.

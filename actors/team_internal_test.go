@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -25,7 +26,7 @@ func TestTeamStateFoldsAppendAndMergeWithoutOverwriting(t *testing.T) {
 	up("b", messages.TeamOpMerge, "answer", "B", "b")
 	up("a", messages.TeamOpMerge, "answer", "A", "a")
 	up("a", "replace", "answer", "A2", "x") // an op from the future is an append: nothing is lost
-	got := s.render([]TeamMember{{Name: "b"}, {Name: "a"}})
+	got := s.render([]TeamMember{{Name: "b"}, {Name: "a"}}, rulesTeamPrompts-1)
 	want := `<team_state>
 <global>
 <city by="a">Bergen</city>
@@ -47,11 +48,30 @@ func TestTeamStateFoldsAppendAndMergeWithoutOverwriting(t *testing.T) {
 	if got != want {
 		t.Fatalf("rendered:\n%s\nwant:\n%s", got, want)
 	}
-	if teamState(nil).render(nil) != "" {
+	if teamState(nil).render(nil, ContextRules) != "" {
 		t.Error("an empty state renders as something")
 	}
 	up("a", messages.TeamOpMerge, "long", strings.Repeat("é", teamValueCut), "a")
-	if r := s.render(nil); !strings.Contains(r, "é […4000 bytes cut]</long>") {
+	if r := s.render(nil, rulesTeamPrompts-1); !strings.Contains(r, "é […4000 bytes cut]</long>") {
 		t.Errorf("a long value is not cut on a character: %s", r[len(r)-200:])
+	}
+}
+
+// From rules 7 a value of the team's state is shown whole up to the hand-over
+// bound, escaped; past it, cut on a character with a note saying how much and
+// where the whole value is.
+func TestTeamStateValueIsWholeUpToTheHandOverBound(t *testing.T) {
+	whole := strings.Repeat("<é>", TeamHandOverBytes/4)
+	if got := teamValueText(rulesTeamPrompts, whole); got != strings.Repeat("&lt;é&gt;", TeamHandOverBytes/4) {
+		t.Fatalf("a value within the bound is not whole and escaped: %d bytes", len(got))
+	}
+	long := strings.Repeat("é", TeamHandOverBytes)
+	got := teamValueText(rulesTeamPrompts, long)
+	note := fmt.Sprintf(" […%d bytes cut: the whole value is in the team's recorded state, its session's team.state_updated event]", TeamHandOverBytes)
+	if !strings.HasSuffix(got, note) || got[:len(got)-len(note)] != long[:TeamHandOverBytes] {
+		t.Fatalf("a value past the bound is not cut at it with a note: …%s", got[len(got)-200:])
+	}
+	if got := teamValueText(rulesTeamPrompts-1, "a</b>"); got != "a</b>" {
+		t.Fatalf("under rules 6 a value is escaped: %q", got)
 	}
 }

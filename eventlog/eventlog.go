@@ -602,3 +602,53 @@ func CheckPrunable(prefix string) error {
 	}
 	return fmt.Errorf("the streams of prefix %q are not pruned (only those of %q)", prefix, PrunablePrefixes)
 }
+
+// Compacting is the optional capability of a Log to delete chosen events of the
+// streams of CompactablePrefixes: an entity whose state depends on the latest
+// event of each of its items (a knowledge base's document) deletes the events a
+// later one superseded, so that its stream, and the cost of folding it, stays
+// bounded by its live content however often the items change. Sessions and the
+// other streams are never compacted. The SQLite log implements it; find it with
+// a type assertion.
+//
+// Deleting leaves holes in the stream's seqs, which a writer that folded before
+// the deletion must not fill: Append refuses, with ErrSeqConflict, an event of
+// such a stream at a free seq below the highest it holds (an event stored
+// already at its position is a repeat as before). The writer then folds what it
+// lacked and appends after it, as on any other conflict.
+type Compacting interface {
+	// DeleteEvents deletes the events of stream at seqs, in one deletion (one
+	// transaction): a reader sees all of them or none. It never deletes the
+	// stream's highest seq (skipped if listed), so that the next seq to append
+	// stays where it was; seqs not stored are skipped. It returns how many
+	// events it deleted. A stream CheckCompactable refuses, or a seq 0, is an
+	// error, and deletes nothing.
+	DeleteEvents(ctx context.Context, stream string, seqs []uint64) (int, error)
+}
+
+// CompactablePrefixes are the prefixes of the streams Compacting deletes events
+// of: the knowledge bases'.
+var CompactablePrefixes = []string{KnowledgeStreamPrefix}
+
+// Compactable reports whether stream is one of CompactablePrefixes' (a whole
+// stream ID, longer than the prefix).
+func Compactable(stream string) bool {
+	for _, p := range CompactablePrefixes {
+		if len(stream) > len(p) && strings.HasPrefix(stream, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckCompactable returns an error unless stream is Compactable and seqs hold
+// no 0.
+func CheckCompactable(stream string, seqs []uint64) error {
+	if !Compactable(stream) {
+		return fmt.Errorf("the events of stream %q are not deleted (only those of the streams of %q)", stream, CompactablePrefixes)
+	}
+	if slices.Contains(seqs, 0) {
+		return fmt.Errorf("stream %s: seq 0 is no event's", stream)
+	}
+	return nil
+}

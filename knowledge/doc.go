@@ -51,7 +51,9 @@
 // fold what the stream gained, decide against the fold, append at the next seq,
 // and fold and decide again when another writer took it (eventlog.ErrSeqConflict),
 // up to MaxAttempts; a key already applied returns the earlier result and writes
-// nothing. The slow steps of Add (conversion
+// nothing. A write after which the events later ones superseded outnumber the
+// live documents compacts the stream (Base.Compact, CompactMin, CompactTail,
+// eventlog.Compacting). The slow steps of Add (conversion
 // and embedding) run outside the knowledge base's lock, so documents are ingested in
 // parallel.
 //

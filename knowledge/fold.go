@@ -157,8 +157,18 @@ type state struct {
 	ever map[string]struct{}
 	keys map[string]keyed
 	// firstDim is the dimension of the first chunk vector the stream held (0
-	// before any): its vectors go to the collection Collection(name).
+	// before any): its vectors go to the collection Collection(name). anchor is
+	// the seq of the event that held it, which compaction keeps.
 	firstDim int
+	anchor   uint64
+	// trail holds, by source, the seqs of the stream's events of that source
+	// still stored, ascending; events counts them all (see Base.compact).
+	trail  map[string][]uint64
+	events int
+	// holes says the fold met seqs that compaction deleted: ever may lack chunks
+	// the stream named once, whose vectors a store not in line at the
+	// compaction (another node's) may still hold.
+	holes bool
 }
 
 // document is one ingested document as the fold holds it.
@@ -190,7 +200,8 @@ type keyed struct {
 }
 
 func newState() *state {
-	return &state{docs: map[string]*document{}, chunks: map[string]*chunk{}, ever: map[string]struct{}{}, keys: map[string]keyed{}}
+	return &state{docs: map[string]*document{}, chunks: map[string]*chunk{}, ever: map[string]struct{}{}, keys: map[string]keyed{},
+		trail: map[string][]uint64{}}
 }
 
 // effect is what one event changed: the chunks it added and those it removed.
@@ -201,9 +212,11 @@ type effect struct {
 // apply folds one event of the stream.
 func (s *state) apply(e messages.Envelope) (effect, error) {
 	var eff effect
-	if e.Seq != s.seq+1 {
+	// Seqs grow; they skip those of the events compaction deleted (Base.compact).
+	if e.Seq <= s.seq {
 		return eff, fmt.Errorf("knowledge: %s: seq %d follows %d", e.SessionID, e.Seq, s.seq)
 	}
+	s.holes = s.holes || e.Seq > s.seq+1
 	p, err := e.Decode()
 	if err != nil {
 		return eff, fmt.Errorf("knowledge: %w", err)
@@ -224,8 +237,8 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			if prev := s.chunks[ch.id]; prev != nil && prev.source != p.Source {
 				return eff, fmt.Errorf("knowledge: %s seq %d: chunk %s of %q is already a chunk of %q", e.SessionID, e.Seq, ch.id, p.Source, prev.source)
 			}
-			if s.firstDim == 0 {
-				s.firstDim = len(ch.vector)
+			if s.firstDim == 0 && len(ch.vector) > 0 {
+				s.firstDim, s.anchor = len(ch.vector), e.Seq
 			}
 			d.chunks = append(d.chunks, ch)
 			s.chunks[ch.id] = ch
@@ -234,6 +247,7 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 			tokens += ch.tokens
 		}
 		s.docs[p.Source] = d
+		s.trail[p.Source] = append(s.trail[p.Source], e.Seq)
 		if !norm.NFC.IsNormalString(p.Source) {
 			s.unnormal++
 		}
@@ -248,10 +262,12 @@ func (s *state) apply(e messages.Envelope) (effect, error) {
 		if p.Key != "" {
 			s.keys[p.Key] = keyed{source: p.Source, removed: true}
 		}
+		s.trail[p.Source] = append(s.trail[p.Source], e.Seq)
 	default:
 		return eff, fmt.Errorf("knowledge: %s seq %d: a %s event has no place in a knowledge base's stream", e.SessionID, e.Seq, e.Type)
 	}
 	s.seq = e.Seq
+	s.events++
 	return eff, nil
 }
 
@@ -300,6 +316,11 @@ func (b *Base) fold(ctx context.Context) error { return b.s.CatchUp(ctx, baseFol
 // apply folds one event into the state and the keyword index, and marks the
 // vectors it changed.
 func (b *Base) apply(e messages.Envelope) error {
+	if r := b.use.ResumeAt(); r != 0 && b.st.seq < r && e.Seq > r && !b.st.holes {
+		// The event at the seq of the release was compacted away: the fold of
+		// those before it is the state the store was left in line with.
+		b.trustStore()
+	}
 	eff, err := b.st.apply(e)
 	if err != nil {
 		return err
@@ -320,7 +341,10 @@ func (b *Base) apply(e messages.Envelope) error {
 			break
 		}
 	}
-	if e.Seq == b.use.ResumeAt() {
+	if e.Seq == b.use.ResumeAt() && !b.st.holes {
+		// Unless compaction deleted events up to it: those may have named chunks
+		// the store held at the release and replaced since, which only a
+		// rebuild finds (rebuildVectors).
 		b.trustStore()
 	}
 	return nil
@@ -365,13 +389,20 @@ func (b *Base) write(ctx context.Context, key string, change func() (messages.Pa
 		// this write before its next use (entity.Loaded.Open).
 		defer b.bs.bases.Changed(b.name)
 	}
-	return b.s.Write(ctx, baseFold{b}, key, func(context.Context) ([]messages.Payload, error) {
+	wrote := false
+	applied, err = b.s.Write(ctx, baseFold{b}, key, func(context.Context) ([]messages.Payload, error) {
 		p, err := change()
 		if err != nil || p == nil {
+			wrote = false
 			return nil, err
 		}
+		wrote = true
 		return []messages.Payload{p}, nil
 	})
+	if err == nil && wrote && !applied {
+		b.compactIfDue(ctx)
+	}
+	return applied, err
 }
 
 // vectorItem is the store item of a live chunk: its vector and where it comes
@@ -498,7 +529,13 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 	var dels []string
 	var ups []vectorstore.Item
 	ever := slices.Sorted(maps.Keys(b.st.ever))
-	stored := b.storedVectors(ctx, len(ever))
+	want := len(ever)
+	if b.st.holes {
+		// The store may hold chunks the stream no longer names (see below): ask
+		// for as many as Milvus answers at most.
+		want = max(want, storedVectorsHoles)
+	}
+	stored := b.storedVectors(ctx, want)
 	live := func(id string) *chunk {
 		if c := b.st.chunks[id]; c != nil && len(c.vector) > 0 {
 			return c
@@ -520,6 +557,24 @@ func (b *Base) rebuildVectors(ctx context.Context) error {
 			// node's newer write to a shared store (Milvus), not yet folded here.
 			if _, ok := stored[id]; ok {
 				dels = append(dels, id)
+			}
+		}
+	}
+	if stored != nil && b.st.holes {
+		// Compaction deleted events that may have named chunks the store still
+		// holds: its items of the base that the fold does not hold are stale, if
+		// the stream gained nothing since the fold (a writer appends before it
+		// writes to the store, so any item listed is of an event stored by now).
+		var unknown []string
+		for id := range stored {
+			if _, named := b.st.ever[id]; !named {
+				unknown = append(unknown, id)
+			}
+		}
+		if len(unknown) > 0 {
+			if newer, err := b.cfg.Log.Read(ctx, b.stream, b.st.seq+1); err == nil && len(newer) == 0 {
+				slices.Sort(unknown)
+				dels = append(dels, unknown...)
 			}
 		}
 	}
@@ -571,6 +626,10 @@ func (b *Base) storedVectors(ctx context.Context, ever int) map[string]vectorsto
 	}
 	return out
 }
+
+// storedVectorsHoles is how many items a rebuild after compaction asks the
+// store for at least: Milvus's largest topK.
+const storedVectorsHoles = 16384
 
 // storedVectorsMax bounds the items storedVectors asks the store for: their
 // vectors are copied (100 MB at 384 dimensions).

@@ -192,6 +192,10 @@ type Config struct {
 	// searches go on without the store (see Base.Search), so this is the sign of
 	// an outage.
 	VectorTrouble func(base, collection string, err error)
+	// CompactTrouble, when set, hears of a failed compaction of a knowledge
+	// base's stream (Base.Compact): the write that started it is stored; a later
+	// write tries again.
+	CompactTrouble func(base string, err error)
 	// VectorParked, when set, hears of each chunk whose vector the store refused
 	// (a vector of another dimension than its collection's, a payload it does not
 	// take): the other vectors of its batch are written, and this one is left out

@@ -194,7 +194,9 @@ const (
 // the vector and BM25 scores mixed by q.Alpha), chunks with the same text
 // (overlapping documents) kept once (the best), Config.Rerank applied to that pool, and the pool
 // cut to q.Limit. The model calls carry Request.Key derived from the knowledge base
-// and the query, so a recording gateway replays them.
+// and the query, so a recording gateway replays them. When the query embedder
+// fails, a hybrid search ranks by BM25 alone and a note says so; a vector search
+// fails with ErrEmbedder.
 func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	if err := q.check(b.cfg); err != nil {
 		return SearchResult{}, err
@@ -249,7 +251,13 @@ func (b *Base) Search(ctx context.Context, q Query) (SearchResult, error) {
 	var qvecs [][]float32
 	if q.Mode != ModeBM25 {
 		vs, err := b.embedRetry(ctx, b.cfg.QueryEmbedder, queries)
-		if err != nil {
+		switch {
+		case err != nil && q.Mode == ModeHybrid && ctx.Err() == nil:
+			// Degraded results over none: the BM25 half answers, and says so. A
+			// vector search has no other half: it fails.
+			res.Notes = append(res.Notes, "the query embedder failed, so the search ranked by BM25 alone, without the vector half: "+err.Error())
+			q.Mode, hydeVec = ModeBM25, nil
+		case err != nil:
 			return SearchResult{}, fmt.Errorf("knowledge: embedding the query: %w", err)
 		}
 		qvecs = vs

@@ -181,8 +181,12 @@ func teamAnswer(s, member string) (string, bool) {
 		return "", false
 	}
 	a, _, _ = strings.Cut(a, "</answer>")
-	return a, true
+	return teamValueUnescaper.Replace(a), true
 }
+
+// teamValueUnescaper reads a value of a rendered team state as written: from
+// decision rules 7 its "&", "<" and ">" are escaped (actors' teamValueText).
+var teamValueUnescaper = strings.NewReplacer("&amp;", "&", "&lt;", "<", "&gt;", ">")
 
 func quotedList(m []string) []string {
 	if m == nil {

@@ -91,3 +91,13 @@ func TestOfflineWorksAsATeamMember(t *testing.T) {
 		t.Errorf("echo: %q", got)
 	}
 }
+
+// A member's answer is read as written from a team state whose values are escaped
+// (decision rules 7): a stage passes on "a < b & c", not "a &lt; b &amp; c".
+func TestOfflineReadsAnEscapedTeamAnswer(t *testing.T) {
+	input := "What is 12 * (7 + 5)?" + TeamBrief + `You are "m", working for team "t". You are stage 2 of 2. Build on the answer of "a" in the team state.` +
+		"\n\n<team_state>\n<member name=\"a\">\n<answer by=\"a\">a &lt; b &amp; c &amp;lt;</answer>\n</member>\n</team_state>"
+	if got := offlineAnswer(t, input).Content; got != "a < b & c &lt;" {
+		t.Errorf("stage: %q", got)
+	}
+}

@@ -55,6 +55,8 @@ type follower struct {
 	endPing context.CancelFunc
 	// closed cancels the call's context once its session has closed.
 	closed context.CancelCauseFunc
+	// forget takes the call off its session's calls under way (Server.calls).
+	forget func()
 
 	mu       sync.Mutex
 	progress float64
@@ -64,12 +66,37 @@ type follower struct {
 // session closed: the call ends, its task (run_task's) goes on.
 var errSessionClosed = fmt.Errorf("mcp: the call's session has closed: %w", node.ErrCallerGone)
 
+// errSessionDeleted is the cause of a call's context cancelled because its client
+// ended its session (DELETE): the client is done with its calls, as if it had
+// cancelled each, so a run_task's task is cancelled (not a named one: its caller
+// comes back for it by its name; node.RunTask). The Go SDK's client, whose call's
+// context ends, retires the call and sends its notifications/cancelled from
+// another goroutine: a program that then closes its session (as the SDK's examples
+// do, deferred) closes the connection first, and the notification never left.
+var errSessionDeleted = errors.New("mcp: the client ended the call's session (DELETE)")
+
 // follow starts to follow a call of what (e.g. "tool calculator"); call end with
 // its outcome when it returns. The call runs under the context it returns: ctx,
 // cancelled with errSessionClosed once the session has closed.
 func (s *Server) follow(ctx context.Context, ss *sdk.ServerSession, params *sdk.CallToolParamsRaw, what string) (*follower, context.Context) {
-	f := &follower{ss: ss, what: what, start: time.Now(), stop: make(chan struct{})}
+	f := &follower{ss: ss, what: what, start: time.Now(), stop: make(chan struct{}), forget: func() {}}
 	ctx, f.closed = context.WithCancelCause(ctx)
+	if ss != nil && ss.ID() != "" {
+		id := ss.ID()
+		s.callsMu.Lock()
+		if s.calls[id] == nil {
+			s.calls[id] = map[*follower]bool{}
+		}
+		s.calls[id][f] = true
+		s.callsMu.Unlock()
+		f.forget = func() {
+			s.callsMu.Lock()
+			defer s.callsMu.Unlock()
+			if delete(s.calls[id], f); len(s.calls[id]) == 0 {
+				delete(s.calls, id)
+			}
+		}
+	}
 	f.pinging, f.endPing = context.WithCancel(ctx)
 	if params != nil {
 		f.token = params.GetProgressToken()
@@ -145,8 +172,19 @@ func (f *follower) event(ctx context.Context, e messages.Envelope) {
 	f.tell(ctx, "info", fmt.Sprintf("%s: %s (session %s, event %d)", f.what, text, e.SessionID, e.Seq), false)
 }
 
+// endCalls cancels the calls under way of session id, whose client ended it
+// (errSessionDeleted).
+func (s *Server) endCalls(id string) {
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
+	for f := range s.calls[id] {
+		f.closed(errSessionDeleted)
+	}
+}
+
 // end tells the call's outcome and stops the heartbeat.
 func (f *follower) end(ctx context.Context, err error) {
+	f.forget()
 	close(f.stop)
 	f.endPing()
 	f.ended.Wait()

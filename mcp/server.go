@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -121,6 +122,9 @@ type Server struct {
 	events  eventStore   // the events of the streams over Streamable HTTP
 	pending sync.Map     // the run_task calls on their way to the handler, by token (*pendingCall)
 
+	callsMu sync.Mutex
+	calls   map[string]map[*follower]bool // the calls under way, by their session's ID (Streamable HTTP)
+
 	closing     chan struct{}   // closed by CloseStreams
 	closed      context.Context // ends at CloseStreams
 	closeCtx    context.CancelFunc
@@ -144,7 +148,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	if opts.StartGrace <= 0 {
 		opts.StartGrace = DefaultStartGrace
 	}
-	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{},
+	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{}, calls: map[string]map[*follower]bool{},
 		closing: make(chan struct{}), book: newSessionBook(n), events: eventStore{sdk.NewMemoryEventStore(nil)}}
 	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}}
 	sopts := &sdk.ServerOptions{
@@ -299,7 +303,14 @@ func (s *Server) callTool(name string) sdk.ToolHandler {
 		}
 		key := ""
 		if req.Params != nil {
-			if k, ok := req.Params.Meta[IdempotencyKeyMeta].(string); ok {
+			if v, given := req.Params.Meta[IdempotencyKeyMeta]; given {
+				k, ok := v.(string)
+				if !ok || k == "" {
+					// A key the call would run without: its caller meant it to run once.
+					got, _ := json.Marshal(v)
+					return errorResult(fmt.Sprintf("%s: _meta %q must be a non-empty string, the call's key of your choice; got %.40s",
+						name, IdempotencyKeyMeta, got)), nil
+				}
 				key = k
 			}
 		}
@@ -361,7 +372,8 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 	// same at each call that names it: the ingress's.
 	in, admits := s.n.(admitter)
 	if c := s.takeCall(req); c != nil && req.Session != nil && req.Session.ID() != "" && task.Validate() == nil && (task.TaskID == "" || admits) {
-		rec := messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(raw), TaskSession: task.SessionID}
+		rec := messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(raw), TaskSession: task.SessionID,
+			ProgressToken: progressToken(req.Params)}
 		if task.TaskID != "" {
 			env, err := in.Ingress().Admit(task)
 			if err != nil {
@@ -450,7 +462,7 @@ func (s *Server) startCall(ctx context.Context, id string, rec *messages.MCPCall
 	}
 	if c, ok := st.call(rec.RequestID, ""); ok && c.ArgsHash == rec.ArgsHash {
 		rec.TaskSession, rec.TaskID = c.TaskSession, c.TaskID
-		if _, again, err = s.callStatus(ctx, c); err != nil {
+		if _, again, err = s.callStatus(ctx, c.MCPCallStarted); err != nil {
 			return false, err
 		}
 		if c.Stream == rec.Stream {
@@ -541,7 +553,8 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 // while a call runs resumes the call's stream (Last-Event-ID) and gets its answer;
 // they do not outlive the process. Cross-origin browser requests are
 // refused, and so are requests to a loopback listener whose Host is not local (DNS
-// rebinding). A request's write deadline is lifted: a run_task may take longer than
+// rebinding). A body that is JSON but not UTF-8 is a parse error too, with the
+// request's id: the SDK would read its bad bytes as U+FFFD. A request's write deadline is lifted: a run_task may take longer than
 // the node's HTTP WriteTimeout, and a client's stream of notifications lasts (until
 // CloseStreams). A request body larger than the bound set on r.Body (an
 // http.MaxBytesReader: the node's route sets one) or than
@@ -555,8 +568,8 @@ func (s *Server) Handler() http.Handler {
 	protected := http.NewCrossOriginProtection().Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost && isJSON(r.Header.Get("Content-Type")) {
 			// The SDK answers a body that is not JSON-RPC in plain text.
-			if code, msg := checkRPC(peekBody(r)); code != 0 {
-				writeRPCError(w, http.StatusBadRequest, code, msg)
+			if code, msg, id := checkRPC(peekBody(r)); code != 0 {
+				writeRPCErrorID(w, http.StatusBadRequest, code, msg, id)
 				return
 			}
 		}
@@ -681,22 +694,44 @@ const (
 	codeMethodNotFound = -32601
 )
 
-// checkRPC returns the JSON-RPC error code and message of a request body that is
-// not JSON (a parse error), or JSON but neither an object nor an array of them (an
-// invalid request); 0 for one that is. The SDK checks the rest.
-func checkRPC(body []byte) (code int, message string) {
+// checkRPC returns the JSON-RPC error code, message and request ID (nil: unknown)
+// of a request body that is not JSON or not UTF-8 (a parse error), or JSON but
+// neither an object nor an array of them (an invalid request); 0 for one that is.
+// The SDK checks the rest.
+func checkRPC(body []byte) (code int, message string, id json.RawMessage) {
 	if !json.Valid(body) {
-		return codeParseError, "parse error: the request body is not JSON"
+		return codeParseError, "parse error: the request body is not JSON", nil
+	}
+	if msg, id, bad := notUTF8("the request body", body); bad {
+		return codeParseError, msg, id
 	}
 	var one map[string]json.RawMessage
 	if json.Unmarshal(body, &one) == nil && one != nil {
-		return 0, ""
+		return 0, "", nil
 	}
 	var batch []map[string]json.RawMessage
 	if json.Unmarshal(body, &batch) == nil && len(batch) > 0 && !slices.ContainsFunc(batch, func(m map[string]json.RawMessage) bool { return m == nil }) {
-		return 0, ""
+		return 0, "", nil
 	}
-	return codeInvalidRequest, "invalid request: the body is neither a JSON-RPC message (a JSON object) nor a batch of them"
+	return codeInvalidRequest, "invalid request: the body is neither a JSON-RPC message (a JSON object) nor a batch of them", nil
+}
+
+// notUTF8 returns the parse error of a message (what names it: "the line") that is
+// JSON but not UTF-8, which JSON must be, and the message's request ID when it has
+// one: the SDK would take the bytes that are not UTF-8 for U+FFFD, and run a task
+// or call a tool on an input that is not what its client sent (POST /v1/tasks and
+// A2A refuse such a body too). bad is false for a message that is UTF-8.
+func notUTF8(what string, msg []byte) (message string, id json.RawMessage, bad bool) {
+	if utf8.Valid(msg) {
+		return "", nil, false
+	}
+	var one struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(msg, &one) == nil && utf8.Valid(one.ID) && string(one.ID) != "null" {
+		id = one.ID
+	}
+	return fmt.Sprintf("parse error: %s is not valid UTF-8 (byte %d): JSON is sent in UTF-8", what, messages.InvalidUTF8At(msg)), id, true
 }
 
 // rpcErrors passes a POST's answer on, but for the SDK's refusal of its body in

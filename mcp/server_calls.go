@@ -184,16 +184,32 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 	defer poll.Stop()
 	// A task not in the log yet may be on its way (StartGrace).
 	giveUp := time.Now().Add(s.opts.StartGrace)
+	next := idx + 1 // the index of the stream's next event
+	progress := s.resumedProgress(ctx, call)
+	tellProgress := func() bool {
+		if call.ProgressToken == "" || call.TaskSession == "" {
+			return write(": the task runs\n\n")
+		}
+		b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/progress", "params": map[string]any{
+			"progressToken": json.RawMessage(call.ProgressToken), "progress": progress,
+			"message": fmt.Sprintf("the task runs (session %s; the call's stream resumed)", call.TaskSession)}})
+		progress++
+		next++
+		return write("id: " + streamID + "_" + strconv.Itoa(next-1) + "\ndata: " + string(b) + "\n\n")
+	}
+	if call.ProgressToken != "" && !tellProgress() {
+		return true
+	}
 	for {
 		if call.TaskSession == "" {
 			// A call of another tool: its outcome died with the process that
 			// ran it.
 			b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(call.RequestID),
 				"error": map[string]any{"code": codeCallCut, "message": callCutMessage}})
-			write("id: " + streamID + "_" + strconv.Itoa(idx+1) + "\ndata: " + string(b) + "\n\n")
+			write("id: " + streamID + "_" + strconv.Itoa(next) + "\ndata: " + string(b) + "\n\n")
 			return true
 		}
-		res, known, err := s.callStatus(ctx, call)
+		res, known, err := s.callStatus(ctx, call.MCPCallStarted)
 		var result *sdk.CallToolResult
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -214,7 +230,7 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 				b, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": json.RawMessage(call.RequestID),
 					"error": map[string]any{"code": -32603, "message": "the result could not be encoded: " + err.Error()}})
 			}
-			write("id: " + streamID + "_" + strconv.Itoa(idx+1) + "\ndata: " + string(b) + "\n\n")
+			write("id: " + streamID + "_" + strconv.Itoa(next) + "\ndata: " + string(b) + "\n\n")
 			return true
 		}
 		select {
@@ -225,12 +241,46 @@ func (s *Server) resumeCall(w http.ResponseWriter, r *http.Request, id string) b
 			write("retry: " + strconv.FormatInt(s.opts.ReconnectDelay.Milliseconds(), 10) + "\n\n")
 			return true
 		case <-keep.C:
-			if !write(": the task runs\n\n") {
+			if !tellProgress() {
 				return true
 			}
 		case <-poll.C:
 		}
 	}
+}
+
+// resumedProgress is the progress of the first notification on the resumed
+// stream of call: above any its earlier streams sent, as the spec asks of a
+// request's progress (it MUST increase). A follower sends one at the start, one
+// per event of the task, one per ProgressInterval and (not yet) one at the end,
+// counting from 0; a resumed stream one at its start and one per interval. So
+// 2 + the task's session's events + the intervals since the call was recorded
+// (not rounded: a stream resumed again starts above the last one's) is above
+// them all.
+func (s *Server) resumedProgress(ctx context.Context, call callRecord) float64 {
+	if call.ProgressToken == "" {
+		return 0
+	}
+	events := 0
+	if sl, ok := s.n.(sessionLog); ok {
+		if es, err := sl.Log().Read(ctx, call.TaskSession, 1); err == nil {
+			events = len(es)
+		}
+	}
+	elapsed := time.Since(time.UnixMicro(call.ts))
+	return 2 + float64(events) + max(elapsed.Seconds(), 0)/s.opts.ProgressInterval.Seconds()
+}
+
+// progressToken is the JSON text of a call's progressToken; "" for none.
+func progressToken(p *sdk.CallToolParamsRaw) string {
+	if p == nil || p.GetProgressToken() == nil {
+		return ""
+	}
+	b, err := json.Marshal(p.GetProgressToken())
+	if err != nil {
+		return ""
+	}
+	return string(b)
 }
 
 // codeCallCut is the JSON-RPC error code (a server error, of the range
@@ -252,7 +302,8 @@ func (s *Server) recordCall(ctx context.Context, req *sdk.CallToolRequest, tool,
 	if c == nil || req.Session == nil || req.Session.ID() == "" {
 		return
 	}
-	rec := &messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(tool + "\x00" + raw), TaskSession: taskSession}
+	rec := &messages.MCPCallStarted{RequestID: c.rpcID, Stream: c.streamID(), ArgsHash: argsHash(tool + "\x00" + raw), TaskSession: taskSession,
+		ProgressToken: progressToken(req.Params)}
 	if rec.Stream == "" {
 		return // a JSON answer, which no one resumes
 	}

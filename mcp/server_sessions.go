@@ -106,6 +106,11 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 	}
 	if s.known(id) {
 		s.ids.resumed(r.Context(), id)
+		if r.Method == http.MethodDelete {
+			// The client is done with the session: it ends the calls it left
+			// under way, which the SDK's close of the session would leave running.
+			s.endCalls(id)
+		}
 		if !s.resumeCall(w, r, id) {
 			h.ServeHTTP(w, r)
 		}

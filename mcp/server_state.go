@@ -62,7 +62,13 @@ type sessionState struct {
 	ts    int64    // its time, Unix microseconds
 	level string   // "" until the client sets one
 	subs  []string // the subscribed URIs, in the order of subscription
-	calls []messages.MCPCallStarted
+	calls []callRecord
+}
+
+// callRecord is a call of a session's stream, with the time it was recorded.
+type callRecord struct {
+	messages.MCPCallStarted
+	ts int64 // Unix microseconds
 }
 
 func (st *sessionState) apply(e messages.Envelope) {
@@ -81,7 +87,7 @@ func (st *sessionState) apply(e messages.Envelope) {
 	case *messages.MCPUnsubscribed:
 		st.subs = slices.DeleteFunc(st.subs, func(u string) bool { return u == p.URI })
 	case *messages.MCPCallStarted:
-		st.calls = append(st.calls, *p)
+		st.calls = append(st.calls, callRecord{*p, e.TS})
 		st.trimCalls()
 	}
 }
@@ -101,7 +107,7 @@ func (st *sessionState) trimCalls() {
 		return
 	}
 	dropTasks, dropOthers := max(tasks-maxCalls, 0), max(others-maxToolCalls, 0)
-	st.calls = slices.DeleteFunc(st.calls, func(c messages.MCPCallStarted) bool {
+	st.calls = slices.DeleteFunc(st.calls, func(c callRecord) bool {
 		switch {
 		case c.TaskSession != "" && dropTasks > 0:
 			dropTasks--
@@ -116,13 +122,13 @@ func (st *sessionState) trimCalls() {
 
 // call returns the latest call of the session with request ID id, or whose
 // stream is stream (when id is empty).
-func (st *sessionState) call(id, stream string) (messages.MCPCallStarted, bool) {
+func (st *sessionState) call(id, stream string) (callRecord, bool) {
 	for _, c := range slices.Backward(st.calls) {
 		if id != "" && c.RequestID == id || id == "" && stream != "" && c.Stream == stream {
 			return c, true
 		}
 	}
-	return messages.MCPCallStarted{}, false
+	return callRecord{}, false
 }
 
 // sessionBook keeps the sessions' states, in the log when the node has one (else

@@ -290,6 +290,9 @@ func (st *lineState) check(line []byte) (code int, message string, id json.RawMe
 	if !json.Valid(line) {
 		return codeParseError, "parse error: the line is not JSON", nil
 	}
+	if msg, id, bad := notUTF8("the line", line); bad {
+		return codeParseError, msg, id
+	}
 	if line[0] != '[' {
 		return st.checkMessage(line)
 	}

@@ -129,6 +129,9 @@ type candidate struct {
 // why; a hybrid search ranks that collection's memories without the store (the
 // keyword index's and the graph's candidates, each with the cosine of the vector its
 // event holds) and says so (SearchNoted); a keyword search never asks the store.
+// Likewise, when the query embedder fails, a hybrid search ranks the keyword
+// index's and the graph's candidates without vectors and says so; a vector search
+// fails.
 func (ns *Namespace) Search(ctx context.Context, q Query) ([]Result, error) {
 	res, _, err := ns.SearchNoted(ctx, q)
 	return res, err
@@ -187,6 +190,9 @@ func (ns *Namespace) VectorNote(q Query) string {
 // holds s.ns.mu.
 func (s *search) note() string {
 	var notes []string
+	for _, mod := range slices.Sorted(maps.Keys(s.unembedded)) {
+		notes = append(notes, fmt.Sprintf("the query embedder failed, so %s memories were ranked by keyword and entity graph only, without vectors: %v", mod, s.unembedded[mod]))
+	}
 	if len(s.without) > 0 {
 		colls := slices.Sorted(maps.Keys(s.without))
 		why := make([]string, len(colls))
@@ -253,6 +259,9 @@ type search struct {
 	// without holds the collections a hybrid search ranked without the vector
 	// store, and why.
 	without map[string]error
+	// unembedded holds the modalities whose query embedding failed in a hybrid
+	// search, and why: their memories were ranked without vectors.
+	unembedded map[Modality]error
 }
 
 // modalities returns the modalities Search looks at in tier t.
@@ -276,6 +285,16 @@ func (s *search) embedQuery(ctx context.Context) error {
 				continue
 			}
 			vs, err := s.ns.queryEmbedder(mod).Embed(ctx, []string{s.text})
+			if err != nil && s.q.Mode == ModeHybrid && ctx.Err() == nil {
+				// A hybrid search answers by keyword and entity graph, and says
+				// so, rather than not at all; a vector search fails below.
+				if s.unembedded == nil {
+					s.unembedded = map[Modality]error{}
+				}
+				s.unembedded[mod] = err
+				s.qvecs[mod] = nil
+				continue
+			}
 			if err != nil {
 				return fmt.Errorf("memory: embedding the query for %s memories: %w", mod, err)
 			}

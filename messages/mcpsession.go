@@ -43,6 +43,11 @@ type MCPCallStarted struct {
 	// continues a session waits for its own task, not the session's last. Empty in
 	// records written before it was kept.
 	TaskID string `json:"task_id,omitempty"`
+	// ProgressToken is the JSON text of the call's progressToken (a string or a
+	// number), empty when it asked for no progress: a node that resumes the
+	// call's stream goes on telling its progress, which a client's request timeout
+	// that progress resets (the TypeScript SDK's resetTimeoutOnProgress) needs.
+	ProgressToken string `json:"progress_token,omitempty"`
 }
 
 // MCPSessionKept records that a client's session is live (a node serves it), so

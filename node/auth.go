@@ -301,15 +301,20 @@ func (g *gate) known(h [sha256.Size]byte) bool {
 	return found == 1
 }
 
-// wrap puts the gate in front of h.
-func (g *gate) wrap(h http.Handler) http.Handler {
+// wrap puts the gate in front of h. Its refusals of a request to one of the paths
+// rpc holds (the routes that speak JSON-RPC) are JSON-RPC errors.
+func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !g.cors(w, r) {
 			return
 		}
+		deny := writeError
+		if rpc[r.URL.Path] {
+			deny = writeRPCRefusal
+		}
 		if err := g.cop.Check(r); err != nil {
 			g.refuse(r, http.StatusForbidden)
-			writeError(w, http.StatusForbidden, "a %s from a page of another site is refused (Sec-Fetch-Site %q, Origin %q): only the node's own pages and the configured cors origins may change things",
+			deny(w, http.StatusForbidden, "a %s from a page of another site is refused (Sec-Fetch-Site %q, Origin %q): only the node's own pages and the configured cors origins may change things",
 				r.Method, r.Header.Get("Sec-Fetch-Site"), r.Header.Get("Origin"))
 			return
 		}
@@ -329,17 +334,17 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 					secs := max(1, int(math.Ceil(limited.wait.Seconds())))
 					g.refuse(r, http.StatusTooManyRequests)
 					w.Header().Set("Retry-After", strconv.Itoa(secs))
-					writeError(w, http.StatusTooManyRequests, "too many unknown session cookies from this address; retry after %d s", secs)
+					deny(w, http.StatusTooManyRequests, "too many unknown session cookies from this address; retry after %d s", secs)
 					return
 				case err != nil:
 					g.logger.Warn("the dashboard's sign-in could not be read from the event log", "err", err)
-					writeError(w, http.StatusServiceUnavailable, "the dashboard's sign-in could not be read from the event log: %v", err)
+					deny(w, http.StatusServiceUnavailable, "the dashboard's sign-in could not be read from the event log: %v", err)
 					return
 				}
 				if found {
 					if !safeMethod(r.Method) && !csrfOK(r, sess) {
 						g.refuse(r, http.StatusForbidden)
-						writeError(w, http.StatusForbidden, "a %s signed in by the dashboard's cookie must come from the dashboard's own pages, with the login's csrf value in %s", r.Method, CSRFHeader)
+						deny(w, http.StatusForbidden, "a %s signed in by the dashboard's cookie must come from the dashboard's own pages, with the login's csrf value in %s", r.Method, CSRFHeader)
 						return
 					}
 					sum, ok = sess.token, true
@@ -353,7 +358,7 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 					msg = "the bearer token is not one of this node's"
 				}
 				g.refuse(r, http.StatusUnauthorized)
-				writeError(w, http.StatusUnauthorized, "%s", msg)
+				deny(w, http.StatusUnauthorized, "%s", msg)
 				return
 			}
 			key = "token:" + string(sum[:])
@@ -363,7 +368,7 @@ func (g *gate) wrap(h http.Handler) http.Handler {
 				secs := int(math.Ceil(wait.Seconds()))
 				g.refuse(r, http.StatusTooManyRequests)
 				w.Header().Set("Retry-After", strconv.Itoa(max(1, secs)))
-				writeError(w, http.StatusTooManyRequests, "too many requests: at most %v a second (burst %d); retry after %d s",
+				deny(w, http.StatusTooManyRequests, "too many requests: at most %v a second (burst %d); retry after %d s",
 					g.limits.rate, g.limits.burst, max(1, secs))
 				return
 			}

@@ -1,8 +1,13 @@
 package node
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -23,16 +28,41 @@ func (n *Node) ToolSpecs() []messages.ToolSpec {
 	return n.agent.ToolSpecs()
 }
 
+// maxDirectKey bounds the idempotency key of a direct call (CallTool), in bytes.
+const maxDirectKey = 512
+
+// directCallDigest is the session of the effect key of a direct call with
+// idempotency key key: a digest of the key, the tool and its arguments (compacted,
+// when JSON), so that the same key with another tool or other arguments is
+// another call, not an answer from memory of the first one (as POST /v1/tasks
+// takes another body under a key used before for another task). Any string is a
+// key: the caller's own name for its call, or a session's effect key (session/seq)
+// that a node calling another's tools passes on.
+func directCallDigest(key, name, arguments string) string {
+	var args bytes.Buffer
+	if json.Compact(&args, []byte(arguments)) != nil {
+		args.Reset()
+		args.WriteString(arguments)
+	}
+	h := sha256.New()
+	for _, part := range [][]byte{[]byte(key), []byte(name), args.Bytes()} {
+		h.Write(binary.AppendUvarint(nil, uint64(len(part))))
+		h.Write(part)
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
 // ErrToolFailed wraps the error a tool answered a direct call with (CallTool).
 var ErrToolFailed = errors.New("tool call failed")
 
 // CallTool calls one tool of the default agent outside any session, through the
 // node's effects (actors.LocalEffects): the tool's timeout, concurrency bound and
 // panic recovery apply, and ctx ending cancels the call (the tool's context ends).
-// The call's idempotency key is key when it is one (messages.ParseEffectKey), under
-// the session "direct:<its session>" so that it meets no session's own key: a call
-// again with it, while the node remembers the answer, is answered without calling
-// the tool again. An empty key is a new one, "direct-<id>/1". A tool's own error comes back
+// The call's idempotency key is made of key (any string up to 512 bytes), the tool
+// and its arguments, under the session "direct:<their digest>" so that it meets no
+// session's own key: the same call again with key, while the node remembers the
+// answer, is answered without calling the tool again; another call with key is
+// another call. An empty key is a new one, "direct-<id>/1". A tool's own error comes back
 // wrapping ErrToolFailed, with the tool's text; an unknown tool is an error wrapping
 // actors.ErrNoSuchTool. Calls are not recorded: no session owns them.
 func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (string, error) {
@@ -48,11 +78,10 @@ func (n *Node) CallTool(ctx context.Context, key, name, arguments string) (strin
 	}
 	ek := messages.EffectKey{SessionID: "direct-" + n.cfg.IDs.NewID(), Seq: 1}
 	if key != "" {
-		k, err := messages.ParseEffectKey(key)
-		if err != nil {
-			return "", fmt.Errorf("node: idempotency key %q: %w", key, err)
+		if len(key) > maxDirectKey {
+			return "", fmt.Errorf("node: idempotency key %.32q…: %d bytes long, at most %d", key, len(key), maxDirectKey)
 		}
-		ek = messages.EffectKey{SessionID: "direct:" + k.SessionID, Seq: k.Seq}
+		ek = messages.EffectKey{SessionID: "direct:" + directCallDigest(key, name, arguments), Seq: 1}
 	}
 	req := messages.EffectRequest{V: 1, SessionID: ek.SessionID, Key: ek,
 		Tool: &messages.ToolCallRequested{Key: ek.String(), CallID: ek.SessionID, Tool: name, Arguments: arguments}}

@@ -51,7 +51,7 @@ const (
 	// MaxTeamMemberResult bounds, in bytes, the answer of a team's member (a
 	// delegate call a team makes): its answer is the team's work, and the team's
 	// own answer when it is the last, so only one past any model's output is cut.
-	MaxTeamMemberResult = 256 << 10
+	MaxTeamMemberResult = actors.TeamHandOverBytes
 	// DelegateTimeout bounds a child's task: its deadline is this long after the
 	// delegate call was first performed, or the parent task's deadline when that
 	// comes first.

@@ -61,7 +61,8 @@
 // only once the forward is acknowledged (cluster.go).
 // Roles split the work: a node without the tools or models role sends those calls as
 // messages.EffectRequest on messages.TopicToolRequests / TopicModelRequests, and nodes
-// with the role answer on messages.TopicReplies (cluster.go); a request still
+// with the role answer on messages.TopicReplies (cluster.go), except a delegate
+// call, which a session's own node performs (wiring.go, delegatesHere); a request still
 // unanswered after Config.EffectReissue (a call of a tool with a longer timeout of
 // its own: that timeout plus 30 s) is published again (a reply can be lost),
 // and answered from the performer's kept answer or running call. Session events and

@@ -6,3 +6,7 @@ import "time"
 // the node does every Config.PublishMarkInterval, and reports whether it recorded
 // a mark: the hand-over tests mark where they need to, without waiting.
 func (n *Node) MarkPublishedNow() bool { return n.markPublished(10 * time.Second) }
+
+// ShortenAnswerWait makes the answers that wait on an embedder or a model
+// (awaitAnswer) wait d instead of 10 minutes: a test outlasts it quickly.
+func ShortenAnswerWait(c *HTTPConfig, d time.Duration) { c.answerWait = d }

@@ -56,8 +56,12 @@ const maxBody = 2 << 20
 // and the handlers added with Handle and HandleRoute (node serve adds MCP at /mcp).
 func (n *Node) Handler() http.Handler {
 	mux := http.NewServeMux()
+	rpc := map[string]bool{} // the paths of the routes that speak JSON-RPC
 	for _, r := range n.Routes() {
 		mux.Handle(r.Pattern(), limitBody(cmp.Or(r.MaxBody, n.cfg.HTTP.MaxBody), r.MaxBody == 0, r.Handler))
+		if r.JSONRPC {
+			rpc[r.Path] = true
+		}
 	}
 	routed := jsonUnrouted(mux)
 	if n.tracing.on() {
@@ -65,7 +69,7 @@ func (n *Node) Handler() http.Handler {
 		// spans, over POST /v1/tasks, A2A or MCP).
 		routed = withTraceparent(routed)
 	}
-	return answerUnread(noSniff(n.gate.wrap(routed)))
+	return answerUnread(noSniff(n.gate.wrap(routed, rpc)))
 }
 
 // noSniff has every answer forbid the browser to guess its type from its body
@@ -230,6 +234,14 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeRPCRefusal answers a request to a route that speaks JSON-RPC (Route.JSONRPC)
+// that the gate refused, at status code, with a JSON-RPC error (invalid request,
+// id null: the body is not read) whose message says why.
+func writeRPCRefusal(w http.ResponseWriter, code int, format string, args ...any) {
+	writeJSON(w, code, map[string]any{"jsonrpc": "2.0", "id": nil,
+		"error": map[string]any{"code": -32600, "message": fmt.Sprintf(format, args...)}})
 }
 
 func writeError(w http.ResponseWriter, code int, format string, args ...any) {

@@ -10,6 +10,9 @@ import (
 	"time"
 )
 
+// defaultWriteTimeout is HTTPConfig.WriteTimeout's default.
+const defaultWriteTimeout = 30 * time.Second
+
 // HTTPConfig bounds the node's HTTP server (Node.HTTPServer). Zero fields take the
 // defaults.
 type HTTPConfig struct {
@@ -39,6 +42,9 @@ type HTTPConfig struct {
 	// WriteTimeout bounds writing a response (default 30 s). A live stream (SSE)
 	// extends it before each write, so it bounds each write, not the stream.
 	WriteTimeout time.Duration
+	// answerWait replaces, when set (tests), the 10 minutes an answer that waits
+	// on an embedder or a model may wait (awaitAnswer).
+	answerWait time.Duration
 	// IdleTimeout closes a kept-alive connection that sends no next request
 	// (default 2 minutes).
 	IdleTimeout time.Duration
@@ -89,7 +95,7 @@ func (c *HTTPConfig) setDefaults() {
 		c.ReadTimeout = 30 * time.Second
 	}
 	if c.WriteTimeout == 0 {
-		c.WriteTimeout = 30 * time.Second
+		c.WriteTimeout = defaultWriteTimeout
 	}
 	if c.MinBodyRate == 0 {
 		c.MinBodyRate = DefaultMinBodyRate

@@ -3,11 +3,13 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/tools/notes"
 )
 
 // Ingest pipelining. The Router handles every message its subscriber delivers on a
@@ -16,7 +18,9 @@ import (
 // (kafka.SubscriberConfig.MaxInFlight), all partitions at once. A session's tasks and
 // cancellations must still reach it in the order the bus delivered them, so the
 // handler does not see the bus's subscriber directly but a sessionOrder in front of
-// it, which hands over one message per session at a time.
+// it, which hands over one message per session at a time, except a notes stream's
+// commands, several of which run at once: the stream writes them in groups
+// (entity.Batch).
 
 // Limits of a sessionOrder.
 const (
@@ -27,6 +31,9 @@ const (
 	// taskResendPause is the pause before a message its handler failed on (after the
 	// Retry middleware's attempts) is handed over again, in its session's turn.
 	taskResendPause = 500 * time.Millisecond
+	// maxParallelCommands bounds the memory commands of one stream a sessionOrder
+	// hands over at once.
+	maxParallelCommands = 64
 )
 
 // sessionOrder is a message.Subscriber in front of the tasks topic's subscriber. It
@@ -35,6 +42,17 @@ const (
 // once the previous one was acked. A nacked message is handed over again (after
 // taskResendPause) before anything later of its session, so a failure does not
 // reorder a session's tasks, and the bus does not see the Nack.
+//
+// A notes stream's memory commands (MetaType messages.TypeMemoryCommand, to a
+// stream notes.IsStream names) are the exception: the commands queued one after
+// another for one notes stream (a "session" of commands alone) are handed over together,
+// up to maxParallelCommands at once, so that the stream decides and appends them in
+// groups instead of one Append each. They need no order among themselves: a
+// session's own calls are sequential across its steps (the next is sent after the
+// last was answered), the calls of one step are independent, and each is made once
+// by its key whatever the order. A message that is not a memory command still waits
+// for every message of its session before it, and nothing after it is handed over
+// before it was acked.
 //
 // The bus's message is acked when the handler acked the copy it got: on Kafka, the
 // task's offset is committed only after the session recorded it. ackOnArrival acks it
@@ -98,7 +116,12 @@ func orderKey(msg *message.Message) string {
 
 // queuedTask is a bus message a sessionOrder holds.
 type queuedTask struct {
-	key    string
+	key string
+	// parallel: a memory command, which may run beside the memory commands of its
+	// session queued next to it.
+	parallel bool
+	// out: handed over (or waiting to be again, after a Nack).
+	out    bool
 	bus    *message.Message // as the bus delivered it
 	cur    *message.Message // the copy handed over last
 	cancel context.CancelFunc
@@ -153,7 +176,9 @@ func (q *sessionQueues) run(in <-chan *message.Message, out chan<- *message.Mess
 			if wait <= 0 {
 				t := q.resend[0]
 				q.resend = q.resend[1:]
-				q.handOver(t)
+				if !q.handOver(t) {
+					q.fill(t.key)
+				}
 				continue
 			}
 			timer := time.NewTimer(wait)
@@ -187,47 +212,73 @@ func (q *sessionQueues) arrive(msg *message.Message) {
 		msg.Ack()
 	}
 	t := &queuedTask{key: orderKey(msg), bus: msg}
+	// Only a notes stream's commands run beside each other: its writes are
+	// grouped (entity.Batch). A memory namespace's run one at a time anyway
+	// (memHost), and a knowledge base's upload parts must arrive in order.
+	t.parallel = msg.Metadata.Get(messages.MetaType) == messages.TypeMemoryCommand && notes.IsStream(t.key)
 	q.queues[t.key] = append(q.queues[t.key], t)
 	q.held++
-	if len(q.queues[t.key]) == 1 {
-		q.handOver(t)
-	}
+	q.fill(t.key)
 }
 
-// handOver makes a fresh copy of t's message ready for the handler, or drops t (and
-// hands over its session's next message) if the bus gave it up.
-func (q *sessionQueues) handOver(t *queuedTask) {
-	for t != nil {
-		if q.ackOnArrival || t.bus.Context().Err() == nil {
-			base := t.bus.Context()
-			if q.ackOnArrival {
-				base = context.WithoutCancel(base) // the bus ends it once acked
+// fill hands over the messages of session key whose turn it is: the first of its
+// queue, and after it, while it and every message before them are memory commands,
+// the memory commands that follow, up to maxParallelCommands handed over at once.
+func (q *sessionQueues) fill(key string) {
+	out, commands := 0, true
+	for i := 0; i < len(q.queues[key]); {
+		t := q.queues[key][i]
+		if !t.out {
+			if i > 0 && (!commands || !t.parallel || out >= maxParallelCommands) {
+				return
 			}
-			ctx, cancel := context.WithCancel(base)
-			stop := context.AfterFunc(q.ctx, cancel)
-			t.cur = t.bus.Copy()
-			t.cur.SetContext(ctx)
-			t.cancel = func() { stop(); cancel() }
-			q.ready = append(q.ready, t)
+			if !q.handOver(t) {
+				continue // dropped: the next one is at i now
+			}
+		}
+		out++
+		if commands = commands && t.parallel; !commands {
 			return
 		}
-		t = q.pop(t)
+		i++
 	}
 }
 
-// pop removes t, the first of its session's queue, and returns the session's next
-// message, if any.
-func (q *sessionQueues) pop(t *queuedTask) *queuedTask {
+// handOver makes a fresh copy of t's message ready for the handler and returns
+// true, or drops t (false) if the bus gave it up: the caller fills its session.
+func (q *sessionQueues) handOver(t *queuedTask) bool {
+	if q.ackOnArrival || t.bus.Context().Err() == nil {
+		base := t.bus.Context()
+		if q.ackOnArrival {
+			base = context.WithoutCancel(base) // the bus ends it once acked
+		}
+		ctx, cancel := context.WithCancel(base)
+		stop := context.AfterFunc(q.ctx, cancel)
+		t.cur = t.bus.Copy()
+		t.cur.SetContext(ctx)
+		t.cancel = func() { stop(); cancel() }
+		t.out = true
+		q.ready = append(q.ready, t)
+		return true
+	}
+	q.pop(t)
+	return false
+}
+
+// pop removes t from its session's queue.
+func (q *sessionQueues) pop(t *queuedTask) {
 	ts := q.queues[t.key]
-	ts[0] = nil
-	ts = ts[1:]
+	i := slices.Index(ts, t)
+	if i < 0 {
+		return
+	}
+	ts = slices.Delete(ts, i, i+1)
 	q.held--
 	if len(ts) == 0 {
 		delete(q.queues, t.key)
-		return nil
+		return
 	}
 	q.queues[t.key] = ts
-	return ts[0]
 }
 
 // watch waits, in the background, for the handler's Ack or Nack of t's copy (the
@@ -253,7 +304,7 @@ func (q *sessionQueues) watch(t *queuedTask) {
 }
 
 // settle takes an Ack or Nack in: an acked message leaves its queue and the session's
-// next one is handed over; a nacked one is handed over again after taskResendPause,
+// next ones are handed over (fill); a nacked one is handed over again after taskResendPause,
 // unless the bus gave it up.
 func (q *sessionQueues) settle(s taskSettlement) {
 	t := s.t
@@ -266,7 +317,6 @@ func (q *sessionQueues) settle(s taskSettlement) {
 		q.resend = append(q.resend, t) // one pause for all: due times come in order
 		return
 	}
-	if next := q.pop(t); next != nil {
-		q.handOver(next)
-	}
+	q.pop(t)
+	q.fill(t.key)
 }

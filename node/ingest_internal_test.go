@@ -159,3 +159,54 @@ func (s spySubscriber) Subscribe(ctx context.Context, topic string) (<-chan *mes
 	}()
 	return out, nil
 }
+
+// A notes stream's memory commands queued together are handed over together; a
+// knowledge base's (whose upload parts must arrive in order) and a memory
+// namespace's, one at a time, as a session's tasks are.
+func TestSessionOrderHandsANotesStreamsCommandsOverTogether(t *testing.T) {
+	for stream, together := range map[string]bool{"notes/noter": true, "kb/docs": false, "memory/user:1": false} {
+		t.Run(stream, func(t *testing.T) {
+			bus := gochannel.NewGoChannel(gochannel.Config{OutputChannelBuffer: 64}, watermill.NopLogger{})
+			t.Cleanup(func() { _ = bus.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			o := &sessionOrder{sub: bus}
+			ch, err := o.Subscribe(ctx, "tasks")
+			if err != nil {
+				t.Fatal(err)
+			}
+			const n = 5
+			for i := range n {
+				m := message.NewMessage(fmt.Sprintf("c%d", i), []byte(`{}`))
+				m.Metadata.Set(messages.MetaSessionID, stream)
+				m.Metadata.Set(messages.MetaType, messages.TypeMemoryCommand)
+				if err := bus.Publish("tasks", m); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Nothing is acked: what the order hands over now is all it hands over
+			// before an ack.
+			var got []*message.Message
+			want := 1
+			if together {
+				want = n
+			}
+			for len(got) < want {
+				select {
+				case m := <-ch:
+					got = append(got, m)
+				case <-ctx.Done():
+					t.Fatalf("%d of %d handed over", len(got), want)
+				}
+			}
+			select {
+			case m := <-ch:
+				t.Fatalf("%s handed over before %s was acked", m.UUID, got[0].UUID)
+			case <-time.After(200 * time.Millisecond):
+			}
+			for _, m := range got {
+				m.Ack()
+			}
+		})
+	}
+}

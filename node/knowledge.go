@@ -102,6 +102,12 @@ func (n *Node) openKnowledge() error {
 		back:    "knowledge: the vector store takes the knowledge base's vectors again",
 		refused: "knowledge: the vector store refused a chunk's vector: it is left out of the store (searches score it in memory), and the base's other vectors are written"})
 	cfg.VectorTrouble, cfg.VectorParked = vs.trouble(cfg.VectorTrouble), vs.parked(cfg.VectorParked)
+	if cfg.CompactTrouble == nil {
+		cfg.CompactTrouble = func(base string, err error) {
+			n.cfg.Logger.Warn("knowledge: compacting a knowledge base's stream failed; the write is stored, a later one tries again",
+				"base", base, "err", err)
+		}
+	}
 	bs, err := knowledge.Open(cfg)
 	if err != nil {
 		return err
@@ -426,7 +432,7 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 	}
 	// The body is read: the ingestion (conversion, embedding) may outlast the
 	// server's write timeout.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(kbIngestTimeout))
+	w = n.awaitAnswer(w, kbIngestTimeout)
 	res, err := n.kbAdd(r.Context(), name, doc, key) // here, or on the base's owner
 	switch code := kbStatus(err); {
 	case errors.Is(err, knowledge.ErrKeyReused):
@@ -560,7 +566,7 @@ func (n *Node) searchKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(searchTimeout))
+	w = n.awaitAnswer(w, searchTimeout)
 	res, err := b.Search(r.Context(), q)
 	if err != nil {
 		writeError(w, kbStatus(err), "search failed: %v", err)
@@ -631,7 +637,7 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 		writeError(w, kbStatus(err), "%v", err)
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(searchTimeout))
+	w = n.awaitAnswer(w, searchTimeout)
 	ans, err := b.Ask(r.Context(), in.Question, knowledge.AskOptions{Limit: in.Limit, Mode: in.Mode, MultiQuery: in.MultiQuery, HyDE: in.HyDE,
 		Fusion: in.Fusion, Alpha: in.Alpha, Extractive: in.Extractive})
 	if err != nil {

@@ -138,3 +138,53 @@ func TestKBClusterRoutesWritesToTheBaseOwner(t *testing.T) {
 		t.Fatalf("ingested %v", got)
 	}
 }
+
+// A knowledge base's stream is compacted by the owner of its partition, which
+// makes its writes, whichever node takes the uploads; the other node folds the
+// compacted stream and finds every document.
+func TestKBClusterCompactsOnTheBaseOwner(t *testing.T) {
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	shared := sharedLog(t)
+	start := func(name string) memoryClusterNode {
+		return startMemoryClusterNode(t, k, group, shared, name, func(c *node.Config) {
+			c.Log, c.Knowledge = shared, &knowledge.Config{} // the log itself: it can compact
+		})
+	}
+	a, b := start("a"), start("b")
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
+		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
+	})
+	base := ""
+	for i := range 1000 {
+		if name := fmt.Sprintf("kb%d", i); b.parts.owns(kafka.PartitionOf(knowledge.Stream(name), memoryClusterPartitions)) {
+			base = name
+			break
+		}
+	}
+	if base == "" {
+		t.Fatal("no knowledge base name of 1,000 falls on node b's partitions")
+	}
+	ka := kbNode{n: a.n, log: shared}
+	const docs, rounds = 70, 5
+	for round := range rounds {
+		for d := range docs {
+			md := fmt.Sprintf("# Doc %d\n\nRevision %d of document %d, about the pelican%d.", d, round, d, d)
+			if code, body := ka.postText(t, base, fmt.Sprintf("d%02d.md", d), md); code != http.StatusCreated {
+				t.Fatalf("round %d, document %d, on node a: %d %s", round, d, code, body)
+			}
+		}
+	}
+	events, err := shared.Read(context.Background(), knowledge.Stream(base), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bound := 2*docs + knowledge.CompactTail + knowledge.CompactMin + 2; len(events) > bound {
+		t.Fatalf("after %d writes the stream holds %d events for %d documents (bound %d): not compacted", docs*rounds, len(events), docs, bound)
+	}
+	if _, ans, _ := ka.search(t, base, url.Values{"q": {"pelican42"}}); len(ans.Results) == 0 || ans.Results[0].Source != "d42.md" ||
+		!strings.Contains(ans.Results[0].Content, fmt.Sprintf("Revision %d", rounds-1)) {
+		t.Fatalf("search on node a after the compactions: %+v", ans)
+	}
+}

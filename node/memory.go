@@ -76,7 +76,7 @@ func (n *Node) postMemories(w http.ResponseWriter, r *http.Request) {
 	// a remote embedder, or behind a consolidation of the namespace) may outlast
 	// the server's write timeout, which would close the connection on a write
 	// that is stored, its IDs never answered.
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(memoryWriteTimeout))
+	w = n.awaitAnswer(w, memoryWriteTimeout)
 	inputs, err := memory.DecodeInputs(body)
 	if err == nil {
 		// Every memory is checked with the limits of the write (content size, a
@@ -297,7 +297,7 @@ func (n *Node) searchMemories(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "%v", err)
 		return
 	}
-	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(searchTimeout))
+	w = n.awaitAnswer(w, searchTimeout)
 	res, err := n.memoryExec(r.Context(), name, memorySearch, "", q)
 	switch {
 	case errors.Is(err, memory.ErrInvalid):

@@ -140,8 +140,8 @@ func testNotesOnTheStreamOwner(t *testing.T, logOf func() eventlog.Log, reader e
 	if got := other.log.notesAppends(); got != 0 {
 		t.Errorf("the node that does not own the notes stream appended to it %d times", got)
 	}
-	if got := owner.log.notesAppends(); got != 2*each {
-		t.Errorf("the stream's owner appended %d times for %d notes; want one each", got, 2*each)
+	if got := owner.log.notesAppends(); got < 1 || got > 2*each {
+		t.Errorf("the stream's owner appended %d times for %d notes; want at most one each (notes added at once share one)", got, 2*each)
 	}
 	events, err := reader.Read(context.Background(), stream, 1)
 	if err != nil {
@@ -191,6 +191,135 @@ func testNotesOnTheStreamOwner(t *testing.T, logOf func() eventlog.Log, reader e
 	}
 }
 
+// gatedNotesLog holds the first append to a notes stream until open is closed.
+type gatedNotesLog struct {
+	eventlog.Log
+	once sync.Once
+	open chan struct{}
+}
+
+func (l *gatedNotesLog) Append(ctx context.Context, events []messages.Envelope) error {
+	if len(events) > 0 && notes.IsStream(events[0].SessionID) {
+		l.once.Do(func() { <-l.open })
+	}
+	return l.Log.Append(ctx, events)
+}
+
+// stepOneCounter is notesAgent counting the first steps it answered.
+type stepOneCounter struct {
+	notesAgent
+	mu sync.Mutex
+	n  int
+}
+
+func (m *stepOneCounter) Generate(ctx context.Context, r llm.Request) (llm.Response, error) {
+	if r.Step == 1 {
+		m.mu.Lock()
+		m.n++
+		m.mu.Unlock()
+	}
+	return m.notesAgent.Generate(ctx, r)
+}
+
+func (m *stepOneCounter) count() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.n
+}
+
+// Many sessions on one node add notes at once to the stream another node owns: the
+// owner takes their commands together and appends them in a few Appends, and every
+// session's note is in the stream once, where its tool result says. Before, the
+// owner ran one stream's commands one after another, an Append each (100 for 100),
+// which on ClickHouse under load made the calls wait past the tool timeout.
+func TestNotesClusterManyCallsToOneStream(t *testing.T) {
+	shared := sharedLog(t)
+	gated := &gatedNotesLog{Log: shared, open: make(chan struct{})}
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	model := &stepOneCounter{}
+	withNotes := func(c *node.Config) {
+		c.Model = model
+		c.Notes = &notes.Config{}
+	}
+	a := startMemoryClusterNode(t, k, group, gated, "a", withNotes)
+	b := startMemoryClusterNode(t, k, group, gated, "b", withNotes)
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
+		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
+	})
+	stream := notes.Stream("default")
+	owner, other := a, b
+	if !a.parts.owns(kafka.PartitionOf(stream, memoryClusterPartitions)) {
+		owner, other = b, a
+	}
+	const calls = 100
+	sessions := sessionsOn(t, other, "many", calls)
+	var wg sync.WaitGroup
+	for _, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := other.n.Submit(context.Background(), node.Task{Input: "note from " + s, SessionID: s}); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	// The owner's first append waits until every session made its call: the calls
+	// queue behind it (a hang guard, not a timing).
+	waitFor(t, 60*time.Second, "every session calls the notes tool", func() bool { return model.count() >= calls })
+	close(gated.open)
+	waitCompleted(t, other.n, sessions, 120*time.Second)
+
+	appends := owner.log.notesAppends()
+	if other.log.notesAppends() != 0 {
+		t.Errorf("the node that does not own the notes stream appended to it")
+	}
+	if appends >= calls {
+		t.Errorf("the stream's owner made %d Appends for %d notes called at once; want some of them grouped (one each was the defect)", appends, calls)
+	}
+	events, err := shared.Read(context.Background(), stream, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies, keys, ids := map[string]int{}, map[string]bool{}, map[string]string{}
+	for i, e := range events {
+		p, err := e.Decode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		added, ok := p.(*messages.NoteAdded)
+		if !ok || e.Seq != uint64(i+1) {
+			t.Fatalf("event %d: a %s at seq %d", i, e.Type, e.Seq)
+		}
+		if keys[added.Key] {
+			t.Errorf("key %s is in the stream twice", added.Key)
+		}
+		keys[added.Key] = true
+		bodies[added.Body]++
+		ids[added.Body] = added.NoteID
+	}
+	if len(events) != calls {
+		t.Errorf("the stream holds %d notes; want %d", len(events), calls)
+	}
+	for _, s := range sessions {
+		body := "note from " + s
+		if bodies[body] != 1 {
+			t.Errorf("the note of session %s is in the stream %d times", s, bodies[body])
+			continue
+		}
+		evs, err := shared.Read(context.Background(), s, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := answers(evs); len(res) != 1 || !strings.Contains(res[0], body) || !strings.Contains(res[0], `"`+ids[body]+`"`) {
+			t.Errorf("session %s: tool results %q; want its note %s", s, res, ids[body])
+		}
+	}
+	t.Logf("%d notes called at once: %d Appends", calls, appends)
+}
+
 // A memory command the owner cannot read (here one of a later build's version) is
 // answered with why, on the reply topic the asker waits on, besides going to the
 // poison topic: the asker does not wait out its timeout.
@@ -215,5 +344,35 @@ func TestMemoryCommandRefusedIsAnswered(t *testing.T) {
 	}
 	if rep.ID != "cmd-"+ns || rep.Kind != "invalid" || !strings.Contains(rep.Error, "this build reads up to") {
 		t.Errorf("the reply: %+v", rep)
+	}
+}
+
+// A cluster whose nodes have the notes tool and neither agent memory nor knowledge
+// bases: a change travels to the stream's owner, and its answer comes back. The
+// nodes did not read troupe.replies, where the owner answers: the change was
+// written, and the call waited for its answer until it timed out.
+func TestNotesClusterWithoutMemoryIsAnswered(t *testing.T) {
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	shared := sharedLog(t)
+	withNotes := func(c *node.Config) {
+		c.Model, c.Memory, c.Notes = notesAgent{}, nil, &notes.Config{}
+	}
+	a := startMemoryClusterNode(t, k, group, shared, "a", withNotes)
+	b := startMemoryClusterNode(t, k, group, shared, "b", withNotes)
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		return a.n.PartitionsOwned() > 0 && b.n.PartitionsOwned() > 0 && a.n.PartitionsOwned()+b.n.PartitionsOwned() == memoryClusterPartitions
+	})
+	for i, owner := range []memoryClusterNode{a, b} {
+		session := sessionsOn(t, owner, fmt.Sprintf("plain-notes-%d", i), 1)[0]
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		res, err := owner.n.RunTask(ctx, node.Task{Input: "fact of " + session, SessionID: session})
+		cancel()
+		if err != nil || res.Status != messages.StatusCompleted || res.Output != "noted" {
+			t.Fatalf("session %s: %+v %v", session, res, err)
+		}
+	}
+	if got := payloads[*messages.NoteAdded](t, readAll(t, shared, "notes/default")); len(got) != 2 {
+		t.Errorf("%d notes added, want 2", len(got))
 	}
 }

@@ -60,12 +60,14 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 		}
 		printf("  [%d] tool %s(%s)\n", e.Seq, oneLine(p.Tool), oneLine(p.Arguments))
 	case *messages.ToolCallCompleted:
+		// A result is a tool's text, or a sub-agent's (a team member's) answer:
+		// on the line too, so that it cannot pose as the steps after it.
 		if p.Error != "" {
-			printf("  [%d] tool %s → error: %s (%s)\n", e.Seq, oneLine(p.Tool), p.Error, micros(p.LatencyUS))
+			printf("  [%d] tool %s → error: %s (%s)\n", e.Seq, oneLine(p.Tool), oneLine(p.Error), micros(p.LatencyUS))
 		} else if k, err := messages.ParseEffectKey(p.Key); err == nil && p.Tool == DelegateTool {
-			printf("  [%d] tool %s → %s (child session %s, %s)\n", e.Seq, p.Tool, p.Result, ChildSessionID(k), micros(p.LatencyUS))
+			printf("  [%d] tool %s → %s (child session %s, %s)\n", e.Seq, p.Tool, oneLine(p.Result), ChildSessionID(k), micros(p.LatencyUS))
 		} else {
-			printf("  [%d] tool %s → %s (%s)\n", e.Seq, oneLine(p.Tool), p.Result, micros(p.LatencyUS))
+			printf("  [%d] tool %s → %s (%s)\n", e.Seq, oneLine(p.Tool), oneLine(p.Result), micros(p.LatencyUS))
 		}
 	case *messages.TaskCompleted:
 		note := ""
@@ -95,7 +97,7 @@ func PrintStep(w io.Writer, e messages.Envelope) (code int, done bool) {
 	case *messages.SessionForked:
 		printf("  [%d] forked from %s at seq %d\n", e.Seq, p.ParentID, p.AtSeq)
 	case *messages.TeamStateUpdated:
-		printf("  [%d] team state: %s %s.%s by %s: %s\n", e.Seq, p.Op, p.Section, p.Key, p.By, p.Value)
+		printf("  [%d] team state: %s %s.%s by %s: %s\n", e.Seq, oneLine(p.Op), oneLine(p.Section), oneLine(p.Key), oneLine(p.By), oneLine(p.Value))
 	}
 	return 0, false
 }

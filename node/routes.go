@@ -31,6 +31,12 @@ type Route struct {
 	// the handler runs; a route that sets MaxBody answers an overflow itself, with
 	// the 413 of its choice.
 	MaxBody int64
+	// JSONRPC marks a route that speaks JSON-RPC (/mcp): the gate's refusals of its
+	// requests (401, 403, 429) carry a JSON-RPC error, with the same status and
+	// headers, rather than the API's {"error"}: an MCP client shows its message
+	// (the Python SDK says only "Server returned an error response" of another
+	// body), so that its user learns that the token is missing or wrong.
+	JSONRPC bool
 	// Doc describes the route in the OpenAPI document.
 	Doc RouteDoc
 }

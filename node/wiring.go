@@ -34,9 +34,9 @@ import (
 type wiring struct {
 	roles Role
 	bus   *Bus
-	// memory: the node has agent memory or knowledge bases, whose commands it sends
-	// to the namespaces' and the bases' owners on a shared bus, and whose replies it
-	// reads.
+	// memory: the node has agent memory, knowledge bases or notes, whose commands
+	// (a notes change is one) it sends to the namespaces', the bases' and the notes
+	// streams' owners on a shared bus, and whose replies it reads.
 	memory bool
 }
 
@@ -100,7 +100,7 @@ var roleHandlers = []roleHandler{
 func (n *Node) live() message.Subscriber { return n.liveSub }
 
 func (n *Node) wiring() wiring {
-	return wiring{roles: n.cfg.Roles, bus: n.cfg.Bus, memory: n.cfg.Memory != nil || n.cfg.Knowledge != nil}
+	return wiring{roles: n.cfg.Roles, bus: n.cfg.Bus, memory: n.cfg.Memory != nil || n.cfg.Knowledge != nil || n.cfg.Notes != nil}
 }
 
 // openLog opens the embedded SQLite log in DataDir unless Config.Log gives one.
@@ -210,9 +210,36 @@ func (n *Node) newEffects(reg *tools.Registry) (actors.Effects, error) {
 		byKind.Model = streamingRequests{Effects: n.remote, hub: n.hub} // deltas_cluster.go
 	}
 	if !cfg.Roles.Has(RoleTools) {
-		byKind.Tools = n.remote
+		byKind.Tools = delegatesHere{here: n.local, rest: n.remote}
 	}
 	return byKind, nil
+}
+
+// delegatesHere performs a session's delegate calls on the session's own node and
+// asks the nodes that serve tools for its other tool calls. A delegate call is no
+// tool's work: it submits its child's task and waits for the child, which runs on
+// whichever node owns the child's partition. Sent to a tools node, it held that
+// node's partition of the tool requests (one request at a time each) until the
+// child ended: a team's fan-out branches ran one after the other, and a child whose
+// own tool calls fell on that partition waited behind its parent's call, which
+// waited for it, until the call's 31-minute timeout.
+type delegatesHere struct{ here, rest actors.Effects }
+
+var _ actors.Effects = delegatesHere{}
+
+// Perform implements actors.Effects.
+func (d delegatesHere) Perform(req messages.EffectRequest, reply func(messages.EffectReply)) {
+	if req.Tool != nil && req.Tool.Tool == DelegateTool {
+		d.here.Perform(req, reply)
+		return
+	}
+	d.rest.Perform(req, reply)
+}
+
+// Cancel implements actors.Effects: the key is cancelled wherever it runs.
+func (d delegatesHere) Cancel(key messages.EffectKey) {
+	d.here.Cancel(key)
+	d.rest.Cancel(key)
 }
 
 // reissuesOf says which sessions' unanswered remote effects BusEffects publishes

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -225,5 +226,85 @@ func TestTrustedProxiesFromFlagsEnvironmentAndFile(t *testing.T) {
 	}
 	if _, err := httpConfig(file, nil, nil, []string{"10.0.0.300"}, "", 0, 0, 0, false); err == nil || !strings.Contains(err.Error(), "trusted proxy") {
 		t.Errorf("a bad --trusted-proxy: %v", err)
+	}
+}
+
+// The gate's refusals of /mcp (401, 429) are JSON-RPC errors, with the status and
+// headers of the API's refusals: the MCP Python SDK shows the message of such a
+// body, and said only "Server returned an error response" of the API's {"error"},
+// so that a user with no token, or a wrong one, or past the rate, did not learn
+// which. The other routes keep {"error"}.
+func TestServeAuthRefusalsOfMCPAreJSONRPC(t *testing.T) {
+	clearLLMEnv(t)
+	base := serveNode(t, options{}, "--auth-token", serveToken, "--http-rate", "0.01", "--http-burst", "1")
+	const initialize = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`
+	post := func(path, token string) (*http.Response, []byte) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(initialize))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := (&http.Client{Timeout: 20 * time.Second}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp, body
+	}
+	type rpcError struct {
+		JSONRPC string          `json:"jsonrpc"`
+		ID      json.RawMessage `json:"id"`
+		Error   struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	for _, c := range []struct {
+		token, status, auth, says string
+	}{
+		{"", "401", `Bearer realm="troupe"`, "needs a bearer token"},
+		{"tok-serve-0123456789abcdeX", "401", `Bearer realm="troupe", error="invalid_token"`, "not one of this node's"},
+		{serveToken, "200", "", ""},
+		{serveToken, "429", "", "too many requests"}, // the burst of one is spent
+	} {
+		resp, body := post("/mcp", c.token)
+		if got := strconv.Itoa(resp.StatusCode); got != c.status {
+			t.Errorf("/mcp with token %q: %s %q, want %s", c.token, resp.Status, body, c.status)
+			continue
+		}
+		if c.says == "" {
+			continue
+		}
+		var e rpcError
+		if err := json.Unmarshal(body, &e); err != nil || e.JSONRPC != "2.0" || string(e.ID) != "null" || e.Error.Code != -32600 ||
+			!strings.Contains(e.Error.Message, c.says) || resp.Header.Get("Content-Type") != "application/json" {
+			t.Errorf("/mcp with token %q: %s %s %q, want a JSON-RPC error that says %q", c.token, resp.Status, resp.Header.Get("Content-Type"), body, c.says)
+		}
+		if got := resp.Header.Get("WWW-Authenticate"); got != c.auth {
+			t.Errorf("/mcp with token %q: WWW-Authenticate %q, want %q", c.token, got, c.auth)
+		}
+		if c.status == "429" && resp.Header.Get("Retry-After") == "" {
+			t.Errorf("/mcp past the rate: no Retry-After")
+		}
+	}
+	resp, body := post("/v1/tasks", "")
+	var apiErr struct{ Error string }
+	if resp.StatusCode != http.StatusUnauthorized || json.Unmarshal(body, &apiErr) != nil || !strings.Contains(apiErr.Error, "needs a bearer token") {
+		t.Errorf("/v1/tasks without a token: %s %q, want 401 and the API's {\"error\"}", resp.Status, body)
+	}
+
+	// The official Python SDK, with its defaults, shows why.
+	for token, says := range map[string]string{"": "needs a bearer token", "tok-serve-0123456789abcdeX": "not one of this node's"} {
+		var out struct {
+			Tools []string
+			Error struct{ Message string }
+		}
+		sdkClient(t, "py", base+"/mcp", "token", nil, &out, token)
+		if !strings.Contains(out.Error.Message, says) {
+			t.Errorf("the Python SDK with token %q: %+v, want an error that says %q", token, out, says)
+		}
 	}
 }

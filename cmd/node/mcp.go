@@ -72,7 +72,7 @@ func newMCPServer(n *node.Node, cfg node.Config, served mcp.ServedConfig) *mcp.S
 func mountMCP(ctx context.Context, n *node.Node, cfg node.Config, served mcp.ServedConfig) *mcp.Server {
 	srv := newMCPServer(n, cfg, served)
 	go srv.Run(ctx)
-	n.HandleRoute(node.Route{Path: "/mcp", Handler: srv.Handler(), MaxBody: mcpMaxBody, Doc: node.RouteDoc{
+	n.HandleRoute(node.Route{Path: "/mcp", Handler: srv.Handler(), MaxBody: mcpMaxBody, JSONRPC: true, Doc: node.RouteDoc{
 		Summary: "MCP over Streamable HTTP: POST a JSON-RPC message, GET the server's stream, DELETE the MCP session",
 		Methods: []string{"GET", "POST", "DELETE"},
 		Body:    &node.Body{Schema: node.Schema{"type": "object", "description": "a JSON-RPC 2.0 message or batch"}},

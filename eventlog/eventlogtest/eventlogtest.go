@@ -97,6 +97,7 @@ func Run(t *testing.T, f Features, newLog func(t *testing.T) eventlog.Log) {
 		{"PruneBusStreams", s.testPruneBusStreams},
 		{"PruneStreams", s.testPruneStreams},
 		{"PruneListed", s.testPruneListed},
+		{"DeleteEvents", s.testDeleteEvents},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -87,16 +87,17 @@ const maxGroupBytes = 16 << 20
 
 // appendReq is one Append (or AppendLeased, or Own) call waiting for the writer.
 type appendReq struct {
-	ctx    context.Context
-	events []messages.Envelope // checked by eventlog.CheckBatch
-	lease  *eventlog.Lease     // AppendLeased's; nil for Append
-	claim  bool                // Claim or ClaimLeased: only into a session with no events
-	own    *ownReq             // set for Own, which has no events
-	free   *releaseReq         // set for Release, which has no events
-	prune  *pruneReq           // set for PruneStreams and PruneListed, which have no events
-	probe  bool                // set for Writable's probe write, which has no events
-	done   chan error          // buffered: the writer never blocks on it
-	pooled bool                // from Log.reqPool, to go back once answered
+	ctx     context.Context
+	events  []messages.Envelope // checked by eventlog.CheckBatch
+	lease   *eventlog.Lease     // AppendLeased's; nil for Append
+	claim   bool                // Claim or ClaimLeased: only into a session with no events
+	own     *ownReq             // set for Own, which has no events
+	free    *releaseReq         // set for Release, which has no events
+	prune   *pruneReq           // set for PruneStreams and PruneListed, which have no events
+	compact *compactReq         // set for DeleteEvents, which has no events
+	probe   bool                // set for Writable's probe write, which has no events
+	done    chan error          // buffered: the writer never blocks on it
+	pooled  bool                // from Log.reqPool, to go back once answered
 }
 
 // ownReq is an Own (or TakeOver) call: the writer sets epoch, and previous,
@@ -142,6 +143,9 @@ type writeStmts struct {
 	pruneSessions                driver.Stmt // then this one
 	// PruneListed's, of one stream each, in this order.
 	pruneListedAliases, pruneListedEvents, pruneListedSessions driver.Stmt
+	// DeleteEvents's: a stream's last seq, then per event its alias and itself,
+	// then the summary's count; and the lookup of a hole (checkHole).
+	lastSeq, compactAlias, compactEvent, compactSummary, holeAt driver.Stmt
 
 	args [insertColumns * maxInsertRows]driver.NamedValue // the arguments of the statement being run
 	vals [insertColumns]driver.Value                      // apply's, for insert
@@ -421,6 +425,12 @@ func (w *writeStmts) prepare(ctx context.Context, dc any) error {
 		{&w.pruneListedAliases, `DELETE FROM aliases WHERE id IN (` + listedDue + `)`},
 		{&w.pruneListedEvents, `DELETE FROM events WHERE session_id IN (` + listedDue + `)`},
 		{&w.pruneListedSessions, `DELETE FROM sessions WHERE session_id IN (` + listedDue + `)`},
+		{&w.lastSeq, `SELECT coalesce(max(seq), 0) FROM events WHERE session_id = ?`},
+		{&w.compactAlias, `DELETE FROM aliases WHERE id IN (SELECT id FROM events WHERE session_id = ? AND seq = ?)`},
+		{&w.compactEvent, `DELETE FROM events WHERE session_id = ? AND seq = ?`},
+		{&w.compactSummary, `UPDATE sessions SET events = events - ? WHERE session_id = ?`},
+		{&w.holeAt, `SELECT EXISTS (SELECT 1 FROM events WHERE session_id = ?1 AND seq = ?2),
+			EXISTS (SELECT 1 FROM events WHERE session_id = ?1 AND seq > ?2)`},
 		// Positional parameters: the driver names a numbered one anew on every call.
 		{&w.restart, `UPDATE sessions SET started_us = ? WHERE session_id = ? AND started_us > ?`},
 	}...) {
@@ -443,6 +453,7 @@ func (w *writeStmts) close() error {
 	var errs []error
 	stmts := []*driver.Stmt{&w.begin, &w.commit, &w.rollback, &w.savepoint, &w.release, &w.undo, &w.insert, &w.byID, &w.byPos, &w.claimed, &w.hasEvents, &w.summarize, &w.touch, &w.settle, &w.create, &w.restart,
 		&w.current, &w.maxEpoch, &w.takeOwner, &w.owner, &w.releaseOwner, &w.markOwner, &w.aliased, &w.addAlias, &w.dropProbe, &w.pruneAliases, &w.pruneEvents, &w.pruneSessions,
+		&w.lastSeq, &w.compactAlias, &w.compactEvent, &w.compactSummary, &w.holeAt,
 		&w.pruneListedAliases, &w.pruneListedEvents, &w.pruneListedSessions}
 	for i := range w.insertRows {
 		stmts = append(stmts, &w.insertRows[i])
@@ -623,7 +634,7 @@ func (l *Log) writeGroup(group []*appendReq) {
 	}
 	l.wrote(err)
 	for _, r := range live {
-		if r.own == nil && r.free == nil && r.prune == nil && !r.probe { // Own, Release, prune calls and probes are not appends
+		if r.own == nil && r.free == nil && r.prune == nil && r.compact == nil && !r.probe { // Own, Release, prune and compaction calls and probes are not appends
 			l.stats.appends.Add(1)
 		}
 	}
@@ -744,7 +755,7 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			err error
 		)
 		starts, tails := len(l.w.starting), len(l.w.tailing) // a request undone takes its starts and tails with it
-		if r.own != nil || r.free != nil || r.prune != nil || r.probe {
+		if r.own != nil || r.free != nil || r.prune != nil || r.compact != nil || r.probe {
 			err = l.flushRows(ctx) // a prune deletes rows; none of them looks up events, but none is an append either
 		}
 		switch {
@@ -757,6 +768,8 @@ func (l *Log) commitGroup(reqs []*appendReq, savepoints bool) ([]error, error) {
 			err = l.releaseOwnership(ctx, r.free)
 		case r.prune != nil:
 			err = l.pruneStreams(ctx, r.prune)
+		case r.compact != nil:
+			err = l.deleteEvents(ctx, r.compact)
 		default:
 			n, err = l.applyReq(ctx, r, !savepoints)
 		}
@@ -946,6 +959,13 @@ func (l *Log) apply(ctx context.Context, lease *eventlog.Lease, events []message
 	prevIn := false
 	follows := func(i int) bool { // events[i] follows events[i-1] in its session
 		return i > 0 && events[i-1].SessionID == events[i].SessionID && events[i-1].Seq+1 == events[i].Seq
+	}
+	for _, e := range events {
+		if eventlog.Compactable(e.SessionID) {
+			if err := l.checkHole(ctx, e); err != nil {
+				return 0, err
+			}
+		}
 	}
 	if rows && len(events) > 1 {
 		// No two events of a batch share an ID (CheckBatch): each is checked

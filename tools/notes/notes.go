@@ -142,11 +142,13 @@ func inputErr(kind error, format string, args ...any) error {
 var ErrConflict = errors.New("notes: the notes stream kept changing under the write")
 
 // Notes is an agent's notes: the fold of its stream, kept up to date with the log
-// before every operation. It is safe for concurrent use; its writes are serialized.
+// before every operation. It is safe for concurrent use; the writes called at once
+// are decided one after another and appended together (entity.Batch).
 type Notes struct {
 	cfg    Config
 	stream string
 	s      entity.Stream
+	batch  entity.Batch // the writes, decided and appended in groups
 
 	mu    sync.Mutex
 	seq   uint64            // the last seq folded
@@ -166,6 +168,7 @@ func New(cfg Config) (*Notes, error) {
 	cfg.setDefaults()
 	n := &Notes{cfg: cfg, stream: Stream(cfg.Agent), notes: map[string]*Note{}, keys: map[string]string{}}
 	n.s = entity.Stream{Log: cfg.Log, ID: n.stream, Kind: "notes", Actor: "tool/notes", IDPrefix: "note-", Now: cfg.Now, Conflict: ErrConflict}
+	n.batch = entity.Batch{Stream: &n.s, Fold: notesFold{n}, Lock: &n.mu}
 	return n, nil
 }
 
@@ -214,32 +217,32 @@ func (n *Notes) apply(e messages.Envelope) error {
 	return nil
 }
 
-// write makes one change (entity.Stream.Write): it folds the stream and, unless a
+// write makes one change (entity.Batch.Write): it folds the stream and, unless a
 // change with the call's key is in it already, appends the event change builds for
-// the next seq, again after a refold when another writer took that seq. change
-// checks the input against the folded notes; its error is returned, with nothing
-// written. write returns the ID of the note the change (or the earlier one with the
-// same key) changed.
+// the next seq, again after a refold when another writer took that seq. The changes
+// called at once are decided one after another and appended together. change
+// checks the input against the folded notes (with mu held); its error is returned,
+// with nothing written. write returns the ID of the note the change (or the earlier
+// one with the same key) changed.
 func (n *Notes) write(ctx context.Context, change func(seq uint64) (messages.Payload, error)) (string, error) {
 	key := tools.CallKey(ctx)
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	var made messages.Payload
-	applied, err := n.s.Write(ctx, notesFold{n}, key, func(context.Context) ([]messages.Payload, error) {
+	var id string
+	err := n.batch.Write(ctx, key, func(context.Context) ([]messages.Payload, error) {
 		p, err := change(n.seq + 1)
 		if err != nil {
 			return nil, err
 		}
 		made = p
 		return []messages.Payload{p}, nil
+	}, func(applied bool) {
+		if applied {
+			id = n.keys[key]
+		} else {
+			id = n.idOf(made)
+		}
 	})
-	switch {
-	case err != nil:
-		return "", err
-	case applied:
-		return n.keys[key], nil
-	}
-	return n.idOf(made), nil
+	return id, err
 }
 
 // notesFold is the notes as entity.Stream folds them. The caller holds mu.
@@ -248,6 +251,7 @@ type notesFold struct{ *Notes }
 func (f notesFold) Seq() uint64                     { return f.seq }
 func (f notesFold) Apply(e messages.Envelope) error { return f.apply(e) }
 func (f notesFold) Sync(context.Context) error      { return nil }
+func (f notesFold) Reset()                          { f.seq, f.notes, f.keys = 0, map[string]*Note{}, map[string]string{} }
 func (f notesFold) Applied(key string) bool {
 	_, ok := f.keys[key]
 	return ok

@@ -18,6 +18,7 @@ with {"command", "args", "env"} and speak to it over stdio. MODE:
   tool NAME JSON  call tool NAME with the arguments JSON ("calling" on stderr first)
   idle SECONDS    run_task, nothing for SECONDS, run_task again
   concurrent N    N clients at once, each with a run_task
+  token TOKEN     list tools with Authorization: Bearer TOKEN ("": no header)
 Prints one JSON object on stdout.
 """
 
@@ -30,6 +31,7 @@ import os
 import anyio
 import mcp.shared._httpx_utils
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 # MCP_SSE_READ_TIMEOUT scales down the SDK's default read timeout of a response
@@ -213,8 +215,19 @@ async def concurrent(url, args):
     return {"results": results}
 
 
+async def token(url, args):
+    headers = {"Authorization": "Bearer " + args[0]} if args[0] else None
+    transport = streamable_http_client(url, http_client=mcp.shared._httpx_utils.create_mcp_http_client(headers=headers))
+    try:
+        async with Client(transport) as c:
+            return {"tools": [t.name for t in (await c.list_tools()).tools]}
+    except Exception as e:  # noqa: BLE001
+        return {"error": err(e)}
+
+
 MODES = {"basic": basic, "slow": slow, "cancel": cancel, "hostile": hostile,
-         "reconnect": reconnect, "follow": follow, "survive": survive, "tool": tool, "idle": idle, "concurrent": concurrent}
+         "reconnect": reconnect, "follow": follow, "survive": survive, "tool": tool, "idle": idle, "concurrent": concurrent,
+         "token": token}
 
 
 def main():

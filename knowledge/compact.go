@@ -1,0 +1,128 @@
+package knowledge
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/troupe-run/troupe/eventlog"
+)
+
+// Compaction of a knowledge base's stream. A document's state is its latest
+// event (an ingestion replaces its chunks whole; a removal drops them), so the
+// events a later one of the same source superseded say nothing the fold needs:
+// when they outnumber the live documents (and at least CompactMin of them are
+// due), a write deletes them from the log (eventlog.Compacting, in one
+// transaction) and a fold, of a restart, a base released when idle or a base
+// moved to another node, reads about one event per live document and the
+// CompactTail latest. Kept: every live document's latest event; the event
+// whose vectors set the base's first dimension, and so its collection (with the
+// latest of its source); and the CompactTail latest events, whose idempotency
+// keys a retry may still name (the keys of the events deleted are forgotten: a
+// retry then decides afresh, finding an ingested document unchanged). A
+// removal goes with the events before it. Only a base whose vector store is in
+// line with its fold is compacted: a later rebuild deletes from the store only
+// the chunks the stream still names. Agents' sessions that used the base are
+// untouched: they recorded the tool's results.
+const (
+	// CompactMin is the fewest superseded events a compaction deletes.
+	CompactMin = 64
+	// CompactTail is the number of latest events compaction keeps.
+	CompactTail = 64
+)
+
+// compactable returns the seqs a compaction would delete now, ascending. The
+// caller holds mu.
+func (s *state) compactable() []uint64 {
+	cut := uint64(0)
+	if s.seq > CompactTail {
+		cut = s.seq - CompactTail
+	}
+	var out []uint64
+	for _, src := range slices.Sorted(maps.Keys(s.trail)) {
+		trail := s.trail[src]
+		last := trail[len(trail)-1]
+		live := s.docs[src] != nil
+		anchored := slices.Contains(trail, s.anchor)
+		for _, seq := range trail {
+			switch {
+			case seq > cut || seq == s.seq:
+			case seq == last && (live || anchored):
+			case seq == s.anchor:
+			default:
+				out = append(out, seq)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// compactDue reports whether enough events are superseded to compact: more
+// than the live documents, and at least CompactMin. The caller holds mu.
+func (s *state) compactDue() bool {
+	superseded := s.events - len(s.docs) - CompactTail
+	return superseded >= max(CompactMin, len(s.docs))
+}
+
+// forget takes the deleted seqs out of the trails. The caller holds mu for
+// writing.
+func (s *state) forget(deleted []uint64) {
+	for src, trail := range s.trail {
+		trail = slices.DeleteFunc(trail, func(seq uint64) bool {
+			_, found := slices.BinarySearch(deleted, seq)
+			return found
+		})
+		if len(trail) == 0 {
+			delete(s.trail, src)
+		} else {
+			s.trail[src] = trail
+		}
+	}
+}
+
+// Compact deletes from the log the events of the knowledge base that later ones
+// superseded (see CompactMin), whether or not enough are due, and returns how
+// many it deleted: 0 when the log cannot delete events (it does not implement
+// eventlog.Compacting) or the vector store is not in line with the fold yet.
+func (b *Base) Compact(ctx context.Context) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.fold(ctx); err != nil {
+		return 0, err
+	}
+	return b.compact(ctx)
+}
+
+// compactIfDue compacts after a write when enough events are superseded; a
+// failure is told to Config.CompactTrouble and tried again after a later write.
+// The caller holds mu for writing.
+func (b *Base) compactIfDue(ctx context.Context) {
+	if !b.st.compactDue() {
+		return
+	}
+	if _, err := b.compact(ctx); err != nil && b.cfg.CompactTrouble != nil {
+		b.cfg.CompactTrouble(b.name, err)
+	}
+}
+
+// compact deletes the events compactable names. The caller holds mu for
+// writing, and folded the stream.
+func (b *Base) compact(ctx context.Context) (int, error) {
+	c, ok := b.cfg.Log.(eventlog.Compacting)
+	if !ok || !b.inLine() || len(b.parked) > 0 || len(b.retired) > 0 {
+		return 0, nil
+	}
+	seqs := b.st.compactable()
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	n, err := c.DeleteEvents(ctx, b.stream, seqs)
+	if err != nil {
+		return 0, fmt.Errorf("knowledge: %s: compacting %d superseded events: %w", b.name, len(seqs), err)
+	}
+	b.st.forget(seqs)
+	b.st.events -= n
+	return n, nil
+}
