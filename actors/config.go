@@ -1,11 +1,15 @@
 package actors
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 
@@ -20,7 +24,12 @@ import (
 // began, re-issuing its model call in flight as recorded (the same model, the
 // same prompt, no tool configured since), and replay verifies a session whose configuration changed since;
 // a task recorded after the change runs under the new one. The session records
-// the configuration's content once per change, the digest with every task.
+// the digest with every task, and the configuration's content once per log, in a
+// stream of its own (messages.ConfigStream: storeConfig, before the task), which
+// whoever folds the session reads first (LoadConfigs, WithConfigs): the fold stays
+// a function of what it is handed. The first builds of rules 7 recorded the content
+// with the first task of each session that named it (TaskSubmitted.Config), which
+// is read as it was.
 
 // configOf returns what of a's configuration a task records (its secrets not
 // yet redacted: the session's redactor does that as it records the task).
@@ -295,9 +304,9 @@ func (s *SessionState) forgetConfigs() {
 }
 
 // stampConfig records on task, a new task of the session, the configuration of
-// the agent it names among as (ConfigDigest), with its content the first time
-// the session records it (Config). A task naming an agent as does not have
-// records none: it fails before any effect.
+// the agent it names among the state's agents (ConfigDigest); its content is
+// stored in its own stream (SessionActor.storeConfig), never with the task. A task
+// naming an agent the state does not have records none: it fails before any effect.
 func (s *SessionState) stampConfig(task *messages.TaskSubmitted) {
 	task.ConfigDigest, task.Config = "", nil
 	a, ok := s.agents.For(task.Agent)
@@ -306,7 +315,122 @@ func (s *SessionState) stampConfig(task *messages.TaskSubmitted) {
 	}
 	c := a.configOf()
 	task.ConfigDigest = configDigest(&c)
-	if !slices.ContainsFunc(s.configs, func(k knownConfig) bool { return k.digest == task.ConfigDigest }) {
-		task.Config = &c
+}
+
+// WithConfigs hands the state the recorded configurations its tasks may name, by
+// digest (LoadConfigs): a task that names one of them and recorded no content of
+// its own (TaskSubmitted.Config) runs under it when its agent's configuration is
+// another now. Call it before the first Apply; a task naming a digest it does not
+// hand runs under its agent's configuration now, as one whose log lost the
+// content. It returns s.
+func (s *SessionState) WithConfigs(configs map[string]*messages.AgentConfig) *SessionState {
+	digests := make([]string, 0, len(configs))
+	for d, c := range configs {
+		if c != nil {
+			digests = append(digests, d)
+		}
 	}
+	slices.Sort(digests) // no map order on the replay path
+	for _, d := range digests {
+		if !slices.ContainsFunc(s.configs, func(k knownConfig) bool { return k.digest == d }) {
+			s.configs = append(s.configs, knownConfig{digest: d, config: configs[d]})
+		}
+	}
+	return s
+}
+
+// NamedConfigs returns the digests of the configurations that the tasks among a
+// session's events name without holding them (rules 7 and later: the
+// configurations' streams hold them), sorted, each once.
+func NamedConfigs(events []messages.Envelope) []string {
+	var out []string
+	for _, e := range events {
+		if e.Type != messages.TypeTaskSubmitted {
+			continue
+		}
+		var t struct {
+			Rules  int             `json:"rules"`
+			Digest string          `json:"config_digest"`
+			Config json.RawMessage `json:"config"`
+		}
+		if json.Unmarshal(e.Payload, &t) != nil || t.Rules < rulesConfig || t.Digest == "" ||
+			len(t.Config) > 0 && string(t.Config) != "null" || slices.Contains(out, t.Digest) {
+			continue // the fold refuses what does not decode
+		}
+		out = append(out, t.Digest)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// StreamReader reads a stream of the log (EventStore's Read, eventlog.Log's).
+type StreamReader interface {
+	Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error)
+}
+
+// LoadConfigs reads the configurations of digests from their streams in r
+// (messages.ConfigStream), for WithConfigs. A digest whose stream is empty, or
+// holds no configuration of that digest, is left out: its tasks run as in a log
+// that lost the content.
+func LoadConfigs(ctx context.Context, r StreamReader, digests []string) (map[string]*messages.AgentConfig, error) {
+	out := make(map[string]*messages.AgentConfig, len(digests))
+	for _, d := range digests {
+		events, err := r.Read(ctx, messages.ConfigStream(d), 1)
+		if err != nil {
+			return nil, fmt.Errorf("read the configuration %s: %w", d, err)
+		}
+		if c, ok, err := messages.RecordedConfig(d, events); err == nil && ok {
+			out[d] = c
+		}
+	}
+	return out, nil
+}
+
+// ConfigEvents returns the events of the configurations' streams that a session's
+// events name (NamedConfigs) in r, in digest order: what an export of the session
+// carries besides its events. A digest r holds no configuration of is left out.
+func ConfigEvents(ctx context.Context, r StreamReader, events []messages.Envelope) ([]messages.Envelope, error) {
+	var out []messages.Envelope
+	for _, d := range NamedConfigs(events) {
+		stream, err := r.Read(ctx, messages.ConfigStream(d), 1)
+		if err != nil {
+			return nil, fmt.Errorf("read the configuration %s: %w", d, err)
+		}
+		if _, ok, err := messages.RecordedConfig(d, stream); err == nil && ok {
+			out = append(out, stream[0])
+		}
+	}
+	return out, nil
+}
+
+// liveConfigs returns the digests of the configurations of as's agents now.
+func liveConfigs(as *Agents) map[string]bool {
+	out := map[string]bool{}
+	for _, a := range append([]Agent{as.Default}, slices.Collect(maps.Values(as.Named))...) {
+		c := a.configOf()
+		out[configDigest(&c)] = true
+	}
+	return out
+}
+
+// storedConfigs are the digests of the configurations a node's sessions stored in
+// their streams (or found there) since it started: each is written once per node.
+type storedConfigs struct {
+	mu      sync.Mutex
+	digests map[string]bool
+}
+
+func (s *storedConfigs) has(d string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.digests[d]
+}
+
+func (s *storedConfigs) add(d string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.digests == nil {
+		s.digests = map[string]bool{}
+	}
+	s.digests[d] = true
 }

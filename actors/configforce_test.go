@@ -1,10 +1,16 @@
 package actors_test
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
@@ -40,11 +46,116 @@ func TestTheRecordedConfigurationHoldsNoSecret(t *testing.T) {
 		}
 	}
 	tasks := payloadsOf[*messages.TaskSubmitted](t, events)
-	if len(tasks) != 2 || tasks[0].Config == nil || !strings.Contains(tasks[0].Config.SystemPrompt, "You are the deploy bot.") ||
-		len(tasks[0].ConfigDigest) != 64 || tasks[1].ConfigDigest != tasks[0].ConfigDigest || tasks[1].Config != nil {
+	if len(tasks) != 2 || tasks[0].Config != nil || len(tasks[0].ConfigDigest) != 64 || tasks[1].ConfigDigest != tasks[0].ConfigDigest || tasks[1].Config != nil {
 		t.Fatalf("the tasks recorded %+v", tasks)
 	}
-	if div, err := actors.Verify(agent, events); err != nil || div != nil {
+	stream, err := h.log.Read(context.Background(), messages.ConfigStream(tasks[0].ConfigDigest), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stream) != 1 || strings.Contains(string(stream[0].Payload), secret) || strings.Contains(string(stream[0].Payload), shaped) ||
+		!strings.Contains(string(stream[0].Payload), "You are the deploy bot.") {
+		t.Fatalf("the configuration's stream holds %d events: %v", len(stream), stream)
+	}
+	configs, err := actors.LoadConfigs(context.Background(), h.log, actors.NamedConfigs(events))
+	if err != nil || len(configs) != 1 {
+		t.Fatalf("the configurations loaded: %v %v", configs, err)
+	}
+	if div, err := actors.VerifyRecorded(actors.Agents{Default: agent}, events, 1, configs); err != nil || div != nil {
 		t.Fatalf("verify with the configuration recorded: %v %v", div, err)
+	}
+}
+
+// A configuration is stored once per log, not once per session: with a system
+// prompt of 22.5 KB, a session's task records its digest alone, and the sessions
+// after the first store nothing of it. Under rules 7 as first built each new
+// session recorded the whole configuration with its first task (1,000 one-task
+// sessions: 26 KB a session where 2.3 KB was the rest).
+func TestAConfigurationIsStoredOncePerLog(t *testing.T) {
+	prompt := "You are the archivist. " + strings.Repeat("Keep every record in order, and say where it came from. ", 410)
+	if len(prompt) < 22_000 {
+		t.Fatalf("the prompt is %d bytes", len(prompt))
+	}
+	steps := make([]llm.ScriptStep, 4)
+	for i := range steps {
+		steps[i] = llm.ScriptStep{Content: "filed"}
+	}
+	h := newHarness(t, harnessOpts{model: script(t, steps...), deps: func(d *actors.SessionDeps) { d.Agent.SystemPrompt = prompt }})
+	digests := map[string]bool{}
+	for i := range 4 {
+		session := fmt.Sprintf("s%d", i)
+		h.submit(session, "task-"+session, "file this")
+		events := h.wait(session)
+		size := 0
+		for _, e := range events {
+			size += len(e.Payload)
+			if strings.Contains(string(e.Payload), "Keep every record") {
+				t.Fatalf("session %s, event %d (%s) holds the system prompt: %.200s", session, e.Seq, e.Type, e.Payload)
+			}
+		}
+		if size > 4096 {
+			t.Fatalf("session %s stored %d bytes of payloads", session, size)
+		}
+		for _, task := range payloadsOf[*messages.TaskSubmitted](t, events) {
+			digests[task.ConfigDigest] = true
+		}
+	}
+	if len(digests) != 1 {
+		t.Fatalf("the sessions' tasks name the configurations %v; want one", digests)
+	}
+	infos, err := h.log.Sessions(context.Background(), eventlog.Filter{Prefix: messages.ConfigStreamPrefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(infos) != 1 || infos[0].Events != 1 {
+		t.Fatalf("the log's configuration streams: %+v; want one, of one event", infos)
+	}
+	for d := range digests {
+		stream, err := h.log.Read(context.Background(), messages.ConfigStream(d), 1)
+		if err != nil || len(stream) != 1 || strings.Count(string(stream[0].Payload), "Keep every record") != 410 {
+			t.Fatalf("the configuration's stream: %v %d events", err, len(stream))
+		}
+	}
+}
+
+// Two nodes over one log that store the same configuration at once (each its
+// first task of it) write the same event at the same position: both tasks are
+// recorded and run, and the configuration's stream holds it once.
+func TestTwoNodesStoreOneConfigurationOnce(t *testing.T) {
+	h := newHarness(t, harnessOpts{model: llm.Offline{}})
+	second := h.system.Root.Spawn(actors.NewSessionHostProps(actors.SessionDeps{Store: h.log, Effects: h.effects,
+		Agent: actors.Agent{Model: "offline", SystemPrompt: "test"}}))
+	t.Cleanup(func() { _ = h.system.Root.PoisonFuture(second).Wait() })
+	const each = 8
+	answers := make(chan error, 2*each)
+	for i := range each {
+		for j, host := range []*actor.PID{h.host, second} {
+			h.system.Root.Send(host, &actors.SubmitTask{Envelope: taskEnvelope(t, fmt.Sprintf("n%d-%d", j, i), fmt.Sprintf("t-n%d-%d", j, i)), Done: answers})
+		}
+	}
+	for range 2 * each {
+		select {
+		case err := <-answers:
+			if err != nil {
+				t.Fatalf("a task was refused: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a task was not answered")
+		}
+	}
+	var digest string
+	for i := range each {
+		for j := range 2 {
+			events := h.wait(fmt.Sprintf("n%d-%d", j, i))
+			task := payloadsOf[*messages.TaskSubmitted](t, events)[0]
+			if digest != "" && task.ConfigDigest != digest || task.Config != nil {
+				t.Fatalf("task %+v; want the digest %s alone", task, digest)
+			}
+			digest = task.ConfigDigest
+		}
+	}
+	stream, err := h.log.Read(context.Background(), messages.ConfigStream(digest), 1)
+	if err != nil || len(stream) != 1 {
+		t.Fatalf("the configuration's stream: %d events (%v)", len(stream), err)
 	}
 }

@@ -92,7 +92,9 @@ import (
 //     answer was refused clipped as the retries quoted it, where under 1 to 5 the
 //     error held it whole (a step ID of 100 KB among it).
 //   - 7: a task runs under the configuration of its agent recorded with it
-//     (messages.TaskSubmitted.ConfigDigest and Config; config.go): its system
+//     (messages.TaskSubmitted.ConfigDigest; the content once per log, in the
+//     stream messages.ConfigStream, or with the task, TaskSubmitted.Config, as
+//     the first builds of 7 recorded it; config.go): its system
 //     prompt, its skills' section included, its model (and own chain), the
 //     names of its configured tools (one configured since is not offered) and
 //     its approvals (the tools that wait, the timeout), for the whole task. A node

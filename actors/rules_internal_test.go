@@ -57,7 +57,7 @@ func TestStampRulesTakesTheDecodedTask(t *testing.T) {
 			if string(got.Payload) != string(want.Payload) {
 				t.Fatalf("rules %d, try %d: stamped payload %s, want %s", rules, try, got.Payload, want.Payload)
 			}
-			if gp, ok := p.(*messages.TaskSubmitted); !ok || !sameJSON(gp, wantP) || gp.Config == nil {
+			if gp, ok := p.(*messages.TaskSubmitted); !ok || !sameJSON(gp, wantP) || gp.ConfigDigest == "" || gp.Config != nil {
 				t.Fatalf("rules %d, try %d: payload %+v, want %+v", rules, try, p, wantP)
 			}
 			if task.Rules != rules || task.ConfigDigest != "" || task.Config != nil {

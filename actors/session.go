@@ -81,6 +81,11 @@ type SessionDeps struct {
 	// them as it starts (a node's traces resume a running task's spans from them).
 	// It must not block, nor modify the events.
 	Recovered func(sessionID string, events []messages.Envelope)
+	// Configs is where the sessions store the configurations their tasks name
+	// (messages.ConfigStream: storeConfig) and read them back (loadConfigs): the
+	// log itself, with no lease of a partition (a configuration's stream is no
+	// session's, and every node storing it writes the same event). Nil: Store.
+	Configs EventStore
 	// Agent runs the tasks that name no agent (or "default"); Named, those that name
 	// one of its keys (Agents.For).
 	Agent Agent
@@ -128,8 +133,12 @@ type SessionDeps struct {
 	actors *actorNames
 	// claims is Store if it claims sessions (ClaimingStore), else nil.
 	claims ClaimingStore
-	// agents are Agent and Named, made once for the session states to share.
+	// agents are Agent and Named, made once for the session states to share;
+	// live, the digests of their configurations (liveConfigs).
 	agents *Agents
+	live   map[string]bool
+	// stored are the configurations the sessions stored (storeConfig).
+	stored *storedConfigs
 }
 
 func (d *SessionDeps) withDefaults() {
@@ -161,6 +170,11 @@ func (d *SessionDeps) withDefaults() {
 	d.claims, _ = d.Store.(ClaimingStore)
 	d.actors = &actorNames{}
 	d.agents = &Agents{Default: d.Agent, Named: d.Named}
+	if d.Configs == nil {
+		d.Configs = d.Store
+	}
+	d.live = liveConfigs(d.agents)
+	d.stored = &storedConfigs{}
 }
 
 // SubmitTask asks a session to run a task. The reply is a *TaskAccepted or an error,
@@ -294,6 +308,12 @@ type SessionActor struct {
 	// claimRetried is set when such a batch was refused after an attempt whose
 	// outcome was unknown, which may have written it (see claim).
 	claiming, claimRetried bool
+	// storingConfig is set while storeConfig appends: a configuration's stream
+	// that holds another event at its position is left as it is.
+	storingConfig bool
+	// unstored is the new task that step records, while submit or claim steps it:
+	// step stores the configuration it names first (storeConfig).
+	unstored messages.Payload
 	// newTask is set while an idle session (no task running, no effect in flight)
 	// appends the batch that records a new task: a log that is full (eventlog.ErrFull)
 	// at the first attempt then refuses the task (errNotRecorded) instead of having
@@ -504,6 +524,9 @@ func (a *SessionActor) load(ctx actor.Context) error {
 	if err != nil {
 		return fmt.Errorf("session %s: read events: %w", a.id, err)
 	}
+	if err := a.loadConfigs(events); err != nil {
+		return fmt.Errorf("session %s: %w", a.id, err)
+	}
 	var latest int64 // the session's latest TS (eventlog.SessionInfo.UpdatedUS)
 	for _, e := range events {
 		if err := a.state.Apply(e); err != nil {
@@ -524,6 +547,62 @@ func (a *SessionActor) load(ctx actor.Context) error {
 		a.deps.Logger.Info("session recovered", "session", a.id, "events", len(events), "seq", a.state.LastSeq)
 	}
 	a.step(ctx, nil)
+	return nil
+}
+
+// loadConfigs hands the state the recorded configurations that the tasks among
+// events name and that are none of the node's agents' now (those the tasks run
+// under as they are), read from their streams (LoadConfigs).
+func (a *SessionActor) loadConfigs(events []messages.Envelope) error {
+	var digests []string
+	for _, d := range NamedConfigs(events) {
+		if !a.deps.live[d] {
+			digests = append(digests, d)
+		}
+	}
+	if len(digests) == 0 {
+		return nil
+	}
+	configs, err := LoadConfigs(a.ioCtx(), a.deps.Configs, digests)
+	if err != nil {
+		return err
+	}
+	a.state.WithConfigs(configs)
+	return nil
+}
+
+// storeConfig stores the configuration that task, new and folded, names
+// (ConfigDigest) in its stream, just before the batch that records the task
+// (step, unstored), so that a node configured otherwise that folds the task finds
+// it, and a task the fold refuses stores nothing: once per node
+// (SessionDeps.stored), the log keeping the first when several nodes store it (the
+// same event at the same position). Its secrets are redacted as the session's
+// events' are. An error is the batch's: the task is not recorded.
+func (a *SessionActor) storeConfig(task messages.Payload) error {
+	p, ok := task.(*messages.TaskSubmitted)
+	if !ok || p.ConfigDigest == "" || a.deps.stored.has(p.ConfigDigest) {
+		return nil
+	}
+	ag, ok := a.agents().For(p.Agent)
+	if !ok {
+		return nil
+	}
+	c := ag.configOf()
+	if configDigest(&c) != p.ConfigDigest {
+		return nil // not this node's configuration: stampConfig set none such
+	}
+	e, err := messages.ConfigRecordedEvent(p.ConfigDigest, c, a.deps.Clock.Now().UnixMicro())
+	if err != nil {
+		return err
+	}
+	e.Payload = a.deps.Redactor.Bytes(e.Payload)
+	a.storingConfig = true
+	err = a.appendDurably([]messages.Envelope{e})
+	a.storingConfig = false
+	if err != nil {
+		return fmt.Errorf("store the configuration of its task: %w", err)
+	}
+	a.deps.stored.add(p.ConfigDigest)
 	return nil
 }
 
@@ -575,9 +654,9 @@ func (a *SessionActor) claim(ctx actor.Context, m *SubmitTask) bool {
 	}
 	e.Actor = "session"
 	e, p := stampRules(e, m.Task, a.state) // a new task runs under this build's rules and the node's configuration
-	a.claiming, a.claimRetried, a.newTask = true, false, true
+	a.claiming, a.claimRetried, a.newTask, a.unstored = true, false, true, p
 	err := a.step(ctx, oneEvent(e), p)
-	a.claiming, a.newTask = false, false
+	a.claiming, a.newTask, a.unstored = false, false, nil
 	switch {
 	case errors.Is(err, eventlog.ErrSeqConflict):
 		a.deps.Logger.Debug("session has events: reading them before its new task", "session", a.id)
@@ -645,8 +724,9 @@ func (a *SessionActor) submit(ctx actor.Context, m *SubmitTask) {
 	e.Actor = "session"
 	e, p := stampRules(e, m.Task, a.state) // a new task runs under this build's rules and the node's configuration
 	a.newTask = a.state.Active() == "" && len(a.inflight) == 0 && a.modelKey.IsZero()
+	a.unstored = p
 	err := a.step(ctx, oneEvent(e), p)
-	a.newTask = false
+	a.newTask, a.unstored = false, nil
 	if err != nil {
 		m.answer(ctx, err)
 		if errors.Is(err, errNotRecorded) {
@@ -847,7 +927,12 @@ func (a *SessionActor) step(ctx actor.Context, batch []messages.Envelope, payloa
 		batch = append(batch, e)
 	}
 	if len(batch) > 0 {
-		if err := a.appendDurably(batch); err != nil {
+		err := a.storeConfig(a.unstored) // the task was folded: it is recorded next
+		a.unstored = nil
+		if err == nil {
+			err = a.appendDurably(batch)
+		}
+		if err != nil {
 			if a.claiming && errors.Is(err, eventlog.ErrSeqConflict) {
 				return err
 			}
@@ -934,7 +1019,9 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 			ctx, cancel = context.WithTimeout(a.stop.context(), a.deps.IOTimeout)
 		}
 		var err error
-		if a.claiming && a.deps.claims != nil {
+		if a.storingConfig {
+			err = a.deps.Configs.Append(ctx, batch)
+		} else if a.claiming && a.deps.claims != nil {
 			err = a.deps.claims.Claim(ctx, batch)
 		} else {
 			err = a.deps.Store.Append(ctx, batch)
@@ -955,6 +1042,13 @@ func (a *SessionActor) appendDurably(batch []messages.Envelope) error {
 		}
 		if errors.Is(err, eventlog.ErrFenced) {
 			return err
+		}
+		if a.storingConfig && errors.Is(err, eventlog.ErrSeqConflict) {
+			// Another event holds the configuration's position (an import's): a
+			// node folding the task reads it, and runs the task as recorded if it
+			// is the configuration, as in a log that lost it if not.
+			a.deps.Logger.Warn("a configuration's stream holds another event; left as it is", "session", a.id, "stream", batch[0].SessionID, "err", err)
+			return nil
 		}
 		if a.claiming && errors.Is(err, eventlog.ErrSeqConflict) {
 			a.claimRetried = attempt > 1

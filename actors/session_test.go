@@ -103,7 +103,7 @@ func newHarness(t *testing.T, o harnessOpts) *harness {
 	}
 	effects := actors.NewLocalEffects(actors.LocalEffectsConfig{Model: o.model, Tools: reg, ToolTimeout: o.toolTimeout})
 	deps := actors.SessionDeps{
-		Store: store, Effects: effects, IdleTimeout: o.idle,
+		Store: store, Configs: lg, Effects: effects, IdleTimeout: o.idle,
 		Agent: actors.Agent{Model: o.model.Name(), SystemPrompt: "test", Tools: reg.Specs(), MaxSteps: o.maxSteps},
 	}
 	if o.deps != nil {

@@ -118,6 +118,13 @@ func VerifyAmong(as Agents, events []messages.Envelope) (*Divergence, error) {
 // model than the parent's, so it is verified with those agents, and its first
 // part with the parent's.
 func VerifyFrom(as Agents, events []messages.Envelope, from uint64) (*Divergence, error) {
+	return VerifyRecorded(as, events, from, nil)
+}
+
+// VerifyRecorded is VerifyFrom with the recorded configurations the session's
+// tasks name (NamedConfigs, read with LoadConfigs): a task runs under its own as
+// it did live, whatever as's agents are configured with now.
+func VerifyRecorded(as Agents, events []messages.Envelope, from uint64, configs map[string]*messages.AgentConfig) (*Divergence, error) {
 	if len(events) == 0 {
 		return nil, fmt.Errorf("actors: verify: the session has no events")
 	}
@@ -134,7 +141,7 @@ func VerifyFrom(as Agents, events []messages.Envelope, from uint64) (*Divergence
 	}
 	var furthest *Divergence
 	for {
-		div, err := verifyUnder(as, events, unversioned, from)
+		div, err := verifyUnder(as, events, unversioned, from, configs)
 		if err != nil || div == nil {
 			return nil, err
 		}
@@ -162,8 +169,8 @@ func taskAt(events []messages.Envelope, seq uint64) string {
 // verifyUnder is VerifyFrom with the rules versions of the tasks recorded with
 // none (SessionState.unversioned).
 // Only the events from seq from on are re-decided.
-func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]int, from uint64) (*Divergence, error) {
-	st := NewSessionState(events[0].SessionID).WithAgents(as)
+func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]int, from uint64, configs map[string]*messages.AgentConfig) (*Divergence, error) {
+	st := NewSessionState(events[0].SessionID).WithAgents(as).WithConfigs(configs)
 	st.unversioned = unversioned
 	for _, e := range events {
 		p, err := e.Decode()

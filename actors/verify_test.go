@@ -16,6 +16,14 @@ import (
 // recorded runs a real session through the actors and returns its events and agent.
 func recorded(t *testing.T) ([]messages.Envelope, actors.Agent) {
 	t.Helper()
+	events, agent, _ := recordedIn(t)
+	return events, agent
+}
+
+// recordedIn is recorded that also returns the configurations the session's
+// tasks name, as the log holds them.
+func recordedIn(t *testing.T) ([]messages.Envelope, actors.Agent, map[string]*messages.AgentConfig) {
+	t.Helper()
 	add := funcTool{"add", func(_ context.Context, c tools.Call) (string, error) { return "3", nil }}
 	mul := funcTool{"mul", func(_ context.Context, c tools.Call) (string, error) { return "6", nil }}
 	h := newHarness(t, harnessOpts{tools: []tools.Tool{add, mul}, model: script(t,
@@ -25,7 +33,11 @@ func recorded(t *testing.T) ([]messages.Envelope, actors.Agent) {
 	h.submit("v", "task-v", "compute")
 	events := h.wait("v")
 	agent := actors.Agent{Model: "scripted", SystemPrompt: "test", Tools: []messages.ToolSpec{add.Spec(), mul.Spec()}}
-	return events, agent
+	configs, err := actors.LoadConfigs(context.Background(), h.log, actors.NamedConfigs(events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events, agent, configs
 }
 
 func TestVerifyARecordedSessionIsDeterministic(t *testing.T) {
@@ -56,18 +68,36 @@ func TestVerifyReportsAChangedPromptAtItsStep(t *testing.T) {
 // otherwise since (another system prompt, its skills' section among it, another
 // model, other approvals): its task is re-decided under the configuration it
 // recorded.
+// The configuration is in the log's stream of its digest, not with the task; a
+// log that lost it verifies as rules 6 did, under the configuration now. A task as
+// the first builds of rules 7 recorded it, its configuration with it, is
+// re-decided under that one.
 func TestVerifyDecidesUnderTheRecordedConfiguration(t *testing.T) {
-	events, agent := recorded(t)
+	events, agent, configs := recordedIn(t)
 	task := decode[*messages.TaskSubmitted](t, events[0])
-	if task.Rules != actors.ContextRules || task.Config == nil || task.Config.SystemPrompt != "test" || task.Config.Model != "scripted" {
-		t.Fatalf("the task recorded rules %d and configuration %+v", task.Rules, task.Config)
+	c := configs[task.ConfigDigest]
+	if task.Rules != actors.ContextRules || task.Config != nil || c == nil || c.SystemPrompt != "test" || c.Model != "scripted" {
+		t.Fatalf("the task recorded rules %d, digest %s, configuration %+v; the log holds %+v", task.Rules, task.ConfigDigest, task.Config, configs)
 	}
 	agent.SystemPrompt = "You are terse.\n\n<skills>\n- pdf: reads PDFs\n</skills>"
 	agent.Model = "other"
 	agent.Approvals = map[string]bool{"add": true}
-	div, err := actors.Verify(agent, events)
-	if err != nil || div != nil {
+	as := actors.Agents{Default: agent}
+	if div, err := actors.VerifyRecorded(as, events, 1, configs); err != nil || div != nil {
 		t.Fatalf("verify under another configuration: %v %v", div, err)
+	}
+	if div, err := actors.VerifyRecorded(as, events, 1, nil); err != nil || div == nil || div.Seq != 2 {
+		t.Fatalf("verify without the configuration's content: %v %v; want a divergence at seq 2", div, err)
+	}
+	embedded := slices.Clone(events)
+	task.Config = c
+	enc, err := messages.NewEnvelope(task)
+	if err != nil {
+		t.Fatal(err)
+	}
+	embedded[0].Payload = enc.Payload
+	if div, err := actors.VerifyRecorded(as, embedded, 1, nil); err != nil || div != nil {
+		t.Fatalf("verify of the task with its configuration embedded: %v %v", div, err)
 	}
 }
 

@@ -52,11 +52,16 @@ const MCPSessionStreamPrefix = "mcp/session/"
 // bus/<kind>/<id>). No task runs there: it is no session.
 const BusStreamPrefix = messages.BusStreamPrefix
 
+// ConfigStreamPrefix starts the ID of every stream of the log that holds the
+// configuration of an agent that tasks ran under (messages.ConfigRecorded:
+// config/<digest>). No task runs there: it is no session.
+const ConfigStreamPrefix = messages.ConfigStreamPrefix
+
 // NonSessionPrefixes start the IDs of the streams of the log that are no session:
 // an agent's notes, a memory namespace, a knowledge base, an A2A task's push
-// configs, a dashboard sign-in, an MCP client's session, a stored effect command. Each is free of SQL
-// pattern and quote characters.
-var NonSessionPrefixes = []string{NotesStreamPrefix, MemoryStreamPrefix, KnowledgeStreamPrefix, A2APushStreamPrefix, UISignInStreamPrefix, MCPSessionStreamPrefix, BusStreamPrefix}
+// configs, a dashboard sign-in, an MCP client's session, a stored effect command, an
+// agent's configuration. Each is free of SQL pattern and quote characters.
+var NonSessionPrefixes = []string{NotesStreamPrefix, MemoryStreamPrefix, KnowledgeStreamPrefix, A2APushStreamPrefix, UISignInStreamPrefix, MCPSessionStreamPrefix, BusStreamPrefix, ConfigStreamPrefix}
 
 // IsSession reports whether a stream of the log is a session: its ID starts with
 // none of NonSessionPrefixes. Whoever resumes, lists or counts sessions skips the

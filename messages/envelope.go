@@ -101,6 +101,7 @@ var versions = map[Type]int{
 	TypeMCPUnsubscribed:    1,
 	TypeMCPCallStarted:     1,
 	TypeMCPSessionKept:     1,
+	TypeConfigRecorded:     1,
 }
 
 // CurrentVersion reports the schema version this build writes for t, and whether t is known.
@@ -254,6 +255,8 @@ func (e Envelope) Decode() (Payload, error) {
 		p = &MCPCallStarted{}
 	case TypeMCPSessionKept:
 		p = &MCPSessionKept{}
+	case TypeConfigRecorded:
+		p = &ConfigRecorded{}
 	case TypeNoteUpdated:
 		p = &NoteUpdated{}
 	case TypeNoteRemoved:

@@ -121,14 +121,17 @@ type TaskSubmitted struct {
 	// ConfigDigest names the configuration of its agent the task runs under
 	// (AgentConfig, from decision rules 7, actors.ContextRules): the SHA-256 of that
 	// configuration as the node had it, its secrets included. The session sets it
-	// when it records a new task (replacing what a client sent), with Config the
-	// first time the session records that digest; a refold, a replay and a
-	// recovery on a node configured otherwise run the task under it. Empty: a task
-	// recorded before it existed, which runs under the configuration of the node
-	// that decides it (the schema version stays 1).
+	// when it records a new task (replacing what a client sent), and the
+	// configuration itself once per log, in the stream ConfigStream(ConfigDigest)
+	// (ConfigRecorded); a refold, a replay and a recovery on a node configured
+	// otherwise run the task under it. Empty: a task recorded before it existed,
+	// which runs under the configuration of the node that decides it (the schema
+	// version stays 1).
 	ConfigDigest string `json:"config_digest,omitempty"`
-	// Config is the configuration ConfigDigest names, with secrets redacted; nil
-	// when an earlier task of the session recorded it.
+	// Config is the configuration ConfigDigest names, with secrets redacted, as
+	// the first builds of rules 7 recorded it, with the first task of each session
+	// that named its digest; it is read still, before the configuration's stream.
+	// A session records none now: nil.
 	Config *AgentConfig `json:"config,omitempty"`
 }
 

@@ -325,7 +325,7 @@ func TestA2APyClientHostileInput(t *testing.T) {
 	}
 	// The sessions written: the odd text's, the 1 MiB input's and the raw message
 	// answered (the lone surrogate's); each with one task, completed.
-	sessions, err := n.Log().Sessions(context.Background(), eventlog.Filter{})
+	sessions, err := n.Log().Sessions(context.Background(), eventlog.Filter{SessionsOnly: true}) // not the agent's configuration's stream
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,10 +119,18 @@ func TestACallInFlightIsReissuedUnderTheRecordedConfiguration(t *testing.T) {
 		t.Fatal(err)
 	}
 	events = tasksEnded(t, n2, "s", 2)
+	// Each configuration in its stream, none with the tasks.
 	tasks := payloads[*messages.TaskSubmitted](t, events)
-	if len(tasks) != 2 || tasks[1].Config == nil || tasks[1].Config.SystemPrompt != "You are the second configuration." || tasks[1].Config.Model != "model-b" ||
-		tasks[0].Config == nil || tasks[0].Config.SystemPrompt != "You are the first configuration." || tasks[0].ConfigDigest == tasks[1].ConfigDigest {
+	if len(tasks) != 2 || tasks[0].Config != nil || tasks[1].Config != nil || tasks[0].ConfigDigest == tasks[1].ConfigDigest {
 		t.Fatalf("the tasks recorded %+v", tasks)
+	}
+	configs, err := actors.LoadConfigs(context.Background(), n2.Log(), actors.NamedConfigs(events))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c0, c1 := configs[tasks[0].ConfigDigest], configs[tasks[1].ConfigDigest]; c0 == nil || c0.SystemPrompt != "You are the first configuration." ||
+		c1 == nil || c1.SystemPrompt != "You are the second configuration." || c1.Model != "model-b" {
+		t.Fatalf("the configurations' streams hold %+v", configs)
 	}
 	requested = payloads[*messages.ModelRequested](t, events)
 	calls := second.requests()
@@ -206,7 +214,11 @@ func TestACallInFlightIsReissuedWithTheSecretsOfItsPrompt(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
+			configs, err := actors.LoadConfigs(context.Background(), n2.Log(), actors.NamedConfigs(events))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if div, err := actors.VerifyRecorded(all, events, 1, configs); err != nil || div != nil {
 				t.Fatalf("verify with the new configuration: %v %v", div, err)
 			}
 		})

@@ -245,7 +245,7 @@ func TestBusMessageOfUnknownTypeIsPoisoned(t *testing.T) {
 	}
 	// A task sent after them runs: the partition moved on.
 	nodetest.Run(t, n, "after-typo", "echo fine")
-	infos, err := n.Log().Sessions(ctx, eventlog.Filter{})
+	infos, err := n.Log().Sessions(ctx, eventlog.Filter{SessionsOnly: true}) // not its agent's configuration's stream
 	if err != nil || len(infos) != 1 || infos[0].ID != "after-typo" {
 		t.Fatalf("messages of unknown types wrote sessions: %v %v", infos, err)
 	}

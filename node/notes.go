@@ -61,11 +61,15 @@ func (n *Node) addNotes() error {
 // client's session with the node (eventlog.MCPSessionStreamPrefix).
 const MCPSessionStatus = "mcp-session"
 
+// ConfigStatus is the status a session listing gives the stream of an agent's
+// configuration that tasks ran under (eventlog.ConfigStreamPrefix).
+const ConfigStatus = "config"
+
 // MarkStreams gives the notes streams among sessions the status notes.Status, and
 // the memory namespaces' streams memory.Status, the knowledge bases'
 // knowledge.Status, the A2A tasks' push configs' a2a.PushStatus, the dashboard's
 // sign-ins SignInStatus, the stored effect commands BusStatus, the MCP clients'
-// sessions MCPSessionStatus: they are streams of the log but no sessions, and no
+// sessions MCPSessionStatus, the agents' configurations ConfigStatus: they are streams of the log but no sessions, and no
 // task runs there.
 func MarkStreams(infos []eventlog.SessionInfo) {
 	for i := range infos {
@@ -84,6 +88,8 @@ func MarkStreams(infos []eventlog.SessionInfo) {
 			infos[i].Status = BusStatus
 		case strings.HasPrefix(infos[i].ID, eventlog.MCPSessionStreamPrefix):
 			infos[i].Status = MCPSessionStatus
+		case strings.HasPrefix(infos[i].ID, eventlog.ConfigStreamPrefix):
+			infos[i].Status = ConfigStatus
 		}
 	}
 }

@@ -214,7 +214,7 @@ func TestSubmitWhileStartingWaitsForTheNode(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		infos, err := n.Log().Sessions(context.Background(), eventlog.Filter{})
+		infos, err := n.Log().Sessions(context.Background(), eventlog.Filter{SessionsOnly: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -187,9 +187,17 @@ func checkTeamOnce(t *testing.T, c *teamCluster, session string, events []messag
 			t.Errorf("team state update recorded %d times: %s", n, k)
 		}
 	}
-	if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
-		t.Errorf("verify %s: %v %v", session, div, err)
+	verify := func(id string, events []messages.Envelope) {
+		t.Helper()
+		configs, err := actors.LoadConfigs(context.Background(), c.log, actors.NamedConfigs(events))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if div, err := actors.VerifyRecorded(all, events, 1, configs); err != nil || div != nil {
+			t.Errorf("verify %s: %v %v", id, div, err)
+		}
 	}
+	verify(session, events)
 	ids, _ := teamChildren(t, events)
 	for _, id := range ids {
 		child := readAll(t, c.log, id)
@@ -202,9 +210,7 @@ func checkTeamOnce(t *testing.T, c *teamCluster, session string, events []messag
 				t.Errorf("child %s did not end: last event %s", id, last)
 			}
 		}
-		if div, err := actors.VerifyAmong(all, child); err != nil || div != nil {
-			t.Errorf("verify %s: %v %v", id, div, err)
-		}
+		verify(id, child)
 	}
 }
 

@@ -266,7 +266,7 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		Name: "over_limit_total", Help: "Session actors started past MaxLiveSessions because every live one was busy (the bound is soft)."})
 	n.metrics.Registry.MustRegister(evicted, overLimit)
 	deps := actors.SessionDeps{
-		Store: store, Publisher: n.outbox, Effects: effects, Clock: cfg.Clock,
+		Store: store, Configs: n.log, Publisher: n.outbox, Effects: effects, Clock: cfg.Clock,
 		MaxLiveSessions: cfg.MaxLiveSessions, OnSessionEvicted: evicted.Inc, OnSessionsOverLimit: overLimit.Inc,
 		MaxParallelTools: cfg.parallelTools(), IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
 		Redactor: n.redactor, Stopping: n.stopping,

@@ -151,7 +151,7 @@ func measure(ctx context.Context, o options, label string, run taskFunc, prefix 
 // each completed after the two model calls of one task: a task run twice, lost, or
 // not finished shows here even if its result looked right.
 func checkLog(ctx context.Context, log eventlog.Log, want int) (string, error) {
-	infos, err := log.Sessions(ctx, eventlog.Filter{})
+	infos, err := log.Sessions(ctx, eventlog.Filter{SessionsOnly: true}) // not the agents' configurations' streams
 	if err != nil {
 		return "", fmt.Errorf("list sessions: %w", err)
 	}

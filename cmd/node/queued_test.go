@@ -143,7 +143,7 @@ func TestKillNineWithTasksQueuedOnOneSession(t *testing.T) {
 	if len(ended) == tasks {
 		t.Fatal("every task ended before the kill; the test proves nothing")
 	}
-	running, err := lg.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning})
+	running, err := lg.Sessions(ctx, eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
 	if err != nil || len(running) != 1 || running[0].ID != hot {
 		t.Fatalf("running sessions at the kill: %+v, %v; want %s", running, err, hot)
 	}

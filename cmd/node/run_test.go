@@ -102,7 +102,7 @@ func TestRunResumesOnlyItsOwnSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	running, err := lg.Sessions(context.Background(), eventlog.Filter{Status: messages.StatusRunning})
+	running, err := lg.Sessions(context.Background(), eventlog.Filter{Status: messages.StatusRunning, SessionsOnly: true})
 	lg.Close()
 	if err != nil || len(running) != 1 || running[0].ID != "other" {
 		t.Fatalf("unfinished sessions after node run = %+v, %v; want only other", running, err)

@@ -54,7 +54,7 @@ func TestRunWithSkillsAndSearch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lg.Close()
-	infos, err := lg.Sessions(context.Background(), eventlog.Filter{})
+	infos, err := lg.Sessions(context.Background(), eventlog.Filter{SessionsOnly: true})
 	if err != nil || len(infos) != 1 {
 		t.Fatalf("sessions %v, %v", infos, err)
 	}

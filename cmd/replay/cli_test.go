@@ -213,7 +213,7 @@ func TestImportBoundsALine(t *testing.T) {
 	lines := strings.SplitAfter(string(golden), "\n")
 	const huge = 20 << 20
 	cr := &countingReader{r: io.MultiReader(strings.NewReader(lines[0]+lines[1]), &repeatReader{b: 'x', n: huge}, strings.NewReader("\n"))}
-	_, err = readExport(cr)
+	_, _, err = readExport(cr)
 	if !errors.Is(err, ErrBadExport) || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), "4 MiB") {
 		t.Fatalf("readExport of a 20 MiB line = %v, want an error naming line 3 and the limit", err)
 	}
@@ -226,7 +226,7 @@ func TestImportBoundsALine(t *testing.T) {
 		t.Fatalf("padded line is %d bytes", len(padded))
 	}
 	full := lines[0] + lines[1] + padded + strings.Join(lines[3:], "")
-	if _, err := readExport(strings.NewReader(full)); err != nil {
+	if _, _, err := readExport(strings.NewReader(full)); err != nil {
 		t.Fatalf("readExport with a line of exactly the limit: %v", err)
 	}
 

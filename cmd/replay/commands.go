@@ -232,7 +232,12 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	div, from, parent, err := verifyParts(agents, ac, events)
+	configs, err := actors.LoadConfigs(ctx, log, actors.NamedConfigs(events))
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
+	div, from, parent, err := verifyParts(agents, ac, events, configs)
 	if re, ok := errors.AsType[*actors.RulesError](err); ok {
 		// Not a divergence: this build cannot re-decide the task at all.
 		if asJSON {
@@ -292,7 +297,7 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 // session and task IDs; the events before it are its parent's decisions, copied,
 // which verify of the parent re-decides. from is the first seq re-decided, and
 // parent the session copied before it ("" for no fork).
-func verifyParts(agents actors.Agents, ac agentConfig, events []messages.Envelope) (div *actors.Divergence, from uint64, parent string, err error) {
+func verifyParts(agents actors.Agents, ac agentConfig, events []messages.Envelope, configs map[string]*messages.AgentConfig) (div *actors.Divergence, from uint64, parent string, err error) {
 	from = 1
 	for _, e := range events {
 		if e.Type != messages.TypeSessionForked {
@@ -302,7 +307,7 @@ func verifyParts(agents actors.Agents, ac agentConfig, events []messages.Envelop
 			from, parent = e.Seq, p.(*messages.SessionForked).ParentID
 		}
 	}
-	div, err = actors.VerifyFrom(withRecordedModels(agents, ac, events, from), events, from)
+	div, err = actors.VerifyRecorded(withRecordedModels(agents, ac, events, from), events, from, configs)
 	return div, from, parent, err
 }
 
@@ -508,6 +513,11 @@ func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stder
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
+	configs, err := actors.ConfigEvents(ctx, log, events)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
 	w := stdout
 	if out != "" {
 		f, err := os.Create(out)
@@ -518,7 +528,7 @@ func export(ctx context.Context, log eventlog.Log, id, out string, stdout, stder
 		defer f.Close()
 		w = f
 	}
-	if err := writeExport(w, events); err != nil {
+	if err := writeExport(w, events, configs...); err != nil {
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
@@ -537,7 +547,7 @@ func importFile(ctx context.Context, st store, file string, stdout, stderr io.Wr
 		return 1
 	}
 	defer f.Close()
-	events, err := readExport(f)
+	events, configs, err := readExport(f)
 	if err != nil {
 		fmt.Fprintf(stderr, "error: %s: %v\n", file, err)
 		return 1
@@ -555,6 +565,15 @@ func importFile(ctx context.Context, st store, file string, stdout, stderr io.Wr
 		}
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
+	}
+	// The configurations its tasks name first: a session is never without them. One
+	// the log holds already is left as it is (the same event, or the first of a
+	// digest's).
+	for _, c := range configs {
+		if err := log.Append(ctx, []messages.Envelope{c}); err != nil && !errors.Is(err, eventlog.ErrSeqConflict) {
+			fmt.Fprintln(stderr, "error:", err)
+			return 1
+		}
 	}
 	if err := log.Append(ctx, events); err != nil {
 		fmt.Fprintln(stderr, "error:", err)

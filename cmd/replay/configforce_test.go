@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -51,20 +52,35 @@ func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
 		t.Fatalf("verify under the changed configuration: exit %d\n%s%s", code, out, errs)
 	}
 
-	// The session as rules 6 recorded it.
+	// The export carries the configuration its task names, stored in the log once,
+	// not with the task: imported into another log, the session verifies there
+	// under the changed configuration.
 	file := filepath.Join(dir, "changed.jsonl")
 	if code, _, errs := replay(t, "export", "changed", "--data", data, "--out", file); code != 0 {
 		t.Fatalf("export: %s", errs)
 	}
+	copyData := filepath.Join(dir, "copy")
+	if code, out, errs := replay(t, "import", file, "--data", copyData); code != 0 {
+		t.Fatalf("import: %s%s", out, errs)
+	}
+	if code, out, errs := replay(t, "verify", "changed", "--data", copyData, "--config", filepath.Join(dir, "b.json")); code != 0 || !strings.Contains(out, "deterministic") {
+		t.Fatalf("verify of the imported session under the changed configuration: exit %d\n%s%s", code, out, errs)
+	}
+
+	// The session as rules 6 recorded it.
 	raw, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lines := bytes.Split(bytes.TrimSuffix(raw, []byte("\n")), []byte("\n"))
+	configs := 0
 	for i, line := range lines[1:] {
 		var e messages.Envelope
 		if err := json.Unmarshal(line, &e); err != nil {
 			t.Fatal(err)
+		}
+		if e.Type == messages.TypeConfigRecorded && bytes.Contains(e.Payload, []byte("Greets people warmly.")) {
+			configs++
 		}
 		if e.Type != messages.TypeTaskSubmitted {
 			continue
@@ -74,8 +90,8 @@ func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
 			t.Fatal(err)
 		}
 		task := p.(*messages.TaskSubmitted)
-		if task.Rules != 7 || task.Config == nil || !strings.Contains(task.Config.SystemPrompt, "Greets people warmly.") {
-			t.Fatalf("the task recorded rules %d, configuration %+v", task.Rules, task.Config)
+		if task.Rules != 7 || task.Config != nil || len(task.ConfigDigest) != 64 || bytes.Contains(e.Payload, []byte("Greets people")) {
+			t.Fatalf("the task recorded rules %d, digest %q, configuration %+v", task.Rules, task.ConfigDigest, task.Config)
 		}
 		task.Rules, task.ConfigDigest, task.Config = 6, "", nil
 		enc, err := messages.NewEnvelope(task)
@@ -86,6 +102,9 @@ func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
 		if lines[i+1], err = json.Marshal(e); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if configs != 1 {
+		t.Fatalf("the export carries %d configurations with the skill; want 1:\n%s", configs, raw)
 	}
 	old := filepath.Join(dir, "old.jsonl")
 	if err := os.WriteFile(old, append(bytes.Join(lines, []byte("\n")), '\n'), 0o644); err != nil {
@@ -112,5 +131,48 @@ func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
 	i, j := strings.Index(rec, `"prompt_hash":"`), strings.Index(rec, `,"context"`)
 	if i < 0 || j < i || rec[:i+15] != now[:i+15] || rec[i:i+79] == now[i:i+79] || rec[i+79:j] != now[i+79:j] {
 		t.Errorf("rules 6 diverges otherwise than by the prompt's hash:\n%s\n%s", rec, now)
+	}
+}
+
+// An export's configurations are read back as written, and one that is not the
+// one event of its digest's stream is refused, the whole file with it.
+func TestExportCarriesConfigurations(t *testing.T) {
+	task, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "hi", Rules: 7, ConfigDigest: strings.Repeat("ab", 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	task.ID, task.SessionID, task.Seq, task.TS = "s/1", "s", 1, 1
+	good, err := messages.ConfigRecordedEvent(strings.Repeat("ab", 32), messages.AgentConfig{SystemPrompt: "You file."}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := writeExport(&b, []messages.Envelope{task}, good); err != nil {
+		t.Fatal(err)
+	}
+	events, configs, err := readExport(bytes.NewReader(b.Bytes()))
+	if err != nil || len(events) != 1 || len(configs) != 1 || configs[0].SessionID != good.SessionID || !bytes.Equal(configs[0].Payload, good.Payload) {
+		t.Fatalf("read back %v %v (%v)", events, configs, err)
+	}
+	b.Reset()
+	if err := writeExport(&b, []messages.Envelope{task}); err != nil || !strings.HasPrefix(b.String(), `{"format":"troupe.session","version":1,`) {
+		t.Fatalf("an export with no configuration: %q (%v); want version 1", b.String(), err)
+	}
+	for name, bad := range map[string]func(e *messages.Envelope){
+		"another stream": func(e *messages.Envelope) {
+			e.SessionID, e.ID = "config/"+strings.Repeat("cd", 32), "config/"+strings.Repeat("cd", 32)+"/1"
+		},
+		"another seq": func(e *messages.Envelope) { e.Seq = 2 },
+		"a session":   func(e *messages.Envelope) { e.SessionID, e.ID = "s2", "s2/1" },
+	} {
+		e := good
+		bad(&e)
+		b.Reset()
+		if err := writeExport(&b, []messages.Envelope{task}, e); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := readExport(bytes.NewReader(b.Bytes())); !errors.Is(err, ErrBadExport) {
+			t.Errorf("%s: %v; want ErrBadExport", name, err)
+		}
 	}
 }

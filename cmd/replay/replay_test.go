@@ -58,8 +58,14 @@ func TestListAndShow(t *testing.T) {
 	}
 	code, out, errs = replay(t, "list", "--data", dir, "--json")
 	var infos []eventlog.SessionInfo
-	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 1 || infos[0].Steps != 2 {
+	// The session and the stream of its agent's configuration (config/<digest>).
+	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 2 {
 		t.Fatalf("list --json: %d %s %s", code, out, errs)
+	}
+	for _, info := range infos {
+		if info.ID == id && info.Steps != 2 || info.ID != id && (info.Status != node.ConfigStatus || !strings.HasPrefix(info.ID, messages.ConfigStreamPrefix)) {
+			t.Fatalf("list --json: %d %s %s", code, out, errs)
+		}
 	}
 
 	code, out, errs = replay(t, "show", id, "--data", dir)
@@ -235,11 +241,14 @@ func TestListMarksNotesStreams(t *testing.T) {
 	}
 	code, out, errs = replay(t, "list", "--data", dir, "--json")
 	var infos []eventlog.SessionInfo
-	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 4 {
+	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 5 {
 		t.Fatalf("list --json: %d %s %s", code, out, errs)
 	}
 	want := map[string]string{"notes/planner": notes.Status, "memory/user:alice": memory.Status, "kb/handbook": knowledge.Status, id: messages.StatusCompleted}
 	for _, info := range infos {
+		if strings.HasPrefix(info.ID, messages.ConfigStreamPrefix) {
+			want[info.ID] = node.ConfigStatus
+		}
 		if info.Status != want[info.ID] {
 			t.Errorf("%s: status %s, want %s", info.ID, info.Status, want[info.ID])
 		}
@@ -360,10 +369,11 @@ func TestListSaysWhenCut(t *testing.T) {
 	if code != 0 || strings.Count(out, "cut-") != 2 || !strings.Contains(errs, "the 2 most recently started sessions only") {
 		t.Fatalf("list --limit 2 of 3: %d\n%s\n%s", code, out, errs)
 	}
-	code, out, errs = replay(t, "list", "--data", dir, "--limit", "3", "--json")
+	// The three sessions and their agent's configuration's stream.
+	code, out, errs = replay(t, "list", "--data", dir, "--limit", "4", "--json")
 	var infos []eventlog.SessionInfo
-	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 3 || errs != "" {
-		t.Fatalf("list --limit 3 of 3: %d\n%s\n%s", code, out, errs)
+	if code != 0 || json.Unmarshal([]byte(out), &infos) != nil || len(infos) != 4 || errs != "" {
+		t.Fatalf("list --limit 4 of 4: %d\n%s\n%s", code, out, errs)
 	}
 	code, out, errs = replay(t, "list", "--data", dir, "--limit", "0")
 	if code != 0 || strings.Count(out, "cut-") != 3 || errs != "" {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/troupe-run/troupe/messages"
@@ -14,11 +15,14 @@ import (
 )
 
 // The export format: JSON lines. The first line is a header; each further line is one
-// event envelope exactly as messages.Marshal encodes it, in seq order. Golden files in
-// testdata/ pin it.
+// event envelope exactly as messages.Marshal encodes it: the session's, in seq order,
+// then (version 2) the events of the configurations' streams its tasks name
+// (messages.ConfigRecorded), in digest order, which an import stores beside it.
+// An export with no configuration is version 1, as builds before them wrote and read
+// it. Golden files in testdata/ pin it.
 const (
 	exportFormat  = "troupe.session"
-	exportVersion = 1
+	exportVersion = 2
 )
 
 type exportHeader struct {
@@ -26,20 +30,26 @@ type exportHeader struct {
 	Version   int    `json:"version"`
 	SessionID string `json:"session_id"`
 	Events    int    `json:"events"`
+	// Configs counts the configurations' events after the session's (version 2).
+	Configs int `json:"configs,omitempty"`
 }
 
 // ErrBadExport is wrapped by every error about an export file's content.
 var ErrBadExport = errors.New("bad session export")
 
-func writeExport(w io.Writer, events []messages.Envelope) error {
+func writeExport(w io.Writer, events []messages.Envelope, configs ...messages.Envelope) error {
 	bw := bufio.NewWriter(w)
-	h, err := json.Marshal(exportHeader{Format: exportFormat, Version: exportVersion, SessionID: events[0].SessionID, Events: len(events)})
+	version := 1
+	if len(configs) > 0 {
+		version = exportVersion
+	}
+	h, err := json.Marshal(exportHeader{Format: exportFormat, Version: version, SessionID: events[0].SessionID, Events: len(events), Configs: len(configs)})
 	if err != nil {
 		return err
 	}
 	bw.Write(h)
 	bw.WriteByte('\n')
-	for _, e := range events {
+	for _, e := range slices.Concat(events, configs) {
 		b, err := messages.Marshal(e)
 		if err != nil {
 			return err
@@ -92,43 +102,45 @@ func (lr *lineReader) next() ([]byte, error) {
 // readExport parses and fully validates an export: the header, every envelope and its
 // payload (unknown types and future schema versions are errors), one session whose ID
 // ingress would accept (node.ValidSessionID), seqs 1..n without gaps, and the event
-// count. No line may be longer than maxExportLine. It returns nothing unless all of it
-// is sound.
-func readExport(r io.Reader) ([]messages.Envelope, error) {
+// count; then the configurations' events the header counts, each the one event of a
+// configuration's stream (checkConfigEvent). No line may be longer than
+// maxExportLine. It returns nothing unless all of it is sound.
+func readExport(r io.Reader) (events, configs []messages.Envelope, err error) {
 	lr := &lineReader{r: bufio.NewReaderSize(r, 64<<10)}
 	first, err := lr.next()
 	if err == io.EOF {
-		return nil, fmt.Errorf("%w: the file is empty", ErrBadExport)
+		return nil, nil, fmt.Errorf("%w: the file is empty", ErrBadExport)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadExport, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
 	}
 	var h exportHeader
 	d := json.NewDecoder(bytes.NewReader(first))
 	d.DisallowUnknownFields()
 	if err := d.Decode(&h); err != nil {
-		return nil, fmt.Errorf("%w: line 1 is not an export header: %v", ErrBadExport, err)
+		return nil, nil, fmt.Errorf("%w: line 1 is not an export header: %v", ErrBadExport, err)
 	}
 	switch {
 	case h.Format != exportFormat:
-		return nil, fmt.Errorf("%w: line 1: format %q, want %q", ErrBadExport, h.Format, exportFormat)
+		return nil, nil, fmt.Errorf("%w: line 1: format %q, want %q", ErrBadExport, h.Format, exportFormat)
 	case h.Version > exportVersion:
-		return nil, fmt.Errorf("%w: export format version %d is newer than this build reads (%d)", ErrBadExport, h.Version, exportVersion)
+		return nil, nil, fmt.Errorf("%w: export format version %d is newer than this build reads (%d)", ErrBadExport, h.Version, exportVersion)
 	case h.Version < 1:
-		return nil, fmt.Errorf("%w: export format version %d is invalid", ErrBadExport, h.Version)
+		return nil, nil, fmt.Errorf("%w: export format version %d is invalid", ErrBadExport, h.Version)
+	case h.Configs < 0 || h.Configs > 0 && h.Version < 2:
+		return nil, nil, fmt.Errorf("%w: line 1: %d configurations in an export of version %d", ErrBadExport, h.Configs, h.Version)
 	case h.SessionID == "":
-		return nil, fmt.Errorf("%w: the header names no session", ErrBadExport)
+		return nil, nil, fmt.Errorf("%w: the header names no session", ErrBadExport)
 	case !node.ValidSessionID(h.SessionID):
-		return nil, fmt.Errorf("%w: line 1: session ID %q: a session ID is %s", ErrBadExport, h.SessionID, node.SessionIDRule)
+		return nil, nil, fmt.Errorf("%w: line 1: session ID %q: a session ID is %s", ErrBadExport, h.SessionID, node.SessionIDRule)
 	}
-	var events []messages.Envelope
 	for {
 		b, err := lr.next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrBadExport, err)
+			return nil, nil, fmt.Errorf("%w: %w", ErrBadExport, err)
 		}
 		line := lr.line
 		if len(bytes.TrimSpace(b)) == 0 {
@@ -136,26 +148,52 @@ func readExport(r io.Reader) ([]messages.Envelope, error) {
 		}
 		e, err := messages.Unmarshal(b)
 		if err != nil {
-			return nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+			return nil, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
 		}
-		if _, err := e.Decode(); err != nil {
-			return nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+		p, err := e.Decode()
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+		}
+		if len(events) == h.Events && h.Configs > 0 {
+			if err := checkConfigEvent(e, p); err != nil {
+				return nil, nil, fmt.Errorf("%w: line %d: %w", ErrBadExport, line, err)
+			}
+			if len(configs) == h.Configs {
+				return nil, nil, fmt.Errorf("%w: line %d: more configurations than the header's %d", ErrBadExport, line, h.Configs)
+			}
+			configs = append(configs, e)
+			continue
 		}
 		if e.SessionID != h.SessionID {
-			return nil, fmt.Errorf("%w: line %d: event of session %q in an export of %q", ErrBadExport, line, e.SessionID, h.SessionID)
+			return nil, nil, fmt.Errorf("%w: line %d: event of session %q in an export of %q", ErrBadExport, line, e.SessionID, h.SessionID)
 		}
 		if want := uint64(len(events) + 1); e.Seq != want {
-			return nil, fmt.Errorf("%w: line %d: seq %d where %d was expected (events missing or out of order)", ErrBadExport, line, e.Seq, want)
+			return nil, nil, fmt.Errorf("%w: line %d: seq %d where %d was expected (events missing or out of order)", ErrBadExport, line, e.Seq, want)
 		}
 		events = append(events, e)
 	}
-	if len(events) != h.Events {
-		return nil, fmt.Errorf("%w: the header promises %d events, the file has %d (truncated?)", ErrBadExport, h.Events, len(events))
+	if len(events) != h.Events || len(configs) != h.Configs {
+		return nil, nil, fmt.Errorf("%w: the header promises %d events and %d configurations, the file has %d and %d (truncated?)", ErrBadExport, h.Events, h.Configs, len(events), len(configs))
 	}
 	if len(events) == 0 {
-		return nil, fmt.Errorf("%w: no events", ErrBadExport)
+		return nil, nil, fmt.Errorf("%w: no events", ErrBadExport)
 	}
-	return events, nil
+	return events, configs, nil
+}
+
+// checkConfigEvent checks an export's event of a configuration's stream, whose
+// payload is p: the one event, at seq 1, of the stream of the digest it holds.
+func checkConfigEvent(e messages.Envelope, p messages.Payload) error {
+	c, ok := p.(*messages.ConfigRecorded)
+	switch {
+	case !ok:
+		return fmt.Errorf("a %s event where a configuration was expected", e.Type)
+	case len(c.Digest) != 64 || strings.Trim(c.Digest, "0123456789abcdef") != "" || e.SessionID != messages.ConfigStream(c.Digest):
+		return fmt.Errorf("the configuration %q in stream %q", c.Digest, e.SessionID)
+	case e.Seq != 1 || e.ID != e.SessionID+"/1":
+		return fmt.Errorf("the configuration %s at seq %d, ID %q: want seq 1, ID %s/1", c.Digest, e.Seq, e.ID, e.SessionID)
+	}
+	return nil
 }
 
 // forkEvents copies a session's first at events into a new session: event IDs,

@@ -50,7 +50,9 @@ func TestSubagentSessions(t *testing.T) {
 	}
 	parents := map[string]string{}
 	for _, i := range infos {
-		parents[i.ID] = i.Parent
+		if i.Status != node.ConfigStatus { // the agents' configurations' streams
+			parents[i.ID] = i.Parent
+		}
 	}
 	if len(parents) != 2 || parents["lead-1"] != "" || parents[child] != "lead-1" || !strings.Contains(out, `"parent": "lead-1"`) {
 		t.Errorf("list --json: %s", out)

@@ -24,8 +24,8 @@ func streamEvent(t *testing.T, id string, seq uint64, p messages.Payload) messag
 
 // TestAnalyticsCountSessionsOnly: the streams of the log that are no session (an
 // agent's notes, a memory namespace, a knowledge base, an A2A task's push
-// configs, a dashboard sign-in, an MCP client's session, a stored bus command)
-// are counted neither by Report nor by session_outcomes as sessions.
+// configs, a dashboard sign-in, an MCP client's session, a stored bus command, an
+// agent's configuration) are counted neither by Report nor by session_outcomes as sessions.
 func TestAnalyticsCountSessionsOnly(t *testing.T) {
 	addr, db := fencingDatabase(t, "sessionsonly")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -46,6 +46,7 @@ func TestAnalyticsCountSessionsOnly(t *testing.T) {
 		eventlog.UISignInStreamPrefix + "ab12":  &messages.UISignedIn{TokenMAC: "m", CSRFHash: "h", ExpiresUS: 1},
 		eventlog.MCPSessionStreamPrefix + "c1":  &messages.MCPCallStarted{RequestID: "1", ArgsHash: "h"},
 		messages.BusStream("effect", "e1"):      &messages.BusStored{Message: []byte(`{}`)},
+		messages.ConfigStream("ab12"):           &messages.ConfigRecorded{Digest: "ab12", Config: messages.AgentConfig{SystemPrompt: "p"}},
 	}
 	if len(streams) != len(eventlog.NonSessionPrefixes) {
 		t.Fatalf("the test writes %d kinds of streams, eventlog.NonSessionPrefixes has %d: add the new one", len(streams), len(eventlog.NonSessionPrefixes))
