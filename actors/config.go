@@ -60,13 +60,15 @@ func configDigest(c *messages.AgentConfig) string {
 // withConfig returns a running under the recorded configuration c: of a's tools,
 // those c names (a tool c names that a no longer has cannot be offered). When c names
 // another model than a's, and no chain of its own, its calls name that model
-// (llm.Request.Models), so that the call performed is the one recorded: a node
-// that does not have it answers the call with an error naming it.
+// (llm.Request.Models), so that the call performed is the one recorded; a node
+// with no route to it (its model was changed, not added beside) performs the call
+// with its own model, as a fallback would, and the answer names the model that
+// gave it (SessionDeps.Routable): the task goes on, decided as recorded.
 func (a Agent) withConfig(c *messages.AgentConfig) Agent {
 	live := a.Model
 	a.SystemPrompt, a.Model, a.Models = c.SystemPrompt, c.Model, c.Models
 	if len(a.Models) == 0 && c.Model != live && c.Model != "" {
-		a.Models = []string{c.Model}
+		a.Models, a.recordedModel = []string{c.Model}, true
 	}
 	a.Approvals = nil
 	for _, tool := range c.Approvals {

@@ -105,6 +105,11 @@ type SessionDeps struct {
 	// Redactor removes secrets from tasks and effect results before they are applied,
 	// recorded or published (default: token-shaped strings only).
 	Redactor *redact.Redactor
+	// Routable, when set, reports whether the node's model answers requests naming
+	// the chain models (a gateway's routes). A call of a task running under its
+	// recorded configuration whose model the node has no route to is performed with
+	// the node's own model instead (Agent.recordedModel). Nil: every chain.
+	Routable func(models []string) bool
 	Logger   *slog.Logger
 	// MaxLiveSessions bounds the session actors alive at once (0: no bound). When a
 	// new session would pass it, or an idle one reports while it is passed, the host
@@ -1124,6 +1129,11 @@ func (a *SessionActor) issueEffects(ctx actor.Context) {
 		r.Scope = llm.Scope{Agent: agent.Name}
 		if r.Models == nil {
 			r.Models = agent.Models // a paradigm's call may name its own (a critic's)
+			if agent.recordedModel && a.deps.Routable != nil && !a.deps.Routable(r.Models) {
+				// The task's recorded model, which this node no longer has: its own
+				// answers, and model.responded names it (config.go).
+				r.Models = nil
+			}
 		}
 		call := r.Call()
 		a.deps.Effects.Perform(messages.EffectRequest{SessionID: a.id, Key: key, Model: &call}, a.reply)

@@ -26,6 +26,10 @@ type Agent struct {
 	// first (Model is then Models[0]) and its fallbacks after: its requests ask for
 	// that chain (llm.Request.Models). Empty: the node's model and fallbacks.
 	Models []string
+	// recordedModel: Models is the one model of a task's recorded configuration,
+	// which the node deciding it does not configure (withConfig): a node that has
+	// no route to it performs the call with its own model (SessionDeps.Routable).
+	recordedModel bool
 	// Tools the agent may call, in the order given (keep it stable: it is part of
 	// the prompt prefix). Without Disclosure, every request offers them all.
 	Tools []messages.ToolSpec

@@ -168,7 +168,7 @@ func TestNodeCloseClosesTheModelRequest(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(resumed) != len(events)+2 || resumed[len(resumed)-1].Type != messages.TypeTaskCompleted {
-		t.Fatalf("resumed session: %v", eventTypes(resumed))
+		t.Fatalf("resumed session: %v (%s)", eventTypes(resumed), resumed[len(resumed)-1].Payload)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

@@ -269,7 +269,7 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		Store: store, Configs: n.log, Publisher: n.outbox, Effects: effects, Clock: cfg.Clock,
 		MaxLiveSessions: cfg.MaxLiveSessions, OnSessionEvicted: evicted.Inc, OnSessionsOverLimit: overLimit.Inc,
 		MaxParallelTools: cfg.parallelTools(), IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
-		Redactor: n.redactor, Stopping: n.stopping,
+		Redactor: n.redactor, Stopping: n.stopping, Routable: n.routable,
 		Agent: agents.Default, Named: agents.Named,
 		LogWrites: n.outage.wrote,
 	}
@@ -384,4 +384,11 @@ func (n *Node) newRouter(wlog watermill.LoggerAdapter) error {
 		n.router.AddConsumerHandler(h.name, h.topic, h.sub(n), func(msg *message.Message) error { return handle(n, msg) })
 	}
 	return nil
+}
+
+// routable reports whether this node's gateway answers requests naming the chain
+// models (actors.SessionDeps.Routable); a node without one (it performs no model
+// calls itself) takes every chain as routable: its model nodes answer.
+func (n *Node) routable(models []string) bool {
+	return n.gw == nil || n.gw.Routes(models)
 }

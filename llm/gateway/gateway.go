@@ -256,6 +256,16 @@ func names(models []llm.Model) []string {
 // routeKey is the key of a chain of models in Gateway.routes.
 func routeKey(names []string) string { return strings.Join(names, "\x00") }
 
+// Routes reports whether Generate answers a request naming the chain models: an
+// empty one (the gateway's own chain), or one of Config.Routes.
+func (g *Gateway) Routes(models []string) bool {
+	if len(models) == 0 {
+		return true
+	}
+	_, ok := g.routes[routeKey(models)]
+	return ok
+}
+
 // Name implements llm.Model: the name of the chain's first model.
 func (g *Gateway) Name() string { return g.name }
 
