@@ -310,13 +310,9 @@ func (s *SessionState) forgetConfigs() {
 // stored in its own stream (SessionActor.storeConfig), never with the task. A task
 // naming an agent the state does not have records none: it fails before any effect.
 func (s *SessionState) stampConfig(task *messages.TaskSubmitted) {
-	task.ConfigDigest, task.Config = "", nil
-	a, ok := s.agents.For(task.Agent)
-	if !ok {
-		return
-	}
-	c := a.configOf()
-	task.ConfigDigest = configDigest(&c)
+	// The same digest the fold compares the task's with (foldConfig): computed
+	// once per agent and state, not again when the task is folded.
+	task.ConfigDigest, task.Config = s.liveDigest(task.Agent), nil
 }
 
 // WithConfigs hands the state the recorded configurations its tasks may name, by
