@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -129,6 +128,13 @@ type knownConfig struct {
 func (s *SessionState) liveDigest(name string) string {
 	if d, ok := s.digests[name]; ok {
 		return d
+	}
+	if s.agents.digests != nil {
+		key := name
+		if key == "default" {
+			key = ""
+		}
+		return s.agents.digests[key] // "" for one it does not have
 	}
 	d := ""
 	if a, ok := s.agents.For(name); ok {
@@ -404,9 +410,8 @@ func ConfigEvents(ctx context.Context, r StreamReader, events []messages.Envelop
 // liveConfigs returns the digests of the configurations of as's agents now.
 func liveConfigs(as *Agents) map[string]bool {
 	out := map[string]bool{}
-	for _, a := range append([]Agent{as.Default}, slices.Collect(maps.Values(as.Named))...) {
-		c := a.configOf()
-		out[configDigest(&c)] = true
+	for _, d := range as.digests {
+		out[d] = true
 	}
 	return out
 }

@@ -174,7 +174,8 @@ func (d *SessionDeps) withDefaults() {
 	d.io = deadline.New(d.IOTimeout)
 	d.claims, _ = d.Store.(ClaimingStore)
 	d.actors = &actorNames{}
-	d.agents = &Agents{Default: d.Agent, Named: d.Named}
+	as := Agents{Default: d.Agent, Named: d.Named}.withDigests() // once for the node's sessions
+	d.agents = &as
 	if d.Configs == nil {
 		d.Configs = d.Store
 	}

@@ -107,6 +107,24 @@ type Agent struct {
 type Agents struct {
 	Default Agent
 	Named   map[string]Agent
+
+	// digests are the digests of the agents' configurations, by name ("" for
+	// Default), when they were computed once for agents that many states share
+	// (SessionDeps: a node's sessions); nil when each state computes its own.
+	// Never written once set.
+	digests map[string]string
+}
+
+// withDigests returns as with the digests of its agents' configurations computed.
+func (as Agents) withDigests() Agents {
+	as.digests = make(map[string]string, 1+len(as.Named))
+	c := as.Default.configOf()
+	as.digests[""] = configDigest(&c)
+	for name, a := range as.Named {
+		c := a.configOf()
+		as.digests[name] = configDigest(&c)
+	}
+	return as
 }
 
 // For returns the agent a task naming name runs, and false when there is none.
