@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,8 +20,10 @@ import (
 // stopped after IdleTimeout without one; a NamespaceActor supervises one TierActor
 // per tier (working, episodic, semantic, perceptual).
 //
-// A namespace's writes (MemoryDo) run one at a time in its actor, in the order they
-// arrive. A search (MemorySearch) is prepared by the namespace (the query checked,
+// A namespace's requests (MemoryDo) run beside each other, off its actor's
+// goroutine: the namespace decides the writes called at once one after another and
+// appends them together (memory.Namespace, entity.Batch), which it could not if its
+// actor ran them one at a time, an Append each. A search (MemorySearch) is prepared by the namespace (the query checked,
 // the namespace folded, the query embedded once), ranked by the four tier actors at
 // once, each by its tier's formula, and merged by score: the answer of
 // memory.Namespace.Search.
@@ -41,8 +44,8 @@ type MemoryHostConfig struct {
 	Logger      *slog.Logger
 }
 
-// MemoryDo asks a namespace's actor to run Fn on the namespace, after the
-// namespace's earlier requests. The answer is a *MemoryDone.
+// MemoryDo asks a namespace's actor to run Fn on the namespace, beside its other
+// requests. The answer is a *MemoryDone.
 type MemoryDo struct {
 	Namespace string
 	Ctx       context.Context
@@ -209,20 +212,23 @@ func (h *memoryHost) Receive(ctx actor.Context) {
 	}
 }
 
-// NamespaceActor is one memory namespace: its writes in order, its searches
-// through its tier actors.
+// NamespaceActor is one memory namespace: its requests, and its searches through
+// its tier actors.
 type NamespaceActor struct {
 	name  string
 	cfg   MemoryHostConfig
 	tiers map[memory.Tier]*actor.PID
 	idle  *wakeup
-	// busy counts the searches under way, which run off the actor's goroutine: the
-	// actor is not idle while one runs.
+	// busy counts the requests and searches under way, which run off the actor's
+	// goroutine: the actor is not idle while one runs.
 	busy int
+	// running holds the requests under way: the actor stops once they ended (a
+	// node's Close waits for the writes in hand before it closes the log).
+	running sync.WaitGroup
 }
 
-// namespaceIdle is the idle wakeup's message; searchEnded tells the actor a search
-// it started ended.
+// namespaceIdle is the idle wakeup's message; searchEnded tells the actor a request
+// or a search it started ended.
 type (
 	namespaceIdle struct{}
 	searchEnded   struct{}
@@ -239,7 +245,10 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 			a.tiers[t] = ctx.Spawn(props)
 		}
 		a.idle = newWakeup(ctx.ActorSystem().Root, ctx.Self(), a.cfg.IdleTimeout, &namespaceIdle{})
-	case *actor.Stopping, *actor.Restarting:
+	case *actor.Stopping:
+		a.idle.stop()
+		a.running.Wait()
+	case *actor.Restarting:
 		a.idle.stop()
 	case *namespaceIdle:
 		if a.busy == 0 {
@@ -251,8 +260,15 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 		a.busy--
 	case *MemoryDo:
 		a.idle.reset(a.cfg.IdleTimeout)
-		v, err := a.run(m.Ctx, m.Fn)
-		ctx.Respond(&MemoryDone{Value: v, Err: err})
+		a.busy++
+		sender, self, root := ctx.Sender(), ctx.Self(), ctx.ActorSystem().Root
+		a.running.Add(1)
+		go func() {
+			defer a.running.Done()
+			v, err := a.run(m.Ctx, m.Fn)
+			root.Send(sender, &MemoryDone{Value: v, Err: err})
+			root.Send(self, &searchEnded{})
+		}()
 	case *MemorySearch:
 		a.idle.reset(a.cfg.IdleTimeout)
 		a.busy++

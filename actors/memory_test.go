@@ -7,14 +7,17 @@ import (
 	"log/slog"
 	"math"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/memory"
+	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/vectorstore"
 )
 
@@ -139,33 +142,74 @@ func TestMemoryHostContainsAPanic(t *testing.T) {
 
 // Writes to one namespace run one at a time, in order; an idle namespace's actor
 // stops, and its next request starts it again with everything there.
-func TestMemoryHostSerialisesWritesAndPassivates(t *testing.T) {
-	h, _ := newMemoryHost(t, newMemories(t), 50*time.Millisecond)
+// heldLog counts its Appends and holds the first until want requests entered
+// their function (a hang guard ends the wait, failing the test).
+type heldLog struct {
+	eventlog.Log
+	appends atomic.Int64
+	entered atomic.Int64
+	want    int64
+}
+
+func (l *heldLog) Append(ctx context.Context, events []messages.Envelope) error {
+	if l.appends.Add(1) == 1 {
+		deadline := time.Now().Add(20 * time.Second)
+		for l.entered.Load() < l.want && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return l.Log.Append(ctx, events)
+}
+
+// A namespace's writes run beside each other, so that the namespace appends those
+// called at once together: 20 adds while the first one's Append is in flight all
+// run, and take fewer Appends than 20. Before, the namespace's actor ran them one
+// at a time, an Append each. Passivation still stops the idle actor.
+func TestMemoryHostRunsWritesTogetherAndPassivates(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	inside := 0
-	errs := make(chan error, 20)
-	for i := range 20 {
+	sl, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sl.Close() })
+	v, err := vectorstore.Open(vectorstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = v.Close() })
+	const n = 20
+	l := &heldLog{Log: sl, want: n}
+	m, err := memory.Open(memory.Config{Log: l, Vectors: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, _ := newMemoryHost(t, m, 50*time.Millisecond)
+	errs := make(chan error, n)
+	for i := range n {
 		go func() {
 			_, err := h.Do(ctx, "agent:x", func(ctx context.Context, ns *memory.Namespace) (any, error) {
-				inside++
-				defer func() { inside-- }()
-				if inside != 1 {
-					return nil, errors.New("two writes at once")
-				}
-				return ns.Add(ctx, "", []memory.AddRequest{{Tier: memory.Semantic, Content: fmt.Sprintf("fact %d", i)}})
+				l.entered.Add(1)
+				return ns.Add(ctx, fmt.Sprintf("k%d", i), []memory.AddRequest{{Tier: memory.Semantic, Content: fmt.Sprintf("fact %d", i)}})
 			})
 			errs <- err
 		}()
 	}
-	for range 20 {
+	for range n {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
 		}
 	}
+	if got := l.entered.Load(); got != n {
+		t.Fatalf("%d writes entered", got)
+	}
+	if got := l.appends.Load(); got >= n {
+		t.Errorf("%d writes called at once took %d Appends; want them grouped", n, got)
+	}
 	time.Sleep(200 * time.Millisecond) // past the idle timeout: the actor stops
 	res, err := h.Search(ctx, "agent:x", memory.Query{Text: "fact", Limit: 100, Mode: memory.ModeKeyword})
-	if err != nil || len(res) != 20 {
+	if err != nil || len(res) != n {
 		t.Fatalf("after passivation: %d results, %v", len(res), err)
 	}
+	t.Logf("%d writes at once: %d Appends", n, l.appends.Load())
 }

@@ -88,9 +88,7 @@ func (ns *Namespace) SetBlock(ctx context.Context, key string, b Block, reason s
 	if i := strings.IndexByte(value, 0); i >= 0 {
 		return fmt.Errorf("%w: block %s: the value holds a NUL byte (at byte %d): binary content is no block", ErrInvalid, label, i)
 	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	_, err = ns.write(ctx, key, func() ([]messages.Payload, error) {
+	return ns.write(ctx, key, func() ([]messages.Payload, error) {
 		old := ns.st.blocks[label]
 		limit, desc := b.Limit, strings.TrimSpace(b.Description)
 		if old != nil {
@@ -102,8 +100,7 @@ func (ns *Namespace) SetBlock(ctx context.Context, key string, b Block, reason s
 		}
 		return []messages.Payload{&messages.MemoryBlockSet{Key: key, Reason: cmp.Or(reason, "block set"), Label: label,
 			Value: value, Limit: limit, Description: desc}}, nil
-	})
-	return err
+	}, nil)
 }
 
 // DeleteBlock deletes a core block (persona and human go back to empty). An unknown
@@ -113,15 +110,12 @@ func (ns *Namespace) DeleteBlock(ctx context.Context, key, label, reason string)
 	if err != nil {
 		return err
 	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	_, err = ns.write(ctx, key, func() ([]messages.Payload, error) {
+	return ns.write(ctx, key, func() ([]messages.Payload, error) {
 		if ns.st.blocks[l] == nil {
 			return nil, fmt.Errorf("%w: no block %q in namespace %s", ErrNotFound, l, ns.name)
 		}
 		return []messages.Payload{&messages.MemoryBlockDeleted{Key: key, Reason: cmp.Or(reason, "block deleted"), Label: l}}, nil
-	})
-	return err
+	}, nil)
 }
 
 // RenderBlocks is the text of the blocks put in an agent's system prompt: each an

@@ -347,19 +347,37 @@ func (m *Memories) Close() error {
 // Namespace is one memory namespace: the fold of its stream and the projections of
 // that fold (a keyword index per tier, the entity graph, the core blocks and the
 // vectors in the store), brought up to date with the log before every operation. It
-// is safe for concurrent use; its operations are serialized.
+// is safe for concurrent use: its reads and searches take its lock one at a time,
+// and the writes called at once are decided one after another and appended
+// together (entity.Batch), their slow calls (embedding, extraction) made before.
 type Namespace struct {
 	m      *Memories
 	cfg    *Config
 	name   string
 	stream string
 	s      entity.Stream
+	batch  entity.Batch // the writes, decided and appended in groups
 
 	namespaceUse
 
 	mu sync.Mutex
 	st *state
 	pj *projection
+	// pending holds the memory IDs the events folded since the last sync put,
+	// for the ID index (Memories.Locate), which hears of them once they are
+	// stored: a batch folds its events before its Append, which may fail.
+	pending []idNote
+	// cleanAt is the seq up to which the vector store held every vector of the
+	// fold at the last sync (0: it lacked some, or unknown); trustAt is cleanAt
+	// as it was when a failed batch reset the fold: its refold trusts the store
+	// with what it folds up to there (trustStore) instead of writing it all again.
+	cleanAt, trustAt uint64
+}
+
+// idNote is what the ID index is told of one event (idIndex.folded).
+type idNote struct {
+	seq uint64
+	ids []string
 }
 
 func newNamespace(m *Memories, name string) *Namespace {
@@ -371,6 +389,12 @@ func newNamespace(m *Memories, name string) *Namespace {
 			}
 			return nil
 		}}
+	ns.batch = entity.Batch{Stream: &ns.s, Fold: nsFold{ns}, Lock: &ns.mu, Before: func(context.Context) ([]messages.Payload, error) {
+		if p := ns.expiry(); p != nil {
+			return []messages.Payload{p}, nil
+		}
+		return nil, nil
+	}}
 	return ns
 }
 
@@ -381,6 +405,19 @@ func (f nsFold) Seq() uint64                     { return f.st.seq }
 func (f nsFold) Apply(e messages.Envelope) error { return f.apply(e) }
 func (f nsFold) Sync(ctx context.Context) error  { f.catchUpVectors(ctx); return nil }
 func (f nsFold) Applied(key string) bool         { return f.st.keys[key] != nil }
+
+// Reset forgets the fold, after a batch whose Append failed folded its events
+// (entity.Batch): the next catch-up folds the stream again from its start. The
+// in-memory projections go with it; what the vector store holds stays known:
+// the refold trusts it up to the seq it was in line with (trustAt), and a
+// collection's failures keep their waits.
+func (f nsFold) Reset() {
+	ns := f.Namespace
+	old := ns.pj
+	ns.st, ns.pj, ns.pending = newState(ns.name), newProjection(), nil
+	ns.pj.trouble, ns.pj.backlog, ns.pj.parkedN = old.trouble, old.backlog, old.parkedN
+	ns.trustAt = ns.cleanAt
+}
 
 // Name returns the namespace's name.
 func (ns *Namespace) Name() string { return ns.name }
@@ -397,37 +434,64 @@ func (ns *Namespace) apply(e messages.Envelope) error {
 		return err
 	}
 	ns.pj.apply(ns.st, eff)
-	ns.m.ids.folded(ns.name, e.Seq, eff.put)
-	if e.Seq == ns.use.ResumeAt() {
+	ns.pending = append(ns.pending, idNote{seq: e.Seq, ids: eff.put})
+	if e.Seq == ns.use.ResumeAt() || e.Seq == ns.trustAt {
 		ns.trustStore()
 	}
 	return nil
 }
 
-// write makes one change (entity.Stream.Write): it folds the stream, forgets the
-// working memories that expired, and, unless the key was applied already, appends
-// the events change builds for the next seqs, again after a refold when another
-// writer took them. change checks its input against the folded state; its error is
-// returned with nothing written. A nil change, or one that returns no events,
-// writes nothing but the expiry. The caller holds mu.
-func (ns *Namespace) write(ctx context.Context, key string, change func() ([]messages.Payload, error)) (applied bool, err error) {
+// noteIDs tells the ID index of the events folded since the last time: they are
+// stored. The caller holds mu.
+func (ns *Namespace) noteIDs() {
+	for _, n := range ns.pending {
+		ns.m.ids.folded(ns.name, n.seq, n.ids)
+	}
+	ns.pending = ns.pending[:0]
+}
+
+// write makes one change in the namespace's batch (entity.Batch.Write): it folds
+// the stream, forgets the working memories that expired, and, unless the key was
+// applied already, appends the events change builds for the next seqs, together
+// with the changes of the writes called at the same time, again after a refold
+// when another writer took them. change runs with mu held and checks its input
+// against the folded state (the writes of the batch before it included); its error
+// is returned with nothing written for it. A nil change, or one that returns no
+// events, writes nothing but the expiry. done, when set, runs with mu held once the
+// change is stored (applied: the key's earlier change was), and reads what the
+// caller returns. The caller does not hold mu, and makes its slow calls (embedding)
+// before.
+func (ns *Namespace) write(ctx context.Context, key string, change func() ([]messages.Payload, error), done func(applied bool)) error {
+	err := ns.batch.Write(ctx, key, func(context.Context) ([]messages.Payload, error) {
+		if change == nil {
+			return nil, nil
+		}
+		return change()
+	}, done)
 	if ns.use.Released() {
 		// Released while its caller held it: the namespace loaded in its place
 		// folds this write before its next use (entity.Loaded.Open).
-		defer ns.m.spaces.Changed(ns.name)
+		ns.m.spaces.Changed(ns.name)
 	}
-	return ns.s.Write(ctx, nsFold{ns}, key, func(ctx context.Context) ([]messages.Payload, error) {
+	return err
+}
+
+// foldExpire folds the stream and forgets the working memories that expired, in
+// an Append of its own: what a search does first. The caller holds mu.
+func (ns *Namespace) foldExpire(ctx context.Context) error {
+	if ns.use.Released() {
+		defer ns.m.spaces.Changed(ns.name) // as write
+	}
+	_, err := ns.s.Write(ctx, nsFold{ns}, "", func(ctx context.Context) ([]messages.Payload, error) {
 		if err := ns.expire(ctx); err != nil {
 			if errors.Is(err, eventlog.ErrSeqConflict) {
 				return nil, err // refold, then decide again
 			}
 			return nil, fmt.Errorf("memory: expiring working memories of %s: %w", ns.name, err)
 		}
-		if change == nil {
-			return nil, nil
-		}
-		return change()
+		return nil, nil
 	})
+	return err
 }
 
 // Get returns the live memory id (invalid ones included).

@@ -85,18 +85,38 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 	}
 	added := 0
 	if ns.cfg.Written != nil {
-		defer func() { // after the unlock below
+		defer func() { // after the write, outside the lock
 			if added > 0 {
 				ns.cfg.Written(ns.name, added)
 			}
 		}()
 	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	vectors := map[string][]float32{} // by modality and content, across attempts
-	extracted := map[string]extraction{}
+	// The memories the namespace holds no copy of yet are embedded (and their
+	// entities extracted) before the write, outside its lock; the write computes
+	// what it finds missing then. While a batch holds the lock, every one is.
+	var fresh []*Memory
+	hashes := map[string]bool{}
+	if !ns.peek(func() {
+		if key == "" || ns.st.keys[key] == nil {
+			for _, p := range prepared {
+				if _, ok := ns.st.byHash(p.Hash); !ok && !hashes[p.Hash] {
+					fresh, hashes[p.Hash] = append(fresh, p), true
+				}
+			}
+		}
+	}) {
+		for _, p := range prepared {
+			if !hashes[p.Hash] {
+				fresh, hashes[p.Hash] = append(fresh, p), true
+			}
+		}
+	}
+	pre := ns.precompute(ctx, fresh, func(m *Memory) bool { return m.Tier == Semantic })
 	var results []AddResult
-	applied, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+	var applied bool
+	var before []AddResult
+	var beforeErr error
+	err := ns.write(ctx, key, func() ([]messages.Payload, error) {
 		results = make([]AddResult, len(prepared))
 		inBatch := map[string]string{} // hash -> id
 		ids := map[string]bool{}
@@ -122,12 +142,12 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 		if len(adds) == 0 {
 			return nil, nil
 		}
-		if err := ns.embedAll(ctx, adds, vectors); err != nil {
+		if err := pre.embed(ctx, ns, adds); err != nil {
 			return nil, err
 		}
 		for _, m := range adds {
 			if m.Tier == Semantic {
-				if err := ns.extract(ctx, m, extracted); err != nil {
+				if err := pre.extract(ctx, ns, m); err != nil {
 					return nil, err
 				}
 			}
@@ -140,16 +160,19 @@ func (ns *Namespace) Add(ctx context.Context, key string, reqs []AddRequest) ([]
 			ps = append(ps, p)
 		}
 		return ps, nil
+	}, func(a bool) {
+		if applied = a; a {
+			before, beforeErr = ns.addedBefore(key, prepared)
+		}
 	})
 	if err != nil {
 		return nil, err
 	}
 	if applied {
-		out, err := ns.addedBefore(key, prepared)
-		for i := range out {
-			out[i].Repeat = true
+		for i := range before {
+			before[i].Repeat = true
 		}
-		return out, err
+		return before, beforeErr
 	}
 	for _, r := range results {
 		if r.Event == EventAdd {
@@ -390,6 +413,74 @@ func (ns *Namespace) embedAll(ctx context.Context, ms []*Memory, cache map[strin
 	return nil
 }
 
+// peek runs fn with mu held, unless a batch holds it (false): what a write
+// computes before it is queued must not wait for the Append in flight.
+func (ns *Namespace) peek(fn func()) bool {
+	if !ns.mu.TryLock() {
+		return false
+	}
+	defer ns.mu.Unlock()
+	fn()
+	return true
+}
+
+// precomputed holds what a write computed before it was queued: the vectors and
+// entities of the memories it may write (embedding and extraction are slow calls,
+// made outside the namespace's lock, where they would hold up every write of the
+// batch), and the errors that kept them from being computed.
+type precomputed struct {
+	vectors              map[string][]float32 // by modality and content
+	extracted            map[string]extraction
+	embedErr, extractErr error
+}
+
+// precompute embeds ms (one Embed call per modality) and extracts the entities of
+// those extract accepts, before the write that may store them.
+func (ns *Namespace) precompute(ctx context.Context, ms []*Memory, extract func(*Memory) bool) *precomputed {
+	pre := &precomputed{vectors: map[string][]float32{}, extracted: map[string]extraction{}}
+	if len(ms) == 0 {
+		return pre
+	}
+	cp := make([]*Memory, len(ms))
+	for i, m := range ms {
+		c := copyMemory(m)
+		cp[i] = &c
+	}
+	pre.embedErr = ns.embedAll(ctx, cp, pre.vectors)
+	for _, m := range cp {
+		if extract(m) {
+			if err := ns.extract(ctx, m, pre.extracted); err != nil {
+				pre.extractErr = err
+				break
+			}
+		}
+	}
+	return pre
+}
+
+// embed sets the vectors of ms, as embedAll, from what was computed before; the
+// contents missing are embedded now, unless computing them before failed: that
+// error is returned.
+func (pre *precomputed) embed(ctx context.Context, ns *Namespace, ms []*Memory) error {
+	if pre.embedErr != nil {
+		for _, m := range ms {
+			if _, ok := pre.vectors[string(m.Modality)+"\x00"+m.Content]; !ok {
+				return pre.embedErr
+			}
+		}
+	}
+	return ns.embedAll(ctx, ms, pre.vectors)
+}
+
+// extract sets the entities of a semantic memory, as Namespace.extract, from what
+// was computed before, or now (unless that failed before: its error).
+func (pre *precomputed) extract(ctx context.Context, ns *Namespace, m *Memory) error {
+	if _, ok := pre.extracted[m.Content]; !ok && pre.extractErr != nil {
+		return pre.extractErr
+	}
+	return ns.extract(ctx, m, pre.extracted)
+}
+
 // usable returns v, or nil for a zero vector; a NaN or infinite component is an error.
 func usable(v []float32) ([]float32, error) {
 	zero := true
@@ -479,6 +570,27 @@ func (ns *Namespace) evict(now time.Time, adds []*Memory, key string) messages.P
 // capacity). The caller holds mu and has folded the stream; it refolds on
 // ErrSeqConflict.
 func (ns *Namespace) expire(ctx context.Context) error {
+	p := ns.expiry()
+	if p == nil {
+		return nil
+	}
+	events, err := ns.s.Events("", ns.st.seq, []messages.Payload{p})
+	if err != nil {
+		return err
+	}
+	if err := ns.cfg.Log.Append(ctx, events); err != nil {
+		return err
+	}
+	if err := ns.apply(events[0]); err != nil {
+		return err
+	}
+	ns.catchUpVectors(ctx)
+	return nil
+}
+
+// expiry returns the MemoryForgotten of the working memories that outlived the
+// TTL (nil: none did). The caller holds mu and has folded the stream.
+func (ns *Namespace) expiry() messages.Payload {
 	now := ns.cfg.Now()
 	var ids []string
 	for id := range ns.st.working {
@@ -491,18 +603,7 @@ func (ns *Namespace) expire(ctx context.Context) error {
 	}
 	slices.Sort(ids)
 	reason := fmt.Sprintf("ttl: not written for %s", ns.cfg.WorkingTTL)
-	events, err := ns.s.Events("", ns.st.seq, []messages.Payload{&messages.MemoryForgotten{Reason: reason, MemoryIDs: ids}})
-	if err != nil {
-		return err
-	}
-	if err := ns.cfg.Log.Append(ctx, events); err != nil {
-		return err
-	}
-	if err := ns.apply(events[0]); err != nil {
-		return err
-	}
-	ns.catchUpVectors(ctx)
-	return nil
+	return &messages.MemoryForgotten{Reason: reason, MemoryIDs: ids}
 }
 
 // UpdateRequest changes the fields of a memory that are set.
@@ -538,11 +639,30 @@ func (ns *Namespace) Update(ctx context.Context, key, id string, u UpdateRequest
 	if err != nil {
 		return Memory{}, err
 	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	vectors := map[string][]float32{}
-	extracted := map[string]extraction{}
-	_, err = ns.write(ctx, key, func() ([]messages.Payload, error) {
+	var pre *precomputed
+	if u.Content != nil {
+		// The new content's vector and entities, computed before the write (the
+		// memory as it is now tells its modality and tier; while a batch holds
+		// the lock, it is taken to be a semantic text); a change decided against
+		// another computes what it lacks.
+		m := Memory{ID: id, Tier: Semantic, Modality: Text}
+		ns.peek(func() {
+			m = Memory{}
+			if old := ns.st.mems[id]; old != nil {
+				m = copyMemory(old)
+			}
+		})
+		if m.ID != "" && m.Content != content {
+			m.Content, m.Hash = content, pmem.ContentHash(content)
+			pre = ns.precompute(ctx, []*Memory{&m}, func(m *Memory) bool { return m.Tier == Semantic })
+		}
+	}
+	if pre == nil {
+		pre = ns.precompute(ctx, nil, nil)
+	}
+	var out Memory
+	var outErr error
+	err = ns.write(ctx, key, func() ([]messages.Payload, error) {
 		old := ns.st.mems[id]
 		if old == nil {
 			return nil, ns.unknown(id)
@@ -550,11 +670,11 @@ func (ns *Namespace) Update(ctx context.Context, key, id string, u UpdateRequest
 		m := copyMemory(old)
 		if u.Content != nil && content != m.Content {
 			m.Content, m.Hash = content, pmem.ContentHash(content)
-			if err := ns.embedAll(ctx, []*Memory{&m}, vectors); err != nil {
+			if err := pre.embed(ctx, ns, []*Memory{&m}); err != nil {
 				return nil, err
 			}
 			if m.Tier == Semantic {
-				if err := ns.extract(ctx, &m, extracted); err != nil {
+				if err := pre.extract(ctx, ns, &m); err != nil {
 					return nil, err
 				}
 			}
@@ -566,11 +686,11 @@ func (ns *Namespace) Update(ctx context.Context, key, id string, u UpdateRequest
 			m.Metadata, _ = mergeMetadata(m.Metadata, meta, true)
 		}
 		return []messages.Payload{&messages.MemoryUpdated{Key: key, Reason: cmp.Or(u.Reason, "updated"), Memory: toRecord(&m)}}, nil
-	})
+	}, func(bool) { out, outErr = ns.current(id) })
 	if err != nil {
 		return Memory{}, err
 	}
-	return ns.current(id)
+	return out, outErr
 }
 
 // current returns memory id as it is now. The caller holds mu.
@@ -606,16 +726,13 @@ func (ns *Namespace) Forget(ctx context.Context, key string, ids []string, reaso
 	if len(ids) == 0 {
 		return fmt.Errorf("%w: no memories to forget", ErrInvalid)
 	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	_, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+	return ns.write(ctx, key, func() ([]messages.Payload, error) {
 		if err := ns.live(ids); err != nil {
 			return nil, err
 		}
 		sorted := slices.Sorted(slices.Values(ids))
 		return []messages.Payload{&messages.MemoryForgotten{Key: key, Reason: cmp.Or(reason, "forgotten"), MemoryIDs: sorted}}, nil
-	})
-	return err
+	}, nil)
 }
 
 // Clear forgets every memory of tier (every tier, and the core blocks, when tier is
@@ -626,10 +743,8 @@ func (ns *Namespace) Clear(ctx context.Context, key string, tier Tier, reason st
 			return 0, err
 		}
 	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
 	n := 0
-	applied, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+	err := ns.write(ctx, key, func() ([]messages.Payload, error) {
 		n = 0
 		for _, m := range ns.st.mems {
 			if tier == "" || m.Tier == tier {
@@ -640,12 +755,13 @@ func (ns *Namespace) Clear(ctx context.Context, key string, tier Tier, reason st
 			return nil, nil
 		}
 		return []messages.Payload{&messages.MemoryCleared{Key: key, Reason: cmp.Or(reason, "cleared"), Tier: string(tier)}}, nil
+	}, func(applied bool) {
+		if applied {
+			n = ns.st.keys[key].removed
+		}
 	})
 	if err != nil {
 		return 0, err
-	}
-	if applied {
-		return ns.st.keys[key].removed, nil
 	}
 	return n, nil
 }
@@ -663,9 +779,9 @@ func (ns *Namespace) Merge(ctx context.Context, key, into string, merged []strin
 	if slices.Contains(merged, into) {
 		return Memory{}, fmt.Errorf("%w: memory %q cannot be merged into itself", ErrInvalid, into)
 	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	_, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+	var out Memory
+	var outErr error
+	err := ns.write(ctx, key, func() ([]messages.Payload, error) {
 		if err := ns.live(append([]string{into}, merged...)); err != nil {
 			return nil, err
 		}
@@ -697,11 +813,11 @@ func (ns *Namespace) Merge(ctx context.Context, key, into string, merged []strin
 			}
 		}
 		return []messages.Payload{&messages.MemoryMerged{Key: key, Reason: cmp.Or(reason, "merged"), Merged: slices.Clone(merged), Memory: toRecord(&k)}}, nil
-	})
+	}, func(bool) { out, outErr = ns.current(into) })
 	if err != nil {
 		return Memory{}, err
 	}
-	return ns.current(into)
+	return out, outErr
 }
 
 // addSource appends s unless an equal source is there.
@@ -720,10 +836,22 @@ func (ns *Namespace) Promote(ctx context.Context, key, id string, to Tier, reaso
 	if _, err := ParseTier(string(to)); err != nil {
 		return Memory{}, err
 	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	extracted := map[string]extraction{}
-	_, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+	pre := ns.precompute(ctx, nil, nil)
+	if to == Semantic {
+		// Its entities, extracted before the write.
+		var m Memory
+		ns.peek(func() {
+			if old := ns.st.mems[id]; old != nil {
+				m = copyMemory(old)
+			}
+		})
+		if m.ID != "" && m.Tier != Semantic {
+			pre = ns.precompute(ctx, []*Memory{&m}, func(*Memory) bool { return true })
+		}
+	}
+	var out Memory
+	var outErr error
+	err := ns.write(ctx, key, func() ([]messages.Payload, error) {
 		old := ns.st.mems[id]
 		if old == nil {
 			return nil, ns.unknown(id)
@@ -737,18 +865,18 @@ func (ns *Namespace) Promote(ctx context.Context, key, id string, to Tier, reaso
 		m := copyMemory(old)
 		m.Tier = to
 		if to == Semantic {
-			if err := ns.extract(ctx, &m, extracted); err != nil {
+			if err := pre.extract(ctx, ns, &m); err != nil {
 				return nil, err
 			}
 		} else {
 			m.Entities, m.Relations = nil, nil
 		}
 		return []messages.Payload{&messages.MemoryPromoted{Key: key, Reason: cmp.Or(reason, "promoted"), From: string(old.Tier), Memory: toRecord(&m)}}, nil
-	})
+	}, func(bool) { out, outErr = ns.current(id) })
 	if err != nil {
 		return Memory{}, err
 	}
-	return ns.current(id)
+	return out, outErr
 }
 
 // Distill adds a semantic memory summarised from the memories sources (which stay)
@@ -764,12 +892,11 @@ func (ns *Namespace) Distill(ctx context.Context, key string, sources []string, 
 	if err := CheckImportance(importance); err != nil {
 		return Memory{}, err
 	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	vectors := map[string][]float32{}
-	extracted := map[string]extraction{}
+	pre := ns.precompute(ctx, []*Memory{{Tier: Semantic, Modality: Text, Content: c}}, func(*Memory) bool { return true })
 	var id string
-	applied, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+	var out Memory
+	var outErr error
+	err = ns.write(ctx, key, func() ([]messages.Payload, error) {
 		if err := ns.live(sources); err != nil {
 			return nil, err
 		}
@@ -779,24 +906,26 @@ func (ns *Namespace) Distill(ctx context.Context, key string, sources []string, 
 			m.Sources = append(m.Sources, messages.MemorySource{Kind: "memory", ID: s})
 		}
 		m.ID = ns.newID(nil)
-		if err := ns.embedAll(ctx, []*Memory{m}, vectors); err != nil {
+		if err := pre.embed(ctx, ns, []*Memory{m}); err != nil {
 			return nil, err
 		}
-		if err := ns.extract(ctx, m, extracted); err != nil {
+		if err := pre.extract(ctx, ns, m); err != nil {
 			return nil, err
 		}
 		id = m.ID
 		return []messages.Payload{&messages.MemoryDistilled{Key: key, Reason: cmp.Or(reason, "distilled"), Memory: toRecord(m)}}, nil
+	}, func(applied bool) {
+		if applied {
+			if k := ns.st.keys[key]; len(k.ids) > 0 {
+				id = k.ids[0]
+			}
+		}
+		out, outErr = ns.current(id)
 	})
 	if err != nil {
 		return Memory{}, err
 	}
-	if applied {
-		if k := ns.st.keys[key]; len(k.ids) > 0 {
-			id = k.ids[0]
-		}
-	}
-	return ns.current(id)
+	return out, outErr
 }
 
 // Invalidate marks memory id as no longer true since now, contradicted by the
@@ -806,9 +935,7 @@ func (ns *Namespace) Invalidate(ctx context.Context, key, id, by, reason string)
 	if by == id {
 		return fmt.Errorf("%w: memory %q cannot invalidate itself", ErrInvalid, id)
 	}
-	ns.mu.Lock()
-	defer ns.mu.Unlock()
-	_, err := ns.write(ctx, key, func() ([]messages.Payload, error) {
+	return ns.write(ctx, key, func() ([]messages.Payload, error) {
 		m := ns.st.mems[id]
 		if m == nil {
 			return nil, ns.unknown(id)
@@ -821,6 +948,5 @@ func (ns *Namespace) Invalidate(ctx context.Context, key, id, by, reason string)
 		}
 		return []messages.Payload{&messages.MemoryInvalidated{Key: key, Reason: cmp.Or(reason, "invalidated"), MemoryID: id, By: by,
 			AtUS: ns.cfg.Now().UnixMicro()}}, nil
-	})
-	return err
+	}, nil)
 }

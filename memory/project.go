@@ -431,7 +431,13 @@ func (ns *Namespace) syncVectors(ctx context.Context, force string) error {
 // missing (behind): writes, and searches that need no vectors, go on while the
 // vector store is down or refuses some of them.
 func (ns *Namespace) catchUpVectors(ctx context.Context) {
+	ns.noteIDs()
 	_ = ns.syncVectors(ctx, "")
+	p := ns.pj
+	ns.cleanAt = 0
+	if len(p.dirty) == 0 && len(p.stale) == 0 && len(p.parked) == 0 {
+		ns.cleanAt = ns.st.seq
+	}
 }
 
 // behind reports whether collection c lacks some of the fold's vectors (or holds

@@ -223,7 +223,7 @@ func (ns *Namespace) prepareSearch(ctx context.Context, q Query) (*search, error
 	if err := q.check(); err != nil {
 		return nil, err
 	}
-	if _, err := ns.write(ctx, "", nil); err != nil { // fold, and forget what expired
+	if err := ns.foldExpire(ctx); err != nil {
 		return nil, err
 	}
 	s := &search{ns: ns, q: q, text: strings.TrimSpace(q.Text), now: ns.cfg.Now(), qvecs: map[Modality][]float32{}}

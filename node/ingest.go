@@ -8,6 +8,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools/notes"
 )
@@ -43,14 +44,15 @@ const (
 // taskResendPause) before anything later of its session, so a failure does not
 // reorder a session's tasks, and the bus does not see the Nack.
 //
-// A notes stream's memory commands (MetaType messages.TypeMemoryCommand, to a
-// stream notes.IsStream names) are the exception: the commands queued one after
-// another for one notes stream (a "session" of commands alone) are handed over together,
-// up to maxParallelCommands at once, so that the stream decides and appends them in
-// groups instead of one Append each. They need no order among themselves: a
-// session's own calls are sequential across its steps (the next is sent after the
-// last was answered), the calls of one step are independent, and each is made once
-// by its key whatever the order. A message that is not a memory command still waits
+// The memory commands (MetaType messages.TypeMemoryCommand) to a notes stream or a
+// memory namespace (notes.IsStream, memory.IsStream) are the exception: the
+// commands queued one after another for one stream (a "session" of commands alone)
+// are handed over together, up to maxParallelCommands at once, so that the stream
+// decides and appends them in groups instead of one Append each. They need no
+// order among themselves: a session's own calls are sequential across its steps
+// (the next is sent after the last was answered), the calls of one step are
+// independent, each is made once by its key whatever the order, and the parts of
+// a POST /v1/memories are sent one after another, each once the last was answered. A message that is not a memory command still waits
 // for every message of its session before it, and nothing after it is handed over
 // before it was acked.
 //
@@ -212,10 +214,10 @@ func (q *sessionQueues) arrive(msg *message.Message) {
 		msg.Ack()
 	}
 	t := &queuedTask{key: orderKey(msg), bus: msg}
-	// Only a notes stream's commands run beside each other: its writes are
-	// grouped (entity.Batch). A memory namespace's run one at a time anyway
-	// (memHost), and a knowledge base's upload parts must arrive in order.
-	t.parallel = msg.Metadata.Get(messages.MetaType) == messages.TypeMemoryCommand && notes.IsStream(t.key)
+	// Only a notes stream's and a memory namespace's commands run beside each
+	// other: their writes are grouped (entity.Batch). A knowledge base's upload
+	// parts must arrive in order.
+	t.parallel = msg.Metadata.Get(messages.MetaType) == messages.TypeMemoryCommand && (notes.IsStream(t.key) || memory.IsStream(t.key))
 	q.queues[t.key] = append(q.queues[t.key], t)
 	q.held++
 	q.fill(t.key)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
@@ -46,6 +47,14 @@ type Batch struct {
 	Lock sync.Locker
 	// Max bounds the writes of one Append (default DefaultBatchMax).
 	Max int
+	// Before, when set, is called with Lock held before each write's change is
+	// decided (not for a write whose key was applied), and returns what the stream
+	// writes ahead of it whatever the change decides: events without key, at the
+	// seqs before the change's, folded at once, and appended with the batch even
+	// when the change then fails (a memory namespace's expiry of its working
+	// memories). Its error fails the write, except one wrapping
+	// eventlog.ErrSeqConflict, which starts the batch's next attempt.
+	Before func(ctx context.Context) ([]messages.Payload, error)
 
 	mu      sync.Mutex
 	queue   []*batchWrite
@@ -156,6 +165,25 @@ func (b *Batch) commit(ws []*batchWrite) {
 				w.applied = true
 				continue
 			}
+			if b.Before != nil {
+				ps, err := b.Before(w.ctx)
+				if errors.Is(err, eventlog.ErrSeqConflict) {
+					conflict = true
+					break
+				}
+				if err != nil {
+					w.failed = err
+					continue
+				}
+				if len(ps) > 0 {
+					events, err := b.fold(s.Events("", f.Seq(), ps))
+					if err != nil {
+						decideErr = err
+						break
+					}
+					all = append(all, events...)
+				}
+			}
 			ps, err := w.change(w.ctx)
 			if errors.Is(err, eventlog.ErrSeqConflict) {
 				conflict = true
@@ -165,14 +193,7 @@ func (b *Batch) commit(ws []*batchWrite) {
 				w.failed = err
 				continue
 			}
-			events, err := s.Events(w.key, f.Seq(), ps)
-			if err == nil {
-				for _, e := range events {
-					if err = f.Apply(e); err != nil {
-						break
-					}
-				}
-			}
+			events, err := b.fold(s.Events(w.key, f.Seq(), ps))
 			if err != nil {
 				decideErr = err
 				break
@@ -181,7 +202,7 @@ func (b *Batch) commit(ws []*batchWrite) {
 			all = append(all, events...)
 		}
 		if decideErr != nil {
-			f.Reset()
+			b.refold(ctx)
 			for _, w := range ws {
 				finish(w, decideErr)
 			}
@@ -208,7 +229,7 @@ func (b *Batch) commit(ws []*batchWrite) {
 		}
 		if err != nil {
 			if len(all) > 0 {
-				f.Reset()
+				b.refold(ctx)
 			}
 			err = fmt.Errorf("%s: appending to %s: %w", s.Kind, s.ID, err)
 			for _, w := range ws {
@@ -241,6 +262,32 @@ func (b *Batch) commit(ws []*batchWrite) {
 	for _, w := range ws {
 		finish(w, err)
 	}
+}
+
+// refold resets the fold, which folded a batch that is not stored, and folds the
+// stream again, so that readers that take Lock find what it holds (a failure
+// leaves that to the next catch-up). The caller holds Lock.
+func (b *Batch) refold(ctx context.Context) {
+	b.Fold.Reset()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refoldTimeout)
+	defer cancel()
+	_ = b.Stream.CatchUp(ctx, b.Fold)
+}
+
+// refoldTimeout bounds the refold after a batch that is not stored.
+const refoldTimeout = 10 * time.Second
+
+// fold folds the events of one write, decided in a batch, and returns them.
+func (b *Batch) fold(events []messages.Envelope, err error) ([]messages.Envelope, error) {
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range events {
+		if err := b.Fold.Apply(e); err != nil {
+			return nil, err
+		}
+	}
+	return events, nil
 }
 
 // Queued is the number of writes waiting for the next batch.
