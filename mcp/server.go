@@ -92,7 +92,13 @@ type ServerOptions struct {
 	// r.Body, if lower: a request whose Content-Length is above it is answered 413
 	// at once, before its body is read, rather than once that much of it came.
 	MaxRequestBytes int64
-	Logger          *slog.Logger
+	// MaxSessions bounds the sessions over Streamable HTTP the server holds at
+	// once (default DefaultMaxSessions): past it, a new session closes the one
+	// whose last request is the oldest and that has no call under way (its
+	// client's next request resumes it, as after a restart), so that a client
+	// opening sessions in a loop without deleting them grows nothing for good.
+	MaxSessions int
+	Logger      *slog.Logger
 }
 
 // DefaultStartGrace is the default of ServerOptions.StartGrace.
@@ -118,6 +124,7 @@ type Server struct {
 	subs  map[string]map[*sdk.ServerSession]bool // the sessions subscribed to each URI
 
 	ids     sessionIDs   // the IDs of new sessions over Streamable HTTP
+	use     sessionUse   // the sessions over Streamable HTTP by their last request (server_cap.go)
 	book    *sessionBook // the sessions' log levels, subscriptions and calls
 	events  eventStore   // the events of the streams over Streamable HTTP
 	pending sync.Map     // the run_task calls on their way to the handler, by token (*pendingCall)
