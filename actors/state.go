@@ -706,6 +706,13 @@ func (t *taskState) stampSubUsage(p messages.Payload) {
 	}
 }
 
+// secretsLostError is the error of the messages.ReasonModelError a task fails
+// with when the system prompt recorded with it held a secret that no agent of the
+// deciding node holds now (taskState.secretsLost): a limit of that node, which
+// Verify tells apart from a model's error by these words.
+const secretsLostError = "the system prompt recorded with the task held a secret, redacted in the log, " +
+	"that no agent of this node holds now among the same words: the task cannot go on under the configuration it began with (give the node that prompt back, or run the task again)"
+
 // decideAmong is DecideAmong but for the sub-agents' usage on a task's end.
 //
 // The agent is used by pointer, not copied from call to call (an Agent is half a
@@ -735,9 +742,7 @@ func (s *SessionState) decideAmong(as *Agents, nextSeq uint64, nowUS int64) *Dec
 			Steps: t.Steps, Usage: t.Usage}, t.ID)
 	}
 	if t.secretsLost {
-		return d(&messages.TaskFailed{Reason: messages.ReasonModelError, Error: "the system prompt recorded with the task held a secret, redacted in the log, " +
-			"that no agent of this node holds now among the same words: the task cannot go on under the configuration it began with (give the node that prompt back, or run the task again)",
-			Steps: t.Steps, Usage: t.Usage}, t.ID)
+		return d(&messages.TaskFailed{Reason: messages.ReasonModelError, Error: secretsLostError, Steps: t.Steps, Usage: t.Usage}, t.ID)
 	}
 	if t.rules < ContextRules || t.config != nil {
 		own = t.runs(*a) // its rules, its recorded configuration (config.go)

@@ -125,11 +125,78 @@ func VerifyFrom(as Agents, events []messages.Envelope, from uint64) (*Divergence
 // tasks name (NamedConfigs, read with LoadConfigs): a task runs under its own as
 // it did live, whatever as's agents are configured with now.
 func VerifyRecorded(as Agents, events []messages.Envelope, from uint64, configs map[string]*messages.AgentConfig) (*Divergence, error) {
+	r, err := VerifyReport(as, events, from, configs)
+	return r.Divergence, err
+}
+
+// LimitFailure is a task's failure that the node deciding it met for a limit of
+// its own, not for anything the task's agent decided: the task named an agent the
+// node did not run (messages.ReasonUnknownAgent), was recorded under decision
+// rules the node did not have (messages.ReasonUnsupportedRules), or its recorded
+// system prompt held a secret the node had lost (messages.ReasonModelError, with
+// the words of secretsLostError).
+type LimitFailure struct {
+	// Seq is the task.failed event, TaskID its task.
+	Seq    uint64 `json:"seq"`
+	TaskID string `json:"task_id"`
+	Reason string `json:"reason"`
+	Error  string `json:"error"`
+}
+
+func (f LimitFailure) String() string {
+	return fmt.Sprintf("the task %s failed at seq %d for a limit of the node that decided it (%s: %s)", f.TaskID, f.Seq, f.Reason, f.Error)
+}
+
+// limitFailure returns p as a LimitFailure of the event at seq of task, when it is one.
+func limitFailure(p messages.Payload, seq uint64, task string) (LimitFailure, bool) {
+	f, ok := p.(*messages.TaskFailed)
+	if !ok {
+		return LimitFailure{}, false
+	}
+	switch {
+	case f.Reason == messages.ReasonUnknownAgent, f.Reason == messages.ReasonUnsupportedRules,
+		f.Reason == messages.ReasonModelError && f.Error == secretsLostError:
+		return LimitFailure{Seq: seq, TaskID: task, Reason: f.Reason, Error: f.Error}, true
+	}
+	return LimitFailure{}, false
+}
+
+// limitFailure is limitFailure of d's payload, decided as the event at seq.
+func (d *Decision) limitFailure(seq uint64) (LimitFailure, bool) {
+	if d == nil {
+		return LimitFailure{}, false
+	}
+	return limitFailure(d.Payload, seq, d.TaskID)
+}
+
+// UndecidableError says that a task cannot be re-decided here: where the session
+// recorded the agent's decision, the agents given to Verify fail the task for a
+// limit of their own (Limit: an agent they do not define, a secret of the
+// recorded prompt they do not hold). It is no divergence: the session's decisions
+// are not known to differ.
+type UndecidableError struct {
+	Limit LimitFailure `json:"limit"`
+	// Recorded is the event the session recorded there (its type).
+	Recorded string `json:"recorded"`
+}
+
+func (e *UndecidableError) Error() string {
+	return fmt.Sprintf("the task %s cannot be re-decided here: where the session recorded %s at seq %d, the agents given fail it (%s: %s)",
+		e.Limit.TaskID, e.Recorded, e.Limit.Seq, e.Limit.Reason, e.Limit.Error)
+}
+
+// VerifyReport is VerifyRecorded that also says which of the session's recorded
+// task failures it took as recorded (Limits): a task the recording node failed
+// for a limit of its own (LimitFailure) is not re-decided past its failure by
+// agents that lack the limit (a later build, the agents file it lacked): its
+// failure is the record of what happened. Agents that fail a task for a limit of
+// their own where the session recorded a decision return an *UndecidableError.
+func VerifyReport(as Agents, events []messages.Envelope, from uint64, configs map[string]*messages.AgentConfig) (VerifyResult, error) {
 	if len(events) == 0 {
-		return nil, fmt.Errorf("actors: verify: the session has no events")
+		return VerifyResult{}, fmt.Errorf("actors: verify: the session has no events")
 	}
 	if err := CheckRules(events); err != nil {
-		return nil, err
+		return VerifyResult{}, err
 	}
 	// A task recorded with no rules version ran under version 1, or under version 2
 	// on a build from before the version was recorded: it is re-decided under 1
@@ -137,16 +204,17 @@ func VerifyRecorded(as Agents, events []messages.Envelope, from uint64, configs 
 	// The divergence reported is the one found furthest into the session.
 	unversioned, err := verifyRules(events)
 	if err != nil {
-		return nil, err
+		return VerifyResult{}, err
 	}
-	var furthest *Divergence
+	var furthest VerifyResult
 	for {
-		div, err := verifyUnder(as, events, unversioned, from, configs)
-		if err != nil || div == nil {
-			return nil, err
+		r, err := verifyUnder(as, events, unversioned, from, configs)
+		if err != nil || r.Divergence == nil {
+			return r, err
 		}
-		if furthest == nil || div.Seq > furthest.Seq {
-			furthest = div
+		div := r.Divergence
+		if furthest.Divergence == nil || div.Seq > furthest.Divergence.Seq {
+			furthest = r
 		}
 		task := taskAt(events, div.Seq)
 		if v, ok := unversioned[task]; !ok || v == rulesGather {
@@ -154,6 +222,13 @@ func VerifyRecorded(as Agents, events []messages.Envelope, from uint64, configs 
 		}
 		unversioned[task] = rulesGather
 	}
+}
+
+// VerifyResult is what VerifyReport found: the first divergence (nil for none),
+// and the tasks' failures for a limit of the recording node taken as recorded.
+type VerifyResult struct {
+	Divergence *Divergence
+	Limits     []LimitFailure
 }
 
 // taskAt is the task (correlation) ID of the event at seq of events.
@@ -169,13 +244,14 @@ func taskAt(events []messages.Envelope, seq uint64) string {
 // verifyUnder is VerifyFrom with the rules versions of the tasks recorded with
 // none (SessionState.unversioned).
 // Only the events from seq from on are re-decided.
-func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]int, from uint64, configs map[string]*messages.AgentConfig) (*Divergence, error) {
+func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]int, from uint64, configs map[string]*messages.AgentConfig) (VerifyResult, error) {
 	st := NewSessionState(events[0].SessionID).WithAgents(as).WithConfigs(configs)
 	st.unversioned = unversioned
+	var r VerifyResult
 	for _, e := range events {
 		p, err := e.Decode()
 		if err != nil {
-			return nil, err
+			return r, err
 		}
 		if e.Seq >= from && decided(e, p) {
 			step := 0
@@ -184,14 +260,23 @@ func verifyUnder(as Agents, events []messages.Envelope, unversioned map[string]i
 			}
 			d := st.DecideAmong(as, e.Seq, e.TS)
 			if div := compare(d, e, p, step); div != nil && !st.decidedByEarlierTools(as, d, e, p, step) {
-				return div, nil
+				// The recording node's limit: its failure is what happened, and the
+				// task ends there as recorded.
+				if f, ok := limitFailure(p, e.Seq, e.CorrelationID); ok {
+					r.Limits = append(r.Limits, f)
+				} else if f, ok := d.limitFailure(e.Seq); ok {
+					return r, &UndecidableError{Limit: f, Recorded: string(e.Type)}
+				} else {
+					r.Divergence = div
+					return r, nil
+				}
 			}
 		}
 		if err := st.Apply(e); err != nil {
-			return nil, err
+			return r, err
 		}
 	}
-	return nil, nil
+	return r, nil
 }
 
 // decidedByEarlierTools reports whether d, a model request that differs from the

@@ -32,7 +32,13 @@ type ServedConfig struct {
 	// ReconnectDelay is ServerOptions.ReconnectDelay, as a Go duration ("2s"):
 	// the retry the server's streams name.
 	ReconnectDelay string `json:"reconnect_delay,omitempty"`
+	// MaxSessions is ServerOptions.MaxSessions (1 to MaxMaxSessions; default
+	// DefaultMaxSessions).
+	MaxSessions int `json:"max_sessions,omitempty"`
 }
+
+// MaxMaxSessions is the most ServedConfig.MaxSessions may be.
+const MaxMaxSessions = 1_000_000
 
 // ServedResource is a resource of fixed text, or of a file read at each read (a
 // blob unless it is UTF-8 text of a text/… or no media type).
@@ -98,6 +104,9 @@ func (c ServedConfig) Validate(section string) error {
 		if d, err := time.ParseDuration(c.ProgressInterval); err != nil || d < 10*time.Millisecond || d > time.Hour {
 			bad("progress_interval", "%q is not a duration from 10ms to 1h, like \"5s\"", c.ProgressInterval)
 		}
+	}
+	if c.MaxSessions < 0 || c.MaxSessions > MaxMaxSessions {
+		bad("max_sessions", "%d is out of range: want 1 to %d", c.MaxSessions, MaxMaxSessions)
 	}
 	if c.SessionTimeout != "" {
 		if d, err := time.ParseDuration(c.SessionTimeout); err != nil || d < time.Second || d > 24*time.Hour {

@@ -92,7 +92,13 @@ type ServerOptions struct {
 	// r.Body, if lower: a request whose Content-Length is above it is answered 413
 	// at once, before its body is read, rather than once that much of it came.
 	MaxRequestBytes int64
-	Logger          *slog.Logger
+	// MaxSessions bounds the sessions over Streamable HTTP the server holds at
+	// once (default DefaultMaxSessions): past it, a new session closes the one
+	// whose last request is the oldest and that has no call under way (its
+	// client's next request resumes it, as after a restart), so that a client
+	// opening sessions in a loop without deleting them grows nothing for good.
+	MaxSessions int
+	Logger      *slog.Logger
 }
 
 // DefaultStartGrace is the default of ServerOptions.StartGrace.
@@ -118,6 +124,7 @@ type Server struct {
 	subs  map[string]map[*sdk.ServerSession]bool // the sessions subscribed to each URI
 
 	ids     sessionIDs   // the IDs of new sessions over Streamable HTTP
+	use     sessionUse   // the sessions over Streamable HTTP by their last request (server_cap.go)
 	book    *sessionBook // the sessions' log levels, subscriptions and calls
 	events  eventStore   // the events of the streams over Streamable HTTP
 	pending sync.Map     // the run_task calls on their way to the handler, by token (*pendingCall)
@@ -546,8 +553,11 @@ func (s *Server) Serve(ctx context.Context, t sdk.Transport) error {
 // the client's ID, at the protocol version of the request's MCP-Protocol-Version,
 // rather than answer 404, which the official SDKs do not recover from; the
 // session's log level, subscriptions and stream events are not carried over. A body
-// that is not JSON is answered with a JSON-RPC parse error (-32700), JSON that is
-// neither an object nor an array of them with an invalid request (-32600). The
+// that is not JSON (or nests arrays and objects deeper than encoding/json reads,
+// said so) is answered with a JSON-RPC parse error (-32700), JSON that is
+// neither an object nor an array of them with an invalid request (-32600), and
+// so is a request that needs a session without an Mcp-Session-Id header (400,
+// as the specification asks; needsSession). The
 // events of its streams carry IDs
 // and the last 10 MiB of them are kept in memory: a client whose connection drops
 // while a call runs resumes the call's stream (Last-Event-ID) and gets its answer;
@@ -571,6 +581,13 @@ func (s *Server) Handler() http.Handler {
 			if code, msg, id := checkRPC(peekBody(r)); code != 0 {
 				writeRPCErrorID(w, http.StatusBadRequest, code, msg, id)
 				return
+			}
+			if r.Header.Get("Mcp-Session-Id") == "" {
+				// As the specification asks: 400 to a request that needs a session.
+				if msg, id, needs := needsSession(peekBody(r)); needs {
+					writeRPCErrorID(w, http.StatusBadRequest, codeInvalidRequest, msg, id)
+					return
+				}
 			}
 		}
 		if r.Method == http.MethodPost {
@@ -700,7 +717,7 @@ const (
 // The SDK checks the rest.
 func checkRPC(body []byte) (code int, message string, id json.RawMessage) {
 	if !json.Valid(body) {
-		return codeParseError, "parse error: the request body is not JSON", nil
+		return codeParseError, notJSON("the request body", body), nil
 	}
 	if msg, id, bad := notUTF8("the request body", body); bad {
 		return codeParseError, msg, id
@@ -714,6 +731,79 @@ func checkRPC(body []byte) (code int, message string, id json.RawMessage) {
 		return 0, "", nil
 	}
 	return codeInvalidRequest, "invalid request: the body is neither a JSON-RPC message (a JSON object) nor a batch of them", nil
+}
+
+// maxJSONDepth is how deep encoding/json reads nested arrays and objects: past
+// it, JSON is refused as not valid.
+const maxJSONDepth = 10000
+
+// notJSON is the parse error of a message (what names it) that json.Valid
+// refused: JSON nested deeper than maxJSONDepth is said to be so, not "not JSON".
+func notJSON(what string, msg []byte) string {
+	if tooDeep(msg) {
+		return fmt.Sprintf("parse error: %s nests arrays and objects more than %d deep, the most this server reads", what, maxJSONDepth)
+	}
+	return "parse error: " + what + " is not JSON"
+}
+
+// tooDeep reports whether msg opens more than maxJSONDepth arrays and objects
+// (outside strings) before it closes them: a scan, not a parse.
+func tooDeep(msg []byte) bool {
+	depth, inString, escaped := 0, false, false
+	for _, c := range msg {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			if depth++; depth > maxJSONDepth {
+				return true
+			}
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return false
+}
+
+// needsSession returns the invalid-request error, and the request's id, of a
+// request over Streamable HTTP without an Mcp-Session-Id header that needs a
+// session (a list, a call, a read, a get or a completion): the SDK would answer
+// it with a JSON-RPC error of code 0 ("method … is invalid during session
+// initialization"). Another method (initialize, which starts a session; ping; one
+// the server does not know), a notification, a batch and a request of the
+// sessionless protocol (a protocolVersion of 2026-07-28 or later in its _meta)
+// are the SDK's to answer.
+func needsSession(body []byte) (message string, id json.RawMessage, needs bool) {
+	var req struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Params struct {
+			Meta map[string]any `json:"_meta"`
+		} `json:"params"`
+	}
+	if json.Unmarshal(body, &req) != nil || len(req.ID) == 0 || string(req.ID) == "null" || req.Method == "" {
+		return "", nil, false
+	}
+	switch req.Method {
+	case "tools/list", "tools/call", "resources/list", "resources/templates/list", "resources/read",
+		"prompts/list", "prompts/get", "completion/complete":
+	default:
+		return "", nil, false // the SDK's: it answers an unknown method -32601
+	}
+	if v, ok := req.Params.Meta[sdk.MetaKeyProtocolVersion].(string); ok && v >= "2026-07-28" {
+		return "", nil, false
+	}
+	return fmt.Sprintf("invalid request: %q needs a session, and the request has no Mcp-Session-Id header: send initialize first, "+
+		"then this request with the Mcp-Session-Id header of its answer", req.Method), req.ID, true
 }
 
 // notUTF8 returns the parse error of a message (what names it: "the line") that is

@@ -97,14 +97,19 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 			// IDs until then, so that a resumption does not hand its ID to this one.
 			s.ids.mu.Lock()
 			once := sync.OnceFunc(s.ids.mu.Unlock)
-			defer once()
 			h.ServeHTTP(&firstWrite{ResponseWriter: w, before: once}, r)
+			once()
+			if id := w.Header().Get("Mcp-Session-Id"); id != "" && s.known(id) {
+				s.touch(id)
+				s.capSessions(id)
+			}
 			return
 		}
 		h.ServeHTTP(w, r)
 		return
 	}
 	if s.known(id) {
+		s.touch(id)
 		s.ids.resumed(r.Context(), id)
 		if r.Method == http.MethodDelete {
 			// The client is done with the session: it ends the calls it left
@@ -126,6 +131,9 @@ func (s *Server) serveSessions(h http.Handler, w http.ResponseWriter, r *http.Re
 	}
 	if err := s.resume(h, r, id); err != nil {
 		s.opts.Logger.Warn("mcp server: session not resumed", "session", id, "err", err)
+	} else {
+		s.touch(id)
+		s.capSessions(id)
 	}
 	if !s.resumeCall(w, r, id) {
 		h.ServeHTTP(w, r)

@@ -288,7 +288,7 @@ type lineState struct {
 // of a line that the SDK must not see; code 0 for a message it takes.
 func (st *lineState) check(line []byte) (code int, message string, id json.RawMessage) {
 	if !json.Valid(line) {
-		return codeParseError, "parse error: the line is not JSON", nil
+		return codeParseError, notJSON("the line", line), nil
 	}
 	if msg, id, bad := notUTF8("the line", line); bad {
 		return codeParseError, msg, id

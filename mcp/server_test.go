@@ -442,18 +442,22 @@ func TestServerHTTPMalformedBody(t *testing.T) {
 	type want struct {
 		code int
 		id   any
+		msg  string
 	}
 	for body, want := range map[string]want{
-		`{"jsonrpc":"2.0","id":1,"method":`: {-32700, nil},
-		`not json`:                          {-32700, nil},
-		``:                                  {-32700, nil},
-		`42`:                                {-32600, nil},
-		`[]`:                                {-32600, nil},
-		`[1, 2]`:                            {-32600, nil},
-		`{"id":1,"method":"ping"}`:          {-32600, nil},
-		`{"jsonrpc":"1.0","id":1,"method":"ping"}`:        {-32600, nil},
-		`{"jsonrpc":"2.0","id":7,"method":"nope/nope"}`:   {-32601, 7.0},
-		`{"jsonrpc":"2.0","method":"notifications/nope"}`: {-32601, nil},
+		strings.Repeat("[", 100_000):                                                 {-32700, nil, "nests arrays and objects more than 10000 deep"},
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`:                             {-32600, 3.0, `"tools/list" needs a session, and the request has no Mcp-Session-Id header`},
+		`{"jsonrpc":"2.0","id":"c","method":"tools/call","params":{"name":"clock"}}`: {-32600, "c", "send initialize first"},
+		`{"jsonrpc":"2.0","id":1,"method":`:                                          {-32700, nil, "not JSON"},
+		`not json`:                                                                   {-32700, nil, ""},
+		``:                                                                           {-32700, nil, ""},
+		`42`:                                                                         {-32600, nil, ""},
+		`[]`:                                                                         {-32600, nil, ""},
+		`[1, 2]`:                                                                     {-32600, nil, ""},
+		`{"id":1,"method":"ping"}`:                                                   {-32600, nil, ""},
+		`{"jsonrpc":"1.0","id":1,"method":"ping"}`:        {-32600, nil, ""},
+		`{"jsonrpc":"2.0","id":7,"method":"nope/nope"}`:   {-32601, 7.0, ""},
+		`{"jsonrpc":"2.0","method":"notifications/nope"}`: {-32601, nil, ""},
 	} {
 		req, err := http.NewRequest("POST", hs.URL, strings.NewReader(body))
 		if err != nil {
@@ -470,11 +474,14 @@ func TestServerHTTPMalformedBody(t *testing.T) {
 		var rpc struct {
 			JSONRPC string
 			ID      any
-			Error   struct{ Code int }
+			Error   struct {
+				Code    int
+				Message string
+			}
 		}
 		if resp.StatusCode != http.StatusBadRequest || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
-			json.Unmarshal(raw, &rpc) != nil || rpc.JSONRPC != "2.0" || rpc.ID != want.id || rpc.Error.Code != want.code {
-			t.Errorf("body %q: %s %s: %q, want a JSON-RPC error %d, id %v", body, resp.Status, resp.Header.Get("Content-Type"), raw, want.code, want.id)
+			json.Unmarshal(raw, &rpc) != nil || rpc.JSONRPC != "2.0" || rpc.ID != want.id || rpc.Error.Code != want.code || !strings.Contains(rpc.Error.Message, want.msg) {
+			t.Errorf("body %.60q: %s %s: %.300q, want a JSON-RPC error %d, id %v, %q", body, resp.Status, resp.Header.Get("Content-Type"), raw, want.code, want.id, want.msg)
 		}
 	}
 }

@@ -490,6 +490,14 @@ func bodyError(w http.ResponseWriter, err error) {
 	}
 }
 
+// formFilename undoes the escapes of a multipart filename that the HTML
+// standard's multipart/form-data encoding makes, as browsers, curl and Python's
+// urllib3 send it: a quote is %22, a carriage return %0D and a line feed %0A
+// (a name with a line break is then refused, as a source must be). A filename
+// escaped as RFC 2183 has it (\", Go's mime/multipart) is unescaped by
+// mime.ParseMediaType.
+var formFilename = strings.NewReplacer("%22", `"`, "%0D", "\r", "%0A", "\n")
+
 // readUpload reads a multipart body: one file part, whose filename (as sent, with
 // its folders: it names the document, it is never a path on this host) is the
 // source unless a "source" field names it (curl sends only the file's base name:
@@ -528,7 +536,7 @@ func readUpload(body io.Reader, boundary string) (kbAddArgs, error) {
 			if doc, err = io.ReadAll(p); err != nil {
 				return kbAddArgs{}, err
 			}
-			file = filename
+			file = formFilename.Replace(filename)
 		case field == "source":
 			v, err := io.ReadAll(io.LimitReader(p, knowledge.MaxSourceLen+1))
 			if err != nil {

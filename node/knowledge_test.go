@@ -848,3 +848,58 @@ func TestSearchSlowerThanTheWriteTimeoutIsAnswered(t *testing.T) {
 		}
 	}
 }
+
+// A file whose name holds a quote is stored under that name. Browsers, curl and
+// Python's urllib3 send a quote of a multipart filename as %22 (the HTML
+// standard's escape), Go's mime/multipart as \": before, the first was stored as
+// "my%22doc.txt". A source field is no header and is taken as it is; a filename
+// with an escaped line break names no source (refused, nothing stored).
+func TestKBUploadOfANameWithAQuote(t *testing.T) {
+	k := newKBNode(t, node.Config{})
+	raw := func(disposition string) (string, *bytes.Buffer) {
+		body := "--b\r\nContent-Disposition: form-data; " + disposition + "\r\nContent-Type: text/plain\r\n\r\nquoted words here\r\n--b--\r\n"
+		return "multipart/form-data; boundary=b", bytes.NewBufferString(body)
+	}
+	curlCT, curlBody := raw(`name="file"; filename="my%22doc.txt"`) // curl -F 'file=@a.txt;filename=my"doc.txt'
+	var goBody bytes.Buffer
+	mw := multipart.NewWriter(&goBody)
+	fw, _ := mw.CreateFormFile("file", `go"doc.txt`)
+	_, _ = io.WriteString(fw, "quoted words here")
+	_ = mw.Close()
+	var fieldBody bytes.Buffer
+	mw2 := multipart.NewWriter(&fieldBody)
+	_ = mw2.WriteField("source", `notes/"field" name.md`)
+	fw, _ = mw2.CreateFormFile("file", "a.txt")
+	_, _ = io.WriteString(fw, "quoted words here")
+	_ = mw2.Close()
+	for _, c := range []struct {
+		source string
+		ct     string
+		body   *bytes.Buffer
+	}{
+		{`my"doc.txt`, curlCT, curlBody},
+		{`go"doc.txt`, mw.FormDataContentType(), &goBody},
+		{`notes/"field" name.md`, mw2.FormDataContentType(), &fieldBody},
+	} {
+		if code, b := k.do(t, http.MethodPost, "/v1/kb/docs/documents", c.ct, c.body); code != http.StatusCreated || !bytes.Contains(b, []byte(mustJSON(t, c.source))) {
+			t.Errorf("upload of %q: %d %s", c.source, code, b)
+		}
+	}
+	ct, body := raw(`name="file"; filename="two%0Alines.txt"`)
+	if code, b := k.do(t, http.MethodPost, "/v1/kb/docs/documents", ct, body); code != http.StatusBadRequest {
+		t.Errorf("a filename with a line break: %d %s", code, b)
+	}
+	code, b := k.do(t, http.MethodGet, "/v1/kb/docs/documents", "", nil)
+	var list struct{ Documents []struct{ Source string } }
+	if err := json.Unmarshal(b, &list); code != http.StatusOK || err != nil {
+		t.Fatalf("documents: %d %s", code, b)
+	}
+	var got []string
+	for _, d := range list.Documents {
+		got = append(got, d.Source)
+	}
+	slices.Sort(got)
+	if want := []string{`go"doc.txt`, `my"doc.txt`, `notes/"field" name.md`}; !slices.Equal(got, want) {
+		t.Errorf("documents %q, want %q", got, want)
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/internal/nodeconfig"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -55,7 +57,9 @@ func TestVerifyRebuildsTheNamedAgent(t *testing.T) {
 			t.Errorf("verify %v: exit %d\n%s%s", args, code, out, errs)
 		}
 	}
-	if code, out, errs := replay(t, "verify", "named", "--data", data); code != 1 || !strings.Contains(out, "unknown_agent") ||
+	// Without the file the task cannot be re-decided: no divergence, exit 3.
+	if code, out, errs := replay(t, "verify", "named", "--data", data); code != exitCannotVerify || !strings.Contains(out, "session named: cannot verify: ") ||
+		!strings.Contains(out, "unknown_agent") || strings.Contains(out, "diverges") ||
 		!strings.Contains(errs, `hint: the session ran agent "thinker", which neither --agents nor --config defines here`) {
 		t.Errorf("verify without the agents file: exit %d %s%s", code, out, errs)
 	}
@@ -171,5 +175,46 @@ func TestVerifyAndForkAnAgentWithItsOwnModel(t *testing.T) {
 	}
 	if last == nil || last.Model != "long" {
 		t.Errorf("the fork's last answer came from %+v, want alpha's model long", last)
+	}
+}
+
+// A task that the node recording it failed for a limit of its own (it did not run
+// the task's agent) verifies with the agents file that defines the agent: the
+// failure is what happened, taken as recorded and said so, not a divergence.
+func TestVerifyTakesTheRecordingNodesUnknownAgentAsRecorded(t *testing.T) {
+	t.Setenv("TROUPE_SKILLS", "")
+	t.Setenv("TROUPE_DISCLOSURE", "")
+	t.Setenv("TROUPE_AGENTS", "")
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	writeFiles(t, dir, map[string]string{"agents.yaml": "agents:\n  writer:\n    system_prompt: You write.\n    max_steps: 3\n"})
+	// As a node without the agents file records the task (one whose ingress had it).
+	var events []messages.Envelope
+	for i, p := range []messages.Payload{
+		&messages.TaskSubmitted{Input: "write", Agent: "writer", Rules: actors.ContextRules},
+		&messages.TaskFailed{Reason: messages.ReasonUnknownAgent, Error: `unknown agent "writer": this node does not run it`},
+	} {
+		e, err := messages.NewEnvelope(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Seq, e.TS, e.Actor, e.CorrelationID, e.CausationID = fmt.Sprintf("lost/%d", i+1), "lost", uint64(i+1), 1, "session", "lost/1", "lost/1"
+		events = append(events, e)
+	}
+	lg, err := sqlite.Open(context.Background(), sqlite.Config{Dir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.Append(context.Background(), events); err != nil {
+		t.Fatal(err)
+	}
+	lg.Close()
+	code, out, errs := replay(t, "verify", "lost", "--data", data, "--agents", filepath.Join(dir, "agents.yaml"))
+	if code != 0 || !strings.Contains(out, "session lost: deterministic") || strings.Contains(out, "diverges") ||
+		!strings.Contains(out, `taken as recorded: the task `) || !strings.Contains(out, `(unknown_agent: unknown agent "writer": this node does not run it)`) {
+		t.Errorf("verify with the agents file: exit %d\n%s%s", code, out, errs)
+	}
+	if code, out, errs := replay(t, "verify", "lost", "--data", data); code != 0 || !strings.Contains(out, "deterministic") || strings.Contains(out, "taken as recorded") {
+		t.Errorf("verify without it: exit %d\n%s%s", code, out, errs)
 	}
 }

@@ -177,7 +177,15 @@ type verifyResult struct {
 	// UnsupportedRules names the task recorded under decision rules this build
 	// does not have (actors.ContextRules): the session was not re-decided.
 	UnsupportedRules *actors.RulesError `json:"unsupported_rules,omitempty"`
-	Error            string             `json:"error,omitempty"`
+	// Undecidable names the task the agents given cannot re-decide: they fail it
+	// for a limit of their own (an agent they do not define, a secret of its
+	// recorded prompt they do not hold) where the session recorded a decision.
+	Undecidable *actors.UndecidableError `json:"undecidable,omitempty"`
+	// RecordedLimits are the tasks that the node recording them failed for a limit
+	// of its own (unknown_agent, unsupported_rules, a lost secret): their failures
+	// are taken as recorded, not re-decided.
+	RecordedLimits []actors.LimitFailure `json:"recorded_limits,omitempty"`
+	Error          string                `json:"error,omitempty"`
 	// From, on a fork, is the seq of its session.forked event: the events from it
 	// on are the fork's own and re-decided; those before are Parent's, copied.
 	From   uint64 `json:"from,omitempty"`
@@ -195,9 +203,15 @@ func streamKind(id string) string {
 	return infos[0].Status
 }
 
-// exitUnsupportedRules is verify's exit code for a session it cannot re-decide: a
-// task was recorded under decision rules this build does not have.
-const exitUnsupportedRules = 3
+// exitCannotVerify is verify's exit code for a session it cannot re-decide: a task
+// was recorded under decision rules this build does not have
+// (exitUnsupportedRules), or the agents given fail a task for a limit of their own
+// where the session recorded a decision (actors.UndecidableError). It is no
+// divergence (exit 1).
+const exitCannotVerify = 3
+
+// exitUnsupportedRules is exitCannotVerify for decision rules this build lacks.
+const exitUnsupportedRules = exitCannotVerify
 
 // verify re-runs the agents' decisions (each task's, by the name it recorded)
 // against the recorded session. No model
@@ -237,7 +251,25 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	div, from, parent, err := verifyParts(agents, ac, events, configs)
+	rep, from, parent, err := verifyParts(agents, ac, events, configs)
+	div := rep.Divergence
+	if ue, ok := errors.AsType[*actors.UndecidableError](err); ok {
+		if asJSON {
+			res := verifyResult{SessionID: id, Events: len(events), Undecidable: ue, Error: ue.Error()}
+			if code := writeJSON(stdout, stderr, res); code != 0 {
+				return code
+			}
+		} else {
+			fmt.Fprint(stdout, node.EscapeControls(fmt.Sprintf("session %s: cannot verify: %v\n", id, ue)))
+			if missing := unknownAgents(events, agents); len(missing) > 0 {
+				fmt.Fprint(stderr, node.EscapeControls(fmt.Sprintf("hint: the session ran %s, which neither --agents nor --config defines here: verify it with the agents file it ran with\n",
+					quotedList("agent", missing))))
+			} else {
+				fmt.Fprintln(stderr, "hint: verify it with the configuration and agents file it ran with (--config, --agents), its prompts' secrets and all")
+			}
+		}
+		return exitCannotVerify
+	}
 	if re, ok := errors.AsType[*actors.RulesError](err); ok {
 		// Not a divergence: this build cannot re-decide the task at all.
 		if asJSON {
@@ -246,7 +278,7 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 				return code
 			}
 		} else {
-			fmt.Fprintf(stdout, "session %s: not verified: %v\n", id, re)
+			fmt.Fprintf(stdout, "session %s: cannot verify: %v\n", id, re)
 		}
 		return exitUnsupportedRules
 	}
@@ -254,7 +286,7 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
-	res := verifyResult{SessionID: id, Deterministic: div == nil, Events: len(events), Divergence: div}
+	res := verifyResult{SessionID: id, Deterministic: div == nil, Events: len(events), Divergence: div, RecordedLimits: rep.Limits}
 	if parent != "" {
 		res.From, res.Parent = from, parent
 	}
@@ -277,6 +309,9 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 		}
 		fmt.Fprint(stdout, node.EscapeControls(fmt.Sprintf("session %s %s\n", id, text)))
 	}
+	if !asJSON {
+		printLimits(stdout, rep.Limits)
+	}
 	if div != nil {
 		if missing := unknownAgents(events, agents); len(missing) > 0 && !asJSON {
 			fmt.Fprint(stderr, node.EscapeControls(fmt.Sprintf("hint: the session ran %s, which neither --agents nor --config defines here: verify it with the agents file it ran with\n",
@@ -290,6 +325,13 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 	return 0
 }
 
+// printLimits says of each task failure verify took as recorded why it did.
+func printLimits(w io.Writer, limits []actors.LimitFailure) {
+	for _, f := range limits {
+		fmt.Fprint(w, node.EscapeControls(fmt.Sprintf("  taken as recorded: %s; not re-decided past it\n", f)))
+	}
+}
+
 // verifyParts re-decides events with agents on the models the session recorded
 // (the model is the runtime's choice, not the agent's code). A fork re-decides its
 // own part only, from its session.forked event on: it ran on the node that
@@ -297,7 +339,7 @@ func verify(ctx context.Context, log eventlog.Log, id string, ac agentConfig, as
 // session and task IDs; the events before it are its parent's decisions, copied,
 // which verify of the parent re-decides. from is the first seq re-decided, and
 // parent the session copied before it ("" for no fork).
-func verifyParts(agents actors.Agents, ac agentConfig, events []messages.Envelope, configs map[string]*messages.AgentConfig) (div *actors.Divergence, from uint64, parent string, err error) {
+func verifyParts(agents actors.Agents, ac agentConfig, events []messages.Envelope, configs map[string]*messages.AgentConfig) (rep actors.VerifyResult, from uint64, parent string, err error) {
 	from = 1
 	for _, e := range events {
 		if e.Type != messages.TypeSessionForked {
@@ -307,8 +349,8 @@ func verifyParts(agents actors.Agents, ac agentConfig, events []messages.Envelop
 			from, parent = e.Seq, p.(*messages.SessionForked).ParentID
 		}
 	}
-	div, err = actors.VerifyRecorded(withRecordedModels(agents, ac, events, from), events, from, configs)
-	return div, from, parent, err
+	rep, err = actors.VerifyReport(withRecordedModels(agents, ac, events, from), events, from, configs)
+	return rep, from, parent, err
 }
 
 // withRecordedModels returns a copy of agents on the models events recorded from

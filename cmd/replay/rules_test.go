@@ -64,7 +64,7 @@ func TestVerifyAndForkNameRulesOfALaterBuild(t *testing.T) {
 	}
 	config := rules1Config(t)
 	code, out, errs := replay(t, "verify", rules1Session, "--data", dir, "--config", config)
-	want := "session " + rules1Session + ": not verified: the task at seq 1 was recorded under decision rules version " + v + ", which is newer than this build"
+	want := "session " + rules1Session + ": cannot verify: the task at seq 1 was recorded under decision rules version " + v + ", which is newer than this build"
 	if code != exitUnsupportedRules || !strings.HasPrefix(out, want) || strings.Contains(out, "diverges") {
 		t.Fatalf("verify: %d\n%s\n%s\nwant %q", code, out, errs, want)
 	}

@@ -1,0 +1,78 @@
+package mcp
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
+)
+
+// liveSessions counts the server's sessions over Streamable HTTP.
+func (s *Server) liveSessions() int {
+	n := 0
+	for ss := range s.srv.Sessions() {
+		if ss.ID() != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// A client that opens sessions in a loop (initialize, never DELETE) grew the
+// server's sessions without bound for a whole session timeout. The server holds
+// MaxSessions at most: a new one closes the session idle the longest, whose
+// client (here the official SDK's) goes on in it, resumed, at its next request.
+func TestServerHTTPSessionsAreCapped(t *testing.T) {
+	n := nodetest.Start(t, node.Config{Model: llm.Offline{}})
+	const max = 3
+	s := NewServer(n, ServerOptions{MaxSessions: max})
+	hs := httptest.NewServer(s.Handler())
+	defer hs.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "test", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	const init = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"loop","version":"1"}}}`
+	for i := range 30 {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, hs.URL, strings.NewReader(init))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Mcp-Session-Id") == "" {
+			t.Fatalf("initialize %d: %s", i, resp.Status)
+		}
+		// The SDK forgets a closed session a moment after.
+		deadline := time.Now().Add(10 * time.Second)
+		for got := s.liveSessions(); got > max; got = s.liveSessions() {
+			if time.Now().After(deadline) {
+				t.Fatalf("after %d sessions opened, the server holds %d, more than %d", i+2, got, max)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	s.use.mu.Lock()
+	marked := len(s.use.last)
+	s.use.mu.Unlock()
+	if marked > max+1 {
+		t.Errorf("the server marks %d sessions' use", marked)
+	}
+	// The SDK's client's session was closed long ago: it goes on, resumed.
+	if _, err := cs.ListTools(ctx, nil); err != nil {
+		t.Fatalf("the first client's session: %v", err)
+	}
+}
