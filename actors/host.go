@@ -57,6 +57,13 @@ type SessionHost struct {
 	publishedBefore func(sessionID string) int64
 	// dispatcher runs the session actors' mailboxes on long-lived goroutines.
 	dispatcher actor.Dispatcher
+	// stopping is set once the host stops. protoactor still hands a stopping
+	// actor the user messages of its mailbox while it waits for its children to
+	// stop, and a session actor spawned then is never stopped: the host would not
+	// stop, and the node's Close would wait its StopTimeout out and close the log
+	// under that session. A request for a session not running is answered
+	// ErrNotOwner instead (answerRequest): not here, not now.
+	stopping bool
 	// started are the sessions the host started an actor for, up to maxStarted
 	// (then it forgets them all): a new task of one of them reads the session's
 	// events first rather than claim the session, which has events most likely
@@ -159,6 +166,8 @@ func (h *SessionHost) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		h.deadLetters = ctx.ActorSystem().EventStream.Subscribe(answerDeadLetter)
+	case *actor.Stopping:
+		h.stopping = true
 	case *actor.Stopped:
 		ctx.ActorSystem().EventStream.Unsubscribe(h.deadLetters)
 	case *CountSessions:
@@ -319,6 +328,10 @@ func (h *SessionHost) forward(ctx actor.Context, id string) { h.forwardNew(ctx, 
 // restarted incarnation reads it.
 func (h *SessionHost) forwardNew(ctx actor.Context, id string, unread bool) {
 	s, ok := h.sessions[id]
+	if !ok && h.stopping {
+		answerRequest(ctx.ActorSystem(), ctx.Message(), ctx.Sender(), fmt.Errorf("%w: the node is stopping: session %s not started", ErrNotOwner, id), true)
+		return
+	}
 	if !ok {
 		h.makeRoom(ctx, 1)
 		s = &hosted{id: id}

@@ -144,3 +144,79 @@ func TestDeadLetteredTaskIsAnswered(t *testing.T) {
 		t.Fatal("a dead-lettered task submitted with Done got no answer")
 	}
 }
+
+// holdingStore is a log whose first append waits until release is closed (its
+// context ignored, as a hung disk would), then goes through.
+type holdingStore struct {
+	actors.EventStore
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (s *holdingStore) Append(ctx context.Context, events []messages.Envelope) error {
+	s.once.Do(func() {
+		close(s.entered)
+		<-s.release
+	})
+	return s.EventStore.Append(ctx, events)
+}
+
+// A task for a session not running that reaches the host while it stops
+// (protoactor hands a stopping actor the user messages of its mailbox while it
+// waits for its children) is answered ErrNotOwner, not run: before, the host
+// spawned its session, which the stop never reached, and the host never stopped
+// (a node's Close waited its StopTimeout out, then closed the log under it).
+func TestStoppingHostStartsNoSession(t *testing.T) {
+	store := &holdingStore{entered: make(chan struct{}), release: make(chan struct{})}
+	h := newHarness(t, harnessOpts{
+		model: script(t, llm.ScriptStep{Content: "done"}, llm.ScriptStep{Content: "done"}, llm.ScriptStep{Content: "done"}),
+		store: func(lg *sqlite.Log) actors.EventStore { store.EventStore = lg; return store },
+	})
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(store.release)
+		}
+	})
+	root := h.system.Root
+	task := func(session, id string) messages.Envelope {
+		e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "go"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ID, e.SessionID, e.Actor = id, session, "test"
+		return e
+	}
+	root.Send(h.host, &actors.SubmitTask{Envelope: task("held", "t-0")})
+	select {
+	case <-store.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the session never appended its task")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- actors.AwaitStop(ctx, h.system, h.host, root.Poison) }()
+	refused := false
+	for i := 0; i < 200 && !refused; i++ {
+		res, err := root.RequestFuture(h.host, &actors.SubmitTask{Envelope: task(fmt.Sprintf("late-%d", i), "t-1")}, 10*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err, ok := res.(error); ok {
+			if !errors.Is(err, actors.ErrNotOwner) {
+				t.Fatalf("a task for a new session while the host stops was answered %v; want ErrNotOwner", err)
+			}
+			refused = true
+		}
+	}
+	released = true
+	close(store.release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("the host did not stop: %v", err)
+	}
+	if !refused {
+		t.Fatal("no task was refused while the host stopped")
+	}
+}

@@ -186,11 +186,19 @@ type memoryHost struct {
 	cfg    MemoryHostConfig
 	byName map[string]*actor.PID
 	byPID  map[string]string
+	// stopping is set once the host stops: see refuseStopping.
+	stopping bool
 }
 
 func (h *memoryHost) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Stopping:
+		h.stopping = true
 	case *MemoryDo, *MemorySearch:
+		if h.stopping {
+			refuseStopping(ctx, "memory host")
+			return
+		}
 		name := nsOf(m)
 		pid, ok := h.byName[name]
 		if !ok {
@@ -225,6 +233,20 @@ type NamespaceActor struct {
 	// running holds the requests under way: the actor stops once they ended (a
 	// node's Close waits for the writes in hand before it closes the log).
 	running sync.WaitGroup
+	// stopping is set once the actor stops: see refuseStopping.
+	stopping bool
+}
+
+// refuseStopping answers a request that reached a stopping actor (what) with
+// ErrMemoryHostStopped. protoactor still hands an actor the user messages of its
+// mailbox while it stops (it waits for its children to stop), and a child it
+// spawned then, or a request it started, would outlive the stop: a host whose new
+// child is never stopped never stops (Close waited its whole timeout), and a
+// request would run on memories being closed.
+func refuseStopping(ctx actor.Context, what string) {
+	if ctx.Sender() != nil {
+		ctx.Respond(&MemoryDone{Err: fmt.Errorf("%w: %s stopping", ErrMemoryHostStopped, what)})
+	}
 }
 
 // namespaceIdle is the idle wakeup's message; searchEnded tells the actor a request
@@ -236,6 +258,13 @@ type (
 
 // Receive implements actor.Actor.
 func (a *NamespaceActor) Receive(ctx actor.Context) {
+	if a.stopping {
+		switch ctx.Message().(type) {
+		case *MemoryDo, *MemorySearch:
+			refuseStopping(ctx, "namespace "+a.name)
+			return
+		}
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		a.tiers = map[memory.Tier]*actor.PID{}
@@ -246,6 +275,7 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 		}
 		a.idle = newWakeup(ctx.ActorSystem().Root, ctx.Self(), a.cfg.IdleTimeout, &namespaceIdle{})
 	case *actor.Stopping:
+		a.stopping = true
 		a.idle.stop()
 		a.running.Wait()
 	case *actor.Restarting:

@@ -213,3 +213,48 @@ func TestMemoryHostRunsWritesTogetherAndPassivates(t *testing.T) {
 	}
 	t.Logf("%d writes at once: %d Appends", n, l.appends.Load())
 }
+
+// Requests that reach the host while it stops (protoactor hands a stopping actor
+// the user messages of its mailbox while it waits for its children) are answered
+// ErrMemoryHostStopped: before, each spawned a namespace actor that the stop never
+// reached, and the host never stopped (a node's Close waited its StopTimeout out).
+func TestMemoryHostStopsWithRequestsArrivingMeanwhile(t *testing.T) {
+	m := newMemories(t)
+	sys := actor.NewActorSystem(actor.WithLoggerFactory(func(*actor.ActorSystem) *slog.Logger { return slog.New(slog.DiscardHandler) }))
+	t.Cleanup(sys.Shutdown)
+	h, err := actors.NewMemoryHost(sys, actors.MemoryHostConfig{Memories: m, IdleTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// A request in hand keeps its namespace's actor, and so the host, stopping.
+	started, release := make(chan struct{}), make(chan struct{})
+	go func() {
+		_, _ = h.Do(ctx, "user:slow", func(context.Context, *memory.Namespace) (any, error) {
+			close(started)
+			<-release
+			return nil, nil
+		})
+	}()
+	<-started
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.Stop(ctx) }()
+	refused := false
+	for i := 0; i < 200 && !refused; i++ {
+		_, err := h.Do(ctx, fmt.Sprintf("user:late%d", i), func(context.Context, *memory.Namespace) (any, error) { return nil, nil })
+		switch {
+		case errors.Is(err, actors.ErrMemoryHostStopped):
+			refused = true
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatalf("the host did not stop: %v", err)
+	}
+	if !refused {
+		t.Fatal("no request was refused while the host stopped")
+	}
+}

@@ -513,3 +513,25 @@ func TestSchedulerCloseWaitsPastTenSeconds(t *testing.T) {
 		t.Errorf("close: %v, want nil once the run ended", err)
 	}
 }
+
+// A message for a namespace sent just before Close, still in the host's mailbox
+// when its Stop comes (protoactor hands a stopping actor the user messages of its
+// mailbox, after its system messages), spawned a consolidator the stop never
+// reached: the host never stopped, and Close failed with ErrCloseTimeout after
+// waiting its whole CloseTimeout.
+func TestSchedulerClosesWithAMessageQueuedBehindTheStop(t *testing.T) {
+	for i := range 5 {
+		h := newScheduler(t, &fakeTarget{name: "user:alice"}, func(c *consolidator.SchedulerConfig) {
+			c.CloseTimeout = 5 * time.Second
+			c.OnRun = nil // the harness's channel holds 100 runs
+			c.Clock = nil // the system's: the harness's fake blocks on its 2,000 alarms
+		})
+		// Enough that some are still queued when the Stop comes.
+		for j := range 2000 {
+			h.sched.Wake(fmt.Sprintf("user:n%d-%d", i, j))
+		}
+		if err := h.sched.Close(); err != nil {
+			t.Fatalf("close %d: %v", i, err)
+		}
+	}
+}

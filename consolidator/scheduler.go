@@ -250,6 +250,11 @@ type host struct {
 	deps     *deps
 	children map[string]*child
 	byPID    map[string]string
+	// stopping is set once the host stops. protoactor still hands a stopping
+	// actor the user messages of its mailbox (system messages, Stop among them,
+	// come first), and a child spawned then is never stopped: the host waited for
+	// it for ever, and Close for its whole CloseTimeout.
+	stopping bool
 }
 
 func hostProps(d *deps) *actor.Props {
@@ -279,7 +284,15 @@ func (h *host) forget(ns string, pid *actor.PID) {
 // Receive implements actor.Actor.
 func (h *host) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
+	case *actor.Stopping:
+		h.stopping = true
 	case *toNamespace:
+		if h.stopping {
+			if c, ok := m.msg.(*Consolidate); ok && c.Reply != nil {
+				c.Reply <- Outcome{Namespace: m.namespace, Err: ErrClosed} // room for one answer
+			}
+			return
+		}
 		c, ok := h.children[m.namespace]
 		if !ok {
 			ns, d := m.namespace, h.deps
