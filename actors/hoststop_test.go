@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,16 +151,16 @@ func TestDeadLetteredTaskIsAnswered(t *testing.T) {
 // context ignored, as a hung disk would), then goes through.
 type holdingStore struct {
 	actors.EventStore
-	once    sync.Once
+	held    atomic.Bool // not a sync.Once: the appends after the first go through meanwhile
 	entered chan struct{}
 	release chan struct{}
 }
 
 func (s *holdingStore) Append(ctx context.Context, events []messages.Envelope) error {
-	s.once.Do(func() {
+	if s.held.CompareAndSwap(false, true) {
 		close(s.entered)
 		<-s.release
-	})
+	}
 	return s.EventStore.Append(ctx, events)
 }
 
@@ -170,7 +172,7 @@ func (s *holdingStore) Append(ctx context.Context, events []messages.Envelope) e
 func TestStoppingHostStartsNoSession(t *testing.T) {
 	store := &holdingStore{entered: make(chan struct{}), release: make(chan struct{})}
 	h := newHarness(t, harnessOpts{
-		model: script(t, llm.ScriptStep{Content: "done"}, llm.ScriptStep{Content: "done"}, llm.ScriptStep{Content: "done"}),
+		model: script(t, slices.Repeat([]llm.ScriptStep{{Content: "done"}}, 8)...),
 		store: func(lg *sqlite.Log) actors.EventStore { store.EventStore = lg; return store },
 	})
 	released := false
@@ -194,13 +196,24 @@ func TestStoppingHostStartsNoSession(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the session never appended its task")
 	}
+	// Tasks for new sessions before the stop run (their sessions then stop with
+	// the host), while the held session's append waits.
+	for i := range 2 {
+		res, err := root.RequestFuture(h.host, &actors.SubmitTask{Envelope: task(fmt.Sprintf("early-%d", i), fmt.Sprintf("t-early-%d", i))}, 10*time.Second).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err, ok := res.(error); ok {
+			t.Fatalf("a task before the stop was answered %v", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	stopped := make(chan error, 1)
 	go func() { stopped <- actors.AwaitStop(ctx, h.system, h.host, root.Poison) }()
 	refused := false
 	for i := 0; i < 200 && !refused; i++ {
-		res, err := root.RequestFuture(h.host, &actors.SubmitTask{Envelope: task(fmt.Sprintf("late-%d", i), "t-1")}, 10*time.Second).Result()
+		res, err := root.RequestFuture(h.host, &actors.SubmitTask{Envelope: task(fmt.Sprintf("late-%d", i), fmt.Sprintf("t-late-%d", i))}, 10*time.Second).Result()
 		if err != nil {
 			t.Fatal(err)
 		}
