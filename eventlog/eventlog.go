@@ -608,8 +608,15 @@ func CheckPrunable(prefix string) error {
 // event of each of its items (a knowledge base's document) deletes the events a
 // later one superseded, so that its stream, and the cost of folding it, stays
 // bounded by its live content however often the items change. Sessions and the
-// other streams are never compacted. The SQLite log implements it; find it with
-// a type assertion.
+// other streams are never compacted. Both logs implement it; find it with a
+// type assertion.
+//
+// A log may not delete the events together for its readers: ClickHouse deletes
+// them with a mutation, which rewrites the data parts that hold them one part
+// after the other, so that a Read while it runs may return any subset of them
+// (never an event not listed, nor fewer of the others). A caller lists only
+// events whose deletion, in part or in whole, leaves what a fold of the stream
+// finds unchanged (see knowledge's compaction).
 //
 // Deleting leaves holes in the stream's seqs, which a writer that folded before
 // the deletion must not fill: Append refuses, with ErrSeqConflict, an event of
@@ -618,12 +625,23 @@ func CheckPrunable(prefix string) error {
 // lacked and appends after it, as on any other conflict.
 type Compacting interface {
 	// DeleteEvents deletes the events of stream at seqs, in one deletion (one
-	// transaction): a reader sees all of them or none. It never deletes the
+	// transaction on SQLite, where a reader sees all of them or none; one
+	// mutation per table on ClickHouse, see above), and returns once they are
+	// gone. It never deletes the
 	// stream's highest seq (skipped if listed), so that the next seq to append
 	// stays where it was; seqs not stored are skipped. It returns how many
 	// events it deleted. A stream CheckCompactable refuses, or a seq 0, is an
 	// error, and deletes nothing.
 	DeleteEvents(ctx context.Context, stream string, seqs []uint64) (int, error)
+}
+
+// CompactingCost is the optional capability of a Compacting log whose
+// deletions cost what the data stored beside the events weighs, not what they
+// delete (ClickHouse rewrites the data parts that hold them): a compaction
+// there should wait until it deletes at least CompactMin events.
+type CompactingCost interface {
+	// CompactMin returns the fewest events a compaction should delete at once.
+	CompactMin() int
 }
 
 // CompactablePrefixes are the prefixes of the streams Compacting deletes events

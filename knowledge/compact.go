@@ -21,7 +21,8 @@ import (
 // latest of its source); and the CompactTail latest events, whose idempotency
 // keys a retry may still name (the keys of the events deleted are forgotten: a
 // retry then decides afresh, finding an ingested document unchanged). A
-// removal goes with the events before it. Only a base whose vector store is in
+// removal goes at the compaction after the one that deleted the events before
+// it (see compactable). Only a base whose vector store is in
 // line with its fold is compacted: a later rebuild deletes from the store only
 // the chunks the stream still names. Agents' sessions that used the base are
 // untouched: they recorded the tool's results.
@@ -34,6 +35,22 @@ const (
 
 // compactable returns the seqs a compaction would delete now, ascending. The
 // caller holds mu.
+//
+// A fold that reads any part of them, with the events kept, finds the same
+// documents as one that reads all of them or none: a log may delete them in
+// parts that its readers see one after the other (ClickHouse's mutations,
+// eventlog.Compacting). A source's state is that of its latest event (an
+// ingestion replaces its chunks whole, a removal drops them, and chunk IDs
+// name their source, so no other source's events bear on it), and of each
+// source either that event is kept or it is the only one deleted: the latest
+// event of a source no longer live (a removal) goes only once the events
+// before it are gone, at a later compaction, since a fold that read one of
+// those without it would find the document live. The dimension is that of
+// the anchor, kept, and no event before it has a vector. What may differ is
+// not the documents: the idempotency keys of the events read (a retry under
+// one is answered from its event or decided afresh, unchanged either way),
+// the chunk IDs ever named (a rebuild deletes a few more vectors that are not
+// there), and holes (a fold that missed some rebuilds its store).
 func (s *state) compactable() []uint64 {
 	cut := uint64(0)
 	if s.seq > CompactTail {
@@ -48,7 +65,7 @@ func (s *state) compactable() []uint64 {
 		for _, seq := range trail {
 			switch {
 			case seq > cut || seq == s.seq:
-			case seq == last && (live || anchored):
+			case seq == last && (live || anchored || len(trail) > 1):
 			case seq == s.anchor:
 			default:
 				out = append(out, seq)
@@ -60,10 +77,21 @@ func (s *state) compactable() []uint64 {
 }
 
 // compactDue reports whether enough events are superseded to compact: more
-// than the live documents, and at least CompactMin. The caller holds mu.
-func (s *state) compactDue() bool {
+// than the live documents, and at least atLeast (Base.compactMin). The caller
+// holds mu.
+func (s *state) compactDue(atLeast int) bool {
 	superseded := s.events - len(s.docs) - CompactTail
-	return superseded >= max(CompactMin, len(s.docs))
+	return superseded >= max(atLeast, len(s.docs))
+}
+
+// compactMin is the fewest superseded events that make a compaction due after a
+// write: CompactMin, or what the log asks for if more (eventlog.CompactingCost:
+// on ClickHouse each deletion rewrites data parts shared with other streams).
+func (b *Base) compactMin() int {
+	if c, ok := b.cfg.Log.(eventlog.CompactingCost); ok {
+		return max(CompactMin, c.CompactMin())
+	}
+	return CompactMin
 }
 
 // forget takes the deleted seqs out of the trails. The caller holds mu for
@@ -99,7 +127,7 @@ func (b *Base) Compact(ctx context.Context) (int, error) {
 // failure is told to Config.CompactTrouble and tried again after a later write.
 // The caller holds mu for writing.
 func (b *Base) compactIfDue(ctx context.Context) {
-	if !b.st.compactDue() {
+	if !b.st.compactDue(b.compactMin()) {
 		return
 	}
 	if _, err := b.compact(ctx); err != nil && b.cfg.CompactTrouble != nil {

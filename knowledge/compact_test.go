@@ -1,6 +1,8 @@
 package knowledge_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -8,6 +10,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/knowledge"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
@@ -260,5 +263,77 @@ func TestCompactionLeavesNoStaleVectorsInAnotherNodesStore(t *testing.T) {
 	slices.Sort(live)
 	if got := storeIDs(t, otherStore, "docs", 256); !slices.Equal(got, live) {
 		t.Fatalf("the other node's store holds %d vectors, the base %d live chunks", len(got), len(live))
+	}
+}
+
+// halvingLog deletes the events of a compaction in two steps, the later half
+// first, and folds the base anew before and between them, as a reader of the
+// ClickHouse log may while a mutation has rewritten some of the stream's parts
+// and not the others (eventlog.Compacting).
+type halvingLog struct {
+	*sqlite.Log
+	fold func() string
+	errs []error
+}
+
+func (h *halvingLog) DeleteEvents(ctx context.Context, stream string, seqs []uint64) (int, error) {
+	before := h.fold()
+	upper, err := h.Log.DeleteEvents(ctx, stream, seqs[len(seqs)/2:])
+	if err != nil {
+		return upper, err
+	}
+	if mid := h.fold(); mid != before {
+		h.errs = append(h.errs, fmt.Errorf("deleting %d events, a fold between the halves found\n%s\nbefore the deletion\n%s", len(seqs), mid, before))
+	}
+	lower, err := h.Log.DeleteEvents(ctx, stream, seqs[:len(seqs)/2])
+	return upper + lower, err
+}
+
+// TestCompactionSeenInPartsKeepsTheDocuments: removed documents' events are
+// deleted along with the others, but a fold that reads a removal's deletion
+// and not that of the ingestion before it would find the document live; a
+// removal goes at a later compaction, once nothing of its document is left.
+func TestCompactionSeenInPartsKeepsTheDocuments(t *testing.T) {
+	const docs, gone = 60, 20
+	h := &halvingLog{Log: openLog(t, t.TempDir())}
+	h.fold = func() string {
+		bs, err := knowledge.Open(knowledge.Config{Log: plainLog{h.Log}, Vectors: openStore(t, ""), Embedder: llm.HashingEmbedder{}, EmbedderName: "hashing",
+			Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bs.Close()
+		b, err := bs.Base(testCtx(t), "docs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, d := range b.Documents() {
+			out = append(out, d.Source)
+		}
+		return strings.Join(out, " ")
+	}
+	f := newFixture(t, func(c *knowledge.Config) { c.Log = h })
+	b := f.base(t, "docs")
+	for d := range gone {
+		addText(t, b, fmt.Sprintf("gone/%03d.md", d), fmt.Sprintf("# Gone %d\n\nA document removed soon.", d))
+	}
+	reingest(t, b, docs, 0)
+	for d := range gone {
+		if err := b.Remove(testCtx(t), fmt.Sprintf("gone/%03d.md", d), ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for round := 1; round < 4; round++ {
+		reingest(t, b, docs, round)
+		if _, err := b.Compact(testCtx(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := errors.Join(h.errs...); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := streamSize(t, h.Log, "docs"); n > docs+knowledge.CompactTail+2 {
+		t.Fatalf("the stream holds %d events for %d documents: the removals stayed", n, docs)
 	}
 }

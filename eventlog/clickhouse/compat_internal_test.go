@@ -615,6 +615,11 @@ func TestDumpStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	r.at("delete events", answer{"SELECT DISTINCT seq FROM events", [][]any{{uint64(1)}, {uint64(2)}, {uint64(3)}}})
+	if n, err := l.DeleteEvents(ctx, eventlog.KnowledgeStreamPrefix+"docs'x", []uint64{1, 2}); err != nil || n != 2 {
+		t.Fatalf("DeleteEvents: %d, %v", n, err)
+	}
+
 	// Writable sends nothing while writes go through; once one failed, its probe.
 	r.at("writable")
 	if err := l.Writable(ctx); err != nil {
@@ -639,7 +644,7 @@ func TestDumpStatements(t *testing.T) {
 	}
 	for _, want := range []string{"create database", "migrate", "own", "append", "claim leased", "append leased", "claim", "read",
 		"read from a seq", "sessions", "sessions filtered", "sessions running", "sessions running, listing", "report", "report of an agent", "release",
-		"owners", "own again", "take over", "prune bus streams", "prune listed streams", "writable"} {
+		"owners", "own again", "take over", "prune bus streams", "prune listed streams", "delete events", "writable"} {
 		if !steps[want] {
 			t.Errorf("step %q sent no statement", want)
 		}
@@ -662,6 +667,7 @@ func TestDumpCallsEveryMethod(t *testing.T) {
 	noStatements := map[string]string{
 		"Stats":        "reads counters",
 		"PruneStreams": "PruneBusStreams runs its statements",
+		"CompactMin":   "reads the configuration",
 	}
 	src, err := os.ReadFile("compat_internal_test.go")
 	if err != nil {

@@ -78,6 +78,14 @@ type Config struct {
 	// up. Defaults 100ms and 5s.
 	RetryInitialBackoff time.Duration
 	RetryMaxBackoff     time.Duration
+	// CompactMin is the fewest superseded events of a knowledge base that a
+	// compaction deletes at once (eventlog.CompactingCost): each deletion is
+	// a mutation (ALTER TABLE … DELETE) that rewrites every data part holding
+	// the base's events, which in a merged table are large parts shared with
+	// every other stream, so it must be worth many events, not one write's
+	// few. A knowledge base's stream then holds up to about this many events
+	// beyond its live documents. Default 512.
+	CompactMin int
 	// CloseTimeout bounds how long Close waits for buffered appends to be written
 	// before it fails them with eventlog.ErrClosed. Default 10s.
 	CloseTimeout time.Duration
@@ -104,6 +112,7 @@ const (
 	DefaultRetryInitialBackoff = 100 * time.Millisecond
 	DefaultRetryMaxBackoff     = 5 * time.Second
 	DefaultCloseTimeout        = 10 * time.Second
+	DefaultCompactMin          = 512
 )
 
 // SplitAddr splits a comma-separated list of addresses, such as the value of an
@@ -144,6 +153,7 @@ func (c Config) WithDefaults() Config {
 	setDuration(&c.RetryInitialBackoff, DefaultRetryInitialBackoff)
 	setDuration(&c.RetryMaxBackoff, max(DefaultRetryMaxBackoff, c.RetryInitialBackoff))
 	setDuration(&c.CloseTimeout, DefaultCloseTimeout)
+	setInt(&c.CompactMin, DefaultCompactMin)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -205,6 +215,7 @@ func (c Config) Validate() error {
 		{"MaxBatchBytes", c.MaxBatchBytes},
 		{"MaxBuffered", c.MaxBuffered},
 		{"MaxBufferedBytes", c.MaxBufferedBytes},
+		{"CompactMin", c.CompactMin},
 	} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("%s is %d, want >= 0", n.name, n.v))

@@ -759,8 +759,9 @@ type storedEvents struct {
 	indexed map[idAt]bool
 	// current holds the current epoch of each partition the group's leases name.
 	current map[int]uint64
-	// sessions holds, for the sessions the group's claims name and those of the
-	// events accepted since the lookup (add), the highest seq and epoch stored.
+	// sessions holds, for the sessions the group's claims name, the compactable
+	// streams it appends to (eventlog.Compactable), and those of the events
+	// accepted since the lookup (add), the highest seq and epoch stored.
 	sessions map[string]sessionTop
 }
 
@@ -875,6 +876,11 @@ func (s *storedEvents) check(r *appendReq, retry bool) error {
 		case len(ids) == 1 && ids[0] != e.ID:
 			return fmt.Errorf("%w: session %s seq %d holds event %s, appended %s",
 				eventlog.ErrSeqConflict, e.SessionID, e.Seq, ids[0], e.ID)
+		case len(s.at[p]) == 0 && eventlog.Compactable(e.SessionID) && s.sessions[e.SessionID].seq > e.Seq:
+			// A hole DeleteEvents left, which only a writer that folded the
+			// stream before the deletion would try to fill (eventlog.Compacting).
+			return fmt.Errorf("%w: session %s holds events after seq %d, appended %s (its events were compacted: fold the stream again)",
+				eventlog.ErrSeqConflict, e.SessionID, e.Seq, e.ID)
 		}
 		for _, q := range s.where[e.ID] {
 			if q.p == p || (leased && q.epoch < epoch) {
@@ -920,8 +926,9 @@ func (s *storedEvents) claimed(r *appendReq, retry bool) error {
 // lookupQuery finds, in one round trip, what is stored at the appended positions
 // (1), where the appended IDs are listed in event_ids (2) and stored in events (3),
 // the current epoch of the leases' partitions (4), and the highest seq and epoch
-// of the sessions that claims name (5: lookupClaimsQuery, added for a group with
-// claims). The appended keys travel
+// of the sessions that claims name and of the compactable streams appended to
+// (5: lookupClaimsQuery, added for a group with either: the hole check of
+// eventlog.Compacting). The appended keys travel
 // as external tables (sent with the query, not parsed as SQL text), and every
 // branch uses a primary key. Positions are matched by a hash, which ClickHouse
 // 18.16 checks several times faster than a (session_id, seq) tuple; a collision
@@ -947,7 +954,8 @@ SELECT 4 AS src, '' AS session_id, toUInt64(partition) AS seq, '' AS id, max(epo
 WHERE partition IN (SELECT partition FROM leases)
 GROUP BY partition`
 
-// lookupClaimsQuery is the last branch of lookupQuery for a group with claims.
+// lookupClaimsQuery is the last branch of lookupQuery for a group with claims or
+// compactable streams (table claimed lists their sessions).
 const lookupClaimsQuery = `
 UNION ALL
 SELECT 5 AS src, session_id, max(seq) AS seq, '' AS id, max(epoch) AS epoch FROM events
@@ -970,12 +978,21 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 	if err != nil {
 		return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
 	}
-	partitions, claims := map[int]bool{}, false
+	partitions, tops := map[int]bool{}, map[string]bool{}
+	top := func(session string) error {
+		if tops[session] {
+			return nil
+		}
+		tops[session] = true
+		if err := claimed.Append(session); err != nil {
+			return fmt.Errorf("eventlog/clickhouse: append: %w", err)
+		}
+		return nil
+	}
 	for _, r := range reqs {
 		if r.claim {
-			claims = true
-			if err := claimed.Append(r.events[0].SessionID); err != nil {
-				return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
+			if err := top(r.events[0].SessionID); err != nil {
+				return nil, err
 			}
 		}
 		if r.lease != nil && !partitions[r.lease.Partition] {
@@ -988,6 +1005,11 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 			if err := tbl.Append(e.SessionID, e.Seq, e.ID); err != nil {
 				return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
 			}
+			if eventlog.Compactable(e.SessionID) {
+				if err := top(e.SessionID); err != nil {
+					return nil, err
+				}
+			}
 			if p, ok := canonicalPosition(e.ID); ok && p != (position{e.SessionID, e.Seq}) {
 				if err := tbl.Append(p.session, p.seq, e.ID); err != nil {
 					return nil, fmt.Errorf("eventlog/clickhouse: append: %w", err)
@@ -996,7 +1018,7 @@ func (l *Log) lookup(ctx context.Context, reqs []*appendReq) (*storedEvents, err
 		}
 	}
 	query, tables := lookupQuery, []*ext.Table{tbl, leases}
-	if claims {
+	if len(tops) > 0 {
 		query, tables = lookupQuery+lookupClaimsQuery, append(tables, claimed)
 	}
 	if l.externalTables != nil {
