@@ -113,40 +113,84 @@ func (s *state) forget(deleted []uint64) {
 // Compact deletes from the log the events of the knowledge base that later ones
 // superseded (see CompactMin), whether or not enough are due, and returns how
 // many it deleted: 0 when the log cannot delete events (it does not implement
-// eventlog.Compacting) or the vector store is not in line with the fold yet.
+// eventlog.Compacting), the vector store is not in line with the fold yet, or
+// another compaction of the base runs (it deletes them). Searches and writes of
+// the base go on while the log deletes (see compact).
 func (b *Base) Compact(ctx context.Context) (int, error) {
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	if err := b.fold(ctx); err != nil {
+		b.mu.Unlock()
 		return 0, err
 	}
-	return b.compact(ctx)
+	seqs := b.startCompaction()
+	b.mu.Unlock()
+	if seqs == nil {
+		return 0, nil
+	}
+	return b.compact(ctx, seqs)
 }
 
-// compactIfDue compacts after a write when enough events are superseded; a
-// failure is told to Config.CompactTrouble and tried again after a later write.
-// The caller holds mu for writing.
+// compactIfDue compacts after a write that asked for it (compactAsked) when
+// enough events are superseded; a failure is told to Config.CompactTrouble and
+// tried again after a later write. The caller does not hold mu: a write calls
+// it once it released its lock.
 func (b *Base) compactIfDue(ctx context.Context) {
-	if !b.st.compactDue(b.compactMin()) {
+	b.mu.Lock()
+	var seqs []uint64
+	if b.compactAsked && b.st.compactDue(b.compactMin()) {
+		seqs = b.startCompaction()
+	}
+	b.compactAsked = false
+	b.mu.Unlock()
+	if seqs == nil {
 		return
 	}
-	if _, err := b.compact(ctx); err != nil && b.cfg.CompactTrouble != nil {
+	if _, err := b.compact(ctx, seqs); err != nil && b.cfg.CompactTrouble != nil {
 		b.cfg.CompactTrouble(b.name, err)
 	}
 }
 
-// compact deletes the events compactable names. The caller holds mu for
-// writing, and folded the stream.
-func (b *Base) compact(ctx context.Context) (int, error) {
-	c, ok := b.cfg.Log.(eventlog.Compacting)
-	if !ok || !b.inLine() || len(b.parked) > 0 || len(b.retired) > 0 {
-		return 0, nil
+// startCompaction returns the seqs a compaction deletes now (compactable) and
+// marks the compaction running (compacting), or nil when none is to run: the log
+// cannot delete, the store is not in line with the fold, nothing is superseded,
+// a compaction runs already, or the base was released (the instance loaded in
+// its place compacts). The caller holds mu for writing, folded the stream, and
+// calls compact with the seqs.
+func (b *Base) startCompaction() []uint64 {
+	if _, ok := b.cfg.Log.(eventlog.Compacting); !ok || b.compacting || b.use.Released() {
+		return nil
+	}
+	if !b.inLine() || len(b.parked) > 0 || len(b.retired) > 0 {
+		return nil
 	}
 	seqs := b.st.compactable()
 	if len(seqs) == 0 {
-		return 0, nil
+		return nil
 	}
-	n, err := c.DeleteEvents(ctx, b.stream, seqs)
+	b.compacting = true
+	return seqs
+}
+
+// compact deletes the events of seqs (startCompaction) without holding mu, so
+// that searches and writes go on while the log deletes (a ClickHouse mutation
+// takes seconds to minutes on a large table), then takes them out of the fold's
+// trails. A write meanwhile appends at the next seq, above every one deleted
+// (compactable never lists the fold's last, and DeleteEvents never deletes the
+// stream's highest), and supersedes, never revives, what they held: a listed
+// event stays superseded by a later event of its source, or is the removal of a
+// document whose earlier events are gone, and a later ingestion of its source
+// supersedes it too. A fold meanwhile reads only the events after its seq, so
+// none of the deleted; one by another instance may read any part of them,
+// which compactable allows for. The chunks only the deleted events named were
+// out of the store when they were chosen (the store was in line), and no write
+// brings them back without an event of its own, kept. compacting keeps a second
+// compaction of the base from choosing before this one's seqs are forgotten,
+// and the base from being released meanwhile (releaseBase).
+func (b *Base) compact(ctx context.Context, seqs []uint64) (int, error) {
+	n, err := b.cfg.Log.(eventlog.Compacting).DeleteEvents(ctx, b.stream, seqs)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.compacting = false
 	if err != nil {
 		return 0, fmt.Errorf("knowledge: %s: compacting %d superseded events: %w", b.name, len(seqs), err)
 	}

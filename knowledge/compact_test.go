@@ -337,3 +337,175 @@ func TestCompactionSeenInPartsKeepsTheDocuments(t *testing.T) {
 		t.Fatalf("the stream holds %d events for %d documents: the removals stayed", n, docs)
 	}
 }
+
+// blockingLog holds every DeleteEvents until the test closes release, as a
+// ClickHouse mutation on a large table holds it for seconds to minutes; started
+// hears of each call, with its seqs.
+type blockingLog struct {
+	*sqlite.Log
+	started chan []uint64
+	release chan struct{}
+}
+
+func (l *blockingLog) DeleteEvents(ctx context.Context, stream string, seqs []uint64) (int, error) {
+	l.started <- slices.Clone(seqs)
+	select {
+	case <-l.release:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return l.Log.DeleteEvents(ctx, stream, seqs)
+}
+
+// TestCompactionLetsSearchesAndWritesGoOn: while the log deletes a
+// compaction's events, the base's searches answer and its writes are stored
+// (the compaction does not hold the base's lock meanwhile), and no second
+// compaction of the base starts, though the writes make one due, nor is the
+// base released to make room for another; after the
+// deletion, the base holds every document, as a fold from scratch finds them,
+// and the vector store holds its live chunks.
+func TestCompactionLetsSearchesAndWritesGoOn(t *testing.T) {
+	const docs, rounds = 5, 20
+	bl := &blockingLog{Log: openLog(t, t.TempDir()), started: make(chan []uint64, 16), release: make(chan struct{})}
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(bl.release)
+		}
+	})
+	f := newFixture(t, func(c *knowledge.Config) { c.Log, c.MaxBases = bl, 1 })
+	b := f.base(t, "docs")
+	for round := range rounds { // 100 events, 31 superseded: no compaction due yet
+		reingest(t, b, docs, round)
+	}
+	if len(bl.started) != 0 {
+		t.Fatal("a compaction ran before one was due")
+	}
+	hang := func(what string, done <-chan error) {
+		t.Helper()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("%s during the compaction: %v", what, err)
+			}
+		case <-time.After(30 * time.Second): // a hang guard only
+			t.Fatalf("%s hung while the log deleted a compaction's events", what)
+		}
+	}
+	type compacted struct {
+		n   int
+		err error
+	}
+	first := make(chan compacted, 1)
+	go func() {
+		n, err := b.Compact(testCtx(t))
+		first <- compacted{n, err}
+	}()
+	var seqs []uint64
+	select {
+	case seqs = <-bl.started:
+	case <-time.After(30 * time.Second): // a hang guard only
+		t.Fatal("Compact deleted nothing")
+	}
+
+	// A search answers, and writes are stored: a new document, a changed one,
+	// and enough of them to make another compaction due (141 events, 68
+	// superseded), which must not start: it would wait for the first.
+	searched := make(chan error, 1)
+	go func() {
+		r, err := b.Search(testCtx(t), knowledge.Query{Text: "harbour log of pier 3"})
+		if err == nil && (len(r.Hits) == 0 || r.Hits[0].Source != "docs/003.md") {
+			err = fmt.Errorf("hits %v, want docs/003.md first", sources(r.Hits))
+		}
+		searched <- err
+	}()
+	hang("a search", searched)
+	wrote := make(chan error, 1)
+	go func() {
+		var err error
+		for i := 0; i < 40 && err == nil; i++ {
+			_, err = b.AddText(testCtx(t), fmt.Sprintf("new/%02d.md", i%4), fmt.Sprintf("# New %d\n\nWritten during the compaction, version %d.", i%4, i), "")
+		}
+		if err == nil {
+			_, err = b.AddText(testCtx(t), "docs/000.md", "# Document 0\n\nChanged during the compaction.", "")
+		}
+		wrote <- err
+	}()
+	hang("writes", wrote)
+	if r := search(t, b, knowledge.Query{Text: "Changed during the compaction"}); len(r.Hits) == 0 || r.Hits[0].Source != "docs/000.md" {
+		t.Fatalf("the document changed during the compaction is not found: %v", sources(r.Hits))
+	}
+	// The base is not released meanwhile (over MaxBases), lest its next use
+	// load another instance of it, which could compact too.
+	f.base(t, "other")
+	f.bases.ReleaseIdle()
+	if !f.bases.Loaded("docs") {
+		t.Fatal("the base was released while its compaction ran")
+	}
+	// A second compaction does not start while the first runs.
+	if n, err := b.Compact(testCtx(t)); n != 0 || err != nil {
+		t.Fatalf("a second Compact during the first: %d, %v; want 0, nil", n, err)
+	}
+	if len(bl.started) != 0 {
+		t.Fatal("a second compaction started while the first deleted")
+	}
+
+	close(bl.release)
+	released = true
+	var c compacted
+	select {
+	case c = <-first:
+	case <-time.After(30 * time.Second): // a hang guard only
+		t.Fatal("Compact did not return after the deletion")
+	}
+	if c.err != nil || c.n != len(seqs) {
+		t.Fatalf("Compact: %d, %v; want %d deleted", c.n, c.err, len(seqs))
+	}
+	want := []string{"docs/000.md", "docs/001.md", "docs/002.md", "docs/003.md", "docs/004.md", "new/00.md", "new/01.md", "new/02.md", "new/03.md"}
+	var got []string
+	for _, d := range b.Documents() {
+		got = append(got, d.Source)
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("documents after the compaction: %v, want %v", got, want)
+	}
+	// The next compaction lists only events still stored: the first one's
+	// went out of the fold's trails.
+	n, err := b.Compact(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next := <-bl.started; n == 0 || n != len(next) || slices.ContainsFunc(next, func(seq uint64) bool { return slices.Contains(seqs, seq) }) {
+		t.Fatalf("the next compaction deleted %d of the events %v; the first deleted %v", n, next, seqs)
+	}
+	again := func() *knowledge.Base {
+		bs, err := knowledge.Open(knowledge.Config{Log: plainLog{bl.Log}, Vectors: openStore(t, ""), Embedder: llm.HashingEmbedder{}, EmbedderName: "hashing",
+			Now: func() time.Time { return t0 }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bs.Close() })
+		base, err := bs.Base(testCtx(t), "docs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return base
+	}()
+	if fmt.Sprint(again.Documents()) != fmt.Sprint(b.Documents()) {
+		t.Fatalf("a fold from scratch finds\n%v\nthe base holds\n%v", again.Documents(), b.Documents())
+	}
+	var live []string
+	for _, d := range b.Documents() {
+		hits, _ := b.Chunks(d.Source)
+		for _, h := range hits {
+			live = append(live, h.ChunkID)
+		}
+	}
+	slices.Sort(live)
+	if ids := storeIDs(t, f.store, "docs", 256); !slices.Equal(ids, live) {
+		t.Fatalf("the store holds %d vectors, the base %d live chunks", len(ids), len(live))
+	}
+	if n, _ := streamSize(t, bl.Log, "docs"); n > len(want)+knowledge.CompactTail+2 {
+		t.Fatalf("the stream holds %d events for %d documents", n, len(want))
+	}
+}

@@ -53,7 +53,8 @@
 // up to MaxAttempts; a key already applied returns the earlier result and writes
 // nothing. A write after which the events later ones superseded outnumber the
 // live documents compacts the stream (Base.Compact, CompactMin, CompactTail,
-// eventlog.Compacting). The slow steps of Add (conversion
+// eventlog.Compacting), without the knowledge base's lock while the log
+// deletes, so searches and writes go on meanwhile. The slow steps of Add (conversion
 // and embedding) run outside the knowledge base's lock, so documents are ingested in
 // parallel.
 //

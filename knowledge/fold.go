@@ -67,6 +67,11 @@ type Base struct {
 	// backlog is the count of vectors still to write or delete, as last told to
 	// Bases (see Bases.VectorBacklog).
 	backlog int64
+	// compacting says a compaction's deletion runs, without mu (Base.compact):
+	// no other starts, and the base is not released, until it ends.
+	// compactAsked says a write appended since the last check of whether a
+	// compaction is due (compactIfDue).
+	compacting, compactAsked bool
 }
 
 // The waits after a failure of the vector store before a sync tries it again:
@@ -93,7 +98,7 @@ func releaseBase(b *Base, let func(synced uint64)) bool {
 		return false
 	}
 	defer b.mu.Unlock()
-	if !b.inLine() || b.backlog > 0 {
+	if !b.inLine() || b.backlog > 0 || b.compacting {
 		return false
 	}
 	var synced uint64
@@ -382,7 +387,8 @@ func (b *Base) useCollection(coll string) {
 // key was applied already, appends the event change builds for the next seq, again
 // after a refold when another writer took it. change checks its input against the
 // folded state; its error is returned with nothing written, and a nil payload
-// writes nothing. The caller holds mu for writing.
+// writes nothing. The caller holds mu for writing, and calls compactIfDue once
+// it released it (a write that appended asks for a compaction: compactAsked).
 func (b *Base) write(ctx context.Context, key string, change func() (messages.Payload, error)) (applied bool, err error) {
 	if b.use.Released() {
 		// Released while its caller held it: the base loaded in its place folds
@@ -400,7 +406,7 @@ func (b *Base) write(ctx context.Context, key string, change func() (messages.Pa
 		return []messages.Payload{p}, nil
 	})
 	if err == nil && wrote && !applied {
-		b.compactIfDue(ctx)
+		b.compactAsked = true
 	}
 	return applied, err
 }

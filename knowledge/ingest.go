@@ -176,6 +176,7 @@ func (b *Base) ingest(ctx context.Context, source string, body []byte, key strin
 		newDim = max(newDim, len(vectors[i]))
 	}
 	res = AddResult{Source: source, Status: StatusAdded, Hash: hash, Chunks: len(chunks), Tokens: tokens, Bytes: len(body), MarkdownBytes: len(md)}
+	defer b.compactIfDue(ctx) // after the unlock: searches and writes go on meanwhile
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var decidedRes AddResult
@@ -308,6 +309,7 @@ func (b *Base) Remove(ctx context.Context, source, key string) error {
 	if len(source) > MaxSourceLen {
 		return invalid // never stored: no fold needed to say so
 	}
+	defer b.compactIfDue(ctx) // after the unlock: searches and writes go on meanwhile
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	applied, err := b.write(ctx, key, func() (messages.Payload, error) {
