@@ -139,12 +139,22 @@ func (b *Batch) commit(ws []*batchWrite) {
 		defer stop()
 	}
 
+	// The writers are told once Lock is released (deferred calls run last in,
+	// first out): a writer that returns finds the stream's lock free, as after a
+	// Stream.Write (a memory namespace released at once after a write, whose
+	// release takes the lock only if it is free, stayed loaded).
+	var ended []*batchWrite
+	defer func() {
+		for _, w := range ended {
+			close(w.end)
+		}
+	}()
 	b.Lock.Lock()
 	defer b.Lock.Unlock()
 	s, f := b.Stream, b.Fold
 	finish := func(w *batchWrite, err error) {
 		w.err = err
-		close(w.end)
+		ended = append(ended, w)
 	}
 	for attempt := range MaxAttempts {
 		if err := s.CatchUp(ctx, f); err != nil {

@@ -193,3 +193,55 @@ func TestBatchDecidesAgainAfterASeqConflict(t *testing.T) {
 		t.Errorf("the fold: %q at seq %d", f.texts, f.seq)
 	}
 }
+
+// A writer is told its write ended only once the batch released Lock: a write
+// that returned found the lock still held while the batch ended its other
+// writes, so that a memory namespace released right after a write (its release
+// takes the lock only if it is free) stayed loaded (CI's race run of
+// memory's TestAWriteThroughAReleasedNamespaceLeavesNoBacklog).
+func TestBatchWriterReturnsWithTheLockFree(t *testing.T) {
+	ctx := context.Background()
+	l := &gatedLog{Log: open(t), entered: make(chan struct{}), open: make(chan struct{})}
+	var mu sync.Mutex
+	f := &resettable{notes: &notes{keys: map[string]bool{}}}
+	b := &entity.Batch{Stream: stream(l), Fold: f, Lock: &mu}
+
+	first := make(chan error, 1)
+	go func() { first <- b.Write(ctx, "k0", add("k0", "note 0"), nil) }()
+	<-l.entered
+	checked := make(chan bool, 1)
+	free := make(chan bool, 1)
+	go func() {
+		// Decided first in the batch queued behind the held Append.
+		err := b.Write(ctx, "ka", add("ka", "note a"), nil)
+		ok := mu.TryLock()
+		if ok {
+			mu.Unlock()
+		}
+		free <- ok && err == nil
+		checked <- true
+	}()
+	waitQueued(t, b, 1)
+	second := make(chan error, 1)
+	go func() {
+		second <- b.Write(ctx, "kb", add("kb", "note b"), func(bool) {
+			// Still in the batch, Lock held: give the first writer, if it was
+			// told already, the time to look at the lock (a hang guard when not).
+			select {
+			case <-checked:
+			case <-time.After(200 * time.Millisecond):
+			}
+		})
+	}()
+	waitQueued(t, b, 2)
+	close(l.open)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	if !<-free {
+		t.Fatal("a write returned while the batch still held the stream's lock")
+	}
+}
