@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -92,10 +94,18 @@ func ownerOf(t *testing.T, conn ch.Conn, partition int) string {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var node string
-	if err := conn.QueryRow(ctx, "SELECT node FROM ownership WHERE partition = ? ORDER BY epoch DESC LIMIT 1", uint32(partition)).Scan(&node); err != nil {
-		t.Fatalf("owner of partition %d: %v", partition, err)
+	for {
+		// A node says it owns a partition (its gauge) as it is assigned it, and
+		// records the ownership in the log right after, in the background.
+		err := conn.QueryRow(ctx, "SELECT node FROM ownership WHERE partition = ? ORDER BY epoch DESC LIMIT 1", uint32(partition)).Scan(&node)
+		if err == nil {
+			return node
+		}
+		if !errors.Is(err, sql.ErrNoRows) || ctx.Err() != nil {
+			t.Fatalf("owner of partition %d: %v", partition, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	return node
 }
 
 // assertNothingShadowed reads the events table itself and fails if it holds an
