@@ -535,3 +535,47 @@ func TestSchedulerClosesWithAMessageQueuedBehindTheStop(t *testing.T) {
 		}
 	}
 }
+
+// A run opens its namespace, and a node schedules every namespace it opens (a
+// namespace released after its idle timeout is folded again by the run): that
+// Scheduled, reaching the host during the run, counted as a message on its way, so
+// the host refused the actor's word that it was idle, and the namespace was loaded
+// again at every run, for ever (seen on a node whose memory idle_timeout was below
+// the consolidator's interval: every namespace it ever used, reloaded every 10
+// minutes). A Scheduled for a namespace that has a consolidator changes nothing
+// and does not keep it.
+func TestSchedulerStopsAnIdleNamespaceWhoseRunSchedulesIt(t *testing.T) {
+	var h *schedulerHarness
+	target := newFake(cleanup()...)
+	h = newScheduler(t, target, func(c *consolidator.SchedulerConfig) {
+		c.Open = func(ctx context.Context, ns string) (consolidator.Target, error) {
+			h.sched.Schedule(ns) // as the node's memory does when a namespace is opened
+			return target, nil
+		}
+	})
+	h.sched.Schedule("user:alice")
+	h.clock.waitSet(t)
+	h.waitNamespaces(t, 1)
+	h.clock.Advance(10 * time.Minute)
+	if o := h.nextRun(t); o.Report.Forgotten != 2 {
+		t.Fatalf("first run %+v", o)
+	}
+	for idle := 1; idle <= 3; idle++ {
+		h.clock.waitSet(t)
+		h.clock.Advance(10 * time.Minute)
+		if o := h.nextRun(t); o.Err != nil || len(o.Report.Decisions) != 0 {
+			t.Fatalf("idle run %d %+v", idle, o)
+		}
+		// A hang guard, not a time the stop must take.
+		deadline := time.Now().Add(10 * time.Second)
+		for h.sched.Namespaces() != 0 && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		if h.sched.Namespaces() == 0 {
+			h.clock.Advance(10 * time.Minute)
+			h.noRun(t, "after the idle run")
+			return
+		}
+	}
+	t.Fatalf("%d namespaces have a consolidator after 3 idle runs that opened it; want 0", h.sched.Namespaces())
+}

@@ -294,6 +294,14 @@ func (h *host) Receive(ctx actor.Context) {
 			return
 		}
 		c, ok := h.children[m.namespace]
+		if _, sched := m.msg.(*Scheduled); sched && ok {
+			// It changes nothing for a namespace that has a consolidator, and must
+			// not keep it from stopping when idle: a run opens its namespace, and
+			// the node schedules every namespace it opens, so a namespace folded
+			// again by its own run (released after its idle timeout) was never
+			// idle, and was loaded again at every run, for ever.
+			return
+		}
 		if !ok {
 			ns, d := m.namespace, h.deps
 			// Counted before it is spawned: the actor starts (and arms its

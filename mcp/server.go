@@ -126,7 +126,7 @@ type Server struct {
 	ids     sessionIDs   // the IDs of new sessions over Streamable HTTP
 	use     sessionUse   // the sessions over Streamable HTTP by their last request (server_cap.go)
 	book    *sessionBook // the sessions' log levels, subscriptions and calls
-	events  eventStore   // the events of the streams over Streamable HTTP
+	events  *eventStore  // the events of the streams over Streamable HTTP
 	pending sync.Map     // the run_task calls on their way to the handler, by token (*pendingCall)
 
 	callsMu sync.Mutex
@@ -156,7 +156,7 @@ func NewServer(n Node, opts ServerOptions) *Server {
 		opts.StartGrace = DefaultStartGrace
 	}
 	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{}, calls: map[string]map[*follower]bool{},
-		closing: make(chan struct{}), book: newSessionBook(n), events: eventStore{sdk.NewMemoryEventStore(nil)}}
+		closing: make(chan struct{}), book: newSessionBook(n), events: newEventStore()}
 	caps := &sdk.ServerCapabilities{Tools: &sdk.ToolCapabilities{ListChanged: true}, Logging: &sdk.LoggingCapabilities{}}
 	sopts := &sdk.ServerOptions{
 		Instructions: "The tools of a Troupe node's agent, and run_task, which runs a task on the agent and answers with its final output.",

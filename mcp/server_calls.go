@@ -61,31 +61,6 @@ func (c *pendingCall) streamID() string {
 
 type pendingKey struct{}
 
-// eventStore is the SDK's event store, which tells the run_task call of the
-// request that opens a stream (a pendingCall in the request's context) the
-// stream's ID.
-type eventStore struct {
-	*sdk.MemoryEventStore
-}
-
-// Open implements sdk.EventStore.
-func (s eventStore) Open(ctx context.Context, sessionID, streamID string) error {
-	if c, ok := ctx.Value(pendingKey{}).(*pendingCall); ok {
-		c.mu.Lock()
-		c.stream = streamID
-		c.mu.Unlock()
-	}
-	return s.MemoryEventStore.Open(ctx, sessionID, streamID)
-}
-
-// has reports whether the store can replay a session's stream after index idx.
-func (s eventStore) has(ctx context.Context, sessionID, streamID string, idx int) bool {
-	for _, err := range s.After(ctx, sessionID, streamID, idx) {
-		return err == nil
-	}
-	return true
-}
-
 // holdCall notes a POST that is a tools/call (one JSON-RPC request, not a
 // batch) as a pendingCall, in r's context and under callHeader, and returns the
 // request to pass on and the function that forgets the call once it is served.
