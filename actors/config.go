@@ -130,11 +130,10 @@ func (s *SessionState) liveDigest(name string) string {
 		return d
 	}
 	if s.agents.digests != nil {
-		key := name
-		if key == "default" {
-			key = ""
+		if defaultAgent(name) {
+			name = ""
 		}
-		return s.agents.digests[key] // "" for one it does not have
+		return s.agents.digests[name] // "" for one it does not have
 	}
 	d := ""
 	if a, ok := s.agents.For(name); ok {

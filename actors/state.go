@@ -129,12 +129,15 @@ func (as Agents) withDigests() Agents {
 
 // For returns the agent a task naming name runs, and false when there is none.
 func (as Agents) For(name string) (Agent, bool) {
-	if name == "" || name == "default" {
+	if defaultAgent(name) {
 		return as.Default, true
 	}
 	a, ok := as.Named[name]
 	return a, ok
 }
+
+// defaultAgent reports whether a task naming name runs the default agent.
+func defaultAgent(name string) bool { return name == "" || name == "default" }
 
 // maxStepsError is the error of a task stopped by its max steps, max, after steps
 // model calls. More calls than max were made only when the agent's max_steps was

@@ -151,10 +151,7 @@ func (l *Log) deleteStreams(ctx context.Context, due []any) error {
 	in := strings.TrimSuffix(strings.Repeat("?, ", len(due)), ", ")
 	var tables []string
 	for _, t := range pruneTables {
-		qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
-		err := l.conn.Exec(qctx, "ALTER TABLE "+t.table+" DELETE WHERE "+t.column+" IN ("+in+")", due...)
-		cancel()
-		if err != nil {
+		if err := l.exec(ctx, "ALTER TABLE "+t.table+" DELETE WHERE "+t.column+" IN ("+in+")", due...); err != nil {
 			return fmt.Errorf("delete from %s: %w", t.table, err)
 		}
 		tables = append(tables, "'"+t.table+"'")
