@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,8 +43,11 @@ func ParseTaskID(id sdk.TaskID) (session, envID string, ok bool) {
 	return s[:i], "a2a-" + s[i+1:], true
 }
 
-// maxLiveTasks bounds the tasks a TaskStore holds in memory: past it, the ended
-// ones are dropped (their sessions' events still have them).
+// maxLiveTasks bounds the tasks a TaskStore holds in memory. Past it, the half
+// used longest ago (saved or read) is dropped, whatever their state: their
+// sessions' events still have them, and Get rebuilds them from there, as any other
+// node over the same log does. Only a claimed task (ClaimKey: its session has not
+// recorded it yet) is never dropped.
 const maxLiveTasks = 10000
 
 // TaskStore is the a2asrv.TaskStore of a node's A2A tasks: the tasks this process
@@ -53,15 +57,24 @@ const maxLiveTasks = 10000
 // waits for approval), each time it is read.
 type TaskStore struct {
 	backend Backend
+	max     int // maxLiveTasks; tests set fewer
 	mu      sync.Mutex
-	live    map[sdk.TaskID]*sdk.Task // snapshots: the SDK changes the tasks it saved
+	live    map[sdk.TaskID]*liveTask
+	tick    uint64 // counts uses: liveTask.used
+}
+
+// liveTask is a task a TaskStore holds: a snapshot (the SDK changes the tasks it
+// saved), and when it was last saved or read (TaskStore.tick).
+type liveTask struct {
+	task *sdk.Task
+	used uint64
 }
 
 var _ a2asrv.TaskStore = (*TaskStore)(nil)
 
 // NewTaskStore returns a store reading sessions from b.
 func NewTaskStore(b Backend) *TaskStore {
-	return &TaskStore{backend: b, live: map[sdk.TaskID]*sdk.Task{}}
+	return &TaskStore{backend: b, max: maxLiveTasks, live: map[sdk.TaskID]*liveTask{}}
 }
 
 // snapshot copies what of a saved task the SDK changes in place afterwards: it
@@ -113,11 +126,18 @@ func (s *TaskStore) Save(ctx context.Context, task *sdk.Task) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.live[task.ID]; !ok && len(s.live) >= maxLiveTasks {
-		s.dropEnded()
-	}
-	s.live[task.ID] = snap
+	s.put(task.ID, snap)
 	return nil
+}
+
+// put holds task t as id, making room first when id is new and the store is
+// full. The caller holds s.mu.
+func (s *TaskStore) put(id sdk.TaskID, t *sdk.Task) {
+	if _, ok := s.live[id]; !ok && len(s.live) >= s.max {
+		s.dropOldest()
+	}
+	s.tick++
+	s.live[id] = &liveTask{task: t, used: s.tick}
 }
 
 // claim saves task unless the store has the task already, live or in its
@@ -134,10 +154,10 @@ func (s *TaskStore) claim(ctx context.Context, task *sdk.Task) (bool, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if cur, ok := s.live[task.ID]; ok && cur.Status.State != sdk.TaskStateFailed {
+	if cur, ok := s.live[task.ID]; ok && cur.task.Status.State != sdk.TaskStateFailed {
 		return false, nil
 	}
-	s.live[task.ID] = snapshot(task)
+	s.put(task.ID, snapshot(task))
 	return true, nil
 }
 
@@ -146,19 +166,34 @@ func (s *TaskStore) claim(ctx context.Context, task *sdk.Task) (bool, error) {
 func (s *TaskStore) release(id sdk.TaskID) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t, ok := s.live[id]; ok {
-		if claimed, _ := t.Metadata[ClaimKey].(bool); claimed {
-			delete(s.live, id)
-		}
+	if t, ok := s.live[id]; ok && claimed(t.task) {
+		delete(s.live, id)
 	}
 }
 
-// dropEnded forgets the tasks in a terminal state. The caller holds s.mu.
-func (s *TaskStore) dropEnded() {
+// claimed reports whether t is a claimed task its session has not recorded yet.
+func claimed(t *sdk.Task) bool {
+	c, _ := t.Metadata[ClaimKey].(bool)
+	return c
+}
+
+// dropOldest forgets the half of the tasks used longest ago, claimed ones
+// excepted, so that a store kept full drops tasks once per max/2 new ones. The
+// caller holds s.mu.
+func (s *TaskStore) dropOldest() {
+	type use struct {
+		id   sdk.TaskID
+		used uint64
+	}
+	uses := make([]use, 0, len(s.live))
 	for id, t := range s.live {
-		if t.Status.State.Terminal() {
-			delete(s.live, id)
+		if !claimed(t.task) {
+			uses = append(uses, use{id, t.used})
 		}
+	}
+	slices.SortFunc(uses, func(a, b use) int { return cmp.Compare(a.used, b.used) })
+	for _, u := range uses[:min(len(uses), max(len(s.live)/2, 1))] {
+		delete(s.live, u.id)
 	}
 }
 
@@ -166,9 +201,13 @@ func (s *TaskStore) dropEnded() {
 // events tell, else sdk.ErrTaskNotFound.
 func (s *TaskStore) Get(ctx context.Context, id sdk.TaskID) (*sdk.Task, error) {
 	s.mu.Lock()
-	t, ok := s.live[id]
+	var t *sdk.Task
+	if lt, ok := s.live[id]; ok {
+		s.tick++
+		lt.used, t = s.tick, lt.task
+	}
 	s.mu.Unlock()
-	if ok {
+	if t != nil {
 		return copyTask(t)
 	}
 	return s.rebuild(ctx, id)
@@ -222,7 +261,7 @@ func (s *TaskStore) EndedAmong(ctx context.Context, ids []sdk.TaskID) (map[sdk.T
 		session, _, valid := ParseTaskID(id)
 		switch {
 		case live:
-			out[id] = t.Status.State.Terminal()
+			out[id] = t.task.Status.State.Terminal()
 		case !valid || !running[session]:
 			out[id] = true
 		default:

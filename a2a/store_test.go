@@ -115,3 +115,63 @@ func TestTaskStoreEndedAmongListsTheRunningSessionsOnce(t *testing.T) {
 		}
 	}
 }
+
+// A store holds at most its bound of tasks, whatever their state: tasks that do
+// not end (waiting for input, or working for days) were never dropped, so a node
+// serving many of them grew without bound. A dropped task is rebuilt from its
+// session's events; a claimed one, not recorded yet, is never dropped, and the
+// ones used last stay.
+func TestTaskStoreBoundsTasksThatDoNotEnd(t *testing.T) {
+	ctx := context.Background()
+	l, err := sqlite.Open(ctx, sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	store := NewTaskStore(&logBackend{log: l})
+	store.max = 8
+	task := func(i int) *sdk.Task {
+		session := fmt.Sprintf("s%d", i)
+		return &sdk.Task{ID: TaskIDFor(session, fmt.Sprintf("m%d", i)), ContextID: session,
+			Status: sdk.TaskStatus{State: sdk.TaskStateInputRequired}}
+	}
+	claimedTask := &sdk.Task{ID: TaskIDFor("c", "mc"), ContextID: "c", Status: sdk.TaskStatus{State: sdk.TaskStateSubmitted}}
+	claimedTask.Metadata = map[string]any{ClaimKey: true}
+	if ok, err := store.claim(ctx, claimedTask); err != nil || !ok {
+		t.Fatalf("claim = %v, %v; want true", ok, err)
+	}
+	for i := range 100 {
+		e, err := messages.NewEnvelope(&messages.TaskSubmitted{Input: "hi"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.SessionID, e.Seq, e.TS, e.ID = fmt.Sprintf("s%d", i), 1, 1_800_000_000_000_000, EnvelopeID(fmt.Sprintf("m%d", i))
+		if err := l.Append(ctx, []messages.Envelope{e}); err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Save(ctx, task(i)); err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 0 {
+			if _, err := store.Get(ctx, task(0).ID); err != nil { // used often: stays
+				t.Fatal(err)
+			}
+		}
+	}
+	store.mu.Lock()
+	n, first, last, c := len(store.live), store.live[task(0).ID], store.live[task(99).ID], store.live[claimedTask.ID]
+	store.mu.Unlock()
+	if n > store.max {
+		t.Errorf("the store holds %d tasks after 100 that wait for input; want at most %d", n, store.max)
+	}
+	if first == nil || last == nil || c == nil {
+		t.Errorf("the store dropped a task used last (%v, %v) or the claimed one (%v)", first != nil, last != nil, c != nil)
+	}
+	got, err := store.Get(ctx, task(3).ID)
+	if err != nil {
+		t.Fatalf("a dropped task: %v; want it rebuilt from its session's events", err)
+	}
+	if got.ID != task(3).ID || got.ContextID != "s3" || got.Status.State.Terminal() {
+		t.Errorf("a dropped task rebuilt as %s in %s, %s; want %s in s3, not ended", got.ID, got.ContextID, got.Status.State, task(3).ID)
+	}
+}
