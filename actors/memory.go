@@ -210,6 +210,14 @@ func (h *memoryHost) Receive(ctx actor.Context) {
 			h.byName[name], h.byPID[pid.Id] = pid, name
 		}
 		ctx.Forward(pid)
+	case *namespacePassivate:
+		if name, ok := h.byPID[m.who.Id]; ok {
+			delete(h.byPID, m.who.Id)
+			if h.byName[name] != nil && h.byName[name].Id == m.who.Id {
+				delete(h.byName, name)
+			}
+			ctx.Poison(m.who)
+		}
 	case *actor.Terminated:
 		if name, ok := h.byPID[m.Who.Id]; ok {
 			delete(h.byPID, m.Who.Id)
@@ -230,12 +238,22 @@ type NamespaceActor struct {
 	// busy counts the requests and searches under way, which run off the actor's
 	// goroutine: the actor is not idle while one runs.
 	busy int
-	// running holds the requests under way: the actor stops once they ended (a
+	// running holds the requests and searches under way: the actor stops once they ended (a
 	// node's Close waits for the writes in hand before it closes the log).
 	running sync.WaitGroup
 	// stopping is set once the actor stops: see refuseStopping.
 	stopping bool
+	// passivating is set once the actor asked the host to stop it (passivate).
+	passivating bool
 }
+
+// namespacePassivate asks the host to stop an idle namespace's actor. The host forgets the
+// actor, so that the namespace's next requests start another, and poisons it: a
+// user message, after the requests the host forwarded to it before, which run.
+// An actor that stopped itself instead (a system message, ahead of its mailbox)
+// refused them, or they reached the dead letters: a request sent as a namespace
+// went idle failed though the host ran on.
+type namespacePassivate struct{ who *actor.PID }
 
 // refuseStopping answers a request that reached a stopping actor (what) with
 // ErrMemoryHostStopped. protoactor still hands an actor the user messages of its
@@ -281,8 +299,10 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		a.idle.stop()
 	case *namespaceIdle:
-		if a.busy == 0 {
-			ctx.Stop(ctx.Self())
+		if a.busy == 0 && !a.passivating {
+			// The host stops it (namespacePassivate): requests it forwarded before run first.
+			a.passivating = true
+			ctx.Send(ctx.Parent(), &namespacePassivate{who: ctx.Self()})
 			return
 		}
 		a.idle.reset(a.cfg.IdleTimeout)
@@ -305,7 +325,9 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 		// The search waits for its tier actors: off the actor's goroutine, so the
 		// namespace's next requests are not held up by it.
 		sender, self, root, tiers := ctx.Sender(), ctx.Self(), ctx.ActorSystem().Root, a.tiers
+		a.running.Add(1) // the tier actors stop after it: a stop waits for it
 		go func() {
+			defer a.running.Done()
 			res, err := a.search(m.Ctx, root, tiers, m.Query)
 			root.Send(sender, &MemoryDone{Value: res, Err: err})
 			root.Send(self, &searchEnded{})

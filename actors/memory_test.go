@@ -258,3 +258,36 @@ func TestMemoryHostStopsWithRequestsArrivingMeanwhile(t *testing.T) {
 		t.Fatal("no request was refused while the host stopped")
 	}
 }
+
+// A request that reaches a namespace while it passivates (its idle timeout ended
+// with nothing under way) runs: the namespace's actor, or the one started after
+// it, answers it. Before, the request was forwarded to the stopping actor and
+// refused ErrMemoryHostStopped (or reached the dead letters), though the host ran
+// on: a write sent as a namespace went idle failed.
+func TestMemoryRequestsRacingPassivationRun(t *testing.T) {
+	m := newMemories(t)
+	h, _ := newMemoryHost(t, m, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	failed := 0
+	var first error
+	for i := range 400 {
+		var err error
+		if i%2 == 0 {
+			_, err = h.Do(ctx, "agent:idle", func(context.Context, *memory.Namespace) (any, error) { return i, nil })
+		} else {
+			_, err = h.Search(ctx, "agent:idle", memory.Query{Text: "fact", Limit: 10, Mode: memory.ModeKeyword})
+		}
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+		// About the idle timeout: the next request meets the namespace as it passivates.
+		time.Sleep(time.Duration(800+i%5*100) * time.Microsecond)
+	}
+	if failed > 0 {
+		t.Fatalf("%d of 400 requests to a namespace that passivates between them failed; the first: %v", failed, first)
+	}
+}
