@@ -34,6 +34,20 @@ type eventStore struct {
 	maxBytes int
 	bytes    int
 	sessions map[string]*sessionStreams
+	// fifo is every datum kept, in the order appended (from head on), for purge
+	// to drop the oldest first; entries of data dropped otherwise (a stream
+	// forgotten, a session closed) are skipped when met, and cut out once they
+	// outnumber the data kept (compact).
+	fifo []datum
+	head int
+	// kept counts the data kept (the entries of fifo that are not stale).
+	kept int
+}
+
+// datum is an entry of eventStore.fifo: the datum at stream index idx of l.
+type datum struct {
+	l   *eventList
+	idx int
 }
 
 var _ sdk.EventStore = (*eventStore)(nil)
@@ -49,6 +63,7 @@ type eventList struct {
 	first int
 	data  [][]byte
 	size  int
+	gone  bool // forgotten: its entries in the store's fifo are stale
 }
 
 func newEventStore() *eventStore {
@@ -83,7 +98,7 @@ func (s *eventStore) stream(sessionID, streamID string) *eventList {
 		oldest := ss.order[0]
 		ss.order = slices.Delete(ss.order, 0, 1)
 		if l := ss.streams[oldest]; l != nil {
-			s.bytes -= l.size
+			s.forget(l)
 			delete(ss.streams, oldest)
 		}
 	}
@@ -99,33 +114,61 @@ func (s *eventStore) Append(_ context.Context, sessionID, streamID string, data 
 	defer s.mu.Unlock()
 	l := s.stream(sessionID, streamID)
 	s.purge(len(data))
+	s.fifo = append(s.fifo, datum{l: l, idx: l.first + len(l.data)})
+	s.kept++
 	l.data = append(l.data, data)
 	l.size += len(data)
 	s.bytes += len(data)
 	return nil
 }
 
-// purge drops the oldest data of every stream until n more bytes fit under
-// maxBytes (or nothing is left to drop). s.mu is held.
+// forget drops all of stream l's data. s.mu is held.
+func (s *eventStore) forget(l *eventList) {
+	s.bytes -= l.size
+	s.kept -= len(l.data)
+	l.gone, l.data, l.size = true, nil, 0
+	s.compact()
+}
+
+// purge drops the oldest data of all, whatever their streams, until n more bytes
+// fit under maxBytes (or nothing is left to drop). Each datum is met once: an
+// Append costs the data it drops, not a walk of every stream (the SDK's
+// MemoryEventStore, whose rules these were, dropped the first datum of every
+// stream at each pass, so past the bound each Append walked all the streams of
+// all the sessions, up to 256,000, under the lock, and dropped the only datum of
+// streams just opened). s.mu is held.
 func (s *eventStore) purge(n int) {
-	for s.bytes+n > s.maxBytes {
-		dropped := false
-		for _, ss := range s.sessions {
-			for _, l := range ss.streams {
-				if len(l.data) > 0 {
-					s.bytes -= len(l.data[0])
-					l.size -= len(l.data[0])
-					l.data[0] = nil
-					l.data = l.data[1:]
-					l.first++
-					dropped = true
-				}
-			}
+	for s.bytes+n > s.maxBytes && s.head < len(s.fifo) {
+		d := s.fifo[s.head]
+		s.fifo[s.head] = datum{}
+		s.head++
+		if d.l.gone || d.idx != d.l.first || len(d.l.data) == 0 {
+			continue // stale: dropped with its stream
 		}
-		if !dropped {
-			return
+		s.bytes -= len(d.l.data[0])
+		d.l.size -= len(d.l.data[0])
+		d.l.data[0] = nil
+		d.l.data = d.l.data[1:]
+		d.l.first++
+		s.kept--
+	}
+	s.compact()
+}
+
+// compact cuts the dropped and stale entries out of fifo once they are more than
+// the data kept, so that it stays within twice the data kept (and 1,024). s.mu
+// is held.
+func (s *eventStore) compact() {
+	if len(s.fifo)-s.kept <= max(s.kept, 1024) {
+		return
+	}
+	live := make([]datum, 0, s.kept)
+	for _, d := range s.fifo[s.head:] {
+		if !d.l.gone && d.idx >= d.l.first {
+			live = append(live, d)
 		}
 	}
+	s.fifo, s.head = live, 0
 }
 
 // After implements sdk.EventStore.
@@ -169,7 +212,7 @@ func (s *eventStore) SessionClosed(_ context.Context, sessionID string) error {
 	defer s.mu.Unlock()
 	if ss := s.sessions[sessionID]; ss != nil {
 		for _, l := range ss.streams {
-			s.bytes -= l.size
+			s.forget(l)
 		}
 		delete(s.sessions, sessionID)
 	}

@@ -116,3 +116,76 @@ func TestEventStorePurgesPastItsBytes(t *testing.T) {
 		t.Fatalf("closed: %v, %d bytes, %d streams", err, s.bytes, s.streams("a"))
 	}
 }
+
+// Past its bound the store drops the oldest data of all, not the first datum of
+// every stream: a stream just opened keeps its events (the one a client is most
+// likely to resume). Before, each purge took one datum from every stream of every
+// session, walking them all at each Append.
+func TestEventStorePurgesTheOldestDataOfAllStreams(t *testing.T) {
+	s := newEventStore()
+	s.maxBytes = 12
+	ctx := context.Background()
+	for _, a := range []struct{ session, stream, data string }{
+		{"a", "x", "x000"}, {"a", "x", "x001"}, {"b", "y", "y000"}, {"a", "z", "z000"},
+	} {
+		if err := s.Append(ctx, a.session, a.stream, []byte(a.data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	read := func(session, stream string, after int) string {
+		var got []string
+		for d, err := range s.After(ctx, session, stream, after) {
+			if err != nil {
+				return err.Error()
+			}
+			got = append(got, string(d))
+		}
+		return strings.Join(got, ",")
+	}
+	if got := read("a", "x", 0); got != "x001" {
+		t.Errorf("stream x after 0: %q; want x001 (x000, the oldest, purged)", got)
+	}
+	if got := read("b", "y", -1); got != "y000" {
+		t.Errorf("stream y from its start: %q; want y000, kept", got)
+	}
+	if got := read("a", "z", -1); got != "z000" {
+		t.Errorf("stream z from its start: %q; want z000", got)
+	}
+	// Data of closed sessions and forgotten streams is not counted, and purges
+	// skip it: the bound holds over many sessions opening and closing.
+	for i := range 5000 {
+		session := fmt.Sprintf("s%d", i%50)
+		if err := s.Append(ctx, session, fmt.Sprint(i%7), []byte("0123")); err != nil {
+			t.Fatal(err)
+		}
+		if i%13 == 0 {
+			if err := s.SessionClosed(ctx, session); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s.bytes > s.maxBytes || s.bytes < 0 || s.kept < 0 {
+			t.Fatalf("after %d appends: %d bytes kept (bound %d), %d data", i+1, s.bytes, s.maxBytes, s.kept)
+		}
+	}
+	if len(s.fifo)-s.head > 2*max(s.kept, 1024) {
+		t.Errorf("the purge queue holds %d entries for %d data kept", len(s.fifo)-s.head, s.kept)
+	}
+}
+
+// BenchmarkEventStoreAppendFull appends to a store past its byte bound, with
+// 1,000 sessions of 256 streams each holding data: each Append purges.
+func BenchmarkEventStoreAppendFull(b *testing.B) {
+	s := newEventStore()
+	ctx := context.Background()
+	data := make([]byte, 40)
+	s.maxBytes = 1000 * maxStreamsPerSession * len(data)
+	for i := range 1000 {
+		for j := range maxStreamsPerSession {
+			_ = s.Append(ctx, fmt.Sprint("s", i), fmt.Sprint(j), data)
+		}
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		_ = s.Append(ctx, fmt.Sprint("s", i%1000), fmt.Sprint(i%maxStreamsPerSession), data)
+	}
+}
