@@ -246,6 +246,28 @@ func TestSchedulerContainsAPanicInARun(t *testing.T) {
 	}
 }
 
+// A consolidator restarted after a run panicked stops when its namespace is idle,
+// as any other: the restarted actor started with no number for the last message
+// the host handed it, so the host, having sent it one, refused its every word that
+// it was idle, and the namespace was loaded at every run, for ever (until its next
+// use), after a single panic.
+func TestSchedulerStopsAnIdleNamespaceWhoseRunPanicked(t *testing.T) {
+	f := newFake()
+	f.panicOnSnapshot = 1
+	h := newScheduler(t, f, nil)
+	h.sched.Wake("user:alice")
+	if o := h.nextRun(t); o.Err == nil || !strings.Contains(o.Err.Error(), "panicked") {
+		t.Fatalf("run %+v, want the panic", o)
+	}
+	h.clock.waitSet(t) // armed when the actor started
+	h.clock.waitSet(t) // armed again when it restarted
+	h.clock.Advance(10 * time.Minute)
+	if o := h.nextRun(t); o.Cause != "schedule: every 10m0s" || o.Err != nil || len(o.Report.Decisions) != 0 {
+		t.Fatalf("idle run %+v", o)
+	}
+	h.waitNamespaces(t, 0) // its deadline is a hang guard: a refused stop is never retried
+}
+
 func TestSchedulerCloseEndsARunInProgress(t *testing.T) {
 	started := make(chan struct{})
 	h := newScheduler(t, newFake(), func(c *consolidator.SchedulerConfig) {

@@ -303,14 +303,14 @@ func (h *host) Receive(ctx actor.Context) {
 			return
 		}
 		if !ok {
-			ns, d := m.namespace, h.deps
+			ns, d, seq := m.namespace, h.deps, new(uint64) // seq outlives a restart
 			// Counted before it is spawned: the actor starts (and arms its
 			// schedule, and may run) on its own goroutine at once, and Namespaces
 			// read meanwhile said 0 while it ran (a flake of
 			// TestSchedulerKeepsTheConsolidatorOfAUsedNamespace under the race
 			// detector).
 			h.deps.namespaces.Add(1)
-			c = &child{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &NamespaceActor{ns: ns, deps: d} }))}
+			c = &child{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &NamespaceActor{ns: ns, deps: d, seq: seq} }))}
 			h.children[ns] = c
 			h.byPID[c.pid.Id] = ns
 		}
