@@ -320,8 +320,10 @@ func (h *host) Receive(ctx actor.Context) {
 		// Stopped only when nothing sent to it waits in its mailbox; the next
 		// message for the namespace spawns a new actor, with a new schedule.
 		if c, ok := h.children[m.namespace]; ok && c.pid.Id == m.pid.Id && c.sent == m.seq {
-			h.forget(m.namespace, c.pid)
+			// Stopped before it is no longer counted: once Namespaces says it
+			// is gone, its Stop is in its mailbox, ahead of any tick sent later.
 			ctx.Stop(c.pid)
+			h.forget(m.namespace, c.pid)
 			h.deps.logger.Debug("memory consolidation of an idle namespace stops until its next use", "namespace", m.namespace)
 		}
 	case *actor.Terminated:
