@@ -104,7 +104,8 @@ type deps struct {
 // Supervision: its parent (the Scheduler's host) restarts it when a run panics, up to
 // 10 times a minute, and stops it past that; the next message for the namespace
 // spawns a new one. A restart loses only the count of memories written since the last
-// run; the schedule starts again from the restart.
+// run; the schedule starts again from the restart, and the actor still stops when
+// its namespace is idle.
 type NamespaceActor struct {
 	ns      string
 	deps    *deps
@@ -114,8 +115,12 @@ type NamespaceActor struct {
 	// lastStart is when the last run started (the clock's time).
 	lastStart time.Time
 	runs      int
-	// seq is the host's number of the last message handled (delivery).
-	seq uint64
+	// seq is the host's number of the last message handled (delivery). It is
+	// the host's, shared by the actor's incarnations: one restarted after a
+	// panic, starting from 0, was refused its every word that it was idle (the
+	// host having sent it more), and its namespace ran and was loaded every
+	// Interval, for ever.
+	seq *uint64
 	// touched says that memories were written, or a run asked, since the last run.
 	touched bool
 }
@@ -126,7 +131,7 @@ var _ actor.Actor = (*NamespaceActor)(nil)
 func (a *NamespaceActor) Receive(ctx actor.Context) {
 	msg := ctx.Message()
 	if d, ok := msg.(*delivery); ok {
-		a.seq, msg = d.seq, d.msg
+		*a.seq, msg = d.seq, d.msg
 	}
 	switch m := msg.(type) {
 	case *actor.Started:
@@ -164,7 +169,7 @@ func (a *NamespaceActor) Receive(ctx actor.Context) {
 			// so that a node does not load every namespace it ever used each
 			// Interval, nor keep an actor for each; the namespace's next use (a
 			// write, a request, its next load) spawns one again.
-			ctx.Send(ctx.Parent(), &idle{namespace: a.ns, pid: ctx.Self(), seq: a.seq})
+			ctx.Send(ctx.Parent(), &idle{namespace: a.ns, pid: ctx.Self(), seq: *a.seq})
 		}
 	}
 }

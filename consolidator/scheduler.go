@@ -303,14 +303,14 @@ func (h *host) Receive(ctx actor.Context) {
 			return
 		}
 		if !ok {
-			ns, d := m.namespace, h.deps
+			ns, d, seq := m.namespace, h.deps, new(uint64) // seq outlives a restart
 			// Counted before it is spawned: the actor starts (and arms its
 			// schedule, and may run) on its own goroutine at once, and Namespaces
 			// read meanwhile said 0 while it ran (a flake of
 			// TestSchedulerKeepsTheConsolidatorOfAUsedNamespace under the race
 			// detector).
 			h.deps.namespaces.Add(1)
-			c = &child{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &NamespaceActor{ns: ns, deps: d} }))}
+			c = &child{pid: ctx.Spawn(actor.PropsFromProducer(func() actor.Actor { return &NamespaceActor{ns: ns, deps: d, seq: seq} }))}
 			h.children[ns] = c
 			h.byPID[c.pid.Id] = ns
 		}
@@ -320,8 +320,10 @@ func (h *host) Receive(ctx actor.Context) {
 		// Stopped only when nothing sent to it waits in its mailbox; the next
 		// message for the namespace spawns a new actor, with a new schedule.
 		if c, ok := h.children[m.namespace]; ok && c.pid.Id == m.pid.Id && c.sent == m.seq {
-			h.forget(m.namespace, c.pid)
+			// Stopped before it is no longer counted: once Namespaces says it
+			// is gone, its Stop is in its mailbox, ahead of any tick sent later.
 			ctx.Stop(c.pid)
+			h.forget(m.namespace, c.pid)
 			h.deps.logger.Debug("memory consolidation of an idle namespace stops until its next use", "namespace", m.namespace)
 		}
 	case *actor.Terminated:
