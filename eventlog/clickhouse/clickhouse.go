@@ -69,6 +69,9 @@ type Log struct {
 	// stopped (Close: the buffered appends are written or failed).
 	repairCtx   context.Context
 	stopRepairs context.CancelFunc
+	// settles are the background repairs of compacted streams' summaries
+	// (background): Close waits for them.
+	settles sync.WaitGroup
 }
 
 var (
@@ -109,7 +112,9 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 			return nil, fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
 		}
 	}
-	return start(cfg, rereading{conn, cfg.MaxOpenConns}), nil
+	l := start(cfg, rereading{conn, cfg.MaxOpenConns})
+	l.background(l.repairSummaries)
+	return l, nil
 }
 
 // start returns a Log of cfg (with defaults) on conn, its writer running.
@@ -896,6 +901,7 @@ func (l *Log) Close() error {
 				before.Buffered, l.cfg.CloseTimeout))
 		}
 		l.abort()
+		l.settles.Wait() // their waits end with closing, their queries with the abort
 		close(l.gone)
 		if err := l.conn.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("eventlog/clickhouse: close: %w", err))

@@ -46,14 +46,18 @@ GROUP BY session_id`
 // sessions, whose aggregate states cannot lose an event, is deleted and
 // written anew from the events left (summaryQuery): the new row's part is
 // written after the mutation was created, so the mutation leaves it alone;
-// a listing between the two misses the stream for that moment.
+// a listing between the two misses the stream for that moment. The two go
+// together, whenever ctx ends: apart, the stream would have no summary, and
+// the listings (knowledge.Bases.List) would miss it until it had one.
 //
 // A mutation rewrites each data part that holds rows it deletes (ClickHouse
 // hard-links the others), one part after the other: a Read while it runs may
 // return any subset of the events listed (see eventlog.Compacting). It returns
 // once the mutations are done (system.mutations); if ctx ends first, they go on
-// in the server, and the summary stays as it was (it counts the deleted events
-// until the stream's next compaction).
+// in the server, and the log writes the summary anew in the background once
+// they are done (settleLater). A process killed before it wrote the summary
+// leaves it stale: Open repairs the summaries of the compacted streams
+// (repairSummaries).
 func (l *Log) DeleteEvents(ctx context.Context, stream string, seqs []uint64) (int, error) {
 	if err := eventlog.CheckCompactable(stream, seqs); err != nil {
 		return 0, fmt.Errorf("eventlog/clickhouse: delete events: %w", err)
@@ -87,25 +91,137 @@ func (l *Log) DeleteEvents(ctx context.Context, stream string, seqs []uint64) (i
 	fail := func(what string, err error) (int, error) {
 		return 0, fmt.Errorf("eventlog/clickhouse: delete %d events of %s: %s: %w", len(due), stream, what, err)
 	}
+	// Once a mutation was asked for, it may run in the server whatever this
+	// call sees: a failure leaves the summary to settleLater.
+	unsettled := func(what string, err error) (int, error) {
+		l.settleLater(stream)
+		return fail(what, err)
+	}
 	where := " DELETE WHERE session_id = ? AND seq IN (" + strings.Join(due, ", ") + ")"
 	for _, table := range []string{"event_ids", "events"} { // events last, as in pruneTables
 		if err := l.exec(ctx, "ALTER TABLE "+table+where, stream); err != nil {
-			return fail("delete from "+table, err)
+			return unsettled("delete from "+table, err)
 		}
 	}
 	if err := l.waitMutations(ctx, []string{"'event_ids'", "'events'"}); err != nil {
-		return fail("delete", err)
+		return unsettled("delete", err)
 	}
-	if err := l.exec(ctx, "ALTER TABLE sessions DELETE WHERE session_id = ?", stream); err != nil {
-		return fail("delete its summary", err)
-	}
-	if err := l.exec(ctx, summaryQuery, stream); err != nil {
-		return fail("write its summary anew", err)
+	if err := l.rewriteSummary(context.WithoutCancel(ctx), stream); err != nil {
+		return unsettled("write its summary anew", err)
 	}
 	if err := l.waitMutations(ctx, []string{"'sessions'"}); err != nil {
 		return fail("delete its summary", err)
 	}
 	return len(due), nil
+}
+
+// rewriteSummary deletes the summary of stream in table sessions and writes it
+// anew from its events (summaryQuery), each within the query timeout. It does
+// not wait for the deletion's mutation.
+func (l *Log) rewriteSummary(ctx context.Context, stream string) error {
+	if err := l.exec(ctx, "ALTER TABLE sessions DELETE WHERE session_id = ?", stream); err != nil {
+		return fmt.Errorf("delete it: %w", err)
+	}
+	return l.exec(ctx, summaryQuery, stream)
+}
+
+// settleLater writes the summary of stream anew in the background, once the
+// mutations of events and event_ids are done: DeleteEvents failed after it
+// asked for them (its ctx ended while it waited, say). Close stops it (then
+// Open's repairSummaries does it).
+func (l *Log) settleLater(stream string) {
+	l.background(func(ctx context.Context) {
+		err := l.waitMutations(ctx, []string{"'event_ids'", "'events'"})
+		if err == nil {
+			err = l.rewriteSummary(ctx, stream)
+		}
+		if err != nil {
+			l.cfg.Logger.Warn("eventlog/clickhouse: the summary of a compacted stream is left as it was: it counts its deleted events until the log is opened again",
+				"stream", stream, "err", err)
+		}
+	})
+}
+
+// background runs f in a goroutine that Close waits for, with a context that
+// ends once the writer stopped; not at all once Close began.
+func (l *Log) background(f func(ctx context.Context)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	l.settles.Go(func() { f(l.repairCtx) })
+}
+
+// staleSummariesQuery lists the streams of a range of compactable ones
+// (eventlog.PrefixRange: from, end) whose summary in table sessions does not
+// count the seqs their events hold: a compaction's process died before it
+// wrote the summary anew (or after it deleted it: the summary counts 0).
+const staleSummariesQuery = `SELECT session_id FROM (
+	SELECT session_id, uniqExact(seq) AS stored FROM events
+	WHERE session_id >= ? AND session_id < ?
+	GROUP BY session_id
+) ANY LEFT JOIN (
+	SELECT session_id, uniqExactMerge(events) AS counted FROM sessions
+	WHERE session_id >= ? AND session_id < ?
+	GROUP BY session_id
+) USING session_id
+WHERE stored != counted
+ORDER BY session_id`
+
+// repairSummaries writes anew the summaries of the compactable streams that
+// do not count their events (staleSummariesQuery), once the mutations of
+// events and event_ids under way (a dead process's compaction goes on in the
+// server) are done. Open runs it in the background. It reads the seqs of
+// every compactable stream, which compaction keeps about as many as their
+// live items.
+func (l *Log) repairSummaries(ctx context.Context) {
+	err := l.waitMutations(ctx, []string{"'event_ids'", "'events'"})
+	var repaired []string
+	for _, prefix := range eventlog.CompactablePrefixes {
+		if err != nil {
+			break
+		}
+		var stale []string
+		stale, err = l.staleSummaries(ctx, prefix)
+		for _, stream := range stale {
+			if err = l.rewriteSummary(ctx, stream); err != nil {
+				break
+			}
+			repaired = append(repaired, stream)
+		}
+	}
+	if len(repaired) > 0 {
+		l.cfg.Logger.Info("eventlog/clickhouse: wrote anew the summaries that compactions left stale", "streams", repaired)
+	}
+	if err != nil && ctx.Err() == nil {
+		l.cfg.Logger.Warn("eventlog/clickhouse: could not repair the summaries that compactions left stale: the listings may count deleted events, or miss a knowledge base, until the log is opened again",
+			"err", err)
+	}
+}
+
+// staleSummaries returns the streams of prefix whose summary is stale.
+func (l *Log) staleSummaries(ctx context.Context, prefix string) ([]string, error) {
+	qctx, cancel := context.WithTimeout(ctx, l.cfg.QueryTimeout)
+	defer cancel()
+	from, end := eventlog.PrefixRange(prefix)
+	rows, err := l.conn.Query(qctx, staleSummariesQuery, from, end, from, end)
+	if err != nil {
+		return nil, fmt.Errorf("find the stale summaries: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("find the stale summaries: %w", err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("find the stale summaries: %w", err)
+	}
+	return out, nil
 }
 
 // storedSeqs returns the seqs stream holds, ascending.
