@@ -161,11 +161,11 @@ const staleSummariesQuery = `SELECT session_id FROM (
 	SELECT session_id, uniqExact(seq) AS stored FROM events
 	WHERE session_id >= ? AND session_id < ?
 	GROUP BY session_id
-) ANY LEFT JOIN (
+) AS stored_seqs ANY LEFT JOIN (
 	SELECT session_id, uniqExactMerge(events) AS counted FROM sessions
 	WHERE session_id >= ? AND session_id < ?
 	GROUP BY session_id
-) USING session_id
+) AS summaries USING session_id
 WHERE stored != counted
 ORDER BY session_id`
 
