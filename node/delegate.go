@@ -33,7 +33,8 @@ import (
 // answer, cut to MaxDelegateResult (MaxTeamMemberResult for a team's hand-over), is the call's result; a child that fails, for
 // whatever reason, is the call's error, with the reason and the child's session ID.
 // Cancelling the call (the parent's task is cancelled, or runs out of time) cancels
-// the child's task.
+// the child's task (delegateCalls), however far the call's performance got: one
+// cancelled as it starts still cancels the child an earlier performance started.
 
 // DelegateTool is the name of the tool an agent delegates a task to a sub-agent with
 // (a team hands its members their work with it: actors.DelegateTool).
@@ -93,11 +94,11 @@ func childTaskID(key messages.EffectKey) string {
 	return key.String() + "/delegate"
 }
 
-// delegateTool returns the delegate tool of a node that runs agents, whose calls run
-// perform. Its schema names the agents in an enum, and its description says what
-// each does: both follow agents alone, so a node and replay verification (with no
-// node: perform nil, and a call fails) offer the same bytes.
-func delegateTool(agents []NamedAgent, perform func(context.Context, delegateArgs) (string, error)) (tools.Tool, error) {
+// delegateTool returns the delegate tool of a node that runs agents, whose calls n
+// performs (delegateCalls). Its schema names the agents in an enum, and its
+// description says what each does: both follow agents alone, so a node and replay
+// verification (with no node: n nil, and a call fails) offer the same bytes.
+func delegateTool(agents []NamedAgent, n *Node) (tools.Tool, error) {
 	names := make([]any, len(agents))
 	var list strings.Builder
 	for i, a := range agents {
@@ -107,15 +108,16 @@ func delegateTool(agents []NamedAgent, perform func(context.Context, delegateArg
 			list.WriteString(": " + strings.Join(strings.Fields(d), " "))
 		}
 	}
-	if perform == nil {
-		perform = func(context.Context, delegateArgs) (string, error) {
-			return "", errors.New("delegate: sub-agents run on a node; this configuration is not one")
-		}
+	perform := func(context.Context, delegateArgs) (string, error) {
+		return "", errors.New("delegate: sub-agents run on a node; this configuration is not one")
+	}
+	if n != nil {
+		perform = n.delegate
 	}
 	desc := fmt.Sprintf("Hand a task to a sub-agent. It works in a session of its own, with a clean context (it sees only the task "+
 		"you give it, so say everything it needs) and its own limits, and its final answer is this call's result (at most %d KiB: "+
 		"a longer one is cut, with a note). If it fails, the call fails with its reason. The sub-agents:%s", MaxDelegateResult>>10, list.String())
-	return tools.Func(DelegateTool, desc, perform,
+	t, err := tools.Func(DelegateTool, desc, perform,
 		tools.WithSchemaFunc(func(s *jsonschema.Schema) {
 			if p := s.Properties["agent"]; p != nil {
 				p.Enum = names
@@ -126,18 +128,47 @@ func delegateTool(agents []NamedAgent, perform func(context.Context, delegateArg
 		tools.WithMaxOutput(MaxTeamMemberResult+4<<10),
 		tools.WithModelUsage(),
 	)
+	if err != nil || n == nil {
+		return t, err
+	}
+	return delegateCalls{FuncTool: t, n: n}, nil
+}
+
+// delegateCalls is a node's delegate tool: its function performs a call
+// (Node.delegate), and a call that ends because the parent cancelled it
+// (actors.ErrEffectCancelled: its task was cancelled, or ran past its deadline)
+// cancels the child's task, however far the function got. A call is cancelled as
+// soon as its task ends, and may be before its function reached the child, or
+// before the function ran at all (a tools.FuncTool does not call a function whose
+// context ended): a parent that resumes on another node (its node died or stopped)
+// and whose task is cancelled at once performs its calls again, and their children,
+// which the calls' earlier performances started, are still running.
+type delegateCalls struct {
+	*tools.FuncTool
+	n *Node
+}
+
+// Call implements tools.Tool.
+func (d delegateCalls) Call(ctx context.Context, c tools.Call) (string, error) {
+	out, err := d.FuncTool.Call(ctx, c)
+	if err != nil && errors.Is(context.Cause(ctx), actors.ErrEffectCancelled) {
+		if key, kerr := messages.ParseEffectKey(c.Key); kerr == nil {
+			d.n.cancelChild(ChildSessionID(key))
+		}
+	}
+	return out, err
 }
 
 // withDelegate returns ts and, when the configuration runs named agents, the
-// delegate tool whose calls run perform (nil: a tool that only describes itself).
-func (c Config) withDelegate(ts []tools.Tool, perform func(context.Context, delegateArgs) (string, error)) ([]tools.Tool, error) {
+// delegate tool whose calls n performs (nil: a tool that only describes itself).
+func (c Config) withDelegate(ts []tools.Tool, n *Node) ([]tools.Tool, error) {
 	if len(c.Agents) == 0 {
 		return ts, nil
 	}
 	if slices.ContainsFunc(ts, func(t tools.Tool) bool { return t.Spec().Name == DelegateTool }) {
 		return nil, fmt.Errorf("node: a tool is named %q, the name of the node's own tool for sub-agents (it has named agents): rename it", DelegateTool)
 	}
-	d, err := delegateTool(c.Agents, perform)
+	d, err := delegateTool(c.Agents, n)
 	if err != nil {
 		return nil, fmt.Errorf("node: %w", err)
 	}
@@ -146,7 +177,7 @@ func (c Config) withDelegate(ts []tools.Tool, perform func(context.Context, dele
 
 // addDelegate gives the node the delegate tool when it runs named agents.
 func (n *Node) addDelegate() error {
-	ts, err := n.cfg.withDelegate(n.cfg.Tools, n.delegate)
+	ts, err := n.cfg.withDelegate(n.cfg.Tools, n)
 	if err != nil {
 		return err
 	}
@@ -212,7 +243,8 @@ func (n *Node) resultBound(agent string) int {
 // message ID: it is recorded once) while the bus or the session refuses it for a
 // reason that may pass. A node that is stopping answers nothing: the call ends with
 // its context (the node's effects close), unrecorded, and is performed again when
-// the parent resumes.
+// the parent resumes. A call whose context ended returns its cause (a call its
+// parent cancelled cancels the child as it returns: delegateCalls).
 func (n *Node) submitChild(ctx context.Context, env messages.Envelope) error {
 	backoff := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -223,11 +255,11 @@ func (n *Node) submitChild(ctx context.Context, env messages.Envelope) error {
 		select {
 		case <-n.stopping:
 			<-ctx.Done()
-			return n.abandonChild(ctx, env.SessionID)
+			return context.Cause(ctx)
 		default:
 		}
 		if ctx.Err() != nil {
-			return n.abandonChild(ctx, env.SessionID)
+			return context.Cause(ctx)
 		}
 		if errors.Is(err, ErrBadTask) || attempt == 6 {
 			return fmt.Errorf("delegate: start child session %s: %w", env.SessionID, err)
@@ -236,7 +268,7 @@ func (n *Node) submitChild(ctx context.Context, env messages.Envelope) error {
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
-			return n.abandonChild(ctx, env.SessionID)
+			return context.Cause(ctx)
 		}
 		backoff *= 2
 	}
@@ -410,8 +442,10 @@ func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, bo
 			poll = min(2*poll, 5*time.Second)
 		case <-ctx.Done():
 			// The node stopping ends it too (its effects close): unanswered, as a
-			// kill would leave it, it is performed again when the parent resumes.
-			return "", n.abandonChild(ctx, childID)
+			// kill would leave it, it is performed again when the parent resumes, and
+			// waits for the same child. A call its parent cancelled cancels the child
+			// as it returns (delegateCalls).
+			return "", context.Cause(ctx)
 		}
 	}
 }
@@ -469,18 +503,13 @@ func cutResult(out, childID string, bound int) string {
 	return out[:cut] + note
 }
 
-// abandonChild answers a delegate call whose context ended. When the parent session
-// cancelled the call (its task was cancelled, or ran past its deadline), the child's
-// task is cancelled too. When the node closes, or the call timed out, the child goes
-// on: a call performed again waits for it, and a child fails at its own deadline.
-func (n *Node) abandonChild(ctx context.Context, childID string) error {
-	cause := context.Cause(ctx)
-	if errors.Is(cause, actors.ErrEffectCancelled) {
-		cctx, done := context.WithTimeout(context.Background(), n.cfg.SubmitTimeout)
-		defer done()
-		if err := n.Cancel(cctx, childID, "the parent's delegate call was cancelled"); err != nil && !errors.Is(err, actors.ErrNoRunningTask) {
-			n.cfg.Logger.Warn("delegate: cancel the child's task", "session", childID, "err", err)
-		}
+// cancelChild cancels the task of the child session childID of a delegate call
+// that its parent cancelled. A child with no running task (none was started, or it
+// ended) is left as it is.
+func (n *Node) cancelChild(childID string) {
+	cctx, done := context.WithTimeout(context.Background(), n.cfg.SubmitTimeout)
+	defer done()
+	if err := n.Cancel(cctx, childID, "the parent's delegate call was cancelled"); err != nil && !errors.Is(err, actors.ErrNoRunningTask) {
+		n.cfg.Logger.Warn("delegate: cancel the child's task", "session", childID, "err", err)
 	}
-	return cause
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -106,6 +107,59 @@ func TestDelegatePerformedAgainFindsTheSameChild(t *testing.T) {
 	if len(after) != len(before) || tasks != 1 || model.helper.Load() != 2 {
 		t.Errorf("the child: %d events then %d, %d tasks, its model called %d times; want no new event, 1 task, 2 calls",
 			len(before), len(after), tasks, model.helper.Load())
+	}
+}
+
+// A delegate call that its parent cancelled as it was performed again, before
+// the call reached its child (the node performs it with its context ended by
+// Effects.Cancel, as when a parent resumed on another node is cancelled at once),
+// cancels the child that the call's earlier performance started: the child does
+// not run on for its 30 minutes, its model paid for nobody.
+func TestDelegateCallCancelledAsItStartsCancelsItsChild(t *testing.T) {
+	model := &heldModel{release: make(chan struct{})}
+	t.Cleanup(func() { close(model.release) })
+	n, err := New(context.Background(), Config{DataDir: t.TempDir(), Model: model, Agents: []NamedAgent{
+		{Name: "lead", Tools: []string{DelegateTool}},
+		{Name: "helper", Tools: []string{"calculator"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	if _, err := n.Submit(context.Background(), Task{Input: "go", SessionID: "boss", Agent: "lead"}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); model.helper.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child's model was never called")
+		}
+	}
+	var delegate tools.Tool
+	for _, tl := range n.cfg.Tools {
+		if tl.Spec().Name == DelegateTool {
+			delegate = tl
+		}
+	}
+	// The call's context as the node's effects hand it over when the session
+	// cancelled the call before it ran (LocalEffects.Cancel).
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(actors.ErrEffectCancelled)
+	_, err = tools.CallLimited(ctx, delegate, DelegateTool, tools.Call{Key: "boss/4", Arguments: `{"agent":"helper","task":"What is 6*7?"}`})
+	if err == nil {
+		t.Fatal("a cancelled call answered")
+	}
+	child, err := n.log.Read(context.Background(), "boss.sub4", 1)
+	if err != nil || len(child) == 0 {
+		t.Fatalf("the child: %d events, %v", len(child), err)
+	}
+	last := child[len(child)-1]
+	p, err := last.Decode()
+	if f, ok := p.(*messages.TaskFailed); err != nil || !ok || f.Reason != messages.ReasonCancelled {
+		t.Fatalf("the child's last event once the cancelled call returned: %s %s", last.Type, last.Payload)
 	}
 }
 
