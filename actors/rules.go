@@ -116,7 +116,14 @@ import (
 //     a handoff member hands over only by its answer's last line that is not
 //     blank (team.go's handoffDirective), where under 1 to 6 a HANDOFF line
 //     anywhere did (a member quoting its brief's failed the team).
-const ContextRules = 7
+//   - 8: a team member shares facts only by the STATE lines that end its
+//     answer (blank lines among them; a handoff member's HANDOFF line after
+//     them: team.go's stateDirectives), and its brief asks for them there. Under
+//     1 to 7 a STATE line anywhere in the answer set a fact of the team's state,
+//     which every later member and router is shown: a member quoting a
+//     document, a web page or a tool's output that held such lines set the
+//     team's facts with them.
+const ContextRules = 8
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -162,6 +169,10 @@ const (
 	// member's HANDOFF line only as its answer's last: older rules cut each value
 	// at teamValueCut, wrote it as it was, and took a HANDOFF line anywhere.
 	rulesTeamPrompts = 7
+	// rulesTeamState is the version whose team takes a member's STATE lines only
+	// from the end of its answer (stateDirectives), and whose brief asks for them
+	// there: older rules took them anywhere in the answer.
+	rulesTeamState = 8
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

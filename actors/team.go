@@ -568,9 +568,42 @@ func (r *teamRun) recordAnswer(w *teamWant, cause string) {
 		return
 	}
 	r.record(cause, w.member, messages.TeamOpMerge, "answer", w.result, w.member)
-	for _, m := range stateLine.FindAllStringSubmatch(w.result, -1) {
+	for _, m := range stateDirectives(r.rules, r.team.cfg.Pattern == TeamHandoff, w.result) {
 		r.record(cause, messages.TeamSectionGlobal, messages.TeamOpMerge, m[1], strings.TrimSpace(m[2]), w.member)
 	}
+}
+
+// stateDirectives returns the submatches of the "STATE: <key> = <value>" lines
+// of a member's answer that set facts of the team's state (the key, the value),
+// in their order. From decision rules 8 they are the lines that end the answer,
+// where the member's brief asks for them: blank lines may stand among them, and
+// in a handoff team the answer's last line may be its HANDOFF directive after
+// them; a STATE line above the answer's last other line is text (a member
+// quoting a document, a web page or a tool's output that holds such lines). Under
+// older rules every STATE line of the answer was taken.
+func stateDirectives(rules int, handoff bool, answer string) [][]string {
+	if rules < rulesTeamState {
+		return stateLine.FindAllStringSubmatch(answer, -1)
+	}
+	lines := strings.Split(answer, "\n")
+	end := len(lines)
+	for end > 0 && strings.TrimSpace(lines[end-1]) == "" {
+		end--
+	}
+	if handoff && end > 0 && handoffLine.MatchString(lines[end-1]) {
+		end--
+	}
+	start := end
+	for start > 0 && (strings.TrimSpace(lines[start-1]) == "" || stateLine.MatchString(lines[start-1])) {
+		start--
+	}
+	var out [][]string
+	for _, l := range lines[start:end] {
+		if m := stateLine.FindStringSubmatch(l); m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 var (
@@ -858,8 +891,14 @@ func (r *teamRun) taskText(v *view, w *teamWant) string {
 	if w.note != "" {
 		b.WriteString("\nNote: " + w.note)
 	}
-	if w.purpose != "judge" && w.purpose != "check" {
+	switch {
+	case w.purpose == "judge" || w.purpose == "check":
+	case r.rules < rulesTeamState:
 		fmt.Fprintf(&b, "\nTo share a fact with the team, add a line: %s <key> = <value>", llm.TeamStateLine)
+	case r.team.cfg.Pattern == TeamHandoff:
+		fmt.Fprintf(&b, "\nTo share facts with the team, end your answer with a line for each: %s <key> = <value> (the HANDOFF line, if any, after them); a %s line elsewhere is not read", llm.TeamStateLine, llm.TeamStateLine)
+	default:
+		fmt.Fprintf(&b, "\nTo share facts with the team, end your answer with a line for each: %s <key> = <value>; a %s line elsewhere is not read", llm.TeamStateLine, llm.TeamStateLine)
 	}
 	if s := r.state.render(cfg.Members, r.rules); s != "" {
 		b.WriteString("\n\n" + s)

@@ -75,3 +75,35 @@ func TestTeamStateValueIsWholeUpToTheHandOverBound(t *testing.T) {
 		t.Fatalf("under rules 6 a value is escaped: %q", got)
 	}
 }
+
+// stateDirectives from rules 8: the STATE lines that end the answer, blank lines
+// among them, before a handoff team's HANDOFF line; under older rules, all.
+func TestStateDirectives(t *testing.T) {
+	keys := func(ms [][]string) string {
+		var k []string
+		for _, m := range ms {
+			k = append(k, m[1]+"="+m[2])
+		}
+		return strings.Join(k, ",")
+	}
+	for _, c := range []struct {
+		answer  string
+		handoff bool
+		want    string
+	}{
+		{"text\nSTATE: a = 1\nmore\nSTATE: b = 2", false, "b=2"},
+		{"STATE: a = 1\n\nSTATE: b = 2\n\n", false, "a=1,b=2"},
+		{"text\nSTATE: a = 1\nHANDOFF: peer: go on", true, "a=1"},
+		{"text\nSTATE: a = 1\nHANDOFF: peer: go on", false, ""},
+		{"text\nSTATE: a = 1\r\nSTATE: b = x y \r\n", false, "a=1,b=x y"},
+		{"no facts", false, ""},
+		{"", true, ""},
+	} {
+		if got := keys(stateDirectives(rulesTeamState, c.handoff, c.answer)); got != c.want {
+			t.Errorf("stateDirectives(%q, handoff %v) = %q; want %q", c.answer, c.handoff, got, c.want)
+		}
+	}
+	if got := keys(stateDirectives(rulesTeamState-1, false, "text\nSTATE: a = 1\nmore\nSTATE: b = 2")); got != "a=1,b=2" {
+		t.Errorf("under rules 7: %q; want every STATE line", got)
+	}
+}

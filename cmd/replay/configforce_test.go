@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -90,7 +91,7 @@ func TestVerifyASessionWhoseConfigurationChangedSince(t *testing.T) {
 			t.Fatal(err)
 		}
 		task := p.(*messages.TaskSubmitted)
-		if task.Rules != 7 || task.Config != nil || len(task.ConfigDigest) != 64 || bytes.Contains(e.Payload, []byte("Greets people")) {
+		if task.Rules != actors.ContextRules || task.Config != nil || len(task.ConfigDigest) != 64 || bytes.Contains(e.Payload, []byte("Greets people")) {
 			t.Fatalf("the task recorded rules %d, digest %q, configuration %+v", task.Rules, task.ConfigDigest, task.Config)
 		}
 		task.Rules, task.ConfigDigest, task.Config = 6, "", nil
