@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -31,11 +32,19 @@ type byAgent struct {
 	mu    sync.Mutex
 	calls map[string]int
 	first map[string]llm.Request // each agent's first request
+	keyed map[modelCall]int      // the calls by agent, step and idempotency key
+}
+
+// modelCall is a model call byAgent was asked for: its agent, step and key.
+type modelCall struct {
+	agent string
+	step  int
+	key   string
 }
 
 func newByAgent(t *testing.T, scripts map[string][]llm.ScriptStep) *byAgent {
 	t.Helper()
-	m := &byAgent{scripts: map[string]llm.Model{}, calls: map[string]int{}, first: map[string]llm.Request{}}
+	m := &byAgent{scripts: map[string]llm.Model{}, calls: map[string]int{}, first: map[string]llm.Request{}, keyed: map[modelCall]int{}}
 	for agent, steps := range scripts {
 		m.scripts[agent] = script(t, steps...)
 	}
@@ -48,6 +57,7 @@ func (m *byAgent) Generate(ctx context.Context, r llm.Request) (llm.Response, er
 	agent := r.Scope.Agent
 	m.mu.Lock()
 	m.calls[agent]++
+	m.keyed[modelCall{agent, r.Step, r.Key}]++
 	if _, ok := m.first[agent]; !ok {
 		m.first[agent] = r
 	}
@@ -82,6 +92,13 @@ func (m *byAgent) callsOf(agent string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.calls[agent]
+}
+
+// performed returns how many times each call was asked for, by agent, step and key.
+func (m *byAgent) performed() map[modelCall]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.keyed)
 }
 
 // delegateCall is a model step calling delegate.

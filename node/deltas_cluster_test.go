@@ -187,8 +187,12 @@ func (c *deltaCluster) warm(n *node.Node, session string) uint64 {
 	return events[len(events)-1].Seq
 }
 
-// followDeltas reads a WatchDeltas feed until its task ends, as sseEvents.
-func followDeltas(t *testing.T, ctx context.Context, live <-chan messages.Envelope) <-chan []sseEvent {
+// followDeltas reads a WatchDeltas feed until its task ends, as sseEvents, from the
+// event after seq after. Earlier events may come first, as the SSE stream skips
+// them: a session actor hands a batch to its node's watchers just after the log
+// holds it, so a watcher that came once a reader of the log saw the previous task
+// end may still get that task's last batch.
+func followDeltas(t *testing.T, ctx context.Context, live <-chan messages.Envelope, after uint64) <-chan []sseEvent {
 	out := make(chan []sseEvent, 1)
 	go func() {
 		var got []sseEvent
@@ -199,6 +203,9 @@ func followDeltas(t *testing.T, ctx context.Context, live <-chan messages.Envelo
 				if !ok {
 					t.Errorf("the owner's watcher was disconnected after %d envelopes", len(got))
 					return
+				}
+				if e.Seq != 0 && e.Seq <= after {
+					continue // the previous task's
 				}
 				got = append(got, sseEvent{name: string(e.Type), env: e})
 				if e.Type == messages.TypeTaskCompleted || e.Type == messages.TypeTaskFailed {
@@ -298,7 +305,7 @@ func TestClusterStreamsDeltasToOtherNodes(t *testing.T) {
 	last = c.warm(apiNode, "cl-owner")
 	ownerLive, stopOwner := owner.WatchDeltas("cl-owner")
 	defer stopOwner()
-	ownerGot := followDeltas(t, ctx, ownerLive)
+	ownerGot := followDeltas(t, ctx, ownerLive, last)
 	if _, err := apiNode.Submit(ctx, node.Task{Input: "count to 100", SessionID: "cl-owner"}); err != nil {
 		t.Fatal(err)
 	}

@@ -1504,6 +1504,9 @@ func (n *Node) Publisher() message.Publisher { return n.pub }
 
 // Watch subscribes to a session's live events. The channel closes when cancel is
 // called or when the subscriber fell behind (read the log from the last seq seen).
+// Its first events may be some the log held already as it subscribed (a session
+// hands each batch to the node's watchers just after the log has it): a reader that
+// read the log up to a seq skips the events at or below it, as the SSE stream does.
 func (n *Node) Watch(sessionID string) (<-chan messages.Envelope, func()) {
 	return n.hub.subscribe(sessionID)
 }
