@@ -85,6 +85,22 @@ type Fencing interface {
 	AppendLeased(ctx context.Context, lease Lease, events []messages.Envelope) error
 }
 
+// SeqRaces is the optional capability of a Log that several processes may write
+// at once without refusing, atomically, two different events at one (session,
+// seq): two writers of one stream may both be told that their Append succeeded
+// while Read returns one of the events (ClickHouse, which has no transactions: its
+// conflict check and its write are two steps). Such a log needs one writer per
+// stream, which fencing gives (Fencing): in a cluster, each partition's owner
+// appends under its lease; a node without a shared bus owns the whole log, so
+// that a second one started on it fences the first instead of writing beside it.
+// A log whose writes refuse such a race (SQLite, in one transaction) does not
+// implement it, or reports false.
+type SeqRaces interface {
+	// SeqRacesUndetected reports whether racing writers of one stream may lose
+	// acknowledged events.
+	SeqRacesUndetected() bool
+}
+
 // Releasing is the optional capability of a Fencing log to record that a
 // partition's owner gave it up cleanly: every event it appended for the
 // partition's sessions is on the bus already; and, while it holds the partition,

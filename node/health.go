@@ -31,12 +31,17 @@ func (n *Node) Healthy() error {
 	if err := n.Live(); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
+	defer cancel()
+	if n.owner != nil {
+		if err := n.owner.probe(ctx); err != nil {
+			return fmt.Errorf("new tasks and writes are refused: %w", err)
+		}
+	}
 	h, ok := n.log.(eventlog.Health)
 	if !ok {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
-	defer cancel()
 	if err := h.Writable(ctx); err != nil {
 		n.outage.failed(err)
 		return fmt.Errorf("the event log cannot write, so new tasks are refused: %w", err)

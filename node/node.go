@@ -74,7 +74,20 @@ type Config struct {
 	// DataDir holds the embedded event log (default ./.troupe).
 	DataDir string
 	// Log overrides the event log; when nil, a SQLite log is opened in DataDir.
+	// A node without Bus on a log that several processes may write without
+	// refusing their racing writes (eventlog.SeqRaces: ClickHouse) owns it whole
+	// unless ShareLog is set: New takes its next ownership epoch, and the node
+	// appends every stream under it, so that a node started on the log later
+	// takes it over, and this one then refuses writes and new tasks
+	// (eventlog.ErrFenced) instead of writing beside it (logowner.go).
 	Log eventlog.Log
+	// ShareLog makes a node without Bus write its Log beside the node that owns
+	// it, without taking it: for the short commands that change a few streams of
+	// a log a serving node owns (node memory, node rag, node tools call). Their
+	// writes are not fenced: one that races the owner's write of the same stream
+	// may be lost. Ignored on a shared bus, and on a log that refuses racing
+	// writes (SQLite).
+	ShareLog bool
 	// Model answers every model call (default llm.Offline). A model that cannot call
 	// tools natively is given them through the ReAct text protocol.
 	Model llm.Model
@@ -688,6 +701,9 @@ type Node struct {
 
 	// leased is the session actors' store when the node is sharded on a log that fences.
 	leased *leasedStore
+	// owner is the node's lease of the whole log when it owns it (logowner.go):
+	// log is then the log under it (ownedLog). Nil otherwise.
+	owner *logOwner
 	// agent is the default agent: its tools are what ToolSpecs and CallTool offer.
 	agent actors.Agent
 	// routes are the handlers added to the HTTP API (Handle, HandleRoute).
@@ -778,6 +794,12 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	if err := n.openLog(ctx); err != nil {
+		return nil, err
+	}
+	if err := n.takeLog(ctx); err != nil {
+		if n.ownLog {
+			_ = n.log.Close()
+		}
 		return nil, err
 	}
 	n.outage = newLogOutage(cfg.Logger, n.log, n.stopping, n.metrics)
@@ -990,6 +1012,11 @@ func (n *Node) Run(ctx context.Context) error {
 		n.routingOnce.Do(func() { close(n.routing) })
 	case err := <-errc:
 		return err
+	}
+	if n.owner != nil {
+		taken := make(chan struct{})
+		go func() { defer close(taken); n.stopWhenTaken(expireCtx) }()
+		defer func() { stopExpiring(); <-taken }()
 	}
 	// A sharded node resumes the sessions of the partitions it is assigned instead.
 	if !n.sharded() && n.cfg.Roles.Has(RoleSessions) {
@@ -1400,6 +1427,10 @@ func (n *Node) routerRunning() bool {
 // returns once the session recorded the task, as submit says. Tasks published on the
 // embedded bus's tasks topic by others still go through the router (handleTask).
 func (n *Node) deliverTask(ctx context.Context, env messages.Envelope, task *messages.TaskSubmitted, newID bool) (string, error) {
+	if err := n.owner.refusal(); err != nil {
+		// Another node took the log: the task is that node's to run.
+		return "", fmt.Errorf("node: task %s for session %s: the task was not recorded: %w", env.ID, env.SessionID, err)
+	}
 	timeout := n.submits.Context() // SubmitTimeout, give or take a sixteenth
 	if err := n.outage.admit(timeout); err != nil {
 		// The log cannot write (a full disk, ClickHouse down or refusing writes):

@@ -345,7 +345,11 @@ func (n *Node) sessionStore() actors.EventStore {
 		cfg.Logger.Warn("the event log does not fence stale partition owners: a node that hangs past the group's session timeout may write beside its partitions' next owner",
 			"log", fmt.Sprintf("%T", n.log))
 	}
-	return timed(store, n.metrics.appends.WithLabelValues(logBackend(n.log)))
+	backend := any(n.log)
+	if n.owner != nil {
+		backend = n.owner.log
+	}
+	return timed(store, n.metrics.appends.WithLabelValues(logBackend(backend)))
 }
 
 // newRouter builds the bus router with its middleware and attaches the handlers

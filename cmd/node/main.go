@@ -126,7 +126,9 @@ flags:
                          ClickHouse log at HOST:PORT (consumer group GROUP-sink: with
                          the default --group, troupe-sink)
   --clickhouse HOST:PORT write the event log to ClickHouse (TROUPE_CLICKHOUSE;
-                         database TROUPE_CLICKHOUSE_DATABASE, default troupe)
+                         database TROUPE_CLICKHOUSE_DATABASE, default troupe).
+                         Without --kafka, serve and mcp own the log: a node started
+                         on it later takes it over, and this one refuses work
   --clickhouse-max-conns N
                          connections to ClickHouse at most, 1 to 1000, shared by the
                          log's writer, the sessions' reads and the API's
@@ -782,6 +784,10 @@ func runTask(ctx context.Context, cfg node.Config, attach func(*node.Node), task
 	// are left to node serve (resuming them here would repeat their model calls, and
 	// leave them half-run when this task ends).
 	cfg.Resume = node.ResumeNone
+	// Nor does it take a ClickHouse log from the node serve that owns it (a
+	// serving node would refuse all work from then on): it writes its task's
+	// session beside it.
+	cfg.ShareLog = true
 	// Nobody comes to watch during a call of run's task: its calls stream only to
 	// print them (--stream).
 	cfg.StreamUnwatched = false

@@ -467,7 +467,9 @@ func openCLIMemories(ctx context.Context, fc nodeconfig.File, configPath, data, 
 	cfg := node.Config{DataDir: or(data, os.Getenv("TROUPE_DATA"), fc.Data, ".troupe"), Model: model, Memory: &memCfg,
 		Consolidation: consolidation(fc.Memory, false),
 		Secrets:       append(llmBase.Secrets(nil), key, embKey), Resume: node.ResumeNone,
-		Logger: slog.New(slog.DiscardHandler)}
+		Logger: slog.New(slog.DiscardHandler),
+		// A serving node owns the log (ClickHouse): this command writes beside it.
+		ShareLog: true}
 	log, err := openConfiguredLog(ctx, fc)
 	if err != nil {
 		_ = closeVectors()
