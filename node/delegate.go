@@ -35,6 +35,8 @@ import (
 // Cancelling the call (the parent's task is cancelled, or runs out of time) cancels
 // the child's task (delegateCalls), however far the call's performance got: one
 // cancelled as it starts still cancels the child an earlier performance started.
+// A failed task also cancels the children of the delegate calls it recorded and got
+// no answer to, performed or not in this incarnation (parentEnds, delegateends.go).
 
 // DelegateTool is the name of the tool an agent delegates a task to a sub-agent with
 // (a team hands its members their work with it: actors.DelegateTool).
