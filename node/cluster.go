@@ -581,7 +581,9 @@ func (n *Node) handleEffectCancel(msg *message.Message) error {
 	return nil
 }
 
-// publishCancel sends a cancellation to the session's owner over troupe.tasks.
+// publishCancel sends a cancellation to the session's owner over troupe.tasks: a
+// session whose log records no running task is answered ErrNoRunningTask, and
+// nothing is sent.
 func (n *Node) publishCancel(ctx context.Context, c messages.CancelRequest) error {
 	status, ok, err := n.Status(ctx, c.SessionID)
 	if err != nil {
@@ -590,6 +592,14 @@ func (n *Node) publishCancel(ctx context.Context, c messages.CancelRequest) erro
 	if !ok || status.Status != messages.StatusRunning {
 		return actors.ErrNoRunningTask
 	}
+	return n.sendCancel(ctx, c)
+}
+
+// sendCancel publishes a cancellation on troupe.tasks, keyed by its session: on
+// the session's partition, after every message published there before it, so its
+// owner handles it after any task published before it (sessionOrder), or finds no
+// running task and drops it (handleCancel).
+func (n *Node) sendCancel(ctx context.Context, c messages.CancelRequest) error {
 	b, err := messages.EncodeCommand(&c)
 	if err != nil {
 		return err

@@ -35,6 +35,8 @@ import (
 // Cancelling the call (the parent's task is cancelled, or runs out of time) cancels
 // the child's task (delegateCalls), however far the call's performance got: one
 // cancelled as it starts still cancels the child an earlier performance started.
+// A failed task also cancels the children of the delegate calls it recorded and got
+// no answer to, performed or not in this incarnation (parentEnds, delegateends.go).
 
 // DelegateTool is the name of the tool an agent delegates a task to a sub-agent with
 // (a team hands its members their work with it: actors.DelegateTool).
@@ -506,10 +508,42 @@ func cutResult(out, childID string, bound int) string {
 // cancelChild cancels the task of the child session childID of a delegate call
 // that its parent cancelled. A child with no running task (none was started, or it
 // ended) is left as it is.
+//
+// In a cluster the cancellation goes to the child's owner over troupe.tasks, and
+// is sent unless the child's log shows its task ended: a child whose task was
+// published (by this call, or an earlier performance of it) and not recorded yet
+// is cancelled all the same, since the cancellation follows the task on the
+// child's partition and its owner handles it after the task. One that finds no
+// task there (the call never submitted it) is dropped by the owner (handleCancel).
 func (n *Node) cancelChild(childID string) {
 	cctx, done := context.WithTimeout(context.Background(), n.cfg.SubmitTimeout)
 	defer done()
-	if err := n.Cancel(cctx, childID, "the parent's delegate call was cancelled"); err != nil && !errors.Is(err, actors.ErrNoRunningTask) {
+	const reason = "the parent's delegate call was cancelled"
+	var err error
+	if n.sharded() {
+		err = n.cancelChildOnBus(cctx, childID, reason)
+	} else {
+		err = n.Cancel(cctx, childID, reason)
+	}
+	if err != nil && !errors.Is(err, actors.ErrNoRunningTask) {
 		n.cfg.Logger.Warn("delegate: cancel the child's task", "session", childID, "err", err)
 	}
+}
+
+// cancelChildOnBus sends the cancellation of child session childID to its owner,
+// unless the child's log shows its task ended (ErrNoRunningTask): a child whose
+// log records no task yet is cancelled too (its task may be on its way).
+func (n *Node) cancelChildOnBus(ctx context.Context, childID, reason string) error {
+	c, err := n.ingress.AdmitCancel(childID, reason)
+	if err != nil {
+		return err
+	}
+	status, ok, err := n.Status(ctx, childID)
+	switch {
+	case err != nil:
+		return err
+	case ok && status.Status != messages.StatusRunning:
+		return actors.ErrNoRunningTask
+	}
+	return n.sendCancel(ctx, c)
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -189,5 +191,104 @@ func TestChildSessionID(t *testing.T) {
 	got := ChildSessionID(messages.EffectKey{SessionID: long, Seq: 12})
 	if !ValidSessionID(got) || !strings.HasPrefix(got, "sub.") || got == ChildSessionID(messages.EffectKey{SessionID: long, Seq: 13}) {
 		t.Errorf("ChildSessionID of a long parent: %q", got)
+	}
+}
+
+// heldReads is an event log whose reads of one session wait until the test
+// releases them (or their context ends).
+type heldReads struct {
+	*sqlite.Log
+	session string
+	release chan struct{}
+}
+
+func (l *heldReads) Read(ctx context.Context, sessionID string, fromSeq uint64) ([]messages.Envelope, error) {
+	if sessionID == l.session {
+		select {
+		case <-l.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return l.Log.Read(ctx, sessionID, fromSeq)
+}
+
+// With every delegate call slot of the node taken, a parent cancelled while its
+// delegate call waits in the node's queue (whose cancellation answers the call
+// without running the tool) cancels the child that an earlier performance of the
+// call started (on a node that died, say): the child does not run on for its 30
+// minutes, its model paid for nobody.
+func TestDelegateCallCancelledInTheQueueCancelsItsChild(t *testing.T) {
+	base, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = base.Close() })
+	log := &heldReads{Log: base, session: "filler", release: make(chan struct{})}
+	model := &heldModel{release: make(chan struct{})}
+	t.Cleanup(func() { close(model.release) })
+	n, err := New(context.Background(), Config{DataDir: t.TempDir(), Log: log, Model: model, Agents: []NamedAgent{
+		{Name: "lead", Tools: []string{DelegateTool}},
+		{Name: "helper", Tools: []string{"calculator"}},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := n.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	t.Cleanup(func() { close(log.release) }) // before stop: the fillers end
+	// delegateConcurrency calls that wait (each reads its parent's log, held), and
+	// take every slot of the node's delegate calls.
+	for i := range delegateConcurrency {
+		key := messages.EffectKey{SessionID: "filler", Seq: uint64(i + 1)}
+		n.local.Perform(messages.EffectRequest{SessionID: key.SessionID, Key: key, Tool: &messages.ToolCallRequested{
+			Key: key.String(), Tool: DelegateTool, Arguments: `{"agent":"helper","task":"wait"}`}}, func(messages.EffectReply) {})
+	}
+	if _, err := n.Submit(context.Background(), Task{Input: "go", SessionID: "boss", Agent: "lead"}); err != nil {
+		t.Fatal(err)
+	}
+	var requested bool
+	for deadline := time.Now().Add(10 * time.Second); !requested; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the lead's delegate call was never requested")
+		}
+		events, _ := n.log.Read(context.Background(), "boss", 1)
+		for _, e := range events {
+			requested = requested || (e.Type == messages.TypeToolCallRequested && e.Seq == 4)
+		}
+	}
+	// The call's earlier performance, which started the child (and then its node
+	// died: it cancels nothing).
+	earlier, died := context.WithCancelCause(tools.WithCallKey(context.Background(), "boss/4"))
+	defer died(errors.New("the node died"))
+	go func() { _, _ = n.delegate(earlier, delegateArgs{Agent: "helper", Task: "What is 6*7?"}) }()
+	for deadline := time.Now().Add(10 * time.Second); model.helper.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the child's model was never called")
+		}
+	}
+	if err := n.Cancel(context.Background(), "boss", "enough"); err != nil {
+		t.Fatal(err)
+	}
+	var last messages.Envelope
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		child, err := n.log.Read(context.Background(), "boss.sub4", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last = child[len(child)-1]
+		if last.Type == messages.TypeTaskFailed || last.Type == messages.TypeTaskCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child still runs after its parent was cancelled: its last event is %s", last.Type)
+		}
+	}
+	p, err := last.Decode()
+	if f, ok := p.(*messages.TaskFailed); err != nil || !ok || f.Reason != messages.ReasonCancelled {
+		t.Fatalf("the child's end: %s %s", last.Type, last.Payload)
 	}
 }

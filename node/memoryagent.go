@@ -55,13 +55,16 @@ func (n *Node) coreMemory(agent string) string {
 }
 
 // sessionEvents is SessionDeps.Live: each batch of a session's events, once durable,
-// goes to the hub's local watchers, the session feed and the write after task. It
-// never blocks.
+// goes to the hub's local watchers, the session feed, the write after task and the
+// cancellation of a failed task's sub-agents (parentEnds). It never blocks.
 func (n *Node) sessionEvents(sessionID string, events []messages.Envelope) {
 	n.metrics.sessions.observe(events)
 	n.feed.observe(events)
 	if n.afterTask != nil {
 		n.afterTask.observe(sessionID, events)
+	}
+	if n.parentEnds != nil {
+		n.parentEnds.observe(sessionID, events)
 	}
 	n.hub.deliver(sessionID, events)
 }

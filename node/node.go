@@ -732,6 +732,9 @@ type Node struct {
 	consolidation *consolidator.Scheduler
 	// afterTask remembers completed tasks (Config.MemoryWriteAfterTask).
 	afterTask *afterTaskWriter
+	// parentEnds cancels the children of a failed task's unanswered delegate
+	// calls (delegateends.go); nil on a node without named agents.
+	parentEnds *parentEnds
 
 	redactor *redact.Redactor
 	// gw is the gateway in front of the node's models (newEffects).
@@ -832,6 +835,9 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if err := n.addDelegate(); err != nil {
 		return nil, n.fail(err)
+	}
+	if len(n.cfg.Agents) > 0 {
+		n.parentEnds = newParentEnds(n)
 	}
 	if n.cfg.MemoryTool != nil {
 		n.ingress.memory = n.coreMemory
@@ -1607,6 +1613,9 @@ func (n *Node) Close() error {
 		n.closeHandOver()
 		if n.afterTask != nil {
 			n.afterTask.close(5 * time.Second)
+		}
+		if n.parentEnds != nil {
+			n.parentEnds.close(5 * time.Second)
 		}
 		if n.local != nil {
 			_ = n.local.Close()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
@@ -75,6 +76,18 @@ func (c *teamCluster) start(name string, model *byAgent) *teamClusterNode {
 
 // startAs starts a node with roles (0: all).
 func (c *teamCluster) startAs(name string, roles node.Role, model llm.Model) *teamClusterNode {
+	c.t.Helper()
+	return c.startWith(name, roles, model, nodeWrappers{})
+}
+
+// nodeWrappers stand, each when set, between a node of a teamCluster and the
+// cluster: tasks wraps its subscriber of troupe.tasks.
+type nodeWrappers struct {
+	tasks func(*kafka.Subscriber) message.Subscriber
+}
+
+// startWith starts a node with roles (0: all) and the wrappers w.
+func (c *teamCluster) startWith(name string, roles node.Role, model llm.Model, w nodeWrappers) *teamClusterNode {
 	t := c.t
 	t.Helper()
 	clients, err := kafka.DialNode(c.k.brokers, c.group, c.k.layout(memoryClusterPartitions), watermill.NopLogger{})
@@ -83,7 +96,11 @@ func (c *teamCluster) startAs(name string, roles node.Role, model llm.Model) *te
 	}
 	cfg := node.Config{Log: c.log, NodeID: name, Roles: roles, DataDir: t.TempDir(), Model: model, MaxSteps: 4,
 		Tools: []tools.Tool{tools.Calculator{}, c.tally()}, Agents: c.agents}
-	cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: clients.Group, Live: clients.Live,
+	var tasks message.Subscriber = clients.Group
+	if w.tasks != nil {
+		tasks = w.tasks(clients.Group)
+	}
+	cfg.Bus = &node.Bus{Publisher: clients.Publisher, Tasks: tasks, Live: clients.Live,
 		Tools: clients.Tools, Models: clients.Models, Sharded: true, Partition: kafka.PartitionOf}
 	if c.notes {
 		cfg.Notes = &notes.Config{}

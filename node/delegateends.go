@@ -1,0 +1,156 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/troupe-run/troupe/messages"
+)
+
+// A task that fails (cancelled, out of time, over its budget) with delegate calls
+// unanswered has no use for their children any more. The calls in flight here
+// cancel theirs as they end (delegateCalls), but a call is not always in flight
+// where its task ends: a session resumed on another node (its node died, or its
+// partition moved) and cancelled before it issued its calls again, a call waiting
+// in the node's queue of delegate calls (LocalEffects runs no tool for a queued
+// call it cancels), or one waiting for a free slot of its session's tool calls.
+// Their children, started by the calls' earlier performances, would run on, paying
+// for their models, until their deadline. So the node that runs a session, as its
+// failed task's end is durable, cancels the child of every delegate call the task
+// recorded and got no answer to, wherever the call was performed (parentEnds). A
+// child that ended, or was never started, is left as it is (cancelChild). This is
+// an effect of the node: the session's events, and what its task decides from
+// them, are the same.
+
+// Bounds of parentEnds.
+const (
+	// parentEndsQueue bounds the failed tasks waiting for their children to be
+	// cancelled; past it a task's are not, and a warning says so (they end at
+	// their deadline).
+	parentEndsQueue = 1024
+	// parentEndsRead bounds the read of one failed task's session.
+	parentEndsRead = 30 * time.Second
+)
+
+// parentEnds cancels the children of the unanswered delegate calls of the failed
+// tasks of the sessions this node runs: observe picks the task.failed events out of
+// a session's batches (Node.sessionEvents), and one worker reads each one's session
+// and cancels the children, in order.
+type parentEnds struct {
+	n    *Node
+	jobs chan failedTask
+	done chan struct{}
+	ctx  context.Context
+	stop context.CancelFunc
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// failedTask is a task that failed: its session and its ID.
+type failedTask struct {
+	session, task string
+}
+
+func newParentEnds(n *Node) *parentEnds {
+	ctx, stop := context.WithCancel(context.Background())
+	p := &parentEnds{n: n, jobs: make(chan failedTask, parentEndsQueue), done: make(chan struct{}), ctx: ctx, stop: stop}
+	go p.run()
+	return p
+}
+
+// observe queues the failed tasks of a batch; it never blocks.
+func (p *parentEnds) observe(sessionID string, events []messages.Envelope) {
+	for _, e := range events {
+		if e.Type != messages.TypeTaskFailed {
+			continue
+		}
+		p.mu.Lock()
+		if !p.closed {
+			select {
+			case p.jobs <- failedTask{session: sessionID, task: e.CorrelationID}:
+			default:
+				p.n.cfg.Logger.Warn("delegate: too many failed tasks waiting for their sub-agents to be cancelled; this one's run until their deadline",
+					"session", sessionID, "task", e.CorrelationID)
+			}
+		}
+		p.mu.Unlock()
+	}
+}
+
+func (p *parentEnds) run() {
+	defer close(p.done)
+	for job := range p.jobs {
+		if p.ctx.Err() != nil {
+			continue // closed past its timeout: drain
+		}
+		ctx, cancel := context.WithTimeout(p.ctx, parentEndsRead)
+		events, err := p.n.log.Read(ctx, job.session, 1)
+		cancel()
+		if err != nil {
+			p.n.cfg.Logger.Warn("delegate: read a failed task's session to cancel its sub-agents; they run until their deadline",
+				"session", job.session, "task", job.task, "err", err)
+			continue
+		}
+		for _, key := range unansweredDelegateCalls(events, job.task) {
+			p.n.cancelChild(ChildSessionID(key))
+		}
+	}
+}
+
+// close stops the worker once it has handled the tasks queued, waiting at most
+// timeout; the session actors are stopped first, so nothing more is observed.
+func (p *parentEnds) close(timeout time.Duration) {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	close(p.jobs)
+	p.mu.Unlock()
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+		p.stop()
+		<-p.done
+	}
+	p.stop()
+}
+
+// unansweredDelegateCalls returns the keys of the delegate calls that task
+// requested in events and that no tool.call.completed answers.
+func unansweredDelegateCalls(events []messages.Envelope, task string) []messages.EffectKey {
+	var keys []messages.EffectKey
+	answered := map[string]bool{}
+	for _, e := range events {
+		if e.CorrelationID != task || (e.Type != messages.TypeToolCallRequested && e.Type != messages.TypeToolCallCompleted) {
+			continue
+		}
+		p, err := e.Decode()
+		if err != nil {
+			continue
+		}
+		switch p := p.(type) {
+		case *messages.ToolCallRequested:
+			if p.Tool != DelegateTool {
+				continue
+			}
+			if key, err := messages.ParseEffectKey(p.Key); err == nil {
+				keys = append(keys, key)
+			}
+		case *messages.ToolCallCompleted:
+			answered[p.Key] = true
+		}
+	}
+	out := keys[:0]
+	for _, k := range keys {
+		if !answered[k.String()] {
+			out = append(out, k)
+		}
+	}
+	return out
+}
