@@ -92,8 +92,9 @@
 // reply, never a crashed session.
 //
 // In a cluster, the SessionHost runs only the sessions its node owns (SetOwnership),
-// hands them over when their partitions move (ReleaseSessions, then Drain on each:
-// no new effects, calls in flight answered and recorded), and BusEffects stands in for
+// hands them over when their partitions move, and when the node closes
+// (ReleaseSessions, then Drain on each: no new effects, calls in flight answered and
+// recorded), and BusEffects stands in for
 // the model or the tools on a node without that role: it publishes each request, and
 // the node hands it the replies; the node that serves the request performs it with its
 // LocalEffects.

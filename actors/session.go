@@ -265,8 +265,9 @@ var ErrNoRunningTask = errors.New("actors: the session has no running task")
 // Drain asks a session to issue no more effects and to answer with *Drained once none
 // of its effects is in flight: results that arrive meanwhile are recorded, and effects
 // decided meanwhile are recorded as requested, for the session's next owner to issue.
-// A node hands its sessions over this way when Kafka moves their partitions, so that
-// tool calls in flight finish and are recorded instead of being performed again.
+// A node hands its sessions over this way when Kafka moves their partitions, and when
+// it closes, so that tool calls in flight finish and are recorded instead of being
+// performed again.
 type Drain struct{}
 
 // Drained answers Drain.

@@ -298,13 +298,53 @@ func (n *Node) Revoked() {
 		}
 		return
 	}
-	res, err := n.system.Root.RequestFuture(n.host, &actors.ReleaseSessions{}, within(deadline, n.cfg.SubmitTimeout)).Result()
+	start := time.Now()
+	d, err := n.drainSessions(deadline)
 	if err != nil {
 		n.cfg.Logger.Error("release sessions", "err", err)
 		return
 	}
+	if d.stopping > 0 {
+		abandoned = append(abandoned, fmt.Sprintf("%d of %d session actors still stopping", d.stopping, d.sessions))
+	}
+	n.cfg.Logger.Info("partitions revoked; sessions handed over", "node", n.cfg.NodeID, "sessions", d.sessions,
+		"effects_abandoned_sessions", d.late, "took", time.Since(start).Round(time.Millisecond))
+	if !n.handOver(held, deadline) {
+		abandoned = append(abandoned, "the clean release")
+	}
+}
+
+// drained is what drainSessions did: the session actors it handed over, how many
+// of them still waited on an effect at the end of their grace (their next owner
+// issues it again, with its key), and how many had not stopped by the deadline.
+type drained struct {
+	sessions       int
+	late, stopping int64
+}
+
+// drainSessions takes every session actor from the host (actors.ReleaseSessions:
+// it runs none from now on) and drains each (actors.Drain): it issues no more
+// effects and gets up to Config.HandoffGrace, and until deadline, for those in
+// flight to answer, recording their results, so that whoever runs the session next
+// (the partition's next owner, or this node started again) does not perform them
+// again. Then it is stopped, and waited for until deadline. Revoked and Close hand
+// sessions over this way, one at a time (drainTurn): one that comes while the
+// other drains waits for it, rather than stop its sessions under it or go on
+// (a release recorded, a lease dropped) while they still append.
+func (n *Node) drainSessions(deadline time.Time) (drained, error) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case n.drainTurn <- struct{}{}:
+		defer func() { <-n.drainTurn }()
+	case <-t.C:
+		return drained{}, errors.New("another handover of the sessions still drains them")
+	}
+	res, err := n.system.Root.RequestFuture(n.host, &actors.ReleaseSessions{}, within(deadline, n.cfg.SubmitTimeout)).Result()
+	if err != nil {
+		return drained{}, err
+	}
 	pids, _ := res.([]*actor.PID)
-	start := time.Now()
 	stopCtx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -324,14 +364,12 @@ func (n *Node) Revoked() {
 			}
 		}()
 	}
+	d := drained{sessions: len(pids)}
 	if !waitBy(deadline, wg.Wait) {
-		abandoned = append(abandoned, fmt.Sprintf("%d of %d session actors still stopping", int64(len(pids))-stopped.Load(), len(pids)))
+		d.stopping = int64(len(pids)) - stopped.Load()
 	}
-	n.cfg.Logger.Info("partitions revoked; sessions handed over", "node", n.cfg.NodeID, "sessions", len(pids),
-		"effects_abandoned_sessions", late.Load(), "took", time.Since(start).Round(time.Millisecond))
-	if !n.handOver(held, deadline) {
-		abandoned = append(abandoned, "the clean release")
-	}
+	d.late = late.Load()
+	return d, nil
 }
 
 // revokeBudget bounds Node.Revoked as a whole: below the 30 s RebalanceTimeout of

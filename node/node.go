@@ -266,17 +266,20 @@ type Config struct {
 	// that the API's reads (MCP, A2A, the dashboard) timed out waiting for one. Keep
 	// it below the log's connections (cmd/node: half of clickhouse_max_conns).
 	ResumeConcurrency int
-	// HandoffGrace bounds how long a sharded node that loses its partitions waits for
-	// effects in flight to answer before it stops their sessions, and then for its
-	// outbox to publish what they handed it (default 5 s). The whole handover
+	// HandoffGrace bounds how long a sharded node that loses its partitions, and any
+	// node that closes (Close), waits for the effects in flight to answer (their
+	// results are recorded, and not performed again where the sessions run next)
+	// before it stops their sessions, and then, a sharded node, for its outbox to
+	// publish what they handed it (default 5 s). The whole handover
 	// (Revoked) is bounded at 20 s whatever it is, since Kafka evicts a member that
 	// has not rejoined once the group's rebalance timeout (30 s for a node's groups)
 	// passed since the rebalance began, heartbeats or not: what is still waited for
 	// then is abandoned. The two waits and recording the release (up to 5 s) fit in
-	// that bound while it stays below 7 s.
+	// that bound while it stays below 7 s. Close's wait is within its StopTimeout.
 	HandoffGrace time.Duration
 	// StopTimeout bounds how long Close waits for the node's actors to stop (default
-	// DefaultStopTimeout): each session actor finishes the message it is handling,
+	// DefaultStopTimeout): each session actor gets up to HandoffGrace for its
+	// effects in flight to answer, then finishes the message it is handling,
 	// which may be an append (IOTimeout, 30 s, bounds each attempt) or the fold of a
 	// long history, and each memory namespace's actor its request. Past it, Close
 	// logs what is still stopping and goes on: it closes the bus and the log (the
@@ -686,15 +689,17 @@ type Node struct {
 	routingOnce sync.Once
 	own         ownership
 	hostStopped atomic.Bool
-	outbox      *outbox
-	published   publishedSeqs    // what this process's sessions handed to outbox (published.go)
-	onBus       publishedSeqs    // what a takeover found on the bus already (onbus.go)
-	marks       publicationMarks // the batches its sessions are appending and publishing (pubmark.go)
-	router      *message.Router
-	busLogs     *logShutter // the bus's and router's logger, shut by Close
-	hub         *Hub
-	feed        *sessionFeed // GET /v1/feed/sessions
-	dedupe      *deduplicator
+	// drainTurn is held by the one drainSessions that runs (Revoked's, Close's).
+	drainTurn chan struct{}
+	outbox    *outbox
+	published publishedSeqs    // what this process's sessions handed to outbox (published.go)
+	onBus     publishedSeqs    // what a takeover found on the bus already (onbus.go)
+	marks     publicationMarks // the batches its sessions are appending and publishing (pubmark.go)
+	router    *message.Router
+	busLogs   *logShutter // the bus's and router's logger, shut by Close
+	hub       *Hub
+	feed      *sessionFeed // GET /v1/feed/sessions
+	dedupe    *deduplicator
 
 	// revokeWithin bounds Revoked as a whole (revokeBudget; tests shorten it).
 	revokeWithin time.Duration
@@ -775,7 +780,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Redactor = redact.New()
 	}
 	cfg.Redactor.Add(cfg.Secrets...)
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), routing: make(chan struct{}), handedOver: make(chan struct{}), redactor: cfg.Redactor, metrics: newMetrics(),
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), routing: make(chan struct{}), handedOver: make(chan struct{}), drainTurn: make(chan struct{}, 1), redactor: cfg.Redactor, metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout), revokeWithin: revokeBudget}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	n.keys = &secretKeys{given: cfg.SecretKey, dir: cfg.DataDir, shared: cfg.Bus != nil, logger: cfg.Logger}
@@ -1555,12 +1560,18 @@ func (n *Node) CloseStreams() {
 
 // Close stops the node: ingress first (call it before canceling Run's context: the
 // router then finishes subscribing a handler it is starting and stops it, where a
-// canceled context would leave that handler waited for until the close timeout), then the session actors (each finishes the
-// message it is handling, so nothing is half-written; unfinished tasks stay resumable
-// from the log; Close waits for them, and then for the memory namespaces' actors, up
-// to Config.StopTimeout), then the effects still running (their contexts are cancelled: a
-// model's HTTP request is closed, a tool sees ctx.Done(); nobody records their end, so
-// the sessions' next owners issue them again), the bus and the log. It is idempotent.
+// canceled context would leave that handler waited for until the close timeout), then
+// the session actors, drained as a revocation of a sharded node's partitions drains
+// them (closeSessions): each issues no more effects, and the model and tool calls it
+// has in flight get up to Config.HandoffGrace to answer, their results recorded, so
+// that the node started again, or the sessions' next owners, do not perform them
+// again; then each is stopped once it finished the message it is handling, so nothing
+// is half-written; unfinished tasks stay resumable from the log. Close waits for them,
+// and then for the memory namespaces' actors, up to Config.StopTimeout in all. Then
+// the effects still running (a call that outlived the grace: their contexts are
+// cancelled, a model's HTTP request is closed, a tool sees ctx.Done(); nobody records
+// their end, so the sessions' next owners issue them again, with their keys), the bus
+// and the log. It is idempotent.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
@@ -1576,6 +1587,7 @@ func (n *Node) Close() error {
 		defer stopCancel()
 		if n.system != nil {
 			if n.host != nil {
+				n.closeSessions(stopCtx)
 				// Not PoisonFuture: its future gives up after protoactor's fixed
 				// 10 s, and the bus and the log were closed under a session still
 				// handling a message (an append attempt to a slow log, which
@@ -1655,6 +1667,36 @@ func (n *Node) Close() error {
 		n.closeErr = errors.Join(errs...)
 	})
 	return n.closeErr
+}
+
+// closeSessions drains the node's sessions as a revocation of its partitions does
+// (drainSessions): each issues no more effects, the calls it has in flight get up
+// to Config.HandoffGrace (within the StopTimeout of ctx) to answer and are
+// recorded, and it is stopped. Stopped at once, a session left the calls it had
+// issued answering nobody: a tool that had done its work was performed again,
+// with the same key, where the session ran next. A call still running at the
+// grace is given up, as a kill would leave it (the node's effects are cancelled
+// next), and issued again there. A sharded node's generation ends first, so that
+// an assignment being run starts none of its sessions again (runAssigned).
+func (n *Node) closeSessions(ctx context.Context) {
+	if n.sharded() {
+		n.own.mu.Lock()
+		n.own.generation++
+		n.own.mu.Unlock()
+	}
+	deadline, _ := ctx.Deadline()
+	start := time.Now()
+	d, err := n.drainSessions(deadline)
+	switch {
+	case err != nil:
+		n.cfg.Logger.Warn("node closing without draining its sessions; stopping them", "node", n.cfg.NodeID, "err", err)
+	case d.stopping > 0:
+		n.cfg.Logger.Warn("node closing with session actors still handling a message past StopTimeout; closing the bus and the log under them",
+			"node", n.cfg.NodeID, "stop_timeout", n.cfg.StopTimeout, "sessions", d.stopping)
+	case d.sessions > 0:
+		n.cfg.Logger.Info("node closing; sessions drained", "node", n.cfg.NodeID, "sessions", d.sessions,
+			"effects_abandoned_sessions", d.late, "took", time.Since(start).Round(time.Millisecond))
+	}
 }
 
 // DataDir returns the absolute data directory of an embedded node.
