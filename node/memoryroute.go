@@ -10,6 +10,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/telemetry"
@@ -306,6 +307,13 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 			// give now (or ever, for a refusal), and a retry would hold the
 			// namespace's later commands, and the partition's sessions, behind it.
 			rep.Error, rep.Kind = err.Error(), "vector_store"
+		case errors.Is(err, eventlog.ErrFenced):
+			// Its partition's owner is another node now (this one hung past the
+			// group's session timeout, or has not taken its lease yet): the command
+			// is neither answered nor acknowledged, so that the owner runs it.
+			n.cfg.Logger.Warn("memory command left to the owner of its stream's partition: this node's write was fenced",
+				"command", c.ID, "action", c.Action, "stream", c.SessionID, "err", err)
+			return fmt.Errorf("%w: memory command %s on %s: %w", errNotOwner, c.Action, c.Namespace, err)
 		case err != nil:
 			return fmt.Errorf("memory command %s on %s: %w", c.Action, c.Namespace, err) // retried
 		default:
