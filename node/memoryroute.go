@@ -32,6 +32,8 @@ const (
 	memoryHistory = "history" // args: {"id"} → HistoryAnswer
 	// args: memoryToolArgs → memoryToolAnswer (memorytool.go)
 	memoryToolCall = "tool"
+	// args: memory.Turn → rememberAnswer (memoryagent.go: the write after task)
+	memoryRemember = "remember"
 )
 
 // memoryTimeout bounds the wait for a namespace's owner to answer a command.
@@ -185,6 +187,8 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 		out = ans
 	case memoryToolCall:
 		return n.runMemoryTool(ctx, c)
+	case memoryRemember:
+		return n.rememberLocal(ctx, c) // memoryagent.go
 	case notesToolCall:
 		return n.runNotesTool(ctx, c) // notesroute.go
 	case kbAddAction, kbRemoveAction, kbPartAction:

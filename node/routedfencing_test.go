@@ -13,7 +13,9 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/kafka"
 	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -141,5 +143,59 @@ func TestRoutedStreamsAreFenced(t *testing.T) {
 	}
 	if got := streamLen(t, log, notes.Stream("default")); got != nts {
 		t.Errorf("the notes stream holds %d events, want the owner's %d", got, nts)
+	}
+}
+
+// The write after task of a session whose agent's namespace is another node's is
+// made by the namespace's owner: the session's node, which holds no lease of the
+// namespace's partition, would have its Remember fenced, and the task would not be
+// remembered.
+func TestWriteAfterTaskRunsOnTheNamespaceOwner(t *testing.T) {
+	k := newKafkaEnv(t)
+	group := uniqueGroup(t)
+	shared := sharedLog(t)
+	const namespace = "agent:a"
+	withMemory := func(c *node.Config) {
+		c.Log = shared // the log itself, which fences (not a counting wrapper)
+		c.Model = script(t, llm.ScriptStep{Content: "Noted."})
+		c.MemoryTool = &memory.ToolConfig{Namespace: namespace}
+		c.MemoryWriteAfterTask = true
+	}
+	a := startMemoryClusterNode(t, k, group, shared, "a", withMemory)
+	b := startMemoryClusterNode(t, k, group, shared, "b", withMemory)
+	waitFor(t, 60*time.Second, "both nodes own partitions", func() bool {
+		pa, pb := a.n.PartitionsOwned(), b.n.PartitionsOwned()
+		return pa > 0 && pb > 0 && pa+pb == memoryClusterPartitions
+	})
+	owner, other := a, b
+	if !a.parts.owns(kafka.PartitionOf(memory.Stream(namespace), memoryClusterPartitions)) {
+		owner, other = b, a
+	}
+	session := sessionsOn(t, other, "remember", 1)[0]
+	if _, err := other.n.Submit(context.Background(), node.Task{Input: "I live in Oslo and I like tea.", SessionID: session}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the task is remembered", func() bool {
+		return streamLen(t, shared, memory.Stream(namespace)) > 0
+	})
+	if n := metric(t, other.n, "troupe_cluster_fenced_appends_total"); n != 0 {
+		t.Errorf("the session's node had %d appends fenced", n)
+	}
+	ns, err := owner.n.Memories().Namespace(context.Background(), namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ns.Refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, m := range ns.Snapshot() {
+		text.WriteString(m.Content + "\n")
+		if len(m.Sources) != 1 || m.Sources[0].ID != session {
+			t.Errorf("memory %s: sources %+v, want the session %s", m.ID, m.Sources, session)
+		}
+	}
+	if !strings.Contains(text.String(), "Oslo") {
+		t.Fatalf("remembered:\n%s", text.String())
 	}
 }
