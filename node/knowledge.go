@@ -73,7 +73,7 @@ func (n *Node) openKnowledge() error {
 		return nil
 	}
 	cfg := *n.cfg.Knowledge
-	cfg.Log = n.log
+	cfg.Log = n.routedLogOf(n.log)
 	if cfg.Now == nil {
 		cfg.Now = n.cfg.Clock.Now
 	}

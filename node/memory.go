@@ -404,7 +404,7 @@ func (n *Node) openMemory() error {
 		return nil
 	}
 	cfg := *n.cfg.Memory
-	cfg.Log = n.log
+	cfg.Log = n.routedLogOf(n.log)
 	if cfg.Redact == nil {
 		cfg.Redact = n.redactor.String
 	}

@@ -2,11 +2,14 @@ package node
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 )
@@ -181,15 +184,33 @@ func (w *afterTaskWriter) remember(job afterTaskJob) error {
 		}
 	}
 	name := w.n.cfg.memoryNamespace(in.agent)
-	ns, err := w.n.memories.Namespace(ctx, name)
-	if err != nil {
-		return fmt.Errorf("namespace %s: %w", name, err)
-	}
 	turn := memory.Turn{
 		Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: in.input}, {Role: messages.RoleAssistant, Content: output}},
 		Source:   messages.MemorySource{Kind: "session", ID: job.session, Seq: job.completed.Seq},
 	}
-	decisions, err := ns.Remember(ctx, job.session+"/"+strconv.FormatUint(job.completed.Seq, 10), turn, memory.RememberOptions{})
+	key := job.session + "/" + strconv.FormatUint(job.completed.Seq, 10)
+	if w.n.memoryRouted() {
+		// The namespace is written by the owner of its partition, as every other
+		// write of it is (memoryroute.go): this node's write would be fenced.
+		if err := w.n.rememberRemote(ctx, name, key, turn); err != nil {
+			return fmt.Errorf("namespace %s: %w", name, err)
+		}
+		return nil
+	}
+	if _, err := w.n.remember(ctx, name, key, turn); err != nil {
+		return fmt.Errorf("namespace %s: %w", name, err)
+	}
+	return nil
+}
+
+// remember runs Remember on namespace name here, and returns how many memories it
+// updated.
+func (n *Node) remember(ctx context.Context, name, key string, turn memory.Turn) (int, error) {
+	ns, err := n.memories.Namespace(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	decisions, err := ns.Remember(ctx, key, turn, memory.RememberOptions{})
 	// Its adds are heard of through memory.Config.Written, as every Add is; its
 	// updates are told here.
 	updated := 0
@@ -199,12 +220,64 @@ func (w *afterTaskWriter) remember(job afterTaskJob) error {
 		}
 	}
 	if updated > 0 {
-		w.n.memoryWritten(name, updated)
+		n.memoryWritten(name, updated)
 	}
+	return updated, err
+}
+
+// rememberAnswer is the answer of a routed Remember: how many memories it
+// updated, or why it failed.
+type rememberAnswer struct {
+	Updated int    `json:"updated"`
+	Error   string `json:"error,omitempty"`
+}
+
+// rememberRemote sends the write after task of a turn to the owner of namespace
+// name (a MemoryCommand, action memoryRemember) and waits for its answer.
+func (n *Node) rememberRemote(ctx context.Context, name, key string, turn memory.Turn) error {
+	args, err := json.Marshal(turn)
 	if err != nil {
-		return fmt.Errorf("namespace %s: %w", name, err)
+		return err
+	}
+	if len(args) > memoryMessageMax-16<<10 {
+		return fmt.Errorf("the turn is %d bytes of JSON, more than the %d it can be sent to the namespace's owner in", len(args), memoryMessageMax-16<<10)
+	}
+	c := messages.MemoryCommand{ID: n.cfg.IDs.NewID(), SessionID: memory.Stream(name), Namespace: name, Action: memoryRemember,
+		Key: key, Args: args, ReplyTopic: messages.TopicReplies, ReplyNode: n.cfg.NodeID}
+	res, err := n.memoryRemoteWithin(ctx, c, afterTaskTimeout)
+	if err != nil {
+		return err
+	}
+	var ans rememberAnswer
+	if err := json.Unmarshal(res, &ans); err != nil {
+		return fmt.Errorf("the answer of the namespace's owner: %w", err)
+	}
+	if ans.Error != "" {
+		return errors.New(ans.Error)
 	}
 	return nil
+}
+
+// rememberLocal runs a routed write after task on this node, the namespace's
+// owner. A failure of Remember (its model's, say) is answered, not retried: the
+// write after task is best effort, and a retry would hold the namespace's later
+// commands behind it. A fenced write is not answered (handleMemoryCommand).
+func (n *Node) rememberLocal(ctx context.Context, c messages.MemoryCommand) (json.RawMessage, error) {
+	var turn memory.Turn
+	if err := json.Unmarshal(c.Args, &turn); err != nil {
+		return nil, fmt.Errorf("%w: remember: %v", memory.ErrInvalid, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, afterTaskTimeout)
+	defer cancel()
+	updated, err := n.remember(ctx, c.Namespace, c.Key, turn)
+	if errors.Is(err, eventlog.ErrFenced) {
+		return nil, err
+	}
+	ans := rememberAnswer{Updated: updated}
+	if err != nil {
+		ans.Error = err.Error()
+	}
+	return json.Marshal(ans)
 }
 
 // inputOf reads a task's input and agent from its session's task.submitted in the log.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/telemetry"
@@ -31,6 +32,8 @@ const (
 	memoryHistory = "history" // args: {"id"} → HistoryAnswer
 	// args: memoryToolArgs → memoryToolAnswer (memorytool.go)
 	memoryToolCall = "tool"
+	// args: memory.Turn → rememberAnswer (memoryagent.go: the write after task)
+	memoryRemember = "remember"
 )
 
 // memoryTimeout bounds the wait for a namespace's owner to answer a command.
@@ -184,6 +187,8 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 		out = ans
 	case memoryToolCall:
 		return n.runMemoryTool(ctx, c)
+	case memoryRemember:
+		return n.rememberLocal(ctx, c) // memoryagent.go
 	case notesToolCall:
 		return n.runNotesTool(ctx, c) // notesroute.go
 	case kbAddAction, kbRemoveAction, kbPartAction:
@@ -306,6 +311,13 @@ func (n *Node) handleMemoryCommand(msg *message.Message) error {
 			// give now (or ever, for a refusal), and a retry would hold the
 			// namespace's later commands, and the partition's sessions, behind it.
 			rep.Error, rep.Kind = err.Error(), "vector_store"
+		case errors.Is(err, eventlog.ErrFenced):
+			// Its partition's owner is another node now (this one hung past the
+			// group's session timeout, or has not taken its lease yet): the command
+			// is neither answered nor acknowledged, so that the owner runs it.
+			n.cfg.Logger.Warn("memory command left to the owner of its stream's partition: this node's write was fenced",
+				"command", c.ID, "action", c.Action, "stream", c.SessionID, "err", err)
+			return fmt.Errorf("%w: memory command %s on %s: %w", errNotOwner, c.Action, c.Namespace, err)
 		case err != nil:
 			return fmt.Errorf("memory command %s on %s: %w", c.Action, c.Namespace, err) // retried
 		default:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
@@ -126,6 +127,11 @@ func runRoutedTool(ctx context.Context, t tools.Tool, name, key, arguments strin
 	out, err := t.Call(tools.WithCallKey(ctx, key), tools.Call{Key: key, Arguments: arguments})
 	if err != nil && ctx.Err() != nil {
 		return nil, fmt.Errorf("%w: %s cut off on the stream's owner (%w): %w", errStopping, name, context.Cause(ctx), err)
+	}
+	if errors.Is(err, eventlog.ErrFenced) {
+		// Not this node's stream any more: not answered, so that its owner
+		// performs the call (handleMemoryCommand).
+		return nil, err
 	}
 	var ans memoryToolAnswer
 	var invalid *tools.ArgumentError

@@ -140,7 +140,8 @@ type Config struct {
 	// (the task's input as the user's message, its output as the assistant's),
 	// under the key "<session>/<seq of its task.completed>" (a task remembered
 	// twice writes once), each memory with the source {kind "session", the session,
-	// that seq}. A worker of the node does it, one task at a time, after the
+	// that seq}. A worker of the node does it (on a sharded cluster, the owner of
+	// the namespace's partition, as every write of it), one task at a time, after the
 	// task.completed is durable: the session never waits for it, and a failure is
 	// logged, never the task's. Close waits up to 5 s for the tasks queued. Best
 	// effort: a task that ends while 1,024 others wait, or that is still queued

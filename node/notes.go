@@ -22,7 +22,7 @@ func (n *Node) addNotes() error {
 	}
 	cfg := *n.cfg.Notes
 	if cfg.Log == nil {
-		cfg.Log = n.log
+		cfg.Log = n.routedLogOf(n.log)
 	}
 	if cfg.Agent == "" {
 		cfg.Agent = "default" // the node's one agent (Config.agent)
