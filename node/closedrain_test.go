@@ -2,7 +2,9 @@ package node_test
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,6 +179,75 @@ func TestCloseLetsCallsInFlightAnswer(t *testing.T) {
 		t.Fatalf("payments by key: %v, want one key", counts)
 	}
 	for key, times := range counts {
+		if times != 1 {
+			t.Errorf("the call %s was performed %d times, want once", key, times)
+		}
+	}
+}
+
+// failingOnce is a log whose next Append fails once when armed, as a ClickHouse
+// hiccup or a SQLite I/O error fails one write.
+type failingOnce struct {
+	*sqlite.Log
+	armed  atomic.Bool
+	failed atomic.Int32
+}
+
+func (l *failingOnce) Append(ctx context.Context, events []messages.Envelope) error {
+	if l.armed.CompareAndSwap(true, false) {
+		l.failed.Add(1)
+		return errors.New("transient: connection reset by peer")
+	}
+	return l.Log.Append(ctx, events)
+}
+
+// A write that fails once while Close drains is retried, as it is at any other
+// time: the answer of the call in flight is recorded, and the node started again
+// performs nothing a second time. Before, Close ended the sessions' retries as it
+// began, so the failed write restarted the session, which dropped the late answer,
+// and the call was performed again with its key.
+func TestCloseRetriesAWriteThatFailsWhileItDrains(t *testing.T) {
+	log := &failingOnce{Log: openLog(t).(*sqlite.Log)}
+	pay := newBlockingPay()
+	n := startPayNode(t, log, pay.tool(t), node.Config{HandoffGrace: time.Minute, StopTimeout: 2 * time.Minute})
+	if _, err := n.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: "drain"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-pay.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the tool was never called")
+	}
+	log.armed.Store(true) // the write of the call's answer fails once
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	select {
+	case err := <-closed:
+		closed <- err
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(pay.release)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close did not return once the call answered")
+	}
+	if log.failed.Load() != 1 {
+		t.Fatalf("%d appends failed, want the one armed", log.failed.Load())
+	}
+	if got := recordedToolResults(readAll(t, log, "drain")); got != 1 {
+		t.Errorf("the log of the closed node records %d tool results, want the one that answered while it closed", got)
+	}
+	pay.holding(false)
+	again := startPayNode(t, log, pay.tool(t), node.Config{})
+	events := waitEnded(t, again, "drain")
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task ended with %s: %s", last.Type, last.Payload)
+	}
+	for key, times := range pay.counts() {
 		if times != 1 {
 			t.Errorf("the call %s was performed %d times, want once", key, times)
 		}

@@ -752,6 +752,11 @@ type Node struct {
 	keys     *secretKeys
 	ingress  *Ingress
 	stopping chan struct{}
+	// sessionsStop is closed once Close drained the sessions: it ends the retries
+	// of a session's failing write (actors.SessionDeps.Stopping). Not stopping,
+	// which Close closes first: a write that failed once while the calls in flight
+	// are answered is retried, so that their answers are recorded.
+	sessionsStop chan struct{}
 	// submits bounds deliverTask's waits by SubmitTimeout.
 	submits *deadline.Shared
 	tracing *tracing // the node's traces (tracing.go)
@@ -781,7 +786,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Redactor = redact.New()
 	}
 	cfg.Redactor.Add(cfg.Secrets...)
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), routing: make(chan struct{}), handedOver: make(chan struct{}), drainTurn: make(chan struct{}, 1), redactor: cfg.Redactor, metrics: newMetrics(),
+	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), sessionsStop: make(chan struct{}), routing: make(chan struct{}), handedOver: make(chan struct{}), drainTurn: make(chan struct{}, 1), redactor: cfg.Redactor, metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout), revokeWithin: revokeBudget}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	n.keys = &secretKeys{given: cfg.SecretKey, dir: cfg.DataDir, shared: cfg.Bus != nil, logger: cfg.Logger}
@@ -1589,6 +1594,7 @@ func (n *Node) Close() error {
 		if n.system != nil {
 			if n.host != nil {
 				n.closeSessions(stopCtx)
+				close(n.sessionsStop)
 				// Not PoisonFuture: its future gives up after protoactor's fixed
 				// 10 s, and the bus and the log were closed under a session still
 				// handling a message (an append attempt to a slow log, which

@@ -269,7 +269,7 @@ func (n *Node) newSessionHost(agents actors.Agents, effects actors.Effects) erro
 		Store: store, Configs: n.log, Publisher: n.outbox, Effects: effects, Clock: cfg.Clock,
 		MaxLiveSessions: cfg.MaxLiveSessions, OnSessionEvicted: evicted.Inc, OnSessionsOverLimit: overLimit.Inc,
 		MaxParallelTools: cfg.parallelTools(), IdleTimeout: cfg.IdleTimeout, Logger: cfg.Logger,
-		Redactor: n.redactor, Stopping: n.stopping, Routable: n.routable,
+		Redactor: n.redactor, Stopping: n.sessionsStop, Routable: n.routable,
 		Agent: agents.Default, Named: agents.Named,
 		LogWrites: n.outage.wrote,
 	}
