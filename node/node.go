@@ -697,6 +697,10 @@ type Node struct {
 	onBus     publishedSeqs    // what a takeover found on the bus already (onbus.go)
 	marks     publicationMarks // the batches its sessions are appending and publishing (pubmark.go)
 	router    *message.Router
+	// admitting are the router's handlers that admit new work, which Close stops
+	// first; answering counts the others (stopAdmitting).
+	admitting []admittingHandler
+	answering int
 	busLogs   *logShutter // the bus's and router's logger, shut by Close
 	hub       *Hub
 	feed      *sessionFeed // GET /v1/feed/sessions
@@ -1564,20 +1568,23 @@ func (n *Node) CloseStreams() {
 	n.streamsOnce.Do(func() { close(n.streamsDone) })
 }
 
-// Close stops the node: ingress first (call it before canceling Run's context: the
-// router then finishes subscribing a handler it is starting and stops it, where a
-// canceled context would leave that handler waited for until the close timeout), then
-// the session actors, drained as a revocation of a sharded node's partitions drains
-// them (closeSessions): each issues no more effects, and the model and tool calls it
-// has in flight get up to Config.HandoffGrace to answer, their results recorded, so
-// that the node started again, or the sessions' next owners, do not perform them
-// again; then each is stopped once it finished the message it is handling, so nothing
-// is half-written; unfinished tasks stay resumable from the log. Close waits for them,
-// and then for the memory namespaces' actors, up to Config.StopTimeout in all. Then
-// the effects still running (a call that outlived the grace: their contexts are
-// cancelled, a model's HTTP request is closed, a tool sees ctx.Done(); nobody records
-// their end, so the sessions' next owners issue them again, with their keys), the bus
-// and the log. It is idempotent.
+// Close stops the node: ingress first, the router's handlers of new work (tasks,
+// and the effects a node performs for others: call Close before canceling Run's
+// context: the router then finishes subscribing a handler it is starting and stops
+// it, where a canceled context would leave that handler waited for until the close
+// timeout), then the session actors, drained as a revocation of a sharded node's
+// partitions drains them (closeSessions): each issues no more effects, and the model
+// and tool calls it has in flight get up to Config.HandoffGrace to answer, their
+// results recorded, so that the node started again, or the sessions' next owners, do
+// not perform them again (the answers of calls performed by other nodes come through
+// the router's replies handler, which runs until the sessions drained); then each is
+// stopped once it finished the message it is handling, so nothing is half-written;
+// unfinished tasks stay resumable from the log. Close waits for them, and then for
+// the memory namespaces' actors, up to Config.StopTimeout in all. Then the rest of
+// the router, the effects still running (a call that outlived the grace: their
+// contexts are cancelled, a model's HTTP request is closed, a tool sees ctx.Done();
+// nobody records their end, so the sessions' next owners issue them again, with
+// their keys), the bus and the log. It is idempotent.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		var errs []error
@@ -1585,8 +1592,19 @@ func (n *Node) Close() error {
 		n.CloseStreams()
 		// A router that never ran has nothing to drain (and its Close would wait out
 		// its timeout for handlers that never started).
+		stoppedAdmitting := false
 		if n.router != nil && n.ran.Load() {
-			errs = append(errs, n.router.Close())
+			if stoppedAdmitting = n.stopAdmitting(); !stoppedAdmitting {
+				errs = append(errs, n.router.Close())
+			}
+		}
+		// The rest of the router (the replies, the cancellations of the effects
+		// this node performs) once nothing waits for a reply any more.
+		closeRest := func() {
+			if stoppedAdmitting {
+				errs = append(errs, n.router.Close(), n.closeStopped())
+				stoppedAdmitting = false
+			}
 		}
 		// The node's actors are waited for within StopTimeout as a whole.
 		stopCtx, stopCancel := context.WithTimeout(context.Background(), n.cfg.StopTimeout)
@@ -1619,8 +1637,10 @@ func (n *Node) Close() error {
 						"node", n.cfg.NodeID, "stop_timeout", n.cfg.StopTimeout, "err", err)
 				}
 			}
+			closeRest() // before the actors its handlers deliver replies to shut down
 			n.system.Shutdown()
 		}
+		closeRest()
 		// The sessions are stopped: the calls they waited on, and those served for
 		// other nodes, are cancelled (a model's HTTP request is closed, a tool sees
 		// its context end), and nobody records their end: the sessions' next owners

@@ -67,12 +67,17 @@ func (w wiring) asksRemote() bool {
 func (w wiring) sharedBus() bool { return w.bus != nil }
 
 // roleHandler is a handler of a node's router: its name, the topic it consumes,
-// when a node attaches it, the subscriber it reads and how it handles a message.
+// whether it admits new work, when a node attaches it, the subscriber it reads and
+// how it handles a message.
 type roleHandler struct {
 	name, topic string
-	when        func(wiring) bool
-	sub         func(*Node) message.Subscriber
-	handle      func(*Node, *message.Message) error
+	// admits: the handler takes new work (a task, an effect to perform for another
+	// node). Close stops these first, and keeps the others, which carry the answers
+	// to the calls in flight, running while it drains the sessions (stopAdmitting).
+	admits bool
+	when   func(wiring) bool
+	sub    func(*Node) message.Subscriber
+	handle func(*Node, *message.Message) error
 }
 
 // tasksHandler is the name of the handler of messages.TopicTasks.
@@ -82,15 +87,19 @@ const tasksHandler = "tasks"
 // table of them.
 var roleHandlers = []roleHandler{
 	// Many tasks at once, one session's in order (ingest.go).
-	{tasksHandler, messages.TopicTasks, wiring.runsSessions,
+	{tasksHandler, messages.TopicTasks, true, wiring.runsSessions,
 		func(n *Node) message.Subscriber { return &sessionOrder{sub: n.tasksSub, ackOnArrival: n.bus != nil} },
 		(*Node).handleTask},
-	{"tool-requests", messages.TopicToolRequests, wiring.servesTools,
+	{"tool-requests", messages.TopicToolRequests, true, wiring.servesTools,
 		func(n *Node) message.Subscriber { return n.cfg.Bus.Tools }, (*Node).handleEffect},
-	{"model-requests", messages.TopicModelRequests, wiring.servesModels,
+	{"model-requests", messages.TopicModelRequests, true, wiring.servesModels,
 		func(n *Node) message.Subscriber { return n.cfg.Bus.Models }, (*Node).handleEffect},
-	{"effect-cancels", messages.TopicEffectCancels, wiring.servesEffects, (*Node).live, (*Node).handleEffectCancel},
-	{"replies", messages.TopicReplies, func(w wiring) bool { return w.asksRemote() || w.sharedBus() && w.memory }, (*Node).live, (*Node).handleReply},
+	// The cancellations of the effects this node performs for others, which run
+	// while it closes until its sessions drained.
+	{"effect-cancels", messages.TopicEffectCancels, false, wiring.servesEffects, (*Node).live, (*Node).handleEffectCancel},
+	// The answers to the effects and memory commands this node's sessions asked
+	// other nodes for, which their drain waits for.
+	{"replies", messages.TopicReplies, false, func(w wiring) bool { return w.asksRemote() || w.sharedBus() && w.memory }, (*Node).live, (*Node).handleReply},
 	// No handler reads messages.TopicEvents: the session actors feed the hub
 	// themselves (SessionDeps.Live), and the hub reads the topic only while someone
 	// here watches a session another node runs (Hub, busFeed).
@@ -356,7 +365,7 @@ func (n *Node) sessionStore() actors.EventStore {
 // roleHandlers names for the node's roles.
 func (n *Node) newRouter(wlog watermill.LoggerAdapter) error {
 	var err error
-	n.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 10 * time.Second}, wlog)
+	n.router, err = message.NewRouter(message.RouterConfig{CloseTimeout: routerCloseTimeout}, wlog)
 	if err != nil {
 		return err
 	}
@@ -384,10 +393,70 @@ func (n *Node) newRouter(wlog watermill.LoggerAdapter) error {
 		if !h.when(w) {
 			continue
 		}
-		handle := h.handle
-		n.router.AddConsumerHandler(h.name, h.topic, h.sub(n), func(msg *message.Message) error { return handle(n, msg) })
+		handle, sub := h.handle, h.sub(n)
+		rh := n.router.AddConsumerHandler(h.name, h.topic, sub, func(msg *message.Message) error { return handle(n, msg) })
+		if h.admits {
+			n.admitting = append(n.admitting, admittingHandler{rh, sub})
+		} else {
+			n.answering++
+		}
 	}
 	return nil
+}
+
+// routerCloseTimeout bounds the router's Close: its wait for the messages its
+// handlers are handling. Close waits as long for the handlers that admit work to stop
+// (stopAdmitting).
+const routerCloseTimeout = 10 * time.Second
+
+// admittingHandler is a handler of the router that admits new work
+// (roleHandler.admits), and the subscriber it reads.
+type admittingHandler struct {
+	h   *message.Handler
+	sub message.Subscriber
+}
+
+// stopAdmitting stops the router's handlers that admit new work (tasks, effects to
+// perform for other nodes) and waits for them to stop (up to routerCloseTimeout),
+// while the others (the replies to this node's calls, the cancellations of the
+// calls it performs) keep running: the sessions that Close drains next get the
+// answers of the calls they have in flight on other nodes. A stopped handler's
+// subscription ends (a consumer group's member gives its partitions up: a sharded
+// node is told Revoked), but its subscriber is closed only with the router
+// (closeStopped). It reports false, and stops nothing, when the router is not
+// running yet (Close then closes it, which stops a handler being started) or no
+// handler would be left running (the embedded bus: the router is closed at once, as
+// it was).
+func (n *Node) stopAdmitting() bool {
+	if n.answering == 0 || !n.routerRunning() {
+		return false
+	}
+	for _, a := range n.admitting {
+		a.h.Stop()
+	}
+	t := time.NewTimer(routerCloseTimeout)
+	defer t.Stop()
+	for _, a := range n.admitting {
+		select {
+		case <-a.h.Stopped():
+		case <-t.C:
+			n.cfg.Logger.Warn("node closing with a handler of new work still stopping; draining the sessions anyway",
+				"node", n.cfg.NodeID, "waited", routerCloseTimeout)
+			return true
+		}
+	}
+	return true
+}
+
+// closeStopped closes the subscribers of the handlers stopAdmitting stopped, which the
+// router's Close, once the sessions drained, no longer closes (it closes those of the
+// handlers still running).
+func (n *Node) closeStopped() error {
+	var errs []error
+	for _, a := range n.admitting {
+		errs = append(errs, a.sub.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // routable reports whether this node's gateway answers requests naming the chain
