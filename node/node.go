@@ -76,10 +76,11 @@ type Config struct {
 	// Log overrides the event log; when nil, a SQLite log is opened in DataDir.
 	// A node without Bus on a log that several processes may write without
 	// refusing their racing writes (eventlog.SeqRaces: ClickHouse) owns it whole
-	// unless ShareLog is set: New takes its next ownership epoch, and the node
-	// appends every stream under it, so that a node started on the log later
-	// takes it over, and this one then refuses writes and new tasks
-	// (eventlog.ErrFenced) instead of writing beside it (logowner.go).
+	// unless ShareLog is set: New takes its next ownership epoch, last (a New that
+	// fails takes nothing), and the node appends every stream under it, so that a
+	// node started on the log later takes it over, and this one then refuses
+	// writes and new tasks (eventlog.ErrFenced) instead of writing beside it
+	// (logowner.go).
 	Log eventlog.Log
 	// ShareLog makes a node without Bus write its Log beside the node that owns
 	// it, without taking it: for the short commands that change a few streams of
@@ -805,12 +806,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.openLog(ctx); err != nil {
 		return nil, err
 	}
-	if err := n.takeLog(ctx); err != nil {
-		if n.ownLog {
-			_ = n.log.Close()
-		}
-		return nil, err
-	}
+	n.guardLog()
 	n.outage = newLogOutage(cfg.Logger, n.log, n.stopping, n.metrics)
 	n.gate.keepSignIns(n.log)
 	n.busLogs = &logShutter{}
@@ -874,6 +870,10 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.fail(err)
 	}
 	if err := n.newRouter(wlog); err != nil {
+		return nil, n.fail(err)
+	}
+	// Last: a node that failed to be built takes no log from the node serving it.
+	if err := n.takeLog(ctx); err != nil {
 		return nil, n.fail(err)
 	}
 	return n, nil
