@@ -84,10 +84,10 @@ type Config struct {
 	Log eventlog.Log
 	// ShareLog makes a node without Bus write its Log beside the node that owns
 	// it, without taking it: for the short commands that change a few streams of
-	// a log a serving node owns (node memory, node rag, node tools call). Their
-	// writes are not fenced: one that races the owner's write of the same stream
-	// may be lost. Ignored on a shared bus, and on a log that refuses racing
-	// writes (SQLite).
+	// a log a serving node owns (node run, node memory, node rag, node tools call,
+	// replay fork). Their writes are not fenced: one that races the owner's
+	// write of the same stream may be lost. Ignored on a shared bus, and on a log
+	// that refuses racing writes (SQLite).
 	ShareLog bool
 	// Model answers every model call (default llm.Offline). A model that cannot call
 	// tools natively is given them through the ReAct text protocol.
