@@ -24,6 +24,9 @@ import (
 // node takes the next ownership epoch of the log when it starts (New), as a
 // sharded node takes its partitions' when Kafka assigns them, and appends every
 // stream under it: the log as the node's writers see it (Node.log) is ownedLog.
+// It takes the epoch last, once everything else New builds was built (guardLog,
+// takeLog): a node whose New fails (its port, Milvus or an MCP server) takes
+// nothing from the node serving the log, and appends nothing before it owns it.
 // The next node started on the log takes a higher epoch, and this one's appends
 // are refused with eventlog.ErrFenced from then on, never lost: it says so once,
 // stops its sessions (the new owner resumed every session left running when it
@@ -59,13 +62,19 @@ type ownableLog interface {
 // another node took (logOwner).
 var errLogTaken = errors.New("this node no longer owns the event log: another node without Kafka started on it since")
 
+// errLogNotOwned is the refusal of a write by a node that has not yet taken its
+// log (New has not finished, or failed).
+var errLogNotOwned = fmt.Errorf("%w: this node has not taken the event log yet: it takes it once it is built", eventlog.ErrFenced)
+
 // logOwner is a node's lease of the whole log.
 type logOwner struct {
 	log    ownableLog
 	owners eventlog.Releasing // nil: the log does not tell who took it
 	node   string
-	epoch  uint64
 	logger *slog.Logger
+	// epoch is the node's, set before owned is closed.
+	epoch uint64
+	owned chan struct{} // closed once the node took the log
 	// onRefused counts each append refused for the lease.
 	onRefused func()
 
@@ -77,35 +86,50 @@ type logOwner struct {
 	probed  time.Time
 }
 
-// takeLog makes the node own its log when it has no shared bus, Config.ShareLog
-// is not set, and the log's writers race undetected (eventlog.SeqRaces): it
-// takes the log's next ownership epoch, and Node.log becomes the log under it
-// (ownedLog). It is called right after openLog, before anything writes.
-func (n *Node) takeLog(ctx context.Context) error {
+// guardLog readies the node to own its log when it has no shared bus,
+// Config.ShareLog is not set, and the log's writers race undetected
+// (eventlog.SeqRaces): Node.log becomes the log under the node's lease
+// (ownedLog), which refuses every write until takeLog took the lease. It is
+// called right after openLog, before anything holds the log.
+func (n *Node) guardLog() {
 	if n.cfg.Bus != nil || n.cfg.ShareLog {
-		return nil
+		return
 	}
 	if r, ok := n.log.(eventlog.SeqRaces); !ok || !r.SeqRacesUndetected() {
-		return nil
+		return
 	}
 	l, ok := n.log.(ownableLog)
 	if !ok {
 		n.cfg.Logger.Warn("the event log may lose writes of two nodes writing it at once, and cannot fence them: run one node on it, or a cluster on Kafka",
 			"log", fmt.Sprintf("%T", n.log))
+		return
+	}
+	o := &logOwner{log: l, node: n.cfg.NodeID, logger: n.cfg.Logger, onRefused: n.metrics.fenced.Inc,
+		owned: make(chan struct{}), taken: make(chan struct{})}
+	o.owners, _ = n.log.(eventlog.Releasing)
+	n.owner, n.log = o, &ownedLog{raw: l, o: o}
+}
+
+// takeLog takes the log's next ownership epoch for a node that guardLog readied
+// to own it: from then on its writes go under the lease, and the node that
+// owned the log before refuses work. New calls it last, once nothing else can
+// fail: a node that fails to start takes nothing from the one serving.
+func (n *Node) takeLog(ctx context.Context) error {
+	o := n.owner
+	if o == nil {
 		return nil
 	}
 	octx, cancel := context.WithTimeout(ctx, ownWait)
 	defer cancel()
-	epoch, err := l.Own(octx, n.cfg.NodeID, []int{logPartition})
+	epoch, err := o.log.Own(octx, n.cfg.NodeID, []int{logPartition})
 	if err != nil {
 		return fmt.Errorf("node: taking ownership of the event log: %w", err)
 	}
-	o := &logOwner{log: l, node: n.cfg.NodeID, epoch: epoch, logger: n.cfg.Logger, onRefused: n.metrics.fenced.Inc, taken: make(chan struct{})}
-	o.owners, _ = n.log.(eventlog.Releasing)
-	n.owner, n.log = o, &ownedLog{raw: l, o: o}
+	o.epoch = epoch
+	close(o.owned)
 	n.metrics.epoch.Set(float64(epoch))
 	n.cfg.Logger.Info("took ownership of the event log: a node started on it later takes it over, and this one then refuses work",
-		"node", n.cfg.NodeID, "log", logBackend(l), "epoch", epoch)
+		"node", n.cfg.NodeID, "log", logBackend(o.log), "epoch", epoch)
 	return nil
 }
 
@@ -124,7 +148,12 @@ func (o *logOwner) refusal() error {
 	case <-o.taken:
 		return o.err
 	default:
+	}
+	select {
+	case <-o.owned:
 		return nil
+	default:
+		return errLogNotOwned
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,8 +16,10 @@ import (
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
 	"github.com/troupe-run/troupe/eventlog/clickhouse/chtest"
 	"github.com/troupe-run/troupe/knowledge"
+	"github.com/troupe-run/troupe/memory"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/tools/notes"
 )
 
 // soloNode is a node without Kafka on the ClickHouse log of db, with its own
@@ -194,4 +197,72 @@ func TestTwoNodesWithoutKafkaOnOneClickHouseLog(t *testing.T) {
 	}
 	acked.docs, acked.tasks = append(acked.docs, again.docs...), append(acked.tasks, again.tasks...)
 	check("after the restart", acked)
+}
+
+// A second node without Kafka started on the owner's ClickHouse log by mistake,
+// whose New fails after it opened the log (here its data directory; as well a
+// Milvus it cannot reach, or an MCP server that does not start), takes nothing:
+// the first node still owns the log, takes writes and is healthy. Before, New
+// took the log's next epoch right after opening it, and the node that never ran
+// left the live one refusing every task and write (503) until it was restarted.
+func TestFailedNewTakesNoLog(t *testing.T) {
+	addr := os.Getenv("TROUPE_TEST_CLICKHOUSE")
+	if addr == "" {
+		t.Skip("TROUPE_TEST_CLICKHOUSE is not set: start ClickHouse (deploy/clickhouse.sh) and set it to host:port")
+	}
+	db := chtest.Database(t, addr, "troupe_solo_")
+	a := startSoloNode(t, addr, db, "node-a", t.TempDir())
+	if w := a.write(t, "a0", "s", 2); len(w.refused) > 0 {
+		t.Fatalf("the only node refused writes: %v", w.refused)
+	}
+
+	lg, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: clickhouse.SplitAddr(addr), Database: db, FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lg.Close()
+	// Its data directory is a file: the knowledge base's vector index cannot be
+	// opened in it, which New finds after it opened the log.
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n, err := node.New(context.Background(), node.Config{Log: lg, DataDir: file, NodeID: "node-b", Knowledge: &knowledge.Config{}})
+	if err == nil {
+		_ = n.Close()
+		t.Fatal("New of a node whose data directory is a file succeeded")
+	}
+	t.Logf("the second node's New: %v", err)
+
+	if w := a.write(t, "a1", "s", 2); len(w.refused) > 0 {
+		t.Errorf("after a second node failed to start on its log, the first refused writes: %v", w.refused)
+	}
+	if code, body := a.do(t, http.MethodGet, "/healthz", "", nil); code != http.StatusOK {
+		t.Errorf("after a second node failed to start on its log, the first's /healthz: %d %s", code, body)
+	}
+
+	// A node that starts, with every part that holds the log (memory, notes, the
+	// knowledge base), takes it, once built: the first refuses from then on.
+	lc, err := clickhouse.Open(context.Background(), clickhouse.Config{Addr: clickhouse.SplitAddr(addr), Database: db, FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	c, err := node.New(context.Background(), node.Config{Log: lc, DataDir: t.TempDir(), NodeID: "node-c", Knowledge: &knowledge.Config{},
+		Memory: &memory.Config{}, MemoryTool: &memory.ToolConfig{Namespace: "agent:a"}, Notes: &notes.Config{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopC, err := c.Start(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stopC()
+	cn := soloNode{kbNode: kbNode{n: c, log: lc}}
+	if w := cn.write(t, "c0", "s", 2); len(w.refused) > 0 {
+		t.Errorf("the node started last refused writes: %v", w.refused)
+	}
+	if w := a.write(t, "a2", "s", 1); len(w.docs)+len(w.tasks) > 0 {
+		t.Errorf("the first node, after a third took the log, acknowledged %+v", w)
+	}
 }

@@ -76,17 +76,18 @@ type Config struct {
 	// Log overrides the event log; when nil, a SQLite log is opened in DataDir.
 	// A node without Bus on a log that several processes may write without
 	// refusing their racing writes (eventlog.SeqRaces: ClickHouse) owns it whole
-	// unless ShareLog is set: New takes its next ownership epoch, and the node
-	// appends every stream under it, so that a node started on the log later
-	// takes it over, and this one then refuses writes and new tasks
-	// (eventlog.ErrFenced) instead of writing beside it (logowner.go).
+	// unless ShareLog is set: New takes its next ownership epoch, last (a New that
+	// fails takes nothing), and the node appends every stream under it, so that a
+	// node started on the log later takes it over, and this one then refuses
+	// writes and new tasks (eventlog.ErrFenced) instead of writing beside it
+	// (logowner.go).
 	Log eventlog.Log
 	// ShareLog makes a node without Bus write its Log beside the node that owns
 	// it, without taking it: for the short commands that change a few streams of
-	// a log a serving node owns (node memory, node rag, node tools call). Their
-	// writes are not fenced: one that races the owner's write of the same stream
-	// may be lost. Ignored on a shared bus, and on a log that refuses racing
-	// writes (SQLite).
+	// a log a serving node owns (node run, node memory, node rag, node tools call,
+	// replay fork). Their writes are not fenced: one that races the owner's
+	// write of the same stream may be lost. Ignored on a shared bus, and on a log
+	// that refuses racing writes (SQLite).
 	ShareLog bool
 	// Model answers every model call (default llm.Offline). A model that cannot call
 	// tools natively is given them through the ReAct text protocol.
@@ -814,12 +815,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 	if err := n.openLog(ctx); err != nil {
 		return nil, err
 	}
-	if err := n.takeLog(ctx); err != nil {
-		if n.ownLog {
-			_ = n.log.Close()
-		}
-		return nil, err
-	}
+	n.guardLog()
 	n.outage = newLogOutage(cfg.Logger, n.log, n.stopping, n.metrics)
 	n.gate.keepSignIns(n.log)
 	n.busLogs = &logShutter{}
@@ -883,6 +879,10 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, n.fail(err)
 	}
 	if err := n.newRouter(wlog); err != nil {
+		return nil, n.fail(err)
+	}
+	// Last: a node that failed to be built takes no log from the node serving it.
+	if err := n.takeLog(ctx); err != nil {
 		return nil, n.fail(err)
 	}
 	return n, nil

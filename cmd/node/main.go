@@ -889,18 +889,20 @@ func hintWhenSilent(ctx context.Context, events <-chan messages.Envelope, silenc
 }
 
 func serve(ctx context.Context, cfg node.Config, served mcp.ServedConfig, attach func(*node.Node), addr string, stderr io.Writer) int {
+	// Listen first: a node started by mistake on the address a node serves (on
+	// the same ClickHouse log) fails before New takes the log from it.
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "error:", err)
+		return 1
+	}
 	n, err := node.New(ctx, cfg)
 	if err != nil {
+		ln.Close()
 		fmt.Fprintln(stderr, "error:", err)
 		return 1
 	}
 	attach(n)
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		n.Close()
-		fmt.Fprintln(stderr, "error:", err)
-		return 1
-	}
 	// Timeouts and a connection limit (cfg.HTTP); live streams end when shutdown begins.
 	mcpSrv := mountMCP(ctx, n, cfg, served)
 	srv := n.HTTPServer()

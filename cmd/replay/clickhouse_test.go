@@ -11,6 +11,7 @@ import (
 	ch "github.com/ClickHouse/clickhouse-go/v2"
 
 	"github.com/troupe-run/troupe/eventlog/clickhouse"
+	"github.com/troupe-run/troupe/eventlog/clickhouse/chtest"
 	"github.com/troupe-run/troupe/node"
 	"github.com/troupe-run/troupe/node/nodetest"
 )
@@ -101,4 +102,33 @@ func TestStatsAgreeAcrossLogs(t *testing.T) {
 	if fromSQLite != fromClickHouse {
 		t.Fatalf("stats differ:\nSQLite:\n%s\nClickHouse:\n%s\n%s", fromSQLite, fromClickHouse, errs)
 	}
+}
+
+// replay fork on the ClickHouse log a node serves (without Kafka, so it owns the
+// log) writes its fork beside the node: the node stays healthy and takes tasks.
+// Before, fork's node took the log's next ownership epoch, and the serving node
+// refused every task and write (503) from then on, until it was restarted.
+func TestForkBesideServingNodeOnClickHouse(t *testing.T) {
+	addr := os.Getenv("TROUPE_TEST_CLICKHOUSE")
+	if addr == "" {
+		t.Skip("TROUPE_TEST_CLICKHOUSE is not set: no ClickHouse server to test against")
+	}
+	db := chtest.Database(t, addr, "troupe_replay_fork_")
+	t.Setenv("TROUPE_CLICKHOUSE_DATABASE", db)
+	ctx := context.Background()
+	log, err := clickhouse.Open(ctx, clickhouse.Config{Addr: clickhouse.SplitAddr(addr), Database: db, FlushInterval: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	n := nodetest.Start(t, node.Config{Log: log})
+	nodetest.Run(t, n, "served-1", "What is 12 * (7 + 5)?")
+
+	if code, out, errs := replay(t, "fork", "served-1", "--at", "3", "--session", "served-fork", "--clickhouse", addr); code != 0 || !strings.Contains(out, "answer: 144") {
+		t.Fatalf("fork: %d %s %s", code, out, errs)
+	}
+	if err := n.Healthy(); err != nil {
+		t.Errorf("the serving node, after replay fork wrote beside it: %v", err)
+	}
+	nodetest.Run(t, n, "served-2", "What is 2 + 2?") // fails the test if the task is refused
 }

@@ -645,8 +645,11 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		return 2
 	}
 	// The node resumes the fork only: the other unfinished sessions of the log are
-	// left to the node that serves it.
-	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key), Resume: func(id string) bool { return id == newID }}
+	// left to the node that serves it. Nor does it take a ClickHouse log from the
+	// node serving it (which would refuse all work from then on): it writes its
+	// new session beside it, as node run does (node.Config.ShareLog).
+	cfg := node.Config{DataDir: st.data, Model: model, Secrets: append(base.Secrets(nil), key), Resume: func(id string) bool { return id == newID },
+		ShareLog: true}
 	// The agents' own models continue the fork as they ran the session (--model is
 	// the default agent's).
 	keys, err := ac.agents.ResolveModels(ctx, map[string]llm.Model{modelSpec: model}, base.TimeoutEnv(nil))
