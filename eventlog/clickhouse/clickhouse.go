@@ -82,8 +82,10 @@ type Log struct {
 	// waits for them rather than cut one between its two statements.
 	pairs sync.WaitGroup
 	// betweenSummary, set by tests only, runs between the two statements of a
-	// summary's rewrite.
+	// summary's rewrite; beforeTake, before settleLater's worker takes the
+	// streams queued.
 	betweenSummary func(stream string)
+	beforeTake     func()
 }
 
 var (

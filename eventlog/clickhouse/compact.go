@@ -185,24 +185,38 @@ func (l *Log) settleLater(stream string) {
 	l.unsettled[stream] = struct{}{}
 }
 
-// settle is settleLater's worker: it waits for the mutations of events and
-// event_ids, rewrites the summaries of the streams queued by then, and goes on
-// while more were queued meanwhile.
+// settle is settleLater's worker. Each round waits for the mutations of
+// events and event_ids, takes the streams queued by then, waits again, and
+// writes their summaries anew; it goes on while more were queued meanwhile. The
+// first wait gathers the streams that fail while it runs, so that each is
+// settled once; the second covers the mutations of every stream taken, since a
+// stream is queued after its mutations were asked for, and so before that wait
+// began (the first alone misses a stream queued between its last look and the
+// take).
 func (l *Log) settle(ctx context.Context) {
 	for {
+		var streams []string
 		err := l.waitEventMutations(ctx)
-		l.mu.Lock()
-		streams := slices.Sorted(maps.Keys(l.unsettled))
-		clear(l.unsettled)
-		if err != nil {
-			l.unsettled = nil
+		if err == nil {
+			if l.beforeTake != nil {
+				l.beforeTake()
+			}
+			l.mu.Lock()
+			streams = slices.Collect(maps.Keys(l.unsettled))
+			clear(l.unsettled)
+			l.mu.Unlock()
+			err = l.waitEventMutations(ctx)
 		}
-		l.mu.Unlock()
 		if err != nil {
+			l.mu.Lock()
+			streams = slices.Compact(slices.Sorted(slices.Values(append(streams, slices.Collect(maps.Keys(l.unsettled))...))))
+			l.unsettled = nil
+			l.mu.Unlock()
 			l.cfg.Logger.Warn("eventlog/clickhouse: gave up writing anew the summaries of compacted streams: they count their deleted events until the log is opened again (Open repairs them)",
 				"streams", streams, "err", err)
 			return
 		}
+		slices.Sort(streams)
 		for _, stream := range streams {
 			if err := l.rewriteSummary(ctx, stream); err != nil {
 				l.cfg.Logger.Warn("eventlog/clickhouse: the summary of a compacted stream is left as it was: it counts its deleted events until the log is opened again (Open repairs it)",

@@ -333,3 +333,47 @@ func TestCloseWaitsForTheSummaryRewriteOfACompaction(t *testing.T) {
 		t.Fatalf("after Close, the summary of %s counts %d events in %d rows; want 3 events", a, events, rows)
 	}
 }
+
+// A stream queued after the worker last found no mutation under way, but
+// before it took the streams queued, had its mutations asked for meanwhile:
+// the worker waits for them too before it writes the summaries anew (here
+// they never end, and it gives up), instead of writing a summary that counts
+// the events they delete.
+func TestSettleLaterWaitsForTheMutationsOfAStreamQueuedLate(t *testing.T) {
+	addr, db, conn := settleDatabase(t, "settlelate")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	logs := &logRecords{}
+	l := openSettling(t, ctx, addr, db, logs)
+	l.settleWait = 300 * time.Millisecond
+	a, b := eventlog.KnowledgeStreamPrefix+"a", eventlog.KnowledgeStreamPrefix+"b"
+	appendStream(t, ctx, l, a, 3)
+	appendStream(t, ctx, l, b, 2)
+	var once sync.Once
+	l.beforeTake = func() {
+		once.Do(func() {
+			// b's compaction asks for its mutations, fails, and leaves b's
+			// summary to the worker.
+			for _, q := range []string{
+				"INSERT INTO " + db + ".event_ids SELECT 'poison', 'poison', toUInt64(0)",
+				"ALTER TABLE " + db + ".event_ids DELETE WHERE throwIf(id = 'poison') = 1",
+			} {
+				if err := conn.Exec(ctx, q); err != nil {
+					t.Error(err)
+				}
+			}
+			l.settleLater(b)
+		})
+	}
+	l.settleLater(a)
+	settled(t, l)
+	gaveUp := logs.find(t, "eventlog/clickhouse: gave up writing anew the summaries of compacted streams: they count their deleted events until the log is opened again (Open repairs them)")
+	if len(gaveUp) != 1 || !slices.Equal(gaveUp[0]["streams"].([]any), []any{a, b}) {
+		t.Fatalf("logged %v; want that the settlement of %s and %s gave up", gaveUp, a, b)
+	}
+	for _, stream := range []string{a, b} {
+		if n := summaryRewrites(t, ctx, conn, db, stream); n != 0 {
+			t.Errorf("the summary of %s was written anew %d times while a mutation was not done", stream, n)
+		}
+	}
+}
