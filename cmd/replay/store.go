@@ -23,14 +23,15 @@ type store struct {
 }
 
 // open opens the log. A read-only embedded log takes no lock, so it can be read while
-// a node serves from the same directory.
+// a node serves from the same directory. A read-only ClickHouse log leaves the
+// repair of compacted streams' summaries to the nodes (NoSummaryRepair).
 func (s store) open(ctx context.Context, readOnly bool) (eventlog.Log, error) {
 	if s.clickhouse != "" {
 		db := s.database
 		if db == "" {
 			db = "troupe"
 		}
-		l, err := clickhouse.Open(ctx, clickhouse.Config{Addr: clickhouse.SplitAddr(s.clickhouse), Database: db})
+		l, err := clickhouse.Open(ctx, clickhouse.Config{Addr: clickhouse.SplitAddr(s.clickhouse), Database: db, NoSummaryRepair: readOnly})
 		if err != nil {
 			return nil, fmt.Errorf("clickhouse %s: %w", s.clickhouse, err)
 		}

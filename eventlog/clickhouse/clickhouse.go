@@ -70,8 +70,22 @@ type Log struct {
 	repairCtx   context.Context
 	stopRepairs context.CancelFunc
 	// settles are the background repairs of compacted streams' summaries
-	// (background): Close waits for them.
+	// (background, settleLater's worker): Close waits for them.
 	settles sync.WaitGroup
+	// unsettled are the streams whose summaries settleLater's worker is to
+	// write anew; nil while no worker runs. l.mu guards it.
+	unsettled map[string]struct{}
+	// settleWait bounds the waits of the summaries' repairs for mutations
+	// (defaultSettleWait; tests shorten it).
+	settleWait time.Duration
+	// pairs are the rewrites of summaries under way (rewriteSummary): Close
+	// waits for them rather than cut one between its two statements.
+	pairs sync.WaitGroup
+	// betweenSummary, set by tests only, runs between the two statements of a
+	// summary's rewrite; beforeTake, before settleLater's worker takes the
+	// streams queued.
+	betweenSummary func(stream string)
+	beforeTake     func()
 }
 
 var (
@@ -113,7 +127,9 @@ func Open(ctx context.Context, cfg Config) (*Log, error) {
 		}
 	}
 	l := start(cfg, rereading{conn, cfg.MaxOpenConns})
-	l.background(l.repairSummaries)
+	if !cfg.NoSummaryRepair {
+		l.background(l.repairSummaries)
+	}
 	return l, nil
 }
 
@@ -133,6 +149,7 @@ func start(cfg Config, conn driver.Conn) *Log {
 
 		repairCtx:   repairCtx,
 		stopRepairs: stopRepairs,
+		settleWait:  defaultSettleWait,
 	}
 	go l.runWriter(wctx)
 	return l
@@ -873,7 +890,10 @@ func (l *Log) isClosed() bool {
 // what is buffered for up to Config.CloseTimeout (retrying while ClickHouse
 // fails), fails what is still unwritten then with an error wrapping
 // eventlog.ErrClosed, stops the background completion of attempts cut off after
-// their callers gave up (see the package doc), and closes the connections. It is idempotent and returns
+// their callers gave up (see the package doc) and the background repairs of
+// compacted streams' summaries (waiting for the rewrite of a summary under way,
+// each of its two statements within the query timeout, rather than cutting it
+// between them), and closes the connections. It is idempotent and returns
 // the first call's result: an error if buffered appends could not be written.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
@@ -902,6 +922,7 @@ func (l *Log) Close() error {
 		}
 		l.abort()
 		l.settles.Wait() // their waits end with closing, their queries with the abort
+		l.pairs.Wait()   // no more start; each statement of one under way ends within the query timeout
 		close(l.gone)
 		if err := l.conn.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("eventlog/clickhouse: close: %w", err))

@@ -3,9 +3,11 @@ package clickhouse
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
 )
@@ -46,18 +48,29 @@ GROUP BY session_id`
 // sessions, whose aggregate states cannot lose an event, is deleted and
 // written anew from the events left (summaryQuery): the new row's part is
 // written after the mutation was created, so the mutation leaves it alone;
-// a listing between the two misses the stream for that moment. The two go
-// together, whenever ctx ends: apart, the stream would have no summary, and
-// the listings (knowledge.Bases.List) would miss it until it had one.
+// a listing between the two misses the stream for that moment (see below). The
+// two go together, whenever ctx ends and even while Close runs
+// (rewriteSummary): apart, the stream would have no summary, and the listings
+// (knowledge.Bases.List) would miss it until it had one.
 //
 // A mutation rewrites each data part that holds rows it deletes (ClickHouse
 // hard-links the others), one part after the other: a Read while it runs may
 // return any subset of the events listed (see eventlog.Compacting). It returns
 // once the mutations are done (system.mutations); if ctx ends first, they go on
 // in the server, and the log writes the summary anew in the background once
-// they are done (settleLater). A process killed before it wrote the summary
-// leaves it stale: Open repairs the summaries of the compacted streams
-// (repairSummaries).
+// they are done (settleLater: one worker for the streams so left, each settled
+// once however often it was left, which gives up after defaultSettleWait). A
+// process killed before it wrote the summary, or a worker that gave up, leaves
+// it stale: Open repairs the summaries of the compacted streams
+// (repairSummaries), unless Config.NoSummaryRepair.
+//
+// The summary's deletion cannot follow the new row's insertion instead (which
+// would close the moment a listing misses the stream): sessions is an
+// AggregatingMergeTree keyed by session_id alone, whose merges may fold the new
+// row and the stale ones into one row at any time before the deletion's
+// mutation is created, and no condition then tells them apart. Created first,
+// the mutation keeps them apart: it covers the parts written before it only,
+// and ClickHouse merges no part it has yet to mutate with one written after it.
 func (l *Log) DeleteEvents(ctx context.Context, stream string, seqs []uint64) (int, error) {
 	if err := eventlog.CheckCompactable(stream, seqs); err != nil {
 		return 0, fmt.Errorf("eventlog/clickhouse: delete events: %w", err)
@@ -103,10 +116,10 @@ func (l *Log) DeleteEvents(ctx context.Context, stream string, seqs []uint64) (i
 			return unsettled("delete from "+table, err)
 		}
 	}
-	if err := l.waitMutations(ctx, []string{"'event_ids'", "'events'"}); err != nil {
+	if err := l.waitMutations(ctx, eventTables); err != nil {
 		return unsettled("delete", err)
 	}
-	if err := l.rewriteSummary(context.WithoutCancel(ctx), stream); err != nil {
+	if err := l.rewriteSummary(ctx, stream); err != nil {
 		return unsettled("write its summary anew", err)
 	}
 	if err := l.waitMutations(ctx, []string{"'sessions'"}); err != nil {
@@ -116,30 +129,120 @@ func (l *Log) DeleteEvents(ctx context.Context, stream string, seqs []uint64) (i
 }
 
 // rewriteSummary deletes the summary of stream in table sessions and writes it
-// anew from its events (summaryQuery), each within the query timeout. It does
-// not wait for the deletion's mutation.
+// anew from its events (summaryQuery). It does not wait for the deletion's
+// mutation. The two statements go together, whatever ctx (apart, the stream
+// would have no summary until Open's repair): they run under a context that
+// ctx's end does not cancel, each within the query timeout, and Close waits for
+// a pair under way (pairs) instead of cutting it; once Close began, no pair
+// starts (eventlog.ErrClosed).
 func (l *Log) rewriteSummary(ctx context.Context, stream string) error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return eventlog.ErrClosed
+	}
+	l.pairs.Add(1)
+	l.mu.Unlock()
+	defer l.pairs.Done()
+	ctx = context.WithoutCancel(ctx)
 	if err := l.exec(ctx, "ALTER TABLE sessions DELETE WHERE session_id = ?", stream); err != nil {
 		return fmt.Errorf("delete it: %w", err)
+	}
+	if l.betweenSummary != nil {
+		l.betweenSummary(stream)
 	}
 	return l.exec(ctx, summaryQuery, stream)
 }
 
+// defaultSettleWait bounds how long the background settlement of compacted
+// streams' summaries (settleLater) and Open's repair of them (repairSummaries)
+// wait for the mutations of events and event_ids: a mutation ClickHouse cannot
+// do is retried by the server for ever (is_done stays 0), and a large table's
+// may take long. Past it they give up, say so, and leave the summaries to the
+// repair of the log's next Open.
+const defaultSettleWait = 10 * time.Minute
+
+// eventTables are the tables whose mutations a summary's rewrite waits for.
+var eventTables = []string{"'event_ids'", "'events'"}
+
 // settleLater writes the summary of stream anew in the background, once the
 // mutations of events and event_ids are done: DeleteEvents failed after it
-// asked for them (its ctx ended while it waited, say). Close stops it (then
-// Open's repairSummaries does it).
+// asked for them (its ctx ended while it waited, say). The streams to settle
+// are a set (unsettled), worked by one goroutine at a time: a stream queued
+// again before its settlement began is settled once. The worker waits up to
+// settleWait, then gives up (Open's repairSummaries settles what is left);
+// Close stops its wait.
 func (l *Log) settleLater(stream string) {
-	l.background(func(ctx context.Context) {
-		err := l.waitMutations(ctx, []string{"'event_ids'", "'events'"})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	if l.unsettled == nil {
+		l.unsettled = map[string]struct{}{}
+		l.settles.Go(func() { l.settle(l.repairCtx) })
+	}
+	l.unsettled[stream] = struct{}{}
+}
+
+// settle is settleLater's worker. Each round waits for the mutations of
+// events and event_ids, takes the streams queued by then, waits again, and
+// writes their summaries anew; it goes on while more were queued meanwhile. The
+// first wait gathers the streams that fail while it runs, so that each is
+// settled once; the second covers the mutations of every stream taken, since a
+// stream is queued after its mutations were asked for, and so before that wait
+// began (the first alone misses a stream queued between its last look and the
+// take).
+func (l *Log) settle(ctx context.Context) {
+	for {
+		var streams []string
+		err := l.waitEventMutations(ctx)
 		if err == nil {
-			err = l.rewriteSummary(ctx, stream)
+			if l.beforeTake != nil {
+				l.beforeTake()
+			}
+			l.mu.Lock()
+			streams = slices.Collect(maps.Keys(l.unsettled))
+			clear(l.unsettled)
+			l.mu.Unlock()
+			err = l.waitEventMutations(ctx)
 		}
 		if err != nil {
-			l.cfg.Logger.Warn("eventlog/clickhouse: the summary of a compacted stream is left as it was: it counts its deleted events until the log is opened again",
-				"stream", stream, "err", err)
+			l.mu.Lock()
+			streams = slices.Compact(slices.Sorted(slices.Values(append(streams, slices.Collect(maps.Keys(l.unsettled))...))))
+			l.unsettled = nil
+			l.mu.Unlock()
+			l.cfg.Logger.Warn("eventlog/clickhouse: gave up writing anew the summaries of compacted streams: they count their deleted events until the log is opened again (Open repairs them)",
+				"streams", streams, "err", err)
+			return
 		}
-	})
+		slices.Sort(streams)
+		for _, stream := range streams {
+			if err := l.rewriteSummary(ctx, stream); err != nil {
+				l.cfg.Logger.Warn("eventlog/clickhouse: the summary of a compacted stream is left as it was: it counts its deleted events until the log is opened again (Open repairs it)",
+					"stream", stream, "err", err)
+			}
+		}
+		l.mu.Lock()
+		if len(l.unsettled) == 0 {
+			l.unsettled = nil
+			l.mu.Unlock()
+			return
+		}
+		l.mu.Unlock()
+	}
+}
+
+// waitEventMutations waits, up to settleWait, for the mutations of events and
+// event_ids under way.
+func (l *Log) waitEventMutations(ctx context.Context) error {
+	wctx, cancel := context.WithTimeout(ctx, l.settleWait)
+	defer cancel()
+	err := l.waitMutations(wctx, eventTables)
+	if err != nil && wctx.Err() != nil && ctx.Err() == nil {
+		return fmt.Errorf("%w (waited %s)", err, l.settleWait)
+	}
+	return err
 }
 
 // background runs f in a goroutine that Close waits for, with a context that
@@ -176,7 +279,7 @@ ORDER BY session_id`
 // every compactable stream, which compaction keeps about as many as their
 // live items.
 func (l *Log) repairSummaries(ctx context.Context) {
-	err := l.waitMutations(ctx, []string{"'event_ids'", "'events'"})
+	err := l.waitEventMutations(ctx)
 	var repaired []string
 	for _, prefix := range eventlog.CompactablePrefixes {
 		if err != nil {

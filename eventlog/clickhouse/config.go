@@ -86,6 +86,13 @@ type Config struct {
 	// few. A knowledge base's stream then holds up to about this many events
 	// beyond its live documents. Default 512.
 	CompactMin int
+	// NoSummaryRepair keeps Open from repairing, in the background, the
+	// summaries of knowledge bases' streams that a compaction cut short left
+	// stale (see Log.DeleteEvents). A short-lived reader that writes nothing,
+	// such as replay's list and show, sets it: the repair is a node's work, and
+	// a reader that closes at once would only stop it. A Log opened so still
+	// settles the summaries of its own compactions.
+	NoSummaryRepair bool
 	// CloseTimeout bounds how long Close waits for buffered appends to be written
 	// before it fails them with eventlog.ErrClosed. Default 10s.
 	CloseTimeout time.Duration
