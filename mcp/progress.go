@@ -82,20 +82,7 @@ func (s *Server) follow(ctx context.Context, ss *sdk.ServerSession, params *sdk.
 	f := &follower{ss: ss, what: what, start: time.Now(), stop: make(chan struct{}), forget: func() {}}
 	ctx, f.closed = context.WithCancelCause(ctx)
 	if ss != nil && ss.ID() != "" {
-		id := ss.ID()
-		s.callsMu.Lock()
-		if s.calls[id] == nil {
-			s.calls[id] = map[*follower]bool{}
-		}
-		s.calls[id][f] = true
-		s.callsMu.Unlock()
-		f.forget = func() {
-			s.callsMu.Lock()
-			defer s.callsMu.Unlock()
-			if delete(s.calls[id], f); len(s.calls[id]) == 0 {
-				delete(s.calls, id)
-			}
-		}
+		f.forget = s.addCall(ss.ID(), f)
 	}
 	f.pinging, f.endPing = context.WithCancel(ctx)
 	if params != nil {
@@ -180,6 +167,42 @@ func (s *Server) endCalls(id string) {
 	for f := range s.calls[id] {
 		f.closed(errSessionDeleted)
 	}
+}
+
+// addCall counts f as a call under way of session id, which endCalls cancels and
+// which keeps the session from being closed for the cap (busy), until the returned
+// func forgets it.
+func (s *Server) addCall(id string, f *follower) (forget func()) {
+	s.callsMu.Lock()
+	if s.calls[id] == nil {
+		s.calls[id] = map[*follower]bool{}
+	}
+	s.calls[id][f] = true
+	s.callsMu.Unlock()
+	return func() {
+		s.callsMu.Lock()
+		defer s.callsMu.Unlock()
+		if delete(s.calls[id], f); len(s.calls[id]) == 0 {
+			delete(s.calls, id)
+		}
+	}
+}
+
+// awaitCut holds a call whose answer is withheld because the node stops (the node
+// that serves next answers its resumed stream) until its stream is cut (ctx ends
+// with the connection) or its client deletes the session (endCalls), and returns
+// why. Until then it is a call under way of the session. Waiting for ctx alone, a
+// DELETE of the session hung, and with it the HTTP server's shutdown: the SDK's
+// close of a session waits for the calls in it, and no context of theirs ends.
+func (s *Server) awaitCut(ctx context.Context, ss *sdk.ServerSession) error {
+	f := &follower{}
+	ctx, f.closed = context.WithCancelCause(ctx)
+	defer f.closed(nil)
+	if ss != nil && ss.ID() != "" {
+		defer s.addCall(ss.ID(), f)()
+	}
+	<-ctx.Done()
+	return context.Cause(ctx)
 }
 
 // end tells the call's outcome and stops the heartbeat.

@@ -421,8 +421,7 @@ func (s *Server) runTask(ctx context.Context, req *sdk.CallToolRequest) (*sdk.Ca
 		// The node stops and the task goes on when it serves again: this
 		// process does not answer (its answer would reach no one, or a client
 		// that resumes the stream here before the node is gone), the next does.
-		<-ctx.Done()
-		return nil, ctx.Err()
+		return nil, s.awaitCut(ctx, req.Session)
 	}
 	meta := taskMeta(res)
 	switch {
@@ -498,8 +497,7 @@ func (s *Server) callAgain(ctx context.Context, req *sdk.CallToolRequest, rec me
 	case err != nil && ctx.Err() != nil:
 		return nil, err
 	case err != nil && isClosed(s.closing):
-		<-ctx.Done()
-		return nil, ctx.Err()
+		return nil, s.awaitCut(ctx, req.Session)
 	case err != nil:
 		r := errorResult(fmt.Sprintf("run_task: %v", err))
 		r.Meta = sdk.Meta{SessionIDMeta: taskSession}

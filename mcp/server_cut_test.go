@@ -118,3 +118,35 @@ func TestServerHTTPToolCallsCutByRestart(t *testing.T) {
 		})
 	}
 }
+
+// A client that deletes its session while a call of it is withheld because the node
+// stops (its answer is the next node's) ends the call: the DELETE is answered, and
+// the HTTP server can shut down. Before, the withheld call waited for its stream to
+// be cut, the SDK's close of the session waited for the call, and the DELETE, and
+// the server's Close behind it, hung.
+func TestServerDeleteEndsACallWithheldAsTheNodeStops(t *testing.T) {
+	r := &restartable{t: t, dir: t.TempDir(), opts: mcp.ServerOptions{ReconnectDelay: time.Second}}
+	r.hs = newBackendServer(t, r)
+	held := newHoldModel(false)
+	r.start(held)
+	t.Cleanup(func() { r.stop() })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cs := r.connect(ctx, nil)
+	go func() {
+		_, _ = cs.CallTool(ctx, &sdk.CallToolParams{Name: "run_task", Arguments: map[string]any{"input": "cut", "session_id": "s-delete"}})
+	}()
+	select {
+	case <-held.asked:
+	case <-ctx.Done():
+		t.Fatal("the model was never asked")
+	}
+	r.stop() // run_task's answer is withheld: the node stops
+	deleted := make(chan error, 1)
+	go func() { deleted <- cs.Close() }()
+	select {
+	case <-deleted:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the client's DELETE of its session did not return: it waits for the withheld call")
+	}
+}

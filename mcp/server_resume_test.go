@@ -71,7 +71,11 @@ func newBackendServer(t *testing.T, r *restartable) *httptest.Server {
 
 func (r *restartable) start(m llm.Model) {
 	r.t.Helper()
-	n, err := node.New(context.Background(), node.Config{DataDir: r.dir, Model: m, Tools: r.tools})
+	// A stop gives the calls in flight a short grace: these tests hold a model's
+	// call across the restart, which a node's default grace (5 s) would wait out
+	// while the clients' two attempts to resume their streams, a second apart,
+	// found no server and gave up.
+	n, err := node.New(context.Background(), node.Config{DataDir: r.dir, Model: m, Tools: r.tools, HandoffGrace: 100 * time.Millisecond})
 	if err != nil {
 		r.t.Fatal(err)
 	}

@@ -105,8 +105,7 @@ func (s *Server) taskResult(ctx context.Context, st taskStatus, req *sdk.CallToo
 		// resumes it from the node that serves next, which answers (the call
 		// is recorded).
 		f.end(ctx, nil)
-		<-ctx.Done()
-		return nil, ctx.Err()
+		return nil, s.awaitCut(ctx, req.Session)
 	}
 	outcome := err
 	if err == nil && res.Status == messages.StatusFailed {
