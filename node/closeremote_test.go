@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"context"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -100,5 +102,27 @@ func TestCloseRecordsRemoteCallsInFlight(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A sharded node that closes hands its partitions over without waiting out the
+// handover's budget: its Kafka subscription, stopped as Close stops admitting
+// work, tells the node its partitions are revoked while Close drains the
+// sessions, and the revocation leaves the drain and the handover to Close. Before,
+// the revocation drained too, behind Close's drain, asking a session host that
+// Close stopped meanwhile, and gave up only at the end of its 20 s budget (every
+// cluster test's node took 20 s to close), warning that it abandoned the handover.
+func TestCloseHandsPartitionsOverWithinTheBudget(t *testing.T) {
+	c := newTestCluster(t, 0)
+	var logs syncBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	agents, closeAgents := clusterNode(t, c.k, c.group, c.log, "agents", node.RoleSessions,
+		[]tools.Tool{c.led.tool("agents")}, c.calls.model(t, c.log, "agents"), func(cfg *node.Config) { cfg.Logger = logger })
+	c.node("workers", node.RoleTools|node.RoleModels)
+	sessions := submitTasks(t, agents, "budget", 4)
+	waitCompleted(t, agents, sessions, 90*time.Second)
+	closeAgents()
+	if out := logs.String(); strings.Contains(out, "abandoning") || strings.Contains(out, "release sessions") {
+		t.Errorf("the closing node's revocation gave up at the budget's end:\n%s", out)
 	}
 }

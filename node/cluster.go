@@ -283,9 +283,11 @@ func (n *Node) Revoked() {
 	held := n.own.lease
 	n.own.mu.Unlock()
 	defer n.dropLease(held) // once every session actor stopped: draining sessions append under it
-	if n.hostStopped.Load() {
-		// The node closed: its sessions are stopped already, and Close hands the
-		// lease over; this member leaves the group once Revoked returned.
+	if n.hostStopped.Load() || n.closing() {
+		// The node closes: Close drains its sessions and hands the lease over
+		// (here, a drain would wait for its turn behind Close's, then ask a
+		// host that Close stopped meanwhile, and give up at the deadline); this
+		// member leaves the group once Revoked returned.
 		if !waitBy(deadline, func() {
 			t := time.NewTimer(n.cfg.HandoffGrace + leaseWait)
 			defer t.Stop()
@@ -729,4 +731,14 @@ func (n *Node) forward(msg *message.Message, sessionID string) (bool, error) {
 	n.cfg.Logger.Debug("forwarded a message to its session's partition", "message", msg.UUID, "session", sessionID,
 		"from", from, "to", to)
 	return true, nil
+}
+
+// closing reports whether Close has begun.
+func (n *Node) closing() bool {
+	select {
+	case <-n.stopping:
+		return true
+	default:
+		return false
+	}
 }

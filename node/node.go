@@ -1592,9 +1592,11 @@ func (n *Node) Close() error {
 		n.CloseStreams()
 		// A router that never ran has nothing to drain (and its Close would wait out
 		// its timeout for handlers that never started).
-		stoppedAdmitting := false
+		stoppedAdmitting, stoppedSubs := false, false
 		if n.router != nil && n.ran.Load() {
-			if stoppedAdmitting = n.stopAdmitting(); !stoppedAdmitting {
+			if stoppedAdmitting = n.stopAdmitting(); stoppedAdmitting {
+				stoppedSubs = true
+			} else {
 				errs = append(errs, n.router.Close())
 			}
 		}
@@ -1602,7 +1604,7 @@ func (n *Node) Close() error {
 		// this node performs) once nothing waits for a reply any more.
 		closeRest := func() {
 			if stoppedAdmitting {
-				errs = append(errs, n.router.Close(), n.closeStopped())
+				errs = append(errs, n.router.Close())
 				stoppedAdmitting = false
 			}
 		}
@@ -1650,6 +1652,12 @@ func (n *Node) Close() error {
 		// are stopped, the outbox publishes what they handed it, and the log records
 		// the clean release before this member leaves the group (Revoked waits).
 		n.closeHandOver()
+		// The subscribers of the handlers stopAdmitting stopped close once the
+		// handover is recorded: a sharded node's Kafka subscriber, as it closes,
+		// waits for its partitions' Revoked, which waits for the handover.
+		if stoppedSubs {
+			errs = append(errs, n.closeStopped())
+		}
 		if n.afterTask != nil {
 			n.afterTask.close(5 * time.Second)
 		}
