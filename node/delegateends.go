@@ -94,7 +94,10 @@ func (p *parentEnds) run() {
 			continue
 		}
 		for _, key := range unansweredDelegateCalls(events, job.task) {
-			p.n.cancelChild(ChildSessionID(key))
+			if p.ctx.Err() != nil {
+				break // closed past its timeout
+			}
+			p.n.cancelChild(p.ctx, ChildSessionID(key))
 		}
 	}
 }
