@@ -517,15 +517,20 @@ func cutResult(out, childID string, bound int) string {
 // task there (the call never submitted it) is dropped by the owner (handleCancel).
 //
 // It gives up when ctx ends (the node's parentEnds closing past its timeout), and
-// after Config.SubmitTimeout in any case.
+// after Config.SubmitTimeout in any case. On an embedded node whose session host
+// stopped (the node closed) nobody can cancel the child: it is resumed at the
+// node's next start, and cancelled then (parentEnds.resumed).
 func (n *Node) cancelChild(ctx context.Context, childID string) {
 	cctx, done := context.WithTimeout(ctx, n.cfg.SubmitTimeout)
 	defer done()
 	const reason = "the parent's delegate call was cancelled"
 	var err error
-	if n.sharded() {
+	switch {
+	case n.sharded():
 		err = n.cancelChildOnBus(cctx, childID, reason)
-	} else {
+	case n.hostStopped.Load():
+		err = errors.New("the node closed: the child is cancelled when it resumes at the node's next start")
+	default:
 		err = n.Cancel(cctx, childID, reason)
 	}
 	if err != nil && !errors.Is(err, actors.ErrNoRunningTask) {

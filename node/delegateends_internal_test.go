@@ -12,6 +12,7 @@ import (
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/redact"
 )
@@ -125,5 +126,98 @@ func TestCancelChildWhoseStatusCannotBeRead(t *testing.T) {
 	if m.Metadata.Get(messages.MetaSessionID) != "boss.sub4" || m.Metadata.Get(messages.MetaType) != string(messages.TypeCancelRequested) ||
 		!strings.Contains(string(m.Payload), "boss.sub4") {
 		t.Errorf("sent %v %s", m.Metadata, m.Payload)
+	}
+}
+
+// A child whose parent's task failed with the child's call unanswered, and whose
+// cancellation the parent's node never sent (it closed with the cancellation
+// queued, its session host stopped, or it crashed), is cancelled as a node starts
+// and resumes it: it ran on for its 30 minutes, its model paid for nobody.
+func TestResumedChildOfAFailedTaskIsCancelled(t *testing.T) {
+	log, err := sqlite.Open(context.Background(), sqlite.Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = log.Close() })
+	agents := []NamedAgent{{Name: "lead", Tools: []string{DelegateTool}}, {Name: "helper", Tools: []string{"calculator"}}}
+	start := func(model *heldModel) (*Node, func()) {
+		n, err := New(context.Background(), Config{DataDir: t.TempDir(), Log: log, Model: model, Agents: agents, HandoffGrace: time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop, err := n.Start(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, stop
+	}
+	first := &heldModel{release: make(chan struct{})}
+	t.Cleanup(func() { close(first.release) })
+	n, stop := start(first)
+	if _, err := n.Submit(context.Background(), Task{Input: "go", SessionID: "boss", Agent: "lead"}); err != nil {
+		stop()
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); first.helper.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			stop()
+			t.Fatal("the child's model was never called")
+		}
+	}
+	stop() // the parent and the child are unfinished
+	// The parent's task failed, its delegate call unanswered, and nobody cancelled
+	// the child: as the parent's node, closing, found its session host stopped.
+	events, err := log.Read(context.Background(), "boss", 1)
+	if err != nil || len(events) == 0 {
+		t.Fatalf("the parent's events: %d, %v", len(events), err)
+	}
+	var child string
+	for _, e := range events {
+		if e.Type != messages.TypeToolCallRequested {
+			continue
+		}
+		p, err := e.Decode()
+		if r, ok := p.(*messages.ToolCallRequested); err == nil && ok && r.Tool == DelegateTool {
+			key, err := messages.ParseEffectKey(r.Key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			child = ChildSessionID(key)
+		}
+	}
+	if child == "" {
+		t.Fatal("the parent recorded no delegate call")
+	}
+	last := events[len(events)-1]
+	failed, err := messages.NewEnvelope(&messages.TaskFailed{Reason: messages.ReasonCancelled, Error: "the user changed their mind"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed.ID, failed.SessionID, failed.Seq, failed.CorrelationID, failed.Actor = "boss-failed", "boss", last.Seq+1, last.CorrelationID, last.Actor
+	failed.TS = last.TS + 1
+	if err := log.Append(context.Background(), []messages.Envelope{failed}); err != nil {
+		t.Fatal(err)
+	}
+	second := &heldModel{release: make(chan struct{})}
+	t.Cleanup(func() { close(second.release) })
+	n, stop = start(second)
+	t.Cleanup(stop)
+	var end messages.Envelope
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		events, err := n.log.Read(context.Background(), child, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end = events[len(events)-1]
+		if end.Type == messages.TypeTaskFailed || end.Type == messages.TypeTaskCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the child still runs after its parent's task failed: its last event is %s", end.Type)
+		}
+	}
+	p, err := end.Decode()
+	if f, ok := p.(*messages.TaskFailed); err != nil || !ok || f.Reason != messages.ReasonCancelled {
+		t.Fatalf("the child's end: %s %s", end.Type, end.Payload)
 	}
 }
