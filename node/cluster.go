@@ -447,11 +447,12 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 		}
 	}
 	var unfinished, endedIDs []string
-	var toRepublish []eventlog.SessionInfo
+	var toRepublish, resumed []eventlog.SessionInfo
 	for i, s := range infos {
 		if owns(s.ID) && eventlog.IsSession(s.ID) { // a notes stream is no session
 			if i < running {
 				unfinished = append(unfinished, s.ID)
+				resumed = append(resumed, s)
 			} else {
 				endedIDs = append(endedIDs, s.ID)
 				toRepublish = append(toRepublish, s)
@@ -472,6 +473,11 @@ func (n *Node) resumeOwned(ctx context.Context, gen int64, owns, cleanly func(st
 		scan := make(chan map[string]bool, 1)
 		go func() { scan <- n.findOnBus(ctx, toRepublish) }()
 		complete = n.resumeSessions(ctx, unfinished, current)
+		if n.parentEnds != nil && current() {
+			// Children whose parents' tasks failed on a node that stopped before it
+			// cancelled them are cancelled.
+			n.parentEnds.resumed(resumed)
+		}
 		found := <-scan
 		republished := len(toRepublish) - len(found)
 		n.cfg.Logger.Info("resuming the unfinished and lately ended sessions of assigned partitions", "count", len(unfinished)+len(endedIDs),

@@ -155,7 +155,7 @@ func (d delegateCalls) Call(ctx context.Context, c tools.Call) (string, error) {
 	out, err := d.FuncTool.Call(ctx, c)
 	if err != nil && errors.Is(context.Cause(ctx), actors.ErrEffectCancelled) {
 		if key, kerr := messages.ParseEffectKey(c.Key); kerr == nil {
-			d.n.cancelChild(ChildSessionID(key))
+			d.n.cancelChild(context.Background(), ChildSessionID(key))
 		}
 	}
 	return out, err
@@ -515,14 +515,22 @@ func cutResult(out, childID string, bound int) string {
 // is cancelled all the same, since the cancellation follows the task on the
 // child's partition and its owner handles it after the task. One that finds no
 // task there (the call never submitted it) is dropped by the owner (handleCancel).
-func (n *Node) cancelChild(childID string) {
-	cctx, done := context.WithTimeout(context.Background(), n.cfg.SubmitTimeout)
+//
+// It gives up when ctx ends (the node's parentEnds closing past its timeout), and
+// after Config.SubmitTimeout in any case. On an embedded node whose session host
+// stopped (the node closed) nobody can cancel the child: it is resumed at the
+// node's next start, and cancelled then (parentEnds.resumed).
+func (n *Node) cancelChild(ctx context.Context, childID string) {
+	cctx, done := context.WithTimeout(ctx, n.cfg.SubmitTimeout)
 	defer done()
 	const reason = "the parent's delegate call was cancelled"
 	var err error
-	if n.sharded() {
+	switch {
+	case n.sharded():
 		err = n.cancelChildOnBus(cctx, childID, reason)
-	} else {
+	case n.hostStopped.Load():
+		err = errors.New("the node closed: the child is cancelled when it resumes at the node's next start")
+	default:
 		err = n.Cancel(cctx, childID, reason)
 	}
 	if err != nil && !errors.Is(err, actors.ErrNoRunningTask) {
@@ -532,16 +540,26 @@ func (n *Node) cancelChild(childID string) {
 
 // cancelChildOnBus sends the cancellation of child session childID to its owner,
 // unless the child's log shows its task ended (ErrNoRunningTask): a child whose
-// log records no task yet is cancelled too (its task may be on its way).
+// log records no task yet is cancelled too (its task may be on its way), and so is
+// one whose log could not be read in half of Config.SubmitTimeout (the owner drops a
+// cancellation of a session with no running task, handleCancel): a read that
+// timed out left the child to run until its deadline.
 func (n *Node) cancelChildOnBus(ctx context.Context, childID, reason string) error {
 	c, err := n.ingress.AdmitCancel(childID, reason)
 	if err != nil {
 		return err
 	}
-	status, ok, err := n.Status(ctx, childID)
+	// The read gets half of the time: a log that does not answer leaves the
+	// other half to send the cancellation.
+	rctx, done := context.WithTimeout(ctx, n.cfg.SubmitTimeout/2)
+	status, ok, err := n.Status(rctx, childID)
+	done()
 	switch {
+	case err != nil && ctx.Err() != nil:
+		return err // given up (the node closes)
 	case err != nil:
-		return err
+		n.cfg.Logger.Warn("delegate: read the child's status to cancel its task; cancelling it all the same",
+			"session", childID, "err", err)
 	case ok && status.Status != messages.StatusRunning:
 		return actors.ErrNoRunningTask
 	}

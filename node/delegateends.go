@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/messages"
 )
 
@@ -19,9 +20,13 @@ import (
 // for their models, until their deadline. So the node that runs a session, as its
 // failed task's end is durable, cancels the child of every delegate call the task
 // recorded and got no answer to, wherever the call was performed (parentEnds). A
-// child that ended, or was never started, is left as it is (cancelChild). This is
-// an effect of the node: the session's events, and what its task decides from
-// them, are the same.
+// child that ended, or was never started, is left as it is (cancelChild). A node
+// that stopped before it cancelled them (it crashed, or it closed: an embedded
+// node's session host, which cancels the children, stops before parentEnds
+// drains) leaves the children to their next start: a child session resumed there
+// whose parent's task failed with the child's call unanswered is cancelled then
+// (resumed). This is an effect of the node: the session's events, and what its
+// task decides from them, are the same.
 
 // Bounds of parentEnds.
 const (
@@ -48,9 +53,12 @@ type parentEnds struct {
 	closed bool
 }
 
-// failedTask is a task that failed: its session and its ID.
+// failedTask is a task that failed: its session and its ID. Or, with children
+// set, the parent session of child sessions resumed at a start (resumed): every
+// failed task of session, its children among them.
 type failedTask struct {
 	session, task string
+	children      map[string]bool
 }
 
 func newParentEnds(n *Node) *parentEnds {
@@ -79,6 +87,40 @@ func (p *parentEnds) observe(sessionID string, events []messages.Envelope) {
 	}
 }
 
+// resumed queues the parents of the child sessions among infos, the sessions
+// whose tasks a start (or a partition's assignment) resumed: a child whose
+// parent's task failed with the child's call unanswered is cancelled, as the
+// parent's node would have as the task ended had it not stopped first (a crash,
+// or a close that found the session host stopped: an embedded node's children
+// are cancelled on its host). It never blocks.
+func (p *parentEnds) resumed(infos []eventlog.SessionInfo) {
+	byParent := map[string]map[string]bool{}
+	var parents []string
+	for _, s := range infos {
+		if s.Parent == "" {
+			continue
+		}
+		if byParent[s.Parent] == nil {
+			byParent[s.Parent] = map[string]bool{}
+			parents = append(parents, s.Parent)
+		}
+		byParent[s.Parent][s.ID] = true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, parent := range parents {
+		if p.closed {
+			return
+		}
+		select {
+		case p.jobs <- failedTask{session: parent, children: byParent[parent]}:
+		default:
+			p.n.cfg.Logger.Warn("delegate: too many failed tasks waiting for their sub-agents to be cancelled; these resumed sub-agents run until their deadline",
+				"parent", parent, "sessions", len(byParent[parent]))
+		}
+	}
+}
+
 func (p *parentEnds) run() {
 	defer close(p.done)
 	for job := range p.jobs {
@@ -93,10 +135,34 @@ func (p *parentEnds) run() {
 				"session", job.session, "task", job.task, "err", err)
 			continue
 		}
-		for _, key := range unansweredDelegateCalls(events, job.task) {
-			p.n.cancelChild(ChildSessionID(key))
+		for _, key := range p.orphans(events, job) {
+			if p.ctx.Err() != nil {
+				break // closed past its timeout
+			}
+			p.n.cancelChild(p.ctx, ChildSessionID(key))
 		}
 	}
+}
+
+// orphans returns the keys of the job's unanswered delegate calls: of its failed
+// task, or, for resumed children, of every failed task of its session whose child
+// is one of them.
+func (p *parentEnds) orphans(events []messages.Envelope, job failedTask) []messages.EffectKey {
+	if job.children == nil {
+		return unansweredDelegateCalls(events, job.task)
+	}
+	var keys []messages.EffectKey
+	for _, e := range events {
+		if e.Type != messages.TypeTaskFailed {
+			continue
+		}
+		for _, key := range unansweredDelegateCalls(events, e.CorrelationID) {
+			if job.children[ChildSessionID(key)] {
+				keys = append(keys, key)
+			}
+		}
+	}
+	return keys
 }
 
 // close stops the worker once it has handled the tasks queued, waiting at most

@@ -1103,15 +1103,22 @@ func (n *Node) resume(ctx context.Context) error {
 		return err
 	}
 	var ids []string
+	var resumed []eventlog.SessionInfo
 	for _, s := range infos {
 		if !eventlog.IsSession(s.ID) || n.cfg.Resume != nil && !n.cfg.Resume(s.ID) {
 			continue // a notes stream is no session
 		}
 		ids = append(ids, s.ID)
+		resumed = append(resumed, s)
 	}
 	if len(ids) > 0 {
 		n.cfg.Logger.Info("resuming unfinished sessions", "count", len(ids))
 		n.resumeSessions(ctx, ids, func() bool { return true })
+		if n.parentEnds != nil {
+			// Children whose parents' tasks failed while the node was down, or as it
+			// closed, are cancelled.
+			n.parentEnds.resumed(resumed)
+		}
 	}
 	return nil
 }
