@@ -53,10 +53,8 @@ func (n *Node) Healthy() error {
 // Live returns nil unless the node is stopping or its session host does not answer:
 // what a restart may cure, unlike an event log that cannot write (Healthy).
 func (n *Node) Live() error {
-	select {
-	case <-n.stopping:
+	if n.closing() {
 		return errors.New("the node is stopping")
-	default:
 	}
 	res, err := n.system.Root.RequestFuture(n.host, &actors.CountSessions{}, healthTimeout).Result()
 	if err != nil {

@@ -1599,22 +1599,19 @@ func (n *Node) Close() error {
 		n.CloseStreams()
 		// A router that never ran has nothing to drain (and its Close would wait out
 		// its timeout for handlers that never started).
-		stoppedAdmitting, stoppedSubs := false, false
+		stoppedAdmitting := false // the rest of the router runs on
 		if n.router != nil && n.ran.Load() {
-			if stoppedAdmitting = n.stopAdmitting(); stoppedAdmitting {
-				stoppedSubs = true
-			} else {
+			if stoppedAdmitting = n.stopAdmitting(); !stoppedAdmitting {
 				errs = append(errs, n.router.Close())
 			}
 		}
 		// The rest of the router (the replies, the cancellations of the effects
 		// this node performs) once nothing waits for a reply any more.
-		closeRest := func() {
+		closeRest := sync.OnceFunc(func() {
 			if stoppedAdmitting {
 				errs = append(errs, n.router.Close())
-				stoppedAdmitting = false
 			}
-		}
+		})
 		// The node's actors are waited for within StopTimeout as a whole.
 		stopCtx, stopCancel := context.WithTimeout(context.Background(), n.cfg.StopTimeout)
 		defer stopCancel()
@@ -1662,7 +1659,7 @@ func (n *Node) Close() error {
 		// The subscribers of the handlers stopAdmitting stopped close once the
 		// handover is recorded: a sharded node's Kafka subscriber, as it closes,
 		// waits for its partitions' Revoked, which waits for the handover.
-		if stoppedSubs {
+		if stoppedAdmitting {
 			errs = append(errs, n.closeStopped())
 		}
 		if n.afterTask != nil {
