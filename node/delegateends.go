@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
@@ -40,17 +39,11 @@ const (
 
 // parentEnds cancels the children of the unanswered delegate calls of the failed
 // tasks of the sessions this node runs: observe picks the task.failed events out of
-// a session's batches (Node.sessionEvents), and one worker reads each one's session
-// and cancels the children, in order.
+// a session's batches (Node.sessionEvents), and one worker (a queueWorker) reads
+// each one's session and cancels the children, in order.
 type parentEnds struct {
-	n    *Node
-	jobs chan failedTask
-	done chan struct{}
-	ctx  context.Context
-	stop context.CancelFunc
-
-	mu     sync.Mutex
-	closed bool
+	n *Node
+	q *queueWorker[failedTask]
 }
 
 // failedTask is a task that failed: its session and its ID. Or, with children
@@ -62,9 +55,8 @@ type failedTask struct {
 }
 
 func newParentEnds(n *Node) *parentEnds {
-	ctx, stop := context.WithCancel(context.Background())
-	p := &parentEnds{n: n, jobs: make(chan failedTask, parentEndsQueue), done: make(chan struct{}), ctx: ctx, stop: stop}
-	go p.run()
+	p := &parentEnds{n: n}
+	p.q = newQueueWorker(parentEndsQueue, p.cancelOrphans)
 	return p
 }
 
@@ -74,16 +66,10 @@ func (p *parentEnds) observe(sessionID string, events []messages.Envelope) {
 		if e.Type != messages.TypeTaskFailed {
 			continue
 		}
-		p.mu.Lock()
-		if !p.closed {
-			select {
-			case p.jobs <- failedTask{session: sessionID, task: e.CorrelationID}:
-			default:
-				p.n.cfg.Logger.Warn("delegate: too many failed tasks waiting for their sub-agents to be cancelled; this one's run until their deadline",
-					"session", sessionID, "task", e.CorrelationID)
-			}
+		if p.q.offer(failedTask{session: sessionID, task: e.CorrelationID}) == queueFull {
+			p.n.cfg.Logger.Warn("delegate: too many failed tasks waiting for their sub-agents to be cancelled; this one's run until their deadline",
+				"session", sessionID, "task", e.CorrelationID)
 		}
-		p.mu.Unlock()
 	}
 }
 
@@ -106,41 +92,34 @@ func (p *parentEnds) resumed(infos []eventlog.SessionInfo) {
 		}
 		byParent[s.Parent][s.ID] = true
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	for _, parent := range parents {
-		if p.closed {
+		switch p.q.offer(failedTask{session: parent, children: byParent[parent]}) {
+		case queueClosed:
 			return
-		}
-		select {
-		case p.jobs <- failedTask{session: parent, children: byParent[parent]}:
-		default:
+		case queueFull:
 			p.n.cfg.Logger.Warn("delegate: too many failed tasks waiting for their sub-agents to be cancelled; these resumed sub-agents run until their deadline",
 				"parent", parent, "sessions", len(byParent[parent]))
 		}
 	}
 }
 
-func (p *parentEnds) run() {
-	defer close(p.done)
-	for job := range p.jobs {
-		if p.ctx.Err() != nil {
-			continue // closed past its timeout: drain
+// cancelOrphans reads the session of a failed task (or of resumed children's
+// parent) and cancels the children of its unanswered delegate calls. ctx ends
+// when close gives up waiting.
+func (p *parentEnds) cancelOrphans(ctx context.Context, job failedTask) {
+	rctx, cancel := context.WithTimeout(ctx, parentEndsRead)
+	events, err := p.n.log.Read(rctx, job.session, 1)
+	cancel()
+	if err != nil {
+		p.n.cfg.Logger.Warn("delegate: read a failed task's session to cancel its sub-agents; they run until their deadline",
+			"session", job.session, "task", job.task, "err", err)
+		return
+	}
+	for _, key := range p.orphans(events, job) {
+		if ctx.Err() != nil {
+			return // closed past its timeout
 		}
-		ctx, cancel := context.WithTimeout(p.ctx, parentEndsRead)
-		events, err := p.n.log.Read(ctx, job.session, 1)
-		cancel()
-		if err != nil {
-			p.n.cfg.Logger.Warn("delegate: read a failed task's session to cancel its sub-agents; they run until their deadline",
-				"session", job.session, "task", job.task, "err", err)
-			continue
-		}
-		for _, key := range p.orphans(events, job) {
-			if p.ctx.Err() != nil {
-				break // closed past its timeout
-			}
-			p.n.cancelChild(p.ctx, ChildSessionID(key))
-		}
+		p.n.cancelChild(ctx, ChildSessionID(key))
 	}
 }
 
@@ -166,25 +145,12 @@ func (p *parentEnds) orphans(events []messages.Envelope, job failedTask) []messa
 }
 
 // close stops the worker once it has handled the tasks queued, waiting at most
-// timeout; the session actors are stopped first, so nothing more is observed.
+// timeout; past it, the cancellations running end and the tasks still queued are
+// dropped (their children end at their deadline, or are cancelled at the node's
+// next start: resumed). The session actors are stopped first, so nothing more is
+// observed.
 func (p *parentEnds) close(timeout time.Duration) {
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	p.closed = true
-	close(p.jobs)
-	p.mu.Unlock()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-p.done:
-	case <-t.C:
-		p.stop()
-		<-p.done
-	}
-	p.stop()
+	p.q.close(timeout, -1)
 }
 
 // unansweredDelegateCalls returns the keys of the delegate calls that task

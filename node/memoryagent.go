@@ -86,14 +86,11 @@ const (
 )
 
 // afterTaskWriter remembers completed tasks (Config.MemoryWriteAfterTask): observe
-// picks the task.completed events out of a session's batches, and one worker runs
-// Remember for each, in order.
+// picks the task.completed events out of a session's batches, and one worker (a
+// queueWorker) runs Remember for each, in order.
 type afterTaskWriter struct {
-	n    *Node
-	jobs chan afterTaskJob
-	done chan struct{}
-	stop context.CancelFunc
-	ctx  context.Context
+	n *Node
+	q *queueWorker[afterTaskJob]
 
 	mu     sync.Mutex
 	inputs map[string]taskInput // task ID (its task.submitted's event ID) -> its input and agent
@@ -115,10 +112,8 @@ type afterTaskJob struct {
 // newAfterTaskWriter remembers each task in the namespace of its agent
 // (Config.memoryNamespace).
 func newAfterTaskWriter(n *Node) *afterTaskWriter {
-	ctx, stop := context.WithCancel(context.Background())
-	w := &afterTaskWriter{n: n, jobs: make(chan afterTaskJob, afterTaskQueue), done: make(chan struct{}),
-		ctx: ctx, stop: stop, inputs: map[string]taskInput{}}
-	go w.run()
+	w := &afterTaskWriter{n: n, inputs: map[string]taskInput{}}
+	w.q = newQueueWorker(afterTaskQueue, w.rememberLogged)
 	return w
 }
 
@@ -144,9 +139,7 @@ func (w *afterTaskWriter) observe(sessionID string, events []messages.Envelope) 
 		case messages.TypeTaskCompleted:
 			input, ok := w.inputs[e.CorrelationID]
 			delete(w.inputs, e.CorrelationID)
-			select {
-			case w.jobs <- afterTaskJob{session: sessionID, completed: e, input: input, haveInput: ok}:
-			default:
+			if w.q.offer(afterTaskJob{session: sessionID, completed: e, input: input, haveInput: ok}) == queueFull {
 				w.n.cfg.Logger.Warn("memory write after task: the queue is full; this task is not remembered",
 					"session", sessionID, "seq", e.Seq, "namespace", w.n.cfg.memoryNamespace(input.agent))
 			}
@@ -154,23 +147,18 @@ func (w *afterTaskWriter) observe(sessionID string, events []messages.Envelope) 
 	}
 }
 
-func (w *afterTaskWriter) run() {
-	defer close(w.done)
-	for job := range w.jobs {
-		if w.ctx.Err() != nil {
-			continue // closed past its timeout: drain without writing
-		}
-		if err := w.remember(job); err != nil {
-			w.n.cfg.Logger.Warn("memory write after task failed; the task's result stands", "session", job.session,
-				"seq", job.completed.Seq, "err", err)
-		}
+// rememberLogged remembers job, and logs a failure: the task's result stands.
+func (w *afterTaskWriter) rememberLogged(ctx context.Context, job afterTaskJob) {
+	if err := w.remember(ctx, job); err != nil {
+		w.n.cfg.Logger.Warn("memory write after task failed; the task's result stands", "session", job.session,
+			"seq", job.completed.Seq, "err", err)
 	}
 }
 
 // remember writes what a completed task said to the namespace of its agent, under
 // the key "<session>/<seq of task.completed>": a task remembered twice writes once.
-func (w *afterTaskWriter) remember(job afterTaskJob) error {
-	ctx, cancel := context.WithTimeout(w.ctx, afterTaskTimeout)
+func (w *afterTaskWriter) remember(ctx context.Context, job afterTaskJob) error {
+	ctx, cancel := context.WithTimeout(ctx, afterTaskTimeout)
 	defer cancel()
 	p, err := job.completed.Decode()
 	if err != nil {
@@ -306,26 +294,10 @@ func (w *afterTaskWriter) inputOf(ctx context.Context, session, taskID string) (
 // are stopped first, so nothing more is observed.
 func (w *afterTaskWriter) close(timeout time.Duration) {
 	w.mu.Lock()
-	if w.closed {
-		w.mu.Unlock()
-		return
-	}
 	w.closed = true
-	close(w.jobs)
 	w.mu.Unlock()
-	t := time.NewTimer(timeout)
-	defer t.Stop()
-	select {
-	case <-w.done:
-		w.stop()
-		return
-	case <-t.C:
-	}
-	w.n.cfg.Logger.Warn("memory write after task: closing before every completed task was remembered", "timeout", timeout,
-		"not_remembered", len(w.jobs))
-	w.stop()
-	select {
-	case <-w.done:
-	case <-time.After(time.Second):
+	if finished, dropped := w.q.close(timeout, time.Second); !finished {
+		w.n.cfg.Logger.Warn("memory write after task: closing before every completed task was remembered", "timeout", timeout,
+			"not_remembered", dropped)
 	}
 }
