@@ -586,17 +586,7 @@ func stateDirectives(rules int, handoff bool, answer string) [][]string {
 		return stateLine.FindAllStringSubmatch(answer, -1)
 	}
 	lines := strings.Split(answer, "\n")
-	end := len(lines)
-	for end > 0 && strings.TrimSpace(lines[end-1]) == "" {
-		end--
-	}
-	if handoff && end > 0 && handoffLine.MatchString(lines[end-1]) {
-		end--
-	}
-	start := end
-	for start > 0 && (strings.TrimSpace(lines[start-1]) == "" || stateLine.MatchString(lines[start-1])) {
-		start--
-	}
+	start, end, _ := closingLines(handoff, lines)
 	var out [][]string
 	for _, l := range lines[start:end] {
 		if m := stateLine.FindStringSubmatch(l); m != nil {
@@ -604,6 +594,52 @@ func stateDirectives(rules int, handoff bool, answer string) [][]string {
 		}
 	}
 	return out
+}
+
+// closingLines returns where, in a member's answer split at "\n", the lines that
+// close it with directives are under decision rules 8: lines[start:end] are its
+// closing STATE lines and the blank lines among and above them, and, in a
+// handoff team whose answer's last line that is not blank is a HANDOFF line,
+// that line is lines[end] (handsOff true); blank lines follow.
+func closingLines(handoff bool, lines []string) (start, end int, handsOff bool) {
+	end = len(lines)
+	for end > 0 && strings.TrimSpace(lines[end-1]) == "" {
+		end--
+	}
+	if handoff && end > 0 && handoffLine.MatchString(lines[end-1]) {
+		end--
+		handsOff = true
+	}
+	start = end
+	for start > 0 && (strings.TrimSpace(lines[start-1]) == "" || stateLine.MatchString(lines[start-1])) {
+		start--
+	}
+	return start, end, handsOff
+}
+
+// TeamDirectivesAt returns the byte offset in a team member's answer of the lines
+// that close it with directives, as decision rules 8 read them: its closing STATE
+// lines (blank lines among them: stateDirectives) and, after them, a last HANDOFF
+// line (handoffDirective); len(answer) when it closes with neither. Any text, then
+// a line that is neither blank nor a directive, then answer[TeamDirectivesAt(answer):]
+// gives a team the facts and the handoff the whole answer gives it, whatever its
+// pattern (a team that is no handoff team takes no STATE line above a last
+// HANDOFF line, here as in the whole answer): a member's answer too long for a
+// hand-over is cut in its middle so (package node's delegate calls).
+func TeamDirectivesAt(answer string) int {
+	lines := strings.Split(answer, "\n")
+	start, end, handoff := closingLines(true, lines)
+	for start < end && strings.TrimSpace(lines[start]) == "" {
+		start++ // the blank lines above the first STATE line
+	}
+	if start == end && !handoff {
+		return len(answer)
+	}
+	at := 0
+	for _, l := range lines[:start] {
+		at += len(l) + 1
+	}
+	return at
 }
 
 var (

@@ -107,3 +107,37 @@ func TestStateDirectives(t *testing.T) {
 		t.Errorf("under rules 7: %q; want every STATE line", got)
 	}
 }
+
+// TeamDirectivesAt is where the lines that close an answer with directives start:
+// any text, a line that is no directive, and the answer from there give a team of
+// either kind the directives the whole answer gives it (a member's answer cut in
+// its middle keeps them so: package node).
+func TestTeamDirectivesAt(t *testing.T) {
+	for _, c := range []struct {
+		answer string
+		tail   string
+	}{
+		{"text\nSTATE: a = 1\nmore\nSTATE: b = 2", "STATE: b = 2"},
+		{"STATE: a = 1\n\nSTATE: b = 2\n\n", "STATE: a = 1\n\nSTATE: b = 2\n\n"},
+		{"text\n\n\nSTATE: a = 1\nHANDOFF: peer: go on\n", "STATE: a = 1\nHANDOFF: peer: go on\n"},
+		{"text\nHANDOFF: peer\n \n", "HANDOFF: peer\n \n"},
+		{"text\nSTATE: a = 1\r\nSTATE: b = x y \r\n", "STATE: a = 1\r\nSTATE: b = x y \r\n"},
+		{"text\nSTATE: a = 1\nHANDOFF: peer\nmore", ""},
+		{"no facts\n\n", ""},
+		{"", ""},
+	} {
+		at := TeamDirectivesAt(c.answer)
+		if got := c.answer[at:]; got != c.tail || (got == "" && at != len(c.answer)) {
+			t.Errorf("TeamDirectivesAt(%q) = %d: %q; want %q", c.answer, at, got, c.tail)
+		}
+		cut := "head, cut\n[cut]\n" + c.answer[at:]
+		for _, handoff := range []bool{false, true} {
+			if a, b := fmt.Sprint(stateDirectives(rulesTeamState, handoff, c.answer)), fmt.Sprint(stateDirectives(rulesTeamState, handoff, cut)); a != b {
+				t.Errorf("%q, handoff %v: the whole answer sets %s, the cut one %s", c.answer, handoff, a, b)
+			}
+		}
+		if a, b := fmt.Sprint(handoffDirective(rulesTeamState, c.answer)), fmt.Sprint(handoffDirective(rulesTeamState, cut)); a != b {
+			t.Errorf("%q: the whole answer hands over %s, the cut one %s", c.answer, a, b)
+		}
+	}
+}

@@ -30,8 +30,9 @@ import (
 // task records its parent (messages.TaskSubmitted.Parent); it runs the named agent
 // with a clean context (only the task) and that agent's own limits, routed by its
 // own key like any session (in a cluster, to the owner of its partition). Its final
-// answer, cut to MaxDelegateResult (MaxTeamMemberResult for a team's hand-over), is the call's result; a child that fails, for
-// whatever reason, is the call's error, with the reason and the child's session ID.
+// answer, cut to MaxDelegateResult (MaxTeamMemberResult for a team's hand-over, in
+// its middle: answerBound), is the call's result; a child that fails, for whatever
+// reason, is the call's error, with the reason and the child's session ID.
 // Cancelling the call (the parent's task is cancelled, or runs out of time) cancels
 // the child's task (delegateCalls), however far the call's performance got: one
 // cancelled as it starts still cancels the child an earlier performance started.
@@ -53,7 +54,9 @@ const (
 	MaxDelegateResult = 8 << 10
 	// MaxTeamMemberResult bounds, in bytes, the answer of a team's member (a
 	// delegate call a team makes): its answer is the team's work, and the team's
-	// own answer when it is the last, so only one past any model's output is cut.
+	// own answer when it is the last, so only one past any model's output is cut,
+	// and in its middle: the lines that close it with directives for the team
+	// (its STATE lines, a HANDOFF line) are kept (cutMemberAnswer).
 	MaxTeamMemberResult = actors.TeamHandOverBytes
 	// DelegateTimeout bounds a child's task: its deadline is this long after the
 	// delegate call was first performed, or the parent task's deadline when that
@@ -229,16 +232,40 @@ func (n *Node) delegate(ctx context.Context, a delegateArgs) (string, error) {
 	return n.awaitChild(ctx, a.Agent, childID, taskID, n.resultBound(parent.Agent), live)
 }
 
+// answerBound is how much of a child's answer a delegate call returns, and how it
+// is cut past that (answerBound.cut).
+type answerBound struct {
+	// bytes bounds the result.
+	bytes int
+	// team is set for a team's hand-over: a longer answer keeps the lines that
+	// close it with directives for the team (cutMemberAnswer).
+	team bool
+}
+
 // resultBound is how much of a child's answer a delegate call made for agent
 // returns: MaxTeamMemberResult for a team's hand-over, MaxDelegateResult for an
 // agent's own call (its answer goes into that agent's conversation).
-func (n *Node) resultBound(agent string) int {
+func (n *Node) resultBound(agent string) answerBound {
 	for _, a := range n.cfg.Agents {
 		if a.Name == agent && a.Team != nil {
-			return MaxTeamMemberResult
+			return answerBound{bytes: MaxTeamMemberResult, team: true}
 		}
 	}
-	return MaxDelegateResult
+	return answerBound{bytes: MaxDelegateResult}
+}
+
+// cut returns the child's answer out as the delegate call's result: whole up to
+// b.bytes, else cut to at most b.bytes with a note naming child session childID,
+// which holds it whole: a team's member's answer in its middle when it closes
+// with directives for the team (cutMemberAnswer), any other one at its end
+// (cutResult).
+func (b answerBound) cut(out, childID string) string {
+	if b.team {
+		if s, ok := cutMemberAnswer(out, childID, b.bytes); ok {
+			return s
+		}
+	}
+	return cutResult(out, childID, b.bytes)
 }
 
 // submitChild submits a child's task, trying again a few times (with the same
@@ -411,7 +438,7 @@ func (n *Node) agentBudgets(agent string) budgets {
 // awaitChild waits for the end of the child's task taskID, from the child's live
 // events and, in case they are late or lost, from its log (at once, for a call
 // performed again after its child ended, then ever less often).
-func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, bound int, live <-chan messages.Envelope) (string, error) {
+func (n *Node) awaitChild(ctx context.Context, agent, childID, taskID string, bound answerBound, live <-chan messages.Envelope) (string, error) {
 	poll := 250 * time.Millisecond
 	check := time.NewTimer(0)
 	defer check.Stop()
@@ -479,11 +506,11 @@ func reportChildUsage(ctx context.Context, p messages.Payload) {
 }
 
 // childOutcome is the delegate call's answer for the event that ended its child's
-// task: the child's answer (cutResult), or an error with its reason.
-func childOutcome(agent, childID string, p messages.Payload, bound int) (string, error) {
+// task: the child's answer (cut to bound), or an error with its reason.
+func childOutcome(agent, childID string, p messages.Payload, bound answerBound) (string, error) {
 	switch p := p.(type) {
 	case *messages.TaskCompleted:
-		return cutResult(p.Output, childID, bound), nil
+		return bound.cut(p.Output, childID), nil
 	case *messages.TaskFailed:
 		return "", fmt.Errorf("sub-agent %s failed (%s) in child session %s: %s", agent, p.Reason, childID, p.Error)
 	}
@@ -503,6 +530,47 @@ func cutResult(out, childID string, bound int) string {
 		cut--
 	}
 	return out[:cut] + note
+}
+
+// cutMemberAnswer returns a team's member's answer out, past bound bytes, cut in
+// its middle: its head, a note on a line of its own that says it was cut and where
+// the whole of it is, and the lines that close it with directives for the team
+// (actors.TeamDirectivesAt: its closing STATE lines, blank lines among them, and a
+// last HANDOFF line), so the team takes from it the facts and the handoff the
+// whole answer holds (decision rules 8 read them only at an answer's end: a cut
+// at the end lost them). At most bound bytes. When the directive lines alone
+// leave no room, their trailing blanks and spaces are dropped (no directive
+// reads them), then their first lines, as many as must be: the last lines, the
+// HANDOFF line among them, are kept (a fact written twice is the last one
+// anyway). ok is false, and out is left to cutResult (its head, the note at its
+// end), when the answer is within bound, closes with no directive, or its last
+// directive line alone leaves no room.
+func cutMemberAnswer(out, childID string, bound int) (cut string, ok bool) {
+	at := actors.TeamDirectivesAt(out)
+	if len(out) <= bound || at == len(out) {
+		return "", false
+	}
+	note := fmt.Sprintf("\n[cut: the sub-agent's answer is %d bytes, more than %d: its middle is cut here, its closing STATE and HANDOFF lines kept; "+
+		"the whole of it is the result of child session %s]\n", len(out), bound, childID)
+	tail, room := out[at:], bound-len(note)
+	if len(tail) > room {
+		tail = strings.TrimRight(tail, "\t\n\f\r ") // as the directives' `\s*$` trims
+	}
+	if len(tail) > room {
+		if room <= 0 {
+			return "", false
+		}
+		i := strings.IndexByte(tail[len(tail)-room-1:], '\n') // the first line that fits whole
+		if i < 0 || i == room {
+			return "", false
+		}
+		tail = tail[len(tail)-room+i:]
+	}
+	head := min(at, room-len(tail))
+	for head > 0 && !utf8.RuneStart(out[head]) { // not inside a character
+		head--
+	}
+	return out[:head] + note + tail, true
 }
 
 // cancelChild cancels the task of the child session childID of a delegate call

@@ -3,11 +3,13 @@ package node
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/eventlog/sqlite"
@@ -179,6 +181,63 @@ func TestDelegateResultIsCut(t *testing.T) {
 	}
 	if head, _, _ := strings.Cut(got, "\n[cut:"); strings.Count(head, "é")*2 != len(head) {
 		t.Errorf("the head is cut inside a character")
+	}
+}
+
+// A team member's answer past its bound is cut in its middle: its head (cut on a
+// character's edge), the note on a line of its own, and the lines that close it
+// with directives for the team, whole, so the team reads the same directives from
+// it (actors.TeamDirectivesAt finds the same lines); at most the bound.
+func TestMemberAnswerIsCutInItsMiddle(t *testing.T) {
+	const bound = 1 << 10
+	closing := "STATE: city = Zürich\n\nSTATE: note = ünïcode €\nHANDOFF: checker: look at it\n\n"
+	directives := func(s string) string { return s[actors.TeamDirectivesAt(s):] }
+	for pad := range 3 { // the head's cut falls on each byte of a 3-byte character
+		out := strings.Repeat("x", pad) + strings.Repeat("€", bound) + "\nlast line of text\n" + closing
+		got := answerBound{bytes: bound, team: true}.cut(out, "team.sub2")
+		head, rest, ok := strings.Cut(got, "\n[cut: the sub-agent's answer is ")
+		if !ok || len(got) > bound || !utf8.ValidString(got) || directives(got) != closing || !strings.HasSuffix(rest, "]\n"+closing) {
+			t.Fatalf("pad %d: cut to %d bytes, valid %v: …%q", pad, len(got), utf8.ValidString(got), got[max(len(got)-400, 0):])
+		}
+		if strings.TrimLeft(head, "x") != strings.Repeat("€", (len(head)-pad)/3) || len(head)+len(closing) < bound-300 {
+			t.Errorf("pad %d: the head (%d bytes) is cut inside a character, or short", pad, len(head))
+		}
+		if !strings.Contains(rest, fmt.Sprintf("%d bytes, more than %d: its middle is cut here", len(out), bound)) {
+			t.Errorf("pad %d: the note: %q", pad, rest[:200])
+		}
+	}
+	// Within the bound, or for an agent's own call: as before.
+	if got := (answerBound{bytes: bound, team: true}).cut(closing, "c"); got != closing {
+		t.Errorf("a short answer: %q", got)
+	}
+	long := strings.Repeat("é", bound) + "\n" + closing
+	if got := (answerBound{bytes: bound}).cut(long, "c"); got != cutResult(long, "c", bound) {
+		t.Errorf("an agent's own call's answer is not cut at its end")
+	}
+	// An answer that closes with no directive: its head and the note, as before.
+	plain := strings.Repeat("é", bound) + "\nSTATE: quoted = 1\nthe end\n\n"
+	if got := (answerBound{bytes: bound, team: true}).cut(plain, "c"); got != cutResult(plain, "c", bound) {
+		t.Errorf("an answer without directives: …%q", got[len(got)-200:])
+	}
+	// Directives larger than the bound: their trailing blanks dropped, then their
+	// first lines; the last ones that fit kept whole, the HANDOFF line among them.
+	var many strings.Builder
+	for i := range 100 {
+		fmt.Fprintf(&many, "STATE: k%d = %s\n", i, strings.Repeat("v", 20))
+	}
+	many.WriteString("HANDOFF: checker: go\n" + strings.Repeat("\n", 2*bound))
+	out := "text\n" + many.String()
+	got := answerBound{bytes: bound, team: true}.cut(out, "c")
+	kept := directives(got)
+	if len(got) > bound || !strings.Contains(got, "\n[cut: ") || !strings.HasSuffix(kept, "STATE: k99 = "+strings.Repeat("v", 20)+"\nHANDOFF: checker: go") ||
+		!strings.HasPrefix(kept, "STATE: k") || !strings.HasSuffix(many.String()[:strings.Index(many.String(), "HANDOFF")], kept[:strings.Index(kept, "HANDOFF")]) ||
+		len(kept) < bound-300 {
+		t.Errorf("directives past the bound: %d bytes, kept %d: %q…%q", len(got), len(kept), got[:min(len(got), 300)], kept[max(len(kept)-100, 0):])
+	}
+	// A last directive line larger than the bound alone: its head and the note.
+	huge := "text\nSTATE: big = " + strings.Repeat("v", 2*bound)
+	if got := (answerBound{bytes: bound, team: true}).cut(huge, "c"); got != cutResult(huge, "c", bound) {
+		t.Errorf("a directive line past the bound: …%q", got[len(got)-200:])
 	}
 }
 

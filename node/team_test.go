@@ -419,6 +419,76 @@ func TestTeamMemberAnswerIsNotCutAtTheDelegateBound(t *testing.T) {
 	}
 }
 
+// A member's answer longer than MaxTeamMemberResult is cut in its middle, not at
+// its end: the lines that close it with directives (decision rules 8 read the
+// team's facts and a handoff only there) are kept after the cut's note, so the
+// team still takes its facts and its handoff. Before, the head alone was kept, and
+// the team went on without them: a pipeline's state had no facts, a handoff
+// team ended with the first member's (cut) answer.
+func TestTeamMemberAnswerPastTheBoundKeepsItsDirectives(t *testing.T) {
+	long := bigAnswer(300 << 10)
+	model := newByAgent(t, map[string][]llm.ScriptStep{
+		"writer": {{Content: long + "\nSTATE: topic = tides\n\nSTATE: tone = calm\n"}},
+		"first":  {{Content: long + "\nSTATE: found = 42\nHANDOFF: second: check it"}},
+		// second's task holds first's answer (256 KiB), more than its window: its
+		// context condenses it first (a summary call), then it answers.
+		"second": {{Content: "first wrote at length"}, {Content: "checked"}},
+	})
+	cfg := node.Config{Model: model, Agents: []node.NamedAgent{
+		{Name: "writer", SystemPrompt: "You write."}, {Name: "first", SystemPrompt: "You start."}, {Name: "second", SystemPrompt: "You check."},
+		{Name: "line", Team: &actors.Team{Pattern: actors.TeamPipeline, Members: []actors.TeamMember{{Name: "writer"}}}},
+		{Name: "relay", Team: &actors.Team{Pattern: actors.TeamHandoff, Members: []actors.TeamMember{{Name: "first"}, {Name: "second"}}}}}}
+	all, err := cfg.AllAgents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := nodetest.Start(t, cfg)
+	facts := func(events []messages.Envelope) string {
+		var f []string
+		for _, u := range payloads[*messages.TeamStateUpdated](t, events) {
+			if u.Section == messages.TeamSectionGlobal && u.By != "team" {
+				f = append(f, u.Key+"="+u.Value+" by "+u.By)
+			}
+		}
+		return strings.Join(f, ", ")
+	}
+	cutOnce := func(events []messages.Envelope) {
+		t.Helper()
+		done := payloads[*messages.ToolCallCompleted](t, events)
+		if len(done) == 0 {
+			t.Fatal("no delegate call completed")
+		}
+		if r := done[0].Result; len(r) > node.MaxTeamMemberResult || !strings.HasPrefix(r, long[:1<<10]) ||
+			!strings.Contains(r, "\n[cut: the sub-agent's answer is ") {
+			t.Errorf("the member's recorded result: %d bytes …%.300q; want at most %d, its head and the cut's note", len(r), r[max(len(r)-300, 0):], node.MaxTeamMemberResult)
+		}
+		if div, err := actors.VerifyAmong(all, events); err != nil || div != nil {
+			t.Errorf("verify: %+v %v", div, err)
+		}
+	}
+
+	events := runAgentTask(t, n, node.Task{Input: "Write at length.", SessionID: "line-directives", Agent: "line"})
+	if got := facts(events); got != "topic=tides by writer, tone=calm by writer" {
+		t.Errorf("the team's facts: %q; want the two the writer's answer closed with", got)
+	}
+	if c := payloads[*messages.TaskCompleted](t, events); len(c) != 1 || !strings.HasSuffix(c[0].Output, "]\nSTATE: topic = tides\n\nSTATE: tone = calm\n") {
+		t.Errorf("the team's answer does not close with the writer's directives after the note")
+	}
+	cutOnce(events)
+
+	events = runAgentTask(t, n, node.Task{Input: "Start, then hand over.", SessionID: "relay-directives", Agent: "relay"})
+	if _, calls := teamChildren(t, events); len(calls) != 2 || !strings.HasSuffix(calls[1], "second") {
+		t.Errorf("delegations %v; want first, then second by the handoff", calls)
+	}
+	if c := payloads[*messages.TaskCompleted](t, events); len(c) != 1 || c[0].Output != "checked" {
+		t.Errorf("the team's end: %.300s; want second's answer", events[len(events)-1].Payload)
+	}
+	if got := facts(events); got != "found=42 by first, handoffs=first → second: check it by first" {
+		t.Errorf("the team's facts: %q; want the one first's answer closed with, and its handoff", got)
+	}
+	cutOnce(events)
+}
+
 // A node stopped while a pipeline's first stage runs, restarted with the team's
 // members changed (its first member taken out of the team): the stage's recorded
 // delegate call went to "calc", whom the team no longer has first. The team's task
