@@ -25,6 +25,8 @@ func runEmbedded(ctx context.Context, o options, round int) (result, error) {
 		return result{}, err
 	}
 	cfg.DataDir = dir
+	asPart(ctx, "node")
+	defer asPart(ctx, "bench")
 	n, err := node.New(ctx, cfg)
 	if err != nil {
 		return result{}, err
@@ -35,6 +37,7 @@ func runEmbedded(ctx context.Context, o options, round int) (result, error) {
 		return result{}, err
 	}
 	defer stop()
+	asPart(ctx, "client") // Submit runs part of the node's work in the client's goroutines
 
 	run := func(ctx context.Context, id string) (time.Duration, error) {
 		live, cancel := n.Watch(id)

@@ -358,6 +358,8 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 		return result{}, err
 	}
 
+	asPart(ctx, "client")
+	defer asPart(ctx, "bench")
 	client, err := newKafkaClient(ctx, brokers, topics, prefix+"-run")
 	if err != nil {
 		return result{}, err
@@ -373,6 +375,7 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 		return result{}, err
 	}
 	defer os.RemoveAll(dir)
+	asPart(ctx, "node") // the log's writer is the nodes'
 	log, err := sqlite.Open(ctx, sqlite.Config{Dir: dir})
 	if err != nil {
 		return result{}, err
@@ -412,6 +415,7 @@ func runKafka(ctx context.Context, o options, scenario string, round, nodes int,
 		defer stop()
 		ns = append(ns, n)
 	}
+	asPart(ctx, "client")
 	if err := waitForGroup(ctx, admin, group, tasksTopic, nodes, taskParts); err != nil {
 		return result{}, err
 	}

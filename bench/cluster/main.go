@@ -127,7 +127,9 @@ func run(ctx context.Context, o options) error {
 		if broker != "" {
 			brokers = strings.Split(broker, ",")
 		} else {
-			c, err := kfake.NewCluster(kfake.NumBrokers(1))
+			var c *kfake.Cluster
+			var err error
+			part(ctx, "broker", func(context.Context) { c, err = kfake.NewCluster(kfake.NumBrokers(1)) })
 			if err != nil {
 				return fmt.Errorf("start kfake: %w", err)
 			}
@@ -234,4 +236,19 @@ func fmtDur(d time.Duration) string {
 	default:
 		return fmt.Sprintf("%dµs", d.Microseconds())
 	}
+}
+
+// part runs f with the pprof label part=name, which every goroutine f starts
+// inherits (and those they start), so that a CPU profile (-cpuprofile) tells the
+// parts of the process apart: go tool pprof -tagfocus part=node (broker: the
+// in-process kfake; node: the nodes, their Kafka clients included; client: the
+// bench's own tasks and, on Kafka, its publisher and results reader).
+func part(ctx context.Context, name string, f func(context.Context)) {
+	pprof.Do(ctx, pprof.Labels("part", name), f)
+}
+
+// asPart labels the calling goroutine, and the goroutines it starts from now on,
+// part=name (see part), until asPart is called again.
+func asPart(ctx context.Context, name string) {
+	pprof.SetGoroutineLabels(pprof.WithLabels(ctx, pprof.Labels("part", name)))
 }
