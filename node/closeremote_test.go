@@ -126,3 +126,70 @@ func TestCloseHandsPartitionsOverWithinTheBudget(t *testing.T) {
 		t.Errorf("the closing node's revocation gave up at the budget's end:\n%s", out)
 	}
 }
+
+// A node that performs tool calls for other nodes' sessions (a tools node) closes
+// while one is in flight: the call answers within the grace, its reply is published
+// before the node gives up the request's partition, and the session records it. A
+// tools node started in its place performs nothing again, and the task completes
+// with the call performed once. Before, the handler of the requests gave the call up
+// as soon as the node began to close, leaving its request unacked while the call ran
+// on: its reply was never sent, and the next tools node performed it again (in a
+// rolling restart of a cluster, cmd/node's TestClusterRollingRestart).
+func TestCloseLetsCallsItServesAnswer(t *testing.T) {
+	k, group, log := newKafkaEnv(t), uniqueGroup(t), sharedLog(t)
+	pay := newBlockingPay()
+	t.Cleanup(func() {
+		select {
+		case <-pay.release:
+		default:
+			close(pay.release)
+		}
+	})
+	tool := pay.tool(t)
+	workers, closeWorkers := clusterNode(t, k, group, log, "workers", node.RoleTools, []tools.Tool{tool}, payScript(t))
+	agents, _ := clusterNode(t, k, group, log, "agents", node.RoleSessions|node.RoleModels, []tools.Tool{tool}, payScript(t))
+	if _, err := agents.Submit(context.Background(), node.Task{Input: "pay 7", SessionID: "served-drain"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-pay.entered:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the tools node was never asked for the call")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- workers.Close() }()
+	// The call answers while the tools node closes, well within the grace.
+	select {
+	case err := <-closed:
+		closed <- err
+	case <-time.After(300 * time.Millisecond):
+	}
+	close(pay.release)
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	closeWorkers()
+
+	pay.holding(false)
+	clusterNode(t, k, group, log, "workers-again", node.RoleTools, []tools.Tool{tool}, payScript(t))
+	var events []messages.Envelope
+	waitFor(t, 90*time.Second, "the task finished", func() bool {
+		var err error
+		events, err = agents.Log().Read(context.Background(), "served-drain", 1)
+		return err == nil && len(events) > 0 &&
+			(events[len(events)-1].Type == messages.TypeTaskCompleted || events[len(events)-1].Type == messages.TypeTaskFailed)
+	})
+	if last := events[len(events)-1]; last.Type != messages.TypeTaskCompleted {
+		t.Fatalf("the task ended with %s: %s", last.Type, last.Payload)
+	}
+	for key, times := range pay.counts() {
+		if times != 1 {
+			t.Errorf("the call %s was performed %d times, want once", key, times)
+		}
+	}
+}

@@ -504,9 +504,24 @@ func (n *Node) sharded() bool { return n.cfg.Bus != nil && n.cfg.Bus.Sharded }
 // it performs the effect here (Node.local, shared with this node's own sessions) and
 // publishes the reply. The request is acked only after the reply is published, so a
 // node that dies mid-call leaves the request to another node, which performs it with
-// the same idempotency key. A node that stops cancels the call and leaves the request
-// unacked, for the same reason.
+// the same idempotency key. A node that stops takes no request on any more (it leaves
+// them unacked, for the next node to read them), and lets those it took on answer
+// within Config.HandoffGrace, publishing their replies, before it stops the handler
+// (Close, stopAdmitting): stopped first, it left their requests unacked while the
+// calls ran on, and the next node to read them performed them again. A call that
+// outlives the grace is cancelled and left unacked, to be performed there again.
 func (n *Node) handleEffect(msg *message.Message) error {
+	if !n.served.start() {
+		// The node stops: the request waits, unacked, until the handler stops.
+		t := time.NewTimer(n.cfg.HandoffGrace)
+		defer t.Stop()
+		select {
+		case <-msg.Context().Done():
+		case <-t.C:
+		}
+		return fmt.Errorf("effect request %s: %w", msg.UUID, errStopping)
+	}
+	defer n.served.done()
 	req, err := messages.DecodeEffectRequest(msg.Payload)
 	if err != nil {
 		return fmt.Errorf("%w: effect request %s: %w", errPermanent, msg.UUID, err)
@@ -534,7 +549,16 @@ func (n *Node) handleEffect(msg *message.Message) error {
 	select {
 	case rep = <-replied:
 	case <-n.stopping:
-		return fmt.Errorf("effect %s: %w", req.Key, errStopping)
+		// The call gets the grace to answer (stopAdmitting waits as long for it).
+		t := time.NewTimer(n.cfg.HandoffGrace)
+		defer t.Stop()
+		select {
+		case rep = <-replied:
+		case <-t.C:
+			return fmt.Errorf("effect %s: %w", req.Key, errStopping)
+		case <-msg.Context().Done():
+			return fmt.Errorf("effect %s: %w", req.Key, msg.Context().Err())
+		}
 	case <-msg.Context().Done():
 		return fmt.Errorf("effect %s: %w", req.Key, msg.Context().Err())
 	}

@@ -702,7 +702,8 @@ type Node struct {
 	// first; answering counts the others (stopAdmitting).
 	admitting []admittingHandler
 	answering int
-	busLogs   *logShutter // the bus's and router's logger, shut by Close
+	served    servedEffects // the effects it performs for others, which Close lets answer
+	busLogs   *logShutter   // the bus's and router's logger, shut by Close
 	hub       *Hub
 	feed      *sessionFeed // GET /v1/feed/sessions
 	dedupe    *deduplicator
@@ -1576,10 +1577,11 @@ func (n *Node) CloseStreams() {
 }
 
 // Close stops the node: ingress first, the router's handlers of new work (tasks,
-// and the effects a node performs for others: call Close before canceling Run's
-// context: the router then finishes subscribing a handler it is starting and stops
-// it, where a canceled context would leave that handler waited for until the close
-// timeout), then the session actors, drained as a revocation of a sharded node's
+// and the effects a node performs for others, once those in flight answered and
+// their replies were published, up to Config.HandoffGrace: call Close before
+// canceling Run's context: the router then finishes subscribing a handler it is
+// starting and stops it, where a canceled context would leave that handler waited
+// for until the close timeout), then the session actors, drained as a revocation of a sharded node's
 // partitions drains them (closeSessions): each issues no more effects, and the model
 // and tool calls it has in flight get up to Config.HandoffGrace to answer, their
 // results recorded, so that the node started again, or the sessions' next owners, do

@@ -396,7 +396,8 @@ func (n *Node) newRouter(wlog watermill.LoggerAdapter) error {
 		handle, sub := h.handle, h.sub(n)
 		rh := n.router.AddConsumerHandler(h.name, h.topic, sub, func(msg *message.Message) error { return handle(n, msg) })
 		if h.admits {
-			n.admitting = append(n.admitting, admittingHandler{rh, sub})
+			effects := h.topic == messages.TopicToolRequests || h.topic == messages.TopicModelRequests
+			n.admitting = append(n.admitting, admittingHandler{rh, sub, effects})
 		} else {
 			n.answering++
 		}
@@ -414,6 +415,9 @@ const routerCloseTimeout = 10 * time.Second
 type admittingHandler struct {
 	h   *message.Handler
 	sub message.Subscriber
+	// effects: it reads the requests of effects to perform for other nodes
+	// (handleEffect), which answer before it stops.
+	effects bool
 }
 
 // stopAdmitting stops the router's handlers that admit new work (tasks, effects to
@@ -423,16 +427,35 @@ type admittingHandler struct {
 // answers of the calls they have in flight on other nodes. A stopped handler's
 // subscription ends (a consumer group's member gives its partitions up: a sharded
 // node is told Revoked), but its subscriber is closed only with the router
-// (closeStopped). It reports false, and stops nothing, when the router is not
-// running yet (Close then closes it, which stops a handler being started) or no
-// handler would be left running (the embedded bus: the router is closed at once, as
-// it was).
+// (closeStopped). The handlers of the effects this node performs for others stop
+// once those in flight answered and their replies were published (up to
+// Config.HandoffGrace, servedEffects): they keep their partitions meanwhile, so
+// that no other node reads those requests again and performs them a second time.
+// It reports false, and stops nothing, when the router is not running yet (Close
+// then closes it, which stops a handler being started) or no handler would be left
+// running (the embedded bus: the router is closed at once, as it was).
 func (n *Node) stopAdmitting() bool {
 	if n.answering == 0 || !n.routerRunning() {
 		return false
 	}
+	effects := false
 	for _, a := range n.admitting {
-		a.h.Stop()
+		if a.effects {
+			effects = true
+		} else {
+			a.h.Stop()
+		}
+	}
+	if effects {
+		if out := n.served.close(n.cfg.HandoffGrace); out > 0 {
+			n.cfg.Logger.Warn("node closing with effects it performs for other nodes still running past the grace; they are cancelled and performed again where their requests are read next",
+				"node", n.cfg.NodeID, "effects", out, "grace", n.cfg.HandoffGrace)
+		}
+		for _, a := range n.admitting {
+			if a.effects {
+				a.h.Stop()
+			}
+		}
 	}
 	t := time.NewTimer(routerCloseTimeout)
 	defer t.Stop()

@@ -223,6 +223,28 @@ func (c *child) kill9(t *testing.T) {
 	_ = c.cmd.Wait()
 }
 
+// sigterm stops the child with SIGTERM, as a deploy does, and fails unless it exits
+// 0 within budget (a node's stop is bounded: 10 s for the HTTP server, then
+// node.Config.StopTimeout, 30 s, for its sessions; budget bounds a hang).
+func (c *child) sigterm(t *testing.T, budget time.Duration) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- c.cmd.Wait() }()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("the node exited with %v after SIGTERM:\n%s", err, tail(c.stderr.String(), 8000))
+		}
+	case <-time.After(budget):
+		_ = c.cmd.Process.Kill()
+		<-exited
+		t.Fatalf("the node did not exit within %s of SIGTERM:\n%s", budget, tail(c.stderr.String(), 8000))
+	}
+}
+
 // openDataReadOnly opens, read-only, the event log children started on dir
 // keep in dir/data.
 func openDataReadOnly(t *testing.T, dir string) *sqlite.Log {

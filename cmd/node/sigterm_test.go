@@ -35,20 +35,7 @@ func TestSigtermMidSessionRepeatsNoCall(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if err := first.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- first.cmd.Wait() }()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("the node exited with %v:\n%s", err, first.stderr.String())
-		}
-	case <-time.After(time.Minute):
-		_ = first.cmd.Process.Kill()
-		t.Fatalf("the node did not exit after SIGTERM:\n%s", first.stderr.String())
-	}
+	first.sigterm(t, time.Minute)
 
 	lg := openDataReadOnly(t, dir)
 	defer lg.Close()
