@@ -17,7 +17,8 @@ import (
 //     order);
 //   - Tools and Models: consumer groups of their own (<group>.tools, <group>.models) on
 //     the internal request topics, so nodes that serve tools or models can come and go
-//     without moving sessions;
+//     without moving sessions; NodeEffectsInFlight requests in flight per partition
+//     (the calls of many sessions keyed to one partition run at once);
 //   - Live: no group, every partition from the latest offset, for the node's live event
 //     streams and the replies to its effect requests.
 type NodeClients struct {
@@ -53,6 +54,17 @@ const (
 // partition of troupe.tasks a node has in hand at once.
 const NodeTasksInFlight = 64
 
+// NodeEffectsInFlight is the MaxInFlight of a node's Tools and Models: how many
+// requests of one partition of troupe.tool.requests (troupe.model.requests) a node
+// performs at once. With one, a node performed one call per partition at a time:
+// a cluster whose tools (or models) run on nodes of their own ran at most as many
+// calls at once as the topic has partitions, and a slow call held up every call
+// of the sessions keyed to its partition. Calls are independent of each other
+// (each is keyed, and the effects' flight table joins two of one key), so they
+// need no order; the subscriber still commits a partition's offsets in order, so
+// a node that dies leaves the requests not answered yet to the next one.
+const NodeEffectsInFlight = 64
+
 // DialNode builds a node's clients. group names the consumer group the nodes share.
 func DialNode(brokers []string, group string, topics TopicLayout, logger watermill.LoggerAdapter) (*NodeClients, error) {
 	c := &NodeClients{owner: &ownerListener{}}
@@ -66,13 +78,18 @@ func DialNode(brokers []string, group string, topics TopicLayout, logger watermi
 	}
 	tasksCfg := groupCfg(group, c.owner)
 	tasksCfg.MaxInFlight = NodeTasksInFlight
+	effectsCfg := func(name string) SubscriberConfig {
+		cfg := groupCfg(name, nil)
+		cfg.MaxInFlight = NodeEffectsInFlight
+		return cfg
+	}
 	for _, s := range []struct {
 		sub *(*Subscriber)
 		cfg SubscriberConfig
 	}{
 		{&c.Group, tasksCfg},
-		{&c.Tools, groupCfg(group+".tools", nil)},
-		{&c.Models, groupCfg(group+".models", nil)},
+		{&c.Tools, effectsCfg(group + ".tools")},
+		{&c.Models, effectsCfg(group + ".models")},
 		{&c.Live, SubscriberConfig{Brokers: brokers, InitialOffset: FromLatest, Topics: topics}},
 	} {
 		if *s.sub, err = NewSubscriber(s.cfg, logger); err != nil {
