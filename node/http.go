@@ -672,6 +672,13 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	extend, every := n.startSSE(w)
+	if r.Method == http.MethodHead {
+		// A HEAD (a monitor's check) gets the stream's headers and ends: net/http
+		// discards a HEAD answer's body, so a stream that went on would never end
+		// while its client kept the connection, and the client's next request on
+		// it would never be answered.
+		return
+	}
 	send := func(e messages.Envelope) bool {
 		if e.Seq <= last {
 			return true

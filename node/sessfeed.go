@@ -471,6 +471,9 @@ func (n *Node) sessionsStream(w http.ResponseWriter, r *http.Request) {
 	defer leave()
 	extend, heartbeat := n.startSSE(w)
 	fl.Flush()
+	if r.Method == http.MethodHead {
+		return // the headers only, as stream's
+	}
 	n.serveFeed(r.Context(), w, fl.Flush, extend, sub, filter, heartbeat)
 }
 
