@@ -598,7 +598,12 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 		notASession(w, id)
 		return
 	}
-	if _, ok, err := n.Status(r.Context(), id); err != nil || !ok {
+	switch _, ok, err := n.Status(r.Context(), id); {
+	case err != nil:
+		// Not "no session": a client told so stops trying, and the task runs on.
+		writeError(w, http.StatusServiceUnavailable, "session %s: %v; the cancellation was not recorded: send it again", id, err)
+		return
+	case !ok:
 		writeError(w, http.StatusNotFound, "no session %q", id)
 		return
 	}
