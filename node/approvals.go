@@ -278,8 +278,18 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	if !utf8.Valid(body) {
+		// encoding/json would read each bad byte as U+FFFD: the reason recorded
+		// would be another text than the one sent (as a task's, or a Kafka answer's).
+		writeError(w, http.StatusBadRequest, "the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", messages.InvalidUTF8At(body))
+		return
+	}
 	var b approvalBody
 	if err := decodeStrict(body, &b); err != nil {
+		writeError(w, http.StatusBadRequest, "%v; want {\"approve\": true|false, \"reason\": \"…\"}", err)
+		return
+	}
+	if err := approvalKeys(body); err != nil {
 		writeError(w, http.StatusBadRequest, "%v; want {\"approve\": true|false, \"reason\": \"…\"}", err)
 		return
 	}
@@ -307,6 +317,35 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "call": call, "status": verdict})
 	}
+}
+
+// approvalKeys refuses an approval body (a JSON object decodeStrict took) whose
+// keys are not spelled exactly, or come twice, as a task body's (taskKeys):
+// encoding/json takes the last of them, matched without regard to case, so
+// {"approve": false, "Approve": true} would approve the call.
+func approvalKeys(body []byte) error {
+	var seen []string
+	var err error
+	scanMembers(body, func(raw, _ []byte) {
+		if err != nil {
+			return
+		}
+		key := string(raw)
+		if !plainASCII(raw) {
+			if uerr := json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key); uerr != nil {
+				err = fmt.Errorf("malformed JSON: %v", uerr)
+				return
+			}
+		}
+		switch {
+		case key != "approve" && key != "reason":
+			err = fmt.Errorf("unknown field %q (field names are case-sensitive)", key)
+		case slices.Contains(seen, key):
+			err = fmt.Errorf("duplicate key %q", key)
+		}
+		seen = append(seen, key)
+	})
+	return err
 }
 
 // decodeStrict decodes one JSON object into v: no unknown field, nothing after it.
