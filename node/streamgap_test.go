@@ -35,18 +35,19 @@ func (bigOnAsk) Generate(_ context.Context, req llm.Request) (llm.Response, erro
 }
 
 // blipLog fails the next read of a session made outside a request (the hub's
-// reading of an event too large for the bus) once armed: a log that does not
-// answer for a moment.
+// reading of an event too large for the bus), from seq from when set, once armed:
+// a log that does not answer for a moment.
 type blipLog struct {
 	eventlog.Log
 	session string
+	from    uint64
 	armed   atomic.Bool
 }
 
 type requestCtx struct{}
 
 func (l *blipLog) Read(ctx context.Context, session string, from uint64) ([]messages.Envelope, error) {
-	if session == l.session && ctx.Value(requestCtx{}) == nil && l.armed.CompareAndSwap(true, false) {
+	if session == l.session && (l.from == 0 || from == l.from) && ctx.Value(requestCtx{}) == nil && l.armed.CompareAndSwap(true, false) {
 		return nil, errors.New("the log did not answer")
 	}
 	return l.Log.Read(ctx, session, from)
@@ -61,9 +62,27 @@ func (l *blipLog) Read(ctx context.Context, session string, from uint64) ([]mess
 func TestStreamGoesOnAfterADroppedBusCopy(t *testing.T) {
 	c := newTestCluster(t, 0)
 	session := fmt.Sprintf("gap-%d", time.Now().UnixNano())
+	// The first large event of the second task (7: model.responded) is lost.
+	streamAfterALostCopy(t, c, session, &blipLog{Log: c.log, session: session})
+}
+
+// The same when the lost copy is the task's end, the session's last event: no
+// later event shows the stream that one is missing.
+func TestStreamSendsATaskEndWhoseBusCopyWasLost(t *testing.T) {
+	c := newTestCluster(t, 0)
+	session := fmt.Sprintf("gap-end-%d", time.Now().UnixNano())
+	// The second task's events: 5 task.submitted, 6 model.requested, 7
+	// model.responded and 8 task.completed (both 2 MiB); 8 is lost.
+	streamAfterALostCopy(t, c, session, &blipLog{Log: c.log, session: session, from: 8})
+}
+
+// streamAfterALostCopy runs two tasks in session on one node of c and follows
+// the session's stream on another, which reads troupe.events; log, the other
+// node's, fails a read of the second task's large events once, after the first
+// task. The stream must send the second task's end.
+func streamAfterALostCopy(t *testing.T, c *testCluster, session string, log *blipLog) {
 	wide := func(cfg *node.Config) { cfg.Context.Window = 1_000_000 }
 	runner, _ := clusterNode(t, c.k, c.group, c.log, "runner", 0, []tools.Tool{c.led.tool("runner")}, bigOnAsk{}, wide)
-	log := &blipLog{Log: c.log, session: session}
 	api, _ := clusterNode(t, c.k, c.group, log, "api", node.RoleTools, []tools.Tool{c.led.tool("api")}, bigOnAsk{}, wide)
 	srv := httptest.NewUnstartedServer(api.Handler())
 	srv.Config.BaseContext = func(net.Listener) context.Context { return context.WithValue(context.Background(), requestCtx{}, true) }
