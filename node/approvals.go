@@ -74,6 +74,11 @@ func (in *Ingress) DecodeApproval(a Arrival) (messages.ApprovalAnswer, error) {
 	if err != nil {
 		return c, fmt.Errorf("%w: %w", ErrBadTask, err)
 	}
+	// A key twice, or miscased, is refused, as over HTTP: encoding/json takes the
+	// last one, without regard to case ({"approve":false,"Approve":true} approves).
+	if err := checkKeys(a.Payload, answerFields, true); err != nil {
+		return messages.ApprovalAnswer{}, fmt.Errorf("%w: approval: %w", ErrBadTask, err)
+	}
 	if c.By == "" {
 		c.By = messages.ApprovedByKafka
 	}
@@ -324,6 +329,16 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 // encoding/json takes the last of them, matched without regard to case, so
 // {"approve": false, "Approve": true} would approve the call.
 func approvalKeys(body []byte) error {
+	return checkKeys(body, []string{"approve", "reason"}, false)
+}
+
+// answerFields are the JSON names of messages.ApprovalAnswer's fields.
+var answerFields = []string{"v", "session_id", "call", "approve", "reason", "by"}
+
+// checkKeys refuses a JSON object (valid JSON) with a key given twice, or a key
+// that is one of names but for its case; with unknown, a key that is none of
+// names is let through (a command of a later version may have more).
+func checkKeys(body []byte, names []string, unknown bool) error {
 	var seen []string
 	var err error
 	scanMembers(body, func(raw, _ []byte) {
@@ -338,10 +353,10 @@ func approvalKeys(body []byte) error {
 			}
 		}
 		switch {
-		case key != "approve" && key != "reason":
-			err = fmt.Errorf("unknown field %q (field names are case-sensitive)", key)
 		case slices.Contains(seen, key):
 			err = fmt.Errorf("duplicate key %q", key)
+		case !slices.Contains(names, key) && (!unknown || slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, key) })):
+			err = fmt.Errorf("unknown field %q (field names are case-sensitive)", key)
 		}
 		seen = append(seen, key)
 	})
