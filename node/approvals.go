@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -72,6 +73,11 @@ func (in *Ingress) DecodeApproval(a Arrival) (messages.ApprovalAnswer, error) {
 	c, err := messages.DecodeApprovalAnswer(a.Payload)
 	if err != nil {
 		return c, fmt.Errorf("%w: %w", ErrBadTask, err)
+	}
+	// A key twice, or miscased, is refused, as over HTTP: encoding/json takes the
+	// last one, without regard to case ({"approve":false,"Approve":true} approves).
+	if err := checkKeys(a.Payload, answerFields, true); err != nil {
+		return messages.ApprovalAnswer{}, fmt.Errorf("%w: approval: %w", ErrBadTask, err)
 	}
 	if c.By == "" {
 		c.By = messages.ApprovedByKafka
@@ -265,15 +271,30 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, approvalMaxBody))
 	if err != nil {
-		if tooLarge := (*http.MaxBytesError)(nil); errors.As(err, &tooLarge) {
+		var tooLarge *http.MaxBytesError
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooLarge):
 			writeError(w, http.StatusRequestEntityTooLarge, "request body is larger than %d bytes: an approval is {\"approve\", \"reason\"}", approvalMaxBody)
-			return
+		case errors.As(err, &netErr) && netErr.Timeout():
+			writeError(w, http.StatusRequestTimeout, "the request body was not sent in time")
+		default:
+			writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
 		}
-		writeError(w, http.StatusBadRequest, "reading the request body: %v", err)
+		return
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would read each bad byte as U+FFFD: the reason recorded
+		// would be another text than the one sent (as a task's, or a Kafka answer's).
+		writeError(w, http.StatusBadRequest, "the body is not valid UTF-8 (byte %d): JSON is sent in UTF-8", messages.InvalidUTF8At(body))
 		return
 	}
 	var b approvalBody
 	if err := decodeStrict(body, &b); err != nil {
+		writeError(w, http.StatusBadRequest, "%v; want {\"approve\": true|false, \"reason\": \"…\"}", err)
+		return
+	}
+	if err := approvalKeys(body); err != nil {
 		writeError(w, http.StatusBadRequest, "%v; want {\"approve\": true|false, \"reason\": \"…\"}", err)
 		return
 	}
@@ -301,6 +322,45 @@ func (n *Node) postApproval(w http.ResponseWriter, r *http.Request) {
 		}
 		writeJSON(w, http.StatusAccepted, map[string]string{"session_id": id, "call": call, "status": verdict})
 	}
+}
+
+// approvalKeys refuses an approval body (a JSON object decodeStrict took) whose
+// keys are not spelled exactly, or come twice, as a task body's (taskKeys):
+// encoding/json takes the last of them, matched without regard to case, so
+// {"approve": false, "Approve": true} would approve the call.
+func approvalKeys(body []byte) error {
+	return checkKeys(body, []string{"approve", "reason"}, false)
+}
+
+// answerFields are the JSON names of messages.ApprovalAnswer's fields.
+var answerFields = []string{"v", "session_id", "call", "approve", "reason", "by"}
+
+// checkKeys refuses a JSON object (valid JSON) with a key given twice, or a key
+// that is one of names but for its case; with unknown, a key that is none of
+// names is let through (a command of a later version may have more).
+func checkKeys(body []byte, names []string, unknown bool) error {
+	var seen []string
+	var err error
+	scanMembers(body, func(raw, _ []byte) {
+		if err != nil {
+			return
+		}
+		key := string(raw)
+		if !plainASCII(raw) {
+			if uerr := json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &key); uerr != nil {
+				err = fmt.Errorf("malformed JSON: %v", uerr)
+				return
+			}
+		}
+		switch {
+		case slices.Contains(seen, key):
+			err = fmt.Errorf("duplicate key %q", key)
+		case !slices.Contains(names, key) && (!unknown || slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, key) })):
+			err = fmt.Errorf("unknown field %q (field names are case-sensitive)", key)
+		}
+		seen = append(seen, key)
+	})
+	return err
 }
 
 // decodeStrict decodes one JSON object into v: no unknown field, nothing after it.

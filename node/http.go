@@ -598,7 +598,12 @@ func (n *Node) cancel(w http.ResponseWriter, r *http.Request) {
 		notASession(w, id)
 		return
 	}
-	if _, ok, err := n.Status(r.Context(), id); err != nil || !ok {
+	switch _, ok, err := n.Status(r.Context(), id); {
+	case err != nil:
+		// Not "no session": a client told so stops trying, and the task runs on.
+		writeError(w, http.StatusServiceUnavailable, "session %s: %v; the cancellation was not recorded: send it again", id, err)
+		return
+	case !ok:
 		writeError(w, http.StatusNotFound, "no session %q", id)
 		return
 	}
@@ -672,6 +677,13 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	extend, every := n.startSSE(w)
+	if r.Method == http.MethodHead {
+		// A HEAD (a monitor's check) gets the stream's headers and ends: net/http
+		// discards a HEAD answer's body, so a stream that went on would never end
+		// while its client kept the connection, and the client's next request on
+		// it would never be answered.
+		return
+	}
 	send := func(e messages.Envelope) bool {
 		if e.Seq <= last {
 			return true
@@ -705,6 +717,44 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 	heartbeat := time.NewTicker(every)
 	defer heartbeat.Stop()
 	pending := map[uint64]messages.Envelope{}
+	// drain sends the pending events that follow the last one sent, in order, and
+	// forgets those sent already.
+	drain := func() bool {
+		for {
+			next, ok := pending[last+1]
+			if !ok {
+				break
+			}
+			delete(pending, last+1)
+			if !send(next) {
+				return false
+			}
+		}
+		for seq := range pending {
+			if seq <= last {
+				delete(pending, seq)
+			}
+		}
+		return true
+	}
+	// Events that wait behind a missing one for gapPause are sent from the log: a
+	// live copy can be missing for good (the hub drops a bus copy it cannot read,
+	// an event too large for the bus whose reading from the log failed), and
+	// nothing else would fill the gap while the watch lasts. The pause doubles,
+	// up to rewatchMax, while the log does not have it either (a log that lags).
+	var (
+		gap      <-chan time.Time // nil while no event waits behind a missing one
+		gapPause time.Duration
+	)
+	watchGap := func() {
+		switch {
+		case len(pending) == 0:
+			gap, gapPause = nil, 0
+		case gap == nil:
+			gapPause = min(max(2*gapPause, rewatchMin), rewatchMax)
+			gap = time.After(gapPause)
+		}
+	}
 	// A watch that ends at once, before it delivered anything (the cluster's bus
 	// feed cannot subscribe, or its subscription keeps ending), is taken again only
 	// after a pause, doubling up to rewatchMax: at once, each stream would read the
@@ -728,7 +778,11 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 				return false
 			}
 		}
+		if !drain() {
+			return false
+		}
 		fl.Flush()
+		watchGap()
 		return true
 	}
 	for {
@@ -743,6 +797,22 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			fl.Flush()
+		case <-gap:
+			gap = nil
+			more, err := n.log.Read(r.Context(), id, last+1)
+			if err != nil {
+				return
+			}
+			for _, e := range more {
+				if !send(e) {
+					return
+				}
+			}
+			if !drain() {
+				return
+			}
+			fl.Flush()
+			watchGap()
 		case <-rewatch:
 			rewatch = nil
 			if !catchUp() {
@@ -779,22 +849,11 @@ func (n *Node) stream(w http.ResponseWriter, r *http.Request) {
 			}
 			// Live events can overtake the backlog read; keep them in seq order.
 			pending[e.Seq] = e
-			for {
-				next, ok := pending[last+1]
-				if !ok {
-					break
-				}
-				delete(pending, last+1)
-				if !send(next) {
-					return
-				}
-			}
-			for seq := range pending {
-				if seq <= last {
-					delete(pending, seq)
-				}
+			if !drain() {
+				return
 			}
 			fl.Flush()
+			watchGap()
 		}
 	}
 }

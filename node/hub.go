@@ -117,6 +117,7 @@ func newHub(sub message.Subscriber, isLocal func(string) bool) *Hub {
 func (h *Hub) handle(msg *message.Message) {
 	sid := msg.Metadata.Get(messages.MetaSessionID)
 	if msg.Metadata.Get(messages.MetaStored) != "" && !h.dereference(msg) {
+		h.lost(sid, msg)
 		return
 	}
 	if h.tap != nil {
@@ -137,8 +138,7 @@ func (h *Hub) handle(msg *message.Message) {
 
 // dereference puts into msg, the reference of an event too large for the bus, the event
 // itself, read from the log. It reports false when that failed: the event is then
-// dropped here, as an undecodable bus copy is, and a watcher finds it in the log
-// when it next catches up.
+// dropped here, as an undecodable bus copy is (handle tells lost).
 func (h *Hub) dereference(msg *message.Message) bool {
 	reference, err := messages.Unmarshal(msg.Payload)
 	if err != nil || h.load == nil {
@@ -157,6 +157,25 @@ func (h *Hub) dereference(msg *message.Message) bool {
 	msg.Payload = b
 	msg.Metadata.Set(messages.MetaStored, "")
 	return true
+}
+
+// lost is told of the bus copy of a session's event that could not be read from
+// the log (dereference): the session's remote watchers are disconnected, so that
+// they catch up from the log, which has the event, rather than wait for it (a
+// stream would hold every later event behind it, and miss a task's end for good),
+// and the tap gets the reference, for the session feed's clients to learn that
+// they missed a change (sessionFeed.fromBus).
+func (h *Hub) lost(sessionID string, msg *message.Message) {
+	if h.tap != nil {
+		h.tap(msg)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, w := range slices.Clone(h.subs[sessionID]) {
+		if w.remote {
+			h.drop(sessionID, w)
+		}
+	}
 }
 
 // deliver hands a session's events, in order, to its local watchers: the node's

@@ -111,11 +111,31 @@ func (f *sessionFeed) fromBus(msg *message.Message) {
 	if f.count.Load() == 0 || !sessionChange(messages.Type(msg.Metadata.Get(messages.MetaType))) {
 		return
 	}
+	if msg.Metadata.Get(messages.MetaStored) != "" {
+		// The reference of an event too large for the bus, which the hub could
+		// not read from the log (Hub.lost): the change is missed.
+		f.missed()
+		return
+	}
 	e, err := messages.Unmarshal(msg.Payload)
 	if err != nil {
-		return // the log holds the event; the client's next list shows it
+		f.missed() // the log holds the event; the client's next list shows it
+		return
 	}
 	f.publish(e)
+}
+
+// missed tells every subscriber that a change was missed: its stream sends a
+// resync, and the client lists the sessions again.
+func (f *sessionFeed) missed() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for s := range f.subs {
+		select {
+		case s.behind <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // publish hands e to every subscriber without waiting.
@@ -471,6 +491,9 @@ func (n *Node) sessionsStream(w http.ResponseWriter, r *http.Request) {
 	defer leave()
 	extend, heartbeat := n.startSSE(w)
 	fl.Flush()
+	if r.Method == http.MethodHead {
+		return // the headers only, as stream's
+	}
 	n.serveFeed(r.Context(), w, fl.Flush, extend, sub, filter, heartbeat)
 }
 
