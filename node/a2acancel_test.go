@@ -19,11 +19,13 @@ import (
 
 // remoteBlockingAgent starts a node B that serves A2A, whose agent calls a tool that
 // blocks until cancelled, and returns the tool and the a2a__b tool of a node that
-// calls B, as the configuration's "a2a_agents" makes it.
+// calls B, as the configuration's "a2a_agents" makes it. B closes at the test's end
+// with its tool still blocking unless the test cancelled it: it cuts the call after
+// heldCallGrace.
 func remoteBlockingAgent(t *testing.T) (*node.Node, *blockingTool, tools.Tool) {
 	t.Helper()
 	block := newBlockingTool()
-	b, remote := a2aNode(t, node.Config{Model: blockScript(t), Tools: []tools.Tool{block}})
+	b, remote := a2aNode(t, node.Config{Model: blockScript(t), Tools: []tools.Tool{block}, HandoffGrace: heldCallGrace})
 	ts, err := nodeconfig.A2ATools(map[string]string{"b": remote + a2a.CardPath})
 	if err != nil {
 		t.Fatal(err)

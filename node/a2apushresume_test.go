@@ -35,6 +35,7 @@ func TestA2APushFollowsATaskResumedAfterARestart(t *testing.T) {
 	cfg := heldConfig(t, held, answer)
 	cfg.DataDir = dir
 	cfg.A2A = &node.A2AConfig{PushAllow: []string{"127.0.0.1"}}
+	cfg.HandoffGrace = heldCallGrace // the held call never answers on the first node
 	url, stop := a2aNodeToStop(t, cfg)
 	client, _ := a2aClient(t, url, a2a.CardPath)
 	blocking := false

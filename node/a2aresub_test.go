@@ -224,6 +224,7 @@ func TestA2AResubscribeFollowsATaskAfterARestart(t *testing.T) {
 	held := newHeldTool()
 	cfg := heldConfig(t, held, answer)
 	cfg.DataDir = dir
+	cfg.HandoffGrace = heldCallGrace // the held call never answers on the first node
 	url, stop := a2aNodeToStop(t, cfg)
 	client, _ := a2aClient(t, url, a2a.CardPath)
 	blocking := false

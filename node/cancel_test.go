@@ -129,10 +129,16 @@ func (k *keyRecorder) Generate(_ context.Context, r llm.Request) (llm.Response, 
 // Closing a node closes the HTTP request of the model call its session waits on, and
 // records nothing of it: the task stays unfinished, and the next node on the log
 // issues the call again with the same key.
+// heldCallGrace is the HandoffGrace of a node a test closes with a call held in
+// flight that never answers (the test then expects it issued again after a
+// restart, or left running elsewhere): Close gives the call this long before it
+// cuts it, as it would after the default 5 s, which the test would only wait out.
+const heldCallGrace = 100 * time.Millisecond
+
 func TestNodeCloseClosesTheModelRequest(t *testing.T) {
 	dir := t.TempDir()
 	srv, model := heldProvider(t)
-	n, err := node.New(context.Background(), node.Config{DataDir: dir, Model: model})
+	n, err := node.New(context.Background(), node.Config{DataDir: dir, Model: model, HandoffGrace: heldCallGrace})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ func TestACallInFlightIsReissuedUnderTheRecordedConfiguration(t *testing.T) {
 	held := make(chan struct{})
 	t.Cleanup(func() { close(held) })
 	first := &namedModel{name: "model-a", hold: held}
-	n1, err := node.New(context.Background(), node.Config{Model: first, SystemPrompt: "You are the first configuration.", DataDir: dir})
+	n1, err := node.New(context.Background(), node.Config{Model: first, SystemPrompt: "You are the first configuration.", DataDir: dir, HandoffGrace: heldCallGrace})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestACallInFlightIsReissuedWithTheSecretsOfItsPrompt(t *testing.T) {
 			held := make(chan struct{})
 			t.Cleanup(func() { close(held) })
 			m1 := &namedModel{name: "model-a", hold: held}
-			n1, err := node.New(context.Background(), node.Config{Model: m1, SystemPrompt: first, DataDir: dir, Secrets: []string{secret}})
+			n1, err := node.New(context.Background(), node.Config{Model: m1, SystemPrompt: first, DataDir: dir, Secrets: []string{secret}, HandoffGrace: heldCallGrace})
 			if err != nil {
 				t.Fatal(err)
 			}

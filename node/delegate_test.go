@@ -374,7 +374,9 @@ func TestDelegateSurvivesARestart(t *testing.T) {
 		cfg.Agents[1].Tools = []string{"tally"}
 		return cfg
 	}
-	n1, err := node.New(context.Background(), config(first))
+	cfg1 := config(first)
+	cfg1.HandoffGrace = heldCallGrace // the child's second model call never answers on the first node
+	n1, err := node.New(context.Background(), cfg1)
 	if err != nil {
 		t.Fatal(err)
 	}

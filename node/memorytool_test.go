@@ -125,7 +125,9 @@ func TestMemoryToolCallIssuedAgainAfterARestartWritesOnce(t *testing.T) {
 	}
 
 	stalling := &stallingLog{Log: counted, written: make(chan struct{})}
-	first, err := node.New(context.Background(), cfg(stalling))
+	firstCfg := cfg(stalling)
+	firstCfg.HandoffGrace = heldCallGrace // the add's append stalls until the call is cut
+	first, err := node.New(context.Background(), firstCfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -61,8 +61,10 @@ func TestRoutedStreamsAreFenced(t *testing.T) {
 	log := sharedLog(t)
 	bus := node.NewEmbeddedBus(watermill.NopLogger{})
 	t.Cleanup(func() { _ = bus.Close() })
+	// HandoffGrace: s-2's notes call is never answered (its command is fenced),
+	// and Close cuts it at the test's end after the grace: 100 ms, not the default 5 s.
 	a, err := node.New(ctx, node.Config{
-		Log: log, NodeID: "a", DataDir: t.TempDir(), Model: notesAgent{},
+		Log: log, NodeID: "a", DataDir: t.TempDir(), Model: notesAgent{}, HandoffGrace: 100 * time.Millisecond,
 		Memory: &memory.Config{}, Knowledge: &knowledge.Config{}, Notes: &notes.Config{},
 		Bus: &node.Bus{Publisher: bus, Tasks: keyedPartitions{bus}, Live: bus, Sharded: true, Partition: routedPartition},
 	})

@@ -328,7 +328,9 @@ func TestMaxStepsLoweredAcrossARestart(t *testing.T) {
 		}
 		return nil
 	}
-	n1, err := node.New(context.Background(), config(first, 5))
+	cfg1 := config(first, 5)
+	cfg1.HandoffGrace = heldCallGrace // the third model call never answers on the first node
+	n1, err := node.New(context.Background(), cfg1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,9 @@ func TestTeamFanOutSurvivesARestart(t *testing.T) {
 		}
 		return nil
 	}
-	n1, err := node.New(context.Background(), config(first))
+	cfg1 := config(first)
+	cfg1.HandoffGrace = heldCallGrace // slow's second model call never answers on the first node
+	n1, err := node.New(context.Background(), cfg1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -517,7 +519,9 @@ func TestTeamChangedAcrossARestartFailsClearly(t *testing.T) {
 		}
 		return nil
 	}
-	n1, err := node.New(context.Background(), config(first, "calc", "writer"))
+	cfg1 := config(first, "calc", "writer")
+	cfg1.HandoffGrace = heldCallGrace // calc's model call never answers on the first node
+	n1, err := node.New(context.Background(), cfg1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,13 @@ type teamCluster struct {
 	log    eventlog.Log
 	agents []node.NamedAgent
 	notes  bool // the nodes have the notes tool
+	// grace is the HandoffGrace of the nodes started (0: the default, 5 s). A test
+	// whose nodes close or hand over sessions with calls held that cannot answer
+	// (held, or waiting on a child on a killed node) sets it to a second: they are
+	// cut at the grace either way, and the default only makes the test wait. Not
+	// shorter: the grace also bounds the outbox's publishing at a handover, which
+	// must still finish for the release to be clean, as with the default.
+	grace time.Duration
 
 	tallies sync.Map // by key: how many times the tool was performed
 }
@@ -105,6 +112,7 @@ func (c *teamCluster) startWith(name string, roles node.Role, model llm.Model, w
 	if c.notes {
 		cfg.Notes = &notes.Config{}
 	}
+	cfg.HandoffGrace = c.grace
 	n, err := node.New(context.Background(), cfg)
 	if err != nil {
 		_ = clients.Close()
@@ -252,6 +260,7 @@ var fanOutScripts = map[string][]llm.ScriptStep{
 // asked again, once, on a, with its key.
 func TestTeamClusterFanOutChildNodeKilled(t *testing.T) {
 	c := newTeamCluster(t, fanOutAgents())
+	c.grace = time.Second
 	held := make(chan struct{})
 	t.Cleanup(func() { close(held) })
 	onB := newByAgent(t, fanOutScripts)
@@ -325,6 +334,7 @@ func TestTeamClusterFanOutChildNodeKilled(t *testing.T) {
 // delegate calls again with their keys and finds the same children.
 func TestTeamClusterTeamNodeKilled(t *testing.T) {
 	c := newTeamCluster(t, fanOutAgents())
+	c.grace = time.Second
 	held := make(chan struct{})
 	onB := newByAgent(t, fanOutScripts)
 	onB.hold = func(agent string, step int) <-chan struct{} {
@@ -391,6 +401,7 @@ func TestTeamClusterCancelMidFanOut(t *testing.T) {
 // child once.
 func TestTeamClusterQueuedTaskOwnerKilled(t *testing.T) {
 	c := newTeamCluster(t, fanOutAgents())
+	c.grace = time.Second
 	held := make(chan struct{})
 	t.Cleanup(func() { close(held) })
 	onA := newByAgent(t, fanOutScripts)
@@ -443,6 +454,7 @@ func deskAgents() []node.NamedAgent {
 // runs once.
 func TestTeamClusterKilledDuringRouting(t *testing.T) {
 	c := newTeamCluster(t, deskAgents())
+	c.grace = time.Second
 	scripts := map[string][]llm.ScriptStep{
 		"desk": {{Content: `{"member":"calc","reason":"it tallies"}`}},
 		"calc": {{ToolCalls: []messages.ToolCall{{ID: "t1", Name: "tally", Arguments: `{}`}}}, {Content: "tallied"}},
@@ -644,6 +656,7 @@ func TestTeamClusterMemberNotesOnceAcrossAKill(t *testing.T) {
 		{Name: "panel", Team: &actors.Team{Pattern: actors.TeamFanOut, Members: []actors.TeamMember{{Name: "fast"}, {Name: "slow"}}}},
 	})
 	c.notes = true
+	c.grace = time.Second
 	add := func(body string) llm.ScriptStep {
 		return llm.ScriptStep{ToolCalls: []messages.ToolCall{{ID: "n1", Name: "notes", Arguments: `{"op":"add","args":{"type":"fact","body":"` + body + `"}}`}}}
 	}
@@ -702,6 +715,7 @@ func TestTeamClusterMemberNotesOnceAcrossAKill(t *testing.T) {
 // with its children's answers, each child with one task, none cancelled.
 func TestTeamClusterRebalanceWhileMembersWork(t *testing.T) {
 	c := newTeamCluster(t, fanOutAgents())
+	c.grace = time.Second
 	held := make(chan struct{})
 	var once sync.Once
 	release := func() { once.Do(func() { close(held) }) }
@@ -777,6 +791,7 @@ func TestTeamClusterExamples(t *testing.T) {
 // are cancelled too, not left to run for their 30 minutes.
 func TestTeamClusterCancelAfterTheTeamsNodeDied(t *testing.T) {
 	c := newTeamCluster(t, fanOutAgents())
+	c.grace = time.Second
 	held := make(chan struct{})
 	t.Cleanup(func() { close(held) })
 	onB := newByAgent(t, fanOutScripts)

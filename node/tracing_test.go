@@ -360,7 +360,7 @@ func TestResumedTaskKeepsItsTrace(t *testing.T) {
 
 	started := make(chan struct{}, 1)
 	n1, err := node.New(context.Background(), node.Config{DataDir: dir, Model: model(), Tools: []tools.Tool{stallingTool{started: started}},
-		Traces: telemetry.With(tp1)})
+		Traces: telemetry.With(tp1), HandoffGrace: heldCallGrace})
 	if err != nil {
 		t.Fatal(err)
 	}
