@@ -1,5 +1,3 @@
-//go:build review
-
 package node_test
 
 import (
@@ -51,5 +49,10 @@ func TestKBAskWithDuplicateKeysIsRefused(t *testing.T) {
 		if code != http.StatusBadRequest {
 			t.Errorf("%s: %d %s; want 400", body, code, b)
 		}
+	}
+	// Every field, each once and spelled as documented, is taken.
+	body := `{"question":"how to install on linux","limit":1,"mode":"bm25","multi_query":0,"hyde":false,"fusion":"rrf","alpha":0.5,"extractive":true}`
+	if code, b := k.do(t, http.MethodPost, "/v1/kb/docs/ask", "application/json", strings.NewReader(body)); code != http.StatusOK {
+		t.Errorf("%s: %d %s; want 200", body, code, b)
 	}
 }
