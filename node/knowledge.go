@@ -544,6 +544,9 @@ func readUpload(body io.Reader, boundary string) (kbAddArgs, error) {
 			}
 			file = formFilename.Replace(filename)
 		case field == "source":
+			if named != "" {
+				return kbAddArgs{}, errors.New("the source field is given twice: name the document once")
+			}
 			v, err := io.ReadAll(io.LimitReader(p, knowledge.MaxSourceLen+1))
 			if err != nil {
 				return kbAddArgs{}, err
