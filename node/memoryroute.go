@@ -39,6 +39,9 @@ const (
 // memoryTimeout bounds the wait for a namespace's owner to answer a command.
 const memoryTimeout = 30 * time.Second
 
+// memoryWait is how long memoryRemote waits: memoryTimeout, shorter in tests.
+var memoryWait = memoryTimeout
+
 // memoryMessageMax bounds the payload of a MemoryCommand and of a MemoryReply on
 // the bus, under the 1 MiB a Kafka message holds by default (the broker's
 // message.max.bytes, the producer's BatchBytes). A larger add is sent in parts
@@ -201,7 +204,7 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 
 // memoryRemote sends a command to the namespace's owner and waits for its reply.
 func (n *Node) memoryRemote(ctx context.Context, c messages.MemoryCommand) (json.RawMessage, error) {
-	return n.memoryRemoteWithin(ctx, c, memoryTimeout)
+	return n.memoryRemoteWithin(ctx, c, memoryWait)
 }
 
 // memoryRemoteWithin is memoryRemote waiting at most timeout for the reply.
