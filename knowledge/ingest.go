@@ -105,12 +105,19 @@ func (b *Base) AddFile(ctx context.Context, source, file string, body []byte, ke
 
 // AddText ingests a text given as Markdown (plain text is Markdown too) under the
 // name source, for callers that send {source, content} rather than a file: the
-// content is not converted, whatever the source's extension. Otherwise it is Add.
+// content is not converted, whatever the source's extension; text that is not
+// UTF-8 (rag.ErrMalformed) or holds a NUL byte (rag.ErrUnsupported) is refused, as a
+// file's would be. Otherwise it is Add.
 func (b *Base) AddText(ctx context.Context, source, markdown, key string) (AddResult, error) {
 	body := []byte(markdown)
 	return b.ingest(ctx, source, body, key, func() (string, error) {
 		if !utf8.Valid(body) {
 			return "", fmt.Errorf("knowledge: %q: the content is not valid UTF-8: %w", source, rag.ErrMalformed)
+		}
+		// As a file's text (rag.Convert): a NUL is binary content, and the words
+		// around it would be indexed as letters no query finds.
+		if i := strings.IndexByte(markdown, 0); i >= 0 {
+			return "", fmt.Errorf("knowledge: %q: the content holds a NUL byte (at byte %d): send text: %w", source, i, rag.ErrUnsupported)
 		}
 		return strings.ReplaceAll(strings.ReplaceAll(markdown, "\r\n", "\n"), "\r", "\n"), nil
 	})

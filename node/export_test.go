@@ -10,3 +10,11 @@ func (n *Node) MarkPublishedNow() bool { return n.markPublished(10 * time.Second
 // ShortenAnswerWait makes the answers that wait on an embedder or a model
 // (awaitAnswer) wait d instead of 10 minutes: a test outlasts it quickly.
 func ShortenAnswerWait(c *HTTPConfig, d time.Duration) { c.answerWait = d }
+
+// ShortenMemoryWait makes a command to a namespace's owner wait d for its answer
+// instead of 30 seconds (memoryTimeout), until the test ends.
+func ShortenMemoryWait(t interface{ Cleanup(func()) }, d time.Duration) {
+	old := memoryWait
+	memoryWait = d
+	t.Cleanup(func() { memoryWait = old })
+}

@@ -402,6 +402,12 @@ func (n *Node) postKBDocument(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "malformed JSON: more after the object")
 			return
 		}
+		// encoding/json takes the last of a key given twice, matched without
+		// regard to case: {"content": A, "Content": B} would store B.
+		if err := checkKeys(raw, []string{"source", "content"}, false); err != nil {
+			writeError(w, http.StatusBadRequest, "%v; want {\"source\": NAME, \"content\": MARKDOWN}; nothing was written", err)
+			return
+		}
 		if in.Source == nil || in.Content == nil {
 			writeError(w, http.StatusBadRequest, "want {\"source\": NAME, \"content\": MARKDOWN}: source and content are both required")
 			return
@@ -538,6 +544,9 @@ func readUpload(body io.Reader, boundary string) (kbAddArgs, error) {
 			}
 			file = formFilename.Replace(filename)
 		case field == "source":
+			if named != "" {
+				return kbAddArgs{}, errors.New("the source field is given twice: name the document once")
+			}
 			v, err := io.ReadAll(io.LimitReader(p, knowledge.MaxSourceLen+1))
 			if err != nil {
 				return kbAddArgs{}, err
@@ -598,6 +607,9 @@ type KBAskRequest struct {
 	Extractive bool             `json:"extractive,omitempty"`
 }
 
+// askFields are the JSON names of KBAskRequest's fields.
+var askFields = []string{"question", "limit", "mode", "multi_query", "hyde", "fusion", "alpha", "extractive"}
+
 func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
 	if err := knowledge.CheckName(name); err != nil {
@@ -622,6 +634,14 @@ func (n *Node) askKB(w http.ResponseWriter, r *http.Request) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil {
 		writeError(w, http.StatusBadRequest, "malformed JSON: %v: want {\"question\": TEXT}", err)
+		return
+	}
+	if dec.More() {
+		writeError(w, http.StatusBadRequest, "malformed JSON: more after the object: want one {\"question\": TEXT}")
+		return
+	}
+	if err := checkKeys(raw, askFields, false); err != nil {
+		writeError(w, http.StatusBadRequest, "%v; want {\"question\": TEXT}", err)
 		return
 	}
 	if strings.TrimSpace(in.Question) == "" {

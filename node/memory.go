@@ -298,7 +298,7 @@ func (n *Node) searchMemories(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w = n.awaitAnswer(w, searchTimeout)
-	res, err := n.memoryExec(r.Context(), name, memorySearch, "", q)
+	res, err := n.memoryExecWithin(r.Context(), name, memorySearch, "", q, searchTimeout) // the owner embeds the query
 	switch {
 	case errors.Is(err, memory.ErrInvalid):
 		writeError(w, http.StatusBadRequest, "%v", err)

@@ -39,6 +39,9 @@ const (
 // memoryTimeout bounds the wait for a namespace's owner to answer a command.
 const memoryTimeout = 30 * time.Second
 
+// memoryWait is how long memoryRemote waits: memoryTimeout, shorter in tests.
+var memoryWait = memoryTimeout
+
 // memoryMessageMax bounds the payload of a MemoryCommand and of a MemoryReply on
 // the bus, under the 1 MiB a Kafka message holds by default (the broker's
 // message.max.bytes, the producer's BatchBytes). A larger add is sent in parts
@@ -61,6 +64,13 @@ func (n *Node) memoryRouted() bool { return n.sharded() }
 // its JSON result. Errors of the request wrap memory.ErrInvalid or
 // memory.ErrNotFound, wherever they happened.
 func (n *Node) memoryExec(ctx context.Context, namespace, action, key string, args any) (json.RawMessage, error) {
+	return n.memoryExecWithin(ctx, namespace, action, key, args, memoryWait)
+}
+
+// memoryExecWithin is memoryExec waiting at most wait for the owner's answer: an
+// HTTP write or search waits as long as it does on one node (memoryWriteTimeout,
+// searchTimeout), for the owner embeds its memories or its query first.
+func (n *Node) memoryExecWithin(ctx context.Context, namespace, action, key string, args any, wait time.Duration) (json.RawMessage, error) {
 	if n.memories == nil {
 		return nil, errors.New("node: no memory configured")
 	}
@@ -73,7 +83,7 @@ func (n *Node) memoryExec(ctx context.Context, namespace, action, key string, ar
 	if !n.memoryRouted() {
 		return n.memoryLocal(ctx, c, 0)
 	}
-	return n.memoryRemote(ctx, c)
+	return n.memoryRemoteWithin(ctx, c, wait)
 }
 
 // addMemories adds a namespace's share of a request under key, in one command; on a
@@ -94,7 +104,10 @@ func (n *Node) addMemories(ctx context.Context, namespace, key string, batch []m
 		if len(parts) > 1 {
 			k = fmt.Sprintf("%s/%d", key, i)
 		}
-		res, err := n.memoryExec(ctx, namespace, memoryAdd, k, part)
+		// The owner embeds the part before it appends: as long a wait as on one
+		// node, not the 30 s of a command, past which the sender answered 503 for
+		// memories the owner went on to store.
+		res, err := n.memoryExecWithin(ctx, namespace, memoryAdd, k, part, memoryWriteTimeout)
 		if err != nil {
 			return nil, err
 		}
@@ -201,7 +214,7 @@ func (n *Node) memoryLocal(ctx context.Context, c messages.MemoryCommand, max in
 
 // memoryRemote sends a command to the namespace's owner and waits for its reply.
 func (n *Node) memoryRemote(ctx context.Context, c messages.MemoryCommand) (json.RawMessage, error) {
-	return n.memoryRemoteWithin(ctx, c, memoryTimeout)
+	return n.memoryRemoteWithin(ctx, c, memoryWait)
 }
 
 // memoryRemoteWithin is memoryRemote waiting at most timeout for the reply.

@@ -178,7 +178,7 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		for _, note := range res.Notes {
-			fmt.Fprintln(stderr, "note:", note)
+			fmt.Fprintln(stderr, "note:", printable(note))
 		}
 		if *asJSON {
 			out := node.KBSearchHits(res.Hits)
@@ -190,7 +190,8 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 		for i, h := range res.Hits {
-			fmt.Fprintf(stdout, "%d. [%s]  score %.4f  chunk %s\n", i+1, h.Label(), h.Score, h.ChunkID)
+			// A heading is a document's text: its escape sequences are shown, not run.
+			fmt.Fprintf(stdout, "%d. [%s]  score %.4f  chunk %s\n", i+1, printable(h.Label()), h.Score, h.ChunkID)
 			fmt.Fprintf(stdout, "   %s\n\n", oneLine(h.Content, 240))
 		}
 	case "ask":
@@ -213,9 +214,10 @@ func ragCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return printPlainJSON(stdout, stderr, ans)
 		}
 		for _, note := range ans.Notes {
-			fmt.Fprintln(stderr, "note:", note)
+			fmt.Fprintln(stderr, "note:", printable(note))
 		}
-		fmt.Fprint(stdout, node.FormatKBAnswer(ans))
+		// The answer quotes the documents (or the model wrote it): shown, not run.
+		fmt.Fprint(stdout, printable(node.FormatKBAnswer(ans)))
 	case "list":
 		return ragList(ctx, bs, *kb, *asJSON, stdout, stderr)
 	case "remove":
@@ -338,10 +340,10 @@ func (p *addProgress) report(pr knowledge.Progress) {
 	if p.live {
 		if pr.Err != nil {
 			p.clear()
-			fmt.Fprintf(p.w, "failed %s: %v\n", pr.Source, pr.Err)
+			fmt.Fprintf(p.w, "failed %s: %v\n", printable(pr.Source), pr.Err)
 		}
 		head := fmt.Sprintf("[%d/%d] %s of %s  %s ", pr.Done, pr.Total, byteSize(pr.BytesDone), byteSize(pr.BytesTotal), pr.Status)
-		line := head + lineTail(pr.Source, max(liveWidth-len([]rune(head)), 16))
+		line := head + lineTail(printable(pr.Source), max(liveWidth-len([]rune(head)), 16))
 		p.clear()
 		fmt.Fprint(p.w, line)
 		p.width = len([]rune(line))
@@ -349,9 +351,10 @@ func (p *addProgress) report(pr knowledge.Progress) {
 	}
 	switch {
 	case pr.Err != nil:
-		fmt.Fprintf(p.w, "[%d/%d] failed %s: %v\n", pr.Done, pr.Total, pr.Source, pr.Err)
+		// A file's name is shown with its escapes, not run (the error quotes it).
+		fmt.Fprintf(p.w, "[%d/%d] failed %s: %v\n", pr.Done, pr.Total, printable(pr.Source), pr.Err)
 	case !p.quiet:
-		fmt.Fprintf(p.w, "[%d/%d] %s %s (%s)\n", pr.Done, pr.Total, pr.Status, pr.Source, byteSize(pr.Bytes))
+		fmt.Fprintf(p.w, "[%d/%d] %s %s (%s)\n", pr.Done, pr.Total, pr.Status, printable(pr.Source), byteSize(pr.Bytes))
 	}
 }
 
@@ -449,7 +452,7 @@ func ragList(ctx context.Context, bs *knowledge.Bases, name string, asJSON bool,
 		if len(l.DocumentList) > 0 {
 			fmt.Fprintln(tw, "  SOURCE\tCHUNKS\tTOKENS\tBYTES\tUPDATED")
 			for _, d := range l.DocumentList {
-				fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%s\n", d.Source, d.Chunks, d.Tokens, byteSize(int64(d.Bytes)), d.Updated.UTC().Format(time.RFC3339))
+				fmt.Fprintf(tw, "  %s\t%d\t%d\t%s\t%s\n", printable(d.Source), d.Chunks, d.Tokens, byteSize(int64(d.Bytes)), d.Updated.UTC().Format(time.RFC3339))
 			}
 		}
 	}

@@ -180,6 +180,11 @@ func Load(path string) (File, error) {
 	if d.InputOffset() != int64(len(b)) {
 		return fc, fmt.Errorf("config %s: %s after the JSON object: want one object", path, clip(b[d.InputOffset():]))
 	}
+	if key, line := repeatedKey(b); key != "" {
+		// encoding/json takes the last of them silently: a second "memory" section
+		// (or a "model" left below an edited one) would drop the first unsaid.
+		return fc, fmt.Errorf("config %s: line %d: %q is given twice: keep one", path, line, key)
+	}
 	if err := fc.Validate(); err != nil {
 		return fc, fmt.Errorf("config %s: %w", path, err)
 	}
@@ -279,6 +284,72 @@ func keyLine(file []byte, name string) int {
 		if n := len(inObject); n > 0 && inObject[n-1] {
 			wantKey[n-1] = true
 		}
+	}
+}
+
+// repeatedKey returns the first key of file (valid JSON) that stands twice in one
+// object, as a path ("memory.tool", "mcp_servers[1].name"), and the line of its
+// second place; "" when every object's keys are distinct.
+func repeatedKey(file []byte) (string, int) {
+	d := json.NewDecoder(bytes.NewReader(file))
+	type open struct {
+		object  bool
+		wantKey bool
+		seen    map[string]bool
+		path    string // the container's own path
+		key     string // object: the member being read; array: its index
+		index   int
+	}
+	var stack []*open
+	child := func() string { // the path of the value being read
+		if len(stack) == 0 {
+			return ""
+		}
+		o := stack[len(stack)-1]
+		if o.object {
+			if o.path == "" {
+				return o.key
+			}
+			return o.path + "." + o.key
+		}
+		return fmt.Sprintf("%s[%d]", o.path, o.index)
+	}
+	valueEnded := func() {
+		if n := len(stack); n > 0 {
+			if o := stack[n-1]; o.object {
+				o.wantKey = true
+			} else {
+				o.index++
+			}
+		}
+	}
+	for {
+		tok, err := d.Token()
+		if err != nil {
+			return "", 0
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &open{object: true, wantKey: true, seen: map[string]bool{}, path: child()})
+			continue
+		case json.Delim('['):
+			stack = append(stack, &open{path: child()})
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+		default:
+			if n := len(stack); n > 0 && stack[n-1].wantKey {
+				o := stack[n-1]
+				key, _ := tok.(string)
+				o.key, o.wantKey = key, false
+				if o.seen[key] {
+					return child(), lineAt(file, d.InputOffset())
+				}
+				o.seen[key] = true
+				continue
+			}
+		}
+		valueEnded()
 	}
 }
 
