@@ -155,7 +155,8 @@ func (t *ragTool) fault(err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, knowledge.ErrInvalid), errors.Is(err, knowledge.ErrNotFound), errors.Is(err, knowledge.ErrEmpty),
-		errors.Is(err, knowledge.ErrTooLarge), errors.Is(err, errNoBase), errors.Is(err, rag.ErrMalformed):
+		errors.Is(err, knowledge.ErrTooLarge), errors.Is(err, errNoBase), errors.Is(err, rag.ErrMalformed),
+		errors.Is(err, rag.ErrUnsupported):
 		return &tools.ArgumentError{Tool: t.name, Reason: strings.TrimPrefix(err.Error(), "knowledge: ")}
 	}
 	return err
