@@ -1,5 +1,3 @@
-//go:build review
-
 package mcp_test
 
 import (
@@ -7,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -70,16 +69,19 @@ func (s *stallGET) release() {
 // (the MCP route lifts it), so an update to the stalled client blocked for good
 // once the connection's buffers were full, and with it ResourceUpdated, the
 // updates of every other client and the upstream MCP client whose notification
-// handler called it.
+// handler called it. Now the write to the stalled client fails after
+// ServerOptions.WriteTimeout and its stream ends.
 func TestAClientThatStopsReadingHoldsUpNoOtherClientsNotifications(t *testing.T) {
+	// A long URI: each update is about 2 KB.
+	uri := "notes://today/" + strings.Repeat("x", 2000)
 	src := mcp.Catalog{Resources: []mcp.Resource{{
-		Resource: sdk.Resource{URI: "notes://today", Name: "today"},
+		Resource: sdk.Resource{URI: uri, Name: "today"},
 		Read: func(_ context.Context, uri string) ([]*sdk.ResourceContents, error) {
 			return mcp.TextContents(uri, "text/plain", "x"), nil
 		},
 	}}}
 	n := nodetest.Start(t, node.Config{})
-	srv := mcp.NewServer(n, mcp.ServerOptions{Sources: []mcp.Source{src}})
+	srv := mcp.NewServer(n, mcp.ServerOptions{Sources: []mcp.Source{src}, WriteTimeout: time.Second})
 	n.Handle("/mcp", srv.Handler())
 	hs := httptest.NewServer(n.Handler())
 	t.Cleanup(hs.Close)
@@ -103,25 +105,33 @@ func TestAClientThatStopsReadingHoldsUpNoOtherClientsNotifications(t *testing.T)
 	}
 	defer healthy.Close()
 	for _, cs := range []*sdk.ClientSession{stuck, healthy} {
-		if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://today"}); err != nil {
+		if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: uri}); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	// Enough updates to fill the stalled connection's buffers many times over
-	// (about 100 bytes each); each must return.
-	const updates = 200_000
+	// (20 MB); each must return.
+	const updates = 10_000
 	for i := range updates {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = srv.ResourceUpdated(ctx, "notes://today")
+			_ = srv.ResourceUpdated(ctx, uri)
 		}()
 		select {
 		case <-done:
-		case <-time.After(45 * time.Second):
-			t.Fatalf("update %d of %d did not return within 45 s (the healthy client got %d): a client that reads nothing holds the server's notifications",
+		case <-time.After(20 * time.Second):
+			t.Fatalf("update %d of %d did not return within 20 s (the healthy client got %d): a client that reads nothing holds the server's notifications",
 				i+1, updates, got.Load())
 		}
+	}
+	// The healthy client got them all (the last ones may still be on their way).
+	deadline := time.Now().Add(20 * time.Second)
+	for got.Load() < updates && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := got.Load(); n != updates {
+		t.Fatalf("the healthy client got %d updates of %d", n, updates)
 	}
 }
