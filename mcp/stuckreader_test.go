@@ -135,3 +135,44 @@ func TestAClientThatStopsReadingHoldsUpNoOtherClientsNotifications(t *testing.T)
 		t.Fatalf("the healthy client got %d updates of %d", n, updates)
 	}
 }
+
+// A client's stream of notifications that idles longer than the write timeout
+// still gets the next one: the deadline bounds a write, not the gaps between
+// them.
+func TestAnIdleStreamOutlivesTheWriteTimeout(t *testing.T) {
+	src := mcp.Catalog{Resources: []mcp.Resource{{
+		Resource: sdk.Resource{URI: "notes://today", Name: "today"},
+		Read: func(_ context.Context, uri string) ([]*sdk.ResourceContents, error) {
+			return mcp.TextContents(uri, "text/plain", "x"), nil
+		},
+	}}}
+	n := nodetest.Start(t, node.Config{})
+	srv := mcp.NewServer(n, mcp.ServerOptions{Sources: []mcp.Source{src}, WriteTimeout: 50 * time.Millisecond})
+	n.Handle("/mcp", srv.Handler())
+	hs := httptest.NewServer(n.Handler())
+	t.Cleanup(hs.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	updated := make(chan struct{}, 8)
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "idle", Version: "1"}, &sdk.ClientOptions{
+		ResourceUpdatedHandler: func(context.Context, *sdk.ResourceUpdatedNotificationRequest) { updated <- struct{}{} },
+	}).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: hs.URL + "/mcp"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	if err := cs.Subscribe(ctx, &sdk.SubscribeParams{URI: "notes://today"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		time.Sleep(300 * time.Millisecond) // idle past the write timeout
+		if err := srv.ResourceUpdated(ctx, "notes://today"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-updated:
+		case <-ctx.Done():
+			t.Fatal("an update after an idle gap never came")
+		}
+	}
+}
