@@ -672,7 +672,7 @@ func (s *Server) Handler() http.Handler {
 // does the comment that starts the server's stream of notifications (GET).
 //
 // Each write and flush gets a write deadline of its own (ServerOptions.WriteTimeout),
-// a write of more than writePiece bytes one for each piece.
+// a write of more than writePiece bytes one for each piece, lifted once it is done.
 type unnamedPrime struct {
 	http.ResponseWriter
 	retry   string
@@ -682,9 +682,15 @@ type unnamedPrime struct {
 
 func (w unnamedPrime) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout)) }
 
+// lift lifts the write deadline between writes: a stream idles as long as it
+// likes (over HTTP/2 a deadline that passes resets the stream even between
+// writes).
+func (w unnamedPrime) lift() { _ = w.rc.SetWriteDeadline(time.Time{}) }
+
 // write writes p a piece at a time, each under a deadline of its own.
 func (w unnamedPrime) write(p []byte) (int, error) {
 	n := 0
+	defer w.lift()
 	for {
 		piece := p[:min(len(p), writePiece)]
 		w.extend()
@@ -732,6 +738,7 @@ func (w unnamedPrime) Write(p []byte) (int, error) {
 
 func (w unnamedPrime) Flush() {
 	w.extend()
+	defer w.lift()
 	_ = http.NewResponseController(w.ResponseWriter).Flush()
 }
 
