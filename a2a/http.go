@@ -553,7 +553,8 @@ type pushKey struct {
 	url    string
 }
 
-// pushQueue is one config's notifications of one task not posted yet; running says
+// pushQueue is one config's notifications of one task not posted yet (of a run of
+// updates in one state, only the latest: each is the whole task); running says
 // a goroutine posts them; ended, that a terminal state was queued (later updates of
 // an earlier state are not posted).
 type pushQueue struct {
@@ -682,7 +683,17 @@ func (s *PushSender) push(ctx context.Context, cfg *sdk.PushConfig, task *sdk.Ta
 		return nil // an update from before the end, come late
 	}
 	q.ended = q.ended || task.Status.State.Terminal()
-	q.pending = append(q.pending, pushItem{cfg: &c, body: body, state: task.Status.State})
+	it := pushItem{cfg: &c, body: body, state: task.Status.State}
+	if n := len(q.pending); n > 0 && q.pending[n-1].state == it.state && !it.state.Terminal() {
+		// A newer snapshot of the state the last one waiting has: each post is
+		// the whole task, so the older says nothing the newer does not. Without
+		// this a webhook that was down while a task ran was owed every update
+		// (memory growing with the square of the task's steps), and got the
+		// task's end only after them all.
+		q.pending[n-1] = it
+	} else {
+		q.pending = append(q.pending, it)
+	}
 	if !q.running {
 		q.running = true
 		go s.drain(context.WithoutCancel(ctx), q, task.ID)

@@ -64,6 +64,9 @@ func checkMessageV03(params json.RawMessage) error {
 		return fmt.Errorf(`"message.role" %q: want "user" or "agent"`, r)
 	}
 	for i, part := range p.Message.Parts {
+		if k, want, ok := miscasedMember(part); ok {
+			return fmt.Errorf(`"message.parts[%d]" has a member %q: the name is %q (a member named otherwise would be read as another part than the one sent)`, i, k, want)
+		}
 		var kind string
 		_ = json.Unmarshal(part["kind"], &kind)
 		var others []string
@@ -87,6 +90,31 @@ func checkMessageV03(params json.RawMessage) error {
 		}
 	}
 	return nil
+}
+
+// partMembers are the members of a 0.3 part the SDK decodes.
+var partMembers = []string{"kind", "text", "file", "data", "metadata"}
+
+// miscasedMember returns a member of part whose name is one of partMembers'
+// but for case ("Kind"), and that name. The SDK's decoding (encoding/json) takes
+// such a member for the one it names, the last one written winning, while the
+// checks here read the names as written: {"kind":"data","data":…,"Kind":"text",
+// "Text":"hi"} passed as a data part and was read as a text part, its data
+// dropped unseen.
+func miscasedMember(part map[string]json.RawMessage) (member, want string, ok bool) {
+	keys := make([]string, 0, len(part))
+	for k := range part {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, m := range partMembers {
+			if k != m && strings.EqualFold(k, m) {
+				return k, m, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // v1PartContent are the members of a 1.0 part's content oneof.

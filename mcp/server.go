@@ -98,8 +98,26 @@ type ServerOptions struct {
 	// client's next request resumes it, as after a restart), so that a client
 	// opening sessions in a loop without deleting them grows nothing for good.
 	MaxSessions int
-	Logger      *slog.Logger
+	// WriteTimeout bounds each write of an answer or a notification over
+	// Streamable HTTP (Handler; default DefaultWriteTimeout): a client that takes
+	// none of a write's bytes for this long (it stopped reading, its receive
+	// window is full) has its stream cut. The route's own write deadline is
+	// lifted, since a run_task's answer and a stream of notifications last, but
+	// without a bound of each write the SDK, which writes a notification to each
+	// session in turn, held the notifications of every client (and the caller of
+	// ResourceUpdated) behind one that reads nothing. Writes are cut in pieces of
+	// writePiece bytes, each with its own deadline, so that a large answer to a
+	// slow client is not cut for its size.
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
 }
+
+// DefaultWriteTimeout is the default of ServerOptions.WriteTimeout.
+const DefaultWriteTimeout = 30 * time.Second
+
+// writePiece is the most bytes written under one write deadline
+// (ServerOptions.WriteTimeout).
+const writePiece = 64 << 10
 
 // DefaultStartGrace is the default of ServerOptions.StartGrace.
 const DefaultStartGrace = 30 * time.Second
@@ -154,6 +172,9 @@ func NewServer(n Node, opts ServerOptions) *Server {
 	}
 	if opts.StartGrace <= 0 {
 		opts.StartGrace = DefaultStartGrace
+	}
+	if opts.WriteTimeout <= 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
 	}
 	s := &Server{n: n, opts: opts, specs: map[string]messages.ToolSpec{}, subs: map[string]map[*sdk.ServerSession]bool{}, calls: map[string]map[*follower]bool{},
 		closing: make(chan struct{}), book: newSessionBook(n), events: newEventStore()}
@@ -633,7 +654,11 @@ func (s *Server) Handler() http.Handler {
 			}()
 			r = r.WithContext(ctx)
 		}
-		protected.ServeHTTP(unnamedPrime{w, strconv.FormatInt(s.opts.ReconnectDelay.Milliseconds(), 10)}, r)
+		pw := unnamedPrime{w, strconv.FormatInt(s.opts.ReconnectDelay.Milliseconds(), 10), http.NewResponseController(w), s.opts.WriteTimeout}
+		// What net/http writes once the handler returns (the end of a chunked
+		// body) gets a deadline too.
+		defer pw.extend()
+		protected.ServeHTTP(pw, r)
 	})
 }
 
@@ -645,9 +670,37 @@ func (s *Server) Handler() http.Handler {
 // The priming event also gets the retry (milliseconds) that a client whose stream
 // is cut waits before it resumes the stream (ServerOptions.ReconnectDelay), and so
 // does the comment that starts the server's stream of notifications (GET).
+//
+// Each write and flush gets a write deadline of its own (ServerOptions.WriteTimeout),
+// a write of more than writePiece bytes one for each piece, lifted once it is done.
 type unnamedPrime struct {
 	http.ResponseWriter
-	retry string
+	retry   string
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (w unnamedPrime) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.timeout)) }
+
+// lift lifts the write deadline between writes: a stream idles as long as it
+// likes (over HTTP/2 a deadline that passes resets the stream even between
+// writes).
+func (w unnamedPrime) lift() { _ = w.rc.SetWriteDeadline(time.Time{}) }
+
+// write writes p a piece at a time, each under a deadline of its own.
+func (w unnamedPrime) write(p []byte) (int, error) {
+	n := 0
+	defer w.lift()
+	for {
+		piece := p[:min(len(p), writePiece)]
+		w.extend()
+		m, err := w.ResponseWriter.Write(piece)
+		n += m
+		if err != nil || len(piece) == len(p) {
+			return n, err
+		}
+		p = p[len(piece):]
+	}
 }
 
 var (
@@ -667,23 +720,27 @@ func (w unnamedPrime) Write(p []byte) (int, error) {
 				ev = slices.Concat(ev[:i+1], []byte("retry: "+w.retry+"\n"), ev[i+1:])
 			}
 		}
-		_, err := w.ResponseWriter.Write(ev)
+		_, err := w.write(ev)
 		return len(p), err
 	case bytes.HasPrefix(p, closeName):
-		_, err := w.ResponseWriter.Write(p[len(closeName):])
+		_, err := w.write(p[len(closeName):])
 		return len(p), err
 	case bytes.Equal(p, standaloneStart):
 		// The server's stream of notifications (GET) starts with a comment and
 		// no event: its retry goes with the comment, or a client whose stream is
 		// cut (a restart) waits its own default, the Python SDK's 1 s, twice,
 		// and then gets no notifications again.
-		_, err := w.ResponseWriter.Write([]byte(": ok\nretry: " + w.retry + "\n\n"))
+		_, err := w.write([]byte(": ok\nretry: " + w.retry + "\n\n"))
 		return len(p), err
 	}
-	return w.ResponseWriter.Write(p)
+	return w.write(p)
 }
 
-func (w unnamedPrime) Flush() { _ = http.NewResponseController(w.ResponseWriter).Flush() }
+func (w unnamedPrime) Flush() {
+	w.extend()
+	defer w.lift()
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
 
 func (w unnamedPrime) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 

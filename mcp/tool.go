@@ -594,6 +594,9 @@ func decodeStrict(tool, raw string, v any, example string) error {
 	if t[0] != '{' {
 		return fail("arguments are not a JSON object")
 	}
+	if k, want, ok := miscasedMember(t, v); ok {
+		return fail(fmt.Sprintf("member %q: the name is %q", k, want))
+	}
 	d := json.NewDecoder(strings.NewReader(t))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
@@ -607,6 +610,45 @@ func decodeStrict(tool, raw string, v any, example string) error {
 		return fail("unexpected text after the JSON object")
 	}
 	return nil
+}
+
+// miscasedMember returns a member of the JSON object raw whose name is a field's
+// of the struct v points to but for case ("Input" for "input"), and the field's
+// name. encoding/json takes such a member for the field, the last one written
+// winning, and DisallowUnknownFields lets it through: {"input":"a","Input":"b"}
+// ran "b", which a client or gateway that read "input" never saw.
+func miscasedMember(raw string, v any) (member, want string, ok bool) {
+	typ := reflect.TypeOf(v)
+	if typ == nil || typ.Kind() != reflect.Pointer || typ.Elem().Kind() != reflect.Struct {
+		return "", "", false
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(raw), &obj) != nil {
+		return "", "", false // Decode says what is wrong
+	}
+	var names []string
+	for f := range typ.Elem().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" {
+			name = f.Name
+		}
+		if name != "-" && f.IsExported() {
+			names = append(names, name)
+		}
+	}
+	keys := make([]string, 0, len(obj))
+	for k := range obj {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		for _, name := range names {
+			if k != name && strings.EqualFold(k, name) {
+				return k, name, true
+			}
+		}
+	}
+	return "", "", false
 }
 
 // jsonKind names the JSON value that decodes into a Go value of type t.

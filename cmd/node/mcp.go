@@ -59,8 +59,9 @@ func startMCP(ctx context.Context, servers map[string]mcp.ServerConfig, cfg *nod
 // its MCP servers; its lists follow the MCP client's, when cfg has one.
 func newMCPServer(n *node.Node, cfg node.Config, served mcp.ServedConfig) *mcp.Server {
 	opts := mcp.ServerOptions{Logger: cfg.Logger, ProgressInterval: served.Interval(), SessionTimeout: served.Idle(), ReconnectDelay: served.Retry(), MaxRequestBytes: mcpMaxBody,
-		MaxSessions: served.MaxSessions,
-		Sources:     []mcp.Source{served.Source(), mcp.SkillSource(cfg.Skills)}}
+		WriteTimeout: cfg.HTTP.WriteTimeout,
+		MaxSessions:  served.MaxSessions,
+		Sources:      []mcp.Source{served.Source(), mcp.SkillSource(cfg.Skills)}}
 	if c, ok := cfg.ToolCatalog.(*mcp.Client); ok {
 		opts.Changed = c.Changed
 		opts.Sources = append(opts.Sources, c)
