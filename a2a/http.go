@@ -441,7 +441,11 @@ func (s *Server) guard(next http.Handler) http.Handler {
 		}
 		if *req.Method == "message/send" || *req.Method == "message/stream" {
 			// What the spec makes invalid and the SDK lets through (parts.go).
-			if err := checkMessageV03(req.Params); err != nil {
+			err := checkMessageV03(req.Params)
+			if err == nil {
+				err = checkAnswerMembers(req.Params)
+			}
+			if err != nil {
 				writeRPCError(w, http.StatusOK, req.ID, -32602, fmt.Sprintf("invalid params of %s: %v", *req.Method, err))
 				return
 			}

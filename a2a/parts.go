@@ -1,6 +1,7 @@
 package a2a
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -164,4 +165,63 @@ func quoteJoin(names []string) string {
 		q[i] = `"` + n + `"`
 	}
 	return strings.Join(q, " and ")
+}
+
+// answerMembers are the members of an approval answer's data part (parseAnswer).
+var answerMembers = []string{"approve", "reason"}
+
+// checkAnswerMembers refuses a message (the params of a message/send or
+// message/stream, 0.3 or 1.0: message.parts[].data) with a data part whose object
+// names "approve" or "reason" twice, or but for case. The SDK decodes the data
+// (encoding/json) before parseAnswer reads it: the last of two members wins, so
+// {"approve": false, "approve": true} approved the call, as a miscased one
+// ("Approve") would have been read by a decoder that ignores case. The task API
+// and task.approval messages refuse them likewise.
+func checkAnswerMembers(params json.RawMessage) error {
+	var p struct {
+		Message struct {
+			Parts []struct {
+				Data json.RawMessage `json:"data"`
+			} `json:"parts"`
+		} `json:"message"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return nil // the params' decoding says what is wrong
+	}
+	for i, part := range p.Message.Parts {
+		if k, ok := repeatedMember(part.Data, answerMembers); ok {
+			return fmt.Errorf(`"message.parts[%d].data" names %q twice or but for case: an answer names "approve" and "reason" once each, as written`, i, k)
+		}
+	}
+	return nil
+}
+
+// repeatedMember returns a member of the JSON object data whose name is one of
+// names but for case, or one of them a second time.
+func repeatedMember(data json.RawMessage, names []string) (string, bool) {
+	d := json.NewDecoder(bytes.NewReader(data))
+	if tok, err := d.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	seen := map[string]bool{}
+	for d.More() {
+		tok, err := d.Token()
+		if err != nil {
+			return "", false
+		}
+		k, _ := tok.(string)
+		for _, n := range names {
+			if strings.EqualFold(k, n) {
+				if k != n || seen[n] {
+					return k, true
+				}
+				seen[n] = true
+			}
+		}
+		var skip json.RawMessage
+		if err := d.Decode(&skip); err != nil {
+			return "", false
+		}
+	}
+	return "", false
 }

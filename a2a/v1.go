@@ -65,6 +65,9 @@ func (s *Server) serveV1(w http.ResponseWriter, r *http.Request, next http.Handl
 		}
 	}
 	legacy, err := m.params(params)
+	if err == nil && (m.legacy == "message/send" || m.legacy == "message/stream") {
+		err = checkAnswerMembers(rawParams)
+	}
 	if err != nil {
 		writeRPCError(w, http.StatusOK, id, -32602, "invalid params: "+err.Error())
 		return
