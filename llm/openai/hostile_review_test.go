@@ -13,10 +13,6 @@ import (
 	"github.com/troupe-run/troupe/messages"
 )
 
-func hello() llm.Request {
-	return llm.Request{Step: 1, Messages: []messages.ChatMessage{{Role: messages.RoleUser, Content: "hi"}}}
-}
-
 // A provider (a proxy, a router) that answers HTTP 200 with an error object, not a
 // completion, is reported as the provider's error, with its message (the key
 // redacted) and as transient, as the same error in an event stream is; not as a
@@ -30,20 +26,6 @@ func TestErrorObjectOfA200IsTheProvidersError(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), testKey) {
 		t.Fatalf("err %v prints the key", err)
-	}
-}
-
-// Token counts a provider reports below zero are no counts: a negative prompt count
-// would price the answer below nothing and take tokens off the task's spend.
-func TestNegativeUsageIsNotKept(t *testing.T) {
-	srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Completion(messages.ChatMessage{Content: "x"},
-		messages.Usage{PromptTokens: -100, CompletionTokens: 5, CachedTokens: -3})))
-	r, err := newModel(t, srv).Generate(deadline(t), hello())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := (messages.Usage{CompletionTokens: 5}); r.Usage != want {
-		t.Fatalf("usage %+v, want %+v", r.Usage, want)
 	}
 }
 

@@ -303,6 +303,8 @@ func (m *Model) message(req llm.Request, in sdk.ChatCompletionMessage) (messages
 // usage maps the provider's token counts, including cached prompt tokens
 // (prompt_tokens_details.cached_tokens, or DeepSeek's prompt_cache_hit_tokens). A
 // provider that reports no usage leaves it zero, for the gateway's tokenizer to fill.
+// A count below zero is no count (0): it would price the answer below nothing and
+// take tokens off a task's spend.
 func usage(u sdk.CompletionUsage) messages.Usage {
 	cached := u.PromptTokensDetails.CachedTokens
 	if cached == 0 {
@@ -310,5 +312,6 @@ func usage(u sdk.CompletionUsage) messages.Usage {
 			cached, _ = strconv.ParseInt(f.Raw(), 10, 64)
 		}
 	}
-	return messages.Usage{PromptTokens: int(u.PromptTokens), CompletionTokens: int(u.CompletionTokens), CachedTokens: int(cached)}
+	count := func(n int64) int { return int(max(n, 0)) }
+	return messages.Usage{PromptTokens: count(u.PromptTokens), CompletionTokens: count(u.CompletionTokens), CachedTokens: count(cached)}
 }
