@@ -281,19 +281,24 @@ func toolParams(specs []messages.ToolSpec) ([]sdk.ChatCompletionToolUnionParam, 
 }
 
 // message maps the first choice's message back. Tool calls without an id (some local
-// servers omit them) get a deterministic one from the step and position.
+// servers omit them) get a deterministic one from the step and position. An entry
+// with no id, name nor arguments is no call: the hole a stream leaves when its
+// tool-call indices skip one (0, then 2).
 func (m *Model) message(req llm.Request, in sdk.ChatCompletionMessage) (messages.ChatMessage, error) {
 	out := messages.ChatMessage{Role: messages.RoleAssistant, Content: in.Content}
 	if out.Content == "" && in.Refusal != "" {
 		out.Content = in.Refusal
 	}
 	for i, c := range in.ToolCalls {
+		if c.ID == "" && c.Function.Name == "" && c.Function.Arguments == "" {
+			continue
+		}
 		if c.Function.Name == "" {
 			return messages.ChatMessage{}, m.who.errorf("chat", "%w: tool call %d has no function name", ErrMalformedResponse, i)
 		}
 		id := c.ID
 		if id == "" {
-			id = fmt.Sprintf("call_%d_%d", req.Step, i+1)
+			id = fmt.Sprintf("call_%d_%d", req.Step, len(out.ToolCalls)+1)
 		}
 		out.ToolCalls = append(out.ToolCalls, messages.ToolCall{ID: id, Name: c.Function.Name, Arguments: c.Function.Arguments})
 	}
