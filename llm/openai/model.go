@@ -122,6 +122,11 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 		return llm.Response{}, m.who.classify("chat", ctx, call, x, err)
 	}
 	if cc == nil || len(cc.Choices) == 0 {
+		if cc != nil {
+			if err := m.who.errorObject("chat", []byte(cc.RawJSON())); err != nil {
+				return llm.Response{}, err
+			}
+		}
 		return llm.Response{}, m.who.errorf("chat", "%w: the response has no choices", ErrMalformedResponse)
 	}
 	msg, err := m.message(req, cc.Choices[0].Message)

@@ -138,6 +138,9 @@ func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response,
 		return llm.Response{}, m.who.errorf(op, "%w: %w", ErrMalformedResponse, err)
 	}
 	if len(cc.Choices) == 0 {
+		if err := m.who.errorObject(op, b); err != nil {
+			return llm.Response{}, err
+		}
 		return llm.Response{}, m.who.errorf(op, "%w: the response has no choices", ErrMalformedResponse)
 	}
 	msg, err := m.message(req, cc.Choices[0].Message)
