@@ -77,8 +77,10 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 
 	var acc sdk.ChatCompletionAccumulator
 	var u sdk.CompletionUsage
+	names := map[int64]string{} // the tool calls' names so far, by index
 	for stream.Next() {
 		chunk := stream.Current()
+		dropRepeatedNames(&chunk, names)
 		if !acc.AddChunk(chunk) {
 			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, clip(chunk.RawJSON()))
 		}
@@ -148,6 +150,29 @@ func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response,
 		return llm.Response{}, err
 	}
 	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// dropRepeatedNames blanks the name of a tool-call piece that repeats the whole
+// name its call has so far (names, by index: some OpenAI-compatible servers send
+// the name again with every piece of the arguments), so that the accumulator, which
+// concatenates the pieces of a name, does not repeat it ("getget").
+func dropRepeatedNames(chunk *sdk.ChatCompletionChunk, names map[int64]string) {
+	for i := range chunk.Choices {
+		if chunk.Choices[i].Index != 0 {
+			continue
+		}
+		calls := chunk.Choices[i].Delta.ToolCalls
+		for j := range calls {
+			idx, name := max(calls[j].Index, 0), calls[j].Function.Name
+			switch {
+			case name == "":
+			case names[idx] == name:
+				calls[j].Function.Name = ""
+			default:
+				names[idx] += name
+			}
+		}
+	}
 }
 
 // deltas lists a chunk's increments: content (or refusal), then tool-call pieces.

@@ -1,5 +1,3 @@
-//go:build review
-
 package openai_test
 
 import (
@@ -11,14 +9,22 @@ import (
 
 // Some OpenAI-compatible servers send a tool call's id and name again with every
 // piece of its arguments. The call keeps its name, not the name repeated ("getget",
-// a tool the agent does not have).
+// a tool the agent does not have), and so do the increments, whose names add up to
+// the call's.
 func TestStreamedToolCallNameSentWithEveryPiece(t *testing.T) {
 	srv := openaitest.NewServer(t, openaitest.Sequence(openaitest.Stream(openaitest.RoleChunk(),
 		openaitest.ToolCallChunk(0, "c1", "get", `{"a":`), openaitest.ToolCallChunk(0, "c1", "get", `1}`),
 		openaitest.FinishChunk("tool_calls"), openaitest.Done)))
-	_, r, err := stream(t, newModel(t, srv))
+	ds, r, err := stream(t, newModel(t, srv))
 	want := messages.ToolCall{ID: "c1", Name: "get", Arguments: `{"a":1}`}
 	if err != nil || len(r.Message.ToolCalls) != 1 || r.Message.ToolCalls[0] != want {
 		t.Fatalf("calls %+v, err %v: want %+v", r.Message.ToolCalls, err, want)
+	}
+	name := ""
+	for _, d := range ds {
+		name += d.ToolName
+	}
+	if name != "get" {
+		t.Fatalf("the increments name the call %q: %+v", name, ds)
 	}
 }
