@@ -78,8 +78,16 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 	var acc sdk.ChatCompletionAccumulator
 	var u sdk.CompletionUsage
 	names := map[int64]string{} // the tool calls' names so far, by index
+	id := ""                    // the stream's id: its first chunk's that has one
 	for stream.Next() {
 		chunk := stream.Current()
+		// One response is one answer, whatever ids its chunks carry: some servers
+		// give each chunk an id of its own, or the usage chunk none, which the
+		// accumulator would refuse as another completion's.
+		if id == "" {
+			id = chunk.ID
+		}
+		chunk.ID = id
 		dropRepeatedNames(&chunk, names)
 		if !acc.AddChunk(chunk) {
 			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, clip(chunk.RawJSON()))
