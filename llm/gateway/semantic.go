@@ -141,7 +141,7 @@ func (c *semanticCache) get(k semanticKey) (llm.Response, bool) {
 	if best < 0 {
 		return llm.Response{}, false
 	}
-	r := entries[best].resp
+	r := own(entries[best].resp)
 	r.Cached = true
 	return r, true
 }
@@ -152,7 +152,7 @@ func (c *semanticCache) put(k semanticKey, resp llm.Response) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	entries := append(c.ns[k.ns], semanticEntry{vec: k.vec, prefix: k.prefix, resp: resp, expires: c.clock().Add(c.cfg.TTL)})
+	entries := append(c.ns[k.ns], semanticEntry{vec: k.vec, prefix: k.prefix, resp: own(resp), expires: c.clock().Add(c.cfg.TTL)})
 	if len(entries) > c.cfg.MaxEntries {
 		entries = entries[len(entries)-c.cfg.MaxEntries:]
 	}
