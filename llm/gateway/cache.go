@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -66,6 +67,13 @@ func storable(resp llm.Response) bool {
 		(resp.Message.Content != "" || len(resp.Message.ToolCalls) > 0)
 }
 
+// own returns resp with tool calls of its own: a cache keeps a copy of an answer,
+// and serves each caller another, so that no caller changes what the next one gets.
+func own(resp llm.Response) llm.Response {
+	resp.Message.ToolCalls = slices.Clone(resp.Message.ToolCalls)
+	return resp
+}
+
 type cacheEntry struct {
 	resp    llm.Response
 	expires time.Time
@@ -97,7 +105,7 @@ func (c *exactCache) get(k string) (llm.Response, bool) {
 	if !ok || !c.clock().Before(e.expires) {
 		return llm.Response{}, false
 	}
-	r := e.resp
+	r := own(e.resp)
 	r.Cached = true
 	return r, true
 }
@@ -108,7 +116,7 @@ func (c *exactCache) put(k string, resp llm.Response) {
 	if _, ok := c.m[k]; !ok {
 		c.order = append(c.order, k)
 	}
-	c.m[k] = cacheEntry{resp: resp, expires: c.clock().Add(c.cfg.TTL)}
+	c.m[k] = cacheEntry{resp: own(resp), expires: c.clock().Add(c.cfg.TTL)}
 	for len(c.order) > c.cfg.MaxEntries {
 		delete(c.m, c.order[0])
 		c.order = c.order[1:]

@@ -30,7 +30,10 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // Retry retries a call that failed with an error wrapping llm.ErrTransient, up to
 // p.MaxAttempts calls, waiting with sleep (nil: a timer honouring ctx) between them.
 // Any other error (a 4xx, a quota refusal) is returned at once. A Retry-After hint
-// longer than p.MaxRetryAfter ends the retries with that error. A cancelled context
+// longer than p.MaxRetryAfter ends the retries with that error, and so does a wait
+// that would end past the context's deadline, with an error that also wraps
+// context.DeadlineExceeded (the call cannot be made in time; a fallback model may
+// still answer, the context being live). A cancelled context
 // ends them too, before the next call or during the wait, with an error wrapping
 // ctx.Err().
 func Retry(p RetryPolicy, sleep func(ctx context.Context, d time.Duration) error, logger *slog.Logger) Middleware {
@@ -80,6 +83,9 @@ func (r *retrying) Generate(ctx context.Context, req llm.Request) (llm.Response,
 				return llm.Response{}, fmt.Errorf("%w (Retry-After %s is longer than the %s this gateway waits)", err, hint, r.p.MaxRetryAfter)
 			}
 			wait = max(wait, hint)
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
+			return llm.Response{}, fmt.Errorf("%w (waiting %s to retry would pass the call's deadline: %w)", err, wait, context.DeadlineExceeded)
 		}
 		r.logger.Info("retrying model call", "model", r.Name(), "attempt", attempt, "wait", wait, "err", err)
 		if serr := r.sleep(ctx, wait); serr != nil {

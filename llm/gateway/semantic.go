@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"math"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,7 +13,8 @@ import (
 // SemanticConfig configures the semantic cache: the opening request of a task (the
 // conversation ends with a user message) is answered from a cached answer when its
 // user message embeds within Threshold cosine similarity of a cached one, for the same
-// model, system prompt and tools, in the same namespace (the request's agent).
+// model, the same messages before it (the system prompt, a session's earlier turns)
+// and the same tools, in the same namespace (the request's agent).
 type SemanticConfig struct {
 	Embedder  llm.Embedder
 	Threshold float64 // e.g. 0.95
@@ -89,24 +89,17 @@ func newSemanticCache(cfg SemanticConfig, clock func() time.Time) *semanticCache
 }
 
 // semanticParts returns the text to embed (the final user message) and the exact
-// prefix that must match (model, system prompt, tools), or ok=false when the request
-// is not a task's opening request.
+// prefix that must match (the model, and every message before the final one with
+// the tools, schemas and all: a session's later question means what it means after
+// its own conversation), or ok=false when the request is not a task's opening
+// request.
 func semanticParts(model string, req llm.Request) (text, prefix string, ok bool) {
 	n := len(req.Messages)
 	if n == 0 || req.Messages[n-1].Role != messages.RoleUser {
 		return "", "", false
 	}
-	var b strings.Builder
-	b.WriteString(model)
-	for _, m := range req.Messages[:n-1] {
-		if m.Role == messages.RoleSystem {
-			b.WriteString("\x00" + m.Content)
-		}
-	}
-	for _, t := range req.Tools {
-		b.WriteString("\x00" + t.Name)
-	}
-	return req.Messages[n-1].Content, b.String(), true
+	before := llm.PromptHash(llm.Request{Messages: req.Messages[:n-1], Tools: req.Tools})
+	return req.Messages[n-1].Content, model + "\x00" + before, true
 }
 
 // semanticKey is what the semantic cache looks a request up by, and stores its answer
@@ -148,7 +141,7 @@ func (c *semanticCache) get(k semanticKey) (llm.Response, bool) {
 	if best < 0 {
 		return llm.Response{}, false
 	}
-	r := entries[best].resp
+	r := own(entries[best].resp)
 	r.Cached = true
 	return r, true
 }
@@ -159,7 +152,7 @@ func (c *semanticCache) put(k semanticKey, resp llm.Response) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	entries := append(c.ns[k.ns], semanticEntry{vec: k.vec, prefix: k.prefix, resp: resp, expires: c.clock().Add(c.cfg.TTL)})
+	entries := append(c.ns[k.ns], semanticEntry{vec: k.vec, prefix: k.prefix, resp: own(resp), expires: c.clock().Add(c.cfg.TTL)})
 	if len(entries) > c.cfg.MaxEntries {
 		entries = entries[len(entries)-c.cfg.MaxEntries:]
 	}

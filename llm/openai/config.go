@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/troupe-run/troupe/redact"
 )
@@ -97,6 +101,9 @@ func (c Config) Validate() error {
 	if c.Model == "" {
 		return fmt.Errorf("llm/openai: %s: no model configured", c.providerName())
 	}
+	if err := validateHeaders(c.providerName(), c.APIKey, c.ExtraHeaders); err != nil {
+		return err
+	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("llm/openai: negative timeout %s", c.Timeout)
 	}
@@ -146,6 +153,21 @@ func validateBaseURL(s string) error {
 	}
 	if u.User != nil {
 		return fmt.Errorf("llm/openai: base URL must not carry credentials; use APIKey")
+	}
+	return nil
+}
+
+// validateHeaders refuses an API key or extra header that holds a character no
+// header can carry (a newline of a pasted key), which would fail every call in the
+// HTTP client as a transient error. The key is never printed.
+func validateHeaders(provider, key string, headers map[string]string) error {
+	if !httpguts.ValidHeaderFieldValue(key) {
+		return fmt.Errorf("llm/openai: %s: the API key holds a character a header cannot carry (a newline or another control character)", provider)
+	}
+	for _, k := range slices.Sorted(maps.Keys(headers)) {
+		if !httpguts.ValidHeaderFieldName(k) || !httpguts.ValidHeaderFieldValue(headers[k]) {
+			return fmt.Errorf("llm/openai: %s: extra header %q: its name or value holds a character a header cannot carry", provider, k)
+		}
 	}
 	return nil
 }

@@ -46,6 +46,9 @@ func (c EmbedderConfig) Validate() error {
 	if c.Model == "" {
 		return fmt.Errorf("llm/openai: %s: no embedding model configured", c.chat().providerName())
 	}
+	if err := validateHeaders(c.chat().providerName(), c.APIKey, c.ExtraHeaders); err != nil {
+		return err
+	}
 	if c.Timeout < 0 || c.BatchSize < 0 {
 		return fmt.Errorf("llm/openai: negative timeout or batch size")
 	}

@@ -212,6 +212,20 @@ func (c caller) classify(op string, parent, call context.Context, x *exchange, e
 	return c.errorf(op, "%w: %w", ErrMalformedResponse, err)
 }
 
+// errorObject is the error of a successful response whose body is an error object
+// ({"error": ...}), as some proxies and routers answer a failure upstream: the
+// provider's error, transient as the same error in an event stream is, with its
+// message (the key redacted). It is nil when body has no error member.
+func (c caller) errorObject(op string, body []byte) error {
+	var shaped struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(body, &shaped) != nil || len(shaped.Error) == 0 || bytes.Equal(shaped.Error, []byte("null")) {
+		return nil
+	}
+	return c.errorf(op, "the provider answered with an error: %s: %w", redact.New(c.apiKey).String(errorMessage(body)), llm.ErrTransient)
+}
+
 // tooLarge is the error of an answer past maxAnswerBytes.
 func (c caller) tooLarge(op string) error {
 	return c.errorf(op, "%w: the answer is larger than %s, more than any model writes (is the base URL a model API's?)", ErrMalformedResponse, answerBound())

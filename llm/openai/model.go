@@ -122,6 +122,11 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 		return llm.Response{}, m.who.classify("chat", ctx, call, x, err)
 	}
 	if cc == nil || len(cc.Choices) == 0 {
+		if cc != nil {
+			if err := m.who.errorObject("chat", []byte(cc.RawJSON())); err != nil {
+				return llm.Response{}, err
+			}
+		}
 		return llm.Response{}, m.who.errorf("chat", "%w: the response has no choices", ErrMalformedResponse)
 	}
 	msg, err := m.message(req, cc.Choices[0].Message)
@@ -281,19 +286,24 @@ func toolParams(specs []messages.ToolSpec) ([]sdk.ChatCompletionToolUnionParam, 
 }
 
 // message maps the first choice's message back. Tool calls without an id (some local
-// servers omit them) get a deterministic one from the step and position.
+// servers omit them) get a deterministic one from the step and position. An entry
+// with no id, name nor arguments is no call: the hole a stream leaves when its
+// tool-call indices skip one (0, then 2).
 func (m *Model) message(req llm.Request, in sdk.ChatCompletionMessage) (messages.ChatMessage, error) {
 	out := messages.ChatMessage{Role: messages.RoleAssistant, Content: in.Content}
 	if out.Content == "" && in.Refusal != "" {
 		out.Content = in.Refusal
 	}
 	for i, c := range in.ToolCalls {
+		if c.ID == "" && c.Function.Name == "" && c.Function.Arguments == "" {
+			continue
+		}
 		if c.Function.Name == "" {
 			return messages.ChatMessage{}, m.who.errorf("chat", "%w: tool call %d has no function name", ErrMalformedResponse, i)
 		}
 		id := c.ID
 		if id == "" {
-			id = fmt.Sprintf("call_%d_%d", req.Step, i+1)
+			id = fmt.Sprintf("call_%d_%d", req.Step, len(out.ToolCalls)+1)
 		}
 		out.ToolCalls = append(out.ToolCalls, messages.ToolCall{ID: id, Name: c.Function.Name, Arguments: c.Function.Arguments})
 	}
@@ -303,6 +313,8 @@ func (m *Model) message(req llm.Request, in sdk.ChatCompletionMessage) (messages
 // usage maps the provider's token counts, including cached prompt tokens
 // (prompt_tokens_details.cached_tokens, or DeepSeek's prompt_cache_hit_tokens). A
 // provider that reports no usage leaves it zero, for the gateway's tokenizer to fill.
+// A count below zero is no count (0): it would price the answer below nothing and
+// take tokens off a task's spend.
 func usage(u sdk.CompletionUsage) messages.Usage {
 	cached := u.PromptTokensDetails.CachedTokens
 	if cached == 0 {
@@ -310,5 +322,6 @@ func usage(u sdk.CompletionUsage) messages.Usage {
 			cached, _ = strconv.ParseInt(f.Raw(), 10, 64)
 		}
 	}
-	return messages.Usage{PromptTokens: int(u.PromptTokens), CompletionTokens: int(u.CompletionTokens), CachedTokens: int(cached)}
+	count := func(n int64) int { return int(max(n, 0)) }
+	return messages.Usage{PromptTokens: count(u.PromptTokens), CompletionTokens: count(u.CompletionTokens), CachedTokens: count(cached)}
 }

@@ -77,8 +77,18 @@ func (m *Model) Stream(ctx context.Context, req llm.Request, onDelta func(Delta)
 
 	var acc sdk.ChatCompletionAccumulator
 	var u sdk.CompletionUsage
+	calls := streamedCalls{}
+	id := "" // the stream's id: its first chunk's that has one
 	for stream.Next() {
 		chunk := stream.Current()
+		// One response is one answer, whatever ids its chunks carry: some servers
+		// give each chunk an id of its own, or the usage chunk none, which the
+		// accumulator would refuse as another completion's.
+		if id == "" {
+			id = chunk.ID
+		}
+		chunk.ID = id
+		calls.place(&chunk)
 		if !acc.AddChunk(chunk) {
 			return llm.Response{}, m.who.errorf(op, "%w: chunk %q does not continue the stream", ErrMalformedResponse, clip(chunk.RawJSON()))
 		}
@@ -138,6 +148,9 @@ func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response,
 		return llm.Response{}, m.who.errorf(op, "%w: %w", ErrMalformedResponse, err)
 	}
 	if len(cc.Choices) == 0 {
+		if err := m.who.errorObject(op, b); err != nil {
+			return llm.Response{}, err
+		}
 		return llm.Response{}, m.who.errorf(op, "%w: the response has no choices", ErrMalformedResponse)
 	}
 	msg, err := m.message(req, cc.Choices[0].Message)
@@ -145,6 +158,61 @@ func (m *Model) whole(op string, req llm.Request, body io.Reader) (llm.Response,
 		return llm.Response{}, err
 	}
 	return llm.Response{Message: msg, Usage: usage(cc.Usage), FinishReason: llm.AbnormalFinish(cc.Choices[0].FinishReason)}, nil
+}
+
+// streamedCalls places the tool-call pieces of a stream's first choice before the
+// accumulator adds them, for the servers that do not follow OpenAI's numbering:
+//   - a piece that brings another id than the call its index holds is another call
+//     (some servers stream parallel calls each whole at index 0): it goes to a new
+//     index, after every other, and so do the pieces without an id that follow it
+//     at that index (a server's index that such a call took goes after every
+//     other too);
+//   - a piece whose name is the whole name its call has so far repeats it (some
+//     servers send the name with every piece): the name is dropped, for the
+//     accumulator concatenates the pieces of a name ("getget").
+type streamedCalls struct {
+	at    map[int64]int64  // the server's index -> the index the pieces go to
+	ids   map[int64]string // the id of the call at each index
+	names map[int64]string // the name so far of the call at each index
+	taken map[int64]bool   // the indices the pieces went to
+	next  int64            // an index past every one taken
+}
+
+func (c *streamedCalls) place(chunk *sdk.ChatCompletionChunk) {
+	if c.at == nil {
+		c.at, c.ids, c.names, c.taken = map[int64]int64{}, map[int64]string{}, map[int64]string{}, map[int64]bool{}
+	}
+	for i := range chunk.Choices {
+		if chunk.Choices[i].Index != 0 {
+			continue
+		}
+		pieces := chunk.Choices[i].Delta.ToolCalls
+		for j := range pieces {
+			tc := &pieces[j]
+			given := max(tc.Index, 0) // -1 for a lone call: the accumulator reads it as 0
+			idx, ok := c.at[given]
+			switch {
+			case !ok && c.taken[given]: // a call moved to a new index holds it
+				idx = c.next
+			case !ok:
+				idx = given
+			case tc.ID != "" && c.ids[idx] != "" && tc.ID != c.ids[idx]:
+				idx = c.next
+			}
+			c.at[given], c.taken[idx], c.next = idx, true, max(c.next, idx+1)
+			if tc.ID != "" {
+				c.ids[idx] = tc.ID
+			}
+			tc.Index = idx
+			switch name := tc.Function.Name; {
+			case name == "":
+			case c.names[idx] == name:
+				tc.Function.Name = ""
+			default:
+				c.names[idx] += name
+			}
+		}
+	}
 }
 
 // deltas lists a chunk's increments: content (or refusal), then tool-call pieces.
