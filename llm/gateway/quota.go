@@ -11,11 +11,15 @@ import (
 )
 
 // Quotas refuses a call, before it reaches the model it wraps, when a quota of its
-// request's scope has spent its tokens in the window; the error wraps
+// request's scope has spent its tokens in the window, counting the calls still in
+// flight at an estimate of their prompts (llm.EstimateTokens); the error wraps
 // ErrQuotaExceeded. A call that is let through and answered is charged the answer's
-// Usage (prompt + completion tokens), so the model it wraps must report real counts:
-// wrap a model that counts them (CountTokens) when a provider may report none. A call
-// that fails is not charged. Each quota keeps its own spend, over its own window, even
+// Usage (prompt + completion tokens), which replaces its estimate, so the model it
+// wraps must report real counts: wrap a model that counts them (CountTokens) when a
+// provider may report none. A call that fails is not charged. Counting the calls in
+// flight bounds what concurrent calls spend: without it, every call that started
+// before the first answer was charged passed the check, and twenty calls in flight
+// spent twenty times a quota that one of them filled. Each quota keeps its own spend, over its own window, even
 // where two apply to one scope ("agent:*" and "agent:a"). Scopes that Config.Validate
 // refuses never match. The spend is kept in memory, shared by every model the
 // middleware wraps.
@@ -42,14 +46,16 @@ type quotaModel struct {
 }
 
 func (m *quotaModel) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
-	if err := m.book.check(req.Scope); err != nil {
+	estimate := int64(max(llm.EstimateTokens(req.Messages), 1))
+	if err := m.book.check(req.Scope, estimate); err != nil {
 		return llm.Response{}, err
 	}
 	resp, err := m.Model.Generate(ctx, req)
 	if err != nil {
+		m.book.settle(req.Scope, estimate, 0)
 		return llm.Response{}, err
 	}
-	m.book.charge(req.Scope, int64(resp.Usage.PromptTokens+resp.Usage.CompletionTokens))
+	m.book.settle(req.Scope, estimate, int64(resp.Usage.PromptTokens+resp.Usage.CompletionTokens))
 	return resp, nil
 }
 
@@ -68,10 +74,13 @@ type quotaLedgers struct {
 	spent      map[string]*ledger // by the request's agent, team or key
 }
 
-// ledger is the spends of one scope under one quota, oldest first, and their sum.
+// ledger is the spends of one scope under one quota, oldest first, and their sum;
+// and the estimates of its calls in flight (check reserves them, settle takes them
+// back).
 type ledger struct {
-	spends []spend
-	used   int64
+	spends   []spend
+	used     int64
+	reserved int64
 }
 
 type spend struct {
@@ -94,26 +103,53 @@ func (q *quotaLedgers) scope(s llm.Scope) (string, bool) {
 	return have, have != "" && (q.name == "*" || q.name == have)
 }
 
-func (b *quotaBook) check(s llm.Scope) error {
+// check refuses a call of scope s when a quota of it has spent its tokens, its
+// calls in flight counted at their estimates; else it reserves the call's
+// estimate in each quota of s (settle takes it back).
+func (b *quotaBook) check(s llm.Scope, estimate int64) error {
 	now := b.clock()
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var ledgers []*ledger
 	for i := range b.quotas {
 		q := &b.quotas[i]
 		have, ok := q.scope(s)
 		if !ok {
 			continue
 		}
-		var used int64
-		if l := q.spent[have]; l != nil {
-			l.expire(now, q.Window)
-			used = l.used
+		l := q.spent[have]
+		if l == nil {
+			l = &ledger{}
+			q.spent[have] = l
 		}
-		if used >= q.Tokens {
-			return fmt.Errorf("%w for %s:%s: %d of %d tokens used in the last %s", ErrQuotaExceeded, q.kind, have, used, q.Tokens, q.Window)
+		l.expire(now, q.Window)
+		if l.used+l.reserved >= q.Tokens {
+			if l.reserved > 0 {
+				return fmt.Errorf("%w for %s:%s: %d of %d tokens used in the last %s, and about %d more by the calls in flight", ErrQuotaExceeded, q.kind, have, l.used, q.Tokens, q.Window, l.reserved)
+			}
+			return fmt.Errorf("%w for %s:%s: %d of %d tokens used in the last %s", ErrQuotaExceeded, q.kind, have, l.used, q.Tokens, q.Window)
 		}
+		ledgers = append(ledgers, l)
+	}
+	for _, l := range ledgers {
+		l.reserved += estimate
 	}
 	return nil
+}
+
+// settle takes back a call's estimate reserved by check, and charges what it spent.
+func (b *quotaBook) settle(s llm.Scope, estimate, tokens int64) {
+	b.mu.Lock()
+	for i := range b.quotas {
+		q := &b.quotas[i]
+		if have, ok := q.scope(s); ok {
+			if l := q.spent[have]; l != nil {
+				l.reserved = max(l.reserved-estimate, 0)
+			}
+		}
+	}
+	b.mu.Unlock()
+	b.charge(s, tokens)
 }
 
 // expire drops the spends older than the window.
