@@ -1,5 +1,3 @@
-//go:build review
-
 package main
 
 import (
@@ -13,7 +11,8 @@ import (
 // import again: an export that its own import refuses loses the session.
 func TestExportOfAnAcceptedInputImports(t *testing.T) {
 	for name, input := range map[string]string{
-		"markup":   strings.Repeat("<", 1<<20),
+		// (1 MiB of '<' or of invalid UTF-8, \ufffd, is refused alike, but a node takes
+		// seconds over it.)
 		"controls": strings.Repeat("\x01", 1<<20),
 	} {
 		t.Run(name, func(t *testing.T) {
