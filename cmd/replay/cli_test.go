@@ -211,14 +211,14 @@ func TestImportBoundsALine(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.SplitAfter(string(golden), "\n")
-	const huge = 20 << 20
+	const huge = maxExportLine + 4<<20
 	cr := &countingReader{r: io.MultiReader(strings.NewReader(lines[0]+lines[1]), &repeatReader{b: 'x', n: huge}, strings.NewReader("\n"))}
 	_, _, err = readExport(cr)
-	if !errors.Is(err, ErrBadExport) || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), "4 MiB") {
-		t.Fatalf("readExport of a 20 MiB line = %v, want an error naming line 3 and the limit", err)
+	if !errors.Is(err, ErrBadExport) || !strings.Contains(err.Error(), "line 3") || !strings.Contains(err.Error(), fmt.Sprintf("%d MiB", maxExportLine>>20)) {
+		t.Fatalf("readExport of an over-long line = %v, want an error naming line 3 and the limit", err)
 	}
 	if cr.n > maxExportLine+1<<20 {
-		t.Fatalf("readExport read %d bytes of a 20 MiB line before refusing it", cr.n)
+		t.Fatalf("readExport read %d bytes of an over-long line before refusing it", cr.n)
 	}
 	// A line just under the limit is fine (here: a valid event padded with spaces).
 	padded := strings.TrimSuffix(lines[2], "\n") + strings.Repeat(" ", maxExportLine-len(lines[2])+1) + "\n"

@@ -749,10 +749,12 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 		return 1
 	}
 	defer stopNode()
-	// Run resumed the fork (its task is unfinished) or will on Submit.
-	waitFor := 1
-	if state.Active() != "" && input != "" {
-		waitFor = 2 // the resumed task, then the new one
+	// Run resumed the fork (its task is unfinished) or will on Submit: it is
+	// followed until each of its unfinished tasks ended (the resumed one and those
+	// submitted behind it, which run after it), then --input's.
+	waitFor := unfinishedTasks(events)
+	if input != "" {
+		waitFor++
 	}
 	if input != "" {
 		if _, err := n.Submit(ctx, node.Task{Input: input, SessionID: newID}); err != nil {
@@ -777,4 +779,19 @@ func fork(ctx context.Context, st store, parentID string, at uint64, modelSpec, 
 	}
 	fmt.Fprintf(stdout, "session %s\n", newID)
 	return code
+}
+
+// unfinishedTasks counts the tasks of events that did not end: task.submitted
+// events less task.completed and task.failed ones (eventlog.SessionStatus's rule).
+func unfinishedTasks(events []messages.Envelope) int {
+	n := 0
+	for _, e := range events {
+		switch e.Type {
+		case messages.TypeTaskSubmitted:
+			n++
+		case messages.TypeTaskCompleted, messages.TypeTaskFailed:
+			n--
+		}
+	}
+	return max(n, 0)
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"slices"
@@ -194,8 +195,10 @@ func list(ctx context.Context, log eventlog.Log, limit int, asJSON bool, stdout,
 	// One more than asked tells whether the list was cut, which stderr then says:
 	// a cluster's log soon holds more sessions than the default shows.
 	query := limit
-	if limit > 0 {
+	if limit > 0 && limit < math.MaxInt {
 		query = limit + 1
+	} else if limit == math.MaxInt {
+		query = 0 // no bound: limit+1 would overflow
 	}
 	infos, err := log.Sessions(ctx, eventlog.Filter{Limit: query})
 	if err != nil {

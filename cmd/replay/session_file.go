@@ -61,9 +61,11 @@ func writeExport(w io.Writer, events []messages.Envelope, configs ...messages.En
 }
 
 // maxExportLine bounds one line of an export, so that a hostile or broken file
-// costs a bounded amount of memory per line. The events a node records stay far
-// below it: a task's input is at most 1 MiB.
-const maxExportLine = 4 << 20
+// costs a bounded amount of memory per line. The events a node records stay below
+// it: a task's input (and a tool call's arguments) is at most 1 MiB, which its
+// event's JSON escapes at up to 6 bytes a byte ('<', '>', '&' and the control
+// characters as \u00XX, invalid UTF-8 as \ufffd).
+const maxExportLine = 16 << 20
 
 // lineReader reads the lines of an export, each at most maxExportLine bytes,
 // refusing a longer one as soon as the limit is passed instead of reading it whole.

@@ -250,8 +250,18 @@ const sessionStatus = `CASE WHEN tasks > ended THEN 'running' ELSE status END`
 // (messages.TaskSubmitted.Parent), read from the payload by the primary key, for
 // the rows listed only; NULL otherwise. No column: nothing to migrate, and a log
 // written before sub-agents existed lists as it did.
-const sessionParent = `(SELECT json_extract(CAST(p.payload AS TEXT), '$.parent.session_id') FROM events p
+var sessionParent = `(SELECT ` + payloadField("p", "$.parent.session_id") + ` FROM events p
 		WHERE p.session_id = sessions.session_id AND p.seq = 1 AND p.type = 'task.submitted')`
+
+// payloadField is json_extract of path over the payload of the events row alias,
+// NULL when SQLite's JSON functions cannot read the payload: one nested deeper than
+// their 1000 levels, which Go's decoder reads (an import's bytes, a memory's
+// metadata) and json_extract fails the whole query for. json_valid reads all else
+// as json_extract does.
+func payloadField(alias, path string) string {
+	p := "CAST(" + alias + ".payload AS TEXT)"
+	return "CASE WHEN json_valid(" + p + ") THEN json_extract(" + p + ", '" + path + "') END"
+}
 
 // SchemaVersion is the schema version this build writes.
 const SchemaVersion = 10 // = len(migrations), checked by a test

@@ -13,7 +13,7 @@ var _ eventlog.Analytics = (*Log)(nil)
 
 // sessionAgent is the agent of a session: that of its first task ("default" when the
 // task named none).
-const sessionAgent = `COALESCE(NULLIF((SELECT json_extract(CAST(t.payload AS TEXT), '$.agent') FROM events t
+var sessionAgent = `COALESCE(NULLIF((SELECT ` + payloadField("t", "$.agent") + ` FROM events t
 	WHERE t.session_id = e.session_id AND t.type = 'task.submitted' ORDER BY t.seq LIMIT 1), ''), 'default')`
 
 // notNotes keeps the sessions, not the notes streams, the memory namespaces, the knowledge bases, the A2A push configs nor the dashboard's sign-ins
@@ -21,7 +21,7 @@ const sessionAgent = `COALESCE(NULLIF((SELECT json_extract(CAST(t.payload AS TEX
 var notNotes = eventlog.NotPrefixed("substr", "s.session_id")
 
 // Report implements eventlog.Analytics with SQL over the events table (JSON payloads
-// read with json_extract); quantiles are computed from the fetched latencies.
+// read with json_extract, payloadField); quantiles are computed from the fetched latencies.
 func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Stats, error) {
 	if l.isClosed() {
 		return nil, fmt.Errorf("eventlog/sqlite: stats: %w", eventlog.ErrClosed)
@@ -45,11 +45,11 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		return rows.Err()
 	}
 	where := `e.ts >= ? AND (? = '' OR ` + sessionAgent + ` = ?)`
-	err := q(`SELECT date(e.ts / 1000000, 'unixepoch'), `+sessionAgent+`, json_extract(CAST(e.payload AS TEXT), '$.model'),
-			count(*), total(json_extract(CAST(e.payload AS TEXT), '$.usage.prompt_tokens')),
-			total(json_extract(CAST(e.payload AS TEXT), '$.usage.completion_tokens')),
-			total(json_extract(CAST(e.payload AS TEXT), '$.usage.cached_tokens')),
-			total(json_extract(CAST(e.payload AS TEXT), '$.usage.cost_usd'))
+	err := q(`SELECT date(e.ts / 1000000, 'unixepoch'), `+sessionAgent+`, COALESCE(`+payloadField("e", "$.model")+`, ''),
+			count(*), total(`+payloadField("e", "$.usage.prompt_tokens")+`),
+			total(`+payloadField("e", "$.usage.completion_tokens")+`),
+			total(`+payloadField("e", "$.usage.cached_tokens")+`),
+			total(`+payloadField("e", "$.usage.cost_usd")+`)
 		FROM events e WHERE e.type = 'model.responded' AND `+where+` GROUP BY 1, 2, 3`,
 		func(scan func(...any) error) error {
 			var m eventlog.ModelUsage
@@ -66,8 +66,8 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 	}
 	lat := map[string][]int64{}
 	tools := map[string]*eventlog.ToolUsage{}
-	err = q(`SELECT json_extract(CAST(e.payload AS TEXT), '$.tool'), COALESCE(json_extract(CAST(e.payload AS TEXT), '$.latency_us'), 0),
-			COALESCE(json_extract(CAST(e.payload AS TEXT), '$.error'), '') != ''
+	err = q(`SELECT COALESCE(`+payloadField("e", "$.tool")+`, ''), COALESCE(`+payloadField("e", "$.latency_us")+`, 0),
+			COALESCE(`+payloadField("e", "$.error")+`, '') != ''
 		FROM events e WHERE e.type = 'tool.completed' AND `+where,
 		func(scan func(...any) error) error {
 			var name string
@@ -137,7 +137,7 @@ func (l *Log) Report(ctx context.Context, f eventlog.StatsFilter) (*eventlog.Sta
 		a.AvgSteps = float64(steps[name]) / float64(a.Sessions)
 		s.Sessions = append(s.Sessions, *a)
 	}
-	err = q(`SELECT COALESCE(json_extract(CAST(e.payload AS TEXT), '$.tier'), ''), substr(e.type, 8), count(*)
+	err = q(`SELECT COALESCE(`+payloadField("e", "$.tier")+`, ''), substr(e.type, 8), count(*)
 		FROM events e WHERE e.type LIKE 'memory.%' AND `+where+` GROUP BY 1, 2`,
 		func(scan func(...any) error) error {
 			var m eventlog.MemoryOps
