@@ -276,4 +276,45 @@ func TestCountWithinAgreesWithCount(t *testing.T) {
 	if got, ok := c.CountWithin(strings.Repeat("word ", 200_000), 10); ok || got > 12 {
 		t.Errorf("a megabyte within 10 tokens: %d, %v; want it to stop at 11", got, ok)
 	}
+	// A piece too long to fit is not counted: a megabyte of letters without a
+	// space (one piece) within 4,000 tokens answers from the piece's length.
+	run := strings.Repeat("a", 1<<20)
+	if got, ok := c.CountWithin(run, 4000); ok || got >= c.Count(run) {
+		t.Errorf("one piece of a megabyte within 4,000 tokens: %d, %v; want a bound past 4,000 below its count %d, not the count", got, ok, c.Count(run))
+	}
+}
+
+// Long pieces at every limit around their count, with text before them: the
+// bound CountWithin takes from a long piece's length never refuses a text within
+// the limit.
+func TestCountWithinAgreesWithCountOnLongPieces(t *testing.T) {
+	for _, name := range bpe.Encodings() {
+		c, err := bpe.New(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, text := range []string{strings.Repeat("a", 3000), "x y " + strings.Repeat("-", 5000), strings.Repeat(" ", 4000) + "z",
+			strings.Repeat("ab", 700) + " " + strings.Repeat("Ü", 900), strings.Repeat("abcdefghijklmnopqrstuvwxyz", 200)} {
+			n := c.Count(text)
+			for _, limit := range []int{0, 1, n / 3, n - 1, n, n + 1} {
+				got, ok := c.CountWithin(text, limit)
+				if ok != (n <= limit) || (ok && got != n) || (!ok && got <= limit) {
+					t.Fatalf("%s: %.40q… (count %d) within %d: %d, %v", name, text, n, limit, got, ok)
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkCountWithinLongPiece is the builder's search for where to cut one
+// unbroken piece of a megabyte (a task's input of letters without a space) to fit
+// 4,000 tokens: CountWithin at each halving of the text.
+func BenchmarkCountWithinLongPiece(b *testing.B) {
+	c, _ := bpe.New("cl100k_base")
+	text := strings.Repeat("a", 1<<20)
+	for b.Loop() {
+		for cut := len(text); cut > 0; cut /= 2 {
+			c.CountWithin(text[:cut], 4000)
+		}
+	}
 }
