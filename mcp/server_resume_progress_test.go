@@ -20,7 +20,7 @@ import (
 // timed out on a long task after a restart of the node, though the task ran on.
 func TestServerHTTPResumedRunTaskTellsProgress(t *testing.T) {
 	first := newHoldModel(false)
-	r := newRestartable(t, mcp.ServerOptions{ReconnectDelay: 200 * time.Millisecond, ProgressInterval: 100 * time.Millisecond}, first)
+	r := newRestartable(t, mcp.ServerOptions{ProgressInterval: 100 * time.Millisecond}, first)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var mu sync.Mutex
