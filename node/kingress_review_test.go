@@ -1,0 +1,78 @@
+//go:build review
+
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	kgo "github.com/segmentio/kafka-go"
+
+	"github.com/troupe-run/troupe/messages"
+	"github.com/troupe-run/troupe/node"
+)
+
+// waitTaskResult waits up to d for the result of task taskID of session on
+// troupe.results, and reports whether it came.
+func waitTaskResult(t *testing.T, k kafkaEnv, session, taskID string, d time.Duration) (messages.TaskResult, bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		for _, m := range topicRecords(t, k, messages.TopicResults, session) {
+			var res messages.TaskResult
+			if json.Unmarshal(m.Value, &res) == nil && res.TaskID == taskID {
+				return res, true
+			}
+		}
+		if time.Now().After(deadline) {
+			return messages.TaskResult{}, false
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+}
+
+// A cancel on troupe.tasks whose session_id is long (600 kB: under kcat's default
+// message.max.bytes of 1,000,000) is refused; the reason quoted the session_id
+// whole, so the poisoned copy (the record and its reason) was over the 1 MiB a
+// Kafka message holds: troupe.poison refused it, the record was handled again
+// every 500 ms for ever, its offset never committed, and once 64 records of its
+// partition were past it (NodeTasksInFlight) nothing more of the partition ran.
+func TestLongRefusedCancelIsPoisonedAndItsPartitionMoves(t *testing.T) {
+	k := newKafkaEnv(t)
+	k.node(t)
+	session := "longcancel-" + time.Now().Format("150405.000000")
+	w := k.writer(t, messages.TopicTasks)
+	defer w.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	long := strings.Repeat("a", 600_000)
+	if err := w.WriteMessages(ctx, kgo.Message{Key: []byte(session), Value: []byte(`{"session_id":"` + long + `"}`),
+		Headers: []kgo.Header{{Key: "type", Value: []byte(messages.TypeCancelRequested)}}}); err != nil {
+		t.Fatal(err)
+	}
+	const tasks = 70
+	var recs []kgo.Message
+	for i := range tasks {
+		recs = append(recs, kgo.Message{Key: []byte(session), Value: []byte(fmt.Sprintf(`{"input":"echo %d","task_id":"t-%d"}`, i, i))})
+	}
+	if err := w.WriteMessages(ctx, recs...); err != nil {
+		t.Fatal(err)
+	}
+	last := fmt.Sprintf("t-%d", tasks-1)
+	if res, ok := waitTaskResult(t, k, session, last, 30*time.Second); !ok || res.Status != messages.StatusCompleted {
+		t.Errorf("task %s: %+v (found %v), want it completed", last, res, ok)
+	}
+	poisoned := 0
+	eachRecord(t, k, node.TopicPoison, func(m kgo.Message) {
+		if string(m.Key) == session {
+			poisoned++
+		}
+	})
+	if poisoned != 1 {
+		t.Errorf("poisoned %d records keyed %s, want the cancel", poisoned, session)
+	}
+}
