@@ -1,5 +1,3 @@
-//go:build review
-
 package node_test
 
 import (
@@ -14,6 +12,7 @@ import (
 
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
+	"github.com/troupe-run/troupe/node/nodetest"
 )
 
 // waitTaskResult waits up to d for the result of task taskID of session on
@@ -74,5 +73,42 @@ func TestLongRefusedCancelIsPoisonedAndItsPartitionMoves(t *testing.T) {
 	})
 	if poisoned != 1 {
 		t.Errorf("poisoned %d records keyed %s, want the cancel", poisoned, session)
+	}
+}
+
+// TestRefusalsQuoteTheHeadOfLongValues: what a record on troupe.tasks gives (its
+// key, a cancel's or an approval's session_id, call and by, a key of its JSON) is
+// quoted in the reason it is refused with, which goes on troupe.poison with the
+// record; each is quoted by its head, so that the reason stays short and the
+// poisoned copy is no larger than the record by more than a few hundred bytes.
+func TestRefusalsQuoteTheHeadOfLongValues(t *testing.T) {
+	n := nodetest.Start(t, node.Config{})
+	in := n.Ingress()
+	long := strings.Repeat("a", 100_000)
+	bus := func(payload, key string) node.Arrival {
+		return node.Arrival{Source: node.SourceBus, Payload: []byte(payload), MessageID: "m-1", Key: key}
+	}
+	check := func(what string, err error) {
+		t.Helper()
+		if err == nil {
+			t.Errorf("%s: accepted", what)
+		} else if len(err.Error()) > 1024 {
+			t.Errorf("%s: an error of %d bytes: %.200s…", what, len(err.Error()), err)
+		}
+	}
+	_, err := in.Decode(bus(`{"input":"x"}`, long))
+	check("a task keyed by a long key", err)
+	_, err = in.Decode(bus(`{"input":"x","`+long+`":1}`, "s"))
+	check("a task with a long unknown key", err)
+	_, err = in.DecodeCancel(bus(`{"session_id":"`+long+`"}`, "s"))
+	check("a cancel of a long session_id", err)
+	for _, p := range []string{
+		`{"session_id":"` + long + `","call":"c","approve":true}`,
+		`{"session_id":"s","call":"` + long + `","approve":true}`,
+		`{"session_id":"s","call":"c","approve":true,"by":"` + long + `"}`,
+		`{"session_id":"s","call":"c","approve":true,"` + long + `":1,"` + long + `":2}`,
+	} {
+		_, err = in.DecodeApproval(bus(p, "s"))
+		check("approval "+p[:40], err)
 	}
 }
