@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
 )
 
 // Metrics are a node's Prometheus metrics, in a registry of its own (served at
@@ -350,6 +352,9 @@ type poisonPublisher struct {
 }
 
 func (p poisonPublisher) Publish(topic string, msgs ...*message.Message) error {
+	for i, msg := range msgs {
+		msgs[i] = fitPoisoned(msg)
+	}
 	err := p.Publisher.Publish(topic, msgs...)
 	for _, msg := range msgs {
 		reason := msg.Metadata.Get(middleware.ReasonForPoisonedKey)
@@ -361,6 +366,35 @@ func (p poisonPublisher) Publish(topic string, msgs ...*message.Message) error {
 		p.logger.Error("bus message sent to the poison topic", "handler", p.handler, "topic", topic, "message", msg.UUID, "reason", reason)
 	}
 	return err
+}
+
+// TruncatedPoisonedKey is the metadata entry (a record header on Kafka) of a
+// message on TopicPoison whose payload was cut to fit the bus: the payload's
+// length, in bytes, before the cut. The whole record is where it was read from
+// (its topic, partition and offset), as long as the topic keeps it.
+const TruncatedPoisonedKey = "truncated_poisoned"
+
+// fitPoisoned returns msg, or, when its payload and metadata (the poison
+// middleware's headers among them: the reason, the topic, the handler) are over
+// messages.BusMessageMax, a copy whose payload is cut to fit, with
+// TruncatedPoisonedKey. A record as large as its producer may send (a Java
+// producer's default limit is the broker's) is larger than that once poisoned:
+// the bus refused it, and the message was handled again for ever, holding back
+// its session and, past the partition's messages in flight, its partition.
+func fitPoisoned(msg *message.Message) *message.Message {
+	size := len(msg.UUID) + len(msg.Payload)
+	for k, v := range msg.Metadata {
+		size += len(k) + len(v)
+	}
+	over := size + len(TruncatedPoisonedKey) + 20 - messages.BusMessageMax
+	if len(msg.Payload) == 0 || over <= 0 {
+		return msg
+	}
+	out := msg.Copy()
+	out.SetContext(msg.Context())
+	out.Payload = msg.Payload[:max(len(msg.Payload)-over, 0)]
+	out.Metadata.Set(TruncatedPoisonedKey, strconv.Itoa(len(msg.Payload)))
+	return out
 }
 
 type forwardedKey struct{}
