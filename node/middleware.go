@@ -382,11 +382,7 @@ const TruncatedPoisonedKey = "truncated_poisoned"
 // the bus refused it, and the message was handled again for ever, holding back
 // its session and, past the partition's messages in flight, its partition.
 func fitPoisoned(msg *message.Message) *message.Message {
-	size := len(msg.UUID) + len(msg.Payload)
-	for k, v := range msg.Metadata {
-		size += len(k) + len(v)
-	}
-	over := size + len(TruncatedPoisonedKey) + 20 - messages.BusMessageMax
+	over := messageSize(msg) + len(TruncatedPoisonedKey) + 20 - messages.BusMessageMax
 	if len(msg.Payload) == 0 || over <= 0 {
 		return msg
 	}

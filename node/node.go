@@ -944,7 +944,16 @@ func (n *Node) handleTask(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: task message %s: %w", errPermanent, msg.UUID, err)
 	}
-	if forwarded, err := n.forward(msg, env.SessionID); forwarded || err != nil {
+	// A copy too large for the bus goes as a task too large for it does: its
+	// envelope, stored in the log.
+	stored := func() (*message.Message, error) {
+		b, err := messages.Marshal(env)
+		if err != nil {
+			return nil, err
+		}
+		return n.taskRef(msg.Context(), env, b)
+	}
+	if forwarded, err := n.forward(msg, env.SessionID, stored); forwarded || err != nil {
 		return err
 	}
 	if n.tracing.on() {
