@@ -1,5 +1,3 @@
-//go:build review
-
 package node_test
 
 import (
@@ -13,7 +11,8 @@ import (
 )
 
 // A task whose reply_topic is troupe_results (Kafka treats '.' and '_' in topic
-// names alike: troupe_results and troupe.results collide) was taken: on a cluster
+// names alike: troupe_results and troupe.results collide) is poisoned. It was
+// taken: on a cluster
 // whose troupe.results was not created yet, the reply topic was created in its
 // place, and troupe.results could never be, so no result of any session reached
 // it (on one where it was, the reply topic is refused and its result lost).
