@@ -184,7 +184,7 @@ func DecodeMemoryCommand(b []byte) (MemoryCommand, error) {
 		return c, fmt.Errorf("%w: memory command without id, namespace or action", ErrCorrupt)
 	case c.SessionID != "memory/"+c.Namespace && !(strings.HasPrefix(c.Action, "kb_") && c.SessionID == "kb/"+c.Namespace) &&
 		!(c.Action == "notes" && c.SessionID == "notes/"+c.Namespace):
-		return c, fmt.Errorf("%w: memory command %s for namespace %s keyed %q", ErrCorrupt, c.ID, c.Namespace, c.SessionID)
+		return c, fmt.Errorf("%w: memory command %s for namespace %s keyed %s", ErrCorrupt, QuoteHead(c.ID), QuoteHead(c.Namespace), QuoteHead(c.SessionID))
 	case c.ReplyTopic == "" || c.ReplyNode == "":
 		return c, fmt.Errorf("%w: memory command %s without reply_topic or reply_node", ErrCorrupt, c.ID)
 	}

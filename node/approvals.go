@@ -52,13 +52,13 @@ func (in *Ingress) AdmitApproval(sessionID, call string, approve bool, reason, b
 	}
 	switch {
 	case !ValidSessionID(sessionID):
-		return bad("session_id %q: must be %s", sessionID, SessionIDRule)
+		return bad("session_id %s: must be %s", QuoteHead(sessionID), SessionIDRule)
 	case call == "" || len(call) > maxApprovalCall || !utf8.ValidString(call):
-		return bad("call %q: want the call_id or the key of the call (as GET /v1/approvals lists it), at most %d bytes", call, maxApprovalCall)
+		return bad("call %s: want the call_id or the key of the call (as GET /v1/approvals lists it), at most %d bytes", QuoteHead(call), maxApprovalCall)
 	case len(reason) > maxApprovalReason || !utf8.ValidString(reason):
 		return bad("reason: want at most %d bytes of UTF-8", maxApprovalReason)
 	case !slices.Contains(answerSources, by):
-		return bad("by %q: want one of %s", by, strings.Join(answerSources, ", "))
+		return bad("by %s: want one of %s", QuoteHead(by), strings.Join(answerSources, ", "))
 	}
 	return messages.ApprovalAnswer{SessionID: sessionID, Call: call, Approve: approve, Reason: in.redactor.String(reason), By: by}, nil
 }
@@ -169,7 +169,7 @@ func (n *Node) handleApproval(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: approval message %s: %w", errPermanent, msg.UUID, err)
 	}
-	if forwarded, err := n.forward(msg, c.SessionID); forwarded || err != nil {
+	if forwarded, err := n.forward(msg, c.SessionID, commandOf(&c)); forwarded || err != nil {
 		return err
 	}
 	err = n.approveHere(c)
@@ -354,9 +354,9 @@ func checkKeys(body []byte, names []string, unknown bool) error {
 		}
 		switch {
 		case slices.Contains(seen, key):
-			err = fmt.Errorf("duplicate key %q", key)
+			err = fmt.Errorf("duplicate key %s", QuoteHead(key))
 		case !slices.Contains(names, key) && (!unknown || slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, key) })):
-			err = fmt.Errorf("unknown field %q (field names are case-sensitive)", key)
+			err = fmt.Errorf("unknown field %s (field names are case-sensitive)", QuoteHead(key))
 		}
 		seen = append(seen, key)
 	})

@@ -124,7 +124,7 @@ func (n *Node) eventAt(ctx context.Context, sessionID string, seq uint64) (messa
 // reference's header names (messages.MetaStored).
 func (n *Node) storedTask(ctx context.Context, stream string) ([]byte, error) {
 	if !strings.HasPrefix(stream, messages.BusStream(messages.BusStoredTask, "")) {
-		return nil, fmt.Errorf("%w: the header %s names %q, not a stored task", errPermanent, messages.MetaStored, stream)
+		return nil, fmt.Errorf("%w: the header %s names %s, not a stored task", errPermanent, messages.MetaStored, QuoteHead(stream))
 	}
 	b, err := n.loadMessage(ctx, stream)
 	if errors.Is(err, messages.ErrCorrupt) || err == nil && len(b) == 0 {

@@ -690,7 +690,7 @@ func (n *Node) handleCancel(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: cancel message %s: %w", errPermanent, msg.UUID, err)
 	}
-	if forwarded, err := n.forward(msg, c.SessionID); forwarded || err != nil {
+	if forwarded, err := n.forward(msg, c.SessionID, commandOf(&c)); forwarded || err != nil {
 		return err
 	}
 	err = n.cancelHere(c)
@@ -724,7 +724,14 @@ func (n *Node) PartitionsOwned() int {
 // message, for one without a key or session_id, too), and a copy forwarded twice (this
 // node crashed between forwarding and committing, and the message was read again)
 // is skipped by ID on the owner, and by the session's log.
-func (n *Node) forward(msg *message.Message, sessionID string) (bool, error) {
+//
+// A copy over effectMessageMax (a record as large as its producer may send: the
+// session's key and headers made it larger than the bus takes, and its forward
+// failed for ever) carries instead, when compact is set, the payload and metadata
+// compact returns: what the node read, in fewer bytes (a task's envelope, stored in
+// the log as a task too large for the bus is; a cancellation or an answer encoded
+// anew, without the spaces a producer may have padded it with).
+func (n *Node) forward(msg *message.Message, sessionID string, compact func() (*message.Message, error)) (bool, error) {
 	if !n.sharded() {
 		return false, nil
 	}
@@ -751,6 +758,16 @@ func (n *Node) forward(msg *message.Message, sessionID string) (bool, error) {
 		out.Metadata.Set(k, v)
 	}
 	out.Metadata.Set(messages.MetaSessionID, sessionID)
+	if compact != nil && messageSize(out) > effectMessageMax {
+		small, err := compact()
+		if err != nil {
+			return true, fmt.Errorf("forward message %s of session %s: %w", msg.UUID, sessionID, err) // retried
+		}
+		out.Payload = small.Payload
+		for k, v := range small.Metadata {
+			out.Metadata.Set(k, v)
+		}
+	}
 	out.SetContext(msg.Context())
 	if err := n.pub.Publish(messages.TopicTasks, out); err != nil {
 		return true, fmt.Errorf("forward message %s of session %s from partition %d of %s to partition %d: %w",
@@ -761,6 +778,29 @@ func (n *Node) forward(msg *message.Message, sessionID string) (bool, error) {
 	n.cfg.Logger.Debug("forwarded a message to its session's partition", "message", msg.UUID, "session", sessionID,
 		"from", from, "to", to)
 	return true, nil
+}
+
+// messageSize is the size of msg on the bus, as the Kafka publisher counts it
+// against its limit: its payload, and its metadata as headers (the message ID's
+// among them).
+func messageSize(msg *message.Message) int {
+	size := len(msg.UUID) + len(msg.Payload)
+	for k, v := range msg.Metadata {
+		size += len(k) + len(v)
+	}
+	return size
+}
+
+// commandOf is forward's compact form of a command read from troupe.tasks: c,
+// encoded anew.
+func commandOf(c messages.Command) func() (*message.Message, error) {
+	return func() (*message.Message, error) {
+		b, err := messages.EncodeCommand(c)
+		if err != nil {
+			return nil, err
+		}
+		return message.NewMessage("", b), nil
+	}
 }
 
 // closing reports whether Close has begun.

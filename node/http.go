@@ -415,14 +415,14 @@ func taskKeys(body []byte) (deadline, taskID []byte, err error) {
 		}
 		switch {
 		case !names[key]:
-			err = fmt.Errorf("%w: unknown field %q", ErrBadTask, key)
+			err = fmt.Errorf("%w: unknown field %s", ErrBadTask, QuoteHead(key))
 			for name := range names {
 				if strings.EqualFold(name, key) {
-					err = fmt.Errorf("%w: unknown field %q (field names are case-sensitive: %q)", ErrBadTask, key, name)
+					err = fmt.Errorf("%w: unknown field %s (field names are case-sensitive: %q)", ErrBadTask, QuoteHead(key), name)
 				}
 			}
 		case slices.Contains(seen[:n], key):
-			err = fmt.Errorf("%w: duplicate key %q", ErrBadTask, key)
+			err = fmt.Errorf("%w: duplicate key %s", ErrBadTask, QuoteHead(key))
 		default:
 			seen[n] = key
 			n++

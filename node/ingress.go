@@ -311,7 +311,7 @@ func (in *Ingress) admitTask(t Task, a Arrival, c *child) (messages.Envelope, *m
 		switch {
 		case a.Source == SourceBus && a.Key != "":
 			if !ValidSessionID(a.Key) {
-				return messages.Envelope{}, nil, fmt.Errorf("%w: session %q: not a valid session ID", ErrBadTask, a.Key)
+				return messages.Envelope{}, nil, fmt.Errorf("%w: session %s (the record's key): not a valid session ID", ErrBadTask, QuoteHead(a.Key))
 			}
 			t.SessionID = a.Key
 		case t.TaskID != "":
@@ -464,7 +464,7 @@ const maxCancelReason = 4096
 func (in *Ingress) AdmitCancel(sessionID, reason string) (messages.CancelRequest, error) {
 	switch {
 	case !ValidSessionID(sessionID):
-		return messages.CancelRequest{}, fmt.Errorf("%w: cancel: session_id %q: must be %s", ErrBadTask, sessionID, SessionIDRule)
+		return messages.CancelRequest{}, fmt.Errorf("%w: cancel: session_id %s: must be %s", ErrBadTask, QuoteHead(sessionID), SessionIDRule)
 	case len(reason) > maxCancelReason:
 		return messages.CancelRequest{}, fmt.Errorf("%w: cancel: reason: %d bytes, want at most %d", ErrBadTask, len(reason), maxCancelReason)
 	case !utf8.ValidString(reason):

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/message/router/middleware"
@@ -15,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/messages"
 )
 
 // Metrics are a node's Prometheus metrics, in a registry of its own (served at
@@ -350,6 +353,9 @@ type poisonPublisher struct {
 }
 
 func (p poisonPublisher) Publish(topic string, msgs ...*message.Message) error {
+	for i, msg := range msgs {
+		msgs[i] = fitPoisoned(msg)
+	}
 	err := p.Publisher.Publish(topic, msgs...)
 	for _, msg := range msgs {
 		reason := msg.Metadata.Get(middleware.ReasonForPoisonedKey)
@@ -361,6 +367,48 @@ func (p poisonPublisher) Publish(topic string, msgs ...*message.Message) error {
 		p.logger.Error("bus message sent to the poison topic", "handler", p.handler, "topic", topic, "message", msg.UUID, "reason", reason)
 	}
 	return err
+}
+
+// TruncatedPoisonedKey is the metadata entry (a record header on Kafka) of a
+// message on TopicPoison whose payload was cut to fit the bus: the payload's
+// length, in bytes, before the cut. The whole record is where it was read from
+// (its topic, partition and offset), as long as the topic keeps it.
+const TruncatedPoisonedKey = "truncated_poisoned"
+
+// maxPoisonReason bounds the reason a poisoned message carries
+// (middleware.ReasonForPoisonedKey), in bytes.
+const maxPoisonReason = 4096
+
+// fitPoisoned returns msg, or, when its reason is over maxPoisonReason or its
+// payload and metadata (the poison middleware's headers among them: the reason,
+// the topic, the handler) are over messages.BusMessageMax, a copy with the reason
+// cut at a character boundary and then the payload cut to fit, with
+// TruncatedPoisonedKey. A record as large as its producer may send (a Java
+// producer's default limit is the broker's) is larger than that once poisoned,
+// and so was one whose reason quoted a long value of it: the bus refused it, and
+// the message was handled again for ever, holding back its session and, past the
+// partition's messages in flight, its partition.
+func fitPoisoned(msg *message.Message) *message.Message {
+	reason := msg.Metadata.Get(middleware.ReasonForPoisonedKey)
+	over := messageSize(msg) + len(TruncatedPoisonedKey) + 20 - messages.BusMessageMax
+	if len(reason) <= maxPoisonReason && (len(msg.Payload) == 0 || over <= 0) {
+		return msg
+	}
+	out := msg.Copy()
+	out.SetContext(msg.Context())
+	if len(reason) > maxPoisonReason {
+		cut := maxPoisonReason
+		for cut > 0 && !utf8.RuneStart(reason[cut]) {
+			cut--
+		}
+		out.Metadata.Set(middleware.ReasonForPoisonedKey, reason[:cut]+"…")
+		over -= len(reason) - cut - len("…")
+	}
+	if len(msg.Payload) > 0 && over > 0 {
+		out.Payload = msg.Payload[:max(len(msg.Payload)-over, 0)]
+		out.Metadata.Set(TruncatedPoisonedKey, strconv.Itoa(len(msg.Payload)))
+	}
+	return out
 }
 
 type forwardedKey struct{}

@@ -944,7 +944,16 @@ func (n *Node) handleTask(msg *message.Message) error {
 	if err != nil {
 		return fmt.Errorf("%w: task message %s: %w", errPermanent, msg.UUID, err)
 	}
-	if forwarded, err := n.forward(msg, env.SessionID); forwarded || err != nil {
+	// A copy too large for the bus goes as a task too large for it does: its
+	// envelope, stored in the log.
+	stored := func() (*message.Message, error) {
+		b, err := messages.Marshal(env)
+		if err != nil {
+			return nil, err
+		}
+		return n.taskRef(msg.Context(), env, b)
+	}
+	if forwarded, err := n.forward(msg, env.SessionID, stored); forwarded || err != nil {
 		return err
 	}
 	if n.tracing.on() {
@@ -1333,12 +1342,16 @@ func checkReplyTopic(topic string) error {
 	if topic == "." || topic == ".." {
 		return fmt.Errorf("%w: reply_topic %q is not a legal Kafka topic name", ErrBadTask, topic)
 	}
-	if strings.HasPrefix(topic, ownNamespace) {
-		return fmt.Errorf("%w: reply_topic %q is in the node's own %q namespace", ErrBadTask, topic, ownNamespace)
+	// Kafka treats '.' and '_' in topic names alike: troupe_results collides with
+	// troupe.results (created first, it takes its place; created second, it is
+	// refused).
+	same := strings.ReplaceAll(topic, "_", ".")
+	if strings.HasPrefix(same, ownNamespace) {
+		return fmt.Errorf("%w: reply_topic %q is in the node's own %q namespace (Kafka treats '.' and '_' in topic names alike)", ErrBadTask, topic, ownNamespace)
 	}
 	for _, own := range ownTopics() {
-		if strings.HasSuffix(topic, own) {
-			return fmt.Errorf("%w: reply_topic %q is the node's own topic %s behind a prefix", ErrBadTask, topic, own)
+		if strings.HasSuffix(same, own) {
+			return fmt.Errorf("%w: reply_topic %q is the node's own topic %s behind a prefix (Kafka treats '.' and '_' in topic names alike)", ErrBadTask, topic, own)
 		}
 	}
 	return nil
