@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/troupe-run/troupe/eventlog"
+	"github.com/troupe-run/troupe/eventlog/sqlite"
 	"github.com/troupe-run/troupe/llm"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/node"
@@ -164,6 +165,12 @@ func checkLog(ctx context.Context, log eventlog.Log, want int) (string, error) {
 		}
 	}
 	summary := fmt.Sprintf("log: %d sessions (%v)", len(infos), byStatus)
+	if sl, ok := log.(interface{ Stats() sqlite.Stats }); ok {
+		// The whole run's (warm-up included): how many appends group commit
+		// coalesced into each transaction.
+		st := sl.Stats()
+		summary += fmt.Sprintf("; %d appends in %d transactions (%.1f each)", st.Appends, st.Transactions, float64(st.Appends)/float64(max(st.Transactions, 1)))
+	}
 	if len(infos) != want || len(bad) > 0 {
 		return summary, fmt.Errorf("%s, want %d completed after 2 model calls each; e.g. %s", summary, want, strings.Join(bad, "; "))
 	}
