@@ -1,5 +1,3 @@
-//go:build review
-
 package react_test
 
 import (
@@ -16,6 +14,9 @@ func TestParseReActFormatsOfThePaper(t *testing.T) {
 		"Thought: done\nAction: Finish[42]":                                         {answer: "42"},
 		"Thought 1: compute\nAction 1: calculator[2+2]":                             {tool: "calculator", args: `{"expression":"2+2"}`},
 		"Thought: I cannot finish [it] without computing.\nAction: calculator[2+2]": {tool: "calculator", args: `{"expression":"2+2"}`},
+		// An observation and a Finish the model invents after its action are not read.
+		"Thought: x\nAction: calculator[2+2]\nObservation: 4\nThought: so\nFinish[4]": {tool: "calculator", args: `{"expression":"2+2"}`},
+		"Thought: done\nAction 2: finish[ 42 ]":                                       {answer: "42"},
 	}
 	for reply, want := range cases {
 		msg, err := react.Parse(reply, tools, 3)
