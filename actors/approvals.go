@@ -184,6 +184,13 @@ var ErrApprovalNotPending = errors.New("no approval of this call is pending")
 // already resolved with the same decision (the answer is then to be acknowledged and
 // not recorded again), or an error wrapping ErrApprovalNotPending.
 func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingApproval, duplicate bool, err error) {
+	if keys := s.approvalsOfCallID(call); len(keys) > 1 {
+		// A model gave calls of one reply the same ID: an answer by that ID could
+		// approve a call nobody looked at (the same answer sent twice would approve
+		// both), so it must name the call by its key.
+		return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: %d calls of the model's reply have this call ID (keys %s): answer by key",
+			s.SessionID, call, ErrApprovalNotPending, len(keys), strings.Join(keys, ", "))
+	}
 	open := s.PendingApprovals()
 	if i := slices.IndexFunc(open, func(p PendingApproval) bool { return p.Key == call || p.CallID == call }); i >= 0 {
 		return open[i], false, nil
@@ -210,6 +217,23 @@ func (s *SessionState) CheckAnswer(call string, approve bool) (pending PendingAp
 		ids[i] = p.CallID
 	}
 	return PendingApproval{}, false, fmt.Errorf("session %s: call %s: %w: the calls waiting are %s", s.SessionID, call, ErrApprovalNotPending, strings.Join(ids, ", "))
+}
+
+// approvalsOfCallID returns the keys of the running task's calls of the model's
+// latest reply that asked for approval with the call ID call, unless call is the
+// key of one of them.
+func (s *SessionState) approvalsOfCallID(call string) []string {
+	t := s.active
+	if t == nil || s.approvals[call] != nil {
+		return nil
+	}
+	var keys []string
+	for _, c := range t.calls {
+		if c.approval != nil && c.req.CallID == call {
+			keys = append(keys, c.req.Key)
+		}
+	}
+	return keys
 }
 
 func describeResolution(r messages.ApprovalResolved) string {

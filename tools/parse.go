@@ -437,8 +437,10 @@ func (w *walker) plain(v any, path string, depth int) any {
 		}
 		w.fail(path, "%s is a number too large to represent", name(path))
 	case map[string]any:
-		for k, e := range x {
-			x[k] = w.plain(e, join(path, k), depth+1)
+		// In key order: the problems found, and the first one's field, are the
+		// same every time (a chain's refusal is a session's decision, replayed).
+		for _, k := range slices.Sorted(maps.Keys(x)) {
+			x[k] = w.plain(x[k], join(path, k), depth+1)
 		}
 	case []any:
 		for i, e := range x {

@@ -150,12 +150,14 @@ Finish[the final answer]`)
 }
 
 var (
-	fence       = regexp.MustCompile("(?s)```[a-zA-Z]*\\s*(.*?)```")
-	finishRe    = regexp.MustCompile(`(?is)finish\s*\[(.*)`)
+	fence    = regexp.MustCompile("(?s)```[a-zA-Z]*\\s*(.*?)```")
+	finishRe = regexp.MustCompile(`(?is)finish\s*\[(.*)`)
+	// finishLine is a Finish that opens its line.
+	finishLine  = regexp.MustCompile(`(?i)(?:^|\n)\s*finish\s*\[`)
 	finalRe     = regexp.MustCompile(`(?is)final answer\s*:\s*(.+)`)
-	actionRe    = regexp.MustCompile(`(?is)action\s*:\s*[` + "`" + `"']?([a-zA-Z0-9_.-]+)[` + "`" + `"']?\s*(\[(.*)\])?`)
-	actionInput = regexp.MustCompile(`(?is)action\s+input\s*:\s*(.+)`)
-	thoughtRe   = regexp.MustCompile(`(?is)thought\s*:\s*(.*?)(?:\n\s*(?:action|finish)|$)`)
+	actionRe    = regexp.MustCompile(`(?is)action\s*\d*\s*:\s*[` + "`" + `"']?([a-zA-Z0-9_.-]+)[` + "`" + `"']?\s*(\[(.*)\])?`)
+	actionInput = regexp.MustCompile(`(?is)action\s+input\s*\d*\s*:\s*(.+)`)
+	thoughtRe   = regexp.MustCompile(`(?is)thought\s*\d*\s*:\s*(.*?)(?:\n\s*(?:action|finish)|$)`)
 )
 
 // Parse reads one text-protocol reply: an action becomes a tool call (its ID derived
@@ -171,7 +173,22 @@ func Parse(reply string, tools []messages.ToolSpec, step int) (messages.ChatMess
 	}
 	a := actionRe.FindStringSubmatchIndex(text)
 	f := finishRe.FindStringSubmatchIndex(text)
-	if f != nil && (a == nil || f[0] < a[0]) {
+	if a != nil {
+		switch l := finishLine.FindStringIndex(text); {
+		case strings.EqualFold(text[a[2]:a[3]], "finish") && a[6] >= 0 && !hasTool(tools, "finish"):
+			// The ReAct paper's "Action: Finish[answer]".
+			f = []int{a[0], a[1], a[6], a[7]}
+		case f != nil && f[0] < a[0] && l != nil && l[0] < a[0]:
+			// A Finish of its own line before the action ends the task.
+			f = finishRe.FindStringSubmatchIndex(text[l[0]:])
+			for i := range f {
+				f[i] += l[0]
+			}
+		default:
+			f = nil // none, after the action, or one a thought mentions ("I cannot finish [it] yet")
+		}
+	}
+	if f != nil {
 		return messages.ChatMessage{Role: messages.RoleAssistant, Content: strings.TrimSpace(balanced(text[f[2]:f[3]]))}, nil
 	}
 	if a == nil {
@@ -240,6 +257,11 @@ func firstLineOrJSON(s string) string {
 	}
 	line, _, _ := strings.Cut(s, "\n")
 	return line
+}
+
+func hasTool(tools []messages.ToolSpec, name string) bool {
+	_, ok := findTool(tools, name)
+	return ok
 }
 
 func findTool(tools []messages.ToolSpec, name string) (messages.ToolSpec, bool) {

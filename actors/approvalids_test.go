@@ -1,0 +1,54 @@
+package actors_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/troupe-run/troupe/actors"
+	"github.com/troupe-run/troupe/llm"
+	"github.com/troupe-run/troupe/messages"
+)
+
+// A model gives two calls that need approval the same call ID. An answer by that
+// ID is refused, naming the calls' keys: it could approve a call nobody looked at
+// (the answer to call "x", to bob, sent twice approved the call to mallory too).
+// An answer by key approves that call only.
+func TestApprovalByACallIDSharedInOneReplyIsRefused(t *testing.T) {
+	model := script(t, calls(
+		messages.ToolCall{ID: "x", Name: "send", Arguments: `{"to":"bob"}`},
+		messages.ToolCall{ID: "x", Name: "send", Arguments: `{"to":"mallory"}`}),
+		llm.ScriptStep{Content: "done"})
+	h := newApprovalHarness(t, model, 0)
+	h.submit("dup", "t1", "send it")
+	events := h.waitEvent("dup", messages.TypeApprovalRequested, 2)
+	var keys []string
+	for _, e := range events {
+		if e.Type == messages.TypeApprovalRequested {
+			keys = append(keys, decode[*messages.ApprovalRequested](t, e).Key)
+		}
+	}
+	for range 2 { // an answer, and its retry
+		res, err := h.resolve("dup", "x", true, "bob is fine")
+		if e, ok := res.(error); err != nil || !ok || !errors.Is(e, actors.ErrApprovalNotPending) || !strings.Contains(e.Error(), keys[0]+", "+keys[1]) {
+			t.Fatalf("an answer by the shared call ID: %v %v", res, err)
+		}
+	}
+	if res, err := h.resolve("dup", keys[0], true, "bob is fine"); err != nil {
+		t.Fatalf("approve by key: %v %v", res, err)
+	} else if acc, ok := res.(*actors.TaskAccepted); !ok || acc.Duplicate {
+		t.Fatalf("approve by key: %v", res)
+	}
+	h.waitEvent("dup", messages.TypeApprovalResolved, 1)
+	if res, err := h.resolve("dup", keys[0], true, ""); err != nil || !res.(*actors.TaskAccepted).Duplicate {
+		t.Fatalf("the same answer by key again: %v %v", res, err)
+	}
+	if res, err := h.resolve("dup", keys[1], false, "not mallory"); err != nil {
+		t.Fatalf("reject by key: %v %v", res, err)
+	}
+	events = h.wait("dup")
+	if n := h.sends.Load(); n != 1 {
+		t.Fatalf("send ran %d times, want 1 (bob's)", n)
+	}
+	verifyDeterministic(t, h.agent(t, model), events)
+}
