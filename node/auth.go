@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -177,6 +178,12 @@ type gate struct {
 	mu     sync.RWMutex
 	hashes [][sha256.Size]byte
 
+	// serving are the requests signed in with a token that are being served, each
+	// with the cancel of its context: a reload that drops their token cancels
+	// them, so that a stream opened with a revoked token ends (cut).
+	servingMu sync.Mutex
+	serving   map[*servedRequest]struct{}
+
 	limits *limiters
 
 	// sessions are the dashboard's logins; logins limits the login attempts per
@@ -256,7 +263,46 @@ func (g *gate) reload() error {
 	g.mu.Lock()
 	g.hashes = hashes
 	g.mu.Unlock()
+	g.cut()
 	return nil
+}
+
+// servedRequest is a request signed in with a token, being served.
+type servedRequest struct {
+	token  [sha256.Size]byte
+	cancel context.CancelFunc
+}
+
+// serve serves r, signed in with the token of hash sum, with a context that cut
+// cancels when a reload drops the token.
+func (g *gate) serve(h http.Handler, w http.ResponseWriter, r *http.Request, sum [sha256.Size]byte) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	s := &servedRequest{token: sum, cancel: cancel}
+	g.servingMu.Lock()
+	if g.serving == nil {
+		g.serving = map[*servedRequest]struct{}{}
+	}
+	g.serving[s] = struct{}{}
+	g.servingMu.Unlock()
+	defer func() {
+		g.servingMu.Lock()
+		delete(g.serving, s)
+		g.servingMu.Unlock()
+	}()
+	h.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// cut cancels the requests being served whose token is no longer one of the
+// node's: their streams end.
+func (g *gate) cut() {
+	g.servingMu.Lock()
+	defer g.servingMu.Unlock()
+	for s := range g.serving {
+		if !g.known(s.token) {
+			s.cancel()
+		}
+	}
 }
 
 // tokenHashes are the SHA-256 of the tokens.
@@ -323,6 +369,7 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 			return
 		}
 		key := "ip:" + g.clientIP(r)
+		var token *[sha256.Size]byte // the hash of the token the request is signed in with
 		if g.closed() {
 			sum, ok := g.match(r)
 			if !ok && r.Header.Get("Authorization") == "" {
@@ -362,6 +409,7 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 				return
 			}
 			key = "token:" + string(sum[:])
+			token = &sum
 		}
 		if g.limits != nil {
 			if wait, ok := g.limits.allow(key, time.Now()); !ok {
@@ -372,6 +420,10 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 					g.limits.rate, g.limits.burst, max(1, secs))
 				return
 			}
+		}
+		if token != nil {
+			g.serve(h, w, r, *token)
+			return
 		}
 		h.ServeHTTP(w, r)
 	})
