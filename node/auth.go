@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/redact"
 )
@@ -60,17 +61,26 @@ type CORSConfig struct {
 
 // PublicPaths are the paths every client may call without a token and without the
 // API's rate limit: the health and liveness checks (for load balancers and probes), the A2A agent
-// card (which tells other agents how to authenticate), the dashboard's files (no
+// card (which tells other agents how to authenticate; the named agents' cards are
+// open too: isPublic), the dashboard's files (no
 // data: the page's API calls are signed in) and the dashboard's login (which has a
 // rate limit of its own, per client IP). A path ending in "/" covers every path
 // under it.
 var PublicPaths = []string{"/healthz", "/livez", "/.well-known/agent-card.json", "/ui/", "/ui", "/v1/auth/login"}
 
-// isPublic reports whether path is one of PublicPaths or under one ending in "/".
+// isPublic reports whether path is one of PublicPaths, under one ending in "/", or
+// the A2A card of a named agent (/a2a/NAME/.well-known/agent-card.json): each card
+// tells a client how to authenticate, and the node's card lists the named agents
+// already.
 func isPublic(path string) bool {
 	for _, p := range PublicPaths {
 		if path == p || strings.HasSuffix(p, "/") && strings.HasPrefix(path, p) {
 			return true
+		}
+	}
+	if rest, ok := strings.CutPrefix(path, "/a2a/"); ok {
+		if name, ok := strings.CutSuffix(rest, a2a.CardPath); ok {
+			return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
 		}
 	}
 	return false
