@@ -277,18 +277,21 @@ func (g *gate) reload() error {
 	return nil
 }
 
-// servedRequest is a request signed in with a token, being served.
+// servedRequest is a request signed in with a token, being served: by the
+// dashboard's cookie when session is set (the SHA-256 of its ID).
 type servedRequest struct {
-	token  [sha256.Size]byte
-	cancel context.CancelFunc
+	token   [sha256.Size]byte
+	session *[sha256.Size]byte
+	cancel  context.CancelFunc
 }
 
-// serve serves r, signed in with the token of hash sum, with a context that cut
-// cancels when a reload drops the token.
-func (g *gate) serve(h http.Handler, w http.ResponseWriter, r *http.Request, sum [sha256.Size]byte) {
+// serve serves r, signed in with the token of hash sum (by the cookie of the
+// session whose ID has hash session, when not nil), with a context that cut
+// cancels when a reload drops the token, and cutSession when the session ends.
+func (g *gate) serve(h http.Handler, w http.ResponseWriter, r *http.Request, sum [sha256.Size]byte, session *[sha256.Size]byte) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	s := &servedRequest{token: sum, cancel: cancel}
+	s := &servedRequest{token: sum, session: session, cancel: cancel}
 	g.servingMu.Lock()
 	if g.serving == nil {
 		g.serving = map[*servedRequest]struct{}{}
@@ -301,6 +304,19 @@ func (g *gate) serve(h http.Handler, w http.ResponseWriter, r *http.Request, sum
 		g.servingMu.Unlock()
 	}()
 	h.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// cutSession cancels the requests being served that the cookie of the session
+// whose ID is id signed in: the session ended (logout).
+func (g *gate) cutSession(id string) {
+	k := sha256.Sum256([]byte(id))
+	g.servingMu.Lock()
+	defer g.servingMu.Unlock()
+	for s := range g.serving {
+		if s.session != nil && *s.session == k {
+			s.cancel()
+		}
+	}
 }
 
 // cut cancels the requests being served whose token is no longer one of the
@@ -379,7 +395,7 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 			return
 		}
 		key := "ip:" + g.clientIP(r)
-		var token *[sha256.Size]byte // the hash of the token the request is signed in with
+		var token, session *[sha256.Size]byte // the hashes of the token the request is signed in with, and of its cookie's session ID
 		if g.closed() {
 			sum, ok := g.match(r)
 			if !ok && r.Header.Get("Authorization") == "" {
@@ -405,6 +421,10 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 						return
 					}
 					sum, ok = sess.token, true
+					if c, err := r.Cookie(SessionCookie); err == nil {
+						k := sha256.Sum256([]byte(c.Value))
+						session = &k
+					}
 				}
 			}
 			if !ok {
@@ -432,7 +452,7 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 			}
 		}
 		if token != nil {
-			g.serve(h, w, r, *token)
+			g.serve(h, w, r, *token, session)
 			return
 		}
 		h.ServeHTTP(w, r)
