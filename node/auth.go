@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -22,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 
+	"github.com/troupe-run/troupe/a2a"
 	"github.com/troupe-run/troupe/eventlog"
 	"github.com/troupe-run/troupe/redact"
 )
@@ -59,17 +61,26 @@ type CORSConfig struct {
 
 // PublicPaths are the paths every client may call without a token and without the
 // API's rate limit: the health and liveness checks (for load balancers and probes), the A2A agent
-// card (which tells other agents how to authenticate), the dashboard's files (no
+// card (which tells other agents how to authenticate; the named agents' cards are
+// open too: isPublic), the dashboard's files (no
 // data: the page's API calls are signed in) and the dashboard's login (which has a
 // rate limit of its own, per client IP). A path ending in "/" covers every path
 // under it.
 var PublicPaths = []string{"/healthz", "/livez", "/.well-known/agent-card.json", "/ui/", "/ui", "/v1/auth/login"}
 
-// isPublic reports whether path is one of PublicPaths or under one ending in "/".
+// isPublic reports whether path is one of PublicPaths, under one ending in "/", or
+// the A2A card of a named agent (/a2a/NAME/.well-known/agent-card.json): each card
+// tells a client how to authenticate, and the node's card lists the named agents
+// already.
 func isPublic(path string) bool {
 	for _, p := range PublicPaths {
 		if path == p || strings.HasSuffix(p, "/") && strings.HasPrefix(path, p) {
 			return true
+		}
+	}
+	if rest, ok := strings.CutPrefix(path, "/a2a/"); ok {
+		if name, ok := strings.CutSuffix(rest, a2a.CardPath); ok {
+			return name != "" && name != "." && name != ".." && !strings.Contains(name, "/")
 		}
 	}
 	return false
@@ -177,6 +188,12 @@ type gate struct {
 	mu     sync.RWMutex
 	hashes [][sha256.Size]byte
 
+	// serving are the requests signed in with a token that are being served, each
+	// with the cancel of its context: a reload that drops their token cancels
+	// them, so that a stream opened with a revoked token ends (cut).
+	servingMu sync.Mutex
+	serving   map[*servedRequest]struct{}
+
 	limits *limiters
 
 	// sessions are the dashboard's logins; logins limits the login attempts per
@@ -256,7 +273,62 @@ func (g *gate) reload() error {
 	g.mu.Lock()
 	g.hashes = hashes
 	g.mu.Unlock()
+	g.cut()
 	return nil
+}
+
+// servedRequest is a request signed in with a token, being served: by the
+// dashboard's cookie when session is set (the SHA-256 of its ID).
+type servedRequest struct {
+	token   [sha256.Size]byte
+	session *[sha256.Size]byte
+	cancel  context.CancelFunc
+}
+
+// serve serves r, signed in with the token of hash sum (by the cookie of the
+// session whose ID has hash session, when not nil), with a context that cut
+// cancels when a reload drops the token, and cutSession when the session ends.
+func (g *gate) serve(h http.Handler, w http.ResponseWriter, r *http.Request, sum [sha256.Size]byte, session *[sha256.Size]byte) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	s := &servedRequest{token: sum, session: session, cancel: cancel}
+	g.servingMu.Lock()
+	if g.serving == nil {
+		g.serving = map[*servedRequest]struct{}{}
+	}
+	g.serving[s] = struct{}{}
+	g.servingMu.Unlock()
+	defer func() {
+		g.servingMu.Lock()
+		delete(g.serving, s)
+		g.servingMu.Unlock()
+	}()
+	h.ServeHTTP(w, r.WithContext(ctx))
+}
+
+// cutSession cancels the requests being served that the cookie of the session
+// whose ID is id signed in: the session ended (logout).
+func (g *gate) cutSession(id string) {
+	k := sha256.Sum256([]byte(id))
+	g.servingMu.Lock()
+	defer g.servingMu.Unlock()
+	for s := range g.serving {
+		if s.session != nil && *s.session == k {
+			s.cancel()
+		}
+	}
+}
+
+// cut cancels the requests being served whose token is no longer one of the
+// node's: their streams end.
+func (g *gate) cut() {
+	g.servingMu.Lock()
+	defer g.servingMu.Unlock()
+	for s := range g.serving {
+		if !g.known(s.token) {
+			s.cancel()
+		}
+	}
 }
 
 // tokenHashes are the SHA-256 of the tokens.
@@ -323,6 +395,7 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 			return
 		}
 		key := "ip:" + g.clientIP(r)
+		var token, session *[sha256.Size]byte // the hashes of the token the request is signed in with, and of its cookie's session ID
 		if g.closed() {
 			sum, ok := g.match(r)
 			if !ok && r.Header.Get("Authorization") == "" {
@@ -348,6 +421,10 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 						return
 					}
 					sum, ok = sess.token, true
+					if c, err := r.Cookie(SessionCookie); err == nil {
+						k := sha256.Sum256([]byte(c.Value))
+						session = &k
+					}
 				}
 			}
 			if !ok {
@@ -362,6 +439,7 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 				return
 			}
 			key = "token:" + string(sum[:])
+			token = &sum
 		}
 		if g.limits != nil {
 			if wait, ok := g.limits.allow(key, time.Now()); !ok {
@@ -372,6 +450,10 @@ func (g *gate) wrap(h http.Handler, rpc map[string]bool) http.Handler {
 					g.limits.rate, g.limits.burst, max(1, secs))
 				return
 			}
+		}
+		if token != nil {
+			g.serve(h, w, r, *token, session)
+			return
 		}
 		h.ServeHTTP(w, r)
 	})

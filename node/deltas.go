@@ -185,9 +185,16 @@ func (x *deltaRedactor) pass(d messages.ModelDelta) (messages.ModelDelta, bool) 
 }
 
 // words splits s after its last white space, and returns the part before, redacted,
-// and the part after, held.
+// and the part after, held. A last word that follows "Bearer" is held with it: the
+// bearer token shape (redact) is the two words together.
 func (x *deltaRedactor) words(s string) (out, held string) {
 	i := strings.LastIndexAny(s, " \t\n\r")
+	if i >= 0 {
+		if before := strings.TrimRight(s[:i], " \t\n\r"); len(before) >= len("bearer") &&
+			strings.EqualFold(before[len(before)-len("bearer"):], "bearer") {
+			i = strings.LastIndexAny(before, " \t\n\r")
+		}
+	}
 	if i < 0 && len(s) <= maxHeld {
 		return "", s
 	}

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,7 +45,7 @@ func (n *Node) OpenAPI() map[string]any {
 			"title":   "Troupe node HTTP API",
 			"version": "1",
 			"description": "The HTTP API of a Troupe node (node serve). With auth tokens configured, every route but " +
-				strings.Join(PublicPaths, ", ") + " needs Authorization: Bearer TOKEN, or the dashboard's session cookie (" + SessionCookie +
+				strings.Join(PublicPaths, ", ") + " and the named agents' A2A cards (/a2a/NAME/.well-known/agent-card.json) needs Authorization: Bearer TOKEN, or the dashboard's session cookie (" + SessionCookie +
 				", from POST /v1/auth/login); a state-changing request signed in by the cookie alone also needs its csrf value in " + CSRFHeader + ".",
 		},
 		"paths": paths,
@@ -111,7 +110,7 @@ func (n *Node) operation(r Route, m string) map[string]any {
 	if len(responses) == 0 {
 		responses["200"] = map[string]any{"description": "the route's answer"}
 	}
-	if slices.Contains(PublicPaths, r.Path) {
+	if isPublic(r.Path) {
 		op["security"] = []any{} // no token needed
 	} else {
 		responses["401"] = map[string]any{"$ref": "#/components/responses/Unauthorized"}

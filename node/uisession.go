@@ -523,6 +523,7 @@ func (g *gate) logout(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusServiceUnavailable, "the logout could not be recorded, the session goes on: %v", err)
 			return
 		}
+		g.cutSession(c.Value) // its streams on this node end
 	}
 	setSessionCookies(w, r, "", "", -1)
 	w.WriteHeader(http.StatusNoContent)

@@ -1,0 +1,50 @@
+package node_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/troupe-run/troupe/node"
+)
+
+// The dashboard's Log out ends its session: a stream the page opened with the
+// session's cookie (the feed of sessions) must end with it, or a browser (or a
+// stolen cookie) keeps reading after the logout.
+func TestLogoutEndsTheSessionsStreams(t *testing.T) {
+	_, base, _ := authNode(t, node.HTTPConfig{Auth: node.AuthConfig{Tokens: []string{goodToken}, SessionTTL: time.Hour}})
+	resp, body, cookies := login(t, base, goodToken, nil)
+	var ans node.LoginAnswer
+	if resp.StatusCode != http.StatusOK || json.Unmarshal([]byte(body), &ans) != nil {
+		t.Fatalf("login: %d %s", resp.StatusCode, body)
+	}
+	session := cookies[node.SessionCookie].Value
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", base+"/v1/feed/sessions", nil)
+	req.AddCookie(&http.Cookie{Name: node.SessionCookie, Value: session})
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stream.Body.Close()
+	if stream.StatusCode != http.StatusOK {
+		t.Fatalf("the feed with the cookie: %d", stream.StatusCode)
+	}
+	ended := make(chan struct{})
+	go func() { io.Copy(io.Discard, stream.Body); close(ended) }()
+	if code, b := withCookie(t, "POST", base+"/v1/auth/logout", session, "", map[string]string{node.CSRFHeader: ans.CSRF}); code != http.StatusNoContent {
+		t.Fatalf("logout: %d %s", code, b)
+	}
+	if code, _ := withCookie(t, "GET", base+"/v1/sessions", session, "", nil); code != http.StatusUnauthorized {
+		t.Fatalf("the cookie after the logout: %d, want 401", code)
+	}
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Error("the feed opened with the cookie is still open after the logout")
+	}
+}
