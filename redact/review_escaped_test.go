@@ -21,7 +21,7 @@ func TestEscapedSecretsInToolArgumentsAreRedacted(t *testing.T) {
 	r := redact.New(known)
 	for _, args := range []string{
 		`{"key":"\u0073k-proj-0123456789abcdefABCDEF"}`, // shaped, its first letter escaped
-		`{"token":"tok\/0123456789\/abcdef"}`,            // known, its slashes escaped
+		`{"token":"tok\/0123456789\/abcdef"}`,           // known, its slashes escaped
 	} {
 		payload, err := json.Marshal(map[string]string{"name": "http", "arguments": args}) // as tool.requested is encoded
 		if err != nil {
