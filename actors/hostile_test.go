@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/troupe-run/troupe/actors"
 	"github.com/troupe-run/troupe/llm"
@@ -41,7 +42,7 @@ func TestHostileToolCallsReachTheModelAsErrors(t *testing.T) {
 	h := newHarness(t, harnessOpts{model: script(t, calls(cs...), done, done, done, done, done), tools: []tools.Tool{echo}, maxSteps: 8,
 		deps: func(d *actors.SessionDeps) { d.MaxParallelTools = 8; agent = d.Agent }})
 	h.submit("s1", "task-1", "go")
-	events := h.wait("s1")
+	events := h.waitWithin("s1", 2*time.Minute) // megabytes of arguments to count, condense and record
 	assertGapFree(t, events)
 	if n := count(events, messages.TypeToolCallCompleted); n != 200 {
 		t.Fatalf("%d tool results, want 200", n)

@@ -141,7 +141,14 @@ func (h *harness) submit(session, id, input string) *actors.TaskAccepted {
 // wait polls the log until the session's latest task has finished (deadline 10 s).
 func (h *harness) wait(session string) []messages.Envelope {
 	h.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return h.waitWithin(session, 10*time.Second)
+}
+
+// waitWithin is wait with a deadline of its own, for a task whose decisions
+// count megabytes (the race detector makes them several times slower).
+func (h *harness) waitWithin(session string, within time.Duration) []messages.Envelope {
+	h.t.Helper()
+	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		events, err := h.log.Read(context.Background(), session, 1)
 		if err != nil {
@@ -153,7 +160,7 @@ func (h *harness) wait(session string) []messages.Envelope {
 		time.Sleep(2 * time.Millisecond)
 	}
 	events, _ := h.log.Read(context.Background(), session, 1)
-	h.t.Fatalf("session %s did not finish in 10 s; events: %s", session, types(events))
+	h.t.Fatalf("session %s did not finish in %s; events: %s", session, within, types(events))
 	return nil
 }
 
