@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/troupe-run/troupe/internal/jsonkeys"
 )
 
 // What the A2A specification makes invalid in a message, which the SDK's decoding
@@ -103,19 +105,7 @@ var partMembers = []string{"kind", "text", "file", "data", "metadata"}
 // "Text":"hi"} passed as a data part and was read as a text part, its data
 // dropped unseen.
 func miscasedMember(part map[string]json.RawMessage) (member, want string, ok bool) {
-	keys := make([]string, 0, len(part))
-	for k := range part {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		for _, m := range partMembers {
-			if k != m && strings.EqualFold(k, m) {
-				return k, m, true
-			}
-		}
-	}
-	return "", "", false
+	return jsonkeys.Miscased(part, partMembers)
 }
 
 // v1PartContent are the members of a 1.0 part's content oneof.

@@ -14,6 +14,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/troupe-run/troupe/internal/jsonkeys"
 	"github.com/troupe-run/troupe/messages"
 	"github.com/troupe-run/troupe/tools"
 )
@@ -636,19 +637,7 @@ func miscasedMember(raw string, v any) (member, want string, ok bool) {
 			names = append(names, name)
 		}
 	}
-	keys := make([]string, 0, len(obj))
-	for k := range obj {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		for _, name := range names {
-			if k != name && strings.EqualFold(k, name) {
-				return k, name, true
-			}
-		}
-	}
-	return "", "", false
+	return jsonkeys.Miscased(obj, names)
 }
 
 // jsonKind names the JSON value that decodes into a Go value of type t.
