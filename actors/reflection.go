@@ -129,10 +129,10 @@ func (r *reflectionRun) fold(f fold, e messages.Envelope, p messages.Payload) {
 		case r.round >= r.cfg.maxRounds():
 			r.issues = v.Issues
 			r.end = fmt.Sprintf("reflection: the critique did not pass in %d rounds; the answer is the latest revision. The critic's last issues:\n%s",
-				r.round, issuesText(v.Issues))
+				r.round, issuesList(f.t.rules, v.Issues))
 		default:
 			r.issues = v.Issues
-			f.resume(messages.ChatMessage{Role: messages.RoleUser, Content: "A reviewer found problems with your answer:\n" + issuesText(v.Issues) +
+			f.resume(messages.ChatMessage{Role: messages.RoleUser, Content: "A reviewer found problems with your answer:\n" + issuesList(f.t.rules, v.Issues) +
 				"\n\nRevise your answer to the task, fixing each problem (use the tools if you need to), and reply with the complete revised answer."})
 		}
 	}

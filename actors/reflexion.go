@@ -346,7 +346,7 @@ func (r *reflexionRun) prompt(v *view, purpose string) llm.Request {
 	}
 	outcome := "It failed: " + failure
 	if failure == "" {
-		outcome = "It answered:\n" + answer + "\n\nAn evaluator judged the answer poor:\n" + issuesText(r.poor)
+		outcome = "It answered:\n" + answer + "\n\nAn evaluator judged the answer poor:\n" + issuesList(v.t.rules, r.poor)
 	}
 	return llm.Request{Messages: []messages.ChatMessage{
 		{Role: messages.RoleSystem, Content: lessonFormat},

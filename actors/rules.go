@@ -123,7 +123,17 @@ import (
 //     which every later member and router is shown: a member quoting a
 //     document, a web page or a tool's output that held such lines set the
 //     team's facts with them.
-const ContextRules = 8
+//   - 9: a final answer with no text (nothing but white space) and no tool calls
+//     ends the task failed (empty_answer: stops.go's unwholeAnswer) instead of
+//     completing it with "", and a paradigm does not take it as its draft; and
+//     a reflection critic's issues, and a reflexion evaluator's, are listed
+//     within reflectionIssuesBytes (verdict.go's issuesWithin: the first issues,
+//     each clipped to reflectionIssueBytes, then how many more there were) in
+//     the revision prompt, the lesson prompt and the note of a task completed
+//     unpassed, where under 1 to 8 they were listed whole (a verdict of ten
+//     thousand issues put its megabyte in task.completed's note). Prompts are
+//     version 8's, but for those of such a verdict.
+const ContextRules = 9
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
 // lists them all).
@@ -173,6 +183,13 @@ const (
 	// from the end of its answer (stateDirectives), and whose brief asks for them
 	// there: older rules took them anywhere in the answer.
 	rulesTeamState = 8
+	// rulesEmptyAnswer is the version whose final answer with no text and no
+	// tool calls fails its task (empty_answer): older rules completed it with "".
+	rulesEmptyAnswer = 9
+	// rulesIssuesWithin is the version whose reflection and reflexion list a
+	// critic's or evaluator's issues within reflectionIssuesBytes: older rules
+	// listed them whole.
+	rulesIssuesWithin = 9
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

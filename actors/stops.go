@@ -22,7 +22,8 @@ import (
 //     output token limit (messages.ReasonOutputTruncated), or stopped by the
 //     provider's content filter (messages.ReasonContentFilter); from rules 5,
 //     stopped for any other reason a provider gives that is not a whole answer's
-//     (messages.ReasonAnswerUnfinished);
+//     (messages.ReasonAnswerUnfinished); from rules 9, an empty one, no text and
+//     no tool calls (messages.ReasonEmptyAnswer);
 //   - cost budget (messages.ReasonCostBudget): its model calls cost its budget in US
 //     dollars (MaxCostUSD), as the gateway's prices say;
 //   - deadline (messages.ReasonDeadline) and cancellation (messages.ReasonCancelled);
@@ -460,12 +461,18 @@ func hex4(s string, i int) (rune, bool) {
 // unwholeAnswer returns the failure of a task whose latest model reply, its final
 // answer, is not whole (rules 4 on): cut at the output token limit, or stopped
 // by the provider's content filter; from rules 5, stopped for any reason that
-// is not a whole answer's. nil for a whole answer, and under older rules.
+// is not a whole answer's; from rules 9, empty (no text, no tool calls). nil for
+// a whole answer, and under older rules.
 func unwholeAnswer(t *taskState) *messages.TaskFailed {
 	if t.rules < rulesWhole {
 		return nil
 	}
 	f := unwholeFailure(t.rules, &t.reply)
+	if f == nil && t.rules >= rulesEmptyAnswer && len(t.reply.Message.ToolCalls) == 0 && strings.TrimSpace(t.reply.Message.Content) == "" {
+		f = &messages.TaskFailed{Reason: messages.ReasonEmptyAnswer,
+			Error: fmt.Sprintf("the model's final answer is empty: no text and no tool calls (%d characters of white space); "+
+				"the task has no answer (the reply is in the session's model.responded event)", utf8.RuneCountInString(t.reply.Message.Content))}
+	}
 	if f != nil {
 		f.Steps, f.Usage = t.Steps, t.Usage
 	}

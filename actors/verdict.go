@@ -112,3 +112,43 @@ func issuesText(issues []issue) string {
 	}
 	return strings.TrimSuffix(b.String(), "\n")
 }
+
+// reflectionIssuesBytes bounds a critic's issues as a reflection lists them from
+// rules 9 (issuesWithin), in the revision prompt and in a task's note; and
+// reflectionIssueBytes each issue, with its suggestion.
+const (
+	reflectionIssuesBytes = 16 << 10
+	reflectionIssueBytes  = 2 << 10
+)
+
+// issuesList lists issues as the reflection under rules shows them: whole under
+// rules before 9, within reflectionIssuesBytes from 9 (issuesWithin).
+func issuesList(rules int, issues []issue) string {
+	if rules < rulesIssuesWithin {
+		return issuesText(issues)
+	}
+	return issuesWithin(issues, reflectionIssuesBytes, reflectionIssueBytes)
+}
+
+// issuesWithin lists the first issues as issuesText does, each clipped to
+// perIssue bytes (clipText), as many as fit in max bytes, and
+// then a line saying how many more the critic gave.
+func issuesWithin(issues []issue, max, perIssue int) string {
+	var b strings.Builder
+	for i, is := range issues {
+		line := fmt.Sprintf("%d. %s", i+1, is.Issue)
+		if is.Suggestion != "" {
+			line += " Suggestion: " + is.Suggestion
+		}
+		line = clipText(line, perIssue)
+		if b.Len() > 0 && b.Len()+1+len(line) > max {
+			fmt.Fprintf(&b, "\n(and %d more issues, not shown)", len(issues)-i)
+			break
+		}
+		if b.Len() > 0 {
+			b.WriteByte('\n')
+		}
+		b.WriteString(line)
+	}
+	return b.String()
+}

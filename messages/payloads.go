@@ -319,6 +319,10 @@ const (
 	// "language", "other", or a word no provider used before), so the task has
 	// no whole answer (from decision rules 5, actors.ContextRules).
 	ReasonAnswerUnfinished = "answer_unfinished"
+	// ReasonEmptyAnswer: the model's final answer had no text (nothing but white
+	// space) and no tool calls, so the task has no answer (from decision rules 9,
+	// actors.ContextRules; older rules completed the task with "").
+	ReasonEmptyAnswer = "empty_answer"
 )
 
 // TaskFailed records that a task stopped without an answer.
