@@ -93,3 +93,44 @@ func TestLoadedGroupLargerThanTheWindowIsNotSentSilently(t *testing.T) {
 			r.System, len(specs), len(req.Tools), r.Window, r.Reserved, r.Over, taskSent)
 	}
 }
+
+// A model's tool call whose arguments alone outgrow the window (a file written
+// whole through the files tool, whose writes take up to max_bytes) is the latest
+// move, pinned with its result: a cut shortens only a message's text, never a
+// call's arguments (which would no longer be JSON), so the next request is over the
+// window whatever is dropped or cut, and it is decided and sent, the task's input
+// cut to its marker. Wanted: a clear end (the call's arguments named as what does
+// not fit) rather than a request the provider refuses. Failing the task is a
+// decision change: reported, not fixed here.
+func TestPinnedCallLargerThanTheWindowIsNotSentSilently(t *testing.T) {
+	agent := actors.Agent{Model: "m", SystemPrompt: "Be brief.", Tools: []messages.ToolSpec{tools.Calculator{}.Spec()},
+		Context: actors.ContextOptions{Window: 2000, ReservedOutput: 200}}
+	st := actors.NewSessionState("s")
+	seq := uint64(0)
+	apply := func(p messages.Payload) {
+		t.Helper()
+		seq++
+		if err := st.Apply(env(t, p, "s", seq, "task-1")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply(&messages.TaskSubmitted{Input: "Compute it."})
+	mr := st.Decide(agent, seq+1, 0).Payload.(*messages.ModelRequested)
+	apply(mr)
+	args, _ := json.Marshal(map[string]string{"expression": strings.Repeat("1 + ", 3000) + "1"})
+	apply(&messages.ModelResponded{Key: mr.Key, Message: messages.ChatMessage{Role: messages.RoleAssistant,
+		ToolCalls: []messages.ToolCall{{ID: "c1", Name: "calculator", Arguments: string(args)}}}})
+	call := st.Decide(agent, seq+1, 0).Payload.(*messages.ToolCallRequested)
+	apply(call)
+	apply(&messages.ToolCallCompleted{Key: call.Key, CallID: call.CallID, Tool: call.Tool, Result: "3001"})
+	dec := st.Decide(agent, seq+1, 0)
+	next, ok := dec.Payload.(*messages.ModelRequested)
+	if !ok {
+		t.Logf("the session decided %T", dec.Payload)
+		return
+	}
+	if r := next.Context; r.Over > 0 {
+		t.Fatalf("a request over the window was decided: used %d of a budget of %d (window %d, %d reserved), over by %d",
+			r.Used, r.Budget, r.Window, r.Reserved, r.Over)
+	}
+}
