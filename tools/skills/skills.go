@@ -190,6 +190,9 @@ func parse(b []byte) (frontMatter, string, error) {
 		return fm, "", fmt.Errorf("name %q: want 1 to 64 lowercase letters, digits and hyphens, not starting or ending with a hyphen", fm.Name)
 	case fm.Description == "":
 		return fm, "", errors.New("the front matter has no description")
+	case !utf8.ValidString(fm.Description):
+		// The file is UTF-8, but YAML's !!binary decodes base64 into any bytes.
+		return fm, "", errors.New("the description is not UTF-8 text (a !!binary value?): a description is plain text")
 	case utf8.RuneCountInString(fm.Description) > MaxDescription:
 		return fm, "", fmt.Errorf("the description has %d characters: want at most %d", utf8.RuneCountInString(fm.Description), MaxDescription)
 	}
