@@ -190,6 +190,9 @@ func parse(b []byte) (frontMatter, string, error) {
 		return fm, "", fmt.Errorf("name %q: want 1 to 64 lowercase letters, digits and hyphens, not starting or ending with a hyphen", fm.Name)
 	case fm.Description == "":
 		return fm, "", errors.New("the front matter has no description")
+	case !utf8.ValidString(fm.Description):
+		// The file is UTF-8, but YAML's !!binary decodes base64 into any bytes.
+		return fm, "", errors.New("the description is not UTF-8 text (a !!binary value?): a description is plain text")
 	case utf8.RuneCountInString(fm.Description) > MaxDescription:
 		return fm, "", fmt.Errorf("the description has %d characters: want at most %d", utf8.RuneCountInString(fm.Description), MaxDescription)
 	}
@@ -201,17 +204,21 @@ func parse(b []byte) (frontMatter, string, error) {
 
 // hiddenRune finds the first character of text that a reader of the skill does not
 // see but a model or a terminal acts on: a control character other than tab and
-// newline (NUL, ESC of a terminal escape, …) or a bidirectional formatting
-// character (U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C). It returns its
-// index in characters, or -1.
+// newline (NUL, ESC of a terminal escape, …), a format character (bidirectional
+// overrides U+202A–U+202E, U+2066–U+2069, U+200E, U+200F, U+061C; zero-width
+// spaces, word joiners, a byte order mark, a soft hyphen; the tag characters
+// U+E0000–U+E007F, each an invisible copy of an ASCII character, which spell out
+// whole sentences a reader never sees) but the zero-width joiner and non-joiner
+// that emoji and scripts (Persian, the Indic ones) need, or a variation selector
+// of the supplement (U+E0100–U+E01EF, which can carry hidden bytes too). It
+// returns its index in characters, or -1.
 func hiddenRune(text string) (int, rune) {
 	i := 0
 	for _, r := range text {
 		switch {
-		case r == '\t' || r == '\n' || r == '\r':
-		case unicode.IsControl(r),
-			r >= 0x202A && r <= 0x202E, r >= 0x2066 && r <= 0x2069,
-			r == 0x200E, r == 0x200F, r == 0x061C:
+		case r == '\t' || r == '\n' || r == '\r', r == 0x200C, r == 0x200D:
+		case unicode.IsControl(r), unicode.Is(unicode.Cf, r),
+			r >= 0xE0100 && r <= 0xE01EF:
 			return i, r
 		}
 		i++
