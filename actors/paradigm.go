@@ -144,6 +144,9 @@ func (v *view) model(purpose, cause string) *Decision {
 func (v *view) modelPastMax(purpose, cause string) *Decision {
 	t := v.t
 	req, report := v.s.paradigmContext(v.a, t, t.run.prompt(v, purpose))
+	if f := overWindow(t.rules, t, report); f != nil {
+		return &Decision{Payload: f, CausationID: cause, TaskID: t.ID}
+	}
 	req.Step = t.Steps + 1
 	model := v.a.Model
 	if len(req.Models) > 0 {

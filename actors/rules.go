@@ -132,7 +132,12 @@ import (
 //     the revision prompt, the lesson prompt and the note of a task completed
 //     unpassed, where under 1 to 8 they were listed whole (a verdict of ten
 //     thousand issues put its megabyte in task.completed's note). Prompts are
-//     version 8's, but for those of such a verdict.
+//     version 8's, but for those of such a verdict. And a model request whose
+//     prompt, as its context report counts it, is larger than the model's
+//     window (the stable prefix grown by tools loaded mid-task, or a pinned tool
+//     call whose arguments alone outgrow it: a cut never shortens arguments)
+//     ends the task failed (context_overflow: stops.go's overWindow) where under
+//     1 to 8 it was sent, the task's input cut to its marker.
 const ContextRules = 9
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -190,6 +195,9 @@ const (
 	// critic's or evaluator's issues within reflectionIssuesBytes: older rules
 	// listed them whole.
 	rulesIssuesWithin = 9
+	// rulesOverWindow is the version whose model request larger than the model's
+	// window fails its task (context_overflow): older rules sent it.
+	rulesOverWindow = 9
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

@@ -785,6 +785,9 @@ func (s *SessionState) decideLoop(a *Agent, t *taskState, nextSeq uint64, nowUS 
 			return dec
 		}
 		req, report := s.loopRequest(a)
+		if f := overWindow(t.rules, t, report); f != nil {
+			return d(f, t.ID)
+		}
 		req.Step = t.Steps + 1
 		return d(&messages.ModelRequested{
 			Key: s.keyAt(nextSeq), Model: a.Model, Step: t.Steps + 1,

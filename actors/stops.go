@@ -1,8 +1,10 @@
 package actors
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -509,6 +511,33 @@ func unwholeFailure(rules int, r *messages.ModelResponded) *messages.TaskFailed 
 		return &messages.TaskFailed{Reason: messages.ReasonAnswerUnfinished, Error: msg}
 	}
 	return nil
+}
+
+// overWindow returns the failure of a task whose next model request, as its
+// context report counts it, is larger than the model's context window (rules 9
+// on): its stable prefix (the system prompt and the tools' schemas, grown by a
+// group of tools loaded mid-task) or the items that are never dropped (the latest
+// tool call, whose arguments a cut never shortens) outgrow it, so that a provider
+// would refuse the request, or the model would answer without having read the
+// task cut to its marker. nil when it fits, the window is unknown, and under
+// older rules, which sent it.
+func overWindow(rules int, t *taskState, r *messages.ContextReport) *messages.TaskFailed {
+	if rules < rulesOverWindow || r == nil || r.Window <= 0 || r.System+r.Used <= r.Window {
+		return nil
+	}
+	kept := slices.Clone(r.Kept)
+	slices.SortStableFunc(kept, func(a, b messages.ContextItem) int { return cmp.Compare(b.Tokens, a.Tokens) })
+	var largest []string
+	for _, it := range kept[:min(3, len(kept))] {
+		largest = append(largest, fmt.Sprintf("%s %d", clipText(it.ID, 80), it.Tokens))
+	}
+	msg := fmt.Sprintf("the next model request does not fit the model's context window: %d tokens, of which %d are the system prompt and the tools' schemas, in a window of %d",
+		r.System+r.Used, r.System, r.Window)
+	if len(largest) > 0 {
+		msg += "; the largest items sent (tokens): " + strings.Join(largest, ", ")
+	}
+	msg += `; raise the agent's "context": {"window"} if the model has more, or give it fewer tools, or ask for shorter tool arguments`
+	return &messages.TaskFailed{Reason: messages.ReasonContextOverflow, Error: msg, Steps: t.Steps, Usage: t.Usage}
 }
 
 // filterFinish reports whether a finish reason is a provider's word for its

@@ -323,6 +323,12 @@ const (
 	// space) and no tool calls, so the task has no answer (from decision rules 9,
 	// actors.ContextRules; older rules completed the task with "").
 	ReasonEmptyAnswer = "empty_answer"
+	// ReasonContextOverflow: the task's next model request did not fit the model's
+	// context window, whatever was dropped or cut: the system prompt and the
+	// tools' schemas (a group of tools loaded mid-task), or a tool call's
+	// arguments, which are never cut (from decision rules 9, actors.ContextRules;
+	// older rules sent it).
+	ReasonContextOverflow = "context_overflow"
 )
 
 // TaskFailed records that a task stopped without an answer.

@@ -1,5 +1,3 @@
-//go:build review
-
 package actors_test
 
 import (
@@ -35,6 +33,12 @@ func (w wordyTool) Spec() messages.ToolSpec {
 // tokens — never a request over the window. Either changes what a session decides
 // (a recorded result, or a task's end), so it is reported, not fixed here.
 func TestLoadedGroupLargerThanTheWindowIsNotSentSilently(t *testing.T) {
+	for _, rules := range []int{actors.ContextRules, 8} {
+		loadedGroupLargerThanTheWindow(t, rules)
+	}
+}
+
+func loadedGroupLargerThanTheWindow(t *testing.T, rules int) {
 	var big []tools.Tool
 	for i := range 60 {
 		big = append(big, wordyTool{groupTool{fmt.Sprintf("big_%02d", i), "mcp:big"}})
@@ -43,8 +47,10 @@ func TestLoadedGroupLargerThanTheWindowIsNotSentSilently(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No summaries: from rules 2 a prompt that is cut first asks a summary model to
+	// condense what was cut (compress.go), a call of its own before this one.
 	agent := actors.Agent{Model: "m", SystemPrompt: "Be brief.", Disclosure: d,
-		Context: actors.ContextOptions{Window: 2000, ReservedOutput: 200}}
+		Context: actors.ContextOptions{Window: 2000, ReservedOutput: 200, Compression: actors.Compression{Model: actors.NoSummaryModel}}}
 	for _, tl := range d.Tools() {
 		agent.Tools = append(agent.Tools, tl.Spec())
 	}
@@ -61,7 +67,7 @@ func TestLoadedGroupLargerThanTheWindowIsNotSentSilently(t *testing.T) {
 		}
 	}
 	task := "What is 12 * (7 + 5)? Answer with the number."
-	apply(&messages.TaskSubmitted{Input: task})
+	apply(&messages.TaskSubmitted{Input: task, Rules: rules})
 	mr := st.Decide(agent, seq+1, 0).Payload.(*messages.ModelRequested)
 	apply(mr)
 	apply(&messages.ModelResponded{Key: mr.Key, Message: messages.ChatMessage{Role: messages.RoleAssistant,
@@ -77,9 +83,20 @@ func TestLoadedGroupLargerThanTheWindowIsNotSentSilently(t *testing.T) {
 
 	dec := st.Decide(agent, seq+1, 0)
 	next, ok := dec.Payload.(*messages.ModelRequested)
-	if !ok {
-		t.Logf("the session decided %T", dec.Payload) // a clear end is what is wanted
+	if rules < 9 {
+		if !ok || next.Context.System <= next.Context.Window {
+			t.Fatalf("under rules %d the request over the window is sent: %T", rules, dec.Payload)
+		}
 		return
+	}
+	if f, failed := dec.Payload.(*messages.TaskFailed); failed {
+		if f.Reason != messages.ReasonContextOverflow || !strings.Contains(f.Error, "of which 6154 are the system prompt and the tools' schemas, in a window of 2000") {
+			t.Fatalf("failure %+v", f)
+		}
+		return
+	}
+	if !ok {
+		t.Fatalf("the session decided %T", dec.Payload)
 	}
 	r := next.Context
 	req := st.Request(agent)
@@ -103,6 +120,12 @@ func TestLoadedGroupLargerThanTheWindowIsNotSentSilently(t *testing.T) {
 // not fit) rather than a request the provider refuses. Failing the task is a
 // decision change: reported, not fixed here.
 func TestPinnedCallLargerThanTheWindowIsNotSentSilently(t *testing.T) {
+	for _, rules := range []int{actors.ContextRules, 8} {
+		pinnedCallLargerThanTheWindow(t, rules)
+	}
+}
+
+func pinnedCallLargerThanTheWindow(t *testing.T, rules int) {
 	agent := actors.Agent{Model: "m", SystemPrompt: "Be brief.", Tools: []messages.ToolSpec{tools.Calculator{}.Spec()},
 		Context: actors.ContextOptions{Window: 2000, ReservedOutput: 200}}
 	st := actors.NewSessionState("s")
@@ -114,7 +137,7 @@ func TestPinnedCallLargerThanTheWindowIsNotSentSilently(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	apply(&messages.TaskSubmitted{Input: "Compute it."})
+	apply(&messages.TaskSubmitted{Input: "Compute it.", Rules: rules})
 	mr := st.Decide(agent, seq+1, 0).Payload.(*messages.ModelRequested)
 	apply(mr)
 	args, _ := json.Marshal(map[string]string{"expression": strings.Repeat("1 + ", 3000) + "1"})
@@ -125,9 +148,20 @@ func TestPinnedCallLargerThanTheWindowIsNotSentSilently(t *testing.T) {
 	apply(&messages.ToolCallCompleted{Key: call.Key, CallID: call.CallID, Tool: call.Tool, Result: "3001"})
 	dec := st.Decide(agent, seq+1, 0)
 	next, ok := dec.Payload.(*messages.ModelRequested)
-	if !ok {
-		t.Logf("the session decided %T", dec.Payload)
+	if rules < 9 {
+		if !ok || next.Context.Over == 0 {
+			t.Fatalf("under rules %d the request over the window is sent: %T", rules, dec.Payload)
+		}
 		return
+	}
+	if f, failed := dec.Payload.(*messages.TaskFailed); failed {
+		if f.Reason != messages.ReasonContextOverflow || !strings.Contains(f.Error, "does not fit the model's context window") || !strings.Contains(f.Error, "turn/") {
+			t.Fatalf("failure %+v", f)
+		}
+		return
+	}
+	if !ok {
+		t.Fatalf("the session decided %T", dec.Payload)
 	}
 	if r := next.Context; r.Over > 0 {
 		t.Fatalf("a request over the window was decided: used %d of a budget of %d (window %d, %d reserved), over by %d",
