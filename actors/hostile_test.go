@@ -47,9 +47,16 @@ func TestHostileToolCallsReachTheModelAsErrors(t *testing.T) {
 	if n := count(events, messages.TypeToolCallCompleted); n != 200 {
 		t.Fatalf("%d tool results, want 200", n)
 	}
+	// The reply's calls are pinned in every later prompt, and a cut never shortens
+	// arguments: their 2 MB are more than the window, so from decision rules 9 the
+	// task ends with context_overflow rather than sending a prompt a provider
+	// refuses (rules 8 sent it, and the script's model answered "done").
 	last := events[len(events)-1]
-	if last.Type != messages.TypeTaskCompleted {
-		t.Fatalf("ended with %s: %+v", last.Type, decode[*messages.TaskFailed](t, last))
+	if last.Type != messages.TypeTaskFailed {
+		t.Fatalf("ended with %s", last.Type)
+	}
+	if f := decode[*messages.TaskFailed](t, last); f.Reason != messages.ReasonContextOverflow || !strings.Contains(f.Error, "turn/1") {
+		t.Fatalf("failure %+v", f)
 	}
 	errs := 0
 	for _, e := range events {
