@@ -3,6 +3,7 @@ package actors_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -161,4 +162,37 @@ func toolNames(specs []messages.ToolSpec) []string {
 		n = append(n, s.Name)
 	}
 	return n
+}
+
+// From decision rules 9 a request's system prompt takes the disclosure's bounded
+// section (BoundedDisclosure): 4,000 catalog tools no longer put their every name
+// in every request. A task of rules 8 still gets the whole section.
+func TestRequestsTakeTheBoundedSectionFromRules9(t *testing.T) {
+	var ts []tools.Tool
+	ts = append(ts, tools.Calculator{})
+	for i := range 4000 {
+		ts = append(ts, groupTool{fmt.Sprintf("server__operation_number_%04d", i), "mcp:big"})
+	}
+	d, err := disclosure.New(disclosure.Catalog, ts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := actors.Agent{Model: "m", SystemPrompt: "Be brief.", Disclosure: d,
+		Context: actors.ContextOptions{Window: 128000, Compression: actors.Compression{Model: actors.NoSummaryModel}}}
+	for _, rules := range []int{8, actors.ContextRules} {
+		st := actors.NewSessionState("s")
+		if err := st.Apply(env(t, &messages.TaskSubmitted{Input: "go", Rules: rules}, "s", 1, "task-1")); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := st.Decide(agent, 2, 0).Payload.(*messages.ModelRequested); !ok {
+			t.Fatalf("rules %d: no model request", rules)
+		}
+		system := st.Request(agent).Messages[0].Content
+		switch {
+		case rules < 9 && !strings.Contains(system, "server__operation_number_3999"):
+			t.Fatalf("rules %d: the section is not whole (%d bytes)", rules, len(system))
+		case rules >= 9 && (len(system) > disclosure.MaxPromptSection+1<<10 || !strings.Contains(system, "- mcp:big (4000 tools): server__operation_number_0000, ") || !strings.Contains(system, "… and 3480 more")):
+			t.Fatalf("rules %d: the system prompt is %d bytes: %.200s … %s", rules, len(system), system, system[max(0, len(system)-200):])
+		}
+	}
 }

@@ -137,7 +137,11 @@ import (
 //     window (the stable prefix grown by tools loaded mid-task, or a pinned tool
 //     call whose arguments alone outgrow it: a cut never shortens arguments)
 //     ends the task failed (context_overflow: stops.go's overWindow) where under
-//     1 to 8 it was sent, the task's input cut to its marker.
+//     1 to 8 it was sent, the task's input cut to its marker. And a disclosure's
+//     section of the system prompt is its bounded form (BoundedDisclosure): the
+//     catalog strategy's lines of groups within 16 KiB, each group's tool names
+//     cut to a share of it, where under 1 to 8 every tool of every group was
+//     named (4,000 tools of an MCP server, 128 KB in every request).
 const ContextRules = 9
 
 // The versions of the rules whose changes the code tests for by name (ContextRules
@@ -198,6 +202,9 @@ const (
 	// rulesOverWindow is the version whose model request larger than the model's
 	// window fails its task (context_overflow): older rules sent it.
 	rulesOverWindow = 9
+	// rulesSectionWithin is the version whose system prompt takes a disclosure's
+	// bounded section (BoundedDisclosure): older rules took its whole one.
+	rulesSectionWithin = 9
 )
 
 // MinContextRules is the oldest version of the decision rules this build still

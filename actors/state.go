@@ -220,7 +220,11 @@ func (a *Agent) offer(loads []ToolLoad) ([]messages.ToolSpec, string) {
 	if a.Disclosure == nil {
 		return a.compressionTools(a.ToolSpecs()), ""
 	}
-	specs, section := a.Disclosure.Disclose(loads, CatalogTools(a.Catalog))
+	catalog := CatalogTools(a.Catalog)
+	specs, section := a.Disclosure.Disclose(loads, catalog)
+	if b, ok := a.Disclosure.(BoundedDisclosure); ok && section != "" && (a.Context.rules == 0 || a.Context.rules >= rulesSectionWithin) {
+		section = b.BoundedSection(catalog)
+	}
 	return a.compressionTools(specs), section
 }
 
@@ -243,6 +247,16 @@ type ToolDisclosure interface {
 	// the two: the same loads and catalog give the same bytes. The caller must not
 	// modify the specs.
 	Disclose(loads []ToolLoad, catalog []tools.Tool) (specs []messages.ToolSpec, section string)
+}
+
+// BoundedDisclosure is a ToolDisclosure whose section has a form bounded in size
+// however large the catalog grows: from decision rules 9 a request's system prompt
+// takes it instead of Disclose's.
+type BoundedDisclosure interface {
+	ToolDisclosure
+	// BoundedSection returns the section Disclose returns for catalog, within a
+	// bound of the disclosure's; a pure function of catalog, as Disclose is.
+	BoundedSection(catalog []tools.Tool) string
 }
 
 // ToolLoad is the recorded result of a load_tools or search_tools call.

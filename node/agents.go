@@ -677,6 +677,16 @@ func (d agentDisclosure) Disclose(loads []actors.ToolLoad, catalog []tools.Tool)
 	return out, section
 }
 
+// BoundedSection implements actors.BoundedDisclosure: the wrapped disclosure's
+// bounded section, or its section when it has no bounded form.
+func (d agentDisclosure) BoundedSection(catalog []tools.Tool) string {
+	if b, ok := d.ToolDisclosure.(actors.BoundedDisclosure); ok {
+		return b.BoundedSection(catalog)
+	}
+	_, section := d.ToolDisclosure.Disclose(nil, catalog)
+	return section
+}
+
 // serverCatalog is the part of a catalog of MCP tools that is of some servers:
 // the tools named "<server>__<tool>" (mcp.Separator) of each.
 type serverCatalog struct {

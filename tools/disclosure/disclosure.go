@@ -101,10 +101,11 @@ type view struct {
 	docs    []string // their indexed text
 	vectors vectors  // their embeddings, with an embedder (WithEmbedder)
 	section string
+	bounded string              // section within MaxPromptSection (BoundedSection)
 	first   []messages.ToolSpec // what a request offers before any load
 }
 
-var _ actors.ToolDisclosure = (*Disclosure)(nil)
+var _ actors.BoundedDisclosure = (*Disclosure)(nil)
 
 // Option configures a Disclosure (New).
 type Option func(*Disclosure)
@@ -241,6 +242,7 @@ func (d *Disclosure) build(cat []tools.Tool) *view {
 	}
 	v.names, v.docs, v.index = names, docs, NewBM25(names, docs)
 	v.section = d.section(v)
+	v.bounded = d.sectionWithin(v, MaxPromptSection)
 	return v
 }
 
@@ -292,6 +294,81 @@ func (d *Disclosure) section(v *view) string {
 		}
 		fmt.Fprintf(&b, "## More tools\n\n%d more tools are available (from %s). Call search_tools with a description of what you need: the best matches join your tool list for the rest of the session. call_tool calls any of them by name.\n",
 			n, strings.Join(v.groupNames(), ", "))
+	}
+	return b.String()
+}
+
+// MaxPromptSection bounds the section of BoundedSection, in bytes, however many
+// tools and groups the catalog has (as skills.MaxPromptSection bounds the skills'):
+// an MCP server that joins with thousands of tools must not grow every request's
+// system prompt past the window.
+const MaxPromptSection = 16 << 10
+
+// BoundedSection implements actors.BoundedDisclosure: the section Disclose gives
+// for catalog, within MaxPromptSection bytes. Catalog's lines name every group and
+// its number of tools; when they do not fit whole, each group's list of tool
+// names is cut to an equal share of what is left, with how many it leaves out
+// (load_tools loads the whole group); past a few hundred groups the groups that do
+// not fit are counted, not named. The same catalog gives the same bytes.
+func (d *Disclosure) BoundedSection(catalog []tools.Tool) string { return d.viewOf(catalog).bounded }
+
+// sectionWithin is section within max bytes (BoundedSection).
+func (d *Disclosure) sectionWithin(v *view, max int) string {
+	whole := v.section
+	if len(whole) <= max || d.strategy != Catalog {
+		return whole
+	}
+	const intro = "## Tool groups\n\nMore tools are available in groups. To use one, call load_tools with its group's name: its tools join your tool list for the rest of the session; only some of each group's tools are named here.\n\n"
+	var b strings.Builder
+	b.WriteString(intro)
+	heads := make([]string, len(v.groups))
+	room := max - len(intro)
+	for i, g := range v.groups {
+		heads[i] = fmt.Sprintf("- %s (%d tools): ", g.name, len(g.tools))
+		room -= len(heads[i]) + 1
+	}
+	if room < 0 {
+		// Too many groups to name each: as many as fit, then a count.
+		for i, g := range v.groups {
+			line := fmt.Sprintf("- %s (%d tools)\n", g.name, len(g.tools))
+			if b.Len()+len(line)+64 > max {
+				fmt.Fprintf(&b, "(and %d more groups, not shown)\n", len(v.groups)-i)
+				break
+			}
+			b.WriteString(line)
+		}
+		return b.String()
+	}
+	share := room / len(v.groups)
+	for i, g := range v.groups {
+		b.WriteString(heads[i])
+		b.WriteString(namesWithin(g.tools, share))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// namesWithin joins names with ", " within max bytes: as many whole names as fit
+// with the note of how many are left out.
+func namesWithin(names []string, max int) string {
+	whole := strings.Join(names, ", ")
+	if len(whole) <= max {
+		return whole
+	}
+	var b strings.Builder
+	for i, n := range names {
+		more := fmt.Sprintf("… and %d more", len(names)-i)
+		sep := ""
+		if i > 0 {
+			sep = ", "
+		}
+		if b.Len()+len(sep)+len(n)+len(", ")+len(more) > max {
+			b.WriteString(sep)
+			b.WriteString(more)
+			break
+		}
+		b.WriteString(sep)
+		b.WriteString(n)
 	}
 	return b.String()
 }
