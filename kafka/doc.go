@@ -36,7 +36,7 @@
 // has no idempotent producer, so a retry after a lost response, or a caller
 // publishing again after an error, can write a record twice: delivery is at least
 // once, and consumers dedupe by message UUID (records from other clients get the
-// stable UUID "kafka:<topic>/<partition>/<offset>"). Records of one partition keep
+// stable UUID "kafka:<topic>/<partition>/<offset>@<timestamp>", messages.RecordID). Records of one partition keep
 // the order in which their Publish calls returned.
 //
 // Subscribe delivers each partition's records in offset order. By default

@@ -84,8 +84,8 @@ func (m DefaultMarshaler) Marshal(topic string, msg *message.Message) (kafkago.M
 }
 
 // Unmarshal implements Marshaler. It also reads records that other producers wrote
-// (kcat, a Java client): a record without a UUID header gets the ID
-// "kafka:<topic>/<partition>/<offset>", stable across redeliveries, and a keyed
+// (kcat, a Java client): a record without a UUID header gets the ID messages.RecordID
+// makes of it, stable across redeliveries, and a keyed
 // record without the key metadata gets it from the key. A record that gives one
 // header name different values keeps the last in its metadata entry, as a map must.
 // When that header is one a node decides by (messages.DecidingHeader, in any case:
@@ -111,7 +111,7 @@ func (m DefaultMarshaler) Unmarshal(rec kafkago.Message) (*message.Message, erro
 		md[messages.MetaRepeatedHeaders] = repeatedHeaders(rec.Headers)
 	}
 	if id == "" {
-		id = fmt.Sprintf("kafka:%s/%d/%d", rec.Topic, rec.Partition, rec.Offset)
+		id = messages.RecordID(rec.Topic, rec.Partition, rec.Offset, rec.Time)
 	}
 	if k := m.keyMetadata(); rec.Key != nil {
 		if _, ok := md[k]; !ok {

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	kafkago "github.com/segmentio/kafka-go"
@@ -89,6 +90,36 @@ func TestDefaultMarshalerForeignRecord(t *testing.T) {
 	}
 	if msg.Metadata.Get(messages.MetaSessionID) != "s-7" {
 		t.Errorf("session_id %q: want the record key", msg.Metadata.Get(messages.MetaSessionID))
+	}
+}
+
+// TestRecordIDCarriesTheTimestamp: a record with a timestamp (every producer since
+// Kafka 0.10 sets one) is named by its coordinates and its timestamp, so that the
+// record at the same offset of a topic created again is another task; the ID splits
+// back into the coordinates' ID (the one earlier versions gave) and the timestamp.
+func TestRecordIDCarriesTheTimestamp(t *testing.T) {
+	at := time.UnixMilli(1733395000123).UTC()
+	rec := kafkago.Message{Topic: "p.troupe.tasks", Partition: 2, Offset: 99, Time: at, Value: []byte("hello")}
+	msg, err := kafka.DefaultMarshaler{}.Unmarshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.UUID != "kafka:p.troupe.tasks/2/99@1733395000123" {
+		t.Errorf("UUID %q", msg.UUID)
+	}
+	rec.Time = at.Add(time.Millisecond)
+	if again, _ := (kafka.DefaultMarshaler{}).Unmarshal(rec); again.UUID == msg.UUID {
+		t.Errorf("the record at the same offset with another timestamp got the same ID %s", again.UUID)
+	}
+	coords, ts, ok := messages.SplitRecordID(msg.UUID)
+	if !ok || coords != "kafka:p.troupe.tasks/2/99" || !ts.Equal(at) {
+		t.Errorf("SplitRecordID(%q) = %q, %v, %v", msg.UUID, coords, ts, ok)
+	}
+	for _, id := range []string{"kafka:p.troupe.tasks/2/99", "kafka:t/2/99@", "kafka:t/2/99@x", "kafka:t/2@5", "kafka:t/2/-1@5", "kafka:t/2/9@05",
+		"x:t/2/99@5", "0f8fad5b-d9cb-469f-a165-70867728950e", "kafka:/2/9@5", "kafka:t/2/9@0"} {
+		if c, _, ok := messages.SplitRecordID(id); ok {
+			t.Errorf("SplitRecordID(%q) = %q, true; want false", id, c)
+		}
 	}
 }
 

@@ -26,7 +26,8 @@ type TaskResult struct {
 	// TaskID names the task the result is of: the task_id its client gave it
 	// (TaskSubmitted.TaskID), else the ID of its task.submitted event, the
 	// correlation ID of its task.* events (what POST /v1/tasks answers as task_id;
-	// for a plain record of the tasks topic, "kafka:<topic>/<partition>/<offset>").
+	// for a plain record of the tasks topic, RecordID's
+	// "kafka:<topic>/<partition>/<offset>@<timestamp>").
 	// A result published again (a node that takes a partition over publishes the
 	// latest task's again) has the same TaskID: consumers dedupe by it. In GET
 	// /v1/sessions/{id}, the task the status is of: the running one, else the latest.

@@ -441,18 +441,28 @@ func (in *Ingress) taskSession(taskID string) string {
 
 // messageSession names the session of a task that names none, no task_id and has no
 // key after its message's ID, so that a redelivery, or the copy a node forwards to the session's
-// partition, is the same session: "task." and the ID ("kafka:<topic>/<partition>/<offset>"
-// for a record without a Troupe UUID header) with '/' and ':' as '-'. Where that is not
-// a valid session ID (too long) or has the shape of a secret (it would be redacted in
-// the session's events, and its effect keys with it), the name is a hash of the ID.
+// partition, is the same session: "task." and the ID ("kafka:<topic>/<partition>/<offset>@<timestamp>"
+// for a record without a Troupe UUID header, kafka.RecordID) with '/' and ':' (and
+// a record ID's '@') as '-'. Where that is not a valid session ID (too long) or has
+// the shape of a secret (it would be redacted in the session's events, and its
+// effect keys with it), the name is a hash of the ID.
 func (in *Ingress) messageSession(msgID string) string {
-	id := "task." + strings.NewReplacer("/", "-", ":", "-").Replace(msgID)
+	r := sessionNameReplacer
+	if _, _, ok := messages.SplitRecordID(msgID); ok {
+		r = recordSessionNameReplacer
+	}
+	id := "task." + r.Replace(msgID)
 	if sessionIDPattern.MatchString(id) && in.redactor.String(id) == id {
 		return id
 	}
 	sum := sha256.Sum256([]byte(msgID))
 	return "task." + hex.EncodeToString(sum[:16])
 }
+
+var (
+	sessionNameReplacer       = strings.NewReplacer("/", "-", ":", "-")
+	recordSessionNameReplacer = strings.NewReplacer("/", "-", ":", "-", "@", "-")
+)
 
 // maxCancelReason bounds a cancellation's reason, as maxApprovalReason an approval's:
 // it is recorded in the task's end and sent to every watcher.

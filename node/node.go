@@ -956,6 +956,13 @@ func (n *Node) handleTask(msg *message.Message) error {
 	if forwarded, err := n.forward(msg, env.SessionID, stored); forwarded || err != nil {
 		return err
 	}
+	if session, recorded, found, err := n.recordedUnderCoordinates(msg.Context(), msg.UUID, env); err != nil {
+		return err // retried
+	} else if found {
+		n.cfg.Logger.Warn("task record read again: an earlier version recorded it under its coordinates' ID; not run again",
+			"message", msg.UUID, "session", session, "recorded", recorded)
+		return nil
+	}
 	if n.tracing.on() {
 		var end func()
 		env, end = n.tracing.stamp(telemetry.Extract(msg.Context(), msg.Metadata), env)
