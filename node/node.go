@@ -672,7 +672,11 @@ func (c Config) defaultAgent(chainOpts ...tools.ChainOption) (actors.Agent, *too
 
 // Node is one running Troupe node.
 type Node struct {
-	cfg               Config
+	cfg Config
+	// started is when New made the node (Config.Clock): a task record written
+	// after it was never read by an earlier version of this node
+	// (recordedUnderCoordinates).
+	started           time.Time
 	log               eventlog.Log
 	ownLog            bool
 	bus               *EmbeddedBus // the embedded bus, when the node owns one
@@ -792,7 +796,7 @@ func New(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Redactor = redact.New()
 	}
 	cfg.Redactor.Add(cfg.Secrets...)
-	n := &Node{cfg: cfg, log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), sessionsStop: make(chan struct{}), routing: make(chan struct{}), handedOver: make(chan struct{}), drainTurn: make(chan struct{}, 1), redactor: cfg.Redactor, metrics: newMetrics(),
+	n := &Node{cfg: cfg, started: cfg.Clock.Now(), log: cfg.Log, streamsDone: make(chan struct{}), stopping: make(chan struct{}), sessionsStop: make(chan struct{}), routing: make(chan struct{}), handedOver: make(chan struct{}), drainTurn: make(chan struct{}, 1), redactor: cfg.Redactor, metrics: newMetrics(),
 		submits: deadline.New(cfg.SubmitTimeout), revokeWithin: revokeBudget}
 	n.dedupe = newDeduplicator(n.metrics, cacheTTL, 0)
 	n.keys = &secretKeys{given: cfg.SecretKey, dir: cfg.DataDir, shared: cfg.Bus != nil, logger: cfg.Logger}

@@ -24,11 +24,19 @@ const legacyRecordSkew = time.Minute
 // its input is the same and it was stamped no earlier than the record's timestamp
 // (less legacyRecordSkew): else it is the task of another record at the same
 // coordinates (a topic deleted and created again starts its offsets at 0), and this
-// one is a new task. It returns the session the task was found in and its ID.
+// one is a new task. It returns the session the task was found in and its ID. A
+// record written after the node started (less legacyRecordSkew) is not looked up:
+// the lookup reads the whole session.
 func (n *Node) recordedUnderCoordinates(ctx context.Context, msgID string, env messages.Envelope) (session, coords string, found bool, err error) {
 	coords, ts, ok := messages.SplitRecordID(msgID)
 	if !ok || env.ID != msgID {
 		return "", "", false, nil // a named task, an envelope of its own ID, or a record without a timestamp
+	}
+	if ts.After(n.started.Add(legacyRecordSkew)) {
+		// Written after this node started: not read by this node's earlier version
+		// (on another node, in a rolling upgrade, it may have been: see the README).
+		// Most records are such, and their session is not read.
+		return "", "", false, nil
 	}
 	session = env.SessionID
 	if session == n.ingress.messageSession(msgID) {
