@@ -30,3 +30,16 @@ func BenchmarkRedactTypicalPayloadNineKeys(b *testing.B) {
 		r.Bytes(typicalPayload)
 	}
 }
+
+// escapedPayload is a tool call's request, as a session records it: its arguments
+// are JSON text in a JSON string, whose own escapes (\\n, \\u003c) make the
+// redactor decode it to look for escaped secrets.
+var escapedPayload = []byte(`{"key":"s-1/5","tool":"http","arguments":"{\"url\":\"https://example.com/api?q=1\u0026r=2\",\"body\":\"{\\\"text\\\":\\\"line one\\\\nline two \\\\u003cb\\\\u003e\\\"}\",\"method\":\"POST\"}","call_id":"call_0123456789"}`)
+
+func BenchmarkRedactEscapedToolRequest(b *testing.B) {
+	r := redact.New("my-own-secret-value")
+	b.SetBytes(int64(len(escapedPayload)))
+	for b.Loop() {
+		r.Bytes(escapedPayload)
+	}
+}

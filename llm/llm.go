@@ -22,7 +22,10 @@ type Model interface {
 	// Name identifies the model in events, e.g. "offline" or "gpt-4o-mini".
 	Name() string
 	// Generate returns the assistant's next message. Errors that may succeed on retry
-	// wrap ErrTransient.
+	// wrap ErrTransient. A call that fails after it spent tokens (replies it could not
+	// use, attempts it retried) returns with its error a Response whose Usage says
+	// what it spent, and nothing else: a caller keeps it (the gateway's quotas, the
+	// task's usage that budgets count), and reads nothing more of a failed call.
 	Generate(ctx context.Context, req Request) (Response, error)
 }
 

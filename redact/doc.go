@@ -15,7 +15,12 @@
 //     DeepSeek, DashScope, Moonshot, SiliconFlow, Anthropic "sk-ant-"), Zhipu "id.secret"
 //     keys, ModelScope "ms-" UUID keys, JWTs, bearer tokens, Slack "xox?-" and "xapp-"
 //     tokens, GitHub "ghp_"-style and "github_pat_" tokens, Google "AIza" keys and AWS
-//     "AKIA" access key IDs.
+//     "AKIA" access key IDs;
+//   - both of those written with JSON string escapes ("\u0073k-…", "tok\/…"), as a
+//     model may write a tool call's arguments, which are JSON text inside a JSON
+//     string: each is replaced whole, escapes and all, up to a few levels of JSON
+//     inside JSON strings deep. Text without a \u, \/ or \\ escape costs one byte
+//     scan more.
 //
 // Text enters as bytes (Redactor.Bytes, for JSON payloads) or a string
 // (Redactor.String) and leaves with the secrets replaced; Redacted contains no

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf16"
+	"unicode/utf8"
 	"unsafe"
 )
 
@@ -101,12 +103,13 @@ func (r *Redactor) list() []secret {
 // there is nothing to replace, and never modifies b.
 func (r *Redactor) Bytes(b []byte) []byte {
 	out := b
-	for _, s := range r.list() {
+	list := r.list()
+	for _, s := range list {
 		if s.in(out) {
 			out = bytes.ReplaceAll(out, s.value, redacted)
 		}
 	}
-	return redactShapes(out)
+	return redactEscaped(redactShapes(out), list)
 }
 
 // String returns s with every secret replaced by Redacted.
@@ -121,20 +124,23 @@ func (r *Redactor) String(s string) string {
 }
 
 // in reports whether b contains s; it is bytes.Contains, anchored on s's rarest byte.
-func (s secret) in(b []byte) bool {
+func (s secret) in(b []byte) bool { return s.index(b) >= 0 }
+
+// index is bytes.Index of s in b, anchored on s's rarest byte.
+func (s secret) index(b []byte) int {
 	v, p := s.value, s.anchor
 	last := len(b) - len(v) + p // the last index the anchor can have
 	for i := p; i <= last; i++ {
 		j := bytes.IndexByte(b[i:last+1], v[p])
 		if j < 0 {
-			return false
+			return -1
 		}
 		i += j
 		if bytes.Equal(b[i-p:i-p+len(v)], v) {
-			return true
+			return i - p
 		}
 	}
-	return false
+	return -1
 }
 
 // rarest returns the index of the byte of s least frequent in ordinary text and JSON,
@@ -181,29 +187,242 @@ var shapes = regexp.MustCompile(`` +
 // or after an escape (\n in JSON, %0A in a URL); the fixed-length ones must also end
 // one.
 func redactShapes(b []byte) []byte {
+	spans := shapeSpans(b, nil)
+	if spans == nil {
+		return b
+	}
+	return replaceSpans(b, spans)
+}
+
+// shapeSpans appends to spans the [start, end) of each credential-shaped string in b
+// (redactShapes), in order.
+func shapeSpans(b []byte, spans [][2]int) [][2]int {
 	if !mayHoldShape(b) {
-		return b
+		return spans
 	}
-	matches := shapes.FindAllIndex(b, -1)
-	if matches == nil {
-		return b
-	}
-	var out []byte
-	last := 0
-	for _, m := range matches {
+	for _, m := range shapes.FindAllIndex(b, -1) {
 		start, end := m[0], m[1]
 		if bounded, fixed := boundedShape(b[start:end]); bounded &&
 			(!startsToken(b, start) || (fixed && end < len(b) && isAlnum(b[end]))) {
 			continue
 		}
-		out = append(out, b[last:start]...)
-		out = append(out, redacted...)
-		last = end
+		spans = append(spans, [2]int{start, end})
 	}
-	if out == nil {
-		return b
+	return spans
+}
+
+// replaceSpans returns b with each of spans, sorted by start, replaced by Redacted;
+// spans that overlap are replaced as one.
+func replaceSpans(b []byte, spans [][2]int) []byte {
+	out := make([]byte, 0, len(b))
+	last := 0
+	for _, s := range spans {
+		switch {
+		case s[1] <= last: // within the previous one
+		case s[0] < last: // overlaps the previous one: it grows
+			last = s[1]
+		default:
+			out = append(out, b[last:s[0]]...)
+			out = append(out, redacted...)
+			last = s[1]
+		}
 	}
 	return append(out, b[last:]...)
+}
+
+// maxEscapeDepth bounds the levels of JSON string escapes redactEscaped decodes: a
+// tool call's arguments are JSON text inside a JSON payload (two levels), a JSON
+// document inside one of its strings a third. Each level costs a pass over the text,
+// and a hostile text can nest escapes about as deep as it is long.
+const maxEscapeDepth = 6
+
+// redactEscaped replaces the secrets (list) and credential-shaped strings that b
+// holds written with JSON string escapes ("\u0073k-…", "tok\/…"), decoded at any
+// of up to maxEscapeDepth levels (a tool call's arguments, JSON text inside a JSON
+// string, escape their own strings once more: "\\u0073k-…" in the payload). Each
+// is replaced whole, its escapes with it, by Redacted, so a JSON document stays
+// valid at every level. It returns b itself when there is nothing to replace.
+//
+// The escapes that can hide a secret from the search of b as it is are \uXXXX,
+// \/ and, a level deeper, \\: b without any of them is returned at once.
+func redactEscaped(b []byte, list []secret) []byte {
+	if !mayHideEscaped(b) {
+		return b
+	}
+	var spans [][2]int
+	levels := make([][]escape, 0, maxEscapeDepth) // levels[k] maps level k+1's offsets to level k's; level 0 is b
+	buf := make([]byte, 2*len(b))                 // the levels' texts, taking turns: a level is no longer than the one it decodes
+	bufs := [2][]byte{buf[:0:len(b)], buf[len(b):len(b)]}
+	text := b
+	for depth := 0; depth < maxEscapeDepth && mayHideEscaped(text); depth++ {
+		var esc []escape
+		text, esc = unescape(bufs[depth%2][:0], text)
+		bufs[depth%2] = text
+		levels = append(levels, esc)
+		found := shapeSpans(text, nil)
+		for _, s := range list {
+			for off := 0; ; {
+				j := s.index(text[off:])
+				if j < 0 {
+					break
+				}
+				off += j
+				found = append(found, [2]int{off, off + len(s.value)})
+				off += len(s.value)
+			}
+		}
+		for _, f := range found {
+			start, end := f[0], f[1]
+			for k := len(levels) - 1; k >= 0; k-- {
+				start, end = unitStart(levels[k], start), unitEnd(levels[k], end)
+			}
+			spans = append(spans, [2]int{start, end})
+		}
+	}
+	if spans == nil {
+		return b
+	}
+	slices.SortFunc(spans, func(x, y [2]int) int { return cmp.Compare(x[0], y[0]) })
+	return replaceSpans(b, spans)
+}
+
+// escape is one escape unescape decoded: n bytes at src of the encoded text became
+// m bytes at dec of the decoded text.
+type escape struct{ dec, src, m, n int }
+
+// unit returns the escape of esc (in order of dec) that holds or last precedes
+// decoded offset d, and false if none does.
+func unit(esc []escape, d int) (escape, bool) {
+	i, _ := slices.BinarySearchFunc(esc, d, func(e escape, d int) int { return cmp.Compare(e.dec, d) })
+	if i < len(esc) && esc[i].dec == d {
+		return esc[i], true
+	}
+	if i == 0 {
+		return escape{}, false
+	}
+	return esc[i-1], true
+}
+
+// unitStart maps decoded offset d to the start, in the encoded text, of the escape
+// or byte it comes from.
+func unitStart(esc []escape, d int) int {
+	e, ok := unit(esc, d)
+	switch {
+	case !ok:
+		return d
+	case d < e.dec+e.m:
+		return e.src // within the bytes of a character decoded from \uXXXX
+	}
+	return e.src + e.n + d - (e.dec + e.m)
+}
+
+// unitEnd maps decoded offset d (d > 0), the end of a span, to the end, in the
+// encoded text, of the escape or byte that byte d-1 comes from.
+func unitEnd(esc []escape, d int) int {
+	e, ok := unit(esc, d-1)
+	if ok && d-1 < e.dec+e.m {
+		return e.src + e.n
+	}
+	return unitStart(esc, d-1) + 1
+}
+
+// mayHideEscaped reports whether b holds a backslash followed by 'u', '/' or a
+// backslash: an escape under which a secret may go unseen.
+func mayHideEscaped(b []byte) bool {
+	for i := 0; i < len(b)-1; i++ {
+		j := bytes.IndexByte(b[i:len(b)-1], '\\')
+		if j < 0 {
+			return false
+		}
+		i += j
+		if c := b[i+1]; c == 'u' || c == '/' || c == '\\' {
+			return true
+		}
+		i++ // the escaped byte
+	}
+	return false
+}
+
+// unescape decodes the JSON string escapes in b, wherever they are (outside a JSON
+// document's strings, valid JSON has no backslash); a backslash that starts no valid
+// escape is kept as it is. It appends the decoded text to dec; esc lists the escapes
+// decoded, in order.
+func unescape(dec, b []byte) ([]byte, []escape) {
+	esc := make([]escape, 0, bytes.Count(b, []byte{'\\'}))
+	for i := 0; i < len(b); {
+		j := bytes.IndexByte(b[i:], '\\')
+		if j < 0 {
+			return append(dec, b[i:]...), esc
+		}
+		dec = append(dec, b[i:i+j]...)
+		i += j
+		c := byte(0) // what a two-byte escape stands for; 0: none
+		if i+1 < len(b) {
+			switch e := b[i+1]; e {
+			case '"', '\\', '/':
+				c = e
+			case 'b':
+				c = '\b'
+			case 'f':
+				c = '\f'
+			case 'n':
+				c = '\n'
+			case 'r':
+				c = '\r'
+			case 't':
+				c = '\t'
+			case 'u':
+				r, ok := hex4(b[i+2:])
+				if !ok {
+					break
+				}
+				n := 6
+				if utf16.IsSurrogate(r) {
+					r2, ok := rune(0), false
+					if i+7 < len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
+						r2, ok = hex4(b[i+8:])
+					}
+					if r = utf16.DecodeRune(r, r2); ok && r != utf8.RuneError {
+						n = 12
+					}
+				}
+				esc = append(esc, escape{dec: len(dec), src: i, m: utf8.RuneLen(r), n: n})
+				dec = utf8.AppendRune(dec, r)
+				i += n
+				continue
+			}
+		}
+		if c == 0 { // no escape: the backslash stays
+			dec = append(dec, '\\')
+			i++
+			continue
+		}
+		esc = append(esc, escape{dec: len(dec), src: i, m: 1, n: 2})
+		dec = append(dec, c)
+		i += 2
+	}
+	return dec, esc
+}
+
+// hex4 decodes the four hexadecimal digits b starts with.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // boundedShape reports whether a match is of a shape that must start a token, and

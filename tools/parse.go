@@ -1,6 +1,7 @@
 package tools
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/google/jsonschema-go/jsonschema"
@@ -56,7 +58,9 @@ const maxProblems = 8
 //
 // Validation then checks type, enum, const, required and unknown properties, the
 // bounds of numbers, strings and arrays, and, through github.com/google/jsonschema-go,
-// every other keyword of the schema. An error is an *ArgumentError wrapping
+// every other keyword of the schema (of the properties it finds at fault, the first in
+// key order, the same every time: a chain's refusal is its session's decision, and
+// replayed). An error is an *ArgumentError wrapping
 // ErrInvalidArguments that names each field at fault (as a path: "items[2].name")
 // and what was expected, up to eight problems at once.
 //
@@ -67,7 +71,11 @@ type ArgumentParser struct {
 	tool     string
 	schema   *jsonschema.Schema
 	resolved *jsonschema.Resolved
-	maxBytes int
+	// properties are the schema's properties, each resolved on its own, for the
+	// validator's problem to be the same every time (firstProblem); nil when the
+	// schema does not allow it (propertyValidators). Resolved at the first problem.
+	properties func() map[string]*propertyCheck
+	maxBytes   int
 }
 
 // NewArgumentParser returns the parser of arguments for the schema (a JSON Schema
@@ -106,7 +114,109 @@ func newArgumentParser(tool string, s *jsonschema.Schema, maxBytes int) (*Argume
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxArguments
 	}
-	return &ArgumentParser{tool: tool, schema: s, resolved: resolved, maxBytes: maxBytes}, nil
+	return &ArgumentParser{tool: tool, schema: s, resolved: resolved, maxBytes: maxBytes,
+		properties: sync.OnceValue(func() map[string]*propertyCheck { return propertyValidators(s) })}, nil
+}
+
+// propertyValidators resolves each property of s on its own, and theirs in turn:
+// the validator (jsonschema.Resolved.Validate) checks an object's properties in Go's
+// map order and reports the first that fails, so that of two failing fields either
+// could be named, and a chain's refusal, which its session decides
+// (actors.decideChain) and replay verify decides again, would differ from run to
+// run. firstProblem checks them in key order instead. It returns nil, and the
+// validator's own problem stands, for a schema that refers to others ($ref, $id,
+// $anchor), which checking a property on its own could read otherwise.
+func propertyValidators(s *jsonschema.Schema) map[string]*propertyCheck {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil
+	}
+	for _, kw := range []string{`"$ref"`, `"$dynamicRef"`, `"$recursiveRef"`, `"$id"`, `"$anchor"`, `"$dynamicAnchor"`, `"$recursiveAnchor"`} {
+		if bytes.Contains(b, []byte(kw)) {
+			return nil
+		}
+	}
+	checks, ok := propertyChecks(s, s.Schema)
+	if !ok {
+		return nil
+	}
+	return checks
+}
+
+// propertyCheck is a property's schema resolved on its own, and its properties'.
+type propertyCheck struct {
+	resolved   *jsonschema.Resolved
+	properties map[string]*propertyCheck
+}
+
+// propertyChecks resolves each property of s on its own, under the draft of the
+// whole schema; false when one does not resolve.
+func propertyChecks(s *jsonschema.Schema, draft string) (map[string]*propertyCheck, bool) {
+	if len(s.Properties) == 0 {
+		return nil, true
+	}
+	out := make(map[string]*propertyCheck, len(s.Properties))
+	for k, ps := range s.Properties {
+		if ps == nil {
+			return nil, false
+		}
+		c := ps.CloneSchemas()
+		c.Schema = draft
+		r, err := c.Resolve(nil)
+		if err != nil {
+			return nil, false
+		}
+		nested, ok := propertyChecks(ps, draft)
+		if !ok {
+			return nil, false
+		}
+		out[k] = &propertyCheck{resolved: r, properties: nested}
+	}
+	return out, true
+}
+
+// firstProblem is the problem the validator found in v, err, said the same way
+// every time: when the validator found it in one of v's properties, it is what the
+// validator says of the first failing property in key order (and so on down), as
+// it says it when it checks that property first, one of the problems it could
+// report (which one it checks first is up to Go's map order).
+func (p *ArgumentParser) firstProblem(v any, err error) string {
+	if m, ok := v.(map[string]any); ok {
+		if text, ok := firstFailing(p.properties(), m, strings.TrimPrefix(err.Error(), "validating root: ")); ok {
+			return validatorText("validating root: " + text)
+		}
+	}
+	return validatorProblem(err)
+}
+
+// firstFailing returns, for the object m whose schema's error is text (as the
+// validator of that schema resolved on its own says it, without its leading
+// "validating root: "), the error of its first property in key order that fails
+// its schema, as the validator of m's schema says it; false when text is not of a
+// property (the validator checks a schema's other keywords first: it found none
+// failing only when it says a property failed).
+func firstFailing(checks map[string]*propertyCheck, m map[string]any, text string) (string, bool) {
+	if checks == nil || !strings.HasPrefix(text, "validating /properties/") {
+		return "", false
+	}
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		c := checks[k]
+		if c == nil {
+			continue
+		}
+		perr := c.resolved.Validate(m[k])
+		if perr == nil {
+			continue
+		}
+		sub := strings.TrimPrefix(perr.Error(), "validating root: ")
+		if o, ok := m[k].(map[string]any); ok {
+			if nested, ok := firstFailing(c.properties, o, sub); ok {
+				sub = nested
+			}
+		}
+		return underProperty(k, sub), true
+	}
+	return "", false
 }
 
 // Schema returns the parser's schema. It must not be modified.
@@ -147,7 +257,7 @@ func (p *ArgumentParser) Parse(raw string) (map[string]any, error) {
 	v = w.walk(v, p.schema, "", 0)
 	if len(w.problems) == 0 {
 		if err := p.resolved.Validate(v); err != nil {
-			w.problems = append(w.problems, validatorProblem(err))
+			w.problems = append(w.problems, p.firstProblem(v, err))
 		}
 	}
 	if len(w.problems) > 0 {
@@ -692,8 +802,10 @@ func name(path string) string {
 // validatorProblem rephrases an error of jsonschema-go's validator: the schema path
 // it names ("/properties/items/items/properties/name") becomes a field path
 // ("items[].name").
-func validatorProblem(err error) string {
-	msg := err.Error()
+func validatorProblem(err error) string { return validatorText(err.Error()) }
+
+// validatorText is validatorProblem of the validator's error text.
+func validatorText(msg string) string {
 	const marker = "validating /"
 	path := ""
 	for {
@@ -714,6 +826,26 @@ func validatorProblem(err error) string {
 	}
 	field := strings.NewReplacer("/properties/", ".", "/items", "[]").Replace(path)
 	return fmt.Sprintf("%s does not match the schema: %s", strconv.Quote(strings.TrimPrefix(field, ".")), msg)
+}
+
+// underProperty returns text, the validator's error for the value of the property
+// k checked on its own, without its leading "validating root: ", as the validator
+// of the schema holding k says it: the paths of the schemas that failed, which
+// lead the text, start at the property's.
+func underProperty(k, text string) string {
+	const marker = "validating /"
+	var b strings.Builder
+	b.WriteString("validating /properties/" + k + ": ")
+	for strings.HasPrefix(text, marker) {
+		path, after, ok := strings.Cut(text[len("validating "):], ": ")
+		if !ok {
+			break
+		}
+		b.WriteString("validating /properties/" + k + path + ": ")
+		text = after
+	}
+	b.WriteString(text)
+	return b.String()
 }
 
 // maxQuoted bounds a quoted value in a validator's message (clipQuoted).

@@ -44,6 +44,10 @@
 //     tried; any error that is left falls over (a 4xx too), except a cancelled context.
 //   - Pricing and CountTokens wrap each model of the chain, so an answer is counted and
 //     priced once, as the model that gave it, whatever the retries before it.
+//   - Every layer keeps the Usage of a failed call (llm.Model): Retry adds its failed
+//     attempts' to its answer or failure, Fallback the models' it tried (each priced
+//     as its own), Quotas charges it, so what a task records and budgets count is
+//     what was spent (a ReAct reply that could not be parsed was).
 //   - Retry is outside LimitConcurrency, so a call holds its provider's slot during an
 //     attempt, not during the backoff between attempts.
 //

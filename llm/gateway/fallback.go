@@ -15,7 +15,8 @@ import (
 // refused. A cancelled context does not: the error is returned at once, wrapping
 // ctx.Err(). An answer from a backup whose name differs from the wrapped model's has
 // Model set to the backup's name. When every model failed, the error wraps
-// ErrAllFailed and each model's error.
+// ErrAllFailed and each model's error. The Usage it returns, answer or failure, is
+// that of every model it tried (llm.Model), each priced as its own (Pricing).
 func Fallback(logger *slog.Logger, backups ...llm.Model) Middleware {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -38,21 +39,24 @@ func (f *fallback) Name() string { return f.name }
 
 func (f *fallback) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
 	errs := make([]error, 0, len(f.chain))
+	var spent llm.Response // the Usage of the models tried so far (llm.Model)
 	for i, m := range f.chain {
 		resp, err := m.Generate(ctx, req)
+		spent.Usage = spent.Usage.Add(resp.Usage)
 		if err == nil {
 			if name := m.Name(); name != f.name {
 				resp.Model = name
 			}
+			resp.Usage = spent.Usage
 			return resp, nil
 		}
 		if ctx.Err() != nil {
-			return llm.Response{}, stopped(ctx, err)
+			return spent, stopped(ctx, err)
 		}
 		errs = append(errs, err)
 		if i < len(f.chain)-1 {
 			f.logger.Warn("model failed, falling back", "model", m.Name(), "next", f.chain[i+1].Name(), "err", err)
 		}
 	}
-	return llm.Response{}, fmt.Errorf("%w: %w", ErrAllFailed, errors.Join(errs...))
+	return spent, fmt.Errorf("%w: %w", ErrAllFailed, errors.Join(errs...))
 }

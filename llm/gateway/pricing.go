@@ -30,10 +30,7 @@ type priced struct {
 }
 
 func (m *priced) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
-	resp, err := m.Model.Generate(ctx, req)
-	if err != nil {
-		return resp, err
-	}
+	resp, err := m.Model.Generate(ctx, req) // a failed call's Usage is priced too (llm.Model)
 	p, u := m.price, &resp.Usage
 	cachedPrice := p.Cached
 	if cachedPrice == 0 {
@@ -41,5 +38,5 @@ func (m *priced) Generate(ctx context.Context, req llm.Request) (llm.Response, e
 	}
 	cached := min(u.CachedTokens, u.PromptTokens)
 	u.CostUSD = (float64(u.PromptTokens-cached)*p.Prompt + float64(cached)*cachedPrice + float64(u.CompletionTokens)*p.Completion) / 1e6
-	return resp, nil
+	return resp, err
 }

@@ -16,8 +16,9 @@ import (
 // ErrQuotaExceeded. A call that is let through and answered is charged the answer's
 // Usage (prompt + completion tokens), which replaces its estimate, so the model it
 // wraps must report real counts: wrap a model that counts them (CountTokens) when a
-// provider may report none. A call that fails is not charged. Counting the calls in
-// flight bounds what concurrent calls spend: without it, every call that started
+// provider may report none. A call that fails is charged what it reports it spent
+// (llm.Model: replies it could not use, attempts retried), nothing when it reports
+// none. Counting the calls in flight bounds what concurrent calls spend: without it, every call that started
 // before the first answer was charged passed the check, and twenty calls in flight
 // spent twenty times a quota that one of them filled. Each quota keeps its own spend, over its own window, even
 // where two apply to one scope ("agent:*" and "agent:a"). Scopes that Config.Validate
@@ -51,11 +52,10 @@ func (m *quotaModel) Generate(ctx context.Context, req llm.Request) (llm.Respons
 		return llm.Response{}, err
 	}
 	resp, err := m.Model.Generate(ctx, req)
-	if err != nil {
-		m.book.settle(req.Scope, estimate, 0)
-		return llm.Response{}, err
-	}
 	m.book.settle(req.Scope, estimate, int64(resp.Usage.PromptTokens+resp.Usage.CompletionTokens))
+	if err != nil {
+		return llm.Response{Usage: resp.Usage}, err
+	}
 	return resp, nil
 }
 

@@ -35,7 +35,8 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 // context.DeadlineExceeded (the call cannot be made in time; a fallback model may
 // still answer, the context being live). A cancelled context
 // ends them too, before the next call or during the wait, with an error wrapping
-// ctx.Err().
+// ctx.Err(). The Usage it returns, answer or failure, is that of all its calls
+// (llm.Model): a failed attempt's tokens were spent too.
 func Retry(p RetryPolicy, sleep func(ctx context.Context, d time.Duration) error, logger *slog.Logger) Middleware {
 	p = p.withDefaults()
 	if sleep == nil {
@@ -58,38 +59,41 @@ type retrying struct {
 
 func (r *retrying) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
 	backoff := r.p.Initial
-	var last error // the previous attempt's
+	var last error         // the previous attempt's
+	var spent llm.Response // the Usage of the attempts so far (llm.Model)
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			if last != nil {
-				return llm.Response{}, stopped(ctx, last)
+				return spent, stopped(ctx, last)
 			}
-			return llm.Response{}, err
+			return spent, err
 		}
 		resp, err := r.Model.Generate(ctx, req)
+		spent.Usage = spent.Usage.Add(resp.Usage)
 		if err == nil {
+			resp.Usage = spent.Usage
 			return resp, nil
 		}
 		last = err
 		if ctx.Err() != nil {
-			return llm.Response{}, stopped(ctx, err)
+			return spent, stopped(ctx, err)
 		}
 		if !errors.Is(err, llm.ErrTransient) || attempt >= r.p.MaxAttempts {
-			return llm.Response{}, err
+			return spent, err
 		}
 		wait := backoff/2 + rand.N(backoff/2+1)
 		if hint, ok := llm.RetryAfter(err); ok {
 			if hint > r.p.MaxRetryAfter {
-				return llm.Response{}, fmt.Errorf("%w (Retry-After %s is longer than the %s this gateway waits)", err, hint, r.p.MaxRetryAfter)
+				return spent, fmt.Errorf("%w (Retry-After %s is longer than the %s this gateway waits)", err, hint, r.p.MaxRetryAfter)
 			}
 			wait = max(wait, hint)
 		}
 		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= wait {
-			return llm.Response{}, fmt.Errorf("%w (waiting %s to retry would pass the call's deadline: %w)", err, wait, context.DeadlineExceeded)
+			return spent, fmt.Errorf("%w (waiting %s to retry would pass the call's deadline: %w)", err, wait, context.DeadlineExceeded)
 		}
 		r.logger.Info("retrying model call", "model", r.Name(), "attempt", attempt, "wait", wait, "err", err)
 		if serr := r.sleep(ctx, wait); serr != nil {
-			return llm.Response{}, stopped(ctx, fmt.Errorf("%w; waiting %s to retry: %w", err, wait, serr))
+			return spent, stopped(ctx, fmt.Errorf("%w; waiting %s to retry: %w", err, wait, serr))
 		}
 		backoff = min(backoff*2, r.p.Max)
 	}

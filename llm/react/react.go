@@ -54,7 +54,9 @@ func (m *Model) Capabilities() llm.Capabilities {
 	return c
 }
 
-// Generate implements llm.Model.
+// Generate implements llm.Model. Its answer's Usage is that of every attempt, the
+// unparseable replies sent back included; when it fails, the Response it returns
+// with the error carries that Usage and nothing else (llm.Model).
 func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, error) {
 	if len(req.Tools) == 0 || m.opts.OnRequest && req.Protocol != llm.ProtocolReAct {
 		return llm.StreamOrGenerate(ctx, m.inner, req)
@@ -67,17 +69,17 @@ func (m *Model) Generate(ctx context.Context, req llm.Request) (llm.Response, er
 		// Streamed when the caller asks (llm.WithDeltas): the increments are the
 		// protocol's text, and each reply sent back for a parse error is an attempt.
 		resp, err := llm.StreamOrGenerate(ctx, m.inner, text)
-		if err != nil {
-			return llm.Response{}, err
-		}
 		usage = usage.Add(resp.Usage)
+		if err != nil {
+			return llm.Response{Usage: usage}, err // the attempts before spent tokens too
+		}
 		msg, perr := Parse(resp.Message.Content, req.Tools, req.Step)
 		if perr == nil {
 			resp.Message, resp.Usage = msg, usage
 			return resp, nil
 		}
 		if attempt >= m.opts.MaxRetries {
-			return llm.Response{}, fmt.Errorf("%w after %d attempts: %v; last reply: %q", ErrUnparseable, attempt+1, perr, clip(resp.Message.Content))
+			return llm.Response{Usage: usage}, fmt.Errorf("%w after %d attempts: %v; last reply: %q", ErrUnparseable, attempt+1, perr, clip(resp.Message.Content))
 		}
 		text.Messages = append(text.Messages,
 			messages.ChatMessage{Role: messages.RoleAssistant, Content: resp.Message.Content},
